@@ -1,0 +1,212 @@
+"""Slack Web API adapter: the only module besides the Bolt wiring that imports `slack_sdk`.
+
+Every call goes through one `WebClient` with retry handlers, so a 429 waits for `Retry-After` and
+a dropped connection or a 5xx is tried again: a rate-limited post is delayed, not lost. Slack's own
+error codes (`channel_not_found`, `not_in_channel`, …) become `SlackCallFailed` with the code, for
+callers to turn into a short message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+from slack_sdk.webhook import WebhookClient
+
+from bot.errors import BotError, TemporaryError
+
+log = logging.getLogger(__name__)
+
+#: Where Slack's Web API lives unless SLACK_API_URL says otherwise (tests, proxies, GovSlack).
+DEFAULT_API_URL = "https://slack.com/api/"
+
+
+class SlackCallFailed(BotError):
+    """A Web API call answered `ok: false`; `code` is Slack's error string."""
+
+    def __init__(self, method: str, code: str) -> None:
+        super().__init__(_FRIENDLY.get(code, f"Slack refused {method}: {code}"))
+        self.method = method
+        self.code = code
+
+
+_FRIENDLY = {
+    "channel_not_found": "that channel does not exist or the bot cannot see it",
+    "not_in_channel": "the bot is not in that channel; invite it with `/invite @upgrade-bot`",
+    "is_archived": "that channel is archived",
+    "user_not_found": "that Slack user does not exist",
+    "no_such_subteam": "that user group does not exist",
+    "missing_scope": "the Slack app lacks a scope this needs; reinstall it from slack-app-manifest.yaml",
+    "invalid_auth": "the Slack token was refused",
+}
+
+
+def retry_handlers(rate_limit_retries: int = 5) -> list[Any]:
+    return [
+        RateLimitErrorRetryHandler(max_retry_count=rate_limit_retries),
+        ConnectionErrorRetryHandler(max_retry_count=3),
+        ServerErrorRetryHandler(max_retry_count=2),
+    ]
+
+
+def make_web_client(token: str | None, api_url: str | None = None, *, timeout: int = 30) -> WebClient:
+    base_url = api_url or DEFAULT_API_URL
+    if not base_url.endswith("/"):
+        base_url += "/"
+    client = WebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=retry_handlers())
+    return client
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostedMessage:
+    channel: str
+    ts: str
+
+
+class SlackGateway:
+    """The Slack calls the bot makes, with errors translated into the bot's error tree."""
+
+    def __init__(self, client: WebClient) -> None:
+        self.client = client
+
+    def _call(self, method: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except SlackApiError as exc:
+            code = str(exc.response.get("error", "unknown_error")) if exc.response is not None else "unknown"
+            status = exc.response.status_code if exc.response is not None else 0
+            log.warning("Slack %s failed: %s (HTTP %s)", method, code, status)
+            if status == 429 or status >= 500:
+                raise TemporaryError(f"Slack is not answering {method} right now") from exc
+            raise SlackCallFailed(method, code) from exc
+        except (SlackClientError, OSError) as exc:
+            log.warning("Slack %s failed: %s", method, exc)
+            raise TemporaryError(f"could not reach Slack for {method}") from exc
+
+    def post_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        blocks: Sequence[dict[str, Any]] | None = None,
+        thread_ts: str | None = None,
+        reply_broadcast: bool = False,
+    ) -> PostedMessage:
+        kwargs: dict[str, Any] = {"channel": channel, "text": text}
+        if blocks is not None:
+            kwargs["blocks"] = list(blocks)
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+            kwargs["reply_broadcast"] = reply_broadcast
+        resp = self._call("chat.postMessage", self.client.chat_postMessage, **kwargs)
+        return PostedMessage(channel=str(resp["channel"]), ts=str(resp["ts"]))
+
+    def update_message(
+        self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
+    ) -> None:
+        kwargs: dict[str, Any] = {"channel": channel, "ts": ts, "text": text}
+        if blocks is not None:
+            kwargs["blocks"] = list(blocks)
+        self._call("chat.update", self.client.chat_update, **kwargs)
+
+    def post_ephemeral(self, channel: str, user: str, text: str) -> None:
+        self._call(
+            "chat.postEphemeral", self.client.chat_postEphemeral, channel=channel, user=user, text=text
+        )
+
+    def open_dm(self, user: str) -> str:
+        resp = self._call("conversations.open", self.client.conversations_open, users=user)
+        return str(resp["channel"]["id"])
+
+    def upload_file(
+        self,
+        channel: str,
+        filename: str,
+        content: bytes,
+        *,
+        title: str = "",
+        thread_ts: str | None = None,
+        comment: str | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {
+            "channel": channel,
+            "filename": filename,
+            "content": content,
+            "title": title or filename,
+        }
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+        if comment:
+            kwargs["initial_comment"] = comment
+        self._call("files.uploadV2", self.client.files_upload_v2, **kwargs)
+
+    def auth_test(self) -> dict[str, Any]:
+        resp = self._call("auth.test", self.client.auth_test)
+        return dict(resp.data) if isinstance(resp.data, dict) else {}
+
+
+def respond_via_url(
+    response_url: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None, ephemeral: bool = True
+) -> None:
+    """Answer through a command's `response_url` (works for ephemeral replies in any channel)."""
+    client = WebhookClient(response_url, timeout=30, retry_handlers=retry_handlers())
+    try:
+        resp = client.send(
+            text=text,
+            blocks=list(blocks) if blocks is not None else None,
+            response_type="ephemeral" if ephemeral else "in_channel",
+        )
+    except (SlackClientError, OSError) as exc:
+        raise TemporaryError("could not reach Slack to answer the command") from exc
+    if resp.status_code != 200:
+        log.warning("response_url answered HTTP %s: %s", resp.status_code, resp.body)
+        raise TemporaryError(f"Slack refused the reply (HTTP {resp.status_code})")
+
+
+class SlackDirectory:
+    """User-group membership from `usergroups.users.list`, cached briefly.
+
+    Membership changes rarely during an upgrade, and usergroups.users.list is Tier 2 (~20/min),
+    so a short cache keeps role checks from eating the budget.
+    """
+
+    def __init__(
+        self, client: WebClient, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.gateway = SlackGateway(client)
+        self.ttl = ttl
+        self.clock = clock
+        self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+        self._lock = threading.Lock()
+
+    def group_members(self, group_id: str) -> frozenset[str]:
+        now = self.clock()
+        with self._lock:
+            hit = self._cache.get(group_id)
+            if hit and now - hit[0] < self.ttl:
+                return hit[1]
+        try:
+            resp = self.gateway._call(
+                "usergroups.users.list", self.gateway.client.usergroups_users_list, usergroup=group_id
+            )
+            members = frozenset(str(u) for u in resp.get("users", []))
+        except SlackCallFailed as exc:
+            if exc.code not in {"no_such_subteam", "subteam_not_found"}:
+                raise
+            # A deleted group in the roster grants nobody anything; it must not break role checks.
+            log.warning("user group %s in the roster does not exist", group_id)
+            members = frozenset()
+        with self._lock:
+            self._cache[group_id] = (now, members)
+        return members

@@ -1,0 +1,185 @@
+"""The contract between the router and the subcommands in `commands/`.
+
+A subcommand is a function `(CommandContext, Args) -> Reply`; its docstring is its help text and
+its arguments are declared on a `CommandParser` that raises `UsageError` instead of exiting. It
+never talks to Slack: it returns data and names the template that renders it. Each module in
+`commands/` registers its subcommands on the `Registry` it is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import html
+import inspect
+import re
+import shlex
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from bot.errors import UsageError
+
+if TYPE_CHECKING:
+    from bot.adapters.store import Store
+    from bot.core.people import Directory
+    from bot.settings import Settings
+
+Args = argparse.Namespace
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileAttachment:
+    """A file that goes with a reply: uploaded in Slack, written to disk in the terminal."""
+
+    filename: str
+    content: bytes
+    title: str = ""
+    filetype: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """What a subcommand returns: a template name and its context, not text."""
+
+    template: str
+    context: Mapping[str, Any] = field(default_factory=dict)
+    ephemeral: bool = True
+    files: tuple[FileAttachment, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandContext:
+    """Everything a subcommand may use. Built per request by the router."""
+
+    user_id: str
+    channel_id: str
+    source: str  # "slack" | "terminal"
+    correlation_id: str
+    settings: Settings
+    store: Store
+    registry: Registry
+    directory: Directory
+    clock: Callable[[], datetime]
+
+
+Handler = Callable[[CommandContext, Args], Reply]
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse that raises UsageError (with usage text) instead of printing and exiting."""
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        super().__init__(prog=prog, add_help=False, allow_abbrev=False, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, usage=self.format_usage().strip())
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise UsageError(message or "invalid arguments", usage=self.format_usage().strip())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subcommand:
+    name: str
+    handler: Handler
+    parser: CommandParser
+    #: Roles allowed to run it; empty means anyone in the workspace.
+    roles: frozenset[str] = frozenset()
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.handler) or ""
+
+    @property
+    def summary(self) -> str:
+        return self.doc.splitlines()[0] if self.doc else ""
+
+    @property
+    def usage(self) -> str:
+        return self.parser.format_usage().strip().removeprefix("usage: ")
+
+
+class Registry:
+    """Subcommands by name. Passed to each `commands/` module's `register`."""
+
+    def __init__(self) -> None:
+        self._commands: dict[str, Subcommand] = {}
+
+    def add(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        arguments: Callable[[CommandParser], None] | None = None,
+        roles: frozenset[str] | set[str] = frozenset(),
+    ) -> Subcommand:
+        if name in self._commands:
+            raise ValueError(f"subcommand {name!r} is registered twice")
+        if not inspect.getdoc(handler):
+            raise ValueError(f"subcommand {name!r} has no docstring; the docstring is its help")
+        parser = CommandParser(prog=f"/upgrade {name}")
+        if arguments is not None:
+            arguments(parser)
+        sub = Subcommand(name=name, handler=handler, parser=parser, roles=frozenset(roles))
+        self._commands[name] = sub
+        return sub
+
+    def get(self, name: str) -> Subcommand | None:
+        return self._commands.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._commands)
+
+    def __iter__(self) -> Iterator[Subcommand]:
+        return iter(self._commands[n] for n in self.names())
+
+    def suggest(self, name: str) -> list[str]:
+        return difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chat-safe parsing
+
+# Chat clients "improve" what people type: smart quotes, and `--` turned into an en or em dash.
+_PUNCTUATION = str.maketrans(
+    {
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u00a0": " ",
+    }
+)
+_DASHES = re.compile(r"[\u2013\u2014](?=\S)")
+_SLACK_LINK = re.compile(r"<([@#!][^|>]*)\|[^>]*>")
+
+
+def normalise(text: str) -> str:
+    """Undo chat typography and Slack's escaping so the text parses as typed."""
+    text = html.unescape(text.translate(_PUNCTUATION))
+    # `—reason` came from `--reason`; a dash standing alone is left as it is.
+    text = _DASHES.sub("--", text)
+    # `<@U123|alice>` → `<@U123>`: the label is display text, the ID is what we keep.
+    text = _SLACK_LINK.sub(lambda m: f"<{m.group(1)}>", text)
+    return text.strip()
+
+
+def split_words(text: str) -> list[str]:
+    try:
+        return shlex.split(normalise(text))
+    except ValueError as exc:  # unbalanced quotes
+        raise UsageError(f"could not read the arguments: {exc}") from None
+
+
+_MENTION = re.compile(r"^<@([UW][A-Z0-9]+)>$|^@?([UW][A-Z0-9]{2,})$")
+
+
+def parse_user(word: str) -> str:
+    """A user given as `<@U123>`, `@U123` or `U123` → `U123`."""
+    match = _MENTION.match(word.strip())
+    if not match:
+        raise UsageError(f"{word!r} is not a user mention (use @name)")
+    return match.group(1) or match.group(2)

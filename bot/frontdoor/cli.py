@@ -1,0 +1,217 @@
+"""The terminal front door: `upgrade-bot …` (also `python -m bot`).
+
+    upgrade-bot run [--http [--host H] [--port N]]     serve Slack (Socket Mode unless --http)
+    upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID]   run one /upgrade subcommand, print the reply
+    upgrade-bot audit export [--format csv|md] [--since …]
+    upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
+
+Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
+names the key or line; no traceback is printed for an error the user can fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+from bot import __version__
+from bot.errors import BotError, ConfigError, UsageError
+from bot.logsetup import configure_logging
+from bot.settings import Settings, load_settings, resolve_config_path
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        metavar="PATH",
+        help="configuration file (default: $UPGRADE_BOT_CONFIG or ./upgrade-bot.yaml)",
+    )
+    common.add_argument(
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default: INFO for run, WARNING otherwise",
+    )
+
+    parser = argparse.ArgumentParser(
+        prog="upgrade-bot", description="Run Kubernetes upgrades with your team in Slack."
+    )
+    parser.add_argument("--version", action="version", version=f"upgrade-bot {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", parents=[common], help="serve Slack: Socket Mode, or HTTP with --http")
+    run.add_argument("--http", action="store_true", help="serve the Events API endpoint over HTTP")
+    run.add_argument("--host", default="0.0.0.0", help="address to listen on with --http (default 0.0.0.0)")
+    run.add_argument(
+        "--port", type=int, default=3000, help="port for --http; 0 picks a free one (default 3000)"
+    )
+
+    ex = sub.add_parser("exec", parents=[common], help="run one /upgrade subcommand from the terminal")
+    ex.add_argument("text", help='the subcommand and its arguments, e.g. "help" or "audit --since 1h"')
+    ex.add_argument("--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)")
+    ex.add_argument(
+        "--channel", default="", metavar="CHANNEL_ID", help="the channel the command 'comes from'"
+    )
+    ex.add_argument("--out", default=".", metavar="DIR", help="where attached files are written (default .)")
+
+    audit = sub.add_parser("audit", help="the audit log")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    export = audit_sub.add_parser("export", parents=[common], help="write the audit log as CSV or Markdown")
+    export.add_argument("--format", choices=["csv", "md"], default="csv")
+    export.add_argument("--since", help="a duration (30m, 24h, 7d) or a date/time; default: everything")
+    export.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
+
+    sub.add_parser("sim", help="the simulated cluster: `upgrade-bot sim --help`", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim"]:
+        # The simulator is a separate subsystem with its own arguments; the bot never imports it.
+        from bot.sim.cli import main as sim_main
+
+        return int(sim_main(argv[1:]))
+    args = _parser().parse_args(argv)
+    try:
+        settings = _settings(args)
+        level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
+        configure_logging(level, settings.secrets.values())
+        if args.command == "run":
+            return _run(settings, args)
+        if args.command == "exec":
+            return _exec(settings, args)
+        if args.command == "audit":
+            return _audit_export(settings, args)
+    except ConfigError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
+    except BotError as exc:
+        log.debug("failed", exc_info=True)
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception:
+        # A bug: the detail goes to the log (stderr), behind one line a person can quote.
+        log.exception("upgrade-bot %s failed unexpectedly", args.command)
+        print("upgrade-bot: internal error (the log above has the detail)", file=sys.stderr)
+        return EXIT_FAILED
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    path = resolve_config_path(args.config, os.environ, Path.cwd())
+    return load_settings(path, os.environ)
+
+
+def _exec(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.frontdoor.wiring import build_services
+    from bot.router import CommandRequest
+
+    services = build_services(settings)
+    try:
+        user = args.as_user or f"terminal:{os.environ.get('USER', 'unknown')}"
+        outcome = services.router.handle(
+            CommandRequest(text=args.text, user_id=user, channel_id=args.channel, source="terminal")
+        )
+    finally:
+        services.close()
+    print(outcome.rendered.text)
+    out_dir = Path(args.out)
+    for attachment in outcome.reply.files:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target = out_dir / attachment.filename
+        target.write_bytes(attachment.content)
+        print(f"file: {target}")
+    if outcome.ok:
+        return EXIT_OK
+    return EXIT_USAGE if outcome.audit_outcome == "usage" else EXIT_FAILED
+
+
+def _audit_export(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.adapters.store import Store
+    from bot.core import audit
+
+    since = audit.parse_since(args.since, datetime.now(UTC), settings.timezone) if args.since else None
+    store = Store.open(settings.database_url)
+    try:
+        entries = store.audit_entries(since=since)
+    finally:
+        store.close()
+    text = audit.to_csv(entries) if args.format == "csv" else audit.to_markdown(entries)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {len(entries)} entries to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _run(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.frontdoor.slack_app import build_app
+    from bot.frontdoor.wiring import build_services
+    from bot.frontdoor.workers import WorkerPool
+
+    secrets = settings.secrets
+    if os.environ.get("SLACK_CLIENT_ID") and os.environ.get("SLACK_CLIENT_SECRET"):
+        # Bolt silently switches to multi-workspace OAuth when both are set; this bot is not that.
+        raise ConfigError(
+            "environment: unset SLACK_CLIENT_ID/SLACK_CLIENT_SECRET (upgrade-bot is a "
+            "single-workspace app; it uses SLACK_BOT_TOKEN)"
+        )
+    if args.http:
+        secrets.require("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET")
+    else:
+        secrets.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN")
+    services = build_services(settings)
+    workers = WorkerPool(settings.workers)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received signal %s; shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        app = build_app(services, workers, signing_secret=secrets.signing_secret, socket_mode=not args.http)
+        if args.http:
+            from bot.frontdoor.http import HttpFrontDoor, make_server
+
+            front = HttpFrontDoor(app, ready=services.store.ping)
+            server = make_server(front, host=args.host, port=args.port)
+            print(f"listening on http://{args.host}:{server.effective_port}", flush=True)
+            log.info("serving Slack over HTTP on %s:%s", args.host, server.effective_port)
+            thread = threading.Thread(target=server.run, name="waitress", daemon=True)
+            thread.start()
+            stop.wait()
+            server.close()
+            thread.join(timeout=10)
+        else:
+            from bot.frontdoor.socket_mode import make_handler
+
+            assert secrets.app_token is not None
+            handler = make_handler(app, secrets.app_token)
+            handler.connect()  # type: ignore[no-untyped-call]
+            print("connected to Slack in Socket Mode", flush=True)
+            log.info("serving Slack over Socket Mode")
+            stop.wait()
+            handler.close()  # type: ignore[no-untyped-call]
+    finally:
+        workers.shutdown(wait=True)
+        services.close()
+    return EXIT_OK

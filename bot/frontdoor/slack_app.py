@@ -1,0 +1,168 @@
+"""The Slack front door: a Bolt `App` whose listeners ack at once and hand work to the worker pool.
+
+Both transports (HTTP and Socket Mode) share this App. The order inside a request is fixed by
+Slack's 3-second ack budget: verify (Bolt's middleware, HTTP only) → de-duplicate (one indexed
+insert) → ack → enqueue. Everything slow — the command itself, rendering, posting — happens on the
+bot's own workers, and its reply goes back through `response_url` or the Web API.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from slack_bolt import Ack, App, BoltResponse
+
+from bot.adapters.slack import SlackCallFailed, SlackGateway, respond_via_url
+from bot.adapters.store import AuditEntry
+from bot.errors import BotError, ConfigError
+from bot.frontdoor.wiring import Services
+from bot.frontdoor.workers import WorkerPool
+from bot.logsetup import correlation, new_correlation_id
+from bot.router import CommandRequest, Outcome
+
+log = logging.getLogger(__name__)
+
+SLASH_COMMAND = "/upgrade"
+
+
+def delivery_key(body: dict[str, Any]) -> str | None:
+    """A key that is the same for every delivery of one user action, and differs between actions.
+
+    Events carry an event_id that Slack reuses on retries; commands and interactions carry a
+    trigger_id that a double-submitted request repeats.
+    """
+    if body.get("event_id"):
+        return f"event:{body['event_id']}"
+    if body.get("trigger_id"):
+        return f"trigger:{body['trigger_id']}"
+    return None
+
+
+def build_app(
+    services: Services,
+    workers: WorkerPool,
+    *,
+    signing_secret: str | None,
+    socket_mode: bool,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> App:
+    if services.web_client is None:
+        raise ConfigError("environment: SLACK_BOT_TOKEN is not set (secrets come only from the environment)")
+    app = App(
+        client=services.web_client,
+        signing_secret=signing_secret or "",
+        # Socket Mode messages are not signed; HTTP requests always are.
+        request_verification_enabled=not socket_mode,
+        process_before_response=False,
+        logger=logging.getLogger("slack_bolt.App"),
+    )
+    gateway = SlackGateway(services.web_client)
+
+    @app.middleware
+    def deduplicate(body: dict[str, Any], next: Callable[[], None]) -> BoltResponse | None:
+        key = delivery_key(body)
+        if key is not None and not services.store.claim_delivery(key, clock()):
+            # Acknowledge so Slack stops retrying, but never run the same action twice.
+            log.info("ignoring duplicate delivery %s", key)
+            return BoltResponse(status=200, body="")
+        next()
+        return None
+
+    @app.command(SLASH_COMMAND)
+    def on_command(ack: Ack, command: dict[str, Any]) -> None:
+        ack()
+        cid = new_correlation_id()
+        request = CommandRequest(
+            text=str(command.get("text", "")),
+            user_id=str(command.get("user_id", "")),
+            channel_id=str(command.get("channel_id", "")),
+            source="slack",
+            correlation_id=cid,
+        )
+        response_url = str(command.get("response_url", ""))
+
+        def job() -> None:
+            outcome = services.router.handle(request)
+            deliver(outcome, gateway=gateway, response_url=response_url, request=request)
+
+        with correlation(cid):
+            log.info("accepted %s from %s in %s", SLASH_COMMAND, request.user_id, request.channel_id)
+            workers.submit(job, name=f"{SLASH_COMMAND} {request.text[:40]}")
+
+    @app.action(re.compile(".*"))
+    def on_action(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+        ack()
+        user = str(body.get("user", {}).get("id", ""))
+        channel = str(body.get("channel", {}).get("id", ""))
+        response_url = str(body.get("response_url", ""))
+        with correlation() as cid:
+            action_id = str(action.get("action_id", ""))
+            log.info("button %s from %s", action_id, user)
+            services.store.record_audit(
+                AuditEntry(
+                    at=clock(),
+                    user_id=user,
+                    channel_id=channel,
+                    source="slack",
+                    kind="action",
+                    subcommand=action_id[:64],
+                    arguments=str(action.get("value", ""))[:2000],
+                    outcome="refused",
+                    detail="no step is waiting on this button",
+                    correlation_id=cid,
+                )
+            )
+            if response_url:
+                workers.submit(
+                    lambda: respond_via_url(
+                        response_url,
+                        f":warning: This button is not active any more. _(ref {cid})_",
+                        ephemeral=True,
+                    ),
+                    name="stale button",
+                )
+
+    @app.error
+    def on_error(error: Exception, body: dict[str, Any]) -> None:
+        # Bolt calls this for exceptions in listeners; nothing of it reaches chat.
+        log.error("unhandled error in a Slack listener: %s", type(error).__name__, exc_info=error)
+
+    return app
+
+
+def deliver(outcome: Outcome, *, gateway: SlackGateway, response_url: str, request: CommandRequest) -> None:
+    """Send a command's rendered reply back to Slack: ephemeral via response_url, else posted."""
+    rendered, reply = outcome.rendered, outcome.reply
+    with correlation(outcome.correlation_id):
+        try:
+            if reply.ephemeral:
+                respond_via_url(response_url, rendered.text, blocks=rendered.blocks, ephemeral=True)
+                target, thread_ts = (gateway.open_dm(request.user_id) if reply.files else "", None)
+            else:
+                posted = gateway.post_message(request.channel_id, rendered.text, blocks=rendered.blocks)
+                target, thread_ts = posted.channel, posted.ts
+            for attachment in reply.files:
+                gateway.upload_file(
+                    target,
+                    attachment.filename,
+                    attachment.content,
+                    title=attachment.title,
+                    thread_ts=thread_ts,
+                )
+        except (SlackCallFailed, BotError) as exc:
+            log.warning(
+                "could not deliver the reply to /upgrade %s: %s", outcome.subcommand, exc.user_message
+            )
+            if response_url:
+                try:
+                    respond_via_url(
+                        response_url,
+                        f":warning: {exc.user_message} _(ref {outcome.correlation_id})_",
+                        ephemeral=True,
+                    )
+                except BotError:
+                    log.exception("could not tell the user that delivery failed")

@@ -1,0 +1,63 @@
+"""Builds the bot's parts from the settings: the one place production defaults are chosen.
+
+Front doors call `build_services`; tests call it too and swap one argument (a stub's URL, a
+registry with an extra subcommand) instead of patching anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from bot.adapters.store import Store
+from bot.core.command import Registry
+from bot.core.people import Directory, StaticDirectory
+from bot.router import Router
+from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
+
+
+@dataclass(kw_only=True)
+class Services:
+    settings: Settings
+    store: Store
+    registry: Registry
+    directory: Directory
+    router: Router
+    web_client: WebClient | None
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def build_services(
+    settings: Settings,
+    *,
+    registry: Registry | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    with_slack: bool = True,
+) -> Services:
+    from commands import build_registry
+
+    store = Store.open(settings.database_url)
+    registry = registry or build_registry()
+    web_client = None
+    directory: Directory = StaticDirectory()
+    if with_slack and settings.secrets.bot_token:
+        from bot.adapters.slack import SlackDirectory, make_web_client
+
+        web_client = make_web_client(settings.secrets.bot_token, settings.secrets.api_url)
+        directory = SlackDirectory(web_client)
+    router = Router(registry=registry, settings=settings, store=store, directory=directory, clock=clock)
+    return Services(
+        settings=settings,
+        store=store,
+        registry=registry,
+        directory=directory,
+        router=router,
+        web_client=web_client,
+    )

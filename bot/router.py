@@ -1,0 +1,160 @@
+"""The router: `/upgrade <subcommand> args` text in, a rendered reply out.
+
+Every front door (Slack over HTTP or Socket Mode, the terminal) goes through `Router.handle`, so a
+command behaves the same wherever it was typed. The router parses chat-safe text, finds the
+subcommand, checks the roles it needs, runs it, renders its reply, and writes one audit row per
+command. Errors become a short, specific message with a correlation id; the detail (with the
+traceback) goes to the log under the same id, never to chat.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bot.adapters.store import AuditEntry, Store
+from bot.core.command import CommandContext, Registry, Reply, split_words
+from bot.core.people import Directory, require_any_role
+from bot.core.rendering import Rendered, Renderer
+from bot.errors import BotError, ConfigError, PermissionDenied, TemporaryError, UsageError, UserError
+from bot.logsetup import correlation
+from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_TOKEN_SHAPE = re.compile(r"\b(xox[abeoprs]|xapp)-[A-Za-z0-9-]+")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandRequest:
+    text: str
+    user_id: str
+    channel_id: str = ""
+    source: str = "slack"
+    correlation_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    reply: Reply
+    rendered: Rendered
+    ok: bool
+    correlation_id: str
+    subcommand: str = ""
+    audit_outcome: str = "ok"
+
+
+class Router:
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        settings: Settings,
+        store: Store,
+        directory: Directory,
+        renderer: Renderer | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.store = store
+        self.directory = directory
+        self.renderer = renderer or Renderer(settings.template_dirs())
+        self.clock = clock
+
+    def handle(self, request: CommandRequest) -> Outcome:
+        with correlation(request.correlation_id) as cid:
+            name, reply, audit_outcome, detail = self._run(request, cid)
+            try:
+                rendered = self.renderer.render(reply.template, reply.context)
+            except BotError as exc:
+                log.exception("rendering %s failed", reply.template)
+                audit_outcome, detail = "error", exc.user_message
+                reply = _error_reply("the reply could not be rendered", cid)
+                rendered = self.renderer.render(reply.template, reply.context)
+            self._audit(request, name, audit_outcome, detail, cid)
+            return Outcome(
+                reply=reply,
+                rendered=rendered,
+                ok=audit_outcome == "ok",
+                correlation_id=cid,
+                subcommand=name,
+                audit_outcome=audit_outcome,
+            )
+
+    def _run(self, request: CommandRequest, cid: str) -> tuple[str, Reply, str, str]:
+        name = ""
+        try:
+            words = split_words(request.text)
+            name = words[0].lower() if words else "help"
+            args_words = words[1:]
+            sub = self.registry.get(name)
+            if sub is None:
+                hints = self.registry.suggest(name)
+                hint = f" — did you mean {' or '.join(f'`{h}`' for h in hints)}?" if hints else ""
+                raise UsageError(f"unknown subcommand `{name}`{hint} (`/upgrade help` lists them all)")
+            args = sub.parser.parse_args(args_words)
+            if sub.roles:
+                require_any_role(
+                    request.user_id,
+                    sub.roles,
+                    self.settings.roster,
+                    self.directory,
+                    action=f"`/upgrade {name}`",
+                )
+            ctx = CommandContext(
+                user_id=request.user_id,
+                channel_id=request.channel_id,
+                source=request.source,
+                correlation_id=cid,
+                settings=self.settings,
+                store=self.store,
+                registry=self.registry,
+                directory=self.directory,
+                clock=self.clock,
+            )
+            log.info("running /upgrade %s for %s", name, request.user_id)
+            reply = sub.handler(ctx, args)
+            return name, reply, "ok", ""
+        except UsageError as exc:
+            log.info("usage error in /upgrade %s: %s", name, exc.user_message)
+            return name, _error_reply(exc.user_message, cid, usage=exc.usage), "usage", exc.user_message
+        except PermissionDenied as exc:
+            log.info("permission denied for %s on /upgrade %s: %s", request.user_id, name, exc.user_message)
+            return name, _error_reply(exc.user_message, cid), "denied", exc.user_message
+        except UserError as exc:
+            log.info("/upgrade %s refused: %s", name, exc.user_message)
+            return name, _error_reply(exc.user_message, cid), "refused", exc.user_message
+        except (TemporaryError, ConfigError, BotError) as exc:
+            log.exception("/upgrade %s failed", name)
+            return name, _error_reply(exc.user_message, cid), "error", exc.user_message
+        except Exception:
+            # A bug: the user gets the correlation id, the log gets the traceback.
+            log.exception("/upgrade %s failed unexpectedly", name)
+            return name, _error_reply("an internal error occurred", cid), "error", "internal error"
+
+    def _audit(self, request: CommandRequest, name: str, outcome: str, detail: str, cid: str) -> None:
+        entry = AuditEntry(
+            at=self.clock(),
+            user_id=request.user_id,
+            channel_id=request.channel_id,
+            source=request.source,
+            kind="command",
+            subcommand=name,
+            arguments=_TOKEN_SHAPE.sub("[redacted]", request.text)[:2000],
+            outcome=outcome,
+            detail=detail[:2000],
+            correlation_id=cid,
+        )
+        try:
+            self.store.record_audit(entry)
+        except BotError:
+            # The command already ran; losing its audit row is logged loudly, not hidden.
+            log.exception("could not write the audit row for /upgrade %s", name)
+
+
+def _error_reply(message: str, cid: str, *, usage: str = "") -> Reply:
+    return Reply(template="error", context={"message": message, "usage": usage, "correlation_id": cid})

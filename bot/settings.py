@@ -1,0 +1,358 @@
+"""One settings object: the YAML configuration file plus secrets from the environment.
+
+Loaded once at start-up and validated before anything starts; every problem is reported with the
+file, the YAML line and the dotted key, so an operator can fix it without reading a traceback.
+Nothing in the bot reads the environment elsewhere: the loaded `Settings` is passed down.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from bot.errors import ConfigError
+
+DEFAULT_CONFIG_NAME = "upgrade-bot.yaml"
+CONFIG_ENV = "UPGRADE_BOT_CONFIG"
+#: The repository's own templates; a team's `templates_dir` overrides files by name.
+BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+# Slack IDs: users start with U or W (Enterprise Grid), user groups with S, channels with C or G.
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+_GROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")
+_CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterConfig:
+    """Where to find one cluster's API server."""
+
+    name: str
+    kubeconfig: Path | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    #: Seconds to wait for the API server before calling it unreachable.
+    request_timeout: float = 10.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Channels:
+    announcements: str | None = None
+    operations: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Secrets:
+    """Tokens from the environment. `repr` never shows a value, so logging the settings is safe."""
+
+    bot_token: str | None = field(default=None, repr=False)
+    app_token: str | None = field(default=None, repr=False)
+    signing_secret: str | None = field(default=None, repr=False)
+    api_url: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Secrets:
+        def get(key: str) -> str | None:
+            value = env.get(key, "").strip()
+            return value or None
+
+        return cls(
+            bot_token=get("SLACK_BOT_TOKEN"),
+            app_token=get("SLACK_APP_TOKEN"),
+            signing_secret=get("SLACK_SIGNING_SECRET"),
+            api_url=get("SLACK_API_URL"),
+        )
+
+    def values(self) -> list[str]:
+        """Every secret value that is set, for the log redaction filter."""
+        return [v for v in (self.bot_token, self.app_token, self.signing_secret) if v]
+
+    def require(self, *names: str) -> None:
+        """Raise ConfigError naming the first missing environment variable among `names`."""
+        for name in names:
+            attr = {
+                "SLACK_BOT_TOKEN": "bot_token",
+                "SLACK_APP_TOKEN": "app_token",
+                "SLACK_SIGNING_SECRET": "signing_secret",
+            }[name]
+            if not getattr(self, attr):
+                raise ConfigError(f"environment: {name} is not set (secrets come only from the environment)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything the bot is configured with. Built by `load_settings`, then passed down."""
+
+    source: Path | None
+    clusters: Mapping[str, ClusterConfig]
+    channels: Channels
+    roster: Mapping[str, tuple[str, ...]]
+    database_url: str
+    data_dir: Path
+    timezone: str
+    templates_dir: Path | None
+    workers: int
+    secrets: Secrets
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def template_dirs(self) -> list[Path]:
+        """Search path for templates: the team's override directory first, then the built-ins."""
+        dirs = [self.templates_dir] if self.templates_dir else []
+        return [*dirs, BUILTIN_TEMPLATES]
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def resolve_config_path(explicit: str | None, env: Mapping[str, str], cwd: Path) -> Path:
+    """`--config PATH`, else `$UPGRADE_BOT_CONFIG`, else `./upgrade-bot.yaml`."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    return cwd / DEFAULT_CONFIG_NAME
+
+
+def load_settings(
+    path: Path,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read and validate the configuration file; raise ConfigError with a one-line reason."""
+    env = os.environ if env is None else env
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: configuration file not found (pass --config PATH or set {CONFIG_ENV}; "
+            f"see upgrade-bot.example.yaml)"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration file: {exc.strerror}") from None
+    return parse_settings(text, source=path, env=env)
+
+
+def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) -> Settings:
+    label = str(source) if source else "<config>"
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{label}{line}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{label}: invalid YAML: {exc}") from None
+    if node is None:
+        node = yaml.MappingNode("tag:yaml.org,2002:map", [])
+    v = _Validator(label)
+    top = v.mapping(node, "", _TOP_KEYS)
+    base_dir = source.parent if source else Path.cwd()
+
+    clusters: dict[str, ClusterConfig] = {}
+    if "clusters" in top:
+        for name, cnode in v.mapping(top["clusters"], "clusters", None).items():
+            clusters[name] = _cluster(v, name, cnode, base_dir)
+
+    channels = Channels()
+    if "channels" in top:
+        ch = v.mapping(top["channels"], "channels", {"announcements", "operations"})
+        channels = Channels(
+            announcements=v.slack_id(ch["announcements"], "channels.announcements", _CHANNEL_ID, "channel")
+            if "announcements" in ch
+            else None,
+            operations=v.slack_id(ch["operations"], "channels.operations", _CHANNEL_ID, "channel")
+            if "operations" in ch
+            else None,
+        )
+
+    roster: dict[str, tuple[str, ...]] = {}
+    if "roster" in top:
+        for role, rnode in v.mapping(top["roster"], "roster", None).items():
+            if not _NAME.match(role):
+                v.error(rnode, f"roster.{role}", "role names are lower-case letters, digits, - and _")
+            roster[role] = v.people(rnode, f"roster.{role}")
+
+    data_dir = v.path(top.get("data_dir"), "data_dir", base_dir) or (base_dir / ".data")
+    database_url = (
+        v.string(top.get("database_url"), "database_url") or f"sqlite:///{data_dir / 'upgrade-bot.db'}"
+    )
+    timezone = v.string(top.get("timezone"), "timezone") or "UTC"
+    if "timezone" in top:
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            v.error(top["timezone"], "timezone", f"unknown time zone {timezone!r} (use an IANA name)")
+    templates_dir = v.path(top.get("templates_dir"), "templates_dir", base_dir)
+    if templates_dir is not None and not templates_dir.is_dir():
+        v.error(top["templates_dir"], "templates_dir", f"{templates_dir} is not a directory")
+    workers = v.integer(top.get("workers"), "workers", low=1, high=64) or 8
+    v.raise_if_errors()
+
+    return Settings(
+        source=source,
+        clusters=clusters,
+        channels=channels,
+        roster=roster,
+        database_url=database_url,
+        data_dir=data_dir,
+        timezone=timezone,
+        templates_dir=templates_dir,
+        workers=workers,
+        secrets=Secrets.from_env(env),
+    )
+
+
+_TOP_KEYS = {
+    "clusters",
+    "channels",
+    "roster",
+    "database_url",
+    "data_dir",
+    "timezone",
+    "templates_dir",
+    "workers",
+}
+_CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout"}
+
+
+def _cluster(v: _Validator, name: str, node: yaml.Node, base_dir: Path) -> ClusterConfig:
+    key = f"clusters.{name}"
+    if not _NAME.match(name):
+        v.error(node, key, "cluster names are lower-case letters, digits, '.', '-' and '_'")
+    c = v.mapping(node, key, _CLUSTER_KEYS)
+    in_cluster = v.boolean(c.get("in_cluster"), f"{key}.in_cluster")
+    kubeconfig = v.path(c.get("kubeconfig"), f"{key}.kubeconfig", base_dir)
+    context = v.string(c.get("context"), f"{key}.context")
+    if in_cluster and (kubeconfig or context):
+        v.error(node, key, "use either in_cluster: true or kubeconfig/context, not both")
+    if not in_cluster and kubeconfig is None:
+        v.error(node, f"{key}.kubeconfig", "missing key (or set in_cluster: true)")
+    timeout = v.number(c.get("request_timeout"), f"{key}.request_timeout", low=0.5, high=300)
+    return ClusterConfig(
+        name=name,
+        kubeconfig=kubeconfig,
+        context=context,
+        in_cluster=bool(in_cluster),
+        request_timeout=timeout if timeout is not None else 10.0,
+    )
+
+
+class _Validator:
+    """Walks the YAML node tree, collecting errors that name the file, line and dotted key."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.errors: list[str] = []
+
+    def error(self, node: yaml.Node | None, key: str, message: str) -> None:
+        line = f":{node.start_mark.line + 1}" if node is not None else ""
+        self.errors.append(f"{self.label}{line}: {key}: {message}")
+
+    def raise_if_errors(self) -> None:
+        if self.errors:
+            more = f" (and {len(self.errors) - 1} more problem(s))" if len(self.errors) > 1 else ""
+            raise ConfigError(self.errors[0] + more)
+
+    def mapping(self, node: yaml.Node, key: str, allowed: set[str] | None) -> dict[str, yaml.Node]:
+        where = key or "top level"
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, where, "expected a mapping")
+            return {}
+        out: dict[str, yaml.Node] = {}
+        for knode, vnode in node.value:
+            name = str(knode.value)
+            dotted = f"{key}.{name}" if key else name
+            if allowed is not None and name not in allowed:
+                hint = difflib.get_close_matches(name, sorted(allowed), n=1)
+                suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+                self.error(knode, dotted, f"unknown key{suggestion}")
+                continue
+            if name in out:
+                self.error(knode, dotted, "duplicate key")
+            out[name] = vnode
+        return out
+
+    def _scalar(self, node: yaml.Node | None, key: str, kind: str) -> Any:
+        if node is None:
+            return None
+        if not isinstance(node, yaml.ScalarNode):
+            self.error(node, key, f"expected {kind}")
+            return None
+        return yaml.safe_load(yaml.serialize(node))
+
+    def string(self, node: yaml.Node | None, key: str) -> str | None:
+        value = self._scalar(node, key, "a string")
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.error(node, key, "expected a non-empty string")
+            return None
+        return value.strip()
+
+    def boolean(self, node: yaml.Node | None, key: str) -> bool | None:
+        value = self._scalar(node, key, "true or false")
+        if value is not None and not isinstance(value, bool):
+            self.error(node, key, "expected true or false")
+            return None
+        return value
+
+    def number(self, node: yaml.Node | None, key: str, *, low: float, high: float) -> float | None:
+        value = self._scalar(node, key, "a number")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            self.error(node, key, f"expected a number from {low:g} to {high:g}")
+            return None
+        return float(value)
+
+    def integer(self, node: yaml.Node | None, key: str, *, low: int, high: int) -> int | None:
+        value = self._scalar(node, key, "a whole number")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            self.error(node, key, f"expected a whole number from {low} to {high}")
+            return None
+        return value
+
+    def path(self, node: yaml.Node | None, key: str, base_dir: Path) -> Path | None:
+        value = self.string(node, key)
+        if value is None:
+            return None
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else (base_dir / p)
+
+    def slack_id(self, node: yaml.Node, key: str, pattern: re.Pattern[str], what: str) -> str | None:
+        value = self.string(node, key)
+        if value is not None and not pattern.match(value):
+            self.error(node, key, f"{value!r} is not a Slack {what} ID")
+            return None
+        return value
+
+    def people(self, node: yaml.Node, key: str) -> tuple[str, ...]:
+        items: list[yaml.Node]
+        items = list(node.value) if isinstance(node, yaml.SequenceNode) else [node]
+        out: list[str] = []
+        check: Callable[[str], bool] = lambda s: bool(_USER_ID.match(s) or _GROUP_ID.match(s))  # noqa: E731
+        for item in items:
+            value = self.string(item, key)
+            if value is None:
+                continue
+            if not check(value):
+                self.error(item, key, f"{value!r} is not a Slack user ID (U…/W…) or user-group ID (S…)")
+                continue
+            out.append(value)
+        if not out and not self.errors:
+            self.error(node, key, "a role needs at least one person or user group")
+        return tuple(out)

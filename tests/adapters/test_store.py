@@ -1,0 +1,100 @@
+"""The store against SQLite and a real PostgreSQL server: migrations, audit log, de-duplication."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.adapters.store import MIGRATIONS, AuditEntry, Store
+
+NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state' / 'bot.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    s = Store.open(url)
+    yield s
+    if request.param == "postgres":
+        # One server serves the session; leave no rows behind for the next test.
+        import sqlalchemy as sa
+
+        with s.engine.begin() as conn:
+            for table in ("audit_log", "deliveries", "schema_migrations"):
+                conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+    s.close()
+
+
+def entry(**overrides: object) -> AuditEntry:
+    values: dict[str, object] = {
+        "at": NOW,
+        "user_id": "U0PRIMARY",
+        "channel_id": "C0OPS",
+        "source": "slack",
+        "kind": "command",
+        "subcommand": "help",
+        "arguments": "help",
+        "outcome": "ok",
+        "correlation_id": "abcd1234",
+    }
+    values.update(overrides)
+    return AuditEntry(**values)  # type: ignore[arg-type]
+
+
+def test_migrations_reach_the_latest_version_and_are_not_applied_twice(store: Store) -> None:
+    assert store.schema_version() == MIGRATIONS[-1][0]
+    assert store.migrate() == []
+
+
+def test_audit_entries_round_trip_in_utc_order(store: Store) -> None:
+    store.record_audit(entry(at=NOW + timedelta(minutes=5), subcommand="audit"))
+    store.record_audit(entry(at=NOW, subcommand="help"))
+    got = store.audit_entries()
+    assert [e.subcommand for e in got] == ["help", "audit"]
+    assert got[0].at == NOW and got[0].at.tzinfo is not None
+    assert got[0].correlation_id == "abcd1234"
+
+
+def test_audit_entries_filter_by_since(store: Store) -> None:
+    store.record_audit(entry(at=NOW - timedelta(days=2), subcommand="old"))
+    store.record_audit(entry(at=NOW, subcommand="new"))
+    assert [e.subcommand for e in store.audit_entries(since=NOW - timedelta(hours=1))] == ["new"]
+
+
+def test_a_delivery_is_claimed_once(store: Store) -> None:
+    assert store.claim_delivery("trigger:123.456", NOW) is True
+    assert store.claim_delivery("trigger:123.456", NOW) is False
+    assert store.claim_delivery("trigger:999", NOW) is True
+
+
+def test_old_deliveries_can_be_forgotten(store: Store) -> None:
+    store.claim_delivery("event:old", NOW - timedelta(days=3))
+    store.claim_delivery("event:new", NOW)
+    assert store.forget_deliveries_before(NOW - timedelta(days=1)) == 1
+    assert store.claim_delivery("event:old", NOW) is True
+
+
+def test_store_survives_reopening_the_same_sqlite_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bot.db'}"
+    first = Store.open(url)
+    first.record_audit(entry())
+    first.close()
+    second = Store.open(url)
+    assert len(second.audit_entries()) == 1
+    assert second.migrate() == []
+    second.close()
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    s = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    with s.engine.connect() as conn:
+        assert conn.execute(sa.text("PRAGMA journal_mode")).scalar() == "wal"
+    s.close()

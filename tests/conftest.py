@@ -1,0 +1,92 @@
+"""Shared fixtures: fake secrets, config files, the Slack stub, and a guard that no token is logged."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.logsetup import install_filters
+from tests.support.slack_stub import SlackStub
+
+pytest_plugins: list[str] = ["tests.support.postgres"]
+
+# Recognisable fake secrets: the no-token-in-logs guard searches every log line for them.
+BOT_TOKEN = "xoxb-1111-2222-testBotTokenValue"
+APP_TOKEN = "xapp-1-A0STUB-3333-testAppTokenValue"
+SIGNING_SECRET = "test-signing-secret-0123456789abcdef"
+SECRETS = (BOT_TOKEN, APP_TOKEN, SIGNING_SECRET)
+
+ROSTER_YAML = """\
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0SHADOW]
+  coordinator: [S0LEADS]
+"""
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_token_in_logs() -> Iterator[_Collect]:
+    """Every log line of the session, through the filters production installs, holds no secret."""
+    handler = _Collect()
+    handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+    install_filters(handler, SECRETS)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old_level = root.level
+    root.setLevel(logging.DEBUG)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(old_level)
+    leaks = [line for line in handler.lines if any(s in line for s in SECRETS)]
+    assert not leaks, f"secrets leaked into {len(leaks)} log lines, e.g. {leaks[0][:200]}"
+
+
+@pytest.fixture
+def slack_stub() -> Iterator[SlackStub]:
+    with SlackStub() as stub:
+        yield stub
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[..., Path]:
+    """Write an upgrade-bot.yaml in a temp dir (SQLite there too) and return its path."""
+
+    def write(extra: str = "", *, roster: bool = True, name: str = "upgrade-bot.yaml") -> Path:
+        text = f"data_dir: {tmp_path / 'data'}\n" + (ROSTER_YAML if roster else "") + extra
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def bot_env(slack_stub: SlackStub) -> dict[str, str]:
+    """Environment for a bot subprocess talking to the stub."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    env.update(
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=slack_stub.api_url,
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def bot_command() -> list[str]:
+    """How tests start the bot: the installed console script's module, with this interpreter."""
+    return [sys.executable, "-m", "bot"]

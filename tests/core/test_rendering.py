@@ -1,0 +1,93 @@
+"""Templates: every file renders with a sample context; values are Slack-escaped; errors are named."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.core.rendering import Renderer, TemplateError
+from bot.settings import BUILTIN_TEMPLATES
+
+NOW = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
+
+SAMPLES: dict[str, dict[str, Any]] = {
+    "help": {"commands": [{"name": "help", "summary": "Show help.", "usage": "/upgrade help [x]"}]},
+    "help_one": {"name": "audit", "usage": "/upgrade audit", "doc": "Audit.\n\nMore.", "roles": ["*"]},
+    "error": {
+        "message": "no such run",
+        "usage": "usage: /upgrade status [RUN]",
+        "correlation_id": "c0ffee00",
+    },
+    "whoami": {"user_id": "U0BOB", "roles": ["shadow"]},
+    "audit": {
+        "since": NOW,
+        "summary": {
+            "total": 1,
+            "by_outcome": [("ok", 1)],
+            "by_subcommand": [("help", 1)],
+            "latest": [
+                {
+                    "at_utc": "2026-12-01T05:00:00Z",
+                    "user_id": "U0BOB",
+                    "subcommand": "help",
+                    "outcome": "ok",
+                    "detail": "",
+                }
+            ],
+        },
+    },
+}
+
+
+def reply_templates() -> list[str]:
+    return sorted(p.name.removesuffix(".txt.j2") for p in BUILTIN_TEMPLATES.glob("*.txt.j2"))
+
+
+def test_every_reply_template_has_a_sample() -> None:
+    assert reply_templates() == sorted(SAMPLES)
+
+
+@pytest.mark.parametrize("name", reply_templates())
+def test_every_template_renders_with_a_sample_context(name: str) -> None:
+    rendered = Renderer([BUILTIN_TEMPLATES]).render(name, SAMPLES[name])
+    assert rendered.text.strip()
+    assert "Undefined" not in rendered.text
+
+
+def test_values_from_users_are_escaped_for_slack_but_quotes_are_not() -> None:
+    text = (
+        Renderer([BUILTIN_TEMPLATES])
+        .render("error", {"message": 'bad <!channel> & it\'s "odd"', "usage": "", "correlation_id": "x"})
+        .text
+    )
+    assert 'bad &lt;!channel&gt; &amp; it\'s "odd"' in text
+
+
+def test_mentions_are_not_escaped() -> None:
+    text = Renderer([BUILTIN_TEMPLATES]).render("whoami", {"user_id": "U0BOB", "roles": []}).text
+    assert text.startswith("<@U0BOB>")
+
+
+def test_a_missing_variable_names_the_template_and_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.txt.j2").write_text("fine\n{{ plan.cluster }}\n")
+    with pytest.raises(TemplateError) as caught:
+        Renderer([tmp_path]).render("broken", {})
+    assert "broken.txt.j2, line 2" in caught.value.user_message
+    assert "plan" in caught.value.user_message
+
+
+def test_a_team_template_overrides_the_builtin(tmp_path: Path) -> None:
+    (tmp_path / "whoami.txt.j2").write_text("custom {{ user_id }}")
+    assert (
+        Renderer([tmp_path, BUILTIN_TEMPLATES]).render("whoami", {"user_id": "U1", "roles": []}).text
+        == "custom U1"
+    )
+
+
+def test_the_sandbox_refuses_unsafe_attribute_access(tmp_path: Path) -> None:
+    (tmp_path / "evil.txt.j2").write_text("{{ ''.__class__.__mro__ }}")
+    with pytest.raises(TemplateError):
+        Renderer([tmp_path]).render("evil", {})

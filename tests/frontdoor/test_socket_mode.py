@@ -1,0 +1,88 @@
+"""The Socket Mode path, end to end through a websocket stub, including a reconnect."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.frontdoor.slack_app import build_app
+from bot.frontdoor.socket_mode import make_handler
+from bot.frontdoor.wiring import build_services
+from bot.frontdoor.workers import WorkerPool
+from bot.settings import Settings
+from tests.conftest import APP_TOKEN
+from tests.support.slack_stub import SlackStub
+from tests.support.socket_stub import SocketModeStub
+
+
+@pytest.fixture
+def socket_stub(slack_stub: SlackStub) -> Iterator[SocketModeStub]:
+    stub = SocketModeStub().start()
+    slack_stub.socket_url = stub.url
+    yield stub
+    stub.stop()
+
+
+def command_payload(text: str, response_url: str, trigger_id: str) -> dict[str, Any]:
+    return {
+        "token": "x",
+        "team_id": "T0TEAM",
+        "channel_id": "C0OPS",
+        "user_id": "U0PRIMARY",
+        "command": "/upgrade",
+        "text": text,
+        "api_app_id": "A0STUB",
+        "response_url": response_url,
+        "trigger_id": trigger_id,
+    }
+
+
+def test_help_over_socket_mode_survives_a_disconnect(
+    settings_for_stub: Settings, slack_stub: SlackStub, socket_stub: SocketModeStub, tmp_path: Path
+) -> None:
+    services = build_services(settings_for_stub)
+    workers = WorkerPool(4)
+    app = build_app(services, workers, signing_secret=None, socket_mode=True)
+    handler = make_handler(app, APP_TOKEN)
+    try:
+        handler.connect()
+        socket_stub.wait_connected(1)
+        # The app-level token opened the connection through the Web API stub.
+        (opened,) = slack_stub.calls_to("apps.connections.open")
+        assert opened.headers["authorization"] == f"Bearer {APP_TOKEN}"
+
+        env = socket_stub.send_slash_command(command_payload("help", slack_stub.response_url("a"), "t-1"))
+        socket_stub.wait_ack(env)
+        assert "/upgrade whoami" in slack_stub.wait_for_responses(1)[0]["text"]
+
+        socket_stub.disconnect()
+        socket_stub.wait_connected(2, timeout=20)
+        env = socket_stub.send_slash_command(command_payload("whoami", slack_stub.response_url("b"), "t-2"))
+        socket_stub.wait_ack(env)
+        assert "primary" in slack_stub.wait_for_responses(2)[1]["text"]
+    finally:
+        handler.close()
+        workers.shutdown(wait=True)
+        services.close()
+    assert [e.subcommand for e in services.store.audit_entries()] == ["help", "whoami"]
+
+
+def test_role_checks_expand_user_groups_and_tolerate_a_deleted_group(
+    settings_for_stub: Settings, slack_stub: SlackStub
+) -> None:
+    from bot.router import CommandRequest
+
+    slack_stub.usergroups["S0LEADS"] = ["U0LEAD"]
+    services = build_services(settings_for_stub)
+    try:
+        lead = services.router.handle(CommandRequest(text="whoami", user_id="U0LEAD"))
+        assert "coordinator" in lead.rendered.text
+        del slack_stub.usergroups["S0LEADS"]
+        services.directory._cache.clear()  # type: ignore[attr-defined]
+        after = services.router.handle(CommandRequest(text="whoami", user_id="U0LEAD"))
+        assert after.ok and "no role" in after.rendered.text
+    finally:
+        services.close()

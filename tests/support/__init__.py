@@ -1,0 +1,1 @@
+"""Test support: loopback Slack stubs and helpers shared by the suites."""

@@ -1,0 +1,286 @@
+"""A Slack Web API stub on 127.0.0.1: the real `slack_sdk.WebClient` talks to it over HTTP.
+
+It answers the methods the bot uses, records every call (method, parameters, headers), serves
+`response_url`s and file upload URLs, and answers with faults on demand: a 429 with Retry-After,
+a 5xx, or a Slack error such as `channel_not_found`. Tests wait on recorded calls with a timeout,
+never with a sleep.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+    headers: dict[str, str]
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Fault:
+    status: int = 200
+    error: str | None = None
+    retry_after: int | None = None
+    delay: float = 0.0
+
+
+class SlackStub:
+    def __init__(self, *, bot_user_id: str = "UBOT", team_id: str = "T0TEAM") -> None:
+        self.bot_user_id = bot_user_id
+        self.team_id = team_id
+        self.calls: list[Call] = []
+        self.responses: list[dict[str, Any]] = []  # bodies POSTed to response_urls
+        self.uploads: dict[str, bytes] = {}
+        self.users: dict[str, dict[str, Any]] = {}
+        self.usergroups: dict[str, list[str]] = {}
+        self.socket_url: str | None = None
+        self._faults: dict[str, list[Fault]] = {}
+        self._lock = threading.Condition()
+        self._ts = itertools.count(1)
+        self._ids = itertools.count(1)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="slack-stub", daemon=True)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> SlackStub:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> SlackStub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api/"
+
+    def response_url(self, name: str = "r") -> str:
+        return f"{self.url}/response/{name}"
+
+    # -- control -------------------------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        method: str,
+        *,
+        status: int = 200,
+        error: str | None = None,
+        retry_after: int | None = None,
+        times: int = 1,
+        delay: float = 0.0,
+    ) -> None:
+        """The next `times` calls of `method` answer with this fault instead of success."""
+        with self._lock:
+            self._faults.setdefault(method, []).extend(
+                Fault(status=status, error=error, retry_after=retry_after, delay=delay) for _ in range(times)
+            )
+
+    def calls_to(self, method: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.method == method]
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+        """Wait until `predicate()` is truthy (re-checked on every recorded call); return it."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"timed out after {timeout}s waiting; calls: {self.summary()}")
+                self._lock.wait(remaining)
+
+    def wait_for_calls(self, method: str, count: int = 1, timeout: float = 10.0) -> list[Call]:
+        return list(
+            self.wait_for(lambda: len(self.calls_to(method)) >= count and self.calls_to(method), timeout)
+        )
+
+    def wait_for_responses(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+        return list(self.wait_for(lambda: len(self.responses) >= count and list(self.responses), timeout))
+
+    def summary(self) -> list[str]:
+        return [c.method for c in self.calls]
+
+    # -- request handling ----------------------------------------------------------------------------
+
+    def _record(self, call: Call) -> None:
+        with self._lock:
+            self.calls.append(call)
+            self._lock.notify_all()
+
+    def _take_fault(self, method: str) -> Fault | None:
+        with self._lock:
+            queue = self._faults.get(method)
+            return queue.pop(0) if queue else None
+
+    def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "auth.test":
+            return {
+                "ok": True,
+                "url": "https://stub.slack.test/",
+                "team": "Stub",
+                "user": "upgrade-bot",
+                "team_id": self.team_id,
+                "user_id": self.bot_user_id,
+                "bot_id": "B0BOT",
+            }
+        if method == "chat.postMessage":
+            ts = f"{1_700_000_000 + next(self._ts)}.000100"
+            channel = str(params.get("channel", ""))
+            return {
+                "ok": True,
+                "channel": channel,
+                "ts": ts,
+                "message": {"text": params.get("text", ""), "ts": ts},
+            }
+        if method == "chat.update":
+            return {
+                "ok": True,
+                "channel": params.get("channel"),
+                "ts": params.get("ts"),
+                "text": params.get("text", ""),
+            }
+        if method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": f"{1_700_000_000 + next(self._ts)}.000200"}
+        if method == "conversations.open":
+            return {"ok": True, "channel": {"id": f"D0{params.get('users', 'X')}"}}
+        if method == "conversations.info":
+            return {"ok": True, "channel": {"id": params.get("channel"), "name": "stub-channel"}}
+        if method == "users.info":
+            user = self.users.get(str(params.get("user", "")))
+            return {"ok": True, "user": user} if user else {"ok": False, "error": "user_not_found"}
+        if method == "usergroups.users.list":
+            group = str(params.get("usergroup", ""))
+            if group not in self.usergroups:
+                return {"ok": False, "error": "no_such_subteam"}
+            return {"ok": True, "users": self.usergroups[group]}
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{next(self._ids):06d}"
+            return {"ok": True, "upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
+        if method == "files.completeUploadExternal":
+            files = params.get("files")
+            if isinstance(files, str):
+                files = json.loads(files)
+            return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in files or []]}
+        if method == "apps.connections.open":
+            if not self.socket_url:
+                return {"ok": False, "error": "socket_mode_not_enabled"}
+            return {"ok": True, "url": self.socket_url}
+        return {"ok": False, "error": "unknown_method"}
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # quiet: pytest shows the recorded calls on failure instead
+
+            def _body(self) -> bytes:
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def _send(
+                self, status: int, payload: dict[str, Any] | str, headers: dict[str, str] | None = None
+            ) -> None:
+                body = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+                self.send_response(status)
+                ctype = "text/plain" if isinstance(payload, str) else "application/json; charset=utf-8"
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                raw = self._body()
+                path = urllib.parse.urlparse(self.path).path
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                if path.startswith("/response/"):
+                    fault = stub._take_fault("response_url")
+                    if fault is not None and fault.status == 429:
+                        stub._record(Call(method="response_url:429", params={}, headers=headers))
+                        self._send(429, "rate limited", {"Retry-After": str(fault.retry_after or 1)})
+                        return
+                    payload = json.loads(raw or b"{}")
+                    with stub._lock:
+                        stub.responses.append(payload)
+                    stub._record(Call(method="response_url", params=payload, headers=headers))
+                    self._send(200, "ok")
+                    return
+                if path.startswith("/upload/"):
+                    file_id = path.rsplit("/", 1)[-1]
+                    stub.uploads[file_id] = raw
+                    stub._record(
+                        Call(method="upload", params={"file_id": file_id, "size": len(raw)}, headers=headers)
+                    )
+                    self._send(200, "OK - " + str(len(raw)))
+                    return
+                if not path.startswith("/api/"):
+                    self._send(404, {"ok": False, "error": "not_found"})
+                    return
+                method = path[len("/api/") :]
+                params = _parse_params(raw, headers.get("content-type", ""))
+                stub._record(Call(method=method, params=params, headers=headers))
+                fault = stub._take_fault(method)
+                if fault is not None:
+                    if fault.delay:
+                        time.sleep(fault.delay)
+                    if fault.status == 429:
+                        self._send(
+                            429,
+                            {"ok": False, "error": "ratelimited"},
+                            {"Retry-After": str(fault.retry_after or 1)},
+                        )
+                        return
+                    if fault.status >= 500:
+                        self._send(fault.status, "upstream trouble")
+                        return
+                    if fault.error:
+                        self._send(200, {"ok": False, "error": fault.error})
+                        return
+                self._send(200, stub._answer(method, params))
+
+            do_GET = do_POST
+
+        return Handler
+
+
+def _parse_params(raw: bytes, content_type: str) -> dict[str, Any]:
+    if not raw:
+        return {}
+    if "json" in content_type:
+        loaded = json.loads(raw)
+        return loaded if isinstance(loaded, dict) else {"_": loaded}
+    if "multipart" in content_type:
+        return {"_multipart": len(raw)}
+    return {k: v[0] if len(v) == 1 else v for k, v in urllib.parse.parse_qs(raw.decode()).items()}

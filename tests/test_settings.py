@@ -1,0 +1,103 @@
+"""Configuration: every problem exits 2 with one line naming the key or the YAML line."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bot.errors import ConfigError
+from bot.settings import parse_settings
+from tests.conftest import bot_command
+
+
+def run_bot(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "UPGRADE_BOT_"))}
+    return subprocess.run(
+        [*bot_command(), *args], capture_output=True, text=True, env=base | (env or {}), timeout=60
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_a_missing_file_exits_2_naming_the_path(tmp_path: Path) -> None:
+    line = one_line_error(run_bot("exec", "help", "--config", str(tmp_path / "missing.yaml")))
+    assert "missing.yaml" in line and "not found" in line
+
+
+def test_bad_yaml_exits_2_naming_the_line(write_config: Callable[..., Path]) -> None:
+    path = write_config("clusters:\n  prod:\n    kubeconfig: [unclosed\n")
+    line = one_line_error(run_bot("exec", "help", "--config", str(path)))
+    assert f"{path}:" in line and "invalid YAML" in line
+
+
+def test_an_unknown_key_exits_2_naming_key_and_line(write_config: Callable[..., Path]) -> None:
+    path = write_config("clusters:\n  prod:\n    kubeconfg: ./kube\n")
+    line = one_line_error(run_bot("exec", "help", "--config", str(path)))
+    lineno = path.read_text().splitlines().index("    kubeconfg: ./kube") + 1
+    assert f":{lineno}: clusters.prod.kubeconfg: unknown key (did you mean 'kubeconfig'?)" in line
+
+
+def test_a_missing_secret_exits_2_naming_the_variable(write_config: Callable[..., Path]) -> None:
+    line = one_line_error(
+        run_bot(
+            "run",
+            "--http",
+            "--port",
+            "0",
+            "--config",
+            str(write_config()),
+            env={"SLACK_SIGNING_SECRET": "x" * 20},
+        )
+    )
+    assert "SLACK_BOT_TOKEN is not set" in line
+
+
+def test_socket_mode_needs_the_app_token(write_config: Callable[..., Path]) -> None:
+    line = one_line_error(
+        run_bot("run", "--config", str(write_config()), env={"SLACK_BOT_TOKEN": "xoxb-1-2"})
+    )
+    assert "SLACK_APP_TOKEN" in line
+
+
+def test_the_config_file_can_come_from_the_environment(write_config: Callable[..., Path]) -> None:
+    result = run_bot("exec", "help", env={"UPGRADE_BOT_CONFIG": str(write_config())})
+    assert result.returncode == 0, result.stderr
+    assert "/upgrade whoami" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("roster:\n  primary: [alice]\n", "roster.primary: 'alice' is not a Slack user ID"),
+        ("timezone: Mars/Olympus\n", "timezone: unknown time zone"),
+        ("channels:\n  announcements: general\n", "'general' is not a Slack channel ID"),
+        ("clusters:\n  prod:\n    context: x\n", "clusters.prod.kubeconfig: missing key"),
+        ("clusters:\n  prod:\n    in_cluster: true\n    kubeconfig: x\n", "either in_cluster"),
+        ("workers: 0\n", "workers: expected a whole number from 1 to 64"),
+        ("- a list\n", "top level: expected a mapping"),
+    ],
+)
+def test_invalid_values_are_named(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(text, source=Path("cfg.yaml"), env={})
+    assert expected in caught.value.user_message
+    assert caught.value.user_message.startswith("cfg.yaml:")
+
+
+def test_the_example_config_is_valid() -> None:
+    example = Path(__file__).resolve().parent.parent / "upgrade-bot.example.yaml"
+    settings = parse_settings(example.read_text(), source=example, env={"SLACK_BOT_TOKEN": "xoxb-a-b"})
+    assert set(settings.clusters) == {"prod", "staging"}
+    assert settings.roster["coordinator"] == ("S0SRELEADS",)
+    assert "xoxb" not in repr(settings)
