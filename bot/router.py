@@ -19,9 +19,10 @@ from bot.adapters.store import AuditEntry, Store
 from bot.core.command import CommandContext, Registry, Reply, split_words
 from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
+from bot.core.snapshot import ClusterReader
 from bot.errors import BotError, ConfigError, PermissionDenied, TemporaryError, UsageError, UserError
 from bot.logsetup import correlation
-from bot.settings import Settings
+from bot.settings import ClusterConfig, Settings
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,10 @@ class Router:
         directory: Directory,
         renderer: Renderer | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        connect_cluster: Callable[[ClusterConfig], ClusterReader] | None = None,
     ) -> None:
         self.registry = registry
+        self.connect_cluster = connect_cluster or _no_clusters
         self.settings = settings
         self.store = store
         self.directory = directory
@@ -115,6 +118,7 @@ class Router:
                 registry=self.registry,
                 directory=self.directory,
                 clock=self.clock,
+                connect_cluster=self.connect_cluster,
             )
             log.info("running /upgrade %s for %s", name, request.user_id)
             reply = sub.handler(ctx, args)
@@ -154,6 +158,10 @@ class Router:
         except BotError:
             # The command already ran; losing its audit row is logged loudly, not hidden.
             log.exception("could not write the audit row for /upgrade %s", name)
+
+
+def _no_clusters(config: ClusterConfig) -> ClusterReader:
+    raise UserError(f"cluster {config.name}: this front door has no Kubernetes access")
 
 
 def _error_reply(message: str, cid: str, *, usage: str = "") -> Reply:

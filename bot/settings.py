@@ -102,6 +102,10 @@ class Settings:
     templates_dir: Path | None
     workers: int
     secrets: Secrets
+    #: Node labels that name a node's group, tried in order (None: the built-in list).
+    node_group_labels: tuple[str, ...] | None = None
+    #: Restarts since the first snapshot that make the diff call it a regression.
+    restart_threshold: int = 3
 
     @property
     def zone(self) -> ZoneInfo:
@@ -198,6 +202,14 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     if templates_dir is not None and not templates_dir.is_dir():
         v.error(top["templates_dir"], "templates_dir", f"{templates_dir} is not a directory")
     workers = v.integer(top.get("workers"), "workers", low=1, high=64) or 8
+    node_group_labels: tuple[str, ...] | None = None
+    restart_threshold = 3
+    if "snapshot" in top:
+        snap = v.mapping(top["snapshot"], "snapshot", {"node_group_labels", "restart_threshold"})
+        if "node_group_labels" in snap:
+            node_group_labels = v.strings(snap["node_group_labels"], "snapshot.node_group_labels")
+        threshold = v.integer(snap.get("restart_threshold"), "snapshot.restart_threshold", low=1, high=1000)
+        restart_threshold = threshold if threshold is not None else 3
     v.raise_if_errors()
 
     return Settings(
@@ -211,6 +223,8 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         templates_dir=templates_dir,
         workers=workers,
         secrets=Secrets.from_env(env),
+        node_group_labels=node_group_labels,
+        restart_threshold=restart_threshold,
     )
 
 
@@ -223,6 +237,7 @@ _TOP_KEYS = {
     "timezone",
     "templates_dir",
     "workers",
+    "snapshot",
 }
 _CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout"}
 
@@ -339,6 +354,12 @@ class _Validator:
             self.error(node, key, f"{value!r} is not a Slack {what} ID")
             return None
         return value
+
+    def strings(self, node: yaml.Node, key: str) -> tuple[str, ...]:
+        if not isinstance(node, yaml.SequenceNode):
+            self.error(node, key, "expected a list of strings")
+            return ()
+        return tuple(v for item in node.value if (v := self.string(item, key)) is not None)
 
     def people(self, node: yaml.Node, key: str) -> tuple[str, ...]:
         items: list[yaml.Node]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bot.core.command import Registry
-from commands import audit, help, whoami
+from commands import audit, diff, help, snapshot, snapshots, whoami
 
-MODULES = (help, audit, whoami)
+MODULES = (help, whoami, snapshot, snapshots, diff, audit)
 
 
 def build_registry() -> Registry:

@@ -86,6 +86,32 @@ deliveries = sa.Table(
 )
 
 
+snapshots = sa.Table(
+    "snapshots",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("cluster", sa.String(64), nullable=False),
+    sa.Column("label", sa.String(200), nullable=False),
+    sa.Column("taken_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("taken_by", sa.String(64), nullable=False),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotMeta:
+    id: int
+    cluster: str
+    label: str
+    taken_at: datetime
+    taken_by: str
+    #: Small JSON object: counts, control-plane version, gaps. Readable without the body.
+    summary: str
+    size: int
+
+
 def _m001_audit_and_deliveries(conn: Connection) -> None:
     m = sa.MetaData()
     sa.Table(
@@ -113,9 +139,28 @@ def _m001_audit_and_deliveries(conn: Connection) -> None:
     m.create_all(conn)
 
 
+def _m002_snapshots(conn: Connection) -> None:
+    m = sa.MetaData()
+    table = sa.Table(
+        "snapshots",
+        m,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("cluster", sa.String(64), nullable=False),
+        sa.Column("label", sa.String(200), nullable=False),
+        sa.Column("taken_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("taken_by", sa.String(64), nullable=False),
+        sa.Column("summary", sa.Text, nullable=False),
+        sa.Column("size", sa.Integer, nullable=False),
+        sa.Column("body", sa.LargeBinary, nullable=False),
+    )
+    sa.Index("ix_snapshots_cluster_label_taken", table.c.cluster, table.c.label, table.c.taken_at)
+    m.create_all(conn)
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
+    (2, "snapshots", _m002_snapshots),
 )
 
 
@@ -251,6 +296,60 @@ class Store:
             )
             for row in rows
         ]
+
+    # -- snapshots -------------------------------------------------------------------------------
+
+    def save_snapshot(
+        self, *, cluster: str, label: str, taken_at: datetime, taken_by: str, summary: str, body: bytes
+    ) -> int:
+        """Store one snapshot in a single transaction: it is there whole, or not at all."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                snapshots.insert().values(
+                    cluster=cluster[:64],
+                    label=label[:200],
+                    taken_at=_utc(taken_at),
+                    taken_by=taken_by[:64],
+                    summary=summary,
+                    size=len(body),
+                    body=body,
+                )
+            )
+            pk = result.inserted_primary_key
+        return int(pk[0]) if pk else 0
+
+    def snapshot_body(self, snapshot_id: int) -> tuple[SnapshotMeta, bytes] | None:
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(snapshots).where(snapshots.c.id == snapshot_id)).mappings().first()
+        if row is None:
+            return None
+        return _snapshot_meta(row), bytes(row["body"])
+
+    def snapshots(
+        self, *, cluster: str | None = None, label: str | None = None, limit: int = 20
+    ) -> list[SnapshotMeta]:
+        """Newest first, without bodies."""
+        cols = [c for c in snapshots.c if c.name != "body"]
+        query = sa.select(*cols).order_by(snapshots.c.taken_at.desc(), snapshots.c.id.desc()).limit(limit)
+        if cluster is not None:
+            query = query.where(snapshots.c.cluster == cluster)
+        if label is not None:
+            query = query.where(snapshots.c.label == label)
+        with _wrap_errors(), self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [_snapshot_meta(r) for r in rows]
+
+
+def _snapshot_meta(row: Any) -> SnapshotMeta:
+    return SnapshotMeta(
+        id=int(row["id"]),
+        cluster=row["cluster"],
+        label=row["label"],
+        taken_at=_utc(row["taken_at"]),
+        taken_by=row["taken_by"],
+        summary=row["summary"],
+        size=int(row["size"]),
+    )
 
 
 def _audit_values(entry: AuditEntry) -> dict[str, Any]:

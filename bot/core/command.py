@@ -24,7 +24,8 @@ from bot.errors import UsageError
 if TYPE_CHECKING:
     from bot.adapters.store import Store
     from bot.core.people import Directory
-    from bot.settings import Settings
+    from bot.core.snapshot import ClusterReader
+    from bot.settings import ClusterConfig, Settings
 
 Args = argparse.Namespace
 
@@ -62,6 +63,8 @@ class CommandContext:
     registry: Registry
     directory: Directory
     clock: Callable[[], datetime]
+    #: Opens a reader on a configured cluster (the kube adapter in production).
+    connect_cluster: Callable[[ClusterConfig], ClusterReader]
 
 
 Handler = Callable[[CommandContext, Args], Reply]

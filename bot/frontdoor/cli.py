@@ -73,7 +73,31 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--since", help="a duration (30m, 24h, 7d) or a date/time; default: everything")
     export.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
 
+    snap = sub.add_parser("snapshot", parents=[common], help="take a snapshot (or: snapshot export ID)")
+    snap.add_argument("label", nargs="*", help="pre, post, or any text (default: manual)")
+    snap.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    snap.add_argument("--as", dest="as_user", metavar="USER_ID", help="recorded as the person who took it")
+
+    diff = sub.add_parser("diff", parents=[common], help="compare two snapshots; exit 1 on regressions")
+    diff.add_argument("a", help="the earlier snapshot: id or label")
+    diff.add_argument("b", nargs="?", help="the later snapshot: id or label (default: the live cluster)")
+    diff.add_argument("--format", choices=["text", "md", "json"], default="text")
+    diff.add_argument("--cluster", help="a configured cluster (default: the only one)")
+
     sub.add_parser("sim", help="the simulated cluster: `upgrade-bot sim --help`", add_help=False)
+    return parser
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(prog="upgrade-bot snapshot export", parents=[common])
+    parser.add_argument("id", help="snapshot id or label")
+    parser.add_argument("--format", choices=["json", "kubectl-wide"], default="json")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
+    parser.add_argument("--cluster", help="with a label: which cluster")
+    parser.add_argument("--config", metavar="PATH")
+    parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.set_defaults(command="snapshot-export")
     return parser
 
 
@@ -84,7 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.sim.cli import main as sim_main
 
         return int(sim_main(argv[1:]))
-    args = _parser().parse_args(argv)
+    # `snapshot export ID` shares its first word with `snapshot [LABEL…]`.
+    args = (
+        _export_parser().parse_args(argv[2:])
+        if argv[:2] == ["snapshot", "export"]
+        else _parser().parse_args(argv)
+    )
     try:
         settings = _settings(args)
         level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
@@ -95,6 +124,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _exec(settings, args)
         if args.command == "audit":
             return _audit_export(settings, args)
+        if args.command == "snapshot":
+            return _snapshot(settings, args)
+        if args.command == "snapshot-export":
+            return _snapshot_export(settings, args)
+        if args.command == "diff":
+            return _diff(settings, args)
     except ConfigError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_USAGE
@@ -159,6 +194,108 @@ def _audit_export(settings: Settings, args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _progress(resource: str, count: int) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r\033[K  reading {resource}: {count}")
+        sys.stderr.flush()
+
+
+def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.adapters.kube import Cluster
+    from bot.adapters.store import Store
+    from bot.core import snapshots
+    from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS
+
+    cluster = snapshots.pick_cluster(settings, args.cluster)
+    label = " ".join(args.label) if args.label else "manual"
+    store = Store.open(settings.database_url)
+    reader = Cluster.connect(cluster)
+    try:
+        print(f"snapshot `{label}` of {cluster.name} ({reader.context}) …", file=sys.stderr)
+        stored = snapshots.take_and_store(
+            store,
+            reader,
+            label=label,
+            taken_by=args.as_user or f"terminal:{os.environ.get('USER', 'unknown')}",
+            now=datetime.now(UTC),
+            node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+            progress=_progress,
+        )
+    finally:
+        reader.close()
+        store.close()
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")
+    counts = stored.snap["counts"]
+    print(
+        f"snapshot #{stored.meta.id} `{label}`: {counts['nodes']} nodes, {counts['pods']} pods, "
+        f"{counts['workloads']} workloads, {stored.meta.size / 1024:.1f} KiB stored"
+    )
+    for gap in stored.snap["gaps"]:
+        print(f"gap: {gap['resource']}: {gap['reason']}")
+    return EXIT_OK
+
+
+def _snapshot_export(settings: Settings, args: argparse.Namespace) -> int:
+    import json
+
+    from bot.adapters.store import Store
+    from bot.core import snapshots
+
+    store = Store.open(settings.database_url)
+    try:
+        stored = snapshots.resolve(store, args.id, cluster=args.cluster)
+    finally:
+        store.close()
+    if args.format == "json":
+        text = json.dumps(stored.snap, indent=1) + "\n"
+    else:
+        text = snapshots.export_kubectl_wide(stored.snap)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote snapshot #{stored.meta.id} to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _diff(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.adapters.kube import Cluster
+    from bot.adapters.store import Store
+    from bot.core import snapshots
+    from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+
+    cluster = snapshots.pick_cluster(settings, args.cluster)
+
+    def live() -> dict[str, object]:
+        reader = Cluster.connect(cluster)
+        try:
+            snap = take_snapshot(
+                reader,
+                label="live",
+                taken_by="terminal",
+                now=datetime.now(UTC),
+                node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                progress=_progress,
+            )
+        finally:
+            reader.close()
+        snap["id"] = "live"
+        return snap
+
+    store = Store.open(settings.database_url)
+    try:
+        report = snapshots.compare(
+            store, args.a, args.b, cluster=cluster, live=live, restart_threshold=settings.restart_threshold
+        )
+    finally:
+        store.close()
+    text = {"text": report.to_text, "md": report.to_markdown, "json": report.to_json}[args.format]()
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    # Pipelines gate on this: non-zero when the upgrade left something worse than before.
+    return EXIT_FAILED if report.has_regressions else EXIT_OK
 
 
 def _run(settings: Settings, args: argparse.Namespace) -> int:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from bot.adapters.store import Store
 from bot.core.command import Registry
 from bot.core.people import Directory, StaticDirectory
+from bot.core.snapshot import ClusterReader
 from bot.router import Router
-from bot.settings import Settings
+from bot.settings import ClusterConfig, Settings
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -40,6 +41,7 @@ def build_services(
     registry: Registry | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     with_slack: bool = True,
+    connect_cluster: Callable[[ClusterConfig], ClusterReader] | None = None,
 ) -> Services:
     from commands import build_registry
 
@@ -52,7 +54,16 @@ def build_services(
 
         web_client = make_web_client(settings.secrets.bot_token, settings.secrets.api_url)
         directory = SlackDirectory(web_client)
-    router = Router(registry=registry, settings=settings, store=store, directory=directory, clock=clock)
+    from bot.adapters.kube import Cluster
+
+    router = Router(
+        registry=registry,
+        settings=settings,
+        store=store,
+        directory=directory,
+        clock=clock,
+        connect_cluster=connect_cluster or Cluster.connect,
+    )
     return Services(
         settings=settings,
         store=store,

@@ -8,12 +8,42 @@ from typing import Any
 
 import pytest
 
+from bot.adapters.store import SnapshotMeta
+from bot.core.diff import Finding
 from bot.core.rendering import Renderer, TemplateError
 from bot.settings import BUILTIN_TEMPLATES
 
 NOW = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
 
+META = SnapshotMeta(
+    id=7, cluster="prod", label="pre", taken_at=NOW, taken_by="U0BOB", summary="{}", size=4096
+)
+SUMMARY = {
+    "version": "v1.29.4",
+    "counts": {"nodes": 3, "pods": 40, "workloads": 9, "namespaces": 4, "warning_events": 2},
+    "gaps": [{"resource": "events", "reason": "forbidden by the bot's RBAC role"}],
+}
+FINDING = Finding(
+    kind="regression",
+    category="new CrashLoopBackOff pods",
+    subject="Deployment a/b",
+    detail="1 now, 0 before: b-1",
+    namespace="a",
+)
+
 SAMPLES: dict[str, dict[str, Any]] = {
+    "snapshot": {"meta": META, "summary": SUMMARY, "cluster": "prod", "context": "prod-eks"},
+    "snapshots": {"rows": [{"meta": META, "summary": SUMMARY}], "cluster": None},
+    "diff": {
+        "before": {"id": 1, "label": "pre", "taken_at": "x"},
+        "after": {"id": 2, "label": "post", "taken_at": "y"},
+        "regressions": [FINDING],
+        "regression_count": 12,
+        "regression_categories": [("new CrashLoopBackOff pods", 12)],
+        "expected": [],
+        "expected_count": 0,
+        "skipped": ["events: not readable in one of the snapshots"],
+    },
     "help": {"commands": [{"name": "help", "summary": "Show help.", "usage": "/upgrade help [x]"}]},
     "help_one": {"name": "audit", "usage": "/upgrade audit", "doc": "Audit.\n\nMore.", "roles": ["*"]},
     "error": {

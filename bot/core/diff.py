@@ -1,0 +1,424 @@
+"""Semantic diff of two snapshots: expected changes versus regressions.
+
+Pods are renamed by every rollout, so nothing is compared by pod name alone: nodes are compared per
+node group, pods are folded into the workload that owns them (Deployment, DaemonSet, StatefulSet…)
+and counted per state. An upgrade is *supposed* to replace nodes, bump versions and reschedule
+pods; those are expected. What an SRE must look at — a node group that shrank, a node NotReady or
+left cordoned, fewer ready replicas, new CrashLoopBackOff/ImagePullBackOff/Error/Pending pods,
+restarts piling up, containers-ready dropping (3/3 → 2/3), a PDB that now blocks evictions, a
+namespace whose pods vanished — are regressions. kube-system sorts first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bot.core.snapshot import BAD_REASONS, pods_as_dicts
+
+EXPECTED, REGRESSION = "expected", "regression"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    kind: str  # EXPECTED | REGRESSION
+    category: str
+    subject: str
+    detail: str
+    namespace: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiffReport:
+    before: Mapping[str, Any]
+    after: Mapping[str, Any]
+    expected: list[Finding] = field(default_factory=list)
+    regressions: list[Finding] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def has_regressions(self) -> bool:
+        return bool(self.regressions)
+
+    def categories(self, kind: str) -> Counter[str]:
+        items = self.regressions if kind == REGRESSION else self.expected
+        return Counter(f.category for f in items)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "before": _meta(self.before),
+                "after": _meta(self.after),
+                "regressions": [asdict(f) for f in self.regressions],
+                "expected": [asdict(f) for f in self.expected],
+                "skipped": self.skipped,
+            },
+            indent=2,
+        )
+
+    def to_text(self) -> str:
+        lines = [f"diff {_title(self.before)} → {_title(self.after)}"]
+        lines.append(f"regressions: {len(self.regressions)}   expected changes: {len(self.expected)}")
+        for heading, items in (("REGRESSIONS", self.regressions), ("EXPECTED CHANGES", self.expected)):
+            if items:
+                lines.append("")
+                lines.append(heading)
+                lines.extend(f"  [{f.category}] {f.subject}: {f.detail}" for f in items)
+        if self.skipped:
+            lines.append("")
+            lines.append("NOT COMPARED")
+            lines.extend(f"  {s}" for s in self.skipped)
+        return "\n".join(lines) + "\n"
+
+    def to_markdown(self) -> str:
+        lines = [f"# Cluster diff: {_title(self.before)} → {_title(self.after)}", ""]
+        lines.append(f"- before: {_describe(self.before)}")
+        lines.append(f"- after: {_describe(self.after)}")
+        lines.append(f"- **{len(self.regressions)} regressions**, {len(self.expected)} expected changes")
+        lines.append("")
+        for heading, items in (("Regressions", self.regressions), ("Expected changes", self.expected)):
+            lines.append(f"## {heading}")
+            lines.append("")
+            if not items:
+                lines.append("None.")
+            else:
+                lines.append("| category | namespace | subject | detail |")
+                lines.append("|---|---|---|---|")
+                for f in items:
+                    lines.append(
+                        f"| {f.category} | {f.namespace or '—'} | {_md(f.subject)} | {_md(f.detail)} |"
+                    )
+            lines.append("")
+        if self.skipped:
+            lines.append("## Not compared")
+            lines.append("")
+            lines.extend(f"- {s}" for s in self.skipped)
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _title(snap: Mapping[str, Any]) -> str:
+    return f"#{snap.get('id', '?')} {snap.get('label', '')}".strip()
+
+
+def _meta(snap: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: snap.get(k) for k in ("id", "label", "cluster", "taken_at", "taken_by", "version")}
+
+
+def _describe(snap: Mapping[str, Any]) -> str:
+    version = (snap.get("version") or {}).get("gitVersion", "?")
+    return f"#{snap.get('id', '?')} `{snap.get('label', '')}` of {snap.get('cluster')} at {snap.get('taken_at')} ({version})"
+
+
+def _sort_key(f: Finding) -> tuple[int, str, str, str]:
+    return (
+        0 if f.namespace == "kube-system" else 1 if not f.namespace else 2,
+        f.namespace,
+        f.category,
+        f.subject,
+    )
+
+
+def _gaps(snap: Mapping[str, Any]) -> set[str]:
+    return {g["resource"] for g in snap.get("gaps") or []}
+
+
+def diff(before: Mapping[str, Any], after: Mapping[str, Any], *, restart_threshold: int = 3) -> DiffReport:
+    report = DiffReport(before=before, after=after)
+    gaps = _gaps(before) | _gaps(after)
+    report.skipped.extend(f"{resource}: not readable in one of the snapshots" for resource in sorted(gaps))
+    found: list[Finding] = []
+    found.extend(_control_plane(before, after))
+    if "nodes" not in gaps:
+        found.extend(_nodes(before["nodes"], after["nodes"]))
+    if not gaps & {"deployments", "daemonsets", "statefulsets"}:
+        found.extend(_workloads(before["workloads"], after["workloads"]))
+    if "pods" not in gaps:
+        found.extend(_pods(before, after, restart_threshold))
+    if "poddisruptionbudgets" not in gaps:
+        found.extend(_pdbs(before["pdbs"], after["pdbs"]))
+    report.regressions.extend(sorted((f for f in found if f.kind == REGRESSION), key=_sort_key))
+    report.expected.extend(sorted((f for f in found if f.kind == EXPECTED), key=_sort_key))
+    return report
+
+
+def _control_plane(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterable[Finding]:
+    b, a = before["version"].get("gitVersion"), after["version"].get("gitVersion")
+    if b != a:
+        yield Finding(
+            kind=EXPECTED, category="control-plane version", subject="control plane", detail=f"{b} → {a}"
+        )
+    removed = sorted(set(before.get("api_versions") or []) - set(after.get("api_versions") or []))
+    added = sorted(set(after.get("api_versions") or []) - set(before.get("api_versions") or []))
+    if removed:
+        yield Finding(
+            kind=EXPECTED, category="API versions", subject="no longer served", detail=", ".join(removed)
+        )
+    if added:
+        yield Finding(kind=EXPECTED, category="API versions", subject="newly served", detail=", ".join(added))
+
+
+_NODE_VERSIONS = (
+    ("kubelet", "kubelet version"),
+    ("kernel", "kernel version"),
+    ("os_image", "OS image"),
+    ("runtime", "container runtime"),
+)
+
+
+def _nodes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Iterable[Finding]:
+    by_group_b: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    by_group_a: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for n in before:
+        by_group_b[n["group"]][n["name"]] = n
+    for n in after:
+        by_group_a[n["group"]][n["name"]] = n
+    old_nodes = {n["name"]: n for n in before}
+    for group in sorted(set(by_group_b) | set(by_group_a)):
+        b, a = by_group_b.get(group, {}), by_group_a.get(group, {})
+        subject = f"node group {group}"
+        gone, new = sorted(set(b) - set(a)), sorted(set(a) - set(b))
+        if gone and new:
+            yield Finding(
+                kind=EXPECTED,
+                category="nodes replaced",
+                subject=subject,
+                detail=f"{len(gone)} old nodes replaced by {len(new)} new ({_few(gone)} → {_few(new)})",
+            )
+        elif new:
+            yield Finding(
+                kind=EXPECTED, category="nodes added", subject=subject, detail=f"{len(new)} new: {_few(new)}"
+            )
+        if len(a) < len(b):
+            missing = len(b) - len(a)
+            what = "is gone" if not a else f"has {len(a)} nodes, had {len(b)}"
+            yield Finding(
+                kind=REGRESSION,
+                category="node missing",
+                subject=subject,
+                detail=f"{what} ({missing} missing: {_few(gone)})",
+            )
+        for key, label in _NODE_VERSIONS:
+            vb, va = sorted({n[key] for n in b.values()}), sorted({n[key] for n in a.values()})
+            if a and b and vb != va:
+                yield Finding(
+                    kind=EXPECTED,
+                    category=label,
+                    subject=subject,
+                    detail=f"{', '.join(vb)} → {', '.join(va)}",
+                )
+        for name, node in sorted(a.items()):
+            old = old_nodes.get(name)
+            if node["ready"] != "True" and (old is None or old["ready"] == "True"):
+                yield Finding(
+                    kind=REGRESSION,
+                    category="node not ready",
+                    subject=f"node {name}",
+                    detail=f"Ready={node['ready']} ({subject})",
+                )
+            if node["unschedulable"] and (old is None or not old["unschedulable"]):
+                yield Finding(
+                    kind=REGRESSION,
+                    category="node cordoned",
+                    subject=f"node {name}",
+                    detail=f"still SchedulingDisabled ({subject})",
+                )
+            elif old is not None and old["boot_id"] and node["boot_id"] and old["boot_id"] != node["boot_id"]:
+                yield Finding(
+                    kind=EXPECTED, category="node rebooted", subject=f"node {name}", detail="bootID changed"
+                )
+
+
+def _few(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return f"{shown}, +{len(names) - limit} more" if len(names) > limit else shown
+
+
+def _workloads(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Iterable[Finding]:
+    def key(w: Mapping[str, Any]) -> tuple[str, str, str]:
+        return (w["kind"], w["namespace"], w["name"])
+
+    b_map, a_map = {key(w): w for w in before}, {key(w): w for w in after}
+    for k in sorted(set(b_map) | set(a_map)):
+        kind, ns, name = k
+        subject = f"{kind} {ns}/{name}"
+        b, a = b_map.get(k), a_map.get(k)
+        if a is None:
+            assert b is not None
+            yield Finding(
+                kind=REGRESSION,
+                category="workload gone",
+                subject=subject,
+                namespace=ns,
+                detail=f"had {b['ready']}/{b['desired']} ready",
+            )
+            continue
+        if b is None:
+            continue
+        if a["ready"] < b["ready"] and a["ready"] < a["desired"]:
+            yield Finding(
+                kind=REGRESSION,
+                category="fewer ready replicas",
+                subject=subject,
+                namespace=ns,
+                detail=f"{b['ready']}/{b['desired']} → {a['ready']}/{a['desired']} ready",
+            )
+        if a["rollout"] != "done" and b["rollout"] == "done":
+            yield Finding(
+                kind=REGRESSION,
+                category="not rolled out",
+                subject=subject,
+                namespace=ns,
+                detail=a["rollout_message"],
+            )
+        if a["images"] != b["images"]:
+            changed = [f"{x} → {y}" for x, y in zip(b["images"], a["images"], strict=False) if x != y]
+            yield Finding(
+                kind=EXPECTED,
+                category="images bumped",
+                subject=subject,
+                namespace=ns,
+                detail="; ".join(changed) or f"{b['images']} → {a['images']}",
+            )
+
+
+def _is_bad(pod: Mapping[str, Any]) -> str | None:
+    """The trouble a pod is in, named as kubectl would, or None."""
+    reasons = set(filter(None, str(pod["reasons"]).split(",")))
+    status = str(pod["status"])
+    if status in BAD_REASONS:
+        return status
+    bad = sorted(reasons & BAD_REASONS)
+    if bad and status != "Running":
+        return bad[0]
+    if status.startswith("Init:"):
+        return "Init"
+    if pod["phase"] == "Pending":
+        return "Pending"
+    if pod["phase"] == "Failed":
+        return "Failed"
+    return None
+
+
+def _pods(before: Mapping[str, Any], after: Mapping[str, Any], restart_threshold: int) -> Iterable[Finding]:
+    def fold(
+        snap: Mapping[str, Any],
+    ) -> tuple[dict[tuple[str, str, str], dict[str, Any]], dict[str, dict[str, Any]]]:
+        by_workload: dict[tuple[str, str, str], dict[str, Any]] = {}
+        by_uid: dict[str, dict[str, Any]] = {}
+        for pod in pods_as_dicts(snap):
+            k = (pod["namespace"], pod["workload_kind"], pod["workload"])
+            agg = by_workload.setdefault(
+                k, {"pods": 0, "bad": defaultdict(list), "unready": [], "nodes": Counter(), "names": set()}
+            )
+            agg["pods"] += 1
+            agg["names"].add(pod["name"])
+            agg["nodes"][pod["node"]] += 1
+            trouble = _is_bad(pod)
+            if trouble:
+                agg["bad"][trouble].append(pod["name"])
+            elif pod["phase"] == "Running" and pod["ready"] < pod["total"]:
+                agg["unready"].append(f"{pod['name']} {pod['ready']}/{pod['total']}")
+            by_uid[pod["uid"] or f"{pod['namespace']}/{pod['name']}"] = pod
+        return by_workload, by_uid
+
+    b_work, b_uid = fold(before)
+    a_work, a_uid = fold(after)
+    # Restarts since the first snapshot: a surviving pod's increase, or all of a new pod's restarts.
+    restarts: Counter[tuple[str, str, str]] = Counter()
+    restart_example: dict[tuple[str, str, str], str] = {}
+    for uid, pod in a_uid.items():
+        old = b_uid.get(uid)
+        delta = pod["restarts"] - (old["restarts"] if old else 0)
+        if delta > 0:
+            k = (pod["namespace"], pod["workload_kind"], pod["workload"])
+            restarts[k] += delta
+            restart_example.setdefault(k, f"{pod['name']} restarted {pod['restarts']}×")
+    for k in sorted(set(b_work) | set(a_work)):
+        ns, kind, name = k
+        subject = f"{kind} {ns}/{name}" if kind != "Pod" else f"pod {ns}/{name}"
+        b = b_work.get(k) or {"pods": 0, "bad": {}, "unready": [], "nodes": Counter(), "names": set()}
+        a = a_work.get(k)
+        if a is None:
+            continue
+        for trouble, names in sorted(a["bad"].items()):
+            before_count = len(b["bad"].get(trouble, []))
+            if len(names) > before_count:
+                yield Finding(
+                    kind=REGRESSION,
+                    category=f"new {trouble} pods",
+                    subject=subject,
+                    namespace=ns,
+                    detail=f"{len(names)} now, {before_count} before: {_few(sorted(names))}",
+                )
+        if len(a["unready"]) > len(b["unready"]):
+            yield Finding(
+                kind=REGRESSION,
+                category="containers not ready",
+                subject=subject,
+                namespace=ns,
+                detail=f"{_few(sorted(a['unready']))} (was {len(b['unready'])} pods not fully ready)",
+            )
+        if restarts[k] >= restart_threshold:
+            yield Finding(
+                kind=REGRESSION,
+                category="restarts jumped",
+                subject=subject,
+                namespace=ns,
+                detail=f"+{restarts[k]} restarts ({restart_example[k]})",
+            )
+    # Rescheduling is the point of an upgrade: one summary line per namespace.
+    moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for k, agg in a_work.items():
+        old = b_work.get(k)
+        if old is None or agg["nodes"] == old["nodes"]:
+            continue
+        replaced = len(agg["names"] - old["names"])
+        if replaced:
+            moved[k[0]][0] += replaced
+            moved[k[0]][1] += 1
+    for ns, (pods, workloads) in sorted(moved.items()):
+        yield Finding(
+            kind=EXPECTED,
+            category="pods rescheduled",
+            subject=f"namespace {ns}",
+            namespace=ns,
+            detail=f"{pods} pods of {workloads} workloads on new nodes",
+        )
+    b_ns = Counter(p["namespace"] for p in pods_as_dicts(before))
+    a_ns = Counter(p["namespace"] for p in pods_as_dicts(after))
+    for ns in sorted(b_ns):
+        if a_ns.get(ns, 0) == 0:
+            yield Finding(
+                kind=REGRESSION,
+                category="namespace pods gone",
+                subject=f"namespace {ns}",
+                namespace=ns,
+                detail=f"{b_ns[ns]} pods before, none now",
+            )
+
+
+def _pdbs(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Iterable[Finding]:
+    b_map = {(p["namespace"], p["name"]): p for p in before}
+    for p in after:
+        old = b_map.get((p["namespace"], p["name"]))
+        if (
+            p["disruptions_allowed"] == 0
+            and p["expected_pods"] > 0
+            and (old is None or old["disruptions_allowed"] > 0)
+        ):
+            yield Finding(
+                kind=REGRESSION,
+                category="PDB blocking",
+                subject=f"PDB {p['namespace']}/{p['name']}",
+                namespace=p["namespace"],
+                detail=f"0 disruptions allowed ({p['current_healthy']}/{p['desired_healthy']} healthy) — "
+                "drains will wait on it",
+            )

@@ -1,0 +1,283 @@
+"""Snapshots as the user handles them: take-and-store, find by id or label, export, compare.
+
+The snapshot body is JSON compressed with zlib; the store keeps it in one row written in one
+transaction, with a small summary beside it so listings never decompress bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.adapters.store import SnapshotMeta, Store
+from bot.core.diff import DiffReport, diff
+from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS, ClusterReader, Progress, pods_as_dicts, take_snapshot
+from bot.errors import UserError
+from bot.settings import ClusterConfig, Settings
+
+
+def encode(snap: Mapping[str, Any]) -> bytes:
+    # Compact separators: at 150k pods the spaces alone are megabytes.
+    return zlib.compress(json.dumps(snap, separators=(",", ":")).encode(), 6)
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    loaded = json.loads(zlib.decompress(body))
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def summary_of(snap: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "version": (snap.get("version") or {}).get("gitVersion", ""),
+        "counts": snap.get("counts", {}),
+        "gaps": snap.get("gaps", []),
+    }
+
+
+def pick_cluster(settings: Settings, name: str | None) -> ClusterConfig:
+    """The named cluster, or the only one configured; otherwise a usage error listing them."""
+    configured = sorted(settings.clusters)
+    if not configured:
+        raise UserError("no clusters are configured (add one under `clusters:` in the config file)")
+    if name is None:
+        if len(configured) == 1:
+            return settings.clusters[configured[0]]
+        raise UserError(f"which cluster? use --cluster with one of: {', '.join(configured)}")
+    if name not in settings.clusters:
+        raise UserError(f"no cluster named `{name}`; configured clusters: {', '.join(configured)}")
+    return settings.clusters[name]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stored:
+    meta: SnapshotMeta
+    snap: dict[str, Any]
+
+
+def take_and_store(
+    store: Store,
+    reader: ClusterReader,
+    *,
+    label: str,
+    taken_by: str,
+    now: datetime,
+    node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
+    events_since: timedelta = timedelta(hours=1),
+    progress: Progress | None = None,
+) -> Stored:
+    snap = take_snapshot(
+        reader,
+        label=label,
+        taken_by=taken_by,
+        now=now,
+        node_group_labels=node_group_labels,
+        events_since=events_since,
+        progress=progress,
+    )
+    body = encode(snap)
+    snapshot_id = store.save_snapshot(
+        cluster=reader.name,
+        label=label,
+        taken_at=now,
+        taken_by=taken_by,
+        summary=json.dumps(summary_of(snap)),
+        body=body,
+    )
+    snap["id"] = snapshot_id
+    meta = SnapshotMeta(
+        id=snapshot_id,
+        cluster=reader.name,
+        label=label,
+        taken_at=now,
+        taken_by=taken_by,
+        summary=json.dumps(summary_of(snap)),
+        size=len(body),
+    )
+    return Stored(meta=meta, snap=snap)
+
+
+def _recent(store: Store, cluster: str | None) -> str:
+    recent = store.snapshots(cluster=cluster, limit=5)
+    if not recent:
+        return "there are no snapshots yet (take one with `/upgrade snapshot pre`)"
+    listed = ", ".join(f"#{m.id} `{m.label}`" for m in recent)
+    return f"recent snapshots: {listed}"
+
+
+def resolve(store: Store, ref: str, *, cluster: str | None) -> Stored:
+    """`12`, `#12` or a label (the latest snapshot with that label on the cluster)."""
+    text = ref.strip().lstrip("#")
+    if text.isdigit():
+        found = store.snapshot_body(int(text))
+        if found is None:
+            raise UserError(f"no snapshot #{text}; {_recent(store, cluster)}")
+        meta, body = found
+    else:
+        metas = store.snapshots(cluster=cluster, label=text, limit=1)
+        if not metas:
+            where = f" on {cluster}" if cluster else ""
+            raise UserError(f"no snapshot labelled `{text}`{where}; {_recent(store, cluster)}")
+        found = store.snapshot_body(metas[0].id)
+        assert found is not None
+        meta, body = found
+    snap = decode(body)
+    snap["id"] = meta.id
+    return Stored(meta=meta, snap=snap)
+
+
+def compare(
+    store: Store,
+    first: str | None,
+    second: str | None,
+    *,
+    cluster: ClusterConfig,
+    live: Callable[[], dict[str, Any]],
+    restart_threshold: int = 3,
+) -> DiffReport:
+    """Defaults: latest `pre` vs latest `post`; else the latest snapshot vs the live cluster."""
+    if first is None:
+        pre = store.snapshots(cluster=cluster.name, label="pre", limit=1)
+        post = store.snapshots(cluster=cluster.name, label="post", limit=1)
+        if pre and post:
+            return diff(
+                resolve(store, str(pre[0].id), cluster=None).snap,
+                resolve(store, str(post[0].id), cluster=None).snap,
+                restart_threshold=restart_threshold,
+            )
+        latest = store.snapshots(cluster=cluster.name, limit=1)
+        if not latest:
+            raise UserError(f"nothing to compare: {_recent(store, cluster.name)}")
+        return diff(
+            resolve(store, str(latest[0].id), cluster=None).snap, live(), restart_threshold=restart_threshold
+        )
+    before = resolve(store, first, cluster=cluster.name).snap
+    after = resolve(store, second, cluster=cluster.name).snap if second else live()
+    return diff(before, after, restart_threshold=restart_threshold)
+
+
+# ---------------------------------------------------------------------------------------------
+# kubectl-style export
+
+
+def human_age(created: str, at: datetime) -> str:
+    """kubectl's AGE column (HumanDuration)."""
+    try:
+        start = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    seconds = int((at - start).total_seconds())
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        rem = seconds % 60
+        return f"{minutes}m{rem}s" if rem else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = seconds // 3600
+    if hours < 8:
+        rem = minutes % 60
+        return f"{hours}h{rem}m" if rem else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        rem = hours % 24
+        return f"{days}d{rem}h" if rem else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    years = days // 365
+    if days < 365 * 8:
+        rem = days % 365
+        return f"{years}y{rem}d" if rem else f"{years}y"
+    return f"{years}y"
+
+
+def _table(rows: list[list[str]]) -> str:
+    """Columns padded like kubectl's tabwriter: three spaces between columns."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for r in rows:
+        cells = [c.ljust(widths[i] + 3) for i, c in enumerate(r[:-1])] + [r[-1]]
+        out.append("".join(cells).rstrip())
+    return "\n".join(out) + "\n"
+
+
+def export_kubectl_wide(snap: Mapping[str, Any]) -> str:
+    """`kubectl get nodes -o wide` and `kubectl get pods -A -o wide`, as of the snapshot."""
+    at = datetime.fromisoformat(str(snap["taken_at"])).astimezone(UTC)
+    nodes = [
+        [
+            "NAME",
+            "STATUS",
+            "ROLES",
+            "AGE",
+            "VERSION",
+            "INTERNAL-IP",
+            "EXTERNAL-IP",
+            "OS-IMAGE",
+            "KERNEL-VERSION",
+            "CONTAINER-RUNTIME",
+        ]
+    ]
+    for n in sorted(snap.get("nodes") or [], key=lambda n: n["name"]):
+        status = "Ready" if n["ready"] == "True" else "NotReady"
+        if n["unschedulable"]:
+            status += ",SchedulingDisabled"
+        nodes.append(
+            [
+                n["name"],
+                status,
+                ",".join(n["roles"]) or "<none>",
+                human_age(n["created"], at),
+                n["kubelet"],
+                n["internal_ip"] or "<none>",
+                n["external_ip"] or "<none>",
+                n["os_image"],
+                n["kernel"],
+                n["runtime"],
+            ]
+        )
+    pods = [
+        [
+            "NAMESPACE",
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES",
+        ]
+    ]
+    for p in sorted(pods_as_dicts(snap), key=lambda p: (p["namespace"], p["name"])):
+        pods.append(
+            [
+                p["namespace"],
+                p["name"],
+                f"{p['ready']}/{p['total']}",
+                p["status"],
+                str(p["restarts"]),
+                human_age(p["created"], at),
+                p["ip"] or "<none>",
+                p["node"] or "<none>",
+                "<none>",
+                "<none>",
+            ]
+        )
+    header = f"# snapshot #{snap.get('id', '?')} `{snap.get('label')}` of {snap.get('cluster')} at {snap.get('taken_at')}\n"
+    return (
+        header
+        + "\n$ kubectl get nodes -o wide\n"
+        + _table(nodes)
+        + "\n$ kubectl get pods -A -o wide\n"
+        + _table(pods)
+    )

@@ -1,0 +1,80 @@
+"""`/upgrade diff`: compare two snapshots — expected changes versus regressions."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from bot.core import snapshots
+from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
+from bot.core.people import ANY_ROLE
+from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+
+TOP = 10
+
+
+def run(ctx: CommandContext, args: Args) -> Reply:
+    """Compare snapshot A with B, keyed by node group, node and workload (not pod names).
+
+    A and B are snapshot ids (`12`) or labels (`pre`, the latest so labelled). With neither, the
+    latest `pre` is compared with the latest `post`, or else the latest snapshot with the live
+    cluster; with only A, A is compared with the live cluster. The summary lists regressions first
+    (kube-system first); the full report is attached as Markdown.
+    """
+    cluster = snapshots.pick_cluster(ctx.settings, args.cluster)
+
+    def live() -> dict[str, Any]:
+        reader = ctx.connect_cluster(cluster)
+        with contextlib.closing(reader):
+            snap = take_snapshot(
+                reader,
+                label="live",
+                taken_by=ctx.user_id,
+                now=ctx.clock(),
+                node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+            )
+        snap["id"] = "live"
+        return snap
+
+    report = snapshots.compare(
+        ctx.store,
+        args.a,
+        args.b,
+        cluster=cluster,
+        live=live,
+        restart_threshold=ctx.settings.restart_threshold,
+    )
+    before, after = report.before, report.after
+    name = f"diff-{before.get('id')}-{after.get('id')}.md"
+    return Reply(
+        template="diff",
+        ephemeral=False,
+        context={
+            "before": {k: before.get(k) for k in ("id", "label", "taken_at")},
+            "after": {k: after.get(k) for k in ("id", "label", "taken_at")},
+            "regressions": report.regressions[:TOP],
+            "regression_count": len(report.regressions),
+            "regression_categories": report.categories("regression").most_common(),
+            "expected": report.expected[:TOP],
+            "expected_count": len(report.expected),
+            "skipped": report.skipped,
+        },
+        files=(
+            FileAttachment(
+                filename=name,
+                content=report.to_markdown().encode(),
+                title="Cluster diff",
+                filetype="markdown",
+            ),
+        ),
+    )
+
+
+def _arguments(parser: CommandParser) -> None:
+    parser.add_argument("a", nargs="?", help="the earlier snapshot: id or label")
+    parser.add_argument("b", nargs="?", help="the later snapshot: id or label (default: live cluster)")
+    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+
+
+def register(registry: Registry) -> None:
+    registry.add("diff", run, arguments=_arguments, roles={ANY_ROLE})

@@ -1,0 +1,48 @@
+"""`/upgrade snapshot`: record the cluster's state (nodes, pods, workloads, PDBs, events) now."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from bot.core import snapshots
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.people import ANY_ROLE
+from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS
+
+
+def run(ctx: CommandContext, args: Args) -> Reply:
+    """Take a snapshot of the cluster and store it under a label such as `pre` or `post`.
+
+    It records the control-plane version and served APIs, every node (group, versions, readiness,
+    taints, cordon), every pod folded under its workload (ready x/y, restarts, waiting reasons,
+    images), Deployments/DaemonSets/StatefulSets with their rollout verdict, PDBs, namespaces and
+    the last hour's Warning events. Anything the bot may not read is reported as a gap.
+    """
+    cluster = snapshots.pick_cluster(ctx.settings, args.cluster)
+    label = " ".join(args.label) if args.label else "manual"
+    reader = ctx.connect_cluster(cluster)
+    with contextlib.closing(reader):
+        stored = snapshots.take_and_store(
+            ctx.store,
+            reader,
+            label=label,
+            taken_by=ctx.user_id,
+            now=ctx.clock(),
+            node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+        )
+    summary = json.loads(stored.meta.summary)
+    return Reply(
+        template="snapshot",
+        ephemeral=False,
+        context={"meta": stored.meta, "summary": summary, "cluster": cluster.name, "context": reader.context},
+    )
+
+
+def _arguments(parser: CommandParser) -> None:
+    parser.add_argument("label", nargs="*", help="pre, post, or any text (default: manual)")
+    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+
+
+def register(registry: Registry) -> None:
+    registry.add("snapshot", run, arguments=_arguments, roles={ANY_ROLE})

@@ -1,0 +1,24 @@
+"""`/upgrade snapshots`: the recent snapshots, newest first."""
+
+from __future__ import annotations
+
+import json
+
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.people import ANY_ROLE
+
+
+def run(ctx: CommandContext, args: Args) -> Reply:
+    """List recent snapshots (id, label, cluster, time, who took it, size, gaps)."""
+    metas = ctx.store.snapshots(cluster=args.cluster, limit=args.limit)
+    rows = [{"meta": m, "summary": json.loads(m.summary)} for m in metas]
+    return Reply(template="snapshots", context={"rows": rows, "cluster": args.cluster})
+
+
+def _arguments(parser: CommandParser) -> None:
+    parser.add_argument("--cluster", help="only this cluster")
+    parser.add_argument("--limit", type=int, default=10, help="how many (default 10)")
+
+
+def register(registry: Registry) -> None:
+    registry.add("snapshots", run, arguments=_arguments, roles={ANY_ROLE})

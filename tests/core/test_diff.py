@@ -1,0 +1,183 @@
+"""The diff separates what an upgrade is meant to change from what it broke."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.core.diff import diff
+from bot.core.snapshot import take_snapshot
+from tests.support.kube_objects import DictCluster, container_status, deployment, node, pod, replicaset
+
+NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
+
+
+def base_objects() -> dict[str, list[dict[str, Any]]]:
+    return {
+        "namespaces": [{"metadata": {"name": n}} for n in ("kube-system", "shop", "logging")],
+        "nodes": [node("old-1", "ng-shared"), node("old-2", "ng-shared"), node("log-1", "logging")],
+        "replicasets": [replicaset("shop", "web-1", "web")],
+        "deployments": [deployment("shop", "web", replicas=2, ready=2)],
+        "pods": [
+            pod(
+                "shop",
+                "web-1-a",
+                owner=("ReplicaSet", "web-1"),
+                node_name="old-1",
+                containers=[
+                    container_status("app"),
+                    container_status("vault-agent"),
+                    container_status("istio-proxy"),
+                ],
+            ),
+            pod(
+                "shop",
+                "web-1-b",
+                owner=("ReplicaSet", "web-1"),
+                node_name="old-2",
+                containers=[
+                    container_status("app"),
+                    container_status("vault-agent"),
+                    container_status("istio-proxy"),
+                ],
+            ),
+            pod("kube-system", "kube-proxy-1", owner=("DaemonSet", "kube-proxy"), node_name="old-1"),
+            pod("logging", "fluentd-1", owner=("DaemonSet", "fluentd"), node_name="log-1"),
+        ],
+    }
+
+
+def snap(objects: dict[str, list[dict[str, Any]]], label: str, version: str = "v1.29.4") -> dict[str, Any]:
+    s = take_snapshot(DictCluster(objects=objects, version=version), label=label, taken_by="U1", now=NOW)
+    # Stored snapshots go through JSON; compare what the diff will really see.
+    return json.loads(json.dumps(s))
+
+
+def upgraded() -> dict[str, list[dict[str, Any]]]:
+    """A clean upgrade: ng-shared replaced with v1.30 nodes, pods rescheduled, nothing broken."""
+    o = copy.deepcopy(base_objects())
+    o["nodes"] = [
+        node("new-1", "ng-shared", kubelet="v1.30.2", kernel="6.1.0"),
+        node("new-2", "ng-shared", kubelet="v1.30.2", kernel="6.1.0"),
+        node("log-1", "logging"),
+    ]
+    o["replicasets"] = [replicaset("shop", "web-2", "web")]
+    o["pods"] = [
+        pod(
+            "shop",
+            "web-2-x",
+            owner=("ReplicaSet", "web-2"),
+            node_name="new-1",
+            containers=[
+                container_status("app"),
+                container_status("vault-agent"),
+                container_status("istio-proxy"),
+            ],
+        ),
+        pod(
+            "shop",
+            "web-2-y",
+            owner=("ReplicaSet", "web-2"),
+            node_name="new-2",
+            containers=[
+                container_status("app"),
+                container_status("vault-agent"),
+                container_status("istio-proxy"),
+            ],
+        ),
+        pod("kube-system", "kube-proxy-9", owner=("DaemonSet", "kube-proxy"), node_name="new-1"),
+        pod("logging", "fluentd-1", owner=("DaemonSet", "fluentd"), node_name="log-1"),
+    ]
+    return o
+
+
+def test_a_clean_upgrade_has_only_expected_changes() -> None:
+    report = diff(snap(base_objects(), "pre"), snap(upgraded(), "post", version="v1.30.2"))
+    assert report.regressions == []
+    categories = set(report.categories("expected"))
+    assert {
+        "control-plane version",
+        "nodes replaced",
+        "kubelet version",
+        "kernel version",
+        "pods rescheduled",
+    } <= categories
+    replaced = next(f for f in report.expected if f.category == "nodes replaced")
+    assert replaced.subject == "node group ng-shared"
+    assert "2 old nodes replaced by 2 new" in replaced.detail
+
+
+def test_the_injected_regressions_are_found_and_nothing_else() -> None:
+    o = upgraded()
+    # vault-injected pod at 2/3, kube-proxy in ImagePullBackOff, a node left cordoned, logging shrank.
+    o["pods"][0]["status"]["containerStatuses"][1]["ready"] = False
+    o["pods"][2] = pod(
+        "kube-system",
+        "kube-proxy-9",
+        owner=("DaemonSet", "kube-proxy"),
+        node_name="new-1",
+        phase="Pending",
+        containers=[container_status("kube-proxy", ready=False, waiting="ImagePullBackOff")],
+    )
+    o["nodes"][1] = node("new-2", "ng-shared", kubelet="v1.30.2", kernel="6.1.0", unschedulable=True)
+    o["nodes"].pop()  # logging node gone
+    o["pods"].pop()  # its pod with it
+    report = diff(snap(base_objects(), "pre"), snap(o, "post", version="v1.30.2"))
+    got = sorted((f.category, f.subject) for f in report.regressions)
+    assert got == sorted(
+        [
+            ("containers not ready", "Deployment shop/web"),
+            ("new ImagePullBackOff pods", "DaemonSet kube-system/kube-proxy"),
+            ("node cordoned", "node new-2"),
+            ("node missing", "node group logging"),
+            ("namespace pods gone", "namespace logging"),
+        ]
+    )
+    # kube-system sorts first.
+    assert report.regressions[0].namespace == "kube-system"
+
+
+def test_restarts_since_the_first_snapshot_count_not_lifetime_totals() -> None:
+    before_objects = base_objects()
+    before_objects["pods"][3]["status"]["containerStatuses"][0]["restartCount"] = 10
+    after_objects = copy.deepcopy(before_objects)
+    assert diff(snap(before_objects, "pre"), snap(after_objects, "post")).regressions == []
+    after_objects["pods"][3]["status"]["containerStatuses"][0]["restartCount"] = 14
+    (finding,) = diff(snap(before_objects, "pre"), snap(after_objects, "post")).regressions
+    assert (finding.category, finding.detail.split()[0]) == ("restarts jumped", "+4")
+
+
+def test_fewer_ready_replicas_and_a_blocking_pdb_are_regressions() -> None:
+    before_objects = base_objects()
+    before_objects["poddisruptionbudgets"] = [
+        {
+            "metadata": {"namespace": "shop", "name": "web"},
+            "status": {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2},
+        }
+    ]
+    after_objects = copy.deepcopy(before_objects)
+    after_objects["deployments"] = [deployment("shop", "web", replicas=2, ready=1)]
+    after_objects["poddisruptionbudgets"][0]["status"].update(disruptionsAllowed=0, currentHealthy=1)
+    report = diff(snap(before_objects, "pre"), snap(after_objects, "post"))
+    assert sorted(f.category for f in report.regressions) == [
+        "PDB blocking",
+        "fewer ready replicas",
+        "not rolled out",
+    ]
+
+
+def test_a_gap_in_either_snapshot_is_skipped_and_said() -> None:
+    before, after = snap(base_objects(), "pre"), snap({**base_objects(), "pods": []}, "post")
+    after["gaps"] = [{"resource": "pods", "reason": "forbidden"}]
+    report = diff(before, after)
+    assert report.regressions == []
+    assert report.skipped == ["pods: not readable in one of the snapshots"]
+
+
+def test_reports_render_as_text_markdown_and_json() -> None:
+    report = diff(snap(base_objects(), "pre"), snap(upgraded(), "post", version="v1.30.2"))
+    assert "EXPECTED CHANGES" in report.to_text()
+    assert "| nodes replaced | — | node group ng-shared |" in report.to_markdown()
+    assert json.loads(report.to_json())["regressions"] == []

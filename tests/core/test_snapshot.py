@@ -1,0 +1,147 @@
+"""Snapshot projection on raw JSON: workloads resolved, states read as kubectl reads them, gaps named."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bot.core.snapshot import pod_display_status, pods_as_dicts, take_snapshot
+from bot.errors import ClusterError
+from tests.support.kube_objects import (
+    DictCluster,
+    container_status,
+    deployment,
+    node,
+    pod,
+    replicaset,
+)
+
+NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
+
+
+def cluster() -> DictCluster:
+    return DictCluster(
+        objects={
+            "namespaces": [{"metadata": {"name": "kube-system"}}, {"metadata": {"name": "vault-app"}}],
+            "nodes": [node("n1", "ng-shared"), node("n2", "istio", unschedulable=True)],
+            "replicasets": [replicaset("vault-app", "api-7d9f", "api")],
+            "deployments": [deployment("vault-app", "api", replicas=2, ready=1)],
+            "pods": [
+                pod(
+                    "vault-app",
+                    "api-7d9f-a",
+                    owner=("ReplicaSet", "api-7d9f"),
+                    containers=[
+                        container_status("app"),
+                        container_status("vault-agent"),
+                        container_status("istio-proxy"),
+                    ],
+                ),
+                pod(
+                    "vault-app",
+                    "api-7d9f-b",
+                    owner=("ReplicaSet", "api-7d9f"),
+                    containers=[
+                        container_status("app"),
+                        container_status("vault-agent", ready=False),
+                        container_status("istio-proxy"),
+                    ],
+                ),
+                pod(
+                    "kube-system",
+                    "kube-proxy-x",
+                    owner=("DaemonSet", "kube-proxy"),
+                    containers=[
+                        container_status(
+                            "kube-proxy", ready=False, waiting="ImagePullBackOff", image="kube-proxy:v1.30"
+                        )
+                    ],
+                    phase="Pending",
+                ),
+                pod("kube-system", "static-etcd", owner=None),
+            ],
+        }
+    )
+
+
+def test_pods_are_folded_under_the_deployment_through_their_replicaset() -> None:
+    snap = take_snapshot(cluster(), label="pre", taken_by="U1", now=NOW)
+    pods = {p["name"]: p for p in pods_as_dicts(snap)}
+    assert (pods["api-7d9f-a"]["workload_kind"], pods["api-7d9f-a"]["workload"]) == ("Deployment", "api")
+    assert (pods["kube-proxy-x"]["workload_kind"], pods["kube-proxy-x"]["workload"]) == (
+        "DaemonSet",
+        "kube-proxy",
+    )
+    assert (pods["static-etcd"]["workload_kind"], pods["static-etcd"]["workload"]) == ("Pod", "static-etcd")
+
+
+def test_ready_containers_restarts_and_waiting_reasons_are_kept() -> None:
+    snap = take_snapshot(cluster(), label="pre", taken_by="U1", now=NOW)
+    pods = {p["name"]: p for p in pods_as_dicts(snap)}
+    assert (pods["api-7d9f-b"]["ready"], pods["api-7d9f-b"]["total"]) == (2, 3)
+    assert pods["kube-proxy-x"]["status"] == "ImagePullBackOff"
+    assert pods["kube-proxy-x"]["reasons"] == "ImagePullBackOff"
+
+
+def test_nodes_carry_group_versions_cordon_and_readiness() -> None:
+    snap = take_snapshot(cluster(), label="pre", taken_by="U1", now=NOW)
+    n2 = next(n for n in snap["nodes"] if n["name"] == "n2")
+    assert (n2["group"], n2["kubelet"], n2["unschedulable"], n2["ready"]) == (
+        "istio",
+        "v1.29.4",
+        True,
+        "True",
+    )
+    assert n2["roles"] == ["worker"]
+
+
+def test_workloads_carry_the_kubectl_rollout_verdict() -> None:
+    snap = take_snapshot(cluster(), label="pre", taken_by="U1", now=NOW)
+    (api,) = snap["workloads"]
+    assert (api["rollout"], api["rollout_message"]) == ("waiting", "1 of 2 updated replicas are available")
+
+
+def test_a_forbidden_resource_is_a_named_gap_not_a_crash() -> None:
+    c = cluster()
+    c.errors["events"] = ClusterError(
+        "cluster test: the bot is not allowed to GET /api/v1/events", status=403
+    )
+    snap = take_snapshot(c, label="pre", taken_by="U1", now=NOW)
+    assert [g["resource"] for g in snap["gaps"]] == ["events"]
+    assert "forbidden" in snap["gaps"][0]["reason"]
+    assert snap["counts"]["pods"] == 4
+
+
+def test_an_expired_list_is_retried_once_then_recorded_as_a_gap() -> None:
+    class Expiring(DictCluster):
+        calls = 0
+
+        def list_pages(self, path, query=None, *, limit=500):  # type: ignore[no-untyped-def]
+            if path.endswith("/pods"):
+                Expiring.calls += 1
+                raise ClusterError("cluster test: continue token expired", status=410)
+            return super().list_pages(path, query, limit=limit)
+
+    c = Expiring(objects=cluster().objects)
+    snap = take_snapshot(c, label="pre", taken_by="U1", now=NOW)
+    assert Expiring.calls == 2
+    assert [g["resource"] for g in snap["gaps"]] == ["pods"]
+    assert "expired" in snap["gaps"][0]["reason"]
+
+
+def test_init_container_trouble_shows_as_kubectl_shows_it() -> None:
+    obj = pod("a", "p", owner=None)
+    obj["status"]["initContainerStatuses"] = [
+        {
+            "name": "init",
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "ready": False,
+            "restartCount": 4,
+        }
+    ]
+    assert pod_display_status(obj) == ("Init:CrashLoopBackOff", ["CrashLoopBackOff"])
+
+
+def test_terminating_pods_show_terminating() -> None:
+    obj = pod("a", "p", owner=None)
+    obj["metadata"]["deletionTimestamp"] = "2026-11-22T00:00:00Z"
+    assert pod_display_status(obj)[0] == "Terminating"
