@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 
@@ -315,6 +315,8 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     else:
         secrets.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN")
     services = build_services(settings)
+    # De-duplication keys only matter while Slack may still retry (minutes); keep a week for audits.
+    services.store.forget_deliveries_before(datetime.now(UTC) - timedelta(days=7))
     workers = WorkerPool(settings.workers)
     stop = threading.Event()
 

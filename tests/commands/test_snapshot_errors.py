@@ -1,0 +1,81 @@
+"""Snapshot and diff refuse bad input with a reason the user can act on; nothing half-stored."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bot.frontdoor.wiring import build_services
+from bot.router import CommandRequest
+from bot.settings import load_settings
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def config_with_dead_cluster(write_config: Callable[..., Path], tmp_path: Path) -> Path:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: dead
+  cluster: {{server: "http://127.0.0.1:{closed_port()}"}}
+users:
+- name: u
+  user: {{token: not-a-real-token}}
+contexts:
+- name: dead-ctx
+  context: {{cluster: dead, user: u}}
+current-context: dead-ctx
+""")
+    return write_config(f"""clusters:
+  prod:
+    kubeconfig: {kubeconfig}
+    context: dead-ctx
+    request_timeout: 2
+  staging:
+    kubeconfig: {kubeconfig}
+""")
+
+
+def handle(config: Path, text: str) -> tuple[bool, str, list[int]]:
+    services = build_services(load_settings(config, {}), with_slack=False)
+    try:
+        outcome = services.router.handle(CommandRequest(text=text, user_id="U0PRIMARY", source="terminal"))
+        return outcome.ok, outcome.rendered.text, [m.id for m in services.store.snapshots()]
+    finally:
+        services.close()
+
+
+def test_an_unreachable_cluster_is_named_with_its_context_within_the_timeout(
+    config_with_dead_cluster: Path,
+) -> None:
+    started = time.monotonic()
+    ok, text, stored = handle(config_with_dead_cluster, "snapshot pre --cluster prod")
+    assert time.monotonic() - started < 10
+    assert not ok
+    assert "cluster prod (context dead-ctx) did not answer" in text
+    assert stored == []
+
+
+def test_an_unknown_cluster_lists_the_configured_ones(config_with_dead_cluster: Path) -> None:
+    ok, text, _ = handle(config_with_dead_cluster, "snapshot pre --cluster prd")
+    assert not ok and "configured clusters: prod, staging" in text
+
+
+def test_a_cluster_must_be_named_when_several_are_configured(config_with_dead_cluster: Path) -> None:
+    ok, text, _ = handle(config_with_dead_cluster, "snapshot pre")
+    assert not ok and "use --cluster with one of: prod, staging" in text
+
+
+def test_an_unknown_snapshot_says_there_are_none_yet(config_with_dead_cluster: Path) -> None:
+    ok, text, _ = handle(config_with_dead_cluster, "diff 41 42 --cluster prod")
+    assert not ok and "no snapshot #41" in text and "there are no snapshots yet" in text
