@@ -25,6 +25,8 @@ class Call:
     params: dict[str, Any]
     headers: dict[str, str]
     at: float = field(default_factory=time.monotonic)
+    #: What the stub answered (filled in after the call is recorded).
+    response: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -250,7 +252,8 @@ class SlackStub:
                     return
                 method = path[len("/api/") :]
                 params = _parse_params(raw, headers.get("content-type", ""))
-                stub._record(Call(method=method, params=params, headers=headers))
+                call = Call(method=method, params=params, headers=headers)
+                stub._record(call)
                 fault = stub._take_fault(method)
                 if fault is not None:
                     if fault.delay:
@@ -268,7 +271,8 @@ class SlackStub:
                     if fault.error:
                         self._send(200, {"ok": False, "error": fault.error})
                         return
-                self._send(200, stub._answer(method, params))
+                call.response = stub._answer(method, params)
+                self._send(200, call.response)
 
             do_GET = do_POST
 

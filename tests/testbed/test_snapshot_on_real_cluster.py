@@ -1,0 +1,300 @@
+"""The bot's snapshot and diff on the real control plane, across a kwok node-group replacement.
+
+A helper plays the cloud pipeline: new nodes of the group join, the old ones are cordoned, their
+pods evicted through the eviction API (the real API enforces the PDB) and the nodes deleted; the
+real scheduler and controllers reschedule the pods. The bot, running with the least-privilege role
+in deploy/rbac.yaml, must see the replacement as expected and a node left cordoned as a regression.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from bot.frontdoor.http import HttpFrontDoor, make_server
+from bot.frontdoor.slack_app import build_app
+from bot.frontdoor.wiring import build_services
+from bot.frontdoor.workers import WorkerPool
+from bot.settings import load_settings
+from tests.conftest import BOT_TOKEN, SIGNING_SECRET, bot_command
+from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.slack_stub import SlackStub
+from tests.support.testbed import RealCluster, fake_node, wait_until
+
+pytestmark = pytest.mark.testbed
+
+TIMEOUT = 90.0
+GROUP_LABEL = "eks.amazonaws.com/nodegroup"
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+
+
+@pytest.fixture(scope="module")
+def api(real_cluster: RealCluster) -> Iterator[client.ApiClient]:
+    api_client = config.new_client_from_config(config_file=str(real_cluster.kubeconfig), persist_config=False)
+    with api_client:
+        yield api_client
+
+
+@pytest.fixture(scope="module")
+def bot_kubeconfig(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kubeconfig for the bot's ServiceAccount, bound to exactly deploy/rbac.yaml's role."""
+    real_cluster.kubectl("create", "namespace", "upgrade-bot", check=False)
+    real_cluster.kubectl("apply", "-f", str(RBAC))
+    token = real_cluster.kubectl("create", "token", "upgrade-bot", "-n", "upgrade-bot").stdout.strip()
+    path = tmp_path_factory.mktemp("bot") / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "testbed",
+                        "cluster": {
+                            "server": real_cluster.server,
+                            "certificate-authority": str(real_cluster.ca_file),
+                        },
+                    }
+                ],
+                "users": [{"name": "upgrade-bot", "user": {"token": token}}],
+                "contexts": [{"name": "bot", "context": {"cluster": "testbed", "user": "upgrade-bot"}}],
+                "current-context": "bot",
+            }
+        )
+    )
+    return path
+
+
+def write_config(tmp_path: Path, kubeconfig: Path) -> Path:
+    path = tmp_path / "upgrade-bot.yaml"
+    path.write_text(
+        f"data_dir: {tmp_path / 'data'}\nroster:\n  primary: [U0PRIMARY]\n"
+        f"clusters:\n  testbed:\n    kubeconfig: {kubeconfig}\n    context: bot\n"
+    )
+    return path
+
+
+def bot(config_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*bot_command(), *args, "--config", str(config_path)], capture_output=True, text=True, timeout=120
+    )
+
+
+def add_nodes(core: client.CoreV1Api, group: str, count: int) -> list[str]:
+    names = [f"{group}-{uuid.uuid4().hex[:6]}" for _ in range(count)]
+    for name in names:
+        core.create_node(body=fake_node(name, labels={GROUP_LABEL: group}))
+    for name in names:
+        wait_until(lambda n=name: _ready(core, n), timeout=TIMEOUT, what=f"node {name} Ready")
+    return names
+
+
+def _ready(core: client.CoreV1Api, name: str) -> bool:
+    node = core.read_node(name)
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def replace_node_group(core: client.CoreV1Api, group: str, old: list[str], namespace: str) -> list[str]:
+    """What an EKS-style pipeline does: join new nodes, cordon and drain the old, remove them."""
+    new = add_nodes(core, group, len(old))
+    for name in old:
+        core.patch_node(name, {"spec": {"unschedulable": True}})
+    for name in old:
+        pods = core.list_namespaced_pod(namespace, field_selector=f"spec.nodeName={name}").items
+        for pod in pods:
+            body = {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": pod.metadata.name, "namespace": namespace},
+            }
+            # The PDB allows one disruption at a time: a 429 means wait for the replacement.
+            wait_until(
+                lambda p=pod, b=body: _evict(core, p.metadata.name, namespace, b),
+                timeout=TIMEOUT,
+                what=f"eviction of {pod.metadata.name}",
+            )
+        wait_until(
+            lambda n=name: not core.list_namespaced_pod(namespace, field_selector=f"spec.nodeName={n}").items,
+            timeout=TIMEOUT,
+            what=f"{name} drained",
+        )
+        core.delete_node(name)
+    return new
+
+
+def _evict(core: client.CoreV1Api, name: str, namespace: str, body: dict[str, Any]) -> bool:
+    try:
+        core.create_namespaced_pod_eviction(name, namespace, body)
+        return True
+    except ApiException as exc:
+        if exc.status == 429:
+            return False
+        if exc.status == 404:
+            return True
+        raise
+
+
+def ready_replicas(apps: client.AppsV1Api, namespace: str, name: str) -> int:
+    return int(apps.read_namespaced_deployment(name, namespace).status.ready_replicas or 0)
+
+
+def test_snapshot_and_diff_of_a_node_group_replacement(
+    api: client.ApiClient, bot_kubeconfig: Path, tmp_path: Path
+) -> None:
+    core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
+    group = f"ng-{uuid.uuid4().hex[:4]}"
+    namespace = f"shop-{uuid.uuid4().hex[:4]}"
+    core.create_namespace(body={"metadata": {"name": namespace}})
+    wait_until(
+        lambda: core.read_namespaced_service_account("default", namespace),
+        timeout=TIMEOUT,
+        what="default service account",
+    )
+    old = add_nodes(core, group, 2)
+    apps.create_namespaced_deployment(
+        namespace,
+        body={
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "nodeSelector": {GROUP_LABEL: group},
+                        "tolerations": [
+                            {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+                        ],
+                        "containers": [{"name": "app", "image": "registry.invalid/web:1"}],
+                    },
+                },
+            },
+        },
+    )
+    policy.create_namespaced_pod_disruption_budget(
+        namespace,
+        body={
+            "metadata": {"name": "web"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    wait_until(lambda: ready_replicas(apps, namespace, "web") == 2, timeout=TIMEOUT, what="web ready")
+
+    cfg = write_config(tmp_path, bot_kubeconfig)
+    pre = bot(cfg, "snapshot", "pre")
+    assert pre.returncode == 0, pre.stderr
+    assert "gap:" not in pre.stdout  # the least-privilege role reads everything a snapshot needs
+
+    new = replace_node_group(core, group, old, namespace)
+    wait_until(lambda: ready_replicas(apps, namespace, "web") == 2, timeout=TIMEOUT, what="web ready again")
+    assert bot(cfg, "snapshot", "post").returncode == 0
+
+    clean = bot(cfg, "diff", "pre", "post", "--format", "json")
+    assert clean.returncode == 0, clean.stdout
+    report = json.loads(clean.stdout)
+    mine = [f for f in report["regressions"] if group in f["subject"] or f["namespace"] == namespace]
+    assert mine == []
+    replaced = [
+        f
+        for f in report["expected"]
+        if f["category"] == "nodes replaced" and f["subject"] == f"node group {group}"
+    ]
+    assert len(replaced) == 1 and "2 old nodes replaced by 2 new" in replaced[0]["detail"]
+    moved = [
+        f for f in report["expected"] if f["category"] == "pods rescheduled" and f["namespace"] == namespace
+    ]
+    assert moved and moved[0]["detail"].startswith("2 pods of 1 workloads")
+
+    # The pipeline "forgets" to uncordon a new node: that is a regression, and the exit status says so.
+    core.patch_node(new[0], {"spec": {"unschedulable": True}})
+    assert bot(cfg, "snapshot", "post").returncode == 0
+    broken = bot(cfg, "diff", "pre", "post", "--format", "json")
+    assert broken.returncode == 1
+    regressions = [
+        (f["category"], f["subject"])
+        for f in json.loads(broken.stdout)["regressions"]
+        if group in f["detail"] or f["subject"] == f"node {new[0]}"
+    ]
+    assert regressions == [("node cordoned", f"node {new[0]}")]
+
+    for name in new:
+        core.delete_node(name)
+    core.delete_namespace(namespace)
+
+
+def test_a_call_outside_the_bots_role_is_refused_and_reported_clearly(
+    real_cluster: RealCluster, bot_kubeconfig: Path, tmp_path: Path
+) -> None:
+    # A narrower role than deploy/rbac.yaml: the same, minus events. The snapshot names the gap.
+    role = yaml.safe_load_all(RBAC.read_text())
+    cluster_role = next(d for d in role if d["kind"] == "ClusterRole")
+    cluster_role["metadata"]["name"] = "upgrade-bot-no-events"
+    cluster_role["rules"][0]["resources"] = ["nodes", "namespaces", "pods"]
+    manifest = tmp_path / "narrow.yaml"
+    manifest.write_text(yaml.safe_dump(cluster_role))
+    real_cluster.kubectl("apply", "-f", str(manifest))
+    real_cluster.kubectl("create", "serviceaccount", "narrow", "-n", "upgrade-bot", check=False)
+    real_cluster.kubectl(
+        "create",
+        "clusterrolebinding",
+        "upgrade-bot-narrow",
+        "--clusterrole=upgrade-bot-no-events",
+        "--serviceaccount=upgrade-bot:narrow",
+        check=False,
+    )
+    token = real_cluster.kubectl("create", "token", "narrow", "-n", "upgrade-bot").stdout.strip()
+    kubeconfig = yaml.safe_load(bot_kubeconfig.read_text())
+    kubeconfig["users"][0]["user"]["token"] = token
+    narrow = tmp_path / "narrow.kubeconfig"
+    narrow.write_text(yaml.safe_dump(kubeconfig))
+    result = bot(write_config(tmp_path, narrow), "snapshot", "pre")
+    assert result.returncode == 0, result.stderr
+    assert "gap: events: forbidden by the bot's RBAC role" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_snapshot_and_diff_through_slack(bot_kubeconfig: Path, tmp_path: Path, slack_stub: SlackStub) -> None:
+    """Signed slash commands in, a summary posted in the channel and the full report in its thread."""
+    settings = load_settings(
+        write_config(tmp_path, bot_kubeconfig),
+        {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": slack_stub.api_url},
+    )
+    services = build_services(settings)
+    workers = WorkerPool(4)
+    app = build_app(services, workers, signing_secret=SIGNING_SECRET, socket_mode=False)
+    server = make_server(HttpFrontDoor(app, ready=services.store.ping), host="127.0.0.1", port=0)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.effective_port}/slack/events"
+    try:
+        for i, text in enumerate(["snapshot pre", "snapshot post", "diff pre post"]):
+            body = slash_command_body(
+                text, response_url=slack_stub.response_url(str(i)), trigger_id=f"tb-{i}"
+            )
+            result = post(url, body, signed_headers(body, SIGNING_SECRET))
+            assert result.status == 200 and result.seconds < 3
+            slack_stub.wait_for_calls("chat.postMessage", i + 1, timeout=60)
+        posts = slack_stub.calls_to("chat.postMessage")
+        assert posts[0].params["text"].startswith(":camera: Snapshot *#1* `pre` of *testbed*")
+        assert posts[0].params["channel"] == "C0OPS"
+        assert "*0 regressions*" in posts[2].params["text"]
+        (upload,) = slack_stub.wait_for_calls("files.completeUploadExternal")
+        assert json.loads(upload.params["files"])[0]["title"] == "Cluster diff"
+        assert upload.params["thread_ts"] == posts[2].response["ts"]  # the report sits in the diff's thread
+        report = next(iter(slack_stub.uploads.values())).decode()
+        assert report.startswith("# Cluster diff: #1 pre → #2 post")
+    finally:
+        server.close()
+        thread.join(timeout=5)
+        workers.shutdown(wait=True)
+        services.close()
