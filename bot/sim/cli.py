@@ -1,0 +1,85 @@
+"""`upgrade-bot sim …`: serve a simulated cluster, or list the built-in scenarios.
+
+    upgrade-bot sim serve --scenario NAME|FILE [--port N] [--kubeconfig PATH] [--speed X] [--seed S]
+    upgrade-bot sim scenarios
+
+`serve` prints `url: …` and `kubeconfig: …` (one `key: value` line each, flushed) once the cluster
+is settled and accepting connections, then runs until SIGINT or SIGTERM and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from types import FrameType
+
+from bot.sim.cluster import SimCluster
+from bot.sim.scenario import ScenarioError, builtin_scenarios
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="upgrade-bot sim", description="The simulated Kubernetes cluster.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve a scenario on 127.0.0.1 until interrupted")
+    serve.add_argument(
+        "--scenario", default="small", help="a built-in scenario name or a YAML file (default: small)"
+    )
+    serve.add_argument("--port", type=int, default=0, help="port to listen on (0 = pick a free one)")
+    serve.add_argument("--kubeconfig", type=Path, help="where to write the kubeconfig (default: a temp file)")
+    serve.add_argument(
+        "--speed", type=float, default=1.0, help="simulated seconds per real second (default 1)"
+    )
+    serve.add_argument("--seed", type=int, default=0, help="random seed, for repeatable runs (default 0)")
+    sub.add_parser("scenarios", help="list the built-in scenarios")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if args.command == "scenarios":
+        for name, description in builtin_scenarios():
+            print(f"{name:<16} {description}")
+        return 0
+    if args.speed < 0:
+        print("upgrade-bot sim: --speed must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        cluster = SimCluster(args.scenario, port=args.port, speed=args.speed, seed=args.seed)
+    except ScenarioError as exc:
+        print(f"upgrade-bot sim: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            cluster.start()
+        except OSError as exc:
+            print(f"upgrade-bot sim: cannot listen on port {args.port}: {exc}", file=sys.stderr)
+            return 1
+        path = args.kubeconfig or Path(tempfile.mkdtemp(prefix="upgrade-bot-sim-")) / "kubeconfig"
+        cluster.write_kubeconfig(path)
+        print(f"url: {cluster.url}", flush=True)
+        print(f"kubeconfig: {path}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        cluster.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

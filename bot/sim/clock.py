@@ -1,0 +1,153 @@
+"""The simulated clock: wall-clock seconds that run `speed` times faster than real time.
+
+Everything in the simulator that has a duration (a pod pulling its image, a node joining, a
+control-plane upgrade) is scheduled on this clock, never on `time.sleep`, so `--speed 100` plays a
+two-hour upgrade in just over a minute and `speed=0` freezes time for tests that step it with
+`advance`. Real time still governs what clients control: watch timeouts and kubectl's retries.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+
+class SimClock:
+    """Simulated Unix time. `now()` = epoch + (real time elapsed) × speed + manual jumps."""
+
+    def __init__(
+        self,
+        *,
+        speed: float = 1.0,
+        epoch: float | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if speed < 0:
+            raise ValueError("speed must be >= 0")
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._speed = float(speed)
+        self._anchor_real = monotonic()
+        self._anchor_sim = time.time() if epoch is None else float(epoch)
+
+    @property
+    def speed(self) -> float:
+        return self._speed
+
+    def set_speed(self, speed: float) -> None:
+        if speed < 0:
+            raise ValueError("speed must be >= 0")
+        with self._lock:
+            self._reanchor()
+            self._speed = float(speed)
+
+    def now(self) -> float:
+        with self._lock:
+            return self._anchor_sim + (self._monotonic() - self._anchor_real) * self._speed
+
+    def jump_to(self, when: float) -> None:
+        """Move simulated time forward to `when` (never backwards: resourceVersions and ages rely on it)."""
+        with self._lock:
+            self._reanchor()
+            self._anchor_sim = max(self._anchor_sim, when)
+
+    def real_seconds_until(self, when: float) -> float | None:
+        """Real seconds until simulated time reaches `when`; None when the clock is frozen."""
+        with self._lock:
+            if self._speed == 0:
+                return None
+            now = self._anchor_sim + (self._monotonic() - self._anchor_real) * self._speed
+            return max(0.0, (when - now) / self._speed)
+
+    def _reanchor(self) -> None:
+        real = self._monotonic()
+        self._anchor_sim += (real - self._anchor_real) * self._speed
+        self._anchor_real = real
+
+
+def rfc3339(when: float) -> str:
+    """Kubernetes `Time`: second precision, UTC, `Z`."""
+    return datetime.fromtimestamp(int(when), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rfc3339_micro(when: float) -> str:
+    """Kubernetes `MicroTime` (events' eventTime, leases' renewTime)."""
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339_nano(when: float) -> str:
+    """The kubelet's log timestamp format (nanoseconds, padded from microseconds)."""
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+
+
+def parse_time(value: str | None) -> float | None:
+    """Seconds since the epoch for a Kubernetes timestamp; None for empty or unparsable values."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def human_duration(seconds: float) -> str:
+    """kubectl's AGE format: 45s, 2m30s, 5m, 3h12m, 2d5h, 120d, 3y20d."""
+    if seconds < -1:
+        return "<invalid>"
+    s = int(max(seconds, 0))
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        rest = s % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = s // 3600
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{days}d{rest}h" if rest else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    years = days // 365
+    if days < 365 * 8:
+        rest = days % 365
+        return f"{years}y{rest}d" if rest else f"{years}y"
+    return f"{years}y"
+
+
+def parse_duration(value: str | float | int) -> float:
+    """`90`, `90s`, `15m`, `2h`, `1d`, `1h30m` → seconds (scenario files use these)."""
+    if isinstance(value, int | float):
+        return float(value)
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    total, number = 0.0, ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isdigit() or ch == ".":
+            number += ch
+            i += 1
+            continue
+        unit = text[i : i + 2] if text[i : i + 2] == "ms" else ch
+        if unit not in units or not number:
+            raise ValueError(f"not a duration: {value!r}")
+        total += float(number) * units[unit]
+        number = ""
+        i += len(unit)
+    if number:
+        raise ValueError(f"not a duration (missing unit): {value!r}")
+    return total

@@ -1,0 +1,563 @@
+"""The outside world: the cloud provider's control plane, managed node groups and Fargate.
+
+What an EKS-style pipeline does on request:
+- `upgrade_control_plane(version)`: after a while (15 simulated minutes by default) the API
+  server reports the new version on `/version`, and group-versions removed in it stop being served.
+- `replace_node_group(name, version)`: new nodes join with the new kubelet version; once they are
+  Ready the old nodes are cordoned and drained one at a time through the eviction API — a
+  PodDisruptionBudget that allows no disruption blocks the drain, retried every 5 s, until the
+  drain timeout fails the update with PodEvictionFailure (unless forced) — and each drained node
+  is terminated (its Node object deleted).
+- Fargate profiles: a pod matching a profile gets `schedulerName: fargate-scheduler`, and a node of
+  its own (`fargate-ip-…`) running the control plane's kubelet version at the time it started.
+Each long action is an `Operation` with a state and a step log, readable through the control API.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.sim import disruption
+from bot.sim.apiserver import STRATEGIC, DeleteOptions
+from bot.sim.clock import rfc3339
+from bot.sim.engine import Engine
+from bot.sim.errors import ApiError
+from bot.sim.events import Recorder
+from bot.sim.metrics import Metrics
+from bot.sim.nodes import NODE_GROUP_LABEL, NodeLifecycle, node_conditions
+from bot.sim.objects import is_daemonset_pod, is_mirror_pod, node_ready
+from bot.sim.resources import KINDS_BY_KEY, KNOWN_DEPRECATED_BY_GV, Catalog, Kind, Served
+from bot.sim.scheduler import Scheduler
+from bot.sim.store import DELETED, Record
+
+Obj = dict[str, Any]
+
+NODES = KINDS_BY_KEY["nodes"]
+PODS = KINDS_BY_KEY["pods"]
+EVICTION_RETRY = 5.0
+WAITING = "waiting for pods to terminate"
+
+
+def kubelet_version(version: str, platform: str) -> str:
+    v = version if version.startswith("v") else f"v{version}"
+    if platform == "eks" and "-eks-" not in v:
+        return f"{v}-eks-{hashlib.sha1(v.encode()).hexdigest()[:7]}"
+    return v
+
+
+@dataclass
+class NodeGroupSpec:
+    name: str
+    count: int
+    version: str
+    instance_type: str = "m5.xlarge"
+    capacity: dict[str, str] = field(default_factory=lambda: {"cpu": "4", "memory": "16Gi", "pods": "58"})
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[Obj] = field(default_factory=list)
+    zones: list[str] = field(default_factory=lambda: ["a", "b", "c"])
+    os_image: str = "Amazon Linux 2"
+    kernel: str = "5.10.219-208.866.amzn2.x86_64"
+    runtime: str = "containerd://1.7.11"
+    max_unavailable: int = 1
+    ami: str = ""
+
+
+@dataclass
+class FargateProfile:
+    name: str
+    namespace: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def matches(self, pod: Obj) -> bool:
+        m = pod.get("metadata") or {}
+        if m.get("namespace") != self.namespace:
+            return False
+        labels = m.get("labels") or {}
+        return all(labels.get(k) == v for k, v in self.labels.items())
+
+
+@dataclass
+class DeprecatedCaller:
+    """A client in the cluster that keeps calling an API (counted on /metrics as real requests)."""
+
+    group_version: str
+    resource: str
+    every: float
+    user_agent: str = "helm/v3.8.2"
+    verb: str = "LIST"
+
+
+@dataclass
+class Operation:
+    id: str
+    kind: str  # ControlPlaneUpgrade | NodeGroupUpdate | Upgrade
+    target: str
+    version: str
+    state: str = "InProgress"  # InProgress | Successful | Failed
+    started: float = 0.0
+    finished: float | None = None
+    error: str = ""
+    steps: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> Obj:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "target": self.target,
+            "version": self.version,
+            "state": self.state,
+            "started": rfc3339(self.started),
+            "finished": rfc3339(self.finished) if self.finished else None,
+            "error": self.error,
+            "steps": list(self.steps),
+        }
+
+
+class Cloud:
+    name = "cloud"
+
+    def __init__(
+        self,
+        engine: Engine,
+        events: Recorder,
+        lifecycle: NodeLifecycle,
+        scheduler: Scheduler,
+        catalog: Catalog,
+        metrics: Metrics,
+        *,
+        platform: str = "eks",
+        region: str = "ap-northeast-1",
+    ) -> None:
+        self.engine = engine
+        self.api = engine.api
+        self.events = events
+        self.lifecycle = lifecycle
+        self.catalog = catalog
+        self.metrics = metrics
+        self.platform = platform
+        self.region = region
+        self.groups: dict[str, NodeGroupSpec] = {}
+        self.fargate: list[FargateProfile] = []
+        self.operations: list[Operation] = []
+        self._ops = itertools.count(1)
+        self._hosts = itertools.count(10)
+        self._fargate_nodes: dict[str, str] = {}  # pod uid → node
+        self.join_seconds = 60.0
+        self.ready_seconds = 20.0
+        self.fargate_seconds = 45.0
+        self.control_plane_seconds = 900.0
+        self.drain_timeout = 900.0
+        self.api.admission.append(self._fargate_admission)
+        scheduler.fargate_hook = self._fargate_place
+        engine.add(self)
+
+    # ---- versions -------------------------------------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        return self.catalog.version
+
+    def git_version(self) -> str:
+        return kubelet_version(self.catalog.version, self.platform)
+
+    # ---- nodes ----------------------------------------------------------------------------------
+
+    def node_object(
+        self, group: NodeGroupSpec, *, ready: bool, now: float, version: str | None = None
+    ) -> Obj:
+        n = next(self._hosts)
+        zone = f"{self.region}{group.zones[n % len(group.zones)]}"
+        ip = f"10.0.{(n // 250) % 250}.{n % 250 + 2}"
+        name = f"ip-{ip.replace('.', '-')}.{self.region}.compute.internal"
+        ids = self.engine.ids
+        instance = f"i-0{ids.hex(16)}"
+        ami = (
+            group.ami
+            or f"ami-0{hashlib.sha1((group.name + (version or group.version)).encode()).hexdigest()[:16]}"
+        )
+        labels = {
+            "beta.kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/instance-type": group.instance_type,
+            "beta.kubernetes.io/os": "linux",
+            "eks.amazonaws.com/capacityType": "ON_DEMAND",
+            NODE_GROUP_LABEL: group.name,
+            "eks.amazonaws.com/nodegroup-image": ami,
+            "failure-domain.beta.kubernetes.io/region": self.region,
+            "failure-domain.beta.kubernetes.io/zone": zone,
+            "k8s.io/cloud-provider-aws": hashlib.sha1(self.region.encode()).hexdigest()[:32],
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "node.kubernetes.io/instance-type": group.instance_type,
+            "topology.ebs.csi.aws.com/zone": zone,
+            "topology.kubernetes.io/region": self.region,
+            "topology.kubernetes.io/zone": zone,
+            **group.labels,
+        }
+        capacity = {
+            "cpu": group.capacity.get("cpu", "4"),
+            "ephemeral-storage": "83873772Ki",
+            "hugepages-1Gi": "0",
+            "hugepages-2Mi": "0",
+            "memory": group.capacity.get("memory", "16Gi"),
+            "pods": str(group.capacity.get("pods", "58")),
+        }
+        allocatable = dict(capacity, **{"ephemeral-storage": "76224326324"})
+        spec: Obj = {"providerID": f"aws:///{zone}/{instance}"}
+        if group.taints:
+            spec["taints"] = [dict(t) for t in group.taints]
+        return {
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": {
+                    "alpha.kubernetes.io/provided-node-ip": ip,
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                },
+            },
+            "spec": spec,
+            "status": {
+                "capacity": capacity,
+                "allocatable": allocatable,
+                "conditions": node_conditions(now, ready),
+                "addresses": [
+                    {"type": "InternalIP", "address": ip},
+                    {
+                        "type": "InternalDNS",
+                        "address": f"ip-{ip.replace('.', '-')}.{self.region}.compute.internal",
+                    },
+                    {"type": "Hostname", "address": name},
+                ],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": {
+                    "machineID": ids.hex(32),
+                    "systemUUID": ids.hex(32).upper(),
+                    "bootID": ids.uid(),
+                    "kernelVersion": group.kernel,
+                    "osImage": group.os_image,
+                    "containerRuntimeVersion": group.runtime,
+                    "kubeletVersion": kubelet_version(version or group.version, self.platform),
+                    "kubeProxyVersion": "",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                },
+            },
+        }
+
+    def add_node(self, group: str, *, ready: bool = True, version: str | None = None) -> str:
+        spec = self.groups[group]
+        now = self.engine.clock.now()
+        entry = self.api.create(NODES, "", self.node_object(spec, ready=ready, now=now, version=version))
+        self.events.emit(
+            entry.obj(),
+            "Node",
+            "Normal",
+            "Starting",
+            "Starting kubelet.",
+            component="kubelet",
+            host=entry.name,
+        )
+        if not ready:
+            self.engine.after(
+                self.ready_seconds, lambda: self._node_ready(entry.name), key=("node-ready", entry.name)
+            )
+        return entry.name
+
+    def _node_ready(self, name: str) -> None:
+        node = self.api.store.get("nodes", "", name)
+        if node is None or node_ready(node):
+            return
+        node["status"]["conditions"] = node_conditions(self.engine.clock.now(), True)
+        self.api.write("nodes", node, status=True)
+        self.events.emit(
+            node,
+            "Node",
+            "Normal",
+            "NodeReady",
+            f"Node {name} status is now: NodeReady",
+            component="kubelet",
+            host=name,
+        )
+
+    def nodes_of(self, group: str) -> list[Obj]:
+        return [e.obj() for e in self.api.store.entries("nodes") if e.labels.get(NODE_GROUP_LABEL) == group]
+
+    def terminate(self, name: str) -> None:
+        """The instance goes away: its Node object is deleted (pods on it are collected by the pod GC)."""
+        if self.api.store.entry("nodes", "", name) is not None:
+            self.api.delete(NODES, "", name)
+
+    # ---- operations -----------------------------------------------------------------------------
+
+    def _op(self, kind: str, target: str, version: str) -> Operation:
+        op = Operation(f"op-{next(self._ops)}", kind, target, version, started=self.engine.clock.now())
+        self.operations.append(op)
+        return op
+
+    def _log(self, op: Operation, text: str) -> None:
+        op.steps.append(f"{rfc3339(self.engine.clock.now())} {text}")
+
+    def _finish(self, op: Operation, error: str = "") -> None:
+        op.finished = self.engine.clock.now()
+        op.state = "Failed" if error else "Successful"
+        op.error = error
+        self._log(op, f"{op.state}{': ' + error if error else ''}")
+
+    def operation(self, op_id: str) -> Operation:
+        for op in self.operations:
+            if op.id == op_id:
+                return op
+        raise KeyError(op_id)
+
+    def upgrade_control_plane(self, version: str, *, duration: float | None = None) -> Operation:
+        op = self._op("ControlPlaneUpgrade", "control-plane", version)
+        self._log(op, f"updating the control plane from {self.catalog.version} to {version}")
+
+        def done() -> None:
+            removed = [s.group_version for s in self.catalog.served if s.deprecation]
+            self.catalog.set_version(version)
+            still = {s.group_version for s in self.catalog.served if s.deprecation}
+            for gv in sorted(set(removed) - still):
+                self._log(op, f"{gv} is no longer served")
+            self._finish(op)
+
+        self.engine.after(
+            self.control_plane_seconds if duration is None else duration, done, key=("op", op.id)
+        )
+        return op
+
+    def replace_node_group(
+        self,
+        name: str,
+        version: str,
+        *,
+        force: bool = False,
+        max_unavailable: int | None = None,
+        drain_timeout: float | None = None,
+    ) -> Operation:
+        if name not in self.groups:
+            raise KeyError(f"no node group {name!r}; known: {', '.join(sorted(self.groups))}")
+        group = self.groups[name]
+        op = self._op("NodeGroupUpdate", name, version)
+        old_nodes = [n["metadata"]["name"] for n in self.nodes_of(name)]
+        self._log(
+            op, f"updating node group {name} ({len(old_nodes)} nodes) from {group.version} to {version}"
+        )
+        group.version = version
+        count = max(group.count, len(old_nodes), 1)
+        new_nodes: list[str] = []
+        timeout = self.drain_timeout if drain_timeout is None else drain_timeout
+        parallel = max_unavailable or group.max_unavailable
+
+        def launch() -> None:
+            for _ in range(count):
+                new_nodes.append(self.add_node(name, ready=False, version=version))
+            self._log(op, f"launched {count} nodes: {', '.join(new_nodes)}")
+            self.engine.after(5.0, wait_ready, key=("op", op.id))
+
+        def wait_ready() -> None:
+            nodes = [self.api.store.get("nodes", "", n) for n in new_nodes]
+            if not all(n is not None and node_ready(n) for n in nodes):
+                self.engine.after(5.0, wait_ready, key=("op", op.id))
+                return
+            self._log(op, "new nodes are Ready; cordoning the old nodes")
+            for n in old_nodes:
+                if self.api.store.entry("nodes", "", n) is not None:
+                    self.api.patch(NODES, "", n, STRATEGIC, b'{"spec":{"unschedulable":true}}')
+            pending = list(old_nodes)
+            drain_next(pending, [])
+
+        def drain_next(pending: list[str], draining: list[str]) -> None:
+            while pending and len(draining) < parallel:
+                node = pending.pop(0)
+                draining.append(node)
+                self._log(op, f"draining {node}")
+                started = self.engine.clock.now()
+                self.engine.after(
+                    0.0,
+                    functools.partial(drain, node, started, pending, draining),
+                    key=("op", op.id, node),
+                )
+            if not pending and not draining:
+                group.count = count
+                self._finish(op)
+
+        def drain(node: str, started: float, pending: list[str], draining: list[str]) -> None:
+            if op.state != "InProgress":
+                return
+            left = self._evict_all(node, force=force and self.engine.clock.now() - started >= timeout)
+            if left is None:
+                self._log(op, f"{node} drained; terminating the instance")
+                self.terminate(node)
+                draining.remove(node)
+                drain_next(pending, draining)
+                return
+            if left != WAITING and left not in reported:
+                # Log each distinct refusal once: a PDB holding the drain is what operators look for.
+                reported.add(left)
+                self._log(op, f"{node}: eviction refused, retrying every {EVICTION_RETRY:g}s: {left}")
+            if self.engine.clock.now() - started >= timeout and not force:
+                self._finish(
+                    op,
+                    f"PodEvictionFailure: Reached max retries while trying to evict pods from nodes in "
+                    f"node group {name} ({node}: {left})",
+                )
+                return
+            self.engine.after(
+                EVICTION_RETRY, lambda: drain(node, started, pending, draining), key=("op", op.id, node)
+            )
+
+        reported: set[str] = set()
+        self.engine.after(self.join_seconds, launch, key=("op", op.id))
+        return op
+
+    def _evict_all(self, node: str, *, force: bool) -> str | None:
+        """Evict what can be evicted from `node`; None when nothing but DaemonSet/mirror pods remains."""
+        blocked = ""
+        waiting = False
+        for e in self.api.store.by_index("pods", node):
+            pod = e.obj()
+            if is_daemonset_pod(pod) or is_mirror_pod(pod):
+                continue
+            if pod["metadata"].get("deletionTimestamp"):
+                waiting = True
+                continue
+            waiting = True
+            if force:
+                self.api.delete(PODS, e.namespace, e.name, DeleteOptions())
+                continue
+            try:
+                disruption.evict(
+                    self.api,
+                    e.namespace,
+                    e.name,
+                    {
+                        "apiVersion": "policy/v1",
+                        "kind": "Eviction",
+                        "metadata": {"name": e.name, "namespace": e.namespace},
+                    },
+                )
+            except ApiError as exc:
+                blocked = blocked or f"{e.namespace}/{e.name}: {exc.message}"
+        if not waiting:
+            return None
+        return blocked or WAITING
+
+    # ---- fargate --------------------------------------------------------------------------------
+
+    def _fargate_admission(self, kind: Kind, obj: Obj) -> None:
+        if kind.kind != "Pod" or not self.fargate:
+            return
+        for profile in self.fargate:
+            if profile.matches(obj):
+                spec = obj.setdefault("spec", {})
+                if spec.get("nodeName"):
+                    return
+                spec["schedulerName"] = "fargate-scheduler"
+                obj["metadata"].setdefault("annotations", {})["eks.amazonaws.com/compute-type"] = "fargate"
+                obj["metadata"]["labels"] = {
+                    **(obj["metadata"].get("labels") or {}),
+                    "eks.amazonaws.com/fargate-profile": profile.name,
+                }
+                return
+
+    def _fargate_place(self, pod: Obj) -> bool:
+        uid = pod["metadata"]["uid"]
+        if uid in self._fargate_nodes:
+            return True
+        profile = next((p for p in self.fargate if p.matches(pod)), None)
+        if profile is None:
+            return False
+        group = NodeGroupSpec(
+            name=f"fargate-{profile.name}",
+            count=0,
+            version=self.catalog.version,
+            instance_type="fargate",
+            capacity={"cpu": "2", "memory": "3921Mi", "pods": "1"},
+        )
+        node = self.node_object(group, ready=False, now=self.engine.clock.now(), version=self.catalog.version)
+        m = node["metadata"]
+        m["name"] = "fargate-" + m["name"]
+        m["labels"]["kubernetes.io/hostname"] = m["name"]
+        for k in list(m["labels"]):
+            if (
+                k.startswith("eks.amazonaws.com/nodegroup")
+                or k.startswith("beta.kubernetes.io/instance")
+                or k == "node.kubernetes.io/instance-type"
+            ):
+                del m["labels"][k]
+        m["labels"].update(
+            {"eks.amazonaws.com/compute-type": "fargate", "eks.amazonaws.com/fargate-profile": profile.name}
+        )
+        node["spec"]["taints"] = [
+            {"key": "eks.amazonaws.com/compute-type", "value": "fargate", "effect": "NoSchedule"}
+        ]
+        node["status"]["nodeInfo"]["osImage"] = "Amazon Linux 2"
+        entry = self.api.create(NODES, "", node)
+        self._fargate_nodes[uid] = entry.name
+        key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+
+        def ready() -> None:
+            self._node_ready(entry.name)
+            current = self.api.store.get("pods", *key)
+            if (
+                current is not None
+                and current["metadata"]["uid"] == uid
+                and not current["spec"].get("nodeName")
+            ):
+                current["metadata"].setdefault("annotations", {})["CapacityProvisioned"] = "0.25vCPU 0.5GB"
+                self.api.write("pods", current)
+                scheduler = next(c for c in self.engine.controllers if isinstance(c, Scheduler))
+                fresh = self.api.store.get("pods", *key)
+                if fresh is not None:
+                    scheduler.bind(fresh, entry.name)
+
+        self.engine.after(self.fargate_seconds, ready, key=("fargate", uid))
+        return True
+
+    # ---- controller protocol (Fargate node clean-up) -------------------------------------------
+
+    def on_change(self, record: Record) -> None:
+        if record.type == DELETED and record.entry.kind.key == "pods":
+            node = self._fargate_nodes.pop(record.entry.uid, None)
+            if node is not None:
+                self.engine.enqueue(self.name, node)
+
+    def sync(self, node: str) -> None:
+        self.terminate(node)
+
+    # ---- deprecated API callers -----------------------------------------------------------------
+
+    def add_caller(self, caller: DeprecatedCaller) -> None:
+        def call() -> None:
+            group, _, version = caller.group_version.rpartition("/")
+            served: Served | None = self.catalog.lookup(group, version, caller.resource)
+            code = 200 if served is not None else 404
+            self.metrics.request(
+                verb=caller.verb,
+                group=group,
+                version=version,
+                resource=caller.resource,
+                subresource="",
+                scope="cluster",
+                code=code,
+            )
+            if served is not None and served.deprecation is not None:
+                dep = KNOWN_DEPRECATED_BY_GV[caller.group_version].deprecation
+                self.metrics.deprecated_call(
+                    group=group,
+                    version=version,
+                    resource=caller.resource,
+                    subresource="",
+                    removed=dep.removed_in,
+                )
+
+        call()
+        self.engine.every(
+            caller.every, call, key=("caller", caller.group_version, caller.resource, caller.user_agent)
+        )

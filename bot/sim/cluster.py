@@ -1,0 +1,307 @@
+"""The simulated cluster, assembled: `Sim` (store, API semantics, controllers, cloud, control) and
+`SimCluster`, the public handle that serves it on 127.0.0.1.
+
+    with SimCluster("small", speed=50, seed=1) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        sim.control.replace_node_group("ng-shared", "1.30.2")
+        sim.wait_for(lambda: …, timeout=30)
+
+Start-up: the scenario is loaded on a frozen clock (speed 0) starting `age` before now; its warm-up
+is played out at once (`advance`), then the clock jumps to the present and starts running at the
+requested speed, and only then does the server accept connections — so the first `kubectl get
+pods` already sees a settled cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot.sim.apiserver import Api
+from bot.sim.behaviour import RuleBook
+from bot.sim.clock import SimClock
+from bot.sim.cloud import Cloud, Operation
+from bot.sim.control import Control
+from bot.sim.engine import Engine
+from bot.sim.errors import ApiError
+from bot.sim.events import Recorder
+from bot.sim.housekeeping import Disruption, EndpointsController, GarbageCollector, Namespaces
+from bot.sim.injection import Injectors
+from bot.sim.kubelet import Kubelets
+from bot.sim.metrics import Metrics
+from bot.sim.nodes import NodeLifecycle
+from bot.sim.objects import Ids
+from bot.sim.resources import Catalog
+from bot.sim.scenario import Scenario, load_scenario
+from bot.sim.scheduler import Scheduler
+from bot.sim.server import SimHTTPServer
+from bot.sim.store import Store
+from bot.sim.workloads import DaemonSets, Deployments, ReplicaSets, StatefulSets
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+HOUSEKEEPING_SECONDS = 10.0
+
+
+class Sim:
+    """Everything but the socket. Tests that want no HTTP at all can drive this directly."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        seed: int = 0,
+        compaction_window: float | None = None,
+        bookmark_interval: float | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.scenario_name = scenario.name
+        self.seed = seed
+        self.port = 0
+        self.stopping = False
+        self.bookmark_interval = (
+            bookmark_interval if bookmark_interval is not None else scenario.bookmark_interval
+        )
+        self.compaction_window = (
+            compaction_window if compaction_window is not None else scenario.compaction_window
+        )
+        start = time.time() - scenario.age - scenario.warmup
+        self.clock = SimClock(speed=0.0, epoch=start)
+        self.ids = Ids(seed)
+        self.catalog = Catalog(scenario.version, tuple(scenario.deprecated_apis))
+        self.store = Store(now=self.clock.now)
+        self.api = Api(self.store, self.catalog, self.clock, self.ids)
+        self.engine = Engine(self.store, self.api, self.clock, self.ids)
+        self.events = Recorder(self.api)
+        self.metrics = Metrics()
+        self.rules = RuleBook()
+        self.lifecycle = NodeLifecycle(self.engine, self.events, lease_seconds=scenario.lease_renew_seconds)
+        self.scheduler = Scheduler(self.engine, self.events)
+        self.kubelets = Kubelets(
+            self.engine,
+            self.events,
+            self.rules,
+            self.lifecycle.alive,
+            self.lifecycle.facts,
+            self.lifecycle.node_ip,
+        )
+        ReplicaSets(self.engine, self.events)
+        Deployments(self.engine, self.events)
+        DaemonSets(self.engine, self.events)
+        StatefulSets(self.engine, self.events)
+        GarbageCollector(self.engine)
+        Namespaces(self.engine)
+        EndpointsController(self.engine)
+        Disruption(self.engine)
+        self.cloud = Cloud(
+            self.engine,
+            self.events,
+            self.lifecycle,
+            self.scheduler,
+            self.catalog,
+            self.metrics,
+            platform=scenario.platform,
+            region=scenario.region,
+        )
+        self.control = Control(self)
+        self.injectors = Injectors(self.api, [])
+        with self.store.lock:
+            scenario.build(self)
+            self.engine.advance(scenario.warmup)
+            self.injectors.finish_building()
+            # Old history is not interesting to anyone: start with a clean, compacted log.
+            self.clock.jump_to(max(self.clock.now(), time.time()))
+            self.engine.run_due()
+            self.store.compact()
+            self.engine.every(HOUSEKEEPING_SECONDS, self._housekeeping, key="housekeeping")
+
+    def _housekeeping(self) -> None:
+        self.store.compact_window(self.compaction_window)
+        self.events.expire()
+
+    def version_info(self) -> Obj:
+        git = self.cloud.git_version()
+        core = git.lstrip("v").split("-")[0].split(".")
+        return {
+            "major": core[0],
+            "minor": core[1] + ("+" if self.scenario.platform == "eks" else ""),
+            "emulationMajor": core[0],
+            "emulationMinor": core[1],
+            "gitVersion": git,
+            "gitCommit": self.ids_hash(git),
+            "gitTreeState": "clean",
+            "buildDate": "2024-01-01T00:00:00Z",
+            "goVersion": "go1.22.5",
+            "compiler": "gc",
+            "platform": "linux/amd64",
+        }
+
+    @staticmethod
+    def ids_hash(text: str) -> str:
+        import hashlib
+
+        return hashlib.sha1(text.encode()).hexdigest()
+
+    def apply(self, manifests: list[Obj]) -> list[str]:
+        """Create or update objects from manifests (what the scenario's `objects` and /sim/apply do)."""
+        out = []
+        for manifest in manifests:
+            served = self.catalog.by_kind(str(manifest.get("apiVersion", "")), str(manifest.get("kind", "")))
+            if served is None:
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f"{manifest.get('apiVersion')} {manifest.get('kind')} is not served by this cluster "
+                    f"(version {self.catalog.version})",
+                )
+            m = manifest.get("metadata") or {}
+            ns = str(m.get("namespace") or ("default" if served.kind.namespaced else ""))
+            name = str(m.get("name", ""))
+            existing = (
+                self.store.entry(served.kind.key, ns if served.kind.namespaced else "", name)
+                if name
+                else None
+            )
+            if existing is None:
+                entry = self.api.create(served.kind, ns, manifest)
+            else:
+                body = dict(manifest)
+                body["metadata"] = {**m, "resourceVersion": str(existing.rv)}
+                entry = self.api.update(served.kind, ns, name, body)
+                if served.kind.has_status and manifest.get("status") is not None:
+                    fresh = entry.obj()
+                    fresh["status"] = manifest["status"]
+                    entry = self.api.update(served.kind, ns, name, fresh, subresource="status")
+            out.append(f"{served.kind.kind.lower()}/{entry.name}")
+        return out
+
+    def bind(self, namespace: str, name: str, node: str) -> None:
+        with self.store.lock:
+            pod = self.store.get("pods", namespace, name)
+            if pod is None:
+                raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+            if (pod.get("spec") or {}).get("nodeName"):
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"',
+                )
+            self.scheduler.bind(pod, node)
+
+    def run_upgrade(self) -> Operation:
+        return self.scenario.run_upgrade(self)
+
+    def close(self) -> None:
+        self.stopping = True
+        self.engine.stop()
+        self.store.close_watchers("server shutting down")
+
+
+class SimCluster:
+    """A simulated cluster served on 127.0.0.1; a context manager for tests."""
+
+    def __init__(
+        self,
+        scenario: str | Path | Scenario = "small",
+        *,
+        port: int = 0,
+        speed: float = 1.0,
+        seed: int = 0,
+        host: str = "127.0.0.1",
+        compaction_window: float | None = None,
+        bookmark_interval: float | None = None,
+    ) -> None:
+        self.scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        self.host = host
+        self.requested_port = port
+        self.speed = speed
+        self.seed = seed
+        self._compaction_window = compaction_window
+        self._bookmark_interval = bookmark_interval
+        self.sim: Sim | None = None
+        self._server: SimHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> SimCluster:
+        self.sim = Sim(
+            self.scenario,
+            seed=self.seed,
+            compaction_window=self._compaction_window,
+            bookmark_interval=self._bookmark_interval,
+        )
+        self._server = SimHTTPServer((self.host, self.requested_port), self.sim)
+        self.sim.port = int(self._server.server_address[1])
+        self.sim.clock.set_speed(self.speed)
+        self.sim.engine.start()
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="sim-server", daemon=True
+        )
+        self._thread.start()
+        log.info("sim %s serving %s", self.scenario.name, self.url)
+        return self
+
+    def stop(self) -> None:
+        if self.sim is not None:
+            self.sim.close()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.close_connections()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def __enter__(self) -> SimCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def core(self) -> Sim:
+        if self.sim is None:
+            raise RuntimeError("the sim is not started")
+        return self.sim
+
+    @property
+    def port(self) -> int:
+        return self.core.port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def control(self) -> Control:
+        return self.core.control
+
+    def wait_for(self, predicate: Any, timeout: float = 10.0) -> Any:
+        """Wait until `predicate()` is truthy (checked after each change in the cluster); returns its value."""
+        return self.core.engine.wait_for(predicate, timeout)
+
+    def kubeconfig(self, context: str = "sim") -> Obj:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "users": [{"name": context, "user": {"token": "sim-token"}}],
+            "contexts": [
+                {"name": context, "context": {"cluster": context, "user": context, "namespace": "default"}}
+            ],
+            "current-context": context,
+        }
+
+    def write_kubeconfig(self, path: str | Path, context: str = "sim") -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(self.kubeconfig(context), sort_keys=False), encoding="utf-8")
+        target.chmod(0o600)
+        return target

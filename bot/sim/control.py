@@ -1,0 +1,323 @@
+"""The control API: the outside world's part, played on request (Python and `/sim/…` over HTTP).
+
+Tests and rehearsals use it to make things happen that no Kubernetes client can: move simulated
+time, upgrade the control plane, replace a node group the way the cloud pipeline does, run the
+scenario's scripted upgrade, inject a fault now (a crash loop, an image that cannot be pulled, a
+container that never becomes ready, log lines, an event, a node going NotReady, pods that hang in
+Terminating), compact history so old resourceVersions answer 410, drop every open watch, and make
+the transport misbehave (5xx/429 on a fraction of requests, slow responses).
+
+Every method takes and returns plain JSON-able data, so the HTTP endpoint is a thin mapping.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from bot.sim.behaviour import Rule
+from bot.sim.clock import parse_duration, rfc3339
+from bot.sim.errors import ApiError
+
+if TYPE_CHECKING:
+    from bot.sim.cluster import Sim
+
+Obj = dict[str, Any]
+
+#: Fault types that are container behaviours (rules), with the behaviour fields each sets.
+RULE_FAULTS: dict[str, dict[str, Any]] = {
+    "image_pull_error": {"pull_error": "not found"},
+    "crash_loop": {"crash_after": 5.0, "exit_code": 1},
+    "not_ready": {"never_ready": "HTTP probe failed with statuscode: 503"},
+    "logs": {},
+    "stuck_terminating": {},
+    "slow_start": {"ready_after": 120.0},
+}
+
+
+@dataclass
+class TransportFaults:
+    """Misbehaviour of the HTTP transport for Kubernetes paths (never for /sim)."""
+
+    error_rate: float = 0.0
+    error_status: int = 500
+    retry_after: int = 1
+    latency: float = 0.0
+    path_prefix: str = ""
+    #: End each watch after this many real seconds (0 = never), as a flaky load balancer would.
+    watch_drop_after: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(0)
+        self._lock = threading.Lock()
+
+    def seed(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+
+    def applies(self, path: str) -> bool:
+        return not path.startswith("/sim") and path.startswith(self.path_prefix or "/")
+
+    def roll(self) -> bool:
+        if self.error_rate <= 0:
+            return False
+        with self._lock:
+            return self._rng.random() < self.error_rate
+
+
+class Control:
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+        self.transport = TransportFaults()
+        self.transport.seed(sim.seed)
+        self._fault_ids = itertools.count(1)
+        self.faults: dict[str, Obj] = {}
+
+    # ---- time -----------------------------------------------------------------------------------
+
+    def now(self) -> str:
+        return rfc3339(self.sim.clock.now())
+
+    def advance(self, seconds: float | str) -> str:
+        """Move simulated time forward, firing everything due on the way. Returns the new time."""
+        self.sim.engine.advance(parse_duration(seconds))
+        return self.now()
+
+    def set_speed(self, speed: float) -> float:
+        self.sim.clock.set_speed(float(speed))
+        with self.sim.store.lock:
+            self.sim.engine._wake.notify_all()
+        return self.sim.clock.speed
+
+    # ---- the cloud ------------------------------------------------------------------------------
+
+    def upgrade_control_plane(self, version: str, duration: float | str | None = None) -> Obj:
+        with self.sim.store.lock:
+            op = self.sim.cloud.upgrade_control_plane(
+                version, duration=None if duration is None else parse_duration(duration)
+            )
+            return op.as_dict()
+
+    def replace_node_group(
+        self,
+        name: str,
+        version: str,
+        *,
+        force: bool = False,
+        max_unavailable: int | None = None,
+        drain_timeout: float | str | None = None,
+    ) -> Obj:
+        with self.sim.store.lock:
+            op = self.sim.cloud.replace_node_group(
+                name,
+                version,
+                force=force,
+                max_unavailable=max_unavailable,
+                drain_timeout=None if drain_timeout is None else parse_duration(drain_timeout),
+            )
+            return op.as_dict()
+
+    def run_upgrade(self) -> Obj:
+        """The scenario's scripted upgrade (its `upgrade:` section)."""
+        with self.sim.store.lock:
+            return self.sim.run_upgrade().as_dict()
+
+    def operations(self) -> list[Obj]:
+        with self.sim.store.lock:
+            return [op.as_dict() for op in self.sim.cloud.operations]
+
+    def operation(self, op_id: str) -> Obj:
+        with self.sim.store.lock:
+            try:
+                return self.sim.cloud.operation(op_id).as_dict()
+            except KeyError:
+                raise ApiError(404, "NotFound", f"no operation {op_id}") from None
+
+    def wait_operation(self, op_id: str, timeout: float = 30.0) -> Obj:
+        """Wait (real seconds) until an operation is no longer InProgress; returns it either way."""
+        self.sim.engine.wait_for(lambda: self.sim.cloud.operation(op_id).state != "InProgress", timeout)
+        return self.operation(op_id)
+
+    def add_node(self, group: str, *, ready: bool = True) -> str:
+        with self.sim.store.lock:
+            return self.sim.cloud.add_node(group, ready=ready)
+
+    # ---- faults ---------------------------------------------------------------------------------
+
+    def inject_fault(self, spec: Obj) -> str:
+        """Inject a fault now; returns its id (for `clear_fault`). See README for the fault types."""
+        if not isinstance(spec, dict) or "type" not in spec:
+            raise ApiError(400, "BadRequest", "a fault needs a `type`")
+        kind = str(spec["type"])
+        fid = f"fault-{next(self._fault_ids)}"
+        with self.sim.store.lock:
+            now = self.sim.clock.now()
+            if kind in RULE_FAULTS:
+                body = {k: v for k, v in spec.items() if k not in ("type", "id")}
+                for key, value in RULE_FAULTS[kind].items():
+                    body.setdefault(key, value)
+                if kind == "stuck_terminating":
+                    body["stuck_terminating"] = True
+                try:
+                    rule = Rule.parse(body, since=now, name=fid)
+                except ValueError as exc:
+                    raise ApiError(400, "BadRequest", str(exc)) from None
+                self.sim.rules.add(rule)
+                self.sim.kubelets.refresh(
+                    lambda pod: rule.match.pod_matches(
+                        pod, self.sim.lifecycle.facts((pod.get("spec") or {}).get("nodeName", ""))
+                    )
+                )
+            elif kind == "node_not_ready":
+                nodes = self._nodes_for(spec)
+                for n in nodes:
+                    self.sim.lifecycle.kill(n)
+                spec = {**spec, "nodes": nodes}
+            elif kind == "event":
+                self._event(spec)
+            elif kind == "transport":
+                self.set_transport(**{k: v for k, v in spec.items() if k != "type"})
+            elif kind == "drop_watches":
+                self.drop_watches()
+            else:
+                raise ApiError(400, "BadRequest", f"unknown fault type {kind!r}")
+            self.faults[fid] = {"id": fid, "at": rfc3339(now), **spec}
+            self.sim.engine.settle()
+        return fid
+
+    def clear_fault(self, fid: str) -> bool:
+        with self.sim.store.lock:
+            fault = self.faults.pop(fid, None)
+            if fault is None:
+                return False
+            kind = fault["type"]
+            if kind in RULE_FAULTS:
+                self.sim.rules.remove(fid)
+                self.sim.kubelets.refresh(lambda pod: True)
+            elif kind == "node_not_ready":
+                for n in fault.get("nodes") or []:
+                    self.sim.lifecycle.revive(n)
+            elif kind == "transport":
+                self.set_transport()
+            self.sim.engine.settle()
+            return True
+
+    def list_faults(self) -> list[Obj]:
+        with self.sim.store.lock:
+            return list(self.faults.values())
+
+    def _nodes_for(self, spec: Obj) -> list[str]:
+        if spec.get("node"):
+            return [str(spec["node"])]
+        group = spec.get("node_group")
+        if not group:
+            raise ApiError(400, "BadRequest", "node_not_ready needs `node` or `node_group`")
+        names = sorted(n["metadata"]["name"] for n in self.sim.cloud.nodes_of(str(group)))
+        return names[: int(spec.get("count", 1))]
+
+    def _event(self, spec: Obj) -> None:
+        target = spec.get("object") or {}
+        kind_name = str(target.get("kind", "Pod"))
+        served = next((s for s in self.sim.catalog.served if s.kind.kind == kind_name and s.preferred), None)
+        if served is None:
+            raise ApiError(400, "BadRequest", f"unknown kind {kind_name!r}")
+        obj = self.sim.store.get(
+            served.kind.key,
+            str(target.get("namespace", "")) if served.kind.namespaced else "",
+            str(target.get("name", "")),
+        )
+        if obj is None:
+            raise ApiError(
+                404,
+                "NotFound",
+                f"{kind_name} {target.get('namespace', '')}/{target.get('name', '')} not found",
+            )
+        for _ in range(int(spec.get("count", 1))):
+            self.sim.events.emit(
+                obj,
+                kind_name,
+                str(spec.get("event_type", "Warning")),
+                str(spec.get("reason", "")),
+                str(spec.get("message", "")),
+                component=str(spec.get("component", "kubelet")),
+                host=str(spec.get("host", "")),
+            )
+
+    # ---- API history and transport ------------------------------------------------------------
+
+    def compact(self) -> int:
+        """Drop all history: older resourceVersions answer 410 (watches, continue tokens)."""
+        return self.sim.store.compact()
+
+    def drop_watches(self) -> int:
+        return self.sim.store.close_watchers("dropped by the simulator")
+
+    def set_transport(
+        self,
+        *,
+        error_rate: float = 0.0,
+        error_status: int = 500,
+        retry_after: int = 1,
+        latency: float = 0.0,
+        path_prefix: str = "",
+        watch_drop_after: float = 0.0,
+    ) -> Obj:
+        t = self.transport
+        t.error_rate, t.error_status, t.retry_after = float(error_rate), int(error_status), int(retry_after)
+        t.latency, t.path_prefix, t.watch_drop_after = (
+            float(latency),
+            str(path_prefix),
+            float(watch_drop_after),
+        )
+        return {
+            "error_rate": t.error_rate,
+            "error_status": t.error_status,
+            "latency": t.latency,
+            "path_prefix": t.path_prefix,
+            "watch_drop_after": t.watch_drop_after,
+        }
+
+    # ---- objects --------------------------------------------------------------------------------
+
+    def apply(self, manifests: Obj | list[Obj]) -> list[str]:
+        """Create (or replace) objects in-process, as `kubectl apply` would; returns `kind/name`s."""
+        with self.sim.store.lock:
+            out = self.sim.apply(manifests if isinstance(manifests, list) else [manifests])
+            self.sim.engine.settle()
+            return out
+
+    def status(self) -> Obj:
+        with self.sim.store.lock:
+            groups = {
+                name: {
+                    "version": g.version,
+                    "nodes": sorted(n["metadata"]["name"] for n in self.sim.cloud.nodes_of(name)),
+                }
+                for name, g in self.sim.cloud.groups.items()
+            }
+            return {
+                "scenario": self.sim.scenario_name,
+                "version": self.sim.cloud.git_version(),
+                "time": self.now(),
+                "speed": self.sim.clock.speed,
+                "resourceVersion": str(self.sim.store.rv),
+                "compactedResourceVersion": str(self.sim.store.floor),
+                "nodeGroups": groups,
+                "objects": {
+                    k: self.sim.store.count(k)
+                    for k in sorted(self.sim.store.buckets)
+                    if self.sim.store.count(k)
+                },
+                "operations": [op.as_dict() for op in self.sim.cloud.operations],
+                "faults": list(self.faults.values()),
+                "errors": list(self.sim.engine.errors[-20:]),
+            }
+
+    def request_count(self, group: str, version: str, resource: str) -> int:
+        return self.sim.metrics.count(group=group, version=version, resource=resource)
+
+    def wait_for(self, predicate: Any, timeout: float = 10.0) -> Any:
+        """Wait (real seconds) until `predicate()` is truthy, re-checked after every change."""
+        return self.sim.engine.wait_for(predicate, timeout)

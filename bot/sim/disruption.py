@@ -1,0 +1,288 @@
+"""PodDisruptionBudgets: the disruption controller's status arithmetic and the eviction subresource.
+
+Both follow the real implementations' rules, because `kubectl drain` and the node-group pipeline
+are judged by exactly these answers:
+
+- status: `expectedPods` is the number of matching pods for an integer `minAvailable`, else the
+  sum of the owning controllers' scale; `desiredHealthy` follows from minAvailable/maxUnavailable
+  (percentages rounded up); `currentHealthy` counts Ready pods that are not being deleted and not
+  recently evicted; `disruptionsAllowed = max(0, currentHealthy - desiredHealthy)`.
+- eviction: terminal, Pending or already-deleting pods are deleted without a PDB check; several
+  matching PDBs → 500; a PDB whose status lags its generation → 429 "still being processed";
+  no disruptions left → 429 "Cannot evict pod as it would violate the pod's disruption budget."
+  with a `DisruptionBudget` cause; otherwise the budget is decremented, the pod gets a
+  DisruptionTarget condition and is deleted gracefully. The answer is 201 with a success Status.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from bot.sim.apiserver import Api, DeleteOptions
+from bot.sim.clock import parse_time, rfc3339
+from bot.sim.errors import ApiError, bad_request, not_found, too_many_requests
+from bot.sim.objects import controller_ref, int_or_percent, pod_ready, set_condition
+from bot.sim.resources import KINDS_BY_KEY
+from bot.sim.selectors import SelectorError, selector_from_object
+
+Obj = dict[str, Any]
+
+PDB = "poddisruptionbudgets.policy"
+#: How long an evicted pod may linger in disruptedPods before the controller stops expecting it gone.
+DELETION_TIMEOUT = 120.0
+EVICTION_REFUSED = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def matching_pdbs(api: Api, pod: Obj) -> list[Obj]:
+    ns = pod["metadata"].get("namespace", "")
+    labels = pod["metadata"].get("labels") or {}
+    out = []
+    for pdb in api.store.objects(PDB, ns):
+        try:
+            sel = selector_from_object((pdb.get("spec") or {}).get("selector"))
+        except SelectorError:
+            continue
+        if sel.matches(labels):
+            out.append(pdb)
+    return out
+
+
+def _pods_for(api: Api, pdb: Obj) -> list[Obj]:
+    ns = pdb["metadata"].get("namespace", "")
+    try:
+        sel = selector_from_object((pdb.get("spec") or {}).get("selector"))
+    except SelectorError:
+        return []
+    return [e.obj() for e in api.store.entries("pods", ns) if sel.matches(e.labels)]
+
+
+def _scale_of(api: Api, ns: str, ref: Obj) -> tuple[str, int] | None:
+    """The top controller's (uid, replicas) for a pod's controller reference, as the PDB finders do."""
+    kind = ref.get("kind")
+    if kind == "ReplicaSet":
+        rs = api.store.get("replicasets.apps", ns, ref.get("name", ""))
+        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+            return None
+        owner = controller_ref(rs)
+        if owner and owner.get("kind") == "Deployment":
+            dep = api.store.get("deployments.apps", ns, owner.get("name", ""))
+            if dep is not None and dep["metadata"].get("uid") == owner.get("uid"):
+                return dep["metadata"]["uid"], int((dep.get("spec") or {}).get("replicas", 1))
+            return None
+        return rs["metadata"]["uid"], int((rs.get("spec") or {}).get("replicas", 1))
+    if kind == "StatefulSet":
+        sts = api.store.get("statefulsets.apps", ns, ref.get("name", ""))
+        if sts is None or sts["metadata"].get("uid") != ref.get("uid"):
+            return None
+        return sts["metadata"]["uid"], int((sts.get("spec") or {}).get("replicas", 1))
+    return None
+
+
+def compute_status(api: Api, pdb: Obj, now: float) -> Obj:
+    """The status the disruption controller would write for `pdb` now."""
+    spec = pdb.get("spec") or {}
+    old = pdb.get("status") or {}
+    pods = _pods_for(api, pdb)
+    ns = pdb["metadata"].get("namespace", "")
+    error = ""
+    expected = desired = 0
+    needs_scale = spec.get("maxUnavailable") is not None or isinstance(spec.get("minAvailable"), str)
+    if needs_scale:
+        scales: dict[str, int] = {}
+        for pod in pods:
+            ref = controller_ref(pod)
+            if ref is None:
+                continue
+            if ref.get("uid") in scales:
+                continue
+            found = _scale_of(api, ns, ref)
+            if found is None:
+                error = f'found no controllers for pod "{pod["metadata"]["name"]}"'
+                break
+            scales[found[0]] = found[1]
+        expected = sum(scales.values())
+        if spec.get("maxUnavailable") is not None:
+            desired = max(0, expected - int_or_percent(spec["maxUnavailable"], expected, round_up=True))
+        else:
+            desired = int_or_percent(spec["minAvailable"], expected, round_up=True)
+    elif spec.get("minAvailable") is not None:
+        desired = int(spec["minAvailable"])
+        expected = len(pods)
+    disrupted: dict[str, str] = {}
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        at = (old.get("disruptedPods") or {}).get(name)
+        if at and not pod["metadata"].get("deletionTimestamp"):
+            when = parse_time(at)
+            if when is not None and when + DELETION_TIMEOUT > now:
+                disrupted[name] = at
+    healthy = sum(
+        1
+        for pod in pods
+        if not pod["metadata"].get("deletionTimestamp")
+        and pod["metadata"]["name"] not in disrupted
+        and pod_ready(pod)
+    )
+    status: Obj = {"observedGeneration": pdb["metadata"].get("generation", 1)}
+    if error:
+        status.update(
+            disruptionsAllowed=0,
+            currentHealthy=old.get("currentHealthy", 0),
+            desiredHealthy=old.get("desiredHealthy", 0),
+            expectedPods=old.get("expectedPods", 0),
+        )
+        status["conditions"] = copy.deepcopy(old.get("conditions") or [])
+        set_condition(
+            status,
+            {
+                "type": "DisruptionAllowed",
+                "status": "False",
+                "reason": "SyncFailed",
+                "message": error,
+                "observedGeneration": status["observedGeneration"],
+            },
+            now,
+        )
+        return status
+    allowed = healthy - desired
+    if expected <= 0 or allowed <= 0:
+        allowed = 0
+    if disrupted:
+        status["disruptedPods"] = disrupted
+    status.update(
+        disruptionsAllowed=allowed, currentHealthy=healthy, desiredHealthy=desired, expectedPods=expected
+    )
+    status["conditions"] = copy.deepcopy(old.get("conditions") or [])
+    _allowed_condition(status, now)
+    return status
+
+
+def _allowed_condition(status: Obj, now: float) -> None:
+    allowed = int(status.get("disruptionsAllowed", 0)) > 0
+    set_condition(
+        status,
+        {
+            "type": "DisruptionAllowed",
+            "status": "True" if allowed else "False",
+            "observedGeneration": status.get("observedGeneration", 1),
+            "reason": "SufficientPods" if allowed else "InsufficientPods",
+            "message": "",
+        },
+        now,
+    )
+
+
+def evict(api: Api, namespace: str, name: str, body: Any, *, dry_run: bool = False) -> None:
+    """POST pods/{name}/eviction. Returns normally when the pod was evicted; raises ApiError otherwise."""
+    if not isinstance(body, dict):
+        raise bad_request("not a Eviction object")
+    if (body.get("metadata") or {}).get("name") != name:
+        raise bad_request("name in URL does not match name in Eviction object")
+    options = DeleteOptions.parse(body.get("deleteOptions"), {})
+    dry_run = dry_run or options.dry_run
+    with api.store.lock:
+        entry = api.store.entry("pods", namespace, name)
+        if entry is None:
+            raise not_found("pods", name)
+        pod = entry.obj()
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed", "Pending") or pod["metadata"].get("deletionTimestamp"):
+            _delete(api, pod, options, dry_run)
+            return
+        pdbs = matching_pdbs(api, pod)
+        if len(pdbs) > 1:
+            raise ApiError(
+                500,
+                "",
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            )
+        if pdbs:
+            pdb = pdbs[0]
+            status = pdb.get("status") or {}
+            policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy")
+            if not pod_ready(pod) and (
+                policy == "AlwaysAllow"
+                or (
+                    int(status.get("currentHealthy", 0)) >= int(status.get("desiredHealthy", 0))
+                    and int(status.get("desiredHealthy", 0)) > 0
+                )
+            ):
+                _delete(api, pod, options, dry_run)
+                return
+            _check_and_decrement(api, pdb, name, dry_run)
+        _delete(api, pod, options, dry_run)
+
+
+def _refused(message: str, retry_after: int = 0) -> ApiError:
+    err = too_many_requests(EVICTION_REFUSED, [{"reason": "DisruptionBudget", "message": message}])
+    if retry_after and err.details is not None:
+        err.details["retryAfterSeconds"] = retry_after
+        err.retry_after = retry_after
+    return err
+
+
+def _check_and_decrement(api: Api, pdb: Obj, pod_name: str, dry_run: bool) -> None:
+    name = pdb["metadata"]["name"]
+    status = dict(pdb.get("status") or {})
+    if int(status.get("observedGeneration", 0)) < int(pdb["metadata"].get("generation", 1)):
+        raise _refused(
+            f"The disruption budget {name} is still being processed by the server.", retry_after=10
+        )
+    allowed = int(status.get("disruptionsAllowed", 0))
+    if allowed < 0:
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'poddisruptionbudgets.policy "{name}" is forbidden: pdb disruptions allowed is negative',
+        )
+    if allowed == 0:
+        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "DisruptionAllowed"), None)
+        current, desired = int(status.get("currentHealthy", 0)), int(status.get("desiredHealthy", 0))
+        if (
+            cond
+            and cond.get("status") == "False"
+            and cond.get("message")
+            and cond.get("reason") == "SyncFailed"
+        ):
+            msg = f"The disruption budget {name} does not allow evicting pods currently because it failed sync: {cond['message']}"
+        elif current <= desired:
+            msg = f"The disruption budget {name} needs {desired} healthy pods and has {current} currently"
+        else:
+            msg = f"The disruption budget {name} does not allow evicting pods currently"
+        raise _refused(msg)
+    if dry_run:
+        return
+    now = api.clock.now()
+    status["disruptionsAllowed"] = allowed - 1
+    if allowed - 1 == 0:
+        _allowed_condition(status, now)
+    disrupted = dict(status.get("disruptedPods") or {})
+    disrupted[pod_name] = rfc3339(now)
+    status["disruptedPods"] = disrupted
+    pdb["status"] = status
+    api.write(PDB, pdb, status=True)
+
+
+def _delete(api: Api, pod: Obj, options: DeleteOptions, dry_run: bool) -> None:
+    m = pod["metadata"]
+    if dry_run:
+        return
+    if not m.get("deletionTimestamp") and (pod.get("status") or {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    ):
+        status = pod.setdefault("status", {})
+        set_condition(
+            status,
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "EvictionByEvictionAPI",
+                "message": "Eviction API: evicting",
+                "lastProbeTime": None,
+            },
+            api.clock.now(),
+        )
+        api.write("pods", pod, status=True)
+    api.delete(KINDS_BY_KEY["pods"], m.get("namespace", ""), m["name"], options)

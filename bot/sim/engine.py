@@ -1,0 +1,246 @@
+"""The controller loop: work queues fed by store changes, timers on the simulated clock.
+
+Controllers are event-driven, like the real ones behind informers: every change to the store is
+offered to each controller (`on_change`), which queues the keys it must reconcile; `settle()`
+drains the queues until nothing is left to do. Anything with a duration — an image pull, a
+readiness delay, a back-off, a node joining — is a timer at a simulated time. The engine thread
+fires timers as the clock reaches them (real time × speed); `advance(seconds)` fires them at once,
+in order, so a test can step a frozen clock (`speed=0`) deterministically.
+
+One lock (the store's RLock) covers everything: HTTP handlers, the engine thread and `advance`
+never interleave inside a write, so a controller always reads a consistent cluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bot.sim.apiserver import Api
+from bot.sim.clock import SimClock
+from bot.sim.errors import ApiError
+from bot.sim.objects import Ids
+from bot.sim.store import Record, Store
+
+log = logging.getLogger(__name__)
+
+#: A controller that keeps failing on one key is retried after this many simulated seconds.
+RETRY_SECONDS = 1.0
+#: settle() gives up (and logs) after this many reconciles, so a controller bug cannot hang the sim.
+MAX_SETTLE_STEPS = 200_000
+
+
+class Controller(Protocol):
+    name: str
+
+    def on_change(self, record: Record) -> None: ...
+
+    def sync(self, key: Any) -> None: ...
+
+
+@dataclass(order=True)
+class _Timer:
+    due: float
+    seq: int
+    fn: Callable[[], None] = field(compare=False)
+    key: Hashable | None = field(compare=False, default=None)
+    cancelled: bool = field(compare=False, default=False)
+
+
+class Engine:
+    def __init__(self, store: Store, api: Api, clock: SimClock, ids: Ids) -> None:
+        self.store = store
+        self.api = api
+        self.clock = clock
+        self.ids = ids
+        self.lock = store.lock
+        self._wake = threading.Condition(self.lock)
+        self._timers: list[_Timer] = []
+        self._timer_keys: dict[Hashable, _Timer] = {}
+        self._seq = itertools.count()
+        self.controllers: list[Controller] = []
+        self._queues: dict[str, OrderedDict[Any, None]] = {}
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._settling = False
+        self.errors: list[str] = []
+        self._waiters = threading.Condition(self.lock)
+        store.listeners.append(self._on_change)
+
+    # ---- controllers and queues -----------------------------------------------------------------
+
+    def add(self, controller: Controller) -> None:
+        self.controllers.append(controller)
+        self._queues[controller.name] = OrderedDict()
+
+    def enqueue(self, controller: str, key: Any) -> None:
+        self._queues[controller][key] = None
+        self._wake.notify()
+
+    def _on_change(self, record: Record) -> None:
+        for c in self.controllers:
+            c.on_change(record)
+        self._waiters.notify_all()
+
+    def settle(self) -> None:
+        """Reconcile until every queue is empty (called with the lock held)."""
+        if self._settling:
+            return
+        self._settling = True
+        try:
+            steps = 0
+            while True:
+                progressed = False
+                for c in self.controllers:
+                    queue = self._queues[c.name]
+                    while queue:
+                        key, _ = queue.popitem(last=False)
+                        progressed = True
+                        steps += 1
+                        try:
+                            c.sync(key)
+                        except ApiError as exc:
+                            # Raced with a client write (409/404): look again shortly, as real controllers do.
+                            log.debug("%s %r: %s; retrying", c.name, key, exc)
+                            self.after(RETRY_SECONDS, functools.partial(self.enqueue, c.name, key))
+                        except Exception as exc:
+                            log.exception("controller %s failed on %r", c.name, key)
+                            self.errors.append(f"{c.name} {key!r}: {exc!r}")
+                            self.after(RETRY_SECONDS * 5, functools.partial(self.enqueue, c.name, key))
+                        if steps > MAX_SETTLE_STEPS:
+                            log.error("controllers did not settle after %d steps", steps)
+                            return
+                if not progressed:
+                    return
+        finally:
+            self._settling = False
+
+    # ---- timers ---------------------------------------------------------------------------------
+
+    def at(self, due: float, fn: Callable[[], None], *, key: Hashable | None = None) -> None:
+        """Run `fn` (under the lock) when simulated time reaches `due`; a keyed timer replaces its predecessor."""
+        with self.lock:
+            if key is not None:
+                old = self._timer_keys.pop(key, None)
+                if old is not None:
+                    old.cancelled = True
+            timer = _Timer(due, next(self._seq), fn, key)
+            heapq.heappush(self._timers, timer)
+            if key is not None:
+                self._timer_keys[key] = timer
+            self._wake.notify()
+
+    def after(self, delay: float, fn: Callable[[], None], *, key: Hashable | None = None) -> None:
+        self.at(self.clock.now() + max(0.0, delay), fn, key=key)
+
+    def cancel(self, key: Hashable) -> None:
+        with self.lock:
+            old = self._timer_keys.pop(key, None)
+            if old is not None:
+                old.cancelled = True
+
+    def every(self, period: float, fn: Callable[[], None], *, key: Hashable) -> None:
+        """A periodic job (compaction, lease renewals, deprecated-API callers)."""
+
+        def tick() -> None:
+            fn()
+            self.after(period, tick, key=key)
+
+        self.after(period, tick, key=key)
+
+    def _next_due(self) -> float | None:
+        while self._timers and self._timers[0].cancelled:
+            heapq.heappop(self._timers)
+        return self._timers[0].due if self._timers else None
+
+    def _pop_due(self, until: float) -> _Timer | None:
+        due = self._next_due()
+        if due is None or due > until:
+            return None
+        timer = heapq.heappop(self._timers)
+        if timer.key is not None and self._timer_keys.get(timer.key) is timer:
+            del self._timer_keys[timer.key]
+        return timer
+
+    def _fire(self, timer: _Timer) -> None:
+        try:
+            timer.fn()
+        except ApiError as exc:
+            log.debug("timer %r: %s", timer.key, exc)
+        except Exception as exc:
+            log.exception("timer %r failed", timer.key)
+            self.errors.append(f"timer {timer.key!r}: {exc!r}")
+
+    def run_due(self) -> None:
+        """Fire every timer due by now, settling after each (lock held)."""
+        while True:
+            timer = self._pop_due(self.clock.now())
+            if timer is None:
+                break
+            self._fire(timer)
+            self.settle()
+        self.settle()
+
+    def advance(self, seconds: float) -> None:
+        """Move simulated time forward by `seconds`, firing each timer at its own time, in order."""
+        with self.lock:
+            target = self.clock.now() + max(0.0, seconds)
+            while True:
+                self.settle()
+                due = self._next_due()
+                if due is None or due > target:
+                    break
+                self.clock.jump_to(due)
+                timer = self._pop_due(due)
+                if timer is not None:
+                    self._fire(timer)
+            self.clock.jump_to(target)
+            self.run_due()
+
+    # ---- waiting (tests) -----------------------------------------------------------------------
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float) -> Any:
+        """Block until `predicate()` (evaluated under the lock after every change) is truthy."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return value
+                self._waiters.wait(min(remaining, 0.25))
+
+    # ---- thread ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sim-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self.lock:
+            self._stopping = True
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        with self.lock:
+            while not self._stopping:
+                self.run_due()
+                due = self._next_due()
+                wait = None if due is None else self.clock.real_seconds_until(due)
+                # Re-check at least every half second: the speed may change, and a frozen clock
+                # (speed 0) still has queued work to settle when clients write.
+                self._wake.wait(0.5 if wait is None else min(max(wait, 0.0), 0.5))

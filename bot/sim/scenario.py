@@ -1,0 +1,441 @@
+"""Scenarios: YAML files that describe a cluster and what happens to it (schema in README.md).
+
+A scenario names the control-plane version and platform, the node groups, Fargate profiles,
+namespaces, objects (ordinary Kubernetes manifests, plus two conveniences: `helm_release`, stored
+as Helm 3 stores a release, and `last_applied: true`, which records the manifest in the
+`kubectl.kubernetes.io/last-applied-configuration` annotation as `kubectl apply` does), container
+behaviours and faults, in-cluster clients that call deprecated APIs, and a scripted `upgrade`. A
+`generate` section builds a cluster from numbers instead (the `large` scenario: 5,000 nodes and
+150,000 pods), written straight into the store in a consistent, settled state.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import functools
+import gzip
+import json
+from dataclasses import dataclass, field
+from importlib import resources as importlib_resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from bot.sim.behaviour import Rule
+from bot.sim.clock import parse_duration, rfc3339
+from bot.sim.cloud import DeprecatedCaller, FargateProfile, NodeGroupSpec, Operation
+from bot.sim.injection import Injector
+from bot.sim.resources import KINDS_BY_KEY, minor_of
+
+if TYPE_CHECKING:
+    from bot.sim.cluster import Sim
+
+Obj = dict[str, Any]
+
+BASE_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_TOP = {
+    "name",
+    "description",
+    "cluster",
+    "timing",
+    "node_groups",
+    "fargate_profiles",
+    "namespaces",
+    "objects",
+    "containers",
+    "faults",
+    "callers",
+    "upgrade",
+    "generate",
+    "injectors",
+}
+_CLUSTER = {
+    "version",
+    "platform",
+    "region",
+    "deprecated_apis",
+    "age",
+    "warmup",
+    "lease_renew_seconds",
+    "compaction_window",
+    "bookmark_interval",
+}
+_TIMING = {
+    "node_join": "join_seconds",
+    "node_ready": "ready_seconds",
+    "control_plane_upgrade": "control_plane_seconds",
+    "drain_timeout": "drain_timeout",
+    "fargate_start": "fargate_seconds",
+}
+
+
+class ScenarioError(ValueError):
+    """A scenario file that does not follow the schema; the message names the file and the key."""
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str = ""
+    source: str = ""
+    version: str = "1.29.4"
+    platform: str = "eks"
+    region: str = "ap-northeast-1"
+    deprecated_apis: list[str] = field(default_factory=list)
+    age: float = 0.0
+    warmup: float = 120.0
+    lease_renew_seconds: float = 10.0
+    compaction_window: float = 300.0
+    bookmark_interval: float = 5.0
+    timing: dict[str, float] = field(default_factory=dict)
+    node_groups: list[NodeGroupSpec] = field(default_factory=list)
+    fargate: list[FargateProfile] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    objects: list[Obj] = field(default_factory=list)
+    injectors: list[Injector] = field(default_factory=list)
+    containers: list[Obj] = field(default_factory=list)
+    faults: list[Obj] = field(default_factory=list)
+    callers: list[DeprecatedCaller] = field(default_factory=list)
+    upgrade: Obj | None = None
+    generate: Obj | None = None
+
+    # ---- loading --------------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<scenario>") -> Scenario:
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{source}: a scenario is a mapping")
+        unknown = set(data) - _TOP
+        if unknown:
+            raise ScenarioError(
+                f"{source}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_TOP))}"
+            )
+        cluster = data.get("cluster") or {}
+        bad = set(cluster) - _CLUSTER
+        if bad:
+            raise ScenarioError(f"{source}: cluster: unknown key(s) {', '.join(sorted(bad))}")
+        timing = data.get("timing") or {}
+        bad = set(timing) - set(_TIMING)
+        if bad:
+            raise ScenarioError(f"{source}: timing: unknown key(s) {', '.join(sorted(bad))}")
+        try:
+            version = str(cluster.get("version", "1.29.4")).lstrip("v")
+            minor_of(version)
+            sc = cls(
+                name=str(data.get("name") or Path(source).stem),
+                description=str(data.get("description", "")).strip(),
+                source=source,
+                version=version,
+                platform=str(cluster.get("platform", "eks")),
+                region=str(cluster.get("region", "ap-northeast-1")),
+                deprecated_apis=[str(x) for x in cluster.get("deprecated_apis") or []],
+                age=parse_duration(cluster.get("age", 0)),
+                warmup=parse_duration(cluster.get("warmup", 120)),
+                lease_renew_seconds=parse_duration(cluster.get("lease_renew_seconds", 10)),
+                compaction_window=parse_duration(cluster.get("compaction_window", 300)),
+                bookmark_interval=parse_duration(cluster.get("bookmark_interval", 5)),
+                timing={_TIMING[k]: parse_duration(v) for k, v in timing.items()},
+                node_groups=[_node_group(g, version) for g in data.get("node_groups") or []],
+                fargate=[
+                    FargateProfile(
+                        str(p["name"]),
+                        str(p["namespace"]),
+                        {str(k): str(v) for k, v in (p.get("labels") or {}).items()},
+                    )
+                    for p in data.get("fargate_profiles") or []
+                ],
+                namespaces=[str(n) for n in data.get("namespaces") or []],
+                objects=list(data.get("objects") or []),
+                injectors=[Injector.parse(i) for i in data.get("injectors") or []],
+                containers=list(data.get("containers") or []),
+                faults=list(data.get("faults") or []),
+                callers=[_caller(c) for c in data.get("callers") or []],
+                upgrade=data.get("upgrade"),
+                generate=data.get("generate"),
+            )
+            for rule in sc.containers:
+                Rule.parse(rule)
+        except ScenarioError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ScenarioError(f"{source}: {exc}") from None
+        return sc
+
+    # ---- building -------------------------------------------------------------------------------
+
+    def build(self, sim: Sim) -> None:
+        cloud = sim.cloud
+        for attr, value in self.timing.items():
+            setattr(cloud, attr, value)
+        names = list(dict.fromkeys([*BASE_NAMESPACES, *self.namespaces]))
+        for obj in self.objects:
+            ns = (obj.get("metadata") or {}).get("namespace") if isinstance(obj, dict) else None
+            if ns and ns not in names:
+                names.append(str(ns))
+            if isinstance(obj, dict) and "helm_release" in obj:
+                hns = str(obj["helm_release"].get("namespace", "default"))
+                if hns not in names:
+                    names.append(hns)
+        sim.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in names])
+        sim.api.create(KINDS_BY_KEY["serviceaccounts"], "default", {"metadata": {"name": "default"}})
+        for group in self.node_groups:
+            cloud.groups[group.name] = group
+            for _ in range(group.count):
+                cloud.add_node(group.name)
+        cloud.fargate.extend(self.fargate)
+        sim.injectors.injectors.extend(self.injectors)
+        for spec in self.containers:
+            sim.rules.add(Rule.parse(spec))
+        if self.generate:
+            generate_large(sim, self.generate)
+        sim.apply(_prepare(self.objects, sim))
+        for caller in self.callers:
+            cloud.add_caller(caller)
+        for spec in self.faults:
+            spec = dict(spec)
+            at = spec.pop("at", None)
+            if at is None:
+                sim.control.inject_fault(spec)
+            else:
+                delay = self.warmup + parse_duration(at)
+                sim.engine.after(delay, functools.partial(_inject, sim, spec))
+
+    # ---- the scripted upgrade -------------------------------------------------------------------
+
+    def run_upgrade(self, sim: Sim) -> Operation:
+        plan = self.upgrade
+        if not plan:
+            raise ValueError(f"scenario {self.name} has no `upgrade` section")
+        cloud = sim.cloud
+        version = str(plan.get("version") or (plan.get("control_plane") or {}).get("version", "")).lstrip("v")
+        if not version:
+            raise ValueError("upgrade: `version` is required")
+        op = cloud._op("Upgrade", self.name, version)
+        steps: list[tuple[str, str]] = []
+        if plan.get("control_plane", True) is not False:
+            steps.append(("control_plane", version))
+        for g in plan.get("node_groups") or []:
+            name, v = (g, version) if isinstance(g, str) else (str(g["name"]), str(g.get("version", version)))
+            steps.append((name, v))
+        faults = list(plan.get("faults") or [])
+        cp_duration = (
+            (plan.get("control_plane") or {}).get("duration")
+            if isinstance(plan.get("control_plane"), dict)
+            else None
+        )
+
+        def start(i: int) -> None:
+            if i >= len(steps):
+                cloud._finish(op)
+                return
+            target, v = steps[i]
+            inject(target, "start")
+            if target == "control_plane":
+                sub = cloud.upgrade_control_plane(
+                    v, duration=parse_duration(cp_duration) if cp_duration else None
+                )
+            else:
+                sub = cloud.replace_node_group(target, v, force=bool(plan.get("force", False)))
+            cloud._log(op, f"step {i + 1}/{len(steps)}: {sub.kind} {target} → {v} ({sub.id})")
+            wait(i, sub)
+
+        def inject(target: str, when: str) -> None:
+            # A fault is tied to a step: injected when the step starts (default) or once it is done.
+            for f in faults:
+                if f.get("step") == target and f.get("when", "start") == when:
+                    fid = sim.control.inject_fault(dict(f["fault"]))
+                    cloud._log(
+                        op, f"fault {fid} ({f['fault'].get('type')}) injected at the {when} of step {target}"
+                    )
+
+        def wait(i: int, sub: Operation) -> None:
+            if sub.state == "InProgress":
+                sim.engine.after(5.0, lambda: wait(i, sub), key=("op", op.id))
+            elif sub.state == "Failed":
+                cloud._finish(op, f"{sub.target}: {sub.error}")
+            else:
+                inject(steps[i][0], "end")
+                start(i + 1)
+
+        start(0)
+        return op
+
+
+def _inject(sim: Sim, spec: Obj) -> None:
+    sim.control.inject_fault(spec)
+
+
+def _node_group(spec: Any, version: str) -> NodeGroupSpec:
+    if not isinstance(spec, dict) or "name" not in spec:
+        raise ScenarioError("node_groups: each needs a name")
+    known = {
+        "name",
+        "count",
+        "version",
+        "instance_type",
+        "capacity",
+        "labels",
+        "taints",
+        "zones",
+        "os_image",
+        "kernel",
+        "runtime",
+        "max_unavailable",
+        "ami",
+    }
+    bad = set(spec) - known
+    if bad:
+        raise ScenarioError(f"node_groups.{spec['name']}: unknown key(s) {', '.join(sorted(bad))}")
+    g = NodeGroupSpec(
+        name=str(spec["name"]),
+        count=int(spec.get("count", 1)),
+        version=str(spec.get("version", version)).lstrip("v"),
+    )
+    for key in ("instance_type", "os_image", "kernel", "runtime", "ami"):
+        if key in spec:
+            setattr(g, key, str(spec[key]))
+    if "capacity" in spec:
+        g.capacity = {**g.capacity, **{str(k): str(v) for k, v in spec["capacity"].items()}}
+    g.labels = {str(k): str(v) for k, v in (spec.get("labels") or {}).items()}
+    g.taints = [dict(t) for t in spec.get("taints") or []]
+    if "zones" in spec:
+        g.zones = [str(z) for z in spec["zones"]]
+    g.max_unavailable = int(spec.get("max_unavailable", 1))
+    return g
+
+
+def _caller(spec: Any) -> DeprecatedCaller:
+    return DeprecatedCaller(
+        group_version=str(spec["api"]),
+        resource=str(spec["resource"]),
+        every=parse_duration(spec.get("every", 60)),
+        user_agent=str(spec.get("user_agent", "helm/v3.8.2")),
+        verb=str(spec.get("verb", "LIST")).upper(),
+    )
+
+
+_ORDER = [
+    "Namespace",
+    "ServiceAccount",
+    "ConfigMap",
+    "Secret",
+    "PersistentVolumeClaim",
+    "Service",
+    "PodDisruptionBudget",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+]
+
+
+def _prepare(objects: list[Obj], sim: Sim) -> list[Obj]:
+    """Expand conveniences (helm_release, last_applied) and order objects so dependencies come first."""
+    out: list[Obj] = []
+    for raw in objects:
+        if not isinstance(raw, dict):
+            raise ScenarioError(f"objects: not a mapping: {raw!r}")
+        if "helm_release" in raw:
+            out.append(helm_release_secret(raw["helm_release"], sim.clock.now()))
+            continue
+        obj = copy.deepcopy(raw)
+        if obj.pop("last_applied", False):
+            applied = copy.deepcopy(obj)
+            applied.pop("status", None)
+            applied.setdefault("metadata", {}).setdefault("annotations", {})
+            text = json.dumps(applied, separators=(",", ":"), sort_keys=True) + "\n"
+            obj.setdefault("metadata", {}).setdefault("annotations", {})[
+                "kubectl.kubernetes.io/last-applied-configuration"
+            ] = text
+        out.append(obj)
+    rank = {k: i for i, k in enumerate(_ORDER)}
+    return sorted(out, key=lambda o: rank.get(str(o.get("kind")), len(_ORDER)))
+
+
+def helm_release_secret(spec: Obj, now: float) -> Obj:
+    """A Helm 3 release record: Secret `sh.helm.release.v1.NAME.vN`, gzip+base64 JSON in data.release."""
+    name = str(spec["name"])
+    ns = str(spec.get("namespace", "default"))
+    revision = int(spec.get("revision", 1))
+    stamp = rfc3339(now).replace("Z", ".000000000Z")
+    release: Obj = {
+        "name": name,
+        "info": {
+            "first_deployed": stamp,
+            "last_deployed": stamp,
+            "deleted": "",
+            "description": "Install complete",
+            "status": "deployed",
+        },
+        "chart": {
+            "metadata": {
+                "name": spec.get("chart", name),
+                "version": str(spec.get("chart_version", "1.0.0")),
+                "appVersion": str(spec.get("app_version", "1.0.0")),
+                "apiVersion": "v2",
+            },
+            "lock": None,
+            "templates": [],
+            "values": {},
+            "schema": None,
+            "files": [],
+        },
+        "config": spec.get("values") or {},
+        "manifest": str(spec.get("manifest", "")),
+        "version": revision,
+        "namespace": ns,
+    }
+    helm_encoded = base64.b64encode(gzip.compress(json.dumps(release).encode(), mtime=0))
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"sh.helm.release.v1.{name}.v{revision}",
+            "namespace": ns,
+            "labels": {"name": name, "owner": "helm", "status": "deployed", "version": str(revision)},
+        },
+        "type": "helm.sh/release.v1",
+        "data": {"release": base64.b64encode(helm_encoded).decode()},
+    }
+
+
+# ---- scenario files -----------------------------------------------------------------------------
+
+
+def builtin_dir() -> Path:
+    return Path(str(importlib_resources.files("bot.sim") / "scenarios"))
+
+
+def builtin_scenarios() -> list[tuple[str, str]]:
+    """(name, first line of description) of every built-in scenario."""
+    out = []
+    for path in sorted(builtin_dir().glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        description = str(data.get("description", "")).strip().splitlines()
+        out.append((str(data.get("name", path.stem)), description[0] if description else ""))
+    return out
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    path = Path(name_or_path)
+    if not path.is_file():
+        candidate = builtin_dir() / f"{name_or_path}.yaml"
+        if not candidate.is_file():
+            known = ", ".join(n for n, _ in builtin_scenarios())
+            raise ScenarioError(f"no scenario {name_or_path!r}: not a file, and not a built-in ({known})")
+        path = candidate
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+    return Scenario.from_dict(data, str(path))
+
+
+# ---- the generator (large) ----------------------------------------------------------------------
+
+
+def generate_large(sim: Sim, spec: Obj) -> None:
+    """Build nodes, DaemonSets, Deployments, ReplicaSets, pods and PDBs from numbers, already settled."""
+    from bot.sim.generate import Generator
+
+    Generator(sim, spec).run()

@@ -1,0 +1,273 @@
+"""The simulated kube-scheduler: binds pending pods to Ready, schedulable nodes that fit them.
+
+Filters, in the order the real default plugins report them: the node is cordoned
+(`spec.unschedulable`, unless the pod tolerates it), an untolerated NoSchedule/NoExecute taint,
+the nodeSelector and required node affinity (including the `metadata.name` field affinity
+DaemonSets use), then capacity: pod count, CPU and memory requests against allocatable. Among the
+nodes left it picks the least loaded (fewest pods, then name). A pod that fits nowhere gets the
+real `FailedScheduling` event ("0/5 nodes are available: 2 node(s) were unschedulable, …") and a
+PodScheduled=False condition, and is retried whenever a node or pod changes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from bot.sim.engine import Engine
+from bot.sim.events import Recorder
+from bot.sim.objects import node_ready, parse_quantity, set_condition, tolerates
+from bot.sim.store import DELETED, Record
+
+Obj = dict[str, Any]
+FARGATE_SCHEDULER = "fargate-scheduler"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+def _node_selector_terms_match(affinity: Obj, node: Obj) -> bool:
+    required = (
+        (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    labels = node["metadata"].get("labels") or {}
+    name = node["metadata"]["name"]
+    for term in terms:
+        ok = True
+        for expr in term.get("matchExpressions") or []:
+            ok = ok and _expr(expr, labels.get(expr.get("key", "")), expr.get("key", "") in labels)
+        for expr in term.get("matchFields") or []:
+            if expr.get("key") == "metadata.name":
+                ok = ok and _expr(expr, name, True)
+        if ok:
+            return True
+    return False
+
+
+def _expr(expr: Obj, value: str | None, present: bool) -> bool:
+    op, values = expr.get("operator"), [str(v) for v in expr.get("values") or []]
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and value is not None:
+        try:
+            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+        except ValueError:
+            return False
+    return False
+
+
+def requests_of(pod: Obj) -> tuple[float, float]:
+    cpu = mem = 0.0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        req = (c.get("resources") or {}).get("requests") or {}
+        cpu += parse_quantity(req.get("cpu"))
+        mem += parse_quantity(req.get("memory"))
+    return cpu, mem
+
+
+class Scheduler:
+    name = "scheduler"
+
+    def __init__(self, engine: Engine, events: Recorder) -> None:
+        self.engine = engine
+        self.api = engine.api
+        self.events = events
+        self.pending: set[tuple[str, str]] = set()
+        # Decoding every node and its pods per decision would cost seconds at 5,000 nodes: cache by version.
+        self._nodes: dict[str, tuple[int, Obj]] = {}
+        self._requests: dict[str, tuple[bool, float, float]] = {}
+        #: Called for pods a Fargate profile should place (returns True if it took the pod).
+        self.fargate_hook: Any = None
+        engine.add(self)
+
+    def on_change(self, record: Record) -> None:
+        kind = record.entry.kind.key
+        if kind == "pods":
+            if record.type == DELETED:
+                self.pending.discard(record.entry.key)
+                self._requests.pop(record.entry.uid, None)
+                # Capacity freed: pods waiting for room may fit now.
+                if record.entry.fields.get("spec.nodeName"):
+                    self._retry_all()
+                return
+            if not record.entry.fields.get("spec.nodeName"):
+                self.engine.enqueue(self.name, record.entry.key)
+        elif kind == "nodes":
+            if record.type == DELETED:
+                self._nodes.pop(record.entry.name, None)
+            self._retry_all()
+
+    def _retry_all(self) -> None:
+        for key in sorted(self.pending):
+            self.engine.enqueue(self.name, key)
+
+    def sync(self, key: tuple[str, str]) -> None:
+        pod = self.api.store.get("pods", *key)
+        if pod is None or (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            self.pending.discard(key)
+            return
+        spec = pod.get("spec") or {}
+        if spec.get("schedulerName", "default-scheduler") == FARGATE_SCHEDULER:
+            if self.fargate_hook is not None and self.fargate_hook(pod):
+                self.pending.discard(key)
+            return
+        if spec.get("schedulerName", "default-scheduler") != "default-scheduler":
+            return
+        node, message = self.pick(pod)
+        if node is None:
+            self.pending.add(key)
+            status = pod.setdefault("status", {})
+            before = [dict(c) for c in status.get("conditions") or []]
+            set_condition(
+                status,
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "lastProbeTime": None,
+                    "reason": "Unschedulable",
+                    "message": message,
+                },
+                self.engine.clock.now(),
+            )
+            if status.get("conditions") != before:
+                self.api.write("pods", pod, status=True)
+                self.events.emit(
+                    pod, "Pod", "Warning", "FailedScheduling", message, component="default-scheduler"
+                )
+            return
+        self.pending.discard(key)
+        self.bind(pod, node)
+
+    def bind(self, pod: Obj, node: str) -> None:
+        """Set spec.nodeName and PodScheduled=True, as the binding subresource does."""
+        entry = self.api.store.entry("pods", pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+        if entry is None:
+            return
+        obj = entry.obj()
+        obj["spec"]["nodeName"] = node
+        status = obj.setdefault("status", {})
+        set_condition(
+            status, {"type": "PodScheduled", "status": "True", "lastProbeTime": None}, self.engine.clock.now()
+        )
+        for c in status.get("conditions") or []:
+            if c.get("type") == "PodScheduled":
+                c.pop("reason", None)
+                c.pop("message", None)
+        self.api.store.update(entry.kind, obj, entry)
+        m = obj["metadata"]
+        self.events.emit(
+            obj,
+            "Pod",
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {m.get('namespace', '')}/{m['name']} to {node}",
+            component="default-scheduler",
+        )
+
+    def _claim_zones(self, pod: Obj) -> set[str]:
+        ns = pod["metadata"].get("namespace", "")
+        zones = set()
+        for v in (pod.get("spec") or {}).get("volumes") or []:
+            claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                pvc = self.api.store.entry("persistentvolumeclaims", ns, claim)
+                if pvc is not None and pvc.labels.get(ZONE_LABEL):
+                    zones.add(pvc.labels[ZONE_LABEL])
+        return zones
+
+    def remember_requests(self, uid: str, cpu: float, memory: float) -> None:
+        """Seed the requests cache (generated scenarios know them without decoding pods)."""
+        self._requests[uid] = (True, cpu, memory)
+
+    def _node_objects(self) -> list[Obj]:
+        out = []
+        for e in self.api.store.entries("nodes"):
+            cached = self._nodes.get(e.name)
+            if cached is None or cached[0] != e.rv:
+                cached = (e.rv, e.obj())
+                self._nodes[e.name] = cached
+            out.append(cached[1])
+        return out
+
+    def _usage(self, entry: Any) -> tuple[bool, float, float]:
+        """(counts against the node, cpu, memory) of a bound pod, cached by UID (requests are immutable)."""
+        phase = entry.fields.get("status.phase", "")
+        cached = self._requests.get(entry.uid)
+        if cached is None:
+            cpu, mem = requests_of(entry.obj())
+            cached = (True, cpu, mem)
+            self._requests[entry.uid] = cached
+        return (phase not in ("Succeeded", "Failed"), cached[1], cached[2])
+
+    def pick(self, pod: Obj) -> tuple[str | None, str]:
+        spec = pod.get("spec") or {}
+        tolerations = spec.get("tolerations") or []
+        selector = spec.get("nodeSelector") or {}
+        affinity = spec.get("affinity") or {}
+        cpu, mem = requests_of(pod)
+        reasons: Counter[str] = Counter()
+        fits: list[tuple[int, str]] = []
+        zones = self._claim_zones(pod)
+        nodes = self._node_objects()
+        for node in nodes:
+            name = node["metadata"]["name"]
+            labels = node["metadata"].get("labels") or {}
+            nspec = node.get("spec") or {}
+            if nspec.get("unschedulable") and not tolerates(
+                tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+            ):
+                reasons["node(s) were unschedulable"] += 1
+                continue
+            taints = [t for t in nspec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+            if not node_ready(node) and not any(
+                t.get("key", "").startswith("node.kubernetes.io/not-ready")
+                or t.get("key", "").startswith("node.kubernetes.io/unreachable")
+                for t in taints
+            ):
+                taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+            bad = next((t for t in taints if not tolerates(tolerations, t)), None)
+            if bad is not None:
+                value = f": {bad['value']}" if bad.get("value") else ""
+                reasons[f"node(s) had untolerated taint {{{bad['key']}{value}}}"] += 1
+                continue
+            if any(labels.get(k) != v for k, v in selector.items()) or not _node_selector_terms_match(
+                affinity, node
+            ):
+                reasons["node(s) didn't match Pod's node affinity/selector"] += 1
+                continue
+            if zones and any(labels.get(ZONE_LABEL) != z for z in zones):
+                # A zonal volume (EBS) can only be attached to a node in its zone.
+                reasons["node(s) had volume node affinity conflict"] += 1
+                continue
+            alloc = (node.get("status") or {}).get("allocatable") or {}
+            usage = [self._usage(e) for e in self.api.store.by_index("pods", name)]
+            active = [u for u in usage if u[0]]
+            if len(active) + 1 > parse_quantity(alloc.get("pods", 110)):
+                reasons["Too many pods"] += 1
+                continue
+            used_cpu = sum(u[1] for u in active)
+            used_mem = sum(u[2] for u in active)
+            if cpu and used_cpu + cpu > parse_quantity(alloc.get("cpu", 0)):
+                reasons["Insufficient cpu"] += 1
+                continue
+            if mem and used_mem + mem > parse_quantity(alloc.get("memory", 0)):
+                reasons["Insufficient memory"] += 1
+                continue
+            fits.append((len(active), name))
+        if fits:
+            fits.sort()
+            return fits[0][1], ""
+        detail = ", ".join(sorted(f"{n} {r}" for r, n in reasons.items()))
+        total = len(nodes)
+        message = f"0/{total} nodes are available: {detail}." if detail else f"0/{total} nodes are available."
+        message += (
+            f" preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+        )
+        return None, message

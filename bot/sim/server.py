@@ -1,0 +1,870 @@
+"""The HTTP front of the simulator: Kubernetes REST paths, discovery, /metrics and /sim control.
+
+Plain JSON over HTTP/1.1 (keep-alive; watches and `logs -f` stream with chunked encoding) on a
+`ThreadingHTTPServer` bound to 127.0.0.1. Each request is routed to the discovery documents, the
+store (get, list, watch) or the write semantics (`Api`), and errors come back as Kubernetes
+`Status` objects. Requests through a deprecated group-version carry the `Warning: 299` header and
+are counted in `apiserver_requested_deprecated_apis`. Transport faults from the control API
+(error rates, latency, dropped watches) apply here, to Kubernetes paths only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import socket
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from bot.sim import control_http, discovery, disruption, tables
+from bot.sim.apiserver import DeleteOptions, decode_body
+from bot.sim.clock import parse_time
+from bot.sim.errors import ApiError, bad_request, method_not_allowed, not_found
+from bot.sim.patch import json_patch, merge_patch, strategic_merge_patch
+from bot.sim.resources import Served
+from bot.sim.selectors import SelectorError, parse_field_selector, parse_label_selector, selector_to_string
+from bot.sim.store import Entry, dumps
+
+if TYPE_CHECKING:
+    from bot.sim.cluster import Sim
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+JSON = "application/json"
+
+
+_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+
+
+def _flag(query: dict[str, str], name: str) -> bool:
+    """A boolean query parameter, parsed as Go's strconv.ParseBool does (clients send `True`, `true`, `1`)."""
+    return query.get(name) in _TRUE
+
+
+class _Request:
+    """A parsed Kubernetes resource path."""
+
+    def __init__(self, served: Served, namespace: str, name: str, subresource: str) -> None:
+        self.served = served
+        self.namespace = namespace
+        self.name = name
+        self.subresource = subresource
+
+    @property
+    def kind(self) -> Any:
+        return self.served.kind
+
+
+class SimHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # Handler threads are daemons, but stop() still closes every open connection and joins them.
+    block_on_close = False
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], sim: Sim) -> None:
+        self.sim = sim
+        self.connections: set[socket.socket] = set()
+        self.threads: set[threading.Thread] = set()
+        self.conn_lock = threading.Lock()
+        super().__init__(address, Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._serve, args=(request, client_address), daemon=True, name="sim-http"
+        )
+        with self.conn_lock:
+            self.connections.add(request)
+            self.threads.add(thread)
+        thread.start()
+
+    def _serve(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # pragma: no cover - a broken client connection
+            log.debug("connection from %s ended with an error", client_address, exc_info=True)
+        finally:
+            self.shutdown_request(request)
+            with self.conn_lock:
+                self.connections.discard(request)
+                self.threads.discard(threading.current_thread())
+
+    def close_connections(self) -> None:
+        with self.conn_lock:
+            conns = list(self.connections)
+            threads = list(self.threads)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        for t in threads:
+            t.join(timeout=5)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: SimHTTPServer
+    # kubectl's discovery and large list pages: Nagle would add 40 ms stalls per response.
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    # ---- plumbing -------------------------------------------------------------------------------
+
+    @property
+    def sim(self) -> Sim:
+        return self.server.sim
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(
+        self, status: int, body: bytes, content_type: str = JSON, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Audit-Id", str(uuid.uuid4()))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(obj, separators=(",", ":")).encode(), JSON, headers)
+
+    def _error(self, err: ApiError, headers: dict[str, str] | None = None) -> None:
+        hdrs = dict(headers or {})
+        if err.retry_after:
+            hdrs["Retry-After"] = str(err.retry_after)
+        body = err.status()
+        if not err.reason:
+            body.pop("reason", None)
+        self._send(err.code, json.dumps(body, separators=(",", ":")).encode(), JSON, hdrs)
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_HEAD(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        path = url.path.rstrip("/") or "/"
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        body = self._body()
+        faults = self.sim.control.transport
+        try:
+            if faults.applies(path):
+                if faults.latency:
+                    time.sleep(faults.latency)
+                if faults.roll():
+                    status = faults.error_status
+                    reason = "TooManyRequests" if status == 429 else "InternalError"
+                    message = (
+                        "the server has received too many requests and has asked us to try again later"
+                        if status == 429
+                        else "Internal error occurred: injected by the simulator"
+                    )
+                    err = ApiError(status, reason, message)
+                    if status == 429:
+                        err.retry_after = faults.retry_after
+                    self._error(err)
+                    return
+            if path.startswith("/sim"):
+                self._control(method, path, query, body)
+                return
+            self._route(method, path, query, body)
+        except ApiError as err:
+            self._error(err)
+        except (BrokenPipeError, ConnectionResetError):
+            raise
+        except Exception as exc:  # a simulator bug: answer like an API server would, and log it
+            log.exception("%s %s failed", method, self.path)
+            self._error(ApiError(500, "InternalError", f"Internal error occurred: {exc!r}"))
+
+    # ---- routing ------------------------------------------------------------------------------
+
+    def _route(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
+        sim = self.sim
+        if path in ("/healthz", "/livez", "/readyz"):
+            self._send(200, b"ok", "text/plain; charset=utf-8")
+            return
+        if path == "/version":
+            self._json(200, sim.version_info())
+            return
+        if path == "/metrics":
+            self._send(200, sim.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+            return
+        accept = self.headers.get("Accept", "")
+        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
+        if parts[:2] == ["openapi", "v3"]:
+            self._openapi(parts[2:])
+            return
+        if parts[0] == "api":
+            if len(parts) == 1:
+                if "as=APIGroupDiscoveryList" in accept:
+                    self._send(
+                        200,
+                        json.dumps(discovery.aggregated(sim.catalog, core=True)).encode(),
+                        discovery.AGGREGATED,
+                        {"Vary": "Accept"},
+                    )
+                else:
+                    self._json(200, discovery.api_versions(f"127.0.0.1:{sim.port}"))
+                return
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis":
+            if len(parts) == 1:
+                if "as=APIGroupDiscoveryList" in accept:
+                    self._send(
+                        200,
+                        json.dumps(discovery.aggregated(sim.catalog, core=False)).encode(),
+                        discovery.AGGREGATED,
+                        {"Vary": "Accept"},
+                    )
+                else:
+                    self._json(200, discovery.group_list(sim.catalog))
+                return
+            if len(parts) == 2:
+                doc = discovery.group(sim.catalog, parts[1])
+                if doc is None:
+                    raise not_found("", "")
+                self._json(200, doc)
+                return
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            self._json(
+                404,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": "the server could not find the requested resource",
+                    "reason": "NotFound",
+                    "details": {},
+                    "code": 404,
+                },
+            )
+            return
+        if not rest:
+            doc = discovery.resource_list(sim.catalog, group, version)
+            if doc is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+            self._json(200, doc)
+            return
+        watch_path = False
+        if rest[0] == "watch":
+            watch_path, rest = True, rest[1:]
+        req = self._resource(group, version, rest)
+        self._resource_request(method, req, query, body, accept, watch_path)
+
+    def _openapi(self, rest: list[str]) -> None:
+        catalog = self.sim.catalog
+        if not rest:
+            self._json(200, discovery.openapi_v3_root(catalog))
+            return
+        if rest[0] == "api" and len(rest) == 2:
+            doc = discovery.openapi_v3_group_version(catalog, "", rest[1])
+        elif rest[0] == "apis" and len(rest) == 3:
+            doc = discovery.openapi_v3_group_version(catalog, rest[1], rest[2])
+        else:
+            doc = None
+        if doc is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        self._json(200, doc)
+
+    def _resource(self, group: str, version: str, rest: list[str]) -> _Request:
+        catalog = self.sim.catalog
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) >= 3 and catalog.lookup(group, version, rest[2]) is not None:
+            served = catalog.lookup(group, version, rest[2])
+            if served is not None and served.kind.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        served = catalog.lookup(group, version, rest[0])
+        if served is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if len(rest) > 3 or (sub and sub not in served.kind.subresources):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        if served.kind.namespaced is False and namespace:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        return _Request(served, namespace, name, sub)
+
+    # ---- resources ----------------------------------------------------------------------------
+
+    def _resource_request(
+        self, method: str, req: _Request, query: dict[str, str], body: bytes, accept: str, watch_path: bool
+    ) -> None:
+        sim = self.sim
+        served = req.served
+        kind = served.kind
+        is_watch = watch_path or _flag(query, "watch")
+        if method == "GET" and not req.name:
+            verb = "WATCH" if is_watch else "LIST"
+        else:
+            verb = {"GET": "GET", "POST": "POST", "PUT": "PUT", "PATCH": "PATCH", "DELETE": "DELETE"}[method]
+        headers: dict[str, str] = {}
+        warning = served.warning()
+        if warning is not None:
+            headers["Warning"] = f'299 - "{warning}"'
+            assert served.deprecation is not None
+            sim.metrics.deprecated_call(
+                group=kind.group,
+                version=served.version,
+                resource=kind.resource,
+                subresource=req.subresource,
+                removed=served.deprecation.removed_in,
+            )
+        scope = "resource" if req.name else ("namespace" if req.namespace else "cluster")
+        code = 200
+        try:
+            code = self._resource_inner(method, verb, req, query, body, accept, headers, is_watch)
+        except ApiError as err:
+            code = err.code
+            self._error(err, headers)
+        finally:
+            sim.metrics.request(
+                verb=verb,
+                group=kind.group,
+                version=served.version,
+                resource=kind.resource,
+                subresource=req.subresource,
+                scope=scope,
+                code=code,
+            )
+
+    def _dry_run(self, query: dict[str, str]) -> bool:
+        return query.get("dryRun") == "All"
+
+    def _resource_inner(
+        self,
+        method: str,
+        verb: str,
+        req: _Request,
+        query: dict[str, str],
+        body: bytes,
+        accept: str,
+        headers: dict[str, str],
+        is_watch: bool,
+    ) -> int:
+        sim = self.sim
+        served, kind = req.served, req.kind
+        ctype = self.headers.get("Content-Type", JSON)
+        if method == "GET" and not req.name:
+            if is_watch:
+                self._watch(req, query, accept, headers)
+                return 200
+            self._list(req, query, accept, headers)
+            return 200
+        if method == "GET":
+            if req.subresource == "log":
+                return self._logs(req, query, headers)
+            entry = sim.api.entry(kind, req.namespace, req.name)
+            if req.subresource == "scale":
+                self._json(200, self._scale(served, entry), headers)
+                return 200
+            if "as=Table" in accept:
+                self._json(200, self._table(served, [entry], entry.rv, "", query), headers)
+                return 200
+            self._send(200, served.type_prefix + entry.raw[1:], JSON, headers)
+            return 200
+        if method == "POST":
+            if req.subresource == "eviction":
+                disruption.evict(
+                    sim.api, req.namespace, req.name, decode_body(body, ctype), dry_run=self._dry_run(query)
+                )
+                self._json(
+                    201,
+                    {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+                    headers,
+                )
+                return 201
+            if req.subresource == "binding":
+                target = ((decode_body(body, ctype) or {}).get("target") or {}).get("name", "")
+                sim.bind(req.namespace, req.name, str(target))
+                self._json(
+                    201,
+                    {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+                    headers,
+                )
+                return 201
+            if req.name:
+                raise method_not_allowed()
+            obj = decode_body(body, ctype)
+            self._check_type(served, obj)
+            entry = sim.api.create(kind, req.namespace, obj, dry_run=self._dry_run(query))
+            self._send(201, served.type_prefix + entry.raw[1:], JSON, headers)
+            return 201
+        if method == "PUT":
+            if not req.name:
+                raise method_not_allowed()
+            obj = decode_body(body, ctype)
+            if req.subresource == "scale":
+                entry = self._set_scale(req, obj)
+                self._json(200, self._scale(served, entry), headers)
+                return 200
+            self._check_type(served, obj)
+            entry = sim.api.update(
+                kind, req.namespace, req.name, obj, subresource=req.subresource, dry_run=self._dry_run(query)
+            )
+            self._send(200, served.type_prefix + entry.raw[1:], JSON, headers)
+            return 200
+        if method == "PATCH":
+            if not req.name:
+                raise method_not_allowed()
+            if req.subresource == "scale":
+                current = self._scale(served, sim.api.entry(kind, req.namespace, req.name))
+                patched = _patch_plain(current, ctype, body)
+                entry = self._set_scale(req, patched)
+                self._json(200, self._scale(served, entry), headers)
+                return 200
+            entry = sim.api.patch(
+                kind,
+                req.namespace,
+                req.name,
+                ctype,
+                body,
+                subresource=req.subresource,
+                dry_run=self._dry_run(query),
+            )
+            self._send(200, served.type_prefix + entry.raw[1:], JSON, headers)
+            return 200
+        if method == "DELETE":
+            opts = DeleteOptions.parse(decode_body(body, ctype) if body else None, query)
+            if not req.name:
+                return self._delete_collection(req, query, opts, headers)
+            entry, _gone = sim.api.delete(kind, req.namespace, req.name, opts)
+            self._send(200, served.type_prefix + entry.raw[1:], JSON, headers)
+            return 200
+        raise method_not_allowed()
+
+    @staticmethod
+    def _check_type(served: Served, obj: Any) -> None:
+        if not isinstance(obj, dict):
+            raise bad_request("the body of the request was in an unknown format")
+        kind, api_version = obj.get("kind"), obj.get("apiVersion")
+        if kind and kind != served.kind.kind:
+            raise bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({served.group_version})"
+                if api_version != served.group_version
+                else f"the kind in the data ({kind}) does not match the expected kind ({served.kind.kind})"
+            )
+
+    def _selectors(self, req: _Request, query: dict[str, str]) -> tuple[Any, Any]:
+        try:
+            labels = parse_label_selector(query.get("labelSelector"))
+            fields = parse_field_selector(query.get("fieldSelector"), req.kind.selectable)
+        except SelectorError as exc:
+            raise bad_request(str(exc)) from None
+        if req.namespace:
+            # A namespaced request is the same as a metadata.namespace field selector.
+            other = fields.exact("metadata.namespace")
+            if other is not None and other != req.namespace:
+                return labels, parse_field_selector("metadata.name=\x00impossible", req.kind.selectable)
+        elif fields.exact("metadata.namespace") is not None and req.kind.namespaced:
+            req.namespace = str(fields.exact("metadata.namespace"))
+        return labels, fields
+
+    def _list(self, req: _Request, query: dict[str, str], accept: str, headers: dict[str, str]) -> None:
+        sim = self.sim
+        labels, fields = self._selectors(req, query)
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise bad_request(f"limit: Invalid value: {query.get('limit')!r}") from None
+        result = sim.store.list_page(
+            req.kind,
+            namespace=req.namespace,
+            labels=labels,
+            fields=fields,
+            limit=max(limit, 0),
+            continue_token=query.get("continue", ""),
+            resource_version=query.get("resourceVersion", ""),
+            resource_version_match=query.get("resourceVersionMatch", ""),
+        )
+        if "as=Table" in accept:
+            self._json(
+                200,
+                self._table(
+                    req.served,
+                    result.entries,
+                    result.resource_version,
+                    result.continue_token,
+                    query,
+                    remaining=result.remaining,
+                ),
+                headers,
+            )
+            return
+        meta: Obj = {"resourceVersion": str(result.resource_version)}
+        if result.continue_token:
+            meta["continue"] = result.continue_token
+        if result.remaining is not None:
+            meta["remainingItemCount"] = result.remaining
+        served = req.served
+        head = f'{{"kind":"{served.kind.kind}List","apiVersion":"{served.group_version}","metadata":'.encode()
+        body = b"".join([head, dumps(meta), b',"items":[', b",".join(e.raw for e in result.entries), b"]}"])
+        self._send(200, body, JSON, headers)
+
+    def _table(
+        self,
+        served: Served,
+        entries: list[Entry],
+        rv: int,
+        token: str,
+        query: dict[str, str],
+        *,
+        remaining: int | None = None,
+        headers_included: bool = True,
+    ) -> Obj:
+        objects = [e.obj() for e in entries]
+        prefix = {"kind": served.kind.kind, "apiVersion": served.group_version}
+        include = query.get("includeObject", "Metadata")
+        meta: Obj = {"resourceVersion": str(rv)}
+        if token:
+            meta["continue"] = token
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        return {
+            "kind": "Table",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": meta,
+            "columnDefinitions": tables.column_definitions(served.kind.kind) if headers_included else None,
+            "rows": tables.rows(
+                served.kind.kind, objects, self.sim.clock.now(), include, lambda o: {**prefix, **o}
+            ),
+        }
+
+    def _delete_collection(
+        self, req: _Request, query: dict[str, str], opts: DeleteOptions, headers: dict[str, str]
+    ) -> int:
+        sim = self.sim
+        labels, fields = self._selectors(req, query)
+        result = sim.store.list_page(req.kind, namespace=req.namespace, labels=labels, fields=fields)
+        deleted: list[bytes] = []
+        for e in result.entries:
+            try:
+                entry, _ = sim.api.delete(req.kind, e.namespace, e.name, opts)
+            except ApiError as err:
+                if err.code == 404:
+                    continue
+                raise
+            deleted.append(entry.raw)
+        served = req.served
+        head = f'{{"kind":"{served.kind.kind}List","apiVersion":"{served.group_version}","metadata":'.encode()
+        body = b"".join(
+            [head, dumps({"resourceVersion": str(sim.store.rv)}), b',"items":[', b",".join(deleted), b"]}"]
+        )
+        self._send(200, body, JSON, headers)
+        return 200
+
+    # ---- scale ----------------------------------------------------------------------------------
+
+    def _scale(self, served: Served, entry: Entry) -> Obj:
+        obj = entry.obj()
+        m = obj["metadata"]
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": m["name"],
+                "namespace": m.get("namespace", ""),
+                "uid": m.get("uid"),
+                "resourceVersion": m.get("resourceVersion"),
+                "creationTimestamp": m.get("creationTimestamp"),
+            },
+            "spec": {"replicas": int((obj.get("spec") or {}).get("replicas", 1))},
+            "status": {
+                "replicas": int((obj.get("status") or {}).get("replicas", 0)),
+                "selector": selector_to_string((obj.get("spec") or {}).get("selector")).replace("<none>", ""),
+            },
+        }
+
+    def _set_scale(self, req: _Request, scale: Any) -> Entry:
+        if not isinstance(scale, dict):
+            raise bad_request("not a Scale object")
+        replicas = (scale.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or replicas < 0:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'Scale.autoscaling "{req.name}" is invalid: spec.replicas: Invalid value: {replicas!r}',
+            )
+        rv = str((scale.get("metadata") or {}).get("resourceVersion") or "")
+        patch: Obj = {"spec": {"replicas": replicas}}
+        if rv:
+            patch["metadata"] = {"resourceVersion": rv}
+        return self.sim.api.patch(
+            req.kind, req.namespace, req.name, "application/merge-patch+json", json.dumps(patch).encode()
+        )
+
+    # ---- watch ------------------------------------------------------------------------------------
+
+    def _start_stream(self, content_type: str, headers: dict[str, str]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            pass
+
+    def _watch(self, req: _Request, query: dict[str, str], accept: str, headers: dict[str, str]) -> None:
+        sim = self.sim
+        labels, fields = self._selectors(req, query)
+        send_initial = _flag(query, "sendInitialEvents")
+        if send_initial and query.get("resourceVersionMatch") != "NotOlderThan":
+            raise ApiError(
+                422,
+                "Invalid",
+                'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                {
+                    "group": "meta.k8s.io",
+                    "kind": "ListOptions",
+                    "causes": [
+                        {
+                            "reason": "FieldValueForbidden",
+                            "field": "resourceVersionMatch",
+                            "message": "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                        }
+                    ],
+                },
+            )
+        bookmarks = _flag(query, "allowWatchBookmarks")
+        try:
+            timeout = (
+                float(query["timeoutSeconds"])
+                if query.get("timeoutSeconds")
+                else 1800.0 * (1 + random.random())
+            )
+        except ValueError:
+            raise bad_request(f"timeoutSeconds: Invalid value: {query.get('timeoutSeconds')!r}") from None
+        table = "as=Table" in accept
+        served = req.served
+        self._start_stream(JSON, headers)
+        first_table = [True]
+
+        def encode(kind: str, raw: bytes | None, rv: int, annotations: Obj | None = None) -> bytes:
+            if table and raw is not None:
+                obj = json.loads(raw)
+                t = self._table(served, [], rv, "", query, headers_included=first_table[0])
+                t["metadata"] = {"resourceVersion": str(rv)}
+                t["rows"] = tables.rows(
+                    served.kind.kind,
+                    [obj],
+                    sim.clock.now(),
+                    query.get("includeObject", "Metadata"),
+                    lambda o: {"kind": served.kind.kind, "apiVersion": served.group_version, **o},
+                )
+                first_table[0] = False
+                return b'{"type":"' + kind.encode() + b'","object":' + dumps(t) + b"}\n"
+            if raw is None:
+                meta: Obj = {"resourceVersion": str(rv)}
+                if annotations:
+                    meta["annotations"] = annotations
+                if table:
+                    body = dumps(
+                        {
+                            "kind": "Table",
+                            "apiVersion": "meta.k8s.io/v1",
+                            "metadata": meta,
+                            "columnDefinitions": None,
+                            "rows": [],
+                        }
+                    )
+                else:
+                    body = served.type_prefix + dumps({"metadata": meta})[1:]
+                return b'{"type":"' + kind.encode() + b'","object":' + body + b"}\n"
+            return b'{"type":"' + kind.encode() + b'","object":' + served.type_prefix + raw[1:] + b"}\n"
+
+        try:
+            start = sim.store.watch(
+                req.kind,
+                namespace=req.namespace,
+                labels=labels,
+                fields=fields,
+                resource_version=query.get("resourceVersion", ""),
+                send_initial_events=send_initial,
+            )
+        except ApiError as err:
+            status = err.status()
+            self._chunk(b'{"type":"ERROR","object":' + dumps(status) + b"}\n")
+            self._end_stream()
+            return
+        watcher = start.watcher
+        started = time.monotonic()
+        deadline = started + timeout
+        drop_after = sim.control.transport.watch_drop_after
+        if drop_after:
+            deadline = min(deadline, started + drop_after)
+        last_bookmark = time.monotonic()
+        interval = sim.bookmark_interval
+        try:
+            for e in start.initial:
+                self._chunk(encode("ADDED", e.raw, e.rv))
+            if start.initial_events_end:
+                self._chunk(
+                    encode("BOOKMARK", None, start.resource_version, {"k8s.io/initial-events-end": "true"})
+                )
+            for record in start.replay:
+                ev = watcher.event_for(record)
+                if ev is not None:
+                    self._chunk(encode(ev[0], ev[1].raw, ev[1].rv))
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                wait = deadline - now
+                if bookmarks:
+                    wait = min(wait, max(0.05, interval - (now - last_bookmark)))
+                records = watcher.take(wait)
+                for record in records:
+                    ev = watcher.event_for(record)
+                    if ev is not None:
+                        self._chunk(encode(ev[0], ev[1].raw, ev[1].rv))
+                if watcher.closed:
+                    break
+                if bookmarks and time.monotonic() - last_bookmark >= interval:
+                    # Drain under the store lock, so the bookmark's version covers everything sent.
+                    with sim.store.lock:
+                        late = watcher.take(0)
+                        rv = sim.store.rv
+                    for record in late:
+                        ev = watcher.event_for(record)
+                        if ev is not None:
+                            self._chunk(encode(ev[0], ev[1].raw, ev[1].rv))
+                    self._chunk(encode("BOOKMARK", None, rv))
+                    last_bookmark = time.monotonic()
+            self._end_stream()
+        except OSError:
+            pass
+        finally:
+            sim.store.unwatch(watcher)
+            self.close_connection = True
+
+    # ---- logs ---------------------------------------------------------------------------------
+
+    def _logs(self, req: _Request, query: dict[str, str], headers: dict[str, str]) -> int:
+        sim = self.sim
+
+        def number(name: str) -> int | None:
+            value = query.get(name)
+            if value in (None, ""):
+                return None
+            try:
+                return int(value)
+            except ValueError:
+                raise bad_request(f"{name}: Invalid value: {value!r}") from None
+
+        since = number("sinceSeconds")
+        if query.get("sinceTime"):
+            t = parse_time(query["sinceTime"])
+            if t is not None:
+                since = max(0, int(sim.clock.now() - t))
+        tail = number("tailLines")
+        limit_bytes = number("limitBytes")
+        container = query.get("container", "")
+        timestamps = _flag(query, "timestamps")
+        previous = _flag(query, "previous")
+
+        def read() -> list[str]:
+            with sim.store.lock:
+                pod = sim.api.entry(req.kind, req.namespace, req.name).obj()
+                return sim.kubelets.logs(
+                    pod,
+                    container,
+                    previous=previous,
+                    since_seconds=since,
+                    tail_lines=tail,
+                    timestamps=timestamps,
+                )
+
+        lines = read()
+        if not _flag(query, "follow"):
+            text = "".join(line + "\n" for line in lines).encode()
+            if limit_bytes is not None:
+                text = text[:limit_bytes]
+            self._send(200, text, "text/plain", headers)
+            return 200
+        self._start_stream("text/plain", headers)
+        sent = len(lines)
+        try:
+            if lines:
+                self._chunk("".join(line + "\n" for line in lines).encode())
+            for _ in self._follow_ticks():
+                try:
+                    current = read()
+                except ApiError:
+                    break
+                if len(current) > sent:
+                    self._chunk("".join(line + "\n" for line in current[sent:]).encode())
+                sent = len(current)
+            self._end_stream()
+        except OSError:
+            pass
+        finally:
+            self.close_connection = True
+        return 200
+
+    def _follow_ticks(self) -> Iterator[None]:
+        while not self.sim.stopping:
+            time.sleep(0.25)
+            yield None
+
+    # ---- control ------------------------------------------------------------------------------
+
+    def _control(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
+        status, payload = control_http.handle(self.sim.control, method, path, query, body)
+        self._json(status, payload)
+
+
+def _patch_plain(current: Obj, ctype: str, body: bytes) -> Obj:
+    patch = decode_body(body, ctype)
+    c = ctype.split(";")[0]
+    if c == "application/json-patch+json":
+        out = json_patch(current, patch)
+    elif c == "application/strategic-merge-patch+json":
+        out = strategic_merge_patch(current, patch)
+    else:
+        out = merge_patch(current, patch)
+    if not isinstance(out, dict):
+        raise bad_request("patch produced a value that is not an object")
+    return out

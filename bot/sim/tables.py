@@ -1,0 +1,694 @@
+"""Server-side printing: the `Table` (meta.k8s.io/v1) kubectl asks for with `Accept: …;as=Table`.
+
+Columns and cells follow kubectl's printers for the kinds the bot and runbooks look at (pods,
+nodes, workloads, PDBs, events, services, namespaces, leases, …); other kinds get the generic
+Name/Created At table. The server always sends every column — kubectl hides priority-1 columns
+unless `-o wide`. AGE and similar cells are computed on the simulated clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bot.sim.clock import human_duration, parse_time
+from bot.sim.objects import condition, controller_ref
+from bot.sim.selectors import selector_to_string
+
+Obj = dict[str, Any]
+Column = tuple[str, str, str, int, str]  # name, type, format, priority, description
+
+_NAME: Column = ("Name", "string", "name", 0, "Name must be unique within a namespace.")
+_AGE: Column = (
+    "Age",
+    "string",
+    "",
+    0,
+    "CreationTimestamp is a timestamp representing the server time when this object was created.",
+)
+
+
+def _age(obj: Obj, now: float, field: str = "") -> str:
+    stamp = obj.get(field) if field else (obj.get("metadata") or {}).get("creationTimestamp")
+    when = parse_time(stamp)
+    return "<unknown>" if when is None else human_duration(now - when)
+
+
+def _none(value: Any) -> str:
+    return str(value) if value not in (None, "", []) else "<none>"
+
+
+def _containers(template_spec: Obj) -> tuple[str, str]:
+    cs = template_spec.get("containers") or []
+    return ",".join(c.get("name", "") for c in cs), ",".join(c.get("image", "") for c in cs)
+
+
+# ---- pods ---------------------------------------------------------------------------------------
+
+
+def pod_status_reason(pod: Obj) -> str:
+    """The STATUS kubectl shows for a pod (Running, Pending, CrashLoopBackOff, Init:0/1, Terminating, …)."""
+    status = pod.get("status") or {}
+    reason = status.get("reason") or status.get("phase") or ""
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
+    inits = (pod.get("spec") or {}).get("initContainers") or []
+    initializing = False
+    for i, cs in enumerate(status.get("initContainerStatuses") or []):
+        state = cs.get("state") or {}
+        term = state.get("terminated")
+        if term and term.get("exitCode") == 0:
+            continue
+        if term:
+            reason = "Init:" + (term.get("reason") or f"ExitCode:{term.get('exitCode')}")
+        elif state.get("waiting", {}).get("reason") and state["waiting"]["reason"] != "PodInitializing":
+            reason = "Init:" + state["waiting"]["reason"]
+        else:
+            reason = f"Init:{i}/{len(inits)}"
+        initializing = True
+        break
+    init_done = condition(status, "Initialized")
+    if not initializing or (init_done and init_done.get("status") == "True"):
+        has_running = False
+        error_reason = ""
+        for cs in reversed(status.get("containerStatuses") or []):
+            state = cs.get("state") or {}
+            if state.get("waiting", {}).get("reason"):
+                reason = state["waiting"]["reason"]
+            elif "terminated" in state:
+                t = state["terminated"]
+                reason = t.get("reason") or (
+                    f"Signal:{t['signal']}" if t.get("signal") else f"ExitCode:{t.get('exitCode', 0)}"
+                )
+                if t.get("exitCode"):
+                    error_reason = reason
+            elif cs.get("ready") and "running" in state:
+                has_running = True
+        if reason == "Completed":
+            ready = condition(status, "Ready")
+            if has_running and ready and ready.get("status") == "True":
+                reason = "Running"
+            elif error_reason:
+                reason = error_reason
+            elif has_running:
+                reason = "NotReady"
+    m = pod.get("metadata") or {}
+    if m.get("deletionTimestamp") and status.get("reason") == "NodeLost":
+        reason = "Unknown"
+    elif m.get("deletionTimestamp") and status.get("phase") not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+    return str(reason)
+
+
+def _pod_row(pod: Obj, now: float) -> list[Any]:
+    status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
+    total = len(spec.get("containers") or [])
+    ready = sum(
+        1
+        for cs in status.get("containerStatuses") or []
+        if cs.get("ready") and "running" in (cs.get("state") or {})
+    )
+    restarts = 0
+    last_restart: float | None = None
+    for cs in status.get("containerStatuses") or []:
+        restarts += int(cs.get("restartCount", 0))
+        finished = parse_time(((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt"))
+        if finished is not None and (last_restart is None or finished > last_restart):
+            last_restart = finished
+    restart_cell = str(restarts)
+    if restarts and last_restart is not None:
+        restart_cell = f"{restarts} ({human_duration(now - last_restart)} ago)"
+    ips = status.get("podIPs") or []
+    gates = spec.get("readinessGates") or []
+    gate_cell = "<none>"
+    if gates:
+        true = sum(
+            1 for g in gates if (condition(status, g.get("conditionType", "")) or {}).get("status") == "True"
+        )
+        gate_cell = f"{true}/{len(gates)}"
+    return [
+        pod["metadata"]["name"],
+        f"{ready}/{total}",
+        pod_status_reason(pod),
+        restart_cell,
+        _age(pod, now),
+        ips[0]["ip"] if ips else "<none>",
+        _none(spec.get("nodeName")),
+        _none(status.get("nominatedNodeName")),
+        gate_cell,
+    ]
+
+
+POD_COLUMNS: list[Column] = [
+    _NAME,
+    ("Ready", "string", "", 0, "The aggregate readiness state of this pod for accepting traffic."),
+    ("Status", "string", "", 0, "The aggregate status of the containers in this pod."),
+    (
+        "Restarts",
+        "string",
+        "",
+        0,
+        "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+    ),
+    _AGE,
+    ("IP", "string", "", 1, "IP address allocated to the pod. Routable at least within the cluster."),
+    ("Node", "string", "", 1, "NodeName is a request to schedule this pod onto a specific node."),
+    (
+        "Nominated Node",
+        "string",
+        "",
+        1,
+        "nominatedNodeName is set when this pod preempts other pods on the node.",
+    ),
+    (
+        "Readiness Gates",
+        "string",
+        "",
+        1,
+        "If specified, all readiness gates will be evaluated for pod readiness.",
+    ),
+]
+
+# ---- nodes ------------------------------------------------------------------------------------
+
+
+def _node_row(node: Obj, now: float) -> list[Any]:
+    status = node.get("status") or {}
+    ready = condition(status, "Ready")
+    words = []
+    if ready is not None:
+        words.append("Ready" if ready.get("status") == "True" else "NotReady")
+    else:
+        words.append("Unknown")
+    if (node.get("spec") or {}).get("unschedulable"):
+        words.append("SchedulingDisabled")
+    roles = set()
+    for k, v in ((node.get("metadata") or {}).get("labels") or {}).items():
+        if k.startswith("node-role.kubernetes.io/") and k.split("/", 1)[1]:
+            roles.add(k.split("/", 1)[1])
+        elif k == "kubernetes.io/role" and v:
+            roles.add(v)
+    info = status.get("nodeInfo") or {}
+    addresses = status.get("addresses") or []
+    internal = next((a["address"] for a in addresses if a.get("type") == "InternalIP"), "<none>")
+    external = next((a["address"] for a in addresses if a.get("type") == "ExternalIP"), "<none>")
+    kernel = info.get("kernelVersion") or "<unknown>"
+    if info.get("architecture"):
+        kernel += f" ({info['architecture']})"
+    return [
+        node["metadata"]["name"],
+        ",".join(words),
+        ",".join(sorted(roles)) or "<none>",
+        _age(node, now),
+        info.get("kubeletVersion", ""),
+        internal,
+        external,
+        info.get("osImage") or "<unknown>",
+        kernel,
+        info.get("containerRuntimeVersion") or "<unknown>",
+    ]
+
+
+NODE_COLUMNS: list[Column] = [
+    _NAME,
+    ("Status", "string", "", 0, "The status of the node"),
+    ("Roles", "string", "", 0, "The roles of the node"),
+    _AGE,
+    ("Version", "string", "", 0, "Kubelet Version reported by the node."),
+    ("Internal-IP", "string", "", 1, "List of addresses reachable to the node."),
+    ("External-IP", "string", "", 1, "List of addresses reachable to the node."),
+    ("OS-Image", "string", "", 1, "OS Image reported by the node from /etc/os-release."),
+    ("Kernel-Version", "string", "", 1, "Kernel Version reported by the node from 'uname -r'."),
+    (
+        "Container-Runtime",
+        "string",
+        "",
+        1,
+        "ContainerRuntime Version reported by the node through runtime remote API.",
+    ),
+]
+
+# ---- workloads --------------------------------------------------------------------------------
+
+
+def _deploy_row(d: Obj, now: float) -> list[Any]:
+    spec, st = d.get("spec") or {}, d.get("status") or {}
+    names, images = _containers((spec.get("template") or {}).get("spec") or {})
+    return [
+        d["metadata"]["name"],
+        f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
+        st.get("updatedReplicas", 0),
+        st.get("availableReplicas", 0),
+        _age(d, now),
+        names,
+        images,
+        selector_to_string(spec.get("selector")),
+    ]
+
+
+def _rs_row(r: Obj, now: float) -> list[Any]:
+    spec, st = r.get("spec") or {}, r.get("status") or {}
+    names, images = _containers((spec.get("template") or {}).get("spec") or {})
+    return [
+        r["metadata"]["name"],
+        spec.get("replicas", 1),
+        st.get("replicas", 0),
+        st.get("readyReplicas", 0),
+        _age(r, now),
+        names,
+        images,
+        selector_to_string(spec.get("selector")),
+    ]
+
+
+def _ds_row(d: Obj, now: float) -> list[Any]:
+    spec, st = d.get("spec") or {}, d.get("status") or {}
+    tspec = (spec.get("template") or {}).get("spec") or {}
+    names, images = _containers(tspec)
+    selector = ",".join(f"{k}={v}" for k, v in sorted((tspec.get("nodeSelector") or {}).items())) or "<none>"
+    return [
+        d["metadata"]["name"],
+        st.get("desiredNumberScheduled", 0),
+        st.get("currentNumberScheduled", 0),
+        st.get("numberReady", 0),
+        st.get("updatedNumberScheduled", 0),
+        st.get("numberAvailable", 0),
+        selector,
+        _age(d, now),
+        names,
+        images,
+        selector_to_string(spec.get("selector")),
+    ]
+
+
+def _sts_row(s: Obj, now: float) -> list[Any]:
+    spec, st = s.get("spec") or {}, s.get("status") or {}
+    names, images = _containers((spec.get("template") or {}).get("spec") or {})
+    return [
+        s["metadata"]["name"],
+        f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
+        _age(s, now),
+        names,
+        images,
+    ]
+
+
+_CONTAINERS: Column = ("Containers", "string", "", 1, "Names of each container in the template.")
+_IMAGES: Column = ("Images", "string", "", 1, "Images referenced by each container in the template.")
+_SELECTOR: Column = ("Selector", "string", "", 1, "The label selector of the workload.")
+
+# ---- the rest ---------------------------------------------------------------------------------
+
+
+def _pdb_row(p: Obj, now: float) -> list[Any]:
+    spec, st = p.get("spec") or {}, p.get("status") or {}
+    return [
+        p["metadata"]["name"],
+        str(spec["minAvailable"]) if spec.get("minAvailable") is not None else "N/A",
+        str(spec["maxUnavailable"]) if spec.get("maxUnavailable") is not None else "N/A",
+        int(st.get("disruptionsAllowed", 0)),
+        _age(p, now),
+    ]
+
+
+def _event_row(e: Obj, now: float) -> list[Any]:
+    ref = e.get("involvedObject") or {}
+    src = e.get("source") or {}
+    source = src.get("component", "")
+    if src.get("host"):
+        source += f", {src['host']}"
+    last = parse_time(e.get("lastTimestamp")) or parse_time(e.get("eventTime"))
+    first = parse_time(e.get("firstTimestamp")) or last
+    return [
+        human_duration(now - last) if last else "<unknown>",
+        e.get("type", ""),
+        e.get("reason", ""),
+        f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}",
+        ref.get("fieldPath", ""),
+        source,
+        str(e.get("message", "")).strip(),
+        human_duration(now - first) if first else "<unknown>",
+        str(e.get("count", 1)),
+        e["metadata"]["name"],
+    ]
+
+
+def _service_row(s: Obj, now: float) -> list[Any]:
+    spec = s.get("spec") or {}
+    ports = ",".join(
+        f"{p.get('port')}{':' + str(p['nodePort']) if p.get('nodePort') else ''}/{p.get('protocol', 'TCP')}"
+        for p in spec.get("ports") or []
+    )
+    lb = ((s.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    external = ",".join(i.get("ip") or i.get("hostname", "") for i in lb) or (
+        "<pending>" if spec.get("type") == "LoadBalancer" else "<none>"
+    )
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or "<none>"
+    return [
+        s["metadata"]["name"],
+        spec.get("type", "ClusterIP"),
+        spec.get("clusterIP") or "<none>",
+        external,
+        ports or "<none>",
+        _age(s, now),
+        selector,
+    ]
+
+
+def _endpoints_row(e: Obj, now: float) -> list[Any]:
+    pairs = []
+    for subset in e.get("subsets") or []:
+        for a in subset.get("addresses") or []:
+            for p in subset.get("ports") or [{"port": None}]:
+                pairs.append(f"{a['ip']}:{p.get('port')}" if p.get("port") else a["ip"])
+    text = ",".join(pairs[:3]) + (f" + {len(pairs) - 3} more..." if len(pairs) > 3 else "")
+    return [e["metadata"]["name"], text or "<none>", _age(e, now)]
+
+
+def _generic_row(o: Obj, now: float) -> list[Any]:
+    return [o["metadata"]["name"], o["metadata"].get("creationTimestamp")]
+
+
+def _hpa_row(h: Obj, now: float) -> list[Any]:
+    spec, st = h.get("spec") or {}, h.get("status") or {}
+    ref = spec.get("scaleTargetRef") or {}
+    targets = []
+    for m in spec.get("metrics") or []:
+        res = m.get("resource") or {}
+        target = res.get("target") or {}
+        if target.get("averageUtilization") is not None:
+            targets.append(f"cpu: <unknown>/{target['averageUtilization']}%")
+    if spec.get("targetCPUUtilizationPercentage") is not None:
+        targets.append(f"<unknown>/{spec['targetCPUUtilizationPercentage']}%")
+    return [
+        h["metadata"]["name"],
+        f"{ref.get('kind', '')}/{ref.get('name', '')}",
+        ", ".join(targets) or "<none>",
+        str(spec.get("minReplicas", 1)),
+        str(spec.get("maxReplicas", 0)),
+        str(st.get("currentReplicas", 0)),
+        _age(h, now),
+    ]
+
+
+ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
+    "Pod": (POD_COLUMNS, _pod_row),
+    "Node": (NODE_COLUMNS, _node_row),
+    "Deployment": (
+        [
+            _NAME,
+            ("Ready", "string", "", 0, "Number of the pod with ready state"),
+            (
+                "Up-to-date",
+                "integer",
+                "",
+                0,
+                "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+            ),
+            ("Available", "integer", "", 0, "Total number of available pods targeted by this deployment."),
+            _AGE,
+            _CONTAINERS,
+            _IMAGES,
+            _SELECTOR,
+        ],
+        _deploy_row,
+    ),
+    "ReplicaSet": (
+        [
+            _NAME,
+            ("Desired", "integer", "", 0, "Replicas is the number of desired replicas."),
+            ("Current", "integer", "", 0, "Replicas is the most recently observed number of replicas."),
+            ("Ready", "integer", "", 0, "The number of ready replicas for this replica set."),
+            _AGE,
+            _CONTAINERS,
+            _IMAGES,
+            _SELECTOR,
+        ],
+        _rs_row,
+    ),
+    "DaemonSet": (
+        [
+            _NAME,
+            ("Desired", "integer", "", 0, "The total number of nodes that should be running the daemon pod."),
+            ("Current", "integer", "", 0, "The number of nodes that are running at least 1 daemon pod."),
+            (
+                "Ready",
+                "integer",
+                "",
+                0,
+                "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.",
+            ),
+            ("Up-to-date", "integer", "", 0, "The total number of nodes that are running updated daemon pod"),
+            (
+                "Available",
+                "integer",
+                "",
+                0,
+                "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available.",
+            ),
+            (
+                "Node Selector",
+                "string",
+                "",
+                0,
+                "NodeSelector is a selector which must be true for the pod to fit on a node.",
+            ),
+            _AGE,
+            _CONTAINERS,
+            _IMAGES,
+            _SELECTOR,
+        ],
+        _ds_row,
+    ),
+    "StatefulSet": (
+        [_NAME, ("Ready", "string", "", 0, "Number of the pod with ready state"), _AGE, _CONTAINERS, _IMAGES],
+        _sts_row,
+    ),
+    "PodDisruptionBudget": (
+        [
+            _NAME,
+            ("Min Available", "string", "", 0, "The minimum number of pods that must be available."),
+            ("Max Unavailable", "string", "", 0, "The maximum number of pods that may be unavailable."),
+            (
+                "Allowed Disruptions",
+                "integer",
+                "",
+                0,
+                "Calculated number of pods that may be disrupted at this time.",
+            ),
+            _AGE,
+        ],
+        _pdb_row,
+    ),
+    "Event": (
+        [
+            (
+                "Last Seen",
+                "string",
+                "",
+                0,
+                "The time at which the most recent occurrence of this event was recorded.",
+            ),
+            ("Type", "string", "", 0, "Type of this event (Normal, Warning)."),
+            ("Reason", "string", "", 0, "This should be a short, machine understandable string."),
+            ("Object", "string", "", 0, "The object that this event is about."),
+            ("Subobject", "string", "", 1, "The field of the object the event is about."),
+            ("Source", "string", "", 1, "The component reporting this event."),
+            ("Message", "string", "", 0, "A human-readable description of the status of this operation."),
+            ("First Seen", "string", "", 1, "The time at which the event was first recorded."),
+            ("Count", "string", "", 1, "The number of times this event has occurred."),
+            ("Name", "string", "name", 1, "Name must be unique within a namespace."),
+        ],
+        _event_row,
+    ),
+    "Service": (
+        [
+            _NAME,
+            ("Type", "string", "", 0, "type determines how the Service is exposed."),
+            ("Cluster-IP", "string", "", 0, "clusterIP is the IP address of the service."),
+            (
+                "External-IP",
+                "string",
+                "",
+                0,
+                "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
+            ),
+            ("Port(s)", "string", "", 0, "The list of ports that are exposed by this service."),
+            _AGE,
+            (
+                "Selector",
+                "string",
+                "",
+                1,
+                "Route service traffic to pods with label keys and values matching this selector.",
+            ),
+        ],
+        _service_row,
+    ),
+    "Endpoints": (
+        [_NAME, ("Endpoints", "string", "", 0, "Endpoints is the list of endpoints."), _AGE],
+        _endpoints_row,
+    ),
+    "Namespace": (
+        [_NAME, ("Status", "string", "", 0, "The status of the namespace"), _AGE],
+        lambda o, now: [o["metadata"]["name"], (o.get("status") or {}).get("phase", "Active"), _age(o, now)],
+    ),
+    "ConfigMap": (
+        [_NAME, ("Data", "string", "", 0, "Data contains the configuration data."), _AGE],
+        lambda o, now: [
+            o["metadata"]["name"],
+            len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+            _age(o, now),
+        ],
+    ),
+    "Secret": (
+        [
+            _NAME,
+            ("Type", "string", "", 0, "Used to facilitate programmatic handling of secret data."),
+            ("Data", "string", "", 0, "Data contains the secret data."),
+            _AGE,
+        ],
+        lambda o, now: [
+            o["metadata"]["name"],
+            o.get("type", "Opaque"),
+            len(o.get("data") or {}),
+            _age(o, now),
+        ],
+    ),
+    "Lease": (
+        [
+            _NAME,
+            (
+                "Holder",
+                "string",
+                "",
+                0,
+                "holderIdentity contains the identity of the holder of a current lease.",
+            ),
+            _AGE,
+        ],
+        lambda o, now: [o["metadata"]["name"], (o.get("spec") or {}).get("holderIdentity", ""), _age(o, now)],
+    ),
+    "HorizontalPodAutoscaler": (
+        [
+            _NAME,
+            ("Reference", "string", "", 0, "The scale target."),
+            ("Targets", "string", "", 0, "The metrics and targets."),
+            ("MinPods", "string", "", 0, "The lower limit of replicas."),
+            ("MaxPods", "string", "", 0, "The upper limit of replicas."),
+            ("Replicas", "string", "", 0, "The current number of replicas."),
+            _AGE,
+        ],
+        _hpa_row,
+    ),
+    "ValidatingWebhookConfiguration": (
+        [_NAME, ("Webhooks", "integer", "", 0, "Webhooks is a list of webhooks."), _AGE],
+        lambda o, now: [o["metadata"]["name"], len(o.get("webhooks") or []), _age(o, now)],
+    ),
+    "MutatingWebhookConfiguration": (
+        [_NAME, ("Webhooks", "integer", "", 0, "Webhooks is a list of webhooks."), _AGE],
+        lambda o, now: [o["metadata"]["name"], len(o.get("webhooks") or []), _age(o, now)],
+    ),
+    "ControllerRevision": (
+        [
+            _NAME,
+            ("Controller", "string", "", 0, "Controller of the object."),
+            ("Revision", "integer", "", 0, "Revision indicates the revision of the state."),
+            _AGE,
+        ],
+        lambda o, now: [
+            o["metadata"]["name"],
+            (lambda r: f"{str(r.get('kind', '')).lower()}.apps/{r.get('name', '')}" if r else "<none>")(
+                controller_ref(o)
+            ),
+            o.get("revision", 0),
+            _age(o, now),
+        ],
+    ),
+    "PersistentVolumeClaim": (
+        [
+            _NAME,
+            ("Status", "string", "", 0, "The phase of the claim."),
+            ("Volume", "string", "", 0, "The bound volume."),
+            ("Capacity", "string", "", 0, "The capacity."),
+            ("Access Modes", "string", "", 0, "The access modes."),
+            ("StorageClass", "string", "", 0, "The storage class."),
+            _AGE,
+        ],
+        lambda o, now: [
+            o["metadata"]["name"],
+            (o.get("status") or {}).get("phase", ""),
+            (o.get("spec") or {}).get("volumeName", ""),
+            ((o.get("status") or {}).get("capacity") or {}).get("storage", ""),
+            ",".join(
+                {
+                    "ReadWriteOnce": "RWO",
+                    "ReadOnlyMany": "ROX",
+                    "ReadWriteMany": "RWX",
+                    "ReadWriteOncePod": "RWOP",
+                }.get(m, m)
+                for m in (o.get("status") or {}).get("accessModes") or []
+            ),
+            (o.get("spec") or {}).get("storageClassName", ""),
+            _age(o, now),
+        ],
+    ),
+}
+
+GENERIC: tuple[list[Column], Callable[[Obj, float], list[Any]]] = (
+    [
+        _NAME,
+        (
+            "Created At",
+            "date",
+            "",
+            0,
+            "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        ),
+    ],
+    _generic_row,
+)
+
+
+def column_definitions(kind: str) -> list[Obj]:
+    columns, _ = ROWS.get(kind, GENERIC)
+    return [{"name": n, "type": t, "format": f, "description": d, "priority": p} for n, t, f, p, d in columns]
+
+
+def partial_metadata(obj: Obj) -> Obj:
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata") or {},
+    }
+
+
+def rows(kind: str, objects: list[Obj], now: float, include: str, full: Callable[[Obj], Obj]) -> list[Obj]:
+    """Table rows; `include` is the includeObject option (None, Metadata, Object)."""
+    _, make = ROWS.get(kind, GENERIC)
+    out = []
+    for obj in objects:
+        row: Obj = {"cells": make(obj, now)}
+        if kind == "Pod":
+            phase = (obj.get("status") or {}).get("phase")
+            if phase == "Succeeded":
+                row["conditions"] = [
+                    {
+                        "type": "Completed",
+                        "status": "True",
+                        "reason": "Succeeded",
+                        "message": "The pod has completed successfully.",
+                    }
+                ]
+            elif phase == "Failed":
+                row["conditions"] = [
+                    {"type": "Completed", "status": "True", "reason": "Failed", "message": "The pod failed."}
+                ]
+        if include == "Object":
+            row["object"] = full(obj)
+        elif include != "None":
+            row["object"] = partial_metadata(obj)
+        out.append(row)
+    return out

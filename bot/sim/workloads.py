@@ -1,0 +1,913 @@
+"""Workload controllers: Deployments, ReplicaSets, DaemonSets and StatefulSets.
+
+They follow the real controllers' rules closely enough that `kubectl rollout status` reads the
+same story: a Deployment rolls with maxSurge/maxUnavailable (surge rounded up, unavailability
+down, never both zero), scales old ReplicaSets down only as far as availability allows, and
+reports updated/ready/available/unavailable replicas plus Available and Progressing conditions
+(including ProgressDeadlineExceeded). A DaemonSet keeps one pod per eligible node, tolerating
+cordons and node trouble, and rolls node by node within maxUnavailable. A StatefulSet creates
+ordinals in order, each only once its predecessor is Ready, and updates them from the highest
+ordinal down, respecting a partition.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from bot.sim.apiserver import DeleteOptions
+from bot.sim.clock import parse_time, rfc3339
+from bot.sim.engine import Engine
+from bot.sim.events import Recorder
+from bot.sim.objects import (
+    int_or_percent,
+    owner_ref,
+    pod_active,
+    pod_available,
+    pod_ready,
+    pod_terminating,
+    set_condition,
+    template_hash,
+    tolerates,
+)
+from bot.sim.resources import KINDS_BY_KEY
+from bot.sim.scheduler import _node_selector_terms_match
+from bot.sim.store import DELETED, Entry, Record
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+PODS = KINDS_BY_KEY["pods"]
+RS = KINDS_BY_KEY["replicasets.apps"]
+DEPLOY = KINDS_BY_KEY["deployments.apps"]
+DS = KINDS_BY_KEY["daemonsets.apps"]
+STS = KINDS_BY_KEY["statefulsets.apps"]
+REVISIONS = KINDS_BY_KEY["controllerrevisions.apps"]
+PVC = KINDS_BY_KEY["persistentvolumeclaims"]
+
+REVISION = "deployment.kubernetes.io/revision"
+
+#: Tolerations the DaemonSet controller adds to its pods, so they run on cordoned and troubled nodes.
+DAEMON_TOLERATIONS = [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+]
+
+
+def _owned(engine: Engine, owner_uid: str, kind_key: str) -> list[Entry]:
+    return [e for e in engine.store.dependents_of(owner_uid, kind_key) if e.controller == owner_uid]
+
+
+def _owner_keys(record: Record, kind: str) -> list[Key]:
+    """(namespace, name) of the controller of kind `kind` for a changed object (old and new owner)."""
+    out = []
+    for entry in (record.entry, record.prev):
+        if entry is None or not entry.controller:
+            continue
+        obj_refs = entry.obj()["metadata"].get("ownerReferences") or []
+        for ref in obj_refs:
+            if ref.get("controller") and ref.get("kind") == kind:
+                out.append((entry.namespace, str(ref.get("name"))))
+    return out
+
+
+def _template_without_hash(template: Obj, label: str) -> Obj:
+    t = copy.deepcopy(template)
+    labels = (t.get("metadata") or {}).get("labels") or {}
+    labels.pop(label, None)
+    return t
+
+
+def _rank_for_deletion(pod: Obj) -> tuple[int, int, int, int, float]:
+    """Lower sorts first: the pods a controller removes first when scaling down."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(status.get("phase", ""), 0)
+    restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses") or [])
+    created = parse_time(pod["metadata"].get("creationTimestamp")) or 0.0
+    return (1 if spec.get("nodeName") else 0, phase_rank, 1 if pod_ready(pod) else 0, -restarts, -created)
+
+
+def _st(obj: Obj, field: str) -> int:
+    return int((obj.get("status") or {}).get(field, 0))
+
+
+class _Base:
+    name = ""
+
+    def __init__(self, engine: Engine, events: Recorder) -> None:
+        self.engine = engine
+        self.api = engine.api
+        self.events = events
+        engine.add(self)
+
+    def on_change(self, record: Record) -> None:
+        raise NotImplementedError
+
+    def sync(self, key: Key) -> None:
+        raise NotImplementedError
+
+    def _recheck(self, key: Key, delay: float) -> None:
+        self.engine.after(delay, lambda: self.engine.enqueue(self.name, key), key=(self.name, key, "recheck"))
+
+    def _create_pod(
+        self,
+        owner: Obj,
+        api_version: str,
+        kind: str,
+        template: Obj,
+        *,
+        name: str = "",
+        generate: str = "",
+        extra_labels: dict[str, str] | None = None,
+        mutate: Callable[[Obj], None] | None = None,
+    ) -> None:
+        tm = template.get("metadata") or {}
+        meta: Obj = {}
+        if name:
+            meta["name"] = name
+        else:
+            meta["generateName"] = generate
+        meta["namespace"] = owner["metadata"].get("namespace", "")
+        meta["labels"] = {**(tm.get("labels") or {}), **(extra_labels or {})}
+        if tm.get("annotations"):
+            meta["annotations"] = dict(tm["annotations"])
+        meta["ownerReferences"] = [owner_ref(owner, api_version, kind)]
+        pod: Obj = {"metadata": meta, "spec": copy.deepcopy(template.get("spec") or {})}
+        if mutate is not None:
+            mutate(pod)
+        created = self.api.create(PODS, meta["namespace"], pod)
+        self.events.emit(
+            owner,
+            kind,
+            "Normal",
+            "SuccessfulCreate",
+            f"Created pod: {created.name}",
+            component=f"{kind.lower()}-controller" if kind != "ReplicaSet" else "replicaset-controller",
+        )
+
+    def _delete_pod(self, owner: Obj, kind: str, pod: Obj) -> None:
+        m = pod["metadata"]
+        self.api.delete(PODS, m.get("namespace", ""), m["name"], DeleteOptions())
+        self.events.emit(
+            owner,
+            kind,
+            "Normal",
+            "SuccessfulDelete",
+            f"Deleted pod: {m['name']}",
+            component=f"{kind.lower()}-controller",
+        )
+
+
+# ---- ReplicaSets -------------------------------------------------------------------------------
+
+
+class ReplicaSets(_Base):
+    name = "replicaset"
+
+    def on_change(self, record: Record) -> None:
+        kind = record.entry.kind.key
+        if kind == RS.key:
+            self.engine.enqueue(self.name, record.entry.key)
+        elif kind == PODS.key:
+            for key in _owner_keys(record, "ReplicaSet"):
+                self.engine.enqueue(self.name, key)
+
+    def sync(self, key: Key) -> None:
+        entry = self.api.store.entry(RS.key, *key)
+        if entry is None:
+            return
+        rs = entry.obj()
+        if rs["metadata"].get("deletionTimestamp"):
+            return
+        spec = rs.get("spec") or {}
+        want = int(spec.get("replicas", 1))
+        min_ready = int(spec.get("minReadySeconds", 0))
+        pods = [e.obj() for e in _owned(self.engine, entry.uid, PODS.key)]
+        active = [p for p in pods if pod_active(p)]
+        diff = len(active) - want
+        if diff < 0:
+            template = spec.get("template") or {}
+            for _ in range(-diff):
+                self._create_pod(rs, "apps/v1", "ReplicaSet", template, generate=f"{key[1]}-")
+        elif diff > 0:
+            for pod in sorted(active, key=_rank_for_deletion)[:diff]:
+                self._delete_pod(rs, "ReplicaSet", pod)
+        pods = [e.obj() for e in _owned(self.engine, entry.uid, PODS.key)]
+        active = [p for p in pods if pod_active(p)]
+        now = self.engine.clock.now()
+        ready = sum(1 for p in active if pod_ready(p))
+        available = sum(1 for p in active if pod_available(p, min_ready, now))
+        if available < ready and min_ready:
+            self._recheck(key, float(min_ready))
+        status: Obj = {"replicas": len(active)}
+        selector_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        labelled = sum(
+            1
+            for p in active
+            if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector_labels.items())
+        )
+        if labelled:
+            status["fullyLabeledReplicas"] = labelled
+        if ready:
+            status["readyReplicas"] = ready
+        if available:
+            status["availableReplicas"] = available
+        status["observedGeneration"] = rs["metadata"].get("generation", 1)
+        status["terminatingReplicas"] = sum(1 for p in pods if pod_terminating(p))
+        fresh = self.api.store.entry(RS.key, *key)
+        if fresh is not None:
+            obj = fresh.obj()
+            obj["status"] = status
+            self.api.write(RS.key, obj, status=True)
+
+
+# ---- Deployments -------------------------------------------------------------------------------
+
+
+class Deployments(_Base):
+    name = "deployment"
+
+    def on_change(self, record: Record) -> None:
+        kind = record.entry.kind.key
+        if kind == DEPLOY.key:
+            self.engine.enqueue(self.name, record.entry.key)
+        elif kind == RS.key:
+            for key in _owner_keys(record, "Deployment"):
+                self.engine.enqueue(self.name, key)
+
+    def _scale(self, d: Obj, rs: Obj, replicas: int, max_surge: int) -> None:
+        if int((rs.get("spec") or {}).get("replicas", 0)) == replicas:
+            return
+        before = int((rs.get("spec") or {}).get("replicas", 0))
+        rs["spec"]["replicas"] = replicas
+        ann = rs["metadata"].setdefault("annotations", {})
+        d_replicas = int(d["spec"].get("replicas", 1))
+        ann["deployment.kubernetes.io/desired-replicas"] = str(d_replicas)
+        ann["deployment.kubernetes.io/max-replicas"] = str(d_replicas + max_surge)
+        self.api.write(RS.key, rs)
+        direction = "up" if replicas > before else "down"
+        self.events.emit(
+            d,
+            "Deployment",
+            "Normal",
+            "ScalingReplicaSet",
+            f"Scaled {direction} replica set {rs['metadata']['name']} from {before} to {replicas}",
+            component="deployment-controller",
+        )
+
+    def sync(self, key: Key) -> None:
+        entry = self.api.store.entry(DEPLOY.key, *key)
+        if entry is None:
+            return
+        d = entry.obj()
+        if d["metadata"].get("deletionTimestamp"):
+            return
+        spec = d["spec"]
+        replicas = int(spec.get("replicas", 1))
+        template = spec.get("template") or {}
+        pod_hash = template_hash(template)
+        rses = [e.obj() for e in _owned(self.engine, entry.uid, RS.key)]
+        new_rs = next(
+            (
+                r
+                for r in rses
+                if _template_without_hash(r["spec"].get("template") or {}, "pod-template-hash") == template
+            ),
+            None,
+        )
+        olds = [r for r in rses if r is not new_rs]
+        strategy = spec.get("strategy") or {}
+        rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+        ru = strategy.get("rollingUpdate") or {}
+        surge = int_or_percent(ru.get("maxSurge", "25%"), replicas, round_up=True) if rolling else 0
+        unavailable = (
+            int_or_percent(ru.get("maxUnavailable", "25%"), replicas, round_up=False) if rolling else 0
+        )
+        if rolling and surge == 0 and unavailable == 0:
+            unavailable = 1
+        created_now = False
+        paused = bool(spec.get("paused"))
+        if new_rs is None and not paused:
+            revision = 1 + max(
+                [int((r["metadata"].get("annotations") or {}).get(REVISION, "0")) for r in rses] or [0]
+            )
+            labels = {**(template.get("metadata") or {}).get("labels", {}), "pod-template-hash": pod_hash}
+            rs_template = copy.deepcopy(template)
+            rs_template.setdefault("metadata", {})["labels"] = labels
+            selector = copy.deepcopy(spec.get("selector") or {})
+            selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
+            start = 0 if (olds or not rolling) else replicas
+            if rolling and olds:
+                total = sum(int(r["spec"].get("replicas", 0)) for r in olds)
+                start = max(0, min(replicas + surge - total, replicas))
+            new_obj: Obj = {
+                "metadata": {
+                    "name": f"{key[1]}-{pod_hash}",
+                    "namespace": key[0],
+                    "labels": labels,
+                    "annotations": {
+                        "deployment.kubernetes.io/desired-replicas": str(replicas),
+                        "deployment.kubernetes.io/max-replicas": str(replicas + surge),
+                        REVISION: str(revision),
+                    },
+                    "ownerReferences": [owner_ref(d, "apps/v1", "Deployment")],
+                },
+                "spec": {
+                    "replicas": start,
+                    "minReadySeconds": int(spec.get("minReadySeconds", 0)),
+                    "selector": selector,
+                    "template": rs_template,
+                },
+            }
+            if not new_obj["spec"]["minReadySeconds"]:
+                del new_obj["spec"]["minReadySeconds"]
+            created = self.api.create(RS, key[0], new_obj)
+            new_rs = created.obj()
+            created_now = True
+            self.events.emit(
+                d,
+                "Deployment",
+                "Normal",
+                "ScalingReplicaSet",
+                f"Scaled up replica set {created.name} from 0 to {start}",
+                component="deployment-controller",
+            )
+        if new_rs is not None and not paused:
+            revision = (new_rs["metadata"].get("annotations") or {}).get(REVISION, "1")
+            older = [int((r["metadata"].get("annotations") or {}).get(REVISION, "0")) for r in olds]
+            if older and int(revision) < max(older):
+                # Rolled back to an old template: that ReplicaSet becomes the newest revision.
+                new_rs["metadata"].setdefault("annotations", {})[REVISION] = str(max(older) + 1)
+                self.api.write(RS.key, new_rs)
+                fresh_rs = self.api.store.get(RS.key, key[0], new_rs["metadata"]["name"])
+                assert fresh_rs is not None
+                new_rs = fresh_rs
+            if rolling:
+                self._roll(d, new_rs, olds, replicas, surge, unavailable)
+            else:
+                self._recreate(d, new_rs, olds, replicas)
+            self._cleanup(d, olds)
+        self._status(key, new_rs, created_now, replicas, unavailable)
+
+    def _roll(
+        self, d: Obj, new_rs: Obj, olds: list[Obj], replicas: int, surge: int, unavailable: int
+    ) -> None:
+        all_rs = [new_rs, *olds]
+        new_spec = int(new_rs["spec"].get("replicas", 0))
+        if new_spec > replicas:
+            self._scale(d, new_rs, replicas, surge)
+        elif new_spec < replicas:
+            total = sum(int(r["spec"].get("replicas", 0)) for r in all_rs)
+            up = min(replicas + surge - total, replicas - new_spec)
+            if up > 0:
+                self._scale(d, new_rs, new_spec + up, surge)
+        old_total = sum(int(r["spec"].get("replicas", 0)) for r in olds)
+        if old_total == 0:
+            return
+        all_pods = sum(int(r["spec"].get("replicas", 0)) for r in [new_rs, *olds])
+        min_available = replicas - unavailable
+        new_unavailable = int(new_rs["spec"].get("replicas", 0)) - int(
+            (new_rs.get("status") or {}).get("availableReplicas", 0)
+        )
+        max_down = all_pods - min_available - new_unavailable
+        if max_down <= 0:
+            return
+        olds_sorted = sorted(olds, key=lambda r: parse_time(r["metadata"].get("creationTimestamp")) or 0.0)
+        # First drop old pods that are not available anyway: that costs no availability.
+        cleaned = 0
+        for r in olds_sorted:
+            if cleaned >= max_down:
+                break
+            have = int(r["spec"].get("replicas", 0))
+            unhealthy = have - int((r.get("status") or {}).get("availableReplicas", 0))
+            if have == 0 or unhealthy <= 0:
+                continue
+            down = min(unhealthy, max_down - cleaned)
+            self._scale(d, r, have - down, surge)
+            cleaned += down
+        available = sum(int((r.get("status") or {}).get("availableReplicas", 0)) for r in [new_rs, *olds])
+        total_down = min(available - min_available, max_down - cleaned)
+        for r in olds_sorted:
+            if total_down <= 0:
+                break
+            have = int(r["spec"].get("replicas", 0))
+            if have == 0:
+                continue
+            down = min(have, total_down)
+            self._scale(d, r, have - down, surge)
+            total_down -= down
+
+    def _recreate(self, d: Obj, new_rs: Obj, olds: list[Obj], replicas: int) -> None:
+        for r in olds:
+            if int(r["spec"].get("replicas", 0)):
+                self._scale(d, r, 0, 0)
+        if any(_owned(self.engine, r["metadata"]["uid"], PODS.key) for r in olds):
+            return
+        self._scale(d, new_rs, replicas, 0)
+
+    def _cleanup(self, d: Obj, olds: list[Obj]) -> None:
+        limit = int(d["spec"].get("revisionHistoryLimit", 10))
+        idle = [
+            r
+            for r in olds
+            if not int(r["spec"].get("replicas", 0)) and not int((r.get("status") or {}).get("replicas", 0))
+        ]
+        idle.sort(key=lambda r: int((r["metadata"].get("annotations") or {}).get(REVISION, "0")))
+        for r in idle[: max(0, len(idle) - limit)]:
+            self.api.delete(RS, r["metadata"]["namespace"], r["metadata"]["name"], DeleteOptions())
+
+    def _status(
+        self, key: Key, new_rs: Obj | None, created_now: bool, replicas: int, unavailable: int
+    ) -> None:
+        entry = self.api.store.entry(DEPLOY.key, *key)
+        if entry is None:
+            return
+        d = entry.obj()
+        rses = [e.obj() for e in _owned(self.engine, entry.uid, RS.key)]
+        total = sum(_st(r, "replicas") for r in rses)
+        updated = _st(new_rs, "replicas") if new_rs is not None else 0
+        ready = sum(_st(r, "readyReplicas") for r in rses)
+        available = sum(_st(r, "availableReplicas") for r in rses)
+        terminating = sum(_st(r, "terminatingReplicas") for r in rses)
+        old = d.get("status") or {}
+        now = self.engine.clock.now()
+        status: Obj = {
+            "observedGeneration": d["metadata"].get("generation", 1),
+            "replicas": total,
+            "updatedReplicas": updated,
+        }
+        if ready:
+            status["readyReplicas"] = ready
+        if available:
+            status["availableReplicas"] = available
+        if replicas - available > 0:
+            status["unavailableReplicas"] = replicas - available
+        status["terminatingReplicas"] = terminating
+        status["conditions"] = copy.deepcopy(old.get("conditions") or [])
+        ok = available >= replicas - unavailable
+        set_condition(
+            status,
+            {
+                "type": "Available",
+                "status": "True" if ok else "False",
+                "reason": "MinimumReplicasAvailable" if ok else "MinimumReplicasUnavailable",
+                "message": "Deployment has minimum availability."
+                if ok
+                else "Deployment does not have minimum availability.",
+            },
+            now,
+            update_time=True,
+        )
+        rs_name = new_rs["metadata"]["name"] if new_rs else ""
+        complete = new_rs is not None and updated == replicas and total == updated and available >= replicas
+        progressed = any(
+            old.get(f, 0) != status.get(f, 0)
+            for f in ("updatedReplicas", "readyReplicas", "availableReplicas", "replicas")
+        )
+        deadline = int(d["spec"].get("progressDeadlineSeconds", 600))
+        prog = next((c for c in old.get("conditions") or [] if c.get("type") == "Progressing"), None)
+        if d["spec"].get("paused"):
+            cond = {
+                "type": "Progressing",
+                "status": "Unknown",
+                "reason": "DeploymentPaused",
+                "message": "Deployment is paused",
+            }
+        elif complete:
+            cond = {
+                "type": "Progressing",
+                "status": "True",
+                "reason": "NewReplicaSetAvailable",
+                "message": f'ReplicaSet "{rs_name}" has successfully progressed.',
+            }
+        elif created_now:
+            cond = {
+                "type": "Progressing",
+                "status": "True",
+                "reason": "NewReplicaSetCreated",
+                "message": f'Created new replica set "{rs_name}"',
+            }
+        elif (
+            progressed or prog is None or prog.get("reason") in ("NewReplicaSetAvailable", "DeploymentPaused")
+        ):
+            cond = {
+                "type": "Progressing",
+                "status": "True",
+                "reason": "ReplicaSetUpdated",
+                "message": f'ReplicaSet "{rs_name}" is progressing.',
+            }
+        else:
+            since = parse_time(prog.get("lastUpdateTime")) or now
+            if prog.get("reason") == "ProgressDeadlineExceeded" or now - since >= deadline:
+                cond = {
+                    "type": "Progressing",
+                    "status": "False",
+                    "reason": "ProgressDeadlineExceeded",
+                    "message": f'ReplicaSet "{rs_name}" has timed out progressing.',
+                }
+            else:
+                cond = dict(prog)
+                self._recheck(key, deadline - (now - since) + 0.5)
+        if cond.get("reason") in ("ReplicaSetUpdated", "NewReplicaSetCreated") and not complete:
+            self._recheck(key, deadline + 0.5)
+        # lastUpdateTime moves whenever the rollout makes progress (that is what the deadline measures).
+        set_condition(status, cond, now, update_time=True)
+        if progressed or created_now:
+            for c in status["conditions"]:
+                if c["type"] == "Progressing":
+                    c["lastUpdateTime"] = rfc3339(now)
+        if new_rs is not None:
+            rev = (new_rs["metadata"].get("annotations") or {}).get(REVISION)
+            if rev and (d["metadata"].get("annotations") or {}).get(REVISION) != rev:
+                d["metadata"].setdefault("annotations", {})[REVISION] = rev
+                entry = self.api.write(DEPLOY.key, d)
+                d = entry.obj()
+        d["status"] = status
+        self.api.write(DEPLOY.key, d, status=True)
+
+
+# ---- DaemonSets --------------------------------------------------------------------------------
+
+
+def daemon_tolerations(template_spec: Obj) -> list[Obj]:
+    tolerations = list(template_spec.get("tolerations") or [])
+    for t in DAEMON_TOLERATIONS:
+        if t not in tolerations:
+            tolerations.append(dict(t))
+    return tolerations
+
+
+class DaemonSets(_Base):
+    name = "daemonset"
+
+    def on_change(self, record: Record) -> None:
+        kind = record.entry.kind.key
+        if kind == DS.key:
+            self.engine.enqueue(self.name, record.entry.key)
+        elif kind == PODS.key:
+            for key in _owner_keys(record, "DaemonSet"):
+                self.engine.enqueue(self.name, key)
+        elif kind == "nodes":
+            changed = (
+                record.prev is None or record.type == DELETED or record.prev.labels != record.entry.labels
+            )
+            if changed or b'"taints"' in record.entry.raw or (record.prev and b'"taints"' in record.prev.raw):
+                for e in self.api.store.entries(DS.key):
+                    self.engine.enqueue(self.name, e.key)
+
+    def _eligible(self, spec: Obj, node: Obj) -> bool:
+        labels = node["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+            return False
+        if not _node_selector_terms_match(spec.get("affinity") or {}, node):
+            return False
+        tolerations = daemon_tolerations(spec)
+        taints = [
+            t
+            for t in (node.get("spec") or {}).get("taints") or []
+            if t.get("effect") in ("NoSchedule", "NoExecute")
+        ]
+        return all(tolerates(tolerations, t) for t in taints)
+
+    def sync(self, key: Key) -> None:
+        entry = self.api.store.entry(DS.key, *key)
+        if entry is None:
+            return
+        ds = entry.obj()
+        if ds["metadata"].get("deletionTimestamp"):
+            return
+        spec = ds["spec"]
+        template = spec.get("template") or {}
+        tspec = template.get("spec") or {}
+        generation = ds["metadata"].get("generation", 1)
+        current_hash = template_hash(template)
+        if (ds["metadata"].get("annotations") or {}).get("deprecated.daemonset.template.generation") != str(
+            generation
+        ):
+            ds["metadata"].setdefault("annotations", {})["deprecated.daemonset.template.generation"] = str(
+                generation
+            )
+            self.api.write(DS.key, ds)
+        nodes = self.api.store.objects("nodes")
+        eligible = {n["metadata"]["name"]: n for n in nodes if self._eligible(tspec, n)}
+        pods = [e.obj() for e in _owned(self.engine, entry.uid, PODS.key)]
+        by_node: dict[str, list[Obj]] = {}
+        for p in pods:
+            target = _daemon_node(p)
+            by_node.setdefault(target, []).append(p)
+        now = self.engine.clock.now()
+        min_ready = int(spec.get("minReadySeconds", 0))
+        for name in sorted(eligible):
+            here = by_node.get(name, [])
+            if not any(pod_active(p) for p in here) and not any(pod_terminating(p) for p in here):
+                self._create_pod(
+                    ds,
+                    "apps/v1",
+                    "DaemonSet",
+                    template,
+                    generate=f"{key[1]}-",
+                    extra_labels={
+                        "controller-revision-hash": current_hash,
+                        "pod-template-generation": str(generation),
+                    },
+                    mutate=functools.partial(_pin_to_node, node=name, template_spec=tspec),
+                )
+        for name, here in by_node.items():
+            if name not in eligible:
+                for p in here:
+                    if pod_active(p):
+                        self._delete_pod(ds, "DaemonSet", p)
+        strategy = spec.get("updateStrategy") or {}
+        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+            desired = len(eligible)
+            max_unavailable = int_or_percent(
+                (strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), desired, round_up=True
+            )
+            max_unavailable = max(max_unavailable, 1)
+            unavailable = 0
+            old_available: list[Obj] = []
+            for name in sorted(eligible):
+                active = [p for p in by_node.get(name, []) if pod_active(p)]
+                if not active:
+                    unavailable += 1
+                    continue
+                p = active[0]
+                is_old = (p["metadata"].get("labels") or {}).get("controller-revision-hash") != current_hash
+                if not pod_available(p, min_ready, now):
+                    unavailable += 1
+                    if is_old:
+                        self._delete_pod(ds, "DaemonSet", p)
+                elif is_old:
+                    old_available.append(p)
+            for p in old_available:
+                if unavailable >= max_unavailable:
+                    break
+                self._delete_pod(ds, "DaemonSet", p)
+                unavailable += 1
+        pods = [e.obj() for e in _owned(self.engine, entry.uid, PODS.key)]
+        scheduled = {_daemon_node(p) for p in pods if pod_active(p)}
+        active_pods = [p for p in pods if pod_active(p) and _daemon_node(p) in eligible]
+        ready = sum(1 for p in active_pods if pod_ready(p))
+        available = sum(1 for p in active_pods if pod_available(p, min_ready, now))
+        updated = sum(
+            1
+            for p in active_pods
+            if (p["metadata"].get("labels") or {}).get("controller-revision-hash") == current_hash
+        )
+        status: Obj = {
+            "currentNumberScheduled": len(scheduled & set(eligible)),
+            "numberMisscheduled": len(scheduled - set(eligible)),
+            "desiredNumberScheduled": len(eligible),
+            "numberReady": ready,
+            "observedGeneration": generation,
+            "updatedNumberScheduled": updated,
+            "numberAvailable": available,
+        }
+        if len(eligible) - available > 0:
+            status["numberUnavailable"] = len(eligible) - available
+        if not available:
+            del status["numberAvailable"]
+        fresh = self.api.store.entry(DS.key, *key)
+        if fresh is not None:
+            obj = fresh.obj()
+            obj["status"] = status
+            self.api.write(DS.key, obj, status=True)
+
+
+def _pin_to_node(pod: Obj, node: str, template_spec: Obj) -> None:
+    spec = pod["spec"]
+    spec["tolerations"] = daemon_tolerations(template_spec)
+    affinity = spec.setdefault("affinity", {})
+    affinity["nodeAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+            ]
+        }
+    }
+
+
+def _daemon_node(pod: Obj) -> str:
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    terms = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
+    for term in terms:
+        for f in term.get("matchFields") or []:
+            if f.get("key") == "metadata.name" and f.get("values"):
+                return str(f["values"][0])
+    return ""
+
+
+# ---- StatefulSets ------------------------------------------------------------------------------
+
+
+class StatefulSets(_Base):
+    name = "statefulset"
+
+    def on_change(self, record: Record) -> None:
+        kind = record.entry.kind.key
+        if kind == STS.key:
+            self.engine.enqueue(self.name, record.entry.key)
+        elif kind == PODS.key:
+            for key in _owner_keys(record, "StatefulSet"):
+                self.engine.enqueue(self.name, key)
+
+    def _revision(self, sts: Obj, template: Obj) -> str:
+        name = f"{sts['metadata']['name']}-{template_hash(template)}"
+        ns = sts["metadata"]["namespace"]
+        if self.api.store.entry(REVISIONS.key, ns, name) is None:
+            existing = [e.obj() for e in _owned(self.engine, sts["metadata"]["uid"], REVISIONS.key)]
+            number = 1 + max([int(r.get("revision", 0)) for r in existing] or [0])
+            self.api.create(
+                REVISIONS,
+                ns,
+                {
+                    "metadata": {
+                        "name": name,
+                        "namespace": ns,
+                        "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                        "ownerReferences": [owner_ref(sts, "apps/v1", "StatefulSet")],
+                    },
+                    "data": {"spec": {"template": {**copy.deepcopy(template), "$patch": "replace"}}},
+                    "revision": number,
+                },
+            )
+        return name
+
+    def _template_of(self, ns: str, revision: str) -> Obj | None:
+        rev = self.api.store.get(REVISIONS.key, ns, revision)
+        if rev is None:
+            return None
+        template = copy.deepcopy(((rev.get("data") or {}).get("spec") or {}).get("template") or {})
+        template.pop("$patch", None)
+        return template
+
+    def sync(self, key: Key) -> None:
+        entry = self.api.store.entry(STS.key, *key)
+        if entry is None:
+            return
+        sts = entry.obj()
+        if sts["metadata"].get("deletionTimestamp"):
+            return
+        spec = sts["spec"]
+        ns, name = key
+        replicas = int(spec.get("replicas", 1))
+        template = spec.get("template") or {}
+        update_rev = self._revision(sts, template)
+        old_status = sts.get("status") or {}
+        current_rev = old_status.get("currentRevision") or update_rev
+        strategy = spec.get("updateStrategy") or {}
+        rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+        partition = int((strategy.get("rollingUpdate") or {}).get("partition", 0)) if rolling else 0
+        parallel = spec.get("podManagementPolicy") == "Parallel"
+        pods = {e.name: e.obj() for e in _owned(self.engine, entry.uid, PODS.key)}
+
+        def ordinal_pod(i: int) -> Obj | None:
+            return pods.get(f"{name}-{i}")
+
+        def revision_of(p: Obj) -> str:
+            return str((p["metadata"].get("labels") or {}).get("controller-revision-hash", ""))
+
+        acted = False
+        for i in range(replicas):
+            p = ordinal_pod(i)
+            if p is None:
+                # Below the partition, ordinals are (re)created at the current revision.
+                rev = update_rev if (not rolling or i >= partition) else current_rev
+                tmpl = self._template_of(ns, rev) or template
+                self._create_ordinal(sts, tmpl, i, rev)
+                acted = True
+                if not parallel:
+                    break
+                continue
+            if (p.get("status") or {}).get("phase") == "Failed" and not pod_terminating(p):
+                self._delete_pod(sts, "StatefulSet", p)
+                acted = True
+                if not parallel:
+                    break
+                continue
+            if not parallel and (pod_terminating(p) or not pod_ready(p)):
+                acted = True
+                break
+        if not acted:
+            extra = sorted(
+                (
+                    int(n.rsplit("-", 1)[1])
+                    for n in pods
+                    if n.rsplit("-", 1)[-1].isdigit() and int(n.rsplit("-", 1)[1]) >= replicas
+                ),
+                reverse=True,
+            )
+            for i in extra:
+                p = pods[f"{name}-{i}"]
+                if not pod_terminating(p):
+                    self._delete_pod(sts, "StatefulSet", p)
+                    acted = True
+                if not parallel:
+                    break
+        if not acted and rolling:
+            healthy = all(pod_ready(p) and not pod_terminating(p) for p in pods.values())
+            if healthy:
+                for i in range(replicas - 1, partition - 1, -1):
+                    p = ordinal_pod(i)
+                    if p is not None and revision_of(p) != update_rev:
+                        self._delete_pod(sts, "StatefulSet", p)
+                        break
+        pods = {e.name: e.obj() for e in _owned(self.engine, entry.uid, PODS.key)}
+        live = [p for p in pods.values() if not pod_terminating(p)]
+        now = self.engine.clock.now()
+        ready = sum(1 for p in live if pod_ready(p))
+        updated = sum(1 for p in live if revision_of(p) == update_rev)
+        current = sum(1 for p in live if revision_of(p) == current_rev)
+        status: Obj = {
+            "observedGeneration": sts["metadata"].get("generation", 1),
+            "replicas": len(live),
+            "readyReplicas": ready,
+            "currentReplicas": current,
+            "updatedReplicas": updated,
+            "currentRevision": current_rev,
+            "updateRevision": update_rev,
+            "collisionCount": 0,
+            "availableReplicas": sum(
+                1 for p in live if pod_available(p, int(spec.get("minReadySeconds", 0)), now)
+            ),
+        }
+        if updated == replicas and ready == replicas and len(live) == replicas:
+            status["currentRevision"] = update_rev
+            status["currentReplicas"] = updated
+        if not ready:
+            del status["readyReplicas"]
+        fresh = self.api.store.entry(STS.key, *key)
+        if fresh is not None:
+            obj = fresh.obj()
+            obj["status"] = status
+            self.api.write(STS.key, obj, status=True)
+
+    def _create_ordinal(self, sts: Obj, template: Obj, i: int, revision: str) -> None:
+        ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
+        pod_name = f"{name}-{i}"
+        claims = []
+        for tmpl in sts["spec"].get("volumeClaimTemplates") or []:
+            claim = f"{tmpl['metadata']['name']}-{pod_name}"
+            claims.append((tmpl["metadata"]["name"], claim))
+            if self.api.store.entry(PVC.key, ns, claim) is None:
+                pvc_spec = copy.deepcopy(tmpl.get("spec") or {})
+                pvc_spec.setdefault("accessModes", ["ReadWriteOnce"])
+                pvc_spec["volumeName"] = f"pvc-{self.engine.ids.uid()}"
+                pvc = self.api.create(
+                    PVC,
+                    ns,
+                    {
+                        "metadata": {
+                            "name": claim,
+                            "namespace": ns,
+                            "labels": dict((sts["spec"].get("selector") or {}).get("matchLabels") or {}),
+                        },
+                        "spec": pvc_spec,
+                    },
+                )
+                bound = pvc.obj()
+                bound["status"] = {
+                    "phase": "Bound",
+                    "accessModes": pvc_spec["accessModes"],
+                    "capacity": ((pvc_spec.get("resources") or {}).get("requests") or {"storage": "1Gi"}),
+                }
+                self.api.write(PVC.key, bound, status=True)
+
+        def mutate(pod: Obj) -> None:
+            spec = pod["spec"]
+            spec["hostname"] = pod_name
+            if sts["spec"].get("serviceName"):
+                spec["subdomain"] = sts["spec"]["serviceName"]
+            volumes = list(spec.get("volumes") or [])
+            for vol_name, claim in claims:
+                volumes = [v for v in volumes if v.get("name") != vol_name]
+                volumes.append({"name": vol_name, "persistentVolumeClaim": {"claimName": claim}})
+            if volumes:
+                spec["volumes"] = volumes
+
+        self._create_pod(
+            sts,
+            "apps/v1",
+            "StatefulSet",
+            template,
+            name=pod_name,
+            extra_labels={
+                "controller-revision-hash": revision,
+                "statefulset.kubernetes.io/pod-name": pod_name,
+                "apps.kubernetes.io/pod-index": str(i),
+            },
+            mutate=mutate,
+        )
