@@ -13,7 +13,7 @@ import pytest
 from bot.logsetup import install_filters
 from tests.support.slack_stub import SlackStub
 
-pytest_plugins: list[str] = ["tests.support.postgres"]
+pytest_plugins: list[str] = ["tests.support.postgres", "tests.support.testbed", "tests.support.sim_fixtures"]
 
 # Recognisable fake secrets: the no-token-in-logs guard searches every log line for them.
 BOT_TOKEN = "xoxb-1111-2222-testBotTokenValue"
