@@ -3,14 +3,40 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from bot.core import snapshots
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
+from bot.core.diff import Finding
 from bot.core.people import ANY_ROLE
 from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS, take_snapshot
 
 TOP = 10
+# The summary goes in the channel and the full report is attached. Slack renders a message's text
+# as one section, which holds at most 3,000 characters: the bullets get this much, each detail at
+# most DETAIL_MAX, and whatever does not fit is only in the report ("first N" says so).
+BULLET_BUDGET = 2000
+DETAIL_MAX = 200
+
+
+def _fit(*lists: Sequence[Finding]) -> list[list[Finding]]:
+    """The top findings of each list, in order, that fit the summary's budget together."""
+    budget = BULLET_BUDGET
+    shown: list[list[Finding]] = []
+    for findings in lists:
+        out: list[Finding] = []
+        for f in findings[:TOP] if budget > 0 else ():
+            detail = f.detail if len(f.detail) <= DETAIL_MAX else f.detail[: DETAIL_MAX - 1] + "…"
+            cost = len(f.category) + len(f.subject) + len(detail) + 8
+            if cost > budget:
+                budget = 0
+                break
+            budget -= cost
+            out.append(replace(f, detail=detail))
+        shown.append(out)
+    return shown
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -45,6 +71,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         restart_threshold=ctx.settings.restart_threshold,
     )
     before, after = report.before, report.after
+    regressions, expected = _fit(report.regressions, report.expected)
     name = f"diff-{before.get('id')}-{after.get('id')}.md"
     return Reply(
         template="diff",
@@ -52,10 +79,10 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         context={
             "before": {k: before.get(k) for k in ("id", "label", "taken_at")},
             "after": {k: after.get(k) for k in ("id", "label", "taken_at")},
-            "regressions": report.regressions[:TOP],
+            "regressions": regressions,
             "regression_count": len(report.regressions),
             "regression_categories": report.categories("regression").most_common(),
-            "expected": report.expected[:TOP],
+            "expected": expected,
             "expected_count": len(report.expected),
             "skipped": report.skipped,
         },

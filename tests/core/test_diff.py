@@ -181,3 +181,75 @@ def test_reports_render_as_text_markdown_and_json() -> None:
     assert "EXPECTED CHANGES" in report.to_text()
     assert "| nodes replaced | — | node group ng-shared |" in report.to_markdown()
     assert json.loads(report.to_json())["regressions"] == []
+
+
+def test_a_pod_flipping_between_errimagepull_and_imagepullbackoff_is_not_new_trouble() -> None:
+    def failing(waiting: str, restarts: int = 0) -> dict[str, list[dict[str, Any]]]:
+        o = base_objects()
+        o["pods"][3] = pod(
+            "logging",
+            "fluentd-1",
+            owner=("DaemonSet", "fluentd"),
+            node_name="log-1",
+            phase="Pending" if "Pull" in waiting else "Running",
+            containers=[container_status("fluentd", ready=False, waiting=waiting, restarts=restarts)],
+        )
+        return o
+
+    assert (
+        diff(snap(failing("ErrImagePull"), "pre"), snap(failing("ImagePullBackOff"), "post")).regressions
+        == []
+    )
+    crashed = failing("CrashLoopBackOff", restarts=4)
+    crashed["pods"][3]["status"]["containerStatuses"][0]["state"] = {"terminated": {"reason": "Error"}}
+    assert diff(snap(failing("CrashLoopBackOff", restarts=4), "pre"), snap(crashed, "post")).regressions == []
+    # From healthy, the same trouble is new whichever of its two names the moment shows.
+    (finding,) = diff(snap(base_objects(), "pre"), snap(failing("ErrImagePull"), "post")).regressions
+    assert finding.category == "new ImagePullBackOff pods"
+
+
+def test_statefulset_pods_recreated_under_the_same_name_count_as_rescheduled() -> None:
+    before = base_objects()
+    before["pods"].append(pod("logging", "es-0", owner=("StatefulSet", "es"), node_name="log-1"))
+    after = copy.deepcopy(before)
+    after["nodes"][2] = node("log-2", "logging")
+    after["pods"][3] = pod("logging", "fluentd-2", owner=("DaemonSet", "fluentd"), node_name="log-2")
+    after["pods"][4] = pod(
+        "logging", "es-0", owner=("StatefulSet", "es"), node_name="log-2", uid="uid-es-0-new"
+    )
+    report = diff(snap(before, "pre"), snap(after, "post"))
+    assert report.regressions == []
+    (moved,) = [f for f in report.expected if f.category == "pods rescheduled"]
+    assert moved.detail == "2 pods of 2 workloads on new nodes"
+
+
+def warning_event(name: str, reason: str, message: str, count: int = 1) -> dict[str, Any]:
+    return {
+        "type": "Warning",
+        "metadata": {"namespace": "logging", "name": f"{name}.1"},
+        "involvedObject": {"kind": "Pod", "namespace": "logging", "name": name},
+        "reason": reason,
+        "message": message,
+        "count": count,
+        "lastTimestamp": "2026-11-22T04:50:00Z",
+    }
+
+
+def test_new_warning_events_are_listed_for_context_but_are_not_regressions() -> None:
+    before = base_objects()
+    before["events"] = [warning_event("fluentd-1", "BackOff", "Back-off pulling image", count=2)]
+    after = copy.deepcopy(before)
+    after["events"].append(
+        warning_event("es-1", "FailedScheduling", "1 node(s) had volume node affinity conflict")
+    )
+    report = diff(snap(before, "pre"), snap(after, "post"))
+    assert report.regressions == []
+    assert [(f.category, f.subject) for f in report.warnings] == [("FailedScheduling", "Pod logging/es-1")]
+    after["events"][0]["count"] = 5  # the same event again since the first snapshot
+    report = diff(snap(before, "pre"), snap(after, "post"))
+    assert [(f.category, f.detail) for f in report.warnings] == [
+        ("BackOff", "Back-off pulling image (×5)"),
+        ("FailedScheduling", "1 node(s) had volume node affinity conflict"),
+    ]
+    assert "## New Warning events" in report.to_markdown()
+    assert json.loads(report.to_json())["warnings"][1]["category"] == "FailedScheduling"

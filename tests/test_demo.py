@@ -1,0 +1,44 @@
+"""scripts/demo, the README's first command: it serves the sim, plays the upgrade and diffs it."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_the_demo_snapshots_the_sim_across_its_upgrade_and_finds_the_regressions(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "UPGRADE_BOT_"))}
+    env["TMPDIR"] = str(tmp_path)
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "demo")], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    url = re.search(r"^url: http://127\.0\.0\.1:(\d+)$", out, re.MULTILINE)
+    assert url
+    assert "• `/upgrade snapshot [--cluster CLUSTER] [label ...]`" in out  # help
+    assert re.search(r"Snapshot \*#1\* `pre` of \*sim\* .*\nControl plane v1\.24\.17-eks-\S+ · 13 nodes", out)
+    assert "step 6/6: NodeGroupUpdate logging → 1.25.16" in out
+    assert "upgrade op-1: Successful" in out
+    assert re.search(
+        r"Snapshot \*#2\* `post` of \*sim\* .*\nControl plane v1\.25\.16-eks-\S+ · 13 nodes", out
+    )
+    assert ":rotating_light: Diff *#1* `pre` → *#2* `post`: *7 regressions*" in out
+    assert "# Cluster diff: #1 pre → #2 post" in out
+    assert "| new CrashLoopBackOff pods | kube-system | Deployment kube-system/cluster-autoscaler |" in out
+    assert "| new ImagePullBackOff pods | kube-system | Deployment kube-system/metrics-server |" in out
+    assert "(exit status 1: 1 means regressions were found" in out
+    assert "• *#2* `post` sim · " in out and "• *#1* `pre` sim · " in out  # the snapshots listing
+    assert "Traceback" not in out + result.stderr
+    # The sim it started is gone, and so is its temp dir.
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", int(url.group(1))), timeout=5).close()
+    assert list(tmp_path.iterdir()) == []
