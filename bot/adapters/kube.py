@@ -6,6 +6,13 @@ objects (about ten times slower and fifty times heavier per pod). Every call car
 are translated into the bot's error tree: unreachable servers, 403s (the bot's role does not allow
 it) and 410s (an expired continue token) are distinct, so callers can record a named gap instead
 of crashing.
+
+The bot's writes are the few that kubectl makes for the same job, on raw JSON: cordon and uncordon
+(strategic merge patch of `spec.unschedulable`), eviction through the `eviction` subresource (a
+429 from a PodDisruptionBudget is `EvictionBlocked`, to be retried), and rollout restart (the
+`kubectl.kubernetes.io/restartedAt` template annotation). `list_watch` is the informer loop the
+rollout streaming needs: list, watch from the list's resourceVersion with bookmarks, resume from
+the last version seen when a stream ends, and list again when the server answers 410.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import re
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
@@ -41,11 +49,49 @@ class ContinueExpired(ClusterError):
     """410 Expired on a continue token: the list took longer than the server keeps its snapshot."""
 
 
+class WatchExpired(ClusterError):
+    """410 in a watch's ERROR event: the resourceVersion is older than the server's history."""
+
+
+class EvictionBlocked(ClusterError):
+    """429 on an eviction: a PodDisruptionBudget allows no disruption now. Retry later, as kubectl
+    does every 5 s; `retry_after` is the server's hint in seconds when it gave one."""
+
+    def __init__(self, message: str, *, cluster: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message, cluster=cluster, status=429)
+        self.retry_after = retry_after
+
+
+class RolloutRefused(ClusterError):
+    """A rollout restart kubectl would also refuse (a paused Deployment)."""
+
+
+#: The annotation `kubectl rollout restart` sets on the pod template.
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+#: Server-side end of one watch stream; the client's read timeout is longer (see `watch`).
+WATCH_SECONDS = 60
+
+
 @dataclass(frozen=True)
 class Page:
     items: list[dict[str, Any]]
     resource_version: str
     continue_token: str
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of `watch`/`list_watch`, raw.
+
+    `type` is the server's ADDED, MODIFIED, DELETED or BOOKMARK (whose object carries only
+    `metadata.resourceVersion`), or `SYNC` from `list_watch`: a full list (`object["items"]`) that
+    replaces whatever the consumer knew, sent first and again after every 410.
+    """
+
+    type: str
+    object: dict[str, Any]
+    resource_version: str
 
 
 class Cluster:
@@ -96,13 +142,19 @@ class Cluster:
         query: Mapping[str, Any] | None = None,
         *,
         read_timeout: float | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
     ) -> Any:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
         try:
             return self.api_client.call_api(
                 path,
                 method,
                 query_params=list((query or {}).items()),
-                header_params={"Accept": "application/json"},
+                header_params=headers,
+                body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _return_http_data_only=True,
@@ -130,6 +182,13 @@ class Cluster:
             )
         if status == 410:
             return ContinueExpired(f"cluster {self.name}: {reason}", cluster=self.name, status=status)
+        if status == 429 and path.endswith("/eviction"):
+            cause = _status_cause(exc.body)
+            return EvictionBlocked(
+                f"cluster {self.name}: {reason}" + (f" ({cause})" if cause else ""),
+                cluster=self.name,
+                retry_after=_retry_after(exc.headers),
+            )
         return ClusterError(
             f"cluster {self.name}: {method} {path} failed: {status} {reason}",
             cluster=self.name,
@@ -151,6 +210,159 @@ class Cluster:
             return bytes(resp.data)
         finally:
             resp.release_conn()
+
+    def send_json(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        *,
+        content_type: str = "application/json",
+        query: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A write (POST, PUT, PATCH) with a JSON body; returns the server's JSON answer."""
+        resp = self._request(method, path, query, body=body, content_type=content_type)
+        try:
+            data = resp.data
+        finally:
+            resp.release_conn()
+        loaded = json.loads(data) if data else {}
+        return loaded if isinstance(loaded, dict) else {}
+
+    # ----- the bot's writes: what kubectl does for the same job ----------------------------------
+
+    def cordon(self, node: str) -> dict[str, Any]:
+        """Mark a node unschedulable (`kubectl cordon`); returns the node. Idempotent."""
+        return self.send_json(
+            "PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}}, content_type=STRATEGIC_MERGE
+        )
+
+    def uncordon(self, node: str) -> dict[str, Any]:
+        """Make a node schedulable again (`kubectl uncordon`); returns the node. Idempotent.
+
+        kubectl's two-way patch removes the field (false is its zero value), so this does too.
+        """
+        return self.send_json(
+            "PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}}, content_type=STRATEGIC_MERGE
+        )
+
+    def evict(self, namespace: str, pod: str) -> bool:
+        """Evict a pod through the eviction API, which enforces its PodDisruptionBudgets.
+
+        True when the eviction was accepted, False when the pod was already gone (404). Raises
+        EvictionBlocked on 429 (a budget allows no disruption now: retry later); any other refusal
+        (500 when several budgets select the pod, 403) is a ClusterError.
+        """
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod, "namespace": namespace},
+        }
+        try:
+            self.send_json("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction", body)
+        except ClusterError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def rollout_restart(self, namespace: str, name: str, *, at: datetime) -> dict[str, Any]:
+        """`kubectl rollout restart deployment/NAME`: stamp the pod template so every pod is replaced.
+
+        `at` is the restart time (RFC 3339 in the annotation, as kubectl writes it). A paused
+        Deployment is refused, as kubectl refuses it: the restart would not start until resumed.
+        Returns the patched Deployment.
+        """
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        current = self.get_json(path)
+        if (current.get("spec") or {}).get("paused"):
+            raise RolloutRefused(
+                f"cluster {self.name}: deployment {namespace}/{name} is paused; resume it before restarting",
+                cluster=self.name,
+            )
+        stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
+        return self.send_json("PATCH", path, patch, content_type=STRATEGIC_MERGE)
+
+    # ----- reads ---------------------------------------------------------------------------------
+
+    def watch(
+        self,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        *,
+        resource_version: str,
+        timeout_seconds: int = WATCH_SECONDS,
+        bookmarks: bool = True,
+    ) -> Iterator[WatchEvent]:
+        """One watch stream from `resource_version`, raw, until the server ends it.
+
+        The client's own `Watch` is not used: with `deserialize=False` it crashes on ERROR events and
+        does not track the resourceVersion. An ERROR event with code 410 raises WatchExpired (list
+        again); any other ERROR event raises ClusterError.
+        """
+        params = dict(query or {})
+        params.update(watch="true", resourceVersion=resource_version, timeoutSeconds=timeout_seconds)
+        if bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        # The read timeout outlasts the server's own end of the stream, so a quiet watch is not cut.
+        resp = self._request("GET", path, params, read_timeout=timeout_seconds + max(self.timeout, 10.0))
+        try:
+            for line in _lines(resp):
+                event = json.loads(line)
+                kind = str(event.get("type", ""))
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    code = int(obj.get("code") or 0)
+                    message = str(obj.get("message") or obj.get("reason") or "watch error")
+                    if code == 410:
+                        raise WatchExpired(f"cluster {self.name}: {message}", cluster=self.name, status=410)
+                    raise ClusterError(
+                        f"cluster {self.name}: watch {path} failed: {code} {message}",
+                        cluster=self.name,
+                        status=code or None,
+                    )
+                rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+                yield WatchEvent(type=kind, object=obj, resource_version=rv)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # A stream cut mid-way (proxy, server restart) ends this watch; the caller resumes it.
+            log.info("cluster %s: watch %s ended: %s", self.name, path, exc)
+        finally:
+            resp.release_conn()
+
+    def list_watch(
+        self,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = WATCH_SECONDS,
+    ) -> Iterator[WatchEvent]:
+        """List, then watch for ever: the loop a live view of the cluster needs. Stop by closing it.
+
+        Without `resource_version` it starts with a SYNC event (the full list); with one (say, a
+        snapshot's) it watches from there. Bookmarks keep the version current, so a stream that ends
+        resumes where it stopped without a list; a 410 (the version is older than the server's
+        history) is answered by a new SYNC and a watch from that list's version.
+        """
+        rv = resource_version
+        while True:
+            if not rv:
+                items: list[dict[str, Any]] = []
+                for page in self.list_pages(path, query):
+                    items.extend(page.items)
+                    rv = page.resource_version
+                yield WatchEvent(type="SYNC", object={"items": items}, resource_version=rv)
+            try:
+                for event in self.watch(path, query, resource_version=rv, timeout_seconds=timeout_seconds):
+                    if event.resource_version:
+                        rv = event.resource_version
+                    yield event
+            except (WatchExpired, ContinueExpired) as exc:
+                # 410 comes as an ERROR event (WatchExpired) or, from some servers, as the status of
+                # the watch request itself (ContinueExpired): either way the version is gone.
+                log.info("%s; listing %s again", exc, path)
+                rv = ""
 
     def list_pages(
         self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = PAGE_SIZE
@@ -208,6 +420,39 @@ def _continue_from_head(raw: bytes) -> str | None:
     if not match:
         return None
     return str(json.loads(b'"' + match.group(1) + b'"')) or None
+
+
+def _lines(resp: Any) -> Iterator[bytes]:
+    """Complete lines of a streamed response (one watch event each), however the chunks fall."""
+    pending = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        value = (headers or {}).get("Retry-After")
+        return float(value) if value else None
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _status_cause(body: Any) -> str:
+    """The first cause's message in a Status body ("The disruption budget web needs 2 healthy …")."""
+    try:
+        loaded = json.loads(body) if body else {}
+    except (TypeError, ValueError):
+        return ""
+    if not isinstance(loaded, dict):
+        return ""
+    causes = (loaded.get("details") or {}).get("causes") or []
+    return str(causes[0].get("message", "")) if causes and isinstance(causes[0], dict) else ""
 
 
 def _status_message(body: Any) -> str:

@@ -30,7 +30,13 @@ from bot.sim.control import Control
 from bot.sim.engine import Engine
 from bot.sim.errors import ApiError
 from bot.sim.events import Recorder
-from bot.sim.housekeeping import Disruption, EndpointsController, GarbageCollector, Namespaces
+from bot.sim.housekeeping import (
+    Disruption,
+    EndpointsController,
+    GarbageCollector,
+    Namespaces,
+    ServiceAccounts,
+)
 from bot.sim.injection import Injectors
 from bot.sim.kubelet import Kubelets
 from bot.sim.metrics import Metrics
@@ -98,6 +104,7 @@ class Sim:
         StatefulSets(self.engine, self.events)
         GarbageCollector(self.engine)
         Namespaces(self.engine)
+        ServiceAccounts(self.engine)
         EndpointsController(self.engine)
         Disruption(self.engine)
         self.cloud = Cloud(

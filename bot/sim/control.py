@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.sim.behaviour import Rule
 from bot.sim.clock import parse_duration, rfc3339
+from bot.sim.cloud import NodeGroupSpec
 from bot.sim.errors import ApiError
 
 if TYPE_CHECKING:
@@ -140,9 +141,34 @@ class Control:
         self.sim.engine.wait_for(lambda: self.sim.cloud.operation(op_id).state != "InProgress", timeout)
         return self.operation(op_id)
 
-    def add_node(self, group: str, *, ready: bool = True) -> str:
+    def add_node(self, group: str, *, ready: bool = True, version: str | None = None) -> str:
+        """One more node in a group (optionally at another kubelet version); returns its name."""
         with self.sim.store.lock:
-            return self.sim.cloud.add_node(group, ready=ready)
+            if group not in self.sim.cloud.groups:
+                raise ApiError(404, "NotFound", f"no node group {group!r}")
+            name = self.sim.cloud.add_node(group, ready=ready, version=version)
+            self.sim.engine.settle()
+            return name
+
+    def add_node_group(
+        self, name: str, *, count: int = 0, version: str | None = None, labels: dict[str, str] | None = None
+    ) -> list[str]:
+        """A new managed node group (as `eksctl create nodegroup`) with `count` Ready nodes."""
+        with self.sim.store.lock:
+            if name in self.sim.cloud.groups:
+                raise ApiError(409, "AlreadyExists", f"node group {name!r} already exists")
+            self.sim.cloud.groups[name] = NodeGroupSpec(
+                name=name, count=count, version=version or self.sim.cloud.version, labels=dict(labels or {})
+            )
+            nodes = [self.sim.cloud.add_node(name) for _ in range(count)]
+            self.sim.engine.settle()
+            return nodes
+
+    def remove_node(self, name: str) -> None:
+        """The instance is terminated: its Node object is deleted (pods on it are garbage-collected)."""
+        with self.sim.store.lock:
+            self.sim.cloud.terminate(name)
+            self.sim.engine.settle()
 
     # ---- faults ---------------------------------------------------------------------------------
 

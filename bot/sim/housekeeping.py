@@ -5,6 +5,8 @@ PodDisruptionBudget status.
   the ownerReference (`orphan` finalizer), or deleted before the owner goes (`foregroundDeletion`).
 - Namespace controller: a namespace being deleted has all its content deleted, then its
   `kubernetes` finalizer removed, then disappears.
+- ServiceAccount controller: every active namespace gets its `default` ServiceAccount (the API
+  refuses pods until it exists, so clients wait for it after creating a namespace).
 - Endpoints controller: a Service with a selector gets Endpoints listing its ready and not-ready
   pod addresses.
 - Disruption controller: PDB status from `disruption.compute_status`, recomputed when matching pods,
@@ -150,6 +152,30 @@ class Namespaces:
         ns = entry.obj()
         ns.setdefault("spec", {})["finalizers"] = []
         self.api.update(KINDS_BY_KEY["namespaces"], "", name, ns, subresource="finalize")
+
+
+class ServiceAccounts:
+    name = "serviceaccount"
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.api = engine.api
+        engine.add(self)
+
+    def on_change(self, record: Record) -> None:
+        e = record.entry
+        if record.type == DELETED:
+            if e.kind.key == "serviceaccounts" and e.name == "default":
+                self.engine.enqueue(self.name, e.namespace)  # recreated, as the real controller does
+        elif e.kind.key == "namespaces" and b'"deletionTimestamp"' not in e.raw:
+            self.engine.enqueue(self.name, e.name)
+
+    def sync(self, namespace: str) -> None:
+        ns = self.api.store.entry("namespaces", "", namespace)
+        if ns is None or b'"deletionTimestamp"' in ns.raw:
+            return
+        if self.api.store.entry("serviceaccounts", namespace, "default") is None:
+            self.api.create(KINDS_BY_KEY["serviceaccounts"], namespace, {"metadata": {"name": "default"}})
 
 
 class EndpointsController:

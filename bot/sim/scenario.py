@@ -27,7 +27,7 @@ from bot.sim.behaviour import Rule
 from bot.sim.clock import parse_duration, rfc3339
 from bot.sim.cloud import DeprecatedCaller, FargateProfile, NodeGroupSpec, Operation
 from bot.sim.injection import Injector
-from bot.sim.resources import KINDS_BY_KEY, minor_of
+from bot.sim.resources import minor_of
 
 if TYPE_CHECKING:
     from bot.sim.cluster import Sim
@@ -179,7 +179,6 @@ class Scenario:
                 if hns not in names:
                     names.append(hns)
         sim.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in names])
-        sim.api.create(KINDS_BY_KEY["serviceaccounts"], "default", {"metadata": {"name": "default"}})
         for group in self.node_groups:
             cloud.groups[group.name] = group
             for _ in range(group.count):

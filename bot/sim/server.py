@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from bot.sim import bookmarks as bookmark_shapes
 from bot.sim import control_http, discovery, disruption, tables
 from bot.sim.apiserver import DeleteOptions, decode_body
 from bot.sim.clock import parse_time
@@ -711,7 +712,10 @@ class Handler(BaseHTTPRequestHandler):
                         }
                     )
                 else:
-                    body = served.type_prefix + dumps({"metadata": meta})[1:]
+                    body = (
+                        served.type_prefix
+                        + dumps(bookmark_shapes.body(served.kind.kind, rv, annotations))[1:]
+                    )
                 return b'{"type":"' + kind.encode() + b'","object":' + body + b"}\n"
             return b'{"type":"' + kind.encode() + b'","object":' + served.type_prefix + raw[1:] + b"}\n"
 
@@ -726,6 +730,8 @@ class Handler(BaseHTTPRequestHandler):
             )
         except ApiError as err:
             status = err.status()
+            if err.code == 410 and served.kind.kind in bookmark_shapes.UNCACHED:
+                status["message"] = bookmark_shapes.UNCACHED_TOO_OLD
             self._chunk(b'{"type":"ERROR","object":' + dumps(status) + b"}\n")
             self._end_stream()
             return
@@ -735,8 +741,23 @@ class Handler(BaseHTTPRequestHandler):
         drop_after = sim.control.transport.watch_drop_after
         if drop_after:
             deadline = min(deadline, started + drop_after)
-        last_bookmark = time.monotonic()
+        # As the API server's watch cache: a bookmark every `interval` and one 2 s before the
+        # watch's timeout, each only if the version moved past the last one this watch was sent;
+        # none for kinds served without the cache (Events).
+        bookmarks = bookmarks and served.kind.kind not in bookmark_shapes.UNCACHED
+        pre_timeout = started + timeout - 2.0
+        last_bookmark = started
         interval = sim.bookmark_interval
+        requested = query.get("resourceVersion", "")
+        sent_rv = int(requested) if requested.isdigit() and int(requested) > 0 else start.resource_version
+
+        def send(record: Any) -> int:
+            ev = watcher.event_for(record)
+            if ev is None:
+                return 0
+            self._chunk(encode(ev[0], ev[1].raw, ev[1].rv))
+            return int(ev[1].rv)
+
         try:
             for e in start.initial:
                 self._chunk(encode("ADDED", e.raw, e.rv))
@@ -745,34 +766,34 @@ class Handler(BaseHTTPRequestHandler):
                     encode("BOOKMARK", None, start.resource_version, {"k8s.io/initial-events-end": "true"})
                 )
             for record in start.replay:
-                ev = watcher.event_for(record)
-                if ev is not None:
-                    self._chunk(encode(ev[0], ev[1].raw, ev[1].rv))
+                sent_rv = max(sent_rv, send(record))
             while True:
                 now = time.monotonic()
                 if now >= deadline:
                     break
                 wait = deadline - now
                 if bookmarks:
-                    wait = min(wait, max(0.05, interval - (now - last_bookmark)))
-                records = watcher.take(wait)
-                for record in records:
-                    ev = watcher.event_for(record)
-                    if ev is not None:
-                        self._chunk(encode(ev[0], ev[1].raw, ev[1].rv))
+                    due = last_bookmark + interval
+                    if now < pre_timeout:
+                        due = min(due, pre_timeout)
+                    wait = min(wait, max(0.05, due - now))
+                for record in watcher.take(wait):
+                    sent_rv = max(sent_rv, send(record))
                 if watcher.closed:
                     break
-                if bookmarks and time.monotonic() - last_bookmark >= interval:
+                now = time.monotonic()
+                at_pre_timeout = last_bookmark < pre_timeout <= now
+                if bookmarks and (now - last_bookmark >= interval or at_pre_timeout):
                     # Drain under the store lock, so the bookmark's version covers everything sent.
                     with sim.store.lock:
                         late = watcher.take(0)
                         rv = sim.store.rv
                     for record in late:
-                        ev = watcher.event_for(record)
-                        if ev is not None:
-                            self._chunk(encode(ev[0], ev[1].raw, ev[1].rv))
-                    self._chunk(encode("BOOKMARK", None, rv))
-                    last_bookmark = time.monotonic()
+                        sent_rv = max(sent_rv, send(record))
+                    if rv > sent_rv:
+                        self._chunk(encode("BOOKMARK", None, rv))
+                        sent_rv = rv
+                    last_bookmark = now
             self._end_stream()
         except OSError:
             pass

@@ -461,14 +461,16 @@ class Store:
     # ---- compaction ---------------------------------------------------------------------------------
 
     def compact(self, rv: int | None = None) -> int:
-        """Forget history at and below `rv` (default: everything so far). Returns the new floor."""
+        """Forget history below `rv` (default: everything before now), as etcd's compaction at that
+        revision does: the revision itself is kept, so a watch from `rv - 1` still starts. Returns
+        the new floor."""
         with self.lock:
             target = self.rv if rv is None else min(rv, self.rv)
             if target <= self.floor:
                 return self.floor
             self.floor = target
             for bucket in self.buckets.values():
-                cut = bisect.bisect_right(bucket.log, target, key=lambda r: r.rv)
+                cut = bisect.bisect_left(bucket.log, target, key=lambda r: r.rv)
                 if cut:
                     del bucket.log[:cut]
                 for snap_rv in [r for r in bucket.snapshots if r < target]:
@@ -655,7 +657,9 @@ class Store:
                     if bucket.entries[k].matches(labels, fields)
                 ]
             else:
-                if rv < self._floor_for(bucket):
+                # A watch from rv needs every record after it: etcd keeps the compaction revision
+                # itself, the kind's own log window (bucket.floor) drops at and below its floor.
+                if rv < self.floor - 1 or rv < bucket.floor:
                     raise expired(f"too old resource version: {rv} ({self._floor_for(bucket)})")
                 start = bisect.bisect_right(bucket.log, rv, key=lambda r: r.rv)
                 replay = bucket.log[start:]

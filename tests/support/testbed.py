@@ -103,12 +103,15 @@ def wait_until(predicate: Callable[[], T | None], *, timeout: float, what: str, 
         time.sleep(interval)
 
 
-def fake_node(name: str, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def fake_node(
+    name: str, *, labels: dict[str, str] | None = None, kubelet_version: str | None = None
+) -> dict[str, Any]:
     """A Node manifest that kwok will adopt and keep Ready.
 
-    The status is accepted on create for nodes; kwok keeps capacity it finds and fills in the
-    conditions, addresses and node info.
+    The status is accepted on create for nodes; kwok keeps capacity (and a kubelet version) it
+    finds and fills in the conditions, addresses and the rest of the node info.
     """
+    node_info = {"nodeInfo": {"kubeletVersion": kubelet_version}} if kubelet_version else {}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -126,6 +129,7 @@ def fake_node(name: str, *, labels: dict[str, str] | None = None) -> dict[str, A
         "status": {
             "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
             "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+            **node_info,
         },
     }
 
@@ -158,6 +162,8 @@ class RealCluster:
     workdir: Path
     versions: dict[str, str]
     logs: dict[str, Path] = field(default_factory=dict)
+    #: etcd's client URL (plain HTTP on loopback), for tests that compact its history.
+    etcd_url: str = ""
 
     def kubectl(
         self, *args: str, check: bool = True, timeout: float = 60
@@ -379,6 +385,7 @@ class ControlPlane:
             workdir=self.dir,
             versions=pins(),
             logs=dict(self.logs),
+            etcd_url=etcd_url,
         )
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
