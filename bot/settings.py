@@ -12,13 +12,19 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
+from bot.core import announcements as _announcements
+from bot.core import windows as _windows
+from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
 from bot.errors import ConfigError
+
+_T = TypeVar("_T")
 
 DEFAULT_CONFIG_NAME = "upgrade-bot.yaml"
 CONFIG_ENV = "UPGRADE_BOT_CONFIG"
@@ -26,10 +32,8 @@ CONFIG_ENV = "UPGRADE_BOT_CONFIG"
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 # Slack IDs: users start with U or W (Enterprise Grid), user groups with S, channels with C or G.
-_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
-_GROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")
-_CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,}$")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+# Names of clusters, roles and plans: lower case, digits, and . _ -
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +110,13 @@ class Settings:
     node_group_labels: tuple[str, ...] | None = None
     #: Restarts since the first snapshot that make the diff call it a regression.
     restart_threshold: int = 3
+    #: Allowed maintenance windows and change freezes (no windows: any time outside freezes).
+    windows: _windows.Policy = field(default_factory=_windows.Policy)
+    #: Announcement offsets before a window opens, and the grace for ones due while the bot was down.
+    announcement_offsets: tuple[timedelta, ...] = tuple(
+        _announcements.parse_offset(o) for o in _announcements.DEFAULT_OFFSETS
+    )
+    announcement_grace: timedelta = _announcements.DEFAULT_GRACE
 
     @property
     def zone(self) -> ZoneInfo:
@@ -160,7 +171,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         raise ConfigError(f"{label}: invalid YAML: {exc}") from None
     if node is None:
         node = yaml.MappingNode("tag:yaml.org,2002:map", [])
-    v = _Validator(label)
+    v = YamlValidator(label)
     top = v.mapping(node, "", _TOP_KEYS)
     base_dir = source.parent if source else Path.cwd()
 
@@ -173,10 +184,10 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     if "channels" in top:
         ch = v.mapping(top["channels"], "channels", {"announcements", "operations"})
         channels = Channels(
-            announcements=v.slack_id(ch["announcements"], "channels.announcements", _CHANNEL_ID, "channel")
+            announcements=v.slack_id(ch["announcements"], "channels.announcements", CHANNEL_ID, "channel")
             if "announcements" in ch
             else None,
-            operations=v.slack_id(ch["operations"], "channels.operations", _CHANNEL_ID, "channel")
+            operations=v.slack_id(ch["operations"], "channels.operations", CHANNEL_ID, "channel")
             if "operations" in ch
             else None,
         )
@@ -184,7 +195,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     roster: dict[str, tuple[str, ...]] = {}
     if "roster" in top:
         for role, rnode in v.mapping(top["roster"], "roster", None).items():
-            if not _NAME.match(role):
+            if not NAME_PATTERN.match(role):
                 v.error(rnode, f"roster.{role}", "role names are lower-case letters, digits, - and _")
             roster[role] = v.people(rnode, f"roster.{role}")
 
@@ -210,6 +221,25 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
             node_group_labels = v.strings(snap["node_group_labels"], "snapshot.node_group_labels")
         threshold = v.integer(snap.get("restart_threshold"), "snapshot.restart_threshold", low=1, high=1000)
         restart_threshold = threshold if threshold is not None else 3
+    policy = _windows.Policy(
+        windows=tuple(_windows_config(v, top["windows"], timezone)) if "windows" in top else (),
+        freezes=tuple(_freezes_config(v, top["freezes"], timezone)) if "freezes" in top else (),
+    )
+    offsets: tuple[timedelta, ...] = tuple(
+        _announcements.parse_offset(o) for o in _announcements.DEFAULT_OFFSETS
+    )
+    grace = _announcements.DEFAULT_GRACE
+    if "announcements" in top:
+        ann = v.mapping(top["announcements"], "announcements", {"offsets", "grace"})
+        if "offsets" in ann:
+            parsed = [
+                _parsed(v, n, "announcements.offsets", _announcements.parse_offset)
+                for n in _items(v, ann["offsets"], "announcements.offsets")
+            ]
+            offsets = tuple(o for o in parsed if o is not None)
+        if "grace" in ann:
+            chosen = _parsed(v, ann["grace"], "announcements.grace", _announcements.parse_duration)
+            grace = grace if chosen is None else chosen
     v.raise_if_errors()
 
     return Settings(
@@ -225,6 +255,9 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         secrets=Secrets.from_env(env),
         node_group_labels=node_group_labels,
         restart_threshold=restart_threshold,
+        windows=policy,
+        announcement_offsets=offsets,
+        announcement_grace=grace,
     )
 
 
@@ -238,13 +271,16 @@ _TOP_KEYS = {
     "templates_dir",
     "workers",
     "snapshot",
+    "windows",
+    "freezes",
+    "announcements",
 }
 _CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout"}
 
 
-def _cluster(v: _Validator, name: str, node: yaml.Node, base_dir: Path) -> ClusterConfig:
+def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> ClusterConfig:
     key = f"clusters.{name}"
-    if not _NAME.match(name):
+    if not NAME_PATTERN.match(name):
         v.error(node, key, "cluster names are lower-case letters, digits, '.', '-' and '_'")
     c = v.mapping(node, key, _CLUSTER_KEYS)
     in_cluster = v.boolean(c.get("in_cluster"), f"{key}.in_cluster")
@@ -264,7 +300,112 @@ def _cluster(v: _Validator, name: str, node: yaml.Node, base_dir: Path) -> Clust
     )
 
 
-class _Validator:
+_WINDOW_KEYS = {"days", "start", "end", "zone"}
+_FREEZE_KEYS = {"from", "to", "reason", "zone"}
+
+
+def _items(v: YamlValidator, node: yaml.Node, key: str) -> list[yaml.Node]:
+    if not isinstance(node, yaml.SequenceNode):
+        v.error(node, key, "expected a list")
+        return []
+    return list(node.value)
+
+
+def _parsed(v: YamlValidator, node: yaml.Node, key: str, parse: Callable[[str], _T]) -> _T | None:
+    """Parse a scalar's text as written (YAML 1.1 would read `14:00` as the number 840)."""
+    if not isinstance(node, yaml.ScalarNode) or not str(node.value).strip():
+        v.error(node, key, "expected a value")
+        return None
+    try:
+        return parse(str(node.value))
+    except ValueError as exc:
+        v.error(node, key, str(exc))
+        return None
+
+
+def _zone_of(v: YamlValidator, node: yaml.Node | None, key: str, default: str) -> str | None:
+    if node is None:
+        return default
+    zone = v.string(node, key)
+    if zone is None:
+        return None
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        v.error(node, key, f"unknown time zone {zone!r} (use an IANA name)")
+        return None
+    return zone
+
+
+def _windows_config(v: YamlValidator, node: yaml.Node, default_zone: str) -> list[_windows.Window]:
+    """`windows: [{days: mon-fri, start: "14:00", end: "17:00", zone: Asia/Tokyo}]`."""
+    out: list[_windows.Window] = []
+    for i, item in enumerate(_items(v, node, "windows")):
+        key = f"windows[{i}]"
+        w = v.mapping(item, key, _WINDOW_KEYS)
+        missing = [k for k in ("days", "start", "end") if k not in w]
+        for k in missing:
+            v.error(item, f"{key}.{k}", "missing key")
+        if missing:
+            continue
+        days = _weekdays(v, w["days"], f"{key}.days")
+        start = _parsed(v, w["start"], f"{key}.start", _windows.parse_time)
+        end = _parsed(v, w["end"], f"{key}.end", _windows.parse_time)
+        zone = _zone_of(v, w.get("zone"), f"{key}.zone", default_zone)
+        if days is None or start is None or end is None or zone is None:
+            continue
+        try:
+            out.append(_windows.Window(weekdays=days, start=start, end=end, zone=zone))
+        except ValueError as exc:
+            v.error(item, key, str(exc))
+    return out
+
+
+def _freezes_config(v: YamlValidator, node: yaml.Node, default_zone: str) -> list[_windows.Freeze]:
+    """`freezes: [{from: 2026-12-25, to: 2027-01-04, reason: year-end freeze}]` (whole days)."""
+    out: list[_windows.Freeze] = []
+    for i, item in enumerate(_items(v, node, "freezes")):
+        key = f"freezes[{i}]"
+        f = v.mapping(item, key, _FREEZE_KEYS)
+        missing = [k for k in ("from", "to", "reason") if k not in f]
+        for k in missing:
+            v.error(item, f"{key}.{k}", "missing key")
+        if missing:
+            continue
+        first = _parsed(v, f["from"], f"{key}.from", _iso_date)
+        last = _parsed(v, f["to"], f"{key}.to", _iso_date)
+        reason = v.string(f["reason"], f"{key}.reason")
+        zone = _zone_of(v, f.get("zone"), f"{key}.zone", default_zone)
+        if first is None or last is None or reason is None or zone is None:
+            continue
+        try:
+            out.append(_windows.Freeze.from_dates(first, last, reason=reason, zone=zone))
+        except ValueError as exc:
+            v.error(f["to"], f"{key}.to", str(exc))
+    return out
+
+
+def _weekdays(v: YamlValidator, node: yaml.Node, key: str) -> frozenset[int] | None:
+    """`mon-fri`, `sat,sun` or a list of day names."""
+    items = node.value if isinstance(node, yaml.SequenceNode) else [node]
+    if not all(isinstance(i, yaml.ScalarNode) for i in items):
+        v.error(node, key, "expected weekdays like mon-fri or [mon, wed]")
+        return None
+    try:
+        return _windows.parse_weekdays([str(i.value) for i in items])
+    except ValueError as exc:
+        v.error(node, key, str(exc))
+        return None
+
+
+def _iso_date(text: str) -> date:
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date like 2026-12-25") from None
+
+
+class YamlValidator:
     """Walks the YAML node tree, collecting errors that name the file, line and dotted key."""
 
     def __init__(self, label: str) -> None:
@@ -365,7 +506,7 @@ class _Validator:
         items: list[yaml.Node]
         items = list(node.value) if isinstance(node, yaml.SequenceNode) else [node]
         out: list[str] = []
-        check: Callable[[str], bool] = lambda s: bool(_USER_ID.match(s) or _GROUP_ID.match(s))  # noqa: E731
+        check: Callable[[str], bool] = lambda s: bool(USER_ID.match(s) or GROUP_ID.match(s))  # noqa: E731
         for item in items:
             value = self.string(item, key)
             if value is None:

@@ -7,10 +7,16 @@ production, a static one in the terminal without a workspace and in tests.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from bot.errors import PermissionDenied
+
+# The shapes of Slack's ids: users (U…, or W… on Enterprise Grid), user groups, channels.
+USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+GROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")
+CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,}$")
 
 #: In a subcommand's roles: anyone holding any role of the roster.
 ANY_ROLE = "*"

@@ -14,7 +14,8 @@ built-ins of the same name.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 from markupsafe import Markup
 
+from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
 from bot.errors import PermanentError
 
 
@@ -52,22 +54,92 @@ def _finalize(value: object) -> object:
     return slack_escape(value)
 
 
+# Only well-formed IDs become mentions: anything else (a terminal user, a typo, text that tries to
+# smuggle `<!channel>` in) is shown as escaped text, so it can never ping anyone.
+
+
 def mention(entry: str) -> Markup:
-    """`U…`/`W…` → a user mention, `S…` → a user-group mention."""
+    """`U…`/`W…` → a user mention, `S…` → a user-group mention; anything else → escaped text."""
     entry = str(entry)
-    if entry.startswith("S"):
-        return Markup(f"<!subteam^{slack_escape(entry)}>")
-    return Markup(f"<@{slack_escape(entry)}>")
+    if GROUP_ID.match(entry):
+        return Markup(f"<!subteam^{entry}>")
+    if USER_ID.match(entry):
+        return Markup(f"<@{entry}>")
+    return Markup(slack_escape(entry))
+
+
+def subteam(group_id: str) -> Markup:
+    """A user-group mention `<!subteam^S…>` (escaped text if it is not a group ID)."""
+    group_id = str(group_id)
+    return Markup(f"<!subteam^{group_id}>") if GROUP_ID.match(group_id) else Markup(slack_escape(group_id))
+
+
+def mentions(entries: Iterable[str] | None, empty: str = "nobody") -> Markup:
+    """A roster role's people and groups as mentions, comma-separated (`empty` when none)."""
+    items = [mention(e) for e in entries or ()]
+    return Markup(", ".join(items)) if items else Markup(slack_escape(empty))
 
 
 def channel(channel_id: str) -> Markup:
-    return Markup(f"<#{slack_escape(channel_id)}>")
+    channel_id = str(channel_id)
+    return Markup(f"<#{channel_id}>") if CHANNEL_ID.match(channel_id) else Markup(slack_escape(channel_id))
 
 
 def slack_date(moment: datetime, zone: str = "UTC", fmt: str = "{date_short_pretty} {time}") -> Markup:
     """A Slack date token: each reader sees their own zone; the fallback names the plan's zone."""
     fallback = moment.astimezone(ZoneInfo(zone)).strftime(f"%Y-%m-%d %H:%M {zone}")
     return Markup(f"<!date^{int(moment.timestamp())}^{fmt}|{slack_escape(fallback)}>")
+
+
+def when(moment: datetime, zone: str = "UTC", fmt: str = "{date_short_pretty} {time}") -> Markup:
+    """A Slack date token whose text fallback shows the plan's zone and UTC.
+
+    Slack renders the token in each reader's own zone (a Tokyo window read in Berlin shows Berlin
+    time); clients that cannot render tokens, notifications and the terminal show the fallback:
+    `2026-12-01 14:00 Asia/Tokyo (05:00 UTC)`, with the UTC date too when it differs.
+    """
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("a time shown to readers must be timezone-aware")
+    local = moment.astimezone(ZoneInfo(zone))
+    utc = moment.astimezone(ZoneInfo("UTC"))
+    fallback = f"{local:%Y-%m-%d %H:%M} {zone}"
+    if zone != "UTC":
+        fallback += f" ({utc:%H:%M} UTC)" if utc.date() == local.date() else f" ({utc:%Y-%m-%d %H:%M} UTC)"
+    # The token's `^` and `|` separators never occur in the fallback: it is digits, a zone and UTC.
+    return Markup(f"<!date^{int(moment.timestamp())}^{fmt}|{slack_escape(fallback)}>")
+
+
+_URL = re.compile(r"^https?://[^\s<>|]+$")
+
+
+def link(item: object, title: str | None = None) -> Markup:
+    """`<https://…|title>` for an http(s) URL; anything else is shown as escaped text, not a link.
+
+    `item` is a URL string or an object with `url` and `title` (a plan's links).
+    """
+    url = str(getattr(item, "url", None) or (item.get("url") if isinstance(item, Mapping) else item))
+    if title is None:
+        title = getattr(item, "title", None) or (item.get("title") if isinstance(item, Mapping) else None)
+    label = slack_escape(str(title or url)).replace("|", "¦")
+    if not _URL.match(url):
+        return Markup(label if title else slack_escape(url))
+    return Markup(f"<{slack_escape(url)}|{label}>")
+
+
+def clip(value: object, limit: int) -> Markup:
+    """Escape `value` for Slack and cut it to `limit` characters, never inside an `&amp;`.
+
+    Block Kit refuses a section over 3,000 characters; text from users (a plan's impact) is clipped
+    so a long paragraph cannot make the whole announcement fail.
+    """
+    text = slack_escape(value)
+    if len(text) <= limit:
+        return Markup(text)
+    cut = text[: max(limit - 1, 0)]
+    amp = cut.rfind("&")
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return Markup(cut + "…")
 
 
 def utc_text(moment: datetime) -> str:
@@ -88,12 +160,19 @@ class Renderer:
             keep_trailing_newline=False,
         )
         self.env.filters["mention"] = mention
+        self.env.filters["mentions"] = mentions
+        self.env.filters["subteam"] = subteam
         self.env.filters["channel"] = channel
         self.env.filters["slack_date"] = slack_date
+        self.env.filters["when"] = when
+        self.env.filters["clip"] = clip
+        self.env.filters["link"] = link
         self.env.filters["utc"] = utc_text
         # Block Kit templates embed values as JSON strings, escaped for mrkdwn first.
         self.env.filters["slack"] = lambda v: slack_escape(v)
         self.env.globals["mention"] = mention
+        self.env.globals["subteam"] = subteam
+        self.env.globals["channel"] = channel
 
     def exists(self, name: str) -> bool:
         try:
@@ -133,11 +212,21 @@ class Renderer:
 
 
 def _line_of(exc: BaseException, name: str) -> str:
-    """The template line of a runtime error, found in the traceback Jinja rewrites."""
+    """The template line of a runtime error, found in the traceback Jinja rewrites.
+
+    When the error is inside a file the template includes, that file and line are named too.
+    """
     tb = exc.__traceback__
     line = None
+    innermost: tuple[str, int] | None = None
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename.endswith(name):
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.endswith(name):
             line = tb.tb_lineno
+        if filename.endswith(".j2"):
+            innermost = (filename, tb.tb_lineno)
         tb = tb.tb_next
-    return f", line {line}" if line else ""
+    where = f", line {line}" if line else ""
+    if innermost is not None and not innermost[0].endswith(name):
+        where += f" (in {innermost[0]}, line {innermost[1]})"
+    return where

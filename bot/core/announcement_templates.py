@@ -1,0 +1,434 @@
+"""Announcement templates: their context, team overrides, Block Kit limits, and `templates check`.
+
+Announcements render through the bot's one sandboxed environment (`bot.core.rendering`) from
+`templates/announcements/NAME.txt.j2` (mrkdwn; the message text and notification) and
+`NAME.blocks.json.j2` (Block Kit). The context is built here from plain data, so every template
+sees the same shape (documented in templates/announcements/README.md).
+
+Overrides: a team's `templates_dir` may hold `announcements/NAME…` (mirroring the built-in layout)
+or `NAME…` directly; the first found in that order wins, then the built-in. If a team overrides the
+text but not the blocks of an announcement, the message is posted as text only: readers would
+otherwise see the built-in blocks and never the team's wording. Having both spellings of one
+override is refused by `templates check`, since only one of them could ever be used.
+
+A rendered announcement is checked against Slack's limits before anything is posted (at most 50
+blocks, 3,000 characters per section text, 2,000 per field, 10 fields, 10 context elements, about
+12,000 characters of block text in all): a template that breaks them fails whole, never half-posted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import jinja2
+
+from bot.core import announcements
+from bot.core.rendering import Rendered, Renderer, TemplateError, when
+from bot.settings import BUILTIN_TEMPLATES
+
+BUILTIN_ANNOUNCEMENTS = BUILTIN_TEMPLATES / "announcements"
+ROLES = ("primary", "shadow", "coordinator")
+RUN_STATES = ("scheduled", "running", "paused", "completed", "aborted", "rolled_back")
+
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+MAX_FIELD_TEXT = 2000
+MAX_FIELDS = 10
+MAX_CONTEXT_ELEMENTS = 10
+#: Slack answers `msg_blocks_too_long` from about 12–13k characters of block text.
+MAX_TOTAL_BLOCK_TEXT = 12000
+#: `chat.postMessage` truncates `text` past 40,000 characters; announcements stay far below.
+MAX_TEXT = 4000
+
+
+def _aware(moment: datetime, what: str) -> None:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"{what} must be timezone-aware")
+
+
+def _short(value: str, what: str, limit: int) -> None:
+    if not value or len(value) > limit:
+        raise ValueError(f"{what} must be 1 to {limit} characters")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowSpan:
+    """The upgrade's window: aware start and end, and the plan's IANA zone for the text fallback."""
+
+    start: datetime
+    end: datetime
+    tz: str
+
+    def __post_init__(self) -> None:
+        _aware(self.start, "window.start")
+        _aware(self.end, "window.end")
+        ZoneInfo(self.tz)
+        if self.end <= self.start:
+            raise ValueError("window.end must be after window.start")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Link:
+    title: str
+    url: str
+
+    def __post_init__(self) -> None:
+        _short(self.title, "a link's title", 200)
+        _short(self.url, "a link's url", 1000)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanInfo:
+    """What an announcement says about the plan."""
+
+    name: str
+    cluster: str
+    current_version: str
+    target_version: str
+    window: WindowSpan
+    impact: str = ""
+    links: tuple[Link, ...] = ()
+
+    def __post_init__(self) -> None:
+        _short(self.name, "plan.name", 200)
+        _short(self.cluster, "plan.cluster", 100)
+        _short(self.current_version, "plan.current_version", 50)
+        _short(self.target_version, "plan.target_version", 50)
+        if len(self.links) > 10:
+            raise ValueError("at most 10 links")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepInfo:
+    index: int
+    total: int
+    name: str
+    confirmed_by: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.total:
+            raise ValueError("step.index must be from 1 to step.total")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunInfo:
+    id: int | str
+    state: str
+    step: StepInfo | None = None
+
+    def __post_init__(self) -> None:
+        if self.state not in RUN_STATES:
+            raise ValueError(f"run.state must be one of {', '.join(RUN_STATES)}")
+
+
+#: Templates that cannot be rendered without a run (or without its current step).
+_NEEDS_RUN = {announcements.STEP_COMPLETE, announcements.COMPLETED, announcements.ABORTED}
+
+
+def build_context(
+    *,
+    plan: PlanInfo,
+    roster: Mapping[str, Sequence[str]],
+    run: RunInfo | None = None,
+    reason: str | None = None,
+    previous_window: WindowSpan | None = None,
+) -> dict[str, Any]:
+    """The context every announcement template receives; optional parts are present as None."""
+    people = {role: tuple(roster.get(role, ())) for role in ROLES}
+    people.update({role: tuple(ids) for role, ids in roster.items()})
+    return {
+        "plan": plan,
+        "roster": people,
+        "run": run,
+        "reason": reason or None,
+        "previous_window": previous_window,
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class LateNote:
+    """Marks an announcement sent after its due time (the bot was down), within the grace."""
+
+    due: datetime
+    zone: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    """One failure found by `templates check`: the file and the reason (which names the line)."""
+
+    path: Path | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+@dataclass
+class AnnouncementRenderer:
+    """Renders announcement templates: the team's overrides first, then the built-ins."""
+
+    templates_dir: Path | None = None
+    builtin: Path = BUILTIN_ANNOUNCEMENTS
+    _renderer: Renderer = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._renderer = Renderer(self.search_path())
+
+    def team_dirs(self) -> list[Path]:
+        if self.templates_dir is None:
+            return []
+        return [self.templates_dir / "announcements", self.templates_dir]
+
+    def search_path(self) -> list[Path]:
+        return [*self.team_dirs(), self.builtin]
+
+    def source(self, filename: str) -> Path | None:
+        """The file that `filename` resolves to, or None."""
+        for directory in self.search_path():
+            candidate = directory / filename
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def overridden(self, filename: str) -> bool:
+        """Does the team's directory provide `filename`?"""
+        return any((d / filename).is_file() for d in self.team_dirs())
+
+    def render(self, template: str, context: Mapping[str, Any], *, late: LateNote | None = None) -> Rendered:
+        """Text and blocks for `template`, or TemplateError naming the file, line and cause."""
+        if template not in announcements.TEMPLATES:
+            raise TemplateError(
+                f"unknown announcement {template!r} (one of {', '.join(announcements.TEMPLATES)})"
+            )
+        run = context.get("run")
+        if template in _NEEDS_RUN and run is None:
+            raise TemplateError(f"announcement {template} needs a run")
+        if template == announcements.STEP_COMPLETE and getattr(run, "step", None) is None:
+            raise TemplateError(f"announcement {template} needs the run's current step")
+        text_name, blocks_name = f"{template}.txt.j2", f"{template}.blocks.json.j2"
+        text = self._renderer.render_file(text_name, context).strip()
+        blocks: list[dict[str, Any]] | None = None
+        # The team's text without the team's blocks is posted as text, so the team's wording shows.
+        if self.source(blocks_name) is not None and (
+            self.overridden(blocks_name) or not self.overridden(text_name)
+        ):
+            blocks = _parse_blocks(blocks_name, self._renderer.render_file(blocks_name, context))
+        if late is not None:
+            note = (
+                f":hourglass: _Delayed: this announcement was due {when(late.due, late.zone)}; "
+                "the bot could not post it then._"
+            )
+            text = f"{note}\n{text}"
+            if blocks is not None:
+                blocks = [{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, *blocks]
+        check_limits(template, text, blocks)
+        return Rendered(text=text, blocks=blocks)
+
+    def check(self, sample: Mapping[str, Any] | None = None) -> list[Problem]:
+        """Render every announcement against a sample context; every problem found, in order."""
+        problems: list[Problem] = []
+        context = sample if sample is not None else sample_context()
+        if self.templates_dir is not None and not self.templates_dir.is_dir():
+            return [Problem(path=self.templates_dir, message="not a directory")]
+        for template in announcements.TEMPLATES:
+            for filename in (f"{template}.txt.j2", f"{template}.blocks.json.j2"):
+                if self.templates_dir is not None:
+                    both = [d / filename for d in self.team_dirs() if (d / filename).is_file()]
+                    if len(both) > 1:
+                        problems.append(
+                            Problem(
+                                path=both[1],
+                                message=f"also overridden by {both[0]}, which wins; keep only one of them",
+                            )
+                        )
+            # Once with every optional part present, once without them (before a run exists, no
+            # reason, no links): a template must survive both, or it fails on a real day.
+            variants = [context] if template in _NEEDS_RUN else [context, sample_minimal(context)]
+            seen: set[str] = set()
+            for variant in variants:
+                try:
+                    self.render(template, variant)
+                except TemplateError as exc:
+                    if exc.user_message not in seen:
+                        seen.add(exc.user_message)
+                        problems.append(
+                            Problem(path=self._blamed(template, exc.user_message), message=exc.user_message)
+                        )
+        return problems + self._other_files()
+
+    def _other_files(self) -> list[Problem]:
+        """Team files no announcement renders: a misspelt name would never be used, so say so; the
+        rest (reply-template overrides, partials) have no sample context here: syntax only."""
+        if self.templates_dir is None:
+            return []
+        known = {f"{t}.{kind}" for t in announcements.TEMPLATES for kind in ("txt.j2", "blocks.json.j2")}
+        problems: list[Problem] = []
+        for path in sorted(self.templates_dir.rglob("*.j2")):
+            if path.name in known and path.parent in self.team_dirs():
+                continue
+            if path.parent == self.templates_dir / "announcements" and not path.name.startswith("_"):
+                names = ", ".join(announcements.TEMPLATES)
+                problems.append(
+                    Problem(
+                        path=path, message=f"not an announcement template ({names}; partials start with _)"
+                    )
+                )
+                continue
+            try:
+                self._renderer.env.parse(path.read_text(encoding="utf-8"), path.name, str(path))
+            except jinja2.TemplateSyntaxError as exc:
+                problems.append(Problem(path=path, message=f"line {exc.lineno}: {exc.message}"))
+        return problems
+
+    def _blamed(self, template: str, message: str) -> Path | None:
+        """The file an error message is about: a path it names, or the template file it names."""
+        included = _INCLUDED.search(message)
+        if included:
+            return Path(included.group(1))
+        match = _NAMED.search(message)
+        if match:
+            named = Path(match.group(1))
+            return named if named.is_absolute() else self.source(named.name)
+        return self.source(f"{template}.txt.j2")
+
+
+_INCLUDED = re.compile(r"\(in (\S+?\.j2), line \d+\)")
+_NAMED = re.compile(r"template (\S+?\.j2)\b")
+
+
+def _parse_blocks(name: str, raw: str) -> list[dict[str, Any]]:
+    try:
+        loaded = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise TemplateError(f"template {name}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    blocks = loaded.get("blocks") if isinstance(loaded, dict) else loaded
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+        raise TemplateError(f'template {name}: expected a JSON list of blocks or {{"blocks": [...]}}')
+    return blocks
+
+
+def check_limits(template: str, text: str, blocks: list[dict[str, Any]] | None) -> None:
+    """Raise TemplateError if Slack would refuse (or cut) the message."""
+    where = f"template {template}.txt.j2"
+    if not text:
+        raise TemplateError(f"{where}: the text is empty")
+    if len(text) > MAX_TEXT:
+        raise TemplateError(f"{where}: the text has {len(text)} characters (at most {MAX_TEXT})")
+    if blocks is None:
+        return
+    where = f"template {template}.blocks.json.j2"
+    if not blocks:
+        raise TemplateError(f"{where}: no blocks")
+    if len(blocks) > MAX_BLOCKS:
+        raise TemplateError(f"{where}: {len(blocks)} blocks (Slack allows {MAX_BLOCKS})")
+    total = 0
+    for number, block in enumerate(blocks, start=1):
+        kind = block.get("type")
+        if not isinstance(kind, str):
+            raise TemplateError(f"{where}: block {number} has no type")
+        if kind == "section":
+            texts = []
+            if "text" in block:
+                texts.append(_text_of(where, number, block["text"], MAX_SECTION_TEXT, "section text"))
+            fields = block.get("fields", [])
+            if len(fields) > MAX_FIELDS:
+                raise TemplateError(
+                    f"{where}: block {number} has {len(fields)} fields (at most {MAX_FIELDS})"
+                )
+            texts += [_text_of(where, number, f, MAX_FIELD_TEXT, "field") for f in fields]
+            if not texts:
+                raise TemplateError(f"{where}: block {number} is a section without text or fields")
+            total += sum(len(t) for t in texts)
+        elif kind == "context":
+            elements = block.get("elements", [])
+            if not 1 <= len(elements) <= MAX_CONTEXT_ELEMENTS:
+                raise TemplateError(f"{where}: block {number} needs 1 to {MAX_CONTEXT_ELEMENTS} elements")
+            total += sum(
+                len(_text_of(where, number, e, MAX_SECTION_TEXT, "context text"))
+                for e in elements
+                if e.get("type") in ("mrkdwn", "plain_text")
+            )
+        elif kind == "header":
+            total += len(_text_of(where, number, block.get("text"), 150, "header text"))
+    if total > MAX_TOTAL_BLOCK_TEXT:
+        raise TemplateError(
+            f"{where}: {total} characters of block text (Slack refuses past about {MAX_TOTAL_BLOCK_TEXT})"
+        )
+
+
+def _text_of(where: str, number: int, obj: object, limit: int, what: str) -> str:
+    if not isinstance(obj, dict) or obj.get("type") not in ("mrkdwn", "plain_text"):
+        raise TemplateError(f"{where}: block {number}: {what} must be a mrkdwn or plain_text object")
+    text = obj.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise TemplateError(f"{where}: block {number}: {what} is empty")
+    if len(text) > limit:
+        raise TemplateError(f"{where}: block {number}: {what} has {len(text)} characters (at most {limit})")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# The sample context `templates check` and `announce preview` render against
+
+_SAMPLE_ZONE = "Asia/Tokyo"
+_SAMPLE_START = datetime(2026, 12, 1, 14, 0, tzinfo=ZoneInfo(_SAMPLE_ZONE))
+
+
+def sample_context(**changes: Any) -> dict[str, Any]:
+    """A plan-like context with every optional part present, so every branch of a template renders.
+
+    User-provided text carries `& < >` and `<!channel>`: the sample proves it is escaped.
+    """
+    plan = PlanInfo(
+        name="prod-1.30",
+        cluster="prod",
+        current_version="v1.29.4",
+        target_version="v1.30.2",
+        window=WindowSpan(start=_SAMPLE_START, end=_SAMPLE_START + timedelta(hours=3), tz=_SAMPLE_ZONE),
+        impact="API server restarts twice (< 1 min each) & node pools roll; no <!channel> action needed.",
+        links=(
+            Link(title="Runbook & rollback", url="https://wiki.example.com/runbooks/k8s-1.30?a=1&b=2"),
+            Link(title="Change ticket <CHG-1234>", url="https://tickets.example.com/CHG-1234"),
+        ),
+    )
+    run = RunInfo(
+        id=42,
+        state="aborted",
+        step=StepInfo(index=3, total=7, name="Drain node group ng-a <blue>", confirmed_by=("U0SHADOW",)),
+    )
+    context = build_context(
+        plan=plan,
+        roster={"primary": ["U0PRIMARY"], "shadow": ["U0SHADOW"], "coordinator": ["S0SRELEADS"]},
+        run=run,
+        reason="PDB payments/<api> blocks eviction & <!channel> was paged",
+        previous_window=WindowSpan(
+            start=_SAMPLE_START - timedelta(days=1),
+            end=_SAMPLE_START - timedelta(days=1) + timedelta(hours=3),
+            tz=_SAMPLE_ZONE,
+        ),
+    )
+    context.update(changes)
+    return context
+
+
+def sample_minimal(context: Mapping[str, Any]) -> dict[str, Any]:
+    """`context` with its optional parts absent: no run, reason, previous window, impact or links."""
+    out = replace_plan(context, impact="", links=())
+    out.update(run=None, reason=None, previous_window=None)
+    return out
+
+
+def replace_plan(context: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of `context` with some of the plan's fields changed (for tests and previews)."""
+    out = dict(context)
+    out["plan"] = dataclasses.replace(out["plan"], **changes)
+    return out

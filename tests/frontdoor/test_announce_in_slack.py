@@ -1,0 +1,72 @@
+"""`/upgrade announce` through Slack: the post reaches the stub once; a broken template never posts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bot.core.announcement_templates import AnnouncementRenderer, sample_context
+from bot.settings import Settings, load_settings
+from tests.conftest import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
+from tests.frontdoor.conftest import Front
+from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.slack_stub import SlackStub
+
+
+@pytest.fixture
+def team_templates(tmp_path: Path) -> Path:
+    team = tmp_path / "team-templates"
+    (team / "announcements").mkdir(parents=True)
+    return team
+
+
+@pytest.fixture
+def settings_for_stub(
+    write_config: Callable[..., Path], slack_stub: SlackStub, team_templates: Path
+) -> Settings:
+    env = {
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_APP_TOKEN": APP_TOKEN,
+        "SLACK_API_URL": slack_stub.api_url,
+    }
+    extra = f"channels:\n  announcements: C0ANNOUNCE\ntemplates_dir: {team_templates}\n"
+    return load_settings(write_config(extra), env)
+
+
+def slash(front: Front, text: str, user: str = "U0PRIMARY") -> None:
+    body = slash_command_body(text, user=user, response_url=front.stub.response_url())
+    assert post(f"{front.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+
+
+def test_announce_posts_the_rendered_blocks_once_in_the_named_channel(
+    make_front: Callable[..., Front],
+) -> None:
+    front = make_front()
+    slash(front, "announce starting --sample --channel <#C0TEST|upgrades-test>")
+    (call,) = front.stub.wait_for_calls("chat.postMessage")
+    front.workers.shutdown(wait=True)
+    expected = AnnouncementRenderer().render("starting", sample_context())
+    assert call.params["channel"] == "C0TEST"
+    assert call.params["text"] == expected.text
+    assert call.params["blocks"] == expected.blocks
+    assert len(front.stub.calls_to("chat.postMessage")) == 1
+    assert [e.outcome for e in front.services.store.audit_entries()] == ["ok"]
+
+
+def test_a_broken_team_template_is_an_ephemeral_error_and_nothing_is_posted(
+    make_front: Callable[..., Front], team_templates: Path
+) -> None:
+    (team_templates / "announcements" / "scheduled.txt.j2").write_text("Upgrade of\n{{ plan.clustr }}\n")
+    front = make_front()
+    slash(front, "announce scheduled --sample")
+    (response,) = front.stub.wait_for_responses(1)
+    front.workers.shutdown(wait=True)
+    assert response["response_type"] == "ephemeral"
+    assert "scheduled.txt.j2, line 2" in response["text"] and "clustr" in response["text"]
+    assert "ref " in response["text"]
+    assert front.stub.calls_to("chat.postMessage") == []
+    (entry,) = front.services.store.audit_entries()
+    assert entry.outcome == "error"
