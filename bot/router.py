@@ -19,6 +19,7 @@ from bot.adapters.store import AuditEntry, Store
 from bot.core.command import CommandContext, Registry, Reply, split_words
 from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
+from bot.core.run_service import RunService
 from bot.core.snapshot import ClusterReader
 from bot.errors import BotError, ConfigError, PermissionDenied, TemporaryError, UsageError, UserError
 from bot.logsetup import correlation
@@ -59,8 +60,12 @@ class Router:
         renderer: Renderer | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         connect_cluster: Callable[[ClusterConfig], ClusterReader] | None = None,
+        runs: RunService | None = None,
+        fetch_file: Callable[[str], bytes] | None = None,
     ) -> None:
         self.registry = registry
+        self.runs = runs
+        self.fetch_file = fetch_file
         self.connect_cluster = connect_cluster or _no_clusters
         self.settings = settings
         self.store = store
@@ -119,6 +124,8 @@ class Router:
                 directory=self.directory,
                 clock=self.clock,
                 connect_cluster=self.connect_cluster,
+                runs=self.runs,
+                fetch_file=self.fetch_file,
             )
             log.info("running /upgrade %s for %s", name, request.user_id)
             reply = sub.handler(ctx, args)

@@ -3,9 +3,41 @@
 from __future__ import annotations
 
 from bot.core.command import Registry
-from commands import audit, diff, help, snapshot, snapshots, whoami
+from commands import (
+    abort,
+    announce,
+    audit,
+    diff,
+    handoff,
+    help,
+    pause,
+    plan,
+    resume,
+    skip,
+    snapshot,
+    snapshots,
+    start,
+    status,
+    whoami,
+)
 
-MODULES = (help, whoami, snapshot, snapshots, diff, audit)
+MODULES = (
+    help,
+    whoami,
+    snapshot,
+    snapshots,
+    diff,
+    audit,
+    plan,
+    start,
+    status,
+    pause,
+    resume,
+    abort,
+    skip,
+    handoff,
+    announce,
+)
 
 
 def build_registry() -> Registry:

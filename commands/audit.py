@@ -7,6 +7,7 @@ from datetime import timedelta
 from bot.core import audit
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
 from bot.core.people import ANY_ROLE
+from bot.errors import UserError
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -14,10 +15,13 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     Every slash command and button action is in the log with its UTC time, user, channel,
     subcommand, arguments, outcome and correlation id. `--since` takes a duration (30m, 24h, 7d)
-    or a date (2026-11-01, midnight in the configured time zone). Only people in the roster may
-    read it.
+    or a date (2026-11-01, midnight in the configured time zone). `/upgrade audit RUN` attaches a
+    run's full trail — every transition and decision with its actor, roles, UTC and plan-zone
+    time and reason — as CSV and Markdown. Only people in the roster may read it.
     """
     now = ctx.clock()
+    if args.run:
+        return _run_trail(ctx, args.run)
     since = (
         audit.parse_since(args.since, now, ctx.settings.timezone) if args.since else now - timedelta(hours=24)
     )
@@ -37,7 +41,35 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     )
 
 
+def _run_trail(ctx: CommandContext, run_id: str) -> Reply:
+    """Every transition and decision of one run, as CSV and Markdown files."""
+    entries = ctx.store.audit_entries(run_id=run_id)
+    if not entries:
+        raise UserError(f"the audit log has nothing for run `{run_id}`")
+    return Reply(
+        template="audit",
+        context={"since": entries[0].at, "summary": audit.summarise(entries)},
+        files=(
+            FileAttachment(
+                filename=f"upgrade-bot-run-{run_id}.csv",
+                content=audit.to_csv(entries).encode(),
+                title=f"Run {run_id}: audit trail",
+                filetype="csv",
+            ),
+            FileAttachment(
+                filename=f"upgrade-bot-run-{run_id}.md",
+                content=audit.to_markdown(entries, title=f"Run {run_id}: audit trail").encode(),
+                title=f"Run {run_id}: audit trail (Markdown)",
+                filetype="markdown",
+            ),
+        ),
+    )
+
+
 def _arguments(parser: CommandParser) -> None:
+    parser.add_argument(
+        "run", nargs="?", metavar="RUN", help="a run id: its whole trail, as CSV and Markdown"
+    )
     parser.add_argument("--since", help="a duration (30m, 24h, 7d) or a date/time")
 
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
-def test_the_demo_snapshots_the_sim_across_its_upgrade_and_finds_the_regressions(tmp_path: Path) -> None:
+def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "UPGRADE_BOT_"))}
     env["TMPDIR"] = str(tmp_path)
     result = subprocess.run(
@@ -22,6 +22,11 @@ def test_the_demo_snapshots_the_sim_across_its_upgrade_and_finds_the_regressions
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
+    # Part 1: the whole runbook rehearsed on the sim, every gate answered by the roster.
+    assert "$ upgrade-bot rehearse eks-nodegroups --auto-approve" in out
+    assert re.search(r"^rehearsal of eks-nodegroups: run \S+ completed$", out, re.MULTILINE)
+    assert ":heavy_check_mark: @U0SHADOW (shadow) approved the start of `control-plane`" in out
+    # Part 2: snapshot, upgrade, snapshot, diff through the terminal front door.
     url = re.search(r"^url: http://127\.0\.0\.1:(\d+)$", out, re.MULTILINE)
     assert url
     assert "• `/upgrade snapshot [--cluster CLUSTER] [label ...]`" in out  # help

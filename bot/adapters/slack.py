@@ -49,6 +49,8 @@ _FRIENDLY = {
     "no_such_subteam": "that user group does not exist",
     "missing_scope": "the Slack app lacks a scope this needs; reinstall it from slack-app-manifest.yaml",
     "invalid_auth": "the Slack token was refused",
+    "invalid_url": "that is not a link to a file shared in Slack",
+    "file_too_large": "that file is too large for a plan (the limit is 1 MB)",
 }
 
 
@@ -151,6 +153,26 @@ class SlackGateway:
             kwargs["initial_comment"] = comment
         self._call("files.uploadV2", self.client.files_upload_v2, **kwargs)
 
+    def open_view(self, trigger_id: str, view: dict[str, Any]) -> None:
+        """Open a modal; Slack accepts a trigger_id only for 3 seconds after the click."""
+        self._call("views.open", self.client.views_open, trigger_id=trigger_id, view=view)
+
+    def download_file(self, url: str, *, limit: int = 1_000_000) -> bytes:
+        """Fetch a file shared in Slack (its `url_private`) with the bot token; at most `limit` bytes."""
+        import urllib.request
+
+        if not url.startswith(("https://", "http://")):
+            raise SlackCallFailed("files.download", "invalid_url")
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.client.token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                body: bytes = resp.read(limit + 1)
+        except OSError as exc:
+            raise TemporaryError("could not download the file from Slack") from exc
+        if len(body) > limit:
+            raise SlackCallFailed("files.download", "file_too_large")
+        return body
+
     def auth_test(self) -> dict[str, Any]:
         resp = self._call("auth.test", self.client.auth_test)
         return dict(resp.data) if isinstance(resp.data, dict) else {}
@@ -210,3 +232,26 @@ class SlackDirectory:
         with self._lock:
             self._cache[group_id] = (now, members)
         return members
+
+    def user_exists(self, user_id: str) -> bool:
+        """users.info: False for `user_not_found` and for deactivated accounts."""
+        try:
+            resp = self.gateway._call("users.info", self.gateway.client.users_info, user=user_id)
+        except SlackCallFailed as exc:
+            if exc.code == "user_not_found":
+                return False
+            raise
+        user = resp.get("user") or {}
+        return not bool(user.get("deleted", False))
+
+    def group_exists(self, group_id: str) -> bool:
+        """usergroups.users.list answers `no_such_subteam` for a group that does not exist."""
+        try:
+            self.gateway._call(
+                "usergroups.users.list", self.gateway.client.usergroups_users_list, usergroup=group_id
+            )
+        except SlackCallFailed as exc:
+            if exc.code in {"no_such_subteam", "subteam_not_found"}:
+                return False
+            raise
+        return True

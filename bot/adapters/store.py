@@ -100,6 +100,147 @@ snapshots = sa.Table(
 )
 
 
+# Plans, runs, steps, approvals and Slack message references (migration 3).
+plans = sa.Table(
+    "plans",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("loaded_by", sa.String(64), nullable=False),
+    sa.Column("loaded_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("plan_id", sa.Integer, nullable=False),
+    sa.Column("plan_name", sa.String(100), nullable=False),
+    sa.Column("cluster", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("roster", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("created_by", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+run_steps = sa.Table(
+    "run_steps",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("step_id", sa.String(64), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("state", sa.String(24), nullable=False),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    sa.Column("started_by", sa.String(64), nullable=False),
+    sa.Column("opened_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("escalations", sa.Integer, nullable=False),
+    sa.Column("note", sa.Text, nullable=False),
+)
+
+approvals = sa.Table(
+    "approvals",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("step_id", sa.String(64), nullable=False),
+    sa.Column("phase", sa.String(8), nullable=False),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    sa.Column("user_id", sa.String(64), nullable=False),
+    sa.Column("roles", sa.String(200), nullable=False),
+    sa.Column("decision", sa.String(8), nullable=False),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+)
+
+run_messages = sa.Table(
+    "run_messages",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("channel", sa.String(64), nullable=False),
+    sa.Column("ts", sa.String(32), nullable=False),
+    sa.Column("thread_ts", sa.String(32), nullable=False),
+    sa.Column("claimed_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
+class ConcurrentUpdate(TemporaryError):
+    """Someone else changed the run between our read and our write; re-read and decide again."""
+
+    user_message = "someone else changed this run at the same moment; look at the card and try again"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRow:
+    id: int
+    name: str
+    text: str
+    loaded_by: str
+    loaded_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRow:
+    id: str
+    plan_id: int
+    plan_name: str
+    cluster: str
+    state: str
+    version: int
+    #: JSON object: role → list of Slack IDs (the run's own roster, after hand-offs).
+    roster: str
+    reason: str
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepRow:
+    run_id: str
+    step_id: str
+    position: int
+    state: str
+    epoch: int
+    started_by: str = ""
+    opened_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    escalations: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRow:
+    run_id: str
+    step_id: str
+    phase: str
+    epoch: int
+    user_id: str
+    roles: str  # comma-separated
+    decision: str
+    at: datetime
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageRef:
+    """A Slack message the bot posted for a run: the card, or one message in its thread."""
+
+    run_id: str
+    key: str
+    channel: str
+    #: Empty while the post is claimed but Slack has not answered yet.
+    ts: str
+    thread_ts: str = ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class SnapshotMeta:
     id: int
@@ -157,10 +298,90 @@ def _m002_snapshots(conn: Connection) -> None:
     m.create_all(conn)
 
 
+def _m003_runs(conn: Connection) -> None:
+    m = sa.MetaData()
+    sa.Table(
+        "plans",
+        m,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("name", sa.String(100), nullable=False, index=True),
+        sa.Column("text", sa.Text, nullable=False),
+        sa.Column("loaded_by", sa.String(64), nullable=False),
+        sa.Column("loaded_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    sa.Table(
+        "runs",
+        m,
+        sa.Column("id", sa.String(64), primary_key=True),
+        sa.Column("plan_id", sa.Integer, nullable=False),
+        sa.Column("plan_name", sa.String(100), nullable=False),
+        sa.Column("cluster", sa.String(64), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False, index=True),
+        sa.Column("version", sa.Integer, nullable=False),
+        sa.Column("roster", sa.Text, nullable=False),
+        sa.Column("reason", sa.Text, nullable=False),
+        sa.Column("created_by", sa.String(64), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    sa.Table(
+        "run_steps",
+        m,
+        sa.Column("run_id", sa.String(64), primary_key=True),
+        sa.Column("step_id", sa.String(64), primary_key=True),
+        sa.Column("position", sa.Integer, nullable=False),
+        sa.Column("state", sa.String(24), nullable=False),
+        sa.Column("epoch", sa.Integer, nullable=False),
+        sa.Column("started_by", sa.String(64), nullable=False),
+        sa.Column("opened_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("escalations", sa.Integer, nullable=False),
+        sa.Column("note", sa.Text, nullable=False),
+    )
+    table = sa.Table(
+        "approvals",
+        m,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("run_id", sa.String(64), nullable=False),
+        sa.Column("step_id", sa.String(64), nullable=False),
+        sa.Column("phase", sa.String(8), nullable=False),
+        sa.Column("epoch", sa.Integer, nullable=False),
+        sa.Column("user_id", sa.String(64), nullable=False),
+        sa.Column("roles", sa.String(200), nullable=False),
+        sa.Column("decision", sa.String(8), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("reason", sa.Text, nullable=False),
+    )
+    # A second click by the same person on the same gate state can never be stored twice.
+    sa.Index(
+        "ux_approvals_once",
+        table.c.run_id,
+        table.c.step_id,
+        table.c.phase,
+        table.c.epoch,
+        table.c.user_id,
+        table.c.decision,
+        unique=True,
+    )
+    sa.Table(
+        "run_messages",
+        m,
+        sa.Column("run_id", sa.String(64), primary_key=True),
+        sa.Column("key", sa.String(200), primary_key=True),
+        sa.Column("channel", sa.String(64), nullable=False),
+        sa.Column("ts", sa.String(32), nullable=False),
+        sa.Column("thread_ts", sa.String(32), nullable=False),
+        sa.Column("claimed_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    m.create_all(conn)
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
     (2, "snapshots", _m002_snapshots),
+    (3, "plans, runs, steps, approvals and Slack message references", _m003_runs),
 )
 
 
@@ -338,6 +559,281 @@ class Store:
         with _wrap_errors(), self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [_snapshot_meta(r) for r in rows]
+
+    # -- plans and runs ----------------------------------------------------------------------------
+
+    def save_plan(self, *, name: str, text: str, loaded_by: str, loaded_at: datetime) -> int:
+        """Store a plan's text; the newest plan under a name is the one `start` uses."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                plans.insert().values(
+                    name=name[:100], text=text, loaded_by=loaded_by[:64], loaded_at=_utc(loaded_at)
+                )
+            )
+            pk = result.inserted_primary_key
+        return int(pk[0]) if pk else 0
+
+    def plan(self, name: str) -> PlanRow | None:
+        query = sa.select(plans).where(plans.c.name == name).order_by(plans.c.id.desc()).limit(1)
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _plan_row(row) if row else None
+
+    def plan_by_id(self, plan_id: int) -> PlanRow | None:
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(plans).where(plans.c.id == plan_id)).mappings().first()
+        return _plan_row(row) if row else None
+
+    def create_run(self, run: RunRow, steps: Sequence[StepRow], audit: Sequence[AuditEntry] = ()) -> None:
+        """Insert a new run with its steps (and audit rows) in one transaction."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(runs.insert().values(**_run_values(run)))
+            for step in steps:
+                conn.execute(run_steps.insert().values(**_step_values(step)))
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+
+    def run_rows(self, run_id: str) -> tuple[RunRow, list[StepRow], list[ApprovalRow]] | None:
+        """A run, its steps in plan order and its approvals in the order given, read consistently."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+            if row is None:
+                return None
+            steps = conn.execute(
+                sa.select(run_steps).where(run_steps.c.run_id == run_id).order_by(run_steps.c.position)
+            ).mappings()
+            step_rows = [_step_row(s) for s in steps]
+            given = conn.execute(
+                sa.select(approvals).where(approvals.c.run_id == run_id).order_by(approvals.c.id)
+            ).mappings()
+            approval_rows = [_approval_row(a) for a in given]
+        return _run_row(row), step_rows, approval_rows
+
+    def runs(self, *, states: Sequence[str] | None = None, limit: int = 50) -> list[RunRow]:
+        """Newest first."""
+        query = sa.select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(limit)
+        if states is not None:
+            query = query.where(runs.c.state.in_(list(states)))
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_run_row(r) for r in conn.execute(query).mappings()]
+
+    def commit_run(
+        self,
+        *,
+        run_id: str,
+        expected_version: int,
+        state: str,
+        roster: str,
+        reason: str,
+        updated_at: datetime,
+        steps: Sequence[StepRow] = (),
+        new_approvals: Sequence[ApprovalRow] = (),
+        audit: Sequence[AuditEntry] = (),
+    ) -> int:
+        """Commit one transition: the run moves from `expected_version` to the next, or not at all.
+
+        `UPDATE … WHERE version = :expected` is the optimistic lock: when another click, worker or
+        replica committed first, no row matches and `ConcurrentUpdate` is raised with nothing
+        written, so a step can never be advanced twice.
+        """
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                runs.update()
+                .where(runs.c.id == run_id, runs.c.version == expected_version)
+                .values(
+                    version=expected_version + 1,
+                    state=state,
+                    roster=roster,
+                    reason=reason,
+                    updated_at=_utc(updated_at),
+                )
+            )
+            if result.rowcount != 1:
+                raise ConcurrentUpdate(f"run {run_id} changed since version {expected_version}")
+            for step in steps:
+                values = _step_values(step)
+                conn.execute(
+                    run_steps.update()
+                    .where(run_steps.c.run_id == step.run_id, run_steps.c.step_id == step.step_id)
+                    .values(**{k: v for k, v in values.items() if k not in ("run_id", "step_id")})
+                )
+            for approval in new_approvals:
+                conn.execute(approvals.insert().values(**_approval_values(approval)))
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+        return expected_version + 1
+
+    # -- Slack message references ------------------------------------------------------------------
+
+    def claim_message(self, *, run_id: str, key: str, channel: str, thread_ts: str, at: datetime) -> bool:
+        """Claim the right to post message `key` of a run; False when it was claimed before.
+
+        The claim is committed before the post, so a restart (or a second worker) never posts the
+        same card or step message twice; the ts is recorded by `record_message` afterwards.
+        """
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    run_messages.insert().values(
+                        run_id=run_id,
+                        key=key[:200],
+                        channel=channel[:64],
+                        ts="",
+                        thread_ts=thread_ts,
+                        claimed_at=_utc(at),
+                    )
+                )
+            return True
+        except IntegrityError:
+            return False
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+
+    def record_message(self, *, run_id: str, key: str, channel: str, ts: str) -> None:
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(
+                run_messages.update()
+                .where(run_messages.c.run_id == run_id, run_messages.c.key == key[:200])
+                .values(ts=ts, channel=channel[:64])
+            )
+
+    def release_message(self, *, run_id: str, key: str) -> None:
+        """Give up a claim whose post failed, so a later attempt may post it."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(
+                run_messages.delete().where(
+                    run_messages.c.run_id == run_id, run_messages.c.key == key[:200], run_messages.c.ts == ""
+                )
+            )
+
+    def messages(self, run_id: str) -> dict[str, MessageRef]:
+        query = sa.select(run_messages).where(run_messages.c.run_id == run_id)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return {
+                r["key"]: MessageRef(
+                    run_id=r["run_id"],
+                    key=r["key"],
+                    channel=r["channel"],
+                    ts=r["ts"],
+                    thread_ts=r["thread_ts"],
+                )
+                for r in conn.execute(query).mappings()
+            }
+
+    def run_for_message(self, channel: str, ts: str) -> str | None:
+        """The run whose card or thread message this is (for interactions that carry no run id)."""
+        query = sa.select(run_messages.c.run_id).where(
+            run_messages.c.channel == channel, sa.or_(run_messages.c.ts == ts, run_messages.c.thread_ts == ts)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return str(row[0]) if row else None
+
+
+def _plan_row(row: Any) -> PlanRow:
+    return PlanRow(
+        id=int(row["id"]),
+        name=row["name"],
+        text=row["text"],
+        loaded_by=row["loaded_by"],
+        loaded_at=_utc(row["loaded_at"]),
+    )
+
+
+def _run_values(run: RunRow) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "plan_id": run.plan_id,
+        "plan_name": run.plan_name[:100],
+        "cluster": run.cluster[:64],
+        "state": run.state,
+        "version": run.version,
+        "roster": run.roster,
+        "reason": run.reason,
+        "created_by": run.created_by[:64],
+        "created_at": _utc(run.created_at),
+        "updated_at": _utc(run.updated_at),
+    }
+
+
+def _run_row(row: Any) -> RunRow:
+    return RunRow(
+        id=row["id"],
+        plan_id=int(row["plan_id"]),
+        plan_name=row["plan_name"],
+        cluster=row["cluster"],
+        state=row["state"],
+        version=int(row["version"]),
+        roster=row["roster"],
+        reason=row["reason"],
+        created_by=row["created_by"],
+        created_at=_utc(row["created_at"]),
+        updated_at=_utc(row["updated_at"]),
+    )
+
+
+def _maybe_utc(value: datetime | None) -> datetime | None:
+    return _utc(value) if value is not None else None
+
+
+def _step_values(step: StepRow) -> dict[str, Any]:
+    return {
+        "run_id": step.run_id,
+        "step_id": step.step_id,
+        "position": step.position,
+        "state": step.state,
+        "epoch": step.epoch,
+        "started_by": step.started_by[:64],
+        "opened_at": _maybe_utc(step.opened_at),
+        "started_at": _maybe_utc(step.started_at),
+        "finished_at": _maybe_utc(step.finished_at),
+        "escalations": step.escalations,
+        "note": step.note,
+    }
+
+
+def _step_row(row: Any) -> StepRow:
+    return StepRow(
+        run_id=row["run_id"],
+        step_id=row["step_id"],
+        position=int(row["position"]),
+        state=row["state"],
+        epoch=int(row["epoch"]),
+        started_by=row["started_by"],
+        opened_at=_maybe_utc(row["opened_at"]),
+        started_at=_maybe_utc(row["started_at"]),
+        finished_at=_maybe_utc(row["finished_at"]),
+        escalations=int(row["escalations"]),
+        note=row["note"],
+    )
+
+
+def _approval_values(a: ApprovalRow) -> dict[str, Any]:
+    return {
+        "run_id": a.run_id,
+        "step_id": a.step_id,
+        "phase": a.phase,
+        "epoch": a.epoch,
+        "user_id": a.user_id[:64],
+        "roles": a.roles[:200],
+        "decision": a.decision,
+        "at": _utc(a.at),
+        "reason": a.reason,
+    }
+
+
+def _approval_row(row: Any) -> ApprovalRow:
+    return ApprovalRow(
+        run_id=row["run_id"],
+        step_id=row["step_id"],
+        phase=row["phase"],
+        epoch=int(row["epoch"]),
+        user_id=row["user_id"],
+        roles=row["roles"],
+        decision=row["decision"],
+        at=_utc(row["at"]),
+        reason=row["reason"],
+    )
 
 
 def _snapshot_meta(row: Any) -> SnapshotMeta:

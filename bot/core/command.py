@@ -24,6 +24,7 @@ from bot.errors import UsageError
 if TYPE_CHECKING:
     from bot.adapters.store import Store
     from bot.core.people import Directory
+    from bot.core.run_service import RunService
     from bot.core.snapshot import ClusterReader
     from bot.settings import ClusterConfig, Settings
 
@@ -48,6 +49,8 @@ class Reply:
     context: Mapping[str, Any] = field(default_factory=dict)
     ephemeral: bool = True
     files: tuple[FileAttachment, ...] = ()
+    #: Post in this channel instead of the one the command came from (non-ephemeral replies only).
+    channel: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +68,10 @@ class CommandContext:
     clock: Callable[[], datetime]
     #: Opens a reader on a configured cluster (the kube adapter in production).
     connect_cluster: Callable[[ClusterConfig], ClusterReader]
+    #: Upgrade runs (store + card in Slack); None where a front door has none.
+    runs: RunService | None = None
+    #: Downloads a file shared in Slack (its url_private) with the bot's token; None without Slack.
+    fetch_file: Callable[[str], bytes] | None = None
 
 
 Handler = Callable[[CommandContext, Args], Reply]

@@ -4,6 +4,9 @@
     upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID]   run one /upgrade subcommand, print the reply
     upgrade-bot audit export [--format csv|md] [--since …]
     upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
+    upgrade-bot templates check [DIR]                    render every announcement template (CI)
+    upgrade-bot plan validate FILE [--check-slack]       check an upgrade plan (exit 2: problems)
+    upgrade-bot rehearse PLAN [--scenario S] [--auto-approve]   a whole plan on the simulated cluster
 
 Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
 names the key or line; no traceback is printed for an error the user can fix.
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from bot import __version__
 from bot.errors import BotError, ConfigError, UsageError
@@ -84,7 +88,42 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--format", choices=["text", "md", "json"], default="text")
     diff.add_argument("--cluster", help="a configured cluster (default: the only one)")
 
+    templates = sub.add_parser("templates", help="announcement templates: `templates check [DIR]`")
+    templates_sub = templates.add_subparsers(dest="templates_command", required=True, metavar="ACTION")
+    tcheck = templates_sub.add_parser(
+        "check", parents=[common], help="render every template against a sample context; exit 1 on errors"
+    )
+    tcheck.add_argument(
+        "dir", nargs="?", help="the team's templates directory (default: templates_dir from the config)"
+    )
+
     sub.add_parser("sim", help="the simulated cluster: `upgrade-bot sim --help`", add_help=False)
+
+    rehearse = sub.add_parser(
+        "rehearse", help="run a whole plan on the simulated cluster, printing the card and thread"
+    )
+    rehearse.add_argument("plan", help="a plan file, or a name in templates/plans/")
+    rehearse.add_argument(
+        "--scenario", default="eks-nodegroups", help="the sim's scenario (default eks-nodegroups)"
+    )
+    rehearse.add_argument(
+        "--auto-approve", action="store_true", help="every gate is answered by the roster (default: ask)"
+    )
+    rehearse.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
+    rehearse.add_argument("--seed", type=int, default=1)
+    rehearse.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+    plan = sub.add_parser("plan", help="upgrade plans: `plan validate FILE`")
+    plan_sub = plan.add_subparsers(dest="plan_command", required=True, metavar="ACTION")
+    validate = plan_sub.add_parser(
+        "validate", parents=[common], help="check a plan; exit 2 listing every problem"
+    )
+    validate.add_argument("file", help="the plan's YAML file")
+    validate.add_argument(
+        "--check-slack",
+        action="store_true",
+        help="also ask Slack (SLACK_BOT_TOKEN from --config's environment) that every roster ID exists",
+    )
     return parser
 
 
@@ -114,6 +153,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv[:2] == ["snapshot", "export"]
         else _parser().parse_args(argv)
     )
+    if args.command == "plan":
+        # Validating a plan needs no configuration file unless Slack is asked about the roster.
+        return _plan_validate(args)
+    if args.command == "rehearse":
+        return _rehearse(args)
+    if args.command == "templates":
+        # The team's CI runs this on a templates directory alone, without a configuration file.
+        return _templates_check(args)
     try:
         settings = _settings(args)
         level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
@@ -146,6 +193,105 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("upgrade-bot: internal error (the log above has the detail)", file=sys.stderr)
         return EXIT_FAILED
     raise AssertionError(f"unhandled command {args.command}")
+
+
+def _rehearse(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from bot.adapters.kube import Cluster
+    from bot.core.plans import PlanInvalid
+    from bot.frontdoor.rehearse import rehearse
+    from bot.sim.cluster import SimCluster
+
+    configure_logging(args.log_level or "WARNING", [])
+    with tempfile.TemporaryDirectory(prefix="upgrade-bot-rehearsal-") as tmp:
+        workdir = Path(tmp)
+        sim = SimCluster(args.scenario, speed=args.speed, seed=args.seed).start()
+        try:
+            kubeconfig = sim.write_kubeconfig(workdir / "kubeconfig", context="sim")
+            print(f"sim {args.scenario} at {sim.url} (speed {args.speed:g}x)", flush=True)
+            return rehearse(
+                args.plan,
+                sim_url=sim.url,
+                kubeconfig=kubeconfig,
+                workdir=workdir,
+                auto_approve=args.auto_approve,
+                out=sys.stdout,
+                ask=input,
+                connect_cluster=Cluster.connect,
+            )
+        except PlanInvalid as exc:
+            print(exc.user_message, file=sys.stderr)
+            return EXIT_USAGE
+        except (EOFError, KeyboardInterrupt):
+            print("\nrehearsal stopped", file=sys.stderr)
+            return EXIT_FAILED
+        except BotError as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_FAILED
+        finally:
+            sim.stop()
+
+
+def _plan_validate(args: argparse.Namespace) -> int:
+    from bot.core.plans import PeopleLookup, PlanInvalid, parse_plan
+
+    configure_logging(args.log_level or "WARNING", [])
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"upgrade-bot: {path}: cannot read the plan: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    people: PeopleLookup | None = None
+    try:
+        if args.check_slack:
+            from bot.adapters.slack import SlackDirectory, make_web_client
+
+            settings = _settings(args)
+            settings.secrets.require("SLACK_BOT_TOKEN")
+            people = SlackDirectory(make_web_client(settings.secrets.bot_token, settings.secrets.api_url))
+        plan = parse_plan(text, source=str(path), people=people)
+    except PlanInvalid as exc:
+        print(exc.user_message, file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
+    except BotError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_FAILED
+    checked = " (Slack users checked)" if people is not None else ""
+    print(
+        f"{path}: plan {plan.name} is valid{checked}: {plan.cluster} {plan.current_version} → "
+        f"{plan.target_version}, {len(plan.steps)} steps, roles {', '.join(sorted(plan.roster))}"
+    )
+    return EXIT_OK
+
+
+def _templates_check(args: argparse.Namespace) -> int:
+    from bot.core.announcement_templates import AnnouncementRenderer
+
+    configure_logging(args.log_level or "WARNING", [])
+    directory = Path(args.dir) if args.dir else None
+    if directory is None and resolve_config_path(args.config, os.environ, Path.cwd()).is_file():
+        try:
+            directory = _settings(args).templates_dir
+        except ConfigError as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_USAGE
+    if directory is not None and not directory.is_dir():
+        print(f"upgrade-bot: {directory}: not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    problems = AnnouncementRenderer(directory).check()
+    for problem in problems:
+        print(f"upgrade-bot: {problem}", file=sys.stderr)
+    if problems:
+        print(f"upgrade-bot: {len(problems)} template problem(s)", file=sys.stderr)
+        return EXIT_FAILED
+    source = f"built-in templates with overrides from {directory}" if directory else "built-in templates"
+    print(f"templates ok: every announcement renders ({source})")
+    return EXIT_OK
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -298,6 +444,18 @@ def _diff(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_FAILED if report.has_regressions else EXIT_OK
 
 
+#: How often escalations and gate timeouts are checked; `escalate_after` is minutes, not seconds.
+RUN_TICK_SECONDS = 20.0
+
+
+def _tick_runs(services: Any, stop: threading.Event) -> None:
+    while not stop.wait(RUN_TICK_SECONDS):
+        try:
+            services.runs.tick()
+        except BotError as exc:
+            log.warning("checking runs for escalations failed: %s", exc.user_message)
+
+
 def _run(settings: Settings, args: argparse.Namespace) -> int:
     from bot.frontdoor.slack_app import build_app
     from bot.frontdoor.wiring import build_services
@@ -319,6 +477,13 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     services.store.forget_deliveries_before(datetime.now(UTC) - timedelta(days=7))
     workers = WorkerPool(settings.workers)
     stop = threading.Event()
+    # Runs survive restarts: an action that was running is marked interrupted (never re-run
+    # silently), and every live card and open gate message is brought up to date before serving.
+    recovered = services.runs.recover_all()
+    if recovered:
+        log.info("resumed %s run(s): %s", len(recovered), ", ".join(recovered))
+    ticker = threading.Thread(target=_tick_runs, args=(services, stop), name="run-timer", daemon=True)
+    ticker.start()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received signal %s; shutting down", signum)

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 from bot.adapters.store import Store
 from bot.core.command import Registry
 from bot.core.people import Directory, StaticDirectory
+from bot.core.rendering import Renderer
+from bot.core.run_actions import builtin_runner
+from bot.core.run_service import Poster, RunService
 from bot.core.snapshot import ClusterReader
 from bot.router import Router
 from bot.settings import ClusterConfig, Settings
@@ -30,6 +33,7 @@ class Services:
     directory: Directory
     router: Router
     web_client: WebClient | None
+    runs: RunService
 
     def close(self) -> None:
         self.store.close()
@@ -49,20 +53,36 @@ def build_services(
     registry = registry or build_registry()
     web_client = None
     directory: Directory = StaticDirectory()
+    poster: Poster | None = None
+    fetch_file = None
     if with_slack and settings.secrets.bot_token:
-        from bot.adapters.slack import SlackDirectory, make_web_client
+        from bot.adapters.slack import SlackDirectory, SlackGateway, make_web_client
 
         web_client = make_web_client(settings.secrets.bot_token, settings.secrets.api_url)
         directory = SlackDirectory(web_client)
+        gateway = SlackGateway(web_client)
+        poster, fetch_file = gateway, gateway.download_file
     from bot.adapters.kube import Cluster
 
+    connect = connect_cluster or Cluster.connect
+    runs = RunService(
+        store=store,
+        directory=directory,
+        clock=clock,
+        renderer=Renderer(settings.template_dirs()),
+        poster=poster,
+        operations_channel=settings.channels.operations,
+        run_action=builtin_runner(settings=settings, store=store, connect_cluster=connect, clock=clock),
+    )
     router = Router(
         registry=registry,
         settings=settings,
         store=store,
         directory=directory,
         clock=clock,
-        connect_cluster=connect_cluster or Cluster.connect,
+        connect_cluster=connect,
+        runs=runs,
+        fetch_file=fetch_file,
     )
     return Services(
         settings=settings,
@@ -71,4 +91,5 @@ def build_services(
         directory=directory,
         router=router,
         web_client=web_client,
+        runs=runs,
     )

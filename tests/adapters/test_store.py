@@ -26,7 +26,17 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         import sqlalchemy as sa
 
         with s.engine.begin() as conn:
-            for table in ("audit_log", "deliveries", "snapshots", "schema_migrations"):
+            for table in (
+                "audit_log",
+                "deliveries",
+                "snapshots",
+                "plans",
+                "runs",
+                "run_steps",
+                "approvals",
+                "run_messages",
+                "schema_migrations",
+            ):
                 conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
     s.close()
 

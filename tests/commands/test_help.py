@@ -47,7 +47,7 @@ def test_an_unknown_subcommand_suggests_the_nearest(write_config: Callable[..., 
 def test_bad_arguments_show_usage_not_a_traceback(write_config: Callable[..., Path]) -> None:
     ok, text = handle(write_config(), "audit --since")
     assert not ok
-    assert "Usage: `/upgrade audit [--since SINCE]`" in text
+    assert "Usage: `/upgrade audit [--since SINCE] [RUN]`" in text
     assert "Traceback" not in text
 
 

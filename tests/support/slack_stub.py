@@ -44,6 +44,8 @@ class SlackStub:
         self.calls: list[Call] = []
         self.responses: list[dict[str, Any]] = []  # bodies POSTed to response_urls
         self.uploads: dict[str, bytes] = {}
+        #: Files shared in the workspace, served at `file_url(id)` to requests with the bot token.
+        self.files: dict[str, str] = {}
         self.users: dict[str, dict[str, Any]] = {}
         self.usergroups: dict[str, list[str]] = {}
         self.socket_url: str | None = None
@@ -80,6 +82,10 @@ class SlackStub:
     @property
     def api_url(self) -> str:
         return f"{self.url}/api/"
+
+    def file_url(self, file_id: str) -> str:
+        """A file's `url_private`: like Slack's, it needs `Authorization: Bearer <bot token>`."""
+        return f"{self.url}/files-pri/T0TEAM-{file_id}/plan.yaml"
 
     def response_url(self, name: str = "r") -> str:
         return f"{self.url}/response/{name}"
@@ -171,6 +177,8 @@ class SlackStub:
             }
         if method == "chat.postEphemeral":
             return {"ok": True, "message_ts": f"{1_700_000_000 + next(self._ts)}.000200"}
+        if method == "views.open":
+            return {"ok": True, "view": {"id": f"V{next(self._ids):06d}", "type": "modal"}}
         if method == "conversations.open":
             return {"ok": True, "channel": {"id": f"D0{params.get('users', 'X')}"}}
         if method == "conversations.info":
@@ -238,6 +246,17 @@ class SlackStub:
                         stub.responses.append(payload)
                     stub._record(Call(method="response_url", params=payload, headers=headers))
                     self._send(200, "ok")
+                    return
+                if path.startswith("/files-pri/"):
+                    file_id = path.split("/")[2].split("-", 1)[-1]
+                    stub._record(Call(method="files-pri", params={"file_id": file_id}, headers=headers))
+                    if not headers.get("authorization", "").startswith("Bearer xoxb-"):
+                        self._send(302, "", {"Location": "https://stub.slack.test/login"})
+                        return
+                    if file_id not in stub.files:
+                        self._send(404, "not found")
+                        return
+                    self._send(200, stub.files[file_id])
                     return
                 if path.startswith("/upload/"):
                     file_id = path.rsplit("/", 1)[-1]

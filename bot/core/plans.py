@@ -1,0 +1,702 @@
+"""Upgrade plans: the YAML runbook, parsed into frozen dataclasses and validated all at once.
+
+A plan names a cluster, the versions, the window, the channels, a roster (role → Slack user or
+user-group IDs) and ordered steps. Each step has a *gate* — who must confirm it — and either
+built-in `actions` the bot performs once the gate opens, or nothing: a plain gated step is human
+work (a pipeline, a merge, an announcement) that the bot only gates and records. A plain step has
+two confirmations: its gate ("started") and its `done` gate ("done").
+
+Gates, as written in YAML:
+
+    gate: {approve: [primary, shadow]}         each role must approve (distinct people)
+    gate: {any_of: [primary, shadow]}          one approval from anyone holding one of them
+    gate: {quorum: {role: sre, count: 2}}      N different people holding the role
+    gate: {any_of: [primary], expires: 30m}    approvals older than 30 minutes no longer count
+
+Validation walks the YAML node tree (the same way `bot.settings` does), so every error carries
+the file, the line and the dotted key, and *every* error is reported at once. Whether the Slack
+users and groups exist is asked through an injected `PeopleLookup` (the Slack adapter in
+production, the Slack stub in tests); the rest is pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from bot.core.actions import PLANNED, ActionRegistry, default_registry
+from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
+from bot.errors import UserError
+from bot.settings import NAME_PATTERN, YamlValidator
+
+GATE_KINDS = ("approve", "any_of", "quorum")
+ON_FAILURE = ("pause", "abort")
+#: What a rehearsal step may ask the simulated cluster to do (the sim's control endpoints).
+REHEARSAL_HOOKS: Mapping[str, frozenset[str]] = {
+    "upgrade_control_plane": frozenset({"version"}),
+    "replace_node_group": frozenset({"name", "version"}),
+    "advance": frozenset({"seconds"}),
+}
+_STEP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.-]+)?$")
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+class PlanInvalid(UserError):
+    """A plan that does not validate; `errors` lists every problem, one line each."""
+
+    def __init__(self, errors: list[str]) -> None:
+        head = f"the plan has {len(errors)} problem(s):"
+        super().__init__("\n".join([head, *(f"• {e}" for e in errors)]))
+        self.errors = errors
+
+
+@runtime_checkable
+class PeopleLookup(Protocol):
+    """Whether Slack IDs exist; the Slack adapter implements it with users.info and usergroups."""
+
+    def user_exists(self, user_id: str) -> bool: ...
+
+    def group_exists(self, group_id: str) -> bool: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gate:
+    """Who must confirm. `kind` is approve (every role), any_of (one of the roles) or quorum."""
+
+    kind: str
+    roles: tuple[str, ...]
+    count: int = 1
+    #: Approvals older than this stop counting (None: they never expire).
+    expires: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in GATE_KINDS:
+            raise ValueError(f"unknown gate kind {self.kind!r}")
+        if not self.roles or self.count < 1:
+            raise ValueError("a gate needs at least one role and a count of at least 1")
+
+    def describe(self) -> str:
+        if self.kind == "approve":
+            return " and ".join(f"the {r}" for r in self.roles)
+        if self.kind == "any_of":
+            return " or ".join(f"the {r}" for r in self.roles)
+        return f"{self.count} people holding the {self.roles[0]} role"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionCall:
+    name: str
+    args: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RehearsalHook:
+    """In a rehearsal only: what the simulated cluster does in the outside world's place."""
+
+    name: str
+    args: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    id: str
+    title: str
+    description: str = ""
+    phase: str = ""
+    gate: Gate
+    #: Plain (human) steps only: the "done" confirmation. Defaults to the gate.
+    done: Gate | None = None
+    actions: tuple[ActionCall, ...] = ()
+    timeout: timedelta | None = None
+    escalate_after: timedelta | None = None
+    on_failure: str = "pause"
+    destructive: bool = False
+    rehearsal: tuple[RehearsalHook, ...] = ()
+    line: int = 0
+
+    @property
+    def manual(self) -> bool:
+        """True for human work the bot gates twice (started, done) but does not perform."""
+        return not self.actions
+
+    @property
+    def done_gate(self) -> Gate:
+        return self.done or self.gate
+
+
+@dataclass(frozen=True, kw_only=True)
+class Window:
+    start: datetime
+    end: datetime
+    timezone: str
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    name: str
+    description: str = ""
+    cluster: str
+    current_version: str
+    target_version: str
+    window: Window
+    operations_channel: str | None = None
+    announcements_channel: str | None = None
+    roster: Mapping[str, tuple[str, ...]]
+    steps: tuple[Step, ...]
+
+    def step(self, step_id: str) -> Step:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing and validation
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """`90s`, `15m`, `2h`, `1h30m`, `1d` → timedelta; None when it does not parse or is zero."""
+    match = _DURATION.match(text.strip().lower())
+    if not match or not any(match.groups()):
+        return None
+    d, h, m, s = (int(g or 0) for g in match.groups())
+    value = timedelta(days=d, hours=h, minutes=m, seconds=s)
+    return value if value > timedelta(0) else None
+
+
+def format_duration(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts) or "0s"
+
+
+def version_tuple(text: str) -> tuple[int, int, int] | None:
+    match = _VERSION.match(text.strip())
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+_TOP = {
+    "name",
+    "description",
+    "cluster",
+    "current_version",
+    "target_version",
+    "window",
+    "channels",
+    "roster",
+    "defaults",
+    "steps",
+}
+_STEP = {
+    "id",
+    "title",
+    "description",
+    "phase",
+    "gate",
+    "done",
+    "actions",
+    "timeout",
+    "escalate_after",
+    "on_failure",
+    "destructive",
+    "rehearsal",
+}
+_DEFAULTS = {"timeout", "escalate_after", "on_failure"}
+
+
+class _PlanValidator(YamlValidator):
+    """The settings validator plus the plan's own kinds of value; never raises on the first error."""
+
+    def duration(self, node: yaml.Node | None, key: str) -> timedelta | None:
+        value = self._scalar(node, key, "a duration")
+        if value is None:
+            return None
+        # A bare number is refused: "15" could be seconds or minutes, and a gate is no place to guess.
+        parsed = parse_duration(value) if isinstance(value, str) else None
+        if parsed is None:
+            self.error(node, key, f"{value!r} is not a duration (use 90s, 15m, 2h, 1h30m)")
+            return None
+        return parsed
+
+    def moment(self, node: yaml.Node | None, key: str, zone: ZoneInfo | None) -> datetime | None:
+        value = self._scalar(node, key, "a date and time")
+        if value is None:
+            self.error(node, key, "missing key")
+            return None
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value.strip())
+            except ValueError:
+                self.error(node, key, f"{value!r} is not a date and time (use 2026-11-28T22:00)")
+                return None
+        if not isinstance(value, datetime):
+            self.error(node, key, "expected a date and time such as 2026-11-28T22:00")
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=zone) if zone else value
+        return value
+
+    def required(self, fields: Mapping[str, yaml.Node], parent: yaml.Node, key: str, name: str) -> bool:
+        if name not in fields:
+            self.error(parent, f"{key}.{name}" if key else name, "missing key")
+            return False
+        return True
+
+
+def parse_plan(
+    text: str,
+    *,
+    source: str = "<plan>",
+    actions: ActionRegistry | None = None,
+    people: PeopleLookup | None = None,
+) -> Plan:
+    """Parse and validate a plan; raise PlanInvalid listing every problem with its line."""
+    actions = actions or default_registry()
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise PlanInvalid([f"{source}{line}: invalid YAML: {exc.problem or exc.context}"]) from None
+    except yaml.YAMLError as exc:
+        raise PlanInvalid([f"{source}: invalid YAML: {exc}"]) from None
+    if node is None:
+        raise PlanInvalid([f"{source}: the plan is empty"])
+    v = _PlanValidator(source)
+    top = v.mapping(node, "", _TOP)
+    for key in ("name", "cluster", "current_version", "target_version", "window", "roster", "steps"):
+        v.required(top, node, "", key)
+
+    name = v.string(top.get("name"), "name") or ""
+    if name and not NAME_PATTERN.match(name):
+        v.error(top["name"], "name", "plan names are lower-case letters, digits, '.', '-' and '_'")
+    cluster = v.string(top.get("cluster"), "cluster") or ""
+    current = _version(v, top, "current_version")
+    target = _version(v, top, "target_version")
+    if current and target and version_tuple(target) <= version_tuple(current):  # type: ignore[operator]
+        v.error(top["target_version"], "target_version", f"{target} is not newer than {current}")
+
+    window = _window(v, top.get("window"))
+    operations = announcements = None
+    if "channels" in top:
+        ch = v.mapping(top["channels"], "channels", {"operations", "announcements"})
+        if "operations" in ch:
+            operations = v.slack_id(ch["operations"], "channels.operations", CHANNEL_ID, "channel")
+        if "announcements" in ch:
+            announcements = v.slack_id(ch["announcements"], "channels.announcements", CHANNEL_ID, "channel")
+
+    roster, roster_nodes = _roster(v, top.get("roster"))
+    defaults = v.mapping(top["defaults"], "defaults", _DEFAULTS) if "defaults" in top else {}
+    steps = _steps(v, top.get("steps"), set(roster), defaults, actions)
+
+    step_nodes = {n.start_mark.line + 1: n for n in _step_nodes(top.get("steps"))}
+    for step in steps:
+        _check_satisfiable(v, step, step_nodes.get(step.line), roster)
+    if people is not None:
+        _check_people(v, roster_nodes, people)
+    if v.errors:
+        raise PlanInvalid(v.errors)
+    assert window is not None
+    return Plan(
+        name=name,
+        description=v.string(top.get("description"), "description") or "",
+        cluster=cluster,
+        current_version=current or "",
+        target_version=target or "",
+        window=window,
+        operations_channel=operations,
+        announcements_channel=announcements,
+        roster=roster,
+        steps=tuple(steps),
+    )
+
+
+def _version(v: _PlanValidator, top: Mapping[str, yaml.Node], key: str) -> str | None:
+    if key not in top:
+        return None
+    node = top[key]
+    # `1.30` unquoted is a float in YAML; read the scalar's text, not its value.
+    text = str(node.value).strip() if isinstance(node, yaml.ScalarNode) else ""
+    if version_tuple(text) is None:
+        v.error(node, key, f"{text or node.tag!r} is not a version such as 1.30 or v1.30.2")
+        return None
+    return text
+
+
+def _window(v: _PlanValidator, node: yaml.Node | None) -> Window | None:
+    if node is None:
+        return None
+    w = v.mapping(node, "window", {"start", "end", "timezone"})
+    tz_name = v.string(w.get("timezone"), "window.timezone") or "UTC"
+    zone: ZoneInfo | None
+    try:
+        zone = ZoneInfo(tz_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        v.error(w.get("timezone"), "window.timezone", f"unknown time zone {tz_name!r} (use an IANA name)")
+        zone = None
+    start = v.moment(w.get("start"), "window.start", zone) if "start" in w else None
+    end = v.moment(w.get("end"), "window.end", zone) if "end" in w else None
+    v.required(w, node, "window", "start")
+    v.required(w, node, "window", "end")
+    if start is None or end is None or zone is None:
+        return None
+    if start.tzinfo is None or end.tzinfo is None:
+        return None
+    if end <= start:
+        v.error(w["end"], "window.end", f"the window ends ({end.isoformat()}) before it starts")
+        return None
+    return Window(start=start, end=end, timezone=tz_name)
+
+
+def _roster(
+    v: _PlanValidator, node: yaml.Node | None
+) -> tuple[dict[str, tuple[str, ...]], list[tuple[str, yaml.Node, str]]]:
+    roster: dict[str, tuple[str, ...]] = {}
+    nodes: list[tuple[str, yaml.Node, str]] = []
+    if node is None:
+        return roster, nodes
+    for role, rnode in v.mapping(node, "roster", None).items():
+        key = f"roster.{role}"
+        if not NAME_PATTERN.match(role):
+            v.error(rnode, key, "role names are lower-case letters, digits, - and _")
+        items = list(rnode.value) if isinstance(rnode, yaml.SequenceNode) else [rnode]
+        people: list[str] = []
+        for item in items:
+            value = v.string(item, key)
+            if value is None:
+                continue
+            if not (USER_ID.match(value) or GROUP_ID.match(value)):
+                v.error(item, key, f"{value!r} is not a Slack user ID (U…/W…) or user-group ID (S…)")
+                continue
+            people.append(value)
+            nodes.append((key, item, value))
+        if not items:
+            v.error(rnode, key, "a role needs at least one person or user group")
+        roster[role] = tuple(people)
+    if not roster:
+        v.error(node, "roster", "the roster needs at least one role")
+    return roster, nodes
+
+
+def _gate(v: _PlanValidator, node: yaml.Node, key: str, roles: set[str]) -> Gate | None:
+    g = v.mapping(node, key, {*GATE_KINDS, "expires"})
+    kinds = [k for k in GATE_KINDS if k in g]
+    if len(kinds) != 1:
+        v.error(
+            node, key, "a gate is exactly one of approve: [roles], any_of: [roles], quorum: {role, count}"
+        )
+        return None
+    kind = kinds[0]
+    expires = v.duration(g.get("expires"), f"{key}.expires")
+    count = 1
+    if kind == "quorum":
+        q = v.mapping(g["quorum"], f"{key}.quorum", {"role", "count"})
+        ok = v.required(q, g["quorum"], f"{key}.quorum", "role") & v.required(
+            q, g["quorum"], f"{key}.quorum", "count"
+        )
+        role = v.string(q.get("role"), f"{key}.quorum.role")
+        count = v.integer(q.get("count"), f"{key}.quorum.count", low=1, high=20) or 1
+        if not ok or role is None:
+            return None
+        names = [(role, q["role"])]
+    else:
+        if not isinstance(g[kind], yaml.SequenceNode) or not g[kind].value:
+            v.error(g[kind], f"{key}.{kind}", "expected a list of roles")
+            return None
+        names = [(r, item) for item in g[kind].value if (r := v.string(item, f"{key}.{kind}"))]
+    good = True
+    seen: set[str] = set()
+    for role, rnode in names:
+        if role not in roles:
+            known = ", ".join(sorted(roles)) or "none"
+            v.error(rnode, f"{key}.{kind}", f"unknown role {role!r} (the roster has: {known})")
+            good = False
+        if role in seen:
+            v.error(rnode, f"{key}.{kind}", f"role {role!r} is listed twice")
+        seen.add(role)
+    if not good or not names:
+        return None
+    return Gate(kind=kind, roles=tuple(dict.fromkeys(r for r, _ in names)), count=count, expires=expires)
+
+
+def _steps(
+    v: _PlanValidator,
+    node: yaml.Node | None,
+    roles: set[str],
+    defaults: Mapping[str, yaml.Node],
+    registry: ActionRegistry,
+) -> list[Step]:
+    if node is None:
+        return []
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        v.error(node, "steps", "expected a list of steps")
+        return []
+    default_timeout = v.duration(defaults.get("timeout"), "defaults.timeout")
+    default_escalate = v.duration(defaults.get("escalate_after"), "defaults.escalate_after")
+    default_failure = _on_failure(v, defaults.get("on_failure"), "defaults.on_failure") or "pause"
+    out: list[Step] = []
+    seen: dict[str, int] = {}
+    for index, snode in enumerate(node.value):
+        s = v.mapping(snode, f"steps[{index}]", _STEP)
+        sid = v.string(s.get("id"), f"steps[{index}].id") if "id" in s else None
+        key = f"steps[{index}]" + (f"({sid})" if sid else "")
+        v.required(s, snode, f"steps[{index}]", "id")
+        v.required(s, snode, key, "title")
+        v.required(s, snode, key, "gate")
+        if sid is not None:
+            if not _STEP_ID.match(sid):
+                v.error(s["id"], f"{key}.id", "step ids are lower-case letters, digits and -")
+            if sid in seen:
+                v.error(s["id"], f"{key}.id", f"duplicate step id (first used on line {seen[sid]})")
+            else:
+                seen[sid] = s["id"].start_mark.line + 1
+        gate = _gate(v, s["gate"], f"{key}.gate", roles) if "gate" in s else None
+        done = _gate(v, s["done"], f"{key}.done", roles) if "done" in s else None
+        calls = _actions(v, s.get("actions"), f"{key}.actions", registry)
+        if done is not None and calls:
+            v.error(s["done"], f"{key}.done", "only a plain step (no actions) has a done confirmation")
+        timeout = v.duration(s.get("timeout"), f"{key}.timeout") if "timeout" in s else default_timeout
+        escalate = (
+            v.duration(s.get("escalate_after"), f"{key}.escalate_after")
+            if "escalate_after" in s
+            else default_escalate
+        )
+        if timeout and escalate and escalate >= timeout:
+            v.error(
+                s.get("escalate_after") or snode,
+                f"{key}.escalate_after",
+                f"escalating after {format_duration(escalate)} is pointless with a "
+                f"{format_duration(timeout)} timeout",
+            )
+        on_failure = _on_failure(v, s.get("on_failure"), f"{key}.on_failure") or default_failure
+        destructive = bool(v.boolean(s.get("destructive"), f"{key}.destructive"))
+        hooks = _rehearsal(v, s.get("rehearsal"), f"{key}.rehearsal")
+        if sid is None or gate is None or "title" not in s:
+            continue
+        out.append(
+            Step(
+                id=sid,
+                title=v.string(s.get("title"), f"{key}.title") or sid,
+                description=v.string(s.get("description"), f"{key}.description") or "",
+                phase=v.string(s.get("phase"), f"{key}.phase") or "",
+                gate=gate,
+                done=done,
+                actions=calls,
+                timeout=timeout,
+                escalate_after=escalate,
+                on_failure=on_failure,
+                destructive=destructive,
+                rehearsal=hooks,
+                line=snode.start_mark.line + 1,
+            )
+        )
+    return out
+
+
+def _step_nodes(node: yaml.Node | None) -> list[yaml.Node]:
+    """Step nodes by line, to match parsed steps (which keep their line)."""
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
+def _people_of(gate: Gate, roster: Mapping[str, tuple[str, ...]]) -> tuple[dict[str, set[str]], bool]:
+    """Person → the gate's roles they hold; and whether a user group is involved (size unknown)."""
+    held: dict[str, set[str]] = {}
+    groups = False
+    for role in gate.roles:
+        for entry in roster.get(role, ()):
+            groups = groups or entry.startswith("S")
+            held.setdefault(entry, set()).add(role)
+    return held, groups
+
+
+def _check_satisfiable(
+    v: _PlanValidator, step: Step, node: yaml.Node | None, roster: Mapping[str, tuple[str, ...]]
+) -> None:
+    """Gates nobody can pass with this roster are errors now, not a stuck run at 3 a.m."""
+    children = {k.value: c for k, c in node.value} if isinstance(node, yaml.MappingNode) else {}
+    key = f"steps({step.id})"
+    # A step that names actions is not a plain step, and a `done` that failed to parse is not the
+    # gate: either way its errors are already listed, and a guess here would only add noise.
+    skip_done = "actions" in children or ("done" in children and step.done is None)
+    gates = [("gate", step.gate)] + ([("done", step.done_gate)] if step.manual and not skip_done else [])
+    for name, gate in gates:
+        where = children.get(name, children.get("gate", node))
+        people, groups = _people_of(gate, roster)
+        if groups:
+            continue  # a user group may hold any number of people
+        if gate.kind == "approve" and len(people) < len(gate.roles):
+            v.error(
+                where,
+                f"{key}.{name}",
+                f"needs {gate.describe()} as different people, but the roster has only {len(people)}",
+            )
+        if gate.kind == "quorum" and len(people) < gate.count:
+            v.error(
+                where,
+                f"{key}.{name}",
+                f"needs {gate.count} people, but the {gate.roles[0]} role has {len(people)}",
+            )
+    if skip_done:
+        return
+    if (
+        step.manual
+        and step.done_gate.kind != "approve"
+        and not (step.done_gate.kind == "quorum" and step.done_gate.count > 1)
+    ):
+        done_people, done_groups = _people_of(step.done_gate, roster)
+        start_people, _ = _people_of(step.gate, roster)
+        if not done_groups and len(done_people) == 1 and set(done_people) <= set(start_people):
+            (only,) = done_people
+            v.error(
+                children.get("done", children.get("gate", node)),
+                f"{key}.done",
+                f"four eyes: {only} would start the step and be the only one able to confirm it done; "
+                "add a role to `done`",
+            )
+
+
+def _on_failure(v: _PlanValidator, node: yaml.Node | None, key: str) -> str | None:
+    value = v.string(node, key)
+    if value is not None and value not in ON_FAILURE:
+        v.error(node, key, f"{value!r} is not one of: {', '.join(ON_FAILURE)}")
+        return None
+    return value
+
+
+def _named_items(
+    v: _PlanValidator, node: yaml.Node | None, key: str
+) -> list[tuple[str, yaml.Node, dict[str, str]]]:
+    """`- name` or `- name: {arg: value}` items → (name, node, args)."""
+    if node is None:
+        return []
+    if not isinstance(node, yaml.SequenceNode):
+        v.error(node, key, "expected a list")
+        return []
+    out: list[tuple[str, yaml.Node, dict[str, str]]] = []
+    for item in node.value:
+        if isinstance(item, yaml.ScalarNode):
+            name = v.string(item, key)
+            if name:
+                out.append((name, item, {}))
+            continue
+        if not isinstance(item, yaml.MappingNode) or len(item.value) != 1:
+            v.error(item, key, "each item is a name, or `name: {argument: value}`")
+            continue
+        knode, anode = item.value[0]
+        name = str(knode.value)
+        args: dict[str, str] = {}
+        if not (isinstance(anode, yaml.ScalarNode) and anode.value in ("", "~", "null")):
+            for arg, argnode in v.mapping(anode, f"{key}.{name}", None).items():
+                text = str(argnode.value) if isinstance(argnode, yaml.ScalarNode) else ""
+                if not text:
+                    v.error(argnode, f"{key}.{name}.{arg}", "expected a value")
+                args[arg] = text
+        out.append((name, knode, args))
+    return out
+
+
+def _actions(
+    v: _PlanValidator, node: yaml.Node | None, key: str, registry: ActionRegistry
+) -> tuple[ActionCall, ...]:
+    calls: list[ActionCall] = []
+    for name, nnode, args in _named_items(v, node, key):
+        spec = registry.get(name)
+        if spec is None:
+            available = ", ".join(registry.names())
+            if name in PLANNED:
+                v.error(
+                    nnode,
+                    key,
+                    f"action {name!r} is not available yet (available: {available}); "
+                    "make this a plain gated step without `actions` until it is",
+                )
+            else:
+                v.error(nnode, key, f"unknown action {name!r} (available: {available})")
+            continue
+        for arg in sorted(set(args) - spec.arguments):
+            v.error(
+                nnode,
+                f"{key}.{name}",
+                f"unknown argument {arg!r} (accepted: {', '.join(sorted(spec.arguments))})",
+            )
+        for arg in sorted(spec.required - set(args)):
+            v.error(nnode, f"{key}.{name}", f"missing argument {arg!r}")
+        calls.append(ActionCall(name=name, args=args))
+    return tuple(calls)
+
+
+def _rehearsal(v: _PlanValidator, node: yaml.Node | None, key: str) -> tuple[RehearsalHook, ...]:
+    hooks: list[RehearsalHook] = []
+    for name, nnode, args in _named_items(v, node, key):
+        accepted = REHEARSAL_HOOKS.get(name)
+        if accepted is None:
+            v.error(
+                nnode, key, f"unknown rehearsal hook {name!r} (known: {', '.join(sorted(REHEARSAL_HOOKS))})"
+            )
+            continue
+        for arg in sorted(set(args) ^ accepted):
+            problem = "unknown" if arg in args else "missing"
+            v.error(nnode, f"{key}.{name}", f"{problem} argument {arg!r}")
+        hooks.append(RehearsalHook(name=name, args=args))
+    return tuple(hooks)
+
+
+def _check_people(v: _PlanValidator, nodes: list[tuple[str, yaml.Node, str]], people: PeopleLookup) -> None:
+    """Ask Slack once per ID whether it exists; a missing one is an error on its own line."""
+    known: dict[str, bool] = {}
+    for key, node, value in nodes:
+        if value not in known:
+            known[value] = people.group_exists(value) if value.startswith("S") else people.user_exists(value)
+        if not known[value]:
+            what = "user group" if value.startswith("S") else "user"
+            v.error(node, key, f"Slack {what} {value} does not exist")
+
+
+def to_document(plan: Plan) -> dict[str, Any]:
+    """A JSON-able view of the plan for templates and the store."""
+    return {
+        "name": plan.name,
+        "cluster": plan.cluster,
+        "current_version": plan.current_version,
+        "target_version": plan.target_version,
+        "window": {
+            "start": plan.window.start.isoformat(),
+            "end": plan.window.end.isoformat(),
+            "timezone": plan.window.timezone,
+        },
+        "roster": {r: list(p) for r, p in plan.roster.items()},
+        "steps": [
+            {
+                "id": s.id,
+                "title": s.title,
+                "phase": s.phase,
+                "gate": s.gate.describe(),
+                "manual": s.manual,
+                "actions": [a.name for a in s.actions],
+                "destructive": s.destructive,
+            }
+            for s in plan.steps
+        ],
+    }

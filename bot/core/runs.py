@@ -1,0 +1,558 @@
+"""Runs: one execution of a plan, as a state machine over plain data with the time passed in.
+
+    run:  active ⇄ paused → aborted          active → completed (every step succeeded or skipped)
+    step: pending → awaiting_approval → running → succeeded
+                          │     ▲          │ ├──→ failed ──→ awaiting_approval (retry on resume)
+                          │     │          │ └──→ interrupted (the bot died mid-action)
+                          ▼     └──────────┴───── interrupted → awaiting_approval (a human re-opens it)
+                       skipped (from pending, awaiting_approval, failed or interrupted)
+
+A step's gate opens in `awaiting_approval` (phase "start"). A step with actions runs them once
+the gate is satisfied; a plain step is human work, so in `running` it waits for its "done"
+confirmation (phase "done"). Every function returns a new `Run` plus `Event`s describing what
+happened, for the audit log and Slack; nothing here does I/O. The caller commits the new run with
+optimistic concurrency (`version`), so two clicks never advance a step twice.
+
+Buttons carry run id, step id and the step's `epoch`, which changes on every state change of the
+step: a button from an earlier state is refused with an explanation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from bot.core.gates import Vote, covered, decide, live_votes
+from bot.core.people import Directory, roles_of
+from bot.core.plans import Gate, Plan, Step, format_duration
+from bot.errors import UserError
+
+
+class StepState(StrEnum):
+    PENDING = "pending"
+    AWAITING_APPROVAL = "awaiting_approval"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
+
+
+class RunState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    ABORTED = "aborted"
+    COMPLETED = "completed"
+
+
+STEP_TRANSITIONS: Mapping[StepState, frozenset[StepState]] = {
+    StepState.PENDING: frozenset({StepState.AWAITING_APPROVAL, StepState.SKIPPED}),
+    StepState.AWAITING_APPROVAL: frozenset({StepState.RUNNING, StepState.FAILED, StepState.SKIPPED}),
+    StepState.RUNNING: frozenset({StepState.SUCCEEDED, StepState.FAILED, StepState.INTERRUPTED}),
+    StepState.FAILED: frozenset({StepState.AWAITING_APPROVAL, StepState.SKIPPED}),
+    StepState.INTERRUPTED: frozenset({StepState.AWAITING_APPROVAL, StepState.FAILED, StepState.SKIPPED}),
+    StepState.SUCCEEDED: frozenset(),
+    StepState.SKIPPED: frozenset(),
+}
+RUN_TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
+    RunState.ACTIVE: frozenset({RunState.PAUSED, RunState.ABORTED, RunState.COMPLETED}),
+    RunState.PAUSED: frozenset({RunState.ACTIVE, RunState.ABORTED}),
+    RunState.ABORTED: frozenset(),
+    RunState.COMPLETED: frozenset(),
+}
+FINISHED = frozenset({StepState.SUCCEEDED, StepState.SKIPPED})
+#: Who is mentioned when a gate waits too long: after escalate_after, then after twice that.
+ESCALATION_ROLES = ("shadow", "coordinator")
+
+
+class TransitionRefused(UserError):
+    """A transition the state machine does not allow; the message says why, for chat."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Approval:
+    step_id: str
+    phase: str  # "start" | "done"
+    epoch: int
+    user_id: str
+    roles: tuple[str, ...]
+    decision: str  # "approve" | "reject"
+    at: datetime
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepRun:
+    step_id: str
+    state: StepState = StepState.PENDING
+    epoch: int = 0
+    #: Whose approval set the step running (four-eyes on its "done" confirmation).
+    started_by: str = ""
+    opened_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    escalations: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    id: str
+    plan: Plan
+    state: RunState
+    created_by: str
+    created_at: datetime
+    roster: Mapping[str, tuple[str, ...]]
+    steps: tuple[StepRun, ...]
+    approvals: tuple[Approval, ...] = ()
+    #: Optimistic-concurrency version; the store bumps it on every committed change.
+    version: int = 0
+    reason: str = ""
+
+    def step_run(self, step_id: str) -> StepRun:
+        for s in self.steps:
+            if s.step_id == step_id:
+                return s
+        raise TransitionRefused(f"this run has no step `{step_id}`")
+
+    @property
+    def current(self) -> StepRun | None:
+        """The first step that is not finished (succeeded or skipped)."""
+        for s in self.steps:
+            if s.state not in FINISHED:
+                return s
+        return None
+
+    def phase(self, sr: StepRun) -> str | None:
+        """Which gate is open on this step now: "start", "done", or None."""
+        if sr.state is StepState.AWAITING_APPROVAL:
+            return "start"
+        if sr.state is StepState.RUNNING and self.plan.step(sr.step_id).manual:
+            return "done"
+        return None
+
+    def gate_for(self, sr: StepRun) -> Gate | None:
+        phase = self.phase(sr)
+        step = self.plan.step(sr.step_id)
+        return step.gate if phase == "start" else step.done_gate if phase == "done" else None
+
+    def votes(self, sr: StepRun, phase: str) -> list[Approval]:
+        return [
+            a
+            for a in self.approvals
+            if a.step_id == sr.step_id
+            and a.phase == phase
+            and a.epoch == sr.epoch
+            and a.decision == "approve"
+        ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Something that happened: audited, and shown on the card or in the thread."""
+
+    kind: str
+    step_id: str = ""
+    actor: str = ""
+    detail: str = ""
+    roles: tuple[str, ...] = ()
+    #: Extra words for the audit row only.
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    run: Run
+    events: tuple[Event, ...] = ()
+    #: For a click: was it counted? If not, `message` says why (shown ephemerally).
+    accepted: bool = True
+    message: str = ""
+    #: Actions the caller must now perform for this step (then call `action_finished`).
+    run_actions: str = ""
+    #: A destructive step's approval that needs a typed confirmation first.
+    needs_confirmation: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _set_step(run: Run, sr: StepRun, new: StepState, now: datetime, **changes: object) -> Run:
+    if new not in STEP_TRANSITIONS[sr.state]:
+        raise TransitionRefused(f"step `{sr.step_id}` cannot go from {sr.state} to {new}")
+    updated = dataclasses.replace(sr, state=new, epoch=sr.epoch + 1, **changes)  # type: ignore[arg-type]
+    if new is StepState.AWAITING_APPROVAL:
+        updated = dataclasses.replace(updated, opened_at=now, escalations=0)
+    if new is StepState.RUNNING:
+        # The "done" gate of a plain step escalates from when the work started.
+        updated = dataclasses.replace(updated, started_at=now, opened_at=now, escalations=0)
+    if new in (StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED, StepState.INTERRUPTED):
+        updated = dataclasses.replace(updated, finished_at=now)
+    steps = tuple(updated if s.step_id == sr.step_id else s for s in run.steps)
+    return dataclasses.replace(run, steps=steps)
+
+
+def _set_run(run: Run, new: RunState, reason: str = "") -> Run:
+    if new not in RUN_TRANSITIONS[run.state]:
+        raise TransitionRefused(f"the run is {run.state}; it cannot become {new}")
+    return dataclasses.replace(run, state=new, reason=reason or run.reason)
+
+
+def _open_next(run: Run, now: datetime, events: list[Event]) -> Run:
+    """Open the gate of the next pending step, or complete the run."""
+    nxt = run.current
+    if nxt is None:
+        events.append(Event(kind="run_completed"))
+        return _set_run(run, RunState.COMPLETED)
+    if nxt.state is StepState.PENDING:
+        run = _set_step(run, nxt, StepState.AWAITING_APPROVAL, now)
+        events.append(Event(kind="gate_opened", step_id=nxt.step_id, detail="start"))
+    return run
+
+
+def _require_active(run: Run) -> None:
+    if run.state is not RunState.ACTIVE:
+        why = f" ({run.reason})" if run.reason else ""
+        raise TransitionRefused(f"run {run.id} is {run.state}{why}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Transitions
+
+
+def new_run(run_id: str, plan: Plan, *, by: str, now: datetime) -> Outcome:
+    run = Run(
+        id=run_id,
+        plan=plan,
+        state=RunState.ACTIVE,
+        created_by=by,
+        created_at=now,
+        roster=dict(plan.roster),
+        steps=tuple(StepRun(step_id=s.id) for s in plan.steps),
+    )
+    events = [Event(kind="run_started", actor=by)]
+    run = _open_next(run, now, events)
+    return Outcome(run=run, events=tuple(events))
+
+
+def click(
+    run: Run,
+    *,
+    step_id: str,
+    epoch: int,
+    user_id: str,
+    decision: str,
+    directory: Directory,
+    now: datetime,
+    confirmation: str | None = None,
+    reason: str = "",
+) -> Outcome:
+    """A gate button: approve or reject `step_id` as it was at `epoch`. Refusals change nothing."""
+
+    def refuse(message: str) -> Outcome:
+        return Outcome(
+            run=run,
+            accepted=False,
+            message=message,
+            events=(Event(kind="refused", step_id=step_id, actor=user_id, detail=message),),
+        )
+
+    if run.state is not RunState.ACTIVE:
+        return refuse(f"run {run.id} is {run.state}; nothing can be approved until it is resumed")
+    try:
+        sr = run.step_run(step_id)
+    except TransitionRefused as exc:
+        return refuse(exc.user_message)
+    if sr.epoch != epoch:
+        return refuse(
+            f"this button is from an earlier state of step `{step_id}`; it is now "
+            f"{sr.state.replace('_', ' ')} — use the buttons on its latest message"
+        )
+    gate = run.gate_for(sr)
+    phase = run.phase(sr)
+    if gate is None or phase is None:
+        return refuse(f"step `{step_id}` is {sr.state.replace('_', ' ')}; it is not waiting for a decision")
+    held = frozenset(roles_of(user_id, run.roster, directory))
+    step = run.plan.step(step_id)
+    if decision == "reject":
+        if not held & set(gate.roles):
+            return refuse(f"this step needs {gate.describe()}; you are {_you(held)}")
+        return _reject(run, sr, step, phase, user_id, held, now, reason or "rejected")
+    votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in run.votes(sr, phase)]
+    verdict = decide(
+        gate,
+        user_id=user_id,
+        held=held,
+        votes=votes,
+        now=now,
+        started_by=sr.started_by if phase == "done" else "",
+    )
+    if not verdict.accepted:
+        return refuse(verdict.reason)
+    if phase == "start" and step.destructive and confirmation != step.id:
+        if confirmation is None:
+            return Outcome(run=run, accepted=False, needs_confirmation=True, message="type the step id")
+        return refuse(f"the confirmation did not match: type `{step.id}` exactly to approve this step")
+    approval = Approval(
+        step_id=step_id,
+        phase=phase,
+        epoch=sr.epoch,
+        user_id=user_id,
+        roles=tuple(sorted(held & set(gate.roles))),
+        decision="approve",
+        at=now,
+    )
+    run = dataclasses.replace(run, approvals=(*run.approvals, approval))
+    events = [Event(kind="approved", step_id=step_id, actor=user_id, detail=phase, roles=approval.roles)]
+    if not verdict.satisfied:
+        return Outcome(run=run, events=tuple(events))
+    if phase == "start":
+        run = _set_step(run, sr, StepState.RUNNING, now, started_by=user_id)
+        events.append(Event(kind="step_running", step_id=step_id, actor=user_id))
+        if step.manual:
+            events.append(Event(kind="gate_opened", step_id=step_id, detail="done"))
+            return Outcome(run=run, events=tuple(events))
+        return Outcome(run=run, events=tuple(events), run_actions=step_id)
+    run = _set_step(run, run.step_run(step_id), StepState.SUCCEEDED, now)
+    events.append(Event(kind="step_succeeded", step_id=step_id, actor=user_id))
+    run = _open_next(run, now, events)
+    return Outcome(run=run, events=tuple(events))
+
+
+def _you(held: frozenset[str]) -> str:
+    return "the " + " and the ".join(sorted(held)) if held else "not in this run's roster"
+
+
+def _reject(
+    run: Run,
+    sr: StepRun,
+    step: Step,
+    phase: str,
+    user_id: str,
+    held: frozenset[str],
+    now: datetime,
+    reason: str,
+) -> Outcome:
+    approval = Approval(
+        step_id=sr.step_id,
+        phase=phase,
+        epoch=sr.epoch,
+        user_id=user_id,
+        roles=tuple(sorted(held)),
+        decision="reject",
+        at=now,
+        reason=reason,
+    )
+    run = dataclasses.replace(run, approvals=(*run.approvals, approval))
+    events = [Event(kind="rejected", step_id=sr.step_id, actor=user_id, detail=reason)]
+    return _fail(run, run.step_run(sr.step_id), step, now, f"rejected by {user_id}: {reason}", events)
+
+
+def _fail(run: Run, sr: StepRun, step: Step, now: datetime, why: str, events: list[Event]) -> Outcome:
+    run = _set_step(run, sr, StepState.FAILED, now, note=why)
+    events.append(Event(kind="step_failed", step_id=sr.step_id, detail=why))
+    if step.on_failure == "abort":
+        run = _set_run(run, RunState.ABORTED, f"step {sr.step_id} failed: {why}")
+        events.append(Event(kind="run_aborted", detail=run.reason))
+    else:
+        run = _set_run(run, RunState.PAUSED, f"step {sr.step_id} failed: {why}")
+        events.append(Event(kind="run_paused", detail=run.reason))
+    return Outcome(run=run, events=tuple(events))
+
+
+def action_finished(run: Run, *, step_id: str, epoch: int, ok: bool, detail: str, now: datetime) -> Outcome:
+    """The bot's actions for a running step ended; `epoch` is the step's when they started."""
+    sr = run.step_run(step_id)
+    if sr.state is not StepState.RUNNING or sr.epoch != epoch:
+        raise TransitionRefused(f"step `{step_id}` is no longer running the actions that just finished")
+    events: list[Event] = []
+    if not ok:
+        return _fail(run, sr, run.plan.step(step_id), now, detail or "the action failed", events)
+    run = _set_step(run, sr, StepState.SUCCEEDED, now, note=detail)
+    events.append(Event(kind="step_succeeded", step_id=step_id, detail=detail))
+    if run.state is RunState.ACTIVE:
+        run = _open_next(run, now, events)
+    return Outcome(run=run, events=tuple(events))
+
+
+def pause(run: Run, *, by: str, reason: str, now: datetime) -> Outcome:
+    run = _set_run(run, RunState.PAUSED, reason)
+    return Outcome(run=run, events=(Event(kind="run_paused", actor=by, detail=reason),))
+
+
+def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:
+    """Resume a paused run; a failed or interrupted current step gets a fresh gate (never re-run silently)."""
+    run = _set_run(run, RunState.ACTIVE, "")
+    run = dataclasses.replace(run, reason="")
+    events = [Event(kind="run_resumed", actor=by, detail=reason)]
+    cur = run.current
+    if cur is not None and cur.state in (StepState.FAILED, StepState.INTERRUPTED):
+        run = _set_step(run, cur, StepState.AWAITING_APPROVAL, now, note="")
+        events.append(Event(kind="gate_opened", step_id=cur.step_id, detail="start"))
+    elif cur is None:
+        run = _open_next(run, now, events)
+    return Outcome(run=run, events=tuple(events))
+
+
+def abort(run: Run, *, by: str, reason: str, now: datetime) -> Outcome:
+    run = _set_run(run, RunState.ABORTED, reason)
+    return Outcome(run=run, events=(Event(kind="run_aborted", actor=by, detail=reason),))
+
+
+def skip(run: Run, *, step_id: str, by: str, reason: str, now: datetime) -> Outcome:
+    """Skip a step that is not running (a running action cannot be skipped: pause or abort)."""
+    if run.state in (RunState.ABORTED, RunState.COMPLETED):
+        raise TransitionRefused(f"run {run.id} is {run.state}")
+    sr = run.step_run(step_id)
+    if StepState.SKIPPED not in STEP_TRANSITIONS[sr.state]:
+        raise TransitionRefused(
+            f"step `{step_id}` is {sr.state.replace('_', ' ')}; only a step that is not running "
+            "and not finished can be skipped"
+        )
+    run = _set_step(run, sr, StepState.SKIPPED, now, note=f"skipped by {by}: {reason}")
+    events = [Event(kind="step_skipped", step_id=step_id, actor=by, detail=reason)]
+    if run.state is RunState.ACTIVE:
+        run = _open_next(run, now, events)
+    return Outcome(run=run, events=tuple(events))
+
+
+def handoff(run: Run, *, role: str, user_id: str, by: str, now: datetime) -> Outcome:
+    """Give `role` to `user_id` for this run only; the plan's roster is unchanged."""
+    if run.state in (RunState.ABORTED, RunState.COMPLETED):
+        raise TransitionRefused(f"run {run.id} is {run.state}")
+    if role not in run.roster:
+        raise TransitionRefused(f"this run has no role `{role}` (roles: {', '.join(sorted(run.roster))})")
+    before = ",".join(run.roster[role])
+    roster = {**run.roster, role: (user_id,)}
+    run = dataclasses.replace(run, roster=roster)
+    # `detail` is the new holder (templates mention it); the audit row also gets who held it before.
+    return Outcome(
+        run=run,
+        events=(Event(kind="handoff", actor=by, detail=user_id, roles=(role,), note=f"was {before}"),),
+    )
+
+
+def recover(run: Run, *, now: datetime) -> Outcome:
+    """After a restart: a step whose actions were running did not finish; it waits for a human.
+
+    The step becomes `interrupted` and an active run pauses: `resume` re-opens the step's gate
+    (fresh approvals before the action runs again), `skip` records that people finished it.
+    """
+    events: list[Event] = []
+    for sr in run.steps:
+        if sr.state is StepState.RUNNING and not run.plan.step(sr.step_id).manual:
+            why = "the bot stopped while its action ran; resume to re-approve it, or skip it"
+            run = _set_step(run, sr, StepState.INTERRUPTED, now, note=why)
+            events.append(Event(kind="step_interrupted", step_id=sr.step_id, detail=why))
+            if run.state is RunState.ACTIVE:
+                run = _set_run(run, RunState.PAUSED, f"step {sr.step_id} was interrupted by a restart")
+                events.append(Event(kind="run_paused", detail=run.reason))
+    return Outcome(run=run, events=tuple(events))
+
+
+def due(run: Run, *, now: datetime) -> Outcome:
+    """Escalations and timeouts that are due at `now` for the open gate, if any."""
+    cur = run.current
+    if run.state is not RunState.ACTIVE or cur is None or run.phase(cur) is None or cur.opened_at is None:
+        return Outcome(run=run)
+    step = run.plan.step(cur.step_id)
+    waited = now - cur.opened_at
+    if step.timeout is not None and waited >= step.timeout:
+        why = f"no decision within {format_duration(step.timeout)}"
+        return _fail(run, cur, step, now, why, [Event(kind="timed_out", step_id=cur.step_id, detail=why)])
+    if step.escalate_after is None:
+        return Outcome(run=run)
+    levels = [r for r in ESCALATION_ROLES if r in run.roster]
+    level = cur.escalations
+    if level >= len(levels) or waited < step.escalate_after * (level + 1):
+        return Outcome(run=run)
+    role = levels[level]
+    updated = dataclasses.replace(cur, escalations=level + 1)
+    run = dataclasses.replace(run, steps=tuple(updated if s.step_id == cur.step_id else s for s in run.steps))
+    return Outcome(
+        run=run,
+        events=(
+            Event(
+                kind="escalated",
+                step_id=cur.step_id,
+                detail=f"{role}: {','.join(run.roster[role])}",
+                roles=(role,),
+            ),
+        ),
+    )
+
+
+def next_due(run: Run) -> datetime | None:
+    """When `due` may next have something to do (for a scheduler); None when nothing waits."""
+    cur = run.current
+    if run.state is not RunState.ACTIVE or cur is None or run.phase(cur) is None or cur.opened_at is None:
+        return None
+    step = run.plan.step(cur.step_id)
+    times: list[datetime] = []
+    if step.timeout is not None:
+        times.append(cur.opened_at + step.timeout)
+    levels = [r for r in ESCALATION_ROLES if r in run.roster]
+    if step.escalate_after is not None and cur.escalations < len(levels):
+        times.append(cur.opened_at + step.escalate_after * (cur.escalations + 1))
+    return min(times) if times else None
+
+
+def waiting_on(run: Run, sr: StepRun, now: datetime) -> str:
+    """Who the open gate still needs, in words ("the shadow"), for the card."""
+    gate = run.gate_for(sr)
+    phase = run.phase(sr)
+    if gate is None or phase is None:
+        return ""
+    votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in run.votes(sr, phase)]
+    _, missing = covered(gate, live_votes(gate, votes, now))
+    return " and ".join(missing)
+
+
+def summary_rows(run: Run, now: datetime) -> Sequence[Mapping[str, object]]:
+    """One row per step for the card: state, who approved what and when, what it waits for."""
+    rows = []
+    for sr in run.steps:
+        step = run.plan.step(sr.step_id)
+        approvals = [a for a in run.approvals if a.step_id == sr.step_id and a.decision == "approve"]
+        rows.append(
+            {
+                "id": sr.step_id,
+                "title": step.title,
+                "phase": step.phase,
+                "state": str(sr.state),
+                "gate_phase": run.phase(sr) or "",
+                "waiting_on": waiting_on(run, sr, now) if run.state is RunState.ACTIVE else "",
+                "approvals": [
+                    {"user": a.user_id, "phase": a.phase, "at": a.at, "roles": list(a.roles)}
+                    for a in approvals
+                ],
+                "note": sr.note,
+                "epoch": sr.epoch,
+                "destructive": step.destructive,
+                "manual": step.manual,
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class ButtonRef:
+    """What a gate button carries: enough to find the step and to tell whether it is stale."""
+
+    run_id: str
+    step_id: str
+    epoch: int
+    decision: str = field(default="approve")
+
+    def encode(self) -> str:
+        return f"{self.run_id}|{self.step_id}|{self.epoch}"
+
+    @classmethod
+    def decode(cls, value: str, decision: str) -> ButtonRef | None:
+        parts = value.split("|")
+        if len(parts) != 3 or not parts[2].isdigit():
+            return None
+        return cls(run_id=parts[0], step_id=parts[1], epoch=int(parts[2]), decision=decision)

@@ -1,0 +1,262 @@
+"""`upgrade-bot rehearse PLAN`: run a whole plan against the simulated cluster from a terminal.
+
+The same run machinery as in Slack (store, gates, actions, card and thread), with a poster that
+prints instead of posting and approvals answered at the prompt — or, with `--auto-approve`, by
+the roster itself, each gate by the people it names (four eyes included). Steps with `rehearsal:`
+hooks ask the sim, through its HTTP control endpoints, to play the outside world's part (the
+pipeline replacing a node group) and wait for it. The bot never imports the simulator: the
+terminal front door starts it and hands this module its URL and kubeconfig.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from bot.adapters.store import Store
+from bot.core import runs as R
+from bot.core.people import StaticDirectory, roles_of
+from bot.core.plans import Plan, RehearsalHook, parse_plan
+from bot.core.rendering import Renderer
+from bot.core.run_actions import builtin_runner
+from bot.core.run_service import Actor, RunService
+from bot.core.snapshot import ClusterReader
+from bot.errors import TemporaryError, UserError
+from bot.settings import BUILTIN_TEMPLATES, ClusterConfig, parse_settings
+
+
+@dataclass(frozen=True)
+class _Posted:
+    channel: str
+    ts: str
+
+
+_DATE = re.compile(r"<!date\^\d+\^[^|]*\|([^>]*)>")
+_MENTION = re.compile(r"<[@#]([A-Z0-9]+)>|<!subteam\^([A-Z0-9]+)>")
+
+
+def terminal_text(text: str) -> str:
+    """Slack markup as a terminal shows it: date tokens by their fallback, mentions as @ID."""
+    text = _DATE.sub(lambda m: m.group(1), text)
+    text = _MENTION.sub(lambda m: "@" + (m.group(1) or m.group(2)), text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+class TextPoster:
+    """Prints the card and the thread; Slack's ids are made up, one per message."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._ts = itertools.count(1)
+        self.card = ""
+
+    def post_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        blocks: Sequence[dict[str, Any]] | None = None,
+        thread_ts: str | None = None,
+        reply_broadcast: bool = False,
+    ) -> _Posted:
+        text = terminal_text(text)
+        if thread_ts:
+            marker = "  ↳ (also in the channel) " if reply_broadcast else "  ↳ "
+            self.out.write(marker + text.replace("\n", "\n    ") + "\n")
+        else:
+            self.card = text
+            self.out.write(_framed(text))
+        return _Posted(channel=channel, ts=f"{next(self._ts)}.0")
+
+    def update_message(
+        self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
+    ) -> None:
+        if ts == "1.0":
+            self.card = terminal_text(
+                text
+            )  # the card; printed when the rehearsal stops to ask, and at the end
+
+
+def _framed(text: str) -> str:
+    rule = "─" * 78
+    return f"{rule}\n{text}\n{rule}\n"
+
+
+class SimControl:
+    """The sim's control endpoints over HTTP (what a rehearsal hook asks for)."""
+
+    def __init__(self, url: str, timeout: float = 600.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, wait: float = 30) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            f"{self.url}/sim/{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=wait + 10) as resp:
+                return json.loads(resp.read() or b"null")
+        except OSError as exc:
+            raise TemporaryError(f"the simulated cluster did not answer {path}: {exc}") from exc
+
+    def play(self, hook: RehearsalHook) -> tuple[bool, str]:
+        """Ask the sim to do it and wait; (did it succeed, a line for the thread)."""
+        if hook.name == "advance":
+            self._call("POST", "advance", {"seconds": hook.args["seconds"]})
+            return True, f"sim: advanced {hook.args['seconds']}"
+        if hook.name == "upgrade_control_plane":
+            op = self._call("POST", "control-plane/upgrade", {"version": hook.args["version"]})
+        else:
+            op = self._call(
+                "POST", f"nodegroups/{hook.args['name']}/replace", {"version": hook.args["version"]}
+            )
+        done = self._call("GET", f"operations/{op['id']}?wait={self.timeout:g}", wait=self.timeout)
+        state = str(done.get("state", "unknown"))
+        error = f": {done['error']}" if done.get("error") else ""
+        what = f"{hook.name} {', '.join(f'{k}={v}' for k, v in hook.args.items())}"
+        return state.lower() in ("successful", "succeeded", "completed"), f"sim: {what} → {state}{error}"
+
+
+def load_plan_file(name: str) -> tuple[Plan, str]:
+    path = Path(name)
+    if not path.is_file():
+        path = BUILTIN_TEMPLATES / "plans" / f"{name}.yaml"
+    if not path.is_file():
+        raise UserError(f"no plan file {name!r} (a path, or a name in templates/plans/)")
+    text = path.read_text(encoding="utf-8")
+    return parse_plan(text, source=str(path)), text
+
+
+def rehearse(
+    plan_name: str,
+    *,
+    sim_url: str,
+    kubeconfig: Path,
+    workdir: Path,
+    auto_approve: bool,
+    out: TextIO,
+    ask: Callable[[str], str],
+    connect_cluster: Callable[[ClusterConfig], ClusterReader],
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> int:
+    """Run the plan to its end; 0 when it completed, 1 when it stopped (paused/aborted)."""
+    plan, text = load_plan_file(plan_name)
+    settings = parse_settings(
+        f"data_dir: {workdir}\nclusters:\n  {plan.cluster}: {{kubeconfig: {kubeconfig}, context: sim}}\n",
+        source=workdir / "rehearsal.yaml",
+        env={},
+    )
+    store = Store.open(settings.database_url)
+    poster = TextPoster(out)
+    # No Slack here: each user group of the roster stands for three made-up members, so gates that
+    # need a group (a quorum of the mesh team) can be rehearsed too.
+    groups = {e for people in plan.roster.values() for e in people if e.startswith("S")}
+    directory = StaticDirectory({g: [f"{g}-member-{i}" for i in (1, 2, 3)] for g in groups})
+    service = RunService(
+        store=store,
+        directory=directory,
+        clock=clock,
+        renderer=Renderer([BUILTIN_TEMPLATES]),
+        poster=poster,
+        operations_channel=plan.operations_channel or "CREHEARSAL",
+        run_action=builtin_runner(
+            settings=settings, store=store, connect_cluster=connect_cluster, clock=clock
+        ),
+    )
+    sim = SimControl(sim_url)
+    try:
+        store.save_plan(name=plan.name, text=text, loaded_by="rehearsal", loaded_at=clock())
+        starter = next(iter(plan.roster.values()))[0]
+        run = service.start(plan.name, Actor(user_id=starter, source="terminal")).run
+        played: set[tuple[str, int]] = set()
+        while run.state is R.RunState.ACTIVE:
+            cur = run.current
+            if cur is None:
+                break
+            step = run.plan.step(cur.step_id)
+            if cur.state is R.StepState.RUNNING and step.manual and (cur.step_id, cur.epoch) not in played:
+                played.add((cur.step_id, cur.epoch))
+                failed = ""
+                for hook in step.rehearsal:
+                    ok, line = sim.play(hook)
+                    out.write(f"  ↳ {line}\n")
+                    failed = failed or ("" if ok else line)
+                if failed and auto_approve:
+                    # The outside world failed: the done gate is answered "failure", as a person would.
+                    ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision="reject")
+                    who = next(p for r in step.done_gate.roles for p in run.roster.get(r, ()))
+                    run = service.click(ref, Actor(user_id=who, source="terminal"), reason=failed).run
+                    continue
+            run = _decide(service, run, cur, auto_approve=auto_approve, ask=ask, out=out)
+        out.write(_framed(poster.card))
+        out.write(f"rehearsal of {plan.name}: run {run.id} {run.state}\n")
+        return 0 if run.state is R.RunState.COMPLETED else 1
+    finally:
+        store.close()
+
+
+def _decide(
+    service: RunService,
+    run: R.Run,
+    cur: R.StepRun,
+    *,
+    auto_approve: bool,
+    ask: Callable[[str], str],
+    out: TextIO,
+) -> R.Run:
+    gate = run.gate_for(cur)
+    if gate is None:
+        raise UserError(f"step {cur.step_id} is {cur.state} and waits for nothing the rehearsal can give")
+    step = run.plan.step(cur.step_id)
+    people = [
+        member
+        for role in gate.roles
+        for entry in run.roster.get(role, ())
+        for member in (sorted(service.directory.group_members(entry)) if entry.startswith("S") else [entry])
+    ]
+    if not auto_approve:
+        out.write(_framed(_card_text(service, run)))
+        answer = ask(
+            f"{cur.step_id} ({run.phase(cur)}): approve as [{'/'.join(dict.fromkeys(people))}], "
+            "'reject', or 'abort': "
+        ).strip()
+        if answer == "abort":
+            stop = Actor(user_id="terminal", source="terminal")
+            return service.apply(
+                run.id,
+                lambda r: R.abort(r, by="terminal", reason="rehearsal stopped", now=service.clock()),
+                stop,
+            ).run
+        if answer == "reject":
+            ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision="reject")
+            return service.click(ref, Actor(user_id=people[0], source="terminal")).run
+        people = [answer] if answer else people
+    if run.phase(cur) == "done":
+        # Four eyes: someone other than whoever started the step confirms it first.
+        people.sort(key=lambda p: p == cur.started_by)
+    ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch)
+    confirmation = step.id if step.destructive else None
+    for person in dict.fromkeys(people):
+        if not roles_of(person, run.roster, service.directory):
+            continue
+        out_ = service.click(ref, Actor(user_id=person, source="terminal"), confirmation=confirmation)
+        if not out_.accepted:
+            out.write(f"  · {person}: {out_.message}\n")
+        run = service.load(run.id)
+        now = run.step_run(cur.step_id)
+        if now.epoch != cur.epoch or run.state is not R.RunState.ACTIVE:
+            return run
+    raise UserError(f"nobody in the roster can satisfy the gate of {cur.step_id} ({gate.describe()})")
+
+
+def _card_text(service: RunService, run: R.Run) -> str:
+    assert service.renderer is not None
+    return terminal_text(service.renderer.render("runs/card", service.card_context(run)).text)

@@ -1,0 +1,70 @@
+"""`/upgrade plan load|show`: store an upgrade plan after validating it, or show a stored one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.people import ANY_ROLE
+from bot.core.plans import PeopleLookup, parse_plan, to_document
+from bot.errors import UsageError, UserError
+
+
+def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
+    """A plan by name from the templates' `plans/` directories (team's first), or a Slack file URL."""
+    # Slack sends a pasted link as `<https://…>` or `<https://…|label>`.
+    url = name.strip("<>").split("|", 1)[0]
+    if url.startswith(("https://", "http://")):
+        if ctx.fetch_file is None:
+            raise UserError("this front door cannot download files from Slack; pass a plan name")
+        body = ctx.fetch_file(url)
+        try:
+            return body.decode("utf-8"), url.rsplit("/", 1)[-1]
+        except UnicodeDecodeError:
+            raise UserError("that file is not UTF-8 text; a plan is a YAML file") from None
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise UsageError(f"{name!r} is not a plan name (letters, digits, - and _) or a file link")
+    for directory in ctx.settings.template_dirs():
+        path = Path(directory) / "plans" / f"{name}.yaml"
+        if path.is_file():
+            return path.read_text(encoding="utf-8"), path.name
+    raise UserError(
+        f"there is no plan file `{name}.yaml` in the plans directory; upload it and pass its link"
+    )
+
+
+def run(ctx: CommandContext, args: Args) -> Reply:
+    """Load an upgrade plan (validated, every problem listed) or show a loaded one.
+
+    `/upgrade plan load NAME` reads `plans/NAME.yaml` from the templates directory;
+    `/upgrade plan load https://files.slack.com/…` reads a plan file uploaded to Slack. The plan
+    is checked completely — roles, step ids, actions, durations, the window, and that every Slack
+    user and group in the roster exists — and stored under its `name`.
+    `/upgrade plan show NAME` shows the steps and gates of the newest plan stored under NAME.
+    """
+    if args.action == "show":
+        row = ctx.store.plan(args.target)
+        if row is None:
+            raise UserError(f"no plan `{args.target}` is loaded; `/upgrade plan load {args.target}` loads it")
+        plan = parse_plan(row.text, source=row.name)
+        return Reply(template="runs/plan", context={"plan": to_document(plan), "row": row, "loaded": False})
+    text, source = _plan_file(ctx, args.target)
+    # The Slack directory can say whether each roster ID exists; the terminal's static one cannot.
+    people = ctx.directory if isinstance(ctx.directory, PeopleLookup) else None
+    plan = parse_plan(text, source=source, people=people)
+    plan_id = ctx.store.save_plan(name=plan.name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
+    row = ctx.store.plan_by_id(plan_id)
+    return Reply(
+        template="runs/plan",
+        ephemeral=False,
+        context={"plan": to_document(plan), "row": row, "loaded": True},
+    )
+
+
+def _arguments(parser: CommandParser) -> None:
+    parser.add_argument("action", choices=["load", "show"])
+    parser.add_argument("target", help="a plan name, or (for load) the link of an uploaded plan file")
+
+
+def register(registry: Registry) -> None:
+    registry.add("plan", run, arguments=_arguments, roles={ANY_ROLE})

@@ -1,0 +1,176 @@
+"""Runs in the store: transitions commit with optimistic concurrency, on SQLite and PostgreSQL.
+
+Two workers (two `Store`s on one database, as two replicas would have) read the same version of a
+run and both try to advance it: exactly one commit wins, the other is recomputed on the fresh state
+and refused, so a step is never advanced twice and an approval never counted twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from bot.adapters.store import ConcurrentUpdate, Store
+from bot.core import runs as R
+from bot.core.people import StaticDirectory
+from bot.core.run_service import Actor, RunService
+
+NOW = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
+PLAN = (Path(__file__).resolve().parents[2] / "templates" / "plans" / "eks-nodegroups.yaml").read_text()
+TABLES = ("audit_log", "deliveries", "snapshots", "plans", "runs", "run_steps", "approvals", "run_messages")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'bot.db'}"
+        return
+    pg = request.getfixturevalue("postgres_url")
+    yield pg
+    store = Store.open(pg, migrate=False)
+    with store.engine.begin() as conn:
+        for table in (*TABLES, "schema_migrations"):
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+    store.close()
+
+
+def service(store: Store) -> RunService:
+    return RunService(store=store, directory=StaticDirectory(), clock=lambda: NOW)
+
+
+def started(url: str) -> tuple[Store, str]:
+    store = Store.open(url)
+    store.save_plan(name="eks-nodegroups", text=PLAN, loaded_by="U0COORD", loaded_at=NOW)
+    out = service(store).start("eks-nodegroups", Actor(user_id="U0PRIMARY"))
+    return store, out.run.id
+
+
+def test_a_run_round_trips_through_the_store(url: str) -> None:
+    store, run_id = started(url)
+    svc = service(store)
+    run = svc.load(run_id)
+    assert run.state is R.RunState.ACTIVE and run.version == 0
+    assert run.step_run("snapshot-pre").state is R.StepState.AWAITING_APPROVAL
+    assert run.roster["primary"] == ("U0PRIMARY",)
+    ref = R.ButtonRef(run_id=run_id, step_id="checks", epoch=0)
+    svc.apply(
+        run_id,
+        lambda r: R.skip(r, step_id="snapshot-pre", by="U0PRIMARY", reason="x", now=NOW),
+        Actor(user_id="U0PRIMARY"),
+    )
+    out = svc.click(R.ButtonRef(run_id=run_id, step_id="checks", epoch=1), Actor(user_id="U0PRIMARY"))
+    assert out.accepted and not svc.click(ref, Actor(user_id="U0SHADOW")).accepted
+    again = svc.load(run_id)
+    assert again.version == 2
+    assert [(a.user_id, a.roles) for a in again.approvals] == [("U0PRIMARY", ("primary",))]
+    assert again.step_run("checks").state is R.StepState.RUNNING  # the work started; "done" is next
+    assert again.step_run("snapshot-pre").state is R.StepState.SKIPPED
+    kinds = [e.subcommand for e in store.audit_entries(run_id=run_id)]
+    assert kinds == [
+        "run_started",
+        "gate_opened",
+        "step_skipped",
+        "gate_opened",
+        "approved",
+        "step_running",
+        "gate_opened",
+        "refused",
+    ]
+    store.close()
+
+
+def test_a_commit_from_a_stale_version_is_refused_and_writes_nothing(url: str) -> None:
+    store, run_id = started(url)
+    kwargs = {"run_id": run_id, "state": "paused", "roster": "{}", "reason": "x", "updated_at": NOW}
+    assert store.commit_run(expected_version=0, **kwargs) == 1  # type: ignore[arg-type]
+    with pytest.raises(ConcurrentUpdate):
+        store.commit_run(expected_version=0, **{**kwargs, "state": "aborted"})  # type: ignore[arg-type]
+    rows = store.run_rows(run_id)
+    assert rows is not None and rows[0].state == "paused" and rows[0].version == 1
+    store.close()
+
+
+def race(url: str, run_id: str, clicks: list[tuple[str, R.ButtonRef]]) -> list[R.Outcome]:
+    """Each click on its own worker and Store; all read the same version before any commits."""
+    barrier = threading.Barrier(len(clicks), timeout=20)
+    results: list[R.Outcome | BaseException] = [RuntimeError("not run")] * len(clicks)
+
+    def worker(i: int, user: str, ref: R.ButtonRef) -> None:
+        store = Store.open(url, migrate=False)
+        svc = service(store)
+        first = [True]
+
+        def change(run: R.Run) -> R.Outcome:
+            if first[0]:
+                first[0] = False
+                barrier.wait()  # everyone has read the same version now
+            return R.click(
+                run,
+                step_id=ref.step_id,
+                epoch=ref.epoch,
+                user_id=user,
+                decision="approve",
+                directory=svc.directory,
+                now=NOW,
+            )
+
+        try:
+            results[i] = svc.apply(run_id, change, Actor(user_id=user))
+        except BaseException as exc:
+            results[i] = exc
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=worker, args=(i, u, r)) for i, (u, r) in enumerate(clicks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert all(isinstance(r, R.Outcome) for r in results), results
+    return [r for r in results if isinstance(r, R.Outcome)]
+
+
+def test_two_workers_never_advance_a_step_twice(url: str) -> None:
+    store, run_id = started(url)
+    ref = R.ButtonRef(run_id=run_id, step_id="snapshot-pre", epoch=1)
+    outcomes = race(url, run_id, [("U0PRIMARY", ref), ("U0SHADOW", ref)])
+    accepted = [o for o in outcomes if o.accepted]
+    refused = [o for o in outcomes if not o.accepted]
+    assert len(accepted) == 1 and len(refused) == 1
+    assert "earlier state of step `snapshot-pre`" in refused[0].message
+    run = service(store).load(run_id)
+    assert run.version == 1 and len(run.approvals) == 1
+    assert run.step_run("snapshot-pre").state is R.StepState.RUNNING
+    store.close()
+
+
+def test_a_double_click_on_two_workers_counts_once(url: str) -> None:
+    store, run_id = started(url)
+    svc = service(store)
+    for step in ("snapshot-pre", "checks", "announce-start"):
+        svc.apply(
+            run_id,
+            lambda r, s=step: R.skip(r, step_id=s, by="U0PRIMARY", reason="x", now=NOW),
+            Actor(user_id="U0PRIMARY"),
+        )
+    ref = R.ButtonRef(run_id=run_id, step_id="control-plane", epoch=1)  # approve: [primary, shadow]
+    outcomes = race(url, run_id, [("U0PRIMARY", ref), ("U0PRIMARY", ref)])
+    assert sorted(o.accepted for o in outcomes) == [False, True]
+    assert any("already approved" in o.message for o in outcomes)
+    run = svc.load(run_id)
+    assert [a.user_id for a in run.approvals] == ["U0PRIMARY"]
+    assert run.step_run("control-plane").state is R.StepState.AWAITING_APPROVAL
+    store.close()
+
+
+def test_migration_3_adds_the_run_tables(url: str) -> None:
+    store = Store.open(url)
+    names = set(sa.inspect(store.engine).get_table_names())
+    assert {"plans", "runs", "run_steps", "approvals", "run_messages"} <= names
+    assert store.schema_version() == 3
+    store.close()

@@ -1,0 +1,243 @@
+"""Plans: the examples validate, and a bad plan is refused with every problem and its line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.adapters.slack import SlackDirectory, make_web_client
+from bot.core import actions as action_registry
+from bot.core.plans import (
+    _DEFAULTS,
+    _STEP,
+    _TOP,
+    GATE_KINDS,
+    REHEARSAL_HOOKS,
+    PlanInvalid,
+    parse_duration,
+    parse_plan,
+)
+from tests.conftest import BOT_TOKEN, bot_command
+from tests.support.slack_stub import SlackStub
+
+PLANS = Path(__file__).resolve().parents[2] / "templates" / "plans"
+EXAMPLES = sorted(PLANS.glob("*.yaml"))
+
+GOOD = """\
+name: small
+cluster: prod
+current_version: "1.29"
+target_version: "1.30"
+window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0SHADOW, S0SRE]
+steps:
+  - id: snap
+    title: Snapshot
+    gate: {any_of: [primary]}
+    actions: [{snapshot: {label: pre}}]
+  - id: work
+    title: Do it
+    gate: {approve: [primary, shadow], expires: 30m}
+    done: {quorum: {role: shadow, count: 2}}
+    escalate_after: 10m
+"""
+
+BAD = """\
+name: bad
+cluster: prod
+current_version: "1.30"
+target_version: "1.29"
+window: {start: "2026-11-28T22:00", end: "2026-11-28T21:00", timezone: Asia/Tokyo}
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0NOBODY]
+steps:
+  - id: one
+    title: One
+    gate: {approve: [primary, sre]}
+  - id: one
+    title: One again
+    gate: {any_of: [shadow]}
+    actions: [{reboot: {all: "yes"}}]
+    timeout: soon
+  - id: three
+    title: Three
+    gate: {any_of: [primary]}
+    actions: [announce]
+    on_failure: shrug
+"""
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_plans_validate(path: Path) -> None:
+    plan = parse_plan(path.read_text(), source=path.name)
+    assert plan.steps and plan.window.end > plan.window.start
+    for step in plan.steps:
+        assert set(step.gate.roles) <= set(plan.roster)
+
+
+def test_eks_example_has_the_runbook_phases_in_order() -> None:
+    plan = parse_plan((PLANS / "eks-nodegroups.yaml").read_text())
+    ids = [s.id for s in plan.steps]
+    assert ids.index("snapshot-pre") < ids.index("control-plane") < ids.index("ng-istio")
+    assert ids.index("ng-istio") < ids.index("ng-shared") < ids.index("ng-others") < ids.index("ng-logging")
+    assert ids[-3:] == ["snapshot-post", "diff", "announce-done"]
+    # Node groups are human work: both "started" and "done" are gated, and the sim can play them.
+    ng = plan.step("ng-shared")
+    assert ng.manual and ng.done_gate.roles == ("primary", "shadow")
+    assert ng.rehearsal[0].name == "replace_node_group" and ng.rehearsal[0].args["name"] == "ng-shared"
+    assert plan.step("snapshot-pre").actions[0].args == {"label": "pre"}
+
+
+def test_a_good_plan_parses_into_the_model() -> None:
+    plan = parse_plan(GOOD)
+    work = plan.step("work")
+    assert work.gate.kind == "approve" and work.gate.expires == timedelta(minutes=30)
+    assert work.done is not None and work.done.kind == "quorum" and work.done.count == 2
+    assert work.escalate_after == timedelta(minutes=10) and work.on_failure == "pause"
+    assert plan.roster["shadow"] == ("U0SHADOW", "S0SRE")
+    assert plan.window.start.utcoffset() == timedelta(hours=9)
+
+
+def test_a_bad_plan_lists_every_problem_with_its_line() -> None:
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(BAD, source="bad.yaml")
+    errors = caught.value.errors
+    expected = [
+        ("bad.yaml:4:", "target_version", "not newer than 1.30"),
+        ("bad.yaml:5:", "window.end", "before it starts"),
+        ("bad.yaml:12:", "gate.approve", "unknown role 'sre'"),
+        ("bad.yaml:13:", "steps[1](one).id", "duplicate step id (first used on line 10)"),
+        ("bad.yaml:16:", "actions", "unknown action 'reboot'"),
+        ("bad.yaml:17:", "timeout", "'soon' is not a duration"),
+        ("bad.yaml:21:", "actions", "'announce' is not available yet"),
+        ("bad.yaml:22:", "on_failure", "'shrug' is not one of: pause, abort"),
+    ]
+    for prefix, key, text in expected:
+        assert any(e.startswith(prefix) and key in e and text in e for e in errors), (prefix, key, errors)
+    assert len(errors) == len(expected)
+    assert "8 problem(s)" in caught.value.user_message
+
+
+def test_yaml_syntax_errors_carry_the_line() -> None:
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan("name: x\nsteps: [\n", source="p.yaml")
+    assert caught.value.errors[0].startswith("p.yaml:3: invalid YAML")
+
+
+def test_unknown_slack_users_are_errors_through_the_api(slack_stub: SlackStub) -> None:
+    slack_stub.users["U0PRIMARY"] = {"id": "U0PRIMARY"}
+    slack_stub.users["U0SHADOW"] = {"id": "U0SHADOW", "deleted": True}
+    directory = SlackDirectory(make_web_client(BOT_TOKEN, slack_stub.api_url))
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(GOOD, source="good.yaml", people=directory)
+    assert caught.value.errors == [
+        "good.yaml:8: roster.shadow: Slack user U0SHADOW does not exist",
+        "good.yaml:8: roster.shadow: Slack user group S0SRE does not exist",
+    ]
+    slack_stub.users["U0SHADOW"] = {"id": "U0SHADOW"}
+    slack_stub.usergroups["S0SRE"] = ["U0A", "U0B"]
+    assert parse_plan(GOOD, people=directory).name == "small"
+    asked = {c.params.get("user") or c.params.get("usergroup") for c in slack_stub.calls}
+    assert asked == {"U0PRIMARY", "U0SHADOW", "S0SRE"}
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes"), [("90s", 1.5), ("15m", 15), ("2h", 120), ("1h30m", 90), ("1d", 1440)]
+)
+def test_durations_parse(text: str, minutes: float) -> None:
+    assert parse_duration(text) == timedelta(minutes=minutes)
+
+
+@pytest.mark.parametrize("text", ["", "0m", "soon", "15", "m15", "1.5h"])
+def test_bad_durations_do_not_parse(text: str) -> None:
+    assert parse_duration(text) is None
+
+
+def test_the_json_schema_matches_the_validator() -> None:
+    """No JSON Schema validator is installed, so the schema's structure is held to the parser's rules."""
+    schema = json.loads((PLANS / "plan.schema.json").read_text())
+    defs = schema["$defs"]
+    assert set(schema["properties"]) == _TOP
+    assert set(schema["properties"]["defaults"]["properties"]) == _DEFAULTS
+    assert set(defs["step"]["properties"]) == _STEP
+    assert set(defs["gate"]["properties"]) == {*GATE_KINDS, "expires"}
+    assert [o["required"][0] for o in defs["gate"]["oneOf"]] == list(GATE_KINDS)
+    assert defs["on_failure"]["enum"] == ["pause", "abort"]
+    built = sorted(s.name for s in action_registry.BUILTIN)
+    assert defs["action"]["oneOf"][0]["enum"] == built
+    assert defs["action"]["oneOf"][1]["propertyNames"]["enum"] == built
+    assert defs["rehearsal"]["propertyNames"]["enum"] == sorted(REHEARSAL_HOOKS)
+    for example in EXAMPLES:
+        document = yaml.safe_load(example.read_text())
+        assert set(schema["required"]) <= set(document) <= set(schema["properties"])
+        for step in document["steps"]:
+            assert set(defs["step"]["required"]) <= set(step) <= set(defs["step"]["properties"])
+
+
+def test_cli_validate_exits_0_for_a_good_plan_and_2_listing_every_problem(tmp_path: Path) -> None:
+    good = subprocess.run(
+        [*bot_command(), "plan", "validate", str(PLANS / "eks-nodegroups.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert good.returncode == 0, good.stderr
+    assert "eks-nodegroups is valid" in good.stdout
+    bad_file = tmp_path / "bad.yaml"
+    bad_file.write_text(BAD)
+    bad = subprocess.run(
+        [*bot_command(), "plan", "validate", str(bad_file)], capture_output=True, text=True, check=False
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.count(f"{bad_file}:") == 8
+    assert "Traceback" not in bad.stderr
+
+
+def test_cli_validate_can_ask_slack_about_the_roster(
+    tmp_path: Path, write_config: Callable[..., Path], bot_env: dict[str, str], slack_stub: SlackStub
+) -> None:
+    plan = tmp_path / "good.yaml"
+    plan.write_text(GOOD)
+    slack_stub.users.update({"U0PRIMARY": {"id": "U0PRIMARY"}, "U0SHADOW": {"id": "U0SHADOW"}})
+    config = write_config()
+    command = [*bot_command(), "plan", "validate", str(plan), "--check-slack", "--config", str(config)]
+    missing = subprocess.run(command, env=bot_env, capture_output=True, text=True, check=False)
+    assert missing.returncode == 2
+    assert f"{plan}:8: roster.shadow: Slack user group S0SRE does not exist" in missing.stderr
+    slack_stub.usergroups["S0SRE"] = ["U0SHADOW"]
+    found = subprocess.run(command, env=bot_env, capture_output=True, text=True, check=False)
+    assert found.returncode == 0, found.stderr
+    assert "(Slack users checked)" in found.stdout
+
+
+def test_gates_nobody_can_pass_are_refused_before_the_run() -> None:
+    text = GOOD.replace(
+        "  shadow: [U0SHADOW, S0SRE]\n", "  shadow: [U0PRIMARY]\n  coordinator: [U0C]\n  mesh: [U0A, U0B]\n"
+    )
+    text += """\
+  - id: announce
+    title: Announce
+    gate: {any_of: [coordinator]}
+  - id: mesh
+    title: Mesh
+    gate: {quorum: {role: mesh, count: 3}}
+    done: {any_of: [coordinator]}
+"""
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(text, source="p.yaml")
+    assert caught.value.errors == [
+        "p.yaml:18: steps(work).gate: needs the primary and the shadow as different people, but the roster has only 1",
+        "p.yaml:19: steps(work).done: needs 2 people, but the shadow role has 1",
+        "p.yaml:23: steps(announce).done: four eyes: U0C would start the step and be the only one able to "
+        "confirm it done; add a role to `done`",
+        "p.yaml:26: steps(mesh).gate: needs 3 people, but the mesh role has 2",
+    ]

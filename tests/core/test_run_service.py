@@ -1,0 +1,129 @@
+"""The run service against the Slack stub: the card is posted once and edited in place, gate
+messages carry their buttons, escalations mention the right people, and text from a plan is
+escaped so it can never ping the channel."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.adapters.slack import SlackGateway, make_web_client
+from bot.adapters.store import Store
+from bot.core import runs as R
+from bot.core.people import StaticDirectory
+from bot.core.rendering import Renderer
+from bot.core.run_service import Actor, RunService
+from bot.settings import BUILTIN_TEMPLATES
+from tests.conftest import BOT_TOKEN
+from tests.support.slack_stub import SlackStub
+
+T0 = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
+PLAN = """\
+name: tiny
+cluster: prod
+current_version: "1.29"
+target_version: "1.30"
+window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}
+channels: {operations: C0OPS}
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0SHADOW]
+  coordinator: [S0LEADS]
+steps:
+  - id: first
+    title: "Drain <!channel> & friends"
+    gate: {any_of: [primary]}
+    done: {any_of: [shadow]}
+    escalate_after: 10m
+    timeout: 1h
+"""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def setup(tmp_path: Path, slack_stub: SlackStub) -> Iterator[tuple[RunService, Clock, SlackStub]]:
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    store.save_plan(name="tiny", text=PLAN, loaded_by="U0PRIMARY", loaded_at=T0)
+    clock = Clock()
+    service = RunService(
+        store=store,
+        directory=StaticDirectory(),
+        clock=clock,
+        renderer=Renderer([BUILTIN_TEMPLATES]),
+        poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
+    )
+    yield service, clock, slack_stub
+    store.close()
+
+
+def thread_texts(stub: SlackStub) -> list[str]:
+    return [c.params["text"] for c in stub.calls_to("chat.postMessage") if c.params.get("thread_ts")]
+
+
+def test_the_card_is_posted_once_and_edited_in_place(setup: tuple[RunService, Clock, SlackStub]) -> None:
+    service, _, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    (card,) = [c for c in stub.calls_to("chat.postMessage") if not c.params.get("thread_ts")]
+    assert card.params["channel"] == "C0OPS"
+    # Text from the plan is escaped: it shows, it does not ping.
+    assert "Drain &lt;!channel&gt; &amp; friends" in card.params["text"]
+    (gate,) = [
+        c for c in stub.calls_to("chat.postMessage") if "blocks" in c.params and c.params.get("thread_ts")
+    ]
+    actions = next(b for b in gate.params["blocks"] if b["type"] == "actions")
+    assert [e["action_id"] for e in actions["elements"]] == ["gate_approve", "gate_reject"]
+    assert actions["elements"][0]["value"] == f"{run.id}|first|1"
+    # The card carries the open gate's buttons too.
+    card_buttons = next(b for b in card.params["blocks"] if b["type"] == "actions")["elements"]
+    assert [e["value"] for e in card_buttons] == [f"{run.id}|first|1"] * 2
+    service.click(R.ButtonRef(run_id=run.id, step_id="first", epoch=1), Actor(user_id="U0PRIMARY"))
+    updates = [c for c in stub.calls_to("chat.update") if c.params["ts"] == card.response["ts"]]
+    assert "running" in updates[-1].params["text"]
+    done_buttons = next(b for b in updates[-1].params["blocks"] if b["type"] == "actions")["elements"]
+    assert done_buttons[0]["text"]["text"] == "Confirm done: first"
+    assert done_buttons[0]["value"] == f"{run.id}|first|2"
+    # The closed gate lost its buttons; the "done" gate has its own message.
+    retired = [c for c in stub.calls_to("chat.update") if c.params["ts"] == gate.response["ts"]]
+    assert retired and "actions" not in json.dumps(retired[-1].params.get("blocks"))
+    assert len([c for c in stub.calls_to("chat.postMessage") if not c.params.get("thread_ts")]) == 1
+
+
+def test_escalation_mentions_the_shadow_then_the_coordinator_group(
+    setup: tuple[RunService, Clock, SlackStub],
+) -> None:
+    service, clock, stub = setup
+    service.start("tiny", Actor(user_id="U0PRIMARY"))
+    clock.now = T0 + timedelta(minutes=9)
+    assert service.tick() == []
+    clock.now = T0 + timedelta(minutes=10)
+    assert len(service.tick()) == 1
+    assert "`first` is still waiting for a decision — shadow: <@U0SHADOW>" in thread_texts(stub)[-1]
+    clock.now = T0 + timedelta(minutes=11)
+    assert service.tick() == []
+    clock.now = T0 + timedelta(minutes=20)
+    service.tick()
+    assert "coordinator: <!subteam^S0LEADS>" in thread_texts(stub)[-1]
+    clock.now = T0 + timedelta(hours=1)
+    service.tick()
+    failed = [c for c in stub.calls_to("chat.postMessage") if c.params.get("reply_broadcast")]
+    assert len(failed) == 1 and "no decision within 1h" in failed[0].params["text"]
+    audit = [e.subcommand for e in service.store.audit_entries()]
+    assert audit.count("escalated") == 2 and "timed_out" in audit and "run_paused" in audit
+
+
+def test_an_audit_row_names_the_plan_zone_time(setup: tuple[RunService, Clock, SlackStub]) -> None:
+    service, _, _ = setup
+    service.start("tiny", Actor(user_id="U0PRIMARY"))
+    first = service.store.audit_entries()[0]
+    assert first.subcommand == "run_started" and first.detail.endswith("[2026-11-28 22:00 Asia/Tokyo]")

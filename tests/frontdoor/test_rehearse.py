@@ -1,0 +1,54 @@
+"""`upgrade-bot rehearse`: a whole plan on the simulated cluster from a terminal."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tests.conftest import bot_command
+
+
+def rehearse(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*bot_command(), "rehearse", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> None:
+    result = rehearse("eks-nodegroups", "--auto-approve")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    for group in ("control-plane", "istio", "ng-shared", "others", "logging"):
+        assert f"sim: replace_node_group name={group}, version=1.25.16 → Successful" in out
+    assert "sim: upgrade_control_plane version=1.25.16 → Successful" in out
+    assert "`snapshot-post` succeeded: snapshot #2 `post`" in out
+    assert "`diff` succeeded: diff: 0 regression(s)" in out
+    final_card = out.rsplit("Upgrade run", 1)[1]
+    assert "Run *completed*" in final_card and final_card.count(":white_check_mark:") == 12
+    # The roster answered as people would: the starter of a step never confirmed it alone.
+    assert "four eyes" not in out
+    assert out.rstrip().endswith("completed")
+
+
+def test_an_interactive_rehearsal_asks_and_can_stop() -> None:
+    result = rehearse("eks-nodegroups", stdin="U0SHADOW\nabort\n")
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "snapshot-pre (start): approve as [U0PRIMARY/U0SHADOW]" in result.stdout
+    assert "@U0SHADOW (shadow) approved the start of `snapshot-pre`" in result.stdout
+    assert "Run *aborted* — rehearsal stopped" in result.stdout
+
+
+def test_the_istio_plan_rehearses_with_its_quorum_and_destructive_steps() -> None:
+    result = rehearse("istio-revision", "--auto-approve")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    # Two different members of the mesh group make the quorum; destructive steps were confirmed.
+    assert "S0MESHTEAM-member-1 (mesh) approved the start of `ns-payments`" in out
+    assert "S0MESHTEAM-member-2 (mesh) approved the start of `ns-payments`" in out
+    assert "approved the start of `remove-old`" in out
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("rehearsal of istio-revision: run R") and last.endswith(" completed")

@@ -1,0 +1,359 @@
+"""The EKS runbook end to end through the HTTP front door: signed commands and clicks, the Slack
+stub, the simulated cluster. Every gate needs the right people; strangers, self-approvals, double
+clicks and stale buttons are refused (ephemeral) and audited; the card always shows the truth."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.frontdoor.http import HttpFrontDoor, make_server
+from bot.frontdoor.slack_app import build_app
+from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.workers import WorkerPool
+from bot.settings import load_settings
+from tests.conftest import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
+from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.slack_stub import SlackStub
+
+PRIMARY, SHADOW, COORD, STRANGER = "U0PRIMARY", "U0SHADOW", "U0COORD", "U0STRANGER"
+CARD = ":clipboard: *Upgrade run"
+
+
+class TrackedPool(WorkerPool):
+    """The bot's pool, remembering its jobs so a test can wait for them instead of sleeping."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.futures: list[Future[Any]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], Any], *, name: str) -> Future[Any]:
+        future = super().submit(job, name=name)
+        with self._lock:
+            self.futures.append(future)
+        return future
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.futures)
+
+    def wait_idle(self, after: int, timeout: float = 60.0) -> None:
+        """Wait until a job beyond the first `after` was submitted, then until all have finished."""
+        deadline = time.monotonic() + timeout
+        while self.count() <= after:
+            assert time.monotonic() < deadline, "the bot never queued the work"
+            time.sleep(0.01)
+        while True:
+            with self._lock:
+                pending = [f for f in self.futures if not f.done()]
+            if not pending:
+                return
+            for f in pending:
+                f.exception(timeout=timeout)
+
+
+@dataclass
+class Bot:
+    url: str
+    services: Services
+    pool: TrackedPool
+    stub: SlackStub
+    triggers: int = 0
+
+    def command(self, text: str, user: str = PRIMARY) -> str:
+        """Run a slash command; its reply (ephemeral, or posted in the channel)."""
+        self.triggers += 1
+        before, posted, jobs = len(self.stub.responses), len(self.posts()), self.pool.count()
+        body = slash_command_body(
+            text, user=user, response_url=self.stub.response_url(), trigger_id=f"cmd-{self.triggers}"
+        )
+        assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+        self.pool.wait_idle(jobs)
+        if len(self.stub.responses) > before:
+            return str(self.stub.responses[-1]["text"])
+        replies = [p for p in self.posts()[posted:] if p.get("channel") == "C0OPS" and not p.get("thread_ts")]
+        return str(replies[-1]["text"])
+
+    def click(self, user: str, value: str, action: str = "gate_approve") -> str | None:
+        """Click a button; the ephemeral refusal if there was one, else None."""
+        self.triggers += 1
+        before, jobs = len(self.stub.responses), self.pool.count()
+        payload = {
+            "type": "block_actions",
+            "trigger_id": f"click-{self.triggers}",
+            "user": {"id": user},
+            "channel": {"id": "C0OPS"},
+            "team": {"id": "T0TEAM"},
+            "api_app_id": "A0STUB",
+            "response_url": self.stub.response_url(f"click-{self.triggers}"),
+            "actions": [{"action_id": action, "value": value, "type": "button", "action_ts": "1.2"}],
+        }
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+        self.pool.wait_idle(jobs)
+        if len(self.stub.responses) > before:
+            return str(self.stub.responses[-1]["text"])
+        return None
+
+    def submit_confirmation(self, user: str, private_metadata: str, typed: str) -> str:
+        """Submit the destructive-step modal; the HTTP answer (errors show in the modal)."""
+        self.triggers += 1
+        payload = {
+            "type": "view_submission",
+            "trigger_id": f"view-{self.triggers}",
+            "user": {"id": user},
+            "team": {"id": "T0TEAM"},
+            "api_app_id": "A0STUB",
+            "view": {
+                "id": "V1",
+                "type": "modal",
+                "callback_id": "gate_confirm",
+                "private_metadata": private_metadata,
+                "state": {"values": {"confirm": {"typed": {"type": "plain_text_input", "value": typed}}}},
+            },
+        }
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        result = post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET))
+        assert result.status == 200
+        return result.body
+
+    def posts(self) -> list[dict[str, Any]]:
+        return [c.params for c in self.stub.calls_to("chat.postMessage")]
+
+    def gate(self, step: str) -> str:
+        """The button value on the newest gate message of `step`."""
+        for params in reversed(self.posts()):
+            blocks = params.get("blocks")
+            blocks = json.loads(blocks) if isinstance(blocks, str) else blocks or []
+            for block in blocks:
+                for el in block.get("elements", []) if block.get("type") == "actions" else []:
+                    if el["value"].split("|")[1] == step:
+                        return str(el["value"])
+        raise AssertionError(f"no gate message for {step}")
+
+    def cards(self) -> list[dict[str, Any]]:
+        """Every card posted (not edited): top-level posts of a run."""
+        return [
+            c.response for c in self.stub.calls_to("chat.postMessage") if c.params["text"].startswith(CARD)
+        ]
+
+    def card(self) -> str:
+        """The card's text as Slack now shows it: its latest edit."""
+        updates = self.stub.calls_to("chat.update")
+        card_ts = self.cards()[0]["ts"]
+        texts = [c.params["text"] for c in updates if c.params["ts"] == card_ts]
+        return str(texts[-1])
+
+
+@pytest.fixture
+def bot(
+    write_config: Callable[..., Path],
+    slack_stub: SlackStub,
+    sim_eks: Any,
+    sim_kubeconfig: Callable[[Any], Path],
+) -> Iterator[Bot]:
+    kubeconfig = sim_kubeconfig(sim_eks)
+    team = kubeconfig.parent / "team"
+    (team / "plans").mkdir(parents=True)
+    config = write_config(
+        f"channels: {{operations: C0OPS}}\ntemplates_dir: {team}\n"
+        f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"
+    )
+    for user in (PRIMARY, SHADOW, COORD):
+        slack_stub.users[user] = {"id": user}
+    env = {
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_APP_TOKEN": APP_TOKEN,
+        "SLACK_API_URL": slack_stub.api_url,
+    }
+    services = build_services(load_settings(config, env))
+    pool = TrackedPool(4)
+    app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False)
+    server = make_server(HttpFrontDoor(app, ready=services.store.ping), host="127.0.0.1", port=0, threads=8)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    yield Bot(url=f"http://127.0.0.1:{server.effective_port}", services=services, pool=pool, stub=slack_stub)
+    server.close()
+    thread.join(timeout=5)
+    pool.shutdown(wait=True)
+    services.close()
+
+
+def audited(bot: Bot, outcome: str) -> list[tuple[str, str, str]]:
+    return [
+        (e.user_id, e.subcommand, e.detail)
+        for e in bot.services.store.audit_entries()
+        if e.kind == "run" and e.outcome == outcome
+    ]
+
+
+def test_the_eks_runbook_runs_end_to_end_with_the_right_people(bot: Bot) -> None:
+    loaded = bot.command("plan load eks-nodegroups")
+    assert "Plan `eks-nodegroups` loaded" in loaded, loaded
+    assert "started" in bot.command("start eks-nodegroups")
+    cards = bot.cards()
+    assert len(cards) == 1 and cards[0]["channel"] == "C0OPS"
+
+    # A stranger's click is refused and audited.
+    first = bot.gate("snapshot-pre")
+    refusal = bot.click(STRANGER, first)
+    assert (
+        refusal is not None
+        and "this step needs the primary or the shadow; you are not in this run" in refusal
+    )
+    assert audited(bot, "refused")[-1][:2] == (STRANGER, "refused")
+
+    # The snapshot runs on the simulated cluster once the primary approves.
+    assert bot.click(PRIMARY, first) is None
+    assert ":white_check_mark: `snapshot-pre`" in bot.card()
+    # The same button again is from an earlier state of the step.
+    stale = bot.click(SHADOW, first)
+    assert stale is not None and "earlier state of step `snapshot-pre`" in stale
+
+    # checks: the primary starts it, and cannot confirm it done alone (four eyes).
+    assert bot.click(PRIMARY, bot.gate("checks")) is None
+    self_approval = bot.click(PRIMARY, bot.gate("checks"))
+    assert self_approval is not None and "four eyes" in self_approval
+    assert bot.click(SHADOW, bot.gate("checks")) is None
+
+    assert bot.click(COORD, bot.gate("announce-start")) is None
+    assert bot.click(PRIMARY, bot.gate("announce-start")) is None
+
+    # control-plane needs the primary and the shadow: a double click counts once.
+    assert bot.click(SHADOW, bot.gate("control-plane")) is None
+    double = bot.click(SHADOW, bot.gate("control-plane"))
+    assert double is not None and "already approved this step; it still needs the primary" in double
+    assert "waiting for the primary" in bot.card()
+    assert bot.click(PRIMARY, bot.gate("control-plane")) is None
+    assert bot.click(SHADOW, bot.gate("control-plane")) is None  # done (the primary started it)
+
+    for group in ("ng-control-plane", "ng-istio", "ng-shared", "ng-others", "ng-logging"):
+        assert bot.click(PRIMARY, bot.gate(group)) is None
+        assert bot.click(SHADOW, bot.gate(group)) is None
+        assert f":white_check_mark: `{group}`" in bot.card()
+
+    assert bot.click(SHADOW, bot.gate("snapshot-post")) is None
+    assert bot.click(PRIMARY, bot.gate("diff")) is None
+    assert ":white_check_mark: `diff`" in bot.card(), bot.card()
+    assert bot.click(COORD, bot.gate("announce-done")) is None
+    assert bot.click(PRIMARY, bot.gate("announce-done")) is None
+
+    card = bot.card()
+    assert "Run *completed*" in card
+    assert card.count(":white_check_mark:") == 12
+    assert f"started: <@{PRIMARY}>" in card and f"done: <@{SHADOW}>" in card
+    # One card, edited in place; every thread post distinct.
+    posts = bot.posts()
+    assert len(bot.cards()) == 1
+    assert len({(p.get("thread_ts"), p["text"]) for p in posts}) == len(posts)
+    refused = [(user, detail) for user, _, detail in audited(bot, "refused")]
+    assert len(refused) == 4
+    assert [u for u, _ in refused] == [STRANGER, SHADOW, PRIMARY, SHADOW]
+    status = bot.command("status")
+    assert "Run *completed*" in status or "No run is active" in status
+
+
+DRILL = f"""\
+name: drill
+cluster: prod
+current_version: "1.24"
+target_version: "1.25"
+window: {{start: "2026-11-28T22:00", end: "2026-11-29T03:00", timezone: Europe/Berlin}}
+roster:
+  primary: [{PRIMARY}]
+  shadow: [{SHADOW}]
+  coordinator: [{COORD}]
+steps:
+  - id: wipe
+    title: Delete the old node group
+    gate: {{any_of: [primary]}}
+    done: {{any_of: [shadow]}}
+    destructive: true
+  - id: after
+    title: Check the dashboards
+    gate: {{any_of: [shadow]}}
+    done: {{any_of: [primary]}}
+"""
+
+
+def test_destructive_steps_commands_and_handoff(bot: Bot) -> None:
+    team = Path(str(bot.services.settings.templates_dir))
+    (team / "plans" / "drill.yaml").write_text(DRILL)
+    assert "loaded" in bot.command("plan load drill")
+    bot.command("start drill")
+    run_id = bot.services.store.runs()[0].id
+
+    # A destructive step's approval opens a modal asking for the step id, typed.
+    assert bot.click(PRIMARY, bot.gate("wipe")) is None
+    (opened,) = bot.stub.calls_to("views.open")
+    view = opened.params["view"]
+    view = json.loads(view) if isinstance(view, str) else view
+    assert "Type `wipe`" in json.dumps(view)
+    wrong = bot.submit_confirmation(PRIMARY, view["private_metadata"], "yes")
+    assert json.loads(wrong) == {
+        "response_action": "errors",
+        "errors": {"confirm": "Type wipe exactly to approve."},
+    }
+    assert bot.services.runs.load(run_id).step_run("wipe").state == "awaiting_approval"
+    jobs = bot.pool.count()
+    assert bot.submit_confirmation(PRIMARY, view["private_metadata"], "wipe") == ""
+    bot.pool.wait_idle(jobs)
+    assert bot.services.runs.load(run_id).step_run("wipe").state == "running"
+
+    # The shadow goes off shift: the coordinator hands the role over, for this run only.
+    assert "is now" in bot.command(f"handoff shadow <@U0NEWSHADOW> --run {run_id}", user=COORD)
+    refused = bot.click(SHADOW, bot.gate("wipe"))
+    assert refused is not None and "you are not in this run's roster" in refused
+    assert bot.click("U0NEWSHADOW", bot.gate("wipe")) is None
+
+    # Paused: nothing can be approved, and the card says why.
+    assert "paused" in bot.command(f"pause {run_id} --reason lunch break", user=COORD)
+    assert "Run *paused* — lunch break" in bot.card()
+    refused = bot.click("U0NEWSHADOW", bot.gate("after"))
+    assert refused is not None and "paused" in refused
+    assert "say why" in bot.command(f"abort {run_id}", user=COORD)
+    assert "active" in bot.command(f"resume {run_id}", user=PRIMARY)
+    assert "skipped" in bot.command("skip after --reason checked by hand", user=PRIMARY)
+    assert "Run *completed*" in bot.card()
+    assert ":fast_forward: `after`" in bot.card()
+    stranger = bot.command(f"pause {run_id} --reason x", user=STRANGER)
+    assert "not in it" in stranger
+    kinds = [e.subcommand for e in bot.services.store.audit_entries(run_id=run_id)]
+    assert {"handoff", "run_paused", "run_resumed", "step_skipped", "run_completed"} <= set(kinds)
+    # The run's whole trail, as files.
+    uploads = len(bot.stub.uploads)
+    bot.command(f"audit {run_id}", user=PRIMARY)
+    files = list(bot.stub.uploads.values())[uploads:]
+    assert len(files) == 2
+    csv_text = next(f for f in files if f.startswith(b"at_utc")).decode()
+    assert "handoff" in csv_text and "lunch break" in csv_text and "Europe/Berlin" in csv_text
+
+
+def test_a_plan_uploaded_to_slack_is_loaded_by_its_link_and_a_bad_one_lists_its_problems(bot: Bot) -> None:
+    bot.stub.files["F0DRILL"] = DRILL
+    loaded = bot.command(f"plan load <{bot.stub.file_url('F0DRILL')}>")
+    assert "Plan `drill` loaded" in loaded
+    (download,) = bot.stub.calls_to("files-pri")
+    assert download.headers["authorization"].startswith("Bearer ")
+    # The roster was checked against Slack: each user once.
+    assert sorted(c.params["user"] for c in bot.stub.calls_to("users.info")) == [COORD, PRIMARY, SHADOW]
+    bot.stub.files["F0BAD"] = DRILL.replace("any_of: [shadow]", "any_of: [sre]").replace("1.25", "1.2x")
+    refused = bot.command(f"plan load {bot.stub.file_url('F0BAD')}")
+    assert "the plan has 3 problem(s)" in refused
+    assert "plan.yaml:4: target_version: '1.2x' is not a version" in refused
+    assert "plan.yaml:14: steps[0](wipe).done.any_of: unknown role 'sre'" in refused
+    assert "plan.yaml:18: steps[1](after).gate.any_of: unknown role 'sre'" in refused
+    assert "ref " in refused  # a correlation id, never a traceback
+    shown = bot.command("plan show drill")
+    assert "`wipe` Delete the old node group" in shown and "destructive" in shown
