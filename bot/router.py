@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.adapters.store import AuditEntry, Store
+from bot.core.announcement_service import AnnouncementService
 from bot.core.command import CommandContext, Registry, Reply, split_words
 from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
@@ -62,8 +63,10 @@ class Router:
         connect_cluster: Callable[[ClusterConfig], ClusterReader] | None = None,
         runs: RunService | None = None,
         fetch_file: Callable[[str], bytes] | None = None,
+        announcements: AnnouncementService | None = None,
     ) -> None:
         self.registry = registry
+        self.announcements = announcements
         self.runs = runs
         self.fetch_file = fetch_file
         self.connect_cluster = connect_cluster or _no_clusters
@@ -126,6 +129,7 @@ class Router:
                 connect_cluster=self.connect_cluster,
                 runs=self.runs,
                 fetch_file=self.fetch_file,
+                announcements=self.announcements,
             )
             log.info("running /upgrade %s for %s", name, request.user_id)
             reply = sub.handler(ctx, args)

@@ -13,6 +13,7 @@ from commands import (
     pause,
     plan,
     resume,
+    schedule,
     skip,
     snapshot,
     snapshots,
@@ -37,6 +38,7 @@ MODULES = (
     skip,
     handoff,
     announce,
+    schedule,
 )
 
 

@@ -1,19 +1,33 @@
-"""`/upgrade start PLAN`: start a run of a loaded plan; its card appears in the operations channel."""
+"""`/upgrade start PLAN`: start a run of a loaded plan; its card appears in the operations channel.
+
+Starting outside the maintenance windows (or in a freeze) needs the same override as scheduling:
+the coordinator, with a reason, audited. A start inside the window of a pending schedule of the
+plan is allowed as that schedule was (its override, if any, covers it), and the run is attached
+to the schedule so its end is announced.
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from bot.adapters.store import AuditEntry
+from bot.core.announcement_service import authorize_override, merged_roster, window_refusal
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, roles_of
 from bot.core.plans import parse_plan
 from bot.core.run_service import Actor
 from bot.errors import PermissionDenied, UserError
 
+#: How long before a scheduled window a run may start and still belong to that schedule.
+EARLY_START = timedelta(hours=1)
+
 
 def run(ctx: CommandContext, args: Args) -> Reply:
     """Start a run of a loaded plan: a card in the operations channel, a thread for the steps.
 
     Only someone in the plan's roster may start it. The first step's gate opens at once; every
-    step then waits for the people its gate names.
+    step then waits for the people its gate names. Outside the maintenance windows the
+    coordinator may start it with `--override --reason "…"` (audited).
     """
     if ctx.runs is None:
         raise UserError("this front door cannot run upgrades")
@@ -25,6 +39,35 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         raise PermissionDenied(f"starting `{plan.name}` is for the people in its roster; you are not in it")
     if not (plan.operations_channel or ctx.settings.channels.operations):
         raise UserError("no operations channel: set `channels.operations` in the plan or the configuration")
+    now = ctx.clock()
+    # A schedule whose window is open (or opens within the hour: teams start a little early)
+    # is the one this run belongs to; inside its window it also stands for the window check.
+    schedule = next(
+        (
+            s
+            for s in ctx.store.schedules(states=["scheduled"], plan_name=plan.name)
+            if s.window_start - EARLY_START <= now < s.window_end
+        ),
+        None,
+    )
+    refusal = (
+        None
+        if schedule is not None and schedule.window_start <= now
+        else window_refusal(
+            ctx.settings.windows, now, now + (plan.window.end - plan.window.start), plan.window.timezone
+        )
+    )
+    override = ""
+    if refusal is not None:
+        if not args.override:
+            raise UserError(refusal)
+        override = authorize_override(
+            user_id=ctx.user_id,
+            roster=merged_roster(ctx.settings.roster, plan.roster),
+            directory=ctx.directory,
+            reason=args.reason or "",
+            refusal=refusal,
+        )
     out = ctx.runs.start(
         args.plan,
         Actor(
@@ -34,6 +77,24 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             correlation_id=ctx.correlation_id,
         ),
     )
+    if override:
+        ctx.store.record_audit(
+            AuditEntry(
+                at=now,
+                user_id=ctx.user_id,
+                channel_id=ctx.channel_id,
+                source=ctx.source,
+                kind="override",
+                subcommand="start",
+                arguments=f"{plan.name} {out.run.id}",
+                outcome="ok",
+                detail=f"started outside the allowed windows: {override}",
+                correlation_id=ctx.correlation_id,
+                run_id=out.run.id,
+            )
+        )
+    if ctx.announcements is not None and schedule is not None:
+        ctx.announcements.attach_run(schedule.id, out.run.id)
     return Reply(
         template="runs/message", context={"message": f"Run `{out.run.id}` of `{plan.name}` started."}
     )
@@ -41,6 +102,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("plan", help="the name of a loaded plan")
+    parser.add_argument("--override", action="store_true", help="coordinator: start outside the windows")
+    parser.add_argument("--reason", help="why the override")
 
 
 def register(registry: Registry) -> None:

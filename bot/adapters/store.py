@@ -170,6 +170,44 @@ run_messages = sa.Table(
 )
 
 
+# Schedules and their announcements (migration 4).
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("plan_id", sa.Integer, nullable=False),
+    sa.Column("plan_name", sa.String(100), nullable=False),
+    sa.Column("window_start", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("window_end", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("tz", sa.String(64), nullable=False),
+    sa.Column("channel", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("created_by", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("override_reason", sa.Text, nullable=False),
+)
+
+scheduled_announcements = sa.Table(
+    "scheduled_announcements",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("schedule_id", sa.Integer, nullable=False),
+    sa.Column("plan_name", sa.String(100), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("template", sa.String(32), nullable=False),
+    sa.Column("due_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("window_start", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("dedup_key", sa.String(200), nullable=False, unique=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("channel", sa.String(64), nullable=False),
+    sa.Column("ts", sa.String(32), nullable=False),
+    sa.Column("delayed", sa.Boolean, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
 class ConcurrentUpdate(TemporaryError):
     """Someone else changed the run between our read and our write; re-read and decide again."""
 
@@ -251,6 +289,44 @@ class SnapshotMeta:
     #: Small JSON object: counts, control-plane version, gaps. Readable without the body.
     summary: str
     size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleRow:
+    """A plan scheduled for a window; `state` is scheduled, started (a run began) or cancelled."""
+
+    id: int
+    plan_id: int
+    plan_name: str
+    window_start: datetime
+    window_end: datetime
+    tz: str
+    channel: str
+    state: str
+    run_id: str
+    created_by: str
+    created_at: datetime
+    override_reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnnouncementRow:
+    """One announcement to post: `state` is scheduled, sent, skipped or cancelled."""
+
+    id: int
+    schedule_id: int
+    plan_name: str
+    run_id: str
+    template: str
+    due_at: datetime
+    window_start: datetime
+    dedup_key: str
+    state: str
+    channel: str
+    ts: str = ""
+    delayed: bool = False
+    reason: str = ""
+    updated_at: datetime | None = None
 
 
 def _m001_audit_and_deliveries(conn: Connection) -> None:
@@ -377,11 +453,52 @@ def _m003_runs(conn: Connection) -> None:
     m.create_all(conn)
 
 
+def _m004_scheduled_announcements(conn: Connection) -> None:
+    m = sa.MetaData()
+    sa.Table(
+        "schedules",
+        m,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("plan_id", sa.Integer, nullable=False),
+        sa.Column("plan_name", sa.String(100), nullable=False, index=True),
+        sa.Column("window_start", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("window_end", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("tz", sa.String(64), nullable=False),
+        sa.Column("channel", sa.String(64), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False, index=True),
+        sa.Column("run_id", sa.String(64), nullable=False),
+        sa.Column("created_by", sa.String(64), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("override_reason", sa.Text, nullable=False),
+    )
+    sa.Table(
+        "scheduled_announcements",
+        m,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("schedule_id", sa.Integer, nullable=False, index=True),
+        sa.Column("plan_name", sa.String(100), nullable=False),
+        sa.Column("run_id", sa.String(64), nullable=False),
+        sa.Column("template", sa.String(32), nullable=False),
+        sa.Column("due_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("window_start", sa.DateTime(timezone=True), nullable=False),
+        # The same message (subject, template, due instant) can be stored only once.
+        sa.Column("dedup_key", sa.String(200), nullable=False, unique=True),
+        sa.Column("state", sa.String(16), nullable=False, index=True),
+        sa.Column("channel", sa.String(64), nullable=False),
+        sa.Column("ts", sa.String(32), nullable=False),
+        sa.Column("delayed", sa.Boolean, nullable=False),
+        sa.Column("reason", sa.Text, nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    m.create_all(conn)
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
     (2, "snapshots", _m002_snapshots),
     (3, "plans, runs, steps, approvals and Slack message references", _m003_runs),
+    (4, "schedules and scheduled announcements", _m004_scheduled_announcements),
 )
 
 
@@ -728,6 +845,236 @@ class Store:
         with _wrap_errors(), self.engine.connect() as conn:
             row = conn.execute(query).first()
         return str(row[0]) if row else None
+
+    # -- schedules and announcements -------------------------------------------------------------
+
+    def create_schedule(
+        self, schedule: ScheduleRow, announcements: Callable[[int], Sequence[AnnouncementRow]]
+    ) -> int:
+        """Insert a schedule and its announcements in one transaction; the schedule's id.
+
+        A dedup key already stored (the same message scheduled twice) fails the whole insert
+        with ConcurrentUpdate, so nothing half-scheduled remains.
+        """
+        try:
+            with self.engine.begin() as conn:
+                values = _schedule_values(schedule)
+                values.pop("id")
+                pk = conn.execute(schedules.insert().values(**values)).inserted_primary_key
+                schedule_id = int(pk[0]) if pk else 0
+                # The announcements' dedup keys name the schedule, so they are built from its id.
+                for a in announcements(schedule_id):
+                    conn.execute(
+                        scheduled_announcements.insert().values(
+                            **_announcement_values(a, schedule_id=schedule_id)
+                        )
+                    )
+        except IntegrityError as exc:
+            raise ConcurrentUpdate("these announcements were scheduled already") from exc
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+        return schedule_id
+
+    def add_announcement(self, announcement: AnnouncementRow) -> int | None:
+        """Store one more announcement (completed/aborted); None when its dedup key exists."""
+        try:
+            with self.engine.begin() as conn:
+                values = _announcement_values(announcement, schedule_id=announcement.schedule_id)
+                pk = conn.execute(scheduled_announcements.insert().values(**values)).inserted_primary_key
+            return int(pk[0]) if pk else 0
+        except IntegrityError:
+            return None
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+
+    def schedule(self, schedule_id: int) -> ScheduleRow | None:
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(schedules).where(schedules.c.id == schedule_id)).mappings().first()
+        return _schedule_row(row) if row else None
+
+    def schedules(
+        self, *, states: Sequence[str] | None = None, plan_name: str | None = None, limit: int = 50
+    ) -> list[ScheduleRow]:
+        """Newest first."""
+        query = sa.select(schedules).order_by(schedules.c.id.desc()).limit(limit)
+        if states is not None:
+            query = query.where(schedules.c.state.in_(list(states)))
+        if plan_name is not None:
+            query = query.where(schedules.c.plan_name == plan_name)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_schedule_row(r) for r in conn.execute(query).mappings()]
+
+    def update_schedule(self, schedule_id: int, *, state: str, run_id: str | None = None) -> None:
+        values: dict[str, Any] = {"state": state}
+        if run_id is not None:
+            values["run_id"] = run_id[:64]
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(schedules.update().where(schedules.c.id == schedule_id).values(**values))
+
+    def scheduled_announcements(
+        self, *, schedule_id: int | None = None, states: Sequence[str] | None = None, limit: int = 500
+    ) -> list[AnnouncementRow]:
+        """In due order."""
+        query = (
+            sa.select(scheduled_announcements)
+            .order_by(scheduled_announcements.c.due_at, scheduled_announcements.c.id)
+            .limit(limit)
+        )
+        if schedule_id is not None:
+            query = query.where(scheduled_announcements.c.schedule_id == schedule_id)
+        if states is not None:
+            query = query.where(scheduled_announcements.c.state.in_(list(states)))
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_announcement_row(r) for r in conn.execute(query).mappings()]
+
+    def scheduled_announcement(self, announcement_id: int) -> AnnouncementRow | None:
+        query = sa.select(scheduled_announcements).where(scheduled_announcements.c.id == announcement_id)
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _announcement_row(row) if row else None
+
+    def finish_announcement(
+        self,
+        announcement_id: int,
+        *,
+        state: str,
+        at: datetime,
+        channel: str = "",
+        ts: str = "",
+        delayed: bool = False,
+        reason: str = "",
+        audit: Sequence[AuditEntry] = (),
+    ) -> bool:
+        """Move a scheduled announcement to sent/skipped/cancelled (with its audit rows) once.
+
+        `WHERE state = 'scheduled'` makes the first writer win; False when it was not scheduled.
+        """
+        with _wrap_errors(), self.engine.begin() as conn:
+            values: dict[str, Any] = {
+                "state": state,
+                "delayed": delayed,
+                "reason": reason,
+                "updated_at": _utc(at),
+            }
+            if channel:
+                values["channel"] = channel[:64]
+            if ts:
+                values["ts"] = ts[:32]
+            result = conn.execute(
+                scheduled_announcements.update()
+                .where(
+                    scheduled_announcements.c.id == announcement_id,
+                    scheduled_announcements.c.state == "scheduled",
+                )
+                .values(**values)
+            )
+            if result.rowcount != 1:
+                return False
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+        return True
+
+    def record_announcement_ts(self, announcement_id: int, *, channel: str, ts: str) -> None:
+        """The ts of a post that another worker marked sent while Slack was still answering."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(
+                scheduled_announcements.update()
+                .where(
+                    scheduled_announcements.c.id == announcement_id,
+                    scheduled_announcements.c.state == "sent",
+                    scheduled_announcements.c.ts == "",
+                )
+                .values(channel=channel[:64], ts=ts[:32], reason="")
+            )
+
+    def cancel_schedule(
+        self, schedule_id: int, *, at: datetime, reason: str, audit: Sequence[AuditEntry] = ()
+    ) -> int:
+        """Cancel a schedule and every announcement of it not yet posted; how many were cancelled."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(schedules.update().where(schedules.c.id == schedule_id).values(state="cancelled"))
+            result = conn.execute(
+                scheduled_announcements.update()
+                .where(
+                    scheduled_announcements.c.schedule_id == schedule_id,
+                    scheduled_announcements.c.state == "scheduled",
+                )
+                .values(state="cancelled", reason=reason, updated_at=_utc(at))
+            )
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            return int(result.rowcount or 0)
+
+
+def _schedule_values(s: ScheduleRow) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "plan_id": s.plan_id,
+        "plan_name": s.plan_name[:100],
+        "window_start": _utc(s.window_start),
+        "window_end": _utc(s.window_end),
+        "tz": s.tz[:64],
+        "channel": s.channel[:64],
+        "state": s.state,
+        "run_id": s.run_id[:64],
+        "created_by": s.created_by[:64],
+        "created_at": _utc(s.created_at),
+        "override_reason": s.override_reason,
+    }
+
+
+def _schedule_row(row: Any) -> ScheduleRow:
+    return ScheduleRow(
+        id=int(row["id"]),
+        plan_id=int(row["plan_id"]),
+        plan_name=row["plan_name"],
+        window_start=_utc(row["window_start"]),
+        window_end=_utc(row["window_end"]),
+        tz=row["tz"],
+        channel=row["channel"],
+        state=row["state"],
+        run_id=row["run_id"],
+        created_by=row["created_by"],
+        created_at=_utc(row["created_at"]),
+        override_reason=row["override_reason"],
+    )
+
+
+def _announcement_values(a: AnnouncementRow, *, schedule_id: int) -> dict[str, Any]:
+    return {
+        "schedule_id": schedule_id,
+        "plan_name": a.plan_name[:100],
+        "run_id": a.run_id[:64],
+        "template": a.template[:32],
+        "due_at": _utc(a.due_at),
+        "window_start": _utc(a.window_start),
+        "dedup_key": a.dedup_key[:200],
+        "state": a.state,
+        "channel": a.channel[:64],
+        "ts": a.ts[:32],
+        "delayed": a.delayed,
+        "reason": a.reason,
+        "updated_at": _utc(a.updated_at or a.due_at),
+    }
+
+
+def _announcement_row(row: Any) -> AnnouncementRow:
+    return AnnouncementRow(
+        id=int(row["id"]),
+        schedule_id=int(row["schedule_id"]),
+        plan_name=row["plan_name"],
+        run_id=row["run_id"],
+        template=row["template"],
+        due_at=_utc(row["due_at"]),
+        window_start=_utc(row["window_start"]),
+        dedup_key=row["dedup_key"],
+        state=row["state"],
+        channel=row["channel"],
+        ts=row["ts"],
+        delayed=bool(row["delayed"]),
+        reason=row["reason"],
+        updated_at=_utc(row["updated_at"]),
+    )
 
 
 def _plan_row(row: Any) -> PlanRow:

@@ -23,6 +23,7 @@ from bot.errors import UsageError
 
 if TYPE_CHECKING:
     from bot.adapters.store import Store
+    from bot.core.announcement_service import AnnouncementService
     from bot.core.people import Directory
     from bot.core.run_service import RunService
     from bot.core.snapshot import ClusterReader
@@ -72,6 +73,8 @@ class CommandContext:
     runs: RunService | None = None
     #: Downloads a file shared in Slack (its url_private) with the bot's token; None without Slack.
     fetch_file: Callable[[str], bytes] | None = None
+    #: Scheduled announcements (store + Slack); None where a front door has none.
+    announcements: AnnouncementService | None = None
 
 
 Handler = Callable[[CommandContext, Args], Reply]

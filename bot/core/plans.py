@@ -147,9 +147,20 @@ class Window:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PlanLink:
+    """A link announcements show (runbook, change ticket, dashboard)."""
+
+    title: str
+    url: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     name: str
     description: str = ""
+    #: What people outside the team will notice (announcements show it); may be empty.
+    impact: str = ""
+    links: tuple[PlanLink, ...] = ()
     cluster: str
     current_version: str
     target_version: str
@@ -208,7 +219,12 @@ _TOP = {
     "roster",
     "defaults",
     "steps",
+    "impact",
+    "links",
 }
+#: Announcements show these; Slack's section text limit (3,000) leaves room for the rest.
+MAX_IMPACT = 1500
+MAX_LINKS = 10
 _STEP = {
     "id",
     "title",
@@ -299,6 +315,10 @@ def parse_plan(
         v.error(top["target_version"], "target_version", f"{target} is not newer than {current}")
 
     window = _window(v, top.get("window"))
+    impact = (v.string(top["impact"], "impact") or "") if "impact" in top else ""
+    if len(impact) > MAX_IMPACT:
+        v.error(top["impact"], "impact", f"at most {MAX_IMPACT} characters (it has {len(impact)})")
+    links = _links(v, top.get("links"))
     operations = announcements = None
     if "channels" in top:
         ch = v.mapping(top["channels"], "channels", {"operations", "announcements"})
@@ -322,6 +342,8 @@ def parse_plan(
     return Plan(
         name=name,
         description=v.string(top.get("description"), "description") or "",
+        impact=impact.strip(),
+        links=links,
         cluster=cluster,
         current_version=current or "",
         target_version=target or "",
@@ -343,6 +365,33 @@ def _version(v: _PlanValidator, top: Mapping[str, yaml.Node], key: str) -> str |
         v.error(node, key, f"{text or node.tag!r} is not a version such as 1.30 or v1.30.2")
         return None
     return text
+
+
+def _links(v: _PlanValidator, node: yaml.Node | None) -> tuple[PlanLink, ...]:
+    """`links: [{title: Runbook, url: https://…}]`: only http(s) URLs, at most MAX_LINKS."""
+    if node is None:
+        return ()
+    if not isinstance(node, yaml.SequenceNode):
+        v.error(node, "links", "expected a list of {title, url}")
+        return ()
+    if len(node.value) > MAX_LINKS:
+        v.error(node, "links", f"at most {MAX_LINKS} links (it has {len(node.value)})")
+    out: list[PlanLink] = []
+    for i, item in enumerate(node.value):
+        key = f"links[{i}]"
+        fields = v.mapping(item, key, {"title", "url"})
+        ok = v.required(fields, item, key, "title") & v.required(fields, item, key, "url")
+        title = v.string(fields.get("title"), f"{key}.title") or ""
+        url = v.string(fields.get("url"), f"{key}.url") or ""
+        if "title" in fields and not 1 <= len(title.strip()) <= 200:
+            v.error(fields["title"], f"{key}.title", "1 to 200 characters")
+            ok = False
+        if "url" in fields and (not url.startswith(("https://", "http://")) or len(url) > 1000 or " " in url):
+            v.error(fields["url"], f"{key}.url", f"{url!r} is not an http(s) URL")
+            ok = False
+        if ok:
+            out.append(PlanLink(title=title.strip(), url=url))
+    return tuple(out)
 
 
 def _window(v: _PlanValidator, node: yaml.Node | None) -> Window | None:
@@ -679,6 +728,8 @@ def to_document(plan: Plan) -> dict[str, Any]:
     return {
         "name": plan.name,
         "cluster": plan.cluster,
+        "impact": plan.impact,
+        "links": [{"title": link.title, "url": link.url} for link in plan.links],
         "current_version": plan.current_version,
         "target_version": plan.target_version,
         "window": {

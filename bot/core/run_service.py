@@ -38,6 +38,7 @@ from bot.errors import BotError, PermanentError, UserError
 
 log = logging.getLogger(__name__)
 
+_ENDED = (R.RunState.COMPLETED, R.RunState.ABORTED)
 #: How often a transition is recomputed when other writers keep committing first.
 MAX_ATTEMPTS = 5
 
@@ -196,6 +197,8 @@ class RunService:
         self.poster = poster
         self.operations_channel = operations_channel
         self.run_action = run_action
+        #: Called once when a run reaches completed or aborted (the completed/aborted announcement).
+        self.on_ended: Callable[[R.Run], object] | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -265,8 +268,19 @@ class RunService:
                 log.info("run %s changed under us (attempt %s); recomputing", run_id, attempt)
                 continue
             self.publish(committed.run, committed.events)
+            if committed.run.state in _ENDED and run.state not in _ENDED:
+                self._ended(committed.run)
             return committed
         raise ConcurrentUpdate(f"run {run_id} kept changing; gave up after {MAX_ATTEMPTS} attempts")
+
+    def _ended(self, run: R.Run) -> None:
+        # The commit that ended the run happened once (version check), so this runs once too.
+        if self.on_ended is None:
+            return
+        try:
+            self.on_ended(run)
+        except BotError as exc:
+            log.warning("announcing the end of run %s failed: %s", run.id, exc.user_message)
 
     def _commit(self, before: R.Run, out: R.Outcome, actor: Actor) -> R.Outcome:
         now = self.clock()

@@ -484,6 +484,16 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         log.info("resumed %s run(s): %s", len(recovered), ", ".join(recovered))
     ticker = threading.Thread(target=_tick_runs, args=(services, stop), name="run-timer", daemon=True)
     ticker.start()
+    # Scheduled announcements: what fell due while the bot was down is posted (or marked delayed,
+    # or skipped past the grace) before serving; the rest is scheduled from the database.
+    from bot.adapters.scheduler import AnnouncementScheduler
+
+    scheduler = AnnouncementScheduler(services.announcements)
+    caught_up = scheduler.start()
+    if caught_up:
+        log.info(
+            "announcements due while the bot was down: %s", ", ".join(f"{f.id} {f.action}" for f in caught_up)
+        )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received signal %s; shutting down", signum)
@@ -516,6 +526,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
             stop.wait()
             handler.close()  # type: ignore[no-untyped-call]
     finally:
+        scheduler.shutdown()
         workers.shutdown(wait=True)
         services.close()
     return EXIT_OK

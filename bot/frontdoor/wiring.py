@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from bot.adapters.store import Store
+from bot.core.announcement_service import AnnouncementService
 from bot.core.command import Registry
 from bot.core.people import Directory, StaticDirectory
 from bot.core.rendering import Renderer
@@ -34,6 +35,7 @@ class Services:
     router: Router
     web_client: WebClient | None
     runs: RunService
+    announcements: AnnouncementService
 
     def close(self) -> None:
         self.store.close()
@@ -74,6 +76,17 @@ def build_services(
         operations_channel=settings.channels.operations,
         run_action=builtin_runner(settings=settings, store=store, connect_cluster=connect, clock=clock),
     )
+    announcements = AnnouncementService(
+        store=store,
+        clock=clock,
+        poster=poster,
+        templates_dir=settings.templates_dir,
+        channel=settings.channels.announcements,
+        offsets=settings.announcement_offsets,
+        grace=settings.announcement_grace,
+    )
+    # The end of a scheduled run is announced from the transition that ended it.
+    runs.on_ended = announcements.run_ended
     router = Router(
         registry=registry,
         settings=settings,
@@ -83,6 +96,7 @@ def build_services(
         connect_cluster=connect,
         runs=runs,
         fetch_file=fetch_file,
+        announcements=announcements,
     )
     return Services(
         settings=settings,
@@ -92,4 +106,5 @@ def build_services(
         router=router,
         web_client=web_client,
         runs=runs,
+        announcements=announcements,
     )

@@ -35,6 +35,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
                 "run_steps",
                 "approvals",
                 "run_messages",
+                "schedules",
+                "scheduled_announcements",
                 "schema_migrations",
             ):
                 conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))

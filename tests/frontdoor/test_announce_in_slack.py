@@ -70,3 +70,39 @@ def test_a_broken_team_template_is_an_ephemeral_error_and_nothing_is_posted(
     assert front.stub.calls_to("chat.postMessage") == []
     (entry,) = front.services.store.audit_entries()
     assert entry.outcome == "error"
+
+
+PLAN = (Path(__file__).parents[2] / "templates" / "plans" / "eks-nodegroups.yaml").read_text(encoding="utf-8")
+
+
+def test_a_plans_announcement_is_posted_with_its_impact_and_links(make_front: Callable[..., Front]) -> None:
+    front = make_front()
+    front.services.store.save_plan(
+        name="eks-nodegroups", text=PLAN, loaded_by="U0PRIMARY", loaded_at=front.services.runs.clock()
+    )
+    slash(front, "announce scheduled eks-nodegroups")
+    (call,) = front.stub.wait_for_calls("chat.postMessage")
+    front.workers.shutdown(wait=True)
+    assert call.params["channel"] == "C0ANNOUNCE"
+    assert "The API server restarts twice" in call.params["text"]
+    assert "<https://tickets.example.com/CHG-1125|Change ticket>" in call.params["text"]
+
+
+def test_scheduling_with_a_broken_team_template_is_an_ephemeral_error_and_posts_nothing(
+    make_front: Callable[..., Front], team_templates: Path
+) -> None:
+    # Only the reminder is broken: it is rendered at scheduling, not found out a day later.
+    (team_templates / "announcements" / "reminder.txt.j2").write_text(
+        "Reminder:\n{{ plan.name }}\n{{ plan.windw.start }}\n"
+    )
+    front = make_front()
+    front.services.store.save_plan(
+        name="eks-nodegroups", text=PLAN, loaded_by="U0PRIMARY", loaded_at=front.services.runs.clock()
+    )
+    slash(front, 'schedule eks-nodegroups --at "2030-12-02 14:00"')
+    (response,) = front.stub.wait_for_responses(1)
+    front.workers.shutdown(wait=True)
+    assert response["response_type"] == "ephemeral"
+    assert "reminder.txt.j2, line 3" in response["text"] and "windw" in response["text"]
+    assert front.stub.calls_to("chat.postMessage") == []
+    assert front.services.store.schedules() == []

@@ -1,0 +1,536 @@
+"""Scheduled announcements in motion: schedule a plan's window, post what is due, exactly once.
+
+The pure parts live elsewhere: `bot.core.announcements` says when each announcement is due and
+what to do when it is late, `bot.core.announcement_templates` renders it. This service ties them
+to the store and to Slack; the scheduler adapter (`bot.adapters.scheduler`) only decides *when*
+to call `fire`, and the store is the source of truth for *what* is due.
+
+**Posting once.** Every post goes through the same claim the run cards use
+(`Store.claim_message`): the announcement's dedup key is claimed in the database *before*
+`chat.postMessage` and its ts recorded after. A restart, a retried job or a second replica finds
+the key claimed and does not post again. A claim without a ts means the bot died while Slack was
+answering: the message may or may not be in the channel, and the bot never posts it a second
+time (at most once, never twice); the announcement is marked sent with that said in its reason.
+
+**Late.** An announcement found due after the fact (the bot was down) is sent on time within
+`ON_TIME`, marked delayed within the grace, and skipped past it — the skip is audited and shown
+in `/upgrade schedule list`. A template that cannot be rendered is skipped with its error the
+same way: a half-rendered announcement is never posted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.adapters.store import AnnouncementRow, AuditEntry, ScheduleRow, Store
+from bot.core import announcements as A
+from bot.core import runs as R
+from bot.core.announcement_templates import (
+    AnnouncementRenderer,
+    LateNote,
+    Link,
+    PlanInfo,
+    RunInfo,
+    StepInfo,
+    WindowSpan,
+    build_context,
+)
+from bot.core.people import Directory, roles_of
+from bot.core.plans import Plan
+from bot.core.rendering import Rendered, TemplateError
+from bot.core.run_service import Poster, from_rows, load_plan
+from bot.core.windows import Policy
+from bot.errors import BotError, PermanentError, PermissionDenied, UsageError, UserError
+
+log = logging.getLogger(__name__)
+
+#: Run states → the words announcement templates know.
+_RUN_STATE = {
+    R.RunState.ACTIVE: "running",
+    R.RunState.PAUSED: "paused",
+    R.RunState.COMPLETED: "completed",
+    R.RunState.ABORTED: "aborted",
+}
+
+
+def plan_info(
+    plan: Plan, *, start: datetime | None = None, end: datetime | None = None, tz: str = ""
+) -> PlanInfo:
+    """What announcements say about `plan`; a scheduled window replaces the plan's own."""
+    zone = tz or plan.window.timezone
+    begin = start or plan.window.start
+    finish = end or (begin + (plan.window.end - plan.window.start))
+    return PlanInfo(
+        name=plan.name,
+        cluster=plan.cluster,
+        current_version=plan.current_version,
+        target_version=plan.target_version,
+        window=WindowSpan(start=begin, end=finish, tz=zone),
+        impact=plan.impact,
+        links=tuple(Link(title=link.title, url=link.url) for link in plan.links),
+    )
+
+
+def run_info(run: R.Run) -> RunInfo:
+    """The run as announcements see it: its state and the step it is at (or finished last)."""
+    total = len(run.steps)
+    step: StepInfo | None = None
+    done = [i for i, s in enumerate(run.steps) if s.state in (R.StepState.SUCCEEDED, R.StepState.SKIPPED)]
+    if done:
+        index = done[-1]
+        sr = run.steps[index]
+        confirmed = tuple(dict.fromkeys(a.user_id for a in run.approvals if a.step_id == sr.step_id))
+        step = StepInfo(
+            index=index + 1, total=total, name=run.plan.step(sr.step_id).title, confirmed_by=confirmed
+        )
+    return RunInfo(id=run.id, state=_RUN_STATE.get(run.state, "running"), step=step)
+
+
+def plan_context(
+    plan: Plan,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    tz: str = "",
+    run: R.Run | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """The announcement context for a stored plan (and its run, once there is one)."""
+    roster: Mapping[str, Sequence[str]] = run.roster if run is not None else plan.roster
+    return build_context(
+        plan=plan_info(plan, start=start, end=end, tz=tz),
+        roster=roster,
+        run=run_info(run) if run is not None else None,
+        reason=reason if reason is not None else (run.reason if run is not None and run.reason else None),
+    )
+
+
+def _claim_subject(schedule_id: int) -> str:
+    # The run-message claims are keyed (subject, key); announcements claim under their schedule.
+    return f"schedule:{schedule_id}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fired:
+    """What `fire` did with one announcement."""
+
+    id: int
+    action: str  # wait | sent | delayed | skipped | already_sent | failed | done | no_slack
+    detail: str = ""
+
+
+class AnnouncementService:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Callable[[], datetime],
+        poster: Poster | None = None,
+        templates_dir: Path | None = None,
+        channel: str | None = None,
+        offsets: Sequence[timedelta] | None = None,
+        grace: timedelta = A.DEFAULT_GRACE,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.poster = poster
+        self.renderer = AnnouncementRenderer(templates_dir)
+        self.channel = channel
+        self.offsets = tuple(offsets) if offsets is not None else None
+        self.grace = grace
+        #: Called after the set of pending announcements changed (the scheduler re-reads them).
+        self.on_change: Callable[[], None] | None = None
+
+    # -- scheduling ------------------------------------------------------------------------------
+
+    def channel_for(self, plan: Plan) -> str | None:
+        return plan.announcements_channel or self.channel
+
+    def schedule(
+        self,
+        plan_name: str,
+        *,
+        start: datetime,
+        tz: str,
+        by: str,
+        override_reason: str = "",
+        correlation_id: str = "",
+    ) -> tuple[ScheduleRow, list[AnnouncementRow]]:
+        """Store a schedule for `plan_name` opening at `start`, with its announcements."""
+        row = self.store.plan(plan_name)
+        if row is None:
+            raise UserError(f"no plan `{plan_name}` is loaded; `/upgrade plan load {plan_name}` loads it")
+        plan = load_plan(self.store, row.id)
+        now = self.clock()
+        # A schedule whose window has passed without a run no longer holds the plan.
+        pending = [
+            s for s in self.store.schedules(states=["scheduled"], plan_name=plan_name) if s.window_end > now
+        ]
+        if pending:
+            raise UserError(
+                f"`{plan_name}` is already scheduled (#{pending[0].id}); "
+                f"`/upgrade schedule cancel {pending[0].id}` first"
+            )
+        channel = self.channel_for(plan)
+        if not channel:
+            raise UserError(
+                "no announcement channel: set `channels.announcements` in the plan or the configuration"
+            )
+        end = start + (plan.window.end - plan.window.start)
+
+        def rows(schedule_id: int) -> list[AnnouncementRow]:
+            planned = A.schedule(
+                subject=_claim_subject(schedule_id),
+                window_start=start,
+                scheduled_at=now,
+                offsets=self.offsets,
+            )
+            return [
+                AnnouncementRow(
+                    id=0,
+                    schedule_id=schedule_id,
+                    plan_name=plan.name,
+                    run_id="",
+                    template=a.template,
+                    due_at=a.due,
+                    window_start=a.window_start,
+                    dedup_key=a.key,
+                    state="scheduled",
+                    channel=channel,
+                    updated_at=now,
+                )
+                for a in planned
+            ]
+
+        try:
+            planned = A.schedule(subject="check", window_start=start, scheduled_at=now, offsets=self.offsets)
+        except ValueError as exc:
+            raise UserError(f"cannot schedule that: {exc}") from None
+        # Render every announcement of the schedule now: a broken template is an error for the
+        # person scheduling (file and line), not a skipped announcement found out days later.
+        context = plan_context(plan, start=start, end=end, tz=tz)
+        for template in dict.fromkeys(a.template for a in planned):
+            try:
+                self.renderer.render(template, context)
+            except TemplateError as exc:
+                raise PermanentError(
+                    f"announcement `{template}` could not be rendered: {exc.user_message}"
+                ) from None
+        schedule_id = self.store.create_schedule(
+            ScheduleRow(
+                id=0,
+                plan_id=row.id,
+                plan_name=plan.name,
+                window_start=start,
+                window_end=end,
+                tz=tz,
+                channel=channel,
+                state="scheduled",
+                run_id="",
+                created_by=by,
+                created_at=now,
+                override_reason=override_reason,
+            ),
+            rows,
+        )
+        if override_reason:
+            self.store.record_audit(
+                AuditEntry(
+                    at=now,
+                    user_id=by,
+                    channel_id="",
+                    source="scheduler",
+                    kind="override",
+                    subcommand="schedule",
+                    arguments=f"#{schedule_id} {plan.name} {start.isoformat()}",
+                    outcome="ok",
+                    detail=f"scheduled outside the allowed windows: {override_reason}",
+                    correlation_id=correlation_id,
+                )
+            )
+        schedule = self.store.schedule(schedule_id)
+        assert schedule is not None
+        # The `scheduled` announcement is due now: post it while the person waits for the reply.
+        self.run_due(now)
+        self.changed()
+        return schedule, self.store.scheduled_announcements(schedule_id=schedule_id)
+
+    def cancel(
+        self, schedule_id: int, *, by: str, reason: str, correlation_id: str = ""
+    ) -> tuple[ScheduleRow, int]:
+        """Cancel a pending schedule; it and how many announcements were withdrawn."""
+        schedule = self.store.schedule(schedule_id)
+        if schedule is None:
+            raise UserError(f"there is no schedule #{schedule_id} (`/upgrade schedule list`)")
+        if schedule.state != "scheduled":
+            raise UserError(
+                f"schedule #{schedule_id} is {schedule.state}; only a pending schedule can be cancelled"
+            )
+        now = self.clock()
+        count = self.store.cancel_schedule(
+            schedule_id,
+            at=now,
+            reason=f"cancelled by {by}" + (f": {reason}" if reason else ""),
+            audit=[
+                AuditEntry(
+                    at=now,
+                    user_id=by,
+                    channel_id="",
+                    source="scheduler",
+                    kind="schedule",
+                    subcommand="cancel",
+                    arguments=f"#{schedule_id} {schedule.plan_name}",
+                    outcome="ok",
+                    detail=reason,
+                    correlation_id=correlation_id,
+                )
+            ],
+        )
+        log.info("schedule %s cancelled by %s (%s pending announcements)", schedule_id, by, count)
+        self.changed()
+        cancelled = self.store.schedule(schedule_id)
+        assert cancelled is not None
+        return cancelled, count
+
+    def attach_run(self, schedule_id: int, run_id: str) -> ScheduleRow | None:
+        """A run of a scheduled plan began: its end will be announced under that schedule."""
+        self.store.update_schedule(schedule_id, state="started", run_id=run_id)
+        return self.store.schedule(schedule_id)
+
+    def run_ended(self, run: R.Run) -> Fired | None:
+        """`completed` or `aborted` for a run that was scheduled; posted at once."""
+        if run.state not in (R.RunState.COMPLETED, R.RunState.ABORTED):
+            return None
+        schedule = next(
+            (s for s in self.store.schedules(plan_name=run.plan.name) if s.run_id == run.id), None
+        )
+        if schedule is None:
+            return None
+        template = A.COMPLETED if run.state is R.RunState.COMPLETED else A.ABORTED
+        now = self.clock()
+        ended = A.run_ended(
+            subject=f"run:{run.id}", template=template, at=now, window_start=schedule.window_start
+        )
+        new_id = self.store.add_announcement(
+            AnnouncementRow(
+                id=0,
+                schedule_id=schedule.id,
+                plan_name=schedule.plan_name,
+                run_id=run.id,
+                template=template,
+                due_at=ended.due,
+                window_start=schedule.window_start,
+                # One end per run, whenever it is computed: the key does not carry the instant.
+                dedup_key=f"run:{run.id}/{template}",
+                state="scheduled",
+                channel=schedule.channel,
+                updated_at=now,
+            )
+        )
+        self.store.update_schedule(schedule.id, state=str(run.state))
+        if new_id is None:
+            return None
+        return self.fire(new_id, now)
+
+    # -- posting ---------------------------------------------------------------------------------
+
+    def pending(self) -> list[AnnouncementRow]:
+        return self.store.scheduled_announcements(states=["scheduled"])
+
+    def changed(self) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:
+                log.exception("the scheduler could not pick up the change; it will at its next sync")
+
+    def catch_up(self, now: datetime) -> list[Fired]:
+        """At start: runs that ended while the end could not be announced, then what is due."""
+        fired = []
+        for schedule in self.store.schedules(states=["started"]):
+            rows = self.store.run_rows(schedule.run_id)
+            if rows is None or rows[0].state not in ("completed", "aborted"):
+                continue
+            run = from_rows(*rows, load_plan(self.store, rows[0].plan_id))
+            done = self.run_ended(run)
+            if done is not None:
+                fired.append(done)
+        return fired + self.run_due(now)
+
+    def run_due(self, now: datetime | None = None) -> list[Fired]:
+        """Fire every scheduled announcement due at `now` (default: the clock)."""
+        moment = now or self.clock()
+        return [self.fire(a.id, moment) for a in self.pending() if a.due_at <= moment]
+
+    def fire(self, announcement_id: int, now: datetime | None = None) -> Fired:
+        """Post one announcement if it is due and not posted yet, mark it delayed or skip it."""
+        moment = now or self.clock()
+        row = self.store.scheduled_announcement(announcement_id)
+        if row is None or row.state != "scheduled":
+            return Fired(id=announcement_id, action="done")
+        subject = _claim_subject(row.schedule_id)
+        ann = A.Announcement(
+            subject=subject, template=row.template, due=row.due_at, window_start=row.window_start
+        )
+        claimed = self.store.messages(subject).get(row.dedup_key)
+        decision = A.decide(ann, now=moment, grace=self.grace, already_sent=claimed is not None)
+        if decision.action == "wait":
+            return Fired(id=row.id, action="wait", detail=decision.reason)
+        if claimed is not None:
+            reason = (
+                "" if claimed.ts else "interrupted while Slack answered (restart); not posted a second time"
+            )
+            self.store.finish_announcement(
+                row.id, state="sent", at=moment, channel=claimed.channel, ts=claimed.ts, reason=reason
+            )
+            return Fired(id=row.id, action="already_sent", detail=reason)
+        if decision.action == "skip":
+            self._finish_skipped(row, moment, decision.reason)
+            return Fired(id=row.id, action="skipped", detail=decision.reason)
+        late = LateNote(due=row.due_at, zone=self._zone(row)) if decision.action == "send_late" else None
+        try:
+            rendered = self._render(row, late)
+        except BotError as exc:
+            reason = f"not posted: {exc.user_message}"
+            log.warning("announcement %s (%s): %s", row.id, row.template, reason)
+            self._finish_skipped(row, moment, reason, outcome="error")
+            return Fired(id=row.id, action="skipped", detail=reason)
+        if self.poster is None:
+            return Fired(id=row.id, action="no_slack")
+        if not self.store.claim_message(
+            run_id=subject, key=row.dedup_key, channel=row.channel, thread_ts="", at=moment
+        ):
+            return Fired(id=row.id, action="already_sent", detail="another worker claimed it")
+        try:
+            posted = self.poster.post_message(row.channel, rendered.text, blocks=rendered.blocks)
+        except BotError as exc:
+            # Not posted: give the claim back so the next attempt (within the grace) may post it.
+            self.store.release_message(run_id=subject, key=row.dedup_key)
+            log.warning("posting announcement %s failed: %s", row.id, exc.user_message)
+            return Fired(id=row.id, action="failed", detail=exc.user_message)
+        self.store.record_message(run_id=subject, key=row.dedup_key, channel=posted.channel, ts=posted.ts)
+        delayed = decision.action == "send_late"
+        finished = self.store.finish_announcement(
+            row.id,
+            state="sent",
+            at=moment,
+            channel=posted.channel,
+            ts=posted.ts,
+            delayed=delayed,
+            reason=decision.reason if delayed else "",
+            audit=[self._audit(row, moment, "ok", decision.reason if delayed else "posted")],
+        )
+        if not finished:
+            # Another worker saw our claim before the ts was recorded and marked it sent.
+            self.store.record_announcement_ts(row.id, channel=posted.channel, ts=posted.ts)
+        return Fired(id=row.id, action="delayed" if delayed else "sent", detail=posted.ts)
+
+    def _finish_skipped(
+        self, row: AnnouncementRow, now: datetime, reason: str, outcome: str = "skipped"
+    ) -> None:
+        self.store.finish_announcement(
+            row.id, state="skipped", at=now, reason=reason, audit=[self._audit(row, now, outcome, reason)]
+        )
+
+    def _audit(self, row: AnnouncementRow, now: datetime, outcome: str, detail: str) -> AuditEntry:
+        return AuditEntry(
+            at=now,
+            user_id="bot",
+            channel_id=row.channel,
+            source="scheduler",
+            kind="announcement",
+            subcommand=row.template,
+            arguments=row.dedup_key,
+            outcome=outcome,
+            detail=detail,
+            run_id=row.run_id,
+        )
+
+    def _zone(self, row: AnnouncementRow) -> str:
+        schedule = self.store.schedule(row.schedule_id)
+        return schedule.tz if schedule else "UTC"
+
+    def context_for(self, row: AnnouncementRow) -> dict[str, Any]:
+        schedule = self.store.schedule(row.schedule_id)
+        if schedule is None:
+            raise UserError(f"schedule #{row.schedule_id} is missing")
+        plan = load_plan(self.store, schedule.plan_id)
+        run = None
+        run_id = row.run_id or schedule.run_id
+        if run_id:
+            rows = self.store.run_rows(run_id)
+            if rows is not None:
+                run = from_rows(*rows, plan)
+        return plan_context(
+            plan, start=schedule.window_start, end=schedule.window_end, tz=schedule.tz, run=run
+        )
+
+    def _render(self, row: AnnouncementRow, late: LateNote | None) -> Rendered:
+        try:
+            return self.renderer.render(row.template, self.context_for(row), late=late)
+        except TemplateError as exc:
+            raise TemplateError(
+                f"announcement `{row.template}` could not be rendered: {exc.user_message}"
+            ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Windows and the coordinator's override (shared by `schedule` and `start`)
+
+#: How many next allowed slots a refusal suggests.
+SUGGESTED_SLOTS = 3
+
+
+def window_refusal(policy: Policy, start: datetime, end: datetime, tz: str) -> str | None:
+    """None when [start, end) is allowed; else why not, with the next allowed slots in `tz`."""
+    verdict = policy.check(start, end)
+    if verdict.ok:
+        return None
+    zone = ZoneInfo(tz)
+    slots = policy.next_slots(start, end - start, count=SUGGESTED_SLOTS)
+    lines = [
+        f"{start.astimezone(zone):%a %Y-%m-%d %H:%M}–{end.astimezone(zone):%H:%M} {tz} is "
+        + "; ".join(verdict.reasons)
+        + "."
+    ]
+    if slots:
+        lines.append(
+            "Next allowed: "
+            + ", ".join(f"{s.start.astimezone(zone):%a %Y-%m-%d %H:%M}" for s in slots)
+            + f" ({tz})."
+        )
+    else:
+        lines.append("No allowed slot in the next year.")
+    lines.append('The coordinator may override with `--override --reason "…"` (audited).')
+    return "\n".join(lines)
+
+
+def authorize_override(
+    *,
+    user_id: str,
+    roster: Mapping[str, Sequence[str]],
+    directory: Directory,
+    reason: str,
+    refusal: str,
+) -> str:
+    """The override's audit text, or PermissionDenied/UsageError: only the coordinator, with a reason."""
+    if "coordinator" not in roles_of(user_id, roster, directory):
+        raise PermissionDenied(f"only the coordinator may override the maintenance windows.\n{refusal}")
+    if not reason.strip():
+        raise UsageError('an override needs a reason: `--override --reason "…"`')
+    return reason.strip()
+
+
+def merged_roster(*rosters: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """Role → people from several rosters (the configuration's and the plan's)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for roster in rosters:
+        for role, people in roster.items():
+            out[role] = tuple(dict.fromkeys([*out.get(role, ()), *people]))
+    return out

@@ -1,0 +1,149 @@
+"""`/upgrade schedule`: schedule a plan's window and its announcements; list or cancel schedules.
+
+The proposed window is the plan's duration starting at `--at`, read in `--tz` (default: the
+plan's own zone). It must lie inside the configured maintenance windows and outside every freeze;
+otherwise it is refused with the next allowed slots, unless the coordinator overrides it with a
+reason (audited). The `scheduled` announcement is posted at once; reminders, `starting` and the
+run's end follow from the scheduler.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from bot.core.announcement_service import (
+    AnnouncementService,
+    authorize_override,
+    merged_roster,
+    window_refusal,
+)
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.people import ANY_ROLE, require_any_role
+from bot.core.run_service import load_plan
+from bot.errors import UsageError, UserError
+
+#: Who may schedule or cancel (the same people who may post announcements).
+SCHEDULERS = frozenset({"coordinator", "primary"})
+_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
+_USAGE = 'usage: /upgrade schedule PLAN --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override --reason "…"] | list | cancel ID'
+
+
+def run(ctx: CommandContext, args: Args) -> Reply:
+    """Schedule a plan's window and its announcements, list the schedules, or cancel one.
+
+    `/upgrade schedule PLAN --at "2026-12-01 14:00" [--tz Asia/Tokyo]` schedules the plan's
+    window to open then (in the plan's zone unless `--tz`): the `scheduled` announcement now,
+    reminders before, `starting` at the start, `completed`/`aborted` when the run ends.
+    Outside the maintenance windows or in a freeze it is refused with the next allowed slots;
+    the coordinator may add `--override --reason "…"` (audited).
+    `/upgrade schedule list` shows the schedules and every announcement (skipped ones too).
+    `/upgrade schedule cancel ID [--reason "…"]` cancels one and posts a cancellation notice.
+    """
+    service = ctx.announcements
+    if service is None:
+        raise UserError("this front door cannot schedule announcements")
+    words = list(args.words)
+    if words == ["list"]:
+        return _list(service)
+    if words[:1] == ["cancel"]:
+        if len(words) != 2:
+            raise UsageError("name the schedule to cancel: `/upgrade schedule cancel ID`", usage=_USAGE)
+        return _cancel(ctx, service, words[1], args.reason or "")
+    if len(words) != 1:
+        raise UsageError("name one plan", usage=_USAGE)
+    return _schedule(ctx, service, words[0], args)
+
+
+def _schedule(ctx: CommandContext, service: AnnouncementService, name: str, args: Args) -> Reply:
+    if not args.at:
+        raise UsageError('when? add `--at "YYYY-MM-DD HH:MM"`', usage=_USAGE)
+    row = ctx.store.plan(name)
+    if row is None:
+        raise UserError(f"no plan `{name}` is loaded; `/upgrade plan load {name}` loads it")
+    plan = load_plan(ctx.store, row.id)
+    roster = merged_roster(ctx.settings.roster, plan.roster)
+    require_any_role(ctx.user_id, SCHEDULERS, roster, ctx.directory, action="scheduling an upgrade")
+    tz = args.tz or plan.window.timezone
+    start = _parse_at(args.at, tz)
+    if start <= ctx.clock():
+        raise UserError(f"{args.at} {tz} is in the past")
+    end = start + (plan.window.end - plan.window.start)
+    refusal = window_refusal(ctx.settings.windows, start, end, tz)
+    override = ""
+    if refusal is not None:
+        if not args.override:
+            raise UserError(refusal)
+        override = authorize_override(
+            user_id=ctx.user_id,
+            roster=roster,
+            directory=ctx.directory,
+            reason=args.reason or "",
+            refusal=refusal,
+        )
+    schedule, announcements = service.schedule(
+        plan.name,
+        start=start,
+        tz=tz,
+        by=ctx.user_id,
+        override_reason=override,
+        correlation_id=ctx.correlation_id,
+    )
+    return Reply(
+        template="schedule/scheduled", context={"schedule": schedule, "announcements": announcements}
+    )
+
+
+def _list(service: AnnouncementService) -> Reply:
+    items = [
+        {"schedule": s, "announcements": service.store.scheduled_announcements(schedule_id=s.id)}
+        for s in service.store.schedules(limit=10)
+    ]
+    return Reply(template="schedule/list", context={"schedules": items})
+
+
+def _cancel(ctx: CommandContext, service: AnnouncementService, word: str, reason: str) -> Reply:
+    text = word.lstrip("#")
+    if not text.isdigit():
+        raise UsageError(f"{word!r} is not a schedule id (`/upgrade schedule list` shows them)")
+    schedule = ctx.store.schedule(int(text))
+    if schedule is None:
+        raise UserError(f"there is no schedule #{text} (`/upgrade schedule list`)")
+    plan = load_plan(ctx.store, schedule.plan_id)
+    roster = merged_roster(ctx.settings.roster, plan.roster)
+    require_any_role(ctx.user_id, SCHEDULERS, roster, ctx.directory, action="cancelling a schedule")
+    cancelled, count = service.cancel(
+        schedule.id, by=ctx.user_id, reason=reason, correlation_id=ctx.correlation_id
+    )
+    # The notice goes where the announcements went, so the people who read them see it.
+    return Reply(
+        template="schedule/cancelled",
+        context={"schedule": cancelled, "reason": reason, "user": ctx.user_id, "cancelled": count},
+        ephemeral=False,
+        channel=cancelled.channel,
+    )
+
+
+def _parse_at(text: str, tz: str) -> datetime:
+    try:
+        zone = ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UsageError(f"unknown time zone {tz!r} (use an IANA name such as Asia/Tokyo)") from None
+    for fmt in _FORMATS:
+        try:
+            return datetime.strptime(text.strip(), fmt).replace(tzinfo=zone)
+        except ValueError:
+            continue
+    raise UsageError(f'{text!r} is not a time like "2026-12-01 14:00"', usage=_USAGE)
+
+
+def _arguments(parser: CommandParser) -> None:
+    parser.add_argument("words", nargs="+", metavar="PLAN | list | cancel ID")
+    parser.add_argument("--at", help='when the window opens: "YYYY-MM-DD HH:MM"')
+    parser.add_argument("--tz", help="the zone of --at (default: the plan's)")
+    parser.add_argument("--override", action="store_true", help="coordinator: schedule outside the windows")
+    parser.add_argument("--reason", help="why (an override, a cancellation)")
+
+
+def register(registry: Registry) -> None:
+    registry.add("schedule", run, arguments=_arguments, roles={ANY_ROLE})

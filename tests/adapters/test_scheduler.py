@@ -1,0 +1,260 @@
+"""Scheduled announcements through the APScheduler adapter, the store and the real Slack client
+against the stub, with an injected clock: jobs run at an instant the test names, never by sleeping."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from bot.adapters.scheduler import AnnouncementScheduler
+from bot.adapters.slack import SlackGateway, make_web_client
+from bot.adapters.store import Store
+from bot.core import runs as R
+from bot.core.announcement_service import AnnouncementService
+from bot.core.people import StaticDirectory
+from bot.core.run_service import Actor, RunService
+from tests.conftest import BOT_TOKEN
+from tests.support.slack_stub import SlackStub
+
+PLAN = (Path(__file__).parents[2] / "templates" / "plans" / "eks-nodegroups.yaml").read_text(encoding="utf-8")
+NEW_YORK, TOKYO, BERLIN = ZoneInfo("America/New_York"), ZoneInfo("Asia/Tokyo"), ZoneInfo("Europe/Berlin")
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+
+
+@dataclass
+class Clock:
+    now: datetime
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@dataclass
+class Bot:
+    """One bot process: a service and its scheduler on the shared database (a restart = a new one)."""
+
+    store: Store
+    stub: SlackStub
+    clock: Clock
+    grace: timedelta = timedelta(minutes=30)
+    service: AnnouncementService = field(init=False)
+    scheduler: AnnouncementScheduler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.service = AnnouncementService(
+            store=self.store,
+            clock=self.clock,
+            poster=SlackGateway(make_web_client(BOT_TOKEN, self.stub.api_url)),
+            channel="C0ANNOUNCE",
+            grace=self.grace,
+        )
+        self.scheduler = AnnouncementScheduler(self.service, clock=self.clock)
+
+    def start(self) -> list[str]:
+        return [f.action for f in self.scheduler.start(paused=True)]
+
+    def at(self, moment: datetime) -> list[str]:
+        self.clock.now = moment
+        return [f.action for f in self.scheduler.run_due(moment)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    s.save_plan(name="eks-nodegroups", text=PLAN, loaded_by="U0PRIMARY", loaded_at=utc(2026, 1, 1))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def bots(store: Store, slack_stub: SlackStub) -> Iterator[list[Bot]]:
+    started: list[Bot] = []
+    yield started
+    for bot in started:
+        bot.scheduler.shutdown()
+
+
+def new_bot(bots: list[Bot], store: Store, stub: SlackStub, now: datetime, **kw: timedelta) -> Bot:
+    bot = Bot(store=store, stub=stub, clock=Clock(now), **kw)
+    bots.append(bot)
+    bot.start()
+    return bot
+
+
+def posts(stub: SlackStub) -> list[str]:
+    return [str(c.params["text"]) for c in stub.calls_to("chat.postMessage")]
+
+
+def test_offsets_fire_at_the_right_instants_across_the_new_york_spring_change(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 3, 1))
+    # Sunday 2026-03-08 10:00 in New York is EDT (-4); Saturday is still EST (-5).
+    bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 3, 8, 10, tzinfo=NEW_YORK), tz="America/New_York", by="U0COORD"
+    )
+    assert len(posts(slack_stub)) == 1 and posts(slack_stub)[0].startswith(":calendar:")
+    times = [j.next_run_time for j in bot.scheduler.jobs()]
+    assert times == [utc(2026, 3, 7, 14), utc(2026, 3, 8, 13), utc(2026, 3, 8, 14)]
+    # T-24h is 24 real hours: 09:00 on Saturday for a New York reader, not 10:00.
+    assert times[0].astimezone(NEW_YORK).hour == 9
+
+    assert bot.at(utc(2026, 3, 7, 13, 59)) == []
+    assert bot.at(utc(2026, 3, 7, 14)) == ["sent"]
+    assert bot.at(utc(2026, 3, 8, 13)) == ["sent"]
+    assert bot.at(utc(2026, 3, 8, 14, 0, 30)) == ["sent"]
+    texts = posts(slack_stub)
+    assert len(texts) == 4 and texts[3].startswith(":rocket:")
+    window_token = f"<!date^{int(utc(2026, 3, 8, 14).timestamp())}^"
+    assert all(window_token in t for t in texts)
+    # A restart finds nothing left to do and posts nothing again.
+    again = new_bot(bots, store, slack_stub, utc(2026, 3, 8, 14, 1))
+    assert again.scheduler.jobs() == [] and again.at(utc(2026, 3, 8, 15)) == []
+    assert len(posts(slack_stub)) == 4
+
+
+def test_a_tokyo_window_reads_in_each_readers_zone_with_a_tokyo_and_utc_fallback(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
+    bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    text = posts(slack_stub)[0]
+    match = re.search(r"<!date\^(\d+)\^[^|]*\|([^>]*)>", text)
+    assert match is not None
+    instant = datetime.fromtimestamp(int(match.group(1)), UTC)
+    assert instant == utc(2026, 12, 1, 5)
+    assert match.group(2) == "2026-12-01 14:00 Asia/Tokyo (05:00 UTC)"
+    # Slack shows the token in the reader's zone: 06:00 for a reader in Berlin (CET).
+    assert instant.astimezone(BERLIN).strftime("%H:%M") == "06:00"
+    times = [j.next_run_time for j in bot.scheduler.jobs()]
+    assert times == [utc(2026, 11, 30, 5), utc(2026, 12, 1, 4), utc(2026, 12, 1, 5)]
+    assert [t.astimezone(TOKYO).strftime("%d %H:%M") for t in times] == ["30 14:00", "01 13:00", "01 14:00"]
+
+
+def test_jobs_are_recreated_from_the_database_after_a_restart(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    first = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
+    first.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    before = [(j.id, j.next_run_time) for j in first.scheduler.jobs()]
+    first.scheduler.shutdown()
+    second = new_bot(bots, store, slack_stub, utc(2026, 11, 25))
+    assert [(j.id, j.next_run_time) for j in second.scheduler.jobs()] == before
+    assert second.at(utc(2026, 11, 30, 5)) == ["sent"]
+    assert len(posts(slack_stub)) == 2
+
+
+def test_down_when_due_sends_marked_delayed_within_the_grace_and_skips_past_it(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
+    schedule, _ = bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    bot.scheduler.shutdown()
+    # Down over the T-24h reminder; back 20 minutes later: sent, marked delayed.
+    late = new_bot(bots, store, slack_stub, utc(2026, 11, 30, 5, 20))
+    text = posts(slack_stub)[-1]
+    assert len(posts(slack_stub)) == 2 and text.startswith(":hourglass: _Delayed: this announcement was due")
+    late.scheduler.shutdown()
+    # Down again over T-1h and the start; back 2 hours after the start: both are skipped, audited.
+    gone = new_bot(bots, store, slack_stub, utc(2026, 12, 1, 7))
+    assert len(posts(slack_stub)) == 2
+    rows = store.scheduled_announcements(schedule_id=schedule.id)
+    assert [(r.template, r.state, r.delayed) for r in rows] == [
+        ("scheduled", "sent", False),
+        ("reminder", "sent", True),
+        ("reminder", "skipped", False),
+        ("starting", "skipped", False),
+    ]
+    assert "the window opened" in rows[2].reason and "past the grace of 30m" in rows[3].reason
+    audited = [e for e in store.audit_entries() if e.kind == "announcement" and e.outcome == "skipped"]
+    assert len(audited) == 2
+    assert gone.scheduler.jobs() == []
+
+
+def test_two_replicas_at_the_same_instant_post_once(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    one = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
+    one.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    two = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
+    due = utc(2026, 11, 30, 5)
+    with ThreadPoolExecutor(2) as pool:
+        results = [a for r in pool.map(lambda b: b.at(due), [one, two]) for a in r]
+    # One posts; the other finds it claimed or already sent.
+    assert results.count("sent") == 1 and set(results) <= {"sent", "done", "already_sent"}
+    assert len(posts(slack_stub)) == 2
+
+
+def test_a_post_interrupted_before_slack_answered_is_never_repeated(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
+    schedule, rows = bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    reminder = rows[1]
+    # What a bot killed between claiming and recording the ts leaves behind: a claim without a ts.
+    assert store.claim_message(
+        run_id=f"schedule:{schedule.id}",
+        key=reminder.dedup_key,
+        channel="C0ANNOUNCE",
+        thread_ts="",
+        at=utc(2026, 11, 30, 5),
+    )
+    assert bot.at(utc(2026, 11, 30, 5)) == ["already_sent"]
+    assert len(posts(slack_stub)) == 1
+    row = store.scheduled_announcement(reminder.id)
+    assert row is not None and row.state == "sent" and "not posted a second time" in row.reason
+
+
+def test_a_failed_post_is_released_and_retried(store: Store, slack_stub: SlackStub, bots: list[Bot]) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
+    bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    slack_stub.fail_next("chat.postMessage", error="channel_not_found")
+    assert bot.at(utc(2026, 11, 30, 5)) == ["failed"]
+    assert bot.at(utc(2026, 11, 30, 5, 1)) == ["sent"]
+    assert len([c for c in slack_stub.calls_to("chat.postMessage") if c.response.get("ok")]) == 2
+
+
+def test_the_end_of_a_scheduled_run_is_announced_once(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 12, 1, 4))
+    schedule, _ = bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock)
+    runs.on_ended = bot.service.run_ended
+    bot.clock.now = utc(2026, 12, 1, 5, 10)
+    run = runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
+    bot.service.attach_run(schedule.id, run.id)
+    actor = Actor(user_id="U0COORD")
+    runs.apply(
+        run.id, lambda r: R.abort(r, by="U0COORD", reason="PDB blocks <drain>", now=bot.clock()), actor
+    )
+    aborted = posts(slack_stub)[-1]
+    assert "PDB blocks &lt;drain&gt;" in aborted
+    assert store.schedule(schedule.id).state == "aborted"  # type: ignore[union-attr]
+    # A restart that finds the run ended does not announce it again.
+    new_bot(bots, store, slack_stub, utc(2026, 12, 1, 5, 20))
+    assert sum("PDB blocks" in t for t in posts(slack_stub)) == 1

@@ -1,0 +1,106 @@
+"""Migration 4 on SQLite and PostgreSQL: schedules and their announcements, one dedup key each,
+state changes that only the first writer makes, and cancellation of what is still pending."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from bot.adapters.store import AnnouncementRow, AuditEntry, ConcurrentUpdate, ScheduleRow, Store
+
+NOW = datetime(2026, 11, 20, 3, tzinfo=UTC)
+START = datetime(2026, 12, 1, 5, tzinfo=UTC)
+TABLES = ("schedules", "scheduled_announcements", "run_messages", "audit_log")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        s = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+        yield s
+        s.close()
+        return
+    s = Store.open(request.getfixturevalue("postgres_url"))
+    yield s
+    with s.engine.begin() as conn:
+        for table in TABLES:
+            conn.execute(sa.text(f"DELETE FROM {table}"))
+    s.close()
+
+
+def schedule_row() -> ScheduleRow:
+    return ScheduleRow(
+        id=0,
+        plan_id=1,
+        plan_name="prod-1.30",
+        window_start=START,
+        window_end=START + timedelta(hours=3),
+        tz="Asia/Tokyo",
+        channel="C0ANNOUNCE",
+        state="scheduled",
+        run_id="",
+        created_by="U0COORD",
+        created_at=NOW,
+    )
+
+
+def rows(schedule_id: int, keys: tuple[str, ...] = ("scheduled", "starting")) -> list[AnnouncementRow]:
+    return [
+        AnnouncementRow(
+            id=0,
+            schedule_id=schedule_id,
+            plan_name="prod-1.30",
+            run_id="",
+            template=key,
+            due_at=NOW if key == "scheduled" else START,
+            window_start=START,
+            dedup_key=f"schedule:{schedule_id}/{key}",
+            state="scheduled",
+            channel="C0ANNOUNCE",
+        )
+        for key in keys
+    ]
+
+
+def test_migration_4_stores_a_schedule_with_its_announcements(store: Store) -> None:
+    assert store.schema_version() >= 4
+    sid = store.create_schedule(schedule_row(), rows)
+    got = store.schedule(sid)
+    assert got is not None and got.window_start == START and got.tz == "Asia/Tokyo"
+    announced = store.scheduled_announcements(schedule_id=sid)
+    assert [(a.template, a.dedup_key, a.due_at) for a in announced] == [
+        ("scheduled", f"schedule:{sid}/scheduled", NOW),
+        ("starting", f"schedule:{sid}/starting", START),
+    ]
+
+
+def test_a_dedup_key_is_stored_once_and_a_failed_schedule_leaves_nothing(store: Store) -> None:
+    sid = store.create_schedule(schedule_row(), rows)
+    again = rows(sid)[0]
+    assert store.add_announcement(again) is None
+    with pytest.raises(ConcurrentUpdate):
+        store.create_schedule(schedule_row(), lambda _: [*rows(sid), *rows(sid)])
+    assert len(store.schedules()) == 1 and len(store.scheduled_announcements()) == 2
+
+
+def test_only_the_first_writer_moves_an_announcement_and_cancel_spares_what_was_sent(store: Store) -> None:
+    sid = store.create_schedule(schedule_row(), rows)
+    first, second = store.scheduled_announcements(schedule_id=sid)
+    audit = AuditEntry(
+        at=NOW, user_id="bot", channel_id="C0ANNOUNCE", source="scheduler", kind="announcement",
+        subcommand="scheduled", arguments=first.dedup_key, outcome="ok",
+    )  # fmt: skip
+    assert store.finish_announcement(
+        first.id, state="sent", at=NOW, channel="C0ANNOUNCE", ts="1.1", audit=[audit]
+    )
+    assert not store.finish_announcement(first.id, state="skipped", at=NOW, audit=[audit])
+    assert len(store.audit_entries()) == 1
+    assert store.cancel_schedule(sid, at=NOW, reason="moved") == 1
+    sent, cancelled = store.scheduled_announcements(schedule_id=sid)
+    assert (sent.state, sent.ts) == ("sent", "1.1")
+    assert (cancelled.state, cancelled.reason) == ("cancelled", "moved") and cancelled.id == second.id
+    assert store.schedule(sid).state == "cancelled"  # type: ignore[union-attr]

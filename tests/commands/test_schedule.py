@@ -1,0 +1,200 @@
+"""`/upgrade schedule` and `/upgrade start` against the maintenance windows, with an injected clock:
+refusals suggest slots inside the windows, only the coordinator overrides (audited), and
+`schedule list` shows every announcement, skipped ones too."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from bot.frontdoor.wiring import Services, build_services
+from bot.router import CommandRequest, Outcome
+from bot.settings import load_settings
+
+TOKYO = ZoneInfo("Asia/Tokyo")
+PLAN = (
+    (Path(__file__).parents[2] / "templates" / "plans" / "eks-nodegroups.yaml")
+    .read_text(encoding="utf-8")
+    .replace("name: eks-nodegroups", "name: tokyo-upgrade")
+    .replace('start: "2026-11-28T22:00"', 'start: "2026-12-01T14:00"')
+    .replace('end: "2026-11-29T03:00"', 'end: "2026-12-01T16:00"')
+)
+CONFIG = """\
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0SHADOW]
+  coordinator: [U0COORD]
+channels: {announcements: C0ANNOUNCE, operations: C0OPS}
+timezone: Asia/Tokyo
+windows:
+  - {days: mon-fri, start: "14:00", end: "17:00", zone: Asia/Tokyo}
+freezes:
+  - {from: 2026-12-24, to: 2027-01-04, reason: year-end freeze}
+announcements: {grace: 30m}
+"""
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(datetime(2026, 11, 20, 3, tzinfo=UTC))  # Friday 12:00 in Tokyo
+
+
+@pytest.fixture
+def services(write_config: Callable[..., Path], clock: Clock) -> Iterator[Services]:
+    built = build_services(
+        load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock
+    )
+    assert PLAN.count("tokyo-upgrade") == 1 and "2026-12-01T16:00" in PLAN
+    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock.now)
+    yield built
+    built.close()
+
+
+def cmd(services: Services, text: str, user: str = "U0PRIMARY") -> Outcome:
+    return services.router.handle(CommandRequest(text=text, user_id=user, channel_id="C0OPS"))
+
+
+def suggested(text: str) -> list[datetime]:
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("Next allowed:")]
+    return [
+        datetime.strptime(m, "%Y-%m-%d %H:%M").replace(tzinfo=TOKYO)
+        for m in re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d", line)
+    ]
+
+
+def test_a_schedule_outside_the_window_is_refused_with_slots_inside_it(services: Services) -> None:
+    out = cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 18:00"')
+    assert out.audit_outcome == "refused" and out.reply.ephemeral
+    assert "outside the allowed windows (Mon–Fri 14:00–17:00 Asia/Tokyo)" in out.rendered.text
+    slots = suggested(out.rendered.text)
+    assert [s.strftime("%a %H:%M") for s in slots] == ["Wed 14:00", "Thu 14:00", "Fri 14:00"]
+    policy = services.settings.windows
+    assert all(policy.check(s, s + timedelta(hours=2)).ok for s in slots)
+    assert services.store.schedules() == []
+
+
+def test_a_schedule_in_a_freeze_is_refused_and_the_slots_come_after_it(services: Services) -> None:
+    out = cmd(services, 'schedule tokyo-upgrade --at "2026-12-24 14:00"')
+    assert out.audit_outcome == "refused" and "year-end freeze" in out.rendered.text
+    slots = suggested(out.rendered.text)
+    assert slots[0] == datetime(2027, 1, 5, 14, tzinfo=TOKYO)
+    assert all(services.settings.windows.check(s, s + timedelta(hours=2)).ok for s in slots)
+
+
+def test_the_zone_of_at_can_be_given_and_a_berlin_time_inside_the_tokyo_window_is_accepted(
+    services: Services,
+) -> None:
+    # 06:00 in Berlin (CET, +1) on Tuesday is 14:00 in Tokyo.
+    out = cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 06:00" --tz Europe/Berlin')
+    assert out.ok, out.rendered.text
+    (schedule,) = services.store.schedules()
+    assert schedule.window_start == datetime(2026, 12, 1, 5, tzinfo=UTC) and schedule.tz == "Europe/Berlin"
+
+
+def test_only_the_coordinator_may_override_and_only_with_a_reason(services: Services) -> None:
+    at = 'schedule tokyo-upgrade --at "2026-12-01 18:00" --override'
+    denied = cmd(services, f'{at} --reason "vendor deadline"', user="U0PRIMARY")
+    assert denied.audit_outcome == "denied" and "only the coordinator" in denied.rendered.text
+    no_reason = cmd(services, at, user="U0COORD")
+    assert no_reason.audit_outcome == "usage" and "needs a reason" in no_reason.rendered.text
+    assert services.store.schedules() == []
+    ok = cmd(services, f'{at} --reason "vendor deadline"', user="U0COORD")
+    assert ok.ok, ok.rendered.text
+    assert "overridden by <@U0COORD>: vendor deadline" in ok.rendered.text
+    (schedule,) = services.store.schedules()
+    assert schedule.override_reason == "vendor deadline"
+    (override,) = [e for e in services.store.audit_entries() if e.kind == "override"]
+    assert override.user_id == "U0COORD" and "vendor deadline" in override.detail
+
+
+def test_list_shows_every_announcement_and_cancel_posts_a_notice(services: Services, clock: Clock) -> None:
+    out = cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"', user="U0COORD")
+    assert out.ok, out.rendered.text
+    (schedule,) = services.store.schedules()
+    rows = services.store.scheduled_announcements(schedule_id=schedule.id)
+    assert [r.template for r in rows] == ["scheduled", "reminder", "reminder", "starting"]
+    # No Slack on this front door: the scheduled announcement waits for `upgrade-bot run`.
+    assert {r.state for r in rows} == {"scheduled"}
+    # The bot was down until an hour after the start: everything due is skipped, and shown.
+    clock.now = datetime(2026, 12, 1, 6, tzinfo=UTC)
+    services.announcements.run_due()
+    listed = cmd(services, "schedule list", user="U0SHADOW")
+    assert listed.rendered.text.count(":warning: skipped") == 4
+    assert "past the grace of 30m" in listed.rendered.text
+
+    again = cmd(services, 'schedule tokyo-upgrade --at "2026-12-02 14:00"', user="U0COORD")
+    assert again.audit_outcome == "refused" and f"cancel {schedule.id}" in again.rendered.text
+    cancelled = cmd(services, f'schedule cancel {schedule.id} --reason "moved"', user="U0COORD")
+    assert cancelled.ok and not cancelled.reply.ephemeral and cancelled.reply.channel == "C0ANNOUNCE"
+    assert (
+        cancelled.rendered.text.startswith(":no_entry_sign: *Cancelled:*")
+        and "moved" in cancelled.rendered.text
+    )
+    second = cmd(services, 'schedule tokyo-upgrade --at "2026-12-02 14:00"', user="U0COORD")
+    assert second.ok
+    pending = services.store.scheduled_announcements(states=["scheduled"])
+    assert {r.schedule_id for r in pending} == {schedule.id + 1}
+    cancel = cmd(services, f"schedule cancel {schedule.id + 1}", user="U0COORD")
+    # Scheduled a day ahead: the T-24h reminder would be in the past, so there are three.
+    assert cancel.ok and "3 pending announcements withdrawn" in cancel.rendered.text
+    assert services.store.scheduled_announcements(states=["scheduled"]) == []
+    assert "cancelled" in cmd(services, "schedule list").rendered.text
+
+
+def test_start_outside_the_window_asks_for_the_coordinators_override(services: Services) -> None:
+    refused = cmd(services, "start tokyo-upgrade")
+    assert (
+        refused.audit_outcome == "refused" and "Next allowed: Fri 2026-11-20 14:00" in refused.rendered.text
+    )
+    denied = cmd(services, 'start tokyo-upgrade --override --reason "hotfix"', user="U0PRIMARY")
+    assert denied.audit_outcome == "denied"
+    started = cmd(services, 'start tokyo-upgrade --override --reason "hotfix"', user="U0COORD")
+    assert started.ok and "started" in started.rendered.text
+    (override,) = [e for e in services.store.audit_entries() if e.kind == "override"]
+    assert override.subcommand == "start" and override.run_id and "hotfix" in override.detail
+
+
+def test_announce_for_a_plan_uses_its_impact_links_and_scheduled_window(services: Services) -> None:
+    cmd(services, 'schedule tokyo-upgrade --at "2026-12-02 15:00"', user="U0COORD")
+    preview = cmd(services, "announce preview starting tokyo-upgrade", user="U0SHADOW")
+    assert preview.ok and "plan `tokyo-upgrade`" in preview.rendered.text
+    posted = cmd(services, "announce scheduled tokyo-upgrade")
+    assert posted.ok and posted.reply.channel == "C0ANNOUNCE"
+    text = posted.rendered.text
+    assert (
+        "The API server restarts twice" in text
+        and "<https://wiki.example.com/runbooks/eks-1.25|Runbook>" in text
+    )
+    assert f"<!date^{int(datetime(2026, 12, 2, 15, tzinfo=TOKYO).timestamp())}^" in text
+    needs_run = cmd(services, "announce completed tokyo-upgrade")
+    assert needs_run.audit_outcome == "error" and "needs a run" in needs_run.rendered.text
+
+
+def test_a_run_started_in_the_scheduled_window_belongs_to_it_and_its_end_is_announced(
+    services: Services, clock: Clock
+) -> None:
+    assert cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"', user="U0COORD").ok
+    (schedule,) = services.store.schedules()
+    clock.now = datetime(2026, 12, 1, 5, 5, tzinfo=UTC)  # 14:05 in Tokyo
+    started = cmd(services, "start tokyo-upgrade")
+    assert started.ok, started.rendered.text
+    attached = services.store.schedule(schedule.id)
+    assert attached is not None and attached.state == "started" and attached.run_id
+    aborted = cmd(services, f'abort {attached.run_id} --reason "PDB blocks the drain"', user="U0COORD")
+    assert aborted.ok, aborted.rendered.text
+    ended = [r for r in services.store.scheduled_announcements(schedule_id=schedule.id) if r.run_id]
+    assert [(r.template, r.dedup_key) for r in ended] == [("aborted", f"run:{attached.run_id}/aborted")]
+    assert services.store.schedule(schedule.id).state == "aborted"  # type: ignore[union-attr]
