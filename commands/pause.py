@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from bot.core import runs as R
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
-from bot.core.run_service import Actor, require_member
-from bot.errors import UserError
+from commands import _runs
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -13,18 +12,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     The reason is on the card, in the thread and in the audit log. A step whose action is running finishes; the next gate waits. Only people in the run's roster may do this.
     """
-    if ctx.runs is None:
-        raise UserError("this front door cannot run upgrades")
-    reason = " ".join(args.reason or []).strip()
-    if not reason:
-        raise UserError("say why with `--reason …`; it goes on the card and into the audit log")
-    target = ctx.runs.resolve(args.run)
-    require_member(target, ctx.user_id, ctx.directory, action="`/upgrade pause`")
-    actor = Actor(
-        user_id=ctx.user_id, source=ctx.source, channel_id=ctx.channel_id, correlation_id=ctx.correlation_id
-    )
-    out = ctx.runs.apply(
-        target.id, lambda r: R.pause(r, by=ctx.user_id, reason=reason, now=ctx.clock()), actor
+    why = _runs.reason(args.reason, required=True)
+    out = _runs.change(
+        ctx, args.run, "pause", lambda r: R.pause(r, by=ctx.user_id, reason=why, now=ctx.clock())
     )
     return Reply(template="runs/message", context={"message": f"Run `{out.run.id}` is {out.run.state}."})
 

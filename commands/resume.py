@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from bot.core import runs as R
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
-from bot.core.run_service import Actor, require_member
-from bot.errors import UserError
+from commands import _runs
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -13,16 +12,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     Nothing re-runs by itself: the step's gate must be approved again before its action runs. Only people in the run's roster may do this.
     """
-    if ctx.runs is None:
-        raise UserError("this front door cannot run upgrades")
-    reason = " ".join(args.reason or []).strip()
-    target = ctx.runs.resolve(args.run)
-    require_member(target, ctx.user_id, ctx.directory, action="`/upgrade resume`")
-    actor = Actor(
-        user_id=ctx.user_id, source=ctx.source, channel_id=ctx.channel_id, correlation_id=ctx.correlation_id
-    )
-    out = ctx.runs.apply(
-        target.id, lambda r: R.resume(r, by=ctx.user_id, reason=reason, now=ctx.clock()), actor
+    why = _runs.reason(args.reason, required=False)
+    out = _runs.change(
+        ctx, args.run, "resume", lambda r: R.resume(r, by=ctx.user_id, reason=why, now=ctx.clock())
     )
     return Reply(template="runs/message", context={"message": f"Run `{out.run.id}` is {out.run.state}."})
 

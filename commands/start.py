@@ -15,8 +15,8 @@ from bot.core.announcement_service import authorize_override, merged_roster, win
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, roles_of
 from bot.core.plans import parse_plan
-from bot.core.run_service import Actor
 from bot.errors import PermissionDenied, UserError
+from commands import _runs
 
 #: How long before a scheduled window a run may start and still belong to that schedule.
 EARLY_START = timedelta(hours=1)
@@ -29,8 +29,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     step then waits for the people its gate names. Outside the maintenance windows the
     coordinator may start it with `--override --reason "…"` (audited).
     """
-    if ctx.runs is None:
-        raise UserError("this front door cannot run upgrades")
+    runs = _runs.service(ctx)
     row = ctx.store.plan(args.plan)
     if row is None:
         raise UserError(f"no plan `{args.plan}` is loaded; `/upgrade plan load {args.plan}` loads it")
@@ -68,14 +67,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             reason=args.reason or "",
             refusal=refusal,
         )
-    out = ctx.runs.start(
+    out = runs.start(
         args.plan,
-        Actor(
-            user_id=ctx.user_id,
-            source=ctx.source,
-            channel_id=ctx.channel_id,
-            correlation_id=ctx.correlation_id,
-        ),
+        _runs.actor(ctx),
     )
     if override:
         ctx.store.record_audit(

@@ -1,0 +1,45 @@
+"""What the run-changing subcommands share: the caller as an actor, the reason, the roster check.
+
+Not a subcommand itself (no `register`); pause, resume, abort, skip, handoff and start use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bot.core import runs as R
+from bot.core.command import CommandContext
+from bot.core.run_service import Actor, RunService, require_member
+from bot.errors import UserError
+
+
+def service(ctx: CommandContext) -> RunService:
+    """The run service, or a clear refusal on a front door that has none."""
+    if ctx.runs is None:
+        raise UserError("this front door cannot run upgrades")
+    return ctx.runs
+
+
+def actor(ctx: CommandContext) -> Actor:
+    """The person (and where they asked from) that a transition is recorded against."""
+    return Actor(
+        user_id=ctx.user_id, source=ctx.source, channel_id=ctx.channel_id, correlation_id=ctx.correlation_id
+    )
+
+
+def reason(words: list[str] | None, *, required: bool) -> str:
+    """The `--reason …` words as one string; a UserError when it is required and missing."""
+    text = " ".join(words or []).strip()
+    if required and not text:
+        raise UserError("say why with `--reason …`; it goes on the card and into the audit log")
+    return text
+
+
+def change(
+    ctx: CommandContext, run_id: str | None, command: str, transition: Callable[[R.Run], R.Outcome]
+) -> R.Outcome:
+    """Apply `transition` to the run (default: the only live one) if the caller is in its roster."""
+    runs = service(ctx)
+    target = runs.resolve(run_id)
+    require_member(target, ctx.user_id, ctx.directory, action=f"`/upgrade {command}`")
+    return runs.apply(target.id, transition, actor(ctx))
