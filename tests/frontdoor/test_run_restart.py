@@ -6,13 +6,10 @@ interrupted and waits for a human instead of running again."""
 from __future__ import annotations
 
 import json
-import re
-import signal
-import subprocess
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +19,9 @@ from bot.adapters.store import Store
 from bot.core.people import StaticDirectory
 from bot.core.run_service import RunService
 from bot.settings import load_settings
-from tests.conftest import SIGNING_SECRET, bot_command
-from tests.support.signing import post, signed_headers, slash_command_body
+from tests.conftest import SIGNING_SECRET
+from tests.support.bot_process import BotProcess
+from tests.support.signing import post, signed_headers
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
@@ -31,55 +29,7 @@ PRIMARY, SHADOW, COORD = "U0PRIMARY", "U0SHADOW", "U0COORD"
 
 
 @dataclass
-class Bot:
-    config: Path
-    env: dict[str, str]
-    stub: SlackStub
-    process: subprocess.Popen[str] | None = None
-    url: str = ""
-    clicks: int = 0
-    logs: list[str] = field(default_factory=list)
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                *bot_command(),
-                "run",
-                "--http",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--config",
-                str(self.config),
-            ],
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        match = re.search(r"listening on (http://\S+)", line)
-        if not match:
-            self.process.kill()
-            _, err = self.process.communicate(timeout=10)
-            pytest.fail(f"the bot did not start: {line!r}\n{err[-3000:]}")
-        self.url = match.group(1)
-
-    def kill9(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        _, err = self.process.communicate(timeout=20)
-        self.logs.append(err)
-        assert self.process.returncode == -signal.SIGKILL
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            _, err = self.process.communicate(timeout=20)
-            self.logs.append(err)
-
+class Bot(BotProcess):
     def store(self) -> Store:
         return Store.open(load_settings(self.config, {}).database_url)
 
@@ -95,12 +45,8 @@ class Bot:
 
     def command(self, text: str, user: str = PRIMARY) -> str:
         """Run a slash command; its reply, ephemeral or posted in the channel."""
-        self.clicks += 1
         before, posted = len(self.stub.responses), len(self.stub.calls_to("chat.postMessage"))
-        body = slash_command_body(
-            text, user=user, response_url=self.stub.response_url(), trigger_id=f"cmd-{self.clicks}"
-        )
-        assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+        self.send_command(text, user)
 
         def reply() -> str | None:
             if len(self.stub.responses) > before:
@@ -124,15 +70,15 @@ class Bot:
         )
 
     def _click(self, user: str, value: str) -> None:
-        self.clicks += 1
+        self.requests += 1
         payload = {
             "type": "block_actions",
-            "trigger_id": f"click-{self.clicks}",
+            "trigger_id": f"click-{self.requests}",
             "user": {"id": user},
             "channel": {"id": "C0OPS"},
             "team": {"id": "T0TEAM"},
             "api_app_id": "A0STUB",
-            "response_url": self.stub.response_url(f"click-{self.clicks}"),
+            "response_url": self.stub.response_url(f"click-{self.requests}"),
             "actions": [{"action_id": "gate_approve", "value": value, "type": "button", "action_ts": "1.2"}],
         }
         body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()

@@ -7,12 +7,9 @@ offsets `[0]`), so the `starting` announcement falls due while the test watches.
 
 from __future__ import annotations
 
-import re
-import signal
-import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,8 +17,7 @@ import pytest
 
 from bot.adapters.store import AnnouncementRow, Store
 from bot.settings import load_settings
-from tests.conftest import SIGNING_SECRET, bot_command
-from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.bot_process import BotProcess
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
@@ -29,64 +25,11 @@ PLAN = (Path(__file__).parents[2] / "templates" / "plans" / "eks-nodegroups.yaml
 
 
 @dataclass
-class Bot:
-    config: Path
-    env: dict[str, str]
-    stub: SlackStub
-    process: subprocess.Popen[str] | None = None
-    url: str = ""
-    commands: int = 0
-    logs: list[str] = field(default_factory=list)
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                *bot_command(),
-                "run",
-                "--http",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--config",
-                str(self.config),
-            ],
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        # The bot prints this after it has handled what fell due while it was down.
-        line = self.process.stdout.readline()
-        match = re.search(r"listening on (http://\S+)", line)
-        if not match:
-            self.process.kill()
-            _, err = self.process.communicate(timeout=10)
-            pytest.fail(f"the bot did not start: {line!r}\n{err[-3000:]}")
-        self.url = match.group(1)
-
-    def kill9(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        _, err = self.process.communicate(timeout=20)
-        self.logs.append(err)
-        assert self.process.returncode == -signal.SIGKILL
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            _, err = self.process.communicate(timeout=20)
-            self.logs.append(err)
-
+class Bot(BotProcess):
     def command(self, text: str) -> str:
         """Run a slash command as the primary in C0OPS; its reply (ephemeral, or posted there)."""
-        self.commands += 1
         before, in_ops = len(self.stub.responses), len(self.calls("C0OPS"))
-        body = slash_command_body(
-            text, user="U0PRIMARY", response_url=self.stub.response_url(), trigger_id=f"cmd-{self.commands}"
-        )
-        assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+        self.send_command(text, "U0PRIMARY")
 
         def reply() -> str | None:
             if len(self.stub.responses) > before:
