@@ -11,9 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -30,6 +33,9 @@ log = logging.getLogger(__name__)
 
 #: Where Slack's Web API lives unless SLACK_API_URL says otherwise (tests, proxies, GovSlack).
 DEFAULT_API_URL = "https://slack.com/api/"
+DEFAULT_API_HOSTS = frozenset({"slack.com", "slack-gov.com"})
+#: The only hosts the bot token is sent to when a file is downloaded (`url_private` links).
+SLACK_FILE_HOSTS = frozenset({"files.slack.com", "files.slack-gov.com"})
 
 
 class SlackCallFailed(BotError):
@@ -51,7 +57,15 @@ _FRIENDLY = {
     "invalid_auth": "the Slack token was refused",
     "invalid_url": "that is not a link to a file shared in Slack",
     "file_too_large": "that file is too large for a plan (the limit is 1 MB)",
+    "file_not_found": "Slack did not hand over that file; check the link and that the bot can see it",
 }
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects are errors: a redirected request would carry the Authorization header along."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 def retry_handlers(rate_limit_retries: int = 5) -> list[Any]:
@@ -158,20 +172,37 @@ class SlackGateway:
         self._call("views.open", self.client.views_open, trigger_id=trigger_id, view=view)
 
     def download_file(self, url: str, *, limit: int = 1_000_000) -> bytes:
-        """Fetch a file shared in Slack (its `url_private`) with the bot token; at most `limit` bytes."""
-        import urllib.request
+        """Fetch a file shared in Slack (its `url_private`) with the bot token; at most `limit` bytes.
 
-        if not url.startswith(("https://", "http://")):
+        The token goes only to Slack's file hosts (or to the host of a configured SLACK_API_URL, for
+        tests and proxies), over HTTPS unless that configured host says otherwise, and redirects are
+        not followed: a pasted link can never carry the token anywhere else.
+        """
+        if not self._trusted_file_url(url):
             raise SlackCallFailed("files.download", "invalid_url")
         request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.client.token}"})
+        opener = urllib.request.build_opener(_NoRedirects)
         try:
-            with urllib.request.urlopen(request, timeout=30) as resp:
+            with opener.open(request, timeout=30) as resp:
                 body: bytes = resp.read(limit + 1)
+        except urllib.error.HTTPError as exc:
+            log.warning("downloading a Slack file failed: HTTP %s", exc.code)
+            raise SlackCallFailed("files.download", "file_not_found") from None
         except OSError as exc:
             raise TemporaryError("could not download the file from Slack") from exc
         if len(body) > limit:
             raise SlackCallFailed("files.download", "file_too_large")
         return body
+
+    def _trusted_file_url(self, url: str) -> bool:
+        target = urlsplit(url)
+        if target.scheme == "https" and target.hostname in SLACK_FILE_HOSTS and target.port is None:
+            return True
+        # A configured API base (the test stub, a proxy) serves files from its own origin.
+        api = urlsplit(self.client.base_url)
+        if api.hostname in DEFAULT_API_HOSTS:
+            return False
+        return (target.scheme, target.hostname, target.port) == (api.scheme, api.hostname, api.port)
 
     def auth_test(self) -> dict[str, Any]:
         resp = self._call("auth.test", self.client.auth_test)

@@ -357,3 +357,34 @@ def test_a_plan_uploaded_to_slack_is_loaded_by_its_link_and_a_bad_one_lists_its_
     assert "ref " in refused  # a correlation id, never a traceback
     shown = bot.command("plan show drill")
     assert "`wipe` Delete the old node group" in shown and "destructive" in shown
+
+
+def test_a_link_to_anywhere_but_slack_never_receives_the_bot_token(bot: Bot) -> None:
+    import http.server
+
+    seen: list[dict[str, str]] = []
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(dict(self.headers))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"name: stolen\n")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Elsewhere)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        foreign = f"http://127.0.0.1:{server.server_port}/files-pri/T0TEAM-F0X/plan.yaml"
+        refused = bot.command(f"plan load <{foreign}>")
+        assert "that is not a link to a file shared in Slack" in refused
+        assert seen == []
+        assert bot.stub.calls_to("files-pri") == []
+    finally:
+        server.shutdown()
+        server.server_close()
+    # A missing file at Slack's own origin is a clear refusal, not a traceback.
+    missing = bot.command(f"plan load {bot.stub.file_url('F0NOPE')}")
+    assert "Slack did not hand over that file" in missing and "Traceback" not in missing
