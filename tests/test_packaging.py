@@ -36,5 +36,13 @@ def test_the_manifest_declares_the_command_interactivity_and_least_scopes() -> N
     assert manifest["settings"]["interactivity"]["request_url"].endswith("/slack/events")
     assert manifest["settings"]["socket_mode_enabled"] is True
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
-    assert scopes == {"commands", "chat:write", "files:read", "files:write", "im:write", "usergroups:read", "users:read"}
+    assert scopes == {
+        "commands",
+        "chat:write",
+        "files:read",
+        "files:write",
+        "im:write",
+        "usergroups:read",
+        "users:read",
+    }
     assert not any(s.endswith(":history") or s.startswith("admin") for s in scopes)
