@@ -4,7 +4,8 @@ The proposed window is the plan's duration starting at `--at`, read in `--tz` (d
 plan's own zone). It must lie inside the configured maintenance windows and outside every freeze;
 otherwise it is refused with the next allowed slots, unless the coordinator overrides it with a
 reason (audited). The `scheduled` announcement is posted at once; reminders, `starting` and the
-run's end follow from the scheduler.
+run's end follow from the scheduler. `schedule move` postpones a pending schedule to a later
+window under the same checks and posts `delayed` (old window, new window, why).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from bot.adapters.store import ScheduleRow
 from bot.core.announcement_service import (
     AnnouncementService,
     authorize_override,
@@ -20,13 +22,17 @@ from bot.core.announcement_service import (
 )
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, require_any_role
+from bot.core.plans import Plan
 from bot.core.run_service import load_plan
 from bot.errors import UsageError, UserError
 
 #: Who may schedule or cancel (the same people who may post announcements).
 SCHEDULERS = frozenset({"coordinator", "primary"})
 _FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
-_USAGE = 'usage: /upgrade schedule PLAN --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override --reason "…"] | list | cancel ID'
+_USAGE = (
+    'usage: /upgrade schedule PLAN --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override --reason "…"]'
+    ' | list | cancel ID | move ID --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override] --reason "…"'
+)
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -39,6 +45,10 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     the coordinator may add `--override --reason "…"` (audited).
     `/upgrade schedule list` shows the schedules and every announcement (skipped ones too).
     `/upgrade schedule cancel ID [--reason "…"]` cancels one and posts a cancellation notice.
+    `/upgrade schedule move ID --at "…" [--tz …] --reason "…"` postpones a pending schedule to
+    a later window (same checks and override): its pending announcements are withdrawn, a
+    `delayed` announcement with the old window and the reason is posted now, and the new
+    window's reminders and `starting` are scheduled (under a new schedule id).
     """
     service = ctx.announcements
     if service is None:
@@ -50,6 +60,10 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         if len(words) != 2:
             raise UsageError("name the schedule to cancel: `/upgrade schedule cancel ID`", usage=_USAGE)
         return _cancel(ctx, service, words[1], args.reason or "")
+    if words[:1] == ["move"]:
+        if len(words) != 2:
+            raise UsageError('name the schedule to move: `/upgrade schedule move ID --at "…"`', usage=_USAGE)
+        return _move(ctx, service, words[1], args)
     if len(words) != 1:
         raise UsageError("name one plan", usage=_USAGE)
     return _schedule(ctx, service, words[0], args)
@@ -65,22 +79,7 @@ def _schedule(ctx: CommandContext, service: AnnouncementService, name: str, args
     roster = merged_roster(ctx.settings.roster, plan.roster)
     require_any_role(ctx.user_id, SCHEDULERS, roster, ctx.directory, action="scheduling an upgrade")
     tz = args.tz or plan.window.timezone
-    start = _parse_at(args.at, tz)
-    if start <= ctx.clock():
-        raise UserError(f"{args.at} {tz} is in the past")
-    end = start + (plan.window.end - plan.window.start)
-    refusal = window_refusal(ctx.settings.windows, start, end, tz)
-    override = ""
-    if refusal is not None:
-        if not args.override:
-            raise UserError(refusal)
-        override = authorize_override(
-            user_id=ctx.user_id,
-            roster=roster,
-            directory=ctx.directory,
-            reason=args.reason or "",
-            refusal=refusal,
-        )
+    start, override = _checked_window(ctx, plan, roster, args, args.at, tz)
     schedule, announcements = service.schedule(
         plan.name,
         start=start,
@@ -94,6 +93,71 @@ def _schedule(ctx: CommandContext, service: AnnouncementService, name: str, args
     )
 
 
+def _checked_window(
+    ctx: CommandContext, plan: Plan, roster: dict[str, tuple[str, ...]], args: Args, at: str, tz: str
+) -> tuple[datetime, str]:
+    """`at` read in `tz`, inside the windows or overridden: (start, the override's reason or "")."""
+    start = _parse_at(at, tz)
+    if start <= ctx.clock():
+        raise UserError(f"{at} {tz} is in the past")
+    end = start + (plan.window.end - plan.window.start)
+    refusal = window_refusal(ctx.settings.windows, start, end, tz)
+    if refusal is None:
+        return start, ""
+    if not args.override:
+        raise UserError(refusal)
+    return start, authorize_override(
+        user_id=ctx.user_id,
+        roster=roster,
+        directory=ctx.directory,
+        reason=args.reason or "",
+        refusal=refusal,
+    )
+
+
+def _move(ctx: CommandContext, service: AnnouncementService, word: str, args: Args) -> Reply:
+    old = _schedule_arg(ctx, word)
+    plan = load_plan(ctx.store, old.plan_id)
+    roster = merged_roster(ctx.settings.roster, plan.roster)
+    require_any_role(ctx.user_id, SCHEDULERS, roster, ctx.directory, action="moving a schedule")
+    if not args.at:
+        raise UsageError('to when? add `--at "YYYY-MM-DD HH:MM"`', usage=_USAGE)
+    reason = (args.reason or "").strip()
+    if not reason:
+        raise UsageError('say why it moves: `--reason "…"` (the delayed announcement shows it)', usage=_USAGE)
+    # `--tz` defaults to the zone the schedule was made in: "move it to 15:00" means that zone's 15:00.
+    tz = args.tz or old.tz
+    start, override = _checked_window(ctx, plan, roster, args, args.at, tz)
+    before, after, withdrawn = service.move(
+        old.id,
+        start=start,
+        tz=tz,
+        by=ctx.user_id,
+        reason=reason,
+        override_reason=override,
+        correlation_id=ctx.correlation_id,
+    )
+    return Reply(
+        template="schedule/moved",
+        context={
+            "old": before,
+            "schedule": after,
+            "withdrawn": withdrawn,
+            "announcements": service.store.scheduled_announcements(schedule_id=after.id),
+        },
+    )
+
+
+def _schedule_arg(ctx: CommandContext, word: str) -> ScheduleRow:
+    text = word.lstrip("#")
+    if not text.isdigit():
+        raise UsageError(f"{word!r} is not a schedule id (`/upgrade schedule list` shows them)")
+    schedule = ctx.store.schedule(int(text))
+    if schedule is None:
+        raise UserError(f"there is no schedule #{text} (`/upgrade schedule list`)")
+    return schedule
+
+
 def _list(service: AnnouncementService) -> Reply:
     items = [
         {"schedule": s, "announcements": service.store.scheduled_announcements(schedule_id=s.id)}
@@ -103,12 +167,7 @@ def _list(service: AnnouncementService) -> Reply:
 
 
 def _cancel(ctx: CommandContext, service: AnnouncementService, word: str, reason: str) -> Reply:
-    text = word.lstrip("#")
-    if not text.isdigit():
-        raise UsageError(f"{word!r} is not a schedule id (`/upgrade schedule list` shows them)")
-    schedule = ctx.store.schedule(int(text))
-    if schedule is None:
-        raise UserError(f"there is no schedule #{text} (`/upgrade schedule list`)")
+    schedule = _schedule_arg(ctx, word)
     plan = load_plan(ctx.store, schedule.plan_id)
     roster = merged_roster(ctx.settings.roster, plan.roster)
     require_any_role(ctx.user_id, SCHEDULERS, roster, ctx.directory, action="cancelling a schedule")
@@ -138,11 +197,11 @@ def _parse_at(text: str, tz: str) -> datetime:
 
 
 def _arguments(parser: CommandParser) -> None:
-    parser.add_argument("words", nargs="+", metavar="PLAN | list | cancel ID")
+    parser.add_argument("words", nargs="+", metavar="PLAN | list | cancel ID | move ID")
     parser.add_argument("--at", help='when the window opens: "YYYY-MM-DD HH:MM"')
     parser.add_argument("--tz", help="the zone of --at (default: the plan's)")
     parser.add_argument("--override", action="store_true", help="coordinator: schedule outside the windows")
-    parser.add_argument("--reason", help="why (an override, a cancellation)")
+    parser.add_argument("--reason", help="why (an override, a cancellation, a move)")
 
 
 def register(registry: Registry) -> None:

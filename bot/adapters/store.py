@@ -186,6 +186,9 @@ schedules = sa.Table(
     sa.Column("created_by", sa.String(64), nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("override_reason", sa.Text, nullable=False),
+    # Migration 5: a schedule made by `schedule move` names the one it replaced and why.
+    sa.Column("moved_from", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("move_reason", sa.Text, nullable=False, server_default=""),
 )
 
 scheduled_announcements = sa.Table(
@@ -205,6 +208,8 @@ scheduled_announcements = sa.Table(
     sa.Column("delayed", sa.Boolean, nullable=False),
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    # Migration 5: the step a `step-complete` announcement is about ("" for the others).
+    sa.Column("step_id", sa.String(64), nullable=False, server_default=""),
 )
 
 
@@ -307,6 +312,9 @@ class ScheduleRow:
     created_by: str
     created_at: datetime
     override_reason: str = ""
+    #: Set by `schedule move`: the schedule this one replaced (0: none) and why it moved.
+    moved_from: int = 0
+    move_reason: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,6 +335,8 @@ class AnnouncementRow:
     delayed: bool = False
     reason: str = ""
     updated_at: datetime | None = None
+    #: The step a `step-complete` announcement is about; "" for the others.
+    step_id: str = ""
 
 
 def _m001_audit_and_deliveries(conn: Connection) -> None:
@@ -493,12 +503,23 @@ def _m004_scheduled_announcements(conn: Connection) -> None:
     m.create_all(conn)
 
 
+def _m005_schedule_moves_and_step_announcements(conn: Connection) -> None:
+    # ADD COLUMN with a constant default works the same on SQLite and PostgreSQL.
+    for statement in (
+        "ALTER TABLE schedules ADD COLUMN moved_from INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE schedules ADD COLUMN move_reason TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE scheduled_announcements ADD COLUMN step_id VARCHAR(64) NOT NULL DEFAULT ''",
+    ):
+        conn.execute(sa.text(statement))
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
     (2, "snapshots", _m002_snapshots),
     (3, "plans, runs, steps, approvals and Slack message references", _m003_runs),
     (4, "schedules and scheduled announcements", _m004_scheduled_announcements),
+    (5, "schedule moves and step-complete announcements", _m005_schedule_moves_and_step_announcements),
 )
 
 
@@ -1005,6 +1026,56 @@ class Store:
                 conn.execute(audit_log.insert().values(**_audit_values(entry)))
             return int(result.rowcount or 0)
 
+    def move_schedule(
+        self,
+        schedule_id: int,
+        replacement: ScheduleRow,
+        announcements: Callable[[int], Sequence[AnnouncementRow]],
+        *,
+        at: datetime,
+        reason: str,
+        audit: Sequence[AuditEntry] = (),
+    ) -> tuple[int, int]:
+        """Replace a pending schedule by one for another window, in one transaction.
+
+        The old schedule becomes `moved` and its unposted announcements `cancelled`; the new one
+        and its announcements are inserted. Returns (new schedule id, announcements withdrawn).
+        ConcurrentUpdate when the old one is no longer pending (someone moved, cancelled or
+        started it first) — nothing is changed then.
+        """
+        try:
+            with self.engine.begin() as conn:
+                moved = conn.execute(
+                    schedules.update()
+                    .where(schedules.c.id == schedule_id, schedules.c.state == "scheduled")
+                    .values(state="moved")
+                )
+                if moved.rowcount != 1:
+                    raise ConcurrentUpdate(f"schedule #{schedule_id} is no longer pending")
+                withdrawn = conn.execute(
+                    scheduled_announcements.update()
+                    .where(
+                        scheduled_announcements.c.schedule_id == schedule_id,
+                        scheduled_announcements.c.state == "scheduled",
+                    )
+                    .values(state="cancelled", reason=reason, updated_at=_utc(at))
+                )
+                values = _schedule_values(replacement)
+                values.pop("id")
+                pk = conn.execute(schedules.insert().values(**values)).inserted_primary_key
+                new_id = int(pk[0]) if pk else 0
+                for a in announcements(new_id):
+                    conn.execute(
+                        scheduled_announcements.insert().values(**_announcement_values(a, schedule_id=new_id))
+                    )
+                for entry in audit:
+                    conn.execute(audit_log.insert().values(**_audit_values(entry)))
+        except IntegrityError as exc:
+            raise ConcurrentUpdate("these announcements were scheduled already") from exc
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+        return new_id, int(withdrawn.rowcount or 0)
+
 
 def _schedule_values(s: ScheduleRow) -> dict[str, Any]:
     return {
@@ -1020,6 +1091,8 @@ def _schedule_values(s: ScheduleRow) -> dict[str, Any]:
         "created_by": s.created_by[:64],
         "created_at": _utc(s.created_at),
         "override_reason": s.override_reason,
+        "moved_from": s.moved_from,
+        "move_reason": s.move_reason,
     }
 
 
@@ -1037,6 +1110,8 @@ def _schedule_row(row: Any) -> ScheduleRow:
         created_by=row["created_by"],
         created_at=_utc(row["created_at"]),
         override_reason=row["override_reason"],
+        moved_from=int(row["moved_from"]),
+        move_reason=row["move_reason"],
     )
 
 
@@ -1055,6 +1130,7 @@ def _announcement_values(a: AnnouncementRow, *, schedule_id: int) -> dict[str, A
         "delayed": a.delayed,
         "reason": a.reason,
         "updated_at": _utc(a.updated_at or a.due_at),
+        "step_id": a.step_id[:64],
     }
 
 
@@ -1074,6 +1150,7 @@ def _announcement_row(row: Any) -> AnnouncementRow:
         delayed=bool(row["delayed"]),
         reason=row["reason"],
         updated_at=_utc(row["updated_at"]),
+        step_id=row["step_id"],
     )
 
 

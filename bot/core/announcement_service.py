@@ -12,6 +12,11 @@ the key claimed and does not post again. A claim without a ts means the bot died
 answering: the message may or may not be in the channel, and the bot never posts it a second
 time (at most once, never twice); the announcement is marked sent with that said in its reason.
 
+**Steps and moves.** A step whose plan says `announce: step-complete` is announced when it
+succeeds in a scheduled run (`step_succeeded`, called from the run service's commit; its key names
+the run and the step). `move` postpones a pending schedule: the old one becomes `moved`, its
+pending announcements are withdrawn and a new schedule posts `delayed` with the old window.
+
 **Late.** An announcement found due after the fact (the bot was down) is sent on time within
 `ON_TIME`, marked delayed within the grace, and skipped past it — the skip is audited and shown
 in `/upgrade schedule list`. A template that cannot be rendered is skipped with its error the
@@ -28,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.adapters.store import AnnouncementRow, AuditEntry, ScheduleRow, Store
+from bot.adapters.store import AnnouncementRow, AuditEntry, ConcurrentUpdate, ScheduleRow, Store
 from bot.core import announcements as A
 from bot.core import runs as R
 from bot.core.announcement_templates import (
@@ -77,11 +82,13 @@ def plan_info(
     )
 
 
-def run_info(run: R.Run) -> RunInfo:
-    """The run as announcements see it: its state and the step it is at (or finished last)."""
+def run_info(run: R.Run, step_id: str = "") -> RunInfo:
+    """The run as announcements see it: its state and `step_id` (default: the step it finished last)."""
     total = len(run.steps)
     step: StepInfo | None = None
     done = [i for i, s in enumerate(run.steps) if s.state in (R.StepState.SUCCEEDED, R.StepState.SKIPPED)]
+    if step_id:
+        done = [i for i, s in enumerate(run.steps) if s.step_id == step_id]
     if done:
         index = done[-1]
         sr = run.steps[index]
@@ -100,14 +107,17 @@ def plan_context(
     tz: str = "",
     run: R.Run | None = None,
     reason: str | None = None,
+    step_id: str = "",
+    previous_window: WindowSpan | None = None,
 ) -> dict[str, Any]:
     """The announcement context for a stored plan (and its run, once there is one)."""
     roster: Mapping[str, Sequence[str]] = run.roster if run is not None else plan.roster
     return build_context(
         plan=plan_info(plan, start=start, end=end, tz=tz),
         roster=roster,
-        run=run_info(run) if run is not None else None,
+        run=run_info(run, step_id) if run is not None else None,
         reason=reason if reason is not None else (run.reason if run is not None and run.reason else None),
+        previous_window=previous_window,
     )
 
 
@@ -212,16 +222,7 @@ class AnnouncementService:
             planned = A.schedule(subject="check", window_start=start, scheduled_at=now, offsets=self.offsets)
         except ValueError as exc:
             raise UserError(f"cannot schedule that: {exc}") from None
-        # Render every announcement of the schedule now: a broken template is an error for the
-        # person scheduling (file and line), not a skipped announcement found out days later.
-        context = plan_context(plan, start=start, end=end, tz=tz)
-        for template in dict.fromkeys(a.template for a in planned):
-            try:
-                self.renderer.render(template, context)
-            except TemplateError as exc:
-                raise PermanentError(
-                    f"announcement `{template}` could not be rendered: {exc.user_message}"
-                ) from None
+        self._check_renders(planned, plan_context(plan, start=start, end=end, tz=tz))
         schedule_id = self.store.create_schedule(
             ScheduleRow(
                 id=0,
@@ -260,6 +261,151 @@ class AnnouncementService:
         self.run_due(now)
         self.changed()
         return schedule, self.store.scheduled_announcements(schedule_id=schedule_id)
+
+    def _check_renders(self, planned: Sequence[A.Announcement], context: Mapping[str, Any]) -> None:
+        # Render every announcement of the schedule now: a broken template is an error for the
+        # person scheduling (file and line), not a skipped announcement found out days later.
+        for template in dict.fromkeys(a.template for a in planned):
+            try:
+                self.renderer.render(template, context)
+            except TemplateError as exc:
+                raise PermanentError(
+                    f"announcement `{template}` could not be rendered: {exc.user_message}"
+                ) from None
+
+    def move(
+        self,
+        schedule_id: int,
+        *,
+        start: datetime,
+        tz: str,
+        by: str,
+        reason: str,
+        override_reason: str = "",
+        correlation_id: str = "",
+    ) -> tuple[ScheduleRow, ScheduleRow, int]:
+        """Move a pending schedule to a window opening at `start`: (old, new, withdrawn).
+
+        The old schedule becomes `moved` and its pending announcements are withdrawn; a new one
+        (a new id, so no dedup key of the old window can collide with the new) gets `delayed`,
+        posted now with the old window and `reason`, then the new window's reminders and
+        `starting`. One transaction: a crash leaves either the old schedule or the new one.
+        """
+        old = self.store.schedule(schedule_id)
+        if old is None:
+            raise UserError(f"there is no schedule #{schedule_id} (`/upgrade schedule list`)")
+        if old.state != "scheduled":
+            raise UserError(f"schedule #{schedule_id} is {old.state}; only a pending schedule can be moved")
+        if not reason.strip():
+            raise UsageError('say why it moves: `--reason "…"` (the delayed announcement shows it)')
+        plan = load_plan(self.store, old.plan_id)
+        now = self.clock()
+        end = start + (plan.window.end - plan.window.start)
+        if start <= old.window_start:
+            # The announcement says "delayed": bringing a window forward is a different message
+            # (people may have planned around the old time), so it is a cancel and a new schedule.
+            raise UserError(
+                f"`schedule move` postpones; schedule #{schedule_id} opens "
+                f"{old.window_start.astimezone(ZoneInfo(old.tz)):%Y-%m-%d %H:%M} {old.tz}. "
+                f"To bring it forward, `/upgrade schedule cancel {schedule_id}` and schedule it again"
+            )
+        try:
+            planned = A.moved(subject="check", window_start=start, moved_at=now, offsets=self.offsets)
+        except ValueError as exc:
+            raise UserError(f"cannot move it there: {exc}") from None
+        previous = WindowSpan(start=old.window_start, end=old.window_end, tz=old.tz)
+        self._check_renders(
+            planned,
+            plan_context(plan, start=start, end=end, tz=tz, reason=reason.strip(), previous_window=previous),
+        )
+
+        def rows(new_id: int) -> list[AnnouncementRow]:
+            moved = A.moved(
+                subject=_claim_subject(new_id), window_start=start, moved_at=now, offsets=self.offsets
+            )
+            return [
+                AnnouncementRow(
+                    id=0,
+                    schedule_id=new_id,
+                    plan_name=plan.name,
+                    run_id="",
+                    template=a.template,
+                    due_at=a.due,
+                    window_start=a.window_start,
+                    dedup_key=a.key,
+                    state="scheduled",
+                    channel=old.channel,
+                    updated_at=now,
+                )
+                for a in moved
+            ]
+
+        audit = [
+            AuditEntry(
+                at=now,
+                user_id=by,
+                channel_id="",
+                source="scheduler",
+                kind="schedule",
+                subcommand="move",
+                arguments=f"#{old.id} {plan.name} {start.isoformat()}",
+                outcome="ok",
+                detail=f"from {old.window_start.isoformat()}: {reason.strip()}",
+                correlation_id=correlation_id,
+            )
+        ]
+        if override_reason:
+            audit.append(
+                AuditEntry(
+                    at=now,
+                    user_id=by,
+                    channel_id="",
+                    source="scheduler",
+                    kind="override",
+                    subcommand="schedule move",
+                    arguments=f"#{old.id} {plan.name} {start.isoformat()}",
+                    outcome="ok",
+                    detail=f"moved outside the allowed windows: {override_reason}",
+                    correlation_id=correlation_id,
+                )
+            )
+        try:
+            new_id, withdrawn = self.store.move_schedule(
+                old.id,
+                ScheduleRow(
+                    id=0,
+                    plan_id=old.plan_id,
+                    plan_name=plan.name,
+                    window_start=start,
+                    window_end=end,
+                    tz=tz,
+                    # The same channel: the people who read the old window's announcements.
+                    channel=old.channel,
+                    state="scheduled",
+                    run_id="",
+                    created_by=by,
+                    created_at=now,
+                    override_reason=override_reason,
+                    moved_from=old.id,
+                    move_reason=reason.strip(),
+                ),
+                rows,
+                at=now,
+                reason=f"moved by {by}: {reason.strip()}",
+                audit=audit,
+            )
+        except ConcurrentUpdate:
+            raise UserError(
+                f"schedule #{schedule_id} changed at the same moment (moved, cancelled or started); "
+                "see `/upgrade schedule list`"
+            ) from None
+        log.info("schedule %s moved to #%s by %s (%s withdrawn)", old.id, new_id, by, withdrawn)
+        # The `delayed` announcement is due now: post it while the person waits for the reply.
+        self.run_due(now)
+        self.changed()
+        before, after = self.store.schedule(old.id), self.store.schedule(new_id)
+        assert before is not None and after is not None
+        return before, after, withdrawn
 
     def cancel(
         self, schedule_id: int, *, by: str, reason: str, correlation_id: str = ""
@@ -307,9 +453,7 @@ class AnnouncementService:
         """`completed` or `aborted` for a run that was scheduled; posted at once."""
         if run.state not in (R.RunState.COMPLETED, R.RunState.ABORTED):
             return None
-        schedule = next(
-            (s for s in self.store.schedules(plan_name=run.plan.name) if s.run_id == run.id), None
-        )
+        schedule = self._schedule_of(run)
         if schedule is None:
             return None
         template = A.COMPLETED if run.state is R.RunState.COMPLETED else A.ABORTED
@@ -338,6 +482,43 @@ class AnnouncementService:
             return None
         return self.fire(new_id, now)
 
+    def step_succeeded(self, run: R.Run, step_id: str) -> Fired | None:
+        """`step-complete` for a step whose plan asks for it, in a scheduled run; posted at once.
+
+        The key names the run and the step, not the instant: a retried hook or a restart that
+        computes it again finds it stored and posts nothing.
+        """
+        sr = next((s for s in run.steps if s.step_id == step_id), None)
+        if sr is None or sr.state is not R.StepState.SUCCEEDED or not run.plan.step(step_id).announce:
+            return None
+        schedule = self._schedule_of(run)
+        if schedule is None:
+            return None
+        now = self.clock()
+        new_id = self.store.add_announcement(
+            AnnouncementRow(
+                id=0,
+                schedule_id=schedule.id,
+                plan_name=schedule.plan_name,
+                run_id=run.id,
+                template=A.STEP_COMPLETE,
+                # Due when the step succeeded: one found at a restart is late, and decide() says so.
+                due_at=sr.finished_at or now,
+                window_start=schedule.window_start,
+                dedup_key=A.step_complete_key(run.id, step_id),
+                state="scheduled",
+                channel=schedule.channel,
+                updated_at=now,
+                step_id=step_id,
+            )
+        )
+        if new_id is None:
+            return None
+        return self.fire(new_id, now)
+
+    def _schedule_of(self, run: R.Run) -> ScheduleRow | None:
+        return next((s for s in self.store.schedules(plan_name=run.plan.name) if s.run_id == run.id), None)
+
     # -- posting ---------------------------------------------------------------------------------
 
     def pending(self) -> list[AnnouncementRow]:
@@ -355,9 +536,18 @@ class AnnouncementService:
         fired = []
         for schedule in self.store.schedules(states=["started"]):
             rows = self.store.run_rows(schedule.run_id)
-            if rows is None or rows[0].state not in ("completed", "aborted"):
+            if rows is None:
                 continue
             run = from_rows(*rows, load_plan(self.store, rows[0].plan_id))
+            # Steps that succeeded while their announcement could not be stored (a crash right
+            # after the commit); the ones already stored are found by their key and skipped.
+            for sr in run.steps:
+                if sr.state is R.StepState.SUCCEEDED and run.plan.step(sr.step_id).announce:
+                    step_done = self.step_succeeded(run, sr.step_id)
+                    if step_done is not None:
+                        fired.append(step_done)
+            if rows[0].state not in ("completed", "aborted"):
+                continue
             done = self.run_ended(run)
             if done is not None:
                 fired.append(done)
@@ -467,8 +657,21 @@ class AnnouncementService:
             rows = self.store.run_rows(run_id)
             if rows is not None:
                 run = from_rows(*rows, plan)
+        previous = None
+        if schedule.moved_from:
+            old = self.store.schedule(schedule.moved_from)
+            if old is not None:
+                previous = WindowSpan(start=old.window_start, end=old.window_end, tz=old.tz)
         return plan_context(
-            plan, start=schedule.window_start, end=schedule.window_end, tz=schedule.tz, run=run
+            plan,
+            start=schedule.window_start,
+            end=schedule.window_end,
+            tz=schedule.tz,
+            run=run,
+            # Only `delayed` is about the move; the others keep the run's reason (an abort).
+            reason=(schedule.move_reason or None) if row.template == A.DELAYED else None,
+            step_id=row.step_id,
+            previous_window=previous,
         )
 
     def _render(self, row: AnnouncementRow, late: LateNote | None) -> Rendered:

@@ -14,7 +14,10 @@ Berlin sees them move by an hour when Berlin changes clocks.
 **The announcements of a schedule** are: `scheduled` at the moment of scheduling, then one
 `reminder` per negative offset, then `starting` at offset zero (the defaults: `-24h`, `-1h`, `0`).
 A reminder that would be due before the scheduled announcement plus `MIN_GAP` is dropped: it would
-repeat the announcement people have just read. `completed` and `aborted` are due when the run ends.
+repeat the announcement people have just read. `completed` and `aborted` are due when the run ends,
+`step-complete` when a step whose plan asks for it succeeds. A schedule moved to another window
+(`schedule move`) gets `delayed` at the move instead of a second `scheduled`, then the new window's
+reminders and `starting`.
 
 **Dedup keys** name the subject (`plan:ID` or `run:ID`), the template and the due instant in UTC,
 so a restarted bot, a retried job or a second replica computes the same key for the same message and
@@ -167,6 +170,27 @@ def run_ended(*, subject: str, template: str, at: datetime, window_start: dateti
         due=_utc(at, "at"),
         window_start=_utc(window_start, "window_start"),
     )
+
+
+def moved(
+    *,
+    subject: str,
+    window_start: datetime,
+    moved_at: datetime,
+    offsets: Sequence[timedelta] | None = None,
+) -> list[Announcement]:
+    """A schedule moved to a window opening at `window_start`: `delayed` now (it names the old
+    window and why), then the new window's reminders and `starting` — no second `scheduled`."""
+    planned = schedule(subject=subject, window_start=window_start, scheduled_at=moved_at, offsets=offsets)
+    now = _utc(moved_at, "moved_at")
+    delayed = Announcement(subject=subject, template=DELAYED, due=now, window_start=planned[0].window_start)
+    return [delayed, *(a for a in planned if a.template != SCHEDULED)]
+
+
+def step_complete_key(run_id: str, step_id: str) -> str:
+    """`run:R1A2B3/step:control-plane/complete`: one announcement per step and run, whenever
+    it is computed (a retried hook or a restart computes the same key)."""
+    return f"run:{run_id}/step:{step_id}/complete"
 
 
 Action = Literal["wait", "send", "send_late", "skip", "already_sent"]

@@ -37,6 +37,8 @@ from bot.settings import NAME_PATTERN, YamlValidator
 
 GATE_KINDS = ("approve", "any_of", "quorum")
 ON_FAILURE = ("pause", "abort")
+#: What a step may ask to be announced (in the announcement channel) when it succeeds.
+STEP_ANNOUNCEMENTS = ("step-complete",)
 #: What a rehearsal step may ask the simulated cluster to do (the sim's control endpoints).
 REHEARSAL_HOOKS: Mapping[str, frozenset[str]] = {
     "upgrade_control_plane": frozenset({"version"}),
@@ -123,6 +125,8 @@ class Step:
     on_failure: str = "pause"
     destructive: bool = False
     rehearsal: tuple[RehearsalHook, ...] = ()
+    #: `step-complete`: announce the step in the announcement channel when it succeeds ("": no).
+    announce: str = ""
     line: int = 0
 
     @property
@@ -238,6 +242,7 @@ _STEP = {
     "on_failure",
     "destructive",
     "rehearsal",
+    "announce",
 }
 _DEFAULTS = {"timeout", "escalate_after", "on_failure"}
 
@@ -542,6 +547,7 @@ def _steps(
         on_failure = _on_failure(v, s.get("on_failure"), f"{key}.on_failure") or default_failure
         destructive = bool(v.boolean(s.get("destructive"), f"{key}.destructive"))
         hooks = _rehearsal(v, s.get("rehearsal"), f"{key}.rehearsal")
+        announce = _announce(v, s.get("announce"), f"{key}.announce")
         if sid is None or gate is None or "title" not in s:
             continue
         out.append(
@@ -558,6 +564,7 @@ def _steps(
                 on_failure=on_failure,
                 destructive=destructive,
                 rehearsal=hooks,
+                announce=announce,
                 line=snode.start_mark.line + 1,
             )
         )
@@ -631,6 +638,19 @@ def _on_failure(v: _PlanValidator, node: yaml.Node | None, key: str) -> str | No
     if value is not None and value not in ON_FAILURE:
         v.error(node, key, f"{value!r} is not one of: {', '.join(ON_FAILURE)}")
         return None
+    return value
+
+
+def _announce(v: _PlanValidator, node: yaml.Node | None, key: str) -> str:
+    """`announce: step-complete` → the announcement's name; "" when absent or wrong (an error)."""
+    if node is None:
+        return ""
+    value = v.string(node, key)
+    if value is None:
+        return ""
+    if value not in STEP_ANNOUNCEMENTS:
+        v.error(node, key, f"{value!r} is not one of: {', '.join(STEP_ANNOUNCEMENTS)}")
+        return ""
     return value
 
 
@@ -747,6 +767,7 @@ def to_document(plan: Plan) -> dict[str, Any]:
                 "manual": s.manual,
                 "actions": [a.name for a in s.actions],
                 "destructive": s.destructive,
+                "announce": s.announce,
             }
             for s in plan.steps
         ],

@@ -199,6 +199,9 @@ class RunService:
         self.run_action = run_action
         #: Called once when a run reaches completed or aborted (the completed/aborted announcement).
         self.on_ended: Callable[[R.Run], object] | None = None
+        #: Called once when a step whose plan says `announce: step-complete` reaches succeeded,
+        #: with the run and the step's id (the step-complete announcement).
+        self.on_step_succeeded: Callable[[R.Run, str], object] | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -268,10 +271,27 @@ class RunService:
                 log.info("run %s changed under us (attempt %s); recomputing", run_id, attempt)
                 continue
             self.publish(committed.run, committed.events)
+            self._announce_steps(run, committed.run)
             if committed.run.state in _ENDED and run.state not in _ENDED:
                 self._ended(committed.run)
             return committed
         raise ConcurrentUpdate(f"run {run_id} kept changing; gave up after {MAX_ATTEMPTS} attempts")
+
+    def _announce_steps(self, before: R.Run, after: R.Run) -> None:
+        # Only the commit that moved the step to succeeded calls the hook (the version check
+        # lets one writer win); the announcement's dedup key covers a crash before or during it.
+        if self.on_step_succeeded is None:
+            return
+        was = {s.step_id: s.state for s in before.steps}
+        for sr in after.steps:
+            if sr.state is not R.StepState.SUCCEEDED or was.get(sr.step_id) is R.StepState.SUCCEEDED:
+                continue
+            if not after.plan.step(sr.step_id).announce:
+                continue
+            try:
+                self.on_step_succeeded(after, sr.step_id)
+            except BotError as exc:
+                log.warning("announcing step %s of run %s failed: %s", sr.step_id, after.id, exc.user_message)
 
     def _ended(self, run: R.Run) -> None:
         # The commit that ended the run happened once (version check), so this runs once too.

@@ -85,8 +85,9 @@ def build_services(
         offsets=settings.announcement_offsets,
         grace=settings.announcement_grace,
     )
-    # The end of a scheduled run is announced from the transition that ended it.
+    # The end of a scheduled run, and each step it asks to announce, from the transition itself.
     runs.on_ended = announcements.run_ended
+    runs.on_step_succeeded = announcements.step_succeeded
     router = Router(
         registry=registry,
         settings=settings,

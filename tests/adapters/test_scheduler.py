@@ -258,3 +258,92 @@ def test_the_end_of_a_scheduled_run_is_announced_once(
     # A restart that finds the run ended does not announce it again.
     new_bot(bots, store, slack_stub, utc(2026, 12, 1, 5, 20))
     assert sum("PDB blocks" in t for t in posts(slack_stub)) == 1
+
+
+def drive(runs: RunService, run_id: str, step_id: str, *users: str) -> R.Run:
+    """Click approve on `step_id`'s open gate as each of `users`, in order; the run after."""
+    for user in users:
+        sr = runs.load(run_id).step_run(step_id)
+        out = runs.click(R.ButtonRef(run_id=run_id, step_id=step_id, epoch=sr.epoch), Actor(user_id=user))
+        assert out.accepted, out.message
+    return runs.load(run_id)
+
+
+def skip(runs: RunService, run_id: str, step_id: str, now: datetime) -> None:
+    runs.apply(
+        run_id,
+        lambda r: R.skip(r, step_id=step_id, by="U0COORD", reason="test", now=now),
+        Actor(user_id="U0COORD"),
+    )
+
+
+def step_posts(stub: SlackStub) -> list[str]:
+    return [t for t in posts(stub) if t.startswith(":white_check_mark:")]
+
+
+def test_a_step_that_asks_for_it_is_announced_once_when_it_succeeds_and_others_are_not(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 12, 1, 4))
+    schedule, _ = bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock)
+    runs.on_ended = bot.service.run_ended
+    runs.on_step_succeeded = bot.service.step_succeeded
+    bot.clock.now = utc(2026, 12, 1, 5, 10)
+    run = runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
+    bot.service.attach_run(schedule.id, run.id)
+    skip(runs, run.id, "snapshot-pre", bot.clock())
+    # `checks` has no `announce:`: it succeeds without a word in the announcement channel.
+    checked = drive(runs, run.id, "checks", "U0PRIMARY", "U0SHADOW")
+    assert checked.step_run("checks").state is R.StepState.SUCCEEDED
+    assert step_posts(slack_stub) == []
+    skip(runs, run.id, "announce-start", bot.clock())
+    # `control-plane` says `announce: step-complete`: both gates, then "done".
+    done = drive(runs, run.id, "control-plane", "U0PRIMARY", "U0SHADOW", "U0PRIMARY")
+    assert done.step_run("control-plane").state is R.StepState.SUCCEEDED
+    (text,) = step_posts(slack_stub)
+    total = len(done.steps)
+    assert f"step 4 of {total} done* — Upgrade the EKS control plane to 1.25" in text
+    (call,) = [c for c in slack_stub.calls_to("chat.postMessage") if str(c.params["text"]) == text]
+    assert call.params["channel"] == "C0ANNOUNCE"
+    (row,) = [
+        r for r in store.scheduled_announcements(schedule_id=schedule.id) if r.template == "step-complete"
+    ]
+    assert (row.step_id, row.state, row.dedup_key) == (
+        "control-plane",
+        "sent",
+        f"run:{run.id}/step:control-plane/complete",
+    )
+    # The hook called again (a retried transition), and a restart: nothing more is posted.
+    assert bot.service.step_succeeded(done, "control-plane") is None
+    new_bot(bots, store, slack_stub, utc(2026, 12, 1, 5, 30))
+    # The next step has no `announce:` either.
+    drive(runs, run.id, "ng-control-plane", "U0PRIMARY", "U0SHADOW")
+    assert len(step_posts(slack_stub)) == 1
+
+
+def test_a_step_completed_while_the_hook_could_not_run_is_announced_at_restart_once(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 12, 1, 4))
+    schedule, _ = bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    # A bot killed right after committing the step, before storing its announcement: no hook ran.
+    runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock)
+    bot.clock.now = utc(2026, 12, 1, 5, 10)
+    run = runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
+    bot.service.attach_run(schedule.id, run.id)
+    for step in ("snapshot-pre", "checks", "announce-start"):
+        skip(runs, run.id, step, bot.clock())
+    drive(runs, run.id, "control-plane", "U0PRIMARY", "U0SHADOW", "U0PRIMARY")
+    assert step_posts(slack_stub) == []
+    bot.scheduler.shutdown()
+    # Back ten minutes later: sent, marked delayed; a second restart posts nothing more.
+    new_bot(bots, store, slack_stub, utc(2026, 12, 1, 5, 20))
+    (text,) = [t for t in posts(slack_stub) if "Upgrade the EKS control plane" in t]
+    assert text.startswith(":hourglass: _Delayed: this announcement was due")
+    new_bot(bots, store, slack_stub, utc(2026, 12, 1, 5, 25))
+    assert sum("Upgrade the EKS control plane" in t for t in posts(slack_stub)) == 1

@@ -1,16 +1,26 @@
-"""Migration 4 on SQLite and PostgreSQL: schedules and their announcements, one dedup key each,
-state changes that only the first writer makes, and cancellation of what is still pending."""
+"""Migrations 4 and 5 on SQLite and PostgreSQL: schedules and their announcements, one dedup key
+each, state changes that only the first writer makes, cancellation of what is still pending, and a
+move that replaces a pending schedule at most once."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from bot.adapters.store import AnnouncementRow, AuditEntry, ConcurrentUpdate, ScheduleRow, Store
+from bot.adapters.store import (
+    MIGRATIONS,
+    AnnouncementRow,
+    AuditEntry,
+    ConcurrentUpdate,
+    ScheduleRow,
+    Store,
+    schema_migrations,
+)
 
 NOW = datetime(2026, 11, 20, 3, tzinfo=UTC)
 START = datetime(2026, 12, 1, 5, tzinfo=UTC)
@@ -104,3 +114,60 @@ def test_only_the_first_writer_moves_an_announcement_and_cancel_spares_what_was_
     assert (sent.state, sent.ts) == ("sent", "1.1")
     assert (cancelled.state, cancelled.reason) == ("cancelled", "moved") and cancelled.id == second.id
     assert store.schedule(sid).state == "cancelled"  # type: ignore[union-attr]
+
+
+def test_move_replaces_a_pending_schedule_in_one_transaction_and_only_once(store: Store) -> None:
+    sid = store.create_schedule(schedule_row(), rows)
+    first, _ = store.scheduled_announcements(schedule_id=sid)
+    assert store.finish_announcement(first.id, state="sent", at=NOW, channel="C0ANNOUNCE", ts="1.1")
+    later = START + timedelta(days=2)
+    moved = replace(
+        schedule_row(),
+        window_start=later,
+        window_end=later + timedelta(hours=3),
+        moved_from=sid,
+        move_reason="late",
+    )
+    new_id, withdrawn = store.move_schedule(
+        sid, moved, lambda i: rows(i, ("delayed", "starting")), at=NOW, reason="moved by U0COORD: late"
+    )
+    assert withdrawn == 1 and new_id != sid
+    assert store.schedule(sid).state == "moved"  # type: ignore[union-attr]
+    got = store.schedule(new_id)
+    assert got is not None and (got.moved_from, got.move_reason, got.window_start) == (sid, "late", later)
+    assert [(a.state, a.reason) for a in store.scheduled_announcements(schedule_id=sid)] == [
+        ("sent", ""),
+        ("cancelled", "moved by U0COORD: late"),
+    ]
+    assert [a.template for a in store.scheduled_announcements(schedule_id=new_id)] == ["delayed", "starting"]
+    # The old one is no longer pending: a second move (another replica, a double submit) changes nothing.
+    with pytest.raises(ConcurrentUpdate):
+        store.move_schedule(sid, moved, lambda i: rows(i, ("delayed",)), at=NOW, reason="again")
+    assert len(store.schedules()) == 2 and len(store.scheduled_announcements()) == 4
+
+
+def test_migration_5_keeps_a_version_4_databases_rows_and_adds_empty_move_and_step_fields(
+    tmp_path: Path,
+) -> None:
+    old = Store.open(f"sqlite:///{tmp_path / 'v4.db'}", migrate=False)
+    with old.engine.begin() as conn:
+        schema_migrations.create(conn)
+        for version, name, step in MIGRATIONS[:4]:
+            conn.execute(schema_migrations.insert().values(version=version, name=name, applied_at=NOW))
+            step(conn)
+        conn.execute(
+            sa.text(
+                "INSERT INTO schedules (plan_id, plan_name, window_start, window_end, tz, channel, state,"
+                " run_id, created_by, created_at, override_reason) VALUES (1, 'prod-1.30', :s, :e,"
+                " 'Asia/Tokyo', 'C0ANNOUNCE', 'scheduled', '', 'U0COORD', :n, '')"
+            ),
+            {"s": START, "e": START + timedelta(hours=3), "n": NOW},
+        )
+    assert old.schema_version() == 4
+    assert old.migrate() == [5]
+    (kept,) = old.schedules()
+    assert (kept.plan_name, kept.moved_from, kept.move_reason) == ("prod-1.30", 0, "")
+    old.add_announcement(rows(kept.id, ("starting",))[0])
+    (announcement,) = old.scheduled_announcements()
+    assert announcement.step_id == ""
+    old.close()

@@ -224,3 +224,25 @@ def test_durations_for_grace() -> None:
     assert ann.parse_duration("0m") == timedelta(0)
     with pytest.raises(ValueError):
         ann.parse_duration("-5m")
+
+
+def test_a_moved_schedule_announces_delayed_now_instead_of_a_second_scheduled() -> None:
+    start = datetime(2026, 12, 3, 15, tzinfo=TOKYO)
+    moved_at = utc(2026, 12, 2, 5, 30)  # 30 minutes before the new T-24h
+    items = ann.moved(subject="schedule:2", window_start=start, moved_at=moved_at)
+    assert due_by_template(items) == [
+        ("delayed", moved_at),
+        ("reminder", utc(2026, 12, 2, 6)),
+        ("reminder", utc(2026, 12, 3, 5)),
+        ("starting", utc(2026, 12, 3, 6)),
+    ]
+    assert items[0].key == "schedule:2/delayed/2026-12-02T05:30:00Z"
+    # Moved to within 10 minutes of the new T-24h: that reminder would repeat the delayed post.
+    close = ann.moved(subject="schedule:2", window_start=start, moved_at=utc(2026, 12, 2, 5, 50))
+    assert [a.template for a in close] == ["delayed", "reminder", "starting"]
+    with pytest.raises(ValueError, match="must start after"):
+        ann.moved(subject="schedule:2", window_start=start, moved_at=utc(2026, 12, 3, 7))
+
+
+def test_a_step_complete_key_names_the_run_and_the_step_not_the_instant() -> None:
+    assert ann.step_complete_key("R1A2B3", "control-plane") == "run:R1A2B3/step:control-plane/complete"

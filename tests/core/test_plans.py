@@ -19,6 +19,7 @@ from bot.core.plans import (
     _TOP,
     GATE_KINDS,
     REHEARSAL_HOOKS,
+    STEP_ANNOUNCEMENTS,
     PlanInvalid,
     parse_duration,
     parse_plan,
@@ -107,6 +108,23 @@ def test_a_good_plan_parses_into_the_model() -> None:
     assert plan.window.start.utcoffset() == timedelta(hours=9)
 
 
+def test_a_step_may_ask_for_the_step_complete_announcement_and_a_wrong_value_names_its_line() -> None:
+    flagged = GOOD.replace(
+        "    escalate_after: 10m\n", "    escalate_after: 10m\n    announce: step-complete\n"
+    )
+    plan = parse_plan(flagged)
+    assert plan.step("work").announce == "step-complete" and plan.step("snap").announce == ""
+    eks = parse_plan((PLANS / "eks-nodegroups.yaml").read_text())
+    assert [s.id for s in eks.steps if s.announce] == ["control-plane"]
+    wrong = GOOD.replace("    escalate_after: 10m\n", "    escalate_after: 10m\n    announce: completed\n")
+    line = wrong.splitlines().index("    announce: completed") + 1
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(wrong, source="p.yaml")
+    (error,) = caught.value.errors
+    assert error.startswith(f"p.yaml:{line}:") and "steps[1](work).announce" in error
+    assert "'completed' is not one of: step-complete" in error
+
+
 def test_a_bad_plan_lists_every_problem_with_its_line() -> None:
     with pytest.raises(PlanInvalid) as caught:
         parse_plan(BAD, source="bad.yaml")
@@ -176,6 +194,7 @@ def test_the_json_schema_matches_the_validator() -> None:
     assert defs["action"]["oneOf"][0]["enum"] == built
     assert defs["action"]["oneOf"][1]["propertyNames"]["enum"] == built
     assert defs["rehearsal"]["propertyNames"]["enum"] == sorted(REHEARSAL_HOOKS)
+    assert defs["step"]["properties"]["announce"]["enum"] == list(STEP_ANNOUNCEMENTS)
     for example in EXAMPLES:
         document = yaml.safe_load(example.read_text())
         assert set(schema["required"]) <= set(document) <= set(schema["properties"])
