@@ -135,6 +135,7 @@ def _channel(word: str) -> str:
 
 
 def _arguments(parser: CommandParser) -> None:
+    parser.usage = "%(prog)s [preview] TEMPLATE [PLAN] [--channel #c] [--sample]"
     parser.add_argument("words", nargs="+", metavar="[preview] TEMPLATE [PLAN]")
     parser.add_argument("--channel", help="post here instead of the announcement channel")
     parser.add_argument("--sample", action="store_true", help="use the sample plan instead of a loaded one")

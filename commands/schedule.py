@@ -36,7 +36,7 @@ _USAGE = (
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
-    """Schedule a plan's window and its announcements, list the schedules, or cancel one.
+    """Schedule a plan's window and its announcements, list the schedules, cancel one or move one later.
 
     `/upgrade schedule PLAN --at "2026-12-01 14:00" [--tz Asia/Tokyo]` schedules the plan's
     window to open then (in the plan's zone unless `--tz`): the `scheduled` announcement now,
@@ -197,6 +197,10 @@ def _parse_at(text: str, tz: str) -> datetime:
 
 
 def _arguments(parser: CommandParser) -> None:
+    parser.usage = (
+        '%(prog)s PLAN --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override --reason …] | list'
+        ' | cancel ID [--reason …] | move ID --at "…" [--tz ZONE] --reason …'
+    )
     parser.add_argument("words", nargs="+", metavar="PLAN | list | cancel ID | move ID")
     parser.add_argument("--at", help='when the window opens: "YYYY-MM-DD HH:MM"')
     parser.add_argument("--tz", help="the zone of --at (default: the plan's)")
