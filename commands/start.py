@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.adapters.store import AuditEntry
-from bot.core.announcement_service import authorize_override, merged_roster, window_refusal
+from bot.core.announcement_service import authorize_override, merged_roster, override_audit, window_refusal
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, roles_of
 from bot.core.plans import parse_plan
@@ -73,17 +72,16 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     )
     if override:
         ctx.store.record_audit(
-            AuditEntry(
+            override_audit(
                 at=now,
                 user_id=ctx.user_id,
-                channel_id=ctx.channel_id,
-                source=ctx.source,
-                kind="override",
                 subcommand="start",
                 arguments=f"{plan.name} {out.run.id}",
-                outcome="ok",
-                detail=f"started outside the allowed windows: {override}",
+                done="started",
+                reason=override,
                 correlation_id=ctx.correlation_id,
+                channel_id=ctx.channel_id,
+                source=ctx.source,
                 run_id=out.run.id,
             )
         )

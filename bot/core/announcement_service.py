@@ -242,16 +242,13 @@ class AnnouncementService:
         )
         if override_reason:
             self.store.record_audit(
-                AuditEntry(
+                override_audit(
                     at=now,
                     user_id=by,
-                    channel_id="",
-                    source="scheduler",
-                    kind="override",
                     subcommand="schedule",
                     arguments=f"#{schedule_id} {plan.name} {start.isoformat()}",
-                    outcome="ok",
-                    detail=f"scheduled outside the allowed windows: {override_reason}",
+                    done="scheduled",
+                    reason=override_reason,
                     correlation_id=correlation_id,
                 )
             )
@@ -356,16 +353,13 @@ class AnnouncementService:
         ]
         if override_reason:
             audit.append(
-                AuditEntry(
+                override_audit(
                     at=now,
                     user_id=by,
-                    channel_id="",
-                    source="scheduler",
-                    kind="override",
                     subcommand="schedule move",
                     arguments=f"#{old.id} {plan.name} {start.isoformat()}",
-                    outcome="ok",
-                    detail=f"moved outside the allowed windows: {override_reason}",
+                    done="moved",
+                    reason=override_reason,
                     correlation_id=correlation_id,
                 )
             )
@@ -728,6 +722,35 @@ def authorize_override(
     if not reason.strip():
         raise UsageError('an override needs a reason: `--override --reason "…"`')
     return reason.strip()
+
+
+def override_audit(
+    *,
+    at: datetime,
+    user_id: str,
+    subcommand: str,
+    arguments: str,
+    done: str,
+    reason: str,
+    correlation_id: str,
+    channel_id: str = "",
+    source: str = "scheduler",
+    run_id: str = "",
+) -> AuditEntry:
+    """The audit row of a coordinator's override of the maintenance windows (`done`: what was done)."""
+    return AuditEntry(
+        at=at,
+        user_id=user_id,
+        channel_id=channel_id,
+        source=source,
+        kind="override",
+        subcommand=subcommand,
+        arguments=arguments,
+        outcome="ok",
+        detail=f"{done} outside the allowed windows: {reason}",
+        correlation_id=correlation_id,
+        run_id=run_id,
+    )
 
 
 def merged_roster(*rosters: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
