@@ -12,6 +12,7 @@ ordinal down, respecting a partition.
 
 from __future__ import annotations
 
+import abc
 import copy
 import functools
 from collections.abc import Callable
@@ -97,7 +98,9 @@ def _st(obj: Obj, field: str) -> int:
     return int((obj.get("status") or {}).get(field, 0))
 
 
-class _Base:
+class _Base(abc.ABC):
+    """A controller: reacts to changes of the objects it watches and syncs one object at a time."""
+
     name = ""
 
     def __init__(self, engine: Engine, events: Recorder) -> None:
@@ -106,11 +109,11 @@ class _Base:
         self.events = events
         engine.add(self)
 
-    def on_change(self, record: Record) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def on_change(self, record: Record) -> None: ...
 
-    def sync(self, key: Key) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def sync(self, key: Key) -> None: ...
 
     def _recheck(self, key: Key, delay: float) -> None:
         self.engine.after(delay, lambda: self.engine.enqueue(self.name, key), key=(self.name, key, "recheck"))
