@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot.adapters.store import Store  # noqa: E402
-from bot.core.diff import diff  # noqa: E402
-from bot.core.snapshots import resolve  # noqa: E402
+from bot.core.snapshots.diff import diff  # noqa: E402
+from bot.core.snapshots.service import resolve  # noqa: E402
 from tests.support.signing import post, signed_headers, slash_command_body  # noqa: E402
 from tests.support.slack_stub import SlackStub  # noqa: E402
 

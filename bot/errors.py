@@ -1,16 +1,30 @@
-"""The bot's error tree: what went wrong decides what the user sees and whether we retry.
+"""The bot's whole error tree, in one place: what went wrong decides what the user sees and
+whether anything is retried.
 
-    BotError                      base; never shown raw in chat
-    ├── UserError                 the user can fix it: shown as a short, specific reason (ephemeral)
-    │   ├── UsageError            bad arguments or unknown subcommand; carries usage text
-    │   └── PermissionDenied      the user lacks the role the action needs
-    ├── ConfigError               the configuration file or environment is wrong (exit status 2)
-    ├── TemporaryError            worth retrying later (rate limits, timeouts, connection resets)
-    ├── PermanentError            stop and report (a bug, a refused write, corrupted state)
-    └── ClusterError              a Kubernetes API call failed; wraps the client's exception
-        └── ClusterUnreachable    the API server could not be reached within the timeout
+    BotError                        base; never shown raw in chat
+    ├── UserError                   the user's mistake: shown as a short, specific reason (ephemeral)
+    │   ├── UsageError              bad arguments or an unknown subcommand; carries usage text
+    │   ├── PermissionDenied        the user lacks the role the action needs
+    │   ├── PlanInvalid             a plan that does not validate; every problem, one line each
+    │   ├── TransitionRefused       a step or run change the state machine does not allow now
+    │   └── RunNotFound             no such run, or no single live run to act on
+    ├── ConfigError                 the configuration file or environment is wrong (exit status 2)
+    ├── TemporaryError              worth retrying later (rate limits, timeouts, lost races)
+    │   └── ConcurrentUpdate        another writer committed the run first; re-read and decide again
+    ├── PermanentError              stop and report (a bug, a refused write, corrupted state)
+    │   └── TemplateError           a template failed to load or render (names template and line)
+    ├── SlackCallFailed             a Slack Web API call answered `ok: false` (Slack's error code)
+    └── ClusterError                a Kubernetes API call failed; wraps the client's exception
+        ├── ClusterUnreachable      the API server did not answer within the timeout
+        ├── ClusterForbidden        403: RBAC does not allow it (by design or a missing rule)
+        ├── RolloutRefused          a rollout restart kubectl would refuse too (paused Deployment)
+        └── (also TemporaryError: retry, or list again, later)
+            ├── ContinueExpired     410 on a continue token: restart the list
+            ├── WatchExpired        410 in a watch: list again, then watch from the new version
+            └── EvictionBlocked     429: a PodDisruptionBudget allows no disruption now
 
 Chat shows only `user_message` and a correlation id; the log has the detail under the same id.
+The simulator (`bot.sim`) is a separate subsystem with its own small tree in `bot.sim`.
 """
 
 from __future__ import annotations
@@ -44,6 +58,23 @@ class PermissionDenied(UserError):
     """The user holds none of the roles the action requires."""
 
 
+class PlanInvalid(UserError):
+    """A plan that does not validate; `errors` lists every problem, one line each."""
+
+    def __init__(self, errors: list[str]) -> None:
+        head = f"the plan has {len(errors)} problem(s):"
+        super().__init__("\n".join([head, *(f"• {e}" for e in errors)]))
+        self.errors = errors
+
+
+class TransitionRefused(UserError):
+    """A transition the state machine does not allow; the message says why, for chat."""
+
+
+class RunNotFound(UserError):
+    """No run by that id, or no single active run when none was named."""
+
+
 class ConfigError(BotError):
     """The configuration file or the environment is invalid; startup stops with status 2."""
 
@@ -58,6 +89,25 @@ class PermanentError(BotError):
     """A failure that will not pass by retrying; the operation stops and is reported."""
 
 
+class TemplateError(PermanentError):
+    """A template failed to load or render; the message names the template, line and cause."""
+
+
+class ConcurrentUpdate(TemporaryError):
+    """Someone else changed the run between our read and our write; re-read and decide again."""
+
+    user_message = "someone else changed this run at the same moment; look at the card and try again"
+
+
+class SlackCallFailed(BotError):
+    """A Web API call answered `ok: false`; `code` is Slack's error string."""
+
+    def __init__(self, method: str, code: str, message: str | None = None) -> None:
+        super().__init__(message or f"Slack refused {method}: {code}")
+        self.method = method
+        self.code = code
+
+
 class ClusterError(BotError):
     """A Kubernetes API call failed. `status` is the HTTP status when there was one."""
 
@@ -69,3 +119,28 @@ class ClusterError(BotError):
 
 class ClusterUnreachable(ClusterError):
     """The API server did not answer (DNS, refused connection, timeout)."""
+
+
+class ClusterForbidden(ClusterError):
+    """403: the bot's ServiceAccount may not do this (by design, or RBAC is missing a rule)."""
+
+
+class RolloutRefused(ClusterError):
+    """A rollout restart kubectl would also refuse (a paused Deployment)."""
+
+
+class ContinueExpired(ClusterError, TemporaryError):
+    """410 Expired on a continue token: the list took longer than the server keeps its snapshot."""
+
+
+class WatchExpired(ClusterError, TemporaryError):
+    """410 in a watch's ERROR event: the resourceVersion is older than the server's history."""
+
+
+class EvictionBlocked(ClusterError, TemporaryError):
+    """429 on an eviction: a PodDisruptionBudget allows no disruption now. Retry later, as kubectl
+    does every 5 s; `retry_after` is the server's hint in seconds when it gave one."""
+
+    def __init__(self, message: str, *, cluster: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message, cluster=cluster, status=429)
+        self.retry_after = retry_after

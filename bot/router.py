@@ -15,16 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.adapters.store import AuditEntry, Store
-from bot.core.announcement_service import AnnouncementService
+from bot.adapters.store import Store
+from bot.core.announcements.service import AnnouncementService
+from bot.core.audit import audit_entry
 from bot.core.command import CommandContext, Registry, Reply, split_words
 from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
-from bot.core.run_service import RunService
-from bot.core.snapshot import ClusterReader
+from bot.core.runs.service import RunService
+from bot.core.snapshots.projection import ClusterReader
 from bot.errors import BotError, ConfigError, PermissionDenied, TemporaryError, UsageError, UserError
 from bot.logsetup import correlation
-from bot.settings import ClusterConfig, Settings
+from bot.records import ClusterConfig
+from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -152,16 +154,16 @@ class Router:
             return name, _error_reply("an internal error occurred", cid), "error", "internal error"
 
     def _audit(self, request: CommandRequest, name: str, outcome: str, detail: str, cid: str) -> None:
-        entry = AuditEntry(
+        entry = audit_entry(
             at=self.clock(),
             user_id=request.user_id,
             channel_id=request.channel_id,
             source=request.source,
             kind="command",
             subcommand=name,
-            arguments=_TOKEN_SHAPE.sub("[redacted]", request.text)[:2000],
+            arguments=_TOKEN_SHAPE.sub("[redacted]", request.text),
             outcome=outcome,
-            detail=detail[:2000],
+            detail=detail,
             correlation_id=cid,
         )
         try:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.core import runs as R
 from bot.core.command import CommandContext
-from bot.core.run_service import Actor, RunService, require_member
+from bot.core.runs import machine as R
+from bot.core.runs.machine import require_member
+from bot.core.runs.service import Actor, RunService
 from bot.errors import UserError
 
 

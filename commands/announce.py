@@ -17,15 +17,15 @@ from typing import Any
 
 from markupsafe import Markup
 
-from bot.core import announcements
-from bot.core.announcement_service import plan_context
-from bot.core.announcement_templates import AnnouncementRenderer, sample_context
+from bot.core.announcements import timing as announcements
+from bot.core.announcements.service import plan_context
+from bot.core.announcements.templates import AnnouncementRenderer, sample_context
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, require_any_role
-from bot.core.plans import Plan
-from bot.core.rendering import Rendered, TemplateError
-from bot.core.run_service import from_rows, load_plan
-from bot.errors import PermanentError, UsageError, UserError
+from bot.core.rendering import Rendered
+from bot.core.runs.library import assemble_run, find_plan
+from bot.core.runs.plans import Plan
+from bot.errors import PermanentError, TemplateError, UsageError
 
 #: Who may post an announcement to a channel (previews are open to the whole roster).
 POSTERS = frozenset({"coordinator", "primary"})
@@ -99,10 +99,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 
 def _plan(ctx: CommandContext, name: str) -> Plan:
-    row = ctx.store.plan(name)
-    if row is None:
-        raise UserError(f"no plan `{name}` is loaded; `/upgrade plan load {name}` loads it")
-    return load_plan(ctx.store, row.id)
+    return find_plan(ctx.store, name)[1]
 
 
 def _context(ctx: CommandContext, plan: Plan) -> dict[str, Any]:
@@ -111,9 +108,7 @@ def _context(ctx: CommandContext, plan: Plan) -> dict[str, Any]:
     latest = next((r for r in ctx.store.runs(limit=200) if r.plan_name == plan.name), None)
     run = None
     if latest is not None:
-        rows = ctx.store.run_rows(latest.id)
-        if rows is not None:
-            run = from_rows(*rows, load_plan(ctx.store, latest.plan_id))
+        run = assemble_run(ctx.store, latest.id)
     if schedule is None:
         return plan_context(plan, run=run)
     return plan_context(plan, start=schedule.window_start, end=schedule.window_end, tz=schedule.tz, run=run)

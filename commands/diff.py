@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from bot.core import snapshots
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
-from bot.core.diff import Finding
 from bot.core.people import ANY_ROLE
-from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.diff import Finding
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
 
 TOP = 10
 # The summary goes in the channel and the full report is attached. Slack renders a message's text
@@ -47,7 +47,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     cluster; with only A, A is compared with the live cluster. The summary lists regressions first
     (kube-system first); the full report is attached as Markdown.
     """
-    cluster = snapshots.pick_cluster(ctx.settings, args.cluster)
+    cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
 
     def live() -> dict[str, Any]:
         reader = ctx.connect_cluster(cluster)

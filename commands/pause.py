@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.core import runs as R
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.runs import machine as R
 from commands import _runs
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
-from bot.core.plans import PeopleLookup, parse_plan, to_document
+from bot.core.runs.library import find_plan
+from bot.core.runs.plans import PeopleLookup, parse_plan, to_document
 from bot.errors import UsageError, UserError
 
 
@@ -43,21 +44,18 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     `/upgrade plan show NAME` shows the steps and gates of the newest plan stored under NAME.
     """
     if args.action == "show":
-        row = ctx.store.plan(args.target)
-        if row is None:
-            raise UserError(f"no plan `{args.target}` is loaded; `/upgrade plan load {args.target}` loads it")
-        plan = parse_plan(row.text, source=row.name)
+        row, plan = find_plan(ctx.store, args.target)
         return Reply(template="runs/plan", context={"plan": to_document(plan), "row": row, "loaded": False})
     text, source = _plan_file(ctx, args.target)
     # The Slack directory can say whether each roster ID exists; the terminal's static one cannot.
     people = ctx.directory if isinstance(ctx.directory, PeopleLookup) else None
     plan = parse_plan(text, source=source, people=people)
     plan_id = ctx.store.save_plan(name=plan.name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
-    row = ctx.store.plan_by_id(plan_id)
+    saved = ctx.store.plan_by_id(plan_id)
     return Reply(
         template="runs/plan",
         ephemeral=False,
-        context={"plan": to_document(plan), "row": row, "loaded": True},
+        context={"plan": to_document(plan), "row": saved, "loaded": True},
     )
 
 

@@ -13,18 +13,14 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from bot.adapters.store import ScheduleRow
-from bot.core.announcement_service import (
-    AnnouncementService,
-    authorize_override,
-    merged_roster,
-    window_refusal,
-)
+from bot.core.announcements.overrides import authorize_override, merged_roster, window_refusal
+from bot.core.announcements.service import AnnouncementService
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, require_any_role
-from bot.core.plans import Plan
-from bot.core.run_service import load_plan
+from bot.core.runs.library import find_plan, stored_plan
+from bot.core.runs.plans import Plan
 from bot.errors import UsageError, UserError
+from bot.records import ScheduleRow
 
 #: Who may schedule or cancel (the same people who may post announcements).
 SCHEDULERS = frozenset({"coordinator", "primary"})
@@ -72,10 +68,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 def _schedule(ctx: CommandContext, service: AnnouncementService, name: str, args: Args) -> Reply:
     if not args.at:
         raise UsageError('when? add `--at "YYYY-MM-DD HH:MM"`', usage=_USAGE)
-    row = ctx.store.plan(name)
-    if row is None:
-        raise UserError(f"no plan `{name}` is loaded; `/upgrade plan load {name}` loads it")
-    plan = load_plan(ctx.store, row.id)
+    _row, plan = find_plan(ctx.store, name)
     roster = merged_roster(ctx.settings.roster, plan.roster)
     require_any_role(ctx.user_id, SCHEDULERS, roster, ctx.directory, action="scheduling an upgrade")
     tz = args.tz or plan.window.timezone
@@ -117,7 +110,7 @@ def _checked_window(
 
 def _move(ctx: CommandContext, service: AnnouncementService, word: str, args: Args) -> Reply:
     old = _schedule_arg(ctx, word)
-    plan = load_plan(ctx.store, old.plan_id)
+    plan = stored_plan(ctx.store, old.plan_id)
     roster = merged_roster(ctx.settings.roster, plan.roster)
     require_any_role(ctx.user_id, SCHEDULERS, roster, ctx.directory, action="moving a schedule")
     if not args.at:
@@ -168,7 +161,7 @@ def _list(service: AnnouncementService) -> Reply:
 
 def _cancel(ctx: CommandContext, service: AnnouncementService, word: str, reason: str) -> Reply:
     schedule = _schedule_arg(ctx, word)
-    plan = load_plan(ctx.store, schedule.plan_id)
+    plan = stored_plan(ctx.store, schedule.plan_id)
     roster = merged_roster(ctx.settings.roster, plan.roster)
     require_any_role(ctx.user_id, SCHEDULERS, roster, ctx.directory, action="cancelling a schedule")
     cancelled, count = service.cancel(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 
-from bot.core import snapshots
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
-from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS
+from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -19,7 +19,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     images), Deployments/DaemonSets/StatefulSets with their rollout verdict, PDBs, namespaces and
     the last hour's Warning events. Anything the bot may not read is reported as a gap.
     """
-    cluster = snapshots.pick_cluster(ctx.settings, args.cluster)
+    cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
     label = " ".join(args.label) if args.label else "manual"
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):

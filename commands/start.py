@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.core.announcement_service import authorize_override, merged_roster, override_audit, window_refusal
+from bot.core.announcements.overrides import authorize_override, merged_roster, override_audit, window_refusal
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, roles_of
-from bot.core.plans import parse_plan
+from bot.core.runs.library import find_plan
 from bot.errors import PermissionDenied, UserError
 from commands import _runs
 
@@ -29,10 +29,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     coordinator may start it with `--override --reason "…"` (audited).
     """
     runs = _runs.service(ctx)
-    row = ctx.store.plan(args.plan)
-    if row is None:
-        raise UserError(f"no plan `{args.plan}` is loaded; `/upgrade plan load {args.plan}` loads it")
-    plan = parse_plan(row.text, source=row.name)
+    _row, plan = find_plan(ctx.store, args.plan)
     if not roles_of(ctx.user_id, plan.roster, ctx.directory):
         raise PermissionDenied(f"starting `{plan.name}` is for the people in its roster; you are not in it")
     if not (plan.operations_channel or ctx.settings.channels.operations):

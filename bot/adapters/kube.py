@@ -32,38 +32,22 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from bot.errors import ClusterError, ClusterUnreachable, ConfigError
-from bot.settings import ClusterConfig
+from bot.errors import (
+    ClusterError,
+    ClusterForbidden,
+    ClusterUnreachable,
+    ConfigError,
+    ContinueExpired,
+    EvictionBlocked,
+    RolloutRefused,
+    WatchExpired,
+)
+from bot.records import ClusterConfig
 
 log = logging.getLogger(__name__)
 
 #: kubectl's page size; the API server's list cost is bounded per page.
 PAGE_SIZE = 500
-
-
-class ClusterForbidden(ClusterError):
-    """403: the bot's ServiceAccount may not do this (by design, or RBAC is missing a rule)."""
-
-
-class ContinueExpired(ClusterError):
-    """410 Expired on a continue token: the list took longer than the server keeps its snapshot."""
-
-
-class WatchExpired(ClusterError):
-    """410 in a watch's ERROR event: the resourceVersion is older than the server's history."""
-
-
-class EvictionBlocked(ClusterError):
-    """429 on an eviction: a PodDisruptionBudget allows no disruption now. Retry later, as kubectl
-    does every 5 s; `retry_after` is the server's hint in seconds when it gave one."""
-
-    def __init__(self, message: str, *, cluster: str = "", retry_after: float | None = None) -> None:
-        super().__init__(message, cluster=cluster, status=429)
-        self.retry_after = retry_after
-
-
-class RolloutRefused(ClusterError):
-    """A rollout restart kubectl would also refuse (a paused Deployment)."""
 
 
 #: The annotation `kubectl rollout restart` sets on the pod template.

@@ -30,8 +30,8 @@ from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.date import DateTrigger
 
-from bot.adapters.store import AnnouncementRow
 from bot.errors import BotError
+from bot.records import AnnouncementRow
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.webhook import WebhookClient
 
-from bot.errors import BotError, TemporaryError
+from bot.errors import SlackCallFailed, TemporaryError
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +36,6 @@ DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_API_HOSTS = frozenset({"slack.com", "slack-gov.com"})
 #: The only hosts the bot token is sent to when a file is downloaded (`url_private` links).
 SLACK_FILE_HOSTS = frozenset({"files.slack.com", "files.slack-gov.com"})
-
-
-class SlackCallFailed(BotError):
-    """A Web API call answered `ok: false`; `code` is Slack's error string."""
-
-    def __init__(self, method: str, code: str) -> None:
-        super().__init__(_FRIENDLY.get(code, f"Slack refused {method}: {code}"))
-        self.method = method
-        self.code = code
 
 
 _FRIENDLY = {
@@ -105,7 +96,7 @@ class SlackGateway:
             log.warning("Slack %s failed: %s (HTTP %s)", method, code, status)
             if status == 429 or status >= 500:
                 raise TemporaryError(f"Slack is not answering {method} right now") from exc
-            raise SlackCallFailed(method, code) from exc
+            raise SlackCallFailed(method, code, _FRIENDLY.get(code)) from exc
         except (SlackClientError, OSError) as exc:
             log.warning("Slack %s failed: %s", method, exc)
             raise TemporaryError(f"could not reach Slack for {method}") from exc
@@ -179,7 +170,7 @@ class SlackGateway:
         not followed: a pasted link can never carry the token anywhere else.
         """
         if not self._trusted_file_url(url):
-            raise SlackCallFailed("files.download", "invalid_url")
+            raise SlackCallFailed("files.download", "invalid_url", _FRIENDLY.get("invalid_url"))
         request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.client.token}"})
         opener = urllib.request.build_opener(_NoRedirects)
         try:
@@ -187,11 +178,13 @@ class SlackGateway:
                 body: bytes = resp.read(limit + 1)
         except urllib.error.HTTPError as exc:
             log.warning("downloading a Slack file failed: HTTP %s", exc.code)
-            raise SlackCallFailed("files.download", "file_not_found") from None
+            raise SlackCallFailed(
+                "files.download", "file_not_found", _FRIENDLY.get("file_not_found")
+            ) from None
         except OSError as exc:
             raise TemporaryError("could not download the file from Slack") from exc
         if len(body) > limit:
-            raise SlackCallFailed("files.download", "file_too_large")
+            raise SlackCallFailed("files.download", "file_too_large", _FRIENDLY.get("file_too_large"))
         return body
 
     def _trusted_file_url(self, url: str) -> bool:

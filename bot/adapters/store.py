@@ -6,16 +6,16 @@ are numbered, applied in order inside transactions, and recorded in `schema_migr
 release upgrades an existing database in place and a second replica starting at the same moment
 does not apply a migration twice.
 
-Records cross this boundary as frozen dataclasses defined here (plain data); callers above never
-see SQLAlchemy rows or sessions.
+Records cross this boundary as the frozen dataclasses of `bot.records` (plain data); this module
+alone maps them to and from rows, and callers above never see SQLAlchemy rows or sessions.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,27 +24,21 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-from bot.errors import PermanentError, TemporaryError
+from bot.errors import ConcurrentUpdate, PermanentError, TemporaryError
+from bot.records import (
+    AnnouncementRow,
+    Approval,
+    AuditEntry,
+    MessageRef,
+    PlanRow,
+    RunRow,
+    ScheduleRow,
+    SnapshotMeta,
+    StepRun,
+    StepState,
+)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True)
-class AuditEntry:
-    """One line of the audit log: who did what, where, when, and how it ended."""
-
-    at: datetime
-    user_id: str
-    channel_id: str
-    source: str  # "slack" | "terminal" | "scheduler"
-    kind: str  # "command" | "action" | …
-    subcommand: str
-    arguments: str
-    outcome: str  # "ok" | "error" | "denied" | "usage" | …
-    detail: str = ""
-    correlation_id: str = ""
-    run_id: str = ""
-    id: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,132 +205,6 @@ scheduled_announcements = sa.Table(
     # Migration 5: the step a `step-complete` announcement is about ("" for the others).
     sa.Column("step_id", sa.String(64), nullable=False, server_default=""),
 )
-
-
-class ConcurrentUpdate(TemporaryError):
-    """Someone else changed the run between our read and our write; re-read and decide again."""
-
-    user_message = "someone else changed this run at the same moment; look at the card and try again"
-
-
-@dataclass(frozen=True, kw_only=True)
-class PlanRow:
-    id: int
-    name: str
-    text: str
-    loaded_by: str
-    loaded_at: datetime
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunRow:
-    id: str
-    plan_id: int
-    plan_name: str
-    cluster: str
-    state: str
-    version: int
-    #: JSON object: role → list of Slack IDs (the run's own roster, after hand-offs).
-    roster: str
-    reason: str
-    created_by: str
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepRow:
-    run_id: str
-    step_id: str
-    position: int
-    state: str
-    epoch: int
-    started_by: str = ""
-    opened_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    escalations: int = 0
-    note: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ApprovalRow:
-    run_id: str
-    step_id: str
-    phase: str
-    epoch: int
-    user_id: str
-    roles: str  # comma-separated
-    decision: str
-    at: datetime
-    reason: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class MessageRef:
-    """A Slack message the bot posted for a run: the card, or one message in its thread."""
-
-    run_id: str
-    key: str
-    channel: str
-    #: Empty while the post is claimed but Slack has not answered yet.
-    ts: str
-    thread_ts: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SnapshotMeta:
-    id: int
-    cluster: str
-    label: str
-    taken_at: datetime
-    taken_by: str
-    #: Small JSON object: counts, control-plane version, gaps. Readable without the body.
-    summary: str
-    size: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScheduleRow:
-    """A plan scheduled for a window; `state` is scheduled, started (a run began) or cancelled."""
-
-    id: int
-    plan_id: int
-    plan_name: str
-    window_start: datetime
-    window_end: datetime
-    tz: str
-    channel: str
-    state: str
-    run_id: str
-    created_by: str
-    created_at: datetime
-    override_reason: str = ""
-    #: Set by `schedule move`: the schedule this one replaced (0: none) and why it moved.
-    moved_from: int = 0
-    move_reason: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class AnnouncementRow:
-    """One announcement to post: `state` is scheduled, sent, skipped or cancelled."""
-
-    id: int
-    schedule_id: int
-    plan_name: str
-    run_id: str
-    template: str
-    due_at: datetime
-    window_start: datetime
-    dedup_key: str
-    state: str
-    channel: str
-    ts: str = ""
-    delayed: bool = False
-    reason: str = ""
-    updated_at: datetime | None = None
-    #: The step a `step-complete` announcement is about; "" for the others.
-    step_id: str = ""
 
 
 def _m001_audit_and_deliveries(conn: Connection) -> None:
@@ -722,16 +590,16 @@ class Store:
             row = conn.execute(sa.select(plans).where(plans.c.id == plan_id)).mappings().first()
         return _plan_row(row) if row else None
 
-    def create_run(self, run: RunRow, steps: Sequence[StepRow], audit: Sequence[AuditEntry] = ()) -> None:
-        """Insert a new run with its steps (and audit rows) in one transaction."""
+    def create_run(self, run: RunRow, steps: Sequence[StepRun], audit: Sequence[AuditEntry] = ()) -> None:
+        """Insert a new run with its steps in plan order (and audit rows) in one transaction."""
         with _wrap_errors(), self.engine.begin() as conn:
             conn.execute(runs.insert().values(**_run_values(run)))
-            for step in steps:
-                conn.execute(run_steps.insert().values(**_step_values(step)))
+            for position, step in enumerate(steps):
+                conn.execute(run_steps.insert().values(**_step_values(run.id, position, step)))
             for entry in audit:
                 conn.execute(audit_log.insert().values(**_audit_values(entry)))
 
-    def run_rows(self, run_id: str) -> tuple[RunRow, list[StepRow], list[ApprovalRow]] | None:
+    def run_rows(self, run_id: str) -> tuple[RunRow, list[StepRun], list[Approval]] | None:
         """A run, its steps in plan order and its approvals in the order given, read consistently."""
         with _wrap_errors(), self.engine.begin() as conn:
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
@@ -740,11 +608,11 @@ class Store:
             steps = conn.execute(
                 sa.select(run_steps).where(run_steps.c.run_id == run_id).order_by(run_steps.c.position)
             ).mappings()
-            step_rows = [_step_row(s) for s in steps]
+            step_rows = [_step_run(s) for s in steps]
             given = conn.execute(
                 sa.select(approvals).where(approvals.c.run_id == run_id).order_by(approvals.c.id)
             ).mappings()
-            approval_rows = [_approval_row(a) for a in given]
+            approval_rows = [_approval(a) for a in given]
         return _run_row(row), step_rows, approval_rows
 
     def runs(self, *, states: Sequence[str] | None = None, limit: int = 50) -> list[RunRow]:
@@ -761,18 +629,19 @@ class Store:
         run_id: str,
         expected_version: int,
         state: str,
-        roster: str,
+        roster: Mapping[str, Sequence[str]],
         reason: str,
         updated_at: datetime,
-        steps: Sequence[StepRow] = (),
-        new_approvals: Sequence[ApprovalRow] = (),
+        steps: Sequence[tuple[int, StepRun]] = (),
+        new_approvals: Sequence[Approval] = (),
         audit: Sequence[AuditEntry] = (),
     ) -> int:
         """Commit one transition: the run moves from `expected_version` to the next, or not at all.
 
         `UPDATE … WHERE version = :expected` is the optimistic lock: when another click, worker or
         replica committed first, no row matches and `ConcurrentUpdate` is raised with nothing
-        written, so a step can never be advanced twice.
+        written, so a step can never be advanced twice. `steps` are the changed ones, each with
+        its position in the plan.
         """
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
@@ -781,22 +650,22 @@ class Store:
                 .values(
                     version=expected_version + 1,
                     state=state,
-                    roster=roster,
+                    roster=_roster_text(roster),
                     reason=reason,
                     updated_at=_utc(updated_at),
                 )
             )
             if result.rowcount != 1:
                 raise ConcurrentUpdate(f"run {run_id} changed since version {expected_version}")
-            for step in steps:
-                values = _step_values(step)
+            for position, step in steps:
+                values = _step_values(run_id, position, step)
                 conn.execute(
                     run_steps.update()
-                    .where(run_steps.c.run_id == step.run_id, run_steps.c.step_id == step.step_id)
+                    .where(run_steps.c.run_id == run_id, run_steps.c.step_id == step.step_id)
                     .values(**{k: v for k, v in values.items() if k not in ("run_id", "step_id")})
                 )
             for approval in new_approvals:
-                conn.execute(approvals.insert().values(**_approval_values(approval)))
+                conn.execute(approvals.insert().values(**_approval_values(run_id, approval)))
             for entry in audit:
                 conn.execute(audit_log.insert().values(**_audit_values(entry)))
         return expected_version + 1
@@ -857,15 +726,6 @@ class Store:
                 )
                 for r in conn.execute(query).mappings()
             }
-
-    def run_for_message(self, channel: str, ts: str) -> str | None:
-        """The run whose card or thread message this is (for interactions that carry no run id)."""
-        query = sa.select(run_messages.c.run_id).where(
-            run_messages.c.channel == channel, sa.or_(run_messages.c.ts == ts, run_messages.c.thread_ts == ts)
-        )
-        with _wrap_errors(), self.engine.connect() as conn:
-            row = conn.execute(query).first()
-        return str(row[0]) if row else None
 
     # -- schedules and announcements -------------------------------------------------------------
 
@@ -1172,7 +1032,7 @@ def _run_values(run: RunRow) -> dict[str, Any]:
         "cluster": run.cluster[:64],
         "state": run.state,
         "version": run.version,
-        "roster": run.roster,
+        "roster": _roster_text(run.roster),
         "reason": run.reason,
         "created_by": run.created_by[:64],
         "created_at": _utc(run.created_at),
@@ -1188,7 +1048,7 @@ def _run_row(row: Any) -> RunRow:
         cluster=row["cluster"],
         state=row["state"],
         version=int(row["version"]),
-        roster=row["roster"],
+        roster={k: tuple(v) for k, v in json.loads(row["roster"]).items()},
         reason=row["reason"],
         created_by=row["created_by"],
         created_at=_utc(row["created_at"]),
@@ -1200,12 +1060,16 @@ def _maybe_utc(value: datetime | None) -> datetime | None:
     return _utc(value) if value is not None else None
 
 
-def _step_values(step: StepRow) -> dict[str, Any]:
+def _roster_text(roster: Mapping[str, Sequence[str]]) -> str:
+    return json.dumps({k: list(v) for k, v in roster.items()}, sort_keys=True)
+
+
+def _step_values(run_id: str, position: int, step: StepRun) -> dict[str, Any]:
     return {
-        "run_id": step.run_id,
+        "run_id": run_id,
         "step_id": step.step_id,
-        "position": step.position,
-        "state": step.state,
+        "position": position,
+        "state": str(step.state),
         "epoch": step.epoch,
         "started_by": step.started_by[:64],
         "opened_at": _maybe_utc(step.opened_at),
@@ -1216,12 +1080,10 @@ def _step_values(step: StepRow) -> dict[str, Any]:
     }
 
 
-def _step_row(row: Any) -> StepRow:
-    return StepRow(
-        run_id=row["run_id"],
+def _step_run(row: Any) -> StepRun:
+    return StepRun(
         step_id=row["step_id"],
-        position=int(row["position"]),
-        state=row["state"],
+        state=StepState(row["state"]),
         epoch=int(row["epoch"]),
         started_by=row["started_by"],
         opened_at=_maybe_utc(row["opened_at"]),
@@ -1232,28 +1094,27 @@ def _step_row(row: Any) -> StepRow:
     )
 
 
-def _approval_values(a: ApprovalRow) -> dict[str, Any]:
+def _approval_values(run_id: str, a: Approval) -> dict[str, Any]:
     return {
-        "run_id": a.run_id,
+        "run_id": run_id,
         "step_id": a.step_id,
         "phase": a.phase,
         "epoch": a.epoch,
         "user_id": a.user_id[:64],
-        "roles": a.roles[:200],
+        "roles": ",".join(a.roles)[:200],
         "decision": a.decision,
         "at": _utc(a.at),
         "reason": a.reason,
     }
 
 
-def _approval_row(row: Any) -> ApprovalRow:
-    return ApprovalRow(
-        run_id=row["run_id"],
+def _approval(row: Any) -> Approval:
+    return Approval(
         step_id=row["step_id"],
         phase=row["phase"],
         epoch=int(row["epoch"]),
         user_id=row["user_id"],
-        roles=row["roles"],
+        roles=tuple(r for r in row["roles"].split(",") if r),
         decision=row["decision"],
         at=_utc(row["at"]),
         reason=row["reason"],

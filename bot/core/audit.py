@@ -1,4 +1,9 @@
-"""Audit log views: parsing `--since`, summaries, and CSV/Markdown exports of audit entries."""
+"""The audit log: the one builder of audit entries, `--since`, summaries and CSV/Markdown exports.
+
+Every mutation writes an audit entry, and every entry is built by `audit_entry`, which clips the
+free-text fields to what the table holds and drops text a database refuses (lone surrogates from a
+forged payload), so an audit write never fails on what a user typed.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,69 @@ import io
 import re
 from collections import Counter
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from bot.adapters.store import AuditEntry
+from bot.core.durations import parse_duration
 from bot.errors import UsageError
+from bot.records import AuditEntry
 
-_DURATION = re.compile(r"^(\d+)\s*([mhdw])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+#: Longest free text kept in one audit field; the table's text columns hold more, a chat less.
+MAX_TEXT = 2000
+
+
+class Who(Protocol):
+    """Who did it and through which door (`bot.core.runs.service.Actor` is one)."""
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def channel_id(self) -> str: ...
+
+    @property
+    def correlation_id(self) -> str: ...
+
+
+def _text(value: str, limit: int = MAX_TEXT) -> str:
+    # Lone surrogates cannot be encoded as UTF-8; a database would refuse the whole row.
+    return value.encode("utf-8", "replace").decode("utf-8")[:limit]
+
+
+def audit_entry(
+    who: Who | None = None,
+    *,
+    at: datetime,
+    kind: str,
+    subcommand: str,
+    arguments: str = "",
+    outcome: str = "ok",
+    detail: str = "",
+    user_id: str | None = None,
+    channel_id: str | None = None,
+    source: str | None = None,
+    correlation_id: str | None = None,
+    run_id: str = "",
+) -> AuditEntry:
+    """One audit entry; `who` supplies the person, door, channel and correlation id unless given."""
+    return AuditEntry(
+        at=at,
+        user_id=_text(user_id if user_id is not None else (who.user_id if who else "bot"), 64),
+        channel_id=_text(channel_id if channel_id is not None else (who.channel_id if who else ""), 64),
+        source=source if source is not None else (who.source if who else "bot"),
+        kind=kind,
+        subcommand=_text(subcommand, 64),
+        arguments=_text(arguments),
+        outcome=outcome,
+        detail=_text(detail),
+        correlation_id=correlation_id if correlation_id is not None else (who.correlation_id if who else ""),
+        run_id=run_id,
+    )
+
 
 COLUMNS = (
     "at_utc",
@@ -33,11 +92,13 @@ COLUMNS = (
 
 
 def parse_since(text: str, now: datetime, zone: str = "UTC") -> datetime:
-    """`30m`, `24h`, `7d`, `2w`, a date (`2026-11-01`, midnight in `zone`) or an ISO time."""
+    """`30m`, `1h30m`, `7d`, `2w`, a date (`2026-11-01`, midnight in `zone`) or an ISO time."""
     text = text.strip()
-    match = _DURATION.match(text.lower())
-    if match:
-        return now - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    if text[:1].isdigit() and not re.match(r"^\d{4}-", text):
+        try:
+            return now - parse_duration(text)
+        except ValueError as exc:
+            raise UsageError(f"--since: {exc}") from None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

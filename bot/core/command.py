@@ -23,11 +23,12 @@ from bot.errors import UsageError
 
 if TYPE_CHECKING:
     from bot.adapters.store import Store
-    from bot.core.announcement_service import AnnouncementService
+    from bot.core.announcements.service import AnnouncementService
     from bot.core.people import Directory
-    from bot.core.run_service import RunService
-    from bot.core.snapshot import ClusterReader
-    from bot.settings import ClusterConfig, Settings
+    from bot.core.runs.service import RunService
+    from bot.core.snapshots.projection import ClusterReader
+    from bot.records import ClusterConfig
+    from bot.settings import Settings
 
 Args = argparse.Namespace
 

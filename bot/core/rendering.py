@@ -27,11 +27,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from markupsafe import Markup
 
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
-from bot.errors import PermanentError
-
-
-class TemplateError(PermanentError):
-    """A template failed to load or render; the message names the template, line and cause."""
+from bot.errors import TemplateError
 
 
 @dataclass(frozen=True, kw_only=True)

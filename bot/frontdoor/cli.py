@@ -199,7 +199,7 @@ def _rehearse(args: argparse.Namespace) -> int:
     import tempfile
 
     from bot.adapters.kube import Cluster
-    from bot.core.plans import PlanInvalid
+    from bot.errors import PlanInvalid
     from bot.frontdoor.rehearse import rehearse
     from bot.sim.cluster import SimCluster
 
@@ -234,7 +234,8 @@ def _rehearse(args: argparse.Namespace) -> int:
 
 
 def _plan_validate(args: argparse.Namespace) -> int:
-    from bot.core.plans import PeopleLookup, PlanInvalid, parse_plan
+    from bot.core.runs.plans import PeopleLookup, parse_plan
+    from bot.errors import PlanInvalid
 
     configure_logging(args.log_level or "WARNING", [])
     path = Path(args.file)
@@ -270,7 +271,7 @@ def _plan_validate(args: argparse.Namespace) -> int:
 
 
 def _templates_check(args: argparse.Namespace) -> int:
-    from bot.core.announcement_templates import AnnouncementRenderer
+    from bot.core.announcements.templates import AnnouncementRenderer
 
     configure_logging(args.log_level or "WARNING", [])
     directory = Path(args.dir) if args.dir else None
@@ -351,10 +352,10 @@ def _progress(resource: str, count: int) -> None:
 def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
     from bot.adapters.kube import Cluster
     from bot.adapters.store import Store
-    from bot.core import snapshots
-    from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS
+    from bot.core.snapshots import service as snapshots
+    from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 
-    cluster = snapshots.pick_cluster(settings, args.cluster)
+    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
     label = " ".join(args.label) if args.label else "manual"
     store = Store.open(settings.database_url)
     reader = Cluster.connect(cluster)
@@ -388,7 +389,7 @@ def _snapshot_export(settings: Settings, args: argparse.Namespace) -> int:
     import json
 
     from bot.adapters.store import Store
-    from bot.core import snapshots
+    from bot.core.snapshots import service as snapshots
 
     store = Store.open(settings.database_url)
     try:
@@ -410,10 +411,10 @@ def _snapshot_export(settings: Settings, args: argparse.Namespace) -> int:
 def _diff(settings: Settings, args: argparse.Namespace) -> int:
     from bot.adapters.kube import Cluster
     from bot.adapters.store import Store
-    from bot.core import snapshots
-    from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+    from bot.core.snapshots import service as snapshots
+    from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
 
-    cluster = snapshots.pick_cluster(settings, args.cluster)
+    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
 
     def live() -> dict[str, object]:
         reader = Cluster.connect(cluster)

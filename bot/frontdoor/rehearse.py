@@ -21,15 +21,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bot.adapters.store import Store
-from bot.core import runs as R
+from bot.core.actions import default_registry
 from bot.core.people import StaticDirectory, roles_of
-from bot.core.plans import Plan, RehearsalHook, parse_plan
 from bot.core.rendering import Renderer
-from bot.core.run_actions import builtin_runner
-from bot.core.run_service import Actor, RunService
-from bot.core.snapshot import ClusterReader
+from bot.core.runs import machine as R
+from bot.core.runs.cards import RunCards
+from bot.core.runs.plans import Plan, RehearsalHook, parse_plan
+from bot.core.runs.service import Actor, RunService
+from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
-from bot.settings import BUILTIN_TEMPLATES, ClusterConfig, parse_settings
+from bot.frontdoor.wiring import action_context
+from bot.records import ClusterConfig
+from bot.resources import BUILTIN_TEMPLATES
+from bot.settings import parse_settings
 
 
 @dataclass(frozen=True)
@@ -160,14 +164,21 @@ def rehearse(
     # need a group (a quorum of the mesh team) can be rehearsed too.
     groups = {e for people in plan.roster.values() for e in people if e.startswith("S")}
     directory = StaticDirectory({g: [f"{g}-member-{i}" for i in (1, 2, 3)] for g in groups})
+    renderer = Renderer([BUILTIN_TEMPLATES])
+    cards = RunCards(
+        store=store,
+        renderer=renderer,
+        poster=poster,
+        clock=clock,
+        operations_channel=plan.operations_channel or "CREHEARSAL",
+    )
     service = RunService(
         store=store,
         directory=directory,
         clock=clock,
-        renderer=Renderer([BUILTIN_TEMPLATES]),
-        poster=poster,
-        operations_channel=plan.operations_channel or "CREHEARSAL",
-        run_action=builtin_runner(
+        cards=cards,
+        actions=default_registry(),
+        action_context=action_context(
             settings=settings, store=store, connect_cluster=connect_cluster, clock=clock
         ),
     )
@@ -258,5 +269,5 @@ def _decide(
 
 
 def _card_text(service: RunService, run: R.Run) -> str:
-    assert service.renderer is not None
-    return terminal_text(service.renderer.render("runs/card", service.card_context(run)).text)
+    assert service.cards is not None
+    return terminal_text(service.cards.renderer.render("runs/card", service.card_context(run)).text)

@@ -23,15 +23,15 @@ from typing import Any
 
 from slack_bolt import Ack, App, BoltResponse
 
-from bot.adapters.slack import SlackCallFailed, SlackGateway, respond_via_url
-from bot.adapters.store import AuditEntry
+from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.core.rendering import slack_escape
-from bot.core.run_service import Actor
-from bot.core.runs import ButtonRef
-from bot.errors import BotError, ConfigError
+from bot.core.runs.machine import ButtonRef
+from bot.core.runs.service import Actor
+from bot.errors import BotError, ConfigError, SlackCallFailed
 from bot.frontdoor.wiring import Services
 from bot.frontdoor.workers import WorkerPool
 from bot.logsetup import correlation, new_correlation_id
+from bot.records import AuditEntry
 from bot.router import CommandRequest, Outcome
 
 log = logging.getLogger(__name__)

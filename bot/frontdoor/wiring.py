@@ -6,21 +6,27 @@ registry with an extra subcommand) instead of patching anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.adapters.store import Store
-from bot.core.announcement_service import AnnouncementService
+from bot.core.actions import default_registry
+from bot.core.actions.base import ActionContext, DiffSummary
+from bot.core.announcements.service import AnnouncementService
 from bot.core.command import Registry
 from bot.core.people import Directory, StaticDirectory
 from bot.core.rendering import Renderer
-from bot.core.run_actions import builtin_runner
-from bot.core.run_service import Poster, RunService
-from bot.core.snapshot import ClusterReader
+from bot.core.runs.cards import Poster, RunCards
+from bot.core.runs.service import RunService
+from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.errors import UserError
+from bot.records import ClusterConfig
 from bot.router import Router
-from bot.settings import ClusterConfig, Settings
+from bot.settings import Settings
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -67,14 +73,22 @@ def build_services(
     from bot.adapters.kube import Cluster
 
     connect = connect_cluster or Cluster.connect
+    cards = None
+    if poster is not None:
+        cards = RunCards(
+            store=store,
+            renderer=Renderer(settings.template_dirs()),
+            poster=poster,
+            clock=clock,
+            operations_channel=settings.channels.operations,
+        )
     runs = RunService(
         store=store,
         directory=directory,
         clock=clock,
-        renderer=Renderer(settings.template_dirs()),
-        poster=poster,
-        operations_channel=settings.channels.operations,
-        run_action=builtin_runner(settings=settings, store=store, connect_cluster=connect, clock=clock),
+        cards=cards,
+        actions=default_registry(),
+        action_context=action_context(settings=settings, store=store, connect_cluster=connect, clock=clock),
     )
     announcements = AnnouncementService(
         store=store,
@@ -109,3 +123,37 @@ def build_services(
         runs=runs,
         announcements=announcements,
     )
+
+
+def action_context(
+    *,
+    settings: Settings,
+    store: Store,
+    connect_cluster: Callable[[ClusterConfig], ClusterReader],
+    clock: Callable[[], datetime],
+) -> ActionContext:
+    """The capabilities a plan's actions use, bound to this bot's store and clusters."""
+    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+
+    def take_snapshot(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
+        reader = connect_cluster(snapshots.pick_cluster(settings.clusters, cluster))
+        with contextlib.closing(reader):
+            stored = snapshots.take_and_store(
+                store, reader, label=label, taken_by=taken_by, now=clock(), node_group_labels=labels
+            )
+        return stored.meta.id, stored.meta.label, stored.snap["counts"]
+
+    def compare_snapshots(cluster: str, before: str, after: str) -> DiffSummary:
+        def live() -> dict[str, Any]:
+            raise UserError("the diff action compares two stored snapshots; name both")
+
+        return snapshots.compare(
+            store,
+            before,
+            after,
+            cluster=snapshots.pick_cluster(settings.clusters, cluster),
+            live=live,
+            restart_threshold=settings.restart_threshold,
+        )
+
+    return ActionContext(take_snapshot=take_snapshot, compare_snapshots=compare_snapshots)

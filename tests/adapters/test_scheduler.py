@@ -16,10 +16,10 @@ import pytest
 from bot.adapters.scheduler import AnnouncementScheduler
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
-from bot.core import runs as R
-from bot.core.announcement_service import AnnouncementService
+from bot.core.announcements.service import AnnouncementService
 from bot.core.people import StaticDirectory
-from bot.core.run_service import Actor, RunService
+from bot.core.runs import machine as R
+from bot.core.runs.service import Actor, RunService
 from tests.conftest import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 

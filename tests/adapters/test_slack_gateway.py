@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.adapters.slack import SlackCallFailed, SlackGateway, make_web_client, respond_via_url
-from bot.errors import TemporaryError
+from bot.adapters.slack import SlackGateway, make_web_client, respond_via_url
+from bot.errors import SlackCallFailed, TemporaryError
 from tests.conftest import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.store import MIGRATIONS, AuditEntry, Store
+from bot.adapters.store import MIGRATIONS, Store
+from bot.records import AuditEntry
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bot.adapters.store import ConcurrentUpdate, Store
-from bot.core import runs as R
+from bot.adapters.store import Store
 from bot.core.people import StaticDirectory
-from bot.core.run_service import Actor, RunService
+from bot.core.runs import machine as R
+from bot.core.runs.service import Actor, RunService
+from bot.errors import ConcurrentUpdate
 
 NOW = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
 PLAN = (Path(__file__).resolve().parents[2] / "templates" / "plans" / "eks-nodegroups.yaml").read_text()
@@ -97,7 +98,7 @@ def test_a_run_round_trips_through_the_store(url: str) -> None:
 
 def test_a_commit_from_a_stale_version_is_refused_and_writes_nothing(url: str) -> None:
     store, run_id = started(url)
-    kwargs = {"run_id": run_id, "state": "paused", "roster": "{}", "reason": "x", "updated_at": NOW}
+    kwargs = {"run_id": run_id, "state": "paused", "roster": {}, "reason": "x", "updated_at": NOW}
     assert store.commit_run(expected_version=0, **kwargs) == 1  # type: ignore[arg-type]
     with pytest.raises(ConcurrentUpdate):
         store.commit_run(expected_version=0, **{**kwargs, "state": "aborted"})  # type: ignore[arg-type]

@@ -12,15 +12,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bot.adapters.store import (
-    MIGRATIONS,
-    AnnouncementRow,
-    AuditEntry,
-    ConcurrentUpdate,
-    ScheduleRow,
-    Store,
-    schema_migrations,
-)
+from bot.adapters.store import MIGRATIONS, Store, schema_migrations
+from bot.errors import ConcurrentUpdate
+from bot.records import AnnouncementRow, AuditEntry, ScheduleRow
 
 NOW = datetime(2026, 11, 20, 3, tzinfo=UTC)
 START = datetime(2026, 12, 1, 5, tzinfo=UTC)

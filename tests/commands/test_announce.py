@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.core.announcement_templates import AnnouncementRenderer, sample_context
+from bot.core.announcements.templates import AnnouncementRenderer, sample_context
 from bot.frontdoor.wiring import Services, build_services
 from bot.router import CommandRequest
 from bot.settings import load_settings

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from bot.adapters.kube import EvictionBlocked
+from bot.errors import EvictionBlocked
 from tests.contract.workloads import pdb, pod_names, start_web
 from tests.support.backends import TIMEOUT, Backend
 from tests.support.testbed import wait_until

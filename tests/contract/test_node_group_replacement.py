@@ -14,8 +14,8 @@ from typing import Any
 from kubernetes import client
 
 from bot.adapters.kube import Cluster
-from bot.core.diff import diff
-from bot.core.snapshot import take_snapshot
+from bot.core.snapshots.diff import diff
+from bot.core.snapshots.projection import take_snapshot
 from tests.contract.workloads import pdb, pod_names, ready_replicas, start_web
 from tests.support.backends import TIMEOUT, Backend
 from tests.support.node_groups import replace_node_group

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from bot.adapters.kube import RESTARTED_AT, RolloutRefused
+from bot.adapters.kube import RESTARTED_AT
 from bot.core.rollout import DONE, verdict
+from bot.errors import RolloutRefused
 from tests.contract.workloads import pod_names, start_web
 from tests.support.backends import TIMEOUT, Backend
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from bot.adapters.kube import WatchEvent, WatchExpired
+from bot.adapters.kube import WatchEvent
+from bot.errors import WatchExpired
 from tests.contract.workloads import pending_pod
 from tests.support.backends import TIMEOUT, Backend
 

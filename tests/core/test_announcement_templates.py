@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.core import announcements
-from bot.core.announcement_templates import (
+from bot.core.announcements import timing as announcements
+from bot.core.announcements.templates import (
     BUILTIN_ANNOUNCEMENTS,
     AnnouncementRenderer,
     LateNote,
@@ -17,7 +17,7 @@ from bot.core.announcement_templates import (
     replace_plan,
     sample_context,
 )
-from bot.core.rendering import TemplateError
+from bot.errors import TemplateError
 
 HOSTILE = "Payments <!channel> & <@U0EVIL> > nothing"
 
@@ -98,7 +98,7 @@ def test_the_window_shows_a_date_token_with_plan_zone_and_utc_fallback() -> None
 
 
 def test_links_become_slack_links_and_unsafe_urls_do_not() -> None:
-    from bot.core.announcement_templates import Link
+    from bot.core.announcements.templates import Link
 
     context = replace_plan(
         sample_context(),

@@ -7,7 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.core import announcements as ann
+from bot.core.announcements import timing as ann
+from bot.core.durations import parse_duration
 from bot.core.rendering import when
 
 TOKYO = ZoneInfo("Asia/Tokyo")
@@ -129,7 +130,7 @@ def test_offset_spellings(text: str, offset: timedelta) -> None:
     assert ann.parse_offset(text) == offset
 
 
-@pytest.mark.parametrize("text", ["24h", "+1h", "-", "-1w", "soon"])
+@pytest.mark.parametrize("text", ["24h", "+1h", "-", "-1y", "-9w", "soon"])
 def test_offsets_after_the_start_or_unreadable_are_refused(text: str) -> None:
     with pytest.raises(ValueError):
         ann.parse_offset(text)
@@ -220,10 +221,11 @@ def test_an_announcement_already_posted_is_never_posted_again() -> None:
 
 
 def test_durations_for_grace() -> None:
-    assert ann.parse_duration("1h30m") == timedelta(minutes=90)
-    assert ann.parse_duration("0m") == timedelta(0)
+    assert parse_duration("1h30m") == timedelta(minutes=90)
+    assert parse_duration("0m") == timedelta(0)
+    assert parse_duration("90s") == timedelta(seconds=90)  # the one grammar: seconds too
     with pytest.raises(ValueError):
-        ann.parse_duration("-5m")
+        parse_duration("-5m")
 
 
 def test_a_moved_schedule_announces_delayed_now_instead_of_a_second_scheduled() -> None:

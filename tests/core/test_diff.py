@@ -7,8 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.core.diff import diff
-from bot.core.snapshot import take_snapshot
+from bot.core.snapshots.diff import diff
+from bot.core.snapshots.projection import take_snapshot
 from tests.support.kube_objects import DictCluster, container_status, deployment, node, pod, replicaset
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from bot.core.plans import PlanInvalid, PlanLink, parse_plan
+from bot.core.runs.plans import PlanLink, parse_plan
+from bot.errors import PlanInvalid
 from tests.core.test_plans import GOOD, PLANS
 
 

@@ -13,17 +13,17 @@ import yaml
 
 from bot.adapters.slack import SlackDirectory, make_web_client
 from bot.core import actions as action_registry
-from bot.core.plans import (
+from bot.core.durations import parse_duration
+from bot.core.runs.plans import (
     _DEFAULTS,
     _STEP,
     _TOP,
     GATE_KINDS,
     REHEARSAL_HOOKS,
     STEP_ANNOUNCEMENTS,
-    PlanInvalid,
-    parse_duration,
     parse_plan,
 )
+from bot.errors import PlanInvalid
 from tests.conftest import BOT_TOKEN, bot_command
 from tests.support.slack_stub import SlackStub
 
@@ -175,9 +175,17 @@ def test_durations_parse(text: str, minutes: float) -> None:
     assert parse_duration(text) == timedelta(minutes=minutes)
 
 
-@pytest.mark.parametrize("text", ["", "0m", "soon", "15", "m15", "1.5h"])
+@pytest.mark.parametrize("text", ["", "soon", "m15", "1.5h", "1h 2x", "99999999999d"])
 def test_bad_durations_do_not_parse(text: str) -> None:
-    assert parse_duration(text) is None
+    with pytest.raises(ValueError, match="duration|longer than"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["0m", "15", "soon"])
+def test_a_plan_refuses_a_zero_or_bare_or_unreadable_gate_timeout(text: str) -> None:
+    plan = GOOD.replace("    escalate_after: 10m\n", f"    escalate_after: 10m\n    timeout: {text!r}\n")
+    with pytest.raises(PlanInvalid, match="timeout"):
+        parse_plan(plan, source="p.yaml")
 
 
 def test_the_json_schema_matches_the_validator() -> None:

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from bot.adapters.store import SnapshotMeta
-from bot.core.diff import Finding
-from bot.core.rendering import Renderer, TemplateError
-from bot.settings import BUILTIN_TEMPLATES
+from bot.core.rendering import Renderer
+from bot.core.snapshots.diff import Finding
+from bot.errors import TemplateError
+from bot.records import SnapshotMeta
+from bot.resources import BUILTIN_TEMPLATES
 
 NOW = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
 

@@ -13,11 +13,12 @@ import pytest
 
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
-from bot.core import runs as R
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
-from bot.core.run_service import Actor, RunService
-from bot.settings import BUILTIN_TEMPLATES
+from bot.core.runs import machine as R
+from bot.core.runs.cards import RunCards
+from bot.core.runs.service import Actor, RunService
+from bot.resources import BUILTIN_TEMPLATES
 from tests.conftest import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 
@@ -60,8 +61,12 @@ def setup(tmp_path: Path, slack_stub: SlackStub) -> Iterator[tuple[RunService, C
         store=store,
         directory=StaticDirectory(),
         clock=clock,
-        renderer=Renderer([BUILTIN_TEMPLATES]),
-        poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
+        cards=RunCards(
+            store=store,
+            renderer=Renderer([BUILTIN_TEMPLATES]),
+            poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
+            clock=clock,
+        ),
     )
     yield service, clock, slack_stub
     store.close()

@@ -7,16 +7,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.core.people import StaticDirectory
-from bot.core.plans import parse_plan
-from bot.core.runs import (
+from bot.core.runs.machine import (
     RUN_TRANSITIONS,
     STEP_TRANSITIONS,
     ButtonRef,
     Outcome,
     Run,
-    RunState,
-    StepState,
-    TransitionRefused,
     abort,
     action_finished,
     click,
@@ -30,6 +26,9 @@ from bot.core.runs import (
     skip,
     summary_rows,
 )
+from bot.core.runs.plans import parse_plan
+from bot.errors import TransitionRefused
+from bot.records import RunState, StepState
 
 T0 = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
 P, S, C, STRANGER, BOTH, M1, M2 = "U0P", "U0S", "U0C", "U0X", "U0BOTH", "U0M1", "U0M2"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.core.snapshot import pod_display_status, pods_as_dicts, take_snapshot
+from bot.core.snapshots.projection import pod_display_status, pods_as_dicts, take_snapshot
 from bot.errors import ClusterError
 from tests.support.kube_objects import (
     DictCluster,

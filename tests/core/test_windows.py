@@ -7,7 +7,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.core.windows import Freeze, Policy, Window, describe_weekdays, parse_time, parse_weekdays
+from bot.core.announcements.windows import (
+    Freeze,
+    Policy,
+    Window,
+    describe_weekdays,
+    parse_time,
+    parse_weekdays,
+)
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 BERLIN = ZoneInfo("Europe/Berlin")

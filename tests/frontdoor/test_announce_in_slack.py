@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.core.announcement_templates import AnnouncementRenderer, sample_context
+from bot.core.announcements.templates import AnnouncementRenderer, sample_context
 from bot.settings import Settings, load_settings
 from tests.conftest import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
 from tests.frontdoor.conftest import Front

@@ -17,7 +17,7 @@ import pytest
 
 from bot.adapters.store import Store
 from bot.core.people import StaticDirectory
-from bot.core.run_service import RunService
+from bot.core.runs.service import RunService
 from bot.settings import load_settings
 from tests.conftest import SIGNING_SECRET
 from tests.support.bot_process import BotProcess

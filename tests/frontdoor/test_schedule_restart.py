@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.store import AnnouncementRow, Store
+from bot.adapters.store import Store
+from bot.records import AnnouncementRow
 from bot.settings import load_settings
 from tests.support.bot_process import BotProcess
 from tests.support.slack_stub import SlackStub

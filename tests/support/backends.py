@@ -26,7 +26,7 @@ import yaml
 from kubernetes import client, config
 
 from bot.adapters.kube import Cluster
-from bot.settings import ClusterConfig
+from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.testbed import RealCluster, fake_node, wait_until
 

@@ -15,8 +15,9 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from bot.adapters.kube import Cluster, ClusterForbidden
-from bot.settings import ClusterConfig
+from bot.adapters.kube import Cluster
+from bot.errors import ClusterForbidden
+from bot.records import ClusterConfig
 from tests.conftest import bot_command
 from tests.support.backends import RBAC, bot_role_kubeconfig, token_kubeconfig
 from tests.support.testbed import RealCluster, fake_node

@@ -23,30 +23,19 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 
-from bot.core.gates import Vote, covered, decide, live_votes
+from bot.core.durations import format_duration
 from bot.core.people import Directory, roles_of
-from bot.core.plans import Gate, Plan, Step, format_duration
-from bot.errors import UserError
+from bot.core.runs.gates import Vote, covered, decide, live_votes
+from bot.core.runs.plans import Gate, Plan, Step
+from bot.errors import PermissionDenied, TransitionRefused
 
-
-class StepState(StrEnum):
-    PENDING = "pending"
-    AWAITING_APPROVAL = "awaiting_approval"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    INTERRUPTED = "interrupted"
-
-
-class RunState(StrEnum):
-    ACTIVE = "active"
-    PAUSED = "paused"
-    ABORTED = "aborted"
-    COMPLETED = "completed"
-
+# The step and run states are records (the store keeps them); the machine speaks them too.
+from bot.records import Approval as Approval
+from bot.records import RunRow
+from bot.records import RunState as RunState
+from bot.records import StepRun as StepRun
+from bot.records import StepState as StepState
 
 STEP_TRANSITIONS: Mapping[StepState, frozenset[StepState]] = {
     StepState.PENDING: frozenset({StepState.AWAITING_APPROVAL, StepState.SKIPPED}),
@@ -68,36 +57,6 @@ FINISHED = frozenset({StepState.SUCCEEDED, StepState.SKIPPED})
 ESCALATION_ROLES = ("shadow", "coordinator")
 
 
-class TransitionRefused(UserError):
-    """A transition the state machine does not allow; the message says why, for chat."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Approval:
-    step_id: str
-    phase: str  # "start" | "done"
-    epoch: int
-    user_id: str
-    roles: tuple[str, ...]
-    decision: str  # "approve" | "reject"
-    at: datetime
-    reason: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepRun:
-    step_id: str
-    state: StepState = StepState.PENDING
-    epoch: int = 0
-    #: Whose approval set the step running (four-eyes on its "done" confirmation).
-    started_by: str = ""
-    opened_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    escalations: int = 0
-    note: str = ""
-
-
 @dataclass(frozen=True, kw_only=True)
 class Run:
     id: str
@@ -111,6 +70,24 @@ class Run:
     #: Optimistic-concurrency version; the store bumps it on every committed change.
     version: int = 0
     reason: str = ""
+
+    @classmethod
+    def from_records(
+        cls, row: RunRow, steps: Sequence[StepRun], approvals: Sequence[Approval], plan: Plan
+    ) -> Run:
+        """A stored run, whole: its header, its steps in order, its approvals, its plan."""
+        return cls(
+            id=row.id,
+            plan=plan,
+            state=RunState(row.state),
+            created_by=row.created_by,
+            created_at=row.created_at,
+            roster={k: tuple(v) for k, v in row.roster.items()},
+            steps=tuple(steps),
+            approvals=tuple(approvals),
+            version=row.version,
+            reason=row.reason,
+        )
 
     def step_run(self, step_id: str) -> StepRun:
         for s in self.steps:
@@ -211,12 +188,6 @@ def _open_next(run: Run, now: datetime, events: list[Event]) -> Run:
         run = _set_step(run, nxt, StepState.AWAITING_APPROVAL, now)
         events.append(Event(kind="gate_opened", step_id=nxt.step_id, detail="start"))
     return run
-
-
-def _require_active(run: Run) -> None:
-    if run.state is not RunState.ACTIVE:
-        why = f" ({run.reason})" if run.reason else ""
-        raise TransitionRefused(f"run {run.id} is {run.state}{why}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,3 +527,11 @@ class ButtonRef:
         if len(parts) != 3 or not parts[2].isdigit():
             return None
         return cls(run_id=parts[0], step_id=parts[1], epoch=int(parts[2]), decision=decision)
+
+
+def require_member(run: Run, user_id: str, directory: Directory, *, action: str) -> set[str]:
+    """The roles `user_id` holds in this run's roster; PermissionDenied when none."""
+    held = roles_of(user_id, run.roster, directory)
+    if not held:
+        raise PermissionDenied(f"{action} is for the people in run {run.id}'s roster; you are not in it")
+    return held

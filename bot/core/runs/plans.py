@@ -30,10 +30,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from bot.core.actions import PLANNED, ActionRegistry, default_registry
+from bot.core.actions import PLANNED, default_registry
+from bot.core.actions.base import ActionCall, ActionRegistry
+from bot.core.durations import EXAMPLES, format_duration, parse_duration
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
-from bot.errors import UserError
-from bot.settings import NAME_PATTERN, YamlValidator
+from bot.core.validation import NAME_PATTERN, YamlValidator
+from bot.errors import PlanInvalid
 
 GATE_KINDS = ("approve", "any_of", "quorum")
 ON_FAILURE = ("pause", "abort")
@@ -47,16 +49,6 @@ REHEARSAL_HOOKS: Mapping[str, frozenset[str]] = {
 }
 _STEP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.-]+)?$")
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
-
-class PlanInvalid(UserError):
-    """A plan that does not validate; `errors` lists every problem, one line each."""
-
-    def __init__(self, errors: list[str]) -> None:
-        head = f"the plan has {len(errors)} problem(s):"
-        super().__init__("\n".join([head, *(f"• {e}" for e in errors)]))
-        self.errors = errors
 
 
 @runtime_checkable
@@ -94,12 +86,6 @@ class Gate:
         if self.kind == "any_of":
             return " or ".join(f"the {r}" for r in self.roles)
         return f"{self.count} people holding the {self.roles[0]} role"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ActionCall:
-    name: str
-    args: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,26 +171,6 @@ class Plan:
 # Parsing and validation
 
 
-def parse_duration(text: str) -> timedelta | None:
-    """`90s`, `15m`, `2h`, `1h30m`, `1d` → timedelta; None when it does not parse or is zero."""
-    match = _DURATION.match(text.strip().lower())
-    if not match or not any(match.groups()):
-        return None
-    d, h, m, s = (int(g or 0) for g in match.groups())
-    value = timedelta(days=d, hours=h, minutes=m, seconds=s)
-    return value if value > timedelta(0) else None
-
-
-def format_duration(value: timedelta) -> str:
-    seconds = int(value.total_seconds())
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return "".join(parts) or "0s"
-
-
 def version_tuple(text: str) -> tuple[int, int, int] | None:
     match = _VERSION.match(text.strip())
     if not match:
@@ -255,9 +221,16 @@ class _PlanValidator(YamlValidator):
         if value is None:
             return None
         # A bare number is refused: "15" could be seconds or minutes, and a gate is no place to guess.
-        parsed = parse_duration(value) if isinstance(value, str) else None
-        if parsed is None:
-            self.error(node, key, f"{value!r} is not a duration (use 90s, 15m, 2h, 1h30m)")
+        if not isinstance(value, str) or value.strip().isdigit():
+            self.error(node, key, f"{value!r} is not a duration (use {EXAMPLES})")
+            return None
+        try:
+            parsed = parse_duration(value)
+        except ValueError as exc:
+            self.error(node, key, str(exc))
+            return None
+        if not parsed:
+            self.error(node, key, "a duration here must be longer than zero")
             return None
         return parsed
 

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.adapters.store import AnnouncementRow, AuditEntry, ConcurrentUpdate, ScheduleRow, Store
-from bot.core import announcements as A
-from bot.core import runs as R
-from bot.core.announcement_templates import (
+from bot.adapters.store import Store
+from bot.core.announcements import timing as A
+from bot.core.announcements.overrides import override_audit
+from bot.core.announcements.templates import (
     AnnouncementRenderer,
     LateNote,
     Link,
@@ -46,12 +46,21 @@ from bot.core.announcement_templates import (
     WindowSpan,
     build_context,
 )
-from bot.core.people import Directory, roles_of
-from bot.core.plans import Plan
-from bot.core.rendering import Rendered, TemplateError
-from bot.core.run_service import Poster, from_rows, load_plan
-from bot.core.windows import Policy
-from bot.errors import BotError, PermanentError, PermissionDenied, UsageError, UserError
+from bot.core.audit import audit_entry
+from bot.core.rendering import Rendered
+from bot.core.runs import machine as R
+from bot.core.runs.cards import Poster
+from bot.core.runs.library import assemble_run, find_plan, stored_plan
+from bot.core.runs.plans import Plan
+from bot.errors import (
+    BotError,
+    ConcurrentUpdate,
+    PermanentError,
+    TemplateError,
+    UsageError,
+    UserError,
+)
+from bot.records import AnnouncementRow, AuditEntry, ScheduleRow
 
 log = logging.getLogger(__name__)
 
@@ -173,10 +182,7 @@ class AnnouncementService:
         correlation_id: str = "",
     ) -> tuple[ScheduleRow, list[AnnouncementRow]]:
         """Store a schedule for `plan_name` opening at `start`, with its announcements."""
-        row = self.store.plan(plan_name)
-        if row is None:
-            raise UserError(f"no plan `{plan_name}` is loaded; `/upgrade plan load {plan_name}` loads it")
-        plan = load_plan(self.store, row.id)
+        row, plan = find_plan(self.store, plan_name)
         now = self.clock()
         # A schedule whose window has passed without a run no longer holds the plan.
         pending = [
@@ -295,7 +301,7 @@ class AnnouncementService:
             raise UserError(f"schedule #{schedule_id} is {old.state}; only a pending schedule can be moved")
         if not reason.strip():
             raise UsageError('say why it moves: `--reason "…"` (the delayed announcement shows it)')
-        plan = load_plan(self.store, old.plan_id)
+        plan = stored_plan(self.store, old.plan_id)
         now = self.clock()
         end = start + (plan.window.end - plan.window.start)
         if start <= old.window_start:
@@ -338,7 +344,7 @@ class AnnouncementService:
             ]
 
         audit = [
-            AuditEntry(
+            audit_entry(
                 at=now,
                 user_id=by,
                 channel_id="",
@@ -418,7 +424,7 @@ class AnnouncementService:
             at=now,
             reason=f"cancelled by {by}" + (f": {reason}" if reason else ""),
             audit=[
-                AuditEntry(
+                audit_entry(
                     at=now,
                     user_id=by,
                     channel_id="",
@@ -529,10 +535,9 @@ class AnnouncementService:
         """At start: runs that ended while the end could not be announced, then what is due."""
         fired = []
         for schedule in self.store.schedules(states=["started"]):
-            rows = self.store.run_rows(schedule.run_id)
-            if rows is None:
+            run = assemble_run(self.store, schedule.run_id)
+            if run is None:
                 continue
-            run = from_rows(*rows, load_plan(self.store, rows[0].plan_id))
             # Steps that succeeded while their announcement could not be stored (a crash right
             # after the commit); the ones already stored are found by their key and skipped.
             for sr in run.steps:
@@ -540,7 +545,7 @@ class AnnouncementService:
                     step_done = self.step_succeeded(run, sr.step_id)
                     if step_done is not None:
                         fired.append(step_done)
-            if rows[0].state not in ("completed", "aborted"):
+            if run.state not in (R.RunState.COMPLETED, R.RunState.ABORTED):
                 continue
             done = self.run_ended(run)
             if done is not None:
@@ -623,7 +628,7 @@ class AnnouncementService:
         )
 
     def _audit(self, row: AnnouncementRow, now: datetime, outcome: str, detail: str) -> AuditEntry:
-        return AuditEntry(
+        return audit_entry(
             at=now,
             user_id="bot",
             channel_id=row.channel,
@@ -644,13 +649,11 @@ class AnnouncementService:
         schedule = self.store.schedule(row.schedule_id)
         if schedule is None:
             raise UserError(f"schedule #{row.schedule_id} is missing")
-        plan = load_plan(self.store, schedule.plan_id)
+        plan = stored_plan(self.store, schedule.plan_id)
         run = None
         run_id = row.run_id or schedule.run_id
         if run_id:
-            rows = self.store.run_rows(run_id)
-            if rows is not None:
-                run = from_rows(*rows, plan)
+            run = assemble_run(self.store, run_id)
         previous = None
         if schedule.moved_from:
             old = self.store.schedule(schedule.moved_from)
@@ -679,84 +682,3 @@ class AnnouncementService:
 
 # ---------------------------------------------------------------------------------------------
 # Windows and the coordinator's override (shared by `schedule` and `start`)
-
-#: How many next allowed slots a refusal suggests.
-SUGGESTED_SLOTS = 3
-
-
-def window_refusal(policy: Policy, start: datetime, end: datetime, tz: str) -> str | None:
-    """None when [start, end) is allowed; else why not, with the next allowed slots in `tz`."""
-    verdict = policy.check(start, end)
-    if verdict.ok:
-        return None
-    zone = ZoneInfo(tz)
-    slots = policy.next_slots(start, end - start, count=SUGGESTED_SLOTS)
-    lines = [
-        f"{start.astimezone(zone):%a %Y-%m-%d %H:%M}–{end.astimezone(zone):%H:%M} {tz} is "
-        + "; ".join(verdict.reasons)
-        + "."
-    ]
-    if slots:
-        lines.append(
-            "Next allowed: "
-            + ", ".join(f"{s.start.astimezone(zone):%a %Y-%m-%d %H:%M}" for s in slots)
-            + f" ({tz})."
-        )
-    else:
-        lines.append("No allowed slot in the next year.")
-    lines.append('The coordinator may override with `--override --reason "…"` (audited).')
-    return "\n".join(lines)
-
-
-def authorize_override(
-    *,
-    user_id: str,
-    roster: Mapping[str, Sequence[str]],
-    directory: Directory,
-    reason: str,
-    refusal: str,
-) -> str:
-    """The override's audit text, or PermissionDenied/UsageError: only the coordinator, with a reason."""
-    if "coordinator" not in roles_of(user_id, roster, directory):
-        raise PermissionDenied(f"only the coordinator may override the maintenance windows.\n{refusal}")
-    if not reason.strip():
-        raise UsageError('an override needs a reason: `--override --reason "…"`')
-    return reason.strip()
-
-
-def override_audit(
-    *,
-    at: datetime,
-    user_id: str,
-    subcommand: str,
-    arguments: str,
-    done: str,
-    reason: str,
-    correlation_id: str,
-    channel_id: str = "",
-    source: str = "scheduler",
-    run_id: str = "",
-) -> AuditEntry:
-    """The audit row of a coordinator's override of the maintenance windows (`done`: what was done)."""
-    return AuditEntry(
-        at=at,
-        user_id=user_id,
-        channel_id=channel_id,
-        source=source,
-        kind="override",
-        subcommand=subcommand,
-        arguments=arguments,
-        outcome="ok",
-        detail=f"{done} outside the allowed windows: {reason}",
-        correlation_id=correlation_id,
-        run_id=run_id,
-    )
-
-
-def merged_roster(*rosters: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
-    """Role → people from several rosters (the configuration's and the plan's)."""
-    out: dict[str, tuple[str, ...]] = {}
-    for roster in rosters:
-        for role, people in roster.items():
-            out[role] = tuple(dict.fromkeys([*out.get(role, ()), *people]))
-    return out

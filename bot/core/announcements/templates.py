@@ -30,9 +30,10 @@ from zoneinfo import ZoneInfo
 
 import jinja2
 
-from bot.core import announcements
-from bot.core.rendering import Rendered, Renderer, TemplateError, when
-from bot.settings import BUILTIN_TEMPLATES
+from bot.core.announcements import timing as announcements
+from bot.core.rendering import Rendered, Renderer, when
+from bot.errors import TemplateError
+from bot.resources import BUILTIN_TEMPLATES
 
 BUILTIN_ANNOUNCEMENTS = BUILTIN_TEMPLATES / "announcements"
 ROLES = ("primary", "shadow", "coordinator")

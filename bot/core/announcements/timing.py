@@ -30,11 +30,12 @@ already opened is skipped even within the grace: "starts in 1 hour" after the st
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
+
+from bot.core.durations import format_duration, parse_duration
 
 #: Default offsets relative to the window's start (the scheduled announcement is always sent).
 DEFAULT_OFFSETS = ("-24h", "-1h", "0")
@@ -50,8 +51,6 @@ COMPLETED, ABORTED, DELAYED, STEP_COMPLETE = "completed", "aborted", "delayed", 
 #: Every announcement template, in the order a run meets them.
 TEMPLATES = (SCHEDULED, REMINDER, STARTING, STEP_COMPLETE, COMPLETED, ABORTED, DELAYED)
 
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?$")
-
 
 def parse_offset(text: str) -> timedelta:
     """`-24h`, `-1h30m`, `-2d`, `-90m` or `0` → an offset before the start (never after it)."""
@@ -64,11 +63,10 @@ def parse_offset(text: str) -> timedelta:
             f"{text!r}: offsets count back from the window's start, like -24h, -1h or -30m "
             "(completed/aborted are sent when the run ends)"
         )
-    match = _DURATION.match(raw[1:])
-    if not raw[1:] or not match:
-        raise ValueError(f"{text!r} is not an offset like -24h, -1h30m, -2d or -30m")
-    days, hours, minutes = (int(g) if g else 0 for g in match.groups())
-    offset = timedelta(days=days, hours=hours, minutes=minutes)
+    try:
+        offset = parse_duration(raw[1:])
+    except ValueError:
+        raise ValueError(f"{text!r} is not an offset like -24h, -1h30m, -2d or -30m") from None
     if offset > timedelta(days=60):
         raise ValueError(f"{text!r}: offsets reach back at most 60 days")
     return -offset
@@ -78,19 +76,10 @@ def format_offset(offset: timedelta) -> str:
     """The inverse of `parse_offset` for display: `-24h`, `-1h30m`, `0`."""
     if not offset:
         return "0"
+    # Hours, not days: "-24h" is how runbooks write the day-before reminder.
     minutes = int(-offset.total_seconds() // 60)
     hours, minutes = divmod(minutes, 60)
     return "-" + (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
-
-
-def parse_duration(text: str) -> timedelta:
-    """`30m`, `2h`, `1d`, `1h30m` → a positive duration (for grace periods)."""
-    raw = str(text).strip().lower().replace(" ", "")
-    match = _DURATION.match(raw)
-    if not raw or not match:
-        raise ValueError(f"{text!r} is not a duration like 30m, 2h or 1d")
-    days, hours, minutes = (int(g) if g else 0 for g in match.groups())
-    return timedelta(days=days, hours=hours, minutes=minutes)
 
 
 def _utc(moment: datetime, what: str) -> datetime:
@@ -246,10 +235,7 @@ def _stamp(moment: datetime) -> str:
 
 
 def _human(span: timedelta) -> str:
-    minutes = int(span.total_seconds() // 60)
-    if minutes < 1:
-        return f"{int(span.total_seconds())}s"
-    days, rest = divmod(minutes, 24 * 60)
-    hours, minutes = divmod(rest, 60)
-    parts = [f"{days}d" if days else "", f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
-    return "".join(parts)
+    # Lateness is told to the minute; under a minute, to the second.
+    if span < timedelta(minutes=1):
+        return format_duration(span)
+    return format_duration(timedelta(minutes=int(span.total_seconds() // 60)))

@@ -13,11 +13,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.adapters.store import SnapshotMeta, Store
-from bot.core.diff import DiffReport, diff
-from bot.core.snapshot import DEFAULT_NODE_GROUP_LABELS, ClusterReader, Progress, pods_as_dicts, take_snapshot
+from bot.adapters.store import Store
+from bot.core.durations import kubectl_age
+from bot.core.snapshots.diff import DiffReport, diff
+from bot.core.snapshots.projection import (
+    DEFAULT_NODE_GROUP_LABELS,
+    ClusterReader,
+    Progress,
+    pods_as_dicts,
+    take_snapshot,
+)
 from bot.errors import UserError
-from bot.settings import ClusterConfig, Settings
+from bot.records import ClusterConfig, SnapshotMeta
 
 
 def encode(snap: Mapping[str, Any]) -> bytes:
@@ -38,18 +45,18 @@ def summary_of(snap: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def pick_cluster(settings: Settings, name: str | None) -> ClusterConfig:
+def pick_cluster(clusters: Mapping[str, ClusterConfig], name: str | None) -> ClusterConfig:
     """The named cluster, or the only one configured; otherwise a usage error listing them."""
-    configured = sorted(settings.clusters)
+    configured = sorted(clusters)
     if not configured:
         raise UserError("no clusters are configured (add one under `clusters:` in the config file)")
     if name is None:
         if len(configured) == 1:
-            return settings.clusters[configured[0]]
+            return clusters[configured[0]]
         raise UserError(f"which cluster? use --cluster with one of: {', '.join(configured)}")
-    if name not in settings.clusters:
+    if name not in clusters:
         raise UserError(f"no cluster named `{name}`; configured clusters: {', '.join(configured)}")
-    return settings.clusters[name]
+    return clusters[name]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,39 +171,12 @@ def compare(
 
 
 def human_age(created: str, at: datetime) -> str:
-    """kubectl's AGE column (HumanDuration)."""
+    """kubectl's AGE column for an object created at `created` (RFC 3339)."""
     try:
         start = datetime.fromisoformat(created.replace("Z", "+00:00"))
     except ValueError:
         return "<unknown>"
-    seconds = int((at - start).total_seconds())
-    if seconds < 0:
-        return "0s"
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        rem = seconds % 60
-        return f"{minutes}m{rem}s" if rem else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = seconds // 3600
-    if hours < 8:
-        rem = minutes % 60
-        return f"{hours}h{rem}m" if rem else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if hours < 24 * 8:
-        rem = hours % 24
-        return f"{days}d{rem}h" if rem else f"{days}d"
-    if days < 365 * 2:
-        return f"{days}d"
-    years = days // 365
-    if days < 365 * 8:
-        rem = days % 365
-        return f"{years}y{rem}d" if rem else f"{years}y"
-    return f"{years}y"
+    return kubectl_age(at - start)
 
 
 def _table(rows: list[list[str]]) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.core.plans import Gate
+from bot.core.runs.plans import Gate
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bot.core.snapshot import BAD_REASONS, POD_FIELDS
+from bot.core.snapshots.projection import BAD_REASONS, POD_FIELDS
 
 EXPECTED, REGRESSION, WARNING = "expected", "regression", "warning"
 #: New Warning events are listed for context, up to this many in the text and Markdown reports.

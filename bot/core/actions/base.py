@@ -1,0 +1,103 @@
+"""What an action is: its spec (name, arguments, and the function that performs it), a call of
+it in a plan, the context it runs in, and the registry plans are validated against.
+
+An action's runner gets an `ActionContext` of capabilities (take a snapshot, compare two), not
+the store or the Kubernetes client: the wiring binds those to the services, so an action module
+stays plain core code and a test can hand it a context of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionCall:
+    """One action as a plan step writes it: `{snapshot: {label: pre}}`."""
+
+    name: str
+    args: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionRequest:
+    """An action to perform now, for a run: which call, on which cluster, asked by which run."""
+
+    run_id: str
+    cluster: str
+    call: ActionCall
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionResult:
+    """How an action ended; `detail` is one line for the run's thread."""
+
+    ok: bool
+    detail: str
+
+
+class DiffSummary(Protocol):
+    """What the diff action reads of a diff report (`bot.core.snapshots.diff.DiffReport`)."""
+
+    @property
+    def regressions(self) -> list[Any]: ...
+
+    @property
+    def expected(self) -> list[Any]: ...
+
+    @property
+    def has_regressions(self) -> bool: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionContext:
+    """The capabilities actions use, bound by the wiring to the services and adapters."""
+
+    #: (cluster, label, taken_by) → the stored snapshot's id, label and counts.
+    take_snapshot: Callable[[str, str, str], tuple[int, str, Mapping[str, int]]]
+    #: (cluster, before, after) → the diff report of two stored snapshots.
+    compare_snapshots: Callable[[str, str, str], DiffSummary]
+
+
+Runner = Callable[[ActionContext, ActionRequest], ActionResult]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionSpec:
+    """One action: what a plan may write for it, and the function that performs it."""
+
+    name: str
+    summary: str
+    required: frozenset[str] = frozenset()
+    optional: frozenset[str] = frozenset()
+    #: True when the action changes the cluster (the step must then be gated by two people).
+    mutating: bool = False
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    #: Performs the action; None for a spec that only validates (tests, planned actions).
+    run: Runner | None = None
+
+    @property
+    def arguments(self) -> frozenset[str]:
+        return self.required | self.optional
+
+
+class ActionRegistry:
+    """Action specs by name; plans are validated against one of these."""
+
+    def __init__(self, specs: tuple[ActionSpec, ...] = ()) -> None:
+        self._specs: dict[str, ActionSpec] = {}
+        for spec in specs:
+            self.add(spec)
+
+    def add(self, spec: ActionSpec) -> None:
+        if spec.name in self._specs:
+            raise ValueError(f"action {spec.name!r} is registered twice")
+        self._specs[spec.name] = spec
+
+    def get(self, name: str) -> ActionSpec | None:
+        return self._specs.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)

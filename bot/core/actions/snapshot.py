@@ -1,0 +1,26 @@
+"""The `snapshot` action: take and store a snapshot of the run's cluster under a label."""
+
+from __future__ import annotations
+
+from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
+
+
+def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
+    snapshot_id, label, counts = ctx.take_snapshot(
+        request.cluster, request.call.args["label"], f"run:{request.run_id}"
+    )
+    return ActionResult(
+        ok=True,
+        detail=(
+            f"snapshot #{snapshot_id} `{label}`: {counts['nodes']} nodes, "
+            f"{counts['pods']} pods, {counts['workloads']} workloads"
+        ),
+    )
+
+
+SPEC = ActionSpec(
+    name="snapshot",
+    summary="take and store a snapshot of the cluster under a label",
+    required=frozenset({"label"}),
+    run=run,
+)

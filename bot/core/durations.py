@@ -1,0 +1,78 @@
+"""One duration grammar for the whole bot: plans, the configuration, `--since`, displayed ages.
+
+Written as whole numbers with units, largest first, combined without spaces: `90s`, `30m`,
+`1h30m`, `2d`, `1w2d`, `1d12h30m15s`; `0` alone is zero. Units: w (weeks), d, h, m, s. The same
+text always means the same span wherever a user types it, and `format_duration` writes it back
+the same way (`format_duration(parse_duration(t))` is `t` in its shortest form).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+_GRAMMAR = re.compile(r"^(?:(\d{1,7})w)?(?:(\d{1,7})d)?(?:(\d{1,7})h)?(?:(\d{1,9})m)?(?:(\d{1,9})s)?$")
+_UNITS = (("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+#: Nothing the bot schedules or waits for is longer than this; a larger value is a typo.
+LONGEST = timedelta(days=3650)
+EXAMPLES = "90s, 30m, 1h30m, 2d or 1w"
+
+
+def parse_duration(text: str, *, longest: timedelta = LONGEST) -> timedelta:
+    """`90s`, `30m`, `1h30m`, `2d`, `1w` → a duration ≥ 0; ValueError says what was expected."""
+    raw = str(text).strip().lower().replace(" ", "")
+    if raw == "0":
+        return timedelta(0)
+    match = _GRAMMAR.match(raw)
+    if not raw or not match:
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise ValueError(f"{shown!r} is not a duration like {EXAMPLES}")
+    seconds = sum(int(g) * size for g, (_, size) in zip(match.groups(), _UNITS, strict=True) if g)
+    if seconds > longest.total_seconds():
+        raise ValueError(f"{raw!r} is longer than {format_duration(longest)}")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(value: timedelta) -> str:
+    """`1h30m`, `2d`, `45s`, `0s`: the grammar's shortest form (weeks are shown as days)."""
+    seconds = int(value.total_seconds())
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    parts = []
+    for unit, size in _UNITS[1:]:
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return sign + ("".join(parts) or "0s")
+
+
+def kubectl_age(span: timedelta) -> str:
+    """The AGE column as kubectl prints it (its HumanDuration: coarser the older a thing is)."""
+    seconds = int(span.total_seconds())
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        rem = seconds % 60
+        return f"{minutes}m{rem}s" if rem else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = seconds // 3600
+    if hours < 8:
+        rem = minutes % 60
+        return f"{hours}h{rem}m" if rem else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        rem = hours % 24
+        return f"{days}d{rem}h" if rem else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    years = days // 365
+    if days < 365 * 8:
+        rem = days % 365
+        return f"{years}y{rem}d" if rem else f"{years}y"
+    return f"{years}y"

@@ -1,0 +1,317 @@
+"""Runs in motion: load a run from the store, apply one transition, commit it, then show it.
+
+Every change follows the same path, whoever asks for it (a button, a command, the escalation
+timer, a second replica): read the run and its `version` → compute the transition with the pure
+`bot.core.runs.machine` → commit with `UPDATE … WHERE version = :v` together with the approvals and the
+audit rows → only then talk to Slack. When another writer committed first, the transition is
+computed again on the fresh state (which usually refuses it: "already approved", "stale button").
+
+What Slack shows is `bot.core.runs.cards`' job; actions are looked up in the injected registry
+and run with the injected `ActionContext` (`bot.core.actions`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.adapters.store import Store
+from bot.core.actions.base import ActionContext, ActionRegistry, ActionRequest
+from bot.core.audit import audit_entry
+from bot.core.people import Directory
+from bot.core.runs import machine as R
+from bot.core.runs.cards import RunCards, card_context
+from bot.core.runs.library import assemble_run, find_plan
+from bot.errors import BotError, ConcurrentUpdate, RunNotFound
+from bot.records import AuditEntry, RunRow
+
+log = logging.getLogger(__name__)
+
+_ENDED = (R.RunState.COMPLETED, R.RunState.ABORTED)
+#: How often a transition is recomputed when other writers keep committing first.
+MAX_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, kw_only=True)
+class Actor:
+    user_id: str
+    source: str = "slack"
+    channel_id: str = ""
+    correlation_id: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The service
+
+
+class RunService:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        directory: Directory,
+        clock: Callable[[], datetime],
+        cards: RunCards | None = None,
+        actions: ActionRegistry | None = None,
+        action_context: ActionContext | None = None,
+    ) -> None:
+        self.store = store
+        self.directory = directory
+        self.clock = clock
+        #: None where nothing is shown (a terminal front door without Slack, some tests).
+        self.cards = cards
+        self.actions = actions
+        #: None where actions cannot run (this front door has no cluster to act on).
+        self.action_context = action_context
+        #: Called once when a run reaches completed or aborted (the completed/aborted announcement).
+        self.on_ended: Callable[[R.Run], object] | None = None
+        #: Called once when a step whose plan says `announce: step-complete` reaches succeeded,
+        #: with the run and the step's id (the step-complete announcement).
+        self.on_step_succeeded: Callable[[R.Run, str], object] | None = None
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def load(self, run_id: str) -> R.Run:
+        run = assemble_run(self.store, run_id)
+        if run is None:
+            raise RunNotFound(f"there is no run `{run_id}` (`/upgrade status` lists the runs)")
+        return run
+
+    def resolve(self, run_id: str | None) -> R.Run:
+        """`run_id`, or the only active/paused run when none is given."""
+        if run_id:
+            return self.load(run_id)
+        live = self.store.runs(states=["active", "paused"])
+        if len(live) == 1:
+            return self.load(live[0].id)
+        if not live:
+            raise RunNotFound("no run is active; `/upgrade start PLAN` starts one")
+        names = ", ".join(f"`{r.id}`" for r in live)
+        raise RunNotFound(f"several runs are active ({names}); name one")
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def start(self, plan_name: str, actor: Actor) -> R.Outcome:
+        row, plan = find_plan(self.store, plan_name)
+        now = self.clock()
+        run_id = "R" + secrets.token_hex(3).upper()
+        out = R.new_run(run_id, plan, by=actor.user_id, now=now)
+        run = out.run
+        self.store.create_run(
+            RunRow(
+                id=run.id,
+                plan_id=row.id,
+                plan_name=plan.name,
+                cluster=plan.cluster,
+                state=str(run.state),
+                version=0,
+                roster=run.roster,
+                reason="",
+                created_by=actor.user_id,
+                created_at=now,
+                updated_at=now,
+            ),
+            run.steps,
+            self._audit_rows(run, out.events, actor, now),
+        )
+        self.publish(run, out.events)
+        return out
+
+    def apply(self, run_id: str, change: Callable[[R.Run], R.Outcome], actor: Actor) -> R.Outcome:
+        """Compute `change` on the latest state and commit it; recompute when someone was first."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            run = self.load(run_id)
+            out = change(run)
+            if out.run is run:
+                # A refusal (or nothing due): nothing to commit, but a refusal is audited.
+                if out.events:
+                    self._audit_only(run, out.events, actor)
+                return out
+            try:
+                committed = self._commit(run, out, actor)
+            except ConcurrentUpdate:
+                log.info("run %s changed under us (attempt %s); recomputing", run_id, attempt)
+                continue
+            self.publish(committed.run, committed.events)
+            self._announce_steps(run, committed.run)
+            if committed.run.state in _ENDED and run.state not in _ENDED:
+                self._ended(committed.run)
+            return committed
+        raise ConcurrentUpdate(f"run {run_id} kept changing; gave up after {MAX_ATTEMPTS} attempts")
+
+    def _announce_steps(self, before: R.Run, after: R.Run) -> None:
+        # Only the commit that moved the step to succeeded calls the hook (the version check
+        # lets one writer win); the announcement's dedup key covers a crash before or during it.
+        if self.on_step_succeeded is None:
+            return
+        was = {s.step_id: s.state for s in before.steps}
+        for sr in after.steps:
+            if sr.state is not R.StepState.SUCCEEDED or was.get(sr.step_id) is R.StepState.SUCCEEDED:
+                continue
+            if not after.plan.step(sr.step_id).announce:
+                continue
+            try:
+                self.on_step_succeeded(after, sr.step_id)
+            except BotError as exc:
+                log.warning("announcing step %s of run %s failed: %s", sr.step_id, after.id, exc.user_message)
+
+    def _ended(self, run: R.Run) -> None:
+        # The commit that ended the run happened once (version check), so this runs once too.
+        if self.on_ended is None:
+            return
+        try:
+            self.on_ended(run)
+        except BotError as exc:
+            log.warning("announcing the end of run %s failed: %s", run.id, exc.user_message)
+
+    def _commit(self, before: R.Run, out: R.Outcome, actor: Actor) -> R.Outcome:
+        now = self.clock()
+        old = {s.step_id: s for s in before.steps}
+        changed = [(i, s) for i, s in enumerate(out.run.steps) if old.get(s.step_id) != s]
+        new_approvals = out.run.approvals[len(before.approvals) :]
+        version = self.store.commit_run(
+            run_id=before.id,
+            expected_version=before.version,
+            state=str(out.run.state),
+            roster=out.run.roster,
+            reason=out.run.reason,
+            updated_at=now,
+            steps=changed,
+            new_approvals=new_approvals,
+            audit=self._audit_rows(out.run, out.events, actor, now),
+        )
+        return dataclasses.replace(out, run=dataclasses.replace(out.run, version=version))
+
+    def _audit_rows(
+        self, run: R.Run, events: Sequence[R.Event], actor: Actor, now: datetime
+    ) -> list[AuditEntry]:
+        zone = run.plan.window.timezone
+        local = now.astimezone(run.plan.window.zone).strftime("%Y-%m-%d %H:%M")
+        rows = []
+        for event in events:
+            detail = " ".join(
+                part
+                for part in (
+                    event.detail,
+                    f"roles={','.join(event.roles)}" if event.roles else "",
+                    event.note,
+                )
+                if part
+            )
+            rows.append(
+                audit_entry(
+                    actor,
+                    at=now,
+                    user_id=event.actor or actor.user_id,
+                    kind="run",
+                    subcommand=event.kind,
+                    arguments=event.step_id,
+                    outcome="refused" if event.kind == "refused" else "ok",
+                    detail=f"{detail} [{local} {zone}]".strip(),
+                    run_id=run.id,
+                )
+            )
+        return rows
+
+    def _audit_only(self, run: R.Run, events: Sequence[R.Event], actor: Actor) -> None:
+        for entry in self._audit_rows(run, events, actor, self.clock()):
+            self.store.record_audit(entry)
+
+    # -- the operations a front door or command asks for --------------------------------------
+
+    def click(
+        self,
+        ref: R.ButtonRef,
+        actor: Actor,
+        *,
+        confirmation: str | None = None,
+        reason: str = "",
+    ) -> R.Outcome:
+        out = self.apply(
+            ref.run_id,
+            lambda run: R.click(
+                run,
+                step_id=ref.step_id,
+                epoch=ref.epoch,
+                user_id=actor.user_id,
+                decision=ref.decision,
+                directory=self.directory,
+                now=self.clock(),
+                confirmation=confirmation,
+                reason=reason,
+            ),
+            actor,
+        )
+        if out.run_actions:
+            out = self.perform(out.run, out.run_actions, actor)
+        return out
+
+    def perform(self, run: R.Run, step_id: str, actor: Actor) -> R.Outcome:
+        """Run the step's actions (committed as running before), then commit how they ended."""
+        sr = run.step_run(step_id)
+        step = run.plan.step(step_id)
+        ok, details = True, []
+        for call in step.actions:
+            spec = self.actions.get(call.name) if self.actions is not None else None
+            if spec is None or spec.run is None or self.action_context is None:
+                ok, detail = False, f"this front door cannot run the `{call.name}` action"
+            else:
+                try:
+                    result = spec.run(
+                        self.action_context, ActionRequest(run_id=run.id, cluster=run.plan.cluster, call=call)
+                    )
+                    ok, detail = result.ok, result.detail
+                except BotError as exc:
+                    ok, detail = False, exc.user_message
+                except Exception:
+                    log.exception("action %s of step %s failed", call.name, step_id)
+                    ok, detail = False, f"the `{call.name}` action failed with an internal error"
+            details.append(detail)
+            if not ok:
+                break
+        text = "; ".join(d for d in details if d)
+        out = self.apply(
+            run.id,
+            lambda r: R.action_finished(
+                r, step_id=step_id, epoch=sr.epoch, ok=ok, detail=text, now=self.clock()
+            ),
+            Actor(user_id="bot", source=actor.source, correlation_id=actor.correlation_id),
+        )
+        return out
+
+    def recover_all(self) -> list[str]:
+        """At start-up: interrupted actions wait for a human; every live card is brought up to date."""
+        touched = []
+        for row in self.store.runs(states=["active", "paused"], limit=500):
+            actor = Actor(user_id="bot", source="startup")
+            out = self.apply(row.id, lambda run: R.recover(run, now=self.clock()), actor)
+            if not out.events:
+                self.publish(out.run, ())
+            touched.append(row.id)
+        return touched
+
+    def tick(self) -> list[R.Outcome]:
+        """Escalations and timeouts due now, for every active run (called by a timer)."""
+        done = []
+        for row in self.store.runs(states=["active"], limit=500):
+            out = self.apply(
+                row.id, lambda run: R.due(run, now=self.clock()), Actor(user_id="bot", source="timer")
+            )
+            if out.events:
+                done.append(out)
+        return done
+
+    # -- showing -----------------------------------------------------------------------------
+
+    def publish(self, run: R.Run, events: Sequence[R.Event]) -> None:
+        """Bring Slack up to date with a committed run (nothing when no Slack is wired)."""
+        if self.cards is not None:
+            self.cards.publish(run, events)
+
+    def card_context(self, run: R.Run) -> dict[str, Any]:
+        return card_context(run, self.clock())

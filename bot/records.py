@@ -1,0 +1,191 @@
+"""Records: the plain data that core, the adapters and the store all speak (a leaf).
+
+This module imports nothing of the bot, so every layer can depend on it without a cycle. The
+store maps these records to and from its rows (it alone knows the tables); core builds its models
+from them (a `Run` is a `RunRow` plus its `StepRun`s and `Approval`s and the parsed plan).
+Timestamps are timezone-aware UTC.
+
+    AuditEntry        one line of the audit log
+    ClusterConfig     where to find one cluster's API server
+    PlanRow           a loaded plan, as stored (name, YAML text, who loaded it)
+    RunRow            a run's header: plan, cluster, state, version, roster
+    StepState, RunState, StepRun, Approval
+                      the state of each step of a run, and each recorded confirmation
+    MessageRef        a Slack message posted for a run (channel, ts, thread ts)
+    SnapshotMeta      a stored snapshot's metadata (the body is fetched apart)
+    ScheduleRow, AnnouncementRow
+                      a scheduled window and the announcements it owes
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditEntry:
+    """One line of the audit log: who did what, where, when, and how it ended."""
+
+    at: datetime
+    user_id: str
+    channel_id: str
+    source: str  # "slack" | "terminal" | "scheduler"
+    kind: str  # "command" | "action" | …
+    subcommand: str
+    arguments: str
+    outcome: str  # "ok" | "error" | "denied" | "usage" | …
+    detail: str = ""
+    correlation_id: str = ""
+    run_id: str = ""
+    id: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterConfig:
+    """Where to find one cluster's API server."""
+
+    name: str
+    kubeconfig: Path | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    #: Seconds to wait for the API server before calling it unreachable.
+    request_timeout: float = 10.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRow:
+    id: int
+    name: str
+    text: str
+    loaded_by: str
+    loaded_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRow:
+    id: str
+    plan_id: int
+    plan_name: str
+    cluster: str
+    state: str
+    version: int
+    #: Role → Slack IDs: the run's own roster, after hand-offs.
+    roster: Mapping[str, tuple[str, ...]]
+    reason: str
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageRef:
+    """A Slack message the bot posted for a run: the card, or one message in its thread."""
+
+    run_id: str
+    key: str
+    channel: str
+    #: Empty while the post is claimed but Slack has not answered yet.
+    ts: str
+    thread_ts: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotMeta:
+    id: int
+    cluster: str
+    label: str
+    taken_at: datetime
+    taken_by: str
+    #: Small JSON object: counts, control-plane version, gaps. Readable without the body.
+    summary: str
+    size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleRow:
+    """A plan scheduled for a window; `state` is scheduled, started (a run began) or cancelled."""
+
+    id: int
+    plan_id: int
+    plan_name: str
+    window_start: datetime
+    window_end: datetime
+    tz: str
+    channel: str
+    state: str
+    run_id: str
+    created_by: str
+    created_at: datetime
+    override_reason: str = ""
+    #: Set by `schedule move`: the schedule this one replaced (0: none) and why it moved.
+    moved_from: int = 0
+    move_reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnnouncementRow:
+    """One announcement to post: `state` is scheduled, sent, skipped or cancelled."""
+
+    id: int
+    schedule_id: int
+    plan_name: str
+    run_id: str
+    template: str
+    due_at: datetime
+    window_start: datetime
+    dedup_key: str
+    state: str
+    channel: str
+    ts: str = ""
+    delayed: bool = False
+    reason: str = ""
+    updated_at: datetime | None = None
+    #: The step a `step-complete` announcement is about; "" for the others.
+    step_id: str = ""
+
+
+class StepState(StrEnum):
+    PENDING = "pending"
+    AWAITING_APPROVAL = "awaiting_approval"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
+
+
+class RunState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    ABORTED = "aborted"
+    COMPLETED = "completed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Approval:
+    step_id: str
+    phase: str  # "start" | "done"
+    epoch: int
+    user_id: str
+    roles: tuple[str, ...]
+    decision: str  # "approve" | "reject"
+    at: datetime
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepRun:
+    step_id: str
+    state: StepState = StepState.PENDING
+    epoch: int = 0
+    #: Whose approval set the step running (four-eyes on its "done" confirmation).
+    started_by: str = ""
+    opened_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    escalations: int = 0
+    note: str = ""
