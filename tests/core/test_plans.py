@@ -177,7 +177,7 @@ def test_durations_parse(text: str, minutes: float) -> None:
 
 @pytest.mark.parametrize("text", ["", "soon", "m15", "1.5h", "1h 2x", "99999999999d"])
 def test_bad_durations_do_not_parse(text: str) -> None:
-    with pytest.raises(ValueError, match="duration|longer than"):
+    with pytest.raises(ValueError, match=r"duration|longer than"):
         parse_duration(text)
 
 
