@@ -23,13 +23,12 @@ from bot.core import announcements as _announcements
 from bot.core import windows as _windows
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
 from bot.errors import ConfigError
+from bot.resources import BUILTIN_TEMPLATES
 
 _T = TypeVar("_T")
 
 DEFAULT_CONFIG_NAME = "upgrade-bot.yaml"
 CONFIG_ENV = "UPGRADE_BOT_CONFIG"
-#: The repository's own templates; a team's `templates_dir` overrides files by name.
-BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 # Slack IDs: users start with U or W (Enterprise Grid), user groups with S, channels with C or G.
 # Names of clusters, roles and plans: lower case, digits, and . _ -

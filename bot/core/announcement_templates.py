@@ -32,7 +32,7 @@ import jinja2
 
 from bot.core import announcements
 from bot.core.rendering import Rendered, Renderer, TemplateError, when
-from bot.settings import BUILTIN_TEMPLATES
+from bot.resources import BUILTIN_TEMPLATES
 
 BUILTIN_ANNOUNCEMENTS = BUILTIN_TEMPLATES / "announcements"
 ROLES = ("primary", "shadow", "coordinator")

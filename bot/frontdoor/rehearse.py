@@ -29,7 +29,8 @@ from bot.core.run_actions import builtin_runner
 from bot.core.run_service import Actor, RunService
 from bot.core.snapshot import ClusterReader
 from bot.errors import TemporaryError, UserError
-from bot.settings import BUILTIN_TEMPLATES, ClusterConfig, parse_settings
+from bot.resources import BUILTIN_PLANS, BUILTIN_TEMPLATES
+from bot.settings import ClusterConfig, parse_settings
 
 
 @dataclass(frozen=True)
@@ -125,12 +126,19 @@ class SimControl:
         return state.lower() in ("successful", "succeeded", "completed"), f"sim: {what} → {state}{error}"
 
 
+def builtin_plan_names() -> list[str]:
+    """The example plans shipped with the bot, by the name `rehearse` takes."""
+    return sorted(p.stem for p in BUILTIN_PLANS.glob("*.yaml"))
+
+
 def load_plan_file(name: str) -> tuple[Plan, str]:
+    """A plan file by path, else a built-in plan by name (from any directory, installed or not)."""
     path = Path(name)
     if not path.is_file():
-        path = BUILTIN_TEMPLATES / "plans" / f"{name}.yaml"
+        path = BUILTIN_PLANS / f"{name}.yaml"
     if not path.is_file():
-        raise UserError(f"no plan file {name!r} (a path, or a name in templates/plans/)")
+        known = ", ".join(builtin_plan_names()) or "none found"
+        raise UserError(f"no plan file {name!r} (a path, or a built-in plan: {known})")
     text = path.read_text(encoding="utf-8")
     return parse_plan(text, source=str(path)), text
 

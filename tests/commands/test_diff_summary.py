@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.core.diff import Finding
 from bot.core.rendering import Renderer
-from bot.settings import BUILTIN_TEMPLATES
+from bot.resources import BUILTIN_TEMPLATES
 from commands.diff import TOP, _fit
 
 

@@ -11,7 +11,7 @@ import pytest
 from bot.adapters.store import SnapshotMeta
 from bot.core.diff import Finding
 from bot.core.rendering import Renderer, TemplateError
-from bot.settings import BUILTIN_TEMPLATES
+from bot.resources import BUILTIN_TEMPLATES
 
 NOW = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
 

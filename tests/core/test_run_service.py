@@ -17,7 +17,7 @@ from bot.core import runs as R
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.run_service import Actor, RunService
-from bot.settings import BUILTIN_TEMPLATES
+from bot.resources import BUILTIN_TEMPLATES
 from tests.conftest import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 

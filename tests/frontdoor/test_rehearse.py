@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from tests.conftest import bot_command
 
@@ -52,3 +53,18 @@ def test_the_istio_plan_rehearses_with_its_quorum_and_destructive_steps() -> Non
     assert "approved the start of `remove-old`" in out
     last = out.rstrip().splitlines()[-1]
     assert last.startswith("rehearsal of istio-revision: run R") and last.endswith(" completed")
+
+
+def test_an_unknown_plan_name_lists_the_built_in_plans(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*bot_command(), "rehearse", "eks-nodegroup"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "no plan file 'eks-nodegroup' (a path, or a built-in plan: eks-nodegroups, istio-revision)" in (
+        result.stderr
+    )
