@@ -1,9 +1,25 @@
+# syntax=docker/dockerfile:1
 # upgrade-bot: a small image that runs `upgrade-bot run` as a non-root user.
 # Configuration is mounted at /config/upgrade-bot.yaml; SQLite state lives in the /data volume
 # (set data_dir: /data in the config, or database_url for PostgreSQL). Secrets come from the
 # environment: SLACK_BOT_TOKEN plus SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP).
-FROM python:3.11-slim
+#
+# Two stages: `build` turns the source into wheels (the bot's, with the built-in templates and
+# example plans inside it, and every dependency's); the final image installs those wheels and
+# holds no source checkout, so it runs exactly what `pip install upgrade-bot` would.
+ARG PYTHON_IMAGE=python:3.11-slim
 
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY bot ./bot
+COPY commands ./commands
+COPY templates ./templates
+RUN pip wheel --wheel-dir /wheels ".[postgres]"
+
+FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -14,13 +30,13 @@ RUN useradd --system --create-home --uid 10001 upgradebot \
     && mkdir -p /data /config \
     && chown upgradebot /data
 
+# The wheels are mounted for this one step rather than copied, so they never become a layer;
+# --no-index: only what the build stage made is installed.
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-index --find-links /wheels "upgrade-bot[postgres]"
+
 WORKDIR /app
-COPY pyproject.toml README.md upgrade-bot.example.yaml ./
-COPY bot ./bot
-COPY commands ./commands
-COPY templates ./templates
-# Installed in place so the built-in templates/ stay beside the code that looks for them.
-RUN pip install -e ".[postgres]"
+COPY upgrade-bot.example.yaml ./
 
 USER 10001
 VOLUME ["/data"]

@@ -1,31 +1,123 @@
-"""Files the image and the Slack app depend on: what the Dockerfile copies exists, the manifest fits."""
+"""What ships: the wheel (with the built-in templates and plans), the image, the Slack manifest.
+
+No Docker engine is at hand, so the Dockerfile is checked as text; the slow test builds the wheel
+from exactly what the Dockerfile's build stage copies, installs it into a fresh virtualenv and runs
+the bot from a directory that is not the checkout, as a new user would after `pip install .`.
+"""
 
 from __future__ import annotations
 
+import ast
+import fnmatch
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
 
+from bot.resources import BUILTIN_PLANS, BUILTIN_TEMPLATES
+
 ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def dockerfile_stages() -> list[list[str]]:
+    """The Dockerfile's instructions (continuation lines joined, comments dropped), per stage."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text(encoding="utf-8"))
+    stages: list[list[str]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("FROM "):
+            stages.append([])
+        if stages:
+            stages[-1].append(line)
+    return stages
+
+
+def copied(stage: list[str]) -> list[str]:
+    """Sources of the stage's COPY instructions from the build context (not from another stage)."""
+    return [
+        s for line in stage if line.startswith("COPY ") and "--from" not in line for s in line.split()[1:-1]
+    ]
 
 
 def test_every_file_the_dockerfile_copies_exists() -> None:
-    copies = [
-        line.split()[1:-1]
-        for line in (ROOT / "Dockerfile").read_text().splitlines()
-        if line.startswith("COPY ") and "--from" not in line
-    ]
-    sources = [s for group in copies for s in group]
-    assert {"bot", "commands", "templates", "pyproject.toml"} <= set(sources)
+    sources = [s for stage in dockerfile_stages() for s in copied(stage)]
     for source in sources:
         assert (ROOT / source).exists(), source
 
 
+def test_the_image_builds_a_wheel_and_installs_it_not_the_source() -> None:
+    build, final = dockerfile_stages()
+    assert build[0].endswith(" AS build")
+    assert {"pyproject.toml", "README.md", "bot", "commands", "templates"} <= set(copied(build))
+    assert any(line.startswith("RUN pip wheel ") for line in build)
+    # The final stage holds no source: only the wheels the build stage made, installed offline.
+    assert not {"bot", "commands", "templates", "pyproject.toml"} & set(copied(final))
+    (install,) = [line for line in final if "pip install" in line]
+    assert "from=build" in install and "--no-index" in install and "upgrade-bot[postgres]" in install
+    assert not re.search(r"\s(-e|--editable)\s", install)
+
+
 def test_the_image_runs_as_a_non_root_user_with_the_bot_as_entrypoint() -> None:
-    text = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^USER (?!root|0\b)\S+", text, re.MULTILINE)
-    assert 'ENTRYPOINT ["upgrade-bot", "run"]' in text
+    final = dockerfile_stages()[-1]
+    (user,) = [line for line in final if line.startswith("USER ")]
+    assert re.fullmatch(r"USER (?!root\b|0\b)\S+", user)
+    assert final[-1] == 'ENTRYPOINT ["upgrade-bot", "run"]'
+
+
+def _package_dirs() -> dict[str, Path]:
+    """Every folder the wheel must hold as a package: bot/ and commands/ (code and data folders)
+    and templates/, which ships as `bot.templates`."""
+    found: dict[str, Path] = {}
+    for top, name in (("bot", "bot"), ("commands", "commands"), ("templates", "bot.templates")):
+        for folder in [ROOT / top, *sorted(p for p in (ROOT / top).rglob("*") if p.is_dir())]:
+            if folder.name == "__pycache__" or not any(f.is_file() for f in folder.iterdir()):
+                continue
+            found[".".join([name, *folder.relative_to(ROOT / top).parts])] = folder
+    return found
+
+
+def test_pyproject_lists_every_package_and_maps_templates_into_the_wheel() -> None:
+    setuptools = PYPROJECT["tool"]["setuptools"]
+    # Listed by hand (see pyproject.toml): a new folder under bot/ must be added there too, or the
+    # installed bot would lack it while every test run from the checkout still passes.
+    assert sorted(setuptools["packages"]) == sorted(_package_dirs())
+    assert setuptools["package-dir"] == {"bot.templates": "templates"}
+
+
+def test_package_data_takes_every_template_plan_and_scenario_file() -> None:
+    globs = PYPROJECT["tool"]["setuptools"]["package-data"]
+    # Data folders (no __init__.py) ship whole; code packages ship their modules only.
+    data = {p: f for p, f in _package_dirs().items() if not (f / "__init__.py").exists()}
+    assert {"bot.templates", "bot.templates.plans", "bot.sim.scenarios"} <= set(data)
+    missed = [
+        str(path.relative_to(ROOT))
+        for package, folder in data.items()
+        for path in folder.iterdir()
+        if path.is_file() and not any(fnmatch.fnmatch(path.name, g) for g in globs.get(package, []))
+    ]
+    assert missed == []
+
+
+def test_the_resource_locator_is_a_leaf_that_finds_the_checkouts_templates() -> None:
+    tree = ast.parse((ROOT / "bot" / "resources.py").read_text(encoding="utf-8"))
+    imported = [
+        *(a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names),
+        *(n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)),
+    ]
+    assert not [m for m in imported if m.split(".")[0] in ("bot", "commands")]
+    assert ast.get_docstring(tree)
+    assert BUILTIN_TEMPLATES == ROOT / "templates"
+    assert (BUILTIN_PLANS / "eks-nodegroups.yaml").is_file()
 
 
 def test_the_manifest_declares_the_command_interactivity_and_least_scopes() -> None:
@@ -46,3 +138,84 @@ def test_the_manifest_declares_the_command_interactivity_and_least_scopes() -> N
         "users:read",
     }
     assert not any(s.endswith(":history") or s.startswith("admin") for s in scopes)
+
+
+def _run(
+    cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.slow
+def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs_from_anywhere(tmp_path: Path) -> None:
+    # Build from a copy of what the image's build stage copies: a file the Dockerfile forgets
+    # fails here, and setuptools' build/ folder never lands in the checkout.
+    src = tmp_path / "src"
+    for source in copied(dockerfile_stages()[0]):
+        if (ROOT / source).is_dir():
+            shutil.copytree(ROOT / source, src / source, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            src.mkdir(exist_ok=True)
+            shutil.copy2(ROOT / source, src / source)
+    # The bot as a user runs it: nothing of this test session's environment points at the checkout.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLACK_", "UPGRADE_BOT_", "PYTHON", "VIRTUAL_ENV"))
+    }
+    dist = tmp_path / "dist"
+    # No skip anywhere: a wheel that cannot be built or installed (here or in CI) is a failure.
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dist), str(src)],
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = dist.glob("upgrade_bot-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    for path in (ROOT / "templates").rglob("*"):
+        if path.is_file():
+            assert f"bot/templates/{path.relative_to(ROOT / 'templates').as_posix()}" in shipped, path
+
+    venv = tmp_path / "venv"
+    made = _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=env, timeout=120)
+    assert made.returncode == 0, made.stderr
+    # Dependencies come from PyPI, or from wheels already on the machine when PIP_FIND_LINKS names them.
+    installed = _run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+
+    home = tmp_path / "elsewhere"
+    home.mkdir()
+    bot = str(venv / "bin" / "upgrade-bot")
+    where = _run(
+        [str(venv / "bin" / "python"), "-c", "import bot.resources as r; print(r.BUILTIN_TEMPLATES)"],
+        cwd=home,
+        env=env,
+        timeout=60,
+    )
+    assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout + where.stderr
+
+    check = _run([bot, "templates", "check"], cwd=home, env=env, timeout=120)
+    assert check.returncode == 0, check.stderr
+    assert "not found" not in check.stderr and "every announcement renders" in check.stdout
+
+    # Without a configuration file `exec` says so in one line; with one (no clusters, no roster)
+    # `help` renders from the installed templates.
+    unconfigured = _run([bot, "exec", "help"], cwd=home, env=env, timeout=120)
+    assert unconfigured.returncode == 2 and "configuration file not found" in unconfigured.stderr
+    assert "Traceback" not in unconfigured.stderr
+    (home / "upgrade-bot.yaml").write_text("data_dir: data\n", encoding="utf-8")
+    helped = _run([bot, "exec", "help"], cwd=home, env=env, timeout=120)
+    assert helped.returncode == 0, helped.stderr
+    assert "Traceback" not in helped.stderr and "not found" not in helped.stdout + helped.stderr
+    assert "/upgrade snapshot" in helped.stdout
+
+    rehearsed = _run([bot, "rehearse", "eks-nodegroups", "--auto-approve"], cwd=home, env=env, timeout=300)
+    assert rehearsed.returncode == 0, rehearsed.stdout[-2000:] + rehearsed.stderr[-3000:]
+    assert rehearsed.stdout.rstrip().endswith("completed")

@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     rehearse = sub.add_parser(
         "rehearse", help="run a whole plan on the simulated cluster, printing the card and thread"
     )
-    rehearse.add_argument("plan", help="a plan file, or a name in templates/plans/")
+    rehearse.add_argument("plan", help="a plan file, or the name of a built-in plan (e.g. eks-nodegroups)")
     rehearse.add_argument(
         "--scenario", default="eks-nodegroups", help="the sim's scenario (default eks-nodegroups)"
     )

@@ -6,6 +6,13 @@ the roster itself, each gate by the people it names (four eyes included). Steps 
 hooks ask the sim, through its HTTP control endpoints, to play the outside world's part (the
 pipeline replacing a node group) and wait for it. The bot never imports the simulator: the
 terminal front door starts it and hands this module its URL and kubeconfig.
+
+At a prompt, a user ID approves as that person, `reject` rejects, an empty line lets the roster
+answer, and `abort` stops the run. A refused answer (the wrong role, a typo) prints the gate's
+reason and the question is asked again: only `abort` or the end of input ends the rehearsal.
+PLAN is a plan file or the name of a built-in plan (`bot.resources.BUILTIN_PLANS`), so an
+installed copy rehearses its examples from any directory. Exit status: 0 when the run completed,
+1 when it stopped (aborted, paused, end of input), 2 when the plan is invalid.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
 from bot.frontdoor.wiring import action_context
 from bot.records import ClusterConfig
-from bot.resources import BUILTIN_TEMPLATES
+from bot.resources import BUILTIN_PLANS, BUILTIN_TEMPLATES
 from bot.settings import parse_settings
 
 
@@ -129,12 +136,19 @@ class SimControl:
         return state.lower() in ("successful", "succeeded", "completed"), f"sim: {what} → {state}{error}"
 
 
+def builtin_plan_names() -> list[str]:
+    """The example plans shipped with the bot, by the name `rehearse` takes."""
+    return sorted(p.stem for p in BUILTIN_PLANS.glob("*.yaml"))
+
+
 def load_plan_file(name: str) -> tuple[Plan, str]:
+    """A plan file by path, else a built-in plan by name (from any directory, installed or not)."""
     path = Path(name)
     if not path.is_file():
-        path = BUILTIN_TEMPLATES / "plans" / f"{name}.yaml"
+        path = BUILTIN_PLANS / f"{name}.yaml"
     if not path.is_file():
-        raise UserError(f"no plan file {name!r} (a path, or a name in templates/plans/)")
+        known = ", ".join(builtin_plan_names()) or "none found"
+        raise UserError(f"no plan file {name!r} (a path, or a built-in plan: {known})")
     text = path.read_text(encoding="utf-8")
     return parse_plan(text, source=str(path)), text
 
@@ -227,6 +241,8 @@ def _decide(
     if gate is None:
         raise UserError(f"step {cur.step_id} is {cur.state} and waits for nothing the rehearsal can give")
     step = run.plan.step(cur.step_id)
+    # Destructive steps ask for the step id typed in Slack; at the terminal the answer is that.
+    confirmation = step.id if step.destructive else None
     people = [
         member
         for role in gate.roles
@@ -235,26 +251,39 @@ def _decide(
     ]
     if not auto_approve:
         out.write(_framed(_card_text(service, run)))
-        answer = ask(
+        prompt = (
             f"{cur.step_id} ({run.phase(cur)}): approve as [{'/'.join(dict.fromkeys(people))}], "
             "'reject', or 'abort': "
-        ).strip()
-        if answer == "abort":
-            stop = Actor(user_id="terminal", source="terminal")
-            return service.apply(
-                run.id,
-                lambda r: R.abort(r, by="terminal", reason="rehearsal stopped", now=service.clock()),
-                stop,
-            ).run
-        if answer == "reject":
-            ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision="reject")
-            return service.click(ref, Actor(user_id=people[0], source="terminal")).run
-        people = [answer] if answer else people
+        )
+        # A person at a prompt mistypes or answers for the wrong role: the gate says why, as its
+        # button would in Slack, and the same question is asked again. Only `abort` or the end of
+        # input (EOFError, handled by the terminal front door) stops the rehearsal.
+        while True:
+            answer = ask(prompt).strip()
+            if answer == "abort":
+                stop = Actor(user_id="terminal", source="terminal")
+                return service.apply(
+                    run.id,
+                    lambda r: R.abort(r, by="terminal", reason="rehearsal stopped", now=service.clock()),
+                    stop,
+                ).run
+            if not answer:
+                break  # nobody named: the roster answers this gate, as with --auto-approve
+            who = people[0] if answer == "reject" else answer
+            decision = "reject" if answer == "reject" else "approve"
+            ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision=decision)
+            outcome = service.click(ref, Actor(user_id=who, source="terminal"), confirmation=confirmation)
+            if not outcome.accepted:
+                out.write(f"  · {who}: {outcome.message}\n")
+                continue
+            run = service.load(run.id)
+            if run.step_run(cur.step_id).epoch != cur.epoch or run.state is not R.RunState.ACTIVE:
+                return run
+            # Counted, but the gate wants more (a quorum, a second role): ask for the next one.
     if run.phase(cur) == "done":
         # Four eyes: someone other than whoever started the step confirms it first.
         people.sort(key=lambda p: p == cur.started_by)
     ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch)
-    confirmation = step.id if step.destructive else None
     for person in dict.fromkeys(people):
         if not roles_of(person, run.roster, service.directory):
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from tests.conftest import bot_command
 
@@ -42,6 +43,40 @@ def test_an_interactive_rehearsal_asks_and_can_stop() -> None:
     assert "Run *aborted* — rehearsal stopped" in result.stdout
 
 
+CHECKS_START = "checks (start): approve as [U0PRIMARY], 'reject', or 'abort': "
+
+
+def test_a_refused_or_unknown_answer_says_why_and_asks_again_until_abort() -> None:
+    result = rehearse("eks-nodegroups", stdin="U0SHADOW\nU0SHADOW\nU0NOBODY\nU0PRIMARY\nabort\n")
+    out = result.stdout
+    # The shadow approves snapshot-pre; at checks the shadow and a typo are refused with the
+    # gate's reason and the same question comes back; the primary is then counted.
+    assert out.count(CHECKS_START) == 3
+    assert CHECKS_START + "  · U0SHADOW: this step needs the primary; you are the shadow\n" in out
+    assert (
+        CHECKS_START + "  · U0NOBODY: this step needs the primary; you are not in this run's roster\n" in out
+    )
+    assert CHECKS_START + "  ↳ :heavy_check_mark: @U0PRIMARY (primary) approved the start of `checks`" in out
+    # Only `abort` ends it: at the next question, with the documented exit status 1 (stopped).
+    assert "checks (done): approve as [U0PRIMARY/U0SHADOW], 'reject', or 'abort': " in out
+    assert "Run *aborted* — rehearsal stopped" in out
+    assert "nobody in the roster" not in out + result.stderr
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert out.rstrip().endswith(" aborted")
+
+
+def test_the_end_of_input_after_a_wrong_answer_stops_the_rehearsal() -> None:
+    result = rehearse("eks-nodegroups", stdin="U0SHADOW\nU0NOBODY\n")
+    assert CHECKS_START + "  · U0NOBODY: this step needs the primary; you are not in this run's roster\n" in (
+        result.stdout
+    )
+    # The question was asked again, and the end of input answered it.
+    assert result.stdout.count(CHECKS_START) == 2
+    assert result.returncode == 1
+    assert result.stderr.strip() == "rehearsal stopped"
+    assert "nobody in the roster" not in result.stdout + result.stderr
+
+
 def test_the_istio_plan_rehearses_with_its_quorum_and_destructive_steps() -> None:
     result = rehearse("istio-revision", "--auto-approve")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -52,3 +87,18 @@ def test_the_istio_plan_rehearses_with_its_quorum_and_destructive_steps() -> Non
     assert "approved the start of `remove-old`" in out
     last = out.rstrip().splitlines()[-1]
     assert last.startswith("rehearsal of istio-revision: run R") and last.endswith(" completed")
+
+
+def test_an_unknown_plan_name_lists_the_built_in_plans(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*bot_command(), "rehearse", "eks-nodegroup"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "no plan file 'eks-nodegroup' (a path, or a built-in plan: eks-nodegroups, istio-revision)" in (
+        result.stderr
+    )
