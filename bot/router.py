@@ -103,12 +103,12 @@ class Router:
         try:
             words = split_words(request.text)
             name = words[0].lower() if words else "help"
-            args_words = words[1:]
-            sub = self.registry.get(name)
-            if sub is None:
+            found = self.registry.resolve(name, words[1:])
+            if found is None:
                 hints = self.registry.suggest(name)
                 hint = f" — did you mean {' or '.join(f'`{h}`' for h in hints)}?" if hints else ""
                 raise UsageError(f"unknown subcommand `{name}`{hint} (`/upgrade help` lists them all)")
+            sub, args_words = found
             args = sub.parser.parse_args(args_words)
             if sub.roles:
                 require_any_role(

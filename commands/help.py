@@ -7,16 +7,31 @@ from bot.errors import UsageError
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
-    """List the subcommands, or show one in full."""
+    """List the subcommands, or show one (or one of its verbs: `help schedule move`) in full."""
     if args.subcommand:
         sub = ctx.registry.get(args.subcommand.lower())
         if sub is None:
             hints = ctx.registry.suggest(args.subcommand.lower())
             hint = f" — did you mean {' or '.join(f'`{h}`' for h in hints)}?" if hints else ""
             raise UsageError(f"no subcommand `{args.subcommand}`{hint}")
+        if args.verb:
+            verb = sub.verbs.get(args.verb.lower())
+            if verb is None:
+                known = ", ".join(f"`{v}`" for v in sorted(sub.verbs)) or "none"
+                raise UsageError(f"`{sub.name}` has no verb `{args.verb}` (its verbs: {known})")
+            sub = verb
+        verbs = [
+            {"name": v.name, "usage": v.usage, "summary": v.summary} for _, v in sorted(sub.verbs.items())
+        ]
         return Reply(
             template="help_one",
-            context={"name": sub.name, "usage": sub.usage, "doc": sub.doc, "roles": sorted(sub.roles)},
+            context={
+                "name": sub.name,
+                "usage": sub.usage,
+                "doc": sub.doc,
+                "roles": sorted(sub.roles),
+                "verbs": verbs,
+            },
         )
     return Reply(
         template="help",
@@ -28,6 +43,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("subcommand", nargs="?", help="a subcommand to show in full")
+    parser.add_argument("verb", nargs="?", help="one of its verbs (`help schedule move`)")
 
 
 def register(registry: Registry) -> None:

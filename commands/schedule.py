@@ -27,42 +27,54 @@ SCHEDULERS = frozenset({"coordinator", "primary"})
 _FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
 _USAGE = (
     'usage: /upgrade schedule PLAN --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override --reason "…"]'
-    ' | list | cancel ID | move ID --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override] --reason "…"'
+    ' | list | cancel ID [--reason "…"] | move ID --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override] --reason "…"'
 )
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
-    """Schedule a plan's window and its announcements, list the schedules, cancel one or move one later.
+    """Schedule a plan's window and its announcements; `list`, `cancel` and `move` manage them.
 
     `/upgrade schedule PLAN --at "2026-12-01 14:00" [--tz Asia/Tokyo]` schedules the plan's
     window to open then (in the plan's zone unless `--tz`): the `scheduled` announcement now,
     reminders before, `starting` at the start, `completed`/`aborted` when the run ends.
     Outside the maintenance windows or in a freeze it is refused with the next allowed slots;
     the coordinator may add `--override --reason "…"` (audited).
-    `/upgrade schedule list` shows the schedules and every announcement (skipped ones too).
-    `/upgrade schedule cancel ID [--reason "…"]` cancels one and posts a cancellation notice.
-    `/upgrade schedule move ID --at "…" [--tz …] --reason "…"` postpones a pending schedule to
-    a later window (same checks and override): its pending announcements are withdrawn, a
-    `delayed` announcement with the old window and the reason is posted now, and the new
-    window's reminders and `starting` are scheduled (under a new schedule id).
+    `/upgrade help schedule VERB` shows `list`, `cancel` or `move` in full.
     """
-    service = ctx.announcements
-    if service is None:
+    service = _service(ctx)
+    if len(args.words) != 1:
+        raise UsageError("name one plan (or a verb: list, cancel, move)", usage=_USAGE)
+    return _schedule(ctx, service, args.words[0], args)
+
+
+def list_(ctx: CommandContext, args: Args) -> Reply:
+    """Show the ten newest schedules, each with every announcement (skipped ones too)."""
+    return _list(_service(ctx))
+
+
+def cancel(ctx: CommandContext, args: Args) -> Reply:
+    """Cancel a schedule: its pending announcements are withdrawn and a cancellation notice posted.
+
+    `/upgrade schedule cancel ID [--reason "…"]`; the notice goes to the announcement channel.
+    """
+    return _cancel(ctx, _service(ctx), args.id, args.reason or "")
+
+
+def move(ctx: CommandContext, args: Args) -> Reply:
+    """Postpone a pending schedule to a later window, with a `delayed` announcement saying why.
+
+    `/upgrade schedule move ID --at "…" [--tz …] [--override] --reason "…"`: the same window
+    checks and override as scheduling; the pending announcements are withdrawn, a `delayed`
+    announcement with the old window and the reason is posted now, and the new window's reminders
+    and `starting` are scheduled (under a new schedule id).
+    """
+    return _move(ctx, _service(ctx), args.id, args)
+
+
+def _service(ctx: CommandContext) -> AnnouncementService:
+    if ctx.announcements is None:
         raise UserError("this front door cannot schedule announcements")
-    words = list(args.words)
-    if words == ["list"]:
-        return _list(service)
-    if words[:1] == ["cancel"]:
-        if len(words) != 2:
-            raise UsageError("name the schedule to cancel: `/upgrade schedule cancel ID`", usage=_USAGE)
-        return _cancel(ctx, service, words[1], args.reason or "")
-    if words[:1] == ["move"]:
-        if len(words) != 2:
-            raise UsageError('name the schedule to move: `/upgrade schedule move ID --at "…"`', usage=_USAGE)
-        return _move(ctx, service, words[1], args)
-    if len(words) != 1:
-        raise UsageError("name one plan", usage=_USAGE)
-    return _schedule(ctx, service, words[0], args)
+    return ctx.announcements
 
 
 def _schedule(ctx: CommandContext, service: AnnouncementService, name: str, args: Args) -> Reply:
@@ -191,15 +203,33 @@ def _parse_at(text: str, tz: str) -> datetime:
 
 def _arguments(parser: CommandParser) -> None:
     parser.usage = (
-        '%(prog)s PLAN --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override --reason …] | list'
-        ' | cancel ID [--reason …] | move ID --at "…" [--tz ZONE] --reason …'
+        '%(prog)s PLAN --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override --reason …] | list | cancel | move'
     )
-    parser.add_argument("words", nargs="+", metavar="PLAN | list | cancel ID | move ID")
-    parser.add_argument("--at", help='when the window opens: "YYYY-MM-DD HH:MM"')
-    parser.add_argument("--tz", help="the zone of --at (default: the plan's)")
+    parser.add_argument("words", nargs="+", metavar="PLAN")
+    _window_arguments(parser)
     parser.add_argument("--override", action="store_true", help="coordinator: schedule outside the windows")
-    parser.add_argument("--reason", help="why (an override, a cancellation, a move)")
+    parser.add_argument("--reason", help="why (an override)")
+
+
+def _window_arguments(parser: CommandParser) -> None:
+    parser.add_argument("--at", help='when the window opens: "YYYY-MM-DD HH:MM"')
+    parser.add_argument("--tz", help="the zone of --at (default: the plan's, or the schedule's)")
+
+
+def _cancel_arguments(parser: CommandParser) -> None:
+    parser.add_argument("id", metavar="ID", help="the schedule (`/upgrade schedule list` shows ids)")
+    parser.add_argument("--reason", help="why it is cancelled (shown in the notice)")
+
+
+def _move_arguments(parser: CommandParser) -> None:
+    parser.add_argument("id", metavar="ID", help="the schedule (`/upgrade schedule list` shows ids)")
+    _window_arguments(parser)
+    parser.add_argument("--override", action="store_true", help="coordinator: move outside the windows")
+    parser.add_argument("--reason", help="why it moves (the delayed announcement shows it)")
 
 
 def register(registry: Registry) -> None:
     registry.add("schedule", run, arguments=_arguments, roles={ANY_ROLE})
+    registry.add_verb("schedule", "list", list_)
+    registry.add_verb("schedule", "cancel", cancel, arguments=_cancel_arguments)
+    registry.add_verb("schedule", "move", move, arguments=_move_arguments)

@@ -14,7 +14,7 @@ import html
 import inspect
 import re
 import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -101,6 +101,9 @@ class Subcommand:
     parser: CommandParser
     #: Roles allowed to run it; empty means anyone in the workspace.
     roles: frozenset[str] = frozenset()
+    #: Sub-verbs (`schedule list|cancel|move`), each with its own usage and help; they take the
+    #: parent's roles. The parent's own handler runs when the first word names no verb.
+    verbs: dict[str, Subcommand] = field(default_factory=dict)
 
     @property
     def doc(self) -> str:
@@ -140,8 +143,38 @@ class Registry:
         self._commands[name] = sub
         return sub
 
+    def add_verb(
+        self,
+        parent: str,
+        verb: str,
+        handler: Handler,
+        *,
+        arguments: Callable[[CommandParser], None] | None = None,
+    ) -> Subcommand:
+        """`/upgrade PARENT VERB …`: a sub-verb with its own parser, usage and docstring help."""
+        owner = self._commands[parent]
+        if verb in owner.verbs:
+            raise ValueError(f"verb {parent} {verb!r} is registered twice")
+        if not inspect.getdoc(handler):
+            raise ValueError(f"verb {parent} {verb!r} has no docstring; the docstring is its help")
+        parser = CommandParser(prog=f"/upgrade {parent} {verb}")
+        if arguments is not None:
+            arguments(parser)
+        sub = Subcommand(name=f"{parent} {verb}", handler=handler, parser=parser, roles=owner.roles)
+        owner.verbs[verb] = sub
+        return sub
+
     def get(self, name: str) -> Subcommand | None:
         return self._commands.get(name)
+
+    def resolve(self, name: str, words: Sequence[str]) -> tuple[Subcommand, list[str]] | None:
+        """The subcommand (or its sub-verb named by the first word) and the words left to parse."""
+        sub = self._commands.get(name)
+        if sub is None:
+            return None
+        if words and words[0].lower() in sub.verbs:
+            return sub.verbs[words[0].lower()], list(words[1:])
+        return sub, list(words)
 
     def names(self) -> list[str]:
         return sorted(self._commands)

@@ -54,3 +54,21 @@ def test_bad_arguments_show_usage_not_a_traceback(write_config: Callable[..., Pa
 def test_an_empty_command_shows_help(write_config: Callable[..., Path]) -> None:
     ok, text = handle(write_config(), "   ")
     assert ok and "/upgrade help" in text
+
+
+def test_schedule_lists_its_verbs_and_each_verb_has_its_own_usage_and_help(
+    write_config: Callable[..., Path],
+) -> None:
+    ok, text = handle(write_config(), "help schedule")
+    assert ok
+    for usage in ("/upgrade schedule list", "/upgrade schedule cancel", "/upgrade schedule move"):
+        assert usage in text
+    ok, text = handle(write_config(), "help schedule move")
+    assert ok and "Postpone a pending schedule" in text and "--at" in text and "--reason" in text
+    ok, text = handle(write_config(), "help schedule frobnicate")
+    assert not ok and "no verb `frobnicate`" in text and "`move`" in text
+
+
+def test_a_verb_with_missing_arguments_gets_its_own_usage(write_config: Callable[..., Path]) -> None:
+    ok, text = handle(write_config(), "schedule cancel")
+    assert not ok and "/upgrade schedule cancel" in text and "ID" in text

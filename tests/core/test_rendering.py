@@ -46,7 +46,13 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "skipped": ["events: not readable in one of the snapshots"],
     },
     "help": {"commands": [{"name": "help", "summary": "Show help.", "usage": "/upgrade help [x]"}]},
-    "help_one": {"name": "audit", "usage": "/upgrade audit", "doc": "Audit.\n\nMore.", "roles": ["*"]},
+    "help_one": {
+        "name": "schedule",
+        "usage": "/upgrade schedule PLAN",
+        "doc": "Schedule.\n\nMore.",
+        "roles": ["*"],
+        "verbs": [{"name": "schedule list", "usage": "/upgrade schedule list", "summary": "List."}],
+    },
     "error": {
         "message": "no such run",
         "usage": "usage: /upgrade status [RUN]",
