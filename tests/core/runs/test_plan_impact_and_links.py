@@ -8,7 +8,7 @@ import pytest
 
 from bot.core.runs.plans import PlanLink, parse_plan
 from bot.errors import PlanInvalid
-from tests.core.test_plans import GOOD, PLANS
+from tests.support.plans import GOOD, PLANS
 
 
 def test_impact_and_links_parse_and_are_optional() -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,57 +22,9 @@ from bot.core.runs.plans import (
     parse_plan,
 )
 from bot.errors import PlanInvalid
-from tests.conftest import BOT_TOKEN, bot_command
+from tests.conftest import BOT_TOKEN
+from tests.support.plans import BAD, EXAMPLES, GOOD, PLANS
 from tests.support.slack_stub import SlackStub
-
-PLANS = Path(__file__).resolve().parents[2] / "templates" / "plans"
-EXAMPLES = sorted(PLANS.glob("*.yaml"))
-
-GOOD = """\
-name: small
-cluster: prod
-current_version: "1.29"
-target_version: "1.30"
-window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}
-roster:
-  primary: [U0PRIMARY]
-  shadow: [U0SHADOW, S0SRE]
-steps:
-  - id: snap
-    title: Snapshot
-    gate: {any_of: [primary]}
-    actions: [{snapshot: {label: pre}}]
-  - id: work
-    title: Do it
-    gate: {approve: [primary, shadow], expires: 30m}
-    done: {quorum: {role: shadow, count: 2}}
-    escalate_after: 10m
-"""
-
-BAD = """\
-name: bad
-cluster: prod
-current_version: "1.30"
-target_version: "1.29"
-window: {start: "2026-11-28T22:00", end: "2026-11-28T21:00", timezone: Asia/Tokyo}
-roster:
-  primary: [U0PRIMARY]
-  shadow: [U0NOBODY]
-steps:
-  - id: one
-    title: One
-    gate: {approve: [primary, sre]}
-  - id: one
-    title: One again
-    gate: {any_of: [shadow]}
-    actions: [{reboot: {all: "yes"}}]
-    timeout: soon
-  - id: three
-    title: Three
-    gate: {any_of: [primary]}
-    actions: [announce]
-    on_failure: shrug
-"""
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -208,42 +158,6 @@ def test_the_json_schema_matches_the_validator() -> None:
         assert set(schema["required"]) <= set(document) <= set(schema["properties"])
         for step in document["steps"]:
             assert set(defs["step"]["required"]) <= set(step) <= set(defs["step"]["properties"])
-
-
-def test_cli_validate_exits_0_for_a_good_plan_and_2_listing_every_problem(tmp_path: Path) -> None:
-    good = subprocess.run(
-        [*bot_command(), "plan", "validate", str(PLANS / "eks-nodegroups.yaml")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert good.returncode == 0, good.stderr
-    assert "eks-nodegroups is valid" in good.stdout
-    bad_file = tmp_path / "bad.yaml"
-    bad_file.write_text(BAD)
-    bad = subprocess.run(
-        [*bot_command(), "plan", "validate", str(bad_file)], capture_output=True, text=True, check=False
-    )
-    assert bad.returncode == 2
-    assert bad.stderr.count(f"{bad_file}:") == 8
-    assert "Traceback" not in bad.stderr
-
-
-def test_cli_validate_can_ask_slack_about_the_roster(
-    tmp_path: Path, write_config: Callable[..., Path], bot_env: dict[str, str], slack_stub: SlackStub
-) -> None:
-    plan = tmp_path / "good.yaml"
-    plan.write_text(GOOD)
-    slack_stub.users.update({"U0PRIMARY": {"id": "U0PRIMARY"}, "U0SHADOW": {"id": "U0SHADOW"}})
-    config = write_config()
-    command = [*bot_command(), "plan", "validate", str(plan), "--check-slack", "--config", str(config)]
-    missing = subprocess.run(command, env=bot_env, capture_output=True, text=True, check=False)
-    assert missing.returncode == 2
-    assert f"{plan}:8: roster.shadow: Slack user group S0SRE does not exist" in missing.stderr
-    slack_stub.usergroups["S0SRE"] = ["U0SHADOW"]
-    found = subprocess.run(command, env=bot_env, capture_output=True, text=True, check=False)
-    assert found.returncode == 0, found.stderr
-    assert "(Slack users checked)" in found.stdout
 
 
 def test_gates_nobody_can_pass_are_refused_before_the_run() -> None:

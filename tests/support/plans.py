@@ -1,0 +1,54 @@
+"""Sample plans shared by the plan, run and front-door tests: one good, one with every mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PLANS = Path(__file__).resolve().parents[2] / "templates" / "plans"
+EXAMPLES = sorted(PLANS.glob("*.yaml"))
+
+GOOD = """\
+name: small
+cluster: prod
+current_version: "1.29"
+target_version: "1.30"
+window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0SHADOW, S0SRE]
+steps:
+  - id: snap
+    title: Snapshot
+    gate: {any_of: [primary]}
+    actions: [{snapshot: {label: pre}}]
+  - id: work
+    title: Do it
+    gate: {approve: [primary, shadow], expires: 30m}
+    done: {quorum: {role: shadow, count: 2}}
+    escalate_after: 10m
+"""
+
+BAD = """\
+name: bad
+cluster: prod
+current_version: "1.30"
+target_version: "1.29"
+window: {start: "2026-11-28T22:00", end: "2026-11-28T21:00", timezone: Asia/Tokyo}
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0NOBODY]
+steps:
+  - id: one
+    title: One
+    gate: {approve: [primary, sre]}
+  - id: one
+    title: One again
+    gate: {any_of: [shadow]}
+    actions: [{reboot: {all: "yes"}}]
+    timeout: soon
+  - id: three
+    title: Three
+    gate: {any_of: [primary]}
+    actions: [announce]
+    on_failure: shrug
+"""
