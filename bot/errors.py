@@ -29,6 +29,15 @@ The simulator (`bot.sim`) is a separate subsystem with its own small tree in `bo
 
 from __future__ import annotations
 
+#: How much of a user's own word an error message repeats back (a 100 KB "subcommand" is not).
+SHOWN = 60
+
+
+def clip(text: str, limit: int = SHOWN) -> str:
+    """What a message may repeat of the user's input: at most `limit` characters, valid UTF-8."""
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 class BotError(Exception):
     """Base of every error the bot raises on purpose."""

@@ -9,6 +9,7 @@ traceback) goes to the log under the same id, never to chat.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable
@@ -23,7 +24,15 @@ from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
 from bot.core.runs.service import RunService
 from bot.core.snapshots.projection import ClusterReader
-from bot.errors import BotError, ConfigError, PermissionDenied, TemporaryError, UsageError, UserError
+from bot.errors import (
+    BotError,
+    ConfigError,
+    PermissionDenied,
+    TemporaryError,
+    UsageError,
+    UserError,
+    clip,
+)
 from bot.logsetup import correlation
 from bot.records import ClusterConfig
 from bot.settings import Settings
@@ -31,6 +40,11 @@ from bot.settings import Settings
 log = logging.getLogger(__name__)
 
 _TOKEN_SHAPE = re.compile(r"\b(xox[abeoprs]|xapp)-[A-Za-z0-9-]+")
+#: The longest command text read. Slack's own messages are far shorter; a longer one is refused
+#: before it is parsed, so it cannot hold a worker (argument parsing is not linear in the text).
+MAX_COMMAND_TEXT = 8000
+#: The longest message a reply repeats (argparse quotes every unrecognized argument).
+MAX_MESSAGE = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +93,14 @@ class Router:
         self.clock = clock
 
     def handle(self, request: CommandRequest) -> Outcome:
+        # A forged payload or a terminal's invalid UTF-8 can carry lone surrogates, which no log
+        # handler, database or Slack call accepts: replace them once, here, before anything else.
+        request = dataclasses.replace(
+            request,
+            text=_valid_text(request.text),
+            user_id=_valid_text(request.user_id)[:64],
+            channel_id=_valid_text(request.channel_id)[:64],
+        )
         with correlation(request.correlation_id) as cid:
             name, reply, audit_outcome, detail = self._run(request, cid)
             try:
@@ -101,13 +123,19 @@ class Router:
     def _run(self, request: CommandRequest, cid: str) -> tuple[str, Reply, str, str]:
         name = ""
         try:
+            if len(request.text) > MAX_COMMAND_TEXT:
+                raise UsageError(
+                    f"that command is {len(request.text):,} characters long; "
+                    f"/upgrade reads at most {MAX_COMMAND_TEXT:,}"
+                )
             words = split_words(request.text)
             name = words[0].lower() if words else "help"
             found = self.registry.resolve(name, words[1:])
             if found is None:
                 hints = self.registry.suggest(name)
+                name = clip(name, 64)
                 hint = f" — did you mean {' or '.join(f'`{h}`' for h in hints)}?" if hints else ""
-                raise UsageError(f"unknown subcommand `{name}`{hint} (`/upgrade help` lists them all)")
+                raise UsageError(f"unknown subcommand `{clip(name)}`{hint} (`/upgrade help` lists them all)")
             sub, args_words = found
             args = sub.parser.parse_args(args_words)
             if sub.roles:
@@ -178,4 +206,15 @@ def _no_clusters(config: ClusterConfig) -> ClusterReader:
 
 
 def _error_reply(message: str, cid: str, *, usage: str = "") -> Reply:
-    return Reply(template="error", context={"message": message, "usage": usage, "correlation_id": cid})
+    return Reply(
+        template="error",
+        context={
+            "message": clip(message, MAX_MESSAGE),
+            "usage": clip(usage, MAX_MESSAGE),
+            "correlation_id": cid,
+        },
+    )
+
+
+def _valid_text(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
-from bot.errors import UsageError
+from bot.errors import UsageError, clip
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -13,12 +13,12 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         if sub is None:
             hints = ctx.registry.suggest(args.subcommand.lower())
             hint = f" — did you mean {' or '.join(f'`{h}`' for h in hints)}?" if hints else ""
-            raise UsageError(f"no subcommand `{args.subcommand}`{hint}")
+            raise UsageError(f"no subcommand `{clip(args.subcommand)}`{hint}")
         if args.verb:
             verb = sub.verbs.get(args.verb.lower())
             if verb is None:
                 known = ", ".join(f"`{v}`" for v in sorted(sub.verbs)) or "none"
-                raise UsageError(f"`{sub.name}` has no verb `{args.verb}` (its verbs: {known})")
+                raise UsageError(f"`{sub.name}` has no verb `{clip(args.verb)}` (its verbs: {known})")
             sub = verb
         verbs = [
             {"name": v.name, "usage": v.usage, "summary": v.summary} for _, v in sorted(sub.verbs.items())

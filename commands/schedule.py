@@ -10,7 +10,7 @@ window under the same checks and posts `delayed` (old window, new window, why).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.core.announcements.overrides import authorize_override, merged_roster, window_refusal
@@ -19,11 +19,13 @@ from bot.core.command import Args, CommandContext, CommandParser, Registry, Repl
 from bot.core.people import ANY_ROLE, require_any_role
 from bot.core.runs.library import find_plan, stored_plan
 from bot.core.runs.plans import Plan
-from bot.errors import UsageError, UserError
+from bot.errors import UsageError, UserError, clip
 from bot.records import ScheduleRow
 
 #: Who may schedule or cancel (the same people who may post announcements).
 SCHEDULERS = frozenset({"coordinator", "primary"})
+#: How far ahead a window may be scheduled (runbooks plan weeks ahead; 9999-12-31 is a typo).
+HORIZON = timedelta(days=2 * 365)
 _FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
 _USAGE = (
     'usage: /upgrade schedule PLAN --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override --reason "…"]'
@@ -105,6 +107,8 @@ def _checked_window(
     start = _parse_at(at, tz)
     if start <= ctx.clock():
         raise UserError(f"{at} {tz} is in the past")
+    if start > ctx.clock() + HORIZON:
+        raise UserError(f"{at} {tz} is more than {HORIZON.days // 365} years ahead; schedule nearer windows")
     end = start + (plan.window.end - plan.window.start)
     refusal = window_refusal(ctx.settings.windows, start, end, tz)
     if refusal is None:
@@ -156,10 +160,10 @@ def _move(ctx: CommandContext, service: AnnouncementService, word: str, args: Ar
 def _schedule_arg(ctx: CommandContext, word: str) -> ScheduleRow:
     text = word.lstrip("#")
     if not text.isdigit():
-        raise UsageError(f"{word!r} is not a schedule id (`/upgrade schedule list` shows them)")
+        raise UsageError(f"{clip(word)!r} is not a schedule id (`/upgrade schedule list` shows them)")
     schedule = ctx.store.schedule(int(text))
     if schedule is None:
-        raise UserError(f"there is no schedule #{text} (`/upgrade schedule list`)")
+        raise UserError(f"there is no schedule #{clip(text)} (`/upgrade schedule list`)")
     return schedule
 
 
@@ -192,13 +196,13 @@ def _parse_at(text: str, tz: str) -> datetime:
     try:
         zone = ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"unknown time zone {tz!r} (use an IANA name such as Asia/Tokyo)") from None
+        raise UsageError(f"unknown time zone {clip(tz)!r} (use an IANA name such as Asia/Tokyo)") from None
     for fmt in _FORMATS:
         try:
             return datetime.strptime(text.strip(), fmt).replace(tzinfo=zone)
         except ValueError:
             continue
-    raise UsageError(f'{text!r} is not a time like "2026-12-01 14:00"', usage=_USAGE)
+    raise UsageError(f'{clip(text)!r} is not a time like "2026-12-01 14:00"', usage=_USAGE)
 
 
 def _arguments(parser: CommandParser) -> None:

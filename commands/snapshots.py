@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, bounded_int
 from bot.core.people import ANY_ROLE
 
 
@@ -17,7 +17,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("--cluster", help="only this cluster")
-    parser.add_argument("--limit", type=int, default=10, help="how many (default 10)")
+    parser.add_argument(
+        "--limit", type=bounded_int(1, 200), default=10, help="how many (default 10, at most 200)"
+    )
 
 
 def register(registry: Registry) -> None:

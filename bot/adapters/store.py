@@ -546,6 +546,8 @@ class Store:
         return int(pk[0]) if pk else 0
 
     def snapshot_body(self, snapshot_id: int) -> tuple[SnapshotMeta, bytes] | None:
+        if not _storable_id(snapshot_id):
+            return None
         with _wrap_errors(), self.engine.connect() as conn:
             row = conn.execute(sa.select(snapshots).where(snapshots.c.id == snapshot_id)).mappings().first()
         if row is None:
@@ -586,6 +588,8 @@ class Store:
         return _plan_row(row) if row else None
 
     def plan_by_id(self, plan_id: int) -> PlanRow | None:
+        if not _storable_id(plan_id):
+            return None
         with _wrap_errors(), self.engine.connect() as conn:
             row = conn.execute(sa.select(plans).where(plans.c.id == plan_id)).mappings().first()
         return _plan_row(row) if row else None
@@ -769,6 +773,8 @@ class Store:
             raise TemporaryError("the database is busy or unreachable") from exc
 
     def schedule(self, schedule_id: int) -> ScheduleRow | None:
+        if not _storable_id(schedule_id):
+            return None
         with _wrap_errors(), self.engine.connect() as conn:
             row = conn.execute(sa.select(schedules).where(schedules.c.id == schedule_id)).mappings().first()
         return _schedule_row(row) if row else None
@@ -809,6 +815,8 @@ class Store:
             return [_announcement_row(r) for r in conn.execute(query).mappings()]
 
     def scheduled_announcement(self, announcement_id: int) -> AnnouncementRow | None:
+        if not _storable_id(announcement_id):
+            return None
         query = sa.select(scheduled_announcements).where(scheduled_announcements.c.id == announcement_id)
         with _wrap_errors(), self.engine.connect() as conn:
             row = conn.execute(query).mappings().first()
@@ -1058,6 +1066,12 @@ def _run_row(row: Any) -> RunRow:
 
 def _maybe_utc(value: datetime | None) -> datetime | None:
     return _utc(value) if value is not None else None
+
+
+def _storable_id(value: int) -> bool:
+    # Ids are typed by people (`diff 12 13`, `schedule cancel 7`); one past a 64-bit integer would
+    # make the database driver raise instead of simply finding nothing.
+    return 0 < value < 2**63
 
 
 def _roster_text(roster: Mapping[str, Sequence[str]]) -> str:

@@ -214,6 +214,20 @@ def normalise(text: str) -> str:
     return text.strip()
 
 
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high`, refused with that range otherwise."""
+
+    def parse(text: str) -> int:
+        if not text.strip().lstrip("+-").isdigit() or len(text.strip()) > 12:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}")
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}")
+        return value
+
+    return parse
+
+
 def split_words(text: str) -> list[str]:
     try:
         return shlex.split(normalise(text))

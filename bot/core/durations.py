@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-_GRAMMAR = re.compile(r"^(?:(\d{1,7})w)?(?:(\d{1,7})d)?(?:(\d{1,7})h)?(?:(\d{1,9})m)?(?:(\d{1,9})s)?$")
+_GRAMMAR = re.compile(r"^(?:(\d{1,12})w)?(?:(\d{1,12})d)?(?:(\d{1,12})h)?(?:(\d{1,12})m)?(?:(\d{1,12})s)?$")
 _UNITS = (("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 #: Nothing the bot schedules or waits for is longer than this; a larger value is a typo.
 LONGEST = timedelta(days=3650)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bot.adapters.store import Store
 from bot.core.runs.machine import Run
 from bot.core.runs.plans import Plan, parse_plan
-from bot.errors import PermanentError, PlanInvalid, UserError
+from bot.errors import PermanentError, PlanInvalid, UserError, clip
 from bot.records import PlanRow
 
 
@@ -17,7 +17,7 @@ def find_plan(store: Store, name: str) -> tuple[PlanRow, Plan]:
     """The loaded plan called `name`, parsed; a short refusal when there is none."""
     row = store.plan(name)
     if row is None:
-        raise UserError(f"no plan `{name}` is loaded; `/upgrade plan load {name}` loads it")
+        raise UserError(f"no plan `{clip(name)}` is loaded; `/upgrade plan load {clip(name)}` loads it")
     return row, _parse(row)
 
 

@@ -27,7 +27,7 @@ from bot.core.people import Directory
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards, card_context
 from bot.core.runs.library import assemble_run, find_plan
-from bot.errors import BotError, ConcurrentUpdate, RunNotFound
+from bot.errors import BotError, ConcurrentUpdate, RunNotFound, clip
 from bot.records import AuditEntry, RunRow
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class RunService:
     def load(self, run_id: str) -> R.Run:
         run = assemble_run(self.store, run_id)
         if run is None:
-            raise RunNotFound(f"there is no run `{run_id}` (`/upgrade status` lists the runs)")
+            raise RunNotFound(f"there is no run `{clip(run_id)}` (`/upgrade status` lists the runs)")
         return run
 
     def resolve(self, run_id: str | None) -> R.Run:

@@ -23,7 +23,7 @@ from bot.core.snapshots.projection import (
     pods_as_dicts,
     take_snapshot,
 )
-from bot.errors import UserError
+from bot.errors import UserError, clip
 from bot.records import ClusterConfig, SnapshotMeta
 
 
@@ -121,13 +121,13 @@ def resolve(store: Store, ref: str, *, cluster: str | None) -> Stored:
     if text.isdigit():
         found = store.snapshot_body(int(text))
         if found is None:
-            raise UserError(f"no snapshot #{text}; {_recent(store, cluster)}")
+            raise UserError(f"no snapshot #{clip(text)}; {_recent(store, cluster)}")
         meta, body = found
     else:
         metas = store.snapshots(cluster=cluster, label=text, limit=1)
         if not metas:
             where = f" on {cluster}" if cluster else ""
-            raise UserError(f"no snapshot labelled `{text}`{where}; {_recent(store, cluster)}")
+            raise UserError(f"no snapshot labelled `{clip(text)}`{where}; {_recent(store, cluster)}")
         found = store.snapshot_body(metas[0].id)
         assert found is not None
         meta, body = found
