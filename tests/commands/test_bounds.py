@@ -53,7 +53,9 @@ def cmd(services: Services, text: str) -> Outcome:
         ("status " + "R" * 300, "there is no run `RRR"),
     ],
 )
-def test_out_of_range_arguments_get_a_short_specific_answer(services: Services, text: str, reason: str) -> None:
+def test_out_of_range_arguments_get_a_short_specific_answer(
+    services: Services, text: str, reason: str
+) -> None:
     out = cmd(services, text)
     assert not out.ok and out.audit_outcome in ("usage", "refused")
     assert reason in out.rendered.text
@@ -87,7 +89,9 @@ def test_arguments_argparse_does_not_know_are_not_echoed_whole(services: Service
     assert len(out.rendered.text) < 1200
 
 
-def test_exec_with_invalid_utf8_in_argv_answers_without_a_traceback(write_config: Callable[..., Path]) -> None:
+def test_exec_with_invalid_utf8_in_argv_answers_without_a_traceback(
+    write_config: Callable[..., Path],
+) -> None:
     config = write_config()
     done = subprocess.run(
         [*bot_command(), "exec", "--config", str(config), b"st\xffatus".decode("utf-8", "surrogateescape")],
