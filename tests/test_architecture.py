@@ -300,3 +300,99 @@ def test_every_exception_class_is_drawn_in_the_error_tree() -> None:
 
 
 _ERRORS = {"PermissionDenied", "ClusterUnreachable", "ConcurrentUpdate", "TransitionRefused"}
+
+
+# The simulator's own layers, bottom to top. The assembly (`Sim`, `SimCluster`), its command line and
+# the package's front (`bot.sim` itself) sit above all three and are the only modules left flat.
+SIM_LAYERS = ("bot.sim.apiserver", "bot.sim.controllers", "bot.sim.world")
+SIM_TOP = ("bot.sim", "bot.sim.cli", "bot.sim.cluster")
+
+
+def _sim_import_graph() -> dict[str, set[str]]:
+    """bot.sim module → the bot.sim modules it imports, counting imports under `if TYPE_CHECKING:`
+    and inside functions (ast.walk sees them all) and resolving relative imports, because a
+    typing-only import is still a dependency a reader has to follow."""
+    paths: dict[str, Path] = {}
+    for path in sorted((ROOT / "bot" / "sim").rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        paths[".".join(rel.parts).removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    origin = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    origin = node.module or ""
+                # `from bot.sim.apiserver import store` imports the module bot.sim.apiserver.store.
+                targets = [
+                    f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in paths else origin
+                    for alias in node.names
+                ]
+            else:
+                continue
+            edges.update(t for t in targets if t in paths and t != name)
+        graph[name] = edges
+    return graph
+
+
+def _sim_rank(module: str) -> int:
+    for rank, layer in enumerate(SIM_LAYERS):
+        if _in(module, layer):
+            return rank
+    return len(SIM_LAYERS)
+
+
+def test_the_sim_subpackages_import_downwards_only() -> None:
+    graph = _sim_import_graph()
+    assert all(layer in graph for layer in SIM_LAYERS), "each sim layer is a subpackage"
+    flat = [m for m in graph if _sim_rank(m) == len(SIM_LAYERS) and m not in SIM_TOP]
+    assert flat == [], "a bot.sim module outside the layers must belong to one"
+    upward = [
+        (module, target)
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if _sim_rank(target) > _sim_rank(module)
+    ]
+    assert upward == []
+
+
+def test_no_import_cycle_in_the_sim() -> None:
+    graph = _sim_import_graph()
+    # Tarjan's strongly connected components: any component of more than one module is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    assert cycles == []

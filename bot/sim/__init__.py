@@ -5,7 +5,7 @@ The bot never imports this package; tests, benchmarks and rehearsals start it (`
 """
 
 from bot.sim.cluster import Sim, SimCluster
-from bot.sim.control import Control
-from bot.sim.scenario import Scenario, ScenarioError, builtin_scenarios, load_scenario
+from bot.sim.world.control import Control
+from bot.sim.world.scenario import Scenario, ScenarioError, builtin_scenarios, load_scenario
 
 __all__ = ["Control", "Scenario", "ScenarioError", "Sim", "SimCluster", "builtin_scenarios", "load_scenario"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from bot.sim.cluster import SimCluster
-from bot.sim.scenario import ScenarioError, builtin_scenarios
+from bot.sim.world.scenario import ScenarioError, builtin_scenarios
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -22,32 +22,33 @@ from typing import Any
 
 import yaml
 
-from bot.sim.apiserver import Api
-from bot.sim.behaviour import RuleBook
-from bot.sim.clock import SimClock
-from bot.sim.cloud import Cloud, Operation
-from bot.sim.control import Control
-from bot.sim.engine import Engine
-from bot.sim.errors import ApiError
-from bot.sim.events import Recorder
-from bot.sim.housekeeping import (
+from bot.sim.apiserver.api import Api
+from bot.sim.apiserver.clock import SimClock
+from bot.sim.apiserver.metrics import Metrics
+from bot.sim.apiserver.objects import Ids
+from bot.sim.apiserver.resources import Catalog
+from bot.sim.apiserver.server import SimHTTPServer
+from bot.sim.apiserver.store import Store
+from bot.sim.apiserver.transport import TransportFaults
+from bot.sim.controllers.behaviour import RuleBook
+from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.events import Recorder
+from bot.sim.controllers.housekeeping import (
     Disruption,
     EndpointsController,
     GarbageCollector,
     Namespaces,
     ServiceAccounts,
 )
-from bot.sim.injection import Injectors
-from bot.sim.kubelet import Kubelets
-from bot.sim.metrics import Metrics
-from bot.sim.nodes import NodeLifecycle
-from bot.sim.objects import Ids
-from bot.sim.resources import Catalog
-from bot.sim.scenario import Scenario, load_scenario
-from bot.sim.scheduler import Scheduler
-from bot.sim.server import SimHTTPServer
-from bot.sim.store import Store
-from bot.sim.workloads import DaemonSets, Deployments, ReplicaSets, StatefulSets
+from bot.sim.controllers.kubelet import Kubelets
+from bot.sim.controllers.nodes import NodeLifecycle
+from bot.sim.controllers.scheduler import Scheduler
+from bot.sim.controllers.workloads import DaemonSets, Deployments, ReplicaSets, StatefulSets
+from bot.sim.world import control_http
+from bot.sim.world.cloud import Cloud
+from bot.sim.world.control import Control
+from bot.sim.world.injection import Injectors
+from bot.sim.world.scenario import Scenario, load_scenario
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,8 @@ HOUSEKEEPING_SECONDS = 10.0
 
 
 class Sim:
-    """Everything but the socket. Tests that want no HTTP at all can drive this directly."""
+    """Everything but the socket, wired together: each part is given the parts it uses. Tests that
+    want no HTTP at all can drive this directly."""
 
     def __init__(
         self,
@@ -71,7 +73,6 @@ class Sim:
         self.scenario_name = scenario.name
         self.seed = seed
         self.port = 0
-        self.stopping = False
         self.bookmark_interval = (
             bookmark_interval if bookmark_interval is not None else scenario.bookmark_interval
         )
@@ -117,10 +118,33 @@ class Sim:
             platform=scenario.platform,
             region=scenario.region,
         )
-        self.control = Control(self)
+        # The HTTP server's transport faults; the control API sets them, the server applies them.
+        self.transport = TransportFaults()
+        self.transport.seed(seed)
+        self.control = Control(
+            scenario=scenario,
+            api=self.api,
+            engine=self.engine,
+            cloud=self.cloud,
+            lifecycle=self.lifecycle,
+            kubelets=self.kubelets,
+            rules=self.rules,
+            events=self.events,
+            metrics=self.metrics,
+            transport=self.transport,
+        )
         self.injectors = Injectors(self.api, [])
         with self.store.lock:
-            scenario.build(self)
+            scenario.build(
+                api=self.api,
+                engine=self.engine,
+                cloud=self.cloud,
+                scheduler=self.scheduler,
+                injectors=self.injectors,
+                rules=self.rules,
+                inject=self.control.inject_fault,
+                seed=seed,
+            )
             self.engine.advance(scenario.warmup)
             self.injectors.finish_building()
             # Old history is not interesting to anyone: start with a clean, compacted log.
@@ -133,80 +157,7 @@ class Sim:
         self.store.compact_window(self.compaction_window)
         self.events.expire()
 
-    def version_info(self) -> Obj:
-        git = self.cloud.git_version()
-        core = git.lstrip("v").split("-")[0].split(".")
-        return {
-            "major": core[0],
-            "minor": core[1] + ("+" if self.scenario.platform == "eks" else ""),
-            "emulationMajor": core[0],
-            "emulationMinor": core[1],
-            "gitVersion": git,
-            "gitCommit": self.ids_hash(git),
-            "gitTreeState": "clean",
-            "buildDate": "2024-01-01T00:00:00Z",
-            "goVersion": "go1.22.5",
-            "compiler": "gc",
-            "platform": "linux/amd64",
-        }
-
-    @staticmethod
-    def ids_hash(text: str) -> str:
-        import hashlib
-
-        return hashlib.sha1(text.encode()).hexdigest()
-
-    def apply(self, manifests: list[Obj]) -> list[str]:
-        """Create or update objects from manifests (what the scenario's `objects` and /sim/apply do)."""
-        out = []
-        for manifest in manifests:
-            served = self.catalog.by_kind(str(manifest.get("apiVersion", "")), str(manifest.get("kind", "")))
-            if served is None:
-                raise ApiError(
-                    400,
-                    "BadRequest",
-                    f"{manifest.get('apiVersion')} {manifest.get('kind')} is not served by this cluster "
-                    f"(version {self.catalog.version})",
-                )
-            m = manifest.get("metadata") or {}
-            ns = str(m.get("namespace") or ("default" if served.kind.namespaced else ""))
-            name = str(m.get("name", ""))
-            existing = (
-                self.store.entry(served.kind.key, ns if served.kind.namespaced else "", name)
-                if name
-                else None
-            )
-            if existing is None:
-                entry = self.api.create(served.kind, ns, manifest)
-            else:
-                body = dict(manifest)
-                body["metadata"] = {**m, "resourceVersion": str(existing.rv)}
-                entry = self.api.update(served.kind, ns, name, body)
-                if served.kind.has_status and manifest.get("status") is not None:
-                    fresh = entry.obj()
-                    fresh["status"] = manifest["status"]
-                    entry = self.api.update(served.kind, ns, name, fresh, subresource="status")
-            out.append(f"{served.kind.kind.lower()}/{entry.name}")
-        return out
-
-    def bind(self, namespace: str, name: str, node: str) -> None:
-        with self.store.lock:
-            pod = self.store.get("pods", namespace, name)
-            if pod is None:
-                raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
-            if (pod.get("spec") or {}).get("nodeName"):
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"',
-                )
-            self.scheduler.bind(pod, node)
-
-    def run_upgrade(self) -> Operation:
-        return self.scenario.run_upgrade(self)
-
     def close(self) -> None:
-        self.stopping = True
         self.engine.stop()
         self.store.close_watchers("server shutting down")
 
@@ -243,8 +194,19 @@ class SimCluster:
             compaction_window=self._compaction_window,
             bookmark_interval=self._bookmark_interval,
         )
-        self._server = SimHTTPServer((self.host, self.requested_port), self.sim)
-        self.sim.port = int(self._server.server_address[1])
+        sim = self.sim
+        self._server = SimHTTPServer(
+            (self.host, self.requested_port),
+            api=sim.api,
+            metrics=sim.metrics,
+            transport=sim.transport,
+            version=sim.cloud.version_info,
+            bind=sim.scheduler.bind_by_name,
+            logs=sim.kubelets.logs,
+            bookmark_interval=sim.bookmark_interval,
+        )
+        control_http.register(self._server, sim.control)
+        self.sim.port = self._server.port
         self.sim.clock.set_speed(self.speed)
         self.sim.engine.start()
         self._thread = threading.Thread(

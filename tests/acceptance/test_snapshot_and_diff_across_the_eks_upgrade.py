@@ -31,7 +31,7 @@ from tests.support.signing import post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 
 SCENARIO = yaml.safe_load(
-    (Path(__file__).resolve().parents[2] / "bot/sim/scenarios/eks-nodegroups.yaml").read_text()
+    (Path(__file__).resolve().parents[2] / "bot/sim/world/scenarios/eks-nodegroups.yaml").read_text()
 )
 
 BULLET = re.compile(r"^• \[(.+?)\] (.+?): ", re.MULTILINE)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.sim import SimCluster
-from bot.sim.objects import pod_ready
+from bot.sim.apiserver.objects import pod_ready
 
 Obj = dict[str, Any]
 
@@ -150,7 +150,7 @@ def test_a_crash_loop_counts_restarts_and_backs_off(sim_factory: Callable[..., S
     waiting = status["state"].get("waiting") or {}
     running = "running" in status["state"]
     assert running or waiting.get("reason") == "CrashLoopBackOff"
-    from bot.sim.tables import pod_status_reason
+    from bot.sim.apiserver.tables import pod_status_reason
 
     assert pod_status_reason(pod) in ("CrashLoopBackOff", "Running")
     logs = sim.core.kubelets.logs(pod, "api", previous=True)
@@ -209,7 +209,7 @@ def test_a_node_going_not_ready_leaves_its_evicted_pods_terminating(
     sim.control.advance(600)
     db0 = store.get("pods", "shop", "db-0")
     assert db0 is not None, "no kubelet confirms the deletion: it stays Terminating"
-    from bot.sim.tables import pod_status_reason
+    from bot.sim.apiserver.tables import pod_status_reason
 
     assert pod_status_reason(db0) == "Terminating"
 
@@ -229,8 +229,8 @@ def test_a_replacement_pod_on_another_node_reports_multi_attach_until_the_volume
     assert claim is not None and claim["metadata"]["labels"]["topology.kubernetes.io/zone"] == zone
     node["spec"]["unschedulable"] = True
     sim.core.api.write("nodes", node)
-    from bot.sim.apiserver import DeleteOptions
-    from bot.sim.resources import KINDS_BY_KEY
+    from bot.sim.apiserver.api import DeleteOptions
+    from bot.sim.apiserver.resources import KINDS_BY_KEY
 
     sim.core.api.delete(KINDS_BY_KEY["pods"], "shop", "db-0", DeleteOptions())
     sim.control.advance(8)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.sim import SimCluster
-from bot.sim.tables import pod_status_reason
+from bot.sim.apiserver.tables import pod_status_reason
 
 Obj = dict[str, Any]
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]

@@ -10,8 +10,9 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
-from bot.sim import SimCluster, disruption
-from bot.sim.errors import ApiError
+from bot.sim import SimCluster
+from bot.sim.apiserver import eviction
+from bot.sim.apiserver.errors import ApiError
 
 Api = Callable[[SimCluster], Any]
 
@@ -115,7 +116,7 @@ def test_a_budget_whose_status_lags_its_generation_refuses_with_retry_after(
         pdb["spec"]["maxUnavailable"] = 2
         sim.core.api.write("poddisruptionbudgets.policy", pdb)
         with pytest.raises(ApiError) as lagging:
-            disruption.evict(
+            eviction.evict(
                 sim.core.api,
                 "default",
                 _pods(sim, "default", "web")[0],

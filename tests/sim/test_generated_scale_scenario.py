@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Callable
 
 from bot.sim import SimCluster, load_scenario
-from bot.sim.apiserver import DeleteOptions
-from bot.sim.objects import pod_ready
-from bot.sim.resources import KINDS_BY_KEY
+from bot.sim.apiserver.api import DeleteOptions
+from bot.sim.apiserver.objects import pod_ready
+from bot.sim.apiserver.resources import KINDS_BY_KEY
 
 
 def test_a_generated_cluster_is_settled_consistent_and_served_in_pages(

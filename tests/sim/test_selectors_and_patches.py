@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
-from bot.sim.selectors import (
+from bot.sim.apiserver.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from bot.sim.apiserver.selectors import (
     SelectorError,
     parse_field_selector,
     parse_label_selector,

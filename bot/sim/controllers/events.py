@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from bot.sim.apiserver import Api
-from bot.sim.clock import parse_time, rfc3339
-from bot.sim.errors import ApiError
-from bot.sim.resources import KINDS_BY_KEY
+from bot.sim.apiserver.api import Api
+from bot.sim.apiserver.clock import parse_time, rfc3339
+from bot.sim.apiserver.errors import ApiError
+from bot.sim.apiserver.resources import KINDS_BY_KEY
 
 Obj = dict[str, Any]
 

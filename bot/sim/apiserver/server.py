@@ -1,4 +1,4 @@
-"""The HTTP front of the simulator: Kubernetes REST paths, discovery, /metrics and /sim control.
+"""The HTTP front of the simulator: Kubernetes REST paths, discovery, /metrics, and extra routes.
 
 Plain JSON over HTTP/1.1 (keep-alive; watches and `logs -f` stream with chunked encoding) on a
 `ThreadingHTTPServer` bound to 127.0.0.1. Each request is routed to the discovery documents, the
@@ -6,6 +6,13 @@ store (get, list, watch) or the write semantics (`Api`), and errors come back as
 `Status` objects. Requests through a deprecated group-version carry the `Warning: 299` header and
 are counted in `apiserver_requested_deprecated_apis`. Transport faults from the control API
 (error rates, latency, dropped watches) apply here, to Kubernetes paths only.
+
+The server is given the parts it serves (the `Api` with its store, catalog and clock, the metrics,
+the transport faults) and callables for the three answers that belong to layers above it: the
+version (the cloud's), pod binding (the scheduler's) and pod logs (the kubelets'). Anything else is
+an extra route: `add_route(prefix, handler)` hands every request under `prefix` to `handler`, which
+answers JSON. The world layer registers the control API on `/sim` that way, so this module never
+imports it.
 """
 
 from __future__ import annotations
@@ -19,22 +26,26 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from bot.sim import bookmarks as bookmark_shapes
-from bot.sim import control_http, discovery, disruption, tables
-from bot.sim.apiserver import DeleteOptions, decode_body
-from bot.sim.clock import parse_time
-from bot.sim.errors import ApiError, bad_request, method_not_allowed, not_found
-from bot.sim.patch import json_patch, merge_patch, strategic_merge_patch
-from bot.sim.resources import Served
-from bot.sim.selectors import SelectorError, parse_field_selector, parse_label_selector, selector_to_string
-from bot.sim.store import Entry, dumps
-
-if TYPE_CHECKING:
-    from bot.sim.cluster import Sim
+from bot.sim.apiserver import bookmarks as bookmark_shapes
+from bot.sim.apiserver import discovery, eviction, tables
+from bot.sim.apiserver.api import Api, DeleteOptions, decode_body
+from bot.sim.apiserver.clock import parse_time
+from bot.sim.apiserver.errors import ApiError, bad_request, method_not_allowed, not_found
+from bot.sim.apiserver.metrics import Metrics
+from bot.sim.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
+from bot.sim.apiserver.resources import Served
+from bot.sim.apiserver.selectors import (
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+    selector_to_string,
+)
+from bot.sim.apiserver.store import Entry, dumps
+from bot.sim.apiserver.transport import TransportFaults
 
 log = logging.getLogger(__name__)
 
@@ -64,18 +75,72 @@ class _Request:
         return self.served.kind
 
 
+#: An extra route: (method, path, query, body) → (HTTP status, JSON-able payload).
+RouteHandler = Callable[[str, str, dict[str, str], bytes], tuple[int, Any]]
+
+
+class PodLogs(Protocol):
+    """Where a pod's container logs come from (the kubelets)."""
+
+    def __call__(
+        self,
+        pod: Obj,
+        container: str,
+        *,
+        previous: bool,
+        since_seconds: int | None,
+        tail_lines: int | None,
+        timestamps: bool,
+    ) -> list[str]: ...
+
+
 class SimHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     # Handler threads are daemons, but stop() still closes every open connection and joins them.
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], sim: Sim) -> None:
-        self.sim = sim
+    def __init__(
+        self,
+        address: tuple[str, int],
+        *,
+        api: Api,
+        metrics: Metrics,
+        transport: TransportFaults,
+        version: Callable[[], Obj],
+        bind: Callable[[str, str, str], None],
+        logs: PodLogs,
+        bookmark_interval: float,
+    ) -> None:
+        self.api = api
+        self.store = api.store
+        self.catalog = api.catalog
+        self.clock = api.clock
+        self.metrics = metrics
+        self.transport = transport
+        self.version = version
+        self.bind = bind
+        self.logs = logs
+        self.bookmark_interval = bookmark_interval
+        #: Set when the cluster stops, so that streams which only wait (`logs -f`) end too.
+        self.stopping = False
+        self.routes: dict[str, RouteHandler] = {}
         self.connections: set[socket.socket] = set()
         self.threads: set[threading.Thread] = set()
         self.conn_lock = threading.Lock()
         super().__init__(address, Handler)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def add_route(self, prefix: str, handler: RouteHandler) -> None:
+        """Serve every path that starts with `prefix` (e.g. "/sim") with `handler` instead of the
+        Kubernetes routes; transport faults never apply to it."""
+        self.routes[prefix] = handler
+
+    def route_for(self, path: str) -> RouteHandler | None:
+        return next((h for prefix, h in self.routes.items() if path.startswith(prefix)), None)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         thread = threading.Thread(
@@ -98,6 +163,7 @@ class SimHTTPServer(ThreadingHTTPServer):
                 self.threads.discard(threading.current_thread())
 
     def close_connections(self) -> None:
+        self.stopping = True
         with self.conn_lock:
             conns = list(self.connections)
             threads = list(self.threads)
@@ -118,10 +184,6 @@ class Handler(BaseHTTPRequestHandler):
         log.debug("%s " + format, self.address_string(), *args)
 
     # ---- plumbing -------------------------------------------------------------------------------
-
-    @property
-    def sim(self) -> Sim:
-        return self.server.sim
 
     def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
@@ -176,9 +238,10 @@ class Handler(BaseHTTPRequestHandler):
         path = url.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         body = self._body()
-        faults = self.sim.control.transport
+        faults = self.server.transport
+        extra = self.server.route_for(path)
         try:
-            if faults.applies(path):
+            if extra is None and faults.applies(path):
                 if faults.latency:
                     time.sleep(faults.latency)
                 if faults.roll():
@@ -194,8 +257,9 @@ class Handler(BaseHTTPRequestHandler):
                         err.retry_after = faults.retry_after
                     self._error(err)
                     return
-            if path.startswith("/sim"):
-                self._control(method, path, query, body)
+            if extra is not None:
+                status, payload = extra(method, path, query, body)
+                self._json(status, payload)
                 return
             self._route(method, path, query, body)
         except ApiError as err:
@@ -209,15 +273,15 @@ class Handler(BaseHTTPRequestHandler):
     # ---- routing ------------------------------------------------------------------------------
 
     def _route(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
-        sim = self.sim
+        server = self.server
         if path in ("/healthz", "/livez", "/readyz"):
             self._send(200, b"ok", "text/plain; charset=utf-8")
             return
         if path == "/version":
-            self._json(200, sim.version_info())
+            self._json(200, server.version())
             return
         if path == "/metrics":
-            self._send(200, sim.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+            self._send(200, server.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
             return
         accept = self.headers.get("Accept", "")
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
@@ -229,12 +293,12 @@ class Handler(BaseHTTPRequestHandler):
                 if "as=APIGroupDiscoveryList" in accept:
                     self._send(
                         200,
-                        json.dumps(discovery.aggregated(sim.catalog, core=True)).encode(),
+                        json.dumps(discovery.aggregated(server.catalog, core=True)).encode(),
                         discovery.AGGREGATED,
                         {"Vary": "Accept"},
                     )
                 else:
-                    self._json(200, discovery.api_versions(f"127.0.0.1:{sim.port}"))
+                    self._json(200, discovery.api_versions(f"127.0.0.1:{server.port}"))
                 return
             group, version, rest = "", parts[1], parts[2:]
         elif parts[0] == "apis":
@@ -242,15 +306,15 @@ class Handler(BaseHTTPRequestHandler):
                 if "as=APIGroupDiscoveryList" in accept:
                     self._send(
                         200,
-                        json.dumps(discovery.aggregated(sim.catalog, core=False)).encode(),
+                        json.dumps(discovery.aggregated(server.catalog, core=False)).encode(),
                         discovery.AGGREGATED,
                         {"Vary": "Accept"},
                     )
                 else:
-                    self._json(200, discovery.group_list(sim.catalog))
+                    self._json(200, discovery.group_list(server.catalog))
                 return
             if len(parts) == 2:
-                doc = discovery.group(sim.catalog, parts[1])
+                doc = discovery.group(server.catalog, parts[1])
                 if doc is None:
                     raise not_found("", "")
                 self._json(200, doc)
@@ -272,7 +336,7 @@ class Handler(BaseHTTPRequestHandler):
             )
             return
         if not rest:
-            doc = discovery.resource_list(sim.catalog, group, version)
+            doc = discovery.resource_list(server.catalog, group, version)
             if doc is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
             self._json(200, doc)
@@ -284,7 +348,7 @@ class Handler(BaseHTTPRequestHandler):
         self._resource_request(method, req, query, body, accept, watch_path)
 
     def _openapi(self, rest: list[str]) -> None:
-        catalog = self.sim.catalog
+        catalog = self.server.catalog
         if not rest:
             self._json(200, discovery.openapi_v3_root(catalog))
             return
@@ -299,7 +363,7 @@ class Handler(BaseHTTPRequestHandler):
         self._json(200, doc)
 
     def _resource(self, group: str, version: str, rest: list[str]) -> _Request:
-        catalog = self.sim.catalog
+        catalog = self.server.catalog
         namespace = ""
         if rest[0] == "namespaces" and len(rest) >= 3 and catalog.lookup(group, version, rest[2]) is not None:
             served = catalog.lookup(group, version, rest[2])
@@ -321,7 +385,7 @@ class Handler(BaseHTTPRequestHandler):
     def _resource_request(
         self, method: str, req: _Request, query: dict[str, str], body: bytes, accept: str, watch_path: bool
     ) -> None:
-        sim = self.sim
+        server = self.server
         served = req.served
         kind = served.kind
         is_watch = watch_path or _flag(query, "watch")
@@ -334,7 +398,7 @@ class Handler(BaseHTTPRequestHandler):
         if warning is not None:
             headers["Warning"] = f'299 - "{warning}"'
             assert served.deprecation is not None
-            sim.metrics.deprecated_call(
+            server.metrics.deprecated_call(
                 group=kind.group,
                 version=served.version,
                 resource=kind.resource,
@@ -349,7 +413,7 @@ class Handler(BaseHTTPRequestHandler):
             code = err.code
             self._error(err, headers)
         finally:
-            sim.metrics.request(
+            server.metrics.request(
                 verb=verb,
                 group=kind.group,
                 version=served.version,
@@ -373,7 +437,7 @@ class Handler(BaseHTTPRequestHandler):
         headers: dict[str, str],
         is_watch: bool,
     ) -> int:
-        sim = self.sim
+        server = self.server
         served, kind = req.served, req.kind
         ctype = self.headers.get("Content-Type", JSON)
         if method == "GET" and not req.name:
@@ -385,7 +449,7 @@ class Handler(BaseHTTPRequestHandler):
         if method == "GET":
             if req.subresource == "log":
                 return self._logs(req, query, headers)
-            entry = sim.api.entry(kind, req.namespace, req.name)
+            entry = server.api.entry(kind, req.namespace, req.name)
             if req.subresource == "scale":
                 self._json(200, self._scale(served, entry), headers)
                 return 200
@@ -396,8 +460,12 @@ class Handler(BaseHTTPRequestHandler):
             return 200
         if method == "POST":
             if req.subresource == "eviction":
-                disruption.evict(
-                    sim.api, req.namespace, req.name, decode_body(body, ctype), dry_run=self._dry_run(query)
+                eviction.evict(
+                    server.api,
+                    req.namespace,
+                    req.name,
+                    decode_body(body, ctype),
+                    dry_run=self._dry_run(query),
                 )
                 self._json(
                     201,
@@ -407,7 +475,7 @@ class Handler(BaseHTTPRequestHandler):
                 return 201
             if req.subresource == "binding":
                 target = ((decode_body(body, ctype) or {}).get("target") or {}).get("name", "")
-                sim.bind(req.namespace, req.name, str(target))
+                server.bind(req.namespace, req.name, str(target))
                 self._json(
                     201,
                     {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
@@ -418,7 +486,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise method_not_allowed()
             obj = decode_body(body, ctype)
             self._check_type(served, obj)
-            entry = sim.api.create(kind, req.namespace, obj, dry_run=self._dry_run(query))
+            entry = server.api.create(kind, req.namespace, obj, dry_run=self._dry_run(query))
             self._send(201, served.type_prefix + entry.raw[1:], JSON, headers)
             return 201
         if method == "PUT":
@@ -430,7 +498,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._json(200, self._scale(served, entry), headers)
                 return 200
             self._check_type(served, obj)
-            entry = sim.api.update(
+            entry = server.api.update(
                 kind, req.namespace, req.name, obj, subresource=req.subresource, dry_run=self._dry_run(query)
             )
             self._send(200, served.type_prefix + entry.raw[1:], JSON, headers)
@@ -439,12 +507,12 @@ class Handler(BaseHTTPRequestHandler):
             if not req.name:
                 raise method_not_allowed()
             if req.subresource == "scale":
-                current = self._scale(served, sim.api.entry(kind, req.namespace, req.name))
+                current = self._scale(served, server.api.entry(kind, req.namespace, req.name))
                 patched = _patch_plain(current, ctype, body)
                 entry = self._set_scale(req, patched)
                 self._json(200, self._scale(served, entry), headers)
                 return 200
-            entry = sim.api.patch(
+            entry = server.api.patch(
                 kind,
                 req.namespace,
                 req.name,
@@ -459,7 +527,7 @@ class Handler(BaseHTTPRequestHandler):
             opts = DeleteOptions.parse(decode_body(body, ctype) if body else None, query)
             if not req.name:
                 return self._delete_collection(req, query, opts, headers)
-            entry, _gone = sim.api.delete(kind, req.namespace, req.name, opts)
+            entry, _gone = server.api.delete(kind, req.namespace, req.name, opts)
             self._send(200, served.type_prefix + entry.raw[1:], JSON, headers)
             return 200
         raise method_not_allowed()
@@ -493,13 +561,13 @@ class Handler(BaseHTTPRequestHandler):
         return labels, fields
 
     def _list(self, req: _Request, query: dict[str, str], accept: str, headers: dict[str, str]) -> None:
-        sim = self.sim
+        server = self.server
         labels, fields = self._selectors(req, query)
         try:
             limit = int(query.get("limit") or 0)
         except ValueError:
             raise bad_request(f"limit: Invalid value: {query.get('limit')!r}") from None
-        result = sim.store.list_page(
+        result = server.store.list_page(
             req.kind,
             namespace=req.namespace,
             labels=labels,
@@ -558,20 +626,20 @@ class Handler(BaseHTTPRequestHandler):
             "metadata": meta,
             "columnDefinitions": tables.column_definitions(served.kind.kind) if headers_included else None,
             "rows": tables.rows(
-                served.kind.kind, objects, self.sim.clock.now(), include, lambda o: {**prefix, **o}
+                served.kind.kind, objects, self.server.clock.now(), include, lambda o: {**prefix, **o}
             ),
         }
 
     def _delete_collection(
         self, req: _Request, query: dict[str, str], opts: DeleteOptions, headers: dict[str, str]
     ) -> int:
-        sim = self.sim
+        server = self.server
         labels, fields = self._selectors(req, query)
-        result = sim.store.list_page(req.kind, namespace=req.namespace, labels=labels, fields=fields)
+        result = server.store.list_page(req.kind, namespace=req.namespace, labels=labels, fields=fields)
         deleted: list[bytes] = []
         for e in result.entries:
             try:
-                entry, _ = sim.api.delete(req.kind, e.namespace, e.name, opts)
+                entry, _ = server.api.delete(req.kind, e.namespace, e.name, opts)
             except ApiError as err:
                 if err.code == 404:
                     continue
@@ -580,7 +648,7 @@ class Handler(BaseHTTPRequestHandler):
         served = req.served
         head = f'{{"kind":"{served.kind.kind}List","apiVersion":"{served.group_version}","metadata":'.encode()
         body = b"".join(
-            [head, dumps({"resourceVersion": str(sim.store.rv)}), b',"items":[', b",".join(deleted), b"]}"]
+            [head, dumps({"resourceVersion": str(server.store.rv)}), b',"items":[', b",".join(deleted), b"]}"]
         )
         self._send(200, body, JSON, headers)
         return 200
@@ -621,7 +689,7 @@ class Handler(BaseHTTPRequestHandler):
         patch: Obj = {"spec": {"replicas": replicas}}
         if rv:
             patch["metadata"] = {"resourceVersion": rv}
-        return self.sim.api.patch(
+        return self.server.api.patch(
             req.kind, req.namespace, req.name, "application/merge-patch+json", json.dumps(patch).encode()
         )
 
@@ -648,7 +716,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def _watch(self, req: _Request, query: dict[str, str], accept: str, headers: dict[str, str]) -> None:
-        sim = self.sim
+        server = self.server
         labels, fields = self._selectors(req, query)
         send_initial = _flag(query, "sendInitialEvents")
         if send_initial and query.get("resourceVersionMatch") != "NotOlderThan":
@@ -691,7 +759,7 @@ class Handler(BaseHTTPRequestHandler):
                 t["rows"] = tables.rows(
                     served.kind.kind,
                     [obj],
-                    sim.clock.now(),
+                    server.clock.now(),
                     query.get("includeObject", "Metadata"),
                     lambda o: {"kind": served.kind.kind, "apiVersion": served.group_version, **o},
                 )
@@ -720,7 +788,7 @@ class Handler(BaseHTTPRequestHandler):
             return b'{"type":"' + kind.encode() + b'","object":' + served.type_prefix + raw[1:] + b"}\n"
 
         try:
-            start = sim.store.watch(
+            start = server.store.watch(
                 req.kind,
                 namespace=req.namespace,
                 labels=labels,
@@ -738,7 +806,7 @@ class Handler(BaseHTTPRequestHandler):
         watcher = start.watcher
         started = time.monotonic()
         deadline = started + timeout
-        drop_after = sim.control.transport.watch_drop_after
+        drop_after = server.transport.watch_drop_after
         if drop_after:
             deadline = min(deadline, started + drop_after)
         # As the API server's watch cache: a bookmark every `interval` and one 2 s before the
@@ -747,7 +815,7 @@ class Handler(BaseHTTPRequestHandler):
         bookmarks = bookmarks and served.kind.kind not in bookmark_shapes.UNCACHED
         pre_timeout = started + timeout - 2.0
         last_bookmark = started
-        interval = sim.bookmark_interval
+        interval = server.bookmark_interval
         requested = query.get("resourceVersion", "")
         sent_rv = int(requested) if requested.isdigit() and int(requested) > 0 else start.resource_version
 
@@ -785,9 +853,9 @@ class Handler(BaseHTTPRequestHandler):
                 at_pre_timeout = last_bookmark < pre_timeout <= now
                 if bookmarks and (now - last_bookmark >= interval or at_pre_timeout):
                     # Drain under the store lock, so the bookmark's version covers everything sent.
-                    with sim.store.lock:
+                    with server.store.lock:
                         late = watcher.take(0)
-                        rv = sim.store.rv
+                        rv = server.store.rv
                     for record in late:
                         sent_rv = max(sent_rv, send(record))
                     if rv > sent_rv:
@@ -798,13 +866,13 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
         finally:
-            sim.store.unwatch(watcher)
+            server.store.unwatch(watcher)
             self.close_connection = True
 
     # ---- logs ---------------------------------------------------------------------------------
 
     def _logs(self, req: _Request, query: dict[str, str], headers: dict[str, str]) -> int:
-        sim = self.sim
+        server = self.server
 
         def number(name: str) -> int | None:
             value = query.get(name)
@@ -819,7 +887,7 @@ class Handler(BaseHTTPRequestHandler):
         if query.get("sinceTime"):
             t = parse_time(query["sinceTime"])
             if t is not None:
-                since = max(0, int(sim.clock.now() - t))
+                since = max(0, int(server.clock.now() - t))
         tail = number("tailLines")
         limit_bytes = number("limitBytes")
         container = query.get("container", "")
@@ -827,9 +895,9 @@ class Handler(BaseHTTPRequestHandler):
         previous = _flag(query, "previous")
 
         def read() -> list[str]:
-            with sim.store.lock:
-                pod = sim.api.entry(req.kind, req.namespace, req.name).obj()
-                return sim.kubelets.logs(
+            with server.store.lock:
+                pod = server.api.entry(req.kind, req.namespace, req.name).obj()
+                return server.logs(
                     pod,
                     container,
                     previous=previous,
@@ -866,15 +934,9 @@ class Handler(BaseHTTPRequestHandler):
         return 200
 
     def _follow_ticks(self) -> Iterator[None]:
-        while not self.sim.stopping:
+        while not self.server.stopping:
             time.sleep(0.25)
             yield None
-
-    # ---- control ------------------------------------------------------------------------------
-
-    def _control(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
-        status, payload = control_http.handle(self.sim.control, method, path, query, body)
-        self._json(status, payload)
 
 
 def _patch_plain(current: Obj, ctype: str, body: bytes) -> Obj:

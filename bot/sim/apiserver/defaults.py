@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.sim.objects import Ids, parse_quantity
+from bot.sim.apiserver.objects import Ids, parse_quantity
 
 Obj = dict[str, Any]
 

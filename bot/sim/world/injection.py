@@ -13,8 +13,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.sim.apiserver import Api
-from bot.sim.resources import Kind
+from bot.sim.apiserver.api import Api
+from bot.sim.apiserver.resources import Kind
 
 Obj = dict[str, Any]
 

@@ -13,7 +13,7 @@ import base64
 import hashlib
 from typing import Any
 
-from bot.sim.resources import Catalog, Served
+from bot.sim.apiserver.resources import Catalog, Served
 
 Obj = dict[str, Any]
 

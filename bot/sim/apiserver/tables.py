@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bot.sim.clock import human_duration, parse_time
-from bot.sim.objects import condition, controller_ref
-from bot.sim.selectors import selector_to_string
+from bot.sim.apiserver.clock import human_duration, parse_time
+from bot.sim.apiserver.objects import condition, controller_ref
+from bot.sim.apiserver.selectors import selector_to_string
 
 Obj = dict[str, Any]
 Column = tuple[str, str, str, int, str]  # name, type, format, priority, description

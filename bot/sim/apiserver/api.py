@@ -23,14 +23,14 @@ from typing import Any
 
 import yaml
 
-from bot.sim.clock import SimClock, rfc3339
-from bot.sim.defaults import apply_defaults
-from bot.sim.errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
-from bot.sim.objects import Ids, meta
-from bot.sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
-from bot.sim.resources import KINDS_BY_KEY, Catalog, Kind
-from bot.sim.selectors import SelectorError, selector_from_object
-from bot.sim.store import Entry, Obj, Store, make_entry
+from bot.sim.apiserver.clock import SimClock, rfc3339
+from bot.sim.apiserver.defaults import apply_defaults
+from bot.sim.apiserver.errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
+from bot.sim.apiserver.objects import Ids, meta
+from bot.sim.apiserver.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from bot.sim.apiserver.resources import KINDS_BY_KEY, Catalog, Kind
+from bot.sim.apiserver.selectors import SelectorError, selector_from_object
+from bot.sim.apiserver.store import Entry, Obj, Store, make_entry
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _LABEL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -120,6 +120,40 @@ class Api:
         return self.store.get(kind_key, namespace, name)
 
     # ---- create ---------------------------------------------------------------------------------
+
+    def apply_manifests(self, manifests: list[Obj]) -> list[str]:
+        """Create or update objects from manifests (what the scenario's `objects` and /sim/apply do);
+        returns `kind/name` for each."""
+        out = []
+        for manifest in manifests:
+            served = self.catalog.by_kind(str(manifest.get("apiVersion", "")), str(manifest.get("kind", "")))
+            if served is None:
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f"{manifest.get('apiVersion')} {manifest.get('kind')} is not served by this cluster "
+                    f"(version {self.catalog.version})",
+                )
+            m = manifest.get("metadata") or {}
+            ns = str(m.get("namespace") or ("default" if served.kind.namespaced else ""))
+            name = str(m.get("name", ""))
+            existing = (
+                self.store.entry(served.kind.key, ns if served.kind.namespaced else "", name)
+                if name
+                else None
+            )
+            if existing is None:
+                entry = self.create(served.kind, ns, manifest)
+            else:
+                body = dict(manifest)
+                body["metadata"] = {**m, "resourceVersion": str(existing.rv)}
+                entry = self.update(served.kind, ns, name, body)
+                if served.kind.has_status and manifest.get("status") is not None:
+                    fresh = entry.obj()
+                    fresh["status"] = manifest["status"]
+                    entry = self.update(served.kind, ns, name, fresh, subresource="status")
+            out.append(f"{served.kind.kind.lower()}/{entry.name}")
+        return out
 
     def create(self, kind: Kind, namespace: str, obj: Any, *, dry_run: bool = False) -> Entry:
         if not isinstance(obj, dict):

@@ -21,18 +21,18 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.sim import disruption
-from bot.sim.apiserver import STRATEGIC, DeleteOptions
-from bot.sim.clock import rfc3339
-from bot.sim.engine import Engine
-from bot.sim.errors import ApiError
-from bot.sim.events import Recorder
-from bot.sim.metrics import Metrics
-from bot.sim.nodes import NODE_GROUP_LABEL, NodeLifecycle, node_conditions
-from bot.sim.objects import is_daemonset_pod, is_mirror_pod, node_ready
-from bot.sim.resources import KINDS_BY_KEY, KNOWN_DEPRECATED_BY_GV, Catalog, Kind, Served
-from bot.sim.scheduler import Scheduler
-from bot.sim.store import DELETED, Record
+from bot.sim.apiserver import eviction
+from bot.sim.apiserver.api import STRATEGIC, DeleteOptions
+from bot.sim.apiserver.clock import rfc3339
+from bot.sim.apiserver.errors import ApiError
+from bot.sim.apiserver.metrics import Metrics
+from bot.sim.apiserver.objects import is_daemonset_pod, is_mirror_pod, node_ready
+from bot.sim.apiserver.resources import KINDS_BY_KEY, KNOWN_DEPRECATED_BY_GV, Catalog, Kind, Served
+from bot.sim.apiserver.store import DELETED, Record
+from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.events import Recorder
+from bot.sim.controllers.nodes import NODE_GROUP_LABEL, NodeLifecycle, node_conditions
+from bot.sim.controllers.scheduler import Scheduler
 
 Obj = dict[str, Any]
 
@@ -163,6 +163,24 @@ class Cloud:
 
     def git_version(self) -> str:
         return kubelet_version(self.catalog.version, self.platform)
+
+    def version_info(self) -> Obj:
+        """What `/version` answers: the control plane's version as this platform spells it."""
+        git = self.git_version()
+        core = git.lstrip("v").split("-")[0].split(".")
+        return {
+            "major": core[0],
+            "minor": core[1] + ("+" if self.platform == "eks" else ""),
+            "emulationMajor": core[0],
+            "emulationMinor": core[1],
+            "gitVersion": git,
+            "gitCommit": hashlib.sha1(git.encode()).hexdigest(),
+            "gitTreeState": "clean",
+            "buildDate": "2024-01-01T00:00:00Z",
+            "goVersion": "go1.22.5",
+            "compiler": "gc",
+            "platform": "linux/amd64",
+        }
 
     # ---- nodes ----------------------------------------------------------------------------------
 
@@ -432,7 +450,7 @@ class Cloud:
                 self.api.delete(PODS, e.namespace, e.name, DeleteOptions())
                 continue
             try:
-                disruption.evict(
+                eviction.evict(
                     self.api,
                     e.namespace,
                     e.name,

@@ -14,17 +14,16 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bot.sim.clock import rfc3339, rfc3339_micro
-from bot.sim.cloud import NodeGroupSpec
-from bot.sim.kubelet import image_id
-from bot.sim.objects import parse_quantity, template_hash
-from bot.sim.resources import KINDS_BY_KEY
-from bot.sim.store import dumps
-
-if TYPE_CHECKING:
-    from bot.sim.cluster import Sim
+from bot.sim.apiserver.api import Api
+from bot.sim.apiserver.clock import rfc3339, rfc3339_micro
+from bot.sim.apiserver.objects import parse_quantity, template_hash
+from bot.sim.apiserver.resources import KINDS_BY_KEY
+from bot.sim.apiserver.store import dumps
+from bot.sim.controllers.kubelet import image_id
+from bot.sim.controllers.scheduler import Scheduler
+from bot.sim.world.cloud import Cloud, NodeGroupSpec
 
 Obj = dict[str, Any]
 
@@ -32,8 +31,10 @@ TEAMS = ("payments", "search", "identity", "catalog", "checkout", "growth", "pla
 
 
 class Generator:
-    def __init__(self, sim: Sim, spec: Obj) -> None:
-        self.sim = sim
+    def __init__(self, api: Api, cloud: Cloud, scheduler: Scheduler, seed: int, spec: Obj) -> None:
+        self.api = api
+        self.cloud = cloud
+        self.scheduler = scheduler
         self.nodes = int(spec.get("nodes", 5000))
         self.pods = int(spec.get("pods", 150000))
         self.groups = int(spec.get("node_groups", 10))
@@ -42,8 +43,8 @@ class Generator:
         self.pod_bytes = int(spec.get("pod_bytes", 5000))
         self.daemonsets = [str(d) for d in spec.get("daemonsets", ["kube-proxy", "aws-node"])]
         self.pdb_every = int(spec.get("pdb_every", 4))
-        self.rng = random.Random(sim.seed)
-        self.now = sim.clock.now()
+        self.rng = random.Random(seed)
+        self.now = api.clock.now()
         self.node_names: list[str] = []
         self.node_ips: dict[str, str] = {}
 
@@ -51,15 +52,14 @@ class Generator:
         m: Obj = {"name": name}
         if namespace is not None:
             m["namespace"] = namespace
-        m["uid"] = self.sim.ids.uid()
+        m["uid"] = self.api.ids.uid()
         m.update(extra)
         m["creationTimestamp"] = rfc3339(created)
         return m
 
     def run(self) -> None:
-        sim = self.sim
-        store = sim.store
-        cloud = sim.cloud
+        store = self.api.store
+        cloud = self.cloud
         per_group = max(1, self.nodes // self.groups)
         nodes: list[Obj] = []
         for g in range(self.groups):
@@ -67,7 +67,7 @@ class Generator:
             group = NodeGroupSpec(
                 name=f"ng-{g + 1:02d}",
                 count=count,
-                version=sim.catalog.version,
+                version=self.api.catalog.version,
                 capacity={"cpu": "16", "memory": "64Gi", "pods": "110"},
                 instance_type="m5.4xlarge",
             )
@@ -107,7 +107,9 @@ class Generator:
         store.load(KINDS_BY_KEY["leases.coordination.k8s.io"], leases)
         del nodes, leases
         namespaces = [f"{TEAMS[i % len(TEAMS)]}-{i:03d}" for i in range(self.namespaces)]
-        sim.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in namespaces])
+        self.api.apply_manifests(
+            [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in namespaces]
+        )
         ds_objs, rs_objs, deploy_objs, pdb_objs = [], [], [], []
         plans: list[tuple[Obj, Obj, int, str]] = []  # (owner, template spec, replicas, kind)
         for name in self.daemonsets:
@@ -461,8 +463,8 @@ class Generator:
     # ---- pods -----------------------------------------------------------------------------------
 
     def _pods(self, plans: list[tuple[Obj, Obj, int, str]]) -> Iterator[Obj]:
-        ids = self.sim.ids
-        scheduler = self.sim.scheduler
+        ids = self.api.ids
+        scheduler = self.scheduler
         cursor = 0
         used: set[tuple[str, str]] = set()
         for owner, template, replicas, kind in plans:

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.sim.behaviour import Behaviour, NodeFacts, RuleBook
-from bot.sim.clock import parse_time, rfc3339, rfc3339_nano
-from bot.sim.engine import Engine
-from bot.sim.errors import ApiError, bad_request
-from bot.sim.events import Recorder
-from bot.sim.store import DELETED, Record
+from bot.sim.apiserver.clock import parse_time, rfc3339, rfc3339_nano
+from bot.sim.apiserver.errors import ApiError, bad_request
+from bot.sim.apiserver.store import DELETED, Record
+from bot.sim.controllers.behaviour import Behaviour, NodeFacts, RuleBook
+from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.events import Recorder
 
 log = logging.getLogger(__name__)
 

@@ -16,14 +16,14 @@ import copy
 import functools
 from typing import Any
 
-from bot.sim.apiserver import DeleteOptions
-from bot.sim.behaviour import NO_NODE, NodeFacts
-from bot.sim.clock import rfc3339, rfc3339_micro
-from bot.sim.engine import Engine
-from bot.sim.events import Recorder
-from bot.sim.objects import set_condition
-from bot.sim.resources import KINDS_BY_KEY
-from bot.sim.store import DELETED, Record
+from bot.sim.apiserver.api import DeleteOptions
+from bot.sim.apiserver.clock import rfc3339, rfc3339_micro
+from bot.sim.apiserver.objects import set_condition
+from bot.sim.apiserver.resources import KINDS_BY_KEY
+from bot.sim.apiserver.store import DELETED, Record
+from bot.sim.controllers.behaviour import NO_NODE, NodeFacts
+from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.events import Recorder
 
 Obj = dict[str, Any]
 

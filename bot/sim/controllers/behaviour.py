@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from bot.sim.clock import parse_duration
+from bot.sim.apiserver.clock import parse_duration
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from bot.sim.engine import Engine
-from bot.sim.events import Recorder
-from bot.sim.objects import node_ready, parse_quantity, set_condition, tolerates
-from bot.sim.store import DELETED, Record
+from bot.sim.apiserver.errors import ApiError
+from bot.sim.apiserver.objects import node_ready, parse_quantity, set_condition, tolerates
+from bot.sim.apiserver.store import DELETED, Record
+from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.events import Recorder
 
 Obj = dict[str, Any]
 FARGATE_SCHEDULER = "fargate-scheduler"
@@ -144,6 +145,21 @@ class Scheduler:
             return
         self.pending.discard(key)
         self.bind(pod, node)
+
+    def bind_by_name(self, namespace: str, name: str, node: str) -> None:
+        """POST pods/NAME/binding from a client (a custom scheduler): 404 for a missing pod, 409 for
+        one already assigned."""
+        with self.api.store.lock:
+            pod = self.api.store.get("pods", namespace, name)
+            if pod is None:
+                raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+            if (pod.get("spec") or {}).get("nodeName"):
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"',
+                )
+            self.bind(pod, node)
 
     def bind(self, pod: Obj, node: str) -> None:
         """Set spec.nodeName and PodScheduled=True, as the binding subresource does."""

@@ -18,11 +18,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from bot.sim.apiserver import DeleteOptions
-from bot.sim.clock import parse_time, rfc3339
-from bot.sim.engine import Engine
-from bot.sim.events import Recorder
-from bot.sim.objects import (
+from bot.sim.apiserver.api import DeleteOptions
+from bot.sim.apiserver.clock import parse_time, rfc3339
+from bot.sim.apiserver.objects import (
     int_or_percent,
     owner_ref,
     pod_active,
@@ -33,9 +31,11 @@ from bot.sim.objects import (
     template_hash,
     tolerates,
 )
-from bot.sim.resources import KINDS_BY_KEY
-from bot.sim.scheduler import _node_selector_terms_match
-from bot.sim.store import DELETED, Entry, Record
+from bot.sim.apiserver.resources import KINDS_BY_KEY
+from bot.sim.apiserver.store import DELETED, Entry, Record
+from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.events import Recorder
+from bot.sim.controllers.scheduler import _node_selector_terms_match
 
 Obj = dict[str, Any]
 Key = tuple[str, str]

@@ -23,11 +23,11 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.sim.apiserver import Api
-from bot.sim.clock import SimClock
-from bot.sim.errors import ApiError
-from bot.sim.objects import Ids
-from bot.sim.store import Record, Store
+from bot.sim.apiserver.api import Api
+from bot.sim.apiserver.clock import SimClock
+from bot.sim.apiserver.errors import ApiError
+from bot.sim.apiserver.objects import Ids
+from bot.sim.apiserver.store import Record, Store
 
 log = logging.getLogger(__name__)
 

@@ -16,23 +16,27 @@ import copy
 import functools
 import gzip
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources as importlib_resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-from bot.sim.behaviour import Rule
-from bot.sim.clock import parse_duration, rfc3339
-from bot.sim.cloud import DeprecatedCaller, FargateProfile, NodeGroupSpec, Operation
-from bot.sim.injection import Injector
-from bot.sim.resources import minor_of
-
-if TYPE_CHECKING:
-    from bot.sim.cluster import Sim
+from bot.sim.apiserver.api import Api
+from bot.sim.apiserver.clock import parse_duration, rfc3339
+from bot.sim.apiserver.resources import minor_of
+from bot.sim.controllers.behaviour import Rule, RuleBook
+from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.scheduler import Scheduler
+from bot.sim.world.cloud import Cloud, DeprecatedCaller, FargateProfile, NodeGroupSpec, Operation
+from bot.sim.world.injection import Injector, Injectors
 
 Obj = dict[str, Any]
+#: Injects a fault now and returns its id: the control API's `inject_fault`, handed in so that a
+#: scenario does not depend on the control API (which depends on it, to run the scripted upgrade).
+FaultInjector = Callable[[Obj], str]
 
 BASE_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _TOP = {
@@ -165,8 +169,18 @@ class Scenario:
 
     # ---- building -------------------------------------------------------------------------------
 
-    def build(self, sim: Sim) -> None:
-        cloud = sim.cloud
+    def build(
+        self,
+        *,
+        api: Api,
+        engine: Engine,
+        cloud: Cloud,
+        scheduler: Scheduler,
+        injectors: Injectors,
+        rules: RuleBook,
+        inject: FaultInjector,
+        seed: int,
+    ) -> None:
         for attr, value in self.timing.items():
             setattr(cloud, attr, value)
         names = list(dict.fromkeys([*BASE_NAMESPACES, *self.namespaces]))
@@ -178,36 +192,37 @@ class Scenario:
                 hns = str(obj["helm_release"].get("namespace", "default"))
                 if hns not in names:
                     names.append(hns)
-        sim.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in names])
+        api.apply_manifests(
+            [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in names]
+        )
         for group in self.node_groups:
             cloud.groups[group.name] = group
             for _ in range(group.count):
                 cloud.add_node(group.name)
         cloud.fargate.extend(self.fargate)
-        sim.injectors.injectors.extend(self.injectors)
+        injectors.injectors.extend(self.injectors)
         for spec in self.containers:
-            sim.rules.add(Rule.parse(spec))
+            rules.add(Rule.parse(spec))
         if self.generate:
-            generate_large(sim, self.generate)
-        sim.apply(_prepare(self.objects, sim))
+            generate_large(api, cloud, scheduler, seed, self.generate)
+        api.apply_manifests(_prepare(self.objects, api.clock.now()))
         for caller in self.callers:
             cloud.add_caller(caller)
         for spec in self.faults:
             spec = dict(spec)
             at = spec.pop("at", None)
             if at is None:
-                sim.control.inject_fault(spec)
+                inject(spec)
             else:
                 delay = self.warmup + parse_duration(at)
-                sim.engine.after(delay, functools.partial(_inject, sim, spec))
+                engine.after(delay, functools.partial(_inject, inject, spec))
 
     # ---- the scripted upgrade -------------------------------------------------------------------
 
-    def run_upgrade(self, sim: Sim) -> Operation:
+    def run_upgrade(self, cloud: Cloud, engine: Engine, inject_fault: FaultInjector) -> Operation:
         plan = self.upgrade
         if not plan:
             raise ValueError(f"scenario {self.name} has no `upgrade` section")
-        cloud = sim.cloud
         version = str(plan.get("version") or (plan.get("control_plane") or {}).get("version", "")).lstrip("v")
         if not version:
             raise ValueError("upgrade: `version` is required")
@@ -244,14 +259,14 @@ class Scenario:
             # A fault is tied to a step: injected when the step starts (default) or once it is done.
             for f in faults:
                 if f.get("step") == target and f.get("when", "start") == when:
-                    fid = sim.control.inject_fault(dict(f["fault"]))
+                    fid = inject_fault(dict(f["fault"]))
                     cloud._log(
                         op, f"fault {fid} ({f['fault'].get('type')}) injected at the {when} of step {target}"
                     )
 
         def wait(i: int, sub: Operation) -> None:
             if sub.state == "InProgress":
-                sim.engine.after(5.0, lambda: wait(i, sub), key=("op", op.id))
+                engine.after(5.0, lambda: wait(i, sub), key=("op", op.id))
             elif sub.state == "Failed":
                 cloud._finish(op, f"{sub.target}: {sub.error}")
             else:
@@ -262,8 +277,8 @@ class Scenario:
         return op
 
 
-def _inject(sim: Sim, spec: Obj) -> None:
-    sim.control.inject_fault(spec)
+def _inject(inject: FaultInjector, spec: Obj) -> None:
+    inject(spec)
 
 
 def _node_group(spec: Any, version: str) -> NodeGroupSpec:
@@ -328,14 +343,14 @@ _ORDER = [
 ]
 
 
-def _prepare(objects: list[Obj], sim: Sim) -> list[Obj]:
+def _prepare(objects: list[Obj], now: float) -> list[Obj]:
     """Expand conveniences (helm_release, last_applied) and order objects so dependencies come first."""
     out: list[Obj] = []
     for raw in objects:
         if not isinstance(raw, dict):
             raise ScenarioError(f"objects: not a mapping: {raw!r}")
         if "helm_release" in raw:
-            out.append(helm_release_secret(raw["helm_release"], sim.clock.now()))
+            out.append(helm_release_secret(raw["helm_release"], now))
             continue
         obj = copy.deepcopy(raw)
         if obj.pop("last_applied", False):
@@ -402,7 +417,7 @@ def helm_release_secret(spec: Obj, now: float) -> Obj:
 
 
 def builtin_dir() -> Path:
-    return Path(str(importlib_resources.files("bot.sim") / "scenarios"))
+    return Path(str(importlib_resources.files("bot.sim.world") / "scenarios"))
 
 
 def builtin_scenarios() -> list[tuple[str, str]]:
@@ -433,8 +448,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 # ---- the generator (large) ----------------------------------------------------------------------
 
 
-def generate_large(sim: Sim, spec: Obj) -> None:
+def generate_large(api: Api, cloud: Cloud, scheduler: Scheduler, seed: int, spec: Obj) -> None:
     """Build nodes, DaemonSets, Deployments, ReplicaSets, pods and PDBs from numbers, already settled."""
-    from bot.sim.generate import Generator
+    from bot.sim.world.generate import Generator
 
-    Generator(sim, spec).run()
+    Generator(api, cloud, scheduler, seed, spec).run()

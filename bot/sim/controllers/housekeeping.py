@@ -18,12 +18,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from bot.sim.apiserver import DeleteOptions
-from bot.sim.disruption import DELETION_TIMEOUT, PDB, compute_status
-from bot.sim.engine import Engine
-from bot.sim.resources import KINDS, KINDS_BY_KEY
-from bot.sim.selectors import SelectorError, selector_from_map, selector_from_object
-from bot.sim.store import DELETED, Record
+from bot.sim.apiserver.api import DeleteOptions
+from bot.sim.apiserver.eviction import PDB
+from bot.sim.apiserver.resources import KINDS, KINDS_BY_KEY
+from bot.sim.apiserver.selectors import SelectorError, selector_from_map, selector_from_object
+from bot.sim.apiserver.store import DELETED, Record
+from bot.sim.controllers.disruption import DELETION_TIMEOUT, compute_status
+from bot.sim.controllers.engine import Engine
 
 Obj = dict[str, Any]
 

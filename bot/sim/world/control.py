@@ -13,18 +13,20 @@ Every method takes and returns plain JSON-able data, so the HTTP endpoint is a t
 from __future__ import annotations
 
 import itertools
-import random
-import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bot.sim.behaviour import Rule
-from bot.sim.clock import parse_duration, rfc3339
-from bot.sim.cloud import NodeGroupSpec
-from bot.sim.errors import ApiError
-
-if TYPE_CHECKING:
-    from bot.sim.cluster import Sim
+from bot.sim.apiserver.api import Api
+from bot.sim.apiserver.clock import parse_duration, rfc3339
+from bot.sim.apiserver.errors import ApiError
+from bot.sim.apiserver.metrics import Metrics
+from bot.sim.apiserver.transport import TransportFaults
+from bot.sim.controllers.behaviour import Rule, RuleBook
+from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.events import Recorder
+from bot.sim.controllers.kubelet import Kubelets
+from bot.sim.controllers.nodes import NodeLifecycle
+from bot.sim.world.cloud import Cloud, NodeGroupSpec
+from bot.sim.world.scenario import Scenario
 
 Obj = dict[str, Any]
 
@@ -39,64 +41,59 @@ RULE_FAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass
-class TransportFaults:
-    """Misbehaviour of the HTTP transport for Kubernetes paths (never for /sim)."""
-
-    error_rate: float = 0.0
-    error_status: int = 500
-    retry_after: int = 1
-    latency: float = 0.0
-    path_prefix: str = ""
-    #: End each watch after this many real seconds (0 = never), as a flaky load balancer would.
-    watch_drop_after: float = 0.0
-
-    def __post_init__(self) -> None:
-        self._rng = random.Random(0)
-        self._lock = threading.Lock()
-
-    def seed(self, seed: int) -> None:
-        self._rng = random.Random(seed)
-
-    def applies(self, path: str) -> bool:
-        return not path.startswith("/sim") and path.startswith(self.path_prefix or "/")
-
-    def roll(self) -> bool:
-        if self.error_rate <= 0:
-            return False
-        with self._lock:
-            return self._rng.random() < self.error_rate
-
-
 class Control:
-    def __init__(self, sim: Sim) -> None:
-        self.sim = sim
-        self.transport = TransportFaults()
-        self.transport.seed(sim.seed)
+    def __init__(
+        self,
+        *,
+        scenario: Scenario,
+        api: Api,
+        engine: Engine,
+        cloud: Cloud,
+        lifecycle: NodeLifecycle,
+        kubelets: Kubelets,
+        rules: RuleBook,
+        events: Recorder,
+        metrics: Metrics,
+        transport: TransportFaults,
+    ) -> None:
+        self.scenario = scenario
+        self.api = api
+        self.store = api.store
+        self.catalog = api.catalog
+        self.clock = engine.clock
+        self.engine = engine
+        self.cloud = cloud
+        self.lifecycle = lifecycle
+        self.kubelets = kubelets
+        self.rules = rules
+        self.events = events
+        self.metrics = metrics
+        #: The HTTP server's transport faults, shared with it: set here, applied there.
+        self.transport = transport
         self._fault_ids = itertools.count(1)
         self.faults: dict[str, Obj] = {}
 
     # ---- time -----------------------------------------------------------------------------------
 
     def now(self) -> str:
-        return rfc3339(self.sim.clock.now())
+        return rfc3339(self.clock.now())
 
     def advance(self, seconds: float | str) -> str:
         """Move simulated time forward, firing everything due on the way. Returns the new time."""
-        self.sim.engine.advance(parse_duration(seconds))
+        self.engine.advance(parse_duration(seconds))
         return self.now()
 
     def set_speed(self, speed: float) -> float:
-        self.sim.clock.set_speed(float(speed))
-        with self.sim.store.lock:
-            self.sim.engine._wake.notify_all()
-        return self.sim.clock.speed
+        self.clock.set_speed(float(speed))
+        with self.store.lock:
+            self.engine._wake.notify_all()
+        return self.clock.speed
 
     # ---- the cloud ------------------------------------------------------------------------------
 
     def upgrade_control_plane(self, version: str, duration: float | str | None = None) -> Obj:
-        with self.sim.store.lock:
-            op = self.sim.cloud.upgrade_control_plane(
+        with self.store.lock:
+            op = self.cloud.upgrade_control_plane(
                 version, duration=None if duration is None else parse_duration(duration)
             )
             return op.as_dict()
@@ -110,8 +107,8 @@ class Control:
         max_unavailable: int | None = None,
         drain_timeout: float | str | None = None,
     ) -> Obj:
-        with self.sim.store.lock:
-            op = self.sim.cloud.replace_node_group(
+        with self.store.lock:
+            op = self.cloud.replace_node_group(
                 name,
                 version,
                 force=force,
@@ -122,53 +119,53 @@ class Control:
 
     def run_upgrade(self) -> Obj:
         """The scenario's scripted upgrade (its `upgrade:` section)."""
-        with self.sim.store.lock:
-            return self.sim.run_upgrade().as_dict()
+        with self.store.lock:
+            return self.scenario.run_upgrade(self.cloud, self.engine, self.inject_fault).as_dict()
 
     def operations(self) -> list[Obj]:
-        with self.sim.store.lock:
-            return [op.as_dict() for op in self.sim.cloud.operations]
+        with self.store.lock:
+            return [op.as_dict() for op in self.cloud.operations]
 
     def operation(self, op_id: str) -> Obj:
-        with self.sim.store.lock:
+        with self.store.lock:
             try:
-                return self.sim.cloud.operation(op_id).as_dict()
+                return self.cloud.operation(op_id).as_dict()
             except KeyError:
                 raise ApiError(404, "NotFound", f"no operation {op_id}") from None
 
     def wait_operation(self, op_id: str, timeout: float = 30.0) -> Obj:
         """Wait (real seconds) until an operation is no longer InProgress; returns it either way."""
-        self.sim.engine.wait_for(lambda: self.sim.cloud.operation(op_id).state != "InProgress", timeout)
+        self.engine.wait_for(lambda: self.cloud.operation(op_id).state != "InProgress", timeout)
         return self.operation(op_id)
 
     def add_node(self, group: str, *, ready: bool = True, version: str | None = None) -> str:
         """One more node in a group (optionally at another kubelet version); returns its name."""
-        with self.sim.store.lock:
-            if group not in self.sim.cloud.groups:
+        with self.store.lock:
+            if group not in self.cloud.groups:
                 raise ApiError(404, "NotFound", f"no node group {group!r}")
-            name = self.sim.cloud.add_node(group, ready=ready, version=version)
-            self.sim.engine.settle()
+            name = self.cloud.add_node(group, ready=ready, version=version)
+            self.engine.settle()
             return name
 
     def add_node_group(
         self, name: str, *, count: int = 0, version: str | None = None, labels: dict[str, str] | None = None
     ) -> list[str]:
         """A new managed node group (as `eksctl create nodegroup`) with `count` Ready nodes."""
-        with self.sim.store.lock:
-            if name in self.sim.cloud.groups:
+        with self.store.lock:
+            if name in self.cloud.groups:
                 raise ApiError(409, "AlreadyExists", f"node group {name!r} already exists")
-            self.sim.cloud.groups[name] = NodeGroupSpec(
-                name=name, count=count, version=version or self.sim.cloud.version, labels=dict(labels or {})
+            self.cloud.groups[name] = NodeGroupSpec(
+                name=name, count=count, version=version or self.cloud.version, labels=dict(labels or {})
             )
-            nodes = [self.sim.cloud.add_node(name) for _ in range(count)]
-            self.sim.engine.settle()
+            nodes = [self.cloud.add_node(name) for _ in range(count)]
+            self.engine.settle()
             return nodes
 
     def remove_node(self, name: str) -> None:
         """The instance is terminated: its Node object is deleted (pods on it are garbage-collected)."""
-        with self.sim.store.lock:
-            self.sim.cloud.terminate(name)
-            self.sim.engine.settle()
+        with self.store.lock:
+            self.cloud.terminate(name)
+            self.engine.settle()
 
     # ---- faults ---------------------------------------------------------------------------------
 
@@ -178,8 +175,8 @@ class Control:
             raise ApiError(400, "BadRequest", "a fault needs a `type`")
         kind = str(spec["type"])
         fid = f"fault-{next(self._fault_ids)}"
-        with self.sim.store.lock:
-            now = self.sim.clock.now()
+        with self.store.lock:
+            now = self.clock.now()
             if kind in RULE_FAULTS:
                 body = {k: v for k, v in spec.items() if k not in ("type", "id")}
                 for key, value in RULE_FAULTS[kind].items():
@@ -190,16 +187,16 @@ class Control:
                     rule = Rule.parse(body, since=now, name=fid)
                 except ValueError as exc:
                     raise ApiError(400, "BadRequest", str(exc)) from None
-                self.sim.rules.add(rule)
-                self.sim.kubelets.refresh(
+                self.rules.add(rule)
+                self.kubelets.refresh(
                     lambda pod: rule.match.pod_matches(
-                        pod, self.sim.lifecycle.facts((pod.get("spec") or {}).get("nodeName", ""))
+                        pod, self.lifecycle.facts((pod.get("spec") or {}).get("nodeName", ""))
                     )
                 )
             elif kind == "node_not_ready":
                 nodes = self._nodes_for(spec)
                 for n in nodes:
-                    self.sim.lifecycle.kill(n)
+                    self.lifecycle.kill(n)
                 spec = {**spec, "nodes": nodes}
             elif kind == "event":
                 self._event(spec)
@@ -210,28 +207,28 @@ class Control:
             else:
                 raise ApiError(400, "BadRequest", f"unknown fault type {kind!r}")
             self.faults[fid] = {"id": fid, "at": rfc3339(now), **spec}
-            self.sim.engine.settle()
+            self.engine.settle()
         return fid
 
     def clear_fault(self, fid: str) -> bool:
-        with self.sim.store.lock:
+        with self.store.lock:
             fault = self.faults.pop(fid, None)
             if fault is None:
                 return False
             kind = fault["type"]
             if kind in RULE_FAULTS:
-                self.sim.rules.remove(fid)
-                self.sim.kubelets.refresh(lambda pod: True)
+                self.rules.remove(fid)
+                self.kubelets.refresh(lambda pod: True)
             elif kind == "node_not_ready":
                 for n in fault.get("nodes") or []:
-                    self.sim.lifecycle.revive(n)
+                    self.lifecycle.revive(n)
             elif kind == "transport":
                 self.set_transport()
-            self.sim.engine.settle()
+            self.engine.settle()
             return True
 
     def list_faults(self) -> list[Obj]:
-        with self.sim.store.lock:
+        with self.store.lock:
             return list(self.faults.values())
 
     def _nodes_for(self, spec: Obj) -> list[str]:
@@ -240,16 +237,16 @@ class Control:
         group = spec.get("node_group")
         if not group:
             raise ApiError(400, "BadRequest", "node_not_ready needs `node` or `node_group`")
-        names = sorted(n["metadata"]["name"] for n in self.sim.cloud.nodes_of(str(group)))
+        names = sorted(n["metadata"]["name"] for n in self.cloud.nodes_of(str(group)))
         return names[: int(spec.get("count", 1))]
 
     def _event(self, spec: Obj) -> None:
         target = spec.get("object") or {}
         kind_name = str(target.get("kind", "Pod"))
-        served = next((s for s in self.sim.catalog.served if s.kind.kind == kind_name and s.preferred), None)
+        served = next((s for s in self.catalog.served if s.kind.kind == kind_name and s.preferred), None)
         if served is None:
             raise ApiError(400, "BadRequest", f"unknown kind {kind_name!r}")
-        obj = self.sim.store.get(
+        obj = self.store.get(
             served.kind.key,
             str(target.get("namespace", "")) if served.kind.namespaced else "",
             str(target.get("name", "")),
@@ -261,7 +258,7 @@ class Control:
                 f"{kind_name} {target.get('namespace', '')}/{target.get('name', '')} not found",
             )
         for _ in range(int(spec.get("count", 1))):
-            self.sim.events.emit(
+            self.events.emit(
                 obj,
                 kind_name,
                 str(spec.get("event_type", "Warning")),
@@ -275,10 +272,10 @@ class Control:
 
     def compact(self) -> int:
         """Drop all history: older resourceVersions answer 410 (watches, continue tokens)."""
-        return self.sim.store.compact()
+        return self.store.compact()
 
     def drop_watches(self) -> int:
-        return self.sim.store.close_watchers("dropped by the simulator")
+        return self.store.close_watchers("dropped by the simulator")
 
     def set_transport(
         self,
@@ -309,41 +306,39 @@ class Control:
 
     def apply(self, manifests: Obj | list[Obj]) -> list[str]:
         """Create (or replace) objects in-process, as `kubectl apply` would; returns `kind/name`s."""
-        with self.sim.store.lock:
-            out = self.sim.apply(manifests if isinstance(manifests, list) else [manifests])
-            self.sim.engine.settle()
+        with self.store.lock:
+            out = self.api.apply_manifests(manifests if isinstance(manifests, list) else [manifests])
+            self.engine.settle()
             return out
 
     def status(self) -> Obj:
-        with self.sim.store.lock:
+        with self.store.lock:
             groups = {
                 name: {
                     "version": g.version,
-                    "nodes": sorted(n["metadata"]["name"] for n in self.sim.cloud.nodes_of(name)),
+                    "nodes": sorted(n["metadata"]["name"] for n in self.cloud.nodes_of(name)),
                 }
-                for name, g in self.sim.cloud.groups.items()
+                for name, g in self.cloud.groups.items()
             }
             return {
-                "scenario": self.sim.scenario_name,
-                "version": self.sim.cloud.git_version(),
+                "scenario": self.scenario.name,
+                "version": self.cloud.git_version(),
                 "time": self.now(),
-                "speed": self.sim.clock.speed,
-                "resourceVersion": str(self.sim.store.rv),
-                "compactedResourceVersion": str(self.sim.store.floor),
+                "speed": self.clock.speed,
+                "resourceVersion": str(self.store.rv),
+                "compactedResourceVersion": str(self.store.floor),
                 "nodeGroups": groups,
                 "objects": {
-                    k: self.sim.store.count(k)
-                    for k in sorted(self.sim.store.buckets)
-                    if self.sim.store.count(k)
+                    k: self.store.count(k) for k in sorted(self.store.buckets) if self.store.count(k)
                 },
-                "operations": [op.as_dict() for op in self.sim.cloud.operations],
+                "operations": [op.as_dict() for op in self.cloud.operations],
                 "faults": list(self.faults.values()),
-                "errors": list(self.sim.engine.errors[-20:]),
+                "errors": list(self.engine.errors[-20:]),
             }
 
     def request_count(self, group: str, version: str, resource: str) -> int:
-        return self.sim.metrics.count(group=group, version=version, resource=resource)
+        return self.metrics.count(group=group, version=version, resource=resource)
 
     def wait_for(self, predicate: Any, timeout: float = 10.0) -> Any:
         """Wait (real seconds) until `predicate()` is truthy, re-checked after every change."""
-        return self.sim.engine.wait_for(predicate, timeout)
+        return self.engine.wait_for(predicate, timeout)

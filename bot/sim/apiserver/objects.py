@@ -13,7 +13,7 @@ import random
 import uuid
 from typing import Any
 
-from bot.sim.clock import parse_time, rfc3339
+from bot.sim.apiserver.clock import parse_time, rfc3339
 
 Obj = dict[str, Any]
 

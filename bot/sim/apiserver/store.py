@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from bot.sim.errors import ApiError, bad_request, expired
-from bot.sim.resources import KINDS, Kind, field_value
-from bot.sim.selectors import EVERYTHING, FieldSelector, LabelSelector
+from bot.sim.apiserver.errors import ApiError, bad_request, expired
+from bot.sim.apiserver.resources import KINDS, Kind, field_value
+from bot.sim.apiserver.selectors import EVERYTHING, FieldSelector, LabelSelector
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name); cluster-scoped objects have namespace ""

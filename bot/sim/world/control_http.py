@@ -11,15 +11,26 @@ GET    /sim/faults; POST /sim/faults {fault}; DELETE /sim/faults/ID
 POST   /sim/compact; POST /sim/watches/drop
 POST   /sim/transport {"error_rate": 0.1, "error_status": 500, "latency": 0.2, "watch_drop_after": 5}
 POST   /sim/apply {manifest} or [manifests]
+
+`register(server, control)` mounts these on the API server's `/sim` route, so that the server (a
+lower layer) never imports the control API; transport faults never apply to them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
-from bot.sim.control import Control
-from bot.sim.errors import ApiError
+from bot.sim.apiserver.errors import ApiError
+from bot.sim.apiserver.server import SimHTTPServer
+from bot.sim.world.control import Control
+
+PREFIX = "/sim"
+
+
+def register(server: SimHTTPServer, control: Control) -> None:
+    server.add_route(PREFIX, functools.partial(handle, control))
 
 
 def handle(control: Control, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
