@@ -98,7 +98,7 @@ def test_package_data_takes_every_template_plan_and_scenario_file() -> None:
     globs = PYPROJECT["tool"]["setuptools"]["package-data"]
     # Data folders (no __init__.py) ship whole; code packages ship their modules only.
     data = {p: f for p, f in _package_dirs().items() if not (f / "__init__.py").exists()}
-    assert {"bot.templates", "bot.templates.plans", "bot.sim.scenarios"} <= set(data)
+    assert {"bot.templates", "bot.templates.plans", "bot.sim.world.scenarios"} <= set(data)
     missed = [
         str(path.relative_to(ROOT))
         for package, folder in data.items()
