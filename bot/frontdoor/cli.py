@@ -507,7 +507,8 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         if args.http:
             from bot.frontdoor.http import HttpFrontDoor, make_server
 
-            front = HttpFrontDoor(app, ready=services.store.ping)
+            assert secrets.signing_secret is not None
+            front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=secrets.signing_secret)
             server = make_server(front, host=args.host, port=args.port)
             print(f"listening on http://{args.host}:{server.effective_port}", flush=True)
             log.info("serving Slack over HTTP on %s:%s", args.host, server.effective_port)

@@ -195,7 +195,9 @@ def test_the_same_diff_through_slack_summary_in_channel_and_report_in_thread(
     services = build_services(settings)
     workers = WorkerPool(2)
     app = build_app(services, workers, signing_secret=SIGNING_SECRET, socket_mode=False)
-    server = make_server(HttpFrontDoor(app, ready=services.store.ping), host="127.0.0.1", port=0)
+    server = make_server(
+        HttpFrontDoor(app, ready=services.store.ping, signing_secret=SIGNING_SECRET), host="127.0.0.1", port=0
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.effective_port}/slack/events"

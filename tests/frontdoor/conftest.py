@@ -50,7 +50,10 @@ def make_front(settings_for_stub: Settings, slack_stub: SlackStub) -> Iterator[C
         pool = WorkerPool(workers)
         app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False)
         server = make_server(
-            HttpFrontDoor(app, ready=services.store.ping), host="127.0.0.1", port=0, threads=16
+            HttpFrontDoor(app, ready=services.store.ping, signing_secret=SIGNING_SECRET),
+            host="127.0.0.1",
+            port=0,
+            threads=16,
         )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()

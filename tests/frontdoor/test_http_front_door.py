@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import re
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.store import Store
+from bot.frontdoor.http import MAX_BODY
 from bot.settings import load_settings
 from commands import build_registry
 from tests.conftest import SECRETS, SIGNING_SECRET, bot_command
@@ -124,3 +131,77 @@ def test_sigterm_stops_the_bot_cleanly_and_its_debug_log_holds_no_secret(
     assert "auth.test" in stderr or "listening" in stderr or "serving Slack" in stderr
     for secret in SECRETS:
         assert secret not in stderr
+
+
+def _raw(url: str, body: bytes, headers: dict[str, str], method: str = "POST") -> int:
+    request = urllib.request.Request(
+        url, data=body if method == "POST" else None, headers=headers, method=method
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return int(exc.code)
+
+
+def _signed(body: bytes, content_type: str = "application/x-www-form-urlencoded") -> dict[str, str]:
+    # Signed over the raw bytes, as Slack does (slack_sdk's helper only signs UTF-8 bodies).
+    ts = str(int(time.time()))
+    digest = hmac.new(SIGNING_SECRET.encode(), b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
+    return {
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": f"v0={digest}",
+        "Content-Type": content_type,
+    }
+
+
+def _payload(document: object) -> bytes:
+    return urllib.parse.urlencode({"payload": json.dumps(document)}).encode()
+
+
+HOSTILE: list[tuple[str, bytes, dict[str, str], int]] = [
+    ("timestamp abc", b"x=1", {"X-Slack-Request-Timestamp": "abc", "X-Slack-Signature": "v0=00"}, 401),
+    ("timestamp empty", b"x=1", {"X-Slack-Request-Timestamp": "", "X-Slack-Signature": "v0=00"}, 401),
+    ("timestamp 1e10", b"x=1", {"X-Slack-Request-Timestamp": "1e10", "X-Slack-Signature": "v0=00"}, 401),
+    ("unsigned brace", b"{", {"Content-Type": "application/json"}, 401),
+    ("signed JSON that does not parse", b"{", _signed(b"{", "application/json"), 400),
+    ("payload not an object", _payload([1, 2]), _signed(_payload([1, 2])), 400),
+    ("invalid UTF-8", b"payload=\xff\xfe", _signed(b"payload=\xff\xfe"), 400),
+    (
+        "actions not a list",
+        _payload({"type": "block_actions", "actions": "approve"}),
+        _signed(_payload({"type": "block_actions", "actions": "approve"})),
+        400,
+    ),
+    (
+        "view as a string",
+        _payload({"type": "view_submission", "view": "x"}),
+        _signed(_payload({"type": "view_submission", "view": "x"})),
+        400,
+    ),
+    (
+        "state.values not a mapping",
+        _payload({"type": "view_submission", "view": {"state": {"values": [1]}}}),
+        _signed(_payload({"type": "view_submission", "view": {"state": {"values": [1]}}})),
+        400,
+    ),
+    ("a body past the limit", b"x" * (MAX_BODY + 1), _signed(b"x" * (MAX_BODY + 1)), 413),
+]
+
+
+def test_malformed_or_unsigned_requests_get_4xx_one_log_line_each_and_no_traceback(
+    http_bot: RunningBot,
+) -> None:
+    for name, body, headers, expected in HOSTILE:
+        assert _raw(f"{http_bot.url}/slack/events", body, headers) == expected, name
+    assert _raw(f"{http_bot.url}/slack/events", b"", {}, method="GET") == 405
+    # 200 unsigned "{" requests write 200 short lines, not 538 KB of tracebacks.
+    for _ in range(200):
+        assert _raw(f"{http_bot.url}/slack/events", b"{", {"Content-Type": "application/json"}) == 401
+    http_bot.process.send_signal(signal.SIGTERM)
+    _, stderr = http_bot.process.communicate(timeout=20)
+    assert "Traceback" not in stderr
+    refusals = [line for line in stderr.splitlines() if "refused a request" in line]
+    assert len(refusals) == len(HOSTILE) + 1 + 200
+    assert len(stderr) < 200_000

@@ -180,7 +180,12 @@ def bot(
     services = build_services(load_settings(config, env))
     pool = TrackedPool(4)
     app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False)
-    server = make_server(HttpFrontDoor(app, ready=services.store.ping), host="127.0.0.1", port=0, threads=8)
+    server = make_server(
+        HttpFrontDoor(app, ready=services.store.ping, signing_secret=SIGNING_SECRET),
+        host="127.0.0.1",
+        port=0,
+        threads=8,
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     yield Bot(url=f"http://127.0.0.1:{server.effective_port}", services=services, pool=pool, stub=slack_stub)
