@@ -91,6 +91,9 @@ def configure_logging(level: str = "INFO", secret_values: Iterable[str] = ()) ->
     install_filters(handler, secret_values)
     root.addHandler(handler)
     root.setLevel(level)
+    # urllib3 warns of every retried connection before the adapter says what it means for the
+    # cluster; below DEBUG that is noise next to the adapter's own line.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.DEBUG if level == "DEBUG" else logging.ERROR)
 
 
 def install_filters(handler: logging.Handler, secret_values: Iterable[str] = ()) -> None:

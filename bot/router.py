@@ -174,7 +174,9 @@ class Router:
             log.info("/upgrade %s refused: %s", name, exc.user_message)
             return name, _error_reply(exc.user_message, cid), "refused", exc.user_message
         except (TemporaryError, ConfigError, BotError) as exc:
-            log.exception("/upgrade %s failed", name)
+            # Expected failures (a cluster down, Slack refusing, a bad config): one line with the
+            # cause chain, no traceback; the traceback is for bugs only.
+            log.warning("/upgrade %s failed: %s%s", name, exc.user_message, _causes(exc))
             return name, _error_reply(exc.user_message, cid), "error", exc.user_message
         except Exception:
             # A bug: the user gets the correlation id, the log gets the traceback.
@@ -214,6 +216,16 @@ def _error_reply(message: str, cid: str, *, usage: str = "") -> Reply:
             "correlation_id": cid,
         },
     )
+
+
+def _causes(exc: BaseException) -> str:
+    """` ← cause ← its cause`: the detail behind an expected error, for the log line."""
+    parts: list[str] = []
+    seen = exc.__cause__ or exc.__context__
+    while seen is not None and len(parts) < 4:
+        parts.append(f"{type(seen).__name__}: {clip(str(seen), 300)}")
+        seen = seen.__cause__ or seen.__context__
+    return "".join(f" ← {p}" for p in parts)
 
 
 def _valid_text(text: str) -> str:

@@ -109,7 +109,7 @@ class Cluster:
         # One quick retry for a reset connection; an unreachable server must fail within the timeout.
         configuration.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0)
         api_client = k8s_client.ApiClient(configuration)
-        context = config.context or ("in-cluster" if config.in_cluster else "current context")
+        context = config.context or ("in-cluster" if config.in_cluster else _current_context(config))
         return cls(config.name, api_client, timeout=config.request_timeout, context=context)
 
     @property
@@ -130,6 +130,7 @@ class Cluster:
         content_type: str = "application/json",
     ) -> Any:
         headers = {"Accept": "application/json"}
+        read = read_timeout or max(self.timeout, 60.0)
         if body is not None:
             headers["Content-Type"] = content_type
         try:
@@ -142,17 +143,24 @@ class Cluster:
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _return_http_data_only=True,
-                _request_timeout=(self.timeout, read_timeout or max(self.timeout, 60.0)),
+                _request_timeout=(self.timeout, read),
             )
         except ApiException as exc:
             raise self._api_error(exc, method, path) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             log.warning("cluster %s unreachable at %s: %s", self.name, self.server, exc)
             raise ClusterUnreachable(
-                f"cluster {self.name} (context {self.context}) did not answer at {self.server} "
-                f"within {self.timeout:g}s",
+                f"cluster {self.describe()} {_what_happened(exc, self.timeout, read)} at {self.server}",
                 cluster=self.name,
             ) from exc
+
+    def describe(self) -> str:
+        """`prod`, `prod (context admin@prod)` or `prod (in-cluster)`: how messages name it."""
+        if not self.context:
+            return self.name
+        if self.context == "in-cluster":
+            return f"{self.name} (in-cluster)"
+        return f"{self.name} (context {self.context})"
 
     def _api_error(self, exc: ApiException, method: str, path: str) -> ClusterError:
         status = int(exc.status or 0)
@@ -180,7 +188,9 @@ class Cluster:
         )
 
     def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        resp = self._request("GET", path, query)
+        # Single objects and discovery documents are small: a server silent for longer than the
+        # cluster's timeout (at least 10 s) is not going to answer.
+        resp = self._request("GET", path, query, read_timeout=max(self.timeout, 10.0))
         try:
             data = resp.data
         finally:
@@ -437,6 +447,43 @@ def _status_cause(body: Any) -> str:
         return ""
     causes = (loaded.get("details") or {}).get("causes") or []
     return str(causes[0].get("message", "")) if causes and isinstance(causes[0], dict) else ""
+
+
+def _current_context(config: ClusterConfig) -> str:
+    """The name of the kubeconfig's current context, which is what the bot connects with."""
+    try:
+        _, active = k8s_config.list_kube_config_contexts(config_file=str(config.kubeconfig))
+    except (ConfigException, OSError, TypeError, ValueError):
+        return ""
+    return str(active.get("name", "")) if isinstance(active, dict) else ""
+
+
+def _what_happened(exc: BaseException, connect: float, read: float) -> str:
+    """Refused, dropped or silent: an operator fixes each differently, so the message says which."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 10:
+        chain.append(seen)
+        seen = (
+            getattr(seen, "reason", None)
+            if isinstance(seen, urllib3.exceptions.MaxRetryError)
+            else (seen.__cause__ or seen.__context__)
+        )
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or any(
+        isinstance(e, urllib3.exceptions.NewConnectionError) and "refused" in str(e).lower() for e in chain
+    ):
+        return "refused the connection"
+    if any(isinstance(e, urllib3.exceptions.NameResolutionError) for e in chain):
+        return "has a name that does not resolve"
+    if any(isinstance(e, urllib3.exceptions.ConnectTimeoutError) for e in chain):
+        return f"did not accept a connection within {connect:g}s"
+    if any(isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) for e in chain):
+        return f"did not answer within {read:g}s"
+    if any(isinstance(e, urllib3.exceptions.SSLError) for e in chain):
+        return "failed the TLS handshake"
+    if any(isinstance(e, (urllib3.exceptions.ProtocolError, ConnectionError)) for e in chain):
+        return "dropped the connection"
+    return "could not be reached"
 
 
 def _status_message(body: Any) -> str:

@@ -360,7 +360,7 @@ def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
     store = Store.open(settings.database_url)
     reader = Cluster.connect(cluster)
     try:
-        print(f"snapshot `{label}` of {cluster.name} ({reader.context}) …", file=sys.stderr)
+        print(f"snapshot `{label}` of {reader.describe()} …", file=sys.stderr)
         stored = snapshots.take_and_store(
             store,
             reader,

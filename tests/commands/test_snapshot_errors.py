@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,8 +63,72 @@ def test_an_unreachable_cluster_is_named_with_its_context_within_the_timeout(
     ok, text, stored = handle(config_with_dead_cluster, "snapshot pre --cluster prod")
     assert time.monotonic() - started < 10
     assert not ok
-    assert "cluster prod (context dead-ctx) did not answer" in text
+    assert "cluster prod (context dead-ctx) refused the connection at http://127.0.0.1:" in text
     assert stored == []
+
+
+class _Listener:
+    """A loopback server that accepts connections and then either drops them or says nothing."""
+
+    def __init__(self, *, drop_after: float | None) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = int(self.sock.getsockname()[1])
+        self.drop_after = drop_after
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        held = []
+        self.sock.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            held.append(conn)
+            if self.drop_after is not None:
+                self.stop.wait(self.drop_after)
+                conn.close()
+        for conn in held:
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+@pytest.mark.parametrize(
+    ("drop_after", "expected"),
+    [(0.5, "dropped the connection"), (None, "did not answer within 10s")],
+)
+def test_a_dropped_connection_is_not_reported_as_a_timeout(
+    write_config: Callable[..., Path], tmp_path: Path, drop_after: float | None, expected: str
+) -> None:
+    listener = _Listener(drop_after=drop_after)
+    try:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {{server: "http://127.0.0.1:{listener.port}"}}
+users:
+- name: u
+  user: {{token: t}}
+contexts:
+- name: ctx
+  context: {{cluster: c, user: u}}
+current-context: ctx
+""")
+        config = write_config(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, request_timeout: 2}}\n")
+        ok, text, _ = handle(config, "snapshot pre")
+        assert not ok and f"cluster prod (context ctx) {expected} at http://127.0.0.1:{listener.port}" in text
+    finally:
+        listener.close()
 
 
 def test_an_unknown_cluster_lists_the_configured_ones(config_with_dead_cluster: Path) -> None:

@@ -65,6 +65,19 @@ class Stored:
     snap: dict[str, Any]
 
 
+#: Labels are typed by people and shown in tables and Slack: one short printable line.
+MAX_LABEL = 100
+
+
+def clean_label(label: str) -> str:
+    """The label without control characters (a pasted tab, an escape sequence), one line, bounded."""
+    printable = "".join(ch if ch.isprintable() else " " for ch in label)
+    cleaned = " ".join(printable.split())[:MAX_LABEL]
+    if not cleaned:
+        raise UserError("a snapshot label needs at least one printable character")
+    return cleaned
+
+
 def take_and_store(
     store: Store,
     reader: ClusterReader,
@@ -76,6 +89,7 @@ def take_and_store(
     events_since: timedelta = timedelta(hours=1),
     progress: Progress | None = None,
 ) -> Stored:
+    label = clean_label(label)
     snap = take_snapshot(
         reader,
         label=label,

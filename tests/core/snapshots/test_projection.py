@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from bot.core.snapshots.projection import pod_display_status, pods_as_dicts, take_snapshot
-from bot.errors import ClusterError
+from bot.core.snapshots.service import MAX_LABEL, clean_label
+from bot.errors import ClusterError, UserError
 from tests.support.kube_objects import (
     DictCluster,
     container_status,
@@ -145,3 +148,10 @@ def test_terminating_pods_show_terminating() -> None:
     obj = pod("a", "p", owner=None)
     obj["metadata"]["deletionTimestamp"] = "2026-11-22T00:00:00Z"
     assert pod_display_status(obj)[0] == "Terminating"
+
+
+def test_snapshot_labels_lose_control_characters_and_stay_one_short_line() -> None:
+    assert clean_label("pre\tupgrade\x1b[31m\n") == "pre upgrade [31m"
+    assert len(clean_label("x" * 500)) == MAX_LABEL
+    with pytest.raises(UserError):
+        clean_label("\x00\x07")
