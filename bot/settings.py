@@ -24,7 +24,6 @@ from bot.core.durations import parse_duration
 from bot.core.people import CHANNEL_ID
 from bot.core.validation import (
     NAME_PATTERN,
-    DocumentError,
     YamlValidator,
     compose_document,
     is_null,
@@ -147,17 +146,12 @@ def load_settings(
             f"{path}: configuration file not found (pass --config PATH or set {CONFIG_ENV}; "
             f"see upgrade-bot.example.yaml)"
         ) from None
-    except DocumentError as exc:
-        raise ConfigError(str(exc)) from None
     return parse_settings(text, source=path, env=env)
 
 
 def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) -> Settings:
     label = str(source) if source else "<config>"
-    try:
-        node = compose_document(text, label)
-    except DocumentError as exc:
-        raise ConfigError(str(exc)) from None
+    node = compose_document(text, label)
     if node is None:
         node = yaml.MappingNode("tag:yaml.org,2002:map", [])
     v = YamlValidator(label)

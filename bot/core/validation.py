@@ -3,8 +3,8 @@
 `read_document` and `compose_document` are the one safe way in: a regular file only (never a
 FIFO or a device, which would block or never end), at most `MAX_DOCUMENT_BYTES`, strict UTF-8,
 nesting at most `MAX_DEPTH` levels, and only the standard YAML tags (nothing is ever constructed
-from a tag such as `!!python/name`). Each refuses with a `DocumentError`: one line naming the
-file, the line and, where there is one, the dotted key.
+from a tag such as `!!python/name`). Each refuses with a `ConfigError`: one line naming the
+file, the line and, where there is one, the dotted key (plans turn it into `PlanInvalid`).
 
 `YamlValidator` walks PyYAML's node tree instead of the loaded objects, so every problem names
 the file, the line and the dotted key, and every problem is collected before one error is raised.
@@ -46,10 +46,6 @@ STANDARD_TAGS = frozenset(
 )
 
 
-class DocumentError(ValueError):
-    """A document that cannot be read or composed; the message is one line naming file and line."""
-
-
 def shown(value: object, limit: int = 40) -> str:
     """`value` quoted for a message, cut to `limit` characters so one bad value stays one line."""
     text = str(value)
@@ -59,7 +55,7 @@ def shown(value: object, limit: int = 40) -> str:
 def read_document(path: Path, *, what: str, limit: int = MAX_DOCUMENT_BYTES, label: str | None = None) -> str:
     """The text of a regular file of at most `limit` bytes, decoded as strict UTF-8.
 
-    FileNotFoundError passes through (callers word it); every other problem is a DocumentError
+    FileNotFoundError passes through (callers word it); every other problem is a ConfigError
     whose message starts with `label` (default: the path).
     """
     label = str(path) if label is None else label
@@ -69,7 +65,7 @@ def read_document(path: Path, *, what: str, limit: int = MAX_DOCUMENT_BYTES, lab
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise DocumentError(f"{label}: cannot read the {what}: {exc.strerror}") from None
+        raise ConfigError(f"{label}: cannot read the {what}: {exc.strerror}") from None
     _require_regular(label, mode, what)
     try:
         # O_NONBLOCK: if the path was swapped for a FIFO since the stat, open must not wait.
@@ -77,19 +73,17 @@ def read_document(path: Path, *, what: str, limit: int = MAX_DOCUMENT_BYTES, lab
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise DocumentError(f"{label}: cannot read the {what}: {exc.strerror}") from None
+        raise ConfigError(f"{label}: cannot read the {what}: {exc.strerror}") from None
     try:
         _require_regular(label, os.fstat(fd).st_mode, what)
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(limit + 1)
     except OSError as exc:
-        raise DocumentError(f"{label}: cannot read the {what}: {exc.strerror}") from None
+        raise ConfigError(f"{label}: cannot read the {what}: {exc.strerror}") from None
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise DocumentError(
-            f"{label}: the {what} is larger than {limit // 1024} KiB; is this the right file?"
-        )
+        raise ConfigError(f"{label}: the {what} is larger than {limit // 1024} KiB; is this the right file?")
     return decode_document(data, label, what=what)
 
 
@@ -107,7 +101,7 @@ def _require_regular(label: str, mode: int, what: str) -> None:
         if stat.S_ISSOCK(mode)
         else "not a regular file"
     )
-    raise DocumentError(f"{label}: the {what} must be a regular file, not {kind}")
+    raise ConfigError(f"{label}: the {what} must be a regular file, not {kind}")
 
 
 def decode_document(data: bytes, label: str, *, what: str) -> str:
@@ -116,7 +110,7 @@ def decode_document(data: bytes, label: str, *, what: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise DocumentError(f"{label}:{line}: the {what} is not UTF-8 text (byte {exc.start})") from None
+        raise ConfigError(f"{label}:{line}: the {what} is not UTF-8 text (byte {exc.start})") from None
 
 
 class _TooDeep(yaml.YAMLError):
@@ -162,7 +156,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
 
 def compose_document(text: str, label: str) -> yaml.Node | None:
-    """The node tree of one YAML document, or DocumentError (one line: file, line, key)."""
+    """The node tree of one YAML document, or ConfigError (one line: file, line, key)."""
     loader: _BoundedLoader | None = None
     try:
         # The reader checks for unprintable characters already in its constructor.
@@ -171,28 +165,28 @@ def compose_document(text: str, label: str) -> yaml.Node | None:
     except _TooDeep as exc:
         line = f":{exc.mark.line + 1}" if exc.mark else ""
         key = f" {exc.path}:" if exc.path else ""
-        raise DocumentError(f"{label}{line}:{key} nested deeper than {MAX_DEPTH} levels") from None
+        raise ConfigError(f"{label}{line}:{key} nested deeper than {MAX_DEPTH} levels") from None
     except _UnknownTag as exc:
         key = f" {exc.path}:" if exc.path else ""
-        raise DocumentError(
+        raise ConfigError(
             f"{label}:{exc.node.start_mark.line + 1}:{key} unknown tag {_short_tag(exc.node.tag)} "
             "(only plain YAML values are read; nothing is constructed from tags)"
         ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
-        raise DocumentError(f"{label}{line}: invalid YAML: {exc.problem or exc.context}") from None
+        raise ConfigError(f"{label}{line}: invalid YAML: {exc.problem or exc.context}") from None
     except yaml.reader.ReaderError as exc:
         lineno = text.count("\n", 0, exc.position) + 1
         char: Any = exc.character  # an int (a code point) for the characters YAML refuses
         code = f"#x{char:04x}" if isinstance(char, int) else shown(char)
-        raise DocumentError(f"{label}:{lineno}: invalid YAML: unacceptable character {code}") from None
+        raise ConfigError(f"{label}:{lineno}: invalid YAML: unacceptable character {code}") from None
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise DocumentError(f"{label}: invalid YAML: {first}") from None
+        raise ConfigError(f"{label}: invalid YAML: {first}") from None
     except RecursionError:
         # Belt and braces: the depth limit above should make this unreachable.
-        raise DocumentError(f"{label}: nested too deeply to read") from None
+        raise ConfigError(f"{label}: nested too deeply to read") from None
     finally:
         if loader is not None:
             loader.dispose()
