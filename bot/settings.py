@@ -8,6 +8,7 @@ Nothing in the bot reads the environment elsewhere: the loaded `Settings` is pas
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -21,7 +22,14 @@ from bot.core.announcements import timing as _announcements
 from bot.core.announcements import windows as _windows
 from bot.core.durations import parse_duration
 from bot.core.people import CHANNEL_ID
-from bot.core.validation import NAME_PATTERN, YamlValidator
+from bot.core.validation import (
+    NAME_PATTERN,
+    YamlValidator,
+    compose_document,
+    is_null,
+    read_document,
+    shown,
+)
 from bot.errors import ConfigError
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_TEMPLATES
@@ -132,27 +140,18 @@ def load_settings(
     """Read and validate the configuration file; raise ConfigError with a one-line reason."""
     env = os.environ if env is None else env
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_document(path, what="configuration file")
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: configuration file not found (pass --config PATH or set {CONFIG_ENV}; "
             f"see upgrade-bot.example.yaml)"
         ) from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration file: {exc.strerror}") from None
     return parse_settings(text, source=path, env=env)
 
 
 def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) -> Settings:
     label = str(source) if source else "<config>"
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{label}{line}: invalid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{label}: invalid YAML: {exc}") from None
+    node = compose_document(text, label)
     if node is None:
         node = yaml.MappingNode("tag:yaml.org,2002:map", [])
     v = YamlValidator(label)
@@ -184,9 +183,12 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
             roster[role] = v.people(rnode, f"roster.{role}")
 
     data_dir = v.path(top.get("data_dir"), "data_dir", base_dir) or (base_dir / ".data")
+    _check_data_dir(v, top.get("data_dir"), data_dir)
     database_url = (
         v.string(top.get("database_url"), "database_url") or f"sqlite:///{data_dir / 'upgrade-bot.db'}"
     )
+    if "database_url" in top:
+        _check_database_url(v, top["database_url"], database_url)
     timezone = v.string(top.get("timezone"), "timezone") or "UTC"
     if "timezone" in top:
         try:
@@ -289,6 +291,9 @@ _FREEZE_KEYS = {"from", "to", "reason", "zone"}
 
 
 def _items(v: YamlValidator, node: yaml.Node, key: str) -> list[yaml.Node]:
+    if is_null(node):
+        v.missing_value(node, key)
+        return []
     if not isinstance(node, yaml.SequenceNode):
         v.error(node, key, "expected a list")
         return []
@@ -297,6 +302,9 @@ def _items(v: YamlValidator, node: yaml.Node, key: str) -> list[yaml.Node]:
 
 def _parsed(v: YamlValidator, node: yaml.Node, key: str, parse: Callable[[str], _T]) -> _T | None:
     """Parse a scalar's text as written (YAML 1.1 would read `14:00` as the number 840)."""
+    if is_null(node):
+        v.missing_value(node, key)
+        return None
     if not isinstance(node, yaml.ScalarNode) or not str(node.value).strip():
         v.error(node, key, "expected a value")
         return None
@@ -364,7 +372,7 @@ def _freezes_config(v: YamlValidator, node: yaml.Node, default_zone: str) -> lis
             continue
         try:
             out.append(_windows.Freeze.from_dates(first, last, reason=reason, zone=zone))
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             v.error(f["to"], f"{key}.to", str(exc))
     return out
 
@@ -382,8 +390,69 @@ def _weekdays(v: YamlValidator, node: yaml.Node, key: str) -> frozenset[int] | N
         return None
 
 
+#: Freezes are planned months ahead, not centuries: a later year is a typo (and 9999-12-31 plus
+#: the freeze's last day would overflow the date type).
+FIRST_YEAR, LAST_YEAR = 2000, 2099
+
+
 def _iso_date(text: str) -> date:
     try:
-        return date.fromisoformat(text.strip())
+        day = date.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f"{text!r} is not a date like 2026-12-25") from None
+        raise ValueError(f"{shown(text)} is not a date like 2026-12-25") from None
+    if not FIRST_YEAR <= day.year <= LAST_YEAR:
+        raise ValueError(f"{day.isoformat()} is not between {FIRST_YEAR} and {LAST_YEAR}; a typo?")
+    return day
+
+
+def _check_data_dir(v: YamlValidator, node: yaml.Node | None, data_dir: Path) -> None:
+    """The state lives here: a file in the way, or a parent we cannot write to, is said now."""
+    if data_dir.exists():
+        if not data_dir.is_dir():
+            v.error(node, "data_dir", f"{data_dir} is a file, not a directory")
+        elif not os.access(data_dir, os.W_OK | os.X_OK):
+            v.error(node, "data_dir", f"{data_dir} is not writable by this user")
+        return
+    # Created on first use: the nearest existing ancestor decides whether that can work.
+    parent = data_dir.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        v.error(node, "data_dir", f"{data_dir} cannot be created: {parent} is a file")
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        v.error(node, "data_dir", f"{data_dir} cannot be created: {parent} is not writable by this user")
+
+
+#: SQLAlchemy's URL shape, `backend[+driver]://[user[:password]@][host][:port][/database][?query]`.
+_DB_URL = re.compile(
+    r"^(?P<backend>[A-Za-z][A-Za-z0-9]*)(?:\+(?P<driver>[A-Za-z0-9_]+))?://"
+    r"(?:(?P<user>[^:/@]*)(?::[^@]*)?@)?(?P<host>\[[^/?\]]+\]|[^/?:]*)?(?::(?P<port>[^/?]*))?"
+    r"(?P<rest>[/?].*)?$",
+    re.DOTALL,
+)
+_BACKENDS = ("sqlite", "postgresql")
+
+
+def mask_password(url: str) -> str:
+    """`postgresql://bot:***@db/upgrade`: a URL as it may appear in a message or a log."""
+    return re.sub(r"^([^:/]+://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def _check_database_url(v: YamlValidator, node: yaml.Node, url: str) -> None:
+    """The URL's shape; whether its driver is installed and the server answers is Store.open's."""
+    match = _DB_URL.match(url)
+    if not match:
+        v.error(
+            node,
+            "database_url",
+            f"{shown(mask_password(url), 80)} is not a URL like postgresql://user@host/db",
+        )
+        return
+    backend = match["backend"].lower()
+    if backend == "postgres":
+        v.error(node, "database_url", "write postgresql://…, not postgres://… (SQLAlchemy's name)")
+    elif backend not in _BACKENDS:
+        v.error(node, "database_url", f"{shown(backend)} is not supported (use {' or '.join(_BACKENDS)})")
+    port = match["port"]
+    if port is not None and not (port.isdigit() and len(port) <= 5 and 0 < int(port) <= 65535):
+        v.error(node, "database_url", f"port {shown(port)} is not a number from 1 to 65535")

@@ -7,8 +7,8 @@ from pathlib import Path
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
 from bot.core.runs.library import find_plan
-from bot.core.runs.plans import PeopleLookup, parse_plan, to_document
-from bot.errors import UsageError, UserError
+from bot.core.runs.plans import PeopleLookup, decode_plan, parse_plan, read_plan_file, to_document
+from bot.errors import ConfigError, UsageError, UserError
 
 
 def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
@@ -19,16 +19,21 @@ def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
         if ctx.fetch_file is None:
             raise UserError("this front door cannot download files from Slack; pass a plan name")
         body = ctx.fetch_file(url)
+        filename = url.rsplit("/", 1)[-1]
         try:
-            return body.decode("utf-8"), url.rsplit("/", 1)[-1]
-        except UnicodeDecodeError:
-            raise UserError("that file is not UTF-8 text; a plan is a YAML file") from None
+            return decode_plan(body, label=filename), filename
+        except ConfigError as exc:
+            raise UserError(f"{exc}; a plan is a YAML file") from None
     if not name.replace("-", "").replace("_", "").isalnum():
         raise UsageError(f"{name!r} is not a plan name (letters, digits, - and _) or a file link")
     for directory in ctx.settings.template_dirs():
         path = Path(directory) / "plans" / f"{name}.yaml"
-        if path.is_file():
-            return path.read_text(encoding="utf-8"), path.name
+        if path.exists():
+            try:
+                # Named by file name only: chat has no business seeing the server's paths.
+                return read_plan_file(path, label=path.name), path.name
+            except ConfigError as exc:
+                raise UserError(str(exc)) from None
     raise UserError(
         f"there is no plan file `{name}.yaml` in the plans directory; upload it and pass its link"
     )
@@ -49,7 +54,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     text, source = _plan_file(ctx, args.target)
     # The Slack directory can say whether each roster ID exists; the terminal's static one cannot.
     people = ctx.directory if isinstance(ctx.directory, PeopleLookup) else None
-    plan = parse_plan(text, source=source, people=people)
+    plan = parse_plan(text, source=source, people=people, now=ctx.clock())
     plan_id = ctx.store.save_plan(name=plan.name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
     saved = ctx.store.plan_by_id(plan_id)
     return Reply(

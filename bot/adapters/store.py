@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,9 +23,16 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+    SQLAlchemyError,
+)
 
-from bot.errors import ConcurrentUpdate, PermanentError, TemporaryError
+from bot.errors import ConcurrentUpdate, ConfigError, PermanentError, TemporaryError
 from bot.records import (
     AnnouncementRow,
     Approval,
@@ -406,10 +414,26 @@ class Store:
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True) -> Store:
-        engine = create_engine(url)
+        """Connect (and migrate). A URL that does not parse, a driver that is not installed or a
+        server that does not answer is a ConfigError naming `database_url`, never a traceback."""
+        engine = _engine_or_config_error(url)
+        try:
+            # Connect once now, so a database that is down is said at start-up, in one line.
+            with engine.connect():
+                pass
+        except DBAPIError as exc:
+            engine.dispose()
+            raise ConfigError(
+                f"database_url: cannot connect to {_masked(url)}: {_reason(exc.orig, url)}"
+            ) from None
+        except (TypeError, ValueError) as exc:
+            # The driver refused a query parameter (`?foo=1`) before connecting at all.
+            engine.dispose()
+            raise ConfigError(f"database_url: {_masked(url)}: {_reason(exc, url)}") from None
         store = cls(engine)
         if migrate:
-            store.migrate()
+            with _wrap_errors():
+                store.migrate()
         return store
 
     def close(self) -> None:
@@ -1174,6 +1198,52 @@ def _wrap_errors() -> Iterator[None]:
         raise PermanentError("the database refused the operation") from exc
 
 
+def _masked(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return re.sub(r"^([^:/]+://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def _reason(error: BaseException | None, url: str) -> str:
+    """The driver's first line (psycopg adds hints on further lines), with no password in it."""
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    try:
+        password = sa.engine.make_url(url).password
+    except (ArgumentError, ValueError):
+        password = None
+    return text.replace(str(password), "***") if password else text
+
+
+def _engine_or_config_error(url: str) -> Engine:
+    try:
+        return create_engine(url)
+    except NoSuchModuleError:
+        scheme = url.split("://", 1)[0]
+        raise ConfigError(f"database_url: SQLAlchemy has no dialect or driver {scheme!r}") from None
+    except ImportError as exc:
+        # A known dialect whose DBAPI module is missing (psycopg without the `postgres` extra).
+        raise ConfigError(
+            f"database_url: the database driver {exc.name or 'module'} is not installed "
+            "(postgresql://… uses psycopg, which the `postgres` extra installs)"
+        ) from None
+    except (ArgumentError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"database_url: {_masked(url)} does not parse: {reason[:200]}") from None
+    except OSError as exc:
+        # The SQLite file's directory could not be created (a file in the way, no permission).
+        why = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
+        raise ConfigError(
+            f"database_url: cannot create the SQLite file's directory {exc.filename}: {why}"
+        ) from None
+
+
+#: libpq waits for a TCP connection indefinitely by default; a start-up must not hang on a
+#: black-holed address. A `connect_timeout` in the URL wins.
+CONNECT_TIMEOUT_SECONDS = 10
+
+
 def create_engine(url: str) -> Engine:
     """An engine for `url`; SQLite files get their directory, WAL and a busy timeout."""
     if url.startswith("sqlite"):
@@ -1196,4 +1266,8 @@ def create_engine(url: str) -> Engine:
     if url.startswith("postgresql://"):
         # psycopg 3 is the driver we ship in the `postgres` extra.
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
-    return sa.create_engine(url, pool_pre_ping=True)
+    parsed = sa.engine.make_url(url)
+    connect_args: dict[str, Any] = {}
+    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        connect_args["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+    return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)

@@ -1,5 +1,11 @@
 """Line-numbered validation of YAML documents: configuration, plans, and (next) rules files.
 
+`read_document` and `compose_document` are the one safe way in: a regular file only (never a
+FIFO or a device, which would block or never end), at most `MAX_DOCUMENT_BYTES`, strict UTF-8,
+nesting at most `MAX_DEPTH` levels, and only the standard YAML tags (nothing is ever constructed
+from a tag such as `!!python/name`). Each refuses with a `ConfigError`: one line naming the
+file, the line and, where there is one, the dotted key (plans turn it into `PlanInvalid`).
+
 `YamlValidator` walks PyYAML's node tree instead of the loaded objects, so every problem names
 the file, the line and the dotted key, and every problem is collected before one error is raised.
 Settings, plans and rules files share it; it knows nothing of what the documents mean.
@@ -8,7 +14,9 @@ Settings, plans and rules files share it; it knows nothing of what the documents
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +29,192 @@ from bot.errors import ConfigError
 # Names of clusters, roles and plans: lower case, digits, and . _ -
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
+#: A configuration or a plan is a page or two of YAML; a bigger file is the wrong file.
+MAX_DOCUMENT_BYTES = 1024 * 1024
+#: Real documents nest a handful of levels; PyYAML's composer recurses per level, so a
+#: pathological file would otherwise end in RecursionError instead of a message.
+MAX_DEPTH = 50
+#: A number longer than this is a typo (and Python refuses int() past 4,300 digits anyway).
+MAX_NUMBER_CHARS = 100
+#: Only what the safe loader itself understands; anything else (`!!python/name:…`, `!custom`)
+#: is refused by name at composition and never reaches a constructor.
+STANDARD_TAGS = frozenset(
+    {
+        *(tag for tag in yaml.SafeLoader.yaml_constructors if tag is not None),
+        "tag:yaml.org,2002:merge",
+    }
+)
+
+
+def shown(value: object, limit: int = 40) -> str:
+    """`value` quoted for a message, cut to `limit` characters so one bad value stays one line."""
+    text = str(value)
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def read_document(path: Path, *, what: str, limit: int = MAX_DOCUMENT_BYTES, label: str | None = None) -> str:
+    """The text of a regular file of at most `limit` bytes, decoded as strict UTF-8.
+
+    FileNotFoundError passes through (callers word it); every other problem is a ConfigError
+    whose message starts with `label` (default: the path).
+    """
+    label = str(path) if label is None else label
+    try:
+        # stat before open: opening a FIFO blocks until a writer appears, /dev/zero never ends.
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read the {what}: {exc.strerror}") from None
+    _require_regular(label, mode, what)
+    try:
+        # O_NONBLOCK: if the path was swapped for a FIFO since the stat, open must not wait.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read the {what}: {exc.strerror}") from None
+    try:
+        _require_regular(label, os.fstat(fd).st_mode, what)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read the {what}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ConfigError(f"{label}: the {what} is larger than {limit // 1024} KiB; is this the right file?")
+    return decode_document(data, label, what=what)
+
+
+def _require_regular(label: str, mode: int, what: str) -> None:
+    if stat.S_ISREG(mode):
+        return
+    kind = (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
+    raise ConfigError(f"{label}: the {what} must be a regular file, not {kind}")
+
+
+def decode_document(data: bytes, label: str, *, what: str) -> str:
+    """Strict UTF-8; the error names the line and the byte offset of the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{label}:{line}: the {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+class _TooDeep(yaml.YAMLError):
+    def __init__(self, mark: yaml.Mark | None, path: str) -> None:
+        self.mark, self.path = mark, path
+
+
+class _UnknownTag(yaml.YAMLError):
+    def __init__(self, node: yaml.Node, path: str) -> None:
+        self.node, self.path = node, path
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader's composer with a depth limit, a tag check, and the dotted key of each node."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._path: list[str] = []
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        # PyYAML passes a value's key node as `index`, a sequence item's position as an int.
+        if isinstance(index, yaml.ScalarNode):
+            part = str(index.value)
+        elif isinstance(index, int) and not isinstance(index, bool):
+            part = f"[{index}]"
+        else:
+            part = ""
+        self._path.append(part)
+        try:
+            if len(self._path) > MAX_DEPTH:
+                raise _TooDeep(self.peek_event().start_mark, self.dotted())  # type: ignore[no-untyped-call]
+            node = super().compose_node(parent, index)
+            if node is not None and node.tag not in STANDARD_TAGS:
+                raise _UnknownTag(node, self.dotted())
+            return node
+        finally:
+            self._path.pop()
+
+    def dotted(self, limit: int = 4) -> str:
+        parts = [p for p in self._path if p][:limit]
+        text = "".join(p if p.startswith("[") else f".{p}" for p in parts).lstrip(".")
+        return shown(text, 80)[1:-1] + ("…" if len([p for p in self._path if p]) > limit else "")
+
+
+def compose_document(text: str, label: str) -> yaml.Node | None:
+    """The node tree of one YAML document, or ConfigError (one line: file, line, key)."""
+    loader: _BoundedLoader | None = None
+    try:
+        # The reader checks for unprintable characters already in its constructor.
+        loader = _BoundedLoader(text)
+        return loader.get_single_node()
+    except _TooDeep as exc:
+        line = f":{exc.mark.line + 1}" if exc.mark else ""
+        key = f" {exc.path}:" if exc.path else ""
+        raise ConfigError(f"{label}{line}:{key} nested deeper than {MAX_DEPTH} levels") from None
+    except _UnknownTag as exc:
+        key = f" {exc.path}:" if exc.path else ""
+        raise ConfigError(
+            f"{label}:{exc.node.start_mark.line + 1}:{key} unknown tag {_short_tag(exc.node.tag)} "
+            "(only plain YAML values are read; nothing is constructed from tags)"
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{label}{line}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.reader.ReaderError as exc:
+        lineno = text.count("\n", 0, exc.position) + 1
+        char: Any = exc.character  # an int (a code point) for the characters YAML refuses
+        code = f"#x{char:04x}" if isinstance(char, int) else shown(char)
+        raise ConfigError(f"{label}:{lineno}: invalid YAML: unacceptable character {code}") from None
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{label}: invalid YAML: {first}") from None
+    except RecursionError:
+        # Belt and braces: the depth limit above should make this unreachable.
+        raise ConfigError(f"{label}: nested too deeply to read") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _short_tag(tag: str) -> str:
+    prefix = "tag:yaml.org,2002:"
+    text = "!!" + tag[len(prefix) :] if tag.startswith(prefix) else tag
+    return shown(text, 60)[1:-1]
+
+
+def is_null(node: yaml.Node | None) -> bool:
+    """An empty value (`key:` or `key: ~`): written, but with nothing in it."""
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+
+
+def _comment_hint(node: yaml.Node) -> str:
+    """`operations: #ops` reads as empty: YAML takes ` #` as a comment. Say so."""
+    mark = node.start_mark
+    buffer = getattr(mark, "buffer", None)
+    if not buffer:
+        return ""
+    rest = buffer[mark.pointer : buffer.find("\n", mark.pointer)].strip()
+    return f" ({shown(rest)} is a YAML comment; quote it)" if rest.startswith("#") else ""
+
+
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+
 
 class YamlValidator:
     """Walks the YAML node tree, collecting errors that name the file, line and dotted key."""
@@ -31,7 +225,12 @@ class YamlValidator:
 
     def error(self, node: yaml.Node | None, key: str, message: str) -> None:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
+        # A runaway value must not turn one problem into a screenful.
+        message = message if len(message) <= 300 else message[:300] + "…"
         self.errors.append(f"{self.label}{line}: {key}: {message}")
+
+    def missing_value(self, node: yaml.Node, key: str) -> None:
+        self.error(node, key, "missing value" + _comment_hint(node))
 
     def raise_if_errors(self) -> None:
         if self.errors:
@@ -40,11 +239,17 @@ class YamlValidator:
 
     def mapping(self, node: yaml.Node, key: str, allowed: set[str] | None) -> dict[str, yaml.Node]:
         where = key or "top level"
+        if is_null(node) and key:
+            self.missing_value(node, where)
+            return {}
         if not isinstance(node, yaml.MappingNode):
             self.error(node, where, "expected a mapping")
             return {}
         out: dict[str, yaml.Node] = {}
         for knode, vnode in node.value:
+            if not isinstance(knode, yaml.ScalarNode):
+                self.error(knode, where, "keys are plain names, not lists or mappings")
+                continue
             name = str(knode.value)
             dotted = f"{key}.{name}" if key else name
             if allowed is not None and name not in allowed:
@@ -58,12 +263,26 @@ class YamlValidator:
         return out
 
     def _scalar(self, node: yaml.Node | None, key: str, kind: str) -> Any:
+        """The scalar's value; None when absent, or (reported) empty, not a scalar, or unreadable."""
         if node is None:
+            return None
+        if is_null(node):
+            self.missing_value(node, key)
             return None
         if not isinstance(node, yaml.ScalarNode):
             self.error(node, key, f"expected {kind}")
             return None
-        return yaml.safe_load(yaml.serialize(node))
+        if node.tag in (_INT, _FLOAT) and len(str(node.value)) > MAX_NUMBER_CHARS:
+            self.error(node, key, f"a number of {len(str(node.value))} characters is not a sensible value")
+            return None
+        try:
+            # Constructed directly (no round trip through text); a fresh constructor each time
+            # so nothing is cached between documents.
+            return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError) as exc:
+            reason = exc.problem if isinstance(exc, yaml.MarkedYAMLError) and exc.problem else str(exc)
+            self.error(node, key, f"{shown(node.value)} is not {kind}: {reason}")
+            return None
 
     def string(self, node: yaml.Node | None, key: str) -> str | None:
         value = self._scalar(node, key, "a string")
@@ -109,7 +328,7 @@ class YamlValidator:
     def slack_id(self, node: yaml.Node, key: str, pattern: re.Pattern[str], what: str) -> str | None:
         value = self.string(node, key)
         if value is not None and not pattern.match(value):
-            self.error(node, key, f"{value!r} is not a Slack {what} ID")
+            self.error(node, key, f"{shown(value)} is not a Slack {what} ID")
             return None
         return value
 
@@ -129,7 +348,7 @@ class YamlValidator:
             if value is None:
                 continue
             if not check(value):
-                self.error(item, key, f"{value!r} is not a Slack user ID (U…/W…) or user-group ID (S…)")
+                self.error(item, key, f"{shown(value)} is not a Slack user ID (U…/W…) or user-group ID (S…)")
                 continue
             out.append(value)
         if not out and not self.errors:

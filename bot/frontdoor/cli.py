@@ -234,25 +234,21 @@ def _rehearse(args: argparse.Namespace) -> int:
 
 
 def _plan_validate(args: argparse.Namespace) -> int:
-    from bot.core.runs.plans import PeopleLookup, parse_plan
+    from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file
     from bot.errors import PlanInvalid
 
     configure_logging(args.log_level or "WARNING", [])
     path = Path(args.file)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        print(f"upgrade-bot: {path}: cannot read the plan: {exc.strerror}", file=sys.stderr)
-        return EXIT_USAGE
     people: PeopleLookup | None = None
     try:
+        text = read_plan_file(path)
         if args.check_slack:
             from bot.adapters.slack import SlackDirectory, make_web_client
 
             settings = _settings(args)
             settings.secrets.require("SLACK_BOT_TOKEN")
             people = SlackDirectory(make_web_client(settings.secrets.bot_token, settings.secrets.api_url))
-        plan = parse_plan(text, source=str(path), people=people)
+        plan = parse_plan(text, source=str(path), people=people, now=datetime.now(UTC))
     except PlanInvalid as exc:
         print(exc.user_message, file=sys.stderr)
         return EXIT_USAGE

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import bot_command
 from tests.support.plans import BAD, GOOD, PLANS
@@ -45,3 +49,92 @@ def test_cli_validate_can_ask_slack_about_the_roster(
     found = subprocess.run(command, env=bot_env, capture_output=True, text=True, check=False)
     assert found.returncode == 0, found.stderr
     assert "(Slack users checked)" in found.stdout
+
+
+# -- hostile plans: one problem line naming file, line and key; exit 2; never a traceback ---------
+
+HOSTILE_BASE = GOOD
+#: Three years from now, whenever the tests run: past the two-year horizon, never in the past.
+FAR = datetime.now(UTC).year + 3
+
+
+def validate(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*bot_command(), "plan", "validate", str(path)], capture_output=True, text=True, timeout=60
+    )
+
+
+def the_problem(result: subprocess.CompletedProcess[str], path: Path) -> str:
+    """Exit 2, no traceback, and exactly one line naming the file (PlanInvalid's list of one)."""
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    named = [line for line in result.stderr.splitlines() if f"{path}" in line]
+    assert len(named) == 1, result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2, result.stderr
+    return named[0]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "    escalate_after: 10m",
+            "    timeout: 99999999999999d",
+            "steps[1](work).timeout: '99999999999999d'",
+        ),
+        ('target_version: "1.30"', 'target_version: "1.' + "9" * 5000 + '"', "target_version: '1.999"),
+        ("    title: Do it", "    title:", "steps[1](work).title: missing value"),
+        (
+            'end: "2026-11-29T02:00"',
+            'end: "9999-12-31T02:00"',
+            "window.end: 9999-12-31T02:00:00 is not between 2000 and 2099",
+        ),
+        ('end: "2026-11-29T02:00"', 'end: "2026-12-31T02:00"', "window.end: the window lasts 32d4h"),
+        (
+            'start: "2026-11-28T22:00", end: "2026-11-29T02:00"',
+            f'start: "{FAR}-11-28T22:00", end: "{FAR}-11-29T02:00"',
+            f"window.end: {FAR}-11-29T02:00:00+09:00 is more than 2 years ahead",
+        ),
+        ("name: small", "name: !!python/name:os.system small", "name: unknown tag !!python/name:os.system"),
+        (
+            "cluster: prod",
+            "cluster: " + "[" * 3000 + "]" * 3000,
+            "cluster[0][0][0]…: nested deeper than 50 levels",
+        ),
+    ],
+)
+def test_cli_validate_names_file_line_and_key_for_hostile_values(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    assert old in HOSTILE_BASE
+    text = HOSTILE_BASE.replace(old, new, 1)
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text)
+    line = the_problem(validate(path), path)
+    # Each replacement stays on the line it replaced.
+    lineno = HOSTILE_BASE[: HOSTILE_BASE.index(old)].count("\n") + 1
+    assert f"{path}:{lineno}: {expected}" in line, line
+    assert len(line) < 400
+
+
+def test_cli_validate_refuses_a_fifo_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "plan.yaml"
+    os.mkfifo(fifo)
+    line = the_problem(validate(fifo), fifo)
+    assert line == f"upgrade-bot: {fifo}: the plan must be a regular file, not a FIFO"
+
+
+def test_cli_validate_refuses_a_plan_that_is_not_utf8_naming_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(GOOD.replace("Do it", "Caf\xe9").encode("latin-1"))
+    line = the_problem(validate(path), path)
+    raw = path.read_bytes()
+    offset = raw.index(b"\xe9")
+    lineno = raw.count(b"\n", 0, offset) + 1
+    assert line == f"upgrade-bot: {path}:{lineno}: the plan is not UTF-8 text (byte {offset})"
+
+
+def test_cli_validate_says_a_missing_plan_file_is_not_found(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.yaml"
+    line = the_problem(validate(missing), missing)
+    assert line == f"upgrade-bot: {missing}: plan file not found"

@@ -16,7 +16,9 @@ Gates, as written in YAML:
 Validation walks the YAML node tree (the same way `bot.settings` does), so every error carries
 the file, the line and the dotted key, and *every* error is reported at once. Whether the Slack
 users and groups exist is asked through an injected `PeopleLookup` (the Slack adapter in
-production, the Slack stub in tests); the rest is pure.
+production, the Slack stub in tests); the rest is pure. A hostile file (a FIFO, not UTF-8, huge,
+nested thousands deep, a `!!python/…` tag, a 5,000-digit version) is one more such line, never a
+traceback: `read_plan_file` and `parse_plan` raise nothing else.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -34,8 +37,17 @@ from bot.core.actions import PLANNED, default_registry
 from bot.core.actions.base import ActionCall, ActionRegistry
 from bot.core.durations import EXAMPLES, format_duration, parse_duration
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
-from bot.core.validation import NAME_PATTERN, YamlValidator
-from bot.errors import PlanInvalid
+from bot.core.validation import (
+    MAX_DOCUMENT_BYTES,
+    NAME_PATTERN,
+    YamlValidator,
+    compose_document,
+    decode_document,
+    is_null,
+    read_document,
+    shown,
+)
+from bot.errors import ConfigError, PlanInvalid
 
 GATE_KINDS = ("approve", "any_of", "quorum")
 ON_FAILURE = ("pause", "abort")
@@ -48,7 +60,15 @@ REHEARSAL_HOOKS: Mapping[str, frozenset[str]] = {
     "advance": frozenset({"seconds"}),
 }
 _STEP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.-]+)?$")
+# Bounded digits: Kubernetes versions are small numbers, and int() refuses past 4,300 digits.
+_VERSION = re.compile(r"^v?(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?:[-+][0-9A-Za-z.-]{1,100})?$")
+#: An upgrade window is hours, at most days; a longer one is a typo (9999-12-31) that would
+#: otherwise be accepted here and fail later, in scheduling.
+MAX_WINDOW = timedelta(days=14)
+#: Plans are written for the next change, not for years ahead (checked when a clock is given).
+HORIZON = timedelta(days=2 * 365)
+FIRST_YEAR, LAST_YEAR = 2000, 2099
+MAX_PLAN_BYTES = MAX_DOCUMENT_BYTES
 
 
 @runtime_checkable
@@ -237,16 +257,20 @@ class _PlanValidator(YamlValidator):
     def moment(self, node: yaml.Node | None, key: str, zone: ZoneInfo | None) -> datetime | None:
         value = self._scalar(node, key, "a date and time")
         if value is None:
-            self.error(node, key, "missing key")
-            return None
+            if node is None:
+                self.error(node, key, "missing key")
+            return None  # an empty or unreadable value is reported by _scalar
         if isinstance(value, str):
             try:
                 value = datetime.fromisoformat(value.strip())
             except ValueError:
-                self.error(node, key, f"{value!r} is not a date and time (use 2026-11-28T22:00)")
+                self.error(node, key, f"{shown(value)} is not a date and time (use 2026-11-28T22:00)")
                 return None
         if not isinstance(value, datetime):
             self.error(node, key, "expected a date and time such as 2026-11-28T22:00")
+            return None
+        if not FIRST_YEAR <= value.year <= LAST_YEAR:
+            self.error(node, key, f"{value.isoformat()} is not between {FIRST_YEAR} and {LAST_YEAR}; a typo?")
             return None
         if value.tzinfo is None:
             value = value.replace(tzinfo=zone) if zone else value
@@ -259,23 +283,39 @@ class _PlanValidator(YamlValidator):
         return True
 
 
+def read_plan_file(path: Path, *, label: str | None = None) -> str:
+    """A plan file's text: a regular file, at most MAX_PLAN_BYTES, UTF-8; else ConfigError."""
+    label = str(path) if label is None else label
+    try:
+        return read_document(path, what="plan", limit=MAX_PLAN_BYTES, label=label)
+    except FileNotFoundError:
+        raise ConfigError(f"{label}: plan file not found") from None
+
+
+def decode_plan(data: bytes, *, label: str) -> str:
+    """An uploaded plan's bytes as text, with the same limits as a file; else ConfigError."""
+    if len(data) > MAX_PLAN_BYTES:
+        raise ConfigError(f"{label}: the plan is larger than {MAX_PLAN_BYTES // 1024} KiB")
+    return decode_document(data, label, what="plan")
+
+
 def parse_plan(
     text: str,
     *,
     source: str = "<plan>",
     actions: ActionRegistry | None = None,
     people: PeopleLookup | None = None,
+    now: datetime | None = None,
 ) -> Plan:
-    """Parse and validate a plan; raise PlanInvalid listing every problem with its line."""
+    """Parse and validate a plan; raise PlanInvalid listing every problem with its line.
+
+    With `now`, a window more than HORIZON ahead is refused too (a typo in the year).
+    """
     actions = actions or default_registry()
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        raise PlanInvalid([f"{source}{line}: invalid YAML: {exc.problem or exc.context}"]) from None
-    except yaml.YAMLError as exc:
-        raise PlanInvalid([f"{source}: invalid YAML: {exc}"]) from None
+        node = compose_document(text, source)
+    except ConfigError as exc:
+        raise PlanInvalid([str(exc)]) from None
     if node is None:
         raise PlanInvalid([f"{source}: the plan is empty"])
     v = _PlanValidator(source)
@@ -292,7 +332,7 @@ def parse_plan(
     if current and target and version_tuple(target) <= version_tuple(current):  # type: ignore[operator]
         v.error(top["target_version"], "target_version", f"{target} is not newer than {current}")
 
-    window = _window(v, top.get("window"))
+    window = _window(v, top.get("window"), now)
     impact = (v.string(top["impact"], "impact") or "") if "impact" in top else ""
     if len(impact) > MAX_IMPACT:
         v.error(top["impact"], "impact", f"at most {MAX_IMPACT} characters (it has {len(impact)})")
@@ -339,8 +379,11 @@ def _version(v: _PlanValidator, top: Mapping[str, yaml.Node], key: str) -> str |
     node = top[key]
     # `1.30` unquoted is a float in YAML; read the scalar's text, not its value.
     text = str(node.value).strip() if isinstance(node, yaml.ScalarNode) else ""
+    if is_null(node):
+        v.missing_value(node, key)
+        return None
     if version_tuple(text) is None:
-        v.error(node, key, f"{text or node.tag!r} is not a version such as 1.30 or v1.30.2")
+        v.error(node, key, f"{shown(text or node.tag)} is not a version such as 1.30 or v1.30.2")
         return None
     return text
 
@@ -372,8 +415,11 @@ def _links(v: _PlanValidator, node: yaml.Node | None) -> tuple[PlanLink, ...]:
     return tuple(out)
 
 
-def _window(v: _PlanValidator, node: yaml.Node | None) -> Window | None:
+def _window(v: _PlanValidator, node: yaml.Node | None, now: datetime | None) -> Window | None:
     if node is None:
+        return None
+    if is_null(node):
+        v.missing_value(node, "window")
         return None
     w = v.mapping(node, "window", {"start", "end", "timezone"})
     tz_name = v.string(w.get("timezone"), "window.timezone") or "UTC"
@@ -393,6 +439,20 @@ def _window(v: _PlanValidator, node: yaml.Node | None) -> Window | None:
         return None
     if end <= start:
         v.error(w["end"], "window.end", f"the window ends ({end.isoformat()}) before it starts")
+        return None
+    if end - start > MAX_WINDOW:
+        v.error(
+            w["end"],
+            "window.end",
+            f"the window lasts {format_duration(end - start)}; at most {format_duration(MAX_WINDOW)}",
+        )
+        return None
+    if now is not None and end > now + HORIZON:
+        v.error(
+            w["end"],
+            "window.end",
+            f"{end.isoformat()} is more than {HORIZON.days // 365} years ahead; a typo in the year?",
+        )
         return None
     return Window(start=start, end=end, timezone=tz_name)
 
@@ -449,6 +509,9 @@ def _gate(v: _PlanValidator, node: yaml.Node, key: str, roles: set[str]) -> Gate
             return None
         names = [(role, q["role"])]
     else:
+        if is_null(g[kind]):
+            v.missing_value(g[kind], f"{key}.{kind}")
+            return None
         if not isinstance(g[kind], yaml.SequenceNode) or not g[kind].value:
             v.error(g[kind], f"{key}.{kind}", "expected a list of roles")
             return None
@@ -476,6 +539,9 @@ def _steps(
     registry: ActionRegistry,
 ) -> list[Step]:
     if node is None:
+        return []
+    if is_null(node):
+        v.missing_value(node, "steps")
         return []
     if not isinstance(node, yaml.SequenceNode) or not node.value:
         v.error(node, "steps", "expected a list of steps")
@@ -521,14 +587,18 @@ def _steps(
         destructive = bool(v.boolean(s.get("destructive"), f"{key}.destructive"))
         hooks = _rehearsal(v, s.get("rehearsal"), f"{key}.rehearsal")
         announce = _announce(v, s.get("announce"), f"{key}.announce")
+        # Read before the `continue`, so an empty `title:` is reported even on a broken step.
+        title = v.string(s.get("title"), f"{key}.title")
+        description = v.string(s.get("description"), f"{key}.description") or ""
+        phase = v.string(s.get("phase"), f"{key}.phase") or ""
         if sid is None or gate is None or "title" not in s:
             continue
         out.append(
             Step(
                 id=sid,
-                title=v.string(s.get("title"), f"{key}.title") or sid,
-                description=v.string(s.get("description"), f"{key}.description") or "",
-                phase=v.string(s.get("phase"), f"{key}.phase") or "",
+                title=title or sid,
+                description=description,
+                phase=phase,
                 gate=gate,
                 done=done,
                 actions=calls,

@@ -182,3 +182,30 @@ def test_gates_nobody_can_pass_are_refused_before_the_run() -> None:
         "confirm it done; add a role to `done`",
         "p.yaml:26: steps(mesh).gate: needs 3 people, but the mesh role has 2",
     ]
+
+
+def test_a_window_more_than_two_years_ahead_is_refused_only_when_a_clock_is_given() -> None:
+    from datetime import UTC, datetime
+
+    from tests.support.plans import GOOD
+
+    text = GOOD.replace("2026-11-28T22:00", "2031-11-28T22:00").replace(
+        "2026-11-29T02:00", "2031-11-29T02:00"
+    )
+    assert parse_plan(text, source="p.yaml").window.end.year == 2031
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(text, source="p.yaml", now=datetime(2026, 5, 1, tzinfo=UTC))
+    assert caught.value.errors == [
+        "p.yaml:5: window.end: 2031-11-29T02:00:00+09:00 is more than 2 years ahead; a typo in the year?"
+    ]
+    assert parse_plan(text, source="p.yaml", now=datetime(2030, 5, 1, tzinfo=UTC)).name == "small"
+
+
+def test_empty_values_where_a_value_is_required_are_missing_values_at_their_line() -> None:
+    from tests.support.plans import GOOD
+
+    text = GOOD.replace("cluster: prod", "cluster:").replace("  shadow: [U0SHADOW, S0SRE]", "  shadow:")
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(text, source="p.yaml")
+    assert "p.yaml:2: cluster: missing value" in caught.value.errors
+    assert "p.yaml:8: roster.shadow: missing value" in caught.value.errors

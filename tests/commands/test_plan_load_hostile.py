@@ -1,0 +1,103 @@
+"""`/upgrade plan load` of a hostile plan answers with the specific reason, never "an internal
+error occurred": through the real router, with plans in the team's templates directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bot.frontdoor.wiring import build_services
+from bot.router import CommandRequest
+from bot.settings import load_settings
+from tests.support.plans import GOOD
+
+
+@pytest.fixture
+def plans_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "team-templates" / "plans"
+    directory.mkdir(parents=True)
+    return directory
+
+
+@pytest.fixture
+def load(write_config: Callable[..., Path], plans_dir: Path) -> Callable[[str], tuple[bool, str]]:
+    config = write_config(f"templates_dir: {plans_dir.parent}\n")
+
+    def run(name: str) -> tuple[bool, str]:
+        services = build_services(load_settings(config, {}), with_slack=False)
+        try:
+            outcome = services.router.handle(
+                CommandRequest(text=f"plan load {name}", user_id="U0PRIMARY", source="terminal")
+            )
+            return outcome.ok, outcome.rendered.text
+        finally:
+            services.close()
+
+    return run
+
+
+def refused(result: tuple[bool, str]) -> str:
+    ok, text = result
+    assert not ok
+    assert "internal error" not in text
+    assert "Traceback" not in text
+    return text
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            'target_version: "1.30"',
+            'target_version: "1.' + "9" * 5000 + '"',
+            "hostile.yaml:4: target_version:",
+        ),
+        (
+            "cluster: prod",
+            "cluster: " + "[" * 3000 + "]" * 3000,
+            "hostile.yaml:2: cluster[0][0][0]…: nested deeper",
+        ),
+        (
+            "name: small",
+            "name: !!python/name:os.system small",
+            "hostile.yaml:1: name: unknown tag !!python/name",
+        ),
+        ("    title: Do it", "    title:", "hostile.yaml:15: steps[1](work).title: missing value"),
+        (
+            'end: "2026-11-29T02:00"',
+            'end: "9999-12-31T02:00"',
+            "hostile.yaml:5: window.end: 9999-12-31T02:00:00",
+        ),
+        (
+            "    escalate_after: 10m",
+            "    timeout: 99999999999999d",
+            "hostile.yaml:18: steps[1](work).timeout:",
+        ),
+    ],
+)
+def test_loading_a_hostile_plan_names_file_line_and_key(
+    load: Callable[[str], tuple[bool, str]], plans_dir: Path, old: str, new: str, expected: str
+) -> None:
+    assert old in GOOD
+    (plans_dir / "hostile.yaml").write_text(GOOD.replace(old, new, 1), encoding="utf-8")
+    text = refused(load("hostile"))
+    assert expected in text
+    # Chat names the plan file, not where the server keeps it.
+    assert str(plans_dir) not in text
+
+
+def test_loading_a_fifo_from_the_plans_directory_is_refused_without_blocking(
+    load: Callable[[str], tuple[bool, str]], plans_dir: Path
+) -> None:
+    os.mkfifo(plans_dir / "stuck.yaml")
+    assert "stuck.yaml: the plan must be a regular file, not a FIFO" in refused(load("stuck"))
+
+
+def test_loading_a_plan_that_is_not_utf8_names_the_byte(
+    load: Callable[[str], tuple[bool, str]], plans_dir: Path
+) -> None:
+    (plans_dir / "latin.yaml").write_bytes(b"name: caf\xe9\n")
+    assert "latin.yaml:1: the plan is not UTF-8 text (byte 9)" in refused(load("latin"))
