@@ -33,7 +33,7 @@ from bot.core.people import StaticDirectory, roles_of
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
-from bot.core.runs.plans import Plan, RehearsalHook, parse_plan
+from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
@@ -149,7 +149,7 @@ def load_plan_file(name: str) -> tuple[Plan, str]:
     if not path.is_file():
         known = ", ".join(builtin_plan_names()) or "none found"
         raise UserError(f"no plan file {name!r} (a path, or a built-in plan: {known})")
-    text = path.read_text(encoding="utf-8")
+    text = read_plan_file(path)
     return parse_plan(text, source=str(path)), text
 
 
