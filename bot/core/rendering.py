@@ -9,21 +9,54 @@ half-rendered post.
 A reply named `NAME` renders `NAME.txt.j2` (mrkdwn text, also what the terminal prints) and, when
 present, `NAME.blocks.json.j2` (Block Kit JSON). Files in the team's templates directory override
 built-ins of the same name.
+
+Team templates are untrusted code, so the sandbox bounds their work as well as what they may touch
+(`BoundedEnvironment`; one instance per search path, shared by replies and announcements):
+
+- time: each file renders within `MAX_RENDER_SECONDS` (1 s; a real reply takes milliseconds). The
+  deadline is checked at every loop iteration, call, operator, attribute and output chunk: no
+  signals or threads, so it is safe in any worker thread;
+- output: at most `MAX_OUTPUT` characters (200,000) per file; Slack takes 40,000 of text and about
+  12,000 of blocks, so anything past this is a mistake;
+- values: a string or list a template builds weighs at most `MAX_SIZE` characters (200,000), and
+  size is predicted *before* building it where the size is a product (`*`, `+`, `~`, `%` and
+  `format` widths, `replace`, `join`, `indent`, `wordwrap`); `range()` yields at most `MAX_RANGE`
+  (10,000) numbers; a number argument to a string method or filter is at most `MAX_SIZE`; an integer
+  has at most `MAX_INT_BITS` (4,096) bits; `lipsum()` makes at most 5 paragraphs of 100 words;
+- no mutation: the immutable sandbox refuses `append`, `update`, `pop`… (a list appended to in its
+  own loop would never end);
+- recursion: a macro or include that calls itself stops at Python's own recursion limit (left
+  unchanged) and is reported as such.
+
+Output captured outside the stream (`{% set x %}…{% endset %}`, a macro's body) is bounded by the
+deadline rather than by the output cap. Every failure becomes one `TemplateError` whose message is
+`FILE:LINE: reason`, naming the included file when the error is inside an include, and the
+including file and line when the include itself is missing.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import string
+import time
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, cast
 from zoneinfo import ZoneInfo
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
+from jinja2.runtime import Context
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import generate_lorem_ipsum
 from markupsafe import Markup
 
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
@@ -142,11 +175,362 @@ def utc_text(moment: datetime) -> str:
     return moment.astimezone(ZoneInfo("UTC")).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+# ---------------------------------------------------------------------------------------------
+# Bounds on a template's work (see the module docstring)
+
+MAX_RENDER_SECONDS = 1.0
+MAX_OUTPUT = 200_000
+MAX_SIZE = 200_000
+MAX_RANGE = 10_000
+MAX_INT_BITS = 4_096
+MAX_LIPSUM_PARAGRAPHS = 5
+MAX_LIPSUM_WORDS = 100
+
+log = logging.getLogger(__name__)
+
+
+class LimitExceeded(jinja2.TemplateRuntimeError):
+    """A template asked for more work than a reply may take; the message is the reason."""
+
+
+#: The deadline of the render running in this thread (None outside a render: only sizes are bounded).
+_deadline: ContextVar[float | None] = ContextVar("template_deadline", default=None)
+
+
+def _tick() -> None:
+    deadline = _deadline.get()
+    if deadline is not None and time.monotonic() > deadline:
+        raise LimitExceeded(
+            f"rendering took longer than {MAX_RENDER_SECONDS:g} s (a loop or recursion too large?)"
+        )
+
+
+def _weight(value: object, limit: int = MAX_SIZE, depth: int = 0) -> int:
+    """About how many characters `value` prints as; counting stops just past `limit`."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    items: Iterable[object]
+    if isinstance(value, Mapping):
+        items = (part for pair in value.items() for part in pair)
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = value
+    else:
+        return 1
+    total = len(value)
+    if depth > 20:
+        return total
+    for item in items:
+        total += _weight(item, limit, depth + 1)
+        if total > limit:
+            break
+    return total
+
+
+def _too_big(value: object, size: int) -> NoReturn:
+    kind = "a string" if isinstance(value, str | bytes) else "a list"
+    raise LimitExceeded(f"builds {kind} of {size:,} characters (at most {MAX_SIZE:,})")
+
+
+def _checked(value: Any) -> Any:
+    """`value`, unless it is bigger than a template may build."""
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise LimitExceeded(f"builds a number of more than {MAX_INT_BITS:,} bits")
+    size = _weight(value)
+    if size > MAX_SIZE:
+        _too_big(value, size)
+    return value
+
+
+def _check_number_arguments(args: Iterable[object]) -> None:
+    # A width, count or size argument is what turns a short string into a huge one.
+    for arg in args:
+        if isinstance(arg, int) and not isinstance(arg, bool) and arg > MAX_SIZE:
+            raise LimitExceeded(f"a number argument of {arg:,} (at most {MAX_SIZE:,})")
+
+
+def _check_width(width: str | None) -> int:
+    if width is None or width == "":
+        return 0
+    if width == "*":
+        raise LimitExceeded("a format width taken from an argument (`*`) is not allowed")
+    if int(width) > MAX_SIZE:
+        raise LimitExceeded(f"a format width of {int(width):,} (at most {MAX_SIZE:,})")
+    return int(width)
+
+
+_PERCENT = re.compile(r"%(?:\([^)]*\))?[#0 +-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([a-zA-Z%])")
+
+
+def _arguments_of(args: object) -> list[object]:
+    if isinstance(args, tuple):
+        return list(args)
+    if isinstance(args, Mapping):
+        return list(args.values())
+    return [args]
+
+
+def _check_percent(text: str, args: object) -> None:
+    """`text % args` stays within MAX_SIZE: widths are bounded and every field is counted."""
+    fields = 0
+    size = len(text)
+    for match in _PERCENT.finditer(text):
+        size += _check_width(match.group(1)) + _check_width(match.group(2))
+        fields += match.group(3) != "%"
+    size += fields * max((_weight(a) for a in _arguments_of(args)), default=0)
+    if size > MAX_SIZE:
+        _too_big(text, size)
+
+
+def _check_format(text: str, args: Sequence[object], kwargs: Mapping[str, object]) -> None:
+    """`text.format(...)` stays within MAX_SIZE: widths are bounded and every field is counted."""
+    values = [*args, *kwargs.values()]
+    values += [v for a in args if isinstance(a, Mapping) for v in a.values()]
+    biggest = max((_weight(v) for v in values), default=0)
+    size = 0
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError:
+        return  # the real call reports the malformed format
+    for literal, field_name, spec, _conversion in parsed:
+        size += len(literal)
+        if field_name is None:
+            continue
+        if spec and "{" in spec:
+            raise LimitExceeded("a format width taken from an argument is not allowed")
+        widths = re.findall(r"\d+", spec or "")
+        size += biggest + sum(_check_width(w) for w in widths)
+    if size > MAX_SIZE:
+        _too_big(text, size)
+
+
+def _check_replace(text: str, old: object, new: object, count: object = -1) -> None:
+    if not isinstance(old, str) or not isinstance(new, str):
+        return
+    times = text.count(old) if old else len(text) + 1
+    if isinstance(count, int) and count >= 0:
+        times = min(times, count)
+    size = len(text) + times * max(len(new) - len(old), 0)
+    if size > MAX_SIZE:
+        _too_big(text, size)
+
+
+def _check_join(items: Sequence[object], separator: object) -> None:
+    size = _weight(list(items)) + len(items) * len(str(separator))
+    if size > MAX_SIZE:
+        _too_big("", size)
+
+
+def _check_binop(operator: str, left: Any, right: Any) -> None:
+    if operator == "*":
+        if isinstance(left, int) and isinstance(right, int):
+            if left.bit_length() + right.bit_length() > MAX_INT_BITS:
+                raise LimitExceeded(f"builds a number of more than {MAX_INT_BITS:,} bits")
+            return
+        sequence, times = (left, right) if isinstance(right, int) else (right, left)
+        if isinstance(sequence, str | bytes | list | tuple) and isinstance(times, int):
+            size = _weight(sequence) * max(times, 0)
+            if size > MAX_SIZE:
+                _too_big(sequence, size)
+    elif operator == "+":
+        both = (str, bytes, list, tuple)
+        if isinstance(left, both) and isinstance(right, both):
+            size = _weight(left) + _weight(right)
+            if size > MAX_SIZE:
+                _too_big(left, size)
+    elif operator == "**":
+        # 0 and ±1 stay small whatever the exponent; a float overflows with its own error.
+        ints = isinstance(left, int) and isinstance(right, int) and abs(left) > 1
+        if ints and abs(left).bit_length() * right > MAX_INT_BITS:
+            raise LimitExceeded(f"builds a number of more than {MAX_INT_BITS:,} bits")
+    elif operator == "%" and isinstance(left, str):
+        _check_percent(left, right)
+
+
+_STR_TYPES = (str, bytes)
+
+
+def _check_method_call(method: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Predict the size of a built-in string method's result; the (possibly listed) arguments."""
+    owner = getattr(method, "__self__", None)
+    if not isinstance(owner, str | bytes | list | tuple | dict):
+        return args
+    _check_number_arguments(args)
+    name = getattr(method, "__name__", "")
+    if isinstance(owner, str) and name == "replace" and len(args) >= 2:
+        _check_replace(owner, *args[:3])
+    elif isinstance(owner, str) and name == "join" and args:
+        items = list(args[0])
+        _tick()
+        _check_join(items, owner)
+        return (items, *args[1:])
+    elif isinstance(owner, str) and name == "expandtabs":
+        tab = args[0] if args and isinstance(args[0], int) else 8
+        size = len(owner) + owner.count("\t") * max(tab, 0)
+        if size > MAX_SIZE:
+            _too_big(owner, size)
+    elif isinstance(owner, str) and name == "translate" and args and isinstance(args[0], Mapping):
+        size = len(owner) * max((_weight(v) for v in args[0].values()), default=1)
+        if size > MAX_SIZE:
+            _too_big(owner, size)
+    return args
+
+
+def _check_filter(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Predict the size of a filter's result where it is a product of its inputs."""
+    _check_number_arguments([*args, *kwargs.values()])
+    if name == "replace" and len(args) >= 2:
+        _check_replace(str(value), *args[:3])
+    elif name == "join" and isinstance(value, list):
+        _check_join(value, args[0] if args else kwargs.get("d", ""))
+    elif name == "indent":
+        width = args[0] if args else kwargs.get("width", 4)
+        pad = len(width) if isinstance(width, str) else width if isinstance(width, int) else 4
+        text = str(value)
+        size = len(text) + (text.count("\n") + 1) * max(pad, 0)
+        if size > MAX_SIZE:
+            _too_big(text, size)
+    elif name == "format":
+        _check_percent(str(value), kwargs or args)
+    elif name == "wordwrap":
+        width = args[0] if args else kwargs.get("width", 79)
+        wrap = args[2] if len(args) > 2 else kwargs.get("wrapstring", "\n")
+        text = str(value)
+        breaks = len(text) // max(width if isinstance(width, int) else 79, 1) + 1
+        size = len(text) + breaks * len(str(wrap or "\n"))
+        if size > MAX_SIZE:
+            _too_big(text, size)
+
+
+def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    # Filters are called directly by compiled templates, never through the sandbox's `call`.
+    passes_first = getattr(func, "jinja_pass_arg", None) is not None
+    at = 1 if passes_first else 0
+
+    @functools.wraps(func)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        _tick()
+        if name == "join" and len(args) > at and not isinstance(args[at], list | str):
+            args = (*args[:at], list(args[at]), *args[at + 1 :])
+        if len(args) > at:
+            _check_filter(name, args[at], args[at + 1 :], kwargs)
+        return _checked(func(*args, **kwargs))
+
+    return bounded
+
+
+def _bounded_range(*args: int) -> range:
+    numbers = range(*args)
+    # len() of a range past sys.maxsize raises OverflowError: count it with Python ints instead.
+    step, span = numbers.step, numbers.stop - numbers.start
+    count = max(0, (span + step - (1 if step > 0 else -1)) // step)
+    if count > MAX_RANGE:
+        raise LimitExceeded(f"range() of {count:,} items (at most {MAX_RANGE:,})")
+    return numbers
+
+
+def _bounded_lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:
+    if n > MAX_LIPSUM_PARAGRAPHS:
+        raise LimitExceeded(f"lipsum() of {n:,} paragraphs (at most {MAX_LIPSUM_PARAGRAPHS})")
+    if min > MAX_LIPSUM_WORDS or max > MAX_LIPSUM_WORDS:
+        raise LimitExceeded(f"lipsum() of more than {MAX_LIPSUM_WORDS} words a paragraph")
+    return generate_lorem_ipsum(n, html, min, max)
+
+
+class _BoundedCodeGenerator(CodeGenerator):
+    """Compiles loops and `~` so that the sandbox sees them: neither is an intercepted operation."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The iterables of `{% for %}` loops; Jinja allows no custom node types, so they are
+        # recognised by identity when the loop's code visits them.
+        self._loop_iterables: set[int] = set()
+
+    def visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
+        if id(node) not in self._loop_iterables:
+            return super().visit(node, *args, **kwargs)
+        self.write("environment.bounded_iter(")
+        result = super().visit(node, *args, **kwargs)
+        self.write(")")
+        return result
+
+    def visit_For(self, node: nodes.For, frame: Frame) -> None:
+        self._loop_iterables.add(id(node.iter))
+        super().visit_For(node, frame)
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.bounded_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+class BoundedEnvironment(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, bounded in time and size (see the module docstring)."""
+
+    code_generator_class = _BoundedCodeGenerator
+    intercepted_binops = frozenset({"+", "*", "**", "%"})
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.globals["range"] = _bounded_range
+        self.globals["lipsum"] = _bounded_lipsum
+        self.filters = {name: _bounded_filter(name, f) for name, f in self.filters.items()}
+
+    def bounded_iter(self, iterable: Any) -> Iterator[Any]:
+        iterator = iter(iterable)  # now, so that an undefined iterable fails on its own line
+
+        def ticking() -> Iterator[Any]:
+            for item in iterator:
+                _tick()
+                yield item
+
+        return ticking()
+
+    def bounded_concat(self, values: tuple[Any, ...]) -> str:
+        parts = [str(v) for v in values]
+        size = sum(len(p) for p in parts)
+        if size > MAX_SIZE:
+            _too_big("", size)
+        return "".join(parts)
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        _tick()
+        _check_binop(operator, left, right)
+        return _checked(super().call_binop(context, operator, left, right))
+
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _tick()
+        args = _check_method_call(__obj, args)
+        return _checked(super().call(__context, __obj, *args, **kwargs))
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        _tick()
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        _tick()
+        return super().getitem(obj, argument)
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        text: str = value.__self__
+        is_map = value.__name__ == "format_map"
+
+        def bounded(*args: Any, **kwargs: Any) -> str:
+            _check_format(text, args, kwargs if not is_map else {})
+            return str(_checked(wrapped(*args, **kwargs)))
+
+        return bounded
+
+
 class Renderer:
     """Renders reply templates from a search path (team overrides first)."""
 
     def __init__(self, template_dirs: Sequence[Path]) -> None:
-        self.env = SandboxedEnvironment(
+        self.env = BoundedEnvironment(
             loader=jinja2.FileSystemLoader([str(d) for d in template_dirs]),
             undefined=jinja2.StrictUndefined,
             autoescape=False,
@@ -179,19 +563,48 @@ class Renderer:
             return True
         return True
 
-    def render_file(self, name: str, context: Mapping[str, Any]) -> str:
+    def path_of(self, name: str) -> str:
+        """The file `name` resolves to (its name when it cannot be loaded)."""
         try:
-            return self.env.get_template(name).render(**context)
+            return self.env.get_template(name).filename or name
+        except jinja2.TemplateError:
+            return name
+
+    def render_file(self, name: str, context: Mapping[str, Any]) -> str:
+        """`name` rendered within the bounds, or TemplateError `FILE:LINE: reason`."""
+        try:
+            template = self.env.get_template(name)
         except jinja2.TemplateNotFound:
-            raise TemplateError(f"template {name} not found") from None
+            raise TemplateError(f"{name}: template not found") from None
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(
-                f"template {exc.filename or name}, line {exc.lineno}: {exc.message}"
+                _where(exc.filename or name, exc.lineno, exc.message or "syntax error")
             ) from None
-        except jinja2.UndefinedError as exc:
-            raise TemplateError(f"template {name}{_line_of(exc, name)}: {exc.message}") from None
+        top = template.filename or name
+        try:
+            return _render_bounded(template, context)
+        except jinja2.TemplateSyntaxError as exc:
+            # An included file that does not parse: its own file and line.
+            raise TemplateError(
+                _where(exc.filename or exc.name or top, exc.lineno, exc.message or "syntax error")
+            ) from None
+        except jinja2.TemplateNotFound as exc:
+            # Raised by the `{% include %}` (or extends/import): blame the file that names it.
+            names = ", ".join(str(t) for t in exc.templates) or str(exc.name)
+            raise TemplateError(
+                _where(*_innermost(exc, top), f"includes {names}, which does not exist")
+            ) from None
+        except RecursionError as exc:
+            raise TemplateError(
+                _where(*_recurring(exc, top), "nested too deeply (a macro or include that calls itself?)")
+            ) from None
         except jinja2.TemplateError as exc:
-            raise TemplateError(f"template {name}{_line_of(exc, name)}: {exc}") from None
+            raise TemplateError(_where(*_innermost(exc, top), exc.message or type(exc).__name__)) from None
+        except Exception as exc:
+            # Template code is the team's: `1/0`, `1 + 'a'` and the like are its mistakes, shown
+            # with their reason; the traceback goes to the debug log only.
+            log.debug("template %s failed", name, exc_info=True)
+            raise TemplateError(_where(*_innermost(exc, top), str(exc) or type(exc).__name__)) from None
 
     def render(self, template: str, context: Mapping[str, Any]) -> Rendered:
         text = self.render_file(f"{template}.txt.j2", context).strip()
@@ -202,27 +615,70 @@ class Renderer:
             try:
                 loaded = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise TemplateError(f"template {blocks_name}, line {exc.lineno}: not valid JSON") from None
+                raise TemplateError(
+                    f"{self.path_of(blocks_name)}: not valid JSON once rendered (its line "
+                    f"{exc.lineno}: {exc.msg})"
+                ) from None
             blocks = loaded["blocks"] if isinstance(loaded, dict) else loaded
         return Rendered(text=text, blocks=blocks)
 
 
-def _line_of(exc: BaseException, name: str) -> str:
-    """The template line of a runtime error, found in the traceback Jinja rewrites.
+def _render_bounded(template: jinja2.Template, context: Mapping[str, Any]) -> str:
+    """Render through the stream, counting output and watching the clock between chunks."""
+    token = _deadline.set(time.monotonic() + MAX_RENDER_SECONDS)
+    # A generator, not just an iterator: it can be closed, and thrown into.
+    stream = cast(Generator[str, None, None], template.generate(**context))
+    try:
+        chunks: list[str] = []
+        size = 0
+        for chunk in stream:
+            size += len(chunk)
+            if size > MAX_OUTPUT:
+                # Thrown in where the template is, so the error carries the template's line.
+                stream.throw(LimitExceeded(f"output longer than {MAX_OUTPUT:,} characters"))
+            _tick_stream(stream)
+            chunks.append(chunk)
+        return "".join(chunks)
+    finally:
+        stream.close()
+        _deadline.reset(token)
 
-    When the error is inside a file the template includes, that file and line are named too.
+
+def _tick_stream(stream: Generator[str, None, None]) -> None:
+    try:
+        _tick()
+    except LimitExceeded as exc:
+        stream.throw(exc)
+
+
+def _where(filename: str, line: int | None, reason: str) -> str:
+    reason = " ".join(str(reason).split())
+    if len(reason) > 300:
+        reason = reason[:299] + "…"
+    return f"{filename}:{line}: {reason}" if line else f"{filename}: {reason}"
+
+
+def _template_frames(exc: BaseException) -> list[tuple[str, int | None]]:
+    """The template files and lines in a traceback Jinja has rewritten, outermost first.
+
+    Jinja replaces each frame of compiled template code with one whose code is named after the
+    template file and whose line is the template's line; those frames carry `__jinja_exception__`.
     """
+    frames: list[tuple[str, int | None]] = []
     tb = exc.__traceback__
-    line = None
-    innermost: tuple[str, int] | None = None
     while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        if filename.endswith(name):
-            line = tb.tb_lineno
-        if filename.endswith(".j2"):
-            innermost = (filename, tb.tb_lineno)
+        if "__jinja_exception__" in tb.tb_frame.f_globals:
+            frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
         tb = tb.tb_next
-    where = f", line {line}" if line else ""
-    if innermost is not None and not innermost[0].endswith(name):
-        where += f" (in {innermost[0]}, line {innermost[1]})"
-    return where
+    return frames
+
+
+def _innermost(exc: BaseException, fallback: str) -> tuple[str, int | None]:
+    frames = _template_frames(exc)
+    return frames[-1] if frames else (fallback, None)
+
+
+def _recurring(exc: BaseException, fallback: str) -> tuple[str, int | None]:
+    """For runaway recursion, the call that repeats: the file and line seen most often."""
+    frames = _template_frames(exc)
+    return Counter(frames).most_common(1)[0][0] if frames else (fallback, None)

@@ -282,7 +282,8 @@ def _templates_check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     problems = AnnouncementRenderer(directory).check()
     for problem in problems:
-        print(f"upgrade-bot: {problem}", file=sys.stderr)
+        # `FILE:LINE: reason` at the start of the line, as editors and CI annotations expect.
+        print(problem, file=sys.stderr)
     if problems:
         print(f"upgrade-bot: {len(problems)} template problem(s)", file=sys.stderr)
         return EXIT_FAILED

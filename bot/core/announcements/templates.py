@@ -11,6 +11,9 @@ text but not the blocks of an announcement, the message is posted as text only: 
 otherwise see the built-in blocks and never the team's wording. Having both spellings of one
 override is refused by `templates check`, since only one of them could ever be used.
 
+Rendering is bounded in time and size by the shared sandbox (see `bot.core.rendering`), and every
+failure reads `FILE:LINE: reason`; `templates check` prints one such line per problem.
+
 A rendered announcement is checked against Slack's limits before anything is posted (at most 50
 blocks, 3,000 characters per section text, 2,000 per field, 10 fields, 10 context elements, about
 12,000 characters of block text in all): a template that breaks them fails whole, never half-posted.
@@ -164,13 +167,17 @@ class LateNote:
 
 @dataclass(frozen=True, kw_only=True)
 class Problem:
-    """One failure found by `templates check`: the file and the reason (which names the line)."""
+    """One failure found by `templates check`: the file, the line when known, and the reason."""
 
     path: Path | None
     message: str
+    line: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        """`FILE:LINE: reason`, the compiler-style line editors and CI annotations understand."""
+        if self.path is None:
+            return self.message
+        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
 
 
 @dataclass
@@ -218,11 +225,10 @@ class AnnouncementRenderer:
         text_name, blocks_name = f"{template}.txt.j2", f"{template}.blocks.json.j2"
         text = self._renderer.render_file(text_name, context).strip()
         blocks: list[dict[str, Any]] | None = None
+        blocks_file = self.source(blocks_name)
         # The team's text without the team's blocks is posted as text, so the team's wording shows.
-        if self.source(blocks_name) is not None and (
-            self.overridden(blocks_name) or not self.overridden(text_name)
-        ):
-            blocks = _parse_blocks(blocks_name, self._renderer.render_file(blocks_name, context))
+        if blocks_file is not None and (self.overridden(blocks_name) or not self.overridden(text_name)):
+            blocks = _parse_blocks(str(blocks_file), self._renderer.render_file(blocks_name, context))
         if late is not None:
             note = (
                 f":hourglass: _Delayed: this announcement was due {when(late.due, late.zone)}; "
@@ -231,7 +237,13 @@ class AnnouncementRenderer:
             text = f"{note}\n{text}"
             if blocks is not None:
                 blocks = [{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, *blocks]
-        check_limits(template, text, blocks)
+        check_limits(
+            template,
+            text,
+            blocks,
+            text_file=str(self.source(text_name) or text_name),
+            blocks_file=str(blocks_file or blocks_name),
+        )
         return Rendered(text=text, blocks=blocks)
 
     def check(self, sample: Mapping[str, Any] | None = None) -> list[Problem]:
@@ -252,18 +264,18 @@ class AnnouncementRenderer:
                             )
                         )
             # Once with every optional part present, once without them (before a run exists, no
-            # reason, no links): a template must survive both, or it fails on a real day.
+            # reason, no links): a template must survive both, or it fails on a real day. After a
+            # failure the next variant is not tried: it would likely fail the same way, and a
+            # template that runs out of time would spend that time twice.
             variants = [context] if template in _NEEDS_RUN else [context, sample_minimal(context)]
-            seen: set[str] = set()
             for variant in variants:
                 try:
                     self.render(template, variant)
                 except TemplateError as exc:
-                    if exc.user_message not in seen:
-                        seen.add(exc.user_message)
-                        problems.append(
-                            Problem(path=self._blamed(template, exc.user_message), message=exc.user_message)
-                        )
+                    problem = self._problem(template, exc.user_message)
+                    if problem not in problems:
+                        problems.append(problem)
+                    break
         return problems + self._other_files()
 
     def _other_files(self) -> list[Problem]:
@@ -287,46 +299,54 @@ class AnnouncementRenderer:
             try:
                 self._renderer.env.parse(path.read_text(encoding="utf-8"), path.name, str(path))
             except jinja2.TemplateSyntaxError as exc:
-                problems.append(Problem(path=path, message=f"line {exc.lineno}: {exc.message}"))
+                problems.append(Problem(path=path, line=exc.lineno, message=exc.message or "syntax error"))
         return problems
 
-    def _blamed(self, template: str, message: str) -> Path | None:
-        """The file an error message is about: a path it names, or the template file it names."""
-        included = _INCLUDED.search(message)
-        if included:
-            return Path(included.group(1))
-        match = _NAMED.search(message)
-        if match:
-            named = Path(match.group(1))
-            return named if named.is_absolute() else self.source(named.name)
-        return self.source(f"{template}.txt.j2")
+    def _problem(self, template: str, message: str) -> Problem:
+        """A render failure (`FILE:LINE: reason`, or `FILE: reason`) as a Problem on that file."""
+        match = _LOCATED.match(message)
+        if match is None:
+            return Problem(path=self.source(f"{template}.txt.j2"), message=message)
+        named = Path(match.group("file"))
+        path = named if named.is_absolute() else self.source(named.name) or named
+        line = int(match.group("line")) if match.group("line") else None
+        return Problem(path=path, line=line, message=match.group("reason"))
 
 
-_INCLUDED = re.compile(r"\(in (\S+?\.j2), line \d+\)")
-_NAMED = re.compile(r"template (\S+?\.j2)\b")
+#: The rendering layer's error format: `FILE:LINE: reason` (no line when none applies).
+_LOCATED = re.compile(r"^(?P<file>[^\n]+?\.j2)(?::(?P<line>\d+))?: (?P<reason>.*)$", re.DOTALL)
 
 
 def _parse_blocks(name: str, raw: str) -> list[dict[str, Any]]:
     try:
         loaded = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise TemplateError(f"template {name}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
+        raise TemplateError(
+            f"{name}: not valid JSON once rendered (its line {exc.lineno}: {exc.msg})"
+        ) from None
     blocks = loaded.get("blocks") if isinstance(loaded, dict) else loaded
     if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-        raise TemplateError(f'template {name}: expected a JSON list of blocks or {{"blocks": [...]}}')
+        raise TemplateError(f'{name}: expected a JSON list of blocks or {{"blocks": [...]}}')
     return blocks
 
 
-def check_limits(template: str, text: str, blocks: list[dict[str, Any]] | None) -> None:
-    """Raise TemplateError if Slack would refuse (or cut) the message."""
-    where = f"template {template}.txt.j2"
+def check_limits(
+    template: str,
+    text: str,
+    blocks: list[dict[str, Any]] | None,
+    *,
+    text_file: str | None = None,
+    blocks_file: str | None = None,
+) -> None:
+    """Raise TemplateError (`FILE: reason`) if Slack would refuse (or cut) the message."""
+    where = text_file or f"{template}.txt.j2"
     if not text:
         raise TemplateError(f"{where}: the text is empty")
     if len(text) > MAX_TEXT:
         raise TemplateError(f"{where}: the text has {len(text)} characters (at most {MAX_TEXT})")
     if blocks is None:
         return
-    where = f"template {template}.blocks.json.j2"
+    where = blocks_file or f"{template}.blocks.json.j2"
     if not blocks:
         raise TemplateError(f"{where}: no blocks")
     if len(blocks) > MAX_BLOCKS:

@@ -171,15 +171,15 @@ def test_check_names_the_broken_override_file_line_and_variable(tmp_path: Path) 
     broken.write_text("Starting\n{{ plan.clusterr }}\n")
     problems = AnnouncementRenderer(tmp_path).check()
     assert len(problems) == 1
-    assert problems[0].path == broken
-    assert "line 2" in problems[0].message and "clusterr" in problems[0].message
+    assert problems[0].path == broken and problems[0].line == 2
+    assert "clusterr" in problems[0].message
+    assert str(problems[0]).startswith(f"{broken}:2: ")
 
 
 def test_check_reports_a_syntax_error_with_its_line(tmp_path: Path) -> None:
     (tmp_path / "delayed.blocks.json.j2").write_text('{"blocks": [\n{% if %}\n]}')
     problems = AnnouncementRenderer(tmp_path).check()
-    assert [p.path for p in problems] == [tmp_path / "delayed.blocks.json.j2"]
-    assert "line 2" in problems[0].message
+    assert [(p.path, p.line) for p in problems] == [(tmp_path / "delayed.blocks.json.j2", 2)]
 
 
 def test_check_reports_blocks_that_are_not_json_or_too_long(tmp_path: Path) -> None:
@@ -213,13 +213,13 @@ def test_check_blames_a_broken_partial_override_with_its_own_line(tmp_path: Path
     partial.write_text("Plan {{ plan.name }}\n{{ run.nmber }}\n")
     problems = AnnouncementRenderer(tmp_path).check()
     # Every announcement includes the footer; each failure points at the partial's line 2.
-    assert problems and {p.path for p in problems} == {partial}
-    assert all(f"(in {partial}, line 2)" in p.message and "nmber" in p.message for p in problems)
+    assert problems and {(p.path, p.line) for p in problems} == {(partial, 2)}
+    assert all("nmber" in p.message for p in problems)
 
 
 def test_check_catches_an_override_that_only_works_when_a_run_exists(tmp_path: Path) -> None:
     # Fine with the full sample, broken for a schedule made before any run exists.
     (tmp_path / "scheduled.txt.j2").write_text("Upgrade {{ plan.cluster }} (run #{{ run.id }})")
     problems = AnnouncementRenderer(tmp_path).check()
-    assert [p.path for p in problems] == [tmp_path / "scheduled.txt.j2"]
-    assert "line 1" in problems[0].message and "'None' has no attribute 'id'" in problems[0].message
+    assert [(p.path, p.line) for p in problems] == [(tmp_path / "scheduled.txt.j2", 1)]
+    assert "'None' has no attribute 'id'" in problems[0].message

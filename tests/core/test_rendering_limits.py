@@ -1,0 +1,95 @@
+"""The sandbox bounds a template's work: time, sizes, recursion; every failure names file and line."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.core.announcements.templates import AnnouncementRenderer, sample_context
+from bot.core.rendering import MAX_OUTPUT, MAX_RANGE, Renderer
+from bot.errors import TemplateError
+from tests.support.hostile_templates import CASES, Hostile
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_a_hostile_override_fails_fast_naming_its_file_line_and_reason(tmp_path: Path, case: Hostile) -> None:
+    blamed = case.write(tmp_path)
+    started = time.monotonic()
+    with pytest.raises(TemplateError) as caught:
+        AnnouncementRenderer(tmp_path).render(case.template, sample_context())
+    assert time.monotonic() - started < 10
+    message = caught.value.user_message
+    assert message.startswith(f"{blamed}:{case.line}: "), message
+    assert case.reason in message
+    assert "\n" not in message and len(message) < 400
+
+
+def test_python_s_recursion_limit_is_left_as_it_was(tmp_path: Path) -> None:
+    before = sys.getrecursionlimit()
+    (tmp_path / "loop.txt.j2").write_text("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}")
+    with pytest.raises(TemplateError, match="nested too deeply"):
+        Renderer([tmp_path]).render("loop", {})
+    assert sys.getrecursionlimit() == before
+
+
+def test_the_renderer_still_works_after_a_template_ran_out_of_time(tmp_path: Path) -> None:
+    (tmp_path / "slow.txt.j2").write_text(
+        "{% for i in range(10000) %}{% for j in range(10000) %}{% for k in range(10000) %}"
+        "{% endfor %}{% endfor %}{% endfor %}"
+    )
+    (tmp_path / "fine.txt.j2").write_text("{% for i in range(3) %}{{ i }}{% endfor %}")
+    renderer = Renderer([tmp_path])
+    with pytest.raises(TemplateError, match="took longer than"):
+        renderer.render("slow", {})
+    # The deadline belonged to that render alone.
+    assert renderer.render("fine", {}).text == "012"
+
+
+def test_work_within_the_limits_still_renders(tmp_path: Path) -> None:
+    (tmp_path / "busy.txt.j2").write_text(
+        "{{ range(MAX) | list | length }} {{ lipsum(2, html=False) | length > 0 }} "
+        "{{ ('ab' * 1000) | length }} {{ ([1, 2] + [3]) | length }} {{ 2 ** 64 }} "
+        "{{ '%05d' % 42 }} {{ '{:>6}'.format('x') }} {{ ['a', 'b'] | join('-') }} "
+        "{{ 'a-b' | replace('-', '+') }} {% set ns = namespace(n=0) %}"
+        "{% for i in range(100) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"
+    )
+    text = Renderer([tmp_path]).render("busy", {"MAX": MAX_RANGE}).text
+    assert text == f"{MAX_RANGE} True 2000 3 18446744073709551616 00042      x a-b a+b 4950"
+
+
+def test_output_exactly_at_the_cap_renders_and_one_more_character_does_not(tmp_path: Path) -> None:
+    (tmp_path / "big.txt.j2").write_text("{% for i in range(n) %}{{ 'x' * 1000 }}{% endfor %}{{ tail }}")
+    renderer = Renderer([tmp_path])
+    assert len(renderer.render("big", {"n": MAX_OUTPUT // 1000, "tail": ""}).text) == MAX_OUTPUT
+    with pytest.raises(TemplateError, match="output longer than"):
+        renderer.render("big", {"n": MAX_OUTPUT // 1000, "tail": "y"})
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("{{ 'x'.center(10**9) }}", "a number argument of 1,000,000,000"),
+        ("{{ 'x' | center(10**9) }}", "a number argument of 1,000,000,000"),
+        ("{{ ('x' * 100000).replace('x', 'yyyyyyyyyy') }}", "(at most 200,000)"),
+        ("{{ [('x' * 100000)] * 1000 }}", "(at most 200,000)"),
+        ("{{ (['x' * 1000] * 200) | join('y' * 1000) }}", "(at most 200,000)"),
+        ("{{ '%1000000000d' % 1 }}", "a format width of 1,000,000,000"),
+        ("{{ '{:>1000000000}'.format(1) }}", "a format width of 1,000,000,000"),
+        ("{{ 2 ** (10 ** 9) }}", "a number of more than 4,096 bits"),
+        ("{{ ('line\\n' * 1000) | indent(100000) }}", "(at most 200,000)"),
+        ("{{ [1] | batch(10**9, 0) | list }}", "a number argument of 1,000,000,000"),
+    ],
+)
+def test_other_ways_to_build_something_huge_are_refused_before_they_are_built(
+    tmp_path: Path, source: str, reason: str
+) -> None:
+    (tmp_path / "huge.txt.j2").write_text("fine\n" + source)
+    started = time.monotonic()
+    with pytest.raises(TemplateError) as caught:
+        Renderer([tmp_path]).render("huge", {})
+    assert time.monotonic() - started < 5
+    assert caught.value.user_message.startswith(f"{tmp_path / 'huge.txt.j2'}:2: ")
+    assert reason in caught.value.user_message
