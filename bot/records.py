@@ -15,6 +15,7 @@ Timestamps are timezone-aware UTC.
     SnapshotMeta      a stored snapshot's metadata (the body is fetched apart)
     ScheduleRow, AnnouncementRow
                       a scheduled window and the announcements it owes
+    InboxItem         a Slack request acknowledged and not yet worked off
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class MessageRef:
     #: Empty while the post is claimed but Slack has not answered yet.
     ts: str
     thread_ts: str = ""
+    #: The process that claimed it (a claim without a ts from a process now gone is resolved).
+    owner: str = ""
+    claimed_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,3 +193,18 @@ class StepRun:
     finished_at: datetime | None = None
     escalations: int = 0
     note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboxItem:
+    """A command or click stored before Slack was told "received": worked off exactly once."""
+
+    id: int
+    #: Slack's delivery identity (the de-duplication key): one row per request, whatever retries.
+    key: str
+    kind: str  # "command" | "action" | "view"
+    #: The request as Slack sent it (JSON text): enough to do the work again after a restart.
+    payload: str
+    received_at: datetime
+    state: str = "pending"  # "pending" | "done"
+    attempts: int = 0

@@ -37,6 +37,7 @@ from bot.records import (
     AnnouncementRow,
     Approval,
     AuditEntry,
+    InboxItem,
     MessageRef,
     PlanRow,
     RunRow,
@@ -169,6 +170,22 @@ run_messages = sa.Table(
     sa.Column("ts", sa.String(32), nullable=False),
     sa.Column("thread_ts", sa.String(32), nullable=False),
     sa.Column("claimed_at", sa.DateTime(timezone=True), nullable=False),
+    # Migration 6: which process claimed it, so a claim left without a ts by a dead one is resolved.
+    sa.Column("owner", sa.String(64), nullable=False, server_default=""),
+)
+
+# Requests acknowledged to Slack and not yet worked off (migration 6).
+inbox = sa.Table(
+    "inbox",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("key", sa.String(200), nullable=False, unique=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("done_at", sa.DateTime(timezone=True), nullable=True),
 )
 
 
@@ -389,6 +406,22 @@ def _m005_schedule_moves_and_step_announcements(conn: Connection) -> None:
         conn.execute(sa.text(statement))
 
 
+def _m006_message_owners_and_inbox(conn: Connection) -> None:
+    conn.execute(sa.text("ALTER TABLE run_messages ADD COLUMN owner VARCHAR(64) NOT NULL DEFAULT ''"))
+    sa.Table(
+        "inbox",
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("key", sa.String(200), nullable=False, unique=True),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False, index=True),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("done_at", sa.DateTime(timezone=True), nullable=True),
+    ).create(conn)
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
@@ -396,6 +429,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (3, "plans, runs, steps, approvals and Slack message references", _m003_runs),
     (4, "schedules and scheduled announcements", _m004_scheduled_announcements),
     (5, "schedule moves and step-complete announcements", _m005_schedule_moves_and_step_announcements),
+    (6, "message claim owners and the inbox of acknowledged requests", _m006_message_owners_and_inbox),
 )
 
 
@@ -700,7 +734,9 @@ class Store:
 
     # -- Slack message references ------------------------------------------------------------------
 
-    def claim_message(self, *, run_id: str, key: str, channel: str, thread_ts: str, at: datetime) -> bool:
+    def claim_message(
+        self, *, run_id: str, key: str, channel: str, thread_ts: str, at: datetime, owner: str = ""
+    ) -> bool:
         """Claim the right to post message `key` of a run; False when it was claimed before.
 
         The claim is committed before the post, so a restart (or a second worker) never posts the
@@ -716,6 +752,7 @@ class Store:
                         ts="",
                         thread_ts=thread_ts,
                         claimed_at=_utc(at),
+                        owner=owner[:64],
                     )
                 )
             return True
@@ -744,16 +781,69 @@ class Store:
     def messages(self, run_id: str) -> dict[str, MessageRef]:
         query = sa.select(run_messages).where(run_messages.c.run_id == run_id)
         with _wrap_errors(), self.engine.connect() as conn:
-            return {
-                r["key"]: MessageRef(
-                    run_id=r["run_id"],
-                    key=r["key"],
-                    channel=r["channel"],
-                    ts=r["ts"],
-                    thread_ts=r["thread_ts"],
+            return {r["key"]: _message_ref(r) for r in conn.execute(query).mappings()}
+
+    def unposted_messages(self) -> list[MessageRef]:
+        """Every claim still without a ts (in flight now, or left by a process that died)."""
+        query = sa.select(run_messages).where(run_messages.c.ts == "").order_by(run_messages.c.claimed_at)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_message_ref(r) for r in conn.execute(query).mappings()]
+
+    # -- the inbox of acknowledged requests ----------------------------------------------------
+
+    def inbox_put(self, *, key: str, kind: str, payload: str, at: datetime) -> int | None:
+        """Store a request before it is acknowledged; None when the same key is already there."""
+        try:
+            with self.engine.begin() as conn:
+                result = conn.execute(
+                    inbox.insert().values(
+                        key=key[:200],
+                        kind=kind,
+                        payload=payload,
+                        received_at=_utc(at),
+                        state="pending",
+                        attempts=0,
+                    )
                 )
-                for r in conn.execute(query).mappings()
-            }
+                return int(result.inserted_primary_key[0])  # type: ignore[index]
+        except IntegrityError:
+            return None
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+
+    def inbox_pending(self, *, limit: int = 500) -> list[InboxItem]:
+        query = sa.select(inbox).where(inbox.c.state == "pending").order_by(inbox.c.id).limit(limit)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_inbox_item(r) for r in conn.execute(query).mappings()]
+
+    def inbox_item(self, item_id: int) -> InboxItem | None:
+        if not _storable_id(item_id):
+            return None
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(inbox).where(inbox.c.id == item_id)).mappings().first()
+        return _inbox_item(row) if row else None
+
+    def inbox_attempt(self, item_id: int) -> None:
+        """Count an attempt before working an item off (a request that kills the bot is not retried forever)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(inbox.update().where(inbox.c.id == item_id).values(attempts=inbox.c.attempts + 1))
+
+    def inbox_done(self, item_id: int, *, at: datetime) -> bool:
+        """Mark an item worked off; False when it already was (someone else finished it first)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update()
+                .where(inbox.c.id == item_id, inbox.c.state == "pending")
+                .values(state="done", done_at=_utc(at))
+            )
+        return bool(result.rowcount == 1)
+
+    def forget_inbox_before(self, cutoff: datetime) -> int:
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.delete().where(inbox.c.state == "done", inbox.c.received_at < _utc(cutoff))
+            )
+        return int(result.rowcount or 0)
 
     # -- schedules and announcements -------------------------------------------------------------
 
@@ -1090,6 +1180,30 @@ def _run_row(row: Any) -> RunRow:
 
 def _maybe_utc(value: datetime | None) -> datetime | None:
     return _utc(value) if value is not None else None
+
+
+def _message_ref(r: Any) -> MessageRef:
+    return MessageRef(
+        run_id=r["run_id"],
+        key=r["key"],
+        channel=r["channel"],
+        ts=r["ts"],
+        thread_ts=r["thread_ts"],
+        owner=r["owner"],
+        claimed_at=_utc(r["claimed_at"]),
+    )
+
+
+def _inbox_item(r: Any) -> InboxItem:
+    return InboxItem(
+        id=int(r["id"]),
+        key=r["key"],
+        kind=r["kind"],
+        payload=r["payload"],
+        received_at=_utc(r["received_at"]),
+        state=r["state"],
+        attempts=int(r["attempts"]),
+    )
 
 
 def _storable_id(value: int) -> bool:

@@ -10,6 +10,7 @@ import pytest
 
 from bot.adapters.store import MIGRATIONS, Store
 from bot.records import AuditEntry
+from tests.support.postgres import drop_every_table
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 
@@ -23,24 +24,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     s = Store.open(url)
     yield s
     if request.param == "postgres":
-        # One server serves the session; leave no rows behind for the next test.
-        import sqlalchemy as sa
-
-        with s.engine.begin() as conn:
-            for table in (
-                "audit_log",
-                "deliveries",
-                "snapshots",
-                "plans",
-                "runs",
-                "run_steps",
-                "approvals",
-                "run_messages",
-                "schedules",
-                "scheduled_announcements",
-                "schema_migrations",
-            ):
-                conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+        # One server serves the session; leave no tables behind for the next test.
+        drop_every_table(s.engine.url.render_as_string(hide_password=False))
     s.close()
 
 

@@ -20,6 +20,7 @@ from bot.core.people import StaticDirectory
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
 from bot.errors import ConcurrentUpdate
+from tests.support.postgres import drop_every_table
 
 NOW = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
 PLAN = (Path(__file__).resolve().parents[2] / "templates" / "plans" / "eks-nodegroups.yaml").read_text()
@@ -44,11 +45,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     pg = request.getfixturevalue("postgres_url")
     yield pg
-    store = Store.open(pg, migrate=False)
-    with store.engine.begin() as conn:
-        for table in (*TABLES, "schema_migrations"):
-            conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
-    store.close()
+    drop_every_table(pg)
 
 
 def service(store: Store) -> RunService:

@@ -18,7 +18,7 @@ from bot.records import AnnouncementRow, AuditEntry, ScheduleRow
 
 NOW = datetime(2026, 11, 20, 3, tzinfo=UTC)
 START = datetime(2026, 12, 1, 5, tzinfo=UTC)
-TABLES = ("schedules", "scheduled_announcements", "run_messages", "audit_log")
+TABLES = ("schedules", "scheduled_announcements", "run_messages", "audit_log", "inbox")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -158,7 +158,7 @@ def test_migration_5_keeps_a_version_4_databases_rows_and_adds_empty_move_and_st
             {"s": START, "e": START + timedelta(hours=3), "n": NOW},
         )
     assert old.schema_version() == 4
-    assert old.migrate() == [5]
+    assert old.migrate() == [5, 6]
     (kept,) = old.schedules()
     assert (kept.plan_name, kept.moved_from, kept.move_reason) == ("prod-1.30", 0, "")
     old.add_announcement(rows(kept.id, ("starting",))[0])

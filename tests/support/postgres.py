@@ -98,3 +98,17 @@ def postgres_url() -> Iterator[str]:
             capture_output=True,
         )
         shutil.rmtree(base, ignore_errors=True)
+
+
+def drop_every_table(url: str) -> None:
+    """Leave the session's one PostgreSQL server empty for the next test (every table, any schema
+    version), so a test that migrates from scratch always starts from nothing."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for table in sa.inspect(conn).get_table_names():
+                conn.execute(sa.text(f'DROP TABLE IF EXISTS "{table}" CASCADE'))
+    finally:
+        engine.dispose()
