@@ -95,6 +95,9 @@ class MessageRef:
     #: The process that claimed it (a claim without a ts from a process now gone is resolved).
     owner: str = ""
     claimed_at: datetime | None = None
+    #: An outbox row's message (JSON: text, blocks, broadcast), written with the commit that owes
+    #: it; "" for a plain claim.
+    body: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +32,8 @@ from bot.errors import SlackCallFailed, TemporaryError
 
 log = logging.getLogger(__name__)
 
+#: `metadata.event_type` of the messages the bot posts by itself (see `bot.core.delivery`).
+POST_EVENT_TYPE = "upgrade_bot_post"
 #: Where Slack's Web API lives unless SLACK_API_URL says otherwise (tests, proxies, GovSlack).
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_API_HOSTS = frozenset({"slack.com", "slack-gov.com"})
@@ -109,6 +112,7 @@ class SlackGateway:
         blocks: Sequence[dict[str, Any]] | None = None,
         thread_ts: str | None = None,
         reply_broadcast: bool = False,
+        dedup_key: str | None = None,
     ) -> PostedMessage:
         kwargs: dict[str, Any] = {"channel": channel, "text": text}
         if blocks is not None:
@@ -116,8 +120,50 @@ class SlackGateway:
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
             kwargs["reply_broadcast"] = reply_broadcast
+        if dedup_key:
+            # Returned with the message by conversations.history/replies: how a post whose answer
+            # was lost in a crash is found again instead of being posted twice.
+            kwargs["metadata"] = {"event_type": POST_EVENT_TYPE, "event_payload": {"key": dedup_key}}
         resp = self._call("chat.postMessage", self.client.chat_postMessage, **kwargs)
         return PostedMessage(channel=str(resp["channel"]), ts=str(resp["ts"]))
+
+    def find_posted(
+        self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime
+    ) -> PostedMessage | None:
+        """The bot's message carrying `dedup_key`, searched in the thread or the recent channel.
+
+        One or two calls per lost claim (history is rate-limited hard for apps, so this runs only
+        to settle a crash). A workspace without the history scopes cannot be searched: the claim
+        is then treated as never posted (a possible repeat beats a run that goes dark).
+        """
+        try:
+            if thread_ts:
+                resp = self._call(
+                    "conversations.replies",
+                    self.client.conversations_replies,
+                    channel=channel,
+                    ts=thread_ts,
+                    limit=200,
+                    include_all_metadata=True,
+                )
+            else:
+                resp = self._call(
+                    "conversations.history",
+                    self.client.conversations_history,
+                    channel=channel,
+                    oldest=f"{oldest.timestamp():.6f}",
+                    limit=200,
+                    include_all_metadata=True,
+                )
+        except SlackCallFailed as exc:
+            log.warning("cannot search %s for a lost post (%s); it will be posted again", channel, exc.code)
+            return None
+        for message in resp.get("messages") or []:
+            meta = message.get("metadata") or {}
+            payload = meta.get("event_payload") or {}
+            if meta.get("event_type") == POST_EVENT_TYPE and payload.get("key") == dedup_key:
+                return PostedMessage(channel=channel, ts=str(message.get("ts", "")))
+        return None
 
     def update_message(
         self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None

@@ -170,8 +170,10 @@ run_messages = sa.Table(
     sa.Column("ts", sa.String(32), nullable=False),
     sa.Column("thread_ts", sa.String(32), nullable=False),
     sa.Column("claimed_at", sa.DateTime(timezone=True), nullable=False),
-    # Migration 6: which process claimed it, so a claim left without a ts by a dead one is resolved.
+    # Migration 6: which process claimed it, so a claim left without a ts by a dead one is resolved;
+    # and, for a thread line written in the commit that caused it (an outbox row), what to post.
     sa.Column("owner", sa.String(64), nullable=False, server_default=""),
+    sa.Column("body", sa.Text, nullable=False, server_default=""),
 )
 
 # Requests acknowledged to Slack and not yet worked off (migration 6).
@@ -408,6 +410,7 @@ def _m005_schedule_moves_and_step_announcements(conn: Connection) -> None:
 
 def _m006_message_owners_and_inbox(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE run_messages ADD COLUMN owner VARCHAR(64) NOT NULL DEFAULT ''"))
+    conn.execute(sa.text("ALTER TABLE run_messages ADD COLUMN body TEXT NOT NULL DEFAULT ''"))
     sa.Table(
         "inbox",
         sa.MetaData(),
@@ -652,14 +655,22 @@ class Store:
             row = conn.execute(sa.select(plans).where(plans.c.id == plan_id)).mappings().first()
         return _plan_row(row) if row else None
 
-    def create_run(self, run: RunRow, steps: Sequence[StepRun], audit: Sequence[AuditEntry] = ()) -> None:
-        """Insert a new run with its steps in plan order (and audit rows) in one transaction."""
+    def create_run(
+        self,
+        run: RunRow,
+        steps: Sequence[StepRun],
+        audit: Sequence[AuditEntry] = (),
+        outbox: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Insert a new run with its steps in plan order (and audit rows, and the thread lines it
+        owes as outbox rows) in one transaction."""
         with _wrap_errors(), self.engine.begin() as conn:
             conn.execute(runs.insert().values(**_run_values(run)))
             for position, step in enumerate(steps):
                 conn.execute(run_steps.insert().values(**_step_values(run.id, position, step)))
             for entry in audit:
                 conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_outbox(conn, run.id, outbox, run.updated_at)
 
     def run_rows(self, run_id: str) -> tuple[RunRow, list[StepRun], list[Approval]] | None:
         """A run, its steps in plan order and its approvals in the order given, read consistently."""
@@ -697,13 +708,15 @@ class Store:
         steps: Sequence[tuple[int, StepRun]] = (),
         new_approvals: Sequence[Approval] = (),
         audit: Sequence[AuditEntry] = (),
+        outbox: Sequence[tuple[str, str]] = (),
     ) -> int:
         """Commit one transition: the run moves from `expected_version` to the next, or not at all.
 
         `UPDATE … WHERE version = :expected` is the optimistic lock: when another click, worker or
         replica committed first, no row matches and `ConcurrentUpdate` is raised with nothing
         written, so a step can never be advanced twice. `steps` are the changed ones, each with
-        its position in the plan.
+        its position in the plan. `outbox` holds (key, body) of the thread lines the transition
+        owes: committed with it, so a crash right after the commit cannot lose them.
         """
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
@@ -730,6 +743,7 @@ class Store:
                 conn.execute(approvals.insert().values(**_approval_values(run_id, approval)))
             for entry in audit:
                 conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_outbox(conn, run_id, outbox, updated_at)
         return expected_version + 1
 
     # -- Slack message references ------------------------------------------------------------------
@@ -770,13 +784,31 @@ class Store:
             )
 
     def release_message(self, *, run_id: str, key: str) -> None:
-        """Give up a claim whose post failed, so a later attempt may post it."""
+        """Give up a claim whose post failed, so a later attempt may post it (an outbox row stays,
+        unowned, with its body; a plain claim is deleted)."""
+        mine = sa.and_(
+            run_messages.c.run_id == run_id, run_messages.c.key == key[:200], run_messages.c.ts == ""
+        )
         with _wrap_errors(), self.engine.begin() as conn:
-            conn.execute(
-                run_messages.delete().where(
-                    run_messages.c.run_id == run_id, run_messages.c.key == key[:200], run_messages.c.ts == ""
+            conn.execute(run_messages.update().where(mine, run_messages.c.body != "").values(owner=""))
+            conn.execute(run_messages.delete().where(mine, run_messages.c.body == ""))
+
+    def claim_outbox(
+        self, *, run_id: str, key: str, channel: str, thread_ts: str, owner: str, at: datetime
+    ) -> bool:
+        """Take an unowned outbox row to post it now; False when another process took it first."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                run_messages.update()
+                .where(
+                    run_messages.c.run_id == run_id,
+                    run_messages.c.key == key[:200],
+                    run_messages.c.ts == "",
+                    run_messages.c.owner == "",
                 )
+                .values(owner=owner[:64], channel=channel[:64], thread_ts=thread_ts, claimed_at=_utc(at))
             )
+        return bool(result.rowcount == 1)
 
     def messages(self, run_id: str) -> dict[str, MessageRef]:
         query = sa.select(run_messages).where(run_messages.c.run_id == run_id)
@@ -1182,6 +1214,22 @@ def _maybe_utc(value: datetime | None) -> datetime | None:
     return _utc(value) if value is not None else None
 
 
+def _insert_outbox(conn: Connection, run_id: str, outbox: Sequence[tuple[str, str]], at: datetime) -> None:
+    for key, body in outbox:
+        conn.execute(
+            run_messages.insert().values(
+                run_id=run_id,
+                key=key[:200],
+                channel="",
+                ts="",
+                thread_ts="",
+                claimed_at=_utc(at),
+                owner="",
+                body=body,
+            )
+        )
+
+
 def _message_ref(r: Any) -> MessageRef:
     return MessageRef(
         run_id=r["run_id"],
@@ -1191,6 +1239,7 @@ def _message_ref(r: Any) -> MessageRef:
         thread_ts=r["thread_ts"],
         owner=r["owner"],
         claimed_at=_utc(r["claimed_at"]),
+        body=r["body"],
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
+from bot.core.delivery import Deliveries, new_owner
 from bot.core.people import StaticDirectory, roles_of
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
@@ -76,6 +77,7 @@ class TextPoster:
         blocks: Sequence[dict[str, Any]] | None = None,
         thread_ts: str | None = None,
         reply_broadcast: bool = False,
+        dedup_key: str | None = None,
     ) -> _Posted:
         text = terminal_text(text)
         if thread_ts:
@@ -93,6 +95,12 @@ class TextPoster:
             self.card = terminal_text(
                 text
             )  # the card; printed when the rehearsal stops to ask, and at the end
+
+    def find_posted(
+        self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime
+    ) -> _Posted | None:
+        # A rehearsal is one process with a fresh database: it never has a post to find again.
+        return None
 
 
 def _framed(text: str) -> str:
@@ -180,9 +188,8 @@ def rehearse(
     directory = StaticDirectory({g: [f"{g}-member-{i}" for i in (1, 2, 3)] for g in groups})
     renderer = Renderer([BUILTIN_TEMPLATES])
     cards = RunCards(
-        store=store,
+        deliveries=Deliveries(store=store, poster=poster, clock=clock, owner=new_owner()),
         renderer=renderer,
-        poster=poster,
         clock=clock,
         operations_channel=plan.operations_channel or "CREHEARSAL",
     )

@@ -17,9 +17,10 @@ from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext, DiffSummary
 from bot.core.announcements.service import AnnouncementService
 from bot.core.command import Registry
+from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.people import Directory, StaticDirectory
 from bot.core.rendering import Renderer
-from bot.core.runs.cards import Poster, RunCards
+from bot.core.runs.cards import RunCards
 from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
@@ -37,6 +38,8 @@ class Services:
     settings: Settings
     store: Store
     registry: Registry
+    #: Posting exactly once, and settling posts a crash left unfinished (None without Slack).
+    deliveries: Deliveries | None
     directory: Directory
     router: Router
     web_client: WebClient | None
@@ -73,12 +76,14 @@ def build_services(
     from bot.adapters.kube import Cluster
 
     connect = connect_cluster or Cluster.connect
-    cards = None
+    # This process's name on the posts it claims: a claim left by a process that is gone is settled.
+    owner = new_owner()
+    cards = deliveries = None
     if poster is not None:
+        deliveries = Deliveries(store=store, poster=poster, clock=clock, owner=owner)
         cards = RunCards(
-            store=store,
+            deliveries=deliveries,
             renderer=Renderer(settings.template_dirs()),
-            poster=poster,
             clock=clock,
             operations_channel=settings.channels.operations,
         )
@@ -98,6 +103,7 @@ def build_services(
         channel=settings.channels.announcements,
         offsets=settings.announcement_offsets,
         grace=settings.announcement_grace,
+        owner=owner,
     )
     # The end of a scheduled run, and each step it asks to announce, from the transition itself.
     runs.on_ended = announcements.run_ended
@@ -116,6 +122,7 @@ def build_services(
     return Services(
         settings=settings,
         store=store,
+        deliveries=deliveries,
         registry=registry,
         directory=directory,
         router=router,

@@ -5,12 +5,13 @@ what to do when it is late, `bot.core.announcement_templates` renders it. This s
 to the store and to Slack; the scheduler adapter (`bot.adapters.scheduler`) only decides *when*
 to call `fire`, and the store is the source of truth for *what* is due.
 
-**Posting once.** Every post goes through the same claim the run cards use
-(`Store.claim_message`): the announcement's dedup key is claimed in the database *before*
-`chat.postMessage` and its ts recorded after. A restart, a retried job or a second replica finds
-the key claimed and does not post again. A claim without a ts means the bot died while Slack was
-answering: the message may or may not be in the channel, and the bot never posts it a second
-time (at most once, never twice); the announcement is marked sent with that said in its reason.
+**Posting once.** Every post goes through `bot.core.delivery`, as the run cards do: the
+announcement's dedup key is claimed in the database *before* `chat.postMessage`, the message
+carries that key in Slack metadata, and its ts is recorded after. A restart, a retried job or a
+second replica finds the key claimed and does not post again. A claim left without a ts by a
+process that died is settled before anything else: found in the channel (so it was posted: marked
+sent with its ts) or given back (so it was not: posted now, if still within the grace). Exactly
+once, where it used to be at most once.
 
 **Steps and moves.** A step whose plan says `announce: step-complete` is announced when it
 succeeds in a scheduled run (`step_succeeded`, called from the run service's commit; its key names
@@ -47,9 +48,9 @@ from bot.core.announcements.templates import (
     build_context,
 )
 from bot.core.audit import audit_entry
+from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.rendering import Rendered
 from bot.core.runs import machine as R
-from bot.core.runs.cards import Poster
 from bot.core.runs.library import assemble_run, find_plan, stored_plan
 from bot.core.runs.plans import Plan
 from bot.errors import (
@@ -155,10 +156,17 @@ class AnnouncementService:
         channel: str | None = None,
         offsets: Sequence[timedelta] | None = None,
         grace: timedelta = A.DEFAULT_GRACE,
+        owner: str | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.poster = poster
+        #: Posting exactly once across crashes (None without Slack); `owner` names this process.
+        self.deliveries = (
+            Deliveries(store=store, poster=poster, clock=clock, owner=owner or new_owner())
+            if poster is not None
+            else None
+        )
         self.renderer = AnnouncementRenderer(templates_dir)
         self.channel = channel
         self.offsets = tuple(offsets) if offsets is not None else None
@@ -567,14 +575,17 @@ class AnnouncementService:
         ann = A.Announcement(
             subject=subject, template=row.template, due=row.due_at, window_start=row.window_start
         )
-        claimed = self.store.messages(subject).get(row.dedup_key)
+        # A claim a dead process left without a ts is settled first: found in the channel (it was
+        # posted) or given back (it was not), so the announcement is neither lost nor doubled.
+        refs = (
+            self.deliveries.settle(subject) if self.deliveries is not None else self.store.messages(subject)
+        )
+        claimed = refs.get(row.dedup_key)
         decision = A.decide(ann, now=moment, grace=self.grace, already_sent=claimed is not None)
         if decision.action == "wait":
             return Fired(id=row.id, action="wait", detail=decision.reason)
         if claimed is not None:
-            reason = (
-                "" if claimed.ts else "interrupted while Slack answered (restart); not posted a second time"
-            )
+            reason = "" if claimed.ts else "being posted by another worker"
             self.store.finish_announcement(
                 row.id, state="sent", at=moment, channel=claimed.channel, ts=claimed.ts, reason=reason
             )
@@ -590,20 +601,18 @@ class AnnouncementService:
             log.warning("announcement %s (%s): %s", row.id, row.template, reason)
             self._finish_skipped(row, moment, reason, outcome="error")
             return Fired(id=row.id, action="skipped", detail=reason)
-        if self.poster is None:
+        if self.deliveries is None:
             return Fired(id=row.id, action="no_slack")
-        if not self.store.claim_message(
-            run_id=subject, key=row.dedup_key, channel=row.channel, thread_ts="", at=moment
-        ):
-            return Fired(id=row.id, action="already_sent", detail="another worker claimed it")
         try:
-            posted = self.poster.post_message(row.channel, rendered.text, blocks=rendered.blocks)
+            posted = self.deliveries.post_once(
+                subject, row.dedup_key, row.channel, rendered.text, blocks=rendered.blocks
+            )
         except BotError as exc:
-            # Not posted: give the claim back so the next attempt (within the grace) may post it.
-            self.store.release_message(run_id=subject, key=row.dedup_key)
+            # Not posted (the claim was given back): the next attempt within the grace posts it.
             log.warning("posting announcement %s failed: %s", row.id, exc.user_message)
             return Fired(id=row.id, action="failed", detail=exc.user_message)
-        self.store.record_message(run_id=subject, key=row.dedup_key, channel=posted.channel, ts=posted.ts)
+        if posted is None:
+            return Fired(id=row.id, action="already_sent", detail="another worker claimed it")
         delayed = decision.action == "send_late"
         finished = self.store.finish_announcement(
             row.id,

@@ -1,51 +1,28 @@
 """A run's face in Slack: the card (edited in place), its thread, and the gate messages.
 
-Called by the run service after every commit, with the committed run and the events of that
-commit. Slack posts are made idempotent by claiming a key in the store before posting (`card`,
-`gate:STEP:EPOCH`, `event:VERSION:N`): after a restart the same keys are found claimed, so nothing
-is posted twice. The card is edited in place after every commit, so it always shows the truth.
-A Slack failure never undoes a commit: the card catches up on the next change or at restart.
+Called by the run service after every commit. Every post goes through `bot.core.delivery` (a
+claimed key, Slack metadata naming it, the ts recorded), so nothing is posted twice and a crash
+mid-post is settled after the restart. The thread lines a transition owes (`event:VERSION:N`) are
+rendered and written as outbox rows *in the commit itself*, so a crash between the commit and
+Slack cannot lose them; publishing posts every owed row in order. The card is edited in place
+after every commit, so it always shows the truth; gate messages are derived from the state.
+A Slack failure never undoes a commit: Slack catches up on the next change, the timer, or at restart.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from bot.adapters.store import Store
+from bot.core.delivery import Deliveries
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.errors import BotError
 
 log = logging.getLogger(__name__)
-
-
-class Posted(Protocol):
-    @property
-    def channel(self) -> str: ...
-
-    @property
-    def ts(self) -> str: ...
-
-
-class Poster(Protocol):
-    """The Slack calls a run needs; `bot.adapters.slack.SlackGateway` is one."""
-
-    def post_message(
-        self,
-        channel: str,
-        text: str,
-        *,
-        blocks: Sequence[dict[str, Any]] | None = None,
-        thread_ts: str | None = None,
-        reply_broadcast: bool = False,
-    ) -> Posted: ...
-
-    def update_message(
-        self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
-    ) -> None: ...
 
 
 def card_context(run: R.Run, now: datetime) -> dict[str, Any]:
@@ -70,36 +47,61 @@ def card_context(run: R.Run, now: datetime) -> dict[str, Any]:
     }
 
 
+#: Events that get a line in the run's thread (a refusal is told to the clicker; a gate has its
+#: own message) and those also broadcast to the channel.
+_NOT_IN_THREAD = frozenset({"refused", "gate_opened"})
+_BROADCAST = frozenset({"step_failed", "run_aborted", "step_interrupted"})
+
+
+def _event_order(key: str) -> tuple[int, int]:
+    # "event:VERSION:N": thread lines go out in commit order, then in order within the commit.
+    _, version, index = key.split(":")
+    return int(version), int(index)
+
+
 class RunCards:
     """Publishes committed runs to Slack: one card per run, a thread of events, gate messages."""
 
     def __init__(
         self,
         *,
-        store: Store,
+        deliveries: Deliveries,
         renderer: Renderer,
-        poster: Poster,
         clock: Callable[[], datetime],
         operations_channel: str | None = None,
     ) -> None:
-        self.store = store
+        self.deliveries = deliveries
+        self.store = deliveries.store
+        self.poster = deliveries.poster
         self.renderer = renderer
-        self.poster = poster
         self.clock = clock
         self.operations_channel = operations_channel
 
     def channel_for(self, run: R.Run) -> str | None:
         return run.plan.operations_channel or self.operations_channel
 
-    def publish(self, run: R.Run, events: Sequence[R.Event]) -> None:
-        """Bring Slack up to date with a committed run: card, gate messages, thread lines."""
+    def thread_lines(self, run: R.Run, events: Sequence[R.Event], version: int) -> list[tuple[str, str]]:
+        """The (key, body) outbox rows a commit at `version` owes the run's thread, rendered now."""
+        lines = []
+        for i, event in enumerate(events):
+            if event.kind in _NOT_IN_THREAD:
+                continue
+            rendered = self.renderer.render(
+                "runs/event", {"event": event, "run": run, "zone": run.plan.window.timezone}
+            )
+            body = {"text": rendered.text, "blocks": rendered.blocks, "broadcast": event.kind in _BROADCAST}
+            lines.append((f"event:{version}:{i}", json.dumps(body)))
+        return lines
+
+    def publish(self, run: R.Run) -> None:
+        """Bring Slack up to date with a committed run: card, thread lines owed, gate messages."""
         channel = self.channel_for(run)
         if not channel:
             return
         try:
-            self._publish(run, events, channel)
+            self._publish(run, channel)
         except BotError as exc:
-            # The run is committed; Slack catches up on the next change or at restart.
+            # The run is committed; Slack catches up on the next change, the timer, or at restart.
             log.warning("could not update Slack for run %s: %s", run.id, exc.user_message)
 
     def _post_once(
@@ -111,55 +113,35 @@ class RunCards:
         context: Mapping[str, Any],
         *,
         thread_ts: str = "",
-        broadcast: bool = False,
     ) -> str | None:
-        if not self.store.claim_message(
-            run_id=run.id, key=key, channel=channel, thread_ts=thread_ts, at=self.clock()
-        ):
-            return None
         rendered = self.renderer.render(template, context)
-        try:
-            posted = self.poster.post_message(
-                channel,
-                rendered.text,
-                blocks=rendered.blocks,
-                thread_ts=thread_ts or None,
-                reply_broadcast=broadcast,
-            )
-        except BotError:
-            self.store.release_message(run_id=run.id, key=key)
-            raise
-        self.store.record_message(run_id=run.id, key=key, channel=posted.channel, ts=posted.ts)
-        return posted.ts
+        posted = self.deliveries.post_once(
+            run.id, key, channel, rendered.text, blocks=rendered.blocks, thread_ts=thread_ts
+        )
+        return posted.ts if posted else None
 
-    def _publish(self, run: R.Run, events: Sequence[R.Event], channel: str) -> None:
-        refs = self.store.messages(run.id)
+    def _publish(self, run: R.Run, channel: str) -> None:
+        refs = self.deliveries.settle(run.id)
         context = card_context(run, self.clock())
         card = refs.get("card")
-        if card is None or not card.ts:
-            ts = self._post_once(run, "card", channel, "runs/card", context)
-            if ts is None:
-                return  # another worker holds the claim and will post it
+        if card is None:
+            if self._post_once(run, "card", channel, "runs/card", context) is None:
+                return  # another worker claimed it a moment ago and is posting it
             refs = self.store.messages(run.id)
             card = refs["card"]
+        elif not card.ts:
+            return  # in flight in a live process; its publish (or the timer) finishes the rest
         else:
             rendered = self.renderer.render("runs/card", context)
             self.poster.update_message(card.channel, card.ts, rendered.text, blocks=rendered.blocks)
         thread = card.ts
-        # Thread lines for what just happened (keys from the committed version: never twice).
-        for i, event in enumerate(events):
-            if event.kind in ("refused", "gate_opened"):
-                continue
-            broadcast = event.kind in ("step_failed", "run_aborted", "step_interrupted")
-            self._post_once(
-                run,
-                f"event:{run.version}:{i}",
-                card.channel,
-                "runs/event",
-                {"event": event, "run": run, "zone": run.plan.window.timezone},
-                thread_ts=thread,
-                broadcast=broadcast,
-            )
+        # Thread lines, from the outbox rows their commits wrote: every one, once, in order.
+        owed = sorted(
+            (ref for key, ref in refs.items() if key.startswith("event:") and not ref.ts and not ref.owner),
+            key=lambda ref: _event_order(ref.key),
+        )
+        for ref in owed:
+            self.deliveries.post_outbox(ref, card.channel, thread_ts=thread)
         # Gate messages: retire the buttons of gates that closed, post the open one.
         for sr in run.steps:
             for key, ref in refs.items():

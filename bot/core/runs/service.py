@@ -118,6 +118,7 @@ class RunService:
             ),
             run.steps,
             self._audit_rows(run, out.events, actor, now),
+            self._thread_lines(run, out.events, 0),
         )
         self.publish(run, out.events)
         return out
@@ -184,6 +185,7 @@ class RunService:
             steps=changed,
             new_approvals=new_approvals,
             audit=self._audit_rows(out.run, out.events, actor, now),
+            outbox=self._thread_lines(out.run, out.events, before.version + 1),
         )
         return dataclasses.replace(out, run=dataclasses.replace(out.run, version=version))
 
@@ -308,10 +310,16 @@ class RunService:
 
     # -- showing -----------------------------------------------------------------------------
 
-    def publish(self, run: R.Run, events: Sequence[R.Event]) -> None:
-        """Bring Slack up to date with a committed run (nothing when no Slack is wired)."""
+    def publish(self, run: R.Run, events: Sequence[R.Event] = ()) -> None:
+        """Bring Slack up to date with a committed run (nothing when no Slack is wired).
+
+        `events` are already in the outbox (written with their commit); they are not needed here.
+        """
         if self.cards is not None:
-            self.cards.publish(run, events)
+            self.cards.publish(run)
+
+    def _thread_lines(self, run: R.Run, events: Sequence[R.Event], version: int) -> list[tuple[str, str]]:
+        return self.cards.thread_lines(run, events, version) if self.cards is not None else []
 
     def card_context(self, run: R.Run) -> dict[str, Any]:
         return card_context(run, self.clock())

@@ -16,6 +16,7 @@ from bot.adapters.store import Store
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
+from bot.core.delivery import Deliveries
 from bot.core.runs.cards import RunCards
 from bot.core.runs.service import Actor, RunService
 from bot.resources import BUILTIN_TEMPLATES
@@ -62,9 +63,13 @@ def setup(tmp_path: Path, slack_stub: SlackStub) -> Iterator[tuple[RunService, C
         directory=StaticDirectory(),
         clock=clock,
         cards=RunCards(
-            store=store,
+            deliveries=Deliveries(
+                store=store,
+                poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
+                clock=clock,
+                owner="test",
+            ),
             renderer=Renderer([BUILTIN_TEMPLATES]),
-            poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
             clock=clock,
         ),
     )

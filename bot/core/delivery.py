@@ -1,0 +1,208 @@
+"""Posting to Slack exactly once, across crashes: claim, post with a dedup key, record the ts.
+
+Every message the bot posts on its own — a run's card, its gate messages and thread lines, an
+announcement — goes through `Deliveries.post_once`:
+
+1. the key is claimed in the database (`run_messages`, by subject and key) with the claiming
+   process as its owner, so a retry, a restart or a second worker never posts it again;
+2. the message is posted carrying Slack message `metadata` whose payload names the key;
+3. Slack's ts is recorded.
+
+A process can die between 1 and 3. Such a claim has no ts and an owner that is gone: it is a
+*tombstone*, and left alone it would keep the message from ever being posted. `resolve` settles
+each one: it looks for the key in the channel's recent messages (or the thread's replies) —
+a handful of calls, since every claim knows its channel, thread and time — and records the ts
+when Slack has the message, or gives the claim back so the next attempt posts it. So a message
+is never lost and never doubled. Claims of live owners are left alone (their post is in flight);
+a claim older than `STALE_AFTER` is settled whoever owns it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from bot.adapters.store import Store
+from bot.errors import BotError
+from bot.records import MessageRef
+
+log = logging.getLogger(__name__)
+
+#: Longer than any post with its retries (Retry-After included) takes: such a claim is a tombstone.
+STALE_AFTER = timedelta(minutes=5)
+#: How far before the claim the channel's history is searched (clocks of Slack and the bot differ).
+CLOCK_SLACK = timedelta(minutes=2)
+
+
+def new_owner() -> str:
+    """This process's name on its claims: unique per start, readable in the database."""
+    return f"{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class Posted(Protocol):
+    @property
+    def channel(self) -> str: ...
+
+    @property
+    def ts(self) -> str: ...
+
+
+class Poster(Protocol):
+    """The Slack calls posting needs; `bot.adapters.slack.SlackGateway` is one."""
+
+    def post_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        blocks: Sequence[dict[str, Any]] | None = None,
+        thread_ts: str | None = None,
+        reply_broadcast: bool = False,
+        dedup_key: str | None = None,
+    ) -> Posted: ...
+
+    def update_message(
+        self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
+    ) -> None: ...
+
+    def find_posted(self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime) -> Posted | None:
+        """The message posted with `dedup_key` in the channel (or thread) since `oldest`, if any."""
+        ...
+
+
+def dedup_key(subject: str, key: str) -> str:
+    return f"{subject}/{key}"
+
+
+class Deliveries:
+    """Claim → post with a dedup key → record, and the settling of claims left without a ts."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        poster: Poster,
+        clock: Callable[[], datetime],
+        owner: str,
+        live_owners: Callable[[], Collection[str]] | None = None,
+    ) -> None:
+        self.store = store
+        self.poster = poster
+        self.clock = clock
+        self.owner = owner
+        # One process today; with several replicas the lease table will say who is alive.
+        self.live_owners = live_owners or (lambda: {owner})
+
+    def post_once(
+        self,
+        subject: str,
+        key: str,
+        channel: str,
+        text: str,
+        *,
+        blocks: Sequence[dict[str, Any]] | None = None,
+        thread_ts: str = "",
+        broadcast: bool = False,
+    ) -> Posted | None:
+        """Post unless `key` was claimed before; None when it was (posted, or in flight elsewhere)."""
+        if not self.store.claim_message(
+            run_id=subject, key=key, channel=channel, thread_ts=thread_ts, at=self.clock(), owner=self.owner
+        ):
+            return None
+        try:
+            posted = self.poster.post_message(
+                channel,
+                text,
+                blocks=blocks,
+                thread_ts=thread_ts or None,
+                reply_broadcast=broadcast,
+                dedup_key=dedup_key(subject, key),
+            )
+        except BotError:
+            # Slack refused or never answered: the claim goes back, so a later attempt posts it.
+            # (A post Slack made but whose answer was lost is found by `resolve` instead.)
+            self.store.release_message(run_id=subject, key=key)
+            raise
+        self.store.record_message(run_id=subject, key=key, channel=posted.channel, ts=posted.ts)
+        return posted
+
+    def unsettled(self, refs: Mapping[str, MessageRef]) -> list[MessageRef]:
+        """The claims among `refs` that have no ts and whose post can no longer be in flight."""
+        live = set(self.live_owners())
+        cutoff = self.clock() - STALE_AFTER
+        return [
+            ref
+            for ref in refs.values()
+            if not ref.ts
+            # An unowned outbox row is simply waiting to be posted; it is not a lost claim.
+            and not (ref.body and not ref.owner)
+            and (ref.owner not in live or (ref.claimed_at is not None and ref.claimed_at < cutoff))
+        ]
+
+    def resolve(self, ref: MessageRef) -> str:
+        """Settle one tombstone: the ts when Slack has the message (recorded), else "" (released)."""
+        since = (ref.claimed_at or self.clock()) - CLOCK_SLACK
+        try:
+            found = self.poster.find_posted(
+                ref.channel, dedup_key(ref.run_id, ref.key), thread_ts=ref.thread_ts, oldest=since
+            )
+        except BotError as exc:
+            # Cannot tell; leave the claim for the next sweep rather than risk a double post.
+            log.warning("could not look for %s/%s in Slack: %s", ref.run_id, ref.key, exc.user_message)
+            return ""
+        if found is not None:
+            log.info(
+                "claim %s/%s was posted before the crash (ts %s); recorded", ref.run_id, ref.key, found.ts
+            )
+            self.store.record_message(run_id=ref.run_id, key=ref.key, channel=found.channel, ts=found.ts)
+            return found.ts
+        log.info("claim %s/%s was never posted; released for a new post", ref.run_id, ref.key)
+        self.store.release_message(run_id=ref.run_id, key=ref.key)
+        return ""
+
+    def post_outbox(self, ref: MessageRef, channel: str, *, thread_ts: str) -> Posted | None:
+        """Post one outbox row (written with the commit that owes it) into `thread_ts`, once."""
+        if not self.store.claim_outbox(
+            run_id=ref.run_id,
+            key=ref.key,
+            channel=channel,
+            thread_ts=thread_ts,
+            owner=self.owner,
+            at=self.clock(),
+        ):
+            return None
+        body = json.loads(ref.body)
+        try:
+            posted = self.poster.post_message(
+                channel,
+                str(body.get("text", "")),
+                blocks=body.get("blocks"),
+                thread_ts=thread_ts or None,
+                reply_broadcast=bool(body.get("broadcast", False)),
+                dedup_key=dedup_key(ref.run_id, ref.key),
+            )
+        except BotError:
+            self.store.release_message(run_id=ref.run_id, key=ref.key)
+            raise
+        self.store.record_message(run_id=ref.run_id, key=ref.key, channel=posted.channel, ts=posted.ts)
+        return posted
+
+    def settle(self, subject: str) -> dict[str, MessageRef]:
+        """The subject's message references after settling its tombstones."""
+        refs = self.store.messages(subject)
+        stale = self.unsettled(refs)
+        for ref in stale:
+            self.resolve(ref)
+        return self.store.messages(subject) if stale else refs
+
+    def settle_all(self) -> list[MessageRef]:
+        """Every tombstone in the database, settled (at start-up and from the timer)."""
+        stale = self.unsettled({f"{r.run_id}/{r.key}": r for r in self.store.unposted_messages()})
+        for ref in stale:
+            self.resolve(ref)
+        return stale
