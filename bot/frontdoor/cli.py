@@ -457,7 +457,7 @@ def _tick_runs(services: Any, stop: threading.Event) -> None:
 
 
 def _run(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.frontdoor.slack_app import build_app
+    from bot.frontdoor.slack import build_app
     from bot.frontdoor.wiring import build_services
     from bot.frontdoor.workers import WorkerPool
 
