@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from bot import __version__
 from bot.errors import BotError, ConfigError, UsageError
@@ -444,18 +443,6 @@ def _diff(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_FAILED if report.has_regressions else EXIT_OK
 
 
-#: How often escalations and gate timeouts are checked; `escalate_after` is minutes, not seconds.
-RUN_TICK_SECONDS = 20.0
-
-
-def _tick_runs(services: Any, stop: threading.Event) -> None:
-    while not stop.wait(RUN_TICK_SECONDS):
-        try:
-            services.runs.tick()
-        except BotError as exc:
-            log.warning("checking runs for escalations failed: %s", exc.user_message)
-
-
 def _run(settings: Settings, args: argparse.Namespace) -> int:
     from bot.frontdoor.slack import build_app
     from bot.frontdoor.wiring import build_services
@@ -482,17 +469,16 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     recovered = services.runs.recover_all()
     if recovered:
         log.info("resumed %s run(s): %s", len(recovered), ", ".join(recovered))
-    ticker = threading.Thread(target=_tick_runs, args=(services, stop), name="run-timer", daemon=True)
-    ticker.start()
-    # Scheduled announcements: what fell due while the bot was down is posted (or marked delayed,
-    # or skipped past the grace) before serving; the rest is scheduled from the database.
-    from bot.adapters.scheduler import AnnouncementScheduler
+    # Every timer (the run ticker, scheduled announcements): what fell due while the bot was down
+    # is posted (or marked delayed, or skipped past the grace) before serving.
+    from bot.frontdoor.triggers import Triggers
 
-    scheduler = AnnouncementScheduler(services.announcements)
-    caught_up = scheduler.start()
+    triggers = Triggers(announcements=services.announcements, runs=services.runs)
+    caught_up = triggers.start()
     if caught_up:
         log.info(
-            "announcements due while the bot was down: %s", ", ".join(f"{f.id} {f.action}" for f in caught_up)
+            "announcements due while the bot was down: %s",
+            ", ".join(f"{d.key} {d.action}" for d in caught_up),
         )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -526,7 +512,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
             stop.wait()
             handler.close()  # type: ignore[no-untyped-call]
     finally:
-        scheduler.shutdown()
+        triggers.shutdown()
         workers.shutdown(wait=True)
         services.close()
     return EXIT_OK
