@@ -34,7 +34,7 @@ def _in(name: str, prefix: str) -> bool:
 LIBRARY_HOMES = {
     "kubernetes": ("bot.adapters.kube",),
     "sqlalchemy": ("bot.adapters.store",),
-    "apscheduler": ("bot.adapters.scheduler",),
+    "apscheduler": ("bot.frontdoor.triggers",),
     "slack_sdk": ("bot.adapters.slack", "bot.frontdoor"),
     "slack_bolt": ("bot.frontdoor",),
 }

@@ -9,7 +9,8 @@
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve]   a whole plan on the simulated cluster
 
 Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
-names the key or line; no traceback is printed for an error the user can fix.
+names the key or line; no traceback is printed for an error the user can fix. `run`'s lifecycle
+(recovery, triggers, the transport, shutdown) is `bot.frontdoor.serve`.
 """
 
 from __future__ import annotations
@@ -17,14 +18,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from bot import __version__
 from bot.errors import BotError, ConfigError, UsageError
@@ -166,7 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
         configure_logging(level, settings.secrets.values())
         if args.command == "run":
-            return _run(settings, args)
+            from bot.frontdoor.serve import serve
+
+            serve(settings, http=args.http, host=args.host, port=args.port)
+            return EXIT_OK
         if args.command == "exec":
             return _exec(settings, args)
         if args.command == "audit":
@@ -440,92 +440,3 @@ def _diff(settings: Settings, args: argparse.Namespace) -> int:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     # Pipelines gate on this: non-zero when the upgrade left something worse than before.
     return EXIT_FAILED if report.has_regressions else EXIT_OK
-
-
-#: How often escalations and gate timeouts are checked; `escalate_after` is minutes, not seconds.
-RUN_TICK_SECONDS = 20.0
-
-
-def _tick_runs(services: Any, stop: threading.Event) -> None:
-    while not stop.wait(RUN_TICK_SECONDS):
-        try:
-            services.runs.tick()
-        except BotError as exc:
-            log.warning("checking runs for escalations failed: %s", exc.user_message)
-
-
-def _run(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.frontdoor.slack_app import build_app
-    from bot.frontdoor.wiring import build_services
-    from bot.frontdoor.workers import WorkerPool
-
-    secrets = settings.secrets
-    if os.environ.get("SLACK_CLIENT_ID") and os.environ.get("SLACK_CLIENT_SECRET"):
-        # Bolt silently switches to multi-workspace OAuth when both are set; this bot is not that.
-        raise ConfigError(
-            "environment: unset SLACK_CLIENT_ID/SLACK_CLIENT_SECRET (upgrade-bot is a "
-            "single-workspace app; it uses SLACK_BOT_TOKEN)"
-        )
-    if args.http:
-        secrets.require("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET")
-    else:
-        secrets.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN")
-    services = build_services(settings)
-    # De-duplication keys only matter while Slack may still retry (minutes); keep a week for audits.
-    services.store.forget_deliveries_before(datetime.now(UTC) - timedelta(days=7))
-    workers = WorkerPool(settings.workers)
-    stop = threading.Event()
-    # Runs survive restarts: an action that was running is marked interrupted (never re-run
-    # silently), and every live card and open gate message is brought up to date before serving.
-    recovered = services.runs.recover_all()
-    if recovered:
-        log.info("resumed %s run(s): %s", len(recovered), ", ".join(recovered))
-    ticker = threading.Thread(target=_tick_runs, args=(services, stop), name="run-timer", daemon=True)
-    ticker.start()
-    # Scheduled announcements: what fell due while the bot was down is posted (or marked delayed,
-    # or skipped past the grace) before serving; the rest is scheduled from the database.
-    from bot.adapters.scheduler import AnnouncementScheduler
-
-    scheduler = AnnouncementScheduler(services.announcements)
-    caught_up = scheduler.start()
-    if caught_up:
-        log.info(
-            "announcements due while the bot was down: %s", ", ".join(f"{f.id} {f.action}" for f in caught_up)
-        )
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received signal %s; shutting down", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        app = build_app(services, workers, signing_secret=secrets.signing_secret, socket_mode=not args.http)
-        if args.http:
-            from bot.frontdoor.http import HttpFrontDoor, make_server
-
-            assert secrets.signing_secret is not None
-            front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=secrets.signing_secret)
-            server = make_server(front, host=args.host, port=args.port)
-            print(f"listening on http://{args.host}:{server.effective_port}", flush=True)
-            log.info("serving Slack over HTTP on %s:%s", args.host, server.effective_port)
-            thread = threading.Thread(target=server.run, name="waitress", daemon=True)
-            thread.start()
-            stop.wait()
-            server.close()
-            thread.join(timeout=10)
-        else:
-            from bot.frontdoor.socket_mode import make_handler
-
-            assert secrets.app_token is not None
-            handler = make_handler(app, secrets.app_token)
-            handler.connect()  # type: ignore[no-untyped-call]
-            print("connected to Slack in Socket Mode", flush=True)
-            log.info("serving Slack over Socket Mode")
-            stop.wait()
-            handler.close()  # type: ignore[no-untyped-call]
-    finally:
-        scheduler.shutdown()
-        workers.shutdown(wait=True)
-        services.close()
-    return EXIT_OK

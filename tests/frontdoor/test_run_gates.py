@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bot.frontdoor.http import HttpFrontDoor, make_server
-from bot.frontdoor.slack_app import build_app
+from bot.frontdoor.slack import build_app
 from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import load_settings

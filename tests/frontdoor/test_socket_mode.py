@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.frontdoor.slack_app import build_app
+from bot.frontdoor.slack import build_app
 from bot.frontdoor.socket_mode import make_handler
 from bot.frontdoor.wiring import build_services
 from bot.frontdoor.workers import WorkerPool

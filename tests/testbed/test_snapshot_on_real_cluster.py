@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client, config
 
 from bot.frontdoor.http import HttpFrontDoor, make_server
-from bot.frontdoor.slack_app import build_app
+from bot.frontdoor.slack import build_app
 from bot.frontdoor.wiring import build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import load_settings

@@ -1,9 +1,9 @@
 """Scheduled announcements in motion: schedule a plan's window, post what is due, exactly once.
 
-The pure parts live elsewhere: `bot.core.announcements` says when each announcement is due and
-what to do when it is late, `bot.core.announcement_templates` renders it. This service ties them
-to the store and to Slack; the scheduler adapter (`bot.adapters.scheduler`) only decides *when*
-to call `fire`, and the store is the source of truth for *what* is due.
+The pure parts live beside it: `timing` says when each announcement is due and what to do when
+it is late, `templates` renders it. This service ties them to the store and to Slack; the
+triggers front door (`bot.frontdoor.triggers`) only decides *when* to call `fire`, and the store
+is the source of truth for *what* is due.
 
 **Posting once.** Every post goes through `bot.core.delivery`, as the run cards do: the
 announcement's dedup key is claimed in the database *before* `chat.postMessage`, the message

@@ -13,10 +13,10 @@ import pytest
 
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
+from bot.core.delivery import Deliveries
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
-from bot.core.delivery import Deliveries
 from bot.core.runs.cards import RunCards
 from bot.core.runs.service import Actor, RunService
 from bot.resources import BUILTIN_TEMPLATES

@@ -1,5 +1,6 @@
-"""Scheduled announcements through the APScheduler adapter, the store and the real Slack client
-against the stub, with an injected clock: jobs run at an instant the test names, never by sleeping."""
+"""The triggers front door: scheduled announcements and the run ticker on APScheduler, the store
+and the real Slack client against the stub, with an injected clock: jobs run at an instant the test
+names, never by sleeping."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.adapters.scheduler import AnnouncementScheduler
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
 from bot.core.announcements.service import AnnouncementService
 from bot.core.people import StaticDirectory
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
+from bot.frontdoor.triggers import ANNOUNCEMENT, RUN_TICKER, Triggers
 from tests.conftest import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
+from tests.support.testbed import wait_until
 
 PLAN = (Path(__file__).parents[2] / "templates" / "plans" / "eks-nodegroups.yaml").read_text(encoding="utf-8")
 NEW_YORK, TOKYO, BERLIN = ZoneInfo("America/New_York"), ZoneInfo("Asia/Tokyo"), ZoneInfo("Europe/Berlin")
@@ -41,14 +43,15 @@ class Clock:
 
 @dataclass
 class Bot:
-    """One bot process: a service and its scheduler on the shared database (a restart = a new one)."""
+    """One bot process: its services and triggers on the shared database (a restart = a new one)."""
 
     store: Store
     stub: SlackStub
     clock: Clock
     grace: timedelta = timedelta(minutes=30)
     service: AnnouncementService = field(init=False)
-    scheduler: AnnouncementScheduler = field(init=False)
+    runs: RunService = field(init=False)
+    triggers: Triggers = field(init=False)
 
     def __post_init__(self) -> None:
         self.service = AnnouncementService(
@@ -58,14 +61,16 @@ class Bot:
             channel="C0ANNOUNCE",
             grace=self.grace,
         )
-        self.scheduler = AnnouncementScheduler(self.service, clock=self.clock)
+        self.runs = RunService(store=self.store, directory=StaticDirectory(), clock=self.clock)
+        self.triggers = Triggers(announcements=self.service, runs=self.runs, clock=self.clock)
 
     def start(self) -> list[str]:
-        return [f.action for f in self.scheduler.start(paused=True)]
+        return [d.action for d in self.triggers.start(paused=True)]
 
     def at(self, moment: datetime) -> list[str]:
+        """What the announcement jobs due at `moment` did (the run ticker runs then too)."""
         self.clock.now = moment
-        return [f.action for f in self.scheduler.run_due(moment)]
+        return [d.action for d in self.triggers.run_due(moment) if d.kind == ANNOUNCEMENT]
 
 
 @pytest.fixture
@@ -81,7 +86,7 @@ def bots(store: Store, slack_stub: SlackStub) -> Iterator[list[Bot]]:
     started: list[Bot] = []
     yield started
     for bot in started:
-        bot.scheduler.shutdown()
+        bot.triggers.shutdown()
 
 
 def new_bot(bots: list[Bot], store: Store, stub: SlackStub, now: datetime, **kw: timedelta) -> Bot:
@@ -104,7 +109,7 @@ def test_offsets_fire_at_the_right_instants_across_the_new_york_spring_change(
         "eks-nodegroups", start=datetime(2026, 3, 8, 10, tzinfo=NEW_YORK), tz="America/New_York", by="U0COORD"
     )
     assert len(posts(slack_stub)) == 1 and posts(slack_stub)[0].startswith(":calendar:")
-    times = [j.next_run_time for j in bot.scheduler.jobs()]
+    times = [j.next_run_time for j in bot.triggers.jobs()]
     assert times == [utc(2026, 3, 7, 14), utc(2026, 3, 8, 13), utc(2026, 3, 8, 14)]
     # T-24h is 24 real hours: 09:00 on Saturday for a New York reader, not 10:00.
     assert times[0].astimezone(NEW_YORK).hour == 9
@@ -119,7 +124,7 @@ def test_offsets_fire_at_the_right_instants_across_the_new_york_spring_change(
     assert all(window_token in t for t in texts)
     # A restart finds nothing left to do and posts nothing again.
     again = new_bot(bots, store, slack_stub, utc(2026, 3, 8, 14, 1))
-    assert again.scheduler.jobs() == [] and again.at(utc(2026, 3, 8, 15)) == []
+    assert again.triggers.jobs() == [] and again.at(utc(2026, 3, 8, 15)) == []
     assert len(posts(slack_stub)) == 4
 
 
@@ -138,7 +143,7 @@ def test_a_tokyo_window_reads_in_each_readers_zone_with_a_tokyo_and_utc_fallback
     assert match.group(2) == "2026-12-01 14:00 Asia/Tokyo (05:00 UTC)"
     # Slack shows the token in the reader's zone: 06:00 for a reader in Berlin (CET).
     assert instant.astimezone(BERLIN).strftime("%H:%M") == "06:00"
-    times = [j.next_run_time for j in bot.scheduler.jobs()]
+    times = [j.next_run_time for j in bot.triggers.jobs()]
     assert times == [utc(2026, 11, 30, 5), utc(2026, 12, 1, 4), utc(2026, 12, 1, 5)]
     assert [t.astimezone(TOKYO).strftime("%d %H:%M") for t in times] == ["30 14:00", "01 13:00", "01 14:00"]
 
@@ -150,10 +155,10 @@ def test_jobs_are_recreated_from_the_database_after_a_restart(
     first.service.schedule(
         "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
     )
-    before = [(j.id, j.next_run_time) for j in first.scheduler.jobs()]
-    first.scheduler.shutdown()
+    before = [(j.id, j.next_run_time) for j in first.triggers.jobs()]
+    first.triggers.shutdown()
     second = new_bot(bots, store, slack_stub, utc(2026, 11, 25))
-    assert [(j.id, j.next_run_time) for j in second.scheduler.jobs()] == before
+    assert [(j.id, j.next_run_time) for j in second.triggers.jobs()] == before
     assert second.at(utc(2026, 11, 30, 5)) == ["sent"]
     assert len(posts(slack_stub)) == 2
 
@@ -165,12 +170,12 @@ def test_down_when_due_sends_marked_delayed_within_the_grace_and_skips_past_it(
     schedule, _ = bot.service.schedule(
         "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
     )
-    bot.scheduler.shutdown()
+    bot.triggers.shutdown()
     # Down over the T-24h reminder; back 20 minutes later: sent, marked delayed.
     late = new_bot(bots, store, slack_stub, utc(2026, 11, 30, 5, 20))
     text = posts(slack_stub)[-1]
     assert len(posts(slack_stub)) == 2 and text.startswith(":hourglass: _Delayed: this announcement was due")
-    late.scheduler.shutdown()
+    late.triggers.shutdown()
     # Down again over T-1h and the start; back 2 hours after the start: both are skipped, audited.
     gone = new_bot(bots, store, slack_stub, utc(2026, 12, 1, 7))
     assert len(posts(slack_stub)) == 2
@@ -184,7 +189,7 @@ def test_down_when_due_sends_marked_delayed_within_the_grace_and_skips_past_it(
     assert "the window opened" in rows[2].reason and "past the grace of 30m" in rows[3].reason
     audited = [e for e in store.audit_entries() if e.kind == "announcement" and e.outcome == "skipped"]
     assert len(audited) == 2
-    assert gone.scheduler.jobs() == []
+    assert gone.triggers.jobs() == []
 
 
 def test_two_replicas_at_the_same_instant_post_once(
@@ -340,10 +345,51 @@ def test_a_step_completed_while_the_hook_could_not_run_is_announced_at_restart_o
         skip(runs, run.id, step, bot.clock())
     drive(runs, run.id, "control-plane", "U0PRIMARY", "U0SHADOW", "U0PRIMARY")
     assert step_posts(slack_stub) == []
-    bot.scheduler.shutdown()
+    bot.triggers.shutdown()
     # Back ten minutes later: sent, marked delayed; a second restart posts nothing more.
     new_bot(bots, store, slack_stub, utc(2026, 12, 1, 5, 20))
     (text,) = [t for t in posts(slack_stub) if "Upgrade the EKS control plane" in t]
     assert text.startswith(":hourglass: _Delayed: this announcement was due")
     new_bot(bots, store, slack_stub, utc(2026, 12, 1, 5, 25))
     assert sum("Upgrade the EKS control plane" in t for t in posts(slack_stub)) == 1
+
+
+def escalations(store: Store) -> int:
+    return sum(e.subcommand == "escalated" for e in store.audit_entries())
+
+
+def test_the_run_ticker_runs_when_its_interval_comes_due_once_for_the_intervals_it_missed(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    start = utc(2026, 12, 1, 4)
+    bot = new_bot(bots, store, slack_stub, start)
+    bot.runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY"))
+
+    def tick(moment: datetime) -> list[str]:
+        bot.clock.now = moment
+        return [d.detail for d in bot.triggers.run_due(moment) if d.kind == RUN_TICKER]
+
+    assert tick(start + timedelta(seconds=19)) == []
+    assert tick(start + timedelta(seconds=20)) == [""]  # due, with nothing to escalate yet
+    # The plan escalates after 15 minutes: the 44 ticks missed since run as one, which escalates.
+    ((detail,),) = [tick(start + timedelta(minutes=15))]
+    assert detail.endswith(": escalated") and escalations(store) == 1
+    # The next tick is on the original 20 s grid, after the instant it was coalesced at.
+    assert tick(start + timedelta(minutes=15, seconds=19)) == []
+    assert tick(start + timedelta(minutes=15, seconds=20)) == [""]
+    assert escalations(store) == 1
+
+
+def test_started_unpaused_the_run_ticker_runs_on_its_own_thread(store: Store, slack_stub: SlackStub) -> None:
+    clock = Clock(datetime.now(UTC))
+    service = AnnouncementService(store=store, clock=clock)
+    runs = RunService(store=store, directory=StaticDirectory(), clock=clock)
+    triggers = Triggers(announcements=service, runs=runs, clock=clock, tick_seconds=0.1)
+    triggers.start()
+    try:
+        runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY"))
+        # The run service is told 16 minutes passed; APScheduler's thread ticks in real time.
+        clock.now += timedelta(minutes=16)
+        wait_until(lambda: escalations(store) == 1, timeout=10, what="the ticker to escalate the gate")
+    finally:
+        triggers.shutdown()

@@ -1,0 +1,140 @@
+"""Serving Slack (`upgrade-bot run`): start-up recovery, the triggers, a transport, and shutdown.
+
+Start-up, in order — nothing is served until the state on disk is brought up to date:
+
+1. the secrets the chosen transport needs are checked, and SIGTERM/SIGINT ask for a shutdown;
+2. the services are built, and delivery keys older than a week are forgotten;
+3. runs are recovered: an action that was running is marked interrupted (never re-run silently),
+   and every live card and open gate message is brought up to date;
+4. the triggers start: announcements that fell due while the bot was down are posted (or marked
+   delayed, or skipped past the grace), then every timer is scheduled;
+5. the Slack App is built and served over HTTP (waitress) or Socket Mode.
+
+Shutdown, in order — each part still has what it writes to when it stops:
+
+1. the transport stops taking requests (HTTP server closed, Socket Mode connection closed), so
+   nothing new is acked or queued;
+2. the triggers stop, waiting for a job that is running (an announcement mid-post, a tick);
+3. the worker pool drains: commands and clicks already acked run to the end, because Slack never
+   redelivers an acknowledged interaction;
+4. the database is closed, last, since everything above writes to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+
+from slack_bolt import App
+
+from bot.errors import ConfigError
+from bot.frontdoor.slack import build_app
+from bot.frontdoor.triggers import Triggers
+from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.workers import WorkerPool
+from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: De-duplication keys only matter while Slack may still retry (minutes); a week is kept for audits.
+DELIVERY_KEYS_KEPT = timedelta(days=7)
+
+
+def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 3000) -> None:
+    """Serve Slack until SIGTERM or SIGINT: over HTTP on `host:port` with `http`, else Socket Mode."""
+    _check_secrets(settings, http=http)
+    stop = _stop_on_signals()
+    services = build_services(settings)
+    workers = WorkerPool(settings.workers)
+    triggers = Triggers(announcements=services.announcements, runs=services.runs)
+    try:
+        _recover(services, triggers)
+        app = build_app(
+            services, workers, signing_secret=settings.secrets.signing_secret, socket_mode=not http
+        )
+        if http:
+            assert settings.secrets.signing_secret is not None  # checked by _check_secrets
+            _serve_http(
+                app, services, host=host, port=port, stop=stop, signing_secret=settings.secrets.signing_secret
+            )
+        else:
+            assert settings.secrets.app_token is not None  # checked by _check_secrets
+            _serve_socket_mode(app, settings.secrets.app_token, stop=stop)
+    finally:
+        triggers.shutdown()
+        workers.shutdown(wait=True)
+        services.close()
+
+
+def _check_secrets(settings: Settings, *, http: bool) -> None:
+    if os.environ.get("SLACK_CLIENT_ID") and os.environ.get("SLACK_CLIENT_SECRET"):
+        # Bolt silently switches to multi-workspace OAuth when both are set; this bot is not that.
+        raise ConfigError(
+            "environment: unset SLACK_CLIENT_ID/SLACK_CLIENT_SECRET (upgrade-bot is a "
+            "single-workspace app; it uses SLACK_BOT_TOKEN)"
+        )
+    if http:
+        settings.secrets.require("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET")
+    else:
+        settings.secrets.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN")
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received signal %s; shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def _recover(services: Services, triggers: Triggers) -> None:
+    services.store.forget_deliveries_before(datetime.now(UTC) - DELIVERY_KEYS_KEPT)
+    recovered = services.runs.recover_all()
+    if recovered:
+        log.info("resumed %s run(s): %s", len(recovered), ", ".join(recovered))
+    caught_up = triggers.start()
+    if caught_up:
+        log.info(
+            "announcements due while the bot was down: %s",
+            ", ".join(f"{d.key} {d.action}" for d in caught_up),
+        )
+
+
+def _serve_http(
+    app: App, services: Services, *, host: str, port: int, stop: threading.Event, signing_secret: str
+) -> None:
+    from bot.frontdoor.http import HttpFrontDoor, make_server
+
+    front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=signing_secret)
+    server = make_server(front, host=host, port=port)
+    # Restart tests (and operators) read this first line of standard output for the address.
+    print(f"listening on http://{host}:{server.effective_port}", flush=True)
+    log.info("serving Slack over HTTP on %s:%s", host, server.effective_port)
+    thread = threading.Thread(target=server.run, name="waitress", daemon=True)
+    thread.start()
+    try:
+        stop.wait()
+    finally:
+        server.close()
+        thread.join(timeout=10)
+
+
+def _serve_socket_mode(app: App, app_token: str, *, stop: threading.Event) -> None:
+    from bot.frontdoor.socket_mode import make_handler
+
+    handler = make_handler(app, app_token)
+    handler.connect()  # type: ignore[no-untyped-call]
+    print("connected to Slack in Socket Mode", flush=True)
+    log.info("serving Slack over Socket Mode")
+    try:
+        stop.wait()
+    finally:
+        handler.close()  # type: ignore[no-untyped-call]

@@ -1,0 +1,83 @@
+"""Builds the Slack front door's Bolt `App`: the de-duplication middleware, then each feature.
+
+The features register themselves on the App they are given (bolt's `register(app, …)` habit);
+this module is the one place that decides which, in which order, and with which parts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from slack_bolt import App, BoltResponse
+
+from bot.adapters.slack import SlackGateway
+from bot.adapters.store import Store
+from bot.errors import ConfigError
+from bot.frontdoor.slack import commands, fallback, gates
+from bot.frontdoor.wiring import Services
+from bot.frontdoor.workers import WorkerPool
+
+log = logging.getLogger(__name__)
+
+
+def build_app(
+    services: Services,
+    workers: WorkerPool,
+    *,
+    signing_secret: str | None,
+    socket_mode: bool,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> App:
+    if services.web_client is None:
+        raise ConfigError("environment: SLACK_BOT_TOKEN is not set (secrets come only from the environment)")
+    app = App(
+        client=services.web_client,
+        signing_secret=signing_secret or "",
+        # Socket Mode messages are not signed; HTTP requests always are.
+        request_verification_enabled=not socket_mode,
+        process_before_response=False,
+        logger=logging.getLogger("slack_bolt.App"),
+    )
+    gateway = SlackGateway(services.web_client)
+    app.middleware(deduplicate(services.store, clock))
+    commands.register(app, router=services.router, gateway=gateway, workers=workers)
+    gates.register(
+        app, runs=services.runs, gateway=gateway, workers=workers, store=services.store, clock=clock
+    )
+    # Last: Bolt tries listeners in the order they were registered, and this one takes any button.
+    fallback.register(app, store=services.store, workers=workers, clock=clock)
+    return app
+
+
+def delivery_key(body: dict[str, Any]) -> str | None:
+    """A key that is the same for every delivery of one user action, and differs between actions.
+
+    Events carry an event_id that Slack reuses on retries; commands and interactions carry a
+    trigger_id that a double-submitted request repeats.
+    """
+    if body.get("event_id"):
+        return f"event:{body['event_id']}"
+    if body.get("trigger_id"):
+        return f"trigger:{body['trigger_id']}"
+    return None
+
+
+def deduplicate(
+    store: Store, clock: Callable[[], datetime]
+) -> Callable[[dict[str, Any], Callable[[], None]], BoltResponse | None]:
+    """A middleware that lets each user action through once, whichever listener it is for."""
+
+    # Bolt passes middleware arguments by name: `body` and `next` must be called so.
+    def deduplicate(body: dict[str, Any], next: Callable[[], None]) -> BoltResponse | None:
+        key = delivery_key(body)
+        if key is not None and not store.claim_delivery(key, clock()):
+            # Acknowledge so Slack stops retrying, but never run the same action twice.
+            log.info("ignoring duplicate delivery %s", key)
+            return BoltResponse(status=200, body="")
+        next()
+        return None
+
+    return deduplicate

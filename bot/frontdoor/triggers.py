@@ -1,0 +1,282 @@
+"""The triggers front door: every timer the bot has, on one APScheduler (3.x) engine.
+
+A person starts work through the Slack or terminal front door; whatever starts work without a
+person is started here, and this is the only module that imports APScheduler. Today that is:
+
+- **announcement jobs** — one date job per pending scheduled announcement, a *durable* kind (the
+  announcements table is the truth; the jobs are a copy rebuilt from it);
+- **the run ticker** — an interval job every `RUN_TICK_SECONDS` that asks the run service for the
+  escalations and gate timeouts that have come due;
+- **the sync** — an interval job every `SYNC_SECONDS` that re-reads each durable kind's table
+  (schedules made by another replica), also run after a change in this process.
+
+**Adding a timer** (the next issues: watch loops, long-running actions). Register it in
+`Triggers.__init__`, next to the two above:
+
+- periodic work → `every(name, seconds, job)`: it gets its own thread, so a slow Slack post in
+  an announcement never holds up an escalation and the other way round;
+- work at instants a table records → `add_durable(DurableKind(...))`: `pending` reads the table,
+  `fire` does one item (and must be safe to call twice, as `AnnouncementService.fire` is), and
+  `catch_up` handles what fell due while the bot was down. A watch loop or a long-running action
+  is a durable kind whose rows say what is running, so a restart resumes it instead of losing it;
+  its `fire` hands the long work to a thread of its own rather than holding the trigger thread.
+  With several replicas only the leader may drive them (DESIGN.md); `start` is where that check
+  goes.
+
+Why not `SQLAlchemyJobStore`: it would be a second copy of the truth (pickled callables) that can
+disagree with the announcements table — a cancelled announcement whose job survived, a job lost
+while its row is pending — and it would need SQLAlchemy outside the store. With the table as the
+only truth there is nothing to reconcile.
+
+Misfires: APScheduler's own misfire grace is turned off (`misfire_grace_time=None`, coalesced),
+so a job that fires late always runs and `announcements.decide()` says what lateness means: on
+time, sent marked delayed within the configured grace, or skipped and audited. At start,
+announcements that fell due while the bot was down are handled before the front door serves.
+
+Tests inject the clock: `start(paused=True)` builds the jobs without running them, and
+`run_due(now)` runs every job due at `now` — announcement jobs and the run ticker alike, in due
+order — and says what each did; no sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.job import Job
+from apscheduler.jobstores.memory import MemoryJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from bot.core.announcements.service import AnnouncementService, Fired
+from bot.core.runs.service import RunService
+from bot.errors import BotError
+
+log = logging.getLogger(__name__)
+
+#: How often pending durable jobs are re-read from the database (other replicas' schedules).
+SYNC_SECONDS = 30.0
+#: How often escalations and gate timeouts are checked; `escalate_after` is minutes, not seconds.
+RUN_TICK_SECONDS = 20.0
+
+ANNOUNCEMENT = "announcement"
+RUN_TICKER = "run-ticker"
+_SYNC = "sync"
+#: The executor of the durable jobs and the sync: one thread, see `Triggers.__init__`.
+_DURABLE_THREAD = "default"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Done:
+    """What one job did: for the log, and for the caller of `start` or `run_due`."""
+
+    kind: str  # ANNOUNCEMENT, RUN_TICKER, or a kind added later
+    key: str  # which one of its kind: an announcement's id; "" for an interval job
+    action: str  # an announcement's `Fired.action`; "ticked" for the run ticker
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Due:
+    """One item a durable kind's table says is still to do, and when."""
+
+    key: str
+    at: datetime
+    name: str = ""  # for APScheduler's job list and log
+
+
+@dataclass(frozen=True, kw_only=True)
+class DurableKind:
+    """A kind of one-shot job at instants a database table records (see the module docstring)."""
+
+    name: str  # job ids are "<name>:<key>"
+    pending: Callable[[], Iterable[Due]]
+    fire: Callable[[str, datetime], Done]
+    catch_up: Callable[[datetime], Iterable[Done]]
+
+
+@dataclass(frozen=True)
+class _Every:
+    seconds: float
+    job: Callable[[datetime], Done | None]
+    executor: str
+
+
+class Triggers:
+    """The bot's timers: announcement jobs, the run ticker, and the place for the next ones."""
+
+    def __init__(
+        self,
+        *,
+        announcements: AnnouncementService,
+        runs: RunService,
+        clock: Callable[[], datetime] | None = None,
+        sync_seconds: float = SYNC_SECONDS,
+        tick_seconds: float = RUN_TICK_SECONDS,
+    ) -> None:
+        self.announcements = announcements
+        self.runs = runs
+        self.clock = clock or announcements.clock
+        self.sync_seconds = sync_seconds
+        # APScheduler logs every run of every job at INFO (the ticker runs every 20 s); the bot
+        # logs what each job did itself.
+        logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)
+        self._scheduler = BackgroundScheduler(
+            jobstores={"default": MemoryJobStore()},
+            # One thread for the durable jobs and the sync: announcements are posted one after
+            # another, in due order, and a sync never re-adds a job whose post is in flight.
+            executors={_DURABLE_THREAD: ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            timezone=UTC,
+        )
+        self._kinds: dict[str, DurableKind] = {}
+        self._every: dict[str, _Every] = {_SYNC: _Every(sync_seconds, self._sync_job, _DURABLE_THREAD)}
+
+        # -- the timers: the next issues add theirs here ----------------------------------------
+        self.add_durable(
+            DurableKind(
+                name=ANNOUNCEMENT,
+                pending=self._pending_announcements,
+                fire=lambda key, now: _done(self.announcements.fire(int(key), now)),
+                catch_up=lambda now: [_done(f) for f in self.announcements.catch_up(now)],
+            )
+        )
+        # The run service reads the time from its own clock (this clock, in production and in
+        # tests), so the ticker's `now` only decides *whether* it is due.
+        self.every(RUN_TICKER, tick_seconds, lambda _now: self._tick_runs())
+
+    def add_durable(self, kind: DurableKind) -> None:
+        """Add a kind of one-shot job kept in a database table (before `start`)."""
+        self._kinds[kind.name] = kind
+
+    def every(self, name: str, seconds: float, job: Callable[[datetime], Done | None]) -> None:
+        """Add an interval job with a thread of its own (before `start`); it is given the time."""
+        self._every[name] = _Every(seconds, job, name)
+        self._scheduler.add_executor(ThreadPoolExecutor(1), alias=name)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self, *, paused: bool = False) -> list[Done]:
+        """Handle what fell due while the bot was down, then schedule every timer."""
+        now = self.clock()
+        done = [d for kind in self._kinds.values() for d in kind.catch_up(now)]
+        self._scheduler.start(paused=paused)
+        self.sync()
+        for name, every in self._every.items():
+            self._scheduler.add_job(
+                self._run_every,
+                IntervalTrigger(seconds=every.seconds, timezone=UTC),
+                args=[name],
+                id=name,
+                name=name,
+                executor=every.executor,
+                # From the injected clock, so that `run_due(now)` knows when it is first due.
+                next_run_time=now + timedelta(seconds=every.seconds),
+            )
+        self.announcements.on_change = self.sync
+        return done
+
+    def shutdown(self) -> None:
+        """Stop scheduling, and wait for a job that is running to finish."""
+        self.announcements.on_change = None
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=True)
+
+    # -- durable jobs ----------------------------------------------------------------------------
+
+    def jobs(self) -> list[Job]:
+        """The durable (one-shot) jobs, earliest first."""
+        jobs = [j for j in self._scheduler.get_jobs() if j.id not in self._every]
+        return sorted(jobs, key=lambda j: (j.next_run_time, j.id))
+
+    def sync(self) -> None:
+        """Make the durable jobs match what their tables say is pending."""
+        wanted: set[str] = set()
+        for kind in self._kinds.values():
+            for due in kind.pending():
+                job_id = f"{kind.name}:{due.key}"
+                wanted.add(job_id)
+                job = self._scheduler.get_job(job_id)
+                if job is None or job.next_run_time != due.at:
+                    self._scheduler.add_job(
+                        self._fire,
+                        DateTrigger(run_date=due.at, timezone=UTC),
+                        args=[kind.name, due.key],
+                        id=job_id,
+                        name=due.name or job_id,
+                        executor=_DURABLE_THREAD,
+                        replace_existing=True,
+                    )
+        for job in self.jobs():
+            if job.id not in wanted:
+                job.remove()
+
+    def run_due(self, now: datetime) -> list[Done]:
+        """Run every job due at `now`, in due order (tests: an injected instant, no waiting)."""
+        done: list[Done] = []
+        due = [
+            j for j in self._scheduler.get_jobs() if j.next_run_time is not None and j.next_run_time <= now
+        ]
+        for job in sorted(due, key=lambda j: (j.next_run_time, j.id)):
+            every = self._every.get(job.id)
+            if every is None:
+                job.remove()  # a date job runs once; one that failed comes back at the next sync
+                kind, key = job.args
+                done.append(self._kinds[kind].fire(key, now))
+                continue
+            result = every.job(now)
+            if result is not None:
+                done.append(result)
+            # Coalesced, as APScheduler does: one run for all the intervals `now` skipped over.
+            step = timedelta(seconds=every.seconds)
+            job.modify(next_run_time=job.next_run_time + ((now - job.next_run_time) // step + 1) * step)
+        self.sync()
+        return done
+
+    def _fire(self, kind: str, key: str) -> None:
+        try:
+            result = self._kinds[kind].fire(key, self.clock())
+            log.info("%s %s: %s %s", kind, key, result.action, result.detail)
+        except BotError as exc:
+            log.warning("%s %s failed: %s", kind, key, exc.user_message)
+        except Exception:
+            log.exception("%s %s failed unexpectedly", kind, key)
+        # One that failed (Slack down) is still pending: the next sync re-adds it, so it is
+        # retried every `sync_seconds` until it is done (an announcement: posted, or too late).
+
+    # -- interval jobs ---------------------------------------------------------------------------
+
+    def _run_every(self, name: str) -> None:
+        try:
+            result = self._every[name].job(self.clock())
+            if result is not None and result.detail:
+                log.info("%s: %s %s", name, result.action, result.detail)
+        except BotError as exc:
+            log.warning("%s failed: %s", name, exc.user_message)
+        except Exception:
+            # Logged and retried at the next interval: a timer thread must not die of one bug.
+            log.exception("%s failed unexpectedly", name)
+
+    def _sync_job(self, _now: datetime) -> None:
+        self.sync()
+
+    def _tick_runs(self) -> Done:
+        outcomes = self.runs.tick()
+        detail = "; ".join(f"{o.run.id}: {', '.join(e.kind for e in o.events)}" for o in outcomes)
+        return Done(kind=RUN_TICKER, key="", action="ticked", detail=detail)
+
+    # -- announcements ---------------------------------------------------------------------------
+
+    def _pending_announcements(self) -> list[Due]:
+        return [
+            Due(key=str(row.id), at=row.due_at, name=f"{row.template} of {row.plan_name}")
+            for row in self.announcements.pending()
+        ]
+
+
+def _done(fired: Fired) -> Done:
+    return Done(kind=ANNOUNCEMENT, key=str(fired.id), action=fired.action, detail=fired.detail)
