@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: `metadata.event_type` of the messages the bot posts by itself (see `bot.core.delivery`).
 POST_EVENT_TYPE = "upgrade_bot_post"
+#: Pages of history read to find one lost post (200 messages each).
+FIND_PAGES = 5
 #: Where Slack's Web API lives unless SLACK_API_URL says otherwise (tests, proxies, GovSlack).
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_API_HOSTS = frozenset({"slack.com", "slack-gov.com"})
@@ -136,33 +138,36 @@ class SlackGateway:
         to settle a crash). A workspace without the history scopes cannot be searched: the claim
         is then treated as never posted (a possible repeat beats a run that goes dark).
         """
-        try:
+        method, fn = (
+            ("conversations.replies", self.client.conversations_replies)
+            if thread_ts
+            else ("conversations.history", self.client.conversations_history)
+        )
+        cursor = ""
+        # Newest first, page by page, until a page reaches back past the claim (a few pages at most).
+        for _ in range(FIND_PAGES):
+            kwargs: dict[str, Any] = {"channel": channel, "limit": 200, "include_all_metadata": True}
             if thread_ts:
-                resp = self._call(
-                    "conversations.replies",
-                    self.client.conversations_replies,
-                    channel=channel,
-                    ts=thread_ts,
-                    limit=200,
-                    include_all_metadata=True,
+                kwargs["ts"] = thread_ts
+            if cursor:
+                kwargs["cursor"] = cursor
+            try:
+                resp = self._call(method, fn, **kwargs)
+            except SlackCallFailed as exc:
+                log.warning(
+                    "cannot search %s for a lost post (%s); it will be posted again", channel, exc.code
                 )
-            else:
-                resp = self._call(
-                    "conversations.history",
-                    self.client.conversations_history,
-                    channel=channel,
-                    oldest=f"{oldest.timestamp():.6f}",
-                    limit=200,
-                    include_all_metadata=True,
-                )
-        except SlackCallFailed as exc:
-            log.warning("cannot search %s for a lost post (%s); it will be posted again", channel, exc.code)
-            return None
-        for message in resp.get("messages") or []:
-            meta = message.get("metadata") or {}
-            payload = meta.get("event_payload") or {}
-            if meta.get("event_type") == POST_EVENT_TYPE and payload.get("key") == dedup_key:
-                return PostedMessage(channel=channel, ts=str(message.get("ts", "")))
+                return None
+            messages = resp.get("messages") or []
+            for message in messages:
+                meta = message.get("metadata") or {}
+                payload = meta.get("event_payload") or {}
+                if meta.get("event_type") == POST_EVENT_TYPE and payload.get("key") == dedup_key:
+                    return PostedMessage(channel=channel, ts=str(message.get("ts", "")))
+            cursor = str((resp.get("response_metadata") or {}).get("next_cursor") or "")
+            reached_back = any(_ts_before(m.get("ts"), oldest) for m in messages)
+            if not cursor or (reached_back and not thread_ts):
+                break
         return None
 
     def update_message(
@@ -246,6 +251,13 @@ class SlackGateway:
     def auth_test(self) -> dict[str, Any]:
         resp = self._call("auth.test", self.client.auth_test)
         return dict(resp.data) if isinstance(resp.data, dict) else {}
+
+
+def _ts_before(ts: Any, moment: datetime) -> bool:
+    try:
+        return float(ts) < moment.timestamp()
+    except (TypeError, ValueError):
+        return False
 
 
 def respond_via_url(

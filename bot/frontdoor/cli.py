@@ -187,6 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.debug("failed", exc_info=True)
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_FAILED
+    except OSError as exc:
+        # A file the user named (--out, --output) that cannot be written: their mistake, one line.
+        where = exc.filename or "a file"
+        print(f"upgrade-bot: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception:
         # A bug: the detail goes to the log (stderr), behind one line a person can quote.
         log.exception("upgrade-bot %s failed unexpectedly", args.command)

@@ -265,6 +265,8 @@ class Triggers:
         self.sync()
 
     def _tick_runs(self) -> Done:
+        # Slack first: what a crash left unposted is settled before anything new is posted.
+        self.runs.catch_up_slack()
         outcomes = self.runs.tick()
         detail = "; ".join(f"{o.run.id}: {', '.join(e.kind for e in o.events)}" for o in outcomes)
         return Done(kind=RUN_TICKER, key="", action="ticked", detail=detail)

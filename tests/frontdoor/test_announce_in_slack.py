@@ -99,7 +99,7 @@ def test_scheduling_with_a_broken_team_template_is_an_ephemeral_error_and_posts_
     front.services.store.save_plan(
         name="eks-nodegroups", text=PLAN, loaded_by="U0PRIMARY", loaded_at=front.services.runs.clock()
     )
-    slash(front, 'schedule eks-nodegroups --at "2030-12-02 14:00"')
+    slash(front, 'schedule eks-nodegroups --at "2027-12-06 14:00"')
     (response,) = front.stub.wait_for_responses(1)
     front.workers.shutdown(wait=True)
     assert response["response_type"] == "ephemeral"

@@ -208,7 +208,20 @@ def test_two_replicas_at_the_same_instant_post_once(
     assert len(posts(slack_stub)) == 2
 
 
-def test_a_post_interrupted_before_slack_answered_is_never_repeated(
+def _dead_claim(store: Store, schedule_id: int, key: str) -> None:
+    # What a bot killed between claiming and recording the ts leaves behind: a claim without a
+    # ts, owned by a process that is gone.
+    assert store.claim_message(
+        run_id=f"schedule:{schedule_id}",
+        key=key,
+        channel="C0ANNOUNCE",
+        thread_ts="",
+        at=utc(2026, 11, 30, 5),
+        owner="4242-deadbeef",
+    )
+
+
+def test_a_post_slack_made_before_the_bot_died_is_found_and_never_repeated(
     store: Store, slack_stub: SlackStub, bots: list[Bot]
 ) -> None:
     bot = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
@@ -216,18 +229,33 @@ def test_a_post_interrupted_before_slack_answered_is_never_repeated(
         "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
     )
     reminder = rows[1]
-    # What a bot killed between claiming and recording the ts leaves behind: a claim without a ts.
-    assert store.claim_message(
-        run_id=f"schedule:{schedule.id}",
-        key=reminder.dedup_key,
-        channel="C0ANNOUNCE",
-        thread_ts="",
-        at=utc(2026, 11, 30, 5),
+    _dead_claim(store, schedule.id, reminder.dedup_key)
+    # Slack had the post: the dead bot sent it with its key in the metadata, then died.
+    made = SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)).post_message(
+        "C0ANNOUNCE",
+        "Reminder (posted before the crash)",
+        dedup_key=f"schedule:{schedule.id}/{reminder.dedup_key}",
     )
     assert bot.at(utc(2026, 11, 30, 5)) == ["already_sent"]
-    assert len(posts(slack_stub)) == 1
+    assert len(posts(slack_stub)) == 2  # the scheduled one, and the one from before the crash
+    assert len(slack_stub.calls_to("conversations.history")) == 1
     row = store.scheduled_announcement(reminder.id)
-    assert row is not None and row.state == "sent" and "not posted a second time" in row.reason
+    assert row is not None and row.state == "sent" and row.ts == made.ts
+
+
+def test_a_claim_whose_post_never_reached_slack_is_posted_after_the_restart(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
+    schedule, rows = bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    reminder = rows[1]
+    _dead_claim(store, schedule.id, reminder.dedup_key)
+    assert bot.at(utc(2026, 11, 30, 5)) == ["sent"]
+    texts = posts(slack_stub)
+    assert len(texts) == 2 and "Reminder" in texts[1]
+    assert len([m for m in slack_stub.posted("C0ANNOUNCE") if "Reminder" in m["text"]]) == 1
 
 
 def test_a_failed_post_is_released_and_retried(store: Store, slack_stub: SlackStub, bots: list[Bot]) -> None:

@@ -4,6 +4,11 @@ It answers the methods the bot uses, records every call (method, parameters, hea
 `response_url`s and file upload URLs, and answers with faults on demand: a 429 with Retry-After,
 a 5xx, or a Slack error such as `channel_not_found`. Tests wait on recorded calls with a timeout,
 never with a sleep.
+
+Like Slack, it keeps the messages posted (with their `metadata`) and serves them back through
+`conversations.history` and `conversations.replies`. A slow answer (`fail_next(..., delay=…)`
+with no error) posts the message first and answers late, as Slack does when the network is slow:
+the message exists even if the bot dies before reading the answer.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ class SlackStub:
         self.users: dict[str, dict[str, Any]] = {}
         self.usergroups: dict[str, list[str]] = {}
         self.socket_url: str | None = None
+        #: Every message posted, in order: channel, ts, thread_ts, text, metadata (as Slack keeps them).
+        self.messages: list[dict[str, Any]] = []
         self._faults: dict[str, list[Fault]] = {}
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
@@ -108,6 +115,11 @@ class SlackStub:
                 Fault(status=status, error=error, retry_after=retry_after, delay=delay) for _ in range(times)
             )
 
+    def posted(self, channel: str | None = None) -> list[dict[str, Any]]:
+        """The messages Slack holds now (edits applied), oldest first."""
+        with self._lock:
+            return [dict(m) for m in self.messages if channel is None or m["channel"] == channel]
+
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
             return [c for c in self.calls if c.method == method]
@@ -162,13 +174,31 @@ class SlackStub:
         if method == "chat.postMessage":
             ts = f"{1_700_000_000 + next(self._ts)}.000100"
             channel = str(params.get("channel", ""))
+            metadata = params.get("metadata")
+            if isinstance(metadata, str):
+                metadata = json.loads(metadata)
+            message = {
+                "channel": channel,
+                "ts": ts,
+                "thread_ts": str(params.get("thread_ts") or ""),
+                "text": params.get("text", ""),
+                "metadata": metadata,
+            }
+            with self._lock:
+                self.messages.append(message)
             return {
                 "ok": True,
                 "channel": channel,
                 "ts": ts,
                 "message": {"text": params.get("text", ""), "ts": ts},
             }
+        if method in ("conversations.history", "conversations.replies"):
+            return self._read(method, params)
         if method == "chat.update":
+            with self._lock:
+                for m in self.messages:
+                    if m["channel"] == params.get("channel") and m["ts"] == params.get("ts"):
+                        m["text"] = params.get("text", m["text"])
             return {
                 "ok": True,
                 "channel": params.get("channel"),
@@ -204,6 +234,30 @@ class SlackStub:
                 return {"ok": False, "error": "socket_mode_not_enabled"}
             return {"ok": True, "url": self.socket_url}
         return {"ok": False, "error": "unknown_method"}
+
+    def _read(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel", ""))
+        with_metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
+        with self._lock:
+            mine = [m for m in self.messages if m["channel"] == channel]
+        if method == "conversations.replies":
+            parent = str(params.get("ts", ""))
+            found = [m for m in mine if m["ts"] == parent or m["thread_ts"] == parent]
+        else:
+            oldest = float(params.get("oldest") or 0)
+            # The channel's own messages; thread replies only when broadcast (not modelled: none).
+            found = [m for m in mine if not m["thread_ts"] and float(m["ts"]) >= oldest]
+            found.reverse()  # newest first, as Slack returns history
+        limit = int(params.get("limit") or 100)
+        shown = []
+        for m in found[:limit]:
+            item = {"type": "message", "ts": m["ts"], "text": m["text"]}
+            if m["thread_ts"]:
+                item["thread_ts"] = m["thread_ts"]
+            if with_metadata and m["metadata"]:
+                item["metadata"] = m["metadata"]
+            shown.append(item)
+        return {"ok": True, "messages": shown, "has_more": len(found) > limit}
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -275,6 +329,12 @@ class SlackStub:
                 stub._record(call)
                 fault = stub._take_fault(method)
                 if fault is not None:
+                    if fault.delay and fault.status == 200 and not fault.error:
+                        # Slow network, not a refusal: the message is posted now, the answer is late.
+                        call.response = stub._answer(method, params)
+                        time.sleep(fault.delay)
+                        self._send(200, call.response)
+                        return
                     if fault.delay:
                         time.sleep(fault.delay)
                     if fault.status == 429:

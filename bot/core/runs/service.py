@@ -288,13 +288,30 @@ class RunService:
 
     def recover_all(self) -> list[str]:
         """At start-up: interrupted actions wait for a human; every live card is brought up to date."""
-        touched = []
+        touched = self.catch_up_slack()
         for row in self.store.runs(states=["active", "paused"], limit=500):
             actor = Actor(user_id="bot", source="startup")
             out = self.apply(row.id, lambda run: R.recover(run, now=self.clock()), actor)
             if not out.events:
                 self.publish(out.run, ())
             touched.append(row.id)
+        return sorted(set(touched))
+
+    def catch_up_slack(self) -> list[str]:
+        """Settle posts a crash left unfinished and post the thread lines still owed; the runs touched.
+
+        Run from the timer and at start-up: a thread line committed just before a crash, a card
+        whose post was cut off, are in Slack within one tick of the restart, each exactly once.
+        """
+        if self.cards is None:
+            return []
+        owed = self.store.unposted_messages()
+        self.cards.deliveries.settle_all()
+        touched = sorted({ref.run_id for ref in owed if not ref.run_id.startswith("schedule:")})
+        for run_id in touched:
+            run = assemble_run(self.store, run_id)
+            if run is not None:
+                self.publish(run)
         return touched
 
     def tick(self) -> list[R.Outcome]:
