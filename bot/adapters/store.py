@@ -557,8 +557,11 @@ class Store:
         since: datetime | None = None,
         run_id: str | None = None,
         limit: int | None = None,
+        correlation_id: str | None = None,
     ) -> list[AuditEntry]:
         query = sa.select(audit_log).order_by(audit_log.c.at, audit_log.c.id)
+        if correlation_id is not None:
+            query = query.where(audit_log.c.correlation_id == correlation_id)
         if since is not None:
             query = query.where(audit_log.c.at >= _utc(since))
         if run_id is not None:

@@ -4,19 +4,21 @@ Start-up, in order — nothing is served until the state on disk is brought up t
 
 1. the secrets the chosen transport needs are checked, and SIGTERM/SIGINT ask for a shutdown;
 2. the services are built, and delivery keys older than a week are forgotten;
-3. runs are recovered: an action that was running is marked interrupted (never re-run silently),
-   and every live card and open gate message is brought up to date;
+3. runs are recovered: posts a crash cut off are settled (found in Slack, or posted now), an
+   action that was running is marked interrupted (never re-run silently), and every live card,
+   owed thread line and open gate message is brought up to date;
 4. the triggers start: announcements that fell due while the bot was down are posted (or marked
    delayed, or skipped past the grace), then every timer is scheduled;
-5. the Slack App is built and served over HTTP (waitress) or Socket Mode.
+5. the Slack App is built; commands and clicks acknowledged before a crash (the inbox) are
+   handed to the workers; then it is served over HTTP (waitress) or Socket Mode.
 
 Shutdown, in order — each part still has what it writes to when it stops:
 
 1. the transport stops taking requests (HTTP server closed, Socket Mode connection closed), so
    nothing new is acked or queued;
 2. the triggers stop, waiting for a job that is running (an announcement mid-post, a tick);
-3. the worker pool drains: commands and clicks already acked run to the end, because Slack never
-   redelivers an acknowledged interaction;
+3. the worker pool drains: commands and clicks already acked run to the end (they are in the
+   inbox too, so one cut short by a kill is worked off at the next start);
 4. the database is closed, last, since everything above writes to it.
 """
 
@@ -32,6 +34,7 @@ from types import FrameType
 from slack_bolt import App
 
 from bot.errors import ConfigError
+from bot.frontdoor.inbox import Inbox
 from bot.frontdoor.slack import build_app
 from bot.frontdoor.triggers import Triggers
 from bot.frontdoor.wiring import Services, build_services
@@ -53,9 +56,16 @@ def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 
     triggers = Triggers(announcements=services.announcements, runs=services.runs)
     try:
         _recover(services, triggers)
+        inbox = Inbox(store=services.store, workers=workers, clock=lambda: datetime.now(UTC))
         app = build_app(
-            services, workers, signing_secret=settings.secrets.signing_secret, socket_mode=not http
+            services,
+            workers,
+            signing_secret=settings.secrets.signing_secret,
+            socket_mode=not http,
+            inbox=inbox,
         )
+        # Commands and clicks acknowledged before a crash are worked off now, before new ones.
+        inbox.replay()
         if http:
             assert settings.secrets.signing_secret is not None  # checked by _check_secrets
             _serve_http(

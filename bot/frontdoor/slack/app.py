@@ -16,7 +16,9 @@ from slack_bolt import App, BoltResponse
 from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
 from bot.errors import ConfigError
+from bot.frontdoor.inbox import Inbox
 from bot.frontdoor.slack import commands, fallback, gates
+from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.wiring import Services
 from bot.frontdoor.workers import WorkerPool
 
@@ -30,7 +32,11 @@ def build_app(
     signing_secret: str | None,
     socket_mode: bool,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    inbox: Inbox | None = None,
 ) -> App:
+    """The App with every listener; acknowledged requests go through `inbox` (made here when not
+    given: the serve lifecycle passes its own, to work off at start-up what a crash left)."""
+    inbox = inbox or Inbox(store=services.store, workers=workers, clock=clock)
     if services.web_client is None:
         raise ConfigError("environment: SLACK_BOT_TOKEN is not set (secrets come only from the environment)")
     app = App(
@@ -43,26 +49,19 @@ def build_app(
     )
     gateway = SlackGateway(services.web_client)
     app.middleware(deduplicate(services.store, clock))
-    commands.register(app, router=services.router, gateway=gateway, workers=workers)
+    commands.register(app, router=services.router, gateway=gateway, inbox=inbox)
     gates.register(
-        app, runs=services.runs, gateway=gateway, workers=workers, store=services.store, clock=clock
+        app,
+        runs=services.runs,
+        gateway=gateway,
+        inbox=inbox,
+        workers=workers,
+        store=services.store,
+        clock=clock,
     )
     # Last: Bolt tries listeners in the order they were registered, and this one takes any button.
     fallback.register(app, store=services.store, workers=workers, clock=clock)
     return app
-
-
-def delivery_key(body: dict[str, Any]) -> str | None:
-    """A key that is the same for every delivery of one user action, and differs between actions.
-
-    Events carry an event_id that Slack reuses on retries; commands and interactions carry a
-    trigger_id that a double-submitted request repeats.
-    """
-    if body.get("event_id"):
-        return f"event:{body['event_id']}"
-    if body.get("trigger_id"):
-        return f"trigger:{body['trigger_id']}"
-    return None
 
 
 def deduplicate(

@@ -10,8 +10,9 @@ from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.errors import BotError, SlackCallFailed
-from bot.frontdoor.workers import WorkerPool
-from bot.logsetup import correlation, new_correlation_id
+from bot.frontdoor.inbox import Inbox
+from bot.frontdoor.slack.keys import delivery_key
+from bot.logsetup import correlation
 from bot.router import CommandRequest, Outcome, Router
 
 log = logging.getLogger(__name__)
@@ -19,27 +20,37 @@ log = logging.getLogger(__name__)
 SLASH_COMMAND = "/upgrade"
 
 
-def register(app: App, *, router: Router, gateway: SlackGateway, workers: WorkerPool) -> None:
-    @app.command(SLASH_COMMAND)
-    def on_command(ack: Ack, command: dict[str, Any]) -> None:
-        ack()
-        cid = new_correlation_id()
+#: What the inbox keeps of a slash command: enough to run it again after a restart.
+_FIELDS = ("text", "user_id", "channel_id", "response_url")
+
+
+def register(app: App, *, router: Router, gateway: SlackGateway, inbox: Inbox) -> None:
+    def work(payload: dict[str, Any], cid: str, _replay: bool) -> None:
         request = CommandRequest(
-            text=str(command.get("text", "")),
-            user_id=str(command.get("user_id", "")),
-            channel_id=str(command.get("channel_id", "")),
+            text=str(payload.get("text", "")),
+            user_id=str(payload.get("user_id", "")),
+            channel_id=str(payload.get("channel_id", "")),
             source="slack",
             correlation_id=cid,
         )
-        response_url = str(command.get("response_url", ""))
+        outcome = router.handle(request)
+        deliver(outcome, gateway=gateway, response_url=str(payload.get("response_url", "")), request=request)
 
-        def job() -> None:
-            outcome = router.handle(request)
-            deliver(outcome, gateway=gateway, response_url=response_url, request=request)
+    inbox.handle("command", work)
 
+    @app.command(SLASH_COMMAND)
+    def on_command(ack: Ack, body: dict[str, Any], command: dict[str, Any]) -> None:
+        # Stored before the ack: Slack never sends an acknowledged command again.
+        accepted = inbox.accept("command", delivery_key(body), {f: str(command.get(f, "")) for f in _FIELDS})
+        ack()
+        if accepted is None:
+            return
+        item_id, cid = accepted
         with correlation(cid):
-            log.info("accepted %s from %s in %s", SLASH_COMMAND, request.user_id, request.channel_id)
-            workers.submit(job, name=f"{SLASH_COMMAND} {request.text[:40]}")
+            log.info(
+                "accepted %s from %s in %s", SLASH_COMMAND, command.get("user_id"), command.get("channel_id")
+            )
+            inbox.submit(item_id, name=f"{SLASH_COMMAND} {str(command.get('text', ''))[:40]}")
 
 
 def deliver(outcome: Outcome, *, gateway: SlackGateway, response_url: str, request: CommandRequest) -> None:

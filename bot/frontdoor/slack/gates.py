@@ -24,7 +24,9 @@ from bot.core.rendering import slack_escape
 from bot.core.runs.machine import ButtonRef
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
+from bot.frontdoor.inbox import Inbox
 from bot.frontdoor.slack.fallback import refuse_inactive_button
+from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.workers import WorkerPool
 from bot.logsetup import correlation
 
@@ -41,6 +43,7 @@ def register(
     *,
     runs: RunService,
     gateway: SlackGateway,
+    inbox: Inbox,
     workers: WorkerPool,
     store: Store,
     clock: Callable[[], datetime],
@@ -92,15 +95,51 @@ def register(
                 message=out.message,
             )
 
+    def work_click(payload: dict[str, Any], cid: str, _replay: bool) -> None:
+        ref = ButtonRef.decode(str(payload["value"]), GATE_ACTIONS.get(str(payload["action_id"]), ""))
+        if ref is None:
+            return
+        actor = Actor(
+            user_id=str(payload["user"]),
+            source="slack",
+            channel_id=str(payload["channel"]),
+            correlation_id=cid,
+        )
+        decide(
+            ref,
+            actor,
+            response_url=str(payload["response_url"]),
+            trigger_id=str(payload["trigger_id"]),
+            confirmation=payload.get("confirmation"),
+        )
+
+    inbox.handle("click", work_click)
+
     @app.action(re.compile("^gate_(approve|reject)$"))
     def on_gate(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
-        ack()
         user = str(body.get("user", {}).get("id", ""))
         channel = str(body.get("channel", {}).get("id", ""))
         response_url = str(body.get("response_url", ""))
         trigger_id = str(body.get("trigger_id", ""))
         action_id = str(action.get("action_id", ""))
-        ref = ButtonRef.decode(str(action.get("value", "")), GATE_ACTIONS.get(action_id, ""))
+        value = str(action.get("value", ""))
+        ref = ButtonRef.decode(value, GATE_ACTIONS.get(action_id, ""))
+        accepted = None
+        if ref is not None:
+            # Stored before the ack: Slack never sends an acknowledged click again.
+            accepted = inbox.accept(
+                "click",
+                delivery_key(body),
+                {
+                    "user": user,
+                    "channel": channel,
+                    "response_url": response_url,
+                    "trigger_id": trigger_id,
+                    "action_id": action_id,
+                    "value": value,
+                },
+            )
+        ack()
         with correlation() as cid:
             log.info("gate button %s from %s", action_id, user)
             if ref is None:
@@ -115,13 +154,8 @@ def register(
                     cid=cid,
                 )
                 return
-            actor = Actor(user_id=user, source="slack", channel_id=channel, correlation_id=cid)
-            workers.submit(
-                lambda: decide(
-                    ref, actor, response_url=response_url, trigger_id=trigger_id, confirmation=None
-                ),
-                name=f"gate {ref.run_id}/{ref.step_id}",
-            )
+            if accepted is not None:
+                inbox.submit(accepted[0], name=f"gate {ref.run_id}/{ref.step_id}")
 
     @app.view(CONFIRM_CALLBACK)
     def on_confirm(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
@@ -142,13 +176,23 @@ def register(
             # A string comparison: fast enough to answer inside the ack, where the modal shows it.
             ack(response_action="errors", errors={"confirm": f"Type {ref.step_id} exactly to approve."})
             return
+        accepted = inbox.accept(
+            "click",
+            delivery_key(body) or f"view:{view.get('id', '')}",
+            {
+                "user": user,
+                "channel": channel,
+                "response_url": "",
+                "trigger_id": "",
+                "action_id": "gate_approve",
+                "value": ref.encode(),
+                "confirmation": typed,
+            },
+        )
         ack()
-        with correlation() as cid:
-            actor = Actor(user_id=user, source="slack", channel_id=channel, correlation_id=cid)
-            workers.submit(
-                lambda: decide(ref, actor, response_url="", trigger_id="", confirmation=typed),
-                name=f"confirm {ref.run_id}/{ref.step_id}",
-            )
+        if accepted is not None:
+            with correlation(accepted[1]):
+                inbox.submit(accepted[0], name=f"confirm {ref.run_id}/{ref.step_id}")
 
 
 def confirm_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
