@@ -31,8 +31,12 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 
-#: Works off one item: (its payload, its correlation id, whether it is a replay after a restart).
-Handler = Callable[[dict[str, Any], str, bool], None]
+#: How an item is worked off: for the first time, again after a restart, or only to be told
+#: that its effect was committed before the restart (so the person hears back all the same).
+NEW, REPLAY, DONE_BEFORE = "new", "replay", "done-before"
+
+#: Works off one item: (its payload, its correlation id, NEW | REPLAY | DONE_BEFORE).
+Handler = Callable[[dict[str, Any], str, str], None]
 
 
 class Inbox:
@@ -80,12 +84,13 @@ class Inbox:
             handler = self.handlers.get(item.kind)
             if handler is None:
                 log.error("inbox item %s has an unknown kind %s; set aside", item.id, item.kind)
-            elif replay and self.store.audit_entries(correlation_id=cid, limit=1):
-                # Its effect was committed (with audit rows under this id) before the crash.
-                log.info("inbox item %s (%s) had taken effect before the restart", item.id, item.kind)
             else:
+                # Its effect was committed (with audit rows under this id) before the crash?
+                done_before = replay and bool(self.store.audit_entries(correlation_id=cid, limit=1))
+                if done_before:
+                    log.info("inbox item %s (%s) had taken effect before the restart", item.id, item.kind)
                 try:
-                    handler(payload, cid, replay)
+                    handler(payload, cid, DONE_BEFORE if done_before else REPLAY if replay else NEW)
                 except BotError as exc:
                     log.warning("inbox item %s (%s) failed: %s", item.id, item.kind, exc.user_message)
                     return  # left pending: worked off again at the next start

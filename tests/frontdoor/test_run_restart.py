@@ -5,97 +5,16 @@ interrupted and waits for a human instead of running again."""
 
 from __future__ import annotations
 
-import json
-import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.adapters.store import Store
-from bot.core.people import StaticDirectory
-from bot.core.runs.service import RunService
-from bot.settings import load_settings
-from tests.conftest import SIGNING_SECRET
-from tests.support.bot_process import BotProcess
-from tests.support.signing import post, signed_headers
+from tests.support.bot_process import COORD, PRIMARY, SHADOW, RunBot
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
-
-PRIMARY, SHADOW, COORD = "U0PRIMARY", "U0SHADOW", "U0COORD"
-
-
-@dataclass
-class Bot(BotProcess):
-    def store(self) -> Store:
-        return Store.open(load_settings(self.config, {}).database_url)
-
-    def run(self) -> Any:
-        store = self.store()
-        try:
-            (row,) = store.runs()
-            return RunService(store=store, directory=StaticDirectory(), clock=lambda: row.updated_at).load(
-                row.id
-            )
-        finally:
-            store.close()
-
-    def command(self, text: str, user: str = PRIMARY) -> str:
-        """Run a slash command; its reply, ephemeral or posted in the channel."""
-        before, posted = len(self.stub.responses), len(self.stub.calls_to("chat.postMessage"))
-        self.send_command(text, user)
-
-        def reply() -> str | None:
-            if len(self.stub.responses) > before:
-                return str(self.stub.responses[-1]["text"])
-            new = [
-                c.params
-                for c in self.stub.calls_to("chat.postMessage")[posted:]
-                if not c.params.get("thread_ts")
-            ]
-            plain = [p for p in new if not p["text"].startswith(":clipboard:")]
-            return str(plain[-1]["text"]) if plain else None
-
-        return self.stub.wait_for(reply, timeout=30)
-
-    def click(self, user: str, value: str) -> None:
-        """Click Approve and wait until the run's version moves (the click counted)."""
-        version = self.run().version
-        self._click(user, value)
-        wait_until(
-            lambda: self.run().version > version, timeout=30, what=f"{user}'s click on {value} to count"
-        )
-
-    def _click(self, user: str, value: str) -> None:
-        self.requests += 1
-        payload = {
-            "type": "block_actions",
-            "trigger_id": f"click-{self.requests}",
-            "user": {"id": user},
-            "channel": {"id": "C0OPS"},
-            "team": {"id": "T0TEAM"},
-            "api_app_id": "A0STUB",
-            "response_url": self.stub.response_url(f"click-{self.requests}"),
-            "actions": [{"action_id": "gate_approve", "value": value, "type": "button", "action_ts": "1.2"}],
-        }
-        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
-        assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
-
-    def gate(self, step: str) -> str:
-        """Wait for the gate message of the step's current state; its button value."""
-
-        def find() -> str | None:
-            epoch = self.run().step_run(step).epoch
-            value = f"{self.run().id}|{step}|{epoch}"
-            for call in self.stub.calls_to("chat.postMessage"):
-                if value in json.dumps(call.params.get("blocks") or []):
-                    return value
-            return None
-
-        return wait_until(find, timeout=30, what=f"the gate message of {step}")
 
 
 @pytest.fixture
@@ -105,20 +24,20 @@ def bot(
     bot_env: dict[str, str],
     sim_eks: Any,
     sim_kubeconfig: Callable[[Any], Path],
-) -> Iterator[Bot]:
+) -> Iterator[RunBot]:
     kubeconfig = sim_kubeconfig(sim_eks)
     config = write_config(
         f"channels: {{operations: C0OPS}}\nclusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"
     )
     for user in (PRIMARY, SHADOW, COORD):
         slack_stub.users[user] = {"id": user}
-    b = Bot(config=config, env=bot_env, stub=slack_stub)
+    b = RunBot(config=config, env=bot_env, stub=slack_stub)
     b.start()
     yield b
     b.stop()
 
 
-def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: Bot, sim_eks: Any) -> None:
+def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim_eks: Any) -> None:
     assert "loaded" in bot.command("plan load eks-nodegroups")
     assert "started" in bot.command("start eks-nodegroups")
 

@@ -7,17 +7,25 @@ state. Slash commands reach it as signed HTTP requests, as Slack sends them.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bot.adapters.store import Store
+from bot.core.people import StaticDirectory
+from bot.core.runs.service import RunService
+from bot.settings import load_settings
 from tests.conftest import SIGNING_SECRET, bot_command
 from tests.support.signing import post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
+from tests.support.testbed import wait_until
 
 
 @dataclass
@@ -69,3 +77,85 @@ class BotProcess:
             text, user=user, response_url=self.stub.response_url(), trigger_id=f"cmd-{self.requests}"
         )
         assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+
+
+PRIMARY, SHADOW, COORD = "U0PRIMARY", "U0SHADOW", "U0COORD"
+
+
+@dataclass
+class RunBot(BotProcess):
+    """A bot process with a run: slash commands, clicks, and the run read back from its database."""
+
+    def store(self) -> Store:
+        return Store.open(load_settings(self.config, {}).database_url)
+
+    def run_ids(self) -> list[str]:
+        store = self.store()
+        try:
+            return [r.id for r in store.runs()]
+        finally:
+            store.close()
+
+    def run(self) -> Any:
+        store = self.store()
+        try:
+            (row,) = store.runs()
+            return RunService(store=store, directory=StaticDirectory(), clock=lambda: row.updated_at).load(
+                row.id
+            )
+        finally:
+            store.close()
+
+    def command(self, text: str, user: str = PRIMARY) -> str:
+        """Run a slash command; its reply, ephemeral or posted in the channel."""
+        before, posted = len(self.stub.responses), len(self.stub.calls_to("chat.postMessage"))
+        self.send_command(text, user)
+
+        def reply() -> str | None:
+            if len(self.stub.responses) > before:
+                return str(self.stub.responses[-1]["text"])
+            new = [
+                c.params
+                for c in self.stub.calls_to("chat.postMessage")[posted:]
+                if not c.params.get("thread_ts")
+            ]
+            plain = [p for p in new if not p["text"].startswith(":clipboard:")]
+            return str(plain[-1]["text"]) if plain else None
+
+        return self.stub.wait_for(reply, timeout=30)
+
+    def click(self, user: str, value: str) -> None:
+        """Click Approve and wait until the run's version moves (the click counted)."""
+        version = self.run().version
+        self._click(user, value)
+        wait_until(
+            lambda: self.run().version > version, timeout=30, what=f"{user}'s click on {value} to count"
+        )
+
+    def _click(self, user: str, value: str) -> None:
+        self.requests += 1
+        payload = {
+            "type": "block_actions",
+            "trigger_id": f"click-{self.requests}",
+            "user": {"id": user},
+            "channel": {"id": "C0OPS"},
+            "team": {"id": "T0TEAM"},
+            "api_app_id": "A0STUB",
+            "response_url": self.stub.response_url(f"click-{self.requests}"),
+            "actions": [{"action_id": "gate_approve", "value": value, "type": "button", "action_ts": "1.2"}],
+        }
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+
+    def gate(self, step: str) -> str:
+        """Wait for the gate message of the step's current state; its button value."""
+
+        def find() -> str | None:
+            epoch = self.run().step_run(step).epoch
+            value = f"{self.run().id}|{step}|{epoch}"
+            for call in self.stub.calls_to("chat.postMessage"):
+                if value in json.dumps(call.params.get("blocks") or []):
+                    return value
+            return None
+
+        return wait_until(find, timeout=30, what=f"the gate message of {step}")

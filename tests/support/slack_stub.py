@@ -40,6 +40,8 @@ class Fault:
     error: str | None = None
     retry_after: int | None = None
     delay: float = 0.0
+    #: Only calls whose parameters satisfy this take the fault (None: the next call, whatever it is).
+    when: Callable[[dict[str, Any]], bool] | None = None
 
 
 class SlackStub:
@@ -108,11 +110,13 @@ class SlackStub:
         retry_after: int | None = None,
         times: int = 1,
         delay: float = 0.0,
+        when: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
-        """The next `times` calls of `method` answer with this fault instead of success."""
+        """The next `times` calls of `method` (that satisfy `when`) answer with this fault."""
         with self._lock:
             self._faults.setdefault(method, []).extend(
-                Fault(status=status, error=error, retry_after=retry_after, delay=delay) for _ in range(times)
+                Fault(status=status, error=error, retry_after=retry_after, delay=delay, when=when)
+                for _ in range(times)
             )
 
     def posted(self, channel: str | None = None) -> list[dict[str, Any]]:
@@ -155,10 +159,13 @@ class SlackStub:
             self.calls.append(call)
             self._lock.notify_all()
 
-    def _take_fault(self, method: str) -> Fault | None:
+    def _take_fault(self, method: str, params: dict[str, Any] | None = None) -> Fault | None:
         with self._lock:
-            queue = self._faults.get(method)
-            return queue.pop(0) if queue else None
+            queue = self._faults.get(method) or []
+            for i, fault in enumerate(queue):
+                if fault.when is None or fault.when(params or {}):
+                    return queue.pop(i)
+            return None
 
     def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":
@@ -183,6 +190,7 @@ class SlackStub:
                 "thread_ts": str(params.get("thread_ts") or ""),
                 "text": params.get("text", ""),
                 "metadata": metadata,
+                "blocks": params.get("blocks"),
             }
             with self._lock:
                 self.messages.append(message)
@@ -276,14 +284,20 @@ class SlackStub:
                 self, status: int, payload: dict[str, Any] | str, headers: dict[str, str] | None = None
             ) -> None:
                 body = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
-                self.send_response(status)
+                try:
+                    self.send_response(status)
+                except (BrokenPipeError, ConnectionResetError):
+                    return
                 ctype = "text/plain" if isinstance(payload, str) else "application/json; charset=utf-8"
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the bot was killed while this (delayed) answer was on its way
 
             def do_POST(self) -> None:
                 raw = self._body()
@@ -327,7 +341,7 @@ class SlackStub:
                 params = _parse_params(raw, headers.get("content-type", ""))
                 call = Call(method=method, params=params, headers=headers)
                 stub._record(call)
-                fault = stub._take_fault(method)
+                fault = stub._take_fault(method, params)
                 if fault is not None:
                     if fault.delay and fault.status == 200 and not fault.error:
                         # Slow network, not a refusal: the message is posted now, the answer is late.

@@ -9,8 +9,8 @@ from typing import Any
 from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway, respond_via_url
-from bot.errors import BotError, SlackCallFailed
-from bot.frontdoor.inbox import Inbox
+from bot.errors import BotError, SlackCallFailed, clip
+from bot.frontdoor.inbox import DONE_BEFORE, Inbox
 from bot.frontdoor.slack.keys import delivery_key
 from bot.logsetup import correlation
 from bot.router import CommandRequest, Outcome, Router
@@ -25,7 +25,16 @@ _FIELDS = ("text", "user_id", "channel_id", "response_url")
 
 
 def register(app: App, *, router: Router, gateway: SlackGateway, inbox: Inbox) -> None:
-    def work(payload: dict[str, Any], cid: str, _replay: bool) -> None:
+    def work(payload: dict[str, Any], cid: str, how: str) -> None:
+        if how == DONE_BEFORE:
+            # Ran before the restart; only its reply was lost with the process.
+            respond_via_url(
+                str(payload.get("response_url", "")),
+                f":information_source: `/upgrade {clip(str(payload.get('text', '')))}` was done just before "
+                f"the bot restarted; the channel shows its result. _(ref {cid})_",
+                ephemeral=True,
+            )
+            return
         request = CommandRequest(
             text=str(payload.get("text", "")),
             user_id=str(payload.get("user_id", "")),

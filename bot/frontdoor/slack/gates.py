@@ -24,7 +24,7 @@ from bot.core.rendering import slack_escape
 from bot.core.runs.machine import ButtonRef
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
-from bot.frontdoor.inbox import Inbox
+from bot.frontdoor.inbox import DONE_BEFORE, Inbox
 from bot.frontdoor.slack.fallback import refuse_inactive_button
 from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.workers import WorkerPool
@@ -95,10 +95,10 @@ def register(
                 message=out.message,
             )
 
-    def work_click(payload: dict[str, Any], cid: str, _replay: bool) -> None:
+    def work_click(payload: dict[str, Any], cid: str, how: str) -> None:
         ref = ButtonRef.decode(str(payload["value"]), GATE_ACTIONS.get(str(payload["action_id"]), ""))
-        if ref is None:
-            return
+        if ref is None or how == DONE_BEFORE:
+            return  # counted before the restart: the card and the thread show it
         actor = Actor(
             user_id=str(payload["user"]),
             source="slack",
