@@ -13,6 +13,7 @@ the message exists even if the bot dies before reading the answer.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -294,10 +295,9 @@ class SlackStub:
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
-                try:
+                # The bot may have been killed while this (delayed) answer was on its way.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the bot was killed while this (delayed) answer was on its way
 
             def do_POST(self) -> None:
                 raw = self._body()
