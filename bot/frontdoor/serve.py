@@ -17,8 +17,9 @@ Shutdown, in order — each part still has what it writes to when it stops:
 1. the transport stops taking requests (HTTP server closed, Socket Mode connection closed), so
    nothing new is acked or queued;
 2. the triggers stop, waiting for a job that is running (an announcement mid-post, a tick);
-3. the worker pool drains: commands and clicks already acked run to the end (they are in the
-   inbox too, so one cut short by a kill is worked off at the next start);
+3. the worker pool stops: commands and clicks still queued are dropped and running ones get
+   `SHUTDOWN_GRACE`; every one is in the inbox, so what is cut short is worked off at the next
+   start (a 10 MB command or a Slack outage cannot hold the shutdown past the pod's grace);
 4. the database is closed, last, since everything above writes to it.
 """
 
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: De-duplication keys only matter while Slack may still retry (minutes); a week is kept for audits.
 DELIVERY_KEYS_KEPT = timedelta(days=7)
+#: How long a shutdown waits for running commands: inside Kubernetes' default 30 s grace period.
+SHUTDOWN_GRACE = timedelta(seconds=15)
 
 
 def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 3000) -> None:
@@ -76,7 +79,17 @@ def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 
             _serve_socket_mode(app, settings.secrets.app_token, stop=stop)
     finally:
         triggers.shutdown()
-        workers.shutdown(wait=True)
+        # Every job on the pool is an inbox item: queued ones are dropped and a long one is not
+        # waited for past the grace, since the next start works them off again.
+        if not workers.stop(grace=SHUTDOWN_GRACE.total_seconds()):
+            log.warning(
+                "%s job(s) still running after %ss; they resume from the inbox at the next start",
+                workers.depth,
+                SHUTDOWN_GRACE.total_seconds(),
+            )
+            logging.shutdown()
+            # A worker thread cannot be interrupted and would keep the interpreter alive.
+            os._exit(0)
         services.close()
 
 

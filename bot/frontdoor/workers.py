@@ -60,3 +60,12 @@ class WorkerPool:
 
     def shutdown(self, wait: bool = True) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def stop(self, grace: float) -> bool:
+        """Drop the jobs still queued, give the running ones `grace` seconds; True if all ended.
+
+        Only for work that is also in the inbox: what is dropped or cut short here is worked
+        off again at the next start, so a shutdown need not wait for it.
+        """
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        return self.idle(timeout=grace)

@@ -1,13 +1,16 @@
 """`upgrade-bot run` shuts down in the documented order: on SIGTERM the transport stops first and
-the worker pool drains, so a command acked just before the signal still gets its reply, and the
-process exits 0."""
+running commands get a grace period, so a command acked just before the signal still gets its
+reply; one stuck past the grace is not waited for, and is answered from the inbox at the next
+start. The process exits 0 either way."""
 
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bot.frontdoor.serve import SHUTDOWN_GRACE
 from tests.support.bot_process import BotProcess
 from tests.support.slack_stub import SlackStub
 
@@ -30,3 +33,31 @@ def test_sigterm_lets_an_acked_command_finish_its_reply_and_exits_0(
     assert bot.process.returncode == 0, err[-3000:]
     (reply,) = slack_stub.responses
     assert "/upgrade whoami" in reply["text"]
+
+
+def test_sigterm_does_not_wait_for_a_stuck_command_which_resumes_at_the_next_start(
+    write_config: Callable[..., Path], slack_stub: SlackStub, bot_env: dict[str, str]
+) -> None:
+    bot = BotProcess(config=write_config(), env=bot_env, stub=slack_stub)
+    bot.start()
+    try:
+        # Slack hangs for a minute inside the command (its first roster check asks for a group).
+        slack_stub.fail_next("usergroups.users.list", delay=60)
+        bot.send_command("whoami", "U0PRIMARY")
+        slack_stub.wait_for_calls("usergroups.users.list", timeout=15)
+        assert bot.process is not None
+        started = time.monotonic()
+        bot.process.send_signal(signal.SIGTERM)
+        _, err = bot.process.communicate(timeout=40)
+        assert time.monotonic() - started < SHUTDOWN_GRACE.total_seconds() + 10
+        assert bot.process.returncode == 0, err[-3000:]
+        assert "resume from the inbox" in err
+        assert slack_stub.responses == []
+        # The next start works it off: the acknowledged command is answered after all, once.
+        bot.process = None
+        bot.start()
+        slack_stub.wait_for_responses(1, timeout=30)
+        (reply,) = slack_stub.responses
+        assert "U0PRIMARY" in reply["text"]
+    finally:
+        bot.stop()
