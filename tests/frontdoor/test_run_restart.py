@@ -108,10 +108,13 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
     # Each post of the run is exactly one claimed message key (claimed before posting, so a
     # restart finds it claimed and does not post again).
     store = bot.store()
-    keys = [k for k in store.messages(bot.run().id) if not k.endswith(":retired")]
+    store_refs = store.messages(bot.run().id)
+    keys = [k for k in store_refs if not k.endswith(":retired")]
     store.close()
     card_ts = bot.stub.calls_to("chat.postMessage")[posts.index(cards[0])].response["ts"]
     run_posts = [p for p in posts if p.get("thread_ts") == card_ts or p is cards[0]]
+    unposted = {k: v for k, v in store_refs.items() if not v.ts}
+    assert unposted == {}
     assert len(run_posts) == len(keys) == len(set(keys))
     # Every approval is in the database, once.
     approvals = [(a.step_id, a.phase, a.user_id) for a in bot.run().approvals]

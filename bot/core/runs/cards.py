@@ -181,10 +181,23 @@ class RunCards:
 
     def _retire(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:
         """Edit a closed gate's message: no buttons, and what became of the step."""
+        retired = f"{key}:retired"
         if not self.store.claim_message(
-            run_id=run.id, key=f"{key}:retired", channel=channel, thread_ts="", at=self.clock()
+            run_id=run.id,
+            key=retired,
+            channel=channel,
+            thread_ts="",
+            at=self.clock(),
+            owner=self.deliveries.owner,
         ):
             return
         context = {**self._gate_context(run, sr), "open": False}
         rendered = self.renderer.render("runs/gate", context)
-        self.poster.update_message(channel, ts, rendered.text, blocks=rendered.blocks)
+        try:
+            self.poster.update_message(channel, ts, rendered.text, blocks=rendered.blocks)
+        except BotError:
+            self.store.release_message(run_id=run.id, key=retired)
+            raise
+        # An edit, not a post: done once it is made (a crash before this line edits it again,
+        # which shows the same thing).
+        self.store.record_message(run_id=run.id, key=retired, channel=channel, ts=ts)
