@@ -26,7 +26,8 @@ from bot.frontdoor.wiring import build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import load_settings
 from bot.sim import SimCluster
-from tests.conftest import BOT_TOKEN, SIGNING_SECRET, bot_command
+from tests.support.bot_process import bot_command
+from tests.support.secrets import BOT_TOKEN, SIGNING_SECRET
 from tests.support.signing import post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 

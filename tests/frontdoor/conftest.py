@@ -17,7 +17,7 @@ from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import Settings, load_settings
 from commands import build_registry
-from tests.conftest import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
+from tests.support.secrets import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
 from tests.support.slack_stub import SlackStub
 
 

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bot.core.command import Args, CommandContext, Registry, Reply
 from commands import build_registry
-from tests.conftest import SIGNING_SECRET
 from tests.frontdoor.conftest import Front
+from tests.support.secrets import SIGNING_SECRET
 from tests.support.signing import post, signed_headers, slash_command_body
 
 

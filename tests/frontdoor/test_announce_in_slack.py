@@ -9,8 +9,8 @@ import pytest
 
 from bot.core.announcements.templates import AnnouncementRenderer, sample_context
 from bot.settings import Settings, load_settings
-from tests.conftest import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
 from tests.frontdoor.conftest import Front
+from tests.support.secrets import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
 from tests.support.signing import post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 

@@ -22,7 +22,8 @@ from bot.adapters.store import Store
 from bot.frontdoor.http import MAX_BODY
 from bot.settings import load_settings
 from commands import build_registry
-from tests.conftest import SECRETS, SIGNING_SECRET, bot_command
+from tests.support.bot_process import bot_command
+from tests.support.secrets import SECRETS, SIGNING_SECRET
 from tests.support.signing import get, post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 

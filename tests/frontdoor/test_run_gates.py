@@ -21,7 +21,7 @@ from bot.frontdoor.slack import build_app
 from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import load_settings
-from tests.conftest import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
+from tests.support.secrets import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
 from tests.support.signing import post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 

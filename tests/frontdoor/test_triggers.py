@@ -21,8 +21,8 @@ from bot.core.people import StaticDirectory
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
 from bot.frontdoor.triggers import ANNOUNCEMENT, RUN_TICKER, Triggers
-from tests.conftest import BOT_TOKEN
 from tests.support.clock import FakeClock
+from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 

@@ -1,4 +1,5 @@
-"""A real `upgrade-bot run --http` process for restart tests: start it, SIGKILL it, stop it.
+"""The bot as a real process: how tests start it (`bot_command`), and `upgrade-bot run --http`
+started, SIGKILLed and stopped (`BotProcess`; `RunBot` adds a run's commands and clicks).
 
 The process talks to the Slack stub through SLACK_API_URL (in `env`) and keeps its state in the
 database named by `config`, so a test can kill it at any moment and start another on the same
@@ -11,6 +12,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +24,15 @@ from bot.adapters.store import Store
 from bot.core.people import StaticDirectory
 from bot.core.runs.service import RunService
 from bot.settings import load_settings
-from tests.conftest import SIGNING_SECRET, bot_command
+from tests.support.secrets import SIGNING_SECRET
 from tests.support.signing import post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
+
+
+def bot_command() -> list[str]:
+    """How tests start the bot: the installed console script's module, with this interpreter."""
+    return [sys.executable, "-m", "bot"]
 
 
 @dataclass

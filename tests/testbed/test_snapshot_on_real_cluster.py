@@ -24,9 +24,10 @@ from bot.frontdoor.slack import build_app
 from bot.frontdoor.wiring import build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import load_settings
-from tests.conftest import BOT_TOKEN, SIGNING_SECRET, bot_command
 from tests.support.backends import GROUP_LABEL, RBAC, bot_role_kubeconfig, node_is_ready
+from tests.support.bot_process import bot_command
 from tests.support.node_groups import replace_node_group
+from tests.support.secrets import BOT_TOKEN, SIGNING_SECRET
 from tests.support.signing import post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import RealCluster, fake_node, wait_until

@@ -20,8 +20,8 @@ from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
 from bot.core.runs.service import Actor, RunService
 from bot.resources import BUILTIN_TEMPLATES
-from tests.conftest import BOT_TOKEN
 from tests.support.clock import FakeClock
+from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 
 T0 = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
