@@ -1,32 +1,20 @@
-"""Shared fixtures: fake secrets, config files, the Slack stub, and a guard that no token is logged."""
+"""Shared fixtures: config files, the Slack stub, a bot's environment, and a guard that no token
+is logged. Only fixtures live here; what tests import comes from `tests/support/`."""
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from bot.logsetup import install_filters
+from tests.support.secrets import BOT_TOKEN, ROSTER_YAML, SECRETS, SIGNING_SECRET
 from tests.support.slack_stub import SlackStub
 
 pytest_plugins: list[str] = ["tests.support.postgres", "tests.support.testbed", "tests.support.sim_fixtures"]
-
-# Recognisable fake secrets: the no-token-in-logs guard searches every log line for them.
-BOT_TOKEN = "xoxb-1111-2222-testBotTokenValue"
-APP_TOKEN = "xapp-1-A0STUB-3333-testAppTokenValue"
-SIGNING_SECRET = "test-signing-secret-0123456789abcdef"
-SECRETS = (BOT_TOKEN, APP_TOKEN, SIGNING_SECRET)
-
-ROSTER_YAML = """\
-roster:
-  primary: [U0PRIMARY]
-  shadow: [U0SHADOW]
-  coordinator: [S0LEADS]
-"""
 
 
 class _Collect(logging.Handler):
@@ -85,8 +73,3 @@ def bot_env(slack_stub: SlackStub) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
     )
     return env
-
-
-def bot_command() -> list[str]:
-    """How tests start the bot: the installed console script's module, with this interpreter."""
-    return [sys.executable, "-m", "bot"]

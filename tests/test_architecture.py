@@ -396,3 +396,58 @@ def test_no_import_cycle_in_the_sim() -> None:
         if module not in index:
             visit(module)
     assert cycles == []
+
+
+# -- the test harness -------------------------------------------------------------------------------
+
+TESTS = ROOT / "tests"
+
+
+def _test_imports(path: Path) -> set[str]:
+    """Every module a test file imports, absolute, wherever in the file the import sits."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _is_test_or_conftest(module: str) -> bool:
+    parts = module.split(".")
+    return parts[0] == "tests" and any(p == "conftest" or p.startswith("test_") for p in parts[1:])
+
+
+def test_tests_share_code_through_support_only_never_a_test_module_or_a_conftest() -> None:
+    # What tests share lives in tests/support/; a test module or conftest imported elsewhere runs its
+    # fixtures and tests twice and ties unrelated tests together. Support code imports neither.
+    offenders = {
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for module in _test_imports(path)
+        if _is_test_or_conftest(module)
+    }
+    assert sorted(offenders) == []
+    support = {
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted((TESTS / "support").rglob("*.py"))
+        for module in _test_imports(path)
+        if module.startswith("tests.") and not _in(module, "tests.support")
+    }
+    assert sorted(support) == []
+
+
+def test_core_tests_start_no_processes() -> None:
+    starters = [
+        str(path.relative_to(ROOT))
+        for path in sorted((TESTS / "core").rglob("*.py"))
+        if any(_in(module, "subprocess") for module in _test_imports(path))
+    ]
+    assert starters == []

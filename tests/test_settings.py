@@ -10,7 +10,7 @@ import pytest
 
 from bot.errors import ConfigError
 from bot.settings import parse_settings
-from tests.conftest import bot_command
+from tests.support.bot_process import bot_command
 
 
 def run_bot(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

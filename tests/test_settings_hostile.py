@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROSTER_YAML, bot_command
+from tests.support.bot_process import bot_command
+from tests.support.secrets import ROSTER_YAML
 
 #: Generous for a Python start-up on two shared cores; a FIFO that blocks would exceed it.
 PROCESS_TIMEOUT = 60

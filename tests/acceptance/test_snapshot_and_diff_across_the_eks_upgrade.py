@@ -14,20 +14,16 @@ import fnmatch
 import json
 import re
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from bot.frontdoor.http import HttpFrontDoor, make_server
-from bot.frontdoor.slack import build_app
-from bot.frontdoor.wiring import build_services
-from bot.frontdoor.workers import WorkerPool
 from bot.settings import load_settings
 from bot.sim import SimCluster
-from tests.conftest import BOT_TOKEN, SIGNING_SECRET, bot_command
-from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.bot_process import bot_command
+from tests.support.front import start_front
+from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 
 SCENARIO = yaml.safe_load(
@@ -192,32 +188,17 @@ def test_the_same_diff_through_slack_summary_in_channel_and_report_in_thread(
     settings = load_settings(
         write_config(tmp_path, sim_eks), {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": slack_stub.api_url}
     )
-    services = build_services(settings)
-    workers = WorkerPool(2)
-    app = build_app(services, workers, signing_secret=SIGNING_SECRET, socket_mode=False)
-    server = make_server(
-        HttpFrontDoor(app, ready=services.store.ping, signing_secret=SIGNING_SECRET), host="127.0.0.1", port=0
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.effective_port}/slack/events"
+    with start_front(settings, slack_stub, workers=2, threads=8) as front:
 
-    def slash(i: int, text: str) -> dict[str, Any]:
-        body = slash_command_body(text, response_url=slack_stub.response_url(str(i)), trigger_id=f"acc-{i}")
-        result = post(url, body, signed_headers(body, SIGNING_SECRET))
-        assert result.status == 200 and result.seconds < 3
-        return slack_stub.wait_for_calls("chat.postMessage", i + 1, timeout=60)[i].params
+        def slash(i: int, text: str) -> dict[str, Any]:
+            result = front.command(text, response_url=slack_stub.response_url(str(i)), trigger_id=f"acc-{i}")
+            assert result.status == 200 and result.seconds < 3
+            return slack_stub.wait_for_calls("chat.postMessage", i + 1, timeout=60)[i].params
 
-    try:
         assert slash(0, "snapshot pre")["text"].startswith(":camera: Snapshot *#1* `pre` of *sim*")
         play_upgrade(sim_eks)
         assert slash(1, "snapshot post")["text"].startswith(":camera: Snapshot *#2* `post` of *sim*")
         summary = slash(2, "diff")  # no arguments: the latest pre against the latest post
-    finally:
-        server.close()
-        thread.join(timeout=5)
-        workers.shutdown(wait=True)
-        services.close()
 
     expected = expected_regressions()
     text = summary["text"]

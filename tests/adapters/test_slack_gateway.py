@@ -6,7 +6,7 @@ import pytest
 
 from bot.adapters.slack import SlackGateway, make_web_client, respond_via_url
 from bot.errors import SlackCallFailed, TemporaryError
-from tests.conftest import BOT_TOKEN
+from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 
 

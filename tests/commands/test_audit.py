@@ -16,7 +16,7 @@ from bot.errors import UsageError
 from bot.frontdoor.wiring import build_services
 from bot.router import CommandRequest
 from bot.settings import load_settings
-from tests.conftest import bot_command
+from tests.support.bot_process import bot_command
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 

@@ -17,7 +17,7 @@ import pytest
 from bot.frontdoor.wiring import Services, build_services
 from bot.router import MAX_COMMAND_TEXT, CommandRequest, Outcome
 from bot.settings import load_settings
-from tests.conftest import bot_command
+from tests.support.bot_process import bot_command
 
 PLAN = (Path(__file__).parents[2] / "templates" / "plans" / "eks-nodegroups.yaml").read_text(encoding="utf-8")
 NOW = datetime(2026, 11, 20, 3, tzinfo=UTC)

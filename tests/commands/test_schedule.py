@@ -4,75 +4,37 @@ refusals suggest slots inside the windows, only the coordinator overrides (audit
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import pytest
 
 from bot.frontdoor.wiring import Services, build_services
 from bot.router import CommandRequest, Outcome
 from bot.settings import load_settings
-
-TOKYO = ZoneInfo("Asia/Tokyo")
-PLAN = (
-    (Path(__file__).parents[2] / "templates" / "plans" / "eks-nodegroups.yaml")
-    .read_text(encoding="utf-8")
-    .replace("name: eks-nodegroups", "name: tokyo-upgrade")
-    .replace('start: "2026-11-28T22:00"', 'start: "2026-12-01T14:00"')
-    .replace('end: "2026-11-29T03:00"', 'end: "2026-12-01T16:00"')
-)
-CONFIG = """\
-roster:
-  primary: [U0PRIMARY]
-  shadow: [U0SHADOW]
-  coordinator: [U0COORD]
-channels: {announcements: C0ANNOUNCE, operations: C0OPS}
-timezone: Asia/Tokyo
-windows:
-  - {days: mon-fri, start: "14:00", end: "17:00", zone: Asia/Tokyo}
-freezes:
-  - {from: 2026-12-24, to: 2027-01-04, reason: year-end freeze}
-announcements: {grace: 30m}
-"""
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
+from tests.support.clock import FakeClock
+from tests.support.schedules import CONFIG, FRIDAY_NOON_IN_TOKYO, PLAN, TOKYO, suggested
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(datetime(2026, 11, 20, 3, tzinfo=UTC))  # Friday 12:00 in Tokyo
+def clock() -> FakeClock:
+    return FakeClock(FRIDAY_NOON_IN_TOKYO)
 
 
 @pytest.fixture
-def services(write_config: Callable[..., Path], clock: Clock) -> Iterator[Services]:
+def services(write_config: Callable[..., Path], clock: FakeClock) -> Iterator[Services]:
     built = build_services(
         load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock
     )
     assert PLAN.count("tokyo-upgrade") == 1 and "2026-12-01T16:00" in PLAN
-    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock.now)
+    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
     yield built
     built.close()
 
 
 def cmd(services: Services, text: str, user: str = "U0PRIMARY") -> Outcome:
     return services.router.handle(CommandRequest(text=text, user_id=user, channel_id="C0OPS"))
-
-
-def suggested(text: str) -> list[datetime]:
-    (line,) = [ln for ln in text.splitlines() if ln.startswith("Next allowed:")]
-    return [
-        datetime.strptime(m, "%Y-%m-%d %H:%M").replace(tzinfo=TOKYO)
-        for m in re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d", line)
-    ]
 
 
 def test_a_schedule_outside_the_window_is_refused_with_slots_inside_it(services: Services) -> None:
@@ -120,7 +82,9 @@ def test_only_the_coordinator_may_override_and_only_with_a_reason(services: Serv
     assert override.user_id == "U0COORD" and "vendor deadline" in override.detail
 
 
-def test_list_shows_every_announcement_and_cancel_posts_a_notice(services: Services, clock: Clock) -> None:
+def test_list_shows_every_announcement_and_cancel_posts_a_notice(
+    services: Services, clock: FakeClock
+) -> None:
     out = cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"', user="U0COORD")
     assert out.ok, out.rendered.text
     (schedule,) = services.store.schedules()
@@ -129,7 +93,7 @@ def test_list_shows_every_announcement_and_cancel_posts_a_notice(services: Servi
     # No Slack on this front door: the scheduled announcement waits for `upgrade-bot run`.
     assert {r.state for r in rows} == {"scheduled"}
     # The bot was down until an hour after the start: everything due is skipped, and shown.
-    clock.now = datetime(2026, 12, 1, 6, tzinfo=UTC)
+    clock.set(datetime(2026, 12, 1, 6, tzinfo=UTC))
     services.announcements.run_due()
     listed = cmd(services, "schedule list", user="U0SHADOW")
     assert listed.rendered.text.count(":warning: skipped") == 4
@@ -184,11 +148,11 @@ def test_announce_for_a_plan_uses_its_impact_links_and_scheduled_window(services
 
 
 def test_a_run_started_in_the_scheduled_window_belongs_to_it_and_its_end_is_announced(
-    services: Services, clock: Clock
+    services: Services, clock: FakeClock
 ) -> None:
     assert cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"', user="U0COORD").ok
     (schedule,) = services.store.schedules()
-    clock.now = datetime(2026, 12, 1, 5, 5, tzinfo=UTC)  # 14:05 in Tokyo
+    clock.set(datetime(2026, 12, 1, 5, 5, tzinfo=UTC))  # 14:05 in Tokyo
     started = cmd(services, "start tokyo-upgrade")
     assert started.ok, started.rendered.text
     attached = services.store.schedule(schedule.id)

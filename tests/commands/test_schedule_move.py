@@ -8,18 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import pytest
 
 from bot.frontdoor.wiring import Services, build_services
 from bot.router import CommandRequest, Outcome
 from bot.settings import load_settings
-from tests.commands.test_schedule import CONFIG, PLAN, Clock, suggested
-from tests.conftest import BOT_TOKEN, SIGNING_SECRET
+from tests.support.clock import FakeClock
+from tests.support.schedules import CONFIG, FRIDAY_NOON_IN_TOKYO, PLAN, TOKYO, suggested
+from tests.support.secrets import slack_env
 from tests.support.slack_stub import SlackStub
-
-TOKYO = ZoneInfo("Asia/Tokyo")
 
 
 def token(moment: datetime) -> str:
@@ -27,19 +25,17 @@ def token(moment: datetime) -> str:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(datetime(2026, 11, 20, 3, tzinfo=UTC))  # Friday 12:00 in Tokyo
+def clock() -> FakeClock:
+    return FakeClock(FRIDAY_NOON_IN_TOKYO)
 
 
 @pytest.fixture
-def services(write_config: Callable[..., Path], clock: Clock, slack_stub: SlackStub) -> Iterator[Services]:
-    env = {
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-        "SLACK_API_URL": slack_stub.api_url,
-    }
+def services(
+    write_config: Callable[..., Path], clock: FakeClock, slack_stub: SlackStub
+) -> Iterator[Services]:
+    env = slack_env(slack_stub.api_url, app_token=False)
     built = build_services(load_settings(write_config(CONFIG, roster=False), env), clock=clock)
-    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock.now)
+    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
     yield built
     built.close()
 
@@ -57,7 +53,7 @@ def delayed(stub: SlackStub) -> list[str]:
 
 
 def test_a_move_withdraws_the_old_window_posts_delayed_once_and_schedules_the_new_one(
-    services: Services, slack_stub: SlackStub, clock: Clock
+    services: Services, slack_stub: SlackStub, clock: FakeClock
 ) -> None:
     assert cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"', user="U0COORD").ok
     (old,) = services.store.schedules()
@@ -98,13 +94,13 @@ def test_a_move_withdraws_the_old_window_posts_delayed_once_and_schedules_the_ne
         ("starting", "scheduled"),
     ]
     # The old window's reminder instant passes: nothing; the new one's: its reminder, once.
-    clock.now = datetime(2026, 11, 30, 5, tzinfo=UTC)
+    clock.set(datetime(2026, 11, 30, 5, tzinfo=UTC))
     assert services.announcements.run_due() == []
-    clock.now = datetime(2026, 12, 2, 6, tzinfo=UTC)  # T-24h of 15:00 Tokyo
+    clock.set(datetime(2026, 12, 2, 6, tzinfo=UTC))  # T-24h of 15:00 Tokyo
     assert [f.action for f in services.announcements.run_due()] == ["sent"]
     assert [f.action for f in services.announcements.run_due()] == []
     # A restart catching up finds the delayed announcement sent: still exactly one.
-    assert [f.action for f in services.announcements.catch_up(clock.now)] == []
+    assert [f.action for f in services.announcements.catch_up(clock())] == []
     assert len(delayed(slack_stub)) == 1 and len(posts(slack_stub)) == 3
     listed = cmd(services, "schedule list", user="U0SHADOW").rendered.text
     assert f"moved from `#{old.id}`: vendor &lt;patch&gt; is late" in listed and "— moved" in listed

@@ -8,9 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bot.core.command import Args, CommandContext, Registry, Reply
 from commands import build_registry
-from tests.conftest import SIGNING_SECRET
-from tests.frontdoor.conftest import Front
-from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.front import Front
+from tests.support.signing import slash_command_body
 
 
 def registry_with_slow_command(release: threading.Event, started: list[str]) -> Registry:
@@ -33,8 +32,7 @@ def test_ten_slow_commands_do_not_delay_the_ack_of_an_eleventh(make_front: Calla
     stub = front.stub
 
     def send(i: int, text: str) -> float:
-        body = slash_command_body(text, response_url=stub.response_url(f"r{i}"), trigger_id=f"trig-{i}")
-        result = post(f"{front.url}/slack/events", body, signed_headers(body, SIGNING_SECRET))
+        result = front.command(text, response_url=stub.response_url(f"r{i}"), trigger_id=f"trig-{i}")
         assert result.status == 200
         return result.seconds
 
@@ -59,12 +57,8 @@ def test_a_retried_delivery_runs_the_command_once(make_front: Callable[..., Fron
     front = make_front()
     stub = front.stub
     body = slash_command_body("help", response_url=stub.response_url(), trigger_id="same-trigger")
-    first = post(f"{front.url}/slack/events", body, signed_headers(body, SIGNING_SECRET))
-    headers = signed_headers(body, SIGNING_SECRET) | {
-        "X-Slack-Retry-Num": "1",
-        "X-Slack-Retry-Reason": "timeout",
-    }
-    second = post(f"{front.url}/slack/events", body, headers)
+    first = front.send(body)
+    second = front.send(body, {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "timeout"})
     assert (first.status, second.status) == (200, 200)
     front.workers.shutdown(wait=True)  # every job that was enqueued has now finished
     assert len(stub.responses) == 1
@@ -72,23 +66,10 @@ def test_a_retried_delivery_runs_the_command_once(make_front: Callable[..., Fron
 
 
 def test_a_stale_button_is_refused_and_audited(make_front: Callable[..., Front]) -> None:
-    import json
-    import urllib.parse
-
     front = make_front()
     stub = front.stub
-    payload = {
-        "type": "block_actions",
-        "trigger_id": "btn-1",
-        "user": {"id": "U0SHADOW"},
-        "channel": {"id": "C0OPS"},
-        "team": {"id": "T0TEAM"},
-        "api_app_id": "A0STUB",
-        "response_url": stub.response_url("btn"),
-        "actions": [{"action_id": "approve", "value": "run-1:step-2", "type": "button", "action_ts": "1.2"}],
-    }
-    body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
-    assert post(f"{front.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+    click = front.click("U0SHADOW", "run-1:step-2", action="approve", response_url=stub.response_url("btn"))
+    assert click.status == 200
     reply = stub.wait_for_responses(1)[0]
     assert "not active" in reply["text"]
     (entry,) = front.services.store.audit_entries()

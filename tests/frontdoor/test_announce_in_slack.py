@@ -9,9 +9,8 @@ import pytest
 
 from bot.core.announcements.templates import AnnouncementRenderer, sample_context
 from bot.settings import Settings, load_settings
-from tests.conftest import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
-from tests.frontdoor.conftest import Front
-from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.front import Front
+from tests.support.secrets import slack_env
 from tests.support.slack_stub import SlackStub
 
 
@@ -26,19 +25,12 @@ def team_templates(tmp_path: Path) -> Path:
 def settings_for_stub(
     write_config: Callable[..., Path], slack_stub: SlackStub, team_templates: Path
 ) -> Settings:
-    env = {
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-        "SLACK_APP_TOKEN": APP_TOKEN,
-        "SLACK_API_URL": slack_stub.api_url,
-    }
     extra = f"channels:\n  announcements: C0ANNOUNCE\ntemplates_dir: {team_templates}\n"
-    return load_settings(write_config(extra), env)
+    return load_settings(write_config(extra), slack_env(slack_stub.api_url))
 
 
 def slash(front: Front, text: str, user: str = "U0PRIMARY") -> None:
-    body = slash_command_body(text, user=user, response_url=front.stub.response_url())
-    assert post(f"{front.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+    assert front.command(text, user).status == 200
 
 
 def test_announce_posts_the_rendered_blocks_once_in_the_named_channel(

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from bot.frontdoor.wiring import Services, build_services
 from bot.router import CommandRequest
 from bot.settings import load_settings
-from tests.conftest import SIGNING_SECRET
-from tests.frontdoor.conftest import Front
+from tests.support.front import Front
+from tests.support.secrets import SIGNING_SECRET
 
 SUBCOMMANDS = [
     "help",

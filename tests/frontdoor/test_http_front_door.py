@@ -5,15 +5,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import re
-import signal
-import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,53 +18,20 @@ from bot.adapters.store import Store
 from bot.frontdoor.http import MAX_BODY
 from bot.settings import load_settings
 from commands import build_registry
-from tests.conftest import SECRETS, SIGNING_SECRET, bot_command
+from tests.support.bot_process import BotProcess
+from tests.support.secrets import SECRETS, SIGNING_SECRET
 from tests.support.signing import get, post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 
 
-@dataclass
-class RunningBot:
-    url: str
-    process: subprocess.Popen[str]
-    config: Path
-    stderr: str = ""
-
-
 @pytest.fixture
-def http_bot(write_config: Callable[..., Path], bot_env: dict[str, str]) -> Iterator[RunningBot]:
-    config = write_config()
-    process = subprocess.Popen(
-        [
-            *bot_command(),
-            "run",
-            "--http",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--config",
-            str(config),
-            "--log-level",
-            "DEBUG",
-        ],
-        env=bot_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    match = re.search(r"listening on (http://\S+)", line)
-    if not match:
-        process.kill()
-        _, err = process.communicate(timeout=10)
-        pytest.fail(f"the bot did not start: {line!r}\n{err[-3000:]}")
-    bot = RunningBot(url=match.group(1), process=process, config=config)
+def http_bot(
+    write_config: Callable[..., Path], bot_env: dict[str, str], slack_stub: SlackStub
+) -> Iterator[BotProcess]:
+    bot = BotProcess(config=write_config(), env=bot_env, stub=slack_stub, log_level="DEBUG")
+    bot.start()
     yield bot
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    _, bot.stderr = process.communicate(timeout=20)
+    bot.stop()
 
 
 def audit_rows(config: Path) -> list[str]:
@@ -80,7 +43,7 @@ def audit_rows(config: Path) -> list[str]:
 
 
 def test_signed_help_is_acked_within_3s_and_lists_every_subcommand(
-    http_bot: RunningBot, slack_stub: SlackStub
+    http_bot: BotProcess, slack_stub: SlackStub
 ) -> None:
     body = slash_command_body("help", response_url=slack_stub.response_url("help"))
     result = post(f"{http_bot.url}/slack/events", body, signed_headers(body, SIGNING_SECRET))
@@ -93,7 +56,7 @@ def test_signed_help_is_acked_within_3s_and_lists_every_subcommand(
     assert audit_rows(http_bot.config) == ["help"]
 
 
-def test_a_wrong_signature_gets_401_and_runs_nothing(http_bot: RunningBot, slack_stub: SlackStub) -> None:
+def test_a_wrong_signature_gets_401_and_runs_nothing(http_bot: BotProcess, slack_stub: SlackStub) -> None:
     body = slash_command_body("help", response_url=slack_stub.response_url())
     result = post(f"{http_bot.url}/slack/events", body, signed_headers(body, "not-the-signing-secret"))
     assert result.status == 401
@@ -102,7 +65,7 @@ def test_a_wrong_signature_gets_401_and_runs_nothing(http_bot: RunningBot, slack
 
 
 def test_a_request_signed_six_minutes_ago_gets_401_and_runs_nothing(
-    http_bot: RunningBot, slack_stub: SlackStub
+    http_bot: BotProcess, slack_stub: SlackStub
 ) -> None:
     body = slash_command_body("help", response_url=slack_stub.response_url())
     stale = int(time.time()) - 6 * 60
@@ -112,7 +75,7 @@ def test_a_request_signed_six_minutes_ago_gets_401_and_runs_nothing(
     assert audit_rows(http_bot.config) == []
 
 
-def test_health_and_readiness_probes_answer(http_bot: RunningBot) -> None:
+def test_health_and_readiness_probes_answer(http_bot: BotProcess) -> None:
     assert get(f"{http_bot.url}/healthz").status == 200
     ready = get(f"{http_bot.url}/readyz")
     assert (ready.status, ready.body.strip()) == (200, "ready")
@@ -120,13 +83,13 @@ def test_health_and_readiness_probes_answer(http_bot: RunningBot) -> None:
 
 
 def test_sigterm_stops_the_bot_cleanly_and_its_debug_log_holds_no_secret(
-    http_bot: RunningBot, slack_stub: SlackStub
+    http_bot: BotProcess, slack_stub: SlackStub
 ) -> None:
     body = slash_command_body("help", response_url=slack_stub.response_url())
     assert post(f"{http_bot.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
     slack_stub.wait_for_responses(1)
-    http_bot.process.send_signal(signal.SIGTERM)
-    _, stderr = http_bot.process.communicate(timeout=20)
+    stderr = http_bot.stop()
+    assert http_bot.process is not None
     assert http_bot.process.returncode == 0
     assert "auth.test" in stderr or "listening" in stderr or "serving Slack" in stderr
     for secret in SECRETS:
@@ -191,7 +154,7 @@ HOSTILE: list[tuple[str, bytes, dict[str, str], int]] = [
 
 
 def test_malformed_or_unsigned_requests_get_4xx_one_log_line_each_and_no_traceback(
-    http_bot: RunningBot,
+    http_bot: BotProcess,
 ) -> None:
     for name, body, headers, expected in HOSTILE:
         assert _raw(f"{http_bot.url}/slack/events", body, headers) == expected, name
@@ -199,8 +162,7 @@ def test_malformed_or_unsigned_requests_get_4xx_one_log_line_each_and_no_traceba
     # 200 unsigned "{" requests write 200 short lines, not 538 KB of tracebacks.
     for _ in range(200):
         assert _raw(f"{http_bot.url}/slack/events", b"{", {"Content-Type": "application/json"}) == 401
-    http_bot.process.send_signal(signal.SIGTERM)
-    _, stderr = http_bot.process.communicate(timeout=20)
+    stderr = http_bot.stop()
     assert "Traceback" not in stderr
     refusals = [line for line in stderr.splitlines() if "refused a request" in line]
     assert len(refusals) == len(HOSTILE) + 1 + 200

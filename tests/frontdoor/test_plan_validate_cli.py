@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import bot_command
+from tests.support.bot_process import bot_command
 from tests.support.plans import BAD, GOOD, PLANS
 from tests.support.slack_stub import SlackStub
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.conftest import bot_command
+from tests.support.bot_process import bot_command
 
 
 def rehearse(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

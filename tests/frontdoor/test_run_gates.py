@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -16,17 +15,14 @@ from typing import Any
 
 import pytest
 
-from bot.frontdoor.http import HttpFrontDoor, make_server
-from bot.frontdoor.slack import build_app
-from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.wiring import Services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import load_settings
-from tests.conftest import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
-from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.front import Front, start_front
+from tests.support.secrets import slack_env
 from tests.support.slack_stub import SlackStub
 
 PRIMARY, SHADOW, COORD, STRANGER = "U0PRIMARY", "U0SHADOW", "U0COORD", "U0STRANGER"
-CARD = ":clipboard: *Upgrade run"
 
 
 class TrackedPool(WorkerPool):
@@ -64,20 +60,23 @@ class TrackedPool(WorkerPool):
 
 @dataclass
 class Bot:
-    url: str
-    services: Services
+    """The in-process bot with its pool's jobs awaited: a command or click returns once its work is done."""
+
+    front: Front
     pool: TrackedPool
-    stub: SlackStub
-    triggers: int = 0
+
+    @property
+    def services(self) -> Services:
+        return self.front.services
+
+    @property
+    def stub(self) -> SlackStub:
+        return self.front.stub
 
     def command(self, text: str, user: str = PRIMARY) -> str:
         """Run a slash command; its reply (ephemeral, or posted in the channel)."""
-        self.triggers += 1
         before, posted, jobs = len(self.stub.responses), len(self.posts()), self.pool.count()
-        body = slash_command_body(
-            text, user=user, response_url=self.stub.response_url(), trigger_id=f"cmd-{self.triggers}"
-        )
-        assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+        assert self.front.command(text, user).status == 200
         self.pool.wait_idle(jobs)
         if len(self.stub.responses) > before:
             return str(self.stub.responses[-1]["text"])
@@ -86,20 +85,8 @@ class Bot:
 
     def click(self, user: str, value: str, action: str = "gate_approve") -> str | None:
         """Click a button; the ephemeral refusal if there was one, else None."""
-        self.triggers += 1
         before, jobs = len(self.stub.responses), self.pool.count()
-        payload = {
-            "type": "block_actions",
-            "trigger_id": f"click-{self.triggers}",
-            "user": {"id": user},
-            "channel": {"id": "C0OPS"},
-            "team": {"id": "T0TEAM"},
-            "api_app_id": "A0STUB",
-            "response_url": self.stub.response_url(f"click-{self.triggers}"),
-            "actions": [{"action_id": action, "value": value, "type": "button", "action_ts": "1.2"}],
-        }
-        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
-        assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+        assert self.front.click(user, value, action).status == 200
         self.pool.wait_idle(jobs)
         if len(self.stub.responses) > before:
             return str(self.stub.responses[-1]["text"])
@@ -107,52 +94,26 @@ class Bot:
 
     def submit_confirmation(self, user: str, private_metadata: str, typed: str) -> str:
         """Submit the destructive-step modal; the HTTP answer (errors show in the modal)."""
-        self.triggers += 1
-        payload = {
-            "type": "view_submission",
-            "trigger_id": f"view-{self.triggers}",
-            "user": {"id": user},
-            "team": {"id": "T0TEAM"},
-            "api_app_id": "A0STUB",
-            "view": {
-                "id": "V1",
-                "type": "modal",
-                "callback_id": "gate_confirm",
-                "private_metadata": private_metadata,
-                "state": {"values": {"confirm": {"typed": {"type": "plain_text_input", "value": typed}}}},
-            },
-        }
-        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
-        result = post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET))
+        result = self.front.submit_view(
+            user,
+            callback_id="gate_confirm",
+            private_metadata=private_metadata,
+            values={"confirm": {"typed": {"type": "plain_text_input", "value": typed}}},
+        )
         assert result.status == 200
         return result.body
 
     def posts(self) -> list[dict[str, Any]]:
-        return [c.params for c in self.stub.calls_to("chat.postMessage")]
+        return self.front.posts()
 
     def gate(self, step: str) -> str:
-        """The button value on the newest gate message of `step`."""
-        for params in reversed(self.posts()):
-            blocks = params.get("blocks")
-            blocks = json.loads(blocks) if isinstance(blocks, str) else blocks or []
-            for block in blocks:
-                for el in block.get("elements", []) if block.get("type") == "actions" else []:
-                    if el["value"].split("|")[1] == step:
-                        return str(el["value"])
-        raise AssertionError(f"no gate message for {step}")
+        return self.front.gate(step)
 
     def cards(self) -> list[dict[str, Any]]:
-        """Every card posted (not edited): top-level posts of a run."""
-        return [
-            c.response for c in self.stub.calls_to("chat.postMessage") if c.params["text"].startswith(CARD)
-        ]
+        return self.front.cards()
 
     def card(self) -> str:
-        """The card's text as Slack now shows it: its latest edit."""
-        updates = self.stub.calls_to("chat.update")
-        card_ts = self.cards()[0]["ts"]
-        texts = [c.params["text"] for c in updates if c.params["ts"] == card_ts]
-        return str(texts[-1])
+        return self.front.card()
 
 
 @pytest.fixture
@@ -171,28 +132,11 @@ def bot(
     )
     for user in (PRIMARY, SHADOW, COORD):
         slack_stub.users[user] = {"id": user}
-    env = {
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-        "SLACK_APP_TOKEN": APP_TOKEN,
-        "SLACK_API_URL": slack_stub.api_url,
-    }
-    services = build_services(load_settings(config, env))
     pool = TrackedPool(4)
-    app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False)
-    server = make_server(
-        HttpFrontDoor(app, ready=services.store.ping, signing_secret=SIGNING_SECRET),
-        host="127.0.0.1",
-        port=0,
-        threads=8,
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    yield Bot(url=f"http://127.0.0.1:{server.effective_port}", services=services, pool=pool, stub=slack_stub)
-    server.close()
-    thread.join(timeout=5)
-    pool.shutdown(wait=True)
-    services.close()
+    with start_front(
+        load_settings(config, slack_env(slack_stub.api_url)), slack_stub, workers=pool, threads=8
+    ) as front:
+        yield Bot(front=front, pool=pool)
 
 
 def audited(bot: Bot, outcome: str) -> list[tuple[str, str, str]]:

@@ -13,7 +13,7 @@ from bot.frontdoor.socket_mode import make_handler
 from bot.frontdoor.wiring import build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import Settings
-from tests.conftest import APP_TOKEN
+from tests.support.secrets import APP_TOKEN
 from tests.support.slack_stub import SlackStub
 from tests.support.socket_stub import SocketModeStub
 

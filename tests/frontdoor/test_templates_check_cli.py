@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import bot_command
+from tests.support.bot_process import bot_command
 from tests.support.hostile_templates import CASES, Hostile
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import bot_command
+from tests.support.bot_process import bot_command
 
 
 def _kubeconfig(tmp_path: Path, server: str) -> Path:

@@ -21,7 +21,8 @@ from bot.core.people import StaticDirectory
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
 from bot.frontdoor.triggers import ANNOUNCEMENT, RUN_TICKER, Triggers
-from tests.conftest import BOT_TOKEN
+from tests.support.clock import FakeClock
+from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
@@ -34,20 +35,12 @@ def utc(*args: int) -> datetime:
 
 
 @dataclass
-class Clock:
-    now: datetime
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@dataclass
 class Bot:
     """One bot process: its services and triggers on the shared database (a restart = a new one)."""
 
     store: Store
     stub: SlackStub
-    clock: Clock
+    clock: FakeClock
     grace: timedelta = timedelta(minutes=30)
     service: AnnouncementService = field(init=False)
     runs: RunService = field(init=False)
@@ -69,7 +62,7 @@ class Bot:
 
     def at(self, moment: datetime) -> list[str]:
         """What the announcement jobs due at `moment` did (the run ticker runs then too)."""
-        self.clock.now = moment
+        self.clock.set(moment)
         return [d.action for d in self.triggers.run_due(moment) if d.kind == ANNOUNCEMENT]
 
 
@@ -90,7 +83,7 @@ def bots(store: Store, slack_stub: SlackStub) -> Iterator[list[Bot]]:
 
 
 def new_bot(bots: list[Bot], store: Store, stub: SlackStub, now: datetime, **kw: timedelta) -> Bot:
-    bot = Bot(store=store, stub=stub, clock=Clock(now), **kw)
+    bot = Bot(store=store, stub=stub, clock=FakeClock(now), **kw)
     bots.append(bot)
     bot.start()
     return bot
@@ -278,7 +271,7 @@ def test_the_end_of_a_scheduled_run_is_announced_once(
     )
     runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock)
     runs.on_ended = bot.service.run_ended
-    bot.clock.now = utc(2026, 12, 1, 5, 10)
+    bot.clock.set(utc(2026, 12, 1, 5, 10))
     run = runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
     bot.service.attach_run(schedule.id, run.id)
     actor = Actor(user_id="U0COORD")
@@ -324,7 +317,7 @@ def test_a_step_that_asks_for_it_is_announced_once_when_it_succeeds_and_others_a
     runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock)
     runs.on_ended = bot.service.run_ended
     runs.on_step_succeeded = bot.service.step_succeeded
-    bot.clock.now = utc(2026, 12, 1, 5, 10)
+    bot.clock.set(utc(2026, 12, 1, 5, 10))
     run = runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
     bot.service.attach_run(schedule.id, run.id)
     skip(runs, run.id, "snapshot-pre", bot.clock())
@@ -366,7 +359,7 @@ def test_a_step_completed_while_the_hook_could_not_run_is_announced_at_restart_o
     )
     # A bot killed right after committing the step, before storing its announcement: no hook ran.
     runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock)
-    bot.clock.now = utc(2026, 12, 1, 5, 10)
+    bot.clock.set(utc(2026, 12, 1, 5, 10))
     run = runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
     bot.service.attach_run(schedule.id, run.id)
     for step in ("snapshot-pre", "checks", "announce-start"):
@@ -394,7 +387,7 @@ def test_the_run_ticker_runs_when_its_interval_comes_due_once_for_the_intervals_
     bot.runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY"))
 
     def tick(moment: datetime) -> list[str]:
-        bot.clock.now = moment
+        bot.clock.set(moment)
         return [d.detail for d in bot.triggers.run_due(moment) if d.kind == RUN_TICKER]
 
     assert tick(start + timedelta(seconds=19)) == []
@@ -409,7 +402,7 @@ def test_the_run_ticker_runs_when_its_interval_comes_due_once_for_the_intervals_
 
 
 def test_started_unpaused_the_run_ticker_runs_on_its_own_thread(store: Store, slack_stub: SlackStub) -> None:
-    clock = Clock(datetime.now(UTC))
+    clock = FakeClock(datetime.now(UTC))
     service = AnnouncementService(store=store, clock=clock)
     runs = RunService(store=store, directory=StaticDirectory(), clock=clock)
     triggers = Triggers(announcements=service, runs=runs, clock=clock, tick_seconds=0.1)
@@ -417,7 +410,7 @@ def test_started_unpaused_the_run_ticker_runs_on_its_own_thread(store: Store, sl
     try:
         runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY"))
         # The run service is told 16 minutes passed; APScheduler's thread ticks in real time.
-        clock.now += timedelta(minutes=16)
+        clock.advance(timedelta(minutes=16))
         wait_until(lambda: escalations(store) == 1, timeout=10, what="the ticker to escalate the gate")
     finally:
         triggers.shutdown()

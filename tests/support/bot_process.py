@@ -1,4 +1,5 @@
-"""A real `upgrade-bot run --http` process for restart tests: start it, SIGKILL it, stop it.
+"""The bot as a real process: how tests start it (`bot_command`), and `upgrade-bot run --http`
+started, SIGKILLed and stopped (`BotProcess`; `RunBot` adds a run's commands and clicks).
 
 The process talks to the Slack stub through SLACK_API_URL (in `env`) and keeps its state in the
 database named by `config`, so a test can kill it at any moment and start another on the same
@@ -11,7 +12,7 @@ import json
 import re
 import signal
 import subprocess
-import urllib.parse
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,15 @@ from bot.adapters.store import Store
 from bot.core.people import StaticDirectory
 from bot.core.runs.service import RunService
 from bot.settings import load_settings
-from tests.conftest import SIGNING_SECRET, bot_command
-from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.secrets import SIGNING_SECRET
+from tests.support.signing import block_actions_body, post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
+
+
+def bot_command() -> list[str]:
+    """How tests start the bot: the installed console script's module, with this interpreter."""
+    return [sys.executable, "-m", "bot"]
 
 
 @dataclass
@@ -35,12 +41,15 @@ class BotProcess:
     stub: SlackStub
     process: subprocess.Popen[str] | None = None
     url: str = ""
+    log_level: str | None = None
     requests: int = 0
     logs: list[str] = field(default_factory=list)
 
     def start(self) -> None:
         """Start the bot; return once it prints where it listens (after its start-up recovery)."""
         command = [*bot_command(), "run", "--http", "--host", "127.0.0.1", "--port", "0"]
+        if self.log_level:
+            command += ["--log-level", self.log_level]
         self.process = subprocess.Popen(
             [*command, "--config", str(self.config)],
             env=self.env,
@@ -64,11 +73,15 @@ class BotProcess:
         self.logs.append(err)
         assert self.process.returncode == -signal.SIGKILL
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+    def stop(self) -> str:
+        """SIGTERM the bot and wait for it to exit; what it wrote to stderr ("" if it had stopped)."""
+        if self.process is None or self.process.returncode is not None:
+            return ""
+        if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            _, err = self.process.communicate(timeout=20)
-            self.logs.append(err)
+        _, err = self.process.communicate(timeout=20)
+        self.logs.append(err)
+        return err
 
     def send_command(self, text: str, user: str) -> None:
         """POST a signed `/upgrade TEXT` from `user`; its reply goes to the stub's response URL."""
@@ -134,17 +147,12 @@ class RunBot(BotProcess):
 
     def _click(self, user: str, value: str) -> None:
         self.requests += 1
-        payload = {
-            "type": "block_actions",
-            "trigger_id": f"click-{self.requests}",
-            "user": {"id": user},
-            "channel": {"id": "C0OPS"},
-            "team": {"id": "T0TEAM"},
-            "api_app_id": "A0STUB",
-            "response_url": self.stub.response_url(f"click-{self.requests}"),
-            "actions": [{"action_id": "gate_approve", "value": value, "type": "button", "action_ts": "1.2"}],
-        }
-        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        body = block_actions_body(
+            user=user,
+            value=value,
+            response_url=self.stub.response_url(f"click-{self.requests}"),
+            trigger_id=f"click-{self.requests}",
+        )
         assert post(f"{self.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
 
     def gate(self, step: str) -> str:

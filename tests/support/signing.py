@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from typing import Any
 
 from slack_sdk.signature import SignatureVerifier
 
@@ -73,3 +75,41 @@ def get(url: str, timeout: float = 10.0) -> HttpResult:
     except urllib.error.HTTPError as exc:
         with exc:
             return HttpResult(exc.code, exc.read().decode(), time.monotonic() - started)
+
+
+def block_actions_body(
+    *, user: str, value: str, action: str = "gate_approve", response_url: str, trigger_id: str
+) -> bytes:
+    """A button click as Slack posts it: a form with one `payload` field holding JSON."""
+    payload = {
+        "type": "block_actions",
+        "trigger_id": trigger_id,
+        "user": {"id": user},
+        "channel": {"id": "C0OPS"},
+        "team": {"id": "T0TEAM"},
+        "api_app_id": "A0STUB",
+        "response_url": response_url,
+        "actions": [{"action_id": action, "value": value, "type": "button", "action_ts": "1.2"}],
+    }
+    return urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def view_submission_body(
+    *, user: str, callback_id: str, private_metadata: str, values: dict[str, Any], trigger_id: str
+) -> bytes:
+    """A modal submitted: its callback id, private metadata and the state of its inputs."""
+    payload = {
+        "type": "view_submission",
+        "trigger_id": trigger_id,
+        "user": {"id": user},
+        "team": {"id": "T0TEAM"},
+        "api_app_id": "A0STUB",
+        "view": {
+            "id": "V1",
+            "type": "modal",
+            "callback_id": callback_id,
+            "private_metadata": private_metadata,
+            "state": {"values": values},
+        },
+    }
+    return urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()

@@ -18,8 +18,8 @@ from kubernetes import client, config
 from bot.adapters.kube import Cluster
 from bot.errors import ClusterForbidden
 from bot.records import ClusterConfig
-from tests.conftest import bot_command
 from tests.support.backends import RBAC, bot_role_kubeconfig, token_kubeconfig
+from tests.support.bot_process import bot_command
 from tests.support.testbed import RealCluster, fake_node
 
 pytestmark = pytest.mark.testbed

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,15 +18,12 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from bot.frontdoor.http import HttpFrontDoor, make_server
-from bot.frontdoor.slack import build_app
-from bot.frontdoor.wiring import build_services
-from bot.frontdoor.workers import WorkerPool
 from bot.settings import load_settings
-from tests.conftest import BOT_TOKEN, SIGNING_SECRET, bot_command
 from tests.support.backends import GROUP_LABEL, RBAC, bot_role_kubeconfig, node_is_ready
+from tests.support.bot_process import bot_command
+from tests.support.front import start_front
 from tests.support.node_groups import replace_node_group
-from tests.support.signing import post, signed_headers, slash_command_body
+from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import RealCluster, fake_node, wait_until
 
@@ -207,21 +203,9 @@ def test_snapshot_and_diff_through_slack(bot_kubeconfig: Path, tmp_path: Path, s
         write_config(tmp_path, bot_kubeconfig),
         {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": slack_stub.api_url},
     )
-    services = build_services(settings)
-    workers = WorkerPool(4)
-    app = build_app(services, workers, signing_secret=SIGNING_SECRET, socket_mode=False)
-    server = make_server(
-        HttpFrontDoor(app, ready=services.store.ping, signing_secret=SIGNING_SECRET), host="127.0.0.1", port=0
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.effective_port}/slack/events"
-    try:
+    with start_front(settings, slack_stub, workers=4, threads=8) as front:
         for i, text in enumerate(["snapshot pre", "snapshot post", "diff pre post"]):
-            body = slash_command_body(
-                text, response_url=slack_stub.response_url(str(i)), trigger_id=f"tb-{i}"
-            )
-            result = post(url, body, signed_headers(body, SIGNING_SECRET))
+            result = front.command(text, response_url=slack_stub.response_url(str(i)), trigger_id=f"tb-{i}")
             assert result.status == 200 and result.seconds < 3
             slack_stub.wait_for_calls("chat.postMessage", i + 1, timeout=60)
         posts = slack_stub.calls_to("chat.postMessage")
@@ -233,8 +217,3 @@ def test_snapshot_and_diff_through_slack(bot_kubeconfig: Path, tmp_path: Path, s
         assert upload.params["thread_ts"] == posts[2].response["ts"]  # the report sits in the diff's thread
         report = next(iter(slack_stub.uploads.values())).decode()
         assert report.startswith("# Cluster diff: #1 pre → #2 post")
-    finally:
-        server.close()
-        thread.join(timeout=5)
-        workers.shutdown(wait=True)
-        services.close()

@@ -22,8 +22,8 @@ from bot.core.runs.plans import (
     parse_plan,
 )
 from bot.errors import PlanInvalid
-from tests.conftest import BOT_TOKEN
 from tests.support.plans import BAD, EXAMPLES, GOOD, PLANS
+from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 
 

@@ -20,7 +20,8 @@ from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
 from bot.core.runs.service import Actor, RunService
 from bot.resources import BUILTIN_TEMPLATES
-from tests.conftest import BOT_TOKEN
+from tests.support.clock import FakeClock
+from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 
 T0 = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
@@ -45,19 +46,11 @@ steps:
 """
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
-def setup(tmp_path: Path, slack_stub: SlackStub) -> Iterator[tuple[RunService, Clock, SlackStub]]:
+def setup(tmp_path: Path, slack_stub: SlackStub) -> Iterator[tuple[RunService, FakeClock, SlackStub]]:
     store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
     store.save_plan(name="tiny", text=PLAN, loaded_by="U0PRIMARY", loaded_at=T0)
-    clock = Clock()
+    clock = FakeClock(T0)
     service = RunService(
         store=store,
         directory=StaticDirectory(),
@@ -81,7 +74,7 @@ def thread_texts(stub: SlackStub) -> list[str]:
     return [c.params["text"] for c in stub.calls_to("chat.postMessage") if c.params.get("thread_ts")]
 
 
-def test_the_card_is_posted_once_and_edited_in_place(setup: tuple[RunService, Clock, SlackStub]) -> None:
+def test_the_card_is_posted_once_and_edited_in_place(setup: tuple[RunService, FakeClock, SlackStub]) -> None:
     service, _, stub = setup
     run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
     (card,) = [c for c in stub.calls_to("chat.postMessage") if not c.params.get("thread_ts")]
@@ -110,21 +103,21 @@ def test_the_card_is_posted_once_and_edited_in_place(setup: tuple[RunService, Cl
 
 
 def test_escalation_mentions_the_shadow_then_the_coordinator_group(
-    setup: tuple[RunService, Clock, SlackStub],
+    setup: tuple[RunService, FakeClock, SlackStub],
 ) -> None:
     service, clock, stub = setup
     service.start("tiny", Actor(user_id="U0PRIMARY"))
-    clock.now = T0 + timedelta(minutes=9)
+    clock.set(T0 + timedelta(minutes=9))
     assert service.tick() == []
-    clock.now = T0 + timedelta(minutes=10)
+    clock.set(T0 + timedelta(minutes=10))
     assert len(service.tick()) == 1
     assert "`first` is still waiting for a decision — shadow: <@U0SHADOW>" in thread_texts(stub)[-1]
-    clock.now = T0 + timedelta(minutes=11)
+    clock.set(T0 + timedelta(minutes=11))
     assert service.tick() == []
-    clock.now = T0 + timedelta(minutes=20)
+    clock.set(T0 + timedelta(minutes=20))
     service.tick()
     assert "coordinator: <!subteam^S0LEADS>" in thread_texts(stub)[-1]
-    clock.now = T0 + timedelta(hours=1)
+    clock.set(T0 + timedelta(hours=1))
     service.tick()
     failed = [c for c in stub.calls_to("chat.postMessage") if c.params.get("reply_broadcast")]
     assert len(failed) == 1 and "no decision within 1h" in failed[0].params["text"]
@@ -132,7 +125,7 @@ def test_escalation_mentions_the_shadow_then_the_coordinator_group(
     assert audit.count("escalated") == 2 and "timed_out" in audit and "run_paused" in audit
 
 
-def test_an_audit_row_names_the_plan_zone_time(setup: tuple[RunService, Clock, SlackStub]) -> None:
+def test_an_audit_row_names_the_plan_zone_time(setup: tuple[RunService, FakeClock, SlackStub]) -> None:
     service, _, _ = setup
     service.start("tiny", Actor(user_id="U0PRIMARY"))
     first = service.store.audit_entries()[0]

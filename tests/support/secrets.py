@@ -1,0 +1,27 @@
+"""The fake Slack secrets and roster every test shares.
+
+The secrets are recognisable on purpose: the session-wide no-token-in-logs guard (in
+`tests/conftest.py`) searches every log line for them.
+"""
+
+from __future__ import annotations
+
+BOT_TOKEN = "xoxb-1111-2222-testBotTokenValue"
+APP_TOKEN = "xapp-1-A0STUB-3333-testAppTokenValue"
+SIGNING_SECRET = "test-signing-secret-0123456789abcdef"
+SECRETS = (BOT_TOKEN, APP_TOKEN, SIGNING_SECRET)
+
+ROSTER_YAML = """\
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0SHADOW]
+  coordinator: [S0LEADS]
+"""
+
+
+def slack_env(api_url: str, *, app_token: bool = True) -> dict[str, str]:
+    """The Slack part of a bot's environment, pointing its Web API client at `api_url` (the stub)."""
+    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": api_url}
+    if app_token:
+        env["SLACK_APP_TOKEN"] = APP_TOKEN
+    return env
