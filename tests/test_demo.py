@@ -41,7 +41,8 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(tmp
     assert "| new CrashLoopBackOff pods | kube-system | Deployment kube-system/cluster-autoscaler |" in out
     assert "| new ImagePullBackOff pods | kube-system | Deployment kube-system/metrics-server |" in out
     assert "(exit status 1: 1 means regressions were found" in out
-    assert "• *#2* `post` sim · " in out and "• *#1* `pre` sim · " in out  # the snapshots listing
+    assert "• *#2* `post` sim · " in out
+    assert "• *#1* `pre` sim · " in out
     assert "Traceback" not in out + result.stderr
     # The sim it started is gone, and so is its temp dir.
     with pytest.raises(ConnectionRefusedError):

@@ -63,7 +63,9 @@ def test_the_image_builds_a_wheel_and_installs_it_not_the_source() -> None:
     # The final stage holds no source: only the wheels the build stage made, installed offline.
     assert not {"bot", "commands", "templates", "pyproject.toml"} & set(copied(final))
     (install,) = [line for line in final if "pip install" in line]
-    assert "from=build" in install and "--no-index" in install and "upgrade-bot[postgres]" in install
+    assert "from=build" in install
+    assert "--no-index" in install
+    assert "upgrade-bot[postgres]" in install
     assert not re.search(r"\s(-e|--editable)\s", install)
 
 
@@ -206,17 +208,20 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs_from_anywhere
 
     check = _run([bot, "templates", "check"], cwd=home, env=env, timeout=120)
     assert check.returncode == 0, check.stderr
-    assert "not found" not in check.stderr and "every announcement renders" in check.stdout
+    assert "not found" not in check.stderr
+    assert "every announcement renders" in check.stdout
 
     # Without a configuration file `exec` says so in one line; with one (no clusters, no roster)
     # `help` renders from the installed templates.
     unconfigured = _run([bot, "exec", "help"], cwd=home, env=env, timeout=120)
-    assert unconfigured.returncode == 2 and "configuration file not found" in unconfigured.stderr
+    assert unconfigured.returncode == 2
+    assert "configuration file not found" in unconfigured.stderr
     assert "Traceback" not in unconfigured.stderr
     (home / "upgrade-bot.yaml").write_text("data_dir: data\n", encoding="utf-8")
     helped = _run([bot, "exec", "help"], cwd=home, env=env, timeout=120)
     assert helped.returncode == 0, helped.stderr
-    assert "Traceback" not in helped.stderr and "not found" not in helped.stdout + helped.stderr
+    assert "Traceback" not in helped.stderr
+    assert "not found" not in helped.stdout + helped.stderr
     assert "/upgrade snapshot" in helped.stdout
 
     rehearsed = _run([bot, "rehearse", "eks-nodegroups", "--auto-approve"], cwd=home, env=env, timeout=300)

@@ -32,13 +32,15 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 
 def test_a_missing_file_exits_2_naming_the_path(tmp_path: Path) -> None:
     line = one_line_error(run_bot("exec", "help", "--config", str(tmp_path / "missing.yaml")))
-    assert "missing.yaml" in line and "not found" in line
+    assert "missing.yaml" in line
+    assert "not found" in line
 
 
 def test_bad_yaml_exits_2_naming_the_line(write_config: Callable[..., Path]) -> None:
     path = write_config("clusters:\n  prod:\n    kubeconfig: [unclosed\n")
     line = one_line_error(run_bot("exec", "help", "--config", str(path)))
-    assert f"{path}:" in line and "invalid YAML" in line
+    assert f"{path}:" in line
+    assert "invalid YAML" in line
 
 
 def test_an_unknown_key_exits_2_naming_key_and_line(write_config: Callable[..., Path]) -> None:

@@ -50,7 +50,8 @@ def test_windows_and_freezes_load_with_the_team_zone_as_default() -> None:
 
 def test_no_windows_means_any_time_and_default_announcement_offsets() -> None:
     settings = parse("timezone: UTC\n")
-    assert settings.windows.windows == () and settings.windows.freezes == ()
+    assert settings.windows.windows == ()
+    assert settings.windows.freezes == ()
     assert settings.announcement_offsets == (timedelta(hours=-24), timedelta(hours=-1), timedelta(0))
     assert settings.announcement_grace == timedelta(minutes=30)
 

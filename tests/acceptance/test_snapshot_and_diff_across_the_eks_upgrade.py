@@ -134,10 +134,12 @@ def check_expected_changes(expected: list[dict[str, Any]]) -> None:
     assert set(kubelets) == {f"node group {g}" for g in groups}
     for detail in kubelets.values():
         before, after = detail.split(" → ")
-        assert before.startswith(f"v{old}-eks-") and after.startswith(f"v{new}-eks-")
+        assert before.startswith(f"v{old}-eks-")
+        assert after.startswith(f"v{new}-eks-")
     (control_plane,) = [f for f in expected if f["category"] == "control-plane version"]
     before, after = control_plane["detail"].split(" → ")
-    assert before.startswith(f"v{old}-eks-") and after.startswith(f"v{new}-eks-")
+    assert before.startswith(f"v{old}-eks-")
+    assert after.startswith(f"v{new}-eks-")
     (gone,) = [f for f in expected if f["subject"] == "no longer served"]
     # 1.25 removes policy/v1beta1 and batch/v1beta1; autoscaling/v2beta2 stays until 1.26.
     assert set(gone["detail"].split(", ")) == {"policy/v1beta1", "batch/v1beta1"}
@@ -164,7 +166,9 @@ def test_the_terminal_diff_reports_the_replaced_groups_versions_and_exactly_the_
     check_expected_changes(report["expected"])
     # kube-system sorts first, then cluster-wide changes, then the other namespaces.
     order = [f["namespace"] for f in report["expected"]]
-    assert order[0] == "kube-system" and "" in order and order[-1] not in ("", "kube-system")
+    assert order[0] == "kube-system"
+    assert "" in order
+    assert order[-1] not in ("", "kube-system")
     assert order == sorted(order, key=lambda ns: (0 if ns == "kube-system" else 1 if not ns else 2, ns))
     assert report["skipped"] == []
 
@@ -192,7 +196,8 @@ def test_the_same_diff_through_slack_summary_in_channel_and_report_in_thread(
 
         def slash(i: int, text: str) -> dict[str, Any]:
             result = front.command(text, response_url=slack_stub.response_url(str(i)), trigger_id=f"acc-{i}")
-            assert result.status == 200 and result.seconds < 3
+            assert result.status == 200
+            assert result.seconds < 3
             return slack_stub.wait_for_calls("chat.postMessage", i + 1, timeout=60)[i].params
 
         assert slash(0, "snapshot pre")["text"].startswith(":camera: Snapshot *#1* `pre` of *sim*")

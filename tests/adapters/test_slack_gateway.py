@@ -20,7 +20,8 @@ def test_a_429_is_retried_after_retry_after_and_the_message_arrives(slack_stub: 
     first, second = slack_stub.calls_to("chat.postMessage")
     assert second.at - first.at >= 1.0
     assert second.params["text"] == "upgrade window starts at 14:00"
-    assert posted.channel == "C0OPS" and posted.ts
+    assert posted.channel == "C0OPS"
+    assert posted.ts
 
 
 def test_a_5xx_is_retried(slack_stub: SlackStub) -> None:
@@ -49,7 +50,8 @@ def test_slack_errors_become_a_short_reason(slack_stub: SlackStub, code: str, ph
 
 def test_files_are_uploaded_with_the_v2_flow(slack_stub: SlackStub) -> None:
     gateway(slack_stub).upload_file("C0OPS", "report.md", b"# diff\n", title="Diff", thread_ts="1.1")
-    assert slack_stub.uploads and next(iter(slack_stub.uploads.values())) == b"# diff\n"
+    assert slack_stub.uploads
+    assert next(iter(slack_stub.uploads.values())) == b"# diff\n"
     (complete,) = slack_stub.calls_to("files.completeUploadExternal")
     assert complete.params["channel_id"] == "C0OPS"
 

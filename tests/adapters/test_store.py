@@ -55,7 +55,8 @@ def test_audit_entries_round_trip_in_utc_order(store: Store) -> None:
     store.record_audit(entry(at=NOW, subcommand="help"))
     got = store.audit_entries()
     assert [e.subcommand for e in got] == ["help", "audit"]
-    assert got[0].at == NOW and got[0].at.tzinfo is not None
+    assert got[0].at == NOW
+    assert got[0].at.tzinfo is not None
     assert got[0].correlation_id == "abcd1234"
 
 

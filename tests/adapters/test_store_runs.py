@@ -63,7 +63,8 @@ def test_a_run_round_trips_through_the_store(url: str) -> None:
     store, run_id = started(url)
     svc = service(store)
     run = svc.load(run_id)
-    assert run.state is R.RunState.ACTIVE and run.version == 0
+    assert run.state is R.RunState.ACTIVE
+    assert run.version == 0
     assert run.step_run("snapshot-pre").state is R.StepState.AWAITING_APPROVAL
     assert run.roster["primary"] == ("U0PRIMARY",)
     ref = R.ButtonRef(run_id=run_id, step_id="checks", epoch=0)
@@ -73,7 +74,8 @@ def test_a_run_round_trips_through_the_store(url: str) -> None:
         Actor(user_id="U0PRIMARY"),
     )
     out = svc.click(R.ButtonRef(run_id=run_id, step_id="checks", epoch=1), Actor(user_id="U0PRIMARY"))
-    assert out.accepted and not svc.click(ref, Actor(user_id="U0SHADOW")).accepted
+    assert out.accepted
+    assert not svc.click(ref, Actor(user_id="U0SHADOW")).accepted
     again = svc.load(run_id)
     assert again.version == 2
     assert [(a.user_id, a.roles) for a in again.approvals] == [("U0PRIMARY", ("primary",))]
@@ -100,7 +102,9 @@ def test_a_commit_from_a_stale_version_is_refused_and_writes_nothing(url: str) -
     with pytest.raises(ConcurrentUpdate):
         store.commit_run(expected_version=0, **{**kwargs, "state": "aborted"})  # type: ignore[arg-type]
     rows = store.run_rows(run_id)
-    assert rows is not None and rows[0].state == "paused" and rows[0].version == 1
+    assert rows is not None
+    assert rows[0].state == "paused"
+    assert rows[0].version == 1
     store.close()
 
 
@@ -150,10 +154,12 @@ def test_two_workers_never_advance_a_step_twice(url: str) -> None:
     outcomes = race(url, run_id, [("U0PRIMARY", ref), ("U0SHADOW", ref)])
     accepted = [o for o in outcomes if o.accepted]
     refused = [o for o in outcomes if not o.accepted]
-    assert len(accepted) == 1 and len(refused) == 1
+    assert len(accepted) == 1
+    assert len(refused) == 1
     assert "earlier state of step `snapshot-pre`" in refused[0].message
     run = service(store).load(run_id)
-    assert run.version == 1 and len(run.approvals) == 1
+    assert run.version == 1
+    assert len(run.approvals) == 1
     assert run.step_run("snapshot-pre").state is R.StepState.RUNNING
     store.close()
 

@@ -74,7 +74,9 @@ def test_migration_4_stores_a_schedule_with_its_announcements(store: Store) -> N
     assert store.schema_version() >= 4
     sid = store.create_schedule(schedule_row(), rows)
     got = store.schedule(sid)
-    assert got is not None and got.window_start == START and got.tz == "Asia/Tokyo"
+    assert got is not None
+    assert got.window_start == START
+    assert got.tz == "Asia/Tokyo"
     announced = store.scheduled_announcements(schedule_id=sid)
     assert [(a.template, a.dedup_key, a.due_at) for a in announced] == [
         ("scheduled", f"schedule:{sid}/scheduled", NOW),
@@ -88,7 +90,8 @@ def test_a_dedup_key_is_stored_once_and_a_failed_schedule_leaves_nothing(store: 
     assert store.add_announcement(again) is None
     with pytest.raises(ConcurrentUpdate):
         store.create_schedule(schedule_row(), lambda _: [*rows(sid), *rows(sid)])
-    assert len(store.schedules()) == 1 and len(store.scheduled_announcements()) == 2
+    assert len(store.schedules()) == 1
+    assert len(store.scheduled_announcements()) == 2
 
 
 def test_only_the_first_writer_moves_an_announcement_and_cancel_spares_what_was_sent(store: Store) -> None:
@@ -106,7 +109,8 @@ def test_only_the_first_writer_moves_an_announcement_and_cancel_spares_what_was_
     assert store.cancel_schedule(sid, at=NOW, reason="moved") == 1
     sent, cancelled = store.scheduled_announcements(schedule_id=sid)
     assert (sent.state, sent.ts) == ("sent", "1.1")
-    assert (cancelled.state, cancelled.reason) == ("cancelled", "moved") and cancelled.id == second.id
+    assert (cancelled.state, cancelled.reason) == ("cancelled", "moved")
+    assert cancelled.id == second.id
     assert store.schedule(sid).state == "cancelled"  # type: ignore[union-attr]
 
 
@@ -125,10 +129,12 @@ def test_move_replaces_a_pending_schedule_in_one_transaction_and_only_once(store
     new_id, withdrawn = store.move_schedule(
         sid, moved, lambda i: rows(i, ("delayed", "starting")), at=NOW, reason="moved by U0COORD: late"
     )
-    assert withdrawn == 1 and new_id != sid
+    assert withdrawn == 1
+    assert new_id != sid
     assert store.schedule(sid).state == "moved"  # type: ignore[union-attr]
     got = store.schedule(new_id)
-    assert got is not None and (got.moved_from, got.move_reason, got.window_start) == (sid, "late", later)
+    assert got is not None
+    assert (got.moved_from, got.move_reason, got.window_start) == (sid, "late", later)
     assert [(a.state, a.reason) for a in store.scheduled_announcements(schedule_id=sid)] == [
         ("sent", ""),
         ("cancelled", "moved by U0COORD: late"),
@@ -137,7 +143,8 @@ def test_move_replaces_a_pending_schedule_in_one_transaction_and_only_once(store
     # The old one is no longer pending: a second move (another replica, a double submit) changes nothing.
     with pytest.raises(ConcurrentUpdate):
         store.move_schedule(sid, moved, lambda i: rows(i, ("delayed",)), at=NOW, reason="again")
-    assert len(store.schedules()) == 2 and len(store.scheduled_announcements()) == 4
+    assert len(store.schedules()) == 2
+    assert len(store.scheduled_announcements()) == 4
 
 
 def test_migration_5_keeps_a_version_4_databases_rows_and_adds_empty_move_and_step_fields(

@@ -26,20 +26,24 @@ def test_a_preview_shows_the_rendered_announcement_to_the_asker_alone(services: 
     outcome = services.router.handle(
         CommandRequest(text="announce preview reminder", user_id="U0SHADOW", channel_id="C0OPS")
     )
-    assert outcome.ok and outcome.reply.ephemeral
+    assert outcome.ok
+    assert outcome.reply.ephemeral
     expected = AnnouncementRenderer().render("reminder", sample_context())
     assert outcome.rendered.text.startswith(":eyes: Preview of `reminder` (built-in, sample plan)")
     assert expected.text in outcome.rendered.text
-    assert outcome.rendered.blocks is not None and expected.blocks is not None
+    assert outcome.rendered.blocks is not None
+    assert expected.blocks is not None
     assert outcome.rendered.blocks[1:] == expected.blocks
     # Nothing was double-escaped on the way through the reply template.
-    assert "&amp;amp;" not in outcome.rendered.text and "&lt;!channel&gt;" in outcome.rendered.text
+    assert "&amp;amp;" not in outcome.rendered.text
+    assert "&lt;!channel&gt;" in outcome.rendered.text
 
 
 def test_an_unknown_template_is_a_usage_error_listing_the_names(services: Services) -> None:
     outcome = services.router.handle(CommandRequest(text="announce preview remindr", user_id="U0PRIMARY"))
     assert outcome.audit_outcome == "usage"
-    assert "unknown announcement `remindr`" in outcome.rendered.text and "reminder" in outcome.rendered.text
+    assert "unknown announcement `remindr`" in outcome.rendered.text
+    assert "reminder" in outcome.rendered.text
 
 
 def test_posting_needs_the_coordinator_or_primary_role(services: Services) -> None:
@@ -56,7 +60,9 @@ def test_posting_without_a_plan_needs_sample_to_be_said_out_loud(services: Servi
 
 def test_posting_goes_to_the_announcement_channel_unless_another_is_named(services: Services) -> None:
     default = services.router.handle(CommandRequest(text="announce completed --sample", user_id="U0PRIMARY"))
-    assert default.ok and not default.reply.ephemeral and default.reply.channel == "C0ANNOUNCE"
+    assert default.ok
+    assert not default.reply.ephemeral
+    assert default.reply.channel == "C0ANNOUNCE"
     named = services.router.handle(
         CommandRequest(text="announce completed --sample --channel <#C0TEST|test>", user_id="U0PRIMARY")
     )
@@ -68,4 +74,5 @@ def test_a_channel_name_without_a_link_is_refused(services: Services) -> None:
     outcome = services.router.handle(
         CommandRequest(text="announce completed --sample --channel #general", user_id="U0PRIMARY")
     )
-    assert outcome.audit_outcome == "usage" and "is not a channel" in outcome.rendered.text
+    assert outcome.audit_outcome == "usage"
+    assert "is not a channel" in outcome.rendered.text

@@ -27,7 +27,8 @@ def test_audit_is_refused_to_people_outside_the_roster_and_the_refusal_is_audite
     services = build_services(load_settings(write_config(), {}), with_slack=False, clock=lambda: NOW)
     try:
         denied = services.router.handle(CommandRequest(text="audit", user_id="U0STRANGER", channel_id="C1"))
-        assert not denied.ok and "not in it" in denied.rendered.text
+        assert not denied.ok
+        assert "not in it" in denied.rendered.text
         allowed = services.router.handle(CommandRequest(text="audit", user_id="U0SHADOW", channel_id="C1"))
         assert allowed.ok
         (attachment,) = allowed.reply.files
@@ -45,7 +46,8 @@ def test_tokens_typed_into_a_command_are_not_stored(write_config: Callable[..., 
     try:
         services.router.handle(CommandRequest(text="help xoxb-123-456-abcdef", user_id="U0PRIMARY"))
         (entry,) = services.store.audit_entries()
-        assert "xoxb" not in entry.arguments and "[redacted]" in entry.arguments
+        assert "xoxb" not in entry.arguments
+        assert "[redacted]" in entry.arguments
     finally:
         services.close()
 
@@ -60,7 +62,8 @@ def test_audit_export_writes_csv_and_markdown_from_the_terminal(
         text=True,
         timeout=60,
     )
-    assert exec_result.returncode == 0 and "primary" in exec_result.stdout
+    assert exec_result.returncode == 0
+    assert "primary" in exec_result.stdout
     as_csv = subprocess.run(
         [*bot_command(), "audit", "export", "--format", "csv", "--since", "1h", "--config", str(config)],
         capture_output=True,

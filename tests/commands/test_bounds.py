@@ -57,7 +57,8 @@ def test_out_of_range_arguments_get_a_short_specific_answer(
     services: Services, text: str, reason: str
 ) -> None:
     out = cmd(services, text)
-    assert not out.ok and out.audit_outcome in ("usage", "refused")
+    assert not out.ok
+    assert out.audit_outcome in ("usage", "refused")
     assert reason in out.rendered.text
     assert "internal error" not in out.rendered.text
     assert len(out.rendered.text) < 600  # a 300-character name is not echoed whole
@@ -71,9 +72,11 @@ def test_snapshot_ids_past_a_64_bit_integer_are_simply_not_found(services: Servi
 
 def test_a_lone_surrogate_in_the_text_is_answered_and_audited(services: Services) -> None:
     out = cmd(services, "x\ud800y")
-    assert not out.ok and "unknown subcommand `x?y`" in out.rendered.text
+    assert not out.ok
+    assert "unknown subcommand `x?y`" in out.rendered.text
     (entry,) = services.store.audit_entries()
-    assert entry.outcome == "usage" and entry.arguments == "x?y"
+    assert entry.outcome == "usage"
+    assert entry.arguments == "x?y"
 
 
 def test_a_100_kb_subcommand_is_refused_before_parsing_and_not_echoed(services: Services) -> None:
@@ -85,7 +88,8 @@ def test_a_100_kb_subcommand_is_refused_before_parsing_and_not_echoed(services: 
 
 def test_arguments_argparse_does_not_know_are_not_echoed_whole(services: Services) -> None:
     out = cmd(services, "help " + "a " * 3000)
-    assert not out.ok and "unrecognized arguments" in out.rendered.text
+    assert not out.ok
+    assert "unrecognized arguments" in out.rendered.text
     assert len(out.rendered.text) < 1200
 
 

@@ -27,7 +27,8 @@ def services(write_config: Callable[..., Path], clock: FakeClock) -> Iterator[Se
     built = build_services(
         load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock
     )
-    assert PLAN.count("tokyo-upgrade") == 1 and "2026-12-01T16:00" in PLAN
+    assert PLAN.count("tokyo-upgrade") == 1
+    assert "2026-12-01T16:00" in PLAN
     built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
     yield built
     built.close()
@@ -39,7 +40,8 @@ def cmd(services: Services, text: str, user: str = "U0PRIMARY") -> Outcome:
 
 def test_a_schedule_outside_the_window_is_refused_with_slots_inside_it(services: Services) -> None:
     out = cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 18:00"')
-    assert out.audit_outcome == "refused" and out.reply.ephemeral
+    assert out.audit_outcome == "refused"
+    assert out.reply.ephemeral
     assert "outside the allowed windows (Mon–Fri 14:00–17:00 Asia/Tokyo)" in out.rendered.text
     slots = suggested(out.rendered.text)
     assert [s.strftime("%a %H:%M") for s in slots] == ["Wed 14:00", "Thu 14:00", "Fri 14:00"]
@@ -50,7 +52,8 @@ def test_a_schedule_outside_the_window_is_refused_with_slots_inside_it(services:
 
 def test_a_schedule_in_a_freeze_is_refused_and_the_slots_come_after_it(services: Services) -> None:
     out = cmd(services, 'schedule tokyo-upgrade --at "2026-12-24 14:00"')
-    assert out.audit_outcome == "refused" and "year-end freeze" in out.rendered.text
+    assert out.audit_outcome == "refused"
+    assert "year-end freeze" in out.rendered.text
     slots = suggested(out.rendered.text)
     assert slots[0] == datetime(2027, 1, 5, 14, tzinfo=TOKYO)
     assert all(services.settings.windows.check(s, s + timedelta(hours=2)).ok for s in slots)
@@ -63,15 +66,18 @@ def test_the_zone_of_at_can_be_given_and_a_berlin_time_inside_the_tokyo_window_i
     out = cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 06:00" --tz Europe/Berlin')
     assert out.ok, out.rendered.text
     (schedule,) = services.store.schedules()
-    assert schedule.window_start == datetime(2026, 12, 1, 5, tzinfo=UTC) and schedule.tz == "Europe/Berlin"
+    assert schedule.window_start == datetime(2026, 12, 1, 5, tzinfo=UTC)
+    assert schedule.tz == "Europe/Berlin"
 
 
 def test_only_the_coordinator_may_override_and_only_with_a_reason(services: Services) -> None:
     at = 'schedule tokyo-upgrade --at "2026-12-01 18:00" --override'
     denied = cmd(services, f'{at} --reason "vendor deadline"', user="U0PRIMARY")
-    assert denied.audit_outcome == "denied" and "only the coordinator" in denied.rendered.text
+    assert denied.audit_outcome == "denied"
+    assert "only the coordinator" in denied.rendered.text
     no_reason = cmd(services, at, user="U0COORD")
-    assert no_reason.audit_outcome == "usage" and "needs a reason" in no_reason.rendered.text
+    assert no_reason.audit_outcome == "usage"
+    assert "needs a reason" in no_reason.rendered.text
     assert services.store.schedules() == []
     ok = cmd(services, f'{at} --reason "vendor deadline"', user="U0COORD")
     assert ok.ok, ok.rendered.text
@@ -79,7 +85,8 @@ def test_only_the_coordinator_may_override_and_only_with_a_reason(services: Serv
     (schedule,) = services.store.schedules()
     assert schedule.override_reason == "vendor deadline"
     (override,) = [e for e in services.store.audit_entries() if e.kind == "override"]
-    assert override.user_id == "U0COORD" and "vendor deadline" in override.detail
+    assert override.user_id == "U0COORD"
+    assert "vendor deadline" in override.detail
 
 
 def test_list_shows_every_announcement_and_cancel_posts_a_notice(
@@ -100,51 +107,56 @@ def test_list_shows_every_announcement_and_cancel_posts_a_notice(
     assert "past the grace of 30m" in listed.rendered.text
 
     again = cmd(services, 'schedule tokyo-upgrade --at "2026-12-02 14:00"', user="U0COORD")
-    assert again.audit_outcome == "refused" and f"cancel {schedule.id}" in again.rendered.text
+    assert again.audit_outcome == "refused"
+    assert f"cancel {schedule.id}" in again.rendered.text
     cancelled = cmd(services, f'schedule cancel {schedule.id} --reason "moved"', user="U0COORD")
-    assert cancelled.ok and not cancelled.reply.ephemeral and cancelled.reply.channel == "C0ANNOUNCE"
-    assert (
-        cancelled.rendered.text.startswith(":no_entry_sign: *Cancelled:*")
-        and "moved" in cancelled.rendered.text
-    )
+    assert cancelled.ok
+    assert not cancelled.reply.ephemeral
+    assert cancelled.reply.channel == "C0ANNOUNCE"
+    assert cancelled.rendered.text.startswith(":no_entry_sign: *Cancelled:*")
+    assert "moved" in cancelled.rendered.text
     second = cmd(services, 'schedule tokyo-upgrade --at "2026-12-02 14:00"', user="U0COORD")
     assert second.ok
     pending = services.store.scheduled_announcements(states=["scheduled"])
     assert {r.schedule_id for r in pending} == {schedule.id + 1}
     cancel = cmd(services, f"schedule cancel {schedule.id + 1}", user="U0COORD")
     # Scheduled a day ahead: the T-24h reminder would be in the past, so there are three.
-    assert cancel.ok and "3 pending announcements withdrawn" in cancel.rendered.text
+    assert cancel.ok
+    assert "3 pending announcements withdrawn" in cancel.rendered.text
     assert services.store.scheduled_announcements(states=["scheduled"]) == []
     assert "cancelled" in cmd(services, "schedule list").rendered.text
 
 
 def test_start_outside_the_window_asks_for_the_coordinators_override(services: Services) -> None:
     refused = cmd(services, "start tokyo-upgrade")
-    assert (
-        refused.audit_outcome == "refused" and "Next allowed: Fri 2026-11-20 14:00" in refused.rendered.text
-    )
+    assert refused.audit_outcome == "refused"
+    assert "Next allowed: Fri 2026-11-20 14:00" in refused.rendered.text
     denied = cmd(services, 'start tokyo-upgrade --override --reason "hotfix"', user="U0PRIMARY")
     assert denied.audit_outcome == "denied"
     started = cmd(services, 'start tokyo-upgrade --override --reason "hotfix"', user="U0COORD")
-    assert started.ok and "started" in started.rendered.text
+    assert started.ok
+    assert "started" in started.rendered.text
     (override,) = [e for e in services.store.audit_entries() if e.kind == "override"]
-    assert override.subcommand == "start" and override.run_id and "hotfix" in override.detail
+    assert override.subcommand == "start"
+    assert override.run_id
+    assert "hotfix" in override.detail
 
 
 def test_announce_for_a_plan_uses_its_impact_links_and_scheduled_window(services: Services) -> None:
     cmd(services, 'schedule tokyo-upgrade --at "2026-12-02 15:00"', user="U0COORD")
     preview = cmd(services, "announce preview starting tokyo-upgrade", user="U0SHADOW")
-    assert preview.ok and "plan `tokyo-upgrade`" in preview.rendered.text
+    assert preview.ok
+    assert "plan `tokyo-upgrade`" in preview.rendered.text
     posted = cmd(services, "announce scheduled tokyo-upgrade")
-    assert posted.ok and posted.reply.channel == "C0ANNOUNCE"
+    assert posted.ok
+    assert posted.reply.channel == "C0ANNOUNCE"
     text = posted.rendered.text
-    assert (
-        "The API server restarts twice" in text
-        and "<https://wiki.example.com/runbooks/eks-1.25|Runbook>" in text
-    )
+    assert "The API server restarts twice" in text
+    assert "<https://wiki.example.com/runbooks/eks-1.25|Runbook>" in text
     assert f"<!date^{int(datetime(2026, 12, 2, 15, tzinfo=TOKYO).timestamp())}^" in text
     needs_run = cmd(services, "announce completed tokyo-upgrade")
-    assert needs_run.audit_outcome == "error" and "needs a run" in needs_run.rendered.text
+    assert needs_run.audit_outcome == "error"
+    assert "needs a run" in needs_run.rendered.text
 
 
 def test_a_run_started_in_the_scheduled_window_belongs_to_it_and_its_end_is_announced(
@@ -156,7 +168,9 @@ def test_a_run_started_in_the_scheduled_window_belongs_to_it_and_its_end_is_anno
     started = cmd(services, "start tokyo-upgrade")
     assert started.ok, started.rendered.text
     attached = services.store.schedule(schedule.id)
-    assert attached is not None and attached.state == "started" and attached.run_id
+    assert attached is not None
+    assert attached.state == "started"
+    assert attached.run_id
     aborted = cmd(services, f'abort {attached.run_id} --reason "PDB blocks the drain"', user="U0COORD")
     assert aborted.ok, aborted.rendered.text
     ended = [r for r in services.store.scheduled_announcements(schedule_id=schedule.id) if r.run_id]

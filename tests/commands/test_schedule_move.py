@@ -66,19 +66,23 @@ def test_a_move_withdraws_the_old_window_posts_delayed_once_and_schedules_the_ne
     (text,) = delayed(slack_stub)
     assert len(posts(slack_stub)) == 2
     old_start, new_start = datetime(2026, 12, 1, 14, tzinfo=TOKYO), datetime(2026, 12, 3, 15, tzinfo=TOKYO)
-    assert f"*Was:* {token(old_start)}" in text and f"*New window:* {token(new_start)}" in text
+    assert f"*Was:* {token(old_start)}" in text
+    assert f"*New window:* {token(new_start)}" in text
     assert "*Reason:* vendor &lt;patch&gt; is late" in text
     (call,) = [c for c in slack_stub.calls_to("chat.postMessage") if c.params["text"] == text]
     assert call.params["channel"] == "C0ANNOUNCE"
 
     moved, new = services.store.schedule(old.id), services.store.schedule(old.id + 1)
-    assert moved is not None and moved.state == "moved"
-    assert new is not None and (new.state, new.moved_from, new.window_start) == (
+    assert moved is not None
+    assert moved.state == "moved"
+    assert new is not None
+    assert (new.state, new.moved_from, new.window_start) == (
         "scheduled",
         old.id,
         new_start,
     )
-    assert new.move_reason == "vendor <patch> is late" and new.tz == "Asia/Tokyo"
+    assert new.move_reason == "vendor <patch> is late"
+    assert new.tz == "Asia/Tokyo"
     withdrawn = services.store.scheduled_announcements(schedule_id=old.id)
     assert [(r.template, r.state) for r in withdrawn] == [
         ("scheduled", "sent"),
@@ -101,11 +105,14 @@ def test_a_move_withdraws_the_old_window_posts_delayed_once_and_schedules_the_ne
     assert [f.action for f in services.announcements.run_due()] == []
     # A restart catching up finds the delayed announcement sent: still exactly one.
     assert [f.action for f in services.announcements.catch_up(clock())] == []
-    assert len(delayed(slack_stub)) == 1 and len(posts(slack_stub)) == 3
+    assert len(delayed(slack_stub)) == 1
+    assert len(posts(slack_stub)) == 3
     listed = cmd(services, "schedule list", user="U0SHADOW").rendered.text
-    assert f"moved from `#{old.id}`: vendor &lt;patch&gt; is late" in listed and "— moved" in listed
+    assert f"moved from `#{old.id}`: vendor &lt;patch&gt; is late" in listed
+    assert "— moved" in listed
     audited = [e for e in services.store.audit_entries() if e.kind == "schedule" and e.subcommand == "move"]
-    assert len(audited) == 1 and "vendor <patch> is late" in audited[0].detail
+    assert len(audited) == 1
+    assert "vendor <patch> is late" in audited[0].detail
 
 
 def test_a_move_outside_the_windows_is_refused_with_slots_and_only_the_coordinator_overrides(
@@ -114,21 +121,24 @@ def test_a_move_outside_the_windows_is_refused_with_slots_and_only_the_coordinat
     assert cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"').ok
     (old,) = services.store.schedules()
     refused = cmd(services, f'schedule move {old.id} --at "2026-12-01 18:00" --reason "later"')
-    assert refused.audit_outcome == "refused" and refused.reply.ephemeral
+    assert refused.audit_outcome == "refused"
+    assert refused.reply.ephemeral
     slots = suggested(refused.rendered.text)
-    assert slots and all(
-        services.settings.windows.check(s, s + (old.window_end - old.window_start)).ok for s in slots
-    )
+    assert slots
+    assert all(services.settings.windows.check(s, s + (old.window_end - old.window_start)).ok for s in slots)
     at = f'schedule move {old.id} --at "2026-12-01 18:00" --override --reason "vendor deadline"'
     denied = cmd(services, at, user="U0PRIMARY")
-    assert denied.audit_outcome == "denied" and "only the coordinator" in denied.rendered.text
-    assert delayed(slack_stub) == [] and services.store.schedule(old.id).state == "scheduled"  # type: ignore[union-attr]
+    assert denied.audit_outcome == "denied"
+    assert "only the coordinator" in denied.rendered.text
+    assert delayed(slack_stub) == []
+    assert services.store.schedule(old.id).state == "scheduled"
     ok = cmd(services, at, user="U0COORD")
     assert ok.ok, ok.rendered.text
     assert "overridden by <@U0COORD>: vendor deadline" in ok.rendered.text
     assert len(delayed(slack_stub)) == 1
     (override,) = [e for e in services.store.audit_entries() if e.kind == "override"]
-    assert override.user_id == "U0COORD" and override.subcommand == "schedule move"
+    assert override.user_id == "U0COORD"
+    assert override.subcommand == "schedule move"
 
 
 def test_a_move_needs_a_scheduler_a_reason_and_a_pending_schedule(
@@ -140,16 +150,21 @@ def test_a_move_needs_a_scheduler_a_reason_and_a_pending_schedule(
     shadow = cmd(services, f'{move} --reason "later"', user="U0SHADOW")
     assert shadow.audit_outcome == "denied"
     no_reason = cmd(services, move)
-    assert no_reason.audit_outcome == "usage" and "say why it moves" in no_reason.rendered.text
+    assert no_reason.audit_outcome == "usage"
+    assert "say why it moves" in no_reason.rendered.text
     no_at = cmd(services, f'schedule move {old.id} --reason "later"')
-    assert no_at.audit_outcome == "usage" and "--at" in no_at.rendered.text
+    assert no_at.audit_outcome == "usage"
+    assert "--at" in no_at.rendered.text
     unknown = cmd(services, 'schedule move 99 --at "2026-12-02 14:00" --reason "later"')
-    assert unknown.audit_outcome in ("error", "refused") and "no schedule #99" in unknown.rendered.text
+    assert unknown.audit_outcome in ("error", "refused")
+    assert "no schedule #99" in unknown.rendered.text
     earlier = cmd(services, f'schedule move {old.id} --at "2026-11-30 14:00" --reason "sooner"')
-    assert not earlier.ok and "`schedule move` postpones" in earlier.rendered.text
+    assert not earlier.ok
+    assert "`schedule move` postpones" in earlier.rendered.text
     assert f"schedule cancel {old.id}" in earlier.rendered.text
     assert delayed(slack_stub) == []
     assert cmd(services, f'{move} --reason "later"').ok
     again = cmd(services, f'{move} --reason "even later"')
-    assert not again.ok and "is moved; only a pending schedule can be moved" in again.rendered.text
+    assert not again.ok
+    assert "is moved; only a pending schedule can be moved" in again.rendered.text
     assert len(delayed(slack_stub)) == 1

@@ -59,9 +59,11 @@ def test_snapshot_and_diff_of_a_node_group_replacement(backend: Backend) -> None
     by_category = {f.category: f.detail for f in report.expected if f.subject == f"node group {group}"}
     assert by_category["nodes replaced"].startswith("2 old nodes replaced by 2 new")
     kubelet = by_category["kubelet version"]
-    assert kubelet.startswith("v1.29.4") and "→ v1.30.2" in kubelet
+    assert kubelet.startswith("v1.29.4")
+    assert "→ v1.30.2" in kubelet
     moved = [f.detail for f in report.expected if f.category == "pods rescheduled" and f.namespace == ns]
-    assert moved and moved[0].startswith("2 pods of 1 workloads")
+    assert moved
+    assert moved[0].startswith("2 pods of 1 workloads")
 
     # The pipeline "forgets" to uncordon a new node: the diff calls that a regression.
     bot.cordon(new[0])

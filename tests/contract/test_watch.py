@@ -27,7 +27,8 @@ def test_a_watch_with_bookmarks_sees_changes_then_bookmarks(backend: Backend) ->
     assert time.monotonic() - started < 5 + 3  # the server ends the stream at its timeout
 
     changes = [e for e in events if e.type != "BOOKMARK"]
-    assert changes[0].type == "ADDED" and changes[0].object["metadata"]["name"] == "watched"
+    assert changes[0].type == "ADDED"
+    assert changes[0].object["metadata"]["name"] == "watched"
     assert all(e.object["metadata"]["name"] == "watched" for e in changes)
     # kube-apiserver's watch cache sends a bookmark 2 s before the watch's timeout (and every
     # minute), and only when its version has moved past the last event this watch was sent.
@@ -46,9 +47,10 @@ def test_a_watch_with_bookmarks_sees_changes_then_bookmarks(backend: Backend) ->
 
     # Resuming from the bookmark replays nothing that was already seen.
     core.create_namespaced_pod(ns, pending_pod("after"))
-    resumed = [e for e in bot.watch(path, resource_version=last.resource_version, timeout_seconds=3)]
+    resumed = list(bot.watch(path, resource_version=last.resource_version, timeout_seconds=3))
     names = [e.object["metadata"]["name"] for e in resumed if e.type != "BOOKMARK"]
-    assert names and set(names) == {"after"}
+    assert names
+    assert set(names) == {"after"}
 
 
 def _event(name: str, namespace: str) -> dict[str, Any]:

@@ -24,7 +24,8 @@ def test_a_hostile_override_fails_fast_naming_its_file_line_and_reason(tmp_path:
     message = caught.value.user_message
     assert message.startswith(f"{blamed}:{case.line}: "), message
     assert case.reason in message
-    assert "\n" not in message and len(message) < 400
+    assert "\n" not in message
+    assert len(message) < 400
 
 
 def test_python_s_recursion_limit_is_left_as_it_was(tmp_path: Path) -> None:

@@ -47,7 +47,8 @@ def test_ten_slow_commands_do_not_delay_the_ack_of_an_eleventh(make_front: Calla
         assert eleventh < 3
         # The eleventh's work is not queued behind the slow ones either.
         replies = stub.wait_for_responses(1, timeout=5)
-        assert len(replies) == 1 and "/upgrade help" in replies[0]["text"]
+        assert len(replies) == 1
+        assert "/upgrade help" in replies[0]["text"]
     finally:
         release.set()
     stub.wait_for_responses(11, timeout=15)

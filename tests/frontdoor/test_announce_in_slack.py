@@ -57,7 +57,8 @@ def test_a_broken_team_template_is_an_ephemeral_error_and_nothing_is_posted(
     (response,) = front.stub.wait_for_responses(1)
     front.workers.shutdown(wait=True)
     assert response["response_type"] == "ephemeral"
-    assert "scheduled.txt.j2:2: " in response["text"] and "clustr" in response["text"]
+    assert "scheduled.txt.j2:2: " in response["text"]
+    assert "clustr" in response["text"]
     assert "ref " in response["text"]
     assert front.stub.calls_to("chat.postMessage") == []
     (entry,) = front.services.store.audit_entries()
@@ -95,6 +96,7 @@ def test_scheduling_with_a_broken_team_template_is_an_ephemeral_error_and_posts_
     (response,) = front.stub.wait_for_responses(1)
     front.workers.shutdown(wait=True)
     assert response["response_type"] == "ephemeral"
-    assert "reminder.txt.j2:3: " in response["text"] and "windw" in response["text"]
+    assert "reminder.txt.j2:3: " in response["text"]
+    assert "windw" in response["text"]
     assert front.stub.calls_to("chat.postMessage") == []
     assert front.services.store.schedules() == []

@@ -157,7 +157,8 @@ def test_a_command_acknowledged_just_before_a_kill_takes_effect_once(bot: RunBot
     _restart(bot)
     wait_until(lambda: bot.run_ids(), timeout=30, what="the replayed start to create the run")
     bot.gate("snapshot-pre")
-    assert len(bot.run_ids()) == 1 and len(_cards(bot.stub)) == 1
+    assert len(bot.run_ids()) == 1
+    assert len(_cards(bot.stub)) == 1
     assert any("started" in str(r.get("text", "")) for r in bot.stub.responses)
 
 

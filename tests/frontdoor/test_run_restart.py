@@ -49,12 +49,14 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
     sim_eks.control.set_transport()
     bot.start()
     run = bot.run()
-    assert run.step_run("snapshot-pre").state == "interrupted" and run.state == "paused"
+    assert run.step_run("snapshot-pre").state == "interrupted"
+    assert run.state == "paused"
     snapshots = bot.store()
     assert snapshots.snapshots() == []  # nothing ran again by itself
     snapshots.close()
     broadcast = [c for c in bot.stub.calls_to("chat.postMessage") if c.params.get("reply_broadcast")]
-    assert len(broadcast) == 1 and "was interrupted" in broadcast[0].params["text"]
+    assert len(broadcast) == 1
+    assert "was interrupted" in broadcast[0].params["text"]
     assert "active" in bot.command(f"resume {run.id} --reason restarted", user=COORD)
     bot.click(SHADOW, bot.gate("snapshot-pre"))
     wait_until(lambda: bot.run().step_run("snapshot-pre").state == "succeeded", timeout=60, what="snapshot")
@@ -104,7 +106,8 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
         for el in block["elements"]
         if el["action_id"] == "gate_approve"
     )
-    assert gates and max(gates.values()) == 1
+    assert gates
+    assert max(gates.values()) == 1
     # Each post of the run is exactly one claimed message key (claimed before posting, so a
     # restart finds it claimed and does not post again).
     store = bot.store()
@@ -119,7 +122,8 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
     # Every approval is in the database, once.
     approvals = [(a.step_id, a.phase, a.user_id) for a in bot.run().approvals]
     assert len(approvals) == len(set(approvals))
-    assert ("control-plane", "start", SHADOW) in approvals and (
+    assert ("control-plane", "start", SHADOW) in approvals
+    assert (
         "control-plane",
         "start",
         PRIMARY,

@@ -116,7 +116,8 @@ def test_sigkill_before_during_and_after_a_due_announcement_posts_each_exactly_o
     (in_slack,) = [
         m for m in bot.stub.posted("C0ANNOUNCE") if "Plan `during`" in m["text"] and m["ts"] == starting.ts
     ]
-    assert starting.state == "sent" and in_slack["metadata"]["event_type"] == "upgrade_bot_post"
+    assert starting.state == "sent"
+    assert in_slack["metadata"]["event_type"] == "upgrade_bot_post"
 
     # 3. Killed just after the post was recorded.
     bot.schedule("after", 3)
@@ -126,7 +127,8 @@ def test_sigkill_before_during_and_after_a_due_announcement_posts_each_exactly_o
     assert bot.command("schedule list").count(" — sent") == 6
 
     texts = Counter(bot.calls("C0ANNOUNCE"))
-    assert sum(texts.values()) == 6 and set(texts.values()) == {1}
+    assert sum(texts.values()) == 6
+    assert set(texts.values()) == {1}
     for plan in ("before", "during", "after"):
         assert [t.startswith(":calendar:") for t in texts if f"Plan `{plan}`" in t] in (
             [True, False],

@@ -83,6 +83,7 @@ def test_role_checks_expand_user_groups_and_tolerate_a_deleted_group(
         del slack_stub.usergroups["S0LEADS"]
         services.directory._cache.clear()  # type: ignore[attr-defined]
         after = services.router.handle(CommandRequest(text="whoami", user_id="U0LEAD"))
-        assert after.ok and "no role" in after.rendered.text
+        assert after.ok
+        assert "no role" in after.rendered.text
     finally:
         services.close()

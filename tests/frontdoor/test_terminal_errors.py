@@ -99,7 +99,8 @@ def test_a_cluster_answering_401_or_403_is_one_line(
     kubeconfig = _kubeconfig(tmp_path, url)
     done = _exec(write_config(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}}}\n"), "snapshot pre")
     assert done.returncode == 1
-    assert "cluster prod" in done.stdout and "nope" in done.stdout
+    assert "cluster prod" in done.stdout
+    assert "nope" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
     assert code in (401, 403)
 

@@ -101,7 +101,8 @@ def test_offsets_fire_at_the_right_instants_across_the_new_york_spring_change(
     bot.service.schedule(
         "eks-nodegroups", start=datetime(2026, 3, 8, 10, tzinfo=NEW_YORK), tz="America/New_York", by="U0COORD"
     )
-    assert len(posts(slack_stub)) == 1 and posts(slack_stub)[0].startswith(":calendar:")
+    assert len(posts(slack_stub)) == 1
+    assert posts(slack_stub)[0].startswith(":calendar:")
     times = [j.next_run_time for j in bot.triggers.jobs()]
     assert times == [utc(2026, 3, 7, 14), utc(2026, 3, 8, 13), utc(2026, 3, 8, 14)]
     # T-24h is 24 real hours: 09:00 on Saturday for a New York reader, not 10:00.
@@ -112,12 +113,14 @@ def test_offsets_fire_at_the_right_instants_across_the_new_york_spring_change(
     assert bot.at(utc(2026, 3, 8, 13)) == ["sent"]
     assert bot.at(utc(2026, 3, 8, 14, 0, 30)) == ["sent"]
     texts = posts(slack_stub)
-    assert len(texts) == 4 and texts[3].startswith(":rocket:")
+    assert len(texts) == 4
+    assert texts[3].startswith(":rocket:")
     window_token = f"<!date^{int(utc(2026, 3, 8, 14).timestamp())}^"
     assert all(window_token in t for t in texts)
     # A restart finds nothing left to do and posts nothing again.
     again = new_bot(bots, store, slack_stub, utc(2026, 3, 8, 14, 1))
-    assert again.triggers.jobs() == [] and again.at(utc(2026, 3, 8, 15)) == []
+    assert again.triggers.jobs() == []
+    assert again.at(utc(2026, 3, 8, 15)) == []
     assert len(posts(slack_stub)) == 4
 
 
@@ -167,7 +170,8 @@ def test_down_when_due_sends_marked_delayed_within_the_grace_and_skips_past_it(
     # Down over the T-24h reminder; back 20 minutes later: sent, marked delayed.
     late = new_bot(bots, store, slack_stub, utc(2026, 11, 30, 5, 20))
     text = posts(slack_stub)[-1]
-    assert len(posts(slack_stub)) == 2 and text.startswith(":hourglass: _Delayed: this announcement was due")
+    assert len(posts(slack_stub)) == 2
+    assert text.startswith(":hourglass: _Delayed: this announcement was due")
     late.triggers.shutdown()
     # Down again over T-1h and the start; back 2 hours after the start: both are skipped, audited.
     gone = new_bot(bots, store, slack_stub, utc(2026, 12, 1, 7))
@@ -179,7 +183,8 @@ def test_down_when_due_sends_marked_delayed_within_the_grace_and_skips_past_it(
         ("reminder", "skipped", False),
         ("starting", "skipped", False),
     ]
-    assert "the window opened" in rows[2].reason and "past the grace of 30m" in rows[3].reason
+    assert "the window opened" in rows[2].reason
+    assert "past the grace of 30m" in rows[3].reason
     audited = [e for e in store.audit_entries() if e.kind == "announcement" and e.outcome == "skipped"]
     assert len(audited) == 2
     assert gone.triggers.jobs() == []
@@ -197,7 +202,8 @@ def test_two_replicas_at_the_same_instant_post_once(
     with ThreadPoolExecutor(2) as pool:
         results = [a for r in pool.map(lambda b: b.at(due), [one, two]) for a in r]
     # One posts; the other finds it claimed or already sent.
-    assert results.count("sent") == 1 and set(results) <= {"sent", "done", "already_sent"}
+    assert results.count("sent") == 1
+    assert set(results) <= {"sent", "done", "already_sent"}
     assert len(posts(slack_stub)) == 2
 
 
@@ -233,7 +239,9 @@ def test_a_post_slack_made_before_the_bot_died_is_found_and_never_repeated(
     assert len(posts(slack_stub)) == 2  # the scheduled one, and the one from before the crash
     assert len(slack_stub.calls_to("conversations.history")) == 1
     row = store.scheduled_announcement(reminder.id)
-    assert row is not None and row.state == "sent" and row.ts == made.ts
+    assert row is not None
+    assert row.state == "sent"
+    assert row.ts == made.ts
 
 
 def test_a_claim_whose_post_never_reached_slack_is_posted_after_the_restart(
@@ -247,7 +255,8 @@ def test_a_claim_whose_post_never_reached_slack_is_posted_after_the_restart(
     _dead_claim(store, schedule.id, reminder.dedup_key)
     assert bot.at(utc(2026, 11, 30, 5)) == ["sent"]
     texts = posts(slack_stub)
-    assert len(texts) == 2 and "Reminder" in texts[1]
+    assert len(texts) == 2
+    assert "Reminder" in texts[1]
     assert len([m for m in slack_stub.posted("C0ANNOUNCE") if "Reminder" in m["text"]]) == 1
 
 
@@ -394,7 +403,8 @@ def test_the_run_ticker_runs_when_its_interval_comes_due_once_for_the_intervals_
     assert tick(start + timedelta(seconds=20)) == [""]  # due, with nothing to escalate yet
     # The plan escalates after 15 minutes: the 44 ticks missed since run as one, which escalates.
     ((detail,),) = [tick(start + timedelta(minutes=15))]
-    assert detail.endswith(": escalated") and escalations(store) == 1
+    assert detail.endswith(": escalated")
+    assert escalations(store) == 1
     # The next tick is on the original 20 s grid, after the instant it was coalesced at.
     assert tick(start + timedelta(minutes=15, seconds=19)) == []
     assert tick(start + timedelta(minutes=15, seconds=20)) == [""]

@@ -38,18 +38,21 @@ def test_the_http_control_endpoint_replaces_a_node_group_the_way_the_pipeline_do
     sim = sim_factory("small", speed=0)
     old = set(sim.control.status()["nodeGroups"]["workers"]["nodes"])
     status, op = _call(sim, "POST", "/sim/nodegroups/workers/replace", {"version": "1.30.2"})
-    assert status == 202 and op["state"] == "InProgress"
+    assert status == 202
+    assert op["state"] == "InProgress"
     _call(sim, "POST", "/sim/advance", {"seconds": 600})
     status, done = _call(sim, "GET", f"/sim/operations/{op['id']}")
     assert done["state"] == "Successful", done
     groups = _call(sim, "GET", "/sim/status")[1]["nodeGroups"]
     new = set(groups["workers"]["nodes"])
     assert groups["workers"]["version"] == "1.30.2"
-    assert len(new) == 3 and not (new & old)
+    assert len(new) == 3
+    assert not (new & old)
     kubelets = {sim.core.store.get("nodes", "", n)["status"]["nodeInfo"]["kubeletVersion"][:7] for n in new}  # type: ignore[index]
     assert kubelets == {"v1.30.2"}
     web = [e for e in sim.core.store.entries("pods", "default") if e.labels.get("app") == "web"]
-    assert len(web) == 3 and all(e.fields["spec.nodeName"] in new for e in web)
+    assert len(web) == 3
+    assert all(e.fields["spec.nodeName"] in new for e in web)
     assert any("draining" in step for step in done["steps"])
 
 
@@ -63,7 +66,8 @@ def test_a_control_plane_upgrade_changes_version_after_its_duration(
     sim.control.advance("10m")
     with urllib.request.urlopen(sim.url + "/version", timeout=10) as response:
         version = json.loads(response.read())
-    assert version["gitVersion"].startswith("v1.30.2-eks-") and version["minor"] == "30+"
+    assert version["gitVersion"].startswith("v1.30.2-eks-")
+    assert version["minor"] == "30+"
     assert sim.control.operation(op["id"])["state"] == "Successful"
 
 
@@ -148,4 +152,5 @@ def test_dropping_watches_ends_open_streams_cleanly(sim_small: SimCluster) -> No
     assert sim_small.control.drop_watches() == 1
     assert done.wait(10)
     thread.join(timeout=5)
-    assert lines and all(json.loads(line)["type"] == "ADDED" for line in lines)
+    assert lines
+    assert all(json.loads(line)["type"] == "ADDED" for line in lines)

@@ -82,9 +82,11 @@ def test_a_daemonset_keeps_one_pod_per_node_even_on_cordoned_nodes(
     proxies = _pods(sim, "kube-system", **{"k8s-app": "kube-proxy"})
     nodes = sorted(p["spec"]["nodeName"] for p in proxies)
     assert nodes == sorted(e.name for e in sim.core.store.entries("nodes"))
-    assert new in nodes and node in nodes
+    assert new in nodes
+    assert node in nodes
     ds = sim.core.store.get("daemonsets.apps", "kube-system", "kube-proxy")
-    assert ds is not None and ds["status"]["desiredNumberScheduled"] == ds["status"]["numberReady"] == 5
+    assert ds is not None
+    assert ds["status"]["desiredNumberScheduled"] == ds["status"]["numberReady"] == 5
 
 
 def test_a_statefulset_creates_its_ordinals_one_after_the_other(
@@ -120,7 +122,8 @@ def test_an_unschedulable_pod_gets_the_real_failed_scheduling_event(
         }
     )
     pod = sim.core.store.get("pods", "default", "greedy")
-    assert pod is not None and not pod["spec"].get("nodeName")
+    assert pod is not None
+    assert not pod["spec"].get("nodeName")
     scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
     assert scheduled["message"] == (
@@ -203,9 +206,8 @@ def test_a_node_going_not_ready_leaves_its_evicted_pods_terminating(
     }
     sim.control.advance(300)
     db0 = store.get("pods", "shop", "db-0")
-    assert db0 is not None and db0["metadata"].get("deletionTimestamp"), (
-        "the taint manager deleted it after 300 s"
-    )
+    assert db0 is not None
+    assert db0["metadata"].get("deletionTimestamp"), "the taint manager deleted it after 300 s"
     sim.control.advance(600)
     db0 = store.get("pods", "shop", "db-0")
     assert db0 is not None, "no kubelet confirms the deletion: it stays Terminating"
@@ -226,7 +228,8 @@ def test_a_replacement_pod_on_another_node_reports_multi_attach_until_the_volume
     assert node is not None
     zone = node["metadata"]["labels"]["topology.kubernetes.io/zone"]
     claim = store.get("persistentvolumeclaims", "shop", "data-db-0")
-    assert claim is not None and claim["metadata"]["labels"]["topology.kubernetes.io/zone"] == zone
+    assert claim is not None
+    assert claim["metadata"]["labels"]["topology.kubernetes.io/zone"] == zone
     node["spec"]["unschedulable"] = True
     sim.core.api.write("nodes", node)
     from bot.sim.apiserver.api import DeleteOptions
@@ -235,7 +238,8 @@ def test_a_replacement_pod_on_another_node_reports_multi_attach_until_the_volume
     sim.core.api.delete(KINDS_BY_KEY["pods"], "shop", "db-0", DeleteOptions())
     sim.control.advance(8)
     db0 = store.get("pods", "shop", "db-0")
-    assert db0 is not None and not db0["spec"].get("nodeName"), "no other worker is in the volume's zone"
+    assert db0 is not None
+    assert not db0["spec"].get("nodeName"), "no other worker is in the volume's zone"
     assert "node(s) had volume node affinity conflict" in next(
         c["message"] for c in db0["status"]["conditions"] if c["type"] == "PodScheduled"
     )
@@ -244,7 +248,8 @@ def test_a_replacement_pod_on_another_node_reports_multi_attach_until_the_volume
         sim.control.add_node("workers")
     sim.control.advance(8)
     db0 = store.get("pods", "shop", "db-0")
-    assert db0 is not None and db0["spec"].get("nodeName") not in (None, db_node)
+    assert db0 is not None
+    assert db0["spec"].get("nodeName") not in (None, db_node)
     messages = [
         e.obj()["message"]
         for e in store.entries("events", "shop")
@@ -253,7 +258,8 @@ def test_a_replacement_pod_on_another_node_reports_multi_attach_until_the_volume
     assert any(m.startswith('Multi-Attach error for volume "pvc-') for m in messages)
     sim.control.advance(40)
     db0 = store.get("pods", "shop", "db-0")
-    assert db0 is not None and pod_ready(db0)
+    assert db0 is not None
+    assert pod_ready(db0)
 
 
 def test_the_same_seed_builds_the_same_cluster(sim_factory: Callable[..., SimCluster]) -> None:

@@ -123,7 +123,8 @@ def test_a_budget_whose_status_lags_its_generation_refuses_with_retry_after(
                 {"metadata": {"name": _pods(sim, "default", "web")[0]}},
             )
     err = lagging.value
-    assert err.code == 429 and err.details is not None
+    assert err.code == 429
+    assert err.details is not None
     assert (
         err.details["causes"][0]["message"]
         == "The disruption budget web is still being processed by the server."

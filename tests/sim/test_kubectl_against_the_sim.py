@@ -31,7 +31,8 @@ def test_get_nodes_wide_shows_every_node_with_its_kubelet_version_and_addresses(
     out = _ok(kubectl(sim_small, "get", "nodes", "-o", "wide"))
     lines = out.splitlines()
     assert lines[0].split()[:5] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
-    assert "INTERNAL-IP" in lines[0] and "CONTAINER-RUNTIME" in lines[0]
+    assert "INTERNAL-IP" in lines[0]
+    assert "CONTAINER-RUNTIME" in lines[0]
     nodes = _node_names(sim_small, "system") + _node_names(sim_small, "workers")
     assert len(lines) == 1 + len(nodes)
     for line in lines[1:]:
@@ -203,7 +204,8 @@ def test_rollout_restart_then_status_reports_successfully_rolled_out(
     # As on a real cluster, "rolled out" does not wait for old pods to finish terminating.
     pods = [e.obj() for e in store.entries("pods", "default") if e.labels.get("app") == "web"]
     running = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
-    assert len(running) == 3 and not (running & before)
+    assert len(running) == 3
+    assert not (running & before)
     deployment = store.get("deployments.apps", "default", "web")
     assert deployment is not None
     assert "kubectl.kubernetes.io/restartedAt" in deployment["spec"]["template"]["metadata"]["annotations"]
@@ -238,7 +240,8 @@ def test_get_pods_watch_prints_the_changes_as_they_happen(
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert watch.stdout is not None and watch.stderr is not None
+    assert watch.stdout is not None
+    assert watch.stderr is not None
     lines: list[str] = []
     seen = threading.Event()
 
@@ -255,7 +258,8 @@ def test_get_pods_watch_prints_the_changes_as_they_happen(
         deadline = time.monotonic() + 20
         while not any(line.startswith("db-1 ") for line in lines) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert lines and lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
+        assert lines
+        assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
         k8s_client.CoreV1Api(kube_api(sim_small)).delete_namespaced_pod("db-1", "shop")
         assert seen.wait(20), "\n".join(lines)
     finally:
@@ -280,12 +284,14 @@ def test_logs_honour_tail_lines_and_timestamps_and_name_the_container(
     stamped = _ok(kubectl(sim_small, "logs", pod, "-c", "web", "--tail=1", "--timestamps")).splitlines()
     # The sim's clock runs on between the two calls, so the newest line may be a later probe: the
     # timestamp kubectl asked for must be the one the line itself records.
-    assert len(stamped) == 1 and stamped[0][:4].isdigit()
+    assert len(stamped) == 1
+    assert stamped[0][:4].isdigit()
     stamp, line = stamped[0].split(" ", 1)
     assert '"GET /healthz HTTP/1.1" 200' in line
     assert stamp[:23] == line.split("[", 1)[1][:23]
     missing = kubectl(sim_small, "logs", pod, "-c", "nope")
-    assert missing.returncode != 0 and "container nope is not valid for pod" in missing.stderr
+    assert missing.returncode != 0
+    assert "container nope is not valid for pod" in missing.stderr
 
 
 def test_apply_creates_then_configures_and_create_from_a_file_works(
@@ -301,7 +307,8 @@ def test_apply_creates_then_configures_and_create_from_a_file_works(
     )
     assert "configmap/demo configured" in _ok(kubectl(sim_small, "apply", "-f", str(manifest)))
     stored = sim_small.core.store.get("configmaps", "default", "demo")
-    assert stored is not None and stored["data"] == {"a": "2"}
+    assert stored is not None
+    assert stored["data"] == {"a": "2"}
     assert '"a":"2"' in stored["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
 
 

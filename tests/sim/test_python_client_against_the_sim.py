@@ -145,7 +145,8 @@ def test_a_watch_from_a_compacted_version_gets_410_and_recovers_by_relisting(
         if event["raw_object"]["metadata"]["name"] == "db-0":
             seen = event
             stream.stop()
-    assert seen is not None and seen["type"] == "MODIFIED"
+    assert seen is not None
+    assert seen["type"] == "MODIFIED"
     assert seen["raw_object"]["metadata"]["labels"]["step"] == "2"
 
 
@@ -219,7 +220,8 @@ def test_selectors_filter_lists_like_the_api_server(sim_small: SimCluster, kube_
     running_elsewhere = v1.list_pod_for_all_namespaces(
         field_selector=f"spec.nodeName!={node},status.phase=Running"
     ).items
-    assert running_elsewhere and all(p.spec.node_name != node for p in running_elsewhere)
+    assert running_elsewhere
+    assert all(p.spec.node_name != node for p in running_elsewhere)
     web = v1.list_namespaced_pod("default", label_selector="app in (web, nope),!missing").items
     assert len(web) == 3
     assert (
@@ -227,9 +229,8 @@ def test_selectors_filter_lists_like_the_api_server(sim_small: SimCluster, kube_
     )
     with pytest.raises(ApiException) as bad:
         v1.list_namespaced_pod("shop", field_selector="spec.bogus=1")
-    assert (
-        bad.value.status == 400 and _status(bad.value)["message"] == "field label not supported: spec.bogus"
-    )
+    assert bad.value.status == 400
+    assert _status(bad.value)["message"] == "field label not supported: spec.bogus"
 
 
 def test_a_watch_with_a_selector_sees_an_object_leave_it_as_deleted(
@@ -294,10 +295,8 @@ def test_errors_come_back_as_status_objects(sim_small: SimCluster, kube_api: Api
     body = {"metadata": {"name": "x"}, "data": {}}
     with pytest.raises(ApiException) as no_namespace:
         v1.create_namespaced_config_map("does-not-exist", body)
-    assert (
-        no_namespace.value.status == 404
-        and _status(no_namespace.value)["message"] == 'namespaces "does-not-exist" not found'
-    )
+    assert no_namespace.value.status == 404
+    assert _status(no_namespace.value)["message"] == 'namespaces "does-not-exist" not found'
     v1.create_namespaced_config_map("default", body)
     with pytest.raises(ApiException) as exists:
         v1.create_namespaced_config_map("default", body)

@@ -31,7 +31,8 @@ def test_object_selectors_distinguish_nil_from_empty() -> None:
     sel = selector_from_object(
         {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}
     )
-    assert sel.matches({"app": "web", "tier": "x"}) and not sel.matches({"app": "web"})
+    assert sel.matches({"app": "web", "tier": "x"})
+    assert not sel.matches({"app": "web"})
     assert selector_to_string({"matchLabels": {"b": "2", "a": "1"}}) == "a=1,b=2"
 
 

@@ -52,7 +52,8 @@ def test_serve_prints_the_url_and_kubeconfig_then_exits_zero_on_sigterm(tmp_path
         text=True,
         cwd=ROOT,
     )
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     try:
         url_line = proc.stdout.readline().strip()
         config_line = proc.stdout.readline().strip()

@@ -143,11 +143,13 @@ def test_snapshot_and_diff_of_a_node_group_replacement(
         for f in report["expected"]
         if f["category"] == "nodes replaced" and f["subject"] == f"node group {group}"
     ]
-    assert len(replaced) == 1 and "2 old nodes replaced by 2 new" in replaced[0]["detail"]
+    assert len(replaced) == 1
+    assert "2 old nodes replaced by 2 new" in replaced[0]["detail"]
     moved = [
         f for f in report["expected"] if f["category"] == "pods rescheduled" and f["namespace"] == namespace
     ]
-    assert moved and moved[0]["detail"].startswith("2 pods of 1 workloads")
+    assert moved
+    assert moved[0]["detail"].startswith("2 pods of 1 workloads")
 
     # The pipeline "forgets" to uncordon a new node: that is a regression, and the exit status says so.
     core.patch_node(new[0], {"spec": {"unschedulable": True}})
@@ -206,7 +208,8 @@ def test_snapshot_and_diff_through_slack(bot_kubeconfig: Path, tmp_path: Path, s
     with start_front(settings, slack_stub, workers=4, threads=8) as front:
         for i, text in enumerate(["snapshot pre", "snapshot post", "diff pre post"]):
             result = front.command(text, response_url=slack_stub.response_url(str(i)), trigger_id=f"tb-{i}")
-            assert result.status == 200 and result.seconds < 3
+            assert result.status == 200
+            assert result.seconds < 3
             slack_stub.wait_for_calls("chat.postMessage", i + 1, timeout=60)
         posts = slack_stub.calls_to("chat.postMessage")
         assert posts[0].params["text"].startswith(":camera: Snapshot *#1* `pre` of *testbed*")

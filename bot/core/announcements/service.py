@@ -412,7 +412,8 @@ class AnnouncementService:
         self.run_due(now)
         self.changed()
         before, after = self.store.schedule(old.id), self.store.schedule(new_id)
-        assert before is not None and after is not None
+        assert before is not None
+        assert after is not None
         return before, after, withdrawn
 
     def cancel(

@@ -258,7 +258,7 @@ def parse_weekdays(spec: str | Sequence[str]) -> frozenset[int]:
         a = WEEKDAYS.index(first[:3])
         b = WEEKDAYS.index(last[:3]) if sep else a
         # A range may wrap past Sunday: fri-mon is Friday, Saturday, Sunday, Monday.
-        span = range(a, b + 1) if a <= b else [*range(a, 7), *range(0, b + 1)]
+        span = range(a, b + 1) if a <= b else [*range(a, 7), *range(b + 1)]
         days.update(span)
     if not days:
         raise ValueError("no weekdays given")

@@ -181,7 +181,7 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+        log.debug("%s %s", self.address_string(), format % args)
 
     # ---- plumbing -------------------------------------------------------------------------------
 

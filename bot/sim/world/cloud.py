@@ -504,8 +504,7 @@ class Cloud:
         m["labels"]["kubernetes.io/hostname"] = m["name"]
         for k in list(m["labels"]):
             if (
-                k.startswith("eks.amazonaws.com/nodegroup")
-                or k.startswith("beta.kubernetes.io/instance")
+                k.startswith(("eks.amazonaws.com/nodegroup", "beta.kubernetes.io/instance"))
                 or k == "node.kubernetes.io/instance-type"
             ):
                 del m["labels"][k]

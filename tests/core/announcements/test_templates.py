@@ -64,7 +64,9 @@ def test_user_text_is_escaped_everywhere_and_cannot_ping_the_channel(name: str) 
     rendered = AnnouncementRenderer().render(name, context)
     assert rendered.blocks is not None
     for text in [rendered.text, *all_texts(rendered.blocks)]:
-        assert "<!channel>" not in text and "<!here>" not in text and "<@U0EVIL>" not in text
+        assert "<!channel>" not in text
+        assert "<!here>" not in text
+        assert "<@U0EVIL>" not in text
     if name in ("scheduled", "reminder", "starting", "aborted", "delayed"):
         assert "Payments &lt;!channel&gt; &amp; &lt;@U0EVIL&gt; &gt; nothing" in rendered.text
         assert any("Payments &lt;!channel&gt; &amp;" in t for t in all_texts(rendered.blocks))
@@ -82,7 +84,8 @@ def test_a_huge_impact_and_reason_are_clipped_to_fit_a_section(name: str) -> Non
 
 def test_mentions_roles_and_user_groups() -> None:
     text = AnnouncementRenderer().render("scheduled", sample_context()).text
-    assert "<@U0PRIMARY>" in text and "<!subteam^S0SRELEADS>" in text
+    assert "<@U0PRIMARY>" in text
+    assert "<!subteam^S0SRELEADS>" in text
 
 
 def test_a_role_without_people_says_nobody_and_malformed_ids_do_not_mention() -> None:
@@ -136,7 +139,8 @@ def test_a_late_announcement_is_marked_delayed_in_text_and_blocks() -> None:
     late = LateNote(due=context["plan"].window.start, zone="Asia/Tokyo")
     rendered = AnnouncementRenderer().render("starting", context, late=late)
     assert rendered.text.startswith(":hourglass: _Delayed: this announcement was due <!date^1796101200^")
-    assert rendered.blocks is not None and rendered.blocks[0]["type"] == "context"
+    assert rendered.blocks is not None
+    assert rendered.blocks[0]["type"] == "context"
 
 
 def test_a_team_override_in_the_announcements_subfolder_wins(tmp_path: Path) -> None:
@@ -171,7 +175,8 @@ def test_check_names_the_broken_override_file_line_and_variable(tmp_path: Path) 
     broken.write_text("Starting\n{{ plan.clusterr }}\n")
     problems = AnnouncementRenderer(tmp_path).check()
     assert len(problems) == 1
-    assert problems[0].path == broken and problems[0].line == 2
+    assert problems[0].path == broken
+    assert problems[0].line == 2
     assert "clusterr" in problems[0].message
     assert str(problems[0]).startswith(f"{broken}:2: ")
 
@@ -213,7 +218,8 @@ def test_check_blames_a_broken_partial_override_with_its_own_line(tmp_path: Path
     partial.write_text("Plan {{ plan.name }}\n{{ run.nmber }}\n")
     problems = AnnouncementRenderer(tmp_path).check()
     # Every announcement includes the footer; each failure points at the partial's line 2.
-    assert problems and {(p.path, p.line) for p in problems} == {(partial, 2)}
+    assert problems
+    assert {(p.path, p.line) for p in problems} == {(partial, 2)}
     assert all("nmber" in p.message for p in problems)
 
 

@@ -132,7 +132,7 @@ def test_offset_spellings(text: str, offset: timedelta) -> None:
 
 @pytest.mark.parametrize("text", ["24h", "+1h", "-", "-1y", "-9w", "soon"])
 def test_offsets_after_the_start_or_unreadable_are_refused(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="offset"):
         ann.parse_offset(text)
 
 
@@ -167,7 +167,7 @@ def test_run_end_announcements_have_their_own_keys() -> None:
         subject="run:1", template="completed", at=utc(2026, 12, 1, 7, 30), window_start=start
     )
     assert done.key == "run:1/completed/2026-12-01T07:30:00Z"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a run ends with"):
         ann.run_ended(subject="run:1", template="reminder", at=utc(2026, 12, 1), window_start=start)
 
 
@@ -186,7 +186,8 @@ STARTING = ann.Announcement(
 
 def test_not_yet_due_waits() -> None:
     decision = ann.decide(REMINDER, now=utc(2026, 12, 1, 3, 30))
-    assert decision.action == "wait" and not decision.posts
+    assert decision.action == "wait"
+    assert not decision.posts
 
 
 def test_due_now_or_a_little_late_sends_on_time() -> None:
@@ -203,7 +204,8 @@ def test_due_while_down_within_grace_sends_marked_delayed() -> None:
 
 def test_due_while_down_past_grace_is_skipped_with_a_reason() -> None:
     decision = ann.decide(STARTING, now=STARTING.due + timedelta(minutes=31), grace=timedelta(minutes=30))
-    assert decision.action == "skip" and not decision.posts
+    assert decision.action == "skip"
+    assert not decision.posts
     assert decision.reason == "starting due 2026-12-01 05:00 UTC not sent: 31m late, past the grace of 30m"
 
 
@@ -217,14 +219,15 @@ def test_a_late_reminder_after_the_window_opened_is_skipped_even_within_grace() 
 
 def test_an_announcement_already_posted_is_never_posted_again() -> None:
     decision = ann.decide(REMINDER, now=REMINDER.due, already_sent=True)
-    assert decision.action == "already_sent" and not decision.posts
+    assert decision.action == "already_sent"
+    assert not decision.posts
 
 
 def test_durations_for_grace() -> None:
     assert parse_duration("1h30m") == timedelta(minutes=90)
     assert parse_duration("0m") == timedelta(0)
     assert parse_duration("90s") == timedelta(seconds=90)  # the one grammar: seconds too
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a duration"):
         parse_duration("-5m")
 
 

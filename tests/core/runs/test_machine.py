@@ -119,7 +119,9 @@ def test_a_new_run_opens_the_first_gate_only() -> None:
 
 def test_an_action_step_runs_after_its_gate_and_succeeds_when_the_action_does() -> None:
     out = press(start(), "snap", S)
-    assert out.accepted and out.run_actions == "snap" and state(out.run, "snap") is StepState.RUNNING
+    assert out.accepted
+    assert out.run_actions == "snap"
+    assert state(out.run, "snap") is StepState.RUNNING
     done = action_finished(
         out.run, step_id="snap", epoch=out.run.step_run("snap").epoch, ok=True, detail="#7", now=T0
     )
@@ -132,7 +134,8 @@ def test_a_failed_action_pauses_the_run_and_resume_reopens_the_gate_never_reruns
     failed = action_finished(
         out.run, step_id="snap", epoch=out.run.step_run("snap").epoch, ok=False, detail="boom", now=T0
     )
-    assert failed.run.state is RunState.PAUSED and state(failed.run, "snap") is StepState.FAILED
+    assert failed.run.state is RunState.PAUSED
+    assert state(failed.run, "snap") is StepState.FAILED
     assert "step_failed" in [e.kind for e in failed.events]
     resumed = resume(failed.run, by=C, now=T0)
     assert state(resumed.run, "snap") is StepState.AWAITING_APPROVAL
@@ -150,30 +153,37 @@ def test_a_stranger_is_told_which_roles_the_step_needs() -> None:
 
 def test_four_eyes_whoever_started_a_step_cannot_be_its_only_approver() -> None:
     run = press(through(start(), "snap"), "ng", P).run
-    assert state(run, "ng") is StepState.RUNNING and run.step_run("ng").started_by == P
+    assert state(run, "ng") is StepState.RUNNING
+    assert run.step_run("ng").started_by == P
     out = press(run, "ng", P)
-    assert not out.accepted and out.message.startswith("four eyes: you started this step")
+    assert not out.accepted
+    assert out.message.startswith("four eyes: you started this step")
     out = press(run, "ng", S)
-    assert out.accepted and state(out.run, "ng") is StepState.SUCCEEDED
+    assert out.accepted
+    assert state(out.run, "ng") is StepState.SUCCEEDED
 
 
 def test_one_person_holding_two_roles_counts_once() -> None:
     run = through(start(), "snap", "ng")
     first = press(run, "both", BOTH)
-    assert first.accepted and state(first.run, "both") is StepState.AWAITING_APPROVAL
+    assert first.accepted
+    assert state(first.run, "both") is StepState.AWAITING_APPROVAL
     again = press(first.run, "both", BOTH)
-    assert not again.accepted and "already approved" in again.message
+    assert not again.accepted
+    assert "already approved" in again.message
     # Whoever comes second completes the matching, in either role.
     for other in (P, S):
         out = press(first.run, "both", other)
-        assert out.accepted and state(out.run, "both") is StepState.RUNNING
+        assert out.accepted
+        assert state(out.run, "both") is StepState.RUNNING
 
 
 def test_a_role_already_covered_does_not_count_again() -> None:
     run = press(through(start(), "snap", "ng"), "both", P).run
     out = press(run, "both", BOTH)
     # BOTH may stand in as the shadow, so the matching grows: accepted.
-    assert out.accepted and state(out.run, "both") is StepState.RUNNING
+    assert out.accepted
+    assert state(out.run, "both") is StepState.RUNNING
     run2 = press(through(start(), "snap", "ng"), "both", S).run
     dup = press(press(run2, "both", BOTH).run, "both", P)
     assert not dup.accepted or state(dup.run, "both") is not StepState.AWAITING_APPROVAL
@@ -194,10 +204,8 @@ def test_a_double_click_counts_once() -> None:
     run = through(start(), "snap", "ng")
     once = press(run, "both", P)
     twice = press(once.run, "both", P)
-    assert (
-        not twice.accepted
-        and twice.message == "you have already approved this step; it still needs the shadow"
-    )
+    assert not twice.accepted
+    assert twice.message == "you have already approved this step; it still needs the shadow"
     assert len(twice.run.approvals) == len(once.run.approvals)
 
 
@@ -215,7 +223,8 @@ def test_a_stale_button_is_refused_with_an_explanation() -> None:
 def test_a_quorum_needs_that_many_different_people_and_group_members_count() -> None:
     run = through(start(), "snap", "ng", "both")
     one = press(run, "mesh", M1)
-    assert one.accepted and state(one.run, "mesh") is StepState.AWAITING_APPROVAL
+    assert one.accepted
+    assert state(one.run, "mesh") is StepState.AWAITING_APPROVAL
     assert not press(one.run, "mesh", P).accepted
     two = press(one.run, "mesh", S)  # the shadow is in the mesh group too
     assert state(two.run, "mesh") is StepState.RUNNING
@@ -224,11 +233,15 @@ def test_a_quorum_needs_that_many_different_people_and_group_members_count() -> 
 def test_a_destructive_step_needs_the_typed_step_id() -> None:
     run = through(start(), "snap", "ng", "both", "mesh")
     ask = press(run, "drop", C)
-    assert ask.needs_confirmation and not ask.accepted and ask.run is run
+    assert ask.needs_confirmation
+    assert not ask.accepted
+    assert ask.run is run
     wrong = press(run, "drop", C, confirmation="drop it")
-    assert not wrong.accepted and "type `drop` exactly" in wrong.message
+    assert not wrong.accepted
+    assert "type `drop` exactly" in wrong.message
     ok = press(run, "drop", C, confirmation="drop")
-    assert ok.accepted and state(ok.run, "drop") is StepState.RUNNING
+    assert ok.accepted
+    assert state(ok.run, "drop") is StepState.RUNNING
 
 
 def test_expired_approvals_stop_counting_and_may_be_given_again() -> None:
@@ -237,16 +250,20 @@ def test_expired_approvals_stop_counting_and_may_be_given_again() -> None:
     )
     run = through(new_run("r", parse_plan(text), by=P, now=T0).run, "snap", "ng", "both", "mesh")
     first = press(run, "drop", C, confirmation="drop")
-    assert first.accepted and state(first.run, "drop") is StepState.AWAITING_APPROVAL
+    assert first.accepted
+    assert state(first.run, "drop") is StepState.AWAITING_APPROVAL
     late = press(first.run, "drop", P, at=T0 + timedelta(minutes=6), confirmation="drop")
-    assert late.accepted and state(late.run, "drop") is StepState.AWAITING_APPROVAL
+    assert late.accepted
+    assert state(late.run, "drop") is StepState.AWAITING_APPROVAL
     again = press(late.run, "drop", C, at=T0 + timedelta(minutes=7), confirmation="drop")
-    assert again.accepted and state(again.run, "drop") is StepState.RUNNING
+    assert again.accepted
+    assert state(again.run, "drop") is StepState.RUNNING
 
 
 def test_a_rejection_fails_the_step_and_applies_on_failure() -> None:
     out = press(start(), "snap", S, "reject", reason="not now")
-    assert state(out.run, "snap") is StepState.FAILED and out.run.state is RunState.PAUSED
+    assert state(out.run, "snap") is StepState.FAILED
+    assert out.run.state is RunState.PAUSED
     assert "rejected by U0S: not now" in out.run.step_run("snap").note
     run = through(start(), "snap", "ng", "both", "mesh")
     aborted = press(run, "drop", C, "reject")
@@ -257,7 +274,8 @@ def test_a_rejection_fails_the_step_and_applies_on_failure() -> None:
 def test_nothing_is_approved_on_a_paused_run() -> None:
     run = pause(start(), by=P, reason="lunch", now=T0).run
     out = press(run, "snap", S)
-    assert not out.accepted and "paused" in out.message
+    assert not out.accepted
+    assert "paused" in out.message
     assert press(resume(run, by=P, now=T0).run, "snap", S).accepted
 
 
@@ -265,14 +283,16 @@ def test_the_whole_plan_completes() -> None:
     run = through(start(), "snap", "ng", "both", "mesh")
     run = press(run, "drop", C, confirmation="drop").run
     out = press(run, "drop", P)
-    assert out.run.state is RunState.COMPLETED and out.events[-1].kind == "run_completed"
+    assert out.run.state is RunState.COMPLETED
+    assert out.events[-1].kind == "run_completed"
     assert all(r["state"] == "succeeded" for r in summary_rows(out.run, T0))
 
 
 def test_skip_moves_on_and_refuses_a_running_step() -> None:
     run = start()
     out = skip(run, step_id="snap", by=P, reason="taken by hand", now=T0)
-    assert state(out.run, "snap") is StepState.SKIPPED and state(out.run, "ng") is StepState.AWAITING_APPROVAL
+    assert state(out.run, "snap") is StepState.SKIPPED
+    assert state(out.run, "ng") is StepState.AWAITING_APPROVAL
     running = press(run, "snap", P).run
     with pytest.raises(TransitionRefused, match="only a step that is not running"):
         skip(running, step_id="snap", by=P, reason="x", now=T0)
@@ -283,14 +303,17 @@ def test_skip_moves_on_and_refuses_a_running_step() -> None:
 def test_a_crash_mid_action_leaves_the_step_interrupted_for_a_human() -> None:
     running = press(start(), "snap", P).run
     out = recover(running, now=T0)
-    assert state(out.run, "snap") is StepState.INTERRUPTED and out.run_actions == ""
-    assert out.run.state is RunState.PAUSED and "interrupted" in out.run.reason
+    assert state(out.run, "snap") is StepState.INTERRUPTED
+    assert out.run_actions == ""
+    assert out.run.state is RunState.PAUSED
+    assert "interrupted" in out.run.reason
     assert not press(out.run, "snap", S).accepted
     # A human resumes, and the gate is approved afresh (a new epoch) before the action runs again.
     reopened = resume(out.run, by=P, now=T0).run
     assert state(reopened, "snap") is StepState.AWAITING_APPROVAL
     again = press(reopened, "snap", S)
-    assert again.accepted and again.run_actions == "snap"
+    assert again.accepted
+    assert again.run_actions == "snap"
     # A manual step that was "running" is people's work: a restart does not touch it.
     manual = press(through(start(), "snap"), "ng", P).run
     assert recover(manual, now=T0).run == manual
@@ -308,7 +331,8 @@ def test_abort_is_final_and_pause_resume_round_trips() -> None:
 def test_handoff_changes_the_runs_roster_not_the_plans() -> None:
     run = start()
     out = handoff(run, role="shadow", user_id="U0NEW", by=C, now=T0)
-    assert out.run.roster["shadow"] == ("U0NEW",) and run.plan.roster["shadow"] == (S, BOTH)
+    assert out.run.roster["shadow"] == ("U0NEW",)
+    assert run.plan.roster["shadow"] == (S, BOTH)
     assert not press(out.run, "snap", S).accepted
     assert press(out.run, "snap", "U0NEW").accepted
     with pytest.raises(TransitionRefused, match="no role `sre`"):
@@ -320,13 +344,15 @@ def test_escalation_mentions_the_shadow_then_the_coordinator_then_times_out() ->
     assert next_due(run) == T0 + timedelta(minutes=10)
     assert due(run, now=T0 + timedelta(minutes=9)).events == ()
     first = due(run, now=T0 + timedelta(minutes=10))
-    assert first.events[0].kind == "escalated" and first.events[0].detail == f"shadow: {S},{BOTH}"
+    assert first.events[0].kind == "escalated"
+    assert first.events[0].detail == f"shadow: {S},{BOTH}"
     assert due(first.run, now=T0 + timedelta(minutes=11)).events == ()
     second = due(first.run, now=T0 + timedelta(minutes=20))
     assert second.events[0].detail == f"coordinator: {C}"
     assert next_due(second.run) == T0 + timedelta(hours=1)
     late = due(second.run, now=T0 + timedelta(hours=1))
-    assert state(late.run, "snap") is StepState.FAILED and late.run.state is RunState.PAUSED
+    assert state(late.run, "snap") is StepState.FAILED
+    assert late.run.state is RunState.PAUSED
 
 
 def test_only_allowed_transitions_exist() -> None:
@@ -334,7 +360,8 @@ def test_only_allowed_transitions_exist() -> None:
     assert StepState.RUNNING not in STEP_TRANSITIONS[StepState.PENDING]
     assert StepState.RUNNING not in STEP_TRANSITIONS[StepState.INTERRUPTED]  # never re-run silently
     assert RUN_TRANSITIONS[RunState.COMPLETED] == frozenset()
-    assert set(STEP_TRANSITIONS) == set(StepState) and set(RUN_TRANSITIONS) == set(RunState)
+    assert set(STEP_TRANSITIONS) == set(StepState)
+    assert set(RUN_TRANSITIONS) == set(RunState)
 
 
 def test_buttons_round_trip_and_garbage_is_rejected() -> None:

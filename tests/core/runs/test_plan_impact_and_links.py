@@ -12,7 +12,8 @@ from tests.support.plans import GOOD, PLANS
 
 
 def test_impact_and_links_parse_and_are_optional() -> None:
-    assert parse_plan(GOOD).impact == "" and parse_plan(GOOD).links == ()
+    assert parse_plan(GOOD).impact == ""
+    assert parse_plan(GOOD).links == ()
     plan = parse_plan(
         GOOD
         + "impact: API restarts twice & pods move\n"
@@ -43,5 +44,6 @@ def test_bad_links_and_a_long_impact_are_listed_with_their_lines() -> None:
 def test_the_schema_describes_links_like_the_validator() -> None:
     schema = json.loads((PLANS / "plan.schema.json").read_text())
     links = schema["properties"]["links"]
-    assert links["maxItems"] == 10 and links["items"]["required"] == ["title", "url"]
+    assert links["maxItems"] == 10
+    assert links["items"]["required"] == ["title", "url"]
     assert schema["properties"]["impact"]["maxLength"] == 1500

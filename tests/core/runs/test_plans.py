@@ -30,7 +30,8 @@ from tests.support.slack_stub import SlackStub
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_plans_validate(path: Path) -> None:
     plan = parse_plan(path.read_text(), source=path.name)
-    assert plan.steps and plan.window.end > plan.window.start
+    assert plan.steps
+    assert plan.window.end > plan.window.start
     for step in plan.steps:
         assert set(step.gate.roles) <= set(plan.roster)
 
@@ -43,17 +44,23 @@ def test_eks_example_has_the_runbook_phases_in_order() -> None:
     assert ids[-3:] == ["snapshot-post", "diff", "announce-done"]
     # Node groups are human work: both "started" and "done" are gated, and the sim can play them.
     ng = plan.step("ng-shared")
-    assert ng.manual and ng.done_gate.roles == ("primary", "shadow")
-    assert ng.rehearsal[0].name == "replace_node_group" and ng.rehearsal[0].args["name"] == "ng-shared"
+    assert ng.manual
+    assert ng.done_gate.roles == ("primary", "shadow")
+    assert ng.rehearsal[0].name == "replace_node_group"
+    assert ng.rehearsal[0].args["name"] == "ng-shared"
     assert plan.step("snapshot-pre").actions[0].args == {"label": "pre"}
 
 
 def test_a_good_plan_parses_into_the_model() -> None:
     plan = parse_plan(GOOD)
     work = plan.step("work")
-    assert work.gate.kind == "approve" and work.gate.expires == timedelta(minutes=30)
-    assert work.done is not None and work.done.kind == "quorum" and work.done.count == 2
-    assert work.escalate_after == timedelta(minutes=10) and work.on_failure == "pause"
+    assert work.gate.kind == "approve"
+    assert work.gate.expires == timedelta(minutes=30)
+    assert work.done is not None
+    assert work.done.kind == "quorum"
+    assert work.done.count == 2
+    assert work.escalate_after == timedelta(minutes=10)
+    assert work.on_failure == "pause"
     assert plan.roster["shadow"] == ("U0SHADOW", "S0SRE")
     assert plan.window.start.utcoffset() == timedelta(hours=9)
 
@@ -63,7 +70,8 @@ def test_a_step_may_ask_for_the_step_complete_announcement_and_a_wrong_value_nam
         "    escalate_after: 10m\n", "    escalate_after: 10m\n    announce: step-complete\n"
     )
     plan = parse_plan(flagged)
-    assert plan.step("work").announce == "step-complete" and plan.step("snap").announce == ""
+    assert plan.step("work").announce == "step-complete"
+    assert plan.step("snap").announce == ""
     eks = parse_plan((PLANS / "eks-nodegroups.yaml").read_text())
     assert [s.id for s in eks.steps if s.announce] == ["control-plane"]
     wrong = GOOD.replace("    escalate_after: 10m\n", "    escalate_after: 10m\n    announce: completed\n")
@@ -71,7 +79,8 @@ def test_a_step_may_ask_for_the_step_complete_announcement_and_a_wrong_value_nam
     with pytest.raises(PlanInvalid) as caught:
         parse_plan(wrong, source="p.yaml")
     (error,) = caught.value.errors
-    assert error.startswith(f"p.yaml:{line}:") and "steps[1](work).announce" in error
+    assert error.startswith(f"p.yaml:{line}:")
+    assert "steps[1](work).announce" in error
     assert "'completed' is not one of: step-complete" in error
 
 

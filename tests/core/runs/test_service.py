@@ -98,7 +98,8 @@ def test_the_card_is_posted_once_and_edited_in_place(setup: tuple[RunService, Fa
     assert done_buttons[0]["value"] == f"{run.id}|first|2"
     # The closed gate lost its buttons; the "done" gate has its own message.
     retired = [c for c in stub.calls_to("chat.update") if c.params["ts"] == gate.response["ts"]]
-    assert retired and "actions" not in json.dumps(retired[-1].params.get("blocks"))
+    assert retired
+    assert "actions" not in json.dumps(retired[-1].params.get("blocks"))
     assert len([c for c in stub.calls_to("chat.postMessage") if not c.params.get("thread_ts")]) == 1
 
 
@@ -120,13 +121,17 @@ def test_escalation_mentions_the_shadow_then_the_coordinator_group(
     clock.set(T0 + timedelta(hours=1))
     service.tick()
     failed = [c for c in stub.calls_to("chat.postMessage") if c.params.get("reply_broadcast")]
-    assert len(failed) == 1 and "no decision within 1h" in failed[0].params["text"]
+    assert len(failed) == 1
+    assert "no decision within 1h" in failed[0].params["text"]
     audit = [e.subcommand for e in service.store.audit_entries()]
-    assert audit.count("escalated") == 2 and "timed_out" in audit and "run_paused" in audit
+    assert audit.count("escalated") == 2
+    assert "timed_out" in audit
+    assert "run_paused" in audit
 
 
 def test_an_audit_row_names_the_plan_zone_time(setup: tuple[RunService, FakeClock, SlackStub]) -> None:
     service, _, _ = setup
     service.start("tiny", Actor(user_id="U0PRIMARY"))
     first = service.store.audit_entries()[0]
-    assert first.subcommand == "run_started" and first.detail.endswith("[2026-11-28 22:00 Asia/Tokyo]")
+    assert first.subcommand == "run_started"
+    assert first.detail.endswith("[2026-11-28 22:00 Asia/Tokyo]")
