@@ -384,23 +384,26 @@ def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, s
     statuses = status.container_statuses or ()
     containers = spec.containers or ()
     display, reasons = pod_display_status(obj)
-    row: list[Any] = [None] * len(POD_FIELDS)
-    row[P["namespace"]] = namespace
-    row[P["name"]] = meta.name or ""
-    row[P["uid"]] = meta.uid or ""
-    row[P["workload_kind"]] = _intern(kind)
-    row[P["workload"]] = _intern(workload)
-    row[P["node"]] = _intern(spec.node_name or "")
-    row[P["phase"]] = _intern(status.phase or "")
-    row[P["status"]] = _intern(display)
-    row[P["ready"]] = sum(1 for cs in statuses if cs.ready)
-    row[P["total"]] = len(containers) or len(statuses)
-    row[P["restarts"]] = sum(int(cs.restart_count or 0) for cs in statuses)
-    row[P["reasons"]] = _intern(",".join(reasons))
-    row[P["images"]] = _intern(",".join(c.image or "" for c in containers))
-    row[P["ip"]] = status.pod_ip or ""
-    row[P["created"]] = _intern(meta.creation_timestamp or "")
-    return row
+    intern = sys.intern
+    # In POD_FIELDS order, built at once: this runs 150,000 times a snapshot. Strings that repeat
+    # across pods (namespaces, workloads, nodes, images, states) are interned, so each is stored once.
+    return [
+        namespace,
+        meta.name or "",
+        meta.uid or "",
+        intern(kind or ""),
+        intern(workload or ""),
+        intern(spec.node_name or ""),
+        intern(status.phase or ""),
+        intern(display),
+        sum(1 for cs in statuses if cs.ready),
+        len(containers) or len(statuses),
+        sum(cs.restart_count or 0 for cs in statuses),
+        intern(",".join(reasons)),
+        intern(",".join(c.image or "" for c in containers)),
+        status.pod_ip or "",
+        intern(meta.creation_timestamp or ""),
+    ]
 
 
 def project_event(obj: schema.Event, cutoff: datetime) -> dict[str, Any] | None:

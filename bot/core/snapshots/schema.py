@@ -30,7 +30,7 @@ from msgspec import UNSET, UnsetType
 # ----- shared pieces ---------------------------------------------------------------------------
 
 
-class _Wire(msgspec.Struct, rename="camel"):
+class _Wire(msgspec.Struct, rename="camel", gc=False):
     """Python names in snake case, the wire's in camel case (`node_name` is `nodeName`)."""
 
 
