@@ -22,11 +22,13 @@ the last version seen when a stream ends, and list again when the server answers
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import queue
 import re
+import threading
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -497,41 +499,33 @@ class Cluster:
         """Yield a consistent list page by page, items as `item_type`; raises ContinueExpired if the
         token runs out.
 
-        The next page is fetched on a helper thread while the caller works on this one: the
-        network wait and the server's work overlap with decoding and projection, which matters at
-        300 pages of pods. The continue token is read from the head of the raw page (list metadata
-        comes before the items) so the fetch need not wait for the full decode.
+        Pages are fetched back to back on a helper thread (`_Prefetch`), up to `PREFETCH` ahead of
+        the caller: the server's work and the network overlap with decoding and projection, which
+        matters at 300 pages of pods. The continue token is read from the head of each raw page
+        (list metadata comes before the items), so the next fetch waits for no decoding.
         """
         decoder = _page_decoder(item_type)
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"kube-list-{self.name}")
-        try:
-            pending: Future[bytes] | None = pool.submit(self.get_raw, path, _page_query(query, limit, ""))
-            while pending is not None:
-                raw = pending.result()
-                guess = _continue_from_head(raw) or ""
-                pending = pool.submit(self.get_raw, path, _page_query(query, limit, guess)) if guess else None
-                try:
-                    body = decoder.decode(raw)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    if pending is not None:
-                        pending.cancel()
-                    raise self._shape_error(path, exc) from exc
-                del raw
-                token = body.metadata.continue_
-                if token != guess:
-                    # The head scan disagreed with the decoded body: drop the guess, follow the body.
-                    if pending is not None:
-                        pending.cancel()
-                    pending = (
-                        pool.submit(self.get_raw, path, _page_query(query, limit, token)) if token else None
+        token = guess = ""
+        while True:
+            with _Prefetch(self, path, query, limit, token) as fetched:
+                for raw, guess in fetched:
+                    try:
+                        body = decoder.decode(raw)
+                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                        raise self._shape_error(path, exc) from exc
+                    del raw
+                    token = body.metadata.continue_
+                    yield Page(
+                        items=body.items or [],
+                        resource_version=body.metadata.resource_version,
+                        continue_token=token,
                     )
-                yield Page(
-                    items=body.items or [],
-                    resource_version=body.metadata.resource_version,
-                    continue_token=token,
-                )
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+                    if token != guess:
+                        # The head scan disagreed with the decoded body: drop what was fetched
+                        # ahead on the guess and follow the body.
+                        break
+            if not token or token == guess:
+                return
 
     def _shape_error(self, path: str, exc: Exception) -> ClusterError:
         """A body that is not JSON, or a field of an unexpected type: the server is not what we
@@ -543,6 +537,76 @@ class Cluster:
 
 
 _CONTINUE = re.compile(rb'"continue"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+#: Pages fetched ahead of the caller: enough to keep the server busy, few enough to bound memory.
+PREFETCH = 2
+
+
+class _Prefetch:
+    """A helper thread that fetches a list's raw pages back to back, following the head tokens.
+
+    Iterating yields `(raw page, continue token from its head)`; an error of the fetch is raised
+    where the page would have been. Leaving the `with` block stops the thread and waits for it.
+    """
+
+    _END = object()
+
+    def __init__(
+        self, cluster: Cluster, path: str, query: Mapping[str, Any] | None, limit: int, token: str
+    ) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=PREFETCH)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(cluster, path, query, limit, token),
+            name=f"kube-list-{cluster.name}",
+            daemon=True,
+        )
+
+    def __enter__(self) -> Iterator[tuple[bytes, str]]:
+        self._thread.start()
+        return self._pages()
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        while self._thread.is_alive():
+            # Unblock a producer waiting for room, then let it see the stop.
+            with contextlib.suppress(queue.Empty):
+                self._queue.get_nowait()
+            self._thread.join(timeout=0.05)
+
+    def _pages(self) -> Iterator[tuple[bytes, str]]:
+        while True:
+            item = self._queue.get()
+            if item is self._END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(
+        self, cluster: Cluster, path: str, query: Mapping[str, Any] | None, limit: int, token: str
+    ) -> None:
+        while not self._stop.is_set():
+            try:
+                raw = cluster.get_raw(path, _page_query(query, limit, token))
+            except BaseException as exc:  # handed to the caller, raised where the page would be
+                self._put(exc)
+                return
+            token = _continue_from_head(raw) or ""
+            if not self._put((raw, token)) or not token:
+                break
+        self._put(self._END)
 
 
 def _page_query(query: Mapping[str, Any] | None, limit: int, token: str) -> dict[str, Any]:
