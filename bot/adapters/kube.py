@@ -108,17 +108,30 @@ class _ObjectHead(msgspec.Struct):
     metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
 
 
-class _EventHead(msgspec.Struct):
-    """A watch line; the object stays raw until its type is known (an ERROR carries a Status)."""
+class _Event(msgspec.Struct, Generic[T]):
+    """A watch line, its object decoded as the caller's type in the same pass."""
 
     type: str = ""
-    object: msgspec.Raw = msgspec.Raw(b"{}")
+    object: T | None = None
 
 
 class _Status(msgspec.Struct):
     code: int | None = None
     message: str | None = None
     reason: str | None = None
+
+
+class _ErrorEvent(msgspec.Struct):
+    """An ERROR line: its object is a Status, whatever the watched kind."""
+
+    type: str = ""
+    object: _Status = msgspec.field(default_factory=_Status)
+
+
+class _VersionEvent(msgspec.Struct):
+    """Only the object's resourceVersion, for types that do not declare it."""
+
+    object: _ObjectHead = msgspec.field(default_factory=_ObjectHead)
 
 
 @cache
@@ -128,13 +141,21 @@ def _page_decoder(item_type: Any) -> msgspec.json.Decoder[_ListBody[Any]]:
 
 
 @cache
-def _object_decoder(item_type: Any) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(item_type)
+def _event_decoder(item_type: Any) -> msgspec.json.Decoder[_Event[Any]]:
+    return msgspec.json.Decoder(_Event[item_type])
 
 
-_EVENT_HEAD = msgspec.json.Decoder(_EventHead)
-_OBJECT_HEAD = msgspec.json.Decoder(_ObjectHead)
-_STATUS = msgspec.json.Decoder(_Status)
+_ERROR_EVENT = msgspec.json.Decoder(_ErrorEvent)
+_VERSION_EVENT = msgspec.json.Decoder(_VersionEvent)
+
+
+def _version_of(obj: Any) -> str | None:
+    """The object's resourceVersion if its type carries it (a dict does; a struct may)."""
+    if isinstance(obj, dict):
+        meta = obj.get("metadata")
+        return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+    version = getattr(getattr(obj, "metadata", None), "resource_version", None)
+    return version if isinstance(version, str) else None
 
 
 class Cluster:
@@ -382,25 +403,29 @@ class Cluster:
         params.update(watch="true", resourceVersion=resource_version, timeoutSeconds=timeout_seconds)
         if bookmarks:
             params["allowWatchBookmarks"] = "true"
-        decode = _object_decoder(item_type).decode
+        decode = _event_decoder(item_type).decode
         # The read timeout outlasts the server's own end of the stream, so a quiet watch is not cut.
         resp = self._request("GET", path, params, read_timeout=timeout_seconds + max(self.timeout, 10.0))
         try:
             for line in _lines(resp):
+                # One pass in the common case: the event and its object, as the caller's type. An
+                # ERROR carries a Status instead, which the caller's type may not fit (or may fit
+                # by accident): either way the line is read again, as an ERROR.
+                misfit: Exception | None = None
+                event: _Event[Any] | None = None
                 try:
-                    head = _EVENT_HEAD.decode(line)
-                    if head.type == "ERROR":
-                        status = _STATUS.decode(head.object)
-                    else:
-                        # Two passes over one object, both in C: the version for the caller's resume
-                        # point, then the object as the caller's type (which need not declare it).
-                        rv = _OBJECT_HEAD.decode(head.object).metadata.resource_version
-                        obj = decode(head.object)
+                    event = decode(line)
                 except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    raise self._shape_error(path, exc) from exc
-                if head.type == "ERROR":
-                    code = int(status.code or 0)
-                    message = str(status.message or status.reason or "watch error")
+                    misfit = exc
+                if event is None or event.type == "ERROR":
+                    try:
+                        error = _ERROR_EVENT.decode(line)
+                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                        raise self._shape_error(path, exc) from exc
+                    if error.type != "ERROR":
+                        raise self._shape_error(path, misfit or ValueError("no object")) from misfit
+                    code = int(error.object.code or 0)
+                    message = str(error.object.message or error.object.reason or "watch error")
                     if code == 410:
                         raise WatchExpired(f"cluster {self.name}: {message}", cluster=self.name, status=410)
                     raise ClusterError(
@@ -408,7 +433,10 @@ class Cluster:
                         cluster=self.name,
                         status=code or None,
                     )
-                yield WatchEvent(type=head.type, object=obj, resource_version=rv)
+                rv = _version_of(event.object)
+                if rv is None:
+                    rv = _VERSION_EVENT.decode(line).object.metadata.resource_version
+                yield WatchEvent(type=event.type, object=event.object, resource_version=rv)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             # A stream cut mid-way (proxy, server restart) ends this watch; the caller resumes it.
             log.info("cluster %s: watch %s ended: %s", self.name, path, exc)

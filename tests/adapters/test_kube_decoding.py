@@ -1,8 +1,9 @@
 """The kube adapter decodes lists and watches into the caller's type, over real HTTP (the sim).
 
 Typed and raw decoding page alike; a watch hands out the caller's structs with the version to
-resume from; the pages fetched ahead stop when the caller stops; an expired continue token and a
-body of the wrong shape are the adapter's errors, raised where the page would have been.
+resume from, and an ERROR event is an error whatever that type; the pages fetched ahead stop when
+the caller stops; an expired continue token and a body of the wrong shape are the adapter's errors,
+raised where the page would have been.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from kubernetes import client
 
 from bot.adapters.kube import Cluster
 from bot.core.snapshots import schema
-from bot.errors import ClusterError, ContinueExpired
+from bot.errors import ClusterError, ContinueExpired, WatchExpired
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.contract.workloads import pending_pod
@@ -105,3 +106,31 @@ def test_a_body_of_an_unexpected_shape_is_a_cluster_error_that_names_the_list(bo
         list(bot.list_pages("/api/v1/namespaces", item_type=Misread))
     assert "GET /api/v1/namespaces returned an unexpected body" in wrong.value.user_message
     assert not _list_threads()
+
+
+@pytest.mark.parametrize(
+    "item_type",
+    [schema.Event, schema.Pod],
+    ids=["a-status-fits-the-type-by-accident", "a-status-does-not-fit-the-type"],
+)
+def test_a_410_error_event_is_watch_expired_whatever_type_the_watch_decodes_into(
+    item_type: type[Any], bot: Cluster, sim: SimCluster, kube_api: Callable[[SimCluster], Any]
+) -> None:
+    core = client.CoreV1Api(kube_api(sim))
+    path = "/api/v1/namespaces/default/events"  # served from etcd, so compaction makes it 410
+    event = {
+        "metadata": {"name": "first"},
+        "involvedObject": {"kind": "Pod", "name": "web-0", "namespace": "default"},
+        "reason": "BackOff",
+        "message": "Back-off restarting failed container app",
+        "type": "Warning",
+    }
+    core.create_namespaced_event("default", event)
+    stale = next(iter(bot.list_pages(path))).resource_version
+    core.create_namespaced_event("default", {**event, "metadata": {"name": "second"}})
+    core.patch_namespaced_event("second", "default", {"count": 2})
+    sim.control.compact()
+
+    with pytest.raises(WatchExpired) as expired:
+        list(bot.watch(path, resource_version=stale, timeout_seconds=5, item_type=item_type))
+    assert expired.value.status == 410

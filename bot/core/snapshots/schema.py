@@ -50,6 +50,7 @@ class Meta(_Wire):
     name: str | None = None
     namespace: str | None = None
     uid: str | None = None
+    resource_version: str | None = None
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     labels: dict[str, str] | None = None
