@@ -59,7 +59,9 @@ SNAPSHOT_LISTS = (
     "/api/v1/events",
 )
 ACKS = 20
-ACK_GAP_S = 0.1
+#: The acks are spread over this share of a snapshot's time (measured in the same run), so they
+#: sample every phase of it: the lists, the projection and the encoding and storing at the end.
+ACK_SPREAD = 0.9
 
 
 def start_sim(scenario: str, workdir: Path) -> tuple[subprocess.Popen[str], str, Path]:
@@ -265,7 +267,7 @@ def main() -> int:
         )
 
         if not args.skip_slack:
-            acks = ack_during_snapshot(config, work)
+            acks = ack_during_snapshot(config, work, results["snapshot_s"])
             results["acks"] = len(acks)
             results["ack_median_s"] = statistics.median(acks)
             results["ack_slowest_s"] = max(acks)
@@ -307,12 +309,13 @@ def main() -> int:
     return 0
 
 
-def ack_during_snapshot(config: Path, work: Path) -> list[float]:
+def ack_during_snapshot(config: Path, work: Path, snapshot_s: float) -> list[float]:
     """Start the HTTP front door, ask it for a snapshot, and time the acks of 20 `help` commands.
 
-    They are sent one after another, `ACK_GAP_S` apart, from shortly after the snapshot starts;
-    only acks that completed before the snapshot's post arrived count (a command answered after
-    the snapshot proves nothing), and fewer than 20 of them is said.
+    They are sent one after another, evenly spread over `ACK_SPREAD` of the time the command-line
+    snapshot took (`snapshot_s`, less its interpreter start-up); only acks that completed before
+    the snapshot's post arrived count (a command answered after the snapshot proves nothing), and
+    fewer than 20 of them is said.
     """
     secret = "bench-signing-secret-0123456789"
     with SlackStub() as stub:
@@ -353,10 +356,13 @@ def ack_during_snapshot(config: Path, work: Path) -> list[float]:
             )
             started = time.monotonic()
             first = post(url, body, signed_headers(body, secret))
-            time.sleep(0.5)  # past the snapshot's first requests, into its lists
+            time.sleep(0.2)  # past the snapshot's first requests, into its lists
+            period = max(0.05, (snapshot_s - 1.0) * ACK_SPREAD / ACKS)
             acks: list[float] = []
+            offsets: list[float] = []
             sent = 0
             while sent < ACKS and not stub.calls_to("chat.postMessage"):
+                due = time.monotonic() + period
                 body2 = slash_command_body(
                     "help", response_url=stub.response_url(f"help-{sent}"), trigger_id=f"b-h{sent}"
                 )
@@ -364,7 +370,8 @@ def ack_during_snapshot(config: Path, work: Path) -> list[float]:
                 sent += 1
                 if not stub.calls_to("chat.postMessage"):
                     acks.append(second.seconds)
-                time.sleep(ACK_GAP_S)
+                    offsets.append(time.monotonic() - started - second.seconds)
+                time.sleep(max(0.0, due - time.monotonic()))
             stub.wait_for_calls("chat.postMessage", 1, timeout=600)
             total = time.monotonic() - started
             if not acks:
@@ -373,6 +380,11 @@ def ack_during_snapshot(config: Path, work: Path) -> list[float]:
                 f"slash command acks during a snapshot: snapshot ack {first.seconds:.3f}s; {len(acks)} `help` "
                 f"acks while it ran (of {ACKS} wanted), median {statistics.median(acks):.3f}s, slowest "
                 f"{max(acks):.3f}s; the snapshot's post arrived after {total:.1f}s",
+                flush=True,
+            )
+            print(
+                "  each ack (sent at s into the snapshot: seconds): "
+                + ", ".join(f"{at:.2f}: {ack:.3f}" for at, ack in zip(offsets, acks, strict=True)),
                 flush=True,
             )
             return acks

@@ -15,6 +15,9 @@ the core may use them as it uses dataclasses. The `kubernetes` package stays in 
 Conventions, from how the API server serializes Go types:
 - strings and numbers that Go always writes default to their zero value;
 - pointers, slices and maps may be null or missing, so they are `X | None = None`;
+- structs are not tracked by the garbage collector (`gc=False`: they hold no cycles) and slices are
+  tuples, which it stops tracking too: a page of 500 pods then adds nothing for a collection to
+  walk, and full collections, which hold the interpreter lock, stay rare and short;
 - workloads are read by the rollout verdict (shared with the live rollout watch, on raw JSON), so
   their fields default to `UNSET`: `msgspec.to_builtins` then gives back exactly the raw JSON
   pruned to the declared fields — "missing" and "null" stay distinct, as the verdict expects.
@@ -54,7 +57,7 @@ class Meta(_Wire):
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     labels: dict[str, str] | None = None
-    owner_references: list[OwnerRef] | None = None
+    owner_references: tuple[OwnerRef, ...] | None = None
 
 
 class Named(_Wire):
@@ -93,15 +96,15 @@ class Container(_Wire):
 
 class PodSpec(_Wire):
     node_name: str | None = None
-    containers: list[Container] | None = None
+    containers: tuple[Container, ...] | None = None
 
 
 class PodStatus(_Wire):
     phase: str | None = None
     reason: str | None = None
     pod_ip: str | None = msgspec.field(default=None, name="podIP")
-    init_container_statuses: list[ContainerStatus] | None = None
-    container_statuses: list[ContainerStatus] | None = None
+    init_container_statuses: tuple[ContainerStatus, ...] | None = None
+    container_statuses: tuple[ContainerStatus, ...] | None = None
 
 
 class Pod(_Wire):
@@ -121,7 +124,7 @@ class Taint(_Wire):
 
 class NodeSpec(_Wire):
     unschedulable: bool | None = None
-    taints: list[Taint] | None = None
+    taints: tuple[Taint, ...] | None = None
 
 
 class NodeCondition(_Wire):
@@ -144,8 +147,8 @@ class NodeInfo(_Wire):
 
 class NodeStatus(_Wire):
     node_info: NodeInfo | None = None
-    conditions: list[NodeCondition] | None = None
-    addresses: list[NodeAddress] | None = None
+    conditions: tuple[NodeCondition, ...] | None = None
+    addresses: tuple[NodeAddress, ...] | None = None
     allocatable: dict[str, Any] | None = None
 
 

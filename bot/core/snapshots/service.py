@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
+
 from bot.adapters.store import Store
 from bot.core.durations import kubectl_age
 from bot.core.snapshots.diff import DiffReport, diff
@@ -28,8 +30,11 @@ from bot.records import ClusterConfig, SnapshotMeta
 
 
 def encode(snap: Mapping[str, Any]) -> bytes:
-    # Compact separators: at 150k pods the spaces alone are megabytes.
-    return zlib.compress(json.dumps(snap, separators=(",", ":")).encode(), 6)
+    # msgspec writes the same compact JSON as `json.dumps(separators=(",", ":"))` (UTF-8 rather than
+    # \u escapes) about ten times faster. Either is one C call that holds the interpreter lock, and
+    # at 150,000 pods json.dumps held it for half a second: a Slack ack arriving then waited as long.
+    # zlib releases the lock while it compresses.
+    return zlib.compress(msgspec.json.encode(snap), 6)
 
 
 def decode(body: bytes) -> dict[str, Any]:
