@@ -436,6 +436,16 @@ def _parse_time(value: Any) -> datetime | None:
         return None
 
 
+def to_json(snap: Mapping[str, Any]) -> bytes:
+    """The snapshot as compact JSON, as `json.dumps(separators=(",", ":"))` writes it but in UTF-8.
+
+    msgspec's encoder is about ten times faster. Either is one C call that holds the interpreter
+    lock throughout, and at 150,000 pods json.dumps held it for half a second: a Slack ack that
+    arrived meanwhile waited as long.
+    """
+    return msgspec.json.encode(snap)
+
+
 def pods_as_dicts(snap: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     fields = snap.get("pod_fields") or POD_FIELDS
     for row in snap.get("pods") or []:

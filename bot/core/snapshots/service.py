@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
-
 from bot.adapters.store import Store
 from bot.core.durations import kubectl_age
 from bot.core.snapshots.diff import DiffReport, diff
@@ -24,17 +22,15 @@ from bot.core.snapshots.projection import (
     Progress,
     pods_as_dicts,
     take_snapshot,
+    to_json,
 )
 from bot.errors import UserError, clip
 from bot.records import ClusterConfig, SnapshotMeta
 
 
 def encode(snap: Mapping[str, Any]) -> bytes:
-    # msgspec writes the same compact JSON as `json.dumps(separators=(",", ":"))` (UTF-8 rather than
-    # \u escapes) about ten times faster. Either is one C call that holds the interpreter lock, and
-    # at 150,000 pods json.dumps held it for half a second: a Slack ack arriving then waited as long.
-    # zlib releases the lock while it compresses.
-    return zlib.compress(msgspec.json.encode(snap), 6)
+    # zlib releases the interpreter lock while it compresses; see `to_json` for the encoding.
+    return zlib.compress(to_json(snap), 6)
 
 
 def decode(body: bytes) -> dict[str, Any]:

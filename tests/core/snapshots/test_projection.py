@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 
-from bot.core.snapshots.projection import pod_display_status, pods_as_dicts, take_snapshot
+from bot.core.snapshots.projection import pod_display_status, pods_as_dicts, take_snapshot, to_json
 from bot.core.snapshots.service import MAX_LABEL, clean_label
 from bot.errors import ClusterError, UserError
 from tests.core.snapshots.wire import WireCluster, as_pod
@@ -155,3 +156,10 @@ def test_snapshot_labels_lose_control_characters_and_stay_one_short_line() -> No
     assert len(clean_label("x" * 500)) == MAX_LABEL
     with pytest.raises(UserError):
         clean_label("\x00\x07")
+
+
+def test_the_stored_json_reads_back_as_json_dumps_would_have_written_it() -> None:
+    snap = take_snapshot(cluster(), label='pré-upgrade ✓ "quoted"\n', taken_by="U1", now=NOW)
+    written = to_json(snap)
+    assert json.loads(written) == json.loads(json.dumps(snap, separators=(",", ":")))
+    assert b", " not in written and b": " not in written  # compact, as before
