@@ -1,7 +1,9 @@
 """Cluster snapshots: a compact, stored record of what the cluster looked like at one moment.
 
-Raw list pages stream in (500 objects at a time) and each page is projected into slim records and
-dropped, so memory stays bounded at 150,000 pods. Pods are kept as rows of a fixed column list
+List pages stream in (500 objects at a time), decoded by the kube adapter straight into the structs
+of `schema.py`, which declare only the fields read here; each page is projected into slim records
+and dropped, so memory stays bounded at 150,000 pods and the projection is a thin step over typed
+data. Pods are kept as rows (tuples in memory, arrays when stored) of a fixed column list
 with repeated strings interned; nodes, workloads and PDBs, which are few, as small dicts.
 
 A resource the bot may not read (403) or whose list could not be completed (the continue token
@@ -15,9 +17,12 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+import msgspec
 
 from bot.core.rollout import verdict
+from bot.core.snapshots import schema
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -71,9 +76,13 @@ BAD_REASONS = frozenset(
 )
 
 
-class PageLike(Protocol):
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class PageLike(Protocol[T_co]):
     @property
-    def items(self) -> list[dict[str, Any]]: ...
+    def items(self) -> Sequence[T_co]: ...
 
     @property
     def resource_version(self) -> str: ...
@@ -92,8 +101,8 @@ class ClusterReader(Protocol):
     def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
 
     def list_pages(
-        self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500
-    ) -> Iterator[PageLike]: ...
+        self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500, item_type: type[T]
+    ) -> Iterator[PageLike[T]]: ...
 
     def close(self) -> None: ...
 
@@ -141,12 +150,14 @@ def take_snapshot(
     }
     gaps: list[dict[str, str]] = snap["gaps"]
 
-    def collect(resource: str, path: str, project: Callable[[dict[str, Any]], Any]) -> list[Any] | None:
+    def collect(
+        resource: str, path: str, item_type: type[T], project: Callable[[T], Any]
+    ) -> list[Any] | None:
         """Project every object of a list; on a 403 or repeated expiry, record a gap instead."""
         for attempt in (1, 2):
             out: list[Any] = []
             try:
-                for page in cluster.list_pages(path):
+                for page in cluster.list_pages(path, item_type=item_type):
                     for item in page.items:
                         record = project(item)
                         if record is not None:
@@ -166,20 +177,22 @@ def take_snapshot(
 
     snap["api_versions"] = _api_versions(cluster, gaps)
     snap["namespaces"] = sorted(
-        collect("namespaces", "/api/v1/namespaces", lambda o: o["metadata"]["name"]) or []
+        collect("namespaces", "/api/v1/namespaces", schema.Named, lambda o: o.metadata.name) or []
     )
-    snap["nodes"] = collect("nodes", "/api/v1/nodes", lambda o: project_node(o, node_group_labels)) or []
+    snap["nodes"] = (
+        collect("nodes", "/api/v1/nodes", schema.Node, lambda o: project_node(o, node_group_labels)) or []
+    )
 
     # ReplicaSet → Deployment, so pods are keyed by the workload people know, not a hash suffix.
     rs_owner: dict[tuple[str, str], tuple[str, str]] = {}
 
-    def remember_rs(obj: dict[str, Any]) -> None:
-        meta = obj["metadata"]
+    def remember_rs(obj: schema.Named) -> None:
+        meta = obj.metadata
         owner = _controller(meta)
-        key = (_intern(meta.get("namespace")), _intern(meta["name"]))
+        key = (_intern(meta.namespace), _intern(meta.name))
         rs_owner[key] = (_intern(owner[0]), _intern(owner[1])) if owner else ("ReplicaSet", key[1])
 
-    if collect("replicasets", "/apis/apps/v1/replicasets", remember_rs) is None:
+    if collect("replicasets", "/apis/apps/v1/replicasets", schema.Named, remember_rs) is None:
         log.info("replicasets unreadable: pods are keyed by their ReplicaSet")
 
     workloads: list[dict[str, Any]] = []
@@ -188,14 +201,23 @@ def take_snapshot(
         ("DaemonSet", "daemonsets"),
         ("StatefulSet", "statefulsets"),
     ):
-        got = collect(plural, f"/apis/apps/v1/{plural}", lambda o, k=kind: project_workload(k, o))  # type: ignore[misc]
+        got = collect(
+            plural,
+            f"/apis/apps/v1/{plural}",
+            schema.Workload,
+            lambda o, k=kind: project_workload(k, msgspec.to_builtins(o)),  # type: ignore[misc]
+        )
         workloads.extend(got or [])
     snap["workloads"] = workloads
-    snap["pdbs"] = collect("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", project_pdb) or []
-    pods = collect("pods", "/api/v1/pods", lambda o: project_pod(o, rs_owner))
+    snap["pdbs"] = (
+        collect("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb, project_pdb) or []
+    )
+    pods = collect("pods", "/api/v1/pods", schema.Pod, lambda o: project_pod(o, rs_owner))
     snap["pods"] = pods or []
     cutoff = now - events_since
-    snap["events"] = collect("events", "/api/v1/events", lambda o: project_event(o, cutoff)) or []
+    snap["events"] = (
+        collect("events", "/api/v1/events", schema.Event, lambda o: project_event(o, cutoff)) or []
+    )
     snap["counts"] = {
         "nodes": len(snap["nodes"]),
         "pods": len(snap["pods"]),
@@ -221,59 +243,54 @@ def _api_versions(cluster: ClusterReader, gaps: list[dict[str, str]]) -> list[st
     return sorted(set(served))
 
 
-def _controller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("kind", "")), str(ref.get("name", ""))
+def _controller(meta: schema.Meta) -> tuple[str, str] | None:
+    for ref in meta.owner_references or ():
+        if ref.controller:
+            return str(ref.kind), str(ref.name)
     return None
 
 
-def project_node(
-    obj: Mapping[str, Any], group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS
-) -> dict[str, Any]:
-    meta = obj.get("metadata", {})
-    labels = meta.get("labels") or {}
-    status = obj.get("status", {})
-    info = status.get("nodeInfo") or {}
-    spec = obj.get("spec", {})
+def project_node(obj: schema.Node, group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS) -> dict[str, Any]:
+    meta, spec, status = obj.metadata, obj.spec, obj.status
+    labels = meta.labels or {}
+    info = status.node_info or schema.NodeInfo()
     group = next((labels[k] for k in group_labels if labels.get(k)), "")
     if not group and labels.get("eks.amazonaws.com/compute-type") == "fargate":
         group = "fargate"
     roles = sorted(
         k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/") and "/" in k
     )
-    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
-    allocatable = status.get("allocatable") or {}
+    conditions = {c.type: c.status for c in status.conditions or ()}
+    addresses = {a.type: a.address for a in status.addresses or ()}
+    allocatable = status.allocatable or {}
     return {
-        "name": meta.get("name", ""),
+        "name": meta.name or "",
         "group": group or "(none)",
         "roles": roles,
         "zone": labels.get("topology.kubernetes.io/zone", ""),
         "instance_type": labels.get("node.kubernetes.io/instance-type", ""),
-        "kubelet": info.get("kubeletVersion", ""),
-        "os_image": info.get("osImage", ""),
-        "kernel": info.get("kernelVersion", ""),
-        "runtime": info.get("containerRuntimeVersion", ""),
-        "boot_id": info.get("bootID", ""),
+        "kubelet": info.kubelet_version,
+        "os_image": info.os_image,
+        "kernel": info.kernel_version,
+        "runtime": info.container_runtime_version,
+        "boot_id": info.boot_id,
         "ready": conditions.get("Ready", "Unknown"),
         # Pressure conditions that are True are worth seeing; the rest are noise.
-        "problems": sorted(t for t, s in conditions.items() if t != "Ready" and s == "True"),
-        "taints": sorted(
-            f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in spec.get("taints") or []
-        ),
-        "unschedulable": bool(spec.get("unschedulable")),
+        "problems": sorted(str(t) for t, s in conditions.items() if t != "Ready" and s == "True"),
+        "taints": sorted(f"{t.key}={t.value or ''}:{t.effect}" for t in spec.taints or ()),
+        "unschedulable": bool(spec.unschedulable),
         "allocatable": {k: allocatable[k] for k in ("cpu", "memory", "pods") if k in allocatable},
-        "created": meta.get("creationTimestamp", ""),
-        "internal_ip": addresses.get("InternalIP", ""),
-        "external_ip": addresses.get("ExternalIP", ""),
+        "created": meta.creation_timestamp or "",
+        "internal_ip": addresses.get("InternalIP") or "",
+        "external_ip": addresses.get("ExternalIP") or "",
     }
 
 
 def project_workload(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata", {})
-    spec = obj.get("spec", {})
-    status = obj.get("status", {})
+    """On the workload's raw JSON pruned to `schema.Workload`, which the rollout verdict shares."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
     if kind == "DaemonSet":
         desired = status.get("desiredNumberScheduled", 0)
         ready = status.get("numberReady", 0)
@@ -300,115 +317,112 @@ def project_workload(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def project_pdb(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata", {})
-    status = obj.get("status", {})
+def project_pdb(obj: schema.Pdb) -> dict[str, Any]:
+    status = obj.status
     return {
-        "namespace": meta.get("namespace", ""),
-        "name": meta.get("name", ""),
-        "disruptions_allowed": int(status.get("disruptionsAllowed", 0) or 0),
-        "current_healthy": int(status.get("currentHealthy", 0) or 0),
-        "desired_healthy": int(status.get("desiredHealthy", 0) or 0),
-        "expected_pods": int(status.get("expectedPods", 0) or 0),
+        "namespace": obj.metadata.namespace or "",
+        "name": obj.metadata.name or "",
+        "disruptions_allowed": int(status.disruptions_allowed or 0),
+        "current_healthy": int(status.current_healthy or 0),
+        "desired_healthy": int(status.desired_healthy or 0),
+        "expected_pods": int(status.expected_pods or 0),
     }
 
 
-def pod_display_status(obj: Mapping[str, Any]) -> tuple[str, list[str]]:
+def pod_display_status(obj: schema.Pod) -> tuple[str, list[str]]:
     """The STATUS kubectl shows, and every waiting/terminated reason found (for the diff)."""
-    meta = obj.get("metadata", {})
-    status = obj.get("status", {})
-    reason = status.get("reason") or status.get("phase") or "Unknown"
+    status = obj.status
+    reason = status.reason or status.phase or "Unknown"
     reasons: list[str] = []
-    inits = status.get("initContainerStatuses") or []
+    inits = status.init_container_statuses or ()
     for i, cs in enumerate(inits):
-        state = cs.get("state") or {}
-        term, wait = state.get("terminated"), state.get("waiting")
-        if term and term.get("exitCode") == 0:
+        state = cs.state or _NO_STATE
+        term, wait = state.terminated, state.waiting
+        if term and term.exit_code == 0:
             continue
         if term:
-            r = term.get("reason") or f"ExitCode:{term.get('exitCode')}"
+            r = term.reason or f"ExitCode:{term.exit_code}"
             reasons.append(r)
             reason = f"Init:{r}"
-        elif wait and wait.get("reason") and wait.get("reason") != "PodInitializing":
-            reasons.append(wait["reason"])
-            reason = f"Init:{wait['reason']}"
+        elif wait and wait.reason and wait.reason != "PodInitializing":
+            reasons.append(wait.reason)
+            reason = f"Init:{wait.reason}"
         else:
             reason = f"Init:{i}/{len(inits)}"
         break
     else:
-        for cs in reversed(status.get("containerStatuses") or []):
-            state = cs.get("state") or {}
-            wait, term = state.get("waiting"), state.get("terminated")
-            if wait and wait.get("reason"):
-                reasons.append(wait["reason"])
-                reason = wait["reason"]
-            elif term and term.get("reason"):
-                reasons.append(term["reason"])
-                reason = term["reason"]
-            last = (cs.get("lastState") or {}).get("terminated")
-            if last and last.get("reason") in ("Error", "OOMKilled"):
-                reasons.append(last["reason"])
-    if meta.get("deletionTimestamp"):
+        for cs in reversed(status.container_statuses or ()):
+            state = cs.state or _NO_STATE
+            wait, term = state.waiting, state.terminated
+            if wait and wait.reason:
+                reasons.append(wait.reason)
+                reason = wait.reason
+            elif term and term.reason:
+                reasons.append(term.reason)
+                reason = term.reason
+            last = (cs.last_state or _NO_STATE).terminated
+            if last and last.reason in ("Error", "OOMKilled"):
+                reasons.append(last.reason)
+    if obj.metadata.deletion_timestamp:
         reason = "Terminating"
     return str(reason), sorted(set(reasons))
 
 
-def project_pod(obj: Mapping[str, Any], rs_owner: Mapping[tuple[str, str], tuple[str, str]]) -> list[Any]:
-    meta = obj.get("metadata", {})
-    spec = obj.get("spec", {})
-    status = obj.get("status", {})
-    namespace = _intern(meta.get("namespace"))
+_NO_STATE = schema.ContainerState()
+
+
+def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, str]]) -> tuple[Any, ...]:
+    meta, spec, status = obj.metadata, obj.spec, obj.status
+    namespace = _intern(meta.namespace)
     owner = _controller(meta)
     if owner is None:
-        kind, workload = "Pod", str(meta.get("name", ""))
+        kind, workload = "Pod", meta.name or ""
     elif owner[0] == "ReplicaSet":
         kind, workload = rs_owner.get((namespace, owner[1]), owner)
     else:
         kind, workload = owner
-    statuses = status.get("containerStatuses") or []
-    total = len(spec.get("containers") or []) or len(statuses)
-    ready = sum(1 for cs in statuses if cs.get("ready"))
-    restarts = sum(int(cs.get("restartCount", 0) or 0) for cs in statuses)
+    statuses = status.container_statuses or ()
+    containers = spec.containers or ()
     display, reasons = pod_display_status(obj)
-    images = ",".join(c.get("image", "") for c in spec.get("containers") or [])
-    row: list[Any] = [None] * len(POD_FIELDS)
-    row[P["namespace"]] = namespace
-    row[P["name"]] = meta.get("name", "")
-    row[P["uid"]] = meta.get("uid", "")
-    row[P["workload_kind"]] = _intern(kind)
-    row[P["workload"]] = _intern(workload)
-    row[P["node"]] = _intern(spec.get("nodeName") or "")
-    row[P["phase"]] = _intern(status.get("phase") or "")
-    row[P["status"]] = _intern(display)
-    row[P["ready"]] = ready
-    row[P["total"]] = total
-    row[P["restarts"]] = restarts
-    row[P["reasons"]] = _intern(",".join(reasons))
-    row[P["images"]] = _intern(images)
-    row[P["ip"]] = status.get("podIP") or ""
-    row[P["created"]] = _intern(meta.get("creationTimestamp") or "")
-    return row
-
-
-def project_event(obj: Mapping[str, Any], cutoff: datetime) -> dict[str, Any] | None:
-    if obj.get("type") != "Warning":
-        return None
-    when = (
-        obj.get("lastTimestamp")
-        or obj.get("eventTime")
-        or (obj.get("metadata") or {}).get("creationTimestamp")
+    intern = sys.intern
+    # In POD_FIELDS order, built at once: this runs 150,000 times a snapshot. Strings that repeat
+    # across pods (namespaces, workloads, nodes, images, states) are interned, so each is stored once.
+    # A tuple of strings and ints, not a list: the garbage collector stops tracking it, so 150,000
+    # rows do not make each full collection (which holds the interpreter lock) ever longer.
+    return (
+        namespace,
+        meta.name or "",
+        meta.uid or "",
+        intern(kind or ""),
+        intern(workload or ""),
+        intern(spec.node_name or ""),
+        intern(status.phase or ""),
+        intern(display),
+        sum(1 for cs in statuses if cs.ready),
+        len(containers) or len(statuses),
+        sum(cs.restart_count or 0 for cs in statuses),
+        intern(",".join(reasons)),
+        intern(",".join(c.image or "" for c in containers)),
+        status.pod_ip or "",
+        intern(meta.creation_timestamp or ""),
     )
+
+
+def project_event(obj: schema.Event, cutoff: datetime) -> dict[str, Any] | None:
+    if obj.type != "Warning":
+        return None
+    when = obj.last_timestamp or obj.event_time or obj.metadata.creation_timestamp
     moment = _parse_time(when)
     if moment is not None and moment < cutoff:
         return None
-    involved = obj.get("involvedObject") or {}
+    involved = obj.involved_object or schema.InvolvedObject()
     return {
-        "namespace": involved.get("namespace") or (obj.get("metadata") or {}).get("namespace", ""),
-        "kind": involved.get("kind", ""),
-        "name": involved.get("name", ""),
-        "reason": obj.get("reason", ""),
-        "message": str(obj.get("message", ""))[:500],
-        "count": int(obj.get("count") or 1),
+        "namespace": involved.namespace or obj.metadata.namespace or "",
+        "kind": involved.kind or "",
+        "name": involved.name or "",
+        "reason": obj.reason or "",
+        "message": (obj.message or "")[:500],
+        "count": int(obj.count or 1),
         "last": when or "",
     }
 
@@ -420,6 +434,16 @@ def _parse_time(value: Any) -> datetime | None:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def to_json(snap: Mapping[str, Any]) -> bytes:
+    """The snapshot as compact JSON, as `json.dumps(separators=(",", ":"))` writes it but in UTF-8.
+
+    msgspec's encoder is about ten times faster. Either is one C call that holds the interpreter
+    lock throughout, and at 150,000 pods json.dumps held it for half a second: a Slack ack that
+    arrived meanwhile waited as long.
+    """
+    return msgspec.json.encode(snap)
 
 
 def pods_as_dicts(snap: Mapping[str, Any]) -> Iterator[dict[str, Any]]:

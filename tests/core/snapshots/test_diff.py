@@ -9,7 +9,8 @@ from typing import Any
 
 from bot.core.snapshots.diff import diff
 from bot.core.snapshots.projection import take_snapshot
-from tests.support.kube_objects import DictCluster, container_status, deployment, node, pod, replicaset
+from tests.core.snapshots.wire import WireCluster
+from tests.support.kube_objects import container_status, deployment, node, pod, replicaset
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 
@@ -50,7 +51,7 @@ def base_objects() -> dict[str, list[dict[str, Any]]]:
 
 
 def snap(objects: dict[str, list[dict[str, Any]]], label: str, version: str = "v1.29.4") -> dict[str, Any]:
-    s = take_snapshot(DictCluster(objects=objects, version=version), label=label, taken_by="U1", now=NOW)
+    s = take_snapshot(WireCluster(objects=objects, version=version), label=label, taken_by="U1", now=NOW)
     # Stored snapshots go through JSON; compare what the diff will really see.
     return json.loads(json.dumps(s))
 

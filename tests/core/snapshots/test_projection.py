@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 
-from bot.core.snapshots.projection import pod_display_status, pods_as_dicts, take_snapshot
+from bot.core.snapshots.projection import pod_display_status, pods_as_dicts, take_snapshot, to_json
 from bot.core.snapshots.service import MAX_LABEL, clean_label
 from bot.errors import ClusterError, UserError
+from tests.core.snapshots.wire import WireCluster, as_pod
 from tests.support.kube_objects import (
-    DictCluster,
     container_status,
     deployment,
     node,
@@ -21,8 +22,8 @@ from tests.support.kube_objects import (
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 
 
-def cluster() -> DictCluster:
-    return DictCluster(
+def cluster() -> WireCluster:
+    return WireCluster(
         objects={
             "namespaces": [{"metadata": {"name": "kube-system"}}, {"metadata": {"name": "vault-app"}}],
             "nodes": [node("n1", "ng-shared"), node("n2", "istio", unschedulable=True)],
@@ -115,14 +116,14 @@ def test_a_forbidden_resource_is_a_named_gap_not_a_crash() -> None:
 
 
 def test_an_expired_list_is_retried_once_then_recorded_as_a_gap() -> None:
-    class Expiring(DictCluster):
+    class Expiring(WireCluster):
         calls = 0
 
-        def list_pages(self, path, query=None, *, limit=500):  # type: ignore[no-untyped-def]
+        def list_pages(self, path, query=None, *, limit=500, item_type=dict):  # type: ignore[no-untyped-def]
             if path.endswith("/pods"):
                 Expiring.calls += 1
                 raise ClusterError("cluster test: continue token expired", status=410)
-            return super().list_pages(path, query, limit=limit)
+            return super().list_pages(path, query, limit=limit, item_type=item_type)
 
     c = Expiring(objects=cluster().objects)
     snap = take_snapshot(c, label="pre", taken_by="U1", now=NOW)
@@ -141,13 +142,13 @@ def test_init_container_trouble_shows_as_kubectl_shows_it() -> None:
             "restartCount": 4,
         }
     ]
-    assert pod_display_status(obj) == ("Init:CrashLoopBackOff", ["CrashLoopBackOff"])
+    assert pod_display_status(as_pod(obj)) == ("Init:CrashLoopBackOff", ["CrashLoopBackOff"])
 
 
 def test_terminating_pods_show_terminating() -> None:
     obj = pod("a", "p", owner=None)
     obj["metadata"]["deletionTimestamp"] = "2026-11-22T00:00:00Z"
-    assert pod_display_status(obj)[0] == "Terminating"
+    assert pod_display_status(as_pod(obj))[0] == "Terminating"
 
 
 def test_snapshot_labels_lose_control_characters_and_stay_one_short_line() -> None:
@@ -155,3 +156,10 @@ def test_snapshot_labels_lose_control_characters_and_stay_one_short_line() -> No
     assert len(clean_label("x" * 500)) == MAX_LABEL
     with pytest.raises(UserError):
         clean_label("\x00\x07")
+
+
+def test_the_stored_json_reads_back_as_json_dumps_would_have_written_it() -> None:
+    snap = take_snapshot(cluster(), label='pré-upgrade ✓ "quoted"\n', taken_by="U1", now=NOW)
+    written = to_json(snap)
+    assert json.loads(written) == json.loads(json.dumps(snap, separators=(",", ":")))
+    assert b", " not in written and b": " not in written  # compact, as before

@@ -1,0 +1,136 @@
+"""The kube adapter decodes lists and watches into the caller's type, over real HTTP (the sim).
+
+Typed and raw decoding page alike; a watch hands out the caller's structs with the version to
+resume from, and an ERROR event is an error whatever that type; the pages fetched ahead stop when
+the caller stops; an expired continue token and a body of the wrong shape are the adapter's errors,
+raised where the page would have been.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from kubernetes import client
+
+from bot.adapters.kube import Cluster
+from bot.core.snapshots import schema
+from bot.errors import ClusterError, ContinueExpired, WatchExpired
+from bot.records import ClusterConfig
+from bot.sim import SimCluster
+from tests.contract.workloads import pending_pod
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimCluster]) -> SimCluster:
+    return sim_factory("small", speed=0.0, seed=1)
+
+
+@pytest.fixture
+def bot(sim: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]) -> Iterator[Cluster]:
+    cluster = Cluster.connect(ClusterConfig(name="sim", kubeconfig=sim_kubeconfig(sim)))
+    yield cluster
+    cluster.close()
+
+
+def _list_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("kube-list-")]
+
+
+def test_a_typed_list_pages_like_a_raw_one_and_keeps_only_the_declared_fields(bot: Cluster) -> None:
+    raw = list(bot.list_pages("/api/v1/pods", limit=3))
+    typed = list(bot.list_pages("/api/v1/pods", limit=3, item_type=schema.Pod))
+    assert len(raw) > 2, "the small scenario has several pages of 3 pods"
+    assert [[p["metadata"]["name"] for p in page.items] for page in raw] == [
+        [p.metadata.name for p in page.items] for page in typed
+    ]
+    assert [(p.resource_version, bool(p.continue_token)) for p in raw] == [
+        (p.resource_version, bool(p.continue_token)) for p in typed
+    ]
+    first_raw, first = raw[0].items[0], typed[0].items[0]
+    assert isinstance(first, schema.Pod)
+    assert first.spec.node_name == first_raw["spec"].get("nodeName")
+    assert first.status.pod_ip == first_raw["status"].get("podIP")
+    assert not hasattr(first.spec, "volumes")  # undeclared: skipped, never built
+
+
+def test_a_typed_watch_hands_out_the_callers_structs_with_the_version_to_resume_from(
+    bot: Cluster, sim: SimCluster, kube_api: Callable[[SimCluster], Any]
+) -> None:
+    core = client.CoreV1Api(kube_api(sim))
+    path = "/api/v1/namespaces/default/pods"
+    start = next(iter(bot.list_pages(path))).resource_version
+    core.create_namespaced_pod("default", pending_pod("watched"))
+
+    events = list(bot.watch(path, resource_version=start, timeout_seconds=3, item_type=schema.Pod))
+    changes = [e for e in events if e.type != "BOOKMARK"]
+    assert [(e.type, e.object.metadata.name) for e in changes][:1] == [("ADDED", "watched")]
+    assert all(isinstance(e.object, schema.Pod) for e in events)
+    assert all(int(e.resource_version) > int(start) for e in events)
+
+
+def test_a_list_the_caller_stops_early_stops_fetching_ahead(bot: Cluster) -> None:
+    pages = bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)
+    next(pages)
+    assert _list_threads(), "pages are fetched ahead on a helper thread"
+    pages.close()
+    assert not _list_threads()
+
+
+def test_an_expired_continue_token_raises_continue_expired_after_the_pages_before_it(
+    bot: Cluster, sim: SimCluster, kube_api: Callable[[SimCluster], Any]
+) -> None:
+    core = client.CoreV1Api(kube_api(sim))
+    pages = bot.list_pages("/api/v1/pods", limit=1, item_type=schema.Pod)
+    seen = [next(pages)]
+    # A write, then a compaction past the list's version: the tokens of this list are now too old.
+    # At most a few pages were fetched ahead (PREFETCH), far fewer than the pods there are.
+    core.create_namespaced_pod("default", pending_pod("later"))
+    sim.control.compact()
+    with pytest.raises(ContinueExpired) as expired:
+        seen.extend(pages)
+    assert expired.value.status == 410
+    assert 1 <= len(seen) <= 5
+    assert not _list_threads()
+
+
+def test_a_body_of_an_unexpected_shape_is_a_cluster_error_that_names_the_list(bot: Cluster) -> None:
+    class Misread(msgspec.Struct):
+        metadata: dict[str, int]  # names are strings on the wire: this cannot decode
+
+    with pytest.raises(ClusterError) as wrong:
+        list(bot.list_pages("/api/v1/namespaces", item_type=Misread))
+    assert "GET /api/v1/namespaces returned an unexpected body" in wrong.value.user_message
+    assert not _list_threads()
+
+
+@pytest.mark.parametrize(
+    "item_type",
+    [schema.Event, schema.Pod],
+    ids=["a-status-fits-the-type-by-accident", "a-status-does-not-fit-the-type"],
+)
+def test_a_410_error_event_is_watch_expired_whatever_type_the_watch_decodes_into(
+    item_type: type[Any], bot: Cluster, sim: SimCluster, kube_api: Callable[[SimCluster], Any]
+) -> None:
+    core = client.CoreV1Api(kube_api(sim))
+    path = "/api/v1/namespaces/default/events"  # served from etcd, so compaction makes it 410
+    event = {
+        "metadata": {"name": "first"},
+        "involvedObject": {"kind": "Pod", "name": "web-0", "namespace": "default"},
+        "reason": "BackOff",
+        "message": "Back-off restarting failed container app",
+        "type": "Warning",
+    }
+    core.create_namespaced_event("default", event)
+    stale = next(iter(bot.list_pages(path))).resource_version
+    core.create_namespaced_event("default", {**event, "metadata": {"name": "second"}})
+    core.patch_namespaced_event("second", "default", {"count": 2})
+    sim.control.compact()
+
+    with pytest.raises(WatchExpired) as expired:
+        list(bot.watch(path, resource_version=stale, timeout_seconds=5, item_type=item_type))
+    assert expired.value.status == 410
