@@ -25,6 +25,7 @@ Shutdown, in order — each part still has what it writes to when it stops:
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -69,6 +70,9 @@ def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 
         )
         # Commands and clicks acknowledged before a crash are worked off now, before new ones.
         inbox.replay()
+        # Everything built so far lives as long as the process: keep the collector's full passes
+        # from walking it again and again, which otherwise pauses acks while a snapshot allocates.
+        gc.freeze()
         if http:
             assert settings.secrets.signing_secret is not None  # checked by _check_secrets
             _serve_http(

@@ -70,7 +70,8 @@ def test_a_small_cluster_snapshots_the_same_through_the_typed_decoder(
 ) -> None:
     sim = sim_factory("small", speed=0.0, seed=1)
     typed, loaded = both_ways(sim_kubeconfig(sim))
-    assert typed["counts"]["pods"] > 0 and typed["counts"]["workloads"] > 0
+    assert typed["counts"]["pods"] > 0
+    assert typed["counts"]["workloads"] > 0
     assert_same(typed, loaded)
 
 
@@ -85,7 +86,8 @@ def test_an_eks_cluster_snapshots_the_same_before_and_during_its_upgrade(
         for _ in range(minutes_into_the_upgrade // 5):
             sim_eks.control.advance("5m")
     typed, loaded = both_ways(sim_kubeconfig(sim_eks))
-    assert typed["counts"]["nodes"] > 0 and typed["counts"]["pods"] > 0
+    assert typed["counts"]["nodes"] > 0
+    assert typed["counts"]["pods"] > 0
     if minutes_into_the_upgrade:
         # During and after the upgrade is where the unusual records are: check there are some.
         statuses = {row[7] for row in typed["pods"]}
