@@ -33,9 +33,15 @@ from __future__ import annotations
 SHOWN = 60
 
 
+def valid_text(text: str) -> str:
+    """`text` with lone surrogates replaced: a forged payload or a terminal's invalid UTF-8 carries
+    them, and no log handler, database or Slack call accepts them."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def clip(text: str, limit: int = SHOWN) -> str:
     """What a message may repeat of the user's input: at most `limit` characters, valid UTF-8."""
-    text = text.encode("utf-8", "replace").decode("utf-8")
+    text = valid_text(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -32,6 +32,7 @@ from bot.errors import (
     UsageError,
     UserError,
     clip,
+    valid_text,
 )
 from bot.logsetup import correlation
 from bot.records import ClusterConfig
@@ -93,13 +94,12 @@ class Router:
         self.clock = clock
 
     def handle(self, request: CommandRequest) -> Outcome:
-        # A forged payload or a terminal's invalid UTF-8 can carry lone surrogates, which no log
-        # handler, database or Slack call accepts: replace them once, here, before anything else.
+        # Lone surrogates are replaced once, here, before anything logs or stores the request.
         request = dataclasses.replace(
             request,
-            text=_valid_text(request.text),
-            user_id=_valid_text(request.user_id)[:64],
-            channel_id=_valid_text(request.channel_id)[:64],
+            text=valid_text(request.text),
+            user_id=valid_text(request.user_id)[:64],
+            channel_id=valid_text(request.channel_id)[:64],
         )
         with correlation(request.correlation_id) as cid:
             name, reply, audit_outcome, detail = self._run(request, cid)
@@ -226,7 +226,3 @@ def _causes(exc: BaseException) -> str:
         parts.append(f"{type(seen).__name__}: {clip(str(seen), 300)}")
         seen = seen.__cause__ or seen.__context__
     return "".join(f" ← {p}" for p in parts)
-
-
-def _valid_text(text: str) -> str:
-    return text.encode("utf-8", "replace").decode("utf-8")

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.core.durations import parse_duration
-from bot.errors import UsageError
+from bot.errors import UsageError, valid_text
 from bot.records import AuditEntry
 
 #: Longest free text kept in one audit field; the table's text columns hold more, a chat less.
@@ -41,8 +41,8 @@ class Who(Protocol):
 
 
 def _text(value: str, limit: int = MAX_TEXT) -> str:
-    # Lone surrogates cannot be encoded as UTF-8; a database would refuse the whole row.
-    return value.encode("utf-8", "replace").decode("utf-8")[:limit]
+    # A lone surrogate would make the database refuse the whole row.
+    return valid_text(value)[:limit]
 
 
 def audit_entry(

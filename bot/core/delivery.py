@@ -114,6 +114,19 @@ class Deliveries:
             run_id=subject, key=key, channel=channel, thread_ts=thread_ts, at=self.clock(), owner=self.owner
         ):
             return None
+        return self._post(subject, key, channel, text, blocks, thread_ts, broadcast)
+
+    def _post(
+        self,
+        subject: str,
+        key: str,
+        channel: str,
+        text: str,
+        blocks: Sequence[dict[str, Any]] | None,
+        thread_ts: str,
+        broadcast: bool,
+    ) -> Posted:
+        """Post a claimed key with the key in its metadata, and record the ts."""
         try:
             posted = self.poster.post_message(
                 channel,
@@ -177,20 +190,15 @@ class Deliveries:
         ):
             return None
         body = json.loads(ref.body)
-        try:
-            posted = self.poster.post_message(
-                channel,
-                str(body.get("text", "")),
-                blocks=body.get("blocks"),
-                thread_ts=thread_ts or None,
-                reply_broadcast=bool(body.get("broadcast", False)),
-                dedup_key=dedup_key(ref.run_id, ref.key),
-            )
-        except BotError:
-            self.store.release_message(run_id=ref.run_id, key=ref.key)
-            raise
-        self.store.record_message(run_id=ref.run_id, key=ref.key, channel=posted.channel, ts=posted.ts)
-        return posted
+        return self._post(
+            ref.run_id,
+            ref.key,
+            channel,
+            str(body.get("text", "")),
+            body.get("blocks"),
+            thread_ts,
+            bool(body.get("broadcast", False)),
+        )
 
     def settle(self, subject: str) -> dict[str, MessageRef]:
         """The subject's message references after settling its tombstones."""
@@ -200,9 +208,10 @@ class Deliveries:
             self.resolve(ref)
         return self.store.messages(subject) if stale else refs
 
-    def settle_all(self) -> list[MessageRef]:
-        """Every tombstone in the database, settled (at start-up and from the timer)."""
-        stale = self.unsettled({f"{r.run_id}/{r.key}": r for r in self.store.unposted_messages()})
+    def settle_all(self, unposted: Sequence[MessageRef] | None = None) -> list[MessageRef]:
+        """Every tombstone in the database (or among `unposted`, already read), settled."""
+        refs = self.store.unposted_messages() if unposted is None else unposted
+        stale = self.unsettled({f"{r.run_id}/{r.key}": r for r in refs})
         for ref in stale:
             self.resolve(ref)
         return stale

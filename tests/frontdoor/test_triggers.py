@@ -21,6 +21,7 @@ from bot.core.people import StaticDirectory
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
 from bot.frontdoor.triggers import ANNOUNCEMENT, RUN_TICKER, Triggers
+from bot.records import AnnouncementRow
 from tests.support.clock import FakeClock
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
@@ -207,33 +208,35 @@ def test_two_replicas_at_the_same_instant_post_once(
     assert len(posts(slack_stub)) == 2
 
 
-def _dead_claim(store: Store, schedule_id: int, key: str) -> None:
+def _reminder_with_a_dead_claim(store: Store, bot: Bot) -> tuple[int, AnnouncementRow]:
+    """A scheduled window whose reminder a killed bot claimed without recording a ts."""
+    schedule, rows = bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    reminder = rows[1]
     # What a bot killed between claiming and recording the ts leaves behind: a claim without a
     # ts, owned by a process that is gone.
     assert store.claim_message(
-        run_id=f"schedule:{schedule_id}",
-        key=key,
+        run_id=f"schedule:{schedule.id}",
+        key=reminder.dedup_key,
         channel="C0ANNOUNCE",
         thread_ts="",
         at=utc(2026, 11, 30, 5),
         owner="4242-deadbeef",
     )
+    return schedule.id, reminder
 
 
 def test_a_post_slack_made_before_the_bot_died_is_found_and_never_repeated(
     store: Store, slack_stub: SlackStub, bots: list[Bot]
 ) -> None:
     bot = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
-    schedule, rows = bot.service.schedule(
-        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
-    )
-    reminder = rows[1]
-    _dead_claim(store, schedule.id, reminder.dedup_key)
+    schedule_id, reminder = _reminder_with_a_dead_claim(store, bot)
     # Slack had the post: the dead bot sent it with its key in the metadata, then died.
     made = SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)).post_message(
         "C0ANNOUNCE",
         "Reminder (posted before the crash)",
-        dedup_key=f"schedule:{schedule.id}/{reminder.dedup_key}",
+        dedup_key=f"schedule:{schedule_id}/{reminder.dedup_key}",
     )
     assert bot.at(utc(2026, 11, 30, 5)) == ["already_sent"]
     assert len(posts(slack_stub)) == 2  # the scheduled one, and the one from before the crash
@@ -248,11 +251,7 @@ def test_a_claim_whose_post_never_reached_slack_is_posted_after_the_restart(
     store: Store, slack_stub: SlackStub, bots: list[Bot]
 ) -> None:
     bot = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
-    schedule, rows = bot.service.schedule(
-        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
-    )
-    reminder = rows[1]
-    _dead_claim(store, schedule.id, reminder.dedup_key)
+    _reminder_with_a_dead_claim(store, bot)
     assert bot.at(utc(2026, 11, 30, 5)) == ["sent"]
     texts = posts(slack_stub)
     assert len(texts) == 2

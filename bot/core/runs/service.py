@@ -306,7 +306,7 @@ class RunService:
         if self.cards is None:
             return []
         owed = self.store.unposted_messages()
-        self.cards.deliveries.settle_all()
+        self.cards.deliveries.settle_all(owed)
         touched = sorted({ref.run_id for ref in owed if not ref.run_id.startswith("schedule:")})
         for run_id in touched:
             run = assemble_run(self.store, run_id)
