@@ -8,7 +8,6 @@ raised where the page would have been.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import msgspec
 import pytest
 from kubernetes import client
 
-from bot.adapters.kube import Cluster
+from bot.adapters.kube import Cluster, fetching_ahead
 from bot.core.snapshots import schema
 from bot.errors import ClusterError, ContinueExpired, WatchExpired
 from bot.records import ClusterConfig
@@ -35,10 +34,6 @@ def bot(sim: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]) -> Iterat
     cluster = Cluster.connect(ClusterConfig(name="sim", kubeconfig=sim_kubeconfig(sim)))
     yield cluster
     cluster.close()
-
-
-def _list_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("kube-list-")]
 
 
 def test_a_typed_list_pages_like_a_raw_one_and_keeps_only_the_declared_fields(bot: Cluster) -> None:
@@ -76,9 +71,9 @@ def test_a_typed_watch_hands_out_the_callers_structs_with_the_version_to_resume_
 def test_a_list_the_caller_stops_early_stops_fetching_ahead(bot: Cluster) -> None:
     pages = bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)
     next(pages)
-    assert _list_threads(), "pages are fetched ahead on a helper thread"
+    assert fetching_ahead() == 1, "pages are fetched ahead by a helper (a child process on Linux)"
     pages.close()
-    assert not _list_threads()
+    assert fetching_ahead() == 0
 
 
 def test_an_expired_continue_token_raises_continue_expired_after_the_pages_before_it(
@@ -95,7 +90,7 @@ def test_an_expired_continue_token_raises_continue_expired_after_the_pages_befor
         seen.extend(pages)
     assert expired.value.status == 410
     assert 1 <= len(seen) <= 5
-    assert not _list_threads()
+    assert fetching_ahead() == 0
 
 
 def test_a_body_of_an_unexpected_shape_is_a_cluster_error_that_names_the_list(bot: Cluster) -> None:
@@ -105,7 +100,7 @@ def test_a_body_of_an_unexpected_shape_is_a_cluster_error_that_names_the_list(bo
     with pytest.raises(ClusterError) as wrong:
         list(bot.list_pages("/api/v1/namespaces", item_type=Misread))
     assert "GET /api/v1/namespaces returned an unexpected body" in wrong.value.user_message
-    assert not _list_threads()
+    assert fetching_ahead() == 0
 
 
 @pytest.mark.parametrize(

@@ -334,8 +334,8 @@ def pod_display_status(obj: schema.Pod) -> tuple[str, list[str]]:
     status = obj.status
     reason = status.reason or status.phase or "Unknown"
     reasons: list[str] = []
-    inits = status.init_container_statuses or ()
-    for i, cs in enumerate(inits):
+    inits = status.init_container_statuses
+    for i, cs in enumerate(inits or ()):
         state = cs.state or _NO_STATE
         term, wait = state.terminated, state.waiting
         if term and term.exit_code == 0:
@@ -348,47 +348,53 @@ def pod_display_status(obj: schema.Pod) -> tuple[str, list[str]]:
             reasons.append(wait.reason)
             reason = f"Init:{wait.reason}"
         else:
-            reason = f"Init:{i}/{len(inits)}"
+            reason = f"Init:{i}/{len(inits or ())}"
         break
     else:
         for cs in reversed(status.container_statuses or ()):
-            state = cs.state or _NO_STATE
-            wait, term = state.waiting, state.terminated
-            if wait and wait.reason:
-                reasons.append(wait.reason)
-                reason = wait.reason
-            elif term and term.reason:
-                reasons.append(term.reason)
-                reason = term.reason
-            last = (cs.last_state or _NO_STATE).terminated
-            if last and last.reason in ("Error", "OOMKilled"):
-                reasons.append(last.reason)
+            now = cs.state
+            if now is not None:
+                wait, term = now.waiting, now.terminated
+                if wait and wait.reason:
+                    reasons.append(wait.reason)
+                    reason = wait.reason
+                elif term and term.reason:
+                    reasons.append(term.reason)
+                    reason = term.reason
+            last = cs.last_state
+            if last is not None and last.terminated and last.terminated.reason in ("Error", "OOMKilled"):
+                reasons.append(last.terminated.reason)
     if obj.metadata.deletion_timestamp:
         reason = "Terminating"
-    return str(reason), sorted(set(reasons))
+    return str(reason), sorted(set(reasons)) if reasons else reasons
 
 
 _NO_STATE = schema.ContainerState()
 
 
 def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, str]]) -> tuple[Any, ...]:
+    # This runs 150,000 times a snapshot: one pass over each list, no helper calls but the status.
     meta, spec, status = obj.metadata, obj.spec, obj.status
-    namespace = _intern(meta.namespace)
-    owner = _controller(meta)
-    if owner is None:
-        kind, workload = "Pod", meta.name or ""
-    elif owner[0] == "ReplicaSet":
-        kind, workload = rs_owner.get((namespace, owner[1]), owner)
-    else:
-        kind, workload = owner
+    intern = sys.intern
+    namespace = intern(meta.namespace) if meta.namespace is not None else ""
+    kind, workload = "Pod", meta.name or ""
+    for ref in meta.owner_references or ():
+        if ref.controller:  # as `_controller`
+            owner = str(ref.kind), str(ref.name)
+            kind, workload = rs_owner.get((namespace, owner[1]), owner) if owner[0] == "ReplicaSet" else owner
+            break
     statuses = status.container_statuses or ()
     containers = spec.containers or ()
+    ready = restarts = 0
+    for cs in statuses:
+        if cs.ready:
+            ready += 1
+        restarts += cs.restart_count or 0
     display, reasons = pod_display_status(obj)
-    intern = sys.intern
-    # In POD_FIELDS order, built at once: this runs 150,000 times a snapshot. Strings that repeat
-    # across pods (namespaces, workloads, nodes, images, states) are interned, so each is stored once.
-    # A tuple of strings and ints, not a list: the garbage collector stops tracking it, so 150,000
-    # rows do not make each full collection (which holds the interpreter lock) ever longer.
+    # In POD_FIELDS order, built at once. Strings that repeat across pods (namespaces, workloads,
+    # nodes, images, states) are interned, so each is stored once. A tuple of strings and ints, not
+    # a list: the garbage collector stops tracking it, so 150,000 rows do not make each full
+    # collection (which holds the interpreter lock) ever longer.
     return (
         namespace,
         meta.name or "",
@@ -398,11 +404,11 @@ def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, s
         intern(spec.node_name or ""),
         intern(status.phase or ""),
         intern(display),
-        sum(1 for cs in statuses if cs.ready),
+        ready,
         len(containers) or len(statuses),
-        sum(cs.restart_count or 0 for cs in statuses),
-        intern(",".join(reasons)),
-        intern(",".join(c.image or "" for c in containers)),
+        restarts,
+        intern(",".join(reasons)) if reasons else "",
+        intern(",".join([c.image or "" for c in containers])),
         status.pod_ip or "",
         intern(meta.creation_timestamp or ""),
     )

@@ -28,9 +28,14 @@ from bot.errors import UserError, clip
 from bot.records import ClusterConfig, SnapshotMeta
 
 
+#: zlib's fastest level: at 150,000 pods it compresses the 50 MB of JSON in a quarter of a second
+#: (level 6 took 0.6 s, a tenth of the whole snapshot) into 6.8 MB instead of 5.9 MB.
+COMPRESSION = 1
+
+
 def encode(snap: Mapping[str, Any]) -> bytes:
     # zlib releases the interpreter lock while it compresses; see `to_json` for the encoding.
-    return zlib.compress(to_json(snap), 6)
+    return zlib.compress(to_json(snap), COMPRESSION)
 
 
 def decode(body: bytes) -> dict[str, Any]:
