@@ -3,11 +3,14 @@
 Typed and raw decoding page alike; a watch hands out the caller's structs with the version to
 resume from, and an ERROR event is an error whatever that type; the pages fetched ahead stop when
 the caller stops; an expired continue token and a body of the wrong shape are the adapter's errors,
-raised where the page would have been.
+raised where the page would have been, and so is any error of a page fetched ahead; a helper that
+dies mid-list loses nothing.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +19,10 @@ import msgspec
 import pytest
 from kubernetes import client
 
+from bot.adapters import kube
 from bot.adapters.kube import Cluster, fetching_ahead
 from bot.core.snapshots import schema
-from bot.errors import ClusterError, ContinueExpired, WatchExpired
+from bot.errors import ClusterError, ClusterForbidden, ContinueExpired, WatchExpired
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.contract.workloads import pending_pod
@@ -129,3 +133,36 @@ def test_a_410_error_event_is_watch_expired_whatever_type_the_watch_decodes_into
     with pytest.raises(WatchExpired) as expired:
         list(bot.watch(path, resource_version=stale, timeout_seconds=5, item_type=item_type))
     assert expired.value.status == 410
+
+
+def test_an_api_error_of_a_page_fetched_ahead_is_raised_as_the_same_error(
+    bot: Cluster, sim: SimCluster
+) -> None:
+    pages = bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)
+    first = next(pages)
+    assert first.continue_token
+    assert fetching_ahead() == 1
+    sim.control.set_transport(error_rate=1.0, error_status=403, path_prefix="/api/v1/pods")
+    try:
+        # The helper may have fetched a page or two before the fault: those still arrive.
+        with pytest.raises(ClusterForbidden) as forbidden:
+            for _ in pages:
+                pass
+    finally:
+        sim.control.set_transport()
+    assert forbidden.value.status == 403
+    assert "not allowed to GET /api/v1/pods" in forbidden.value.user_message
+    assert fetching_ahead() == 0
+
+
+def test_a_helper_that_dies_mid_list_costs_nothing_the_list_goes_on_in_the_caller(bot: Cluster) -> None:
+    whole = [
+        p.metadata.name for page in bot.list_pages("/api/v1/pods", item_type=schema.Pod) for p in page.items
+    ]
+    pages = bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)
+    names = [p.metadata.name for p in next(pages).items]
+    (helper,) = kube._CHILDREN
+    os.kill(helper, signal.SIGKILL)
+    names += [p.metadata.name for page in pages for p in page.items]
+    assert names == whole, "every pod once, in order, whether the helper or the caller fetched it"
+    assert fetching_ahead() == 0
