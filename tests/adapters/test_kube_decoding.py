@@ -166,3 +166,19 @@ def test_a_helper_that_dies_mid_list_costs_nothing_the_list_goes_on_in_the_calle
     names += [p.metadata.name for page in pages for p in page.items]
     assert names == whole, "every pod once, in order, whether the helper or the caller fetched it"
     assert fetching_ahead() == 0
+
+
+def test_pages_larger_than_a_shared_slot_come_through_the_pipe_alike(
+    bot: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = [
+        p.metadata.name for page in bot.list_pages("/api/v1/pods", item_type=schema.Pod) for p in page.items
+    ]
+    monkeypatch.setattr(kube, "SLOT_BYTES", 64)  # every page of 2 pods is larger: the pipe carries them all
+    names = [
+        p.metadata.name
+        for page in bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)
+        for p in page.items
+    ]
+    assert names == whole
+    assert fetching_ahead() == 0
