@@ -243,7 +243,7 @@ def _api_versions(cluster: ClusterReader, gaps: list[dict[str, str]]) -> list[st
     return sorted(set(served))
 
 
-def _controller(meta: schema.Meta) -> tuple[str, str] | None:
+def _controller(meta: schema.Meta | schema.PodMeta) -> tuple[str, str] | None:
     for ref in meta.owner_references or ():
         if ref.controller:
             return str(ref.kind), str(ref.name)

@@ -107,8 +107,21 @@ class PodStatus(_Wire):
     container_statuses: tuple[ContainerStatus, ...] | None = None
 
 
+class PodMeta(_Wire):
+    """A pod's ObjectMeta: `Meta` less the labels, which no pod record keeps (at 150,000 pods their
+    dicts were a twentieth of the decode)."""
+
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    owner_references: tuple[OwnerRef, ...] | None = None
+
+
 class Pod(_Wire):
-    metadata: Meta = msgspec.field(default_factory=Meta)
+    metadata: PodMeta = msgspec.field(default_factory=PodMeta)
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
