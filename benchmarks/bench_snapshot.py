@@ -6,7 +6,9 @@ Serves the sim's `large` scenario (5,000 nodes, 150,000 pods) and prints, in one
   - kubectl get nodes -o json + kubectl get pods -A -o json wall time (the reference);
   - `upgrade-bot snapshot` wall time, its ratio to the wire (target ≤ 3) and to kubectl, and its
     peak RSS (target ≤ 300 MB); and the snapshot alone, without the interpreter's start-up and
-    imports (timed inside a fresh process once it has imported the bot), with its ratio too;
+    imports (timed inside a fresh process once it has imported the bot), with its ratio too. The
+    machine may be shared, so the command runs twice and the wire is measured again after it: the
+    ratios use the better of each pair (every run is printed);
   - the kube adapter's decoding rates, in this process over HTTP: pods per second listed, and
     watch events per second (a watch with `sendInitialEvents` streams every pod as ADDED);
   - the stored snapshot's size (target ≤ 30 MB);
@@ -243,10 +245,20 @@ def main() -> int:
         )
 
         t_snap, rss_snap, _ = timed_rss([*bot, "snapshot", "pre", "--config", str(config)])
-        results["snapshot_s"], results["snapshot_rss_mb"] = t_snap, rss_snap
         print(f"upgrade-bot snapshot pre: {t_snap:.1f}s, peak RSS {rss_snap:.0f} MB", flush=True)
         t_snap2, rss_snap2, _ = timed_rss([*bot, "snapshot", "post", "--config", str(config)])
         print(f"upgrade-bot snapshot post: {t_snap2:.1f}s, peak RSS {rss_snap2:.0f} MB", flush=True)
+        # The machine is shared: each side of the ratio is the better of two runs, the wire's
+        # measured again right after the snapshots, so both saw the same load.
+        results["snapshot_s"] = min(t_snap, t_snap2)
+        results["snapshot_rss_mb"] = max(rss_snap, rss_snap2)
+        again = sum(transport_only(kubeconfig, path)[0] for path in SNAPSHOT_LISTS)
+        results["transport_s"] = min(results["transport_s"], again)
+        print(
+            f"transport only, again: every list {again:.1f}s; the ratios below use the better of two "
+            f"(wire {results['transport_s']:.1f}s, snapshot {results['snapshot_s']:.1f}s)",
+            flush=True,
+        )
         inner = snapshot_without_startup(config)
         results["snapshot_core_s"], results["startup_s"] = inner["snapshot_s"], inner["startup_s"]
         print(
