@@ -738,7 +738,7 @@ class _Forked:
             self._start(token)  # before the caller decodes this page, so the two overlap
         yield raw, token
         del raw
-        while token:
+        while token and self._pid:
             kind, payload = self._receive()
             if kind in (_SLOT, _PAGE):
                 with contextlib.suppress(OSError):  # a child that has ended needs no credit
@@ -754,20 +754,30 @@ class _Forked:
                 "cluster %s: the list helper for %s stopped; listing on", self._cluster.name, self._path
             )
             self.__exit__()
-            while token:
-                raw, token = self._fetch(token)
-                yield raw, token
-                del raw
-            return
+        while token:  # without a helper (none could be started, or it stopped): fetch them here
+            raw, token = self._fetch(token)
+            yield raw, token
+            del raw
 
     def _start(self, token: str) -> None:
-        self._shared = shared = mmap.mmap(-1, SLOTS * SLOT_BYTES)  # MAP_SHARED | MAP_ANONYMOUS
+        try:
+            self._shared = shared = mmap.mmap(-1, SLOTS * SLOT_BYTES)  # MAP_SHARED | MAP_ANONYMOUS
+        except OSError as exc:  # a strict overcommit policy: the caller's process lists on
+            log.warning("cluster %s: no list helper for %s: %s", self._cluster.name, self._path, exc)
+            return
         pages_r, pages_w = os.pipe()
         credit_r, credit_w = os.pipe()
         with contextlib.suppress(OSError, AttributeError):
             # Fewer, larger reads of each page (Linux caps unprivileged pipes at 1 MB by default).
             fcntl.fcntl(pages_w, fcntl.F_SETPIPE_SZ, 1 << 20)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # no process to spare (EAGAIN, ENOMEM): the caller's process lists on
+            log.warning("cluster %s: no list helper for %s: %s", self._cluster.name, self._path, exc)
+            for fd in (pages_r, pages_w, credit_r, credit_w):
+                os.close(fd)
+            self._shared = None
+            return
         if pid == 0:  # pragma: no cover - the child; coverage does not follow a fork
             code = 1
             try:

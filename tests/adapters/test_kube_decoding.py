@@ -182,3 +182,17 @@ def test_pages_larger_than_a_shared_slot_come_through_the_pipe_alike(
     ]
     assert names == whole
     assert fetching_ahead() == 0
+
+
+def test_without_memory_for_a_helper_the_list_is_fetched_by_the_caller(
+    bot: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = [
+        p.metadata.name for page in bot.list_pages("/api/v1/pods", item_type=schema.Pod) for p in page.items
+    ]
+    monkeypatch.setattr(kube, "SLOT_BYTES", 1 << 60)  # the shared slots cannot be mapped
+    pages = bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)
+    names = [p.metadata.name for p in next(pages).items]
+    assert fetching_ahead() == 0, "no helper was started"
+    names += [p.metadata.name for page in pages for p in page.items]
+    assert names == whole
