@@ -69,7 +69,9 @@ def _selector(sel: schema.Selector | None) -> Selector:
         return Selector(present=False)
     return Selector(
         match_labels=dict(sel.match_labels or {}),
-        match_expressions=tuple((r.key, r.operator, tuple(r.values or ())) for r in sel.match_expressions or ()),
+        match_expressions=tuple(
+            (r.key, r.operator, tuple(r.values or ())) for r in sel.match_expressions or ()
+        ),
     )
 
 
@@ -147,7 +149,9 @@ def read_facts(
     gaps: list[str] = []
     notes: list[str] = []
 
-    def pages(resource: str, path: str, item_type: type[T], query: Mapping[str, Any] | None = None) -> Iterator[T]:
+    def pages(
+        resource: str, path: str, item_type: type[T], query: Mapping[str, Any] | None = None
+    ) -> Iterator[T]:
         for attempt in (1, 2):
             try:
                 count = 0
@@ -183,21 +187,34 @@ def read_facts(
             )
         )
 
+    services: dict[str, list[dict[str, str]]] = {}
+    service_names: set[str] = set()
+    for svc in pages("services", "/api/v1/services", schema.Service):
+        ns = svc.metadata.namespace or ""
+        service_names.add(f"{ns}/{svc.metadata.name}")
+        if svc.spec.selector:
+            services.setdefault(ns, []).append(svc.spec.selector)
+
     workloads: list[WorkloadFacts] = []
     istiod = ""
     for kind, plural in (("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
         for w in pages(plural, f"/apis/apps/v1/{plural}", schema.Workload):
             containers = w.spec.template.spec.containers or ()
             ns, name = w.metadata.namespace or "", w.metadata.name or ""
+            labels = w.spec.template.metadata.labels or {}
             workloads.append(
                 WorkloadFacts(
                     kind=kind,
                     namespace=ns,
                     name=name,
                     replicas=1 if w.spec.replicas is None else w.spec.replicas,
-                    template_labels=dict(w.spec.template.metadata.labels or {}),
-                    readiness_probe=bool(containers) and all(c.readiness_probe is not None for c in containers),
+                    template_labels=dict(labels),
+                    readiness_probe=bool(containers)
+                    and all(c.readiness_probe is not None for c in containers),
                     grace_seconds=w.spec.template.spec.termination_grace_period_seconds,
+                    serves=any(
+                        all(labels.get(k) == v for k, v in sel.items()) for sel in services.get(ns, ())
+                    ),
                 )
             )
             if kind == "Deployment" and name == "istiod" and containers:
@@ -216,13 +233,14 @@ def read_facts(
         for p in pages("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb)
     ]
 
-    webhooks = _webhooks(reader, pages)
+    webhooks = _webhooks(reader, pages, service_names)
 
     kube_proxy = ""
     try:
         ds = reader.get_json("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy")
-        containers = (((ds.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
-        kube_proxy = _tag(str(containers[0].get("image", ""))) if containers else ""
+        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        ds_containers: list[dict[str, Any]] = spec.get("containers") or []
+        kube_proxy = _tag(str(ds_containers[0].get("image", ""))) if ds_containers else ""
     except ClusterError as exc:
         if exc.status not in (403, 404):
             raise
@@ -260,8 +278,8 @@ def read_facts(
     pod_query = {"fieldSelector": f"metadata.name={pod_name}"} if pod_name else None
     batch: list[PodState] = []
     ev_by_pod: dict[tuple[str, str], list[EventRecord]] = {}
-    for e in events:
-        ev_by_pod.setdefault((e.namespace, e.name), []).append(e)
+    for record in events:
+        ev_by_pod.setdefault((record.namespace, record.name), []).append(record)
     seen: set[tuple[str, str]] = set()
     for pod in pages("pods", pod_path, schema.Pod, pod_query):
         meta = pod.metadata
@@ -319,7 +337,9 @@ def read_facts(
         # Events about objects that are not pods (any more): a node, a PDB, a pod already gone.
         _merge(hits, match_rules(rules, [], orphans))
     if log_rules and log_budget[0] <= 0:
-        notes.append(f"log-based rules read at most {MAX_LOG_READS} container logs; more candidates were skipped")
+        notes.append(
+            f"log-based rules read at most {MAX_LOG_READS} container logs; more candidates were skipped"
+        )
 
     facts = Facts(
         cluster=reader.name,
@@ -373,11 +393,11 @@ def _with_logs(reader: CheckReader, state: PodState, rules: Sequence[Rule], budg
     wanted: dict[str, int] = {}
     for rule in rules:
         assert rule.match.log is not None
-        for c in rule.log_wanted(state):
-            wanted[c] = max(wanted.get(c, 0), rule.match.log.lines)
+        for container_name in rule.log_wanted(state):
+            wanted[container_name] = max(wanted.get(container_name, 0), rule.match.log.lines)
     if not wanted:
         return state
-    containers = []
+    containers: list[ContainerView] = []
     for c in state.containers:
         lines = wanted.get(c.name)
         if lines and budget[0] > 0:
@@ -413,19 +433,24 @@ def _with_logs(reader: CheckReader, state: PodState, rules: Sequence[Rule], budg
     )
 
 
-def _webhooks(reader: CheckReader, pages: Callable[..., Iterator[Any]]) -> list[WebhookFacts]:
+def _webhooks(
+    reader: CheckReader, pages: Callable[..., Iterator[Any]], service_names: set[str]
+) -> list[WebhookFacts]:
     out: list[WebhookFacts] = []
     services: dict[str, tuple[bool, int]] = {}
     for kind, plural in (
         ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
         ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
     ):
-        for cfg in pages(plural, f"/apis/admissionregistration.k8s.io/v1/{plural}", schema.WebhookConfiguration):
+        for cfg in pages(
+            plural, f"/apis/admissionregistration.k8s.io/v1/{plural}", schema.WebhookConfiguration
+        ):
             for hook in cfg.webhooks or ():
                 svc = hook.client_config.service
                 ref = f"{svc.namespace}/{svc.name}" if svc is not None else ""
                 if ref and ref not in services:
-                    services[ref] = _endpoints(reader, svc.namespace or "", svc.name or "")  # type: ignore[union-attr]
+                    exists = ref in service_names
+                    services[ref] = (exists, _ready_endpoints(reader, ref) if exists else 0)
                 exists, ready = services.get(ref, (True, 1))
                 out.append(
                     WebhookFacts(
@@ -441,18 +466,13 @@ def _webhooks(reader: CheckReader, pages: Callable[..., Iterator[Any]]) -> list[
     return out
 
 
-def _endpoints(reader: CheckReader, namespace: str, name: str) -> tuple[bool, int]:
-    """(the Service exists, its ready endpoint addresses)."""
-    try:
-        reader.get_json(f"/api/v1/namespaces/{namespace}/services/{name}")
-    except ClusterError as exc:
-        if exc.status == 404:
-            return False, 0
-        raise
+def _ready_endpoints(reader: CheckReader, ref: str) -> int:
+    """The ready addresses of the Service `ref` ("namespace/name"): 0 when it has no Endpoints."""
+    namespace, name = ref.split("/", 1)
     try:
         ep = reader.get_json(f"/api/v1/namespaces/{namespace}/endpoints/{name}")
     except ClusterError as exc:
         if exc.status == 404:
-            return True, 0
+            return 0
         raise
-    return True, sum(len(s.get("addresses") or []) for s in ep.get("subsets") or [])
+    return sum(len(s.get("addresses") or []) for s in ep.get("subsets") or [])

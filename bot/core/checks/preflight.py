@@ -90,6 +90,7 @@ class WorkloadFacts:
     template_labels: Mapping[str, str]
     readiness_probe: bool  # every container has one
     grace_seconds: int | None
+    serves: bool = False  # a Service selects its pods
 
     @property
     def ref(self) -> str:
@@ -246,7 +247,9 @@ def check_skew(facts: Facts, target: str) -> list[Finding]:
         if proxy[1] > cp[1]:
             why = f"kube-proxy {facts.kube_proxy} is newer than the API server {facts.version}."
         elif cp[1] - proxy[1] > now_allowed:
-            why = f"kube-proxy {facts.kube_proxy} trails the API server by more than {now_allowed} minors now."
+            why = (
+                f"kube-proxy {facts.kube_proxy} trails the API server by more than {now_allowed} minors now."
+            )
         elif to[1] - proxy[1] > after_allowed:
             why = f"kube-proxy {facts.kube_proxy} would trail 1.{to[1]} by more than {after_allowed} minors."
         else:
@@ -323,9 +326,7 @@ def check_pods(facts: Facts) -> list[Finding]:
 
 
 def _workloads_of(pdb: PdbFacts, workloads: Sequence[WorkloadFacts]) -> list[WorkloadFacts]:
-    return [
-        w for w in workloads if w.namespace == pdb.namespace and pdb.selector.matches(w.template_labels)
-    ]
+    return [w for w in workloads if w.namespace == pdb.namespace and pdb.selector.matches(w.template_labels)]
 
 
 def _blocks_single(pdb: PdbFacts, selected: Sequence[WorkloadFacts]) -> bool:
@@ -406,7 +407,12 @@ def check_drain(facts: Facts) -> list[Finding]:
                     id=code,
                     severity=RECOMMENDED,
                     title=title,
-                    objects=_listed([f"{w} ({len(p)} pod{'s' if len(p) != 1 else ''})" for w, p in sorted(by_workload.items())]),
+                    objects=_listed(
+                        [
+                            f"{w} ({len(p)} pod{'s' if len(p) != 1 else ''})"
+                            for w, p in sorted(by_workload.items())
+                        ]
+                    ),
                     why=why,
                     fix=fix,
                 )
@@ -431,11 +437,9 @@ def check_drain(facts: Facts) -> list[Finding]:
 
 def check_resilience(facts: Facts) -> list[Finding]:
     single = [w.ref for w in facts.workloads if w.replicas == 1]
-    covered = {
-        w.ref for pdb in facts.pdbs for w in _workloads_of(pdb, facts.workloads)
-    }
+    covered = {w.ref for pdb in facts.pdbs for w in _workloads_of(pdb, facts.workloads)}
     no_pdb = [w.ref for w in facts.workloads if w.replicas > 1 and w.ref not in covered]
-    no_probe = [w.ref for w in facts.workloads if w.replicas > 0 and not w.readiness_probe]
+    no_probe = [w.ref for w in facts.workloads if w.replicas > 0 and w.serves and not w.readiness_probe]
     no_grace = [w.ref for w in facts.workloads if w.grace_seconds == 0]
     out: list[Finding] = []
     for code, objects, title, why, fix in (
@@ -456,7 +460,7 @@ def check_resilience(facts: Facts) -> list[Finding]:
         (
             "RES003",
             no_probe,
-            "Workloads without a readiness probe",
+            "Workloads behind a Service without a readiness probe",
             "A rescheduled pod takes traffic (and counts as healthy for its budget) before it can serve.",
             "Add a readinessProbe to every container that serves.",
         ),
@@ -470,7 +474,14 @@ def check_resilience(facts: Facts) -> list[Finding]:
     ):
         if objects:
             out.append(
-                Finding(id=code, severity=RECOMMENDED, title=title, objects=_listed(sorted(objects)), why=why, fix=fix)
+                Finding(
+                    id=code,
+                    severity=RECOMMENDED,
+                    title=title,
+                    objects=_listed(sorted(objects)),
+                    why=why,
+                    fix=fix,
+                )
             )
     return out
 

@@ -284,7 +284,9 @@ def match_rules(
             elif m.events is None:
                 evidence = _evidence(m, pod, None)
             if m.events is not None:
-                seen = next((e for e in by_pod.get((pod.namespace, pod.name), ()) if _event_ok(m.events, e)), None)
+                seen = next(
+                    (e for e in by_pod.get((pod.namespace, pod.name), ()) if _event_ok(m.events, e)), None
+                )
                 if seen is None:
                     continue
                 evidence = evidence or f"event {seen.reason}: {seen.message[:200]}"
@@ -314,7 +316,13 @@ def match_rules(
 
 def _has_pod_filters(m: Match) -> bool:
     return bool(
-        m.namespaces or m.kinds or m.tolerates_all_taints or m.labels or m.annotations or m.deleting or m.node_not_ready
+        m.namespaces
+        or m.kinds
+        or m.tolerates_all_taints
+        or m.labels
+        or m.annotations
+        or m.deleting
+        or m.node_not_ready
     )
 
 
@@ -400,7 +408,9 @@ class _RulesValidator(YamlValidator):
         if "events" in m:
             ev = self.mapping(m["events"], f"{key}.events", {"reasons", "message"})
             events = EventMatch(
-                reasons=self.string_list(ev["reasons"], f"{key}.events.reasons") if "reasons" in ev else frozenset(),
+                reasons=self.string_list(ev["reasons"], f"{key}.events.reasons")
+                if "reasons" in ev
+                else frozenset(),
                 message=self.regex(ev.get("message"), f"{key}.events.message"),
             )
             if not events.reasons and events.message is None:
@@ -463,7 +473,9 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
             rid = v.string(r.get("id"), f"{key}.id")
             if rid is not None:
                 if not RULE_ID.match(rid):
-                    v.error(r["id"], f"{key}.id", f"{shown(rid)} is not an id like ISTIO001 (capitals, 3 digits)")
+                    v.error(
+                        r["id"], f"{key}.id", f"{shown(rid)} is not an id like ISTIO001 (capitals, 3 digits)"
+                    )
                 elif rid in seen:
                     v.error(r["id"], f"{key}.id", f"{rid} is also the id of rules[{seen[rid]}]")
                 seen.setdefault(rid, i)

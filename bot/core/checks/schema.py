@@ -239,6 +239,15 @@ class Endpoints(_Wire):
     subsets: tuple[Subset, ...] | None = None
 
 
+class ServiceSpec(_Wire):
+    selector: dict[str, str] | None = None
+
+
+class Service(_Wire):
+    metadata: Meta = msgspec.field(default_factory=Meta)
+    spec: ServiceSpec = msgspec.field(default_factory=ServiceSpec)
+
+
 class Named(_Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
 

@@ -69,7 +69,9 @@ def run_check(
     return Report(cluster=reader.name, target=to, findings=ordered(findings), notes=tuple(notes))
 
 
-def diagnose(reader: CheckReader, *, rules: Sequence[Rule], namespace: str = "", pod: str = "") -> list[RuleHit]:
+def diagnose(
+    reader: CheckReader, *, rules: Sequence[Rule], namespace: str = "", pod: str = ""
+) -> list[RuleHit]:
     """The known-issue rules over the pods of a namespace (or one pod, or the whole cluster)."""
     return read_facts(reader, rules=rules, namespace=namespace, pod_name=pod).hits
 
@@ -142,4 +144,8 @@ def render_json(report: Report) -> str:
     return json.dumps(body, indent=2) + "\n"
 
 
-RENDERERS: dict[str, Callable[[Report], str]] = {"text": render_text, "md": render_markdown, "json": render_json}
+RENDERERS: dict[str, Callable[[Report], str]] = {
+    "text": render_text,
+    "md": render_markdown,
+    "json": render_json,
+}
