@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from bot.core.checks import schema
 from bot.core.checks.preflight import (
@@ -29,7 +29,7 @@ from bot.core.checks.preflight import (
     WorkloadFacts,
 )
 from bot.core.checks.rules import ContainerView, EventRecord, PodState, Rule, RuleHit, match_rules
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, PageLike
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -42,19 +42,9 @@ MAX_LOG_READS = 200
 MAX_UNHEALTHY_PER_WORKLOAD = 5
 
 
-class CheckReader(Protocol):
-    """What the checks read through (the kube adapter's `Cluster` in production)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
-
-    def get_raw(self, path: str, query: Mapping[str, Any] | None = None) -> bytes: ...
-
-    def list_pages(
-        self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500, item_type: type[T]
-    ) -> Iterator[PageLike[T]]: ...
+#: What the checks read through: the snapshot's reader (the kube adapter's `Cluster` in production).
+#: Container logs are read with its `get_raw` where it has one; without it, log rules are skipped.
+CheckReader = ClusterReader
 
 
 @dataclass
@@ -273,6 +263,9 @@ def read_facts(
     hits: dict[tuple[str, str], RuleHit] = {}
     log_budget = [MAX_LOG_READS]
     log_rules = [r for r in rules if r.match.log is not None]
+    get_raw: Callable[..., bytes] | None = getattr(reader, "get_raw", None)
+    if log_rules and get_raw is None:
+        notes.append("this reader cannot read container logs: log-based rules were skipped")
 
     pod_path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     pod_query = {"fieldSelector": f"metadata.name={pod_name}"} if pod_name else None
@@ -324,8 +317,8 @@ def read_facts(
                 annotations=annotations,
                 containers=_containers(pod),
             )
-            if log_rules:
-                state = _with_logs(reader, state, log_rules, log_budget)
+            if log_rules and get_raw is not None:
+                state = _with_logs(get_raw, state, log_rules, log_budget)
             batch.append(state)
             if len(batch) >= 500:
                 _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod, seen)))
@@ -389,7 +382,9 @@ def _merge(into: dict[tuple[str, str], RuleHit], hits: Sequence[RuleHit]) -> Non
             )
 
 
-def _with_logs(reader: CheckReader, state: PodState, rules: Sequence[Rule], budget: list[int]) -> PodState:
+def _with_logs(
+    get_raw: Callable[..., bytes], state: PodState, rules: Sequence[Rule], budget: list[int]
+) -> PodState:
     wanted: dict[str, int] = {}
     for rule in rules:
         assert rule.match.log is not None
@@ -403,7 +398,7 @@ def _with_logs(reader: CheckReader, state: PodState, rules: Sequence[Rule], budg
         if lines and budget[0] > 0:
             budget[0] -= 1
             try:
-                raw = reader.get_raw(
+                raw = get_raw(
                     f"/api/v1/namespaces/{state.namespace}/pods/{state.name}/log",
                     {"container": c.name, "tailLines": lines, "limitBytes": 256 * 1024},
                 )

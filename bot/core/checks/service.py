@@ -22,6 +22,11 @@ from bot.errors import UserError
 Extra = Callable[[CheckReader, str], Sequence[Finding]]
 
 
+def default_extras() -> tuple[Extra, ...]:
+    """The finding sources beyond this package's checks that every front door runs."""
+    return ()
+
+
 def ordered(findings: Sequence[Finding]) -> tuple[Finding, ...]:
     """Required first; within a severity, by id then objects: the same cluster, the same report."""
     return tuple(sorted(findings, key=lambda f: (f.severity != REQUIRED, f.id, f.objects)))
