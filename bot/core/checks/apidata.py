@@ -153,15 +153,21 @@ REMOVALS: tuple[Removal, ...] = tuple(
     + _r("node.k8s.io/v1beta1", "RuntimeClass", 20, 25, "node.k8s.io/v1")
 )
 
-#: Replacements the schemas cannot infer: kinds renamed while in alpha.
+#: What the schemas cannot infer about replacements: kinds renamed while in alpha (the new kind's
+#: best version served at the target is used), and alpha kinds that nothing replaced.
 RENAMED: Mapping[tuple[str, str], str] = {
-    ("resource.k8s.io/v1alpha1", "PodScheduling"): "resource.k8s.io/v1alpha2 PodSchedulingContext",
-    ("resource.k8s.io/v1alpha1", "ResourceClass"): "resource.k8s.io/v1 DeviceClass",
-    ("resource.k8s.io/v1alpha2", "ResourceClass"): "resource.k8s.io/v1 DeviceClass",
+    ("resource.k8s.io", "PodScheduling"): "PodSchedulingContext",
+    ("resource.k8s.io", "ResourceClass"): "DeviceClass",
+}
+NO_SUCCESSOR: Mapping[tuple[str, str], str] = {
     (
-        "networking.k8s.io/v1alpha1",
+        "networking.k8s.io",
         "ClusterCIDR",
-    ): "nothing (the MultiCIDRRangeAllocator was dropped): networking.k8s.io ServiceCIDR",
+    ): "nothing (the MultiCIDRRangeAllocator was dropped; see ServiceCIDR)",
+    (
+        "resource.k8s.io",
+        "PodSchedulingContext",
+    ): "nothing (classic DRA was dropped for structured parameters)",
 }
 
 _BY_GVK = {(r.group_version, r.kind): r for r in REMOVALS}
@@ -246,7 +252,8 @@ def _schema_root() -> Path | None:
 
 def read_schemas(root: Path, package_version: str) -> SchemaData:
     """Each `v1.N.0-local` folder's `_definitions.json`, reduced to its served group/version/kinds.
-    Types tagged with several kinds (DeleteOptions, WatchEvent, …) and lists are not objects."""
+    Types tagged with several kinds (DeleteOptions, WatchEvent, …), apimachinery's own (Status)
+    and lists are not objects."""
     decoder = msgspec.json.Decoder(_Definitions)
     served: dict[int, frozenset[GVK]] = {}
     for folder in sorted(root.glob("v1.*-local")):
@@ -255,9 +262,9 @@ def read_schemas(root: Path, package_version: str) -> SchemaData:
             continue
         doc = decoder.decode((folder / "_definitions.json").read_bytes())
         kinds: set[GVK] = set()
-        for definition in doc.defs.values():
+        for type_name, definition in doc.defs.items():
             tags = definition.gvk or []
-            if len(tags) != 1:
+            if len(tags) != 1 or type_name.startswith("io.k8s.apimachinery."):
                 continue
             tag = tags[0]
             kind = tag.get("kind", "")
@@ -302,7 +309,7 @@ def served(group_version: str, kind: str, minor: int, *, data: SchemaData | None
             state=state,
             removed_in=row.removed_in,
             deprecated_in=row.deprecated_in,
-            replacement=row.replacement,
+            replacement=_still_served(row.replacement, minor, data),
             source="removals table",
         )
     status = _from_schemas(group_version, kind, minor, data)
@@ -312,6 +319,18 @@ def served(group_version: str, kind: str, minor: int, *, data: SchemaData | None
             group_version=group_version, kind=kind, minor=minor, state=REMOVED, source="removals table"
         )
     return status
+
+
+def _still_served(replacement: str, minor: int, data: SchemaData, depth: int = 3) -> str:
+    """Follow a replacement that is itself gone by 1.`minor` (extensions/v1beta1 PodSecurityPolicy
+    → policy/v1beta1, itself removed in 1.25) to what replaces it then."""
+    group_version, _, kind = replacement.partition(" ")
+    if depth == 0 or not kind or " " in kind:
+        return replacement
+    status = served(group_version, kind, minor, data=data)
+    if status.state == REMOVED and status.replacement:
+        return _still_served(status.replacement, minor, data, depth - 1)
+    return replacement
 
 
 def _table_group_version_gone(group_version: str, minor: int, data: SchemaData) -> bool:
@@ -342,16 +361,18 @@ def _from_schemas(group_version: str, kind: str, minor: int, data: SchemaData) -
         if gone is None:
             return ApiStatus(group_version=group_version, kind=kind, minor=minor, state=SERVED, source=source)
         # Deprecated only once its replacement can be used: served now and still after the removal.
-        replacement = _best_other(data, group, version, kind, at, also=gone)
+        replacement = _replacement(data, group, version, kind, at, also=gone)
         return ApiStatus(
             group_version=group_version,
             kind=kind,
             minor=minor,
-            state=DEPRECATED if replacement else SERVED,
+            state=DEPRECATED if replacement and not replacement.startswith("nothing") else SERVED,
             removed_in=gone,
-            replacement=RENAMED.get((group_version, kind), replacement),
+            replacement=replacement,
             source=source,
         )
+    if any(gvk in data.served[m] for m in data.served if m > at):
+        return unknown  # not served yet: an object too new for the target is another problem
     seen = [m for m in sorted(data.served) if m <= at and gvk in data.served[m]]
     if seen:
         removed_in = seen[-1] + 1
@@ -359,7 +380,7 @@ def _from_schemas(group_version: str, kind: str, minor: int, data: SchemaData) -
         return unknown  # the group-version is served; this kind never was
     else:
         removed_in = None  # gone before the data starts, and not in the table
-    replacement = RENAMED.get((group_version, kind)) or _best_other(data, group, version, kind, at)
+    replacement = _replacement(data, group, version, kind, at)
     return ApiStatus(
         group_version=group_version,
         kind=kind,
@@ -369,6 +390,19 @@ def _from_schemas(group_version: str, kind: str, minor: int, data: SchemaData) -
         replacement=replacement,
         source=source,
     )
+
+
+def _replacement(
+    data: SchemaData, group: str, version: str, kind: str, at: int, *, also: int | None = None
+) -> str:
+    """The same kind in another version, else the kind it was renamed to, else what the table says."""
+    found = _best_other(data, group, version, kind, at, also=also)
+    renamed = RENAMED.get((group, kind))
+    if not found and renamed:
+        found = _best_other(data, group, "", renamed, at, also=also)
+        if not found:
+            return NO_SUCCESSOR.get((group, renamed), "")
+    return found or NO_SUCCESSOR.get((group, kind), "")
 
 
 def _best_other(

@@ -617,6 +617,8 @@ class ApiReader(Protocol):
 
     def get_raw(self, path: str, query: Mapping[str, Any] | None = None) -> bytes: ...
 
+    def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
+
     def list_pages(
         self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500, item_type: type[T]
     ) -> Iterator[PageLike[T]]: ...
@@ -713,7 +715,14 @@ def cluster_api_findings(
         age = kubectl_age_seconds(now - started) if now is not None and started is not None else ""
         uses.extend(metric_uses(text, target, age=age))
     skipped: list[str] = []
-    for kind in APPLIED_KINDS:
+    try:
+        readable = served_kinds(reader, APPLIED_KINDS)
+    except ClusterUnreachable:
+        raise
+    except ClusterError as exc:
+        said.append(f"API discovery failed, last-applied/managedFields not read: {_reason(exc)}")
+        readable = []
+    for kind in readable:
         try:
             for page in reader.list_pages(kind.path, item_type=AppliedItem):
                 for item in page.items:
@@ -749,6 +758,24 @@ def cluster_api_findings(
     if unreadable:
         findings.append(_unreadable_helm(unreadable))
     return findings
+
+
+def served_kinds(reader: ApiReader, kinds: Sequence[AppliedKind]) -> list[AppliedKind]:
+    """The kinds this cluster serves, from discovery: one `/apis` and one document per
+    group-version, instead of a 404 per kind an older (or smaller) cluster does not have."""
+    groups = reader.get_json("/apis").get("groups") or []
+    offered = {v.get("groupVersion") for g in groups for v in g.get("versions") or []} | {"v1"}
+    resources: dict[str, set[str]] = {}
+    for group_version in sorted({k.group_version for k in kinds} & offered):
+        path = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        try:
+            listed = reader.get_json(path).get("resources") or []
+        except ClusterUnreachable:
+            raise
+        except ClusterError:
+            continue  # removed between the two reads, or not discoverable: nothing to list
+        resources[group_version] = {str(r.get("name")) for r in listed}
+    return [k for k in kinds if k.resource in resources.get(k.group_version, set())]
 
 
 def _reason(exc: ClusterError) -> str:
