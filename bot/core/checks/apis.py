@@ -93,8 +93,8 @@ FIXES = {
     "(the kubectl-convert plugin rewrites a file).",
     "managedFields": "Re-apply from the tool named in managedFields with the new apiVersion (Argo CD, "
     "Flux: update the manifest in git and sync).",
-    "helm": "Upgrade the release with a chart that uses the new apiVersion; a release already stuck on a "
-    "removed API is rewritten with the helm-mapkubeapis plugin.",
+    "helm": "Upgrade the release with a chart that uses the new apiVersion; a release whose stored manifest "
+    "names an API the cluster no longer serves is rewritten with the helm-mapkubeapis plugin.",
     "manifest": "Change apiVersion in these files (and any field the new version renamed).",
 }
 

@@ -207,3 +207,31 @@ def test_an_unreadable_release_record_is_named_not_skipped() -> None:
     [finding] = helm_findings([broken], "1.25")
     assert finding.id == API_UNREADABLE
     assert finding.objects[0].startswith("Helm release apps/shop revision 4: release record not readable")
+
+
+def test_a_deprecated_finding_never_says_removed_whatever_the_signal() -> None:
+    applied = json.dumps({"apiVersion": "autoscaling/v2beta2", "kind": "HorizontalPodAutoscaler"})
+    manifest = "apiVersion: autoscaling/v2beta2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\n"
+    findings = [
+        *object_findings(
+            [
+                _obj(
+                    "HorizontalPodAutoscaler",
+                    "web",
+                    "shop",
+                    annotations={LAST_APPLIED: applied},
+                    managedFields=[
+                        {"manager": "argocd", "operation": "Apply", "apiVersion": "autoscaling/v2beta2"}
+                    ],
+                )
+            ],
+            "1.25",
+        ),
+        *helm_findings([_release("shop", "apps", 1, manifest)], "1.25"),
+        *metric_findings(METRICS, "1.25"),
+    ]
+    deprecated = [f for f in findings if f.id == API_DEPRECATED]
+    assert len(deprecated) == 4  # HPA from objects, from Helm, from the metric; ComponentStatus
+    for finding in deprecated:
+        for text in (finding.title, finding.why, finding.fix, finding.source, *finding.objects):
+            assert "removed" not in text.lower(), text
