@@ -29,7 +29,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     rules = load_rules(ctx.settings.rules_paths())
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
-        report = checks.run_check(reader, target=target, rules=rules, extras=checks.default_extras())
+        report = checks.run_check(
+            reader, target=target, rules=rules, extras=checks.default_extras(now=ctx.clock().timestamp())
+        )
     required = [f for f in report.findings if f.severity == REQUIRED]
     recommended = [f for f in report.findings if f.severity != REQUIRED]
     return Reply(

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot import __version__
-from bot.errors import BotError, ConfigError, UsageError
+from bot.errors import BotError, ConfigError, UsageError, UserError
 from bot.logsetup import configure_logging
 from bot.settings import Settings, load_settings, resolve_config_path
 
@@ -139,7 +139,9 @@ def _parser() -> argparse.ArgumentParser:
 
     rules = sub.add_parser("rules", help="known-issue rules: `rules check FILE`")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
-    rcheck = rules_sub.add_parser("check", parents=[common], help="validate a rules file; exit 2 listing problems")
+    rcheck = rules_sub.add_parser(
+        "check", parents=[common], help="validate a rules file; exit 2 listing problems"
+    )
     rcheck.add_argument("file", help="the rules file (YAML)")
     return parser
 
@@ -288,8 +290,11 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     from bot.core.checks.rules import load_rules
     from bot.core.snapshots import service as snapshots
 
-    target = checks.check_target(args.to)
-    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+    try:
+        target = checks.check_target(args.to)
+        cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
     rules = load_rules(settings.rules_paths())
     reader = Cluster.connect(cluster)
     try:
@@ -297,7 +302,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
             reader,
             target=target,
             rules=rules,
-            extras=checks.default_extras(),
+            extras=checks.default_extras(now=datetime.now(UTC).timestamp()),
             manifests=[Path(p) for p in args.manifests],
             manifest_check=checks.default_manifest_check(),
         )

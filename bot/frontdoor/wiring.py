@@ -173,7 +173,7 @@ def action_context(
                 reader,
                 target=target,
                 rules=load_rules(settings.rules_paths()),
-                extras=checks.default_extras(),
+                extras=checks.default_extras(now=clock().timestamp()),
             )
 
     return ActionContext(

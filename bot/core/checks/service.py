@@ -11,20 +11,47 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import cast
 
+from bot.core.checks import apidata, apis
 from bot.core.checks.findings import REQUIRED, Finding, Report
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rules import Rule, RuleHit
-from bot.errors import UserError
+from bot.errors import UsageError, UserError
 
-#: Extra finding sources (removed APIs…): (reader, target) → findings.
-Extra = Callable[[CheckReader, str], Sequence[Finding]]
+#: Extra finding sources (removed APIs…): (reader, target, notes to add to) → findings.
+Extra = Callable[[CheckReader, str, list[str]], Sequence[Finding]]
 
 
-def default_extras() -> tuple[Extra, ...]:
-    """The finding sources beyond this package's checks that every front door runs."""
-    return ()
+def default_extras(now: float | None = None) -> tuple[Extra, ...]:
+    """The finding sources beyond this package's checks that every front door runs: removed and
+    deprecated APIs (`apis.py`: the apiserver metric, last-applied and managedFields, Helm
+    releases). `now` (Unix seconds) dates the metric's counting window."""
+
+    def removed_apis(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:
+        if getattr(reader, "get_raw", None) is None:
+            notes.append("removed APIs not checked: this reader cannot read /metrics")
+            return []
+        return apis.cluster_api_findings(cast(apis.ApiReader, reader), target, now=now, notes=notes)
+
+    return (removed_apis,)
+
+
+def default_manifest_check() -> Callable[[Sequence[Path], str], Sequence[Finding]]:
+    return apis.manifest_findings
+
+
+def check_manifests(paths: Sequence[Path], *, target: str) -> Report:
+    """The removed-API check over manifest files alone (CI), without a cluster."""
+    check_target(target)
+    notes = [apidata.describe_data(), f"manifests: {', '.join(str(p) for p in paths)}"]
+    return Report(
+        cluster="manifests",
+        target=target,
+        findings=ordered(apis.manifest_findings(paths, target)),
+        notes=tuple(notes),
+    )
 
 
 def ordered(findings: Sequence[Finding]) -> tuple[Finding, ...]:
@@ -41,7 +68,7 @@ def default_target(version: str) -> str:
 
 def check_target(target: str | None) -> str | None:
     if target is not None and minor_of(target) is None:
-        raise UserError(f"--to {target!r} is not a Kubernetes version (like 1.25 or 1.25.16)")
+        raise UsageError(f"--to {target!r} is not a Kubernetes version (like 1.25 or 1.25.16)")
     return target
 
 
@@ -60,15 +87,15 @@ def run_check(
     facts = gathered.facts
     to = target or default_target(facts.version)
     findings: list[Finding] = [*run_checks(facts, to), *(h.finding() for h in gathered.hits)]
-    for extra in extras:
-        findings.extend(extra(reader, to))
-    if manifests and manifest_check is not None:
-        findings.extend(manifest_check(manifests, to))
     notes = [
         f"control plane {facts.version}, target {to}, {len(facts.nodes)} nodes, {len(facts.workloads)} workloads",
         *gathered.notes,
         *(f"not read: {gap}" for gap in facts.gaps),
     ]
+    for extra in extras:
+        findings.extend(extra(reader, to, notes))
+    if manifests and manifest_check is not None:
+        findings.extend(manifest_check(manifests, to))
     if rules:
         notes.append(f"{len(rules)} known-issue rules")
     return Report(cluster=reader.name, target=to, findings=ordered(findings), notes=tuple(notes))
