@@ -32,7 +32,9 @@ def node(name: str, kubelet: str = "v1.24.17", *, ready: bool = True, cordoned: 
     return NodeFacts(name=name, ready=ready, unschedulable=cordoned, kubelet=kubelet, group="ng")
 
 
-def deployment(name: str, replicas: int = 2, labels: dict[str, str] | None = None, **kw: object) -> WorkloadFacts:
+def deployment(
+    name: str, replicas: int = 2, labels: dict[str, str] | None = None, **kw: object
+) -> WorkloadFacts:
     base = WorkloadFacts(
         kind="Deployment",
         namespace="shop",
@@ -45,7 +47,9 @@ def deployment(name: str, replicas: int = 2, labels: dict[str, str] | None = Non
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
-def pdb(name: str, selector: Selector, *, allowed: int | None = 1, min_available: int | str | None = 1) -> PdbFacts:
+def pdb(
+    name: str, selector: Selector, *, allowed: int | None = 1, min_available: int | str | None = 1
+) -> PdbFacts:
     return PdbFacts(
         namespace="shop",
         name=name,
@@ -81,9 +85,14 @@ def test_a_target_two_minors_ahead_is_refused_and_one_ahead_is_fine() -> None:
 def test_kubelets_in_skew_now_but_not_after_the_control_plane_step_are_required() -> None:
     f = facts(nodes=[node("a"), node("old-1", "v1.22.17"), node("old-2", "v1.22.17")])
     (finding,) = check_skew(f, "1.25")
-    assert finding.id == "SKEW004" and finding.severity == REQUIRED
-    assert finding.objects == ("Node old-1 (kubelet v1.22.17, group ng)", "Node old-2 (kubelet v1.22.17, group ng)")
-    assert "3 behind" in finding.why and "at least 1.23" in finding.fix
+    assert finding.id == "SKEW004"
+    assert finding.severity == REQUIRED
+    assert finding.objects == (
+        "Node old-1 (kubelet v1.22.17, group ng)",
+        "Node old-2 (kubelet v1.22.17, group ng)",
+    )
+    assert "3 behind" in finding.why
+    assert "at least 1.23" in finding.fix
 
 
 def test_kubelets_already_out_of_skew_and_newer_than_the_control_plane_are_named_apart() -> None:
@@ -103,14 +112,17 @@ def test_from_1_28_kubelets_may_trail_by_three_minors() -> None:
 def test_kube_proxy_follows_the_kubelet_rules() -> None:
     assert check_skew(facts(kube_proxy="v1.24.17-minimal-eksbuild.4"), "1.25") == []
     (finding,) = check_skew(facts(kube_proxy="v1.22.6-eksbuild.1"), "1.25")
-    assert finding.id == "SKEW005" and "1.25" in finding.why
+    assert finding.id == "SKEW005"
+    assert "1.25" in finding.why
 
 
 def test_not_ready_nodes_are_required_and_cordoned_ones_recommended() -> None:
     f = facts(nodes=[node("a", ready=False), node("b", cordoned=True), node("c")])
     by_id = {x.id: x for x in check_nodes(f)}
-    assert by_id["NODE001"].severity == REQUIRED and by_id["NODE001"].objects == ("Node a",)
-    assert by_id["NODE002"].severity == RECOMMENDED and by_id["NODE002"].objects == ("Node b",)
+    assert by_id["NODE001"].severity == REQUIRED
+    assert by_id["NODE001"].objects == ("Node a",)
+    assert by_id["NODE002"].severity == RECOMMENDED
+    assert by_id["NODE002"].objects == ("Node b",)
 
 
 def test_unhealthy_pods_are_listed_under_their_workload() -> None:
@@ -141,7 +153,8 @@ def test_a_blocking_budget_is_found_for_every_selector_shape(selector: Selector,
     findings = check_drain(f)
     if selected:
         (finding,) = findings
-        assert finding.id == "PDB001" and finding.severity == REQUIRED
+        assert finding.id == "PDB001"
+        assert finding.severity == REQUIRED
         assert finding.objects == ("PodDisruptionBudget shop/api", "Deployment shop/api")
         assert "1 replica" in finding.why
     else:
@@ -149,10 +162,16 @@ def test_a_blocking_budget_is_found_for_every_selector_shape(selector: Selector,
 
 
 def test_a_single_replica_under_min_available_one_is_named_even_before_the_status_is_computed() -> None:
-    f = facts(workloads=[deployment("api", 1)], pdbs=[pdb("api", Selector(match_labels={"app": "api"}), allowed=None)])
+    f = facts(
+        workloads=[deployment("api", 1)],
+        pdbs=[pdb("api", Selector(match_labels={"app": "api"}), allowed=None)],
+    )
     (finding,) = check_drain(f)
     assert finding.id == "PDB002"
-    f = facts(workloads=[deployment("api", 3)], pdbs=[pdb("api", Selector(match_labels={"app": "api"}), allowed=None)])
+    f = facts(
+        workloads=[deployment("api", 3)],
+        pdbs=[pdb("api", Selector(match_labels={"app": "api"}), allowed=None)],
+    )
     assert check_drain(f) == []
 
 
@@ -169,7 +188,8 @@ def test_drain_blockers_are_grouped_by_workload() -> None:
     assert by_id["DRAIN001"].objects == ("Deployment knative-serving/activator (2 pods)",)
     assert by_id["DRAIN002"].objects == ("Deployment shop/api (1 pod)",)
     assert by_id["DRAIN003"].objects == ("StatefulSet db/pg (1 pod)",)
-    assert by_id["DRAIN004"].objects == ("Pod default/debug",) and by_id["DRAIN004"].severity == REQUIRED
+    assert by_id["DRAIN004"].objects == ("Pod default/debug",)
+    assert by_id["DRAIN004"].severity == REQUIRED
 
 
 def test_resilience_findings_are_recommended_and_name_each_workload_once() -> None:
@@ -182,7 +202,10 @@ def test_resilience_findings_are_recommended_and_name_each_workload_once() -> No
             deployment("probeless-worker", 2, readiness_probe=False),
             deployment("abrupt", 2, grace_seconds=0),
         ],
-        pdbs=[pdb(n, Selector(match_labels={"app": n})) for n in ("guarded", "probeless", "probeless-worker", "abrupt")],
+        pdbs=[
+            pdb(n, Selector(match_labels={"app": n}))
+            for n in ("guarded", "probeless", "probeless-worker", "abrupt")
+        ],
     )
     by_id = {x.id: x for x in check_resilience(f)}
     assert {x.severity for x in by_id.values()} == {RECOMMENDED}
@@ -203,7 +226,8 @@ def test_sidecars_older_than_istiod_are_named_with_their_version() -> None:
         ),
     )
     (finding,) = check_istio(f)
-    assert finding.id == "ISTIO001" and finding.objects == ("Deployment shop/api (istio-proxy 1.16.1)",)
+    assert finding.id == "ISTIO001"
+    assert finding.objects == ("Deployment shop/api (istio-proxy 1.16.1)",)
     assert check_istio(replace(f, istiod="")) == []
 
 
@@ -220,8 +244,10 @@ def test_a_fail_closed_webhook_without_endpoints_is_required_and_a_fail_open_one
 
     f = facts(webhooks=[hook("gk", True, 0), hook("vault", False, 0, exists=False), hook("ok", True, 2)])
     by_id = {x.id: x for x in check_webhooks(f)}
-    assert by_id["HOOK001"].severity == REQUIRED and "no ready endpoints" in by_id["HOOK001"].title
-    assert by_id["HOOK002"].severity == RECOMMENDED and "does not exist" in by_id["HOOK002"].title
+    assert by_id["HOOK001"].severity == REQUIRED
+    assert "no ready endpoints" in by_id["HOOK001"].title
+    assert by_id["HOOK002"].severity == RECOMMENDED
+    assert "does not exist" in by_id["HOOK002"].title
     assert len(by_id) == 2
 
 

@@ -33,8 +33,11 @@ def pod(name: str, workload: str = "Deployment shop/api", ns: str = "shop", **kw
 def test_the_shipped_rules_have_ids_titles_remediation_and_public_evidence() -> None:
     assert [r.id for r in SHIPPED] == [f"KI{n:03d}" for n in range(1, 12)]
     for rule in SHIPPED:
-        assert rule.title and rule.explanation and rule.remediation
-        assert rule.links and all(link.startswith("https://github.com/") for link in rule.links), rule.id
+        assert rule.title
+        assert rule.explanation
+        assert rule.remediation
+        assert rule.links, rule.id
+        assert all(link.startswith("https://github.com/") for link in rule.links), rule.id
         assert rule.source.startswith(str(BUILTIN_RULES) + ":")
 
 
@@ -83,12 +86,27 @@ GOOD = """  - id: KI100
     [
         (("id: KI100", "id: lowercase"), "r.yaml:2: rules[0].id: 'lowercase' is not an id like ISTIO001"),
         (("title: t", "title: t\n    severity: urgent"), "r.yaml:4: rules[0].severity: expected required or"),
-        (("{containers: [a]}", "{contaners: [a]}"), "r.yaml:4: rules[0].match.contaners: unknown key (did you mean"),
-        (("{containers: [a]}", "{waiting_reasons: []}"), "r.yaml:4: rules[0].match.waiting_reasons: an empty list"),
-        (("{containers: [a]}", "{events: {}}"), "r.yaml:4: rules[0].match.events: give `reasons`, `message` or both"),
+        (
+            ("{containers: [a]}", "{contaners: [a]}"),
+            "r.yaml:4: rules[0].match.contaners: unknown key (did you mean",
+        ),
+        (
+            ("{containers: [a]}", "{waiting_reasons: []}"),
+            "r.yaml:4: rules[0].match.waiting_reasons: an empty list",
+        ),
+        (
+            ("{containers: [a]}", "{events: {}}"),
+            "r.yaml:4: rules[0].match.events: give `reasons`, `message` or both",
+        ),
         (("{containers: [a]}", "{log: {lines: 10}}"), "r.yaml:4: rules[0].match.log.regex: required"),
-        (("{containers: [a]}", "{log: {regex: x, lines: 5000}}"), "r.yaml:4: rules[0].match.log.lines: expected"),
-        (("[https://example.com/evidence]", "[]"), "r.yaml:7: rules[0].links: a rule needs at least one link"),
+        (
+            ("{containers: [a]}", "{log: {regex: x, lines: 5000}}"),
+            "r.yaml:4: rules[0].match.log.lines: expected",
+        ),
+        (
+            ("[https://example.com/evidence]", "[]"),
+            "r.yaml:7: rules[0].links: a rule needs at least one link",
+        ),
         (("    remediation: y\n", ""), "r.yaml:2: rules[0].remediation: required"),
     ],
 )
@@ -143,11 +161,13 @@ def test_pods_of_one_workload_with_the_same_problem_are_one_finding() -> None:
         for i in range(3)
     ]
     (hit,) = match_rules(SHIPPED, states, [], NOW)
-    assert hit.rule.id == "KI004" and hit.workload == "Deployment payments/worker"
+    assert hit.rule.id == "KI004"
+    assert hit.workload == "Deployment payments/worker"
     assert hit.pods == ("worker-0", "worker-1", "worker-2")
     finding = hit.finding()
     assert finding.objects[0] == "Deployment payments/worker"
-    assert "vault read auth/kubernetes/role" in finding.fix and "hashicorp/vault-helm" in finding.fix
+    assert "vault read auth/kubernetes/role" in finding.fix
+    assert "hashicorp/vault-helm" in finding.fix
     assert "1/2 containers ready (vault-agent is not)" in finding.why
 
 
@@ -158,7 +178,9 @@ def test_log_rules_read_only_a_bounded_tail_and_never_key_on_the_text() -> None:
 
     line = "warning envoy main listener accept failure: Too many open files thread={}"
     hits = match_rules([BY_ID["KI001"]], [proxy("api-1", line.format(21)), proxy("api-2", line.format(7))])
-    assert [(h.rule.id, h.workload, h.pods) for h in hits] == [("KI001", "Deployment shop/api", ("api-1", "api-2"))]
+    assert [(h.rule.id, h.workload, h.pods) for h in hits] == [
+        ("KI001", "Deployment shop/api", ("api-1", "api-2"))
+    ]
     # Beyond the rule's 200 lines, the line is out of the tail it reads.
     assert match_rules([BY_ID["KI001"]], [proxy("api-1", line.format(1), noise=200)]) == []
 
@@ -174,7 +196,8 @@ def test_event_rules_match_events_about_the_pod_or_alone_about_any_object() -> N
     )
     other = EventRecord(namespace="logging", kind="Pod", name="es-1", reason="FailedMount", message="timeout")
     (hit,) = match_rules([BY_ID["KI007"]], [es], [multi, other])
-    assert hit.workload == "StatefulSet logging/es" and hit.evidence.startswith("event FailedAttachVolume: Multi-Attach")
+    assert hit.workload == "StatefulSet logging/es"
+    assert hit.evidence.startswith("event FailedAttachVolume: Multi-Attach")
     gone = EventRecord(
         namespace="shop",
         kind="Pod",
@@ -183,7 +206,8 @@ def test_event_rules_match_events_about_the_pod_or_alone_about_any_object() -> N
         message="Cannot evict pod as it would violate the pod's disruption budget.",
     )
     (hit,) = match_rules([BY_ID["KI006"]], [], [gone])
-    assert hit.workload == "Pod shop/api-9" and hit.pods == ()
+    assert hit.workload == "Pod shop/api-9"
+    assert hit.pods == ()
 
 
 def test_terminating_pods_on_a_dead_node_and_controllers_tolerating_everything() -> None:
@@ -214,7 +238,9 @@ def test_an_episode_is_reported_once_until_it_has_been_quiet() -> None:
     assert episodes.new(match_rules(SHIPPED, [again]), NOW + timedelta(minutes=14)) == []
     # Quiet for longer than 10 minutes, then back: a new episode.
     later = NOW + timedelta(minutes=30)
-    assert [(h.rule.id, s) for h, s in episodes.new(match_rules(SHIPPED, [again]), later)] == [("KI004", later)]
+    assert [(h.rule.id, s) for h, s in episodes.new(match_rules(SHIPPED, [again]), later)] == [
+        ("KI004", later)
+    ]
 
 
 def replace_name(state: PodState, name: str) -> PodState:
@@ -225,7 +251,12 @@ def replace_name(state: PodState, name: str) -> PodState:
 
 def test_the_rules_over_many_pods_stay_linear() -> None:
     states = [
-        pod(f"p-{i}", f"Deployment ns{i % 300}/app{i % 3500}", f"ns{i % 300}", containers=(ContainerView(name="app"),))
+        pod(
+            f"p-{i}",
+            f"Deployment ns{i % 300}/app{i % 3500}",
+            f"ns{i % 300}",
+            containers=(ContainerView(name="app"),),
+        )
         for i in range(20_000)
     ]
     assert match_rules(SHIPPED, states) == []
