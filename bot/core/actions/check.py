@@ -6,12 +6,11 @@ report is `/upgrade check` (or `upgrade-bot check --format md`) on the same clus
 
 from __future__ import annotations
 
+from collections import Counter
+
 from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
 from bot.core.checks.findings import REQUIRED
 from bot.errors import UserError
-
-#: Required finding ids named in the step's line; more are counted.
-SHOWN_IDS = 8
 
 
 def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
@@ -25,10 +24,8 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
             ok=True,
             detail=f"pre-flight check for {report.target} passed: no Required findings, {recommended} Recommended",
         )
-    ids = list(dict.fromkeys(f"{f.id} {f.objects[0]}" if f.objects else f.id for f in required))
-    shown = "; ".join(ids[:SHOWN_IDS]) + (
-        f"; and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
-    )
+    counts = Counter(f.id for f in required)
+    shown = ", ".join(f"{i} ×{n}" if n > 1 else i for i, n in sorted(counts.items()))
     return ActionResult(
         ok=False,
         detail=(

@@ -216,9 +216,19 @@ def _container_ok(m: Match, c: ContainerView, *, with_log: bool = True) -> bool:
     if m.not_ready and c.ready:
         return False
     if with_log and m.log is not None:
-        tail = c.log_tail.splitlines()[-m.log.lines :]
-        return any(m.log.regex.search(line) for line in tail)
+        # One search over the tail's last lines (the pattern is compiled MULTILINE, and `.` does
+        # not cross a newline, so a match is still within one line).
+        return bool(c.log_tail) and m.log.regex.search(_last_lines(c.log_tail, m.log.lines)) is not None
     return True
+
+
+def _last_lines(text: str, n: int) -> str:
+    cut = len(text.rstrip("\n"))
+    for _ in range(n):
+        cut = text.rfind("\n", 0, cut)
+        if cut < 0:
+            return text
+    return text[cut + 1 :]
 
 
 def _event_ok(m: EventMatch, e: EventRecord) -> bool:
@@ -230,10 +240,13 @@ def _event_ok(m: EventMatch, e: EventRecord) -> bool:
 def _first_log_line(m: Match, c: ContainerView) -> str:
     if m.log is None:
         return ""
-    for line in c.log_tail.splitlines()[-m.log.lines :]:
-        if m.log.regex.search(line):
-            return f"{c.name} log: {line.strip()[:200]}"
-    return ""
+    found = m.log.regex.search(_last_lines(c.log_tail, m.log.lines))
+    if found is None:
+        return ""
+    text = found.string
+    start = text.rfind("\n", 0, found.start()) + 1
+    end = text.find("\n", found.end())
+    return f"{c.name} log: {text[start : end if end >= 0 else len(text)].strip()[:200]}"
 
 
 def _evidence(m: Match, pod: PodState, c: ContainerView | None) -> str:
@@ -269,10 +282,12 @@ def match_rules(
     if event_rules:
         for e in events:
             by_pod.setdefault((e.namespace, e.name), []).append(e)
+    index = _Index(pods, rules, by_pod)
+    known: set[tuple[str, str]] | None = None
     found: dict[tuple[str, str], tuple[Rule, str, list[str], str]] = {}
     for rule in rules:
         m = rule.match
-        for pod in pods:
+        for pod in index.candidates(m):
             if not _pod_level(m, pod):
                 continue
             evidence = ""
@@ -296,9 +311,10 @@ def match_rules(
                 found[key] = (rule, pod.namespace, [pod.name], evidence)
             else:
                 entry[2].append(pod.name)
-        if m.events is not None and not m.container_level and not _has_pod_filters(m):
+        if m.events is not None and by_pod and not m.container_level and not _has_pod_filters(m):
             # Events about objects that are not (or no longer) pods: a node, a PDB, a pod gone.
-            known = {(p.namespace, p.name) for p in pods}
+            if known is None:
+                known = {(p.namespace, p.name) for p in pods}
             for (ns, name), evs in by_pod.items():
                 if (ns, name) in known:
                     continue
@@ -312,6 +328,91 @@ def match_rules(
         RuleHit(rule=r, workload=key[1], namespace=ns, pods=tuple(sorted(names)), evidence=ev)
         for key, (r, ns, names, ev) in sorted(found.items())
     ]
+
+
+class _Index:
+    """One pass over the pods, so that each rule looks only at the pods that can match it: those of
+    its namespaces, with one of its containers, being deleted, tolerating everything, with a log
+    tail read, with events, or carrying a label or annotation it names. The smallest applicable
+    list is the rule's candidates; the full match then runs on those alone."""
+
+    def __init__(
+        self, pods: Sequence[PodState], rules: Sequence[Rule], events: Mapping[tuple[str, str], object]
+    ) -> None:
+        self.pods = pods
+        label_keys = {k for r in rules for k in r.match.labels}
+        annotation_keys = {k for r in rules for k in r.match.annotations}
+        self.by_ns: dict[str, list[PodState]] = {}
+        self.by_container: dict[str, list[PodState]] = {}
+        self.by_label: dict[str, list[PodState]] = {k: [] for k in label_keys}
+        self.by_annotation: dict[str, list[PodState]] = {k: [] for k in annotation_keys}
+        self.deleting: list[PodState] = []
+        self.tolerant: list[PodState] = []
+        self.not_ready: list[PodState] = []
+        self.waiting: list[PodState] = []
+        self.terminated: list[PodState] = []
+        self.logged: list[PodState] = []
+        self.with_events: list[PodState] = []
+        for p in pods:
+            self.by_ns.setdefault(p.namespace, []).append(p)
+            logged = not_ready = waiting = terminated = False
+            for c in p.containers:
+                named = self.by_container.setdefault(c.name, [])
+                if not named or named[-1] is not p:
+                    named.append(p)
+                logged = logged or bool(c.log_tail)
+                not_ready = not_ready or not c.ready
+                waiting = waiting or bool(c.waiting)
+                terminated = terminated or bool(c.terminated)
+            if logged:
+                self.logged.append(p)
+            if not_ready:
+                self.not_ready.append(p)
+            if waiting:
+                self.waiting.append(p)
+            if terminated:
+                self.terminated.append(p)
+            if p.deleting:
+                self.deleting.append(p)
+            if p.tolerates_all:
+                self.tolerant.append(p)
+            for k in label_keys:
+                if k in p.labels:
+                    self.by_label[k].append(p)
+            for k in annotation_keys:
+                if k in p.annotations:
+                    self.by_annotation[k].append(p)
+            if events and (p.namespace, p.name) in events:
+                self.with_events.append(p)
+
+    def candidates(self, m: Match) -> Sequence[PodState]:
+        options: list[Sequence[PodState]] = [self.pods]
+        if m.namespaces:
+            options.append([p for ns in sorted(m.namespaces) for p in self.by_ns.get(ns, ())])
+        if m.containers:
+            names = sorted(m.containers)
+            if len(names) == 1:
+                options.append(self.by_container.get(names[0], []))
+            else:
+                union = {id(p): p for n in names for p in self.by_container.get(n, ())}
+                options.append(list(union.values()))
+        if m.deleting:
+            options.append(self.deleting)
+        if m.tolerates_all_taints:
+            options.append(self.tolerant)
+        if m.log is not None:
+            options.append(self.logged)
+        if m.not_ready:
+            options.append(self.not_ready)
+        if m.waiting_reasons:
+            options.append(self.waiting)
+        if m.terminated_reasons:
+            options.append(self.terminated)
+        if m.events is not None:
+            options.append(self.with_events)
+        options.extend(self.by_label[k] for k in m.labels)
+        options.extend(self.by_annotation[k] for k in m.annotations)
+        return min(options, key=len)
 
 
 def _has_pod_filters(m: Match) -> bool:
@@ -380,7 +481,7 @@ class _RulesValidator(YamlValidator):
             self.error(node, key, "a pattern longer than 500 characters is not a sensible rule")
             return None
         try:
-            return re.compile(text)
+            return re.compile(text, re.MULTILINE)
         except re.error as exc:
             self.error(node, key, f"{shown(text)} is not a regular expression: {exc}")
             return None
