@@ -223,7 +223,10 @@ def read_facts(
         for p in pages("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb)
     ]
 
-    webhooks = _webhooks(reader, pages, service_names)
+    # Without the Services (a 403), a webhook's service cannot be called missing: only its
+    # Endpoints are asked, and an unreadable Endpoints is a gap, not a finding.
+    services_known = not any(g.startswith("services:") for g in gaps)
+    webhooks = _webhooks(reader, pages, service_names if services_known else None, gaps)
 
     kube_proxy = ""
     try:
@@ -429,7 +432,7 @@ def _with_logs(
 
 
 def _webhooks(
-    reader: CheckReader, pages: Callable[..., Iterator[Any]], service_names: set[str]
+    reader: CheckReader, pages: Callable[..., Iterator[Any]], service_names: set[str] | None, gaps: list[str]
 ) -> list[WebhookFacts]:
     out: list[WebhookFacts] = []
     services: dict[str, tuple[bool, int]] = {}
@@ -444,8 +447,8 @@ def _webhooks(
                 svc = hook.client_config.service
                 ref = f"{svc.namespace}/{svc.name}" if svc is not None else ""
                 if ref and ref not in services:
-                    exists = ref in service_names
-                    services[ref] = (exists, _ready_endpoints(reader, ref) if exists else 0)
+                    exists = service_names is None or ref in service_names
+                    services[ref] = (exists, _ready_endpoints(reader, ref, gaps) if exists else 0)
                 exists, ready = services.get(ref, (True, 1))
                 out.append(
                     WebhookFacts(
@@ -461,13 +464,17 @@ def _webhooks(
     return out
 
 
-def _ready_endpoints(reader: CheckReader, ref: str) -> int:
-    """The ready addresses of the Service `ref` ("namespace/name"): 0 when it has no Endpoints."""
+def _ready_endpoints(reader: CheckReader, ref: str, gaps: list[str]) -> int:
+    """The ready addresses of the Service `ref` ("namespace/name"): 0 when it has no Endpoints;
+    when they cannot be read (403), a gap and 1, so the webhook is not reported on a guess."""
     namespace, name = ref.split("/", 1)
     try:
         ep = reader.get_json(f"/api/v1/namespaces/{namespace}/endpoints/{name}")
     except ClusterError as exc:
         if exc.status == 404:
             return 0
+        if exc.status == 403:
+            gaps.append(f"endpoints {ref}: {exc.user_message}")
+            return 1
         raise
     return sum(len(s.get("addresses") or []) for s in ep.get("subsets") or [])
