@@ -38,6 +38,9 @@ T = TypeVar("T")
 
 #: Container logs read per check at most (each is one request).
 MAX_LOG_READS = 200
+#: Pods of one workload whose logs are read: its pods share their configuration, and two tell a
+#: pod's bad luck from the workload's problem.
+LOGS_PER_WORKLOAD = 2
 #: Unhealthy pods kept per workload for the report (the rest are counted by the finding).
 MAX_UNHEALTHY_PER_WORKLOAD = 5
 
@@ -45,6 +48,13 @@ MAX_UNHEALTHY_PER_WORKLOAD = 5
 #: What the checks read through: the snapshot's reader (the kube adapter's `Cluster` in production).
 #: Container logs are read with its `get_raw` where it has one; without it, log rules are skipped.
 CheckReader = ClusterReader
+
+
+class _Everything:
+    """A set that holds every name."""
+
+    def __contains__(self, _item: object) -> bool:
+        return True
 
 
 @dataclass
@@ -89,7 +99,10 @@ def workload_of(meta: schema.Meta) -> tuple[str, bool]:
 
 
 def _ready(conditions: Sequence[Any] | None) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in conditions or ())
+    for c in conditions or ():
+        if c.type == "Ready":
+            return bool(c.status == "True")
+    return False
 
 
 def _pod_reason(pod: schema.Pod) -> str:
@@ -110,15 +123,20 @@ def _pod_reason(pod: schema.Pod) -> str:
 def _containers(pod: schema.Pod) -> tuple[ContainerView, ...]:
     out = []
     for cs in pod.status.container_statuses or ():
-        state = cs.state or schema.ContainerState()
-        last = cs.last_state or schema.ContainerState()
-        terminated = (state.terminated or last.terminated or schema.StateDetail()).reason or ""
+        state, last = cs.state, cs.last_state
+        waiting = state.waiting.reason or "" if state is not None and state.waiting is not None else ""
+        if state is not None and state.terminated is not None:
+            terminated = state.terminated.reason or ""
+        elif last is not None and last.terminated is not None:
+            terminated = last.terminated.reason or ""
+        else:
+            terminated = ""
         out.append(
             ContainerView(
                 name=cs.name or "",
                 image=cs.image or "",
                 ready=bool(cs.ready),
-                waiting=(state.waiting.reason or "") if state.waiting else "",
+                waiting=waiting,
                 terminated=terminated,
             )
         )
@@ -267,6 +285,13 @@ def read_facts(
     log_budget = [MAX_LOG_READS]
     log_rules = [r for r in rules if r.match.log is not None]
     get_raw: Callable[..., bytes] | None = getattr(reader, "get_raw", None)
+    # Containers some log rule may read; a log rule that names none may read any container.
+    log_containers: frozenset[str] | _Everything = frozenset(
+        name for r in log_rules for name in r.match.containers
+    )
+    if any(not r.match.containers for r in log_rules):
+        log_containers = _Everything()
+    logs_read: dict[str, int] = {}
     if log_rules and get_raw is None:
         notes.append("this reader cannot read container logs: log-based rules were skipped")
 
@@ -294,10 +319,13 @@ def read_facts(
         if annotations.get(SAFE_TO_EVICT) == "false":
             not_evictable.setdefault(workload, []).append(name)
         if not daemon and not mirror:
-            volumes = pod.spec.volumes or ()
-            if any(v.empty_dir is not None for v in volumes):
+            scratch = local = False
+            for v in pod.spec.volumes or ():
+                scratch = scratch or v.empty_dir is not None
+                local = local or v.host_path is not None
+            if scratch:
                 empty_dir.setdefault(workload, []).append(name)
-            if any(v.host_path is not None for v in volumes):
+            if local:
                 host_path.setdefault(workload, []).append(name)
             if not controlled:
                 bare.append(f"{ns}/{name}")
@@ -320,8 +348,15 @@ def read_facts(
                 annotations=annotations,
                 containers=_containers(pod),
             )
-            if log_rules and get_raw is not None:
-                state = _with_logs(get_raw, state, log_rules, log_budget)
+            if (
+                log_budget[0] > 0
+                and get_raw is not None
+                and any(c.name in log_containers for c in state.containers)
+            ):
+                read = logs_read.get(workload, 0)
+                if read < LOGS_PER_WORKLOAD:
+                    state = _with_logs(get_raw, state, log_rules, log_budget)
+                    logs_read[workload] = read + 1
             batch.append(state)
             if len(batch) >= 500:
                 _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod, seen)))
@@ -332,7 +367,7 @@ def read_facts(
     if orphans:
         # Events about objects that are not pods (any more): a node, a PDB, a pod already gone.
         _merge(hits, match_rules(rules, [], orphans))
-    if log_rules and log_budget[0] <= 0:
+    if log_rules and log_budget[0] <= 0 and get_raw is not None:
         notes.append(
             f"log-based rules read at most {MAX_LOG_READS} container logs; more candidates were skipped"
         )

@@ -9,8 +9,6 @@ folds each page into slim records and drops it, so memory stays bounded at 150,0
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 
@@ -27,7 +25,6 @@ class OwnerRef(_Wire):
 class Meta(_Wire):
     name: str | None = None
     namespace: str | None = None
-    creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
@@ -37,22 +34,20 @@ class Meta(_Wire):
 # ----- pods ------------------------------------------------------------------------------------
 
 
-class Probe(_Wire):
-    """Only whether a probe is there: any of its handlers makes it one."""
-
-    initial_delay_seconds: int | None = None
-
-
 class Container(_Wire):
     name: str | None = None
     image: str | None = None
-    readiness_probe: Probe | None = None
+    readiness_probe: Present | None = None
+
+
+class Present(_Wire):
+    """Any object whose presence is all that is read: its fields are skipped, not built."""
 
 
 class Volume(_Wire):
     name: str | None = None
-    empty_dir: dict[str, Any] | None = None
-    host_path: dict[str, Any] | None = None
+    empty_dir: Present | None = None
+    host_path: Present | None = None
 
 
 class Toleration(_Wire):
@@ -70,15 +65,10 @@ class PodSpec(_Wire):
 
 class StateDetail(_Wire):
     reason: str | None = None
-    message: str | None = None
-    exit_code: int | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
 
 
 class ContainerState(_Wire):
     waiting: StateDetail | None = None
-    running: StateDetail | None = None
     terminated: StateDetail | None = None
 
 
@@ -94,7 +84,6 @@ class ContainerStatus(_Wire):
 class PodCondition(_Wire):
     type: str | None = None
     status: str | None = None
-    last_transition_time: str | None = None
 
 
 class PodStatus(_Wire):
