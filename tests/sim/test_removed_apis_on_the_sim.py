@@ -54,6 +54,26 @@ def test_the_metric_shows_the_in_cluster_callers_of_removed_apis(sim_eks: SimClu
     }
 
 
+def test_the_metric_is_dated_by_its_apiserver_and_starts_afresh_when_the_control_plane_is_replaced(
+    sim_eks: SimCluster, tmp_path: Path
+) -> None:
+    cluster = Cluster.connect(ClusterConfig(name="sim", kubeconfig=sim_eks.write_kubeconfig(tmp_path / "kc")))
+    try:
+        before = cluster_api_findings(cluster, "1.25", now=sim_eks.core.clock.now())
+        pdb = next(f for f in before if f.title == PDB)
+        # The scenario's cluster is 30 days old: so is the apiserver that has been counting.
+        assert "counted since the apiserver started 30d ago" in pdb.source
+        sim_eks.control.run_upgrade()
+        sim_eks.control.advance("16m")  # the control plane is 1.25 now: a new apiserver process
+        after = cluster_api_findings(cluster, "1.25", now=sim_eks.core.clock.now())
+    finally:
+        cluster.close()
+    pdb = next(f for f in after if f.title == PDB)
+    # The callers now get 404s, which the metric does not count: only what was applied remains.
+    assert not any("apiserver metric" in o for o in pdb.objects)
+    assert "PodDisruptionBudget reporting/reporting-api (last-applied-configuration)" in pdb.objects
+
+
 def test_last_applied_and_managed_fields_name_the_objects_applied_on_old_apis(
     sim_eks: SimCluster, kubectl: Kubectl
 ) -> None:

@@ -161,8 +161,12 @@ def _finding(status: ApiStatus, uses: list[Use], minor: int) -> Finding:
             objects=objects,
             why=(
                 f"Kubernetes 1.{minor} does not serve {status.group_version} {status.kind}: requests, kubectl "
-                "apply, GitOps syncs and Helm upgrades that send it fail after the upgrade (objects already "
-                "stored stay readable through the newer version)."
+                "apply, GitOps syncs and Helm upgrades that send it fail after the upgrade"
+                + (
+                    " (objects already stored stay readable through the newer version)."
+                    if status.replacement and not status.replacement.startswith("nothing")
+                    else "."
+                )
             ),
             fix=f"Move to {status.replacement or 'a served version'}. {fix}",
             source=source,
