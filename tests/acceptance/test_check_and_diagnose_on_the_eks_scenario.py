@@ -385,3 +385,31 @@ def test_rules_check_validates_a_file_with_file_and_line(tmp_path: Path) -> None
     assert bad.returncode == 2
     assert bad.stderr.startswith(f"{broken}:2: rules[0].explanation: required")
     assert "Traceback" not in bad.stderr
+
+
+def test_check_over_manifests_needs_no_cluster_and_no_configuration(tmp_path: Path) -> None:
+    manifest = tmp_path / "pdb.yaml"
+    manifest.write_text(
+        "apiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata: {name: web, namespace: shop}\n"
+        "spec: {maxUnavailable: 1}\n"
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*bot_command(), "check", "--manifests", str(manifest), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=tmp_path,
+        )
+
+    failed = run("--to", "1.25", "--format", "json")
+    assert failed.returncode == 1, failed.stderr
+    (finding,) = json.loads(failed.stdout)["findings"]
+    assert finding["id"] == "API001"
+    assert finding["objects"] == [f"{manifest}:1 PodDisruptionBudget shop/web"]
+    assert run("--to", "1.24").returncode == 0
+    usage = run()
+    assert usage.returncode == 2
+    assert "needs --to VERSION" in usage.stderr
