@@ -32,7 +32,7 @@ from bot.core.validation import (
 )
 from bot.errors import ConfigError
 from bot.records import ClusterConfig
-from bot.resources import BUILTIN_TEMPLATES
+from bot.resources import BUILTIN_RULES, BUILTIN_TEMPLATES
 
 _T = TypeVar("_T")
 
@@ -109,6 +109,11 @@ class Settings:
         _announcements.parse_offset(o) for o in _announcements.DEFAULT_OFFSETS
     )
     announcement_grace: timedelta = _announcements.DEFAULT_GRACE
+    #: The team's known-issue rules files, after the shipped ones: a rule with a shipped id replaces it.
+    rules_files: tuple[Path, ...] = ()
+
+    def rules_paths(self) -> list[Path]:
+        return [BUILTIN_RULES, *self.rules_files]
 
     @property
     def zone(self) -> ZoneInfo:
@@ -226,6 +231,14 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         if "grace" in ann:
             chosen = _parsed(v, ann["grace"], "announcements.grace", parse_duration)
             grace = grace if chosen is None else chosen
+    rules_files: list[Path] = []
+    if "rules_files" in top:
+        for i, item in enumerate(_items(v, top["rules_files"], "rules_files")):
+            path = v.path(item, f"rules_files[{i}]", base_dir)
+            if path is not None and not path.is_file():
+                v.error(item, f"rules_files[{i}]", f"{path} is not a file")
+            elif path is not None:
+                rules_files.append(path)
     v.raise_if_errors()
 
     return Settings(
@@ -244,6 +257,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         windows=policy,
         announcement_offsets=offsets,
         announcement_grace=grace,
+        rules_files=tuple(rules_files),
     )
 
 
@@ -260,6 +274,7 @@ _TOP_KEYS = {
     "windows",
     "freezes",
     "announcements",
+    "rules_files",
 }
 _CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout"}
 

@@ -7,6 +7,8 @@ from commands import (
     abort,
     announce,
     audit,
+    check,
+    diagnose,
     diff,
     handoff,
     help,
@@ -39,6 +41,8 @@ MODULES = (
     handoff,
     announce,
     schedule,
+    check,
+    diagnose,
 )
 
 

@@ -26,6 +26,11 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(tmp
     assert "$ upgrade-bot rehearse eks-nodegroups --auto-approve" in out
     assert re.search(r"^rehearsal of eks-nodegroups: run \S+ completed$", out, re.MULTILINE)
     assert ":heavy_check_mark: @U0SHADOW (shadow) approved the start of `control-plane`" in out
+    # The pre-flight check finds the scenario's planted blockers; the roster reviews and skips it.
+    assert ":x: *`checks` failed* in run" in out
+    assert "pre-flight check for 1.25 FAILED: 6 Required (API001 ×3, HOOK001, PDB001, SKEW004)" in out
+    assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
+    assert ":fast_forward: `checks` Pre-flight checks — skipped" in out
     # Part 2: snapshot, upgrade, snapshot, diff through the terminal front door.
     url = re.search(r"^url: http://127\.0\.0\.1:(\d+)$", out, re.MULTILINE)
     assert url

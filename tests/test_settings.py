@@ -103,3 +103,13 @@ def test_the_example_config_is_valid() -> None:
     assert set(settings.clusters) == {"prod", "staging"}
     assert settings.roster["coordinator"] == ("S0SRELEADS",)
     assert "xoxb" not in repr(settings)
+
+
+def test_rules_files_come_after_the_shipped_rules_and_must_exist(tmp_path: Path) -> None:
+    from bot.resources import BUILTIN_RULES
+
+    (tmp_path / "team.yaml").write_text("rules: []\n")
+    settings = parse_settings("rules_files: [team.yaml]\n", source=tmp_path / "cfg.yaml", env={})
+    assert settings.rules_paths() == [BUILTIN_RULES, tmp_path / "team.yaml"]
+    with pytest.raises(ConfigError, match=r"cfg.yaml:1: rules_files\[0\]: .*missing.yaml is not a file"):
+        parse_settings("rules_files: [missing.yaml]\n", source=tmp_path / "cfg.yaml", env={})

@@ -7,6 +7,8 @@
     upgrade-bot templates check [DIR]                    render every announcement template (CI)
     upgrade-bot plan validate FILE [--check-slack]       check an upgrade plan (exit 2: problems)
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve]   a whole plan on the simulated cluster
+    upgrade-bot check [--cluster C] [--to V] [--manifests PATH] [--format text|md|json]   pre-flight
+    upgrade-bot rules check FILE                         validate a known-issue rules file
 
 Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
 names the key or line; no traceback is printed for an error the user can fix. `run`'s lifecycle
@@ -24,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot import __version__
-from bot.errors import BotError, ConfigError, UsageError
+from bot.errors import BotError, ConfigError, UsageError, UserError
 from bot.logsetup import configure_logging
 from bot.settings import Settings, load_settings, resolve_config_path
 
@@ -121,6 +123,26 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also ask Slack (SLACK_BOT_TOKEN from --config's environment) that every roster ID exists",
     )
+    check = sub.add_parser(
+        "check", parents=[common], help="pre-flight checks for an upgrade; exit 1 when a Required one fails"
+    )
+    check.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    check.add_argument("--to", help="the target version, e.g. 1.25 (default: one minor above the cluster)")
+    check.add_argument(
+        "--manifests",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="YAML files or directories to check for removed APIs (repeatable; alone, no cluster is read)",
+    )
+    check.add_argument("--format", choices=["text", "md", "json"], default="text")
+
+    rules = sub.add_parser("rules", help="known-issue rules: `rules check FILE`")
+    rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
+    rcheck = rules_sub.add_parser(
+        "check", parents=[common], help="validate a rules file; exit 2 listing problems"
+    )
+    rcheck.add_argument("file", help="the rules file (YAML)")
     return parser
 
 
@@ -158,6 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "templates":
         # The team's CI runs this on a templates directory alone, without a configuration file.
         return _templates_check(args)
+    if args.command == "rules":
+        return _rules_check(args)
+    if args.command == "check" and args.manifests and not args.cluster:
+        # CI checks its manifests without a cluster (and without a configuration file).
+        return _check_manifests(args)
     try:
         settings = _settings(args)
         level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
@@ -177,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _snapshot_export(settings, args)
         if args.command == "diff":
             return _diff(settings, args)
+        if args.command == "check":
+            return _check(settings, args)
     except ConfigError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_USAGE
@@ -236,6 +265,69 @@ def _rehearse(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         finally:
             sim.stop()
+
+
+def _rules_check(args: argparse.Namespace) -> int:
+    from bot.core.checks.rules import read_rules
+
+    configure_logging(args.log_level or "WARNING", [])
+    path = Path(args.file)
+    try:
+        rules = read_rules(path)
+    except FileNotFoundError:
+        print(f"upgrade-bot: {path}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:
+        print(exc.user_message, file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{path}: {len(rules)} rules are valid: {', '.join(r.id for r in rules)}")
+    return EXIT_OK
+
+
+def _check(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.adapters.kube import Cluster
+    from bot.core.checks import service as checks
+    from bot.core.checks.rules import load_rules
+    from bot.core.snapshots import service as snapshots
+
+    try:
+        target = checks.check_target(args.to)
+        cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
+    rules = load_rules(settings.rules_paths())
+    reader = Cluster.connect(cluster)
+    try:
+        report = checks.run_check(
+            reader,
+            target=target,
+            rules=rules,
+            extras=checks.default_extras(now=datetime.now(UTC).timestamp()),
+            manifests=[Path(p) for p in args.manifests],
+            manifest_check=checks.default_manifest_check(),
+        )
+    finally:
+        reader.close()
+    sys.stdout.write(checks.RENDERERS[args.format](report))
+    return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def _check_manifests(args: argparse.Namespace) -> int:
+    from bot.core.checks import service as checks
+
+    configure_logging(args.log_level or "WARNING", [])
+    try:
+        if not args.to:
+            raise UsageError("--manifests without --cluster needs --to VERSION (the target to check against)")
+        report = checks.check_manifests([Path(p) for p in args.manifests], target=args.to)
+    except (ConfigError, UsageError) as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
+    except BotError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_FAILED
+    sys.stdout.write(checks.RENDERERS[args.format](report))
+    return EXIT_FAILED if report.failed else EXIT_OK
 
 
 def _plan_validate(args: argparse.Namespace) -> int:

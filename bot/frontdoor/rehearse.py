@@ -209,7 +209,10 @@ def rehearse(
         starter = next(iter(plan.roster.values()))[0]
         run = service.start(plan.name, Actor(user_id=starter, source="terminal")).run
         played: set[tuple[str, int]] = set()
-        while run.state is R.RunState.ACTIVE:
+        while run.state is R.RunState.ACTIVE or (auto_approve and _failed_action(run)):
+            if run.state is R.RunState.PAUSED:
+                run = _skip_reviewed(service, run, out)
+                continue
             cur = run.current
             if cur is None:
                 break
@@ -233,6 +236,34 @@ def rehearse(
         return 0 if run.state is R.RunState.COMPLETED else 1
     finally:
         store.close()
+
+
+def _failed_action(run: R.Run) -> bool:
+    """The run paused because the bot's action of its current step failed (a check found blockers)."""
+    cur = run.current
+    return (
+        run.state is R.RunState.PAUSED
+        and cur is not None
+        and cur.state is R.StepState.FAILED
+        and bool(run.plan.step(cur.step_id).actions)
+    )
+
+
+def _skip_reviewed(service: RunService, run: R.Run, out: TextIO) -> R.Run:
+    """With --auto-approve, the roster reads a failed action's result and moves on, as a team that
+    reviewed the findings would: resume (a fresh gate, nothing re-run), then skip the step with
+    the reason on record. Without --auto-approve the rehearsal stops there, as the run does."""
+    cur = run.current
+    assert cur is not None
+    step = run.plan.step(cur.step_id)
+    who = next(p for r in step.gate.roles for p in run.roster.get(r, ()))
+    actor = Actor(user_id=who, source="terminal")
+    reason = f"rehearsal: {who} reviewed why `{cur.step_id}` failed and skips it"
+    out.write(f"  ↳ {reason}\n")
+    service.apply(run.id, lambda r: R.resume(r, by=who, now=service.clock(), reason=reason), actor)
+    return service.apply(
+        run.id, lambda r: R.skip(r, step_id=cur.step_id, by=who, reason=reason, now=service.clock()), actor
+    ).run
 
 
 def _decide(

@@ -16,6 +16,9 @@ from bot.adapters.store import Store
 from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext, DiffSummary
 from bot.core.announcements.service import AnnouncementService
+from bot.core.checks import service as checks
+from bot.core.checks.findings import Report
+from bot.core.checks.rules import load_rules
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.people import Directory, StaticDirectory
@@ -163,4 +166,16 @@ def action_context(
             restart_threshold=settings.restart_threshold,
         )
 
-    return ActionContext(take_snapshot=take_snapshot, compare_snapshots=compare_snapshots)
+    def run_check(cluster: str, target: str | None) -> Report:
+        reader = connect_cluster(snapshots.pick_cluster(settings.clusters, cluster))
+        with contextlib.closing(reader):
+            return checks.run_check(
+                reader,
+                target=target,
+                rules=load_rules(settings.rules_paths()),
+                extras=checks.default_extras(now=clock().timestamp()),
+            )
+
+    return ActionContext(
+        take_snapshot=take_snapshot, compare_snapshots=compare_snapshots, run_check=run_check
+    )

@@ -87,7 +87,7 @@ class Sim:
         self.api = Api(self.store, self.catalog, self.clock, self.ids)
         self.engine = Engine(self.store, self.api, self.clock, self.ids)
         self.events = Recorder(self.api)
-        self.metrics = Metrics()
+        self.metrics = Metrics(now=self.clock.now)
         self.rules = RuleBook()
         self.lifecycle = NodeLifecycle(self.engine, self.events, lease_seconds=scenario.lease_renew_seconds)
         self.scheduler = Scheduler(self.engine, self.events)

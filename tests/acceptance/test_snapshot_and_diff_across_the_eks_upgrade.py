@@ -132,9 +132,11 @@ def check_expected_changes(expected: list[dict[str, Any]]) -> None:
         assert replaced[f"node group {g['name']}"].startswith(f"{count} old nodes replaced by {count} new")
     kubelets = {f["subject"]: f["detail"] for f in expected if f["category"] == "kubelet version"}
     assert set(kubelets) == {f"node group {g}" for g in groups}
-    for detail in kubelets.values():
+    for subject, detail in kubelets.items():
         before, after = detail.split(" → ")
-        assert before.startswith(f"v{old}-eks-")
+        # `others` starts on its own version (planted for issue 14: out of skew after the step).
+        group = next(g for g in SCENARIO["node_groups"] if subject == f"node group {g['name']}")
+        assert before.startswith(f"v{group.get('version', old)}-eks-")
         assert after.startswith(f"v{new}-eks-")
     (control_plane,) = [f for f in expected if f["category"] == "control-plane version"]
     before, after = control_plane["detail"].split(" → ")

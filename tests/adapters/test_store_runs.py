@@ -20,10 +20,11 @@ from bot.core.people import StaticDirectory
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
 from bot.errors import ConcurrentUpdate
+from tests.support.plans import eks_with_human_checks
 from tests.support.postgres import drop_every_table
 
 NOW = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
-PLAN = (Path(__file__).resolve().parents[2] / "templates" / "plans" / "eks-nodegroups.yaml").read_text()
+PLAN = eks_with_human_checks()
 TABLES = (
     "audit_log",
     "deliveries",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.core.checks.findings import Finding as CheckFinding
 from bot.core.rendering import Renderer
 from bot.core.snapshots.diff import Finding
 from bot.errors import TemplateError
@@ -30,6 +32,15 @@ FINDING = Finding(
     subject="Deployment a/b",
     detail="1 now, 0 before: b-1",
     namespace="a",
+)
+
+CHECK_FINDING = CheckFinding(
+    id="PDB001",
+    severity="required",
+    title="PodDisruptionBudget a/b allows no disruption",
+    objects=("PodDisruptionBudget a/b", "Deployment a/b", "Deployment a/c", "Deployment a/d"),
+    why="x",
+    fix="y",
 )
 
 SAMPLES: dict[str, dict[str, Any]] = {
@@ -59,6 +70,33 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "correlation_id": "c0ffee00",
     },
     "whoami": {"user_id": "U0BOB", "roles": ["shadow"]},
+    "check": {
+        "cluster": "prod",
+        "target": "1.25",
+        "failed": True,
+        "required": [CHECK_FINDING],
+        "recommended": [replace(CHECK_FINDING, id="RES001", severity="recommended")],
+        "recommended_count": 12,
+        "notes": ["not read: events: forbidden"],
+    },
+    "diagnose": {
+        "cluster": "prod",
+        "scope": "payments",
+        "hits": [
+            {
+                "id": "KI004",
+                "title": "Vault agent not ready",
+                "workload": "Deployment payments/worker",
+                "pods": ["worker-1"],
+                "evidence": "2/3 containers ready",
+                "explanation": "It cannot authenticate.",
+                "remediation": "kubectl -n payments logs worker-1 -c vault-agent",
+                "links": ["https://github.com/hashicorp/vault-helm/issues/527"],
+            }
+        ],
+        "more": 3,
+        "rule_count": 11,
+    },
     "audit": {
         "since": NOW,
         "summary": {

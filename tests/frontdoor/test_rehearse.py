@@ -30,7 +30,10 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
     assert "`diff` succeeded: diff: 0 regression(s)" in out
     final_card = out.rsplit("Upgrade run", 1)[1]
     assert "Run *completed*" in final_card
-    assert final_card.count(":white_check_mark:") == 12
+    assert final_card.count(":white_check_mark:") == 11
+    # The pre-flight check fails on the scenario's planted blockers; the roster skips it, on record.
+    assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
+    assert final_card.count(":fast_forward: `checks`") == 1
     # The roster answered as people would: the starter of a step never confirmed it alone.
     assert "four eyes" not in out
     assert out.rstrip().endswith("completed")
@@ -58,12 +61,13 @@ def test_a_refused_or_unknown_answer_says_why_and_asks_again_until_abort() -> No
         CHECKS_START + "  · U0NOBODY: this step needs the primary; you are not in this run's roster\n" in out
     )
     assert CHECKS_START + "  ↳ :heavy_check_mark: @U0PRIMARY (primary) approved the start of `checks`" in out
-    # Only `abort` ends it: at the next question, with the documented exit status 1 (stopped).
-    assert "checks (done): approve as [U0PRIMARY/U0SHADOW], 'reject', or 'abort': " in out
-    assert "Run *aborted* — rehearsal stopped" in out
+    # The check action then fails on the scenario's planted blockers and the run pauses: at a
+    # prompt nobody skips it for you, so the rehearsal stops there (exit status 1).
+    assert ":x: *`checks` failed* in run" in out
+    assert "Run *paused* — step checks failed: pre-flight check for 1.25 FAILED" in out
     assert "nobody in the roster" not in out + result.stderr
     assert result.returncode == 1, result.stderr[-3000:]
-    assert out.rstrip().endswith(" aborted")
+    assert out.rstrip().endswith(" paused")
 
 
 def test_the_end_of_input_after_a_wrong_answer_stops_the_rehearsal() -> None:

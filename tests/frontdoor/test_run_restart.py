@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.bot_process import COORD, PRIMARY, SHADOW, RunBot
+from tests.support.plans import eks_with_human_checks
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
@@ -24,10 +25,17 @@ def bot(
     bot_env: dict[str, str],
     sim_eks: Any,
     sim_kubeconfig: Callable[[Any], Path],
+    tmp_path: Path,
 ) -> Iterator[RunBot]:
     kubeconfig = sim_kubeconfig(sim_eks)
+    # The runbook with `checks` as a human step (see eks_with_human_checks), by name in the team's
+    # templates: these kills fall between plain gates, not in the pre-flight check's findings.
+    team = tmp_path / "team-templates"
+    (team / "plans").mkdir(parents=True)
+    (team / "plans" / "eks-nodegroups.yaml").write_text(eks_with_human_checks())
     config = write_config(
-        f"channels: {{operations: C0OPS}}\nclusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"
+        f"templates_dir: {team}\nchannels: {{operations: C0OPS}}\n"
+        f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"
     )
     for user in (PRIMARY, SHADOW, COORD):
         slack_stub.users[user] = {"id": user}

@@ -23,11 +23,12 @@ from bot.core.runs.service import Actor, RunService
 from bot.frontdoor.triggers import ANNOUNCEMENT, RUN_TICKER, Triggers
 from bot.records import AnnouncementRow
 from tests.support.clock import FakeClock
+from tests.support.plans import eks_with_human_checks
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
-PLAN = (Path(__file__).parents[2] / "templates" / "plans" / "eks-nodegroups.yaml").read_text(encoding="utf-8")
+PLAN = eks_with_human_checks()
 NEW_YORK, TOKYO, BERLIN = ZoneInfo("America/New_York"), ZoneInfo("Asia/Tokyo"), ZoneInfo("Europe/Berlin")
 
 

@@ -31,7 +31,16 @@ def test_node_groups_fargate_and_the_control_plane_start_on_the_old_version(sim_
     assert list(status["nodeGroups"]) == ["control-plane", "istio", "ng-shared", "others", "logging"]
     assert json.loads(_get(sim_eks, "/version")[2])["gitVersion"].startswith("v1.24.17-eks-")
     nodes = [e.obj() for e in sim_eks.core.store.entries("nodes")]
-    assert {n["status"]["nodeInfo"]["kubeletVersion"][:9] for n in nodes} == {"v1.24.17-"}
+    # Every group on the control plane's version but `others`, left on 1.22 (planted for issue 14).
+    by_group = {
+        n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"]: n["status"]["nodeInfo"]["kubeletVersion"][:9]
+        for n in nodes
+        if "eks.amazonaws.com/nodegroup" in n["metadata"].get("labels", {})
+    }
+    assert {g: v for g, v in by_group.items() if g != "others"} == dict.fromkeys(
+        ["control-plane", "istio", "ng-shared", "logging"], "v1.24.17-"
+    )
+    assert by_group["others"] == "v1.22.17-"
     coredns = [p for p in _pods(sim_eks, "kube-system") if p["metadata"]["name"].startswith("coredns-")]
     assert len(coredns) == 2
     assert all(

@@ -52,3 +52,23 @@ steps:
     actions: [announce]
     on_failure: shrug
 """
+
+#: The shipped EKS runbook, whose `checks` step runs the `check` action (issue 14).
+EKS = (PLANS / "eks-nodegroups.yaml").read_text(encoding="utf-8")
+_CHECK_ACTION = """    gate: {any_of: [primary]}
+    actions:
+      - check: {to: "1.25"}
+"""
+_HUMAN_CHECKS = """    gate: {any_of: [primary]}
+    done: {any_of: [primary, shadow]}
+"""
+
+
+def eks_with_human_checks() -> str:
+    """The EKS runbook with `checks` as a plain step gated twice (started, done), as it was before
+    the `check` action: tests of gates, restarts and announcements that need a human step right
+    after the snapshot use it, so the pre-flight findings the sim's scenario plants (which fail the
+    action and pause the run) do not stand in their way. The action itself is tested in
+    tests/frontdoor/test_run_gates.py and tests/test_demo.py."""
+    assert EKS.count(_CHECK_ACTION) == 1
+    return EKS.replace(_CHECK_ACTION, _HUMAN_CHECKS)

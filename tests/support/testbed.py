@@ -293,6 +293,10 @@ class ControlPlane:
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # One deprecated beta API served (off by default since 1.24 for new betas), so the
+                # removed-API check has something real to find: VolumeAttributesClass v1beta1 is
+                # "deprecated in v1.34+, unavailable in v1.37+".
+                "--runtime-config=storage.k8s.io/v1beta1=true",
             ],
         )
         ca_context = ssl.create_default_context(cafile=str(pki["ca.crt"]))

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.core.checks.findings import Report
+
 
 @dataclass(frozen=True, kw_only=True)
 class ActionCall:
@@ -59,6 +61,8 @@ class ActionContext:
     take_snapshot: Callable[[str, str, str], tuple[int, str, Mapping[str, int]]]
     #: (cluster, before, after) → the diff report of two stored snapshots.
     compare_snapshots: Callable[[str, str, str], DiffSummary]
+    #: (cluster, target or None) → the pre-flight report (`bot.core.checks.findings.Report`).
+    run_check: Callable[[str, str | None], Report] | None = None
 
 
 Runner = Callable[[ActionContext, ActionRequest], ActionResult]

@@ -193,13 +193,10 @@ class Api:
             name = str(m["name"])
             if self.store.entry(kind.key, namespace if kind.namespaced else "", name) is not None:
                 raise already_exists(kind.resource, name, kind.group)
-            for field in (
-                "resourceVersion",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "managedFields",
-            ):
+            for field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
                 m.pop(field, None)
+            if not _managed_fields(m):
+                m.pop("managedFields", None)
             m["uid"] = self.ids.uid()
             m["creationTimestamp"] = rfc3339(self.clock.now())
             if kind.generation:
@@ -360,7 +357,12 @@ class Api:
                 nm[field] = om[field]
             else:
                 nm.pop(field, None)
-        nm.pop("managedFields", None)
+        # As the real server does: managedFields a client sends replace the old ones; a write
+        # without them keeps what the object had (field ownership itself is not tracked).
+        if not _managed_fields(nm):
+            nm.pop("managedFields", None)
+            if _managed_fields(om):
+                nm["managedFields"] = copy.deepcopy(om["managedFields"])
         apply_defaults(kind.kind, new, self.ids, creating=False)
         self._validate(kind, new, old)
         if kind.generation and new.get("spec") != old.get("spec"):
@@ -602,6 +604,12 @@ def _pod_update_causes(old: Obj, new: Obj) -> list[tuple[str, str, str]]:
 
 
 _ORDER = ("metadata", "spec", "data", "stringData", "binaryData", "type", "status")
+
+
+def _managed_fields(meta: Obj) -> bool:
+    """Whether metadata carries a usable managedFields list (entries that are objects)."""
+    entries = meta.get("managedFields")
+    return isinstance(entries, list) and bool(entries) and all(isinstance(e, dict) for e in entries)
 
 
 def _ordered(obj: Obj) -> Obj:

@@ -5,19 +5,33 @@ scope and code; `apiserver_requested_deprecated_apis` is 1 for each deprecated g
 resource that has been requested, labelled with its removal release — the two series upgrade
 checks read to find clients still calling an API the next version removes. Calls that scenario
 "callers" make (an old Helm client, a forgotten CronJob) are counted as if they came over HTTP.
+
+As in a real apiserver, the counts belong to one process: `process_start_time_seconds` says when
+it started, and `restart()` (a control-plane upgrade replaces the apiserver) starts them afresh.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float] | None = None) -> None:
         self._lock = threading.Lock()
+        self._now = now
+        self.started = now() if now is not None else None
         self.requests: Counter[tuple[str, str, str, str, str, str, str]] = Counter()
         self.deprecated: dict[tuple[str, str, str, str, str], int] = {}
+
+    def restart(self) -> None:
+        """A new apiserver process: every count starts again from nothing."""
+        with self._lock:
+            self.requests.clear()
+            self.deprecated.clear()
+            if self._now is not None:
+                self.started = self._now()
 
     def request(
         self, *, verb: str, group: str, version: str, resource: str, subresource: str, scope: str, code: int
@@ -60,4 +74,10 @@ class Metrics:
                     f'apiserver_requested_deprecated_apis{{group="{group}",removed_release="{removed}",'
                     f'resource="{resource}",subresource="{sub}",version="{version}"}} {v}'
                 )
+            if self.started is not None:
+                lines += [
+                    "# HELP process_start_time_seconds [ALPHA] Start time of the process since unix epoch in seconds.",
+                    "# TYPE process_start_time_seconds gauge",
+                    f"process_start_time_seconds {self.started:.2f}",
+                ]
             return "\n".join(lines) + "\n"

@@ -339,6 +339,7 @@ class Cloud:
         def done() -> None:
             removed = [s.group_version for s in self.catalog.served if s.deprecation]
             self.catalog.set_version(version)
+            self.metrics.restart()  # the new version's apiservers count from nothing
             still = {s.group_version for s in self.catalog.served if s.deprecation}
             for gv in sorted(set(removed) - still):
                 self._log(op, f"{gv} is no longer served")

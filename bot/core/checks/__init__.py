@@ -1,0 +1,1 @@
+"""Pre-flight checks (issue 14): findings, the checks themselves, and the data they rely on."""

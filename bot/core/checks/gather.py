@@ -1,0 +1,515 @@
+"""Reading a cluster for the checks: pages of typed structs folded into `Facts` and rule hits.
+
+Every list is paged (500 at a time) and decoded by the kube adapter into the structs of
+`schema.py`, which declare only the fields read here; each page of pods is folded into per-workload
+summaries and run through the known-issue rules at once, then dropped, so a 150,000-pod cluster is
+read in bounded memory and in about the time of a snapshot (`benchmarks/bench_check.py`).
+
+Log tails are read only for containers that pass every other test of a rule that asks for its log,
+at most `MAX_LOG_READS` per check (a note says when the budget ran out). A resource the bot may
+not read (403) is a named gap in the report, not a crash; the check never writes anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from bot.core.checks import schema
+from bot.core.checks.preflight import (
+    SAFE_TO_EVICT,
+    Facts,
+    NodeFacts,
+    PdbFacts,
+    PodSummary,
+    Selector,
+    WebhookFacts,
+    WorkloadFacts,
+)
+from bot.core.checks.rules import ContainerView, EventRecord, PodState, Rule, RuleHit, match_rules
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.errors import ClusterError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Container logs read per check at most (each is one request).
+MAX_LOG_READS = 200
+#: Pods of one workload whose logs are read: its pods share their configuration, and two tell a
+#: pod's bad luck from the workload's problem.
+LOGS_PER_WORKLOAD = 2
+#: Unhealthy pods kept per workload for the report (the rest are counted by the finding).
+MAX_UNHEALTHY_PER_WORKLOAD = 5
+
+
+#: What the checks read through: the snapshot's reader (the kube adapter's `Cluster` in production).
+#: Container logs are read with its `get_raw` where it has one; without it, log rules are skipped.
+CheckReader = ClusterReader
+
+
+class _Everything:
+    """A set that holds every name."""
+
+    def __contains__(self, _item: object) -> bool:
+        return True
+
+
+@dataclass
+class Gathered:
+    facts: Facts
+    hits: list[RuleHit]
+    notes: list[str] = field(default_factory=list)
+
+
+def _selector(sel: schema.Selector | None) -> Selector:
+    if sel is None:
+        return Selector(present=False)
+    return Selector(
+        match_labels=dict(sel.match_labels or {}),
+        match_expressions=tuple(
+            (r.key, r.operator, tuple(r.values or ())) for r in sel.match_expressions or ()
+        ),
+    )
+
+
+def _tag(image: str) -> str:
+    """The tag of an image reference ("1.17.2" of docker.io/istio/proxyv2:1.17.2), digest dropped."""
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else ""
+
+
+def workload_of(meta: schema.Meta) -> tuple[str, bool]:
+    """("Deployment ns/name", has a controller) for a pod: a ReplicaSet's hash suffix is dropped
+    using the pod's own `pod-template-hash` label, so no ReplicaSet list is needed."""
+    ns = meta.namespace or ""
+    for ref in meta.owner_references or ():
+        if not ref.controller:
+            continue
+        kind, name = ref.kind or "", ref.name or ""
+        if kind == "ReplicaSet":
+            h = (meta.labels or {}).get("pod-template-hash", "")
+            if h and name.endswith("-" + h):
+                return f"Deployment {ns}/{name[: -len(h) - 1]}", True
+        return f"{kind} {ns}/{name}", True
+    return f"Pod {ns}/{meta.name or ''}", False
+
+
+def _ready(conditions: Sequence[Any] | None) -> bool:
+    for c in conditions or ():
+        if c.type == "Ready":
+            return bool(c.status == "True")
+    return False
+
+
+def _pod_reason(pod: schema.Pod) -> str:
+    """What kubectl's STATUS column would show for a pod that is not Running and Ready."""
+    if pod.metadata.deletion_timestamp:
+        return "Terminating"
+    for cs in pod.status.container_statuses or ():
+        state = cs.state
+        if state is not None and state.waiting is not None and state.waiting.reason:
+            return state.waiting.reason
+        if state is not None and state.terminated is not None and state.terminated.reason:
+            return state.terminated.reason
+    statuses = pod.status.container_statuses or ()
+    ready = sum(1 for cs in statuses if cs.ready)
+    return f"{ready}/{len(statuses)} ready" if statuses else (pod.status.reason or "")
+
+
+def _containers(pod: schema.Pod) -> tuple[ContainerView, ...]:
+    out = []
+    for cs in pod.status.container_statuses or ():
+        state, last = cs.state, cs.last_state
+        waiting = state.waiting.reason or "" if state is not None and state.waiting is not None else ""
+        if state is not None and state.terminated is not None:
+            terminated = state.terminated.reason or ""
+        elif last is not None and last.terminated is not None:
+            terminated = last.terminated.reason or ""
+        else:
+            terminated = ""
+        out.append(
+            ContainerView(
+                name=cs.name or "",
+                image=cs.image or "",
+                ready=bool(cs.ready),
+                waiting=waiting,
+                terminated=terminated,
+            )
+        )
+    return tuple(out)
+
+
+def read_facts(
+    reader: CheckReader,
+    *,
+    rules: Sequence[Rule] = (),
+    namespace: str = "",
+    pod_name: str = "",
+    node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
+    progress: Callable[[str, int], None] | None = None,
+) -> Gathered:
+    """Read what the checks and rules need; `namespace`/`pod_name` narrow the pods (diagnose)."""
+    report = progress or (lambda _r, _n: None)
+    gaps: list[str] = []
+    notes: list[str] = []
+
+    def pages(
+        resource: str, path: str, item_type: type[T], query: Mapping[str, Any] | None = None
+    ) -> Iterator[T]:
+        for attempt in (1, 2):
+            try:
+                count = 0
+                for page in reader.list_pages(path, query, item_type=item_type):
+                    yield from page.items
+                    count += len(page.items)
+                    report(resource, count)
+                return
+            except ClusterError as exc:
+                if exc.status == 410 and attempt == 1 and count == 0:
+                    continue
+                if exc.status in (403, 404, 410):
+                    gaps.append(f"{resource}: {exc.user_message}")
+                    return
+                raise
+
+    version = str(reader.get_json("/version").get("gitVersion", ""))
+
+    nodes: list[NodeFacts] = []
+    node_ready: dict[str, bool] = {}
+    for n in pages("nodes", "/api/v1/nodes", schema.Node):
+        labels = n.metadata.labels or {}
+        group = next((labels[k] for k in node_group_labels if k in labels), "")
+        ready = _ready(n.status.conditions)
+        node_ready[n.metadata.name or ""] = ready
+        nodes.append(
+            NodeFacts(
+                name=n.metadata.name or "",
+                ready=ready,
+                unschedulable=bool(n.spec.unschedulable),
+                kubelet=(n.status.node_info or schema.NodeInfo()).kubelet_version,
+                group=group,
+            )
+        )
+
+    services: dict[str, list[dict[str, str]]] = {}
+    service_names: set[str] = set()
+    for svc in pages("services", "/api/v1/services", schema.Service):
+        ns = svc.metadata.namespace or ""
+        service_names.add(f"{ns}/{svc.metadata.name}")
+        if svc.spec.selector:
+            services.setdefault(ns, []).append(svc.spec.selector)
+
+    workloads: list[WorkloadFacts] = []
+    istiod = ""
+    for kind, plural in (("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
+        for w in pages(plural, f"/apis/apps/v1/{plural}", schema.Workload):
+            containers = w.spec.template.spec.containers or ()
+            ns, name = w.metadata.namespace or "", w.metadata.name or ""
+            labels = w.spec.template.metadata.labels or {}
+            workloads.append(
+                WorkloadFacts(
+                    kind=kind,
+                    namespace=ns,
+                    name=name,
+                    replicas=1 if w.spec.replicas is None else w.spec.replicas,
+                    template_labels=dict(labels),
+                    readiness_probe=bool(containers)
+                    and all(c.readiness_probe is not None for c in containers),
+                    grace_seconds=w.spec.template.spec.termination_grace_period_seconds,
+                    serves=any(
+                        all(labels.get(k) == v for k, v in sel.items()) for sel in services.get(ns, ())
+                    ),
+                )
+            )
+            if kind == "Deployment" and name == "istiod" and containers:
+                istiod = _tag(containers[0].image or "")
+
+    pdbs = [
+        PdbFacts(
+            namespace=p.metadata.namespace or "",
+            name=p.metadata.name or "",
+            selector=_selector(p.spec.selector),
+            min_available=p.spec.min_available,
+            max_unavailable=p.spec.max_unavailable,
+            disruptions_allowed=p.status.disruptions_allowed,
+            expected_pods=p.status.expected_pods,
+        )
+        for p in pages("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb)
+    ]
+
+    # Without the Services (a 403), a webhook's service cannot be called missing: only its
+    # Endpoints are asked, and an unreadable Endpoints is a gap, not a finding.
+    services_known = not any(g.startswith("services:") for g in gaps)
+    webhooks = _webhooks(reader, pages, service_names if services_known else None, gaps)
+
+    kube_proxy = ""
+    try:
+        ds = reader.get_json("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy")
+        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        ds_containers: list[dict[str, Any]] = spec.get("containers") or []
+        kube_proxy = _tag(str(ds_containers[0].get("image", ""))) if ds_containers else ""
+    except ClusterError as exc:
+        if exc.status not in (403, 404):
+            raise
+        if exc.status == 403:
+            gaps.append(f"kube-proxy DaemonSet: {exc.user_message}")
+
+    events: list[EventRecord] = []
+    if any(r.match.events is not None for r in rules):
+        ev_path = f"/api/v1/namespaces/{namespace}/events" if namespace else "/api/v1/events"
+        for e in pages("events", ev_path, schema.Event, {"fieldSelector": "type=Warning"}):
+            inv = e.involved_object or schema.InvolvedObject()
+            events.append(
+                EventRecord(
+                    namespace=inv.namespace or "",
+                    kind=inv.kind or "",
+                    name=inv.name or "",
+                    reason=e.reason or "",
+                    message=e.message or "",
+                    type=e.type or "",
+                    last_seen=e.last_timestamp or e.event_time or "",
+                )
+            )
+
+    unhealthy: dict[str, list[tuple[str, str, str]]] = {}
+    not_evictable: dict[str, list[str]] = {}
+    empty_dir: dict[str, list[str]] = {}
+    host_path: dict[str, list[str]] = {}
+    bare: list[str] = []
+    proxies: dict[str, set[str]] = {}
+    hits: dict[tuple[str, str], RuleHit] = {}
+    log_budget = [MAX_LOG_READS]
+    log_rules = [r for r in rules if r.match.log is not None]
+    get_raw: Callable[..., bytes] | None = getattr(reader, "get_raw", None)
+    # Containers some log rule may read; a log rule that names none may read any container.
+    log_containers: frozenset[str] | _Everything = frozenset(
+        name for r in log_rules for name in r.match.containers
+    )
+    if any(not r.match.containers for r in log_rules):
+        log_containers = _Everything()
+    logs_read: dict[str, int] = {}
+    if log_rules and get_raw is None:
+        notes.append("this reader cannot read container logs: log-based rules were skipped")
+
+    pod_path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+    pod_query = {"fieldSelector": f"metadata.name={pod_name}"} if pod_name else None
+    batch: list[PodState] = []
+    ev_by_pod: dict[tuple[str, str], list[EventRecord]] = {}
+    for record in events:
+        ev_by_pod.setdefault((record.namespace, record.name), []).append(record)
+    seen: set[tuple[str, str]] = set()
+    for pod in pages("pods", pod_path, schema.Pod, pod_query):
+        meta = pod.metadata
+        ns, name = meta.namespace or "", meta.name or ""
+        workload, controlled = workload_of(meta)
+        annotations = meta.annotations or {}
+        daemon = workload.startswith("DaemonSet ")
+        mirror = "kubernetes.io/config.mirror" in annotations
+        phase = pod.status.phase or ""
+        if phase == "Succeeded":
+            continue
+        if phase != "Running" or not _ready(pod.status.conditions) or meta.deletion_timestamp:
+            rows = unhealthy.setdefault(workload, [])
+            if len(rows) < MAX_UNHEALTHY_PER_WORKLOAD:
+                rows.append((name, phase or "Unknown", _pod_reason(pod)))
+        if annotations.get(SAFE_TO_EVICT) == "false":
+            not_evictable.setdefault(workload, []).append(name)
+        if not daemon and not mirror:
+            scratch = local = False
+            for v in pod.spec.volumes or ():
+                scratch = scratch or v.empty_dir is not None
+                local = local or v.host_path is not None
+            if scratch:
+                empty_dir.setdefault(workload, []).append(name)
+            if local:
+                host_path.setdefault(workload, []).append(name)
+            if not controlled:
+                bare.append(f"{ns}/{name}")
+        for c in pod.spec.containers or ():
+            if c.name == "istio-proxy" and c.image:
+                proxies.setdefault(workload, set()).add(_tag(c.image))
+        if rules:
+            state = PodState(
+                namespace=ns,
+                name=name,
+                workload=workload,
+                node=pod.spec.node_name or "",
+                phase=phase,
+                deleting=bool(meta.deletion_timestamp),
+                node_ready=node_ready.get(pod.spec.node_name or "", True),
+                tolerates_all=any(
+                    t.operator == "Exists" and not t.key and not t.effect for t in pod.spec.tolerations or ()
+                ),
+                labels=meta.labels or {},
+                annotations=annotations,
+                containers=_containers(pod),
+            )
+            if (
+                log_budget[0] > 0
+                and get_raw is not None
+                and any(c.name in log_containers for c in state.containers)
+            ):
+                read = logs_read.get(workload, 0)
+                if read < LOGS_PER_WORKLOAD:
+                    state = _with_logs(get_raw, state, log_rules, log_budget)
+                    logs_read[workload] = read + 1
+            batch.append(state)
+            if len(batch) >= 500:
+                _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod, seen)))
+                batch = []
+    if batch:
+        _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod, seen)))
+    orphans = [e for key, evs in ev_by_pod.items() if key not in seen for e in evs]
+    if orphans:
+        # Events about objects that are not pods (any more): a node, a PDB, a pod already gone.
+        _merge(hits, match_rules(rules, [], orphans))
+    if log_rules and log_budget[0] <= 0 and get_raw is not None:
+        notes.append(
+            f"log-based rules read at most {MAX_LOG_READS} container logs; more candidates were skipped"
+        )
+
+    facts = Facts(
+        cluster=reader.name,
+        version=version,
+        nodes=nodes,
+        workloads=workloads,
+        pdbs=pdbs,
+        webhooks=webhooks,
+        pods=PodSummary(
+            unhealthy=unhealthy,
+            not_evictable=not_evictable,
+            empty_dir=empty_dir,
+            host_path=host_path,
+            bare=bare,
+            proxy_versions={w: frozenset(v) for w, v in proxies.items()},
+        ),
+        kube_proxy=kube_proxy,
+        istiod=istiod,
+        gaps=gaps,
+    )
+    return Gathered(facts=facts, hits=sorted(hits.values(), key=lambda h: h.key), notes=notes)
+
+
+def _events_of(
+    batch: Sequence[PodState], by_pod: Mapping[tuple[str, str], list[EventRecord]], seen: set[tuple[str, str]]
+) -> list[EventRecord]:
+    out: list[EventRecord] = []
+    for p in batch:
+        key = (p.namespace, p.name)
+        seen.add(key)
+        out.extend(by_pod.get(key, ()))
+    return out
+
+
+def _merge(into: dict[tuple[str, str], RuleHit], hits: Sequence[RuleHit]) -> None:
+    for hit in hits:
+        have = into.get(hit.key)
+        if have is None:
+            into[hit.key] = hit
+        elif hit.pods:
+            into[hit.key] = RuleHit(
+                rule=have.rule,
+                workload=have.workload,
+                namespace=have.namespace,
+                pods=tuple(sorted({*have.pods, *hit.pods})),
+                evidence=have.evidence,
+            )
+
+
+def _with_logs(
+    get_raw: Callable[..., bytes], state: PodState, rules: Sequence[Rule], budget: list[int]
+) -> PodState:
+    wanted: dict[str, int] = {}
+    for rule in rules:
+        assert rule.match.log is not None
+        for container_name in rule.log_wanted(state):
+            wanted[container_name] = max(wanted.get(container_name, 0), rule.match.log.lines)
+    if not wanted:
+        return state
+    containers: list[ContainerView] = []
+    for c in state.containers:
+        lines = wanted.get(c.name)
+        if lines and budget[0] > 0:
+            budget[0] -= 1
+            try:
+                raw = get_raw(
+                    f"/api/v1/namespaces/{state.namespace}/pods/{state.name}/log",
+                    {"container": c.name, "tailLines": lines, "limitBytes": 256 * 1024},
+                )
+                c = ContainerView(
+                    name=c.name,
+                    image=c.image,
+                    ready=c.ready,
+                    waiting=c.waiting,
+                    terminated=c.terminated,
+                    log_tail=raw.decode("utf-8", "replace"),
+                )
+            except ClusterError as exc:
+                log.info("no log for %s/%s %s: %s", state.namespace, state.name, c.name, exc)
+        containers.append(c)
+    return PodState(
+        namespace=state.namespace,
+        name=state.name,
+        workload=state.workload,
+        node=state.node,
+        phase=state.phase,
+        deleting=state.deleting,
+        node_ready=state.node_ready,
+        tolerates_all=state.tolerates_all,
+        labels=state.labels,
+        annotations=state.annotations,
+        containers=tuple(containers),
+    )
+
+
+def _webhooks(
+    reader: CheckReader, pages: Callable[..., Iterator[Any]], service_names: set[str] | None, gaps: list[str]
+) -> list[WebhookFacts]:
+    out: list[WebhookFacts] = []
+    services: dict[str, tuple[bool, int]] = {}
+    for kind, plural in (
+        ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+        ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+    ):
+        for cfg in pages(
+            plural, f"/apis/admissionregistration.k8s.io/v1/{plural}", schema.WebhookConfiguration
+        ):
+            for hook in cfg.webhooks or ():
+                svc = hook.client_config.service
+                ref = f"{svc.namespace}/{svc.name}" if svc is not None else ""
+                if ref and ref not in services:
+                    exists = service_names is None or ref in service_names
+                    services[ref] = (exists, _ready_endpoints(reader, ref, gaps) if exists else 0)
+                exists, ready = services.get(ref, (True, 1))
+                out.append(
+                    WebhookFacts(
+                        configuration=f"{kind} {cfg.metadata.name}",
+                        webhook=hook.name or "",
+                        # failurePolicy defaults to Fail in admissionregistration/v1.
+                        fail_closed=(hook.failure_policy or "Fail") == "Fail",
+                        service=ref,
+                        service_exists=exists,
+                        ready_endpoints=ready,
+                    )
+                )
+    return out
+
+
+def _ready_endpoints(reader: CheckReader, ref: str, gaps: list[str]) -> int:
+    """The ready addresses of the Service `ref` ("namespace/name"): 0 when it has no Endpoints;
+    when they cannot be read (403), a gap and 1, so the webhook is not reported on a guess."""
+    namespace, name = ref.split("/", 1)
+    try:
+        ep = reader.get_json(f"/api/v1/namespaces/{namespace}/endpoints/{name}")
+    except ClusterError as exc:
+        if exc.status == 404:
+            return 0
+        if exc.status == 403:
+            gaps.append(f"endpoints {ref}: {exc.user_message}")
+            return 1
+        raise
+    return sum(len(s.get("addresses") or []) for s in ep.get("subsets") or [])

@@ -1,0 +1,183 @@
+"""`check` and `diagnose` as the front doors use them: read, run every check and rule, report.
+
+`run_check` is what `/upgrade check`, `upgrade-bot check` and the `check` plan action share. The
+rendering (`render_text`, `render_markdown`, `render_json`) lists Required findings first, then
+Recommended, each with its id, the objects concerned, why and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import cast
+
+from bot.core.checks import apidata, apis
+from bot.core.checks.findings import REQUIRED, Finding, Report
+from bot.core.checks.gather import CheckReader, read_facts
+from bot.core.checks.preflight import minor_of, run_checks
+from bot.core.checks.rules import Rule, RuleHit
+from bot.errors import UsageError, UserError
+
+#: Extra finding sources (removed APIs…): (reader, target, notes to add to) → findings.
+Extra = Callable[[CheckReader, str, list[str]], Sequence[Finding]]
+
+
+def default_extras(now: float | None = None) -> tuple[Extra, ...]:
+    """The finding sources beyond this package's checks that every front door runs: removed and
+    deprecated APIs (`apis.py`: the apiserver metric, last-applied and managedFields, Helm
+    releases). `now` (Unix seconds) dates the metric's counting window."""
+
+    def removed_apis(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:
+        if getattr(reader, "get_raw", None) is None:
+            notes.append("removed APIs not checked: this reader cannot read /metrics")
+            return []
+        return apis.cluster_api_findings(cast(apis.ApiReader, reader), target, now=now, notes=notes)
+
+    return (removed_apis,)
+
+
+def default_manifest_check() -> Callable[[Sequence[Path], str], Sequence[Finding]]:
+    return apis.manifest_findings
+
+
+def check_manifests(paths: Sequence[Path], *, target: str) -> Report:
+    """The removed-API check over manifest files alone (CI), without a cluster."""
+    check_target(target)
+    notes = [apidata.describe_data(), f"manifests: {', '.join(str(p) for p in paths)}"]
+    return Report(
+        cluster="manifests",
+        target=target,
+        findings=ordered(apis.manifest_findings(paths, target)),
+        notes=tuple(notes),
+    )
+
+
+def ordered(findings: Sequence[Finding]) -> tuple[Finding, ...]:
+    """Required first; within a severity, by id then objects: the same cluster, the same report."""
+    return tuple(sorted(findings, key=lambda f: (f.severity != REQUIRED, f.id, f.objects)))
+
+
+def default_target(version: str) -> str:
+    m = minor_of(version)
+    if m is None:
+        raise UserError(f"cannot tell the control plane's minor version from {version!r}; pass --to 1.N")
+    return f"{m[0]}.{m[1] + 1}"
+
+
+def check_target(target: str | None) -> str | None:
+    if target is not None and minor_of(target) is None:
+        raise UsageError(f"--to {target!r} is not a Kubernetes version (like 1.25 or 1.25.16)")
+    return target
+
+
+def run_check(
+    reader: CheckReader,
+    *,
+    target: str | None,
+    rules: Sequence[Rule] = (),
+    extras: Sequence[Extra] = (),
+    manifests: Sequence[Path] = (),
+    manifest_check: Callable[[Sequence[Path], str], Sequence[Finding]] | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> Report:
+    check_target(target)
+    gathered = read_facts(reader, rules=rules, progress=progress)
+    facts = gathered.facts
+    to = target or default_target(facts.version)
+    findings: list[Finding] = [*run_checks(facts, to), *(h.finding() for h in gathered.hits)]
+    notes = [
+        f"control plane {facts.version}, target {to}, {len(facts.nodes)} nodes, {len(facts.workloads)} workloads",
+        *gathered.notes,
+        *(f"not read: {gap}" for gap in facts.gaps),
+    ]
+    for extra in extras:
+        findings.extend(extra(reader, to, notes))
+    if manifests and manifest_check is not None:
+        findings.extend(manifest_check(manifests, to))
+    if rules:
+        notes.append(f"{len(rules)} known-issue rules")
+    return Report(cluster=reader.name, target=to, findings=ordered(findings), notes=tuple(notes))
+
+
+def diagnose(
+    reader: CheckReader, *, rules: Sequence[Rule], namespace: str = "", pod: str = ""
+) -> list[RuleHit]:
+    """The known-issue rules over the pods of a namespace (or one pod, or the whole cluster)."""
+    return read_facts(reader, rules=rules, namespace=namespace, pod_name=pod).hits
+
+
+# ----- rendering -------------------------------------------------------------------------------------
+
+_LABEL = {REQUIRED: "Required", "recommended": "Recommended"}
+
+
+def counts(report: Report) -> tuple[int, int]:
+    required = sum(1 for f in report.findings if f.severity == REQUIRED)
+    return required, len(report.findings) - required
+
+
+def headline(report: Report) -> str:
+    required, recommended = counts(report)
+    verdict = "FAILED" if report.failed else "passed"
+    return (
+        f"Pre-flight check of {report.cluster} for {report.target}: {verdict} — "
+        f"{required} required, {recommended} recommended"
+    )
+
+
+def render_text(report: Report) -> str:
+    lines = [headline(report), ""]
+    for f in report.findings:
+        lines.append(f"[{_LABEL.get(f.severity, f.severity)}] {f.id} {f.title}")
+        lines.extend(f"    {o}" for o in f.objects)
+        lines.append(f"  why: {f.why}")
+        lines.append(f"  fix: {f.fix}")
+        if f.source:
+            lines.append(f"  source: {f.source}")
+        lines.append("")
+    lines.extend(f"note: {n}" for n in report.notes)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def render_markdown(report: Report) -> str:
+    lines = [f"# {headline(report)}", ""]
+    for f in report.findings:
+        lines.append(f"## {_LABEL.get(f.severity, f.severity)} · {f.id} · {f.title}")
+        lines.append("")
+        lines.extend(f"- `{o}`" for o in f.objects)
+        lines.append("")
+        lines.append(f"**Why:** {f.why}")
+        lines.append("")
+        lines.append(f"**Fix:** {f.fix}")
+        if f.source:
+            lines.append("")
+            lines.append(f"*Source: {f.source}*")
+        lines.append("")
+    if report.notes:
+        lines.append("## Notes")
+        lines.extend(f"- {n}" for n in report.notes)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_json(report: Report) -> str:
+    body = {
+        "cluster": report.cluster,
+        "target": report.target,
+        "failed": report.failed,
+        "findings": [asdict(f) for f in report.findings],
+        "notes": list(report.notes),
+    }
+    return json.dumps(body, indent=2) + "\n"
+
+
+RENDERERS: dict[str, Callable[[Report], str]] = {
+    "text": render_text,
+    "md": render_markdown,
+    "json": render_json,
+}

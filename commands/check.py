@@ -1,0 +1,66 @@
+"""`/upgrade check`: the pre-flight checks and known-issue rules for the next upgrade step."""
+
+from __future__ import annotations
+
+import contextlib
+
+from bot.core.checks import service as checks
+from bot.core.checks.findings import REQUIRED
+from bot.core.checks.rules import load_rules
+from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
+from bot.core.people import ANY_ROLE
+from bot.core.snapshots import service as snapshots
+
+#: Recommended findings listed in the chat summary; the attached report has them all.
+SHOWN_RECOMMENDED = 10
+
+
+def run(ctx: CommandContext, args: Args) -> Reply:
+    """Check the cluster before an upgrade to `--to` (default: one minor above the control plane).
+
+    Required findings block the upgrade (version skew now and after the step, NotReady nodes,
+    budgets that allow no disruption, pods with no controller, fail-closed webhooks without
+    endpoints, removed APIs); Recommended ones make it rougher (cordoned nodes, unhealthy pods,
+    safe-to-evict "false", emptyDir, single replicas, stale Istio sidecars, known issues). The
+    summary lists Required first; the full report, with why and how to fix each, is attached.
+    """
+    target = checks.check_target(args.to)
+    cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
+    rules = load_rules(ctx.settings.rules_paths())
+    reader = ctx.connect_cluster(cluster)
+    with contextlib.closing(reader):
+        report = checks.run_check(
+            reader, target=target, rules=rules, extras=checks.default_extras(now=ctx.clock().timestamp())
+        )
+    required = [f for f in report.findings if f.severity == REQUIRED]
+    recommended = [f for f in report.findings if f.severity != REQUIRED]
+    return Reply(
+        template="check",
+        ephemeral=False,
+        context={
+            "cluster": report.cluster,
+            "target": report.target,
+            "failed": report.failed,
+            "required": required,
+            "recommended": recommended[:SHOWN_RECOMMENDED],
+            "recommended_count": len(recommended),
+            "notes": [n for n in report.notes if n.startswith("not read")],
+        },
+        files=(
+            FileAttachment(
+                filename=f"check-{report.cluster}-{report.target}.md",
+                content=checks.render_markdown(report).encode(),
+                title="Pre-flight check",
+                filetype="markdown",
+            ),
+        ),
+    )
+
+
+def _arguments(parser: CommandParser) -> None:
+    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    parser.add_argument("--to", help="the target version, e.g. 1.25 (default: one minor above the cluster)")
+
+
+def register(registry: Registry) -> None:
+    registry.add("check", run, arguments=_arguments, roles={ANY_ROLE})

@@ -1,0 +1,69 @@
+"""`/upgrade diagnose`: the known-issue rules over a namespace, one pod, or the whole cluster."""
+
+from __future__ import annotations
+
+import contextlib
+
+from bot.core.checks import service as checks
+from bot.core.checks.rules import load_rules
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.people import ANY_ROLE
+from bot.core.snapshots import service as snapshots
+from bot.core.validation import NAME_PATTERN
+from bot.errors import UserError
+
+#: Findings shown in one reply; a cluster with more is better narrowed to a namespace.
+SHOWN = 10
+
+
+def run(ctx: CommandContext, args: Args) -> Reply:
+    """Match the known-issue rules against pods: `NAMESPACE`, `NAMESPACE/POD`, or every pod.
+
+    Each match names the rule, the workload and its pods, what was seen (a waiting reason, a log
+    line, an event), what it means and the commands that fix it, with links to the public
+    evidence. Pods of one workload with the same problem are one finding.
+    """
+    namespace, pod = "", ""
+    if args.target:
+        namespace, _, pod = args.target.partition("/")
+        for part in (namespace, pod) if pod else (namespace,):
+            if not NAME_PATTERN.match(part) or len(part) > 253:
+                raise UserError(f"`{args.target}` is not NAMESPACE or NAMESPACE/POD")
+    cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
+    rules = load_rules(ctx.settings.rules_paths())
+    reader = ctx.connect_cluster(cluster)
+    with contextlib.closing(reader):
+        hits = checks.diagnose(reader, rules=rules, namespace=namespace, pod=pod)
+    shown = [
+        {
+            "id": h.rule.id,
+            "title": h.rule.title,
+            "workload": h.workload,
+            "pods": h.pods,
+            "evidence": h.evidence,
+            "explanation": h.rule.explanation,
+            "remediation": h.rule.remediation,
+            "links": h.rule.links,
+        }
+        for h in hits[:SHOWN]
+    ]
+    return Reply(
+        template="diagnose",
+        ephemeral=False,
+        context={
+            "cluster": cluster.name,
+            "scope": args.target or "every namespace",
+            "hits": shown,
+            "more": max(0, len(hits) - SHOWN),
+            "rule_count": len(rules),
+        },
+    )
+
+
+def _arguments(parser: CommandParser) -> None:
+    parser.add_argument("target", nargs="?", help="NAMESPACE or NAMESPACE/POD (default: every pod)")
+    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+
+
+def register(registry: Registry) -> None:
+    registry.add("diagnose", run, arguments=_arguments, roles={ANY_ROLE})

@@ -1,0 +1,261 @@
+"""The pre-flight checks on data: skew now and after the step, nodes, pods, every PDB selector
+shape, drain blockers, resilience, Istio sidecars and webhooks; ids and severities are stable."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
+from bot.core.checks.preflight import (
+    Facts,
+    NodeFacts,
+    PdbFacts,
+    PodSummary,
+    Selector,
+    WebhookFacts,
+    WorkloadFacts,
+    check_drain,
+    check_istio,
+    check_nodes,
+    check_pods,
+    check_resilience,
+    check_skew,
+    check_webhooks,
+    minor_of,
+    run_checks,
+)
+
+
+def node(name: str, kubelet: str = "v1.24.17", *, ready: bool = True, cordoned: bool = False) -> NodeFacts:
+    return NodeFacts(name=name, ready=ready, unschedulable=cordoned, kubelet=kubelet, group="ng")
+
+
+def deployment(
+    name: str, replicas: int = 2, labels: dict[str, str] | None = None, **kw: object
+) -> WorkloadFacts:
+    base = WorkloadFacts(
+        kind="Deployment",
+        namespace="shop",
+        name=name,
+        replicas=replicas,
+        template_labels=labels or {"app": name},
+        readiness_probe=True,
+        grace_seconds=None,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def pdb(
+    name: str, selector: Selector, *, allowed: int | None = 1, min_available: int | str | None = 1
+) -> PdbFacts:
+    return PdbFacts(
+        namespace="shop",
+        name=name,
+        selector=selector,
+        min_available=min_available,
+        max_unavailable=None,
+        disruptions_allowed=allowed,
+        expected_pods=1,
+    )
+
+
+def facts(**kw: object) -> Facts:
+    return replace(Facts(cluster="prod", version="v1.24.17-eks-1"), **kw)  # type: ignore[arg-type]
+
+
+def ids(findings: list[Finding]) -> list[str]:
+    return [f.id for f in findings]
+
+
+def test_versions_are_read_from_every_spelling() -> None:
+    assert minor_of("v1.25.16-eks-abc") == (1, 25)
+    assert minor_of("1.25") == (1, 25)
+    assert minor_of("v1.24.17-minimal-eksbuild.4") == (1, 24)
+    assert minor_of("latest") is None
+
+
+def test_a_target_two_minors_ahead_is_refused_and_one_ahead_is_fine() -> None:
+    assert ids(check_skew(facts(), "1.26")) == ["SKEW001"]
+    assert check_skew(facts(), "1.25.16") == []
+    assert check_skew(facts(), "1.24")[0].id == "SKEW001"
+
+
+def test_kubelets_in_skew_now_but_not_after_the_control_plane_step_are_required() -> None:
+    f = facts(nodes=[node("a"), node("old-1", "v1.22.17"), node("old-2", "v1.22.17")])
+    (finding,) = check_skew(f, "1.25")
+    assert finding.id == "SKEW004"
+    assert finding.severity == REQUIRED
+    assert finding.objects == (
+        "Node old-1 (kubelet v1.22.17, group ng)",
+        "Node old-2 (kubelet v1.22.17, group ng)",
+    )
+    assert "3 behind" in finding.why
+    assert "at least 1.23" in finding.fix
+
+
+def test_kubelets_already_out_of_skew_and_newer_than_the_control_plane_are_named_apart() -> None:
+    f = facts(nodes=[node("ancient", "v1.21.14"), node("future", "v1.25.1")])
+    assert sorted(ids(check_skew(f, "1.25"))) == ["SKEW002", "SKEW003"]
+
+
+def test_from_1_28_kubelets_may_trail_by_three_minors() -> None:
+    f = facts(version="v1.28.5", nodes=[node("n", "v1.26.3")])
+    assert check_skew(f, "1.29") == []
+    f = facts(version="v1.27.5", nodes=[node("n", "v1.25.3")])
+    assert check_skew(f, "1.28") == []  # 1.28 allows three
+    f = facts(version="v1.26.5", nodes=[node("n", "v1.24.3")])
+    assert ids(check_skew(f, "1.27")) == ["SKEW004"]  # 1.27 still two
+
+
+def test_kube_proxy_follows_the_kubelet_rules() -> None:
+    assert check_skew(facts(kube_proxy="v1.24.17-minimal-eksbuild.4"), "1.25") == []
+    (finding,) = check_skew(facts(kube_proxy="v1.22.6-eksbuild.1"), "1.25")
+    assert finding.id == "SKEW005"
+    assert "1.25" in finding.why
+
+
+def test_not_ready_nodes_are_required_and_cordoned_ones_recommended() -> None:
+    f = facts(nodes=[node("a", ready=False), node("b", cordoned=True), node("c")])
+    by_id = {x.id: x for x in check_nodes(f)}
+    assert by_id["NODE001"].severity == REQUIRED
+    assert by_id["NODE001"].objects == ("Node a",)
+    assert by_id["NODE002"].severity == RECOMMENDED
+    assert by_id["NODE002"].objects == ("Node b",)
+
+
+def test_unhealthy_pods_are_listed_under_their_workload() -> None:
+    f = facts(pods=PodSummary(unhealthy={"Deployment shop/api": [("api-1", "Running", "1/2 ready")]}))
+    (finding,) = check_pods(f)
+    assert finding.objects == ("Deployment shop/api: Pod api-1 Running 1/2 ready",)
+
+
+@pytest.mark.parametrize(
+    ("selector", "selected"),
+    [
+        (Selector(match_labels={"app": "api"}), True),
+        (Selector(), True),  # `selector: {}` selects every pod of the namespace
+        (Selector(match_expressions=(("app", "In", ("api", "canary")),)), True),
+        (Selector(match_expressions=(("app", "NotIn", ("web",)),)), True),
+        (Selector(match_expressions=(("tier", "Exists", ()),)), True),
+        (Selector(match_expressions=(("tier", "DoesNotExist", ()),)), False),
+        (Selector(match_labels={"app": "api"}, match_expressions=(("app", "In", ("web",)),)), False),
+        (Selector(present=False), False),  # no selector: selects nothing in policy/v1
+    ],
+)
+def test_a_blocking_budget_is_found_for_every_selector_shape(selector: Selector, selected: bool) -> None:
+    f = facts(
+        workloads=[deployment("api", 1, {"app": "api", "tier": "backend"})],
+        # The disruption controller counts the pods it selects; none when the selector misses.
+        pdbs=[replace(pdb("api", selector, allowed=0), expected_pods=1 if selected else 0)],
+    )
+    findings = check_drain(f)
+    if selected:
+        (finding,) = findings
+        assert finding.id == "PDB001"
+        assert finding.severity == REQUIRED
+        assert finding.objects == ("PodDisruptionBudget shop/api", "Deployment shop/api")
+        assert "1 replica" in finding.why
+    else:
+        assert findings == []
+
+
+def test_a_single_replica_under_min_available_one_is_named_even_before_the_status_is_computed() -> None:
+    f = facts(
+        workloads=[deployment("api", 1)],
+        pdbs=[pdb("api", Selector(match_labels={"app": "api"}), allowed=None)],
+    )
+    (finding,) = check_drain(f)
+    assert finding.id == "PDB002"
+    f = facts(
+        workloads=[deployment("api", 3)],
+        pdbs=[pdb("api", Selector(match_labels={"app": "api"}), allowed=None)],
+    )
+    assert check_drain(f) == []
+
+
+def test_drain_blockers_are_grouped_by_workload() -> None:
+    f = facts(
+        pods=PodSummary(
+            not_evictable={"Deployment knative-serving/activator": ["a-1", "a-2"]},
+            empty_dir={"Deployment shop/api": ["api-1"]},
+            host_path={"StatefulSet db/pg": ["pg-0"]},
+            bare=["default/debug"],
+        )
+    )
+    by_id = {x.id: x for x in check_drain(f)}
+    assert by_id["DRAIN001"].objects == ("Deployment knative-serving/activator (2 pods)",)
+    assert by_id["DRAIN002"].objects == ("Deployment shop/api (1 pod)",)
+    assert by_id["DRAIN003"].objects == ("StatefulSet db/pg (1 pod)",)
+    assert by_id["DRAIN004"].objects == ("Pod default/debug",)
+    assert by_id["DRAIN004"].severity == REQUIRED
+
+
+def test_resilience_findings_are_recommended_and_name_each_workload_once() -> None:
+    f = facts(
+        workloads=[
+            deployment("single", 1),
+            deployment("unguarded", 3),
+            deployment("guarded", 3),
+            deployment("probeless", 2, readiness_probe=False, serves=True),
+            deployment("probeless-worker", 2, readiness_probe=False),
+            deployment("abrupt", 2, grace_seconds=0),
+        ],
+        pdbs=[
+            pdb(n, Selector(match_labels={"app": n}))
+            for n in ("guarded", "probeless", "probeless-worker", "abrupt")
+        ],
+    )
+    by_id = {x.id: x for x in check_resilience(f)}
+    assert {x.severity for x in by_id.values()} == {RECOMMENDED}
+    assert by_id["RES001"].objects == ("Deployment shop/single",)
+    assert by_id["RES002"].objects == ("Deployment shop/unguarded",)
+    assert by_id["RES003"].objects == ("Deployment shop/probeless",)  # a worker nobody calls is fine
+    assert by_id["RES004"].objects == ("Deployment shop/abrupt",)
+
+
+def test_sidecars_older_than_istiod_are_named_with_their_version() -> None:
+    f = facts(
+        istiod="1.17.2",
+        pods=PodSummary(
+            proxy_versions={
+                "Deployment shop/api": frozenset({"1.16.1", "1.17.2"}),
+                "Deployment shop/web": frozenset({"1.17.2"}),
+            }
+        ),
+    )
+    (finding,) = check_istio(f)
+    assert finding.id == "ISTIO001"
+    assert finding.objects == ("Deployment shop/api (istio-proxy 1.16.1)",)
+    assert check_istio(replace(f, istiod="")) == []
+
+
+def test_a_fail_closed_webhook_without_endpoints_is_required_and_a_fail_open_one_recommended() -> None:
+    def hook(name: str, fail_closed: bool, ready: int, exists: bool = True) -> WebhookFacts:
+        return WebhookFacts(
+            configuration=f"ValidatingWebhookConfiguration {name}",
+            webhook=f"{name}.example.com",
+            fail_closed=fail_closed,
+            service=f"sys/{name}",
+            service_exists=exists,
+            ready_endpoints=ready,
+        )
+
+    f = facts(webhooks=[hook("gk", True, 0), hook("vault", False, 0, exists=False), hook("ok", True, 2)])
+    by_id = {x.id: x for x in check_webhooks(f)}
+    assert by_id["HOOK001"].severity == REQUIRED
+    assert "no ready endpoints" in by_id["HOOK001"].title
+    assert by_id["HOOK002"].severity == RECOMMENDED
+    assert "does not exist" in by_id["HOOK002"].title
+    assert len(by_id) == 2
+
+
+def test_a_healthy_cluster_passes() -> None:
+    f = facts(
+        nodes=[node("a"), node("b")],
+        workloads=[deployment("api", 2, serves=True)],
+        pdbs=[pdb("api", Selector(match_labels={"app": "api"}))],
+        kube_proxy="v1.24.17",
+    )
+    assert run_checks(f, "1.25") == []

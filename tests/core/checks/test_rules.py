@@ -1,0 +1,262 @@
+"""Known-issue rules as data: the file is validated with file and line, the shipped rules are
+complete, and the engine reports one finding per (rule, workload, episode), never keyed on text."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.core.checks.rules import (
+    ContainerView,
+    Episodes,
+    EventRecord,
+    PodState,
+    load_rules,
+    match_rules,
+    parse_rules,
+    read_rules,
+)
+from bot.errors import ConfigError
+from bot.resources import BUILTIN_RULES
+
+NOW = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
+SHIPPED = read_rules(BUILTIN_RULES)
+BY_ID = {r.id: r for r in SHIPPED}
+
+
+def pod(name: str, workload: str = "Deployment shop/api", ns: str = "shop", **kw: object) -> PodState:
+    return PodState(namespace=ns, name=name, workload=workload, **kw)  # type: ignore[arg-type]
+
+
+def test_the_shipped_rules_have_ids_titles_remediation_and_public_evidence() -> None:
+    assert [r.id for r in SHIPPED] == [f"KI{n:03d}" for n in range(1, 12)]
+    for rule in SHIPPED:
+        assert rule.title
+        assert rule.explanation
+        assert rule.remediation
+        assert rule.links, rule.id
+        assert all(link.startswith("https://github.com/") for link in rule.links), rule.id
+        assert rule.source.startswith(str(BUILTIN_RULES) + ":")
+
+
+def test_every_problem_of_a_rules_file_is_named_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(
+        """rules:
+  - id: KI001
+    title: ok
+    match: {containers: [a], log: {regex: "(unclosed"}}
+    explanation: x
+    remediation: y
+    links: [http://insecure.example.com]
+  - id: lowercase
+    title: t
+    severity: urgent
+    match: {contaners: [a]}
+    explanation: x
+    remediation: y
+    links: [https://example.com]
+  - id: KI001
+    title: dup
+    match: {waiting_reasons: []}
+    explanation: x
+    remediation: y
+"""
+    )
+    with pytest.raises(ConfigError) as err:
+        read_rules(path)
+    v = err.value.user_message
+    assert v.startswith(f"{path}:4: rules[0].match.log.regex: '(unclosed' is not a regular expression")
+    assert v.endswith("(and 8 more problem(s))")
+
+
+GOOD = """  - id: KI100
+    title: t
+    match: {containers: [a]}
+    explanation: x
+    remediation: y
+    links: [https://example.com/evidence]
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("id: KI100", "id: lowercase"), "r.yaml:2: rules[0].id: 'lowercase' is not an id like ISTIO001"),
+        (("title: t", "title: t\n    severity: urgent"), "r.yaml:4: rules[0].severity: expected required or"),
+        (
+            ("{containers: [a]}", "{contaners: [a]}"),
+            "r.yaml:4: rules[0].match.contaners: unknown key (did you mean",
+        ),
+        (
+            ("{containers: [a]}", "{waiting_reasons: []}"),
+            "r.yaml:4: rules[0].match.waiting_reasons: an empty list",
+        ),
+        (
+            ("{containers: [a]}", "{events: {}}"),
+            "r.yaml:4: rules[0].match.events: give `reasons`, `message` or both",
+        ),
+        (("{containers: [a]}", "{log: {lines: 10}}"), "r.yaml:4: rules[0].match.log.regex: required"),
+        (
+            ("{containers: [a]}", "{log: {regex: x, lines: 5000}}"),
+            "r.yaml:4: rules[0].match.log.lines: expected",
+        ),
+        (
+            ("[https://example.com/evidence]", "[]"),
+            "r.yaml:7: rules[0].links: a rule needs at least one link",
+        ),
+        (("    remediation: y\n", ""), "r.yaml:2: rules[0].remediation: required"),
+    ],
+)
+def test_each_problem_is_named_with_its_line_and_key(change: tuple[str, str], message: str) -> None:
+    text = "rules:\n" + GOOD.replace(*change)
+    with pytest.raises(ConfigError) as err:
+        parse_rules(text, source="r.yaml")
+    assert err.value.user_message.startswith(message), err.value.user_message
+
+
+def test_a_duplicate_id_names_the_first_rule() -> None:
+    with pytest.raises(ConfigError, match=r"r.yaml:8: rules\[1\].id: KI100 is also the id of rules\[0\]"):
+        parse_rules("rules:\n" + GOOD + GOOD, source="r.yaml")
+
+
+def test_a_teams_file_adds_rules_and_replaces_shipped_ones_by_id(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        """rules:
+  - id: KI004
+    title: Our Vault agents are slow, not broken
+    match: {containers: [vault-agent], not_ready: true}
+    explanation: They take two minutes to authenticate here.
+    remediation: Wait; page #vault after 10 minutes.
+    links: [https://wiki.example.com/vault]
+  - id: TEAM001
+    title: Legacy batch pods
+    match: {labels: {team: legacy}}
+    explanation: x
+    remediation: y
+    links: [https://wiki.example.com/legacy]
+"""
+    )
+    rules = load_rules([BUILTIN_RULES, team])
+    by_id = {r.id: r for r in rules}
+    assert len(rules) == len(SHIPPED) + 1
+    assert by_id["KI004"].title == "Our Vault agents are slow, not broken"
+    assert by_id["KI004"].source == f"{team}:2"
+    with pytest.raises(ConfigError, match="rules file not found"):
+        load_rules([tmp_path / "missing.yaml"])
+
+
+def test_pods_of_one_workload_with_the_same_problem_are_one_finding() -> None:
+    states = [
+        pod(
+            f"worker-{i}",
+            "Deployment payments/worker",
+            "payments",
+            annotations={"vault.hashicorp.com/agent-inject": "true"},
+            containers=(ContainerView(name="worker"), ContainerView(name="vault-agent", ready=False)),
+        )
+        for i in range(3)
+    ]
+    (hit,) = match_rules(SHIPPED, states, [], NOW)
+    assert hit.rule.id == "KI004"
+    assert hit.workload == "Deployment payments/worker"
+    assert hit.pods == ("worker-0", "worker-1", "worker-2")
+    finding = hit.finding()
+    assert finding.objects[0] == "Deployment payments/worker"
+    assert "vault read auth/kubernetes/role" in finding.fix
+    assert "hashicorp/vault-helm" in finding.fix
+    assert "1/2 containers ready (vault-agent is not)" in finding.why
+
+
+def test_log_rules_read_only_a_bounded_tail_and_never_key_on_the_text() -> None:
+    def proxy(name: str, line: str, noise: int = 0) -> PodState:
+        tail = "\n".join([line, *["info ok"] * noise])
+        return pod(name, containers=(ContainerView(name="istio-proxy", log_tail=tail),))
+
+    line = "warning envoy main listener accept failure: Too many open files thread={}"
+    hits = match_rules([BY_ID["KI001"]], [proxy("api-1", line.format(21)), proxy("api-2", line.format(7))])
+    assert [(h.rule.id, h.workload, h.pods) for h in hits] == [
+        ("KI001", "Deployment shop/api", ("api-1", "api-2"))
+    ]
+    # Beyond the rule's 200 lines, the line is out of the tail it reads.
+    assert match_rules([BY_ID["KI001"]], [proxy("api-1", line.format(1), noise=200)]) == []
+
+
+def test_event_rules_match_events_about_the_pod_or_alone_about_any_object() -> None:
+    es = pod("es-1", "StatefulSet logging/es", "logging")
+    multi = EventRecord(
+        namespace="logging",
+        kind="Pod",
+        name="es-1",
+        reason="FailedAttachVolume",
+        message='Multi-Attach error for volume "pvc-1" Volume is already exclusively attached to one node',
+    )
+    other = EventRecord(namespace="logging", kind="Pod", name="es-1", reason="FailedMount", message="timeout")
+    (hit,) = match_rules([BY_ID["KI007"]], [es], [multi, other])
+    assert hit.workload == "StatefulSet logging/es"
+    assert hit.evidence.startswith("event FailedAttachVolume: Multi-Attach")
+    gone = EventRecord(
+        namespace="shop",
+        kind="Pod",
+        name="api-9",
+        reason="EvictionBlocked",
+        message="Cannot evict pod as it would violate the pod's disruption budget.",
+    )
+    (hit,) = match_rules([BY_ID["KI006"]], [], [gone])
+    assert hit.workload == "Pod shop/api-9"
+    assert hit.pods == ()
+
+
+def test_terminating_pods_on_a_dead_node_and_controllers_tolerating_everything() -> None:
+    stuck = pod("es-0", "StatefulSet logging/es", "logging", deleting=True, node_ready=False)
+    fine = pod("es-1", "StatefulSet logging/es", "logging", deleting=True, node_ready=True)
+    daemon = pod("fluent-bit-x", "DaemonSet logging/fluent-bit", "logging", tolerates_all=True)
+    greedy = pod("typha-1", "Deployment calico-system/typha", "calico-system", tolerates_all=True)
+    hits = match_rules([BY_ID["KI008"], BY_ID["KI009"]], [stuck, fine, daemon, greedy])
+    assert [(h.rule.id, h.workload, h.pods) for h in hits] == [
+        ("KI008", "StatefulSet logging/es", ("es-0",)),
+        ("KI009", "Deployment calico-system/typha", ("typha-1",)),
+    ]
+
+
+def test_an_episode_is_reported_once_until_it_has_been_quiet() -> None:
+    worker = pod(
+        "w-1",
+        "Deployment payments/worker",
+        containers=(ContainerView(name="vault-agent", ready=False),),
+        annotations={"vault.hashicorp.com/agent-inject": "true"},
+    )
+    episodes = Episodes(quiet=timedelta(minutes=10))
+    first = episodes.new(match_rules(SHIPPED, [worker]), NOW)
+    assert [(h.rule.id, start) for h, start in first] == [("KI004", NOW)]
+    # The pod is replaced (another name) while the problem goes on: same episode, nothing new.
+    again = replace_name(worker, "w-2")
+    assert episodes.new(match_rules(SHIPPED, [again]), NOW + timedelta(minutes=5)) == []
+    assert episodes.new(match_rules(SHIPPED, [again]), NOW + timedelta(minutes=14)) == []
+    # Quiet for longer than 10 minutes, then back: a new episode.
+    later = NOW + timedelta(minutes=30)
+    assert [(h.rule.id, s) for h, s in episodes.new(match_rules(SHIPPED, [again]), later)] == [
+        ("KI004", later)
+    ]
+
+
+def replace_name(state: PodState, name: str) -> PodState:
+    from dataclasses import replace
+
+    return replace(state, name=name)
+
+
+def test_the_rules_over_many_pods_stay_linear() -> None:
+    states = [
+        pod(
+            f"p-{i}",
+            f"Deployment ns{i % 300}/app{i % 3500}",
+            f"ns{i % 300}",
+            containers=(ContainerView(name="app"),),
+        )
+        for i in range(20_000)
+    ]
+    assert match_rules(SHIPPED, states) == []
