@@ -19,6 +19,9 @@ from commands import (
     snapshots,
     start,
     status,
+    unwatch,
+    watch,
+    watches,
     whoami,
 )
 
@@ -39,6 +42,9 @@ MODULES = (
     handoff,
     announce,
     schedule,
+    watch,
+    watches,
+    unwatch,
 )
 
 

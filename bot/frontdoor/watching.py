@@ -293,3 +293,26 @@ class WatchRunner:
             driver.stop.set()
         for driver in drivers:
             driver.thread.join(timeout=timeout)
+
+
+WATCHES = "watches"
+
+
+def start_watching(services: Any, triggers: Any) -> WatchRunner:
+    """Register the watch scan on the triggers front door (before `triggers.start`): every
+    `SCAN_SECONDS`, and at once when a watch is started or asked to end."""
+    from bot.core.snapshots.service import pick_cluster
+
+    settings = services.settings
+
+    def connect(name: str) -> WatchSource:
+        return Cluster.connect(pick_cluster(settings.clusters, name))
+
+    runner = WatchRunner(services.watches, connect)
+
+    def scan(now: datetime) -> None:
+        runner.scan(now)
+
+    triggers.every(WATCHES, SCAN_SECONDS, scan)
+    services.watches.on_change = runner.wake
+    return runner

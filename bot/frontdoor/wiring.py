@@ -24,6 +24,7 @@ from bot.core.runs.cards import RunCards
 from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.watches.service import WatchService
 from bot.errors import UserError
 from bot.records import ClusterConfig
 from bot.router import Router
@@ -45,6 +46,8 @@ class Services:
     web_client: WebClient | None
     runs: RunService
     announcements: AnnouncementService
+    #: Watches (issue 13): rows and publishing; the triggers front door drives them.
+    watches: WatchService
 
     def close(self) -> None:
         self.store.close()
@@ -108,6 +111,14 @@ def build_services(
     # The end of a scheduled run, and each step it asks to announce, from the transition itself.
     runs.on_ended = announcements.run_ended
     runs.on_step_succeeded = announcements.step_succeeded
+    watches = WatchService(
+        store=store,
+        deliveries=deliveries,
+        renderer=Renderer(settings.template_dirs()),
+        clock=clock,
+        owner=owner,
+        node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+    )
     router = Router(
         registry=registry,
         settings=settings,
@@ -118,6 +129,7 @@ def build_services(
         runs=runs,
         fetch_file=fetch_file,
         announcements=announcements,
+        watches=watches,
     )
     return Services(
         settings=settings,
@@ -129,6 +141,7 @@ def build_services(
         web_client=web_client,
         runs=runs,
         announcements=announcements,
+        watches=watches,
     )
 
 
