@@ -152,7 +152,9 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
     if worst is not None:
         return worst
     if not init_done:
-        done = sum(1 for cs in inits if cs.state and cs.state.terminated and cs.state.terminated.exit_code == 0)
+        done = sum(
+            1 for cs in inits if cs.state and cs.state.terminated and cs.state.terminated.exit_code == 0
+        )
         return INIT, f"Init:{done}/{len(inits)}"
     all_ready = True
     restarted = False
@@ -173,9 +175,12 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
                 worst = (IMAGEPULL, reason)
             elif reason in _WAITING_ERRORS and (worst is None or worst[0] == ERROR):
                 worst = (ERROR, reason)
-        elif terminated is not None and (terminated.exit_code or terminated.reason == "Error"):
-            if worst is None:
-                worst = (ERROR, terminated.reason or "Error")
+        elif (
+            terminated is not None
+            and (terminated.exit_code or terminated.reason == "Error")
+            and worst is None
+        ):
+            worst = (ERROR, terminated.reason or "Error")
     if previous == CRASHLOOP and restarted and not all_ready and (worst is None or worst[0] == ERROR):
         # Between two back-offs the container runs (not Ready) or has just died: same episode.
         return CRASHLOOP, "CrashLoopBackOff"
@@ -604,15 +609,19 @@ class WatchState:
             return
         cls, detail = found
         intern = self._intern
-        if record is not None and record.cls == cls:
+        wkind, wname = workload_of(pod)
+        namespace = intern(meta.namespace)
+        if (
+            record is not None
+            and record.cls == cls
+            and record.workload == workload_key(namespace, wkind, wname)
+        ):
             record.detail = intern(detail)
             record.node = intern(pod.spec.node_name or "")
             return
         if record is not None:
             self._drop_pod(key, now)
-        wkind, wname = workload_of(pod)
-        namespace = intern(meta.namespace)
-        if cls == PENDING or cls == INIT:
+        if cls in (PENDING, INIT):
             since = parse_time(meta.creation_timestamp) or now
         elif cls == TERMINATING:
             since = parse_time(meta.deletion_timestamp) or now
@@ -892,7 +901,9 @@ def _reason_group(cls: str, per_workload: Mapping[str, list[Any]]) -> ReasonGrou
     for key, (namespace, pods, details) in ranked[:TOP_WORKLOADS]:
         _ns, kind, name = key.split("/", 2)
         detail = max(details.items(), key=lambda dc: (dc[1], dc[0]))[0]
-        top.append(WorkloadCount(key=key, namespace=namespace, kind=kind, name=name, pods=pods, detail=detail))
+        top.append(
+            WorkloadCount(key=key, namespace=namespace, kind=kind, name=name, pods=pods, detail=detail)
+        )
     return ReasonGroup(
         reason=cls,
         pods=sum(v[1] for v in per_workload.values()),
@@ -931,4 +942,3 @@ def workload_sort_key(key: str) -> tuple[bool, str]:
 
 def sorted_workloads(keys: Iterable[str]) -> list[str]:
     return sorted(keys, key=workload_sort_key)
-
