@@ -485,6 +485,8 @@ class WatchState:
         self._warnings: dict[str, int] = {}
         self._target_since: datetime | None = None
         self._last_unhealthy: datetime | None = None
+        # Pods already unhealthy when the watch first lists them are not *new* (settle counts new ones).
+        self._pods_listed = False
         self._intern = sys.intern
         if previous is not None:
             self._seed(previous)
@@ -525,6 +527,9 @@ class WatchState:
             for key in [k for k in self._pods if k not in seen]:
                 self._drop_pod(key, now)
             self._pod_count = count
+            if not self._pods_listed:
+                self._pods_listed = True
+                self._last_unhealthy = None
             for state in self._episodes.values():
                 if state.carried:  # open before the restart, and no pod of it is in that state now
                     state.carried = False

@@ -108,3 +108,15 @@ def test_the_stop_timeout_counts_from_the_start() -> None:
     state.sync("node", [node("o1")], at(0))
     assert judge(state, 29).state == RUNNING
     assert judge(state, 30).state == TIMED_OUT
+
+
+def test_pods_already_unhealthy_when_the_watch_starts_are_not_new() -> None:
+    state = WatchState(target_spec(settle=timedelta(minutes=5)))
+    state.sync("node", [node("n1", kubelet="v1.30.2")], at(0))
+    state.sync("pod", [pod("e", ready=False, terminated="Error")], at(0))
+    assert state.summary(at(1)).last_unhealthy_at is None
+    assert judge(state, 5).state == TARGET_REACHED
+    state.sync(
+        "pod", [pod("e", ready=False, terminated="Error"), pod("f", ready=False, terminated="Error")], at(6)
+    )
+    assert state.summary(at(6)).last_unhealthy_at == at(6)  # found by a re-list: new
