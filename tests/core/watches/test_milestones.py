@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bot.core.watches.milestones import Milestone, milestones
 from bot.core.watches.model import StopRules, Summary, WatchSpec, WatchState
 from tests.support.watch_objects import at, crashing, deployment, node, pod, spec, target_spec
@@ -199,3 +202,80 @@ def test_after_a_restart_an_episode_that_ended_meanwhile_is_closed_and_the_next_
     assert milestones(before, after, sp) == []
     restarted.apply("pod", "MODIFIED", crashing("a", deployment="api"), at(6))
     assert keys(milestones(after, restarted.summary(at(6)), sp)) == ["crashloop:shop/Deployment/api:2"]
+
+
+# ----- a property: whatever happens and whenever the driver publishes or restarts, no key repeats --
+
+_pod_states = st.sampled_from(["ok", "crash", "running-after-crash", "pull"])
+_step = st.one_of(
+    st.tuples(st.just("pod"), st.sampled_from(["a", "b", "c"]), st.sampled_from(["api", "web"]), _pod_states),
+    st.tuples(
+        st.just("node"),
+        st.sampled_from(["n1", "n2", "n3"]),
+        st.sampled_from(["add", "ready", "cordon", "delete"]),
+        st.just(""),
+    ),
+    st.tuples(st.just("publish"), st.just(""), st.just(""), st.just("")),
+    st.tuples(st.just("restart"), st.just(""), st.just(""), st.just("")),
+)
+
+
+def _pod_for(name: str, workload: str, how: str) -> dict[str, object]:
+    if how == "crash":
+        return crashing(name, deployment=workload)
+    if how == "running-after-crash":
+        return pod(name, deployment=workload, ready=False, restarts=3)
+    if how == "pull":
+        return pod(name, deployment=workload, ready=False, waiting="ImagePullBackOff")
+    return pod(name, deployment=workload)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_step, max_size=60))
+def test_no_milestone_key_is_ever_repeated(steps: list[tuple[str, str, str, str]]) -> None:
+    sp = spec()
+    state = WatchState(sp)
+    state.sync("node", [], at(0))
+    state.sync("pod", [], at(0))
+    published_json: str | None = None
+    pods: dict[str, dict[str, object]] = {}
+    nodes: dict[str, dict[str, object]] = {}
+    generation: dict[str, int] = {}
+    seen: list[str] = []
+    for i, (what, name, arg, how) in enumerate(steps):
+        now = at(0, i + 1)
+        if what == "pod":
+            raw = _pod_for(name, arg, how)
+            # A pod keeps its workload for life: a different workload means a new pod (new uid).
+            old = pods.get(name)
+            if old is not None and old["metadata"]["ownerReferences"] != raw["metadata"]["ownerReferences"]:  # type: ignore[index]
+                state.apply("pod", "DELETED", old, now)
+                old = None
+            state.apply("pod", "MODIFIED" if old is not None else "ADDED", raw, now)
+            pods[name] = raw
+        elif what == "node":
+            if arg == "add" and name not in nodes:
+                generation[name] = generation.get(name, 0) + 1
+                nodes[name] = node(name, ready=False, uid=f"{name}-{generation[name]}")
+                state.apply("node", "ADDED", nodes[name], now)
+            elif name in nodes and arg in ("ready", "cordon"):
+                n = nodes[name]
+                nodes[name] = node(
+                    name,
+                    ready=True if arg == "ready" else n["status"]["conditions"][1]["status"] == "True",  # type: ignore[index]
+                    cordoned=arg == "cordon" or bool(n["spec"]),
+                    uid=n["metadata"]["uid"],  # type: ignore[index]
+                )
+                state.apply("node", "MODIFIED", nodes[name], now)
+            elif name in nodes and arg == "delete":
+                state.apply("node", "DELETED", nodes.pop(name), now)
+        elif what == "publish":
+            before = Summary.from_json(published_json) if published_json else None
+            after = state.summary(now)
+            seen.extend(m.key for m in milestones(before, after, sp))
+            published_json = after.to_json()
+        elif what == "restart" and published_json is not None:
+            state = WatchState(sp, previous=Summary.from_json(published_json))
+            state.sync("node", list(nodes.values()), now)
+            state.sync("pod", list(pods.values()), now)
+    assert len(seen) == len(set(seen)), seen
