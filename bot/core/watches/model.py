@@ -21,7 +21,8 @@ running and terminated (Error) between restarts, so a pod once in CrashLoopBackO
 class until it is Ready (or gone): the workload's episode does not end and start again at each flip.
 
 Episodes: a workload with a pod in CrashLoopBackOff (or in ImagePullBackOff) has an open episode,
-numbered 1, 2, … per workload; it ends when no pod of the workload is in that class. The numbers and
+numbered 1, 2, … per workload; it ends when no pod of the workload is in that class (back within
+`EPISODE_REOPEN` of its end, it is the same episode again, not a new one). The numbers and
 the open episodes' start times are kept in the Summary, and a state built after a restart is seeded
 from the last published Summary (`previous=`), so numbering continues and milestone keys stay
 stable.
@@ -329,6 +330,7 @@ class Episode:
     since: datetime
     open: bool
     pods: int
+    ended: datetime | None = None  # when it last closed (None while open)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -387,6 +389,10 @@ class Summary:
 
 
 TOP_WORKLOADS = 5
+#: A workload back in CrashLoopBackOff (or an image pull loop) this soon after its episode ended is
+#: in the same episode: a container that crashes 20 s after start may pass its readiness probe in
+#: between, and the kubelet itself keeps its back-off until a container has run for 10 minutes.
+EPISODE_REOPEN = timedelta(minutes=10)
 COMPLETED_KEPT = 200
 WARNING_REASONS_KEPT = 10
 
@@ -437,11 +443,12 @@ class _Group:
 
 
 class _Episode:
-    __slots__ = ("carried", "number", "open", "pods", "since")
+    __slots__ = ("carried", "ended", "number", "open", "pods", "since")
 
     def __init__(self) -> None:
         self.number = 0
         self.since: datetime | None = None
+        self.ended: datetime | None = None
         self.open = False
         self.pods = 0
         self.carried = False  # open in the previous Summary, not yet confirmed by a fresh list
@@ -500,6 +507,7 @@ class WatchState:
             state = self._episodes.setdefault((ep.workload, ep.kind), _Episode())
             state.number = ep.number
             state.since = ep.since
+            state.ended = ep.ended
             state.carried = ep.open
         for roll in previous.rollouts:
             if roll.spec_change:
@@ -535,6 +543,7 @@ class WatchState:
                 if state.carried:  # open before the restart, and no pod of it is in that state now
                     state.carried = False
                     state.open = False
+                    state.ended = now
         elif kind == "node":
             seen = set()
             for node in objs:
@@ -646,9 +655,11 @@ class WatchState:
                 state.open = True
                 if state.carried:  # the episode open before a restart goes on
                     state.carried = False
-                else:
+                elif state.number == 0 or state.ended is None or now - state.ended >= EPISODE_REOPEN:
                     state.number += 1
                     state.since = now
+                # else: back within EPISODE_REOPEN of its end: the same episode, from its start
+                state.ended = None
 
     def _drop_pod(self, key: str, now: datetime) -> None:
         record = self._pods.pop(key)
@@ -663,6 +674,7 @@ class WatchState:
             if state.pods <= 0:
                 state.pods = 0
                 state.open = False
+                state.ended = now
 
     def _stuck_after(self, cls: str) -> timedelta | None:
         if cls == INIT:
@@ -856,7 +868,9 @@ class WatchState:
                 entry[2][pod.detail] = entry[2].get(pod.detail, 0) + 1
         unhealthy = tuple(_reason_group(cls, by_class[cls]) for cls in CLASSES if cls in by_class)
         episodes = tuple(
-            Episode(workload=w, kind=k, number=s.number, since=s.since, open=s.open, pods=s.pods)
+            Episode(
+                workload=w, kind=k, number=s.number, since=s.since, open=s.open, pods=s.pods, ended=s.ended
+            )
             for (w, k), s in sorted(self._episodes.items())
             if s.since is not None and s.number > 0
         )

@@ -78,8 +78,14 @@ def test_a_crashloop_milestone_comes_once_per_workload_per_episode() -> None:
     state.apply("pod", "DELETED", crashing("b", deployment="api"), at(4))
     last, found = published(state, sp, last, 4)
     assert found == []
-    state.apply("pod", "MODIFIED", crashing("a", deployment="api", restarts=10), at(5))
-    last, found = published(state, sp, last, 5)
+    state.apply("pod", "MODIFIED", pod("a", deployment="api", restarts=10, ready=False), at(5))
+    state.apply("pod", "MODIFIED", crashing("a", deployment="api", restarts=10), at(6))
+    last, found = published(state, sp, last, 6)
+    assert found == []  # back within ten minutes: the same episode
+    state.apply("pod", "MODIFIED", pod("a", deployment="api", restarts=11), at(7))
+    last, found = published(state, sp, last, 7)
+    state.apply("pod", "MODIFIED", crashing("a", deployment="api", restarts=12), at(17))
+    last, found = published(state, sp, last, 17)
     assert found == ["crashloop:shop/Deployment/api:2"]
 
 
@@ -200,8 +206,8 @@ def test_after_a_restart_an_episode_that_ended_meanwhile_is_closed_and_the_next_
     after = restarted.summary(at(5))
     assert [(e.number, e.open) for e in after.episodes] == [(1, False)]
     assert milestones(before, after, sp) == []
-    restarted.apply("pod", "MODIFIED", crashing("a", deployment="api"), at(6))
-    assert keys(milestones(after, restarted.summary(at(6)), sp)) == ["crashloop:shop/Deployment/api:2"]
+    restarted.apply("pod", "MODIFIED", crashing("a", deployment="api"), at(16))
+    assert keys(milestones(after, restarted.summary(at(16)), sp)) == ["crashloop:shop/Deployment/api:2"]
 
 
 # ----- a property: whatever happens and whenever the driver publishes or restarts, no key repeats --

@@ -178,8 +178,18 @@ def test_a_crashloop_episode_ends_when_no_pod_is_in_it_and_the_next_one_is_numbe
     state.apply("pod", "MODIFIED", pod("a", deployment="api", restarts=4), at(3))
     state.apply("pod", "DELETED", crashing("b", deployment="api"), at(4))
     assert [(e.number, e.open) for e in state.summary(at(4)).episodes] == [(1, False)]
-    state.apply("pod", "MODIFIED", crashing("a", deployment="api", restarts=5), at(9))
-    assert [(e.number, e.open, e.since) for e in state.summary(at(9)).episodes] == [(2, True, at(9))]
+    state.apply("pod", "MODIFIED", crashing("a", deployment="api", restarts=5), at(14))
+    assert [(e.number, e.open, e.since) for e in state.summary(at(14)).episodes] == [(2, True, at(14))]
+
+
+def test_a_crash_loop_back_within_ten_minutes_is_the_same_episode_from_its_start() -> None:
+    # The container passes its readiness probe between crashes: Ready for a moment, then crashing.
+    state = WatchState(spec())
+    state.apply("pod", "ADDED", crashing("a", deployment="api"), at(0))
+    state.apply("pod", "MODIFIED", pod("a", deployment="api", restarts=3), at(1))
+    assert [(e.number, e.open, e.ended) for e in state.summary(at(1)).episodes] == [(1, False, at(1))]
+    state.apply("pod", "MODIFIED", crashing("a", deployment="api", restarts=4), at(2))
+    assert [(e.number, e.open, e.since) for e in state.summary(at(2)).episodes] == [(1, True, at(0))]
 
 
 def test_a_relist_after_410_drops_what_is_gone_and_applies_what_changed() -> None:
