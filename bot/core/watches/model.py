@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -953,12 +953,3 @@ def _spec_change(kind: str, raw: Mapping[str, Any]) -> bool:
         current, update = status.get("currentRevision"), status.get("updateRevision")
         return bool(update) and update != current
     return False
-
-
-def workload_sort_key(key: str) -> tuple[bool, str]:
-    """kube-system first, then by key."""
-    return (not key.startswith(KUBE_SYSTEM + "/"), key)
-
-
-def sorted_workloads(keys: Iterable[str]) -> list[str]:
-    return sorted(keys, key=workload_sort_key)
