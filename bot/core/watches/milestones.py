@@ -104,7 +104,9 @@ def _crashloop_milestones(before: Summary | None, after: Summary) -> list[Milest
         seen = {(e.workload, e.number) for e in before.episodes if e.kind == CRASHLOOP and e.open}
         # A closed episode was announced when it opened; a state seeded after a restart keeps it.
         seen |= {(e.workload, e.number) for e in before.episodes if e.kind == CRASHLOOP and not e.open}
-    episodes = [e for e in after.episodes if e.kind == CRASHLOOP and e.open and (e.workload, e.number) not in seen]
+    episodes = [
+        e for e in after.episodes if e.kind == CRASHLOOP and e.open and (e.workload, e.number) not in seen
+    ]
     episodes.sort(key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.workload))
     out = []
     for e in episodes:
@@ -138,7 +140,13 @@ def _verdict_milestones(before: Summary | None, after: Summary, spec: WatchSpec)
             )
         ]
     icon = ":octagonal_sign:" if now_verdict.state == STOPPED else ":hourglass:"
-    word = "Stopped" if now_verdict.state == STOPPED else "Ended" if now_verdict.state == TIMED_OUT else "Stopped"
+    word = (
+        "Stopped"
+        if now_verdict.state == STOPPED
+        else "Ended"
+        if now_verdict.state == TIMED_OUT
+        else "Stopped"
+    )
     return [
         Milestone(
             key=f"{STOPPED_KIND}:{now_verdict.code}",

@@ -21,7 +21,8 @@ running and terminated (Error) between restarts, so a pod once in CrashLoopBackO
 class until it is Ready (or gone): the workload's episode does not end and start again at each flip.
 
 Episodes: a workload with a pod in CrashLoopBackOff (or in ImagePullBackOff) has an open episode,
-numbered 1, 2, … per workload; it ends when no pod of the workload is in that class. The numbers and
+numbered 1, 2, … per workload; it ends when no pod of the workload is in that class (back within
+`EPISODE_REOPEN` of its end, it is the same episode again, not a new one). The numbers and
 the open episodes' start times are kept in the Summary, and a state built after a restart is seeded
 from the last published Summary (`previous=`), so numbering continues and milestone keys stay
 stable.
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -152,7 +153,9 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
     if worst is not None:
         return worst
     if not init_done:
-        done = sum(1 for cs in inits if cs.state and cs.state.terminated and cs.state.terminated.exit_code == 0)
+        done = sum(
+            1 for cs in inits if cs.state and cs.state.terminated and cs.state.terminated.exit_code == 0
+        )
         return INIT, f"Init:{done}/{len(inits)}"
     all_ready = True
     restarted = False
@@ -173,9 +176,12 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
                 worst = (IMAGEPULL, reason)
             elif reason in _WAITING_ERRORS and (worst is None or worst[0] == ERROR):
                 worst = (ERROR, reason)
-        elif terminated is not None and (terminated.exit_code or terminated.reason == "Error"):
-            if worst is None:
-                worst = (ERROR, terminated.reason or "Error")
+        elif (
+            terminated is not None
+            and (terminated.exit_code or terminated.reason == "Error")
+            and worst is None
+        ):
+            worst = (ERROR, terminated.reason or "Error")
     if previous == CRASHLOOP and restarted and not all_ready and (worst is None or worst[0] == ERROR):
         # Between two back-offs the container runs (not Ready) or has just died: same episode.
         return CRASHLOOP, "CrashLoopBackOff"
@@ -264,8 +270,9 @@ def parse_time(value: str | None) -> datetime | None:
 # ----- the Summary -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class NodeView:
+class NodeView(msgspec.Struct, frozen=True, kw_only=True, array_like=True, gc=False):
+    """One node, encoded as a JSON array: 5,000 of them are most of a large cluster's Summary."""
+
     name: str
     uid: str
     group: str
@@ -323,6 +330,7 @@ class Episode:
     since: datetime
     open: bool
     pods: int
+    ended: datetime | None = None  # when it last closed (None while open)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -381,6 +389,10 @@ class Summary:
 
 
 TOP_WORKLOADS = 5
+#: A workload back in CrashLoopBackOff (or an image pull loop) this soon after its episode ended is
+#: in the same episode: a container that crashes 20 s after start may pass its readiness probe in
+#: between, and the kubelet itself keeps its back-off until a container has run for 10 minutes.
+EPISODE_REOPEN = timedelta(minutes=10)
 COMPLETED_KEPT = 200
 WARNING_REASONS_KEPT = 10
 
@@ -431,11 +443,12 @@ class _Group:
 
 
 class _Episode:
-    __slots__ = ("carried", "number", "open", "pods", "since")
+    __slots__ = ("carried", "ended", "number", "open", "pods", "since")
 
     def __init__(self) -> None:
         self.number = 0
         self.since: datetime | None = None
+        self.ended: datetime | None = None
         self.open = False
         self.pods = 0
         self.carried = False  # open in the previous Summary, not yet confirmed by a fresh list
@@ -480,6 +493,8 @@ class WatchState:
         self._warnings: dict[str, int] = {}
         self._target_since: datetime | None = None
         self._last_unhealthy: datetime | None = None
+        # Pods already unhealthy when the watch first lists them are not *new* (settle counts new ones).
+        self._pods_listed = False
         self._intern = sys.intern
         if previous is not None:
             self._seed(previous)
@@ -492,6 +507,7 @@ class WatchState:
             state = self._episodes.setdefault((ep.workload, ep.kind), _Episode())
             state.number = ep.number
             state.since = ep.since
+            state.ended = ep.ended
             state.carried = ep.open
         for roll in previous.rollouts:
             if roll.spec_change:
@@ -520,10 +536,14 @@ class WatchState:
             for key in [k for k in self._pods if k not in seen]:
                 self._drop_pod(key, now)
             self._pod_count = count
+            if not self._pods_listed:
+                self._pods_listed = True
+                self._last_unhealthy = None
             for state in self._episodes.values():
                 if state.carried:  # open before the restart, and no pod of it is in that state now
                     state.carried = False
                     state.open = False
+                    state.ended = now
         elif kind == "node":
             seen = set()
             for node in objs:
@@ -604,15 +624,19 @@ class WatchState:
             return
         cls, detail = found
         intern = self._intern
-        if record is not None and record.cls == cls:
+        wkind, wname = workload_of(pod)
+        namespace = intern(meta.namespace)
+        if (
+            record is not None
+            and record.cls == cls
+            and record.workload == workload_key(namespace, wkind, wname)
+        ):
             record.detail = intern(detail)
             record.node = intern(pod.spec.node_name or "")
             return
         if record is not None:
             self._drop_pod(key, now)
-        wkind, wname = workload_of(pod)
-        namespace = intern(meta.namespace)
-        if cls == PENDING or cls == INIT:
+        if cls in (PENDING, INIT):
             since = parse_time(meta.creation_timestamp) or now
         elif cls == TERMINATING:
             since = parse_time(meta.deletion_timestamp) or now
@@ -631,9 +655,11 @@ class WatchState:
                 state.open = True
                 if state.carried:  # the episode open before a restart goes on
                     state.carried = False
-                else:
+                elif state.number == 0 or state.ended is None or now - state.ended >= EPISODE_REOPEN:
                     state.number += 1
                     state.since = now
+                # else: back within EPISODE_REOPEN of its end: the same episode, from its start
+                state.ended = None
 
     def _drop_pod(self, key: str, now: datetime) -> None:
         record = self._pods.pop(key)
@@ -648,6 +674,7 @@ class WatchState:
             if state.pods <= 0:
                 state.pods = 0
                 state.open = False
+                state.ended = now
 
     def _stuck_after(self, cls: str) -> timedelta | None:
         if cls == INIT:
@@ -841,7 +868,9 @@ class WatchState:
                 entry[2][pod.detail] = entry[2].get(pod.detail, 0) + 1
         unhealthy = tuple(_reason_group(cls, by_class[cls]) for cls in CLASSES if cls in by_class)
         episodes = tuple(
-            Episode(workload=w, kind=k, number=s.number, since=s.since, open=s.open, pods=s.pods)
+            Episode(
+                workload=w, kind=k, number=s.number, since=s.since, open=s.open, pods=s.pods, ended=s.ended
+            )
             for (w, k), s in sorted(self._episodes.items())
             if s.since is not None and s.number > 0
         )
@@ -892,7 +921,9 @@ def _reason_group(cls: str, per_workload: Mapping[str, list[Any]]) -> ReasonGrou
     for key, (namespace, pods, details) in ranked[:TOP_WORKLOADS]:
         _ns, kind, name = key.split("/", 2)
         detail = max(details.items(), key=lambda dc: (dc[1], dc[0]))[0]
-        top.append(WorkloadCount(key=key, namespace=namespace, kind=kind, name=name, pods=pods, detail=detail))
+        top.append(
+            WorkloadCount(key=key, namespace=namespace, kind=kind, name=name, pods=pods, detail=detail)
+        )
     return ReasonGroup(
         reason=cls,
         pods=sum(v[1] for v in per_workload.values()),
@@ -922,13 +953,3 @@ def _spec_change(kind: str, raw: Mapping[str, Any]) -> bool:
         current, update = status.get("currentRevision"), status.get("updateRevision")
         return bool(update) and update != current
     return False
-
-
-def workload_sort_key(key: str) -> tuple[bool, str]:
-    """kube-system first, then by key."""
-    return (not key.startswith(KUBE_SYSTEM + "/"), key)
-
-
-def sorted_workloads(keys: Iterable[str]) -> list[str]:
-    return sorted(keys, key=workload_sort_key)
-

@@ -105,7 +105,9 @@ def _progress_text(summary: Summary, spec: WatchSpec, now: datetime) -> str:
     total = sum(groups[n].total for n in names if n in groups)
     good = sum(groups[n].on_target_ready for n in names if n in groups)
     old = sum(groups[n].old for n in names if n in groups)
-    parts = [f"{good}/{total} nodes Ready" + (f" on {target.kubelet_version}" if target.kubelet_version else "")]
+    parts = [
+        f"{good}/{total} nodes Ready" + (f" on {target.kubelet_version}" if target.kubelet_version else "")
+    ]
     if old:
         parts.append(f"{old} old node{'s' if old != 1 else ''} left")
     if missing:
