@@ -155,3 +155,40 @@ def test_watch_follows_the_eks_upgrade_card_equals_truth_and_each_milestone_once
         assert lines[-1].startswith(":checkered_flag: Watch ended — unwatched by")
     finally:
         harness.runner.shutdown()
+
+
+def test_dropped_streams_5xx_and_a_forced_410_mid_upgrade_lose_no_transition(
+    sim_eks: SimCluster, store: Store, slack_stub: SlackStub, tmp_path: Path
+) -> None:
+    kubeconfig = sim_eks.write_kubeconfig(tmp_path / "kubeconfig")
+    harness = Harness(store, slack_stub, kubeconfig)
+    target = Target(nodegroups=UPGRADED, kubelet_version="1.25.16", settle=timedelta(hours=2))
+    row = harness.service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE", target=target)
+    try:
+        harness.runner.scan()
+        card = _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
+        driver = harness.runner.drivers[row.id]
+        sim_eks.control.run_upgrade()
+        _step(sim_eks, 60, steps=20)
+        # Every stream cut, and every reconnection refused with 503 for a while: meanwhile the
+        # upgrade goes on and the history the streams would resume from is compacted away.
+        sim_eks.control.set_transport(error_rate=1.0, error_status=503, path_prefix="/api")
+        sim_eks.control.drop_watches()
+        _wait(lambda: sum(s.restarts for s in driver.streams) >= len(driver.streams), timeout=20)
+        _step(sim_eks, 60, steps=15)
+        sim_eks.control.compact()
+        sim_eks.control.set_transport()
+        _wait(lambda: all(s.syncs >= 2 for s in driver.streams), timeout=30)  # 410 → listed again
+        _step(sim_eks, 60, steps=10)
+        sim_eks.control.drop_watches()  # a plain drop: resumed from the last version, no list
+        _step(sim_eks, 60, steps=100)
+        truth = _truth(kubeconfig)
+        with contextlib.suppress(AssertionError):
+            _wait(lambda: _figures(_published(store, row.id)) == truth, timeout=15)
+        assert _figures(_published(store, row.id)) == truth
+        lines = _assert_thread_once(slack_stub, store, row.id, card)
+        joined = [line for line in lines if "joined and is Ready" in line]
+        removed = [line for line in lines if "drained and removed" in line]
+        assert len(joined) == len(removed) == sum(t for g, (t, _) in truth.items() if g != "fargate")
+    finally:
+        harness.runner.shutdown()
