@@ -315,4 +315,21 @@ def start_watching(services: Any, triggers: Any) -> WatchRunner:
 
     triggers.every(WATCHES, SCAN_SECONDS, scan)
     services.watches.on_change = runner.wake
+    runs = services.runs
+
+    def step_ended(row: WatchRow, reason: str) -> None:
+        if not row.run_id:
+            return
+        ok = reason.startswith("target_reached")
+        try:
+            runs.finish_long(row.run_id, row.step_id, ok=ok, detail=f"watch {row.id}: {reason}")
+        except BotError as exc:
+            log.warning("watch %s: step %s of run %s: %s", row.id, row.step_id, row.run_id, exc.user_message)
+
+    services.watches.on_ended = step_ended
+    # A step whose watch ended just before a crash, without its step committed: commit it now,
+    # before the runs' recovery looks at running steps.
+    for row in services.store.watches(live=False, limit=200):
+        if row.run_id and row.state == "ended":
+            step_ended(row, row.end_reason)
     return runner

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
-from bot.core.actions.base import ActionContext, DiffSummary
+from bot.core.actions.base import ActionContext, ActionRequest, DiffSummary
 from bot.core.announcements.service import AnnouncementService
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
@@ -90,13 +90,26 @@ def build_services(
             clock=clock,
             operations_channel=settings.channels.operations,
         )
+    watches = WatchService(
+        store=store,
+        deliveries=deliveries,
+        renderer=Renderer(settings.template_dirs()),
+        clock=clock,
+        owner=owner,
+        node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+    )
     runs = RunService(
         store=store,
         directory=directory,
         clock=clock,
         cards=cards,
         actions=default_registry(),
-        action_context=action_context(settings=settings, store=store, connect_cluster=connect, clock=clock),
+        action_context=action_context(
+            settings=settings, store=store, connect_cluster=connect, clock=clock, watches=watches
+        ),
+    )
+    runs.long_action_live = lambda run_id, step_id: bool(
+        (w := store.watch_of_step(run_id, step_id)) is not None and w.state == "live"
     )
     announcements = AnnouncementService(
         store=store,
@@ -111,14 +124,6 @@ def build_services(
     # The end of a scheduled run, and each step it asks to announce, from the transition itself.
     runs.on_ended = announcements.run_ended
     runs.on_step_succeeded = announcements.step_succeeded
-    watches = WatchService(
-        store=store,
-        deliveries=deliveries,
-        renderer=Renderer(settings.template_dirs()),
-        clock=clock,
-        owner=owner,
-        node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
-    )
     router = Router(
         registry=registry,
         settings=settings,
@@ -151,6 +156,7 @@ def action_context(
     store: Store,
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime],
+    watches: WatchService | None = None,
 ) -> ActionContext:
     """The capabilities a plan's actions use, bound to this bot's store and clusters."""
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
@@ -176,4 +182,28 @@ def action_context(
             restart_threshold=settings.restart_threshold,
         )
 
-    return ActionContext(take_snapshot=take_snapshot, compare_snapshots=compare_snapshots)
+    def start_watch(request: ActionRequest) -> str:
+        from bot.core.actions.watch import target_and_stop, words
+
+        assert watches is not None
+        args = dict(request.call.args)
+        target, stop = target_and_stop(args)
+        cluster = snapshots.pick_cluster(settings.clusters, request.cluster)
+        row = watches.start(
+            cluster=cluster.name,
+            channel=settings.channels.operations or "",
+            started_by=f"run:{request.run_id}",
+            nodegroups=target.nodegroups,
+            namespaces=words(args.get("namespace", "")),
+            target=target,
+            stop=stop,
+            run_id=request.run_id,
+            step_id=request.step_id,
+        )
+        return f"watch {row.id} started on {cluster.name}; the step ends with its verdict"
+
+    return ActionContext(
+        take_snapshot=take_snapshot,
+        compare_snapshots=compare_snapshots,
+        start_watch=start_watch if watches is not None else None,
+    )

@@ -28,6 +28,7 @@ class ActionRequest:
     run_id: str
     cluster: str
     call: ActionCall
+    step_id: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +60,9 @@ class ActionContext:
     take_snapshot: Callable[[str, str, str], tuple[int, str, Mapping[str, int]]]
     #: (cluster, before, after) → the diff report of two stored snapshots.
     compare_snapshots: Callable[[str, str, str], DiffSummary]
+    #: Starts a LONG action's work (a watch) for the request; its one-line detail. The triggers
+    #: front door drives it and commits `action_finished` when it ends. None: not available here.
+    start_watch: Callable[[ActionRequest], str] | None = None
 
 
 Runner = Callable[[ActionContext, ActionRequest], ActionResult]
@@ -74,6 +78,8 @@ class ActionSpec:
     optional: frozenset[str] = frozenset()
     #: True when the action changes the cluster (the step must then be gated by two people).
     mutating: bool = False
+    #: True when it runs for minutes (a watch): started by the click, finished by the triggers door.
+    long: bool = False
     defaults: Mapping[str, str] = field(default_factory=dict)
     #: Performs the action; None for a spec that only validates (tests, planned actions).
     run: Runner | None = None

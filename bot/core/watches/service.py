@@ -151,6 +151,9 @@ class WatchService:
         #: end, so it is picked up now rather than at the next scan.
         self.on_change: Callable[[], None] | None = None
         self._cards: dict[int, str] = {}  # the card text last sent, per watch
+        #: Called after a publish ended a watch, with the row and the end reason (a plan step's
+        #: watch: the front door commits the step's `action_finished`).
+        self.on_ended: Callable[[WatchRow, str], None] | None = None
 
     # -- rows ------------------------------------------------------------------------------------
 
@@ -279,6 +282,8 @@ class WatchService:
                 # Slack refused or is down: the state is stored and the posts are owed; the next
                 # publish (or the next process's catch-up) delivers them.
                 log.warning("watch %s: Slack update failed: %s", row.id, exc.user_message)
+        if end_reason and self.on_ended is not None:
+            self.on_ended(current, end_reason)
         return Published(
             verdict=v,
             posted=posted,
@@ -318,7 +323,12 @@ class WatchService:
         assert self.deliveries is not None
         rendered = self.renderer.render("watch_card", self.card_context(summary, spec, v, end_reason, now))
         sub = subject(row.id)
-        posted = self.deliveries.post_once(sub, CARD, row.channel, rendered.text, blocks=rendered.blocks)
+        run_thread = self._run_thread(row)
+        if row.run_id and not run_thread:
+            return "", "", False  # the run's card is not posted yet; the next publish tries again
+        posted = self.deliveries.post_once(
+            sub, CARD, row.channel, rendered.text, blocks=rendered.blocks, thread_ts=run_thread
+        )
         if posted is not None:
             self._cards[row.id] = rendered.text
             return posted.channel, posted.ts, True
@@ -333,6 +343,14 @@ class WatchService:
             return card.channel, card.ts, True
         return card.channel, card.ts, False
 
+    def _run_thread(self, row: WatchRow) -> str:
+        """A plan step's watch streams into its RUN's thread (its card there, edited in place, and
+        its milestones), not a second card in the channel; "" for a standalone watch."""
+        if not row.run_id:
+            return ""
+        card = self.store.messages(row.run_id).get("card")
+        return card.ts if card is not None else ""
+
     def _post_owed(self, row: WatchRow, channel: str, card_ts: str) -> int:
         """Post the watch's outbox rows not posted yet into the card's thread, oldest first."""
         assert self.deliveries is not None
@@ -343,6 +361,7 @@ class WatchService:
         )
         posted = 0
         for ref in owed:
-            if self.deliveries.post_outbox(ref, channel, thread_ts=card_ts) is not None:
+            thread = self._run_thread(row) or card_ts
+            if self.deliveries.post_outbox(ref, channel, thread_ts=thread) is not None:
                 posted += 1
         return posted
