@@ -192,7 +192,16 @@ class WatchDriver:
                     if not service.heartbeat(row.id):
                         log.info("watch %s: no longer ours; stopping", row.id)
                         return
-                if synced >= KINDS.keys() and mono - last_publish >= self.publish_seconds:
+                if synced < KINDS.keys() and mono - last_publish >= self.publish_seconds:
+                    # Not listed yet (the cluster is down): `unwatch` and the time limit still end it.
+                    last_publish = mono
+                    ended = service.end_unlisted(row)
+                    if ended:
+                        self.ended = ended
+                        log.info("watch %s ended: %s", row.id, ended)
+                        return
+                    continue
+                if mono - last_publish >= self.publish_seconds:
                     last_publish = mono
                     try:
                         result = service.publish(row, state)

@@ -192,3 +192,21 @@ def test_dropped_streams_5xx_and_a_forced_410_mid_upgrade_lose_no_transition(
         assert len(joined) == len(removed) == sum(t for g, (t, _) in truth.items() if g != "fargate")
     finally:
         harness.runner.shutdown()
+
+
+def test_unwatch_ends_a_watch_whose_cluster_cannot_be_read(
+    sim_small: SimCluster, store: Store, slack_stub: SlackStub, tmp_path: Path
+) -> None:
+    kubeconfig = sim_small.write_kubeconfig(tmp_path / "kubeconfig")
+    sim_small.stop()  # nothing answers there any more
+    harness = Harness(store, slack_stub, kubeconfig)
+    row = harness.service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE")
+    try:
+        harness.runner.scan()
+        time.sleep(1)
+        harness.service.request_end(row.id, by="U0BOB")
+        ended = _wait(lambda: (w := store.watch(row.id)) and w.state == "ended" and w, timeout=15)
+        assert ended.end_reason == "unwatched by <@U0BOB> (the cluster could not be read)"
+        assert ended.summary == ""  # nothing was ever listed, so nothing is claimed about the cluster
+    finally:
+        harness.runner.shutdown()

@@ -292,6 +292,37 @@ class WatchService:
             ended=end_reason,
         )
 
+    def end_unlisted(self, row: WatchRow) -> str:
+        """End a watch that was asked to end (or ran out of time) while its cluster could not be
+        listed: the last published summary stays, with a final line saying so. The end reason, or
+        "" when it is not to end yet (or is no longer ours)."""
+        now = self.clock()
+        current = self.store.watch(row.id) or row
+        spec = self.spec(current)
+        if current.end_requested_by:
+            reason = f"unwatched by <@{current.end_requested_by}>"
+        elif spec.deadline is not None and now >= spec.deadline:
+            reason = "timed_out: time limit reached"
+        else:
+            return ""
+        reason += " (the cluster could not be read)"
+        text = f":checkered_flag: Watch ended — {reason}."
+        known = set(self.store.messages(subject(row.id)))
+        outbox = [(FINAL, json.dumps({"text": text}))] if FINAL not in known else []
+        if not self.store.publish_watch(
+            row.id, owner=self.owner, summary=current.summary, at=now, outbox=outbox, end_reason=reason
+        ):
+            return ""
+        card = self.store.messages(subject(row.id)).get(CARD)
+        if self.deliveries is not None and card is not None and card.ts:
+            try:
+                self._post_owed(current, card.channel, card.ts)
+            except BotError as exc:
+                log.warning("watch %s: Slack post failed: %s", row.id, exc.user_message)
+        if self.on_ended is not None:
+            self.on_ended(current, reason)
+        return reason
+
     def _outbox(self, new: Sequence[Milestone]) -> tuple[list[tuple[str, str]], list[str]]:
         if not new:
             return [], []
