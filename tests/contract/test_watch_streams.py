@@ -14,8 +14,18 @@ from kubernetes import client
 
 from bot.core.watches.schema import KINDS, WEvent, WNode
 from bot.frontdoor.watching import Stream
-from tests.contract.test_watch import _event
 from tests.support.backends import TIMEOUT, Backend
+
+
+def _event(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "involvedObject": {"kind": "Pod", "name": "web-0", "namespace": namespace},
+        "reason": "BackOff",
+        "message": "Back-off restarting failed container app",
+        "type": "Warning",
+        "source": {"component": "kubelet"},
+    }
 
 
 def _take(out: queue.Queue[tuple[str, str, Any]], match: Any, what: str) -> tuple[str, str, Any]:

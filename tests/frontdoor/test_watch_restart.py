@@ -102,6 +102,12 @@ def test_kill9_mid_watch_same_card_each_milestone_once(
     wait_until(lambda: _groups(_watch_row(bot).summary) == truth, timeout=60, what="the card to catch up")
     assert "is ending" in bot.command("unwatch")
     wait_until(lambda: _watch_row(bot).state == "ended", timeout=30, what="the watch to end")
+    # The end is committed first, then the card is edited and the final line posted.
+    wait_until(
+        lambda: any("Watch ended" in m["text"] for m in slack_stub.posted(OPS)),
+        timeout=30,
+        what="the final line",
+    )
 
     cards = [
         m for m in slack_stub.posted(OPS) if m["text"].startswith(":") and "*Watch on prod*" in m["text"]

@@ -143,6 +143,7 @@ def test_watch_follows_the_eks_upgrade_card_equals_truth_and_each_milestone_once
         harness.service.request_end(row.id, by="U0ALICE")
         ended = _wait(lambda: (w := store.watch(row.id)) and w.state == "ended" and w, timeout=15)
         assert ended.end_reason == "unwatched by <@U0ALICE>"
+        harness.runner.drivers[row.id].thread.join(timeout=15)  # its last posts are made after the commit
         final = _published(store, row.id)
         assert _figures(final) == truth
         lines = _assert_thread_once(slack_stub, store, row.id, card)
