@@ -16,6 +16,7 @@ Timestamps are timezone-aware UTC.
     ScheduleRow, AnnouncementRow
                       a scheduled window and the announcements it owes
     InboxItem         a Slack request acknowledged and not yet worked off
+    WatchRow          a live (or ended) watch: scope, target, who drives it, what was published
 """
 
 from __future__ import annotations
@@ -211,3 +212,36 @@ class InboxItem:
     received_at: datetime
     state: str = "pending"  # "pending" | "done"
     attempts: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchRow:
+    """A watch of a cluster's rollout status (issue 13): one row, whoever drives it.
+
+    `target`/`stop` are JSON (the watch's target and stop rules); `summary` is the last PUBLISHED
+    summary (JSON, "" before the first), persisted in the same step as the posts it caused. `owner`
+    is the process driving it, alive while it keeps `heartbeat_at` fresh; `run_id`/`step_id` are
+    set for a watch a plan step runs ("" for a standalone one).
+    """
+
+    id: int
+    cluster: str
+    nodegroups: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    target: str = ""
+    stop: str = ""
+    channel: str = ""
+    run_id: str = ""
+    step_id: str = ""
+    state: str = "live"  # "live" | "ended"
+    started_by: str = ""
+    started_at: datetime
+    ends_at: datetime | None = None
+    ended_at: datetime | None = None
+    end_reason: str = ""
+    #: Asked to end (`unwatch`) by this person; the driver ends it with a final summary.
+    end_requested_by: str = ""
+    owner: str = ""
+    heartbeat_at: datetime | None = None
+    summary: str = ""
+    published_at: datetime | None = None

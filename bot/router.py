@@ -24,6 +24,7 @@ from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
 from bot.core.runs.service import RunService
 from bot.core.snapshots.projection import ClusterReader
+from bot.core.watches.service import WatchService
 from bot.errors import (
     BotError,
     ConfigError,
@@ -81,8 +82,10 @@ class Router:
         runs: RunService | None = None,
         fetch_file: Callable[[str], bytes] | None = None,
         announcements: AnnouncementService | None = None,
+        watches: WatchService | None = None,
     ) -> None:
         self.registry = registry
+        self.watches = watches
         self.announcements = announcements
         self.runs = runs
         self.fetch_file = fetch_file
@@ -160,6 +163,7 @@ class Router:
                 runs=self.runs,
                 fetch_file=self.fetch_file,
                 announcements=self.announcements,
+                watches=self.watches,
             )
             log.info("running /upgrade %s for %s", name, request.user_id)
             reply = sub.handler(ctx, args)

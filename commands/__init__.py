@@ -21,6 +21,9 @@ from commands import (
     snapshots,
     start,
     status,
+    unwatch,
+    watch,
+    watches,
     whoami,
 )
 
@@ -43,6 +46,9 @@ MODULES = (
     schedule,
     check,
     diagnose,
+    watch,
+    watches,
+    unwatch,
 )
 
 

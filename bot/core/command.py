@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from bot.core.people import Directory
     from bot.core.runs.service import RunService
     from bot.core.snapshots.projection import ClusterReader
+    from bot.core.watches.service import WatchService
     from bot.records import ClusterConfig
     from bot.settings import Settings
 
@@ -76,6 +77,8 @@ class CommandContext:
     fetch_file: Callable[[str], bytes] | None = None
     #: Scheduled announcements (store + Slack); None where a front door has none.
     announcements: AnnouncementService | None = None
+    #: Watches of a cluster's rollout status (store + Slack); None where a front door has none.
+    watches: WatchService | None = None
 
 
 Handler = Callable[[CommandContext, Args], Reply]

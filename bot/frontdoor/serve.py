@@ -39,6 +39,7 @@ from bot.errors import ConfigError
 from bot.frontdoor.inbox import Inbox
 from bot.frontdoor.slack import build_app
 from bot.frontdoor.triggers import Triggers
+from bot.frontdoor.watching import start_watching
 from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import Settings
@@ -58,6 +59,7 @@ def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 
     services = build_services(settings)
     workers = WorkerPool(settings.workers)
     triggers = Triggers(announcements=services.announcements, runs=services.runs)
+    watch_runner = start_watching(services, triggers)
     try:
         _recover(services, triggers)
         inbox = Inbox(store=services.store, workers=workers, clock=lambda: datetime.now(UTC))
@@ -83,6 +85,7 @@ def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 
             _serve_socket_mode(app, settings.secrets.app_token, stop=stop)
     finally:
         triggers.shutdown()
+        watch_runner.shutdown()
         # Every job on the pool is an inbox item: queued ones are dropped and a long one is not
         # waited for past the grace, since the next start works them off again.
         if not workers.stop(grace=SHUTDOWN_GRACE.total_seconds()):

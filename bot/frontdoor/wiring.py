@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
-from bot.core.actions.base import ActionContext, DiffSummary
+from bot.core.actions.base import ActionContext, ActionRequest, DiffSummary
 from bot.core.announcements.service import AnnouncementService
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
@@ -27,6 +27,7 @@ from bot.core.runs.cards import RunCards
 from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.watches.service import WatchService
 from bot.errors import UserError
 from bot.records import ClusterConfig
 from bot.router import Router
@@ -48,6 +49,8 @@ class Services:
     web_client: WebClient | None
     runs: RunService
     announcements: AnnouncementService
+    #: Watches (issue 13): rows and publishing; the triggers front door drives them.
+    watches: WatchService
 
     def close(self) -> None:
         self.store.close()
@@ -90,13 +93,26 @@ def build_services(
             clock=clock,
             operations_channel=settings.channels.operations,
         )
+    watches = WatchService(
+        store=store,
+        deliveries=deliveries,
+        renderer=Renderer(settings.template_dirs()),
+        clock=clock,
+        owner=owner,
+        node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+    )
     runs = RunService(
         store=store,
         directory=directory,
         clock=clock,
         cards=cards,
         actions=default_registry(),
-        action_context=action_context(settings=settings, store=store, connect_cluster=connect, clock=clock),
+        action_context=action_context(
+            settings=settings, store=store, connect_cluster=connect, clock=clock, watches=watches
+        ),
+    )
+    runs.long_action_live = lambda run_id, step_id: bool(
+        (w := store.watch_of_step(run_id, step_id)) is not None and w.state == "live"
     )
     announcements = AnnouncementService(
         store=store,
@@ -121,6 +137,7 @@ def build_services(
         runs=runs,
         fetch_file=fetch_file,
         announcements=announcements,
+        watches=watches,
     )
     return Services(
         settings=settings,
@@ -132,6 +149,7 @@ def build_services(
         web_client=web_client,
         runs=runs,
         announcements=announcements,
+        watches=watches,
     )
 
 
@@ -141,6 +159,7 @@ def action_context(
     store: Store,
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime],
+    watches: WatchService | None = None,
 ) -> ActionContext:
     """The capabilities a plan's actions use, bound to this bot's store and clusters."""
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
@@ -176,6 +195,29 @@ def action_context(
                 extras=checks.default_extras(now=clock().timestamp()),
             )
 
+    def start_watch(request: ActionRequest) -> str:
+        from bot.core.actions.watch import target_and_stop, words
+
+        assert watches is not None
+        args = dict(request.call.args)
+        target, stop = target_and_stop(args)
+        cluster = snapshots.pick_cluster(settings.clusters, request.cluster)
+        row = watches.start(
+            cluster=cluster.name,
+            channel=settings.channels.operations or "",
+            started_by=f"run:{request.run_id}",
+            nodegroups=target.nodegroups,
+            namespaces=words(args.get("namespace", "")),
+            target=target,
+            stop=stop,
+            run_id=request.run_id,
+            step_id=request.step_id,
+        )
+        return f"watch {row.id} started on {cluster.name}; the step ends with its verdict"
+
     return ActionContext(
-        take_snapshot=take_snapshot, compare_snapshots=compare_snapshots, run_check=run_check
+        take_snapshot=take_snapshot,
+        compare_snapshots=compare_snapshots,
+        run_check=run_check,
+        start_watch=start_watch if watches is not None else None,
     )

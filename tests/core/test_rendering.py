@@ -97,6 +97,74 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "more": 3,
         "rule_count": 11,
     },
+    "watch_card": {
+        "cluster": "prod",
+        "state": "running",
+        "icon": ":eyes:",
+        "reason": "1/3 nodes Ready on v1.30.2; 2 old nodes left",
+        "final": False,
+        "control_plane": "v1.30.2",
+        "scope": {"nodegroups": ["ng-a"], "namespaces": []},
+        "target": {
+            "nodegroups": ["ng-a"],
+            "kubelet_version": "v1.30.2",
+            "no_old_nodes": True,
+            "settle": "5m",
+            "crashloop_after": "5m",
+            "imagepull_after": "5m",
+        },
+        "groups": [
+            {
+                "name": "ng-a",
+                "bar": "▓▓▓░░░░░░░",
+                "on_target": 1,
+                "total": 3,
+                "old_cordoned": 1,
+                "old_remaining": 1,
+                "not_ready": 0,
+                "in_target": True,
+            }
+        ],
+        "more_groups": 0,
+        "missing_groups": [],
+        "nodes": 3,
+        "pods": 40,
+        "unhealthy": [
+            {
+                "reason": "CrashLoopBackOff",
+                "pods": 2,
+                "kube_system": 0,
+                "workloads": 1,
+                "top": [
+                    {
+                        "workload": "shop/api",
+                        "kind": "Deployment",
+                        "pods": 2,
+                        "detail": "CrashLoopBackOff",
+                        "kube_system": False,
+                    }
+                ],
+                "more_workloads": 0,
+            }
+        ],
+        "unhealthy_total": 2,
+        "episodes": [{"workload": "shop/api", "kind": "CrashLoopBackOff", "age": "2m", "number": 1}],
+        "more_episodes": 0,
+        "rollouts": [
+            {
+                "workload": "shop/api",
+                "kind": "Deployment",
+                "state": "waiting",
+                "message": "1 of 3 new replicas have been updated",
+            }
+        ],
+        "more_rollouts": 0,
+        "warnings": [{"reason": "FailedAttachVolume", "count": 2}],
+        "updated_at": "2026-12-01 05:00 UTC",
+        "started_at": "2026-12-01 04:50 UTC",
+        "ends_at": None,
+    },
+    "watch_thread": {"milestones": [{"text": ":large_green_circle: Node `n1` joined and is Ready"}]},
     "audit": {
         "since": NOW,
         "summary": {

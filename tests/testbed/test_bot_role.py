@@ -43,6 +43,9 @@ GRANTED = {
     ("watch", "", "pods"),  # rollout streaming
     ("watch", "", "events"),
     ("watch", "apps", "deployments"),
+    ("watch", "", "nodes"),  # watches (issue 13)
+    ("watch", "apps", "daemonsets"),
+    ("watch", "apps", "statefulsets"),
 }
 
 #: A sample of what the bot must never do; each is a single API call away from the granted ones.
@@ -61,7 +64,8 @@ REFUSED = [
     ("patch", "apps", "deployments", "scale"),
     ("patch", "apps", "daemonsets", ""),
     ("patch", "apps", "statefulsets", ""),
-    ("watch", "apps", "daemonsets", ""),
+    ("watch", "apps", "replicasets", ""),
+    ("watch", "", "namespaces", ""),
     ("delete", "policy", "poddisruptionbudgets", ""),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", ""),
     ("impersonate", "", "serviceaccounts", ""),

@@ -30,6 +30,7 @@ class ActionRequest:
     run_id: str
     cluster: str
     call: ActionCall
+    step_id: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +64,9 @@ class ActionContext:
     compare_snapshots: Callable[[str, str, str], DiffSummary]
     #: (cluster, target or None) → the pre-flight report (`bot.core.checks.findings.Report`).
     run_check: Callable[[str, str | None], Report] | None = None
+    #: Starts a LONG action's work (a watch) for the request; its one-line detail. The triggers
+    #: front door drives it and commits `action_finished` when it ends. None: not available here.
+    start_watch: Callable[[ActionRequest], str] | None = None
 
 
 Runner = Callable[[ActionContext, ActionRequest], ActionResult]
@@ -78,6 +82,8 @@ class ActionSpec:
     optional: frozenset[str] = frozenset()
     #: True when the action changes the cluster (the step must then be gated by two people).
     mutating: bool = False
+    #: True when it runs for minutes (a watch): started by the click, finished by the triggers door.
+    long: bool = False
     defaults: Mapping[str, str] = field(default_factory=dict)
     #: Performs the action; None for a spec that only validates (tests, planned actions).
     run: Runner | None = None

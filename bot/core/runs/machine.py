@@ -406,7 +406,7 @@ def handoff(run: Run, *, role: str, user_id: str, by: str, now: datetime) -> Out
     )
 
 
-def recover(run: Run, *, now: datetime) -> Outcome:
+def recover(run: Run, *, now: datetime, keep: frozenset[str] = frozenset()) -> Outcome:
     """After a restart: a step whose actions were running did not finish; it waits for a human.
 
     The step becomes `interrupted` and an active run pauses: `resume` re-opens the step's gate
@@ -414,7 +414,8 @@ def recover(run: Run, *, now: datetime) -> Outcome:
     """
     events: list[Event] = []
     for sr in run.steps:
-        if sr.state is StepState.RUNNING and not run.plan.step(sr.step_id).manual:
+        # `keep`: steps whose long, read-only action (a watch) is still live resume instead.
+        if sr.state is StepState.RUNNING and not run.plan.step(sr.step_id).manual and sr.step_id not in keep:
             why = "the bot stopped while its action ran; resume to re-approve it, or skip it"
             run = _set_step(run, sr, StepState.INTERRUPTED, now, note=why)
             events.append(Event(kind="step_interrupted", step_id=sr.step_id, detail=why))

@@ -27,7 +27,7 @@ from bot.core.people import Directory
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards, card_context
 from bot.core.runs.library import assemble_run, find_plan
-from bot.errors import BotError, ConcurrentUpdate, RunNotFound, clip
+from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
 from bot.records import AuditEntry, RunRow
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,9 @@ class RunService:
         #: Called once when a step whose plan says `announce: step-complete` reaches succeeded,
         #: with the run and the step's id (the step-complete announcement).
         self.on_step_succeeded: Callable[[R.Run, str], object] | None = None
+        #: (run id, step id) → True while the step's long action (a watch) is still live, so a
+        #: restart resumes the step instead of marking it interrupted. None: no long actions.
+        self.long_action_live: Callable[[str, str], bool] | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -265,9 +268,15 @@ class RunService:
             else:
                 try:
                     result = spec.run(
-                        self.action_context, ActionRequest(run_id=run.id, cluster=run.plan.cluster, call=call)
+                        self.action_context,
+                        ActionRequest(run_id=run.id, cluster=run.plan.cluster, call=call, step_id=step_id),
                     )
                     ok, detail = result.ok, result.detail
+                    if ok and spec.long:
+                        # Started, not finished: the step stays running and the triggers front
+                        # door commits `action_finished` when the long action ends (`finish_long`).
+                        log.info("step %s of run %s: %s", step_id, run.id, detail)
+                        return R.Outcome(run=run)
                 except BotError as exc:
                     ok, detail = False, exc.user_message
                 except Exception:
@@ -286,12 +295,44 @@ class RunService:
         )
         return out
 
+    def finish_long(self, run_id: str, step_id: str, *, ok: bool, detail: str) -> R.Outcome | None:
+        """A long action (a watch) of a running step ended: commit how; None when the step is no
+        longer running it (finished before, skipped, or the run ended) — safe to call twice."""
+        run = self.load(run_id)
+        sr = run.step_run(step_id)
+        if sr.state is not R.StepState.RUNNING:
+            return None
+        try:
+            return self.apply(
+                run_id,
+                lambda r: R.action_finished(
+                    r, step_id=step_id, epoch=sr.epoch, ok=ok, detail=detail, now=self.clock()
+                ),
+                Actor(user_id="bot", source="watch"),
+            )
+        except TransitionRefused:
+            return None
+
+    def _long_running(self, run: R.Run) -> frozenset[str]:
+        """Running steps whose long action is still live (a watch): they resume, not interrupt."""
+        keep: set[str] = set()
+        for sr in run.steps:
+            if sr.state is not R.StepState.RUNNING or self.long_action_live is None:
+                continue
+            if self.long_action_live(run.id, sr.step_id):
+                keep.add(sr.step_id)
+        return frozenset(keep)
+
     def recover_all(self) -> list[str]:
         """At start-up: interrupted actions wait for a human; every live card is brought up to date."""
         touched = self.catch_up_slack()
         for row in self.store.runs(states=["active", "paused"], limit=500):
             actor = Actor(user_id="bot", source="startup")
-            out = self.apply(row.id, lambda run: R.recover(run, now=self.clock()), actor)
+            out = self.apply(
+                row.id,
+                lambda run: R.recover(run, now=self.clock(), keep=self._long_running(run)),
+                actor,
+            )
             if not out.events:
                 self.publish(out.run, ())
             touched.append(row.id)

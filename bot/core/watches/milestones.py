@@ -1,0 +1,156 @@
+"""Milestones: the thread's lines, derived from two Summaries (the last published one and now).
+
+State-based, never event-based: whatever changed between the summary the thread last reflected and
+the present one comes out, once. After a restart the driver lists again and calls this with the
+persisted summary, so transitions that happened while the bot was down come out exactly once too.
+Each milestone's key is built from names, uids, episode numbers and generations, never from
+generated text, so the delivery layer can deduplicate on it.
+
+The first summary of a watch (`before is None`) is a baseline: nodes that are already there, Ready
+or cordoned, are not news; workloads already crash-looping are (their episode is announced), and so
+is a verdict that is already final.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.core.rendering import slack_escape
+from bot.core.watches.model import KUBE_SYSTEM, Summary, WatchSpec
+from bot.core.watches.verdict import FINAL, STOPPED, TARGET_REACHED, TIMED_OUT, verdict
+
+NODE_READY = "node-ready"
+NODE_CORDONED = "node-cordoned"
+NODE_REMOVED = "node-removed"
+CRASHLOOP = "crashloop"
+ROLLOUT_COMPLETE = "rollout-complete"
+TARGET = "target-reached"
+STOPPED_KIND = "stopped"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Milestone:
+    key: str  # deterministic, never generated text
+    kind: str
+    text: str  # one Slack mrkdwn line
+
+
+def _code(text: object) -> str:
+    return f"`{slack_escape(text)}`"
+
+
+def milestones(before: Summary | None, after: Summary, spec: WatchSpec) -> list[Milestone]:
+    out: list[Milestone] = []
+    if before is not None:
+        out.extend(_node_milestones(before, after))
+    out.extend(_crashloop_milestones(before, after))
+    if before is not None:
+        done_before = {(c.key, c.generation) for c in before.completed}
+        for c in after.completed:
+            if (c.key, c.generation) in done_before:
+                continue
+            namespace, kind, name = c.key.split("/", 2)
+            out.append(
+                Milestone(
+                    key=f"{ROLLOUT_COMPLETE}:{c.key}:{c.generation}",
+                    kind=ROLLOUT_COMPLETE,
+                    text=f":white_check_mark: Rollout complete: {kind} {_code(f'{namespace}/{name}')}"
+                    f" (generation {c.generation})",
+                )
+            )
+    out.extend(_verdict_milestones(before, after, spec))
+    return out
+
+
+def _node_milestones(before: Summary, after: Summary) -> list[Milestone]:
+    out: list[Milestone] = []
+    old = {n.uid or n.name: n for n in before.nodes}
+    new = {n.uid or n.name: n for n in after.nodes}
+    for key, node in sorted(new.items(), key=lambda kv: (kv[1].group, kv[1].name)):
+        was = old.get(key)
+        if node.ready and (was is None or not was.was_ready):
+            out.append(
+                Milestone(
+                    key=f"{NODE_READY}:{node.name}:{node.uid}",
+                    kind=NODE_READY,
+                    text=f":large_green_circle: Node {_code(node.name)} joined and is Ready"
+                    f" ({slack_escape(node.group)}, kubelet {slack_escape(node.kubelet or '?')})",
+                )
+            )
+        if node.cordoned and (was is None or not was.cordoned):
+            out.append(
+                Milestone(
+                    key=f"{NODE_CORDONED}:{node.name}:{node.uid}",
+                    kind=NODE_CORDONED,
+                    text=f":construction: Node {_code(node.name)} cordoned"
+                    f" ({slack_escape(node.group)}, kubelet {slack_escape(node.kubelet or '?')})",
+                )
+            )
+    for key, node in sorted(old.items(), key=lambda kv: (kv[1].group, kv[1].name)):
+        if key not in new:
+            out.append(
+                Milestone(
+                    key=f"{NODE_REMOVED}:{node.name}:{node.uid}",
+                    kind=NODE_REMOVED,
+                    text=f":wave: Node {_code(node.name)} drained and removed ({slack_escape(node.group)})",
+                )
+            )
+    return out
+
+
+def _crashloop_milestones(before: Summary | None, after: Summary) -> list[Milestone]:
+    seen = set()
+    if before is not None:
+        seen = {(e.workload, e.number) for e in before.episodes if e.kind == CRASHLOOP and e.open}
+        # A closed episode was announced when it opened; a state seeded after a restart keeps it.
+        seen |= {(e.workload, e.number) for e in before.episodes if e.kind == CRASHLOOP and not e.open}
+    episodes = [
+        e for e in after.episodes if e.kind == CRASHLOOP and e.open and (e.workload, e.number) not in seen
+    ]
+    episodes.sort(key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.workload))
+    out = []
+    for e in episodes:
+        namespace, kind, name = e.workload.split("/", 2)
+        again = f" (episode {e.number})" if e.number > 1 else ""
+        out.append(
+            Milestone(
+                key=f"{CRASHLOOP}:{e.workload}:{e.number}",
+                kind=CRASHLOOP,
+                text=f":rotating_light: {kind} {_code(f'{namespace}/{name}')} entered CrashLoopBackOff"
+                f"{again}: {e.pods} pod{'s' if e.pods != 1 else ''}",
+            )
+        )
+    return out
+
+
+def _verdict_milestones(before: Summary | None, after: Summary, spec: WatchSpec) -> list[Milestone]:
+    now_verdict = verdict(after, spec, after.at)
+    if now_verdict.state not in FINAL:
+        return []
+    if before is not None:
+        then = verdict(before, spec, before.at)
+        if then.state == now_verdict.state and then.code == now_verdict.code:
+            return []
+    if now_verdict.state == TARGET_REACHED:
+        return [
+            Milestone(
+                key=TARGET,
+                kind=TARGET,
+                text=f":tada: Target reached — {slack_escape(now_verdict.reason)}",
+            )
+        ]
+    icon = ":octagonal_sign:" if now_verdict.state == STOPPED else ":hourglass:"
+    word = (
+        "Stopped"
+        if now_verdict.state == STOPPED
+        else "Ended"
+        if now_verdict.state == TIMED_OUT
+        else "Stopped"
+    )
+    return [
+        Milestone(
+            key=f"{STOPPED_KIND}:{now_verdict.code}",
+            kind=STOPPED_KIND,
+            text=f"{icon} {word}: {slack_escape(now_verdict.reason)}",
+        )
+    ]

@@ -1,0 +1,955 @@
+"""The live status model of a watch: Kubernetes events folded into state, state into a Summary.
+
+Pure: no I/O, no clock (every call is given `now`), no threads; one driver thread owns a
+`WatchState`. The driver feeds it what the kube adapter's `list_watch` yields, per kind: `sync` for
+a full (re)list (the first one and every one after a 410), `apply` for ADDED/MODIFIED/DELETED
+(BOOKMARKs carry nothing and are ignored). `summary(now)` is what gets published and persisted.
+
+Speed and memory, because a node-group replacement on a 150,000-pod cluster streams a hundred
+thousand pod events and the card must follow within two seconds:
+- `apply` is O(1) per event: counters per node group and per workload are updated by the delta of
+  the one object that changed; nothing rescans all pods;
+- only pods that are not healthy are remembered, each as a small slotted record (workload key,
+  node, class, detail, since) with interned strings; a healthy pod costs a counter, not a record;
+- `summary` is O(nodes + unhealthy pods + workloads mid-rollout).
+
+Pod health classes (the card's groups, in this order): Error, CrashLoopBackOff,
+ImagePullBackOff/ErrImagePull, Init stuck, Pending/unschedulable stuck, Terminating stuck. The last
+three are normal for a while during a rollout, so they count as unhealthy only once they have lasted
+longer than the spec's limit. A crash-looping container flips between waiting (CrashLoopBackOff),
+running and terminated (Error) between restarts, so a pod once in CrashLoopBackOff stays in that
+class until it is Ready (or gone): the workload's episode does not end and start again at each flip.
+
+Episodes: a workload with a pod in CrashLoopBackOff (or in ImagePullBackOff) has an open episode,
+numbered 1, 2, … per workload; it ends when no pod of the workload is in that class (back within
+`EPISODE_REOPEN` of its end, it is the same episode again, not a new one). The numbers and
+the open episodes' start times are kept in the Summary, and a state built after a restart is seeded
+from the last published Summary (`previous=`), so numbering continues and milestone keys stay
+stable.
+
+Rollouts: every Deployment/DaemonSet/StatefulSet whose kubectl verdict is not "done" is shown as
+mid-rollout. A *spec* rollout (a new generation whose new replicas are not all updated yet) that
+then reaches "done" is recorded as completed, once per generation: availability dips while nodes
+are drained are shown, but do not make "rollout complete" milestones.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import msgspec
+
+from bot.core.rollout import DONE
+from bot.core.rollout import verdict as rollout_verdict
+from bot.core.watches.schema import KINDS, WORKLOAD_KINDS, WEvent, WNode, WPod
+
+# ----- the spec ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    nodegroups: tuple[str, ...] = ()  # empty: every group in the watch's scope
+    kubelet_version: str = ""  # "1.25.16" or "v1.25.16"; "" = no version target
+    no_old_nodes: bool = True  # no node left below the target version
+    settle: timedelta = timedelta(minutes=5)  # target must hold with no NEW unhealthy pod this long
+
+    def __post_init__(self) -> None:
+        if self.kubelet_version and parse_version(self.kubelet_version) is None:
+            raise ValueError(f"kubelet version {self.kubelet_version!r} is not like 1.29 or v1.29.4")
+        if self.settle < timedelta(0):
+            raise ValueError("settle must not be negative")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopRules:
+    crashloop_after: timedelta = timedelta(minutes=5)  # a workload in CrashLoopBackOff longer → stop
+    imagepull_after: timedelta = timedelta(minutes=5)  # ImagePullBackOff/ErrImagePull longer → stop
+    timeout: timedelta | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchSpec:
+    cluster: str
+    nodegroups: tuple[str, ...] = ()  # scope filter; empty = all
+    namespaces: tuple[str, ...] = ()  # scope filter for pods/workloads/events; empty = all
+    node_group_labels: tuple[str, ...]  # settings' node-group label keys, in priority order
+    target: Target | None = None
+    stop: StopRules = StopRules()
+    started_at: datetime
+    ends_at: datetime | None = None  # --for / timeout; None = until unwatch or target
+    init_stuck_after: timedelta = timedelta(minutes=5)
+    pending_stuck_after: timedelta = timedelta(minutes=5)
+    terminating_stuck_after: timedelta = timedelta(minutes=5)
+
+    @property
+    def deadline(self) -> datetime | None:
+        """The earlier of `ends_at` and `started_at + stop.timeout`."""
+        ends = [t for t in (self.ends_at,) if t is not None]
+        if self.stop.timeout is not None:
+            ends.append(self.started_at + self.stop.timeout)
+        return min(ends) if ends else None
+
+
+# ----- pod classes -------------------------------------------------------------------------------
+
+ERROR = "Error"
+CRASHLOOP = "CrashLoopBackOff"
+IMAGEPULL = "ImagePullBackOff/ErrImagePull"
+INIT = "Init stuck"
+PENDING = "Pending/unschedulable stuck"
+TERMINATING = "Terminating stuck"
+#: The card's order.
+CLASSES: tuple[str, ...] = (ERROR, CRASHLOOP, IMAGEPULL, INIT, PENDING, TERMINATING)
+#: Classes that are normal for a while; unhealthy only after the spec's limit.
+TRANSIENT = frozenset({INIT, PENDING, TERMINATING})
+
+_IMAGE_PULL = frozenset({"ImagePullBackOff", "ErrImagePull"})
+#: Waiting reasons kubectl shows that will not fix themselves; shown as Error with the reason.
+_WAITING_ERRORS = frozenset(
+    {"CreateContainerConfigError", "CreateContainerError", "InvalidImageName", "RunContainerError"}
+)
+
+KUBE_SYSTEM = "kube-system"
+
+
+def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
+    """The pod's health class and a short detail (kubectl's STATUS word), or None if healthy.
+
+    `previous` is the class the pod had: a pod in CrashLoopBackOff stays there between restarts.
+    """
+    status = pod.status
+    if pod.metadata.deletion_timestamp:
+        return TERMINATING, "Terminating"
+    phase = status.phase
+    if phase == "Succeeded":
+        return None
+    if phase == "Failed":
+        return ERROR, status.reason or "Failed"
+    worst: tuple[str, str] | None = None
+    inits = status.init_container_statuses or ()
+    init_done = True
+    for cs in inits:
+        state = cs.state
+        waiting = state.waiting if state else None
+        terminated = state.terminated if state else None
+        if terminated is not None and terminated.exit_code == 0:
+            continue
+        init_done = False
+        if waiting is not None and waiting.reason == "CrashLoopBackOff":
+            return CRASHLOOP, "Init:CrashLoopBackOff"
+        if waiting is not None and waiting.reason in _IMAGE_PULL:
+            worst = (IMAGEPULL, f"Init:{waiting.reason}")
+        elif terminated is not None and worst is None:
+            worst = (
+                (CRASHLOOP, "Init:CrashLoopBackOff")
+                if previous == CRASHLOOP
+                else (ERROR, f"Init:{terminated.reason or 'Error'}")
+            )
+    if worst is not None:
+        return worst
+    if not init_done:
+        done = sum(
+            1 for cs in inits if cs.state and cs.state.terminated and cs.state.terminated.exit_code == 0
+        )
+        return INIT, f"Init:{done}/{len(inits)}"
+    all_ready = True
+    restarted = False
+    for cs in status.container_statuses or ():
+        if not cs.ready:
+            all_ready = False
+        if cs.restart_count:
+            restarted = True
+        state = cs.state
+        if state is None:
+            continue
+        waiting, terminated = state.waiting, state.terminated
+        if waiting is not None and waiting.reason:
+            reason = waiting.reason
+            if reason == "CrashLoopBackOff":
+                return CRASHLOOP, reason
+            if reason in _IMAGE_PULL:
+                worst = (IMAGEPULL, reason)
+            elif reason in _WAITING_ERRORS and (worst is None or worst[0] == ERROR):
+                worst = (ERROR, reason)
+        elif (
+            terminated is not None
+            and (terminated.exit_code or terminated.reason == "Error")
+            and worst is None
+        ):
+            worst = (ERROR, terminated.reason or "Error")
+    if previous == CRASHLOOP and restarted and not all_ready and (worst is None or worst[0] == ERROR):
+        # Between two back-offs the container runs (not Ready) or has just died: same episode.
+        return CRASHLOOP, "CrashLoopBackOff"
+    if worst is not None:
+        return worst
+    if phase == "Pending" or not phase:
+        return PENDING, _pending_detail(pod)
+    return None
+
+
+def _pending_detail(pod: WPod) -> str:
+    if not pod.spec.node_name:
+        for cond in pod.status.conditions or ():
+            if cond.type == "PodScheduled" and cond.status == "False":
+                return cond.reason or "Unschedulable"
+        return "Unscheduled"
+    for cs in pod.status.container_statuses or ():
+        if cs.state and cs.state.waiting and cs.state.waiting.reason:
+            return cs.state.waiting.reason
+    return "ContainerCreating"
+
+
+# ----- versions and names ----------------------------------------------------------------------
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    """`v1.29.4-eks-abc` → (1, 29, 4); None if it does not start like a version."""
+    core = text.strip().removeprefix("v").split("-", 1)[0].split("+", 1)[0]
+    parts = core.split(".")
+    try:
+        numbers = tuple(int(p) for p in parts)
+    except ValueError:
+        return None
+    return numbers if 2 <= len(numbers) <= 3 else None
+
+
+def on_version(kubelet: str, target: tuple[int, ...] | None) -> bool:
+    """Is the kubelet at or above the target (compared on as many parts as the target names)?"""
+    if target is None:
+        return True
+    mine = parse_version(kubelet)
+    return mine is not None and mine[: len(target)] >= target
+
+
+def workload_of(pod: WPod) -> tuple[str, str]:
+    """(kind, name) of the workload people know: a ReplicaSet's Deployment, a DaemonSet, …, or the pod."""
+    meta = pod.metadata
+    for ref in meta.owner_references or ():
+        if not ref.controller:
+            continue
+        kind, name = ref.kind or "", ref.name or ""
+        if kind == "ReplicaSet":
+            template_hash = (meta.labels or {}).get("pod-template-hash", "")
+            if template_hash and name.endswith("-" + template_hash):
+                return "Deployment", name[: -len(template_hash) - 1]
+            head, dash, _tail = name.rpartition("-")
+            return ("Deployment", head) if dash else ("ReplicaSet", name)
+        return kind, name
+    return "Pod", meta.name
+
+
+def workload_key(namespace: str, kind: str, name: str) -> str:
+    return f"{namespace}/{kind}/{name}"
+
+
+def node_group(labels: Mapping[str, str] | None, group_labels: Sequence[str]) -> str:
+    labels = labels or {}
+    for key in group_labels:
+        if labels.get(key):
+            return labels[key]
+    if labels.get("eks.amazonaws.com/compute-type") == "fargate":
+        return "fargate"
+    return "(none)"
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+# ----- the Summary -------------------------------------------------------------------------------
+
+
+class NodeView(msgspec.Struct, frozen=True, kw_only=True, array_like=True, gc=False):
+    """One node, encoded as a JSON array: 5,000 of them are most of a large cluster's Summary."""
+
+    name: str
+    uid: str
+    group: str
+    kubelet: str
+    ready: bool
+    cordoned: bool
+    on_target: bool  # kubelet at or above the target version (True when there is none)
+    was_ready: bool  # has been Ready at least once while watched
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupView:
+    name: str
+    total: int
+    ready: int
+    on_target: int
+    on_target_ready: int
+    old: int
+    old_cordoned: int
+
+    @property
+    def not_ready(self) -> int:
+        return self.total - self.ready
+
+    @property
+    def old_remaining(self) -> int:
+        """Old nodes not cordoned yet."""
+        return self.old - self.old_cordoned
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadCount:
+    key: str
+    namespace: str
+    kind: str
+    name: str
+    pods: int
+    detail: str  # the most common kubectl STATUS word among its pods in this class
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReasonGroup:
+    reason: str  # one of CLASSES
+    pods: int
+    kube_system: int
+    workloads: int
+    top: tuple[WorkloadCount, ...]  # kube-system first, then most pods; at most TOP_WORKLOADS
+
+
+@dataclass(frozen=True, kw_only=True)
+class Episode:
+    workload: str  # workload key "<ns>/<Kind>/<name>"
+    kind: str  # "crashloop" | "imagepull"
+    number: int
+    since: datetime
+    open: bool
+    pods: int
+    ended: datetime | None = None  # when it last closed (None while open)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutView:
+    key: str
+    kind: str
+    namespace: str
+    name: str
+    generation: int
+    state: str  # bot.core.rollout's "waiting" | "failed"
+    message: str
+    spec_change: bool  # a new generation rolling out (its completion is a milestone)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Completed:
+    key: str
+    generation: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class WarningCount:
+    reason: str
+    count: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    """What is published and persisted: compact (nodes, counts, top workloads, episodes), never every pod."""
+
+    cluster: str
+    at: datetime
+    control_plane: str = ""
+    nodes: tuple[NodeView, ...] = ()
+    groups: tuple[GroupView, ...] = ()
+    pods: int = 0
+    unhealthy: tuple[ReasonGroup, ...] = ()  # non-empty groups, in CLASSES order
+    episodes: tuple[Episode, ...] = ()  # every workload that had one while watched (open or not)
+    rollouts: tuple[RolloutView, ...] = ()  # every workload whose verdict is not "done"
+    completed: tuple[Completed, ...] = ()  # the latest spec rollouts that completed (bounded)
+    warnings: tuple[WarningCount, ...] = ()  # Warning events since the watch started, by reason
+    target_holds: bool = False
+    target_since: datetime | None = None  # the target has held continuously since
+    last_unhealthy_at: datetime | None = None  # the latest moment a pod became unhealthy
+
+    @property
+    def unhealthy_pods(self) -> int:
+        return sum(g.pods for g in self.unhealthy)
+
+    def to_json(self) -> str:
+        return msgspec.json.encode(self).decode()
+
+    @classmethod
+    def from_json(cls, text: str) -> Summary:
+        return msgspec.json.decode(text, type=cls)
+
+
+TOP_WORKLOADS = 5
+#: A workload back in CrashLoopBackOff (or an image pull loop) this soon after its episode ended is
+#: in the same episode: a container that crashes 20 s after start may pass its readiness probe in
+#: between, and the kubelet itself keeps its back-off until a container has run for 10 minutes.
+EPISODE_REOPEN = timedelta(minutes=10)
+COMPLETED_KEPT = 200
+WARNING_REASONS_KEPT = 10
+
+
+# ----- the mutable state -------------------------------------------------------------------------
+
+
+class _Pod:
+    """An unhealthy pod: only what the card, the counters and the stop rules need."""
+
+    __slots__ = ("cls", "detail", "namespace", "node", "since", "workload")
+
+    def __init__(self, workload: str, namespace: str, node: str, cls: str, detail: str, since: datetime):
+        self.workload = workload
+        self.namespace = namespace
+        self.node = node
+        self.cls = cls
+        self.detail = detail
+        self.since = since
+
+
+class _Node:
+    __slots__ = ("cordoned", "group", "kubelet", "name", "on_target", "ready", "uid", "was_ready")
+
+    def __init__(
+        self, *, name: str, uid: str, group: str, kubelet: str, ready: bool, cordoned: bool, on_target: bool
+    ) -> None:
+        self.name, self.uid, self.group, self.kubelet = name, uid, group, kubelet
+        self.ready, self.cordoned, self.on_target = ready, cordoned, on_target
+        self.was_ready = ready
+
+
+class _Group:
+    __slots__ = ("old", "old_cordoned", "on_target", "on_target_ready", "ready", "total")
+
+    def __init__(self) -> None:
+        self.total = self.ready = self.on_target = self.on_target_ready = self.old = self.old_cordoned = 0
+
+    def add(self, node: _Node, sign: int) -> None:
+        self.total += sign
+        self.ready += sign * node.ready
+        if node.on_target:
+            self.on_target += sign
+            self.on_target_ready += sign * node.ready
+        else:
+            self.old += sign
+            self.old_cordoned += sign * node.cordoned
+
+
+class _Episode:
+    __slots__ = ("carried", "ended", "number", "open", "pods", "since")
+
+    def __init__(self) -> None:
+        self.number = 0
+        self.since: datetime | None = None
+        self.ended: datetime | None = None
+        self.open = False
+        self.pods = 0
+        self.carried = False  # open in the previous Summary, not yet confirmed by a fresh list
+
+
+class _Workload:
+    __slots__ = ("baseline", "generation", "kind", "message", "name", "namespace", "pending", "state")
+
+    def __init__(self, kind: str, namespace: str, name: str) -> None:
+        self.kind, self.namespace, self.name = kind, namespace, name
+        self.generation = 0
+        self.baseline = -1  # the generation known to be rolled out
+        self.pending = 0  # a spec rollout of this generation is in progress (0: none)
+        self.state = DONE
+        self.message = ""
+
+
+_EPISODE_CLASSES = {CRASHLOOP: "crashloop", IMAGEPULL: "imagepull"}
+
+
+class WatchState:
+    """Mutable; one driver thread owns it."""
+
+    def __init__(self, spec: WatchSpec, *, previous: Summary | None = None) -> None:
+        self.spec = spec
+        target = spec.target
+        self._target_version = parse_version(target.kubelet_version) if target else None
+        self._scope_groups = frozenset(spec.nodegroups)
+        self._scope_namespaces = frozenset(spec.namespaces)
+        self._target_groups = frozenset(target.nodegroups) if target else frozenset()
+        self._control_plane = ""
+        self._nodes: dict[str, _Node] = {}
+        self._groups: dict[str, _Group] = {}
+        self._pods: dict[str, _Pod] = {}
+        self._pod_count = 0
+        self._episodes: dict[tuple[str, str], _Episode] = {}
+        self._workloads: dict[str, _Workload] = {}
+        self._rolling: dict[str, _Workload] = {}  # verdict not done
+        self._completed: deque[Completed] = deque(maxlen=COMPLETED_KEPT)
+        self._seed_pending: dict[str, int] = {}
+        self._events: dict[str, tuple[str, int]] = {}  # event uid → (reason, count)
+        self._warnings: dict[str, int] = {}
+        self._target_since: datetime | None = None
+        self._last_unhealthy: datetime | None = None
+        # Pods already unhealthy when the watch first lists them are not *new* (settle counts new ones).
+        self._pods_listed = False
+        self._intern = sys.intern
+        if previous is not None:
+            self._seed(previous)
+
+    # ----- restart --------------------------------------------------------------------------
+
+    def _seed(self, previous: Summary) -> None:
+        """Carry episode numbers, open episodes and pending rollouts over a restart."""
+        for ep in previous.episodes:
+            state = self._episodes.setdefault((ep.workload, ep.kind), _Episode())
+            state.number = ep.number
+            state.since = ep.since
+            state.ended = ep.ended
+            state.carried = ep.open
+        for roll in previous.rollouts:
+            if roll.spec_change:
+                self._seed_pending[roll.key] = roll.generation
+        self._completed.extend(previous.completed)
+        self._control_plane = previous.control_plane
+
+    # ----- input ----------------------------------------------------------------------------
+
+    def set_control_plane(self, git_version: str) -> None:
+        self._control_plane = git_version
+
+    def sync(self, kind: str, items: Sequence[Any], now: datetime) -> None:
+        """A full (re)list of a kind: what is not in it is gone; what changed is applied."""
+        struct = self._struct(kind)
+        objs = [self._typed(item, struct) for item in items]
+        if kind == "pod":
+            seen: set[str] = set()
+            count = 0
+            for pod in objs:
+                if not self._pod_in_scope(pod):
+                    continue
+                count += 1
+                seen.add(pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}")
+                self._apply_pod("MODIFIED", pod, now)
+            for key in [k for k in self._pods if k not in seen]:
+                self._drop_pod(key, now)
+            self._pod_count = count
+            if not self._pods_listed:
+                self._pods_listed = True
+                self._last_unhealthy = None
+            for state in self._episodes.values():
+                if state.carried:  # open before the restart, and no pod of it is in that state now
+                    state.carried = False
+                    state.open = False
+                    state.ended = now
+        elif kind == "node":
+            seen = set()
+            for node in objs:
+                seen.add(node.metadata.uid or node.metadata.name)
+                self._apply_node("MODIFIED", node, now)
+            for key in [k for k in self._nodes if k not in seen]:
+                self._drop_node(key)
+            self._check_target(now)
+        elif kind in WORKLOAD_KINDS:
+            wkind = WORKLOAD_KINDS[kind]
+            seen = set()
+            for obj in objs:
+                meta = obj.metadata
+                if self._scope_namespaces and meta.namespace not in self._scope_namespaces:
+                    continue
+                seen.add(workload_key(meta.namespace, wkind, meta.name))
+                self._apply_workload(wkind, "MODIFIED", obj)
+            for key in [k for k, w in self._workloads.items() if w.kind == wkind and k not in seen]:
+                self._drop_workload(key)
+        elif kind == "event":
+            self._events.clear()
+            self._warnings.clear()
+            for obj in objs:
+                self._apply_event("ADDED", obj)
+
+    def apply(self, kind: str, event_type: str, obj: Any, now: datetime) -> None:
+        """One watch event: ADDED, MODIFIED or DELETED (anything else, such as BOOKMARK, is ignored)."""
+        if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        if kind == "pod":
+            pod = obj if isinstance(obj, WPod) else self._typed(obj, WPod)
+            if self._pod_in_scope(pod):
+                self._apply_pod(event_type, pod, now)
+        elif kind == "node":
+            self._apply_node(event_type, obj if isinstance(obj, WNode) else self._typed(obj, WNode), now)
+            self._check_target(now)
+        elif kind in WORKLOAD_KINDS:
+            typed = self._typed(obj, self._struct(kind))
+            if not self._scope_namespaces or typed.metadata.namespace in self._scope_namespaces:
+                self._apply_workload(WORKLOAD_KINDS[kind], event_type, typed)
+        elif kind == "event":
+            self._apply_event(event_type, obj if isinstance(obj, WEvent) else self._typed(obj, WEvent))
+        else:
+            raise ValueError(f"not a watched kind: {kind}")
+
+    @staticmethod
+    def _struct(kind: str) -> type:
+        try:
+            return KINDS[kind][1]
+        except KeyError:
+            raise ValueError(f"not a watched kind: {kind}") from None
+
+    @staticmethod
+    def _typed(obj: Any, struct: type) -> Any:
+        # The driver passes the adapter's structs; raw dicts (tests, tools) are converted once.
+        return obj if isinstance(obj, struct) else msgspec.convert(obj, struct)
+
+    # ----- pods -----------------------------------------------------------------------------
+
+    def _pod_in_scope(self, pod: WPod) -> bool:
+        return not self._scope_namespaces or pod.metadata.namespace in self._scope_namespaces
+
+    def _apply_pod(self, event_type: str, pod: WPod, now: datetime) -> None:
+        meta = pod.metadata
+        key = meta.uid or f"{meta.namespace}/{meta.name}"
+        record = self._pods.get(key)
+        if event_type == "DELETED":
+            self._pod_count -= 1
+            if record is not None:
+                self._drop_pod(key, now)
+            return
+        if event_type == "ADDED":
+            self._pod_count += 1
+        found = classify(pod, record.cls if record is not None else None)
+        if found is None:
+            if record is not None:
+                self._drop_pod(key, now)
+            return
+        cls, detail = found
+        intern = self._intern
+        wkind, wname = workload_of(pod)
+        namespace = intern(meta.namespace)
+        if (
+            record is not None
+            and record.cls == cls
+            and record.workload == workload_key(namespace, wkind, wname)
+        ):
+            record.detail = intern(detail)
+            record.node = intern(pod.spec.node_name or "")
+            return
+        if record is not None:
+            self._drop_pod(key, now)
+        if cls in (PENDING, INIT):
+            since = parse_time(meta.creation_timestamp) or now
+        elif cls == TERMINATING:
+            since = parse_time(meta.deletion_timestamp) or now
+        else:
+            since = now
+            self._unhealthy_at(now)
+        wkey = intern(workload_key(namespace, wkind, wname))
+        self._pods[key] = _Pod(wkey, namespace, intern(pod.spec.node_name or ""), cls, intern(detail), since)
+        episode_kind = _EPISODE_CLASSES.get(cls)
+        if episode_kind is not None:
+            state = self._episodes.get((wkey, episode_kind))
+            if state is None:
+                state = self._episodes[(wkey, episode_kind)] = _Episode()
+            state.pods += 1
+            if not state.open:
+                state.open = True
+                if state.carried:  # the episode open before a restart goes on
+                    state.carried = False
+                elif state.number == 0 or state.ended is None or now - state.ended >= EPISODE_REOPEN:
+                    state.number += 1
+                    state.since = now
+                # else: back within EPISODE_REOPEN of its end: the same episode, from its start
+                state.ended = None
+
+    def _drop_pod(self, key: str, now: datetime) -> None:
+        record = self._pods.pop(key)
+        limit = self._stuck_after(record.cls)
+        if limit is not None and now - record.since > limit:
+            # It was unhealthy (stuck) from since + limit until now.
+            self._unhealthy_at(record.since + limit)
+        episode_kind = _EPISODE_CLASSES.get(record.cls)
+        if episode_kind is not None:
+            state = self._episodes[(record.workload, episode_kind)]
+            state.pods -= 1
+            if state.pods <= 0:
+                state.pods = 0
+                state.open = False
+                state.ended = now
+
+    def _stuck_after(self, cls: str) -> timedelta | None:
+        if cls == INIT:
+            return self.spec.init_stuck_after
+        if cls == PENDING:
+            return self.spec.pending_stuck_after
+        if cls == TERMINATING:
+            return self.spec.terminating_stuck_after
+        return None
+
+    def _unhealthy_at(self, moment: datetime) -> None:
+        if self._last_unhealthy is None or moment > self._last_unhealthy:
+            self._last_unhealthy = moment
+
+    # ----- nodes ----------------------------------------------------------------------------
+
+    def _apply_node(self, event_type: str, node: WNode, now: datetime) -> None:
+        meta = node.metadata
+        key = meta.uid or meta.name
+        if event_type == "DELETED":
+            if key in self._nodes:
+                self._drop_node(key)
+            return
+        group = node_group(meta.labels, self.spec.node_group_labels)
+        if self._scope_groups and group not in self._scope_groups:
+            if key in self._nodes:  # relabelled out of scope
+                self._drop_node(key)
+            return
+        kubelet = node.status.node_info.kubelet_version if node.status.node_info else ""
+        ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or ())
+        fresh = _Node(
+            name=meta.name,
+            uid=meta.uid,
+            group=group,
+            kubelet=kubelet,
+            ready=ready,
+            cordoned=bool(node.spec.unschedulable),
+            on_target=on_version(kubelet, self._target_version),
+        )
+        old = self._nodes.get(key)
+        if old is not None:
+            fresh.was_ready = old.was_ready or ready
+            self._groups[old.group].add(old, -1)
+        self._nodes[key] = fresh
+        self._groups.setdefault(group, _Group()).add(fresh, +1)
+
+    def _drop_node(self, key: str) -> None:
+        node = self._nodes.pop(key)
+        group = self._groups[node.group]
+        group.add(node, -1)
+        if group.total == 0:
+            del self._groups[node.group]
+
+    def _holds(self) -> bool:
+        target = self.spec.target
+        if target is None:
+            return False
+        names = self._target_groups or frozenset(self._groups)
+        if not names:
+            return False
+        for name in names:
+            group = self._groups.get(name)
+            if group is None or group.total == 0 or group.on_target == 0:
+                return False
+            if group.on_target_ready != group.on_target:
+                return False
+            if target.no_old_nodes and group.old:
+                return False
+        return True
+
+    def _check_target(self, now: datetime) -> None:
+        if self._holds():
+            if self._target_since is None:
+                self._target_since = now
+        else:
+            self._target_since = None
+
+    # ----- workloads ------------------------------------------------------------------------
+
+    def _apply_workload(self, kind: str, event_type: str, obj: Any) -> None:
+        meta = obj.metadata
+        key = workload_key(meta.namespace, kind, meta.name)
+        if event_type == "DELETED":
+            if key in self._workloads:
+                self._drop_workload(key)
+            return
+        raw = msgspec.to_builtins(obj)
+        state, message = rollout_verdict(kind, raw)
+        record = self._workloads.get(key)
+        if record is None:
+            record = self._workloads[key] = _Workload(kind, meta.namespace, meta.name)
+            seeded = self._seed_pending.pop(key, None)
+            if seeded is not None:
+                record.baseline = seeded - 1
+                record.pending = seeded
+            else:
+                # First sight: a rollout already under way counts; a mere availability dip does not.
+                record.baseline = meta.generation if state == DONE or not _spec_change(kind, raw) else -1
+        record.generation = meta.generation
+        record.state, record.message = state, message
+        if state == DONE:
+            if record.pending and meta.generation >= record.pending:
+                done = Completed(key=key, generation=meta.generation)
+                if done not in self._completed:
+                    self._completed.append(done)
+            record.pending = 0
+            record.baseline = max(record.baseline, meta.generation)
+            self._rolling.pop(key, None)
+            return
+        if meta.generation > record.baseline and _spec_change(kind, raw):
+            record.pending = meta.generation
+        self._rolling[key] = record
+
+    def _drop_workload(self, key: str) -> None:
+        del self._workloads[key]
+        self._rolling.pop(key, None)
+
+    # ----- events ---------------------------------------------------------------------------
+
+    def _apply_event(self, event_type: str, event: WEvent) -> None:
+        if event.type != "Warning":
+            return
+        involved = event.involved_object
+        namespace = (involved.namespace if involved else None) or event.metadata.namespace
+        if self._scope_namespaces and namespace not in self._scope_namespaces:
+            return
+        when = parse_time(event.last_timestamp) or parse_time(event.event_time)
+        if when is None:
+            when = parse_time(event.metadata.creation_timestamp)
+        if when is not None and when < self.spec.started_at:
+            return  # older than the watch: the snapshot's business, not the live view's
+        key = event.metadata.uid or f"{namespace}/{event.metadata.name}"
+        reason = self._intern(event.reason or "?")
+        old = self._events.pop(key, None)
+        if old is not None:
+            self._warnings[old[0]] -= old[1]
+        if event_type == "DELETED":
+            # Events expire after an hour; what happened during the watch still happened.
+            if old is not None:
+                self._warnings[old[0]] += old[1]
+            return
+        count = max(int(event.count or 1), 1)
+        self._events[key] = (reason, count)
+        self._warnings[reason] = self._warnings.get(reason, 0) + count
+
+    # ----- output ---------------------------------------------------------------------------
+
+    def summary(self, now: datetime) -> Summary:
+        target = self.spec.target
+        nodes = tuple(
+            NodeView(
+                name=n.name,
+                uid=n.uid,
+                group=n.group,
+                kubelet=n.kubelet,
+                ready=n.ready,
+                cordoned=n.cordoned,
+                on_target=n.on_target,
+                was_ready=n.was_ready,
+            )
+            for n in sorted(self._nodes.values(), key=lambda n: (n.group, n.name))
+        )
+        groups = tuple(
+            GroupView(
+                name=name,
+                total=g.total,
+                ready=g.ready,
+                on_target=g.on_target,
+                on_target_ready=g.on_target_ready,
+                old=g.old,
+                old_cordoned=g.old_cordoned,
+            )
+            for name, g in sorted(self._groups.items())
+        )
+        last_unhealthy = self._last_unhealthy
+        by_class: dict[str, dict[str, list[Any]]] = {}
+        for pod in self._pods.values():
+            limit = self._stuck_after(pod.cls)
+            if limit is not None:
+                if now - pod.since <= limit:
+                    continue
+                stuck_at = pod.since + limit
+                if last_unhealthy is None or stuck_at > last_unhealthy:
+                    last_unhealthy = stuck_at
+            per_workload = by_class.setdefault(pod.cls, {})
+            entry = per_workload.get(pod.workload)
+            if entry is None:
+                per_workload[pod.workload] = [pod.namespace, 1, {pod.detail: 1}]
+            else:
+                entry[1] += 1
+                entry[2][pod.detail] = entry[2].get(pod.detail, 0) + 1
+        unhealthy = tuple(_reason_group(cls, by_class[cls]) for cls in CLASSES if cls in by_class)
+        episodes = tuple(
+            Episode(
+                workload=w, kind=k, number=s.number, since=s.since, open=s.open, pods=s.pods, ended=s.ended
+            )
+            for (w, k), s in sorted(self._episodes.items())
+            if s.since is not None and s.number > 0
+        )
+        rollouts = tuple(
+            RolloutView(
+                key=key,
+                kind=w.kind,
+                namespace=w.namespace,
+                name=w.name,
+                generation=w.generation,
+                state=w.state,
+                message=w.message,
+                spec_change=bool(w.pending),
+            )
+            for key, w in sorted(self._rolling.items())
+        )
+        warnings = tuple(
+            WarningCount(reason=r, count=c)
+            for r, c in sorted(self._warnings.items(), key=lambda rc: (-rc[1], rc[0]))[:WARNING_REASONS_KEPT]
+            if c > 0
+        )
+        holds = target is not None and self._target_since is not None
+        return Summary(
+            cluster=self.spec.cluster,
+            at=now,
+            control_plane=self._control_plane,
+            nodes=nodes,
+            groups=groups,
+            pods=max(self._pod_count, len(self._pods)),
+            unhealthy=unhealthy,
+            episodes=episodes,
+            rollouts=rollouts,
+            completed=tuple(self._completed),
+            warnings=warnings,
+            target_holds=holds,
+            target_since=self._target_since if holds else None,
+            last_unhealthy_at=last_unhealthy,
+        )
+
+
+def _reason_group(cls: str, per_workload: Mapping[str, list[Any]]) -> ReasonGroup:
+    def rank(item: tuple[str, list[Any]]) -> tuple[bool, int, str]:
+        key, (namespace, pods, _details) = item
+        return (namespace != KUBE_SYSTEM, -pods, key)
+
+    ranked = sorted(per_workload.items(), key=rank)
+    top = []
+    for key, (namespace, pods, details) in ranked[:TOP_WORKLOADS]:
+        _ns, kind, name = key.split("/", 2)
+        detail = max(details.items(), key=lambda dc: (dc[1], dc[0]))[0]
+        top.append(
+            WorkloadCount(key=key, namespace=namespace, kind=kind, name=name, pods=pods, detail=detail)
+        )
+    return ReasonGroup(
+        reason=cls,
+        pods=sum(v[1] for v in per_workload.values()),
+        kube_system=sum(v[1] for v in per_workload.values() if v[0] == KUBE_SYSTEM),
+        workloads=len(per_workload),
+        top=tuple(top),
+    )
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _spec_change(kind: str, raw: Mapping[str, Any]) -> bool:
+    """Is a new spec rolling out (rather than pods of the current spec being unavailable)?"""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    if _int(meta.get("generation")) > _int(status.get("observedGeneration")):
+        return True
+    if kind == "Deployment":
+        updated = _int(status.get("updatedReplicas"))
+        return updated < _int(spec.get("replicas", 1)) or _int(status.get("replicas")) > updated
+    if kind == "DaemonSet":
+        return _int(status.get("updatedNumberScheduled")) < _int(status.get("desiredNumberScheduled"))
+    if kind == "StatefulSet":
+        current, update = status.get("currentRevision"), status.get("updateRevision")
+        return bool(update) and update != current
+    return False

@@ -1,0 +1,398 @@
+"""The watch service: a watch's row, its publishing to Slack, and who drives it. No threads.
+
+A watch is a row in `watches` (the store): scope, target and stop rules, the channel, who drives it
+(`owner` + `heartbeat_at`) and the last PUBLISHED `Summary`. The front door (`bot.frontdoor.
+watching`) owns the threads: it claims live watches whose owner is gone, feeds the kube streams
+into a `WatchState`, and calls `publish` at most every `PUBLISH_SECONDS`. This service does the
+rest, in this order, so a crash at any point loses nothing and repeats nothing:
+
+1. the summary now, its verdict, and the milestones since the last published summary;
+2. ONE transaction stores the new summary and the thread posts it owes (outbox rows keyed by each
+   milestone's deterministic key; several milestones at once become one batched reply whose
+   milestone keys are recorded as markers), and ends the watch when the verdict is final (or
+   `unwatch` asked) — this write names the owner, so a process that lost the watch writes nothing;
+3. the card (subject `watch:<id>`, key `card`) is posted once through `Deliveries` or edited in
+   place (its channel and ts are in the database, never looked up in the channel);
+4. the outbox rows are posted into the card's thread through `Deliveries` (claim → post with the
+   dedup key → record the ts; a claim a crash left is settled by `Deliveries.settle`).
+
+After `kill -9` a new process takes the watch (its owner's heartbeat is stale), lists again, seeds
+the state from the persisted summary and calls `catch_up`: tombstones are settled and unposted
+outbox rows posted; the next `publish` compares the fresh lists with the persisted summary, so the
+milestones missed while down come out once, into the same card's thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.adapters.store import Store
+from bot.core.delivery import Deliveries
+from bot.core.rendering import Renderer
+from bot.core.watches.card import card_context
+from bot.core.watches.milestones import Milestone, milestones
+from bot.core.watches.model import StopRules, Summary, Target, WatchSpec, WatchState
+from bot.core.watches.verdict import Verdict, verdict
+from bot.errors import BotError, UserError
+from bot.records import WatchRow
+
+log = logging.getLogger(__name__)
+
+#: Trailing edge of the card: at most one publish per watch this often.
+PUBLISH_SECONDS = 2.0
+#: A driver refreshes its heartbeat this often; a watch whose heartbeat is older than
+#: `STALE_AFTER` has no live owner and is taken by the next process that looks.
+HEARTBEAT_SECONDS = 3.0
+STALE_AFTER = timedelta(seconds=15)
+CARD = "card"
+FINAL = "final"
+
+
+def subject(watch_id: int) -> str:
+    return f"watch:{watch_id}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Published:
+    """What one `publish` did."""
+
+    verdict: Verdict
+    posted: int = 0  # thread messages posted now
+    milestones: tuple[str, ...] = ()  # keys of the milestones this publish recorded
+    card_updated: bool = False
+    ended: str = ""  # the end reason when this publish ended the watch
+    lost: bool = False  # the watch is no longer ours (ended elsewhere, or taken over)
+
+
+def target_json(target: Target | None) -> str:
+    if target is None:
+        return ""
+    return json.dumps(
+        {
+            "nodegroups": list(target.nodegroups),
+            "kubelet_version": target.kubelet_version,
+            "no_old_nodes": target.no_old_nodes,
+            "settle": target.settle.total_seconds(),
+        }
+    )
+
+
+def stop_json(stop: StopRules) -> str:
+    return json.dumps(
+        {
+            "crashloop_after": stop.crashloop_after.total_seconds(),
+            "imagepull_after": stop.imagepull_after.total_seconds(),
+            "timeout": stop.timeout.total_seconds() if stop.timeout is not None else None,
+        }
+    )
+
+
+def spec_of(row: WatchRow, node_group_labels: Sequence[str]) -> WatchSpec:
+    """The core spec of a stored watch."""
+    target = None
+    if row.target:
+        t = json.loads(row.target)
+        target = Target(
+            nodegroups=tuple(t.get("nodegroups", ())),
+            kubelet_version=str(t.get("kubelet_version", "")),
+            no_old_nodes=bool(t.get("no_old_nodes", True)),
+            settle=timedelta(seconds=float(t.get("settle", 300))),
+        )
+    stop = StopRules()
+    if row.stop:
+        s = json.loads(row.stop)
+        stop = StopRules(
+            crashloop_after=timedelta(seconds=float(s["crashloop_after"])),
+            imagepull_after=timedelta(seconds=float(s["imagepull_after"])),
+            timeout=timedelta(seconds=float(s["timeout"])) if s.get("timeout") is not None else None,
+        )
+    return WatchSpec(
+        cluster=row.cluster,
+        nodegroups=row.nodegroups,
+        namespaces=row.namespaces,
+        node_group_labels=tuple(node_group_labels),
+        target=target,
+        stop=stop,
+        started_at=row.started_at,
+        ends_at=row.ends_at,
+    )
+
+
+def _same(a: Summary, b: Summary) -> bool:
+    return dataclasses.replace(a, at=b.at) == b
+
+
+class WatchService:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        deliveries: Deliveries | None,
+        renderer: Renderer,
+        clock: Callable[[], datetime],
+        owner: str,
+        node_group_labels: Sequence[str],
+        stale_after: timedelta = STALE_AFTER,
+    ) -> None:
+        self.store = store
+        self.deliveries = deliveries
+        self.renderer = renderer
+        self.clock = clock
+        self.owner = owner
+        self.node_group_labels = tuple(node_group_labels)
+        self.stale_after = stale_after
+        #: Set by the front door that drives watches: called after a watch is started or asked to
+        #: end, so it is picked up now rather than at the next scan.
+        self.on_change: Callable[[], None] | None = None
+        self._cards: dict[int, str] = {}  # the card text last sent, per watch
+        #: Called after a publish ended a watch, with the row and the end reason (a plan step's
+        #: watch: the front door commits the step's `action_finished`).
+        self.on_ended: Callable[[WatchRow, str], None] | None = None
+
+    # -- rows ------------------------------------------------------------------------------------
+
+    def start(
+        self,
+        *,
+        cluster: str,
+        channel: str,
+        started_by: str,
+        nodegroups: Sequence[str] = (),
+        namespaces: Sequence[str] = (),
+        target: Target | None = None,
+        stop: StopRules | None = None,
+        duration: timedelta | None = None,
+        run_id: str = "",
+        step_id: str = "",
+    ) -> WatchRow:
+        if not channel:
+            raise UserError("a watch needs a channel for its card; ask in a channel")
+        now = self.clock()
+        row = WatchRow(
+            id=0,
+            cluster=cluster,
+            nodegroups=tuple(nodegroups),
+            namespaces=tuple(namespaces),
+            target=target_json(target),
+            stop=stop_json(stop or StopRules()),
+            channel=channel,
+            run_id=run_id,
+            step_id=step_id,
+            started_by=started_by,
+            started_at=now,
+            ends_at=now + duration if duration is not None else None,
+        )
+        watch_id = self.store.create_watch(row)
+        self._changed()
+        started = self.store.watch(watch_id)
+        assert started is not None
+        return started
+
+    def live(self) -> list[WatchRow]:
+        return self.store.watches(live=True)
+
+    def get(self, watch_id: int) -> WatchRow:
+        row = self.store.watch(watch_id)
+        if row is None:
+            raise UserError(f"no watch {watch_id}; `/upgrade watches` lists the live ones")
+        return row
+
+    def request_end(self, watch_id: int, *, by: str) -> WatchRow:
+        row = self.get(watch_id)
+        if row.state != "live" or not self.store.request_watch_end(watch_id, by=by):
+            raise UserError(f"watch {watch_id} has already ended ({row.end_reason or 'ended'})")
+        self._changed()
+        return self.get(watch_id)
+
+    def spec(self, row: WatchRow) -> WatchSpec:
+        return spec_of(row, self.node_group_labels)
+
+    def previous(self, row: WatchRow) -> Summary | None:
+        return Summary.from_json(row.summary) if row.summary else None
+
+    def claim(self, row: WatchRow) -> bool:
+        now = self.clock()
+        return self.store.claim_watch(row.id, owner=self.owner, now=now, stale_before=now - self.stale_after)
+
+    def heartbeat(self, watch_id: int) -> bool:
+        return self.store.heartbeat_watch(watch_id, owner=self.owner, now=self.clock())
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    # -- publishing --------------------------------------------------------------------------------
+
+    def catch_up(self, row: WatchRow) -> int:
+        """After taking a watch: settle its posts a crash cut off, then post what it still owes."""
+        if self.deliveries is None:
+            return 0
+        self.deliveries.settle(subject(row.id))
+        card = self.store.messages(subject(row.id)).get(CARD)
+        if card is None or not card.ts:
+            return 0  # the next publish posts the card, then the thread
+        return self._post_owed(row, card.channel, card.ts)
+
+    def publish(self, row: WatchRow, state: WatchState, *, force: bool = False) -> Published:
+        """Publish the watch's state now (see the module docstring); `row` is re-read first."""
+        now = self.clock()
+        current = self.store.watch(row.id) or row
+        spec = self.spec(current)
+        summary = state.summary(now)
+        v = verdict(summary, spec, now)
+        before = self.previous(current)
+        found = milestones(before, summary, spec)
+        end_reason = ""
+        if current.end_requested_by:
+            end_reason = f"unwatched by <@{current.end_requested_by}>"
+        elif v.final:
+            end_reason = f"{v.state}: {v.reason}"
+        if not found and not end_reason and not force and before is not None and _same(before, summary):
+            return Published(verdict=v)
+        sub = subject(row.id)
+        known = set(self.store.messages(sub))
+        new = [m for m in found if m.key not in known]
+        outbox, markers = self._outbox(new)
+        if end_reason and FINAL not in known:
+            outbox.append((FINAL, json.dumps({"text": self._final_text(summary, spec, v, end_reason, now)})))
+        if not self.store.publish_watch(
+            row.id,
+            owner=self.owner,
+            summary=summary.to_json(),
+            at=now,
+            outbox=outbox,
+            markers=markers,
+            end_reason=end_reason or None,
+        ):
+            log.info("watch %s is no longer driven by %s; stopping", row.id, self.owner)
+            return Published(verdict=v, lost=True)
+        updated = posted = 0
+        if self.deliveries is not None:
+            try:
+                channel, ts, updated = self._card(current, summary, spec, v, end_reason, now)
+                if ts:
+                    posted = self._post_owed(current, channel, ts)
+            except BotError as exc:
+                # Slack refused or is down: the state is stored and the posts are owed; the next
+                # publish (or the next process's catch-up) delivers them.
+                log.warning("watch %s: Slack update failed: %s", row.id, exc.user_message)
+        if end_reason and self.on_ended is not None:
+            self.on_ended(current, end_reason)
+        return Published(
+            verdict=v,
+            posted=posted,
+            milestones=tuple(m.key for m in new),
+            card_updated=bool(updated),
+            ended=end_reason,
+        )
+
+    def end_unlisted(self, row: WatchRow) -> str:
+        """End a watch that was asked to end (or ran out of time) while its cluster could not be
+        listed: the last published summary stays, with a final line saying so. The end reason, or
+        "" when it is not to end yet (or is no longer ours)."""
+        now = self.clock()
+        current = self.store.watch(row.id) or row
+        spec = self.spec(current)
+        if current.end_requested_by:
+            reason = f"unwatched by <@{current.end_requested_by}>"
+        elif spec.deadline is not None and now >= spec.deadline:
+            reason = "timed_out: time limit reached"
+        else:
+            return ""
+        reason += " (the cluster could not be read)"
+        text = f":checkered_flag: Watch ended — {reason}."
+        known = set(self.store.messages(subject(row.id)))
+        outbox = [(FINAL, json.dumps({"text": text}))] if FINAL not in known else []
+        if not self.store.publish_watch(
+            row.id, owner=self.owner, summary=current.summary, at=now, outbox=outbox, end_reason=reason
+        ):
+            return ""
+        card = self.store.messages(subject(row.id)).get(CARD)
+        if self.deliveries is not None and card is not None and card.ts:
+            try:
+                self._post_owed(current, card.channel, card.ts)
+            except BotError as exc:
+                log.warning("watch %s: Slack post failed: %s", row.id, exc.user_message)
+        if self.on_ended is not None:
+            self.on_ended(current, reason)
+        return reason
+
+    def _outbox(self, new: Sequence[Milestone]) -> tuple[list[tuple[str, str]], list[str]]:
+        if not new:
+            return [], []
+        text = self.renderer.render("watch_thread", {"milestones": list(new)}).text
+        body = json.dumps({"text": text})
+        if len(new) == 1:
+            return [(new[0].key, body)], []
+        # Several at once: one reply, keyed on the first; every milestone's own key is recorded.
+        return [(f"batch:{new[0].key}", body)], [m.key for m in new]
+
+    def _final_text(self, summary: Summary, spec: WatchSpec, v: Verdict, reason: str, now: datetime) -> str:
+        groups = ", ".join(f"{g.name} {g.on_target}/{g.total}" for g in summary.groups) or "no nodes"
+        return (
+            f":checkered_flag: Watch ended — {reason}. Final: {len(summary.nodes)} nodes ({groups}), "
+            f"{summary.pods} pods, {summary.unhealthy_pods} unhealthy."
+        )
+
+    def card_context(
+        self, summary: Summary, spec: WatchSpec, v: Verdict, end_reason: str, now: datetime
+    ) -> dict[str, Any]:
+        context = card_context(summary, spec, v, now)
+        if end_reason and not v.final:
+            context.update(state="ended", reason=end_reason, final=True, icon=":stop_button:")
+        return context
+
+    def _card(
+        self, row: WatchRow, summary: Summary, spec: WatchSpec, v: Verdict, end_reason: str, now: datetime
+    ) -> tuple[str, str, bool]:
+        assert self.deliveries is not None
+        rendered = self.renderer.render("watch_card", self.card_context(summary, spec, v, end_reason, now))
+        sub = subject(row.id)
+        run_thread = self._run_thread(row)
+        if row.run_id and not run_thread:
+            return "", "", False  # the run's card is not posted yet; the next publish tries again
+        posted = self.deliveries.post_once(
+            sub, CARD, row.channel, rendered.text, blocks=rendered.blocks, thread_ts=run_thread
+        )
+        if posted is not None:
+            self._cards[row.id] = rendered.text
+            return posted.channel, posted.ts, True
+        card = self.store.messages(sub).get(CARD)
+        if card is None or not card.ts:
+            return "", "", False  # in flight elsewhere, or a tombstone settled at the next catch-up
+        if self._cards.get(row.id) != rendered.text:
+            self.deliveries.poster.update_message(
+                card.channel, card.ts, rendered.text, blocks=rendered.blocks
+            )
+            self._cards[row.id] = rendered.text
+            return card.channel, card.ts, True
+        return card.channel, card.ts, False
+
+    def _run_thread(self, row: WatchRow) -> str:
+        """A plan step's watch streams into its RUN's thread (its card there, edited in place, and
+        its milestones), not a second card in the channel; "" for a standalone watch."""
+        if not row.run_id:
+            return ""
+        card = self.store.messages(row.run_id).get("card")
+        return card.ts if card is not None else ""
+
+    def _post_owed(self, row: WatchRow, channel: str, card_ts: str) -> int:
+        """Post the watch's outbox rows not posted yet into the card's thread, oldest first."""
+        assert self.deliveries is not None
+        refs = self.store.messages(subject(row.id))
+        owed = sorted(
+            (r for r in refs.values() if r.body and not r.ts and not r.owner),
+            key=lambda r: (r.key == FINAL, r.claimed_at or row.started_at, r.key),
+        )
+        posted = 0
+        for ref in owed:
+            thread = self._run_thread(row) or card_ts
+            if self.deliveries.post_outbox(ref, channel, thread_ts=thread) is not None:
+                posted += 1
+        return posted

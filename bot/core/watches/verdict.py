@@ -1,0 +1,119 @@
+"""Where a watch stands: still running, target reached, stopped by a stop rule, or out of time.
+
+A pure function of a Summary, the spec and the time. Order of decision:
+1. stop rules (only for a watch with a target: a plain `/upgrade watch` is an observation and
+   ends only at its time limit or on `unwatch`): a workload whose CrashLoopBackOff or
+   ImagePullBackOff/ErrImagePull episode has lasted longer than its limit stops the watch —
+   unlike `kubectl rollout status`, which waits on a crash loop until its progress deadline.
+   kube-system workloads are named first (a broken DNS or CNI explains the rest), then the
+   longest-running episode;
+2. the target, once it has held, with no new unhealthy pod, for its settle time;
+3. the deadline (`ends_at`, or `started_at + stop.timeout`).
+`code` is a stable word for machine use (milestone keys): "crashloop", "imagepull", "timeout", or
+"" while running / on target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.core.durations import format_duration, kubectl_age
+from bot.core.watches.model import KUBE_SYSTEM, Summary, WatchSpec
+
+RUNNING, TARGET_REACHED, STOPPED, TIMED_OUT = "running", "target_reached", "stopped", "timed_out"
+FINAL = frozenset({TARGET_REACHED, STOPPED, TIMED_OUT})
+
+_EPISODE_WORDS = {"crashloop": "CrashLoopBackOff", "imagepull": "ImagePullBackOff/ErrImagePull"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    state: str  # "running" | "target_reached" | "stopped" | "timed_out"
+    reason: str  # one line for people
+    code: str = ""  # "crashloop" | "imagepull" | "timeout" | ""
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL
+
+
+def verdict(summary: Summary, spec: WatchSpec, now: datetime) -> Verdict:
+    target = spec.target
+    if target is not None:
+        limits = {"crashloop": spec.stop.crashloop_after, "imagepull": spec.stop.imagepull_after}
+        over = [
+            ep
+            for ep in summary.episodes
+            if ep.open and ep.kind in limits and now - ep.since > limits[ep.kind]
+        ]
+        if over:
+            over.sort(key=lambda ep: (not ep.workload.startswith(KUBE_SYSTEM + "/"), ep.since, ep.workload))
+            first = over[0]
+            namespace, _kind, name = first.workload.split("/", 2)
+            reason = (
+                f"{namespace}/{name} in {_EPISODE_WORDS[first.kind]} for {kubectl_age(now - first.since)}"
+                f" (limit {format_duration(limits[first.kind])})"
+            )
+            if len(over) > 1:
+                reason += f"; {len(over) - 1} more workload{'s' if len(over) > 2 else ''} over the limit"
+            return Verdict(state=STOPPED, reason=reason, code=first.kind)
+        if summary.target_holds and summary.target_since is not None:
+            calm_since = summary.target_since
+            if summary.last_unhealthy_at is not None and summary.last_unhealthy_at > calm_since:
+                calm_since = summary.last_unhealthy_at
+            if now - calm_since >= target.settle:
+                return Verdict(state=TARGET_REACHED, reason=_target_text(summary, spec))
+    deadline = spec.deadline
+    if deadline is not None and now >= deadline:
+        return Verdict(
+            state=TIMED_OUT,
+            reason=f"time limit reached after {kubectl_age(deadline - spec.started_at)}",
+            code="timeout",
+        )
+    return Verdict(state=RUNNING, reason=_progress_text(summary, spec, now))
+
+
+def _target_groups(summary: Summary, spec: WatchSpec) -> list[str]:
+    target = spec.target
+    if target is not None and target.nodegroups:
+        return list(target.nodegroups)
+    return [g.name for g in summary.groups]
+
+
+def _target_text(summary: Summary, spec: WatchSpec) -> str:
+    target = spec.target
+    assert target is not None
+    groups = {g.name: g for g in summary.groups}
+    names = _target_groups(summary, spec)
+    nodes = sum(groups[n].total for n in names if n in groups)
+    version = f" on {target.kubelet_version}" if target.kubelet_version else ""
+    old = ", no old node left" if target.kubelet_version and target.no_old_nodes else ""
+    return (
+        f"{', '.join(names)}: {nodes} node{'s' if nodes != 1 else ''} Ready{version}{old}; "
+        f"no new unhealthy pod for {format_duration(target.settle)}"
+    )
+
+
+def _progress_text(summary: Summary, spec: WatchSpec, now: datetime) -> str:
+    target = spec.target
+    if target is None:
+        return "watching"
+    groups = {g.name: g for g in summary.groups}
+    names = _target_groups(summary, spec)
+    missing = [n for n in names if n not in groups]
+    total = sum(groups[n].total for n in names if n in groups)
+    good = sum(groups[n].on_target_ready for n in names if n in groups)
+    old = sum(groups[n].old for n in names if n in groups)
+    parts = [
+        f"{good}/{total} nodes Ready" + (f" on {target.kubelet_version}" if target.kubelet_version else "")
+    ]
+    if old:
+        parts.append(f"{old} old node{'s' if old != 1 else ''} left")
+    if missing:
+        parts.append(f"no node yet in {', '.join(missing)}")
+    if summary.target_holds and summary.target_since is not None:
+        calm_since = max(summary.target_since, summary.last_unhealthy_at or summary.target_since)
+        left = target.settle - (now - calm_since)
+        parts.append(f"target holds, settling ({format_duration(max(left, timedelta(0)))} to go)")
+    return "; ".join(parts)

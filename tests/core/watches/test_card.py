@@ -1,0 +1,93 @@
+"""The card: progress per node group, unhealthy pods by class, rollouts, a date token; always bounded."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from bot.core.rendering import Renderer
+from bot.core.watches.card import card_context, progress_bar
+from bot.core.watches.milestones import milestones
+from bot.core.watches.model import WatchSpec, WatchState
+from bot.core.watches.verdict import verdict
+from bot.resources import BUILTIN_TEMPLATES
+from tests.support.watch_objects import at, crashing, deployment, node, pod, target_spec
+
+
+def render(state: WatchState, spec: WatchSpec, minutes: float) -> str:
+    summary = state.summary(at(minutes))
+    context = card_context(summary, spec, verdict(summary, spec, at(minutes)), at(minutes))
+    return Renderer([BUILTIN_TEMPLATES]).render("watch_card", context).text
+
+
+def test_progress_bars_are_full_only_when_every_node_is_done() -> None:
+    assert progress_bar(0, 4) == "░░░░░░░░░░"
+    assert progress_bar(3, 4) == "▓▓▓▓▓▓▓░░░"
+    assert progress_bar(99, 100) == "▓▓▓▓▓▓▓▓▓░"
+    assert progress_bar(4, 4) == "▓▓▓▓▓▓▓▓▓▓"
+    assert progress_bar(0, 0) == "░░░░░░░░░░"
+
+
+def test_the_card_shows_groups_unhealthy_pods_rollouts_and_a_date_token() -> None:
+    spec = target_spec(groups=("ng-a", "ng-c"))
+    state = WatchState(spec)
+    state.set_control_plane("v1.30.2-eks-1")
+    state.sync(
+        "node",
+        [
+            node("o1", cordoned=True),
+            node("o2"),
+            node("n1", kubelet="v1.30.2"),
+            node("b1", "ng-b", ready=False),
+        ],
+        at(0),
+    )
+    state.sync(
+        "pod",
+        [crashing("a", deployment="payments-api"), crashing("d", "kube-system", deployment="coredns")],
+        at(0),
+    )
+    state.sync("deployment", [deployment("payments-api", generation=4, updated=1)], at(0))
+    text = render(state, spec, 2)
+    assert "Control plane v1.30.2-eks-1" in text
+    assert "`▓▓▓░░░░░░░` *ng-a* 1/3 on v1.30.2 · old cordoned 1 · old remaining 1 · NotReady 0" in text
+    assert "*ng-b* 0/1 on v1.30.2 · old cordoned 0 · old remaining 1 · NotReady 1" in text
+    assert "*ng-c* no node yet" in text
+    assert "*CrashLoopBackOff*: 2 pods (1 in kube-system) — :warning: kube-system/coredns ×1" in text
+    assert "• Deployment shop/payments-api: 1 of 3 new replicas have been updated" in text
+    assert re.search(r"Updated at <!date\^\d+\^\{date_short_pretty\} \{time\}\|2026-11-23 12:02 UTC>", text)
+
+
+def test_thousands_of_unhealthy_pods_make_counts_and_a_top_list_never_pod_names() -> None:
+    spec = target_spec()
+    state = WatchState(spec)
+    state.sync("node", [node(f"n{i}", f"ng-{i:03d}") for i in range(150)], at(0))
+    pods = [crashing(f"crash-pod-{i}", f"ns{i % 40}", deployment=f"svc-{i % 700}") for i in range(3000)]
+    pods += [
+        pod(f"pull-pod-{i}", ready=False, waiting="ImagePullBackOff", deployment=f"img-{i}")
+        for i in range(1000)
+    ]
+    pods += [pod(f"pend-pod-{i}", phase="Pending", ready=False, unschedulable=True) for i in range(1000)]
+    state.sync("pod", pods, at(0))
+    state.sync("deployment", [deployment(f"svc-{i}", generation=2, updated=1) for i in range(500)], at(0))
+    text = render(state, spec, 10)
+    assert len(text) < 3000
+    assert "crash-pod-" not in text
+    assert "pull-pod-" not in text
+    assert "*CrashLoopBackOff*: 3000 pods" in text
+    assert "+1395 more workloads" in text
+    assert "*Pending/unschedulable stuck*: 1000 pods" in text
+    assert "…and 138 more node groups" in text
+    assert "…and 492 more workloads mid-rollout" in text
+
+
+def test_the_thread_template_joins_milestones_one_per_line() -> None:
+    spec = target_spec(settle=timedelta(0))
+    state = WatchState(spec)
+    state.sync("node", [node("o1")], at(0))
+    before = state.summary(at(0))
+    state.apply("node", "ADDED", node("n<1>", kubelet="v1.30.2"), at(1))
+    found = milestones(before, state.summary(at(1)), spec)
+    text = Renderer([BUILTIN_TEMPLATES]).render("watch_thread", {"milestones": found}).text
+    assert text.splitlines() == [m.text for m in found]
+    assert "`n&lt;1&gt;`" in text  # escaped once, not twice

@@ -1,0 +1,122 @@
+"""The verdict: target held for its settle time, stop rules (kube-system first), time limits."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bot.core.watches.model import StopRules, Target, WatchState
+from bot.core.watches.verdict import RUNNING, STOPPED, TARGET_REACHED, TIMED_OUT, Verdict, verdict
+from tests.support.watch_objects import at, crashing, node, pod, spec, target_spec
+
+
+def judge(state: WatchState, minutes: float) -> Verdict:
+    return verdict(state.summary(at(minutes)), state.spec, at(minutes))
+
+
+def upgraded(settle: timedelta = timedelta(minutes=5), **changes: object) -> WatchState:
+    state = WatchState(target_spec(settle=settle, **changes))
+    state.sync("node", [node("n1", kubelet="v1.30.2"), node("n2", kubelet="v1.30.2")], at(0))
+    state.sync("pod", [], at(0))
+    return state
+
+
+def test_the_target_must_hold_for_its_settle_time() -> None:
+    state = upgraded()
+    assert judge(state, 4).state == RUNNING
+    assert "settling" in judge(state, 4).reason
+    reached = judge(state, 5)
+    assert reached.state == TARGET_REACHED
+    assert reached.reason == "ng-a: 2 nodes Ready on v1.30.2, no old node left; no new unhealthy pod for 5m"
+
+
+def test_a_new_unhealthy_pod_restarts_the_settle_time() -> None:
+    state = upgraded()
+    state.apply("pod", "ADDED", pod("e", ready=False, terminated="Error"), at(3))
+    state.apply("pod", "DELETED", pod("e", ready=False, terminated="Error"), at(3, 30))
+    assert judge(state, 7).state == RUNNING
+    assert judge(state, 8).state == TARGET_REACHED
+
+
+def test_a_pod_stuck_pending_counts_as_new_unhealthy_once_stuck() -> None:
+    state = upgraded(pending_stuck_after=timedelta(minutes=2))
+    state.apply(
+        "pod", "ADDED", pod("p", phase="Pending", ready=False, unschedulable=True, created=at(1)), at(1)
+    )
+    assert judge(state, 5).state == RUNNING  # stuck since 3m: settle runs to 8m
+    assert judge(state, 8).state == TARGET_REACHED
+
+
+def test_old_nodes_left_or_a_missing_group_keep_it_running() -> None:
+    state = WatchState(target_spec(groups=("ng-a", "ng-b")))
+    state.sync("node", [node("n1", kubelet="v1.30.2"), node("o1")], at(0))
+    result = judge(state, 30)
+    assert result.state == RUNNING
+    assert result.reason == "1/2 nodes Ready on v1.30.2; 1 old node left; no node yet in ng-b"
+
+
+def test_without_a_version_the_target_is_every_node_ready() -> None:
+    state = WatchState(spec(target=Target(settle=timedelta(0))))
+    state.sync("node", [node("a", ready=False)], at(0))
+    assert judge(state, 1).state == RUNNING
+    state.apply("node", "MODIFIED", node("a"), at(2))
+    assert judge(state, 2).state == TARGET_REACHED
+
+
+def test_a_crash_loop_longer_than_the_limit_stops_it_kube_system_named_first() -> None:
+    state = upgraded(stop=StopRules(crashloop_after=timedelta(minutes=5)))
+    state.apply("pod", "ADDED", crashing("a", "checkout", deployment="payments-api"), at(1))
+    state.apply("pod", "ADDED", crashing("d", "kube-system", deployment="coredns"), at(2))
+    assert judge(state, 6).state == RUNNING  # 5m exactly is not longer than 5m
+    early = judge(
+        state,
+        6,
+    )
+    assert early.code == ""
+    stopped = judge(state, 7.5)
+    assert stopped == Verdict(
+        state=STOPPED,
+        reason="kube-system/coredns in CrashLoopBackOff for 5m30s (limit 5m); 1 more workload over the limit",
+        code="crashloop",
+    )
+
+
+def test_an_image_pull_loop_stops_it_too() -> None:
+    state = upgraded(stop=StopRules(imagepull_after=timedelta(minutes=2)))
+    state.apply("pod", "ADDED", pod("a", ready=False, waiting="ErrImagePull", deployment="api"), at(1))
+    state.apply("pod", "MODIFIED", pod("a", ready=False, waiting="ImagePullBackOff", deployment="api"), at(2))
+    result = judge(state, 3.5)
+    assert (result.state, result.code) == (STOPPED, "imagepull")
+    assert result.reason.startswith("shop/api in ImagePullBackOff/ErrImagePull for 2m30s")
+
+
+def test_a_stop_rule_wins_over_a_reached_target() -> None:
+    state = upgraded(settle=timedelta(0), stop=StopRules(crashloop_after=timedelta(minutes=1)))
+    state.apply("pod", "ADDED", crashing("a", deployment="api"), at(0))
+    assert judge(state, 2).state == STOPPED
+
+
+def test_a_plain_watch_is_not_stopped_by_crash_loops_only_by_its_time_limit() -> None:
+    state = WatchState(spec(ends_at=at(60)))
+    state.sync("pod", [crashing("a", deployment="api")], at(0))
+    assert judge(state, 59).state == RUNNING
+    ended = judge(state, 60)
+    assert (ended.state, ended.code, ended.reason) == (TIMED_OUT, "timeout", "time limit reached after 60m")
+
+
+def test_the_stop_timeout_counts_from_the_start() -> None:
+    state = WatchState(target_spec(stop=StopRules(timeout=timedelta(minutes=30))))
+    state.sync("node", [node("o1")], at(0))
+    assert judge(state, 29).state == RUNNING
+    assert judge(state, 30).state == TIMED_OUT
+
+
+def test_pods_already_unhealthy_when_the_watch_starts_are_not_new() -> None:
+    state = WatchState(target_spec(settle=timedelta(minutes=5)))
+    state.sync("node", [node("n1", kubelet="v1.30.2")], at(0))
+    state.sync("pod", [pod("e", ready=False, terminated="Error")], at(0))
+    assert state.summary(at(1)).last_unhealthy_at is None
+    assert judge(state, 5).state == TARGET_REACHED
+    state.sync(
+        "pod", [pod("e", ready=False, terminated="Error"), pod("f", ready=False, terminated="Error")], at(6)
+    )
+    assert state.summary(at(6)).last_unhealthy_at == at(6)  # found by a re-list: new

@@ -1,0 +1,126 @@
+"""`kill -9` of a real `upgrade-bot run --http` in the middle of a watch (issue 13): the restarted
+process takes the watch (its owner's heartbeat is stale), lists again, posts the milestones it
+missed exactly once into the same card's thread, and brings the same card up to date."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.adapters.kube import Cluster
+from bot.core.watches.model import Summary
+from bot.records import ClusterConfig
+from tests.support.bot_process import PRIMARY, RunBot
+from tests.support.slack_stub import SlackStub
+from tests.support.testbed import wait_until
+
+OPS = "C0OPS"
+GROUP_LABELS = ("eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name")
+
+
+@pytest.fixture
+def bot(
+    write_config: Callable[..., Path],
+    slack_stub: SlackStub,
+    bot_env: dict[str, str],
+    sim_eks: Any,
+    sim_kubeconfig: Callable[[Any], Path],
+) -> Iterator[RunBot]:
+    kubeconfig = sim_kubeconfig(sim_eks)
+    config = write_config(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n")
+    slack_stub.users[PRIMARY] = {"id": PRIMARY}
+    b = RunBot(config=config, env=bot_env, stub=slack_stub)
+    b.start()
+    yield b
+    b.stop()
+
+
+def _watch_row(bot: RunBot) -> Any:
+    store = bot.store()
+    try:
+        (row,) = store.watches(live=False)
+        return row
+    finally:
+        store.close()
+
+
+def _card_ts(bot: RunBot) -> str:
+    store = bot.store()
+    try:
+        card = store.messages("watch:1").get("card")
+        return card.ts if card else ""
+    finally:
+        store.close()
+
+
+def _groups(summary_json: str) -> dict[str, int]:
+    return {g.name: g.total for g in Summary.from_json(summary_json).groups} if summary_json else {}
+
+
+def _truth(kubeconfig: Path) -> dict[str, int]:
+    cluster = Cluster.connect(ClusterConfig(name="truth", kubeconfig=kubeconfig))
+    try:
+        nodes = cluster.get_json("/api/v1/nodes")["items"]
+    finally:
+        cluster.close()
+    out: Counter[str] = Counter()
+    for node in nodes:
+        labels = node["metadata"].get("labels", {})
+        group = next((labels[k] for k in GROUP_LABELS if k in labels), "")
+        if not group and labels.get("eks.amazonaws.com/compute-type") == "fargate":
+            group = "fargate"
+        out[group] += 1
+    return dict(out)
+
+
+def _advance(sim: Any, steps: int) -> None:
+    for _ in range(steps):
+        sim.control.advance(60)
+        time.sleep(0.3)
+
+
+def test_kill9_mid_watch_same_card_each_milestone_once(
+    bot: RunBot, slack_stub: SlackStub, sim_eks: Any, sim_kubeconfig: Callable[[Any], Path]
+) -> None:
+    reply = bot.command("watch")
+    assert "started" in reply, reply
+    wait_until(lambda: _card_ts(bot), timeout=30, what="the card")
+    sim_eks.control.run_upgrade()
+    _advance(sim_eks, 25)  # the control plane and the first node groups
+    wait_until(lambda: _watch_row(bot).summary, timeout=30, what="a published summary")
+    bot.kill9()
+    # While the bot is down the upgrade goes on: nodes join, are cordoned and removed.
+    _advance(sim_eks, 40)
+    bot.start()
+    _advance(sim_eks, 80)
+    truth = _truth(sim_kubeconfig(sim_eks))
+    wait_until(lambda: _groups(_watch_row(bot).summary) == truth, timeout=60, what="the card to catch up")
+    assert "is ending" in bot.command("unwatch")
+    wait_until(lambda: _watch_row(bot).state == "ended", timeout=30, what="the watch to end")
+    # The end is committed first, then the card is edited and the final line posted.
+    wait_until(
+        lambda: any("Watch ended" in m["text"] for m in slack_stub.posted(OPS)),
+        timeout=30,
+        what="the final line",
+    )
+
+    cards = [
+        m for m in slack_stub.posted(OPS) if m["text"].startswith(":") and "*Watch on prod*" in m["text"]
+    ]
+    assert len(cards) == 1, [c["text"][:80] for c in cards]
+    thread = [m["text"] for m in slack_stub.posted(OPS) if m.get("thread_ts") == cards[0]["ts"]]
+    lines = [line for text in thread for line in text.splitlines() if line.strip()]
+    repeated = [line for line, n in Counter(lines).items() if n > 1]
+    assert not repeated, repeated[:3]
+    # Every node the upgrade replaced was announced as removed, once, including while the bot was down.
+    removed = [line for line in lines if "drained and removed" in line]
+    replaced = sum(n for g, n in truth.items() if g != "fargate")
+    assert len(removed) == replaced
+    assert "Watch ended — unwatched by" in lines[-1]
+    # The card in Slack is the final state (edited in place).
+    assert cards[0]["text"].startswith(":stop_button: *Watch on prod* — *ended*")
