@@ -67,7 +67,8 @@ def test_an_edit_slack_does_not_take_stays_pending_and_goes_out_later(
     stub.fail_next("chat.update", status=503, times=3)  # the first try and both client retries
     poster.update_message("C0OPS", ts, "second")
     assert poster.flush_due() == 0
-    assert poster.retried == 1 and poster.pending == 1
+    assert poster.retried == 1
+    assert poster.pending == 1
     poster.update_message("C0OPS", ts, "third")  # the newer body wins
     clock.advance(2.0)
     assert poster.flush_due() == 1
@@ -88,7 +89,8 @@ def test_stop_flushes_what_is_pending_and_the_thread_sends_on_its_own(stub: Slac
     poster.update_message("C0OPS", ts, "last")
     poster.stop()
     assert card_text(stub, ts) == "last"
-    assert poster.pending == 0 and poster.dropped == 0
+    assert poster.pending == 0
+    assert poster.dropped == 0
 
 
 def test_lines_that_piled_up_are_joined_under_a_size_bound() -> None:
