@@ -58,8 +58,6 @@ def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 
     services = build_services(settings)
     workers = WorkerPool(settings.workers)
     triggers = Triggers(announcements=services.announcements, runs=services.runs)
-    if services.edits is not None:
-        services.edits.start()
     try:
         _recover(services, triggers)
         inbox = Inbox(store=services.store, workers=workers, clock=lambda: datetime.now(UTC))
@@ -96,9 +94,6 @@ def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 
             logging.shutdown()
             # A worker thread cannot be interrupted and would keep the interpreter alive.
             os._exit(0)
-        if services.edits is not None:
-            # The last state of every card goes out before the database closes.
-            services.edits.stop()
         services.close()
 
 

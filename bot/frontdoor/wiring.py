@@ -54,6 +54,9 @@ class Services:
     slack_stats: SlackStats | None = None
 
     def close(self) -> None:
+        if self.edits is not None:
+            # The last state of every card goes out before the database closes.
+            self.edits.stop()
         self.store.close()
 
 
@@ -108,6 +111,8 @@ def build_services(
         deliveries = Deliveries(store=store, poster=poster, clock=clock, owner=owner, immediate=immediate)
         if edits is not None:
             edits.on_gone = deliveries.repost_gone
+            # Sends due card edits until `Services.close` stops it (and flushes what is left).
+            edits.start()
         cards = RunCards(
             deliveries=deliveries,
             renderer=Renderer(settings.template_dirs()),
