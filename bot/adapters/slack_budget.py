@@ -122,6 +122,9 @@ class BudgetConfig:
     burst: int = 3
     #: The longest a call waits for room (including a Retry-After) before it fails as temporary.
     max_wait: float = 120.0
+    #: The longest one call takes with all its waits and retries: well inside the 5 minutes after
+    #: which `bot.core.delivery` settles a claim left without a ts (so no post is still in flight).
+    max_total: float = 180.0
     rate_limit_retries: int = 6
     server_retries: int = 3
     backoff: float = 0.5
@@ -172,8 +175,8 @@ class SlackBudget:
             bucket = self._buckets[key] = _Bucket(nominal=nominal, burst=cfg.burst)
         return bucket
 
-    def _reserve(self, method: str, channel: str | None) -> float | None:
-        """Take the next slot of the bucket; the seconds to wait for it, None past `max_wait`."""
+    def _reserve(self, method: str, channel: str | None, bound: float) -> float | None:
+        """Take the next slot of the bucket; the seconds to wait for it, None past the bound."""
         with self._lock:
             b = self._bucket(method, channel)
             now = self.clock()
@@ -182,7 +185,7 @@ class SlackBudget:
             tat = max(b.tat, start)
             at = max(start, tat - (b.burst - 1) * interval)
             wait = at - now
-            if wait > self.config.max_wait:
+            if wait > min(self.config.max_wait, bound - now):
                 return None
             b.tat = tat + interval
             return wait
@@ -210,8 +213,9 @@ class SlackBudget:
     def call(self, method: str, channel: str | None, attempt: Callable[[], Outcome]) -> Outcome:
         """Make the call within the budget, retrying 429s and unavailability; the last outcome."""
         limited = unavailable = 0
+        bound = self.clock() + self.config.max_total
         while True:
-            wait = self._reserve(method, channel)
+            wait = self._reserve(method, channel, bound)
             if wait is None:
                 log.warning("no Slack budget for %s within %ss", method, self.config.max_wait)
                 self.stats.record(method, NO_BUDGET)

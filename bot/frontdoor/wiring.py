@@ -93,7 +93,8 @@ def build_services(
             stats=slack_stats,
         )
         budgeted = make_web_client(settings.secrets.bot_token, settings.secrets.api_url, sdk_retries=False)
-        directory = SlackDirectory(budgeted, budget=budget)
+        # Role checks keep the SDK's own retries: they must not queue behind card edits.
+        directory = SlackDirectory(web_client)
         gateway = SlackGateway(budgeted, budget=budget)
         fetch_file = gateway.download_file
         # Card edits: at most one per card per interval, the last state always delivered.

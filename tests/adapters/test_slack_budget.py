@@ -95,3 +95,13 @@ def test_no_call_waits_past_its_bound(stub: SlackStub, clock: FakeMonotonic) -> 
     clock.advance(60)
     gw.update_message("C0OPS", "1.1", "third")
     assert len(stub.calls_to("chat.update")) == 2
+
+
+def test_one_call_with_all_its_retries_ends_within_max_total(stub: SlackStub, clock: FakeMonotonic) -> None:
+    gw = gateway(stub, clock, max_total=60)
+    stub.fail_next("chat.postMessage", status=429, retry_after=25, times=5)
+    start = clock()
+    with pytest.raises(TemporaryError):
+        gw.post_message("C0OPS", "milestone")
+    assert clock() - start <= 60
+    assert len(stub.calls_to("chat.postMessage")) == 3
