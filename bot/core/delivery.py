@@ -246,7 +246,12 @@ class Deliveries:
         moved = self._moved.get((channel, ts))
         if moved:
             # A caller still held the old reference: the edit goes to the message posted again.
-            self.immediate.update_message(channel, moved, text, blocks=blocks)
+            try:
+                self.immediate.update_message(channel, moved, text, blocks=blocks)
+            except SlackCallFailed as exc:
+                if exc.code != "message_not_found":
+                    raise
+                return self.repost_gone(channel, moved, text, blocks)  # deleted again
             return moved
         ref = self.store.message_at(channel=channel, ts=ts)
         if ref is None:

@@ -169,3 +169,39 @@ def test_a_deleted_card_is_posted_again_once_and_linked_from_its_thread(world: W
     assert all(m["thread_ts"] == first.ts for m in last_lines)
     assert world.edits.gone == 1
     assert len([c for c in stub.calls_to("chat.postMessage") if not c.params.get("thread_ts")]) == 2
+
+
+def test_a_card_deleted_twice_is_posted_again_each_time_and_the_thread_stays(world: World) -> None:
+    run = world.service.start("long", Actor(user_id="U0PRIMARY")).run
+    first = world.store.messages(run.id)["card"]
+    for steps in (range(2), range(2, 4)):
+        world.settle()
+        card = world.store.messages(run.id)["card"]
+        world.stub.delete_message(card.channel, card.ts)
+        drive(world, run.id, steps)
+    world.settle()
+    cards = [m for m in world.stub.posted("C0OPS") if not m["thread_ts"]]
+    assert len(cards) == 1
+    assert cards[0]["text"] == final_card(world, run.id)
+    links = [m for m in world.stub.posted("C0OPS") if "posted again" in m["text"]]
+    assert len(links) == 2
+    assert {m["thread_ts"] for m in links} == {first.ts}
+
+
+def test_a_repost_cut_off_by_a_crash_is_not_posted_twice(world: World) -> None:
+    run = world.service.start("long", Actor(user_id="U0PRIMARY")).run
+    world.settle()
+    card = world.store.messages(run.id)["card"]
+    world.stub.delete_message(card.channel, card.ts)
+    # A process posted the card again and died before re-pointing the reference to it.
+    crashed = world.service.cards
+    assert crashed is not None
+    crashed.deliveries.post_once(run.id, f"card:repost:{card.ts}", card.channel, "the card, again")
+    assert world.store.messages(run.id)["card"].ts == card.ts
+    drive(world, run.id, range(2))
+    world.settle()
+    cards = [m for m in world.stub.posted("C0OPS") if not m["thread_ts"]]
+    assert len(cards) == 1
+    assert world.store.messages(run.id)["card"].ts == cards[0]["ts"]
+    assert cards[0]["text"] == final_card(world, run.id)
+    assert len([m for m in world.stub.posted("C0OPS") if "posted again" in m["text"]]) == 1
