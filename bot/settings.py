@@ -114,6 +114,11 @@ class Settings:
 
     def rules_paths(self) -> list[Path]:
         return [BUILTIN_RULES, *self.rules_files]
+    #: Slack's budget (`slack:` in the file): one `chat.update` per card per `edit_interval`,
+    #: `updates_per_minute` edits for the whole workspace, `posts_per_second` per channel.
+    slack_edit_interval: timedelta = timedelta(seconds=2)
+    slack_updates_per_minute: int = 50
+    slack_posts_per_second: float = 1.0
 
     @property
     def zone(self) -> ZoneInfo:
@@ -239,6 +244,21 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
                 v.error(item, f"rules_files[{i}]", f"{path} is not a file")
             elif path is not None:
                 rules_files.append(path)
+    slack_budget: dict[str, object] = {}
+    if "slack" in top:
+        sl = v.mapping(top["slack"], "slack", {"edit_interval", "updates_per_minute", "posts_per_second"})
+        if "edit_interval" in sl:
+            interval = _parsed(v, sl["edit_interval"], "slack.edit_interval", parse_duration)
+            if interval is not None:
+                slack_budget["slack_edit_interval"] = interval
+        if "updates_per_minute" in sl:
+            per_minute = v.integer(sl["updates_per_minute"], "slack.updates_per_minute", low=1, high=1000)
+            if per_minute is not None:
+                slack_budget["slack_updates_per_minute"] = per_minute
+        if "posts_per_second" in sl:
+            per_second = v.integer(sl["posts_per_second"], "slack.posts_per_second", low=1, high=20)
+            if per_second is not None:
+                slack_budget["slack_posts_per_second"] = float(per_second)
     v.raise_if_errors()
 
     return Settings(
@@ -258,6 +278,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         announcement_offsets=offsets,
         announcement_grace=grace,
         rules_files=tuple(rules_files),
+        **slack_budget,  # type: ignore[arg-type]
     )
 
 
@@ -275,6 +296,7 @@ _TOP_KEYS = {
     "freezes",
     "announcements",
     "rules_files",
+    "slack",
 }
 _CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout"}
 

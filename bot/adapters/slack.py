@@ -28,6 +28,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.webhook import WebhookClient
 
+from bot.adapters.slack_budget import NO_BUDGET, OK, RATE_LIMITED, REFUSED, UNAVAILABLE, Outcome, SlackBudget
 from bot.errors import SlackCallFailed, TemporaryError
 
 log = logging.getLogger(__name__)
@@ -72,11 +73,15 @@ def retry_handlers(rate_limit_retries: int = 5) -> list[Any]:
     ]
 
 
-def make_web_client(token: str | None, api_url: str | None = None, *, timeout: int = 30) -> WebClient:
+def make_web_client(
+    token: str | None, api_url: str | None = None, *, timeout: int = 30, sdk_retries: bool = True
+) -> WebClient:
+    """A WebClient; without `sdk_retries` it retries nothing itself (a `SlackBudget` decides)."""
     base_url = api_url or DEFAULT_API_URL
     if not base_url.endswith("/"):
         base_url += "/"
-    client = WebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=retry_handlers())
+    handlers = retry_handlers() if sdk_retries else []
+    client = WebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers)
     return client
 
 
@@ -89,10 +94,50 @@ class PostedMessage:
 class SlackGateway:
     """The Slack calls the bot makes, with errors translated into the bot's error tree."""
 
-    def __init__(self, client: WebClient) -> None:
+    def __init__(self, client: WebClient, *, budget: SlackBudget | None = None) -> None:
         self.client = client
+        #: With a budget, calls wait for room and it alone retries (give it a client made with
+        #: `sdk_retries=False`, so 429s and 5xx are not retried in two places).
+        self.budget = budget
 
     def _call(self, method: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        if self.budget is None:
+            return self._call_once(method, fn, **kwargs)
+        outcome = self.budget.call(method, kwargs.get("channel"), lambda: self._attempt(fn, kwargs))
+        if outcome.kind == OK:
+            return outcome.value
+        if outcome.kind == NO_BUDGET:
+            raise TemporaryError(f"Slack's budget for {method} is used up right now")
+        if outcome.kind == REFUSED and isinstance(outcome.error, SlackApiError):
+            code = str(outcome.error.response.get("error", "unknown_error"))
+            log.warning("Slack %s failed: %s", method, code)
+            raise SlackCallFailed(method, code, _FRIENDLY.get(code)) from outcome.error
+        log.warning("Slack %s failed after retries: %s", method, outcome.label)
+        raise TemporaryError(f"Slack is not answering {method} right now") from outcome.error
+
+    @staticmethod
+    def _attempt(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Outcome:
+        """One try, classified for the budget (which never sees slack_sdk's types)."""
+        try:
+            return Outcome(kind=OK, value=fn(**kwargs), label="ok")
+        except SlackApiError as exc:
+            resp = exc.response
+            status = resp.status_code if resp is not None else 0
+            if status == 429:
+                raw = next((v for k, v in (resp.headers or {}).items() if k.lower() == "retry-after"), None)
+                try:
+                    retry_after = float(str(raw[0] if isinstance(raw, list) else raw))
+                except (TypeError, ValueError):
+                    retry_after = 1.0
+                return Outcome(kind=RATE_LIMITED, error=exc, retry_after=retry_after, label=RATE_LIMITED)
+            if status >= 500:
+                return Outcome(kind=UNAVAILABLE, error=exc, label=f"http_{status}")
+            code = str(resp.get("error", "unknown_error")) if resp is not None else "unknown"
+            return Outcome(kind=REFUSED, error=exc, label=code)
+        except (SlackClientError, OSError) as exc:
+            return Outcome(kind=UNAVAILABLE, error=exc, label="unreachable")
+
+    def _call_once(self, method: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:
             return fn(**kwargs)
         except SlackApiError as exc:
@@ -286,9 +331,14 @@ class SlackDirectory:
     """
 
     def __init__(
-        self, client: WebClient, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic
+        self,
+        client: WebClient,
+        ttl: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        budget: SlackBudget | None = None,
     ) -> None:
-        self.gateway = SlackGateway(client)
+        self.gateway = SlackGateway(client, budget=budget)
         self.ttl = ttl
         self.clock = clock
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}

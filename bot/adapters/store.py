@@ -874,6 +874,15 @@ class Store:
         with _wrap_errors(), self.engine.connect() as conn:
             return {r["key"]: _message_ref(r) for r in conn.execute(query).mappings()}
 
+    def message_at(self, *, channel: str, ts: str) -> MessageRef | None:
+        """The posted message recorded at (channel, ts), if the bot posted one there."""
+        query = sa.select(run_messages).where(run_messages.c.channel == channel, run_messages.c.ts == ts)
+        with _wrap_errors(), self.engine.connect() as conn:
+            rows = [_message_ref(r) for r in conn.execute(query).mappings()]
+        # A re-posted message's own claim row shares the ts; the reference it replaced wins.
+        rows.sort(key=lambda r: ":repost:" in r.key)
+        return rows[0] if rows else None
+
     def unposted_messages(self) -> list[MessageRef]:
         """Every claim still without a ts (in flight now, or left by a process that died)."""
         query = sa.select(run_messages).where(run_messages.c.ts == "").order_by(run_messages.c.claimed_at)

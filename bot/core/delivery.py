@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from bot.adapters.store import Store
-from bot.errors import BotError
+from bot.errors import BotError, SlackCallFailed
 from bot.records import MessageRef
 
 log = logging.getLogger(__name__)
@@ -90,9 +90,14 @@ class Deliveries:
         clock: Callable[[], datetime],
         owner: str,
         live_owners: Callable[[], Collection[str]] | None = None,
+        immediate: Poster | None = None,
     ) -> None:
         self.store = store
         self.poster = poster
+        #: The poster without coalescing, for an edit that must be made before it is recorded.
+        self.immediate = immediate or poster
+        #: Messages posted again after a deletion: (channel, old ts) → new ts, for stale callers.
+        self._moved: dict[tuple[str, str], str] = {}
         self.clock = clock
         self.owner = owner
         # One process today; with several replicas the lease table will say who is alive.
@@ -215,3 +220,82 @@ class Deliveries:
         for ref in stale:
             self.resolve(ref)
         return stale
+
+    def edit(
+        self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
+    ) -> None:
+        """Edit a posted message (coalesced when the poster is); a deleted one is posted again."""
+        try:
+            self.poster.update_message(channel, ts, text, blocks=blocks)
+        except SlackCallFailed as exc:
+            if exc.code != "message_not_found":
+                raise
+            self.repost_gone(channel, ts, text, blocks)
+
+    # -- messages someone deleted --------------------------------------------------------------
+
+    def repost_gone(
+        self, channel: str, ts: str, text: str, blocks: Sequence[dict[str, Any]] | None
+    ) -> str | None:
+        """A message the bot edits was deleted: post it again once, re-point its reference, link it.
+
+        The new post is claimed under `KEY:repost:OLD_TS` (so it happens once, across crashes),
+        its ts replaces the reference's, and the message's thread gets one line linking to it.
+        The new ts, or None when the message is not one the bot recorded.
+        """
+        moved = self._moved.get((channel, ts))
+        if moved:
+            # A caller still held the old reference: the edit goes to the message posted again.
+            try:
+                self.immediate.update_message(channel, moved, text, blocks=blocks)
+            except SlackCallFailed as exc:
+                if exc.code != "message_not_found":
+                    raise
+                return self.repost_gone(channel, moved, text, blocks)  # deleted again
+            return moved
+        ref = self.store.message_at(channel=channel, ts=ts)
+        if ref is None:
+            log.warning("message %s/%s was deleted and is not one the bot recorded", channel, ts)
+            return None
+        repost_key = f"{ref.key}:repost:{ts}"
+        posted = self.post_once(ref.run_id, repost_key, channel, text, blocks=blocks, thread_ts=ref.thread_ts)
+        if posted is not None:
+            new_ts = posted.ts
+        else:
+            # Posted before a crash (or by another process a moment ago): settle it, take its ts.
+            again = self.settle(ref.run_id).get(repost_key)
+            if again is None or not again.ts:
+                return None
+            new_ts = again.ts
+            self.immediate.update_message(channel, new_ts, text, blocks=blocks)
+        self.store.record_message(run_id=ref.run_id, key=ref.key, channel=channel, ts=new_ts)
+        self._moved[(channel, ts)] = new_ts
+        log.info("message %s of %s was deleted; posted again as %s", ref.key, ref.run_id, new_ts)
+        if not ref.thread_ts:
+            root = thread_root(self.store.messages(ref.run_id), ref.key)
+            self.post_once(
+                ref.run_id,
+                f"{ref.key}:moved:{ts}",
+                channel,
+                f"This card was deleted, so it is posted again: {message_link(channel, new_ts)}",
+                thread_ts=root,
+            )
+        return new_ts
+
+
+def thread_root(refs: Mapping[str, MessageRef], key: str) -> str:
+    """The thread of top-level message `key`: its first ts, kept when it was posted again."""
+    ref = refs.get(key)
+    first = ref.ts if ref else ""
+    prefix = f"{key}:repost:"
+    for other in refs:
+        if other.startswith(prefix):
+            old = other[len(prefix) :]
+            if not first or float(old) < float(first):
+                first = old
+    return first
+
+
+def message_link(channel: str, ts: str) -> str:
+    """A Slack link to a message by channel and ts (no API call: `chat.getPermalink` costs budget)."""
+    return f"<https://slack.com/archives/{channel}/p{ts.replace('.', '')}|the card>"

@@ -7,11 +7,13 @@ registry with an extra subcommand) instead of patching anything.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from bot.adapters.slack_budget import SlackStats
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext, ActionRequest, DiffSummary
@@ -19,6 +21,7 @@ from bot.core.announcements.service import AnnouncementService
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
 from bot.core.checks.rules import load_rules
+from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.people import Directory, StaticDirectory
@@ -51,8 +54,15 @@ class Services:
     announcements: AnnouncementService
     #: Watches (issue 13): rows and publishing; the triggers front door drives them.
     watches: WatchService
+    #: Card edits coalesced per card; the front door starts its flusher and stops it (None without Slack).
+    edits: CoalescingPoster | None = None
+    #: Figures about the bot's Slack calls (calls by method and result, 429s, time waited).
+    slack_stats: SlackStats | None = None
 
     def close(self) -> None:
+        if self.edits is not None:
+            # The last state of every card goes out before the database closes.
+            self.edits.stop()
         self.store.close()
 
 
@@ -71,14 +81,33 @@ def build_services(
     web_client = None
     directory: Directory = StaticDirectory()
     poster: Poster | None = None
+    immediate: Poster | None = None
+    edits: CoalescingPoster | None = None
+    slack_stats = SlackStats()
     fetch_file = None
     if with_slack and settings.secrets.bot_token:
         from bot.adapters.slack import SlackDirectory, SlackGateway, make_web_client
+        from bot.adapters.slack_budget import BudgetConfig, SlackBudget
 
         web_client = make_web_client(settings.secrets.bot_token, settings.secrets.api_url)
+        # The bot's own calls share one workspace budget, which alone retries them.
+        budget = SlackBudget(
+            BudgetConfig(
+                updates_per_minute=settings.slack_updates_per_minute,
+                posts_per_second=settings.slack_posts_per_second,
+            ),
+            stats=slack_stats,
+        )
+        budgeted = make_web_client(settings.secrets.bot_token, settings.secrets.api_url, sdk_retries=False)
+        # Role checks keep the SDK's own retries: they must not queue behind card edits.
         directory = SlackDirectory(web_client)
-        gateway = SlackGateway(web_client)
-        poster, fetch_file = gateway, gateway.download_file
+        gateway = SlackGateway(budgeted, budget=budget)
+        fetch_file = gateway.download_file
+        # Card edits: at most one per card per interval, the last state always delivered.
+        edits = CoalescingPoster(
+            gateway, interval=settings.slack_edit_interval.total_seconds(), clock=time.monotonic
+        )
+        immediate, poster = gateway, edits
     from bot.adapters.kube import Cluster
 
     connect = connect_cluster or Cluster.connect
@@ -86,7 +115,11 @@ def build_services(
     owner = new_owner()
     cards = deliveries = None
     if poster is not None:
-        deliveries = Deliveries(store=store, poster=poster, clock=clock, owner=owner)
+        deliveries = Deliveries(store=store, poster=poster, clock=clock, owner=owner, immediate=immediate)
+        if edits is not None:
+            edits.on_gone = deliveries.repost_gone
+            # Sends due card edits until `Services.close` stops it (and flushes what is left).
+            edits.start()
         cards = RunCards(
             deliveries=deliveries,
             renderer=Renderer(settings.template_dirs()),
@@ -150,6 +183,8 @@ def build_services(
         runs=runs,
         announcements=announcements,
         watches=watches,
+        edits=edits,
+        slack_stats=slack_stats,
     )
 
 

@@ -101,6 +101,15 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
     bot.click(PRIMARY, bot.gate("announce-done"))
     assert bot.run().state == "completed"
 
+    # Posts are paced (about one a second per channel, bursts of 3): let the thread catch up.
+    def caught_up() -> bool:
+        store = bot.store()
+        try:
+            return all(ref.ts for ref in store.messages(bot.run().id).values())
+        finally:
+            store.close()
+
+    wait_until(caught_up, timeout=30, what="every thread line posted")
     # Nothing was posted twice: one card, one message per gate state, one line per event.
     posts = [c.params for c in bot.stub.calls_to("chat.postMessage")]
     cards = [p for p in posts if p["text"].startswith(":clipboard: *Upgrade run")]

@@ -34,3 +34,22 @@ class FakeClock:
         if moment.tzinfo is None or moment.utcoffset() is None:
             raise ValueError(f"a fake clock needs a timezone-aware datetime, not {moment!r}")
         return moment
+
+
+class FakeMonotonic:
+    """A monotonic clock in seconds whose `sleep` moves it on at once (for budgets and intervals)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += max(seconds, 0.0)
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        return self.now

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import random
 import threading
 import time
 import urllib.parse
@@ -45,8 +46,30 @@ class Fault:
     when: Callable[[dict[str, Any]], bool] | None = None
 
 
+@dataclass
+class Flaky:
+    """A share of calls answered with 429 (with Retry-After) or a 5xx, chosen by a seeded RNG."""
+
+    fraction: float
+    rng: random.Random
+    retry_after: int
+    statuses: tuple[int, ...]
+    methods: frozenset[str] | None
+
+
 class SlackStub:
-    def __init__(self, *, bot_user_id: str = "UBOT", team_id: str = "T0TEAM") -> None:
+    def __init__(
+        self,
+        *,
+        bot_user_id: str = "UBOT",
+        team_id: str = "T0TEAM",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        #: Stamps each recorded call (`Call.at`); a test's fake clock makes budgets checkable fast.
+        self.clock = clock
+        self._flaky: Flaky | None = None
+        #: (channel, ts) of messages someone deleted: `chat.update` answers `message_not_found`.
+        self.deleted: set[tuple[str, str]] = set()
         self.bot_user_id = bot_user_id
         self.team_id = team_id
         self.calls: list[Call] = []
@@ -120,6 +143,61 @@ class SlackStub:
                 for _ in range(times)
             )
 
+    def flaky(
+        self,
+        fraction: float,
+        *,
+        seed: int = 13,
+        retry_after: int = 1,
+        statuses: tuple[int, ...] = (429, 503),
+        methods: set[str] | None = None,
+    ) -> None:
+        """From now on, `fraction` of the calls (of `methods`, default all) fail: 429 or 5xx.
+
+        Deterministic for a seed; a failed call posts or edits nothing (as a real 429 does).
+        `fraction=0` turns it off.
+        """
+        with self._lock:
+            self._flaky = (
+                Flaky(
+                    fraction,
+                    random.Random(seed),
+                    retry_after,
+                    statuses,
+                    frozenset(methods) if methods else None,
+                )
+                if fraction > 0
+                else None
+            )
+
+    def delete_message(self, channel: str, ts: str) -> None:
+        """Someone deleted a message: it is gone from history and `chat.update` of it fails."""
+        with self._lock:
+            self.deleted.add((channel, ts))
+            self.messages = [m for m in self.messages if not (m["channel"] == channel and m["ts"] == ts)]
+
+    def counts(self, *, ok_only: bool = False) -> dict[str, int]:
+        """Calls per method (only those answered `ok` with `ok_only`)."""
+        with self._lock:
+            out: dict[str, int] = {}
+            for c in self.calls:
+                if ok_only and not c.response.get("ok"):
+                    continue
+                out[c.method] = out.get(c.method, 0) + 1
+            return out
+
+    def most_in_window(
+        self, method: str, window: float, *, where: Callable[[Call], bool] | None = None
+    ) -> int:
+        """The most calls of `method` (satisfying `where`) made within any `window` seconds."""
+        stamps = sorted(c.at for c in self.calls_to(method) if where is None or where(c))
+        most, first = 0, 0
+        for last, at in enumerate(stamps):
+            while at - stamps[first] >= window:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
+
     def posted(self, channel: str | None = None) -> list[dict[str, Any]]:
         """The messages Slack holds now (edits applied), oldest first."""
         with self._lock:
@@ -162,6 +240,14 @@ class SlackStub:
 
     def _take_fault(self, method: str, params: dict[str, Any] | None = None) -> Fault | None:
         with self._lock:
+            flaky = self._flaky
+            if (
+                flaky is not None
+                and (flaky.methods is None or method in flaky.methods)
+                and flaky.rng.random() < flaky.fraction
+            ):
+                status = flaky.rng.choice(flaky.statuses)
+                return Fault(status=status, retry_after=flaky.retry_after if status == 429 else None)
             queue = self._faults.get(method) or []
             for i, fault in enumerate(queue):
                 if fault.when is None or fault.when(params or {}):
@@ -205,9 +291,13 @@ class SlackStub:
             return self._read(method, params)
         if method == "chat.update":
             with self._lock:
+                if (str(params.get("channel")), str(params.get("ts"))) in self.deleted:
+                    return {"ok": False, "error": "message_not_found"}
                 for m in self.messages:
                     if m["channel"] == params.get("channel") and m["ts"] == params.get("ts"):
                         m["text"] = params.get("text", m["text"])
+                        if params.get("blocks") is not None:
+                            m["blocks"] = params.get("blocks")
             return {
                 "ok": True,
                 "channel": params.get("channel"),
@@ -339,7 +429,7 @@ class SlackStub:
                     return
                 method = path[len("/api/") :]
                 params = _parse_params(raw, headers.get("content-type", ""))
-                call = Call(method=method, params=params, headers=headers)
+                call = Call(method=method, params=params, headers=headers, at=stub.clock())
                 stub._record(call)
                 fault = stub._take_fault(method, params)
                 if fault is not None:

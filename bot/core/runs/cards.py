@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.core.delivery import Deliveries
+from bot.core.delivery import Deliveries, thread_root
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
-from bot.errors import BotError
+from bot.errors import BotError, SlackCallFailed
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +133,10 @@ class RunCards:
             return  # in flight in a live process; its publish (or the timer) finishes the rest
         else:
             rendered = self.renderer.render("runs/card", context)
-            self.poster.update_message(card.channel, card.ts, rendered.text, blocks=rendered.blocks)
-        thread = card.ts
+            # Coalesced when the poster is; a card someone deleted is posted again, once.
+            self.deliveries.edit(card.channel, card.ts, rendered.text, blocks=rendered.blocks)
+        # The thread stays where it began, even when the card was deleted and posted again.
+        thread = thread_root(refs, "card") or card.ts
         # Thread lines, from the outbox rows their commits wrote: every one, once, in order.
         owed = sorted(
             (ref for key, ref in refs.items() if key.startswith("event:") and not ref.ts and not ref.owner),
@@ -194,7 +196,13 @@ class RunCards:
         context = {**self._gate_context(run, sr), "open": False}
         rendered = self.renderer.render("runs/gate", context)
         try:
-            self.poster.update_message(channel, ts, rendered.text, blocks=rendered.blocks)
+            # Made now, not coalesced: the retirement is recorded only once it is in Slack.
+            self.deliveries.immediate.update_message(channel, ts, rendered.text, blocks=rendered.blocks)
+        except SlackCallFailed as exc:
+            if exc.code != "message_not_found":
+                self.store.release_message(run_id=run.id, key=retired)
+                raise
+            # Someone deleted the gate message: there are no buttons left to retire.
         except BotError:
             self.store.release_message(run_id=run.id, key=retired)
             raise

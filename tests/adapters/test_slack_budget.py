@@ -1,0 +1,107 @@
+"""The workspace's Slack budget, with the real WebClient against the stub (on a fake clock):
+buckets honoured, Retry-After obeyed, the limiter slowed by a 429 and then recovering, 5xx
+retried, and nothing waited past its bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.adapters.slack import SlackGateway, make_web_client
+from bot.adapters.slack_budget import BudgetConfig, SlackBudget
+from bot.errors import TemporaryError
+from tests.support.clock import FakeMonotonic
+from tests.support.secrets import BOT_TOKEN
+from tests.support.slack_stub import SlackStub
+
+
+@pytest.fixture
+def clock() -> FakeMonotonic:
+    return FakeMonotonic()
+
+
+@pytest.fixture
+def stub(clock: FakeMonotonic) -> SlackStub:
+    with SlackStub(clock=clock) as s:
+        yield s
+
+
+def gateway(stub: SlackStub, clock: FakeMonotonic, **config: float) -> SlackGateway:
+    budget = SlackBudget(BudgetConfig(**config), clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
+    return SlackGateway(make_web_client(BOT_TOKEN, stub.api_url, sdk_retries=False), budget=budget)
+
+
+def test_updates_share_one_workspace_budget_and_posts_one_per_channel(
+    stub: SlackStub, clock: FakeMonotonic
+) -> None:
+    gw = gateway(stub, clock)
+    for i in range(120):
+        gw.update_message("C0OPS", f"1.{i % 7}", f"card {i}")
+    for i in range(30):
+        gw.post_message("C0OPS", f"line {i}")
+        gw.post_message("C0OTHER", f"line {i}")
+    burst = BudgetConfig().burst
+    assert stub.most_in_window("chat.update", 60.0) <= 50 + burst
+    ops = stub.most_in_window("chat.postMessage", 10.0, where=lambda c: c.params["channel"] == "C0OPS")
+    assert ops <= 10 + burst
+    # Channels have their own buckets: the second channel did not wait behind the first.
+    other = [c.at for c in stub.calls_to("chat.postMessage") if c.params["channel"] == "C0OTHER"]
+    assert other[-1] - other[0] <= 30
+    assert gw.budget is not None
+    assert gw.budget.stats.count("chat.update", "ok") == 120
+    assert gw.budget.stats.waited["chat.update"] > 60
+
+
+def test_a_429_waits_for_retry_after_slows_the_bucket_then_it_recovers(
+    stub: SlackStub, clock: FakeMonotonic
+) -> None:
+    gw = gateway(stub, clock)
+    assert gw.budget is not None
+    nominal = gw.budget.rate("chat.update")
+    stub.fail_next("chat.update", status=429, retry_after=7)
+    gw.update_message("C0OPS", "1.1", "card")
+    first, second = stub.calls_to("chat.update")
+    assert second.at - first.at >= 7
+    # Halved by the 429, one step back up by the retry that passed.
+    assert gw.budget.rate("chat.update") == pytest.approx(nominal * 0.55)
+    assert gw.budget.stats.rate_limited == 1
+    for i in range(30):
+        gw.update_message("C0OPS", "1.1", f"card {i}")
+    assert gw.budget.rate("chat.update") == pytest.approx(nominal)
+    # Nothing about the 429 was said in Slack.
+    assert "chat.postMessage" not in stub.counts()
+
+
+def test_a_5xx_is_retried_with_backoff_and_persistent_trouble_is_temporary(
+    stub: SlackStub, clock: FakeMonotonic
+) -> None:
+    gw = gateway(stub, clock)
+    stub.fail_next("chat.postMessage", status=503, times=2)
+    gw.post_message("C0OPS", "milestone")
+    assert len(stub.calls_to("chat.postMessage")) == 3
+    assert [s for s in clock.slept if s >= 0.5][:2] == [0.5, 1.0]
+    stub.fail_next("chat.postMessage", status=500, times=10)
+    with pytest.raises(TemporaryError):
+        gw.post_message("C0OPS", "other")
+    assert gw.budget is not None
+    assert gw.budget.stats.count("chat.postMessage", "http_500") == 4
+
+
+def test_no_call_waits_past_its_bound(stub: SlackStub, clock: FakeMonotonic) -> None:
+    gw = gateway(stub, clock, updates_per_minute=1, burst=1, max_wait=30)
+    gw.update_message("C0OPS", "1.1", "first")
+    with pytest.raises(TemporaryError):
+        gw.update_message("C0OPS", "1.1", "second")
+    assert len(stub.calls_to("chat.update")) == 1
+    clock.advance(60)
+    gw.update_message("C0OPS", "1.1", "third")
+    assert len(stub.calls_to("chat.update")) == 2
+
+
+def test_one_call_with_all_its_retries_ends_within_max_total(stub: SlackStub, clock: FakeMonotonic) -> None:
+    gw = gateway(stub, clock, max_total=60)
+    stub.fail_next("chat.postMessage", status=429, retry_after=25, times=5)
+    start = clock()
+    with pytest.raises(TemporaryError):
+        gw.post_message("C0OPS", "milestone")
+    assert clock() - start <= 60
+    assert len(stub.calls_to("chat.postMessage")) == 3

@@ -1,0 +1,101 @@
+"""Card edits coalesced on the trailing edge, through the real gateway to the stub: one edit per
+card per interval, the last state always delivered, nothing dropped; replies batched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bot.adapters.slack import SlackGateway, make_web_client
+from bot.core.coalesce import CoalescingPoster, thread_lines
+from tests.support.clock import FakeMonotonic
+from tests.support.secrets import BOT_TOKEN
+from tests.support.slack_stub import SlackStub
+
+
+@pytest.fixture
+def clock() -> FakeMonotonic:
+    return FakeMonotonic()
+
+
+@pytest.fixture
+def stub(clock: FakeMonotonic) -> Iterator[SlackStub]:
+    with SlackStub(clock=clock) as s:
+        yield s
+
+
+def edits(stub: SlackStub, clock: FakeMonotonic) -> CoalescingPoster:
+    return CoalescingPoster(SlackGateway(make_web_client(BOT_TOKEN, stub.api_url)), interval=2.0, clock=clock)
+
+
+def card_text(stub: SlackStub, ts: str) -> str:
+    return str(next(m["text"] for m in stub.posted() if m["ts"] == ts))
+
+
+def test_one_edit_per_card_per_interval_and_the_last_state_is_delivered(
+    stub: SlackStub, clock: FakeMonotonic
+) -> None:
+    poster = edits(stub, clock)
+    a = poster.post_message("C0OPS", "card a").ts
+    b = poster.post_message("C0OPS", "card b").ts
+    for i in range(100):
+        poster.update_message("C0OPS", a, f"a {i}")
+        if i % 3 == 0:
+            poster.update_message("C0OPS", b, f"b {i}")
+        if i % 10 == 9:
+            poster.flush_due()
+        clock.advance(0.25)
+    poster.flush_due()
+    clock.advance(2.0)
+    poster.flush_due()
+    assert poster.pending == 0
+    assert card_text(stub, a) == "a 99"
+    assert card_text(stub, b) == "b 99"
+    for ts in (a, b):
+        assert stub.most_in_window("chat.update", 2.0, where=lambda c, ts=ts: c.params["ts"] == ts) <= 1
+    assert poster.dropped == 0
+    assert poster.coalesced == 134 - poster.sent
+    assert poster.sent == len(stub.calls_to("chat.update"))
+
+
+def test_an_edit_slack_does_not_take_stays_pending_and_goes_out_later(
+    stub: SlackStub, clock: FakeMonotonic
+) -> None:
+    poster = edits(stub, clock)
+    ts = poster.post_message("C0OPS", "card").ts
+    stub.fail_next("chat.update", status=503, times=3)  # the first try and both client retries
+    poster.update_message("C0OPS", ts, "second")
+    assert poster.flush_due() == 0
+    assert poster.retried == 1
+    assert poster.pending == 1
+    poster.update_message("C0OPS", ts, "third")  # the newer body wins
+    clock.advance(2.0)
+    assert poster.flush_due() == 1
+    assert card_text(stub, ts) == "third"
+
+
+def test_stop_flushes_what_is_pending_and_the_thread_sends_on_its_own(stub: SlackStub) -> None:
+    import time
+
+    poster = CoalescingPoster(
+        SlackGateway(make_web_client(BOT_TOKEN, stub.api_url)), interval=0.2, clock=time.monotonic
+    )
+    ts = poster.post_message("C0OPS", "card").ts
+    poster.start(tick=0.01)
+    poster.update_message("C0OPS", ts, "live")
+    stub.wait_for(lambda: any(c.params.get("text") == "live" for c in stub.calls_to("chat.update")))
+    poster.update_message("C0OPS", ts, "one")
+    poster.update_message("C0OPS", ts, "last")
+    poster.stop()
+    assert card_text(stub, ts) == "last"
+    assert poster.pending == 0
+    assert poster.dropped == 0
+
+
+def test_lines_that_piled_up_are_joined_under_a_size_bound() -> None:
+    lines = [f"node ip-10-0-{i}.ec2.internal joined and Ready" for i in range(200)]
+    replies = thread_lines(lines, limit=3000)
+    assert all(len(r) <= 3000 for r in replies)
+    assert "\n".join(replies).split("\n") == lines
+    assert len(replies) < 10
