@@ -109,6 +109,9 @@ class Settings:
         _announcements.parse_offset(o) for o in _announcements.DEFAULT_OFFSETS
     )
     announcement_grace: timedelta = _announcements.DEFAULT_GRACE
+    #: The leader's lease (several replicas): how long it lasts unrenewed, and how often it is renewed.
+    lease_duration: timedelta = timedelta(seconds=15)
+    lease_renew: timedelta = timedelta(seconds=5)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -226,6 +229,16 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         if "grace" in ann:
             chosen = _parsed(v, ann["grace"], "announcements.grace", parse_duration)
             grace = grace if chosen is None else chosen
+    lease_duration, lease_renew = timedelta(seconds=15), timedelta(seconds=5)
+    if "leader" in top:
+        lead = v.mapping(top["leader"], "leader", {"lease_seconds", "renew_seconds"})
+        lease_s = v.number(lead.get("lease_seconds"), "leader.lease_seconds", low=1, high=600)
+        renew_s = v.number(lead.get("renew_seconds"), "leader.renew_seconds", low=0.1, high=300)
+        lease_duration = timedelta(seconds=lease_s) if lease_s is not None else lease_duration
+        lease_renew = timedelta(seconds=renew_s) if renew_s is not None else lease_renew
+        if lease_renew * 2 > lease_duration:
+            # Two renewals must fit in a lease: one lost to a slow database must not cost it.
+            v.error(top["leader"], "leader.renew_seconds", "must be at most half of leader.lease_seconds")
     v.raise_if_errors()
 
     return Settings(
@@ -244,6 +257,8 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         windows=policy,
         announcement_offsets=offsets,
         announcement_grace=grace,
+        lease_duration=lease_duration,
+        lease_renew=lease_renew,
     )
 
 
@@ -260,6 +275,7 @@ _TOP_KEYS = {
     "windows",
     "freezes",
     "announcements",
+    "leader",
 }
 _CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout"}
 

@@ -45,6 +45,8 @@ class Services:
     web_client: WebClient | None
     runs: RunService
     announcements: AnnouncementService
+    #: This process's name: on the posts it claims, and as its replica name on the leader's lease.
+    owner: str = ""
 
     def close(self) -> None:
         self.store.close()
@@ -129,6 +131,7 @@ def build_services(
         web_client=web_client,
         runs=runs,
         announcements=announcements,
+        owner=owner,
     )
 
 
