@@ -46,7 +46,7 @@ from bot.frontdoor.inbox import Inbox
 from bot.frontdoor.leadership import Elector
 from bot.frontdoor.probes import Probes
 from bot.frontdoor.slack import build_app
-from bot.frontdoor.triggers import Triggers
+from bot.frontdoor.triggers import SYNC_SECONDS, Triggers
 from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.records import Fence
@@ -74,7 +74,14 @@ def serve(
     stop = _stop_on_signals()
     services = build_services(settings)
     workers = WorkerPool(settings.workers)
-    triggers = Triggers(announcements=services.announcements, runs=services.runs)
+    # With several replicas a schedule made on a follower reaches the leader by its sync: as
+    # often as the lease is renewed, instead of every SYNC_SECONDS.
+    sync = (
+        SYNC_SECONDS
+        if services.store.single_host
+        else min(SYNC_SECONDS, settings.lease_renew.total_seconds())
+    )
+    triggers = Triggers(announcements=services.announcements, runs=services.runs, sync_seconds=sync)
     elector = _elector(services, triggers)
     health = None
     try:
