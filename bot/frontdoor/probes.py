@@ -73,7 +73,7 @@ class Probes:
 
     def readyz(self) -> tuple[str, bytes]:
         checks = {
-            "shutting-down": not self.stop.is_set(),
+            "serving": not self.stop.is_set(),  # failing once SIGTERM arrived
             "database": self.store.ping(),
             "slack": self._slack_ok(),
         }
