@@ -12,8 +12,9 @@ Start-up, in order — nothing is served until the state on disk is brought up t
    owed thread line and open gate message is brought up to date;
 5. the triggers start: announcements that fell due while the bot was down are posted (or marked
    delayed, or skipped past the grace), then every timer is scheduled;
-6. the Slack App is built; commands and clicks acknowledged before a crash (the inbox) are
-   handed to the workers; then it is served over HTTP (waitress) or Socket Mode.
+6. the Slack App is built; on the leader, commands and clicks acknowledged before a crash (the
+   inbox) are handed to the workers (a follower starting leaves them: the leader may be working
+   them off now); then it is served over HTTP (waitress) or Socket Mode.
 
 Shutdown, in order — each part still has what it writes to when it stops:
 
@@ -29,6 +30,7 @@ Shutdown, in order — each part still has what it writes to when it stops:
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -82,7 +84,8 @@ def serve(
         else min(SYNC_SECONDS, settings.lease_renew.total_seconds())
     )
     triggers = Triggers(announcements=services.announcements, runs=services.runs, sync_seconds=sync)
-    elector = _elector(services, triggers)
+    replays = _Replays()
+    elector = _elector(services, triggers, replays)
     health = None
     try:
         # Only the leader recovers and drives the timers; a follower serves commands and clicks.
@@ -101,7 +104,7 @@ def serve(
             inbox=inbox,
         )
         # Commands and clicks acknowledged before a crash are worked off now, before new ones.
-        inbox.replay()
+        replays.ready(inbox, leading=elector.fence is not None)
         # Everything built so far lives as long as the process: keep the collector's full passes
         # from walking it again and again, which otherwise pauses acks while a snapshot allocates.
         gc.freeze()
@@ -175,14 +178,36 @@ def _slack_ping(services: Services) -> Callable[[], object] | None:
     return SlackGateway(services.web_client).auth_test
 
 
-def _elector(services: Services, triggers: Triggers) -> Elector:
+class _Replays:
+    """Works off the inbox's pending items once per leadership won, once the App can handle them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inbox: Inbox | None = None
+        self._owed = False
+
+    def ready(self, inbox: Inbox, *, leading: bool) -> None:
+        with self._lock:
+            self._inbox = inbox
+            owed, self._owed = self._owed and leading, False
+        if owed:
+            inbox.replay()
+
+    def elected(self) -> None:
+        with self._lock:
+            inbox, self._owed = self._inbox, self._inbox is None
+        if inbox is not None:
+            inbox.replay()
+
+
+def _elector(services: Services, triggers: Triggers, replays: _Replays) -> Elector:
     settings = services.settings
     elector = Elector(
         store=services.store,
         replica=services.owner,
         duration=settings.lease_duration,
         renew=settings.lease_renew,
-        on_elected=lambda fence: _recover(services, triggers, fence),
+        on_elected=functools.partial(_take_over, services, triggers, replays),
         on_deposed=triggers.follow,
     )
     triggers.on_fenced = elector.fenced
@@ -198,6 +223,11 @@ def _elector(services: Services, triggers: Triggers) -> Elector:
             if deliveries is not None:
                 deliveries.live_owners = live_owners
     return elector
+
+
+def _take_over(services: Services, triggers: Triggers, replays: _Replays, fence: Fence) -> None:
+    _recover(services, triggers, fence)
+    replays.elected()
 
 
 def _recover(services: Services, triggers: Triggers, fence: Fence) -> None:
