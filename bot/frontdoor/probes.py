@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from waitress.server import create_server
-
 from bot.adapters.store import Store
 from bot.errors import BotError
 from bot.frontdoor.leadership import Elector
@@ -113,7 +111,9 @@ class Probes:
 
     def serve(self, *, host: str, port: int) -> Any:
         """Serve the routes on `host:port` from a thread; the server (`.close()` stops it)."""
-        server: Any = create_server(self.wsgi, host=host, port=port, threads=2, ident="upgrade-bot")
+        from bot.frontdoor.http import make_server  # waitress's one home
+
+        server: Any = make_server(self.wsgi, host=host, port=port, threads=2)
         log.info("probes on http://%s:%s", host, server.effective_port)
         threading.Thread(target=server.run, name="probes", daemon=True).start()
         return server

@@ -19,6 +19,7 @@ from bot.frontdoor.leadership import Elector
 from bot.frontdoor.probes import Probes
 from bot.frontdoor.triggers import Triggers
 from bot.records import Fence
+from tests.support.signing import get
 
 LEASE, RENEW = timedelta(seconds=15), timedelta(seconds=5)
 
@@ -131,3 +132,16 @@ def test_readiness_fails_when_slack_does_not_answer(store: Store) -> None:
     status, body = Probes(store=store, slack_ping=down).readyz()
     assert status.startswith("503")
     assert b"slack failing" in body
+
+
+def test_socket_mode_serves_the_probes_on_a_port_of_their_own(store: Store) -> None:
+    probes = Probes(store=store, slack_ping=lambda: None)
+    server = probes.serve(host="127.0.0.1", port=0)
+    try:
+        base = f"http://127.0.0.1:{server.effective_port}"
+        assert get(f"{base}/healthz").status == 200
+        ready = get(f"{base}/readyz")
+        assert (ready.status, "database ok" in ready.body) == (200, True)
+        assert get(f"{base}/slack/events").status == 404
+    finally:
+        server.close()
