@@ -5,6 +5,7 @@ names the process by its pid), and how long it takes another to lead after a sig
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,15 +75,26 @@ class Replicas:
         new = wait_until(other, timeout=timeout, what="another replica to lead", interval=0.05)
         return new, time.monotonic() - sent_at
 
-    def stop_all(self) -> None:
+    def stop_all(self, timeout: float = 45) -> None:
+        """SIGTERM every replica still running (woken first, if paused) and wait for all of them;
+        one that does not exit in `timeout` is killed — after the others were stopped, so no
+        replica outlives its test — and reported."""
+        hung: list[str] = []
+        running = [m for m in self.members if m.process is not None and m.process.poll() is None]
+        for member in running:
+            assert member.process is not None
+            member.process.send_signal(signal.SIGCONT)
+            member.process.send_signal(signal.SIGTERM)
         for member in self.members:
-            if member.process is None:
-                continue
-            if member.process.poll() is None:
-                member.process.send_signal(signal.SIGCONT)
-                member.stop()
-            else:
-                # Killed by the test: collect what it wrote, and close its pipes.
-                member.logs.append(member.process.communicate(timeout=20)[1])
+            if member.process is None or (member.process.stdout is not None and member.process.stdout.closed):
+                continue  # never started, or already waited for (its `stop`)
+            try:
+                member.logs.append(member.process.communicate(timeout=timeout)[1])
+            except subprocess.TimeoutExpired:
+                member.process.kill()
+                err = member.process.communicate(timeout=20)[1]
+                member.logs.append(err)
+                hung.append(f"pid {member.process.pid} did not exit on SIGTERM:\n{err[-3000:]}")
         if self._store is not None:
             self._store.close()
+        assert not hung, "\n".join(hung)
