@@ -159,12 +159,17 @@ class Elector:
                 # The thread must outlive one bug; the next round tries again.
                 log.exception("the lease round failed unexpectedly")
 
-    def stop(self, *, release: bool = True) -> None:
-        """Stop renewing; with `release`, stop the duties and give the lease up so another replica
-        takes over at once (a SIGTERM) instead of after the lease expired."""
+    def halt(self) -> None:
+        """No more rounds: this replica neither renews nor wins the lease from now on (a shutdown
+        begins; the duties are stopped next, then `stop` releases the lease)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.duration.total_seconds())
+
+    def stop(self, *, release: bool = True) -> None:
+        """Stop renewing; with `release`, stop the duties and give the lease up so another replica
+        takes over at once (a SIGTERM) instead of after the lease expired."""
+        self.halt()
         with self._lock:
             was, epoch = self.state.is_leader, self.state.epoch
             if was:

@@ -126,6 +126,8 @@ def serve(
                 health = probes.serve(host=host, port=health_port)
             _serve_socket_mode(app, settings.secrets.app_token, stop=stop)
     finally:
+        # No election from here on (one won now would start the timers again), then the timers.
+        elector.halt()
         triggers.shutdown()
         # After the last duty finished: the next leader starts from what this one wrote.
         elector.stop(release=True)
