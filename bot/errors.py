@@ -13,6 +13,7 @@ whether anything is retried.
     │   └── ConcurrentUpdate        another writer committed the run first; re-read and decide again
     ├── PermanentError              stop and report (a bug, a refused write, corrupted state)
     │   └── TemplateError           a template failed to load or render (names template and line)
+    ├── Fenced                      this replica's lease epoch is stale: a duty's write refused, it stops
     ├── SlackCallFailed             a Slack Web API call answered `ok: false` (Slack's error code)
     └── ClusterError                a Kubernetes API call failed; wraps the client's exception
         ├── ClusterUnreachable      the API server did not answer within the timeout
@@ -112,6 +113,14 @@ class ConcurrentUpdate(TemporaryError):
     """Someone else changed the run between our read and our write; re-read and decide again."""
 
     user_message = "someone else changed this run at the same moment; look at the card and try again"
+
+
+class Fenced(BotError):
+    """A leader-only duty tried to write with an epoch that is no longer the lease's: another
+    replica leads now (this one was paused, partitioned or shut down). Nothing was written; the
+    duty stops and this replica steps down. Never retried here."""
+
+    user_message = "this replica no longer leads; another one carries on"
 
 
 class SlackCallFailed(BotError):

@@ -245,3 +245,26 @@ class WatchRow:
     heartbeat_at: datetime | None = None
     summary: str = ""
     published_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fence:
+    """The epoch a replica believes it leads with: a duty's writes are refused once it is stale."""
+
+    holder: str
+    epoch: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lease:
+    """The leader's lease as the database holds it (one row), with the database's time `now`."""
+
+    holder: str  # "" when nobody holds it (released)
+    epoch: int  # grows by one with every change of holder: the fencing token
+    acquired_at: datetime
+    renewed_at: datetime
+    expires_at: datetime
+    now: datetime
+
+    def held_by(self, holder: str) -> bool:
+        return self.holder == holder and self.expires_at > self.now

@@ -119,6 +119,9 @@ class Settings:
     slack_edit_interval: timedelta = timedelta(seconds=2)
     slack_updates_per_minute: int = 50
     slack_posts_per_second: float = 1.0
+    #: The leader's lease (several replicas): how long it lasts unrenewed, and how often it is renewed.
+    lease_duration: timedelta = timedelta(seconds=15)
+    lease_renew: timedelta = timedelta(seconds=5)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -259,6 +262,16 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
             per_second = v.integer(sl["posts_per_second"], "slack.posts_per_second", low=1, high=20)
             if per_second is not None:
                 slack_budget["slack_posts_per_second"] = float(per_second)
+    lease_duration, lease_renew = timedelta(seconds=15), timedelta(seconds=5)
+    if "leader" in top:
+        lead = v.mapping(top["leader"], "leader", {"lease_seconds", "renew_seconds"})
+        lease_s = v.number(lead.get("lease_seconds"), "leader.lease_seconds", low=1, high=600)
+        renew_s = v.number(lead.get("renew_seconds"), "leader.renew_seconds", low=0.1, high=300)
+        lease_duration = timedelta(seconds=lease_s) if lease_s is not None else lease_duration
+        lease_renew = timedelta(seconds=renew_s) if renew_s is not None else lease_renew
+        if lease_renew * 2 > lease_duration:
+            # Two renewals must fit in a lease: one lost to a slow database must not cost it.
+            v.error(top["leader"], "leader.renew_seconds", "must be at most half of leader.lease_seconds")
     v.raise_if_errors()
 
     return Settings(
@@ -279,6 +292,8 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         announcement_grace=grace,
         rules_files=tuple(rules_files),
         **slack_budget,  # type: ignore[arg-type]
+        lease_duration=lease_duration,
+        lease_renew=lease_renew,
     )
 
 
@@ -297,6 +312,7 @@ _TOP_KEYS = {
     "announcements",
     "rules_files",
     "slack",
+    "leader",
 }
 _CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout"}
 

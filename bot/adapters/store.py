@@ -8,16 +8,29 @@ does not apply a migration twice.
 
 Records cross this boundary as the frozen dataclasses of `bot.records` (plain data); this module
 alone maps them to and from rows, and callers above never see SQLAlchemy rows or sessions.
+
+**Leadership and fencing** (migration 9). With several replicas, one holds the `leadership` row
+(a lease with an epoch, the fencing token): `acquire_lease` takes or renews it with a conditional
+UPDATE (compare-and-set on holder and epoch; the epoch grows with every change of holder), timed
+by the database's clock so replicas' clocks may disagree. The singleton duties (announcement jobs,
+the run ticker, start-up recovery; next: watches, long-running actions) write inside
+`with fencing(fence):` — every transaction the store opens with `self.engine.begin()` while that
+block is active first locks the leadership row (`FOR SHARE` on PostgreSQL, so a takeover waits for
+the write in flight) and checks that `fence` still holds it, else raises `Fenced` and writes
+nothing. A new store method needs nothing for this (use `self.engine.begin()` as every method
+does); a new duty wraps its work in `fencing(...)` (the triggers front door does so for every job
+it runs), on every thread it starts, since the fence is a context variable.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +45,14 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from bot.errors import ConcurrentUpdate, ConfigError, PermanentError, TemporaryError
+from bot.errors import ConcurrentUpdate, ConfigError, Fenced, PermanentError, TemporaryError
 from bot.records import (
     AnnouncementRow,
     Approval,
     AuditEntry,
+    Fence,
     InboxItem,
+    Lease,
     MessageRef,
     PlanRow,
     RunRow,
@@ -232,6 +247,25 @@ scheduled_announcements = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     # Migration 5: the step a `step-complete` announcement is about ("" for the others).
     sa.Column("step_id", sa.String(64), nullable=False, server_default=""),
+)
+
+# The leader's lease (one row, id 1) and the replicas' heartbeats (migration 9).
+leadership = sa.Table(
+    "leadership",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("holder", sa.String(64), nullable=False),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    sa.Column("acquired_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("renewed_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+replicas = sa.Table(
+    "replicas",
+    metadata,
+    sa.Column("owner", sa.String(64), primary_key=True),
+    sa.Column("seen_at", sa.DateTime(timezone=True), nullable=False),
 )
 
 
@@ -478,6 +512,30 @@ def _m007_watches(conn: Connection) -> None:
         sa.Column("summary", sa.Text, nullable=False),
         sa.Column("published_at", sa.DateTime(timezone=True), nullable=True),
     ).create(conn)
+def _m009_leadership(conn: Connection) -> None:
+    m = sa.MetaData()
+    table = sa.Table(
+        "leadership",
+        m,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("holder", sa.String(64), nullable=False),
+        sa.Column("epoch", sa.Integer, nullable=False),
+        sa.Column("acquired_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("renewed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    sa.Table(
+        "replicas",
+        m,
+        sa.Column("owner", sa.String(64), primary_key=True),
+        sa.Column("seen_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    m.create_all(conn)
+    # The one row exists from the start, so taking the lease is always an UPDATE (compare-and-set).
+    never = datetime(1970, 1, 1, tzinfo=UTC)
+    conn.execute(
+        table.insert().values(id=1, holder="", epoch=0, acquired_at=never, renewed_at=never, expires_at=never)
+    )
 
 
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
@@ -489,6 +547,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (5, "schedule moves and step-complete announcements", _m005_schedule_moves_and_step_announcements),
     (6, "message claim owners and the inbox of acknowledged requests", _m006_message_owners_and_inbox),
     (7, "watches of a cluster's rollout status", _m007_watches),
+    (9, "the leader's lease (epoch as fencing token) and replica heartbeats", _m009_leadership),
 )
 
 
@@ -503,6 +562,10 @@ class Store:
     """The database. `Store.open(url)` connects and migrates; methods are short transactions."""
 
     def __init__(self, engine: Engine) -> None:
+        # Every `begin()` checks the fence of a duty in force (see the module docstring): the
+        # engine stays an Engine (inspection, pool, events), with `begin` extended.
+        if type(engine) is Engine:
+            engine.__class__ = _FencingEngine
         self.engine = engine
 
     @classmethod
@@ -1277,6 +1340,93 @@ class Store:
             raise TemporaryError("the database is busy or unreachable") from exc
         return new_id, int(withdrawn.rowcount or 0)
 
+    # -- leadership (migration 9): the lease, replicas' heartbeats, and the fence ------------------
+
+    def acquire_lease(self, holder: str, *, epoch: int, duration: timedelta, force: bool = False) -> Lease:
+        """Renew the lease when `holder` holds it with `epoch`, else take it when free or expired.
+
+        The lease as it stands afterwards is returned: `lease.held_by(holder)` says this replica
+        leads, with `lease.epoch`. Compare-and-set: the UPDATE matches only the holder and epoch
+        read in the same transaction, so of two replicas racing for an expired lease one wins; the
+        epoch grows with every change of holder. Times come from the database's clock (PostgreSQL
+        `clock_timestamp()`), so replicas whose clocks disagree still agree on expiry. The
+        heartbeat of `holder` (`live_replicas`) is written in the same transaction. `force` takes
+        it even when another holds it (SQLite at start: its one replica is the leader, and a
+        holder that is still there is fenced off by the new epoch).
+        """
+        with _wrap_errors(), self.engine.begin() as conn:
+            now = _db_now(conn)
+            row = conn.execute(sa.select(leadership).where(leadership.c.id == 1)).mappings().one()
+            cur_holder, cur_epoch = str(row["holder"]), int(row["epoch"])
+            mine = cur_holder == holder and cur_epoch == epoch and epoch > 0
+            if mine:
+                values: dict[str, Any] = {"renewed_at": now, "expires_at": now + duration}
+            elif force or not cur_holder or _utc(row["expires_at"]) <= now:
+                values = {
+                    "holder": holder[:64],
+                    "epoch": cur_epoch + 1,
+                    "acquired_at": now,
+                    "renewed_at": now,
+                    "expires_at": now + duration,
+                }
+            else:
+                values = {}
+            if values:
+                conn.execute(
+                    leadership.update()
+                    .where(
+                        leadership.c.id == 1,
+                        leadership.c.holder == cur_holder,
+                        leadership.c.epoch == cur_epoch,
+                    )
+                    .values(**values)
+                )
+            seen = conn.execute(replicas.update().where(replicas.c.owner == holder[:64]).values(seen_at=now))
+            if seen.rowcount == 0:
+                conn.execute(replicas.insert().values(owner=holder[:64], seen_at=now))
+            after = conn.execute(sa.select(leadership).where(leadership.c.id == 1)).mappings().one()
+        return _lease(after, now)
+
+    def release_lease(self, holder: str, *, epoch: int) -> bool:
+        """Give the lease up (a graceful shutdown), so another replica takes it at once; False when
+        `holder` no longer held it with `epoch`. Its heartbeat goes too: the process is leaving."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            now = _db_now(conn)
+            result = conn.execute(
+                leadership.update()
+                .where(leadership.c.id == 1, leadership.c.holder == holder, leadership.c.epoch == epoch)
+                .values(holder="", expires_at=now)
+            )
+            conn.execute(replicas.delete().where(replicas.c.owner == holder[:64]))
+        return bool(result.rowcount == 1)
+
+    def lease(self) -> Lease:
+        """The lease as it stands now (read only)."""
+        with _wrap_errors(), self.engine.connect() as conn:
+            now = _db_now(conn)
+            row = conn.execute(sa.select(leadership).where(leadership.c.id == 1)).mappings().one()
+        return _lease(row, now)
+
+    def live_replicas(self, within: timedelta) -> set[str]:
+        """The replicas (their owner names) that renewed or tried the lease within `within`."""
+        with _wrap_errors(), self.engine.connect() as conn:
+            cutoff = _db_now(conn) - within
+            rows = conn.execute(sa.select(replicas.c.owner, replicas.c.seen_at)).all()
+        return {str(owner) for owner, seen in rows if _utc(seen) >= cutoff}
+
+    @property
+    def single_host(self) -> bool:
+        """SQLite: one file on one host, so one replica — it leads from its start."""
+        return self.engine.dialect.name == "sqlite"
+
+    def check_fence(self) -> None:
+        """Raise `Fenced` when the fence in force (`fencing`) is stale; nothing outside a duty.
+
+        For a duty about to do something that writes to Slack before the database (a card edit).
+        """
+        with _wrap_errors(), self.engine.begin():
+            pass
+
 
 def _schedule_values(s: ScheduleRow) -> dict[str, Any]:
     return {
@@ -1671,3 +1821,79 @@ def create_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
     return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fencing: the check every transaction of a duty makes (see the module docstring).
+
+_FENCE: contextvars.ContextVar[tuple[Fence, Callable[[Fenced], object] | None] | None] = (
+    contextvars.ContextVar("upgrade_bot_fence", default=None)
+)
+
+
+@contextlib.contextmanager
+def fencing(fence: Fence, on_fenced: Callable[[Fenced], object] | None = None) -> Iterator[None]:
+    """Within this block (on this thread or task), every store transaction checks `fence` first.
+
+    `on_fenced` is told at once when a check fails (the replica steps down), even when the caller
+    swallows the error as one more failed post.
+    """
+    token = _FENCE.set((fence, on_fenced))
+    try:
+        yield
+    finally:
+        _FENCE.reset(token)
+
+
+def current_fence() -> Fence | None:
+    active = _FENCE.get()
+    return active[0] if active is not None else None
+
+
+class _FencingEngine(Engine):
+    """The store's engine, whose `begin()` checks the fence of the duty in force, if any."""
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[Connection]:
+        with super().begin() as conn:
+            active = _FENCE.get()
+            if active is not None:
+                _check_fence(conn, *active)
+            yield conn
+
+
+def _check_fence(conn: Connection, fence: Fence, on_fenced: Callable[[Fenced], object] | None) -> None:
+    query = sa.select(leadership.c.holder, leadership.c.epoch).where(leadership.c.id == 1)
+    if conn.dialect.name == "postgresql":
+        # A shared row lock held to the commit: a takeover's UPDATE waits for this write, so no
+        # write of the old epoch can land after the new leader's first one.
+        query = query.with_for_update(read=True)
+    row = conn.execute(query).first()
+    holder, epoch = (str(row[0]), int(row[1])) if row is not None else ("", 0)
+    if (holder, epoch) != (fence.holder, fence.epoch):
+        error = Fenced(
+            f"this replica's epoch {fence.epoch} is stale (the lease: {holder or 'nobody'}, epoch {epoch})"
+        )
+        log.warning("fenced: %s", error.user_message)
+        if on_fenced is not None:
+            on_fenced(error)
+        raise error
+
+
+def _db_now(conn: Connection) -> datetime:
+    """The database's time: replicas on several hosts agree on it, whatever their own clocks say.
+    (SQLite has no server: its one replica's clock is the database's.)"""
+    if conn.dialect.name == "postgresql":
+        return _utc(conn.execute(sa.select(sa.func.clock_timestamp())).scalar_one())
+    return datetime.now(UTC)
+
+
+def _lease(row: Any, now: datetime) -> Lease:
+    return Lease(
+        holder=str(row["holder"]),
+        epoch=int(row["epoch"]),
+        acquired_at=_utc(row["acquired_at"]),
+        renewed_at=_utc(row["renewed_at"]),
+        expires_at=_utc(row["expires_at"]),
+        now=now,
+    )

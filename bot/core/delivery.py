@@ -100,7 +100,8 @@ class Deliveries:
         self._moved: dict[tuple[str, str], str] = {}
         self.clock = clock
         self.owner = owner
-        # One process today; with several replicas the lease table will say who is alive.
+        # One process by default; with several replicas `serve` passes the ones alive by the
+        # lease table's heartbeats (`Store.live_replicas`).
         self.live_owners = live_owners or (lambda: {owner})
 
     def post_once(

@@ -1,4 +1,4 @@
-"""HTTP transport: Bolt's `/slack/events` endpoint plus `/healthz` and `/readyz`, under waitress.
+"""HTTP transport: Bolt's `/slack/events` endpoint plus the probes (`bot.frontdoor.probes`), under waitress.
 
 Bolt's `app.start()` is a development server; waitress is a production WSGI server with its own
 thread pool, pure Python, so the image needs no compiler. The sync Bolt App is WSGI-native, so no
@@ -59,14 +59,21 @@ class HttpFrontDoor:
         ready: Callable[[], bool],
         signing_secret: str,
         clock: Callable[[], float] = time.time,
+        routes: Mapping[str, Callable[[], tuple[str, bytes]]] | None = None,
     ) -> None:
         self.slack = SlackRequestHandler(app, path=EVENTS_PATH)
         self.ready = ready
+        #: GET paths answered by a function (status line, body): the probes, /metrics.
+        self.routes = dict(routes or {})
         self.secret = signing_secret.encode()
         self.clock = clock
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        route = self.routes.get(path)
+        if route is not None:
+            status, body = route()
+            return _plain(start_response, status, body)
         if path == "/healthz":
             return _plain(start_response, "200 OK", b"ok\n")
         if path == "/readyz":

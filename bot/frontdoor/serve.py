@@ -4,19 +4,24 @@ Start-up, in order — nothing is served until the state on disk is brought up t
 
 1. the secrets the chosen transport needs are checked, and SIGTERM/SIGINT ask for a shutdown;
 2. the services are built, and delivery keys older than a week are forgotten;
-3. runs are recovered: posts a crash cut off are settled (found in Slack, or posted now), an
+3. the leader's lease is tried once (`bot.frontdoor.leadership`; one replica on SQLite always
+   wins it). Only the leader does 4 and 5, fenced by its epoch; a follower goes straight to 6,
+   and does 4 and 5 whenever it wins the lease later (a leader died, or handed over on SIGTERM);
+4. runs are recovered: posts a crash cut off are settled (found in Slack, or posted now), an
    action that was running is marked interrupted (never re-run silently), and every live card,
    owed thread line and open gate message is brought up to date;
-4. the triggers start: announcements that fell due while the bot was down are posted (or marked
+5. the triggers start: announcements that fell due while the bot was down are posted (or marked
    delayed, or skipped past the grace), then every timer is scheduled;
-5. the Slack App is built; commands and clicks acknowledged before a crash (the inbox) are
-   handed to the workers; then it is served over HTTP (waitress) or Socket Mode.
+6. the Slack App is built; on the leader, commands and clicks acknowledged before a crash (the
+   inbox) are handed to the workers (a follower starting leaves them: the leader may be working
+   them off now); then it is served over HTTP (waitress) or Socket Mode.
 
 Shutdown, in order — each part still has what it writes to when it stops:
 
 1. the transport stops taking requests (HTTP server closed, Socket Mode connection closed), so
    nothing new is acked or queued;
 2. the triggers stop, waiting for a job that is running (an announcement mid-post, a tick);
+   then the lease is released, so another replica leads at once instead of after it expires;
 3. the worker pool stops: commands and clicks still queued are dropped and running ones get
    `SHUTDOWN_GRACE`; every one is in the inbox, so what is cut short is worked off at the next
    start (a 10 MB command or a Slack outage cannot hold the shutdown past the pod's grace);
@@ -25,23 +30,29 @@ Shutdown, in order — each part still has what it writes to when it stops:
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 
 from slack_bolt import App
 
+from bot.adapters.store import fencing
 from bot.errors import ConfigError
 from bot.frontdoor.inbox import Inbox
+from bot.frontdoor.leadership import Elector
+from bot.frontdoor.probes import Probes
 from bot.frontdoor.slack import build_app
-from bot.frontdoor.triggers import Triggers
+from bot.frontdoor.triggers import SYNC_SECONDS, Triggers
 from bot.frontdoor.watching import start_watching
 from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
+from bot.records import Fence
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,16 +63,40 @@ DELIVERY_KEYS_KEPT = timedelta(days=7)
 SHUTDOWN_GRACE = timedelta(seconds=15)
 
 
-def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 3000) -> None:
-    """Serve Slack until SIGTERM or SIGINT: over HTTP on `host:port` with `http`, else Socket Mode."""
+def serve(
+    settings: Settings,
+    *,
+    http: bool,
+    host: str = "0.0.0.0",
+    port: int = 3000,
+    health_port: int | None = None,
+) -> None:
+    """Serve Slack until SIGTERM or SIGINT: over HTTP on `host:port` with `http`, else Socket Mode
+    (with `health_port`, the probes are served on that port)."""
     _check_secrets(settings, http=http)
     stop = _stop_on_signals()
     services = build_services(settings)
     workers = WorkerPool(settings.workers)
-    triggers = Triggers(announcements=services.announcements, runs=services.runs)
+    # With several replicas a schedule made on a follower reaches the leader by its sync: as
+    # often as the lease is renewed, instead of every SYNC_SECONDS.
+    sync = (
+        SYNC_SECONDS
+        if services.store.single_host
+        else min(SYNC_SECONDS, settings.lease_renew.total_seconds())
+    )
+    triggers = Triggers(announcements=services.announcements, runs=services.runs, sync_seconds=sync)
     watch_runner = start_watching(services, triggers)
+    replays = _Replays()
+    elector = _elector(services, triggers, replays)
+    health = None
     try:
-        _recover(services, triggers)
+        # Only the leader recovers and drives the timers; a follower serves commands and clicks.
+        # On SQLite a process starting means the one before it is gone (one replica): it leads
+        # at once, rather than after the dead one's lease expired; anything left is fenced off.
+        if not elector.try_once(force=services.store.single_host):
+            log.info("another replica leads; serving commands and clicks as a follower")
+            triggers.follow()
+        elector.start()
         inbox = Inbox(store=services.store, workers=workers, clock=lambda: datetime.now(UTC))
         app = build_app(
             services,
@@ -71,21 +106,36 @@ def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 
             inbox=inbox,
         )
         # Commands and clicks acknowledged before a crash are worked off now, before new ones.
-        inbox.replay()
+        replays.ready(inbox, leading=elector.fence is not None)
         # Everything built so far lives as long as the process: keep the collector's full passes
         # from walking it again and again, which otherwise pauses acks while a snapshot allocates.
         gc.freeze()
+        probes = Probes(store=services.store, slack_ping=_slack_ping(services), elector=elector, stop=stop)
         if http:
             assert settings.secrets.signing_secret is not None  # checked by _check_secrets
             _serve_http(
-                app, services, host=host, port=port, stop=stop, signing_secret=settings.secrets.signing_secret
+                app,
+                services,
+                host=host,
+                port=port,
+                stop=stop,
+                signing_secret=settings.secrets.signing_secret,
+                probes=probes,
             )
         else:
             assert settings.secrets.app_token is not None  # checked by _check_secrets
+            if health_port is not None:
+                health = probes.serve(host=host, port=health_port)
             _serve_socket_mode(app, settings.secrets.app_token, stop=stop)
     finally:
+        # No election from here on (one won now would start the timers again), then the timers.
+        elector.halt()
         triggers.shutdown()
         watch_runner.shutdown()
+        # After the last duty finished: the next leader starts from what this one wrote.
+        elector.stop(release=True)
+        if health is not None:
+            health.close()
         # Every job on the pool is an inbox item: queued ones are dropped and a long one is not
         # waited for past the grace, since the next start works them off again.
         if not workers.stop(grace=SHUTDOWN_GRACE.total_seconds()):
@@ -125,12 +175,78 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def _recover(services: Services, triggers: Triggers) -> None:
-    services.store.forget_deliveries_before(datetime.now(UTC) - DELIVERY_KEYS_KEPT)
-    recovered = services.runs.recover_all()
+def _slack_ping(services: Services) -> Callable[[], object] | None:
+    if services.web_client is None:
+        return None
+    from bot.adapters.slack import SlackGateway
+
+    return SlackGateway(services.web_client).auth_test
+
+
+class _Replays:
+    """Works off the inbox's pending items once per leadership won, once the App can handle them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inbox: Inbox | None = None
+        self._owed = False
+
+    def ready(self, inbox: Inbox, *, leading: bool) -> None:
+        with self._lock:
+            self._inbox = inbox
+            owed, self._owed = self._owed and leading, False
+        if owed:
+            inbox.replay()
+
+    def elected(self) -> None:
+        with self._lock:
+            inbox, self._owed = self._inbox, self._inbox is None
+        if inbox is not None:
+            inbox.replay()
+
+
+def _elector(services: Services, triggers: Triggers, replays: _Replays) -> Elector:
+    settings = services.settings
+    elector = Elector(
+        store=services.store,
+        replica=services.owner,
+        duration=settings.lease_duration,
+        renew=settings.lease_renew,
+        on_elected=functools.partial(_take_over, services, triggers, replays),
+        on_deposed=triggers.follow,
+    )
+    triggers.on_fenced = elector.fenced
+
+    # A claim without a ts is only settled (searched for in Slack, given back) when the replica
+    # that made it is gone: one that renewed or tried the lease within a lease is still posting.
+    def live_owners() -> set[str]:
+        return services.store.live_replicas(settings.lease_duration) | {services.owner}
+
+    # (SQLite: one replica, so any other owner is a process that is gone, as before.)
+    if not services.store.single_host:
+        for deliveries in (services.deliveries, services.announcements.deliveries):
+            if deliveries is not None:
+                deliveries.live_owners = live_owners
+    return elector
+
+
+def _take_over(services: Services, triggers: Triggers, replays: _Replays, fence: Fence) -> None:
+    _recover(services, triggers, fence)
+    replays.elected()
+
+
+def _recover(services: Services, triggers: Triggers, fence: Fence) -> None:
+    """This replica now leads: settle what a crash (of any replica) left, then drive the timers.
+
+    Interrupted actions are recovered only here: the replica that ran them no longer leads (it
+    died, or handed over), so none is marked interrupted while a live leader runs it.
+    """
+    with fencing(fence):
+        services.store.forget_deliveries_before(datetime.now(UTC) - DELIVERY_KEYS_KEPT)
+        recovered = services.runs.recover_all()
     if recovered:
         log.info("resumed %s run(s): %s", len(recovered), ", ".join(recovered))
-    caught_up = triggers.start()
+    caught_up = triggers.lead(fence)
     if caught_up:
         log.info(
             "announcements due while the bot was down: %s",
@@ -139,11 +255,18 @@ def _recover(services: Services, triggers: Triggers) -> None:
 
 
 def _serve_http(
-    app: App, services: Services, *, host: str, port: int, stop: threading.Event, signing_secret: str
+    app: App,
+    services: Services,
+    *,
+    host: str,
+    port: int,
+    stop: threading.Event,
+    signing_secret: str,
+    probes: Probes,
 ) -> None:
     from bot.frontdoor.http import HttpFrontDoor, make_server
 
-    front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=signing_secret)
+    front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=signing_secret, routes=probes.routes)
     server = make_server(front, host=host, port=port)
     # Restart tests (and operators) read this first line of standard output for the address.
     print(f"listening on http://{host}:{server.effective_port}", flush=True)

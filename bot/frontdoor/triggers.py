@@ -20,8 +20,15 @@ person is started here, and this is the only module that imports APScheduler. To
   `catch_up` handles what fell due while the bot was down. A watch loop or a long-running action
   is a durable kind whose rows say what is running, so a restart resumes it instead of losing it;
   its `fire` hands the long work to a thread of its own rather than holding the trigger thread.
-  With several replicas only the leader may drive them (DESIGN.md); `start` is where that check
-  goes.
+  With several replicas only the leader drives them (below); a thread a job starts must enter
+  `bot.adapters.store.fencing(fence, ...)` itself (the fence is a context variable).
+
+**Leader only.** Without leadership (`start()`, one process, tests) every job runs. With it, the
+elector calls `lead(fence)` when this replica wins the lease — what fell due is caught up and the
+scheduler starts or resumes — and `follow()` the moment it loses it: the scheduler is paused, and
+a job already running is refused by the fence at its next write. Every job a leader runs checks
+its fence first (`Store.check_fence`) and writes inside `fencing(fence, on_fenced)`, so a replica
+that was paused past its lease writes nothing when it wakes, and steps down.
 
 Why not `SQLAlchemyJobStore`: it would be a second copy of the truth (pickled callables) that can
 disagree with the announcements table — a cancelled announcement whose job survived, a job lost
@@ -40,8 +47,10 @@ order — and says what each did; no sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -52,9 +61,11 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from bot.adapters.store import fencing
 from bot.core.announcements.service import AnnouncementService, Fired
 from bot.core.runs.service import RunService
-from bot.errors import BotError
+from bot.errors import BotError, Fenced
+from bot.records import Fence
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +145,12 @@ class Triggers:
             timezone=UTC,
         )
         self._kinds: dict[str, DurableKind] = {}
+        #: "solo" (no leadership: every job runs), "leader" (jobs run fenced) or "follower".
+        self._mode = "solo"
+        self._fence: Fence | None = None
+        self._mode_lock = threading.Lock()
+        #: Told when a job found this replica fenced (the elector steps down).
+        self.on_fenced: Callable[[Fenced], object] | None = None
         self._every: dict[str, _Every] = {_SYNC: _Every(sync_seconds, self._sync_job, _DURABLE_THREAD)}
 
         # -- the timers: the next issues add theirs here ----------------------------------------
@@ -185,6 +202,58 @@ class Triggers:
         self.announcements.on_change = None
         if self._scheduler.running:
             self._scheduler.shutdown(wait=True)
+
+    # -- leadership ------------------------------------------------------------------------------
+
+    def lead(self, fence: Fence) -> list[Done]:
+        """This replica won the lease: catch up on what fell due, then run every timer, fenced."""
+        with self._mode_lock:
+            self._mode, self._fence = "leader", fence
+        if not self._scheduler.running:
+            with self.duty():
+                return self.start()
+        with self.duty():
+            now = self.clock()
+            done = [d for kind in self._kinds.values() for d in kind.catch_up(now)]
+        self._scheduler.resume()
+        self.sync()
+        return done
+
+    def follow(self) -> None:
+        """This replica lost the lease: no job starts from now on (one running is fenced)."""
+        with self._mode_lock:
+            self._mode, self._fence = "follower", None
+        if self._scheduler.running:
+            self._scheduler.pause()
+
+    @property
+    def leading(self) -> bool:
+        return self._mode != "follower"
+
+    @contextlib.contextmanager
+    def duty(self) -> Iterator[bool]:
+        """Run one job's work: fenced while leading, not at all (False) while following."""
+        with self._mode_lock:
+            mode, fence = self._mode, self._fence
+        if mode == "follower":
+            yield False
+            return
+        if fence is None:
+            yield True
+            return
+        with fencing(fence, self._fenced):
+            # Before anything else: a card edit or a Slack search comes before any write.
+            self.runs.store.check_fence()
+            yield True
+
+    def _fenced(self, error: Fenced) -> None:
+        with self._mode_lock:
+            if self._fence is None:
+                return
+        log.warning("a duty was fenced: %s", error.user_message)
+        self.follow()
+        if self.on_fenced is not None:
+            self.on_fenced(error)
 
     # -- durable jobs ----------------------------------------------------------------------------
 
@@ -239,8 +308,13 @@ class Triggers:
 
     def _fire(self, kind: str, key: str) -> None:
         try:
-            result = self._kinds[kind].fire(key, self.clock())
+            with self.duty() as leading:
+                if not leading:
+                    return
+                result = self._kinds[kind].fire(key, self.clock())
             log.info("%s %s: %s %s", kind, key, result.action, result.detail)
+        except Fenced:
+            log.info("%s %s: not done, this replica no longer leads", kind, key)
         except BotError as exc:
             log.warning("%s %s failed: %s", kind, key, exc.user_message)
         except Exception:
@@ -252,9 +326,14 @@ class Triggers:
 
     def _run_every(self, name: str) -> None:
         try:
-            result = self._every[name].job(self.clock())
+            with self.duty() as leading:
+                if not leading:
+                    return
+                result = self._every[name].job(self.clock())
             if result is not None and result.detail:
                 log.info("%s: %s %s", name, result.action, result.detail)
+        except Fenced:
+            log.info("%s: stopped, this replica no longer leads", name)
         except BotError as exc:
             log.warning("%s failed: %s", name, exc.user_message)
         except Exception:

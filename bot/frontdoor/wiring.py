@@ -58,6 +58,8 @@ class Services:
     edits: CoalescingPoster | None = None
     #: Figures about the bot's Slack calls (calls by method and result, 429s, time waited).
     slack_stats: SlackStats | None = None
+    #: This process's name: on the posts it claims, and as its replica name on the leader's lease.
+    owner: str = ""
 
     def close(self) -> None:
         if self.edits is not None:
@@ -185,6 +187,7 @@ def build_services(
         watches=watches,
         edits=edits,
         slack_stats=slack_stats,
+        owner=owner,
     )
 
 

@@ -165,7 +165,8 @@ def test_migration_5_keeps_a_version_4_databases_rows_and_adds_empty_move_and_st
             {"s": START, "e": START + timedelta(hours=3), "n": NOW},
         )
     assert old.schema_version() == 4
-    assert old.migrate() == [v for v, _, _ in MIGRATIONS[4:]]
+    # Later migrations (7 and up) apply too; this test is about 5 and 6.
+    assert [v for v in old.migrate() if v <= 6] == [5, 6]
     (kept,) = old.schedules()
     assert (kept.plan_name, kept.moved_from, kept.move_reason) == ("prod-1.30", 0, "")
     old.add_announcement(rows(kept.id, ("starting",))[0])

@@ -7,6 +7,7 @@ binaries the tests are skipped locally, but fail under CI, where a missing servi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -46,6 +47,16 @@ def postgres_url() -> Iterator[str]:
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
+    with running_postgres(bin_dir) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def running_postgres(bin_dir: Path | None = None) -> Iterator[str]:
+    """A fresh PostgreSQL server on loopback for as long as the block runs (benchmarks use it too)."""
+    bin_dir = bin_dir or _pg_bin()
+    if bin_dir is None:
+        raise RuntimeError("PostgreSQL binaries not found (scripts/setup installs Debian's postgresql)")
     base = Path(tempfile.mkdtemp(prefix="upgrade-bot-pg-"))
     data = base / "data"
     if os.geteuid() == 0:
@@ -73,7 +84,7 @@ def postgres_url() -> Iterator[str]:
     result = subprocess.run(start, capture_output=True, text=True)
     if result.returncode != 0:
         tail = log_file.read_text()[-2000:] if log_file.exists() else ""
-        pytest.fail(f"PostgreSQL did not start: {result.stderr}\n{tail}")
+        raise RuntimeError(f"PostgreSQL did not start: {result.stderr}\n{tail}")
     try:
         subprocess.run(
             _as_db_user(

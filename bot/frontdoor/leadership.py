@@ -1,0 +1,182 @@
+"""Which replica drives the singleton duties: the leader's lease, renewed on a thread of its own.
+
+Every replica serves commands and clicks; only the leader drives the duties the triggers front
+door runs (announcement jobs, the run ticker; next: watches and long-running actions) and the
+recovery of what a dead leader left. The lease lives in the shared database (`leadership` row,
+`Store.acquire_lease`) rather than in a `coordination.k8s.io` Lease, because the fence must be
+checked in the *same transaction* as each write a duty makes (`bot.adapters.store.fencing`), which
+only the database itself can do; the embedded SQLite default gets it for free (its one replica is
+simply the leader), and no RBAC on Leases is needed.
+
+`Elector` tries the lease every `renew` interval: a follower takes it once it is free (released
+by a SIGTERM) or expired; the leader renews it. Winning calls `on_elected(fence)`; losing — the
+lease taken by another, a renewal that has not succeeded for `duration - renew` (database down:
+stop before another replica may take over), or a duty that found itself fenced — calls
+`on_deposed()` at once, and the replica goes on serving as a follower. Python's `kubernetes`
+`leaderelection` module neither releases on shutdown nor stops the work when the lease is lost
+(KUBERNETES_FACTS.md); this does both.
+
+`LeaderState` is what the metrics read: is this replica leading, with which epoch, and how many
+times leadership changed here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from bot.adapters.store import Store
+from bot.errors import BotError, Fenced
+from bot.records import Fence
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LeaderState:
+    """This replica's view of leadership (read by /metrics and the probes; written by `Elector`)."""
+
+    replica: str
+    is_leader: bool = False
+    epoch: int = 0
+    #: How many times this replica became leader or stopped being one.
+    changes: int = 0
+
+
+class Elector:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        replica: str,
+        duration: timedelta,
+        renew: timedelta,
+        on_elected: Callable[[Fence], object] = lambda _fence: None,
+        on_deposed: Callable[[], object] = lambda: None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.duration = duration
+        self.renew = renew
+        self.on_elected = on_elected
+        self.on_deposed = on_deposed
+        self.monotonic = monotonic
+        self.state = LeaderState(replica=replica)
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: When (monotonic) the last renewal that succeeded was started.
+        self._renewed = 0.0
+        #: When (monotonic) the loop last went round: the liveness probe's "not wedged".
+        self.last_beat = monotonic()
+
+    @property
+    def fence(self) -> Fence | None:
+        """The fence duties write with while this replica leads; None while it follows."""
+        with self._lock:
+            if not self.state.is_leader:
+                return None
+            return Fence(holder=self.state.replica, epoch=self.state.epoch)
+
+    def try_once(self, *, force: bool = False) -> bool:
+        """One attempt to take or renew the lease (`force`: take it even from a holder that has not
+        let go); whether this replica leads afterwards."""
+        self.last_beat = self.monotonic()
+        started = self.monotonic()
+        with self._lock:
+            epoch = self.state.epoch if self.state.is_leader else 0
+        try:
+            lease = self.store.acquire_lease(
+                self.state.replica, epoch=epoch, duration=self.duration, force=force
+            )
+        except BotError as exc:
+            log.warning("could not reach the lease: %s", exc.user_message)
+            with self._lock:
+                # A leader that cannot renew stops its duties before the lease can expire.
+                overdue = self.monotonic() - self._renewed >= (self.duration - self.renew).total_seconds()
+                if self.state.is_leader and overdue:
+                    self._lose("the lease could not be renewed in time")
+            return self.fence is not None
+        with self._lock:
+            if lease.held_by(self.state.replica):
+                self._renewed = started
+                if not self.state.is_leader or self.state.epoch != lease.epoch:
+                    self.state.is_leader, self.state.epoch = True, lease.epoch
+                    self.state.changes += 1
+                    log.info("this replica leads now (epoch %s)", lease.epoch)
+                    elected = True
+                else:
+                    elected = False
+            else:
+                if self.state.is_leader:
+                    self._lose(f"{lease.holder or 'nobody'} holds the lease (epoch {lease.epoch})")
+                return False
+        if elected:
+            fence = self.fence
+            if fence is not None:
+                try:
+                    self.on_elected(fence)
+                except Fenced as exc:
+                    self.fenced(exc)  # another replica took over while this one was recovering
+                except Exception:
+                    log.exception("taking over the duties failed; stepping down")
+                    self.step_down("taking over failed")
+        return self.fence is not None
+
+    def fenced(self, error: Fenced) -> None:
+        """A duty's write was refused: another replica leads; stop every duty now."""
+        self.step_down(error.user_message)
+
+    def step_down(self, why: str) -> None:
+        with self._lock:
+            if self.state.is_leader:
+                self._lose(why)
+
+    def _lose(self, why: str) -> None:
+        self.state.is_leader = False
+        self.state.changes += 1
+        log.warning("this replica no longer leads (epoch %s): %s", self.state.epoch, why)
+        try:
+            self.on_deposed()
+        except Exception:
+            log.exception("stopping the duties failed")
+
+    # -- the renewal thread ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="leader-lease", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.renew.total_seconds()):
+            try:
+                self.try_once()
+            except Exception:
+                # The thread must outlive one bug; the next round tries again.
+                log.exception("the lease round failed unexpectedly")
+
+    def halt(self) -> None:
+        """No more rounds: this replica neither renews nor wins the lease from now on (a shutdown
+        begins; the duties are stopped next, then `stop` releases the lease)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.duration.total_seconds())
+
+    def stop(self, *, release: bool = True) -> None:
+        """Stop renewing; with `release`, stop the duties and give the lease up so another replica
+        takes over at once (a SIGTERM) instead of after the lease expired."""
+        self.halt()
+        with self._lock:
+            was, epoch = self.state.is_leader, self.state.epoch
+            if was:
+                self._lose("shutting down")
+        if release and was:
+            try:
+                if self.store.release_lease(self.state.replica, epoch=epoch):
+                    log.info("released the lease (epoch %s)", epoch)
+            except BotError as exc:
+                log.warning("could not release the lease (it expires by itself): %s", exc.user_message)

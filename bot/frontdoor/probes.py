@@ -1,0 +1,123 @@
+"""Kubernetes' probes, on the HTTP front door (`--http`) or on a small port of their own (Socket
+Mode: `run --health-port N`).
+
+- `GET /healthz` — liveness: the process answers and its lease thread is not wedged (it went
+  round within `WEDGED_AFTER`). Kubernetes restarts a pod that fails it, so it checks nothing
+  outside the process: a database or Slack outage must not restart every replica at once.
+- `GET /readyz` — readiness: the database answers a query, Slack answered `auth.test` within
+  `SLACK_MAX_AGE` (asked at most every `SLACK_TTL`, so probes do not spend Slack's rate limit),
+  and the process is not shutting down. Leading is not required: every replica serves commands.
+
+Each answer is `text/plain`, one `name value` line per check, so a person reading it sees which
+check failed. More routes (ops' `/metrics`) are added to `routes`: path → function returning
+(status line, body).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from bot.adapters.store import Store
+from bot.errors import BotError
+from bot.frontdoor.leadership import Elector
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
+
+log = logging.getLogger(__name__)
+
+#: How often readiness asks Slack at most; and how old a success may be before it counts as down.
+SLACK_TTL = 30.0
+SLACK_MAX_AGE = 120.0
+#: The lease thread goes round every renew interval; this many seconds without a round is wedged.
+WEDGED_AFTER = 60.0
+
+OK, UNAVAILABLE = "200 OK", "503 Service Unavailable"
+Route = Callable[[], tuple[str, bytes]]
+
+
+class Probes:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        slack_ping: Callable[[], object] | None,
+        elector: Elector | None = None,
+        stop: threading.Event | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.slack_ping = slack_ping
+        self.elector = elector
+        self.stop = stop or threading.Event()
+        self.monotonic = monotonic
+        self._slack_lock = threading.Lock()
+        self._slack_asked = float("-inf")
+        self._slack_ok_at = float("-inf")
+        self.routes: dict[str, Route] = {"/healthz": self.healthz, "/readyz": self.readyz}
+
+    def healthz(self) -> tuple[str, bytes]:
+        lines, ok = ["process ok"], True
+        if self.elector is not None:
+            idle = self.monotonic() - self.elector.last_beat
+            wedged = idle > max(WEDGED_AFTER, 3 * self.elector.renew.total_seconds())
+            ok = not wedged
+            lines.append(f"lease-thread {'wedged' if wedged else 'ok'} ({idle:.0f}s since its last round)")
+        return (OK if ok else UNAVAILABLE), _text(lines)
+
+    def readyz(self) -> tuple[str, bytes]:
+        checks = {
+            "serving": not self.stop.is_set(),  # failing once SIGTERM arrived
+            "database": self.store.ping(),
+            "slack": self._slack_ok(),
+        }
+        lines = [f"{name} {'ok' if good else 'failing'}" for name, good in checks.items()]
+        if self.elector is not None:
+            state = self.elector.state
+            lines.append(f"leader {'yes' if state.is_leader else 'no'} epoch {state.epoch}")
+        return (OK if all(checks.values()) else UNAVAILABLE), _text(lines)
+
+    def _slack_ok(self) -> bool:
+        if self.slack_ping is None:
+            return True  # a front door without Slack (never the case when serving)
+        now = self.monotonic()
+        # One caller asks Slack when the answer is old; the others use the cached one meanwhile.
+        if now - self._slack_asked >= SLACK_TTL and self._slack_lock.acquire(blocking=False):
+            try:
+                self._slack_asked = now
+                self.slack_ping()
+                self._slack_ok_at = self.monotonic()
+            except BotError as exc:
+                log.warning("readiness: Slack did not answer auth.test: %s", exc.user_message)
+            except Exception:
+                log.warning("readiness: Slack did not answer auth.test", exc_info=True)
+            finally:
+                self._slack_lock.release()
+        return self.monotonic() - self._slack_ok_at <= SLACK_MAX_AGE
+
+    # -- a port of their own (Socket Mode) -------------------------------------------------------
+
+    def wsgi(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        route = self.routes.get(str(environ.get("PATH_INFO", "")))
+        status, body = route() if route is not None else ("404 Not Found", b"not found\n")
+        start_response(
+            status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
+        )
+        return [body]
+
+    def serve(self, *, host: str, port: int) -> Any:
+        """Serve the routes on `host:port` from a thread; the server (`.close()` stops it)."""
+        from bot.frontdoor.http import make_server  # waitress's one home
+
+        server: Any = make_server(self.wsgi, host=host, port=port, threads=2)
+        log.info("probes on http://%s:%s", host, server.effective_port)
+        threading.Thread(target=server.run, name="probes", daemon=True).start()
+        return server
+
+
+def _text(lines: list[str]) -> bytes:
+    return ("\n".join(lines) + "\n").encode()
