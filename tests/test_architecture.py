@@ -37,6 +37,7 @@ LIBRARY_HOMES = {
     "apscheduler": ("bot.frontdoor.triggers",),
     "slack_sdk": ("bot.adapters.slack", "bot.frontdoor"),
     "slack_bolt": ("bot.frontdoor",),
+    "prometheus_client": ("bot.frontdoor.metrics",),
 }
 
 

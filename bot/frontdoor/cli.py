@@ -45,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="default: INFO for run, WARNING otherwise",
     )
+    common.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object per line, for a log collector (default: text)",
+    )
 
     parser = argparse.ArgumentParser(
         prog="upgrade-bot", description="Run Kubernetes upgrades with your team in Slack."
@@ -57,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--host", default="0.0.0.0", help="address to listen on with --http (default 0.0.0.0)")
     run.add_argument(
         "--port", type=int, default=3000, help="port for --http; 0 picks a free one (default 3000)"
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="also serve /metrics, /healthz and /readyz on this port (for Socket Mode, which has no "
+        "HTTP server; with --http, /metrics is on --port too)",
     )
 
     ex = sub.add_parser("exec", parents=[common], help="run one /upgrade subcommand from the terminal")
@@ -133,6 +146,7 @@ def _export_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", help="with a label: which cluster")
     parser.add_argument("--config", metavar="PATH")
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-format", choices=["text", "json"], default="text")
     parser.set_defaults(command="snapshot-export")
     return parser
 
@@ -161,11 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = _settings(args)
         level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
-        configure_logging(level, settings.secrets.values())
+        configure_logging(level, settings.secrets.values(), log_format=args.log_format)
         if args.command == "run":
             from bot.frontdoor.serve import serve
 
-            serve(settings, http=args.http, host=args.host, port=args.port)
+            serve(settings, http=args.http, host=args.host, port=args.port, metrics_port=args.metrics_port)
             return EXIT_OK
         if args.command == "exec":
             return _exec(settings, args)

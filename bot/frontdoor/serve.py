@@ -29,18 +29,22 @@ import gc
 import logging
 import os
 import signal
+import socket
 import threading
 from datetime import UTC, datetime, timedelta
 from types import FrameType
+from typing import Any
 
 from slack_bolt import App
 
 from bot.errors import ConfigError
 from bot.frontdoor.inbox import Inbox
+from bot.frontdoor.metrics import Metrics, MetricsRoute, ops_app
 from bot.frontdoor.slack import build_app
 from bot.frontdoor.triggers import Triggers
 from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
+from bot.logsetup import set_replica_id
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -51,12 +55,27 @@ DELIVERY_KEYS_KEPT = timedelta(days=7)
 SHUTDOWN_GRACE = timedelta(seconds=15)
 
 
-def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 3000) -> None:
-    """Serve Slack until SIGTERM or SIGINT: over HTTP on `host:port` with `http`, else Socket Mode."""
+def serve(
+    settings: Settings,
+    *,
+    http: bool,
+    host: str = "0.0.0.0",
+    port: int = 3000,
+    metrics_port: int | None = None,
+) -> None:
+    """Serve Slack until SIGTERM or SIGINT: over HTTP on `host:port` with `http`, else Socket Mode.
+
+    `/metrics` is served on the HTTP server, and with `metrics_port` on a small server of its own
+    (with `/healthz` and `/readyz`): Socket Mode has no HTTP server otherwise."""
     _check_secrets(settings, http=http)
     stop = _stop_on_signals()
-    services = build_services(settings)
+    # In a pod the host name is the pod's name: with the pid, which replica wrote a log line.
+    set_replica_id(f"{socket.gethostname()}:{os.getpid()}")
+    metrics = Metrics()
+    services = build_services(settings, telemetry=metrics)
     workers = WorkerPool(settings.workers)
+    metrics.bind_queue_depth(lambda: workers.depth)
+    ops = _serve_ops(metrics, services, host=host, port=metrics_port) if metrics_port is not None else None
     triggers = Triggers(announcements=services.announcements, runs=services.runs)
     try:
         _recover(services, triggers)
@@ -76,12 +95,20 @@ def serve(settings: Settings, *, http: bool, host: str = "0.0.0.0", port: int = 
         if http:
             assert settings.secrets.signing_secret is not None  # checked by _check_secrets
             _serve_http(
-                app, services, host=host, port=port, stop=stop, signing_secret=settings.secrets.signing_secret
+                app,
+                services,
+                host=host,
+                port=port,
+                stop=stop,
+                signing_secret=settings.secrets.signing_secret,
+                metrics=metrics,
             )
         else:
             assert settings.secrets.app_token is not None  # checked by _check_secrets
             _serve_socket_mode(app, settings.secrets.app_token, stop=stop)
     finally:
+        if ops is not None:
+            ops.close()
         triggers.shutdown()
         # Every job on the pool is an inbox item: queued ones are dropped and a long one is not
         # waited for past the grace, since the next start works them off again.
@@ -136,12 +163,19 @@ def _recover(services: Services, triggers: Triggers) -> None:
 
 
 def _serve_http(
-    app: App, services: Services, *, host: str, port: int, stop: threading.Event, signing_secret: str
+    app: App,
+    services: Services,
+    *,
+    host: str,
+    port: int,
+    stop: threading.Event,
+    signing_secret: str,
+    metrics: Metrics | None = None,
 ) -> None:
     from bot.frontdoor.http import HttpFrontDoor, make_server
 
     front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=signing_secret)
-    server = make_server(front, host=host, port=port)
+    server = make_server(MetricsRoute(front, metrics) if metrics is not None else front, host=host, port=port)
     # Restart tests (and operators) read this first line of standard output for the address.
     print(f"listening on http://{host}:{server.effective_port}", flush=True)
     log.info("serving Slack over HTTP on %s:%s", host, server.effective_port)
@@ -165,3 +199,13 @@ def _serve_socket_mode(app: App, app_token: str, *, stop: threading.Event) -> No
         stop.wait()
     finally:
         handler.close()  # type: ignore[no-untyped-call]
+
+
+def _serve_ops(metrics: Metrics, services: Services, *, host: str, port: int) -> Any:
+    """`/metrics`, `/healthz` and `/readyz` on a port of their own, in a thread; `.close()` stops it."""
+    from bot.frontdoor.http import make_server
+
+    server = make_server(ops_app(metrics, ready=services.store.ping), host=host, port=port, threads=2)
+    log.info("serving /metrics, /healthz and /readyz on http://%s:%s", host, server.effective_port)
+    threading.Thread(target=server.run, name="ops-http", daemon=True).start()
+    return server

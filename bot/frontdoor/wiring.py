@@ -24,6 +24,7 @@ from bot.core.runs.cards import RunCards
 from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import UserError
 from bot.records import ClusterConfig
 from bot.router import Router
@@ -45,6 +46,8 @@ class Services:
     web_client: WebClient | None
     runs: RunService
     announcements: AnnouncementService
+    #: Where the services record what they do (`bot.frontdoor.metrics.Metrics` when serving).
+    telemetry: Telemetry = NO_TELEMETRY
 
     def close(self) -> None:
         self.store.close()
@@ -57,6 +60,7 @@ def build_services(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     with_slack: bool = True,
     connect_cluster: Callable[[ClusterConfig], ClusterReader] | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> Services:
     from commands import build_registry
 
@@ -69,7 +73,12 @@ def build_services(
     if with_slack and settings.secrets.bot_token:
         from bot.adapters.slack import SlackDirectory, SlackGateway, make_web_client
 
-        web_client = make_web_client(settings.secrets.bot_token, settings.secrets.api_url)
+        web_client = make_web_client(
+            settings.secrets.bot_token,
+            settings.secrets.api_url,
+            on_call=telemetry.slack_call if telemetry is not NO_TELEMETRY else None,
+            on_rate_limited=telemetry.slack_rate_limited if telemetry is not NO_TELEMETRY else None,
+        )
         directory = SlackDirectory(web_client)
         gateway = SlackGateway(web_client)
         poster, fetch_file = gateway, gateway.download_file
@@ -108,6 +117,7 @@ def build_services(
     # The end of a scheduled run, and each step it asks to announce, from the transition itself.
     runs.on_ended = announcements.run_ended
     runs.on_step_succeeded = announcements.step_succeeded
+    runs.telemetry = announcements.telemetry = telemetry
     router = Router(
         registry=registry,
         settings=settings,
@@ -118,6 +128,7 @@ def build_services(
         runs=runs,
         fetch_file=fetch_file,
         announcements=announcements,
+        telemetry=telemetry,
     )
     return Services(
         settings=settings,
@@ -129,6 +140,7 @@ def build_services(
         web_client=web_client,
         runs=runs,
         announcements=announcements,
+        telemetry=telemetry,
     )
 
 
