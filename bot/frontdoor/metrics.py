@@ -6,7 +6,8 @@ the library's global one), so tests can build several bots in one interpreter.
 
 Served at `/metrics` on the `--http` server (`MetricsRoute` wraps the front door, and also times
 `/slack/events` requests: an HTTP request's response *is* Slack's ack), and with Socket Mode on
-the small port of `--metrics-port` (`ops_app`: `/metrics`, `/healthz`, `/readyz`).
+the small port of `--metrics-port` (`ops_app`: `/metrics`, `/healthz`, `/readyz`); Socket Mode's
+acks are timed by its handler (`bot.frontdoor.socket_mode`).
 
 Recorded today: commands, HTTP acks, Slack calls, announcements, actions, the workers' queue
 depth (read at scrape time). Defined, with one call each for the parts being built next:
@@ -58,7 +59,7 @@ class Metrics:
         )
         self.ack_seconds = Histogram(
             "upgrade_bot_ack_seconds",
-            "Time from a Slack request's arrival to its acknowledgement (HTTP mode)",
+            "Time from a Slack request's arrival to its acknowledgement",
             buckets=ACK_BUCKETS,
             registry=r,
         )

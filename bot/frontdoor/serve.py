@@ -31,6 +31,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
@@ -105,7 +106,7 @@ def serve(
             )
         else:
             assert settings.secrets.app_token is not None  # checked by _check_secrets
-            _serve_socket_mode(app, settings.secrets.app_token, stop=stop)
+            _serve_socket_mode(app, settings.secrets.app_token, stop=stop, on_ack=metrics.ack)
     finally:
         if ops is not None:
             ops.close()
@@ -188,10 +189,12 @@ def _serve_http(
         thread.join(timeout=10)
 
 
-def _serve_socket_mode(app: App, app_token: str, *, stop: threading.Event) -> None:
+def _serve_socket_mode(
+    app: App, app_token: str, *, stop: threading.Event, on_ack: Callable[[float], None] | None = None
+) -> None:
     from bot.frontdoor.socket_mode import make_handler
 
-    handler = make_handler(app, app_token)
+    handler = make_handler(app, app_token, on_ack=on_ack)
     handler.connect()  # type: ignore[no-untyped-call]
     print("connected to Slack in Socket Mode", flush=True)
     log.info("serving Slack over Socket Mode")

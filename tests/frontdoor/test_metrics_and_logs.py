@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.bot_process import BotProcess
-from tests.support.secrets import SECRETS, SIGNING_SECRET
+from tests.support.bot_process import BotProcess, bot_command
+from tests.support.secrets import APP_TOKEN, SECRETS, SIGNING_SECRET
 from tests.support.signing import get, post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
+from tests.support.socket_stub import SocketModeStub
 from tests.support.testbed import wait_until
 
 
@@ -72,10 +74,10 @@ def test_metrics_of_a_real_process_parse_and_count_commands_acks_and_slack_calls
 
 
 def _when_counted(
-    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float],
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], commands: int = 2
 ) -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
     counted = sum(v for (name, _), v in samples.items() if name == "upgrade_bot_commands_total")
-    return samples if counted >= 2 else None
+    return samples if counted >= commands else None
 
 
 def _free_port() -> int:
@@ -102,6 +104,52 @@ def test_the_metrics_port_serves_metrics_and_probes(
         assert get(f"{base}/slack/events").status == 404
     finally:
         bot.stop()
+
+
+def test_socket_mode_serves_metrics_on_its_port_and_times_its_acks(
+    write_config: Callable[..., Path], bot_env: dict[str, str], slack_stub: SlackStub
+) -> None:
+    socket_stub = SocketModeStub().start()
+    slack_stub.socket_url = socket_stub.url
+    port = _free_port()
+    env = {**bot_env, "SLACK_APP_TOKEN": APP_TOKEN}
+    command = [*bot_command(), "run", "--metrics-port", str(port), "--config", str(write_config())]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        assert "connected to Slack in Socket Mode" in process.stdout.readline()
+        socket_stub.wait_connected(1)
+        envelope = socket_stub.send_slash_command(
+            {
+                "team_id": "T0TEAM",
+                "channel_id": "C0OPS",
+                "user_id": "U0PRIMARY",
+                "command": "/upgrade",
+                "text": "help",
+                "api_app_id": "A0STUB",
+                "response_url": slack_stub.response_url("socket"),
+                "trigger_id": "t-socket",
+            }
+        )
+        socket_stub.wait_ack(envelope)
+        slack_stub.wait_for_responses(1)
+        samples = wait_until(
+            lambda: _when_counted(scrape(f"http://127.0.0.1:{port}/metrics"), commands=1),
+            timeout=30,
+            what="the command counted",
+        )
+        assert get(f"http://127.0.0.1:{port}/readyz").status == 200
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+        socket_stub.stop()
+    assert samples[("upgrade_bot_commands_total", (("outcome", "ok"), ("subcommand", "help")))] == 1
+    assert samples[("upgrade_bot_ack_seconds_count", ())] == 1
+    assert samples[("upgrade_bot_ack_seconds_bucket", (("le", "3.0"),))] == 1
+    assert (
+        samples[("upgrade_bot_slack_calls_total", (("method", "apps.connections.open"), ("result", "ok")))]
+        >= 1
+    )
 
 
 def test_json_logs_are_one_object_per_line_with_ids_and_no_token(
