@@ -22,6 +22,7 @@ import json
 import logging
 import re
 import secrets
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -107,6 +108,9 @@ def configure_logging(
     install_filters(handler, secret_values)
     root.addHandler(handler)
     root.setLevel(level)
+    # A thread's uncaught exception goes through the same handler (redacted, and one JSON object
+    # in the json format) rather than straight to stderr.
+    threading.excepthook = _log_thread_exception
     # urllib3 warns of every retried connection before the adapter says what it means for the
     # cluster; below DEBUG that is noise next to the adapter's own line.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.DEBUG if level == "DEBUG" else logging.ERROR)
@@ -182,3 +186,11 @@ class JsonFormatter(logging.Formatter):
 
 def _known(value: str) -> str | None:
     return None if value == "-" else value
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    exc_info = (args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback)
+    logging.getLogger("bot.threads").error("uncaught exception in thread %s", name, exc_info=exc_info)

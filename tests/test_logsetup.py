@@ -5,11 +5,19 @@ from __future__ import annotations
 import io
 import json
 import logging
+import threading
 from collections.abc import Iterator
 
 import pytest
 
-from bot.logsetup import JsonFormatter, correlation, install_filters, run_scoped, set_replica_id
+from bot.logsetup import (
+    JsonFormatter,
+    configure_logging,
+    correlation,
+    install_filters,
+    run_scoped,
+    set_replica_id,
+)
 from tests.support.secrets import BOT_TOKEN
 
 
@@ -65,3 +73,28 @@ def test_json_lines_redact_tokens_in_messages_and_tracebacks(json_lines: io.Stri
     assert BOT_TOKEN not in json_lines.getvalue()
     assert entry["message"] == "call with [redacted] failed"
     assert "RuntimeError: refused [redacted]" in str(entry["exception"])
+
+
+def test_an_uncaught_exception_in_a_thread_is_logged_through_the_handler() -> None:
+    previous_hook, root = threading.excepthook, logging.getLogger()
+    previous_level, previous_handlers = root.level, list(root.handlers)
+    out = io.StringIO()
+    try:
+        configure_logging("INFO", [BOT_TOKEN], log_format="json")
+        (handler,) = [h for h in root.handlers if getattr(h, "_upgrade_bot", False)]
+        assert isinstance(handler, logging.StreamHandler)
+        handler.setStream(out)
+
+        def boom() -> None:
+            raise OSError(f"closed with {BOT_TOKEN}")
+
+        thread = threading.Thread(target=boom, name="worker-x")
+        thread.start()
+        thread.join()
+    finally:
+        threading.excepthook = previous_hook
+        root.handlers[:] = previous_handlers
+        root.setLevel(previous_level)
+    (entry,) = entries(out)
+    assert entry["message"] == "uncaught exception in thread worker-x"
+    assert "OSError: closed with [redacted]" in str(entry["exception"])

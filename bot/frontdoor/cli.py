@@ -1,6 +1,6 @@
 """The terminal front door: `upgrade-bot …` (also `python -m bot`).
 
-    upgrade-bot run [--http [--host H] [--port N]]     serve Slack (Socket Mode unless --http)
+    upgrade-bot run [--http [--host H] [--port N]] [--health-port N]   serve Slack (Socket Mode unless --http)
     upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID]   run one /upgrade subcommand, print the reply
     upgrade-bot audit export [--format csv|md] [--since …]
     upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
@@ -65,11 +65,10 @@ def _parser() -> argparse.ArgumentParser:
         "--port", type=int, default=3000, help="port for --http; 0 picks a free one (default 3000)"
     )
     run.add_argument(
-        "--metrics-port",
+        "--health-port",
         type=int,
         metavar="N",
-        help="also serve /metrics, /healthz and /readyz on this port (for Socket Mode, which has no "
-        "HTTP server; with --http, /metrics is on --port too)",
+        help="Socket Mode: serve /healthz, /readyz and /metrics on this port (with --http they are on --port)",
     )
 
     ex = sub.add_parser("exec", parents=[common], help="run one /upgrade subcommand from the terminal")
@@ -179,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             from bot.frontdoor.serve import serve
 
-            serve(settings, http=args.http, host=args.host, port=args.port, metrics_port=args.metrics_port)
+            serve(settings, http=args.http, host=args.host, port=args.port, health_port=args.health_port)
             return EXIT_OK
         if args.command == "exec":
             return _exec(settings, args)

@@ -6,8 +6,9 @@ the library's global one), so tests can build several bots in one interpreter.
 
 Served at `/metrics` on the `--http` server (`MetricsRoute` wraps the front door, and also times
 `/slack/events` requests: an HTTP request's response *is* Slack's ack), and with Socket Mode on
-the small port of `--metrics-port` (`ops_app`: `/metrics`, `/healthz`, `/readyz`); Socket Mode's
-acks are timed by its handler (`bot.frontdoor.socket_mode`).
+Socket Mode's small port of `--health-port` (`ops_app`: `/metrics`, `/healthz`, `/readyz`); Socket
+Mode's acks are timed by its handler (`bot.frontdoor.socket_mode`). `route` fits a router of
+GET paths to functions returning (status line, body).
 
 Recorded today: commands, HTTP acks, Slack calls, announcements, actions, the workers' queue
 depth (read at scrape time). Defined, with one call each for the parts being built next:
@@ -204,8 +205,13 @@ def serve_metrics(metrics: Metrics, environ: WSGIEnvironment, start_response: St
     return [body]
 
 
+def route(metrics: Metrics) -> Callable[[], tuple[str, bytes]]:
+    """`/metrics` as a (status line, body) function, for a router of GET paths."""
+    return lambda: ("200 OK", metrics.exposition())
+
+
 def ops_app(metrics: Metrics, *, ready: Callable[[], bool]) -> Callable[..., Iterable[bytes]]:
-    """The small HTTP app of `--metrics-port` (Socket Mode has no HTTP server of its own):
+    """The small HTTP app of `--health-port` (Socket Mode has no HTTP server of its own):
     `/metrics`, and the `/healthz` and `/readyz` probes for the pod."""
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:

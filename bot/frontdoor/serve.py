@@ -62,12 +62,12 @@ def serve(
     http: bool,
     host: str = "0.0.0.0",
     port: int = 3000,
-    metrics_port: int | None = None,
+    health_port: int | None = None,
 ) -> None:
     """Serve Slack until SIGTERM or SIGINT: over HTTP on `host:port` with `http`, else Socket Mode.
 
-    `/metrics` is served on the HTTP server, and with `metrics_port` on a small server of its own
-    (with `/healthz` and `/readyz`): Socket Mode has no HTTP server otherwise."""
+    `/metrics` is served on the HTTP server; in Socket Mode, which has no HTTP server, with
+    `health_port` on a small server of its own together with `/healthz` and `/readyz`."""
     _check_secrets(settings, http=http)
     stop = _stop_on_signals()
     # In a pod the host name is the pod's name: with the pid, which replica wrote a log line.
@@ -76,7 +76,7 @@ def serve(
     services = build_services(settings, telemetry=metrics)
     workers = WorkerPool(settings.workers)
     metrics.bind_queue_depth(lambda: workers.depth)
-    ops = _serve_ops(metrics, services, host=host, port=metrics_port) if metrics_port is not None else None
+    ops = None
     triggers = Triggers(announcements=services.announcements, runs=services.runs)
     try:
         _recover(services, triggers)
@@ -106,6 +106,8 @@ def serve(
             )
         else:
             assert settings.secrets.app_token is not None  # checked by _check_secrets
+            if health_port is not None:
+                ops = _serve_ops(metrics, services, host=host, port=health_port)
             _serve_socket_mode(app, settings.secrets.app_token, stop=stop, on_ack=metrics.ack)
     finally:
         if ops is not None:
@@ -173,20 +175,18 @@ def _serve_http(
     signing_secret: str,
     metrics: Metrics | None = None,
 ) -> None:
-    from bot.frontdoor.http import HttpFrontDoor, make_server
+    from bot.frontdoor.http import HttpFrontDoor, ServerThread, make_server
 
     front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=signing_secret)
     server = make_server(MetricsRoute(front, metrics) if metrics is not None else front, host=host, port=port)
     # Restart tests (and operators) read this first line of standard output for the address.
     print(f"listening on http://{host}:{server.effective_port}", flush=True)
     log.info("serving Slack over HTTP on %s:%s", host, server.effective_port)
-    thread = threading.Thread(target=server.run, name="waitress", daemon=True)
-    thread.start()
+    thread = ServerThread(server, name="waitress").start()
     try:
         stop.wait()
     finally:
-        server.close()
-        thread.join(timeout=10)
+        thread.close(timeout=10)
 
 
 def _serve_socket_mode(
@@ -206,9 +206,8 @@ def _serve_socket_mode(
 
 def _serve_ops(metrics: Metrics, services: Services, *, host: str, port: int) -> Any:
     """`/metrics`, `/healthz` and `/readyz` on a port of their own, in a thread; `.close()` stops it."""
-    from bot.frontdoor.http import make_server
+    from bot.frontdoor.http import ServerThread, make_server
 
     server = make_server(ops_app(metrics, ready=services.store.ping), host=host, port=port, threads=2)
     log.info("serving /metrics, /healthz and /readyz on http://%s:%s", host, server.effective_port)
-    threading.Thread(target=server.run, name="ops-http", daemon=True).start()
-    return server
+    return ServerThread(server, name="ops-http").start()

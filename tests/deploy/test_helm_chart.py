@@ -67,11 +67,12 @@ def test_socket_mode_with_sqlite_runs_one_replica_on_a_volume_with_no_service(he
     assert volumes["data"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
     c = container(objects)
     assert "--http" not in c["args"]
-    assert c["args"][:2] == ["--metrics-port", "9090"]
+    assert c["args"][:2] == ["--health-port", "9090"]
     assert c["envFrom"] == [{"secretRef": {"name": "upgrade-bot-slack"}}]
     # Socket Mode's only HTTP port carries the probes.
-    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert [p["name"] for p in c["ports"]] == ["health"]
     (config_map,) = kinds["ConfigMap"]
     assert yaml.safe_load(config_map["data"]["upgrade-bot.yaml"])["data_dir"] == "/data"
 
@@ -101,10 +102,7 @@ def test_http_mode_has_a_service_and_an_ingress_for_slacks_endpoint_only(helm: P
     _, objects = render(helm, VARIANTS["http-postgres-ingress"])
     kinds = by_kind(objects)
     (service,) = kinds["Service"]
-    assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {
-        "http": "http",
-        "metrics": "metrics",
-    }
+    assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {"http": "http"}
     (ingress,) = kinds["Ingress"]
     (rule,) = ingress["spec"]["rules"]
     (path,) = rule["http"]["paths"]
@@ -112,6 +110,7 @@ def test_http_mode_has_a_service_and_an_ingress_for_slacks_endpoint_only(helm: P
     assert path["backend"]["service"]["port"] == {"name": "http"}
     c = container(objects)
     assert c["args"][:3] == ["--http", "--port", "3000"]
+    assert "--health-port" not in c["args"]  # probes and /metrics are on the HTTP port
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
 
 
@@ -160,13 +159,13 @@ def test_the_roles_are_deploy_rbac_yaml_and_read_only_binds_the_read_role_alone(
     assert [b["roleRef"]["name"] for b in by_kind(read_only)["ClusterRoleBinding"]] == ["ub-upgrade-bot-read"]
 
 
-def test_the_service_monitor_scrapes_the_metrics_port(helm: Path) -> None:
+def test_the_service_monitor_scrapes_the_health_port_in_socket_mode(helm: Path) -> None:
     _, objects = render(helm, VARIANTS["socket-postgres-monitored"])
     kinds = by_kind(objects)
     (monitor,) = kinds["ServiceMonitor"]
     (service,) = kinds["Service"]  # Socket Mode: a Service for the scrape only
-    assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
-    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["health"]
+    assert monitor["spec"]["endpoints"] == [{"port": "health", "path": "/metrics", "interval": "30s"}]
     labels = service["metadata"]["labels"]
     assert all(labels[k] == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
 
@@ -204,3 +203,9 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(
     lines = result.stdout.splitlines()
     assert len(lines) == len(applied)
     assert all(line.endswith("(server dry run)") for line in lines), result.stdout
+
+
+def test_in_http_mode_the_service_monitor_scrapes_the_http_port(helm: Path) -> None:
+    _, objects = render(helm, [SECRET, "mode=http", "serviceMonitor.enabled=true"])
+    (monitor,) = by_kind(objects)["ServiceMonitor"]
+    assert monitor["spec"]["endpoints"][0]["port"] == "http"

@@ -86,26 +86,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_the_metrics_port_serves_metrics_and_probes(
-    write_config: Callable[..., Path], bot_env: dict[str, str], slack_stub: SlackStub
-) -> None:
-    port = _free_port()
-    bot = BotProcess(
-        config=write_config(), env=bot_env, stub=slack_stub, extra_args=["--metrics-port", str(port)]
-    )
-    bot.start()
-    try:
-        base = f"http://127.0.0.1:{port}"
-        samples = scrape(f"{base}/metrics")
-        assert ("upgrade_bot_worker_queue_depth", ()) in samples
-        assert get(f"{base}/healthz").status == 200
-        ready = get(f"{base}/readyz")
-        assert (ready.status, ready.body.strip()) == (200, "ready")
-        assert get(f"{base}/slack/events").status == 404
-    finally:
-        bot.stop()
-
-
 def test_socket_mode_serves_metrics_on_its_port_and_times_its_acks(
     write_config: Callable[..., Path], bot_env: dict[str, str], slack_stub: SlackStub
 ) -> None:
@@ -113,7 +93,7 @@ def test_socket_mode_serves_metrics_on_its_port_and_times_its_acks(
     slack_stub.socket_url = socket_stub.url
     port = _free_port()
     env = {**bot_env, "SLACK_APP_TOKEN": APP_TOKEN}
-    command = [*bot_command(), "run", "--metrics-port", str(port), "--config", str(write_config())]
+    command = [*bot_command(), "run", "--health-port", str(port), "--config", str(write_config())]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
@@ -139,6 +119,8 @@ def test_socket_mode_serves_metrics_on_its_port_and_times_its_acks(
             what="the command counted",
         )
         assert get(f"http://127.0.0.1:{port}/readyz").status == 200
+        assert get(f"http://127.0.0.1:{port}/healthz").status == 200
+        assert get(f"http://127.0.0.1:{port}/slack/events").status == 404
     finally:
         process.terminate()
         process.communicate(timeout=30)
