@@ -171,7 +171,7 @@ class Metrics:
         self.leader_epoch.set(epoch)
 
 
-def _check(metrics: Metrics) -> Telemetry:
+def _implements_telemetry(metrics: Metrics) -> Telemetry:
     return metrics  # mypy proves here that Metrics implements the Telemetry protocol
 
 

@@ -6,6 +6,7 @@ The ServiceMonitor's CRD is not installed on the testbed, so it is checked rende
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,9 @@ def test_in_http_mode_the_service_monitor_scrapes_the_http_port(helm: Path) -> N
     _, objects = render(helm, [SECRET, "mode=http", "serviceMonitor.enabled=true"])
     (monitor,) = by_kind(objects)["ServiceMonitor"]
     assert monitor["spec"]["endpoints"][0]["port"] == "http"
+
+
+def test_the_chart_runs_the_version_this_checkout_builds() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
+    project = tomllib.loads((CHART.parents[2] / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert chart["appVersion"] == project["version"]  # the image tag defaults to it
