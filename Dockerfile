@@ -8,6 +8,9 @@
 # example plans inside it, and every dependency's); the final image installs those wheels and
 # holds no source checkout, so it runs exactly what `pip install upgrade-bot` would.
 ARG PYTHON_IMAGE=python:3.11-slim
+# The bot's own version, as in pyproject.toml (tests/test_packaging.py checks they agree): the
+# final stage installs exactly that wheel, never whatever another version on the index might be.
+ARG VERSION=0.1.0
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
@@ -20,6 +23,7 @@ COPY templates ./templates
 RUN pip wheel --wheel-dir /wheels ".[postgres]"
 
 FROM ${PYTHON_IMAGE}
+ARG VERSION
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -33,7 +37,7 @@ RUN useradd --system --create-home --uid 10001 upgradebot \
 # The wheels are mounted for this one step rather than copied, so they never become a layer;
 # --no-index: only what the build stage made is installed.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels "upgrade-bot[postgres]"
+    pip install --no-index --find-links /wheels "upgrade-bot[postgres]==${VERSION}"
 
 WORKDIR /app
 COPY upgrade-bot.example.yaml ./

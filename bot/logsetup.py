@@ -4,6 +4,10 @@ A correlation id is bound for the duration of one command or action (a context v
 threads each carry their own) and appears in every log line and in the error shown in chat, which
 is how an operator finds the detail behind a short chat message.
 
+With `--log-format json` each line is one JSON object (time, level, logger, message, correlation
+id, run id, replica id, and the traceback if any) for a log collector; the run id is bound while a
+run service method works on one run (`run_scoped`), the replica id once per process.
+
 Tokens must never reach a log: the redaction filter removes the configured secret values and
 anything shaped like a Slack token, whichever library logged it (slack_sdk logs request headers at
 DEBUG).
@@ -13,12 +17,20 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
+import json
 import logging
 import re
 import secrets
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 _correlation: contextvars.ContextVar[str] = contextvars.ContextVar("correlation_id", default="-")
+_run_id: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="-")
+#: This process's name among the replicas (set once by the serving front door).
+_replica = {"id": "-"}
 
 # xoxb- (bot), xoxp- (user), xoxa-/xoxr- (legacy), xapp- (app-level), xoxe- (rotation) tokens.
 _TOKEN_SHAPE = re.compile(r"\b(xox[abeoprs]|xapp)-[A-Za-z0-9-]+")
@@ -48,6 +60,8 @@ def correlation(cid: str | None = None) -> Iterator[str]:
 class CorrelationFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.correlation_id = _correlation.get()
+        record.run_id = _run_id.get()
+        record.replica_id = _replica["id"]
         return True
 
 
@@ -79,18 +93,24 @@ class RedactingFilter(logging.Filter):
 FORMAT = "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s"
 
 
-def configure_logging(level: str = "INFO", secret_values: Iterable[str] = ()) -> None:
-    """Install one stderr handler with correlation ids and redaction on the root logger."""
+def configure_logging(
+    level: str = "INFO", secret_values: Iterable[str] = (), *, log_format: str = "text"
+) -> None:
+    """Install one stderr handler with correlation ids and redaction on the root logger;
+    `log_format` is `text` (one readable line) or `json` (one JSON object per line)."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "_upgrade_bot", False):
             root.removeHandler(handler)
     handler = logging.StreamHandler()
     handler._upgrade_bot = True  # type: ignore[attr-defined]
-    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(FORMAT))
     install_filters(handler, secret_values)
     root.addHandler(handler)
     root.setLevel(level)
+    # A thread's uncaught exception goes through the same handler (redacted, and one JSON object
+    # in the json format) rather than straight to stderr.
+    threading.excepthook = _log_thread_exception
     # urllib3 warns of every retried connection before the adapter says what it means for the
     # cluster; below DEBUG that is noise next to the adapter's own line.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.DEBUG if level == "DEBUG" else logging.ERROR)
@@ -100,3 +120,77 @@ def install_filters(handler: logging.Handler, secret_values: Iterable[str] = ())
     """Add the correlation and redaction filters to a handler (also used by tests' handlers)."""
     handler.addFilter(CorrelationFilter())
     handler.addFilter(RedactingFilter(secret_values))
+
+
+# ---------------------------------------------------------------------------------------------
+# Run and replica ids, and the JSON format
+
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def set_replica_id(replica_id: str) -> None:
+    """Name this process in every log line from now on (e.g. the pod's name and the pid)."""
+    _replica["id"] = replica_id or "-"
+
+
+def current_run_id() -> str:
+    return _run_id.get()
+
+
+@contextlib.contextmanager
+def run_context(run_id: str) -> Iterator[None]:
+    """Bind a run id for the block."""
+    token = _run_id.set(run_id or "-")
+    try:
+        yield
+    finally:
+        _run_id.reset(token)
+
+
+def run_scoped(method: Callable[Concatenate[S, Any, P], R]) -> Callable[Concatenate[S, Any, P], R]:
+    """For a method whose first argument is a run or its id: log lines inside carry the run id."""
+
+    @functools.wraps(method)
+    def wrapper(self: S, run: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        run_id = run if isinstance(run, str) else str(getattr(run, "id", "") or "")
+        with run_context(run_id):
+            return method(self, run, *args, **kwargs)
+
+    return wrapper
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; the message and traceback are already redacted by the filters."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            # null where not known (the text format shows "-").
+            "correlation_id": _known(getattr(record, "correlation_id", _correlation.get())),
+            "run_id": _known(getattr(record, "run_id", _run_id.get())),
+            "replica_id": _known(getattr(record, "replica_id", _replica["id"])),
+        }
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def _known(value: str) -> str | None:
+    return None if value == "-" else value
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    exc_info = (args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback)
+    logging.getLogger("bot.threads").error("uncaught exception in thread %s", name, exc_info=exc_info)

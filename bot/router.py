@@ -24,6 +24,7 @@ from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
 from bot.core.runs.service import RunService
 from bot.core.snapshots.projection import ClusterReader
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.watches.service import WatchService
 from bot.errors import (
     BotError,
@@ -83,9 +84,11 @@ class Router:
         fetch_file: Callable[[str], bytes] | None = None,
         announcements: AnnouncementService | None = None,
         watches: WatchService | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.registry = registry
         self.watches = watches
+        self.telemetry = telemetry
         self.announcements = announcements
         self.runs = runs
         self.fetch_file = fetch_file
@@ -114,6 +117,9 @@ class Router:
                 reply = _error_reply("the reply could not be rendered", cid)
                 rendered = self.renderer.render(reply.template, reply.context)
             self._audit(request, name, audit_outcome, detail, cid)
+            # A metric label: only the names the registry knows, never what someone typed.
+            known = name and self.registry.resolve(name, []) is not None
+            self.telemetry.command(name if known else "unknown", audit_outcome)
             return Outcome(
                 reply=reply,
                 rendered=rendered,

@@ -114,6 +114,7 @@ class Settings:
 
     def rules_paths(self) -> list[Path]:
         return [BUILTIN_RULES, *self.rules_files]
+
     #: Slack's budget (`slack:` in the file): one `chat.update` per card per `edit_interval`,
     #: `updates_per_minute` edits for the whole workspace, `posts_per_second` per channel.
     slack_edit_interval: timedelta = timedelta(seconds=2)

@@ -14,7 +14,12 @@ from bot.logsetup import install_filters
 from tests.support.secrets import BOT_TOKEN, ROSTER_YAML, SECRETS, SIGNING_SECRET
 from tests.support.slack_stub import SlackStub
 
-pytest_plugins: list[str] = ["tests.support.postgres", "tests.support.testbed", "tests.support.sim_fixtures"]
+pytest_plugins: list[str] = [
+    "tests.support.postgres",
+    "tests.support.testbed",
+    "tests.support.sim_fixtures",
+    "tests.support.helm",
+]
 
 
 class _Collect(logging.Handler):

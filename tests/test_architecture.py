@@ -39,6 +39,7 @@ LIBRARY_HOMES = {
     "slack_bolt": ("bot.frontdoor",),
     # Its data files are read in place (found with importlib.util.find_spec), never its validator.
     "kubernetes_validate": ("bot.core.checks.apidata",),
+    "prometheus_client": ("bot.frontdoor.metrics",),
 }
 
 

@@ -67,6 +67,13 @@ def test_the_image_builds_a_wheel_and_installs_it_not_the_source() -> None:
     assert "--no-index" in install
     assert "upgrade-bot[postgres]" in install
     assert not re.search(r"\s(-e|--editable)\s", install)
+    # Pinned (hadolint's DL3013) to the version this checkout builds.
+    assert '"upgrade-bot[postgres]==${VERSION}"' in install
+    # Declared before the first FROM (its default), and again in the final stage to be used there.
+    lines = (ROOT / "Dockerfile").read_text(encoding="utf-8").splitlines()
+    (default,) = [line for line in lines if line.startswith("ARG VERSION=")]
+    assert default == f"ARG VERSION={PYPROJECT['project']['version']}"
+    assert "ARG VERSION" in final
 
 
 def test_the_image_runs_as_a_non_root_user_with_the_bot_as_entrypoint() -> None:

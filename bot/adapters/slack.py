@@ -65,22 +65,36 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def retry_handlers(rate_limit_retries: int = 5) -> list[Any]:
+def retry_handlers(
+    rate_limit_retries: int = 5, *, on_rate_limited: Callable[[float], None] | None = None
+) -> list[Any]:
     return [
-        RateLimitErrorRetryHandler(max_retry_count=rate_limit_retries),
+        _TimedRateLimitHandler(max_retry_count=rate_limit_retries, on_wait=on_rate_limited),
         ConnectionErrorRetryHandler(max_retry_count=3),
         ServerErrorRetryHandler(max_retry_count=2),
     ]
 
 
 def make_web_client(
-    token: str | None, api_url: str | None = None, *, timeout: int = 30, sdk_retries: bool = True
+    token: str | None,
+    api_url: str | None = None,
+    *,
+    timeout: int = 30,
+    sdk_retries: bool = True,
+    on_call: Callable[[str, str], None] | None = None,
+    on_rate_limited: Callable[[float], None] | None = None,
 ) -> WebClient:
-    """A WebClient; without `sdk_retries` it retries nothing itself (a `SlackBudget` decides)."""
+    """A WebClient; without `sdk_retries` it retries nothing itself (a `SlackBudget` decides).
+    `on_call(method, result)` hears of every call's end and `on_rate_limited(seconds)` of every
+    wait for Retry-After (the metrics; see `_RecordingWebClient`)."""
     base_url = api_url or DEFAULT_API_URL
     if not base_url.endswith("/"):
         base_url += "/"
-    handlers = retry_handlers() if sdk_retries else []
+    handlers = retry_handlers(on_rate_limited=on_rate_limited) if sdk_retries else []
+    if on_call is not None:
+        return _RecordingWebClient(
+            token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers, on_call=on_call
+        )
     client = WebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers)
     return client
 
@@ -387,3 +401,44 @@ class SlackDirectory:
                 return False
             raise
         return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics hooks: every Web API call goes through `api_call`, and every wait for Retry-After through
+# the rate-limit handler's `prepare_for_next_attempt`, so both are recorded in one place each.
+
+
+class _RecordingWebClient(WebClient):
+    """A `WebClient` that reports each call's method and result (after its retries)."""
+
+    def __init__(self, *, on_call: Callable[[str, str], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_call = on_call
+
+    def api_call(self, api_method: str, **kwargs: Any) -> Any:
+        result = "exception"
+        try:
+            response = super().api_call(api_method, **kwargs)
+            result = "ok"
+            return response
+        except SlackApiError as exc:
+            error = exc.response.get("error") if exc.response is not None else None
+            # Slack's error codes are a closed set of short words: safe as a label.
+            result = error if isinstance(error, str) and error.isidentifier() else "error"
+            raise
+        finally:
+            self._on_call(api_method, result)
+
+
+class _TimedRateLimitHandler(RateLimitErrorRetryHandler):
+    """slack_sdk's 429 handler (it sleeps Retry-After), telling how long it waited."""
+
+    def __init__(self, *, on_wait: Callable[[float], None] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_wait = on_wait
+
+    def prepare_for_next_attempt(self, **kwargs: Any) -> None:
+        started = time.monotonic()
+        super().prepare_for_next_attempt(**kwargs)
+        if self._on_wait is not None:
+            self._on_wait(time.monotonic() - started)

@@ -512,6 +512,8 @@ def _m007_watches(conn: Connection) -> None:
         sa.Column("summary", sa.Text, nullable=False),
         sa.Column("published_at", sa.DateTime(timezone=True), nullable=True),
     ).create(conn)
+
+
 def _m009_leadership(conn: Connection) -> None:
     m = sa.MetaData()
     table = sa.Table(

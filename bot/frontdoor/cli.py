@@ -47,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="default: INFO for run, WARNING otherwise",
     )
+    common.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object per line, for a log collector (default: text)",
+    )
 
     parser = argparse.ArgumentParser(
         prog="upgrade-bot", description="Run Kubernetes upgrades with your team in Slack."
@@ -59,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--host", default="0.0.0.0", help="address to listen on with --http (default 0.0.0.0)")
     run.add_argument(
         "--port", type=int, default=3000, help="port for --http; 0 picks a free one (default 3000)"
+    )
+    run.add_argument(
+        "--health-port",
+        type=int,
+        metavar="N",
+        help="Socket Mode: serve /healthz, /readyz and /metrics on this port (with --http they are on --port)",
     )
 
     run.add_argument(
@@ -162,6 +174,7 @@ def _export_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", help="with a label: which cluster")
     parser.add_argument("--config", metavar="PATH")
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-format", choices=["text", "json"], default="text")
     parser.set_defaults(command="snapshot-export")
     return parser
 
@@ -195,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = _settings(args)
         level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
-        configure_logging(level, settings.secrets.values())
+        configure_logging(level, settings.secrets.values(), log_format=args.log_format)
         if args.command == "run":
             from bot.frontdoor.serve import serve
 

@@ -19,6 +19,7 @@ import hmac
 import io
 import json
 import logging
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -185,3 +186,33 @@ def _plain(start_response: StartResponse, status: str, body: bytes) -> list[byte
 def make_server(wsgi_app: Any, *, host: str, port: int, threads: int = 8) -> Any:
     """A waitress server bound now (port 0 picks a free port: see `.effective_port`)."""
     return create_server(wsgi_app, host=host, port=port, threads=threads, ident="upgrade-bot")
+
+
+class ServerThread:
+    """Runs a waitress server in a daemon thread until `close()` (which joins it).
+
+    Closing waitress's sockets under its select() loop makes that select fail with EBADF; after a
+    close asked for, that is the loop's end, not an error worth a traceback on stderr.
+    """
+
+    def __init__(self, server: Any, *, name: str) -> None:
+        self.server = server
+        self.effective_port: int = server.effective_port
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self.server.run()
+        except (OSError, ValueError):
+            if not self._closing.is_set():
+                raise
+
+    def close(self, timeout: float = 10) -> None:
+        self._closing.set()
+        self.server.close()
+        self._thread.join(timeout=timeout)

@@ -30,11 +30,11 @@ Shutdown, in order — each part still has what it writes to when it stops:
 
 from __future__ import annotations
 
-import functools
 import gc
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -46,12 +46,14 @@ from bot.adapters.store import fencing
 from bot.errors import ConfigError
 from bot.frontdoor.inbox import Inbox
 from bot.frontdoor.leadership import Elector
+from bot.frontdoor.metrics import Metrics, MetricsRoute, route
 from bot.frontdoor.probes import Probes
 from bot.frontdoor.slack import build_app
 from bot.frontdoor.triggers import SYNC_SECONDS, Triggers
 from bot.frontdoor.watching import start_watching
 from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
+from bot.logsetup import set_replica_id
 from bot.records import Fence
 from bot.settings import Settings
 
@@ -71,12 +73,18 @@ def serve(
     port: int = 3000,
     health_port: int | None = None,
 ) -> None:
-    """Serve Slack until SIGTERM or SIGINT: over HTTP on `host:port` with `http`, else Socket Mode
-    (with `health_port`, the probes are served on that port)."""
+    """Serve Slack until SIGTERM or SIGINT: over HTTP on `host:port` with `http`, else Socket Mode.
+
+    `/metrics`, `/healthz` and `/readyz` are served on the HTTP server; in Socket Mode, which has
+    no HTTP server, with `health_port` on a small server of their own."""
     _check_secrets(settings, http=http)
     stop = _stop_on_signals()
-    services = build_services(settings)
+    # In a pod the host name is the pod's name: with the pid, which replica wrote a log line.
+    set_replica_id(f"{socket.gethostname()}:{os.getpid()}")
+    metrics = Metrics()
+    services = build_services(settings, telemetry=metrics)
     workers = WorkerPool(settings.workers)
+    metrics.bind_queue_depth(lambda: workers.depth)
     # With several replicas a schedule made on a follower reaches the leader by its sync: as
     # often as the lease is renewed, instead of every SYNC_SECONDS.
     sync = (
@@ -87,7 +95,7 @@ def serve(
     triggers = Triggers(announcements=services.announcements, runs=services.runs, sync_seconds=sync)
     watch_runner = start_watching(services, triggers)
     replays = _Replays()
-    elector = _elector(services, triggers, replays)
+    elector = _elector(services, triggers, replays, metrics)
     health = None
     try:
         # Only the leader recovers and drives the timers; a follower serves commands and clicks.
@@ -121,12 +129,14 @@ def serve(
                 stop=stop,
                 signing_secret=settings.secrets.signing_secret,
                 probes=probes,
+                metrics=metrics,
             )
         else:
             assert settings.secrets.app_token is not None  # checked by _check_secrets
             if health_port is not None:
+                probes.routes["/metrics"] = route(metrics)
                 health = probes.serve(host=host, port=health_port)
-            _serve_socket_mode(app, settings.secrets.app_token, stop=stop)
+            _serve_socket_mode(app, settings.secrets.app_token, stop=stop, on_ack=metrics.ack)
     finally:
         # No election from here on (one won now would start the timers again), then the timers.
         elector.halt()
@@ -205,15 +215,24 @@ class _Replays:
             inbox.replay()
 
 
-def _elector(services: Services, triggers: Triggers, replays: _Replays) -> Elector:
+def _elector(services: Services, triggers: Triggers, replays: _Replays, metrics: Metrics) -> Elector:
     settings = services.settings
+
+    def elected(fence: Fence) -> None:
+        metrics.leadership(leading=True, epoch=fence.epoch)
+        _take_over(services, triggers, replays, fence)
+
+    def deposed() -> None:
+        triggers.follow()
+        metrics.leadership(leading=False, epoch=elector.state.epoch)
+
     elector = Elector(
         store=services.store,
         replica=services.owner,
         duration=settings.lease_duration,
         renew=settings.lease_renew,
-        on_elected=functools.partial(_take_over, services, triggers, replays),
-        on_deposed=triggers.follow,
+        on_elected=elected,
+        on_deposed=deposed,
     )
     triggers.on_fenced = elector.fenced
 
@@ -263,27 +282,28 @@ def _serve_http(
     stop: threading.Event,
     signing_secret: str,
     probes: Probes,
+    metrics: Metrics | None = None,
 ) -> None:
-    from bot.frontdoor.http import HttpFrontDoor, make_server
+    from bot.frontdoor.http import HttpFrontDoor, ServerThread, make_server
 
     front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=signing_secret, routes=probes.routes)
-    server = make_server(front, host=host, port=port)
+    server = make_server(MetricsRoute(front, metrics) if metrics is not None else front, host=host, port=port)
     # Restart tests (and operators) read this first line of standard output for the address.
     print(f"listening on http://{host}:{server.effective_port}", flush=True)
     log.info("serving Slack over HTTP on %s:%s", host, server.effective_port)
-    thread = threading.Thread(target=server.run, name="waitress", daemon=True)
-    thread.start()
+    thread = ServerThread(server, name="waitress").start()
     try:
         stop.wait()
     finally:
-        server.close()
-        thread.join(timeout=10)
+        thread.close(timeout=10)
 
 
-def _serve_socket_mode(app: App, app_token: str, *, stop: threading.Event) -> None:
+def _serve_socket_mode(
+    app: App, app_token: str, *, stop: threading.Event, on_ack: Callable[[float], None] | None = None
+) -> None:
     from bot.frontdoor.socket_mode import make_handler
 
-    handler = make_handler(app, app_token)
+    handler = make_handler(app, app_token, on_ack=on_ack)
     handler.connect()  # type: ignore[no-untyped-call]
     print("connected to Slack in Socket Mode", flush=True)
     log.info("serving Slack over Socket Mode")

@@ -30,6 +30,7 @@ from bot.core.runs.cards import RunCards
 from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
 from bot.records import ClusterConfig
@@ -60,6 +61,8 @@ class Services:
     slack_stats: SlackStats | None = None
     #: This process's name: on the posts it claims, and as its replica name on the leader's lease.
     owner: str = ""
+    #: Where the services record what they do (`bot.frontdoor.metrics.Metrics` when serving).
+    telemetry: Telemetry = NO_TELEMETRY
 
     def close(self) -> None:
         if self.edits is not None:
@@ -75,6 +78,7 @@ def build_services(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     with_slack: bool = True,
     connect_cluster: Callable[[ClusterConfig], ClusterReader] | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> Services:
     from commands import build_registry
 
@@ -91,7 +95,13 @@ def build_services(
         from bot.adapters.slack import SlackDirectory, SlackGateway, make_web_client
         from bot.adapters.slack_budget import BudgetConfig, SlackBudget
 
-        web_client = make_web_client(settings.secrets.bot_token, settings.secrets.api_url)
+        on_call = telemetry.slack_call if telemetry is not NO_TELEMETRY else None
+        web_client = make_web_client(
+            settings.secrets.bot_token,
+            settings.secrets.api_url,
+            on_call=on_call,
+            on_rate_limited=telemetry.slack_rate_limited if telemetry is not NO_TELEMETRY else None,
+        )
         # The bot's own calls share one workspace budget, which alone retries them.
         budget = SlackBudget(
             BudgetConfig(
@@ -100,7 +110,9 @@ def build_services(
             ),
             stats=slack_stats,
         )
-        budgeted = make_web_client(settings.secrets.bot_token, settings.secrets.api_url, sdk_retries=False)
+        budgeted = make_web_client(
+            settings.secrets.bot_token, settings.secrets.api_url, sdk_retries=False, on_call=on_call
+        )
         # Role checks keep the SDK's own retries: they must not queue behind card edits.
         directory = SlackDirectory(web_client)
         gateway = SlackGateway(budgeted, budget=budget)
@@ -162,6 +174,7 @@ def build_services(
     # The end of a scheduled run, and each step it asks to announce, from the transition itself.
     runs.on_ended = announcements.run_ended
     runs.on_step_succeeded = announcements.step_succeeded
+    runs.telemetry = announcements.telemetry = telemetry
     router = Router(
         registry=registry,
         settings=settings,
@@ -173,6 +186,7 @@ def build_services(
         fetch_file=fetch_file,
         announcements=announcements,
         watches=watches,
+        telemetry=telemetry,
     )
     return Services(
         settings=settings,
@@ -188,6 +202,7 @@ def build_services(
         edits=edits,
         slack_stats=slack_stats,
         owner=owner,
+        telemetry=telemetry,
     )
 
 

@@ -44,10 +44,12 @@ class BotProcess:
     log_level: str | None = None
     requests: int = 0
     logs: list[str] = field(default_factory=list)
+    #: More arguments for `upgrade-bot run` (e.g. `--log-format json`).
+    extra_args: list[str] = field(default_factory=list)
 
     def start(self) -> None:
         """Start the bot; return once it prints where it listens (after its start-up recovery)."""
-        command = [*bot_command(), "run", "--http", "--host", "127.0.0.1", "--port", "0"]
+        command = [*bot_command(), "run", "--http", "--host", "127.0.0.1", "--port", "0", *self.extra_args]
         if self.log_level:
             command += ["--log-level", self.log_level]
         self.process = subprocess.Popen(

@@ -8,13 +8,12 @@ separate process is `tests/support/bot_process.py`.
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from bot.core.command import Registry
-from bot.frontdoor.http import HttpFrontDoor, make_server
+from bot.frontdoor.http import HttpFrontDoor, ServerThread, make_server
 from bot.frontdoor.slack import build_app
 from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
@@ -43,7 +42,7 @@ class Front:
     stub: SlackStub
     app: Any
     server: Any = field(repr=False)
-    thread: threading.Thread = field(repr=False)
+    thread: ServerThread = field(repr=False)
     requests: int = 0
     stopped: bool = False
 
@@ -136,8 +135,8 @@ class Front:
         if self.stopped:
             return
         self.stopped = True
-        self.server.close()
-        self.thread.join(timeout=5)
+        # Closes the server and joins its thread (without waitress's EBADF traceback on close).
+        self.thread.close(timeout=5)
         self.workers.shutdown(wait=True)
         self.services.close()
 
@@ -168,8 +167,7 @@ def start_front(
         port=0,
         threads=threads,
     )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
+    thread = ServerThread(server, name="front").start()
     return Front(
         url=f"http://127.0.0.1:{server.effective_port}",
         services=services,

@@ -1,15 +1,19 @@
 """deploy/rbac.yaml on the real control plane: the bot's ServiceAccount may do exactly what its
-features need, and a call outside the role is refused by the API (403) and reported clearly.
+features need, and a call outside the roles is refused by the API (403) and reported clearly.
 
-The contract suite (tests/contract) runs every operation on the real backend with this role's
-token; here the role itself is checked, rule by rule, and the refusals are shown.
+Two roles: `upgrade-bot-read` (snapshot, diff, watches) and `upgrade-bot-act` (the actions). Every
+verb is checked with a read-only token (a ServiceAccount bound to the read role alone, as a team
+running the bot read-only has it) and with the bot's own token (both roles), and each refusal too.
+The contract suite (tests/contract) runs every operation on the real backend with both roles.
 """
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -25,9 +29,10 @@ from tests.support.testbed import RealCluster, fake_node
 pytestmark = pytest.mark.testbed
 
 USER = "system:serviceaccount:upgrade-bot:upgrade-bot"
+READ_ONLY_ACCOUNT = "upgrade-bot-readonly"
 
-#: (verb, API group, resource) — everything the role grants, and why.
-GRANTED = {
+#: (verb, API group, resource) — everything the read role grants, and why.
+READ = {
     # snapshot
     *((verb, "", res) for verb in ("get", "list") for res in ("nodes", "namespaces", "pods", "events")),
     *(
@@ -37,23 +42,32 @@ GRANTED = {
     ),
     ("get", "policy", "poddisruptionbudgets"),
     ("list", "policy", "poddisruptionbudgets"),
-    ("patch", "", "nodes"),  # cordon, uncordon
-    ("create", "", "pods/eviction"),  # drain
-    ("patch", "apps", "deployments"),  # rollout restart
-    ("watch", "", "pods"),  # rollout streaming
+    # watches: rollout streaming, node upgrades
+    ("watch", "", "nodes"),
+    ("watch", "", "pods"),
     ("watch", "", "events"),
     ("watch", "apps", "deployments"),
-    ("watch", "", "nodes"),  # watches (issue 13)
     ("watch", "apps", "daemonsets"),
     ("watch", "apps", "statefulsets"),
 }
 
+#: Everything the act role grants: the actions, nothing else.
+ACT = {
+    ("patch", "", "nodes"),  # cordon, uncordon
+    ("create", "", "pods/eviction"),  # drain
+    ("delete", "", "pods"),  # drain past its timeout, when the gate chooses delete
+    ("patch", "apps", "deployments"),  # rollout restart
+    ("patch", "apps", "daemonsets"),
+    ("patch", "apps", "statefulsets"),
+}
+
 #: A sample of what the bot must never do; each is a single API call away from the granted ones.
 REFUSED = [
-    ("delete", "", "pods", ""),
     ("create", "", "pods", ""),
     ("create", "", "pods", "exec"),
     ("patch", "", "pods", ""),
+    ("update", "", "pods", ""),
+    ("deletecollection", "", "pods", ""),
     ("delete", "", "nodes", ""),
     ("update", "", "nodes", ""),
     ("patch", "", "nodes", "status"),
@@ -62,14 +76,33 @@ REFUSED = [
     ("update", "apps", "deployments", ""),
     ("delete", "apps", "deployments", ""),
     ("patch", "apps", "deployments", "scale"),
-    ("patch", "apps", "daemonsets", ""),
-    ("patch", "apps", "statefulsets", ""),
+    ("create", "apps", "daemonsets", ""),
+    ("patch", "apps", "replicasets", ""),
+    ("delete", "apps", "statefulsets", ""),
     ("watch", "apps", "replicasets", ""),
-    ("watch", "", "namespaces", ""),
     ("delete", "policy", "poddisruptionbudgets", ""),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", ""),
     ("impersonate", "", "serviceaccounts", ""),
 ]
+
+
+def _documents() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+
+
+def _grants(role_name: str) -> set[tuple[str, str, str]]:
+    (role,) = [d for d in _documents() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == role_name]
+    assert not any(
+        "*" in rule.get(key, []) for rule in role["rules"] for key in ("verbs", "resources", "apiGroups")
+    )
+    return {
+        (verb, group, resource)
+        for rule in role["rules"]
+        if "resources" in rule
+        for verb in rule["verbs"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +110,34 @@ def bot_kubeconfig(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathF
     return bot_role_kubeconfig(real_cluster, tmp_path_factory.mktemp("role") / "kubeconfig")
 
 
+@pytest.fixture(scope="module")
+def read_only_kubeconfig(
+    real_cluster: RealCluster, bot_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A ServiceAccount bound to the read role only (bot_kubeconfig applied deploy/rbac.yaml)."""
+    real_cluster.kubectl("create", "serviceaccount", READ_ONLY_ACCOUNT, "-n", "upgrade-bot", check=False)
+    real_cluster.kubectl(
+        "create",
+        "clusterrolebinding",
+        READ_ONLY_ACCOUNT,
+        "--clusterrole=upgrade-bot-read",
+        f"--serviceaccount=upgrade-bot:{READ_ONLY_ACCOUNT}",
+        check=False,
+    )
+    token = real_cluster.kubectl("create", "token", READ_ONLY_ACCOUNT, "-n", "upgrade-bot").stdout.strip()
+    return token_kubeconfig(real_cluster, token, tmp_path_factory.mktemp("read-only") / "kubeconfig")
+
+
 @pytest.fixture
 def bot_api(bot_kubeconfig: Path) -> Iterator[client.ApiClient]:
     api = config.new_client_from_config(config_file=str(bot_kubeconfig), persist_config=False)
+    with api:
+        yield api
+
+
+@pytest.fixture
+def read_only_api(read_only_kubeconfig: Path) -> Iterator[client.ApiClient]:
+    api = config.new_client_from_config(config_file=str(read_only_kubeconfig), persist_config=False)
     with api:
         yield api
 
@@ -103,28 +161,100 @@ def _allowed(api: client.ApiClient, verb: str, group: str, resource: str, sub: s
     return bool(review.status.allowed)
 
 
-def test_the_role_grants_exactly_what_the_features_need(bot_api: client.ApiClient) -> None:
-    role = next(d for d in yaml.safe_load_all(RBAC.read_text()) if d["kind"] == "ClusterRole")
-    granted = {
-        (verb, group, resource)
-        for rule in role["rules"]
-        if "resources" in rule
-        for verb in rule["verbs"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-    }
-    assert granted == GRANTED  # a new verb needs a reason here and in deploy/rbac.yaml
-    assert not any(
-        "*" in rule.get(key, []) for rule in role["rules"] for key in ("verbs", "resources", "apiGroups")
-    )
-
-    # The API server agrees: every grant holds for the ServiceAccount's token ...
-    for verb, group, resource in sorted(GRANTED):
+def _check(api: client.ApiClient, grants: set[tuple[str, str, str]]) -> dict[str, list[tuple[str, ...]]]:
+    """What the API server answers differently from `grants` (allowed vs. refused), per direction."""
+    wrong: dict[str, list[tuple[str, ...]]] = {"refused but granted": [], "allowed but not granted": []}
+    for verb, group, resource in sorted(READ | ACT):
         name, _, sub = resource.partition("/")
-        assert _allowed(bot_api, verb, group, name, sub), (verb, group, resource)
-    # ... and the neighbouring calls are refused.
+        if _allowed(api, verb, group, name, sub) != ((verb, group, resource) in grants):
+            key = "refused but granted" if (verb, group, resource) in grants else "allowed but not granted"
+            wrong[key].append((verb, group, resource))
     for verb, group, resource, sub in REFUSED:
-        assert not _allowed(bot_api, verb, group, resource, sub), (verb, group, resource, sub)
+        if _allowed(api, verb, group, resource, sub):
+            wrong["allowed but not granted"].append((verb, group, resource, sub))
+    return wrong
+
+
+def test_the_roles_grant_exactly_what_the_features_need() -> None:
+    # A new verb needs a reason here and in deploy/rbac.yaml.
+    assert _grants("upgrade-bot-read") == READ
+    assert _grants("upgrade-bot-act") == ACT
+    assert not READ & ACT
+    assert not {(v, g, r) for v, g, r, sub in REFUSED if not sub} & (READ | ACT)
+    bindings = {d["metadata"]["name"]: d for d in _documents() if d["kind"] == "ClusterRoleBinding"}
+    assert set(bindings) == {"upgrade-bot-read", "upgrade-bot-act"}
+    for name, binding in bindings.items():
+        assert binding["roleRef"]["name"] == name
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "upgrade-bot", "namespace": "upgrade-bot"}
+        ]
+
+
+def test_a_read_only_token_may_read_and_watch_and_nothing_else(read_only_api: client.ApiClient) -> None:
+    assert _check(read_only_api, READ) == {"refused but granted": [], "allowed but not granted": []}
+
+
+def test_the_bots_token_with_both_roles_may_read_and_act_and_nothing_else(bot_api: client.ApiClient) -> None:
+    assert _check(bot_api, READ | ACT) == {"refused but granted": [], "allowed but not granted": []}
+
+
+def test_read_only_actions_are_refused_clearly_and_reads_still_work(
+    real_cluster: RealCluster, read_only_kubeconfig: Path, bot_kubeconfig: Path
+) -> None:
+    node = "read-only-check"
+    admin = config.new_client_from_config(config_file=str(real_cluster.kubeconfig))
+    core = client.CoreV1Api(admin)
+    apps = client.AppsV1Api(admin)
+    core.create_node(body=fake_node(node))
+    apps.create_namespaced_deployment(
+        "default",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "read-only-check"},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "read-only-check"}},
+                "template": {
+                    "metadata": {"labels": {"app": "read-only-check"}},
+                    "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]},
+                },
+            },
+        },
+    )
+    reader = Cluster.connect(ClusterConfig(name="testbed", kubeconfig=read_only_kubeconfig))
+    bot = Cluster.connect(ClusterConfig(name="testbed", kubeconfig=bot_kubeconfig))
+    try:
+        # Reads work read-only ...
+        assert node in [n["metadata"]["name"] for n in reader.get_json("/api/v1/nodes")["items"]]
+        # ... and each action is refused by the API with a message naming the call.
+        with pytest.raises(ClusterForbidden) as cordon:
+            reader.cordon(node)
+        assert cordon.value.status == 403
+        assert f"the bot is not allowed to PATCH /api/v1/nodes/{node}" in cordon.value.user_message
+        assert 'cannot patch resource "nodes"' in cordon.value.user_message
+        with pytest.raises(ClusterForbidden) as evict:
+            reader.evict("default", "no-such-pod")
+        assert 'cannot create resource "pods/eviction"' in evict.value.user_message
+        with pytest.raises(ClusterForbidden) as restart:
+            reader.rollout_restart("default", "read-only-check", at=datetime.now(UTC))
+        assert 'cannot patch resource "deployments"' in restart.value.user_message
+        with pytest.raises(ClusterForbidden):
+            reader.send_json("DELETE", "/api/v1/namespaces/default/pods/no-such-pod", {})
+        assert not core.read_node(node).spec.unschedulable  # refused, so unchanged
+
+        # With both roles the same calls go through.
+        assert bot.cordon(node)["spec"]["unschedulable"] is True
+        assert bot.evict("default", "no-such-pod") is False  # allowed; the pod is simply not there
+        bot.rollout_restart("default", "read-only-check", at=datetime.now(UTC))
+        template = apps.read_namespaced_deployment("read-only-check", "default").spec.template
+        assert "kubectl.kubernetes.io/restartedAt" in template.metadata.annotations
+    finally:
+        reader.close()
+        bot.close()
+        apps.delete_namespaced_deployment("read-only-check", "default")
+        core.delete_node(node)
+        admin.close()
 
 
 def test_a_call_outside_the_role_is_refused_with_a_clear_message(

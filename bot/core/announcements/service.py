@@ -53,6 +53,7 @@ from bot.core.rendering import Rendered
 from bot.core.runs import machine as R
 from bot.core.runs.library import assemble_run, find_plan, stored_plan
 from bot.core.runs.plans import Plan
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import (
     BotError,
     ConcurrentUpdate,
@@ -145,6 +146,10 @@ class Fired:
     detail: str = ""
 
 
+#: The outcomes of `fire` that are metrics (the others are "nothing to do yet" or "done before").
+RECORDED = frozenset({"sent", "delayed", "skipped", "failed"})
+
+
 class AnnouncementService:
     def __init__(
         self,
@@ -173,6 +178,8 @@ class AnnouncementService:
         self.grace = grace
         #: Called after the set of pending announcements changed (the scheduler re-reads them).
         self.on_change: Callable[[], None] | None = None
+        #: Where each announcement's outcome is recorded (the wiring sets the metrics exporter).
+        self.telemetry: Telemetry = NO_TELEMETRY
 
     # -- scheduling ------------------------------------------------------------------------------
 
@@ -568,6 +575,12 @@ class AnnouncementService:
 
     def fire(self, announcement_id: int, now: datetime | None = None) -> Fired:
         """Post one announcement if it is due and not posted yet, mark it delayed or skip it."""
+        fired = self._fire(announcement_id, now)
+        if fired.action in RECORDED:
+            self.telemetry.announcement(fired.action)
+        return fired
+
+    def _fire(self, announcement_id: int, now: datetime | None = None) -> Fired:
         moment = now or self.clock()
         row = self.store.scheduled_announcement(announcement_id)
         if row is None or row.state != "scheduled":

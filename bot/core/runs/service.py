@@ -27,7 +27,9 @@ from bot.core.people import Directory
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards, card_context
 from bot.core.runs.library import assemble_run, find_plan
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
+from bot.logsetup import run_scoped
 from bot.records import AuditEntry, RunRow
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,8 @@ class RunService:
         self.actions = actions
         #: None where actions cannot run (this front door has no cluster to act on).
         self.action_context = action_context
+        #: Where each action's end is recorded (the wiring sets the metrics exporter).
+        self.telemetry: Telemetry = NO_TELEMETRY
         #: Called once when a run reaches completed or aborted (the completed/aborted announcement).
         self.on_ended: Callable[[R.Run], object] | None = None
         #: Called once when a step whose plan says `announce: step-complete` reaches succeeded,
@@ -126,6 +130,7 @@ class RunService:
         self.publish(run, out.events)
         return out
 
+    @run_scoped
     def apply(self, run_id: str, change: Callable[[R.Run], R.Outcome], actor: Actor) -> R.Outcome:
         """Compute `change` on the latest state and commit it; recompute when someone was first."""
         for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -256,6 +261,7 @@ class RunService:
             out = self.perform(out.run, out.run_actions, actor)
         return out
 
+    @run_scoped
     def perform(self, run: R.Run, step_id: str, actor: Actor) -> R.Outcome:
         """Run the step's actions (committed as running before), then commit how they ended."""
         sr = run.step_run(step_id)
@@ -265,6 +271,7 @@ class RunService:
             spec = self.actions.get(call.name) if self.actions is not None else None
             if spec is None or spec.run is None or self.action_context is None:
                 ok, detail = False, f"this front door cannot run the `{call.name}` action"
+                result_label = "unavailable"
             else:
                 try:
                     result = spec.run(
@@ -276,12 +283,18 @@ class RunService:
                         # Started, not finished: the step stays running and the triggers front
                         # door commits `action_finished` when the long action ends (`finish_long`).
                         log.info("step %s of run %s: %s", step_id, run.id, detail)
+                        self.telemetry.action(call.name, "started")
                         return R.Outcome(run=run)
+                    result_label = "ok" if ok else "failed"
                 except BotError as exc:
                     ok, detail = False, exc.user_message
+                    result_label = "failed"
                 except Exception:
                     log.exception("action %s of step %s failed", call.name, step_id)
                     ok, detail = False, f"the `{call.name}` action failed with an internal error"
+                    result_label = "error"
+            # The registry's names only: a plan naming an unknown action is not a new label.
+            self.telemetry.action(call.name if spec is not None else "unknown", result_label)
             details.append(detail)
             if not ok:
                 break

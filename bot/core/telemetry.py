@@ -1,0 +1,77 @@
+"""What the bot records about itself, as a small interface: services record, a front door exports.
+
+Core never imports a metrics library. A service holds a `Telemetry` (the no-op `NO_TELEMETRY`
+unless the wiring gives it another) and calls one method per thing that happened; the Prometheus
+exporter in `bot.frontdoor.metrics` implements this interface. Labels are small closed sets
+(a subcommand the registry knows, an action's name, an outcome word), never user text.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Telemetry(Protocol):
+    # -- commands, acks and Slack -----------------------------------------------------------
+    def command(self, subcommand: str, outcome: str) -> None:
+        """One `/upgrade` command ended: outcome ok | usage | denied | refused | error."""
+
+    def ack(self, seconds: float) -> None:
+        """One Slack request was acknowledged this long after it arrived."""
+
+    def slack_call(self, method: str, result: str) -> None:
+        """One Slack Web API call ended: result `ok`, Slack's error code, or `exception`."""
+
+    def slack_rate_limited(self, waited_seconds: float) -> None:
+        """Slack answered 429 and the bot waited this long before trying again."""
+
+    def card_update(self, outcome: str) -> None:
+        """A card edit was sent, `coalesced` into a later one, or `dropped` (must stay 0)."""
+
+    # -- watches ------------------------------------------------------------------------------
+    def watch_events(self, count: int, lag_seconds: float | None = None) -> None:
+        """A watch folded `count` events; `lag_seconds` is how old the newest one was."""
+
+    # -- announcements, actions, leadership ---------------------------------------------------
+    def announcement(self, outcome: str) -> None:
+        """An announcement was sent, sent late (`delayed`), `skipped`, or `failed` to post."""
+
+    def action(self, kind: str, result: str) -> None:
+        """A plan's action (cordon, drain, snapshot, …) ended: ok | failed | error | unavailable."""
+
+    def leadership(self, *, leading: bool, epoch: int) -> None:
+        """This replica became (or stopped being) the leader, at this lease epoch."""
+
+
+class NoTelemetry:
+    """Records nothing: the default where no exporter is wired (terminal, tests)."""
+
+    def command(self, subcommand: str, outcome: str) -> None:
+        pass
+
+    def ack(self, seconds: float) -> None:
+        pass
+
+    def slack_call(self, method: str, result: str) -> None:
+        pass
+
+    def slack_rate_limited(self, waited_seconds: float) -> None:
+        pass
+
+    def card_update(self, outcome: str) -> None:
+        pass
+
+    def watch_events(self, count: int, lag_seconds: float | None = None) -> None:
+        pass
+
+    def announcement(self, outcome: str) -> None:
+        pass
+
+    def action(self, kind: str, result: str) -> None:
+        pass
+
+    def leadership(self, *, leading: bool, epoch: int) -> None:
+        pass
+
+
+NO_TELEMETRY: Telemetry = NoTelemetry()

@@ -1,0 +1,236 @@
+"""Prometheus metrics: the one module that imports `prometheus_client`, and the `/metrics` route.
+
+`Metrics` implements core's `Telemetry` interface (`bot.core.telemetry`): services and adapters
+record through it without knowing Prometheus. Each process has its own `CollectorRegistry` (not
+the library's global one), so tests can build several bots in one interpreter.
+
+Served at `/metrics` on the `--http` server (`MetricsRoute` wraps the front door, and also times
+`/slack/events` requests: an HTTP request's response *is* Slack's ack), and with Socket Mode on
+Socket Mode's small port of `--health-port` (`ops_app`: `/metrics`, `/healthz`, `/readyz`); Socket
+Mode's acks are timed by its handler (`bot.frontdoor.socket_mode`). `route` fits a router of
+GET paths to functions returning (status line, body).
+
+Recorded today: commands, HTTP acks, Slack calls, announcements, actions, the workers' queue
+depth (read at scrape time). Defined, with one call each for the parts being built next:
+`slack_rate_limited` (the Slack limiter), `card_update` (the card coalescer), `watch_events`
+(watches), `leadership` (the leader lease).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
+
+    from bot.core.telemetry import Telemetry
+
+METRICS_PATH = "/metrics"
+#: Slack's ack budget is 3 s: the buckets are finest where a healthy bot lives, and one past it.
+ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
+
+
+class Metrics:
+    """The bot's metrics in one registry; implements `bot.core.telemetry.Telemetry`."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        self.commands = Counter(
+            "upgrade_bot_commands",
+            "/upgrade commands by subcommand and outcome (ok, usage, denied, refused, error)",
+            ["subcommand", "outcome"],
+            registry=r,
+        )
+        self.ack_seconds = Histogram(
+            "upgrade_bot_ack_seconds",
+            "Time from a Slack request's arrival to its acknowledgement",
+            buckets=ACK_BUCKETS,
+            registry=r,
+        )
+        self.slack_calls = Counter(
+            "upgrade_bot_slack_calls",
+            "Slack Web API calls by method and result (ok, Slack's error code, or exception)",
+            ["method", "result"],
+            registry=r,
+        )
+        self.slack_rate_limited_total = Counter(
+            "upgrade_bot_slack_rate_limited", "Slack answers of 429 (rate limited)", registry=r
+        )
+        self.slack_rate_limit_wait = Counter(
+            "upgrade_bot_slack_rate_limit_wait_seconds",
+            "Time spent waiting for Slack's Retry-After",
+            registry=r,
+        )
+        self.card_updates = Counter(
+            "upgrade_bot_card_updates",
+            "Card edits by outcome: sent, coalesced into a later edit, dropped (must stay 0)",
+            ["outcome"],
+            registry=r,
+        )
+        self.watch_events_total = Counter(
+            "upgrade_bot_watch_events", "Watch events folded (rate() gives events per second)", registry=r
+        )
+        self.watch_lag = Gauge(
+            "upgrade_bot_watch_lag_seconds",
+            "Age of the newest watch event when it was folded (last seen)",
+            registry=r,
+        )
+        self.announcements = Counter(
+            "upgrade_bot_announcements",
+            "Announcements by outcome: sent, delayed (sent late), skipped, failed",
+            ["outcome"],
+            registry=r,
+        )
+        self.actions = Counter(
+            "upgrade_bot_actions", "Plan actions by kind and result", ["kind", "result"], registry=r
+        )
+        self.leader = Gauge("upgrade_bot_leader", "1 while this replica holds the lease", registry=r)
+        self.leader_epoch = Gauge(
+            "upgrade_bot_leader_epoch",
+            "The lease epoch (fencing token) last seen by this replica",
+            registry=r,
+        )
+        self.leader_changes = Counter(
+            "upgrade_bot_leader_changes", "Times this replica became or stopped being the leader", registry=r
+        )
+        self.queue_depth = Gauge(
+            "upgrade_bot_worker_queue_depth",
+            "Commands and clicks queued or running on the workers",
+            registry=r,
+        )
+        # Series that must read 0 rather than be absent before the first event.
+        for outcome in ("sent", "coalesced", "dropped"):
+            self.card_updates.labels(outcome=outcome)
+        for outcome in ("sent", "delayed", "skipped", "failed"):
+            self.announcements.labels(outcome=outcome)
+        self._leading = False
+        self._lock = threading.Lock()
+
+    # -- exposition ---------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus' text format."""
+        return generate_latest(self.registry)
+
+    def bind_queue_depth(self, read: Callable[[], int]) -> None:
+        """Read the workers' depth at each scrape (`WorkerPool.depth`)."""
+        self.queue_depth.set_function(lambda: float(read()))
+
+    # -- Telemetry ----------------------------------------------------------------------------
+
+    def command(self, subcommand: str, outcome: str) -> None:
+        self.commands.labels(subcommand=subcommand or "help", outcome=outcome).inc()
+
+    def ack(self, seconds: float) -> None:
+        self.ack_seconds.observe(seconds)
+
+    def slack_call(self, method: str, result: str) -> None:
+        self.slack_calls.labels(method=method, result=result).inc()
+
+    def slack_rate_limited(self, waited_seconds: float) -> None:
+        self.slack_rate_limited_total.inc()
+        self.slack_rate_limit_wait.inc(max(0.0, waited_seconds))
+
+    def card_update(self, outcome: str) -> None:
+        self.card_updates.labels(outcome=outcome).inc()
+
+    def watch_events(self, count: int, lag_seconds: float | None = None) -> None:
+        self.watch_events_total.inc(count)
+        if lag_seconds is not None:
+            self.watch_lag.set(max(0.0, lag_seconds))
+
+    def announcement(self, outcome: str) -> None:
+        self.announcements.labels(outcome=outcome).inc()
+
+    def action(self, kind: str, result: str) -> None:
+        self.actions.labels(kind=kind, result=result).inc()
+
+    def leadership(self, *, leading: bool, epoch: int) -> None:
+        with self._lock:
+            if leading != self._leading:
+                self.leader_changes.inc()
+                self._leading = leading
+        self.leader.set(1 if leading else 0)
+        self.leader_epoch.set(epoch)
+
+
+def _implements_telemetry(metrics: Metrics) -> Telemetry:
+    return metrics  # mypy proves here that Metrics implements the Telemetry protocol
+
+
+class MetricsRoute:
+    """WSGI middleware: answers `/metrics`, times `/slack/events`, hands everything else on."""
+
+    def __init__(self, app: Any, metrics: Metrics, *, events_path: str = "/slack/events") -> None:
+        self.app = app
+        self.metrics = metrics
+        self.events_path = events_path
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == METRICS_PATH:
+            return serve_metrics(self.metrics, environ, start_response)
+        if path != self.events_path:
+            return self.app(environ, start_response)  # type: ignore[no-any-return]
+        started = time.monotonic()
+        # Bolt returns once the listener has acked (the work itself runs on the bot's workers),
+        # so the time to the response is the ack latency this process is responsible for.
+        body = list(self.app(environ, start_response))
+        self.metrics.ack(time.monotonic() - started)
+        return body
+
+
+def serve_metrics(metrics: Metrics, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+    if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+        return _plain(start_response, "405 Method Not Allowed", b"only GET\n")
+    body = metrics.exposition()
+    start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def route(metrics: Metrics) -> Callable[[], tuple[str, bytes]]:
+    """`/metrics` as a (status line, body) function, for a router of GET paths."""
+    return lambda: ("200 OK", metrics.exposition())
+
+
+def ops_app(metrics: Metrics, *, ready: Callable[[], bool]) -> Callable[..., Iterable[bytes]]:
+    """The small HTTP app of `--health-port` (Socket Mode has no HTTP server of its own):
+    `/metrics`, and the `/healthz` and `/readyz` probes for the pod."""
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == METRICS_PATH:
+            return serve_metrics(metrics, environ, start_response)
+        if path == "/healthz":
+            return _plain(start_response, "200 OK", b"ok\n")
+        if path == "/readyz":
+            if ready():
+                return _plain(start_response, "200 OK", b"ready\n")
+            return _plain(start_response, "503 Service Unavailable", b"not ready\n")
+        return _plain(start_response, "404 Not Found", b"not found\n")
+
+    return app
+
+
+def _plain(start_response: StartResponse, status: str, body: bytes) -> list[bytes]:
+    start_response(
+        status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
+    )
+    return [body]

@@ -1,0 +1,100 @@
+"""The JSON log format: one object per line, with the ids bound where the line was written."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from bot.logsetup import (
+    JsonFormatter,
+    configure_logging,
+    correlation,
+    install_filters,
+    run_scoped,
+    set_replica_id,
+)
+from tests.support.secrets import BOT_TOKEN
+
+
+@pytest.fixture
+def json_lines() -> Iterator[io.StringIO]:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter())
+    install_filters(handler, [BOT_TOKEN])
+    logger = logging.getLogger("tests.json")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    set_replica_id("pod-a:1")
+    yield out
+    set_replica_id("")
+    logger.removeHandler(handler)
+
+
+class Service:
+    @run_scoped
+    def apply(self, run_id: str, step: str) -> str:
+        logging.getLogger("tests.json").info("step %s of %s", step, run_id)
+        return step
+
+
+def entries(out: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_a_line_inside_a_run_method_carries_the_run_and_correlation_ids(json_lines: io.StringIO) -> None:
+    with correlation("c0ffee00"):
+        assert Service().apply("r-42", "drain") == "drain"
+        logging.getLogger("tests.json").info("after the run")
+    inside, after = entries(json_lines)
+    assert inside["message"] == "step drain of r-42"
+    assert (inside["run_id"], inside["correlation_id"], inside["replica_id"]) == (
+        "r-42",
+        "c0ffee00",
+        "pod-a:1",
+    )
+    assert (inside["level"], inside["logger"]) == ("INFO", "tests.json")
+    # Unbound again once the method returned; unknown ids are null, not "-".
+    assert (after["run_id"], after["correlation_id"]) == (None, "c0ffee00")
+
+
+def test_json_lines_redact_tokens_in_messages_and_tracebacks(json_lines: io.StringIO) -> None:
+    log = logging.getLogger("tests.json")
+    try:
+        raise RuntimeError(f"refused {BOT_TOKEN}")
+    except RuntimeError:
+        log.exception("call with %s failed", BOT_TOKEN)
+    (entry,) = entries(json_lines)
+    assert BOT_TOKEN not in json_lines.getvalue()
+    assert entry["message"] == "call with [redacted] failed"
+    assert "RuntimeError: refused [redacted]" in str(entry["exception"])
+
+
+def test_an_uncaught_exception_in_a_thread_is_logged_through_the_handler() -> None:
+    previous_hook, root = threading.excepthook, logging.getLogger()
+    previous_level, previous_handlers = root.level, list(root.handlers)
+    out = io.StringIO()
+    try:
+        configure_logging("INFO", [BOT_TOKEN], log_format="json")
+        (handler,) = [h for h in root.handlers if getattr(h, "_upgrade_bot", False)]
+        assert isinstance(handler, logging.StreamHandler)
+        handler.setStream(out)
+
+        def boom() -> None:
+            raise OSError(f"closed with {BOT_TOKEN}")
+
+        thread = threading.Thread(target=boom, name="worker-x")
+        thread.start()
+        thread.join()
+    finally:
+        threading.excepthook = previous_hook
+        root.handlers[:] = previous_handlers
+        root.setLevel(previous_level)
+    (entry,) = entries(out)
+    assert entry["message"] == "uncaught exception in thread worker-x"
+    assert "OSError: closed with [redacted]" in str(entry["exception"])
