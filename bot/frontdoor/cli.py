@@ -73,13 +73,6 @@ def _parser() -> argparse.ArgumentParser:
         help="Socket Mode: serve /healthz, /readyz and /metrics on this port (with --http they are on --port)",
     )
 
-    run.add_argument(
-        "--health-port",
-        type=int,
-        metavar="N",
-        help="Socket Mode: serve /healthz and /readyz on this port (with --http they are on --port)",
-    )
-
     ex = sub.add_parser("exec", parents=[common], help="run one /upgrade subcommand from the terminal")
     ex.add_argument("text", help='the subcommand and its arguments, e.g. "help" or "audit --since 1h"')
     ex.add_argument("--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)")
