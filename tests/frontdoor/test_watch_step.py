@@ -100,8 +100,9 @@ def test_watch_step_succeeds_when_the_target_holds_and_survives_kill9(
     _advance(sim_eks, 5)
     bot.kill9()
     bot.start()
-    # Read-only and still live: resumed, not interrupted.
-    assert _step_state(bot, "ng-shared") is StepState.RUNNING
+    # Read-only and still live: resumed, not interrupted (on a loaded machine the replacement may
+    # already have reached the target by the time the restarted bot is asked).
+    assert _step_state(bot, "ng-shared") in {StepState.RUNNING, StepState.SUCCEEDED}
     _advance(sim_eks, 40)
     wait_until(
         lambda: _step_state(bot, "ng-shared") is StepState.SUCCEEDED, timeout=90, what="the step to succeed"
