@@ -669,6 +669,10 @@ _LIST_ERRORS: dict[str, type[ClusterError]] = {
 }
 
 
+#: How much less CPU priority the list helper process takes than the bot (see `os.nice`).
+CHILD_NICENESS = 10
+
+
 def fetching_ahead() -> int:
     """How many helpers (threads or child processes) are fetching list pages ahead right now."""
     threads = sum(1 for t in threading.enumerate() if t.name.startswith("kube-list-"))
@@ -783,6 +787,9 @@ class _Forked:
             try:
                 os.close(pages_r)
                 os.close(credit_w)
+                # Below the bot's own threads: on a busy machine an ack must not wait for a page.
+                with contextlib.suppress(OSError):
+                    os.nice(CHILD_NICENESS)
                 code = _child_fetch(
                     self._cluster, self._path, self._query, self._limit, token, pages_w, credit_r, shared
                 )
