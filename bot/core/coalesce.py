@@ -60,6 +60,8 @@ class CoalescingPoster:
         #: Figures for the metrics exporter: edits sent, replaced by a newer body, dropped (stays 0),
         #: failed and kept for a retry, refused for good by Slack, and messages found deleted.
         self.sent = self.coalesced = self.dropped = self.retried = self.refused = self.gone = 0
+        #: Told each outcome as it happens (`sent`, `coalesced`): the telemetry's `card_update`.
+        self.on_outcome: Callable[[str], object] | None = None
 
     # -- the Poster protocol ----------------------------------------------------------------------
 
@@ -90,10 +92,13 @@ class CoalescingPoster:
     ) -> None:
         with self._lock:
             key = (channel, ts)
-            if key in self._pending:
+            replaced = key in self._pending
+            if replaced:
                 self.coalesced += 1
             self._pending[key] = _Pending(text, blocks)
             self._lock.notify_all()
+        if replaced and self.on_outcome is not None:
+            self.on_outcome("coalesced")
 
     # -- flushing ------------------------------------------------------------------------------------
 
@@ -164,6 +169,8 @@ class CoalescingPoster:
         with self._lock:
             self.sent += 1
             self._done(key)
+        if self.on_outcome is not None:
+            self.on_outcome("sent")
         return 1
 
     def _moved(self, key: tuple[str, str], body: _Pending) -> int:

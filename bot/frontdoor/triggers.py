@@ -151,6 +151,8 @@ class Triggers:
         self._mode_lock = threading.Lock()
         #: Told when a job found this replica fenced (the elector steps down).
         self.on_fenced: Callable[[Fenced], object] | None = None
+        #: Told when this replica starts following (the watch runner stops its drivers).
+        self.on_follow: Callable[[], object] | None = None
         self._every: dict[str, _Every] = {_SYNC: _Every(sync_seconds, self._sync_job, _DURABLE_THREAD)}
 
         # -- the timers: the next issues add theirs here ----------------------------------------
@@ -225,6 +227,8 @@ class Triggers:
             self._mode, self._fence = "follower", None
         if self._scheduler.running:
             self._scheduler.pause()
+        if self.on_follow is not None:
+            self.on_follow()
 
     @property
     def leading(self) -> bool:

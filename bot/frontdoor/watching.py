@@ -20,6 +20,7 @@ A driver:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import queue
 import random
@@ -30,10 +31,11 @@ from datetime import datetime
 from typing import Any
 
 from bot.adapters.kube import Cluster, WatchEvent
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.watches.model import WatchState
 from bot.core.watches.schema import KINDS
 from bot.core.watches.service import HEARTBEAT_SECONDS, PUBLISH_SECONDS, WatchService
-from bot.errors import BotError
+from bot.errors import BotError, Fenced
 from bot.records import WatchRow
 
 log = logging.getLogger(__name__)
@@ -133,9 +135,11 @@ class WatchDriver:
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
         version_seconds: float = VERSION_SECONDS,
         stream_seconds: int = STREAM_SECONDS,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.service = service
         self.row = row
+        self.telemetry = telemetry
         self.connect = connect
         self.publish_seconds = publish_seconds
         self.heartbeat_seconds = heartbeat_seconds
@@ -148,7 +152,12 @@ class WatchDriver:
         self.published = 0
         self.ended = ""
         self.on_publish: Callable[[int], None] | None = None  # benchmarks: events applied so far
-        self.thread = threading.Thread(target=self._run, name=f"watch-{row.id}", daemon=True)
+        # The fence is a context variable: the driver thread runs in a copy of the context of the
+        # job that created it (the triggers' fenced scan), so its every store write is fenced too.
+        self._context = contextvars.copy_context()
+        self.thread = threading.Thread(
+            target=self._context.run, args=(self._run,), name=f"watch-{row.id}", daemon=True
+        )
 
     def start(self) -> WatchDriver:
         self.thread.start()
@@ -161,6 +170,9 @@ class WatchDriver:
     def _run(self) -> None:
         try:
             self._drive()
+        except Fenced as exc:
+            # Deposed: the next leader takes the watch over through its owner/heartbeat claim.
+            log.info("watch %s: fenced (%s); stopping", self.row.id, exc.user_message)
         except Exception:
             log.exception("watch %s: driver failed; another scan takes it again", self.row.id)
         finally:
@@ -185,7 +197,10 @@ class WatchDriver:
             last_publish = 0.0
             last_beat = time.monotonic()
             while not self.stop.is_set():
+                before = self.applied
                 self._drain(state, synced, timeout=0.2)
+                if self.applied > before:
+                    self.telemetry.watch_events(self.applied - before)
                 mono = time.monotonic()
                 if mono - last_beat >= self.heartbeat_seconds:
                     last_beat = mono
@@ -205,6 +220,8 @@ class WatchDriver:
                     last_publish = mono
                     try:
                         result = service.publish(row, state)
+                    except Fenced:
+                        raise
                     except BotError as exc:
                         log.warning("watch %s: publish failed: %s", row.id, exc.user_message)
                         continue
@@ -260,14 +277,21 @@ class WatchRunner:
         self.connect = connect
         self.driver_options = driver_options
         self.drivers: dict[int, WatchDriver] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: a scan's fenced claim steps the replica down, which calls `stop_all`.
+        self._lock = threading.RLock()
         self._closed = False
+        #: Whether a scan may start drivers (False while the replica follows; see `stop_all`).
+        self.leading: Callable[[], bool] = lambda: True
+        #: The context a scan off a job's thread (`wake`) runs in: the triggers' `duty`.
+        self.duty: Callable[[], contextlib.AbstractContextManager[bool]] = lambda: contextlib.nullcontext(
+            True
+        )
 
     def scan(self, _now: datetime | None = None) -> list[int]:
         """Start a driver for every live watch this process may take; the ids started."""
         started: list[int] = []
         with self._lock:
-            if self._closed:
+            if self._closed or not self.leading():
                 return started
             for watch_id in [i for i, d in self.drivers.items() if not d.alive]:
                 del self.drivers[watch_id]
@@ -290,9 +314,25 @@ class WatchRunner:
 
     def _scan_quietly(self) -> None:
         try:
-            self.scan()
+            with self.duty() as ok:
+                if ok:
+                    self.scan()
+        except Fenced as exc:
+            log.info("watch scan fenced: %s", exc.user_message)
         except BotError as exc:
             log.warning("watch scan failed: %s", exc.user_message)
+
+    def stop_all(self, timeout: float = 5.0) -> None:
+        """Deposed: stop every driver now (their watches stay claimed until their heartbeats go
+        stale, then the leader takes them over); a later scan, once leading again, starts them."""
+        with self._lock:
+            drivers = list(self.drivers.values())
+            self.drivers.clear()
+        for driver in drivers:
+            driver.stop.set()
+        for driver in drivers:
+            if driver.thread is not threading.current_thread():  # a driver that was fenced itself
+                driver.thread.join(timeout=timeout)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         with self._lock:
@@ -317,7 +357,10 @@ def start_watching(services: Any, triggers: Any) -> WatchRunner:
     def connect(name: str) -> WatchSource:
         return Cluster.connect(pick_cluster(settings.clusters, name))
 
-    runner = WatchRunner(services.watches, connect)
+    runner = WatchRunner(services.watches, connect, telemetry=services.telemetry)
+    runner.leading = lambda: bool(triggers.leading)
+    runner.duty = triggers.duty
+    triggers.on_follow = runner.stop_all
 
     def scan(now: datetime) -> None:
         runner.scan(now)

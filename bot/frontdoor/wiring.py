@@ -121,6 +121,8 @@ def build_services(
         edits = CoalescingPoster(
             gateway, interval=settings.slack_edit_interval.total_seconds(), clock=time.monotonic
         )
+        if telemetry is not NO_TELEMETRY:
+            edits.on_outcome = telemetry.card_update
         immediate, poster = gateway, edits
     from bot.adapters.kube import Cluster
 

@@ -39,7 +39,7 @@ from bot.core.watches.card import card_context
 from bot.core.watches.milestones import Milestone, milestones
 from bot.core.watches.model import StopRules, Summary, Target, WatchSpec, WatchState
 from bot.core.watches.verdict import Verdict, verdict
-from bot.errors import BotError, UserError
+from bot.errors import BotError, Fenced, UserError
 from bot.records import WatchRow
 
 log = logging.getLogger(__name__)
@@ -278,6 +278,8 @@ class WatchService:
                 channel, ts, updated = self._card(current, summary, spec, v, end_reason, now)
                 if ts:
                     posted = self._post_owed(current, channel, ts)
+            except Fenced:
+                raise
             except BotError as exc:
                 # Slack refused or is down: the state is stored and the posts are owed; the next
                 # publish (or the next process's catch-up) delivers them.
