@@ -49,6 +49,33 @@ READ = {
     ("watch", "apps", "deployments"),
     ("watch", "apps", "daemonsets"),
     ("watch", "apps", "statefulsets"),
+    # check: container logs, Services, a webhook's Endpoints, webhook configurations
+    ("get", "", "pods/log"),
+    ("list", "", "services"),
+    ("get", "", "endpoints"),
+    # check: removed APIs in last-applied/managedFields (bot/core/checks/apis.py APPLIED_KINDS)
+    *(
+        ("list", group, res)
+        for group, names in (
+            (
+                "admissionregistration.k8s.io",
+                "validatingwebhookconfigurations mutatingwebhookconfigurations "
+                "validatingadmissionpolicies validatingadmissionpolicybindings",
+            ),
+            ("batch", "cronjobs"),
+            ("autoscaling", "horizontalpodautoscalers"),
+            ("networking.k8s.io", "ingresses ingressclasses networkpolicies servicecidrs"),
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            ("apiregistration.k8s.io", "apiservices"),
+            ("rbac.authorization.k8s.io", "clusterroles clusterrolebindings roles rolebindings"),
+            ("scheduling.k8s.io", "priorityclasses"),
+            ("storage.k8s.io", "storageclasses csidrivers volumeattributesclasses"),
+            ("node.k8s.io", "runtimeclasses"),
+            ("flowcontrol.apiserver.k8s.io", "flowschemas prioritylevelconfigurations"),
+            ("resource.k8s.io", "deviceclasses resourceclaimtemplates"),
+        )
+        for res in names.split()
+    ),
 }
 
 #: Everything the act role grants: the actions, nothing else.
