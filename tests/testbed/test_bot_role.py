@@ -20,6 +20,7 @@ import yaml
 from kubernetes import client, config
 
 from bot.adapters.kube import Cluster
+from bot.core.checks import service as checks
 from bot.errors import ClusterForbidden
 from bot.records import ClusterConfig
 from tests.support.backends import RBAC, bot_role_kubeconfig, token_kubeconfig
@@ -334,3 +335,38 @@ def test_the_bot_reports_a_role_that_is_missing_clearly(real_cluster: RealCluste
     assert "Traceback" not in out
     for resource in ("nodes", "pods", "deployments", "events"):
         assert f"gap: {resource}: forbidden by the bot's RBAC role" in result.stdout, result.stdout
+
+
+def test_the_check_runs_with_the_read_role_and_only_helm_releases_need_the_optional_role(
+    real_cluster: RealCluster, read_only_kubeconfig: Path
+) -> None:
+    """The pre-flight check through the real kube adapter with the read-only token: no note says
+    "forbidden" but the Helm one; with upgrade-bot-helm-releases bound, that one is gone too."""
+    version = real_cluster.kubectl("version", "-o", "json").stdout
+    minor = int("".join(c for c in yaml.safe_load(version)["serverVersion"]["minor"] if c.isdigit()))
+    target = f"1.{minor + 1}"
+
+    def forbidden_notes() -> list[str]:
+        reader = Cluster.connect(
+            ClusterConfig(name="testbed", kubeconfig=read_only_kubeconfig, context="bot")
+        )
+        try:
+            report = checks.run_check(reader, target=target, extras=checks.default_extras())
+        finally:
+            reader.close()
+        return [n for n in report.notes if "forbidden" in n.lower()]
+
+    notes = forbidden_notes()
+    assert len(notes) == 1 and notes[0].startswith("Helm releases not read: forbidden"), notes
+    binding = "upgrade-bot-helm-releases-test"
+    real_cluster.kubectl(
+        "create",
+        "clusterrolebinding",
+        binding,
+        "--clusterrole=upgrade-bot-helm-releases",
+        f"--serviceaccount=upgrade-bot:{READ_ONLY_ACCOUNT}",
+    )
+    try:
+        assert forbidden_notes() == []
+    finally:
+        real_cluster.kubectl("delete", "clusterrolebinding", binding)
