@@ -357,7 +357,8 @@ def test_the_check_runs_with_the_read_role_and_only_helm_releases_need_the_optio
         return [n for n in report.notes if "forbidden" in n.lower()]
 
     notes = forbidden_notes()
-    assert len(notes) == 1 and notes[0].startswith("Helm releases not read: forbidden"), notes
+    assert len(notes) == 1, notes
+    assert notes[0].startswith("Helm releases not read: forbidden"), notes
     binding = "upgrade-bot-helm-releases-test"
     real_cluster.kubectl(
         "create",
