@@ -20,6 +20,7 @@ import yaml
 from kubernetes import client, config
 
 from bot.adapters.kube import Cluster
+from bot.core.checks import service as checks
 from bot.errors import ClusterForbidden
 from bot.records import ClusterConfig
 from tests.support.backends import RBAC, bot_role_kubeconfig, token_kubeconfig
@@ -49,6 +50,33 @@ READ = {
     ("watch", "apps", "deployments"),
     ("watch", "apps", "daemonsets"),
     ("watch", "apps", "statefulsets"),
+    # check: container logs, Services, a webhook's Endpoints, webhook configurations
+    ("get", "", "pods/log"),
+    ("list", "", "services"),
+    ("get", "", "endpoints"),
+    # check: removed APIs in last-applied/managedFields (bot/core/checks/apis.py APPLIED_KINDS)
+    *(
+        ("list", group, res)
+        for group, names in (
+            (
+                "admissionregistration.k8s.io",
+                "validatingwebhookconfigurations mutatingwebhookconfigurations "
+                "validatingadmissionpolicies validatingadmissionpolicybindings",
+            ),
+            ("batch", "cronjobs"),
+            ("autoscaling", "horizontalpodautoscalers"),
+            ("networking.k8s.io", "ingresses ingressclasses networkpolicies servicecidrs"),
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            ("apiregistration.k8s.io", "apiservices"),
+            ("rbac.authorization.k8s.io", "clusterroles clusterrolebindings roles rolebindings"),
+            ("scheduling.k8s.io", "priorityclasses"),
+            ("storage.k8s.io", "storageclasses csidrivers volumeattributesclasses"),
+            ("node.k8s.io", "runtimeclasses"),
+            ("flowcontrol.apiserver.k8s.io", "flowschemas prioritylevelconfigurations"),
+            ("resource.k8s.io", "deviceclasses resourceclaimtemplates"),
+        )
+        for res in names.split()
+    ),
 }
 
 #: Everything the act role grants: the actions, nothing else.
@@ -307,3 +335,39 @@ def test_the_bot_reports_a_role_that_is_missing_clearly(real_cluster: RealCluste
     assert "Traceback" not in out
     for resource in ("nodes", "pods", "deployments", "events"):
         assert f"gap: {resource}: forbidden by the bot's RBAC role" in result.stdout, result.stdout
+
+
+def test_the_check_runs_with_the_read_role_and_only_helm_releases_need_the_optional_role(
+    real_cluster: RealCluster, read_only_kubeconfig: Path
+) -> None:
+    """The pre-flight check through the real kube adapter with the read-only token: no note says
+    "forbidden" but the Helm one; with upgrade-bot-helm-releases bound, that one is gone too."""
+    version = real_cluster.kubectl("version", "-o", "json").stdout
+    minor = int("".join(c for c in yaml.safe_load(version)["serverVersion"]["minor"] if c.isdigit()))
+    target = f"1.{minor + 1}"
+
+    def forbidden_notes() -> list[str]:
+        reader = Cluster.connect(
+            ClusterConfig(name="testbed", kubeconfig=read_only_kubeconfig, context="bot")
+        )
+        try:
+            report = checks.run_check(reader, target=target, extras=checks.default_extras())
+        finally:
+            reader.close()
+        return [n for n in report.notes if "forbidden" in n.lower()]
+
+    notes = forbidden_notes()
+    assert len(notes) == 1, notes
+    assert notes[0].startswith("Helm releases not read: forbidden"), notes
+    binding = "upgrade-bot-helm-releases-test"
+    real_cluster.kubectl(
+        "create",
+        "clusterrolebinding",
+        binding,
+        "--clusterrole=upgrade-bot-helm-releases",
+        f"--serviceaccount=upgrade-bot:{READ_ONLY_ACCOUNT}",
+    )
+    try:
+        assert forbidden_notes() == []
+    finally:
+        real_cluster.kubectl("delete", "clusterrolebinding", binding)
