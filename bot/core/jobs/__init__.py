@@ -1,0 +1,1 @@
+"""Durable cluster jobs (issue 15): cordon, uncordon, drain, restart, wait-nodegroup."""
