@@ -67,6 +67,10 @@ class ActionContext:
     #: Starts a LONG action's work (a watch) for the request; its one-line detail. The triggers
     #: front door drives it and commits `action_finished` when it ends. None: not available here.
     start_watch: Callable[[ActionRequest], str] | None = None
+    #: Starts a LONG cluster job (cordon, uncordon, drain, restart, wait-nodegroup; see
+    #: `bot.core.jobs.base`) for the request, or performs its dry run; its one-line detail. None:
+    #: not available here.
+    start_job: Callable[[ActionRequest], str] | None = None
 
 
 Runner = Callable[[ActionContext, ActionRequest], ActionResult]
