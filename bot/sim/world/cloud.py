@@ -7,10 +7,18 @@ What an EKS-style pipeline does on request:
   Ready the old nodes are cordoned and drained one at a time through the eviction API — a
   PodDisruptionBudget that allows no disruption blocks the drain, retried every 5 s, until the
   drain timeout fails the update with PodEvictionFailure (unless forced) — and each drained node
-  is terminated (its Node object deleted).
+  is terminated (its Node object deleted). That is a managed node group (`drain="cloud"`).
+- `replace_node_group(name, version, drain="external")`: a self-managed node group, where the
+  cloud only launches the new instances and someone else (the runbook's engineer, or the bot's
+  own cordon and drain) empties the old ones. Once the new nodes are Ready the operation waits
+  (phase `waiting-for-drain`), looking every 5 s, and terminates each old node once it is
+  cordoned and holds nothing but DaemonSet and mirror pods (a pod still terminating counts). It
+  never cordons, evicts or deletes anything itself, so a PodDisruptionBudget or an uncordon
+  simply keeps the old node; only an explicit `drain_timeout` ends the wait (NodesNotDrained).
 - Fargate profiles: a pod matching a profile gets `schedulerName: fargate-scheduler`, and a node of
   its own (`fargate-ip-…`) running the control plane's kubelet version at the time it started.
-Each long action is an `Operation` with a state and a step log, readable through the control API.
+Each long action is an `Operation` with a state, a phase (`PHASES`) and a step log, readable
+through the control API, which can also wait for an operation to reach a phase.
 """
 
 from __future__ import annotations
@@ -39,7 +47,15 @@ Obj = dict[str, Any]
 NODES = KINDS_BY_KEY["nodes"]
 PODS = KINDS_BY_KEY["pods"]
 EVICTION_RETRY = 5.0
+#: How often a node-group update waiting for an external drain looks at the old nodes.
+DRAIN_POLL = 5.0
 WAITING = "waiting for pods to terminate"
+#: Who empties the old nodes of a node-group update: the cloud (managed) or someone else.
+DRAIN_MODES = ("cloud", "external")
+#: What an operation is doing, by kind; every operation ends in FINISHED (Successful or Failed).
+LAUNCHING, DRAINING, WAITING_FOR_DRAIN = "launching", "draining", "waiting-for-drain"
+UPDATING, RUNNING, FINISHED = "updating", "running", "finished"
+PHASES = (LAUNCHING, DRAINING, WAITING_FOR_DRAIN, UPDATING, RUNNING, FINISHED)
 
 
 def kubelet_version(version: str, platform: str) -> str:
@@ -102,6 +118,15 @@ class Operation:
     finished: float | None = None
     error: str = ""
     steps: list[str] = field(default_factory=list)
+    #: ControlPlaneUpgrade: updating; NodeGroupUpdate: launching, then draining (the cloud
+    #: drains) or waiting-for-drain (someone else does); Upgrade: running; all end in finished.
+    phase: str = ""
+    #: Every phase entered so far, so a wait for one is answered even after the op moved past it.
+    reached: list[str] = field(default_factory=list)
+
+    def enter(self, phase: str) -> None:
+        self.phase = phase
+        self.reached.append(phase)
 
     def as_dict(self) -> Obj:
         return {
@@ -110,6 +135,7 @@ class Operation:
             "target": self.target,
             "version": self.version,
             "state": self.state,
+            "phase": self.phase,
             "started": rfc3339(self.started),
             "finished": rfc3339(self.finished) if self.finished else None,
             "error": self.error,
@@ -312,8 +338,9 @@ class Cloud:
 
     # ---- operations -----------------------------------------------------------------------------
 
-    def _op(self, kind: str, target: str, version: str) -> Operation:
+    def _op(self, kind: str, target: str, version: str, phase: str = RUNNING) -> Operation:
         op = Operation(f"op-{next(self._ops)}", kind, target, version, started=self.engine.clock.now())
+        op.enter(phase)
         self.operations.append(op)
         return op
 
@@ -324,6 +351,7 @@ class Cloud:
         op.finished = self.engine.clock.now()
         op.state = "Failed" if error else "Successful"
         op.error = error
+        op.enter(FINISHED)
         self._log(op, f"{op.state}{': ' + error if error else ''}")
 
     def operation(self, op_id: str) -> Operation:
@@ -333,7 +361,7 @@ class Cloud:
         raise KeyError(op_id)
 
     def upgrade_control_plane(self, version: str, *, duration: float | None = None) -> Operation:
-        op = self._op("ControlPlaneUpgrade", "control-plane", version)
+        op = self._op("ControlPlaneUpgrade", "control-plane", version, UPDATING)
         self._log(op, f"updating the control plane from {self.catalog.version} to {version}")
 
         def done() -> None:
@@ -358,14 +386,28 @@ class Cloud:
         force: bool = False,
         max_unavailable: int | None = None,
         drain_timeout: float | None = None,
+        drain: str = "cloud",
     ) -> Operation:
+        """Replace a node group's nodes with new ones at `version` (see the module docstring).
+
+        `drain="cloud"` (a managed node group): the cloud cordons, drains and terminates the old
+        nodes. `drain="external"` (self-managed): it only terminates each old node once someone
+        else has cordoned and drained it; `force` and `max_unavailable` are about the cloud's
+        drain and are refused here, and `drain_timeout` applies only when given.
+        """
         if name not in self.groups:
             raise KeyError(f"no node group {name!r}; known: {', '.join(sorted(self.groups))}")
+        if drain not in DRAIN_MODES:
+            raise ValueError(f"drain must be one of {', '.join(DRAIN_MODES)}, not {drain!r}")
+        if drain == "external" and (force or max_unavailable is not None):
+            raise ValueError("force and max_unavailable are about the cloud's drain; not with drain=external")
         group = self.groups[name]
-        op = self._op("NodeGroupUpdate", name, version)
+        op = self._op("NodeGroupUpdate", name, version, LAUNCHING)
         old_nodes = [n["metadata"]["name"] for n in self.nodes_of(name)]
         self._log(
-            op, f"updating node group {name} ({len(old_nodes)} nodes) from {group.version} to {version}"
+            op,
+            f"updating node group {name} ({len(old_nodes)} nodes) from {group.version} to {version}"
+            + ("; the old nodes are to be drained by someone else" if drain == "external" else ""),
         )
         group.version = version
         count = max(group.count, len(old_nodes), 1)
@@ -384,6 +426,13 @@ class Cloud:
             if not all(n is not None and node_ready(n) for n in nodes):
                 self.engine.after(5.0, wait_ready, key=("op", op.id))
                 return
+            if drain == "external":
+                op.enter(WAITING_FOR_DRAIN)
+                self._log(op, "new nodes are Ready; waiting for the old nodes to be cordoned and drained")
+                waited = self.engine.clock.now()
+                self.engine.after(0.0, lambda: await_drain(waited), key=("op", op.id))
+                return
+            op.enter(DRAINING)
             self._log(op, "new nodes are Ready; cordoning the old nodes")
             for n in old_nodes:
                 if self.api.store.entry("nodes", "", n) is not None:
@@ -399,14 +448,14 @@ class Cloud:
                 started = self.engine.clock.now()
                 self.engine.after(
                     0.0,
-                    functools.partial(drain, node, started, pending, draining),
+                    functools.partial(drain_node, node, started, pending, draining),
                     key=("op", op.id, node),
                 )
             if not pending and not draining:
                 group.count = count
                 self._finish(op)
 
-        def drain(node: str, started: float, pending: list[str], draining: list[str]) -> None:
+        def drain_node(node: str, started: float, pending: list[str], draining: list[str]) -> None:
             if op.state != "InProgress":
                 return
             left = self._evict_all(node, force=force and self.engine.clock.now() - started >= timeout)
@@ -428,12 +477,52 @@ class Cloud:
                 )
                 return
             self.engine.after(
-                EVICTION_RETRY, lambda: drain(node, started, pending, draining), key=("op", op.id, node)
+                EVICTION_RETRY,
+                lambda: drain_node(node, started, pending, draining),
+                key=("op", op.id, node),
             )
 
+        def await_drain(since: float) -> None:
+            # Self-managed: whoever drains decides; the cloud only ends instances already emptied.
+            if op.state != "InProgress":
+                return
+            for node in old_nodes:
+                if node in gone:
+                    continue
+                obj = self.api.store.get("nodes", "", node)
+                if obj is None:
+                    gone.add(node)
+                    self._log(op, f"{node} is gone (terminated elsewhere)")
+                elif (obj.get("spec") or {}).get("unschedulable") and not self._holds_pods(node):
+                    gone.add(node)
+                    self._log(op, f"{node} is cordoned and drained; terminating the instance")
+                    self.terminate(node)
+            if len(gone) == len(old_nodes):
+                group.count = count
+                self._finish(op)
+                return
+            if drain_timeout is not None and self.engine.clock.now() - since >= drain_timeout:
+                left = ", ".join(n for n in old_nodes if n not in gone)
+                self._finish(
+                    op,
+                    f"NodesNotDrained: old nodes of node group {name} not cordoned and drained "
+                    f"{drain_timeout:g}s after the new ones were Ready: {left}",
+                )
+                return
+            self.engine.after(DRAIN_POLL, lambda: await_drain(since), key=("op", op.id))
+
+        gone: set[str] = set()
         reported: set[str] = set()
         self.engine.after(self.join_seconds, launch, key=("op", op.id))
         return op
+
+    def _holds_pods(self, node: str) -> bool:
+        """Whether pods other than DaemonSet and mirror pods are on `node` (terminating ones too)."""
+        for e in self.api.store.by_index("pods", node):
+            pod = e.obj()
+            if not (is_daemonset_pod(pod) or is_mirror_pod(pod)):
+                return True
+        return False
 
     def _evict_all(self, node: str, *, force: bool) -> str | None:
         """Evict what can be evicted from `node`; None when nothing but DaemonSet/mirror pods remains."""

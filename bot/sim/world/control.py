@@ -1,8 +1,9 @@
 """The control API: the outside world's part, played on request (Python and `/sim/…` over HTTP).
 
 Tests and rehearsals use it to make things happen that no Kubernetes client can: move simulated
-time, upgrade the control plane, replace a node group the way the cloud pipeline does, run the
-scenario's scripted upgrade, inject a fault now (a crash loop, an image that cannot be pulled, a
+time, upgrade the control plane, replace a node group the way the cloud pipeline does (a managed
+node group the cloud drains, or a self-managed one whose old nodes someone else drains), wait
+for an operation to finish or to reach a phase, run the scenario's scripted upgrade, inject a fault now (a crash loop, an image that cannot be pulled, a
 container that never becomes ready, log lines, an event, a node going NotReady, pods that hang in
 Terminating), compact history so old resourceVersions answer 410, drop every open watch, and make
 the transport misbehave (5xx/429 on a fraction of requests, slow responses).
@@ -25,7 +26,7 @@ from bot.sim.controllers.engine import Engine
 from bot.sim.controllers.events import Recorder
 from bot.sim.controllers.kubelet import Kubelets
 from bot.sim.controllers.nodes import NodeLifecycle
-from bot.sim.world.cloud import Cloud, NodeGroupSpec
+from bot.sim.world.cloud import FINISHED, PHASES, Cloud, NodeGroupSpec
 from bot.sim.world.scenario import Scenario
 
 Obj = dict[str, Any]
@@ -106,7 +107,11 @@ class Control:
         force: bool = False,
         max_unavailable: int | None = None,
         drain_timeout: float | str | None = None,
+        drain: str = "cloud",
     ) -> Obj:
+        """A node group update: `drain="cloud"` (managed: the cloud cordons and drains the old
+        nodes) or `"external"` (self-managed: it terminates each old node once someone else has
+        cordoned and drained it). Raises ValueError for an unknown mode or a refused option."""
         with self.store.lock:
             op = self.cloud.replace_node_group(
                 name,
@@ -114,6 +119,7 @@ class Control:
                 force=force,
                 max_unavailable=max_unavailable,
                 drain_timeout=None if drain_timeout is None else parse_duration(drain_timeout),
+                drain=drain,
             )
             return op.as_dict()
 
@@ -133,9 +139,18 @@ class Control:
             except KeyError:
                 raise ApiError(404, "NotFound", f"no operation {op_id}") from None
 
-    def wait_operation(self, op_id: str, timeout: float = 30.0) -> Obj:
-        """Wait (real seconds) until an operation is no longer InProgress; returns it either way."""
-        self.engine.wait_for(lambda: self.cloud.operation(op_id).state != "InProgress", timeout)
+    def wait_operation(self, op_id: str, timeout: float = 30.0, *, until: str = FINISHED) -> Obj:
+        """Wait (real seconds) until an operation has reached the phase `until` (by default:
+        until it is no longer InProgress) or has finished; returns it either way."""
+        if until not in PHASES:
+            raise ApiError(400, "BadRequest", f"unknown phase {until!r}; known: {', '.join(PHASES)}")
+        self.operation(op_id)  # 404 for an unknown operation, before any waiting
+
+        def reached() -> bool:
+            op = self.cloud.operation(op_id)
+            return op.state != "InProgress" or until in op.reached
+
+        self.engine.wait_for(reached, timeout)
         return self.operation(op_id)
 
     def add_node(self, group: str, *, ready: bool = True, version: str | None = None) -> str:

@@ -4,9 +4,12 @@ GET    /sim/status                         what the simulator is doing
 POST   /sim/advance         {"seconds": 600}
 POST   /sim/speed           {"speed": 100}
 POST   /sim/control-plane/upgrade  {"version": "1.25.16", "duration": "15m"}
-POST   /sim/nodegroups/NAME/replace {"version": "1.25.16", "force": false}
+POST   /sim/nodegroups/NAME/replace {"version": "1.25.16", "force": false, "drain": "cloud"}
+                                           drain "external": the cloud leaves cordon + drain to
+                                           others and ends each old node once it is empty
 POST   /sim/upgrade                        the scenario's scripted upgrade
-GET    /sim/operations[/ID]   (?wait=SECONDS waits for an operation to finish)
+GET    /sim/operations[/ID]   (?wait=SECONDS waits for an operation to finish; with
+                               &until=PHASE, until it reaches that phase or finishes)
 GET    /sim/faults; POST /sim/faults {fault}; DELETE /sim/faults/ID
 POST   /sim/compact; POST /sim/watches/drop
 POST   /sim/transport {"error_rate": 0.1, "error_status": 500, "latency": 0.2, "watch_drop_after": 5}
@@ -60,6 +63,7 @@ def handle(control: Control, method: str, path: str, query: dict[str, str], body
                     force=bool(args.get("force", False)),
                     max_unavailable=args.get("max_unavailable"),
                     drain_timeout=args.get("drain_timeout"),
+                    drain=str(args.get("drain", "cloud")),
                 )
             case ("POST", "upgrade"):
                 return 202, control.run_upgrade()
@@ -67,7 +71,10 @@ def handle(control: Control, method: str, path: str, query: dict[str, str], body
                 return 200, control.operations()
             case ("GET", "operations", op_id):
                 if query.get("wait"):
-                    return 200, control.wait_operation(op_id, float(query["wait"]))
+                    until = query.get("until") or "finished"
+                    return 200, control.wait_operation(op_id, float(query["wait"]), until=until)
+                if query.get("until"):
+                    return 400, {"error": "until=PHASE needs wait=SECONDS"}
                 return 200, control.operation(op_id)
             case ("GET", "faults"):
                 return 200, control.list_faults()
