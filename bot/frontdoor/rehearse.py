@@ -111,6 +111,10 @@ def _framed(text: str) -> str:
 class SimControl:
     """The sim's control endpoints over HTTP (what a rehearsal hook asks for)."""
 
+    #: The phase in which a node group update with `drain: external` has its new nodes Ready and
+    #: waits for the old ones to be cordoned and drained — by the plan's own steps, which follow.
+    WAITING_FOR_DRAIN = "waiting-for-drain"
+
     def __init__(self, url: str, timeout: float = 600.0) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
@@ -126,21 +130,36 @@ class SimControl:
         except OSError as exc:
             raise TemporaryError(f"the simulated cluster did not answer {path}: {exc}") from exc
 
+    def operations(self) -> list[dict[str, Any]]:
+        """Every long-running action the sim has played, with its state, phase and step log."""
+        return list(self._call("GET", "operations"))
+
     def play(self, hook: RehearsalHook) -> tuple[bool, str]:
-        """Ask the sim to do it and wait; (did it succeed, a line for the thread)."""
+        """Ask the sim to do it and wait; (did it succeed, a line for the thread).
+
+        A `replace_node_group` hook with `drain: external` waits only until the new nodes are
+        Ready: the old ones are left for the plan's own cordon and drain steps, and the sim ends
+        each old instance once it is drained."""
         if hook.name == "advance":
             self._call("POST", "advance", {"seconds": hook.args["seconds"]})
             return True, f"sim: advanced {hook.args['seconds']}"
+        external = hook.name == "replace_node_group" and hook.args.get("drain") == "external"
         if hook.name == "upgrade_control_plane":
             op = self._call("POST", "control-plane/upgrade", {"version": hook.args["version"]})
         else:
-            op = self._call(
-                "POST", f"nodegroups/{hook.args['name']}/replace", {"version": hook.args["version"]}
-            )
-        done = self._call("GET", f"operations/{op['id']}?wait={self.timeout:g}", wait=self.timeout)
+            body = {"version": hook.args["version"]}
+            if "drain" in hook.args:
+                body["drain"] = hook.args["drain"]
+            op = self._call("POST", f"nodegroups/{hook.args['name']}/replace", body)
+        until = f"&until={self.WAITING_FOR_DRAIN}" if external else ""
+        done = self._call("GET", f"operations/{op['id']}?wait={self.timeout:g}{until}", wait=self.timeout)
         state = str(done.get("state", "unknown"))
         error = f": {done['error']}" if done.get("error") else ""
         what = f"{hook.name} {', '.join(f'{k}={v}' for k, v in hook.args.items())}"
+        if external and state == "InProgress":
+            if done.get("phase") == self.WAITING_FOR_DRAIN:
+                return True, f"sim: {what} → new nodes Ready; waiting for the old nodes to be drained"
+            return False, f"sim: {what} → new nodes not Ready after {self.timeout:g}s ({done.get('phase')})"
         return state.lower() in ("successful", "succeeded", "completed"), f"sim: {what} → {state}{error}"
 
 

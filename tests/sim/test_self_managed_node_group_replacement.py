@@ -14,10 +14,15 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
+from bot.core.runs.plans import parse_plan
+from bot.errors import PlanInvalid
+from bot.frontdoor.rehearse import SimControl
 from bot.sim import SimCluster
+from tests.support.plans import GOOD
 
 Api = Callable[[SimCluster], Any]
 
@@ -300,3 +305,47 @@ def test_wait_alone_still_waits_for_the_end_and_bad_phase_queries_are_refused(
     assert _call(sim, "GET", "/sim/operations/op-99?wait=1")[0] == 404
     upgrade = sim.control.upgrade_control_plane("1.30.2")
     assert upgrade["phase"] == "updating"
+
+
+REHEARSED = GOOD.replace(
+    "    escalate_after: 10m\n",
+    "    escalate_after: 10m\n"
+    "    rehearsal:\n"
+    '      - replace_node_group: {name: istio, version: "1.25.16", drain: external}\n',
+)
+
+
+def test_a_plan_hook_may_leave_the_drain_to_the_bot_and_a_wrong_mode_names_its_line() -> None:
+    hook = parse_plan(REHEARSED).step("work").rehearsal[0]
+    assert dict(hook.args) == {"name": "istio", "version": "1.25.16", "drain": "external"}
+    assert parse_plan(REHEARSED.replace("drain: external", "drain: cloud")).step("work").rehearsal
+    wrong = REHEARSED.replace("drain: external", "drain: sideways")
+    line = wrong.splitlines().index(
+        '      - replace_node_group: {name: istio, version: "1.25.16", drain: sideways}'
+    )
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(wrong, source="p.yaml")
+    assert f"p.yaml:{line + 1}" in str(caught.value)
+    assert "drain" in str(caught.value)
+
+
+def test_the_rehearsal_hook_returns_once_the_new_nodes_are_ready_and_leaves_the_drain_to_the_bot(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    sim = sim_factory("eks-nodegroups", speed=60, seed=1)
+    old = _group_nodes(sim, "istio")
+    hook = parse_plan(REHEARSED).step("work").rehearsal[0]
+    started = time.monotonic()
+    control = SimControl(sim.url, timeout=60)
+    ok, line = control.play(hook)
+    assert time.monotonic() - started < 30
+    assert ok, line
+    assert line == (
+        "sim: replace_node_group name=istio, version=1.25.16, drain=external"
+        " → new nodes Ready; waiting for the old nodes to be drained"
+    )
+    op = control.operations()[-1]
+    assert (op["kind"], op["state"], op["phase"]) == ("NodeGroupUpdate", "InProgress", "waiting-for-drain")
+    nodes = _group_nodes(sim, "istio")
+    assert old < nodes
+    assert all(not (sim.core.store.get("nodes", "", n) or {})["spec"].get("unschedulable") for n in old)

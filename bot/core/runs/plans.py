@@ -59,6 +59,11 @@ REHEARSAL_HOOKS: Mapping[str, frozenset[str]] = {
     "replace_node_group": frozenset({"name", "version"}),
     "advance": frozenset({"seconds"}),
 }
+#: Optional arguments of a rehearsal hook, with the values each accepts. `drain: external`: the
+#: sim launches the new nodes and leaves cordon and drain to the plan's own steps (issue 15).
+REHEARSAL_HOOK_OPTIONS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    "replace_node_group": {"drain": ("cloud", "external")},
+}
 _STEP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 # Bounded digits: Kubernetes versions are small numbers, and int() refuses past 4,300 digits.
 _VERSION = re.compile(r"^v?(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?:[-+][0-9A-Za-z.-]{1,100})?$")
@@ -768,9 +773,13 @@ def _rehearsal(v: _PlanValidator, node: yaml.Node | None, key: str) -> tuple[Reh
                 nnode, key, f"unknown rehearsal hook {name!r} (known: {', '.join(sorted(REHEARSAL_HOOKS))})"
             )
             continue
-        for arg in sorted(set(args) ^ accepted):
+        options = REHEARSAL_HOOK_OPTIONS.get(name, {})
+        for arg in sorted((set(args) - set(options)) ^ accepted):
             problem = "unknown" if arg in args else "missing"
             v.error(nnode, f"{key}.{name}", f"{problem} argument {arg!r}")
+        for arg, values in options.items():
+            if arg in args and args[arg] not in values:
+                v.error(nnode, f"{key}.{name}.{arg}", f"{args[arg]!r} is not one of: {', '.join(values)}")
         hooks.append(RehearsalHook(name=name, args=args))
     return tuple(hooks)
 
