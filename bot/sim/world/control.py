@@ -3,10 +3,11 @@
 Tests and rehearsals use it to make things happen that no Kubernetes client can: move simulated
 time, upgrade the control plane, replace a node group the way the cloud pipeline does (a managed
 node group the cloud drains, or a self-managed one whose old nodes someone else drains), wait
-for an operation to finish or to reach a phase, run the scenario's scripted upgrade, inject a fault now (a crash loop, an image that cannot be pulled, a
-container that never becomes ready, log lines, an event, a node going NotReady, pods that hang in
-Terminating), compact history so old resourceVersions answer 410, drop every open watch, and make
-the transport misbehave (5xx/429 on a fraction of requests, slow responses).
+for an operation to finish or to reach a phase, run the scenario's scripted upgrade, inject a
+fault now (a crash loop, an image that cannot be pulled, a container that never becomes ready,
+log lines, an event, a node going NotReady, pods that hang in Terminating), compact history so
+old resourceVersions answer 410, drop every open watch, and make the transport misbehave
+(5xx/429 on a fraction of requests, slow responses).
 
 Every method takes and returns plain JSON-able data, so the HTTP endpoint is a thin mapping.
 """
