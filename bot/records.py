@@ -248,6 +248,42 @@ class WatchRow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class JobRow:
+    """A cluster job (issue 15: cordon, uncordon, drain, restart, wait-nodegroup): one row.
+
+    `args` is JSON (the action's arguments); `progress` is the job's whole state (JSON, see
+    `bot.core.jobs.base`), stored after every tick in the same transaction as the thread posts it
+    owes and its audit rows. `state`: "live" (driven by `owner` while its heartbeat is fresh),
+    "interrupted" (its driver died or was deposed: the step waits for people, and `resume`
+    continues from `progress`), "done". `choice` is the open question for people (JSON, "" when
+    none) and `decision` their answer (JSON, "" until given). `epoch` is the step's epoch that
+    started (or resumed) it: a job drives only while its step runs under that epoch.
+    """
+
+    id: int
+    run_id: str
+    step_id: str
+    epoch: int = 0
+    kind: str
+    cluster: str
+    args: str = "{}"
+    dry_run: bool = False
+    state: str = "live"  # "live" | "interrupted" | "done"
+    ok: bool | None = None
+    detail: str = ""
+    progress: str = ""
+    card: str = ""  # JSON list of the live section's lines
+    choice: str = ""
+    decision: str = ""
+    owner: str = ""
+    heartbeat_at: datetime | None = None
+    started_by: str = ""
+    started_at: datetime
+    updated_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Fence:
     """The epoch a replica believes it leads with: a duty's writes are refused once it is stale."""
 

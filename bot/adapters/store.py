@@ -52,6 +52,7 @@ from bot.records import (
     AuditEntry,
     Fence,
     InboxItem,
+    JobRow,
     Lease,
     MessageRef,
     PlanRow,
@@ -293,6 +294,36 @@ watches = sa.Table(
     sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("summary", sa.Text, nullable=False),
     sa.Column("published_at", sa.DateTime(timezone=True), nullable=True),
+)
+
+
+# Cluster jobs (migration 10, issue 15): a long action's whole progress, who drives it, and the
+# question it put to people.
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(64), nullable=False, index=True),
+    sa.Column("step_id", sa.String(64), nullable=False),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("cluster", sa.String(100), nullable=False),
+    sa.Column("args", sa.Text, nullable=False),
+    sa.Column("dry_run", sa.Boolean, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    sa.Column("ok", sa.Boolean, nullable=True),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("progress", sa.Text, nullable=False),
+    sa.Column("card", sa.Text, nullable=False),
+    sa.Column("choice_key", sa.String(200), nullable=False),
+    sa.Column("choice", sa.Text, nullable=False),
+    sa.Column("decision", sa.Text, nullable=False),
+    sa.Column("owner", sa.String(64), nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("started_by", sa.String(64), nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
 )
 
 
@@ -540,6 +571,35 @@ def _m009_leadership(conn: Connection) -> None:
     )
 
 
+def _m010_jobs(conn: Connection) -> None:
+    sa.Table(
+        "jobs",
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("run_id", sa.String(64), nullable=False, index=True),
+        sa.Column("step_id", sa.String(64), nullable=False),
+        sa.Column("epoch", sa.Integer, nullable=False),
+        sa.Column("kind", sa.String(32), nullable=False),
+        sa.Column("cluster", sa.String(100), nullable=False),
+        sa.Column("args", sa.Text, nullable=False),
+        sa.Column("dry_run", sa.Boolean, nullable=False),
+        sa.Column("state", sa.String(16), nullable=False, index=True),
+        sa.Column("ok", sa.Boolean, nullable=True),
+        sa.Column("detail", sa.Text, nullable=False),
+        sa.Column("progress", sa.Text, nullable=False),
+        sa.Column("card", sa.Text, nullable=False),
+        sa.Column("choice_key", sa.String(200), nullable=False),
+        sa.Column("choice", sa.Text, nullable=False),
+        sa.Column("decision", sa.Text, nullable=False),
+        sa.Column("owner", sa.String(64), nullable=False),
+        sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("started_by", sa.String(64), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
+    ).create(conn)
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
@@ -550,6 +610,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (6, "message claim owners and the inbox of acknowledged requests", _m006_message_owners_and_inbox),
     (7, "watches of a cluster's rollout status", _m007_watches),
     (9, "the leader's lease (epoch as fencing token) and replica heartbeats", _m009_leadership),
+    (10, "cluster jobs: cordon, drain, restart and node-group waits", _m010_jobs),
 )
 
 
@@ -1070,6 +1131,171 @@ class Store:
                 watches.update()
                 .where(watches.c.id == watch_id, watches.c.state == "live")
                 .values(end_requested_by=by[:64] or "someone")
+            )
+        return bool(result.rowcount == 1)
+
+    # -- cluster jobs (issue 15) ------------------------------------------------------------------
+    # Every write by a job's driver names the owner and the live state, so a process that lost the
+    # job (interrupted, taken over, deposed) writes nothing; the fence check rides on `begin()`.
+
+    def create_job(self, row: JobRow) -> int:
+        values = _job_values(row)
+        values.pop("id")
+        with _wrap_errors(), self.engine.begin() as conn:
+            key = conn.execute(jobs.insert().values(**values)).inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    def job(self, job_id: int) -> JobRow | None:
+        if not _storable_id(job_id):
+            return None
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).mappings().first()
+        return _job_row(row) if row else None
+
+    def jobs(
+        self, *, states: Sequence[str] = ("live",), run_id: str | None = None, limit: int = 200
+    ) -> list[JobRow]:
+        query = sa.select(jobs).where(jobs.c.state.in_(list(states))).order_by(jobs.c.id).limit(limit)
+        if run_id is not None:
+            query = query.where(jobs.c.run_id == run_id)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_job_row(r) for r in conn.execute(query).mappings()]
+
+    def job_of_step(self, run_id: str, step_id: str) -> JobRow | None:
+        """The newest job a run's step started (a resumed step continues the same one)."""
+        query = (
+            sa.select(jobs)
+            .where(jobs.c.run_id == run_id, jobs.c.step_id == step_id)
+            .order_by(jobs.c.id.desc())
+            .limit(1)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _job_row(row) if row else None
+
+    def claim_job(self, job_id: int, *, owner: str, now: datetime) -> bool:
+        """Take a live job nobody drives (just started or resumed) to drive it; a job with an owner
+        is never taken over silently: a dead owner's job is interrupted instead (`interrupt_job`)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.state == "live", jobs.c.owner == "")
+                .values(owner=owner[:64], heartbeat_at=_utc(now))
+            )
+        return bool(result.rowcount == 1)
+
+    def heartbeat_job(self, job_id: int, *, owner: str, now: datetime) -> bool:
+        """Keep driving: False when the job is no longer ours (interrupted, ended)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
+                .values(heartbeat_at=_utc(now))
+            )
+        return bool(result.rowcount == 1)
+
+    def interrupt_job(self, job_id: int, *, owner_was: str, at: datetime, note: str = "") -> bool:
+        """Stop driving a live job whose owner is `owner_was` (gone, deposed, or its step stopped
+        running); its progress stays for `resume`. False when someone changed it first."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.state == "live", jobs.c.owner == owner_was[:64])
+                .values(state="interrupted", owner="", updated_at=_utc(at), detail=note)
+            )
+        return bool(result.rowcount == 1)
+
+    def reopen_job(self, job_id: int, *, epoch: int, at: datetime) -> bool:
+        """`resume` approved again: the same job continues from its progress under the step's new
+        epoch (nobody drives it until a driver claims it)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.state.in_(["live", "interrupted"]))
+                .values(state="live", owner="", epoch=epoch, updated_at=_utc(at), detail="")
+            )
+        return bool(result.rowcount == 1)
+
+    def save_job_tick(
+        self,
+        job_id: int,
+        *,
+        owner: str,
+        at: datetime,
+        progress: str,
+        card: str,
+        choice_key: str = "",
+        choice: str = "",
+        clear_decision: bool = False,
+        outbox: Sequence[tuple[str, str]] = (),
+        audit: Sequence[AuditEntry] = (),
+        done: tuple[bool, str] | None = None,
+    ) -> bool:
+        """Persist one tick in ONE transaction: the progress, the live card lines, the open
+        question, the thread posts it owes (outbox rows of `job:ID`, each key once: a key posted
+        before is not owed again) and its audit rows; with `done`, end the job. False (nothing
+        written) when the job is not ours."""
+        subject = f"job:{job_id}"
+        values: dict[str, Any] = {
+            "progress": progress,
+            "card": card,
+            "choice_key": choice_key[:200],
+            "choice": choice,
+            "heartbeat_at": _utc(at),
+            "updated_at": _utc(at),
+        }
+        if clear_decision:
+            values["decision"] = ""
+        if done is not None:
+            values.update(state="done", ok=done[0], detail=done[1], ended_at=_utc(at))
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
+                .values(**values)
+            )
+            if result.rowcount != 1:
+                return False
+            if outbox:
+                known = set(
+                    conn.execute(
+                        sa.select(run_messages.c.key).where(
+                            run_messages.c.run_id == subject,
+                            run_messages.c.key.in_([k[:200] for k, _ in outbox]),
+                        )
+                    ).scalars()
+                )
+                fresh = [(k, b) for k, b in outbox if k[:200] not in known]
+                _insert_outbox(conn, subject, list({k: (k, b) for k, b in fresh}.values()), at)
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+        return True
+
+    def decide_job(self, job_id: int, *, choice_key: str, decision: str) -> bool:
+        """Record people's answer to the job's open question; False when that question is no longer
+        open (answered already, or a stale button)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(
+                    jobs.c.id == job_id,
+                    jobs.c.state.in_(["live", "interrupted"]),
+                    jobs.c.choice_key == choice_key[:200],
+                    jobs.c.choice_key != "",
+                    jobs.c.decision == "",
+                )
+                .values(decision=decision)
+            )
+        return bool(result.rowcount == 1)
+
+    def finish_job(self, job_id: int, *, ok: bool, detail: str, at: datetime) -> bool:
+        """End a job that is not being driven (a dry run, a job refused before its first tick)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.state != "done")
+                .values(state="done", ok=ok, detail=detail, ended_at=_utc(at), updated_at=_utc(at), owner="")
             )
         return bool(result.rowcount == 1)
 
@@ -1629,6 +1855,65 @@ def _watch_row(r: Any) -> WatchRow:
         heartbeat_at=_maybe_utc(r["heartbeat_at"]),
         summary=r["summary"],
         published_at=_maybe_utc(r["published_at"]),
+    )
+
+
+def _job_values(j: JobRow) -> dict[str, Any]:
+    choice_key = ""
+    if j.choice:
+        try:
+            choice_key = str(json.loads(j.choice).get("key", ""))
+        except (ValueError, AttributeError):
+            choice_key = ""
+    return {
+        "id": j.id,
+        "run_id": j.run_id[:64],
+        "step_id": j.step_id[:64],
+        "epoch": j.epoch,
+        "kind": j.kind[:32],
+        "cluster": j.cluster[:100],
+        "args": j.args,
+        "dry_run": j.dry_run,
+        "state": j.state,
+        "ok": j.ok,
+        "detail": j.detail,
+        "progress": j.progress,
+        "card": j.card,
+        "choice_key": choice_key[:200],
+        "choice": j.choice,
+        "decision": j.decision,
+        "owner": j.owner[:64],
+        "heartbeat_at": _maybe_utc(j.heartbeat_at),
+        "started_by": j.started_by[:64],
+        "started_at": _utc(j.started_at),
+        "updated_at": _maybe_utc(j.updated_at),
+        "ended_at": _maybe_utc(j.ended_at),
+    }
+
+
+def _job_row(r: Any) -> JobRow:
+    return JobRow(
+        id=int(r["id"]),
+        run_id=r["run_id"],
+        step_id=r["step_id"],
+        epoch=int(r["epoch"]),
+        kind=r["kind"],
+        cluster=r["cluster"],
+        args=r["args"],
+        dry_run=bool(r["dry_run"]),
+        state=r["state"],
+        ok=None if r["ok"] is None else bool(r["ok"]),
+        detail=r["detail"],
+        progress=r["progress"],
+        card=r["card"],
+        choice=r["choice"],
+        decision=r["decision"],
+        owner=r["owner"],
+        heartbeat_at=_maybe_utc(r["heartbeat_at"]),
+        started_by=r["started_by"],
+        started_at=_utc(r["started_at"]),
+        updated_at=_maybe_utc(r["updated_at"]),
+        ended_at=_maybe_utc(r["ended_at"]),
     )
 
 
