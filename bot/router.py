@@ -20,6 +20,7 @@ from bot.adapters.store import Store
 from bot.core.announcements.service import AnnouncementService
 from bot.core.audit import audit_entry
 from bot.core.command import CommandContext, Registry, Reply, split_words
+from bot.core.jobs.service import JobService
 from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
 from bot.core.runs.service import RunService
@@ -84,10 +85,12 @@ class Router:
         fetch_file: Callable[[str], bytes] | None = None,
         announcements: AnnouncementService | None = None,
         watches: WatchService | None = None,
+        jobs: JobService | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.registry = registry
         self.watches = watches
+        self.jobs = jobs
         self.telemetry = telemetry
         self.announcements = announcements
         self.runs = runs
@@ -170,6 +173,7 @@ class Router:
                 fetch_file=self.fetch_file,
                 announcements=self.announcements,
                 watches=self.watches,
+                jobs=self.jobs,
             )
             log.info("running /upgrade %s for %s", name, request.user_id)
             reply = sub.handler(ctx, args)

@@ -123,6 +123,8 @@ class Settings:
     #: The leader's lease (several replicas): how long it lasts unrenewed, and how often it is renewed.
     lease_duration: timedelta = timedelta(seconds=15)
     lease_renew: timedelta = timedelta(seconds=5)
+    #: Who approves `/upgrade action …` outside a plan: every one of these roles (four eyes).
+    action_approvers: tuple[str, ...] = ("primary", "shadow")
 
     @property
     def zone(self) -> ZoneInfo:
@@ -273,6 +275,21 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         if lease_renew * 2 > lease_duration:
             # Two renewals must fit in a lease: one lost to a slow database must not cost it.
             v.error(top["leader"], "leader.renew_seconds", "must be at most half of leader.lease_seconds")
+    action_approvers: tuple[str, ...] = ("primary", "shadow")
+    if "actions" in top:
+        acts = v.mapping(top["actions"], "actions", {"approvers"})
+        if "approvers" in acts:
+            approvers = v.strings(acts["approvers"], "actions.approvers")
+            if approvers is not None:
+                if len(set(approvers)) < 2:
+                    # A cluster mutation outside a plan is still approved by two people.
+                    v.error(acts["approvers"], "actions.approvers", "name at least two roles (four eyes)")
+                unknown = sorted(set(approvers) - set(roster))
+                if roster and unknown:
+                    v.error(
+                        acts["approvers"], "actions.approvers", f"not in the roster: {', '.join(unknown)}"
+                    )
+                action_approvers = tuple(approvers)
     v.raise_if_errors()
 
     return Settings(
@@ -295,10 +312,12 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         **slack_budget,  # type: ignore[arg-type]
         lease_duration=lease_duration,
         lease_renew=lease_renew,
+        action_approvers=action_approvers,
     )
 
 
 _TOP_KEYS = {
+    "actions",
     "clusters",
     "channels",
     "roster",

@@ -24,6 +24,7 @@ from bot.errors import UsageError
 if TYPE_CHECKING:
     from bot.adapters.store import Store
     from bot.core.announcements.service import AnnouncementService
+    from bot.core.jobs.service import JobService
     from bot.core.people import Directory
     from bot.core.runs.service import RunService
     from bot.core.snapshots.projection import ClusterReader
@@ -79,6 +80,8 @@ class CommandContext:
     announcements: AnnouncementService | None = None
     #: Watches of a cluster's rollout status (store + Slack); None where a front door has none.
     watches: WatchService | None = None
+    #: Cluster jobs (answers to their questions); None where a front door has none.
+    jobs: JobService | None = None
 
 
 Handler = Callable[[CommandContext, Args], Reply]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 
@@ -22,8 +23,8 @@ class LiveSection:
     step_id: str
     title: str
     lines: tuple[str, ...] = ()
-    #: Slack date token or ISO time of the last update ("" when unknown).
-    updated: str = ""
+    #: When the section last changed (shown as a Slack date token; None when unknown).
+    updated_at: datetime | None = None
 
 
 class LiveSource(Protocol):

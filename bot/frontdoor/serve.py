@@ -44,6 +44,7 @@ from slack_bolt import App
 
 from bot.adapters.store import fencing
 from bot.errors import ConfigError
+from bot.frontdoor.acting import start_acting
 from bot.frontdoor.inbox import Inbox
 from bot.frontdoor.leadership import Elector
 from bot.frontdoor.metrics import Metrics, MetricsRoute, route
@@ -94,6 +95,7 @@ def serve(
     )
     triggers = Triggers(announcements=services.announcements, runs=services.runs, sync_seconds=sync)
     watch_runner = start_watching(services, triggers)
+    job_runner = start_acting(services, triggers)
     replays = _Replays()
     elector = _elector(services, triggers, replays, metrics)
     health = None
@@ -142,6 +144,9 @@ def serve(
         elector.halt()
         triggers.shutdown()
         watch_runner.shutdown()
+        # A driver finishes the tick in hand (its progress stored); the next leader's scan
+        # interrupts the job, and people resume it from that progress.
+        job_runner.shutdown()
         # After the last duty finished: the next leader starts from what this one wrote.
         elector.stop(release=True)
         if health is not None:

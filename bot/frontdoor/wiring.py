@@ -24,8 +24,11 @@ from bot.core.checks.rules import load_rules
 from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
+from bot.core.jobs.registry import default_jobs
+from bot.core.jobs.service import AFTER_ABORT, JobService
 from bot.core.people import Directory, StaticDirectory
 from bot.core.rendering import Renderer
+from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
 from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
@@ -33,7 +36,7 @@ from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterRead
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
-from bot.records import ClusterConfig
+from bot.records import ClusterConfig, JobRow
 from bot.router import Router
 from bot.settings import Settings
 
@@ -55,6 +58,8 @@ class Services:
     announcements: AnnouncementService
     #: Watches (issue 13): rows and publishing; the triggers front door drives them.
     watches: WatchService
+    #: Cluster jobs (issue 15): cordon, drain, restart, node-group waits; driven by the triggers door.
+    jobs: JobService
     #: Card edits coalesced per card; the front door starts its flusher and stops it (None without Slack).
     edits: CoalescingPoster | None = None
     #: Figures about the bot's Slack calls (calls by method and result, 429s, time waited).
@@ -150,6 +155,15 @@ def build_services(
         owner=owner,
         node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
     )
+    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    jobs = JobService(
+        store=store,
+        registry=default_jobs(labels),
+        deliveries=deliveries,
+        directory=directory,
+        clock=clock,
+        owner=owner,
+    )
     runs = RunService(
         store=store,
         directory=directory,
@@ -157,11 +171,8 @@ def build_services(
         cards=cards,
         actions=default_registry(),
         action_context=action_context(
-            settings=settings, store=store, connect_cluster=connect, clock=clock, watches=watches
+            settings=settings, store=store, connect_cluster=connect, clock=clock, watches=watches, jobs=jobs
         ),
-    )
-    runs.long_action_live = lambda run_id, step_id: bool(
-        (w := store.watch_of_step(run_id, step_id)) is not None and w.state == "live"
     )
     announcements = AnnouncementService(
         store=store,
@@ -176,6 +187,7 @@ def build_services(
     # The end of a scheduled run, and each step it asks to announce, from the transition itself.
     runs.on_ended = announcements.run_ended
     runs.on_step_succeeded = announcements.step_succeeded
+    bind_jobs(runs, jobs)
     runs.telemetry = announcements.telemetry = telemetry
     router = Router(
         registry=registry,
@@ -188,6 +200,7 @@ def build_services(
         fetch_file=fetch_file,
         announcements=announcements,
         watches=watches,
+        jobs=jobs,
         telemetry=telemetry,
     )
     return Services(
@@ -201,6 +214,7 @@ def build_services(
         runs=runs,
         announcements=announcements,
         watches=watches,
+        jobs=jobs,
         edits=edits,
         slack_stats=slack_stats,
         owner=owner,
@@ -215,6 +229,7 @@ def action_context(
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime],
     watches: WatchService | None = None,
+    jobs: JobService | None = None,
 ) -> ActionContext:
     """The capabilities a plan's actions use, bound to this bot's store and clusters."""
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
@@ -270,9 +285,53 @@ def action_context(
         )
         return f"watch {row.id} started on {cluster.name}; the step ends with its verdict"
 
+    def start_job(request: ActionRequest) -> str:
+        assert jobs is not None
+        cluster = snapshots.pick_cluster(settings.clusters, request.cluster)
+        return jobs.start(request, cluster=cluster.name)
+
     return ActionContext(
         take_snapshot=take_snapshot,
         compare_snapshots=compare_snapshots,
         run_check=run_check,
         start_watch=start_watch if watches is not None else None,
+        start_job=start_job if jobs is not None else None,
     )
+
+
+def bind_jobs(runs: RunService, jobs: JobService) -> None:
+    """Tie the cluster jobs to the runs: a job's end commits its step, its progress shows in the
+    run's card, a job whose driver died interrupts its step (people decide), and a restart
+    never continues a job by itself (only a live watch resumes without people)."""
+    store = runs.store
+
+    def long_action_live(run_id: str, step_id: str) -> bool:
+        watch = store.watch_of_step(run_id, step_id)
+        return watch is not None and watch.state == "live"
+
+    runs.long_action_live = long_action_live
+
+    def ended(row: JobRow, ok: bool, detail: str) -> None:
+        if row.step_id != AFTER_ABORT:
+            runs.finish_long(row.run_id, row.step_id, ok=ok, detail=f"{row.kind} job {row.id}: {detail}")
+
+    def interrupted(row: JobRow) -> None:
+        if row.step_id != AFTER_ABORT:
+            runs.interrupt_step(row.run_id, row.step_id, epoch=row.epoch)
+
+    jobs.on_ended = ended
+    jobs.on_interrupted = interrupted
+    jobs.publish_run = lambda run_id: runs.publish(runs.load(run_id))
+    if runs.cards is not None:
+        runs.cards.live = jobs.live_sections
+    announce_end = runs.on_ended
+
+    def run_ended(run: R.Run) -> None:
+        if announce_end is not None:
+            announce_end(run)
+        if run.state is R.RunState.ABORTED:
+            nodes = jobs.cordoned_by_run(run.id)
+            if nodes:
+                jobs.offer_uncordon(run.id, cluster=run.plan.cluster, nodes=nodes)
+
+    runs.on_ended = run_ended

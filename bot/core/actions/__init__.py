@@ -9,13 +9,13 @@ planned but not built yet are in `PLANNED`, so the validator can say so instead 
 
 from __future__ import annotations
 
-from bot.core.actions import check, diff, snapshot, watch
+from bot.core.actions import check, diff, jobs, snapshot, watch
 from bot.core.actions.base import ActionRegistry, ActionSpec
 
-BUILTIN: tuple[ActionSpec, ...] = (snapshot.SPEC, diff.SPEC, check.SPEC, watch.SPEC)
+BUILTIN: tuple[ActionSpec, ...] = (snapshot.SPEC, diff.SPEC, check.SPEC, watch.SPEC, *jobs.SPECS)
 
 #: Promised by the roadmap, not built yet: a plan uses a plain gated step for these meanwhile.
-PLANNED = frozenset({"announce", "cordon", "drain", "restart"})
+PLANNED = frozenset({"announce"})
 
 
 def default_registry() -> ActionRegistry:

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.delivery import Deliveries, thread_root
+from bot.core.live import LiveSection, LiveSource
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.errors import BotError, SlackCallFailed
@@ -25,8 +26,8 @@ from bot.errors import BotError, SlackCallFailed
 log = logging.getLogger(__name__)
 
 
-def card_context(run: R.Run, now: datetime) -> dict[str, Any]:
-    """What the card template shows of a run at `now`."""
+def card_context(run: R.Run, now: datetime, live: Sequence[LiveSection] = ()) -> dict[str, Any]:
+    """What the card template shows of a run at `now`, with the live sections of its long actions."""
     cur = run.current
     gate: dict[str, Any] | None = None
     if cur is not None and run.state is R.RunState.ACTIVE and run.phase(cur) is not None:
@@ -44,6 +45,7 @@ def card_context(run: R.Run, now: datetime) -> dict[str, Any]:
         "gate": gate,
         "zone": run.plan.window.timezone,
         "roster": run.roster,
+        "live": list(live),
     }
 
 
@@ -76,6 +78,12 @@ class RunCards:
         self.renderer = renderer
         self.clock = clock
         self.operations_channel = operations_channel
+        #: The live sections of a run's long actions (the cluster jobs); set by the wiring.
+        self.live: LiveSource | None = None
+
+    def context(self, run: R.Run) -> dict[str, Any]:
+        """The card's context now, live sections included."""
+        return card_context(run, self.clock(), self.live(run.id) if self.live is not None else ())
 
     def channel_for(self, run: R.Run) -> str | None:
         return run.plan.operations_channel or self.operations_channel
@@ -122,7 +130,7 @@ class RunCards:
 
     def _publish(self, run: R.Run, channel: str) -> None:
         refs = self.deliveries.settle(run.id)
-        context = card_context(run, self.clock())
+        context = self.context(run)
         card = refs.get("card")
         if card is None:
             if self._post_once(run, "card", channel, "runs/card", context) is None:

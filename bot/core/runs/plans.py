@@ -24,7 +24,7 @@ traceback: `read_plan_file` and `parse_plan` raise nothing else.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -575,6 +575,7 @@ def _steps(
         calls = _actions(v, s.get("actions"), f"{key}.actions", registry)
         if done is not None and calls:
             v.error(s["done"], f"{key}.done", "only a plain step (no actions) has a done confirmation")
+        _long_and_mutating(v, s, key, calls, gate, registry)
         timeout = v.duration(s.get("timeout"), f"{key}.timeout") if "timeout" in s else default_timeout
         escalate = (
             v.duration(s.get("escalate_after"), f"{key}.escalate_after")
@@ -762,6 +763,49 @@ def _actions(
             v.error(nnode, f"{key}.{name}", f"missing argument {arg!r}")
         calls.append(ActionCall(name=name, args=args))
     return tuple(calls)
+
+
+def _long_and_mutating(
+    v: _PlanValidator,
+    s: Mapping[str, yaml.Node],
+    key: str,
+    calls: Sequence[ActionCall],
+    gate: Gate | None,
+    registry: ActionRegistry,
+) -> None:
+    """A long action (a watch, a cluster job) ends its step, so it is the step's last action and
+    the only long one; an action that changes the cluster is approved by two people (four eyes),
+    unless it is a dry run."""
+    specs = [(call, registry.get(call.name)) for call in calls]
+    longs = [call.name for call, spec in specs if spec is not None and spec.long]
+    if len(longs) > 1:
+        v.error(s["actions"], f"{key}.actions", f"one long action per step (found {', '.join(longs)})")
+    elif longs and calls and calls[-1].name != longs[0]:
+        v.error(
+            s["actions"], f"{key}.actions", f"the long action {longs[0]!r} must be the step's last action"
+        )
+    mutating = [
+        call.name
+        for call, spec in specs
+        if spec is not None
+        and spec.mutating
+        and call.args.get("dry_run", "").lower() not in ("true", "yes", "1")
+    ]
+    if mutating and gate is not None and not _two_people(gate):
+        v.error(
+            s["gate"],
+            f"{key}.gate",
+            f"{', '.join(mutating)} changes the cluster: its gate needs two people "
+            "(`approve: [primary, shadow]` or a quorum of 2), or make it `dry_run: true`",
+        )
+
+
+def _two_people(gate: Gate) -> bool:
+    if gate.kind == "approve":
+        return len(gate.roles) >= 2
+    if gate.kind == "quorum":
+        return gate.count >= 2
+    return False
 
 
 def _rehearsal(v: _PlanValidator, node: yaml.Node | None, key: str) -> tuple[RehearsalHook, ...]:

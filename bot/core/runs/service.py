@@ -326,6 +326,20 @@ class RunService:
         except TransitionRefused:
             return None
 
+    def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> R.Outcome | None:
+        """A long action's driver died under a running step (a crash, a failover): the step is
+        interrupted and waits for people, as after a restart. None when it is not running it."""
+        run = self.load(run_id)
+        sr = run.step_run(step_id)
+        if sr.state is not R.StepState.RUNNING or sr.epoch != epoch:
+            return None
+        keep = frozenset(s.step_id for s in run.steps if s.step_id != step_id)
+        return self.apply(
+            run_id,
+            lambda r: R.recover(r, now=self.clock(), keep=keep),
+            Actor(user_id="bot", source="job"),
+        )
+
     def _long_running(self, run: R.Run) -> frozenset[str]:
         """Running steps whose long action is still live (a watch): they resume, not interrupt."""
         keep: set[str] = set()
@@ -393,4 +407,6 @@ class RunService:
         return self.cards.thread_lines(run, events, version) if self.cards is not None else []
 
     def card_context(self, run: R.Run) -> dict[str, Any]:
+        if self.cards is not None:
+            return self.cards.context(run)
         return card_context(run, self.clock())

@@ -1,0 +1,658 @@
+"""The job service: a cluster job's row, one tick at a time, its posts and its question to people.
+
+No threads here: the front door (`bot.frontdoor.acting`, on the triggers door, leader only, fenced)
+claims live jobs and calls `advance` again and again. One `advance`:
+
+1. re-reads the row; a job whose step no longer runs under the job's epoch (a restart marked it
+   interrupted, the run was aborted, people skipped the step) is interrupted, not driven;
+2. the first tick of a job is its `plan` (what will be done, read now) — or, for a dry run, its
+   `plan` and `dry_run` lines, and the job ends having changed nothing;
+3. otherwise, unless the job waits for people (an open `Choice` with no decision), `tick` with
+   the decision if there is one;
+4. ONE transaction stores the new progress, the card lines, the open question, the thread posts
+   the tick owes (outbox rows keyed by the job's deterministic keys: a key is posted once, ever)
+   and its audit rows, and ends the job when the tick says so — naming the owner, so a process
+   that lost the job writes nothing;
+5. then Slack: the owed posts go into the run's thread through `Deliveries` (claim → post → ts),
+   the run's card is brought up to date (its live section shows this job), and when the job
+   ended, `on_ended` commits the step (`RunService.finish_long`).
+
+People answer a job's question with `decide` (a button in the thread, or `/upgrade choose`): only
+someone holding one of the option's roles in the run's roster, with a reason where the option asks
+for one; the answer is stored once and the next tick acts on it.
+
+After `kill -9` a job is never continued silently: the driver's heartbeat goes stale, the next
+scan (on the leader) interrupts the job and its step waits for people; `resume` re-opens the gate,
+and the approval that follows calls `start` again, which reopens the SAME job under the new epoch
+so it continues from its stored progress.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.adapters.store import Store
+from bot.core.actions.base import ActionRequest
+from bot.core.audit import audit_entry
+from bot.core.delivery import Deliveries, thread_root
+from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
+from bot.core.live import LiveSection
+from bot.core.people import Directory, roles_of
+from bot.errors import BotError, ClusterError, Fenced, TemporaryError, UserError, clip
+from bot.records import JobRow, StepState
+
+log = logging.getLogger(__name__)
+
+#: A driver refreshes its heartbeat this often; a live job whose owner's heartbeat is older than
+#: `STALE_AFTER` lost its driver (a crash, a deposed leader) and is interrupted by the next scan.
+HEARTBEAT_SECONDS = 3.0
+STALE_AFTER = timedelta(seconds=15)
+#: How long to wait before trying again after the cluster could not be reached.
+RETRY_SECONDS = 5.0
+#: Longest wait between two ticks of a job waiting for the cluster.
+MAX_WAIT = 30.0
+#: The pseudo-step of the job `abort` offers (uncordon what the run cordoned), gated by its question.
+AFTER_ABORT = "after-abort"
+GO, LEAVE = "go", "leave"
+
+
+def subject(job_id: int) -> str:
+    """The job's posts in `run_messages` (outbox rows keyed by the job's own keys)."""
+    return f"job:{job_id}"
+
+
+def choice_json(choice: Choice | None) -> str:
+    if choice is None:
+        return ""
+    return json.dumps(
+        {
+            "key": choice.key,
+            "question": choice.question,
+            "options": [
+                {"id": o.id, "label": o.label, "roles": list(o.roles), "needs_reason": o.needs_reason}
+                for o in choice.options
+            ],
+        }
+    )
+
+
+def choice_of(text: str) -> Choice | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    return Choice(
+        key=str(data["key"]),
+        question=str(data["question"]),
+        options=tuple(
+            ChoiceOption(
+                id=str(o["id"]),
+                label=str(o["label"]),
+                roles=tuple(o.get("roles", ())),
+                needs_reason=bool(o.get("needs_reason", False)),
+            )
+            for o in data.get("options", ())
+        ),
+    )
+
+
+def decision_of(text: str) -> Decision | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    return Decision(
+        choice_key=str(data["choice_key"]),
+        option=str(data["option"]),
+        by=str(data["by"]),
+        reason=str(data.get("reason", "")),
+    )
+
+
+def choice_value(job_id: int, choice_key: str, option: str) -> str:
+    """A choice button's value: the job, the question and the option (stale buttons are refused)."""
+    return f"{job_id}|{choice_key}|{option}"
+
+
+def parse_choice_value(value: str) -> tuple[int, str, str] | None:
+    parts = value.split("|")
+    if len(parts) != 3 or not parts[0].isdigit():
+        return None
+    return int(parts[0]), parts[1], parts[2]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Advanced:
+    """What one `advance` did; `wait` is how long until the next one is useful."""
+
+    wait: float
+    ticked: bool = False
+    done: bool = False
+    lost: bool = False  # no longer ours: interrupted, ended elsewhere, or taken
+    waiting_for_people: bool = False
+
+
+class JobService:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        registry: JobRegistry,
+        deliveries: Deliveries | None,
+        directory: Directory,
+        clock: Callable[[], datetime],
+        owner: str,
+        stale_after: timedelta = STALE_AFTER,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.deliveries = deliveries
+        self.directory = directory
+        self.clock = clock
+        self.owner = owner
+        self.stale_after = stale_after
+        #: Set by the front door that drives jobs: a job was started, resumed or answered.
+        self.on_change: Callable[[], None] | None = None
+        #: Called once a job ended (ok, detail): the wiring commits the step (`finish_long`).
+        self.on_ended: Callable[[JobRow, bool, str], None] | None = None
+        #: Brings a run's card up to date (its live section); set by the wiring.
+        self.publish_run: Callable[[str], None] | None = None
+        #: A run's step was interrupted under it (its driver died): the wiring pauses the run.
+        self.on_interrupted: Callable[[JobRow], None] | None = None
+
+    # -- starting, resuming, answering -------------------------------------------------------------
+
+    def start(self, request: ActionRequest, *, cluster: str, channel: str = "") -> str:
+        """Start the request's job for its step, or continue the step's interrupted one (a resumed
+        step: the same job, from its stored progress); the step's one-line detail."""
+        kind = request.call.name
+        if self.registry.get(kind) is None:
+            raise UserError(f"this bot has no `{kind}` job")
+        args = {k: str(v) for k, v in request.call.args.items()}
+        dry_run = args.pop("dry_run", "false").strip().lower() in ("true", "yes", "1")
+        epoch = self._step_epoch(request.run_id, request.step_id)
+        now = self.clock()
+        earlier = self.store.job_of_step(request.run_id, request.step_id) if request.step_id else None
+        if (
+            earlier is not None
+            and earlier.state != "done"
+            and earlier.kind == kind
+            and earlier.epoch != epoch
+        ):
+            if not self.store.reopen_job(earlier.id, epoch=epoch, at=now):
+                raise TemporaryError(f"job {earlier.id} changed under us; try again")
+            self._audit(earlier, "resumed", f"continues from its recorded progress under epoch {epoch}")
+            self._changed()
+            return f"{kind} job {earlier.id} resumed from its recorded progress"
+        if earlier is not None and earlier.state == "live" and earlier.epoch == epoch:
+            return f"{kind} job {earlier.id} is already running"
+        row = JobRow(
+            id=0,
+            run_id=request.run_id,
+            step_id=request.step_id,
+            epoch=epoch,
+            kind=kind,
+            cluster=cluster,
+            args=json.dumps(args, sort_keys=True),
+            dry_run=dry_run,
+            started_by=f"run:{request.run_id}",
+            started_at=now,
+        )
+        job_id = self.store.create_job(row)
+        created = self.store.job(job_id)
+        assert created is not None
+        self._audit(
+            created, "started", f"{kind} {self._describe_args(args)}" + (" (dry run)" if dry_run else "")
+        )
+        self._changed()
+        what = "dry run of " if dry_run else ""
+        return f"{what}{kind} job {job_id} started on {cluster}; the step ends when it does"
+
+    def decide(self, job_id: int, *, choice_key: str, option: str, user_id: str, reason: str = "") -> str:
+        """Record `user_id`'s answer to the job's open question; a short confirmation, or a
+        UserError saying why not (wrong role, no reason, a question already answered)."""
+        row = self.store.job(job_id)
+        if row is None:
+            raise UserError(f"there is no job {job_id}")
+        choice = choice_of(row.choice)
+        if choice is None or choice.key != choice_key or row.decision:
+            raise UserError("that question was already answered or is no longer open")
+        picked = next((o for o in choice.options if o.id == option), None)
+        if picked is None:
+            known = ", ".join(o.id for o in choice.options)
+            raise UserError(f"`{clip(option, 40)}` is not an answer to this question (one of: {known})")
+        roster = self._roster(row.run_id)
+        held = roles_of(user_id, roster, self.directory)
+        if not held & set(picked.roles):
+            need = " or ".join(picked.roles)
+            raise UserError(f"“{picked.label}” needs the {need} of this run")
+        reason = reason.strip()
+        if picked.needs_reason and not reason:
+            raise UserError(f"“{picked.label}” needs a reason: say why")
+        decision = json.dumps({"choice_key": choice_key, "option": option, "by": user_id, "reason": reason})
+        if not self.store.decide_job(job_id, choice_key=choice_key, decision=decision):
+            raise UserError("that question was already answered or is no longer open")
+        self._audit(
+            row,
+            "decided",
+            f"{choice_key}: {option} by {user_id}" + (f" ({reason})" if reason else ""),
+            user=user_id,
+        )
+        self._changed()
+        return f"{picked.label}: recorded; job {job_id} goes on"
+
+    def offer_uncordon(self, run_id: str, *, cluster: str, nodes: Sequence[str]) -> int:
+        """After `abort`: offer to uncordon the nodes the run's jobs cordoned — a job that asks
+        first and does nothing until the primary or the shadow says so (or says leave them)."""
+        names = sorted(dict.fromkeys(nodes))
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        choice = Choice(
+            key="abort-uncordon",
+            question=f"The run was aborted with {len(names)} node(s) its jobs cordoned: {shown}. Uncordon them?",
+            options=(
+                ChoiceOption(id=GO, label=f"Uncordon {len(names)} node(s)", roles=("primary", "shadow")),
+                ChoiceOption(
+                    id=LEAVE, label="Leave them cordoned", roles=("primary", "shadow", "coordinator")
+                ),
+            ),
+        )
+        now = self.clock()
+        row = JobRow(
+            id=0,
+            run_id=run_id,
+            step_id=AFTER_ABORT,
+            kind="uncordon",
+            cluster=cluster,
+            args=json.dumps({"node": ",".join(names)}),
+            choice=choice_json(choice),
+            started_by=f"run:{run_id}",
+            started_at=now,
+        )
+        job_id = self.store.create_job(row)
+        created = self.store.job(job_id)
+        assert created is not None
+        self._audit(created, "offered", f"uncordon {', '.join(names)} after the abort")
+        self._changed()
+        return job_id
+
+    # -- driving (called by the front door's driver thread) -----------------------------------------
+
+    def claim(self, row: JobRow) -> bool:
+        return self.store.claim_job(row.id, owner=self.owner, now=self.clock())
+
+    def heartbeat(self, job_id: int) -> bool:
+        return self.store.heartbeat_job(job_id, owner=self.owner, now=self.clock())
+
+    def stale(self, row: JobRow) -> bool:
+        """A live job whose driver is gone (no heartbeat for `stale_after`)."""
+        if row.state != "live" or not row.owner or row.owner == self.owner:
+            return False
+        return row.heartbeat_at is None or row.heartbeat_at < self.clock() - self.stale_after
+
+    def interrupt(self, row: JobRow, note: str) -> bool:
+        """Stop a job nobody may drive now; its progress stays for `resume`."""
+        if not self.store.interrupt_job(row.id, owner_was=row.owner, at=self.clock(), note=note):
+            return False
+        log.info("job %s (%s of run %s) interrupted: %s", row.id, row.kind, row.run_id, note)
+        if self.on_interrupted is not None:
+            self.on_interrupted(row)
+        return True
+
+    def advance(self, job_id: int, cluster: Any) -> Advanced:
+        """One step of a job this process drives (see the module docstring)."""
+        row = self.store.job(job_id)
+        if row is None or row.state != "live" or row.owner != self.owner:
+            return Advanced(wait=0, lost=True)
+        if not self._step_running(row):
+            self.interrupt(row, "its step is no longer running")
+            return Advanced(wait=0, lost=True)
+        job = self.registry.get(row.kind)
+        if job is None:
+            return self._end(row, ok=False, detail=f"this bot has no `{row.kind}` job")
+        now = self.clock()
+        args: Mapping[str, str] = json.loads(row.args or "{}")
+        try:
+            answered = False
+            if not row.progress and row.choice:
+                # A job that asks before it starts (abort's offer to uncordon).
+                asked = choice_of(row.choice)
+                decision = decision_of(row.decision)
+                if decision is None:
+                    self._ask(row, asked)
+                    return Advanced(wait=2.0, waiting_for_people=True)
+                if decision.option != GO:
+                    return self._end(row, ok=True, detail=f"left as it is by <@{decision.by}>")
+                answered = True
+            if not row.progress:
+                progress = job.plan(cluster, args, now=now)
+                if row.dry_run:
+                    lines = job.dry_run(cluster, progress)
+                    return self._dry_run_done(row, progress, lines)
+                tick = Tick(progress=progress, wait=0.0)
+                return self._store(row, tick, planned=True, answered=answered)
+            choice = choice_of(row.choice)
+            decision = decision_of(row.decision)
+            if choice is not None and decision is None:
+                self.heartbeat(row.id)
+                self._post_owed(row)
+                return Advanced(wait=2.0, waiting_for_people=True)
+            tick = job.tick(cluster, json.loads(row.progress), now=now, decision=decision)
+            return self._store(row, tick, answered=decision is not None)
+        except Fenced:
+            raise
+        except UserError as exc:
+            return self._end(row, ok=False, detail=exc.user_message)
+        except (TemporaryError, ClusterError) as exc:
+            status = getattr(exc, "status", 0)
+            if status == 403:
+                # Read-only (the act role is not bound): the API's refusal, named, ends the job.
+                return self._end(row, ok=False, detail=exc.user_message)
+            log.warning("job %s: %s; again in %.0fs", row.id, exc.user_message, RETRY_SECONDS)
+            self.heartbeat(row.id)
+            return Advanced(wait=RETRY_SECONDS)
+        except BotError as exc:
+            return self._end(row, ok=False, detail=exc.user_message)
+
+    # -- storing and showing ----------------------------------------------------------------------
+
+    def _store(self, row: JobRow, tick: Tick, *, planned: bool = False, answered: bool = False) -> Advanced:
+        now = self.clock()
+        outbox = [(p.key, json.dumps({"text": p.text, "broadcast": p.broadcast})) for p in tick.posts]
+        if tick.choice is not None:
+            outbox.append((f"choice:{tick.choice.key}", json.dumps(self._choice_body(row, tick.choice))))
+        audit = [
+            audit_entry(
+                _BotActor(),
+                at=now,
+                user_id="bot",
+                kind="action",
+                subcommand=row.kind,
+                arguments=f"job {row.id}",
+                outcome="ok",
+                detail=f"{what}: {detail}",
+                run_id=row.run_id,
+            )
+            for what, detail in tick.audit
+        ]
+        done = (
+            (tick.ok, tick.detail or f"{row.kind} {'finished' if tick.ok else 'failed'}")
+            if tick.done
+            else None
+        )
+        if not self.store.save_job_tick(
+            row.id,
+            owner=self.owner,
+            at=now,
+            progress=json.dumps(tick.progress, sort_keys=True),
+            card=json.dumps(list(tick.card)),
+            choice_key=tick.choice.key if tick.choice is not None else "",
+            choice=choice_json(tick.choice),
+            clear_decision=answered,
+            outbox=outbox,
+            audit=audit,
+            done=done,
+        ):
+            return Advanced(wait=0, lost=True)
+        self._post_owed(row)
+        self._publish_run(row.run_id)
+        if done is not None:
+            self._ended(row, *done)
+            return Advanced(wait=0, ticked=True, done=True)
+        wait = min(max(tick.wait, 0.0), MAX_WAIT)
+        return Advanced(wait=wait, ticked=not planned, waiting_for_people=tick.choice is not None)
+
+    def _ask(self, row: JobRow, choice: Choice | None) -> None:
+        """Make sure the question of a job that asks first is in the thread (once), and keep it."""
+        if choice is not None and f"choice:{choice.key}" not in self.store.messages(subject(row.id)):
+            self.store.save_job_tick(
+                row.id,
+                owner=self.owner,
+                at=self.clock(),
+                progress="",
+                card=json.dumps([choice.question]),
+                choice_key=choice.key,
+                choice=row.choice,
+                outbox=[(f"choice:{choice.key}", json.dumps(self._choice_body(row, choice)))],
+            )
+            self._publish_run(row.run_id)
+        else:
+            self.heartbeat(row.id)
+        self._post_owed(row)
+
+    def _dry_run_done(self, row: JobRow, progress: Any, lines: Sequence[str]) -> Advanced:
+        shown = list(lines)[:50]
+        more = len(lines) - len(shown)
+        text = f":mag: Dry run of `{row.kind}` — nothing was changed. It would:\n" + "\n".join(
+            f"• {line}" for line in shown
+        )
+        if more > 0:
+            text += f"\n…and {more} more"
+        detail = f"dry run: {len(lines)} change(s) listed, nothing changed"
+        tick = Tick(progress=progress, posts=(), done=True, ok=True, detail=detail)
+        now = self.clock()
+        if not self.store.save_job_tick(
+            row.id,
+            owner=self.owner,
+            at=now,
+            progress=json.dumps(progress, sort_keys=True),
+            card="[]",
+            outbox=[("dry-run", json.dumps({"text": text}))],
+            audit=[
+                audit_entry(
+                    _BotActor(),
+                    at=now,
+                    user_id="bot",
+                    kind="action",
+                    subcommand=row.kind,
+                    arguments=f"job {row.id}",
+                    outcome="ok",
+                    detail=f"dry run: {'; '.join(lines)[:1500]}",
+                    run_id=row.run_id,
+                )
+            ],
+            done=(True, detail),
+        ):
+            return Advanced(wait=0, lost=True)
+        self._post_owed(row)
+        self._publish_run(row.run_id)
+        self._ended(row, tick.ok, detail)
+        return Advanced(wait=0, ticked=True, done=True)
+
+    def _end(self, row: JobRow, *, ok: bool, detail: str) -> Advanced:
+        progress = json.loads(row.progress) if row.progress else {}
+        card = json.loads(row.card) if row.card else []
+        text = f":x: `{row.kind}` stopped: {detail}" if not ok else f":white_check_mark: {detail}"
+        if not self.store.save_job_tick(
+            row.id,
+            owner=self.owner,
+            at=self.clock(),
+            progress=json.dumps(progress, sort_keys=True),
+            card=json.dumps(card),
+            outbox=[("ended", json.dumps({"text": text, "broadcast": not ok}))],
+            done=(ok, detail),
+        ):
+            return Advanced(wait=0, lost=True)
+        self._post_owed(row)
+        self._publish_run(row.run_id)
+        self._ended(row, ok, detail)
+        return Advanced(wait=0, done=True)
+
+    def _ended(self, row: JobRow, ok: bool, detail: str) -> None:
+        if self.on_ended is None:
+            return
+        try:
+            self.on_ended(row, ok, detail)
+        except Fenced:
+            raise
+        except BotError as exc:
+            log.warning("job %s: committing its step failed: %s", row.id, exc.user_message)
+
+    def _choice_body(self, row: JobRow, choice: Choice) -> dict[str, Any]:
+        roles = {o.id: " or ".join(o.roles) for o in choice.options}
+        lines = "\n".join(
+            f"• *{o.label}* — {roles[o.id]}" + (" (with a reason)" if o.needs_reason else "")
+            for o in choice.options
+        )
+        text = (
+            f":raised_hand: {choice.question}\nThe job waits for people; nothing more happens until one of "
+            f"these is chosen:\n{lines}\n(`/upgrade choose {row.id} OPTION [--reason …]`, "
+            f"OPTION one of {', '.join(o.id for o in choice.options)})"
+        )
+        blocks = [
+            {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+            {
+                "type": "actions",
+                "block_id": f"job_choice:{row.id}",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": f"job_choice_{o.id}",
+                        "text": {"type": "plain_text", "text": o.label[:75]},
+                        "value": choice_value(row.id, choice.key, o.id),
+                        **({"style": "danger"} if o.needs_reason else {}),
+                    }
+                    for o in choice.options
+                ],
+            },
+        ]
+        return {"text": text, "blocks": blocks, "broadcast": True}
+
+    def post_owed(self, row: JobRow) -> int:
+        return self._post_owed(row)
+
+    def _post_owed(self, row: JobRow) -> int:
+        """Post the job's outbox rows not posted yet into its run's thread, oldest first."""
+        if self.deliveries is None:
+            return 0
+        card = self.store.messages(row.run_id)
+        root = card.get("card")
+        if root is None or not root.ts:
+            return 0  # the run's card is not posted yet; the next tick posts them
+        thread = thread_root(card, "card") or root.ts
+        refs = self.store.messages(subject(row.id))
+        owed = sorted(
+            (r for r in refs.values() if r.body and not r.ts and not r.owner),
+            key=lambda r: (r.claimed_at or row.started_at, r.key),
+        )
+        posted = 0
+        for ref in owed:
+            try:
+                if self.deliveries.post_outbox(ref, root.channel, thread_ts=thread) is not None:
+                    posted += 1
+            except Fenced:
+                raise
+            except BotError as exc:
+                # Owed still: the next tick (or the next process's scan) posts it.
+                log.warning("job %s: posting %s failed: %s", row.id, ref.key, exc.user_message)
+                break
+        return posted
+
+    def _publish_run(self, run_id: str) -> None:
+        if self.publish_run is None:
+            return
+        try:
+            self.publish_run(run_id)
+        except Fenced:
+            raise
+        except BotError as exc:
+            log.warning("run %s: card update failed: %s", run_id, exc.user_message)
+
+    def live_sections(self, run_id: str) -> list[LiveSection]:
+        """The run card's live sections: every job of the run that is not done, with its lines."""
+        sections = []
+        for row in self.store.jobs(states=("live", "interrupted"), run_id=run_id):
+            lines = tuple(json.loads(row.card)) if row.card else ()
+            state = "" if row.state == "live" else " (interrupted: `/upgrade resume` continues it)"
+            if row.choice and not row.decision:
+                state = " (waiting for people: see the thread)"
+            sections.append(
+                LiveSection(
+                    step_id=row.step_id,
+                    title=f"{row.kind} (job {row.id}){state}",
+                    lines=lines[:8],
+                    updated_at=row.updated_at or row.started_at,
+                )
+            )
+        return sections
+
+    def cordoned_by_run(self, run_id: str) -> list[str]:
+        """Nodes the run's jobs cordoned and did not uncordon since (for `abort`'s offer)."""
+        cordoned: dict[str, None] = {}
+        for row in self.store.jobs(states=("live", "interrupted", "done"), run_id=run_id, limit=500):
+            if not row.progress or row.dry_run:
+                continue
+            progress = json.loads(row.progress)
+            if row.kind == "uncordon":
+                for node in progress.get("uncordoned", []):
+                    cordoned.pop(str(node), None)
+                continue
+            for node in progress.get("cordoned", []):
+                cordoned[str(node)] = None
+        return list(cordoned)
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _step_epoch(self, run_id: str, step_id: str) -> int:
+        rows = self.store.run_rows(run_id)
+        if rows is None:
+            raise UserError(f"there is no run `{clip(run_id)}`")
+        for sr in rows[1]:
+            if sr.step_id == step_id:
+                return sr.epoch
+        return 0
+
+    def _step_running(self, row: JobRow) -> bool:
+        rows = self.store.run_rows(row.run_id)
+        if rows is None:
+            return False
+        run_row, steps, _ = rows
+        if row.step_id == AFTER_ABORT:
+            return True  # the offer outlives its run: it is gated by its own question
+        if run_row.state not in ("active", "paused"):
+            return False
+        for sr in steps:
+            if sr.step_id == row.step_id:
+                return sr.state is StepState.RUNNING and sr.epoch == row.epoch
+        return False
+
+    def _roster(self, run_id: str) -> Mapping[str, Sequence[str]]:
+        rows = self.store.run_rows(run_id)
+        if rows is None:
+            raise UserError(f"there is no run `{clip(run_id)}`")
+        return rows[0].roster
+
+    def _audit(self, row: JobRow, what: str, detail: str, *, user: str = "bot") -> None:
+        self.store.record_audit(
+            audit_entry(
+                _BotActor(),
+                at=self.clock(),
+                user_id=user,
+                kind="action",
+                subcommand=row.kind,
+                arguments=f"job {row.id}",
+                outcome="ok",
+                detail=f"{what}: {detail}",
+                run_id=row.run_id,
+            )
+        )
+
+    @staticmethod
+    def _describe_args(args: Mapping[str, str]) -> str:
+        return " ".join(f"{k}={v}" for k, v in sorted(args.items()))
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+
+@dataclass(frozen=True)
+class _BotActor:
+    """The bot itself, as the audit's `Who` (jobs run without a person at the keyboard)."""
+
+    user_id: str = "bot"
+    source: str = "job"
+    channel_id: str = ""
+    correlation_id: str = ""
