@@ -5,9 +5,11 @@ from __future__ import annotations
 from bot.core.command import Registry
 from commands import (
     abort,
+    action,
     announce,
     audit,
     check,
+    choose,
     diagnose,
     diff,
     handoff,
@@ -49,6 +51,8 @@ MODULES = (
     watch,
     watches,
     unwatch,
+    action,
+    choose,
 )
 
 

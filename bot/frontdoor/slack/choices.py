@@ -1,0 +1,141 @@
+"""A cluster job's question in Slack: its answer buttons (`job_choice_<option>`) in the run's
+thread, and the modal where an answer that needs a reason (deleting pods instead of evicting them)
+gets one.
+
+A click is stored in the inbox before the ack, then decided on a worker by the job service (is the
+clicker in one of the answer's roles? is the question still open?); a refusal comes back as an
+ephemeral message with a reference id. The job's next tick acts on the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from slack_bolt import Ack, App
+
+from bot.adapters.slack import SlackGateway, respond_via_url
+from bot.core.jobs.service import JobService, choice_of, parse_choice_value
+from bot.core.rendering import slack_escape
+from bot.errors import BotError, UserError
+from bot.frontdoor.inbox import DONE_BEFORE, Inbox
+from bot.frontdoor.slack.keys import delivery_key
+from bot.logsetup import correlation
+
+log = logging.getLogger(__name__)
+
+REASON_CALLBACK = "job_choice_reason"
+
+
+def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox) -> None:
+    def refuse(cid: str, payload: dict[str, Any], message: str) -> None:
+        text = f":no_entry: {message} _(ref {cid})_"
+        try:
+            if payload.get("response_url"):
+                respond_via_url(str(payload["response_url"]), text, ephemeral=True)
+            elif payload.get("channel"):
+                gateway.post_ephemeral(str(payload["channel"]), str(payload["user"]), text)
+        except BotError as exc:
+            log.warning(
+                "could not tell %s why their answer was refused: %s", payload.get("user"), exc.user_message
+            )
+
+    def work(payload: dict[str, Any], cid: str, how: str) -> None:
+        parsed = parse_choice_value(str(payload.get("value", "")))
+        if parsed is None or how == DONE_BEFORE:
+            return
+        job_id, key, option = parsed
+        user = str(payload.get("user", ""))
+        reason = str(payload.get("reason", ""))
+        try:
+            row = jobs.store.job(job_id)
+            choice = choice_of(row.choice) if row is not None else None
+            picked = next((o for o in choice.options if o.id == option), None) if choice else None
+            if picked is not None and picked.needs_reason and not reason and payload.get("trigger_id"):
+                gateway.open_view(
+                    str(payload["trigger_id"]), reason_view(str(payload["value"]), picked.label, payload)
+                )
+                return
+            jobs.decide(job_id, choice_key=key, option=option, user_id=user, reason=reason)
+        except UserError as exc:
+            refuse(cid, payload, exc.user_message)
+        except BotError as exc:
+            log.warning("answer to job %s failed: %s", job_id, exc.user_message)
+            refuse(cid, payload, exc.user_message)
+
+    inbox.handle("choice", work)
+
+    @app.action(re.compile("^job_choice_[a-z-]+$"))
+    def on_choice(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+        payload = {
+            "user": str(body.get("user", {}).get("id", "")),
+            "channel": str(body.get("channel", {}).get("id", "")),
+            "response_url": str(body.get("response_url", "")),
+            "trigger_id": str(body.get("trigger_id", "")),
+            "value": str(action.get("value", "")),
+        }
+        accepted = inbox.accept("choice", delivery_key(body), payload)
+        ack()
+        if accepted is not None:
+            with correlation(accepted[1]):
+                log.info("job answer %s from %s", payload["value"], payload["user"])
+                inbox.submit(accepted[0], name=f"choice {payload['value']}")
+
+    @app.view(REASON_CALLBACK)
+    def on_reason(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        try:
+            meta = json.loads(str(view.get("private_metadata", "")))
+        except ValueError:
+            ack()
+            return
+        reason = str(
+            view.get("state", {}).get("values", {}).get("reason", {}).get("typed", {}).get("value") or ""
+        ).strip()
+        if not reason:
+            ack(
+                response_action="errors",
+                errors={"reason": "Say why: it goes into the thread and the audit log."},
+            )
+            return
+        payload = {
+            "user": str(body.get("user", {}).get("id", "")),
+            "channel": str(meta.get("channel", "")),
+            "response_url": "",
+            "trigger_id": "",
+            "value": str(meta.get("value", "")),
+            "reason": reason[:500],
+        }
+        accepted = inbox.accept("choice", delivery_key(body) or f"view:{view.get('id', '')}", payload)
+        ack()
+        if accepted is not None:
+            with correlation(accepted[1]):
+                inbox.submit(accepted[0], name=f"choice {payload['value']}")
+
+
+def reason_view(value: str, label: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The modal asking why, for an answer that needs a reason."""
+    return {
+        "type": "modal",
+        "callback_id": REASON_CALLBACK,
+        "private_metadata": json.dumps({"value": value, "channel": payload.get("channel", "")}),
+        "title": {"type": "plain_text", "text": "Give a reason"},
+        "submit": {"type": "plain_text", "text": "Confirm"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"*{slack_escape(label[:200])}*: say why (thread and audit log).",
+                },
+            },
+            {
+                "type": "input",
+                "block_id": "reason",
+                "label": {"type": "plain_text", "text": "Reason"},
+                "element": {"type": "plain_text_input", "action_id": "typed"},
+            },
+        ],
+    }
