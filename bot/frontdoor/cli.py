@@ -266,6 +266,9 @@ def _rehearse(args: argparse.Namespace) -> int:
                 out=sys.stdout,
                 ask=input,
                 connect_cluster=Cluster.connect,
+                # The bot reads the sim's time: a drain's 15-minute timeout, a watch's settle and
+                # a pod's age pass as fast as the simulated upgrade does.
+                clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
             )
         except PlanInvalid as exc:
             print(exc.user_message, file=sys.stderr)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,16 +31,23 @@ from typing import Any, TextIO
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
 from bot.core.delivery import Deliveries, new_owner
+from bot.core.jobs.base import Choice, ChoiceOption
+from bot.core.jobs.registry import default_jobs
+from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import StaticDirectory, roles_of
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
 from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
-from bot.core.snapshots.projection import ClusterReader
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.snapshots.service import pick_cluster
+from bot.core.watches.service import WatchService
 from bot.errors import TemporaryError, UserError
-from bot.frontdoor.wiring import action_context
-from bot.records import ClusterConfig
+from bot.frontdoor.acting import JobRunner
+from bot.frontdoor.watching import WatchRunner
+from bot.frontdoor.wiring import action_context, bind_jobs
+from bot.records import ClusterConfig, WatchRow
 from bot.resources import BUILTIN_PLANS, BUILTIN_TEMPLATES
 from bot.settings import parse_settings
 
@@ -206,11 +214,31 @@ def rehearse(
     groups = {e for people in plan.roster.values() for e in people if e.startswith("S")}
     directory = StaticDirectory({g: [f"{g}-member-{i}" for i in (1, 2, 3)] for g in groups})
     renderer = Renderer([BUILTIN_TEMPLATES])
+    owner = new_owner()
+    deliveries = Deliveries(store=store, poster=poster, clock=clock, owner=owner)
     cards = RunCards(
-        deliveries=Deliveries(store=store, poster=poster, clock=clock, owner=new_owner()),
+        deliveries=deliveries,
         renderer=renderer,
         clock=clock,
         operations_channel=plan.operations_channel or "CREHEARSAL",
+    )
+    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    # The long actions (cluster jobs, watches) run on driver threads, as on the triggers door.
+    jobs = JobService(
+        store=store,
+        registry=default_jobs(labels),
+        deliveries=deliveries,
+        directory=directory,
+        clock=clock,
+        owner=owner,
+    )
+    watches = WatchService(
+        store=store,
+        deliveries=deliveries,
+        renderer=renderer,
+        clock=clock,
+        owner=owner,
+        node_group_labels=labels,
     )
     service = RunService(
         store=store,
@@ -219,9 +247,33 @@ def rehearse(
         cards=cards,
         actions=default_registry(),
         action_context=action_context(
-            settings=settings, store=store, connect_cluster=connect_cluster, clock=clock
+            settings=settings,
+            store=store,
+            connect_cluster=connect_cluster,
+            clock=clock,
+            watches=watches,
+            jobs=jobs,
         ),
     )
+    bind_jobs(service, jobs)
+
+    def connect(name: str) -> Any:
+        return connect_cluster(pick_cluster(settings.clusters, name))
+
+    job_runner = JobRunner(jobs, connect)
+    jobs.on_change = job_runner.wake
+    watch_runner = WatchRunner(watches, connect)
+    watches.on_change = watch_runner.wake
+
+    def watch_ended(row: WatchRow, reason: str) -> None:
+        service.finish_long(
+            row.run_id,
+            row.step_id,
+            ok=reason.startswith("target_reached"),
+            detail=f"watch {row.id}: {reason}",
+        )
+
+    watches.on_ended = watch_ended
     sim = SimControl(sim_url)
     try:
         store.save_plan(name=plan.name, text=text, loaded_by="rehearsal", loaded_at=clock())
@@ -236,6 +288,10 @@ def rehearse(
             if cur is None:
                 break
             step = run.plan.step(cur.step_id)
+            if cur.state is R.StepState.RUNNING and not step.manual:
+                # A long action (a cluster job, a watch) runs on its driver; people answer what it asks.
+                run = _follow_long(service, jobs, run, cur, auto_approve=auto_approve, ask=ask, out=out)
+                continue
             if cur.state is R.StepState.RUNNING and step.manual and (cur.step_id, cur.epoch) not in played:
                 played.add((cur.step_id, cur.epoch))
                 failed = ""
@@ -254,7 +310,89 @@ def rehearse(
         out.write(f"rehearsal of {plan.name}: run {run.id} {run.state}\n")
         return 0 if run.state is R.RunState.COMPLETED else 1
     finally:
+        job_runner.shutdown()
+        watch_runner.shutdown()
         store.close()
+
+
+#: How long a rehearsal waits for one long action before it gives up (real seconds).
+LONG_ACTION_LIMIT = 900.0
+
+
+def _follow_long(
+    service: RunService,
+    jobs: JobService,
+    run: R.Run,
+    cur: R.StepRun,
+    *,
+    auto_approve: bool,
+    ask: Callable[[str], str],
+    out: TextIO,
+) -> R.Run:
+    """Wait while a step's long action runs; answer the questions its job asks (the roster does
+    with --auto-approve, the person at the prompt otherwise). The run as the step left it."""
+    deadline = time.monotonic() + LONG_ACTION_LIMIT
+    answered: set[str] = set()
+    while time.monotonic() < deadline:
+        run = service.load(run.id)
+        now = run.step_run(cur.step_id)
+        if (
+            now.state is not R.StepState.RUNNING
+            or now.epoch != cur.epoch
+            or run.state is not R.RunState.ACTIVE
+        ):
+            return run
+        row = service.store.job_of_step(run.id, cur.step_id)
+        choice = choice_of(row.choice) if row is not None and not row.decision else None
+        if row is not None and choice is not None and choice.key not in answered:
+            answered.add(choice.key)
+            _answer(jobs, row.id, choice, run, auto_approve=auto_approve, ask=ask, out=out)
+        time.sleep(0.2)
+    raise UserError(f"step {cur.step_id} ran for more than {LONG_ACTION_LIMIT:g}s; the rehearsal stops")
+
+
+def _answer(
+    jobs: JobService,
+    job_id: int,
+    choice: Choice,
+    run: R.Run,
+    *,
+    auto_approve: bool,
+    ask: Callable[[str], str],
+    out: TextIO,
+) -> None:
+    def holder(option: ChoiceOption) -> str:
+        return next((p for role in option.roles for p in run.roster.get(role, ())), "")
+
+    if auto_approve:
+        # As the EKS pipeline forces a drain after its timeout, the coordinator deletes what the
+        # budget holds, with the reason on record; any other question gets its first answer.
+        option = next((o for o in choice.options if o.id == "delete"), choice.options[0])
+        reason = (
+            f"rehearsal: {holder(option)} deletes the pods a disruption budget holds, as the pipeline would"
+            if option.needs_reason
+            else ""
+        )
+        out.write(f"  ↳ {holder(option)} answers job {job_id}: {option.label}\n")
+        jobs.decide(job_id, choice_key=choice.key, option=option.id, user_id=holder(option), reason=reason)
+        return
+    options = "/".join(o.id for o in choice.options)
+    while True:
+        answer = ask(
+            f"job {job_id} asks: {choice.question} [{options}] (then a reason if it needs one): "
+        ).strip()
+        word, _, reason = answer.partition(" ")
+        picked = next((o for o in choice.options if o.id == word), None)
+        if picked is None:
+            out.write(f"  · answer one of {options}\n")
+            continue
+        try:
+            jobs.decide(
+                job_id, choice_key=choice.key, option=picked.id, user_id=holder(picked), reason=reason
+            )
+            return
+        except UserError as exc:
+            out.write(f"  · {exc.user_message}\n")
 
 
 def _failed_action(run: R.Run) -> bool:
