@@ -107,6 +107,9 @@ class Api:
         self.on_graceful_delete: list[Callable[[Kind, Entry], None]] = []
         #: Mutating admission (e.g. the Fargate profile webhook), called on every new object.
         self.admission: list[Callable[[Kind, Obj], None]] = []
+        #: Every eviction the API accepted (namespace, name, uid, time): what a test counts to show
+        #: that a drain evicted each pod once (`GET /sim/evictions`).
+        self.evictions: list[dict[str, Any]] = []
 
     # ---- reads ----------------------------------------------------------------------------------
 

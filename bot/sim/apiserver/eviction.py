@@ -154,6 +154,14 @@ def _delete(api: Api, pod: Obj, options: DeleteOptions, dry_run: bool) -> None:
     m = pod["metadata"]
     if dry_run:
         return
+    api.evictions.append(
+        {
+            "namespace": m.get("namespace", ""),
+            "name": m.get("name", ""),
+            "uid": m.get("uid", ""),
+            "at": api.clock.now(),
+        }
+    )
     if not m.get("deletionTimestamp") and (pod.get("status") or {}).get("phase") not in (
         "Succeeded",
         "Failed",

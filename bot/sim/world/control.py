@@ -129,6 +129,11 @@ class Control:
         with self.store.lock:
             return self.scenario.run_upgrade(self.cloud, self.engine, self.inject_fault).as_dict()
 
+    def evictions(self) -> list[Obj]:
+        """Every eviction the API accepted so far (namespace, name, uid, simulated time)."""
+        with self.store.lock:
+            return [dict(e) for e in self.api.evictions]
+
     def operations(self) -> list[Obj]:
         with self.store.lock:
             return [op.as_dict() for op in self.cloud.operations]

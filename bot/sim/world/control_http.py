@@ -10,6 +10,7 @@ POST   /sim/nodegroups/NAME/replace {"version": "1.25.16", "force": false, "drai
 POST   /sim/upgrade                        the scenario's scripted upgrade
 GET    /sim/operations[/ID]   (?wait=SECONDS waits for an operation to finish; with
                                &until=PHASE, until it reaches that phase or finishes)
+GET    /sim/evictions                      every eviction the API accepted (namespace, name, uid, at)
 GET    /sim/faults; POST /sim/faults {fault}; DELETE /sim/faults/ID
 POST   /sim/compact; POST /sim/watches/drop
 POST   /sim/transport {"error_rate": 0.1, "error_status": 500, "latency": 0.2, "watch_drop_after": 5}
@@ -67,6 +68,8 @@ def handle(control: Control, method: str, path: str, query: dict[str, str], body
                 )
             case ("POST", "upgrade"):
                 return 202, control.run_upgrade()
+            case ("GET", "evictions"):
+                return 200, control.evictions()
             case ("GET", "operations"):
                 return 200, control.operations()
             case ("GET", "operations", op_id):
