@@ -1,0 +1,460 @@
+"""The cluster-job service and its driver, with a job of the test's own (the `Job` protocol is the
+bot's own interface) over a real SQLite store and the Slack stub: the approval only stores the job,
+the driver advances it into the run's thread and card, a driver that dies leaves the step
+interrupted, `resume` continues the SAME job from its stored progress (each write once), people
+answer its question only in the roles it names, and `abort` offers to uncordon what was cordoned."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.adapters.slack import SlackGateway, make_web_client
+from bot.adapters.store import Store
+from bot.core.actions import default_registry
+from bot.core.actions.base import ActionContext
+from bot.core.delivery import Deliveries
+from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
+from bot.core.jobs.service import AFTER_ABORT, JobService
+from bot.core.people import StaticDirectory
+from bot.core.rendering import Renderer
+from bot.core.runs import machine as R
+from bot.core.runs.cards import RunCards
+from bot.core.runs.plans import parse_plan
+from bot.core.runs.service import Actor, RunService
+from bot.errors import PlanInvalid, UserError
+from bot.frontdoor.acting import JobRunner
+from bot.frontdoor.wiring import bind_jobs
+from bot.records import StepState
+from bot.resources import BUILTIN_TEMPLATES
+from tests.support.clock import FakeClock
+from tests.support.secrets import BOT_TOKEN
+from tests.support.slack_stub import SlackStub
+from tests.support.testbed import wait_until
+
+T0 = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
+OPS = "C0OPS"
+PLAN = """\
+name: roll
+cluster: prod
+current_version: "1.29"
+target_version: "1.30"
+window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}
+channels: {operations: C0OPS}
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0SHADOW]
+  coordinator: [U0COORD]
+steps:
+  - id: drain-old
+    title: Drain the old nodes
+    gate: {approve: [primary, shadow]}
+    actions: [{drain: {nodegroup: ng-shared, version: "1.30.1"}}]
+  - id: after
+    title: After
+    gate: {any_of: [primary]}
+    done: {any_of: [shadow]}
+"""
+
+
+@dataclass
+class World:
+    """What the fake job's writes did to 'the cluster': each node cordoned and drained, counted."""
+
+    writes: list[str] = field(default_factory=list)
+    cordoned: set[str] = field(default_factory=set)
+    drained: set[str] = field(default_factory=set)
+
+
+class FakeDrain:
+    """A drain of three nodes keeping the contract's rule: intent stored first, then the write,
+    and a write is issued only when its effect is absent. Node n2 asks people once."""
+
+    kind = "drain"
+
+    def __init__(self, world: World, *, ask_on: str = "") -> None:
+        self.world = world
+        self.ask_on = ask_on
+
+    def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
+        if args.get("nodegroup") == "missing":
+            raise UserError("no node group missing")
+        return {"nodes": dict.fromkeys(("n1", "n2", "n3"), "pending"), "cordoned": []}
+
+    def dry_run(self, cluster: Any, progress: Progress) -> list[str]:
+        return [f"cordon and drain {n}" for n in progress["nodes"]]
+
+    def tick(
+        self, cluster: Any, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        nodes: dict[str, str] = progress["nodes"]
+        for name, state in nodes.items():
+            if state == "pending":
+                nodes[name] = "draining"  # intent, stored before the write
+                return Tick(progress=progress, wait=0)
+            if state == "draining":
+                if name == self.ask_on and decision is None and not progress.get("asked"):
+                    progress["asked"] = True
+                    return Tick(
+                        progress=progress,
+                        choice=Choice(
+                            key=f"drain-timeout:{name}:1",
+                            question=f"{name} is not drained after 15m",
+                            options=(
+                                ChoiceOption(id="wait", label="Wait longer"),
+                                ChoiceOption(
+                                    id="delete", label="Delete", roles=("coordinator",), needs_reason=True
+                                ),
+                            ),
+                        ),
+                    )
+                if name not in self.world.drained:  # the effect is absent: write now
+                    self.world.writes.append(name)
+                    self.world.cordoned.add(name)
+                    self.world.drained.add(name)
+                nodes[name] = "done"
+                progress["cordoned"] = sorted(set(progress["cordoned"]) | {name})
+                extra = (f"{decision.option} by {decision.by}",) if decision else ()
+                return Tick(
+                    progress=progress,
+                    posts=(type(self)._post(name),),
+                    audit=(("drain", f"node {name}: drained {' '.join(extra)}".strip()),),
+                    card=(f"{sum(s == 'done' for s in nodes.values())}/3 nodes drained",),
+                    wait=0,
+                )
+        return Tick(progress=progress, done=True, ok=True, detail="3/3 nodes drained")
+
+    @staticmethod
+    def _post(name: str) -> Any:
+        from bot.core.jobs.base import Post
+
+        return Post(key=f"drained:{name}", text=f"{name} drained")
+
+
+class FakeUncordon:
+    """Uncordons the nodes it is given, one per tick, each once."""
+
+    kind = "uncordon"
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
+        return {"todo": args["node"].split(","), "uncordoned": []}
+
+    def dry_run(self, cluster: Any, progress: Progress) -> list[str]:
+        return [f"uncordon {n}" for n in progress["todo"]]
+
+    def tick(
+        self, cluster: Any, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        left = [n for n in progress["todo"] if n not in progress["uncordoned"]]
+        if not left:
+            return Tick(progress=progress, done=True, ok=True, detail="uncordoned")
+        if left[0] in self.world.cordoned:
+            self.world.cordoned.discard(left[0])
+            self.world.writes.append(f"uncordon {left[0]}")
+        progress["uncordoned"].append(left[0])
+        return Tick(progress=progress, wait=0)
+
+
+@dataclass
+class Setup:
+    store: Store
+    runs: RunService
+    clock: FakeClock
+    stub: SlackStub
+    world: World
+    tmp: Path
+
+    def jobs(self, owner: str, *, ask_on: str = "") -> JobService:
+        """A JobService as one process would have it (`owner`), bound to a fresh RunService."""
+        deliveries = Deliveries(
+            store=self.store,
+            poster=SlackGateway(make_web_client(BOT_TOKEN, self.stub.api_url)),
+            clock=self.clock,
+            owner=owner,
+        )
+        jobs = JobService(
+            store=self.store,
+            registry=JobRegistry(
+                jobs={"drain": FakeDrain(self.world, ask_on=ask_on), "uncordon": FakeUncordon(self.world)}
+            ),
+            deliveries=deliveries,
+            directory=StaticDirectory(),
+            clock=self.clock,
+            owner=owner,
+        )
+        runs = RunService(
+            store=self.store,
+            directory=StaticDirectory(),
+            clock=self.clock,
+            cards=RunCards(deliveries=deliveries, renderer=Renderer([BUILTIN_TEMPLATES]), clock=self.clock),
+            actions=default_registry(),
+            action_context=_context(jobs),
+        )
+        bind_jobs(runs, jobs)
+        self.runs = runs
+        return jobs
+
+
+def _context(jobs: JobService) -> ActionContext:
+    def unavailable(*_: Any) -> Any:
+        raise AssertionError("not used")
+
+    return ActionContext(
+        take_snapshot=unavailable,
+        compare_snapshots=unavailable,
+        start_job=lambda request: jobs.start(request, cluster=request.cluster),
+    )
+
+
+@pytest.fixture
+def setup(tmp_path: Path, slack_stub: SlackStub) -> Iterator[Setup]:
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    store.save_plan(name="roll", text=PLAN, loaded_by="U0PRIMARY", loaded_at=T0)
+    s = Setup(store=store, runs=None, clock=FakeClock(T0), stub=slack_stub, world=World(), tmp=tmp_path)  # type: ignore[arg-type]
+    yield s
+    store.close()
+
+
+def approve(runs: RunService, run_id: str, step: str, *people: str) -> R.Run:
+    run = runs.load(run_id)
+    for who in people:
+        sr = run.step_run(step)
+        runs.click(R.ButtonRef(run_id=run_id, step_id=step, epoch=sr.epoch), Actor(user_id=who))
+        run = runs.load(run_id)
+    return run
+
+
+def drive(jobs: JobService, job_id: int, *, limit: int = 50) -> str:
+    """Advance a claimed job until it ends, waits for people, or is lost; what stopped it."""
+    for _ in range(limit):
+        step = jobs.advance(job_id, cluster=None)
+        if step.done:
+            return "done"
+        if step.lost:
+            return "lost"
+        if step.waiting_for_people:
+            return "waiting"
+    raise AssertionError("the job never stopped")
+
+
+def thread(stub: SlackStub) -> list[str]:
+    return [c.params["text"] for c in stub.calls_to("chat.postMessage") if c.params.get("thread_ts")]
+
+
+def test_the_approval_only_stores_the_job_and_the_driver_finishes_the_step(setup: Setup) -> None:
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    run = approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    assert run.step_run("drain-old").state is StepState.RUNNING
+    (row,) = setup.store.jobs()
+    assert (row.kind, row.step_id, row.owner, setup.world.writes) == ("drain", "drain-old", "", [])
+    assert jobs.claim(row)
+    assert drive(jobs, row.id) == "done"
+    run = setup.runs.load(run.id)
+    assert run.step_run("drain-old").state is StepState.SUCCEEDED
+    assert "3/3 nodes drained" in run.step_run("drain-old").note
+    assert setup.world.writes == ["n1", "n2", "n3"]
+    lines = thread(setup.stub)
+    for node in ("n1", "n2", "n3"):
+        assert lines.count(f"{node} drained") == 1
+    audit = [e.detail for e in setup.store.audit_entries(limit=100) if e.subcommand == "drain"]
+    assert any("node n2: drained" in d for d in audit)
+    assert any(d.startswith("started: drain") for d in audit)
+
+
+def test_a_dead_driver_interrupts_the_step_and_resume_continues_the_same_job_once(setup: Setup) -> None:
+    first = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert first.claim(row)
+    for _ in range(3):  # plan, n1 intent, n1 drained: then the process dies
+        first.advance(row.id, cluster=None)
+    assert setup.world.writes == ["n1"]
+
+    # Another process (a restart, or the next leader) finds the job with a stale heartbeat.
+    setup.clock.advance(timedelta(minutes=1))
+    second = setup.jobs("proc-b")
+    runner = JobRunner(second, connect=lambda name: _Closable())
+    assert runner.scan() == []  # not driven: interrupted
+    assert setup.store.job(row.id).state == "interrupted"  # type: ignore[union-attr]
+    run = setup.runs.load(run.id)
+    assert run.step_run("drain-old").state is StepState.INTERRUPTED
+    assert run.state is R.RunState.PAUSED
+
+    # People resume: the gate opens again; the approval continues the SAME job from its progress.
+    setup.runs.apply(
+        run.id, lambda r: R.resume(r, by="U0PRIMARY", now=setup.clock()), Actor(user_id="U0PRIMARY")
+    )
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (again,) = setup.store.jobs()
+    assert again.id == row.id
+    assert second.claim(again)
+    assert drive(second, row.id) == "done"
+    assert setup.world.writes == ["n1", "n2", "n3"]  # n1 not drained twice
+    assert setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED
+    assert thread(setup.stub).count("n1 drained") == 1
+
+
+def test_the_driver_threads_claim_and_finish_a_job_on_their_own(setup: Setup) -> None:
+    jobs = setup.jobs("proc-a")
+    runner = JobRunner(jobs, connect=lambda name: _Closable())
+    jobs.on_change = runner.wake
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    wait_until(
+        lambda: setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED,
+        timeout=30,
+        what="the driver to finish the step",
+    )
+    runner.shutdown()
+    assert setup.world.writes == ["n1", "n2", "n3"]
+
+
+def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None:
+    jobs = setup.jobs("proc-a", ask_on="n2")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    jobs.claim(row)
+    assert drive(jobs, row.id) == "waiting"
+    writes = list(setup.world.writes)
+    assert drive(jobs, row.id) == "waiting"  # nothing more happens while nobody answered
+    assert setup.world.writes == writes
+    question = [c for c in setup.stub.calls_to("chat.postMessage") if "n2 is not drained" in c.params["text"]]
+    assert len(question) == 1
+    blocks = (
+        json.loads(question[0].params["blocks"])
+        if isinstance(question[0].params["blocks"], str)
+        else question[0].params["blocks"]
+    )
+    buttons = [e["action_id"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == ["job_choice_wait", "job_choice_delete"]
+    key = "drain-timeout:n2:1"
+    with pytest.raises(UserError, match="coordinator"):
+        jobs.decide(row.id, choice_key=key, option="delete", user_id="U0PRIMARY", reason="stuck")
+    with pytest.raises(UserError, match="reason"):
+        jobs.decide(row.id, choice_key=key, option="delete", user_id="U0COORD")
+    with pytest.raises(UserError, match="not an answer"):
+        jobs.decide(row.id, choice_key=key, option="force", user_id="U0COORD")
+    jobs.decide(row.id, choice_key=key, option="delete", user_id="U0COORD", reason="PDB of a dead app")
+    with pytest.raises(UserError, match="already answered"):
+        jobs.decide(row.id, choice_key=key, option="wait", user_id="U0PRIMARY")
+    assert drive(jobs, row.id) == "done"
+    assert setup.world.writes == ["n1", "n2", "n3"]
+    audit = [e.detail for e in setup.store.audit_entries(limit=100)]
+    assert any("delete by U0COORD" in d for d in audit)
+    assert any("decided: drain-timeout:n2:1: delete by U0COORD (PDB of a dead app)" in d for d in audit)
+
+
+def test_abort_offers_to_uncordon_what_the_run_cordoned(setup: Setup) -> None:
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    jobs.claim(row)
+    for _ in range(3):
+        jobs.advance(row.id, cluster=None)  # n1 cordoned and drained
+    setup.runs.apply(
+        run.id,
+        lambda r: R.abort(r, by="U0PRIMARY", reason="rollback", now=setup.clock()),
+        Actor(user_id="U0PRIMARY"),
+    )
+    offers = [j for j in setup.store.jobs(states=("live",)) if j.step_id == AFTER_ABORT]
+    assert len(offers) == 1
+    offer = offers[0]
+    assert (offer.kind, json.loads(offer.args)) == ("uncordon", {"node": "n1"})
+    assert jobs.claim(offer)
+    assert drive(jobs, offer.id) == "waiting"
+    assert any("Uncordon them?" in t for t in thread(setup.stub))
+    with pytest.raises(UserError, match="primary or shadow"):
+        jobs.decide(offer.id, choice_key="abort-uncordon", option="go", user_id="U0COORD")
+    jobs.decide(offer.id, choice_key="abort-uncordon", option="go", user_id="U0SHADOW")
+    assert drive(jobs, offer.id) == "done"
+    assert setup.world.writes[-1] == "uncordon n1"
+    assert setup.world.cordoned == set()
+    # A second abort's offer left alone: the coordinator may say leave them.
+    assert jobs.cordoned_by_run(run.id) == []
+
+
+def test_the_offer_can_be_declined(setup: Setup) -> None:
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    offer_id = jobs.offer_uncordon(run.id, cluster="prod", nodes=["n7"])
+    offer = setup.store.job(offer_id)
+    assert offer is not None
+    assert jobs.claim(offer)
+    assert drive(jobs, offer_id) == "waiting"
+    jobs.decide(offer_id, choice_key="abort-uncordon", option="leave", user_id="U0COORD")
+    assert drive(jobs, offer_id) == "done"
+    ended = setup.store.job(offer_id)
+    assert ended is not None
+    assert ended.ok
+    assert "left as it is by <@U0COORD>" in ended.detail
+
+
+def test_a_plan_refuses_a_cluster_action_behind_one_person_unless_it_is_a_dry_run() -> None:
+    one = PLAN.replace("gate: {approve: [primary, shadow]}", "gate: {any_of: [primary]}")
+    with pytest.raises(PlanInvalid, match="needs two people"):
+        parse_plan(one)
+    dry = one.replace('version: "1.30.1"}', 'version: "1.30.1", dry_run: "true"}')
+    assert parse_plan(dry).step("drain-old").actions[0].args["dry_run"] == "true"
+    two_long = PLAN.replace(
+        'actions: [{drain: {nodegroup: ng-shared, version: "1.30.1"}}]',
+        'actions: [{drain: {nodegroup: ng-shared}}, {wait-nodegroup: {nodegroup: ng-shared, version: "1.30.1"}}]',
+    )
+    with pytest.raises(PlanInvalid, match="one long action per step"):
+        parse_plan(two_long)
+
+
+def test_a_job_whose_plan_is_refused_fails_its_step_with_the_reason(setup: Setup) -> None:
+    setup.store.save_plan(
+        name="roll",
+        text=PLAN.replace("nodegroup: ng-shared", "nodegroup: missing"),
+        loaded_by="U0PRIMARY",
+        loaded_at=T0,
+    )
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    jobs.claim(row)
+    assert drive(jobs, row.id) == "done"
+    run = setup.runs.load(run.id)
+    assert run.step_run("drain-old").state is StepState.FAILED
+    assert "no node group missing" in run.step_run("drain-old").note
+    assert run.state is R.RunState.PAUSED
+
+
+def test_a_dry_run_lists_what_would_happen_and_writes_nothing(setup: Setup) -> None:
+    setup.store.save_plan(
+        name="roll",
+        text=PLAN.replace('version: "1.30.1"}', 'version: "1.30.1", dry_run: "true"}'),
+        loaded_by="U0PRIMARY",
+        loaded_at=T0,
+    )
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert row.dry_run
+    jobs.claim(row)
+    assert drive(jobs, row.id) == "done"
+    assert setup.world.writes == []
+    (listing,) = [t for t in thread(setup.stub) if t.startswith(":mag: Dry run")]
+    assert "cordon and drain n2" in listing
+    assert setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED
+
+
+class _Closable:
+    def close(self) -> None:
+        pass
