@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.core.jobs.base import Choice, Decision, Job, Progress, Tick
+from bot.errors import ClusterError, EvictionBlocked, RolloutRefused
+from tests.support.kube_objects import FakePage
 
 TIMEOUT = 120.0
 
@@ -186,3 +188,120 @@ class CountingCluster:
 def pod_versions(pods: Iterator[Any] | list[Any]) -> dict[str, tuple[str, str]]:
     """name → (uid, resourceVersion) of official-client pods: 'nothing changed' is these equal."""
     return {p.metadata.name: (p.metadata.uid, p.metadata.resource_version) for p in pods}
+
+
+class FakeCluster:
+    """An in-memory cluster with the adapter's job methods, for core tests of the jobs' logic.
+
+    Nodes and pods are raw dicts (tests/support/kube_objects.py); `pdbs` by namespace; `workloads`
+    by (kind, namespace, name). `blocked` holds "ns/name" keys whose eviction answers 429. Every
+    accepted write is appended to `writes` as (method, target); evictions and deletes give the pod
+    a deletionTimestamp (the pod stays listed until `finish(key)` removes it)."""
+
+    def __init__(
+        self,
+        *,
+        nodes: list[dict[str, Any]] | None = None,
+        pods: list[dict[str, Any]] | None = None,
+        pdbs: dict[str, list[dict[str, Any]]] | None = None,
+        workloads: dict[tuple[str, str, str], dict[str, Any]] | None = None,
+    ) -> None:
+        self.nodes = {n["metadata"]["name"]: n for n in nodes or []}
+        self.pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods or []}
+        self.pdbs = pdbs or {}
+        self.workloads = workloads or {}
+        self.blocked: set[str] = set()
+        self.writes: list[tuple[str, str]] = []
+
+    def _missing(self, path: str) -> Exception:
+        return ClusterError(f"{path} not found", status=404)
+
+    def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        parts = path.strip("/").split("/")
+        if path.startswith("/api/v1/nodes/"):
+            if parts[-1] not in self.nodes:
+                raise self._missing(path)
+            return self.nodes[parts[-1]]
+        if path.endswith("/poddisruptionbudgets"):
+            return {"items": self.pdbs.get(parts[4], [])}
+        if path.startswith("/apis/apps/v1/namespaces/"):
+            kind = {"deployments": "deployment", "daemonsets": "daemonset", "statefulsets": "statefulset"}[
+                parts[5]
+            ]
+            if len(parts) == 6:
+                found = [w for (k, ns, _n), w in self.workloads.items() if k == kind and ns == parts[4]]
+                return {"items": found}
+            key = (kind, parts[4], parts[6])
+            if key not in self.workloads:
+                raise self._missing(path)
+            return self.workloads[key]
+        raise KeyError(path)
+
+    def list_pages(self, path: str, query: Mapping[str, Any] | None = None) -> Iterator[Any]:
+        if path == "/api/v1/nodes":
+            yield FakePage(items=list(self.nodes.values()))
+        elif path.startswith("/api/v1/namespaces/") and path.endswith("/pods"):
+            namespace = path.split("/")[4]
+            yield FakePage(items=[p for p in self.pods.values() if p["metadata"]["namespace"] == namespace])
+        else:
+            raise KeyError(path)
+
+    def node_pods(self, node: str) -> list[dict[str, Any]]:
+        return [p for p in self.pods.values() if p["spec"].get("nodeName") == node]
+
+    def cordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]:
+        if not dry_run:
+            self.writes.append(("cordon", node))
+            self.nodes[node].setdefault("spec", {})["unschedulable"] = True
+        return self.nodes[node]
+
+    def uncordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]:
+        if not dry_run:
+            self.writes.append(("uncordon", node))
+            self.nodes[node].setdefault("spec", {}).pop("unschedulable", None)
+        return self.nodes[node]
+
+    def _current(self, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
+        pod = self.pods.get(f"{namespace}/{name}")
+        if pod is None or (uid and pod["metadata"]["uid"] != uid):
+            return None
+        return pod
+
+    def evict(self, namespace: str, pod: str, *, uid: str = "", dry_run: bool = False) -> bool:
+        current = self._current(namespace, pod, uid)
+        if current is None:
+            return False
+        if f"{namespace}/{pod}" in self.blocked:
+            raise EvictionBlocked("Cannot evict pod as it would violate the pod's disruption budget.")
+        if not dry_run:
+            self.writes.append(("evict", f"{namespace}/{pod}"))
+            current["metadata"]["deletionTimestamp"] = "2026-11-24T07:00:00Z"
+        return True
+
+    def delete_pod(self, namespace: str, name: str, *, uid: str, dry_run: bool = False) -> bool:
+        current = self._current(namespace, name, uid)
+        if current is None:
+            return False
+        if not dry_run:
+            self.writes.append(("delete_pod", f"{namespace}/{name}"))
+            current["metadata"]["deletionTimestamp"] = "2026-11-24T07:00:00Z"
+        return True
+
+    def finish(self, key: str) -> None:
+        """The kubelet is done with a terminating pod: it leaves the API."""
+        self.pods.pop(key)
+
+    def restart_workload(
+        self, kind: str, namespace: str, name: str, *, at: datetime, dry_run: bool = False
+    ) -> dict[str, Any]:
+        workload = self.workloads[(kind, namespace, name)]
+        if workload.get("spec", {}).get("paused"):
+            raise RolloutRefused(f"deployment {namespace}/{name} is paused")
+        if dry_run:
+            return workload
+        self.writes.append(("restart_workload", f"{kind}/{namespace}/{name}"))
+        template = workload.setdefault("spec", {}).setdefault("template", {})
+        annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+        annotations["kubectl.kubernetes.io/restartedAt"] = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        workload["metadata"]["generation"] = int(workload["metadata"].get("generation", 1)) + 1
+        return workload
