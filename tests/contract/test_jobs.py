@@ -364,6 +364,35 @@ def test_a_restart_waits_for_the_rollout_verdict_and_refuses_a_paused_deployment
     assert refused.audit == []
 
 
+def test_a_restart_of_a_namespace_restarts_every_deployment_daemonset_and_statefulset(
+    backend: Backend,
+) -> None:
+    ns = backend.namespace
+    group, _nodes = _group(backend)
+    start_web(backend, group)
+    _daemonset(backend, group)
+    _statefulset(backend, group)
+    before = {p.metadata.uid for p in _pods(backend)}
+
+    driver = run_job(RestartJob(), backend.bot(), {"namespace": ns})
+    assert driver.last is not None
+    assert driver.last.ok, driver.last
+    keys = [f"deployment/{ns}/web", f"daemonset/{ns}/agent", f"statefulset/{ns}/db"]
+    assert sorted(k for k in driver.posts if k.startswith("rollout-done:")) == sorted(
+        f"rollout-done:{k}" for k in keys
+    )
+    stamps = {
+        kind: obj.spec.template.metadata.annotations["kubectl.kubernetes.io/restartedAt"]
+        for kind, obj in (
+            ("deployment", client.AppsV1Api(backend.api).read_namespaced_deployment("web", ns)),
+            ("daemonset", client.AppsV1Api(backend.api).read_namespaced_daemon_set("agent", ns)),
+            ("statefulset", client.AppsV1Api(backend.api).read_namespaced_stateful_set("db", ns)),
+        )
+    }
+    assert set(stamps.values()) == {driver.progress["started"]}
+    assert not before & {p.metadata.uid for p in _live(backend, "")}
+
+
 def test_a_restart_whose_pods_crash_loop_stops_not_ok_naming_the_workload(
     sim_factory: Callable[..., SimCluster], tmp_path: Path
 ) -> None:

@@ -211,6 +211,8 @@ class FakeCluster:
         self.pdbs = pdbs or {}
         self.workloads = workloads or {}
         self.blocked: set[str] = set()
+        #: "ns/name" → the error its eviction raises (a 500 when several budgets select the pod).
+        self.refusals: dict[str, Exception] = {}
         self.writes: list[tuple[str, str]] = []
 
     def _missing(self, path: str) -> Exception:
@@ -271,6 +273,8 @@ class FakeCluster:
         current = self._current(namespace, pod, uid)
         if current is None:
             return False
+        if f"{namespace}/{pod}" in self.refusals:
+            raise self.refusals[f"{namespace}/{pod}"]
         if f"{namespace}/{pod}" in self.blocked:
             raise EvictionBlocked("Cannot evict pod as it would violate the pod's disruption budget.")
         if not dry_run:

@@ -42,7 +42,8 @@ Progress (JSON; pods are kept only for the node being drained, a finished node k
         "forced": null | {"by": "U123", "reason": "…"},
         "counts": {"evicted": 3, "deleted": 0, "gone": 1},
         "pods": {"ns/web-abc": {"uid": "…", "state": "pending|evicting|evicted|blocked|deleting|gone|refused",
-                                "attempts": 0, "next": null | ISO, "why": "emptyDir"}}}}}
+                                "attempts": 0, "next": null | ISO, "why": "emptyDir",
+                                "by": "evict|delete|" (when gone), "error": 500 (a non-429 refusal seen)}}}}}
 
 Never twice, never lost: a pod moves to `evicting` (or `deleting`) with its UID in one tick and
 the write is issued by a later tick, only if that pod (same UID) is still on the node without a
@@ -526,12 +527,14 @@ class _Run:
                 backoff = min(PDB_RETRY * (2 ** min(entry["attempts"] - 1, 6)), MAX_BACKOFF)
                 entry["state"] = "blocked"
                 entry["next"] = iso(self.now + backoff)
-                self.posts.append(
-                    Post(
-                        key=f"drain-evict-error:{key}:{name}",
-                        text=f"{name}: evicting {key} refused: {outcome.user_message}; retrying",
+                if not entry.get("error"):  # said once per pod; the card keeps counting it
+                    self.posts.append(
+                        Post(
+                            key=f"drain-evict-error:{key}:{name}",
+                            text=f"{name}: evicting {key} refused: {outcome.user_message}; retrying",
+                        )
                     )
-                )
+                entry["error"] = outcome.status or 0
             elif isinstance(outcome, BaseException):
                 raise outcome
 

@@ -9,7 +9,7 @@ import pytest
 
 from bot.core.jobs.base import Decision
 from bot.core.jobs.drain import DrainJob, triage
-from bot.errors import UserError
+from bot.errors import ClusterError, UserError
 from tests.support.jobs import FakeCluster, JobDriver, stored
 from tests.support.kube_objects import node, pod
 
@@ -291,3 +291,20 @@ def test_version_keeps_only_the_old_nodes_of_a_group() -> None:
     )
     progress = stored(DrainJob(LABELS).plan(fake, {"nodegroup": "workers", "version": "1.30"}, now=T0))
     assert progress["order"] == ["n1"]
+
+
+def test_another_refusal_backs_off_per_pod_and_is_said_once() -> None:
+    fake = cluster(web("web-a"), web("web-b"))
+    fake.refusals["shop/web-a"] = ClusterError("This pod has more than one PodDisruptionBudget", status=500)
+    clock = Clock()
+    driver = drive(fake, {"node": "n1"}, clock)
+    driver.tick()
+    driver.tick()
+    driver.tick()
+    pods = driver.progress["nodes"]["n1"]["pods"]
+    assert (pods["shop/web-a"]["state"], pods["shop/web-a"]["next"]) == ("blocked", "2026-11-24T07:00:05Z")
+    assert pods["shop/web-b"]["state"] == "evicted"  # one refused pod does not stall the others
+    assert "more than one PodDisruptionBudget" in driver.posts["drain-evict-error:shop/web-a:n1"]
+    clock.advance(5)
+    driver.tick()  # refused again: the back-off doubles, nothing posted twice
+    assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["next"] == "2026-11-24T07:00:15Z"
