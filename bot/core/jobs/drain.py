@@ -186,7 +186,7 @@ class DrainJob:
                 if what == "skip":
                     lines.append(f"{name}: would leave {key} on the node ({why} pod)")
                 elif what == "refuse":
-                    lines.append(f"{name}: would REFUSE to evict {key}: {why}")
+                    lines.append(f"{name}: would REFUSE to evict {key}: {why}; people would be asked")
                 elif meta.get("deletionTimestamp"):
                     lines.append(f"{name}: would wait for {key} (already terminating)")
                 else:
@@ -200,6 +200,12 @@ class DrainJob:
                     except EvictionBlocked:
                         names = self._pdb_names(cluster, pod, pdb_cache)
                         lines.append(f"{name}: would try to evict {key}, but it is blocked now by {names}")
+                    except ClusterError as exc:
+                        if exc.status in (401, 403):
+                            raise
+                        lines.append(
+                            f"{name}: would try to evict {key}, but the API refuses now: {exc.user_message}"
+                        )
                     else:
                         lines.append(f"{name}: would evict {key}")
         return lines
@@ -313,7 +319,7 @@ class _Run:
             if node["pdbs"]:
                 lines.append("blocked by PDB: " + few(sorted(node["pdbs"])))
             if node["choice"]:
-                lines.append(f"{active}: waiting for a decision (drain past its timeout)")
+                lines.append(f"{active}: waiting for a decision (wait, delete or skip)")
         return lines
 
     def active(self) -> str | None:

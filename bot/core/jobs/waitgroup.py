@@ -25,6 +25,7 @@ from bot.core.jobs.common import (
     JobCluster,
     bar,
     duration_arg,
+    iso,
     kubelet,
     list_nodes,
     parse_iso,
@@ -73,7 +74,7 @@ class WaitNodeGroupJob:
         return {
             "nodegroup": group,
             "version": str(args["version"]).strip(),
-            "started": now.isoformat(),
+            "started": iso(now),
             "timeout": timeout.total_seconds(),
             "seen": {},
         }

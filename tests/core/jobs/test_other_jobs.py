@@ -115,26 +115,49 @@ def test_restart_stamps_once_then_waits_for_the_new_generation_to_roll_out() -> 
     )
 
 
-def test_a_restart_stops_not_ok_when_pods_crash_loop_longer_than_the_limit() -> None:
+@pytest.mark.parametrize(
+    ("waiting", "limit", "word"),
+    [
+        ("CrashLoopBackOff", "crashloop_after", "CrashLoopBackOff"),
+        ("ImagePullBackOff", "imagepull_after", "ImagePullBackOff/ErrImagePull"),
+        ("ErrImagePull", "imagepull_after", "ImagePullBackOff/ErrImagePull"),
+    ],
+)
+def test_a_restart_stops_not_ok_when_pods_crash_loop_or_fail_to_pull_longer_than_the_limit(
+    waiting: str, limit: str, word: str
+) -> None:
     workload = _web()
     workload["status"]["updatedReplicas"] = 0
-    fake = FakeCluster(workloads={("deployment", "shop", "web"): workload}, pods=_pods("CrashLoopBackOff"))
+    fake = FakeCluster(workloads={("deployment", "shop", "web"): workload}, pods=_pods(waiting))
     clock = Clock()
-    driver = JobDriver(
-        RestartJob(), fake, {"workloads": "deployment/shop/web", "crashloop_after": "1m"}, now=clock
-    )
+    driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web", limit: "1m"}, now=clock)
     driver.tick()
     fake.workloads[("deployment", "shop", "web")]["status"]["observedGeneration"] = 2
     driver.tick()
-    assert driver.progress["workloads"][0]["bad"] == {"CrashLoopBackOff": "2026-11-24T07:00:00Z"}
-    clock.now += timedelta(seconds=61)
+    assert driver.progress["workloads"][0]["bad"] == {word: "2026-11-24T07:00:00Z"}
+    clock.now += timedelta(seconds=60)
+    assert not driver.tick().done  # exactly the limit is not longer than it
+    clock.now += timedelta(seconds=1)
     driver.tick()
     assert driver.last is not None
     assert driver.last.done
     assert not driver.last.ok
-    assert driver.last.detail == (
-        "1 workload(s) failed: deployment/shop/web (2 pod(s) in CrashLoopBackOff for more than 60 s)"
+    assert (
+        driver.last.detail
+        == f"1 workload(s) failed: deployment/shop/web (2 pod(s) in {word} for more than 60 s)"
     )
+
+
+def test_a_restart_not_rolled_out_within_its_timeout_ends_not_ok() -> None:
+    fake = FakeCluster(workloads={("deployment", "shop", "web"): _web()})
+    clock = Clock()
+    driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web", "timeout": "10m"}, now=clock)
+    driver.tick()
+    clock.now += timedelta(minutes=10)
+    end = driver.tick()
+    assert end.done
+    assert not end.ok
+    assert "within the timeout" in driver.posts["rollout-failed:deployment/shop/web"]
 
 
 def test_a_paused_deployment_is_refused_with_a_line_and_the_job_is_not_ok() -> None:
