@@ -312,40 +312,85 @@ class Cluster:
 
     # ----- the bot's writes: what kubectl does for the same job ----------------------------------
 
-    def cordon(self, node: str) -> dict[str, Any]:
-        """Mark a node unschedulable (`kubectl cordon`); returns the node. Idempotent."""
+    def cordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """Mark a node unschedulable (`kubectl cordon`); returns the node. Idempotent.
+
+        `dry_run` asks the server to validate the patch and answer as if applied (`dryRun=All`),
+        persisting nothing."""
         return self.send_json(
-            "PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}}, content_type=STRATEGIC_MERGE
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"spec": {"unschedulable": True}},
+            content_type=STRATEGIC_MERGE,
+            query=_dry(dry_run),
         )
 
-    def uncordon(self, node: str) -> dict[str, Any]:
+    def uncordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]:
         """Make a node schedulable again (`kubectl uncordon`); returns the node. Idempotent.
 
         kubectl's two-way patch removes the field (false is its zero value), so this does too.
         """
         return self.send_json(
-            "PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}}, content_type=STRATEGIC_MERGE
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"spec": {"unschedulable": None}},
+            content_type=STRATEGIC_MERGE,
+            query=_dry(dry_run),
         )
 
-    def evict(self, namespace: str, pod: str) -> bool:
+    def evict(self, namespace: str, pod: str, *, uid: str = "", dry_run: bool = False) -> bool:
         """Evict a pod through the eviction API, which enforces its PodDisruptionBudgets.
 
-        True when the eviction was accepted, False when the pod was already gone (404). Raises
-        EvictionBlocked on 429 (a budget allows no disruption now: retry later); any other refusal
-        (500 when several budgets select the pod, 403) is a ClusterError.
+        True when the eviction was accepted, False when the pod was already gone (404) or, with
+        `uid`, is no longer that pod (409: a StatefulSet pod recreated under the same name — the
+        UID precondition keeps the eviction from hitting the new one). Raises EvictionBlocked on
+        429 (a budget allows no disruption now: retry later); any other refusal (500 when several
+        budgets select the pod, 403) is a ClusterError. `dry_run` is the server's `dryRun=All`:
+        the budgets are checked, nothing is evicted.
         """
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": pod, "namespace": namespace},
         }
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
         try:
-            self.send_json("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction", body)
+            self.send_json(
+                "POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction", body, query=_dry(dry_run)
+            )
         except ClusterError as exc:
-            if exc.status == 404:
+            if exc.status == 404 or (uid and exc.status == 409):
                 return False
             raise
         return True
+
+    def delete_pod(self, namespace: str, name: str, *, uid: str, dry_run: bool = False) -> bool:
+        """Delete one pod, bypassing its PodDisruptionBudgets (only when people chose it).
+
+        The UID precondition makes the delete hit exactly the pod that was decided on, never a
+        pod recreated under the same name. True when the delete was accepted; False when the pod
+        was already gone (404) or is another pod now (409).
+        """
+        body = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": uid},
+        }
+        try:
+            self.send_json("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body, query=_dry(dry_run))
+        except ClusterError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
+    def node_pods(self, node: str) -> list[dict[str, Any]]:
+        """Every pod bound to `node` (raw dicts: a node holds about 110), as `kubectl drain` lists them."""
+        pods: list[dict[str, Any]] = []
+        for page in self.list_pages("/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"}):
+            pods.extend(page.items)
+        return pods
 
     def rollout_restart(self, namespace: str, name: str, *, at: datetime) -> dict[str, Any]:
         """`kubectl rollout restart deployment/NAME`: stamp the pod template so every pod is replaced.
@@ -354,16 +399,29 @@ class Cluster:
         Deployment is refused, as kubectl refuses it: the restart would not start until resumed.
         Returns the patched Deployment.
         """
-        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        return self.restart_workload("deployment", namespace, name, at=at)
+
+    def restart_workload(
+        self, kind: str, namespace: str, name: str, *, at: datetime, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """`kubectl rollout restart KIND/NAME` for a deployment, daemonset or statefulset.
+
+        As `rollout_restart`; `dry_run` is the server's `dryRun=All` (validated, not persisted).
+        Returns the patched (or, dry, the would-be) workload.
+        """
+        resource = _WORKLOAD_RESOURCES.get(kind.lower())
+        if resource is None:
+            raise ValueError(f"rollout restart: unknown workload kind {kind!r}")
+        path = f"/apis/apps/v1/namespaces/{namespace}/{resource}/{name}"
         current = self.get_json(path)
-        if (current.get("spec") or {}).get("paused"):
+        if resource == "deployments" and (current.get("spec") or {}).get("paused"):
             raise RolloutRefused(
                 f"cluster {self.name}: deployment {namespace}/{name} is paused; resume it before restarting",
                 cluster=self.name,
             )
         stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
-        return self.send_json("PATCH", path, patch, content_type=STRATEGIC_MERGE)
+        return self.send_json("PATCH", path, patch, content_type=STRATEGIC_MERGE, query=_dry(dry_run))
 
     # ----- reads ---------------------------------------------------------------------------------
 
@@ -901,6 +959,19 @@ def _child_fetch(
 def _write_all(fd: int, view: memoryview) -> None:  # pragma: no cover - runs in the forked child
     while view:
         view = view[os.write(fd, view) :]
+
+
+#: `restart_workload`'s kinds (as plans and kubectl write them) → their apps/v1 resource.
+_WORKLOAD_RESOURCES = {
+    "deployment": "deployments",
+    "daemonset": "daemonsets",
+    "statefulset": "statefulsets",
+}
+
+
+def _dry(dry_run: bool) -> dict[str, str] | None:
+    """The query of a server-side dry run: admission and validation run, nothing is persisted."""
+    return {"dryRun": "All"} if dry_run else None
 
 
 def _page_query(query: Mapping[str, Any] | None, limit: int, token: str) -> dict[str, Any]:

@@ -1,0 +1,251 @@
+"""What the cluster jobs share: the slice of the kube adapter they use, argument parsing, node
+selection, label-selector matching (PodDisruptionBudgets, workloads) and the card's progress bar.
+
+`JobCluster` is the Protocol of the adapter methods the jobs call, so the core never imports
+`bot.adapters.kube`; `bot.adapters.kube.Cluster` satisfies it, and so can a small fake in tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from bot.core.durations import parse_duration
+from bot.core.watches.model import node_group, on_version, parse_version
+from bot.errors import ClusterError, UserError
+
+Raw = dict[str, Any]
+
+
+class JobCluster(Protocol):
+    """The kube adapter as the jobs see it (`bot.adapters.kube.Cluster` has every method)."""
+
+    def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
+
+    def list_pages(self, path: str, query: Mapping[str, Any] | None = None) -> Iterator[Any]: ...
+
+    def cordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]: ...
+
+    def uncordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]: ...
+
+    def evict(self, namespace: str, pod: str, *, uid: str = "", dry_run: bool = False) -> bool: ...
+
+    def delete_pod(self, namespace: str, name: str, *, uid: str, dry_run: bool = False) -> bool: ...
+
+    def node_pods(self, node: str) -> list[dict[str, Any]]: ...
+
+    def restart_workload(
+        self, kind: str, namespace: str, name: str, *, at: datetime, dry_run: bool = False
+    ) -> dict[str, Any]: ...
+
+
+# ----- arguments ---------------------------------------------------------------------------------
+
+
+def flag(args: Mapping[str, str], name: str) -> bool:
+    """A yes/no argument as a plan writes it (`"true"`, `"yes"`, `"1"`); anything else is no."""
+    return str(args.get(name, "")).strip().lower() in ("true", "yes", "1", "on")
+
+
+def duration_arg(args: Mapping[str, str], name: str, default: timedelta) -> timedelta:
+    text = str(args.get(name, "")).strip()
+    if not text:
+        return default
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise UserError(f"{name}: {exc}") from None
+    if value <= timedelta(0):
+        raise UserError(f"{name}: must be longer than 0")
+    return value
+
+
+def int_arg(args: Mapping[str, str], name: str, default: int, *, low: int = 1, high: int = 100) -> int:
+    text = str(args.get(name, "")).strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise UserError(f"{name}: {text[:20]!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise UserError(f"{name}: must be between {low} and {high}")
+    return value
+
+
+def names_arg(args: Mapping[str, str], name: str) -> list[str]:
+    """A comma-separated list, blanks dropped, order kept, duplicates once."""
+    seen: dict[str, None] = {}
+    for part in str(args.get(name, "")).split(","):
+        if part.strip():
+            seen[part.strip()] = None
+    return list(seen)
+
+
+def iso(moment: datetime) -> str:
+    """RFC 3339 in UTC with seconds, as Kubernetes writes times (and restartedAt)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+# ----- nodes -------------------------------------------------------------------------------------
+
+
+def list_nodes(cluster: JobCluster) -> list[Raw]:
+    nodes: list[Raw] = []
+    for page in cluster.list_pages("/api/v1/nodes"):
+        nodes.extend(page.items)
+    return nodes
+
+
+def node_name(node: Mapping[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name", ""))
+
+
+def unschedulable(node: Mapping[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def kubelet(node: Mapping[str, Any]) -> str:
+    return str(((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", ""))
+
+
+def ready(node: Mapping[str, Any]) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def version_arg(args: Mapping[str, str], *, required: bool = False) -> tuple[int, ...] | None:
+    text = str(args.get("version", "")).strip()
+    if not text:
+        if required:
+            raise UserError("version: required (the kubelet version, like 1.30 or v1.30.2)")
+        return None
+    parsed = parse_version(text)
+    if parsed is None:
+        raise UserError(f"version: {text[:20]!r} is not a version like 1.30 or v1.30.2")
+    return parsed
+
+
+def select_nodes(cluster: JobCluster, args: Mapping[str, str], group_labels: Sequence[str]) -> list[Raw]:
+    """The nodes a cordon/uncordon/drain step names, in a stable order (names as given; a group's
+    by name): `node` (comma-separated) or `nodegroup`, then `version` keeps only nodes NOT on it
+    (the old nodes of a group being replaced). Nothing selected is the user's error."""
+    wanted = names_arg(args, "node")
+    group = str(args.get("nodegroup", "")).strip()
+    if bool(wanted) == bool(group):
+        raise UserError("name the nodes: either node (comma-separated names) or nodegroup, not both")
+    target = version_arg(args)
+    if wanted:
+        # A handful of GETs, instead of listing 5,000 nodes for three names.
+        nodes = []
+        missing = []
+        for name in wanted:
+            try:
+                nodes.append(cluster.get_json(f"/api/v1/nodes/{name}"))
+            except ClusterError as exc:
+                if exc.status == 404:
+                    missing.append(name)
+                else:
+                    raise
+        if missing:
+            raise UserError(f"no such node: {', '.join(missing)}")
+    else:
+        nodes = sorted(
+            (
+                n
+                for n in list_nodes(cluster)
+                if node_group((n.get("metadata") or {}).get("labels"), group_labels) == group
+            ),
+            key=node_name,
+        )
+        if not nodes:
+            raise UserError(f"node group {group!r} has no nodes")
+    if target is not None:
+        nodes = [n for n in nodes if not on_version(kubelet(n), target)]
+        if not nodes:
+            raise UserError(
+                f"every selected node is already on {args.get('version', '').strip()}: nothing to do"
+            )
+    return nodes
+
+
+# ----- label selectors ---------------------------------------------------------------------------
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool:
+    """Does a LabelSelector (matchLabels AND every matchExpression) select these labels?
+
+    An empty selector `{}` selects everything (a PodDisruptionBudget's "all pods of the namespace");
+    a missing (None) selector selects nothing, as the disruption controller treats it."""
+    if selector is None:
+        return False
+    labels = labels or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key = str(expr.get("key", ""))
+        op = str(expr.get("operator", ""))
+        values = [str(v) for v in expr.get("values") or []]
+        if op == "In":
+            if key not in labels or labels[key] not in values:
+                return False
+        elif op == "NotIn":
+            if key in labels and labels[key] in values:
+                return False
+        elif op == "Exists":
+            if key not in labels:
+                return False
+        elif op == "DoesNotExist":
+            if key in labels:
+                return False
+        else:
+            return False  # an operator the API would have rejected: select nothing, never all
+    return True
+
+
+def selector_query(selector: Mapping[str, Any]) -> str:
+    """A LabelSelector as the `labelSelector` query text (`app=web,tier in (a,b),!legacy`)."""
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        key, op = expr.get("key"), expr.get("operator")
+        values = ",".join(sorted(str(v) for v in expr.get("values") or []))
+        if op == "In":
+            parts.append(f"{key} in ({values})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({values})")
+        elif op == "Exists":
+            parts.append(str(key))
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
+
+
+# ----- the card ----------------------------------------------------------------------------------
+
+BAR_CELLS = 10
+
+
+def bar(done: int, total: int, what: str) -> str:
+    """`▓▓▓▓▓░░░░░ 3/6 nodes drained`: ten cells whatever the size."""
+    filled = BAR_CELLS if total and done >= total else (done * BAR_CELLS // total if total else 0)
+    return f"{'▓' * filled}{'░' * (BAR_CELLS - filled)} {done}/{total} {what}"
+
+
+def few(names: Sequence[str], limit: int = 3) -> str:
+    """At most `limit` names and `+N more`: a card never lists thousands."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" +{len(names) - limit} more" if len(names) > limit else "")

@@ -1,0 +1,666 @@
+"""The `drain` job: cordon the selected nodes, then evict their pods node by node, as kubectl drain
+does — but never silently, never for ever, and never forcing anything by itself.
+
+Arguments: `node` or `nodegroup` (+ `version`) as for cordon; `timeout` per node (default 15m),
+`parallel` (evictions in flight on a node, default 5), `allow_local_storage: "true"` (evict pods
+with emptyDir, kubectl's --delete-emptydir-data), `allow_unmanaged: "true"` (evict pods without a
+controller, kubectl's --force).
+
+How it goes:
+1. the first tick cordons EVERY selected node (as managed node groups do: pods evicted from the
+   first node must not land on the next one to drain);
+2. nodes are then drained one at a time, in order. The node's pods are listed
+   (`spec.nodeName=NODE`): DaemonSet pods and mirror pods are skipped (left on the node); pods with
+   emptyDir and pods without a controller are REFUSED unless allowed (a line each); the rest are
+   evicted, at most `parallel` in flight, each pod with its own back-off (a 429 from a
+   PodDisruptionBudget is retried every 5 s, as kubectl does, and the budget is named once per node
+   with its live `disruptionsAllowed`);
+3. a pod is gone when it is no longer on the node or its UID changed (a StatefulSet pod recreated
+   under the same name); the node is drained when every pod that is not skipped is gone;
+4. past the node's `timeout`, or as soon as only refused pods are left (they would never go by
+   themselves), the job asks people with a Choice (`drain-timeout:NODE:ROUND`): wait 15 more
+   minutes, delete the remaining pods instead of evicting them (coordinator, with a reason), or
+   skip the node (it stays cordoned; the job goes on with the next). While the choice is open the
+   job does nothing at all.
+
+The job ends ok when every node is drained or skipped (skipping is people's decision, said in the
+detail); it fails only on a cluster error the driver reports.
+
+Progress (JSON; pods are kept only for the node being drained, a finished node keeps counts):
+
+    {"timeout": 900, "parallel": 5, "allow_local_storage": false, "allow_unmanaged": false,
+     "order": ["n1", "n2"],
+     "cordoned": ["n1", "n2"],                       # nodes THIS job cordoned (abort → uncordon)
+     "nodes": {"n1": {
+        "was": false,                                # unschedulable when planned
+        "state": "pending|cordoned|draining|done|skipped",
+        "started": "2026-11-24T07:00:00Z",           # draining started (or the timer restarted)
+        "round": 1,                                  # timeout rounds (the Choice's key)
+        "choice": null | "drain-timeout:n1:1",       # the open question
+        "skipped": {"daemonset": 1, "mirror": 0},    # pods left on the node by design
+        "pdbs": {"ns/web": 0},                       # budgets named in the thread (live allowed)
+        "forced": null | {"by": "U123", "reason": "…"},
+        "counts": {"evicted": 3, "deleted": 0, "gone": 1},
+        "pods": {"ns/web-abc": {"uid": "…", "state": "pending|evicting|evicted|blocked|deleting|gone|refused",
+                                "attempts": 0, "next": null | ISO, "why": "emptyDir",
+                                "by": "evict|delete|" (when gone), "error": 500 (a non-429 refusal seen)}}}}}
+
+Never twice, never lost: a pod moves to `evicting` (or `deleting`) with its UID in one tick and
+the write is issued by a later tick, only if that pod (same UID) is still on the node without a
+deletionTimestamp; the eviction and the delete also carry the UID as a precondition. A tick re-run
+after a crash therefore sees the effect (gone, UID changed, or terminating) and does not write
+again. Cordon is observed first in the same way (see `nodes.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
+from bot.core.jobs.common import (
+    JobCluster,
+    bar,
+    duration_arg,
+    few,
+    flag,
+    int_arg,
+    iso,
+    node_name,
+    parse_iso,
+    select_nodes,
+    selector_matches,
+    unschedulable,
+)
+from bot.errors import ClusterError, EvictionBlocked
+
+DEFAULT_TIMEOUT = timedelta(minutes=15)
+DEFAULT_PARALLEL = 5
+#: kubectl drain retries an eviction refused by a PodDisruptionBudget every 5 s.
+PDB_RETRY = timedelta(seconds=5)
+#: Other refusals (500: several budgets select the pod; a 5xx) back off up to a minute.
+MAX_BACKOFF = timedelta(seconds=60)
+MIRROR = "kubernetes.io/config.mirror"
+
+#: Pod states that still need the pod to go away.
+_LEFT = frozenset({"pending", "evicting", "evicted", "blocked", "deleting", "refused"})
+#: Pod states whose write the next tick issues (the intent is stored).
+_INTENT = frozenset({"evicting", "blocked"})
+
+WAIT = ChoiceOption(id="wait", label="Wait 15 more minutes")
+DELETE = ChoiceOption(
+    id="delete", label="Delete the pods instead of evicting", roles=("coordinator",), needs_reason=True
+)
+SKIP = ChoiceOption(id="skip", label="Skip this node")
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def triage(pod: Mapping[str, Any], *, allow_local_storage: bool, allow_unmanaged: bool) -> tuple[str, str]:
+    """What drain does with a pod, kubectl's filters in kubectl's order: ("skip", "DaemonSet"),
+    ("skip", "mirror"), ("refuse", why) or ("evict", "")."""
+    meta = pod.get("metadata") or {}
+    controller = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+    if controller is not None and controller.get("kind") == "DaemonSet":
+        return "skip", "DaemonSet"
+    if MIRROR in (meta.get("annotations") or {}):
+        return "skip", "mirror"
+    finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    if not allow_local_storage and not finished and any("emptyDir" in v for v in volumes):
+        return "refuse", "emptyDir (local data would be lost; allow_local_storage: true to evict)"
+    if controller is None and not allow_unmanaged and not finished:
+        return "refuse", "no controller (it would not come back; allow_unmanaged: true to evict)"
+    return "evict", ""
+
+
+def blocking_pdbs(
+    pdbs: Sequence[Mapping[str, Any]], labels: Mapping[str, str] | None
+) -> list[Mapping[str, Any]]:
+    """The PodDisruptionBudgets of a namespace that select a pod with these labels."""
+    return [p for p in pdbs if selector_matches((p.get("spec") or {}).get("selector"), labels)]
+
+
+class DrainJob:
+    """`drain`: see the module docstring."""
+
+    kind = "drain"
+
+    def __init__(self, node_group_labels: Sequence[str] = ()) -> None:
+        self.node_group_labels = tuple(node_group_labels)
+
+    # ----- plan and dry run --------------------------------------------------------------------
+
+    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
+        timeout = duration_arg(args, "timeout", DEFAULT_TIMEOUT)
+        parallel = int_arg(args, "parallel", DEFAULT_PARALLEL, high=50)
+        nodes = select_nodes(cluster, args, self.node_group_labels)
+        order = [node_name(n) for n in nodes]
+        return {
+            "timeout": timeout.total_seconds(),
+            "parallel": parallel,
+            "allow_local_storage": flag(args, "allow_local_storage"),
+            "allow_unmanaged": flag(args, "allow_unmanaged"),
+            "order": order,
+            "cordoned": [],
+            "nodes": {
+                node_name(n): {
+                    "was": unschedulable(n),
+                    "state": "pending",
+                    "started": None,
+                    "round": 0,
+                    "choice": None,
+                    "skipped": {"daemonset": 0, "mirror": 0},
+                    "pdbs": {},
+                    "forced": None,
+                    "counts": {},
+                    "pods": {},
+                }
+                for n in nodes
+            },
+        }
+
+    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
+        lines: list[str] = []
+        allow = {
+            "allow_local_storage": progress["allow_local_storage"],
+            "allow_unmanaged": progress["allow_unmanaged"],
+        }
+        for name in progress["order"]:
+            node = cluster.get_json(f"/api/v1/nodes/{name}")
+            if unschedulable(node):
+                lines.append(f"node {name} is already cordoned: left as it is")
+            else:
+                cluster.cordon(name, dry_run=True)
+                lines.append(f"would cordon node {name} (schedulable → unschedulable)")
+            pdb_cache: dict[str, list[Mapping[str, Any]]] = {}
+            for pod in sorted(cluster.node_pods(name), key=pod_key):
+                key = pod_key(pod)
+                meta = pod.get("metadata") or {}
+                what, why = triage(pod, **allow)
+                if what == "skip":
+                    lines.append(f"{name}: would leave {key} on the node ({why} pod)")
+                elif what == "refuse":
+                    lines.append(f"{name}: would REFUSE to evict {key}: {why}; people would be asked")
+                elif meta.get("deletionTimestamp"):
+                    lines.append(f"{name}: would wait for {key} (already terminating)")
+                else:
+                    try:
+                        cluster.evict(
+                            str(meta.get("namespace")),
+                            str(meta.get("name")),
+                            uid=str(meta.get("uid", "")),
+                            dry_run=True,
+                        )
+                    except EvictionBlocked:
+                        names = self._pdb_names(cluster, pod, pdb_cache)
+                        lines.append(f"{name}: would try to evict {key}, but it is blocked now by {names}")
+                    except ClusterError as exc:
+                        if exc.status in (401, 403):
+                            raise
+                        lines.append(
+                            f"{name}: would try to evict {key}, but the API refuses now: {exc.user_message}"
+                        )
+                    else:
+                        lines.append(f"{name}: would evict {key}")
+        return lines
+
+    # ----- ticks -------------------------------------------------------------------------------
+
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        run = _Run(self, cluster, progress, now)
+        return run.tick(decision)
+
+    def _pdb_names(
+        self, cluster: JobCluster, pod: Mapping[str, Any], cache: dict[str, list[Mapping[str, Any]]]
+    ) -> str:
+        found = _pdbs_for(cluster, pod, cache)
+        if not found:
+            return "a PodDisruptionBudget"
+        return ", ".join(
+            f"PodDisruptionBudget {_pdb_ref(p)} (disruptionsAllowed {_allowed(p)})" for p in found
+        )
+
+
+def _pdbs_for(
+    cluster: JobCluster, pod: Mapping[str, Any], cache: dict[str, list[Mapping[str, Any]]]
+) -> list[Mapping[str, Any]]:
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace", ""))
+    if namespace not in cache:
+        listed = cluster.get_json(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
+        cache[namespace] = list(listed.get("items") or [])
+    return blocking_pdbs(cache[namespace], meta.get("labels"))
+
+
+def _pdb_ref(pdb: Mapping[str, Any]) -> str:
+    meta = pdb.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _allowed(pdb: Mapping[str, Any]) -> int:
+    return int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
+
+
+class _Run:
+    """One tick's work on a copy of the progress."""
+
+    def __init__(self, job: DrainJob, cluster: JobCluster, progress: Progress, now: datetime) -> None:
+        self.job = job
+        self.cluster = cluster
+        # A deep enough copy: the input progress is what was stored and must stay as it was.
+        self.p: Progress = {
+            **progress,
+            "cordoned": list(progress.get("cordoned") or []),
+            "nodes": {
+                k: {**v, "pods": {pk: dict(pv) for pk, pv in (v.get("pods") or {}).items()},
+                    "pdbs": dict(v.get("pdbs") or {}), "skipped": dict(v.get("skipped") or {}),
+                    "counts": dict(v.get("counts") or {})}
+                for k, v in progress["nodes"].items()
+            },
+        }  # fmt: skip
+        self.now = now
+        self.posts: list[Post] = []
+        self.audit: list[tuple[str, str]] = []
+        self.timeout = timedelta(seconds=float(progress["timeout"]))
+
+    def result(self, *, choice: Choice | None = None, wait: float = 1.0) -> Tick:
+        order = self.p["order"]
+        nodes = self.p["nodes"]
+        finished = [n for n in order if nodes[n]["state"] in ("done", "skipped")]
+        done = len(finished) == len(order)
+        detail = ""
+        if done:
+            drained = [n for n in order if nodes[n]["state"] == "done"]
+            skipped = [n for n in order if nodes[n]["state"] == "skipped"]
+            detail = f"drained {len(drained)} node(s)"
+            if skipped:
+                detail += f"; skipped {len(skipped)} (left cordoned): {few(skipped)}"
+        return Tick(
+            progress=self.p,
+            posts=tuple(self.posts),
+            audit=tuple(self.audit),
+            card=tuple(self.card()),
+            done=done,
+            ok=True,
+            detail=detail,
+            choice=choice,
+            wait=0.0 if done else wait,
+        )
+
+    def card(self) -> list[str]:
+        order = self.p["order"]
+        nodes = self.p["nodes"]
+        drained = sum(1 for n in order if nodes[n]["state"] == "done")
+        lines = [bar(drained, len(order), "nodes drained")]
+        skipped = [n for n in order if nodes[n]["state"] == "skipped"]
+        if skipped:
+            lines.append(f"skipped (still cordoned): {few(skipped)}")
+        active = self.active()
+        if active is not None:
+            node = nodes[active]
+            pods = node["pods"].values()
+            left = sum(1 for p in pods if p["state"] in _LEFT)
+            blocked = sum(1 for p in pods if p["state"] == "blocked")
+            refused = sum(1 for p in pods if p["state"] == "refused")
+            text = f"{active}: {left} pod(s) left"
+            if blocked:
+                text += f", {blocked} blocked"
+            if refused:
+                text += f", {refused} refused"
+            lines.append(text)
+            if node["pdbs"]:
+                lines.append("blocked by PDB: " + few(sorted(node["pdbs"])))
+            if node["choice"]:
+                lines.append(f"{active}: waiting for a decision (wait, delete or skip)")
+        return lines
+
+    def active(self) -> str | None:
+        for name in self.p["order"]:
+            if self.p["nodes"][name]["state"] in ("cordoned", "draining"):
+                return str(name)
+        return None
+
+    # ----- the steps -------------------------------------------------------------------------
+
+    def tick(self, decision: Decision | None) -> Tick:
+        nodes = self.p["nodes"]
+        if any(nodes[n]["state"] == "pending" for n in self.p["order"]):
+            self.cordon_all()
+            return self.result(wait=0.0)
+        name = self.active()
+        if name is None:
+            return self.result()
+        node = nodes[name]
+        if node["choice"]:
+            if decision is None or decision.choice_key != node["choice"]:
+                # Waiting for people: nothing else happens, not even a read.
+                return self.result(choice=self.choice(name), wait=5.0)
+            return self.decide(name, decision)
+        if node["state"] == "cordoned":
+            self.start(name)
+            return self.result(wait=0.0)
+        return self.drain(name)
+
+    def cordon_all(self) -> None:
+        for name in self.p["order"]:
+            node = self.p["nodes"][name]
+            if node["state"] != "pending":
+                continue
+            try:
+                live = self.cluster.get_json(f"/api/v1/nodes/{name}")
+            except ClusterError as exc:
+                if exc.status != 404:
+                    raise
+                node["state"] = "done"
+                node["counts"] = {"evicted": 0, "deleted": 0, "gone": 0}
+                self.posts.append(
+                    Post(
+                        key=f"drain-node-gone:{name}", text=f"node {name} no longer exists: nothing to drain"
+                    )
+                )
+                continue
+            if not unschedulable(live):
+                self.cluster.cordon(name)
+                self.audit.append(("cordon", f"node {name}: schedulable → unschedulable"))
+            # Unschedulable now: by this tick, by an earlier run of it (crash), or before the job.
+            if not node["was"]:
+                if name not in self.p["cordoned"]:
+                    self.p["cordoned"].append(name)
+                self.posts.append(Post(key=f"drain-cordoned:{name}", text=f"node {name} cordoned"))
+            node["state"] = "cordoned"
+
+    def start(self, name: str) -> None:
+        """List the node's pods: the pods to evict get their intent now, the writes come next tick."""
+        node = self.p["nodes"][name]
+        node["state"] = "draining"
+        node["started"] = iso(self.now)
+        node["round"] = 1
+        self.observe(name, self.cluster.node_pods(name))
+        self.promote(node)
+
+    def observe(self, name: str, live_pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Fold the node's live pods into the progress; returns them by key."""
+        node = self.p["nodes"][name]
+        live = {pod_key(p): p for p in live_pods}
+        allow = {
+            "allow_local_storage": self.p["allow_local_storage"],
+            "allow_unmanaged": self.p["allow_unmanaged"],
+        }
+        skipped = {"daemonset": 0, "mirror": 0}
+        for key, pod in live.items():
+            meta = pod.get("metadata") or {}
+            what, why = triage(pod, **allow)
+            if what == "skip":
+                skipped["daemonset" if why == "DaemonSet" else "mirror"] += 1
+                continue
+            known = node["pods"].get(key)
+            if known is not None and (known["uid"] == meta.get("uid") or known["state"] in _LEFT):
+                continue
+            # New on the node (or a new pod under a name that already went): track it.
+            entry: dict[str, Any] = {
+                "uid": str(meta.get("uid", "")),
+                "state": "pending",
+                "attempts": 0,
+                "next": None,
+            }
+            if meta.get("deletionTimestamp"):
+                entry["state"] = "evicted"  # already going: wait for it, write nothing
+            elif what == "refuse":
+                entry["state"] = "refused"
+                entry["why"] = why
+                self.posts.append(
+                    Post(key=f"drain-refused:{key}:{name}", text=f"{name}: not evicting pod {key}: {why}")
+                )
+            node["pods"][key] = entry
+        node["skipped"] = skipped
+        for key, entry in node["pods"].items():
+            if entry["state"] not in _LEFT:
+                continue
+            current = live.get(key)
+            if current is None or (current.get("metadata") or {}).get("uid") != entry["uid"]:
+                entry["by"] = (
+                    "delete"
+                    if entry["state"] == "deleting"
+                    else ("evict" if entry["state"] in ("evicted", "evicting") else "")
+                )
+                entry["state"] = "gone"
+            elif (current.get("metadata") or {}).get("deletionTimestamp") and entry["state"] in _INTENT | {
+                "pending"
+            }:
+                entry["state"] = "evicted"  # the eviction took (maybe by a run that crashed before storing)
+        return live
+
+    def promote(self, node: dict[str, Any]) -> None:
+        """Pending pods take free eviction slots: their intent is stored, the write is next tick's."""
+        in_flight = sum(1 for p in node["pods"].values() if p["state"] in _INTENT)
+        free = int(self.p["parallel"]) - in_flight
+        for entry in node["pods"].values():
+            if free <= 0:
+                break
+            if entry["state"] == "pending":
+                entry["state"] = "evicting"
+                free -= 1
+
+    def drain(self, name: str) -> Tick:
+        node = self.p["nodes"][name]
+        stored = {k: v["state"] for k, v in node["pods"].items()}
+        live = self.observe(name, self.cluster.node_pods(name))
+        # Writes only for intents a stored progress holds, whose pod is still there as it was.
+        due = [
+            key
+            for key, entry in node["pods"].items()
+            if stored.get(key) in _INTENT and entry["state"] in _INTENT and self._due(entry)
+        ]
+        deletes = [
+            key
+            for key, entry in node["pods"].items()
+            if stored.get(key) == "deleting"
+            and entry["state"] == "deleting"
+            and not (live[key].get("metadata") or {}).get("deletionTimestamp")
+        ]
+        if due:
+            self.evict(name, due, live)
+        for key in deletes:
+            self.delete(name, key)
+        self.promote(node)
+        left = [e for e in node["pods"].values() if e["state"] in _LEFT]
+        if not left:
+            return self.finish(name)
+        started = parse_iso(node["started"]) or self.now
+        only_refused = all(e["state"] == "refused" for e in left)
+        # Only refused pods left: they never go by themselves, so people are asked at once — the
+        # first time; after "wait" the timer decides again.
+        if self.now - started >= self.timeout or (only_refused and node["round"] == 1):
+            return self.ask(name, only_refused=only_refused)
+        return self.result(wait=self._wait(left))
+
+    def _wait(self, left: list[dict[str, Any]]) -> float:
+        """1 s while something moves; else until the soonest retry (a blocked pod's 5 s)."""
+        if any(e["state"] in ("pending", "evicting", "evicted", "deleting") for e in left):
+            return 1.0
+        retries = [parse_iso(e.get("next")) for e in left if e["state"] == "blocked"]
+        soonest = min((r for r in retries if r is not None), default=None)
+        if soonest is None:
+            return 5.0
+        return min(max((soonest - self.now).total_seconds(), 0.5), 5.0)
+
+    def _due(self, entry: Mapping[str, Any]) -> bool:
+        when = parse_iso(entry.get("next"))
+        return when is None or when <= self.now
+
+    def evict(self, name: str, keys: list[str], live: Mapping[str, Mapping[str, Any]]) -> None:
+        node = self.p["nodes"][name]
+
+        def one(key: str) -> tuple[str, bool | BaseException]:
+            namespace, pod = key.split("/", 1)
+            try:
+                return key, self.cluster.evict(namespace, pod, uid=node["pods"][key]["uid"])
+            except ClusterError as exc:
+                return key, exc
+
+        workers = max(1, min(int(self.p["parallel"]), len(keys)))
+        if workers == 1:
+            results = [one(k) for k in keys]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict") as pool:
+                results = list(pool.map(one, keys))
+        pdb_cache: dict[str, list[Mapping[str, Any]]] = {}
+        for key, outcome in results:
+            entry = node["pods"][key]
+            entry["attempts"] = int(entry.get("attempts", 0)) + 1
+            if outcome is True:
+                entry["state"] = "evicted"
+                entry["next"] = None
+                self.audit.append(
+                    ("evict", f"pod {key} (uid {entry['uid']}) on node {name}: running → evicted")
+                )
+            elif outcome is False:
+                entry["state"] = "gone"
+                entry["by"] = ""
+            elif isinstance(outcome, EvictionBlocked):
+                entry["state"] = "blocked"
+                entry["next"] = iso(self.now + PDB_RETRY)
+                self.blocked(name, key, live[key], pdb_cache)
+            elif isinstance(outcome, ClusterError) and outcome.status not in (403, 401):
+                backoff = min(PDB_RETRY * (2 ** min(entry["attempts"] - 1, 6)), MAX_BACKOFF)
+                entry["state"] = "blocked"
+                entry["next"] = iso(self.now + backoff)
+                if not entry.get("error"):  # said once per pod; the card keeps counting it
+                    self.posts.append(
+                        Post(
+                            key=f"drain-evict-error:{key}:{name}",
+                            text=f"{name}: evicting {key} refused: {outcome.user_message}; retrying",
+                        )
+                    )
+                entry["error"] = outcome.status or 0
+            elif isinstance(outcome, BaseException):
+                raise outcome
+
+    def blocked(
+        self, name: str, key: str, pod: Mapping[str, Any], cache: dict[str, list[Mapping[str, Any]]]
+    ) -> None:
+        node = self.p["nodes"][name]
+        for pdb in _pdbs_for(self.cluster, pod, cache):
+            ref = _pdb_ref(pdb)
+            allowed = _allowed(pdb)
+            first = ref not in node["pdbs"]
+            node["pdbs"][ref] = allowed
+            if first:
+                status = pdb.get("status") or {}
+                self.posts.append(
+                    Post(
+                        key=f"pdb-blocked:{ref}:{name}",
+                        text=(
+                            f"{name}: PodDisruptionBudget {ref} blocks evicting {key} — disruptionsAllowed "
+                            f"{allowed} (healthy {status.get('currentHealthy', '?')} of "
+                            f"{status.get('desiredHealthy', '?')} needed); retrying every 5 s"
+                        ),
+                    )
+                )
+
+    def delete(self, name: str, key: str) -> None:
+        node = self.p["nodes"][name]
+        entry = node["pods"][key]
+        namespace, pod = key.split("/", 1)
+        entry["attempts"] = int(entry.get("attempts", 0)) + 1
+        forced = node.get("forced") or {}
+        if self.cluster.delete_pod(namespace, pod, uid=entry["uid"]):
+            self.audit.append(
+                (
+                    "delete-pod",
+                    f"pod {key} (uid {entry['uid']}) on node {name}: running → deleted instead of evicted, "
+                    f"decided by {forced.get('by', '?')}: {forced.get('reason', '')}",
+                )
+            )
+        else:
+            entry["state"] = "gone"
+            entry["by"] = ""
+
+    def finish(self, name: str) -> Tick:
+        node = self.p["nodes"][name]
+        pods = node["pods"].values()
+        counts = {
+            "evicted": sum(1 for p in pods if p.get("by") == "evict"),
+            "deleted": sum(1 for p in pods if p.get("by") == "delete"),
+            "gone": sum(1 for p in pods if not p.get("by")),
+        }
+        node["counts"] = counts
+        node["pods"] = {}
+        node["state"] = "done"
+        node["choice"] = None
+        skipped = node["skipped"]
+        text = f"node {name} drained: {counts['evicted']} pod(s) evicted"
+        if counts["deleted"]:
+            text += f", {counts['deleted']} deleted"
+        if counts["gone"]:
+            text += f", {counts['gone']} went by themselves"
+        left = skipped.get("daemonset", 0) + skipped.get("mirror", 0)
+        if left:
+            text += f"; {left} DaemonSet/mirror pod(s) left on the node"
+        self.posts.append(Post(key=f"drained:{name}", text=text))
+        return self.result(wait=0.0)
+
+    # ----- people ----------------------------------------------------------------------------
+
+    def choice(self, name: str) -> Choice:
+        node = self.p["nodes"][name]
+        left = [k for k, e in node["pods"].items() if e["state"] in _LEFT]
+        refused = [k for k, e in node["pods"].items() if e["state"] == "refused"]
+        if refused and len(refused) == len(left):
+            why = f"{len(refused)} pod(s) cannot be evicted ({few(refused)})"
+        else:
+            minutes = int(self.timeout.total_seconds() // 60) or 1
+            why = f"still {len(left)} pod(s) on it after {minutes} min ({few(left)})"
+            if node["pdbs"]:
+                why += f"; blocked by {few(sorted(node['pdbs']))}"
+        return Choice(
+            key=str(node["choice"]),
+            question=f"Drain of node {name}: {why}. What now?",
+            options=(WAIT, DELETE, SKIP),
+        )
+
+    def ask(self, name: str, *, only_refused: bool) -> Tick:
+        node = self.p["nodes"][name]
+        node["choice"] = f"drain-timeout:{name}:{node['round']}"
+        left = sum(1 for e in node["pods"].values() if e["state"] in _LEFT)
+        what = "only refused pods are left" if only_refused else f"timeout reached with {left} pod(s) left"
+        self.posts.append(
+            Post(key=f"drain-stalled:{name}:{node['round']}", text=f"node {name}: {what}; asking what to do")
+        )
+        return self.result(choice=self.choice(name), wait=5.0)
+
+    def decide(self, name: str, decision: Decision) -> Tick:
+        node = self.p["nodes"][name]
+        round_ = node["round"]
+        who = decision.by + (f" ({decision.reason})" if decision.reason else "")
+        if decision.option == WAIT.id:
+            node["started"] = iso(self.now)
+            text = f"node {name}: {who} chose to wait 15 more minutes"
+        elif decision.option == DELETE.id:
+            for entry in node["pods"].values():
+                # Pods already terminating are not deleted again: it would not make them go sooner.
+                if entry["state"] in ("pending", "evicting", "blocked", "refused"):
+                    entry["state"] = "deleting"
+                    entry["next"] = None
+            node["forced"] = {"by": decision.by, "reason": decision.reason}
+            node["started"] = iso(self.now)
+            text = f"node {name}: {who} chose to delete the remaining pods instead of evicting them"
+        elif decision.option == SKIP.id:
+            node["state"] = "skipped"
+            node["pods"] = {}
+            text = f"node {name}: {who} chose to skip it; it stays cordoned"
+        else:
+            return self.result(choice=self.choice(name), wait=5.0)
+        node["choice"] = None
+        node["round"] = round_ + 1
+        self.posts.append(Post(key=f"drain-decision:{name}:{round_}", text=text))
+        self.audit.append(("drain-decision", f"node {name}, round {round_}: {decision.option} by {who}"))
+        return self.result(wait=0.0)

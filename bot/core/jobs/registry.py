@@ -1,0 +1,25 @@
+"""The cluster jobs by kind, as plans name them: cordon, uncordon, drain, restart, wait-nodegroup."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.core.jobs.base import Job, JobRegistry
+from bot.core.jobs.drain import DrainJob
+from bot.core.jobs.nodes import CordonJob, UncordonJob
+from bot.core.jobs.restart import RestartJob
+from bot.core.jobs.waitgroup import WaitNodeGroupJob
+
+
+def default_jobs(node_group_labels: Sequence[str]) -> JobRegistry:
+    """Every job kind; `node_group_labels` are the settings' node-group label keys, in priority
+    order (how `nodegroup: NAME` finds a group's nodes)."""
+    labels = tuple(node_group_labels)
+    jobs: list[Job] = [
+        CordonJob(labels),
+        UncordonJob(labels),
+        DrainJob(labels),
+        RestartJob(),
+        WaitNodeGroupJob(labels),
+    ]
+    return JobRegistry(jobs={job.kind: job for job in jobs})

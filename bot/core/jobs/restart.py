@@ -1,0 +1,298 @@
+"""The `restart` job: `kubectl rollout restart` for Deployments, DaemonSets and StatefulSets, then
+wait for each rollout's verdict — and stop early when the new pods crash-loop or cannot pull their
+image, which `kubectl rollout status` never does (it waits for the progress deadline).
+
+Arguments: `workloads` (comma-separated `deployment/NS/NAME`, `daemonset/NS/NAME`,
+`statefulset/NS/NAME`) or `namespace` with optional `selector` (a label selector) and `kinds`
+(comma-separated, default all three); `timeout` (default 15m), `crashloop_after` and
+`imagepull_after` (default 5m each, as a watch's StopRules).
+
+Progress (JSON):
+
+    {"started": "2026-11-24T07:00:00Z", "timeout": 900, "crashloop_after": 300, "imagepull_after": 300,
+     "workloads": [{"kind": "deployment", "namespace": "shop", "name": "web",
+                    "stamp": "2026-11-24T07:00:00Z",          # chosen at plan, BEFORE the patch
+                    "state": "pending|rolling|done|failed|refused",
+                    "generation": 7,                           # the patched generation
+                    "verdict": "1 of 2 new replicas have been updated",
+                    "bad": {"CrashLoopBackOff": "2026-11-24T07:01:00Z"}}]}   # first seen, per class
+
+Never twice: the stamp is in the stored progress before any patch; a pending workload whose
+template already carries `kubectl.kubernetes.io/restartedAt` = stamp was patched (by a run that
+crashed before storing) and is not patched again. A paused Deployment is refused (kubectl refuses
+it too), with a line; the others go on, and the job ends not ok.
+
+The job is done when every workload's rollout verdict is "done" (ok) or one is failed, refused,
+crash-looping / image-pull failing longer than the limit, or past the timeout (not ok).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import msgspec
+
+from bot.core.jobs.base import Decision, Post, Progress, Tick
+from bot.core.jobs.common import (
+    JobCluster,
+    bar,
+    duration_arg,
+    few,
+    iso,
+    names_arg,
+    parse_iso,
+    selector_query,
+)
+from bot.core.rollout import DONE, FAILED, verdict
+from bot.core.watches.model import CRASHLOOP, IMAGEPULL, StopRules, classify, workload_of
+from bot.core.watches.schema import WPod
+from bot.errors import ClusterError, RolloutRefused, UserError
+
+DEFAULT_TIMEOUT = timedelta(minutes=15)
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+KINDS = {"deployment": "Deployment", "daemonset": "DaemonSet", "statefulset": "StatefulSet"}
+RESOURCES = {"deployment": "deployments", "daemonset": "daemonsets", "statefulset": "statefulsets"}
+_FINAL = frozenset({"done", "failed", "refused"})
+
+
+def workload_path(kind: str, namespace: str, name: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/{RESOURCES[kind]}/{name}"
+
+
+def wkey(entry: Mapping[str, Any]) -> str:
+    return f"{entry['kind']}/{entry['namespace']}/{entry['name']}"
+
+
+class RestartJob:
+    """`restart`: see the module docstring."""
+
+    kind = "restart"
+
+    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
+        stop = StopRules()
+        timeout = duration_arg(args, "timeout", DEFAULT_TIMEOUT)
+        crash = duration_arg(args, "crashloop_after", stop.crashloop_after)
+        pull = duration_arg(args, "imagepull_after", stop.imagepull_after)
+        named = names_arg(args, "workloads")
+        namespace = str(args.get("namespace", "")).strip()
+        if bool(named) == bool(namespace):
+            raise UserError("name the workloads: either workloads (kind/namespace/name, …) or namespace")
+        found: list[tuple[str, str, str]] = []
+        if named:
+            for text in named:
+                parts = text.split("/")
+                if len(parts) != 3 or parts[0].lower() not in KINDS or not all(parts):
+                    raise UserError(
+                        f"workloads: {text[:60]!r} is not like deployment/NS/NAME, daemonset/NS/NAME or statefulset/NS/NAME"
+                    )
+                kind, ns, name = parts[0].lower(), parts[1], parts[2]
+                try:
+                    cluster.get_json(workload_path(kind, ns, name))
+                except ClusterError as exc:
+                    if exc.status == 404:
+                        raise UserError(f"no such workload: {kind}/{ns}/{name}") from None
+                    raise
+                found.append((kind, ns, name))
+        else:
+            kinds = [k.lower() for k in names_arg(args, "kinds")] or list(KINDS)
+            unknown = [k for k in kinds if k not in KINDS]
+            if unknown:
+                raise UserError(f"kinds: {', '.join(unknown)} — expected deployment, daemonset, statefulset")
+            query = (
+                {"labelSelector": str(args["selector"]).strip()}
+                if str(args.get("selector", "")).strip()
+                else None
+            )
+            for kind in kinds:
+                listed = cluster.get_json(f"/apis/apps/v1/namespaces/{namespace}/{RESOURCES[kind]}", query)
+                for item in sorted(listed.get("items") or [], key=lambda i: str(i["metadata"]["name"])):
+                    found.append((kind, namespace, str(item["metadata"]["name"])))
+            if not found:
+                raise UserError(f"no {'/'.join(kinds)} in namespace {namespace} matches: nothing to restart")
+        stamp = iso(now)
+        return {
+            "started": stamp,
+            "timeout": timeout.total_seconds(),
+            "crashloop_after": crash.total_seconds(),
+            "imagepull_after": pull.total_seconds(),
+            "workloads": [
+                {"kind": k, "namespace": ns, "name": n, "stamp": stamp, "state": "pending",
+                 "generation": 0, "verdict": "", "bad": {}}
+                for k, ns, n in found
+            ],
+        }  # fmt: skip
+
+    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
+        lines = []
+        for entry in progress["workloads"]:
+            key = wkey(entry)
+            try:
+                cluster.restart_workload(
+                    entry["kind"], entry["namespace"], entry["name"], at=_at(entry["stamp"]), dry_run=True
+                )
+            except RolloutRefused:
+                lines.append(f"would REFUSE to restart {key}: the deployment is paused")
+                continue
+            lines.append(
+                f"would restart {key}: pod template restartedAt = {entry['stamp']}, every pod replaced"
+            )
+        return lines
+
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        workloads = [{**w, "bad": dict(w.get("bad") or {})} for w in progress["workloads"]]
+        posts: list[Post] = []
+        audit: list[tuple[str, str]] = []
+        started = parse_iso(progress["started"]) or now
+        limits = {
+            CRASHLOOP: timedelta(seconds=float(progress["crashloop_after"])),
+            IMAGEPULL: timedelta(seconds=float(progress["imagepull_after"])),
+        }
+        for entry in workloads:
+            if entry["state"] == "pending":
+                self._stamp(cluster, entry, posts, audit)
+            elif entry["state"] == "rolling":
+                self._follow(cluster, entry, now, limits, posts)
+        timed_out = now - started >= timedelta(seconds=float(progress["timeout"]))
+        if timed_out:
+            for entry in workloads:
+                if entry["state"] not in _FINAL:
+                    key = wkey(entry)
+                    entry["state"] = "failed"
+                    entry["verdict"] = f"timeout: {entry['verdict'] or 'not rolled out'}"
+                    posts.append(
+                        Post(
+                            key=f"rollout-failed:{key}",
+                            text=f"{key}: not rolled out within the timeout ({entry['verdict']})",
+                        )
+                    )
+        new: Progress = {**progress, "workloads": workloads}
+        done = all(w["state"] in _FINAL for w in workloads)
+        # One failing workload stops the job: people decide; the rest keep their stamp.
+        failed = [w for w in workloads if w["state"] in ("failed", "refused")]
+        if failed:
+            for entry in workloads:
+                if entry["state"] not in _FINAL:
+                    entry["state"] = "failed"
+                    entry["verdict"] = f"stopped: {wkey(failed[0])} failed"
+            done = True
+        finished = sum(1 for w in workloads if w["state"] == "done")
+        card = [bar(finished, len(workloads), "workloads restarted")]
+        rolling = [w for w in workloads if w["state"] == "rolling"]
+        for entry in rolling[:3]:
+            card.append(f"{wkey(entry)}: {entry['verdict'] or 'restarting'}")
+        if len(rolling) > 3:
+            card.append(f"+{len(rolling) - 3} more rolling")
+        if failed:
+            card.append("failed: " + few([wkey(w) for w in failed]))
+        detail = ""
+        if done:
+            detail = (
+                f"{len(failed)} workload(s) failed: "
+                + "; ".join(f"{wkey(w)} ({w['verdict']})" for w in failed[:3])
+                if failed
+                else f"{finished} workload(s) restarted and rolled out"
+            )
+        return Tick(progress=new, posts=tuple(posts), audit=tuple(audit), card=tuple(card), done=done,
+                    ok=not failed, detail=detail, wait=2.0)  # fmt: skip
+
+    def _stamp(
+        self, cluster: JobCluster, entry: dict[str, Any], posts: list[Post], audit: list[tuple[str, str]]
+    ) -> None:
+        key = wkey(entry)
+        current = cluster.get_json(workload_path(entry["kind"], entry["namespace"], entry["name"]))
+        annotations = ((current.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
+            "annotations"
+        ) or {}
+        before = annotations.get(RESTARTED_AT)
+        if before == entry["stamp"]:
+            # Stamped by an earlier run of this tick that crashed before its progress was stored.
+            entry["generation"] = int((current.get("metadata") or {}).get("generation") or 0)
+        else:
+            try:
+                patched = cluster.restart_workload(
+                    entry["kind"], entry["namespace"], entry["name"], at=_at(entry["stamp"])
+                )
+            except RolloutRefused:
+                entry["state"] = "refused"
+                entry["verdict"] = "paused: resume it before restarting"
+                posts.append(
+                    Post(
+                        key=f"restart-refused:{key}", text=f"{key} is paused: not restarted (resume it first)"
+                    )
+                )
+                return
+            entry["generation"] = int((patched.get("metadata") or {}).get("generation") or 0)
+            audit.append(("restart", f"{key}: restartedAt {before or 'unset'} → {entry['stamp']}"))
+        entry["state"] = "rolling"
+        posts.append(Post(key=f"restarted:{key}", text=f"{key} restarted (restartedAt {entry['stamp']})"))
+
+    def _follow(
+        self,
+        cluster: JobCluster,
+        entry: dict[str, Any],
+        now: datetime,
+        limits: Mapping[str, timedelta],
+        posts: list[Post],
+    ) -> None:
+        key = wkey(entry)
+        obj = cluster.get_json(workload_path(entry["kind"], entry["namespace"], entry["name"]))
+        observed = int((obj.get("status") or {}).get("observedGeneration") or 0)
+        state, message = verdict(KINDS[entry["kind"]], obj)
+        if observed < int(entry["generation"]) and state != FAILED:
+            state, message = "waiting", "waiting for the restart to be observed"
+        entry["verdict"] = message
+        if state == DONE:
+            entry["state"] = "done"
+            entry["bad"] = {}
+            posts.append(Post(key=f"rollout-done:{key}", text=f"{key}: {message}"))
+            return
+        if state == FAILED:
+            entry["state"] = "failed"
+            posts.append(Post(key=f"rollout-failed:{key}", text=f"{key}: rollout failed: {message}"))
+            return
+        seen = self._bad_classes(cluster, entry, obj)
+        bad: dict[str, str] = {}
+        for cls, count in seen.items():
+            since = parse_iso(entry["bad"].get(cls)) or now
+            bad[cls] = iso(since)
+            if now - since > limits[cls]:
+                entry["state"] = "failed"
+                word = "CrashLoopBackOff" if cls == CRASHLOOP else "ImagePullBackOff/ErrImagePull"
+                entry["verdict"] = (
+                    f"{count} pod(s) in {word} for more than {int(limits[cls].total_seconds())} s"
+                )
+                posts.append(Post(key=f"rollout-failed:{key}", text=f"{key}: stopped: {entry['verdict']}"))
+        entry["bad"] = bad
+
+    def _bad_classes(
+        self, cluster: JobCluster, entry: Mapping[str, Any], obj: Mapping[str, Any]
+    ) -> dict[str, int]:
+        """Pods of the workload crash-looping or failing to pull, counted per class."""
+        selector = (obj.get("spec") or {}).get("selector") or {}
+        query = {"labelSelector": selector_query(selector)} if selector else None
+        want = (KINDS[entry["kind"]], entry["name"])
+        counts: dict[str, int] = {}
+        raws = (
+            raw
+            for page in cluster.list_pages(f"/api/v1/namespaces/{entry['namespace']}/pods", query)
+            for raw in page.items
+        )
+        for raw in raws:
+            pod = msgspec.convert(raw, WPod)
+            if workload_of(pod) != want:
+                continue
+            found = classify(pod)
+            if found is not None and found[0] in (CRASHLOOP, IMAGEPULL):
+                counts[found[0]] = counts.get(found[0], 0) + 1
+        return counts
+
+
+def _at(stamp: str) -> datetime:
+    moment = parse_iso(stamp)
+    if moment is None:  # pragma: no cover - the stamp is ours, written by `iso`
+        raise ValueError(f"bad stamp {stamp!r}")
+    return moment

@@ -1,0 +1,121 @@
+"""The `wait-nodegroup` job: wait until every node of a node group is Ready and on a kubelet version
+(the new nodes joined, the old ones are gone), or give up after a timeout. It writes nothing.
+
+Arguments: `nodegroup` and `version` (required), `timeout` (default 1h).
+
+A node counts as on target only when it is Ready, its kubelet is at or above `version`, it is not
+being deleted (deletionTimestamp) and it is not cordoned (a cordoned node on the version is not
+serving yet). Done (ok) when the group has at least one node and every node is on target; an old
+node still in the group — cordoned, drained or not — keeps the job waiting.
+
+Progress (JSON):
+
+    {"nodegroup": "workers", "version": "1.30", "started": "2026-11-24T07:00:00Z", "timeout": 3600,
+     "seen": {"total": 6, "on_target": 3, "not_ready": 1, "old": 3}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.core.jobs.base import Decision, Post, Progress, Tick
+from bot.core.jobs.common import (
+    JobCluster,
+    bar,
+    duration_arg,
+    iso,
+    kubelet,
+    list_nodes,
+    parse_iso,
+    ready,
+    unschedulable,
+    version_arg,
+)
+from bot.core.watches.model import node_group, on_version, parse_version
+from bot.errors import UserError
+
+DEFAULT_TIMEOUT = timedelta(hours=1)
+
+
+def group_counts(nodes: Sequence[Mapping[str, Any]], version: str) -> dict[str, int]:
+    """total, on_target, not_ready and old (not on the version) among a group's nodes."""
+    target = parse_version(version)
+    counts = {"total": 0, "on_target": 0, "not_ready": 0, "old": 0}
+    for node in nodes:
+        counts["total"] += 1
+        is_ready = ready(node)
+        current = on_version(kubelet(node), target)
+        if not is_ready:
+            counts["not_ready"] += 1
+        if not current:
+            counts["old"] += 1
+        deleting = bool((node.get("metadata") or {}).get("deletionTimestamp"))
+        if is_ready and current and not deleting and not unschedulable(node):
+            counts["on_target"] += 1
+    return counts
+
+
+class WaitNodeGroupJob:
+    """`wait-nodegroup`: see the module docstring."""
+
+    kind = "wait-nodegroup"
+
+    def __init__(self, node_group_labels: Sequence[str] = ()) -> None:
+        self.node_group_labels = tuple(node_group_labels)
+
+    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
+        group = str(args.get("nodegroup", "")).strip()
+        if not group:
+            raise UserError("nodegroup: required (the node group to wait for)")
+        version_arg(args, required=True)
+        timeout = duration_arg(args, "timeout", DEFAULT_TIMEOUT)
+        return {
+            "nodegroup": group,
+            "version": str(args["version"]).strip(),
+            "started": iso(now),
+            "timeout": timeout.total_seconds(),
+            "seen": {},
+        }
+
+    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
+        counts = group_counts(self._nodes(cluster, progress), progress["version"])
+        return [
+            f"would wait (up to {int(progress['timeout'])} s, writing nothing) until every node of group "
+            f"{progress['nodegroup']} is Ready on {progress['version']}: now {counts['on_target']}/"
+            f"{counts['total']} on target, {counts['not_ready']} NotReady, {counts['old']} old"
+        ]
+
+    def _nodes(self, cluster: JobCluster, progress: Progress) -> list[dict[str, Any]]:
+        return [
+            n
+            for n in list_nodes(cluster)
+            if node_group((n.get("metadata") or {}).get("labels"), self.node_group_labels)
+            == progress["nodegroup"]
+        ]
+
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        group, version = progress["nodegroup"], progress["version"]
+        counts = group_counts(self._nodes(cluster, progress), version)
+        new: Progress = {**progress, "seen": counts}
+        card = [bar(counts["on_target"], counts["total"], f"nodes of {group} Ready on {version}")]
+        if counts["not_ready"]:
+            card.append(f"{counts['not_ready']} NotReady")
+        if counts["old"]:
+            card.append(f"{counts['old']} old node(s) remaining")
+        if counts["total"] and counts["on_target"] == counts["total"]:
+            text = f"node group {group}: all {counts['total']} node(s) Ready on {version}"
+            return Tick(progress=new, posts=(Post(key=f"nodegroup-ready:{group}:{version}", text=text),),
+                        card=tuple(card), done=True, ok=True, detail=text, wait=0.0)  # fmt: skip
+        started = parse_iso(progress["started"]) or now
+        if now - started >= timedelta(seconds=float(progress["timeout"])):
+            text = (
+                f"node group {group}: not all on {version} in time — {counts['on_target']}/{counts['total']} "
+                f"on target, {counts['not_ready']} NotReady, {counts['old']} old"
+            )
+            return Tick(progress=new, posts=(Post(key=f"nodegroup-timeout:{group}:{version}", text=text),),
+                        card=tuple(card), done=True, ok=False, detail=text, wait=0.0)  # fmt: skip
+        return Tick(progress=new, card=tuple(card), wait=5.0)

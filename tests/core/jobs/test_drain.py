@@ -1,0 +1,310 @@
+"""The drain job's progress transitions on an in-memory cluster, with time passed in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from bot.core.jobs.base import Decision
+from bot.core.jobs.drain import DrainJob, triage
+from bot.errors import ClusterError, UserError
+from tests.support.jobs import FakeCluster, JobDriver, stored
+from tests.support.kube_objects import node, pod
+
+T0 = datetime(2026, 11, 24, 7, 0, tzinfo=UTC)
+LABELS = ("eks.amazonaws.com/nodegroup",)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def web(name: str, node_name: str = "n1", **meta: Any) -> dict[str, Any]:
+    raw = pod("shop", name, owner=("ReplicaSet", "web-5d8f"), node_name=node_name)
+    raw["metadata"]["labels"] = {"app": "web"}
+    raw["metadata"].update(meta)
+    return raw
+
+
+def cluster(*pods: dict[str, Any], **kwargs: Any) -> FakeCluster:
+    return FakeCluster(nodes=[node("n1", "workers"), node("n2", "workers")], pods=list(pods), **kwargs)
+
+
+def drive(fake: FakeCluster, args: dict[str, str], clock: Clock | None = None) -> JobDriver:
+    return JobDriver(DrainJob(LABELS), fake, args, now=clock or Clock())
+
+
+def test_each_write_comes_one_tick_after_its_intent_was_stored() -> None:
+    fake = cluster(web("web-a"), web("web-b"))
+    driver = drive(fake, {"node": "n1"})
+    driver.tick()
+    assert fake.writes == [("cordon", "n1")]
+    assert driver.progress["cordoned"] == ["n1"]
+    driver.tick()  # lists the pods: intents stored, nothing evicted yet
+    assert fake.writes == [("cordon", "n1")]
+    pods = driver.progress["nodes"]["n1"]["pods"]
+    assert {k: (v["state"], v["uid"]) for k, v in pods.items()} == {
+        "shop/web-a": ("evicting", "uid-shop-web-a"),
+        "shop/web-b": ("evicting", "uid-shop-web-b"),
+    }
+    driver.tick()
+    assert sorted(fake.writes[1:]) == [("evict", "shop/web-a"), ("evict", "shop/web-b")]
+    assert {v["state"] for v in driver.progress["nodes"]["n1"]["pods"].values()} == {"evicted"}
+    fake.finish("shop/web-a")
+    fake.finish("shop/web-b")
+    driver.tick()
+    assert driver.last is not None
+    assert driver.last.done
+    assert driver.posts["drained:n1"] == "node n1 drained: 2 pod(s) evicted"
+    assert ("cordon", "node n1: schedulable → unschedulable") in driver.audit
+
+
+def test_a_tick_run_again_from_the_stored_progress_observes_instead_of_writing_again() -> None:
+    fake = cluster(web("web-a"))
+    driver = drive(fake, {"node": "n1"})
+    driver.tick()
+    driver.tick()
+    before = driver.progress
+    driver.tick(crash=True)  # evicted, then killed before the progress was stored
+    assert fake.writes == [("cordon", "n1"), ("evict", "shop/web-a")]
+    assert driver.progress == before
+    driver.tick()  # the same tick again: the pod is terminating, so no second eviction
+    assert fake.writes == [("cordon", "n1"), ("evict", "shop/web-a")]
+    assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["state"] == "evicted"
+
+
+def test_a_cordon_re_run_after_a_crash_still_counts_the_node_as_cordoned_by_the_job() -> None:
+    fake = cluster()
+    driver = drive(fake, {"node": "n1"})
+    driver.tick(crash=True)
+    driver.tick()
+    assert fake.writes == [("cordon", "n1")]
+    assert driver.progress["cordoned"] == ["n1"]
+
+
+def test_a_node_cordoned_before_the_job_is_not_offered_for_uncordon() -> None:
+    fake = cluster()
+    fake.nodes["n1"]["spec"] = {"unschedulable": True}
+    driver = drive(fake, {"node": "n1"})
+    driver.tick()
+    assert fake.writes == []
+    assert driver.progress["cordoned"] == []
+
+
+def test_a_recreated_pod_under_the_same_name_counts_as_gone_and_is_never_evicted() -> None:
+    fake = cluster(web("db-0"))
+    driver = drive(fake, {"node": "n1"})
+    driver.tick()
+    driver.tick()
+    fake.pods["shop/db-0"] = web("db-0", node_name="n2", uid="uid-new")
+    driver.tick()
+    assert ("evict", "shop/db-0") not in fake.writes
+    assert driver.last is not None
+    assert driver.last.done
+
+
+def test_a_budget_blocked_eviction_is_retried_every_5_s_and_the_budget_named_once() -> None:
+    pdb = {
+        "metadata": {"namespace": "shop", "name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2},
+    }
+    fake = cluster(web("web-a"), pdbs={"shop": [pdb]})
+    fake.blocked.add("shop/web-a")
+    clock = Clock()
+    driver = drive(fake, {"node": "n1"}, clock)
+    driver.tick()
+    driver.tick()
+    blocked = driver.tick()
+    entry = driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]
+    assert (entry["state"], entry["attempts"], entry["next"]) == ("blocked", 1, "2026-11-24T07:00:05Z")
+    assert driver.posts["pdb-blocked:shop/web:n1"].startswith(
+        "n1: PodDisruptionBudget shop/web blocks evicting shop/web-a — disruptionsAllowed 0"
+    )
+    assert blocked.wait == 5.0
+    assert "blocked by PDB: shop/web" in blocked.card
+    clock.advance(2)
+    driver.tick()  # too early: no attempt
+    assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["attempts"] == 1
+    clock.advance(3)
+    driver.tick()  # 5 s later: tried again, not posted again (the harness fails on a repeated key)
+    assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["attempts"] == 2
+    fake.blocked.clear()
+    clock.advance(5)
+    driver.tick()
+    assert ("evict", "shop/web-a") in fake.writes
+
+
+def test_evictions_in_flight_are_bounded_by_parallel() -> None:
+    fake = cluster(*(web(f"web-{i}") for i in range(5)))
+    driver = drive(fake, {"node": "n1", "parallel": "2"})
+    driver.tick()
+    driver.tick()
+    states = sorted(v["state"] for v in driver.progress["nodes"]["n1"]["pods"].values())
+    assert states == ["evicting", "evicting", "pending", "pending", "pending"]
+    driver.tick()
+    assert len([w for w in fake.writes if w[0] == "evict"]) == 2
+
+
+def test_past_the_timeout_the_job_asks_and_then_does_nothing_until_a_decision() -> None:
+    fake = cluster(web("web-a"))
+    fake.blocked.add("shop/web-a")
+    clock = Clock()
+    driver = drive(fake, {"node": "n1", "timeout": "1m"}, clock)
+    for _ in range(3):
+        driver.tick()
+    clock.advance(61)
+    asked = driver.tick()
+    assert asked.choice is not None
+    assert asked.choice.key == "drain-timeout:n1:1"
+    writes = list(fake.writes)
+    clock.advance(600)
+    for _ in range(3):
+        again = driver.tick()
+        assert again.choice == asked.choice
+    assert fake.writes == writes
+    driver.tick(Decision(choice_key="drain-timeout:n1:1", option="wait", by="U1"))
+    assert driver.progress["nodes"]["n1"]["choice"] is None
+    assert driver.progress["nodes"]["n1"]["started"] == "2026-11-24T07:11:01Z"
+    assert driver.posts["drain-decision:n1:1"] == "node n1: U1 chose to wait 15 more minutes"
+    clock.advance(61)
+    driver.tick()
+    assert driver.choice is not None
+    assert driver.choice.key == "drain-timeout:n1:2"
+
+
+def test_delete_after_the_timeout_deletes_with_the_uid_one_tick_after_the_decision() -> None:
+    fake = cluster(web("web-a"))
+    fake.blocked.add("shop/web-a")
+    clock = Clock()
+    driver = drive(fake, {"node": "n1", "timeout": "1m"}, clock)
+    for _ in range(3):
+        driver.tick()
+    clock.advance(61)
+    driver.tick()
+    driver.tick(Decision(choice_key="drain-timeout:n1:1", option="delete", by="U9", reason="window closes"))
+    assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["state"] == "deleting"
+    assert ("delete_pod", "shop/web-a") not in fake.writes
+    driver.tick()
+    assert ("delete_pod", "shop/web-a") in fake.writes
+    driver.tick()  # terminating: not deleted again
+    assert fake.writes.count(("delete_pod", "shop/web-a")) == 1
+    fake.finish("shop/web-a")
+    driver.tick()
+    assert driver.posts["drained:n1"] == "node n1 drained: 0 pod(s) evicted, 1 deleted"
+    assert any(what == "delete-pod" and "U9: window closes" in detail for what, detail in driver.audit)
+
+
+def test_refused_pods_are_named_and_bring_the_question_without_waiting_for_the_timeout() -> None:
+    local = web("cache")
+    local["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    bare = pod("shop", "debug", owner=None, node_name="n1")
+    fake = cluster(local, bare)
+    driver = drive(fake, {"node": "n1"})
+    driver.tick()
+    driver.tick()
+    assert driver.choice is None  # the listing tick only records what it found
+    assert driver.posts["drain-refused:shop/cache:n1"].startswith("n1: not evicting pod shop/cache: emptyDir")
+    assert driver.posts["drain-refused:shop/debug:n1"].startswith(
+        "n1: not evicting pod shop/debug: no controller"
+    )
+    driver.tick()
+    assert driver.choice is not None
+    assert "2 pod(s) cannot be evicted" in driver.choice.question
+    assert driver.choice.key == "drain-timeout:n1:1"
+    assert fake.writes == [("cordon", "n1")]
+
+
+def test_a_skipped_node_stays_cordoned_and_the_job_goes_on_with_the_next() -> None:
+    fake = cluster(web("web-a"), web("web-b", node_name="n2"))
+    fake.blocked.add("shop/web-a")
+    clock = Clock()
+    driver = drive(fake, {"nodegroup": "workers", "timeout": "1m"}, clock)
+    driver.tick()
+    assert fake.writes == [("cordon", "n1"), ("cordon", "n2")]  # every node first
+    driver.tick()
+    driver.tick()
+    clock.advance(61)
+    driver.tick()
+    driver.tick(Decision(choice_key="drain-timeout:n1:1", option="skip", by="U2"))
+    assert driver.progress["nodes"]["n1"]["state"] == "skipped"
+    driver.tick()
+    driver.tick()
+    assert ("evict", "shop/web-b") in fake.writes
+    fake.finish("shop/web-b")
+    driver.tick()
+    assert driver.last is not None
+    assert driver.last.done
+    assert driver.last.detail == "drained 1 node(s); skipped 1 (left cordoned): n1"
+    assert ("uncordon", "n1") not in fake.writes
+
+
+def test_daemonset_and_mirror_pods_are_left_and_local_data_or_bare_pods_refused_unless_allowed() -> None:
+    ds = pod("kube-system", "proxy", owner=("DaemonSet", "kube-proxy"))
+    mirror = pod("kube-system", "etcd", owner=("Node", "n1"))
+    mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    local = web("cache")
+    local["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    bare = pod("shop", "debug", owner=None)
+    done = pod("shop", "job-1", owner=None, phase="Succeeded")
+    strict = {"allow_local_storage": False, "allow_unmanaged": False}
+    assert triage(ds, **strict) == ("skip", "DaemonSet")
+    assert triage(mirror, **strict) == ("skip", "mirror")
+    assert triage(local, **strict)[0] == "refuse"
+    assert triage(bare, **strict)[0] == "refuse"
+    assert triage(done, **strict) == ("evict", "")
+    assert triage(local, allow_local_storage=True, allow_unmanaged=False) == ("evict", "")
+    assert triage(bare, allow_local_storage=False, allow_unmanaged=True) == ("evict", "")
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        ({"node": "n9"}, "no such node: n9"),
+        ({"nodegroup": "nope"}, "node group 'nope' has no nodes"),
+        ({"node": "n1", "nodegroup": "workers"}, "either node"),
+        ({}, "either node"),
+        ({"nodegroup": "workers", "version": "1.29"}, "already on 1.29"),
+        ({"node": "n1", "timeout": "soon"}, "timeout:"),
+        ({"node": "n1", "parallel": "0"}, "parallel:"),
+    ],
+)
+def test_a_selection_that_names_nothing_is_refused_with_a_short_reason(
+    args: dict[str, str], reason: str
+) -> None:
+    with pytest.raises(UserError, match=reason):
+        DrainJob(LABELS).plan(cluster(), args, now=T0)
+
+
+def test_version_keeps_only_the_old_nodes_of_a_group() -> None:
+    fake = FakeCluster(
+        nodes=[node("n1", "workers", kubelet="v1.29.4"), node("n2", "workers", kubelet="v1.30.2")]
+    )
+    progress = stored(DrainJob(LABELS).plan(fake, {"nodegroup": "workers", "version": "1.30"}, now=T0))
+    assert progress["order"] == ["n1"]
+
+
+def test_another_refusal_backs_off_per_pod_and_is_said_once() -> None:
+    fake = cluster(web("web-a"), web("web-b"))
+    fake.refusals["shop/web-a"] = ClusterError("This pod has more than one PodDisruptionBudget", status=500)
+    clock = Clock()
+    driver = drive(fake, {"node": "n1"}, clock)
+    driver.tick()
+    driver.tick()
+    driver.tick()
+    pods = driver.progress["nodes"]["n1"]["pods"]
+    assert (pods["shop/web-a"]["state"], pods["shop/web-a"]["next"]) == ("blocked", "2026-11-24T07:00:05Z")
+    assert pods["shop/web-b"]["state"] == "evicted"  # one refused pod does not stall the others
+    assert "more than one PodDisruptionBudget" in driver.posts["drain-evict-error:shop/web-a:n1"]
+    clock.advance(5)
+    driver.tick()  # refused again: the back-off doubles, nothing posted twice
+    assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["next"] == "2026-11-24T07:00:15Z"

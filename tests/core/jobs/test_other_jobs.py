@@ -1,0 +1,246 @@
+"""cordon/uncordon, restart, wait-nodegroup and the registry, on an in-memory cluster."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from bot.core.jobs.nodes import CordonJob, UncordonJob
+from bot.core.jobs.registry import default_jobs
+from bot.core.jobs.restart import RestartJob
+from bot.core.jobs.waitgroup import WaitNodeGroupJob, group_counts
+from bot.errors import UserError
+from tests.support.jobs import FakeCluster, JobDriver
+from tests.support.kube_objects import container_status, deployment, node, pod
+
+T0 = datetime(2026, 11, 24, 7, 0, tzinfo=UTC)
+LABELS = ("eks.amazonaws.com/nodegroup",)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_the_registry_maps_every_kind_plans_use() -> None:
+    registry = default_jobs(LABELS)
+    assert sorted(registry.jobs) == ["cordon", "drain", "restart", "uncordon", "wait-nodegroup"]
+    assert all(registry.get(kind).kind == kind for kind in registry.jobs)  # type: ignore[union-attr]
+    assert registry.get("reboot") is None
+
+
+def test_cordon_changes_only_schedulable_nodes_and_lists_those_it_cordoned() -> None:
+    fake = FakeCluster(nodes=[node("n1", "g"), node("n2", "g", unschedulable=True)])
+    driver = JobDriver(CordonJob(LABELS), fake, {"nodegroup": "g"}, now=Clock())
+    driver.tick()
+    assert driver.last is not None
+    assert driver.last.done
+    assert fake.writes == [("cordon", "n1")]
+    assert driver.progress["cordoned"] == ["n1"]
+    assert driver.audit == [("cordon", "node n1: schedulable → unschedulable")]
+    assert driver.posts == {
+        "cordon:n1": "node n1 cordoned",
+        "cordon-already:n2": "node n2 was already unschedulable: left as it is",
+    }
+    assert driver.last.card[0] == "▓▓▓▓▓▓▓▓▓▓ 2/2 nodes cordoned"
+
+
+def test_a_cordon_dry_run_changes_nothing_and_says_what_would_happen() -> None:
+    fake = FakeCluster(nodes=[node("n1", "g"), node("n2", "g", unschedulable=True)])
+    job = CordonJob(LABELS)
+    lines = job.dry_run(fake, job.plan(fake, {"node": "n1,n2"}, now=T0))
+    assert lines == [
+        "would cordon node n1 (schedulable → unschedulable)",
+        "node n2 is already unschedulable: left as it is",
+    ]
+    assert fake.writes == []
+
+
+def test_uncordon_re_run_after_a_crash_does_not_patch_again() -> None:
+    fake = FakeCluster(nodes=[node("n1", "g", unschedulable=True)])
+    driver = JobDriver(UncordonJob(LABELS), fake, {"node": "n1"}, now=Clock())
+    driver.tick(crash=True)
+    driver.tick()
+    assert fake.writes == [("uncordon", "n1")]
+    assert driver.progress["uncordoned"] == ["n1"]
+
+
+def _web(**spec: Any) -> dict[str, Any]:
+    raw = deployment("shop", "web")
+    raw["spec"].update(spec)
+    raw["spec"]["selector"] = {"matchLabels": {"app": "web"}}
+    return raw
+
+
+def _pods(waiting: str | None) -> list[dict[str, Any]]:
+    out = []
+    for name in ("web-5d8f-a", "web-5d8f-b"):
+        raw = pod(
+            "shop",
+            name,
+            owner=("ReplicaSet", "web-5d8f"),
+            containers=[container_status("app", ready=False, waiting=waiting)],
+        )
+        raw["metadata"]["labels"] = {"app": "web", "pod-template-hash": "5d8f"}
+        out.append(raw)
+    return out
+
+
+def test_restart_stamps_once_then_waits_for_the_new_generation_to_roll_out() -> None:
+    fake = FakeCluster(workloads={("deployment", "shop", "web"): _web()})
+    clock = Clock()
+    driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web"}, now=clock)
+    assert driver.progress["workloads"][0]["stamp"] == "2026-11-24T07:00:00Z"
+    driver.tick(crash=True)
+    driver.tick()  # the stamp is already there: not patched twice
+    assert fake.writes == [("restart_workload", "deployment/shop/web")]
+    assert driver.progress["workloads"][0]["state"] == "rolling"
+    driver.tick()
+    assert driver.last is not None
+    assert not driver.last.done  # generation 2 not observed yet
+    assert driver.last.card[1] == "deployment/shop/web: waiting for the restart to be observed"
+    fake.workloads[("deployment", "shop", "web")]["status"]["observedGeneration"] = 2
+    driver.tick()
+    assert driver.last.done
+    assert driver.last.ok
+    assert (
+        driver.posts["rollout-done:deployment/shop/web"]
+        == 'deployment/shop/web: deployment "web" successfully rolled out'
+    )
+
+
+@pytest.mark.parametrize(
+    ("waiting", "limit", "word"),
+    [
+        ("CrashLoopBackOff", "crashloop_after", "CrashLoopBackOff"),
+        ("ImagePullBackOff", "imagepull_after", "ImagePullBackOff/ErrImagePull"),
+        ("ErrImagePull", "imagepull_after", "ImagePullBackOff/ErrImagePull"),
+    ],
+)
+def test_a_restart_stops_not_ok_when_pods_crash_loop_or_fail_to_pull_longer_than_the_limit(
+    waiting: str, limit: str, word: str
+) -> None:
+    workload = _web()
+    workload["status"]["updatedReplicas"] = 0
+    fake = FakeCluster(workloads={("deployment", "shop", "web"): workload}, pods=_pods(waiting))
+    clock = Clock()
+    driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web", limit: "1m"}, now=clock)
+    driver.tick()
+    fake.workloads[("deployment", "shop", "web")]["status"]["observedGeneration"] = 2
+    driver.tick()
+    assert driver.progress["workloads"][0]["bad"] == {word: "2026-11-24T07:00:00Z"}
+    clock.now += timedelta(seconds=60)
+    assert not driver.tick().done  # exactly the limit is not longer than it
+    clock.now += timedelta(seconds=1)
+    driver.tick()
+    assert driver.last is not None
+    assert driver.last.done
+    assert not driver.last.ok
+    assert (
+        driver.last.detail
+        == f"1 workload(s) failed: deployment/shop/web (2 pod(s) in {word} for more than 60 s)"
+    )
+
+
+def test_a_restart_not_rolled_out_within_its_timeout_ends_not_ok() -> None:
+    fake = FakeCluster(workloads={("deployment", "shop", "web"): _web()})
+    clock = Clock()
+    driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web", "timeout": "10m"}, now=clock)
+    driver.tick()
+    clock.now += timedelta(minutes=10)
+    end = driver.tick()
+    assert end.done
+    assert not end.ok
+    assert "within the timeout" in driver.posts["rollout-failed:deployment/shop/web"]
+
+
+def test_a_paused_deployment_is_refused_with_a_line_and_the_job_is_not_ok() -> None:
+    fake = FakeCluster(workloads={("deployment", "shop", "web"): _web(paused=True)})
+    driver = JobDriver(RestartJob(), fake, {"namespace": "shop"}, now=Clock())
+    driver.tick()
+    assert driver.last is not None
+    assert driver.last.done
+    assert not driver.last.ok
+    assert (
+        driver.posts["restart-refused:deployment/shop/web"]
+        == "deployment/shop/web is paused: not restarted (resume it first)"
+    )
+    assert fake.writes == []
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        ({"workloads": "deployment/shop/api"}, "no such workload"),
+        ({"workloads": "job/shop/web"}, "is not like"),
+        ({"namespace": "empty"}, "nothing to restart"),
+        ({"namespace": "shop", "kinds": "cronjob"}, "kinds:"),
+        ({}, "either workloads"),
+    ],
+)
+def test_restart_arguments_that_name_nothing_are_refused(args: dict[str, str], reason: str) -> None:
+    fake = FakeCluster(workloads={("deployment", "shop", "web"): _web()})
+    with pytest.raises(UserError, match=reason):
+        RestartJob().plan(fake, args, now=T0)
+
+
+def _group(*nodes: dict[str, Any]) -> FakeCluster:
+    return FakeCluster(nodes=[copy.deepcopy(n) for n in nodes])
+
+
+def test_old_cordoned_deleting_or_not_ready_nodes_are_not_on_target() -> None:
+    deleting = node("n4", "g", kubelet="v1.30.2")
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-24T07:00:00Z"
+    nodes = [
+        node("n1", "g", kubelet="v1.30.2"),
+        node("n2", "g", kubelet="v1.29.4", unschedulable=True),
+        node("n3", "g", kubelet="v1.30.2", ready="False"),
+        deleting,
+    ]
+    assert group_counts(nodes, "1.30") == {"total": 4, "on_target": 1, "not_ready": 1, "old": 1}
+
+
+def test_wait_nodegroup_is_done_when_every_node_is_ready_on_the_version_and_fails_at_the_timeout() -> None:
+    clock = Clock()
+    fake = _group(node("n1", "g", kubelet="v1.30.2"), node("n2", "g", kubelet="v1.29.4"), node("x", "other"))
+    driver = JobDriver(
+        WaitNodeGroupJob(LABELS), fake, {"nodegroup": "g", "version": "1.30", "timeout": "10m"}, now=clock
+    )
+    first = driver.tick()
+    assert first.card == ("▓▓▓▓▓░░░░░ 1/2 nodes of g Ready on 1.30", "1 old node(s) remaining")
+    assert not first.done
+    del fake.nodes["n2"]
+    assert driver.tick().done
+    assert driver.posts["nodegroup-ready:g:1.30"] == "node group g: all 1 node(s) Ready on 1.30"
+
+    late = JobDriver(
+        WaitNodeGroupJob(LABELS),
+        _group(node("n2", "g")),
+        {"nodegroup": "g", "version": "1.30", "timeout": "10m"},
+        now=clock,
+    )
+    clock.now += timedelta(minutes=10)
+    end = late.tick()
+    assert end.done
+    assert not end.ok
+    assert "not all on 1.30 in time" in end.detail
+
+
+def test_an_empty_group_is_never_done() -> None:
+    driver = JobDriver(
+        WaitNodeGroupJob(LABELS), FakeCluster(), {"nodegroup": "g", "version": "1.30"}, now=Clock()
+    )
+    assert not driver.tick().done
+
+
+def test_wait_nodegroup_needs_a_group_and_a_version() -> None:
+    with pytest.raises(UserError, match="version: required"):
+        WaitNodeGroupJob(LABELS).plan(FakeCluster(), {"nodegroup": "g"}, now=T0)
+    with pytest.raises(UserError, match="nodegroup: required"):
+        WaitNodeGroupJob(LABELS).plan(FakeCluster(), {"version": "1.30"}, now=T0)
