@@ -9,7 +9,12 @@ What the real driver guarantees, checked here: the stored progress goes through 
 ticks (so it must be JSON-able), a post's key is made once (a repeated key fails the test), a
 Choice stops the ticking until `decide` answers it, and a "crash" re-runs a tick from the
 previously stored progress (the crashed tick's posts and progress are lost, its cluster writes are
-not). `CountingCluster` wraps the bot's adapter and counts the writes a job makes.
+not). `CountingCluster` wraps the bot's adapter and counts the writes a job makes; `FakeCluster`
+is an in-memory cluster with the same job methods, for core tests with time passed in.
+
+`wait` is honoured by waiting on an Event nobody sets, bounded by `max_wait`: the driver's own
+pacing, not a wait for something to happen — what tests wait for is `until`, checked every tick,
+under an overall `timeout`.
 """
 
 from __future__ import annotations

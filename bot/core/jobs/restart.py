@@ -203,7 +203,9 @@ class RestartJob:
         self, cluster: JobCluster, entry: dict[str, Any], posts: list[Post], audit: list[tuple[str, str]]
     ) -> None:
         key = wkey(entry)
-        current = cluster.get_json(workload_path(entry["kind"], entry["namespace"], entry["name"]))
+        current = _get(cluster, entry, posts)
+        if current is None:
+            return
         annotations = ((current.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
             "annotations"
         ) or {}
@@ -239,7 +241,9 @@ class RestartJob:
         posts: list[Post],
     ) -> None:
         key = wkey(entry)
-        obj = cluster.get_json(workload_path(entry["kind"], entry["namespace"], entry["name"]))
+        obj = _get(cluster, entry, posts)
+        if obj is None:
+            return
         observed = int((obj.get("status") or {}).get("observedGeneration") or 0)
         state, message = verdict(KINDS[entry["kind"]], obj)
         if observed < int(entry["generation"]) and state != FAILED:
@@ -289,6 +293,21 @@ class RestartJob:
             if found is not None and found[0] in (CRASHLOOP, IMAGEPULL):
                 counts[found[0]] = counts.get(found[0], 0) + 1
         return counts
+
+
+def _get(cluster: JobCluster, entry: dict[str, Any], posts: list[Post]) -> dict[str, Any] | None:
+    """The live workload; None (and the workload failed, with a line) when it was deleted."""
+    try:
+        return cluster.get_json(workload_path(entry["kind"], entry["namespace"], entry["name"]))
+    except ClusterError as exc:
+        if exc.status != 404:
+            raise
+    entry["state"] = "failed"
+    entry["verdict"] = "deleted while restarting"
+    posts.append(
+        Post(key=f"rollout-failed:{wkey(entry)}", text=f"{wkey(entry)} was deleted while restarting")
+    )
+    return None
 
 
 def _at(stamp: str) -> datetime:

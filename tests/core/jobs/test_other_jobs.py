@@ -244,3 +244,17 @@ def test_wait_nodegroup_needs_a_group_and_a_version() -> None:
         WaitNodeGroupJob(LABELS).plan(FakeCluster(), {"nodegroup": "g"}, now=T0)
     with pytest.raises(UserError, match="nodegroup: required"):
         WaitNodeGroupJob(LABELS).plan(FakeCluster(), {"version": "1.30"}, now=T0)
+
+
+def test_a_workload_deleted_while_restarting_fails_the_job_with_a_line() -> None:
+    fake = FakeCluster(workloads={("deployment", "shop", "web"): _web()})
+    driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web"}, now=Clock())
+    driver.tick()
+    del fake.workloads[("deployment", "shop", "web")]
+    end = driver.tick()
+    assert end.done
+    assert not end.ok
+    assert (
+        driver.posts["rollout-failed:deployment/shop/web"]
+        == "deployment/shop/web was deleted while restarting"
+    )
