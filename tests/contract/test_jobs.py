@@ -305,7 +305,15 @@ def test_dry_runs_of_cordon_drain_and_restart_list_what_would_happen_and_change_
             apps.read_namespaced_daemon_set("agent", ns).metadata.resource_version,
         )
 
-    before = versions()
+    # A baseline once the controllers are done with the new objects (a status still settling
+    # would change a resourceVersion that no dry run touched): two equal reads in a row.
+    seen: list[tuple[Any, ...]] = []
+
+    def settled() -> tuple[Any, ...] | None:
+        seen.append(versions())
+        return seen[-1] if len(seen) > 1 and seen[-1] == seen[-2] else None
+
+    before = wait_until(settled, timeout=TIMEOUT, interval=1.0, what="the objects to settle")
     cluster = CountingCluster(backend.bot())
     now = utcnow()
 

@@ -19,6 +19,7 @@ from bot.frontdoor.wiring import Services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import load_settings
 from tests.support.front import Front, start_front
+from tests.support.plans import EKS
 from tests.support.secrets import slack_env
 from tests.support.slack_stub import SlackStub
 
@@ -126,6 +127,8 @@ def bot(
     kubeconfig = sim_kubeconfig(sim_eks)
     team = kubeconfig.parent / "team"
     (team / "plans").mkdir(parents=True)
+    # The runbook of human node-group steps, by the shipped plan's name (a team file wins).
+    (team / "plans" / "eks-nodegroups.yaml").write_text(EKS)
     config = write_config(
         f"channels: {{operations: C0OPS}}\ntemplates_dir: {team}\n"
         f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"

@@ -53,8 +53,11 @@ steps:
     on_failure: shrug
 """
 
-#: The shipped EKS runbook, whose `checks` step runs the `check` action (issue 14).
-EKS = (PLANS / "eks-nodegroups.yaml").read_text(encoding="utf-8")
+#: The EKS runbook as it was before the cluster actions (issue 15): node groups are plain human
+#: steps (the cloud's pipeline drains them), `checks` runs the `check` action. Tests of gates,
+#: restarts and announcements that walk a run of human steps use it; the shipped plan, whose node
+#: groups are drained by the bot, is tested by the rehearsal and the demo.
+EKS = (Path(__file__).with_name("eks_human_runbook.yaml")).read_text(encoding="utf-8")
 _CHECK_ACTION = """    gate: {any_of: [primary]}
     actions:
       - check: {to: "1.25"}

@@ -39,15 +39,27 @@ def test_example_plans_validate(path: Path) -> None:
 def test_eks_example_has_the_runbook_phases_in_order() -> None:
     plan = parse_plan((PLANS / "eks-nodegroups.yaml").read_text())
     ids = [s.id for s in plan.steps]
-    assert ids.index("snapshot-pre") < ids.index("control-plane") < ids.index("ng-istio")
-    assert ids.index("ng-istio") < ids.index("ng-shared") < ids.index("ng-others") < ids.index("ng-logging")
+    assert ids.index("snapshot-pre") < ids.index("control-plane") < ids.index("restart-coredns")
+    groups = ("control-plane", "istio", "ng-shared", "others", "logging")
+    order = [ids.index(f"{what}-{g}") for g in groups for what in ("launch", "drain", "wait")]
+    assert order == sorted(order)  # the runbook's group order; per group: launch, drain, wait
+    assert ids.index("wait-istio") < ids.index("restart-istio-data-plane") < ids.index("launch-ng-shared")
+    assert ids.index("wait-logging") < ids.index("watch-settle") < ids.index("snapshot-post")
     assert ids[-3:] == ["snapshot-post", "diff", "announce-done"]
-    # Node groups are human work: both "started" and "done" are gated, and the sim can play them.
-    ng = plan.step("ng-shared")
-    assert ng.manual
-    assert ng.done_gate.roles == ("primary", "shadow")
-    assert ng.rehearsal[0].name == "replace_node_group"
-    assert ng.rehearsal[0].args["name"] == "ng-shared"
+    # Launching a group's new nodes is human work (a Terraform merge) the sim can play; the bot
+    # then drains the old nodes behind the primary AND the shadow, and waits for the group.
+    launch = plan.step("launch-ng-shared")
+    assert launch.manual
+    assert launch.done_gate.roles == ("primary", "shadow")
+    assert launch.rehearsal[0].name == "replace_node_group"
+    assert launch.rehearsal[0].args == {"name": "ng-shared", "version": "1.25.16", "drain": "external"}
+    drain = plan.step("drain-ng-shared")
+    assert (drain.gate.kind, drain.gate.roles) == ("approve", ("primary", "shadow"))
+    assert drain.actions[0].name == "drain"
+    assert drain.actions[0].args["nodegroup"] == "ng-shared"
+    assert drain.actions[0].args["version"] == "1.25.16"
+    assert plan.step("wait-ng-shared").actions[0].name == "wait-nodegroup"
+    assert plan.step("restart-coredns").actions[0].args["workloads"] == "deployment/kube-system/coredns"
     assert plan.step("snapshot-pre").actions[0].args == {"label": "pre"}
 
 
