@@ -109,6 +109,8 @@ class Stream:
                         self.resource_version = event.resource_version
                     delay = BACKOFF_FIRST
             except BotError as exc:
+                if self.stop.is_set():
+                    return  # the watch ended while this stream waited: the error is its closing
                 # A 5xx, a refused connection, a shape the adapter refused: resume from the last
                 # version after a backoff (a version too old for the server is listed again).
                 self.restarts += 1

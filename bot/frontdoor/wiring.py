@@ -272,9 +272,13 @@ def action_context(
         args = dict(request.call.args)
         target, stop = target_and_stop(args)
         cluster = snapshots.pick_cluster(settings.clusters, request.cluster)
+        # A run's watch streams into the run's thread: the channel of the run's card.
+        card = store.messages(request.run_id).get("card") if request.run_id else None
         row = watches.start(
             cluster=cluster.name,
-            channel=settings.channels.operations or "",
+            channel=(card.channel if card is not None and card.channel else "")
+            or settings.channels.operations
+            or "",
             started_by=f"run:{request.run_id}",
             nodegroups=target.nodegroups,
             namespaces=words(args.get("namespace", "")),
