@@ -117,15 +117,15 @@ def test_kill9_mid_drain_then_resume_evicts_every_pod_once_and_drains_the_group(
     assert "active" in bot.command("resume")
     _approve(bot, "drain-shared")
 
-    answered: list[int] = []
+    answered: list[str] = []
 
     def done() -> bool:
         sim_eks.control.advance(30)
         # The scenario's payments-api budget allows no disruption and its pods cannot move: past
         # the drain's timeout the job asks, and the coordinator deletes the pod with a reason.
         job = bot.store().job_of_step(bot.run().id, "drain-shared")
-        if job is not None and job.choice and not job.decision and not answered:
-            answered.append(job.id)
+        if job is not None and job.choice and not job.decision and job.choice not in answered:
+            answered.append(job.choice)
             reply = bot.command(f"choose {job.id} delete --reason single replica behind its PDB", user=COORD)
             assert "recorded" in reply
         return bot.run().step_run("drain-shared").state is StepState.SUCCEEDED
