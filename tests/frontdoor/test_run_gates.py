@@ -367,3 +367,30 @@ def test_a_link_to_anywhere_but_slack_never_receives_the_bot_token(bot: Bot) -> 
     missing = bot.command(f"plan load {bot.stub.file_url('F0NOPE')}")
     assert "Slack did not hand over that file" in missing
     assert "Traceback" not in missing
+
+
+def test_an_action_outside_a_plan_is_a_run_that_waits_for_the_primary_and_the_shadow(bot: Bot) -> None:
+    assert "not an action" in bot.command("action reboot node=x --reason why")
+    assert "--reason" in bot.command("action cordon node=x")
+    assert "ARG=VALUE" in bot.command("action cordon nodex --reason r")
+    assert "not nodes" in bot.command("action cordon nodes=x --reason r")
+    assert "roster" in bot.command("action cordon node=x --reason r", user=STRANGER)
+    assert bot.services.store.runs() == []
+
+    reply = bot.command(
+        'action drain nodegroup=ng-shared allow_local_storage=true --dry-run --reason "practice"'
+    )
+    assert "waits for the primary and the shadow" in reply, reply
+    assert "dry run: nothing will change" in reply
+    (row,) = bot.services.store.runs()
+    (card,) = [p["text"] for p in bot.front.posts() if p["text"].startswith(":clipboard: *Upgrade run")]
+    assert "Dry run: drain nodegroup=ng-shared allow_local_storage=true dry_run=true" in card
+    gate = bot.gate("drain")
+    assert bot.click(PRIMARY, gate) is None
+    assert bot.services.store.jobs(states=("live", "interrupted", "done")) == []  # one is not enough
+    assert bot.click(SHADOW, gate) is None
+    (job,) = bot.services.store.jobs(states=("live", "interrupted", "done"))
+    assert (job.kind, job.run_id, job.dry_run) == ("drain", row.id, True)
+    assert json.loads(job.args) == {"nodegroup": "ng-shared", "allow_local_storage": "true"}
+    audit = [e for e in bot.services.store.audit_entries() if e.subcommand == "drain"]
+    assert any("started: drain" in e.detail and "(dry run)" in e.detail for e in audit)

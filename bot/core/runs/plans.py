@@ -334,7 +334,9 @@ def parse_plan(
     cluster = v.string(top.get("cluster"), "cluster") or ""
     current = _version(v, top, "current_version")
     target = _version(v, top, "target_version")
-    if current and target and version_tuple(target) <= version_tuple(current):  # type: ignore[operator]
+    # Equal versions are a maintenance run (nodes rotated for a new image, a restart, one action
+    # outside a plan); an older target is a typo or a downgrade, which no runbook here does.
+    if current and target and version_tuple(target) < version_tuple(current):  # type: ignore[operator]
         v.error(top["target_version"], "target_version", f"{target} is not newer than {current}")
 
     window = _window(v, top.get("window"), now)
