@@ -28,7 +28,7 @@ from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
 from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor, RunService
-from bot.errors import PlanInvalid, UserError
+from bot.errors import ClusterForbidden, PlanInvalid, UserError
 from bot.frontdoor.acting import JobRunner
 from bot.frontdoor.wiring import bind_jobs
 from bot.records import StepState
@@ -85,6 +85,11 @@ class FakeDrain:
     def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
         if args.get("nodegroup") == "missing":
             raise UserError("no node group missing")
+        if args.get("nodegroup") == "read-only":
+            # What the kube adapter raises when the act role is not bound (RBAC proven in testbed).
+            raise ClusterForbidden(
+                "cluster prod: the bot is not allowed to PATCH /api/v1/nodes/n1 (forbidden)", status=403
+            )
         return {"nodes": dict.fromkeys(("n1", "n2", "n3"), "pending"), "cordoned": []}
 
     def dry_run(self, cluster: Any, progress: Progress) -> list[str]:
@@ -458,3 +463,22 @@ def test_a_dry_run_lists_what_would_happen_and_writes_nothing(setup: Setup) -> N
 class _Closable:
     def close(self) -> None:
         pass
+
+
+def test_a_job_the_api_forbids_fails_its_step_with_the_refusal_named(setup: Setup) -> None:
+    setup.store.save_plan(
+        name="roll",
+        text=PLAN.replace("nodegroup: ng-shared", "nodegroup: read-only"),
+        loaded_by="U0PRIMARY",
+        loaded_at=T0,
+    )
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    jobs.claim(row)
+    assert drive(jobs, row.id) == "done"  # not retried for ever: a 403 is not temporary
+    run = setup.runs.load(run.id)
+    assert run.step_run("drain-old").state is StepState.FAILED
+    assert "not allowed to PATCH /api/v1/nodes/n1" in run.step_run("drain-old").note
+    assert setup.world.writes == []
