@@ -211,3 +211,37 @@ def test_unwatch_ends_a_watch_whose_cluster_cannot_be_read(
         assert ended.summary == ""  # nothing was ever listed, so nothing is claimed about the cluster
     finally:
         harness.runner.shutdown()
+
+
+def test_a_deleted_watch_card_is_posted_again_once_and_its_thread_stays(
+    sim_eks: SimCluster, store: Store, slack_stub: SlackStub, tmp_path: Path
+) -> None:
+    kubeconfig = sim_eks.write_kubeconfig(tmp_path / "kubeconfig")
+    harness = Harness(store, slack_stub, kubeconfig)
+    row = harness.service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE")
+    try:
+        assert harness.runner.scan() == [row.id]
+        first = _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
+        slack_stub.delete_message(CHANNEL, first)
+        sim_eks.control.run_upgrade()
+        _step(sim_eks, 60, steps=40)  # the card changes: its edit finds it deleted
+        new = _wait(
+            lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts != first and ref.ts
+        )
+        _step(sim_eks, 60, steps=20)
+        harness.service.request_end(row.id, by="U0ALICE")
+        _wait(lambda: (w := store.watch(row.id)) and w.state == "ended", timeout=15)
+        harness.runner.drivers[row.id].thread.join(timeout=15)
+        tops = [c.params for c in slack_stub.calls_to("chat.postMessage") if not c.params.get("thread_ts")]
+        assert len(tops) == 2  # the first card and its one re-post, not one per edit
+        links = [m for m in slack_stub.posted(CHANNEL) if "posted again" in m["text"]]
+        assert len(links) == 1
+        assert links[0]["thread_ts"] == first
+        assert f"p{new.replace('.', '')}" in links[0]["text"]
+        # Milestones after the re-post still go to the first card's thread.
+        final = [m for m in slack_stub.posted(CHANNEL) if "Watch ended" in m["text"]]
+        assert len(final) == 1
+        assert final[0]["thread_ts"] == first
+        _assert_thread_once(slack_stub, store, row.id, first)
+    finally:
+        harness.runner.shutdown()

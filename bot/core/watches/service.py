@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.adapters.store import Store
-from bot.core.delivery import Deliveries
+from bot.core.delivery import Deliveries, thread_root
 from bot.core.rendering import Renderer
 from bot.core.watches.card import card_context
 from bot.core.watches.milestones import Milestone, milestones
@@ -369,9 +369,9 @@ class WatchService:
         if card is None or not card.ts:
             return "", "", False  # in flight elsewhere, or a tombstone settled at the next catch-up
         if self._cards.get(row.id) != rendered.text:
-            self.deliveries.poster.update_message(
-                card.channel, card.ts, rendered.text, blocks=rendered.blocks
-            )
+            # Coalesced where the poster is; a card someone deleted is posted again once (its
+            # reference re-pointed, a link in its thread), as the run cards are.
+            self.deliveries.edit(card.channel, card.ts, rendered.text, blocks=rendered.blocks)
             self._cards[row.id] = rendered.text
             return card.channel, card.ts, True
         return card.channel, card.ts, False
@@ -381,8 +381,9 @@ class WatchService:
         its milestones), not a second card in the channel; "" for a standalone watch."""
         if not row.run_id:
             return ""
-        card = self.store.messages(row.run_id).get("card")
-        return card.ts if card is not None else ""
+        refs = self.store.messages(row.run_id)
+        card = refs.get("card")
+        return (thread_root(refs, "card") or card.ts) if card is not None else ""
 
     def _post_owed(self, row: WatchRow, channel: str, card_ts: str) -> int:
         """Post the watch's outbox rows not posted yet into the card's thread, oldest first."""
@@ -393,8 +394,10 @@ class WatchService:
             key=lambda r: (r.key == FINAL, r.claimed_at or row.started_at, r.key),
         )
         posted = 0
+        # The thread stays where it began, even when the card was deleted and posted again.
+        root = thread_root(refs, CARD) or card_ts
         for ref in owed:
-            thread = self._run_thread(row) or card_ts
+            thread = self._run_thread(row) or root
             if self.deliveries.post_outbox(ref, channel, thread_ts=thread) is not None:
                 posted += 1
         return posted
