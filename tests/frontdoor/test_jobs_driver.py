@@ -482,3 +482,17 @@ def test_a_job_the_api_forbids_fails_its_step_with_the_refusal_named(setup: Setu
     assert run.step_run("drain-old").state is StepState.FAILED
     assert "not allowed to PATCH /api/v1/nodes/n1" in run.step_run("drain-old").note
     assert setup.world.writes == []
+
+
+def test_a_plan_refuses_action_values_the_action_would_refuse_with_their_line() -> None:
+    with pytest.raises(PlanInvalid) as bad:
+        parse_plan(PLAN.replace('version: "1.30.1"}', 'version: "1.30.1", timeout: soon}'))
+    assert "steps[0](drain-old).actions.drain: timeout: 'soon' is not a duration" in bad.value.user_message
+    both = PLAN.replace("nodegroup: ng-shared,", "nodegroup: ng-shared, node: n1,")
+    with pytest.raises(PlanInvalid, match="either node"):
+        parse_plan(both)
+    watch = PLAN.replace(
+        'actions: [{drain: {nodegroup: ng-shared, version: "1.30.1"}}]', "actions: [{watch: {settle: later}}]"
+    )
+    with pytest.raises(PlanInvalid, match="settle: 'later' is not a duration"):
+        parse_plan(watch)

@@ -91,6 +91,9 @@ class ActionSpec:
     defaults: Mapping[str, str] = field(default_factory=dict)
     #: Performs the action; None for a spec that only validates (tests, planned actions).
     run: Runner | None = None
+    #: Checks the arguments' values without a cluster (raises UserError); the plan validator
+    #: calls it, so a bad value is refused with its line when the plan is loaded.
+    check: Callable[[Mapping[str, str]], object] | None = None
 
     @property
     def arguments(self) -> frozenset[str]:

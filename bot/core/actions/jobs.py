@@ -13,7 +13,12 @@ need a gate of two people (the plan validator says so), unless they are dry runs
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+
 from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
+from bot.core.jobs.common import duration_arg, int_arg, names_arg, version_arg
+from bot.errors import UserError
 
 NODES = frozenset({"node", "nodegroup", "version"})
 DRAIN = NODES | {"timeout", "parallel", "allow_local_storage", "allow_unmanaged"}
@@ -30,12 +35,37 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     return ActionResult(ok=True, detail=ctx.start_job(request))
 
 
+def _nodes(args: Mapping[str, str]) -> None:
+    if bool(names_arg(args, "node")) == bool(str(args.get("nodegroup", "")).strip()):
+        raise UserError("name the nodes: either node (comma-separated names) or nodegroup, not both")
+    version_arg(args)
+
+
+def _check_drain(args: Mapping[str, str]) -> None:
+    _nodes(args)
+    duration_arg(args, "timeout", timedelta(minutes=15))
+    int_arg(args, "parallel", 5)
+
+
+def _check_restart(args: Mapping[str, str]) -> None:
+    if bool(names_arg(args, "workloads")) == bool(str(args.get("namespace", "")).strip()):
+        raise UserError("name the workloads: either workloads (kind/namespace/name, …) or namespace")
+    for name in ("timeout", "crashloop_after", "imagepull_after"):
+        duration_arg(args, name, timedelta(minutes=15))
+
+
+def _check_wait(args: Mapping[str, str]) -> None:
+    version_arg(args, required=True)
+    duration_arg(args, "timeout", timedelta(hours=1))
+
+
 def _spec(
     name: str,
     summary: str,
     optional: frozenset[str],
     *,
     mutating: bool,
+    check: Callable[[Mapping[str, str]], object],
     required: frozenset[str] = frozenset(),
 ) -> ActionSpec:
     return ActionSpec(
@@ -46,30 +76,38 @@ def _spec(
         mutating=mutating,
         long=True,
         run=run,
+        check=check,
     )
 
 
 CORDON = _spec(
-    "cordon", "mark nodes (a node, a list, or a node group's old nodes) unschedulable", NODES, mutating=True
+    "cordon",
+    "mark nodes (a node, a list, or a node group's old nodes) unschedulable",
+    NODES,
+    mutating=True,
+    check=_nodes,
 )
-UNCORDON = _spec("uncordon", "make nodes schedulable again", NODES, mutating=True)
+UNCORDON = _spec("uncordon", "make nodes schedulable again", NODES, mutating=True, check=_nodes)
 DRAIN_SPEC = _spec(
     "drain",
     "cordon and drain nodes through the eviction API (PDBs respected; a per-node timeout asks people)",
     DRAIN,
     mutating=True,
+    check=_check_drain,
 )
 RESTART_SPEC = _spec(
     "restart",
     "rollout restart of Deployments/DaemonSets/StatefulSets, then wait for each rollout's verdict",
     RESTART,
     mutating=True,
+    check=_check_restart,
 )
 WAIT_SPEC = _spec(
     "wait-nodegroup",
     "wait until a node group is entirely on a kubelet version and Ready",
     WAIT - {"nodegroup", "version"},
     mutating=False,
+    check=_check_wait,
     required=frozenset({"nodegroup", "version"}),
 )
 

@@ -69,4 +69,5 @@ SPEC = ActionSpec(
     optional=ARGUMENTS,
     long=True,
     run=run,
+    check=lambda args: target_and_stop(dict(args)),
 )

@@ -47,7 +47,7 @@ from bot.core.validation import (
     read_document,
     shown,
 )
-from bot.errors import ConfigError, PlanInvalid
+from bot.errors import ConfigError, PlanInvalid, UserError
 
 GATE_KINDS = ("approve", "any_of", "quorum")
 ON_FAILURE = ("pause", "abort")
@@ -763,6 +763,13 @@ def _actions(
             )
         for arg in sorted(spec.required - set(args)):
             v.error(nnode, f"{key}.{name}", f"missing argument {arg!r}")
+        if spec.check is not None:
+            # Values the action would refuse when it starts (a duration that is not one) are
+            # refused now, with their line, rather than at 3 a.m. when the step opens.
+            try:
+                spec.check(dict(args))
+            except UserError as exc:
+                v.error(nnode, f"{key}.{name}", exc.user_message)
         calls.append(ActionCall(name=name, args=args))
     return tuple(calls)
 
