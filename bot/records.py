@@ -197,6 +197,9 @@ class StepRun:
     finished_at: datetime | None = None
     escalations: int = 0
     note: str = ""
+    #: The process that set it running and runs its action (a replica's owner name): a new
+    #: leader's recovery leaves a step alone while that replica is alive (migration 11).
+    runner: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

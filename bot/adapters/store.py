@@ -161,6 +161,8 @@ run_steps = sa.Table(
     sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("escalations", sa.Integer, nullable=False),
     sa.Column("note", sa.Text, nullable=False),
+    # Migration 11: the process running the step's action (see `StepRun.runner`).
+    sa.Column("runner", sa.String(64), nullable=False, server_default=""),
 )
 
 approvals = sa.Table(
@@ -600,6 +602,10 @@ def _m010_jobs(conn: Connection) -> None:
     ).create(conn)
 
 
+def _m011_step_runners(conn: Connection) -> None:
+    conn.execute(sa.text("ALTER TABLE run_steps ADD COLUMN runner VARCHAR(64) NOT NULL DEFAULT ''"))
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
@@ -611,6 +617,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (7, "watches of a cluster's rollout status", _m007_watches),
     (9, "the leader's lease (epoch as fencing token) and replica heartbeats", _m009_leadership),
     (10, "cluster jobs: cordon, drain, restart and node-group waits", _m010_jobs),
+    (11, "the process running a step's action", _m011_step_runners),
 )
 
 
@@ -1952,6 +1959,7 @@ def _step_values(run_id: str, position: int, step: StepRun) -> dict[str, Any]:
         "finished_at": _maybe_utc(step.finished_at),
         "escalations": step.escalations,
         "note": step.note,
+        "runner": step.runner[:64],
     }
 
 
@@ -1966,6 +1974,7 @@ def _step_run(row: Any) -> StepRun:
         finished_at=_maybe_utc(row["finished_at"]),
         escalations=int(row["escalations"]),
         note=row["note"],
+        runner=row["runner"],
     )
 
 

@@ -188,6 +188,10 @@ def build_services(
     runs.on_ended = announcements.run_ended
     runs.on_step_succeeded = announcements.step_succeeded
     bind_jobs(runs, jobs)
+    runs.owner = owner
+    if not store.single_host:
+        # Several replicas: a step another live replica runs is left to it at a takeover.
+        runs.live_runners = lambda: store.live_replicas(settings.lease_duration) | {owner}
     runs.telemetry = announcements.telemetry = telemetry
     router = Router(
         registry=registry,
@@ -314,6 +318,12 @@ def bind_jobs(runs: RunService, jobs: JobService) -> None:
         return watch is not None and watch.state == "live"
 
     runs.long_action_live = long_action_live
+
+    def job_live(run_id: str, step_id: str) -> bool:
+        job = store.job_of_step(run_id, step_id)
+        return job is not None and job.state == "live"
+
+    runs.job_live = job_live
 
     def ended(row: JobRow, ok: bool, detail: str) -> None:
         if row.step_id != AFTER_ABORT:

@@ -80,6 +80,14 @@ class RunService:
         #: (run id, step id) → True while the step's long action (a watch) is still live, so a
         #: restart resumes the step instead of marking it interrupted. None: no long actions.
         self.long_action_live: Callable[[str, str], bool] | None = None
+        #: This process's name, recorded on a step it sets running (`StepRun.runner`).
+        self.owner = ""
+        #: The replicas alive now (several replicas on one database); None on one host, where any
+        #: other runner is a process that is gone.
+        self.live_runners: Callable[[], set[str]] | None = None
+        #: (run id, step id) → True while a cluster job drives the step on the leader (its own
+        #: driver watches over it; the step's runner only stored it).
+        self.job_live: Callable[[str, str], bool] | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -181,6 +189,15 @@ class RunService:
     def _commit(self, before: R.Run, out: R.Outcome, actor: Actor) -> R.Outcome:
         now = self.clock()
         old = {s.step_id: s for s in before.steps}
+        steps = [
+            # Whoever commits a step into running runs its action: recorded for the recovery.
+            dataclasses.replace(s, runner=self.owner)
+            if s.state is R.StepState.RUNNING
+            and getattr(old.get(s.step_id), "state", None) is not R.StepState.RUNNING
+            else s
+            for s in out.run.steps
+        ]
+        out = dataclasses.replace(out, run=dataclasses.replace(out.run, steps=tuple(steps)))
         changed = [(i, s) for i, s in enumerate(out.run.steps) if old.get(s.step_id) != s]
         new_approvals = out.run.approvals[len(before.approvals) :]
         version = self.store.commit_run(
@@ -299,14 +316,32 @@ class RunService:
             if not ok:
                 break
         text = "; ".join(d for d in details if d)
-        out = self.apply(
-            run.id,
-            lambda r: R.action_finished(
-                r, step_id=step_id, epoch=sr.epoch, ok=ok, detail=text, now=self.clock()
-            ),
-            Actor(user_id="bot", source=actor.source, correlation_id=actor.correlation_id),
-        )
-        return out
+        try:
+            return self.apply(
+                run.id,
+                lambda r: R.action_finished(
+                    r, step_id=step_id, epoch=sr.epoch, ok=ok, detail=text, now=self.clock()
+                ),
+                Actor(user_id="bot", source=actor.source, correlation_id=actor.correlation_id),
+            )
+        except TransitionRefused:
+            # The step was interrupted meanwhile (this replica was taken for gone): people decide
+            # now, and a late result does not overwrite that. It stays in the log and the audit.
+            log.warning("step %s of run %s: a late result after an interruption: %s", step_id, run.id, text)
+            self.store.record_audit(
+                audit_entry(
+                    actor,
+                    at=self.clock(),
+                    user_id="bot",
+                    kind="run",
+                    subcommand="late_result",
+                    arguments=step_id,
+                    outcome="ignored",
+                    detail=f"{'ok' if ok else 'failed'}: {text}",
+                    run_id=run.id,
+                )
+            )
+            return R.Outcome(run=self.load(run.id))
 
     def finish_long(self, run_id: str, step_id: str, *, ok: bool, detail: str) -> R.Outcome | None:
         """A long action (a watch) of a running step ended: commit how; None when the step is no
@@ -340,24 +375,64 @@ class RunService:
             Actor(user_id="bot", source="job"),
         )
 
-    def _long_running(self, run: R.Run) -> frozenset[str]:
-        """Running steps whose long action is still live (a watch): they resume, not interrupt."""
+    def _long_running(self, run: R.Run, live: set[str] | None = None) -> frozenset[str]:
+        """Running steps not to interrupt: a live long action (a watch) resumes; an action a live
+        replica other than this one is running (`live`: the replicas alive) goes on there."""
         keep: set[str] = set()
         for sr in run.steps:
-            if sr.state is not R.StepState.RUNNING or self.long_action_live is None:
+            if sr.state is not R.StepState.RUNNING:
                 continue
-            if self.long_action_live(run.id, sr.step_id):
+            if (self.long_action_live is not None and self.long_action_live(run.id, sr.step_id)) or (
+                live is not None and sr.runner and sr.runner != self.owner and sr.runner in live
+            ):
                 keep.add(sr.step_id)
         return frozenset(keep)
+
+    def _live(self) -> set[str] | None:
+        return self.live_runners() if self.live_runners is not None else None
+
+    def interrupt_orphans(self) -> list[str]:
+        """Several replicas: a step whose action ran on a replica that is gone (and that no job
+        drives) is interrupted and waits for people; the runs touched. (At start-up
+        `recover_all` does this; a runner that was still alive then is looked at again here.)"""
+        live = self._live()
+        if live is None:
+            return []
+        touched = []
+        for row in self.store.runs(states=["active", "paused"], limit=500):
+            run = self.load(row.id)
+            orphans = [
+                sr
+                for sr in run.steps
+                if sr.state is R.StepState.RUNNING
+                and not run.plan.step(sr.step_id).manual
+                and sr.runner
+                and sr.runner != self.owner
+                and sr.runner not in live
+                and not (self.job_live is not None and self.job_live(run.id, sr.step_id))
+                and not (self.long_action_live is not None and self.long_action_live(run.id, sr.step_id))
+            ]
+            if not orphans:
+                continue
+            gone = {sr.step_id for sr in orphans}
+            keep = frozenset(sr.step_id for sr in run.steps if sr.step_id not in gone)
+
+            def orphaned(r: R.Run, keep: frozenset[str] = keep) -> R.Outcome:
+                return R.recover(r, now=self.clock(), keep=keep)
+
+            self.apply(run.id, orphaned, Actor(user_id="bot", source="timer"))
+            touched.append(run.id)
+        return touched
 
     def recover_all(self) -> list[str]:
         """At start-up: interrupted actions wait for a human; every live card is brought up to date."""
         touched = self.catch_up_slack()
+        live = self._live()
         for row in self.store.runs(states=["active", "paused"], limit=500):
             actor = Actor(user_id="bot", source="startup")
             out = self.apply(
                 row.id,
-                lambda run: R.recover(run, now=self.clock(), keep=self._long_running(run)),
+                lambda run: R.recover(run, now=self.clock(), keep=self._long_running(run, live)),
                 actor,
             )
             if not out.events:
@@ -383,7 +458,9 @@ class RunService:
         return touched
 
     def tick(self) -> list[R.Outcome]:
-        """Escalations and timeouts due now, for every active run (called by a timer)."""
+        """Escalations and timeouts due now, for every active run (called by a timer); steps
+        whose runner is gone are interrupted (`interrupt_orphans`)."""
+        self.interrupt_orphans()
         done = []
         for row in self.store.runs(states=["active"], limit=500):
             out = self.apply(
