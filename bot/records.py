@@ -215,6 +215,9 @@ class InboxItem:
     received_at: datetime
     state: str = "pending"  # "pending" | "done"
     attempts: int = 0
+    #: The replica working it off (migration 12): the leader takes it over only once that
+    #: replica is gone, never while it may still be working on it.
+    owner: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

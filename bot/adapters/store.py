@@ -207,6 +207,8 @@ inbox = sa.Table(
     sa.Column("state", sa.String(16), nullable=False, index=True),
     sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("done_at", sa.DateTime(timezone=True), nullable=True),
+    # Migration 12: the replica working it off (see `InboxItem.owner`).
+    sa.Column("owner", sa.String(64), nullable=False, server_default=""),
 )
 
 
@@ -606,6 +608,10 @@ def _m011_step_runners(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE run_steps ADD COLUMN runner VARCHAR(64) NOT NULL DEFAULT ''"))
 
 
+def _m012_inbox_owners(conn: Connection) -> None:
+    conn.execute(sa.text("ALTER TABLE inbox ADD COLUMN owner VARCHAR(64) NOT NULL DEFAULT ''"))
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
@@ -618,6 +624,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (9, "the leader's lease (epoch as fencing token) and replica heartbeats", _m009_leadership),
     (10, "cluster jobs: cordon, drain, restart and node-group waits", _m010_jobs),
     (11, "the process running a step's action", _m011_step_runners),
+    (12, "the replica working off an inbox item", _m012_inbox_owners),
 )
 
 
@@ -1308,7 +1315,7 @@ class Store:
 
     # -- the inbox of acknowledged requests ----------------------------------------------------
 
-    def inbox_put(self, *, key: str, kind: str, payload: str, at: datetime) -> int | None:
+    def inbox_put(self, *, key: str, kind: str, payload: str, at: datetime, owner: str = "") -> int | None:
         """Store a request before it is acknowledged; None when the same key is already there."""
         try:
             with self.engine.begin() as conn:
@@ -1320,6 +1327,7 @@ class Store:
                         received_at=_utc(at),
                         state="pending",
                         attempts=0,
+                        owner=owner[:64],
                     )
                 )
                 return int(result.inserted_primary_key[0])  # type: ignore[index]
@@ -1327,6 +1335,17 @@ class Store:
             return None
         except OperationalError as exc:
             raise TemporaryError("the database is busy or unreachable") from exc
+
+    def inbox_take(self, item_id: int, *, owner: str, was: str) -> bool:
+        """Take a pending item over from `was` (gone) to work it off here; False when another
+        replica took it first or it was done meanwhile."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update()
+                .where(inbox.c.id == item_id, inbox.c.state == "pending", inbox.c.owner == was[:64])
+                .values(owner=owner[:64])
+            )
+        return bool(result.rowcount == 1)
 
     def inbox_pending(self, *, limit: int = 500) -> list[InboxItem]:
         query = sa.select(inbox).where(inbox.c.state == "pending").order_by(inbox.c.id).limit(limit)
@@ -1933,6 +1952,7 @@ def _inbox_item(r: Any) -> InboxItem:
         received_at=_utc(r["received_at"]),
         state=r["state"],
         attempts=int(r["attempts"]),
+        owner=r["owner"],
     )
 
 

@@ -52,6 +52,11 @@ class Inbox:
         self.workers = workers
         self.clock = clock
         self.handlers: dict[str, Handler] = dict(handlers or {})
+        #: This process's name on the items it accepts (several replicas: who works it off).
+        self.owner = ""
+        #: The replicas alive now (several replicas); None on one host, where another owner is a
+        #: process that is gone.
+        self.live_owners: Callable[[], set[str]] | None = None
 
     def handle(self, kind: str, handler: Handler) -> None:
         self.handlers[kind] = handler
@@ -60,7 +65,9 @@ class Inbox:
         """Store a request (call before `ack()`); its id and correlation id, or None if known."""
         cid = new_correlation_id()
         body = json.dumps({**payload, "_cid": cid})
-        item_id = self.store.inbox_put(key=key or f"local:{cid}", kind=kind, payload=body, at=self.clock())
+        item_id = self.store.inbox_put(
+            key=key or f"local:{cid}", kind=kind, payload=body, at=self.clock(), owner=self.owner
+        )
         if item_id is None:
             log.info("ignoring a repeat of %s %s", kind, key)
             return None
@@ -97,12 +104,20 @@ class Inbox:
             self.store.inbox_done(item.id, at=self.clock())
 
     def replay(self) -> int:
-        """At start-up: hand every pending item to the workers again; how many there were."""
-        pending = self.store.inbox_pending()
-        for item in pending:
+        """On the leader (at start-up, when it wins the lease, and every little while): hand to
+        the workers every pending item whose replica is gone — never one this process or another
+        live replica is still working off; how many were taken."""
+        live = self.live_owners() if self.live_owners is not None else set()
+        taken = 0
+        for item in self.store.inbox_pending():
+            if (item.owner and item.owner == self.owner) or item.owner in live:
+                continue
+            if not self.store.inbox_take(item.id, owner=self.owner, was=item.owner):
+                continue
+            taken += 1
             self.workers.submit(
                 functools.partial(self.work, item.id, replay=True), name=f"replay {item.kind} {item.id}"
             )
-        if pending:
-            log.info("working off %s request(s) acknowledged before the restart", len(pending))
-        return len(pending)
+        if taken:
+            log.info("working off %s request(s) acknowledged by a process that is gone", taken)
+        return taken

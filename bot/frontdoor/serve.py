@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 #: De-duplication keys only matter while Slack may still retry (minutes); a week is kept for audits.
 DELIVERY_KEYS_KEPT = timedelta(days=7)
+#: How often the leader looks for inbox items a replica that is gone had acknowledged.
+INBOX, INBOX_SECONDS = "inbox", 10.0
 #: How long a shutdown waits for running commands: inside Kubernetes' default 30 s grace period.
 SHUTDOWN_GRACE = timedelta(seconds=15)
 
@@ -95,8 +97,11 @@ def serve(
     )
     triggers = Triggers(announcements=services.announcements, runs=services.runs, sync_seconds=sync)
     watch_runner = start_watching(services, triggers)
-    job_runner = start_acting(services, triggers)
     replays = _Replays()
+    job_runner = start_acting(services, triggers)
+    # The leader also works off requests a replica acknowledged and then died with, without
+    # waiting for the next change of leader.
+    triggers.every(INBOX, INBOX_SECONDS, lambda _now: replays.orphans())
     elector = _elector(services, triggers, replays, metrics)
     health = None
     try:
@@ -108,6 +113,12 @@ def serve(
             triggers.follow()
         elector.start()
         inbox = Inbox(store=services.store, workers=workers, clock=lambda: datetime.now(UTC))
+        inbox.owner = services.owner
+        if not services.store.single_host:
+            # Several replicas: an item a live replica accepted is its own to work off.
+            inbox.live_owners = lambda: (
+                services.store.live_replicas(settings.lease_duration) | {services.owner}
+            )
         app = build_app(
             services,
             workers,
@@ -217,6 +228,13 @@ class _Replays:
         with self._lock:
             inbox, self._owed = self._inbox, self._inbox is None
         if inbox is not None:
+            inbox.replay()
+
+    def orphans(self) -> None:
+        """Every `INBOX_SECONDS` on the leader: items whose replica is gone (none on one host)."""
+        with self._lock:
+            inbox = self._inbox
+        if inbox is not None and inbox.live_owners is not None:
             inbox.replay()
 
 
