@@ -44,7 +44,7 @@ from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
 from bot.core.live import LiveSection
 from bot.core.people import Directory, roles_of
 from bot.errors import BotError, ClusterError, Fenced, TemporaryError, UserError, clip
-from bot.records import JobRow, StepState
+from bot.records import AuditEntry, JobRow, StepState
 
 log = logging.getLogger(__name__)
 
@@ -363,20 +363,7 @@ class JobService:
         outbox = [(p.key, json.dumps({"text": p.text, "broadcast": p.broadcast})) for p in tick.posts]
         if tick.choice is not None:
             outbox.append((f"choice:{tick.choice.key}", json.dumps(self._choice_body(row, tick.choice))))
-        audit = [
-            audit_entry(
-                _BotActor(),
-                at=now,
-                user_id="bot",
-                kind="action",
-                subcommand=row.kind,
-                arguments=f"job {row.id}",
-                outcome="ok",
-                detail=f"{what}: {detail}",
-                run_id=row.run_id,
-            )
-            for what, detail in tick.audit
-        ]
+        audit = [self._audit_row(row, what, detail, at=now) for what, detail in tick.audit]
         done = (
             (tick.ok, tick.detail or f"{row.kind} {'finished' if tick.ok else 'failed'}")
             if tick.done
@@ -440,19 +427,7 @@ class JobService:
             progress=json.dumps(progress, sort_keys=True),
             card="[]",
             outbox=[("dry-run", json.dumps({"text": text}))],
-            audit=[
-                audit_entry(
-                    _BotActor(),
-                    at=now,
-                    user_id="bot",
-                    kind="action",
-                    subcommand=row.kind,
-                    arguments=f"job {row.id}",
-                    outcome="ok",
-                    detail=f"dry run: {'; '.join(lines)[:1500]}",
-                    run_id=row.run_id,
-                )
-            ],
+            audit=[self._audit_row(row, "dry run", "; ".join(lines)[:1500], at=now)],
             done=(True, detail),
         ):
             return Advanced(wait=0, lost=True)
@@ -625,18 +600,21 @@ class JobService:
         return rows[0].roster
 
     def _audit(self, row: JobRow, what: str, detail: str, *, user: str = "bot") -> None:
-        self.store.record_audit(
-            audit_entry(
-                _BotActor(),
-                at=self.clock(),
-                user_id=user,
-                kind="action",
-                subcommand=row.kind,
-                arguments=f"job {row.id}",
-                outcome="ok",
-                detail=f"{what}: {detail}",
-                run_id=row.run_id,
-            )
+        self.store.record_audit(self._audit_row(row, what, detail, at=self.clock(), user=user))
+
+    @staticmethod
+    def _audit_row(row: JobRow, what: str, detail: str, *, at: datetime, user: str = "bot") -> AuditEntry:
+        """One audit row about a job: what it did (before → after), by whom."""
+        return audit_entry(
+            _BotActor(),
+            at=at,
+            user_id=user,
+            kind="action",
+            subcommand=row.kind,
+            arguments=f"job {row.id}",
+            outcome="ok",
+            detail=f"{what}: {detail}",
+            run_id=row.run_id,
         )
 
     @staticmethod
