@@ -45,9 +45,9 @@ from bot.core.snapshots.service import pick_cluster
 from bot.core.watches.service import WatchService
 from bot.errors import TemporaryError, UserError
 from bot.frontdoor.acting import JobRunner
-from bot.frontdoor.watching import WatchRunner
+from bot.frontdoor.watching import WatchRunner, ends_its_step
 from bot.frontdoor.wiring import action_context, bind_jobs
-from bot.records import ClusterConfig, WatchRow
+from bot.records import ClusterConfig
 from bot.resources import BUILTIN_PLANS, BUILTIN_TEMPLATES
 from bot.settings import parse_settings
 
@@ -265,15 +265,7 @@ def rehearse(
     watch_runner = WatchRunner(watches, connect)
     watches.on_change = watch_runner.wake
 
-    def watch_ended(row: WatchRow, reason: str) -> None:
-        service.finish_long(
-            row.run_id,
-            row.step_id,
-            ok=reason.startswith("target_reached"),
-            detail=f"watch {row.id}: {reason}",
-        )
-
-    watches.on_ended = watch_ended
+    watches.on_ended = ends_its_step(service)
     sim = SimControl(sim_url)
     try:
         store.save_plan(name=plan.name, text=text, loaded_by="rehearsal", loaded_at=clock())

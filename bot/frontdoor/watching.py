@@ -349,6 +349,22 @@ class WatchRunner:
 WATCHES = "watches"
 
 
+def ends_its_step(runs: Any) -> Callable[[WatchRow, str], None]:
+    """What a watch's end does to a plan step's watch: the step's `action_finished` (target
+    reached: succeeded; anything else: failed); nothing for a standalone watch."""
+
+    def step_ended(row: WatchRow, reason: str) -> None:
+        if not row.run_id:
+            return
+        ok = reason.startswith("target_reached")
+        try:
+            runs.finish_long(row.run_id, row.step_id, ok=ok, detail=f"watch {row.id}: {reason}")
+        except BotError as exc:
+            log.warning("watch %s: step %s of run %s: %s", row.id, row.step_id, row.run_id, exc.user_message)
+
+    return step_ended
+
+
 def start_watching(services: Any, triggers: Any) -> WatchRunner:
     """Register the watch scan on the triggers front door (before `triggers.start`): every
     `SCAN_SECONDS`, and at once when a watch is started or asked to end."""
@@ -369,17 +385,7 @@ def start_watching(services: Any, triggers: Any) -> WatchRunner:
 
     triggers.every(WATCHES, SCAN_SECONDS, scan)
     services.watches.on_change = runner.wake
-    runs = services.runs
-
-    def step_ended(row: WatchRow, reason: str) -> None:
-        if not row.run_id:
-            return
-        ok = reason.startswith("target_reached")
-        try:
-            runs.finish_long(row.run_id, row.step_id, ok=ok, detail=f"watch {row.id}: {reason}")
-        except BotError as exc:
-            log.warning("watch %s: step %s of run %s: %s", row.id, row.step_id, row.run_id, exc.user_message)
-
+    step_ended = ends_its_step(services.runs)
     services.watches.on_ended = step_ended
     # A step whose watch ended just before a crash, without its step committed: commit it now,
     # before the runs' recovery looks at running steps.
