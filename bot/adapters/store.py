@@ -612,6 +612,14 @@ def _m012_inbox_owners(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE inbox ADD COLUMN owner VARCHAR(64) NOT NULL DEFAULT ''"))
 
 
+def _m013_one_abort_offer(conn: Connection) -> None:
+    # A partial unique index (SQLite and PostgreSQL): whoever offers second — the replica that
+    # aborted, or the leader's scan making up for a crash — inserts nothing.
+    conn.execute(
+        sa.text("CREATE UNIQUE INDEX ix_jobs_one_abort_offer ON jobs (run_id) WHERE step_id = 'after-abort'")
+    )
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
@@ -625,6 +633,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (10, "cluster jobs: cordon, drain, restart and node-group waits", _m010_jobs),
     (11, "the process running a step's action", _m011_step_runners),
     (12, "the replica working off an inbox item", _m012_inbox_owners),
+    (13, "at most one offer to uncordon per aborted run", _m013_one_abort_offer),
 )
 
 
@@ -1159,6 +1168,35 @@ class Store:
             key = conn.execute(jobs.insert().values(**values)).inserted_primary_key
         assert key is not None
         return int(key[0])
+
+    def create_job_once(self, row: JobRow) -> int | None:
+        """`create_job` for a job of which a run may have only one (abort's offer, migration 13):
+        None when the run has it already."""
+        values = _job_values(row)
+        values.pop("id")
+        try:
+            with _wrap_errors(), self.engine.begin() as conn:
+                key = conn.execute(jobs.insert().values(**values)).inserted_primary_key
+        except PermanentError as exc:
+            if isinstance(exc.__cause__, IntegrityError):
+                return None
+            raise
+        assert key is not None
+        return int(key[0])
+
+    def aborted_runs_without_job(self, step_id: str, *, since: datetime, kinds: Sequence[str]) -> list[str]:
+        """Runs aborted since `since` that had a non-dry-run job of one of `kinds` and have no job
+        for the pseudo-step `step_id` (what the leader's scan owes after a crash; oldest first)."""
+        had = sa.exists().where(jobs.c.run_id == runs.c.id, jobs.c.kind.in_(list(kinds)), ~jobs.c.dry_run)
+        offered = sa.exists().where(jobs.c.run_id == runs.c.id, jobs.c.step_id == step_id)
+        query = (
+            sa.select(runs.c.id)
+            .where(runs.c.state == "aborted", runs.c.updated_at >= since, had, ~offered)
+            .order_by(runs.c.updated_at)
+            .limit(50)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [str(r) for r in conn.execute(query).scalars()]
 
     def job(self, job_id: int) -> JobRow | None:
         if not _storable_id(job_id):

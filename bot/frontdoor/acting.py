@@ -129,6 +129,7 @@ class JobRunner:
                 return started
             for job_id in [i for i, d in self.drivers.items() if not d.alive]:
                 del self.drivers[job_id]
+            self.service.offer_owed()
             for row in self.service.store.jobs(states=("live",)):
                 driver = self.drivers.get(row.id)
                 if driver is not None:

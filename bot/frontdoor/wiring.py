@@ -344,8 +344,6 @@ def bind_jobs(runs: RunService, jobs: JobService) -> None:
         if announce_end is not None:
             announce_end(run)
         if run.state is R.RunState.ABORTED:
-            nodes = jobs.cordoned_by_run(run.id)
-            if nodes:
-                jobs.offer_uncordon(run.id, cluster=run.plan.cluster, nodes=nodes)
+            jobs.offer_after_abort(run.id, cluster=run.plan.cluster)
 
     runs.on_ended = run_ended

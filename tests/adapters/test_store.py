@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.store import MIGRATIONS, Store
-from bot.records import AuditEntry
+from bot.records import AuditEntry, JobRow
 from tests.support.postgres import drop_every_table
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
@@ -97,3 +97,16 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
     with s.engine.connect() as conn:
         assert conn.execute(sa.text("PRAGMA journal_mode")).scalar() == "wal"
     s.close()
+
+
+def test_a_run_has_at_most_one_offer_after_its_abort_and_other_jobs_are_not_limited(store: Store) -> None:
+    def job(step_id: str, run_id: str = "r1") -> JobRow:
+        return JobRow(id=0, run_id=run_id, step_id=step_id, kind="uncordon", cluster="prod", started_at=NOW)
+
+    first = store.create_job_once(job("after-abort"))
+    assert first is not None
+    assert store.create_job_once(job("after-abort")) is None
+    assert store.create_job_once(job("after-abort", run_id="r2")) is not None
+    assert store.create_job_once(job("drain-old")) is not None
+    assert store.create_job_once(job("drain-old")) is not None  # a resumed step may start another
+    assert [j.step_id for j in store.jobs(run_id="r1")] == ["after-abort", "drain-old", "drain-old"]

@@ -391,6 +391,64 @@ def test_abort_offers_to_uncordon_what_the_run_cordoned(setup: Setup) -> None:
     assert jobs.cordoned_by_run(run.id) == []
 
 
+def test_an_offer_the_aborting_process_died_before_making_is_made_once_by_the_next_scan(
+    setup: Setup,
+) -> None:
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    jobs.claim(row)
+    for _ in range(3):
+        jobs.advance(row.id, cluster=None)  # n1 cordoned and drained
+    setup.runs.on_ended = None  # proc-a is killed right after the abort's commit, before its offer
+    setup.runs.apply(
+        run.id,
+        lambda r: R.abort(r, by="U0PRIMARY", reason="rollback", now=setup.clock()),
+        Actor(user_id="U0PRIMARY"),
+    )
+    assert [j for j in setup.store.jobs(states=("live",)) if j.step_id == AFTER_ABORT] == []
+
+    setup.clock.advance(timedelta(minutes=1))
+    second = setup.jobs("proc-b")
+    runner = JobRunner(second, connect=lambda name: _Closable())
+    runner.scan()
+    runner.scan()
+    runner.stop_all()
+    offers = [j for j in setup.store.jobs(states=("live", "done")) if j.step_id == AFTER_ABORT]
+    assert [(o.kind, json.loads(o.args)) for o in offers] == [("uncordon", {"node": "n1"})]
+    # The replica that aborted, had it lived, offers nothing more: one offer per run.
+    assert jobs.offer_after_abort(run.id, cluster="prod") is None
+    assert jobs.offer_uncordon(run.id, cluster="prod", nodes=["n1"]) is None
+    offered = [e.detail for e in setup.store.audit_entries(limit=100) if "after the abort" in e.detail]
+    assert len(offered) == 1
+
+
+def test_an_abort_long_ago_or_with_nothing_cordoned_owes_no_offer(setup: Setup) -> None:
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    jobs.claim(row)
+    for _ in range(3):
+        jobs.advance(row.id, cluster=None)
+    setup.runs.on_ended = None
+    setup.runs.apply(
+        run.id,
+        lambda r: R.abort(r, by="U0PRIMARY", reason="rollback", now=setup.clock()),
+        Actor(user_id="U0PRIMARY"),
+    )
+    setup.clock.advance(timedelta(days=8))
+    assert setup.jobs("proc-b").offer_owed() == []
+    other = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    setup.runs.apply(
+        other.id,
+        lambda r: R.abort(r, by="U0PRIMARY", reason="not today", now=setup.clock()),
+        Actor(user_id="U0PRIMARY"),
+    )
+    assert setup.jobs("proc-c").offer_owed() == []  # it never cordoned anything
+
+
 def test_the_offer_can_be_declined(setup: Setup) -> None:
     jobs = setup.jobs("proc-a")
     run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run

@@ -58,6 +58,10 @@ RETRY_SECONDS = 5.0
 MAX_WAIT = 30.0
 #: The pseudo-step of the job `abort` offers (uncordon what the run cordoned), gated by its question.
 AFTER_ABORT = "after-abort"
+#: Jobs whose progress may leave nodes cordoned (what `cordoned_by_run` reads).
+CORDONING = ("cordon", "drain")
+#: How long after an abort the leader still makes an offer the crash of the aborting process owed.
+OFFER_WINDOW = timedelta(days=7)
 GO, LEAVE = "go", "leave"
 
 
@@ -244,9 +248,32 @@ class JobService:
         self._changed()
         return f"{picked.label}: recorded; job {job_id} goes on"
 
-    def offer_uncordon(self, run_id: str, *, cluster: str, nodes: Sequence[str]) -> int:
-        """After `abort`: offer to uncordon the nodes the run's jobs cordoned — a job that asks
-        first and does nothing until the primary or the shadow says so (or says leave them)."""
+    def offer_after_abort(self, run_id: str, *, cluster: str) -> int | None:
+        """After `abort`: the offer to uncordon what the run's jobs cordoned, if they cordoned
+        anything and the run has no offer yet (the replica that aborted makes it at once; the
+        leader's scan makes up for a crash in between: `offer_owed`). The offer's id, or None."""
+        nodes = self.cordoned_by_run(run_id)
+        return self.offer_uncordon(run_id, cluster=cluster, nodes=nodes) if nodes else None
+
+    def offer_owed(self) -> list[int]:
+        """Offers owed by runs aborted in the last `OFFER_WINDOW` whose offer was never made (the
+        process died between the abort's commit and the offer); the ids made."""
+        made: list[int] = []
+        since = self.clock() - OFFER_WINDOW
+        for run_id in self.store.aborted_runs_without_job(AFTER_ABORT, since=since, kinds=CORDONING):
+            rows = self.store.run_rows(run_id)
+            if rows is None:
+                continue
+            offer = self.offer_after_abort(run_id, cluster=rows[0].cluster)
+            if offer is not None:
+                log.info("offered to uncordon after the abort of run %s (owed since a restart)", run_id)
+                made.append(offer)
+        return made
+
+    def offer_uncordon(self, run_id: str, *, cluster: str, nodes: Sequence[str]) -> int | None:
+        """Offer to uncordon `nodes` after the run's abort — a job that asks first and does nothing
+        until the primary or the shadow says so (or says leave them). At most one per run
+        (migration 13): None when the run has one already."""
         names = sorted(dict.fromkeys(nodes))
         shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         choice = Choice(
@@ -271,7 +298,9 @@ class JobService:
             started_by=f"run:{run_id}",
             started_at=now,
         )
-        job_id = self.store.create_job(row)
+        job_id = self.store.create_job_once(row)
+        if job_id is None:
+            return None
         created = self.store.job(job_id)
         assert created is not None
         self._audit(created, "offered", f"uncordon {', '.join(names)} after the abort")
