@@ -11,10 +11,13 @@ namespace whose pods vanished — are regressions. kube-system sorts first.
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from bot.core.snapshots.projection import BAD_REASONS, POD_FIELDS
@@ -153,7 +156,29 @@ def _gaps(snap: Mapping[str, Any]) -> set[str]:
     return {g["resource"] for g in snap.get("gaps") or []}
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the diff folds its pods.
+
+    The fold allocates a tuple per pod; every few hundred allocations start a collection, and the
+    older generations' collections walk the hundreds of thousands of row lists both snapshots hold
+    (about a third of the diff's time at 150,000 pods). Nothing the diff makes is cyclic garbage.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def diff(before: Mapping[str, Any], after: Mapping[str, Any], *, restart_threshold: int = 3) -> DiffReport:
+    with _collector_paused():
+        return _diff(before, after, restart_threshold=restart_threshold)
+
+
+def _diff(before: Mapping[str, Any], after: Mapping[str, Any], *, restart_threshold: int) -> DiffReport:
     report = DiffReport(before=before, after=after)
     gaps = _gaps(before) | _gaps(after)
     report.skipped.extend(f"{resource}: not readable in one of the snapshots" for resource in sorted(gaps))
@@ -376,43 +401,63 @@ def _fold(
 ) -> tuple[dict[WorkloadKey, dict[str, Any]], dict[str, tuple[int, WorkloadKey, str]], Counter[str]]:
     """Pods per workload, each pod's restarts by uid, and pods per namespace, in one pass over the rows.
 
-    Rows are read by column index rather than turned into dicts: at 150,000 pods the diff must stay
-    a small fraction of the snapshot's time.
+    Rows are read by column index (one `itemgetter` call per row) rather than turned into dicts, and
+    a healthy pod is told apart without a function call: at 150,000 pods the diff must stay a small
+    fraction of the snapshot's time.
     """
     col = {name: i for i, name in enumerate(snap.get("pod_fields") or POD_FIELDS)}
-    ns_i, name_i, uid_i, kind_i, wl_i = (
-        col[c] for c in ("namespace", "name", "uid", "workload_kind", "workload")
+    fields = itemgetter(
+        *(
+            col[c]
+            for c in (
+                "namespace",
+                "name",
+                "uid",
+                "workload_kind",
+                "workload",
+                "node",
+                "phase",
+                "status",
+                "ready",
+                "total",
+                "restarts",
+                "reasons",
+            )
+        )
     )
-    node_i, phase_i, status_i, reasons_i = (col[c] for c in ("node", "phase", "status", "reasons"))
-    ready_i, total_i, restarts_i = (col[c] for c in ("ready", "total", "restarts"))
     by_workload: dict[WorkloadKey, dict[str, Any]] = {}
     by_uid: dict[str, tuple[int, WorkloadKey, str]] = {}
     per_namespace: Counter[str] = Counter()
-    for row in snap.get("pods") or []:
-        ns, name = row[ns_i], row[name_i]
-        k = (ns, row[kind_i], row[wl_i])
+    for ns, name, uid, kind, wl, node, phase, status, ready, total, restarts, reasons in map(
+        fields, snap.get("pods") or []
+    ):
+        k = (ns, kind, wl)
         agg = by_workload.get(k)
         if agg is None:
             agg = by_workload[k] = {
                 "pods": 0,
                 "bad": defaultdict(list),
                 "unready": [],
-                "nodes": Counter(),
+                "nodes": defaultdict(int),
                 "ids": set(),
             }
         agg["pods"] += 1
-        uid = row[uid_i] or f"{ns}/{name}"
+        uid = uid or f"{ns}/{name}"
         # By uid: a StatefulSet's pod keeps its name when it is recreated on a new node.
         agg["ids"].add(uid)
-        agg["nodes"][row[node_i]] += 1
-        phase = row[phase_i]
-        trouble = _is_bad(str(row[status_i]), str(row[reasons_i] or ""), phase)
-        if trouble:
-            agg["bad"][trouble].append(name)
-        elif phase == "Running" and row[ready_i] < row[total_i]:
-            agg["unready"].append(f"{name} {row[ready_i]}/{row[total_i]}")
-        by_uid[uid] = (row[restarts_i], k, name)
-        per_namespace[ns] += 1
+        agg["nodes"][node] += 1
+        # Most pods are Running with no reasons and every container ready: decided inline.
+        if status != "Running" or reasons:
+            trouble = _is_bad(str(status), str(reasons or ""), phase)
+            if trouble:
+                agg["bad"][trouble].append(name)
+            elif phase == "Running" and ready < total:
+                agg["unready"].append(f"{name} {ready}/{total}")
+        elif ready < total and phase == "Running":
+            agg["unready"].append(f"{name} {ready}/{total}")
+        by_uid[uid] = (restarts, k, name)
+    for (ns, _, _), agg in by_workload.items():
+        per_namespace[ns] += agg["pods"]
     return by_workload, by_uid, per_namespace
 
 
