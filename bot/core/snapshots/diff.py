@@ -11,15 +11,14 @@ namespace whose pods vanished — are regressions. kube-system sorts first.
 
 from __future__ import annotations
 
-import gc
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from bot.core.snapshots.collector import collector_paused
 from bot.core.snapshots.projection import BAD_REASONS, POD_FIELDS
 
 EXPECTED, REGRESSION, WARNING = "expected", "regression", "warning"
@@ -156,25 +155,8 @@ def _gaps(snap: Mapping[str, Any]) -> set[str]:
     return {g["resource"] for g in snap.get("gaps") or []}
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the diff folds its pods.
-
-    The fold allocates a tuple per pod; every few hundred allocations start a collection, and the
-    older generations' collections walk the hundreds of thousands of row lists both snapshots hold
-    (about a third of the diff's time at 150,000 pods). Nothing the diff makes is cyclic garbage.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def diff(before: Mapping[str, Any], after: Mapping[str, Any], *, restart_threshold: int = 3) -> DiffReport:
-    with _collector_paused():
+    with collector_paused():
         return _diff(before, after, restart_threshold=restart_threshold)
 
 

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
+
 from bot.adapters.store import Store
 from bot.core.durations import kubectl_age
+from bot.core.snapshots.collector import collector_paused
 from bot.core.snapshots.diff import DiffReport, diff
 from bot.core.snapshots.projection import (
     DEFAULT_NODE_GROUP_LABELS,
@@ -71,7 +74,8 @@ def compress(data: bytes) -> bytes:
 
 
 def decode(body: bytes) -> dict[str, Any]:
-    loaded = json.loads(zlib.decompress(body))
+    with collector_paused():
+        loaded = msgspec.json.decode(zlib.decompress(body))
     return loaded if isinstance(loaded, dict) else {}
 
 
