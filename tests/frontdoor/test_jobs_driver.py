@@ -361,7 +361,9 @@ def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None
     assert any("decided: drain-timeout:n2:1: delete by U0COORD (PDB of a dead app)" in d for d in audit)
 
 
-def test_abort_offers_to_uncordon_what_the_run_cordoned(setup: Setup) -> None:
+def drain_n1_then_abort(setup: Setup, *, dies_before_its_offer: bool = False) -> tuple[JobService, R.Run]:
+    """proc-a's drain cordons and drains n1, then the primary aborts the run; with
+    `dies_before_its_offer`, proc-a is killed right after the abort's commit, before its offer."""
     jobs = setup.jobs("proc-a")
     run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
     approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
@@ -369,11 +371,18 @@ def test_abort_offers_to_uncordon_what_the_run_cordoned(setup: Setup) -> None:
     jobs.claim(row)
     for _ in range(3):
         jobs.advance(row.id, cluster=None)  # n1 cordoned and drained
+    if dies_before_its_offer:
+        setup.runs.on_ended = None
     setup.runs.apply(
         run.id,
         lambda r: R.abort(r, by="U0PRIMARY", reason="rollback", now=setup.clock()),
         Actor(user_id="U0PRIMARY"),
     )
+    return jobs, run
+
+
+def test_abort_offers_to_uncordon_what_the_run_cordoned(setup: Setup) -> None:
+    jobs, run = drain_n1_then_abort(setup)
     offers = [j for j in setup.store.jobs(states=("live",)) if j.step_id == AFTER_ABORT]
     assert len(offers) == 1
     offer = offers[0]
@@ -394,19 +403,7 @@ def test_abort_offers_to_uncordon_what_the_run_cordoned(setup: Setup) -> None:
 def test_an_offer_the_aborting_process_died_before_making_is_made_once_by_the_next_scan(
     setup: Setup,
 ) -> None:
-    jobs = setup.jobs("proc-a")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    jobs.claim(row)
-    for _ in range(3):
-        jobs.advance(row.id, cluster=None)  # n1 cordoned and drained
-    setup.runs.on_ended = None  # proc-a is killed right after the abort's commit, before its offer
-    setup.runs.apply(
-        run.id,
-        lambda r: R.abort(r, by="U0PRIMARY", reason="rollback", now=setup.clock()),
-        Actor(user_id="U0PRIMARY"),
-    )
+    jobs, run = drain_n1_then_abort(setup, dies_before_its_offer=True)
     assert [j for j in setup.store.jobs(states=("live",)) if j.step_id == AFTER_ABORT] == []
 
     setup.clock.advance(timedelta(minutes=1))
@@ -425,19 +422,7 @@ def test_an_offer_the_aborting_process_died_before_making_is_made_once_by_the_ne
 
 
 def test_an_abort_long_ago_or_with_nothing_cordoned_owes_no_offer(setup: Setup) -> None:
-    jobs = setup.jobs("proc-a")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    jobs.claim(row)
-    for _ in range(3):
-        jobs.advance(row.id, cluster=None)
-    setup.runs.on_ended = None
-    setup.runs.apply(
-        run.id,
-        lambda r: R.abort(r, by="U0PRIMARY", reason="rollback", now=setup.clock()),
-        Actor(user_id="U0PRIMARY"),
-    )
+    drain_n1_then_abort(setup, dies_before_its_offer=True)
     setup.clock.advance(timedelta(days=8))
     assert setup.jobs("proc-b").offer_owed() == []
     other = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
