@@ -1258,14 +1258,23 @@ class Store:
             )
         return bool(result.rowcount == 1)
 
-    def reopen_job(self, job_id: int, *, epoch: int, at: datetime) -> bool:
-        """`resume` approved again: the same job continues from its progress under the step's new
-        epoch (nobody drives it until a driver claims it)."""
+    def reopen_job(self, job_id: int, *, epoch: int, at: datetime, progress: str | None = None) -> bool:
+        """`resume` approved again: the same job continues from its progress (`progress`, when
+        given, replaces it) under the step's new epoch (nobody drives it until a driver claims it)."""
+        values: dict[str, Any] = {
+            "state": "live",
+            "owner": "",
+            "epoch": epoch,
+            "updated_at": _utc(at),
+            "detail": "",
+        }
+        if progress is not None:
+            values["progress"] = progress
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
                 jobs.update()
                 .where(jobs.c.id == job_id, jobs.c.state.in_(["live", "interrupted"]))
-                .values(state="live", owner="", epoch=epoch, updated_at=_utc(at), detail="")
+                .values(**values)
             )
         return bool(result.rowcount == 1)
 

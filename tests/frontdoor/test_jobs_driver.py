@@ -21,6 +21,7 @@ from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext
 from bot.core.delivery import Deliveries
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
+from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.service import AFTER_ABORT, JobService
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
@@ -303,6 +304,10 @@ def test_a_dead_driver_interrupts_the_step_and_resume_continues_the_same_job_onc
     approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
     (again,) = setup.store.jobs()
     assert again.id == row.id
+    # Its progress as it was, plus the resume, from which its timers count again.
+    resumed = json.loads(again.progress)
+    assert resumed.pop(RESUMED_AT) == iso(setup.clock())
+    assert resumed["nodes"]["n1"] == "done"
     assert second.claim(again)
     assert drive(second, row.id) == "done"
     assert setup.world.writes == ["n1", "n2", "n3"]  # n1 not drained twice

@@ -88,6 +88,19 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: The progress key where the job service notes a resumed job's resume (`JobService.start`).
+RESUMED_AT = "resumed_at"
+
+
+def timer_start(progress: Mapping[str, Any], started: str | None, now: datetime) -> datetime:
+    """When a job's timer that began at `started` counts from: then, or the job's last resume if
+    later — people who resume an interrupted job give it its whole timeout again, and the time
+    nobody drove it does not count (else a resumed drain would ask its question at once)."""
+    begun = parse_iso(started) or now
+    resumed = parse_iso(progress.get(RESUMED_AT))
+    return max(begun, resumed) if resumed is not None else begun
+
+
 def parse_iso(text: str | None) -> datetime | None:
     if not text:
         return None

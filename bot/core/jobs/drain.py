@@ -72,6 +72,7 @@ from bot.core.jobs.common import (
     parse_iso,
     select_nodes,
     selector_matches,
+    timer_start,
     unschedulable,
 )
 from bot.errors import ClusterError, EvictionBlocked
@@ -474,7 +475,7 @@ class _Run:
         left = [e for e in node["pods"].values() if e["state"] in _LEFT]
         if not left:
             return self.finish(name)
-        started = parse_iso(node["started"]) or self.now
+        started = timer_start(self.p, node["started"], self.now)
         only_refused = all(e["state"] == "refused" for e in left)
         # Only refused pods left: they never go by themselves, so people are asked at once — the
         # first time; after "wait" the timer decides again.

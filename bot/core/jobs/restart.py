@@ -44,6 +44,7 @@ from bot.core.jobs.common import (
     names_arg,
     parse_iso,
     selector_query,
+    timer_start,
 )
 from bot.core.rollout import DONE, FAILED, verdict
 from bot.core.watches.model import CRASHLOOP, IMAGEPULL, StopRules, classify, workload_of
@@ -146,7 +147,7 @@ class RestartJob:
         workloads = [{**w, "bad": dict(w.get("bad") or {})} for w in progress["workloads"]]
         posts: list[Post] = []
         audit: list[tuple[str, str]] = []
-        started = parse_iso(progress["started"]) or now
+        started = timer_start(progress, progress["started"], now)
         limits = {
             CRASHLOOP: timedelta(seconds=float(progress["crashloop_after"])),
             IMAGEPULL: timedelta(seconds=float(progress["imagepull_after"])),

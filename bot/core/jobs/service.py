@@ -41,6 +41,7 @@ from bot.core.actions.base import ActionRequest
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
+from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.live import LiveSection
 from bot.core.people import Directory, roles_of
 from bot.errors import BotError, ClusterError, Fenced, TemporaryError, UserError, clip
@@ -186,7 +187,11 @@ class JobService:
             and earlier.kind == kind
             and earlier.epoch != epoch
         ):
-            if not self.store.reopen_job(earlier.id, epoch=epoch, at=now):
+            progress = json.loads(earlier.progress) if earlier.progress else None
+            if progress is not None:
+                progress[RESUMED_AT] = iso(now)  # its timers start again (`timer_start`)
+            reopened = json.dumps(progress, sort_keys=True) if progress is not None else None
+            if not self.store.reopen_job(earlier.id, epoch=epoch, at=now, progress=reopened):
                 raise TemporaryError(f"job {earlier.id} changed under us; try again")
             self._audit(earlier, "resumed", f"continues from its recorded progress under epoch {epoch}")
             self._changed()

@@ -28,8 +28,8 @@ from bot.core.jobs.common import (
     iso,
     kubelet,
     list_nodes,
-    parse_iso,
     ready,
+    timer_start,
     unschedulable,
     version_arg,
 )
@@ -110,7 +110,7 @@ class WaitNodeGroupJob:
             text = f"node group {group}: all {counts['total']} node(s) Ready on {version}"
             return Tick(progress=new, posts=(Post(key=f"nodegroup-ready:{group}:{version}", text=text),),
                         card=tuple(card), done=True, ok=True, detail=text, wait=0.0)  # fmt: skip
-        started = parse_iso(progress["started"]) or now
+        started = timer_start(progress, progress["started"], now)
         if now - started >= timedelta(seconds=float(progress["timeout"])):
             text = (
                 f"node group {group}: not all on {version} in time — {counts['on_target']}/{counts['total']} "

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from bot.core.jobs.base import Decision
+from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.drain import DrainJob, triage
 from bot.errors import ClusterError, UserError
 from tests.support.jobs import FakeCluster, JobDriver, stored
@@ -180,6 +181,27 @@ def test_past_the_timeout_the_job_asks_and_then_does_nothing_until_a_decision() 
     driver.tick()
     assert driver.choice is not None
     assert driver.choice.key == "drain-timeout:n1:2"
+
+
+def test_a_resumed_drain_gives_each_node_its_whole_timeout_again() -> None:
+    fake = cluster(web("web-a"))
+    fake.blocked.add("shop/web-a")
+    clock = Clock()
+    driver = drive(fake, {"node": "n1", "timeout": "1m"}, clock)
+    for _ in range(3):
+        driver.tick()
+    clock.advance(50)
+    assert driver.tick().choice is None
+    # Interrupted for ten minutes (its driver died), then resumed: the job service notes the resume.
+    clock.advance(600)
+    driver.progress[RESUMED_AT] = iso(clock())
+    assert driver.tick().choice is None  # not asked at once: the time nobody drove it does not count
+    clock.advance(59)
+    assert driver.tick().choice is None
+    clock.advance(2)
+    asked = driver.tick().choice
+    assert asked is not None
+    assert asked.key == "drain-timeout:n1:1"
 
 
 def test_delete_after_the_timeout_deletes_with_the_uid_one_tick_after_the_decision() -> None:

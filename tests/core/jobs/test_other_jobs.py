@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.nodes import CordonJob, UncordonJob
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.restart import RestartJob
@@ -230,6 +231,24 @@ def test_wait_nodegroup_is_done_when_every_node_is_ready_on_the_version_and_fail
     assert end.done
     assert not end.ok
     assert "not all on 1.30 in time" in end.detail
+
+
+def test_a_resumed_wait_for_a_node_group_counts_its_timeout_from_the_resume() -> None:
+    clock = Clock()
+    driver = JobDriver(
+        WaitNodeGroupJob(LABELS),
+        _group(node("n2", "g")),
+        {"nodegroup": "g", "version": "1.30", "timeout": "10m"},
+        now=clock,
+    )
+    assert not driver.tick().done
+    clock.now += timedelta(minutes=30)  # interrupted meanwhile
+    driver.progress[RESUMED_AT] = iso(clock.now)
+    assert not driver.tick().done
+    clock.now += timedelta(minutes=10)
+    end = driver.tick()
+    assert end.done
+    assert not end.ok
 
 
 def test_an_empty_group_is_never_done() -> None:
