@@ -154,6 +154,7 @@ def build_services(
         clock=clock,
         owner=owner,
         node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+        rules=load_rules(settings.rules_paths()),
     )
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     jobs = JobService(
