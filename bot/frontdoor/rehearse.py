@@ -227,7 +227,7 @@ def rehearse(
     # The long actions (cluster jobs, watches) run on driver threads, as on the triggers door.
     jobs = JobService(
         store=store,
-        registry=default_jobs(labels),
+        registry=default_jobs(labels, load_rules(settings.rules_paths())),
         deliveries=deliveries,
         directory=directory,
         clock=clock,

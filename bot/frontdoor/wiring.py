@@ -159,7 +159,7 @@ def build_services(
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     jobs = JobService(
         store=store,
-        registry=default_jobs(labels),
+        registry=default_jobs(labels, load_rules(settings.rules_paths())),
         deliveries=deliveries,
         directory=directory,
         clock=clock,

@@ -140,28 +140,37 @@ def _rule_milestones(before: Summary | None, after: Summary, rules: Mapping[str,
     fresh.sort(key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.rule, e.workload))
     out = []
     for e in fresh:
-        namespace, kind, name = e.workload.split("/", 2)
-        where = f"{kind} {_code(f'{namespace}/{name}' if namespace else name)}"
-        if e.pods:
-            where += f" ({e.pods} pod{'s' if e.pods != 1 else ''})"
-        rule = rules.get(e.rule)
-        lines = [f":mag: Known issue *{slack_escape(e.rule)}*"]
-        if rule is not None:
-            lines[0] += f" — {slack_escape(rule.title)}"
-        lines.append(f"{where}" + (f" — seen: {slack_escape(e.evidence)}" if e.evidence else ""))
-        if rule is not None:
-            lines.append(slack_escape(rule.explanation.strip()))
-            lines.append("*What to do*\n```" + slack_escape(rule.remediation.strip()) + "```")
-            if rule.fixed_in:
-                lines.append("Fixed in: " + slack_escape(", ".join(rule.fixed_in)))
-            if rule.links:
-                lines.append("Evidence: " + " · ".join(f"<{link}>" for link in rule.links))
         out.append(
             Milestone(
-                key=f"{KNOWN_ISSUE}:{e.rule}:{e.workload}:{e.number}", kind=KNOWN_ISSUE, text="\n".join(lines)
+                key=f"{KNOWN_ISSUE}:{e.rule}:{e.workload}:{e.number}",
+                kind=KNOWN_ISSUE,
+                text=known_issue_text(
+                    e.rule, rules.get(e.rule), e.workload, pods=e.pods, evidence=e.evidence
+                ),
             )
         )
     return out
+
+
+def known_issue_text(rule_id: str, rule: Rule | None, workload: str, *, pods: int, evidence: str) -> str:
+    """A known issue's thread post (the watch's, the drain's): which rule, about which workload
+    ("<ns>/<Kind>/<name>"), what was seen, and the rule's explanation, remediation and links."""
+    namespace, kind, name = workload.split("/", 2)
+    where = f"{kind} {_code(f'{namespace}/{name}' if namespace else name)}"
+    if pods:
+        where += f" ({pods} pod{'s' if pods != 1 else ''})"
+    lines = [f":mag: Known issue *{slack_escape(rule_id)}*"]
+    if rule is not None:
+        lines[0] += f" — {slack_escape(rule.title)}"
+    lines.append(where + (f" — seen: {slack_escape(evidence)}" if evidence else ""))
+    if rule is not None:
+        lines.append(slack_escape(rule.explanation.strip()))
+        lines.append("*What to do*\n```" + slack_escape(rule.remediation.strip()) + "```")
+        if rule.fixed_in:
+            lines.append("Fixed in: " + slack_escape(", ".join(rule.fixed_in)))
+        if rule.links:
+            lines.append("Evidence: " + " · ".join(f"<{link}>" for link in rule.links))
+    return "\n".join(lines)
 
 
 def _verdict_milestones(before: Summary | None, after: Summary, spec: WatchSpec) -> list[Milestone]:
