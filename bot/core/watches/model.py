@@ -555,6 +555,12 @@ class WatchState:
     ) -> None:
         self.spec = spec
         self._needs = RuleNeeds.of(rules)
+        # Node-group scope of the pod view (`--nodegroup`): see `_node_scope`.
+        self._scoped: set[str] = set()  # pods in the view now (keys)
+        self._scoped_nodes: set[str] = set()  # names of the scoped groups' nodes
+        self._displaced: set[str] = set()  # workloads that had a pod on those nodes while watched
+        self._nodes_listed = False
+        self._held: list[tuple[str, str, Any]] = []  # pod events that came before the node list
         self._lagging: dict[str, _Pod] = {}  # Running pods with a watched container not Ready
         self._rule_events: dict[str, _RuleEvent] = {}
         self._rule_episodes: dict[tuple[str, str], _RuleEpisode] = {}
@@ -618,14 +624,21 @@ class WatchState:
         struct = self._struct(kind)
         objs = [self._typed(item, struct) for item in items]
         if kind == "pod":
+            if self._scope_groups and not self._nodes_listed:
+                self._held = [("SYNC", "", objs)]  # a list replaces whatever came before it
+                return
             seen: set[str] = set()
             count = 0
+            if self._scope_groups:
+                self._scoped = set()
             for pod in objs:
                 if not self._pod_in_scope(pod):
                     continue
-                count += 1
-                seen.add(pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}")
+                key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
                 self._apply_pod("MODIFIED", pod, now)
+                if not self._scope_groups or key in self._scoped:
+                    count += 1
+                    seen.add(key)
             for key in [k for k in self._pods if k not in seen]:
                 self._drop_pod(key, now)
             for key in [k for k in self._lagging if k not in seen]:
@@ -647,6 +660,14 @@ class WatchState:
             for key in [k for k in self._nodes if k not in seen]:
                 self._drop_node(key)
             self._check_target(now)
+            if not self._nodes_listed:
+                self._nodes_listed = True
+                held, self._held = self._held, []
+                for what, event_type, obj in held:
+                    if what == "SYNC":
+                        self.sync("pod", obj, now)
+                    else:
+                        self.apply("pod", event_type, obj, now)
         elif kind in WORKLOAD_KINDS:
             wkind = WORKLOAD_KINDS[kind]
             seen = set()
@@ -671,7 +692,9 @@ class WatchState:
             return
         if kind == "pod":
             pod = obj if isinstance(obj, WPod) else self._typed(obj, WPod)
-            if self._pod_in_scope(pod):
+            if self._scope_groups and not self._nodes_listed:
+                self._held.append(("APPLY", event_type, pod))  # which nodes are in scope is not known yet
+            elif self._pod_in_scope(pod):
                 self._apply_pod(event_type, pod, now)
         elif kind == "node":
             self._apply_node(event_type, obj if isinstance(obj, WNode) else self._typed(obj, WNode), now)
@@ -702,9 +725,35 @@ class WatchState:
     def _pod_in_scope(self, pod: WPod) -> bool:
         return not self._scope_namespaces or pod.metadata.namespace in self._scope_namespaces
 
+    def _node_scope(self, pod: WPod, key: str) -> bool:
+        """With `--nodegroup`: is the pod in the view? Pods on the scoped groups' nodes are; so are
+        the pods DISPLACED by the groups' replacement — an unhealthy pod (Pending, unschedulable,
+        ContainerCreating or failing anywhere) of a workload that had a pod on those nodes while
+        watched — until they are healthy again elsewhere. Judged at each of the pod's events."""
+        wkind, wname = workload_of(pod)
+        wkey = workload_key(pod.metadata.namespace, wkind, wname)
+        if pod.spec.node_name and pod.spec.node_name in self._scoped_nodes:
+            self._displaced.add(wkey)
+            return True
+        if wkey not in self._displaced:
+            return False
+        record = self._pods.get(key)
+        return classify(pod, record.cls if record is not None else None) is not None
+
     def _apply_pod(self, event_type: str, pod: WPod, now: datetime) -> None:
         meta = pod.metadata
         key = meta.uid or f"{meta.namespace}/{meta.name}"
+        if self._scope_groups:
+            # Counted while in the view: entering it is an ADDED, leaving it a DELETED.
+            was = key in self._scoped
+            if event_type == "DELETED" or not self._node_scope(pod, key):
+                if not was:
+                    return
+                self._scoped.discard(key)
+                event_type = "DELETED"
+            else:
+                self._scoped.add(key)
+                event_type = "MODIFIED" if was else "ADDED"
         record = self._pods.get(key)
         if event_type == "DELETED":
             self._pod_count -= 1
@@ -844,9 +893,12 @@ class WatchState:
             self._groups[old.group].add(old, -1)
         self._nodes[key] = fresh
         self._groups.setdefault(group, _Group()).add(fresh, +1)
+        if self._scope_groups:
+            self._scoped_nodes.add(meta.name)
 
     def _drop_node(self, key: str) -> None:
         node = self._nodes.pop(key)
+        self._scoped_nodes.discard(node.name)
         group = self._groups[node.group]
         group.add(node, -1)
         if group.total == 0:
