@@ -105,34 +105,79 @@ def _reason(cs: WContainerStatus) -> tuple[str, str]:
     return waiting, terminated
 
 
+#: What an unhealthy pod's record keeps for the rules, as a plain tuple (cheap to build at every
+#: event; the `PodState` is built from it only when the rules look): name, node, phase, deleting,
+#: tolerates every taint, labels and annotations (only the keys the rules name), and per container
+#: (name, image, ready, waiting reason, terminated reason).
+Facts = tuple[
+    str,
+    str,
+    str,
+    bool,
+    bool,
+    Mapping[str, str],
+    Mapping[str, str],
+    tuple[tuple[str, str, bool, str, str], ...],
+]
+
+
+def _only(values: Mapping[str, str] | None, keys: frozenset[str]) -> Mapping[str, str]:
+    if not values or not keys:
+        return _EMPTY
+    kept = {k: values[k] for k in keys if k in values}
+    return kept or _EMPTY
+
+
+def pod_facts(pod: WPod, needs: RuleNeeds) -> Facts:
+    """The pod reduced to what the loaded rules read (see `Facts`)."""
+    meta, spec, status = pod.metadata, pod.spec, pod.status
+    containers = tuple(
+        (cs.name, cs.image, bool(cs.ready), *_reason(cs))
+        for group in (status.init_container_statuses, status.container_statuses)
+        for cs in group or ()
+    )
+    return (
+        meta.name,
+        spec.node_name or "",
+        status.phase or "",
+        bool(meta.deletion_timestamp),
+        needs.tolerations
+        and any(t.operator == "Exists" and not t.key and not t.effect for t in spec.tolerations or ()),
+        _only(meta.labels, needs.label_keys),
+        _only(meta.annotations, needs.annotation_keys),
+        containers,
+    )
+
+
+def view_of(facts: Facts, namespace: str, workload: str, *, node_ready: bool = True) -> PodState:
+    """The `PodState` the rules match (`workload`: "Kind ns/name")."""
+    name, node, phase, deleting, tolerates_all, labels, annotations, containers = facts
+    return PodState(
+        namespace=namespace,
+        name=name,
+        workload=workload,
+        node=node,
+        phase=phase,
+        deleting=deleting,
+        node_ready=node_ready,
+        tolerates_all=tolerates_all,
+        labels=labels,
+        annotations=annotations,
+        containers=tuple(
+            ContainerView(name=c, image=i, ready=r, waiting=w, terminated=t) for c, i, r, w, t in containers
+        ),
+    )
+
+
 def pod_view(pod: WPod, workload: str, needs: RuleNeeds) -> PodState:
     """The pod as the rules see it, reduced to what `needs` names (`workload`: "Kind ns/name")."""
-    meta, spec = pod.metadata, pod.spec
-    containers = []
-    for cs in (*(pod.status.init_container_statuses or ()), *(pod.status.container_statuses or ())):
-        waiting, terminated = _reason(cs)
-        containers.append(
-            ContainerView(
-                name=cs.name, image=cs.image, ready=bool(cs.ready), waiting=waiting, terminated=terminated
-            )
-        )
-    labels = meta.labels or _EMPTY
-    annotations = meta.annotations or _EMPTY
-    return PodState(
-        namespace=meta.namespace,
-        name=meta.name,
-        workload=workload,
-        node=spec.node_name or "",
-        phase=pod.status.phase or "",
-        deleting=bool(meta.deletion_timestamp),
-        tolerates_all=needs.tolerations
-        and any(t.operator == "Exists" and not t.key and not t.effect for t in spec.tolerations or ()),
-        labels={k: labels[k] for k in needs.label_keys if k in labels} if labels else _EMPTY,
-        annotations={k: annotations[k] for k in needs.annotation_keys if k in annotations}
-        if annotations
-        else _EMPTY,
-        containers=tuple(containers),
-    )
+    return view_of(pod_facts(pod, needs), pod.metadata.namespace, workload)
+
+
+def rules_workload(key: str) -> str:
+    """The watch's workload key "ns/Kind/name" as the rules' "Kind ns/name"."""
+    namespace, kind, name = key.split("/", 2)
+    return f"{kind} {namespace}/{name}"
 
 
 def watch_key(workload: str) -> str:

@@ -57,7 +57,7 @@ import msgspec
 from bot.core.checks.rules import ContainerView, EventRecord, PodState, Rule, match_rules
 from bot.core.rollout import DONE
 from bot.core.rollout import verdict as rollout_verdict
-from bot.core.watches.known import RuleNeeds, pod_view, watch_key
+from bot.core.watches.known import Facts, RuleNeeds, pod_facts, rules_workload, view_of, watch_key
 from bot.core.watches.schema import KINDS, WORKLOAD_KINDS, WEvent, WNode, WPod
 
 # ----- the spec ----------------------------------------------------------------------------------
@@ -442,7 +442,8 @@ WARNING_REASONS_KEPT = 10
 
 class _Pod:
     """An unhealthy pod: only what the card, the counters, the stop rules and the known-issue
-    rules need (`view`: the pod reduced to what the loaded rules read; None without rules)."""
+    rules need (`view`: the pod's `Facts`, reduced to what the loaded rules read; None without
+    rules)."""
 
     __slots__ = ("cls", "detail", "namespace", "node", "since", "view", "workload")
 
@@ -454,7 +455,7 @@ class _Pod:
         cls: str,
         detail: str,
         since: datetime,
-        view: PodState | None = None,
+        view: Facts | None = None,
     ):
         self.workload = workload
         self.namespace = namespace
@@ -778,7 +779,7 @@ class WatchState:
         intern = self._intern
         wkind, wname = workload_of(pod)
         namespace = intern(meta.namespace)
-        view = pod_view(pod, f"{wkind} {namespace}/{wname}", needs) if needs is not None else None
+        view = pod_facts(pod, needs) if needs is not None else None
         if (
             record is not None
             and record.cls == cls
@@ -823,13 +824,13 @@ class WatchState:
             if self._lagging:
                 self._lagging.pop(key, None)
             return
-        wkind, wname = workload_of(pod)
-        namespace = self._intern(pod.metadata.namespace)
-        view = pod_view(pod, f"{wkind} {namespace}/{wname}", needs)
+        view = pod_facts(pod, needs)
         record = self._lagging.get(key)
         if record is None:
+            wkind, wname = workload_of(pod)
+            namespace = self._intern(pod.metadata.namespace)
             self._lagging[key] = _Pod(
-                workload_key(namespace, wkind, wname), namespace, view.node, LAGGING, "", now, view
+                workload_key(namespace, wkind, wname), namespace, view[1], LAGGING, "", now, view
             )
         else:
             record.view = view
@@ -1038,15 +1039,20 @@ class WatchState:
         lag_limit = self.spec.not_ready_stuck_after
         for records, lagging in ((self._pods, False), (self._lagging, True)):
             for pod in records.values():
-                view = pod.view
-                if view is None:
+                facts = pod.view
+                if facts is None:
                     continue
                 limit = lag_limit if lagging else self._stuck_after(pod.cls)
                 if limit is not None and now - pod.since <= limit:
                     continue
-                if not node_ready.get(view.node, True):
-                    view = dataclasses.replace(view, node_ready=False)
-                out.append(view)
+                out.append(
+                    view_of(
+                        facts,
+                        pod.namespace,
+                        rules_workload(pod.workload),
+                        node_ready=node_ready.get(facts[1], True),
+                    )
+                )
         return out
 
     def _with_tails(self, pods: list[PodState]) -> list[PodState]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.core.checks.rules import read_rules
+from bot.core.watches.known import view_of
 from bot.core.watches.milestones import KNOWN_ISSUE, milestones
 from bot.core.watches.model import Summary, WatchState
 from tests.support.watch_objects import at, node, pod, spec, stamp
@@ -125,9 +126,10 @@ def test_the_fold_keeps_only_the_labels_and_annotations_the_rules_name() -> None
     state.sync("pod", [vault_pod("payments-worker-5d8f7c9b6-a", agent_ready=False)], at(0))
     [record] = state._lagging.values()
     assert record.view is not None
-    assert dict(record.view.annotations) == {"vault.hashicorp.com/agent-inject": "true"}
-    assert dict(record.view.labels) == {}
-    assert [(c.name, c.ready) for c in record.view.containers] == [("app", True), ("vault-agent", False)]
+    view = view_of(record.view, record.namespace, "Deployment payments/payments-worker")
+    assert dict(view.annotations) == {"vault.hashicorp.com/agent-inject": "true"}
+    assert dict(view.labels) == {}
+    assert [(c.name, c.ready) for c in view.containers] == [("app", True), ("vault-agent", False)]
     # Without rules, nothing is kept for them.
     bare = WatchState(spec())
     bare.sync("pod", [kube_proxy("kube-proxy-a")], at(0))
