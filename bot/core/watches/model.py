@@ -1116,8 +1116,14 @@ class WatchState:
         events: list[EventRecord] = []
         for uid in [k for k, e in self._rule_events.items() if now - e.seen > RULE_EVENT_CURRENT]:
             del self._rule_events[uid]
+        scoped = bool(self._scope_groups)
         for ev in self._rule_events.values():
             record = ev.record
+            if scoped and (
+                (record.kind == "Pod" and ev.pod_uid not in self._scoped)
+                or (record.kind == "Node" and record.name not in self._scoped_nodes)
+            ):
+                continue  # about a pod or node outside the node groups' view
             known = self._pods.get(ev.pod_uid) or self._lagging.get(ev.pod_uid) if ev.pod_uid else None
             if known is not None and (record.namespace, record.name) not in candidates:
                 # About a pod the watch remembers but the rules do not look at yet (a pod

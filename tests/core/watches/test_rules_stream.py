@@ -192,3 +192,15 @@ def test_rule_episodes_survive_the_summary_json() -> None:
     assert summary.rule_episodes[0].since == at(0)
     assert summary.rule_episodes[0].ended is None
     assert timedelta(0) == summary.at - summary.rule_episodes[0].since
+
+
+def test_a_node_group_watch_explains_only_what_is_in_its_view() -> None:
+    state = WatchState(spec(nodegroups=("ng-a",)), rules=RULES)
+    inside = pod("es-0", "logging", statefulset="es", node_name="a1")
+    outside = pod("db-0", "logging", statefulset="db", node_name="b1")
+    state.sync("node", [node("a1"), node("b1", "ng-b")], at(0))
+    state.sync("pod", [inside, outside], at(0))
+    state.sync("event", [], at(0))
+    state.apply("event", "ADDED", multi_attach("db-0.1", "db-0", outside["metadata"]["uid"], at(1)), at(1))
+    state.apply("event", "ADDED", multi_attach("es-0.1", "es-0", inside["metadata"]["uid"], at(1)), at(1))
+    assert [e.workload for e in state.summary(at(1)).rule_episodes] == ["logging/Pod/es-0"]
