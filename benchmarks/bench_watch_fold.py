@@ -13,6 +13,8 @@ Prints: events, decode and apply rates (events/s), apply latency p50/p95/max per
 time in the middle of the replacement and at the end, the card render time, and the process RSS
 before the list, after it, at the peak and at the end.
 
+With the shipped known-issue rules loaded, as the bot runs it (`--no-rules` without them).
+
 Usage: .venv/bin/python benchmarks/bench_watch_fold.py [--nodes 5000] [--pods 150000] [--group-share 0.2]
 """
 
@@ -32,12 +34,13 @@ import msgspec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bot.core.checks.rules import load_rules  # noqa: E402
 from bot.core.rendering import Renderer  # noqa: E402
 from bot.core.watches.card import card_context  # noqa: E402
 from bot.core.watches.model import WatchState  # noqa: E402
 from bot.core.watches.schema import WNode, WPod  # noqa: E402
 from bot.core.watches.verdict import verdict  # noqa: E402
-from bot.resources import BUILTIN_TEMPLATES  # noqa: E402
+from bot.resources import BUILTIN_RULES, BUILTIN_TEMPLATES  # noqa: E402
 from tests.support.watch_objects import at, crashing, node, pod, target_spec  # noqa: E402
 
 
@@ -58,6 +61,9 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=150_000)
     parser.add_argument("--group-share", type=float, default=0.2, help="share of nodes in the replaced group")
     parser.add_argument("--crash-every", type=int, default=500, help="one replacement pod in N crash-loops")
+    parser.add_argument(
+        "--no-rules", action="store_true", help="without the known-issue rules (the bot always loads them)"
+    )
     args = parser.parse_args()
 
     groups = 5
@@ -84,7 +90,7 @@ def main() -> None:
                 )
             )
 
-    state = WatchState(spec)
+    state = WatchState(spec, rules=() if args.no_rules else load_rules([BUILTIN_RULES]))
     t = time.perf_counter()
     nodes = [node_decoder.decode(b) for b in nodes_json]
     pods = [pod_decoder.decode(b) for b in pods_json]

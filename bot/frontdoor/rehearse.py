@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
+from bot.core.checks.rules import load_rules
 from bot.core.delivery import Deliveries, new_owner
 from bot.core.jobs.base import Choice, ChoiceOption
 from bot.core.jobs.registry import default_jobs
@@ -226,7 +227,7 @@ def rehearse(
     # The long actions (cluster jobs, watches) run on driver threads, as on the triggers door.
     jobs = JobService(
         store=store,
-        registry=default_jobs(labels),
+        registry=default_jobs(labels, load_rules(settings.rules_paths())),
         deliveries=deliveries,
         directory=directory,
         clock=clock,
@@ -239,6 +240,7 @@ def rehearse(
         clock=clock,
         owner=owner,
         node_group_labels=labels,
+        rules=load_rules(settings.rules_paths()),
     )
     service = RunService(
         store=store,

@@ -14,6 +14,10 @@ A driver:
 - drains the queue into a `WatchState` (a SYNC replaces the kind's state), and once every kind
   has been listed, calls `publish` at most every `PUBLISH_SECONDS` (the trailing edge: what
   arrived meanwhile is in the next one, never dropped);
+- reads, after a publish, the container log tails the known-issue rules asked for (`pods/log`
+  with `tailLines`, at most `LOG_BYTES` each, once per workload and container while the workload
+  stays a candidate, at most `LOG_READS_PER_MINUTE`), never in the fold: the next publish matches
+  them;
 - refreshes its heartbeat; stops when the watch ended (verdict, `unwatch`) or is no longer its own.
 """
 
@@ -49,6 +53,9 @@ BACKOFF_MAX = 30.0
 #: How often the runner looks for watches without a live owner.
 SCAN_SECONDS = 5.0
 VERSION = "version"
+#: Container log tails the known-issue rules may read per watch and minute, and their size cap.
+LOG_READS_PER_MINUTE = 20
+LOG_BYTES = 256 * 1024
 
 
 #: What a watch reads from a cluster: the kube adapter (list_watch, get_json, close).
@@ -153,6 +160,7 @@ class WatchDriver:
         self.applied = 0
         self.published = 0
         self.ended = ""
+        self.log_reads: list[float] = []  # monotonic times of the log tails read in the last minute
         self.on_publish: Callable[[int], None] | None = None  # benchmarks: events applied so far
         # The fence is a context variable: the driver thread runs in a copy of the context of the
         # job that created it (the triggers' fenced scan), so its every store write is fenced too.
@@ -183,7 +191,7 @@ class WatchDriver:
     def _drive(self) -> None:
         row = self.row
         service = self.service
-        state = WatchState(service.spec(row), previous=service.previous(row))
+        state = WatchState(service.spec(row), previous=service.previous(row), rules=service.rules)
         source = self.connect(row.cluster)
         with contextlib.closing(source):
             self.streams = [
@@ -236,6 +244,28 @@ class WatchDriver:
                         self.ended = result.ended
                         log.info("watch %s ended: %s", row.id, result.ended)
                         return
+                    self._read_logs(source, state)
+
+    def _read_logs(self, source: WatchSource, state: WatchState) -> None:
+        """The log tails the rules asked for, within the per-minute cap (the rest wait their turn)."""
+        now = time.monotonic()
+        self.log_reads = [t for t in self.log_reads if now - t < 60.0]
+        for want in state.logs_wanted():
+            if len(self.log_reads) >= LOG_READS_PER_MINUTE or self.stop.is_set():
+                return
+            self.log_reads.append(now)
+            try:
+                raw = source.get_raw(
+                    f"/api/v1/namespaces/{want.namespace}/pods/{want.pod}/log",
+                    {"container": want.container, "tailLines": want.lines, "limitBytes": LOG_BYTES},
+                )
+                text = raw.decode("utf-8", "replace")
+            except BotError as exc:
+                # A pod gone, a container not started: nothing to match; read again next candidacy.
+                log.info("watch %s: no log for %s/%s %s: %s", self.row.id, want.namespace, want.pod,
+                         want.container, exc.user_message)  # fmt: skip
+                text = ""
+            state.add_log_tail(want.workload, want.container, text)
 
     def _drain(self, state: WatchState, synced: set[str], *, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -154,11 +154,12 @@ def build_services(
         clock=clock,
         owner=owner,
         node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+        rules=load_rules(settings.rules_paths()),
     )
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     jobs = JobService(
         store=store,
-        registry=default_jobs(labels),
+        registry=default_jobs(labels, load_rules(settings.rules_paths())),
         deliveries=deliveries,
         directory=directory,
         clock=clock,

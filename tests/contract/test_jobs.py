@@ -11,11 +11,13 @@ from typing import Any
 
 from kubernetes import client
 
+from bot.core.checks.rules import load_rules
 from bot.core.jobs.base import Choice, Decision
 from bot.core.jobs.drain import DrainJob
 from bot.core.jobs.nodes import CordonJob
 from bot.core.jobs.restart import RestartJob
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
+from bot.settings import BUILTIN_RULES
 from bot.sim import SimCluster
 from tests.contract.workloads import IMAGE, pdb, start_web
 from tests.support.backends import GROUP_LABEL, TIMEOUT, Backend, SimBackend
@@ -149,11 +151,20 @@ def test_a_drain_blocked_by_a_disruption_budget_names_it_once_and_finishes_when_
     _budget(backend, 2, 0)
     node = _web_node(backend)
     on_node = _on(backend, node, "app=web")
-    driver = JobDriver(DrainJob(LABELS), backend.bot(), {"node": node})
+    driver = JobDriver(DrainJob(LABELS, load_rules([BUILTIN_RULES])), backend.bot(), {"node": node})
     blocked = f"pdb-blocked:{ns}/web:{node}"
+    # The API's refusal matched against the shipped rules: KI006, once for the workload.
+    known = f"rule:KI006:{ns}/Deployment/web:1"
 
     driver.run(until=lambda d: blocked in d.posts)
     assert "disruptionsAllowed 0" in driver.posts[blocked]
+    assert driver.posts[known].startswith(
+        f":mag: Known issue *KI006* — Eviction refused by a PodDisruptionBudget (drain stalled)\n"
+        f"Deployment `{ns}/web` ({len(on_node)} pod{'s' if len(on_node) > 1 else ''}) — seen: event"
+        " TooManyRequests: Cannot evict pod as it would"
+        " violate the pod's disruption budget."
+    )
+    assert "kubectl get pdb -A" in driver.posts[known]
     assert _unschedulable(backend, node)
     # It keeps retrying (every 5 s) without a second post, and the card names the budget.
     driver.run(until=lambda d: any(p["attempts"] >= 2 for p in d.progress["nodes"][node]["pods"].values()))
@@ -172,6 +183,7 @@ def test_a_drain_blocked_by_a_disruption_budget_names_it_once_and_finishes_when_
     assert driver.posts[f"drained:{node}"].startswith(f"node {node} drained: {len(on_node)} pod(s) evicted")
     assert driver.progress["cordoned"] == [node]
     assert [k for k in driver.posts if k.startswith("pdb-blocked:")] == [blocked]
+    assert [k for k in driver.posts if k.startswith("rule:")] == [known]
 
 
 def test_a_drain_leaves_daemonset_pods_and_follows_a_recreated_statefulset_pod_by_uid(

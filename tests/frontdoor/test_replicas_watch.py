@@ -20,6 +20,7 @@ from tests.support.postgres import drop_every_table
 from tests.support.replicas import LEASE_SECONDS, RENEW_SECONDS, Replicas, leader_yaml
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
+from tests.support.watch_threads import milestone_lines_once
 
 OPS = "C0OPS"
 TAKEOVER_BOUND = LEASE_SECONDS + RENEW_SECONDS + 2.0
@@ -110,7 +111,6 @@ def test_kill9_of_the_leader_mid_watch_the_other_takes_the_same_card_each_milest
     cards = [m for m in slack_stub.posted(OPS) if "*Watch on prod*" in m["text"] and not m.get("thread_ts")]
     assert len({c["ts"] for c in cards}) == 1, [c["text"][:80] for c in cards]
     thread = [m["text"] for m in slack_stub.posted(OPS) if m.get("thread_ts") == cards[0]["ts"]]
-    lines = [line for text in thread for line in text.splitlines() if line.strip()]
-    assert [line for line, n in Counter(lines).items() if n > 1] == []
+    lines = milestone_lines_once(thread)
     assert any("drained and removed" in line for line in lines)
     assert "Watch ended — unwatched by" in lines[-1]

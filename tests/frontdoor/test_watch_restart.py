@@ -18,6 +18,7 @@ from bot.records import ClusterConfig
 from tests.support.bot_process import PRIMARY, RunBot
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
+from tests.support.watch_threads import milestone_lines_once
 
 OPS = "C0OPS"
 GROUP_LABELS = ("eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name")
@@ -114,9 +115,7 @@ def test_kill9_mid_watch_same_card_each_milestone_once(
     ]
     assert len(cards) == 1, [c["text"][:80] for c in cards]
     thread = [m["text"] for m in slack_stub.posted(OPS) if m.get("thread_ts") == cards[0]["ts"]]
-    lines = [line for text in thread for line in text.splitlines() if line.strip()]
-    repeated = [line for line, n in Counter(lines).items() if n > 1]
-    assert not repeated, repeated[:3]
+    lines = milestone_lines_once(thread)
     # Every node the upgrade replaced was announced as removed, once, including while the bot was down.
     removed = [line for line in lines if "drained and removed" in line]
     replaced = sum(n for g, n in truth.items() if g != "fargate")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +25,7 @@ from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
+from tests.support.watch_threads import milestone_lines_once
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 CHANNEL = "C0WATCH"
@@ -112,10 +112,7 @@ def _figures(summary: Summary) -> dict[str, tuple[int, int]]:
 
 
 def _assert_thread_once(stub: SlackStub, store: Store, watch_id: int, card_ts: str) -> list[str]:
-    texts = _thread(stub, card_ts)
-    lines = [line for text in texts for line in text.splitlines() if line.strip()]
-    repeated = [line for line, n in Counter(lines).items() if n > 1]
-    assert not repeated, repeated[:3]
+    lines = milestone_lines_once(_thread(stub, card_ts))
     refs = store.messages(subject(watch_id))
     assert all(r.ts for r in refs.values()), [r.key for r in refs.values() if not r.ts]
     return lines

@@ -45,6 +45,16 @@ Progress (JSON; pods are kept only for the node being drained, a finished node k
                                 "attempts": 0, "next": null | ISO, "why": "emptyDir",
                                 "by": "evict|delete|" (when gone), "error": 500 (a non-429 refusal seen)}}}}}
 
+Known issues: with the known-issue rules given (`rules=`), the eviction API's refusal ("Cannot
+evict pod as it would violate the pod's disruption budget.") is matched against them as what it
+is, the API's answer about that pod (an `EventRecord` of reason `TooManyRequests` with the API's
+message, beside the pod as the rules see it): each matching rule (the shipped KI006) is posted
+with its explanation and remediation once per (rule, workload, episode), keyed
+`rule:<id>:<workload>:<episode>`; the episode ends when no pod of the workload is blocked any
+more, and one back within 10 minutes is the same episode. A node still blocked by a budget after
+`DRAIN_SLOW` (5 minutes, the rule's "a drain running longer than 5 minutes") is said once
+(`drain-slow:NODE`), naming the budgets and the open known issues.
+
 Never twice, never lost: a pod moves to `evicting` (or `deleting`) with its UID in one tick and
 the write is issued by a later tick, only if that pod (same UID) is still on the node without a
 deletionTimestamp; the eviction and the delete also carry the UID as a precondition. A tick re-run
@@ -59,6 +69,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
+
+from bot.core.checks.rules import EventRecord, Rule, match_rules
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
     JobCluster,
@@ -75,6 +88,10 @@ from bot.core.jobs.common import (
     timer_start,
     unschedulable,
 )
+from bot.core.watches.known import RuleNeeds, pod_view, watch_key
+from bot.core.watches.milestones import known_issue_text
+from bot.core.watches.model import EPISODE_REOPEN, workload_of
+from bot.core.watches.schema import WPod
 from bot.errors import ClusterError, EvictionBlocked
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)
@@ -84,6 +101,8 @@ PDB_RETRY = timedelta(seconds=5)
 #: Other refusals (500: several budgets select the pod; a 5xx) back off up to a minute.
 MAX_BACKOFF = timedelta(seconds=60)
 MIRROR = "kubernetes.io/config.mirror"
+#: A node still blocked by a budget this long is said once (the rule's "longer than 5 minutes").
+DRAIN_SLOW = timedelta(minutes=5)
 
 #: Pod states that still need the pod to go away.
 _LEFT = frozenset({"pending", "evicting", "evicted", "blocked", "deleting", "refused"})
@@ -132,8 +151,11 @@ class DrainJob:
 
     kind = "drain"
 
-    def __init__(self, node_group_labels: Sequence[str] = ()) -> None:
+    def __init__(self, node_group_labels: Sequence[str] = (), rules: Sequence[Rule] = ()) -> None:
         self.node_group_labels = tuple(node_group_labels)
+        self.rules = tuple(rules)
+        self.needs = RuleNeeds.of(rules)
+        self.rules_by_id = {r.id: r for r in self.rules}
 
     # ----- plan and dry run --------------------------------------------------------------------
 
@@ -260,6 +282,8 @@ class _Run:
         self.p: Progress = {
             **progress,
             "cordoned": list(progress.get("cordoned") or []),
+            # "<rule id> <workload key>" → {"n": episode, "open": bool, "ended": ISO | None}
+            "issues": {k: dict(v) for k, v in (progress.get("issues") or {}).items()},
             "nodes": {
                 k: {**v, "pods": {pk: dict(pv) for pk, pv in (v.get("pods") or {}).items()},
                     "pdbs": dict(v.get("pdbs") or {}), "skipped": dict(v.get("skipped") or {}),
@@ -476,6 +500,10 @@ class _Run:
         if not left:
             return self.finish(name)
         started = timer_start(self.p, node["started"], self.now)
+        if not node.get("slow_said"):
+            said = len(self.posts)
+            self.slow(name, started)
+            node["slow_said"] = len(self.posts) > said
         only_refused = all(e["state"] == "refused" for e in left)
         # Only refused pods left: they never go by themselves, so people are asked at once — the
         # first time; after "wait" the timer decides again.
@@ -514,6 +542,7 @@ class _Run:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict") as pool:
                 results = list(pool.map(one, keys))
         pdb_cache: dict[str, list[Mapping[str, Any]]] = {}
+        refused: list[tuple[str, dict[str, Any], Mapping[str, Any], EvictionBlocked]] = []
         for key, outcome in results:
             entry = node["pods"][key]
             entry["attempts"] = int(entry.get("attempts", 0)) + 1
@@ -530,6 +559,7 @@ class _Run:
                 entry["state"] = "blocked"
                 entry["next"] = iso(self.now + PDB_RETRY)
                 self.blocked(name, key, live[key], pdb_cache)
+                refused.append((key, entry, live[key], outcome))
             elif isinstance(outcome, ClusterError) and outcome.status not in (403, 401):
                 backoff = min(PDB_RETRY * (2 ** min(entry["attempts"] - 1, 6)), MAX_BACKOFF)
                 entry["state"] = "blocked"
@@ -544,6 +574,88 @@ class _Run:
                 entry["error"] = outcome.status or 0
             elif isinstance(outcome, BaseException):
                 raise outcome
+        if refused:
+            self.known_issues(refused)
+        self.settle_issues(node)
+
+    def known_issues(
+        self, refused: list[tuple[str, dict[str, Any], Mapping[str, Any], EvictionBlocked]]
+    ) -> None:
+        """Match the API's refusals (and their pods) against the rules; post each new episode once."""
+        job = self.job
+        if job.needs is None:
+            return
+        states, events = [], []
+        entries: dict[tuple[str, str], dict[str, Any]] = {}
+        for key, entry, pod, refusal in refused:
+            wpod = msgspec.convert(pod, WPod)
+            kind, wname = workload_of(wpod)
+            namespace, pod_name = key.split("/", 1)
+            prefix = f"cluster {refusal.cluster}: " if refusal.cluster else ""
+            events.append(
+                EventRecord(
+                    namespace=namespace,
+                    kind="Pod",
+                    name=pod_name,
+                    reason="TooManyRequests",  # the eviction API's Status reason for a 429
+                    message=str(refusal).removeprefix(prefix),
+                    type="Warning",
+                )
+            )
+            states.append(pod_view(wpod, f"{kind} {namespace}/{wname}", job.needs))
+            entries[(namespace, pod_name)] = entry
+            entry["issues"] = []
+        for hit in match_rules(job.rules, states, events):
+            workload = watch_key(hit.workload)
+            issue = f"{hit.rule.id} {workload}"
+            for pod_name in hit.pods:
+                entries[(hit.namespace, pod_name)]["issues"].append(issue)
+            known = self.p["issues"].get(issue)
+            if known is not None and known.get("open"):
+                continue
+            ended = parse_iso(known.get("ended")) if known is not None else None
+            if known is not None and ended is not None and self.now - ended < EPISODE_REOPEN:
+                known.update(open=True, ended=None)  # back soon after: the same episode
+                continue
+            number = int(known["n"]) + 1 if known is not None else 1
+            self.p["issues"][issue] = {"n": number, "open": True, "ended": None}
+            self.posts.append(
+                Post(
+                    key=f"rule:{hit.rule.id}:{workload}:{number}",
+                    text=known_issue_text(
+                        hit.rule.id, hit.rule, workload, pods=len(hit.pods), evidence=hit.evidence
+                    ),
+                )
+            )
+
+    def settle_issues(self, node: Mapping[str, Any]) -> None:
+        """An episode ends when no pod of its workload is blocked any more (one node drains at a
+        time, so the node's pods are all the blocked ones)."""
+        issues = self.p["issues"]
+        if not issues:
+            return
+        blocked = {i for e in node["pods"].values() if e["state"] == "blocked" for i in e.get("issues", ())}
+        for issue, known in issues.items():
+            if known.get("open") and issue not in blocked:
+                known.update(open=False, ended=iso(self.now))
+
+    def slow(self, name: str, started: datetime) -> None:
+        """A node still blocked by a budget after DRAIN_SLOW is said once."""
+        node = self.p["nodes"][name]
+        if not node["pdbs"] or self.now - started < DRAIN_SLOW:
+            return
+        blocked = [k for k, e in node["pods"].items() if e["state"] == "blocked"]
+        if not blocked:
+            return
+        issues = sorted({i.split(" ", 1)[0] for k in blocked for i in node["pods"][k].get("issues", ())})
+        minutes = int((self.now - started).total_seconds() // 60)
+        text = (
+            f"{name}: draining for {minutes} minutes; {len(blocked)} pod(s) still refused by "
+            f"{few(sorted(node['pdbs']))}"
+        )
+        if issues:
+            text += f" — known issue {', '.join(issues)} (above)"
+        self.posts.append(Post(key=f"drain-slow:{name}", text=text))
 
     def blocked(
         self, name: str, key: str, pod: Mapping[str, Any], cache: dict[str, list[Mapping[str, Any]]]

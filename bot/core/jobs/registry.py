@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.core.checks.rules import Rule
 from bot.core.jobs.base import Job, JobRegistry
 from bot.core.jobs.drain import DrainJob
 from bot.core.jobs.nodes import CordonJob, UncordonJob
@@ -11,14 +12,15 @@ from bot.core.jobs.restart import RestartJob
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
 
 
-def default_jobs(node_group_labels: Sequence[str]) -> JobRegistry:
+def default_jobs(node_group_labels: Sequence[str], rules: Sequence[Rule] = ()) -> JobRegistry:
     """Every job kind; `node_group_labels` are the settings' node-group label keys, in priority
-    order (how `nodegroup: NAME` finds a group's nodes)."""
+    order (how `nodegroup: NAME` finds a group's nodes); `rules`, the known-issue rules a drain
+    matches the eviction API's refusals against."""
     labels = tuple(node_group_labels)
     jobs: list[Job] = [
         CordonJob(labels),
         UncordonJob(labels),
-        DrainJob(labels),
+        DrainJob(labels, rules),
         RestartJob(),
         WaitNodeGroupJob(labels),
     ]

@@ -9,12 +9,18 @@ generated text, so the delivery layer can deduplicate on it.
 The first summary of a watch (`before is None`) is a baseline: nodes that are already there, Ready
 or cordoned, are not news; workloads already crash-looping are (their episode is announced), and so
 is a verdict that is already final.
+
+Known issues: each (rule, workload, episode) that opened since `before` comes out once, keyed
+`rule:<id>:<workload>:<episode>`, its text the rule's title, explanation, remediation and links
+(from `rules`, by id) — long, so the service posts each as a reply of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bot.core.checks.rules import Rule
 from bot.core.rendering import slack_escape
 from bot.core.watches.model import KUBE_SYSTEM, Summary, WatchSpec
 from bot.core.watches.verdict import FINAL, STOPPED, TARGET_REACHED, TIMED_OUT, verdict
@@ -26,6 +32,8 @@ CRASHLOOP = "crashloop"
 ROLLOUT_COMPLETE = "rollout-complete"
 TARGET = "target-reached"
 STOPPED_KIND = "stopped"
+KNOWN_ISSUE = "rule"
+_NO_RULES: Mapping[str, Rule] = {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,11 +47,14 @@ def _code(text: object) -> str:
     return f"`{slack_escape(text)}`"
 
 
-def milestones(before: Summary | None, after: Summary, spec: WatchSpec) -> list[Milestone]:
+def milestones(
+    before: Summary | None, after: Summary, spec: WatchSpec, rules: Mapping[str, Rule] = _NO_RULES
+) -> list[Milestone]:
     out: list[Milestone] = []
     if before is not None:
         out.extend(_node_milestones(before, after))
     out.extend(_crashloop_milestones(before, after))
+    out.extend(_rule_milestones(before, after, rules))
     if before is not None:
         done_before = {(c.key, c.generation) for c in before.completed}
         for c in after.completed:
@@ -121,6 +132,45 @@ def _crashloop_milestones(before: Summary | None, after: Summary) -> list[Milest
             )
         )
     return out
+
+
+def _rule_milestones(before: Summary | None, after: Summary, rules: Mapping[str, Rule]) -> list[Milestone]:
+    seen = {(e.rule, e.workload, e.number) for e in before.rule_episodes} if before is not None else set()
+    fresh = [e for e in after.rule_episodes if e.open and (e.rule, e.workload, e.number) not in seen]
+    fresh.sort(key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.rule, e.workload))
+    out = []
+    for e in fresh:
+        out.append(
+            Milestone(
+                key=f"{KNOWN_ISSUE}:{e.rule}:{e.workload}:{e.number}",
+                kind=KNOWN_ISSUE,
+                text=known_issue_text(
+                    e.rule, rules.get(e.rule), e.workload, pods=e.pods, evidence=e.evidence
+                ),
+            )
+        )
+    return out
+
+
+def known_issue_text(rule_id: str, rule: Rule | None, workload: str, *, pods: int, evidence: str) -> str:
+    """A known issue's thread post (the watch's, the drain's): which rule, about which workload
+    ("<ns>/<Kind>/<name>"), what was seen, and the rule's explanation, remediation and links."""
+    namespace, kind, name = workload.split("/", 2)
+    where = f"{kind} {_code(f'{namespace}/{name}' if namespace else name)}"
+    if pods:
+        where += f" ({pods} pod{'s' if pods != 1 else ''})"
+    lines = [f":mag: Known issue *{slack_escape(rule_id)}*"]
+    if rule is not None:
+        lines[0] += f" — {slack_escape(rule.title)}"
+    lines.append(where + (f" — seen: {slack_escape(evidence)}" if evidence else ""))
+    if rule is not None:
+        lines.append(slack_escape(rule.explanation.strip()))
+        lines.append("*What to do*\n```" + slack_escape(rule.remediation.strip()) + "```")
+        if rule.fixed_in:
+            lines.append("Fixed in: " + slack_escape(", ".join(rule.fixed_in)))
+        if rule.links:
+            lines.append("Evidence: " + " · ".join(f"<{link}>" for link in rule.links))
+    return "\n".join(lines)
 
 
 def _verdict_milestones(before: Summary | None, after: Summary, spec: WatchSpec) -> list[Milestone]:

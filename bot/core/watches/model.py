@@ -27,6 +27,15 @@ the open episodes' start times are kept in the Summary, and a state built after 
 from the last published Summary (`previous=`), so numbering continues and milestone keys stay
 stable.
 
+Known-issue rules (given as `rules=`): an unhealthy pod's record also keeps the pod as the rules see
+it (`bot.core.watches.known`: only the labels and annotations some rule names), Running pods with a
+watched container not Ready are remembered for them too (not a card class), and Warning events some
+rule may match are kept while recent. `summary(now)` matches the rules over the pods the card counts
+as unhealthy (and those not Ready for `not_ready_stuck_after`) and those events, and opens or closes
+one episode per (rule, workload), numbered and seeded after a restart like the crash-loop episodes;
+log-based rules say which tails they need (`logs_wanted`), and the driver hands them back
+(`add_log_tail`).
+
 Rollouts: every Deployment/DaemonSet/StatefulSet whose kubectl verdict is not "done" is shown as
 mid-rollout. A *spec* rollout (a new generation whose new replicas are not all updated yet) that
 then reaches "done" is recorded as completed, once per generation: availability dips while nodes
@@ -35,6 +44,7 @@ are drained are shown, but do not make "rollout complete" milestones.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -44,8 +54,10 @@ from typing import Any
 
 import msgspec
 
+from bot.core.checks.rules import ContainerView, EventRecord, PodState, Rule, match_rules
 from bot.core.rollout import DONE
 from bot.core.rollout import verdict as rollout_verdict
+from bot.core.watches.known import Facts, RuleNeeds, pod_facts, rules_workload, view_of, watch_key
 from bot.core.watches.schema import KINDS, WORKLOAD_KINDS, WEvent, WNode, WPod
 
 # ----- the spec ----------------------------------------------------------------------------------
@@ -85,6 +97,8 @@ class WatchSpec:
     init_stuck_after: timedelta = timedelta(minutes=5)
     pending_stuck_after: timedelta = timedelta(minutes=5)
     terminating_stuck_after: timedelta = timedelta(minutes=5)
+    #: A Running pod with a container a known-issue rule watches not Ready this long is matched.
+    not_ready_stuck_after: timedelta = timedelta(minutes=5)
 
     @property
     def deadline(self) -> datetime | None:
@@ -334,6 +348,31 @@ class Episode:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RuleEpisode:
+    """A known-issue rule matching a workload (or another object): one thread post per episode."""
+
+    rule: str  # the rule's id
+    workload: str  # "<ns>/<Kind>/<name>" (a Node: "/Node/<name>")
+    number: int
+    since: datetime
+    open: bool
+    pods: int
+    evidence: str = ""  # the first matched signal of the episode, for the post (never a key)
+    ended: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogRequest:
+    """A container log tail a rule needs: the driver reads it (bounded) and gives it back."""
+
+    workload: str  # the rules' "Kind ns/name"
+    namespace: str
+    pod: str
+    container: str
+    lines: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class RolloutView:
     key: str
     kind: str
@@ -372,6 +411,7 @@ class Summary:
     rollouts: tuple[RolloutView, ...] = ()  # every workload whose verdict is not "done"
     completed: tuple[Completed, ...] = ()  # the latest spec rollouts that completed (bounded)
     warnings: tuple[WarningCount, ...] = ()  # Warning events since the watch started, by reason
+    rule_episodes: tuple[RuleEpisode, ...] = ()  # known-issue rules that matched while watched
     target_holds: bool = False
     target_since: datetime | None = None  # the target has held continuously since
     last_unhealthy_at: datetime | None = None  # the latest moment a pod became unhealthy
@@ -401,17 +441,29 @@ WARNING_REASONS_KEPT = 10
 
 
 class _Pod:
-    """An unhealthy pod: only what the card, the counters and the stop rules need."""
+    """An unhealthy pod: only what the card, the counters, the stop rules and the known-issue
+    rules need (`view`: the pod's `Facts`, reduced to what the loaded rules read; None without
+    rules)."""
 
-    __slots__ = ("cls", "detail", "namespace", "node", "since", "workload")
+    __slots__ = ("cls", "detail", "namespace", "node", "since", "view", "workload")
 
-    def __init__(self, workload: str, namespace: str, node: str, cls: str, detail: str, since: datetime):
+    def __init__(
+        self,
+        workload: str,
+        namespace: str,
+        node: str,
+        cls: str,
+        detail: str,
+        since: datetime,
+        view: Facts | None = None,
+    ):
         self.workload = workload
         self.namespace = namespace
         self.node = node
         self.cls = cls
         self.detail = detail
         self.since = since
+        self.view = view
 
 
 class _Node:
@@ -454,6 +506,33 @@ class _Episode:
         self.carried = False  # open in the previous Summary, not yet confirmed by a fresh list
 
 
+class _RuleEpisode(_Episode):
+    __slots__ = ("evidence",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.evidence = ""
+
+
+class _RuleEvent:
+    """A Warning event some rule may match, kept while it is recent (`RULE_EVENT_CURRENT`)."""
+
+    __slots__ = ("pod_uid", "record", "seen")
+
+    def __init__(self, record: EventRecord, pod_uid: str, seen: datetime) -> None:
+        self.record = record
+        self.pod_uid = pod_uid
+        self.seen = seen
+
+
+#: A matching Warning event keeps its rule's episode open this long after it was last seen.
+RULE_EVENT_CURRENT = timedelta(minutes=5)
+#: At most this many matching events are kept (an event storm is the same few problems).
+RULE_EVENTS_KEPT = 5_000
+#: A Running pod whose watched container is not Ready: a rule candidate, not a card class.
+LAGGING = "not ready"
+
+
 class _Workload:
     __slots__ = ("baseline", "generation", "kind", "message", "name", "namespace", "pending", "state")
 
@@ -472,8 +551,22 @@ _EPISODE_CLASSES = {CRASHLOOP: "crashloop", IMAGEPULL: "imagepull"}
 class WatchState:
     """Mutable; one driver thread owns it."""
 
-    def __init__(self, spec: WatchSpec, *, previous: Summary | None = None) -> None:
+    def __init__(
+        self, spec: WatchSpec, *, previous: Summary | None = None, rules: Sequence[Rule] = ()
+    ) -> None:
         self.spec = spec
+        self._needs = RuleNeeds.of(rules)
+        # Node-group scope of the pod view (`--nodegroup`): see `_node_scope`.
+        self._scoped: set[str] = set()  # pods in the view now (keys)
+        self._scoped_nodes: set[str] = set()  # names of the scoped groups' nodes
+        self._displaced: set[str] = set()  # workloads that had a pod on those nodes while watched
+        self._nodes_listed = False
+        self._held: list[tuple[str, str, Any]] = []  # pod events that came before the node list
+        self._lagging: dict[str, _Pod] = {}  # Running pods with a watched container not Ready
+        self._rule_events: dict[str, _RuleEvent] = {}
+        self._rule_episodes: dict[tuple[str, str], _RuleEpisode] = {}
+        self._tails: dict[tuple[str, str], str] = {}  # (rules' workload, container) → log tail
+        self._log_wanted: list[LogRequest] = []
         target = spec.target
         self._target_version = parse_version(target.kubelet_version) if target else None
         self._scope_groups = frozenset(spec.nodegroups)
@@ -514,6 +607,13 @@ class WatchState:
                 self._seed_pending[roll.key] = roll.generation
         self._completed.extend(previous.completed)
         self._control_plane = previous.control_plane
+        for rep in previous.rule_episodes:
+            rstate = self._rule_episodes.setdefault((rep.rule, rep.workload), _RuleEpisode())
+            rstate.number = rep.number
+            rstate.since = rep.since
+            rstate.ended = rep.ended
+            rstate.carried = rep.open
+            rstate.evidence = rep.evidence
 
     # ----- input ----------------------------------------------------------------------------
 
@@ -525,16 +625,25 @@ class WatchState:
         struct = self._struct(kind)
         objs = [self._typed(item, struct) for item in items]
         if kind == "pod":
+            if self._scope_groups and not self._nodes_listed:
+                self._held = [("SYNC", "", objs)]  # a list replaces whatever came before it
+                return
             seen: set[str] = set()
             count = 0
+            if self._scope_groups:
+                self._scoped = set()
             for pod in objs:
                 if not self._pod_in_scope(pod):
                     continue
-                count += 1
-                seen.add(pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}")
+                key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
                 self._apply_pod("MODIFIED", pod, now)
+                if not self._scope_groups or key in self._scoped:
+                    count += 1
+                    seen.add(key)
             for key in [k for k in self._pods if k not in seen]:
                 self._drop_pod(key, now)
+            for key in [k for k in self._lagging if k not in seen]:
+                del self._lagging[key]
             self._pod_count = count
             if not self._pods_listed:
                 self._pods_listed = True
@@ -552,6 +661,14 @@ class WatchState:
             for key in [k for k in self._nodes if k not in seen]:
                 self._drop_node(key)
             self._check_target(now)
+            if not self._nodes_listed:
+                self._nodes_listed = True
+                held, self._held = self._held, []
+                for what, event_type, obj in held:
+                    if what == "SYNC":
+                        self.sync("pod", obj, now)
+                    else:
+                        self.apply("pod", event_type, obj, now)
         elif kind in WORKLOAD_KINDS:
             wkind = WORKLOAD_KINDS[kind]
             seen = set()
@@ -566,8 +683,9 @@ class WatchState:
         elif kind == "event":
             self._events.clear()
             self._warnings.clear()
+            self._rule_events.clear()
             for obj in objs:
-                self._apply_event("ADDED", obj)
+                self._apply_event("ADDED", obj, now)
 
     def apply(self, kind: str, event_type: str, obj: Any, now: datetime) -> None:
         """One watch event: ADDED, MODIFIED or DELETED (anything else, such as BOOKMARK, is ignored)."""
@@ -575,7 +693,9 @@ class WatchState:
             return
         if kind == "pod":
             pod = obj if isinstance(obj, WPod) else self._typed(obj, WPod)
-            if self._pod_in_scope(pod):
+            if self._scope_groups and not self._nodes_listed:
+                self._held.append(("APPLY", event_type, pod))  # which nodes are in scope is not known yet
+            elif self._pod_in_scope(pod):
                 self._apply_pod(event_type, pod, now)
         elif kind == "node":
             self._apply_node(event_type, obj if isinstance(obj, WNode) else self._typed(obj, WNode), now)
@@ -585,7 +705,7 @@ class WatchState:
             if not self._scope_namespaces or typed.metadata.namespace in self._scope_namespaces:
                 self._apply_workload(WORKLOAD_KINDS[kind], event_type, typed)
         elif kind == "event":
-            self._apply_event(event_type, obj if isinstance(obj, WEvent) else self._typed(obj, WEvent))
+            self._apply_event(event_type, obj if isinstance(obj, WEvent) else self._typed(obj, WEvent), now)
         else:
             raise ValueError(f"not a watched kind: {kind}")
 
@@ -606,26 +726,60 @@ class WatchState:
     def _pod_in_scope(self, pod: WPod) -> bool:
         return not self._scope_namespaces or pod.metadata.namespace in self._scope_namespaces
 
+    def _node_scope(self, pod: WPod, key: str) -> bool:
+        """With `--nodegroup`: is the pod in the view? Pods on the scoped groups' nodes are; so are
+        the pods DISPLACED by the groups' replacement — an unhealthy pod (Pending, unschedulable,
+        ContainerCreating or failing anywhere) of a workload that had a pod on those nodes while
+        watched — until they are healthy again elsewhere. Judged at each of the pod's events."""
+        wkind, wname = workload_of(pod)
+        wkey = workload_key(pod.metadata.namespace, wkind, wname)
+        if pod.spec.node_name and pod.spec.node_name in self._scoped_nodes:
+            self._displaced.add(wkey)
+            return True
+        if wkey not in self._displaced:
+            return False
+        record = self._pods.get(key)
+        return classify(pod, record.cls if record is not None else None) is not None
+
     def _apply_pod(self, event_type: str, pod: WPod, now: datetime) -> None:
         meta = pod.metadata
         key = meta.uid or f"{meta.namespace}/{meta.name}"
+        if self._scope_groups:
+            # Counted while in the view: entering it is an ADDED, leaving it a DELETED.
+            was = key in self._scoped
+            if event_type == "DELETED" or not self._node_scope(pod, key):
+                if not was:
+                    return
+                self._scoped.discard(key)
+                event_type = "DELETED"
+            else:
+                self._scoped.add(key)
+                event_type = "MODIFIED" if was else "ADDED"
         record = self._pods.get(key)
         if event_type == "DELETED":
             self._pod_count -= 1
             if record is not None:
                 self._drop_pod(key, now)
+            if self._lagging:
+                self._lagging.pop(key, None)
             return
         if event_type == "ADDED":
             self._pod_count += 1
         found = classify(pod, record.cls if record is not None else None)
+        needs = self._needs
         if found is None:
             if record is not None:
                 self._drop_pod(key, now)
+            if needs is not None:
+                self._lag(key, pod, now, needs)
             return
+        if self._lagging:
+            self._lagging.pop(key, None)
         cls, detail = found
         intern = self._intern
         wkind, wname = workload_of(pod)
         namespace = intern(meta.namespace)
+        view = pod_facts(pod, needs) if needs is not None else None
         if (
             record is not None
             and record.cls == cls
@@ -633,6 +787,7 @@ class WatchState:
         ):
             record.detail = intern(detail)
             record.node = intern(pod.spec.node_name or "")
+            record.view = view
             return
         if record is not None:
             self._drop_pod(key, now)
@@ -644,7 +799,9 @@ class WatchState:
             since = now
             self._unhealthy_at(now)
         wkey = intern(workload_key(namespace, wkind, wname))
-        self._pods[key] = _Pod(wkey, namespace, intern(pod.spec.node_name or ""), cls, intern(detail), since)
+        self._pods[key] = _Pod(
+            wkey, namespace, intern(pod.spec.node_name or ""), cls, intern(detail), since, view
+        )
         episode_kind = _EPISODE_CLASSES.get(cls)
         if episode_kind is not None:
             state = self._episodes.get((wkey, episode_kind))
@@ -660,6 +817,23 @@ class WatchState:
                     state.since = now
                 # else: back within EPISODE_REOPEN of its end: the same episode, from its start
                 state.ended = None
+
+    def _lag(self, key: str, pod: WPod, now: datetime, needs: RuleNeeds) -> None:
+        """Remember (or forget) a Running pod whose watched container is not Ready, for the rules."""
+        if not needs.lagging(pod):
+            if self._lagging:
+                self._lagging.pop(key, None)
+            return
+        view = pod_facts(pod, needs)
+        record = self._lagging.get(key)
+        if record is None:
+            wkind, wname = workload_of(pod)
+            namespace = self._intern(pod.metadata.namespace)
+            self._lagging[key] = _Pod(
+                workload_key(namespace, wkind, wname), namespace, view[1], LAGGING, "", now, view
+            )
+        else:
+            record.view = view
 
     def _drop_pod(self, key: str, now: datetime) -> None:
         record = self._pods.pop(key)
@@ -720,9 +894,12 @@ class WatchState:
             self._groups[old.group].add(old, -1)
         self._nodes[key] = fresh
         self._groups.setdefault(group, _Group()).add(fresh, +1)
+        if self._scope_groups:
+            self._scoped_nodes.add(meta.name)
 
     def _drop_node(self, key: str) -> None:
         node = self._nodes.pop(key)
+        self._scoped_nodes.discard(node.name)
         group = self._groups[node.group]
         group.add(node, -1)
         if group.total == 0:
@@ -794,7 +971,7 @@ class WatchState:
 
     # ----- events ---------------------------------------------------------------------------
 
-    def _apply_event(self, event_type: str, event: WEvent) -> None:
+    def _apply_event(self, event_type: str, event: WEvent, now: datetime) -> None:
         if event.type != "Warning":
             return
         involved = event.involved_object
@@ -804,8 +981,10 @@ class WatchState:
         when = parse_time(event.last_timestamp) or parse_time(event.event_time)
         if when is None:
             when = parse_time(event.metadata.creation_timestamp)
-        if when is not None and when < self.spec.started_at:
-            return  # older than the watch: the snapshot's business, not the live view's
+        if when is not None and when < self.spec.started_at.replace(microsecond=0):
+            # Older than the watch: the snapshot's business, not the live view's. (Event times
+            # have whole seconds: one from the watch's first second is not older than it.)
+            return
         key = event.metadata.uid or f"{namespace}/{event.metadata.name}"
         reason = self._intern(event.reason or "?")
         old = self._events.pop(key, None)
@@ -819,10 +998,170 @@ class WatchState:
         count = max(int(event.count or 1), 1)
         self._events[key] = (reason, count)
         self._warnings[reason] = self._warnings.get(reason, 0) + count
+        needs = self._needs
+        message = event.message or ""
+        if (
+            needs is not None
+            and (key in self._rule_events or len(self._rule_events) < RULE_EVENTS_KEPT)
+            and needs.event_wanted(reason, message)
+        ):
+            self._rule_events[key] = _RuleEvent(
+                EventRecord(
+                    namespace=namespace or "",
+                    kind=(involved.kind if involved else None) or "",
+                    name=(involved.name if involved else None) or "",
+                    reason=reason,
+                    message=message,
+                    type="Warning",
+                ),
+                (involved.uid if involved else None) or "",
+                min(when, now) if when is not None else now,
+            )
+
+    # ----- known-issue rules ----------------------------------------------------------------
+
+    def logs_wanted(self) -> list[LogRequest]:
+        """The container log tails the last summary's rules asked for and nobody read yet."""
+        return list(self._log_wanted)
+
+    def add_log_tail(self, workload: str, container: str, text: str) -> None:
+        """A tail the driver read (or "" when it could not): kept for the workload while it stays a
+        candidate, so its log is read once per candidacy, not at every summary."""
+        self._tails[(workload, container)] = text
+        self._log_wanted = [r for r in self._log_wanted if (r.workload, r.container) != (workload, container)]
+
+    def _candidates(self, now: datetime) -> list[PodState]:
+        """The pods the rules look at: those the card counts as unhealthy (the transient classes
+        once stuck past their limit) and Running pods with a watched container not Ready for
+        longer than `not_ready_stuck_after` — never a pod merely starting or being replaced."""
+        node_ready = {n.name: n.ready for n in self._nodes.values()}
+        out: list[PodState] = []
+        lag_limit = self.spec.not_ready_stuck_after
+        for records, lagging in ((self._pods, False), (self._lagging, True)):
+            for pod in records.values():
+                facts = pod.view
+                if facts is None:
+                    continue
+                limit = lag_limit if lagging else self._stuck_after(pod.cls)
+                if limit is not None and now - pod.since <= limit:
+                    continue
+                out.append(
+                    view_of(
+                        facts,
+                        pod.namespace,
+                        rules_workload(pod.workload),
+                        node_ready=node_ready.get(facts[1], True),
+                    )
+                )
+        return out
+
+    def _with_tails(self, pods: list[PodState]) -> list[PodState]:
+        if not self._tails:
+            return pods
+        attached: set[tuple[str, str]] = set()
+        out = []
+        for pod in pods:
+            changed = False
+            containers = []
+            for c in pod.containers:
+                key = (pod.workload, c.name)
+                tail = self._tails.get(key)
+                if tail and key not in attached:
+                    attached.add(key)  # one pod of the workload carries it: the hit is per workload
+                    c = ContainerView(
+                        name=c.name,
+                        image=c.image,
+                        ready=c.ready,
+                        waiting=c.waiting,
+                        terminated=c.terminated,
+                        log_tail=tail,
+                    )
+                    changed = True
+                containers.append(c)
+            out.append(dataclasses.replace(pod, containers=tuple(containers)) if changed else pod)
+        return out
+
+    def _evaluate_rules(self, now: datetime) -> None:
+        """Match the rules against the candidates and the recent matching events; open and close
+        the rules' episodes (one thread post per rule, workload and episode)."""
+        needs = self._needs
+        if needs is None or not self._pods_listed:
+            return  # before the first pod list, an absent hit means nothing
+        pods = self._candidates(now)
+        workloads = {p.workload for p in pods}
+        # A workload that is no longer a candidate has its tails forgotten: read again next time.
+        for key in [k for k in self._tails if k[0] not in workloads]:
+            del self._tails[key]
+        wanted: dict[tuple[str, str], LogRequest] = {}
+        for pod in pods:
+            for rule in needs.log_rules:
+                assert rule.match.log is not None
+                for container in rule.log_wanted(pod):
+                    key = (pod.workload, container)
+                    if key in self._tails:
+                        continue
+                    lines = rule.match.log.lines
+                    have = wanted.get(key)
+                    if have is None or have.lines < lines:
+                        wanted[key] = LogRequest(
+                            workload=pod.workload,
+                            namespace=pod.namespace,
+                            pod=pod.name,
+                            container=container,
+                            lines=max(lines, have.lines if have else 0),
+                        )
+        self._log_wanted = list(wanted.values())
+        pods = self._with_tails(pods)
+        candidates = {(p.namespace, p.name) for p in pods}
+        events: list[EventRecord] = []
+        for uid in [k for k, e in self._rule_events.items() if now - e.seen > RULE_EVENT_CURRENT]:
+            del self._rule_events[uid]
+        scoped = bool(self._scope_groups)
+        for ev in self._rule_events.values():
+            record = ev.record
+            if scoped and (
+                (record.kind == "Pod" and ev.pod_uid not in self._scoped)
+                or (record.kind == "Node" and record.name not in self._scoped_nodes)
+            ):
+                continue  # about a pod or node outside the node groups' view
+            known = self._pods.get(ev.pod_uid) or self._lagging.get(ev.pod_uid) if ev.pod_uid else None
+            if known is not None and (record.namespace, record.name) not in candidates:
+                # About a pod the watch remembers but the rules do not look at yet (a pod
+                # ContainerCreating behind a Multi-Attach): the finding is its workload's.
+                _ns, kind, name = known.workload.split("/", 2)
+                record = dataclasses.replace(record, kind=kind, name=name)
+            events.append(record)
+        hits = match_rules(needs.rules, pods, events) if pods or events else []
+        current: dict[tuple[str, str], tuple[int, str]] = {}
+        for hit in hits:
+            current[(hit.rule.id, watch_key(hit.workload))] = (len(hit.pods), hit.evidence)
+        for key, (count, evidence) in current.items():
+            state = self._rule_episodes.get(key)
+            if state is None:
+                state = self._rule_episodes[key] = _RuleEpisode()
+            state.pods = count
+            if not state.open:
+                state.open = True
+                if state.carried:
+                    state.carried = False
+                elif state.number == 0 or state.ended is None or now - state.ended >= EPISODE_REOPEN:
+                    state.number += 1
+                    state.since = now
+                    state.evidence = evidence
+                state.ended = None
+        for key, state in self._rule_episodes.items():
+            if key in current:
+                continue
+            if state.open or state.carried:
+                state.open = state.carried = False
+                state.pods = 0
+                state.ended = now
 
     # ----- output ---------------------------------------------------------------------------
 
     def summary(self, now: datetime) -> Summary:
+        """What is published; it also brings the known-issue rules' episodes up to `now`."""
+        self._evaluate_rules(now)
         target = self.spec.target
         nodes = tuple(
             NodeView(
@@ -893,6 +1232,20 @@ class WatchState:
             if c > 0
         )
         holds = target is not None and self._target_since is not None
+        rule_episodes = tuple(
+            RuleEpisode(
+                rule=rule,
+                workload=workload,
+                number=s.number,
+                since=s.since,
+                open=s.open or s.carried,
+                pods=s.pods,
+                evidence=s.evidence,
+                ended=s.ended,
+            )
+            for (rule, workload), s in sorted(self._rule_episodes.items())
+            if s.since is not None and s.number > 0
+        )
         return Summary(
             cluster=self.spec.cluster,
             at=now,
@@ -905,6 +1258,7 @@ class WatchState:
             rollouts=rollouts,
             completed=tuple(self._completed),
             warnings=warnings,
+            rule_episodes=rule_episodes,
             target_holds=holds,
             target_since=self._target_since if holds else None,
             last_unhealthy_at=last_unhealthy,

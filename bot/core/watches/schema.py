@@ -118,9 +118,13 @@ class WContainerState(_Wire):
 
 
 class WContainerStatus(_Wire):
+    # `name`, `image` and `last_state` are read only for the known-issue rules (unhealthy pods).
+    name: str = ""
+    image: str = ""
     ready: bool | None = None
     restart_count: int | None = None
     state: WContainerState | None = None
+    last_state: WContainerState | None = None
 
 
 class WPodCondition(_Wire):
@@ -129,8 +133,15 @@ class WPodCondition(_Wire):
     reason: str | None = None
 
 
+class WToleration(_Wire):
+    key: str | None = None
+    operator: str | None = None
+    effect: str | None = None
+
+
 class WPodSpec(_Wire):
     node_name: str | None = None
+    tolerations: tuple[WToleration, ...] | None = None  # for the rules: "tolerates every taint"
 
 
 class WPodStatus(_Wire):

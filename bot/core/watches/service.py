@@ -9,7 +9,8 @@ rest, in this order, so a crash at any point loses nothing and repeats nothing:
 1. the summary now, its verdict, and the milestones since the last published summary;
 2. ONE transaction stores the new summary and the thread posts it owes (outbox rows keyed by each
    milestone's deterministic key; several milestones at once become one batched reply whose
-   milestone keys are recorded as markers), and ends the watch when the verdict is final (or
+   milestone keys are recorded as markers; a known issue's explanation is long, so it is a reply
+   of its own, keyed `rule:<id>:<workload>:<episode>`), and ends the watch when the verdict is final (or
    `unwatch` asked) — this write names the owner, so a process that lost the watch writes nothing;
 3. the card (subject `watch:<id>`, key `card`) is posted once through `Deliveries` or edited in
    place (its channel and ts are in the database, never looked up in the channel);
@@ -33,10 +34,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.adapters.store import Store
+from bot.core.checks.rules import Rule
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.rendering import Renderer
 from bot.core.watches.card import card_context
-from bot.core.watches.milestones import Milestone, milestones
+from bot.core.watches.milestones import KNOWN_ISSUE, Milestone, milestones
 from bot.core.watches.model import StopRules, Summary, Target, WatchSpec, WatchState
 from bot.core.watches.verdict import Verdict, verdict
 from bot.errors import BotError, Fenced, UserError
@@ -139,8 +141,12 @@ class WatchService:
         owner: str,
         node_group_labels: Sequence[str],
         stale_after: timedelta = STALE_AFTER,
+        rules: Sequence[Rule] = (),
     ) -> None:
         self.store = store
+        #: The known-issue rules the watches match (the shipped ones and the team's `rules_files`).
+        self.rules = tuple(rules)
+        self._rules_by_id = {r.id: r for r in self.rules}
         self.deliveries = deliveries
         self.renderer = renderer
         self.clock = clock
@@ -247,7 +253,7 @@ class WatchService:
         summary = state.summary(now)
         v = verdict(summary, spec, now)
         before = self.previous(current)
-        found = milestones(before, summary, spec)
+        found = milestones(before, summary, spec, self._rules_by_id)
         end_reason = ""
         if current.end_requested_by:
             end_reason = f"unwatched by <@{current.end_requested_by}>"
@@ -326,14 +332,21 @@ class WatchService:
         return reason
 
     def _outbox(self, new: Sequence[Milestone]) -> tuple[list[tuple[str, str]], list[str]]:
-        if not new:
-            return [], []
-        text = self.renderer.render("watch_thread", {"milestones": list(new)}).text
+        # A known issue's explanation is a reply of its own (it is long, and people link to it).
+        rows = [
+            (m.key, json.dumps({"text": self.renderer.render("watch_thread", {"milestones": [m]}).text}))
+            for m in new
+            if m.kind == KNOWN_ISSUE
+        ]
+        lines = [m for m in new if m.kind != KNOWN_ISSUE]
+        if not lines:
+            return rows, []
+        text = self.renderer.render("watch_thread", {"milestones": lines}).text
         body = json.dumps({"text": text})
-        if len(new) == 1:
-            return [(new[0].key, body)], []
+        if len(lines) == 1:
+            return [(lines[0].key, body), *rows], []
         # Several at once: one reply, keyed on the first; every milestone's own key is recorded.
-        return [(f"batch:{new[0].key}", body)], [m.key for m in new]
+        return [(f"batch:{lines[0].key}", body), *rows], [m.key for m in lines]
 
     def _final_text(self, summary: Summary, spec: WatchSpec, v: Verdict, reason: str, now: datetime) -> str:
         groups = ", ".join(f"{g.name} {g.on_target}/{g.total}" for g in summary.groups) or "no nodes"

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from bot.core.checks.rules import load_rules
 from bot.core.jobs.base import Decision
 from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.drain import DrainJob, triage
 from bot.errors import ClusterError, UserError
+from bot.settings import BUILTIN_RULES
 from tests.support.jobs import FakeCluster, JobDriver, stored
 from tests.support.kube_objects import node, pod
 
@@ -330,3 +332,63 @@ def test_another_refusal_backs_off_per_pod_and_is_said_once() -> None:
     clock.advance(5)
     driver.tick()  # refused again: the back-off doubles, nothing posted twice
     assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["next"] == "2026-11-24T07:00:15Z"
+
+
+RULES = load_rules([BUILTIN_RULES])
+
+
+def test_a_budget_refusal_is_explained_by_ki006_once_per_workload_and_episode_and_a_slow_drain_said_once() -> (
+    None
+):
+    pdb = {
+        "metadata": {"namespace": "shop", "name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2},
+    }
+    fake = cluster(web("web-a"), web("web-b"), pdbs={"shop": [pdb]})
+    fake.blocked.update({"shop/web-a", "shop/web-b"})
+    clock = Clock()
+    driver = JobDriver(DrainJob(LABELS, RULES), fake, {"node": "n1"}, now=clock)
+    first = "rule:KI006:shop/Deployment/web:1"
+    for _ in range(3):
+        driver.tick()
+    text = driver.posts[first]
+    assert text.startswith(
+        ":mag: Known issue *KI006* — Eviction refused by a PodDisruptionBudget (drain stalled)"
+    )
+    assert "Deployment `shop/web` (2 pods) — seen: event TooManyRequests: Cannot evict pod" in text
+    assert "kubectl get pdb -A" in text
+    # Retried every 5 s for 5 minutes: not said again (the harness fails on a repeated key); at 5
+    # minutes the slow drain is said once, naming the budget and the known issue.
+    for _ in range(61):
+        clock.advance(5)
+        driver.tick()
+    assert [k for k in driver.posts if k.startswith("rule:")] == [first]
+    assert driver.posts["drain-slow:n1"] == (
+        "n1: draining for 5 minutes; 2 pod(s) still refused by shop/web — known issue KI006 (above)"
+    )
+    # web-a goes (the budget let one through), web-b is still blocked: the same episode.
+    fake.blocked.discard("shop/web-a")
+    clock.advance(5)
+    driver.tick()
+    assert driver.progress["issues"]["KI006 shop/Deployment/web"]["open"] is True
+    fake.blocked.clear()
+    clock.advance(5)
+    driver.tick()
+    assert driver.progress["issues"]["KI006 shop/Deployment/web"]["open"] is False
+    assert [k for k in driver.posts if k.startswith("rule:")] == [first]
+
+
+def test_without_rules_a_drain_posts_no_known_issue() -> None:
+    pdb = {
+        "metadata": {"namespace": "shop", "name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 0},
+    }
+    fake = cluster(web("web-a"), pdbs={"shop": [pdb]})
+    fake.blocked.add("shop/web-a")
+    driver = drive(fake, {"node": "n1"})
+    for _ in range(3):
+        driver.tick()
+    assert "pdb-blocked:shop/web:n1" in driver.posts
+    assert not [k for k in driver.posts if k.startswith("rule:")]

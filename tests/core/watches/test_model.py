@@ -248,12 +248,62 @@ def test_node_groups_count_nodes_on_target_old_cordoned_and_not_ready() -> None:
 def test_scope_filters_node_groups_and_namespaces() -> None:
     state = WatchState(spec(nodegroups=("ng-a",), namespaces=("shop",)))
     state.sync("node", [node("a1"), node("b1", "ng-b")], at(0))
-    state.sync("pod", [crashing("x", deployment="api"), crashing("y", "other", deployment="api")], at(0))
+    state.sync(
+        "pod",
+        [
+            crashing("x", deployment="api", node_name="a1"),
+            crashing("y", "other", deployment="api", node_name="a1"),
+        ],
+        at(0),
+    )
     summary = state.summary(at(1))
     assert [n.name for n in summary.nodes] == ["a1"]
     assert classes(summary) == {CRASHLOOP: 1}
     state.apply("node", "MODIFIED", node("a1", "ng-b"), at(2))  # relabelled out of scope
     assert state.summary(at(2)).nodes == ()
+
+
+def test_a_node_group_scope_shows_the_pods_on_its_nodes_and_those_its_replacement_displaced() -> None:
+    state = WatchState(spec(nodegroups=("ng-a",)))
+    # Pod events before the first node list are held: which nodes are in scope is not known yet.
+    state.sync(
+        "pod",
+        [pod("web-1", deployment="web", node_name="a1"), pod("db-1", deployment="db", node_name="b1")],
+        at(0),
+    )
+    state.apply("pod", "ADDED", crashing("api-1", deployment="api", node_name="a1"), at(0))
+    state.sync("node", [node("a1"), node("b1", "ng-b")], at(0))
+    summary = state.summary(at(0))
+    assert summary.pods == 2  # web-1 and api-1 on a1; db-1 is on ng-b's node
+    assert classes(summary) == {CRASHLOOP: 1}
+    # ng-b's crash loops are not this view's business.
+    state.apply("pod", "ADDED", crashing("other-1", deployment="other", node_name="b1"), at(1))
+    assert classes(state.summary(at(1))) == {CRASHLOOP: 1}
+    # web-1 is evicted from a1; its replacement waits unscheduled, then runs on ng-b.
+    state.apply("pod", "DELETED", pod("web-1", deployment="web", node_name="a1"), at(2))
+    waiting = pod("web-2", deployment="web", phase="Pending", ready=False, unschedulable=True)
+    state.apply("pod", "ADDED", waiting, at(2))
+    displaced = state.summary(at(9))
+    assert displaced.pods == 2  # api-1, and web-2 displaced by the replacement
+    assert [(g.reason, [w.name for w in g.top]) for g in displaced.unhealthy] == [
+        (CRASHLOOP, ["api"]),
+        (PENDING, ["web"]),
+    ]
+    state.apply("pod", "MODIFIED", pod("web-2", deployment="web", node_name="b1"), at(10))
+    settled = state.summary(at(10))
+    assert settled.pods == 1  # healthy elsewhere: out of the view
+    assert classes(settled) == {CRASHLOOP: 1}
+    # A relist agrees with the events.
+    state.sync(
+        "pod",
+        [
+            crashing("api-1", deployment="api", node_name="a1"),
+            pod("web-2", deployment="web", node_name="b1"),
+            crashing("other-1", deployment="other", node_name="b1"),
+        ],
+        at(11),
+    )
+    assert state.summary(at(11)).pods == 1
 
 
 def test_target_since_follows_the_nodes_and_breaks_when_a_node_is_not_ready() -> None:
