@@ -1,9 +1,12 @@
 """Reading a cluster for the checks: pages of typed structs folded into `Facts` and rule hits.
 
 Every list is paged (500 at a time) and decoded by the kube adapter into the structs of
-`schema.py`, which declare only the fields read here; each page of pods is folded into per-workload
-summaries and run through the known-issue rules at once, then dropped, so a 150,000-pod cluster is
-read in bounded memory and in about the time of a snapshot (`benchmarks/bench_check.py`).
+`schema.py`, which declare only the fields read here (of a pod's labels and annotations, only the
+keys read); each page of pods is folded into per-workload summaries, then dropped, so a
+150,000-pod cluster is read in bounded memory and in about the time of a snapshot
+(`benchmarks/bench_check.py`). A pod becomes a `PodState` for the known-issue rules only if it
+shows the signals some rule requires (`rules.Screen`, computed here from the wire structs): most
+pods are healthy and no rule can match them.
 
 Log tails are read only for containers that pass every other test of a rule that asks for its log,
 at most `MAX_LOG_READS` per check (a note says when the budget ran out). A resource the bot may
