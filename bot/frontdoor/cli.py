@@ -304,11 +304,11 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     from bot.adapters.kube import Cluster
     from bot.core.checks import service as checks
     from bot.core.checks.rules import load_rules
-    from bot.core.snapshots import service as snapshots
+    from bot.core.clusters import pick_cluster
 
     try:
         target = checks.check_target(args.to)
-        cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+        cluster = pick_cluster(settings.clusters, args.cluster)
     except UserError as exc:
         raise UsageError(exc.user_message) from None
     rules = load_rules(settings.rules_paths())

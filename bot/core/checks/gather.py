@@ -1,9 +1,12 @@
 """Reading a cluster for the checks: pages of typed structs folded into `Facts` and rule hits.
 
 Every list is paged (500 at a time) and decoded by the kube adapter into the structs of
-`schema.py`, which declare only the fields read here; each page of pods is folded into per-workload
-summaries and run through the known-issue rules at once, then dropped, so a 150,000-pod cluster is
-read in bounded memory and in about the time of a snapshot (`benchmarks/bench_check.py`).
+`schema.py`, which declare only the fields read here (of a pod's labels and annotations, only the
+keys read); each page of pods is folded into per-workload summaries, then dropped, so a
+150,000-pod cluster is read in bounded memory and in about the time of a snapshot
+(`benchmarks/bench_check.py`). A pod becomes a `PodState` for the known-issue rules only if it
+shows the signals some rule requires (`rules.Screen`, computed here from the wire structs): most
+pods are healthy and no rule can match them.
 
 Log tails are read only for containers that pass every other test of a rule that asks for its log,
 at most `MAX_LOG_READS` per check (a note says when the budget ran out). A resource the bot may
@@ -17,9 +20,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import msgspec
+
 from bot.core.checks import schema
 from bot.core.checks.preflight import (
-    SAFE_TO_EVICT,
     Facts,
     NodeFacts,
     PdbFacts,
@@ -28,7 +32,27 @@ from bot.core.checks.preflight import (
     WebhookFacts,
     WorkloadFacts,
 )
-from bot.core.checks.rules import ContainerView, EventRecord, PodState, Rule, RuleHit, match_rules
+from bot.core.checks.rules import (
+    ANNOTATED,
+    CONTAINER_NOT_READY,
+    DELETING,
+    EVENTS,
+    IN_NAMESPACE,
+    LABELLED,
+    LOGGED,
+    NAMED_CONTAINER,
+    NODE_NOT_READY,
+    TERMINATED,
+    TOLERATES_ALL,
+    WAITING,
+    ContainerView,
+    EventRecord,
+    PodState,
+    Rule,
+    RuleHit,
+    Screen,
+    match_rules,
+)
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.errors import ClusterError
 
@@ -82,7 +106,7 @@ def _tag(image: str) -> str:
     return last.split(":", 1)[1] if ":" in last else ""
 
 
-def workload_of(meta: schema.Meta) -> tuple[str, bool]:
+def workload_of(meta: schema.PodMeta) -> tuple[str, bool]:
     """("Deployment ns/name", has a controller) for a pod: a ReplicaSet's hash suffix is dropped
     using the pod's own `pod-template-hash` label, so no ReplicaSet list is needed."""
     ns = meta.namespace or ""
@@ -91,11 +115,39 @@ def workload_of(meta: schema.Meta) -> tuple[str, bool]:
             continue
         kind, name = ref.kind or "", ref.name or ""
         if kind == "ReplicaSet":
-            h = (meta.labels or {}).get("pod-template-hash", "")
+            h = meta.labels.pod_template_hash if meta.labels is not None else None
             if h and name.endswith("-" + h):
                 return f"Deployment {ns}/{name[: -len(h) - 1]}", True
         return f"{kind} {ns}/{name}", True
     return f"Pod {ns}/{meta.name or ''}", False
+
+
+class _Workloads:
+    """`workload_of`, remembered per controller: the pods of a ReplicaSet share its answer."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str, str, str], tuple[str, bool]] = {}
+
+    def of(self, meta: schema.PodMeta) -> tuple[str, bool]:
+        refs = meta.owner_references
+        if not refs or len(refs) != 1 or not refs[0].controller:
+            return workload_of(meta)  # no controller: the answer names the pod
+        ref = refs[0]
+        h = meta.labels.pod_template_hash if meta.labels is not None else None
+        key = (meta.namespace or "", ref.kind or "", ref.name or "", h or "")
+        known = self._known.get(key)
+        if known is None:
+            known = self._known[key] = workload_of(meta)
+        return known
+
+
+def _append(into: dict[str, list[str]], key: str, value: str) -> None:
+    """`into.setdefault(key, []).append(value)` without a new empty list per call."""
+    have = into.get(key)
+    if have is None:
+        into[key] = [value]
+    else:
+        have.append(value)
 
 
 def _ready(conditions: Sequence[Any] | None) -> bool:
@@ -120,18 +172,46 @@ def _pod_reason(pod: schema.Pod) -> str:
     return f"{ready}/{len(statuses)} ready" if statuses else (pod.status.reason or "")
 
 
-def _containers(pod: schema.Pod) -> tuple[ContainerView, ...]:
-    out = []
+def _reasons(cs: schema.ContainerStatus) -> tuple[str, str]:
+    """(waiting, terminated) reasons of a container; terminated is the current state's, else the
+    last state's."""
+    state, last = cs.state, cs.last_state
+    waiting = state.waiting.reason or "" if state is not None and state.waiting is not None else ""
+    if state is not None and state.terminated is not None:
+        return waiting, state.terminated.reason or ""
+    if last is not None and last.terminated is not None:
+        return waiting, last.terminated.reason or ""
+    return waiting, ""
+
+
+def _tolerates_all(tolerations: Sequence[schema.Toleration] | None) -> bool:
+    # A loop, not any(): this runs for every pod, and a generator per pod costs more than the test.
+    for t in tolerations or ():  # noqa: SIM110
+        if t.operator == "Exists" and not t.key and not t.effect:
+            return True
+    return False
+
+
+def _named(values: msgspec.Struct | None, keys: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The labels (or annotations) of `keys` that a pod has, as a dict."""
+    out: dict[str, str] = {}
+    if values is not None:
+        for key, attr in keys:
+            value = getattr(values, attr)
+            if value is not None:
+                out[key] = value
+    return out
+
+
+def pod_state(
+    pod: schema.Pod, workload: str, shape: schema.PodSchema, node_ready: Mapping[str, bool]
+) -> PodState:
+    """A pod as the rules see it; its labels and annotations are those the rules name."""
+    meta, spec = pod.metadata, pod.spec
+    containers = []
     for cs in pod.status.container_statuses or ():
-        state, last = cs.state, cs.last_state
-        waiting = state.waiting.reason or "" if state is not None and state.waiting is not None else ""
-        if state is not None and state.terminated is not None:
-            terminated = state.terminated.reason or ""
-        elif last is not None and last.terminated is not None:
-            terminated = last.terminated.reason or ""
-        else:
-            terminated = ""
-        out.append(
+        waiting, terminated = _reasons(cs)
+        containers.append(
             ContainerView(
                 name=cs.name or "",
                 image=cs.image or "",
@@ -140,7 +220,71 @@ def _containers(pod: schema.Pod) -> tuple[ContainerView, ...]:
                 terminated=terminated,
             )
         )
-    return tuple(out)
+    return PodState(
+        namespace=meta.namespace or "",
+        name=meta.name or "",
+        workload=workload,
+        node=spec.node_name or "",
+        phase=pod.status.phase or "",
+        deleting=bool(meta.deletion_timestamp),
+        node_ready=node_ready.get(spec.node_name or "", True),
+        tolerates_all=_tolerates_all(spec.tolerations),
+        labels=_named(meta.labels, shape.labels),
+        annotations=_named(meta.annotations, shape.annotations),
+        containers=tuple(containers),
+    )
+
+
+def _pod_signals(
+    pod: schema.Pod, screen: Screen, shape: schema.PodSchema, node_ready: Mapping[str, bool]
+) -> int:
+    """The pod-level part of `screen.signals(pod_state(pod, …))`, without building the state:
+    the same tests on the wire structs (events and logs are the gatherer's to add)."""
+    meta = pod.metadata
+    used, out = screen.used, 0
+    if meta.deletion_timestamp:
+        out |= DELETING
+    if used & NODE_NOT_READY and not node_ready.get(pod.spec.node_name or "", True):
+        out |= NODE_NOT_READY
+    if used & TOLERATES_ALL and _tolerates_all(pod.spec.tolerations):
+        out |= TOLERATES_ALL
+    if (meta.namespace or "") in screen.namespaces:
+        out |= IN_NAMESPACE
+    labels, annotations = meta.labels, meta.annotations
+    if labels is not None:
+        for _, attr in shape.labels:
+            if getattr(labels, attr) is not None:
+                out |= LABELLED
+                break
+    if annotations is not None:
+        for _, attr in shape.annotations:
+            if getattr(annotations, attr) is not None:
+                out |= ANNOTATED
+                break
+    return out & used
+
+
+def _container_signals(pod: schema.Pod, screen: Screen) -> int:
+    """The containers' part of `screen.signals(pod_state(pod, …))` (the log tail aside)."""
+    names, out = screen.containers, 0
+    for cs in pod.status.container_statuses or ():
+        if (cs.name or "") in names:
+            out |= NAMED_CONTAINER
+        if not cs.ready:
+            out |= CONTAINER_NOT_READY
+        state, last = cs.state, cs.last_state
+        if (state is not None and (state.waiting is not None or state.terminated is not None)) or (
+            last is not None and last.terminated is not None
+        ):
+            waiting, terminated = _reasons(cs)
+            if waiting:
+                out |= WAITING
+            if terminated:
+                out |= TERMINATED
+    return out & screen.used
+
+
+_CONTAINER_SIGNALS = NAMED_CONTAINER | CONTAINER_NOT_READY | WAITING | TERMINATED
 
 
 def read_facts(
@@ -157,14 +301,15 @@ def read_facts(
     gaps: list[str] = []
     notes: list[str] = []
 
-    def pages(
+    def page_items(
         resource: str, path: str, item_type: type[T], query: Mapping[str, Any] | None = None
-    ) -> Iterator[T]:
+    ) -> Iterator[Sequence[T]]:
+        """The items of each page (a resource the bot may not read is a gap, not an error)."""
         for attempt in (1, 2):
             try:
                 count = 0
                 for page in reader.list_pages(path, query, item_type=item_type):
-                    yield from page.items
+                    yield page.items
                     count += len(page.items)
                     report(resource, count)
                 return
@@ -175,6 +320,12 @@ def read_facts(
                     gaps.append(f"{resource}: {exc.user_message}")
                     return
                 raise
+
+    def pages(
+        resource: str, path: str, item_type: type[T], query: Mapping[str, Any] | None = None
+    ) -> Iterator[T]:
+        for items in page_items(resource, path, item_type, query):
+            yield from items
 
     version = str(reader.get_json("/version").get("gitVersion", ""))
 
@@ -281,6 +432,7 @@ def read_facts(
     host_path: dict[str, list[str]] = {}
     bare: list[str] = []
     proxies: dict[str, set[str]] = {}
+    tags: dict[str, str] = {}
     hits: dict[tuple[str, str], RuleHit] = {}
     log_budget = [MAX_LOG_READS]
     log_rules = [r for r in rules if r.match.log is not None]
@@ -294,6 +446,8 @@ def read_facts(
     logs_read: dict[str, int] = {}
     if log_rules and get_raw is None:
         notes.append("this reader cannot read container logs: log-based rules were skipped")
+    screen = Screen(rules)
+    shape = schema.pod_schema(screen.label_keys, screen.annotation_keys)
 
     pod_path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     pod_query = {"fieldSelector": f"metadata.name={pod_name}"} if pod_name else None
@@ -302,67 +456,79 @@ def read_facts(
     for record in events:
         ev_by_pod.setdefault((record.namespace, record.name), []).append(record)
     seen: set[tuple[str, str]] = set()
-    for pod in pages("pods", pod_path, schema.Pod, pod_query):
-        meta = pod.metadata
-        ns, name = meta.namespace or "", meta.name or ""
-        workload, controlled = workload_of(meta)
-        annotations = meta.annotations or {}
-        daemon = workload.startswith("DaemonSet ")
-        mirror = "kubernetes.io/config.mirror" in annotations
-        phase = pod.status.phase or ""
-        if phase == "Succeeded":
-            continue
-        if phase != "Running" or not _ready(pod.status.conditions) or meta.deletion_timestamp:
-            rows = unhealthy.setdefault(workload, [])
-            if len(rows) < MAX_UNHEALTHY_PER_WORKLOAD:
-                rows.append((name, phase or "Unknown", _pod_reason(pod)))
-        if annotations.get(SAFE_TO_EVICT) == "false":
-            not_evictable.setdefault(workload, []).append(name)
-        if not daemon and not mirror:
-            scratch = local = False
-            for v in pod.spec.volumes or ():
-                scratch = scratch or v.empty_dir is not None
-                local = local or v.host_path is not None
-            if scratch:
-                empty_dir.setdefault(workload, []).append(name)
-            if local:
-                host_path.setdefault(workload, []).append(name)
-            if not controlled:
-                bare.append(f"{ns}/{name}")
-        for c in pod.spec.containers or ():
-            if c.name == "istio-proxy" and c.image:
-                proxies.setdefault(workload, set()).add(_tag(c.image))
-        if rules:
-            state = PodState(
-                namespace=ns,
-                name=name,
-                workload=workload,
-                node=pod.spec.node_name or "",
-                phase=phase,
-                deleting=bool(meta.deletion_timestamp),
-                node_ready=node_ready.get(pod.spec.node_name or "", True),
-                tolerates_all=any(
-                    t.operator == "Exists" and not t.key and not t.effect for t in pod.spec.tolerations or ()
-                ),
-                labels=meta.labels or {},
-                annotations=annotations,
-                containers=_containers(pod),
-            )
+    owners = _Workloads()
+    # Pages, then pods: one loop per page rather than a generator step per pod.
+    for items in page_items("pods", pod_path, shape.pod, pod_query):
+        for pod in items:
+            meta, spec, status = pod.metadata, pod.spec, pod.status
+            phase = status.phase or ""
+            if phase == "Succeeded":
+                continue
+            ns, name = meta.namespace or "", meta.name or ""
+            workload, controlled = owners.of(meta)
+            annotations = meta.annotations
+            if phase != "Running" or not _ready(status.conditions) or meta.deletion_timestamp:
+                rows = unhealthy.setdefault(workload, [])
+                if len(rows) < MAX_UNHEALTHY_PER_WORKLOAD:
+                    rows.append((name, phase or "Unknown", _pod_reason(pod)))
+            if annotations is not None and annotations.safe_to_evict == "false":
+                not_evictable.setdefault(workload, []).append(name)
+            mirror = annotations is not None and annotations.config_mirror is not None
+            if not mirror and not workload.startswith("DaemonSet "):
+                scratch = local = False
+                for v in spec.volumes or ():
+                    scratch = scratch or v.empty_dir is not None
+                    local = local or v.host_path is not None
+                if scratch:
+                    _append(empty_dir, workload, name)
+                if local:
+                    _append(host_path, workload, name)
+                if not controlled:
+                    bare.append(f"{ns}/{name}")
+            for c in spec.containers or ():
+                if c.name == "istio-proxy" and c.image:
+                    tag = tags.get(c.image)
+                    if tag is None:
+                        tag = tags[c.image] = _tag(c.image)
+                    versions = proxies.get(workload)
+                    if versions is None:
+                        versions = proxies[workload] = set()
+                    versions.add(tag)
+            if not rules:
+                continue
+            # Most pods can match no rule: their signals say so before a PodState is built.
+            signals = _pod_signals(pod, screen, shape, node_ready)
+            if ev_by_pod:
+                key = (ns, name)
+                if key in ev_by_pod:
+                    seen.add(key)
+                    signals |= EVENTS
+            state = None
             if (
                 log_budget[0] > 0
                 and get_raw is not None
-                and any(c.name in log_containers for c in state.containers)
+                and any((cs.name or "") in log_containers for cs in status.container_statuses or ())
             ):
                 read = logs_read.get(workload, 0)
                 if read < LOGS_PER_WORKLOAD:
-                    state = _with_logs(get_raw, state, log_rules, log_budget)
+                    state = _with_logs(
+                        get_raw, pod_state(pod, workload, shape, node_ready), log_rules, log_budget
+                    )
                     logs_read[workload] = read + 1
-            batch.append(state)
+                    if any(c.log_tail for c in state.containers):
+                        signals |= LOGGED
+            # The containers' signals only where they could still make a rule match.
+            if not screen.wants(signals | _CONTAINER_SIGNALS):
+                continue
+            signals |= _container_signals(pod, screen)
+            if not screen.wants(signals):
+                continue
+            batch.append(state or pod_state(pod, workload, shape, node_ready))
             if len(batch) >= 500:
-                _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod, seen)))
+                _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod)))
                 batch = []
     if batch:
-        _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod, seen)))
+        _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod)))
     orphans = [e for key, evs in ev_by_pod.items() if key not in seen for e in evs]
     if orphans:
         # Events about objects that are not pods (any more): a node, a PDB, a pod already gone.
@@ -395,13 +561,11 @@ def read_facts(
 
 
 def _events_of(
-    batch: Sequence[PodState], by_pod: Mapping[tuple[str, str], list[EventRecord]], seen: set[tuple[str, str]]
+    batch: Sequence[PodState], by_pod: Mapping[tuple[str, str], list[EventRecord]]
 ) -> list[EventRecord]:
     out: list[EventRecord] = []
     for p in batch:
-        key = (p.namespace, p.name)
-        seen.add(key)
-        out.extend(by_pod.get(key, ()))
+        out.extend(by_pod.get((p.namespace, p.name), ()))
     return out
 
 

@@ -325,8 +325,17 @@ def check_pods(facts: Facts) -> list[Finding]:
 # ----- drain blockers ----------------------------------------------------------------------------
 
 
-def _workloads_of(pdb: PdbFacts, workloads: Sequence[WorkloadFacts]) -> list[WorkloadFacts]:
-    return [w for w in workloads if w.namespace == pdb.namespace and pdb.selector.matches(w.template_labels)]
+def _workloads_of(pdb: PdbFacts, by_namespace: Mapping[str, Sequence[WorkloadFacts]]) -> list[WorkloadFacts]:
+    return [w for w in by_namespace.get(pdb.namespace, ()) if pdb.selector.matches(w.template_labels)]
+
+
+def _by_namespace(workloads: Sequence[WorkloadFacts]) -> dict[str, list[WorkloadFacts]]:
+    """Workloads by namespace, in their order: a budget selects only in its own namespace (and a
+    scan of every workload for each of thousands of budgets was quadratic)."""
+    out: dict[str, list[WorkloadFacts]] = {}
+    for w in workloads:
+        out.setdefault(w.namespace, []).append(w)
+    return out
 
 
 def _blocks_single(pdb: PdbFacts, selected: Sequence[WorkloadFacts]) -> bool:
@@ -340,8 +349,9 @@ def _blocks_single(pdb: PdbFacts, selected: Sequence[WorkloadFacts]) -> bool:
 
 def check_drain(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
+    by_namespace = _by_namespace(facts.workloads)
     for pdb in sorted(facts.pdbs, key=lambda p: (p.namespace, p.name)):
-        selected = _workloads_of(pdb, facts.workloads)
+        selected = _workloads_of(pdb, by_namespace)
         names = ", ".join(f"{w.ref} ({w.replicas} replica{'s' if w.replicas != 1 else ''})" for w in selected)
         budget = (
             f"minAvailable {pdb.min_available}"
@@ -437,7 +447,8 @@ def check_drain(facts: Facts) -> list[Finding]:
 
 def check_resilience(facts: Facts) -> list[Finding]:
     single = [w.ref for w in facts.workloads if w.replicas == 1]
-    covered = {w.ref for pdb in facts.pdbs for w in _workloads_of(pdb, facts.workloads)}
+    by_namespace = _by_namespace(facts.workloads)
+    covered = {w.ref for pdb in facts.pdbs for w in _workloads_of(pdb, by_namespace)}
     no_pdb = [w.ref for w in facts.workloads if w.replicas > 1 and w.ref not in covered]
     no_probe = [w.ref for w in facts.workloads if w.replicas > 0 and w.serves and not w.readiness_probe]
     no_grace = [w.ref for w in facts.workloads if w.grace_seconds == 0]

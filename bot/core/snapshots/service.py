@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from bot.adapters.store import Store
+from bot.core.clusters import pick_cluster as pick_cluster  # re-exported for its callers
 from bot.core.durations import kubectl_age
 from bot.core.snapshots.collector import collector_paused
 from bot.core.snapshots.diff import DiffReport, diff
@@ -85,20 +86,6 @@ def summary_of(snap: Mapping[str, Any]) -> dict[str, Any]:
         "counts": snap.get("counts", {}),
         "gaps": snap.get("gaps", []),
     }
-
-
-def pick_cluster(clusters: Mapping[str, ClusterConfig], name: str | None) -> ClusterConfig:
-    """The named cluster, or the only one configured; otherwise a usage error listing them."""
-    configured = sorted(clusters)
-    if not configured:
-        raise UserError("no clusters are configured (add one under `clusters:` in the config file)")
-    if name is None:
-        if len(configured) == 1:
-            return clusters[configured[0]]
-        raise UserError(f"which cluster? use --cluster with one of: {', '.join(configured)}")
-    if name not in clusters:
-        raise UserError(f"no cluster named `{name}`; configured clusters: {', '.join(configured)}")
-    return clusters[name]
 
 
 @dataclass(frozen=True, kw_only=True)

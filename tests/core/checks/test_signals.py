@@ -1,0 +1,244 @@
+"""The shortcut that keeps `check` fast at 150,000 pods changes no hit: a pod is dropped before its
+`PodState` is built only when no rule can match it, and the gatherer's signals, read off the wire
+structs, are the engine's own (`Screen.signals`) over the state it would have built."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from bot.core.checks import gather, rules, schema
+from bot.core.checks.rules import (
+    EVENTS,
+    LOGGED,
+    ContainerView,
+    EventRecord,
+    PodState,
+    Screen,
+    match_rules,
+    parse_rules,
+    read_rules,
+)
+from bot.resources import BUILTIN_RULES
+
+#: The shipped rules and one for each match field they leave out.
+RULES = [
+    *read_rules(BUILTIN_RULES),
+    *parse_rules(
+        """rules:
+  - id: TEAM001
+    title: legacy batch pods that crashed
+    match: {labels: {team: legacy}, terminated_reasons: [OOMKilled, Error]}
+    explanation: x
+    remediation: y
+    links: [https://example.com/a]
+  - id: TEAM002
+    title: a container of the registry in a crash loop
+    match: {images: "registry.example.com/", waiting_reasons: [CrashLoopBackOff]}
+    explanation: x
+    remediation: y
+    links: [https://example.com/b]
+  - id: TEAM003
+    title: a deleting StatefulSet pod
+    match: {kinds: [StatefulSet], deleting: true, containers: [db, app]}
+    explanation: x
+    remediation: y
+    links: [https://example.com/c]
+""",
+        source="team.yaml",
+    ),
+]
+SCREEN = Screen(RULES)
+SHAPE = schema.pod_schema(SCREEN.label_keys, SCREEN.annotation_keys)
+NODES = {"n-ok": True, "n-down": False}
+
+_name = st.sampled_from(["app", "db", "istio-proxy", "vault-agent", "kube-proxy"])
+_reason = st.sampled_from(["", "CrashLoopBackOff", "ImagePullBackOff", "OOMKilled", "Error", "Completed"])
+_state = st.one_of(
+    st.none(),
+    st.just({"running": {"startedAt": "2026-11-23T00:00:00Z"}}),
+    st.builds(lambda r: {"waiting": {"reason": r} if r else {}}, _reason),
+    st.builds(lambda r: {"terminated": {"reason": r, "exitCode": 1} if r else {"exitCode": 0}}, _reason),
+    st.just({}),
+)
+_status = st.fixed_dictionaries(
+    {"name": _name, "ready": st.booleans(), "image": st.sampled_from(["registry.example.com/a:1", "x:2"])},
+    optional={"state": _state, "lastState": _state},
+)
+_pod = st.fixed_dictionaries(
+    {
+        "metadata": st.fixed_dictionaries(
+            {
+                "name": st.sampled_from(["p-1", "p-2", "p-3"]),
+                "namespace": st.sampled_from(["shop", "kube-system"]),
+            },
+            optional={
+                "deletionTimestamp": st.just("2026-11-23T00:00:00Z"),
+                "labels": st.dictionaries(
+                    st.sampled_from(["team", "serving.kserve.io/inferenceservice", "app"]),
+                    st.sampled_from(["legacy", "x"]),
+                ),
+                "annotations": st.dictionaries(
+                    st.sampled_from(
+                        [
+                            "vault.hashicorp.com/agent-inject",
+                            "cluster-autoscaler.kubernetes.io/safe-to-evict",
+                            "other",
+                        ]
+                    ),
+                    st.sampled_from(["true", "false"]),
+                ),
+                "ownerReferences": st.just([{"kind": "StatefulSet", "name": "db", "controller": True}]),
+            },
+        ),
+        "spec": st.fixed_dictionaries(
+            {"nodeName": st.sampled_from(["n-ok", "n-down", "gone"])},
+            optional={
+                "tolerations": st.lists(
+                    st.sampled_from(
+                        [
+                            {"operator": "Exists"},
+                            {"operator": "Exists", "effect": "NoSchedule"},
+                            {"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
+                        ]
+                    ),
+                    max_size=2,
+                )
+            },
+        ),
+        "status": st.fixed_dictionaries(
+            {"phase": st.sampled_from(["Running", "Pending"])},
+            optional={"containerStatuses": st.lists(_status, max_size=3)},
+        ),
+    }
+)
+
+
+def wire(pod: dict[str, Any]) -> schema.Pod:
+    return msgspec.json.decode(msgspec.json.encode(pod), type=SHAPE.pod)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_pod)
+def test_the_gatherers_signals_are_the_engines_over_the_state_it_builds(raw: dict[str, Any]) -> None:
+    pod = wire(raw)
+    workload, _ = gather.workload_of(pod.metadata)
+    state = gather.pod_state(pod, workload, SHAPE, NODES)
+    signals = gather._pod_signals(pod, SCREEN, SHAPE, NODES) | gather._container_signals(pod, SCREEN)
+    assert signals == SCREEN.signals(state)
+
+
+_view = st.builds(
+    ContainerView,
+    name=_name,
+    image=st.sampled_from(["registry.example.com/a:1", "x:2"]),
+    ready=st.booleans(),
+    waiting=_reason,
+    terminated=_reason,
+    log_tail=st.sampled_from(["", "Too many open files", "workload-spiffe-uds: read-only file system"]),
+)
+_state_of = st.builds(
+    PodState,
+    namespace=st.sampled_from(["shop", "kube-system", "knative-serving"]),
+    name=st.sampled_from(["p-1", "p-2", "p-3", "p-4"]),
+    workload=st.sampled_from(
+        ["Deployment shop/api", "StatefulSet shop/db", "DaemonSet kube-system/kube-proxy"]
+    ),
+    deleting=st.booleans(),
+    node_ready=st.booleans(),
+    tolerates_all=st.booleans(),
+    labels=st.dictionaries(
+        st.sampled_from(["team", "serving.kserve.io/inferenceservice"]), st.just("legacy")
+    ),
+    annotations=st.dictionaries(
+        st.sampled_from(
+            ["vault.hashicorp.com/agent-inject", "cluster-autoscaler.kubernetes.io/safe-to-evict"]
+        ),
+        st.sampled_from(["true", "false"]),
+    ),
+    containers=st.lists(_view, max_size=3).map(tuple),
+)
+_event = st.builds(
+    EventRecord,
+    namespace=st.just("shop"),
+    kind=st.just("Pod"),
+    name=st.sampled_from(["p-1", "p-2", "p-9"]),
+    reason=st.sampled_from(["FailedAttachVolume", "EvictionBlocked"]),
+    message=st.sampled_from(["Multi-Attach error for volume x", "would violate the pod's disruption budget"]),
+)
+
+
+def hits(pods: list[PodState], events: list[EventRecord]) -> list[tuple[str, str, tuple[str, ...], str]]:
+    return [(h.rule.id, h.workload, h.pods, h.evidence) for h in match_rules(RULES, pods, events)]
+
+
+VAULT_NOT_READY = PodState(
+    namespace="shop",
+    name="p-1",
+    workload="Deployment shop/api",
+    annotations={"vault.hashicorp.com/agent-inject": "true"},
+    containers=(ContainerView(name="app"), ContainerView(name="vault-agent", ready=False)),
+)
+
+
+@example([VAULT_NOT_READY], [])
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_state_of, max_size=8, unique_by=lambda p: p.name), st.lists(_event, max_size=3))
+def test_dropping_the_pods_the_screen_refuses_changes_no_hit(
+    pods: list[PodState], events: list[EventRecord]
+) -> None:
+    with_events = {(e.namespace, e.name) for e in events}
+    kept = [p for p in pods if SCREEN.wants(SCREEN.signals(p, with_events))]
+    # Events about dropped pods are not orphans: the gatherer passes them with their pods only.
+    kept_keys = {(p.namespace, p.name) for p in kept}
+    all_keys = {(p.namespace, p.name) for p in pods}
+    kept_events = [
+        e for e in events if (e.namespace, e.name) in kept_keys or (e.namespace, e.name) not in all_keys
+    ]
+    assert hits(kept, kept_events) == hits(pods, events)
+    # And both are what the rules' own tests say of each pod, one by one.
+    assert {(h[0], h[1], h[2]) for h in hits(pods, events)} == naive(pods, events)
+
+
+def naive(pods: list[PodState], events: list[EventRecord]) -> set[tuple[str, str, tuple[str, ...]]]:
+    """Every rule against every pod with the rules' per-pod tests, no candidates and no screen."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for rule in RULES:
+        m = rule.match
+        for p in pods:
+            if not rules._pod_level(m, p):
+                continue
+            if m.container_level and not any(rules._container_ok(m, c) for c in p.containers):
+                continue
+            about = [e for e in events if (e.namespace, e.name) == (p.namespace, p.name)]
+            if m.events is not None and not any(rules._event_ok(m.events, e) for e in about):
+                continue
+            found.setdefault((rule.id, p.workload), set()).add(p.name)
+        if m.events is not None and not m.container_level and not rules._has_pod_filters(m):
+            names = {(p.namespace, p.name) for p in pods}
+            for e in events:
+                if (e.namespace, e.name) not in names and rules._event_ok(m.events, e):
+                    found.setdefault((rule.id, f"{e.kind} {e.namespace}/{e.name}"), set())
+    return {(rule, workload, tuple(sorted(names))) for (rule, workload), names in found.items()}
+
+
+def test_a_healthy_pod_shows_no_signal_a_rule_needs_and_a_troubled_one_does() -> None:
+    healthy = PodState(
+        namespace="shop",
+        name="api-1",
+        workload="Deployment shop/api",
+        containers=(ContainerView(name="app"), ContainerView(name="istio-proxy")),
+    )
+    assert not SCREEN.wants(SCREEN.signals(healthy))
+    logged = PodState(
+        namespace="shop",
+        name="api-2",
+        workload="Deployment shop/api",
+        containers=(ContainerView(name="istio-proxy", log_tail="Too many open files"),),
+    )
+    assert SCREEN.signals(logged) & LOGGED
+    assert SCREEN.wants(SCREEN.signals(logged))
+    assert SCREEN.signals(healthy, {("shop", "api-1")}) & EVENTS
