@@ -6,6 +6,12 @@ and dropped, so memory stays bounded at 150,000 pods and the projection is a thi
 data. Pods are kept as rows (tuples in memory, arrays when stored) of a fixed column list
 with repeated strings interned; nodes, workloads and PDBs, which are few, as small dicts.
 
+The pods are most of a large cluster's bytes (800 MB of JSON at 150,000 pods): they are listed,
+decoded, projected and encoded as JSON rows by a helper process of the kube adapter
+(`map_pages`), started once the ReplicaSets are known and working while this process reads the
+other lists, so the bot's interpreter never holds its lock for them (a Slack ack does not wait) and
+the two cores share the work. A snapshot to be stored keeps those rows as the JSON they arrived as.
+
 A resource the bot may not read (403) or whose list could not be completed (the continue token
 expired twice) is recorded as a named *gap*: shown to the user, and skipped by the diff rather
 than read as "everything is gone".
@@ -13,6 +19,7 @@ than read as "everything is gone".
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -104,6 +111,32 @@ class ClusterReader(Protocol):
         self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500, item_type: type[T]
     ) -> Iterator[PageLike[T]]: ...
 
+    def map_pages(
+        self,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        *,
+        limit: int = 500,
+        item_type: type[T],
+        transform: Callable[[list[T]], bytes],
+    ) -> MappedLike: ...
+
+    def close(self) -> None: ...
+
+
+class MappedPageLike(Protocol):
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def count(self) -> int: ...
+
+
+class MappedLike(Protocol):
+    """Pages transformed into bytes, worked on ahead (the kube adapter: in a helper process)."""
+
+    def __iter__(self) -> Iterator[MappedPageLike]: ...
+
     def close(self) -> None: ...
 
 
@@ -123,9 +156,12 @@ def take_snapshot(
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
     events_since: timedelta = timedelta(hours=1),
     progress: Progress | None = None,
+    pods_encoded: bool = False,
 ) -> dict[str, Any]:
     """Read the cluster and return the snapshot body (plain JSON-ready data).
 
+    Pod rows are tuples, or with `pods_encoded` the JSON array they are stored as (a `msgspec.Raw`
+    that `to_json` writes as it is: storing a snapshot never builds them in this process).
     Raises ClusterUnreachable if the API server does not answer at all: nothing half-taken.
     """
     report = progress or (lambda _resource, _count: None)
@@ -150,6 +186,17 @@ def take_snapshot(
     }
     gaps: list[dict[str, str]] = snap["gaps"]
 
+    def gap_or_again(resource: str, exc: ClusterError, attempt: int) -> bool:
+        """True to list again (the first expiry); on a 403 or repeated expiry, record a gap."""
+        if exc.status == 410 and attempt == 1:
+            log.info("%s list expired mid-way; listing again from the start", resource)
+            return True
+        if exc.status in (403, 410):
+            why = "forbidden by the bot's RBAC role" if exc.status == 403 else "list expired twice"
+            gaps.append({"resource": resource, "reason": f"{why}: {exc.user_message}"})
+            return False
+        raise exc
+
     def collect(
         resource: str, path: str, item_type: type[T], project: Callable[[T], Any]
     ) -> list[Any] | None:
@@ -165,25 +212,14 @@ def take_snapshot(
                     report(resource, len(out))
                 return out
             except ClusterError as exc:
-                if exc.status == 410 and attempt == 1:
-                    log.info("%s list expired mid-way; listing again from the start", resource)
-                    continue
-                if exc.status in (403, 410):
-                    why = "forbidden by the bot's RBAC role" if exc.status == 403 else "list expired twice"
-                    gaps.append({"resource": resource, "reason": f"{why}: {exc.user_message}"})
+                if not gap_or_again(resource, exc, attempt):
                     return None
-                raise
         return None  # pragma: no cover - the loop always returns
 
     snap["api_versions"] = _api_versions(cluster, gaps)
-    snap["namespaces"] = sorted(
-        collect("namespaces", "/api/v1/namespaces", schema.Named, lambda o: o.metadata.name) or []
-    )
-    snap["nodes"] = (
-        collect("nodes", "/api/v1/nodes", schema.Node, lambda o: project_node(o, node_group_labels)) or []
-    )
 
     # ReplicaSet → Deployment, so pods are keyed by the workload people know, not a hash suffix.
+    # Listed first: the pods' helper process, started next, takes this map with it.
     rs_owner: dict[tuple[str, str], tuple[str, str]] = {}
 
     def remember_rs(obj: schema.Named) -> None:
@@ -195,6 +231,92 @@ def take_snapshot(
     if collect("replicasets", "/apis/apps/v1/replicasets", schema.Named, remember_rs) is None:
         log.info("replicasets unreadable: pods are keyed by their ReplicaSet")
 
+    def pod_rows(items: list[schema.Pod]) -> bytes:
+        # Runs in the pod list's helper process: a page of pods in, its rows as a JSON array out.
+        return _ENCODER.encode([project_pod(o, rs_owner) for o in items])
+
+    def list_pods() -> MappedLike:
+        return cluster.map_pages("/api/v1/pods", item_type=schema.Pod, transform=pod_rows)
+
+    # The pods, nine tenths of a large cluster's bytes, are listed, decoded and projected by a helper
+    # process from now on, while the lists below are read here.
+    pending: MappedLike | None = list_pods()
+    try:
+        snap["namespaces"] = sorted(
+            collect("namespaces", "/api/v1/namespaces", schema.Named, lambda o: o.metadata.name) or []
+        )
+        snap["nodes"] = (
+            collect("nodes", "/api/v1/nodes", schema.Node, lambda o: project_node(o, node_group_labels)) or []
+        )
+        workloads = _workloads(collect)
+        snap["workloads"] = workloads
+        snap["pdbs"] = (
+            collect("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb, project_pdb)
+            or []
+        )
+        cutoff = now - events_since
+        snap["events"] = (
+            collect("events", "/api/v1/events", schema.Event, lambda o: project_event(o, cutoff)) or []
+        )
+        rows, count = b"[]", 0
+        for attempt in (1, 2):
+            mapped, pending = pending or list_pods(), None
+            fragments: list[bytes] = []
+            count = 0
+            try:
+                with contextlib.closing(mapped):
+                    for page in mapped:
+                        if page.count:
+                            fragments.append(page.data[1:-1])  # the rows, without the page's [ ]
+                            count += page.count
+                        report("pods", count)
+                rows = b"[" + b",".join(fragments) + b"]"
+                fragments.clear()
+                break
+            except ClusterError as exc:
+                if not gap_or_again("pods", exc, attempt):
+                    rows, count = b"[]", 0
+                    break
+    finally:
+        if pending is not None:
+            pending.close()
+    # In the order the resources were listed before the pods' helper (so a gap's place is kept).
+    gaps.sort(key=lambda gap: _GAP_ORDER.get(gap["resource"], len(_GAP_ORDER)))
+    # The rows as stored (JSON, spliced in whole by `to_json`), or as tuples for callers that read them.
+    snap["pods"] = msgspec.Raw(rows) if pods_encoded else _ROWS.decode(rows)
+    snap["counts"] = {
+        "nodes": len(snap["nodes"]),
+        "pods": count,
+        "workloads": len(workloads),
+        "namespaces": len(snap["namespaces"]),
+        "warning_events": len(snap["events"]),
+    }
+    return snap
+
+
+#: Gaps are reported in this order, whatever order the lists ran in.
+_GAP_ORDER = {
+    resource: i
+    for i, resource in enumerate(
+        (
+            "api discovery",
+            "namespaces",
+            "nodes",
+            "replicasets",
+            "deployments",
+            "daemonsets",
+            "statefulsets",
+            "poddisruptionbudgets",
+            "pods",
+            "events",
+        )
+    )
+}
+_ENCODER = msgspec.json.Encoder()
+_ROWS = msgspec.json.Decoder(list[tuple[Any, ...]])
+
+
+def _workloads(collect: Callable[..., list[Any] | None]) -> list[dict[str, Any]]:
     workloads: list[dict[str, Any]] = []
     for kind, plural in (
         ("Deployment", "deployments"),
@@ -205,27 +327,10 @@ def take_snapshot(
             plural,
             f"/apis/apps/v1/{plural}",
             schema.Workload,
-            lambda o, k=kind: project_workload(k, msgspec.to_builtins(o)),  # type: ignore[misc]
+            lambda o, k=kind: project_workload(k, msgspec.to_builtins(o)),
         )
         workloads.extend(got or [])
-    snap["workloads"] = workloads
-    snap["pdbs"] = (
-        collect("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb, project_pdb) or []
-    )
-    pods = collect("pods", "/api/v1/pods", schema.Pod, lambda o: project_pod(o, rs_owner))
-    snap["pods"] = pods or []
-    cutoff = now - events_since
-    snap["events"] = (
-        collect("events", "/api/v1/events", schema.Event, lambda o: project_event(o, cutoff)) or []
-    )
-    snap["counts"] = {
-        "nodes": len(snap["nodes"]),
-        "pods": len(snap["pods"]),
-        "workloads": len(workloads),
-        "namespaces": len(snap["namespaces"]),
-        "warning_events": len(snap["events"]),
-    }
-    return snap
+    return workloads
 
 
 def _api_versions(cluster: ClusterReader, gaps: list[dict[str, str]]) -> list[str]:

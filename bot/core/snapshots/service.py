@@ -136,6 +136,7 @@ def take_and_store(
         node_group_labels=node_group_labels,
         events_since=events_since,
         progress=progress,
+        pods_encoded=True,
     )
     body = encode(snap)
     snapshot_id = store.save_snapshot(

@@ -115,6 +115,18 @@ def test_a_forbidden_resource_is_a_named_gap_not_a_crash() -> None:
     assert snap["counts"]["pods"] == 4
 
 
+def test_gaps_are_reported_in_one_order_whatever_order_the_lists_ran_in() -> None:
+    c = cluster()
+    for resource in ("events", "pods", "replicasets", "namespaces"):
+        c.errors[resource] = ClusterError(
+            f"cluster test: the bot is not allowed to GET {resource}", status=403
+        )
+    snap = take_snapshot(c, label="pre", taken_by="U1", now=NOW)
+    assert [g["resource"] for g in snap["gaps"]] == ["namespaces", "replicasets", "pods", "events"]
+    assert snap["pods"] == []
+    assert snap["counts"]["pods"] == 0
+
+
 def test_an_expired_list_is_retried_once_then_recorded_as_a_gap() -> None:
     class Expiring(WireCluster):
         calls = 0
