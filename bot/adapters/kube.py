@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gc
+import importlib.util
 import json
 import logging
 import mmap
@@ -35,6 +36,7 @@ import signal
 import struct
 import sys
 import threading
+import types
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,12 +45,73 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 import msgspec
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
-from bot.errors import (
+
+class _Deferred(types.ModuleType):
+    """A package of the `kubernetes` client whose `__init__` has not run: see `_import_lean`."""
+
+    def __getattr__(self, name: str) -> Any:
+        with _DEFERRED_LOCK:
+            if type(self) is _Deferred:
+                # Someone wants more than the adapter imported: the package's own __init__ runs now,
+                # in this module object, and the package is then what a plain import makes it.
+                self.__class__ = types.ModuleType  # type: ignore[assignment]
+                spec = self.__spec__
+                if spec is None or spec.loader is None:  # pragma: no cover - set by module_from_spec
+                    raise AttributeError(name)
+                spec.loader.exec_module(self)
+        return getattr(self, name)
+
+
+_DEFERRED_LOCK = threading.RLock()
+
+
+def _import_lean() -> None:
+    """Import the parts of the `kubernetes` client the adapter uses, not the whole package.
+
+    `import kubernetes` (and any import of one of its modules, which runs the package's __init__
+    first) imports every API group and all 800 model classes, its dynamic client and
+    `kubernetes_validate`'s schemas: 0.45 s of CPU that every `upgrade-bot` command paid at start-up,
+    a sixth of a snapshot, for a transport that uses none of them (bodies stay raw, see above).
+    So the packages `kubernetes`, `kubernetes.client` and `kubernetes.client.models` are first
+    entered in `sys.modules` without running their __init__ (`_Deferred`), and only the modules the
+    adapter needs are imported: the configuration, the REST client, the ApiClient and the kubeconfig
+    loaders. The first use of anything else of the package (a test's `client.CoreV1Api`) runs the
+    skipped __init__ then, so the package behaves as if imported whole. If the package was already
+    imported, nothing changes.
+    """
+    if "kubernetes" in sys.modules:
+        return
+    for name in ("kubernetes", "kubernetes.client", "kubernetes.client.models"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.submodule_search_locations is None:  # pragma: no cover - not a package
+            return
+        module = importlib.util.module_from_spec(spec)
+        module.__class__ = _Deferred
+        sys.modules[name] = module
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], child, module)
+    # By full name (`from package import x` would ask the deferred package for x first), in this
+    # order: each module's own `from kubernetes.client import X` then finds X already there.
+    for name in ("exceptions", "configuration", "rest", "api_client"):
+        importlib.import_module(f"kubernetes.client.{name}")
+    client_package = sys.modules["kubernetes.client"]
+    client_package.__dict__.update(
+        Configuration=client_package.__dict__["configuration"].Configuration,
+        ApiClient=client_package.__dict__["api_client"].ApiClient,
+    )
+    importlib.import_module("kubernetes.config")
+
+
+_import_lean()
+
+from kubernetes import client as k8s_client  # noqa: E402
+from kubernetes import config as k8s_config  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
+from kubernetes.config.config_exception import ConfigException  # noqa: E402
+
+from bot.errors import (  # noqa: E402
     ClusterError,
     ClusterForbidden,
     ClusterUnreachable,
@@ -58,7 +121,7 @@ from bot.errors import (
     RolloutRefused,
     WatchExpired,
 )
-from bot.records import ClusterConfig
+from bot.records import ClusterConfig  # noqa: E402
 
 log = logging.getLogger(__name__)
 
