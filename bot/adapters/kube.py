@@ -365,6 +365,41 @@ class Cluster:
         finally:
             resp.release_conn()
 
+    def _get_into(self, path: str, query: Mapping[str, Any], into: memoryview) -> int | bytes:
+        """`get_raw`, but a body that fits is read straight into `into` (its length is returned).
+
+        For the list helper's shared slots: reading a 2.7 MB page into a fresh bytes object and
+        copying it into the slot cost a zeroed allocation and a copy per page, 0.15 s of CPU at
+        150,000 pods. Only a plain body of known length is read so (through the standard library's
+        response under urllib3's, whose own `readinto` copies); anything else comes back as bytes.
+        """
+        resp = self._request("GET", path, query)
+        try:
+            length = resp.headers.get("Content-Length")
+            plain = resp.headers.get("Content-Encoding", "identity") == "identity"
+            fp = getattr(resp, "_fp", None)
+            if not (plain and length and length.isdigit() and int(length) <= len(into) and fp is not None):
+                return bytes(resp.data)
+            size, got = int(length), 0
+            try:
+                while got < size:
+                    n = fp.readinto(into[got:size])
+                    if not n:
+                        break
+                    got += n
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise ClusterUnreachable(
+                    f"cluster {self.describe()} {_what_happened(exc, self.timeout, self.timeout)} at {self.server}",
+                    cluster=self.name,
+                ) from exc
+            if got != size:
+                raise ClusterUnreachable(
+                    f"cluster {self.describe()} dropped the connection at {self.server}", cluster=self.name
+                )
+            return size
+        finally:
+            resp.release_conn()
+
     def send_json(
         self,
         method: str,
@@ -1033,19 +1068,27 @@ def _child_fetch(
                 if not taken:
                     return 0  # the parent has gone
                 ahead -= len(taken)
+            slot = sent % SLOTS
             try:
-                raw = own.get_raw(path, _page_query(query, limit, token))
+                raw = own._get_into(
+                    path,
+                    _page_query(query, limit, token),
+                    memoryview(shared)[slot * SLOT_BYTES :][:SLOT_BYTES],
+                )
             except ClusterError as exc:
                 error = {"class": type(exc).__name__, "message": exc.user_message, "status": exc.status}
                 send(_ERROR, json.dumps(error).encode())
                 return 0
-            token = _continue_from_head(raw) or ""
-            if len(raw) <= SLOT_BYTES:
-                slot = sent % SLOTS
-                shared[slot * SLOT_BYTES : slot * SLOT_BYTES + len(raw)] = raw
-                send(_SLOT, _SLOT_REF.pack(slot, len(raw)))
+            if isinstance(raw, int):  # read straight into the slot
+                token = _continue_from_head(shared[slot * SLOT_BYTES : slot * SLOT_BYTES + HEAD_BYTES]) or ""
+                send(_SLOT, _SLOT_REF.pack(slot, raw))
             else:
-                send(_PAGE, raw)
+                token = _continue_from_head(raw) or ""
+                if len(raw) <= SLOT_BYTES:
+                    shared[slot * SLOT_BYTES : slot * SLOT_BYTES + len(raw)] = raw
+                    send(_SLOT, _SLOT_REF.pack(slot, len(raw)))
+                else:
+                    send(_PAGE, raw)
             del raw
             ahead += 1
             sent += 1
