@@ -140,6 +140,20 @@ class MappedLike(Protocol):
     def close(self) -> None: ...
 
 
+class RowsSink(Protocol):
+    """Where `take_snapshot` hands the pod rows as the JSON they are stored as, while they arrive.
+
+    `begin(snap)` comes when every section before `"pods"` (in `snap`'s key order) is in `snap`,
+    and again if the pods are listed again from the start (a 410) or end as a gap: whatever rows came
+    before are then void. `rows(data)` is one page's rows, JSON arrays separated by commas, without
+    the enclosing brackets. Sections after `"pods"` are final only once `take_snapshot` returns.
+    """
+
+    def begin(self, snap: Mapping[str, Any]) -> None: ...
+
+    def rows(self, data: bytes) -> None: ...
+
+
 Progress = Callable[[str, int], None]
 
 
@@ -156,12 +170,13 @@ def take_snapshot(
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
     events_since: timedelta = timedelta(hours=1),
     progress: Progress | None = None,
-    pods_encoded: bool = False,
+    pods_to: RowsSink | None = None,
 ) -> dict[str, Any]:
     """Read the cluster and return the snapshot body (plain JSON-ready data).
 
-    Pod rows are tuples, or with `pods_encoded` the JSON array they are stored as (a `msgspec.Raw`
-    that `to_json` writes as it is: storing a snapshot never builds them in this process).
+    Pod rows are tuples in `snap["pods"]`; or, with `pods_to`, they go there as the JSON they are
+    stored as, page by page while they arrive, and `snap["pods"]` stays empty (storing a snapshot
+    never builds them in this process: see `RowsSink`).
     Raises ClusterUnreachable if the API server does not answer at all: nothing half-taken.
     """
     report = progress or (lambda _resource, _count: None)
@@ -263,11 +278,17 @@ def take_snapshot(
             mapped, pending = pending or list_pods(), None
             fragments: list[bytes] = []
             count = 0
+            if pods_to is not None:
+                pods_to.begin(snap)
             try:
                 with contextlib.closing(mapped):
                     for page in mapped:
                         if page.count:
-                            fragments.append(page.data[1:-1])  # the rows, without the page's [ ]
+                            inner = page.data[1:-1]  # the rows, without the page's [ ]
+                            if pods_to is not None:
+                                pods_to.rows(inner)
+                            else:
+                                fragments.append(inner)
                             count += page.count
                         report("pods", count)
                 rows = b"[" + b",".join(fragments) + b"]"
@@ -275,6 +296,8 @@ def take_snapshot(
                 break
             except ClusterError as exc:
                 if not gap_or_again("pods", exc, attempt):
+                    if pods_to is not None:
+                        pods_to.begin(snap)  # what it had is dropped: no pods, as `snap` says
                     rows, count = b"[]", 0
                     break
     finally:
@@ -282,8 +305,7 @@ def take_snapshot(
             pending.close()
     # In the order the resources were listed before the pods' helper (so a gap's place is kept).
     gaps.sort(key=lambda gap: _GAP_ORDER.get(gap["resource"], len(_GAP_ORDER)))
-    # The rows as stored (JSON, spliced in whole by `to_json`), or as tuples for callers that read them.
-    snap["pods"] = msgspec.Raw(rows) if pods_encoded else _ROWS.decode(rows)
+    snap["pods"] = _ROWS.decode(rows)
     snap["counts"] = {
         "nodes": len(snap["nodes"]),
         "pods": count,
