@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -157,10 +156,6 @@ class RowsSink(Protocol):
 Progress = Callable[[str, int], None]
 
 
-def _intern(value: Any) -> str:
-    return sys.intern(str(value)) if value is not None else ""
-
-
 def take_snapshot(
     cluster: ClusterReader,
     *,
@@ -215,16 +210,25 @@ def take_snapshot(
     def collect(
         resource: str, path: str, item_type: type[T], project: Callable[[T], Any]
     ) -> list[Any] | None:
-        """Project every object of a list; on a 403 or repeated expiry, record a gap instead."""
+        """Project every object of a list; on a 403 or repeated expiry, record a gap instead.
+
+        The list is decoded and projected in a helper process too (`map_pages`), which hands back
+        each page's records as JSON: decoding a page holds the interpreter lock for milliseconds,
+        and this process has Slack to answer. The records are JSON data already (they are stored
+        so), and come back as they went."""
+
+        def records(items: list[T]) -> bytes:
+            return _ENCODER.encode([r for r in map(project, items) if r is not None])
+
         for attempt in (1, 2):
             out: list[Any] = []
             try:
-                for page in cluster.list_pages(path, item_type=item_type):
-                    for item in page.items:
-                        record = project(item)
-                        if record is not None:
-                            out.append(record)
-                    report(resource, len(out))
+                with contextlib.closing(
+                    cluster.map_pages(path, item_type=item_type, transform=records)
+                ) as pages:
+                    for page in pages:
+                        out.extend(_RECORDS.decode(page.data))
+                        report(resource, len(out))
                 return out
             except ClusterError as exc:
                 if not gap_or_again(resource, exc, attempt):
@@ -237,14 +241,16 @@ def take_snapshot(
     # Listed first: the pods' helper process, started next, takes this map with it.
     rs_owner: dict[tuple[str, str], tuple[str, str]] = {}
 
-    def remember_rs(obj: schema.Named) -> None:
+    def rs_row(obj: schema.Named) -> tuple[str, str, str, str]:
         meta = obj.metadata
-        owner = _controller(meta)
-        key = (_intern(meta.namespace), _intern(meta.name))
-        rs_owner[key] = (_intern(owner[0]), _intern(owner[1])) if owner else ("ReplicaSet", key[1])
+        owner = _controller(meta) or ("ReplicaSet", meta.name or "")
+        return meta.namespace or "", meta.name or "", owner[0], owner[1]
 
-    if collect("replicasets", "/apis/apps/v1/replicasets", schema.Named, remember_rs) is None:
+    replicasets = collect("replicasets", "/apis/apps/v1/replicasets", schema.Named, rs_row)
+    if replicasets is None:
         log.info("replicasets unreadable: pods are keyed by their ReplicaSet")
+    for namespace, name, kind, workload in replicasets or ():
+        rs_owner[namespace, name] = (kind, workload)
 
     def pod_rows(items: list[schema.Pod]) -> bytes:
         # Runs in the pod list's helper process: a page of pods in, its rows as a JSON array out.
@@ -336,6 +342,7 @@ _GAP_ORDER = {
 }
 _ENCODER = msgspec.json.Encoder()
 _ROWS = msgspec.json.Decoder(list[tuple[Any, ...]])
+_RECORDS = msgspec.json.Decoder(list[Any])
 
 
 def _workloads(collect: Callable[..., list[Any] | None]) -> list[dict[str, Any]]:

@@ -133,8 +133,11 @@ def test_a_stored_body_holds_each_pod_once_when_the_pod_list_expired_mid_way_and
         calls = 0
 
         def map_pages(self, path, query=None, *, limit=500, item_type=dict, transform):  # type: ignore[no-untyped-def]
-            ExpiringOnce.calls += 1
             pages = super().map_pages(path, query, limit=limit, item_type=item_type, transform=transform)
+            if not path.endswith("/pods"):
+                yield from pages
+                return
+            ExpiringOnce.calls += 1
             if ExpiringOnce.calls == 1:  # a page of rows, then the continue token expires
                 yield next(pages)
                 raise ClusterError("cluster test: continue token expired", status=410)
