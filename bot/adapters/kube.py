@@ -6,7 +6,9 @@ straight into the type the caller names (`item_type`): the snapshot passes the s
 `bot/core/snapshots/schema.py`, which declare only the fields it keeps, so the decoder skips the
 rest of each 5 KB pod in C instead of building it as `json.loads` would (about ten times faster, and
 it holds the interpreter lock for that much less: see that module for the choice). Without an
-`item_type` items come back as plain dicts. Every call carries a
+`item_type` items come back as plain dicts. `map_pages` does all of that in a helper process and
+hands back what the caller's transform made of each page (the snapshot's JSON rows), so a large
+list costs the caller's interpreter nothing. Every call carries a
 `(connect, read)` timeout, because without one a dead connection hangs forever. Client failures
 are translated into the bot's error tree: unreachable servers, 403s (the bot's role does not allow
 it) and 410s (an expired continue token) are distinct, so callers can record a named gap instead
