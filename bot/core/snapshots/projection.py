@@ -6,11 +6,12 @@ and dropped, so memory stays bounded at 150,000 pods and the projection is a thi
 data. Pods are kept as rows (tuples in memory, arrays when stored) of a fixed column list
 of strings and ints; nodes, workloads and PDBs, which are few, as small dicts.
 
-The pods are most of a large cluster's bytes (800 MB of JSON at 150,000 pods): they are listed,
-decoded, projected and encoded as JSON rows by a helper process of the kube adapter
-(`map_pages`), started once the ReplicaSets are known and working while this process reads the
-other lists, so the bot's interpreter never holds its lock for them (a Slack ack does not wait) and
-the two cores share the work. A snapshot to be stored keeps those rows as the JSON they arrived as.
+Every list is listed, decoded and projected by a helper process of the kube adapter (`map_pages`),
+which hands back JSON records, so the bot's interpreter never holds its lock for a page (a Slack ack
+does not wait). The pods are most of a large cluster's bytes (800 MB of JSON at 150,000 pods):
+their helper starts once the ReplicaSets are known and works while the other lists are read, so
+the two cores share the work; a snapshot to be stored compresses their rows into its body as they
+arrive (`RowsSink`) and never builds them here.
 
 A resource the bot may not read (403) or whose list could not be completed (the continue token
 expired twice) is recorded as a named *gap*: shown to the user, and skipped by the diff rather
@@ -260,7 +261,7 @@ def take_snapshot(
         return cluster.map_pages("/api/v1/pods", item_type=schema.Pod, transform=pod_rows)
 
     # The pods, nine tenths of a large cluster's bytes, are listed, decoded and projected by a helper
-    # process from now on, while the lists below are read here.
+    # process from now on, while the lists below are read (each by a helper of its own).
     pending: MappedLike | None = list_pods()
     try:
         snap["namespaces"] = sorted(
