@@ -1112,12 +1112,13 @@ def _write_all(fd: int, view: memoryview) -> None:  # pragma: no cover - runs in
 
 #: A mapping helper's frame for one page: its bytes are the next `length` of the in-memory file.
 _MAPPED = b"M"
-#: How much less CPU priority the mapping helper takes than the bot: none. The bot's process does
-#: no decoding while it waits, so its threads answer Slack without waiting for the interpreter
-#: lock, and the kernel already favours a thread that wakes from sleep; a niced helper, on the
-#: other hand, lost most of its share of a machine busy with other work (measured: 0.2–0.3 s of a
-#: 2.8 s snapshot on this 2-core machine), and so did its fetcher (which is not niced either, in it).
-MAPPER_NICENESS = 0
+#: How much less CPU priority the mapping helper takes than the bot. The bot's process does no
+#: decoding while it waits, so its threads answer Slack without waiting for the interpreter lock;
+#: but on a machine busy with other work they still wait for a CPU behind the helpers (an ack took
+#: 0.17 s with the helpers not niced, at most 0.034 s in quieter runs). A little below the bot, not
+#: as far as the fetcher of a list the bot decodes itself: a helper niced to 10 lost much of its
+#: share of a busy machine. Its own fetcher is not niced below it (see `_child_map`).
+MAPPER_NICENESS = 5
 
 
 class MappedList:
