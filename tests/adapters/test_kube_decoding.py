@@ -196,3 +196,64 @@ def test_without_memory_for_a_helper_the_list_is_fetched_by_the_caller(
     assert fetching_ahead() == 0, "no helper was started"
     names += [p.metadata.name for page in pages for p in page.items]
     assert names == whole
+
+
+def names_of(items: list[schema.Pod]) -> bytes:
+    return msgspec.json.encode([p.metadata.name for p in items])
+
+
+def test_a_mapped_list_is_each_page_transformed_in_a_helper_process(bot: Cluster) -> None:
+    pages = list(bot.list_pages("/api/v1/pods", limit=3, item_type=schema.Pod))
+    mapped = bot.map_pages("/api/v1/pods", limit=3, item_type=schema.Pod, transform=names_of)
+    assert fetching_ahead() == 1, "the helper works ahead before the caller asks for a page"
+    with mapped:
+        got = list(mapped)
+    assert [m.data for m in got] == [names_of(p.items) for p in pages]
+    assert [(m.count, m.resource_version, m.continue_token != "") for m in got] == [
+        (len(p.items), p.resource_version, p.continue_token != "") for p in pages
+    ]
+    assert fetching_ahead() == 0
+
+    def pid_of(_items: list[schema.Pod]) -> bytes:
+        return str(os.getpid()).encode()
+
+    with bot.map_pages("/api/v1/pods", limit=3, item_type=schema.Pod, transform=pid_of) as where:
+        pids = {m.data for m in where}
+    assert len(pids) == 1, "one helper transformed every page"
+    assert pids != {str(os.getpid()).encode()}, "transformed outside this process"
+
+
+def test_a_mapped_list_nobody_reads_stops_its_helper_when_closed(bot: Cluster) -> None:
+    mapped = bot.map_pages("/api/v1/pods", limit=1, item_type=schema.Pod, transform=names_of)
+    assert fetching_ahead() == 1
+    mapped.close()
+    assert fetching_ahead() == 0
+
+
+def test_an_api_error_of_a_mapped_list_is_raised_where_its_page_would_have_been(
+    bot: Cluster, sim: SimCluster
+) -> None:
+    sim.control.set_transport(error_rate=1.0, error_status=403, path_prefix="/api/v1/pods")
+    try:
+        with (
+            pytest.raises(ClusterForbidden) as forbidden,
+            bot.map_pages("/api/v1/pods", limit=2, item_type=schema.Pod, transform=names_of) as mapped,
+        ):
+            list(mapped)
+    finally:
+        sim.control.set_transport()
+    assert forbidden.value.status == 403
+    assert "not allowed to GET /api/v1/pods" in forbidden.value.user_message
+    assert fetching_ahead() == 0
+
+
+def test_a_mapping_helper_that_dies_mid_list_costs_nothing_the_caller_maps_the_rest(bot: Cluster) -> None:
+    whole = [names_of(page.items) for page in bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)]
+    with bot.map_pages("/api/v1/pods", limit=2, item_type=schema.Pod, transform=names_of) as mapped:
+        pages = iter(mapped)
+        got = [next(pages).data]
+        (helper,) = kube._CHILDREN
+        os.kill(helper, signal.SIGKILL)
+        got += [m.data for m in pages]
+    assert got == whole, "every page once, in order, whether the helper or the caller mapped it"
+    assert fetching_ahead() == 0

@@ -4,7 +4,14 @@ List pages stream in (500 objects at a time), decoded by the kube adapter straig
 of `schema.py`, which declare only the fields read here; each page is projected into slim records
 and dropped, so memory stays bounded at 150,000 pods and the projection is a thin step over typed
 data. Pods are kept as rows (tuples in memory, arrays when stored) of a fixed column list
-with repeated strings interned; nodes, workloads and PDBs, which are few, as small dicts.
+of strings and ints; nodes, workloads and PDBs, which are few, as small dicts.
+
+Every list is listed, decoded and projected by a helper process of the kube adapter (`map_pages`),
+which hands back JSON records, so the bot's interpreter never holds its lock for a page (a Slack ack
+does not wait). The pods are most of a large cluster's bytes (800 MB of JSON at 150,000 pods):
+their helper starts once the ReplicaSets are known and works while the other lists are read, so
+the two cores share the work; a snapshot to be stored compresses their rows into its body as they
+arrive (`RowsSink`) and never builds them here.
 
 A resource the bot may not read (403) or whose list could not be completed (the continue token
 expired twice) is recorded as a named *gap*: shown to the user, and skipped by the diff rather
@@ -13,8 +20,8 @@ than read as "everything is gone".
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -104,14 +111,50 @@ class ClusterReader(Protocol):
         self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500, item_type: type[T]
     ) -> Iterator[PageLike[T]]: ...
 
+    def map_pages(
+        self,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        *,
+        limit: int = 500,
+        item_type: type[T],
+        transform: Callable[[list[T]], bytes],
+    ) -> MappedLike: ...
+
     def close(self) -> None: ...
 
 
+class MappedPageLike(Protocol):
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def count(self) -> int: ...
+
+
+class MappedLike(Protocol):
+    """Pages transformed into bytes, worked on ahead (the kube adapter: in a helper process)."""
+
+    def __iter__(self) -> Iterator[MappedPageLike]: ...
+
+    def close(self) -> None: ...
+
+
+class RowsSink(Protocol):
+    """Where `take_snapshot` hands the pod rows as the JSON they are stored as, while they arrive.
+
+    `begin(snap)` comes when every section before `"pods"` (in `snap`'s key order) is in `snap`,
+    and again if the pods are listed again from the start (a 410) or end as a gap: whatever rows came
+    before are then void. `rows(data)` is one page's rows, JSON arrays separated by commas, without
+    the enclosing brackets. Sections after `"pods"` are final only once `take_snapshot` returns.
+    """
+
+    def begin(self, snap: Mapping[str, Any]) -> None: ...
+
+    def rows(self, data: bytes) -> None: ...
+
+
 Progress = Callable[[str, int], None]
-
-
-def _intern(value: Any) -> str:
-    return sys.intern(str(value)) if value is not None else ""
 
 
 def take_snapshot(
@@ -123,9 +166,13 @@ def take_snapshot(
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
     events_since: timedelta = timedelta(hours=1),
     progress: Progress | None = None,
+    pods_to: RowsSink | None = None,
 ) -> dict[str, Any]:
     """Read the cluster and return the snapshot body (plain JSON-ready data).
 
+    Pod rows are tuples in `snap["pods"]`; or, with `pods_to`, they go there as the JSON they are
+    stored as, page by page while they arrive, and `snap["pods"]` stays empty (storing a snapshot
+    never builds them in this process: see `RowsSink`).
     Raises ClusterUnreachable if the API server does not answer at all: nothing half-taken.
     """
     report = progress or (lambda _resource, _count: None)
@@ -150,51 +197,156 @@ def take_snapshot(
     }
     gaps: list[dict[str, str]] = snap["gaps"]
 
+    def gap_or_again(resource: str, exc: ClusterError, attempt: int) -> bool:
+        """True to list again (the first expiry); on a 403 or repeated expiry, record a gap."""
+        if exc.status == 410 and attempt == 1:
+            log.info("%s list expired mid-way; listing again from the start", resource)
+            return True
+        if exc.status in (403, 410):
+            why = "forbidden by the bot's RBAC role" if exc.status == 403 else "list expired twice"
+            gaps.append({"resource": resource, "reason": f"{why}: {exc.user_message}"})
+            return False
+        raise exc
+
     def collect(
         resource: str, path: str, item_type: type[T], project: Callable[[T], Any]
     ) -> list[Any] | None:
-        """Project every object of a list; on a 403 or repeated expiry, record a gap instead."""
+        """Project every object of a list; on a 403 or repeated expiry, record a gap instead.
+
+        The list is decoded and projected in a helper process too (`map_pages`), which hands back
+        each page's records as JSON: decoding a page holds the interpreter lock for milliseconds,
+        and this process has Slack to answer. The records are JSON data already (they are stored
+        so), and come back as they went."""
+
+        def records(items: list[T]) -> bytes:
+            return _ENCODER.encode([r for r in map(project, items) if r is not None])
+
         for attempt in (1, 2):
             out: list[Any] = []
             try:
-                for page in cluster.list_pages(path, item_type=item_type):
-                    for item in page.items:
-                        record = project(item)
-                        if record is not None:
-                            out.append(record)
-                    report(resource, len(out))
+                with contextlib.closing(
+                    cluster.map_pages(path, item_type=item_type, transform=records)
+                ) as pages:
+                    for page in pages:
+                        out.extend(_RECORDS.decode(page.data))
+                        report(resource, len(out))
                 return out
             except ClusterError as exc:
-                if exc.status == 410 and attempt == 1:
-                    log.info("%s list expired mid-way; listing again from the start", resource)
-                    continue
-                if exc.status in (403, 410):
-                    why = "forbidden by the bot's RBAC role" if exc.status == 403 else "list expired twice"
-                    gaps.append({"resource": resource, "reason": f"{why}: {exc.user_message}"})
+                if not gap_or_again(resource, exc, attempt):
                     return None
-                raise
         return None  # pragma: no cover - the loop always returns
 
     snap["api_versions"] = _api_versions(cluster, gaps)
-    snap["namespaces"] = sorted(
-        collect("namespaces", "/api/v1/namespaces", schema.Named, lambda o: o.metadata.name) or []
-    )
-    snap["nodes"] = (
-        collect("nodes", "/api/v1/nodes", schema.Node, lambda o: project_node(o, node_group_labels)) or []
-    )
 
     # ReplicaSet → Deployment, so pods are keyed by the workload people know, not a hash suffix.
+    # Listed first: the pods' helper process, started next, takes this map with it.
     rs_owner: dict[tuple[str, str], tuple[str, str]] = {}
 
-    def remember_rs(obj: schema.Named) -> None:
+    def rs_row(obj: schema.Named) -> tuple[str, str, str, str]:
         meta = obj.metadata
-        owner = _controller(meta)
-        key = (_intern(meta.namespace), _intern(meta.name))
-        rs_owner[key] = (_intern(owner[0]), _intern(owner[1])) if owner else ("ReplicaSet", key[1])
+        owner = _controller(meta) or ("ReplicaSet", meta.name or "")
+        return meta.namespace or "", meta.name or "", owner[0], owner[1]
 
-    if collect("replicasets", "/apis/apps/v1/replicasets", schema.Named, remember_rs) is None:
+    replicasets = collect("replicasets", "/apis/apps/v1/replicasets", schema.Named, rs_row)
+    if replicasets is None:
         log.info("replicasets unreadable: pods are keyed by their ReplicaSet")
+    for namespace, name, kind, workload in replicasets or ():
+        rs_owner[namespace, name] = (kind, workload)
 
+    def pod_rows(items: list[schema.Pod]) -> bytes:
+        # Runs in the pod list's helper process: a page of pods in, its rows as a JSON array out.
+        return _ENCODER.encode([project_pod(o, rs_owner) for o in items])
+
+    def list_pods() -> MappedLike:
+        return cluster.map_pages("/api/v1/pods", item_type=schema.Pod, transform=pod_rows)
+
+    # The pods, nine tenths of a large cluster's bytes, are listed, decoded and projected by a helper
+    # process from now on, while the lists below are read (each by a helper of its own).
+    pending: MappedLike | None = list_pods()
+    try:
+        snap["namespaces"] = sorted(
+            collect("namespaces", "/api/v1/namespaces", schema.Named, lambda o: o.metadata.name) or []
+        )
+        snap["nodes"] = (
+            collect("nodes", "/api/v1/nodes", schema.Node, lambda o: project_node(o, node_group_labels)) or []
+        )
+        workloads = _workloads(collect)
+        snap["workloads"] = workloads
+        snap["pdbs"] = (
+            collect("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb, project_pdb)
+            or []
+        )
+        cutoff = now - events_since
+        snap["events"] = (
+            collect("events", "/api/v1/events", schema.Event, lambda o: project_event(o, cutoff)) or []
+        )
+        rows, count = b"[]", 0
+        for attempt in (1, 2):
+            mapped, pending = pending or list_pods(), None
+            fragments: list[bytes] = []
+            count = 0
+            if pods_to is not None:
+                pods_to.begin(snap)
+            try:
+                with contextlib.closing(mapped):
+                    for page in mapped:
+                        if page.count:
+                            inner = page.data[1:-1]  # the rows, without the page's [ ]
+                            if pods_to is not None:
+                                pods_to.rows(inner)
+                            else:
+                                fragments.append(inner)
+                            count += page.count
+                        report("pods", count)
+                rows = b"[" + b",".join(fragments) + b"]"
+                fragments.clear()
+                break
+            except ClusterError as exc:
+                if not gap_or_again("pods", exc, attempt):
+                    if pods_to is not None:
+                        pods_to.begin(snap)  # what it had is dropped: no pods, as `snap` says
+                    rows, count = b"[]", 0
+                    break
+    finally:
+        if pending is not None:
+            pending.close()
+    # In the order the resources were listed before the pods' helper (so a gap's place is kept).
+    gaps.sort(key=lambda gap: _GAP_ORDER.get(gap["resource"], len(_GAP_ORDER)))
+    snap["pods"] = _ROWS.decode(rows)
+    snap["counts"] = {
+        "nodes": len(snap["nodes"]),
+        "pods": count,
+        "workloads": len(workloads),
+        "namespaces": len(snap["namespaces"]),
+        "warning_events": len(snap["events"]),
+    }
+    return snap
+
+
+#: Gaps are reported in this order, whatever order the lists ran in.
+_GAP_ORDER = {
+    resource: i
+    for i, resource in enumerate(
+        (
+            "api discovery",
+            "namespaces",
+            "nodes",
+            "replicasets",
+            "deployments",
+            "daemonsets",
+            "statefulsets",
+            "poddisruptionbudgets",
+            "pods",
+            "events",
+        )
+    )
+}
+_ENCODER = msgspec.json.Encoder()
+_ROWS = msgspec.json.Decoder(list[tuple[Any, ...]])
+_RECORDS = msgspec.json.Decoder(list[Any])
+
+
+def _workloads(collect: Callable[..., list[Any] | None]) -> list[dict[str, Any]]:
     workloads: list[dict[str, Any]] = []
     for kind, plural in (
         ("Deployment", "deployments"),
@@ -205,27 +357,10 @@ def take_snapshot(
             plural,
             f"/apis/apps/v1/{plural}",
             schema.Workload,
-            lambda o, k=kind: project_workload(k, msgspec.to_builtins(o)),  # type: ignore[misc]
+            lambda o, k=kind: project_workload(k, msgspec.to_builtins(o)),
         )
         workloads.extend(got or [])
-    snap["workloads"] = workloads
-    snap["pdbs"] = (
-        collect("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb, project_pdb) or []
-    )
-    pods = collect("pods", "/api/v1/pods", schema.Pod, lambda o: project_pod(o, rs_owner))
-    snap["pods"] = pods or []
-    cutoff = now - events_since
-    snap["events"] = (
-        collect("events", "/api/v1/events", schema.Event, lambda o: project_event(o, cutoff)) or []
-    )
-    snap["counts"] = {
-        "nodes": len(snap["nodes"]),
-        "pods": len(snap["pods"]),
-        "workloads": len(workloads),
-        "namespaces": len(snap["namespaces"]),
-        "warning_events": len(snap["events"]),
-    }
-    return snap
+    return workloads
 
 
 def _api_versions(cluster: ClusterReader, gaps: list[dict[str, str]]) -> list[str]:
@@ -375,8 +510,7 @@ _NO_STATE = schema.ContainerState()
 def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, str]]) -> tuple[Any, ...]:
     # This runs 150,000 times a snapshot: one pass over each list, no helper calls but the status.
     meta, spec, status = obj.metadata, obj.spec, obj.status
-    intern = sys.intern
-    namespace = intern(meta.namespace) if meta.namespace is not None else ""
+    namespace = meta.namespace or ""
     kind, workload = "Pod", meta.name or ""
     for ref in meta.owner_references or ():
         if ref.controller:  # as `_controller`
@@ -391,26 +525,24 @@ def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, s
             ready += 1
         restarts += cs.restart_count or 0
     display, reasons = pod_display_status(obj)
-    # In POD_FIELDS order, built at once. Strings that repeat across pods (namespaces, workloads,
-    # nodes, images, states) are interned, so each is stored once. A tuple of strings and ints, not
-    # a list: the garbage collector stops tracking it, so 150,000 rows do not make each full
-    # collection (which holds the interpreter lock) ever longer.
+    # In POD_FIELDS order, built at once. Nothing is interned: rows are made in the pod list's helper
+    # process and leave it as JSON at once (interning cost a tenth of the projection, for nothing).
     return (
         namespace,
         meta.name or "",
         meta.uid or "",
-        intern(kind or ""),
-        intern(workload or ""),
-        intern(spec.node_name or ""),
-        intern(status.phase or ""),
-        intern(display),
+        kind or "",
+        workload or "",
+        spec.node_name or "",
+        status.phase or "",
+        display,
         ready,
         len(containers) or len(statuses),
         restarts,
-        intern(",".join(reasons)) if reasons else "",
-        intern(",".join([c.image or "" for c in containers])),
+        ",".join(reasons) if reasons else "",
+        ",".join([c.image or "" for c in containers]),
         status.pod_ip or "",
-        intern(meta.creation_timestamp or ""),
+        meta.creation_timestamp or "",
     )
 
 

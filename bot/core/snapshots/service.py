@@ -74,6 +74,48 @@ def compress(data: bytes) -> bytes:
     return _ZLIB_HEADER + head + tail[0] + checksum.to_bytes(4, "big")
 
 
+class StreamedBody:
+    """The stored body (`encode`'s JSON, as a zlib stream), compressed while the pods arrive.
+
+    A `RowsSink` for `take_snapshot`: the sections before the pods are written when it begins
+    them, each page of rows as it comes (zlib releases the interpreter lock, and the bot's process
+    has little else to do while the list's helper process works), the sections after them by
+    `finish`. At 150,000 pods this takes the 0.3 s of compressing 50 MB of JSON off the end of the
+    snapshot, and the JSON is never whole in memory.
+    """
+
+    def __init__(self) -> None:
+        self._deflate = zlib.compressobj(COMPRESSION)
+        self._parts: list[bytes] = []
+        self._first = True
+
+    def begin(self, snap: Mapping[str, Any]) -> None:
+        self._deflate = zlib.compressobj(COMPRESSION)
+        self._parts = []
+        self._first = True
+        keys = list(snap)
+        head = to_json({key: snap[key] for key in keys[: keys.index("pods")]})
+        self._write(head[:-1] + (b"," if len(head) > 2 else b"") + b'"pods":[')
+
+    def rows(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self._first:
+            self._write(b",")
+        self._first = False
+        self._write(data)
+
+    def finish(self, snap: Mapping[str, Any]) -> bytes:
+        keys = list(snap)
+        tail = to_json({key: snap[key] for key in keys[keys.index("pods") + 1 :]})
+        self._write(b"]" + (b"," + tail[1:] if len(tail) > 2 else b"}"))
+        self._parts.append(self._deflate.flush())
+        return b"".join(self._parts)
+
+    def _write(self, data: bytes) -> None:
+        self._parts.append(self._deflate.compress(data))
+
+
 def decode(body: bytes) -> dict[str, Any]:
     with collector_paused():
         loaded = msgspec.json.decode(zlib.decompress(body))
@@ -127,8 +169,11 @@ def take_and_store(
         node_group_labels=node_group_labels,
         events_since=events_since,
         progress=progress,
+        pods_to=(streamed := StreamedBody()),
     )
-    body = encode(snap)
+    body = streamed.finish(snap)
+    # The rows went into the body only: the snapshot handed back says so rather than that none exist.
+    del snap["pods"]
     snapshot_id = store.save_snapshot(
         cluster=reader.name,
         label=label,

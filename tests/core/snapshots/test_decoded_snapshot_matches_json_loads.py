@@ -1,7 +1,9 @@
 """The typed decoder changes how fast a snapshot is taken, never what it says.
 
-Each test takes the same frozen sim twice over real HTTP: once through the production path (the
-kube adapter decoding pages into `schema` structs, the projection over them) and once through the
+Each test takes the same frozen sim over real HTTP through the production path (the kube adapter
+decoding pages into `schema` structs, the projection over them; the pods in a helper process that
+hands back their rows as JSON: compressed into the stored body as they arrive, or read back as
+tuples), and once through the
 old one (`json.loads` of each page, the projection on raw dicts, kept in reference_projection.py),
 then compares them section by section and record by record, so a difference names its record.
 Scenarios: `small`, and `eks-nodegroups` before, during and after its upgrade (replaced nodes,
@@ -10,6 +12,7 @@ pods that crash-loop or fail to pull, Warning events).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +22,8 @@ import msgspec
 import pytest
 
 from bot.adapters.kube import Cluster
-from bot.core.snapshots.projection import take_snapshot
+from bot.core.snapshots.projection import take_snapshot, to_json
+from bot.core.snapshots.service import StreamedBody
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.core.snapshots import reference_projection as reference
@@ -35,12 +39,20 @@ def both_ways(kubeconfig: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     old = reference.JsonLoadsReader(Cluster.connect(config))
     try:
         typed = take_snapshot(new, label="x", taken_by="U1", now=now, events_since=timedelta(days=3650))
+        streamed = StreamedBody()
+        stored = take_snapshot(
+            new, label="x", taken_by="U1", now=now, events_since=timedelta(days=3650), pods_to=streamed
+        )
         loaded = reference.take_snapshot(
             old, label="x", taken_by="U1", now=now, events_since=timedelta(days=3650)
         )
     finally:
         new.close()
         old.close()
+    # What `take_and_store` stores (the pod rows as the helper process encoded them, never decoded
+    # here, compressed while they arrived) is byte for byte what the rows read back encode to.
+    assert stored["pods"] == []
+    assert zlib.decompress(streamed.finish(stored)) == to_json(typed)
     return typed, loaded
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import zlib
 from datetime import UTC, datetime
 
 import pytest
 
 from bot.core.snapshots.projection import pod_display_status, pods_as_dicts, take_snapshot, to_json
-from bot.core.snapshots.service import MAX_LABEL, clean_label
+from bot.core.snapshots.service import MAX_LABEL, StreamedBody, clean_label
 from bot.errors import ClusterError, UserError
 from tests.core.snapshots.wire import WireCluster, as_pod
 from tests.support.kube_objects import (
@@ -113,6 +114,53 @@ def test_a_forbidden_resource_is_a_named_gap_not_a_crash() -> None:
     assert [g["resource"] for g in snap["gaps"]] == ["events"]
     assert "forbidden" in snap["gaps"][0]["reason"]
     assert snap["counts"]["pods"] == 4
+
+
+def test_gaps_are_reported_in_one_order_whatever_order_the_lists_ran_in() -> None:
+    c = cluster()
+    for resource in ("events", "pods", "replicasets", "namespaces"):
+        c.errors[resource] = ClusterError(
+            f"cluster test: the bot is not allowed to GET {resource}", status=403
+        )
+    snap = take_snapshot(c, label="pre", taken_by="U1", now=NOW)
+    assert [g["resource"] for g in snap["gaps"]] == ["namespaces", "replicasets", "pods", "events"]
+    assert snap["pods"] == []
+    assert snap["counts"]["pods"] == 0
+
+
+def test_a_stored_body_holds_each_pod_once_when_the_pod_list_expired_mid_way_and_ran_again() -> None:
+    class ExpiringOnce(WireCluster):
+        calls = 0
+
+        def map_pages(self, path, query=None, *, limit=500, item_type=dict, transform):  # type: ignore[no-untyped-def]
+            pages = super().map_pages(path, query, limit=limit, item_type=item_type, transform=transform)
+            if not path.endswith("/pods"):
+                yield from pages
+                return
+            ExpiringOnce.calls += 1
+            if ExpiringOnce.calls == 1:  # a page of rows, then the continue token expires
+                yield next(pages)
+                raise ClusterError("cluster test: continue token expired", status=410)
+            yield from pages
+
+    c = ExpiringOnce(objects=cluster().objects)
+    streamed = StreamedBody()
+    snap = take_snapshot(c, label="pre", taken_by="U1", now=NOW, pods_to=streamed)
+    body = json.loads(zlib.decompress(streamed.finish(snap)))
+    assert ExpiringOnce.calls == 2
+    assert body == json.loads(to_json(take_snapshot(cluster(), label="pre", taken_by="U1", now=NOW)))
+    assert len(body["pods"]) == body["counts"]["pods"] == 4
+
+
+def test_a_stored_body_whose_pods_are_a_gap_holds_no_pod() -> None:
+    c = cluster()
+    c.errors["pods"] = ClusterError("cluster test: the bot is not allowed to GET pods", status=403)
+    streamed = StreamedBody()
+    snap = take_snapshot(c, label="pre", taken_by="U1", now=NOW, pods_to=streamed)
+    body = json.loads(zlib.decompress(streamed.finish(snap)))
+    assert body["pods"] == []
+    assert [g["resource"] for g in body["gaps"]] == ["pods"]
+    assert body == json.loads(to_json(snap))
 
 
 def test_an_expired_list_is_retried_once_then_recorded_as_a_gap() -> None:
