@@ -73,6 +73,37 @@ def requests_of(pod: Obj) -> tuple[float, float]:
     return cpu, mem
 
 
+def _nano(cores: float) -> int:
+    """CPU in nano-cores, so that the per-node sums are exact whatever the order of changes."""
+    return round(cores * 1e9)
+
+
+class _NodeInfo:
+    """What the filters read of one node version (decoded once per resourceVersion)."""
+
+    __slots__ = ("cpu", "labels", "max_pods", "memory", "name", "node", "rv", "taints", "unschedulable")
+
+    def __init__(self, rv: int, node: Obj) -> None:
+        self.rv = rv
+        self.node = node
+        self.name: str = node["metadata"]["name"]
+        self.labels: dict[str, str] = node["metadata"].get("labels") or {}
+        nspec = node.get("spec") or {}
+        self.unschedulable = bool(nspec.get("unschedulable"))
+        taints = [t for t in nspec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+        if not node_ready(node) and not any(
+            t.get("key", "").startswith("node.kubernetes.io/not-ready")
+            or t.get("key", "").startswith("node.kubernetes.io/unreachable")
+            for t in taints
+        ):
+            taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+        self.taints: list[Obj] = taints
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        self.max_pods = parse_quantity(alloc.get("pods", 110))
+        self.cpu = _nano(parse_quantity(alloc.get("cpu", 0)))
+        self.memory = round(parse_quantity(alloc.get("memory", 0)))
+
+
 class Scheduler:
     name = "scheduler"
 
@@ -82,8 +113,11 @@ class Scheduler:
         self.events = events
         self.pending: set[tuple[str, str]] = set()
         # Decoding every node and its pods per decision would cost seconds at 5,000 nodes: cache by version.
-        self._nodes: dict[str, tuple[int, Obj]] = {}
+        self._nodes: dict[str, _NodeInfo] = {}
         self._requests: dict[str, tuple[bool, float, float]] = {}
+        #: node name → [pods that count against it, CPU in nano-cores, memory in bytes]: kept up
+        #: to date from every pod change once built (a decision then costs O(nodes), not O(pods)).
+        self._used: dict[str, list[int]] | None = None
         #: Called for pods a Fargate profile should place (returns True if it took the pod).
         self.fargate_hook: Any = None
         engine.add(self)
@@ -91,6 +125,11 @@ class Scheduler:
     def on_change(self, record: Record) -> None:
         kind = record.entry.kind.key
         if kind == "pods":
+            if self._used is not None:
+                if record.prev is not None:
+                    self._account(record.prev, -1)
+                if record.type != DELETED:
+                    self._account(record.entry, 1)
             if record.type == DELETED:
                 self.pending.discard(record.entry.key)
                 self._requests.pop(record.entry.uid, None)
@@ -201,15 +240,16 @@ class Scheduler:
     def remember_requests(self, uid: str, cpu: float, memory: float) -> None:
         """Seed the requests cache (generated scenarios know them without decoding pods)."""
         self._requests[uid] = (True, cpu, memory)
+        self._used = None  # pods loaded without change records: the usage is rebuilt when next needed
 
-    def _node_objects(self) -> list[Obj]:
+    def _node_infos(self) -> list[_NodeInfo]:
         out = []
         for e in self.api.store.entries("nodes"):
             cached = self._nodes.get(e.name)
-            if cached is None or cached[0] != e.rv:
-                cached = (e.rv, e.obj())
+            if cached is None or cached.rv != e.rv:
+                cached = _NodeInfo(e.rv, e.obj())
                 self._nodes[e.name] = cached
-            out.append(cached[1])
+            out.append(cached)
         return out
 
     def _usage(self, entry: Any) -> tuple[bool, float, float]:
@@ -222,39 +262,56 @@ class Scheduler:
             self._requests[entry.uid] = cached
         return (phase not in ("Succeeded", "Failed"), cached[1], cached[2])
 
+    def _account(self, entry: Any, sign: int) -> None:
+        node = entry.fields.get("spec.nodeName", "")
+        if not node or self._used is None:
+            return
+        counts, cpu, mem = self._usage(entry)
+        if not counts:
+            return
+        used = self._used.setdefault(node, [0, 0, 0])
+        used[0] += sign
+        used[1] += sign * _nano(cpu)
+        used[2] += sign * round(mem)
+        if not used[0]:
+            del self._used[node]
+
+    def _used_on(self, node: str) -> list[int]:
+        if self._used is None:
+            # Built once from the store (the scenario's pods were loaded without change records),
+            # then kept by on_change.
+            self._used = {}
+            for entry in self.api.store.entries("pods"):
+                self._account(entry, 1)
+        return self._used.get(node) or [0, 0, 0]
+
     def pick(self, pod: Obj) -> tuple[str | None, str]:
         spec = pod.get("spec") or {}
         tolerations = spec.get("tolerations") or []
         selector = spec.get("nodeSelector") or {}
         affinity = spec.get("affinity") or {}
         cpu, mem = requests_of(pod)
+        cpu_n, mem_n = _nano(cpu), round(mem)
         reasons: Counter[str] = Counter()
         fits: list[tuple[int, str]] = []
         zones = self._claim_zones(pod)
-        nodes = self._node_objects()
-        for node in nodes:
-            name = node["metadata"]["name"]
-            labels = node["metadata"].get("labels") or {}
-            nspec = node.get("spec") or {}
-            if nspec.get("unschedulable") and not tolerates(
-                tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-            ):
+        nodes = self._node_infos()
+        tolerates_cordon = tolerates(
+            tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        )
+        for info in nodes:
+            name = info.name
+            labels = info.labels
+            if info.unschedulable and not tolerates_cordon:
                 reasons["node(s) were unschedulable"] += 1
                 continue
-            taints = [t for t in nspec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
-            if not node_ready(node) and not any(
-                t.get("key", "").startswith("node.kubernetes.io/not-ready")
-                or t.get("key", "").startswith("node.kubernetes.io/unreachable")
-                for t in taints
-            ):
-                taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
-            bad = next((t for t in taints if not tolerates(tolerations, t)), None)
+            bad = next((t for t in info.taints if not tolerates(tolerations, t)), None)
             if bad is not None:
                 value = f": {bad['value']}" if bad.get("value") else ""
                 reasons[f"node(s) had untolerated taint {{{bad['key']}{value}}}"] += 1
                 continue
             if any(labels.get(k) != v for k, v in selector.items()) or not _node_selector_terms_match(
-                affinity, node
+                affinity, info.node
             ):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 continue
@@ -262,21 +319,17 @@ class Scheduler:
                 # A zonal volume (EBS) can only be attached to a node in its zone.
                 reasons["node(s) had volume node affinity conflict"] += 1
                 continue
-            alloc = (node.get("status") or {}).get("allocatable") or {}
-            usage = [self._usage(e) for e in self.api.store.by_index("pods", name)]
-            active = [u for u in usage if u[0]]
-            if len(active) + 1 > parse_quantity(alloc.get("pods", 110)):
+            count, used_cpu, used_mem = self._used_on(name)
+            if count + 1 > info.max_pods:
                 reasons["Too many pods"] += 1
                 continue
-            used_cpu = sum(u[1] for u in active)
-            used_mem = sum(u[2] for u in active)
-            if cpu and used_cpu + cpu > parse_quantity(alloc.get("cpu", 0)):
+            if cpu_n and used_cpu + cpu_n > info.cpu:
                 reasons["Insufficient cpu"] += 1
                 continue
-            if mem and used_mem + mem > parse_quantity(alloc.get("memory", 0)):
+            if mem_n and used_mem + mem_n > info.memory:
                 reasons["Insufficient memory"] += 1
                 continue
-            fits.append((len(active), name))
+            fits.append((count, name))
         if fits:
             fits.sort()
             return fits[0][1], ""
