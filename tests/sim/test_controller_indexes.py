@@ -134,3 +134,55 @@ def test_indexes_stay_right_through_a_node_group_replacement(sim_factory: Callab
         status = ds["status"]
         assert status["desiredNumberScheduled"] == status["currentNumberScheduled"] == len(nodes)
         assert status["numberMisscheduled"] == 0
+
+
+def test_a_pod_pinned_to_a_node_that_cannot_take_it_is_told_about_every_node(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    """The scheduler looks only at the pinned nodes to place a pod pinned by name, but words the
+    FailedScheduling message over all nodes, as the real one does."""
+    sim = sim_factory("small", speed=0, seed=4)
+    store, api = sim.core.store, sim.core.api
+    names = [e.name for e in store.entries("nodes")]
+    target = names[0]
+    node = store.get("nodes", "", target)
+    assert node is not None
+    node["spec"]["unschedulable"] = True
+    api.write("nodes", node)
+    pinned = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "pinned", "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "c", "image": "app:1"}],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [target]}]}
+                        ]
+                    }
+                }
+            },
+        },
+    }
+    sim.control.apply(pinned)
+    sim.control.advance(1)
+    pod = store.get("pods", "default", "pinned")
+    assert pod is not None
+    assert not pod["spec"].get("nodeName")
+    scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+    n = len(names)
+    assert scheduled["message"].startswith(
+        f"0/{n} nodes are available: 1 node(s) were unschedulable, "
+        f"{n - 1} node(s) didn't match Pod's node affinity/selector."
+    ), scheduled["message"]
+    # Uncordoned, it lands on its node.
+    node = store.get("nodes", "", target)
+    assert node is not None
+    node["spec"]["unschedulable"] = False
+    api.write("nodes", node)
+    sim.control.advance(1)
+    pod = store.get("pods", "default", "pinned")
+    assert pod is not None
+    assert pod["spec"]["nodeName"] == target

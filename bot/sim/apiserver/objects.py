@@ -234,6 +234,7 @@ class PodView:
     """
 
     __slots__ = (
+        "active",
         "controller",
         "created",
         "daemon_node",
@@ -244,6 +245,7 @@ class PodView:
         "ready",
         "ready_since",
         "restarts",
+        "terminal",
     )
 
     def __init__(self, pod: Obj) -> None:
@@ -268,15 +270,9 @@ class PodView:
         self.controller: tuple[str, str, str] | None = (
             (str(ref.get("kind", "")), str(ref.get("name", "")), str(ref.get("uid", ""))) if ref else None
         )
-
-    @property
-    def terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
-
-    @property
-    def active(self) -> bool:
-        """As `pod_active`: not terminal and not being deleted."""
-        return not self.deleting and not self.terminal
+        self.terminal: bool = self.phase in ("Succeeded", "Failed")
+        #: As `pod_active`: not terminal and not being deleted.
+        self.active: bool = not self.deleting and not self.terminal
 
     def available(self, min_ready_seconds: int, now: float) -> bool:
         """As `pod_available`."""

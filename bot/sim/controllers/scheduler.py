@@ -46,6 +46,28 @@ def _node_selector_terms_match(affinity: Obj, node: Obj) -> bool:
     return False
 
 
+def _pinned_nodes(affinity: Obj) -> set[str] | None:
+    """The node names a required node affinity allows, when every term pins `metadata.name` In a
+    list (as DaemonSet pods are pinned); None when the affinity does not pin names."""
+    required = (
+        (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        pins = [
+            expr
+            for expr in term.get("matchFields") or []
+            if expr.get("key") == "metadata.name" and expr.get("operator") == "In"
+        ]
+        if not pins:
+            return None
+        names.update(str(v) for v in pins[0].get("values") or [])
+    return names
+
+
 def _expr(expr: Obj, value: str | None, present: bool) -> bool:
     op, values = expr.get("operator"), [str(v) for v in expr.get("values") or []]
     if op == "In":
@@ -286,6 +308,16 @@ class Scheduler:
         return self._used.get(node) or [0, 0, 0]
 
     def pick(self, pod: Obj) -> tuple[str | None, str]:
+        pinned = _pinned_nodes((pod.get("spec") or {}).get("affinity") or {})
+        if pinned is not None:
+            # A pod pinned by name (a DaemonSet's) can only fit on those nodes: look at them alone,
+            # and at every node only to word the FailedScheduling message when none fits.
+            node, _ = self._pick(pod, pinned)
+            if node is not None:
+                return node, ""
+        return self._pick(pod, None)
+
+    def _pick(self, pod: Obj, only: set[str] | None) -> tuple[str | None, str]:
         spec = pod.get("spec") or {}
         tolerations = spec.get("tolerations") or []
         selector = spec.get("nodeSelector") or {}
@@ -296,6 +328,8 @@ class Scheduler:
         fits: list[tuple[int, str]] = []
         zones = self._claim_zones(pod)
         nodes = self._node_infos()
+        if only is not None:
+            nodes = [n for n in nodes if n.name in only]
         tolerates_cordon = tolerates(
             tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
         )

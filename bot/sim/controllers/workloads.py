@@ -112,11 +112,14 @@ class _Base(abc.ABC):
 
     name = ""
 
+    #: Whether the engine may coalesce this controller's syncs within one simulated instant.
+    coalesce = False
+
     def __init__(self, engine: Engine, events: Recorder) -> None:
         self.engine = engine
         self.api = engine.api
         self.events = events
-        engine.add(self)
+        engine.add(self, coalesce=self.coalesce)
 
     @abc.abstractmethod
     def on_change(self, record: Record) -> None: ...
@@ -556,6 +559,9 @@ def daemon_tolerations(template_spec: Obj) -> list[Obj]:
 
 class DaemonSets(_Base):
     name = "daemonset"
+    # A sync walks every node and every pod of the DaemonSet: when a thousand nodes turn Ready at
+    # the same instant, it runs once for all of them, not once per node.
+    coalesce = True
 
     def __init__(self, engine: Engine, events: Recorder) -> None:
         super().__init__(engine, events)
@@ -648,65 +654,96 @@ class DaemonSets(_Base):
             self.api.write(DS.key, ds)
         eligible_names = self._eligible_nodes(entry.uid, current_hash, tspec)  # sorted by name
         eligible = set(eligible_names)
-        pods = _owned(self.engine, entry.uid, PODS.key)
-        by_node: dict[str, list[Entry]] = {}
-        for p in pods:
-            by_node.setdefault(p.pod().daemon_node, []).append(p)
+        pods = [(p, p.pod()) for p in _owned(self.engine, entry.uid, PODS.key)]
+        by_node: dict[str, list[tuple[Entry, PodView]]] = {}
+        for pv in pods:
+            by_node.setdefault(pv[1].daemon_node, []).append(pv)
         now = self.engine.clock.now()
         min_ready = int(spec.get("minReadySeconds", 0))
+        strategy = spec.get("updateStrategy") or {}
+        rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+        # One pass over the eligible nodes decides everything from this snapshot of the pods; the
+        # writes then happen in the controller's order: creations, misscheduled deletions, then the
+        # rolling update's deletions (the unavailable old pods in node order, then old available
+        # ones within maxUnavailable).
+        create: list[str] = []
+        unavailable = 0
+        delete_unavailable: list[Entry] = []
+        old_available: list[Entry] = []
         for name in eligible_names:
             here = by_node.get(name)
-            if not here or not any(p.pod().active or p.pod().deleting for p in here):
-                self._create_pod(
-                    ds,
-                    "apps/v1",
-                    "DaemonSet",
-                    template,
-                    generate=f"{key[1]}-",
-                    extra_labels={
-                        "controller-revision-hash": current_hash,
-                        "pod-template-generation": str(generation),
-                    },
-                    mutate=functools.partial(_pin_to_node, node=name, template_spec=tspec),
-                )
+            first_active: tuple[Entry, PodView] | None = None
+            if here:
+                for pv in here:
+                    if pv[1].active:
+                        first_active = pv
+                        break
+                if first_active is None and not any(v.deleting for _, v in here):
+                    create.append(name)
+            else:
+                create.append(name)
+            if not rolling:
+                continue
+            if first_active is None:
+                unavailable += 1
+                continue
+            p, view = first_active
+            is_old = p.labels.get("controller-revision-hash") != current_hash
+            if not view.available(min_ready, now):
+                unavailable += 1
+                if is_old:
+                    delete_unavailable.append(p)
+            elif is_old:
+                old_available.append(p)
+        acted = False
+        for name in create:
+            self._create_pod(
+                ds,
+                "apps/v1",
+                "DaemonSet",
+                template,
+                generate=f"{key[1]}-",
+                extra_labels={
+                    "controller-revision-hash": current_hash,
+                    "pod-template-generation": str(generation),
+                },
+                mutate=functools.partial(_pin_to_node, node=name, template_spec=tspec),
+            )
+            acted = True
         for name, here in by_node.items():
             if name not in eligible:
-                for p in here:
-                    if p.pod().active:
+                for p, view in here:
+                    if view.active:
                         self._delete_named(ds, "DaemonSet", p.namespace, p.name)
-        strategy = spec.get("updateStrategy") or {}
-        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+                        acted = True
+        if rolling:
             desired = len(eligible_names)
             max_unavailable = int_or_percent(
                 (strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), desired, round_up=True
             )
             max_unavailable = max(max_unavailable, 1)
-            unavailable = 0
-            old_available: list[Entry] = []
-            for name in eligible_names:
-                active = [p for p in by_node.get(name, ()) if p.pod().active]
-                if not active:
-                    unavailable += 1
-                    continue
-                p = active[0]
-                is_old = p.labels.get("controller-revision-hash") != current_hash
-                if not p.pod().available(min_ready, now):
-                    unavailable += 1
-                    if is_old:
-                        self._delete_named(ds, "DaemonSet", p.namespace, p.name)
-                elif is_old:
-                    old_available.append(p)
+            for p in delete_unavailable:
+                self._delete_named(ds, "DaemonSet", p.namespace, p.name)
+                acted = True
             for p in old_available:
                 if unavailable >= max_unavailable:
                     break
                 self._delete_named(ds, "DaemonSet", p.namespace, p.name)
+                acted = True
                 unavailable += 1
-        pods = _owned(self.engine, entry.uid, PODS.key)
-        scheduled = {p.pod().daemon_node for p in pods if p.pod().active}
-        active_pods = [p for p in pods if p.pod().active and p.pod().daemon_node in eligible]
-        ready = sum(1 for p in active_pods if p.pod().ready)
-        available = sum(1 for p in active_pods if p.pod().available(min_ready, now))
-        updated = sum(1 for p in active_pods if p.labels.get("controller-revision-hash") == current_hash)
+        if acted:  # otherwise no pod of this DaemonSet was written since the snapshot above
+            pods = [(p, p.pod()) for p in _owned(self.engine, entry.uid, PODS.key)]
+        scheduled: set[str] = set()
+        ready = available = updated = 0
+        for p, view in pods:
+            if not view.active:
+                continue
+            scheduled.add(view.daemon_node)
+            if view.daemon_node not in eligible:
+                continue
+            ready += view.ready
+            available += view.available(min_ready, now)
+            updated += p.labels.get("controller-revision-hash") == current_hash
         status: Obj = {
             "currentNumberScheduled": len(scheduled & eligible),
             "numberMisscheduled": len(scheduled - eligible),
