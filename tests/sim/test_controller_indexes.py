@@ -41,6 +41,12 @@ def _check(sim: SimCluster) -> None:
         nodes = {e.name for e in store.entries("nodes")} | set(want)
         for node in nodes:
             assert core.scheduler._used_on(node) == want.get(node, [0, 0, 0]), node
+        # The nodes by load: every node of the store once, at its count, each level in name order.
+        levels = core.scheduler._levels
+        expect: dict[int, list[str]] = {}
+        for e in store.entries("nodes"):
+            expect.setdefault(want.get(e.name, [0])[0], []).append(e.name)
+        assert levels == expect
         # dependents_of: every object naming the owner, in key order, whatever was cached before.
         owners: dict[str, list[tuple[str, tuple[str, str]]]] = {}
         for bucket in store.buckets.values():
