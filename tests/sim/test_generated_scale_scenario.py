@@ -62,3 +62,27 @@ def test_a_generated_cluster_is_settled_consistent_and_served_in_pages(
     replicas = store.dependents_of(victim.controller, "pods")
     assert len(replicas) == rs["spec"]["replicas"] == rs["status"]["readyReplicas"]
     assert all(pod_ready(e.obj()) for e in replicas)
+
+
+def test_a_generated_daemonset_does_not_roll_when_its_controller_first_writes_it(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    """The generated DaemonSet templates are stored as the API server defaults them: their
+    controller's first write (on a new node) keeps the template, its hash and generation, so the
+    existing pods stay and only the new node gets one."""
+    scenario = load_scenario("large")
+    assert scenario.generate is not None
+    scenario.generate.update(nodes=20, pods=300, deployments=10, namespaces=3, node_groups=2)
+    sim = sim_factory(scenario, speed=0, seed=2)
+    store = sim.core.store
+    before = {e.key for e in store.entries("pods", "kube-system")}
+    new = sim.control.add_node("ng-01")
+    sim.control.advance(120)
+    for ds in store.objects("daemonsets.apps"):
+        assert ds["metadata"]["generation"] == 1
+        status = ds["status"]
+        assert status["desiredNumberScheduled"] == status["updatedNumberScheduled"] == 21
+        assert status["numberAvailable"] == 21
+    after = store.entries("pods", "kube-system")
+    assert before <= {e.key for e in after}, "no DaemonSet pod was replaced"
+    assert sorted(e.pod().daemon_node for e in after if e.key not in before) == [new, new]

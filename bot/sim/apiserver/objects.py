@@ -223,3 +223,79 @@ def tolerates(tolerations: list[Obj], taint: Obj) -> bool:
 def node_ready(node: Obj) -> bool:
     c = condition(node.get("status") or {}, "Ready")
     return bool(c and c.get("status") == "True")
+
+
+class PodView:
+    """What the controllers read of one stored pod version, decoded once (see `Entry.pod`).
+
+    Controllers count and rank a workload's pods on every sync; decoding each ~5 KB pod body per
+    sync made their work proportional to every pod they own × every change. A view is built once
+    per stored version (entries are immutable) and holds only small, immutable values.
+    """
+
+    __slots__ = (
+        "active",
+        "controller",
+        "created",
+        "daemon_node",
+        "deleting",
+        "name",
+        "node_name",
+        "phase",
+        "ready",
+        "ready_since",
+        "restarts",
+        "terminal",
+    )
+
+    def __init__(self, pod: Obj) -> None:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        self.name: str = str(meta.get("name", ""))
+        self.deleting: bool = bool(meta.get("deletionTimestamp"))
+        self.phase: str = str(status.get("phase", "") or "")
+        ready = condition(status, "Ready")
+        self.ready: bool = bool(ready and ready.get("status") == "True")
+        #: lastTransitionTime of a True Ready condition (None if not Ready or unset).
+        self.ready_since: float | None = (
+            parse_time(ready.get("lastTransitionTime")) if self.ready and ready else None
+        )
+        self.restarts: int = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses") or [])
+        self.created: float = parse_time(meta.get("creationTimestamp")) or 0.0
+        self.node_name: str = str(spec.get("nodeName") or "")
+        self.daemon_node: str = daemon_node(pod)
+        ref = controller_ref(pod)
+        #: The controller reference as (kind, name, uid), or None.
+        self.controller: tuple[str, str, str] | None = (
+            (str(ref.get("kind", "")), str(ref.get("name", "")), str(ref.get("uid", ""))) if ref else None
+        )
+        self.terminal: bool = self.phase in ("Succeeded", "Failed")
+        #: As `pod_active`: not terminal and not being deleted.
+        self.active: bool = not self.deleting and not self.terminal
+
+    def available(self, min_ready_seconds: int, now: float) -> bool:
+        """As `pod_available`."""
+        if not self.ready:
+            return False
+        if min_ready_seconds <= 0:
+            return True
+        return self.ready_since is not None and self.ready_since + min_ready_seconds <= now
+
+
+def daemon_node(pod: Obj) -> str:
+    """The node a DaemonSet pod is for: its nodeName, else the `metadata.name` node affinity."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    terms = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
+    for term in terms:
+        for f in term.get("matchFields") or []:
+            if f.get("key") == "metadata.name" and f.get("values"):
+                return str(f["values"][0])
+    return ""

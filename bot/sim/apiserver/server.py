@@ -748,7 +748,9 @@ class Handler(BaseHTTPRequestHandler):
             raise bad_request(f"timeoutSeconds: Invalid value: {query.get('timeoutSeconds')!r}") from None
         table = "as=Table" in accept
         served = req.served
-        self._start_stream(JSON, headers)
+        # The connection is closed when the watch ends: say so, or a client's pool would reuse it
+        # for its next request and meet "Remote end closed connection without response".
+        self._start_stream(JSON, {**headers, "Connection": "close"})
         first_table = [True]
 
         def encode(kind: str, raw: bytes | None, rv: int, annotations: Obj | None = None) -> bytes:

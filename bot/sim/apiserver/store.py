@@ -25,14 +25,17 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.sim.apiserver.errors import ApiError, bad_request, expired
+from bot.sim.apiserver.objects import PodView
 from bot.sim.apiserver.resources import KINDS, Kind, field_value
 from bot.sim.apiserver.selectors import EVERYTHING, FieldSelector, LabelSelector
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name); cluster-scoped objects have namespace ""
+
+T = TypeVar("T")
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -53,7 +56,19 @@ def _intern_map(values: dict[str, Any] | None) -> dict[str, str]:
 class Entry:
     """One stored version of one object. Immutable: every write makes a new Entry."""
 
-    __slots__ = ("controller", "fields", "key", "kind", "labels", "owners", "raw", "rv", "uid")
+    __slots__ = (
+        "_memo",
+        "_pod",
+        "controller",
+        "fields",
+        "key",
+        "kind",
+        "labels",
+        "owners",
+        "raw",
+        "rv",
+        "uid",
+    )
 
     def __init__(
         self,
@@ -77,6 +92,8 @@ class Entry:
         #: UIDs of every ownerReference, and of the one marked `controller: true` ("" if none).
         self.owners = owners
         self.controller = controller
+        self._pod: PodView | None = None
+        self._memo: dict[str, Any] | None = None
 
     @property
     def namespace(self) -> str:
@@ -90,6 +107,25 @@ class Entry:
         """A fresh decoded copy (callers may modify it)."""
         loaded: Obj = json.loads(self.raw)
         return loaded
+
+    def pod(self) -> PodView:
+        """The controllers' view of this pod version, decoded on first use and kept (entries are
+        immutable, so it never goes stale)."""
+        view = self._pod
+        if view is None:
+            view = self._pod = PodView(self.obj())
+        return view
+
+    def memo(self, name: str, compute: Callable[[Obj], T]) -> T:
+        """`compute(obj)` for this version, decoded and computed once (an entry never changes).
+        `compute` must return something its callers will not modify."""
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+        if name not in memo:
+            memo[name] = compute(self.obj())
+        value: T = memo[name]
+        return value
 
     def field(self, name: str) -> str:
         if name == "metadata.name":
@@ -323,6 +359,9 @@ class Store:
         self._checkpoints: deque[tuple[float, int]] = deque()
         #: owner UID → (kind key, object key) of every object naming it in ownerReferences.
         self.dependents: dict[str, set[tuple[str, Key]]] = {}
+        #: `dependents` of an owner in key order, kept until they change (a DaemonSet's thousands
+        #: of pods are read on every sync, and change far less often than their status).
+        self._dependents_sorted: dict[str, list[tuple[str, Key]]] = {}
 
     # ---- reads ------------------------------------------------------------------------------------
 
@@ -358,8 +397,13 @@ class Store:
     def dependents_of(self, uid: str, kind_key: str | None = None) -> list[Entry]:
         """Objects whose ownerReferences name `uid` (optionally only of one kind), in key order."""
         with self.lock:
+            ordered = self._dependents_sorted.get(uid)
+            if ordered is None:
+                ordered = sorted(self.dependents.get(uid, ()))
+                if ordered:
+                    self._dependents_sorted[uid] = ordered
             out = []
-            for kk, key in sorted(self.dependents.get(uid, ())):
+            for kk, key in ordered:
                 if kind_key is not None and kk != kind_key:
                     continue
                 e = self.buckets[kk].entries.get(key)
@@ -368,9 +412,12 @@ class Store:
             return out
 
     def _track_owners(self, entry: Entry | None, prev: Entry | None) -> None:
+        if entry is not None and prev is not None and entry.owners == prev.owners:
+            return  # the usual update: same key, same owners
         if prev is not None:
             for uid in prev.owners:
                 deps = self.dependents.get(uid)
+                self._dependents_sorted.pop(uid, None)
                 if deps is not None:
                     deps.discard((prev.kind.key, prev.key))
                     if not deps:
@@ -378,6 +425,7 @@ class Store:
         if entry is not None:
             for uid in entry.owners:
                 self.dependents.setdefault(uid, set()).add((entry.kind.key, entry.key))
+                self._dependents_sorted.pop(uid, None)
 
     def count(self, kind_key: str) -> int:
         return len(self.buckets[kind_key].entries)
@@ -404,6 +452,8 @@ class Store:
         with self.lock:
             self.rv += 1
             entry = make_entry(kind, obj, self.rv)
+            if kind.key == "pods":
+                entry._pod = PodView(obj)
             bucket = self.buckets[kind.key]
             if entry.key in bucket.entries:
                 raise ValueError(f"{kind.key} {entry.key} exists")
@@ -422,6 +472,8 @@ class Store:
                 return prev
             self.rv += 1
             entry = make_entry(kind, obj, self.rv)
+            if kind.key == "pods":
+                entry._pod = PodView(obj)
             bucket = self.buckets[kind.key]
             bucket.set(entry)
             self._track_owners(entry, prev)
@@ -434,6 +486,7 @@ class Store:
             self.rv += 1
             obj = prev.obj()
             entry = make_entry(kind, obj, self.rv)
+            entry._pod = prev._pod
             bucket = self.buckets[kind.key]
             bucket.remove(prev.key)
             self._track_owners(None, prev)

@@ -16,7 +16,7 @@ from typing import Any
 from bot.sim.apiserver.api import Api
 from bot.sim.apiserver.clock import parse_time
 from bot.sim.apiserver.eviction import allowed_condition
-from bot.sim.apiserver.objects import controller_ref, int_or_percent, pod_ready, set_condition
+from bot.sim.apiserver.objects import PodView, controller_ref, int_or_percent, set_condition
 from bot.sim.apiserver.selectors import SelectorError, selector_from_object
 
 Obj = dict[str, Any]
@@ -25,34 +25,43 @@ Obj = dict[str, Any]
 DELETION_TIMEOUT = 120.0
 
 
-def _pods_for(api: Api, pdb: Obj) -> list[Obj]:
+def _pods_for(api: Api, pdb: Obj) -> list[PodView]:
+    """The views of the pods the PDB selects (matched on the stored labels: nothing decoded twice)."""
     ns = pdb["metadata"].get("namespace", "")
     try:
         sel = selector_from_object((pdb.get("spec") or {}).get("selector"))
     except SelectorError:
         return []
-    return [e.obj() for e in api.store.entries("pods", ns) if sel.matches(e.labels)]
+    return [e.pod() for e in api.store.entries("pods", ns) if sel.matches(e.labels)]
 
 
-def _scale_of(api: Api, ns: str, ref: Obj) -> tuple[str, int] | None:
-    """The top controller's (uid, replicas) for a pod's controller reference, as the PDB finders do."""
-    kind = ref.get("kind")
+def _scale_fields(obj: Obj) -> tuple[tuple[str, str, str] | None, int]:
+    """A workload's controller reference (kind, name, uid) and spec.replicas."""
+    ref = controller_ref(obj)
+    owner = (str(ref.get("kind", "")), str(ref.get("name", "")), str(ref.get("uid", ""))) if ref else None
+    return owner, int((obj.get("spec") or {}).get("replicas", 1))
+
+
+def _scale_of(api: Api, ns: str, ref: tuple[str, str, str]) -> tuple[str, int] | None:
+    """The top controller's (uid, replicas) for a pod's controller reference (kind, name, uid), as
+    the PDB finders do. Each workload version is decoded once (`Entry.memo`)."""
+    kind, ref_name, ref_uid = ref
     if kind == "ReplicaSet":
-        rs = api.store.get("replicasets.apps", ns, ref.get("name", ""))
-        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+        rs = api.store.entry("replicasets.apps", ns, ref_name)
+        if rs is None or rs.uid != ref_uid:
             return None
-        owner = controller_ref(rs)
-        if owner and owner.get("kind") == "Deployment":
-            dep = api.store.get("deployments.apps", ns, owner.get("name", ""))
-            if dep is not None and dep["metadata"].get("uid") == owner.get("uid"):
-                return dep["metadata"]["uid"], int((dep.get("spec") or {}).get("replicas", 1))
+        owner, replicas = rs.memo("scale", _scale_fields)
+        if owner and owner[0] == "Deployment":
+            dep = api.store.entry("deployments.apps", ns, owner[1])
+            if dep is not None and dep.uid == owner[2]:
+                return dep.uid, dep.memo("scale", _scale_fields)[1]
             return None
-        return rs["metadata"]["uid"], int((rs.get("spec") or {}).get("replicas", 1))
+        return rs.uid, replicas
     if kind == "StatefulSet":
-        sts = api.store.get("statefulsets.apps", ns, ref.get("name", ""))
-        if sts is None or sts["metadata"].get("uid") != ref.get("uid"):
+        sts = api.store.entry("statefulsets.apps", ns, ref_name)
+        if sts is None or sts.uid != ref_uid:
             return None
-        return sts["metadata"]["uid"], int((sts.get("spec") or {}).get("replicas", 1))
+        return sts.uid, sts.memo("scale", _scale_fields)[1]
     return None
 
 
@@ -68,14 +77,14 @@ def compute_status(api: Api, pdb: Obj, now: float) -> Obj:
     if needs_scale:
         scales: dict[str, int] = {}
         for pod in pods:
-            ref = controller_ref(pod)
+            ref = pod.controller
             if ref is None:
                 continue
-            if ref.get("uid") in scales:
+            if ref[2] in scales:
                 continue
             found = _scale_of(api, ns, ref)
             if found is None:
-                error = f'found no controllers for pod "{pod["metadata"]["name"]}"'
+                error = f'found no controllers for pod "{pod.name}"'
                 break
             scales[found[0]] = found[1]
         expected = sum(scales.values())
@@ -88,19 +97,13 @@ def compute_status(api: Api, pdb: Obj, now: float) -> Obj:
         expected = len(pods)
     disrupted: dict[str, str] = {}
     for pod in pods:
-        name = pod["metadata"]["name"]
+        name = pod.name
         at = (old.get("disruptedPods") or {}).get(name)
-        if at and not pod["metadata"].get("deletionTimestamp"):
+        if at and not pod.deleting:
             when = parse_time(at)
             if when is not None and when + DELETION_TIMEOUT > now:
                 disrupted[name] = at
-    healthy = sum(
-        1
-        for pod in pods
-        if not pod["metadata"].get("deletionTimestamp")
-        and pod["metadata"]["name"] not in disrupted
-        and pod_ready(pod)
-    )
+    healthy = sum(1 for pod in pods if not pod.deleting and pod.name not in disrupted and pod.ready)
     status: Obj = {"observedGeneration": pdb["metadata"].get("generation", 1)}
     if error:
         status.update(

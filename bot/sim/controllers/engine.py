@@ -18,6 +18,7 @@ import heapq
 import itertools
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 
 #: A controller that keeps failing on one key is retried after this many simulated seconds.
 RETRY_SECONDS = 1.0
+#: The engine thread, catching up with its clock, lets the lock go after this many real seconds of
+#: work, for YIELD_SECONDS, so that requests and watch bookmarks are not held up behind it.
+BUSY_SECONDS = 0.05
+YIELD_SECONDS = 0.002
 #: settle() gives up (and logs) after this many reconciles, so a controller bug cannot hang the sim.
 MAX_SETTLE_STEPS = 200_000
 
@@ -67,6 +72,7 @@ class Engine:
         self._seq = itertools.count()
         self.controllers: list[Controller] = []
         self._queues: dict[str, OrderedDict[Any, None]] = {}
+        self._coalesced: set[str] = set()
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._settling = False
@@ -76,9 +82,14 @@ class Engine:
 
     # ---- controllers and queues -----------------------------------------------------------------
 
-    def add(self, controller: Controller) -> None:
+    def add(self, controller: Controller, *, coalesce: bool = False) -> None:
+        """Register a controller. A `coalesce` controller (one that reconciles a whole set at once,
+        like the DaemonSet controller over every node) syncs once after all the timers due at the
+        same simulated instant, not after each: same sim-clock timing, fewer passes."""
         self.controllers.append(controller)
         self._queues[controller.name] = OrderedDict()
+        if coalesce:
+            self._coalesced.add(controller.name)
 
     def enqueue(self, controller: str, key: Any) -> None:
         self._queues[controller][key] = None
@@ -89,8 +100,10 @@ class Engine:
             c.on_change(record)
         self._waiters.notify_all()
 
-    def settle(self) -> None:
-        """Reconcile until every queue is empty (called with the lock held)."""
+    def settle(self, *, instant_continues: bool = False) -> None:
+        """Reconcile until every queue is empty (called with the lock held). With
+        `instant_continues` (more timers are due at this same simulated instant), the coalescing
+        controllers' queues are left for the settle that follows the instant's last timer."""
         if self._settling:
             return
         self._settling = True
@@ -99,6 +112,8 @@ class Engine:
             while True:
                 progressed = False
                 for c in self.controllers:
+                    if instant_continues and c.name in self._coalesced:
+                        continue
                     queue = self._queues[c.name]
                     while queue:
                         key, _ = queue.popitem(last=False)
@@ -178,22 +193,29 @@ class Engine:
             log.exception("timer %r failed", timer.key)
             self.errors.append(f"timer {timer.key!r}: {exc!r}")
 
-    def run_due(self) -> None:
-        """Fire every timer due by now, settling after each (lock held)."""
+    def run_due(self, *, yield_every: float | None = None) -> None:
+        """Fire every timer due by now, settling after each (lock held). With `yield_every` (real
+        seconds), the lock is let go briefly that often, between two timers: a sim that has fallen
+        behind its clock still answers requests and sends watch bookmarks while it catches up."""
+        started = time.monotonic()
         while True:
             timer = self._pop_due(self.clock.now())
             if timer is None:
                 break
             self._fire(timer)
-            self.settle()
+            self.settle(instant_continues=self._next_due() == timer.due)
+            if yield_every is not None and time.monotonic() - started >= yield_every:
+                self._wake.wait(YIELD_SECONDS)  # releases the lock; HTTP handlers waiting for it run
+                started = time.monotonic()
         self.settle()
 
     def advance(self, seconds: float) -> None:
         """Move simulated time forward by `seconds`, firing each timer at its own time, in order."""
         with self.lock:
             target = self.clock.now() + max(0.0, seconds)
+            instant_continues = False
             while True:
-                self.settle()
+                self.settle(instant_continues=instant_continues)
                 due = self._next_due()
                 if due is None or due > target:
                     break
@@ -201,6 +223,7 @@ class Engine:
                 timer = self._pop_due(due)
                 if timer is not None:
                     self._fire(timer)
+                instant_continues = self._next_due() == due
             self.clock.jump_to(target)
             self.run_due()
 
@@ -208,8 +231,6 @@ class Engine:
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float) -> Any:
         """Block until `predicate()` (evaluated under the lock after every change) is truthy."""
-        import time
-
         deadline = time.monotonic() + timeout
         with self.lock:
             while True:
@@ -238,7 +259,7 @@ class Engine:
     def _run(self) -> None:
         with self.lock:
             while not self._stopping:
-                self.run_due()
+                self.run_due(yield_every=BUSY_SECONDS)
                 due = self._next_due()
                 wait = None if due is None else self.clock.real_seconds_until(due)
                 # Re-check at least every half second: the speed may change, and a frozen clock

@@ -113,8 +113,9 @@ class Recorder:
         gone = 0
         with self.api.store.lock:
             for e in self.api.store.entries("events"):
-                obj = e.obj()
-                last = parse_time(obj.get("lastTimestamp")) or parse_time(obj.get("eventTime")) or now
+                last = e.memo("last-seen", _last_seen)
+                if last is None:
+                    last = now
                 if last + EVENT_TTL < now:
                     self.api.remove_now("events", e.namespace, e.name)
                     gone += 1
@@ -123,3 +124,8 @@ class Recorder:
                     k: v for k, v in self._seen.items() if self.api.store.entry("events", *v) is not None
                 }
         return gone
+
+
+def _last_seen(event: Obj) -> float | None:
+    """When an event was last seen (decoded once per stored version: `expire` runs every 10 s)."""
+    return parse_time(event.get("lastTimestamp")) or parse_time(event.get("eventTime"))

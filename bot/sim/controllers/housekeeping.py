@@ -21,8 +21,8 @@ from typing import Any
 from bot.sim.apiserver.api import DeleteOptions
 from bot.sim.apiserver.eviction import PDB
 from bot.sim.apiserver.resources import KINDS, KINDS_BY_KEY
-from bot.sim.apiserver.selectors import SelectorError, selector_from_map, selector_from_object
-from bot.sim.apiserver.store import DELETED, Record
+from bot.sim.apiserver.selectors import LabelSelector, SelectorError, selector_from_map, selector_from_object
+from bot.sim.apiserver.store import DELETED, Entry, Record
 from bot.sim.controllers.disruption import DELETION_TIMEOUT, compute_status
 from bot.sim.controllers.engine import Engine
 
@@ -272,6 +272,9 @@ class Disruption:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.api = engine.api
+        #: PDB key → (resourceVersion, its parsed selector or None if invalid): a pod change is
+        #: matched against its namespace's PDBs without decoding them.
+        self._selectors: dict[tuple[str, str], tuple[int, LabelSelector | None]] = {}
         engine.add(self)
 
     def on_change(self, record: Record) -> None:
@@ -279,18 +282,28 @@ class Disruption:
         if e.kind.key == PDB:
             if record.type != DELETED:
                 self.engine.enqueue(self.name, e.key)
+            else:
+                self._selectors.pop(e.key, None)
         elif e.kind.key in ("pods", "deployments.apps", "statefulsets.apps", "replicasets.apps"):
             for pdb in self.api.store.entries(PDB, e.namespace):
                 if e.kind.key != "pods" or self._selects(
-                    pdb.obj(), e.labels, record.prev.labels if record.prev else None
+                    pdb, e.labels, record.prev.labels if record.prev else None
                 ):
                     self.engine.enqueue(self.name, pdb.key)
 
-    @staticmethod
-    def _selects(pdb: Obj, labels: dict[str, str], old: dict[str, str] | None) -> bool:
-        try:
-            sel = selector_from_object((pdb.get("spec") or {}).get("selector"))
-        except SelectorError:
+    def _selects(self, pdb: Entry, labels: dict[str, str], old: dict[str, str] | None) -> bool:
+        cached = self._selectors.get(pdb.key)
+        if cached is None or cached[0] != pdb.rv:
+            try:
+                sel: LabelSelector | None = selector_from_object(
+                    (pdb.obj().get("spec") or {}).get("selector")
+                )
+            except SelectorError:
+                sel = None
+            cached = (pdb.rv, sel)
+            self._selectors[pdb.key] = cached
+        sel = cached[1]
+        if sel is None:
             return False
         return sel.matches(labels) or (old is not None and sel.matches(old))
 

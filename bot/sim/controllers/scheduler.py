@@ -11,6 +11,7 @@ PodScheduled=False condition, and is retried whenever a node or pod changes.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from typing import Any
 
@@ -46,6 +47,28 @@ def _node_selector_terms_match(affinity: Obj, node: Obj) -> bool:
     return False
 
 
+def _pinned_nodes(affinity: Obj) -> set[str] | None:
+    """The node names a required node affinity allows, when every term pins `metadata.name` In a
+    list (as DaemonSet pods are pinned); None when the affinity does not pin names."""
+    required = (
+        (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        pins = [
+            expr
+            for expr in term.get("matchFields") or []
+            if expr.get("key") == "metadata.name" and expr.get("operator") == "In"
+        ]
+        if not pins:
+            return None
+        names.update(str(v) for v in pins[0].get("values") or [])
+    return names
+
+
 def _expr(expr: Obj, value: str | None, present: bool) -> bool:
     op, values = expr.get("operator"), [str(v) for v in expr.get("values") or []]
     if op == "In":
@@ -73,6 +96,55 @@ def requests_of(pod: Obj) -> tuple[float, float]:
     return cpu, mem
 
 
+def _nano(cores: float) -> int:
+    """CPU in nano-cores, so that the per-node sums are exact whatever the order of changes."""
+    return round(cores * 1e9)
+
+
+class _NodeInfo:
+    """What the filters read of one node version (decoded once per resourceVersion)."""
+
+    __slots__ = ("cpu", "labels", "max_pods", "memory", "name", "node", "rv", "taints", "unschedulable")
+
+    def __init__(self, rv: int, node: Obj) -> None:
+        self.rv = rv
+        self.node = node
+        self.name: str = node["metadata"]["name"]
+        self.labels: dict[str, str] = node["metadata"].get("labels") or {}
+        nspec = node.get("spec") or {}
+        self.unschedulable = bool(nspec.get("unschedulable"))
+        taints = [t for t in nspec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+        if not node_ready(node) and not any(
+            t.get("key", "").startswith("node.kubernetes.io/not-ready")
+            or t.get("key", "").startswith("node.kubernetes.io/unreachable")
+            for t in taints
+        ):
+            taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+        self.taints: list[Obj] = taints
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        self.max_pods = parse_quantity(alloc.get("pods", 110))
+        self.cpu = _nano(parse_quantity(alloc.get("cpu", 0)))
+        self.memory = round(parse_quantity(alloc.get("memory", 0)))
+
+
+class _Ask:
+    """What the filters read of the pod being placed."""
+
+    __slots__ = ("affinity", "cpu", "memory", "selector", "tolerates_cordon", "tolerations", "zones")
+
+    def __init__(self, pod: Obj, zones: set[str]) -> None:
+        spec = pod.get("spec") or {}
+        self.tolerations: list[Obj] = spec.get("tolerations") or []
+        self.selector: dict[str, str] = spec.get("nodeSelector") or {}
+        self.affinity: Obj = spec.get("affinity") or {}
+        cpu, mem = requests_of(pod)
+        self.cpu, self.memory = _nano(cpu), round(mem)
+        self.zones = zones
+        self.tolerates_cordon = tolerates(
+            self.tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        )
+
+
 class Scheduler:
     name = "scheduler"
 
@@ -82,8 +154,15 @@ class Scheduler:
         self.events = events
         self.pending: set[tuple[str, str]] = set()
         # Decoding every node and its pods per decision would cost seconds at 5,000 nodes: cache by version.
-        self._nodes: dict[str, tuple[int, Obj]] = {}
+        self._nodes: dict[str, _NodeInfo] = {}
         self._requests: dict[str, tuple[bool, float, float]] = {}
+        #: node name → [pods that count against it, CPU in nano-cores, memory in bytes]: kept up
+        #: to date from every pod change once built (a decision then costs O(nodes), not O(pods)).
+        self._used: dict[str, list[int]] | None = None
+        #: The nodes (in the store) by how many pods count against them, each list in name order,
+        #: built and kept with `_used`: the least loaded node that fits is found without a scan.
+        self._levels: dict[int, list[str]] = {}
+        self._level_of: dict[str, int] = {}
         #: Called for pods a Fargate profile should place (returns True if it took the pod).
         self.fargate_hook: Any = None
         engine.add(self)
@@ -91,6 +170,11 @@ class Scheduler:
     def on_change(self, record: Record) -> None:
         kind = record.entry.kind.key
         if kind == "pods":
+            if self._used is not None:
+                if record.prev is not None:
+                    self._account(record.prev, -1)
+                if record.type != DELETED:
+                    self._account(record.entry, 1)
             if record.type == DELETED:
                 self.pending.discard(record.entry.key)
                 self._requests.pop(record.entry.uid, None)
@@ -101,8 +185,13 @@ class Scheduler:
             if not record.entry.fields.get("spec.nodeName"):
                 self.engine.enqueue(self.name, record.entry.key)
         elif kind == "nodes":
+            name = record.entry.name
             if record.type == DELETED:
-                self._nodes.pop(record.entry.name, None)
+                self._nodes.pop(name, None)
+                if name in self._level_of:
+                    self._unlevel(name)
+            elif self._used is not None and name not in self._level_of:
+                self._level(name, (self._used.get(name) or [0])[0])
             self._retry_all()
 
     def _retry_all(self) -> None:
@@ -201,15 +290,17 @@ class Scheduler:
     def remember_requests(self, uid: str, cpu: float, memory: float) -> None:
         """Seed the requests cache (generated scenarios know them without decoding pods)."""
         self._requests[uid] = (True, cpu, memory)
+        self._used = None  # pods loaded without change records: the usage is rebuilt when next needed
+        self._levels, self._level_of = {}, {}
 
-    def _node_objects(self) -> list[Obj]:
+    def _node_infos(self) -> list[_NodeInfo]:
         out = []
         for e in self.api.store.entries("nodes"):
             cached = self._nodes.get(e.name)
-            if cached is None or cached[0] != e.rv:
-                cached = (e.rv, e.obj())
+            if cached is None or cached.rv != e.rv:
+                cached = _NodeInfo(e.rv, e.obj())
                 self._nodes[e.name] = cached
-            out.append(cached[1])
+            out.append(cached)
         return out
 
     def _usage(self, entry: Any) -> tuple[bool, float, float]:
@@ -222,61 +313,118 @@ class Scheduler:
             self._requests[entry.uid] = cached
         return (phase not in ("Succeeded", "Failed"), cached[1], cached[2])
 
+    def _account(self, entry: Any, sign: int) -> None:
+        node = entry.fields.get("spec.nodeName", "")
+        if not node or self._used is None:
+            return
+        counts, cpu, mem = self._usage(entry)
+        if not counts:
+            return
+        used = self._used.setdefault(node, [0, 0, 0])
+        used[0] += sign
+        used[1] += sign * _nano(cpu)
+        used[2] += sign * round(mem)
+        if node in self._level_of:
+            self._unlevel(node)
+            self._level(node, used[0])
+        if not used[0]:
+            del self._used[node]
+
+    def _level(self, node: str, count: int) -> None:
+        bisect.insort(self._levels.setdefault(count, []), node)
+        self._level_of[node] = count
+
+    def _unlevel(self, node: str) -> None:
+        count = self._level_of.pop(node)
+        names = self._levels[count]
+        del names[bisect.bisect_left(names, node)]
+        if not names:
+            del self._levels[count]
+
+    def _used_on(self, node: str) -> list[int]:
+        return self._usage_by_node().get(node) or [0, 0, 0]
+
+    def _usage_by_node(self) -> dict[str, list[int]]:
+        if self._used is None:
+            # Built once from the store (the scenario's pods were loaded without change records),
+            # then kept by on_change.
+            self._levels, self._level_of = {}, {}
+            self._used = {}
+            for entry in self.api.store.entries("pods"):
+                self._account(entry, 1)
+            for e in self.api.store.entries("nodes"):
+                self._level(e.name, (self._used.get(e.name) or [0])[0])
+        return self._used
+
+    def _info(self, name: str) -> _NodeInfo | None:
+        e = self.api.store.entry("nodes", "", name)
+        if e is None:
+            return None
+        cached = self._nodes.get(name)
+        if cached is None or cached.rv != e.rv:
+            cached = _NodeInfo(e.rv, e.obj())
+            self._nodes[name] = cached
+        return cached
+
+    @staticmethod
+    def _reason(info: _NodeInfo, ctx: _Ask, used: list[int]) -> str | None:
+        """Why `info` cannot take the pod (the real filters' wording, in their order), or None."""
+        labels = info.labels
+        if info.unschedulable and not ctx.tolerates_cordon:
+            return "node(s) were unschedulable"
+        bad = next((t for t in info.taints if not tolerates(ctx.tolerations, t)), None)
+        if bad is not None:
+            value = f": {bad['value']}" if bad.get("value") else ""
+            return f"node(s) had untolerated taint {{{bad['key']}{value}}}"
+        if any(labels.get(k) != v for k, v in ctx.selector.items()) or not _node_selector_terms_match(
+            ctx.affinity, info.node
+        ):
+            return "node(s) didn't match Pod's node affinity/selector"
+        if ctx.zones and any(labels.get(ZONE_LABEL) != z for z in ctx.zones):
+            # A zonal volume (EBS) can only be attached to a node in its zone.
+            return "node(s) had volume node affinity conflict"
+        count, used_cpu, used_mem = used
+        if count + 1 > info.max_pods:
+            return "Too many pods"
+        if ctx.cpu and used_cpu + ctx.cpu > info.cpu:
+            return "Insufficient cpu"
+        if ctx.memory and used_mem + ctx.memory > info.memory:
+            return "Insufficient memory"
+        return None
+
     def pick(self, pod: Obj) -> tuple[str | None, str]:
-        spec = pod.get("spec") or {}
-        tolerations = spec.get("tolerations") or []
-        selector = spec.get("nodeSelector") or {}
-        affinity = spec.get("affinity") or {}
-        cpu, mem = requests_of(pod)
+        pinned = _pinned_nodes((pod.get("spec") or {}).get("affinity") or {})
+        if pinned is not None:
+            # A pod pinned by name (a DaemonSet's) can only fit on those nodes: look at them alone,
+            # and at every node only to word the FailedScheduling message when none fits.
+            node, _ = self._pick(pod, pinned)
+            if node is not None:
+                return node, ""
+        return self._pick(pod, None)
+
+    def _pick(self, pod: Obj, only: set[str] | None) -> tuple[str | None, str]:
+        ctx = _Ask(pod, self._claim_zones(pod))
+        if only is None:
+            # The least loaded node that fits, looked for in (pods, name) order: the same node the
+            # full scan below would choose, which then only runs to word FailedScheduling.
+            usage = self._usage_by_node()
+            for count in sorted(self._levels):
+                for name in self._levels[count]:
+                    info = self._info(name)
+                    if info is not None and self._reason(info, ctx, usage.get(name) or [0, 0, 0]) is None:
+                        return name, ""
         reasons: Counter[str] = Counter()
         fits: list[tuple[int, str]] = []
-        zones = self._claim_zones(pod)
-        nodes = self._node_objects()
-        for node in nodes:
-            name = node["metadata"]["name"]
-            labels = node["metadata"].get("labels") or {}
-            nspec = node.get("spec") or {}
-            if nspec.get("unschedulable") and not tolerates(
-                tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-            ):
-                reasons["node(s) were unschedulable"] += 1
-                continue
-            taints = [t for t in nspec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
-            if not node_ready(node) and not any(
-                t.get("key", "").startswith("node.kubernetes.io/not-ready")
-                or t.get("key", "").startswith("node.kubernetes.io/unreachable")
-                for t in taints
-            ):
-                taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
-            bad = next((t for t in taints if not tolerates(tolerations, t)), None)
-            if bad is not None:
-                value = f": {bad['value']}" if bad.get("value") else ""
-                reasons[f"node(s) had untolerated taint {{{bad['key']}{value}}}"] += 1
-                continue
-            if any(labels.get(k) != v for k, v in selector.items()) or not _node_selector_terms_match(
-                affinity, node
-            ):
-                reasons["node(s) didn't match Pod's node affinity/selector"] += 1
-                continue
-            if zones and any(labels.get(ZONE_LABEL) != z for z in zones):
-                # A zonal volume (EBS) can only be attached to a node in its zone.
-                reasons["node(s) had volume node affinity conflict"] += 1
-                continue
-            alloc = (node.get("status") or {}).get("allocatable") or {}
-            usage = [self._usage(e) for e in self.api.store.by_index("pods", name)]
-            active = [u for u in usage if u[0]]
-            if len(active) + 1 > parse_quantity(alloc.get("pods", 110)):
-                reasons["Too many pods"] += 1
-                continue
-            used_cpu = sum(u[1] for u in active)
-            used_mem = sum(u[2] for u in active)
-            if cpu and used_cpu + cpu > parse_quantity(alloc.get("cpu", 0)):
-                reasons["Insufficient cpu"] += 1
-                continue
-            if mem and used_mem + mem > parse_quantity(alloc.get("memory", 0)):
-                reasons["Insufficient memory"] += 1
-                continue
-            fits.append((len(active), name))
+        nodes = self._node_infos()
+        if only is not None:
+            nodes = [n for n in nodes if n.name in only]
+        for info in nodes:
+            used = self._used_on(info.name)
+            reason = self._reason(info, ctx, used)
+            if reason is None:
+                fits.append((used[0], info.name))
+            else:
+                reasons[reason] += 1
         if fits:
             fits.sort()
             return fits[0][1], ""

@@ -21,9 +21,9 @@ from typing import Any
 from bot.sim.apiserver.api import DeleteOptions
 from bot.sim.apiserver.clock import parse_time, rfc3339
 from bot.sim.apiserver.objects import (
+    PodView,
     int_or_percent,
     owner_ref,
-    pod_active,
     pod_available,
     pod_ready,
     pod_terminating,
@@ -71,11 +71,23 @@ def _owner_keys(record: Record, kind: str) -> list[Key]:
     for entry in (record.entry, record.prev):
         if entry is None or not entry.controller:
             continue
-        obj_refs = entry.obj()["metadata"].get("ownerReferences") or []
-        for ref in obj_refs:
-            if ref.get("controller") and ref.get("kind") == kind:
-                out.append((entry.namespace, str(ref.get("name"))))
+        if entry.kind.key == PODS.key:
+            ref = entry.pod().controller  # decoded once per pod version
+            if ref is not None and ref[0] == kind:
+                out.append((entry.namespace, ref[1]))
+            continue
+        for ref_kind, ref_name in entry.memo("controllers", _controller_refs):
+            if ref_kind == kind:
+                out.append((entry.namespace, ref_name))
     return out
+
+
+def _controller_refs(obj: Obj) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (str(ref.get("kind")), str(ref.get("name")))
+        for ref in obj["metadata"].get("ownerReferences") or []
+        if ref.get("controller")
+    )
 
 
 def _template_without_hash(template: Obj, label: str) -> Obj:
@@ -85,13 +97,10 @@ def _template_without_hash(template: Obj, label: str) -> Obj:
     return t
 
 
-def _rank_for_deletion(pod: Obj) -> tuple[int, int, int, int, float]:
+def _rank_for_deletion(pod: PodView) -> tuple[int, int, int, int, float]:
     """Lower sorts first: the pods a controller removes first when scaling down."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(status.get("phase", ""), 0)
-    restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses") or [])
-    created = parse_time(pod["metadata"].get("creationTimestamp")) or 0.0
-    return (1 if spec.get("nodeName") else 0, phase_rank, 1 if pod_ready(pod) else 0, -restarts, -created)
+    phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(pod.phase, 0)
+    return (1 if pod.node_name else 0, phase_rank, 1 if pod.ready else 0, -pod.restarts, -pod.created)
 
 
 def _st(obj: Obj, field: str) -> int:
@@ -103,11 +112,14 @@ class _Base(abc.ABC):
 
     name = ""
 
+    #: Whether the engine may coalesce this controller's syncs within one simulated instant.
+    coalesce = False
+
     def __init__(self, engine: Engine, events: Recorder) -> None:
         self.engine = engine
         self.api = engine.api
         self.events = events
-        engine.add(self)
+        engine.add(self, coalesce=self.coalesce)
 
     @abc.abstractmethod
     def on_change(self, record: Record) -> None: ...
@@ -156,13 +168,16 @@ class _Base(abc.ABC):
 
     def _delete_pod(self, owner: Obj, kind: str, pod: Obj) -> None:
         m = pod["metadata"]
-        self.api.delete(PODS, m.get("namespace", ""), m["name"], DeleteOptions())
+        self._delete_named(owner, kind, m.get("namespace", ""), m["name"])
+
+    def _delete_named(self, owner: Obj, kind: str, namespace: str, name: str) -> None:
+        self.api.delete(PODS, namespace, name, DeleteOptions())
         self.events.emit(
             owner,
             kind,
             "Normal",
             "SuccessfulDelete",
-            f"Deleted pod: {m['name']}",
+            f"Deleted pod: {name}",
             component=f"{kind.lower()}-controller",
         )
 
@@ -191,30 +206,26 @@ class ReplicaSets(_Base):
         spec = rs.get("spec") or {}
         want = int(spec.get("replicas", 1))
         min_ready = int(spec.get("minReadySeconds", 0))
-        pods = [e.obj() for e in _owned(self.engine, entry.uid, PODS.key)]
-        active = [p for p in pods if pod_active(p)]
+        pods = _owned(self.engine, entry.uid, PODS.key)
+        active = [p for p in pods if p.pod().active]
         diff = len(active) - want
         if diff < 0:
             template = spec.get("template") or {}
             for _ in range(-diff):
                 self._create_pod(rs, "apps/v1", "ReplicaSet", template, generate=f"{key[1]}-")
         elif diff > 0:
-            for pod in sorted(active, key=_rank_for_deletion)[:diff]:
-                self._delete_pod(rs, "ReplicaSet", pod)
-        pods = [e.obj() for e in _owned(self.engine, entry.uid, PODS.key)]
-        active = [p for p in pods if pod_active(p)]
+            for p in sorted(active, key=lambda e: _rank_for_deletion(e.pod()))[:diff]:
+                self._delete_named(rs, "ReplicaSet", p.namespace, p.name)
+        pods = _owned(self.engine, entry.uid, PODS.key)
+        active = [p for p in pods if p.pod().active]
         now = self.engine.clock.now()
-        ready = sum(1 for p in active if pod_ready(p))
-        available = sum(1 for p in active if pod_available(p, min_ready, now))
+        ready = sum(1 for p in active if p.pod().ready)
+        available = sum(1 for p in active if p.pod().available(min_ready, now))
         if available < ready and min_ready:
             self._recheck(key, float(min_ready))
         status: Obj = {"replicas": len(active)}
         selector_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        labelled = sum(
-            1
-            for p in active
-            if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector_labels.items())
-        )
+        labelled = sum(1 for p in active if all(p.labels.get(k) == v for k, v in selector_labels.items()))
         if labelled:
             status["fullyLabeledReplicas"] = labelled
         if ready:
@@ -222,7 +233,7 @@ class ReplicaSets(_Base):
         if available:
             status["availableReplicas"] = available
         status["observedGeneration"] = rs["metadata"].get("generation", 1)
-        status["terminatingReplicas"] = sum(1 for p in pods if pod_terminating(p))
+        status["terminatingReplicas"] = sum(1 for p in pods if p.pod().deleting)
         fresh = self.api.store.entry(RS.key, *key)
         if fresh is not None:
             obj = fresh.obj()
@@ -548,6 +559,17 @@ def daemon_tolerations(template_spec: Obj) -> list[Obj]:
 
 class DaemonSets(_Base):
     name = "daemonset"
+    # A sync walks every node and every pod of the DaemonSet: when a thousand nodes turn Ready at
+    # the same instant, it runs once for all of them, not once per node.
+    coalesce = True
+
+    def __init__(self, engine: Engine, events: Recorder) -> None:
+        super().__init__(engine, events)
+        #: DaemonSet uid → (template hash, node name → (node resourceVersion, eligible)).
+        self._eligibility: dict[str, tuple[str, dict[str, tuple[int, bool]]]] = {}
+        #: node name → (resourceVersion, decoded node), for the nodes whose eligibility was judged.
+        self._nodes: dict[str, tuple[int, Obj]] = {}
+        self._uids: dict[Key, str] = {}
 
     def on_change(self, record: Record) -> None:
         kind = record.entry.kind.key
@@ -578,10 +600,43 @@ class DaemonSets(_Base):
         ]
         return all(tolerates(tolerations, t) for t in taints)
 
+    def _eligible_nodes(self, ds_uid: str, template_hash_: str, tspec: Obj) -> list[str]:
+        """Names of the nodes this DaemonSet's pods belong on, in name order. Each node's answer is
+        kept per node version and template, so a sync decodes only the nodes that changed."""
+        cached = self._eligibility.get(ds_uid)
+        if cached is None or cached[0] != template_hash_:
+            cached = (template_hash_, {})
+            self._eligibility[ds_uid] = cached
+        answers = cached[1]
+        out: list[str] = []
+        seen: set[str] = set()
+        for e in self.api.store.entries("nodes"):
+            name = e.name
+            seen.add(name)
+            known = answers.get(name)
+            if known is None or known[0] != e.rv:
+                known = (e.rv, self._eligible(tspec, self._node(e)))
+                answers[name] = known
+            if known[1]:
+                out.append(name)
+        if len(answers) > len(seen):
+            for gone in [n for n in answers if n not in seen]:
+                del answers[gone]
+        return out
+
+    def _node(self, e: Entry) -> Obj:
+        cached = self._nodes.get(e.name)
+        if cached is None or cached[0] != e.rv:
+            cached = (e.rv, e.obj())
+            self._nodes[e.name] = cached
+        return cached[1]
+
     def sync(self, key: Key) -> None:
         entry = self.api.store.entry(DS.key, *key)
         if entry is None:
+            self._eligibility.pop(self._uids.pop(key, ""), None)
             return
+        self._uids[key] = entry.uid
         ds = entry.obj()
         if ds["metadata"].get("deletionTimestamp"):
             return
@@ -597,83 +652,109 @@ class DaemonSets(_Base):
                 generation
             )
             self.api.write(DS.key, ds)
-        nodes = self.api.store.objects("nodes")
-        eligible = {n["metadata"]["name"]: n for n in nodes if self._eligible(tspec, n)}
-        pods = [e.obj() for e in _owned(self.engine, entry.uid, PODS.key)]
-        by_node: dict[str, list[Obj]] = {}
-        for p in pods:
-            target = _daemon_node(p)
-            by_node.setdefault(target, []).append(p)
+        eligible_names = self._eligible_nodes(entry.uid, current_hash, tspec)  # sorted by name
+        eligible = set(eligible_names)
+        pods = [(p, p.pod()) for p in _owned(self.engine, entry.uid, PODS.key)]
+        by_node: dict[str, list[tuple[Entry, PodView]]] = {}
+        for pv in pods:
+            by_node.setdefault(pv[1].daemon_node, []).append(pv)
         now = self.engine.clock.now()
         min_ready = int(spec.get("minReadySeconds", 0))
-        for name in sorted(eligible):
-            here = by_node.get(name, [])
-            if not any(pod_active(p) for p in here) and not any(pod_terminating(p) for p in here):
-                self._create_pod(
-                    ds,
-                    "apps/v1",
-                    "DaemonSet",
-                    template,
-                    generate=f"{key[1]}-",
-                    extra_labels={
-                        "controller-revision-hash": current_hash,
-                        "pod-template-generation": str(generation),
-                    },
-                    mutate=functools.partial(_pin_to_node, node=name, template_spec=tspec),
-                )
+        strategy = spec.get("updateStrategy") or {}
+        rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+        # One pass over the eligible nodes decides everything from this snapshot of the pods; the
+        # writes then happen in the controller's order: creations, misscheduled deletions, then the
+        # rolling update's deletions (the unavailable old pods in node order, then old available
+        # ones within maxUnavailable).
+        create: list[str] = []
+        unavailable = 0
+        delete_unavailable: list[Entry] = []
+        old_available: list[Entry] = []
+        for name in eligible_names:
+            here = by_node.get(name)
+            first_active: tuple[Entry, PodView] | None = None
+            if here:
+                for pv in here:
+                    if pv[1].active:
+                        first_active = pv
+                        break
+                if first_active is None and not any(v.deleting for _, v in here):
+                    create.append(name)
+            else:
+                create.append(name)
+            if not rolling:
+                continue
+            if first_active is None:
+                unavailable += 1
+                continue
+            p, view = first_active
+            is_old = p.labels.get("controller-revision-hash") != current_hash
+            if not view.available(min_ready, now):
+                unavailable += 1
+                if is_old:
+                    delete_unavailable.append(p)
+            elif is_old:
+                old_available.append(p)
+        acted = False
+        for name in create:
+            self._create_pod(
+                ds,
+                "apps/v1",
+                "DaemonSet",
+                template,
+                generate=f"{key[1]}-",
+                extra_labels={
+                    "controller-revision-hash": current_hash,
+                    "pod-template-generation": str(generation),
+                },
+                mutate=functools.partial(_pin_to_node, node=name, template_spec=tspec),
+            )
+            acted = True
         for name, here in by_node.items():
             if name not in eligible:
-                for p in here:
-                    if pod_active(p):
-                        self._delete_pod(ds, "DaemonSet", p)
-        strategy = spec.get("updateStrategy") or {}
-        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
-            desired = len(eligible)
+                for p, view in here:
+                    if view.active:
+                        self._delete_named(ds, "DaemonSet", p.namespace, p.name)
+                        acted = True
+        if rolling:
+            desired = len(eligible_names)
             max_unavailable = int_or_percent(
                 (strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), desired, round_up=True
             )
             max_unavailable = max(max_unavailable, 1)
-            unavailable = 0
-            old_available: list[Obj] = []
-            for name in sorted(eligible):
-                active = [p for p in by_node.get(name, []) if pod_active(p)]
-                if not active:
-                    unavailable += 1
-                    continue
-                p = active[0]
-                is_old = (p["metadata"].get("labels") or {}).get("controller-revision-hash") != current_hash
-                if not pod_available(p, min_ready, now):
-                    unavailable += 1
-                    if is_old:
-                        self._delete_pod(ds, "DaemonSet", p)
-                elif is_old:
-                    old_available.append(p)
+            for p in delete_unavailable:
+                self._delete_named(ds, "DaemonSet", p.namespace, p.name)
+                acted = True
             for p in old_available:
                 if unavailable >= max_unavailable:
                     break
-                self._delete_pod(ds, "DaemonSet", p)
+                self._delete_named(ds, "DaemonSet", p.namespace, p.name)
+                acted = True
                 unavailable += 1
-        pods = [e.obj() for e in _owned(self.engine, entry.uid, PODS.key)]
-        scheduled = {_daemon_node(p) for p in pods if pod_active(p)}
-        active_pods = [p for p in pods if pod_active(p) and _daemon_node(p) in eligible]
-        ready = sum(1 for p in active_pods if pod_ready(p))
-        available = sum(1 for p in active_pods if pod_available(p, min_ready, now))
-        updated = sum(
-            1
-            for p in active_pods
-            if (p["metadata"].get("labels") or {}).get("controller-revision-hash") == current_hash
-        )
+        if acted:  # otherwise no pod of this DaemonSet was written since the snapshot above
+            pods = [(p, p.pod()) for p in _owned(self.engine, entry.uid, PODS.key)]
+        scheduled: set[str] = set()
+        ready = available = updated = 0
+        for p, view in pods:
+            if not view.active:
+                continue
+            scheduled.add(view.daemon_node)
+            if view.daemon_node not in eligible:
+                continue
+            ready += view.ready
+            available += view.available(min_ready, now)
+            updated += p.labels.get("controller-revision-hash") == current_hash
         status: Obj = {
-            "currentNumberScheduled": len(scheduled & set(eligible)),
-            "numberMisscheduled": len(scheduled - set(eligible)),
-            "desiredNumberScheduled": len(eligible),
+            "currentNumberScheduled": len(scheduled & eligible),
+            "numberMisscheduled": len(scheduled - eligible),
+            "desiredNumberScheduled": len(eligible_names),
             "numberReady": ready,
             "observedGeneration": generation,
             "updatedNumberScheduled": updated,
             "numberAvailable": available,
         }
-        if len(eligible) - available > 0:
-            status["numberUnavailable"] = len(eligible) - available
+        if len(eligible_names) - available > 0:
+            status["numberUnavailable"] = len(eligible_names) - available
         if not available:
             del status["numberAvailable"]
         fresh = self.api.store.entry(DS.key, *key)
@@ -694,23 +775,6 @@ def _pin_to_node(pod: Obj, node: str, template_spec: Obj) -> None:
             ]
         }
     }
-
-
-def _daemon_node(pod: Obj) -> str:
-    spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        return str(spec["nodeName"])
-    terms = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or {}
-    ).get("nodeSelectorTerms") or []
-    for term in terms:
-        for f in term.get("matchFields") or []:
-            if f.get("key") == "metadata.name" and f.get("values"):
-                return str(f["values"][0])
-    return ""
 
 
 # ---- StatefulSets ------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from bot.sim.apiserver.api import Api
 from bot.sim.apiserver.clock import rfc3339, rfc3339_micro
+from bot.sim.apiserver.defaults import pod_spec
 from bot.sim.apiserver.objects import parse_quantity, template_hash
 from bot.sim.apiserver.resources import KINDS_BY_KEY
 from bot.sim.apiserver.store import dumps
@@ -399,6 +400,9 @@ class Generator:
                 "tolerations": [{"operator": "Exists"}],
             },
         }
+        # As the API server stores it: a template it would default on the DaemonSet's first write
+        # (its controller writes status) would change hash there and roll the set over every node.
+        pod_spec(template["spec"])
         current = template_hash(template)
         n = len(self.node_names)
         created = self.now - 40 * 86400
