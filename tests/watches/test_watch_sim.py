@@ -5,53 +5,28 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bot.adapters.kube import Cluster
-from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
-from bot.core.delivery import Deliveries
-from bot.core.rendering import Renderer
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.core.watches.model import Summary, Target
-from bot.core.watches.service import WatchService, subject
-from bot.frontdoor.watching import WatchRunner, WatchSource
+from bot.core.watches.service import subject
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
-from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
+from tests.support.watch_harness import WatchHarness as Harness
+from tests.support.watch_harness import published as _published
+from tests.support.watch_harness import step as _step
+from tests.support.watch_harness import wait as _wait
 from tests.support.watch_threads import milestone_lines_once
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 CHANNEL = "C0WATCH"
 UPGRADED = ("control-plane", "istio", "ng-shared", "others", "logging")
-
-
-class Harness:
-    def __init__(self, store: Store, stub: SlackStub, kubeconfig: Path, owner: str = "p1") -> None:
-        self.store = store
-        self.stub = stub
-        self.kubeconfig = kubeconfig
-        poster = SlackGateway(make_web_client(BOT_TOKEN, stub.api_url))
-        clock = lambda: datetime.now(UTC)  # noqa: E731
-        self.service = WatchService(
-            store=store,
-            deliveries=Deliveries(store=store, poster=poster, clock=clock, owner=owner),
-            renderer=Renderer([TEMPLATES]),
-            clock=clock,
-            owner=owner,
-            node_group_labels=DEFAULT_NODE_GROUP_LABELS,
-            stale_after=timedelta(seconds=2),
-        )
-        self.runner = WatchRunner(self.service, self.connect, publish_seconds=0.3, heartbeat_seconds=0.5)
-
-    def connect(self, name: str) -> WatchSource:
-        return Cluster.connect(ClusterConfig(name=name, kubeconfig=self.kubeconfig))
 
 
 @pytest.fixture
@@ -59,23 +34,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
     yield s
     s.close()
-
-
-def _wait(predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-def _published(store: Store, watch_id: int) -> Summary:
-    row = store.watch(watch_id)
-    assert row is not None
-    assert row.summary
-    return Summary.from_json(row.summary)
 
 
 def _truth(kubeconfig: Path) -> dict[str, tuple[int, int]]:
@@ -99,12 +57,6 @@ def _truth(kubeconfig: Path) -> dict[str, tuple[int, int]]:
 
 def _thread(stub: SlackStub, card_ts: str) -> list[str]:
     return [m["text"] for m in stub.posted(CHANNEL) if m.get("thread_ts") == card_ts]
-
-
-def _step(sim: SimCluster, seconds: float, *, steps: int) -> None:
-    for _ in range(steps):
-        sim.control.advance(seconds)
-        time.sleep(0.4)
 
 
 def _figures(summary: Summary) -> dict[str, tuple[int, int]]:
