@@ -1219,6 +1219,7 @@ class MappedList:
                         return
                     continue
                 if kind == _ERROR:
+                    self._finished = True  # its last frame: the helper is on its way out by itself
                     raise _rebuild_error(memoryview(payload), self._cluster.name)
                 # The helper failed outside the API (or died): the rest is listed here.
                 log.warning(
@@ -1243,6 +1244,13 @@ class MappedList:
         if not _read_exactly(self._frames_fd, memoryview(payload)):
             return _FAILED, b""
         return kind, bytes(payload)
+
+
+def _ignore_stop() -> None:  # pragma: no cover - runs in the fork
+    """The helper's last frame goes out next: a SIGTERM from here on must not raise SystemExit in
+    whatever runs then — the finalizers of its HTTP pool as it returns, say, which would print a
+    traceback on the command's stderr — the helper is ending by itself anyway."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _child_map(mapped: MappedList, out: int, data: int) -> int:  # pragma: no cover - runs in the fork
@@ -1277,11 +1285,15 @@ def _child_map(mapped: MappedList, out: int, data: int) -> int:  # pragma: no co
                     "version": page.resource_version,
                     "token": page.continue_token,
                 }
+                last = not page.continue_token
                 del page, body
+                if last:
+                    _ignore_stop()
                 send(_MAPPED, json.dumps(meta).encode())
         return 0
     except ClusterError as exc:
         error = {"class": type(exc).__name__, "message": exc.user_message, "status": exc.status}
+        _ignore_stop()
         with contextlib.suppress(OSError):
             send(_ERROR, json.dumps(error).encode())
         return 0
