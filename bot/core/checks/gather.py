@@ -296,8 +296,12 @@ def read_facts(
     pod_name: str = "",
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
     progress: Callable[[str, int], None] | None = None,
+    meanwhile: Callable[[str], None] | None = None,
 ) -> Gathered:
-    """Read what the checks and rules need; `namespace`/`pod_name` narrow the pods (diagnose)."""
+    """Read what the checks and rules need; `namespace`/`pod_name` narrow the pods (diagnose).
+
+    `meanwhile` is called with the control plane's version while the pods' helper works, before
+    its pages are folded: the caller's own reads (the removed-API signals) overlap the pods."""
     report = progress or (lambda _r, _n: None)
     gaps: list[str] = []
     notes: list[str] = []
@@ -470,6 +474,8 @@ def read_facts(
             if exc.status == 403:
                 gaps.append(f"kube-proxy DaemonSet: {exc.user_message}")
         gaps.extend(event_gaps)
+        if meanwhile is not None:
+            meanwhile(version)
 
         fold = _PodFold(
             rules=rules,
@@ -647,13 +653,14 @@ class PodReducer:
                     out.seen.append(key)
                     signals |= EVENTS
             logs = False
-            if log_containers and any(
-                (cs.name or "") in log_containers for cs in status.container_statuses or ()
-            ):
+            if log_containers:
                 asked = logs_asked.get(workload, 0)
                 if asked < LOGS_PER_WORKLOAD:
-                    logs_asked[workload] = asked + 1
-                    logs = True
+                    for cs in status.container_statuses or ():
+                        if (cs.name or "") in log_containers:
+                            logs_asked[workload] = asked + 1
+                            logs = True
+                            break
             # The containers' signals only where they could still make a rule match.
             if not logs and not screen.wants(signals | maybe | _CONTAINER_SIGNALS):
                 continue
