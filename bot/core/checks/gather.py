@@ -242,13 +242,15 @@ def _pod_signals(
     """The pod-level part of `screen.signals(pod_state(pod, …))`, without building the state:
     the same tests on the wire structs (events and logs are the gatherer's to add)."""
     meta = pod.metadata
-    used, out = screen.used, 0
-    if meta.deletion_timestamp:
-        out |= DELETING
-    if used & NODE_NOT_READY and not node_ready.get(pod.spec.node_name or "", True):
+    used = screen.used
+    out = DELETING if meta.deletion_timestamp else 0
+    # With no node known (the pods' helper), every node is Ready: no lookup per pod.
+    if used & NODE_NOT_READY and node_ready and not node_ready.get(pod.spec.node_name or "", True):
         out |= NODE_NOT_READY
-    if used & TOLERATES_ALL and _tolerates_all(pod.spec.tolerations):
-        out |= TOLERATES_ALL
+    if used & TOLERATES_ALL:
+        tolerations = pod.spec.tolerations
+        if tolerations and _tolerates_all(tolerations):
+            out |= TOLERATES_ALL
     if (meta.namespace or "") in screen.namespaces:
         out |= IN_NAMESPACE
     labels, annotations = meta.labels, meta.annotations
