@@ -2,15 +2,18 @@
 
 Every list is paged (500 at a time) and decoded by the kube adapter into the structs of
 `schema.py`, which declare only the fields read here (of a pod's labels and annotations, only the
-keys read); each page of pods is folded into per-workload summaries, then dropped, so a
-150,000-pod cluster is read in bounded memory and in about the time of a snapshot
-(`benchmarks/bench_check.py`). A pod becomes a `PodState` for the known-issue rules only if it
-shows the signals some rule requires (`rules.Screen`, computed here from the wire structs): most
-pods are healthy and no rule can match them.
+keys read). The pods, most of a large cluster's bytes, are listed, decoded and reduced in a helper
+process of the kube adapter (`map_pages`, `PodReducer`) while the other lists are read here: each
+page comes back as what the checks need of it (per-workload pod names, a few counters) and the
+`PodState`s of the pods a known-issue rule may match, and is folded here (`_PodFold`), so the
+bot's interpreter never decodes a page of pods and a 150,000-pod cluster is read in bounded memory
+(`benchmarks/bench_check.py`). A pod becomes a `PodState` only if it shows the signals some rule
+requires (`rules.Screen`, computed from the wire structs): most pods are healthy and no rule can
+match them.
 
-Log tails are read only for containers that pass every other test of a rule that asks for its log,
-at most `MAX_LOG_READS` per check (a note says when the budget ran out). A resource the bot may
-not read (403) is a named gap in the report, not a crash; the check never writes anything.
+Log tails are read here only for containers that pass every other test of a rule that asks for its
+log, at most `MAX_LOG_READS` per check (a note says when the budget ran out). A resource the bot
+may not read (403) is a named gap in the report, not a crash; the check never writes anything.
 """
 
 from __future__ import annotations
