@@ -2,22 +2,26 @@
 
 Every list is paged (500 at a time) and decoded by the kube adapter into the structs of
 `schema.py`, which declare only the fields read here (of a pod's labels and annotations, only the
-keys read); each page of pods is folded into per-workload summaries, then dropped, so a
-150,000-pod cluster is read in bounded memory and in about the time of a snapshot
-(`benchmarks/bench_check.py`). A pod becomes a `PodState` for the known-issue rules only if it
-shows the signals some rule requires (`rules.Screen`, computed here from the wire structs): most
-pods are healthy and no rule can match them.
+keys read). The pods, most of a large cluster's bytes, are listed, decoded and reduced in a helper
+process of the kube adapter (`map_pages`, `PodReducer`) while the other lists are read here: each
+page comes back as what the checks need of it (per-workload pod names, a few counters) and the
+`PodState`s of the pods a known-issue rule may match, and is folded here (`_PodFold`), so the
+bot's interpreter never decodes a page of pods and a 150,000-pod cluster is read in bounded memory
+(`benchmarks/bench_check.py`). A pod becomes a `PodState` only if it shows the signals some rule
+requires (`rules.Screen`, computed from the wire structs): most pods are healthy and no rule can
+match them.
 
-Log tails are read only for containers that pass every other test of a rule that asks for its log,
-at most `MAX_LOG_READS` per check (a note says when the budget ran out). A resource the bot may
-not read (403) is a named gap in the report, not a crash; the check never writes anything.
+Log tails are read here only for containers that pass every other test of a rule that asks for its
+log, at most `MAX_LOG_READS` per check (a note says when the budget ran out). A resource the bot
+may not read (403) is a named gap in the report, not a crash; the check never writes anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import msgspec
@@ -53,7 +57,7 @@ from bot.core.checks.rules import (
     Screen,
     match_rules,
 )
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader, MappedLike
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -241,13 +245,15 @@ def _pod_signals(
     """The pod-level part of `screen.signals(pod_state(pod, …))`, without building the state:
     the same tests on the wire structs (events and logs are the gatherer's to add)."""
     meta = pod.metadata
-    used, out = screen.used, 0
-    if meta.deletion_timestamp:
-        out |= DELETING
-    if used & NODE_NOT_READY and not node_ready.get(pod.spec.node_name or "", True):
+    used = screen.used
+    out = DELETING if meta.deletion_timestamp else 0
+    # With no node known (the pods' helper), every node is Ready: no lookup per pod.
+    if used & NODE_NOT_READY and node_ready and not node_ready.get(pod.spec.node_name or "", True):
         out |= NODE_NOT_READY
-    if used & TOLERATES_ALL and _tolerates_all(pod.spec.tolerations):
-        out |= TOLERATES_ALL
+    if used & TOLERATES_ALL:
+        tolerations = pod.spec.tolerations
+        if tolerations and _tolerates_all(tolerations):
+            out |= TOLERATES_ALL
     if (meta.namespace or "") in screen.namespaces:
         out |= IN_NAMESPACE
     labels, annotations = meta.labels, meta.annotations
@@ -295,14 +301,22 @@ def read_facts(
     pod_name: str = "",
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
     progress: Callable[[str, int], None] | None = None,
+    meanwhile: Callable[[str], None] | None = None,
 ) -> Gathered:
-    """Read what the checks and rules need; `namespace`/`pod_name` narrow the pods (diagnose)."""
+    """Read what the checks and rules need; `namespace`/`pod_name` narrow the pods (diagnose).
+
+    `meanwhile` is called with the control plane's version while the pods' helper works, before
+    its pages are folded: the caller's own reads (the removed-API signals) overlap the pods."""
     report = progress or (lambda _r, _n: None)
     gaps: list[str] = []
     notes: list[str] = []
 
     def page_items(
-        resource: str, path: str, item_type: type[T], query: Mapping[str, Any] | None = None
+        resource: str,
+        path: str,
+        item_type: type[T],
+        query: Mapping[str, Any] | None = None,
+        gaps_to: list[str] | None = None,
     ) -> Iterator[Sequence[T]]:
         """The items of each page (a resource the bot may not read is a gap, not an error)."""
         for attempt in (1, 2):
@@ -317,102 +331,29 @@ def read_facts(
                 if exc.status == 410 and attempt == 1 and count == 0:
                     continue
                 if exc.status in (403, 404, 410):
-                    gaps.append(f"{resource}: {exc.user_message}")
+                    (gaps if gaps_to is None else gaps_to).append(f"{resource}: {exc.user_message}")
                     return
                 raise
 
     def pages(
-        resource: str, path: str, item_type: type[T], query: Mapping[str, Any] | None = None
+        resource: str,
+        path: str,
+        item_type: type[T],
+        query: Mapping[str, Any] | None = None,
+        gaps_to: list[str] | None = None,
     ) -> Iterator[T]:
-        for items in page_items(resource, path, item_type, query):
+        for items in page_items(resource, path, item_type, query, gaps_to):
             yield from items
 
     version = str(reader.get_json("/version").get("gitVersion", ""))
 
-    nodes: list[NodeFacts] = []
-    node_ready: dict[str, bool] = {}
-    for n in pages("nodes", "/api/v1/nodes", schema.Node):
-        labels = n.metadata.labels or {}
-        group = next((labels[k] for k in node_group_labels if k in labels), "")
-        ready = _ready(n.status.conditions)
-        node_ready[n.metadata.name or ""] = ready
-        nodes.append(
-            NodeFacts(
-                name=n.metadata.name or "",
-                ready=ready,
-                unschedulable=bool(n.spec.unschedulable),
-                kubelet=(n.status.node_info or schema.NodeInfo()).kubelet_version,
-                group=group,
-            )
-        )
-
-    services: dict[str, list[dict[str, str]]] = {}
-    service_names: set[str] = set()
-    for svc in pages("services", "/api/v1/services", schema.Service):
-        ns = svc.metadata.namespace or ""
-        service_names.add(f"{ns}/{svc.metadata.name}")
-        if svc.spec.selector:
-            services.setdefault(ns, []).append(svc.spec.selector)
-
-    workloads: list[WorkloadFacts] = []
-    istiod = ""
-    for kind, plural in (("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
-        for w in pages(plural, f"/apis/apps/v1/{plural}", schema.Workload):
-            containers = w.spec.template.spec.containers or ()
-            ns, name = w.metadata.namespace or "", w.metadata.name or ""
-            labels = w.spec.template.metadata.labels or {}
-            workloads.append(
-                WorkloadFacts(
-                    kind=kind,
-                    namespace=ns,
-                    name=name,
-                    replicas=1 if w.spec.replicas is None else w.spec.replicas,
-                    template_labels=dict(labels),
-                    readiness_probe=bool(containers)
-                    and all(c.readiness_probe is not None for c in containers),
-                    grace_seconds=w.spec.template.spec.termination_grace_period_seconds,
-                    serves=any(
-                        all(labels.get(k) == v for k, v in sel.items()) for sel in services.get(ns, ())
-                    ),
-                )
-            )
-            if kind == "Deployment" and name == "istiod" and containers:
-                istiod = _tag(containers[0].image or "")
-
-    pdbs = [
-        PdbFacts(
-            namespace=p.metadata.namespace or "",
-            name=p.metadata.name or "",
-            selector=_selector(p.spec.selector),
-            min_available=p.spec.min_available,
-            max_unavailable=p.spec.max_unavailable,
-            disruptions_allowed=p.status.disruptions_allowed,
-            expected_pods=p.status.expected_pods,
-        )
-        for p in pages("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb)
-    ]
-
-    # Without the Services (a 403), a webhook's service cannot be called missing: only its
-    # Endpoints are asked, and an unreadable Endpoints is a gap, not a finding.
-    services_known = not any(g.startswith("services:") for g in gaps)
-    webhooks = _webhooks(reader, pages, service_names if services_known else None, gaps)
-
-    kube_proxy = ""
-    try:
-        ds = reader.get_json("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy")
-        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-        ds_containers: list[dict[str, Any]] = spec.get("containers") or []
-        kube_proxy = _tag(str(ds_containers[0].get("image", ""))) if ds_containers else ""
-    except ClusterError as exc:
-        if exc.status not in (403, 404):
-            raise
-        if exc.status == 403:
-            gaps.append(f"kube-proxy DaemonSet: {exc.user_message}")
-
+    # The events come first, out of the order of the report's gaps: the pods' helper (below) takes
+    # the names of the pods they are about with it.
     events: list[EventRecord] = []
+    event_gaps: list[str] = []
     if any(r.match.events is not None for r in rules):
         ev_path = f"/api/v1/namespaces/{namespace}/events" if namespace else "/api/v1/events"
-        for e in pages("events", ev_path, schema.Event, {"fieldSelector": "type=Warning"}):
+        for e in pages("events", ev_path, schema.Event, {"fieldSelector": "type=Warning"}, event_gaps):
             inv = e.involved_object or schema.InvolvedObject()
             events.append(
                 EventRecord(
@@ -425,115 +366,152 @@ def read_facts(
                     last_seen=e.last_timestamp or e.event_time or "",
                 )
             )
+    ev_by_pod: dict[tuple[str, str], list[EventRecord]] = {}
+    for record in events:
+        ev_by_pod.setdefault((record.namespace, record.name), []).append(record)
 
-    unhealthy: dict[str, list[tuple[str, str, str]]] = {}
-    not_evictable: dict[str, list[str]] = {}
-    empty_dir: dict[str, list[str]] = {}
-    host_path: dict[str, list[str]] = {}
-    bare: list[str] = []
-    proxies: dict[str, set[str]] = {}
-    tags: dict[str, str] = {}
-    hits: dict[tuple[str, str], RuleHit] = {}
-    log_budget = [MAX_LOG_READS]
     log_rules = [r for r in rules if r.match.log is not None]
     get_raw: Callable[..., bytes] | None = getattr(reader, "get_raw", None)
+    if log_rules and get_raw is None:
+        notes.append("this reader cannot read container logs: log-based rules were skipped")
     # Containers some log rule may read; a log rule that names none may read any container.
     log_containers: frozenset[str] | _Everything = frozenset(
         name for r in log_rules for name in r.match.containers
     )
     if any(not r.match.containers for r in log_rules):
         log_containers = _Everything()
-    logs_read: dict[str, int] = {}
-    if log_rules and get_raw is None:
-        notes.append("this reader cannot read container logs: log-based rules were skipped")
     screen = Screen(rules)
     shape = schema.pod_schema(screen.label_keys, screen.annotation_keys)
-
     pod_path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     pod_query = {"fieldSelector": f"metadata.name={pod_name}"} if pod_name else None
-    batch: list[PodState] = []
-    ev_by_pod: dict[tuple[str, str], list[EventRecord]] = {}
-    for record in events:
-        ev_by_pod.setdefault((record.namespace, record.name), []).append(record)
-    seen: set[tuple[str, str]] = set()
-    owners = _Workloads()
-    # Pages, then pods: one loop per page rather than a generator step per pod.
-    for items in page_items("pods", pod_path, shape.pod, pod_query):
-        for pod in items:
-            meta, spec, status = pod.metadata, pod.spec, pod.status
-            phase = status.phase or ""
-            if phase == "Succeeded":
-                continue
-            ns, name = meta.namespace or "", meta.name or ""
-            workload, controlled = owners.of(meta)
-            annotations = meta.annotations
-            if phase != "Running" or not _ready(status.conditions) or meta.deletion_timestamp:
-                rows = unhealthy.setdefault(workload, [])
-                if len(rows) < MAX_UNHEALTHY_PER_WORKLOAD:
-                    rows.append((name, phase or "Unknown", _pod_reason(pod)))
-            if annotations is not None and annotations.safe_to_evict == "false":
-                not_evictable.setdefault(workload, []).append(name)
-            mirror = annotations is not None and annotations.config_mirror is not None
-            if not mirror and not workload.startswith("DaemonSet "):
-                scratch = local = False
-                for v in spec.volumes or ():
-                    scratch = scratch or v.empty_dir is not None
-                    local = local or v.host_path is not None
-                if scratch:
-                    _append(empty_dir, workload, name)
-                if local:
-                    _append(host_path, workload, name)
-                if not controlled:
-                    bare.append(f"{ns}/{name}")
-            for c in spec.containers or ():
-                if c.name == "istio-proxy" and c.image:
-                    tag = tags.get(c.image)
-                    if tag is None:
-                        tag = tags[c.image] = _tag(c.image)
-                    versions = proxies.get(workload)
-                    if versions is None:
-                        versions = proxies[workload] = set()
-                    versions.add(tag)
-            if not rules:
-                continue
-            # Most pods can match no rule: their signals say so before a PodState is built.
-            signals = _pod_signals(pod, screen, shape, node_ready)
-            if ev_by_pod:
-                key = (ns, name)
-                if key in ev_by_pod:
-                    seen.add(key)
-                    signals |= EVENTS
-            state = None
-            if (
-                log_budget[0] > 0
-                and get_raw is not None
-                and any((cs.name or "") in log_containers for cs in status.container_statuses or ())
-            ):
-                read = logs_read.get(workload, 0)
-                if read < LOGS_PER_WORKLOAD:
-                    state = _with_logs(
-                        get_raw, pod_state(pod, workload, shape, node_ready), log_rules, log_budget
+
+    def list_pods() -> MappedLike:
+        reduce = PodReducer(
+            screen=screen,
+            shape=shape,
+            rules=bool(rules),
+            with_events=frozenset(ev_by_pod),
+            log_containers=log_containers if log_rules and get_raw is not None else frozenset(),
+        )
+        return reader.map_pages(pod_path, pod_query, item_type=shape.pod, transform=reduce)
+
+    # The pods, nine tenths of a large cluster's bytes, are listed, decoded and reduced by a helper
+    # process from now on, while the lists below are read here.
+    pending: MappedLike | None = list_pods()
+    try:
+        nodes: list[NodeFacts] = []
+        node_ready: dict[str, bool] = {}
+        for n in pages("nodes", "/api/v1/nodes", schema.Node):
+            labels = n.metadata.labels or {}
+            group = next((labels[k] for k in node_group_labels if k in labels), "")
+            ready = _ready(n.status.conditions)
+            node_ready[n.metadata.name or ""] = ready
+            nodes.append(
+                NodeFacts(
+                    name=n.metadata.name or "",
+                    ready=ready,
+                    unschedulable=bool(n.spec.unschedulable),
+                    kubelet=(n.status.node_info or schema.NodeInfo()).kubelet_version,
+                    group=group,
+                )
+            )
+
+        services: dict[str, list[dict[str, str]]] = {}
+        service_names: set[str] = set()
+        for svc in pages("services", "/api/v1/services", schema.Service):
+            ns = svc.metadata.namespace or ""
+            service_names.add(f"{ns}/{svc.metadata.name}")
+            if svc.spec.selector:
+                services.setdefault(ns, []).append(svc.spec.selector)
+
+        workloads: list[WorkloadFacts] = []
+        istiod = ""
+        for kind, plural in (("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
+            for w in pages(plural, f"/apis/apps/v1/{plural}", schema.Workload):
+                containers = w.spec.template.spec.containers or ()
+                ns, name = w.metadata.namespace or "", w.metadata.name or ""
+                labels = w.spec.template.metadata.labels or {}
+                workloads.append(
+                    WorkloadFacts(
+                        kind=kind,
+                        namespace=ns,
+                        name=name,
+                        replicas=1 if w.spec.replicas is None else w.spec.replicas,
+                        template_labels=dict(labels),
+                        readiness_probe=bool(containers)
+                        and all(c.readiness_probe is not None for c in containers),
+                        grace_seconds=w.spec.template.spec.termination_grace_period_seconds,
+                        serves=any(
+                            all(labels.get(k) == v for k, v in sel.items()) for sel in services.get(ns, ())
+                        ),
                     )
-                    logs_read[workload] = read + 1
-                    if any(c.log_tail for c in state.containers):
-                        signals |= LOGGED
-            # The containers' signals only where they could still make a rule match.
-            if not screen.wants(signals | _CONTAINER_SIGNALS):
-                continue
-            signals |= _container_signals(pod, screen)
-            if not screen.wants(signals):
-                continue
-            batch.append(state or pod_state(pod, workload, shape, node_ready))
-            if len(batch) >= 500:
-                _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod)))
-                batch = []
-    if batch:
-        _merge(hits, match_rules(rules, batch, _events_of(batch, ev_by_pod)))
-    orphans = [e for key, evs in ev_by_pod.items() if key not in seen for e in evs]
-    if orphans:
-        # Events about objects that are not pods (any more): a node, a PDB, a pod already gone.
-        _merge(hits, match_rules(rules, [], orphans))
-    if log_rules and log_budget[0] <= 0 and get_raw is not None:
+                )
+                if kind == "Deployment" and name == "istiod" and containers:
+                    istiod = _tag(containers[0].image or "")
+
+        pdbs = [
+            PdbFacts(
+                namespace=p.metadata.namespace or "",
+                name=p.metadata.name or "",
+                selector=_selector(p.spec.selector),
+                min_available=p.spec.min_available,
+                max_unavailable=p.spec.max_unavailable,
+                disruptions_allowed=p.status.disruptions_allowed,
+                expected_pods=p.status.expected_pods,
+            )
+            for p in pages("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb)
+        ]
+
+        # Without the Services (a 403), a webhook's service cannot be called missing: only its
+        # Endpoints are asked, and an unreadable Endpoints is a gap, not a finding.
+        services_known = not any(g.startswith("services:") for g in gaps)
+        webhooks = _webhooks(reader, pages, service_names if services_known else None, gaps)
+
+        kube_proxy = ""
+        try:
+            ds = reader.get_json("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy")
+            spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+            ds_containers: list[dict[str, Any]] = spec.get("containers") or []
+            kube_proxy = _tag(str(ds_containers[0].get("image", ""))) if ds_containers else ""
+        except ClusterError as exc:
+            if exc.status not in (403, 404):
+                raise
+            if exc.status == 403:
+                gaps.append(f"kube-proxy DaemonSet: {exc.user_message}")
+        gaps.extend(event_gaps)
+        if meanwhile is not None:
+            meanwhile(version)
+
+        fold = _PodFold(
+            rules=rules,
+            screen=screen,
+            node_ready=node_ready,
+            events=ev_by_pod,
+            log_rules=log_rules,
+            get_raw=get_raw,
+        )
+        for attempt in (1, 2):
+            mapped, pending = pending or list_pods(), None
+            count = 0
+            try:
+                with contextlib.closing(mapped):
+                    for page in mapped:
+                        fold.add(page.data)
+                        count += page.count
+                        report("pods", count)
+                break
+            except ClusterError as exc:
+                if exc.status == 410 and attempt == 1 and count == 0:
+                    continue
+                if exc.status in (403, 404, 410):
+                    gaps.append(f"pods: {exc.user_message}")
+                    break
+                raise
+    finally:
+        if pending is not None:
+            pending.close()
+    hits = fold.finish()
+    if log_rules and fold.log_budget <= 0 and get_raw is not None:
         notes.append(
             f"log-based rules read at most {MAX_LOG_READS} container logs; more candidates were skipped"
         )
@@ -546,18 +524,241 @@ def read_facts(
         pdbs=pdbs,
         webhooks=webhooks,
         pods=PodSummary(
-            unhealthy=unhealthy,
-            not_evictable=not_evictable,
-            empty_dir=empty_dir,
-            host_path=host_path,
-            bare=bare,
-            proxy_versions={w: frozenset(v) for w, v in proxies.items()},
+            unhealthy=fold.unhealthy,
+            not_evictable=fold.not_evictable,
+            empty_dir=fold.empty_dir,
+            host_path=fold.host_path,
+            bare=fold.bare,
+            proxy_versions={w: frozenset(v) for w, v in fold.proxies.items()},
         ),
         kube_proxy=kube_proxy,
         istiod=istiod,
         gaps=gaps,
     )
-    return Gathered(facts=facts, hits=sorted(hits.values(), key=lambda h: h.key), notes=notes)
+    return Gathered(facts=facts, hits=hits, notes=notes)
+
+
+class _Candidate(msgspec.Struct, array_like=True, gc=False):
+    """A pod that a rule may match, or whose log a rule may read, as the pods' helper sends it."""
+
+    #: the signals it shows, but for NODE_NOT_READY and LOGGED (the caller's to add: see `_PodFold`)
+    signals: int
+    #: one of the first `LOGS_PER_WORKLOAD` pods of its workload with a container a log rule reads
+    logs: bool
+    #: as `pod_state` builds it, every node taken for Ready
+    state: PodState
+
+
+class _ReducedPage(msgspec.Struct, array_like=True, gc=False):
+    """One page of pods as the checks and rules need it; the fields are `PodSummary`'s, per page."""
+
+    unhealthy: dict[str, list[tuple[str, str, str]]]
+    not_evictable: dict[str, list[str]]
+    empty_dir: dict[str, list[str]]
+    host_path: dict[str, list[str]]
+    bare: list[str]
+    #: workload → the istio-proxy versions its pods on this page run
+    proxies: dict[str, list[str]]
+    #: (namespace, name) of the pods on this page that events are about
+    seen: list[tuple[str, str]]
+    candidates: list[_Candidate]
+
+
+_REDUCED_ENCODER = msgspec.msgpack.Encoder()
+_REDUCED_DECODER = msgspec.msgpack.Decoder(_ReducedPage)
+#: No node is known to the pods' helper: every pod's node is taken for Ready there.
+_ALL_READY: Mapping[str, bool] = {}
+
+
+class PodReducer:
+    """The pods' `map_pages` transform, run in the kube adapter's helper process: a page of pods in,
+    what the checks and rules need of it out (`_ReducedPage`, as MessagePack).
+
+    Most pods come back as a name in a list or nothing at all; a pod becomes a `PodState` only if
+    some rule may match it (`Screen`) or a log rule may read its log. The helper sees the pages in
+    order, so the per-workload memory (`_Workloads`, which pods' logs are asked for) lives here.
+    Node readiness is not known yet when the helper starts (the nodes are listed meanwhile): a pod
+    is sent if a rule could match it were its node NotReady, and the caller decides.
+    """
+
+    def __init__(
+        self,
+        *,
+        screen: Screen,
+        shape: schema.PodSchema,
+        rules: bool,
+        with_events: frozenset[tuple[str, str]],
+        log_containers: frozenset[str] | _Everything,
+    ) -> None:
+        self._screen, self._shape, self._rules = screen, shape, rules
+        self._with_events, self._log_containers = with_events, log_containers
+        self._owners = _Workloads()
+        self._tags: dict[str, str] = {}
+        self._logs_asked: dict[str, int] = {}
+
+    def __call__(self, items: list[schema.Pod]) -> bytes:
+        screen, shape = self._screen, self._shape
+        owners, tags, logs_asked = self._owners, self._tags, self._logs_asked
+        with_events, log_containers = self._with_events, self._log_containers
+        maybe = screen.used & NODE_NOT_READY
+        out = _ReducedPage(
+            unhealthy={},
+            not_evictable={},
+            empty_dir={},
+            host_path={},
+            bare=[],
+            proxies={},
+            seen=[],
+            candidates=[],
+        )
+        # One loop over the page rather than a call per pod: this runs 150,000 times.
+        for pod in items:
+            meta, spec, status = pod.metadata, pod.spec, pod.status
+            phase = status.phase or ""
+            if phase == "Succeeded":
+                continue
+            ns, name = meta.namespace or "", meta.name or ""
+            workload, controlled = owners.of(meta)
+            annotations = meta.annotations
+            if phase != "Running" or not _ready(status.conditions) or meta.deletion_timestamp:
+                rows = out.unhealthy.setdefault(workload, [])
+                if len(rows) < MAX_UNHEALTHY_PER_WORKLOAD:
+                    rows.append((name, phase or "Unknown", _pod_reason(pod)))
+            if annotations is not None and annotations.safe_to_evict == "false":
+                _append(out.not_evictable, workload, name)
+            mirror = annotations is not None and annotations.config_mirror is not None
+            if not mirror and not workload.startswith("DaemonSet "):
+                scratch = local = False
+                for v in spec.volumes or ():
+                    scratch = scratch or v.empty_dir is not None
+                    local = local or v.host_path is not None
+                if scratch:
+                    _append(out.empty_dir, workload, name)
+                if local:
+                    _append(out.host_path, workload, name)
+                if not controlled:
+                    out.bare.append(f"{ns}/{name}")
+            for c in spec.containers or ():
+                if c.name == "istio-proxy" and c.image:
+                    tag = tags.get(c.image)
+                    if tag is None:
+                        tag = tags[c.image] = _tag(c.image)
+                    versions = out.proxies.get(workload)
+                    if versions is None:
+                        out.proxies[workload] = [tag]
+                    elif tag not in versions:
+                        versions.append(tag)
+            if not self._rules:
+                continue
+            # Most pods can match no rule: their signals say so before a PodState is built.
+            signals = _pod_signals(pod, screen, shape, _ALL_READY)
+            if with_events:
+                key = (ns, name)
+                if key in with_events:
+                    out.seen.append(key)
+                    signals |= EVENTS
+            logs = False
+            if log_containers:
+                asked = logs_asked.get(workload, 0)
+                if asked < LOGS_PER_WORKLOAD:
+                    for cs in status.container_statuses or ():
+                        if (cs.name or "") in log_containers:
+                            logs_asked[workload] = asked + 1
+                            logs = True
+                            break
+            # The containers' signals only where they could still make a rule match.
+            if not logs and not screen.wants(signals | maybe | _CONTAINER_SIGNALS):
+                continue
+            signals |= _container_signals(pod, screen)
+            if not logs and not screen.wants(signals | maybe):
+                continue
+            out.candidates.append(_Candidate(signals, logs, pod_state(pod, workload, shape, _ALL_READY)))
+        return _REDUCED_ENCODER.encode(out)
+
+
+class _PodFold:
+    """The caller's side of `PodReducer`: its pages folded, in order, into the pods' part of the
+    facts and the rules' hits. A candidate on a NotReady node gets its signal here; the log tails
+    are read here (requests, with a budget), for the pods the helper offered."""
+
+    def __init__(
+        self,
+        *,
+        rules: Sequence[Rule],
+        screen: Screen,
+        node_ready: Mapping[str, bool],
+        events: Mapping[tuple[str, str], list[EventRecord]],
+        log_rules: Sequence[Rule],
+        get_raw: Callable[..., bytes] | None,
+    ) -> None:
+        self._rules, self._screen, self._node_ready, self._events = rules, screen, node_ready, events
+        self._log_rules, self._get_raw = log_rules, get_raw
+        self.unhealthy: dict[str, list[tuple[str, str, str]]] = {}
+        self.not_evictable: dict[str, list[str]] = {}
+        self.empty_dir: dict[str, list[str]] = {}
+        self.host_path: dict[str, list[str]] = {}
+        self.bare: list[str] = []
+        self.proxies: dict[str, set[str]] = {}
+        self.log_budget = MAX_LOG_READS
+        self._seen: set[tuple[str, str]] = set()
+        self._logs_read: dict[str, int] = {}
+        self._batch: list[PodState] = []
+        self._hits: dict[tuple[str, str], RuleHit] = {}
+
+    def add(self, data: bytes) -> None:
+        page = _REDUCED_DECODER.decode(data)
+        for workload, rows in page.unhealthy.items():
+            have = self.unhealthy.setdefault(workload, [])
+            have.extend(rows[: MAX_UNHEALTHY_PER_WORKLOAD - len(have)])
+        for into, part in (
+            (self.not_evictable, page.not_evictable),
+            (self.empty_dir, page.empty_dir),
+            (self.host_path, page.host_path),
+        ):
+            for workload, names in part.items():
+                have_names = into.get(workload)
+                if have_names is None:
+                    into[workload] = names
+                else:
+                    have_names.extend(names)
+        self.bare.extend(page.bare)
+        for workload, tags in page.proxies.items():
+            self.proxies.setdefault(workload, set()).update(tags)
+        self._seen.update(page.seen)
+        screen, used = self._screen, self._screen.used
+        for candidate in page.candidates:
+            signals, state = candidate.signals, candidate.state
+            if not self._node_ready.get(state.node, True):
+                state = replace(state, node_ready=False)
+                signals |= NODE_NOT_READY & used
+            if candidate.logs and self.log_budget > 0 and self._get_raw is not None:
+                read = self._logs_read.get(state.workload, 0)
+                if read < LOGS_PER_WORKLOAD:
+                    budget = [self.log_budget]
+                    state = _with_logs(self._get_raw, state, self._log_rules, budget)
+                    self.log_budget = budget[0]
+                    self._logs_read[state.workload] = read + 1
+                    if any(c.log_tail for c in state.containers):
+                        signals |= LOGGED
+            if not screen.wants(signals):
+                continue
+            self._batch.append(state)
+            if len(self._batch) >= 500:
+                self._match()
+
+    def _match(self) -> None:
+        batch, self._batch = self._batch, []
+        _merge(self._hits, match_rules(self._rules, batch, _events_of(batch, self._events)))
+
+    def finish(self) -> list[RuleHit]:
+        """The rules' hits, once every page is in."""
+        if self._batch:
+            self._match()
+        orphans = [e for key, evs in self._events.items() if key not in self._seen for e in evs]
+        if orphans:
+            # Events about objects that are not pods (any more): a node, a PDB, a pod already gone.
+            _merge(self._hits, match_rules(self._rules, [], orphans))
+        return sorted(self._hits.values(), key=lambda h: h.key)
 
 
 def _events_of(

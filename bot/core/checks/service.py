@@ -83,17 +83,29 @@ def run_check(
     progress: Callable[[str, int], None] | None = None,
 ) -> Report:
     check_target(target)
-    gathered = read_facts(reader, rules=rules, progress=progress)
+    extra_findings: list[Finding] = []
+    extra_notes: list[str] = []
+
+    def run_extras(version: str) -> None:
+        # While the pods' helper works: these reads are the bot's process's, which would wait.
+        to = target or default_target(version)
+        for extra in extras:
+            extra_findings.extend(extra(reader, to, extra_notes))
+
+    gathered = read_facts(reader, rules=rules, progress=progress, meanwhile=run_extras if extras else None)
     facts = gathered.facts
     to = target or default_target(facts.version)
-    findings: list[Finding] = [*run_checks(facts, to), *(h.finding() for h in gathered.hits)]
+    findings: list[Finding] = [
+        *run_checks(facts, to),
+        *(h.finding() for h in gathered.hits),
+        *extra_findings,
+    ]
     notes = [
         f"control plane {facts.version}, target {to}, {len(facts.nodes)} nodes, {len(facts.workloads)} workloads",
         *gathered.notes,
         *(f"not read: {gap}" for gap in facts.gaps),
+        *extra_notes,
     ]
-    for extra in extras:
-        findings.extend(extra(reader, to, notes))
     if manifests and manifest_check is not None:
         findings.extend(manifest_check(manifests, to))
     if rules:

@@ -1,0 +1,69 @@
+"""The gatherer over real HTTP (the sim's `eks-nodegroups`): the pods are reduced in the kube
+adapter's helper process (`PodReducer`) and folded here, and the facts and hits are the same when
+no helper can be had and the caller's process reduces every page itself; the gaps keep the order
+of the report whatever order the lists are read in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.adapters import kube
+from bot.adapters.kube import Cluster, fetching_ahead
+from bot.core.checks.gather import Gathered, read_facts
+from bot.core.checks.rules import read_rules
+from bot.records import ClusterConfig
+from bot.resources import BUILTIN_RULES
+from bot.sim import SimCluster
+
+RULES = read_rules(BUILTIN_RULES)
+
+
+@pytest.fixture
+def reader(sim_eks: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]) -> Iterator[Cluster]:
+    cluster = Cluster.connect(ClusterConfig(name="sim", kubeconfig=sim_kubeconfig(sim_eks), context="sim"))
+    yield cluster
+    cluster.close()
+
+
+def hits_of(gathered: Gathered) -> list[tuple[str, str, tuple[str, ...], str]]:
+    return [(h.rule.id, h.workload, h.pods, h.evidence) for h in gathered.hits]
+
+
+def test_the_pods_folded_from_a_helper_are_the_pods_folded_in_the_callers_process(
+    reader: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    helped = read_facts(reader, rules=RULES)
+    assert fetching_ahead() == 0, "every helper was stopped"
+    monkeypatch.setattr(kube, "FORK_FETCH", False)  # no helper: `map_pages` lists in this process
+    alone = read_facts(reader, rules=RULES)
+    assert alone.facts == helped.facts
+    assert hits_of(alone) == hits_of(helped)
+    assert alone.notes == helped.notes
+    # Both saw the scenario's pods: its drain blockers, old sidecars and known issues.
+    pods = helped.facts.pods
+    assert pods.not_evictable
+    assert pods.empty_dir
+    assert pods.proxy_versions
+    assert {h[0] for h in hits_of(helped)} >= {"KI002", "KI004", "KI010"}
+
+
+def test_without_the_core_api_every_list_is_a_gap_in_the_reports_order(
+    reader: Cluster, sim_eks: SimCluster
+) -> None:
+    sim_eks.control.set_transport(error_rate=1.0, error_status=403, path_prefix="/api/v1/")
+    try:
+        gathered = read_facts(reader, rules=RULES)
+    finally:
+        sim_eks.control.set_transport()
+    resources = [gap.split(":", 1)[0].split(" ", 1)[0] for gap in gathered.facts.gaps]
+    # The events are read before the nodes (the pods' helper takes them along), yet their gap
+    # comes where the report has always had it: after what the checks read, before the pods.
+    assert resources[:2] == ["nodes", "services"]
+    assert resources[-2:] == ["events", "pods"]
+    assert set(resources[2:-2]) == {"endpoints"}
+    assert gathered.facts.nodes == []
+    assert gathered.hits == []
+    assert fetching_ahead() == 0
