@@ -24,11 +24,15 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot import __version__
 from bot.errors import BotError, ConfigError, UsageError, UserError
 from bot.logsetup import configure_logging
 from bot.settings import Settings, load_settings, resolve_config_path
+
+if TYPE_CHECKING:
+    from bot.adapters.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -460,19 +464,30 @@ def _progress(resource: str, count: int) -> None:
 
 
 def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
     from bot.adapters.kube import Cluster
-    from bot.adapters.store import Store
     from bot.core.snapshots import service as snapshots
     from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 
+    def open_store() -> Store:
+        from bot.adapters.store import Store
+
+        return Store.open(settings.database_url)
+
     cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
     label = " ".join(args.label) if args.label else "manual"
-    store = Store.open(settings.database_url)
-    reader = Cluster.connect(cluster)
+    # The store (sqlalchemy's import is a tenth of a 150,000-pod snapshot) opens on a thread while
+    # the lists are read, by helper processes that leave this one mostly waiting; it is needed
+    # only to save the body at the end, and a store that cannot open fails the command there.
+    opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-store")
+    opening = opener.submit(open_store)
+    reader = None
     try:
+        reader = Cluster.connect(cluster)
         print(f"snapshot `{label}` of {reader.describe()} …", file=sys.stderr)
         stored = snapshots.take_and_store(
-            store,
+            opening.result,
             reader,
             label=label,
             taken_by=args.as_user or f"terminal:{os.environ.get('USER', 'unknown')}",
@@ -481,8 +496,11 @@ def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
             progress=_progress,
         )
     finally:
-        reader.close()
-        store.close()
+        if reader is not None:
+            reader.close()
+        opener.shutdown(wait=True)
+        if opening.exception() is None:
+            opening.result().close()
     if sys.stderr.isatty():
         sys.stderr.write("\r\033[K")
     counts = stored.snap["counts"]

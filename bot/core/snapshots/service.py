@@ -12,11 +12,10 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from bot.adapters.store import Store
 from bot.core.clusters import pick_cluster as pick_cluster  # re-exported for its callers
 from bot.core.durations import kubectl_age
 from bot.core.snapshots.collector import collector_paused
@@ -31,6 +30,9 @@ from bot.core.snapshots.projection import (
 )
 from bot.errors import UserError, clip
 from bot.records import ClusterConfig, SnapshotMeta
+
+if TYPE_CHECKING:
+    from bot.adapters.store import Store
 
 #: zlib's fastest level: at 150,000 pods it compresses the 50 MB of JSON in a quarter of a second
 #: (level 6 took 0.6 s, a tenth of the whole snapshot) into 6.8 MB instead of 5.9 MB.
@@ -150,7 +152,7 @@ def clean_label(label: str) -> str:
 
 
 def take_and_store(
-    store: Store,
+    store: Store | Callable[[], Store],
     reader: ClusterReader,
     *,
     label: str,
@@ -174,6 +176,8 @@ def take_and_store(
     body = streamed.finish(snap)
     # The rows went into the body only: the snapshot handed back says so rather than that none exist.
     del snap["pods"]
+    if callable(store):  # opened while the snapshot was taken (the command line: `cli._snapshot`)
+        store = store()
     snapshot_id = store.save_snapshot(
         cluster=reader.name,
         label=label,
