@@ -5,8 +5,6 @@ Serves the sim's `large` scenario (5,000 nodes, 150,000 pods) and prints:
   - `upgrade-bot check --format json` wall time, CPU time (every check, the known-issue rules over
     every pod, and the removed-API signals), its ratio to the snapshot (target ≤ 1) and its peak
     RSS (target ≤ 500 MB), with the findings it printed;
-  - 20 signed `/upgrade help` acks sent to the bot's HTTP front door while it runs `/upgrade check`
-    (the slowest: target ≤ 0.1 s, as during a snapshot; `--skip-slack` leaves it out);
   - `match_rules`: the shipped rules over 150,000 pods' states in memory (target < 1 s), with a
     share of them showing trouble so that the rules' container tests run, not only the cheap ones.
 
@@ -35,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_snapshot import ack_during_snapshot, start_sim  # noqa: E402
+from benchmarks.bench_snapshot import start_sim  # noqa: E402
 from bot.core.checks.rules import ContainerView, EventRecord, PodState, match_rules, read_rules  # noqa: E402
 from bot.resources import BUILTIN_RULES  # noqa: E402
 
@@ -110,7 +108,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default="large")
     parser.add_argument("--skip-cluster", action="store_true", help="only the in-memory rules figure")
-    parser.add_argument("--skip-slack", action="store_true", help="skip the acks during a check in the bot")
     args = parser.parse_args()
     if args.skip_cluster:
         bench_rules()
@@ -148,9 +145,6 @@ def main() -> int:
         )
         for note in report["notes"]:
             print(f"  note: {note}")
-        if not args.skip_slack:
-            acks = ack_during_snapshot(config, work, check[0], command="check", what="check")
-            print(f"acks during a check: slowest {max(acks):.3f}s (target ≤ 0.1 s, as during a snapshot)")
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)

@@ -367,11 +367,8 @@ def snapshot_without_startup(config: Path) -> dict[str, float]:
     return figures
 
 
-def ack_during_snapshot(
-    config: Path, work: Path, snapshot_s: float, *, command: str = "snapshot during", what: str = "snapshot"
-) -> list[float]:
-    """Start the HTTP front door, ask it for a snapshot (or another long `command`: `what` names
-    it), and time the acks of 20 `help` commands.
+def ack_during_snapshot(config: Path, work: Path, snapshot_s: float) -> list[float]:
+    """Start the HTTP front door, ask it for a snapshot, and time the acks of 20 `help` commands.
 
     They are sent one after another, evenly spread over `ACK_SPREAD` of the time the command-line
     snapshot took (`snapshot_s`, less its interpreter start-up); only acks that completed before
@@ -412,7 +409,9 @@ def ack_during_snapshot(
             match = re.search(r"listening on (\S+)", proc.stdout.readline())
             assert match, "the bot did not start"
             url = f"{match.group(1)}/slack/events"
-            body = slash_command_body(command, response_url=stub.response_url("snap"), trigger_id="b-1")
+            body = slash_command_body(
+                "snapshot during", response_url=stub.response_url("snap"), trigger_id="b-1"
+            )
             started = time.monotonic()
             first = post(url, body, signed_headers(body, secret))
             time.sleep(0.2)  # past the snapshot's first requests, into its lists
@@ -434,15 +433,15 @@ def ack_during_snapshot(
             stub.wait_for_calls("chat.postMessage", 1, timeout=600)
             total = time.monotonic() - started
             if not acks:
-                raise SystemExit(f"the {what} finished before a second command could be sent")
+                raise SystemExit("the snapshot finished before a second command could be sent")
             print(
-                f"slash command acks during a {what}: {what} ack {first.seconds:.3f}s; {len(acks)} `help` "
+                f"slash command acks during a snapshot: snapshot ack {first.seconds:.3f}s; {len(acks)} `help` "
                 f"acks while it ran (of {ACKS} wanted), median {statistics.median(acks):.3f}s, slowest "
-                f"{max(acks):.3f}s; the {what}'s post arrived after {total:.1f}s",
+                f"{max(acks):.3f}s; the snapshot's post arrived after {total:.1f}s",
                 flush=True,
             )
             print(
-                f"  each ack (sent at s into the {what}: seconds): "
+                "  each ack (sent at s into the snapshot: seconds): "
                 + ", ".join(f"{at:.2f}: {ack:.3f}" for at, ack in zip(offsets, acks, strict=True)),
                 flush=True,
             )
