@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_snapshot import start_sim  # noqa: E402
+from benchmarks.bench_snapshot import start_sim, timed_cpu  # noqa: E402
 from bot.core.checks.rules import ContainerView, EventRecord, PodState, match_rules, read_rules  # noqa: E402
 from bot.resources import BUILTIN_RULES  # noqa: E402
 
@@ -156,24 +154,6 @@ def main() -> int:
 
 def _shown(timed: tuple[float, float, float]) -> str:
     return f"{timed[0]:.2f}s, CPU {timed[1]:.2f}s, peak RSS {timed[2]:.0f} MB"
-
-
-def timed_cpu(cmd: list[str], sink: Path | None = None) -> tuple[float, float, float, int]:
-    """Wall seconds, CPU seconds (user + system, with the list helpers it reaped), peak RSS in MB
-    and exit status of the command."""
-    started = time.monotonic()
-    with open(sink or os.devnull, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
-        assert proc.stderr is not None
-        _, status, usage = os.wait4(proc.pid, 0)
-        err = proc.stderr.read()
-        proc.stderr.close()
-    elapsed = time.monotonic() - started
-    code = os.waitstatus_to_exitcode(status)
-    proc.returncode = code
-    if code not in (0, 1):
-        raise SystemExit(f"{cmd[:4]} failed ({code}): {err.decode()[-2000:]}")
-    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code
 
 
 if __name__ == "__main__":

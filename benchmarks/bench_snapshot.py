@@ -104,6 +104,13 @@ def start_sim(scenario: str, workdir: Path) -> tuple[subprocess.Popen[str], str,
 
 def timed_rss(cmd: list[str], sink: Path | None = None) -> tuple[float, float, int]:
     """Wall seconds, peak RSS in MB of the child process, and its exit status."""
+    elapsed, _, rss, code = timed_cpu(cmd, sink)
+    return elapsed, rss, code
+
+
+def timed_cpu(cmd: list[str], sink: Path | None = None) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds (user + system, with the list helpers it reaped), peak RSS in MB
+    and exit status of the command."""
     started = time.monotonic()
     with open(sink or os.devnull, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
@@ -116,7 +123,7 @@ def timed_rss(cmd: list[str], sink: Path | None = None) -> tuple[float, float, i
     proc.returncode = code
     if code not in (0, 1):
         raise SystemExit(f"{cmd[:4]} failed ({code}): {err.decode()[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024, code
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code
 
 
 def transport_only(kubeconfig: Path, path: str) -> tuple[float, int]:
