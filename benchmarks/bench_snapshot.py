@@ -44,7 +44,7 @@ from bot.core.snapshots import schema  # noqa: E402
 from bot.core.snapshots.diff import diff  # noqa: E402
 from bot.core.snapshots.service import resolve  # noqa: E402
 from tests.support.signing import post, signed_headers, slash_command_body  # noqa: E402
-from tests.support.slack_stub import SlackStub  # noqa: E402
+from tests.support.slack_stub import Call, SlackStub  # noqa: E402
 
 BIN = Path(sys.executable).parent
 KUBECTL = BIN / "kubectl"
@@ -374,13 +374,17 @@ def snapshot_without_startup(config: Path) -> dict[str, float]:
     return figures
 
 
-def ack_during_snapshot(config: Path, work: Path, snapshot_s: float) -> list[float]:
-    """Start the HTTP front door, ask it for a snapshot, and time the acks of 20 `help` commands.
+def ack_during_snapshot(
+    config: Path, work: Path, snapshot_s: float, *, command: str = "snapshot during", what: str = "snapshot"
+) -> list[float]:
+    """Start the HTTP front door, ask it for a snapshot (or another long `command`, which `what`
+    names), and time the acks of 20 `help` commands.
 
     They are sent one after another, evenly spread over `ACK_SPREAD` of the time the command-line
     snapshot took (`snapshot_s`, less its interpreter start-up); only acks that completed before
     the snapshot's post arrived count (a command answered after the snapshot proves nothing), and
-    fewer than 20 of them is said.
+    fewer than 20 of them is said. An ephemeral answer to the long command itself (a refusal or
+    an error) ends the measurement with that answer instead of waiting for a post that never comes.
     """
     secret = "bench-signing-secret-0123456789"
     with SlackStub() as stub:
@@ -416,9 +420,7 @@ def ack_during_snapshot(config: Path, work: Path, snapshot_s: float) -> list[flo
             match = re.search(r"listening on (\S+)", proc.stdout.readline())
             assert match, "the bot did not start"
             url = f"{match.group(1)}/slack/events"
-            body = slash_command_body(
-                "snapshot during", response_url=stub.response_url("snap"), trigger_id="b-1"
-            )
+            body = slash_command_body(command, response_url=stub.response_url("snap"), trigger_id="b-1")
             started = time.monotonic()
             first = post(url, body, signed_headers(body, secret))
             time.sleep(0.2)  # past the snapshot's first requests, into its lists
@@ -426,29 +428,39 @@ def ack_during_snapshot(config: Path, work: Path, snapshot_s: float) -> list[flo
             acks: list[float] = []
             offsets: list[float] = []
             sent = 0
-            while sent < ACKS and not stub.calls_to("chat.postMessage"):
+
+            def answered() -> list[Call]:
+                return [c for c in stub.calls_to("response_url") if c.path == "/response/snap"]
+
+            def finished() -> bool:
+                return bool(stub.calls_to("chat.postMessage") or answered())
+
+            while sent < ACKS and not finished():
                 due = time.monotonic() + period
                 body2 = slash_command_body(
                     "help", response_url=stub.response_url(f"help-{sent}"), trigger_id=f"b-h{sent}"
                 )
                 second = post(url, body2, signed_headers(body2, secret))
                 sent += 1
-                if not stub.calls_to("chat.postMessage"):
+                if not finished():
                     acks.append(second.seconds)
                     offsets.append(time.monotonic() - started - second.seconds)
                 time.sleep(max(0.0, due - time.monotonic()))
-            stub.wait_for_calls("chat.postMessage", 1, timeout=600)
+            stub.wait_for(finished, timeout=600)
             total = time.monotonic() - started
+            if answered() and not stub.calls_to("chat.postMessage"):
+                text = answered()[0].params.get("text")
+                raise SystemExit(f"the {what} was answered with {text!r}, not posted")
             if not acks:
-                raise SystemExit("the snapshot finished before a second command could be sent")
+                raise SystemExit(f"the {what} finished before a second command could be sent")
             print(
-                f"slash command acks during a snapshot: snapshot ack {first.seconds:.3f}s; {len(acks)} `help` "
+                f"slash command acks during a {what}: {what} ack {first.seconds:.3f}s; {len(acks)} `help` "
                 f"acks while it ran (of {ACKS} wanted), median {statistics.median(acks):.3f}s, slowest "
-                f"{max(acks):.3f}s; the snapshot's post arrived after {total:.1f}s",
+                f"{max(acks):.3f}s; the {what}'s post arrived after {total:.1f}s",
                 flush=True,
             )
             print(
-                "  each ack (sent at s into the snapshot: seconds): "
+                f"  each ack (sent at s into the {what}: seconds): "
                 + ", ".join(f"{at:.2f}: {ack:.3f}" for at, ack in zip(offsets, acks, strict=True)),
                 flush=True,
             )

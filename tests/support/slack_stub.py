@@ -34,6 +34,8 @@ class Call:
     at: float = field(default_factory=time.monotonic)
     #: What the stub answered (filled in after the call is recorded).
     response: dict[str, Any] = field(default_factory=dict)
+    #: The URL path a `response_url` call was POSTed to (which command it answers).
+    path: str = ""
 
 
 @dataclass
@@ -402,7 +404,7 @@ class SlackStub:
                     payload = json.loads(raw or b"{}")
                     with stub._lock:
                         stub.responses.append(payload)
-                    stub._record(Call(method="response_url", params=payload, headers=headers))
+                    stub._record(Call(method="response_url", params=payload, headers=headers, path=path))
                     self._send(200, "ok")
                     return
                 if path.startswith("/files-pri/"):
