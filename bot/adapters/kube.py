@@ -627,6 +627,7 @@ class Cluster:
         *,
         resource_version: str = "",
         timeout_seconds: int = WATCH_SECONDS,
+        stop: threading.Event | None = None,
     ) -> Iterator[WatchEvent[Raw]]: ...
 
     @overload
@@ -638,6 +639,7 @@ class Cluster:
         resource_version: str = "",
         timeout_seconds: int = WATCH_SECONDS,
         item_type: type[T],
+        stop: threading.Event | None = None,
     ) -> Iterator[WatchEvent[T]]: ...
 
     def list_watch(
@@ -648,8 +650,11 @@ class Cluster:
         resource_version: str = "",
         timeout_seconds: int = WATCH_SECONDS,
         item_type: Any = Raw,
+        stop: threading.Event | None = None,
     ) -> Iterator[WatchEvent[Any]]:
-        """List, then watch for ever: the loop a live view of the cluster needs. Stop by closing it.
+        """List, then watch for ever: the loop a live view of the cluster needs. Stop by closing it,
+        or by setting `stop`: no new list or watch request is made once it is set (a stream that
+        ended quietly is not opened again on a server that may be going away).
 
         Without `resource_version` it starts with a SYNC event (the full list); with one (say, a
         snapshot's) it watches from there. Bookmarks keep the version current, so a stream that ends
@@ -657,7 +662,7 @@ class Cluster:
         history) is answered by a new SYNC and a watch from that list's version.
         """
         rv = resource_version
-        while True:
+        while stop is None or not stop.is_set():
             if not rv:
                 items: list[Any] = []
                 for page in self.list_pages(path, query, item_type=item_type):

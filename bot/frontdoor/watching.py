@@ -104,6 +104,7 @@ class Stream:
                     resource_version=self.resource_version,
                     timeout_seconds=self.stream_seconds,
                     item_type=struct,
+                    stop=self.stop,
                 ):
                     if self.stop.is_set():
                         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -318,3 +319,15 @@ def test_an_api_error_of_a_list_mapped_by_two_processes_comes_after_every_page_b
     names = [name for page in seen for name in page]
     assert len(names) == len(set(names)), "no page twice"
     assert fetching_ahead() == 0
+
+
+def test_a_list_watch_whose_stop_is_set_opens_no_new_watch_when_its_stream_ends(bot: Cluster) -> None:
+    stop = threading.Event()
+    stream = bot.list_watch("/api/v1/nodes", timeout_seconds=1, item_type=schema.Node, stop=stop)
+    assert next(stream).type == "SYNC"
+    stop.set()
+    rest: list[Any] = []
+    reader = threading.Thread(target=lambda: rest.extend(stream), daemon=True)
+    reader.start()
+    reader.join(timeout=15)
+    assert not reader.is_alive(), "the stream ended with its watch instead of watching again"
