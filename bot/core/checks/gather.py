@@ -41,6 +41,7 @@ from bot.core.checks.rules import (
     CONTAINER_NOT_READY,
     DELETING,
     EVENTS,
+    IN_KIND,
     IN_NAMESPACE,
     LABELLED,
     LOGGED,
@@ -245,7 +246,7 @@ def pod_state(
 
 
 def _pod_signals(
-    pod: schema.Pod, screen: Screen, shape: schema.PodSchema, node_ready: Mapping[str, bool]
+    pod: schema.Pod, workload: str, screen: Screen, shape: schema.PodSchema, node_ready: Mapping[str, bool]
 ) -> int:
     """The pod-level part of `screen.signals(pod_state(pod, …))`, without building the state:
     the same tests on the wire structs (events and logs are the gatherer's to add)."""
@@ -261,6 +262,8 @@ def _pod_signals(
             out |= TOLERATES_ALL
     if (meta.namespace or "") in screen.namespaces:
         out |= IN_NAMESPACE
+    if workload.startswith(screen.kind_prefixes):  # one C call: this runs for every pod
+        out |= IN_KIND
     labels, annotations = meta.labels, meta.annotations
     if labels is not None:
         for _, attr in shape.labels:
@@ -663,7 +666,7 @@ class PodReducer:
             if not self._rules:
                 continue
             # Most pods can match no rule: their signals say so before a PodState is built.
-            signals = _pod_signals(pod, screen, shape, _ALL_READY)
+            signals = _pod_signals(pod, workload, screen, shape, _ALL_READY)
             if with_events:
                 key = (ns, name)
                 if key in with_events:

@@ -289,6 +289,10 @@ WAITING = 1 << 8  # a container waiting with a reason
 TERMINATED = 1 << 9  # a container terminated with a reason (now, else in its last state)
 LOGGED = 1 << 10  # a container's log tail was read
 EVENTS = 1 << 11  # there are events about the pod
+#: Its workload's kind (Deployment, DaemonSet…) is one some rule names (`kinds`). Not in
+#: `_RAREST_FIRST`: most pods have such a kind, so it only screens (10,000 DaemonSet pods that
+#: tolerate every taint are no candidates for a rule about Deployments that do).
+IN_KIND = 1 << 12
 
 #: The order in which `match_rules` picks a rule's signal to find its candidates: the rarest first
 #: on a cluster where most pods are healthy.
@@ -319,6 +323,8 @@ def required_signals(m: Match) -> int:
         need |= TOLERATES_ALL
     if m.namespaces:
         need |= IN_NAMESPACE
+    if m.kinds:
+        need |= IN_KIND
     if m.labels:
         need |= LABELLED
     if m.annotations:
@@ -356,6 +362,9 @@ class Screen:
         for need in self.needs:
             self.used |= need
         self.namespaces: frozenset[str] = frozenset().union(*(m.namespaces for m in matches))
+        self.kinds: frozenset[str] = frozenset().union(*(m.kinds for m in matches))
+        #: "Kind " of each of `kinds`: how a workload ("Deployment ns/name") starts when its kind is one.
+        self.kind_prefixes: tuple[str, ...] = tuple(f"{k} " for k in sorted(self.kinds))
         self.label_keys: frozenset[str] = frozenset(k for m in matches for k in m.labels)
         self.annotation_keys: frozenset[str] = frozenset(k for m in matches for k in m.annotations)
         self.containers: frozenset[str] = frozenset().union(*(m.containers for m in matches))
@@ -380,6 +389,8 @@ class Screen:
             out |= TOLERATES_ALL
         if pod.namespace in self.namespaces:
             out |= IN_NAMESPACE
+        if pod.workload.split(" ", 1)[0] in self.kinds:
+            out |= IN_KIND
         if any(k in pod.labels for k in self.label_keys):
             out |= LABELLED
         if any(k in pod.annotations for k in self.annotation_keys):

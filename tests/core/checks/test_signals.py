@@ -91,7 +91,9 @@ _pod = st.fixed_dictionaries(
                     ),
                     st.sampled_from(["true", "false"]),
                 ),
-                "ownerReferences": st.just([{"kind": "StatefulSet", "name": "db", "controller": True}]),
+                "ownerReferences": st.sampled_from(["StatefulSet", "DaemonSet", "ReplicaSet", "Job"]).map(
+                    lambda kind: [{"kind": kind, "name": "db", "controller": True}]
+                ),
             },
         ),
         "spec": st.fixed_dictionaries(
@@ -127,7 +129,9 @@ def test_the_gatherers_signals_are_the_engines_over_the_state_it_builds(raw: dic
     pod = wire(raw)
     workload, _ = gather.workload_of(pod.metadata)
     state = gather.pod_state(pod, workload, SHAPE, NODES)
-    signals = gather._pod_signals(pod, SCREEN, SHAPE, NODES) | gather._container_signals(pod, SCREEN)
+    signals = gather._pod_signals(pod, workload, SCREEN, SHAPE, NODES) | gather._container_signals(
+        pod, SCREEN
+    )
     assert signals == SCREEN.signals(state)
 
 
