@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.sim import SimCluster
+from bot.sim.apiserver.clock import rfc3339
 from bot.sim.apiserver.objects import (
     daemon_node,
     pod_active,
@@ -268,3 +269,41 @@ def test_the_kept_counts_equal_a_recount_through_a_node_group_replacement(
     assert sim.control.operation(op["id"])["state"] == "Successful"
     got = _check(sim, key)
     assert got["desired"] == got["scheduled"] == got["ready"] == len(sim.core.store.entries("nodes"))
+
+
+def test_a_pod_inside_min_ready_seconds_becomes_available_in_the_kept_counts_as_time_passes(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    """No pod change marks the node when a Ready pod passes minReadySeconds: the index re-reads
+    such nodes at every sync, so its counts follow the clock as a recount does. (The written status
+    is not compared here: nothing syncs the set when minReadySeconds pass, as before the index.)"""
+    sim = sim_factory("small", speed=0, seed=13)
+    store, api = sim.core.store, sim.core.api
+    for n in sorted(e.name for e in store.entries("nodes")):
+        _label(sim, n, "yes")
+    agent = _agent()
+    agent["spec"]["minReadySeconds"] = 7
+    sim.control.apply(agent)
+    sim.control.advance(60)
+    desired = _check(sim, status=False)["desired"]
+    assert _check(sim, status=False)["available"] == desired
+    pod = sorted(_agent_pods(sim), key=lambda p: p["metadata"]["name"])[0]
+    ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+    ready["status"] = "False"
+    api.write("pods", pod, status=True)
+    sim.control.advance(0)
+    assert _check(sim, status=False)["available"] == desired - 1
+    # Ready again from now: available only 7 s later, with no write in between.
+    back = store.get("pods", "default", pod["metadata"]["name"])
+    assert back is not None
+    ready = next(c for c in back["status"]["conditions"] if c["type"] == "Ready")
+    ready["status"] = "True"
+    ready["lastTransitionTime"] = rfc3339(sim.core.clock.now())
+    api.write("pods", back, status=True)
+    sim.control.advance(0)
+    got = _check(sim, status=False)
+    assert (got["ready"], got["available"]) == (desired, desired - 1)
+    sim.control.advance(3)
+    assert _check(sim, status=False)["available"] == desired - 1
+    sim.control.advance(5)
+    assert _check(sim, status=False)["available"] == desired
