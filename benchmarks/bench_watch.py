@@ -133,6 +133,25 @@ def most_in_window(stub: SlackStub, method: str, window: float, param: str, valu
     return stub.most_in_window(method, window, where=where)
 
 
+def close_posts(stub: SlackStub) -> list[str]:
+    """Each post made less than 1 s after the previous post in its channel: the gap, whether each
+    of the two is a thread reply, and the start of both texts (what a burst of posts was made of)."""
+    out = []
+    last: dict[str, Call] = {}
+    for call in sorted(stub.calls_to("chat.postMessage"), key=lambda c: c.at):
+        channel = str(call.params.get("channel"))
+        prev = last.get(channel)
+        last[channel] = call
+        if prev is not None and call.at - prev.at < 1.0:
+
+            def brief(c: Call) -> str:
+                kind = "reply" if c.params.get("thread_ts") else "top"
+                return f"{kind} {str(c.params.get('text', ''))[:60]!r}"
+
+            out.append(f"+{call.at - prev.at:.3f}s: {brief(prev)} → {brief(call)}")
+    return out
+
+
 class OutOfTime(Exception):
     """The stream's share of `--timeout` is spent: the figures so far are printed, marked partial."""
 
@@ -676,6 +695,11 @@ def main() -> int:
         print(f"  chat.update per card, most in any 2 s  = {per_card_2s}   (target ≤ 1)")
         print(f"  chat.update, most in any 60 s         = {per_minute}   (target ≤ ~50, 53 with slack)")
         print(f"  chat.postMessage per channel, most in any 1 s = {posts_per_s}   (target ~1)")
+        close = close_posts(stub)
+        if close:
+            print(f"    posts < 1 s after the previous one in their channel: {len(close)}; the first 5:")
+            for line in close[:5]:
+                print(f"      {line}")
         print(
             f"  RSS (this process = the bot + the stub): start {rss_start:.0f} MB, after the list "
             f"{rss_listed:.0f} MB, peak during the stream {rss.peak(t0):.0f} MB, stream end "

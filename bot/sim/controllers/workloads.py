@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 import copy
 import functools
+import heapq
 from collections.abc import Callable
 from typing import Any
 
@@ -557,72 +558,193 @@ def daemon_tolerations(template_spec: Obj) -> list[Obj]:
     return tolerations
 
 
+class _DaemonSetIndex:
+    """One DaemonSet's pods by node, and what each node contributes to a sync's decisions and to
+    the status, kept up to date from store changes: a change to one pod or node costs that node.
+
+    Built from the store on the set's first sync and again whenever what the per-node answers
+    depend on changes (the set's uid, its template hash, minReadySeconds). Nodes whose pods or
+    eligibility changed are `dirty` and re-classified at the next sync; nodes with a pod that is
+    Ready but not yet available (minReadySeconds) are `waiting`, re-classified at every sync,
+    since time alone changes their answer.
+    """
+
+    def __init__(self, uid: str, template_hash_: str, min_ready: int, tspec: Obj) -> None:
+        self.uid = uid
+        self.hash = template_hash_
+        self.min_ready = min_ready
+        self.tspec = tspec
+        #: daemon node → this set's pods for it; pod key → the node it is filed under.
+        self.pods: dict[str, dict[Key, Entry]] = {}
+        self.node_of: dict[Key, str] = {}
+        #: node → (node resourceVersion, eligible) for every node judged; the eligible ones.
+        self.judged: dict[str, tuple[int, bool]] = {}
+        self.eligible: set[str] = set()
+        self.to_judge: set[str] = set()
+        self.dirty: set[str] = set()
+        self.waiting: set[str] = set()
+        #: eligible node → (has an active pod, ready, available, updated, unavailable), and their sums.
+        self.counts: dict[str, tuple[int, int, int, int, int]] = {}
+        self.sums = [0, 0, 0, 0, 0]
+        #: Eligible nodes needing a pod; their first active pod when it is old and unavailable,
+        #: or old and available; ineligible nodes → their active pods (in key order).
+        self.create: set[str] = set()
+        self.old_unavailable: dict[str, Entry] = {}
+        self.old_available: dict[str, Entry] = {}
+        self.misscheduled: dict[str, list[Entry]] = {}
+
+    def add_pod(self, entry: Entry) -> None:
+        node = entry.pod().daemon_node
+        self.node_of[entry.key] = node
+        self.pods.setdefault(node, {})[entry.key] = entry
+        self.dirty.add(node)
+
+    def remove_pod(self, key: Key) -> None:
+        node = self.node_of.pop(key, None)
+        if node is None:
+            return
+        here = self.pods[node]
+        del here[key]
+        if not here:
+            del self.pods[node]
+        self.dirty.add(node)
+
+    def judge(self, name: str, node: Entry | None, decode: Callable[[Entry], Obj]) -> None:
+        if node is None:
+            self.judged.pop(name, None)
+            self.eligible.discard(name)
+        else:
+            known = self.judged.get(name)
+            if known is None or known[0] != node.rv:
+                known = (node.rv, _daemon_eligible(self.tspec, decode(node)))
+                self.judged[name] = known
+            if known[1]:
+                self.eligible.add(name)
+            else:
+                self.eligible.discard(name)
+        self.dirty.add(name)
+
+    def classify(self, node: str, now: float) -> None:
+        """Recompute `node`'s answers from its pods (the old full sync's per-node step)."""
+        old = self.counts.pop(node, None)
+        if old is not None:
+            for i, v in enumerate(old):
+                self.sums[i] -= v
+        self.create.discard(node)
+        self.old_unavailable.pop(node, None)
+        self.old_available.pop(node, None)
+        self.misscheduled.pop(node, None)
+        self.waiting.discard(node)
+        here = self.pods.get(node)
+        entries = [here[k] for k in sorted(here)] if here else []
+        active = [e for e in entries if e.pod().active]
+        if node not in self.eligible:
+            if active:
+                self.misscheduled[node] = active
+            return
+        if not active and not any(e.pod().deleting for e in entries):
+            self.create.add(node)
+        ready = available = updated = 0
+        for e in active:
+            view = e.pod()
+            ok = view.available(self.min_ready, now)
+            ready += view.ready
+            available += ok
+            updated += e.labels.get("controller-revision-hash") == self.hash
+            if view.ready and not ok:
+                self.waiting.add(node)
+        unavailable = 1
+        if active:
+            first = active[0]
+            is_old = first.labels.get("controller-revision-hash") != self.hash
+            if not first.pod().available(self.min_ready, now):
+                if is_old:
+                    self.old_unavailable[node] = first
+            else:
+                unavailable = 0
+                if is_old:
+                    self.old_available[node] = first
+        counts = (1 if active else 0, ready, available, updated, unavailable)
+        self.counts[node] = counts
+        for i, v in enumerate(counts):
+            self.sums[i] += v
+
+    def refresh(
+        self, now: float, nodes: Callable[[str], Entry | None], decode: Callable[[Entry], Obj]
+    ) -> None:
+        """Judge the nodes that changed, then re-classify the dirty and waiting ones."""
+        if self.to_judge:
+            for name in self.to_judge:
+                self.judge(name, nodes(name), decode)
+            self.to_judge = set()
+        todo = self.dirty | self.waiting
+        self.dirty = set()
+        for node in todo:
+            self.classify(node, now)
+
+
+def _daemon_eligible(spec: Obj, node: Obj) -> bool:
+    """Whether a DaemonSet with pod template spec `spec` runs a pod on `node`."""
+    labels = node["metadata"].get("labels") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    if not _node_selector_terms_match(spec.get("affinity") or {}, node):
+        return False
+    tolerations = daemon_tolerations(spec)
+    taints = [
+        t
+        for t in (node.get("spec") or {}).get("taints") or []
+        if t.get("effect") in ("NoSchedule", "NoExecute")
+    ]
+    return all(tolerates(tolerations, t) for t in taints)
+
+
 class DaemonSets(_Base):
     name = "daemonset"
-    # A sync walks every node and every pod of the DaemonSet: when a thousand nodes turn Ready at
-    # the same instant, it runs once for all of them, not once per node.
+    # A sync costs the nodes that changed since the last one (see _DaemonSetIndex); when a thousand
+    # nodes turn Ready at the same instant, it still runs once for all of them, writing one status.
     coalesce = True
 
     def __init__(self, engine: Engine, events: Recorder) -> None:
         super().__init__(engine, events)
-        #: DaemonSet uid → (template hash, node name → (node resourceVersion, eligible)).
-        self._eligibility: dict[str, tuple[str, dict[str, tuple[int, bool]]]] = {}
+        #: DaemonSet key → its index; and by uid, to file pod changes under their controller.
+        self._by_key: dict[Key, _DaemonSetIndex] = {}
+        self._by_uid: dict[str, _DaemonSetIndex] = {}
         #: node name → (resourceVersion, decoded node), for the nodes whose eligibility was judged.
         self._nodes: dict[str, tuple[int, Obj]] = {}
-        self._uids: dict[Key, str] = {}
 
     def on_change(self, record: Record) -> None:
         kind = record.entry.kind.key
         if kind == DS.key:
             self.engine.enqueue(self.name, record.entry.key)
         elif kind == PODS.key:
+            prev = record.prev
+            if prev is not None and prev.controller:
+                ix = self._by_uid.get(prev.controller)
+                if ix is not None:
+                    ix.remove_pod(prev.key)
+            if record.type != DELETED and record.entry.controller:
+                ix = self._by_uid.get(record.entry.controller)
+                if ix is not None:
+                    ix.add_pod(record.entry)
             for key in _owner_keys(record, "DaemonSet"):
                 self.engine.enqueue(self.name, key)
         elif kind == "nodes":
+            name = record.entry.name
+            if record.type == DELETED:
+                self._nodes.pop(name, None)
             changed = (
                 record.prev is None or record.type == DELETED or record.prev.labels != record.entry.labels
             )
             if changed or b'"taints"' in record.entry.raw or (record.prev and b'"taints"' in record.prev.raw):
+                # Only then can a node's eligibility change (labels, name, taints).
+                for ix in self._by_uid.values():
+                    ix.to_judge.add(name)
                 for e in self.api.store.entries(DS.key):
                     self.engine.enqueue(self.name, e.key)
 
-    def _eligible(self, spec: Obj, node: Obj) -> bool:
-        labels = node["metadata"].get("labels") or {}
-        if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-            return False
-        if not _node_selector_terms_match(spec.get("affinity") or {}, node):
-            return False
-        tolerations = daemon_tolerations(spec)
-        taints = [
-            t
-            for t in (node.get("spec") or {}).get("taints") or []
-            if t.get("effect") in ("NoSchedule", "NoExecute")
-        ]
-        return all(tolerates(tolerations, t) for t in taints)
-
-    def _eligible_nodes(self, ds_uid: str, template_hash_: str, tspec: Obj) -> list[str]:
-        """Names of the nodes this DaemonSet's pods belong on, in name order. Each node's answer is
-        kept per node version and template, so a sync decodes only the nodes that changed."""
-        cached = self._eligibility.get(ds_uid)
-        if cached is None or cached[0] != template_hash_:
-            cached = (template_hash_, {})
-            self._eligibility[ds_uid] = cached
-        answers = cached[1]
-        out: list[str] = []
-        seen: set[str] = set()
-        for e in self.api.store.entries("nodes"):
-            name = e.name
-            seen.add(name)
-            known = answers.get(name)
-            if known is None or known[0] != e.rv:
-                known = (e.rv, self._eligible(tspec, self._node(e)))
-                answers[name] = known
-            if known[1]:
-                out.append(name)
-        if len(answers) > len(seen):
-            for gone in [n for n in answers if n not in seen]:
-                del answers[gone]
-        return out
+    def _node_entry(self, name: str) -> Entry | None:
+        return self.api.store.entry("nodes", "", name)
 
     def _node(self, e: Entry) -> Obj:
         cached = self._nodes.get(e.name)
@@ -631,12 +753,26 @@ class DaemonSets(_Base):
             self._nodes[e.name] = cached
         return cached[1]
 
+    def index(self, key: Key) -> _DaemonSetIndex | None:
+        """The kept index of DaemonSet `key` (None before its first sync)."""
+        return self._by_key.get(key)
+
+    def _build(self, uid: str, hash_: str, min_ready: int, tspec: Obj) -> _DaemonSetIndex:
+        """A cold start: every node judged, every pod of the set filed (O(nodes + pods), once)."""
+        ix = _DaemonSetIndex(uid, hash_, min_ready, tspec)
+        for e in self.api.store.entries("nodes"):
+            ix.judge(e.name, e, self._node)
+        for p in _owned(self.engine, uid, PODS.key):
+            ix.add_pod(p)
+        return ix
+
     def sync(self, key: Key) -> None:
         entry = self.api.store.entry(DS.key, *key)
         if entry is None:
-            self._eligibility.pop(self._uids.pop(key, ""), None)
+            gone = self._by_key.pop(key, None)
+            if gone is not None:
+                self._by_uid.pop(gone.uid, None)
             return
-        self._uids[key] = entry.uid
         ds = entry.obj()
         if ds["metadata"].get("deletionTimestamp"):
             return
@@ -652,50 +788,40 @@ class DaemonSets(_Base):
                 generation
             )
             self.api.write(DS.key, ds)
-        eligible_names = self._eligible_nodes(entry.uid, current_hash, tspec)  # sorted by name
-        eligible = set(eligible_names)
-        pods = [(p, p.pod()) for p in _owned(self.engine, entry.uid, PODS.key)]
-        by_node: dict[str, list[tuple[Entry, PodView]]] = {}
-        for pv in pods:
-            by_node.setdefault(pv[1].daemon_node, []).append(pv)
-        now = self.engine.clock.now()
         min_ready = int(spec.get("minReadySeconds", 0))
+        ix = self._by_key.get(key)
+        if ix is None or ix.uid != entry.uid or ix.hash != current_hash or ix.min_ready != min_ready:
+            if ix is not None:
+                self._by_uid.pop(ix.uid, None)
+            ix = self._build(entry.uid, current_hash, min_ready, tspec)
+            self._by_key[key] = ix
+            self._by_uid[entry.uid] = ix
+        now = self.engine.clock.now()
+        ix.refresh(now, self._node_entry, self._node)
         strategy = spec.get("updateStrategy") or {}
         rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
-        # One pass over the eligible nodes decides everything from this snapshot of the pods; the
-        # writes then happen in the controller's order: creations, misscheduled deletions, then the
-        # rolling update's deletions (the unavailable old pods in node order, then old available
-        # ones within maxUnavailable).
-        create: list[str] = []
-        unavailable = 0
+        # The decisions come from this snapshot of the index; the writes then happen in the
+        # controller's order: creations in node order, misscheduled deletions (nodes in the order
+        # of their first pod's key), then the rolling update's deletions (the unavailable old pods
+        # in node order, then old available ones within maxUnavailable).
+        create = sorted(ix.create)
+        misscheduled = [ix.misscheduled[n] for n in sorted(ix.misscheduled, key=lambda n: min(ix.pods[n]))]
         delete_unavailable: list[Entry] = []
         old_available: list[Entry] = []
-        for name in eligible_names:
-            here = by_node.get(name)
-            first_active: tuple[Entry, PodView] | None = None
-            if here:
-                for pv in here:
-                    if pv[1].active:
-                        first_active = pv
-                        break
-                if first_active is None and not any(v.deleting for _, v in here):
-                    create.append(name)
-            else:
-                create.append(name)
-            if not rolling:
-                continue
-            if first_active is None:
-                unavailable += 1
-                continue
-            p, view = first_active
-            is_old = p.labels.get("controller-revision-hash") != current_hash
-            if not view.available(min_ready, now):
-                unavailable += 1
-                if is_old:
-                    delete_unavailable.append(p)
-            elif is_old:
-                old_available.append(p)
-        acted = False
+        unavailable = max_unavailable = 0
+        if rolling:
+            desired = len(ix.eligible)
+            max_unavailable = int_or_percent(
+                (strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), desired, round_up=True
+            )
+            max_unavailable = max(max_unavailable, 1)
+            unavailable = ix.sums[4]
+            delete_unavailable = [ix.old_unavailable[n] for n in sorted(ix.old_unavailable)]
+            if max_unavailable > unavailable and ix.old_available:
+                old_available = [
+                    ix.old_available[n]
+                    for n in heapq.nsmallest(max_unavailable - unavailable, ix.old_available)
+                ]
         for name in create:
             self._create_pod(
                 ds,
@@ -709,52 +835,30 @@ class DaemonSets(_Base):
                 },
                 mutate=functools.partial(_pin_to_node, node=name, template_spec=tspec),
             )
-            acted = True
-        for name, here in by_node.items():
-            if name not in eligible:
-                for p, view in here:
-                    if view.active:
-                        self._delete_named(ds, "DaemonSet", p.namespace, p.name)
-                        acted = True
-        if rolling:
-            desired = len(eligible_names)
-            max_unavailable = int_or_percent(
-                (strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), desired, round_up=True
-            )
-            max_unavailable = max(max_unavailable, 1)
-            for p in delete_unavailable:
+        for active in misscheduled:
+            for p in active:
                 self._delete_named(ds, "DaemonSet", p.namespace, p.name)
-                acted = True
-            for p in old_available:
-                if unavailable >= max_unavailable:
-                    break
-                self._delete_named(ds, "DaemonSet", p.namespace, p.name)
-                acted = True
-                unavailable += 1
-        if acted:  # otherwise no pod of this DaemonSet was written since the snapshot above
-            pods = [(p, p.pod()) for p in _owned(self.engine, entry.uid, PODS.key)]
-        scheduled: set[str] = set()
-        ready = available = updated = 0
-        for p, view in pods:
-            if not view.active:
-                continue
-            scheduled.add(view.daemon_node)
-            if view.daemon_node not in eligible:
-                continue
-            ready += view.ready
-            available += view.available(min_ready, now)
-            updated += p.labels.get("controller-revision-hash") == current_hash
+        for p in delete_unavailable:
+            self._delete_named(ds, "DaemonSet", p.namespace, p.name)
+        for p in old_available:
+            if unavailable >= max_unavailable:
+                break
+            self._delete_named(ds, "DaemonSet", p.namespace, p.name)
+            unavailable += 1
+        ix.refresh(now, self._node_entry, self._node)  # the nodes this sync's own writes touched
+        scheduled, ready, available, updated, _ = ix.sums
+        desired = len(ix.eligible)
         status: Obj = {
-            "currentNumberScheduled": len(scheduled & eligible),
-            "numberMisscheduled": len(scheduled - eligible),
-            "desiredNumberScheduled": len(eligible_names),
+            "currentNumberScheduled": scheduled,
+            "numberMisscheduled": len(ix.misscheduled),
+            "desiredNumberScheduled": desired,
             "numberReady": ready,
             "observedGeneration": generation,
             "updatedNumberScheduled": updated,
             "numberAvailable": available,
         }
-        if len(eligible_names) - available > 0:
-            status["numberUnavailable"] = len(eligible_names) - available
+        if desired - available > 0:
+            status["numberUnavailable"] = desired - available
         if not available:
             del status["numberAvailable"]
         fresh = self.api.store.entry(DS.key, *key)
