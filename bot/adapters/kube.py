@@ -35,7 +35,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import struct
 import sys
 import threading
@@ -753,7 +752,6 @@ class Cluster:
         limit: int = PAGE_SIZE,
         item_type: type[T],
         transform: Callable[[list[T]], bytes],
-        workers: int = 1,
     ) -> MappedList:
         """List `path` as `list_pages` does, `transform` turning each page's items into bytes, all of
         it in a helper process that starts now: the caller is free until it iterates the result.
@@ -768,14 +766,8 @@ class Cluster:
         started, or stops for any other reason, the caller's process lists the rest itself.
         Close the result (or leave its `with` block) to stop the helper if it is not iterated to the
         end.
-
-        `workers=2` splits the decoding and `transform` between the helper and a second process
-        (`_Twin`), page by page in turn, for a list whose decoding, not its fetching, is the slow
-        part on a machine with a core to spare. The pages still come back in list order, but each
-        process sees every other page only: a `transform` that keeps state from page to page must
-        give the same result over either half (see the checks' `PodReducer`).
         """
-        return MappedList(self, path, query, limit, item_type, transform, workers)
+        return MappedList(self, path, query, limit, item_type, transform)
 
     def _shape_error(self, path: str, exc: Exception) -> ClusterError:
         """A body that is not JSON, or a field of an unexpected type: the server is not what we
@@ -1153,12 +1145,9 @@ class MappedList:
         limit: int,
         item_type: Any,
         transform: Callable[[list[Any]], bytes],
-        workers: int = 1,
     ) -> None:
         self._cluster, self._path, self._query, self._limit = cluster, path, query, limit
         self._item_type, self._transform = item_type, transform
-        # A second process helps only where there is a CPU for it.
-        self._workers = workers if _cpus() > 1 else 1
         self._pid = 0
         self._frames_fd = self._data_fd = -1
         self._offset = 0
@@ -1289,22 +1278,23 @@ def _child_map(mapped: MappedList, out: int, data: int) -> int:  # pragma: no co
         _write_all(out, memoryview(_FRAME.pack(kind, len(payload)) + payload))
 
     try:
-        results = _twin_pages(own, mapped, (out, data)) if mapped._workers > 1 else _own_pages(own, mapped)
-        # Closed on the way out (a SIGTERM too), which stops and reaps the fetcher (and twin) it forked.
-        with contextlib.closing(results) as mapped_pages:
-            for body, count, version, token in mapped_pages:
+        listed = own.list_pages(mapped._path, mapped._query, limit=mapped._limit, item_type=mapped._item_type)
+        # Closed on the way out (a SIGTERM too), which stops and reaps the fetcher it forked.
+        with contextlib.closing(cast(Generator[Page[Any], None, None], listed)) as pages:
+            for page in pages:
+                body = mapped._transform(page.items)
                 _write_all(data, memoryview(body))
-                meta = {"length": len(body), "count": count, "version": version, "token": token}
-                del body
-                if not token:
+                meta = {
+                    "length": len(body),
+                    "count": len(page.items),
+                    "version": page.resource_version,
+                    "token": page.continue_token,
+                }
+                last = not page.continue_token
+                del page, body
+                if last:
                     _ignore_stop()
                 send(_MAPPED, json.dumps(meta).encode())
-        return 0
-    except _TwinStopped as exc:
-        # The caller lists the rest itself from the last page it was sent: nothing is lost.
-        log.warning("cluster %s: the list helper for %s stopped: %s", cluster.name, mapped._path, exc)
-        with contextlib.suppress(OSError):
-            send(_FAILED, b"")
         return 0
     except ClusterError as exc:
         error = {"class": type(exc).__name__, "message": exc.user_message, "status": exc.status}
@@ -1320,219 +1310,6 @@ def _child_map(mapped: MappedList, out: int, data: int) -> int:  # pragma: no co
         log.exception("cluster %s: the list helper for %s failed", cluster.name, mapped._path)
         with contextlib.suppress(OSError):
             send(_FAILED, b"")
-        return 1
-
-
-def _cpus() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-#: One mapped page: the transform's bytes, the page's item count, resourceVersion, continue token.
-_Mapped = tuple[bytes, int, str, str]
-
-
-def _own_pages(own: Cluster, mapped: MappedList) -> Generator[_Mapped, None, None]:  # pragma: no cover
-    """Every page listed, decoded and transformed in this process (the mapping helper)."""
-    listed = own.list_pages(mapped._path, mapped._query, limit=mapped._limit, item_type=mapped._item_type)
-    with contextlib.closing(cast(Generator[Page[Any], None, None], listed)) as pages:
-        for page in pages:
-            yield mapped._transform(page.items), len(page.items), page.resource_version, page.continue_token
-
-
-class _TwinStopped(Exception):
-    """The twin died, failed outside the API, or a page's continue token was not the one its head
-    promised (the pages fetched ahead on it are dropped): the mapping helper ends there."""
-
-
-def _twin_pages(  # pragma: no cover - runs in the mapping helper
-    own: Cluster, mapped: MappedList, inherited: tuple[int, ...]
-) -> Generator[_Mapped, None, None]:
-    """The pages of `mapped` decoded and transformed in turn here and in a `_Twin`, in list order.
-
-    The twin gets a page, this process decodes the next one meanwhile, then takes the twin's result
-    and hands on both. The continue token of each page decoded must be the one its head promised
-    (the fetcher followed that one): if not, the pages after it are not handed on (`_TwinStopped`)
-    and the caller lists on from the decoded token, as it does when a helper stops. Without a twin
-    (no process to spare) every page is done here.
-    """
-    decoder = _page_decoder(mapped._item_type)
-
-    def one(raw: bytes | memoryview) -> _Mapped:
-        try:
-            body = decoder.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise own._shape_error(mapped._path, exc) from exc
-        items = body.items or []
-        meta = body.metadata
-        return mapped._transform(items), len(items), meta.resource_version, meta.continue_
-
-    def followed(result: _Mapped, guess: str) -> _Mapped:
-        if result[3] != guess:
-            raise _TwinStopped("a page's continue token was not the one its head promised")
-        return result
-
-    twin = _Twin.start(one, inherited, own.name)
-    try:
-        with _Forked(own, mapped._path, mapped._query, mapped._limit, "") as fetched:
-            held: str | None = None  # the head's continue token of the page the twin has
-            while True:
-                try:
-                    raw, guess = next(fetched)
-                except StopIteration:
-                    break
-                except ClusterError:
-                    # Raised where its page would have been: after the page the twin has.
-                    if twin is not None and held is not None:
-                        yield twin.take()
-                    raise
-                if twin is not None and held is None:
-                    twin.give(raw)
-                    held = guess
-                    del raw
-                    continue
-                mine = one(raw)
-                del raw
-                if twin is not None and held is not None:
-                    theirs = twin.take()
-                    yield theirs
-                    followed(theirs, held)
-                    held = None
-                yield mine
-                followed(mine, guess)
-            if twin is not None and held is not None:
-                theirs = twin.take()
-                yield theirs
-                followed(theirs, held)
-    finally:
-        if twin is not None:
-            twin.stop()
-
-
-class _Twin:  # pragma: no cover - runs in the mapping helper
-    """A second mapping process, forked by the mapping helper: it decodes and transforms the pages
-    it is given, one at a time, over a socket pair (`_FRAME`s: a raw page in; its result's meta and
-    bytes, an error, or a failure out). It ends when the helper closes the socket, and dies with
-    it: a read or write on a socket whose other end is gone fails."""
-
-    def __init__(self, pid: int, sock: socket.socket, cluster: str) -> None:
-        self._pid, self._sock, self._cluster = pid, sock, cluster
-
-    @classmethod
-    def start(
-        cls, one: Callable[[memoryview], _Mapped], inherited: tuple[int, ...], cluster: str
-    ) -> _Twin | None:
-        try:
-            ours, theirs = socket.socketpair()
-        except OSError as exc:
-            log.warning("cluster %s: no second list helper: %s", cluster, exc)
-            return None
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            log.warning("cluster %s: no second list helper: %s", cluster, exc)
-            ours.close()
-            theirs.close()
-            return None
-        if pid == 0:
-            code = 1
-            try:
-                ours.close()
-                for fd in inherited:  # the helper's frames and data: its caller hears only the helper
-                    os.close(fd)
-                code = _twin_loop(theirs, one)
-            finally:
-                os._exit(code)
-        theirs.close()
-        return cls(pid, ours, cluster)
-
-    def give(self, raw: bytes | memoryview) -> None:
-        try:
-            self._sock.sendall(_FRAME.pack(_PAGE, len(raw)))
-            self._sock.sendall(raw)
-        except OSError as exc:
-            raise _TwinStopped(f"the second list helper is gone ({exc})") from None
-
-    def take(self) -> _Mapped:
-        kind, payload = _receive_frame(self._sock)
-        if kind == _MAPPED:
-            meta = json.loads(payload)
-            body_kind, body = _receive_frame(self._sock)
-            if body_kind == _PAGE:
-                return bytes(body), int(meta["count"]), str(meta["version"]), str(meta["token"])
-        elif kind == _ERROR:
-            raise _rebuild_error(memoryview(payload), self._cluster)
-        raise _TwinStopped("the second list helper stopped")
-
-    def stop(self) -> None:
-        self._sock.close()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self._pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self._pid, 0)
-
-
-def _receive_frame(sock: socket.socket) -> tuple[bytes, bytearray]:  # pragma: no cover - in helpers
-    """One `_FRAME` and its payload from `sock`; `_FAILED` if the socket ends first."""
-    head = bytearray(_FRAME.size)
-    if not _recv_exactly(sock, memoryview(head)):
-        return _FAILED, bytearray()
-    kind, size = _FRAME.unpack(head)
-    payload = bytearray(size)
-    if not _recv_exactly(sock, memoryview(payload)):
-        return _FAILED, bytearray()
-    return kind, payload
-
-
-def _recv_exactly(sock: socket.socket, into: memoryview) -> bool:  # pragma: no cover - in helpers
-    got, size = 0, len(into)
-    try:
-        while got < size:
-            n = sock.recv_into(into[got:])
-            if n == 0:
-                return False
-            got += n
-    except OSError:
-        return False
-    return True
-
-
-def _twin_loop(sock: socket.socket, one: Callable[[memoryview], _Mapped]) -> int:  # pragma: no cover
-    """The twin's loop: a raw page in, its result out, until the helper closes the socket."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_DFL)
-    head = bytearray(_FRAME.size)
-    buffer = bytearray()
-    try:
-        while _recv_exactly(sock, memoryview(head)):
-            _kind, size = _FRAME.unpack(head)
-            if len(buffer) < size:
-                buffer = bytearray(size)
-            with memoryview(buffer) as view:
-                if not _recv_exactly(sock, view[:size]):
-                    return 0
-                try:
-                    body, count, version, token = one(view[:size])
-                except ClusterError as exc:
-                    error = {"class": type(exc).__name__, "message": exc.user_message, "status": exc.status}
-                    payload = json.dumps(error).encode()
-                    sock.sendall(_FRAME.pack(_ERROR, len(payload)) + payload)
-                    return 0
-            meta = json.dumps({"count": count, "version": version, "token": token}).encode()
-            sock.sendall(_FRAME.pack(_MAPPED, len(meta)) + meta)
-            sock.sendall(_FRAME.pack(_PAGE, len(body)))
-            sock.sendall(body)
-            del body
-        return 0
-    except OSError:
-        return 0  # the helper is gone
-    except BaseException:
-        log.exception("the second list helper failed")
-        with contextlib.suppress(OSError):
-            sock.sendall(_FRAME.pack(_FAILED, 0))
         return 1
 
 

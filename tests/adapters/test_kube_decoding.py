@@ -260,67 +260,6 @@ def test_a_mapping_helper_that_dies_mid_list_costs_nothing_the_caller_maps_the_r
     assert fetching_ahead() == 0
 
 
-def pid_and_names(items: list[schema.Pod]) -> bytes:
-    return msgspec.json.encode([os.getpid(), [p.metadata.name for p in items]])
-
-
-def test_two_mapping_processes_take_the_pages_in_turn_and_hand_them_back_in_list_order(bot: Cluster) -> None:
-    pages = list(bot.list_pages("/api/v1/pods", limit=3, item_type=schema.Pod))
-    assert len(pages) > 3
-    with bot.map_pages(
-        "/api/v1/pods", limit=3, item_type=schema.Pod, transform=pid_and_names, workers=2
-    ) as mapped:
-        got = [
-            (msgspec.json.decode(m.data), m.count, m.resource_version, m.continue_token != "") for m in mapped
-        ]
-    assert [names for (_, names), *_ in got] == [[p.metadata.name for p in page.items] for page in pages]
-    assert [rest for _, *rest in got] == [
-        [len(p.items), p.resource_version, p.continue_token != ""] for p in pages
-    ]
-    pids = [pid for (pid, _), *_ in got]
-    assert len(set(pids)) == 2, "two helper processes"
-    assert os.getpid() not in pids, "neither of them this one"
-    assert pids == [pids[i % 2] for i in range(len(pids))], "the pages alternate between the two"
-    assert fetching_ahead() == 0
-
-
-def test_when_the_second_mapping_process_dies_mid_list_the_caller_maps_the_rest_in_order(
-    bot: Cluster,
-) -> None:
-    whole = [[p["metadata"]["name"] for p in page.items] for page in bot.list_pages("/api/v1/pods", limit=2)]
-    with bot.map_pages(
-        "/api/v1/pods", limit=2, item_type=schema.Pod, transform=pid_and_names, workers=2
-    ) as mapped:
-        pages = iter(mapped)
-        first, second = (msgspec.json.decode(next(pages).data) for _ in range(2))
-        twin = first[0]  # the first page goes to the second process
-        assert twin != second[0]
-        os.kill(twin, signal.SIGKILL)
-        rest = [msgspec.json.decode(m.data) for m in pages]
-    assert [names for _, names in [first, second, *rest]] == whole, "every page once, in order"
-    assert os.getpid() in {pid for pid, _ in rest}, "the caller mapped what the helpers could not"
-    assert fetching_ahead() == 0
-
-
-def test_an_api_error_of_a_list_mapped_by_two_processes_comes_after_every_page_before_it(
-    bot: Cluster, sim: SimCluster, kube_api: Callable[[SimCluster], Any]
-) -> None:
-    core = client.CoreV1Api(kube_api(sim))
-    total = sum(len(page.items) for page in bot.list_pages("/api/v1/pods", limit=1))
-    mapped = bot.map_pages("/api/v1/pods", limit=1, item_type=schema.Pod, transform=names_of, workers=2)
-    with mapped:
-        pages = iter(mapped)
-        seen = [msgspec.json.decode(next(pages).data)]
-        core.create_namespaced_pod("default", pending_pod("later"))
-        sim.control.compact()
-        with pytest.raises(ContinueExpired):
-            seen.extend(msgspec.json.decode(m.data) for m in pages)
-    assert 1 <= len(seen) < total
-    names = [name for page in seen for name in page]
-    assert len(names) == len(set(names)), "no page twice"
-    assert fetching_ahead() == 0
-
-
 def test_a_list_watch_whose_stop_is_set_opens_no_new_watch_when_its_stream_ends(bot: Cluster) -> None:
     stop = threading.Event()
     stream = bot.list_watch("/api/v1/nodes", timeout_seconds=1, item_type=schema.Node, stop=stop)

@@ -70,11 +70,6 @@ MAX_LOG_READS = 200
 #: Pods of one workload whose logs are read: its pods share their configuration, and two tell a
 #: pod's bad luck from the workload's problem.
 LOGS_PER_WORKLOAD = 2
-#: Processes that decode and reduce the pods' pages (`map_pages`' workers): decoding 150,000 pods
-#: is most of a check's time, and the bot's process is idle meanwhile once its other lists are read.
-POD_WORKERS = 2
-#: Pods per list page (the kube adapter's page).
-POD_PAGE = 500
 #: Unhealthy pods kept per workload for the report (the rest are counted by the finding).
 MAX_UNHEALTHY_PER_WORKLOAD = 5
 
@@ -401,9 +396,7 @@ def read_facts(
             with_events=frozenset(ev_by_pod),
             log_containers=log_containers if log_rules and get_raw is not None else frozenset(),
         )
-        return reader.map_pages(
-            pod_path, pod_query, limit=POD_PAGE, item_type=shape.pod, transform=reduce, workers=POD_WORKERS
-        )
+        return reader.map_pages(pod_path, pod_query, item_type=shape.pod, transform=reduce)
 
     # The pods, nine tenths of a large cluster's bytes, are listed, decoded and reduced by a helper
     # process from now on, while the lists below are read here.
@@ -589,11 +582,6 @@ class PodReducer:
     order, so the per-workload memory (`_Workloads`, which pods' logs are asked for) lives here.
     Node readiness is not known yet when the helper starts (the nodes are listed meanwhile): a pod
     is sent if a rule could match it were its node NotReady, and the caller decides.
-
-    With two workers (`POD_WORKERS`) each copy of the reducer sees every other page: each offers
-    the first `LOGS_PER_WORKLOAD` pods of a workload *in its pages* for logs, so the union holds the
-    first ones of the whole list, and `_PodFold`, which takes the candidates in list order, reads
-    the logs of the first `LOGS_PER_WORKLOAD` of them: the same pods as with one.
     """
 
     def __init__(

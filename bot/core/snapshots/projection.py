@@ -119,7 +119,6 @@ class ClusterReader(Protocol):
         limit: int = 500,
         item_type: type[T],
         transform: Callable[[list[T]], bytes],
-        workers: int = 1,
     ) -> MappedLike: ...
 
     def close(self) -> None: ...

@@ -12,7 +12,6 @@ import pytest
 
 from bot.adapters import kube
 from bot.adapters.kube import Cluster, fetching_ahead
-from bot.core.checks import gather
 from bot.core.checks.gather import Gathered, read_facts
 from bot.core.checks.rules import read_rules
 from bot.records import ClusterConfig
@@ -67,21 +66,4 @@ def test_without_the_core_api_every_list_is_a_gap_in_the_reports_order(
     assert set(resources[2:-2]) == {"endpoints"}
     assert gathered.facts.nodes == []
     assert gathered.hits == []
-    assert fetching_ahead() == 0
-
-
-def test_two_reducers_taking_the_pages_in_turn_find_what_one_finds(
-    reader: Cluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(gather, "POD_PAGE", 3)  # the scenario's pods over many pages
-    monkeypatch.setattr(gather, "POD_WORKERS", 1)
-    one = read_facts(reader, rules=RULES)
-    monkeypatch.setattr(gather, "POD_WORKERS", 2)
-    two = read_facts(reader, rules=RULES)
-    assert two.facts == one.facts
-    assert hits_of(two) == hits_of(one)
-    assert two.notes == one.notes
-    # Among them a known issue found in a container's log (each reducer offers the first pods of a
-    # workload in its own pages for their logs; the fold reads those of the first in the list).
-    assert "KI002" in {h[0] for h in hits_of(two)}
     assert fetching_ahead() == 0

@@ -7,7 +7,6 @@ same decoding as production, on objects written as dicts.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -49,16 +48,9 @@ class WireCluster(DictCluster):
         limit: int = 500,
         item_type: Any = dict[str, Any],
         transform: Callable[[list[Any]], bytes],
-        workers: int = 1,
     ) -> Iterator[MappedPage]:
-        # In this process, as the kube adapter does where it has no helper process to fork; with
-        # `workers`, as many copies of `transform` take the pages in turn, as the adapter's
-        # processes do (each a copy made at the fork, seeing only its own pages).
-        copies = [transform, *(copy.deepcopy(transform) for _ in range(workers - 1))]
-        for i, page in enumerate(self.list_pages(path, query, limit=limit, item_type=item_type)):
+        # In this process, as the kube adapter does where it has no helper process to fork.
+        for page in self.list_pages(path, query, limit=limit, item_type=item_type):
             yield MappedPage(
-                copies[i % len(copies)](page.items),
-                len(page.items),
-                page.resource_version,
-                page.continue_token,
+                transform(page.items), len(page.items), page.resource_version, page.continue_token
             )
