@@ -4,7 +4,7 @@ Slack stub, a real store and the kube adapter pointed at a sim's kubeconfig."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 from bot.adapters.kube import Cluster
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
+from bot.core.checks.rules import Rule
 from bot.core.delivery import Deliveries
 from bot.core.rendering import Renderer
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
@@ -26,11 +27,19 @@ from tests.support.slack_stub import SlackStub
 
 
 class WatchHarness:
-    def __init__(self, store: Store, stub: SlackStub, kubeconfig: Path, owner: str = "p1") -> None:
+    def __init__(
+        self,
+        store: Store,
+        stub: SlackStub,
+        kubeconfig: Path,
+        owner: str = "p1",
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        rules: Sequence[Rule] = (),
+    ) -> None:
         self.store = store
         self.kubeconfig = kubeconfig
         poster = SlackGateway(make_web_client(BOT_TOKEN, stub.api_url))
-        clock = lambda: datetime.now(UTC)  # noqa: E731
         self.service = WatchService(
             store=store,
             deliveries=Deliveries(store=store, poster=poster, clock=clock, owner=owner),
@@ -39,6 +48,7 @@ class WatchHarness:
             owner=owner,
             node_group_labels=DEFAULT_NODE_GROUP_LABELS,
             stale_after=timedelta(seconds=2),
+            rules=rules,
         )
         self.runner = WatchRunner(self.service, self.connect, publish_seconds=0.3, heartbeat_seconds=0.5)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from bot.records import ClusterConfig, Fence
 from bot.sim import SimCluster
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
+from tests.support.watch_harness import wait
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 CHANNEL = "C0FENCE"
@@ -66,16 +67,6 @@ def _runner(store: Store, stub: SlackStub, kubeconfig: Path, **options: Any) -> 
     return WatchRunner(service, connect, publish_seconds=0.3, heartbeat_seconds=0.3, **options)
 
 
-def _wait(predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 def _lead(store: Store, holder: str, *, force: bool = False) -> Fence:
     lease = store.acquire_lease(holder, epoch=store.lease().epoch, duration=LEASE, force=force)
     assert lease.held_by(holder)
@@ -92,7 +83,7 @@ def test_a_fenced_watch_driver_writes_nothing_more_and_stops_quietly(
     try:
         with fencing(fence, fenced.append):  # as the triggers' scan job runs it
             assert runner.scan() == [row.id]
-        _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
+        wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
         driver = runner.drivers[row.id]
         assert driver.alive
         # Another replica takes the lease over (this one's renewals stalled): epoch + 1.
@@ -133,7 +124,7 @@ def test_follow_stops_the_runners_drivers_and_no_scan_starts_one(
             assert ok
             assert runner.scan() == [row.id]
         driver = runner.drivers[row.id]
-        _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
+        wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
         started = time.monotonic()
         triggers.follow()
         assert not driver.alive
@@ -154,7 +145,7 @@ def test_watch_events_and_card_edits_appear_in_metrics(
     caplog.set_level(logging.INFO)
     try:
         assert runner.scan() == [row.id]
-        _wait(lambda: _sample(metrics, "upgrade_bot_watch_events_total") > 0)
+        wait(lambda: _sample(metrics, "upgrade_bot_watch_events_total") > 0)
     finally:
         runner.shutdown()
     # Card edits through the coalescer: two edits of one card before a flush are one sent, one

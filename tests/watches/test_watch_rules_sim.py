@@ -10,28 +10,20 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.adapters.kube import Cluster
-from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
 from bot.core.checks.rules import load_rules
-from bot.core.delivery import Deliveries
-from bot.core.rendering import Renderer
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
-from bot.core.watches.service import WatchService, subject
-from bot.frontdoor.watching import WatchRunner, WatchSource
-from bot.records import ClusterConfig
+from bot.core.watches.service import subject
 from bot.settings import BUILTIN_RULES
 from bot.sim import SimCluster
-from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
+from tests.support.watch_harness import WatchHarness
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 CHANNEL = "C0RULES"
 RULES = load_rules([BUILTIN_RULES])
 TITLES = {r.id: r.title for r in RULES}
@@ -46,28 +38,6 @@ EXPECTED = {
     ("KI005", "DaemonSet `kube-system/kube-proxy`"),
     ("KI007", "Pod `logging/es-1`"),
 }
-
-
-class Harness:
-    def __init__(
-        self, store: Store, stub: SlackStub, kubeconfig: Path, clock: Callable[[], datetime], owner: str
-    ):
-        poster = SlackGateway(make_web_client(BOT_TOKEN, stub.api_url))
-        self.service = WatchService(
-            store=store,
-            deliveries=Deliveries(store=store, poster=poster, clock=clock, owner=owner),
-            renderer=Renderer([TEMPLATES]),
-            clock=clock,
-            owner=owner,
-            node_group_labels=DEFAULT_NODE_GROUP_LABELS,
-            stale_after=timedelta(seconds=2),
-            rules=RULES,
-        )
-        self.kubeconfig = kubeconfig
-        self.runner = WatchRunner(self.service, self.connect, publish_seconds=0.3, heartbeat_seconds=0.5)
-
-    def connect(self, name: str) -> WatchSource:
-        return Cluster.connect(ClusterConfig(name=name, kubeconfig=self.kubeconfig))
 
 
 @pytest.fixture
@@ -116,9 +86,9 @@ def test_planted_faults_are_explained_once_per_workload_and_episode_across_a_dri
 ) -> None:
     kubeconfig = sim_eks.write_kubeconfig(tmp_path / "kubeconfig")
     clock = lambda: datetime.fromtimestamp(sim_eks.core.clock.now(), UTC)  # noqa: E731
-    first = Harness(store, slack_stub, kubeconfig, clock, owner="p1")
+    first = WatchHarness(store, slack_stub, kubeconfig, "p1", clock=clock, rules=RULES)
     row = first.service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE")
-    second: Harness | None = None
+    second: WatchHarness | None = None
     try:
         assert first.runner.scan() == [row.id]
         card = _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts, what="the card")
@@ -163,7 +133,7 @@ def test_planted_faults_are_explained_once_per_workload_and_episode_across_a_dri
         # lists again from a state seeded with the stored summary, while the faults go on.
         first.runner.shutdown()
         sim_eks.control.advance(10)
-        second = Harness(store, slack_stub, kubeconfig, clock, owner="p2")
+        second = WatchHarness(store, slack_stub, kubeconfig, "p2", clock=clock, rules=RULES)
         assert second.runner.scan() == [row.id]
         _wait(lambda: second.runner.drivers[row.id].published >= 3, what="publishes after the restart")
         _step(sim_eks, 30, steps=6)
