@@ -65,7 +65,7 @@ def test_an_interactive_rehearsal_asks_and_can_stop() -> None:
     assert "Run *aborted* — rehearsal stopped" in result.stdout
 
 
-CHECKS_START = "checks (start): approve as [U0PRIMARY], 'reject', or 'abort': "
+CHECKS_START = "checks (start): approve as [U0PRIMARY], 'reject REASON', or 'abort': "
 
 
 def test_a_refused_or_unknown_answer_says_why_and_asks_again_until_abort() -> None:
