@@ -330,6 +330,18 @@ jobs = sa.Table(
     sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
 )
 
+# What a gate's step will touch, read from the cluster once when the gate opened (migration 14):
+# the posted gate message shows it, and a restart shows the same, never a second reading.
+gate_dry_runs = sa.Table(
+    "gate_dry_runs",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("step_id", sa.String(64), primary_key=True),
+    sa.Column("epoch", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("computed_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+)
+
 
 def _m001_audit_and_deliveries(conn: Connection) -> None:
     m = sa.MetaData()
@@ -620,6 +632,18 @@ def _m013_one_abort_offer(conn: Connection) -> None:
     )
 
 
+def _m014_gate_dry_runs(conn: Connection) -> None:
+    sa.Table(
+        "gate_dry_runs",
+        sa.MetaData(),
+        sa.Column("run_id", sa.String(64), primary_key=True),
+        sa.Column("step_id", sa.String(64), primary_key=True),
+        sa.Column("epoch", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("computed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("body", sa.Text, nullable=False),
+    ).create(conn)
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
@@ -634,6 +658,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (11, "the process running a step's action", _m011_step_runners),
     (12, "the replica working off an inbox item", _m012_inbox_owners),
     (13, "at most one offer to uncordon per aborted run", _m013_one_abort_offer),
+    (14, "a gate's dry run, read once when the gate opened", _m014_gate_dry_runs),
 )
 
 
@@ -1197,6 +1222,35 @@ class Store:
         )
         with _wrap_errors(), self.engine.connect() as conn:
             return [str(r) for r in conn.execute(query).scalars()]
+
+    # -- gate dry runs (migration 14) -------------------------------------------------------------
+
+    def save_gate_dry_run(self, *, run_id: str, step_id: str, epoch: int, at: datetime, body: str) -> bool:
+        """Keep the dry run of a gate (a step at an epoch); False when one was kept before (another
+        worker or replica was first: theirs is the one shown)."""
+        try:
+            with _wrap_errors(), self.engine.begin() as conn:
+                conn.execute(
+                    gate_dry_runs.insert().values(
+                        run_id=run_id, step_id=step_id, epoch=epoch, computed_at=_utc(at), body=body
+                    )
+                )
+        except PermanentError as exc:
+            if isinstance(exc.__cause__, IntegrityError):
+                return False
+            raise
+        return True
+
+    def gate_dry_run(self, *, run_id: str, step_id: str, epoch: int) -> str | None:
+        """The kept dry run of a gate (its JSON body), or None."""
+        query = sa.select(gate_dry_runs.c.body).where(
+            gate_dry_runs.c.run_id == run_id,
+            gate_dry_runs.c.step_id == step_id,
+            gate_dry_runs.c.epoch == epoch,
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            value = conn.execute(query).scalar()
+        return None if value is None else str(value)
 
     def job(self, job_id: int) -> JobRow | None:
         if not _storable_id(job_id):

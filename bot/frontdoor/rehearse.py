@@ -7,9 +7,10 @@ hooks ask the sim, through its HTTP control endpoints, to play the outside world
 pipeline replacing a node group) and wait for it. The bot never imports the simulator: the
 terminal front door starts it and hands this module its URL and kubeconfig.
 
-At a prompt, a user ID approves as that person, `reject` rejects, an empty line lets the roster
-answer, and `abort` stops the run. A refused answer (the wrong role, a typo) prints the gate's
-reason and the question is asked again: only `abort` or the end of input ends the rehearsal.
+At a prompt, a user ID approves as that person, `reject REASON` rejects (plain `reject` asks for
+the reason next), an empty line lets the roster answer, and `abort` stops the run. A refused
+answer (the wrong role, a typo) prints the gate's reason and the question is asked again: only
+`abort` or the end of input ends the rehearsal.
 PLAN is a plan file or the name of a built-in plan (`bot.resources.BUILTIN_PLANS`), so an
 installed copy rehearses its examples from any directory. Exit status: 0 when the run completed,
 1 when it stopped (aborted, paused, end of input), 2 when the plan is invalid.
@@ -39,6 +40,7 @@ from bot.core.people import StaticDirectory, roles_of
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
+from bot.core.runs.dryrun import GateDryRuns
 from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
@@ -217,17 +219,23 @@ def rehearse(
     renderer = Renderer([BUILTIN_TEMPLATES])
     owner = new_owner()
     deliveries = Deliveries(store=store, poster=poster, clock=clock, owner=owner)
+    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    job_registry = default_jobs(labels, load_rules(settings.rules_paths()))
+
+    def connect(name: str) -> Any:
+        return connect_cluster(pick_cluster(settings.clusters, name))
+
     cards = RunCards(
         deliveries=deliveries,
         renderer=renderer,
         clock=clock,
         operations_channel=plan.operations_channel or "CREHEARSAL",
+        dry_runs=GateDryRuns(store=store, jobs=job_registry, connect=connect, clock=clock),
     )
-    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     # The long actions (cluster jobs, watches) run on driver threads, as on the triggers door.
     jobs = JobService(
         store=store,
-        registry=default_jobs(labels, load_rules(settings.rules_paths())),
+        registry=job_registry,
         deliveries=deliveries,
         directory=directory,
         clock=clock,
@@ -258,9 +266,6 @@ def rehearse(
         ),
     )
     bind_jobs(service, jobs)
-
-    def connect(name: str) -> Any:
-        return connect_cluster(pick_cluster(settings.clusters, name))
 
     job_runner = JobRunner(jobs, connect)
     jobs.on_change = job_runner.wake
@@ -442,7 +447,7 @@ def _decide(
         out.write(_framed(_card_text(service, run)))
         prompt = (
             f"{cur.step_id} ({run.phase(cur)}): approve as [{'/'.join(dict.fromkeys(people))}], "
-            "'reject', or 'abort': "
+            "'reject REASON', or 'abort': "
         )
         # A person at a prompt mistypes or answers for the wrong role: the gate says why, as its
         # button would in Slack, and the same question is asked again. Only `abort` or the end of
@@ -458,10 +463,23 @@ def _decide(
                 ).run
             if not answer:
                 break  # nobody named: the roster answers this gate, as with --auto-approve
-            who = people[0] if answer == "reject" else answer
-            decision = "reject" if answer == "reject" else "approve"
+            word, _, reason = answer.partition(" ")
+            rejecting = word == "reject"
+            if rejecting and not reason.strip():
+                # As the Reject button's modal does: a rejection says why (thread and audit log).
+                reason = ask("  why? (it goes into the thread and the audit log): ")
+                if not reason.strip():
+                    out.write("  · a rejection needs a reason: reject REASON\n")
+                    continue
+            who = people[0] if rejecting else answer
+            decision = "reject" if rejecting else "approve"
             ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision=decision)
-            outcome = service.click(ref, Actor(user_id=who, source="terminal"), confirmation=confirmation)
+            outcome = service.click(
+                ref,
+                Actor(user_id=who, source="terminal"),
+                confirmation=confirmation,
+                reason=reason.strip() if rejecting else "",
+            )
             if not outcome.accepted:
                 out.write(f"  · {who}: {outcome.message}\n")
                 continue

@@ -30,6 +30,7 @@ from bot.core.people import Directory, StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
+from bot.core.runs.dryrun import GateDryRuns
 from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
@@ -135,6 +136,8 @@ def build_services(
     # This process's name on the posts it claims: a claim left by a process that is gone is settled.
     owner = new_owner()
     cards = deliveries = None
+    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    job_registry = default_jobs(labels, load_rules(settings.rules_paths()))
     if poster is not None:
         deliveries = Deliveries(store=store, poster=poster, clock=clock, owner=owner, immediate=immediate)
         if edits is not None:
@@ -146,6 +149,12 @@ def build_services(
             renderer=Renderer(settings.template_dirs()),
             clock=clock,
             operations_channel=settings.channels.operations,
+            dry_runs=GateDryRuns(
+                store=store,
+                jobs=job_registry,
+                connect=lambda name: connect(snapshots.pick_cluster(settings.clusters, name)),
+                clock=clock,
+            ),
         )
     watches = WatchService(
         store=store,
@@ -156,10 +165,9 @@ def build_services(
         node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
         rules=load_rules(settings.rules_paths()),
     )
-    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     jobs = JobService(
         store=store,
-        registry=default_jobs(labels, load_rules(settings.rules_paths())),
+        registry=job_registry,
         deliveries=deliveries,
         directory=directory,
         clock=clock,

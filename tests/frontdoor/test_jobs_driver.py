@@ -34,6 +34,7 @@ from bot.frontdoor.acting import JobRunner
 from bot.frontdoor.wiring import bind_jobs
 from bot.records import StepState
 from bot.resources import BUILTIN_TEMPLATES
+from tests.support import blockkit
 from tests.support.clock import FakeClock
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
@@ -349,6 +350,14 @@ def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None
     )
     buttons = [e["action_id"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
     assert buttons == ["job_choice_wait", "job_choice_delete"]
+    # Deleting pods cannot be taken back: a danger button, behind Slack's confirmation dialog
+    # (slack_sdk's models check its limits).
+    (delete,) = [
+        b for b in blockkit.buttons(blockkit.message_blocks(question[0].params)) if b.get("style") == "danger"
+    ]
+    assert delete["action_id"] == "job_choice_delete"
+    assert delete["confirm"]["style"] == "danger"
+    assert "You will be asked why" in delete["confirm"]["text"]["text"]
     key = "drain-timeout:n2:1"
     with pytest.raises(UserError, match="coordinator"):
         jobs.decide(row.id, choice_key=key, option="delete", user_id="U0PRIMARY", reason="stuck")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -34,6 +35,15 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
             "waiting for the old nodes to be drained" in out
         )
         assert f"`drain-{group}` succeeded: drain job" in out
+        # Its gate showed the dry run read when it opened: the nodes, the pods each one loses.
+        gate = out.split(f"(`drain-{group}`) — ready to start", 1)[1].split("approved the start of", 1)[0]
+        assert re.search(
+            r":mag: \*Dry run at \d\d:\d\d:\d\d Asia/Tokyo\* — what approving this step will touch", gate
+        )
+        assert re.search(
+            rf"\*drain\* `nodegroup={group} [^`]*`: cordon (\d+) of \1 node\(s\), evict \d+ pod\(s\)", gate
+        )
+        assert re.search(r"• `ip-[^`]+` — cordon, evict \d+ pod\(s\): \S+/\S+", gate), gate
         assert f"`wait-{group}` succeeded: wait-nodegroup job" in out
         assert f"node group {group}: all" in out
     assert out.count(" cordoned\n") == out.count(" drained: ")  # every old node: cordoned, drained
@@ -65,7 +75,7 @@ def test_an_interactive_rehearsal_asks_and_can_stop() -> None:
     assert "Run *aborted* — rehearsal stopped" in result.stdout
 
 
-CHECKS_START = "checks (start): approve as [U0PRIMARY], 'reject', or 'abort': "
+CHECKS_START = "checks (start): approve as [U0PRIMARY], 'reject REASON', or 'abort': "
 
 
 def test_a_refused_or_unknown_answer_says_why_and_asks_again_until_abort() -> None:

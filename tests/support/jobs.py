@@ -250,6 +250,8 @@ class FakeCluster:
         elif path.startswith("/api/v1/namespaces/") and path.endswith("/pods"):
             namespace = path.split("/")[4]
             yield FakePage(items=[p for p in self.pods.values() if p["metadata"]["namespace"] == namespace])
+        elif path == "/apis/policy/v1/poddisruptionbudgets":
+            yield FakePage(items=[pdb for items in self.pdbs.values() for pdb in items])
         else:
             raise KeyError(path)
 

@@ -122,6 +122,22 @@ def choice_value(job_id: int, choice_key: str, option: str) -> str:
     return f"{job_id}|{choice_key}|{option}"
 
 
+def danger_confirm(option: ChoiceOption) -> dict[str, Any]:
+    """Slack's confirmation dialog for an answer that cannot be taken back (deleting pods instead
+    of evicting them): Block Kit's limits are title 100, text 300, buttons 30 characters."""
+    return {
+        "title": {"type": "plain_text", "text": f"{option.label[:98]}?"},
+        "text": {
+            "type": "plain_text",
+            "text": f"“{option.label[:150]}” cannot be taken back by the bot. You will be asked why; "
+            "the answer and the reason go to the run's thread and the audit log.",
+        },
+        "confirm": {"type": "plain_text", "text": "Yes, give a reason"},
+        "deny": {"type": "plain_text", "text": "Cancel"},
+        "style": "danger",
+    }
+
+
 def parse_choice_value(value: str) -> tuple[int, str, str] | None:
     parts = value.split("|")
     if len(parts) != 3 or not parts[0].isdigit():
@@ -521,7 +537,7 @@ class JobService:
                         "action_id": f"job_choice_{o.id}",
                         "text": {"type": "plain_text", "text": o.label[:75]},
                         "value": choice_value(row.id, choice.key, o.id),
-                        **({"style": "danger"} if o.needs_reason else {}),
+                        **({"style": "danger", "confirm": danger_confirm(o)} if o.needs_reason else {}),
                     }
                     for o in choice.options
                 ],

@@ -15,13 +15,17 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.live import LiveSection, LiveSource
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.errors import BotError, SlackCallFailed
+
+if TYPE_CHECKING:
+    from bot.core.runs.dryrun import GateDryRuns
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,18 @@ _NOT_IN_THREAD = frozenset({"refused", "gate_opened"})
 _BROADCAST = frozenset({"step_failed", "run_aborted", "step_interrupted"})
 
 
+def dry_run_view(dry_run: Mapping[str, Any], zone: str) -> dict[str, Any]:
+    """A kept dry run as the gate template shows it: its time as a Slack date token (each reader's
+    zone) whose fallback, for the terminal and notifications, is the plan's zone to the second."""
+    at = datetime.fromisoformat(str(dry_run["at"]).replace("Z", "+00:00"))
+    local = at.astimezone(ZoneInfo(zone))
+    return {
+        **dry_run,
+        "ts": int(at.timestamp()),
+        "fallback": f"{local:%H:%M:%S} {zone}",
+    }
+
+
 def _event_order(key: str) -> tuple[int, int]:
     # "event:VERSION:N": thread lines go out in commit order, then in order within the commit.
     _, version, index = key.split(":")
@@ -71,6 +87,7 @@ class RunCards:
         renderer: Renderer,
         clock: Callable[[], datetime],
         operations_channel: str | None = None,
+        dry_runs: GateDryRuns | None = None,
     ) -> None:
         self.deliveries = deliveries
         self.store = deliveries.store
@@ -78,6 +95,9 @@ class RunCards:
         self.renderer = renderer
         self.clock = clock
         self.operations_channel = operations_channel
+        #: Reads (once per gate) and keeps what a step that changes the cluster will touch; None
+        #: where no cluster is in reach (the gate then shows no dry run).
+        self.dry_runs = dry_runs
         #: The live sections of a run's long actions (the cluster jobs); set by the wiring.
         self.live: LiveSource | None = None
 
@@ -160,12 +180,18 @@ class RunCards:
                     self._retire(run, sr, ref.channel, ref.ts, key)
         cur = run.current
         if run.state is R.RunState.ACTIVE and cur is not None and run.phase(cur) is not None:
+            key = self._gate_key(run, cur)
+            if key in refs:
+                return  # posted, or in flight: the gate message is made once
+            # Read here (a worker, the triggers door, a job's driver; never a thread that acks
+            # Slack), once per gate: kept in the database, so a restart posts the same message.
+            dry_run = self.dry_runs.for_gate(run, cur) if self.dry_runs is not None else None
             self._post_once(
                 run,
-                self._gate_key(run, cur),
+                key,
                 card.channel,
                 "runs/gate",
-                self._gate_context(run, cur),
+                self._gate_context(run, cur, dry_run),
                 thread_ts=thread,
             )
 
@@ -173,7 +199,9 @@ class RunCards:
     def _gate_key(run: R.Run, sr: R.StepRun) -> str:
         return f"gate:{sr.step_id}:{sr.epoch}"
 
-    def _gate_context(self, run: R.Run, sr: R.StepRun) -> dict[str, Any]:
+    def _gate_context(
+        self, run: R.Run, sr: R.StepRun, dry_run: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         step = run.plan.step(sr.step_id)
         gate = run.gate_for(sr)
         phase = run.phase(sr) or ""
@@ -187,6 +215,7 @@ class RunCards:
             "waiting_on": R.waiting_on(run, sr, self.clock()),
             "state": str(sr.state),
             "open": True,
+            "dry_run": dry_run_view(dry_run, run.plan.window.timezone) if dry_run is not None else None,
         }
 
     def _retire(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:

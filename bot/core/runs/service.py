@@ -278,6 +278,27 @@ class RunService:
             out = self.perform(out.run, out.run_actions, actor)
         return out
 
+    def check_click(self, ref: R.ButtonRef, actor: Actor) -> R.Outcome:
+        """Would this click count now? Decided on the latest state and committed nowhere (the
+        reason modal opens only for someone who may reject the gate); a refusal is audited, as a
+        refused click is. The click itself is decided again when it is made."""
+        run = self.load(ref.run_id)
+        out = R.click(
+            run,
+            step_id=ref.step_id,
+            epoch=ref.epoch,
+            user_id=actor.user_id,
+            decision=ref.decision,
+            directory=self.directory,
+            now=self.clock(),
+            # Only the rules matter here: a reason is asked next; a destructive step's typed
+            # confirmation is not (a rejection needs none).
+            reason="(asked next)",
+        )
+        if not out.accepted and out.events:
+            self._audit_only(run, out.events, actor)
+        return dataclasses.replace(out, run=run) if out.accepted else out
+
     @run_scoped
     def perform(self, run: R.Run, step_id: str, actor: Actor) -> R.Outcome:
         """Run the step's actions (committed as running before), then commit how they ended."""

@@ -1,10 +1,15 @@
-"""Gate buttons in Slack: Approve and Reject on a run's card and thread, and the modal in which a
-destructive step's approval is confirmed by typing the step id.
+"""Gate buttons in Slack: Approve and Reject on a run's card and thread, the modal in which a
+destructive step's approval is confirmed by typing the step id, and the one in which a rejection
+(or a failure reported on a "done" gate) says why.
 
 The buttons (`gate_approve`, `gate_reject`) carry run id, step id and the step's state number; the
 decision is made by the run service on a worker, and a refusal (wrong person, self-approval,
 double click, stale button) comes back as an ephemeral message with a reference id. A destructive
-step's approval opens a modal (`gate_confirm`) for the typed step id.
+step's approval opens a modal (`gate_confirm`) for the typed step id. Reject opens a modal
+(`gate_reason`) for a required reason once the worker has checked the clicker may reject this
+gate now; its submission is stored in the inbox before the ack (as a click is) and decided on a
+worker, where the run service checks everything again (a gate that moved on meanwhile, a role
+handed over): the reason goes to the run's thread and the audit log.
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ log = logging.getLogger(__name__)
 GATE_ACTIONS = {"gate_approve": "approve", "gate_reject": "reject"}
 #: The modal a destructive step's approval opens for the typed confirmation.
 CONFIRM_CALLBACK = "gate_confirm"
+#: The modal a rejection (or a reported failure) opens for its reason.
+REASON_CALLBACK = "gate_reason"
+#: Longest reason kept (the thread line and the audit row show it whole).
+REASON_LIMIT = 500
 
 
 def register(
@@ -58,11 +67,46 @@ def register(
         except BotError as exc:
             log.warning("could not tell %s why their click was refused: %s", user, exc.user_message)
 
-    def decide(
-        ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str, confirmation: str | None
-    ) -> None:
+    def ask_reason(ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str) -> None:
+        """A Reject click: open the reason modal if this person may reject this gate now."""
         try:
-            out = runs.click(ref, actor, confirmation=confirmation)
+            check = runs.check_click(ref, actor)
+        except BotError as exc:
+            check = None
+            message = exc.user_message
+        if check is not None and check.accepted:
+            run = check.run
+            step = run.plan.step(ref.step_id)
+            phase = run.phase(run.step_run(ref.step_id)) or "start"
+            try:
+                gateway.open_view(trigger_id, reason_view(ref, step.title, phase, actor.channel_id))
+                return
+            except BotError as exc:
+                message = f"could not open the reason dialog ({exc.user_message}); click the button again"
+        elif check is not None:
+            message = check.message
+        refuse(
+            actor.correlation_id,
+            user=actor.user_id,
+            channel=actor.channel_id,
+            response_url=response_url,
+            message=message,
+        )
+
+    def decide(
+        ref: ButtonRef,
+        actor: Actor,
+        *,
+        response_url: str,
+        trigger_id: str,
+        confirmation: str | None,
+        reason: str = "",
+    ) -> None:
+        if ref.decision == "reject" and not reason:
+            ask_reason(ref, actor, response_url=response_url, trigger_id=trigger_id)
+            return
+        try:
+            out = runs.click(ref, actor, confirmation=confirmation, reason=reason)
         except BotError as exc:
             log.warning("gate click on %s/%s failed: %s", ref.run_id, ref.step_id, exc.user_message)
             refuse(
@@ -111,6 +155,7 @@ def register(
             response_url=str(payload["response_url"]),
             trigger_id=str(payload["trigger_id"]),
             confirmation=payload.get("confirmation"),
+            reason=str(payload.get("reason") or ""),
         )
 
     inbox.handle("click", work_click)
@@ -193,6 +238,87 @@ def register(
         if accepted is not None:
             with correlation(accepted[1]):
                 inbox.submit(accepted[0], name=f"confirm {ref.run_id}/{ref.step_id}")
+
+    @app.view(REASON_CALLBACK)
+    def on_reason(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        user = str(body.get("user", {}).get("id", ""))
+        try:
+            meta = json.loads(str(view.get("private_metadata", "")))
+            ref = ButtonRef.decode(str(meta["ref"]), "reject")
+            channel = str(meta.get("channel", ""))
+        except (ValueError, KeyError, TypeError):
+            ref, channel = None, ""
+        reason = str(
+            view.get("state", {}).get("values", {}).get("reason", {}).get("typed", {}).get("value") or ""
+        ).strip()
+        if ref is None:
+            ack()
+            return
+        if not reason:
+            # Slack requires the input too; a blank one (spaces) is answered inside the ack.
+            ack(
+                response_action="errors",
+                errors={"reason": "Say why: it goes into the thread and the audit log."},
+            )
+            return
+        # Stored before the ack, as a click is: an acknowledged submission is never sent again.
+        accepted = inbox.accept(
+            "click",
+            delivery_key(body) or f"view:{view.get('id', '')}",
+            {
+                "user": user,
+                "channel": channel,
+                "response_url": "",
+                "trigger_id": "",
+                "action_id": "gate_reject",
+                "value": ref.encode(),
+                "reason": reason[:REASON_LIMIT],
+            },
+        )
+        ack()
+        if accepted is not None:
+            with correlation(accepted[1]):
+                log.info("gate reason for %s/%s from %s", ref.run_id, ref.step_id, user)
+                inbox.submit(accepted[0], name=f"reject {ref.run_id}/{ref.step_id}")
+
+
+def reason_view(ref: ButtonRef, title: str, phase: str, channel: str) -> dict[str, Any]:
+    """The modal asking why a step is rejected (start gate) or reported failed (done gate)."""
+    start = phase == "start"
+    what = (
+        "will not run: it is marked failed, and the run pauses or aborts as its plan says"
+        if start
+        else "is marked failed, and the run pauses or aborts as its plan says"
+    )
+    return {
+        "type": "modal",
+        "callback_id": REASON_CALLBACK,
+        "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
+        "title": {"type": "plain_text", "text": "Reject the step" if start else "Report a failure"},
+        "submit": {"type": "plain_text", "text": "Reject" if start else "Report failure"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) {what}. "
+                    "Say why: the reason goes to the run's thread and the audit log.",
+                },
+            },
+            {
+                "type": "input",
+                "block_id": "reason",
+                "label": {"type": "plain_text", "text": "Reason"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": "typed",
+                    "multiline": True,
+                    "max_length": REASON_LIMIT,
+                },
+            },
+        ],
+    }
 
 
 def confirm_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:

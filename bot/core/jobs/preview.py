@@ -1,0 +1,199 @@
+"""What a gate shows before two people approve a step that changes the cluster: its dry run.
+
+Read once, when the gate opens (the run's cards keep it in the database with the gate, so the
+message is the same after a restart), from the same selection and filters the jobs use — a node
+group's nodes through `plan`, each node's pods through kubectl's filters (`drain.triage`) — and
+nothing is written, not even a server-side dry run: a 200-node drain is one list of nodes, one
+list of pods per node and one list of budgets, instead of an eviction call per pod.
+
+The result is plain JSON, already bounded for Slack (the first `NODES` nodes in the order they
+will be drained, `PODS` pod names per node, `BUDGETS` blocking budgets, `WORKLOADS` workloads,
+each list with the count of what it leaves out), so the stored row and the message stay small
+whatever the size of the group:
+
+    {"at": "2026-11-24T14:02:11Z", "error": "",
+     "actions": [{"kind": "drain", "args": "nodegroup=ng-shared version=1.25.16", "timeout": "15m",
+                  "nodes": [{"name": "ip-1", "cordon": true, "evict": 12, "pods": ["ns/a", …],
+                             "stay": 3, "refuse": 1, "terminating": 0}, …],
+                  "node_count": 3, "cordon_count": 3, "evict_count": 41, "stay_count": 9,
+                  "blocking": [{"pdb": "payments/api", "allowed": 0, "pods": 2,
+                                "nodes": ["ip-1"], "node_count": 1}, …], "blocking_count": 1,
+                  "refused": [{"pod": "ns/x", "node": "ip-1", "why": "emptyDir …"}],
+                  "refused_count": 1},
+                 {"kind": "cordon", "nodes": [{"name": "ip-1", "already": false}], "node_count": 1,
+                  "change_count": 1},
+                 {"kind": "restart", "workloads": ["deployment/kube-system/coredns"],
+                  "workload_count": 1}]}
+
+`error` says in one line why the dry run could not be read (the gate works without it); an
+action's own `error` says why that action's selection failed ("node group x has no nodes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.core.actions.base import ActionCall
+from bot.core.durations import format_duration
+from bot.core.jobs.base import JobRegistry
+from bot.core.jobs.common import JobCluster, iso, selector_matches
+from bot.core.jobs.drain import pod_key, triage
+from bot.core.jobs.restart import wkey
+from bot.errors import UserError
+
+#: How much of each list a gate shows (Slack: 3,000 characters a section, 50 blocks a message).
+NODES = 8
+PODS = 3
+BUDGETS = 5
+REFUSED = 5
+WORKLOADS = 10
+#: The kinds of job that change the cluster, and so have a dry run on their gate.
+CHANGING = ("cordon", "uncordon", "drain", "restart")
+
+
+def changes_cluster(calls: Sequence[ActionCall]) -> list[ActionCall]:
+    """The calls of a step that change the cluster (a call with `dry_run: true` changes nothing)."""
+    return [
+        c
+        for c in calls
+        if c.name in CHANGING and str(c.args.get("dry_run", "")).strip().lower() not in ("true", "yes", "1")
+    ]
+
+
+def describe_args(args: Mapping[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in args.items() if k != "dry_run")
+
+
+def read(
+    cluster: JobCluster, calls: Sequence[ActionCall], jobs: JobRegistry, *, now: datetime
+) -> dict[str, Any]:
+    """The dry run of `calls` (see the module docstring). Cluster errors propagate: the caller
+    turns them into the one line the gate shows."""
+    actions: list[dict[str, Any]] = []
+    for call in calls:
+        job = jobs.get(call.name)
+        args = {k: str(v) for k, v in call.args.items() if k != "dry_run"}
+        entry: dict[str, Any] = {"kind": call.name, "args": describe_args(args)}
+        if job is None:
+            continue
+        try:
+            progress = job.plan(cluster, args, now=now)
+        except UserError as exc:
+            # What the job itself would say at its first tick ("already on 1.25: nothing to do").
+            actions.append({**entry, "error": exc.user_message})
+            continue
+        if call.name == "drain":
+            entry.update(_drain(cluster, progress))
+        elif call.name in ("cordon", "uncordon"):
+            entry.update(_flag(progress))
+        elif call.name == "restart":
+            names = [wkey(w) for w in progress.get("workloads") or []]
+            entry.update({"workloads": names[:WORKLOADS], "workload_count": len(names)})
+        actions.append(entry)
+    return {"at": iso(now), "error": "", "actions": actions}
+
+
+def failed(now: datetime, why: str) -> dict[str, Any]:
+    """A dry run that could not be read: the gate says why, in one line, and still works."""
+    return {"at": iso(now), "error": why, "actions": []}
+
+
+def _flag(progress: Mapping[str, Any]) -> dict[str, Any]:
+    nodes = list(progress.get("nodes") or [])
+    return {
+        "nodes": [{"name": n["name"], "already": bool(n["was"])} for n in nodes[:NODES]],
+        "node_count": len(nodes),
+        "change_count": sum(1 for n in nodes if not n["was"]),
+    }
+
+
+def _drain(cluster: JobCluster, progress: Mapping[str, Any]) -> dict[str, Any]:
+    allow = {
+        "allow_local_storage": bool(progress.get("allow_local_storage")),
+        "allow_unmanaged": bool(progress.get("allow_unmanaged")),
+    }
+    budgets = _budgets(cluster)
+    order: list[str] = list(progress.get("order") or [])
+    nodes: list[dict[str, Any]] = []
+    blocking: dict[str, dict[str, Any]] = {}
+    refused: list[dict[str, str]] = []
+    totals = {"cordon": 0, "evict": 0, "stay": 0, "refuse": 0}
+    for name in order:
+        cordon = not progress["nodes"][name]["was"]
+        counts = {"evict": 0, "stay": 0, "refuse": 0, "terminating": 0}
+        evict: list[str] = []
+        for pod in sorted(cluster.node_pods(name), key=pod_key):
+            key = pod_key(pod)
+            meta = pod.get("metadata") or {}
+            what, why = triage(pod, **allow)
+            if what == "skip":
+                counts["stay"] += 1
+                continue
+            if what == "refuse":
+                counts["refuse"] += 1
+                refused.append({"pod": key, "node": name, "why": _short(why)})
+                continue
+            if meta.get("deletionTimestamp"):
+                counts["terminating"] += 1
+                continue
+            counts["evict"] += 1
+            evict.append(key)
+            for pdb in budgets.get(str(meta.get("namespace", "")), ()):
+                spec = pdb.get("spec") or {}
+                if _allowed(pdb) > 0 or not selector_matches(spec.get("selector"), meta.get("labels")):
+                    continue
+                ref = _ref(pdb)
+                held = blocking.setdefault(
+                    ref, {"pdb": ref, "allowed": _allowed(pdb), "pods": 0, "nodes": []}
+                )
+                held["pods"] += 1
+                if name not in held["nodes"]:
+                    held["nodes"].append(name)
+        totals["cordon"] += int(cordon)
+        totals["evict"] += counts["evict"]
+        totals["stay"] += counts["stay"]
+        totals["refuse"] += counts["refuse"]
+        if len(nodes) < NODES:
+            nodes.append({"name": name, "cordon": cordon, "pods": evict[:PODS], **counts})
+    held_list = sorted(blocking.values(), key=lambda b: (-b["pods"], b["pdb"]))
+    for held in held_list:
+        held["node_count"] = len(held["nodes"])
+        held["nodes"] = held["nodes"][:PODS]
+    return {
+        "timeout": format_duration(timedelta(seconds=float(progress.get("timeout") or 0))),
+        "nodes": nodes,
+        "node_count": len(order),
+        "cordon_count": totals["cordon"],
+        "evict_count": totals["evict"],
+        "stay_count": totals["stay"],
+        "blocking": held_list[:BUDGETS],
+        "blocking_count": len(held_list),
+        "refused": refused[:REFUSED],
+        "refused_count": totals["refuse"],
+    }
+
+
+def _short(why: str) -> str:
+    """The drain's refusal without its hint: "emptyDir (local data would be lost)"."""
+    head, _, _ = why.partition(";")
+    return head + ")" if "(" in head and not head.endswith(")") else head
+
+
+def _budgets(cluster: JobCluster) -> dict[str, list[Mapping[str, Any]]]:
+    """Every PodDisruptionBudget of the cluster by namespace: one list, a handful of pages."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for page in cluster.list_pages("/apis/policy/v1/poddisruptionbudgets"):
+        for pdb in page.items:
+            out.setdefault(str((pdb.get("metadata") or {}).get("namespace", "")), []).append(pdb)
+    return out
+
+
+def _ref(pdb: Mapping[str, Any]) -> str:
+    meta = pdb.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _allowed(pdb: Mapping[str, Any]) -> int:
+    return int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
