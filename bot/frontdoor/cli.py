@@ -46,6 +46,9 @@ from bot.settings import (
 )
 
 if TYPE_CHECKING:
+    from rich.progress import Progress as Bars
+    from rich.progress import TaskID
+
     from bot.adapters.store import Store
     from bot.core.checks.findings import Report
     from bot.core.snapshots.projection import Progress
@@ -634,13 +637,48 @@ def _progress_bar(*, quiet: bool = False) -> Iterator[Progress | None]:
     if quiet or not sys.stderr.isatty():
         yield None
         return
+    display = _Display()
+    try:
+        yield display
+    finally:
+        display.close()
+
+
+class _Display:
+    """The progress display, started by the first page reported: `rich` is imported (a tenth of a
+    second) while the lists' helper processes already work, and a command that fails before
+    reading anything shows none. Pages report more often than it redraws; it keeps the last few
+    a second of each list."""
+
+    def __init__(self) -> None:
+        self._bars: Bars | None = None
+        self._tasks: dict[str, TaskID] = {}
+        self._told: dict[str, float] = {}
+
+    def __call__(self, resource: str, count: int, total: int | None = None) -> None:
+        now = time.monotonic()
+        bars = self._bars = self._bars or _start_bars()
+        task = self._tasks.get(resource)
+        if task is None:
+            self._tasks[resource] = bars.add_task(resource, total=total, completed=count)
+        elif now - self._told[resource] >= 1 / PROGRESS_REFRESH or count == total:
+            bars.update(task, completed=count, total=total)
+        else:
+            return
+        self._told[resource] = now
+
+    def close(self) -> None:
+        if self._bars is not None:
+            self._bars.stop()  # transient: the lines are erased, the command's result follows
+
+
+def _start_bars() -> Bars:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
         ProgressColumn,
         Task,
-        TaskID,
         TextColumn,
         TimeRemainingColumn,
     )
@@ -662,23 +700,8 @@ def _progress_bar(*, quiet: bool = False) -> Iterator[Progress | None]:
         transient=True,
         refresh_per_second=PROGRESS_REFRESH,
     )
-    tasks: dict[str, TaskID] = {}
-    told: dict[str, float] = {}
-
-    def report(resource: str, count: int, total: int | None = None) -> None:
-        # Called per page (from the reading thread): the display keeps only the last few a second.
-        now = time.monotonic()
-        task = tasks.get(resource)
-        if task is None:
-            tasks[resource] = bars.add_task(resource, total=total, completed=count)
-        elif now - told[resource] >= 1 / PROGRESS_REFRESH or count == total:
-            bars.update(task, completed=count, total=total)
-        else:
-            return
-        told[resource] = now
-
-    with bars:
-        yield report
+    bars.start()
+    return bars
 
 
 def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
