@@ -102,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--config",
         metavar="PATH",
-        help="configuration file (default: $UPGRADE_BOT_CONFIG or ./upgrade-bot.yaml)",
+        help="configuration file (default: $UPGRADE_BOT_CONFIG or ./upgrade-bot.yaml; without one, "
+        "snapshot, diff and check use the current kube context, as kubectl does)",
     )
     common.add_argument(
         "--log-level",
