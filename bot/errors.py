@@ -95,6 +95,12 @@ class ConfigError(BotError):
     """The configuration file or the environment is invalid; startup stops with status 2."""
 
 
+class StoreUnreachable(ConfigError):
+    """The database named by `database_url` did not accept a connection. Said like a configuration
+    problem (it names the key), but the terminal's status is 1, could not do it: a server that is
+    down is not a usage error, and the same command may work once it is back."""
+
+
 class TemporaryError(BotError):
     """A failure that may pass (rate limit, timeout); callers retry with back-off."""
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot import __version__
-from bot.errors import BotError, ConfigError, UsageError, UserError
+from bot.errors import BotError, ConfigError, StoreUnreachable, UsageError, UserError
 from bot.logsetup import configure_logging
 from bot.settings import (
     CONFIG_ENV,
@@ -318,6 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _diff(settings, args)
         if args.command == "check":
             return _check(settings, args)
+    except StoreUnreachable as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_FAILED
     except ConfigError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_USAGE
