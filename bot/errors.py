@@ -9,6 +9,7 @@ whether anything is retried.
     │   ├── TransitionRefused       a step or run change the state machine does not allow now
     │   └── RunNotFound             no such run, or no single live run to act on
     ├── ConfigError                 the configuration file or environment is wrong (exit status 2)
+    │   └── StoreUnreachable        the database did not accept a connection (exit status 1)
     ├── TemporaryError              worth retrying later (rate limits, timeouts, lost races)
     │   └── ConcurrentUpdate        another writer committed the run first; re-read and decide again
     ├── PermanentError              stop and report (a bug, a refused write, corrupted state)
@@ -93,6 +94,12 @@ class RunNotFound(UserError):
 
 class ConfigError(BotError):
     """The configuration file or the environment is invalid; startup stops with status 2."""
+
+
+class StoreUnreachable(ConfigError):
+    """The database named by `database_url` did not accept a connection. Said like a configuration
+    problem (it names the key), but the terminal's status is 1, could not do it: a server that is
+    down is not a usage error, and the same command may work once it is back."""
 
 
 class TemporaryError(BotError):

@@ -149,6 +149,51 @@ def resolve_config_path(explicit: str | None, env: Mapping[str, str], cwd: Path)
     return cwd / DEFAULT_CONFIG_NAME
 
 
+def state_dir(env: Mapping[str, str]) -> Path:
+    """Where the terminal keeps its snapshots without a configuration file: the XDG state home."""
+    xdg = env.get("XDG_STATE_HOME", "").strip()
+    # The XDG spec ignores a relative path; so does this.
+    base = (
+        Path(xdg)
+        if xdg and Path(xdg).is_absolute()
+        else Path(env.get("HOME") or Path.home()) / ".local/state"
+    )
+    return base / "upgrade-bot"
+
+
+def cluster_name_of(context: str) -> str:
+    """A cluster name (lower-case letters, digits, '.', '-', '_') for a kube context's name:
+    `kind-kind` stays, `arn:aws:eks:eu-west-1:1234:cluster/prod` is `arn-aws-eks-eu-west-1-1234-cluster-prod`."""
+    name = re.sub(r"[^a-z0-9_.-]+", "-", context.lower()).strip("-_.")
+    return name or "default"
+
+
+def kube_context_settings(
+    *, kubeconfig: str, context: str, env: Mapping[str, str], data_dir: Path | None = None
+) -> Settings:
+    """Settings without a configuration file, for the read-only terminal commands: one cluster,
+    the kube context kubectl would use (`kubeconfig` may be a colon-separated list), named after
+    it; the store under the user's state directory. Nothing of Slack or a roster is set, so a
+    command that needs one still names the missing key."""
+    data_dir = data_dir or state_dir(env)
+    v = YamlValidator("state directory (no configuration file)")
+    _check_data_dir(v, None, data_dir)
+    v.raise_if_errors()
+    name = cluster_name_of(context)
+    return Settings(
+        source=None,
+        clusters={name: ClusterConfig(name=name, kubeconfig=Path(kubeconfig), context=context)},
+        channels=Channels(),
+        roster={},
+        database_url=f"sqlite:///{data_dir / 'upgrade-bot.db'}",
+        data_dir=data_dir,
+        timezone="UTC",
+        templates_dir=None,
+        workers=8,
+        secrets=Secrets.from_env(env),
+    )
+
+
 def load_settings(
     path: Path,
     env: Mapping[str, str] | None = None,

@@ -40,6 +40,8 @@ LIBRARY_HOMES = {
     # Its data files are read in place (found with importlib.util.find_spec), never its validator.
     "kubernetes_validate": ("bot.core.checks.apidata",),
     "prometheus_client": ("bot.frontdoor.metrics",),
+    # The terminal's progress display.
+    "rich": ("bot.frontdoor.cli",),
 }
 
 

@@ -45,7 +45,8 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(tmp
     assert "# Cluster diff: #1 pre → #2 post" in out
     assert "| new CrashLoopBackOff pods | kube-system | Deployment kube-system/cluster-autoscaler |" in out
     assert "| new ImagePullBackOff pods | kube-system | Deployment kube-system/metrics-server |" in out
-    assert "(exit status 1: 1 means regressions were found" in out
+    assert "(exit status 3: 3 means regressions were found" in out
+    assert "(exit status 3: 3 means steps failed and were skipped, or the run paused)" in out
     assert "• *#2* `post` sim · " in out
     assert "• *#1* `pre` sim · " in out
     assert "Traceback" not in out + result.stderr

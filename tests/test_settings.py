@@ -113,3 +113,30 @@ def test_rules_files_come_after_the_shipped_rules_and_must_exist(tmp_path: Path)
     assert settings.rules_paths() == [BUILTIN_RULES, tmp_path / "team.yaml"]
     with pytest.raises(ConfigError, match=r"cfg.yaml:1: rules_files\[0\]: .*missing.yaml is not a file"):
         parse_settings("rules_files: [missing.yaml]\n", source=tmp_path / "cfg.yaml", env={})
+
+
+def test_without_a_configuration_file_the_state_goes_to_the_xdg_state_home(tmp_path: Path) -> None:
+    from bot.settings import cluster_name_of, kube_context_settings, state_dir
+
+    assert state_dir({"XDG_STATE_HOME": str(tmp_path), "HOME": "/nowhere"}) == tmp_path / "upgrade-bot"
+    # The XDG spec ignores a relative path: the default under HOME applies.
+    assert (
+        state_dir({"XDG_STATE_HOME": "rel", "HOME": str(tmp_path)}) == tmp_path / ".local/state/upgrade-bot"
+    )
+    assert cluster_name_of("kind-kind") == "kind-kind"
+    assert (
+        cluster_name_of("arn:aws:eks:eu-west-1:1234:cluster/Prod")
+        == "arn-aws-eks-eu-west-1-1234-cluster-prod"
+    )
+    assert cluster_name_of("@@") == "default"
+    settings = kube_context_settings(
+        kubeconfig="/a:/b", context="admin@prod", env={"XDG_STATE_HOME": str(tmp_path)}
+    )
+    (cluster,) = settings.clusters.values()
+    assert (cluster.name, str(cluster.kubeconfig), cluster.context) == ("admin-prod", "/a:/b", "admin@prod")
+    assert settings.database_url == f"sqlite:///{tmp_path / 'upgrade-bot' / 'upgrade-bot.db'}"
+    assert settings.roster == {}
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    with pytest.raises(ConfigError, match="cannot be created"):
+        kube_context_settings(kubeconfig="/a", context="c", env={"XDG_STATE_HOME": str(blocked)})

@@ -149,6 +149,8 @@ class Page(Generic[T]):
     items: list[T]
     resource_version: str
     continue_token: str
+    #: The server's `remainingItemCount`: items after this page (None when it does not say).
+    remaining: int | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,8 @@ class MappedPage:
     count: int
     resource_version: str
     continue_token: str
+    #: The server's `remainingItemCount`: items after this page (None when it does not say).
+    remaining: int | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,7 @@ class WatchEvent(Generic[T]):
 class _ListMeta(msgspec.Struct):
     resource_version: str = msgspec.field(default="", name="resourceVersion")
     continue_: str = msgspec.field(default="", name="continue")
+    remaining_item_count: int | None = msgspec.field(default=None, name="remainingItemCount")
 
 
 class _ListBody(msgspec.Struct, Generic[T]):
@@ -736,6 +741,7 @@ class Cluster:
                         items=body.items or [],
                         resource_version=body.metadata.resource_version,
                         continue_token=token,
+                        remaining=body.metadata.remaining_item_count,
                     )
                     if token != guess:
                         # The head scan disagreed with the decoded body: drop what was fetched
@@ -1219,7 +1225,14 @@ class MappedList:
                     self._offset += length
                     token, started = str(meta["token"]), True
                     self._finished = not token
-                    yield MappedPage(data, int(meta["count"]), str(meta["version"]), token)
+                    remaining = meta.get("remaining")
+                    yield MappedPage(
+                        data,
+                        int(meta["count"]),
+                        str(meta["version"]),
+                        token,
+                        None if remaining is None else int(remaining),
+                    )
                     if not token:
                         return
                     continue
@@ -1237,7 +1250,11 @@ class MappedList:
             return
         for page in self._cluster._list_from(self._path, self._query, self._limit, self._item_type, token):
             yield MappedPage(
-                self._transform(page.items), len(page.items), page.resource_version, page.continue_token
+                self._transform(page.items),
+                len(page.items),
+                page.resource_version,
+                page.continue_token,
+                page.remaining,
             )
 
     def _receive(self) -> tuple[bytes, bytes]:
@@ -1289,6 +1306,7 @@ def _child_map(mapped: MappedList, out: int, data: int) -> int:  # pragma: no co
                     "count": len(page.items),
                     "version": page.resource_version,
                     "token": page.continue_token,
+                    "remaining": page.remaining,
                 }
                 last = not page.continue_token
                 del page, body
@@ -1378,6 +1396,27 @@ def _status_cause(body: Any) -> str:
         return ""
     causes = (loaded.get("details") or {}).get("causes") or []
     return str(causes[0].get("message", "")) if causes and isinstance(causes[0], dict) else ""
+
+
+def kubeconfig_context(kubeconfig: str, context: str | None = None) -> str:
+    """The context a kubeconfig (or a colon-separated list of them, as in $KUBECONFIG, merged as
+    kubectl merges them) selects: `context` if it has one by that name, else its current context.
+    A list with no readable file, a context it lacks or none current is a ConfigError."""
+    try:
+        contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
+    except (ConfigException, OSError, TypeError, ValueError) as exc:
+        raise ConfigError(f"kubeconfig {kubeconfig}: {exc}") from None
+    names = [str(c.get("name", "")) for c in contexts or () if isinstance(c, dict)]
+    if context:
+        if context not in names:
+            raise ConfigError(
+                f"kubeconfig {kubeconfig}: no context named {context!r} (it has: {', '.join(names) or 'none'})"
+            )
+        return context
+    current = str(active.get("name", "")) if isinstance(active, dict) else ""
+    if not current:
+        raise ConfigError(f"kubeconfig {kubeconfig}: no current context (pass --context NAME)")
+    return current
 
 
 def _current_context(config: ClusterConfig) -> str:

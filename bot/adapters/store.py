@@ -45,7 +45,14 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from bot.errors import ConcurrentUpdate, ConfigError, Fenced, PermanentError, TemporaryError
+from bot.errors import (
+    ConcurrentUpdate,
+    ConfigError,
+    Fenced,
+    PermanentError,
+    StoreUnreachable,
+    TemporaryError,
+)
 from bot.records import (
     AnnouncementRow,
     Approval,
@@ -690,7 +697,7 @@ class Store:
                 pass
         except DBAPIError as exc:
             engine.dispose()
-            raise ConfigError(
+            raise StoreUnreachable(
                 f"database_url: cannot connect to {_masked(url)}: {_reason(exc.orig, url)}"
             ) from None
         except (TypeError, ValueError) as exc:

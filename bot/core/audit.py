@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -133,6 +134,11 @@ def to_csv(entries: Sequence[AuditEntry]) -> str:
     for entry in entries:
         writer.writerow(row(entry))
     return out.getvalue()
+
+
+def to_json(entries: Sequence[AuditEntry]) -> str:
+    """A JSON array of the rows, the CSV's columns as keys."""
+    return json.dumps([row(entry) for entry in entries], indent=1, ensure_ascii=False) + "\n"
 
 
 def _md_cell(value: object) -> str:

@@ -2,41 +2,99 @@
 
     upgrade-bot run [--http [--host H] [--port N]] [--health-port N]   serve Slack (Socket Mode unless --http)
     upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID]   run one /upgrade subcommand, print the reply
-    upgrade-bot audit export [--format csv|md] [--since …]
+    upgrade-bot audit export [-o csv|md|json] [--since …] [--out FILE]
     upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
     upgrade-bot templates check [DIR]                    render every announcement template (CI)
     upgrade-bot plan validate FILE [--check-slack]       check an upgrade plan (exit 2: problems)
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve]   a whole plan on the simulated cluster
-    upgrade-bot check [--cluster C] [--to V] [--manifests PATH] [--format text|md|json]   pre-flight
+    upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
 
 Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
-names the key or line; no traceback is printed for an error the user can fix. `run`'s lifecycle
-(recovery, triggers, the transport, shutdown) is `bot.frontdoor.serve`.
+names the key or line; no traceback is printed for an error the user can fix. The exit statuses are
+the same for every command (`EXIT_STATUSES`, shown by `--help`). Without a configuration file the
+read-only commands (snapshot, diff, check, and `exec` of snapshot, snapshots, diff, check or
+diagnose) use the current kube context as kubectl does (`--kubeconfig`, `--context`, $KUBECONFIG)
+and keep their state under $XDG_STATE_HOME/upgrade-bot. `run`'s lifecycle (recovery, triggers,
+the transport, shutdown) is `bot.frontdoor.serve`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot import __version__
-from bot.errors import BotError, ConfigError, UsageError, UserError
+from bot.errors import BotError, ConfigError, StoreUnreachable, UsageError, UserError
 from bot.logsetup import configure_logging
-from bot.settings import Settings, load_settings, resolve_config_path
+from bot.settings import (
+    CONFIG_ENV,
+    DEFAULT_CONFIG_NAME,
+    Settings,
+    kube_context_settings,
+    load_settings,
+    resolve_config_path,
+)
 
 if TYPE_CHECKING:
+    from rich.progress import Progress as Bars
+    from rich.progress import TaskID
+
     from bot.adapters.store import Store
+    from bot.core.checks.findings import Report
+    from bot.core.snapshots.projection import Progress
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: 0 clean; 1 could not do it; 2 usage or configuration error; 3 worked and found something.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FOUND = 0, 1, 2, 3
+
+EXIT_STATUSES = """\
+exit status (the same for every command):
+  0  done, nothing found
+  1  could not do it: cluster unreachable, Slack or store error, unknown snapshot or plan
+  2  usage or configuration error: a bad flag or argument, a missing or invalid configuration key,
+     an invalid plan, rules or templates file
+  3  done, and found something: check (Required findings), diff (regressions), rehearse (completed
+     with failed steps skipped, or paused)
+"""
+
+#: The commands that only read the cluster (and their own snapshots): without a configuration
+#: file they use the current kube context, as kubectl does.
+READ_ONLY = frozenset({"snapshot", "snapshot-export", "diff", "check"})
+READ_ONLY_EXEC = frozenset({"snapshot", "snapshots", "diff", "check", "diagnose"})
+
+
+def _formats(parser: argparse.ArgumentParser, formats: Sequence[str], default: str) -> None:
+    """`-o/--output FORMAT`, as kubectl, pluto and kubent spell it; `--format` still works."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        dest="output",
+        choices=formats,
+        default=default,
+        metavar="FORMAT",
+        help=f"{'|'.join(formats)} (default: {default})",
+    )
+    parser.add_argument("--format", dest="output", choices=formats, help=argparse.SUPPRESS)
+
+
+def _kube_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file(s), as kubectl reads them (default: $KUBECONFIG, then ~/.kube/config)",
+    )
+    parser.add_argument("--context", help="the kubeconfig context (default: its current context)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--config",
         metavar="PATH",
-        help="configuration file (default: $UPGRADE_BOT_CONFIG or ./upgrade-bot.yaml)",
+        help="configuration file (default: $UPGRADE_BOT_CONFIG or ./upgrade-bot.yaml; without one, "
+        "snapshot, diff and check use the current kube context, as kubectl does)",
     )
     common.add_argument(
         "--log-level",
@@ -59,10 +118,15 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     parser = argparse.ArgumentParser(
-        prog="upgrade-bot", description="Run Kubernetes upgrades with your team in Slack."
+        prog="upgrade-bot",
+        description="Run Kubernetes upgrades with your team in Slack.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"upgrade-bot {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Not required here: `main` says so after an unknown flag is named (argparse checks a required
+    # subcommand first, and `upgrade-bot --bogus` would be told a COMMAND is missing).
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", parents=[common], help="serve Slack: Socket Mode, or HTTP with --http")
     run.add_argument("--http", action="store_true", help="serve the Events API endpoint over HTTP")
@@ -84,29 +148,40 @@ def _parser() -> argparse.ArgumentParser:
         "--channel", default="", metavar="CHANNEL_ID", help="the channel the command 'comes from'"
     )
     ex.add_argument("--out", default=".", metavar="DIR", help="where attached files are written (default .)")
+    _kube_flags(ex)
 
     audit = sub.add_parser("audit", help="the audit log")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
-    export = audit_sub.add_parser("export", parents=[common], help="write the audit log as CSV or Markdown")
-    export.add_argument("--format", choices=["csv", "md"], default="csv")
+    export = audit_sub.add_parser(
+        "export", parents=[common], help="write the audit log as CSV, Markdown or JSON"
+    )
+    _formats(export, ["csv", "md", "json"], "csv")
     export.add_argument("--since", help="a duration (30m, 24h, 7d) or a date/time; default: everything")
-    export.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
+    export.add_argument("--out", metavar="FILE", help="write here instead of standard output")
 
     snap = sub.add_parser("snapshot", parents=[common], help="take a snapshot (or: snapshot export ID)")
     snap.add_argument("label", nargs="*", help="pre, post, or any text (default: manual)")
     snap.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    _kube_flags(snap)
     snap.add_argument("--as", dest="as_user", metavar="USER_ID", help="recorded as the person who took it")
 
-    diff = sub.add_parser("diff", parents=[common], help="compare two snapshots; exit 1 on regressions")
+    diff = sub.add_parser(
+        "diff",
+        parents=[common],
+        help="compare two snapshots; exit 3 on regressions",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     diff.add_argument("a", help="the earlier snapshot: id or label")
     diff.add_argument("b", nargs="?", help="the later snapshot: id or label (default: the live cluster)")
-    diff.add_argument("--format", choices=["text", "md", "json"], default="text")
+    _formats(diff, ["text", "md", "json", "yaml"], "text")
     diff.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    _kube_flags(diff)
 
     templates = sub.add_parser("templates", help="announcement templates: `templates check [DIR]`")
     templates_sub = templates.add_subparsers(dest="templates_command", required=True, metavar="ACTION")
     tcheck = templates_sub.add_parser(
-        "check", parents=[common], help="render every template against a sample context; exit 1 on errors"
+        "check", parents=[common], help="render every template against a sample context; exit 2 on errors"
     )
     tcheck.add_argument(
         "dir", nargs="?", help="the team's templates directory (default: templates_dir from the config)"
@@ -115,7 +190,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("sim", help="the simulated cluster: `upgrade-bot sim --help`", add_help=False)
 
     rehearse = sub.add_parser(
-        "rehearse", help="run a whole plan on the simulated cluster, printing the card and thread"
+        "rehearse",
+        help="run a whole plan on the simulated cluster, printing the card and thread",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rehearse.add_argument("plan", help="a plan file, or the name of a built-in plan (e.g. eks-nodegroups)")
     rehearse.add_argument(
@@ -140,7 +218,11 @@ def _parser() -> argparse.ArgumentParser:
         help="also ask Slack (SLACK_BOT_TOKEN from --config's environment) that every roster ID exists",
     )
     check = sub.add_parser(
-        "check", parents=[common], help="pre-flight checks for an upgrade; exit 1 when a Required one fails"
+        "check",
+        parents=[common],
+        help="pre-flight checks for an upgrade; exit 3 when a Required one fails",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("--cluster", help="a configured cluster (default: the only one)")
     check.add_argument("--to", help="the target version, e.g. 1.25 (default: one minor above the cluster)")
@@ -149,9 +231,11 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH",
-        help="YAML files or directories to check for removed APIs (repeatable; alone, no cluster is read)",
+        help="YAML files or directories to check for removed APIs, - for standard input "
+        "(repeatable; alone, no cluster is read)",
     )
-    check.add_argument("--format", choices=["text", "md", "json"], default="text")
+    _formats(check, ["text", "md", "json", "yaml"], "text")
+    _kube_flags(check)
 
     rules = sub.add_parser("rules", help="known-issue rules: `rules check FILE`")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
@@ -164,11 +248,18 @@ def _parser() -> argparse.ArgumentParser:
 
 def _export_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    parser = argparse.ArgumentParser(prog="upgrade-bot snapshot export", parents=[common])
+    parser = argparse.ArgumentParser(
+        prog="upgrade-bot snapshot export",
+        parents=[common],
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("id", help="snapshot id or label")
-    parser.add_argument("--format", choices=["json", "kubectl-wide"], default="json")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
+    # `wide` is kubectl's name; `kubectl-wide` is this command's older one.
+    _formats(parser, ["json", "yaml", "wide", "kubectl-wide"], "json")
+    parser.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     parser.add_argument("--cluster", help="with a label: which cluster")
+    _kube_flags(parser)
     parser.add_argument("--config", metavar="PATH")
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--log-format", choices=["text", "json"], default="text")
@@ -184,11 +275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return int(sim_main(argv[1:]))
     # `snapshot export ID` shares its first word with `snapshot [LABEL…]`.
-    args = (
-        _export_parser().parse_args(argv[2:])
-        if argv[:2] == ["snapshot", "export"]
-        else _parser().parse_args(argv)
-    )
+    parser = _export_parser() if argv[:2] == ["snapshot", "export"] else _parser()
+    args, unknown = parser.parse_known_args(argv[2:] if argv[:2] == ["snapshot", "export"] else argv)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command is None:
+        parser.error("the following arguments are required: COMMAND")
     if args.command == "plan":
         # Validating a plan needs no configuration file unless Slack is asked about the roster.
         return _plan_validate(args)
@@ -202,8 +294,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check" and args.manifests and not args.cluster:
         # CI checks its manifests without a cluster (and without a configuration file).
         return _check_manifests(args)
+    read_only = args.command in READ_ONLY or (
+        args.command == "exec" and (args.text.split() or [""])[0] in READ_ONLY_EXEC
+    )
     try:
-        settings = _settings(args)
+        settings = _settings(args, read_only=read_only)
         level = args.log_level or ("INFO" if args.command == "run" else "WARNING")
         configure_logging(level, settings.secrets.values(), log_format=args.log_format)
         if args.command == "run":
@@ -223,6 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _diff(settings, args)
         if args.command == "check":
             return _check(settings, args)
+    except StoreUnreachable as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_FAILED
     except ConfigError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_USAGE
@@ -316,20 +414,49 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     except UserError as exc:
         raise UsageError(exc.user_message) from None
     rules = load_rules(settings.rules_paths())
+    stdin = _manifests_stdin(args.manifests)
     reader = Cluster.connect(cluster)
     try:
-        report = checks.run_check(
-            reader,
-            target=target,
-            rules=rules,
-            extras=checks.default_extras(now=datetime.now(UTC).timestamp()),
-            manifests=[Path(p) for p in args.manifests],
-            manifest_check=checks.default_manifest_check(),
-        )
+        with _progress_bar(quiet=args.output != "text") as progress:
+            report = checks.run_check(
+                reader,
+                target=target,
+                rules=rules,
+                extras=checks.default_extras(now=datetime.now(UTC).timestamp()),
+                manifests=[Path(p) for p in args.manifests],
+                manifest_check=checks.default_manifest_check(stdin),
+                progress=progress,
+            )
     finally:
         reader.close()
-    sys.stdout.write(checks.RENDERERS[args.format](report))
-    return EXIT_FAILED if report.failed else EXIT_OK
+    sys.stdout.write(_render_check(report, args.output))
+    return EXIT_FOUND if report.failed else EXIT_OK
+
+
+def _manifests_stdin(manifests: Sequence[str]) -> str | None:
+    """`--manifests -`: the multi-document YAML stream on standard input (`helm template … |`)."""
+    if "-" not in manifests:
+        return None
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError("--manifests - reads YAML from standard input; pipe it in (helm template … |)")
+    return sys.stdin.read()
+
+
+def _render_check(report: Report, output: str) -> str:
+    from bot.core.checks import service as checks
+
+    if output == "yaml":
+        return _yaml(checks.RENDERERS["json"](report))
+    return checks.RENDERERS[output](report)
+
+
+def _yaml(json_text: str) -> str:
+    """The JSON output's data as YAML (the same keys, in the same order)."""
+    import json
+
+    import yaml
+
+    return str(yaml.safe_dump(json.loads(json_text), sort_keys=False, allow_unicode=True))
 
 
 def _check_manifests(args: argparse.Namespace) -> int:
@@ -339,15 +466,17 @@ def _check_manifests(args: argparse.Namespace) -> int:
     try:
         if not args.to:
             raise UsageError("--manifests without --cluster needs --to VERSION (the target to check against)")
-        report = checks.check_manifests([Path(p) for p in args.manifests], target=args.to)
+        report = checks.check_manifests(
+            [Path(p) for p in args.manifests], target=args.to, stdin=_manifests_stdin(args.manifests)
+        )
     except (ConfigError, UsageError) as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_USAGE
     except BotError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_FAILED
-    sys.stdout.write(checks.RENDERERS[args.format](report))
-    return EXIT_FAILED if report.failed else EXIT_OK
+    sys.stdout.write(_render_check(report, args.output))
+    return EXIT_FOUND if report.failed else EXIT_OK
 
 
 def _plan_validate(args: argparse.Namespace) -> int:
@@ -403,24 +532,67 @@ def _templates_check(args: argparse.Namespace) -> int:
         print(problem, file=sys.stderr)
     if problems:
         print(f"upgrade-bot: {len(problems)} template problem(s)", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_USAGE  # the team's templates are configuration, as plans and rules files are
     source = f"built-in templates with overrides from {directory}" if directory else "built-in templates"
     print(f"templates ok: every announcement renders ({source})")
     return EXIT_OK
 
 
-def _settings(args: argparse.Namespace) -> Settings:
+def _settings(args: argparse.Namespace, *, read_only: bool = False) -> Settings:
+    """The configuration file's settings; for a read-only command without one (no --config, no
+    $UPGRADE_BOT_CONFIG, no ./upgrade-bot.yaml), the current kube context's (`_kube_settings`).
+    `--kubeconfig`/`--context` with a configuration file apply to its clusters."""
     path = resolve_config_path(args.config, os.environ, Path.cwd())
-    return load_settings(path, os.environ)
+    kubeconfig, context = getattr(args, "kubeconfig", None), getattr(args, "context", None)
+    if read_only and not args.config and not os.environ.get(CONFIG_ENV) and not path.exists():
+        return _kube_settings(kubeconfig, context)
+    settings = load_settings(path, os.environ)
+    if kubeconfig or context:
+        settings = replace(
+            settings,
+            clusters={
+                name: replace(
+                    c,
+                    kubeconfig=Path(kubeconfig).expanduser() if kubeconfig else c.kubeconfig,
+                    context=context or (None if kubeconfig else c.context),
+                    in_cluster=False if kubeconfig else c.in_cluster,
+                )
+                for name, c in settings.clusters.items()
+            },
+        )
+    return settings
+
+
+def _kube_settings(kubeconfig: str | None, context: str | None) -> Settings:
+    """kubectl's rules: `--kubeconfig`, else $KUBECONFIG (a colon-separated list, merged), else
+    ~/.kube/config; `--context`, else the current context."""
+    from bot.adapters.kube import kubeconfig_context
+
+    source = kubeconfig or os.environ.get("KUBECONFIG", "").strip() or str(Path("~/.kube/config"))
+    paths = [Path(p).expanduser() for p in source.split(os.pathsep) if p]
+    if not any(p.is_file() for p in paths):
+        where = f"--config PATH or set {CONFIG_ENV}; see upgrade-bot.example.yaml"
+        raise ConfigError(
+            f"no configuration file ({DEFAULT_CONFIG_NAME}) and no kubeconfig at {source} "
+            f"(pass --kubeconfig PATH, set KUBECONFIG, or pass {where})"
+        )
+    chosen = kubeconfig_context(os.pathsep.join(str(p) for p in paths), context)
+    return kube_context_settings(
+        kubeconfig=os.pathsep.join(str(p) for p in paths), context=chosen, env=os.environ
+    )
 
 
 def _exec(settings: Settings, args: argparse.Namespace) -> int:
     from bot.frontdoor.wiring import build_services
     from bot.router import CommandRequest
 
+    user = args.as_user or f"terminal:{os.environ.get('USER', 'unknown')}"
+    if settings.source is None:
+        # No configuration file, so no roster: only the read-only subcommands come here, and the
+        # person at the terminal reads with their own kube credentials, as with kubectl.
+        settings = replace(settings, roster={"terminal": (user,)})
     services = build_services(settings)
     try:
-        user = args.as_user or f"terminal:{os.environ.get('USER', 'unknown')}"
         outcome = services.router.handle(
             CommandRequest(text=args.text, user_id=user, channel_id=args.channel, source="terminal")
         )
@@ -448,19 +620,92 @@ def _audit_export(settings: Settings, args: argparse.Namespace) -> int:
         entries = store.audit_entries(since=since)
     finally:
         store.close()
-    text = audit.to_csv(entries) if args.format == "csv" else audit.to_markdown(entries)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {len(entries)} entries to {args.output}", file=sys.stderr)
+    text = {"csv": audit.to_csv, "md": audit.to_markdown, "json": audit.to_json}[args.output](entries)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {len(entries)} entries to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return EXIT_OK
 
 
-def _progress(resource: str, count: int) -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write(f"\r\033[K  reading {resource}: {count}")
-        sys.stderr.flush()
+#: How often the progress display redraws; a list's pages report more often than that.
+PROGRESS_REFRESH = 4.0
+
+
+@contextlib.contextmanager
+def _progress_bar(*, quiet: bool = False) -> Iterator[Progress | None]:
+    """A progress line per list being read, on standard error: items read (of the total when the
+    server gives one, `remainingItemCount`), items per second and the time left; gone when done.
+    Nothing (None) when standard error is not a terminal, or `quiet` (a machine-readable output)."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    display = _Display()
+    try:
+        yield display
+    finally:
+        display.close()
+
+
+class _Display:
+    """The progress display, started by the first page reported: `rich` is imported (a tenth of a
+    second) while the lists' helper processes already work, and a command that fails before
+    reading anything shows none. Pages report more often than it redraws; it keeps the last few
+    a second of each list."""
+
+    def __init__(self) -> None:
+        self._bars: Bars | None = None
+        self._tasks: dict[str, TaskID] = {}
+        self._told: dict[str, float] = {}
+
+    def __call__(self, resource: str, count: int, total: int | None = None) -> None:
+        now = time.monotonic()
+        bars = self._bars = self._bars or _start_bars()
+        task = self._tasks.get(resource)
+        if task is None:
+            self._tasks[resource] = bars.add_task(resource, total=total, completed=count)
+        elif now - self._told[resource] >= 1 / PROGRESS_REFRESH or count == total:
+            bars.update(task, completed=count, total=total)
+        else:
+            return
+        self._told[resource] = now
+
+    def close(self) -> None:
+        if self._bars is not None:
+            self._bars.stop()  # transient: the lines are erased, the command's result follows
+
+
+def _start_bars() -> Bars:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        ProgressColumn,
+        Task,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+    from rich.progress import Progress as Bars
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f}/s" if speed else "", style="progress.data.speed")
+
+    bars = Bars(
+        TextColumn("  reading {task.description:<22}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        Rate(),
+        TimeRemainingColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+        refresh_per_second=PROGRESS_REFRESH,
+    )
+    bars.start()
+    return bars
 
 
 def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
@@ -486,23 +731,22 @@ def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
     try:
         reader = Cluster.connect(cluster)
         print(f"snapshot `{label}` of {reader.describe()} …", file=sys.stderr)
-        stored = snapshots.take_and_store(
-            opening.result,
-            reader,
-            label=label,
-            taken_by=args.as_user or f"terminal:{os.environ.get('USER', 'unknown')}",
-            now=datetime.now(UTC),
-            node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
-            progress=_progress,
-        )
+        with _progress_bar() as progress:
+            stored = snapshots.take_and_store(
+                opening.result,
+                reader,
+                label=label,
+                taken_by=args.as_user or f"terminal:{os.environ.get('USER', 'unknown')}",
+                now=datetime.now(UTC),
+                node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                progress=progress,
+            )
     finally:
         if reader is not None:
             reader.close()
         opener.shutdown(wait=True)
         if opening.exception() is None:
             opening.result().close()
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\033[K")
     counts = stored.snap["counts"]
     print(
         f"snapshot #{stored.meta.id} `{label}`: {counts['nodes']} nodes, {counts['pods']} pods, "
@@ -524,13 +768,15 @@ def _snapshot_export(settings: Settings, args: argparse.Namespace) -> int:
         stored = snapshots.resolve(store, args.id, cluster=args.cluster)
     finally:
         store.close()
-    if args.format == "json":
+    if args.output == "json":
         text = json.dumps(stored.snap, indent=1) + "\n"
+    elif args.output == "yaml":
+        text = _yaml(json.dumps(stored.snap))
     else:
         text = snapshots.export_kubectl_wide(stored.snap)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote snapshot #{stored.meta.id} to {args.output}", file=sys.stderr)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote snapshot #{stored.meta.id} to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -547,14 +793,15 @@ def _diff(settings: Settings, args: argparse.Namespace) -> int:
     def live() -> dict[str, object]:
         reader = Cluster.connect(cluster)
         try:
-            snap = take_snapshot(
-                reader,
-                label="live",
-                taken_by="terminal",
-                now=datetime.now(UTC),
-                node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
-                progress=_progress,
-            )
+            with _progress_bar(quiet=args.output != "text") as progress:
+                snap = take_snapshot(
+                    reader,
+                    label="live",
+                    taken_by="terminal",
+                    now=datetime.now(UTC),
+                    node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                    progress=progress,
+                )
         finally:
             reader.close()
         snap["id"] = "live"
@@ -567,7 +814,10 @@ def _diff(settings: Settings, args: argparse.Namespace) -> int:
         )
     finally:
         store.close()
-    text = {"text": report.to_text, "md": report.to_markdown, "json": report.to_json}[args.format]()
+    if args.output == "yaml":
+        text = _yaml(report.to_json())
+    else:
+        text = {"text": report.to_text, "md": report.to_markdown, "json": report.to_json}[args.output]()
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    # Pipelines gate on this: non-zero when the upgrade left something worse than before.
-    return EXIT_FAILED if report.has_regressions else EXIT_OK
+    # Pipelines gate on this: 3 when the upgrade left something worse than before (1: could not look).
+    return EXIT_FOUND if report.has_regressions else EXIT_OK

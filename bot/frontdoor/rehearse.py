@@ -203,7 +203,7 @@ def rehearse(
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
-    """Run the plan to its end; 0 when it completed, 1 when it stopped (paused/aborted)."""
+    """Run the plan to its end; the exit status is `exit_status`'s."""
     plan, text = load_plan_file(plan_name)
     settings = parse_settings(
         f"data_dir: {workdir}\nclusters:\n  {plan.cluster}: {{kubeconfig: {kubeconfig}, context: sim}}\n",
@@ -307,11 +307,19 @@ def rehearse(
             run = _decide(service, run, cur, auto_approve=auto_approve, ask=ask, out=out)
         out.write(_framed(poster.card))
         out.write(f"rehearsal of {plan.name}: run {run.id} {run.state}\n")
-        return 0 if run.state is R.RunState.COMPLETED else 1
+        return exit_status(run)
     finally:
         job_runner.shutdown()
         watch_runner.shutdown()
         store.close()
+
+
+def exit_status(run: R.Run) -> int:
+    """The terminal's statuses (bot.frontdoor.cli.EXIT_STATUSES): 0 completed with every step
+    done; 3 completed with failed steps skipped, or paused (a finding, for a pipeline); 1 aborted."""
+    if run.state is R.RunState.COMPLETED:
+        return 3 if any(s.state is R.StepState.SKIPPED for s in run.steps) else 0
+    return 3 if run.state is R.RunState.PAUSED else 1
 
 
 #: How long a rehearsal waits for one long action before it gives up (real seconds).

@@ -95,7 +95,7 @@ def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_check_reports_exactly_the_planted_problems_and_fails_on_the_required_ones(eks: Path) -> None:
     result = cli(eks, "check", "--to", "1.25", "--format", "json")
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 3, result.stderr  # 3: done, and found Required problems
     report = json.loads(result.stdout)
     keys = [key(f) for f in report["findings"]]
     assert len(keys) == len(set(keys))
@@ -116,7 +116,7 @@ def test_check_reports_exactly_the_planted_problems_and_fails_on_the_required_on
 
 def test_check_in_text_and_markdown_and_its_usage_errors(eks: Path) -> None:
     text = cli(eks, "check")
-    assert text.returncode == 1
+    assert text.returncode == 3
     assert text.stdout.startswith("Pre-flight check of sim for 1.25: FAILED — 6 required, 17 recommended")
     assert "[Required] PDB001 PodDisruptionBudget billing/ledger allows no disruption" in text.stdout
     md = cli(eks, "check", "--format", "md")
@@ -405,7 +405,7 @@ def test_check_over_manifests_needs_no_cluster_and_no_configuration(tmp_path: Pa
         )
 
     failed = run("--to", "1.25", "--format", "json")
-    assert failed.returncode == 1, failed.stderr
+    assert failed.returncode == 3, failed.stderr
     (finding,) = json.loads(failed.stdout)["findings"]
     assert finding["id"] == "API001"
     assert finding["objects"] == [f"{manifest}:1 PodDisruptionBudget shop/web"]

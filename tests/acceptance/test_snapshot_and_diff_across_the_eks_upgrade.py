@@ -160,7 +160,7 @@ def test_the_terminal_diff_reports_the_replaced_groups_versions_and_exactly_the_
     assert post_.returncode == 0, post_.stderr
 
     result = bot(config, "diff", "pre", "post", "--format", "json")
-    assert result.returncode == 1, result.stderr  # regressions: a pipeline stops here
+    assert result.returncode == 3, result.stderr  # regressions: a pipeline stops here
     report = json.loads(result.stdout)
     found = {(f["category"], f["subject"]) for f in report["regressions"]}
     assert found == expected_regressions()
@@ -183,7 +183,7 @@ def test_the_terminal_diff_reports_the_replaced_groups_versions_and_exactly_the_
     assert [(p["ready"], p["total"]) for p in worker] == [(2, 3)]  # worker, istio-proxy, vault-agent
 
     markdown = bot(config, "diff", "pre", "post", "--format", "md")
-    assert markdown.returncode == 1
+    assert markdown.returncode == 3
     assert markdown.stdout.startswith("# Cluster diff: #1 pre → #2 post")
     assert f"**{len(found)} regressions**" in markdown.stdout
 

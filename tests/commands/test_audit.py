@@ -77,7 +77,7 @@ def test_audit_export_writes_csv_and_markdown_from_the_terminal(
     ]
     out = tmp_path / "audit.md"
     as_md = subprocess.run(
-        [*bot_command(), "audit", "export", "--format", "md", "-o", str(out), "--config", str(config)],
+        [*bot_command(), "audit", "export", "-o", "md", "--out", str(out), "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=60,

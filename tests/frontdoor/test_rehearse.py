@@ -22,7 +22,8 @@ def rehearse(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
 
 def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> None:
     result = rehearse("eks-nodegroups", "--auto-approve")
-    assert result.returncode == 0, result.stderr[-3000:]
+    # 3: the run completed, but with failed steps (the planted faults) reviewed and skipped.
+    assert result.returncode == 3, result.stderr[-3000:]
     out = result.stdout
     assert "sim: upgrade_control_plane version=1.25.16 → Successful" in out
     assert "`restart-coredns` succeeded: restart job" in out
@@ -90,11 +91,11 @@ def test_a_refused_or_unknown_answer_says_why_and_asks_again_until_abort() -> No
     )
     assert CHECKS_START + "  ↳ :heavy_check_mark: @U0PRIMARY (primary) approved the start of `checks`" in out
     # The check action then fails on the scenario's planted blockers and the run pauses: at a
-    # prompt nobody skips it for you, so the rehearsal stops there (exit status 1).
+    # prompt nobody skips it for you, so the rehearsal stops there (exit status 3: paused).
     assert ":x: *`checks` failed* in run" in out
     assert "Run *paused* — step checks failed: pre-flight check for 1.25 FAILED" in out
     assert "nobody in the roster" not in out + result.stderr
-    assert result.returncode == 1, result.stderr[-3000:]
+    assert result.returncode == 3, result.stderr[-3000:]
     assert out.rstrip().endswith(" paused")
 
 

@@ -43,7 +43,7 @@ def test_a_broken_override_fails_naming_the_file_line_and_variable(tmp_path: Pat
     broken = tmp_path / "announcements" / "starting.txt.j2"
     broken.write_text("Starting {{ plan.cluster }}\nat {{ plan.windw.start }}\n")
     result = check(str(tmp_path), cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert f"{broken}:2: " in result.stderr
     assert "'windw'" in result.stderr
     assert "Traceback" not in result.stderr
@@ -53,7 +53,7 @@ def test_a_syntax_error_in_blocks_fails_with_its_line(tmp_path: Path) -> None:
     broken = tmp_path / "completed.blocks.json.j2"
     broken.write_text('{"blocks": [\n  {% for %}\n]}\n')
     result = check(str(tmp_path), cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert f"{broken}:2: " in result.stderr
 
 
@@ -65,7 +65,7 @@ def test_without_dir_it_uses_the_configured_templates_dir(
     (team / "scheduled.txt.j2").write_text("{{ nope }}")
     config = write_config(f"templates_dir: {team}\n")
     result = check("--config", str(config), cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert f"{team / 'scheduled.txt.j2'}:1: 'nope' is undefined" in result.stderr
 
 
@@ -84,7 +84,7 @@ def test_a_hostile_override_fails_the_check_in_bounded_time_with_file_line_and_r
     started = time.monotonic()
     result = check(str(team), cwd=tmp_path)
     elapsed = time.monotonic() - started
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
     assert elapsed < 20
     assert "Traceback" not in result.stderr
     problems = [line for line in result.stderr.splitlines() if not line.startswith("upgrade-bot:")]

@@ -62,7 +62,7 @@ from bot.core.checks.apidata import (
 from bot.core.checks.apidata import served as _served_status
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
 from bot.core.durations import kubectl_age
-from bot.errors import ClusterError, ClusterUnreachable, UserError
+from bot.errors import ClusterError, ClusterUnreachable, UsageError, UserError
 
 log = logging.getLogger(__name__)
 
@@ -552,7 +552,7 @@ def manifest_files(paths: Sequence[Path]) -> list[Path]:
     """Files named, and YAML/JSON files under directories named (hidden folders skipped), sorted."""
     found: list[Path] = []
     for path in paths:
-        if path.is_dir():
+        if path != STDIN and path.is_dir():
             found.extend(
                 p
                 for p in sorted(path.rglob("*"))
@@ -565,18 +565,26 @@ def manifest_files(paths: Sequence[Path]) -> list[Path]:
     return found
 
 
-def manifest_findings(paths: Sequence[Path], target: str) -> list[Finding]:
+#: The path that stands for standard input (`--manifests -`); its objects are named `stdin:LINE …`.
+STDIN = Path("-")
+
+
+def manifest_findings(paths: Sequence[Path], target: str, *, stdin: str | None = None) -> list[Finding]:
     """Findings over manifest files and directories; objects named `file:line Kind ns/name`.
+    `-` among the paths is the multi-document YAML text `stdin` (a `helm template` piped in).
     A missing path is a usage error; a file that is not YAML is named in an API003 finding."""
     target_minor(target)
-    missing = [str(p) for p in paths if not p.exists()]
+    missing = [str(p) for p in paths if p != STDIN and not p.exists()]
     if missing:
-        raise UserError(f"no such file or directory: {', '.join(missing)}")
+        raise UsageError(f"no such file or directory: {', '.join(missing)}")
     uses: list[Use] = []
     unreadable: list[str] = []
     for path in manifest_files(paths):
         try:
-            text = path.read_text(encoding="utf-8")
+            if path == STDIN:
+                text, path = stdin or "", Path("stdin")
+            else:
+                text = path.read_text(encoding="utf-8")
             objects = list(manifest_objects(text, str(path)))
         except (OSError, UnicodeDecodeError) as exc:
             unreadable.append(f"{path}: {exc}")

@@ -58,7 +58,14 @@ from bot.core.checks.rules import (
     Screen,
     match_rules,
 )
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader, MappedLike
+from bot.core.snapshots.projection import (
+    DEFAULT_NODE_GROUP_LABELS,
+    ClusterReader,
+    MappedLike,
+    Progress,
+    list_total,
+    no_progress,
+)
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -303,14 +310,14 @@ def read_facts(
     namespace: str = "",
     pod_name: str = "",
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
-    progress: Callable[[str, int], None] | None = None,
+    progress: Progress | None = None,
     meanwhile: Callable[[str], None] | None = None,
 ) -> Gathered:
     """Read what the checks and rules need; `namespace`/`pod_name` narrow the pods (diagnose).
 
     `meanwhile` is called with the control plane's version while the pods' helper works, before
     its pages are folded: the caller's own reads (the removed-API signals) overlap the pods."""
-    report = progress or (lambda _r, _n: None)
+    report: Progress = no_progress if progress is None else progress
     gaps: list[str] = []
     notes: list[str] = []
 
@@ -328,7 +335,7 @@ def read_facts(
                 for page in reader.list_pages(path, query, item_type=item_type):
                     yield page.items
                     count += len(page.items)
-                    report(resource, count)
+                    report(resource, count, list_total(count, page))
                 return
             except ClusterError as exc:
                 if exc.status == 410 and attempt == 1 and count == 0:
@@ -501,7 +508,7 @@ def read_facts(
                     for page in mapped:
                         fold.add(page.data)
                         count += page.count
-                        report("pods", count)
+                        report("pods", count, list_total(count, page))
                 break
             except ClusterError as exc:
                 if exc.status == 410 and attempt == 1 and count == 0:

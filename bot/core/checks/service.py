@@ -18,6 +18,7 @@ from bot.core.checks.findings import REQUIRED, Finding, Report
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rules import Rule, RuleHit
+from bot.core.snapshots.projection import Progress
 from bot.errors import UsageError, UserError
 
 #: Extra finding sources (removed APIs…): (reader, target, notes to add to) → findings.
@@ -38,18 +39,25 @@ def default_extras(now: float | None = None) -> tuple[Extra, ...]:
     return (removed_apis,)
 
 
-def default_manifest_check() -> Callable[[Sequence[Path], str], Sequence[Finding]]:
-    return apis.manifest_findings
+def default_manifest_check(stdin: str | None = None) -> Callable[[Sequence[Path], str], Sequence[Finding]]:
+    """The removed-API check over manifests; `stdin` is the text a `-` path stands for."""
+
+    def check(paths: Sequence[Path], target: str) -> Sequence[Finding]:
+        return apis.manifest_findings(paths, target, stdin=stdin)
+
+    return check
 
 
-def check_manifests(paths: Sequence[Path], *, target: str) -> Report:
-    """The removed-API check over manifest files alone (CI), without a cluster."""
+def check_manifests(paths: Sequence[Path], *, target: str, stdin: str | None = None) -> Report:
+    """The removed-API check over manifest files alone (CI), without a cluster; a `-` path is the
+    text `stdin`."""
     check_target(target)
-    notes = [apidata.describe_data(), f"manifests: {', '.join(str(p) for p in paths)}"]
+    shown_paths = ", ".join("stdin" if p == apis.STDIN else str(p) for p in paths)
+    notes = [apidata.describe_data(), f"manifests: {shown_paths}"]
     return Report(
         cluster="manifests",
         target=target,
-        findings=ordered(apis.manifest_findings(paths, target)),
+        findings=ordered(apis.manifest_findings(paths, target, stdin=stdin)),
         notes=tuple(notes),
     )
 
@@ -80,7 +88,7 @@ def run_check(
     extras: Sequence[Extra] = (),
     manifests: Sequence[Path] = (),
     manifest_check: Callable[[Sequence[Path], str], Sequence[Finding]] | None = None,
-    progress: Callable[[str, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> Report:
     check_target(target)
     extra_findings: list[Finding] = []

@@ -154,7 +154,24 @@ class RowsSink(Protocol):
     def rows(self, data: bytes) -> None: ...
 
 
-Progress = Callable[[str, int], None]
+class Progress(Protocol):
+    """Told after each page of a list: the resource, the items read so far, and the list's total
+    when the server says how many remain (`remainingItemCount`; None when it does not)."""
+
+    def __call__(self, resource: str, count: int, total: int | None = None) -> None: ...
+
+
+def list_total(count: int, page: object) -> int | None:
+    """The items of a list in all: `count` read so far plus the page's `remaining`, if it has one
+    (the kube adapter's pages do; a reader that does not say leaves the total unknown)."""
+    if getattr(page, "continue_token", None) == "":
+        return count  # the last page: the server no longer counts what remains
+    remaining = getattr(page, "remaining", None)
+    return None if remaining is None else count + int(remaining)
+
+
+def no_progress(resource: str, count: int, total: int | None = None) -> None:
+    return None
 
 
 def take_snapshot(
@@ -175,7 +192,7 @@ def take_snapshot(
     never builds them in this process: see `RowsSink`).
     Raises ClusterUnreachable if the API server does not answer at all: nothing half-taken.
     """
-    report = progress or (lambda _resource, _count: None)
+    report: Progress = no_progress if progress is None else progress
     version = cluster.get_json("/version")  # first call: an unreachable cluster fails here
     snap: dict[str, Any] = {
         "format": FORMAT,
@@ -223,13 +240,15 @@ def take_snapshot(
 
         for attempt in (1, 2):
             out: list[Any] = []
+            seen = 0
             try:
                 with contextlib.closing(
                     cluster.map_pages(path, item_type=item_type, transform=records)
                 ) as pages:
                     for page in pages:
                         out.extend(_RECORDS.decode(page.data))
-                        report(resource, len(out))
+                        seen += page.count
+                        report(resource, seen, list_total(seen, page))
                 return out
             except ClusterError as exc:
                 if not gap_or_again(resource, exc, attempt):
@@ -297,7 +316,7 @@ def take_snapshot(
                             else:
                                 fragments.append(inner)
                             count += page.count
-                        report("pods", count)
+                        report("pods", count, list_total(count, page))
                 rows = b"[" + b",".join(fragments) + b"]"
                 fragments.clear()
                 break
