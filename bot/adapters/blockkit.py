@@ -13,7 +13,8 @@ at a safe point outside every such token, and ends with "…". Ids and values ar
 into something else: one past its limit is clipped (Slack would refuse the whole message otherwise)
 and logged, since a clipped value no longer names its target.
 
-Limits (Slack's documentation, and slack_sdk's models, which the test stub validates with):
+The limits below are Slack's documented ones, the same slack_sdk's models check (the test stub
+validates every payload with those models).
 """
 
 from __future__ import annotations
@@ -101,14 +102,19 @@ def safe_cut(text: str, limit: int, *, tail: str = ELLIPSIS) -> str:
     return head + tail
 
 
-def fit_text(text: str, limit: int, *, more: str = MORE) -> str:
+def fit_text(text: str, limit: int, *, more: str = MORE, keep: str = "start") -> str:
     """`text` within `limit` characters: whole lines are dropped from the end and counted
     ("…and N more"); when not even the first line fits, it is cut safely (`safe_cut`).
+    With `keep="end"` the first lines are dropped instead, and the note comes first (a history
+    whose latest lines matter most).
 
     The count is of the non-blank lines left out. A limit shorter than the note itself (none of
     Slack's is) gets the first line cut, without a note."""
     if len(text) <= limit:
         return text
+    if keep == "end":
+        backwards = fit_text("\n".join(reversed(text.split("\n"))), limit, more=more)
+        return "\n".join(reversed(backwards.split("\n")))
     lines = text.split("\n")
     # after[k]: the non-blank lines from k on; upto[k]: the length of the first k lines joined.
     after = [0] * (len(lines) + 1)

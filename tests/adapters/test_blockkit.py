@@ -81,6 +81,15 @@ def test_fit_text_drops_whole_lines_and_says_how_many() -> None:
     assert len(fitted) <= 200
 
 
+def test_fit_text_can_keep_the_latest_lines_and_count_the_earlier_ones() -> None:
+    text = "\n".join(f":fast_forward: `step-{i}` skipped" for i in range(30))
+    fitted = B.fit_text(text, 200, keep="end")
+    kept = fitted.split("\n")
+    assert kept[0] == f"…and {30 - (len(kept) - 1)} more"
+    assert kept[1:] == text.split("\n")[-(len(kept) - 1) :]
+    assert len(fitted) <= 200
+
+
 def test_one_long_line_is_cut_before_an_emoji_code_not_inside_it() -> None:
     line = "_drain job 2: drained 2 node(s)_ :white_check_mark: `wait-control-plane` done"
     cut = B.safe_cut(line, 40)
