@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
 from bot.adapters import blockkit as B
-from tests.support.slack_stub import block_kit_problems
+from bot.adapters.slack import SlackGateway
+from tests.support.secrets import BOT_TOKEN
+from tests.support.slack_stub import INVALID_PAYLOADS, SlackStub, block_kit_problems
 
 # Pieces a card is made of: tokens a cut must never split, and plain words.
 TOKENS = [
@@ -154,3 +159,30 @@ def test_fit_view_brings_a_modal_within_slacks_limits() -> None:
     }
     assert block_kit_problems("views.open", {"view": view})
     assert block_kit_problems("views.open", {"view": B.fit_view(view)}) == []
+
+
+def test_the_stub_refuses_what_slack_would_and_the_gateway_sends_it_fitted(slack_stub: SlackStub) -> None:
+    too_long = [{"type": "actions", "elements": [_button("Approve start of " + "s" * 63)]}]
+    client = WebClient(token=BOT_TOKEN, base_url=slack_stub.api_url)
+    with pytest.raises(SlackApiError) as refused:
+        client.chat_postMessage(channel="C0OPS", text="card", blocks=too_long)
+    assert refused.value.response["error"] == "invalid_blocks"
+    assert slack_stub.posted() == []  # nothing shown, as in Slack
+    with pytest.raises(SlackApiError):
+        client.views_open(
+            trigger_id="t",
+            view={
+                "type": "modal",
+                "title": {"type": "plain_text", "text": "x" * 30},
+                "blocks": [{"type": "divider"}],
+            },
+        )
+    assert {p.split(":")[0] for p in slack_stub.invalid} == {"chat.postMessage", "views.open"}
+    assert any("title must be between 1 and 24" in p for p in slack_stub.invalid)
+    # The autouse check would fail this test on them: they were meant, so they are taken off.
+    assert slack_stub.invalid == INVALID_PAYLOADS
+    INVALID_PAYLOADS.clear()
+
+    SlackGateway(client).post_message("C0OPS", "card", blocks=too_long)
+    assert [m["text"] for m in slack_stub.posted()] == ["card"]
+    assert INVALID_PAYLOADS == []
