@@ -269,7 +269,12 @@ def fit_blocks(blocks: Sequence[Any], *, most: int = MESSAGE_BLOCKS) -> list[Any
 
 def fit_message(text: str, blocks: Sequence[Any] | None) -> tuple[str, list[Any] | None]:
     """A message's fallback text and blocks within Slack's limits."""
-    return fit_text(text, MESSAGE_TEXT), (fit_blocks(blocks) if blocks is not None else None)
+    fitted_text = fit_text(text, MESSAGE_TEXT)
+    fitted_blocks = fit_blocks(blocks) if blocks is not None else None
+    if fitted_text != text or (blocks is not None and fitted_blocks != list(blocks)):
+        # The last guard worked: the template or code that built this should fit by itself.
+        log.info("a message was fitted to Slack's limits (%d blocks)", len(blocks or ()))
+    return fitted_text, fitted_blocks
 
 
 def fit_view(view: Mapping[str, Any]) -> dict[str, Any]:
