@@ -12,7 +12,7 @@ import pytest
 
 from bot.logsetup import install_filters
 from tests.support.secrets import BOT_TOKEN, ROSTER_YAML, SECRETS, SIGNING_SECRET
-from tests.support.slack_stub import SlackStub
+from tests.support.slack_stub import INVALID_PAYLOADS, SlackStub
 
 pytest_plugins: list[str] = [
     "tests.support.postgres",
@@ -46,6 +46,16 @@ def no_token_in_logs() -> Iterator[_Collect]:
     root.setLevel(old_level)
     leaks = [line for line in handler.lines if any(s in line for s in SECRETS)]
     assert not leaks, f"secrets leaked into {len(leaks)} log lines, e.g. {leaks[0][:200]}"
+
+
+@pytest.fixture(autouse=True)
+def slack_payloads_are_valid() -> Iterator[None]:
+    """No Slack stub received a payload Slack would refuse (`invalid_blocks`) during the test: the
+    bot logs a refused post and goes on, so without this the test could pass on a dark channel."""
+    INVALID_PAYLOADS.clear()
+    yield
+    found, INVALID_PAYLOADS[:] = list(INVALID_PAYLOADS), []
+    assert not found, f"{len(found)} invalid Slack payload(s), e.g. {found[:3]}"
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.webhook import WebhookClient
 
+from bot.adapters.blockkit import MESSAGE_TEXT, fit_message, fit_text, fit_view
 from bot.adapters.slack_budget import NO_BUDGET, OK, RATE_LIMITED, REFUSED, UNAVAILABLE, Outcome, SlackBudget
 from bot.errors import SlackCallFailed, TemporaryError
 
@@ -175,6 +176,10 @@ class SlackGateway:
         reply_broadcast: bool = False,
         dedup_key: str | None = None,
     ) -> PostedMessage:
+        # Every message leaves through here, `update_message`, `post_ephemeral`, `open_view` or
+        # `respond_via_url`: each fits its payload to Slack's limits, which refuse a whole message
+        # for one over-long button text.
+        text, blocks = fit_message(text, blocks)
         kwargs: dict[str, Any] = {"channel": channel, "text": text}
         if blocks is not None:
             kwargs["blocks"] = list(blocks)
@@ -232,6 +237,7 @@ class SlackGateway:
     def update_message(
         self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
     ) -> None:
+        text, blocks = fit_message(text, blocks)
         kwargs: dict[str, Any] = {"channel": channel, "ts": ts, "text": text}
         if blocks is not None:
             kwargs["blocks"] = list(blocks)
@@ -239,7 +245,11 @@ class SlackGateway:
 
     def post_ephemeral(self, channel: str, user: str, text: str) -> None:
         self._call(
-            "chat.postEphemeral", self.client.chat_postEphemeral, channel=channel, user=user, text=text
+            "chat.postEphemeral",
+            self.client.chat_postEphemeral,
+            channel=channel,
+            user=user,
+            text=fit_text(text, MESSAGE_TEXT),
         )
 
     def open_dm(self, user: str) -> str:
@@ -270,7 +280,7 @@ class SlackGateway:
 
     def open_view(self, trigger_id: str, view: dict[str, Any]) -> None:
         """Open a modal; Slack accepts a trigger_id only for 3 seconds after the click."""
-        self._call("views.open", self.client.views_open, trigger_id=trigger_id, view=view)
+        self._call("views.open", self.client.views_open, trigger_id=trigger_id, view=fit_view(view))
 
     def download_file(self, url: str, *, limit: int = 1_000_000) -> bytes:
         """Fetch a file shared in Slack (its `url_private`) with the bot token; at most `limit` bytes.
@@ -324,6 +334,7 @@ def respond_via_url(
 ) -> None:
     """Answer through a command's `response_url` (works for ephemeral replies in any channel)."""
     client = WebhookClient(response_url, timeout=30, retry_handlers=retry_handlers())
+    text, blocks = fit_message(text, blocks)
     try:
         resp = client.send(
             text=text,

@@ -59,6 +59,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import generate_lorem_ipsum
 from markupsafe import Markup
 
+from bot.adapters.blockkit import fit_text, safe_cut
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
 from bot.errors import TemplateError
 
@@ -156,19 +157,21 @@ def link(item: object, title: str | None = None) -> Markup:
 
 
 def clip(value: object, limit: int) -> Markup:
-    """Escape `value` for Slack and cut it to `limit` characters, never inside an `&amp;`.
+    """Escape `value` for Slack and cut it to `limit` characters (with "…"), never inside an
+    `&amp;`, an emoji code or a code span (`bot.adapters.blockkit.safe_cut`).
 
     Block Kit refuses a section over 3,000 characters; text from users (a plan's impact) is clipped
     so a long paragraph cannot make the whole announcement fail.
     """
-    text = slack_escape(value)
-    if len(text) <= limit:
-        return Markup(text)
-    cut = text[: max(limit - 1, 0)]
-    amp = cut.rfind("&")
-    if amp != -1 and ";" not in cut[amp:]:
-        cut = cut[:amp]
-    return Markup(cut + "…")
+    return Markup(safe_cut(slack_escape(value), max(int(limit), 1)))
+
+
+def fit(text: object, limit: int, keep: str = "start", more: str = "…and {n} more") -> Markup:
+    """Rendered text (already Slack markup) within `limit` characters, by whole lines: the
+    lines left out are counted ("…and 3 more"), and nothing is cut inside an emoji code, a
+    mention, a date token or a code span (`bot.adapters.blockkit.fit_text`). Not for raw values
+    from users: those go through `clip`, which escapes them."""
+    return Markup(fit_text(str(text), int(limit), keep=keep, more=more))
 
 
 def utc_text(moment: datetime) -> str:
@@ -546,6 +549,7 @@ class Renderer:
         self.env.filters["slack_date"] = slack_date
         self.env.filters["when"] = when
         self.env.filters["clip"] = clip
+        self.env.filters["fit"] = fit
         self.env.filters["link"] = link
         self.env.filters["utc"] = utc_text
         # Block Kit templates embed values as JSON strings, escaped for mrkdwn first.

@@ -63,6 +63,15 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
     # The pre-flight check fails on the scenario's planted blockers; the roster skips it, on record.
     assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
     assert final_card.count(":fast_forward: `checks`") == 1
+    # The final card at a glance: the progress line and the run's last step (it used to be cut
+    # off after 11 of the 25 steps, inside an emoji code).
+    assert "Run *completed* · 25 done (3 skipped)" in final_card
+    assert ":white_check_mark: `announce-done` Announce completion" in final_card
+    # Every card printed while the run was under way shows the step now.
+    for card in out.split("Upgrade run")[1:-1]:
+        now = re.search(r"▶ `([a-z0-9-]+)`", card)
+        assert now is not None, card[:300]
+        assert f":hourglass_flowing_sand: Now: `{now.group(1)}`" in card or "Run *paused*" in card, card
     # The roster answered as people would: the starter of a step never confirmed it alone.
     assert "four eyes" not in out
     assert out.rstrip().endswith("completed")

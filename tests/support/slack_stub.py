@@ -9,6 +9,12 @@ Like Slack, it keeps the messages posted (with their `metadata`) and serves them
 `conversations.history` and `conversations.replies`. A slow answer (`fail_next(..., delay=…)`
 with no error) posts the message first and answers late, as Slack does when the network is slow:
 the message exists even if the bot dies before reading the answer.
+
+Every payload it receives for Slack to show (`chat.postMessage`, `chat.update`,
+`chat.postEphemeral`, `views.open`, `response_url` posts) is validated with slack_sdk's own Block
+Kit models, each nested element too. An invalid one is answered as Slack does (`invalid_blocks`,
+or `invalid_arguments` for a view; nothing is posted) and recorded in `invalid` and in the
+module's `INVALID_PAYLOADS`, which an autouse fixture in tests/conftest.py checks after each test.
 """
 
 from __future__ import annotations
@@ -24,6 +30,82 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.basic_objects import JsonObject
+from slack_sdk.models.blocks import Block
+from slack_sdk.models.views import View
+
+#: Every invalid payload any stub received in this process: "method: problem" (see conftest.py).
+INVALID_PAYLOADS: list[str] = []
+
+#: Slack's message-level limits the models do not check (they validate one block at a time).
+MESSAGE_BLOCKS = 50
+MESSAGE_TEXT = 40_000
+#: The methods whose payloads Slack shows, and so validates.
+SHOWN = frozenset({"chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "response_url"})
+
+
+def _validate_object(obj: JsonObject, where: str, problems: list[str]) -> None:
+    """`validate_json` on the object and on every object nested in it: a block's own validation
+    does not reach its elements (buttons, confirms, options, text objects)."""
+    try:
+        obj.validate_json()
+    except SlackObjectFormationError as exc:
+        problems.append(f"{where}: {exc}")
+    for name in sorted(obj.attributes):
+        value = getattr(obj, name, None)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for i, item in enumerate(items):
+            if isinstance(item, JsonObject):
+                _validate_object(
+                    item, f"{where}.{name}[{i}]" if value is not item else f"{where}.{name}", problems
+                )
+
+
+def _loaded(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def block_kit_problems(method: str, params: dict[str, Any]) -> list[str]:
+    """What Slack would refuse in this payload, by slack_sdk's models (empty when valid)."""
+    problems: list[str] = []
+    if method == "views.open":
+        view = _loaded(params.get("view"))
+        if not isinstance(view, dict):
+            return [f"view is not an object: {view!r:.80}"]
+        try:
+            parsed = View(**view)
+        except (SlackObjectFormationError, TypeError, ValueError) as exc:
+            return [f"view: {exc}"]
+        _validate_object(parsed, "view", problems)
+        return problems
+    text = params.get("text")
+    if isinstance(text, str) and len(text) > MESSAGE_TEXT:
+        problems.append(f"text: {len(text)} characters (limit {MESSAGE_TEXT})")
+    blocks = _loaded(params.get("blocks"))
+    if blocks is None:
+        return problems
+    if not isinstance(blocks, list):
+        return [*problems, f"blocks is not a list: {blocks!r:.80}"]
+    if len(blocks) > MESSAGE_BLOCKS:
+        problems.append(f"{len(blocks)} blocks (limit {MESSAGE_BLOCKS})")
+    for i, raw in enumerate(blocks):
+        try:
+            block = Block.parse(raw) if isinstance(raw, dict) else None
+        except (SlackObjectFormationError, TypeError, ValueError) as exc:
+            problems.append(f"blocks[{i}]: {exc}")
+            continue
+        if block is None or type(block) is Block:
+            problems.append(f"blocks[{i}]: not a known block: {raw!r:.80}")
+            continue
+        _validate_object(block, f"blocks[{i}]", problems)
+    return problems
 
 
 @dataclass
@@ -75,6 +157,8 @@ class SlackStub:
         self.bot_user_id = bot_user_id
         self.team_id = team_id
         self.calls: list[Call] = []
+        #: Payloads Slack would have refused: "method: problem" (also in `INVALID_PAYLOADS`).
+        self.invalid: list[str] = []
         self.responses: list[dict[str, Any]] = []  # bodies POSTed to response_urls
         self.uploads: dict[str, bytes] = {}
         #: Files shared in the workspace, served at `file_url(id)` to requests with the bot token.
@@ -240,6 +324,19 @@ class SlackStub:
             self.calls.append(call)
             self._lock.notify_all()
 
+    def _check_payload(self, method: str, params: dict[str, Any]) -> bool:
+        """Validate a shown payload; record and report (False) what Slack would refuse."""
+        if method not in SHOWN:
+            return True
+        problems = block_kit_problems(method, params)
+        if not problems:
+            return True
+        found = [f"{method}: {p}" for p in problems]
+        with self._lock:
+            self.invalid.extend(found)
+            INVALID_PAYLOADS.extend(found)
+        return False
+
     def _take_fault(self, method: str, params: dict[str, Any] | None = None) -> Fault | None:
         with self._lock:
             flaky = self._flaky
@@ -402,6 +499,11 @@ class SlackStub:
                         self._send(429, "rate limited", {"Retry-After": str(fault.retry_after or 1)})
                         return
                     payload = json.loads(raw or b"{}")
+                    if not stub._check_payload("response_url", payload):
+                        stub._record(Call(method="response_url", params=payload, headers=headers, path=path))
+                        # What Slack answers a response_url post it cannot show.
+                        self._send(400, "invalid_blocks")
+                        return
                     with stub._lock:
                         stub.responses.append(payload)
                     stub._record(Call(method="response_url", params=payload, headers=headers, path=path))
@@ -456,6 +558,12 @@ class SlackStub:
                     if fault.error:
                         self._send(200, {"ok": False, "error": fault.error})
                         return
+                if not stub._check_payload(method, params):
+                    # Slack refuses the whole message (or modal) and posts nothing.
+                    error = "invalid_arguments" if method == "views.open" else "invalid_blocks"
+                    call.response = {"ok": False, "error": error}
+                    self._send(200, call.response)
+                    return
                 call.response = stub._answer(method, params)
                 self._send(200, call.response)
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from bot.core.delivery import Deliveries, thread_root
+from bot.core.durations import format_duration
 from bot.core.live import LiveSection, LiveSource
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
@@ -28,6 +29,82 @@ if TYPE_CHECKING:
     from bot.core.runs.dryrun import GateDryRuns
 
 log = logging.getLogger(__name__)
+
+
+#: A run of this many finished (or pending) steps in a row collapses into one line on the card.
+COLLAPSE_AT = 3
+#: How many characters of step ids a collapsed line lists before it says "…" and the last id.
+IDS_BUDGET = 110
+#: States a step is shown in full in, wherever it is: what someone must look at.
+_ALWAYS_FULL = frozenset({"failed", "skipped", "interrupted", "awaiting_approval", "running"})
+
+
+def _ids(ids: Sequence[str]) -> dict[str, Any]:
+    """The ids a collapsed line lists: all when they fit the budget, else the first one and as
+    many more as fit, then (after "…") the last one."""
+    if sum(len(i) + 4 for i in ids) <= IDS_BUDGET:
+        return {"shown": list(ids), "last": ""}
+    shown = [ids[0]]
+    size = len(ids[0]) + len(ids[-1]) + 10
+    for step_id in ids[1:-1]:
+        if size + len(step_id) + 4 > IDS_BUDGET:
+            break
+        shown.append(step_id)
+        size += len(step_id) + 4
+    return {"shown": shown, "last": ids[-1]}
+
+
+def step_lines(rows: Sequence[Mapping[str, Any]], current: int) -> list[dict[str, Any]]:
+    """The card's step list, one entry a line: the step now and the next one, and every step that
+    failed, was skipped or was interrupted, in full (`kind` "step"); runs of finished or pending
+    steps collapse (`kind` "group": one line for `COLLAPSE_AT` or more, else a short line each)."""
+    lines: list[dict[str, Any]] = []
+    group: list[Mapping[str, Any]] = []
+
+    def close() -> None:
+        if not group:
+            return
+        if len(group) >= COLLAPSE_AT:
+            ids = [str(r["id"]) for r in group]
+            lines.append({"kind": "group", "state": group[0]["state"], "count": len(group), **_ids(ids)})
+        else:
+            lines.extend({"kind": "short", "row": r} for r in group)
+        group.clear()
+
+    for i, row in enumerate(rows):
+        role = "now" if i == current else "next" if i == current + 1 else ""
+        if role or row["state"] in _ALWAYS_FULL:
+            close()
+            lines.append({"kind": "step", "row": row, "role": role})
+            continue
+        if group and group[0]["state"] != row["state"]:
+            close()
+        group.append(row)
+    close()
+    # Which lines come before the step now (the history) and which from it on (what is ahead):
+    # a card that must shorten drops the oldest history, never the step now.
+    seen_now = current >= len(rows)
+    for line in lines:
+        seen_now = seen_now or (line["kind"] == "step" and line["role"] == "now")
+        line["ahead"] = seen_now and current < len(rows)
+    return lines
+
+
+def _progress(run: R.Run, rows: Sequence[Mapping[str, Any]], current: int, now: datetime) -> dict[str, Any]:
+    """The card's progress line: done · ▶ now · to go, and the time left in the plan's window."""
+    finished = [r for r in rows if r["state"] in ("succeeded", "skipped")]
+    end = run.plan.window.end
+    left = end - now
+    return {
+        "done": len(finished),
+        "skipped": sum(1 for r in finished if r["state"] == "skipped"),
+        "total": len(rows),
+        "to_go": sum(1 for r in rows[current + 1 :] if r["state"] == "pending"),
+        "window_end": end,
+        # Whole minutes: a card is edited every few minutes at most, seconds would lie.
+        "left": format_duration(timedelta(minutes=int(abs(left).total_seconds() // 60))),
+        "over": left.total_seconds() < 0,
+    }
 
 
 def card_context(run: R.Run, now: datetime, live: Sequence[LiveSection] = ()) -> dict[str, Any]:
@@ -40,11 +117,17 @@ def card_context(run: R.Run, now: datetime, live: Sequence[LiveSection] = ()) ->
             "step": cur.step_id,
             "phase": run.phase(cur),
             "value": R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch).encode(),
+            "on_failure": run.plan.step(cur.step_id).on_failure,
         }
+    rows = R.summary_rows(run, now)
+    index = next((i for i, sr in enumerate(run.steps) if sr is cur), len(run.steps))
     return {
         "run": run,
         "plan": run.plan,
-        "rows": R.summary_rows(run, now),
+        "rows": rows,
+        "lines": step_lines(rows, index),
+        "progress": _progress(run, rows, index, now),
+        "now_row": rows[index] if cur is not None else None,
         "current": cur.step_id if cur else "",
         "gate": gate,
         "zone": run.plan.window.timezone,

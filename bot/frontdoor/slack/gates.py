@@ -327,7 +327,7 @@ def confirm_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
         "type": "modal",
         "callback_id": CONFIRM_CALLBACK,
         "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
-        "title": {"type": "plain_text", "text": "Confirm a destructive step"[:24]},
+        "title": {"type": "plain_text", "text": "Confirm destructive step"},
         "submit": {"type": "plain_text", "text": "Approve"},
         "close": {"type": "plain_text", "text": "Cancel"},
         "blocks": [
