@@ -28,6 +28,7 @@ MAX_WARNINGS = 5
 _STATE_ICONS = {
     "running": ":eyes:",
     "target_reached": ":white_check_mark:",
+    "target_reached_with_open_findings": ":warning:",
     "stopped": ":octagonal_sign:",
     "timed_out": ":hourglass:",
 }
@@ -41,8 +42,27 @@ def progress_bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
     return "▓" * cells + "░" * (width - cells)
 
 
+#: Kubelet versions shown per node group (a group mid-upgrade has two; more is unusual).
+MAX_VERSIONS = 4
+_EPISODE_KINDS = {
+    "crashloop": "CrashLoopBackOff",
+    "imagepull": "ImagePullBackOff",
+    "error": "Error",
+    "init": "Init stuck",
+}
+
+
+def versions_text(versions: tuple[tuple[str, int], ...]) -> str:
+    """`v1.24 ×3, v1.25 ×2` (oldest first; the rest counted, never cut)."""
+    shown = [f"{v} ×{n}" for v, n in versions[:MAX_VERSIONS]]
+    if len(versions) > MAX_VERSIONS:
+        shown.append(f"+{len(versions) - MAX_VERSIONS} more")
+    return ", ".join(shown)
+
+
 def _group(group: GroupView, in_target: bool) -> dict[str, Any]:
     return {
+        "versions": versions_text(group.versions),
         "name": group.name,
         "bar": progress_bar(group.on_target_ready, group.total),
         "on_target": group.on_target_ready,
@@ -52,6 +72,11 @@ def _group(group: GroupView, in_target: bool) -> dict[str, Any]:
         "not_ready": group.not_ready,
         "in_target": in_target,
     }
+
+
+def _workload_name(key: str) -> str:
+    namespace, _kind, name = key.split("/", 2)
+    return f"{namespace}/{name}" if namespace else name
 
 
 def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datetime) -> dict[str, Any]:
@@ -95,6 +120,7 @@ def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datet
         (e for e in summary.episodes if e.open),
         key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.workload),
     )
+    findings = [e for e in summary.rule_episodes if e.open]
     stop = spec.stop
     return {
         "cluster": spec.cluster,
@@ -127,7 +153,7 @@ def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datet
         "episodes": [
             {
                 "workload": e.workload.split("/", 2)[0] + "/" + e.workload.split("/", 2)[2],
-                "kind": "CrashLoopBackOff" if e.kind == "crashloop" else "ImagePullBackOff",
+                "kind": _EPISODE_KINDS.get(e.kind, e.kind),
                 "age": kubectl_age(now - e.since),
                 "number": e.number,
             }
@@ -145,6 +171,12 @@ def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datet
         ],
         "more_rollouts": max(len(rollouts) - MAX_ROLLOUTS, 0),
         "warnings": [{"reason": w.reason, "count": w.count} for w in summary.warnings[:MAX_WARNINGS]],
+        "findings": [
+            {"rule": e.rule, "workload": _workload_name(e.workload)} for e in findings[:MAX_EPISODES]
+        ],
+        "more_findings": max(len(findings) - MAX_EPISODES, 0),
+        # The Stop button (`watch_stop`): the service sets it for a live standalone watch.
+        "stop": None,
         "updated_at": slack_date(now),
         "started_at": slack_date(spec.started_at),
         "ends_at": slack_date(spec.deadline) if spec.deadline else None,
