@@ -46,6 +46,9 @@ def stop_watch(
     row = watches.get(watch_id)
     if row.run_id:
         raise UserError(f"watch {watch_id} belongs to run `{row.run_id}`; it ends with its step")
+    if row.state == "live" and row.end_requested_by:
+        # Two people on the same card: the first stop stands (and its name is on the final line).
+        raise UserError(f"watch {watch_id} is already ending: stopped by <@{row.end_requested_by}>")
     watches.request_end(watch_id, by=user_id)
 
 
