@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
+
+from slack_sdk.models.blocks import Block
 
 from bot.core.rendering import Renderer
 from bot.core.watches.card import card_context, progress_bar
@@ -145,3 +149,26 @@ def test_the_card_has_a_stop_button_with_a_confirmation_and_none_once_final() ->
     assert set(button["confirm"]) == {"title", "text", "confirm", "deny", "style"}
     assert "ends now with a final summary" in button["confirm"]["text"]["text"]
     assert "actions" not in [b["type"] for b in render_blocks(state, sp, 1, stop=False)]
+
+
+def _valid_block_kit(blocks: list[Any]) -> None:
+    """Slack's own models check every block (sizes, the button's confirm dialog, the section limit)."""
+    parsed = Block.parse_all(blocks)
+    assert len(parsed) == len(blocks)
+    for block in parsed:
+        block.validate_json()
+    assert len(blocks) <= 50
+
+
+def test_the_cards_block_kit_passes_slacks_own_models_and_so_does_the_docs_example() -> None:
+    spec_ = target_spec(groups=("ng-a", "ng-c"))
+    state = WatchState(spec_)
+    state.sync("node", [node(f"n{i}", f"ng-{i:03d}") for i in range(150)], at(0))
+    state.sync(
+        "pod", [crashing(f"c{i}", f"ns{i % 40}", deployment=f"svc-{i % 700}") for i in range(3000)], at(0)
+    )
+    _valid_block_kit(render_blocks(state, spec_, 10))
+    text = (Path(__file__).resolve().parents[3] / "docs" / "watch-card.md").read_text()
+    example = json.loads(text.split("```json\n", 1)[1].split("\n```", 1)[0])
+    _valid_block_kit(example["blocks"])
+    assert [b["type"] for b in example["blocks"]] == ["section"] * 4 + ["actions", "context"]

@@ -12,7 +12,7 @@ from bot.core.checks.rules import read_rules
 from bot.core.watches.known import view_of
 from bot.core.watches.milestones import KNOWN_ISSUE, milestones
 from bot.core.watches.model import Summary, WatchState
-from tests.support.watch_objects import at, node, pod, spec, stamp
+from tests.support.watch_objects import at, node, pod, spec, stamp, vault_pod
 
 RULES = read_rules(Path(__file__).resolve().parents[3] / "templates" / "rules" / "known-issues.yaml")
 BY_ID = {r.id: r for r in RULES}
@@ -22,23 +22,6 @@ def kube_proxy(name: str, *, waiting: str | None = "ImagePullBackOff") -> dict[s
     raw = pod(name, "kube-system", daemonset="kube-proxy", ready=waiting is None, waiting=waiting)
     raw["status"]["containerStatuses"][0].update(
         name="kube-proxy", image="602401143452.dkr.ecr/kube-proxy:v9"
-    )
-    return raw
-
-
-def vault_pod(name: str, *, agent_ready: bool) -> dict[str, Any]:
-    raw = pod(name, "payments", deployment="payments-worker", ready=agent_ready)
-    raw["metadata"]["annotations"] = {"vault.hashicorp.com/agent-inject": "true", "unrelated": "x" * 500}
-    statuses = raw["status"]["containerStatuses"]
-    statuses[0]["ready"] = True
-    statuses.append(
-        {
-            "name": "vault-agent",
-            "ready": agent_ready,
-            "restartCount": 0,
-            "state": {"running": {}},
-            "image": "v",
-        }
     )
     return raw
 

@@ -16,8 +16,7 @@ from bot.core.watches.verdict import (
     Verdict,
     verdict,
 )
-from tests.core.watches.test_rules_stream import vault_pod
-from tests.support.watch_objects import at, crashing, node, pod, spec, target_spec
+from tests.support.watch_objects import at, crashing, node, pod, spec, target_spec, vault_pod
 
 
 def judge(state: WatchState, minutes: float) -> Verdict:
