@@ -1,11 +1,15 @@
-"""The watch card's context, for `templates/watch_card.txt.j2`: bounded whatever the cluster's size.
+"""The watch card's context, for `templates/watch_card.txt.j2` (the text: notifications, the
+terminal) and `templates/watch_card.blocks.json.j2` (Block Kit: the same parts as sections, the
+Stop button, the times as context): bounded whatever the cluster's size.
 
 Per node group a text progress bar (nodes on the target version and Ready, x/y), old nodes
-cordoned and remaining, NotReady nodes; the control-plane version; unhealthy pods by class with
-counts and the top workloads (kube-system first), never pod names; workloads mid-rollout with
-kubectl's verdict; Warning events by reason; "Updated at" as a Slack date token. Lists are cut at
-fixed sizes and the rest counted, so a card stays well under Slack's 3,000 characters per section
-even with thousands of unhealthy pods or hundreds of node groups.
+cordoned and remaining, NotReady nodes, the kubelet versions present; the control-plane version;
+unhealthy pods by class with counts and the top workloads (kube-system first), never pod names;
+the known-issue findings still open; workloads mid-rollout with kubectl's verdict; Warning events
+by reason; "Updated at" as a Slack date token. Lists are cut at fixed sizes and the rest counted,
+and each Block Kit section is fitted (`fit`: whole lines, "…and N more lines") under Slack's
+3,000 characters, even with thousands of unhealthy pods or hundreds of node groups. `stop` (the
+Stop button's value) is set by the service for a live standalone watch.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ Each milestone's key is built from names, uids, episode numbers and generations,
 generated text, so the delivery layer can deduplicate on it.
 
 The first summary of a watch (`before is None`) is a baseline: nodes that are already there, Ready
-or cordoned, are not news; workloads already crash-looping are (their episode is announced), and so
-is a verdict that is already final.
+or cordoned, are not news; workloads already in a class the runbook watches (CrashLoopBackOff,
+ImagePullBackOff/ErrImagePull, Error, Init stuck) are (their episode is announced), and so is a
+verdict that is already final.
 
 Known issues: each (rule, workload, episode) that opened since `before` comes out once, keyed
 `rule:<id>:<workload>:<episode>`, its text the rule's title, explanation, remediation and links

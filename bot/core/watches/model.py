@@ -14,24 +14,27 @@ thousand pod events and the card must follow within two seconds:
 - `summary` is O(nodes + unhealthy pods + workloads mid-rollout).
 
 Pod health classes (the card's groups, in this order): Error, CrashLoopBackOff,
-ImagePullBackOff/ErrImagePull, Init stuck, Pending/unschedulable stuck, Terminating stuck. The last
-three are normal for a while during a rollout, so they count as unhealthy only once they have lasted
-longer than the spec's limit. A crash-looping container flips between waiting (CrashLoopBackOff),
+ImagePullBackOff/ErrImagePull, Init stuck, Not ready (Running with containers not all Ready:
+"2/5 containers ready"), Pending/unschedulable stuck, Terminating stuck. The last four are normal
+for a while during a rollout, so they count as unhealthy only once they have lasted longer than the
+spec's limit (`NOT_READY_GRACE`, 2 minutes, for a pod not Ready; 5 minutes for the others). A crash-looping container flips between waiting (CrashLoopBackOff),
 running and terminated (Error) between restarts, so a pod once in CrashLoopBackOff stays in that
 class until it is Ready (or gone): the workload's episode does not end and start again at each flip.
 
 Episodes: a workload with a pod in CrashLoopBackOff (or in ImagePullBackOff) has an open episode,
 numbered 1, 2, … per workload; it ends when no pod of the workload is in that class (back within
-`EPISODE_REOPEN` of its end, it is the same episode again, not a new one). The numbers and
+`EPISODE_REOPEN` of its end, it is the same episode again, not a new one). Error and Init stuck have
+episodes too, judged when the state is summarised (an Init is stuck only past its limit; an Error
+counts after `ERROR_SETTLE` and not for a crash-looping workload, whose crash loop says it). Each
+episode is one thread post. The numbers and
 the open episodes' start times are kept in the Summary, and a state built after a restart is seeded
 from the last published Summary (`previous=`), so numbering continues and milestone keys stay
 stable.
 
 Known-issue rules (given as `rules=`): an unhealthy pod's record also keeps the pod as the rules see
-it (`bot.core.watches.known`: only the labels and annotations some rule names), Running pods with a
-watched container not Ready are remembered for them too (not a card class), and Warning events some
-rule may match are kept while recent. `summary(now)` matches the rules over the pods the card counts
-as unhealthy (and those not Ready for `not_ready_stuck_after`) and those events, and opens or closes
+it (`bot.core.watches.known`: only the labels and annotations some rule names), and Warning events
+some rule may match are kept while recent. `summary(now)` matches the rules over the pods the card
+counts as unhealthy (those not Ready once not Ready for `not_ready_stuck_after`) and those events, and opens or closes
 one episode per (rule, workload), numbered and seeded after a restart like the crash-loop episodes;
 log-based rules say which tails they need (`logs_wanted`), and the driver hands them back
 (`add_log_tail`).
@@ -1062,8 +1065,8 @@ class WatchState:
 
     def _candidates(self, now: datetime) -> list[PodState]:
         """The pods the rules look at: those the card counts as unhealthy (the transient classes
-        once stuck past their limit) and Running pods with a watched container not Ready for
-        longer than `not_ready_stuck_after` — never a pod merely starting or being replaced."""
+        once stuck past their limit), a pod not Ready only once not Ready for longer than
+        `not_ready_stuck_after` — never a pod merely starting or being replaced."""
         node_ready = {n.name: n.ready for n in self._nodes.values()}
         out: list[PodState] = []
         lag_limit = self.spec.not_ready_stuck_after
