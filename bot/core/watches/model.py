@@ -1189,6 +1189,11 @@ class WatchState:
                 state.pods = 0
                 state.ended = now
 
+    def _carried(self, workload: str, kind: str) -> bool:
+        """Open before a restart: a pod listed again in Error goes on with it, without a new settle."""
+        state = self._episodes.get((workload, kind))
+        return state is not None and state.carried
+
     def _judge_timed_episodes(self, counts: Mapping[tuple[str, str], int], now: datetime) -> None:
         """Open and close the Error and Init-stuck episodes from the pods counted now (`counts`:
         (workload, kind) → pods); numbered, reopened and carried over a restart as the others."""
@@ -1262,7 +1267,9 @@ class WatchState:
                 if last_unhealthy is None or stuck_at > last_unhealthy:
                     last_unhealthy = stuck_at
             timed_kind = _TIMED_EPISODES.get(pod.cls)
-            if timed_kind is not None and (pod.cls != ERROR or now - pod.since >= ERROR_SETTLE):
+            if timed_kind is not None and (
+                pod.cls != ERROR or now - pod.since >= ERROR_SETTLE or self._carried(pod.workload, timed_kind)
+            ):
                 timed[(pod.workload, timed_kind)] = timed.get((pod.workload, timed_kind), 0) + 1
             per_workload = by_class.setdefault(pod.cls, {})
             entry = per_workload.get(pod.workload)

@@ -351,4 +351,11 @@ def test_error_and_init_stuck_are_posts_once_they_last_and_a_crash_loop_says_its
         ],
         at(7),
     )
-    assert keys(milestones(last, fresh.summary(at(7)), sp)) == []
+    resumed = fresh.summary(at(7))
+    assert keys(milestones(last, resumed, sp)) == []
+    # …and the episodes go on (the card's loops do not blink), numbered as before.
+    assert {(e.workload, e.kind, e.number) for e in resumed.episodes if e.open} == {
+        ("shop/Deployment/api", "crashloop", 1),
+        ("shop/Deployment/batch", "error", 1),
+        ("shop/Deployment/web", "init", 1),
+    }
