@@ -207,8 +207,7 @@ def _verdict_milestones(before: Summary | None, after: Summary, spec: WatchSpec)
             Milestone(
                 key=TARGET_WITH_FINDINGS,
                 kind=TARGET_WITH_FINDINGS,
-                text=":warning: Target reached with open findings — "
-                f"{slack_escape(now_verdict.reason)}. The plan step decides (`on_open_findings`).",
+                text=f":warning: Target reached with open findings — {slack_escape(now_verdict.reason)}",
             )
         ]
     if now_verdict.state == TARGET_REACHED:
