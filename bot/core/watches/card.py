@@ -121,7 +121,8 @@ def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datet
         key=lambda r: (r.state != FAILED, r.namespace != KUBE_SYSTEM, not r.spec_change, r.key),
     )
     episodes = sorted(
-        (e for e in summary.episodes if e.open),
+        # "Loops": the back-off loops (an Error or a stuck Init is in the unhealthy list already).
+        (e for e in summary.episodes if e.open and e.kind in ("crashloop", "imagepull")),
         key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.workload),
     )
     findings = [e for e in summary.rule_episodes if e.open]
