@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.core.checks.findings import Finding as CheckFinding
-from bot.core.rendering import Renderer
+from bot.core.rendering import Renderer, fit
 from bot.core.snapshots.diff import Finding
 from bot.errors import TemplateError
 from bot.records import SnapshotMeta
@@ -123,6 +123,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
                 "old_remaining": 1,
                 "not_ready": 0,
                 "in_target": True,
+                "versions": "v1.29 ×2, v1.30 ×1",
             }
         ],
         "more_groups": 0,
@@ -160,6 +161,9 @@ SAMPLES: dict[str, dict[str, Any]] = {
         ],
         "more_rollouts": 0,
         "warnings": [{"reason": "FailedAttachVolume", "count": 2}],
+        "findings": [{"rule": "KI004", "workload": "payments/payments-worker"}],
+        "more_findings": 0,
+        "stop": {"value": "7"},
         "updated_at": "2026-12-01 05:00 UTC",
         "started_at": "2026-12-01 04:50 UTC",
         "ends_at": None,
@@ -234,3 +238,14 @@ def test_the_sandbox_refuses_unsafe_attribute_access(tmp_path: Path) -> None:
     (tmp_path / "evil.txt.j2").write_text("{{ ''.__class__.__mro__ }}")
     with pytest.raises(TemplateError):
         Renderer([tmp_path]).render("evil", {})
+
+
+def test_fit_drops_whole_lines_and_counts_them_never_cutting_a_token() -> None:
+    line = "• <!date^1795435200^{date_short_pretty} {time}|2026-11-23 12:00 UTC> <@U0ALICE> `ns/web`"
+    text = "\n".join(f"{line} {i}" for i in range(60))
+    fitted = fit(text, 1000)
+    assert len(fitted) <= 1000
+    kept, last = fitted.rsplit("\n", 1)
+    assert all(row.startswith(line) for row in kept.split("\n"))
+    assert last == f"…and {60 - len(kept.split(chr(10)))} more lines"
+    assert fit("short", 1000) == "short"

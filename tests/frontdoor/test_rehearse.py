@@ -54,9 +54,25 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
     assert "`restart-istio-data-plane` failed* in run" in out
     assert "deployment/payments/payments-worker" in out
     assert "↳ rehearsal: U0PRIMARY reviewed why `restart-istio-data-plane` failed and skips it" in out
-    # The watch streams into the run's thread and ends with a verdict.
+    # The failure says why, in the known-issue rule's words, with its remedy.
+    assert (
+        'deployment/payments/payments-worker: rollout failed: deployment "payments-worker" exceeded its '
+        "progress deadline — KI004 Vault-injected pod with the vault-agent sidecar not ready: "
+        "kubectl -n NAMESPACE logs POD -c vault-agent --tail=50" in out
+    )
+    assert "1 workload(s) failed: deployment/payments/payments-worker (deployment \"payments-worker\" " \
+        "exceeded its progress deadline — KI004 Vault-injected pod" in out  # fmt: skip
+    # The watch streams into the run's thread and ends with a verdict — not "all clear" while the
+    # vault finding it posted is open: the settle step fails (its default), the roster reviews it.
     assert "*Watch on prod*" in out
-    assert ":checkered_flag: Watch ended" in out
+    assert "• *Not ready*: 2 pods — payments/payments-worker ×2" in out
+    assert ":mag: Known issue *KI004*" in out
+    assert ":tada: Target reached" not in out
+    assert (
+        ":warning: Target reached with open findings — 1 open finding: KI004 payments/payments-worker" in out
+    )
+    assert ":checkered_flag: Watch ended — target_reached_with_open_findings: 1 open finding" in out
+    assert "↳ rehearsal: U0PRIMARY reviewed why `watch-settle` failed and skips it" in out
     assert "`snapshot-post` succeeded: snapshot #2 `post`" in out
     final_card = out.rsplit("Upgrade run", 1)[1]
     assert "Run *completed*" in final_card

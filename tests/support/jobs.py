@@ -219,6 +219,8 @@ class FakeCluster:
         #: "ns/name" → the error its eviction raises (a 500 when several budgets select the pod).
         self.refusals: dict[str, Exception] = {}
         self.writes: list[tuple[str, str]] = []
+        #: Events by namespace (raw dicts), as `GET /api/v1/namespaces/NS/events` lists them.
+        self.events: dict[str, list[dict[str, Any]]] = {}
 
     def _missing(self, path: str) -> Exception:
         return ClusterError(f"{path} not found", status=404)
@@ -231,6 +233,8 @@ class FakeCluster:
             return self.nodes[parts[-1]]
         if path.endswith("/poddisruptionbudgets"):
             return {"items": self.pdbs.get(parts[4], [])}
+        if path.startswith("/api/v1/namespaces/") and path.endswith("/events"):
+            return {"items": self.events.get(parts[3], [])}
         if path.startswith("/apis/apps/v1/namespaces/"):
             kind = {"deployments": "deployment", "daemonsets": "daemonset", "statefulsets": "statefulset"}[
                 parts[5]

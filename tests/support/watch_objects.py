@@ -180,3 +180,20 @@ def warning(
         "involvedObject": {"kind": "Pod", "namespace": namespace, "name": "p"},
         "lastTimestamp": stamp(when),
     }
+
+
+def vault_pod(name: str, *, agent_ready: bool) -> dict[str, Any]:
+    raw = pod(name, "payments", deployment="payments-worker", ready=agent_ready)
+    raw["metadata"]["annotations"] = {"vault.hashicorp.com/agent-inject": "true", "unrelated": "x" * 500}
+    statuses = raw["status"]["containerStatuses"]
+    statuses[0]["ready"] = True
+    statuses.append(
+        {
+            "name": "vault-agent",
+            "ready": agent_ready,
+            "restartCount": 0,
+            "state": {"running": {}},
+            "image": "v",
+        }
+    )
+    return raw

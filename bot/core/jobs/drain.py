@@ -53,7 +53,9 @@ with its explanation and remediation once per (rule, workload, episode), keyed
 `rule:<id>:<workload>:<episode>`; the episode ends when no pod of the workload is blocked any
 more, and one back within 10 minutes is the same episode. A node still blocked by a budget after
 `DRAIN_SLOW` (5 minutes, the rule's "a drain running longer than 5 minutes") is said once
-(`drain-slow:NODE`), naming the budgets and the open known issues.
+(`drain-slow:NODE`), naming the budgets and the open known issues. When a node stalls (the
+`drain-stalled` line), the line names the rules that explain it with their remedies: those its
+refusals matched and those the pods left on the node match as they are (`bot.core.jobs.explain`).
 
 Never twice, never lost: a pod moves to `evicting` (or `deleting`) with its UID in one tick and
 the write is issued by a later tick, only if that pod (same UID) is still on the node without a
@@ -88,6 +90,7 @@ from bot.core.jobs.common import (
     timer_start,
     unschedulable,
 )
+from bot.core.jobs.explain import explain, named, typed_pods
 from bot.core.watches.known import RuleNeeds, pod_view, watch_key
 from bot.core.watches.milestones import known_issue_text
 from bot.core.watches.model import EPISODE_REOPEN, workload_of
@@ -508,7 +511,7 @@ class _Run:
         # Only refused pods left: they never go by themselves, so people are asked at once — the
         # first time; after "wait" the timer decides again.
         if self.now - started >= self.timeout or (only_refused and node["round"] == 1):
-            return self.ask(name, only_refused=only_refused)
+            return self.ask(name, only_refused=only_refused, live=live)
         return self.result(wait=self._wait(left))
 
     def _wait(self, left: list[dict[str, Any]]) -> float:
@@ -628,6 +631,22 @@ class _Run:
                 )
             )
 
+    def stall_rules(self, node: Mapping[str, Any], live: Mapping[str, Mapping[str, Any]]) -> list[Rule]:
+        """The known-issue rules that explain a stalled node: those its refusals matched (the
+        budget), then those the pods left on it match as they are (a sidecar not ready)."""
+        job = self.job
+        if not job.rules:
+            return []
+        left = [k for k, e in node["pods"].items() if e["state"] in _LEFT]
+        out = [
+            job.rules_by_id[i.split(" ", 1)[0]]
+            for k in left
+            for i in node["pods"][k].get("issues", ())
+            if i.split(" ", 1)[0] in job.rules_by_id
+        ]
+        out += [hit.rule for hit in explain(job.rules, typed_pods(live[k] for k in left if k in live))]
+        return out
+
     def settle_issues(self, node: Mapping[str, Any]) -> None:
         """An episode ends when no pod of its workload is blocked any more (one node drains at a
         time, so the node's pods are all the blocked ones)."""
@@ -740,13 +759,16 @@ class _Run:
             options=(WAIT, DELETE, SKIP),
         )
 
-    def ask(self, name: str, *, only_refused: bool) -> Tick:
+    def ask(self, name: str, *, only_refused: bool, live: Mapping[str, Mapping[str, Any]]) -> Tick:
         node = self.p["nodes"][name]
         node["choice"] = f"drain-timeout:{name}:{node['round']}"
         left = sum(1 for e in node["pods"].values() if e["state"] in _LEFT)
         what = "only refused pods are left" if only_refused else f"timeout reached with {left} pod(s) left"
         self.posts.append(
-            Post(key=f"drain-stalled:{name}:{node['round']}", text=f"node {name}: {what}; asking what to do")
+            Post(
+                key=f"drain-stalled:{name}:{node['round']}",
+                text=f"node {name}: {what}{named(self.stall_rules(node, live))}; asking what to do",
+            )
         )
         return self.result(choice=self.choice(name), wait=5.0)
 

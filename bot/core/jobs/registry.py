@@ -15,13 +15,13 @@ from bot.core.jobs.waitgroup import WaitNodeGroupJob
 def default_jobs(node_group_labels: Sequence[str], rules: Sequence[Rule] = ()) -> JobRegistry:
     """Every job kind; `node_group_labels` are the settings' node-group label keys, in priority
     order (how `nodegroup: NAME` finds a group's nodes); `rules`, the known-issue rules a drain
-    matches the eviction API's refusals against."""
+    matches the eviction API's refusals against, and a restart or a drain names in its failure lines."""
     labels = tuple(node_group_labels)
     jobs: list[Job] = [
         CordonJob(labels),
         UncordonJob(labels),
         DrainJob(labels, rules),
-        RestartJob(),
+        RestartJob(rules),
         WaitNodeGroupJob(labels),
     ]
     return JobRegistry(jobs={job.kind: job for job in jobs})

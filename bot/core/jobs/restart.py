@@ -24,16 +24,23 @@ it too), with a line; the others go on, and the job ends not ok.
 
 The job is done when every workload's rollout verdict is "done" (ok) or one is failed, refused,
 crash-looping / image-pull failing longer than the limit, or past the timeout (not ok).
+
+Why it failed: with the known-issue rules given (`rules=`), a failing workload's pods (and the
+Warning events about them) are matched against them (`bot.core.jobs.explain`), and its failure line
+names each matching rule with its remedy — "rollout failed: deployment "payments-worker" exceeded
+its progress deadline — KI004 Vault-injected pod …: kubectl … logs POD -c vault-agent …"; the job's
+detail names the rule too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 
+from bot.core.checks.rules import Rule, RuleHit
 from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
     JobCluster,
@@ -46,6 +53,7 @@ from bot.core.jobs.common import (
     selector_query,
     timer_start,
 )
+from bot.core.jobs.explain import explain, named, warning_events
 from bot.core.rollout import DONE, FAILED, verdict
 from bot.core.watches.model import CRASHLOOP, IMAGEPULL, StopRules, classify, workload_of
 from bot.core.watches.schema import WPod
@@ -70,6 +78,9 @@ class RestartJob:
     """`restart`: see the module docstring."""
 
     kind = "restart"
+
+    def __init__(self, rules: Sequence[Rule] = ()) -> None:
+        self.rules = tuple(rules)
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         stop = StopRules()
@@ -163,11 +174,13 @@ class RestartJob:
                 if entry["state"] not in _FINAL:
                     key = wkey(entry)
                     entry["state"] = "failed"
-                    entry["verdict"] = f"timeout: {entry['verdict'] or 'not rolled out'}"
+                    hits = self._explain(cluster, entry, None)
+                    last = entry["verdict"] or "not rolled out"
+                    entry["verdict"] = f"timeout: {last}{named(hits, remedy=False)}"
                     posts.append(
                         Post(
                             key=f"rollout-failed:{key}",
-                            text=f"{key}: not rolled out within the timeout ({entry['verdict']})",
+                            text=f"{key}: not rolled out within the timeout ({last}){named(hits)}",
                         )
                     )
         new: Progress = {**progress, "workloads": workloads}
@@ -257,9 +270,14 @@ class RestartJob:
             return
         if state == FAILED:
             entry["state"] = "failed"
-            posts.append(Post(key=f"rollout-failed:{key}", text=f"{key}: rollout failed: {message}"))
+            hits = self._explain(cluster, entry, obj)
+            entry["verdict"] = message + named(hits, remedy=False)
+            posts.append(
+                Post(key=f"rollout-failed:{key}", text=f"{key}: rollout failed: {message}{named(hits)}")
+            )
             return
-        seen = self._bad_classes(cluster, entry, obj)
+        pods = self._pods(cluster, entry, obj)
+        seen = _bad_classes(pods)
         bad: dict[str, str] = {}
         for cls, count in seen.items():
             since = parse_iso(entry["bad"].get(cls)) or now
@@ -267,33 +285,56 @@ class RestartJob:
             if now - since > limits[cls]:
                 entry["state"] = "failed"
                 word = "CrashLoopBackOff" if cls == CRASHLOOP else "ImagePullBackOff/ErrImagePull"
-                entry["verdict"] = (
-                    f"{count} pod(s) in {word} for more than {int(limits[cls].total_seconds())} s"
+                stopped = f"{count} pod(s) in {word} for more than {int(limits[cls].total_seconds())} s"
+                hits = self._explain(cluster, entry, obj, pods)
+                entry["verdict"] = stopped + named(hits, remedy=False)
+                posts.append(
+                    Post(key=f"rollout-failed:{key}", text=f"{key}: stopped: {stopped}{named(hits)}")
                 )
-                posts.append(Post(key=f"rollout-failed:{key}", text=f"{key}: stopped: {entry['verdict']}"))
         entry["bad"] = bad
 
-    def _bad_classes(
-        self, cluster: JobCluster, entry: Mapping[str, Any], obj: Mapping[str, Any]
-    ) -> dict[str, int]:
-        """Pods of the workload crash-looping or failing to pull, counted per class."""
+    def _pods(self, cluster: JobCluster, entry: Mapping[str, Any], obj: Mapping[str, Any]) -> list[WPod]:
+        """The workload's pods (by its selector, then by owner)."""
         selector = (obj.get("spec") or {}).get("selector") or {}
         query = {"labelSelector": selector_query(selector)} if selector else None
         want = (KINDS[entry["kind"]], entry["name"])
-        counts: dict[str, int] = {}
-        raws = (
-            raw
-            for page in cluster.list_pages(f"/api/v1/namespaces/{entry['namespace']}/pods", query)
-            for raw in page.items
-        )
-        for raw in raws:
-            pod = msgspec.convert(raw, WPod)
-            if workload_of(pod) != want:
-                continue
-            found = classify(pod)
-            if found is not None and found[0] in (CRASHLOOP, IMAGEPULL):
-                counts[found[0]] = counts.get(found[0], 0) + 1
-        return counts
+        out = []
+        for page in cluster.list_pages(f"/api/v1/namespaces/{entry['namespace']}/pods", query):
+            for raw in page.items:
+                pod = msgspec.convert(raw, WPod)
+                if workload_of(pod) == want:
+                    out.append(pod)
+        return out
+
+    def _explain(
+        self,
+        cluster: JobCluster,
+        entry: Mapping[str, Any],
+        obj: Mapping[str, Any] | None,
+        pods: list[WPod] | None = None,
+    ) -> list[RuleHit]:
+        """The known-issue rules that match the failing workload's pods and their Warning events."""
+        if not self.rules:
+            return []
+        try:
+            if obj is None:
+                obj = cluster.get_json(workload_path(entry["kind"], entry["namespace"], entry["name"]))
+            if pods is None:
+                pods = self._pods(cluster, entry, obj)
+        except ClusterError:
+            return []  # the failure stands on its own; the rules are an explanation, not a condition
+        events = warning_events(cluster, entry["namespace"], (p.metadata.name for p in pods))
+        return explain(self.rules, pods, events)
+
+
+def _bad_classes(pods: list[WPod]) -> dict[str, int]:
+    """Pods of the workload crash-looping or failing to pull, counted per class."""
+    counts: dict[str, int] = {}
+    for pod in pods:
+        found = classify(pod)
+        if found is not None and found[0] in (CRASHLOOP, IMAGEPULL):
+            counts[found[0]] = counts.get(found[0], 0) + 1
+    return counts
 
 
 def _get(cluster: JobCluster, entry: dict[str, Any], posts: list[Post]) -> dict[str, Any] | None:

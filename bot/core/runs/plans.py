@@ -51,6 +51,8 @@ from bot.errors import ConfigError, PlanInvalid, UserError
 
 GATE_KINDS = ("approve", "any_of", "quorum")
 ON_FAILURE = ("pause", "abort")
+#: What a watch step does when its target is reached with a known issue still open.
+ON_OPEN_FINDINGS = ("fail", "succeed")
 #: What a step may ask to be announced (in the announcement channel) when it succeeds.
 STEP_ANNOUNCEMENTS = ("step-complete",)
 #: What a rehearsal step may ask the simulated cluster to do (the sim's control endpoints).
@@ -134,6 +136,9 @@ class Step:
     timeout: timedelta | None = None
     escalate_after: timedelta | None = None
     on_failure: str = "pause"
+    #: A watch step whose target is reached while a known issue it posted is still open: the step
+    #: fails ("fail", the default: people look first) or succeeds ("succeed").
+    on_open_findings: str = "fail"
     destructive: bool = False
     rehearsal: tuple[RehearsalHook, ...] = ()
     #: `step-complete`: announce the step in the announcement channel when it succeeds ("": no).
@@ -231,6 +236,7 @@ _STEP = {
     "timeout",
     "escalate_after",
     "on_failure",
+    "on_open_findings",
     "destructive",
     "rehearsal",
     "announce",
@@ -592,6 +598,7 @@ def _steps(
                 f"{format_duration(timeout)} timeout",
             )
         on_failure = _on_failure(v, s.get("on_failure"), f"{key}.on_failure") or default_failure
+        on_open_findings = _on_open_findings(v, s.get("on_open_findings"), f"{key}.on_open_findings", calls)
         destructive = bool(v.boolean(s.get("destructive"), f"{key}.destructive"))
         hooks = _rehearsal(v, s.get("rehearsal"), f"{key}.rehearsal")
         announce = _announce(v, s.get("announce"), f"{key}.announce")
@@ -613,6 +620,7 @@ def _steps(
                 timeout=timeout,
                 escalate_after=escalate,
                 on_failure=on_failure,
+                on_open_findings=on_open_findings,
                 destructive=destructive,
                 rehearsal=hooks,
                 announce=announce,
@@ -689,6 +697,23 @@ def _on_failure(v: _PlanValidator, node: yaml.Node | None, key: str) -> str | No
     if value is not None and value not in ON_FAILURE:
         v.error(node, key, f"{value!r} is not one of: {', '.join(ON_FAILURE)}")
         return None
+    return value
+
+
+def _on_open_findings(
+    v: _PlanValidator, node: yaml.Node | None, key: str, calls: Sequence[ActionCall]
+) -> str:
+    """`on_open_findings: fail|succeed` (default fail), only on a step with a `watch` action."""
+    if node is None:
+        return "fail"
+    value = v.string(node, key)
+    if value is None:
+        return "fail"
+    if value not in ON_OPEN_FINDINGS:
+        v.error(node, key, f"{value!r} is not one of: {', '.join(ON_OPEN_FINDINGS)}")
+        return "fail"
+    if not any(c.name == "watch" for c in calls):
+        v.error(node, key, "only a step with a `watch` action has findings to decide on")
     return value
 
 

@@ -1,11 +1,15 @@
-"""The watch card's context, for `templates/watch_card.txt.j2`: bounded whatever the cluster's size.
+"""The watch card's context, for `templates/watch_card.txt.j2` (the text: notifications, the
+terminal) and `templates/watch_card.blocks.json.j2` (Block Kit: the same parts as sections, the
+Stop button, the times as context): bounded whatever the cluster's size.
 
 Per node group a text progress bar (nodes on the target version and Ready, x/y), old nodes
-cordoned and remaining, NotReady nodes; the control-plane version; unhealthy pods by class with
-counts and the top workloads (kube-system first), never pod names; workloads mid-rollout with
-kubectl's verdict; Warning events by reason; "Updated at" as a Slack date token. Lists are cut at
-fixed sizes and the rest counted, so a card stays well under Slack's 3,000 characters per section
-even with thousands of unhealthy pods or hundreds of node groups.
+cordoned and remaining, NotReady nodes, the kubelet versions present; the control-plane version;
+unhealthy pods by class with counts and the top workloads (kube-system first), never pod names;
+the known-issue findings still open; workloads mid-rollout with kubectl's verdict; Warning events
+by reason; "Updated at" as a Slack date token. Lists are cut at fixed sizes and the rest counted,
+and each Block Kit section is fitted (`fit`: whole lines, "…and N more lines") under Slack's
+3,000 characters, even with thousands of unhealthy pods or hundreds of node groups. `stop` (the
+Stop button's value) is set by the service for a live standalone watch.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ MAX_WARNINGS = 5
 _STATE_ICONS = {
     "running": ":eyes:",
     "target_reached": ":white_check_mark:",
+    "target_reached_with_open_findings": ":warning:",
     "stopped": ":octagonal_sign:",
     "timed_out": ":hourglass:",
 }
@@ -41,8 +46,27 @@ def progress_bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
     return "▓" * cells + "░" * (width - cells)
 
 
+#: Kubelet versions shown per node group (a group mid-upgrade has two; more is unusual).
+MAX_VERSIONS = 4
+_EPISODE_KINDS = {
+    "crashloop": "CrashLoopBackOff",
+    "imagepull": "ImagePullBackOff",
+    "error": "Error",
+    "init": "Init stuck",
+}
+
+
+def versions_text(versions: tuple[tuple[str, int], ...]) -> str:
+    """`v1.24 ×3, v1.25 ×2` (oldest first; the rest counted, never cut)."""
+    shown = [f"{v} ×{n}" for v, n in versions[:MAX_VERSIONS]]
+    if len(versions) > MAX_VERSIONS:
+        shown.append(f"+{len(versions) - MAX_VERSIONS} more")
+    return ", ".join(shown)
+
+
 def _group(group: GroupView, in_target: bool) -> dict[str, Any]:
     return {
+        "versions": versions_text(group.versions),
         "name": group.name,
         "bar": progress_bar(group.on_target_ready, group.total),
         "on_target": group.on_target_ready,
@@ -52,6 +76,11 @@ def _group(group: GroupView, in_target: bool) -> dict[str, Any]:
         "not_ready": group.not_ready,
         "in_target": in_target,
     }
+
+
+def _workload_name(key: str) -> str:
+    namespace, _kind, name = key.split("/", 2)
+    return f"{namespace}/{name}" if namespace else name
 
 
 def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datetime) -> dict[str, Any]:
@@ -92,9 +121,11 @@ def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datet
         key=lambda r: (r.state != FAILED, r.namespace != KUBE_SYSTEM, not r.spec_change, r.key),
     )
     episodes = sorted(
-        (e for e in summary.episodes if e.open),
+        # "Loops": the back-off loops (an Error or a stuck Init is in the unhealthy list already).
+        (e for e in summary.episodes if e.open and e.kind in ("crashloop", "imagepull")),
         key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.workload),
     )
+    findings = [e for e in summary.rule_episodes if e.open]
     stop = spec.stop
     return {
         "cluster": spec.cluster,
@@ -127,7 +158,7 @@ def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datet
         "episodes": [
             {
                 "workload": e.workload.split("/", 2)[0] + "/" + e.workload.split("/", 2)[2],
-                "kind": "CrashLoopBackOff" if e.kind == "crashloop" else "ImagePullBackOff",
+                "kind": _EPISODE_KINDS.get(e.kind, e.kind),
                 "age": kubectl_age(now - e.since),
                 "number": e.number,
             }
@@ -145,6 +176,12 @@ def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datet
         ],
         "more_rollouts": max(len(rollouts) - MAX_ROLLOUTS, 0),
         "warnings": [{"reason": w.reason, "count": w.count} for w in summary.warnings[:MAX_WARNINGS]],
+        "findings": [
+            {"rule": e.rule, "workload": _workload_name(e.workload)} for e in findings[:MAX_EPISODES]
+        ],
+        "more_findings": max(len(findings) - MAX_EPISODES, 0),
+        # The Stop button (`watch_stop`): the service sets it for a live standalone watch.
+        "stop": None,
         "updated_at": slack_date(now),
         "started_at": slack_date(spec.started_at),
         "ends_at": slack_date(spec.deadline) if spec.deadline else None,

@@ -4,8 +4,9 @@ The rules (`bot.core.checks.rules`) are data; the watch runs the same engine, `m
 `check` and `diagnose`. To keep the fold O(1) per event and its memory proportional to the
 unhealthy pods, `RuleNeeds` works out once, from the loaded rules, what a pod record must carry for
 them: the label and annotation keys some rule names (a pod's other labels and annotations are not
-kept), whether tolerations matter, which containers' "not Ready" makes an otherwise Running pod
-worth remembering, and which Warning events some rule may match (by reason, else by message).
+kept), whether tolerations matter, and which Warning events some rule may match (by reason, else by
+message). A Running pod not Ready is an unhealthy pod of its own class ("Not ready"), so the
+readiness rules see it like any other.
 Every container is kept (name, image, ready, reasons: a few words each), so that the evidence says
 "2/3 containers ready" of the whole pod. `pod_view` builds that reduced `PodState` for one pod; the
 state (`bot.core.watches.model`) keeps it on the unhealthy pod's record and matches the rules when
@@ -29,9 +30,6 @@ class RuleNeeds:
     label_keys: frozenset[str]
     annotation_keys: frozenset[str]
     tolerations: bool
-    #: A Running pod with one of these containers not Ready is a rule candidate (empty: no rule
-    #: asks for readiness; None: any container).
-    not_ready_containers: frozenset[str] | None
     event_rules: tuple[EventMatch, ...]
     event_reasons: frozenset[str] | None  # None: some event rule matches any reason (message only)
     log_rules: tuple[Rule, ...]
@@ -41,16 +39,10 @@ class RuleNeeds:
         """What the fold must keep for `rules`; None when there are none (the watch keeps nothing)."""
         if not rules:
             return None
-        not_ready: set[str] | None = set()
         reasons: set[str] | None = set()
         events: list[EventMatch] = []
         for rule in rules:
             m = rule.match
-            if m.not_ready:
-                if m.containers and not_ready is not None:
-                    not_ready |= m.containers
-                elif not m.containers:
-                    not_ready = None
             if m.events is not None:
                 events.append(m.events)
                 if m.events.reasons and reasons is not None:
@@ -62,7 +54,6 @@ class RuleNeeds:
             label_keys=frozenset(k for r in rules for k in r.match.labels),
             annotation_keys=frozenset(k for r in rules for k in r.match.annotations),
             tolerations=any(r.match.tolerates_all_taints for r in rules),
-            not_ready_containers=frozenset(not_ready) if not_ready is not None else None,
             event_rules=tuple(events),
             event_reasons=frozenset(reasons) if reasons is not None else None,
             log_rules=tuple(r for r in rules if r.match.log is not None),
@@ -80,18 +71,6 @@ class RuleNeeds:
             if m.message is None or m.message.search(message):
                 return True
         return False
-
-    def lagging(self, pod: WPod) -> bool:
-        """A Running pod that a readiness rule may match: one of the named containers not Ready."""
-        wanted = self.not_ready_containers
-        if wanted is not None and not wanted:
-            return False
-        if pod.metadata.deletion_timestamp or pod.status.phase != "Running":
-            return False
-        return any(
-            not cs.ready and (wanted is None or cs.name in wanted)
-            for cs in pod.status.container_statuses or ()
-        )
 
 
 def _reason(cs: WContainerStatus) -> tuple[str, str]:

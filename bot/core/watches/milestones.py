@@ -7,8 +7,9 @@ Each milestone's key is built from names, uids, episode numbers and generations,
 generated text, so the delivery layer can deduplicate on it.
 
 The first summary of a watch (`before is None`) is a baseline: nodes that are already there, Ready
-or cordoned, are not news; workloads already crash-looping are (their episode is announced), and so
-is a verdict that is already final.
+or cordoned, are not news; workloads already in a class the runbook watches (CrashLoopBackOff,
+ImagePullBackOff/ErrImagePull, Error, Init stuck) are (their episode is announced), and so is a
+verdict that is already final.
 
 Known issues: each (rule, workload, episode) that opened since `before` comes out once, keyed
 `rule:<id>:<workload>:<episode>`, its text the rule's title, explanation, remediation and links
@@ -23,14 +24,32 @@ from dataclasses import dataclass
 from bot.core.checks.rules import Rule
 from bot.core.rendering import slack_escape
 from bot.core.watches.model import KUBE_SYSTEM, Summary, WatchSpec
-from bot.core.watches.verdict import FINAL, STOPPED, TARGET_REACHED, TIMED_OUT, verdict
+from bot.core.watches.verdict import FINAL, STOPPED, TARGET_OPEN, TARGET_REACHED, TIMED_OUT, verdict
 
 NODE_READY = "node-ready"
 NODE_CORDONED = "node-cordoned"
 NODE_REMOVED = "node-removed"
 CRASHLOOP = "crashloop"
+IMAGEPULL = "imagepull"
+ERROR = "error"
+INIT_STUCK = "init"
+#: The classes the runbook watches: a workload entering one is a thread post, once per episode
+#: (the key's kind is the episode's kind; "crashloop:<workload>:<n>" as it always was).
+EPISODE_WORDS = {
+    CRASHLOOP: "entered CrashLoopBackOff",
+    IMAGEPULL: "cannot pull its image (ImagePullBackOff/ErrImagePull)",
+    ERROR: "has pods in Error",
+    INIT_STUCK: "is stuck in Init",
+}
+_EPISODE_ICONS = {
+    CRASHLOOP: ":rotating_light:",
+    IMAGEPULL: ":rotating_light:",
+    ERROR: ":x:",
+    INIT_STUCK: ":hourglass:",
+}
 ROLLOUT_COMPLETE = "rollout-complete"
 TARGET = "target-reached"
+TARGET_WITH_FINDINGS = "target-reached-open-findings"
 STOPPED_KIND = "stopped"
 KNOWN_ISSUE = "rule"
 _NO_RULES: Mapping[str, Rule] = {}
@@ -53,7 +72,7 @@ def milestones(
     out: list[Milestone] = []
     if before is not None:
         out.extend(_node_milestones(before, after))
-    out.extend(_crashloop_milestones(before, after))
+    out.extend(_episode_milestones(before, after))
     out.extend(_rule_milestones(before, after, rules))
     if before is not None:
         done_before = {(c.key, c.generation) for c in before.completed}
@@ -109,25 +128,27 @@ def _node_milestones(before: Summary, after: Summary) -> list[Milestone]:
     return out
 
 
-def _crashloop_milestones(before: Summary | None, after: Summary) -> list[Milestone]:
-    seen = set()
-    if before is not None:
-        seen = {(e.workload, e.number) for e in before.episodes if e.kind == CRASHLOOP and e.open}
-        # A closed episode was announced when it opened; a state seeded after a restart keeps it.
-        seen |= {(e.workload, e.number) for e in before.episodes if e.kind == CRASHLOOP and not e.open}
+def _episode_milestones(before: Summary | None, after: Summary) -> list[Milestone]:
+    """A workload entering a class the runbook watches (CrashLoopBackOff, ImagePullBackOff/
+    ErrImagePull, Error, Init stuck): one post per workload, kind and episode."""
+    # An episode in `before`, open or closed, was announced when it opened (a state seeded after a
+    # restart keeps it).
+    seen = {(e.workload, e.kind, e.number) for e in before.episodes} if before is not None else set()
     episodes = [
-        e for e in after.episodes if e.kind == CRASHLOOP and e.open and (e.workload, e.number) not in seen
+        e
+        for e in after.episodes
+        if e.kind in EPISODE_WORDS and e.open and (e.workload, e.kind, e.number) not in seen
     ]
-    episodes.sort(key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.workload))
+    episodes.sort(key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.kind, e.workload))
     out = []
     for e in episodes:
         namespace, kind, name = e.workload.split("/", 2)
         again = f" (episode {e.number})" if e.number > 1 else ""
         out.append(
             Milestone(
-                key=f"{CRASHLOOP}:{e.workload}:{e.number}",
-                kind=CRASHLOOP,
-                text=f":rotating_light: {kind} {_code(f'{namespace}/{name}')} entered CrashLoopBackOff"
+                key=f"{e.kind}:{e.workload}:{e.number}",
+                kind=e.kind,
+                text=f"{_EPISODE_ICONS[e.kind]} {kind} {_code(f'{namespace}/{name}')} {EPISODE_WORDS[e.kind]}"
                 f"{again}: {e.pods} pod{'s' if e.pods != 1 else ''}",
             )
         )
@@ -181,6 +202,14 @@ def _verdict_milestones(before: Summary | None, after: Summary, spec: WatchSpec)
         then = verdict(before, spec, before.at)
         if then.state == now_verdict.state and then.code == now_verdict.code:
             return []
+    if now_verdict.state == TARGET_OPEN:
+        return [
+            Milestone(
+                key=TARGET_WITH_FINDINGS,
+                kind=TARGET_WITH_FINDINGS,
+                text=f":warning: Target reached with open findings — {slack_escape(now_verdict.reason)}",
+            )
+        ]
     if now_verdict.state == TARGET_REACHED:
         return [
             Milestone(

@@ -14,24 +14,27 @@ thousand pod events and the card must follow within two seconds:
 - `summary` is O(nodes + unhealthy pods + workloads mid-rollout).
 
 Pod health classes (the card's groups, in this order): Error, CrashLoopBackOff,
-ImagePullBackOff/ErrImagePull, Init stuck, Pending/unschedulable stuck, Terminating stuck. The last
-three are normal for a while during a rollout, so they count as unhealthy only once they have lasted
-longer than the spec's limit. A crash-looping container flips between waiting (CrashLoopBackOff),
+ImagePullBackOff/ErrImagePull, Init stuck, Not ready (Running with containers not all Ready:
+"2/5 containers ready"), Pending/unschedulable stuck, Terminating stuck. The last four are normal
+for a while during a rollout, so they count as unhealthy only once they have lasted longer than the
+spec's limit (`NOT_READY_GRACE`, 2 minutes, for a pod not Ready; 5 minutes for the others). A crash-looping container flips between waiting (CrashLoopBackOff),
 running and terminated (Error) between restarts, so a pod once in CrashLoopBackOff stays in that
 class until it is Ready (or gone): the workload's episode does not end and start again at each flip.
 
 Episodes: a workload with a pod in CrashLoopBackOff (or in ImagePullBackOff) has an open episode,
 numbered 1, 2, … per workload; it ends when no pod of the workload is in that class (back within
-`EPISODE_REOPEN` of its end, it is the same episode again, not a new one). The numbers and
+`EPISODE_REOPEN` of its end, it is the same episode again, not a new one). Error and Init stuck have
+episodes too, judged when the state is summarised (an Init is stuck only past its limit; an Error
+counts after `ERROR_SETTLE` and not for a crash-looping workload, whose crash loop says it). Each
+episode is one thread post. The numbers and
 the open episodes' start times are kept in the Summary, and a state built after a restart is seeded
 from the last published Summary (`previous=`), so numbering continues and milestone keys stay
 stable.
 
 Known-issue rules (given as `rules=`): an unhealthy pod's record also keeps the pod as the rules see
-it (`bot.core.watches.known`: only the labels and annotations some rule names), Running pods with a
-watched container not Ready are remembered for them too (not a card class), and Warning events some
-rule may match are kept while recent. `summary(now)` matches the rules over the pods the card counts
-as unhealthy (and those not Ready for `not_ready_stuck_after`) and those events, and opens or closes
+it (`bot.core.watches.known`: only the labels and annotations some rule names), and Warning events
+some rule may match are kept while recent. `summary(now)` matches the rules over the pods the card
+counts as unhealthy (those not Ready once not Ready for `not_ready_stuck_after`) and those events, and opens or closes
 one episode per (rule, workload), numbered and seeded after a restart like the crash-loop episodes;
 log-based rules say which tails they need (`logs_wanted`), and the driver hands them back
 (`add_log_tail`).
@@ -61,6 +64,12 @@ from bot.core.watches.known import Facts, RuleNeeds, pod_facts, rules_workload, 
 from bot.core.watches.schema import KINDS, WORKLOAD_KINDS, WEvent, WNode, WPod
 
 # ----- the spec ----------------------------------------------------------------------------------
+
+
+#: A Running pod whose containers are not all Ready is starting (probes, a sidecar fetching
+#: secrets) for a while; past this it is unhealthy ("Not ready" on the card) — a pod that never
+#: serves must not let a watch say "all clear".
+NOT_READY_GRACE = timedelta(minutes=2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +108,8 @@ class WatchSpec:
     terminating_stuck_after: timedelta = timedelta(minutes=5)
     #: A Running pod with a container a known-issue rule watches not Ready this long is matched.
     not_ready_stuck_after: timedelta = timedelta(minutes=5)
+    #: A Running pod not Ready this long counts as unhealthy (class "Not ready").
+    not_ready_after: timedelta = NOT_READY_GRACE
 
     @property
     def deadline(self) -> datetime | None:
@@ -115,12 +126,13 @@ ERROR = "Error"
 CRASHLOOP = "CrashLoopBackOff"
 IMAGEPULL = "ImagePullBackOff/ErrImagePull"
 INIT = "Init stuck"
+NOT_READY = "Not ready"
 PENDING = "Pending/unschedulable stuck"
 TERMINATING = "Terminating stuck"
 #: The card's order.
-CLASSES: tuple[str, ...] = (ERROR, CRASHLOOP, IMAGEPULL, INIT, PENDING, TERMINATING)
+CLASSES: tuple[str, ...] = (ERROR, CRASHLOOP, IMAGEPULL, INIT, NOT_READY, PENDING, TERMINATING)
 #: Classes that are normal for a while; unhealthy only after the spec's limit.
-TRANSIENT = frozenset({INIT, PENDING, TERMINATING})
+TRANSIENT = frozenset({INIT, NOT_READY, PENDING, TERMINATING})
 
 _IMAGE_PULL = frozenset({"ImagePullBackOff", "ErrImagePull"})
 #: Waiting reasons kubectl shows that will not fix themselves; shown as Error with the reason.
@@ -173,9 +185,13 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
         return INIT, f"Init:{done}/{len(inits)}"
     all_ready = True
     restarted = False
+    ready = total = 0
     for cs in status.container_statuses or ():
+        total += 1
         if not cs.ready:
             all_ready = False
+        else:
+            ready += 1
         if cs.restart_count:
             restarted = True
         state = cs.state
@@ -203,6 +219,16 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
         return worst
     if phase == "Pending" or not phase:
         return PENDING, _pending_detail(pod)
+    if phase == "Running" and not all_ready:
+        return NOT_READY, f"{ready}/{total} containers ready"
+    return None
+
+
+def ready_since(pod: WPod) -> datetime | None:
+    """When the pod's Ready condition last changed (for a pod not Ready: since when it is not)."""
+    for cond in pod.status.conditions or ():
+        if cond.type == "Ready":
+            return parse_time(cond.last_transition_time)
     return None
 
 
@@ -230,6 +256,17 @@ def parse_version(text: str) -> tuple[int, ...] | None:
     except ValueError:
         return None
     return numbers if 2 <= len(numbers) <= 3 else None
+
+
+def minor_version(kubelet: str) -> str:
+    """`v1.29.4-eks-abc` → "v1.29" (what a node group's line counts by); "?" when unknown."""
+    parsed = parse_version(kubelet)
+    return f"v{parsed[0]}.{parsed[1]}" if parsed is not None else (kubelet or "?")
+
+
+def _version_order(label: str) -> tuple[int, tuple[int, ...], str]:
+    parsed = parse_version(label)
+    return (0, parsed, label) if parsed is not None else (1, (), label)
 
 
 def on_version(kubelet: str, target: tuple[int, ...] | None) -> bool:
@@ -306,6 +343,8 @@ class GroupView:
     on_target_ready: int
     old: int
     old_cordoned: int
+    #: The kubelet versions present, by minor ("v1.24", 3), oldest first.
+    versions: tuple[tuple[str, int], ...] = ()
 
     @property
     def not_ready(self) -> int:
@@ -467,7 +506,7 @@ class _Pod:
 
 
 class _Node:
-    __slots__ = ("cordoned", "group", "kubelet", "name", "on_target", "ready", "uid", "was_ready")
+    __slots__ = ("cordoned", "group", "kubelet", "minor", "name", "on_target", "ready", "uid", "was_ready")
 
     def __init__(
         self, *, name: str, uid: str, group: str, kubelet: str, ready: bool, cordoned: bool, on_target: bool
@@ -475,16 +514,23 @@ class _Node:
         self.name, self.uid, self.group, self.kubelet = name, uid, group, kubelet
         self.ready, self.cordoned, self.on_target = ready, cordoned, on_target
         self.was_ready = ready
+        self.minor = sys.intern(minor_version(kubelet))
 
 
 class _Group:
-    __slots__ = ("old", "old_cordoned", "on_target", "on_target_ready", "ready", "total")
+    __slots__ = ("old", "old_cordoned", "on_target", "on_target_ready", "ready", "total", "versions")
 
     def __init__(self) -> None:
         self.total = self.ready = self.on_target = self.on_target_ready = self.old = self.old_cordoned = 0
+        self.versions: dict[str, int] = {}  # kubelet minor → nodes (a handful per group)
 
     def add(self, node: _Node, sign: int) -> None:
         self.total += sign
+        count = self.versions.get(node.minor, 0) + sign
+        if count > 0:
+            self.versions[node.minor] = count
+        else:
+            self.versions.pop(node.minor, None)
         self.ready += sign * node.ready
         if node.on_target:
             self.on_target += sign
@@ -529,8 +575,6 @@ class _RuleEvent:
 RULE_EVENT_CURRENT = timedelta(minutes=5)
 #: At most this many matching events are kept (an event storm is the same few problems).
 RULE_EVENTS_KEPT = 5_000
-#: A Running pod whose watched container is not Ready: a rule candidate, not a card class.
-LAGGING = "not ready"
 
 
 class _Workload:
@@ -546,6 +590,13 @@ class _Workload:
 
 
 _EPISODE_CLASSES = {CRASHLOOP: "crashloop", IMAGEPULL: "imagepull"}
+_EVENT_EPISODES = frozenset(_EPISODE_CLASSES.values())
+#: Episodes judged when the state is summarised (they depend on time, not only on events).
+_TIMED_EPISODES = {ERROR: "error", INIT: "init"}
+#: A workload's Error episode opens only once a pod has been in Error this long and the workload
+#: is not crash-looping: the kubelet restarts a failed container within 10 s (its first back-off),
+#: so the Error of a crash loop's first crash is not news of its own.
+ERROR_SETTLE = timedelta(seconds=15)
 
 
 class WatchState:
@@ -562,7 +613,6 @@ class WatchState:
         self._displaced: set[str] = set()  # workloads that had a pod on those nodes while watched
         self._nodes_listed = False
         self._held: list[tuple[str, str, Any]] = []  # pod events that came before the node list
-        self._lagging: dict[str, _Pod] = {}  # Running pods with a watched container not Ready
         self._rule_events: dict[str, _RuleEvent] = {}
         self._rule_episodes: dict[tuple[str, str], _RuleEpisode] = {}
         self._tails: dict[tuple[str, str], str] = {}  # (rules' workload, container) → log tail
@@ -642,13 +692,13 @@ class WatchState:
                     seen.add(key)
             for key in [k for k in self._pods if k not in seen]:
                 self._drop_pod(key, now)
-            for key in [k for k in self._lagging if k not in seen]:
-                del self._lagging[key]
             self._pod_count = count
             if not self._pods_listed:
                 self._pods_listed = True
                 self._last_unhealthy = None
-            for state in self._episodes.values():
+            for (_workload, episode_kind), state in self._episodes.items():
+                if episode_kind not in _EVENT_EPISODES:
+                    continue  # judged at the next summary
                 if state.carried:  # open before the restart, and no pod of it is in that state now
                     state.carried = False
                     state.open = False
@@ -760,8 +810,6 @@ class WatchState:
             self._pod_count -= 1
             if record is not None:
                 self._drop_pod(key, now)
-            if self._lagging:
-                self._lagging.pop(key, None)
             return
         if event_type == "ADDED":
             self._pod_count += 1
@@ -770,11 +818,7 @@ class WatchState:
         if found is None:
             if record is not None:
                 self._drop_pod(key, now)
-            if needs is not None:
-                self._lag(key, pod, now, needs)
             return
-        if self._lagging:
-            self._lagging.pop(key, None)
         cls, detail = found
         intern = self._intern
         wkind, wname = workload_of(pod)
@@ -789,15 +833,19 @@ class WatchState:
             record.node = intern(pod.spec.node_name or "")
             record.view = view
             return
-        if record is not None:
-            self._drop_pod(key, now)
         if cls in (PENDING, INIT):
             since = parse_time(meta.creation_timestamp) or now
+        elif cls == NOT_READY:
+            # First seen not Ready: since its Ready condition says (a list after a restart keeps
+            # the time); after another class in this watch (Pending, Init): from now, as it starts.
+            since = now if record is not None else min(ready_since(pod) or now, now)
         elif cls == TERMINATING:
             since = parse_time(meta.deletion_timestamp) or now
         else:
             since = now
             self._unhealthy_at(now)
+        if record is not None:
+            self._drop_pod(key, now)
         wkey = intern(workload_key(namespace, wkind, wname))
         self._pods[key] = _Pod(
             wkey, namespace, intern(pod.spec.node_name or ""), cls, intern(detail), since, view
@@ -818,23 +866,6 @@ class WatchState:
                 # else: back within EPISODE_REOPEN of its end: the same episode, from its start
                 state.ended = None
 
-    def _lag(self, key: str, pod: WPod, now: datetime, needs: RuleNeeds) -> None:
-        """Remember (or forget) a Running pod whose watched container is not Ready, for the rules."""
-        if not needs.lagging(pod):
-            if self._lagging:
-                self._lagging.pop(key, None)
-            return
-        view = pod_facts(pod, needs)
-        record = self._lagging.get(key)
-        if record is None:
-            wkind, wname = workload_of(pod)
-            namespace = self._intern(pod.metadata.namespace)
-            self._lagging[key] = _Pod(
-                workload_key(namespace, wkind, wname), namespace, view[1], LAGGING, "", now, view
-            )
-        else:
-            record.view = view
-
     def _drop_pod(self, key: str, now: datetime) -> None:
         record = self._pods.pop(key)
         limit = self._stuck_after(record.cls)
@@ -853,6 +884,8 @@ class WatchState:
     def _stuck_after(self, cls: str) -> timedelta | None:
         if cls == INIT:
             return self.spec.init_stuck_after
+        if cls == NOT_READY:
+            return self.spec.not_ready_after
         if cls == PENDING:
             return self.spec.pending_stuck_after
         if cls == TERMINATING:
@@ -1032,27 +1065,26 @@ class WatchState:
 
     def _candidates(self, now: datetime) -> list[PodState]:
         """The pods the rules look at: those the card counts as unhealthy (the transient classes
-        once stuck past their limit) and Running pods with a watched container not Ready for
-        longer than `not_ready_stuck_after` — never a pod merely starting or being replaced."""
+        once stuck past their limit), a pod not Ready only once not Ready for longer than
+        `not_ready_stuck_after` — never a pod merely starting or being replaced."""
         node_ready = {n.name: n.ready for n in self._nodes.values()}
         out: list[PodState] = []
         lag_limit = self.spec.not_ready_stuck_after
-        for records, lagging in ((self._pods, False), (self._lagging, True)):
-            for pod in records.values():
-                facts = pod.view
-                if facts is None:
-                    continue
-                limit = lag_limit if lagging else self._stuck_after(pod.cls)
-                if limit is not None and now - pod.since <= limit:
-                    continue
-                out.append(
-                    view_of(
-                        facts,
-                        pod.namespace,
-                        rules_workload(pod.workload),
-                        node_ready=node_ready.get(facts[1], True),
-                    )
+        for pod in self._pods.values():
+            facts = pod.view
+            if facts is None:
+                continue
+            limit = lag_limit if pod.cls == NOT_READY else self._stuck_after(pod.cls)
+            if limit is not None and now - pod.since <= limit:
+                continue
+            out.append(
+                view_of(
+                    facts,
+                    pod.namespace,
+                    rules_workload(pod.workload),
+                    node_ready=node_ready.get(facts[1], True),
                 )
+            )
         return out
 
     def _with_tails(self, pods: list[PodState]) -> list[PodState]:
@@ -1124,7 +1156,7 @@ class WatchState:
                 or (record.kind == "Node" and record.name not in self._scoped_nodes)
             ):
                 continue  # about a pod or node outside the node groups' view
-            known = self._pods.get(ev.pod_uid) or self._lagging.get(ev.pod_uid) if ev.pod_uid else None
+            known = self._pods.get(ev.pod_uid) if ev.pod_uid else None
             if known is not None and (record.namespace, record.name) not in candidates:
                 # About a pod the watch remembers but the rules do not look at yet (a pod
                 # ContainerCreating behind a Multi-Attach): the finding is its workload's.
@@ -1151,6 +1183,40 @@ class WatchState:
                 state.ended = None
         for key, state in self._rule_episodes.items():
             if key in current:
+                continue
+            if state.open or state.carried:
+                state.open = state.carried = False
+                state.pods = 0
+                state.ended = now
+
+    def _carried(self, workload: str, kind: str) -> bool:
+        """Open before a restart: a pod listed again in Error goes on with it, without a new settle."""
+        state = self._episodes.get((workload, kind))
+        return state is not None and state.carried
+
+    def _judge_timed_episodes(self, counts: Mapping[tuple[str, str], int], now: datetime) -> None:
+        """Open and close the Error and Init-stuck episodes from the pods counted now (`counts`:
+        (workload, kind) → pods); numbered, reopened and carried over a restart as the others."""
+        if not self._pods_listed:
+            return  # before the first pod list, an absent pod means nothing
+        crashing = {w for (w, k), s in self._episodes.items() if k == "crashloop" and s.open}
+        # A crash-looping workload's Error is its crash loop's: that episode says it.
+        live = {key: n for key, n in counts.items() if not (key[1] == "error" and key[0] in crashing)}
+        for key, count in live.items():
+            state = self._episodes.get(key)
+            if state is None:
+                state = self._episodes[key] = _Episode()
+            state.pods = count
+            if not state.open:
+                state.open = True
+                if state.carried:
+                    state.carried = False
+                elif state.number == 0 or state.ended is None or now - state.ended >= EPISODE_REOPEN:
+                    state.number += 1
+                    state.since = now
+                state.ended = None
+        for key, state in self._episodes.items():
+            if key[1] in _EVENT_EPISODES or key in live:
                 continue
             if state.open or state.carried:
                 state.open = state.carried = False
@@ -1185,11 +1251,13 @@ class WatchState:
                 on_target_ready=g.on_target_ready,
                 old=g.old,
                 old_cordoned=g.old_cordoned,
+                versions=tuple(sorted(g.versions.items(), key=lambda vc: _version_order(vc[0]))),
             )
             for name, g in sorted(self._groups.items())
         )
         last_unhealthy = self._last_unhealthy
         by_class: dict[str, dict[str, list[Any]]] = {}
+        timed: dict[tuple[str, str], int] = {}
         for pod in self._pods.values():
             limit = self._stuck_after(pod.cls)
             if limit is not None:
@@ -1198,6 +1266,11 @@ class WatchState:
                 stuck_at = pod.since + limit
                 if last_unhealthy is None or stuck_at > last_unhealthy:
                     last_unhealthy = stuck_at
+            timed_kind = _TIMED_EPISODES.get(pod.cls)
+            if timed_kind is not None and (
+                pod.cls != ERROR or now - pod.since >= ERROR_SETTLE or self._carried(pod.workload, timed_kind)
+            ):
+                timed[(pod.workload, timed_kind)] = timed.get((pod.workload, timed_kind), 0) + 1
             per_workload = by_class.setdefault(pod.cls, {})
             entry = per_workload.get(pod.workload)
             if entry is None:
@@ -1206,6 +1279,7 @@ class WatchState:
                 entry[1] += 1
                 entry[2][pod.detail] = entry[2].get(pod.detail, 0) + 1
         unhealthy = tuple(_reason_group(cls, by_class[cls]) for cls in CLASSES if cls in by_class)
+        self._judge_timed_episodes(timed, now)
         episodes = tuple(
             Episode(
                 workload=w, kind=k, number=s.number, since=s.since, open=s.open, pods=s.pods, ended=s.ended

@@ -131,6 +131,7 @@ class WPodCondition(_Wire):
     type: str | None = None
     status: str | None = None
     reason: str | None = None
+    last_transition_time: str | None = None  # the Ready condition's: since when a pod is not ready
 
 
 class WToleration(_Wire):

@@ -359,18 +359,32 @@ class WatchService:
         )
 
     def card_context(
-        self, summary: Summary, spec: WatchSpec, v: Verdict, end_reason: str, now: datetime
+        self,
+        summary: Summary,
+        spec: WatchSpec,
+        v: Verdict,
+        end_reason: str,
+        now: datetime,
+        *,
+        watch_id: int = 0,
+        run_id: str = "",
     ) -> dict[str, Any]:
         context = card_context(summary, spec, v, now)
         if end_reason and not v.final:
             context.update(state="ended", reason=end_reason, final=True, icon=":stop_button:")
+        if watch_id and not run_id and not context["final"]:
+            # A standalone watch's card carries its Stop button; a plan step's watch ends with its step.
+            context["stop"] = {"value": str(watch_id)}
         return context
 
     def _card(
         self, row: WatchRow, summary: Summary, spec: WatchSpec, v: Verdict, end_reason: str, now: datetime
     ) -> tuple[str, str, bool]:
         assert self.deliveries is not None
-        rendered = self.renderer.render("watch_card", self.card_context(summary, spec, v, end_reason, now))
+        rendered = self.renderer.render(
+            "watch_card",
+            self.card_context(summary, spec, v, end_reason, now, watch_id=row.id, run_id=row.run_id),
+        )
         sub = subject(row.id)
         run_thread = self._run_thread(row)
         if row.run_id and not run_thread:

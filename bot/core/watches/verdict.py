@@ -7,29 +7,36 @@ A pure function of a Summary, the spec and the time. Order of decision:
    unlike `kubectl rollout status`, which waits on a crash loop until its progress deadline.
    kube-system workloads are named first (a broken DNS or CNI explains the rest), then the
    longest-running episode;
-2. the target, once it has held, with no new unhealthy pod, for its settle time;
+2. the target, once it has held, with no new unhealthy pod, for its settle time — "target reached"
+   only when no known-issue finding the watch posted is still open; otherwise "target reached with
+   N open findings" (`TARGET_OPEN`, code "open_findings"), and the plan step decides
+   (`on_open_findings`, fail by default);
 3. the deadline (`ends_at`, or `started_at + stop.timeout`).
-`code` is a stable word for machine use (milestone keys): "crashloop", "imagepull", "timeout", or
-"" while running / on target.
+`code` is a stable word for machine use (milestone keys): "crashloop", "imagepull", "timeout",
+"open_findings", or "" while running / on target.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.core.durations import format_duration, kubectl_age
-from bot.core.watches.model import KUBE_SYSTEM, Summary, WatchSpec
+from bot.core.watches.model import KUBE_SYSTEM, RuleEpisode, Summary, WatchSpec
 
 RUNNING, TARGET_REACHED, STOPPED, TIMED_OUT = "running", "target_reached", "stopped", "timed_out"
-FINAL = frozenset({TARGET_REACHED, STOPPED, TIMED_OUT})
+#: The target held and settled, but a known issue the watch posted is still open.
+TARGET_OPEN = "target_reached_with_open_findings"
+OPEN_FINDINGS = "open_findings"
+FINAL = frozenset({TARGET_REACHED, TARGET_OPEN, STOPPED, TIMED_OUT})
 
 _EPISODE_WORDS = {"crashloop": "CrashLoopBackOff", "imagepull": "ImagePullBackOff/ErrImagePull"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
-    state: str  # "running" | "target_reached" | "stopped" | "timed_out"
+    state: str  # "running" | "target_reached" | "target_reached_with_open_findings" | "stopped" | "timed_out"
     reason: str  # one line for people
     code: str = ""  # "crashloop" | "imagepull" | "timeout" | ""
 
@@ -63,6 +70,13 @@ def verdict(summary: Summary, spec: WatchSpec, now: datetime) -> Verdict:
             if summary.last_unhealthy_at is not None and summary.last_unhealthy_at > calm_since:
                 calm_since = summary.last_unhealthy_at
             if now - calm_since >= target.settle:
+                findings = open_findings(summary)
+                if findings:
+                    return Verdict(
+                        state=TARGET_OPEN,
+                        reason=f"{findings_text(findings)}; {_target_text(summary, spec)}",
+                        code=OPEN_FINDINGS,
+                    )
                 return Verdict(state=TARGET_REACHED, reason=_target_text(summary, spec))
     deadline = spec.deadline
     if deadline is not None and now >= deadline:
@@ -72,6 +86,22 @@ def verdict(summary: Summary, spec: WatchSpec, now: datetime) -> Verdict:
             code="timeout",
         )
     return Verdict(state=RUNNING, reason=_progress_text(summary, spec, now))
+
+
+def open_findings(summary: Summary) -> list[RuleEpisode]:
+    """The known-issue episodes (each posted in the thread) that are still open."""
+    return [e for e in summary.rule_episodes if e.open]
+
+
+def findings_text(findings: Sequence[RuleEpisode]) -> str:
+    """`2 open findings: KI004 payments/payments-worker, KI005 kube-system/kube-proxy`."""
+    shown = []
+    for e in findings[:3]:
+        namespace, _kind, name = e.workload.split("/", 2)
+        shown.append(f"{e.rule} {namespace}/{name}" if namespace else f"{e.rule} {name}")
+    more = f", +{len(findings) - 3} more" if len(findings) > 3 else ""
+    n = len(findings)
+    return f"{n} open finding{'s' if n != 1 else ''}: {', '.join(shown)}{more}"
 
 
 def _target_groups(summary: Summary, spec: WatchSpec) -> list[str]:

@@ -17,7 +17,7 @@ from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
 from bot.errors import ConfigError
 from bot.frontdoor.inbox import Inbox
-from bot.frontdoor.slack import choices, commands, fallback, gates
+from bot.frontdoor.slack import choices, commands, fallback, gates, watches
 from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.wiring import Services
 from bot.frontdoor.workers import WorkerPool
@@ -60,6 +60,16 @@ def build_app(
         clock=clock,
     )
     choices.register(app, jobs=services.jobs, gateway=gateway, inbox=inbox)
+    watches.register(
+        app,
+        watches=services.watches,
+        roster=lambda: services.settings.roster,
+        directory=services.directory,
+        gateway=gateway,
+        inbox=inbox,
+        store=services.store,
+        clock=clock,
+    )
     # Last: Bolt tries listeners in the order they were registered, and this one takes any button.
     fallback.register(app, store=services.store, workers=workers, clock=clock)
     return app

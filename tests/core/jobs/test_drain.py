@@ -392,3 +392,25 @@ def test_without_rules_a_drain_posts_no_known_issue() -> None:
         driver.tick()
     assert "pdb-blocked:shop/web:n1" in driver.posts
     assert not [k for k in driver.posts if k.startswith("rule:")]
+
+
+def test_a_stalled_drain_names_the_known_issue_and_its_remedy_in_the_stalled_line() -> None:
+    pdb = {
+        "metadata": {"namespace": "shop", "name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1},
+    }
+    fake = cluster(web("web-a"), pdbs={"shop": [pdb]})
+    fake.blocked.add("shop/web-a")
+    clock = Clock()
+    driver = JobDriver(DrainJob(LABELS, RULES), fake, {"node": "n1", "timeout": "1m"}, now=clock)
+    for _ in range(3):
+        driver.tick()
+    clock.advance(61)
+    driver.tick()
+    assert driver.posts["drain-stalled:n1:1"] == (
+        "node n1: timeout reached with 1 pod(s) left — KI006 Eviction refused by a PodDisruptionBudget "
+        "(drain stalled): kubectl get pdb -A (ALLOWED DISRUPTIONS 0); Scale the workload up, fix its "
+        "unhealthy pods, or relax the budget for the window: kubectl -n NAMESPACE patch pdb NAME --type "
+        """merge -p '{"spec":{"maxUnavailable":1,"minAvailable":null}}'; asking what to do"""
+    )

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from bot.core.checks.rules import read_rules
 from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.nodes import CordonJob, UncordonJob
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.restart import RestartJob
 from bot.core.jobs.waitgroup import WaitNodeGroupJob, group_counts
 from bot.errors import UserError
+from bot.resources import BUILTIN_RULES
 from tests.support.jobs import FakeCluster, JobDriver
 from tests.support.kube_objects import container_status, deployment, node, pod
 
@@ -276,4 +278,53 @@ def test_a_workload_deleted_while_restarting_fails_the_job_with_a_line() -> None
     assert (
         driver.posts["rollout-failed:deployment/shop/web"]
         == "deployment/shop/web was deleted while restarting"
+    )
+
+
+def test_a_failed_restart_names_the_known_issue_rule_and_its_remedy() -> None:
+    rules = read_rules(BUILTIN_RULES)
+    workload = _web()
+    workload["status"]["conditions"] = [
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+    ]
+    pods = []
+    for name in ("web-5d8f-a", "web-5d8f-b"):
+        raw = pod(
+            "shop",
+            name,
+            owner=("ReplicaSet", "web-5d8f"),
+            containers=[container_status("app"), container_status("vault-agent", ready=False)],
+        )
+        raw["metadata"]["labels"] = {"app": "web", "pod-template-hash": "5d8f"}
+        raw["metadata"]["annotations"] = {"vault.hashicorp.com/agent-inject": "true"}
+        pods.append(raw)
+    fake = FakeCluster(workloads={("deployment", "shop", "web"): workload}, pods=pods)
+    clock = Clock()
+    driver = JobDriver(RestartJob(rules), fake, {"workloads": "deployment/shop/web"}, now=clock)
+    driver.tick()
+    fake.workloads[("deployment", "shop", "web")]["status"]["observedGeneration"] = 2
+    end = driver.tick()
+    assert end.done
+    assert not end.ok
+    line = driver.posts["rollout-failed:deployment/shop/web"]
+    assert line.startswith(
+        'deployment/shop/web: rollout failed: deployment "web" exceeded its progress deadline — '
+        "KI004 Vault-injected pod with the vault-agent sidecar not ready: "
+        'kubectl -n NAMESPACE logs POD -c vault-agent --tail=50 (look for "error authenticating"); '
+    )
+    assert end.detail == (
+        '1 workload(s) failed: deployment/shop/web (deployment "web" exceeded its progress deadline'
+        " — KI004 Vault-injected pod with the vault-agent sidecar not ready)"
+    )
+    # Without rules the line is as before: the failure stands on its own.
+    bare = JobDriver(RestartJob(), FakeCluster(workloads={("deployment", "shop", "web"): _web()}, pods=pods),
+                     {"workloads": "deployment/shop/web"}, now=clock)  # fmt: skip
+    bare.cluster.workloads[("deployment", "shop", "web")]["status"]["conditions"] = workload["status"][
+        "conditions"
+    ]
+    bare.tick()
+    bare.cluster.workloads[("deployment", "shop", "web")]["status"]["observedGeneration"] = 2
+    bare.tick()
+    assert bare.posts["rollout-failed:deployment/shop/web"] == (
+        'deployment/shop/web: rollout failed: deployment "web" exceeded its progress deadline'
     )

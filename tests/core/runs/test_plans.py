@@ -17,6 +17,7 @@ from bot.core.runs.plans import (
     _STEP,
     _TOP,
     GATE_KINDS,
+    ON_OPEN_FINDINGS,
     REHEARSAL_HOOKS,
     STEP_ANNOUNCEMENTS,
     parse_plan,
@@ -169,6 +170,7 @@ def test_the_json_schema_matches_the_validator() -> None:
     assert set(defs["gate"]["properties"]) == {*GATE_KINDS, "expires"}
     assert [o["required"][0] for o in defs["gate"]["oneOf"]] == list(GATE_KINDS)
     assert defs["on_failure"]["enum"] == ["pause", "abort"]
+    assert defs["step"]["properties"]["on_open_findings"]["enum"] == list(ON_OPEN_FINDINGS)
     built = sorted(s.name for s in action_registry.BUILTIN)
     assert defs["action"]["oneOf"][0]["enum"] == built
     assert defs["action"]["oneOf"][1]["propertyNames"]["enum"] == built
@@ -230,3 +232,26 @@ def test_empty_values_where_a_value_is_required_are_missing_values_at_their_line
         parse_plan(text, source="p.yaml")
     assert "p.yaml:2: cluster: missing value" in caught.value.errors
     assert "p.yaml:8: roster.shadow: missing value" in caught.value.errors
+
+
+def test_a_watch_step_fails_on_open_findings_unless_the_plan_says_succeed() -> None:
+    watch_step = """\
+  - id: settle
+    title: Watch it settle
+    gate: {any_of: [primary]}
+    actions: [{watch: {version: "1.25.16"}}]
+"""
+    plan = parse_plan(GOOD + watch_step, source="p.yaml")
+    assert plan.step("settle").on_open_findings == "fail"
+    plan = parse_plan(GOOD + watch_step + "    on_open_findings: succeed\n", source="p.yaml")
+    assert plan.step("settle").on_open_findings == "succeed"
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(GOOD + watch_step + "    on_open_findings: ignore\n", source="p.yaml")
+    assert caught.value.errors == [
+        "p.yaml:23: steps[2](settle).on_open_findings: 'ignore' is not one of: fail, succeed"
+    ]
+    plain = GOOD.replace(
+        "    escalate_after: 10m\n", "    escalate_after: 10m\n    on_open_findings: succeed\n", 1
+    )
+    with pytest.raises(PlanInvalid, match="only a step with a `watch` action"):
+        parse_plan(plain, source="p.yaml")

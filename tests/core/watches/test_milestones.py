@@ -285,3 +285,77 @@ def test_no_milestone_key_is_ever_repeated(steps: list[tuple[str, str, str, str]
             state.sync("node", list(nodes.values()), now)
             state.sync("pod", list(pods.values()), now)
     assert len(seen) == len(set(seen)), seen
+
+
+def test_an_image_pull_loop_is_a_thread_post_once_per_episode() -> None:
+    sp = spec()
+    state = WatchState(sp)
+    state.sync("pod", [], at(0))
+    last, _ = published(state, sp, None, 0)
+    pulling = pod("m", "kube-system", deployment="metrics-server", ready=False, waiting="ImagePullBackOff")
+    state.apply("pod", "ADDED", pulling, at(1))
+    after = state.summary(at(1))
+    [post] = milestones(last, after, sp)
+    assert post.key == "imagepull:kube-system/Deployment/metrics-server:1"
+    assert post.text == (
+        ":rotating_light: Deployment `kube-system/metrics-server` cannot pull its image"
+        " (ImagePullBackOff/ErrImagePull): 1 pod"
+    )
+    last = Summary.from_json(after.to_json())
+    # ErrImagePull and back to ImagePullBackOff: the same episode, nothing new.
+    for minute, reason in ((2, "ErrImagePull"), (3, "ImagePullBackOff")):
+        state.apply("pod", "MODIFIED", {**pulling, **pod("m", "kube-system", deployment="metrics-server",
+                    ready=False, waiting=reason)}, at(minute))  # fmt: skip
+        last, found = published(state, sp, last, minute)
+        assert found == []
+    # Recovered: the episode ends; back within ten minutes it is the same episode, later a new one.
+    state.apply("pod", "MODIFIED", pod("m", "kube-system", deployment="metrics-server"), at(4))
+    last, found = published(state, sp, last, 4)
+    assert found == []
+    state.apply("pod", "MODIFIED", pulling, at(6))
+    last, found = published(state, sp, last, 6)
+    assert found == []
+    state.apply("pod", "MODIFIED", pod("m", "kube-system", deployment="metrics-server"), at(7))
+    last, _ = published(state, sp, last, 7)
+    state.apply("pod", "MODIFIED", pulling, at(20))
+    last, found = published(state, sp, last, 20)
+    assert found == ["imagepull:kube-system/Deployment/metrics-server:2"]
+
+
+def test_error_and_init_stuck_are_posts_once_they_last_and_a_crash_loop_says_its_own_error() -> None:
+    sp = spec()
+    state = WatchState(sp)
+    state.sync("pod", [], at(0))
+    last, _ = published(state, sp, None, 0)
+    state.apply("pod", "ADDED", pod("e", deployment="batch", ready=False, terminated="Error"), at(1))
+    init = [{"name": "wait-db", "ready": False, "state": {"running": {}}}]
+    state.apply("pod", "ADDED", pod("i", deployment="web", ready=False, phase="Pending", init=init), at(1))
+    # A crash loop's first crash shows as Error for a few seconds: not a post of its own.
+    state.apply("pod", "ADDED", pod("c", deployment="api", ready=False, terminated="Error"), at(1))
+    last, found = published(state, sp, last, 1)
+    assert found == []  # Error for less than ERROR_SETTLE, Init not stuck yet
+    state.apply("pod", "MODIFIED", crashing("c", deployment="api"), at(1, 10))
+    last, found = published(state, sp, last, 1.5)
+    assert found == ["crashloop:shop/Deployment/api:1", "error:shop/Deployment/batch:1"]
+    last, found = published(state, sp, last, 5.5)
+    assert found == ["init:shop/Deployment/web:1"]
+    assert keys(milestones(last, state.summary(at(6)), sp)) == []
+    # A restart (the state seeded from the persisted summary, listed again) posts nothing again.
+    fresh = WatchState(sp, previous=last)
+    fresh.sync(
+        "pod",
+        [
+            pod("e", deployment="batch", ready=False, terminated="Error"),
+            pod("i", deployment="web", ready=False, phase="Pending", init=init),
+            crashing("c", deployment="api"),
+        ],
+        at(7),
+    )
+    resumed = fresh.summary(at(7))
+    assert keys(milestones(last, resumed, sp)) == []
+    # …and the episodes go on (the card's loops do not blink), numbered as before.
+    assert {(e.workload, e.kind, e.number) for e in resumed.episodes if e.open} == {
+        ("shop/Deployment/api", "crashloop", 1),
+        ("shop/Deployment/batch", "error", 1),
+        ("shop/Deployment/web", "init", 1),
+    }

@@ -12,7 +12,7 @@ from bot.core.checks.rules import read_rules
 from bot.core.watches.known import view_of
 from bot.core.watches.milestones import KNOWN_ISSUE, milestones
 from bot.core.watches.model import Summary, WatchState
-from tests.support.watch_objects import at, node, pod, spec, stamp
+from tests.support.watch_objects import at, node, pod, spec, stamp, vault_pod
 
 RULES = read_rules(Path(__file__).resolve().parents[3] / "templates" / "rules" / "known-issues.yaml")
 BY_ID = {r.id: r for r in RULES}
@@ -22,23 +22,6 @@ def kube_proxy(name: str, *, waiting: str | None = "ImagePullBackOff") -> dict[s
     raw = pod(name, "kube-system", daemonset="kube-proxy", ready=waiting is None, waiting=waiting)
     raw["status"]["containerStatuses"][0].update(
         name="kube-proxy", image="602401143452.dkr.ecr/kube-proxy:v9"
-    )
-    return raw
-
-
-def vault_pod(name: str, *, agent_ready: bool) -> dict[str, Any]:
-    raw = pod(name, "payments", deployment="payments-worker", ready=agent_ready)
-    raw["metadata"]["annotations"] = {"vault.hashicorp.com/agent-inject": "true", "unrelated": "x" * 500}
-    statuses = raw["status"]["containerStatuses"]
-    statuses[0]["ready"] = True
-    statuses.append(
-        {
-            "name": "vault-agent",
-            "ready": agent_ready,
-            "restartCount": 0,
-            "state": {"running": {}},
-            "image": "v",
-        }
     )
     return raw
 
@@ -108,23 +91,29 @@ def test_a_restarted_watch_seeded_from_its_summary_does_not_post_the_same_episod
 def test_a_vault_agent_not_ready_is_a_known_issue_only_once_it_lasts() -> None:
     state = WatchState(spec(), rules=RULES)
     state.sync("pod", [vault_pod("payments-worker-5d8f7c9b6-a", agent_ready=False)], at(0))
-    # Not Ready for a minute is a pod starting, not a known issue; and not a card class either.
+    # Not Ready for a minute is a pod starting: not a known issue, and not unhealthy on the card yet.
     early = state.summary(at(1))
     assert early.rule_episodes == ()
     assert early.unhealthy == ()
+    # Past the grace (2 minutes) it is unhealthy, "Not ready"; past 5 minutes a known issue.
+    middle = state.summary(at(3))
+    assert [(u.reason, u.pods, u.top[0].detail) for u in middle.unhealthy] == [
+        ("Not ready", 1, "1/2 containers ready")
+    ]
+    assert middle.rule_episodes == ()
     late = state.summary(at(6))
     assert rule_posts(early, late) == ["rule:KI004:payments/Deployment/payments-worker:1"]
     assert late.rule_episodes[0].evidence == "1/2 containers ready (vault-agent is not)"
     # Ready again: forgotten (the fold keeps no record of a healthy pod).
     state.apply("pod", "MODIFIED", vault_pod("payments-worker-5d8f7c9b6-a", agent_ready=True), at(7))
-    assert state._lagging == {}
+    assert state._pods == {}
     assert [e.open for e in state.summary(at(7)).rule_episodes] == [False]
 
 
 def test_the_fold_keeps_only_the_labels_and_annotations_the_rules_name() -> None:
     state = WatchState(spec(), rules=RULES)
     state.sync("pod", [vault_pod("payments-worker-5d8f7c9b6-a", agent_ready=False)], at(0))
-    [record] = state._lagging.values()
+    [record] = state._pods.values()
     assert record.view is not None
     view = view_of(record.view, record.namespace, "Deployment payments/payments-worker")
     assert dict(view.annotations) == {"vault.hashicorp.com/agent-inject": "true"}

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
+from bot.core.checks.rules import read_rules
 from bot.core.watches.model import StopRules, Target, WatchState
-from bot.core.watches.verdict import RUNNING, STOPPED, TARGET_REACHED, TIMED_OUT, Verdict, verdict
-from tests.support.watch_objects import at, crashing, node, pod, spec, target_spec
+from bot.core.watches.verdict import (
+    RUNNING,
+    STOPPED,
+    TARGET_OPEN,
+    TARGET_REACHED,
+    TIMED_OUT,
+    Verdict,
+    verdict,
+)
+from tests.support.watch_objects import at, crashing, node, pod, spec, target_spec, vault_pod
 
 
 def judge(state: WatchState, minutes: float) -> Verdict:
@@ -120,3 +130,32 @@ def test_pods_already_unhealthy_when_the_watch_starts_are_not_new() -> None:
         "pod", [pod("e", ready=False, terminated="Error"), pod("f", ready=False, terminated="Error")], at(6)
     )
     assert state.summary(at(6)).last_unhealthy_at == at(6)  # found by a re-list: new
+
+
+def test_a_running_pod_not_ready_past_its_grace_is_unhealthy_and_restarts_the_settle_time() -> None:
+    state = upgraded()
+    state.apply("pod", "ADDED", pod("w", deployment="worker", ready=False), at(1))
+    # Starting (probes, a sidecar) for less than NOT_READY_GRACE: not unhealthy yet.
+    assert state.summary(at(2)).unhealthy == ()
+    summary = state.summary(at(3, 30))
+    [group] = summary.unhealthy
+    assert (group.reason, group.pods, group.top[0].detail) == ("Not ready", 1, "0/1 containers ready")
+    # It became unhealthy at 3m (1m + the 2m grace): the target settles five minutes after that.
+    assert judge(state, 7).state == RUNNING
+    assert judge(state, 8).state == TARGET_REACHED
+
+
+def test_the_target_with_a_known_issue_still_open_is_not_all_clear() -> None:
+    rules = read_rules(Path(__file__).resolve().parents[3] / "templates" / "rules" / "known-issues.yaml")
+    state = WatchState(target_spec(), rules=rules)
+    state.sync("node", [node("n1", kubelet="v1.30.2"), node("n2", kubelet="v1.30.2")], at(0))
+    state.sync("pod", [vault_pod("payments-worker-5d8f7c9b6-a", agent_ready=False)], at(0))
+    assert state.summary(at(6)).rule_episodes[0].open  # KI004, posted in the thread
+    reached = judge(state, 10)
+    assert reached.state == TARGET_OPEN
+    assert reached.code == "open_findings"
+    assert reached.final
+    assert reached.reason.startswith("1 open finding: KI004 payments/payments-worker; ng-a: 2 nodes Ready")
+    # The finding closes (the sidecar is Ready): the target is reached, all clear.
+    state.apply("pod", "MODIFIED", vault_pod("payments-worker-5d8f7c9b6-a", agent_ready=True), at(11))
+    assert judge(state, 17).state == TARGET_REACHED
