@@ -174,33 +174,6 @@ def fit(text: object, limit: int, keep: str = "start", more: str = "…and {n} m
     return Markup(fit_text(str(text), int(limit), keep=keep, more=more))
 
 
-def fit(value: object, limit: int) -> Markup:
-    """Already-rendered mrkdwn sized to `limit` characters by dropping whole lines from the end and
-    saying "…and N more lines" — never a cut inside a mention, a date token or a code span (Slack
-    refuses a section over 3,000 characters)."""
-    text = str(value)
-    if len(text) <= limit:
-        return Markup(text)
-    lines = text.split("\n")
-    kept: list[str] = []
-    size = 0
-    for index, line in enumerate(lines):
-        left = len(lines) - index - 1
-        suffix = len(f"\n…and {left + 1} more lines")
-        if size + len(line) + 1 + (suffix if left else 0) > limit:
-            break
-        kept.append(line)
-        size += len(line) + 1
-    if not kept:
-        return clip(Markup(lines[0]).unescape(), limit)  # one line longer than a section: cut, escaped
-    while True:
-        dropped = len(lines) - len(kept)
-        out = "\n".join(kept) + f"\n…and {dropped} more line{'s' if dropped != 1 else ''}"
-        if len(out) <= limit or len(kept) == 1:
-            return Markup(out)
-        kept.pop()
-
-
 def utc_text(moment: datetime) -> str:
     return moment.astimezone(ZoneInfo("UTC")).strftime("%Y-%m-%d %H:%M:%S UTC")
 

@@ -247,5 +247,5 @@ def test_fit_drops_whole_lines_and_counts_them_never_cutting_a_token() -> None:
     assert len(fitted) <= 1000
     kept, last = fitted.rsplit("\n", 1)
     assert all(row.startswith(line) for row in kept.split("\n"))
-    assert last == f"…and {60 - len(kept.split(chr(10)))} more lines"
+    assert last == f"…and {60 - len(kept.split(chr(10)))} more"
     assert fit("short", 1000) == "short"
