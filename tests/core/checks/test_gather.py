@@ -14,6 +14,7 @@ from bot.adapters import kube
 from bot.adapters.kube import Cluster, fetching_ahead
 from bot.core.checks.gather import Gathered, read_facts
 from bot.core.checks.rules import read_rules
+from bot.errors import ClusterForbidden
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_RULES
 from bot.sim import SimCluster
@@ -67,3 +68,36 @@ def test_without_the_core_api_every_list_is_a_gap_in_the_reports_order(
     assert gathered.facts.nodes == []
     assert gathered.hits == []
     assert fetching_ahead() == 0
+
+
+class LogsForbidden:
+    """The sim's reader with `get pods/log` refused as the API refuses it when the opt-in
+    upgrade-bot-pod-logs role is not bound (403); every other call goes to the real adapter."""
+
+    def __init__(self, inner: Cluster) -> None:
+        self.inner = inner
+        self.log_reads = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def get_raw(self, path: str, query: object = None) -> bytes:
+        if path.endswith("/log"):
+            self.log_reads += 1
+            raise ClusterForbidden(f"cluster sim: the bot is not allowed to GET {path}", status=403)
+        raw: bytes = self.inner.get_raw(path, query)
+        return raw
+
+
+def test_logs_the_bot_may_not_read_are_a_gap_naming_the_opt_in_role_and_read_once(reader: Cluster) -> None:
+    allowed = read_facts(reader, rules=RULES)
+    assert not any(g.startswith("container logs") for g in allowed.facts.gaps)
+    refused = LogsForbidden(reader)
+    gathered = read_facts(refused, rules=RULES)  # type: ignore[arg-type]
+    assert refused.log_reads == 1  # the first refusal stops the rest
+    assert gathered.facts.gaps[-1] == (
+        "container logs: not read (forbidden): the log-based rules need the optional "
+        "`upgrade-bot-pod-logs` role (deploy/rbac.yaml; Helm value `podLogs: true`)"
+    )
+    # The rest of the check is whole.
+    assert gathered.facts.nodes == allowed.facts.nodes
