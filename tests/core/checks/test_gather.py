@@ -14,10 +14,10 @@ from bot.adapters import kube
 from bot.adapters.kube import Cluster, fetching_ahead
 from bot.core.checks.gather import Gathered, read_facts
 from bot.core.checks.rules import read_rules
-from bot.errors import ClusterForbidden
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_RULES
 from bot.sim import SimCluster
+from tests.support.forbidden import LogsForbidden
 
 RULES = read_rules(BUILTIN_RULES)
 
@@ -68,25 +68,6 @@ def test_without_the_core_api_every_list_is_a_gap_in_the_reports_order(
     assert gathered.facts.nodes == []
     assert gathered.hits == []
     assert fetching_ahead() == 0
-
-
-class LogsForbidden:
-    """The sim's reader with `get pods/log` refused as the API refuses it when the opt-in
-    upgrade-bot-pod-logs role is not bound (403); every other call goes to the real adapter."""
-
-    def __init__(self, inner: Cluster) -> None:
-        self.inner = inner
-        self.log_reads = 0
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
-
-    def get_raw(self, path: str, query: object = None) -> bytes:
-        if path.endswith("/log"):
-            self.log_reads += 1
-            raise ClusterForbidden(f"cluster sim: the bot is not allowed to GET {path}", status=403)
-        raw: bytes = self.inner.get_raw(path, query)
-        return raw
 
 
 def test_logs_the_bot_may_not_read_are_a_gap_naming_the_opt_in_role_and_read_once(reader: Cluster) -> None:
