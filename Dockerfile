@@ -5,8 +5,12 @@
 # environment: SLACK_BOT_TOKEN plus SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP).
 #
 # Two stages: `build` turns the source into wheels (the bot's, with the built-in templates and
-# example plans inside it, and every dependency's); the final image installs those wheels and
-# holds no source checkout, so it runs exactly what `pip install upgrade-bot` would.
+# example plans inside it, and every dependency's at the version and hash requirements.lock
+# pins); the final image installs those wheels and holds no source checkout, so it runs exactly
+# what `pip install upgrade-bot` would with the locked dependencies.
+#
+# The base image is named by tag: pin it by digest where the image is built, e.g.
+#   docker build --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<digest> .
 ARG PYTHON_IMAGE=python:3.11-slim
 # The bot's own version, as in pyproject.toml (tests/test_packaging.py checks they agree): the
 # final stage installs exactly that wheel, never whatever another version on the index might be.
@@ -16,14 +20,23 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE requirements.lock ./
+# The dependencies first, as locked (every file's hash checked), in a layer of their own.
+RUN pip wheel --wheel-dir /wheels --require-hashes -r requirements.lock
 COPY bot ./bot
 COPY commands ./commands
 COPY templates ./templates
-RUN pip wheel --wheel-dir /wheels ".[postgres]"
+# The bot's own wheel; its dependencies are already there.
+RUN pip wheel --wheel-dir /wheels --no-deps .
 
 FROM ${PYTHON_IMAGE}
 ARG VERSION
+ARG PYTHON_IMAGE
+LABEL org.opencontainers.image.title="upgrade-bot" \
+      org.opencontainers.image.description="A Slack ChatOps bot that runs Kubernetes cluster upgrades with a team" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -35,7 +48,7 @@ RUN useradd --system --create-home --uid 10001 upgradebot \
     && chown upgradebot /data
 
 # The wheels are mounted for this one step rather than copied, so they never become a layer;
-# --no-index: only what the build stage made is installed.
+# --no-index: only what the build stage made is installed, which is the lock and the bot.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-index --find-links /wheels "upgrade-bot[postgres]==${VERSION}"
 

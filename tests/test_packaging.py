@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
+from bot.core.checks import apidata
 from bot.resources import BUILTIN_PLANS, BUILTIN_TEMPLATES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,11 +79,134 @@ def test_the_image_builds_a_wheel_and_installs_it_not_the_source() -> None:
     assert "ARG VERSION" in final
 
 
+def _lock() -> dict[str, tuple[str, list[str], str]]:
+    """requirements.lock as name → (pinned version, hashes, what needs it)."""
+    text = (ROOT / "requirements.lock").read_text(encoding="utf-8")
+    pins: dict[str, tuple[str, list[str], str]] = {}
+    for block in re.split(r"\n(?=\S)", text):
+        m = re.match(r"^([A-Za-z0-9._-]+)==(\S+)", block)
+        if m is None:
+            continue
+        via = re.search(r"# via (.*)", block)
+        pins[canonicalize_name(m.group(1))] = (
+            m.group(2),
+            re.findall(r"--hash=sha256:([0-9a-f]{64})", block),
+            via.group(1) if via else "",
+        )
+    return pins
+
+
+def test_the_lock_pins_exactly_the_declared_dependencies_with_hashes() -> None:
+    # Offline: the lock is re-resolved by scripts/lock (uv) when pyproject.toml's dependencies
+    # change; this says when that was forgotten.
+    project = PYPROJECT["project"]
+    declared = [
+        Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["postgres"]
+    ]
+    pins = _lock()
+    stale = [
+        f"{r.name}: {pins[canonicalize_name(r.name)][0] if canonicalize_name(r.name) in pins else 'missing'}"
+        f" vs {r.specifier}"
+        for r in declared
+        if canonicalize_name(r.name) not in pins
+        or not r.specifier.contains(pins[canonicalize_name(r.name)][0], prereleases=True)
+    ]
+    assert stale == []
+    # What the lock says the project itself asked for is what pyproject.toml declares, no more.
+    top = {name for name, (_, _, via) in pins.items() if "upgrade-bot (pyproject.toml)" in via}
+    assert top == {canonicalize_name(r.name) for r in declared}
+    assert [name for name, (_, hashes, _) in pins.items() if not hashes] == []
+    # The development tools stay out of what ships.
+    assert not {"pytest", "ruff", "mypy", "kubernetes-validate", "uv"} & set(pins)
+
+
+def test_the_image_and_the_setup_install_from_the_lock() -> None:
+    build, final = dockerfile_stages()
+    assert "requirements.lock" in copied(build)
+    assert any("--require-hashes -r requirements.lock" in line for line in build if line.startswith("RUN "))
+    labels = " ".join(line for line in final if line.startswith("LABEL "))
+    for key in ("title", "description", "version", "licenses", "base.name"):
+        assert f"org.opencontainers.image.{key}=" in labels
+    assert 'org.opencontainers.image.licenses="Apache-2.0"' in labels
+    setup = (ROOT / "scripts" / "setup").read_text(encoding="utf-8")
+    assert "--require-hashes -r requirements.lock" in setup
+    assert "--group dev" in setup
+    # The idempotence stamp covers the lock too: a changed lock re-installs.
+    (stamp,) = [line for line in setup.splitlines() if line.startswith("stamp=")]
+    assert "requirements.lock" in stamp
+    assert "pyproject.toml" in stamp
+
+
+def test_the_project_metadata_names_its_licence_and_keeps_tools_out_of_the_extras() -> None:
+    project = PYPROJECT["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    licence = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in licence
+    assert "Version 2.0, January 2004" in licence
+    assert "END OF TERMS AND CONDITIONS" in licence
+    assert project["keywords"]
+    assert any(c.startswith("Programming Language :: Python :: 3.11") for c in project["classifiers"])
+    assert set(project["optional-dependencies"]) == {"postgres"}
+    dev = {Requirement(r).name for r in PYPROJECT["dependency-groups"]["dev"]}
+    assert {"pytest", "ruff", "mypy", "kubernetes-validate"} <= dev
+
+
+def _top_level_imports() -> set[str]:
+    found: set[str] = set()
+    for path in [*(ROOT / "bot").rglob("*.py"), *(ROOT / "commands").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+    return found - set(sys.stdlib_module_names) - {"bot", "commands"}
+
+
+def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
+    # An import that works only because another dependency happens to pull the library in breaks
+    # the day that dependency stops doing so.
+    import_names = {"yaml": "pyyaml"}  # where the import name is not the distribution's
+    declared = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"]}
+    undeclared = sorted(
+        m for m in _top_level_imports() if canonicalize_name(import_names.get(m, m)) not in declared
+    )
+    assert undeclared == []
+
+
 def test_the_image_runs_as_a_non_root_user_with_the_bot_as_entrypoint() -> None:
     final = dockerfile_stages()[-1]
     (user,) = [line for line in final if line.startswith("USER ")]
     assert re.fullmatch(r"USER (?!root\b|0\b)\S+", user)
     assert final[-1] == 'ENTRYPOINT ["upgrade-bot", "run"]'
+
+
+def test_regenerating_the_served_kinds_changes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "served_kinds.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_apidata.py"), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # Byte for byte: after upgrading kubernetes-validate, run scripts/gen_apidata.py and commit.
+    assert out.read_text(encoding="utf-8") == apidata.DATA_FILE.read_text(encoding="utf-8")
+
+
+def test_the_bot_reads_the_data_without_importing_kubernetes_validate() -> None:
+    code = (
+        "import sys\n"
+        "from bot.core.checks import apidata\n"
+        "print(apidata.served('flowcontrol.apiserver.k8s.io/v1beta2', 'FlowSchema', 29).state,"
+        " any(m.startswith('kubernetes_validate') for m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["removed", "False"]
 
 
 def _package_dirs() -> dict[str, Path]:
@@ -186,6 +312,9 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs_from_anywhere
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     (wheel,) = dist.glob("upgrade_bot-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
+    assert "bot/core/checks/served_kinds.json" in shipped
+    metadata = next(n for n in shipped if n.endswith(".dist-info/METADATA"))
+    assert "License-Expression: Apache-2.0" in zipfile.ZipFile(wheel).read(metadata).decode()
     for path in (ROOT / "templates").rglob("*"):
         if path.is_file():
             assert f"bot/templates/{path.relative_to(ROOT / 'templates').as_posix()}" in shipped, path

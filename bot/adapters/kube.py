@@ -35,11 +35,12 @@ import os
 import queue
 import re
 import signal
+import socket
 import struct
 import sys
 import threading
 import types
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -134,6 +135,9 @@ PAGE_SIZE = 500
 #: The annotation `kubectl rollout restart` sets on the pod template.
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+#: Where Events about Nodes (cluster-scoped) are recorded, as the kubelet does.
+NODE_EVENTS_NAMESPACE = "default"
+EVENT_COMPONENT = "upgrade-bot"
 #: Server-side end of one watch stream; the client's read timeout is longer (see `watch`).
 WATCH_SECONDS = 60
 
@@ -427,31 +431,68 @@ class Cluster:
 
     # ----- the bot's writes: what kubectl does for the same job ----------------------------------
 
-    def cordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]:
+    def cordon(
+        self, node: str, *, dry_run: bool = False, annotations: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
         """Mark a node unschedulable (`kubectl cordon`); returns the node. Idempotent.
 
-        `dry_run` asks the server to validate the patch and answer as if applied (`dryRun=All`),
-        persisting nothing."""
+        `annotations` are set in the same patch (who cordoned it and why: bot.core.jobs.trail), so
+        the node is never cordoned without them. `dry_run` asks the server to validate the patch
+        and answer as if applied (`dryRun=All`), persisting nothing."""
+        body: dict[str, Any] = {"spec": {"unschedulable": True}}
+        if annotations:
+            body["metadata"] = {"annotations": dict(annotations)}
         return self.send_json(
-            "PATCH",
-            f"/api/v1/nodes/{node}",
-            {"spec": {"unschedulable": True}},
-            content_type=STRATEGIC_MERGE,
-            query=_dry(dry_run),
+            "PATCH", f"/api/v1/nodes/{node}", body, content_type=STRATEGIC_MERGE, query=_dry(dry_run)
         )
 
-    def uncordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]:
+    def uncordon(
+        self, node: str, *, dry_run: bool = False, remove_annotations: Sequence[str] = ()
+    ) -> dict[str, Any]:
         """Make a node schedulable again (`kubectl uncordon`); returns the node. Idempotent.
 
-        kubectl's two-way patch removes the field (false is its zero value), so this does too.
-        """
+        kubectl's two-way patch removes the field (false is its zero value), so this does too;
+        `remove_annotations` go in the same patch (a null removes a key)."""
+        body: dict[str, Any] = {"spec": {"unschedulable": None}}
+        if remove_annotations:
+            body["metadata"] = {"annotations": dict.fromkeys(remove_annotations)}
         return self.send_json(
-            "PATCH",
-            f"/api/v1/nodes/{node}",
-            {"spec": {"unschedulable": None}},
-            content_type=STRATEGIC_MERGE,
-            query=_dry(dry_run),
+            "PATCH", f"/api/v1/nodes/{node}", body, content_type=STRATEGIC_MERGE, query=_dry(dry_run)
         )
+
+    def node_event(
+        self, node: str, *, uid: str, name: str, reason: str, message: str, action: str, at: datetime
+    ) -> bool:
+        """Record a core/v1 Event about a Node, where `kubectl describe node` finds it: namespace
+        `default` (where the kubelet records node events) and the Node's UID in involvedObject.
+        True when recorded; False when an Event of that `name` exists already (the same one,
+        recorded before a crash)."""
+        stamp = at.astimezone(UTC)
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": NODE_EVENTS_NAMESPACE},
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid},
+            "reason": reason,
+            "message": message,
+            "type": "Normal",
+            "action": action,
+            "source": {"component": EVENT_COMPONENT},
+            "reportingComponent": EVENT_COMPONENT,
+            "reportingInstance": socket.gethostname(),
+            "firstTimestamp": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTimestamp": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "count": 1,
+        }
+        if not uid:
+            del body["involvedObject"]["uid"]
+        try:
+            self.send_json("POST", f"/api/v1/namespaces/{NODE_EVENTS_NAMESPACE}/events", body)
+        except ClusterError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
 
     def evict(self, namespace: str, pod: str, *, uid: str = "", dry_run: bool = False) -> bool:
         """Evict a pod through the eviction API, which enforces its PodDisruptionBudgets.

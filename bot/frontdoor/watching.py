@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.adapters.kube import Cluster, WatchEvent
+from bot.core.checks.gather import LOGS_FORBIDDEN_NOTE
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.watches.model import WatchState
 from bot.core.watches.schema import KINDS
@@ -165,6 +166,8 @@ class WatchDriver:
         self.published = 0
         self.ended = ""
         self.log_reads: list[float] = []  # monotonic times of the log tails read in the last minute
+        #: The API refused a log read (pods/log is an opt-in role): no more are asked for.
+        self.logs_forbidden = False
         self.on_publish: Callable[[int], None] | None = None  # benchmarks: events applied so far
         # The fence is a context variable: the driver thread runs in a copy of the context of the
         # job that created it (the triggers' fenced scan), so its every store write is fenced too.
@@ -255,6 +258,9 @@ class WatchDriver:
         now = time.monotonic()
         self.log_reads = [t for t in self.log_reads if now - t < 60.0]
         for want in state.logs_wanted():
+            if self.logs_forbidden:
+                state.add_log_tail(want.workload, want.container, "")
+                continue
             if len(self.log_reads) >= LOG_READS_PER_MINUTE or self.stop.is_set():
                 return
             self.log_reads.append(now)
@@ -265,6 +271,9 @@ class WatchDriver:
                 )
                 text = raw.decode("utf-8", "replace")
             except BotError as exc:
+                if getattr(exc, "status", None) == 403:
+                    self.logs_forbidden = True
+                    log.warning("watch %s: container logs %s", self.row.id, LOGS_FORBIDDEN_NOTE)
                 # A pod gone, a container not started: nothing to match; read again next candidacy.
                 log.info("watch %s: no log for %s/%s %s: %s", self.row.id, want.namespace, want.pod,
                          want.container, exc.user_message)  # fmt: skip

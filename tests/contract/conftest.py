@@ -13,14 +13,17 @@ from pathlib import Path
 import pytest
 
 from bot.sim import SimCluster
-from tests.support.backends import Backend, RealBackend, SimBackend, bot_role_kubeconfig
+from tests.support.backends import OPT_IN, Backend, RealBackend, SimBackend, bot_role_kubeconfig
 from tests.support.testbed import RealCluster
 
 
 @pytest.fixture(scope="session")
 def bot_role(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A kubeconfig for the bot's ServiceAccount, bound to exactly deploy/rbac.yaml's role."""
-    return bot_role_kubeconfig(real_cluster, tmp_path_factory.mktemp("bot-role") / "kubeconfig")
+    """A kubeconfig for the bot's ServiceAccount, bound to deploy/rbac.yaml's roles and its opt-in
+    ones for pod logs and pod deletes (the drains' delete choice runs here)."""
+    return bot_role_kubeconfig(
+        real_cluster, tmp_path_factory.mktemp("bot-role") / "kubeconfig", opt_in=OPT_IN
+    )
 
 
 @pytest.fixture(params=["sim", pytest.param("real", marks=pytest.mark.testbed)])

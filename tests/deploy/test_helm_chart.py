@@ -1,5 +1,7 @@
 """deploy/helm/upgrade-bot with the real helm: lint, render both modes and the read-only switch,
-and apply what it renders to the real control plane with a server-side dry run.
+the chart-testing values under ci/, validate what it renders against the Kubernetes schemas
+(kubernetes-validate, the dev group's), and apply it to the real control plane with a
+server-side dry run.
 
 The ServiceMonitor's CRD is not installed on the testbed, so it is checked rendered only.
 """
@@ -10,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -27,6 +30,16 @@ VARIANTS = {
     "http-postgres-ingress": [SECRET, POSTGRES, *HTTP],
     "http-read-only": [SECRET, "mode=http", "readOnly=true"],
 }
+
+
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+#: The chart's kubeVersion floor and the newest release the schemas know.
+KUBE_VERSIONS = ("1.25", kubernetes_validate.utils.latest_version())
+
+
+def ci(name: str) -> list[str]:
+    """`helm` arguments for one ci/ values file."""
+    return ["-f", str(CHART / "ci" / name)]
 
 
 def by_kind(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -52,6 +65,157 @@ def test_helm_lint_passes_strictly(helm: Path, variant: str) -> None:
     result = run_helm(helm, "lint", "--strict", str(CHART), *sets)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
+
+
+def test_chart_testing_finds_values_files_that_lint_and_render() -> None:
+    assert [p.name for p in CI_VALUES] == ["ha-values.yaml", "socket-values.yaml"]
+
+
+@pytest.mark.parametrize("values", [p.name for p in CI_VALUES])
+def test_each_ci_values_file_lints_strictly_and_renders_objects_that_validate(
+    helm: Path, values: str
+) -> None:
+    linted = run_helm(helm, "lint", "--strict", str(CHART), *ci(values))
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    _, objects = render_args(helm, ci(values))
+    assert deployment(objects)
+    _validate(objects)
+
+
+def _validate(objects: list[dict[str, Any]]) -> None:
+    """Each object against the schemas of the oldest release the chart supports and the newest,
+    strictly (an unknown field is an error): what `kubectl apply` would reject, found offline."""
+    for obj in objects:
+        if obj["kind"] == "ServiceMonitor":
+            continue  # a CRD's kind: not in Kubernetes' schemas
+        for version in KUBE_VERSIONS:
+            kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_variant_renders_objects_that_validate(helm: Path, variant: str) -> None:
+    _validate(render(helm, VARIANTS[variant])[1])
+
+
+def render_args(helm: Path, args: list[str]) -> tuple[str, list[dict[str, Any]]]:
+    result = run_helm(helm, "template", "ub", str(CHART), "--namespace", "upgrade-bot", *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout, [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def test_the_ha_values_spread_replicas_and_wire_every_extra(helm: Path) -> None:
+    _, objects = render_args(helm, ci("ha-values.yaml"))
+    kinds = by_kind(objects)
+    spec = deployment(objects)["spec"]
+    assert spec["replicas"] == 3
+    pod = spec["template"]["spec"]
+    selector = spec["selector"]["matchLabels"]
+    # Soft: never two on the node the bot may be draining, nor all in one zone, when it can.
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": selector},
+    }
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert spec["template"]["metadata"]["labels"]["team"] == "platform"
+    assert spec["template"]["metadata"]["annotations"]["example.com/owner"] == "platform"
+    c = container(objects)
+    assert c["image"] == (
+        "registry.example.com/mirror/upgrade-bot@sha256:"
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    )
+    assert {"name": "HTTPS_PROXY", "value": "http://proxy.internal:3128"} in c["env"]
+    assert c["envFrom"][1] == {"configMapRef": {"name": "upgrade-bot-proxy"}}
+    assert {"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": True} in c["volumeMounts"]
+    assert {"name": "ca", "configMap": {"name": "corporate-ca"}} in pod["volumes"]
+    # extraObjects are rendered as templates.
+    proxy = [o for o in kinds["ConfigMap"] if o["metadata"]["name"] == "upgrade-bot-proxy"]
+    assert proxy[0]["metadata"]["labels"] == {"app.kubernetes.io/instance": "ub"}
+    # The opt-in roles are bound when asked for.
+    bound = {b["roleRef"]["name"] for b in kinds["ClusterRoleBinding"]}
+    assert {"ub-upgrade-bot-pod-logs", "ub-upgrade-bot-pod-delete"} <= bound
+    (policy,) = kinds["NetworkPolicy"]
+    assert policy["spec"]["policyTypes"] == ["Egress"]
+    ports = [sorted(p["port"] for p in rule["ports"]) for rule in policy["spec"]["egress"]]
+    assert ports == [[53, 53], [443], [443, 6443], [5432]]
+    assert policy["spec"]["egress"][2]["to"] == [{"ipBlock": {"cidr": "10.0.0.0/16"}}]
+
+
+def test_one_replica_gets_no_spread_rule_and_a_given_affinity_wins(helm: Path) -> None:
+    pod = deployment(render(helm, [SECRET])[1])["spec"]["template"]["spec"]
+    assert "affinity" not in pod
+    assert "topologySpreadConstraints" not in pod
+    given = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]"
+    _, objects = render(
+        helm,
+        [SECRET, POSTGRES, f"{given}.key=pool", f"{given}.operator=In", f"{given}.values[0]=system"],
+    )
+    pod = deployment(objects)["spec"]["template"]["spec"]
+    assert set(pod["affinity"]) == {"nodeAffinity"}
+    assert pod["topologySpreadConstraints"]  # still spread over zones
+
+
+def test_an_openshift_style_empty_pod_security_context_renders_none(helm: Path) -> None:
+    result = run_helm(
+        helm, "template", "ub", str(CHART), "--set", SECRET, "--set-json", "podSecurityContext={}"
+    )
+    assert result.returncode == 0, result.stderr
+    objects = [d for d in yaml.safe_load_all(result.stdout) if d]
+    pod = deployment(objects)["spec"]["template"]["spec"]
+    assert "securityContext" not in pod  # the SCC assigns the UID and fsGroup
+    # The container's stays restricted (OpenShift's restricted-v2 accepts it).
+    assert container(objects)["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "runAsUser" not in container(objects)["securityContext"]
+    _validate(objects)
+    # A replacement map is used whole, not merged with the default.
+    result = run_helm(
+        helm, "template", "ub", str(CHART), "--set", SECRET,
+        "--set-json", 'podSecurityContext={"runAsNonRoot":true}',
+    )  # fmt: skip
+    pod = deployment([d for d in yaml.safe_load_all(result.stdout) if d])["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsNonRoot": True}
+
+
+def test_names_image_and_probe_timings_come_from_values(helm: Path) -> None:
+    _, objects = render(
+        helm,
+        [
+            SECRET,
+            "nameOverride=chatops",
+            "image.registry=registry.example.com/",
+            "image.tag=1.2.3",
+            "probes.liveness.periodSeconds=30",
+            "probes.startup.failureThreshold=60",
+        ],
+    )
+    d = deployment(objects)
+    assert d["metadata"]["name"] == "ub-chatops"
+    assert d["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "chatops"
+    c = container(objects)
+    assert c["image"] == "registry.example.com/upgrade-bot:1.2.3"
+    assert c["livenessProbe"]["periodSeconds"] == 30
+    assert c["startupProbe"]["failureThreshold"] == 60
+    _, objects = render(helm, [SECRET, "fullnameOverride=bot"])
+    assert deployment(objects)["metadata"]["name"] == "bot"
+    assert {o["metadata"]["name"] for o in by_kind(objects)["ClusterRole"]} == {"bot-read", "bot-act"}
+
+
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        ("replica=2", "additional properties 'replica' not allowed"),
+        ("mode=websocket", "/mode"),
+        ("image.digest=latest", "/image/digest"),
+        ("logLevel=LOUD", "/logLevel"),
+    ],
+)
+def test_the_values_schema_refuses_a_typo_by_name(helm: Path, value: str, complaint: str) -> None:
+    result = run_helm(helm, "template", "ub", str(CHART), "--set", SECRET, "--set", value)
+    assert result.returncode != 0
+    assert complaint in result.stderr
 
 
 def test_socket_mode_with_sqlite_runs_one_replica_on_a_volume_with_no_service(helm: Path) -> None:
@@ -149,15 +313,30 @@ def test_the_roles_are_deploy_rbac_yaml_and_read_only_binds_the_read_role_alone(
         ]
         assert _rules(full, suffix) == expected["rules"]
     bindings = {b["roleRef"]["name"]: b for b in by_kind(full)["ClusterRoleBinding"]}
+    # The opt-in roles are neither defined nor bound by default.
     assert set(bindings) == {"ub-upgrade-bot-read", "ub-upgrade-bot-act"}
+    (events,) = by_kind(full)["Role"]
+    (expected_events,) = [d for d in documents if d["kind"] == "Role"]
+    assert events["metadata"]["namespace"] == expected_events["metadata"]["namespace"] == "default"
+    assert events["rules"] == expected_events["rules"]
+    (events_binding,) = by_kind(full)["RoleBinding"]
+    assert events_binding["roleRef"]["name"] == events["metadata"]["name"]
+    _, opted = render(helm, [SECRET, "podLogs=true", "podDelete=true", "helmReleases=true"])
+    for suffix in ("-pod-logs", "-pod-delete", "-helm-releases"):
+        (expected,) = [
+            d for d in documents if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith(suffix)
+        ]
+        assert _rules(opted, suffix) == expected["rules"]
+    assert len(by_kind(opted)["ClusterRoleBinding"]) == 5
     for binding in bindings.values():
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "ub-upgrade-bot", "namespace": "upgrade-bot"}
         ]
 
-    _, read_only = render(helm, VARIANTS["http-read-only"])
+    _, read_only = render(helm, [*VARIANTS["http-read-only"], "podDelete=true"])
     assert [r["metadata"]["name"] for r in by_kind(read_only)["ClusterRole"]] == ["ub-upgrade-bot-read"]
     assert [b["roleRef"]["name"] for b in by_kind(read_only)["ClusterRoleBinding"]] == ["ub-upgrade-bot-read"]
+    assert "Role" not in by_kind(read_only)  # nor the Events on nodes: a read-only bot cordons nothing
 
 
 def test_the_service_monitor_scrapes_the_health_port_in_socket_mode(helm: Path) -> None:
@@ -187,23 +366,32 @@ def test_the_rendered_configuration_is_one_the_bot_accepts(helm: Path, tmp_path:
 
 
 @pytest.mark.testbed
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", sorted(VARIANTS) + [p.name for p in CI_VALUES])
 def test_the_rendered_objects_pass_a_server_side_dry_run(
     helm: Path, real_cluster: RealCluster, tmp_path: Path, variant: str
 ) -> None:
     namespace = "upgrade-bot-chart"
     real_cluster.kubectl("create", "namespace", namespace, check=False)
-    _, objects = render(helm, VARIANTS[variant], namespace=namespace)
+    if variant in VARIANTS:
+        _, objects = render(helm, VARIANTS[variant], namespace=namespace)
+    else:
+        result = run_helm(helm, "template", "ub", str(CHART), "--namespace", namespace, *ci(variant))
+        assert result.returncode == 0, result.stderr
+        objects = [d for d in yaml.safe_load_all(result.stdout) if d]
     applied = [o for o in objects if o["kind"] != "ServiceMonitor"]  # no CRD on the testbed
-    manifest = tmp_path / "rendered.yaml"
-    manifest.write_text(yaml.safe_dump_all(applied), encoding="utf-8")
-    result = real_cluster.kubectl(
-        "apply", "--dry-run=server", "-n", namespace, "-f", str(manifest), check=False
-    )
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    # The Role for Events on nodes names its namespace (`default`); the rest go to the release's.
+    placed = [o for o in applied if o["metadata"].get("namespace")]
+    lines: list[str] = []
+    for group, args in (([o for o in applied if o not in placed], ["-n", namespace]), (placed, [])):
+        if not group:
+            continue
+        manifest = tmp_path / f"rendered{len(args)}.yaml"
+        manifest.write_text(yaml.safe_dump_all(group), encoding="utf-8")
+        result = real_cluster.kubectl("apply", "--dry-run=server", *args, "-f", str(manifest), check=False)
+        assert result.returncode == 0, result.stderr
+        lines += result.stdout.splitlines()
     assert len(lines) == len(applied)
-    assert all(line.endswith("(server dry run)") for line in lines), result.stdout
+    assert all(line.endswith("(server dry run)") for line in lines), "\n".join(lines)
 
 
 def test_in_http_mode_the_service_monitor_scrapes_the_http_port(helm: Path) -> None:

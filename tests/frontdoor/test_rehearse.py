@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
+from kubernetes import client, config, watch
+
+from bot.adapters.kube import Cluster as KubeCluster
+from bot.core.jobs.trail import CORDONED_BY
+from bot.frontdoor.rehearse import rehearse as rehearse_plan
+from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
 
 
@@ -162,3 +172,65 @@ def test_an_unknown_plan_name_lists_the_built_in_plans(tmp_path: Path) -> None:
     assert "no plan file 'eks-nodegroup' (a path, or a built-in plan: eks-nodegroups, istio-revision)" in (
         result.stderr
     )
+
+
+def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
+    sim_factory: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    # In-process, to watch the sim's nodes while the bot drains them (the sim then ends each one).
+    sim = sim_factory("eks-nodegroups", speed=600.0, seed=1)
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig", context="sim")
+    api = config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
+    core = client.CoreV1Api(api)
+    trails: dict[str, str] = {}
+    said: dict[str, str] = {}
+    nodes, events = watch.Watch(), watch.Watch()
+
+    def follow_nodes() -> None:
+        for event in nodes.stream(core.list_node, _request_timeout=(5, 60)):
+            meta = event["object"].metadata
+            if CORDONED_BY in (meta.annotations or {}):
+                trails.setdefault(meta.name, meta.annotations[CORDONED_BY])
+
+    def follow_events() -> None:
+        # Watched, not listed at the end: at 600x the Events' one-hour TTL passes in six seconds.
+        for event in events.stream(core.list_namespaced_event, "default", _request_timeout=(5, 60)):
+            ev = event["object"]
+            if ev.reason == "UpgradeBotDrain":
+                said.setdefault(ev.involved_object.name, ev.message)
+
+    for follow in (follow_nodes, follow_events):
+        threading.Thread(target=follow, daemon=True).start()
+    out = io.StringIO()
+    try:
+        code = rehearse_plan(
+            "eks-nodegroups",
+            sim_url=sim.url,
+            kubeconfig=kubeconfig,
+            workdir=tmp_path,
+            auto_approve=True,
+            out=out,
+            ask=lambda question: "abort",
+            connect_cluster=KubeCluster.connect,
+            clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
+        )
+    finally:
+        nodes.stop()
+        events.stop()
+    assert code == 0, out.getvalue()[-3000:]
+    run_id = re.search(r"\*Upgrade run (\S+)\*", out.getvalue())
+    assert run_id is not None
+    # Every drained node said who cordoned it: the run, its drain step, the job and the approvers.
+    drained = re.findall(r"node (\S+) drained: ", out.getvalue())
+    assert len(drained) == 11
+    assert set(trails) == set(drained)
+    for node, trail in trails.items():
+        match = re.fullmatch(r"run=(\S+) step=(drain-\S+) job=\d+ approved-by=(\S+)", trail)
+        assert match is not None, (node, trail)
+        assert match.group(1) == run_id.group(1)
+        assert "U0" in match.group(3)
+    # ... and so did an Event on each (`kubectl describe node` lists it).
+    assert set(said) == set(drained)
+    prefix = f"cordoned for a drain by upgrade-bot: run {run_id.group(1)}, step drain-"
+    assert all(m.startswith(prefix) for m in said.values()), said
+    api.close()

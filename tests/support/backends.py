@@ -193,10 +193,23 @@ def node_is_ready(core: client.CoreV1Api, name: str) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
 
 
-def bot_role_kubeconfig(real: RealCluster, path: Path, *, account: str = "upgrade-bot") -> Path:
-    """Apply deploy/rbac.yaml and write a kubeconfig with a token of the bot's ServiceAccount."""
+#: The opt-in roles of deploy/rbac.yaml that the contract suite binds, as a team that opted in:
+#: its drains may delete a pod when people choose it, its checks read container logs.
+OPT_IN = ("upgrade-bot-pod-logs", "upgrade-bot-pod-delete")
+
+
+def bot_role_kubeconfig(
+    real: RealCluster, path: Path, *, account: str = "upgrade-bot", opt_in: tuple[str, ...] = ()
+) -> Path:
+    """Apply deploy/rbac.yaml (binding the `opt_in` roles too, as its comments say) and write a
+    kubeconfig with a token of the bot's ServiceAccount."""
     real.kubectl("create", "namespace", "upgrade-bot", check=False)
     real.kubectl("apply", "-f", str(RBAC))
+    for role in opt_in:
+        real.kubectl(
+            "create", "clusterrolebinding", role, f"--clusterrole={role}",
+            "--serviceaccount=upgrade-bot:upgrade-bot", check=False,
+        )  # fmt: skip
     token = real.kubectl("create", "token", account, "-n", "upgrade-bot").stdout.strip()
     return token_kubeconfig(real, token, path)
 

@@ -23,7 +23,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -221,6 +221,8 @@ class FakeCluster:
         self.writes: list[tuple[str, str]] = []
         #: Events by namespace (raw dicts), as `GET /api/v1/namespaces/NS/events` lists them.
         self.events: dict[str, list[dict[str, Any]]] = {}
+        #: Events recorded on nodes, by name (not writes: a job's trail, not its work).
+        self.node_events: dict[str, dict[str, str]] = {}
 
     def _missing(self, path: str) -> Exception:
         return ClusterError(f"{path} not found", status=404)
@@ -262,17 +264,40 @@ class FakeCluster:
     def node_pods(self, node: str) -> list[dict[str, Any]]:
         return [p for p in self.pods.values() if p["spec"].get("nodeName") == node]
 
-    def cordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]:
+    def cordon(
+        self, node: str, *, dry_run: bool = False, annotations: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
         if not dry_run:
             self.writes.append(("cordon", node))
             self.nodes[node].setdefault("spec", {})["unschedulable"] = True
+            if annotations:
+                self.nodes[node]["metadata"].setdefault("annotations", {}).update(annotations)
         return self.nodes[node]
 
-    def uncordon(self, node: str, *, dry_run: bool = False) -> dict[str, Any]:
+    def uncordon(
+        self, node: str, *, dry_run: bool = False, remove_annotations: Sequence[str] = ()
+    ) -> dict[str, Any]:
         if not dry_run:
             self.writes.append(("uncordon", node))
             self.nodes[node].setdefault("spec", {}).pop("unschedulable", None)
+            for key in remove_annotations:
+                self.nodes[node]["metadata"].get("annotations", {}).pop(key, None)
         return self.nodes[node]
+
+    def node_event(
+        self, node: str, *, uid: str, name: str, reason: str, message: str, action: str, at: datetime
+    ) -> bool:
+        """Events by name, as the API keeps them: a second create of a name is refused (False)."""
+        if name in self.node_events:
+            return False
+        self.node_events[name] = {
+            "node": node,
+            "uid": uid,
+            "reason": reason,
+            "message": message,
+            "action": action,
+        }
+        return True
 
     def _current(self, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
         pod = self.pods.get(f"{namespace}/{name}")

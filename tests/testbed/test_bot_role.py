@@ -50,8 +50,7 @@ READ = {
     ("watch", "apps", "deployments"),
     ("watch", "apps", "daemonsets"),
     ("watch", "apps", "statefulsets"),
-    # check: container logs, Services, a webhook's Endpoints, webhook configurations
-    ("get", "", "pods/log"),
+    # check: Services, a webhook's Endpoints, webhook configurations
     ("list", "", "services"),
     ("get", "", "endpoints"),
     # check: removed APIs in last-applied/managedFields (bot/core/checks/apis.py APPLIED_KINDS)
@@ -83,11 +82,19 @@ READ = {
 ACT = {
     ("patch", "", "nodes"),  # cordon, uncordon
     ("create", "", "pods/eviction"),  # drain
-    ("delete", "", "pods"),  # drain past its timeout, when the gate chooses delete
     ("patch", "apps", "deployments"),  # rollout restart
     ("patch", "apps", "daemonsets"),
     ("patch", "apps", "statefulsets"),
 }
+
+#: Defined but bound by nobody: a team opts in (deploy/rbac.yaml says how and why).
+OPTIONAL = {
+    "upgrade-bot-pod-logs": {("get", "", "pods/log")},  # log-based rules
+    "upgrade-bot-pod-delete": {("delete", "", "pods")},  # a drain's gated delete choice
+    "upgrade-bot-helm-releases": {("list", "", "secrets")},  # removed APIs in Helm releases
+}
+#: The Role (namespace default) for the Event a cordon or drain records on the node.
+NODE_EVENTS = {("create", "", "events")}
 
 #: A sample of what the bot must never do; each is a single API call away from the granted ones.
 REFUSED = [
@@ -170,7 +177,9 @@ def read_only_api(read_only_kubeconfig: Path) -> Iterator[client.ApiClient]:
         yield api
 
 
-def _allowed(api: client.ApiClient, verb: str, group: str, resource: str, sub: str = "") -> bool:
+def _allowed(
+    api: client.ApiClient, verb: str, group: str, resource: str, sub: str = "", *, namespace: str = "default"
+) -> bool:
     review = client.AuthorizationV1Api(api).create_self_subject_access_review(
         {
             "apiVersion": "authorization.k8s.io/v1",
@@ -181,7 +190,7 @@ def _allowed(api: client.ApiClient, verb: str, group: str, resource: str, sub: s
                     "group": group,
                     "resource": resource,
                     "subresource": sub,
-                    "namespace": "default",
+                    "namespace": namespace,
                 }
             },
         }
@@ -209,17 +218,37 @@ def test_the_roles_grant_exactly_what_the_features_need() -> None:
     assert _grants("upgrade-bot-act") == ACT
     assert not READ & ACT
     assert not {(v, g, r) for v, g, r, sub in REFUSED if not sub} & (READ | ACT)
-    bindings = {d["metadata"]["name"]: d for d in _documents() if d["kind"] == "ClusterRoleBinding"}
-    assert set(bindings) == {"upgrade-bot-read", "upgrade-bot-act"}
+    for name, grants in OPTIONAL.items():
+        assert _grants(name) == grants
+    bindings = {
+        d["metadata"]["name"]: d for d in _documents() if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+    }
+    # The opt-in roles are bound by nobody in this file.
+    assert set(bindings) == {"upgrade-bot-read", "upgrade-bot-act", "upgrade-bot-node-events"}
     for name, binding in bindings.items():
         assert binding["roleRef"]["name"] == name
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "upgrade-bot", "namespace": "upgrade-bot"}
         ]
+    (events,) = [d for d in _documents() if d["kind"] == "Role"]
+    assert events["metadata"] == {"name": "upgrade-bot-node-events", "namespace": "default"}
+    assert {(v, g, r) for rule in events["rules"] for v in rule["verbs"] for g in rule["apiGroups"]
+            for r in rule["resources"]} == NODE_EVENTS  # fmt: skip
 
 
 def test_a_read_only_token_may_read_and_watch_and_nothing_else(read_only_api: client.ApiClient) -> None:
     assert _check(read_only_api, READ) == {"refused but granted": [], "allowed but not granted": []}
+    # Nor anything of the opt-in roles, nor record an Event.
+    for verb, group, resource in sorted(set().union(*OPTIONAL.values()) | NODE_EVENTS):
+        name, _, sub = resource.partition("/")
+        assert not _allowed(read_only_api, verb, group, name, sub), (verb, group, resource)
+
+
+def test_the_bot_records_events_on_nodes_in_default_and_nowhere_else(bot_api: client.ApiClient) -> None:
+    assert _allowed(bot_api, "create", "", "events", namespace="default")
+    assert not _allowed(bot_api, "create", "", "events", namespace="kube-system")
+    assert not _allowed(bot_api, "delete", "", "events", namespace="default")
+    assert not _allowed(bot_api, "update", "", "events", namespace="default")
 
 
 def test_the_bots_token_with_both_roles_may_read_and_act_and_nothing_else(bot_api: client.ApiClient) -> None:

@@ -16,11 +16,15 @@ from typing import Any
 
 import pytest
 
+from bot.adapters.kube import Cluster
 from bot.adapters.store import Store
 from bot.core.checks.rules import load_rules
 from bot.core.watches.service import subject
+from bot.frontdoor.watching import WatchSource
+from bot.records import ClusterConfig
 from bot.settings import BUILTIN_RULES
 from bot.sim import SimCluster
+from tests.support.forbidden import LogsForbidden
 from tests.support.slack_stub import SlackStub
 from tests.support.watch_harness import WatchHarness
 
@@ -168,3 +172,45 @@ def _keys_of(found: Counter[tuple[str, str]]) -> list[tuple[str, str]]:
         namespace, _, short = name.strip("`").rpartition("/")
         out.append((rule, f"{namespace}/{kind}/{short}"))
     return out
+
+
+def test_a_watch_that_may_not_read_logs_says_so_once_and_asks_no_more(
+    sim_eks: SimCluster, store: Store, slack_stub: SlackStub, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    kubeconfig = sim_eks.write_kubeconfig(tmp_path / "kubeconfig")
+    clock = lambda: datetime.fromtimestamp(sim_eks.core.clock.now(), UTC)  # noqa: E731
+    sources: list[LogsForbidden] = []
+
+    class Refused(WatchHarness):
+        def connect(self, name: str) -> WatchSource:
+            sources.append(
+                LogsForbidden(Cluster.connect(ClusterConfig(name=name, kubeconfig=self.kubeconfig)))
+            )
+            return sources[-1]  # type: ignore[return-value]
+
+    harness = Refused(store, slack_stub, kubeconfig, "p1", clock=clock, rules=RULES)
+    row = harness.service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE")
+    try:
+        assert harness.runner.scan() == [row.id]
+        card = _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts, what="the card")
+        # KI001 is matched on the log text: a crash loop saying "Too many open files".
+        sim_eks.control.inject_fault(
+            {
+                "type": "crash_loop",
+                "match": {"namespace": "checkout", "name_prefix": "checkout-", "container": "istio-proxy"},
+                "crash_after": "5s",
+                "crash_logs": ["warning envoy main listener accept failure: Too many open files"],
+            }
+        )
+        _step(sim_eks, 30, steps=12)
+        _wait(lambda: sum(s.log_reads for s in sources) >= 1, what="a log read")
+        _step(sim_eks, 30, steps=4)
+    finally:
+        harness.runner.shutdown()
+    assert sum(s.log_reads for s in sources) == 1  # refused once: no more are asked for
+    said = [r.getMessage() for r in caplog.records if "container logs not read (forbidden)" in r.getMessage()]
+    assert len(said) == 1
+    assert "`upgrade-bot-pod-logs`" in said[0]
+    # The rule that matches the log text cannot match without it.
+    found = _found(_rule_posts(slack_stub, card))
+    assert ("KI001", "Deployment `checkout/checkout`") not in found

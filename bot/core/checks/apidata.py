@@ -2,15 +2,12 @@
 
 Two sources, one answer (`served`):
 
-- **PyPI `kubernetes-validate`** (the only home of that package in the bot). It ships the JSON
-  schemas of every Kubernetes release from 1.25 on, one folder per release. Its validator opens
-  schema files through jsonschema one object at a time; we need none of that. Each release's
-  `_definitions.json` tags every top-level type with `x-kubernetes-group-version-kind`, so one
-  msgspec pass per release that decodes only that tag (about 2 ms for 1.8 MB) gives the exact set
-  of served group/version/kinds; thirteen releases load in ~30 ms, once per process. The package
-  is located with `importlib.util.find_spec`, so its own imports (jsonschema, referencing) never
-  run. A kind served in 1.N and absent from a later release was removed there; the replacement
-  is the best other version of the same group and kind.
+- **`served_kinds.json`** beside this module: the served group/version/kinds of every Kubernetes
+  release from 1.25 on, generated at development time by `scripts/gen_apidata.py` from the JSON
+  schemas of PyPI's `kubernetes-validate` (a dev dependency only: its 108 MB of schemas stay out
+  of the bot's install). The file records the package and version it came from; it is read once
+  per process (about 1 ms). A kind served in 1.N and absent from a later release was removed
+  there; the replacement is the best other version of the same group and kind.
 - **`REMOVALS`**, a small table for what the schemas cannot say: every removal from 1.16 to 1.25
   (the data starts at 1.25, so it cannot see what 1.25 itself removed), each with the release
   that deprecated it and its replacement, after the Kubernetes "Deprecated API Migration Guide"
@@ -26,8 +23,6 @@ answered as that release (the data cannot know later removals: the report says s
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import itertools
 import re
 from collections.abc import Mapping
@@ -37,7 +32,7 @@ from pathlib import Path
 
 import msgspec
 
-DATA_PACKAGE = "kubernetes_validate"
+#: The package the shipped data was generated from (scripts/gen_apidata.py).
 DATA_DISTRIBUTION = "kubernetes-validate"
 
 SERVED = "served"
@@ -204,23 +199,26 @@ def minor_of(version: str) -> int:
     return int(m.group(1))
 
 
-# ---- the schemas of kubernetes-validate -----------------------------------------------------
+# ---- the served kinds of each release (served_kinds.json) -----------------------------------------
+
+DATA_FILE = Path(__file__).with_name("served_kinds.json")
 
 
-class _Definition(msgspec.Struct):
-    gvk: list[dict[str, str]] | None = msgspec.field(default=None, name="x-kubernetes-group-version-kind")
+class _ServedKinds(msgspec.Struct):
+    """The file scripts/gen_apidata.py writes: release minor → group-version → kinds (spaced)."""
 
-
-class _Definitions(msgspec.Struct):
-    defs: dict[str, _Definition] = msgspec.field(default_factory=dict, name="$defs")
+    source: str
+    version: str
+    releases: dict[int, dict[str, str]]
 
 
 @dataclass(frozen=True, kw_only=True)
 class SchemaData:
-    """The served group/version/kinds of each release the package covers."""
+    """The served group/version/kinds of each release the data covers."""
 
-    package_version: str  # "" when the package is not installed
+    package_version: str  # of the package the data was generated from; "" when there is no data
     served: Mapping[int, frozenset[GVK]]
+    source: str = DATA_DISTRIBUTION
 
     @property
     def first(self) -> int | None:
@@ -236,51 +234,31 @@ class SchemaData:
 
     def describe(self) -> str:
         if not self.served:
-            return "kubernetes-validate not installed: removals table 1.16–1.25 only"
+            return f"{DATA_FILE.name} missing: removals table 1.16–1.25 only"
         return (
-            f"API data: {DATA_DISTRIBUTION} {self.package_version} (schemas 1.{self.first}–1.{self.last})"
+            f"API data: {self.source} {self.package_version} (schemas 1.{self.first}–1.{self.last})"
             " + removals table 1.16–1.25"
         )
 
 
-def _schema_root() -> Path | None:
-    spec = importlib.util.find_spec(DATA_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))) / "kubernetes-json-schema"
-
-
-def read_schemas(root: Path, package_version: str) -> SchemaData:
-    """Each `v1.N.0-local` folder's `_definitions.json`, reduced to its served group/version/kinds.
-    Types tagged with several kinds (DeleteOptions, WatchEvent, …), apimachinery's own (Status)
-    and lists are not objects."""
-    decoder = msgspec.json.Decoder(_Definitions)
-    served: dict[int, frozenset[GVK]] = {}
-    for folder in sorted(root.glob("v1.*-local")):
-        m = re.match(r"^v1\.(\d+)\.\d+-local$", folder.name)
-        if m is None:
-            continue
-        doc = decoder.decode((folder / "_definitions.json").read_bytes())
-        kinds: set[GVK] = set()
-        for type_name, definition in doc.defs.items():
-            tags = definition.gvk or []
-            if len(tags) != 1 or type_name.startswith("io.k8s.apimachinery."):
-                continue
-            tag = tags[0]
-            kind = tag.get("kind", "")
-            if kind and not kind.endswith("List"):
-                kinds.add((tag.get("group", ""), tag.get("version", ""), kind))
-        served[int(m.group(1))] = frozenset(kinds)
-    return SchemaData(package_version=package_version, served=served)
+def read_served_kinds(path: Path) -> SchemaData:
+    """The generated file, as SchemaData."""
+    doc = msgspec.json.decode(path.read_bytes(), type=_ServedKinds)
+    served = {
+        minor: frozenset(
+            (*split_group_version(gv), kind) for gv, kinds in by_gv.items() for kind in kinds.split()
+        )
+        for minor, by_gv in doc.releases.items()
+    }
+    return SchemaData(package_version=doc.version, served=served, source=doc.source)
 
 
 @cache
 def schema_data() -> SchemaData:
-    """The installed package's data, read once per process."""
-    root = _schema_root()
-    if root is None or not root.is_dir():
+    """The shipped data, read once per process."""
+    if not DATA_FILE.is_file():
         return SchemaData(package_version="", served={})
-    return read_schemas(root, importlib.metadata.version(DATA_DISTRIBUTION))
+    return read_served_kinds(DATA_FILE)
 
 
 def describe_data() -> str:

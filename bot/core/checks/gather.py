@@ -77,6 +77,13 @@ MAX_LOG_READS = 200
 #: Pods of one workload whose logs are read: its pods share their configuration, and two tell a
 #: pod's bad luck from the workload's problem.
 LOGS_PER_WORKLOAD = 2
+#: The log budget's value once the API refused a log read (403): nothing more is read.
+LOGS_FORBIDDEN = -1
+#: What the report (and a watch's log) says then: reading logs is an opt-in role.
+LOGS_FORBIDDEN_NOTE = (
+    "not read (forbidden): the log-based rules need the optional `upgrade-bot-pod-logs` role"
+    " (deploy/rbac.yaml; Helm value `podLogs: true`)"
+)
 #: Unhealthy pods kept per workload for the report (the rest are counted by the finding).
 MAX_UNHEALTHY_PER_WORKLOAD = 5
 
@@ -521,7 +528,9 @@ def read_facts(
         if pending is not None:
             pending.close()
     hits = fold.finish()
-    if log_rules and fold.log_budget <= 0 and get_raw is not None:
+    if fold.logs_forbidden:
+        gaps.append(f"container logs: {LOGS_FORBIDDEN_NOTE}")
+    elif log_rules and fold.log_budget <= 0 and get_raw is not None:
         notes.append(
             f"log-based rules read at most {MAX_LOG_READS} container logs; more candidates were skipped"
         )
@@ -710,6 +719,7 @@ class _PodFold:
         self.bare: list[str] = []
         self.proxies: dict[str, set[str]] = {}
         self.log_budget = MAX_LOG_READS
+        self.logs_forbidden = False
         self._seen: set[tuple[str, str]] = set()
         self._logs_read: dict[str, int] = {}
         self._batch: list[PodState] = []
@@ -746,7 +756,8 @@ class _PodFold:
                 if read < LOGS_PER_WORKLOAD:
                     budget = [self.log_budget]
                     state = _with_logs(self._get_raw, state, self._log_rules, budget)
-                    self.log_budget = budget[0]
+                    self.logs_forbidden = budget[0] == LOGS_FORBIDDEN
+                    self.log_budget = max(budget[0], 0)
                     self._logs_read[state.workload] = read + 1
                     if any(c.log_tail for c in state.containers):
                         signals |= LOGGED
@@ -824,8 +835,15 @@ def _with_logs(
                     log_tail=raw.decode("utf-8", "replace"),
                 )
             except ClusterError as exc:
+                if exc.status == 403:
+                    # pods/log is an opt-in role (deploy/rbac.yaml): no further reads, and the
+                    # report says why the log-based rules saw no log.
+                    budget[0] = LOGS_FORBIDDEN
+                    log.info("container logs are not readable: %s", exc.user_message)
+                    break
                 log.info("no log for %s/%s %s: %s", state.namespace, state.name, c.name, exc)
         containers.append(c)
+    containers.extend(state.containers[len(containers) :])
     return PodState(
         namespace=state.namespace,
         name=state.name,

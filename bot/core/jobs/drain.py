@@ -8,7 +8,9 @@ controller, kubectl's --force).
 
 How it goes:
 1. the first tick cordons EVERY selected node (as managed node groups do: pods evicted from the
-   first node must not land on the next one to drain);
+   first node must not land on the next one to drain), each with the `upgrade-bot.io/cordoned-*`
+   annotations in the same patch and an `UpgradeBotDrain` Event naming the run, step, job and
+   approvers (bot.core.jobs.trail);
 2. nodes are then drained one at a time, in order. The node's pods are listed
    (`spec.nodeName=NODE`): DaemonSet pods and mirror pods are skipped (left on the node); pods with
    emptyDir and pods without a controller are REFUSED unless allowed (a line each); the rest are
@@ -68,12 +70,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
 
 from bot.core.checks.rules import EventRecord, Rule, match_rules
+from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
     JobCluster,
@@ -95,7 +98,7 @@ from bot.core.watches.known import RuleNeeds, pod_view, watch_key
 from bot.core.watches.milestones import known_issue_text
 from bot.core.watches.model import EPISODE_REOPEN, workload_of
 from bot.core.watches.schema import WPod
-from bot.errors import ClusterError, EvictionBlocked
+from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)
 DEFAULT_PARALLEL = 5
@@ -202,7 +205,8 @@ class DrainJob:
             if unschedulable(node):
                 lines.append(f"node {name} is already cordoned: left as it is")
             else:
-                cluster.cordon(name, dry_run=True)
+                annotations = tr.cordon_annotations(progress.get(tr.TRAIL), datetime.now(UTC))
+                cluster.cordon(name, dry_run=True, annotations=annotations)
                 lines.append(f"would cordon node {name} (schedulable → unschedulable)")
             pdb_cache: dict[str, list[Mapping[str, Any]]] = {}
             for pod in sorted(cluster.node_pods(name), key=pod_key):
@@ -395,13 +399,19 @@ class _Run:
                     )
                 )
                 continue
+            trail = self.p.get(tr.TRAIL)
             if not unschedulable(live):
-                self.cluster.cordon(name)
+                live = self.cluster.cordon(name, annotations=tr.cordon_annotations(trail, self.now))
                 self.audit.append(("cordon", f"node {name}: schedulable → unschedulable"))
             # Unschedulable now: by this tick, by an earlier run of it (crash), or before the job.
             if not node["was"]:
                 if name not in self.p["cordoned"]:
                     self.p["cordoned"].append(name)
+                # Again after a crash between the patch and the Event: the same name, not a second.
+                tr.leave_event(
+                    self.cluster, live, reason=tr.DRAIN_REASON, verb="cordoned for a drain", trail=trail,
+                    now=self.now,
+                )  # fmt: skip
                 self.posts.append(Post(key=f"drain-cordoned:{name}", text=f"node {name} cordoned"))
             node["state"] = "cordoned"
 
@@ -704,7 +714,20 @@ class _Run:
         namespace, pod = key.split("/", 1)
         entry["attempts"] = int(entry.get("attempts", 0)) + 1
         forced = node.get("forced") or {}
-        if self.cluster.delete_pod(namespace, pod, uid=entry["uid"]):
+        try:
+            deleted = self.cluster.delete_pod(namespace, pod, uid=entry["uid"])
+        except ClusterError as exc:
+            if exc.status != 403:
+                raise
+            # `delete pods` is an opt-in role: the job ends saying which one (the service ends a
+            # job on 403 with this message), the node stays cordoned.
+            raise ClusterForbidden(
+                f"{exc.user_message} — deleting a pod needs the optional `upgrade-bot-pod-delete` role"
+                " (deploy/rbac.yaml; Helm value `podDelete: true`), which is not bound",
+                cluster=exc.cluster,
+                status=403,
+            ) from exc
+        if deleted:
             self.audit.append(
                 (
                     "delete-pod",

@@ -13,6 +13,10 @@ unschedulable" for cordon). `state`: pending → done (this job changed it) | al
 before the job) | gone (the node was deleted meanwhile). `cordoned` lists the nodes THIS job
 cordoned, so an abort can offer to uncordon exactly those.
 
+The node says who did it: a cordon writes the `upgrade-bot.io/cordoned-*` annotations (the run,
+step, job and approvers stored in `trail`) in the same patch and records an `UpgradeBotCordon`
+Event on the node; an uncordon removes them and records `UpgradeBotUncordon` (bot.core.jobs.trail).
+
 Never twice: the write is a patch whose effect is visible on the node. A tick re-run after a crash
 sees a pending node already in the wanted state: if it was not when planned, this job made it so
 (or someone else did, between two ticks: the same outcome) and it is counted as done, without a
@@ -22,8 +26,10 @@ second patch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
+from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import JobCluster, bar, few, node_name, select_nodes, unschedulable
 from bot.errors import ClusterError
@@ -35,6 +41,7 @@ class _NodeFlagJob:
     kind = ""
     want_unschedulable = True
     done_key = ""  # progress list of the nodes this job changed
+    reason = ""  # of the Event recorded on each node this job changed
 
     def __init__(self, node_group_labels: Sequence[str] = ()) -> None:
         self.node_group_labels = tuple(node_group_labels)
@@ -70,12 +77,24 @@ class _NodeFlagJob:
             if unschedulable(node) == self.want_unschedulable:
                 lines.append(f"node {name} is already {after}: left as it is")
                 continue
-            if self.want_unschedulable:
-                cluster.cordon(name, dry_run=True)
-            else:
-                cluster.uncordon(name, dry_run=True)
+            self._write(cluster, name, progress, now=None, dry_run=True)
             lines.append(f"would {self.kind} node {name} ({before} → {after})")
         return lines
+
+    def _write(
+        self,
+        cluster: JobCluster,
+        name: str,
+        progress: Progress,
+        *,
+        now: datetime | None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """The patch, with the annotations that say who cordoned the node (or their removal)."""
+        if self.want_unschedulable:
+            annotations = tr.cordon_annotations(progress.get(tr.TRAIL), now or datetime.now(UTC))
+            return cluster.cordon(name, dry_run=dry_run, annotations=annotations)
+        return cluster.uncordon(name, dry_run=dry_run, remove_annotations=tr.ANNOTATIONS)
 
     def tick(
         self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
@@ -103,15 +122,21 @@ class _NodeFlagJob:
                 # The effect is there: written by an earlier run of this tick, or already so at plan.
                 entry["state"] = "already" if entry["was"] else "done"
             else:
-                if self.want_unschedulable:
-                    cluster.cordon(name)
-                else:
-                    cluster.uncordon(name)
+                node = self._write(cluster, name, progress, now=now)
                 entry["state"] = "done"
                 audit.append((self.kind, f"node {name}: {before} → {after}"))
             if entry["state"] == "done":
                 if name not in changed:
                     changed.append(name)
+                # Again after a crash between the patch and the Event: the same name, not a second.
+                tr.leave_event(
+                    cluster,
+                    node,
+                    reason=self.reason,
+                    verb=self._word(),
+                    trail=progress.get(tr.TRAIL),
+                    now=now,
+                )
                 posts.append(Post(key=f"{self.kind}:{name}", text=f"node {name} {self._word()}"))
             else:
                 posts.append(
@@ -146,6 +171,7 @@ class CordonJob(_NodeFlagJob):
     kind = "cordon"
     want_unschedulable = True
     done_key = "cordoned"
+    reason = tr.CORDON_REASON
 
 
 class UncordonJob(_NodeFlagJob):
@@ -154,3 +180,4 @@ class UncordonJob(_NodeFlagJob):
     kind = "uncordon"
     want_unschedulable = False
     done_key = "uncordoned"
+    reason = tr.UNCORDON_REASON

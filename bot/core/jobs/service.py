@@ -40,8 +40,10 @@ from bot.adapters.store import Store
 from bot.core.actions.base import ActionRequest
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, thread_root
+from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
+from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection
 from bot.core.people import Directory, roles_of
 from bot.errors import BotError, ClusterError, Fenced, TemporaryError, UserError, clip
@@ -378,6 +380,8 @@ class JobService:
                 answered = True
             if not row.progress:
                 progress = job.plan(cluster, args, now=now)
+                # Who and why, for what the job leaves on the nodes it touches (bot.core.jobs.trail).
+                progress[tr.TRAIL] = self._trail(row)
                 if row.dry_run:
                     lines = job.dry_run(cluster, progress)
                     return self._dry_run_done(row, progress, lines)
@@ -642,6 +646,27 @@ class JobService:
             if sr.step_id == row.step_id:
                 return sr.state is StepState.RUNNING and sr.epoch == row.epoch
         return False
+
+    def _trail(self, row: JobRow) -> dict[str, Any]:
+        """The run, step, job and the people whose approval started the step (for abort's offer
+        to uncordon: whoever answered it)."""
+        approved: list[str] = []
+        if row.step_id == AFTER_ABORT:
+            decision = decision_of(row.decision)
+            approved = [decision.by] if decision is not None else []
+        else:
+            rows = self.store.run_rows(row.run_id)
+            given = rows[2] if rows is not None else []
+            # Each state change bumps the step's epoch: the approvals that set it running carry
+            # the epoch it had while its gate was open, the last one below the job's.
+            starts = [
+                a for a in given
+                if a.step_id == row.step_id and a.phase == "start" and a.decision == "approve"
+                and a.epoch < row.epoch
+            ]  # fmt: skip
+            last = max((a.epoch for a in starts), default=None)
+            approved = [a.user_id for a in starts if a.epoch == last]
+        return make_trail(run_id=row.run_id, step_id=row.step_id, job_id=row.id, approved_by=approved)
 
     def _roster(self, run_id: str) -> Mapping[str, Sequence[str]]:
         rows = self.store.run_rows(run_id)

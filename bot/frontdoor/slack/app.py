@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from slack_bolt import App, BoltResponse
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
 from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
@@ -23,6 +24,27 @@ from bot.frontdoor.wiring import Services
 from bot.frontdoor.workers import WorkerPool
 
 log = logging.getLogger(__name__)
+
+
+class _ClientOnly(logging.Filter):
+    """Drops Bolt's "As you gave `client` as well, `token` will be unused." — a false alarm here.
+
+    The App is given only the client (it carries the token from the settings), but Bolt's
+    constructor also reads SLACK_BOT_TOKEN from the environment by itself, which is where the
+    settings took the token from, so it warns at every start that a token it found is unused. An
+    explicit `token=None` cannot stop it (Bolt falls back to the environment), and the variable
+    must stay set, so this one message, matched exactly, is dropped from Bolt's logger.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+def _bolt_logger() -> logging.Logger:
+    logger = logging.getLogger("slack_bolt.App")
+    if not any(isinstance(f, _ClientOnly) for f in logger.filters):
+        logger.addFilter(_ClientOnly())
+    return logger
 
 
 def build_app(
@@ -45,7 +67,7 @@ def build_app(
         # Socket Mode messages are not signed; HTTP requests always are.
         request_verification_enabled=not socket_mode,
         process_before_response=False,
-        logger=logging.getLogger("slack_bolt.App"),
+        logger=_bolt_logger(),
     )
     gateway = SlackGateway(services.web_client)
     app.middleware(deduplicate(services.store, clock))

@@ -17,6 +17,7 @@ from bot.core.checks.rules import read_rules
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_RULES
 from bot.sim import SimCluster
+from tests.support.forbidden import LogsForbidden
 
 RULES = read_rules(BUILTIN_RULES)
 
@@ -67,3 +68,17 @@ def test_without_the_core_api_every_list_is_a_gap_in_the_reports_order(
     assert gathered.facts.nodes == []
     assert gathered.hits == []
     assert fetching_ahead() == 0
+
+
+def test_logs_the_bot_may_not_read_are_a_gap_naming_the_opt_in_role_and_read_once(reader: Cluster) -> None:
+    allowed = read_facts(reader, rules=RULES)
+    assert not any(g.startswith("container logs") for g in allowed.facts.gaps)
+    refused = LogsForbidden(reader)
+    gathered = read_facts(refused, rules=RULES)  # type: ignore[arg-type]
+    assert refused.log_reads == 1  # the first refusal stops the rest
+    assert gathered.facts.gaps[-1] == (
+        "container logs: not read (forbidden): the log-based rules need the optional "
+        "`upgrade-bot-pod-logs` role (deploy/rbac.yaml; Helm value `podLogs: true`)"
+    )
+    # The rest of the check is whole.
+    assert gathered.facts.nodes == allowed.facts.nodes
