@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from bot.core.checks import schema
+from bot.core.checks.patterns import DEFAULT_BUDGET_SECONDS, MatchBudget
 from bot.core.checks.preflight import (
     Facts,
     NodeFacts,
@@ -305,12 +306,16 @@ def read_facts(
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
     progress: Callable[[str, int], None] | None = None,
     meanwhile: Callable[[str], None] | None = None,
+    match_seconds: float = DEFAULT_BUDGET_SECONDS,
 ) -> Gathered:
     """Read what the checks and rules need; `namespace`/`pod_name` narrow the pods (diagnose).
 
     `meanwhile` is called with the control plane's version while the pods' helper works, before
-    its pages are folded: the caller's own reads (the removed-API signals) overlap the pods."""
+    its pages are folded: the caller's own reads (the removed-API signals) overlap the pods.
+    The rules' matching spends at most `match_seconds` (a note says so when it ran out)."""
     report = progress or (lambda _r, _n: None)
+    # One matching budget for the whole run: the batches below all spend from it.
+    budget = MatchBudget(match_seconds)
     gaps: list[str] = []
     notes: list[str] = []
 
@@ -487,6 +492,7 @@ def read_facts(
 
         fold = _PodFold(
             rules=rules,
+            budget=budget,
             screen=screen,
             node_ready=node_ready,
             events=ev_by_pod,
@@ -514,6 +520,8 @@ def read_facts(
         if pending is not None:
             pending.close()
     hits = fold.finish()
+    if budget.exhausted:
+        notes.append(budget.describe())
     if log_rules and fold.log_budget <= 0 and get_raw is not None:
         notes.append(
             f"log-based rules read at most {MAX_LOG_READS} container logs; more candidates were skipped"
@@ -688,6 +696,7 @@ class _PodFold:
         self,
         *,
         rules: Sequence[Rule],
+        budget: MatchBudget,
         screen: Screen,
         node_ready: Mapping[str, bool],
         events: Mapping[tuple[str, str], list[EventRecord]],
@@ -696,6 +705,7 @@ class _PodFold:
     ) -> None:
         self._rules, self._screen, self._node_ready, self._events = rules, screen, node_ready, events
         self._log_rules, self._get_raw = log_rules, get_raw
+        self._budget = budget
         self.unhealthy: dict[str, list[tuple[str, str, str]]] = {}
         self.not_evictable: dict[str, list[str]] = {}
         self.empty_dir: dict[str, list[str]] = {}
@@ -751,7 +761,8 @@ class _PodFold:
 
     def _match(self) -> None:
         batch, self._batch = self._batch, []
-        _merge(self._hits, match_rules(self._rules, batch, _events_of(batch, self._events)))
+        events = _events_of(batch, self._events)
+        _merge(self._hits, match_rules(self._rules, batch, events, budget=self._budget))
 
     def finish(self) -> list[RuleHit]:
         """The rules' hits, once every page is in."""
@@ -760,7 +771,7 @@ class _PodFold:
         orphans = [e for key, evs in self._events.items() if key not in self._seen for e in evs]
         if orphans:
             # Events about objects that are not pods (any more): a node, a PDB, a pod already gone.
-            _merge(self._hits, match_rules(self._rules, [], orphans))
+            _merge(self._hits, match_rules(self._rules, [], orphans, budget=self._budget))
         return sorted(self._hits.values(), key=lambda h: h.key)
 
 
@@ -785,6 +796,8 @@ def _merge(into: dict[tuple[str, str], RuleHit], hits: Sequence[RuleHit]) -> Non
                 namespace=have.namespace,
                 pods=tuple(sorted({*have.pods, *hit.pods})),
                 evidence=have.evidence,
+                container=have.container,
+                nodes=tuple(sorted(dict((*hit.nodes, *have.nodes)).items())),
             )
 
 
