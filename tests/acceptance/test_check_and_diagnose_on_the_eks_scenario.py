@@ -170,7 +170,7 @@ def plant_known_issues(sim: SimCluster, kubectl: Callable[..., subprocess.Comple
             ],
         }
     )
-    # KI003: an istio operator whose IstioOperator still declares the v2beta1 hpaSpec.
+    # KI003: an istio operator that applies v2beta1 HPAs, with an hpaSpec in the v2 form.
     control.apply(
         {
             "apiVersion": "apps/v1",
@@ -196,8 +196,9 @@ def plant_known_issues(sim: SimCluster, kubectl: Callable[..., subprocess.Comple
                 {
                     "lines": [
                         "{time}\terror\tinstaller\tfailed to update resource with server-side apply for obj "
-                        "HorizontalPodAutoscaler/istio-system/istiod: .spec.metrics[0].resource."
-                        "targetAverageUtilization: field not declared in schema"
+                        "HorizontalPodAutoscaler/istio-system/istiod: failed to create typed patch object "
+                        "(istio-system/istiod; autoscaling/v2beta1, Kind=HorizontalPodAutoscaler): "
+                        ".spec.metrics[0].resource.target: field not declared in schema"
                     ],
                     "every": "30s",
                 }
