@@ -28,6 +28,8 @@ from typing import Any
 
 import re2
 
+from bot.errors import ConfigError
+
 #: A rule's pattern is a line or two; longer ones are mistakes (and cost matching time).
 MAX_PATTERN_CHARS = 500
 #: The most characters of one text a pattern looks at: the first of a message or an image, the
@@ -41,7 +43,7 @@ DEFAULT_BUDGET_SECONDS = 10.0
 _CUT = "…"
 
 
-class PatternError(ValueError):
+class PatternError(ConfigError):
     """A pattern RE2 will not compile; the message says why (without the pattern)."""
 
 
