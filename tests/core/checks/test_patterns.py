@@ -181,16 +181,20 @@ _WELL_FORMED = st.recursive(
         st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
         inner.map(lambda p: f"({p})"),
         st.tuples(inner, st.sampled_from(["*", "+", "?", "{1,9}", "{0,50}", "{3}", "*?"])).map("".join),
+        # A repetition of a repetition, anchored: exponential for a backtracking engine.
+        inner.map(lambda p: f"(?:({p})+)+$"),
     ),
     max_leaves=25,
 )
 #: …and token soup, most of which RE2 refuses (the refusal is what is tested then).
 _PATTERNS = st.one_of(_WELL_FORMED, st.lists(_TOKENS, min_size=1, max_size=40).map("".join))
-#: Texts up to the bound: a short random piece repeated, so long texts are cheap to generate.
+#: Texts up to twice the bound: a short random piece repeated (so long texts are cheap to
+#: generate) and a short random tail — "aaaa…a!" is what makes a backtracking engine give up.
 _TEXTS = st.tuples(
     st.text(alphabet=st.sampled_from("aab!x \n\té9_"), min_size=1, max_size=40),
     st.integers(min_value=1, max_value=MAX_TEXT_CHARS * 2),
-).map(lambda t: (t[0] * (t[1] // len(t[0]) + 1))[: t[1]])
+    st.text(alphabet=st.sampled_from("!ab \n"), max_size=3),
+).map(lambda t: (t[0] * (t[1] // len(t[0]) + 1))[: t[1]] + t[2])
 
 #: One search on the largest text takes ≤ 0.06 s on this machine at load (bench_rules.py); the
 #: bound leaves room for a loaded CI machine and still catches anything super-linear.
