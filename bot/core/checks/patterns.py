@@ -33,9 +33,15 @@ from bot.errors import ConfigError
 #: A rule's pattern is a line or two; longer ones are mistakes (and cost matching time).
 MAX_PATTERN_CHARS = 500
 #: The most characters of one text a pattern looks at: the first of a message or an image, the
-#: last of a log tail. RE2 is linear, so this bounds one search (measured: ≤ 15 ms for the worst
-#: patterns of `bench_rules.py` on this machine).
+#: last of a log tail. RE2 is linear, so this (with `MAX_PROGRAM_SIZE`) bounds one search: most
+#: patterns take well under 20 ms here, the worst `bench_rules.py` knows about 0.6 s.
 MAX_TEXT_CHARS = 64 * 1024
+#: The largest RE2 program a rule may compile to (instructions; a rule's pattern is a few dozen,
+#: `.{0,400}` is 2,800). Bigger ones are still linear, but when RE2's DFA outgrows its memory it
+#: falls back to its NFA, whose cost per character grows with the program: the worst measured here,
+#: `(?:a{0,100}){10}b` (2,005 instructions), takes about 0.6 s on 64 KiB of a's once it has; a
+#: 18,000-instruction pattern would take several seconds per search.
+MAX_PROGRAM_SIZE = 3000
 #: What one run of the rules may spend matching, in seconds.
 DEFAULT_BUDGET_SECONDS = 10.0
 
@@ -104,6 +110,12 @@ def compile_pattern(text: str) -> SafePattern:
         compiled = re2.compile("(?m)" + text, _OPTIONS)
     except re2.error as exc:
         raise PatternError(_reason(exc, text)) from None
+    size = compiled._regexp.ProgramSize()
+    if size > MAX_PROGRAM_SIZE:
+        raise PatternError(
+            f"too complex for a rule: RE2 compiles it to {size} instructions (at most {MAX_PROGRAM_SIZE};"
+            " each copy of a bounded repetition like {1,500} counts)"
+        )
     return SafePattern(pattern=text, _compiled=compiled)
 
 

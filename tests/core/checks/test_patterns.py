@@ -50,6 +50,7 @@ def test_a_pattern_that_backtracks_exponentially_in_re_is_linear_here() -> None:
         (r"end\Z", "write \\z for the end of the text"),
         (r"(unclosed", "missing ): (unclosed"),
         (r"a{2000}", "invalid repetition size: {2000}"),
+        (r"(\w{1,20}\s?){50}q", "too complex for a rule: RE2 compiles it to 4255 instructions (at most 3000"),
     ],
 )
 def test_what_re2_cannot_match_in_linear_time_is_refused_with_the_reason(pattern: str, reason: str) -> None:
@@ -196,9 +197,10 @@ _TEXTS = st.tuples(
     st.text(alphabet=st.sampled_from("!ab \n"), max_size=3),
 ).map(lambda t: (t[0] * (t[1] // len(t[0]) + 1))[: t[1]] + t[2])
 
-#: One search on the largest text takes ≤ 0.06 s on this machine at load (bench_rules.py); the
-#: bound leaves room for a loaded CI machine and still catches anything super-linear.
-ONE_SEARCH = 0.5
+#: One search on the largest text takes ≤ 0.6 s on this machine for the worst pattern known
+#: (bench_rules.py; most take milliseconds); the bound leaves room for a loaded CI machine and
+#: still catches anything super-linear (Python's re needs minutes for these).
+ONE_SEARCH = 2.0
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
