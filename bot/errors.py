@@ -9,7 +9,9 @@ whether anything is retried.
     │   ├── TransitionRefused       a step or run change the state machine does not allow now
     │   └── RunNotFound             no such run, or no single live run to act on
     ├── ConfigError                 the configuration file or environment is wrong (exit status 2)
-    │   └── StoreUnreachable        the database did not accept a connection (exit status 1)
+    │   ├── StoreUnreachable        the database did not accept a connection (exit status 1)
+    │   └── PatternError            a rule pattern RE2 refuses (bot.core.checks.patterns; the rules
+    │                               loader adds the file, line and key)
     ├── TemporaryError              worth retrying later (rate limits, timeouts, lost races)
     │   └── ConcurrentUpdate        another writer committed the run first; re-read and decide again
     ├── PermanentError              stop and report (a bug, a refused write, corrupted state)

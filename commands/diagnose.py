@@ -32,8 +32,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
     rules = load_rules(ctx.settings.rules_paths())
     reader = ctx.connect_cluster(cluster)
+    notes: list[str] = []
     with contextlib.closing(reader):
-        hits = checks.diagnose(reader, rules=rules, namespace=namespace, pod=pod)
+        hits = checks.diagnose(reader, rules=rules, namespace=namespace, pod=pod, notes=notes)
     shown = [
         {
             "id": h.rule.id,
@@ -42,7 +43,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             "pods": h.pods,
             "evidence": h.evidence,
             "explanation": h.rule.explanation,
-            "remediation": h.rule.remediation,
+            "remediation": h.remedy(),
             "links": h.rule.links,
         }
         for h in hits[:SHOWN]
@@ -56,6 +57,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             "hits": shown,
             "more": max(0, len(hits) - SHOWN),
             "rule_count": len(rules),
+            "notes": notes,
         },
     )
 

@@ -35,11 +35,11 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(tmp
     url = re.search(r"^url: http://127\.0\.0\.1:(\d+)$", out, re.MULTILINE)
     assert url
     assert "• `/upgrade snapshot [--cluster CLUSTER] [label ...]`" in out  # help
-    assert re.search(r"Snapshot \*#1\* `pre` of \*sim\* .*\nControl plane v1\.24\.17-eks-\S+ · 13 nodes", out)
+    assert re.search(r"Snapshot \*#1\* `pre` of \*sim\* .*\nControl plane v1\.24\.17-eks-\S+ · 14 nodes", out)
     assert "step 6/6: NodeGroupUpdate logging → 1.25.16" in out
     assert "upgrade op-1: Successful" in out
     assert re.search(
-        r"Snapshot \*#2\* `post` of \*sim\* .*\nControl plane v1\.25\.16-eks-\S+ · 13 nodes", out
+        r"Snapshot \*#2\* `post` of \*sim\* .*\nControl plane v1\.25\.16-eks-\S+ · 14 nodes", out
     )
     assert ":rotating_light: Diff *#1* `pre` → *#2* `post`: *7 regressions*" in out
     assert "# Cluster diff: #1 pre → #2 post" in out

@@ -14,6 +14,7 @@ check`, `/upgrade diagnose`) with the real kube adapter.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -170,7 +171,7 @@ def plant_known_issues(sim: SimCluster, kubectl: Callable[..., subprocess.Comple
             ],
         }
     )
-    # KI003: an istio operator whose IstioOperator still declares the v2beta1 hpaSpec.
+    # KI003: an istio operator that applies v2beta1 HPAs, with an hpaSpec in the v2 form.
     control.apply(
         {
             "apiVersion": "apps/v1",
@@ -196,8 +197,9 @@ def plant_known_issues(sim: SimCluster, kubectl: Callable[..., subprocess.Comple
                 {
                     "lines": [
                         "{time}\terror\tinstaller\tfailed to update resource with server-side apply for obj "
-                        "HorizontalPodAutoscaler/istio-system/istiod: .spec.metrics[0].resource."
-                        "targetAverageUtilization: field not declared in schema"
+                        "HorizontalPodAutoscaler/istio-system/istiod: failed to create typed patch object "
+                        "(istio-system/istiod; autoscaling/v2beta1, Kind=HorizontalPodAutoscaler): "
+                        ".spec.metrics[0].resource.target: field not declared in schema"
                     ],
                     "every": "30s",
                 }
@@ -354,7 +356,10 @@ def test_each_known_issue_the_sim_plays_is_diagnosed_once_per_workload_and_episo
     text = outcome.rendered.text
     assert text.startswith(":mag: 2 known issues in *logging* on *sim*")
     assert "*`KI008` Pods stuck Terminating on a NotReady node* — StatefulSet logging/es (1 pod)" in text
-    assert "kubectl delete node NODE" in text
+    # The remedy names the node es-0 was on and the pod, ready to paste.
+    assert re.search(r"\n  kubectl delete node ip-[a-z0-9.-]+\.compute\.internal\n", text), text
+    assert "kubectl -n logging delete pod es-0 --grace-period=0 --force" in text
+    assert "kubectl delete node NODE" not in text
     assert "https://github.com/kubernetes/kubernetes/issues/55713" in text
     assert one.rendered.text.startswith(":white_check_mark: No known issue matches in *payments/nope*")
     assert not bad.ok

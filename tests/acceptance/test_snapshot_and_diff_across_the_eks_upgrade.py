@@ -153,7 +153,8 @@ def test_the_terminal_diff_reports_the_replaced_groups_versions_and_exactly_the_
     config = write_config(tmp_path, sim_eks)
     pre = bot(config, "snapshot", "pre", "--cluster", "sim")
     assert pre.returncode == 0, pre.stderr
-    nodes = sum(g["count"] for g in SCENARIO["node_groups"]) + 2  # and CoreDNS's two Fargate nodes
+    # and the Fargate nodes of CoreDNS's two pods and dns-autoscaler's one
+    nodes = sum(g["count"] for g in SCENARIO["node_groups"]) + 3
     assert pre.stdout.startswith(f"snapshot #1 `pre`: {nodes} nodes")
     play_upgrade(sim_eks)
     post_ = bot(config, "snapshot", "post", "--cluster", "sim")

@@ -164,7 +164,9 @@ def test_a_drain_blocked_by_a_disruption_budget_names_it_once_and_finishes_when_
         " TooManyRequests: Cannot evict pod as it would"
         " violate the pod's disruption budget."
     )
-    assert "kubectl get pdb -A" in driver.posts[known]
+    assert (
+        f"kubectl -n {ns} get pdb   (the one with ALLOWED DISRUPTIONS 0 selects web)" in driver.posts[known]
+    )
     assert _unschedulable(backend, node)
     # It keeps retrying (every 5 s) without a second post, and the card names the budget.
     driver.run(until=lambda d: any(p["attempts"] >= 2 for p in d.progress["nodes"][node]["pods"].values()))

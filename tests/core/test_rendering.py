@@ -96,6 +96,9 @@ SAMPLES: dict[str, dict[str, Any]] = {
         ],
         "more": 3,
         "rule_count": 11,
+        "notes": [
+            "known-issue rules stopped matching after their 10 s budget: TEAM001 did not look at every pod"
+        ],
     },
     "watch_card": {
         "cluster": "prod",

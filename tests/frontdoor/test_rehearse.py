@@ -38,6 +38,7 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
     assert "sim: upgrade_control_plane version=1.25.16 → Successful" in out
     assert "`restart-coredns` succeeded: restart job" in out
     assert 'deployment/kube-system/coredns: deployment "coredns" successfully rolled out' in out
+    assert 'deployment/kube-system/dns-autoscaler: deployment "dns-autoscaler" successfully rolled out' in out
     for group in ("control-plane", "istio", "ng-shared", "others", "logging"):
         # The sim plays the pipeline (new nodes join); the bot cordons and drains the old ones
         # through the eviction API, and the sim terminates each drained node.

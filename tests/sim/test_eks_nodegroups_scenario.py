@@ -43,9 +43,14 @@ def test_node_groups_fargate_and_the_control_plane_start_on_the_old_version(sim_
     assert by_group["others"] == "v1.22.17-"
     coredns = [p for p in _pods(sim_eks, "kube-system") if p["metadata"]["name"].startswith("coredns-")]
     assert len(coredns) == 2
+    # dns-autoscaler runs on Fargate too (its own profile): the runbook restarts both.
+    autoscaler = [
+        p for p in _pods(sim_eks, "kube-system") if p["metadata"]["name"].startswith("dns-autoscaler-")
+    ]
+    assert len(autoscaler) == 1
     assert all(
         p["spec"]["nodeName"].startswith("fargate-ip-") and p["spec"]["schedulerName"] == "fargate-scheduler"
-        for p in coredns
+        for p in coredns + autoscaler
     )
 
 

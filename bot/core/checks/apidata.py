@@ -8,8 +8,9 @@ Two sources, one answer (`served`):
   of the bot's install). The file records the package and version it came from; it is read once
   per process (about 1 ms). A kind served in 1.N and absent from a later release was removed
   there; the replacement is the best other version of the same group and kind.
-- **`REMOVALS`**, a small table for what the schemas cannot say: every removal from 1.16 to 1.25
-  (the data starts at 1.25, so it cannot see what 1.25 itself removed), each with the release
+- **`REMOVALS`**, a small table for what the schemas cannot say: every removal from 1.16 to 1.25,
+  beta and alpha group-versions alike (the data starts at 1.25, so it cannot see what 1.25 itself
+  removed, nor tell an alpha gone in 1.22 from one that never existed), each with the release
   that deprecated it and its replacement, after the Kubernetes "Deprecated API Migration Guide"
   and the apiserver's own `deprecated in v1.X+, unavailable in v1.Y+` warnings; and `RENAMED`,
   replacements the data cannot infer (kinds renamed between alpha versions).
@@ -146,6 +147,43 @@ REMOVALS: tuple[Removal, ...] = tuple(
         "nothing: Pod Security Admission (pod-security.kubernetes.io/* namespace labels) or a policy engine",
     )
     + _r("node.k8s.io/v1beta1", "RuntimeClass", 20, 25, "node.k8s.io/v1")
+    # Alpha group-versions removed from 1.16 to 1.25 (off by default while served, but a cluster
+    # could enable them, and manifests and Helm releases still name them). Deprecated from the
+    # release their successor arrived (or, for RBAC, the release that marked them, #84758).
+    + _r(
+        "auditregistration.k8s.io/v1alpha1",
+        "AuditSink",
+        18,
+        19,
+        "nothing: the apiserver's audit policy and webhook backend (--audit-policy-file, --audit-webhook-config-file)",
+    )
+    + _r(
+        "settings.k8s.io/v1alpha1",
+        "PodPreset",
+        19,
+        20,
+        "nothing: a mutating admission webhook, or the settings in the workloads' own templates",
+    )
+    + _r("batch/v2alpha1", "CronJob", 8, 21, "batch/v1")
+    + _r("discovery.k8s.io/v1alpha1", "EndpointSlice", 17, 21, "discovery.k8s.io/v1")
+    + _r(
+        "flowcontrol.apiserver.k8s.io/v1alpha1",
+        "FlowSchema PriorityLevelConfiguration",
+        20,
+        21,
+        "flowcontrol.apiserver.k8s.io/v1beta1",
+    )
+    + _r(
+        "rbac.authorization.k8s.io/v1alpha1",
+        "ClusterRole ClusterRoleBinding Role RoleBinding",
+        17,
+        22,
+        "rbac.authorization.k8s.io/v1",
+    )
+    + _r("scheduling.k8s.io/v1alpha1", "PriorityClass", 14, 22, "scheduling.k8s.io/v1")
+    + _r("node.k8s.io/v1alpha1", "RuntimeClass", 20, 22, "node.k8s.io/v1")
+    + _r("storage.k8s.io/v1alpha1", "VolumeAttachment", 13, 24, "storage.k8s.io/v1")
+    + _r("storage.k8s.io/v1alpha1", "CSIStorageCapacity", 21, 24, "storage.k8s.io/v1beta1")
 )
 
 #: What the schemas cannot infer about replacements: kinds renamed while in alpha (the new kind's

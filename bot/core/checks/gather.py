@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from bot.core.checks import schema
+from bot.core.checks.patterns import DEFAULT_BUDGET_SECONDS, MatchBudget
 from bot.core.checks.preflight import (
     Facts,
     NodeFacts,
@@ -319,12 +320,16 @@ def read_facts(
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
     progress: Progress | None = None,
     meanwhile: Callable[[str], None] | None = None,
+    match_seconds: float = DEFAULT_BUDGET_SECONDS,
 ) -> Gathered:
     """Read what the checks and rules need; `namespace`/`pod_name` narrow the pods (diagnose).
 
     `meanwhile` is called with the control plane's version while the pods' helper works, before
-    its pages are folded: the caller's own reads (the removed-API signals) overlap the pods."""
+    its pages are folded: the caller's own reads (the removed-API signals) overlap the pods.
+    The rules' matching spends at most `match_seconds` (a note says so when it ran out)."""
     report: Progress = no_progress if progress is None else progress
+    # One matching budget for the whole run: the batches below all spend from it.
+    budget = MatchBudget(match_seconds)
     gaps: list[str] = []
     notes: list[str] = []
 
@@ -501,6 +506,7 @@ def read_facts(
 
         fold = _PodFold(
             rules=rules,
+            budget=budget,
             screen=screen,
             node_ready=node_ready,
             events=ev_by_pod,
@@ -528,6 +534,8 @@ def read_facts(
         if pending is not None:
             pending.close()
     hits = fold.finish()
+    if budget.exhausted:
+        notes.append(budget.describe())
     if fold.logs_forbidden:
         gaps.append(f"container logs: {LOGS_FORBIDDEN_NOTE}")
     elif log_rules and fold.log_budget <= 0 and get_raw is not None:
@@ -704,6 +712,7 @@ class _PodFold:
         self,
         *,
         rules: Sequence[Rule],
+        budget: MatchBudget,
         screen: Screen,
         node_ready: Mapping[str, bool],
         events: Mapping[tuple[str, str], list[EventRecord]],
@@ -712,6 +721,7 @@ class _PodFold:
     ) -> None:
         self._rules, self._screen, self._node_ready, self._events = rules, screen, node_ready, events
         self._log_rules, self._get_raw = log_rules, get_raw
+        self._budget = budget
         self.unhealthy: dict[str, list[tuple[str, str, str]]] = {}
         self.not_evictable: dict[str, list[str]] = {}
         self.empty_dir: dict[str, list[str]] = {}
@@ -769,7 +779,8 @@ class _PodFold:
 
     def _match(self) -> None:
         batch, self._batch = self._batch, []
-        _merge(self._hits, match_rules(self._rules, batch, _events_of(batch, self._events)))
+        events = _events_of(batch, self._events)
+        _merge(self._hits, match_rules(self._rules, batch, events, budget=self._budget))
 
     def finish(self) -> list[RuleHit]:
         """The rules' hits, once every page is in."""
@@ -778,7 +789,7 @@ class _PodFold:
         orphans = [e for key, evs in self._events.items() if key not in self._seen for e in evs]
         if orphans:
             # Events about objects that are not pods (any more): a node, a PDB, a pod already gone.
-            _merge(self._hits, match_rules(self._rules, [], orphans))
+            _merge(self._hits, match_rules(self._rules, [], orphans, budget=self._budget))
         return sorted(self._hits.values(), key=lambda h: h.key)
 
 
@@ -803,6 +814,8 @@ def _merge(into: dict[tuple[str, str], RuleHit], hits: Sequence[RuleHit]) -> Non
                 namespace=have.namespace,
                 pods=tuple(sorted({*have.pods, *hit.pods})),
                 evidence=have.evidence,
+                container=have.container,
+                nodes=tuple(sorted(dict((*hit.nodes, *have.nodes)).items())),
             )
 
 

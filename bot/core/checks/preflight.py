@@ -503,10 +503,10 @@ def check_resilience(facts: Facts) -> list[Finding]:
 def check_istio(facts: Facts) -> list[Finding]:
     if not facts.istiod:
         return []
+    workloads = [w for w, v in sorted(facts.pods.proxy_versions.items()) if v - {facts.istiod}]
     stale = [
-        f"{w} (istio-proxy {', '.join(sorted(v - {facts.istiod}))})"
-        for w, v in sorted(facts.pods.proxy_versions.items())
-        if v - {facts.istiod}
+        f"{w} (istio-proxy {', '.join(sorted(facts.pods.proxy_versions[w] - {facts.istiod}))})"
+        for w in workloads
     ]
     if not stale:
         return []
@@ -518,9 +518,36 @@ def check_istio(facts: Facts) -> list[Finding]:
             objects=_listed(stale),
             why="Sidecars are injected at pod creation: these still run an older proxy than istiod. Istio"
             " supports a proxy one minor behind; after the upgrade's restarts the mix widens.",
-            fix="Restart them after the control-plane step: kubectl -n NAMESPACE rollout restart deployment NAME.",
+            fix="Restart them after the control-plane step:\n" + _restarts(workloads),
         )
     ]
+
+
+#: Restart commands written out one per workload; past these, one per namespace.
+MAX_RESTARTS = 5
+
+
+def _restarts(workloads: Sequence[str]) -> str:
+    """`kubectl rollout restart` for each workload ("Deployment ns/name"), ready to paste: one line
+    each up to `MAX_RESTARTS`, then one per namespace and kind of the rest (every one there)."""
+    lines: list[str] = []
+    rest: dict[tuple[str, str], int] = {}
+    for w in workloads:
+        kind, _, ref = w.partition(" ")
+        namespace, _, name = ref.rpartition("/")
+        if kind == "Pod":
+            lines.append(
+                f"  kubectl -n {namespace} delete pod {name}   (no controller: recreate it yourself)"
+            )
+        elif len(lines) < MAX_RESTARTS:
+            lines.append(f"  kubectl -n {namespace} rollout restart {kind.lower()} {name}")
+        else:
+            rest[(namespace, kind)] = rest.get((namespace, kind), 0) + 1
+    for (namespace, kind), count in sorted(rest.items()):
+        lines.append(
+            f"  kubectl -n {namespace} rollout restart {kind.lower()}   (every {kind} there: {count} more flagged)"
+        )
+    return "\n".join(lines)
 
 
 # ----- admission webhooks ------------------------------------------------------------------------

@@ -34,6 +34,13 @@ from pathlib import Path
 import yaml
 
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
+from bot.core.checks.patterns import (
+    MAX_PATTERN_CHARS,
+    MatchBudget,
+    PatternError,
+    SafePattern,
+    compile_pattern,
+)
 from bot.core.validation import YamlValidator, compose_document, read_document, shown
 from bot.errors import ConfigError
 
@@ -91,14 +98,14 @@ class EventRecord:
 
 @dataclass(frozen=True, kw_only=True)
 class LogMatch:
-    regex: re.Pattern[str]
+    regex: SafePattern
     lines: int = DEFAULT_LOG_LINES
 
 
 @dataclass(frozen=True, kw_only=True)
 class EventMatch:
     reasons: frozenset[str] = frozenset()
-    message: re.Pattern[str] | None = None
+    message: SafePattern | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +116,7 @@ class Match:
     labels: Mapping[str, str] = field(default_factory=dict)  # value "*": the key is there
     annotations: Mapping[str, str] = field(default_factory=dict)
     containers: frozenset[str] = frozenset()
-    images: re.Pattern[str] | None = None
+    images: SafePattern | None = None
     waiting_reasons: frozenset[str] = frozenset()
     terminated_reasons: frozenset[str] = frozenset()
     not_ready: bool = False  # a matched container (any, without `containers`) is not ready
@@ -156,17 +163,33 @@ class RuleHit:
     namespace: str
     pods: tuple[str, ...]
     evidence: str  # the first matched signal, for the report (never part of a key)
+    container: str = ""  # the container the first pod matched on (container-level rules)
+    nodes: tuple[tuple[str, str], ...] = ()  # (pod, node) of the pods that have a node
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.rule.id, self.workload)
 
-    def finding(self) -> Finding:
+    def remedy(self, *, version: str = "") -> str:
+        """The rule's remediation with this finding's names in it (see `fill_remediation`)."""
+        kind, namespace, name = split_workload(self.workload)
+        return fill_remediation(
+            self.rule.remediation,
+            kind=kind,
+            namespace=namespace or self.namespace,
+            name=name,
+            pods=self.pods,
+            nodes=dict(self.nodes),
+            container=self.container,
+            version=version,
+        )
+
+    def finding(self, *, version: str = "") -> Finding:
         r = self.rule
         objects = (self.workload, *(f"Pod {self.namespace}/{p}" for p in self.pods[:5]))
         if len(self.pods) > 5:
             objects = (*objects, f"… and {len(self.pods) - 5} more pods")
-        fix = r.remediation.strip()
+        fix = self.remedy(version=version)
         if r.fixed_in:
             fix += "\nFixed in: " + ", ".join(r.fixed_in)
         if r.links:
@@ -180,6 +203,81 @@ class RuleHit:
             fix=fix,
             source=f"known-issue rule {r.id} ({r.source})" if r.source else f"known-issue rule {r.id}",
         )
+
+
+# ----- remediations filled from the finding ----------------------------------------------------------
+
+#: The placeholders a remediation may use, filled from the finding: the workload's namespace, name
+#: and kind (lower case, as kubectl takes it: `deployment`), a pod, the matched container, a pod's
+#: node, and the target version (known to `check`, not to `diagnose` or a watch).
+PLACEHOLDERS = ("namespace", "name", "kind", "pod", "container", "node", "version")
+#: `{word}`: a placeholder. JSON in a remedy (`'{"spec": …}'`) never has a bare word in braces.
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: A line about each pod (or node) is repeated for at most this many.
+MAX_REMEDY_OBJECTS = 5
+
+
+def placeholders_in(text: str) -> list[str]:
+    """The placeholder names `text` uses, in order (unknown ones included: the loader refuses them)."""
+    return [m.group(1) for m in _PLACEHOLDER.finditer(text)]
+
+
+def split_workload(workload: str) -> tuple[str, str, str]:
+    """ "Deployment ns/name" → ("Deployment", "ns", "name"); "Node n" → ("Node", "", "n")."""
+    kind, _, rest = workload.partition(" ")
+    namespace, _, name = rest.rpartition("/")
+    return kind, namespace, name
+
+
+def fill_remediation(
+    text: str,
+    *,
+    kind: str = "",
+    namespace: str = "",
+    name: str = "",
+    pods: tuple[str, ...] = (),
+    nodes: Mapping[str, str] | None = None,
+    container: str = "",
+    version: str = "",
+) -> str:
+    """`text` with its placeholders filled from a finding, so the commands can be pasted.
+
+    A line that names `{pod}` is repeated for each pod of the finding (with `{node}` that pod's
+    node), one that names `{node}` alone for each of their nodes, at most `MAX_REMEDY_OBJECTS`
+    times and then "# … and N more". A value the finding does not know (a watch knows no pod
+    names; only `check` knows the target version) stays as a visible `<pod>`-style slot.
+    """
+    nodes = nodes or {}
+    if kind == "Node" and name:
+        nodes = nodes or {"": name}
+    known = {
+        "namespace": namespace,
+        "name": name,
+        "kind": kind.lower(),
+        "container": container,
+        "version": version,
+    }
+
+    def fill(line: str, pod: str = "", node: str = "") -> str:
+        values = {**known, "pod": pod, "node": node}
+        return _PLACEHOLDER.sub(lambda m: values.get(m.group(1)) or f"<{m.group(1)}>", line)
+
+    out: list[str] = []
+    for line in text.strip().splitlines():
+        used = set(placeholders_in(line))
+        if "pod" in used and pods:
+            each: list[tuple[str, str]] = [(p, nodes.get(p, "")) for p in pods]
+        elif "node" in used and nodes:
+            each = [("", n) for n in sorted(set(nodes.values()))]
+        else:
+            out.append(fill(line))
+            continue
+        out.extend(fill(line, pod, node) for pod, node in each[:MAX_REMEDY_OBJECTS])
+        if len(each) > MAX_REMEDY_OBJECTS:
+            indent = line[: len(line) - len(line.lstrip())]
+            more = len(each) - MAX_REMEDY_OBJECTS
+            out.append(f"{indent}# … and {more} more {'pods' if 'pod' in used else 'nodes'}")
+    return "\n".join(out)
 
 
 # ----- the engine -----------------------------------------------------------------------------------
@@ -210,7 +308,7 @@ def _pod_level(m: Match, pod: PodState) -> bool:
 def _container_ok(m: Match, c: ContainerView, *, with_log: bool = True) -> bool:
     if m.containers and c.name not in m.containers:
         return False
-    if m.images is not None and not m.images.search(c.image):
+    if m.images is not None and m.images.search(c.image) is None:
         return False
     if m.waiting_reasons and c.waiting not in m.waiting_reasons:
         return False
@@ -219,9 +317,12 @@ def _container_ok(m: Match, c: ContainerView, *, with_log: bool = True) -> bool:
     if m.not_ready and c.ready:
         return False
     if with_log and m.log is not None:
-        # One search over the tail's last lines (the pattern is compiled MULTILINE, and `.` does
+        # One search over the tail's last lines (the pattern is compiled multi-line, and `.` does
         # not cross a newline, so a match is still within one line).
-        return bool(c.log_tail) and m.log.regex.search(_last_lines(c.log_tail, m.log.lines)) is not None
+        return (
+            bool(c.log_tail)
+            and m.log.regex.search(_last_lines(c.log_tail, m.log.lines), keep_end=True) is not None
+        )
     return True
 
 
@@ -241,18 +342,32 @@ def _last_lines(text: str, n: int) -> str:
 def _event_ok(m: EventMatch, e: EventRecord) -> bool:
     if m.reasons and e.reason not in m.reasons:
         return False
-    return m.message is None or bool(m.message.search(e.message))
+    return m.message is None or m.message.search(e.message) is not None
+
+
+def _first_event(
+    m: EventMatch, events: Iterable[EventRecord], budget: MatchBudget, rule_id: str
+) -> EventRecord | None:
+    """The first of `events` that `m` matches; with a message pattern, the budget is asked between
+    two events (a pod can have thousands), and a spent one ends the search as "none"."""
+    for e in events:
+        if m.message is not None and not budget.left():
+            budget.cut.add(rule_id)
+            return None
+        if _event_ok(m, e):
+            return e
+    return None
 
 
 def _first_log_line(m: Match, c: ContainerView) -> str:
     if m.log is None:
         return ""
-    found = m.log.regex.search(_last_lines(c.log_tail, m.log.lines))
+    found = m.log.regex.search(_last_lines(c.log_tail, m.log.lines), keep_end=True)
     if found is None:
         return ""
-    text = found.string
-    start = text.rfind("\n", 0, found.start()) + 1
-    end = text.find("\n", found.end())
+    text = found.text
+    start = text.rfind("\n", 0, found.start) + 1
+    end = text.find("\n", found.end)
     return f"{c.name} log: {text[start : end if end >= 0 else len(text)].strip()[:200]}"
 
 
@@ -416,26 +531,58 @@ def match_rules(
     pod_states: Iterable[PodState],
     events: Iterable[EventRecord] = (),
     now: datetime | None = None,
+    *,
+    budget: MatchBudget | None = None,
 ) -> list[RuleHit]:
     """Every rule against every pod (and the events about them): one hit per (rule, workload).
 
     `now` is accepted for the stream's callers (episodes are theirs: see `Episodes`); matching
     itself looks only at the states given. Hits come back sorted by (rule id, workload); a hit's
     evidence is that of its first pod in the order given.
+
+    The patterns' matching runs on `budget` (a fresh default one when None): between two pods or
+    events a rule with a pattern asks it, and once it is spent the rule stops and is recorded in
+    `budget.cut` (the caller reports it); rules without patterns always finish (they are cheap).
     """
     del now
+    if budget is None:
+        budget = MatchBudget()
+    with budget.running():
+        return _match_rules(rules, pod_states, events, budget)
+
+
+def _has_pattern(m: Match) -> bool:
+    return (
+        m.images is not None or m.log is not None or (m.events is not None and m.events.message is not None)
+    )
+
+
+def _match_rules(
+    rules: Sequence[Rule],
+    pod_states: Iterable[PodState],
+    events: Iterable[EventRecord],
+    budget: MatchBudget,
+) -> list[RuleHit]:
     pods = pod_states if isinstance(pod_states, list | tuple) else list(pod_states)
     by_pod: dict[tuple[str, str], list[EventRecord]] = {}
     if any(r.match.events is not None for r in rules):
         for e in events:
             by_pod.setdefault((e.namespace, e.name), []).append(e)
     candidates = _Candidates(pods, by_pod)
-    found: dict[tuple[str, str], tuple[Rule, str, list[str], str]] = {}
+    #: (rule id, workload) → rule, namespace, pod → node, evidence, the matched container
+    found: dict[tuple[str, str], tuple[Rule, str, dict[str, str], str, str]] = {}
     for rule in rules:
         m = rule.match
+        patterned = _has_pattern(m)
+        if patterned and not budget.left():
+            budget.cut.add(rule.id)
+            continue
         for pod in candidates.of(m):
             if not _pod_level(m, pod):
                 continue
+            if patterned and not budget.left():
+                budget.cut.add(rule.id)
+                break
             hit = None
             if m.container_level:
                 hit = next((c for c in pod.containers if _container_ok(m, c)), None)
@@ -443,36 +590,45 @@ def match_rules(
                     continue
             seen = None
             if m.events is not None:
-                seen = next(
-                    (e for e in by_pod.get((pod.namespace, pod.name), ()) if _event_ok(m.events, e)), None
-                )
+                seen = _first_event(m.events, by_pod.get((pod.namespace, pod.name), ()), budget, rule.id)
                 if seen is None:
                     continue
             key = (rule.id, pod.workload)
             entry = found.get(key)
             if entry is not None:
-                entry[2].append(pod.name)
+                entry[2][pod.name] = pod.node
                 continue
             # The evidence is the first pod's (the others' is never shown).
             evidence = _evidence(m, pod, hit) if m.container_level or seen is None else ""
             if seen is not None:
                 evidence = evidence or f"event {seen.reason}: {seen.message[:200]}"
-            found[key] = (rule, pod.namespace, [pod.name], evidence)
+            found[key] = (rule, pod.namespace, {pod.name: pod.node}, evidence, hit.name if hit else "")
         if m.events is not None and by_pod and not m.container_level and not _has_pod_filters(m):
             # Events about objects that are not (or no longer) pods: a node, a PDB, a pod gone.
             known = candidates.with_events()
             for (ns, name), evs in by_pod.items():
                 if (ns, name) in known:
                     continue
-                ev = next((e for e in evs if _event_ok(m.events, e)), None)
+                if patterned and not budget.left():
+                    budget.cut.add(rule.id)
+                    break
+                ev = _first_event(m.events, evs, budget, rule.id)
                 if ev is None:
                     continue
                 key = (rule.id, f"{ev.kind} {ns}/{name}" if ns else f"{ev.kind} {name}")
                 if key not in found:
-                    found[key] = (rule, ns, [], f"event {ev.reason}: {ev.message[:200]}")
+                    found[key] = (rule, ns, {}, f"event {ev.reason}: {ev.message[:200]}", "")
     return [
-        RuleHit(rule=r, workload=key[1], namespace=ns, pods=tuple(sorted(names)), evidence=ev)
-        for key, (r, ns, names, ev) in sorted(found.items())
+        RuleHit(
+            rule=r,
+            workload=key[1],
+            namespace=ns,
+            pods=tuple(sorted(placed)),
+            evidence=ev,
+            container=container,
+            nodes=tuple(sorted((p, n) for p, n in placed.items() if n)),
+        )
+        for key, (r, ns, placed, ev, container) in sorted(found.items())
     ]
 
 
@@ -633,17 +789,20 @@ _MATCH_KEYS = {
 
 
 class _RulesValidator(YamlValidator):
-    def regex(self, node: yaml.Node | None, key: str) -> re.Pattern[str] | None:
+    def regex(self, node: yaml.Node | None, key: str) -> SafePattern | None:
         text = self.string(node, key)
         if text is None:
             return None
-        if len(text) > 500:
-            self.error(node, key, "a pattern longer than 500 characters is not a sensible rule")
+        if len(text) > MAX_PATTERN_CHARS:
+            self.error(
+                node, key, f"a pattern longer than {MAX_PATTERN_CHARS} characters is not a sensible rule"
+            )
             return None
         try:
-            return re.compile(text, re.MULTILINE)
-        except re.error as exc:
-            self.error(node, key, f"{shown(text)} is not a regular expression: {exc}")
+            # The one way a rule's pattern is compiled: RE2, linear time (see patterns.py).
+            return compile_pattern(text)
+        except PatternError as exc:
+            self.error(node, key, f"{shown(text)} is not a regular expression RE2 accepts: {exc}")
             return None
 
     def string_map(self, node: yaml.Node, key: str) -> dict[str, str]:
@@ -754,6 +913,15 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
             title = v.string(r.get("title"), f"{key}.title")
             explanation = v.string(r.get("explanation"), f"{key}.explanation")
             remediation = v.string(r.get("remediation"), f"{key}.remediation")
+            if remediation is not None:
+                unknown = sorted({p for p in placeholders_in(remediation) if p not in PLACEHOLDERS})
+                if unknown:
+                    v.error(
+                        r["remediation"],
+                        f"{key}.remediation",
+                        f"unknown placeholder {', '.join('{' + p + '}' for p in unknown)}; "
+                        f"a remediation may use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}",
+                    )
             if rid and title and explanation and remediation and match is not None:
                 rules.append(
                     Rule(

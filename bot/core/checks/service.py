@@ -105,7 +105,7 @@ def run_check(
     to = target or default_target(facts.version)
     findings: list[Finding] = [
         *run_checks(facts, to),
-        *(h.finding() for h in gathered.hits),
+        *(h.finding(version=to) for h in gathered.hits),
         *extra_findings,
     ]
     notes = [
@@ -122,10 +122,19 @@ def run_check(
 
 
 def diagnose(
-    reader: CheckReader, *, rules: Sequence[Rule], namespace: str = "", pod: str = ""
+    reader: CheckReader,
+    *,
+    rules: Sequence[Rule],
+    namespace: str = "",
+    pod: str = "",
+    notes: list[str] | None = None,
 ) -> list[RuleHit]:
-    """The known-issue rules over the pods of a namespace (or one pod, or the whole cluster)."""
-    return read_facts(reader, rules=rules, namespace=namespace, pod_name=pod).hits
+    """The known-issue rules over the pods of a namespace (or one pod, or the whole cluster);
+    what the reader could not do, or a matching budget that ran out, is added to `notes`."""
+    gathered = read_facts(reader, rules=rules, namespace=namespace, pod_name=pod)
+    if notes is not None:
+        notes.extend(gathered.notes)
+    return gathered.hits
 
 
 # ----- rendering -------------------------------------------------------------------------------------

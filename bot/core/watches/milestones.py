@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bot.core.checks.rules import Rule
+from bot.core.checks.rules import Rule, fill_remediation
 from bot.core.rendering import slack_escape
 from bot.core.watches.model import KUBE_SYSTEM, Summary, WatchSpec
 from bot.core.watches.verdict import FINAL, STOPPED, TARGET_OPEN, TARGET_REACHED, TIMED_OUT, verdict
@@ -186,7 +186,8 @@ def known_issue_text(rule_id: str, rule: Rule | None, workload: str, *, pods: in
     lines.append(where + (f" — seen: {slack_escape(evidence)}" if evidence else ""))
     if rule is not None:
         lines.append(slack_escape(rule.explanation.strip()))
-        lines.append("*What to do*\n```" + slack_escape(rule.remediation.strip()) + "```")
+        remedy = fill_remediation(rule.remediation, kind=kind, namespace=namespace, name=name)
+        lines.append("*What to do*\n```" + slack_escape(remedy) + "```")
         if rule.fixed_in:
             lines.append("Fixed in: " + slack_escape(", ".join(rule.fixed_in)))
         if rule.links:

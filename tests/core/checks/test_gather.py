@@ -82,3 +82,18 @@ def test_logs_the_bot_may_not_read_are_a_gap_naming_the_opt_in_role_and_read_onc
     )
     # The rest of the check is whole.
     assert gathered.facts.nodes == allowed.facts.nodes
+
+
+def test_a_check_whose_matching_budget_runs_out_says_which_rules_stopped(reader: Cluster) -> None:
+    # No time at all to match: the pattern rules stop, the others still run, and the notes say so.
+    gathered = read_facts(reader, rules=RULES, match_seconds=0.0)
+    patterned = {
+        r.id for r in RULES if r.match.log is not None or r.match.events is not None or r.match.images
+    }
+    found = {h[0] for h in hits_of(gathered)}
+    assert "KI004" in found  # vault-agent not ready: no pattern
+    assert not found & patterned
+    (note,) = [n for n in gathered.notes if "budget" in n]
+    assert note.startswith("known-issue rules stopped matching after their 0 s budget: ")
+    assert "KI002" in note  # the scenario's workload-spiffe-uds log lines were not looked at
+    assert "findings may be missing" in note

@@ -228,7 +228,30 @@ def test_sidecars_older_than_istiod_are_named_with_their_version() -> None:
     (finding,) = check_istio(f)
     assert finding.id == "ISTIO001"
     assert finding.objects == ("Deployment shop/api (istio-proxy 1.16.1)",)
+    assert finding.fix == (
+        "Restart them after the control-plane step:\n  kubectl -n shop rollout restart deployment api"
+    )
     assert check_istio(replace(f, istiod="")) == []
+
+
+def test_the_istio_restart_is_one_command_per_workload_then_one_per_namespace() -> None:
+    old = frozenset({"1.16.1"})
+    versions = {f"Deployment ns-{i % 2}/app-{i}": old for i in range(8)}
+    versions["StatefulSet data/db"] = old
+    (finding,) = check_istio(facts(istiod="1.17.2", pods=PodSummary(proxy_versions=versions)))
+    lines = finding.fix.splitlines()[1:]
+    assert lines[:5] == [
+        "  kubectl -n ns-0 rollout restart deployment app-0",
+        "  kubectl -n ns-0 rollout restart deployment app-2",
+        "  kubectl -n ns-0 rollout restart deployment app-4",
+        "  kubectl -n ns-0 rollout restart deployment app-6",
+        "  kubectl -n ns-1 rollout restart deployment app-1",
+    ]
+    assert lines[5:] == [
+        "  kubectl -n data rollout restart statefulset   (every StatefulSet there: 1 more flagged)",
+        "  kubectl -n ns-1 rollout restart deployment   (every Deployment there: 3 more flagged)",
+    ]
+    assert "NAMESPACE" not in finding.fix
 
 
 def test_a_fail_closed_webhook_without_endpoints_is_required_and_a_fail_open_one_recommended() -> None:

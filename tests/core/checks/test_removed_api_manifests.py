@@ -72,6 +72,17 @@ def test_every_removal_in_the_kubernetes_facts_is_known() -> None:
         ("storage.k8s.io/v1beta1", "CSIStorageCapacity"): 27,
         ("flowcontrol.apiserver.k8s.io/v1beta2", "PriorityLevelConfiguration"): 29,
         ("flowcontrol.apiserver.k8s.io/v1beta3", "FlowSchema"): 32,
+        # alpha group-versions gone before the data starts (1.25)
+        ("auditregistration.k8s.io/v1alpha1", "AuditSink"): 19,
+        ("settings.k8s.io/v1alpha1", "PodPreset"): 20,
+        ("batch/v2alpha1", "CronJob"): 21,
+        ("discovery.k8s.io/v1alpha1", "EndpointSlice"): 21,
+        ("flowcontrol.apiserver.k8s.io/v1alpha1", "FlowSchema"): 21,
+        ("rbac.authorization.k8s.io/v1alpha1", "ClusterRole"): 22,
+        ("rbac.authorization.k8s.io/v1alpha1", "RoleBinding"): 22,
+        ("scheduling.k8s.io/v1alpha1", "PriorityClass"): 22,
+        ("node.k8s.io/v1alpha1", "RuntimeClass"): 22,
+        ("storage.k8s.io/v1alpha1", "CSIStorageCapacity"): 24,
     }
     assert {k: known.get(k) for k in expected} == expected
     # Every release from 1.16 to the newest the data covers is walked; these removed something.
@@ -112,6 +123,27 @@ def test_every_object_on_a_removed_api_is_named_with_its_release_and_replacement
             assert finding.severity == RECOMMENDED
             assert "removed" not in finding.title
             assert f"unavailable from 1.{status.removed_in}" in finding.title
+
+
+@pytest.mark.parametrize("target", ["1.22", "1.24", "1.25", "1.30", f"1.{DATA.last}"])
+def test_an_rbac_v1alpha1_cluster_role_is_removed_from_1_22_on(tmp_path: Path, target: str) -> None:
+    (tmp_path / "rbac.yaml").write_text(
+        _manifest("ClusterRole", "rbac.authorization.k8s.io/v1alpha1", "reader")
+    )
+    [finding] = manifest_findings([tmp_path], target)
+    assert finding.id == API_REMOVED
+    assert finding.severity == REQUIRED
+    assert "rbac.authorization.k8s.io/v1alpha1 ClusterRole: removed in 1.22" in finding.title
+    assert "use rbac.authorization.k8s.io/v1 ClusterRole" in finding.title
+
+
+def test_an_rbac_v1alpha1_cluster_role_is_deprecated_before_1_22(tmp_path: Path) -> None:
+    (tmp_path / "rbac.yaml").write_text(
+        _manifest("ClusterRole", "rbac.authorization.k8s.io/v1alpha1", "reader")
+    )
+    [finding] = manifest_findings([tmp_path], "1.21")
+    assert finding.id == API_DEPRECATED
+    assert "unavailable from 1.22" in finding.title
 
 
 def test_a_removal_has_a_replacement_unless_it_had_none() -> None:

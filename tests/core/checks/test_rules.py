@@ -3,6 +3,7 @@ complete, and the engine reports one finding per (rule, workload, episode), neve
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from bot.core.checks.rules import (
     Episodes,
     EventRecord,
     PodState,
+    RuleHit,
+    fill_remediation,
     load_rules,
     match_rules,
     parse_rules,
@@ -108,6 +111,10 @@ GOOD = """  - id: KI100
             "r.yaml:7: rules[0].links: a rule needs at least one link",
         ),
         (("    remediation: y\n", ""), "r.yaml:2: rules[0].remediation: required"),
+        (
+            ("remediation: y", "remediation: kubectl -n {namespace} patch pdb {pdb}"),
+            "r.yaml:6: rules[0].remediation: unknown placeholder {pdb}; a remediation may use {namespace}",
+        ),
     ],
 )
 def test_each_problem_is_named_with_its_line_and_key(change: tuple[str, str], message: str) -> None:
@@ -260,3 +267,79 @@ def test_the_rules_over_many_pods_stay_linear() -> None:
         for i in range(20_000)
     ]
     assert match_rules(SHIPPED, states) == []
+
+
+# ----- remediations filled from the finding ---------------------------------------------------------
+
+PLACEHOLDER_LEFT = ("NAMESPACE", "NAME ", " NAME", " POD", "POD ")
+
+
+def test_every_shipped_remedy_names_what_the_finding_knows() -> None:
+    """No NAMESPACE/NAME/POD placeholder, nor an unfilled `{…}`, remains when the finding knows it."""
+    for rule in SHIPPED:
+        container = min(rule.match.containers) if rule.match.containers else ""
+        hit = RuleHit(
+            rule=rule,
+            workload="Deployment checkout/checkout",
+            namespace="checkout",
+            pods=("checkout-7d9-abcde",),
+            evidence="",
+            container=container,
+            nodes=(("checkout-7d9-abcde", "ip-10-0-1-7.ec2.internal"),),
+        )
+        text = hit.remedy(version="1.25")
+        assert not any(p in text for p in PLACEHOLDER_LEFT), (rule.id, text)
+        assert not re.search(r"\{[a-z_]+\}", text), (rule.id, text)
+        assert "<" not in text, (rule.id, text)
+        if "{namespace}" in rule.remediation:
+            assert "-n checkout" in text, rule.id
+
+
+def test_a_restart_names_the_workload_and_a_pod_line_repeats_per_pod_up_to_five() -> None:
+    ki008 = BY_ID["KI008"]
+    pods = tuple(f"es-{i}" for i in range(7))
+    hit = RuleHit(
+        rule=ki008,
+        workload="StatefulSet logging/es",
+        namespace="logging",
+        pods=pods,
+        evidence="",
+        nodes=tuple((p, "ip-10-0-9-9" if p < "es-4" else "ip-10-0-9-8") for p in pods),
+    )
+    text = hit.remedy()
+    assert text.count("kubectl -n logging delete pod es-") == 5
+    assert "  # … and 2 more pods" in text
+    assert "kubectl -n logging delete pod es-0 --grace-period=0 --force" in text
+    # One line per node the pods were on, not per pod.
+    assert text.count("kubectl describe node ") == 2
+    assert "kubectl delete node ip-10-0-9-8" in text
+    restart = RuleHit(rule=BY_ID["KI002"], workload="Deployment checkout/checkout", namespace="checkout",
+                      pods=("a", "b"), evidence="")  # fmt: skip
+    assert "kubectl -n checkout rollout restart deployment checkout" in restart.remedy()
+    assert restart.finding().fix.startswith(
+        "Re-inject with the current template: kubectl -n checkout rollout restart deployment checkout"
+    )
+
+
+def test_what_a_finding_does_not_know_stays_a_visible_slot() -> None:
+    text = fill_remediation(
+        "kubectl -n {namespace} delete pod {pod}\naws eks describe-addon-versions --kubernetes-version {version}",
+        kind="Deployment",
+        namespace="shop",
+        name="api",
+    )
+    assert (
+        text
+        == "kubectl -n shop delete pod <pod>\naws eks describe-addon-versions --kubernetes-version <version>"
+    )
+    # A node finding (an event about a node) fills {node} with its name.
+    assert (
+        fill_remediation("kubectl describe node {node}", kind="Node", name="ip-1")
+        == "kubectl describe node ip-1"
+    )
+    # JSON in a remedy is left alone.
+    patch = 'kubectl -n {namespace} patch pdb PDB -p \'{"spec":{"maxUnavailable":1}}\''
+    assert (
+        fill_remediation(patch, namespace="shop")
+        == 'kubectl -n shop patch pdb PDB -p \'{"spec":{"maxUnavailable":1}}\''
+    )

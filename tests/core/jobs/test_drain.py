@@ -357,7 +357,7 @@ def test_a_budget_refusal_is_explained_by_ki006_once_per_workload_and_episode_an
         ":mag: Known issue *KI006* — Eviction refused by a PodDisruptionBudget (drain stalled)"
     )
     assert "Deployment `shop/web` (2 pods) — seen: event TooManyRequests: Cannot evict pod" in text
-    assert "kubectl get pdb -A" in text
+    assert "kubectl -n shop get pdb   (the one with ALLOWED DISRUPTIONS 0 selects web)" in text
     # Retried every 5 s for 5 minutes: not said again (the harness fails on a repeated key); at 5
     # minutes the slow drain is said once, naming the budget and the known issue.
     for _ in range(61):

@@ -60,7 +60,9 @@ def test_eks_example_has_the_runbook_phases_in_order() -> None:
     assert drain.actions[0].args["nodegroup"] == "ng-shared"
     assert drain.actions[0].args["version"] == "1.25.16"
     assert plan.step("wait-ng-shared").actions[0].name == "wait-nodegroup"
-    assert plan.step("restart-coredns").actions[0].args["workloads"] == "deployment/kube-system/coredns"
+    assert plan.step("restart-coredns").actions[0].args["workloads"] == (
+        "deployment/kube-system/coredns, deployment/kube-system/dns-autoscaler"
+    )
     assert plan.step("snapshot-pre").actions[0].args == {"label": "pre"}
 
 
