@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.core.checks.findings import Finding as CheckFinding
-from bot.core.rendering import Renderer
+from bot.core.rendering import BIDI_CONTROLS, Renderer, inert
 from bot.core.snapshots.diff import Finding
 from bot.errors import TemplateError
 from bot.records import SnapshotMeta
@@ -207,6 +207,30 @@ def test_values_from_users_are_escaped_for_slack_but_quotes_are_not() -> None:
         .text
     )
     assert 'bad &lt;!channel&gt; &amp; it\'s "odd"' in text
+
+
+def test_inert_escapes_markup_and_removes_controls_and_bidi_overrides() -> None:
+    typed = "node=<!channel>\u202e & <https://evil|docs>\x1b[31m\x00\u2066x\u2069\u200f\u061c\nnext\tcol"
+    assert inert(typed) == "node=&lt;!channel&gt; &amp; &lt;https://evil|docs&gt;[31mx\nnext\tcol"
+    assert (
+        inert(typed, multiline=False) == "node=&lt;!channel&gt; &amp; &lt;https://evil|docs&gt;[31mx next col"
+    )
+    for mark in BIDI_CONTROLS:
+        assert inert(f"a{mark}b") == "ab"
+    assert inert("ünïcode — “quotes” ✓ 日本") == "ünïcode — “quotes” ✓ 日本"
+
+
+def test_the_finalize_hook_makes_every_printed_value_inert() -> None:
+    text = (
+        Renderer([BUILTIN_TEMPLATES])
+        .render(
+            "error", {"message": "no such node: <!channel>\u202e\u0007", "usage": "", "correlation_id": "x"}
+        )
+        .text
+    )
+    assert text.startswith(":warning: no such node: &lt;!channel&gt;\n")
+    assert "\u202e" not in text
+    assert "\u0007" not in text
 
 
 def test_mentions_are_not_escaped() -> None:
