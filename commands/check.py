@@ -23,6 +23,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     endpoints, removed APIs); Recommended ones make it rougher (cordoned nodes, unhealthy pods,
     safe-to-evict "false", emptyDir, single replicas, stale Istio sidecars, known issues). The
     summary lists Required first; the full report, with why and how to fix each, is attached.
+
+    Example: `/upgrade check --to 1.25`
     """
     target = checks.check_target(args.to)
     cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
@@ -58,8 +60,10 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 
 def _arguments(parser: CommandParser) -> None:
-    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
-    parser.add_argument("--to", help="the target version, e.g. 1.25 (default: one minor above the cluster)")
+    parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
+    parser.add_argument(
+        "--to", metavar="VERSION", help="the target version, e.g. 1.25 (default: one minor above the cluster)"
+    )
 
 
 def register(registry: Registry) -> None:

@@ -56,13 +56,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "expected_count": 0,
         "skipped": ["events: not readable in one of the snapshots"],
     },
-    "help": {"commands": [{"name": "help", "summary": "Show help.", "usage": "/upgrade help [x]"}]},
+    "help": {"commands": [{"summary": "Show help.", "usage": "/upgrade help [COMMAND]"}]},
     "help_one": {
         "name": "schedule",
         "usage": "/upgrade schedule PLAN",
-        "doc": "Schedule.\n\nMore.",
+        "paragraphs": ["Schedule.", "More."],
+        "arguments": [{"name": "PLAN", "meaning": "a plan"}, {"name": "--override", "meaning": ""}],
+        "examples": ['/upgrade schedule eks-nodegroups --at "2026-12-01 14:00"'],
         "roles": ["*"],
-        "verbs": [{"name": "schedule list", "usage": "/upgrade schedule list", "summary": "List."}],
+        "verbs": [{"usage": "/upgrade schedule list", "summary": "List."}],
     },
     "error": {
         "message": "no such run",
