@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 
 from bot.core.checks import service as checks
-from bot.core.checks.findings import REQUIRED
 from bot.core.checks.rules import load_rules
-from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
 from bot.core.snapshots import service as snapshots
 
-#: Recommended findings listed in the chat summary; the attached report has them all.
+#: Recommended lines (finding ids) listed in the chat summary; the attached report has them all.
 SHOWN_RECOMMENDED = 10
 
 
@@ -34,28 +33,11 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         report = checks.run_check(
             reader, target=target, rules=rules, extras=checks.default_extras(now=ctx.clock().timestamp())
         )
-    required = [f for f in report.findings if f.severity == REQUIRED]
-    recommended = [f for f in report.findings if f.severity != REQUIRED]
     return Reply(
         template="check",
         ephemeral=False,
-        context={
-            "cluster": report.cluster,
-            "target": report.target,
-            "failed": report.failed,
-            "required": required,
-            "recommended": recommended[:SHOWN_RECOMMENDED],
-            "recommended_count": len(recommended),
-            "notes": [n for n in report.notes if n.startswith("not read")],
-        },
-        files=(
-            FileAttachment(
-                filename=f"check-{report.cluster}-{report.target}.md",
-                content=checks.render_markdown(report).encode(),
-                title="Pre-flight check",
-                filetype="markdown",
-            ),
-        ),
+        context=checks.summary_context(report, shown_recommended=SHOWN_RECOMMENDED),
+        files=(checks.report_attachment(report),),
     )
 
 

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bot.errors import UsageError
+from bot.records import FileAttachment
 
 if TYPE_CHECKING:
     from bot.adapters.store import Store
@@ -34,15 +35,7 @@ if TYPE_CHECKING:
 
 Args = argparse.Namespace
 
-
-@dataclass(frozen=True, kw_only=True)
-class FileAttachment:
-    """A file that goes with a reply: uploaded in Slack, written to disk in the terminal."""
-
-    filename: str
-    content: bytes
-    title: str = ""
-    filetype: str = ""
+__all__ = ["FileAttachment"]  # where commands have always found it; it lives in the records leaf
 
 
 @dataclass(frozen=True, kw_only=True)

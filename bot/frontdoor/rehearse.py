@@ -111,6 +111,19 @@ class TextPoster:
         # A rehearsal is one process with a fresh database: it never has a post to find again.
         return None
 
+    def upload_file(
+        self,
+        channel: str,
+        filename: str,
+        content: bytes,
+        *,
+        title: str = "",
+        thread_ts: str | None = None,
+        comment: str | None = None,
+    ) -> str:
+        self.out.write(f"  ↳ file attached: {filename} ({title or filename}, {len(content):,} bytes)\n")
+        return f"F{next(self._ts)}"
+
 
 def _framed(text: str) -> str:
     rule = "─" * 78

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from bot.core.checks.findings import Finding as CheckFinding
+from bot.core.checks.findings import Report as CheckReport
+from bot.core.checks.service import summary_context
 from bot.core.rendering import BIDI_CONTROLS, Renderer, inert
 from bot.core.snapshots.diff import Finding
 from bot.errors import TemplateError
@@ -72,15 +74,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "correlation_id": "c0ffee00",
     },
     "whoami": {"user_id": "U0BOB", "roles": ["shadow"]},
-    "check": {
-        "cluster": "prod",
-        "target": "1.25",
-        "failed": True,
-        "required": [CHECK_FINDING],
-        "recommended": [replace(CHECK_FINDING, id="RES001", severity="recommended")],
-        "recommended_count": 12,
-        "notes": ["not read: events: forbidden"],
-    },
+    "check": summary_context(
+        CheckReport(
+            cluster="prod",
+            target="1.25",
+            findings=(CHECK_FINDING, replace(CHECK_FINDING, id="RES001", severity="recommended")),
+            notes=("not read: events: forbidden",),
+        ),
+        shown_recommended=10,
+    ),
     "diagnose": {
         "cluster": "prod",
         "scope": "payments",

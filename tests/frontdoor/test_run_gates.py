@@ -180,7 +180,22 @@ def test_the_eks_runbook_runs_end_to_end_with_the_right_people(bot: Bot) -> None
     assert bot.click(PRIMARY, bot.gate("checks")) is None
     card = bot.card()
     assert ":x: `checks` Pre-flight checks — failed" in card
-    assert "pre-flight check for 1.25 FAILED: 6 Required (API001 ×3, HOOK001, PDB001, SKEW004)" in card
+    assert "pre-flight check for 1.25 FAILED: 6 Required — API001 (" in card
+    thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
+    (failed,) = [t for t in thread if "*`checks` failed*" in t]
+    assert "PDB001 (PodDisruptionBudget billing/ledger …and 1 more)" in failed, failed
+    assert failed.endswith("17 Recommended — the full report is attached")
+    # The full report is uploaded into the run's thread, once, right after the step's failure line.
+    (upload,) = bot.stub.calls_to("files.completeUploadExternal")
+    assert upload.params["thread_ts"] == cards[0]["ts"]
+    assert upload.params["channel_id"] == "C0OPS"
+    (report,) = bot.stub.uploads.values()
+    assert b"HOOK001" in report
+    assert b"**Fix:**" in report
+    failed_line = next(
+        i for i, c in enumerate(bot.stub.calls) if "*`checks` failed*" in str(c.params.get("text", ""))
+    )
+    assert bot.stub.calls.index(upload) > failed_line
     assert "Run *paused*" in card
     assert "active" in bot.command("resume --reason the findings are reviewed")
     skipped = bot.command("skip checks --reason known: tracked in CHG-1125")
