@@ -121,7 +121,8 @@ class RunCards:
             if event.kind in _NOT_IN_THREAD:
                 continue
             rendered = self.renderer.render(
-                "runs/event", {"event": event, "run": run, "zone": run.plan.window.timezone}
+                "runs/event",
+                {"event": event, "run": run, "zone": run.plan.window.timezone, "at": self.clock()},
             )
             body = {"text": rendered.text, "blocks": rendered.blocks, "broadcast": event.kind in _BROADCAST}
             lines.append((f"event:{version}:{i}", json.dumps(body)))
