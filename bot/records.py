@@ -310,3 +310,14 @@ class Lease:
 
     def held_by(self, holder: str) -> bool:
         return self.holder == holder and self.expires_at > self.now
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileAttachment:
+    """A file that goes with a reply or a run's thread line: uploaded in Slack, written to disk
+    in the terminal (a check's full report, a diff, an audit trail)."""
+
+    filename: str
+    content: bytes
+    title: str = ""
+    filetype: str = ""

@@ -11,6 +11,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     """Abort a run for good. `--reason` is required.
 
     An aborted run cannot be resumed; start a new run of the plan instead. Only people in the run's roster may do this.
+
+    Example: `/upgrade abort --reason "the canary failed; rolling back by hand"`
     """
     why = _runs.reason(args.reason, required=True)
     out = _runs.change(
@@ -21,7 +23,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("run", nargs="?", help="a run id (default: the only active run)")
-    parser.add_argument("--reason", nargs="+", help="why (required)")
+    parser.add_argument("--reason", nargs="+", metavar="TEXT", help="why (required)")
 
 
 def register(registry: Registry) -> None:

@@ -35,6 +35,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     workloads=deployment/kube-system/coredns …` · `… restart namespace=payments selector=app=api …`.
     `--dry-run` lists exactly what would happen and changes nothing. A run with one step is
     started; the primary and the shadow (configurable) approve it before anything runs.
+
+    Example: `/upgrade action cordon node=ip-10-0-1-7 --reason "bad disk"`
     """
     runs = _runs.service(ctx)
     if args.kind not in ACTIONS:
@@ -128,9 +130,11 @@ def _cluster_version(ctx: CommandContext, cluster: str) -> str:
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("kind", help=f"one of {', '.join(ACTIONS)}")
     parser.add_argument("params", nargs="*", help="ARG=VALUE: node=…, nodegroup=…, version=…, workloads=…")
-    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
     parser.add_argument("--dry-run", action="store_true", help="list what would happen; change nothing")
-    parser.add_argument("--reason", nargs="+", help="why (required; on the card and in the audit log)")
+    parser.add_argument(
+        "--reason", nargs="+", metavar="TEXT", help="why (required; on the card and in the audit log)"
+    )
 
 
 def register(registry: Registry) -> None:

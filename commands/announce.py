@@ -41,6 +41,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     coordinator or primary), in the announcement channel unless `--channel` names another.
     `--sample` instead of PLAN uses the sample plan (to try a template in a test channel).
     Templates: scheduled, reminder, starting, step-complete, completed, aborted, delayed.
+
+    Example: `/upgrade announce preview scheduled eks-nodegroups`
     """
     words = list(args.words)
     preview = words[:1] == ["preview"]
@@ -131,8 +133,13 @@ def _channel(word: str) -> str:
 
 def _arguments(parser: CommandParser) -> None:
     parser.usage = "%(prog)s [preview] TEMPLATE [PLAN] [--channel #c] [--sample]"
-    parser.add_argument("words", nargs="+", metavar="[preview] TEMPLATE [PLAN]")
-    parser.add_argument("--channel", help="post here instead of the announcement channel")
+    parser.add_argument(
+        "words",
+        nargs="+",
+        metavar="[preview] TEMPLATE [PLAN]",
+        help="`preview` to see it only yourself; an announcement template; a loaded plan's name",
+    )
+    parser.add_argument("--channel", metavar="#c", help="post here instead of the announcement channel")
     parser.add_argument("--sample", action="store_true", help="use the sample plan instead of a loaded one")
 
 

@@ -18,6 +18,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     or a date (2026-11-01, midnight in the configured time zone). `/upgrade audit RUN` attaches a
     run's full trail — every transition and decision with its actor, roles, UTC and plan-zone
     time and reason — as CSV and Markdown. Only people in the roster may read it.
+
+    Example: `/upgrade audit --since 7d`
     """
     now = ctx.clock()
     if args.run:
@@ -70,7 +72,7 @@ def _arguments(parser: CommandParser) -> None:
     parser.add_argument(
         "run", nargs="?", metavar="RUN", help="a run id: its whole trail, as CSV and Markdown"
     )
-    parser.add_argument("--since", help="a duration (30m, 24h, 7d) or a date/time")
+    parser.add_argument("--since", metavar="WHEN", help="a duration (30m, 24h, 7d) or a date/time")
 
 
 def register(registry: Registry) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 
 from bot.core.checks import service as checks
-from bot.core.checks.findings import REQUIRED
 from bot.core.checks.rules import load_rules
-from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
 from bot.core.snapshots import service as snapshots
 
-#: Recommended findings listed in the chat summary; the attached report has them all.
+#: Recommended lines (finding ids) listed in the chat summary; the attached report has them all.
 SHOWN_RECOMMENDED = 10
 
 
@@ -23,6 +22,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     endpoints, removed APIs); Recommended ones make it rougher (cordoned nodes, unhealthy pods,
     safe-to-evict "false", emptyDir, single replicas, stale Istio sidecars, known issues). The
     summary lists Required first; the full report, with why and how to fix each, is attached.
+
+    Example: `/upgrade check --to 1.25`
     """
     target = checks.check_target(args.to)
     cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
@@ -32,34 +33,19 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         report = checks.run_check(
             reader, target=target, rules=rules, extras=checks.default_extras(now=ctx.clock().timestamp())
         )
-    required = [f for f in report.findings if f.severity == REQUIRED]
-    recommended = [f for f in report.findings if f.severity != REQUIRED]
     return Reply(
         template="check",
         ephemeral=False,
-        context={
-            "cluster": report.cluster,
-            "target": report.target,
-            "failed": report.failed,
-            "required": required,
-            "recommended": recommended[:SHOWN_RECOMMENDED],
-            "recommended_count": len(recommended),
-            "notes": [n for n in report.notes if n.startswith("not read")],
-        },
-        files=(
-            FileAttachment(
-                filename=f"check-{report.cluster}-{report.target}.md",
-                content=checks.render_markdown(report).encode(),
-                title="Pre-flight check",
-                filetype="markdown",
-            ),
-        ),
+        context=checks.summary_context(report, shown_recommended=SHOWN_RECOMMENDED),
+        files=(checks.report_attachment(report),),
     )
 
 
 def _arguments(parser: CommandParser) -> None:
-    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
-    parser.add_argument("--to", help="the target version, e.g. 1.25 (default: one minor above the cluster)")
+    parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
+    parser.add_argument(
+        "--to", metavar="VERSION", help="the target version, e.g. 1.25 (default: one minor above the cluster)"
+    )
 
 
 def register(registry: Registry) -> None:

@@ -13,6 +13,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     """Answer the question a cluster job asks in its run's thread (a drain past its timeout: wait,
     delete or skip; an abort's offer to uncordon). Each answer names the roles that may give it;
     deleting pods needs the coordinator and `--reason`.
+
+    Example: `/upgrade choose 3 wait`
     """
     if ctx.jobs is None:
         raise UserError("this front door cannot answer cluster jobs")
@@ -35,7 +37,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("job", type=int, help="the job's number (in its question)")
     parser.add_argument("option", help="the answer: wait, delete, skip, go, leave …")
-    parser.add_argument("--reason", nargs="+", help="why (required for some answers)")
+    parser.add_argument("--reason", nargs="+", metavar="TEXT", help="why (required for some answers)")
 
 
 def register(registry: Registry) -> None:

@@ -22,6 +22,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     Each match names the rule, the workload and its pods, what was seen (a waiting reason, a log
     line, an event), what it means and the commands that fix it, with links to the public
     evidence. Pods of one workload with the same problem are one finding.
+
+    Example: `/upgrade diagnose payments`
     """
     namespace, pod = "", ""
     if args.target:
@@ -64,7 +66,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("target", nargs="?", help="NAMESPACE or NAMESPACE/POD (default: every pod)")
-    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
 
 
 def register(registry: Registry) -> None:

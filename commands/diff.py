@@ -46,6 +46,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     latest `pre` is compared with the latest `post`, or else the latest snapshot with the live
     cluster; with only A, A is compared with the live cluster. The summary lists regressions first
     (kube-system first); the full report is attached as Markdown.
+
+    Example: `/upgrade diff pre post`
     """
     cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
 
@@ -100,7 +102,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("a", nargs="?", help="the earlier snapshot: id or label")
     parser.add_argument("b", nargs="?", help="the later snapshot: id or label (default: live cluster)")
-    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
 
 
 def register(registry: Registry) -> None:

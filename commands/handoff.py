@@ -12,6 +12,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     Only this run's roster changes, not the plan. The new holder may approve from the next click
     on; approvals already given stay. Only people in the run's roster may hand off.
+
+    Example: `/upgrade handoff shadow @dana`
     """
     user = parse_user(args.user)
     out = _runs.change(
@@ -29,7 +31,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("role", help="a role of the run's roster")
     parser.add_argument("user", help="@someone")
-    parser.add_argument("--run", help="a run id (default: the only active run)")
+    parser.add_argument("--run", metavar="RUN", help="a run id (default: the only active run)")
 
 
 def register(registry: Registry) -> None:

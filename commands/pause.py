@@ -11,6 +11,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     """Pause a run: no gate accepts approvals until it is resumed. `--reason` is required.
 
     The reason is on the card, in the thread and in the audit log. A step whose action is running finishes; the next gate waits. Only people in the run's roster may do this.
+
+    Example: `/upgrade pause --reason "waiting for the payments team"`
     """
     why = _runs.reason(args.reason, required=True)
     out = _runs.change(
@@ -21,7 +23,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("run", nargs="?", help="a run id (default: the only active run)")
-    parser.add_argument("--reason", nargs="+", help="why (required)")
+    parser.add_argument("--reason", nargs="+", metavar="TEXT", help="why (required)")
 
 
 def register(registry: Registry) -> None:

@@ -47,6 +47,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     is checked completely — roles, step ids, actions, durations, the window, and that every Slack
     user and group in the roster exists — and stored under its `name`.
     `/upgrade plan show NAME` shows the steps and gates of the newest plan stored under NAME.
+
+    Example: `/upgrade plan load eks-nodegroups`
     """
     if args.action == "show":
         row, plan = find_plan(ctx.store, args.target)
@@ -65,7 +67,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 
 def _arguments(parser: CommandParser) -> None:
-    parser.add_argument("action", choices=["load", "show"])
+    parser.add_argument(
+        "action", choices=["load", "show"], help="`load` a plan (validated) or `show` a loaded one"
+    )
     parser.add_argument("target", help="a plan name, or (for load) the link of an uploaded plan file")
 
 

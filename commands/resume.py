@@ -11,6 +11,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     """Resume a paused run; a failed or interrupted step gets a fresh gate.
 
     Nothing re-runs by itself: the step's gate must be approved again before its action runs. Only people in the run's roster may do this.
+
+    Example: `/upgrade resume --reason "the payments team confirmed"`
     """
     why = _runs.reason(args.reason, required=False)
     out = _runs.change(
@@ -21,7 +23,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("run", nargs="?", help="a run id (default: the only active run)")
-    parser.add_argument("--reason", nargs="+", help="why (optional)")
+    parser.add_argument("--reason", nargs="+", metavar="TEXT", help="why (optional)")
 
 
 def register(registry: Registry) -> None:

@@ -42,6 +42,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     Outside the maintenance windows or in a freeze it is refused with the next allowed slots;
     the coordinator may add `--override --reason "…"` (audited).
     `/upgrade help schedule VERB` shows `list`, `cancel` or `move` in full.
+
+    Example: `/upgrade schedule eks-nodegroups --at "2026-12-01 14:00"`
     """
     service = _service(ctx)
     if len(args.words) != 1:
@@ -50,7 +52,10 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 
 def list_(ctx: CommandContext, args: Args) -> Reply:
-    """Show the ten newest schedules, each with every announcement (skipped ones too)."""
+    """Show the ten newest schedules, each with every announcement (skipped ones too).
+
+    Example: `/upgrade schedule list`
+    """
     return _list(_service(ctx))
 
 
@@ -58,6 +63,8 @@ def cancel(ctx: CommandContext, args: Args) -> Reply:
     """Cancel a schedule: its pending announcements are withdrawn and a cancellation notice posted.
 
     `/upgrade schedule cancel ID [--reason "…"]`; the notice goes to the announcement channel.
+
+    Example: `/upgrade schedule cancel 4 --reason "postponed to next week"`
     """
     return _cancel(ctx, _service(ctx), args.id, args.reason or "")
 
@@ -69,6 +76,8 @@ def move(ctx: CommandContext, args: Args) -> Reply:
     checks and override as scheduling; the pending announcements are withdrawn, a `delayed`
     announcement with the old window and the reason is posted now, and the new window's reminders
     and `starting` are scheduled (under a new schedule id).
+
+    Example: `/upgrade schedule move 4 --at "2026-12-02 14:00" --reason "the vendor asked for a day"`
     """
     return _move(ctx, _service(ctx), args.id, args)
 
@@ -209,27 +218,31 @@ def _arguments(parser: CommandParser) -> None:
     parser.usage = (
         '%(prog)s PLAN --at "YYYY-MM-DD HH:MM" [--tz ZONE] [--override --reason …] | list | cancel | move'
     )
-    parser.add_argument("words", nargs="+", metavar="PLAN")
+    parser.add_argument("words", nargs="+", metavar="PLAN", help="a loaded plan's name")
     _window_arguments(parser)
     parser.add_argument("--override", action="store_true", help="coordinator: schedule outside the windows")
-    parser.add_argument("--reason", help="why (an override)")
+    parser.add_argument("--reason", metavar="TEXT", help="why (an override)")
 
 
 def _window_arguments(parser: CommandParser) -> None:
-    parser.add_argument("--at", help='when the window opens: "YYYY-MM-DD HH:MM"')
-    parser.add_argument("--tz", help="the zone of --at (default: the plan's, or the schedule's)")
+    parser.add_argument(
+        "--at", metavar='"YYYY-MM-DD HH:MM"', help='when the window opens: "YYYY-MM-DD HH:MM"'
+    )
+    parser.add_argument(
+        "--tz", metavar="ZONE", help="the zone of --at (default: the plan's, or the schedule's)"
+    )
 
 
 def _cancel_arguments(parser: CommandParser) -> None:
     parser.add_argument("id", metavar="ID", help="the schedule (`/upgrade schedule list` shows ids)")
-    parser.add_argument("--reason", help="why it is cancelled (shown in the notice)")
+    parser.add_argument("--reason", metavar="TEXT", help="why it is cancelled (shown in the notice)")
 
 
 def _move_arguments(parser: CommandParser) -> None:
     parser.add_argument("id", metavar="ID", help="the schedule (`/upgrade schedule list` shows ids)")
     _window_arguments(parser)
     parser.add_argument("--override", action="store_true", help="coordinator: move outside the windows")
-    parser.add_argument("--reason", help="why it moves (the delayed announcement shows it)")
+    parser.add_argument("--reason", metavar="TEXT", help="why it moves (the delayed announcement shows it)")
 
 
 def register(registry: Registry) -> None:

@@ -12,6 +12,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     `--reason` is required. A step whose action is running cannot be skipped; pause or abort
     instead. Skipping the current step opens the next step's gate.
+
+    Example: `/upgrade skip drain-old --reason "drained by hand at 14:20"`
     """
     why = _runs.reason(args.reason, required=True)
     out = _runs.change(
@@ -27,8 +29,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("step", help="the step id")
-    parser.add_argument("--run", help="a run id (default: the only active run)")
-    parser.add_argument("--reason", nargs="+", help="why (required)")
+    parser.add_argument("--run", metavar="RUN", help="a run id (default: the only active run)")
+    parser.add_argument("--reason", nargs="+", metavar="TEXT", help="why (required)")
 
 
 def register(registry: Registry) -> None:

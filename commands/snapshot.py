@@ -18,6 +18,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     taints, cordon), every pod folded under its workload (ready x/y, restarts, waiting reasons,
     images), Deployments/DaemonSets/StatefulSets with their rollout verdict, PDBs, namespaces and
     the last hour's Warning events. Anything the bot may not read is reported as a gap.
+
+    Example: `/upgrade snapshot pre`
     """
     cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
     label = " ".join(args.label) if args.label else "manual"
@@ -41,7 +43,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("label", nargs="*", help="pre, post, or any text (default: manual)")
-    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
 
 
 def register(registry: Registry) -> None:

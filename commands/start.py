@@ -27,6 +27,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     Only someone in the plan's roster may start it. The first step's gate opens at once; every
     step then waits for the people its gate names. Outside the maintenance windows the
     coordinator may start it with `--override --reason "…"` (audited).
+
+    Example: `/upgrade start eks-nodegroups`
     """
     runs = _runs.service(ctx)
     _row, plan = find_plan(ctx.store, args.plan)
@@ -92,7 +94,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("plan", help="the name of a loaded plan")
     parser.add_argument("--override", action="store_true", help="coordinator: start outside the windows")
-    parser.add_argument("--reason", help="why the override")
+    parser.add_argument("--reason", metavar="TEXT", help="why the override")
 
 
 def register(registry: Registry) -> None:

@@ -11,6 +11,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     The same view as the run's card: every step with its state, approvals with their times,
     and whom the open gate is waiting for.
+
+    Example: `/upgrade status`
     """
     if ctx.runs is None:
         raise UserError("this front door cannot run upgrades")

@@ -12,6 +12,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     """End a watch (default: the only live one) with a final summary on its card and in its thread.
 
     A watch a plan step runs ends with its step instead.
+
+    Example: `/upgrade unwatch 2`
     """
     watches = service(ctx)
     if args.id is None:

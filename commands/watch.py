@@ -24,6 +24,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     remaining, NotReady nodes; unhealthy pods by reason (kube-system first, top workloads) and
     workloads mid-rollout. The thread gets nodes joining, cordoned and removed, workloads entering
     CrashLoopBackOff, rollouts completing. It runs until `--for` is over or `/upgrade unwatch`.
+
+    Example: `/upgrade watch --nodegroup ng-shared --for 2h`
     """
     watches = service(ctx)
     cluster = pick_cluster(ctx.settings.clusters, args.cluster)
@@ -48,11 +50,13 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 
 def _arguments(parser: CommandParser) -> None:
-    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
     parser.add_argument("--nodegroup", action="append", help="watch only this node group (repeatable)")
     parser.add_argument("--namespace", action="append", help="watch only this namespace (repeatable)")
     parser.add_argument("--for", dest="duration", help="end by itself after this long (30m, 2h)")
-    parser.add_argument("--channel", help="the channel ID for the card (default: where it was asked)")
+    parser.add_argument(
+        "--channel", metavar="CHANNEL", help="the channel ID for the card (default: where it was asked)"
+    )
 
 
 def register(registry: Registry) -> None:

@@ -8,7 +8,10 @@ from commands.watch import service
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
-    """List the live watches: id, cluster, scope, who started it, when it ends."""
+    """List the live watches: id, cluster, scope, who started it, when it ends.
+
+    Example: `/upgrade watches`
+    """
     return Reply(template="watches/list", context={"watches": service(ctx).live()})
 
 

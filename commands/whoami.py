@@ -7,7 +7,10 @@ from bot.core.people import roles_of
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
-    """Show which roster roles you hold (directly or through a user group)."""
+    """Show which roster roles you hold (directly or through a user group).
+
+    Example: `/upgrade whoami`
+    """
     roles = sorted(roles_of(ctx.user_id, ctx.settings.roster, ctx.directory))
     return Reply(template="whoami", context={"user_id": ctx.user_id, "roles": roles})
 

@@ -28,13 +28,14 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(tmp
     assert ":heavy_check_mark: @U0SHADOW (shadow) approved the start of `control-plane`" in out
     # The pre-flight check finds the scenario's planted blockers; the roster reviews and skips it.
     assert ":x: *`checks` failed* in run" in out
-    assert "pre-flight check for 1.25 FAILED: 6 Required (API001 ×3, HOOK001, PDB001, SKEW004)" in out
+    assert "pre-flight check for 1.25 FAILED: 6 Required — API001 (" in out
+    assert "  ↳ file attached: check-prod-1.25.md" in out
     assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
     assert ":fast_forward: `checks` Pre-flight checks — skipped" in out
     # Part 2: snapshot, upgrade, snapshot, diff through the terminal front door.
     url = re.search(r"^url: http://127\.0\.0\.1:(\d+)$", out, re.MULTILINE)
     assert url
-    assert "• `/upgrade snapshot [--cluster CLUSTER] [label ...]`" in out  # help
+    assert "• `/upgrade snapshot [LABEL …] [options]` — Take a snapshot of the cluster" in out  # help
     assert re.search(r"Snapshot \*#1\* `pre` of \*sim\* .*\nControl plane v1\.24\.17-eks-\S+ · 14 nodes", out)
     assert "step 6/6: NodeGroupUpdate logging → 1.25.16" in out
     assert "upgrade op-1: Successful" in out

@@ -265,7 +265,8 @@ class SlackGateway:
         title: str = "",
         thread_ts: str | None = None,
         comment: str | None = None,
-    ) -> None:
+    ) -> str:
+        """Upload a file (files_upload_v2) into the channel or thread; Slack's id for it."""
         kwargs: dict[str, Any] = {
             "channel": channel,
             "filename": filename,
@@ -276,7 +277,9 @@ class SlackGateway:
             kwargs["thread_ts"] = thread_ts
         if comment:
             kwargs["initial_comment"] = comment
-        self._call("files.uploadV2", self.client.files_upload_v2, **kwargs)
+        resp = self._call("files.uploadV2", self.client.files_upload_v2, **kwargs)
+        files = resp.get("files") or [resp.get("file") or {}]
+        return str(files[0].get("id", "")) if files else ""
 
     def open_view(self, trigger_id: str, view: dict[str, Any]) -> None:
         """Open a modal; Slack accepts a trigger_id only for 3 seconds after the click."""

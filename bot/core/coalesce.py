@@ -87,6 +87,20 @@ class CoalescingPoster:
     def find_posted(self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime) -> Posted | None:
         return self.inner.find_posted(channel, dedup_key, thread_ts=thread_ts, oldest=oldest)
 
+    def upload_file(
+        self,
+        channel: str,
+        filename: str,
+        content: bytes,
+        *,
+        title: str = "",
+        thread_ts: str | None = None,
+        comment: str | None = None,
+    ) -> str:
+        return self.inner.upload_file(
+            channel, filename, content, title=title, thread_ts=thread_ts, comment=comment
+        )
+
     def update_message(
         self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
     ) -> None:

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bot.errors import UsageError
+from bot.records import FileAttachment
 
 if TYPE_CHECKING:
     from bot.adapters.store import Store
@@ -34,15 +35,7 @@ if TYPE_CHECKING:
 
 Args = argparse.Namespace
 
-
-@dataclass(frozen=True, kw_only=True)
-class FileAttachment:
-    """A file that goes with a reply: uploaded in Slack, written to disk in the terminal."""
-
-    filename: str
-    content: bytes
-    title: str = ""
-    filetype: str = ""
+__all__ = ["FileAttachment"]  # where commands have always found it; it lives in the records leaf
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,10 +81,17 @@ Handler = Callable[[CommandContext, Args], Reply]
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse that raises UsageError (with usage text) instead of printing and exiting."""
+    """argparse that raises UsageError (with usage text) instead of printing and exiting.
+
+    Its usage is one line (`synopsis`): argparse wraps long usages at the terminal's width, and a
+    line break inside a chat code span shows as a broken command.
+    """
 
     def __init__(self, prog: str, **kwargs: Any) -> None:
         super().__init__(prog=prog, add_help=False, allow_abbrev=False, **kwargs)
+
+    def format_usage(self) -> str:
+        return f"usage: {synopsis(self)}\n"
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, usage=self.format_usage().strip())
@@ -116,12 +116,108 @@ class Subcommand:
         return inspect.getdoc(self.handler) or ""
 
     @property
+    def paragraphs(self) -> list[str]:
+        """The docstring's paragraphs, unwrapped (chat wraps text itself), without its examples."""
+        return [p for p in unwrap(self.doc) if not p.startswith(EXAMPLE)]
+
+    @property
     def summary(self) -> str:
-        return self.doc.splitlines()[0] if self.doc else ""
+        """The docstring's first sentence: one line in `/upgrade help`."""
+        paragraphs = self.paragraphs
+        return first_sentence(paragraphs[0]) if paragraphs else ""
 
     @property
     def usage(self) -> str:
-        return self.parser.format_usage().strip().removeprefix("usage: ")
+        """The whole usage on one line: `/upgrade NAME ARGS [--option VALUE]`."""
+        return synopsis(self.parser)
+
+    @property
+    def short_usage(self) -> str:
+        """The usage with its optional options folded into `[options]`, for the list of commands."""
+        return synopsis(self.parser, short=True)
+
+    @property
+    def arguments(self) -> list[tuple[str, str]]:
+        """(how it is written, what it means) for each argument and option, from its parser."""
+        return [(_written(a), a.help or "") for a in self.parser._actions if a.help != argparse.SUPPRESS]
+
+    @property
+    def examples(self) -> list[str]:
+        """The docstring's `Example: `/upgrade …`` lines: commands as someone would type them."""
+        return [
+            m.group(1)
+            for p in unwrap(self.doc)
+            if p.startswith(EXAMPLE)
+            for m in re.finditer(r"`(/upgrade [^`]+)`", p)
+        ]
+
+
+#: A docstring paragraph that starts with this holds examples (code spans), shown apart in help.
+EXAMPLE = "Example:"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(])")
+
+
+def unwrap(doc: str) -> list[str]:
+    """A docstring's paragraphs with their line breaks joined; list items stay one per line."""
+    paragraphs: list[str] = []
+    for block in re.split(r"\n\s*\n", doc.strip()):
+        lines: list[str] = []
+        for line in block.splitlines():
+            line = line.strip()
+            if lines and not re.match(r"^(?:[•*-] |\d+\. |Example:)", line):
+                lines[-1] += " " + line
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return [p for p in paragraphs if p]
+
+
+def first_sentence(text: str) -> str:
+    return _SENTENCE_END.split(text.splitlines()[0] if text else "", maxsplit=1)[0]
+
+
+def _metavar(action: argparse.Action) -> str:
+    if action.metavar is not None:
+        return str(action.metavar)
+    if action.choices is not None:
+        return "|".join(str(c) for c in action.choices)
+    return action.dest.upper()
+
+
+def _written(action: argparse.Action) -> str:
+    """How an argument is typed: `RUN`, `PARAMS …`, `--reason TEXT …`, `--dry-run`."""
+    word = _metavar(action)
+    if action.nargs in ("*", "+"):
+        word += " …"
+    if not action.option_strings:
+        return word
+    flag = max(action.option_strings, key=len)
+    return flag if action.nargs == 0 else f"{flag} {word}"
+
+
+def synopsis(parser: argparse.ArgumentParser, *, short: bool = False) -> str:
+    """`prog ARG [OPT] [--flag VALUE]` on one line: positionals first, as people type them."""
+    if parser.usage:
+        return parser.usage.replace("%(prog)s", parser.prog).removeprefix("usage: ")
+    parts = [parser.prog]
+    folded = False
+    actions = [a for a in parser._actions if a.help != argparse.SUPPRESS]
+    for action in sorted(actions, key=lambda a: bool(a.option_strings)):
+        written = _written(action)
+        if action.option_strings:
+            if action.required:
+                parts.append(written)
+            elif short:
+                folded = True
+            else:
+                parts.append(f"[{written}]")
+        elif action.nargs in ("?", "*"):
+            parts.append(f"[{written}]")
+        else:
+            parts.append(written)
+    if folded:
+        parts.append("[options]")
+    return " ".join(parts)
 
 
 class Registry:

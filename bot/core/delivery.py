@@ -19,11 +19,13 @@ a claim older than `STALE_AFTER` is settled whoever owns it.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
 import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -72,6 +74,19 @@ class Poster(Protocol):
 
     def find_posted(self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime) -> Posted | None:
         """The message posted with `dedup_key` in the channel (or thread) since `oldest`, if any."""
+        ...
+
+    def upload_file(
+        self,
+        channel: str,
+        filename: str,
+        content: bytes,
+        *,
+        title: str = "",
+        thread_ts: str | None = None,
+        comment: str | None = None,
+    ) -> str:
+        """Upload a file into the channel (or thread); its file id."""
         ...
 
 
@@ -196,6 +211,8 @@ class Deliveries:
         ):
             return None
         body = json.loads(ref.body)
+        if "file" in body:
+            return self._upload(ref, channel, thread_ts, body["file"])
         return self._post(
             ref.run_id,
             ref.key,
@@ -205,6 +222,26 @@ class Deliveries:
             thread_ts,
             bool(body.get("broadcast", False)),
         )
+
+    def _upload(self, ref: MessageRef, channel: str, thread_ts: str, file: Mapping[str, str]) -> Posted:
+        """Upload a claimed file row into the thread and record its file id as the row's ts.
+
+        A file carries no metadata, so a crash between the upload and the record cannot be told
+        from an upload that never happened: that claim is released and the file uploaded again
+        (a possible repeat beats a report that is never attached)."""
+        try:
+            file_id = self.poster.upload_file(
+                channel,
+                str(file["filename"]),
+                base64.b64decode(file["content"]),
+                title=str(file.get("title", "")),
+                thread_ts=thread_ts or None,
+            )
+        except BotError:
+            self.store.release_message(run_id=ref.run_id, key=ref.key)
+            raise
+        self.store.record_message(run_id=ref.run_id, key=ref.key, channel=channel, ts=file_id)
+        return _Uploaded(channel=channel, ts=file_id)
 
     def settle(self, subject: str) -> dict[str, MessageRef]:
         """The subject's message references after settling its tombstones."""
@@ -282,6 +319,12 @@ class Deliveries:
                 thread_ts=root,
             )
         return new_ts
+
+
+@dataclass(frozen=True)
+class _Uploaded:
+    channel: str
+    ts: str
 
 
 def thread_root(refs: Mapping[str, MessageRef], key: str) -> str:

@@ -6,7 +6,7 @@
     upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
     upgrade-bot templates check [DIR]                    render every announcement template (CI)
     upgrade-bot plan validate FILE [--check-slack]       check an upgrade plan (exit 2: problems)
-    upgrade-bot rehearse PLAN [--scenario S] [--auto-approve]   a whole plan on the simulated cluster
+    upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive]   a whole plan on the sim
     upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
 
@@ -199,8 +199,15 @@ def _parser() -> argparse.ArgumentParser:
     rehearse.add_argument(
         "--scenario", default="eks-nodegroups", help="the sim's scenario (default eks-nodegroups)"
     )
-    rehearse.add_argument(
+    answers = rehearse.add_mutually_exclusive_group()
+    answers.add_argument(
         "--auto-approve", action="store_true", help="every gate is answered by the roster (default: ask)"
+    )
+    answers.add_argument(
+        "--interactive",
+        action="store_true",
+        help="ask at each gate, and offer skip / resume / abort at a failed or interrupted step "
+        "(the default when stdin is a terminal)",
     )
     rehearse.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
     rehearse.add_argument("--seed", type=int, default=1)
@@ -365,6 +372,7 @@ def _rehearse(args: argparse.Namespace) -> int:
                 kubeconfig=kubeconfig,
                 workdir=workdir,
                 auto_approve=args.auto_approve,
+                interactive=args.interactive or (not args.auto_approve and sys.stdin.isatty()),
                 out=sys.stdout,
                 ask=input,
                 connect_cluster=Cluster.connect,

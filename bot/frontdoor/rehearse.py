@@ -11,9 +11,14 @@ At a prompt, a user ID approves as that person, `reject REASON` rejects (plain `
 the reason next), an empty line lets the roster answer, and `abort` stops the run. A refused
 answer (the wrong role, a typo) prints the gate's reason and the question is asked again: only
 `abort` or the end of input ends the rehearsal.
+With `interactive` (`--interactive`, the default at a terminal) a step that failed or was
+interrupted pauses the run and the prompt offers what the roster would do in Slack: `skip
+REASON` (resume, then skip the step on record), `resume` (a fresh gate: the step runs again once
+approved) or `abort`. Without it, the rehearsal stops at such a step, as the run does.
 PLAN is a plan file or the name of a built-in plan (`bot.resources.BUILTIN_PLANS`), so an
-installed copy rehearses its examples from any directory. Exit status: 0 when the run completed,
-1 when it stopped (aborted, paused, end of input), 2 when the plan is invalid.
+installed copy rehearses its examples from any directory. Exit status (`exit_status`): 0 when the
+run completed with every step done, 3 when it completed with failed steps skipped or paused, 1 when
+it was aborted or stopped at the end of input, 2 when the plan is invalid.
 """
 
 from __future__ import annotations
@@ -113,6 +118,19 @@ class TextPoster:
         # A rehearsal is one process with a fresh database: it never has a post to find again.
         return None
 
+    def upload_file(
+        self,
+        channel: str,
+        filename: str,
+        content: bytes,
+        *,
+        title: str = "",
+        thread_ts: str | None = None,
+        comment: str | None = None,
+    ) -> str:
+        self.out.write(f"  ↳ file attached: {filename} ({title or filename}, {len(content):,} bytes)\n")
+        return f"F{next(self._ts)}"
+
 
 def _framed(text: str) -> str:
     rule = "─" * 78
@@ -202,8 +220,11 @@ def rehearse(
     ask: Callable[[str], str],
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    interactive: bool = False,
 ) -> int:
     """Run the plan to its end; the exit status is `exit_status`'s."""
+    if interactive and auto_approve:
+        raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
     plan, text = load_plan_file(plan_name)
     settings = parse_settings(
         f"data_dir: {workdir}\nclusters:\n  {plan.cluster}: {{kubeconfig: {kubeconfig}, context: sim}}\n",
@@ -279,9 +300,17 @@ def rehearse(
         starter = next(iter(plan.roster.values()))[0]
         run = service.start(plan.name, Actor(user_id=starter, source="terminal")).run
         played: set[tuple[str, int]] = set()
-        while run.state is R.RunState.ACTIVE or (auto_approve and _failed_action(run)):
+        while (
+            run.state is R.RunState.ACTIVE
+            or (auto_approve and _failed_action(run))
+            or (interactive and _stopped_step(run))
+        ):
             if run.state is R.RunState.PAUSED:
-                run = _skip_reviewed(service, run, out)
+                run = (
+                    _skip_reviewed(service, run, out)
+                    if auto_approve
+                    else _offer_ways_on(service, run, ask=ask, out=out)
+                )
                 continue
             cur = run.current
             if cur is None:
@@ -411,6 +440,52 @@ def _failed_action(run: R.Run) -> bool:
         and cur.state is R.StepState.FAILED
         and bool(run.plan.step(cur.step_id).actions)
     )
+
+
+def _stopped_step(run: R.Run) -> bool:
+    """The run paused at a step that failed or was interrupted: people decide how it goes on."""
+    cur = run.current
+    return (
+        run.state is R.RunState.PAUSED
+        and cur is not None
+        and cur.state in (R.StepState.FAILED, R.StepState.INTERRUPTED)
+    )
+
+
+def _offer_ways_on(service: RunService, run: R.Run, *, ask: Callable[[str], str], out: TextIO) -> R.Run:
+    """At a failed or interrupted step, ask what the roster would decide in Slack: skip it (with
+    a reason, on record), resume (a fresh gate: nothing re-runs until it is approved), or abort.
+    Each is done as someone of the step's gate, through the same transitions as the commands."""
+    cur = run.current
+    assert cur is not None
+    step = run.plan.step(cur.step_id)
+    who = next(p for r in step.gate.roles for p in run.roster.get(r, ()))
+    actor = Actor(user_id=who, source="terminal")
+    out.write(_framed(_card_text(service, run)))
+    prompt = (
+        f"{cur.step_id} {cur.state} and the run is paused: 'skip REASON' (as {who}), "
+        "'resume' (its gate opens again), or 'abort': "
+    )
+    while True:
+        word, _, reason = ask(prompt).strip().partition(" ")
+        reason = reason.strip()
+        if word in ("abort", "resume") or (word == "skip" and reason):
+            break
+        if word == "skip":
+            out.write("  · say why: skip REASON (it goes on the card and into the audit log)\n")
+        else:
+            out.write("  · answer 'skip REASON', 'resume' or 'abort'\n")
+    now = service.clock
+    if word == "abort":
+        why = reason or "rehearsal stopped"
+        return service.apply(run.id, lambda r: R.abort(r, by=who, reason=why, now=now()), actor).run
+    if word == "resume":
+        why = reason or f"rehearsal: {who} resumes `{cur.step_id}`"
+        return service.apply(run.id, lambda r: R.resume(r, by=who, reason=why, now=now()), actor).run
+    service.apply(run.id, lambda r: R.resume(r, by=who, reason=reason, now=now()), actor)
+    return service.apply(
+        run.id, lambda r: R.skip(r, step_id=cur.step_id, by=who, reason=reason, now=now()), actor
+    ).run
 
 
 def _skip_reviewed(service: RunService, run: R.Run, out: TextIO) -> R.Run:

@@ -145,8 +145,12 @@ def test_upgrade_check_in_chat_lists_required_first_and_attaches_the_full_report
     assert text.startswith(
         ":no_entry: Pre-flight check of *sim* for *1.25*: *FAILED* — 6 required, 17 recommended"
     )
-    assert text.index("*Required*") < text.index("*Recommended* (first 10)")
-    assert "• `PDB001` PodDisruptionBudget billing/ledger allows no disruption" in text
+    assert text.index("*Required*") < text.index("*Recommended*")
+    assert "• `PDB001` PodDisruptionBudget billing/ledger allows no disruption — " in text
+    # One line per finding id, naming the workloads it concerns (the report lists their pods).
+    assert text.count("`KI002`") == 1
+    assert "(3 objects)" not in text
+    assert "…and 1 more in the report" in text
     (attached,) = outcome.reply.files
     assert attached.filename == "check-sim-1.25.md"
     body = attached.content.decode()

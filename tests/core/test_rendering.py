@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from bot.core.checks.findings import Finding as CheckFinding
-from bot.core.rendering import Renderer, fit
+from bot.core.checks.findings import Report as CheckReport
+from bot.core.checks.service import summary_context
+from bot.core.rendering import BIDI_CONTROLS, Renderer, fit, inert
 from bot.core.snapshots.diff import Finding
 from bot.errors import TemplateError
 from bot.records import SnapshotMeta
@@ -56,13 +58,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "expected_count": 0,
         "skipped": ["events: not readable in one of the snapshots"],
     },
-    "help": {"commands": [{"name": "help", "summary": "Show help.", "usage": "/upgrade help [x]"}]},
+    "help": {"commands": [{"summary": "Show help.", "usage": "/upgrade help [COMMAND]"}]},
     "help_one": {
         "name": "schedule",
         "usage": "/upgrade schedule PLAN",
-        "doc": "Schedule.\n\nMore.",
+        "paragraphs": ["Schedule.", "More."],
+        "arguments": [{"name": "PLAN", "meaning": "a plan"}, {"name": "--override", "meaning": ""}],
+        "examples": ['/upgrade schedule eks-nodegroups --at "2026-12-01 14:00"'],
         "roles": ["*"],
-        "verbs": [{"name": "schedule list", "usage": "/upgrade schedule list", "summary": "List."}],
+        "verbs": [{"usage": "/upgrade schedule list", "summary": "List."}],
     },
     "error": {
         "message": "no such run",
@@ -70,15 +74,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "correlation_id": "c0ffee00",
     },
     "whoami": {"user_id": "U0BOB", "roles": ["shadow"]},
-    "check": {
-        "cluster": "prod",
-        "target": "1.25",
-        "failed": True,
-        "required": [CHECK_FINDING],
-        "recommended": [replace(CHECK_FINDING, id="RES001", severity="recommended")],
-        "recommended_count": 12,
-        "notes": ["not read: events: forbidden"],
-    },
+    "check": summary_context(
+        CheckReport(
+            cluster="prod",
+            target="1.25",
+            findings=(CHECK_FINDING, replace(CHECK_FINDING, id="RES001", severity="recommended")),
+            notes=("not read: events: forbidden",),
+        ),
+        shown_recommended=10,
+    ),
     "diagnose": {
         "cluster": "prod",
         "scope": "payments",
@@ -214,6 +218,30 @@ def test_values_from_users_are_escaped_for_slack_but_quotes_are_not() -> None:
         .text
     )
     assert 'bad &lt;!channel&gt; &amp; it\'s "odd"' in text
+
+
+def test_inert_escapes_markup_and_removes_controls_and_bidi_overrides() -> None:
+    typed = "node=<!channel>\u202e & <https://evil|docs>\x1b[31m\x00\u2066x\u2069\u200f\u061c\nnext\tcol"
+    assert inert(typed) == "node=&lt;!channel&gt; &amp; &lt;https://evil|docs&gt;[31mx\nnext\tcol"
+    assert (
+        inert(typed, multiline=False) == "node=&lt;!channel&gt; &amp; &lt;https://evil|docs&gt;[31mx next col"
+    )
+    for mark in BIDI_CONTROLS:
+        assert inert(f"a{mark}b") == "ab"
+    assert inert("ünïcode — “quotes” ✓ 日本") == "ünïcode — “quotes” ✓ 日本"
+
+
+def test_the_finalize_hook_makes_every_printed_value_inert() -> None:
+    text = (
+        Renderer([BUILTIN_TEMPLATES])
+        .render(
+            "error", {"message": "no such node: <!channel>\u202e\u0007", "usage": "", "correlation_id": "x"}
+        )
+        .text
+    )
+    assert text.startswith(":warning: no such node: &lt;!channel&gt;\n")
+    assert "\u202e" not in text
+    assert "\u0007" not in text
 
 
 def test_mentions_are_not_escaped() -> None:

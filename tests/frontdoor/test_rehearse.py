@@ -218,7 +218,7 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
     finally:
         nodes.stop()
         events.stop()
-    assert code == 0, out.getvalue()[-3000:]
+    assert code == 3, out.getvalue()[-3000:]
     run_id = re.search(r"\*Upgrade run (\S+)\*", out.getvalue())
     assert run_id is not None
     # Every drained node said who cordoned it: the run, its drain step, the job and the approvers.
@@ -235,3 +235,48 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
     prefix = f"cordoned for a drain by upgrade-bot: run {run_id.group(1)}, step drain-"
     assert all(m.startswith(prefix) for m in said.values()), said
     api.close()
+
+
+CHECKS_PAUSED = (
+    "checks failed and the run is paused: 'skip REASON' (as U0PRIMARY), 'resume' (its gate opens again), "
+    "or 'abort': "
+)
+
+
+def test_interactive_offers_skip_resume_abort_at_a_failed_step_with_piped_answers() -> None:
+    # stdin is a pipe, not a terminal: `--interactive` asks for what a terminal gets by default.
+    answers = "U0SHADOW\nU0PRIMARY\nretry\nskip\nskip reviewed: tracked in CHG-1125\nabort\n"
+    result = rehearse("eks-nodegroups", "--interactive", stdin=answers)
+    out = result.stdout
+    assert ":x: *`checks` failed* in run" in out
+    # A word it does not know, and a skip without a reason, are answered and asked again.
+    assert out.count(CHECKS_PAUSED) == 3
+    assert CHECKS_PAUSED + "  · answer 'skip REASON', 'resume' or 'abort'\n" in out
+    assert CHECKS_PAUSED + "  · say why: skip REASON (it goes on the card and into the audit log)\n" in out
+    # Skipped as the roster would in Slack: resumed, then the step skipped with the reason on record.
+    assert ":arrow_forward: Run resumed by @U0PRIMARY: reviewed: tracked in CHG-1125" in out
+    assert ":fast_forward: @U0PRIMARY skipped `checks`: reviewed: tracked in CHG-1125" in out
+    # The run goes on to the next gate, where the last answer stops it.
+    assert "announce-start (start): approve as [" in out
+    assert "Run *aborted* — rehearsal stopped" in out
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert out.rstrip().endswith(" aborted")
+
+
+def test_interactive_resume_reopens_the_failed_steps_gate_and_runs_it_again() -> None:
+    result = rehearse(
+        "eks-nodegroups", "--interactive", stdin="U0SHADOW\nU0PRIMARY\nresume\nU0PRIMARY\nabort\n"
+    )
+    out = result.stdout
+    assert ":arrow_forward: Run resumed by @U0PRIMARY: rehearsal: U0PRIMARY resumes `checks`" in out
+    # The check ran twice (approved again after the resume) and failed twice; then aborted.
+    assert out.count(":x: *`checks` failed* in run") == 2
+    assert out.count(CHECKS_PAUSED) == 2
+    assert "Run *aborted* — rehearsal stopped" in out
+    assert result.returncode == 1, result.stderr[-3000:]
+
+
+def test_interactive_and_auto_approve_exclude_each_other() -> None:
+    result = rehearse("eks-nodegroups", "--interactive", "--auto-approve")
+    assert result.returncode == 2
+    assert "not allowed with argument" in result.stderr

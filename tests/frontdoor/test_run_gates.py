@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bot.adapters.kube import Cluster
 from bot.settings import load_settings
 from tests.support.awaited import Bot, TrackedPool
 from tests.support.front import start_front
@@ -85,7 +86,22 @@ def test_the_eks_runbook_runs_end_to_end_with_the_right_people(bot: Bot) -> None
     assert bot.click(PRIMARY, bot.gate("checks")) is None
     card = bot.card()
     assert ":x: `checks` Pre-flight checks — failed" in card
-    assert "pre-flight check for 1.25 FAILED: 6 Required (API001 ×3, HOOK001, PDB001, SKEW004)" in card
+    assert "pre-flight check for 1.25 FAILED: 6 Required — API001 (" in card
+    thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
+    (failed,) = [t for t in thread if "*`checks` failed*" in t]
+    assert "PDB001 (PodDisruptionBudget billing/ledger …and 1 more)" in failed, failed
+    assert failed.endswith("17 Recommended — the full report is attached")
+    # The full report is uploaded into the run's thread, once, right after the step's failure line.
+    (upload,) = bot.stub.calls_to("files.completeUploadExternal")
+    assert upload.params["thread_ts"] == cards[0]["ts"]
+    assert upload.params["channel_id"] == "C0OPS"
+    (report,) = bot.stub.uploads.values()
+    assert b"HOOK001" in report
+    assert b"**Fix:**" in report
+    failed_line = next(
+        i for i, c in enumerate(bot.stub.calls) if "*`checks` failed*" in str(c.params.get("text", ""))
+    )
+    assert bot.stub.calls.index(upload) > failed_line
     assert "Run *paused*" in card
     assert "active" in bot.command("resume --reason the findings are reviewed")
     skipped = bot.command("skip checks --reason known: tracked in CHG-1125")
@@ -304,3 +320,29 @@ def test_an_action_outside_a_plan_is_a_run_that_waits_for_the_primary_and_the_sh
     assert json.loads(job.args) == {"nodegroup": "ng-shared", "allow_local_storage": "true"}
     audit = [e for e in bot.services.store.audit_entries() if e.subcommand == "drain"]
     assert any("started: drain" in e.detail and "(dry run)" in e.detail for e in audit)
+
+
+def test_a_users_argument_is_inert_in_every_line_of_the_job_it_starts(bot: Bot) -> None:
+    # A node name that would ping the channel, with a right-to-left override after it.
+    reply = bot.command("action cordon node=<!channel>\u202e --reason x")
+    assert "waits for the primary and the shadow" in reply, reply
+    gate = bot.gate("cordon")
+    assert bot.click(PRIMARY, gate) is None
+    assert bot.click(SHADOW, gate) is None
+    (job,) = bot.services.store.jobs(states=("live",))
+    assert job.kind == "cordon"
+    # The triggers door's driver, in this thread: claim the job and tick it until it ends.
+    jobs = bot.services.jobs
+    assert jobs.claim(job)
+    cluster = Cluster.connect(bot.services.settings.clusters["prod"])
+    assert any(jobs.advance(job.id, cluster).done for _ in range(20))
+
+    thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
+    (stopped,) = [t for t in thread if "stopped" in t]
+    assert stopped == ":x: `cordon` stopped: no such node: &lt;!channel&gt;", stopped
+    assert any(t.startswith(":x: *`cordon` failed*") and "&lt;!channel&gt;" in t for t in thread), thread
+    payloads = [json.dumps(c.params, ensure_ascii=False) for c in bot.stub.calls]
+    payloads += [json.dumps(r, ensure_ascii=False) for r in bot.stub.responses]
+    for payload in payloads:
+        assert "<!channel>" not in payload, payload
+        assert "\u202e" not in payload, payload

@@ -15,8 +15,8 @@ PLAN = (
     (Path(__file__).parents[2] / "templates" / "plans" / "eks-nodegroups.yaml")
     .read_text(encoding="utf-8")
     .replace("name: eks-nodegroups", "name: tokyo-upgrade")
-    .replace('start: "2026-11-28T22:00"', 'start: "2026-12-01T14:00"')
-    .replace('end: "2026-11-29T03:00"', 'end: "2026-12-01T16:00"')
+    # Two hours, so that a refusal's slots can be checked against a window they fit with room.
+    .replace('end: "2026-12-01T17:00"', 'end: "2026-12-01T16:00"')
 )
 CONFIG = """\
 roster:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.core.checks.findings import Report
+from bot.records import FileAttachment
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,10 +36,12 @@ class ActionRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class ActionResult:
-    """How an action ended; `detail` is one line for the run's thread."""
+    """How an action ended; `detail` is one line for the run's thread, `files` go with that line
+    (uploaded into the thread once, like the line itself: the full report of a check)."""
 
     ok: bool
     detail: str
+    files: tuple[FileAttachment, ...] = ()
 
 
 class DiffSummary(Protocol):

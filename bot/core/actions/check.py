@@ -1,16 +1,19 @@
 """The `check` action: the pre-flight checks and known-issue rules; a Required finding fails the step.
 
-The step's thread gets one line: the verdict, the Required findings' ids and the counts; the full
-report is `/upgrade check` (or `upgrade-bot check --format md`) on the same cluster.
+The step's thread gets one line — the verdict, each Required finding id with the objects it
+concerns, the counts — and the full report (why and how to fix each finding) uploaded under it.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
 from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
-from bot.core.checks.findings import REQUIRED
+from bot.core.checks.findings import REQUIRED, summary_lines
+from bot.core.checks.service import report_attachment
 from bot.errors import UserError
+
+#: About how long the thread line's list of Required findings may grow (the event line is clipped
+#: at 500 characters; whole findings are dropped before that, with "…and N more").
+LISTED_CHARS = 300
 
 
 def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
@@ -19,19 +22,39 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     report = ctx.run_check(request.cluster, request.call.args.get("to") or None)
     required = [f for f in report.findings if f.severity == REQUIRED]
     recommended = len(report.findings) - len(required)
+    files = (report_attachment(report),)
     if not required:
         return ActionResult(
             ok=True,
-            detail=f"pre-flight check for {report.target} passed: no Required findings, {recommended} Recommended",
+            detail=(
+                f"pre-flight check for {report.target} passed: no Required findings, {recommended} "
+                "Recommended — the full report is attached"
+            ),
+            files=files,
         )
-    counts = Counter(f.id for f in required)
-    shown = ", ".join(f"{i} ×{n}" if n > 1 else i for i, n in sorted(counts.items()))
+    # One entry per finding id (titles differ for API001's APIs; the report has them apart).
+    by_id: dict[str, list[str]] = {}
+    for line in summary_lines(required, shown=1000):
+        names = by_id.setdefault(line.id, [])
+        names.extend(n for n in line.objects if n not in names)
+    entries = [
+        f"{fid} ({names[0]}{f' …and {len(names) - 1} more' if len(names) > 1 else ''})" if names else fid
+        for fid, names in by_id.items()
+    ]
+    listed: list[str] = []
+    for entry in entries:
+        if listed and sum(len(e) + 2 for e in listed) + len(entry) > LISTED_CHARS:
+            break
+        listed.append(entry)
+    more = len(entries) - len(listed)
+    shown = ", ".join(listed) + (f", …and {more} more" if more else "")
     return ActionResult(
         ok=False,
         detail=(
-            f"pre-flight check for {report.target} FAILED: {len(required)} Required ({shown}), "
-            f"{recommended} Recommended — `/upgrade check --to {report.target}` for the full report"
+            f"pre-flight check for {report.target} FAILED: {len(required)} Required — {shown}; "
+            f"{recommended} Recommended — the full report is attached"
         ),
+        files=files,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 REQUIRED = "required"
@@ -29,3 +31,58 @@ class Report:
     @property
     def failed(self) -> bool:
         return any(f.severity == REQUIRED for f in self.findings)
+
+
+#: Kinds whose objects the chat summary names as `namespace/name` alone (the report keeps the kind).
+_WORKLOAD = re.compile(
+    r"^(?:Deployment|StatefulSet|DaemonSet|ReplicaSet|Job|CronJob|Pod|Rollout) ([^\s/]+/[^\s:,()]+)"
+)
+#: Lines of a finding's objects that only count what came before (`… and 3 more pods`).
+_COUNTED = re.compile(r"^…\s*and \d+ more")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummaryLine:
+    """One line of a check's chat summary: a finding id and title, and the objects it concerns."""
+
+    id: str
+    severity: str
+    title: str
+    objects: tuple[str, ...]
+    #: How many more objects the line concerns than it names ("…and N more").
+    more: int
+
+
+def _named(obj: str) -> str:
+    """`Deployment payments/api (2 pods)` → `payments/api`; other objects lose their details."""
+    workload = _WORKLOAD.match(obj)
+    if workload:
+        return workload.group(1)
+    return re.split(r" \(|: ", obj, maxsplit=1)[0]
+
+
+def summary_lines(findings: Iterable[Finding], *, shown: int = 3) -> list[SummaryLine]:
+    """The findings as chat lines: one per id and title, in first-seen order, naming at most
+    `shown` objects each (a known issue seen in four workloads is one line naming them, not four
+    lines of "(3 objects)"). A workload's pods are not named beside it; the report lists them."""
+    groups: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    for f in findings:
+        _, names = groups.setdefault((f.id, f.title), (f.severity, []))
+        listed = [o for o in f.objects if not _COUNTED.match(o)]
+        # The pods of a workload the finding names are that workload's; name the workload only.
+        if any(not o.startswith("Pod ") for o in listed):
+            listed = [o for o in listed if not o.startswith("Pod ")]
+        for obj in listed:
+            name = _named(obj)
+            if name and name not in names:
+                names.append(name)
+    return [
+        SummaryLine(
+            id=key[0],
+            severity=severity,
+            title=key[1],
+            objects=tuple(names[:shown]),
+            more=max(len(names) - shown, 0),
+        )
+        for key, (severity, names) in groups.items()
+    ]

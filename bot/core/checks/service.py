@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import cast
 
 from bot.core.checks import apidata, apis
-from bot.core.checks.findings import REQUIRED, Finding, Report
+from bot.core.checks.findings import REQUIRED, Finding, Report, summary_lines
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rules import Rule, RuleHit
 from bot.core.snapshots.projection import Progress
 from bot.errors import UsageError, UserError
+from bot.records import FileAttachment
 
 #: Extra finding sources (removed APIs…): (reader, target, notes to add to) → findings.
 Extra = Callable[[CheckReader, str, list[str]], Sequence[Finding]]
@@ -153,6 +154,34 @@ def headline(report: Report) -> str:
     return (
         f"Pre-flight check of {report.cluster} for {report.target}: {verdict} — "
         f"{required} required, {recommended} recommended"
+    )
+
+
+def summary_context(report: Report, *, shown_recommended: int) -> dict[str, object]:
+    """What `check.txt.j2` shows: the verdict and one line per finding id, Required first."""
+    required = summary_lines(f for f in report.findings if f.severity == REQUIRED)
+    recommended = summary_lines(f for f in report.findings if f.severity != REQUIRED)
+    n_required, n_recommended = counts(report)
+    return {
+        "cluster": report.cluster,
+        "target": report.target,
+        "failed": report.failed,
+        "required": required,
+        "required_count": n_required,
+        "recommended": recommended[:shown_recommended],
+        "recommended_lines": len(recommended),
+        "recommended_count": n_recommended,
+        "notes": [n for n in report.notes if n.startswith("not read")],
+    }
+
+
+def report_attachment(report: Report) -> FileAttachment:
+    """The full report (why and how to fix each finding) as a Markdown file for the chat."""
+    return FileAttachment(
+        filename=f"check-{report.cluster}-{report.target}.md",
+        content=render_markdown(report).encode(),
+        title=f"Pre-flight check of {report.cluster} for {report.target}",
+        filetype="markdown",
     )
 
 

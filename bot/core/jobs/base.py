@@ -37,7 +37,8 @@ Progress = dict[str, Any]
 @dataclass(frozen=True, kw_only=True)
 class Post:
     """A line the job owes the run's thread; `key` is deterministic (never the text), e.g.
-    `pdb-blocked:payments/api-pdb:ip-10-0-1-7` — the same key is posted once, ever."""
+    `pdb-blocked:payments/api-pdb:ip-10-0-1-7` — the same key is posted once, ever. `text` is
+    plain text (mrkdwn emphasis at most, never `<…>` markup): the driver makes it inert."""
 
     key: str
     text: str

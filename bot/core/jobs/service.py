@@ -46,6 +46,7 @@ from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection
 from bot.core.people import Directory, roles_of
+from bot.core.rendering import inert, mention
 from bot.errors import BotError, ClusterError, Fenced, TemporaryError, UserError, clip
 from bot.records import AuditEntry, JobRow, StepState
 
@@ -376,7 +377,12 @@ class JobService:
                     self._ask(row, asked)
                     return Advanced(wait=2.0, waiting_for_people=True)
                 if decision.option != GO:
-                    return self._end(row, ok=True, detail=f"left as it is by <@{decision.by}>")
+                    return self._end(
+                        row,
+                        ok=True,
+                        detail=f"left as it is by <@{decision.by}>",
+                        text=f":white_check_mark: left as it is by {mention(decision.by)}",
+                    )
                 answered = True
             if not row.progress:
                 progress = job.plan(cluster, args, now=now)
@@ -414,7 +420,9 @@ class JobService:
 
     def _store(self, row: JobRow, tick: Tick, *, planned: bool = False, answered: bool = False) -> Advanced:
         now = self.clock()
-        outbox = [(p.key, json.dumps({"text": p.text, "broadcast": p.broadcast})) for p in tick.posts]
+        # A job's lines are plain text built from node, pod and workload names (the cluster's) and
+        # arguments (the user's): made inert here, once, so no job can post a ping or a fake link.
+        outbox = [(p.key, json.dumps({"text": inert(p.text), "broadcast": p.broadcast})) for p in tick.posts]
         if tick.choice is not None:
             outbox.append((f"choice:{tick.choice.key}", json.dumps(self._choice_body(row, tick.choice))))
         audit = [self._audit_row(row, what, detail, at=now) for what, detail in tick.audit]
@@ -467,7 +475,7 @@ class JobService:
         shown = list(lines)[:50]
         more = len(lines) - len(shown)
         text = f":mag: Dry run of `{row.kind}` — nothing was changed. It would:\n" + "\n".join(
-            f"• {line}" for line in shown
+            f"• {inert(line, multiline=False)}" for line in shown
         )
         if more > 0:
             text += f"\n…and {more} more"
@@ -490,10 +498,13 @@ class JobService:
         self._ended(row, tick.ok, detail)
         return Advanced(wait=0, ticked=True, done=True)
 
-    def _end(self, row: JobRow, *, ok: bool, detail: str) -> Advanced:
+    def _end(self, row: JobRow, *, ok: bool, detail: str, text: str = "") -> Advanced:
+        """End the job with `detail` (plain text: it may repeat a user's argument or a cluster's
+        name, so the thread line shows it inert); `text` is a thread line built with markup."""
         progress = json.loads(row.progress) if row.progress else {}
         card = json.loads(row.card) if row.card else []
-        text = f":x: `{row.kind}` stopped: {detail}" if not ok else f":white_check_mark: {detail}"
+        shown = inert(detail)
+        text = text or (f":x: `{row.kind}` stopped: {shown}" if not ok else f":white_check_mark: {shown}")
         if not self.store.save_job_tick(
             row.id,
             owner=self.owner,
@@ -522,11 +533,11 @@ class JobService:
     def _choice_body(self, row: JobRow, choice: Choice) -> dict[str, Any]:
         roles = {o.id: " or ".join(o.roles) for o in choice.options}
         lines = "\n".join(
-            f"• *{o.label}* — {roles[o.id]}" + (" (with a reason)" if o.needs_reason else "")
+            f"• *{inert(o.label)}* — {roles[o.id]}" + (" (with a reason)" if o.needs_reason else "")
             for o in choice.options
         )
         text = (
-            f":raised_hand: {choice.question}\nThe job waits for people; nothing more happens until one of "
+            f":raised_hand: {inert(choice.question)}\nThe job waits for people; nothing more happens until one of "
             f"these is chosen:\n{lines}\n(`/upgrade choose {row.id} OPTION [--reason …]`, "
             f"OPTION one of {', '.join(o.id for o in choice.options)})"
         )

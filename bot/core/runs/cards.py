@@ -11,6 +11,7 @@ A Slack failure never undoes a commit: Slack catches up on the next change, the 
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ from bot.core.live import LiveSection, LiveSource
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.errors import BotError, SlackCallFailed
+from bot.records import FileAttachment
 
 if TYPE_CHECKING:
     from bot.core.runs.dryrun import GateDryRuns
@@ -140,6 +142,8 @@ def card_context(run: R.Run, now: datetime, live: Sequence[LiveSection] = ()) ->
 #: own message) and those also broadcast to the channel.
 _NOT_IN_THREAD = frozenset({"refused", "gate_opened"})
 _BROADCAST = frozenset({"step_failed", "run_aborted", "step_interrupted"})
+#: The events an action's files (its report) are uploaded under: how its step ended.
+_STEP_ENDED = frozenset({"step_succeeded", "step_failed"})
 
 
 def dry_run_view(dry_run: Mapping[str, Any], zone: str) -> dict[str, Any]:
@@ -154,10 +158,24 @@ def dry_run_view(dry_run: Mapping[str, Any], zone: str) -> dict[str, Any]:
     }
 
 
-def _event_order(key: str) -> tuple[int, int]:
-    # "event:VERSION:N": thread lines go out in commit order, then in order within the commit.
-    _, version, index = key.split(":")
-    return int(version), int(index)
+def _event_order(key: str) -> tuple[int, int, int]:
+    # "event:VERSION:N" (and its files, "event:VERSION:N:file:J"): thread lines go out in commit
+    # order, then in order within the commit, each line's files right after it.
+    parts = key.split(":")
+    return int(parts[1]), int(parts[2]), int(parts[4]) + 1 if len(parts) == 5 else 0
+
+
+def file_body(attachment: FileAttachment) -> str:
+    """An outbox row that uploads `attachment` into the thread (`Deliveries.post_outbox`)."""
+    return json.dumps(
+        {
+            "file": {
+                "filename": attachment.filename,
+                "title": attachment.title,
+                "content": base64.b64encode(attachment.content).decode(),
+            }
+        }
+    )
 
 
 class RunCards:
@@ -191,17 +209,29 @@ class RunCards:
     def channel_for(self, run: R.Run) -> str | None:
         return run.plan.operations_channel or self.operations_channel
 
-    def thread_lines(self, run: R.Run, events: Sequence[R.Event], version: int) -> list[tuple[str, str]]:
-        """The (key, body) outbox rows a commit at `version` owes the run's thread, rendered now."""
+    def thread_lines(
+        self,
+        run: R.Run,
+        events: Sequence[R.Event],
+        version: int,
+        files: Sequence[FileAttachment] = (),
+    ) -> list[tuple[str, str]]:
+        """The (key, body) outbox rows a commit at `version` owes the run's thread, rendered now;
+        `files` (an action's report) are uploaded right after the line saying how its step ended."""
         lines = []
+        owed = list(files)
         for i, event in enumerate(events):
             if event.kind in _NOT_IN_THREAD:
                 continue
             rendered = self.renderer.render(
-                "runs/event", {"event": event, "run": run, "zone": run.plan.window.timezone}
+                "runs/event",
+                {"event": event, "run": run, "zone": run.plan.window.timezone, "at": self.clock()},
             )
             body = {"text": rendered.text, "blocks": rendered.blocks, "broadcast": event.kind in _BROADCAST}
             lines.append((f"event:{version}:{i}", json.dumps(body)))
+            if owed and event.kind in _STEP_ENDED:
+                lines.extend((f"event:{version}:{i}:file:{j}", file_body(f)) for j, f in enumerate(owed))
+                owed = []
         return lines
 
     def publish(self, run: R.Run) -> None:

@@ -406,6 +406,16 @@ def handoff(run: Run, *, role: str, user_id: str, by: str, now: datetime) -> Out
     )
 
 
+def note(run: Run, *, by: str, text: str, now: datetime) -> Outcome:
+    """A note someone adds to the run's record (what they did outside the bot): an event for the
+    thread and the audit log; the run itself does not change."""
+    if run.state in (RunState.ABORTED, RunState.COMPLETED):
+        raise TransitionRefused(f"run {run.id} is {run.state}; notes go to a run that is still going")
+    # A new Run value (equal to the old one) so the note is committed like any transition: the
+    # version check orders it among the others and its thread line is written with the commit.
+    return Outcome(run=dataclasses.replace(run), events=(Event(kind="note", actor=by, detail=text),))
+
+
 def recover(run: Run, *, now: datetime, keep: frozenset[str] = frozenset()) -> Outcome:
     """After a restart: a step whose actions were running did not finish; it waits for a human.
 

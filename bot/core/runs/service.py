@@ -30,7 +30,7 @@ from bot.core.runs.library import assemble_run, find_plan
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
 from bot.logsetup import run_scoped
-from bot.records import AuditEntry, RunRow
+from bot.records import AuditEntry, FileAttachment, RunRow
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +139,17 @@ class RunService:
         return out
 
     @run_scoped
-    def apply(self, run_id: str, change: Callable[[R.Run], R.Outcome], actor: Actor) -> R.Outcome:
-        """Compute `change` on the latest state and commit it; recompute when someone was first."""
+    def apply(
+        self,
+        run_id: str,
+        change: Callable[[R.Run], R.Outcome],
+        actor: Actor,
+        *,
+        files: tuple[FileAttachment, ...] = (),
+    ) -> R.Outcome:
+        """Compute `change` on the latest state and commit it; recompute when someone was first.
+
+        `files` go with the thread line of the step's end (an action's report), in the same commit."""
         for attempt in range(1, MAX_ATTEMPTS + 1):
             run = self.load(run_id)
             out = change(run)
@@ -150,7 +159,7 @@ class RunService:
                     self._audit_only(run, out.events, actor)
                 return out
             try:
-                committed = self._commit(run, out, actor)
+                committed = self._commit(run, out, actor, files=files)
             except ConcurrentUpdate:
                 log.info("run %s changed under us (attempt %s); recomputing", run_id, attempt)
                 continue
@@ -186,7 +195,9 @@ class RunService:
         except BotError as exc:
             log.warning("announcing the end of run %s failed: %s", run.id, exc.user_message)
 
-    def _commit(self, before: R.Run, out: R.Outcome, actor: Actor) -> R.Outcome:
+    def _commit(
+        self, before: R.Run, out: R.Outcome, actor: Actor, *, files: tuple[FileAttachment, ...] = ()
+    ) -> R.Outcome:
         now = self.clock()
         old = {s.step_id: s for s in before.steps}
         steps = [
@@ -210,7 +221,7 @@ class RunService:
             steps=changed,
             new_approvals=new_approvals,
             audit=self._audit_rows(out.run, out.events, actor, now),
-            outbox=self._thread_lines(out.run, out.events, before.version + 1),
+            outbox=self._thread_lines(out.run, out.events, before.version + 1, files),
         )
         return dataclasses.replace(out, run=dataclasses.replace(out.run, version=version))
 
@@ -305,6 +316,7 @@ class RunService:
         sr = run.step_run(step_id)
         step = run.plan.step(step_id)
         ok, details = True, []
+        files: list[FileAttachment] = []
         for call in step.actions:
             spec = self.actions.get(call.name) if self.actions is not None else None
             if spec is None or spec.run is None or self.action_context is None:
@@ -317,6 +329,7 @@ class RunService:
                         ActionRequest(run_id=run.id, cluster=run.plan.cluster, call=call, step_id=step_id),
                     )
                     ok, detail = result.ok, result.detail
+                    files.extend(result.files)
                     if ok and spec.long:
                         # Started, not finished: the step stays running and the triggers front
                         # door commits `action_finished` when the long action ends (`finish_long`).
@@ -344,6 +357,7 @@ class RunService:
                     r, step_id=step_id, epoch=sr.epoch, ok=ok, detail=text, now=self.clock()
                 ),
                 Actor(user_id="bot", source=actor.source, correlation_id=actor.correlation_id),
+                files=tuple(files),
             )
         except TransitionRefused:
             # The step was interrupted meanwhile (this replica was taken for gone): people decide
@@ -501,8 +515,10 @@ class RunService:
         if self.cards is not None:
             self.cards.publish(run)
 
-    def _thread_lines(self, run: R.Run, events: Sequence[R.Event], version: int) -> list[tuple[str, str]]:
-        return self.cards.thread_lines(run, events, version) if self.cards is not None else []
+    def _thread_lines(
+        self, run: R.Run, events: Sequence[R.Event], version: int, files: tuple[FileAttachment, ...] = ()
+    ) -> list[tuple[str, str]]:
+        return self.cards.thread_lines(run, events, version, files) if self.cards is not None else []
 
     def card_context(self, run: R.Run) -> dict[str, Any]:
         if self.cards is not None:

@@ -18,7 +18,7 @@ from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.core.jobs.service import JobService, choice_of, parse_choice_value
-from bot.core.rendering import slack_escape
+from bot.core.rendering import inert, slack_escape
 from bot.errors import BotError, UserError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
 from bot.frontdoor.slack.keys import delivery_key
@@ -31,7 +31,7 @@ REASON_CALLBACK = "job_choice_reason"
 
 def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox) -> None:
     def refuse(cid: str, payload: dict[str, Any], message: str) -> None:
-        text = f":no_entry: {message} _(ref {cid})_"
+        text = f":no_entry: {inert(message)} _(ref {cid})_"
         try:
             if payload.get("response_url"):
                 respond_via_url(str(payload["response_url"]), text, ephemeral=True)

@@ -9,6 +9,7 @@ from typing import Any
 from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway, respond_via_url
+from bot.core.rendering import inert
 from bot.errors import BotError, SlackCallFailed, clip
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
 from bot.frontdoor.slack.keys import delivery_key
@@ -30,7 +31,7 @@ def register(app: App, *, router: Router, gateway: SlackGateway, inbox: Inbox) -
             # Ran before the restart; only its reply was lost with the process.
             respond_via_url(
                 str(payload.get("response_url", "")),
-                f":information_source: `/upgrade {clip(str(payload.get('text', '')))}` was done just before "
+                f":information_source: `/upgrade {inert(clip(str(payload.get('text', ''))), multiline=False)}` was done just before "
                 f"the bot restarted; the channel shows its result. _(ref {cid})_",
                 ephemeral=True,
             )
@@ -91,7 +92,7 @@ def deliver(outcome: Outcome, *, gateway: SlackGateway, response_url: str, reque
                 try:
                     respond_via_url(
                         response_url,
-                        f":warning: {exc.user_message} _(ref {outcome.correlation_id})_",
+                        f":warning: {inert(exc.user_message)} _(ref {outcome.correlation_id})_",
                         ephemeral=True,
                     )
                 except BotError:

@@ -25,7 +25,7 @@ from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.adapters.store import Store
-from bot.core.rendering import slack_escape
+from bot.core.rendering import inert, slack_escape
 from bot.core.runs.machine import ButtonRef
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
@@ -58,7 +58,7 @@ def register(
     clock: Callable[[], datetime],
 ) -> None:
     def refuse(cid: str, *, user: str, channel: str, response_url: str, message: str) -> None:
-        text = f":no_entry: {message} _(ref {cid})_"
+        text = f":no_entry: {inert(message)} _(ref {cid})_"
         try:
             if response_url:
                 respond_via_url(response_url, text, ephemeral=True)

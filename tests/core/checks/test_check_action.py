@@ -10,8 +10,8 @@ from bot.core.actions.base import ActionCall, ActionContext, ActionRequest
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, Report
 
 
-def finding(fid: str, severity: str = REQUIRED) -> Finding:
-    return Finding(id=fid, severity=severity, title=fid, objects=(f"obj {fid}",), why="w", fix="f")
+def finding(fid: str, severity: str = REQUIRED, *objects: str) -> Finding:
+    return Finding(id=fid, severity=severity, title=fid, objects=objects or (f"obj {fid}",), why="w", fix="f")
 
 
 def context(report: Report, asked: list[tuple[str, str | None]]) -> ActionContext:
@@ -29,20 +29,40 @@ def request(args: Mapping[str, str]) -> ActionRequest:
     return ActionRequest(run_id="R1", cluster="prod", call=ActionCall(name="check", args=args))
 
 
-def test_required_findings_fail_the_step_naming_their_ids() -> None:
+def test_required_findings_fail_the_step_naming_their_ids_and_workloads_with_the_report_attached() -> None:
     asked: list[tuple[str, str | None]] = []
     report = Report(
         cluster="prod",
         target="1.25",
-        findings=(finding("API001"), finding("API001"), finding("PDB001"), finding("RES001", RECOMMENDED)),
+        findings=(
+            finding("KI002", REQUIRED, "Deployment payments/api", "Pod payments/api-1", "Pod payments/api-2"),
+            finding("KI002", REQUIRED, "Deployment checkout/web", "Pod checkout/web-1"),
+            finding("KI002", REQUIRED, "StatefulSet billing/ledger (1 pod)"),
+            finding("PDB001", REQUIRED, "PodDisruptionBudget billing/ledger", "Deployment billing/ledger"),
+            finding("RES001", RECOMMENDED),
+        ),
     )
     result = check.run(context(report, asked), request({"to": "1.25"}))
     assert asked == [("prod", "1.25")]
     assert not result.ok
     assert result.detail == (
-        "pre-flight check for 1.25 FAILED: 3 Required (API001 ×2, PDB001), 1 Recommended"
-        " — `/upgrade check --to 1.25` for the full report"
+        "pre-flight check for 1.25 FAILED: 4 Required — KI002 (payments/api …and 2 more), "
+        "PDB001 (PodDisruptionBudget billing/ledger …and 1 more); 1 Recommended — the full report is attached"
     )
+    (report_file,) = result.files
+    assert report_file.filename == "check-prod-1.25.md"
+    markdown = report_file.content.decode()
+    assert "Pod payments/api-2" in markdown
+    assert "StatefulSet billing/ledger (1 pod)" in markdown
+
+
+def test_a_long_list_of_required_findings_drops_whole_entries_and_says_how_many() -> None:
+    findings = tuple(finding(f"RULE{i:03d}", REQUIRED, f"Deployment ns{i}/workload-{i}") for i in range(40))
+    result = check.run(context(Report(cluster="prod", target="1.25", findings=findings), []), request({}))
+    assert len(result.detail) < 500
+    assert "RULE000 (ns0/workload-0)" in result.detail
+    shown = result.detail.count("(ns")
+    assert f", …and {40 - shown} more; 0 Recommended" in result.detail
 
 
 def test_only_recommended_findings_pass_and_the_target_defaults_to_the_checks_own() -> None:
@@ -51,7 +71,10 @@ def test_only_recommended_findings_pass_and_the_target_defaults_to_the_checks_ow
     result = check.run(context(report, asked), request({}))
     assert asked == [("prod", None)]
     assert result.ok
-    assert result.detail == "pre-flight check for 1.30 passed: no Required findings, 1 Recommended"
+    assert result.detail == (
+        "pre-flight check for 1.30 passed: no Required findings, 1 Recommended — the full report is attached"
+    )
+    assert [f.filename for f in result.files] == ["check-prod-1.30.md"]
 
 
 def test_plans_may_name_the_check_action() -> None:

@@ -8,11 +8,15 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
+from bot.core.actions import default_registry
+from bot.core.actions.base import ActionContext
+from bot.core.checks.findings import REQUIRED, Finding, Report
 from bot.core.delivery import Deliveries
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
@@ -135,3 +139,67 @@ def test_an_audit_row_names_the_plan_zone_time(setup: tuple[RunService, FakeCloc
     first = service.store.audit_entries()[0]
     assert first.subcommand == "run_started"
     assert first.detail.endswith("[2026-11-28 22:00 Asia/Tokyo]")
+
+
+CHECK_PLAN = PLAN.split("  - id: first")[0] + (
+    "  - id: first\n"
+    '    title: "Pre-flight checks"\n'
+    "    gate: {any_of: [primary]}\n"
+    "    actions:\n"
+    '      - check: {to: "1.30"}\n'
+)
+
+
+def test_a_steps_report_is_uploaded_once_under_its_line_even_when_the_first_upload_fails(
+    tmp_path: Path, slack_stub: SlackStub
+) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    store.save_plan(name="tiny", text=CHECK_PLAN, loaded_by="U0PRIMARY", loaded_at=T0)
+    finding = Finding(
+        id="PDB001", severity=REQUIRED, title="t", objects=("Deployment a/b",), why="w", fix="drain by hand"
+    )
+
+    def unused(*_: object) -> Any:
+        raise AssertionError("not used")
+
+    clock = FakeClock(T0)
+    service = RunService(
+        store=store,
+        directory=StaticDirectory(),
+        clock=clock,
+        actions=default_registry(),
+        action_context=ActionContext(
+            take_snapshot=unused,
+            compare_snapshots=unused,
+            run_check=lambda cluster, to: Report(cluster=cluster, target=to or "", findings=(finding,)),
+        ),
+        cards=RunCards(
+            deliveries=Deliveries(
+                store=store,
+                poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
+                clock=clock,
+                owner="test",
+            ),
+            renderer=Renderer([BUILTIN_TEMPLATES]),
+            clock=clock,
+        ),
+    )
+    try:
+        run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+        # Slack refuses the upload once: the line is posted, the file stays owed (not lost).
+        slack_stub.fail_next("files.getUploadURLExternal", error="internal_error")
+        service.click(R.ButtonRef(run_id=run.id, step_id="first", epoch=1), Actor(user_id="U0PRIMARY"))
+        failed = [t for t in thread_texts(slack_stub) if "*`first` failed*" in t]
+        assert len(failed) == 1
+        assert "PDB001 (a/b)" in failed[0]
+        assert slack_stub.uploads == {}
+        # The next publish (any change, the timer, a restart) uploads it; later ones never again.
+        for _ in range(3):
+            service.publish(service.load(run.id))
+        (upload,) = slack_stub.calls_to("files.completeUploadExternal")
+        assert upload.params["thread_ts"] == slack_stub.calls_to("chat.postMessage")[0].response["ts"]
+        (content,) = slack_stub.uploads.values()
+        assert b"drain by hand" in content
+        assert len([t for t in thread_texts(slack_stub) if "*`first` failed*" in t]) == 1
+    finally:
+        store.close()

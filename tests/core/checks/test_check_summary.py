@@ -1,0 +1,92 @@
+"""The chat summary of `/upgrade check`: one line per finding id naming its workloads, capped."""
+
+from __future__ import annotations
+
+from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, Report, summary_lines
+from bot.core.checks.service import summary_context
+from bot.core.rendering import Renderer
+from bot.resources import BUILTIN_TEMPLATES
+
+TITLE = "istio-proxy cannot create the workload-spiffe-uds socket (read-only file system)"
+
+
+def known_issue(workload: str, *pods: str) -> Finding:
+    ns = workload.split(" ", 1)[1].split("/")[0]
+    return Finding(
+        id="KI002",
+        severity=RECOMMENDED,
+        title=TITLE,
+        objects=(workload, *(f"Pod {ns}/{p}" for p in pods)),
+        why="w",
+        fix="f",
+    )
+
+
+FOUR_WORKLOADS = (
+    known_issue("Deployment checkout/checkout", "checkout-1", "checkout-2"),
+    known_issue("Deployment payments/payments-api", "api-1", "api-2"),
+    known_issue("Deployment payments/payments-worker", "worker-1"),
+    known_issue("StatefulSet billing/ledger", "ledger-0", "ledger-1"),
+)
+
+
+def test_one_line_per_finding_id_names_its_workloads_not_their_pods() -> None:
+    (line,) = summary_lines(FOUR_WORKLOADS, shown=3)
+    assert (line.id, line.title) == ("KI002", TITLE)
+    assert line.objects == ("checkout/checkout", "payments/payments-api", "payments/payments-worker")
+    assert line.more == 1
+
+
+def test_other_objects_keep_their_kind_and_lose_their_details() -> None:
+    finding = Finding(
+        id="SKEW004",
+        severity=REQUIRED,
+        title="Kubelets fall out of skew",
+        objects=(
+            "Node ip-10-0-0-19 (kubelet v1.22.17, group others)",
+            "Node ip-10-0-0-19 (kubelet v1.22.17, group others)",
+            "Deployment billing/ledger: 1/2 ready",
+            "… and 3 more pods",
+        ),
+        why="w",
+        fix="f",
+    )
+    (line,) = summary_lines([finding])
+    assert line.objects == ("Node ip-10-0-0-19", "billing/ledger")
+    assert line.more == 0
+
+
+def test_the_check_reply_shows_each_id_once_with_its_workloads_and_how_many_more() -> None:
+    required = Finding(
+        id="PDB001",
+        severity=REQUIRED,
+        title="PodDisruptionBudget billing/ledger allows no disruption",
+        objects=("PodDisruptionBudget billing/ledger", "Deployment billing/ledger"),
+        why="w",
+        fix="f",
+    )
+    report = Report(cluster="prod", target="1.25", findings=(required, *FOUR_WORKLOADS))
+    text = Renderer([BUILTIN_TEMPLATES]).render("check", summary_context(report, shown_recommended=10)).text
+    assert text.splitlines()[0] == (
+        ":no_entry: Pre-flight check of *prod* for *1.25*: *FAILED* — 1 required, 4 recommended"
+    )
+    assert (
+        "• `PDB001` PodDisruptionBudget billing/ledger allows no disruption — "
+        "PodDisruptionBudget billing/ledger, billing/ledger\n"
+    ) in text
+    assert text.count("`KI002`") == 1
+    assert (
+        f"• `KI002` {TITLE} — checkout/checkout, payments/payments-api, payments/payments-worker …and 1 more\n"
+    ) in text
+    assert "objects)" not in text
+
+
+def test_more_recommended_ids_than_shown_are_counted_not_listed() -> None:
+    findings = tuple(
+        Finding(id=f"RES{i:03d}", severity=RECOMMENDED, title=f"t{i}", objects=(), why="w", fix="f")
+        for i in range(14)
+    )
+    context = summary_context(Report(cluster="prod", target="1.25", findings=findings), shown_recommended=10)
+    text = Renderer([BUILTIN_TEMPLATES]).render("check", context).text
+    assert text.count("• `RES") == 10
+    assert "…and 4 more in the report" in text
