@@ -66,10 +66,13 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
     assert "deployment/payments/payments-worker" in out
     assert "↳ rehearsal: U0PRIMARY reviewed why `restart-istio-data-plane` failed and skips it" in out
     # The failure says why, in the known-issue rule's words, with its remedy.
-    assert (
-        'deployment/payments/payments-worker: rollout failed: deployment "payments-worker" exceeded its '
-        "progress deadline — KI004 Vault-injected pod with the vault-agent sidecar not ready: "
-        "kubectl -n NAMESPACE logs POD -c vault-agent --tail=50" in out
+    # ... filled with the real names (the namespace, the failing pods, the container).
+    assert re.search(
+        r'deployment/payments/payments-worker: rollout failed: deployment "payments-worker" exceeded its '
+        r"progress deadline — KI004 Vault-injected pod with the vault-agent sidecar not ready: "
+        r'Look for "error authenticating" in the agent\'s log: '
+        r"kubectl -n payments logs payments-worker-[a-z0-9]+-[a-z0-9]+ -c vault-agent --tail=50",
+        out,
     )
     assert "1 workload(s) failed: deployment/payments/payments-worker (deployment \"payments-worker\" " \
         "exceeded its progress deadline — KI004 Vault-injected pod" in out  # fmt: skip

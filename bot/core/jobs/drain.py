@@ -75,7 +75,7 @@ from typing import Any
 
 import msgspec
 
-from bot.core.checks.rules import EventRecord, Rule, match_rules
+from bot.core.checks.rules import EventRecord, Rule, RuleHit, match_rules
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
@@ -641,20 +641,27 @@ class _Run:
                 )
             )
 
-    def stall_rules(self, node: Mapping[str, Any], live: Mapping[str, Mapping[str, Any]]) -> list[Rule]:
-        """The known-issue rules that explain a stalled node: those its refusals matched (the
-        budget), then those the pods left on it match as they are (a sidecar not ready)."""
+    def stall_rules(self, node: Mapping[str, Any], live: Mapping[str, Mapping[str, Any]]) -> list[RuleHit]:
+        """The known-issue findings that explain a stalled node: the rules its refusals matched
+        (the budget), then those the pods left on it match as they are (a sidecar not ready) —
+        each with the pod it concerns, so its remedy names it."""
         job = self.job
         if not job.rules:
             return []
         left = [k for k, e in node["pods"].items() if e["state"] in _LEFT]
         out = [
-            job.rules_by_id[i.split(" ", 1)[0]]
+            RuleHit(
+                rule=job.rules_by_id[i.split(" ", 1)[0]],
+                workload=f"Pod {k}",
+                namespace=k.partition("/")[0],
+                pods=(k.partition("/")[2],),
+                evidence="",
+            )
             for k in left
             for i in node["pods"][k].get("issues", ())
             if i.split(" ", 1)[0] in job.rules_by_id
         ]
-        out += [hit.rule for hit in explain(job.rules, typed_pods(live[k] for k in left if k in live))]
+        out += explain(job.rules, typed_pods(live[k] for k in left if k in live))
         return out
 
     def settle_issues(self, node: Mapping[str, Any]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from bot.core.checks.rules import EventRecord, Rule, RuleHit, match_rules
+from bot.core.checks.rules import EventRecord, Rule, RuleHit, fill_remediation, match_rules
 from bot.core.jobs.common import JobCluster
 from bot.core.watches.known import RuleNeeds, pod_view
 from bot.core.watches.model import workload_of
@@ -30,9 +30,9 @@ REMEDY_CHARS = 300
 EVENTS_LIMIT = 500
 
 
-def remedy_line(rule: Rule, limit: int = REMEDY_CHARS) -> str:
-    """The rule's remediation on one line (whole lines kept while they fit, then "…")."""
-    lines = [" ".join(line.split()) for line in rule.remediation.strip().splitlines() if line.strip()]
+def remedy_line(remedy: str, limit: int = REMEDY_CHARS) -> str:
+    """A remediation on one line (whole lines kept while they fit, then "…")."""
+    lines = [" ".join(line.split()) for line in remedy.strip().splitlines() if line.strip()]
     out = ""
     for line in lines:
         joined = (f"{out} {line}" if out.endswith(":") else f"{out}; {line}") if out else line
@@ -45,17 +45,22 @@ def remedy_line(rule: Rule, limit: int = REMEDY_CHARS) -> str:
 def named(hits: Sequence[RuleHit] | Sequence[Rule], *, remedy: bool = True) -> str:
     """` — KI004 Vault-injected pod …: <remedy>` for a failure line ("" when nothing matched)."""
     rules: list[Rule] = []
+    remedies: dict[str, str] = {}
     for item in hits:
         rule = item.rule if isinstance(item, RuleHit) else item
         if rule.id not in {r.id for r in rules}:
             rules.append(rule)
+            # A hit knows the workload and its pods: its remedy names them (a bare rule cannot).
+            remedies[rule.id] = (
+                item.remedy() if isinstance(item, RuleHit) else fill_remediation(rule.remediation)
+            )
     if not rules:
         return ""
     parts = []
     for rule in rules[:MAX_NAMED]:
         text = f"{rule.id} {rule.title}"
         if remedy:
-            text += f": {remedy_line(rule)}"
+            text += f": {remedy_line(remedies[rule.id])}"
         parts.append(text)
     more = f" (+{len(rules) - MAX_NAMED} more known issues)" if len(rules) > MAX_NAMED else ""
     return " — " + " · ".join(parts) + more

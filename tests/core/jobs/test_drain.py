@@ -408,9 +408,11 @@ def test_a_stalled_drain_names_the_known_issue_and_its_remedy_in_the_stalled_lin
         driver.tick()
     clock.advance(61)
     driver.tick()
+    # The remedy names the pod left and its namespace (a budget's own name is not known here).
     assert driver.posts["drain-stalled:n1:1"] == (
         "node n1: timeout reached with 1 pod(s) left — KI006 Eviction refused by a PodDisruptionBudget "
-        "(drain stalled): kubectl get pdb -A (ALLOWED DISRUPTIONS 0); Scale the workload up, fix its "
-        "unhealthy pods, or relax the budget for the window: kubectl -n NAMESPACE patch pdb NAME --type "
-        """merge -p '{"spec":{"maxUnavailable":1,"minAvailable":null}}'; asking what to do"""
+        "(drain stalled): kubectl -n shop get pdb (the one with ALLOWED DISRUPTIONS 0 selects web-a); "
+        "Scale the workload up, fix its unhealthy pods, or relax that budget (PDB) for the window: "
+        """kubectl -n shop patch pdb PDB --type merge -p '{"spec":{"maxUnavailable":1,"minAvailable":null}}'; """
+        "asking what to do"
     )

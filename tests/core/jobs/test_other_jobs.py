@@ -310,7 +310,10 @@ def test_a_failed_restart_names_the_known_issue_rule_and_its_remedy() -> None:
     assert line.startswith(
         'deployment/shop/web: rollout failed: deployment "web" exceeded its progress deadline — '
         "KI004 Vault-injected pod with the vault-agent sidecar not ready: "
-        'kubectl -n NAMESPACE logs POD -c vault-agent --tail=50 (look for "error authenticating"); '
+        # The remedy is filled with the failing pods' names, so it can be pasted.
+        'Look for "error authenticating" in the agent\'s log: '
+        "kubectl -n shop logs web-5d8f-a -c vault-agent --tail=50; "
+        "kubectl -n shop logs web-5d8f-b -c vault-agent --tail=50"
     )
     assert end.detail == (
         '1 workload(s) failed: deployment/shop/web (deployment "web" exceeded its progress deadline'
