@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import cast
 
-from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, file_name
+from bot.core.jobs.common import JobCluster
+from bot.core.jobs.preflight import plan_warnings
 from bot.core.people import ANY_ROLE
 from bot.core.runs.library import find_plan
-from bot.core.runs.plans import PeopleLookup, decode_plan, parse_plan, read_plan_file, to_document
-from bot.errors import ConfigError, UsageError, UserError
+from bot.core.runs.plans import PeopleLookup, Plan, decode_plan, parse_plan, read_plan_file, to_document
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
+from bot.errors import BotError, ConfigError, UsageError, UserError
 
 
 def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
@@ -24,6 +29,7 @@ def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
             return decode_plan(body, label=filename), filename
         except ConfigError as exc:
             raise UserError(f"{exc}; a plan is a YAML file") from None
+    file_name("plan name", name)
     if not name.replace("-", "").replace("_", "").isalnum():
         raise UsageError(f"{name!r} is not a plan name (letters, digits, - and _) or a file link")
     for directory in ctx.settings.template_dirs():
@@ -49,19 +55,54 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     `/upgrade plan show NAME` shows the steps and gates of the newest plan stored under NAME.
     """
     if args.action == "show":
-        row, plan = find_plan(ctx.store, args.target)
+        row, plan = find_plan(ctx.store, file_name("plan name", args.target))
         return Reply(template="runs/plan", context={"plan": to_document(plan), "row": row, "loaded": False})
     text, source = _plan_file(ctx, args.target)
     # The Slack directory can say whether each roster ID exists; the terminal's static one cannot.
     people = ctx.directory if isinstance(ctx.directory, PeopleLookup) else None
     plan = parse_plan(text, source=source, people=people, now=ctx.clock())
+    warnings = _cluster_warnings(ctx, plan)
     plan_id = ctx.store.save_plan(name=plan.name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
     saved = ctx.store.plan_by_id(plan_id)
     return Reply(
         template="runs/plan",
         ephemeral=False,
-        context={"plan": to_document(plan), "row": saved, "loaded": True},
+        context={"plan": to_document(plan), "row": saved, "loaded": True, "warnings": warnings},
     )
+
+
+def _cluster_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
+    """The plan's cluster actions checked against its cluster now (`plan_warnings`)."""
+    calls = [(step.id, call.name, call.args) for step in plan.steps for call in step.actions]
+    labels = ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    cluster = ctx.settings.clusters.get(plan.cluster)
+    if cluster is None:
+        return plan_warnings(
+            None,
+            calls,
+            node_group_labels=labels,
+            now=ctx.clock(),
+            unreachable=f"no cluster `{plan.cluster}` is configured",
+        )
+    try:
+        reader = ctx.connect_cluster(cluster)
+    except BotError as exc:
+        return plan_warnings(
+            None, calls, node_group_labels=labels, now=ctx.clock(), unreachable=exc.user_message
+        )
+    with contextlib.closing(reader):
+        try:
+            reader.get_json("/version")
+        except BotError as exc:
+            return plan_warnings(
+                None,
+                calls,
+                node_group_labels=labels,
+                now=ctx.clock(),
+                unreachable=f"cluster {plan.cluster} did not answer: {exc.user_message}",
+            )
+        # The kube adapter's Cluster: every read a job's plan makes.
+        return plan_warnings(cast(JobCluster, reader), calls, node_group_labels=labels, now=ctx.clock())
 
 
 def _arguments(parser: CommandParser) -> None:
