@@ -9,6 +9,7 @@
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve]   a whole plan on the simulated cluster
     upgrade-bot check [--cluster C] [--to V] [--manifests PATH] [--format text|md|json]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
+    upgrade-bot inbox list|retry ID|drop ID              requests set aside as dead letters
 
 Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
 names the key or line; no traceback is printed for an error the user can fix. `run`'s lifecycle
@@ -153,6 +154,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--format", choices=["text", "md", "json"], default="text")
 
+    inbox = sub.add_parser("inbox", help="acknowledged requests set aside after failing: list, retry, drop")
+    inbox_sub = inbox.add_subparsers(dest="inbox_command", required=True, metavar="ACTION")
+    inbox_sub.add_parser("list", parents=[common], help="the dead letters: id, kind, when, how it failed")
+    for name, what in (
+        ("retry", "work it off again (a running bot's leader takes it at its next pass)"),
+        ("drop", "give up on it for good"),
+    ):
+        action = inbox_sub.add_parser(name, parents=[common], help=what)
+        action.add_argument("id", type=_item_id, help="the item's id (`inbox list` shows it)")
+
     rules = sub.add_parser("rules", help="known-issue rules: `rules check FILE`")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
     rcheck = rules_sub.add_parser(
@@ -223,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _diff(settings, args)
         if args.command == "check":
             return _check(settings, args)
+        if args.command == "inbox":
+            return _inbox(settings, args)
     except ConfigError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_USAGE
@@ -436,6 +449,49 @@ def _exec(settings: Settings, args: argparse.Namespace) -> int:
     if outcome.ok:
         return EXIT_OK
     return EXIT_USAGE if outcome.audit_outcome == "usage" else EXIT_FAILED
+
+
+def _item_id(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+        raise argparse.ArgumentTypeError(f"{text[:30]!r} is not an inbox item id")
+    return int(text)
+
+
+def _inbox(settings: Settings, args: argparse.Namespace) -> int:
+    """`inbox list|retry|drop`: the operator's hands on dead letters (`bot.frontdoor.inbox`)."""
+    import json
+
+    from bot.adapters.store import Store
+    from bot.errors import clip
+
+    store = Store.open(settings.database_url)
+    try:
+        if args.inbox_command == "list":
+            items = store.inbox_items(states=("dead",))
+            for item in items:
+                try:
+                    payload = json.loads(item.payload)
+                except ValueError:
+                    payload = {}
+                who = payload.get("user_id") or payload.get("user") or "?"
+                what = payload.get("text") if item.kind == "command" else payload.get("value")
+                print(
+                    f"#{item.id}\t{item.kind}\t{item.received_at:%Y-%m-%d %H:%M:%S}Z\t{who}\t"
+                    f"{clip(str(what or ''), 60)!r}\t{item.attempts} attempt(s)\t{item.failure}"
+                )
+            print(f"{len(items)} dead letter(s)", file=sys.stderr)
+            return EXIT_OK
+        if args.inbox_command == "retry":
+            if not store.inbox_retry(args.id):
+                raise UserError(f"inbox item #{args.id} is not a dead letter (`upgrade-bot inbox list`)")
+            print(f"inbox item #{args.id} is pending again; the leader works it off at its next pass")
+            return EXIT_OK
+        if not store.inbox_drop(args.id, at=datetime.now(UTC)):
+            raise UserError(f"inbox item #{args.id} is not a dead letter (`upgrade-bot inbox list`)")
+        print(f"inbox item #{args.id} dropped")
+        return EXIT_OK
+    finally:
+        store.close()
 
 
 def _audit_export(settings: Settings, args: argparse.Namespace) -> int:
