@@ -26,7 +26,8 @@ SLASH_COMMAND, INTERACTIVE, EVENTS = "slash_commands", "interactive", "events_ap
 
 # Slack's documented maxima, with a little room where Slack documents none.
 Id = Annotated[str, msgspec.Meta(max_length=255)]
-Url = Annotated[str, msgspec.Meta(max_length=2_000)]
+#: Slack's response_url is an https URL (the tests' stub answers on http://127.0.0.1).
+Url = Annotated[str, msgspec.Meta(max_length=2_000, pattern=r"^https?://[^\s]+$")]
 ButtonValue = Annotated[str, msgspec.Meta(max_length=2_000)]
 InputText = Annotated[str, msgspec.Meta(max_length=3_000)]
 Metadata = Annotated[str, msgspec.Meta(max_length=3_000)]
@@ -215,6 +216,9 @@ def check(
     except msgspec.ValidationError as exc:
         # msgspec names the path (`$.view.state.values…`) and the rule, never the value itself.
         raise MalformedPayload(str(exc)[:300]) from None
+    except UnicodeEncodeError:
+        # JSON's "\ud800" escape decodes to a lone surrogate: no Slack text is like that.
+        raise MalformedPayload("a string that is not valid Unicode (a lone surrogate)") from None
 
 
 def kind_of(body: Mapping[str, Any], *, form: bool) -> str:

@@ -5,7 +5,8 @@ builtin client reconnects by itself when the server drops the connection.
 
 Each envelope's payload is checked against Slack's shapes (`bot.frontdoor.payloads`) before Bolt
 dispatches it, as the HTTP door does: one that does not fit is acked (so Slack does not send it
-again) and dropped, with one log line and no traceback.
+again) and dropped, with one log line and no traceback; so is one that fits but that no listener
+takes (Bolt itself would leave it unacknowledged).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.adapter.socket_mode.internals import run_bolt_app, send_response
 from slack_sdk.socket_mode.builtin.client import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
@@ -55,6 +57,13 @@ class GuardedHandler(SocketModeHandler):
             client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
         else:
             # Bolt returns once the listener has acked; the work itself runs on the bot's workers.
-            super().handle(client, req)
+            response = run_bolt_app(self.app, req)
+            if response.status == 200:
+                send_response(client, req, response, started)
+            else:
+                # No listener for it (a shortcut the bot does not have): Bolt would leave the
+                # envelope unacknowledged and Slack would send it again.
+                log.info("acked a Socket Mode %s envelope no listener takes", req.type[:40])
+                client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
         if self._on_ack is not None:
             self._on_ack(time.monotonic() - started)
