@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from typing import cast
 
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, file_name
-from bot.core.jobs.common import JobCluster
-from bot.core.jobs.preflight import plan_warnings
+from bot.core.jobs.preflight import check_plan
 from bot.core.people import ANY_ROLE
 from bot.core.runs.library import find_plan
 from bot.core.runs.plans import PeopleLookup, Plan, decode_plan, parse_plan, read_plan_file, to_document
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
-from bot.errors import BotError, ConfigError, UsageError, UserError
+from bot.errors import ConfigError, UsageError, UserError
 
 
 def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
@@ -72,37 +69,14 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 
 def _cluster_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
-    """The plan's cluster actions checked against its cluster now (`plan_warnings`)."""
-    calls = [(step.id, call.name, call.args) for step in plan.steps for call in step.actions]
-    labels = ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
-    cluster = ctx.settings.clusters.get(plan.cluster)
-    if cluster is None:
-        return plan_warnings(
-            None,
-            calls,
-            node_group_labels=labels,
-            now=ctx.clock(),
-            unreachable=f"no cluster `{plan.cluster}` is configured",
-        )
-    try:
-        reader = ctx.connect_cluster(cluster)
-    except BotError as exc:
-        return plan_warnings(
-            None, calls, node_group_labels=labels, now=ctx.clock(), unreachable=exc.user_message
-        )
-    with contextlib.closing(reader):
-        try:
-            reader.get_json("/version")
-        except BotError as exc:
-            return plan_warnings(
-                None,
-                calls,
-                node_group_labels=labels,
-                now=ctx.clock(),
-                unreachable=f"cluster {plan.cluster} did not answer: {exc.user_message}",
-            )
-        # The kube adapter's Cluster: every read a job's plan makes.
-        return plan_warnings(cast(JobCluster, reader), calls, node_group_labels=labels, now=ctx.clock())
+    """The plan's cluster actions checked against its cluster now (warnings: it may change)."""
+    return check_plan(
+        plan,
+        clusters=ctx.settings.clusters,
+        connect=ctx.connect_cluster,
+        node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+        now=ctx.clock(),
+    )
 
 
 def _arguments(parser: CommandParser) -> None:

@@ -5,7 +5,7 @@
     upgrade-bot audit export [--format csv|md] [--since …]
     upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
     upgrade-bot templates check [DIR]                    render every announcement template (CI)
-    upgrade-bot plan validate FILE [--check-slack]       check an upgrade plan (exit 2: problems)
+    upgrade-bot plan validate FILE [--check-slack] [--check-cluster]   check an upgrade plan (exit 2: problems)
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve]   a whole plan on the simulated cluster
     upgrade-bot check [--cluster C] [--to V] [--manifests PATH] [--format text|md|json]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
@@ -139,6 +139,12 @@ def _parser() -> argparse.ArgumentParser:
         "--check-slack",
         action="store_true",
         help="also ask Slack (SLACK_BOT_TOKEN from --config's environment) that every roster ID exists",
+    )
+    validate.add_argument(
+        "--check-cluster",
+        action="store_true",
+        help="also check on the plan's cluster (from --config) that its actions' nodes, groups and "
+        "workloads exist now (warnings: the cluster may change before the window)",
     )
     check = sub.add_parser(
         "check", parents=[common], help="pre-flight checks for an upgrade; exit 1 when a Required one fails"
@@ -388,6 +394,24 @@ def _plan_validate(args: argparse.Namespace) -> int:
     except BotError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_FAILED
+    if args.check_cluster:
+        from bot.adapters.kube import Cluster
+        from bot.core.jobs.preflight import check_plan
+        from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
+
+        try:
+            settings = _settings(args)
+        except ConfigError as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_USAGE
+        for warning in check_plan(
+            plan,
+            clusters=settings.clusters,
+            connect=Cluster.connect,
+            node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+            now=datetime.now(UTC),
+        ):
+            print(f"{path}: warning: {warning}", file=sys.stderr)
     checked = " (Slack users checked)" if people is not None else ""
     print(
         f"{path}: plan {plan.name} is valid{checked}: {plan.cluster} {plan.current_version} → "

@@ -10,14 +10,21 @@ approve, so the caller says the check was skipped and goes on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, cast
 
 from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.common import JobCluster
 from bot.core.jobs.registry import default_jobs
-from bot.errors import ClusterError, TemporaryError, UserError
+from bot.errors import BotError, ClusterError, TemporaryError, UserError
+
+if TYPE_CHECKING:
+    from bot.core.runs.plans import Plan
+    from bot.core.snapshots.projection import ClusterReader
+    from bot.records import ClusterConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,3 +86,34 @@ def plan_warnings(
         if found.skipped:
             warnings.append(f"step `{step}` ({kind}): the check was skipped: {found.skipped}")
     return warnings
+
+
+def check_plan(
+    plan: Plan,
+    *,
+    clusters: Mapping[str, ClusterConfig],
+    connect: Callable[[ClusterConfig], ClusterReader],
+    node_group_labels: Sequence[str],
+    now: datetime,
+) -> list[str]:
+    """`plan_warnings` for a parsed plan on its configured cluster (connected here, closed after);
+    a cluster that is not configured or does not answer makes the check a skipped one."""
+    calls = [(step.id, call.name, call.args) for step in plan.steps for call in step.actions]
+    config = clusters.get(plan.cluster)
+    if config is None:
+        why = f"no cluster `{plan.cluster}` is configured"
+        return plan_warnings(None, calls, node_group_labels=node_group_labels, now=now, unreachable=why)
+    try:
+        reader = connect(config)
+    except BotError as exc:
+        return plan_warnings(
+            None, calls, node_group_labels=node_group_labels, now=now, unreachable=exc.user_message
+        )
+    with contextlib.closing(reader):
+        try:
+            reader.get_json("/version")
+        except BotError as exc:
+            why = f"cluster {plan.cluster} did not answer: {exc.user_message}"
+            return plan_warnings(None, calls, node_group_labels=node_group_labels, now=now, unreachable=why)
+        # The kube adapter's Cluster: it serves every read a job's plan makes.
+        return plan_warnings(cast(JobCluster, reader), calls, node_group_labels=node_group_labels, now=now)
