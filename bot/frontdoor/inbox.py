@@ -196,9 +196,9 @@ def tell_in_slack(gateway: SlackGateway | None) -> Notify:
     def notify(kind: str, payload: Mapping[str, Any], cid: str) -> None:
         what = {
             "command": f"`/upgrade {clip(str(payload.get('text', '')), 60)}`",
-            "click": "your click",
-            "choice": "your answer",
-        }.get(kind, "your request")
+            "click": "Your click",
+            "choice": "Your answer",
+        }.get(kind, "Your request")
         text = (
             f":warning: {what} failed {MAX_ATTEMPTS} times and was set aside; nothing more will be "
             f"done with it. An operator can retry it. _(ref {cid})_"

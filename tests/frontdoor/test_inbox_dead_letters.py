@@ -138,19 +138,23 @@ def test_poison_in_the_inbox_is_set_aside_by_a_real_process_and_a_restart_does_n
 
     bot = BotProcess(config=config, env=bot_env, stub=slack_stub)
     bot.start()
-    (told,) = slack_stub.wait_for_responses(1)
-    assert "your click failed 3 times and was set aside" in told["text"]
-    assert "cid-poison" in told["text"]
-    bot.send_command("whoami", "U0PRIMARY")  # the next request is answered normally
-    assert "primary" in slack_stub.wait_for_responses(2)[1]["text"]
-    stderr = bot.stop()
+    try:
+        (told,) = slack_stub.wait_for_responses(1)
+        assert "Your click failed 3 times and was set aside" in told["text"]
+        assert "cid-poison" in told["text"]
+        bot.send_command("whoami", "U0PRIMARY")  # the next request is answered normally
+        assert "primary" in slack_stub.wait_for_responses(2)[1]["text"]
+    finally:
+        stderr = bot.stop()
     assert stderr.count("set aside as a dead letter") == 1
     assert "Traceback" not in stderr
 
     bot.start()  # the same state, a new process
-    bot.send_command("help", "U0PRIMARY")
-    slack_stub.wait_for_responses(3)
-    stderr = bot.stop()
+    try:
+        bot.send_command("help", "U0PRIMARY")
+        slack_stub.wait_for_responses(3)
+    finally:
+        stderr = bot.stop()
     assert "inbox item" not in stderr  # not tried, not set aside again
     assert len(slack_stub.responses) == 3
 
