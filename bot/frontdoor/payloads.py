@@ -212,6 +212,9 @@ def check(
     if not isinstance(body, Mapping):
         raise MalformedPayload("the payload is not an object")
     try:
+        # Every string must be UTF-8-encodable: JSON's "\ud800" escape decodes to a lone surrogate,
+        # which no database, log handler or Slack call accepts (and `convert` lets some through).
+        msgspec.json.encode(body)
         msgspec.convert(body, target)
     except msgspec.ValidationError as exc:
         # msgspec names the path (`$.view.state.values…`) and the rule, never the value itself.

@@ -92,3 +92,10 @@ def test_a_choice_value_round_trips() -> None:
         "drain-timeout:node-1:2",
         "wait",
     )
+
+
+def test_a_lone_surrogate_anywhere_is_refused() -> None:
+    click = _payload(block_actions_body(user="U1", value="r|s|1", response_url="http://x", trigger_id="t"))
+    click["trigger_id"] = "\ud800"
+    with pytest.raises(MalformedPayload, match="lone surrogate"):
+        check(click, INTERACTIVE)
