@@ -29,6 +29,9 @@ whether anything is retried.
 
 Chat shows only `user_message` and a correlation id; the log has the detail under the same id.
 The simulator (`bot.sim`) is a separate subsystem with its own small tree in `bot.sim`.
+The front doors' own refusals never reach a command: `Refused` (the HTTP guard's 4xx) and
+`MalformedPayload` (`bot.frontdoor.payloads`: a body not of a shape Slack sends — a 400, or a
+Socket Mode envelope acked and dropped).
 """
 
 from __future__ import annotations

@@ -213,11 +213,13 @@ class InboxItem:
     #: The request as Slack sent it (JSON text): enough to do the work again after a restart.
     payload: str
     received_at: datetime
-    state: str = "pending"  # "pending" | "done"
+    state: str = "pending"  # "pending" | "done" | "dead" (set aside) | "dropped" (by an operator)
     attempts: int = 0
     #: The replica working it off (migration 12): the leader takes it over only once that
     #: replica is gone, never while it may still be working on it.
     owner: str = ""
+    #: How its last attempt failed (migration 15): the exception and where, one line.
+    failure: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -572,5 +572,7 @@ def _check_database_url(v: YamlValidator, node: yaml.Node, url: str) -> None:
     elif backend not in _BACKENDS:
         v.error(node, "database_url", f"{shown(backend)} is not supported (use {' or '.join(_BACKENDS)})")
     port = match["port"]
-    if port is not None and not (port.isdigit() and len(port) <= 5 and 0 < int(port) <= 65535):
+    if port is not None and not (
+        port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) <= 65535
+    ):
         v.error(node, "database_url", f"port {shown(port)} is not a number from 1 to 65535")

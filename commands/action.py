@@ -10,14 +10,19 @@ arguments a plan step takes.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from datetime import timedelta
+from typing import Any, cast
 
 import yaml
 
 from bot.core.actions import default_registry
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.jobs.common import JobCluster
+from bot.core.jobs.preflight import preflight
 from bot.core.people import ANY_ROLE, roles_of
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.snapshots.service import pick_cluster
 from bot.errors import BotError, PermissionDenied, UserError, clip
 from commands import _runs
@@ -63,7 +68,6 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     if args.dry_run:
         params["dry_run"] = "true"
     cluster = pick_cluster(settings.clusters, args.cluster)
-    version = _cluster_version(ctx, cluster.name)
     now = ctx.clock().astimezone(settings.zone)
     name = f"action-{args.kind}-{secrets.token_hex(3)}"
     approvers = list(settings.action_approvers)
@@ -71,12 +75,12 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     if missing:
         raise UserError(f"nobody is in the roster for {', '.join(missing)}: the action's gate needs them")
     what = " ".join(f"{k}={v}" for k, v in params.items())
-    plan = {
+    plan: dict[str, Any] = {
         "name": name,
         "description": f"/upgrade action {args.kind} {what} — asked by {ctx.user_id}: {why}",
         "cluster": cluster.name,
-        "current_version": version,
-        "target_version": version,
+        "current_version": "",
+        "target_version": "",
         "window": {
             "start": now.strftime("%Y-%m-%dT%H:%M"),
             "end": (now + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"),
@@ -95,10 +99,26 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             }
         ],
     }
-    text = yaml.safe_dump(plan, sort_keys=False)
     from bot.core.runs.plans import parse_plan
 
-    parse_plan(text, source=f"/upgrade action {args.kind}")  # refuses what a plan would refuse
+    # Refuses what a plan would refuse (names Kubernetes cannot have, versions in other digits)
+    # before the cluster is asked anything.
+    parse_plan(
+        yaml.safe_dump({**plan, "current_version": "1.0", "target_version": "1.0"}, sort_keys=False),
+        source=f"/upgrade action {args.kind}",
+    )
+    reader = ctx.connect_cluster(cluster)
+    with contextlib.closing(reader):
+        plan["current_version"] = plan["target_version"] = _cluster_version(reader, cluster.name)
+        # What it names must exist (and a group have nodes to act on) before anyone is asked.
+        checked = preflight(
+            cast(JobCluster, reader),  # the kube adapter's Cluster: every read a job's plan makes
+            args.kind,
+            params,
+            node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+            now=ctx.clock(),
+        )
+    text = yaml.safe_dump(plan, sort_keys=False)
     ctx.store.save_plan(name=name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
     out = runs.start(name, _runs.actor(ctx))
     gate = " and ".join(f"the {r}" for r in approvers)
@@ -108,21 +128,22 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         context={
             "message": f"`{args.kind}` on {cluster.name} is run `{out.run.id}`; it waits for {gate} "
             f"to approve it in its thread{' (dry run: nothing will change)' if args.dry_run else ''}."
+            + (
+                f" The check that what it names exists was skipped: {checked.skipped}."
+                if checked.skipped
+                else ""
+            )
         },
     )
 
 
-def _cluster_version(ctx: CommandContext, cluster: str) -> str:
+def _cluster_version(reader: ClusterReader, cluster: str) -> str:
     """The control plane's version (the run card shows it); a cluster that does not answer is
     refused now, before anyone is asked to approve."""
-    import contextlib
-
-    reader = ctx.connect_cluster(pick_cluster(ctx.settings.clusters, cluster))
-    with contextlib.closing(reader):
-        try:
-            info = reader.get_json("/version")
-        except BotError as exc:
-            raise UserError(f"cluster {cluster} did not answer: {exc.user_message}") from None
+    try:
+        info = reader.get_json("/version")
+    except BotError as exc:
+        raise UserError(f"cluster {cluster} did not answer: {exc.user_message}") from None
     text = str(info.get("gitVersion", "")).lstrip("v").split("-")[0].split("+")[0]
     return text or "0.0"
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, file_name
+from bot.core.jobs.preflight import check_plan
 from bot.core.people import ANY_ROLE
 from bot.core.runs.library import find_plan
-from bot.core.runs.plans import PeopleLookup, decode_plan, parse_plan, read_plan_file, to_document
+from bot.core.runs.plans import PeopleLookup, Plan, decode_plan, parse_plan, read_plan_file, to_document
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.errors import ConfigError, UsageError, UserError
 
 
@@ -24,6 +26,7 @@ def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
             return decode_plan(body, label=filename), filename
         except ConfigError as exc:
             raise UserError(f"{exc}; a plan is a YAML file") from None
+    file_name("plan name", name)
     if not name.replace("-", "").replace("_", "").isalnum():
         raise UsageError(f"{name!r} is not a plan name (letters, digits, - and _) or a file link")
     for directory in ctx.settings.template_dirs():
@@ -51,18 +54,30 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     Example: `/upgrade plan load eks-nodegroups`
     """
     if args.action == "show":
-        row, plan = find_plan(ctx.store, args.target)
+        row, plan = find_plan(ctx.store, file_name("plan name", args.target))
         return Reply(template="runs/plan", context={"plan": to_document(plan), "row": row, "loaded": False})
     text, source = _plan_file(ctx, args.target)
     # The Slack directory can say whether each roster ID exists; the terminal's static one cannot.
     people = ctx.directory if isinstance(ctx.directory, PeopleLookup) else None
     plan = parse_plan(text, source=source, people=people, now=ctx.clock())
+    warnings = _cluster_warnings(ctx, plan)
     plan_id = ctx.store.save_plan(name=plan.name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
     saved = ctx.store.plan_by_id(plan_id)
     return Reply(
         template="runs/plan",
         ephemeral=False,
-        context={"plan": to_document(plan), "row": saved, "loaded": True},
+        context={"plan": to_document(plan), "row": saved, "loaded": True, "warnings": warnings},
+    )
+
+
+def _cluster_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
+    """The plan's cluster actions checked against its cluster now (warnings: it may change)."""
+    return check_plan(
+        plan,
+        clusters=ctx.settings.clusters,
+        connect=ctx.connect_cluster,
+        node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+        now=ctx.clock(),
     )
 
 

@@ -168,7 +168,7 @@ def _move(ctx: CommandContext, service: AnnouncementService, word: str, args: Ar
 
 def _schedule_arg(ctx: CommandContext, word: str) -> ScheduleRow:
     text = word.lstrip("#")
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit() and len(text) <= 40):
         raise UsageError(f"{clip(word)!r} is not a schedule id (`/upgrade schedule list` shows them)")
     schedule = ctx.store.schedule(int(text))
     if schedule is None:

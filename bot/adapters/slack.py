@@ -30,7 +30,7 @@ from slack_sdk.webhook import WebhookClient
 
 from bot.adapters.blockkit import MESSAGE_TEXT, fit_message, fit_text, fit_view
 from bot.adapters.slack_budget import NO_BUDGET, OK, RATE_LIMITED, REFUSED, UNAVAILABLE, Outcome, SlackBudget
-from bot.errors import SlackCallFailed, TemporaryError
+from bot.errors import PermanentError, SlackCallFailed, TemporaryError
 
 log = logging.getLogger(__name__)
 
@@ -346,6 +346,9 @@ def respond_via_url(
         )
     except (SlackClientError, OSError) as exc:
         raise TemporaryError("could not reach Slack to answer the command") from exc
+    except ValueError as exc:
+        # urllib's "unknown url type": a forged or mangled response_url, not worth a retry.
+        raise PermanentError("the request's response_url is not a URL") from exc
     if resp.status_code != 200:
         log.warning("response_url answered HTTP %s: %s", resp.status_code, resp.body)
         raise TemporaryError(f"Slack refused the reply (HTTP {resp.status_code})")

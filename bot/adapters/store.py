@@ -216,6 +216,8 @@ inbox = sa.Table(
     sa.Column("done_at", sa.DateTime(timezone=True), nullable=True),
     # Migration 12: the replica working it off (see `InboxItem.owner`).
     sa.Column("owner", sa.String(64), nullable=False, server_default=""),
+    # Migration 14: how its last attempt failed (see `InboxItem.failure`).
+    sa.Column("failure", sa.Text, nullable=False, server_default=""),
 )
 
 
@@ -651,6 +653,12 @@ def _m014_gate_dry_runs(conn: Connection) -> None:
     ).create(conn)
 
 
+def _m015_inbox_dead_letters(conn: Connection) -> None:
+    # A dead letter is a state ('dead'), not a table: it keeps its row, key and payload, so an
+    # operator can retry it as it was (`upgrade-bot inbox retry`).
+    conn.execute(sa.text("ALTER TABLE inbox ADD COLUMN failure TEXT NOT NULL DEFAULT ''"))
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
@@ -666,6 +674,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (12, "the replica working off an inbox item", _m012_inbox_owners),
     (13, "at most one offer to uncordon per aborted run", _m013_one_abort_offer),
     (14, "a gate's dry run, read once when the gate opened", _m014_gate_dry_runs),
+    (15, "inbox dead letters: how an item's last attempt failed", _m015_inbox_dead_letters),
 )
 
 
@@ -1482,10 +1491,60 @@ class Store:
             )
         return bool(result.rowcount == 1)
 
+    def inbox_failed(self, item_id: int, *, failure: str) -> None:
+        """Note how an attempt failed (the operator's `inbox list` shows it)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(inbox.update().where(inbox.c.id == item_id).values(failure=failure[:1000]))
+
+    def inbox_set_aside(self, item_id: int, *, at: datetime, failure: str = "") -> bool:
+        """Set a pending item aside as a dead letter; False when it was not pending (so whoever
+        sets it aside first is the only one who tells the person)."""
+        values: dict[str, Any] = {"state": "dead", "done_at": _utc(at)}
+        if failure:
+            values["failure"] = failure[:1000]
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update().where(inbox.c.id == item_id, inbox.c.state == "pending").values(**values)
+            )
+        return bool(result.rowcount == 1)
+
+    def inbox_items(self, *, states: Sequence[str] = ("dead",), limit: int = 200) -> list[InboxItem]:
+        """Items in `states`, oldest first (dead letters by default)."""
+        query = sa.select(inbox).where(inbox.c.state.in_(list(states))).order_by(inbox.c.id).limit(limit)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_inbox_item(r) for r in conn.execute(query).mappings()]
+
+    def inbox_retry(self, item_id: int) -> bool:
+        """A dead letter back to pending, its attempts from zero and no owner (so the leader's
+        next pass works it off); False when it is not a dead letter."""
+        if not _storable_id(item_id):
+            return False
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update()
+                .where(inbox.c.id == item_id, inbox.c.state == "dead")
+                .values(state="pending", attempts=0, owner="", done_at=None)
+            )
+        return bool(result.rowcount == 1)
+
+    def inbox_drop(self, item_id: int, *, at: datetime) -> bool:
+        """A dead letter dropped for good (kept until forgotten with the done ones)."""
+        if not _storable_id(item_id):
+            return False
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update()
+                .where(inbox.c.id == item_id, inbox.c.state == "dead")
+                .values(state="dropped", done_at=_utc(at))
+            )
+        return bool(result.rowcount == 1)
+
     def forget_inbox_before(self, cutoff: datetime) -> int:
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
-                inbox.delete().where(inbox.c.state == "done", inbox.c.received_at < _utc(cutoff))
+                inbox.delete().where(
+                    inbox.c.state.in_(["done", "dropped"]), inbox.c.received_at < _utc(cutoff)
+                )
             )
         return int(result.rowcount or 0)
 
@@ -2061,6 +2120,7 @@ def _inbox_item(r: Any) -> InboxItem:
         state=r["state"],
         attempts=int(r["attempts"]),
         owner=r["owner"],
+        failure=r["failure"],
     )
 
 

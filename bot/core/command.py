@@ -316,11 +316,29 @@ def normalise(text: str) -> str:
     return text.strip()
 
 
+#: The longest user-given name that becomes a file name (`plans/NAME.yaml`): filesystems allow
+#: 255 bytes, and a name this long is a paste gone wrong, not a plan.
+MAX_FILE_NAME = 100
+
+
+def file_name(what: str, name: str) -> str:
+    """`name` if it can be a file name's stem; a usage error naming the limit otherwise (checked
+    before any file is looked for: the OS's own refusal is "File name too long", a traceback)."""
+    if len(name) > MAX_FILE_NAME or len(name.encode("utf-8", "replace")) > 2 * MAX_FILE_NAME:
+        raise UsageError(f"{what} too long: at most {MAX_FILE_NAME} characters")
+    return name
+
+
+#: A whole number as people type it: ASCII digits only (`str.isdigit` and `int()` also take "²"
+#: or "١٢", which are not what anyone meant), an optional sign, at most 12 digits.
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]{1,12}", re.ASCII)
+
+
 def bounded_int(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: a whole number from `low` to `high`, refused with that range otherwise."""
 
     def parse(text: str) -> int:
-        if not text.strip().lstrip("+-").isdigit() or len(text.strip()) > 12:
+        if not WHOLE_NUMBER.fullmatch(text.strip()):
             raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}")
         value = int(text)
         if not low <= value <= high:

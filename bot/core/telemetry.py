@@ -42,6 +42,9 @@ class Telemetry(Protocol):
     def leadership(self, *, leading: bool, epoch: int) -> None:
         """This replica became (or stopped being) the leader, at this lease epoch."""
 
+    def inbox_set_aside(self, kind: str) -> None:
+        """An acknowledged request (`command`, `click`, `choice`) failed too often: a dead letter."""
+
 
 class NoTelemetry:
     """Records nothing: the default where no exporter is wired (terminal, tests)."""
@@ -71,6 +74,9 @@ class NoTelemetry:
         pass
 
     def leadership(self, *, leading: bool, epoch: int) -> None:
+        pass
+
+    def inbox_set_aside(self, kind: str) -> None:
         pass
 
 

@@ -5,10 +5,11 @@
     upgrade-bot audit export [-o csv|md|json] [--since …] [--out FILE]
     upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
     upgrade-bot templates check [DIR]                    render every announcement template (CI)
-    upgrade-bot plan validate FILE [--check-slack]       check an upgrade plan (exit 2: problems)
+    upgrade-bot plan validate FILE [--check-slack] [--check-cluster]   check an upgrade plan (exit 2: problems)
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive]   a whole plan on the sim
     upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
+    upgrade-bot inbox list|retry ID|drop ID              requests set aside as dead letters
 
 Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
 names the key or line; no traceback is printed for an error the user can fix. The exit statuses are
@@ -224,6 +225,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also ask Slack (SLACK_BOT_TOKEN from --config's environment) that every roster ID exists",
     )
+    validate.add_argument(
+        "--check-cluster",
+        action="store_true",
+        help="also check on the plan's cluster (from --config) that its actions' nodes, groups and "
+        "workloads exist now (warnings: the cluster may change before the window)",
+    )
     check = sub.add_parser(
         "check",
         parents=[common],
@@ -243,6 +250,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     _formats(check, ["text", "md", "json", "yaml"], "text")
     _kube_flags(check)
+
+    inbox = sub.add_parser("inbox", help="acknowledged requests set aside after failing: list, retry, drop")
+    inbox_sub = inbox.add_subparsers(dest="inbox_command", required=True, metavar="ACTION")
+    inbox_sub.add_parser("list", parents=[common], help="the dead letters: id, kind, when, how it failed")
+    for name, what in (
+        ("retry", "work it off again (a running bot's leader takes it at its next pass)"),
+        ("drop", "give up on it for good"),
+    ):
+        action = inbox_sub.add_parser(name, parents=[common], help=what)
+        action.add_argument("id", type=_item_id, help="the item's id (`inbox list` shows it)")
 
     rules = sub.add_parser("rules", help="known-issue rules: `rules check FILE`")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
@@ -325,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _diff(settings, args)
         if args.command == "check":
             return _check(settings, args)
+        if args.command == "inbox":
+            return _inbox(settings, args)
     except StoreUnreachable as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_FAILED
@@ -512,6 +531,24 @@ def _plan_validate(args: argparse.Namespace) -> int:
     except BotError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_FAILED
+    if args.check_cluster:
+        from bot.adapters.kube import Cluster
+        from bot.core.jobs.preflight import check_plan
+        from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
+
+        try:
+            settings = _settings(args)
+        except ConfigError as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_USAGE
+        for warning in check_plan(
+            plan,
+            clusters=settings.clusters,
+            connect=Cluster.connect,
+            node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+            now=datetime.now(UTC),
+        ):
+            print(f"{path}: warning: {warning}", file=sys.stderr)
     checked = " (Slack users checked)" if people is not None else ""
     print(
         f"{path}: plan {plan.name} is valid{checked}: {plan.cluster} {plan.current_version} → "
@@ -616,6 +653,49 @@ def _exec(settings: Settings, args: argparse.Namespace) -> int:
     if outcome.ok:
         return EXIT_OK
     return EXIT_USAGE if outcome.audit_outcome == "usage" else EXIT_FAILED
+
+
+def _item_id(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+        raise argparse.ArgumentTypeError(f"{text[:30]!r} is not an inbox item id")
+    return int(text)
+
+
+def _inbox(settings: Settings, args: argparse.Namespace) -> int:
+    """`inbox list|retry|drop`: the operator's hands on dead letters (`bot.frontdoor.inbox`)."""
+    import json
+
+    from bot.adapters.store import Store
+    from bot.errors import clip
+
+    store = Store.open(settings.database_url)
+    try:
+        if args.inbox_command == "list":
+            items = store.inbox_items(states=("dead",))
+            for item in items:
+                try:
+                    payload = json.loads(item.payload)
+                except ValueError:
+                    payload = {}
+                who = payload.get("user_id") or payload.get("user") or "?"
+                what = payload.get("text") if item.kind == "command" else payload.get("value")
+                print(
+                    f"#{item.id}\t{item.kind}\t{item.received_at:%Y-%m-%d %H:%M:%S}Z\t{who}\t"
+                    f"{clip(str(what or ''), 60)!r}\t{item.attempts} attempt(s)\t{item.failure}"
+                )
+            print(f"{len(items)} dead letter(s)", file=sys.stderr)
+            return EXIT_OK
+        if args.inbox_command == "retry":
+            if not store.inbox_retry(args.id):
+                raise UserError(f"inbox item #{args.id} is not a dead letter (`upgrade-bot inbox list`)")
+            print(f"inbox item #{args.id} is pending again; the leader works it off at its next pass")
+            return EXIT_OK
+        if not store.inbox_drop(args.id, at=datetime.now(UTC)):
+            raise UserError(f"inbox item #{args.id} is not a dead letter (`upgrade-bot inbox list`)")
+        print(f"inbox item #{args.id} dropped")
+        return EXIT_OK
+    finally:
+        store.close()
 
 
 def _audit_export(settings: Settings, args: argparse.Namespace) -> int:

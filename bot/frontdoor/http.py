@@ -7,9 +7,9 @@ ASGI bridge blocks an event loop.
 Before Bolt sees a request, this front door guards it, in this order, so that nothing from an
 unsigned sender is ever parsed: only POST; a body of at most `MAX_BODY` bytes, read whole; a
 timestamp that is a whole number within Slack's five-minute replay window; a valid `v0=`
-signature over the raw body (401 otherwise); then the body must be UTF-8 and of a shape Slack
-sends — a form, or JSON, with `payload` a JSON object whose known fields have the right types
-(400 otherwise). Each refusal is one log line; no traceback, no 500.
+signature over the raw body (401 otherwise); then the body must be UTF-8 and, parsed as Bolt
+parses it, of a shape Slack sends (`bot.frontdoor.payloads`: a slash command's form, an
+interaction, an event — 400 otherwise), so no listener ever indexes a field that is not there. Each refusal is one log line; no traceback, no 500.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from waitress.server import create_server
+
+from bot.frontdoor import payloads
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -124,46 +126,30 @@ def _read_body(environ: WSGIEnvironment) -> bytes:
     return body
 
 
-#: Interactive payload fields and the JSON types Slack gives them (what the listeners rely on).
-_PAYLOAD_FIELDS: Mapping[str, type | tuple[type, ...]] = {
-    "type": str,
-    "user": dict,
-    "channel": dict,
-    "team": dict,
-    "actions": list,
-    "view": dict,
-    "message": dict,
-    "container": dict,
-    "response_url": str,
-    "trigger_id": str,
-}
-
-
 def _check_shape(body: bytes, content_type: str) -> None:
+    """Parse the body exactly as Bolt will (`slack_bolt.request.internals.parse_body`), then check
+    what Bolt would dispatch against Slack's shapes (`bot.frontdoor.payloads`)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise Refused("400 Bad Request", "body is not UTF-8") from None
-    if content_type.startswith("application/json"):
+    if not text:
+        raise Refused("400 Bad Request", "empty body")
+    form = False
+    if content_type.split(";")[0] == "application/json" or text.startswith("{"):
         document = _json_object(text, "body")
-        if not isinstance(document.get("type", ""), str):
-            raise Refused("400 Bad Request", "body field type is not a string")
-        return
-    form = urllib.parse.parse_qs(text, keep_blank_values=True)
-    if "payload" not in form:
-        return  # a slash command: plain form fields, read by Bolt as strings
-    payload = _json_object(form["payload"][0], "payload")
-    for name, kind in _PAYLOAD_FIELDS.items():
-        if name in payload and not isinstance(payload[name], kind):
-            raise Refused("400 Bad Request", f"payload field {name} has the wrong type")
-    for action in payload.get("actions", []):
-        if not isinstance(action, dict):
-            raise Refused("400 Bad Request", "payload actions are not objects")
-    view = payload.get("view")
-    if isinstance(view, dict):
-        state = view.get("state", {})
-        if not isinstance(state, dict) or not isinstance(state.get("values", {}), dict):
-            raise Refused("400 Bad Request", "payload view.state.values is not an object")
+    elif "payload" in text:
+        fields = dict(urllib.parse.parse_qsl(text, keep_blank_values=True))
+        if "payload" not in fields:
+            # Bolt reads any form that mentions "payload" as an interaction and would see nothing.
+            raise Refused("400 Bad Request", "a form that mentions payload but has no payload field")
+        document = _json_object(fields["payload"], "payload")
+    else:
+        document, form = dict(urllib.parse.parse_qsl(text, keep_blank_values=True)), True
+    try:
+        payloads.check(document, payloads.kind_of(document, form=form))
+    except payloads.MalformedPayload as exc:
+        raise Refused("400 Bad Request", f"not a shape Slack sends: {exc}") from None
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:

@@ -9,8 +9,15 @@ off again, with the correlation id it was received with.
 Exactly once, not at least once: a request whose effect was committed before the crash (every
 change writes its audit rows in the same transaction, tagged with the request's correlation id)
 is not run again; a click on a gate is in any case refused as a repeat by the run's state
-machine. An item that has already been tried `MAX_ATTEMPTS` times (a request that kills the bot)
-is set aside with a log line instead of being tried forever.
+machine.
+
+Poison work goes to a dead letter: each attempt is counted before it starts, and an item that
+has been tried `MAX_ATTEMPTS` times — a request that fails every time (a bug its payload
+triggers) or one that kills the bot — is set aside (state `dead`, with how it failed) instead of
+being tried forever: one log line, a metric, and the person who asked is told once. A failure
+that is not temporary is tried again at once (never at every start); a temporary one
+(`TemporaryError`: the database busy, Slack rate-limited) waits for the next replay. An operator
+lists, retries or drops dead letters with `upgrade-bot inbox list|retry|drop`.
 """
 
 from __future__ import annotations
@@ -18,12 +25,16 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import traceback
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.adapters.store import Store
-from bot.errors import BotError
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
+from bot.errors import BotError, TemporaryError, clip
 from bot.frontdoor.workers import WorkerPool
 from bot.logsetup import correlation, new_correlation_id
 
@@ -37,6 +48,8 @@ NEW, REPLAY, DONE_BEFORE = "new", "replay", "done-before"
 
 #: Works off one item: (its payload, its correlation id, NEW | REPLAY | DONE_BEFORE).
 Handler = Callable[[dict[str, Any], str, str], None]
+#: Tells the person who asked that their request was set aside: (kind, payload, correlation id).
+Notify = Callable[[str, Mapping[str, Any], str], None]
 
 
 class Inbox:
@@ -47,11 +60,15 @@ class Inbox:
         workers: WorkerPool,
         clock: Callable[[], datetime],
         handlers: Mapping[str, Handler] | None = None,
+        notify: Notify | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
         self.workers = workers
         self.clock = clock
         self.handlers: dict[str, Handler] = dict(handlers or {})
+        self.notify = notify
+        self.telemetry = telemetry
         #: This process's name on the items it accepts (several replicas: who works it off).
         self.owner = ""
         #: The replicas alive now (several replicas); None on one host, where another owner is a
@@ -82,26 +99,64 @@ class Inbox:
             return
         payload = json.loads(item.payload)
         cid = str(payload.pop("_cid", "")) or new_correlation_id()
+        attempts = item.attempts
         with correlation(cid):
-            if item.attempts >= MAX_ATTEMPTS:
-                log.error("inbox item %s (%s) failed %s times; set aside", item.id, item.kind, item.attempts)
-                self.store.inbox_done(item.id, at=self.clock())
-                return
-            self.store.inbox_attempt(item.id)
             handler = self.handlers.get(item.kind)
             if handler is None:
                 log.error("inbox item %s has an unknown kind %s; set aside", item.id, item.kind)
-            else:
-                # Its effect was committed (with audit rows under this id) before the crash?
-                done_before = replay and bool(self.store.audit_entries(correlation_id=cid, limit=1))
+                self._set_aside(item.id, item.kind, payload, cid, attempts, f"unknown kind {item.kind}")
+                return
+            failure = item.failure
+            while True:
+                if attempts >= MAX_ATTEMPTS:
+                    # Tried that often already (a request that kills the bot leaves no failure).
+                    self._set_aside(item.id, item.kind, payload, cid, attempts, failure or "the bot stopped")
+                    return
+                attempts += 1
+                self.store.inbox_attempt(item.id)
+                # Its effect was committed (with audit rows under this id) before a crash or a failure?
+                again = replay or attempts > 1
+                done_before = again and bool(self.store.audit_entries(correlation_id=cid, limit=1))
                 if done_before:
-                    log.info("inbox item %s (%s) had taken effect before the restart", item.id, item.kind)
+                    log.info("inbox item %s (%s) had taken effect before", item.id, item.kind)
                 try:
-                    handler(payload, cid, DONE_BEFORE if done_before else REPLAY if replay else NEW)
-                except BotError as exc:
-                    log.warning("inbox item %s (%s) failed: %s", item.id, item.kind, exc.user_message)
-                    return  # left pending: worked off again at the next start
+                    handler(dict(payload), cid, DONE_BEFORE if done_before else REPLAY if again else NEW)
+                except Exception as exc:
+                    failure = describe(exc)
+                    log.warning(
+                        "inbox item %s (%s) failed (attempt %s of %s): %s",
+                        item.id,
+                        item.kind,
+                        attempts,
+                        MAX_ATTEMPTS,
+                        failure,
+                    )
+                    self.store.inbox_failed(item.id, failure=failure)
+                    if isinstance(exc, TemporaryError) and attempts < MAX_ATTEMPTS:
+                        return  # left pending: worked off again at the next replay
+                    continue
+                break
             self.store.inbox_done(item.id, at=self.clock())
+
+    def _set_aside(
+        self, item_id: int, kind: str, payload: Mapping[str, Any], cid: str, attempts: int, failure: str
+    ) -> None:
+        if not self.store.inbox_set_aside(item_id, at=self.clock(), failure=failure):
+            return  # set aside (or finished) by someone else, who told the person
+        log.error(
+            "inbox item %s (%s) set aside as a dead letter after %s attempt(s): %s "
+            "(`upgrade-bot inbox list|retry|drop`)",
+            item_id,
+            kind,
+            attempts,
+            failure,
+        )
+        self.telemetry.inbox_set_aside(kind)
+        if self.notify is not None:
+            try:
+                self.notify(kind, payload, cid)
+            except BotError as exc:
+                log.warning("could not tell the person that inbox item %s was set aside: %s", item_id, exc)
 
     def replay(self) -> int:
         """On the leader (at start-up, when it wins the lease, and every little while): hand to
@@ -121,3 +176,41 @@ class Inbox:
         if taken:
             log.info("working off %s request(s) acknowledged by a process that is gone", taken)
         return taken
+
+
+def describe(exc: BaseException) -> str:
+    """One line: the exception, its message (clipped) and where it was raised (file:line)."""
+    where = ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        where = f" at {Path(last.filename).name}:{last.lineno} in {last.name}"
+    message = exc.user_message if isinstance(exc, BotError) else str(exc)
+    return f"{type(exc).__name__}: {clip(message, 200)}{where}"
+
+
+def tell_in_slack(gateway: SlackGateway | None) -> Notify:
+    """How a dead letter's person hears of it: ephemeral through the request's response_url,
+    else an ephemeral message in its channel, else a DM."""
+
+    def notify(kind: str, payload: Mapping[str, Any], cid: str) -> None:
+        what = {
+            "command": f"`/upgrade {clip(str(payload.get('text', '')), 60)}`",
+            "click": "Your click",
+            "choice": "Your answer",
+        }.get(kind, "Your request")
+        text = (
+            f":warning: {what} failed {MAX_ATTEMPTS} times and was set aside; nothing more will be "
+            f"done with it. An operator can retry it. _(ref {cid})_"
+        )
+        user = str(payload.get("user_id") or payload.get("user") or "")
+        channel = str(payload.get("channel_id") or payload.get("channel") or "")
+        response_url = str(payload.get("response_url") or "")
+        if response_url:
+            respond_via_url(response_url, text, ephemeral=True)
+        elif gateway is not None and user and channel:
+            gateway.post_ephemeral(channel, user, text)
+        elif gateway is not None and user:
+            gateway.post_message(gateway.open_dm(user), text)
+
+    return notify

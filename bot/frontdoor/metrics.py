@@ -110,6 +110,12 @@ class Metrics:
         self.leader_changes = Counter(
             "upgrade_bot_leader_changes", "Times this replica became or stopped being the leader", registry=r
         )
+        self.inbox_dead = Counter(
+            "upgrade_bot_inbox_set_aside",
+            "Acknowledged requests set aside as dead letters after failing every attempt, by kind",
+            ["kind"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "upgrade_bot_worker_queue_depth",
             "Commands and clicks queued or running on the workers",
@@ -120,6 +126,8 @@ class Metrics:
             self.card_updates.labels(outcome=outcome)
         for outcome in ("sent", "delayed", "skipped", "failed"):
             self.announcements.labels(outcome=outcome)
+        for kind in ("command", "click", "choice"):
+            self.inbox_dead.labels(kind=kind)
         self._leading = False
         self._lock = threading.Lock()
 
@@ -169,6 +177,9 @@ class Metrics:
                 self._leading = leading
         self.leader.set(1 if leading else 0)
         self.leader_epoch.set(epoch)
+
+    def inbox_set_aside(self, kind: str) -> None:
+        self.inbox_dead.labels(kind=kind).inc()
 
 
 def _implements_telemetry(metrics: Metrics) -> Telemetry:

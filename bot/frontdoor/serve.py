@@ -42,10 +42,11 @@ from types import FrameType
 
 from slack_bolt import App
 
+from bot.adapters.slack import SlackGateway
 from bot.adapters.store import fencing
 from bot.errors import ConfigError
 from bot.frontdoor.acting import start_acting
-from bot.frontdoor.inbox import Inbox
+from bot.frontdoor.inbox import Inbox, tell_in_slack
 from bot.frontdoor.leadership import Elector
 from bot.frontdoor.metrics import Metrics, MetricsRoute, route
 from bot.frontdoor.probes import Probes
@@ -112,7 +113,13 @@ def serve(
             log.info("another replica leads; serving commands and clicks as a follower")
             triggers.follow()
         elector.start()
-        inbox = Inbox(store=services.store, workers=workers, clock=lambda: datetime.now(UTC))
+        inbox = Inbox(
+            store=services.store,
+            workers=workers,
+            clock=lambda: datetime.now(UTC),
+            notify=tell_in_slack(SlackGateway(services.web_client) if services.web_client else None),
+            telemetry=services.telemetry,
+        )
         inbox.owner = services.owner
         if not services.store.single_host:
             # Several replicas: an item a live replica accepted is its own to work off.

@@ -48,7 +48,7 @@ def cmd(services: Services, text: str) -> Outcome:
         (f'schedule move {HUGE} --at "2027-01-01 10:00" --reason later', f"there is no schedule #{HUGE}"),
         ("audit --since 999999999h", "longer than 3650d"),
         ('schedule eks-nodegroups --at "9999-12-31 23:59"', "more than 2 years ahead"),
-        ("plan show " + "p" * 300, "no plan `ppp"),
+        ("plan show " + "p" * 300, "plan name too long: at most 100 characters"),
         ("start " + "p" * 300, "no plan `ppp"),
         ("status " + "R" * 300, "there is no run `RRR"),
     ],

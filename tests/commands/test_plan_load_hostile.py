@@ -101,3 +101,10 @@ def test_loading_a_plan_that_is_not_utf8_names_the_byte(
 ) -> None:
     (plans_dir / "latin.yaml").write_bytes(b"name: caf\xe9\n")
     assert "latin.yaml:1: the plan is not UTF-8 text (byte 9)" in refused(load("latin"))
+
+
+def test_a_plan_name_too_long_for_a_file_name_is_a_usage_error_naming_the_limit(
+    load: Callable[[str], tuple[bool, str]],
+) -> None:
+    text = refused(load("p" * 300))
+    assert "plan name too long: at most 100 characters" in text

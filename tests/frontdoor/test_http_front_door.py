@@ -19,6 +19,7 @@ from bot.frontdoor.http import MAX_BODY
 from bot.settings import load_settings
 from commands import build_registry
 from tests.support.bot_process import BotProcess
+from tests.support.malformed import MALFORMED
 from tests.support.secrets import SECRETS, SIGNING_SECRET
 from tests.support.signing import get, post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
@@ -171,3 +172,20 @@ def test_malformed_or_unsigned_requests_get_4xx_one_log_line_each_and_no_traceba
     refusals = [line for line in stderr.splitlines() if "refused a request" in line]
     assert len(refusals) == len(HOSTILE) + 1 + 200
     assert len(stderr) < 200_000
+
+
+def test_signed_but_malformed_interactions_and_events_get_400_and_no_traceback(
+    http_bot: BotProcess, slack_stub: SlackStub
+) -> None:
+    for name, body, kind in MALFORMED:
+        content_type = "application/json" if kind == "json" else "application/x-www-form-urlencoded"
+        result = post(f"{http_bot.url}/slack/events", body, _signed(body, content_type))
+        assert result.status == 400, (name, result.status, result.body[:200])
+        assert "Traceback" not in result.body
+    # The bot still answers the next command normally.
+    body = slash_command_body("help", response_url=slack_stub.response_url("help"))
+    assert post(f"{http_bot.url}/slack/events", body, signed_headers(body, SIGNING_SECRET)).status == 200
+    assert "/upgrade help" in slack_stub.wait_for_responses(1)[0]["text"]
+    stderr = http_bot.stop()
+    assert "Traceback" not in stderr
+    assert len([line for line in stderr.splitlines() if "not a shape Slack sends" in line]) == len(MALFORMED)

@@ -48,9 +48,12 @@ def test_metrics_of_a_real_process_parse_and_count_commands_acks_and_slack_calls
         command(bot, slack_stub, "help", "help")
         command(bot, slack_stub, "frobnicate now", "typo")
         slack_stub.wait_for(lambda: len(slack_stub.responses) >= 2, timeout=30)
-        # The audit row and the counter are written after the reply is sent: wait for the counter.
+        # The audit row and the counter are written, and the inbox item marked done, around the
+        # reply: wait for the counter and for the workers to be at rest.
         samples = wait_until(
-            lambda: _when_counted(scrape(f"{bot.url}/metrics")), timeout=30, what="both commands counted"
+            lambda: _when_idle(_when_counted(scrape(f"{bot.url}/metrics"))),
+            timeout=30,
+            what="both commands counted, the workers idle",
         )
     finally:
         bot.stop()
@@ -71,6 +74,12 @@ def test_metrics_of_a_real_process_parse_and_count_commands_acks_and_slack_calls
     assert samples[("upgrade_bot_worker_queue_depth", ())] == 0
     assert ("upgrade_bot_leader_epoch", ()) in samples
     assert ("process_resident_memory_bytes", ()) in samples
+
+
+def _when_idle(
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] | None,
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
+    return samples if samples and samples.get(("upgrade_bot_worker_queue_depth", ())) == 0 else None
 
 
 def _when_counted(

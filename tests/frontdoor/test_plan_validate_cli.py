@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,3 +139,43 @@ def test_cli_validate_says_a_missing_plan_file_is_not_found(tmp_path: Path) -> N
     missing = tmp_path / "nowhere.yaml"
     line = the_problem(validate(missing), missing)
     assert line == f"upgrade-bot: {missing}: plan file not found"
+
+
+def test_cli_validate_can_check_the_plans_actions_on_its_cluster(
+    tmp_path: Path, write_config: Callable[..., Path], sim_eks: Any, sim_kubeconfig: Callable[[Any], Path]
+) -> None:
+    plan = tmp_path / "names.yaml"
+    plan.write_text(
+        GOOD
+        + """  - id: cordon-gone
+    title: Cordon a node that is not there
+    gate: {approve: [primary, shadow]}
+    actions: [{cordon: {node: nosuch}}]
+  - id: drain-shared
+    title: Drain the shared group
+    gate: {approve: [primary, shadow]}
+    actions: [{drain: {nodegroup: ng-shared}}]
+"""
+    )
+    config = write_config(f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}\n")
+    checked = subprocess.run(
+        [*bot_command(), "plan", "validate", str(plan), "--check-cluster", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert f"{plan}: warning: step `cordon-gone` (cordon): no such node: nosuch" in checked.stderr
+    assert "drain-shared" not in checked.stderr
+    assert "is valid" in checked.stdout
+    # Without a cluster that answers, the check is said to be skipped; the plan is still valid.
+    offline = write_config("clusters:\n  prod: {kubeconfig: /nonexistent, context: sim}\n")
+    skipped = subprocess.run(
+        [*bot_command(), "plan", "validate", str(plan), "--check-cluster", "--config", str(offline)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert skipped.returncode == 0, skipped.stderr
+    assert "the check that the plan's nodes and workloads exist was skipped" in skipped.stderr
+    assert "Traceback" not in skipped.stderr

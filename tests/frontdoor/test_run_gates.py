@@ -295,6 +295,50 @@ def test_a_link_to_anywhere_but_slack_never_receives_the_bot_token(bot: Bot) -> 
     assert "Traceback" not in missing
 
 
+def test_an_action_naming_what_is_not_there_is_refused_before_anyone_is_asked(bot: Bot) -> None:
+    nosuch = bot.command('action cordon node=nosuch --reason "bad disk"')
+    assert "no such node: nosuch" in nosuch, nosuch
+    empty = bot.command('action drain nodegroup=ng-nobody --reason "retire it"')
+    assert "node group 'ng-nobody' has no nodes" in empty, empty
+    arabic = bot.command('action cordon nodegroup=ng-shared version=١.٢٥ --reason "old ones"')
+    assert "is not a version like 1.30" in arabic, arabic
+    long_name = bot.command(f'action cordon node={"a" * 254} --reason "typo"')
+    assert "at most 253 characters" in long_name, long_name
+    gone = bot.command('action restart workloads=deployment/default/nosuch --reason "stuck"')
+    assert "no such workload: deployment/default/nosuch" in gone, gone
+    for reply in (nosuch, empty, arabic, long_name, gone):
+        assert "internal error" not in reply
+    assert bot.services.store.runs() == []
+    assert [p for p in bot.front.posts() if p["text"].startswith(":clipboard: *Upgrade run")] == []
+
+
+def test_a_plan_whose_actions_name_what_is_not_there_loads_with_warnings(bot: Bot) -> None:
+    team = Path(str(bot.services.settings.templates_dir))
+    steps = """
+  - id: cordon-gone
+    title: Cordon a node that is not there
+    gate: {approve: [primary, shadow]}
+    actions: [{cordon: {node: nosuch}}]
+  - id: drain-shared
+    title: Drain the shared group
+    gate: {approve: [primary, shadow]}
+    actions: [{drain: {nodegroup: ng-shared}}]
+  - id: drain-empty
+    title: Drain a group with no nodes
+    gate: {approve: [primary, shadow]}
+    actions: [{drain: {nodegroup: ng-nobody}}]
+"""
+    (team / "plans" / "names.yaml").write_text(DRILL.replace("name: drill", "name: names") + steps)
+    loaded = bot.command("plan load names")
+    assert "Plan `names` loaded" in loaded, loaded
+    assert "may change before the window" in loaded
+    assert "step `cordon-gone` (cordon): no such node: nosuch" in loaded
+    assert "step `drain-empty` (drain): node group 'ng-nobody' has no nodes" in loaded
+    assert "drain-shared` (drain)" not in loaded
+    # The plan is stored all the same: the cluster may change before the window.
+    assert bot.services.store.plan("names") is not None
+
+
 def test_an_action_outside_a_plan_is_a_run_that_waits_for_the_primary_and_the_shadow(bot: Bot) -> None:
     assert "not an action" in bot.command("action reboot node=x --reason why")
     assert "--reason" in bot.command("action cordon node=x")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from bot.frontdoor.socket_mode import make_handler
 from bot.frontdoor.wiring import build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import Settings
+from tests.support.malformed import MALFORMED
 from tests.support.secrets import APP_TOKEN
 from tests.support.slack_stub import SlackStub
 from tests.support.socket_stub import SocketModeStub
@@ -87,3 +91,40 @@ def test_role_checks_expand_user_groups_and_tolerate_a_deleted_group(
         assert "no role" in after.rendered.text
     finally:
         services.close()
+
+
+def test_malformed_envelopes_are_acked_and_dropped_with_one_line_each_and_no_traceback(
+    settings_for_stub: Settings,
+    slack_stub: SlackStub,
+    socket_stub: SocketModeStub,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    services = build_services(settings_for_stub)
+    workers = WorkerPool(4)
+    app = build_app(services, workers, signing_secret=None, socket_mode=True)
+    handler = make_handler(app, APP_TOKEN)
+    caplog.set_level(logging.INFO)
+    try:
+        handler.connect()
+        socket_stub.wait_connected(1)
+        for _name, body, kind in MALFORMED:
+            if kind == "json":
+                envelope = socket_stub.send("events_api", json.loads(body))
+            else:
+                (payload,) = urllib.parse.parse_qs(body.decode())["payload"]
+                envelope = socket_stub.send("interactive", json.loads(payload))
+            socket_stub.wait_ack(envelope)
+        # A slash command without its user is not one either.
+        socket_stub.wait_ack(socket_stub.send("slash_commands", {"command": "/upgrade", "text": "help"}))
+        env = socket_stub.send_slash_command(command_payload("help", slack_stub.response_url("a"), "t-1"))
+        socket_stub.wait_ack(env)
+        assert "/upgrade whoami" in slack_stub.wait_for_responses(1)[0]["text"]
+        assert workers.idle(timeout=10)
+    finally:
+        handler.close()
+        workers.shutdown(wait=True)
+        services.close()
+    ignored = [r for r in caplog.records if "not a shape Slack sends" in r.getMessage()]
+    assert len(ignored) == len(MALFORMED) + 1
+    assert [r for r in caplog.records if r.exc_info] == []
+    assert [e.subcommand for e in services.store.audit_entries()] == ["help"]

@@ -81,11 +81,15 @@ class SocketModeStub:
         self.wait(lambda: self.hellos >= hellos and self.connections, timeout)
 
     def send_slash_command(self, payload: dict[str, Any]) -> str:
+        return self.send("slash_commands", payload)
+
+    def send(self, kind: str, payload: Any) -> str:
+        """One envelope of `kind` (slash_commands, interactive, events_api); its envelope id."""
         envelope_id = f"env-{next(self._ids)}"
         envelope = {
             "envelope_id": envelope_id,
-            "type": "slash_commands",
-            "accepts_response_payload": True,
+            "type": kind,
+            "accepts_response_payload": kind != "events_api",
             "payload": payload,
         }
         with self._cond:

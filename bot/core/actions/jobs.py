@@ -17,8 +17,17 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
-from bot.core.jobs.common import duration_arg, int_arg, names_arg, version_arg
-from bot.errors import UserError
+from bot.core.jobs.common import (
+    MAX_SELECTOR,
+    duration_arg,
+    int_arg,
+    label_value,
+    names_arg,
+    namespace_name,
+    object_name,
+    version_arg,
+)
+from bot.errors import UserError, clip
 
 NODES = frozenset({"node", "nodegroup", "version"})
 DRAIN = NODES | {"timeout", "parallel", "allow_local_storage", "allow_unmanaged"}
@@ -36,8 +45,13 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
 
 
 def _nodes(args: Mapping[str, str]) -> None:
-    if bool(names_arg(args, "node")) == bool(str(args.get("nodegroup", "")).strip()):
+    nodes, group = names_arg(args, "node"), str(args.get("nodegroup", "")).strip()
+    if bool(nodes) == bool(group):
         raise UserError("name the nodes: either node (comma-separated names) or nodegroup, not both")
+    for node in nodes:
+        object_name("node", node)
+    if group:
+        label_value("nodegroup", group)
     version_arg(args)
 
 
@@ -48,13 +62,25 @@ def _check_drain(args: Mapping[str, str]) -> None:
 
 
 def _check_restart(args: Mapping[str, str]) -> None:
-    if bool(names_arg(args, "workloads")) == bool(str(args.get("namespace", "")).strip()):
+    workloads, namespace = names_arg(args, "workloads"), str(args.get("namespace", "")).strip()
+    if bool(workloads) == bool(namespace):
         raise UserError("name the workloads: either workloads (kind/namespace/name, …) or namespace")
+    for text in workloads:
+        parts = text.split("/")
+        if len(parts) != 3:
+            raise UserError(f"workloads: {clip(text, 60)!r} is not like deployment/NS/NAME")
+        namespace_name("workloads", parts[1])
+        object_name("workloads", parts[2])
+    if namespace:
+        namespace_name("namespace", namespace)
+    if len(str(args.get("selector", ""))) > MAX_SELECTOR:
+        raise UserError(f"selector: at most {MAX_SELECTOR} characters")
     for name in ("timeout", "crashloop_after", "imagepull_after"):
         duration_arg(args, name, timedelta(minutes=15))
 
 
 def _check_wait(args: Mapping[str, str]) -> None:
+    label_value("nodegroup", str(args.get("nodegroup", "")).strip())
     version_arg(args, required=True)
     duration_arg(args, "timeout", timedelta(hours=1))
 

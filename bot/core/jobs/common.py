@@ -7,13 +7,14 @@ selection, label-selector matching (PodDisruptionBudgets, workloads) and the car
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from bot.core.durations import parse_duration
 from bot.core.watches.model import node_group, on_version, parse_version
-from bot.errors import ClusterError, UserError
+from bot.errors import ClusterError, UserError, clip
 
 Raw = dict[str, Any]
 
@@ -73,10 +74,10 @@ def int_arg(args: Mapping[str, str], name: str, default: int, *, low: int = 1, h
     text = str(args.get(name, "")).strip()
     if not text:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise UserError(f"{name}: {text[:20]!r} is not a whole number") from None
+    # ASCII digits only: `int()` also takes "١٢" and "1_0", which nobody types as a number.
+    if not re.fullmatch(r"[+-]?[0-9]{1,12}", text, re.ASCII):
+        raise UserError(f"{name}: {text[:20]!r} is not a whole number")
+    value = int(text)
     if not low <= value <= high:
         raise UserError(f"{name}: must be between {low} and {high}")
     return value
@@ -89,6 +90,43 @@ def names_arg(args: Mapping[str, str], name: str) -> list[str]:
         if part.strip():
             seen[part.strip()] = None
     return list(seen)
+
+
+# Kubernetes' own name rules (apimachinery's validation): a name that breaks them cannot exist, so
+# it is refused when the command or the plan is read, before anyone is asked to approve.
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
+#: A label selector is parsed by the API server; this only keeps a paste from being absurd.
+MAX_SELECTOR = 1_000
+
+
+def object_name(what: str, text: str) -> str:
+    """`text` if it can be an object's name (a DNS subdomain, at most 253 characters)."""
+    if len(text) > 253 or not _DNS_SUBDOMAIN.fullmatch(text):
+        raise UserError(
+            f"{what}: {clip(text, 40)!r} is not a Kubernetes name "
+            "(lowercase letters, digits, - and ., at most 253 characters)"
+        )
+    return text
+
+
+def namespace_name(what: str, text: str) -> str:
+    """`text` if it can be a namespace (a DNS label, at most 63 characters)."""
+    if len(text) > 63 or not _DNS_LABEL.fullmatch(text):
+        raise UserError(
+            f"{what}: {clip(text, 40)!r} is not a namespace (lowercase letters, digits and -, at most 63)"
+        )
+    return text
+
+
+def label_value(what: str, text: str) -> str:
+    """`text` if it can be a label's value (a node group's name: at most 63 characters)."""
+    if len(text) > 63 or not _LABEL_VALUE.fullmatch(text):
+        raise UserError(
+            f"{what}: {clip(text, 40)!r} is not a label value (letters, digits, - _ and ., at most 63)"
+        )
+    return text
 
 
 def iso(moment: datetime) -> str:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -142,10 +143,15 @@ def danger_confirm(option: ChoiceOption) -> dict[str, Any]:
 
 
 def parse_choice_value(value: str) -> tuple[int, str, str] | None:
-    parts = value.split("|")
-    if len(parts) != 3 or not parts[0].isdigit():
+    """None for anything `choice_value` does not make (a value from outside: ASCII digits only —
+    `str.isdigit` accepts "²", which `int()` then refuses — and bounded lengths)."""
+    match = _CHOICE_VALUE.fullmatch(value) if len(value) <= 2_000 else None
+    if match is None:
         return None
-    return int(parts[0]), parts[1], parts[2]
+    return int(match[1]), match[2], match[3]
+
+
+_CHOICE_VALUE = re.compile(r"([0-9]{1,12})\|([^|]*)\|([^|]*)", re.ASCII)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,7 @@ step: a button from an earlier state is refused with an explanation.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -534,10 +535,17 @@ class ButtonRef:
 
     @classmethod
     def decode(cls, value: str, decision: str) -> ButtonRef | None:
-        parts = value.split("|")
-        if len(parts) != 3 or not parts[2].isdigit():
+        """None for anything `encode` does not make: a button value comes from outside (a forged
+        or mangled one must not reach `int()`, whose digit limit and Unicode digits raise; Slack
+        caps a button value at 2,000 characters)."""
+        match = _BUTTON_REF.fullmatch(value) if len(value) <= 2_000 else None
+        if match is None:
             return None
-        return cls(run_id=parts[0], step_id=parts[1], epoch=int(parts[2]), decision=decision)
+        return cls(run_id=match[1], step_id=match[2], epoch=int(match[3]), decision=decision)
+
+
+#: run id | step id | epoch, each bounded; ASCII digits only (`str.isdigit` accepts "²" and "١").
+_BUTTON_REF = re.compile(r"([^|]*)\|([^|]*)\|([0-9]{1,9})", re.ASCII)
 
 
 def require_member(run: Run, user_id: str, directory: Directory, *, action: str) -> set[str]:

@@ -68,7 +68,7 @@ REHEARSAL_HOOK_OPTIONS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
 }
 _STEP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 # Bounded digits: Kubernetes versions are small numbers, and int() refuses past 4,300 digits.
-_VERSION = re.compile(r"^v?(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?:[-+][0-9A-Za-z.-]{1,100})?$")
+_VERSION = re.compile(r"^v?(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?:[-+][0-9A-Za-z.-]{1,100})?$", re.ASCII)
 #: An upgrade window is hours, at most days; a longer one is a typo (9999-12-31) that would
 #: otherwise be accepted here and fail later, in scheduling.
 MAX_WINDOW = timedelta(days=14)

@@ -210,7 +210,8 @@ def _recent(store: Store, cluster: str | None) -> str:
 def resolve(store: Store, ref: str, *, cluster: str | None) -> Stored:
     """`12`, `#12` or a label (the latest snapshot with that label on the cluster)."""
     text = ref.strip().lstrip("#")
-    if text.isdigit():
+    # ASCII digits, bounded: "²" passes `isdigit` and 5,000 digits pass it too; `int()` takes neither.
+    if text.isascii() and text.isdigit() and len(text) <= 40:
         found = store.snapshot_body(int(text))
         if found is None:
             raise UserError(f"no snapshot #{clip(text)}; {_recent(store, cluster)}")

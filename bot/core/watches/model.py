@@ -48,6 +48,7 @@ are drained are shown, but do not make "rollout complete" milestones.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -250,12 +251,13 @@ def _pending_detail(pod: WPod) -> str:
 def parse_version(text: str) -> tuple[int, ...] | None:
     """`v1.29.4-eks-abc` → (1, 29, 4); None if it does not start like a version."""
     core = text.strip().removeprefix("v").split("-", 1)[0].split("+", 1)[0]
-    parts = core.split(".")
-    try:
-        numbers = tuple(int(p) for p in parts)
-    except ValueError:
+    # ASCII digits only: `int()` also reads "١.٢٥" (Arabic-Indic digits) as 1.25.
+    if not _VERSION.fullmatch(core):
         return None
-    return numbers if 2 <= len(numbers) <= 3 else None
+    return tuple(int(p) for p in core.split("."))
+
+
+_VERSION = re.compile(r"[0-9]{1,9}\.[0-9]{1,9}(\.[0-9]{1,9})?", re.ASCII)
 
 
 def minor_version(kubelet: str) -> str:

@@ -17,7 +17,7 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
 from bot.errors import ConfigError
-from bot.frontdoor.inbox import Inbox
+from bot.frontdoor.inbox import Inbox, tell_in_slack
 from bot.frontdoor.slack import choices, commands, fallback, gates, watches
 from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.wiring import Services
@@ -58,9 +58,15 @@ def build_app(
 ) -> App:
     """The App with every listener; acknowledged requests go through `inbox` (made here when not
     given: the serve lifecycle passes its own, to work off at start-up what a crash left)."""
-    inbox = inbox or Inbox(store=services.store, workers=workers, clock=clock)
     if services.web_client is None:
         raise ConfigError("environment: SLACK_BOT_TOKEN is not set (secrets come only from the environment)")
+    inbox = inbox or Inbox(
+        store=services.store,
+        workers=workers,
+        clock=clock,
+        notify=tell_in_slack(SlackGateway(services.web_client)),
+        telemetry=services.telemetry,
+    )
     app = App(
         client=services.web_client,
         signing_secret=signing_secret or "",

@@ -21,7 +21,7 @@ from bot.core.jobs.service import JobService, choice_of, parse_choice_value
 from bot.core.rendering import inert, slack_escape
 from bot.errors import BotError, UserError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
-from bot.frontdoor.slack.keys import delivery_key
+from bot.frontdoor.slack.keys import delivery_key, ref_id
 from bot.logsetup import correlation
 
 log = logging.getLogger(__name__)
@@ -70,8 +70,8 @@ def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox)
     @app.action(re.compile("^job_choice_[a-z-]+$"))
     def on_choice(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         payload = {
-            "user": str(body.get("user", {}).get("id", "")),
-            "channel": str(body.get("channel", {}).get("id", "")),
+            "user": ref_id(body, "user"),
+            "channel": ref_id(body, "channel"),
             "response_url": str(body.get("response_url", "")),
             "trigger_id": str(body.get("trigger_id", "")),
             "value": str(action.get("value", "")),
@@ -100,7 +100,7 @@ def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox)
             )
             return
         payload = {
-            "user": str(body.get("user", {}).get("id", "")),
+            "user": ref_id(body, "user"),
             "channel": str(meta.get("channel", "")),
             "response_url": "",
             "trigger_id": "",

@@ -14,6 +14,7 @@ from slack_bolt import Ack, App
 from bot.adapters.slack import respond_via_url
 from bot.adapters.store import Store
 from bot.core.audit import audit_entry
+from bot.frontdoor.slack.keys import ref_id
 from bot.frontdoor.workers import WorkerPool
 from bot.logsetup import correlation
 
@@ -26,8 +27,8 @@ def register(app: App, *, store: Store, workers: WorkerPool, clock: Callable[[],
     @app.action(re.compile(".*"))
     def on_action(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
-        user = str(body.get("user", {}).get("id", ""))
-        channel = str(body.get("channel", {}).get("id", ""))
+        user = ref_id(body, "user")
+        channel = ref_id(body, "channel")
         with correlation() as cid:
             log.info("button %s from %s", action.get("action_id", ""), user)
             refuse_inactive_button(

@@ -31,7 +31,7 @@ from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
 from bot.frontdoor.slack.fallback import refuse_inactive_button
-from bot.frontdoor.slack.keys import delivery_key
+from bot.frontdoor.slack.keys import delivery_key, ref_id
 from bot.frontdoor.workers import WorkerPool
 from bot.logsetup import correlation
 
@@ -162,8 +162,8 @@ def register(
 
     @app.action(re.compile("^gate_(approve|reject)$"))
     def on_gate(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
-        user = str(body.get("user", {}).get("id", ""))
-        channel = str(body.get("channel", {}).get("id", ""))
+        user = ref_id(body, "user")
+        channel = ref_id(body, "channel")
         response_url = str(body.get("response_url", ""))
         trigger_id = str(body.get("trigger_id", ""))
         action_id = str(action.get("action_id", ""))
@@ -204,7 +204,7 @@ def register(
 
     @app.view(CONFIRM_CALLBACK)
     def on_confirm(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        user = str(body.get("user", {}).get("id", ""))
+        user = ref_id(body, "user")
         try:
             meta = json.loads(str(view.get("private_metadata", "")))
             ref = ButtonRef.decode(str(meta["ref"]), "approve")

@@ -16,3 +16,10 @@ def delivery_key(body: dict[str, Any]) -> str | None:
     if body.get("trigger_id"):
         return f"trigger:{body['trigger_id']}"
     return None
+
+
+def ref_id(body: dict[str, Any], field: str) -> str:
+    """`body[field]["id"]` (a user, channel or team as interactions carry them), or "": Slack
+    sends `"channel": null` and leaves it out (a modal has no channel)."""
+    ref = body.get(field)
+    return str(ref.get("id") or "") if isinstance(ref, dict) else ""

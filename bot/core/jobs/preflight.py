@@ -1,0 +1,119 @@
+"""Refuse before asking: what a cluster action names must exist before two people are asked to
+approve it.
+
+`preflight` plans the job as the click would (`Job.plan`: GETs and lists only, nothing written),
+so a node that does not exist, a node group without nodes, a workload that is not there or a group
+already on the version is the user's error now, with the job's own reason — not after the gate.
+A cluster that cannot be read now is not a refusal: the cluster may answer by the time people
+approve, so the caller says the check was skipped and goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, cast
+
+from bot.core.jobs.base import JobRegistry
+from bot.core.jobs.common import JobCluster
+from bot.core.jobs.registry import default_jobs
+from bot.errors import BotError, ClusterError, TemporaryError, UserError
+
+if TYPE_CHECKING:
+    from bot.core.runs.plans import Plan
+    from bot.core.snapshots.projection import ClusterReader
+    from bot.records import ClusterConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preflight:
+    """What the check found: `skipped` says why it could not be made (empty when it was)."""
+
+    kind: str
+    targets: int = 0
+    skipped: str = ""
+
+
+def preflight(
+    cluster: JobCluster,
+    kind: str,
+    args: Mapping[str, str],
+    *,
+    node_group_labels: Sequence[str],
+    now: datetime,
+    jobs: JobRegistry | None = None,
+) -> Preflight:
+    """Plan the `kind` job on `cluster` without acting; UserError when what it names is not there."""
+    job = (jobs or default_jobs(node_group_labels)).jobs.get(kind)
+    if job is None:
+        return Preflight(kind=kind, skipped=f"`{kind}` is not a cluster job")
+    try:
+        progress = job.plan(cluster, args, now=now)
+    except UserError:
+        raise
+    except (ClusterError, TemporaryError) as exc:
+        return Preflight(kind=kind, skipped=exc.user_message)
+    targets = progress.get("nodes") or progress.get("workloads") or ()
+    return Preflight(kind=kind, targets=len(targets))
+
+
+def plan_warnings(
+    cluster: JobCluster | None,
+    calls: Sequence[tuple[str, str, Mapping[str, str]]],
+    *,
+    node_group_labels: Sequence[str],
+    now: datetime,
+    unreachable: str = "",
+) -> list[str]:
+    """A loaded plan's `(step id, action, args)` cluster actions checked against the cluster as it
+    is now: warnings, not refusals — the cluster may change before the window (a group's new
+    nodes arrive). `cluster` None (with `unreachable`, why) says the check was skipped."""
+    jobs = default_jobs(node_group_labels)
+    wanted = [(step, kind, args) for step, kind, args in calls if jobs.get(kind) is not None]
+    if not wanted:
+        return []
+    if cluster is None:
+        return [f"the check that the plan's nodes and workloads exist was skipped: {unreachable}"]
+    warnings: list[str] = []
+    for step, kind, args in wanted:
+        try:
+            found = preflight(cluster, kind, args, node_group_labels=node_group_labels, now=now, jobs=jobs)
+        except UserError as exc:
+            warnings.append(f"step `{step}` ({kind}): {exc.user_message}")
+            continue
+        if found.skipped:
+            warnings.append(f"step `{step}` ({kind}): the check was skipped: {found.skipped}")
+    return warnings
+
+
+def check_plan(
+    plan: Plan,
+    *,
+    clusters: Mapping[str, ClusterConfig],
+    connect: Callable[[ClusterConfig], ClusterReader],
+    node_group_labels: Sequence[str],
+    now: datetime,
+) -> list[str]:
+    """`plan_warnings` for a parsed plan on its configured cluster (connected here, closed after);
+    a cluster that is not configured or does not answer makes the check a skipped one."""
+    calls = [(step.id, call.name, call.args) for step in plan.steps for call in step.actions]
+    config = clusters.get(plan.cluster)
+    if config is None:
+        why = f"no cluster `{plan.cluster}` is configured"
+        return plan_warnings(None, calls, node_group_labels=node_group_labels, now=now, unreachable=why)
+    try:
+        reader = connect(config)
+    except BotError as exc:
+        return plan_warnings(
+            None, calls, node_group_labels=node_group_labels, now=now, unreachable=exc.user_message
+        )
+    with contextlib.closing(reader):
+        try:
+            reader.get_json("/version")
+        except BotError as exc:
+            why = f"cluster {plan.cluster} did not answer: {exc.user_message}"
+            return plan_warnings(None, calls, node_group_labels=node_group_labels, now=now, unreachable=why)
+        # The kube adapter's Cluster: it serves every read a job's plan makes.
+        return plan_warnings(cast(JobCluster, reader), calls, node_group_labels=node_group_labels, now=now)
