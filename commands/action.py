@@ -93,7 +93,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             {
                 "id": args.kind,
                 "title": f"{'Dry run: ' if args.dry_run else ''}{args.kind} {what}"[:200],
-                "description": f"Asked by <@{ctx.user_id}>: {why}",
+                "description": f"Asked by {ctx.user_id}: {why}",
                 "gate": {"approve": approvers},
                 "actions": [{args.kind: params}],
             }

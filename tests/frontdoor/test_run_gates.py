@@ -367,8 +367,17 @@ def test_an_action_outside_a_plan_is_a_run_that_waits_for_the_primary_and_the_sh
 
 
 def test_a_users_argument_is_inert_in_every_line_of_the_job_it_starts(bot: Bot) -> None:
-    # A node name that would ping the channel, with a right-to-left override after it.
-    reply = bot.command("action cordon node=<!channel>\u202e --reason x")
+    # A node name that would ping the channel, with a right-to-left override after it: refused
+    # before anyone is asked (not a Kubernetes name), and the refusal shows it as inert text.
+    refused = bot.command("action cordon node=<!channel>\u202e --reason x")
+    assert "is not a Kubernetes name" in refused, refused
+    assert "&lt;!channel&gt;" in refused
+    assert "<!channel>" not in refused and "\u202e" not in refused
+    # The same text as the reason of a real cordon reaches the run's card, its gate and the job's
+    # thread lines: inert in every one of them.
+    cluster = Cluster.connect(bot.services.settings.clusters["prod"])
+    node = cluster.get_json("/api/v1/nodes", {"limit": 1})["items"][0]["metadata"]["name"]
+    reply = bot.command(f"action cordon node={node} --reason <!channel>\u202e disk is failing")
     assert "waits for the primary and the shadow" in reply, reply
     gate = bot.gate("cordon")
     assert bot.click(PRIMARY, gate) is None
@@ -378,15 +387,13 @@ def test_a_users_argument_is_inert_in_every_line_of_the_job_it_starts(bot: Bot) 
     # The triggers door's driver, in this thread: claim the job and tick it until it ends.
     jobs = bot.services.jobs
     assert jobs.claim(job)
-    cluster = Cluster.connect(bot.services.settings.clusters["prod"])
     assert any(jobs.advance(job.id, cluster).done for _ in range(20))
 
     thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
-    (stopped,) = [t for t in thread if "stopped" in t]
-    assert stopped == ":x: `cordon` stopped: no such node: &lt;!channel&gt;", stopped
-    assert any(t.startswith(":x: *`cordon` failed*") and "&lt;!channel&gt;" in t for t in thread), thread
+    assert any("cordoned" in t for t in thread), thread
     payloads = [json.dumps(c.params, ensure_ascii=False) for c in bot.stub.calls]
     payloads += [json.dumps(r, ensure_ascii=False) for r in bot.stub.responses]
+    assert any("&lt;!channel&gt;" in p for p in payloads)
     for payload in payloads:
         assert "<!channel>" not in payload, payload
         assert "\u202e" not in payload, payload
