@@ -105,7 +105,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         ephemeral=False,
         context={
             "message": f"`{args.kind}` on {cluster.name} is run `{out.run.id}`; it waits for {gate} "
-            f"to approve it in its thread{' (dry run: nothing will change)' if args.dry_run else ''}."
+            f"to approve it in its thread{' (dry run: nothing will change)' if args.dry_run else ''}.",
+            "run_id": out.run.id,
         },
     )
 
