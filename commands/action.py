@@ -132,7 +132,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                 f" The check that what it names exists was skipped: {checked.skipped}."
                 if checked.skipped
                 else ""
-            )
+            ),
+            "run_id": out.run.id,
         },
     )
 

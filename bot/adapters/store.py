@@ -351,6 +351,17 @@ gate_dry_runs = sa.Table(
     sa.Column("body", sa.Text, nullable=False),
 )
 
+# A known issue's Fix button (migration 16): one run per finding, however often it is clicked.
+finding_fixes = sa.Table(
+    "finding_fixes",
+    metadata,
+    sa.Column("subject", sa.String(64), primary_key=True),
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("clicked_by", sa.String(64), nullable=False),
+    sa.Column("clicked_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False, server_default=""),
+)
+
 
 def _m001_audit_and_deliveries(conn: Connection) -> None:
     m = sa.MetaData()
@@ -659,6 +670,18 @@ def _m015_inbox_dead_letters(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE inbox ADD COLUMN failure TEXT NOT NULL DEFAULT ''"))
 
 
+def _m016_finding_fixes(conn: Connection) -> None:
+    sa.Table(
+        "finding_fixes",
+        sa.MetaData(),
+        sa.Column("subject", sa.String(64), primary_key=True),
+        sa.Column("key", sa.String(200), primary_key=True),
+        sa.Column("clicked_by", sa.String(64), nullable=False),
+        sa.Column("clicked_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("run_id", sa.String(64), nullable=False, server_default=""),
+    ).create(conn)
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
@@ -675,6 +698,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (13, "at most one offer to uncordon per aborted run", _m013_one_abort_offer),
     (14, "a gate's dry run, read once when the gate opened", _m014_gate_dry_runs),
     (15, "inbox dead letters: how an item's last attempt failed", _m015_inbox_dead_letters),
+    (16, "the run a known issue's Fix button started, one per finding", _m016_finding_fixes),
 )
 
 
@@ -1267,6 +1291,56 @@ class Store:
         with _wrap_errors(), self.engine.connect() as conn:
             value = conn.execute(query).scalar()
         return None if value is None else str(value)
+
+    # -- a finding's fix (migration 16) -------------------------------------------------------------
+
+    def claim_fix(self, *, subject: str, key: str, by: str, at: datetime) -> bool:
+        """Claim the one fix of a finding (`subject`: its watch, `key`: its milestone) for `by`;
+        False when it was claimed before (a double click, a second person)."""
+        try:
+            with _wrap_errors(), self.engine.begin() as conn:
+                conn.execute(
+                    finding_fixes.insert().values(
+                        subject=subject[:64],
+                        key=key[:200],
+                        clicked_by=by[:64],
+                        clicked_at=_utc(at),
+                        run_id="",
+                    )
+                )
+        except PermanentError as exc:
+            if isinstance(exc.__cause__, IntegrityError):
+                return False
+            raise
+        return True
+
+    def finding_fix(self, *, subject: str, key: str) -> tuple[str, str] | None:
+        """(who clicked, the run it started or "" while it starts) of a finding's fix, or None."""
+        query = sa.select(finding_fixes.c.clicked_by, finding_fixes.c.run_id).where(
+            finding_fixes.c.subject == subject[:64], finding_fixes.c.key == key[:200]
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return (str(row[0]), str(row[1])) if row is not None else None
+
+    def record_fix(self, *, subject: str, key: str, run_id: str) -> None:
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(
+                finding_fixes.update()
+                .where(finding_fixes.c.subject == subject[:64], finding_fixes.c.key == key[:200])
+                .values(run_id=run_id[:64])
+            )
+
+    def release_fix(self, *, subject: str, key: str) -> None:
+        """Give up a claim whose run was refused (nothing started), so a later click may start one."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(
+                finding_fixes.delete().where(
+                    finding_fixes.c.subject == subject[:64],
+                    finding_fixes.c.key == key[:200],
+                    finding_fixes.c.run_id == "",
+                )
+            )
 
     def job(self, job_id: int) -> JobRow | None:
         if not _storable_id(job_id):

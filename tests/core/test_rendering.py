@@ -176,6 +176,14 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "ends_at": None,
     },
     "watch_thread": {"milestones": [{"text": ":large_green_circle: Node `n1` joined and is Ready"}]},
+    "watch_known_issue": {
+        "text": ":mag: Known issue *KI004*\nDeployment `shop/api`\n*What to do*\n```kubectl …```",
+        "sections": [":mag: Known issue *KI004*\nDeployment `shop/api`", "*What to do*\n```kubectl …```"],
+        "fix": {
+            "value": "7|rule:KI004:shop/Deployment/api:1",
+            "command": "restart workloads=deployment/shop/api",
+        },
+    },
     "audit": {
         "since": NOW,
         "summary": {

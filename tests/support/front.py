@@ -8,7 +8,9 @@ separate process is `tests/support/bot_process.py`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
@@ -156,11 +158,13 @@ def start_front(
     registry: Registry | None = None,
     workers: int | WorkerPool = 8,
     threads: int = 16,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Front:
-    """Build the bot's services from `settings` and serve them on a free loopback port."""
-    services = build_services(settings, registry=registry)
+    """Build the bot's services from `settings` and serve them on a free loopback port (`clock`:
+    the bot's time, e.g. a sim's)."""
+    services = build_services(settings, registry=registry, clock=clock)
     pool = workers if isinstance(workers, WorkerPool) else WorkerPool(workers)
-    app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False)
+    app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False, clock=clock)
     server = make_server(
         HttpFrontDoor(app, ready=services.store.ping, signing_secret=SIGNING_SECRET),
         host="127.0.0.1",

@@ -138,6 +138,40 @@ class Match:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RuleFix:
+    """`fix: {action: restart, args: {workloads: "{kind}/{namespace}/{name}"}}`: the cluster action
+    (one of `FIX_ACTIONS`) a finding of the rule may be fixed with, its argument values templated
+    from the finding. It never runs by itself: a click opens a one-step run gated like any action."""
+
+    action: str
+    args: Mapping[str, str]
+
+    def args_for(self, *, kind: str, namespace: str, name: str) -> dict[str, str] | None:
+        """The arguments filled from a finding about workload `kind namespace/name`; None when the
+        action does not apply to it (a kind it cannot act on, or a value the finding lacks)."""
+        kinds = FIX_ACTIONS[self.action][1]
+        if kinds and kind not in kinds:
+            return None
+        values = {"kind": kind.lower(), "namespace": namespace, "name": name}
+        if any(not values[p] for text in self.args.values() for p in placeholders_in(text)):
+            return None
+        return {key: _PLACEHOLDER.sub(lambda m: values[m.group(1)], text) for key, text in self.args.items()}
+
+
+#: The actions a rule's `fix` may name: the arguments it may give, and the workload kinds a finding
+#: must be about (empty: any). Only actions that exist (`bot.core.actions.jobs`) and that a runbook
+#: would have a person do for a finding; a test checks these against the action registry.
+FIX_ACTIONS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
+    "restart": (
+        frozenset({"workloads", "timeout", "crashloop_after", "imagepull_after"}),
+        frozenset({"Deployment", "DaemonSet", "StatefulSet"}),
+    ),
+}
+#: What a fix's argument values may name: only what every finding (a watch's too) knows.
+FIX_PLACEHOLDERS = ("namespace", "name", "kind")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Rule:
     id: str
     title: str
@@ -147,6 +181,8 @@ class Rule:
     remediation: str
     links: tuple[str, ...]
     fixed_in: tuple[str, ...] = ()
+    #: The one-click remedy a finding's post offers (a gated one-step run), if the rule names one.
+    fix: RuleFix | None = None
     source: str = ""  # file:line it came from
 
     def log_wanted(self, pod: PodState) -> tuple[str, ...]:
@@ -769,7 +805,7 @@ class Episodes:
 
 # ----- the rules file ------------------------------------------------------------------------------
 
-_RULE_KEYS = {"id", "title", "severity", "match", "explanation", "remediation", "links", "fixed_in"}
+_RULE_KEYS = {"id", "title", "severity", "match", "explanation", "remediation", "links", "fixed_in", "fix"}
 _MATCH_KEYS = {
     "namespaces",
     "kinds",
@@ -818,6 +854,47 @@ class _RulesValidator(YamlValidator):
         if isinstance(node, yaml.SequenceNode) and not values and not node.value:
             self.error(node, key, "an empty list matches nothing; leave the key out")
         return frozenset(values)
+
+    def fix(self, node: yaml.Node, key: str) -> RuleFix | None:
+        f = self.mapping(node, key, {"action", "args"})
+        action = self.string(f.get("action"), f"{key}.action")
+        if "action" not in f and isinstance(node, yaml.MappingNode):
+            self.error(node, f"{key}.action", "required")
+        if action is not None and action not in FIX_ACTIONS:
+            self.error(
+                f["action"],
+                f"{key}.action",
+                f"{shown(action)} is not an action a fix may run; one of: {', '.join(sorted(FIX_ACTIONS))}",
+            )
+            return None
+        args = self.string_map(f["args"], f"{key}.args") if "args" in f else {}
+        if "args" not in f and isinstance(node, yaml.MappingNode):
+            self.error(node, f"{key}.args", "required (what the action acts on)")
+        if action is None:
+            return None
+        allowed = FIX_ACTIONS[action][0]
+        ok = True
+        for name, text in args.items():
+            where = f"{key}.args.{name}"
+            if name not in allowed:
+                self.error(f["args"], where, f"`{action}` takes {', '.join(sorted(allowed))}; not {name}")
+                ok = False
+                continue
+            unknown = sorted({p for p in placeholders_in(text) if p not in FIX_PLACEHOLDERS})
+            if unknown:
+                self.error(
+                    f["args"],
+                    where,
+                    f"unknown placeholder {', '.join('{' + p + '}' for p in unknown)}; "
+                    f"a fix may use {', '.join('{' + p + '}' for p in FIX_PLACEHOLDERS)}",
+                )
+                ok = False
+        if action == "restart" and "args" in f and "workloads" not in args:
+            self.error(
+                f["args"], f"{key}.args.workloads", 'required: the workload, "{kind}/{namespace}/{name}"'
+            )
+            ok = False
+        return RuleFix(action=action, args=args) if ok and "args" in f else None
 
     def match(self, node: yaml.Node, key: str) -> Match | None:
         m = self.mapping(node, key, _MATCH_KEYS)
@@ -910,6 +987,7 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
             if "links" in r and not links:
                 v.error(r["links"], f"{key}.links", "a rule needs at least one link to its evidence")
             fixed = v.strings(r["fixed_in"], f"{key}.fixed_in") if "fixed_in" in r else ()
+            fix = v.fix(r["fix"], f"{key}.fix") if "fix" in r else None
             title = v.string(r.get("title"), f"{key}.title")
             explanation = v.string(r.get("explanation"), f"{key}.explanation")
             remediation = v.string(r.get("remediation"), f"{key}.remediation")
@@ -933,6 +1011,7 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
                         remediation=remediation,
                         links=links,
                         fixed_in=fixed,
+                        fix=fix,
                         source=f"{source}:{item.start_mark.line + 1}",
                     )
                 )

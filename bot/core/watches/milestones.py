@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bot.core.checks.rules import Rule, fill_remediation
+from bot.core.checks.rules import Rule, RuleFix, fill_remediation
 from bot.core.rendering import slack_escape
 from bot.core.watches.model import KUBE_SYSTEM, Summary, WatchSpec
 from bot.core.watches.verdict import FINAL, STOPPED, TARGET_OPEN, TARGET_REACHED, TIMED_OUT, verdict
@@ -193,6 +193,47 @@ def known_issue_text(rule_id: str, rule: Rule | None, workload: str, *, pods: in
         if rule.links:
             lines.append("Evidence: " + " · ".join(f"<{link}>" for link in rule.links))
     return "\n".join(lines)
+
+
+#: Slack's limit on a button's value; the Fix button's names the watch and the finding's key.
+MAX_BUTTON_VALUE = 2000
+
+
+@dataclass(frozen=True, kw_only=True)
+class FindingFix:
+    """What a known issue's Fix button starts: the rule's action with its arguments filled."""
+
+    rule_id: str
+    workload: str  # the watch's key, "ns/Kind/name"
+    action: str
+    args: Mapping[str, str]
+
+    @property
+    def command(self) -> str:
+        """The `/upgrade action` words it amounts to (shown under the button and at the gate)."""
+        return " ".join([self.action, *(f"{k}={v}" for k, v in self.args.items())])
+
+
+def finding_fix(rule: Rule | None, workload: str) -> FindingFix | None:
+    """The fix a finding of `rule` about `workload` ("ns/Kind/name") offers, if any."""
+    fix: RuleFix | None = rule.fix if rule is not None else None
+    if rule is None or fix is None:
+        return None
+    namespace, kind, name = workload.split("/", 2)
+    args = fix.args_for(kind=kind, namespace=namespace, name=name)
+    if args is None:
+        return None
+    return FindingFix(rule_id=rule.id, workload=workload, action=fix.action, args=args)
+
+
+def parse_finding_key(key: str) -> tuple[str, str] | None:
+    """A known issue's milestone key "rule:<id>:<ns/Kind/name>:<episode>" → (rule id, workload)."""
+    kind, _, rest = key.partition(":")
+    rule_id, _, rest = rest.partition(":")
+    workload, _, episode = rest.rpartition(":")
+    if kind != KNOWN_ISSUE or not rule_id or workload.count("/") < 2 or not episode.isdigit():
+        return None
+    return rule_id, workload
 
 
 def _verdict_milestones(before: Summary | None, after: Summary, spec: WatchSpec) -> list[Milestone]:

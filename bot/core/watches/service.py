@@ -38,7 +38,14 @@ from bot.core.checks.rules import Rule
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.rendering import Renderer
 from bot.core.watches.card import card_context
-from bot.core.watches.milestones import KNOWN_ISSUE, Milestone, milestones
+from bot.core.watches.milestones import (
+    KNOWN_ISSUE,
+    MAX_BUTTON_VALUE,
+    Milestone,
+    finding_fix,
+    milestones,
+    parse_finding_key,
+)
 from bot.core.watches.model import StopRules, Summary, Target, WatchSpec, WatchState
 from bot.core.watches.verdict import Verdict, verdict
 from bot.errors import BotError, Fenced, UserError
@@ -267,7 +274,7 @@ class WatchService:
         sub = subject(row.id)
         known = set(self.store.messages(sub))
         new = [m for m in found if m.key not in known]
-        outbox, markers = self._outbox(new)
+        outbox, markers = self._outbox(new, row.id)
         if end_reason and FINAL not in known:
             outbox.append((FINAL, json.dumps({"text": self._final_text(summary, spec, v, end_reason, now)})))
         if not self.store.publish_watch(
@@ -334,13 +341,9 @@ class WatchService:
             self.on_ended(current, reason)
         return reason
 
-    def _outbox(self, new: Sequence[Milestone]) -> tuple[list[tuple[str, str]], list[str]]:
+    def _outbox(self, new: Sequence[Milestone], watch_id: int) -> tuple[list[tuple[str, str]], list[str]]:
         # A known issue's explanation is a reply of its own (it is long, and people link to it).
-        rows = [
-            (m.key, json.dumps({"text": self.renderer.render("watch_thread", {"milestones": [m]}).text}))
-            for m in new
-            if m.kind == KNOWN_ISSUE
-        ]
+        rows = [(m.key, self._known_issue_body(m, watch_id)) for m in new if m.kind == KNOWN_ISSUE]
         lines = [m for m in new if m.kind != KNOWN_ISSUE]
         if not lines:
             return rows, []
@@ -350,6 +353,26 @@ class WatchService:
             return [(lines[0].key, body), *rows], []
         # Several at once: one reply, keyed on the first; every milestone's own key is recorded.
         return [(f"batch:{lines[0].key}", body), *rows], [m.key for m in lines]
+
+    def _known_issue_body(self, m: Milestone, watch_id: int) -> str:
+        """A known issue's post: its text, and blocks carrying a Fix… button when its rule names a
+        fix for this workload (the button's value is short: the watch and the finding's key; the
+        click finds the rule and the workload again from them)."""
+        parsed = parse_finding_key(m.key)
+        fix = finding_fix(self._rules_by_id.get(parsed[0]), parsed[1]) if parsed else None
+        value = f"{watch_id}|{m.key}"
+        if fix is None or len(value) > MAX_BUTTON_VALUE:
+            return json.dumps({"text": self.renderer.render("watch_thread", {"milestones": [m]}).text})
+        head, sep, remedy = m.text.partition("\n*What to do*")
+        rendered = self.renderer.render(
+            "watch_known_issue",
+            {
+                "text": m.text,
+                "sections": [head, sep.lstrip("\n") + remedy] if sep else [m.text],
+                "fix": {"value": value, "command": fix.command, "rule": fix.rule_id},
+            },
+        )
+        return json.dumps({"text": rendered.text, "blocks": rendered.blocks})
 
     def _final_text(self, summary: Summary, spec: WatchSpec, v: Verdict, reason: str, now: datetime) -> str:
         groups = ", ".join(f"{g.name} {g.on_target}/{g.total}" for g in summary.groups) or "no nodes"

@@ -18,7 +18,7 @@ from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
 from bot.errors import ConfigError
 from bot.frontdoor.inbox import Inbox, tell_in_slack
-from bot.frontdoor.slack import choices, commands, fallback, gates, watches
+from bot.frontdoor.slack import choices, commands, fallback, fixes, gates, watches
 from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.wiring import Services
 from bot.frontdoor.workers import WorkerPool
@@ -94,6 +94,18 @@ def build_app(
         roster=lambda: services.settings.roster,
         directory=services.directory,
         gateway=gateway,
+        inbox=inbox,
+        store=services.store,
+        clock=clock,
+    )
+    fixes.register(
+        app,
+        watches=services.watches,
+        router=services.router,
+        roster=lambda: services.settings.roster,
+        directory=services.directory,
+        gateway=gateway,
+        deliveries=services.deliveries,
         inbox=inbox,
         store=services.store,
         clock=clock,

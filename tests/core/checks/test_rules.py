@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.core.actions import default_registry
 from bot.core.checks.rules import (
+    FIX_ACTIONS,
     ContainerView,
     Episodes,
     EventRecord,
@@ -122,6 +124,76 @@ def test_each_problem_is_named_with_its_line_and_key(change: tuple[str, str], me
     with pytest.raises(ConfigError) as err:
         parse_rules(text, source="r.yaml")
     assert err.value.user_message.startswith(message), err.value.user_message
+
+
+FIX = '    fix: {action: restart, args: {workloads: "{kind}/{namespace}/{name}"}}\n'
+
+
+@pytest.mark.parametrize(
+    ("fix", "message"),
+    [
+        (
+            '    fix: {action: delete, args: {pod: "{pod}"}}\n',
+            "r.yaml:8: rules[0].fix.action: 'delete' is not an action a fix may run; one of: restart",
+        ),
+        ("    fix: {action: restart}\n", "r.yaml:8: rules[0].fix.args: required"),
+        ("    fix: {args: {workloads: x}}\n", "r.yaml:8: rules[0].fix.action: required"),
+        (
+            "    fix: {action: restart, args: {namespace: x}}\n",
+            "r.yaml:8: rules[0].fix.args.namespace: `restart` takes crashloop_after, imagepull_after, timeout,"
+            " workloads; not namespace",
+        ),
+        (
+            '    fix: {action: restart, args: {workloads: "deployment/{namespace}/{pod}"}}\n',
+            "r.yaml:8: rules[0].fix.args.workloads: unknown placeholder {pod}; a fix may use {namespace}",
+        ),
+        (
+            "    fix: {action: restart, args: {timeout: 5m}}\n",
+            'r.yaml:8: rules[0].fix.args.workloads: required: the workload, "{kind}/{namespace}/{name}"',
+        ),
+        (
+            "    fix: {action: restart, args: {workloads: x}, how: now}\n",
+            "r.yaml:8: rules[0].fix.how: unknown key",
+        ),
+    ],
+)
+def test_a_fix_is_validated_at_load_with_its_line(fix: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_rules("rules:\n" + GOOD + fix, source="r.yaml")
+    assert err.value.user_message.startswith(message), err.value.user_message
+
+
+def test_a_fix_is_filled_from_the_finding_and_only_offered_for_kinds_its_action_takes() -> None:
+    (rule,) = parse_rules("rules:\n" + GOOD + FIX, source="r.yaml")
+    assert rule.fix is not None
+    assert rule.fix.args_for(kind="Deployment", namespace="shop", name="api") == {
+        "workloads": "deployment/shop/api"
+    }
+    assert rule.fix.args_for(kind="StatefulSet", namespace="db", name="pg") == {
+        "workloads": "statefulset/db/pg"
+    }
+    # A bare pod or a node cannot be rolled out; a finding without a namespace fills nothing.
+    assert rule.fix.args_for(kind="Pod", namespace="shop", name="api-1") is None
+    assert rule.fix.args_for(kind="Deployment", namespace="", name="api") is None
+
+
+def test_every_fix_action_is_an_action_the_bot_has_and_takes_those_arguments() -> None:
+    registry = default_registry()
+    for action, (args, _kinds) in FIX_ACTIONS.items():
+        spec = registry.get(action)
+        assert spec is not None, action
+        assert spec.mutating
+        assert args <= spec.arguments, action
+
+
+def test_the_shipped_fixes_are_restarts_of_the_finding_s_workload_where_the_runbook_says_so() -> None:
+    fixes = {r.id: r.fix for r in SHIPPED if r.fix is not None}
+    assert sorted(fixes) == ["KI002", "KI004"]
+    for rule_id, fix in fixes.items():
+        assert fix.action == "restart"
+        assert fix.args == {"workloads": "{kind}/{namespace}/{name}"}
+        # The button does only what the remediation tells a person to do.
+        assert "rollout restart {kind} {name}" in BY_ID[rule_id].remediation
 
 
 def test_a_duplicate_id_names_the_first_rule() -> None:
