@@ -372,7 +372,8 @@ def test_a_users_argument_is_inert_in_every_line_of_the_job_it_starts(bot: Bot) 
     refused = bot.command("action cordon node=<!channel>\u202e --reason x")
     assert "is not a Kubernetes name" in refused, refused
     assert "&lt;!channel&gt;" in refused
-    assert "<!channel>" not in refused and "\u202e" not in refused
+    assert "<!channel>" not in refused
+    assert "\u202e" not in refused
     # The same text as the reason of a real cordon reaches the run's card, its gate and the job's
     # thread lines: inert in every one of them.
     cluster = Cluster.connect(bot.services.settings.clusters["prod"])
