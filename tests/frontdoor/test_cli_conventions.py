@@ -152,7 +152,7 @@ def test_the_current_kube_context_without_a_configuration_file(
     env = _env(tmp_path, KUBECONFIG=f"{tmp_path / 'absent'}:{kubeconfig}")
     snap = cli(tmp_path, "snapshot", "pre", env=env)
     assert snap.returncode == 0, snap.stderr
-    assert "snapshot #1 `pre`: 13 nodes, 60 pods" in snap.stdout
+    assert "snapshot #1 `pre`: 14 nodes, 61 pods" in snap.stdout
     assert "snapshot `pre` of sim (context sim)" in snap.stderr
     database = tmp_path / "state" / "upgrade-bot" / "upgrade-bot.db"
     with sqlite3.connect(database) as db:
@@ -279,7 +279,7 @@ def test_a_terminal_shows_progress_with_the_totals(
     status, out, shown = _on_a_terminal(tmp_path, command, env)
     assert status in (0, 3), shown
     assert "reading pods" in shown
-    assert "60/60" in shown  # the pods, of the total the list reported
+    assert "61/61" in shown  # the pods, of the total the list reported
     assert "reading" not in out  # the display is on standard error only
     # With a machine-readable output the terminal stays quiet.
     if command == ["check"]:
