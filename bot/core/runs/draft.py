@@ -190,7 +190,11 @@ def _q(value: object) -> str:
 
 
 def _comment(text: str, indent: str = "  ") -> list[str]:
-    lines = [part for line in text.splitlines() for part in textwrap.wrap(line, 96) or [""]]
+    lines = [
+        part
+        for line in text.splitlines()
+        for part in textwrap.wrap(line, 96, break_long_words=False, break_on_hyphens=False) or [""]
+    ]
     return [f"{indent}# {line}".rstrip() for line in lines]
 
 
