@@ -219,7 +219,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
     four_eyes = _gate(operators, "approve")
     anyone = _gate(operators)
     announcer = [r for r in ("coordinator",) if r in inputs.roster] or lead
-    announce_done = list(dict.fromkeys([*announcer, *lead]))
+    announce_done = list(dict.fromkeys([*announcer, *operators]))
     out: list[str] = []
     add = out.append
     add(f"# Drafted by `upgrade-bot plan draft --to {target} --style {inputs.style}` from what")
