@@ -27,6 +27,8 @@ from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+import yaml
+
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, pods_as_dicts
 from bot.errors import UserError
 
@@ -503,3 +505,19 @@ def draft_inputs(settings: Settings, *, cluster: str, target: str, style: str, n
         group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
         order=settings.node_group_order,
     )
+
+
+@dataclass(frozen=True)
+class Draft:
+    text: str
+    groups: list[str]
+    steps: int
+    current: str
+
+
+def summarise(text: str) -> Draft:
+    """What a reply says of a draft: its node groups in order, its step count, its current version."""
+    doc = yaml.safe_load(text)
+    steps = doc.get("steps") or []
+    groups = [str(s["id"]).split("-", 1)[1] for s in steps if str(s["id"]).startswith("wait-")]
+    return Draft(text=text, groups=groups, steps=len(steps), current=str(doc.get("current_version", "")))
