@@ -374,11 +374,17 @@ def _rehearse(args: argparse.Namespace) -> int:
     from bot.errors import PlanInvalid
     from bot.frontdoor.rehearse import rehearse
     from bot.sim.cluster import SimCluster
+    from bot.sim.world.scenario import ScenarioError
 
     configure_logging(args.log_level or "WARNING", [])
     with tempfile.TemporaryDirectory(prefix="upgrade-bot-rehearsal-") as tmp:
         workdir = Path(tmp)
-        sim = SimCluster(args.scenario, speed=args.speed, seed=args.seed).start()
+        try:
+            sim = SimCluster(args.scenario, speed=args.speed, seed=args.seed).start()
+        except ScenarioError as exc:
+            # A scenario file that does not follow the schema: its name, line and key, no traceback.
+            print(f"upgrade-bot: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         try:
             kubeconfig = sim.write_kubeconfig(workdir / "kubeconfig", context="sim")
             print(f"sim {args.scenario} at {sim.url} (speed {args.speed:g}x)", flush=True)

@@ -296,3 +296,23 @@ def test_builtin_scenarios_export_to_files_that_serve_the_same(tmp_path: Path) -
     small = cli(tmp_path, "sim", "scenario", "--builtin", "small")
     assert small.returncode == 0
     assert yaml.safe_load(small.stdout)["name"] == "small"
+
+
+def test_a_scenario_file_off_the_schema_is_named_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "twin.yaml"
+    bad.write_text(
+        'name: x\ncluster: {version: "1.28.1"}\nnode_groups:\n  - name: a\n  - name: b\n    colour: red\n',
+        encoding="utf-8",
+    )
+    for args in (
+        ["sim", "serve", "--scenario", str(bad)],
+        ["rehearse", "eks-nodegroups", "--scenario", str(bad)],
+    ):
+        result = cli(tmp_path, *args)
+        assert result.returncode == 2, result.stderr
+        assert f"{bad}:6: node_groups.b: unknown key(s) colour; known: ami, capacity" in result.stderr
+        assert "Traceback" not in result.stderr
+    bad.write_text("name: x\ntiming: {node_join: 90s, join: 1s}\n", encoding="utf-8")
+    result = cli(tmp_path, "sim", "serve", "--scenario", str(bad))
+    assert result.returncode == 2
+    assert f"{bad}:2: timing: unknown key(s) join; known: control_plane_upgrade" in result.stderr
