@@ -521,6 +521,11 @@ def _plan_draft(settings: Settings, args: argparse.Namespace) -> int:
     except UserError as exc:
         raise UsageError(exc.user_message) from None
     now = datetime.now(UTC)
+    try:
+        # From the configuration, before the cluster is read: a missing roster fails at once.
+        inputs = draft_inputs(settings, cluster=cluster.name, target=args.to, style=args.style, now=now)
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     reader = Cluster.connect(cluster)
     try:
@@ -536,7 +541,6 @@ def _plan_draft(settings: Settings, args: argparse.Namespace) -> int:
             )
     finally:
         reader.close()
-    inputs = draft_inputs(settings, cluster=reader.name, target=args.to, style=args.style, now=now)
     text = draft_plan(snap, inputs)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -293,6 +294,17 @@ def test_builtin_scenarios_export_to_files_that_serve_the_same(tmp_path: Path) -
     assert out.read_text(encoding="utf-8") == (builtin_dir() / "eks-nodegroups.yaml").read_text(
         encoding="utf-8"
     )
+    # Without the bot (the simulator's own command line), the built-ins too.
+    alone = subprocess.run(
+        [sys.executable, "-m", "bot.sim.cli", "scenario", "--builtin", "eks-nodegroups"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=_env(tmp_path),
+    )
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stdout == out.read_text(encoding="utf-8")
     small = cli(tmp_path, "sim", "scenario", "--builtin", "small")
     assert small.returncode == 0
     assert yaml.safe_load(small.stdout)["name"] == "small"
