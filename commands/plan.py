@@ -85,7 +85,21 @@ def _draft(ctx: CommandContext, args: Args) -> Reply:
     target = check_target(args.to) or args.to
     cluster = pick_cluster(ctx.settings.clusters, args.cluster)
     now = ctx.clock()
-    inputs = draft_inputs(ctx.settings, cluster=cluster.name, target=target, style=args.style, now=now)
+    inputs = draft_inputs(
+        cluster=cluster.name,
+        target=target,
+        style=args.style,
+        now=now,
+        roster=ctx.settings.roster,
+        channels={
+            "operations": ctx.settings.channels.operations,
+            "announcements": ctx.settings.channels.announcements,
+        },
+        windows=ctx.settings.windows,
+        timezone=ctx.settings.timezone,
+        group_labels=ctx.settings.node_group_labels,
+        order=ctx.settings.node_group_order,
+    )
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
         snap = take_snapshot(

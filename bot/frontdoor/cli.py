@@ -523,7 +523,21 @@ def _plan_draft(settings: Settings, args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     try:
         # From the configuration, before the cluster is read: a missing roster fails at once.
-        inputs = draft_inputs(settings, cluster=cluster.name, target=args.to, style=args.style, now=now)
+        inputs = draft_inputs(
+            cluster=cluster.name,
+            target=args.to,
+            style=args.style,
+            now=now,
+            roster=settings.roster,
+            channels={
+                "operations": settings.channels.operations,
+                "announcements": settings.channels.announcements,
+            },
+            windows=settings.windows,
+            timezone=settings.timezone,
+            group_labels=settings.node_group_labels,
+            order=settings.node_group_order,
+        )
     except UserError as exc:
         raise UsageError(exc.user_message) from None
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS

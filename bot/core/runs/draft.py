@@ -24,16 +24,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import yaml
 
+from bot.core.announcements.windows import Policy
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, pods_as_dicts
 from bot.errors import UserError
-
-if TYPE_CHECKING:
-    from bot.settings import Settings
 
 STYLES = ("pipeline", "eks-managed", "generic")
 CONTROL_NAMESPACES = frozenset({"kube-system"})
@@ -476,16 +474,30 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
     return "\n".join(out) + "\n"
 
 
-def draft_inputs(settings: Settings, *, cluster: str, target: str, style: str, now: datetime) -> DraftInputs:
+def draft_inputs(
+    *,
+    cluster: str,
+    target: str,
+    style: str,
+    now: datetime,
+    roster: Mapping[str, Sequence[str]],
+    channels: Mapping[str, str | None],
+    windows: Policy,
+    timezone: str,
+    group_labels: Sequence[str] | None,
+    order: Sequence[str] = (),
+) -> DraftInputs:
     """What the configuration gives the draft: roster, channels, the next allowed window, the order."""
-    if not settings.roster:
+    if not roster:
         raise UserError("the configuration has no roster: a plan's gates need people (add `roster:`)")
-    zone = ZoneInfo(settings.timezone)
+    zone = ZoneInfo(timezone)
     duration = timedelta(hours=5)
-    slots = settings.windows.next_slots(now + timedelta(days=1), duration) if settings.windows.windows else []
+    slots = windows.next_slots(now + timedelta(days=1), duration) if windows.windows else []
     if slots:
         start, end = slots[0].start.astimezone(zone), slots[0].end.astimezone(zone)
-        note = f"The first slot of {duration.seconds // 3600}h in the configured windows ({settings.windows.describe()})."
+        note = (
+            f"The first slot of {duration.seconds // 3600}h in the configured windows ({windows.describe()})."
+        )
     else:
         day = (now.astimezone(zone) + timedelta(days=1)).date()
         start = datetime.combine(day, time(22, 0), tzinfo=zone)
@@ -495,15 +507,12 @@ def draft_inputs(settings: Settings, *, cluster: str, target: str, style: str, n
         cluster=cluster,
         target=target,
         style=style,
-        roster={role: list(people) for role, people in settings.roster.items()},
-        channels={
-            "operations": settings.channels.operations or "",
-            "announcements": settings.channels.announcements or "",
-        },
-        window=(f"{start:%Y-%m-%dT%H:%M}", f"{end:%Y-%m-%dT%H:%M}", settings.timezone),
+        roster={role: list(people) for role, people in roster.items()},
+        channels={k: v for k, v in channels.items() if v},
+        window=(f"{start:%Y-%m-%dT%H:%M}", f"{end:%Y-%m-%dT%H:%M}", timezone),
         window_note=note,
-        group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
-        order=settings.node_group_order,
+        group_labels=group_labels or DEFAULT_NODE_GROUP_LABELS,
+        order=tuple(order),
     )
 
 

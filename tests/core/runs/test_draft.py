@@ -19,7 +19,7 @@ from bot.core.runs.draft import (
 from bot.core.runs.plans import parse_plan
 from bot.core.snapshots.projection import POD_FIELDS
 from bot.errors import UserError
-from bot.settings import parse_settings
+from bot.settings import Settings, parse_settings
 
 
 def _node(name: str, group: str, kubelet: str = "v1.28.9") -> dict[str, Any]:
@@ -161,6 +161,21 @@ def test_every_style_drafts_a_valid_plan_with_a_reason_above_each_step(style: st
     assert announce["done"] == {"any_of": ["primary", "shadow"]}
 
 
+def _from(settings: Settings, now: datetime) -> DraftInputs:
+    return draft_inputs(
+        cluster="prod",
+        target="1.29",
+        style="pipeline",
+        now=now,
+        roster=settings.roster,
+        channels={"operations": settings.channels.operations},
+        windows=settings.windows,
+        timezone=settings.timezone,
+        group_labels=settings.node_group_labels,
+        order=settings.node_group_order,
+    )
+
+
 def test_inputs_from_the_configuration_window_and_roster(tmp_path: Any) -> None:
     settings = parse_settings(
         f"data_dir: {tmp_path}\ntimezone: Asia/Tokyo\n"
@@ -171,10 +186,10 @@ def test_inputs_from_the_configuration_window_and_roster(tmp_path: Any) -> None:
         env={},
     )
     now = datetime(2026, 11, 26, 1, 0, tzinfo=UTC)  # a Thursday
-    inputs = draft_inputs(settings, cluster="prod", target="1.29", style="pipeline", now=now)
+    inputs = _from(settings, now)
     assert inputs.window == ("2026-11-28T21:00", "2026-11-29T02:00", "Asia/Tokyo")
     assert inputs.order == ("sys",)
     assert "configured windows" in inputs.window_note
     empty = parse_settings(f"data_dir: {tmp_path}\n", source=tmp_path / "c.yaml", env={})
     with pytest.raises(UserError, match="no roster"):
-        draft_inputs(empty, cluster="prod", target="1.29", style="pipeline", now=now)
+        _from(empty, now)
