@@ -46,7 +46,7 @@ def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
-    """Load an upgrade plan (validated, every problem listed) or show a loaded one.
+    """Load an upgrade plan (validated, every problem listed), show a loaded one, or draft one.
 
     `/upgrade plan load NAME` reads `plans/NAME.yaml` from the templates directory;
     `/upgrade plan load https://files.slack.com/…` reads a plan file uploaded to Slack. The plan

@@ -43,7 +43,7 @@ _RANKS = {"control": 0, "mesh": 1, "other": 2, "observability": 3}
 _RANK_WHY = {
     "control": "runs the control components",
     "mesh": "runs the mesh's ingress gateways",
-    "other": "workloads",
+    "other": "application workloads",
     "observability": "runs observability (logging/monitoring), last so it sees the whole upgrade",
 }
 _TAG = re.compile(r":v?(\d+\.\d+(?:\.\d+)?)[^:/]*$")
@@ -369,7 +369,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
                 ],
             )
             step(
-                f"Cordon and drain {g}'s nodes below {minor} through the eviction API (budgets respected).",
+                f"Cordon and drain the {g} nodes below {minor} through the eviction API (budgets respected).",
                 [
                     f"- id: drain-{g}",
                     "phase: roll out",
