@@ -100,6 +100,8 @@ class Settings:
     secrets: Secrets
     #: Node labels that name a node's group, tried in order (None: the built-in list).
     node_group_labels: tuple[str, ...] | None = None
+    #: The order `plan draft` upgrades node groups in (the rest follow, by its heuristic).
+    node_group_order: tuple[str, ...] = ()
     #: Restarts since the first snapshot that make the diff call it a regression.
     restart_threshold: int = 3
     #: Allowed maintenance windows and change freezes (no windows: any time outside freezes).
@@ -261,11 +263,16 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         v.error(top["templates_dir"], "templates_dir", f"{templates_dir} is not a directory")
     workers = v.integer(top.get("workers"), "workers", low=1, high=64) or 8
     node_group_labels: tuple[str, ...] | None = None
+    node_group_order: tuple[str, ...] = ()
     restart_threshold = 3
     if "snapshot" in top:
-        snap = v.mapping(top["snapshot"], "snapshot", {"node_group_labels", "restart_threshold"})
+        snap = v.mapping(
+            top["snapshot"], "snapshot", {"node_group_labels", "node_group_order", "restart_threshold"}
+        )
         if "node_group_labels" in snap:
             node_group_labels = v.strings(snap["node_group_labels"], "snapshot.node_group_labels")
+        if "node_group_order" in snap:
+            node_group_order = v.strings(snap["node_group_order"], "snapshot.node_group_order") or ()
         threshold = v.integer(snap.get("restart_threshold"), "snapshot.restart_threshold", low=1, high=1000)
         restart_threshold = threshold if threshold is not None else 3
     policy = _windows.Policy(
@@ -349,6 +356,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         workers=workers,
         secrets=Secrets.from_env(env),
         node_group_labels=node_group_labels,
+        node_group_order=node_group_order,
         restart_threshold=restart_threshold,
         windows=policy,
         announcement_offsets=offsets,

@@ -1,15 +1,20 @@
-"""`/upgrade plan load|show`: store an upgrade plan after validating it, or show a stored one."""
+"""`/upgrade plan load|show|draft`: store an upgrade plan after validating it, show a stored one, or
+draft one from what the cluster shows."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
-from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, file_name
+from bot.core.checks.service import check_target
+from bot.core.clusters import pick_cluster
+from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply, file_name
 from bot.core.jobs.preflight import check_plan
 from bot.core.people import ANY_ROLE
+from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, summarise
 from bot.core.runs.library import find_plan
 from bot.core.runs.plans import PeopleLookup, Plan, decode_plan, parse_plan, read_plan_file, to_document
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
 from bot.errors import ConfigError, UsageError, UserError
 
 
@@ -43,16 +48,25 @@ def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
-    """Load an upgrade plan (validated, every problem listed) or show a loaded one.
+    """Load an upgrade plan (validated, every problem listed), show a loaded one, or draft one.
 
     `/upgrade plan load NAME` reads `plans/NAME.yaml` from the templates directory;
     `/upgrade plan load https://files.slack.com/…` reads a plan file uploaded to Slack. The plan
     is checked completely — roles, step ids, actions, durations, the window, and that every Slack
     user and group in the roster exists — and stored under its `name`.
     `/upgrade plan show NAME` shows the steps and gates of the newest plan stored under NAME.
+    `/upgrade plan draft --to 1.25 [--cluster C] [--style pipeline|eks-managed|generic]` reads the
+    cluster (read-only) and attaches a commented plan: its node groups in the runbook's order, the
+    restarts it needs, the roster, channels and window of the configuration.
 
     Example: `/upgrade plan load eks-nodegroups`
     """
+    if args.action == "draft":
+        return _draft(ctx, args)
+    if not args.target:
+        raise UsageError(
+            f"`plan {args.action}` needs a plan name{' or a file link' if args.action == 'load' else ''}"
+        )
     if args.action == "show":
         row, plan = find_plan(ctx.store, file_name("plan name", args.target))
         return Reply(template="runs/plan", context={"plan": to_document(plan), "row": row, "loaded": False})
@@ -81,11 +95,67 @@ def _cluster_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
     )
 
 
+def _draft(ctx: CommandContext, args: Args) -> Reply:
+    if not args.to:
+        raise UsageError("`plan draft` needs the target version: `--to 1.25`")
+    target = check_target(args.to) or args.to
+    cluster = pick_cluster(ctx.settings.clusters, args.cluster)
+    now = ctx.clock()
+    inputs = draft_inputs(
+        cluster=cluster.name,
+        target=target,
+        style=args.style,
+        now=now,
+        roster=ctx.settings.roster,
+        channels={
+            "operations": ctx.settings.channels.operations,
+            "announcements": ctx.settings.channels.announcements,
+        },
+        windows=ctx.settings.windows,
+        timezone=ctx.settings.timezone,
+        group_labels=ctx.settings.node_group_labels,
+        order=ctx.settings.node_group_order,
+    )
+    reader = ctx.connect_cluster(cluster)
+    with contextlib.closing(reader):
+        snap = take_snapshot(
+            reader,
+            label="draft",
+            taken_by=ctx.user_id,
+            now=now,
+            node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+        )
+    text = draft_plan(snap, inputs)
+    draft = summarise(text)
+    filename = f"{cluster.name}-{target}-draft.yaml".replace("/", "-")
+    return Reply(
+        template="runs/plan_draft",
+        context={"draft": draft, "cluster": cluster.name, "target": target, "style": args.style},
+        files=(
+            FileAttachment(
+                filename=filename,
+                content=text.encode(),
+                title=f"Plan draft: {cluster.name} to {target}",
+                filetype="yaml",
+            ),
+        ),
+    )
+
+
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument(
-        "action", choices=["load", "show"], help="`load` a plan (validated) or `show` a loaded one"
+        "action",
+        choices=["load", "show", "draft"],
+        help="`load` a plan (validated), `show` a loaded one, or `draft` one from the cluster",
     )
-    parser.add_argument("target", help="a plan name, or (for load) the link of an uploaded plan file")
+    parser.add_argument(
+        "target", nargs="?", help="a plan name, or (for load) the link of an uploaded plan file"
+    )
+    parser.add_argument("--to", help="draft: the target version, e.g. 1.25")
+    parser.add_argument("--cluster", help="draft: a configured cluster (default: the only one)")
+    parser.add_argument(
+        "--style", choices=list(STYLES), default="pipeline", help="draft: how node groups are replaced"
+    )
 
 
 def register(registry: Registry) -> None:

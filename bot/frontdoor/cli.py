@@ -71,7 +71,7 @@ exit status (the same for every command):
 
 #: The commands that only read the cluster (and their own snapshots): without a configuration
 #: file they use the current kube context, as kubectl does.
-READ_ONLY = frozenset({"snapshot", "snapshot-export", "diff", "check"})
+READ_ONLY = frozenset({"snapshot", "snapshot-export", "diff", "check", "plan"})
 READ_ONLY_EXEC = frozenset({"snapshot", "snapshots", "diff", "check", "diagnose"})
 
 
@@ -231,6 +231,24 @@ def _parser() -> argparse.ArgumentParser:
         help="also check on the plan's cluster (from --config) that its actions' nodes, groups and "
         "workloads exist now (warnings: the cluster may change before the window)",
     )
+    draft = plan_sub.add_parser(
+        "draft",
+        parents=[common],
+        help="write a commented plan from what the cluster shows (read-only)",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    draft.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    draft.add_argument("--to", required=True, help="the target version, e.g. 1.25 or 1.25.16")
+    draft.add_argument(
+        "--style",
+        choices=["pipeline", "eks-managed", "generic"],
+        default="pipeline",
+        help="pipeline: people launch new nodes, the bot drains the old (default); eks-managed: EKS "
+        "replaces the nodes, the bot waits; generic: as pipeline, worded for any platform",
+    )
+    draft.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    _kube_flags(draft)
     check = sub.add_parser(
         "check",
         parents=[common],
@@ -293,6 +311,9 @@ def _export_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["sim", "scenario"]:
+        # A twin of a cluster: the bot's stored snapshot (read here) written as a sim scenario.
+        return _sim_scenario(argv[2:])
     if argv[:1] == ["sim"]:
         # The simulator is a separate subsystem with its own arguments; the bot never imports it.
         from bot.sim.cli import main as sim_main
@@ -305,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.error("the following arguments are required: COMMAND")
-    if args.command == "plan":
+    if args.command == "plan" and args.plan_command == "validate":
         # Validating a plan needs no configuration file unless Slack is asked about the roster.
         return _plan_validate(args)
     if args.command == "rehearse":
@@ -344,6 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(settings, args)
         if args.command == "inbox":
             return _inbox(settings, args)
+        if args.command == "plan":
+            return _plan_draft(settings, args)
     except StoreUnreachable as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_FAILED
@@ -377,11 +400,17 @@ def _rehearse(args: argparse.Namespace) -> int:
     from bot.errors import PlanInvalid
     from bot.frontdoor.rehearse import rehearse
     from bot.sim.cluster import SimCluster
+    from bot.sim.world.scenario import ScenarioError
 
     configure_logging(args.log_level or "WARNING", [])
     with tempfile.TemporaryDirectory(prefix="upgrade-bot-rehearsal-") as tmp:
         workdir = Path(tmp)
-        sim = SimCluster(args.scenario, speed=args.speed, seed=args.seed).start()
+        try:
+            sim = SimCluster(args.scenario, speed=args.speed, seed=args.seed).start()
+        except ScenarioError as exc:
+            # A scenario file that does not follow the schema: its name, line and key, no traceback.
+            print(f"upgrade-bot: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         try:
             kubeconfig = sim.write_kubeconfig(workdir / "kubeconfig", context="sim")
             print(f"sim {args.scenario} at {sim.url} (speed {args.speed:g}x)", flush=True)
@@ -504,6 +533,130 @@ def _check_manifests(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     sys.stdout.write(_render_check(report, args.output))
     return EXIT_FOUND if report.failed else EXIT_OK
+
+
+def _plan_draft(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.adapters.kube import Cluster
+    from bot.core.checks import service as checks
+    from bot.core.clusters import pick_cluster
+    from bot.core.runs.draft import draft_inputs, draft_plan
+    from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+
+    try:
+        checks.check_target(args.to)
+        cluster = pick_cluster(settings.clusters, args.cluster)
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
+    now = datetime.now(UTC)
+    try:
+        # From the configuration, before the cluster is read: a missing roster fails at once.
+        inputs = draft_inputs(
+            cluster=cluster.name,
+            target=args.to,
+            style=args.style,
+            now=now,
+            roster=settings.roster,
+            channels={
+                "operations": settings.channels.operations,
+                "announcements": settings.channels.announcements,
+            },
+            windows=settings.windows,
+            timezone=settings.timezone,
+            group_labels=settings.node_group_labels,
+            order=settings.node_group_order,
+        )
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
+    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    reader = Cluster.connect(cluster)
+    try:
+        print(f"reading {reader.describe()} (read-only) …", file=sys.stderr)
+        with _progress_bar() as progress:
+            snap = take_snapshot(
+                reader,
+                label="draft",
+                taken_by=f"terminal:{os.environ.get('USER', 'unknown')}",
+                now=now,
+                node_group_labels=labels,
+                progress=progress,
+            )
+    finally:
+        reader.close()
+    text = draft_plan(snap, inputs)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"plan draft written to {args.out}; check it with `upgrade-bot plan validate {args.out}`")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _sim_scenario(argv: list[str]) -> int:
+    """`sim scenario --from-snapshot LABEL | --builtin NAME`: a scenario file on standard output."""
+    from bot.sim.world.scenario import builtin_dir, builtin_scenarios
+    from bot.sim.world.twin import dump_scenario, scenario_from_snapshot
+
+    parser = argparse.ArgumentParser(
+        prog="upgrade-bot sim scenario",
+        description="Write a scenario file: a twin of a cluster from a stored snapshot, or a built-in.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--from-snapshot", metavar="LABEL", help="a stored snapshot's id or label")
+    source.add_argument("--builtin", metavar="NAME", help="a built-in scenario (`upgrade-bot sim scenarios`)")
+    parser.add_argument("--cluster", help="with a label: which cluster (default: the only one)")
+    parser.add_argument("--name", help="the scenario's name (default: CLUSTER-twin)")
+    parser.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    parser.add_argument("--config", metavar="PATH")
+    parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    configure_logging(args.log_level or "WARNING", [])
+    if args.builtin:
+        path = builtin_dir() / f"{args.builtin}.yaml"
+        if not args.builtin.replace("-", "").isalnum() or not path.is_file():
+            known = ", ".join(n for n, _ in builtin_scenarios())
+            print(f"upgrade-bot: no built-in scenario {args.builtin!r} (known: {known})", file=sys.stderr)
+            return EXIT_USAGE
+        text = path.read_text(encoding="utf-8")
+    else:
+        from bot.adapters.store import Store
+        from bot.core.snapshots import service as snapshots
+
+        try:
+            settings = _settings(args, read_only=True)
+            store = Store.open(settings.database_url)
+            try:
+                try:
+                    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+                except UserError as exc:
+                    raise UsageError(exc.user_message) from None
+                stored = snapshots.resolve(store, args.from_snapshot, cluster=cluster.name)
+            finally:
+                store.close()
+        except (ConfigError, UsageError) as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_USAGE
+        except BotError as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_FAILED
+        text = dump_scenario(scenario_from_snapshot(stored.snap, name=args.name))
+    if args.out:
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print(f"upgrade-bot: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(
+            f"scenario written to {args.out}; serve it with `upgrade-bot sim serve --scenario {args.out}`",
+            file=sys.stderr,
+        )
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
 
 
 def _plan_validate(args: argparse.Namespace) -> int:

@@ -2,6 +2,7 @@
 
     upgrade-bot sim serve --scenario NAME|FILE [--port N] [--kubeconfig PATH] [--speed X] [--seed S]
     upgrade-bot sim scenarios
+    upgrade-bot sim scenario --builtin NAME | --from-snapshot LABEL [--cluster C] [--out FILE]
 
 `serve` prints `url: …` and `kubeconfig: …` (one `key: value` line each, flushed) once the cluster
 is settled and accepting connections, then runs until SIGINT or SIGTERM and exits 0.
@@ -18,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 
 from bot.sim.cluster import SimCluster
-from bot.sim.world.scenario import ScenarioError, builtin_scenarios
+from bot.sim.world.scenario import ScenarioError, builtin_dir, builtin_scenarios
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--seed", type=int, default=0, help="random seed, for repeatable runs (default 0)")
     sub.add_parser("scenarios", help="list the built-in scenarios")
+    scenario = sub.add_parser(
+        "scenario",
+        help="write a scenario file: a built-in (--builtin NAME), or a twin of a cluster from one of "
+        "the bot's snapshots (--from-snapshot LABEL, through `upgrade-bot sim scenario`)",
+    )
+    scenario.add_argument("--builtin", metavar="NAME", required=True)
     return parser
 
 
@@ -44,6 +51,16 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if args.command == "scenario":
+        # `upgrade-bot sim scenario` is answered by the bot's front door (it reads the bot's
+        # snapshots); here, without the bot, only the built-ins.
+        path = builtin_dir() / f"{args.builtin}.yaml"
+        if not args.builtin.replace("-", "").isalnum() or not path.is_file():
+            known = ", ".join(n for n, _ in builtin_scenarios())
+            print(f"upgrade-bot sim: no built-in scenario {args.builtin!r} (known: {known})", file=sys.stderr)
+            return 2
+        sys.stdout.write(path.read_text(encoding="utf-8"))
+        return 0
     if args.command == "scenarios":
         for name, description in builtin_scenarios():
             print(f"{name:<16} {description}")

@@ -76,7 +76,19 @@ _TIMING = {
 
 
 class ScenarioError(ValueError):
-    """A scenario file that does not follow the schema; the message names the file and the key."""
+    """A scenario file that does not follow the schema; the message names the file and the key.
+
+    `path` is where in the document (keys and list indexes), so that `load_scenario` can name the
+    line as well; `detail` is the message without the file's name."""
+
+    def __init__(self, message: str, *, path: tuple[str | int, ...] = (), detail: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.detail = detail or message
+
+
+def _error(source: str, detail: str, *path: str | int) -> ScenarioError:
+    return ScenarioError(f"{source}: {detail}", path=path, detail=detail)
 
 
 @dataclass
@@ -110,20 +122,37 @@ class Scenario:
     @classmethod
     def from_dict(cls, data: Any, source: str = "<scenario>") -> Scenario:
         if not isinstance(data, dict):
-            raise ScenarioError(f"{source}: a scenario is a mapping")
+            raise _error(source, "a scenario is a mapping")
         unknown = set(data) - _TOP
         if unknown:
-            raise ScenarioError(
-                f"{source}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_TOP))}"
+            first = min(unknown, key=lambda k: list(data).index(k))
+            raise _error(
+                source,
+                f"unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_TOP))}",
+                first,
             )
+        for section, known in (("cluster", _CLUSTER), ("timing", set(_TIMING))):
+            body = data.get(section) or {}
+            if not isinstance(body, dict):
+                raise _error(source, f"{section}: expected a mapping", section)
+            bad = set(body) - known
+            if bad:
+                first = min(bad, key=lambda k: list(body).index(k))
+                raise _error(
+                    source,
+                    f"{section}: unknown key(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(known))}",
+                    section,
+                    first,
+                )
         cluster = data.get("cluster") or {}
-        bad = set(cluster) - _CLUSTER
-        if bad:
-            raise ScenarioError(f"{source}: cluster: unknown key(s) {', '.join(sorted(bad))}")
         timing = data.get("timing") or {}
-        bad = set(timing) - set(_TIMING)
-        if bad:
-            raise ScenarioError(f"{source}: timing: unknown key(s) {', '.join(sorted(bad))}")
+        for i, group in enumerate(data.get("node_groups") or []):
+            try:
+                _node_group(group, "1.0.0")
+            except ScenarioError as exc:
+                raise _error(source, exc.detail, "node_groups", i, *exc.path) from None
+            except (KeyError, TypeError, ValueError) as exc:
+                raise _error(source, f"node_groups[{i}]: {exc}", "node_groups", i) from None
         try:
             version = str(cluster.get("version", "1.29.4")).lstrip("v")
             minor_of(version)
@@ -301,7 +330,11 @@ def _node_group(spec: Any, version: str) -> NodeGroupSpec:
     }
     bad = set(spec) - known
     if bad:
-        raise ScenarioError(f"node_groups.{spec['name']}: unknown key(s) {', '.join(sorted(bad))}")
+        first = min(bad, key=lambda k: list(spec).index(k))
+        raise ScenarioError(
+            f"node_groups.{spec['name']}: unknown key(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(known))}",
+            path=(first,),
+        )
     g = NodeGroupSpec(
         name=str(spec["name"]),
         count=int(spec.get("count", 1)),
@@ -438,11 +471,38 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             known = ", ".join(n for n, _ in builtin_scenarios())
             raise ScenarioError(f"no scenario {name_or_path!r}: not a file, and not a built-in ({known})")
         path = candidate
+    text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
-    return Scenario.from_dict(data, str(path))
+    try:
+        return Scenario.from_dict(data, str(path))
+    except ScenarioError as exc:
+        line = _line_of(text, exc.path)
+        if line is None:
+            raise
+        raise ScenarioError(f"{path}:{line}: {exc.detail}", path=exc.path, detail=exc.detail) from None
+
+
+def _line_of(text: str, where: tuple[str | int, ...]) -> int | None:
+    """The line (1-based) of the key or list item at `where` in a YAML document, as far as it goes."""
+    if not where:
+        return None
+    node: yaml.Node | None = yaml.compose(text, Loader=yaml.SafeLoader)
+    line = None
+    for step in where:
+        if isinstance(node, yaml.MappingNode) and isinstance(step, str):
+            found = next(((k, v) for k, v in node.value if k.value == step), None)
+            if found is None:
+                break
+            line, node = found[0].start_mark.line + 1, found[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and step < len(node.value):
+            node = node.value[step]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
 
 
 # ---- the generator (large) ----------------------------------------------------------------------

@@ -1,0 +1,195 @@
+"""`plan draft`'s reading of a snapshot: node groups and their order, lagging sidecars, Fargate."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.core.runs.draft import (
+    DraftInputs,
+    discover_groups,
+    draft_inputs,
+    draft_plan,
+    fargate_restarts,
+    lagging_sidecars,
+)
+from bot.core.runs.plans import parse_plan
+from bot.core.snapshots.projection import POD_FIELDS
+from bot.errors import UserError
+from bot.settings import Settings, parse_settings
+
+
+def _node(name: str, group: str, kubelet: str = "v1.28.9") -> dict[str, Any]:
+    return {"name": name, "group": group, "kubelet": kubelet}
+
+
+def _pod(
+    ns: str, name: str, node: str, kind: str = "Deployment", workload: str = "", images: str = ""
+) -> list[Any]:
+    row = dict.fromkeys(POD_FIELDS, "")
+    row.update(
+        namespace=ns, name=name, node=node, workload_kind=kind, workload=workload or name, images=images
+    )
+    return [row[f] for f in POD_FIELDS]
+
+
+def _snap(
+    nodes: list[dict[str, Any]], pods: list[list[Any]], workloads: list[dict[str, Any]] = ()
+) -> dict[str, Any]:  # type: ignore[assignment]
+    return {
+        "cluster": "prod",
+        "taken_at": "2026-11-26T10:00:00+00:00",
+        "version": {"gitVersion": "v1.28.9-eks-1"},
+        "nodes": nodes,
+        "pods": pods,
+        "pod_fields": list(POD_FIELDS),
+        "workloads": list(workloads),
+    }
+
+
+def _shop() -> dict[str, Any]:
+    nodes = [
+        _node("a1", "apps"),
+        _node("a2", "apps"),
+        _node("b1", "batch"),
+        _node("g1", "gateways"),
+        _node("l1", "obs"),
+        _node("s1", "sys"),
+        _node("f1", "fargate"),
+        _node("n1", "(none)"),
+    ]
+    pods = [
+        _pod("kube-system", "karpenter", "s1"),
+        _pod("kube-system", "metrics-server", "s1"),
+        _pod("cert-manager", "cert-manager", "s1"),
+        _pod("kube-system", "kube-proxy-1", "a1", kind="DaemonSet", workload="kube-proxy"),
+        _pod("kube-system", "kube-proxy-2", "a2", kind="DaemonSet", workload="kube-proxy"),
+        _pod("kube-system", "kube-proxy-3", "l1", kind="DaemonSet", workload="kube-proxy"),
+        _pod("istio-system", "istio-ingressgateway-x", "g1", workload="istio-ingressgateway"),
+        _pod("shop", "web-1", "a1"),
+        _pod("jobs", "worker-1", "b1"),
+        _pod("monitoring", "prometheus-0", "l1", kind="StatefulSet", workload="prometheus"),
+        _pod("logging", "loki-0", "l1", kind="StatefulSet", workload="loki"),
+        _pod("shop", "web-2", "l1"),
+        _pod("kube-system", "coredns-1", "f1", workload="coredns"),
+    ]
+    return _snap(nodes, pods)
+
+
+def test_groups_in_the_runbook_order_control_mesh_rest_by_size_observability_last() -> None:
+    groups = discover_groups(_shop())
+    assert [g.name for g in groups] == ["sys", "gateways", "apps", "batch", "obs"]
+    assert [g.kind for g in groups] == ["control", "mesh", "other", "other", "observability"]
+    # DaemonSet pods say nothing of a group's purpose; Fargate and unlabelled nodes are no group.
+    assert groups[2].namespaces == {"shop": 1}
+    assert groups[1].gateways == ["istio-ingressgateway"]
+
+
+def test_a_configured_order_comes_first_and_the_heuristic_orders_the_rest() -> None:
+    groups = discover_groups(_shop(), order=["batch", "obs", "nosuch"])
+    assert [g.name for g in groups] == ["batch", "obs", "sys", "gateways", "apps"]
+
+
+def test_a_group_with_a_minority_of_control_pods_is_not_the_control_group() -> None:
+    snap = _shop()
+    snap["pods"] += [_pod("shop", f"web-x{i}", "s1") for i in range(3)]
+    assert discover_groups(snap)[0].name == "gateways"
+
+
+def test_sidecars_behind_istiod_and_what_runs_on_fargate() -> None:
+    snap = _shop()
+    snap["workloads"] = [
+        {
+            "kind": "Deployment",
+            "namespace": "istio-system",
+            "name": "istiod",
+            "images": ["docker.io/istio/pilot:1.20.3"],
+        }
+    ]
+    snap["pods"] += [
+        _pod("shop", "web-3", "a2", workload="web", images="shop/web:2,docker.io/istio/proxyv2:1.19.5"),
+        _pod("pay", "api-1", "a2", workload="api", images="pay/api:1,docker.io/istio/proxyv2:1.20.3"),
+        _pod(
+            "istio-system",
+            "gw-1",
+            "g1",
+            workload="istio-ingressgateway",
+            images="docker.io/istio/proxyv2:1.19.5",
+        ),
+    ]
+    istiod, lagging, workloads = lagging_sidecars(snap)
+    assert istiod == "1.20.3"
+    assert lagging == {"shop": "1.19.5"}
+    assert workloads == ["deployment/shop/web"]
+    assert fargate_restarts(snap) == ["deployment/kube-system/coredns"]
+    snap["workloads"] = []
+    assert lagging_sidecars(snap) == (None, {}, [])
+
+
+def _inputs(style: str = "pipeline") -> DraftInputs:
+    return DraftInputs(
+        cluster="prod",
+        target="1.29",
+        style=style,
+        roster={"primary": ["U0PRIMARY"], "shadow": ["U0SHADOW"]},
+        channels={},
+        window=("2026-12-01T22:00", "2026-12-02T03:00", "UTC"),
+        window_note="test window",
+        group_labels=["karpenter.sh/nodepool"],
+    )
+
+
+@pytest.mark.parametrize("style", ["pipeline", "eks-managed", "generic"])
+def test_every_style_drafts_a_valid_plan_with_a_reason_above_each_step(style: str) -> None:
+    text = draft_plan(_shop(), _inputs(style))
+    plan = parse_plan(text, source="draft.yaml", now=datetime(2026, 11, 26, tzinfo=UTC))
+    ids = [s.id for s in plan.steps]
+    assert ids[0] == "snapshot-pre"
+    assert "restart-coredns" in ids
+    waits = [i.removeprefix("wait-") for i in ids if i.startswith("wait-")]
+    assert waits == ["sys", "gateways", "apps", "batch", "obs"]
+    lines = text.splitlines()
+    for n, line in enumerate(lines):
+        if line.startswith("  - id: "):
+            assert lines[n - 1].startswith("  # "), line
+    # Without an announcer role the lead announces, and another person confirms it done.
+    announce = yaml.safe_load(text)["steps"][2]
+    assert announce["gate"] == {"any_of": ["primary"]}
+    assert announce["done"] == {"any_of": ["primary", "shadow"]}
+
+
+def _from(settings: Settings, now: datetime) -> DraftInputs:
+    return draft_inputs(
+        cluster="prod",
+        target="1.29",
+        style="pipeline",
+        now=now,
+        roster=settings.roster,
+        channels={"operations": settings.channels.operations},
+        windows=settings.windows,
+        timezone=settings.timezone,
+        group_labels=settings.node_group_labels,
+        order=settings.node_group_order,
+    )
+
+
+def test_inputs_from_the_configuration_window_and_roster(tmp_path: Any) -> None:
+    settings = parse_settings(
+        f"data_dir: {tmp_path}\ntimezone: Asia/Tokyo\n"
+        "roster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}\n"
+        "windows: [{days: sat, start: '21:00', end: '04:00'}]\n"
+        "snapshot: {node_group_order: [sys]}\n",
+        source=tmp_path / "c.yaml",
+        env={},
+    )
+    now = datetime(2026, 11, 26, 1, 0, tzinfo=UTC)  # a Thursday
+    inputs = _from(settings, now)
+    assert inputs.window == ("2026-11-28T21:00", "2026-11-29T02:00", "Asia/Tokyo")
+    assert inputs.order == ("sys",)
+    assert "configured windows" in inputs.window_note
+    empty = parse_settings(f"data_dir: {tmp_path}\n", source=tmp_path / "c.yaml", env={})
+    with pytest.raises(UserError, match="no roster"):
+        _from(empty, now)

@@ -1,0 +1,330 @@
+"""Adopting the bot on a real cluster (issue 30), through the real CLI: snapshot the cluster,
+write its twin (`sim scenario --from-snapshot`), draft a plan (`plan draft`), validate it, and
+rehearse the draft on the twin."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from bot.sim import SimCluster
+from bot.sim.world.scenario import builtin_dir, load_scenario
+from tests.support.bot_process import bot_command
+
+RUNBOOK_ORDER = ["control-plane", "istio", "ng-shared", "others", "logging"]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLACK_", "UPGRADE_BOT_")) and k not in ("KUBECONFIG", "XDG_STATE_HOME")
+    }
+    env.update(HOME=str(home), XDG_STATE_HOME=str(tmp_path / "state"))
+    return env
+
+
+def cli(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*bot_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+    )
+
+
+def _step_ids(plan_text: str) -> list[str]:
+    return [str(s["id"]) for s in yaml.safe_load(plan_text)["steps"]]
+
+
+def _succeeded_in_order(out: str, step_ids: list[str]) -> list[int]:
+    return [out.index(f"`{step}` succeeded") for step in step_ids]
+
+
+def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
+    tmp_path: Path,
+    sim_eks: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    config = str(
+        write_config(f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}\n")
+    )
+    snap = cli(tmp_path, "snapshot", "pre", "--config", config)
+    assert snap.returncode == 0, snap.stderr
+
+    twin = cli(tmp_path, "sim", "scenario", "--from-snapshot", "pre", "--cluster", "prod", "--config", config)
+    assert twin.returncode == 0, twin.stderr
+    twin_path = tmp_path / "twin.yaml"
+    twin_path.write_text(twin.stdout, encoding="utf-8")
+    scenario = load_scenario(twin_path)  # the sim's own loader accepts it
+    assert [(g.name, g.count) for g in scenario.node_groups] == [
+        ("control-plane", 2),
+        ("istio", 2),
+        ("ng-shared", 3),
+        ("others", 2),
+        ("logging", 2),
+    ]
+    assert {g.name: g.version for g in scenario.node_groups}["others"] == "1.22.17"
+    assert scenario.version == "1.24.17"
+    assert sorted(p.name for p in scenario.fargate) == ["coredns", "dns-autoscaler"]
+    kinds = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in scenario.objects}
+    assert ("DaemonSet", "kube-system", "kube-proxy") in kinds
+    assert ("PodDisruptionBudget", "istio-system", "istio-ingressgateway") in kinds
+    # The sidecars the pods had (injected, not in the template) are in the twin's pod templates.
+    api = next(o for o in scenario.objects if o["metadata"]["name"] == "payments-api")
+    images = [c["image"] for c in api["spec"]["template"]["spec"]["containers"]]
+    assert "docker.io/istio/proxyv2:1.16.1" in images
+    assert api["spec"]["template"]["spec"]["nodeSelector"] == {"eks.amazonaws.com/nodegroup": "ng-shared"}
+
+    draft_path = tmp_path / "draft.yaml"
+    draft = cli(tmp_path, "plan", "draft", "--to", "1.25", "--out", str(draft_path), "--config", config)
+    assert draft.returncode == 0, draft.stderr
+    text = draft_path.read_text(encoding="utf-8")
+    ids = _step_ids(text)
+    drains = [i.removeprefix("drain-") for i in ids if i.startswith("drain-")]
+    assert drains == RUNBOOK_ORDER
+    assert ids[:3] == ["snapshot-pre", "checks", "announce-start"]
+    assert ids.index("control-plane") < ids.index("restart-coredns") < ids.index("launch-control-plane")
+    assert ids.index("wait-istio") < ids.index("restart-istio-data-plane") < ids.index("launch-ng-shared")
+    assert ids[-4:] == ["watch-settle", "snapshot-post", "diff", "announce-done"]
+    # Every step says why it is there, in a comment right above it.
+    lines = text.splitlines()
+    for n, line in enumerate(lines):
+        if line.startswith("  - id: "):
+            assert lines[n - 1].startswith("  # "), (n, line)
+    comments = " ".join(line.strip().removeprefix("# ") for line in lines if line.strip().startswith("#"))
+    assert "Node group istio (runs the mesh's ingress gateways)" in comments
+    assert (
+        "Fargate nodes (label eks.amazonaws.com/compute-type: fargate) run deployment/kube-system/coredns, "
+        "deployment/kube-system/dns-autoscaler" in comments
+    )
+    assert "Sidecars behind istiod 1.17.2 in: checkout (1.16.1), payments (1.16.1)" in comments
+    assert "roster:\n  primary: [U0PRIMARY]\n  shadow: [U0SHADOW]\n  coordinator: [S0LEADS]\n" in text
+
+    valid = cli(tmp_path, "plan", "validate", str(draft_path))
+    assert valid.returncode == 0, valid.stderr
+    assert f"{draft_path}: plan prod-1-25 is valid: prod 1.24.17 → 1.25, {len(ids)} steps" in valid.stdout
+
+    rehearsal = cli(
+        tmp_path, "rehearse", str(draft_path), "--scenario", str(twin_path), "--auto-approve", timeout=600
+    )
+    assert rehearsal.returncode in (0, 3), rehearsal.stderr[-3000:]
+    out = rehearsal.stdout
+    assert "rehearsal of prod-1-25: run " in out
+    assert out.rstrip().endswith("completed")
+    order = _succeeded_in_order(out, [f"drain-{g}" for g in RUNBOOK_ORDER])
+    assert order == sorted(order)
+    for group in RUNBOOK_ORDER:
+        assert f"`wait-{group}` succeeded: wait-nodegroup job" in out
+    assert 'deployment/kube-system/coredns: deployment "coredns" successfully rolled out' in out
+    assert 'deployment/kube-system/dns-autoscaler: deployment "dns-autoscaler" successfully rolled out' in out
+    assert "`restart-coredns` succeeded: restart job" in out
+
+
+KARPENTER = """\
+name: karpenter-shop
+description: Karpenter node pools with names of their own.
+cluster: {version: "1.28.9", platform: eks, warmup: 1m}
+node_groups:
+  - {name: general, count: 3, labels: {karpenter.sh/nodepool: general}}
+  - {name: metrics, count: 1, labels: {karpenter.sh/nodepool: metrics},
+     taints: [{key: dedicated, value: metrics, effect: NoSchedule}]}
+  - {name: batch, count: 1, labels: {karpenter.sh/nodepool: batch}}
+  - {name: system, count: 2, labels: {karpenter.sh/nodepool: system},
+     taints: [{key: CriticalAddonsOnly, value: "true", effect: NoSchedule}]}
+namespaces: [shop, monitoring, jobs]
+objects:
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: karpenter, namespace: kube-system}
+    spec:
+      replicas: 2
+      selector: {matchLabels: {app: karpenter}}
+      template:
+        metadata: {labels: {app: karpenter}}
+        spec:
+          nodeSelector: {karpenter.sh/nodepool: system}
+          tolerations: [{key: CriticalAddonsOnly, operator: Exists}]
+          containers: [{name: controller, image: public.ecr.aws/karpenter/controller:0.37.0}]
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: prometheus, namespace: monitoring}
+    spec:
+      replicas: 1
+      selector: {matchLabels: {app: prometheus}}
+      template:
+        metadata: {labels: {app: prometheus}}
+        spec:
+          nodeSelector: {karpenter.sh/nodepool: metrics}
+          tolerations: [{key: dedicated, value: metrics, effect: NoSchedule}]
+          containers: [{name: prometheus, image: quay.io/prometheus/prometheus:v2.51.0}]
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: web, namespace: shop}
+    spec:
+      replicas: 3
+      selector: {matchLabels: {app: web}}
+      template:
+        metadata: {labels: {app: web}}
+        spec:
+          nodeSelector: {karpenter.sh/nodepool: general}
+          containers: [{name: web, image: registry.example.com/shop/web:2.0.1}]
+  - apiVersion: policy/v1
+    kind: PodDisruptionBudget
+    metadata: {name: web, namespace: shop}
+    spec: {maxUnavailable: 1, selector: {matchLabels: {app: web}}}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: worker, namespace: jobs}
+    spec:
+      replicas: 1
+      selector: {matchLabels: {app: worker}}
+      template:
+        metadata: {labels: {app: worker}}
+        spec:
+          nodeSelector: {karpenter.sh/nodepool: batch}
+          containers: [{name: worker, image: registry.example.com/jobs/worker:1.4.2}]
+"""
+
+
+def test_karpenter_node_pools_draft_a_plan_that_rehearses_on_its_scenario(
+    tmp_path: Path,
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    scenario = tmp_path / "karpenter.yaml"
+    scenario.write_text(KARPENTER, encoding="utf-8")
+    sim = sim_factory(scenario, speed=0.0, seed=3)
+    config = str(
+        write_config(
+            f"clusters:\n  shop: {{kubeconfig: {sim_kubeconfig(sim)}, context: sim}}\n"
+            "snapshot:\n  node_group_labels: [karpenter.sh/nodepool]\n"
+        )
+    )
+    draft_path = tmp_path / "draft.yaml"
+    draft = cli(tmp_path, "plan", "draft", "--to", "1.29", "--out", str(draft_path), "--config", config)
+    assert draft.returncode == 0, draft.stderr
+    text = draft_path.read_text(encoding="utf-8")
+    ids = _step_ids(text)
+    # Control components first, then the rest (largest first, then by name), observability last.
+    assert [i.removeprefix("drain-") for i in ids if i.startswith("drain-")] == [
+        "system",
+        "general",
+        "batch",
+        "metrics",
+    ]
+    assert "#   karpenter.sh/nodepool\n" in text
+    assert "restart-coredns" not in ids  # no Fargate here
+    assert "restart-istio-data-plane" not in ids  # no mesh here
+    assert cli(tmp_path, "plan", "validate", str(draft_path)).returncode == 0
+
+    rehearsal = cli(
+        tmp_path, "rehearse", str(draft_path), "--scenario", str(scenario), "--auto-approve", timeout=600
+    )
+    assert rehearsal.returncode in (0, 3), rehearsal.stderr[-3000:]
+    out = rehearsal.stdout
+    assert re.search(r"rehearsal of shop-1-29: run \S+ completed\s*$", out), out[-2000:]
+    order = _succeeded_in_order(out, [f"drain-{g}" for g in ("system", "general", "batch", "metrics")])
+    assert order == sorted(order)
+    assert "node group metrics: all" in out
+
+
+def test_a_configured_order_wins_over_the_heuristic(
+    tmp_path: Path,
+    sim_eks: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    config = str(
+        write_config(
+            f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}}}\n"
+            "snapshot:\n  node_group_order: [logging, istio]\n"
+            "channels: {operations: C0OPS, announcements: C0ANNOUNCE}\n"
+        )
+    )
+    draft = cli(tmp_path, "plan", "draft", "--to", "1.25.16", "--style", "eks-managed", "--config", config)
+    assert draft.returncode == 0, draft.stderr
+    ids = _step_ids(draft.stdout)
+    assert [i.removeprefix("update-") for i in ids if i.startswith("update-")] == [
+        "logging",
+        "istio",
+        "control-plane",
+        "ng-shared",
+        "others",
+    ]
+    assert not [i for i in ids if i.startswith("drain-")]  # EKS drains a managed group itself
+    assert "channels:\n  operations: C0OPS\n  announcements: C0ANNOUNCE\n" in draft.stdout
+    (tmp_path / "d.yaml").write_text(draft.stdout, encoding="utf-8")
+    assert cli(tmp_path, "plan", "validate", str(tmp_path / "d.yaml")).returncode == 0
+
+
+def test_draft_and_scenario_usage_errors(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    config = str(write_config())
+    bad = cli(tmp_path, "plan", "draft", "--to", "one.two", "--config", config)
+    assert bad.returncode == 2
+    assert "--to 'one.two' is not a Kubernetes version" in bad.stderr
+    missing = cli(tmp_path, "plan", "draft", "--config", config)
+    assert missing.returncode == 2
+    assert "--to" in missing.stderr
+    unknown = cli(tmp_path, "sim", "scenario", "--builtin", "nosuch")
+    assert unknown.returncode == 2
+    assert "no built-in scenario 'nosuch' (known: eks-nodegroups" in unknown.stderr
+    neither = cli(tmp_path, "sim", "scenario")
+    assert neither.returncode == 2
+    assert "--from-snapshot" in neither.stderr
+
+
+def test_builtin_scenarios_export_to_files_that_serve_the_same(tmp_path: Path) -> None:
+    out = tmp_path / "eks.yaml"
+    exported = cli(tmp_path, "sim", "scenario", "--builtin", "eks-nodegroups", "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert out.read_text(encoding="utf-8") == (builtin_dir() / "eks-nodegroups.yaml").read_text(
+        encoding="utf-8"
+    )
+    # Without the bot (the simulator's own command line), the built-ins too.
+    alone = subprocess.run(
+        [sys.executable, "-m", "bot.sim.cli", "scenario", "--builtin", "eks-nodegroups"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=_env(tmp_path),
+    )
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stdout == out.read_text(encoding="utf-8")
+    small = cli(tmp_path, "sim", "scenario", "--builtin", "small")
+    assert small.returncode == 0
+    assert yaml.safe_load(small.stdout)["name"] == "small"
+
+
+def test_a_scenario_file_off_the_schema_is_named_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "twin.yaml"
+    bad.write_text(
+        'name: x\ncluster: {version: "1.28.1"}\nnode_groups:\n  - name: a\n  - name: b\n    colour: red\n',
+        encoding="utf-8",
+    )
+    for args in (
+        ["sim", "serve", "--scenario", str(bad)],
+        ["rehearse", "eks-nodegroups", "--scenario", str(bad)],
+    ):
+        result = cli(tmp_path, *args)
+        assert result.returncode == 2, result.stderr
+        assert f"{bad}:6: node_groups.b: unknown key(s) colour; known: ami, capacity" in result.stderr
+        assert "Traceback" not in result.stderr
+    bad.write_text("name: x\ntiming: {node_join: 90s, join: 1s}\n", encoding="utf-8")
+    result = cli(tmp_path, "sim", "serve", "--scenario", str(bad))
+    assert result.returncode == 2
+    assert f"{bad}:2: timing: unknown key(s) join; known: control_plane_upgrade" in result.stderr
