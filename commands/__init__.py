@@ -24,6 +24,8 @@ from commands import (
     start,
     status,
     unwatch,
+    waive,
+    waivers,
     watch,
     watches,
     whoami,
@@ -53,6 +55,8 @@ MODULES = (
     unwatch,
     action,
     choose,
+    waive,
+    waivers,
 )
 
 

@@ -426,6 +426,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
                 manifests=[Path(p) for p in args.manifests],
                 manifest_check=checks.default_manifest_check(stdin),
                 progress=progress,
+                covers=settings.check_ignores,
             )
     finally:
         reader.close()

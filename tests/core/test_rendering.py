@@ -78,6 +78,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "recommended": [replace(CHECK_FINDING, id="RES001", severity="recommended")],
         "recommended_count": 12,
         "notes": ["not read: events: forbidden"],
+        "covered": [
+            {
+                "id": "API001",
+                "severity": "Required",
+                "title": "admissionregistration.k8s.io/v1beta1 MutatingWebhookConfiguration: removed in 1.22",
+                "objects": ["kube-system/pod-identity-webhook"],
+                "covers": ["waiver 3 by U0PRIMARY and U0SHADOW until 2026-12-01 10:00 UTC: vendor fix CHG-7"],
+            }
+        ],
     },
     "diagnose": {
         "cluster": "prod",

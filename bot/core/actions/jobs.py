@@ -23,7 +23,16 @@ from bot.errors import UserError
 NODES = frozenset({"node", "nodegroup", "version"})
 DRAIN = NODES | {"timeout", "parallel", "allow_local_storage", "allow_unmanaged"}
 RESTART = frozenset(
-    {"workloads", "namespace", "selector", "kinds", "timeout", "crashloop_after", "imagepull_after"}
+    {
+        "workloads",
+        "namespace",
+        "namespaces",
+        "selector",
+        "kinds",
+        "timeout",
+        "crashloop_after",
+        "imagepull_after",
+    }
 )
 WAIT = frozenset({"nodegroup", "version", "timeout"})
 DRY_RUN = frozenset({"dry_run"})
@@ -48,8 +57,9 @@ def _check_drain(args: Mapping[str, str]) -> None:
 
 
 def _check_restart(args: Mapping[str, str]) -> None:
-    if bool(names_arg(args, "workloads")) == bool(str(args.get("namespace", "")).strip()):
-        raise UserError("name the workloads: either workloads (kind/namespace/name, …) or namespace")
+    from bot.core.jobs.restart import check_scope
+
+    check_scope(args)
     for name in ("timeout", "crashloop_after", "imagepull_after"):
         duration_arg(args, name, timedelta(minutes=15))
 
