@@ -371,6 +371,27 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     )
 
 
+def read_check_ignores(path: Path) -> tuple[Cover, ...]:
+    """The `checks.ignore` list of a configuration file alone (a rehearsal takes the team's
+    reviewed exceptions, not its clusters or secrets); a ConfigError names the key and line."""
+    label = str(path)
+    try:
+        text = read_document(path, what="configuration file")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    node = compose_document(text, label)
+    v = YamlValidator(label)
+    out: list[Cover] = []
+    if node is not None and not is_null(node):
+        top = v.mapping(node, "", None)
+        if "checks" in top:
+            chk = v.mapping(top["checks"], "checks", {"ignore"})
+            if "ignore" in chk:
+                out = _check_ignores(v, chk["ignore"])
+    v.raise_if_errors()
+    return tuple(out)
+
+
 def _check_ignores(v: YamlValidator, node: yaml.Node) -> list[Cover]:
     """`checks.ignore: [{finding: API001, objects: [kube-system/x], reason: "…"}]`."""
     if not isinstance(node, yaml.SequenceNode):

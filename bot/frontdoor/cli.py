@@ -202,6 +202,10 @@ def _parser() -> argparse.ArgumentParser:
     rehearse.add_argument(
         "--auto-approve", action="store_true", help="every gate is answered by the roster (default: ask)"
     )
+    rehearse.add_argument(
+        "--config",
+        help="the team's configuration: its `checks.ignore` applies to the plan's check steps (nothing else is read)",
+    )
     rehearse.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
     rehearse.add_argument("--seed", type=int, default=1)
     rehearse.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -353,6 +357,13 @@ def _rehearse(args: argparse.Namespace) -> int:
     from bot.sim.cluster import SimCluster
 
     configure_logging(args.log_level or "WARNING", [])
+    from bot.settings import read_check_ignores
+
+    try:
+        ignores = read_check_ignores(Path(args.config)) if args.config else ()
+    except ConfigError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
     with tempfile.TemporaryDirectory(prefix="upgrade-bot-rehearsal-") as tmp:
         workdir = Path(tmp)
         sim = SimCluster(args.scenario, speed=args.speed, seed=args.seed).start()
@@ -371,6 +382,7 @@ def _rehearse(args: argparse.Namespace) -> int:
                 # The bot reads the sim's time: a drain's 15-minute timeout, a watch's settle and
                 # a pod's age pass as fast as the simulated upgrade does.
                 clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
+                ignores=ignores,
             )
         except PlanInvalid as exc:
             print(exc.user_message, file=sys.stderr)

@@ -24,13 +24,14 @@ import re
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
+from bot.core.checks.findings import Cover
 from bot.core.checks.rules import load_rules
 from bot.core.delivery import Deliveries, new_owner
 from bot.core.jobs.base import Choice, ChoiceOption
@@ -202,14 +203,18 @@ def rehearse(
     ask: Callable[[str], str],
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ignores: Sequence[Cover] = (),
 ) -> int:
-    """Run the plan to its end; the exit status is `exit_status`'s."""
+    """Run the plan to its end; the exit status is `exit_status`'s. `ignores` is the team's
+    `checks.ignore` (from `--config`): the plan's check steps accept what it accepts, as they
+    would on the day."""
     plan, text = load_plan_file(plan_name)
     settings = parse_settings(
         f"data_dir: {workdir}\nclusters:\n  {plan.cluster}: {{kubeconfig: {kubeconfig}, context: sim}}\n",
         source=workdir / "rehearsal.yaml",
         env={},
     )
+    settings = replace(settings, check_ignores=tuple(ignores))
     store = Store.open(settings.database_url)
     poster = TextPoster(out)
     # No Slack here: each user group of the roster stands for three made-up members, so gates that
