@@ -61,7 +61,15 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                     "severity": "Required" if c.finding.severity == REQUIRED else "Recommended",
                     "title": c.finding.title,
                     "objects": list(c.finding.objects),
-                    "covers": [checks.cover_lines(v) for v in c.covers],
+                    "covers": [
+                        {
+                            "label": v.label,
+                            "by": list(v.by),
+                            "until": v.until.strftime("%Y-%m-%d %H:%M UTC") if v.until else "",
+                            "reason": v.reason,
+                        }
+                        for v in c.covers
+                    ],
                 }
                 for c in report.covered
             ],

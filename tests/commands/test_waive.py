@@ -127,15 +127,16 @@ def test_check_shows_ignored_and_waived_findings_in_their_own_section_until_the_
     ask(services, 'waive PDB001 billing/ledger --for 1d --reason "ledger is drained by hand"')
     ask(services, "waive confirm 1", user="U0SHADOW")
     text = ask(services, "check --to 1.25").rendered.text
-    assert "FAILED* — 4 required" in text
+    assert "FAILED* — 4 required, 17 recommended, 2 waived or ignored" in text
     required, accepted = text.split("*Waived or ignored*", 1)
     assert "`HOOK001`" not in required
     assert "`PDB001`" not in required
     assert "`HOOK001` (Required)" in accepted
-    assert "checks.ignore[0] (permanent): gatekeeper is rebuilt by its own pipeline" in accepted
+    assert "checks.ignore[0] (permanent): _gatekeeper is rebuilt by its own pipeline" in accepted
     assert "`PDB001` (Required)" in accepted
     assert (
-        "waiver 1 by U0PRIMARY and U0SHADOW until 2026-11-29 12:00 UTC: ledger is drained by hand" in accepted
+        "waiver 1 by <@U0PRIMARY> and <@U0SHADOW> until 2026-11-29 12:00 UTC: _ledger is drained by hand_"
+        in accepted
     )
     clock.advance(timedelta(days=1))
     later = ask(services, "check --to 1.25").rendered.text

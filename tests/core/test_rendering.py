@@ -84,7 +84,14 @@ SAMPLES: dict[str, dict[str, Any]] = {
                 "severity": "Required",
                 "title": "admissionregistration.k8s.io/v1beta1 MutatingWebhookConfiguration: removed in 1.22",
                 "objects": ["kube-system/pod-identity-webhook"],
-                "covers": ["waiver 3 by U0PRIMARY and U0SHADOW until 2026-12-01 10:00 UTC: vendor fix CHG-7"],
+                "covers": [
+                    {
+                        "label": "waiver 3",
+                        "by": ["U0PRIMARY", "U0SHADOW"],
+                        "until": "2026-12-01 10:00 UTC",
+                        "reason": "vendor fix CHG-7",
+                    }
+                ],
             }
         ],
     },
