@@ -60,6 +60,22 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
         assert f"node group {group}: all" in out
     assert out.count(" cordoned\n") == out.count(" drained: ")  # every old node: cordoned, drained
     assert out.count(" drained: ") == 11
+    # The Istio data plane restart takes the namespaces ISTIO001 flags, not a fixed list: its gate's
+    # dry run names them, and every flagged workload is restarted.
+    istio_gate = out.split("(`restart-istio-data-plane`) — ready to start", 1)[1].split(
+        "approved the start of", 1
+    )[0]
+    assert (
+        "*restart* `namespaces=from-check:ISTIO001 timeout=20m`: the namespaces ISTIO001 flags now — "
+        "`checkout`, `payments`, `reporting` — restart 4 workload(s)" in istio_gate
+    )
+    for workload in (
+        "checkout/checkout",
+        "payments/payments-api",
+        "payments/payments-worker",
+        "reporting/reporting-api",
+    ):
+        assert f"↳ deployment/{workload} restarted (restartedAt " in out
     # The scenario's planted fault stops the run where a real one would: the Istio restart brings
     # out payments-worker's vault agent that never gets ready; the roster reviews it and skips.
     assert "`restart-istio-data-plane` failed* in run" in out
