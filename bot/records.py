@@ -323,3 +323,29 @@ class FileAttachment:
     content: bytes
     title: str = ""
     filetype: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaiverRow:
+    """An accepted finding on a cluster (migration 15): `objects` empty covers the finding wholly.
+
+    `state` is "pending" (a Required finding's waiver waiting for its second person), "active"
+    or "revoked"; a waiver past `expires_at` covers nothing whatever its state."""
+
+    id: int
+    cluster: str
+    finding: str
+    objects: tuple[str, ...]
+    reason: str
+    required: bool
+    state: str
+    requested_by: str
+    requested_at: datetime
+    expires_at: datetime
+    confirmed_by: str = ""
+    confirmed_at: datetime | None = None
+    revoked_by: str = ""
+    revoked_at: datetime | None = None
+
+    def active_at(self, now: datetime) -> bool:
+        return self.state == "active" and now < self.expires_at

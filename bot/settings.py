@@ -20,6 +20,7 @@ import yaml
 
 from bot.core.announcements import timing as _announcements
 from bot.core.announcements import windows as _windows
+from bot.core.checks.findings import Cover, valid_id
 from bot.core.durations import parse_duration
 from bot.core.people import CHANNEL_ID
 from bot.core.validation import (
@@ -127,6 +128,9 @@ class Settings:
     lease_renew: timedelta = timedelta(seconds=5)
     #: Who approves `/upgrade action …` outside a plan: every one of these roles (four eyes).
     action_approvers: tuple[str, ...] = ("primary", "shadow")
+    #: Permanent, reviewed exceptions (`checks.ignore`): findings (or some of their objects) every
+    #: check reports as accepted instead of failing — like Pluto's and kubent's ignore lists.
+    check_ignores: tuple[Cover, ...] = ()
 
     @property
     def zone(self) -> ZoneInfo:
@@ -342,6 +346,11 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
                         acts["approvers"], "actions.approvers", f"not in the roster: {', '.join(unknown)}"
                     )
                 action_approvers = tuple(approvers)
+    check_ignores: list[Cover] = []
+    if "checks" in top:
+        chk = v.mapping(top["checks"], "checks", {"ignore"})
+        if "ignore" in chk:
+            check_ignores = _check_ignores(v, chk["ignore"])
     v.raise_if_errors()
 
     return Settings(
@@ -366,7 +375,63 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         lease_duration=lease_duration,
         lease_renew=lease_renew,
         action_approvers=action_approvers,
+        check_ignores=tuple(check_ignores),
     )
+
+
+def read_check_ignores(path: Path) -> tuple[Cover, ...]:
+    """The `checks.ignore` list of a configuration file alone (a rehearsal takes the team's
+    reviewed exceptions, not its clusters or secrets); a ConfigError names the key and line."""
+    label = str(path)
+    try:
+        text = read_document(path, what="configuration file")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    node = compose_document(text, label)
+    v = YamlValidator(label)
+    out: list[Cover] = []
+    if node is not None and not is_null(node):
+        top = v.mapping(node, "", None)
+        if "checks" in top:
+            chk = v.mapping(top["checks"], "checks", {"ignore"})
+            if "ignore" in chk:
+                out = _check_ignores(v, chk["ignore"])
+    v.raise_if_errors()
+    return tuple(out)
+
+
+def _check_ignores(v: YamlValidator, node: yaml.Node) -> list[Cover]:
+    """`checks.ignore: [{finding: API001, objects: [kube-system/x], reason: "…"}]`."""
+    if not isinstance(node, yaml.SequenceNode):
+        v.error(node, "checks.ignore", "expected a list of {finding, objects, reason}")
+        return []
+    out: list[Cover] = []
+    for i, item in enumerate(node.value):
+        key = f"checks.ignore[{i}]"
+        entry = v.mapping(item, key, {"finding", "objects", "reason"})
+        finding = v.string(entry.get("finding"), f"{key}.finding") if "finding" in entry else None
+        reason = v.string(entry.get("reason"), f"{key}.reason") if "reason" in entry else None
+        if "finding" in entry and finding is not None and not valid_id(finding):
+            v.error(entry["finding"], f"{key}.finding", f"{shown(finding)} is not a finding id like API001")
+            finding = None
+        if "finding" not in entry:
+            v.error(item, f"{key}.finding", "missing: the finding's id (like API001)")
+        if "reason" not in entry or (reason is not None and not reason.strip()):
+            # A permanent exception is reviewed: its reason is what the next reviewer reads.
+            v.error(entry.get("reason", item), f"{key}.reason", "missing: say why this finding is accepted")
+            reason = None
+        objects = v.strings(entry["objects"], f"{key}.objects") if "objects" in entry else ()
+        if finding and reason:
+            out.append(
+                Cover(
+                    source="ignore",
+                    label=key,
+                    finding=finding,
+                    objects=tuple(o.strip() for o in objects if o.strip()),
+                    reason=reason.strip(),
+                )
+            )
+    return out
 
 
 _TOP_KEYS = {
@@ -386,6 +451,7 @@ _TOP_KEYS = {
     "rules_files",
     "slack",
     "leader",
+    "checks",
 }
 _CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout"}
 

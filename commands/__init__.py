@@ -25,6 +25,8 @@ from commands import (
     start,
     status,
     unwatch,
+    waive,
+    waivers,
     watch,
     watches,
     whoami,
@@ -55,6 +57,8 @@ MODULES = (
     unwatch,
     action,
     choose,
+    waive,
+    waivers,
 )
 
 

@@ -6,6 +6,7 @@ import contextlib
 
 from bot.core.checks import service as checks
 from bot.core.checks.rules import load_rules
+from bot.core.checks.waivers import active_covers
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
 from bot.core.snapshots import service as snapshots
@@ -22,6 +23,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     endpoints, removed APIs); Recommended ones make it rougher (cordoned nodes, unhealthy pods,
     safe-to-evict "false", emptyDir, single replicas, stale Istio sidecars, known issues). The
     summary lists Required first; the full report, with why and how to fix each, is attached.
+    Findings accepted by a waiver (`/upgrade waive`) or the configuration's `checks.ignore` list
+    are shown in their own section, with who accepted them, why and until when; they do not fail
+    the check.
 
     Example: `/upgrade check --to 1.25`
     """
@@ -31,7 +35,13 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
         report = checks.run_check(
-            reader, target=target, rules=rules, extras=checks.default_extras(now=ctx.clock().timestamp())
+            reader,
+            target=target,
+            rules=rules,
+            extras=checks.default_extras(now=ctx.clock().timestamp()),
+            covers=active_covers(
+                ctx.store, ctx.settings.check_ignores, cluster=cluster.name, now=ctx.clock()
+            ),
         )
     return Reply(
         template="check",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -140,3 +141,47 @@ def test_without_a_configuration_file_the_state_goes_to_the_xdg_state_home(tmp_p
     blocked.write_text("")
     with pytest.raises(ConfigError, match="cannot be created"):
         kube_context_settings(kubeconfig="/a", context="c", env={"XDG_STATE_HOME": str(blocked)})
+
+
+def test_checks_ignore_lists_reviewed_exceptions_with_their_reason() -> None:
+    settings = parse_settings(
+        "checks:\n  ignore:\n"
+        "    - {finding: API001, objects: [kube-system/pod-identity-webhook], reason: EKS manages it}\n"
+        "    - {finding: RES001, reason: singletons by design}\n",
+        source=None,
+        env={},
+    )
+    first, second = settings.check_ignores
+    assert (first.finding, first.objects, first.reason, first.label) == (
+        "API001",
+        ("kube-system/pod-identity-webhook",),
+        "EKS manages it",
+        "checks.ignore[0]",
+    )
+    assert (second.finding, second.objects) == ("RES001", ())
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("checks:\n  ignore: {finding: API001}\n", "checks.ignore: expected a list"),
+        ("checks:\n  ignore:\n    - {finding: API001}\n", "checks.ignore[0].reason: missing: say why"),
+        ("checks:\n  ignore:\n    - {reason: x}\n", "checks.ignore[0].finding: missing"),
+        (
+            "checks:\n  ignore:\n    - {finding: api-1, reason: x}\n",
+            "checks.ignore[0].finding: 'api-1' is not a finding id",
+        ),
+        (
+            "checks:\n  ignore:\n    - {finding: API001, reason: x, objects: a/b}\n",
+            "checks.ignore[0].objects: expected a list",
+        ),
+        (
+            "checks:\n  ignore:\n    - {finding: API001, reason: x, until: 2027}\n",
+            "checks.ignore[0].until: unknown key",
+        ),
+        ("checks:\n  ignores: []\n", "checks.ignores: unknown key"),
+    ],
+)
+def test_a_bad_checks_ignore_entry_names_its_key(text: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        parse_settings(text, source=None, env={})

@@ -68,6 +68,7 @@ from bot.records import (
     SnapshotMeta,
     StepRun,
     StepState,
+    WaiverRow,
     WatchRow,
 )
 
@@ -360,6 +361,28 @@ finding_fixes = sa.Table(
     sa.Column("clicked_by", sa.String(64), nullable=False),
     sa.Column("clicked_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("run_id", sa.String(64), nullable=False, server_default=""),
+)
+
+
+# Accepted findings (migration 15): a Required finding's waiver is "pending" until a second person
+# of the approver roles confirms it; every change is a compare-and-set on `state`.
+waivers = sa.Table(
+    "waivers",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("cluster", sa.String(64), nullable=False),
+    sa.Column("finding", sa.String(64), nullable=False),
+    sa.Column("objects", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("required", sa.Boolean, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("requested_by", sa.String(64), nullable=False),
+    sa.Column("requested_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("confirmed_by", sa.String(64), nullable=False, default=""),
+    sa.Column("confirmed_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("revoked_by", sa.String(64), nullable=False, default=""),
+    sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
 )
 
 
@@ -682,6 +705,28 @@ def _m016_finding_fixes(conn: Connection) -> None:
     ).create(conn)
 
 
+def _m017_waivers(conn: Connection) -> None:
+    sa.Table(
+        "waivers",
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("cluster", sa.String(64), nullable=False),
+        sa.Column("finding", sa.String(64), nullable=False),
+        sa.Column("objects", sa.Text, nullable=False),
+        sa.Column("reason", sa.Text, nullable=False),
+        sa.Column("required", sa.Boolean, nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("requested_by", sa.String(64), nullable=False),
+        sa.Column("requested_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("confirmed_by", sa.String(64), nullable=False),
+        sa.Column("confirmed_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("revoked_by", sa.String(64), nullable=False),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Index("ix_waivers_cluster_state", "cluster", "state"),
+    ).create(conn)
+
+
 #: Ordered, append-only. A released migration is never edited; a change is a new entry.
 MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (1, "audit log and delivery de-duplication", _m001_audit_and_deliveries),
@@ -699,6 +744,7 @@ MIGRATIONS: Sequence[tuple[int, str, Callable[[Connection], None]]] = (
     (14, "a gate's dry run, read once when the gate opened", _m014_gate_dry_runs),
     (15, "inbox dead letters: how an item's last attempt failed", _m015_inbox_dead_letters),
     (16, "the run a known issue's Fix button started, one per finding", _m016_finding_fixes),
+    (17, "waivers: accepted findings, confirmed by two people when Required", _m017_waivers),
 )
 
 
@@ -1262,6 +1308,80 @@ class Store:
         )
         with _wrap_errors(), self.engine.connect() as conn:
             return [str(r) for r in conn.execute(query).scalars()]
+
+    # -- waivers (migration 15) -----------------------------------------------------------------
+
+    def add_waiver(
+        self,
+        *,
+        cluster: str,
+        finding: str,
+        objects: Sequence[str],
+        reason: str,
+        required: bool,
+        state: str,
+        requested_by: str,
+        requested_at: datetime,
+        expires_at: datetime,
+    ) -> WaiverRow:
+        """Store a waiver ("pending" or "active"; an active one is its requester's alone)."""
+        confirmed = state == "active"
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                waivers.insert().values(
+                    cluster=cluster,
+                    finding=finding,
+                    objects=json.dumps(list(objects)),
+                    reason=reason,
+                    required=required,
+                    state=state,
+                    requested_by=requested_by,
+                    requested_at=_utc(requested_at),
+                    expires_at=_utc(expires_at),
+                    confirmed_by=requested_by if confirmed else "",
+                    confirmed_at=_utc(requested_at) if confirmed else None,
+                    revoked_by="",
+                    revoked_at=None,
+                )
+            )
+            pk = result.inserted_primary_key
+            assert pk is not None
+        row = self.waiver(int(pk[0]))
+        assert row is not None
+        return row
+
+    def waiver(self, waiver_id: int) -> WaiverRow | None:
+        if not _storable_id(waiver_id):
+            return None
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(waivers).where(waivers.c.id == waiver_id)).first()
+        return None if row is None else _waiver_row(row)
+
+    def waivers(self, *, cluster: str | None = None, states: Sequence[str] = ()) -> list[WaiverRow]:
+        """Waivers by id (a cluster's, in the given states, or all)."""
+        query = sa.select(waivers).order_by(waivers.c.id)
+        if cluster is not None:
+            query = query.where(waivers.c.cluster == cluster)
+        if states:
+            query = query.where(waivers.c.state.in_(list(states)))
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_waiver_row(r) for r in conn.execute(query)]
+
+    def set_waiver_state(self, waiver_id: int, *, expected: str, state: str, by: str, at: datetime) -> bool:
+        """Compare-and-set: "pending" → "active" (confirmed by `by`) or any → "revoked"; False when
+        the waiver was no longer in `expected` (someone else was first)."""
+        values: dict[str, Any] = {"state": state}
+        if state == "active":
+            values.update(confirmed_by=by, confirmed_at=_utc(at))
+        else:
+            values.update(revoked_by=by, revoked_at=_utc(at))
+        with _wrap_errors(), self.engine.begin() as conn:
+            done = conn.execute(
+                waivers.update()
+                .where(waivers.c.id == waiver_id, waivers.c.state == expected)
+                .values(**values)
+            ).rowcount
+        return bool(done)
 
     # -- gate dry runs (migration 14) -------------------------------------------------------------
 
@@ -2195,6 +2315,25 @@ def _inbox_item(r: Any) -> InboxItem:
         attempts=int(r["attempts"]),
         owner=r["owner"],
         failure=r["failure"],
+    )
+
+
+def _waiver_row(r: Any) -> WaiverRow:
+    return WaiverRow(
+        id=int(r.id),
+        cluster=r.cluster,
+        finding=r.finding,
+        objects=tuple(str(o) for o in json.loads(r.objects)),
+        reason=r.reason,
+        required=bool(r.required),
+        state=r.state,
+        requested_by=r.requested_by,
+        requested_at=_utc(r.requested_at),
+        expires_at=_utc(r.expires_at),
+        confirmed_by=r.confirmed_by or "",
+        confirmed_at=_maybe_utc(r.confirmed_at),
+        revoked_by=r.revoked_by or "",
+        revoked_at=_maybe_utc(r.revoked_at),
     )
 
 

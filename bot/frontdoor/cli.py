@@ -210,6 +210,10 @@ def _parser() -> argparse.ArgumentParser:
         help="ask at each gate, and offer skip / resume / abort at a failed or interrupted step "
         "(the default when stdin is a terminal)",
     )
+    rehearse.add_argument(
+        "--config",
+        help="the team's configuration: its `checks.ignore` applies to the plan's check steps (nothing else is read)",
+    )
     rehearse.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
     rehearse.add_argument("--seed", type=int, default=1)
     rehearse.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -403,6 +407,13 @@ def _rehearse(args: argparse.Namespace) -> int:
     from bot.sim.world.scenario import ScenarioError
 
     configure_logging(args.log_level or "WARNING", [])
+    from bot.settings import read_check_ignores
+
+    try:
+        ignores = read_check_ignores(Path(args.config)) if args.config else ()
+    except ConfigError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
     with tempfile.TemporaryDirectory(prefix="upgrade-bot-rehearsal-") as tmp:
         workdir = Path(tmp)
         try:
@@ -427,6 +438,7 @@ def _rehearse(args: argparse.Namespace) -> int:
                 # The bot reads the sim's time: a drain's 15-minute timeout, a watch's settle and
                 # a pod's age pass as fast as the simulated upgrade does.
                 clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
+                ignores=ignores,
             )
         except PlanInvalid as exc:
             print(exc.user_message, file=sys.stderr)
@@ -482,6 +494,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
                 manifests=[Path(p) for p in args.manifests],
                 manifest_check=checks.default_manifest_check(stdin),
                 progress=progress,
+                covers=settings.check_ignores,
             )
     finally:
         reader.close()

@@ -29,13 +29,14 @@ import re
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
+from bot.core.checks.findings import Cover
 from bot.core.checks.rules import load_rules
 from bot.core.delivery import Deliveries, new_owner
 from bot.core.jobs.base import Choice, ChoiceOption
@@ -221,8 +222,11 @@ def rehearse(
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     interactive: bool = False,
+    ignores: Sequence[Cover] = (),
 ) -> int:
-    """Run the plan to its end; the exit status is `exit_status`'s."""
+    """Run the plan to its end; the exit status is `exit_status`'s. `ignores` is the team's
+    `checks.ignore` (from `--config`): the plan's check steps accept what it accepts, as they
+    would on the day."""
     if interactive and auto_approve:
         raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
     plan, text = load_plan_file(plan_name)
@@ -231,6 +235,7 @@ def rehearse(
         source=workdir / "rehearsal.yaml",
         env={},
     )
+    settings = replace(settings, check_ignores=tuple(ignores))
     store = Store.open(settings.database_url)
     poster = TextPoster(out)
     # No Slack here: each user group of the roster stands for three made-up members, so gates that

@@ -21,6 +21,7 @@ from bot.core.announcements.service import AnnouncementService
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
 from bot.core.checks.rules import load_rules
+from bot.core.checks.waivers import active_covers
 from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
@@ -269,13 +270,15 @@ def action_context(
         )
 
     def run_check(cluster: str, target: str | None) -> Report:
-        reader = connect_cluster(snapshots.pick_cluster(settings.clusters, cluster))
+        config = snapshots.pick_cluster(settings.clusters, cluster)
+        reader = connect_cluster(config)
         with contextlib.closing(reader):
             return checks.run_check(
                 reader,
                 target=target,
                 rules=load_rules(settings.rules_paths()),
                 extras=checks.default_extras(now=clock().timestamp()),
+                covers=active_covers(store, settings.check_ignores, cluster=config.name, now=clock()),
             )
 
     def start_watch(request: ActionRequest) -> str:

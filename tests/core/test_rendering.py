@@ -74,15 +74,33 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "correlation_id": "c0ffee00",
     },
     "whoami": {"user_id": "U0BOB", "roles": ["shadow"]},
-    "check": summary_context(
-        CheckReport(
-            cluster="prod",
-            target="1.25",
-            findings=(CHECK_FINDING, replace(CHECK_FINDING, id="RES001", severity="recommended")),
-            notes=("not read: events: forbidden",),
+    "check": {
+        **summary_context(
+            CheckReport(
+                cluster="prod",
+                target="1.25",
+                findings=(CHECK_FINDING, replace(CHECK_FINDING, id="RES001", severity="recommended")),
+                notes=("not read: events: forbidden",),
+            ),
+            shown_recommended=10,
         ),
-        shown_recommended=10,
-    ),
+        "covered": [
+            {
+                "id": "API001",
+                "severity": "Required",
+                "title": "admissionregistration.k8s.io/v1beta1 MutatingWebhookConfiguration: removed in 1.22",
+                "objects": ["kube-system/pod-identity-webhook"],
+                "covers": [
+                    {
+                        "label": "waiver 3",
+                        "by": ["U0PRIMARY", "U0SHADOW"],
+                        "until": "2026-12-01 10:00 UTC",
+                        "reason": "vendor fix CHG-7",
+                    }
+                ],
+            }
+        ],
+    },
     "diagnose": {
         "cluster": "prod",
         "scope": "payments",

@@ -60,6 +60,22 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
         assert f"node group {group}: all" in out
     assert out.count(" cordoned\n") == out.count(" drained: ")  # every old node: cordoned, drained
     assert out.count(" drained: ") == 11
+    # The Istio data plane restart takes the namespaces ISTIO001 flags, not a fixed list: its gate's
+    # dry run names them, and every flagged workload is restarted.
+    istio_gate = out.split("(`restart-istio-data-plane`) — ready to start", 1)[1].split(
+        "approved the start of", 1
+    )[0]
+    assert (
+        "*restart* `namespaces=from-check:ISTIO001 timeout=20m`: the namespaces ISTIO001 flags now — "
+        "`checkout`, `payments`, `reporting` — restart 4 workload(s)" in istio_gate
+    )
+    for workload in (
+        "checkout/checkout",
+        "payments/payments-api",
+        "payments/payments-worker",
+        "reporting/reporting-api",
+    ):
+        assert f"↳ deployment/{workload} restarted (restartedAt " in out
     # The scenario's planted fault stops the run where a real one would: the Istio restart brings
     # out payments-worker's vault agent that never gets ready; the roster reviews it and skips.
     assert "`restart-istio-data-plane` failed* in run" in out
@@ -283,3 +299,68 @@ def test_interactive_and_auto_approve_exclude_each_other() -> None:
     result = rehearse("eks-nodegroups", "--interactive", "--auto-approve")
     assert result.returncode == 2
     assert "not allowed with argument" in result.stderr
+
+
+CHECK_ONLY_PLAN = """\
+name: checks-only
+cluster: prod
+current_version: "1.24.17"
+target_version: "1.25.16"
+window: {start: "2026-11-28T22:00", end: "2026-11-29T03:00", timezone: Asia/Tokyo}
+channels: {operations: C0OPS}
+roster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}
+steps:
+  - id: checks
+    title: Pre-flight checks
+    gate: {any_of: [primary]}
+    actions:
+      - check: {to: "1.25"}
+"""
+#: A team that reviewed the gatekeeper webhook and accepts it: the rest of the scenario's Required
+#: findings are real problems, so the step still fails on them.
+HOOK_ONLY = """\
+checks:
+  ignore:
+    - finding: HOOK001
+      objects: [gatekeeper-validating-webhook-configuration, gatekeeper-system/gatekeeper-webhook-service]
+      reason: gatekeeper is reinstalled by its own pipeline right after the control plane (CHG-1125)
+"""
+#: A fixture team that accepted every Required finding the scenario plants.
+ALL_ACCEPTED = HOOK_ONLY + "".join(
+    f"    - {{finding: {f}, reason: accepted in the review of CHG-1125}}\n"
+    for f in ("API001", "PDB001", "SKEW004")
+)
+
+
+def test_the_teams_ignore_list_applies_to_a_rehearsed_check_step_and_its_line_names_it(
+    tmp_path: Path,
+) -> None:
+    plan = tmp_path / "checks-only.yaml"
+    plan.write_text(CHECK_ONLY_PLAN, encoding="utf-8")
+    partial = tmp_path / "partial.yaml"
+    partial.write_text(HOOK_ONLY, encoding="utf-8")
+    every = tmp_path / "every.yaml"
+    every.write_text(ALL_ACCEPTED, encoding="utf-8")
+
+    failed = rehearse(str(plan), "--auto-approve", "--config", str(partial))
+    assert "*`checks` failed* in run" in failed.stdout, failed.stdout + failed.stderr
+    assert "FAILED: 5 Required (API001 ×3, PDB001, SKEW004)" in failed.stdout
+    assert "relied on checks.ignore[0] (HOOK001 gatekeeper-validating-webhook-configuration" in failed.stdout
+    assert "reviewed why `checks` failed and skips it" in failed.stdout
+
+    passed = rehearse(str(plan), "--auto-approve", "--config", str(every))
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    line = next(x for x in passed.stdout.splitlines() if "`checks` succeeded" in x)
+    assert "pre-flight check for 1.25 passed: no Required findings left unaccepted" in line
+    for i, finding in enumerate(("HOOK001", "API001", "PDB001", "SKEW004")):
+        assert f"checks.ignore[{i}] ({finding}" in line
+    assert "accepted in the review of CHG-1125" in line
+
+
+def test_a_bad_ignore_list_stops_the_rehearsal_naming_its_key(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("checks:\n  ignore:\n    - {finding: API001}\n", encoding="utf-8")
+    done = rehearse("eks-nodegroups", "--config", str(config))
+    assert done.returncode == 2
+    assert "checks.ignore[0].reason: missing: say why this finding is accepted" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,7 +1,9 @@
 """The `check` action: the pre-flight checks and known-issue rules; a Required finding fails the step.
 
 The step's thread gets one line — the verdict, each Required finding id with the objects it
-concerns, the counts — and the full report (why and how to fix each finding) uploaded under it.
+concerns, the counts, and the waivers and ignore-list entries it relied on (a Required finding
+accepted by one does not fail the step: it passes when every Required finding is fixed, waived
+or ignored) — and the full report (why and how to fix each finding) uploaded under it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
 from bot.core.checks.findings import REQUIRED, summary_lines
 from bot.core.checks.service import report_attachment
+from bot.core.checks.waivers import cover_labels
 from bot.errors import UserError
 
 #: About how long the thread line's list of Required findings may grow (the event line is clipped
@@ -23,12 +26,15 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     required = [f for f in report.findings if f.severity == REQUIRED]
     recommended = len(report.findings) - len(required)
     files = (report_attachment(report),)
+    relied = cover_labels(report, severity=REQUIRED)
+    accepted = f"; relied on {'; '.join(relied)}" if relied else ""
     if not required:
+        unfixed = "no Required findings left unaccepted" if relied else "no Required findings"
         return ActionResult(
             ok=True,
             detail=(
-                f"pre-flight check for {report.target} passed: no Required findings, {recommended} "
-                "Recommended — the full report is attached"
+                f"pre-flight check for {report.target} passed: {unfixed}, {recommended} "
+                f"Recommended — the full report is attached{accepted}"
             ),
             files=files,
         )
@@ -52,7 +58,7 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
         ok=False,
         detail=(
             f"pre-flight check for {report.target} FAILED: {len(required)} Required — {shown}; "
-            f"{recommended} Recommended — the full report is attached"
+            f"{recommended} Recommended — the full report is attached{accepted}"
         ),
         files=files,
     )

@@ -32,7 +32,16 @@ from bot.errors import UserError, clip
 NODES = frozenset({"node", "nodegroup", "version"})
 DRAIN = NODES | {"timeout", "parallel", "allow_local_storage", "allow_unmanaged"}
 RESTART = frozenset(
-    {"workloads", "namespace", "selector", "kinds", "timeout", "crashloop_after", "imagepull_after"}
+    {
+        "workloads",
+        "namespace",
+        "namespaces",
+        "selector",
+        "kinds",
+        "timeout",
+        "crashloop_after",
+        "imagepull_after",
+    }
 )
 WAIT = frozenset({"nodegroup", "version", "timeout"})
 DRY_RUN = frozenset({"dry_run"})
@@ -62,17 +71,22 @@ def _check_drain(args: Mapping[str, str]) -> None:
 
 
 def _check_restart(args: Mapping[str, str]) -> None:
-    workloads, namespace = names_arg(args, "workloads"), str(args.get("namespace", "")).strip()
-    if bool(workloads) == bool(namespace):
-        raise UserError("name the workloads: either workloads (kind/namespace/name, …) or namespace")
-    for text in workloads:
+    from bot.core.jobs.restart import FROM_CHECK, check_scope
+
+    check_scope(args)
+    for text in names_arg(args, "workloads"):
         parts = text.split("/")
         if len(parts) != 3:
             raise UserError(f"workloads: {clip(text, 60)!r} is not like deployment/NS/NAME")
         namespace_name("workloads", parts[1])
         object_name("workloads", parts[2])
+    namespace = str(args.get("namespace", "")).strip()
     if namespace:
         namespace_name("namespace", namespace)
+    listed = str(args.get("namespaces", "")).strip()
+    if listed and not listed.startswith(FROM_CHECK):
+        for name in names_arg(args, "namespaces"):
+            namespace_name("namespaces", name)
     if len(str(args.get("selector", ""))) > MAX_SELECTOR:
         raise UserError(f"selector: at most {MAX_SELECTOR} characters")
     for name in ("timeout", "crashloop_after", "imagepull_after"):

@@ -500,10 +500,20 @@ def check_resilience(facts: Facts) -> list[Finding]:
 # ----- istio ---------------------------------------------------------------------------------------
 
 
-def check_istio(facts: Facts) -> list[Finding]:
+def stale_sidecars(facts: Facts) -> list[str]:
+    """The workloads ("Deployment ns/name") whose istio-proxy differs from istiod's: ISTIO001's."""
     if not facts.istiod:
         return []
-    workloads = [w for w, v in sorted(facts.pods.proxy_versions.items()) if v - {facts.istiod}]
+    return [w for w, v in sorted(facts.pods.proxy_versions.items()) if v - {facts.istiod}]
+
+
+def stale_sidecar_namespaces(facts: Facts) -> list[str]:
+    """The namespaces ISTIO001 flags: those of `stale_sidecars`."""
+    return sorted({w.partition(" ")[2].partition("/")[0] for w in stale_sidecars(facts)})
+
+
+def check_istio(facts: Facts) -> list[Finding]:
+    workloads = stale_sidecars(facts)
     stale = [
         f"{w} (istio-proxy {', '.join(sorted(facts.pods.proxy_versions[w] - {facts.istiod}))})"
         for w in workloads

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import cast
 
 from bot.core.checks import apidata, apis
-from bot.core.checks.findings import REQUIRED, Finding, Report, summary_lines
+from bot.core.checks.findings import REQUIRED, Cover, Finding, Report, summary_lines
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rules import Rule, RuleHit
+from bot.core.checks.waivers import apply_covers
 from bot.core.snapshots.projection import Progress
 from bot.errors import UsageError, UserError
 from bot.records import FileAttachment
@@ -90,7 +91,10 @@ def run_check(
     manifests: Sequence[Path] = (),
     manifest_check: Callable[[Sequence[Path], str], Sequence[Finding]] | None = None,
     progress: Progress | None = None,
+    covers: Sequence[Cover] = (),
 ) -> Report:
+    """Every check and rule over the cluster; what `covers` accept (waivers, the ignore list) is
+    moved to the report's `covered` and does not fail it."""
     check_target(target)
     extra_findings: list[Finding] = []
     extra_notes: list[str] = []
@@ -119,7 +123,8 @@ def run_check(
         findings.extend(manifest_check(manifests, to))
     if rules:
         notes.append(f"{len(rules)} known-issue rules")
-    return Report(cluster=reader.name, target=to, findings=ordered(findings), notes=tuple(notes))
+    report = Report(cluster=reader.name, target=to, findings=ordered(findings), notes=tuple(notes))
+    return apply_covers(report, covers)
 
 
 def diagnose(
@@ -151,9 +156,10 @@ def counts(report: Report) -> tuple[int, int]:
 def headline(report: Report) -> str:
     required, recommended = counts(report)
     verdict = "FAILED" if report.failed else "passed"
+    accepted = f", {len(report.covered)} waived or ignored" if report.covered else ""
     return (
         f"Pre-flight check of {report.cluster} for {report.target}: {verdict} — "
-        f"{required} required, {recommended} recommended"
+        f"{required} required, {recommended} recommended{accepted}"
     )
 
 
@@ -172,6 +178,25 @@ def summary_context(report: Report, *, shown_recommended: int) -> dict[str, obje
         "recommended_lines": len(recommended),
         "recommended_count": n_recommended,
         "notes": [n for n in report.notes if n.startswith("not read")],
+        # Findings a waiver or the configuration's ignore list accepted: who, why and until when.
+        "covered": [
+            {
+                "id": c.finding.id,
+                "severity": "Required" if c.finding.severity == REQUIRED else "Recommended",
+                "title": c.finding.title,
+                "objects": list(c.finding.objects),
+                "covers": [
+                    {
+                        "label": v.label,
+                        "by": list(v.by),
+                        "until": v.until.strftime("%Y-%m-%d %H:%M UTC") if v.until else "",
+                        "reason": v.reason,
+                    }
+                    for v in c.covers
+                ],
+            }
+            for c in report.covered
+        ],
     }
 
 
@@ -185,6 +210,13 @@ def report_attachment(report: Report) -> FileAttachment:
     )
 
 
+def cover_lines(cover: Cover) -> str:
+    """Who accepted it, why and until when: "waiver 3 by U1 and U2 until 2026-12-01 10:00 UTC: why"."""
+    who = f" by {' and '.join(cover.by)}" if cover.by else ""
+    until = f" until {cover.until.strftime('%Y-%m-%d %H:%M UTC')}" if cover.until else " (permanent)"
+    return f"{cover.label}{who}{until}: {cover.reason}"
+
+
 def render_text(report: Report) -> str:
     lines = [headline(report), ""]
     for f in report.findings:
@@ -194,6 +226,15 @@ def render_text(report: Report) -> str:
         lines.append(f"  fix: {f.fix}")
         if f.source:
             lines.append(f"  source: {f.source}")
+        lines.append("")
+    if report.covered:
+        lines.append("Waived or ignored (accepted; not counted):")
+        for c in report.covered:
+            lines.append(
+                f"[{_LABEL.get(c.finding.severity, c.finding.severity)}] {c.finding.id} {c.finding.title}"
+            )
+            lines.extend(f"    {o}" for o in c.finding.objects)
+            lines.extend(f"  accepted: {cover_lines(cover)}" for cover in c.covers)
         lines.append("")
     lines.extend(f"note: {n}" for n in report.notes)
     return "\n".join(lines).rstrip() + "\n"
@@ -217,6 +258,15 @@ def render_markdown(report: Report) -> str:
             lines.append("")
             lines.append(f"*Source: {f.source}*")
         lines.append("")
+    if report.covered:
+        lines.append("## Waived or ignored (accepted; not counted)")
+        lines.append("")
+        for c in report.covered:
+            f = c.finding
+            lines.append(f"- {_LABEL.get(f.severity, f.severity)} · **{f.id}** · {_md(f.title)}")
+            lines.extend(f"  - `{o}`" for o in f.objects)
+            lines.extend(f"  - accepted: {_md(cover_lines(cover))}" for cover in c.covers)
+        lines.append("")
     if report.notes:
         lines.append("## Notes")
         lines.extend(f"- {n}" for n in report.notes)
@@ -229,6 +279,15 @@ def render_json(report: Report) -> str:
         "target": report.target,
         "failed": report.failed,
         "findings": [asdict(f) for f in report.findings],
+        "covered": [
+            {
+                "finding": asdict(c.finding),
+                "covers": [
+                    {**asdict(v), "until": v.until.isoformat() if v.until else None} for v in c.covers
+                ],
+            }
+            for c in report.covered
+        ],
         "notes": list(report.notes),
     }
     return json.dumps(body, indent=2) + "\n"

@@ -91,6 +91,8 @@ def read(
         elif call.name == "restart":
             names = [wkey(w) for w in progress.get("workloads") or []]
             entry.update({"workloads": names[:WORKLOADS], "workload_count": len(names)})
+            if progress.get("resolved"):
+                entry["resolved"] = dict(progress["resolved"])
         actions.append(entry)
     return {"at": iso(now), "error": "", "actions": actions}
 

@@ -3,13 +3,21 @@ wait for each rollout's verdict — and stop early when the new pods crash-loop 
 image, which `kubectl rollout status` never does (it waits for the progress deadline).
 
 Arguments: `workloads` (comma-separated `deployment/NS/NAME`, `daemonset/NS/NAME`,
-`statefulset/NS/NAME`) or `namespace` with optional `selector` (a label selector) and `kinds`
-(comma-separated, default all three); `timeout` (default 15m), `crashloop_after` and
-`imagepull_after` (default 5m each, as a watch's StopRules).
+`statefulset/NS/NAME`), or `namespace` / `namespaces` (comma-separated) with optional `selector`
+(a label selector) and `kinds` (comma-separated, default all three); `timeout` (default 15m),
+`crashloop_after` and `imagepull_after` (default 5m each, as a watch's StopRules).
+
+`namespaces=from-check:ISTIO001` takes the namespaces from the check instead of a fixed list: when
+the job is planned (the gate's dry run, then the approved run) it reads the cluster as the
+pre-flight check does and restarts every namespace whose pods run an istio-proxy that differs from
+istiod's — exactly those ISTIO001 flags (`bot.core.checks.preflight.stale_sidecar_namespaces`). The
+resolved namespaces are kept in the progress (`"resolved"`), so the dry run, the thread and a
+resumed job name the same ones.
 
 Progress (JSON):
 
     {"started": "2026-11-24T07:00:00Z", "timeout": 900, "crashloop_after": 300, "imagepull_after": 300,
+     "resolved": {"from": "ISTIO001", "namespaces": ["checkout", "payments"]},   # namespaces=from-check:…
      "workloads": [{"kind": "deployment", "namespace": "shop", "name": "web",
                     "stamp": "2026-11-24T07:00:00Z",          # chosen at plan, BEFORE the patch
                     "state": "pending|rolling|done|failed|refused",
@@ -36,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -64,6 +72,35 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 KINDS = {"deployment": "Deployment", "daemonset": "DaemonSet", "statefulset": "StatefulSet"}
 RESOURCES = {"deployment": "deployments", "daemonset": "daemonsets", "statefulset": "statefulsets"}
 _FINAL = frozenset({"done", "failed", "refused"})
+#: `namespaces=from-check:ID`: the findings whose namespaces a restart can take.
+FROM_CHECK = "from-check:"
+CHECK_SOURCES = ("ISTIO001",)
+
+
+def check_scope(args: Mapping[str, str]) -> None:
+    """Exactly one of workloads, namespace, namespaces; a `from-check:` source this job knows."""
+    given = [k for k in ("workloads", "namespace", "namespaces") if str(args.get(k, "")).strip()]
+    if len(given) != 1:
+        raise UserError(
+            "name the workloads: either workloads (kind/namespace/name, …), namespace or namespaces"
+        )
+    source = str(args.get("namespaces", "")).strip()
+    if source.startswith(FROM_CHECK) and source[len(FROM_CHECK) :].strip() not in CHECK_SOURCES:
+        raise UserError(
+            f"namespaces: {source[:40]!r} — the check's namespaces come from {', '.join(FROM_CHECK + c for c in CHECK_SOURCES)}"
+        )
+
+
+def check_namespaces(cluster: JobCluster, finding: str) -> list[str]:
+    """The namespaces `finding` flags now, read as the pre-flight check reads them."""
+    from bot.core.checks.gather import CheckReader, read_facts
+    from bot.core.checks.preflight import stale_sidecar_namespaces
+
+    assert finding == "ISTIO001"
+    facts = read_facts(cast(CheckReader, cluster)).facts
+    if not facts.istiod:
+        raise UserError("namespaces from ISTIO001: no istiod Deployment found, so no sidecar can lag it")
+    return stale_sidecar_namespaces(facts)
 
 
 def workload_path(kind: str, namespace: str, name: str) -> str:
@@ -87,10 +124,23 @@ class RestartJob:
         timeout = duration_arg(args, "timeout", DEFAULT_TIMEOUT)
         crash = duration_arg(args, "crashloop_after", stop.crashloop_after)
         pull = duration_arg(args, "imagepull_after", stop.imagepull_after)
+        check_scope(args)
         named = names_arg(args, "workloads")
-        namespace = str(args.get("namespace", "")).strip()
-        if bool(named) == bool(namespace):
-            raise UserError("name the workloads: either workloads (kind/namespace/name, …) or namespace")
+        namespaces = (
+            [str(args.get("namespace", "")).strip()] if str(args.get("namespace", "")).strip() else []
+        )
+        source = str(args.get("namespaces", "")).strip()
+        resolved: dict[str, Any] | None = None
+        if source.startswith(FROM_CHECK):
+            finding = source[len(FROM_CHECK) :].strip()
+            namespaces = check_namespaces(cluster, finding)
+            if not namespaces:
+                raise UserError(
+                    f"{finding} flags no namespace now (no sidecar lags istiod): nothing to restart"
+                )
+            resolved = {"from": finding, "namespaces": namespaces}
+        elif source:
+            namespaces = list(dict.fromkeys(names_arg(args, "namespaces")))
         found: list[tuple[str, str, str]] = []
         if named:
             for text in named:
@@ -117,14 +167,22 @@ class RestartJob:
                 if str(args.get("selector", "")).strip()
                 else None
             )
-            for kind in kinds:
-                listed = cluster.get_json(f"/apis/apps/v1/namespaces/{namespace}/{RESOURCES[kind]}", query)
-                for item in sorted(listed.get("items") or [], key=lambda i: str(i["metadata"]["name"])):
-                    found.append((kind, namespace, str(item["metadata"]["name"])))
-            if not found:
-                raise UserError(f"no {'/'.join(kinds)} in namespace {namespace} matches: nothing to restart")
+            for namespace in namespaces:
+                before = len(found)
+                for kind in kinds:
+                    listed = cluster.get_json(
+                        f"/apis/apps/v1/namespaces/{namespace}/{RESOURCES[kind]}", query
+                    )
+                    for item in sorted(listed.get("items") or [], key=lambda i: str(i["metadata"]["name"])):
+                        found.append((kind, namespace, str(item["metadata"]["name"])))
+                if len(found) == before:
+                    raise UserError(
+                        f"no {'/'.join(kinds)} in namespace {namespace} matches: nothing to restart"
+                    )
         stamp = iso(now)
+        extra: dict[str, Any] = {"resolved": resolved} if resolved else {}
         return {
+            **extra,
             "started": stamp,
             "timeout": timeout.total_seconds(),
             "crashloop_after": crash.total_seconds(),
@@ -138,6 +196,9 @@ class RestartJob:
 
     def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
         lines = []
+        resolved = progress.get("resolved")
+        if resolved:
+            lines.append(f"namespaces from {resolved['from']}: {', '.join(resolved['namespaces'])}")
         for entry in progress["workloads"]:
             key = wkey(entry)
             try:

@@ -1,0 +1,159 @@
+"""Waivers and the ignore list on a report: what they accept moves to its own section, a waiver
+naming objects covers only those, an expired or pending waiver covers nothing, and the plan's
+check step passes only when every Required finding is fixed or accepted — naming what it relied on."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.core.actions import check
+from bot.core.actions.base import ActionCall, ActionContext, ActionRequest, ActionResult
+from bot.core.checks import service
+from bot.core.checks.findings import RECOMMENDED, REQUIRED, Cover, Finding, Report
+from bot.core.checks.waivers import apply_covers, severity_of, waiver_covers
+from bot.records import WaiverRow
+from tests.support.clock import FakeClock
+
+T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+HOOK = "MutatingWebhookConfiguration kube-system/pod-identity-webhook (last-applied-configuration)"
+CRON = "CronJob reporting/nightly-report (last-applied-configuration)"
+BY = "by U0PRIMARY and U0SHADOW until 2026-12-05 12:00 UTC"
+
+
+def api001() -> Finding:
+    return Finding(
+        id="API001", severity=REQUIRED, title="removed API", objects=(HOOK, CRON), why="w", fix="f"
+    )
+
+
+def pdb001() -> Finding:
+    return Finding(
+        id="PDB001",
+        severity=REQUIRED,
+        title="budget",
+        objects=("PodDisruptionBudget billing/ledger",),
+        why="w",
+        fix="f",
+    )
+
+
+def report(*findings: Finding) -> Report:
+    return Report(cluster="prod", target="1.25", findings=findings)
+
+
+def waiver(wid: int = 1, *, objects: tuple[str, ...] = (), state: str = "active", days: int = 7) -> WaiverRow:
+    return WaiverRow(
+        id=wid,
+        cluster="prod",
+        finding="API001",
+        objects=objects,
+        reason="vendor ships the fix in CHG-7",
+        required=True,
+        state=state,
+        requested_by="U0PRIMARY",
+        requested_at=T0,
+        expires_at=T0 + timedelta(days=days),
+        confirmed_by="U0SHADOW" if state == "active" else "",
+        confirmed_at=T0 if state == "active" else None,
+    )
+
+
+def test_a_waiver_naming_an_object_covers_that_object_and_the_finding_still_fails_for_the_others() -> None:
+    covers = waiver_covers([waiver(objects=("kube-system/pod-identity-webhook",))], T0)
+    out = apply_covers(report(api001()), covers)
+    assert [f.objects for f in out.findings] == [(CRON,)]
+    assert out.failed
+    (covered,) = out.covered
+    assert covered.finding.objects == (HOOK,)
+    assert covered.covers[0].by == ("U0PRIMARY", "U0SHADOW")
+
+
+def test_a_waiver_without_objects_covers_the_whole_finding_and_the_report_passes() -> None:
+    out = apply_covers(report(api001()), waiver_covers([waiver()], T0))
+    assert out.findings == ()
+    assert not out.failed
+    assert out.covered[0].finding.objects == (HOOK, CRON)
+
+
+def test_a_waiver_ends_at_its_for_on_the_injected_clock_and_a_pending_one_never_covers() -> None:
+    clock = FakeClock(T0)
+    rows = [waiver(days=1), waiver(2, state="pending", days=30)]
+    assert [c.label for c in waiver_covers(rows, clock())] == ["waiver 1"]
+    clock.advance(timedelta(days=1))
+    assert waiver_covers(rows, clock()) == []
+    assert apply_covers(report(api001()), waiver_covers(rows, clock())).failed
+
+
+def test_an_ignore_entry_matches_the_kind_and_name_as_findings_list_them() -> None:
+    ignore = Cover(
+        source="ignore",
+        label="checks.ignore[0]",
+        finding="API001",
+        objects=("MutatingWebhookConfiguration kube-system/pod-identity-webhook",),
+        reason="EKS manages it",
+    )
+    out = apply_covers(report(api001()), [ignore])
+    assert out.covered[0].finding.objects == (HOOK,)
+    assert apply_covers(report(api001()), [replace(ignore, finding="API002")]) == report(api001())
+
+
+def test_the_text_and_markdown_reports_list_accepted_findings_in_their_own_section() -> None:
+    out = apply_covers(
+        report(api001()), waiver_covers([waiver(objects=("kube-system/pod-identity-webhook",))], T0)
+    )
+    text = service.render_text(out)
+    assert "FAILED — 1 required, 0 recommended, 1 waived or ignored" in text
+    section = text.split("Waived or ignored (accepted; not counted):", 1)[1]
+    assert HOOK in section
+    assert CRON not in section
+    assert f"accepted: waiver 1 {BY}: vendor ships the fix in CHG-7" in section
+    assert "## Waived or ignored" in service.render_markdown(out)
+
+
+def _step(result_report: Report) -> ActionResult:
+    def unused(*_: Any) -> Any:
+        raise AssertionError("not used by the check action")
+
+    ctx = ActionContext(
+        take_snapshot=unused, compare_snapshots=unused, run_check=lambda _c, _t: result_report
+    )
+    return check.run(
+        ctx, ActionRequest(run_id="R1", cluster="prod", call=ActionCall(name="check", args={"to": "1.25"}))
+    )
+
+
+def test_the_check_step_passes_when_every_required_finding_is_accepted_and_its_line_names_what_it_relied_on() -> (
+    None
+):
+    res = Finding(
+        id="RES001", severity=RECOMMENDED, title="one replica", objects=("Deployment a/b",), why="w", fix="f"
+    )
+    ignore = Cover(
+        source="ignore",
+        label="checks.ignore[0]",
+        finding="PDB001",
+        objects=(),
+        reason="ledger is a singleton",
+    )
+    covers = [*waiver_covers([waiver(3)], T0), ignore]
+    result = _step(apply_covers(report(api001(), pdb001(), res), covers))
+    assert result.ok
+    assert result.detail == (
+        "pre-flight check for 1.25 passed: no Required findings left unaccepted, 1 Recommended; relied on "
+        f"waiver 3 (API001 {BY}: vendor ships the fix in CHG-7); checks.ignore[0] (PDB001: ledger is a singleton)"
+    )
+
+
+def test_the_check_step_still_fails_for_the_required_findings_nobody_accepted() -> None:
+    result = _step(apply_covers(report(api001(), pdb001()), waiver_covers([waiver(3)], T0)))
+    assert not result.ok
+    assert "FAILED: 1 Required (PDB001)" in result.detail
+    assert "relied on waiver 3 (API001" in result.detail
+
+
+def test_severity_comes_from_the_checks_and_unknown_ids_have_none() -> None:
+    assert severity_of("API001") == REQUIRED
+    assert severity_of("ISTIO001") == RECOMMENDED
+    assert severity_of("NOPE001") is None
