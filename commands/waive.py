@@ -20,6 +20,7 @@ the waiver's state makes durable and race-free (two confirmations at once: one w
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -45,16 +46,17 @@ VERBS = ("confirm", "revoke")
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
-    """Accept a finding for a while: `/upgrade waive FINDING [OBJECT…] --for 14d --reason "…"`.
+    """Accept a finding (or some of its objects) for a while, with a reason on record.
 
-    `/upgrade waive API001 kube-system/pod-identity-webhook --for 14d --reason "vendor ships the
-    fix in CHG-7"` · without objects the whole finding is waived. A Required finding's waiver waits
-    for a second person (the primary and the shadow together): `/upgrade waive confirm ID`.
+    Without objects the whole finding is waived. A Required finding's waiver waits for a second
+    person (the primary and the shadow together): `/upgrade waive confirm ID`.
     `/upgrade waive revoke ID` ends one. `/upgrade waivers` lists them.
+
+    Example: `/upgrade waive API001 kube-system/pod-identity-webhook --for 14d --reason "vendor fix in CHG-7"`
     """
     verb = args.finding.lower()
     if verb in VERBS:
-        if len(args.objects) != 1 or not args.objects[0].isdigit():
+        if len(args.objects) != 1 or not re.fullmatch(r"[0-9]{1,9}", args.objects[0]):
             raise UserError(f"`/upgrade waive {verb} ID`: name one waiver by its number (`/upgrade waivers`)")
         waiver = _existing(ctx, int(args.objects[0]))
         return _confirm(ctx, waiver) if verb == "confirm" else _revoke(ctx, waiver)

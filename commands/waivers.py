@@ -11,7 +11,10 @@ from bot.records import WaiverRow
 
 def run(ctx: CommandContext, args: Args) -> Reply:
     """List the waivers: active and pending ones (`--all`: expired and revoked too), with who, why
-    and until when, and the configuration's `checks.ignore` entries (permanent)."""
+    and until when, and the configuration's `checks.ignore` entries (permanent).
+
+    Example: `/upgrade waivers --all`
+    """
     now = ctx.clock()
     rows = ctx.store.waivers()
     shown = [

@@ -165,7 +165,7 @@ def test_the_plan_check_step_passes_when_every_required_finding_is_waived_and_na
     ask(services, "waive revoke 3")
     again = check_action.run(ctx, request)
     assert not again.ok
-    assert "FAILED: 1 Required (SKEW004)" in again.detail
+    assert "FAILED: 1 Required — SKEW004 (Node " in again.detail
 
 
 def test_the_terminal_twin_waives_through_the_same_registry(config: Path) -> None:

@@ -141,7 +141,7 @@ def test_the_check_step_passes_when_every_required_finding_is_accepted_and_its_l
     result = _step(apply_covers(report(api001(), pdb001(), res), covers))
     assert result.ok
     assert result.detail == (
-        "pre-flight check for 1.25 passed: no Required findings left unaccepted, 1 Recommended; relied on "
+        "pre-flight check for 1.25 passed: no Required findings left unaccepted, 1 Recommended — the full report is attached; relied on "
         f"waiver 3 (API001 {BY}: vendor ships the fix in CHG-7); checks.ignore[0] (PDB001: ledger is a singleton)"
     )
 
@@ -149,7 +149,7 @@ def test_the_check_step_passes_when_every_required_finding_is_accepted_and_its_l
 def test_the_check_step_still_fails_for_the_required_findings_nobody_accepted() -> None:
     result = _step(apply_covers(report(api001(), pdb001()), waiver_covers([waiver(3)], T0)))
     assert not result.ok
-    assert "FAILED: 1 Required (PDB001)" in result.detail
+    assert "FAILED: 1 Required — PDB001 (PodDisruptionBudget billing/ledger); 0 Recommended" in result.detail
     assert "relied on waiver 3 (API001" in result.detail
 
 
