@@ -193,8 +193,10 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
         if kind and ref.claimed_at is not None:
             workload = parts[parts.index(kind) + 1] if parts.index(kind) + 1 < len(parts) else ""
             episodes.append(PodEpisode(at=ref.claimed_at, kind=kind, workload=workload))
-        elif key.split(":")[-3:-2] == ["rule"] or ":rule:" in f":{key}:":
-            rule = key[key.index("rule:") :].split(":")
+        elif ":rule:" in f":{key}":
+            # A known issue a job or a watch posted: `…rule:<id>:<workload>:<episode>`.
+            rule = f":{key}".split(":rule:", 1)[1].split(":")
+            rule = ["rule", *rule]
             if len(rule) > 2:
                 findings.append(f"known issue {rule[1]} on {rule[2]}")
     notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note)

@@ -91,6 +91,8 @@ def test_the_markdown_carries_a_mermaid_gantt_of_every_step(store: Store) -> Non
     assert "failed :crit, checks-1, " in section
     assert "waiting for people (skipped) :checks-2, " in section
     assert "| checks | skipped |" in md
+    assert "- known issue KI006 on payments/api\n" in md
+    assert "(crashloop)" in md.split("## Unhealthy pods", 1)[1].split("##", 1)[0]
     body = json.loads(render(report, "json"))
     assert body["run_id"] == run_id
     assert {n["group"] for n in body["nodes"]} == set(GROUPS)

@@ -4,9 +4,9 @@
 step's gate opened, approved (by the roster, after a wait), run and finished, with the audit rows
 the run service writes (`bot.core.runs.service`), the approvals, and a drain job per node group
 whose progress has the per-node times the drain job stores (`bot.core.jobs.drain`). `checks` fails
-and is skipped after a review; one node per group has a blocked eviction; one workload posts a
-CrashLoopBackOff episode in the thread. The numbers of nodes are the caller's (150 for the
-benchmark), so the report can be measured and looked at without a cluster.
+and is skipped after a review; one node per group has a blocked eviction; a watch posts a
+CrashLoopBackOff episode and a drain a known issue (KI006) in the thread. The numbers of nodes are
+the caller's (150 for the benchmark), so the report can be measured and looked at without a cluster.
 """
 
 from __future__ import annotations
@@ -94,7 +94,10 @@ def stored_run(
     store.commit_run(
         run_id=run_id, expected_version=1, state="completed", roster=ROSTER, reason="", updated_at=t,
         new_approvals=approvals,
-        outbox=[("watch:1:crashloop:payments/payments-worker:1", json.dumps({"text": "payments-worker entered CrashLoopBackOff"}))],
+        outbox=[
+            ("watch:1:crashloop:payments/payments-worker:1", json.dumps({"text": "payments-worker entered CrashLoopBackOff"})),
+            ("job:3:rule:KI006:payments/api:1", json.dumps({"text": "Known issue KI006"})),
+        ],
     )  # fmt: skip
     for job in jobs:
         store.create_job(job)
