@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,7 +45,23 @@ LIBRARY_HOMES = {
     "prometheus_client": ("bot.frontdoor.metrics",),
     # The terminal's progress display.
     "rich": ("bot.frontdoor.cli",),
+    # The run report's pictures (issue 31), imported inside its functions (see the test below).
+    "matplotlib": ("bot.adapters.charts",),
 }
+
+
+def test_matplotlib_is_imported_only_when_a_picture_is_drawn() -> None:
+    """Ordinary commands do not pay matplotlib's import time: loading the bot, every subcommand,
+    the report and the charts module itself leaves it out of `sys.modules`."""
+    code = (
+        "import sys, bot.frontdoor.cli, bot.frontdoor.wiring, commands, bot.core.report, bot.adapters.charts\n"
+        "commands.build_registry()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
 
 
 @pytest.mark.parametrize("library", sorted(LIBRARY_HOMES))

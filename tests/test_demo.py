@@ -14,9 +14,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
-def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(tmp_path: Path) -> None:
+def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "UPGRADE_BOT_"))}
     env["TMPDIR"] = str(tmp_path)
+    state = tmp_path_factory.mktemp("state")
+    env["XDG_STATE_HOME"] = str(state)
     result = subprocess.run(
         [str(ROOT / "scripts" / "demo")], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
     )
@@ -51,6 +55,15 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(tmp
     assert "• *#2* `post` sim · " in out
     assert "• *#1* `pre` sim · " in out
     assert "Traceback" not in out + result.stderr
+    # It ends with the rehearsal's report: the picture (five node-group lanes and the step Gantt,
+    # tests/frontdoor/test_rehearse.py), with the HTML and the Markdown beside it.
+    picture = re.search(r"report \(HTML and Markdown beside it\): (\S+\.png)$", out.rstrip())
+    assert picture, out[-500:]
+    path = Path(picture.group(1))
+    assert path.parent == state / "upgrade-bot" / "demo-report"
+    assert path.read_bytes().startswith(b"\x89PNG")
+    assert path.with_suffix(".html").is_file()
+    assert path.with_suffix(".md").is_file()
     # The sim it started is gone, and so is its temp dir.
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", int(url.group(1))), timeout=5).close()

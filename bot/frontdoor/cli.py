@@ -10,6 +10,7 @@
     upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
     upgrade-bot inbox list|retry ID|drop ID              requests set aside as dead letters
+    upgrade-bot report RUN [-o html|md|json|png] [--out FILE]   a run's report (timeline picture)
 
 Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
 names the key or line; no traceback is printed for an error the user can fix. The exit statuses are
@@ -179,6 +180,15 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--cluster", help="a configured cluster (default: the only one)")
     _kube_flags(diff)
 
+    report = sub.add_parser(
+        "report", parents=[common], help="a run's report: the timeline picture, HTML, Markdown or JSON"
+    )
+    report.add_argument("run", metavar="RUN", help="a run id (see `exec status`)")
+    _formats(report, ["html", "md", "json", "png"], "html")
+    report.add_argument(
+        "--out", metavar="FILE", help="write here (default: standard output; a PNG goes to run-RUN.png)"
+    )
+
     templates = sub.add_parser("templates", help="announcement templates: `templates check [DIR]`")
     templates_sub = templates.add_subparsers(dest="templates_command", required=True, metavar="ACTION")
     tcheck = templates_sub.add_parser(
@@ -216,6 +226,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     rehearse.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
     rehearse.add_argument("--seed", type=int, default=1)
+    rehearse.add_argument(
+        "--report", metavar="DIR", help="write the run's report (PNG, HTML, Markdown) into DIR at the end"
+    )
     rehearse.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
     plan = sub.add_parser("plan", help="upgrade plans: `plan validate FILE`")
@@ -371,6 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _inbox(settings, args)
         if args.command == "plan":
             return _plan_draft(settings, args)
+        if args.command == "report":
+            return _report(settings, args)
     except StoreUnreachable as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_FAILED
@@ -439,6 +454,7 @@ def _rehearse(args: argparse.Namespace) -> int:
                 # a pod's age pass as fast as the simulated upgrade does.
                 clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
                 ignores=ignores,
+                report_dir=Path(args.report) if args.report else None,
             )
         except PlanInvalid as exc:
             print(exc.user_message, file=sys.stderr)
@@ -862,6 +878,24 @@ def _inbox(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         store.close()
+
+
+def _report(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.adapters.store import Store
+    from bot.core.report import build_report, render
+
+    store = Store.open(settings.database_url)
+    try:
+        body = render(build_report(store, args.run, now=datetime.now(UTC)), args.output)
+    finally:
+        store.close()
+    out = args.out or (f"run-{args.run}.png" if args.output == "png" else None)
+    if out:
+        Path(out).write_bytes(body)
+        print(f"wrote the {args.output} report of run {args.run} to {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(body.decode())
+    return EXIT_OK
 
 
 def _audit_export(settings: Settings, args: argparse.Namespace) -> int:

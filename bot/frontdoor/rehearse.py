@@ -223,10 +223,12 @@ def rehearse(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     interactive: bool = False,
     ignores: Sequence[Cover] = (),
+    report_dir: Path | None = None,
 ) -> int:
     """Run the plan to its end; the exit status is `exit_status`'s. `ignores` is the team's
     `checks.ignore` (from `--config`): the plan's check steps accept what it accepts, as they
-    would on the day."""
+    would on the day. With `report_dir`, the run's report (bot.core.report: PNG, HTML,
+    Markdown) is written there and its path printed."""
     if interactive and auto_approve:
         raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
     plan, text = load_plan_file(plan_name)
@@ -341,11 +343,28 @@ def rehearse(
             run = _decide(service, run, cur, auto_approve=auto_approve, ask=ask, out=out)
         out.write(_framed(poster.card))
         out.write(f"rehearsal of {plan.name}: run {run.id} {run.state}\n")
+        if report_dir is not None:
+            for path in write_report(store, run.id, report_dir, now=clock()):
+                out.write(f"report: {path}\n")
         return exit_status(run)
     finally:
         job_runner.shutdown()
         watch_runner.shutdown()
         store.close()
+
+
+def write_report(store: Store, run_id: str, directory: Path, *, now: datetime) -> list[Path]:
+    """The run's report as `run-RUN.png`, `.html` and `.md` in `directory`; the paths, picture first."""
+    from bot.core.report import build_report, render
+
+    report = build_report(store, run_id, now=now)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in ("png", "html", "md"):
+        path = directory / f"run-{run_id}.{fmt}"
+        path.write_bytes(render(report, fmt))
+        paths.append(path)
+    return paths
 
 
 def exit_status(run: R.Run) -> int:

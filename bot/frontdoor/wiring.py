@@ -30,7 +30,7 @@ from bot.core.jobs.service import AFTER_ABORT, JobService
 from bot.core.people import Directory, StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
-from bot.core.runs.cards import RunCards
+from bot.core.runs.cards import FileUploader, RunCards
 from bot.core.runs.dryrun import GateDryRuns
 from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
@@ -98,6 +98,7 @@ def build_services(
     edits: CoalescingPoster | None = None
     slack_stats = SlackStats()
     fetch_file = None
+    uploader: FileUploader | None = None
     if with_slack and settings.secrets.bot_token:
         from bot.adapters.slack import SlackDirectory, SlackGateway, make_web_client
         from bot.adapters.slack_budget import BudgetConfig, SlackBudget
@@ -124,6 +125,7 @@ def build_services(
         directory = SlackDirectory(web_client)
         gateway = SlackGateway(budgeted, budget=budget)
         fetch_file = gateway.download_file
+        uploader = gateway
         # Card edits: at most one per card per interval, the last state always delivered.
         edits = CoalescingPoster(
             gateway, interval=settings.slack_edit_interval.total_seconds(), clock=time.monotonic
@@ -156,6 +158,8 @@ def build_services(
                 connect=lambda name: connect(snapshots.pick_cluster(settings.clusters, name)),
                 clock=clock,
             ),
+            # The run's report goes into its thread when it ends (Slack's file upload).
+            files=uploader,
         )
     watches = WatchService(
         store=store,

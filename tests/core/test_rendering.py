@@ -219,6 +219,22 @@ SAMPLES: dict[str, dict[str, Any]] = {
             ],
         },
     },
+    "report": {
+        "r": {
+            "run_id": "R1A2B3C",
+            "plan": "eks-nodegroups",
+            "cluster": "prod",
+            "current_version": "1.24.17",
+            "target_version": "1.25.16",
+            "outcome": "completed: 21 of 25 steps succeeded (4 skipped)",
+            "started_at": NOW,
+            "ended_at": NOW,
+            "findings": ["restart-istio-data-plane: restart failed"],
+        },
+        "waiting": "41m10s",
+        "working": "5h02m",
+        "slowest": [{"name": "ip-10-0-2-7", "group": "ng-shared", "took": "14m03s"}],
+    },
 }
 
 

@@ -123,6 +123,30 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
     assert out.rstrip().endswith("completed")
 
 
+def test_the_rehearsal_writes_the_runs_report(tmp_path: Path) -> None:
+    """`--report DIR` (issue 31): the picture, the HTML and the Markdown of the rehearsed run."""
+    result = rehearse("eks-nodegroups", "--auto-approve", "--report", str(tmp_path / "report"))
+    assert result.returncode == 3, result.stderr[-3000:]
+    out = result.stdout
+    run_id = re.search(r"^rehearsal of eks-nodegroups: run (\S+) completed$", out, re.MULTILINE)
+    assert run_id, out[-500:]
+    paths = [tmp_path / "report" / f"run-{run_id.group(1)}.{ext}" for ext in ("png", "html", "md")]
+    assert out.rstrip().endswith("\n".join(f"report: {p}" for p in paths))
+    assert paths[0].read_bytes().startswith(b"\x89PNG")
+    md = paths[2].read_text()
+    # The step Gantt: every step of the runbook, and the failed and skipped ones as such.
+    gantt = md.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert gantt.count("    section ") == 25
+    assert "| restart-istio-data-plane | skipped |" in md
+    # The node timeline: five node groups, every drained node with its times from the drain job.
+    for group, count in (("control-plane", 2), ("istio", 2), ("ng-shared", 3), ("others", 2), ("logging", 2)):
+        assert f"### {group} ({count} nodes)" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ip-")]
+    assert len(rows) == 11
+    assert all(line.count(" UTC |") == 3 and line.endswith(" UTC |") for line in rows), rows
+    assert "Approved**: U0COORD: " in md
+
+
 def test_an_interactive_rehearsal_asks_and_can_stop() -> None:
     result = rehearse("eks-nodegroups", stdin="U0SHADOW\nabort\n")
     assert result.returncode == 1, result.stderr[-3000:]

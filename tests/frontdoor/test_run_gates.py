@@ -232,6 +232,23 @@ def test_destructive_steps_commands_and_handoff(bot: Bot) -> None:
     assert "not in it" in stranger
     kinds = [e.subcommand for e in bot.services.store.audit_entries(run_id=run_id)]
     assert {"handoff", "run_paused", "run_resumed", "step_skipped", "run_completed"} <= set(kinds)
+    # The run ended: its report went into its thread (issue 31) — the timeline picture with a
+    # summary, the HTML and the Markdown — once, however often the run is published again.
+    card = bot.services.store.messages(run_id)["card"]
+    reported = bot.stub.wait_for(lambda: len(bot.stub.calls_to("files.completeUploadExternal")) >= 3 or None)
+    assert reported
+    uploaded = bot.stub.calls_to("files.completeUploadExternal")
+    assert [c.params.get("thread_ts") for c in uploaded] == [card.ts] * 3
+    titles = [json.loads(c.params["files"])[0]["title"] for c in uploaded]
+    assert titles == [f"Run {run_id}: timeline", f"Run {run_id}: report", f"Run {run_id}: report (Markdown)"]
+    assert f"*Report of run `{run_id}`* (drill on prod, 1.24 → 1.25): completed: 1 of 2 steps" in str(
+        uploaded[0].params.get("initial_comment")
+    )
+    pictures = [body for body in bot.stub.uploads.values() if body.startswith(b"\x89PNG")]
+    assert len(pictures) == 1
+    assert bot.services.runs.cards is not None
+    bot.services.runs.cards.publish(bot.services.runs.load(run_id))
+    assert len(bot.stub.calls_to("files.completeUploadExternal")) == 3
     # The run's whole trail, as files.
     uploads = len(bot.stub.uploads)
     bot.command(f"audit {run_id}", user=PRIMARY)

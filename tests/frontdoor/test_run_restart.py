@@ -129,13 +129,19 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
     # restart finds it claimed and does not post again).
     store = bot.store()
     store_refs = store.messages(bot.run().id)
-    keys = [k for k in store_refs if not k.endswith(":retired")]
+    # (The report's key is an upload into the thread, not a message: checked below.)
+    keys = [k for k in store_refs if not k.endswith(":retired") and k != "report"]
     store.close()
     card_ts = bot.stub.calls_to("chat.postMessage")[posts.index(cards[0])].response["ts"]
     run_posts = [p for p in posts if p.get("thread_ts") == card_ts or p is cards[0]]
     unposted = {k: v for k, v in store_refs.items() if not v.ts}
     assert unposted == {}
     assert len(run_posts) == len(keys) == len(set(keys))
+    # The run ended: its report went into the thread once (picture, HTML, Markdown), restarts
+    # and all — its key claimed before the upload, like every post.
+    assert store_refs["report"].ts == "uploaded"
+    uploads = [c.params for c in bot.stub.calls_to("files.completeUploadExternal")]
+    assert [u.get("thread_ts") for u in uploads] == [card_ts] * 3
     # Every approval is in the database, once.
     approvals = [(a.step_id, a.phase, a.user_id) for a in bot.run().approvals]
     assert len(approvals) == len(set(approvals))

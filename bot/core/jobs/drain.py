@@ -37,6 +37,9 @@ Progress (JSON; pods are kept only for the node being drained, a finished node k
         "was": false,                                # unschedulable when planned
         "state": "pending|cordoned|draining|done|skipped",
         "started": "2026-11-24T07:00:00Z",           # draining started (or the timer restarted)
+        # For the run report (bot.core.report), set once each: when the job saw the node cordoned,
+        # began draining it, first saw an eviction blocked, and finished it (drained or skipped).
+        "cordoned_at": ISO, "began": ISO, "blocked_at": ISO | None, "ended": ISO,
         "round": 1,                                  # timeout rounds (the Choice's key)
         "choice": null | "drain-timeout:n1:1",       # the open question
         "skipped": {"daemonset": 1, "mirror": 0},    # pods left on the node by design
@@ -398,6 +401,7 @@ class _Run:
                         key=f"drain-node-gone:{name}", text=f"node {name} no longer exists: nothing to drain"
                     )
                 )
+                node["ended"] = iso(self.now)
                 continue
             trail = self.p.get(tr.TRAIL)
             if not unschedulable(live):
@@ -414,12 +418,14 @@ class _Run:
                 )  # fmt: skip
                 self.posts.append(Post(key=f"drain-cordoned:{name}", text=f"node {name} cordoned"))
             node["state"] = "cordoned"
+            node.setdefault("cordoned_at", iso(self.now))
 
     def start(self, name: str) -> None:
         """List the node's pods: the pods to evict get their intent now, the writes come next tick."""
         node = self.p["nodes"][name]
         node["state"] = "draining"
         node["started"] = iso(self.now)
+        node.setdefault("began", node["started"])
         node["round"] = 1
         self.observe(name, self.cluster.node_pods(name))
         self.promote(node)
@@ -569,6 +575,7 @@ class _Run:
                 entry["state"] = "gone"
                 entry["by"] = ""
             elif isinstance(outcome, EvictionBlocked):
+                node.setdefault("blocked_at", iso(self.now))
                 entry["state"] = "blocked"
                 entry["next"] = iso(self.now + PDB_RETRY)
                 self.blocked(name, key, live[key], pdb_cache)
@@ -757,6 +764,7 @@ class _Run:
         node["counts"] = counts
         node["pods"] = {}
         node["state"] = "done"
+        node["ended"] = iso(self.now)
         node["choice"] = None
         skipped = node["skipped"]
         text = f"node {name} drained: {counts['evicted']} pod(s) evicted"
@@ -820,6 +828,7 @@ class _Run:
             text = f"node {name}: {who} chose to delete the remaining pods instead of evicting them"
         elif decision.option == SKIP.id:
             node["state"] = "skipped"
+            node["ended"] = iso(self.now)
             node["pods"] = {}
             text = f"node {name}: {who} chose to skip it; it stays cordoned"
         else:

@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.core.delivery import Deliveries, thread_root
@@ -178,6 +178,29 @@ def file_body(attachment: FileAttachment) -> str:
     )
 
 
+class FileUploader(Protocol):
+    """Uploads a file into a channel or a thread (bot.adapters.slack.SlackGateway.upload_file)."""
+
+    def upload_file(
+        self,
+        channel: str,
+        filename: str,
+        content: bytes,
+        *,
+        title: str = "",
+        thread_ts: str | None = None,
+        comment: str | None = None,
+    ) -> str: ...
+
+
+#: The message key of a run's report in its thread: claimed once, so it is uploaded once.
+REPORT_KEY = "report"
+#: The `ts` recorded for the report's key once uploaded (a file share has no message of ours).
+REPORT_UPLOADED = "uploaded"
+#: The states in which a run has ended and its report goes into the thread.
+ENDED = (R.RunState.COMPLETED, R.RunState.ABORTED)
+
+
 class RunCards:
     """Publishes committed runs to Slack: one card per run, a thread of events, gate messages."""
 
@@ -189,8 +212,11 @@ class RunCards:
         clock: Callable[[], datetime],
         operations_channel: str | None = None,
         dry_runs: GateDryRuns | None = None,
+        files: FileUploader | None = None,
     ) -> None:
         self.deliveries = deliveries
+        #: Uploads the run's report into its thread when the run ends; None: no report posted.
+        self.files = files
         self.store = deliveries.store
         self.poster = deliveries.poster
         self.renderer = renderer
@@ -285,6 +311,8 @@ class RunCards:
         )
         for ref in owed:
             self.deliveries.post_outbox(ref, card.channel, thread_ts=thread)
+        if run.state in ENDED and self.files is not None and REPORT_KEY not in refs:
+            self._post_report(run, card.channel, thread)
         # Gate messages: retire the buttons of gates that closed, post the open one.
         for sr in run.steps:
             for key, ref in refs.items():
@@ -307,6 +335,33 @@ class RunCards:
                 self._gate_context(run, cur, dry_run),
                 thread_ts=thread,
             )
+
+    def _post_report(self, run: R.Run, channel: str, thread: str) -> None:
+        """The run ended: its timeline picture into the thread, the HTML and Markdown beside it —
+        once (the key is claimed first; a claim a dead process left is settled and tried again)."""
+        from bot.core import report as rp
+
+        assert self.files is not None
+        if not self.store.claim_message(
+            run_id=run.id,
+            key=REPORT_KEY,
+            channel=channel,
+            thread_ts=thread,
+            at=self.clock(),
+            owner=self.deliveries.owner,
+        ):
+            return
+        try:
+            built = rp.build_report(self.store, run.id, now=self.clock())
+            comment = self.renderer.render("report", rp.reply_context(built)).text
+            for i, (name, body, title, _filetype) in enumerate(rp.attachments(built)):
+                self.files.upload_file(
+                    channel, name, body, title=title, thread_ts=thread, comment=comment if i == 0 else None
+                )
+        except BaseException:
+            self.store.release_message(run_id=run.id, key=REPORT_KEY)
+            raise
+        self.store.record_message(run_id=run.id, key=REPORT_KEY, channel=channel, ts=REPORT_UPLOADED)
 
     @staticmethod
     def _gate_key(run: R.Run, sr: R.StepRun) -> str:

@@ -1,0 +1,282 @@
+"""The run report's pictures (issue 31), drawn with matplotlib — this module is its one home.
+
+matplotlib is imported inside the functions (Agg backend, no display), so commands that draw
+nothing do not pay its import time. The report (`bot.core.report.Report`) is read by attribute
+only: this adapter does not import the core.
+
+- `timeline_png`: the picture posted in a run's thread — the step Gantt on top (waiting for people
+  amber, working blue, failed red, skipped grey; gate openings and approvals marked) and below it
+  one lane per node group, each node of the group a thin bar inside the lane (cordoned grey,
+  draining blue, skipped hatched; a red × where an eviction was first blocked).
+- `html_charts`: the HTML report's charts — the same step Gantt, a node timeline with one lane per
+  node (grouped by node group; a group of more than `COLLAPSE_OVER` nodes collapses into one lane
+  when the run has more than `MAX_NODE_LANES` nodes), and the unhealthy-pod episodes.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+#: One lane per node up to this many nodes in a run; beyond it, large groups collapse.
+MAX_NODE_LANES = 40
+#: A group with more nodes than this collapses into one lane (when the run has many nodes).
+COLLAPSE_OVER = 8
+
+WAITING = "#f2b134"
+WORKING = "#2f6fcf"
+FAILED = "#d0352f"
+SKIPPED = "#9a9a9a"
+CORDONED = "#c5ced9"
+DRAINING = "#2f6fcf"
+APPROVAL = "#1b1b1b"
+BLOCKED = "#d0352f"
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _num(value: datetime) -> float:
+    import matplotlib.dates as mdates
+
+    return float(mdates.date2num(value))  # type: ignore[no-untyped-call]
+
+
+def _png(fig: Any) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", facecolor="white")
+    _pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def _time_axis(ax: Any) -> None:
+    import matplotlib.dates as mdates
+
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz="UTC"))  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(mdates.AutoDateLocator(maxticks=12))  # type: ignore[no-untyped-call]
+    ax.grid(axis="x", color="#e4e4e4", linewidth=0.8)
+    ax.set_axisbelow(True)
+    ax.set_xlabel("time (UTC)")
+
+
+def _end_of(report: Any) -> datetime:
+    return report.ended_at  # type: ignore[no-any-return]
+
+
+def _steps(ax: Any, report: Any) -> None:
+    from matplotlib.patches import Patch
+
+    steps = list(report.steps)
+    end = _end_of(report)
+    for y, bar in enumerate(steps):
+        for kind, start, stop in bar.segments:
+            left = _num(start)
+            width = max(_num(stop or end) - left, 1e-5)
+            if kind == "wait":
+                ax.barh(y, width, left=left, height=0.6, color=WAITING)
+            else:
+                skipped = bar.state == "skipped" and kind == "work"
+                colour = FAILED if kind == "failed" else (SKIPPED if skipped else WORKING)
+                ax.barh(y, width, left=left, height=0.6, color=colour, hatch="//" if skipped else None)
+        if bar.state == "skipped" and bar.finished_at is not None:
+            ax.plot([_num(bar.finished_at)], [y], marker=">", color=SKIPPED, markersize=7)
+        for kind, start, _stop in bar.segments:
+            if kind == "wait":
+                ax.plot([_num(start)], [y], marker="|", color=APPROVAL, markersize=14)
+        for at, _who, _phase, decision in bar.approvals:
+            ax.plot(
+                [_num(at)],
+                [y - 0.38],
+                marker="v",
+                color=APPROVAL if decision == "approve" else FAILED,
+                markersize=6,
+            )
+    ax.set_yticks(range(len(steps)))
+    ax.set_yticklabels([_short(f"{b.step_id} ({b.state})", 44) for b in steps], fontsize=9)
+    ax.set_ylim(len(steps) - 0.4, -0.8)
+    ax.set_title(f"Steps of run {report.run_id} — {report.outcome}", loc="left", fontsize=11)
+    ax.legend(
+        handles=[
+            Patch(color=WAITING, label="waiting for people"),
+            Patch(color=WORKING, label="working"),
+            Patch(color=FAILED, label="failed"),
+            Patch(facecolor=SKIPPED, hatch="//", label="skipped"),
+            _marker("|", APPROVAL, "people asked"),
+            _marker("v", APPROVAL, "approval"),
+        ],
+        loc="upper left",
+        bbox_to_anchor=(1.005, 1.0),
+        fontsize=8,
+        framealpha=0.9,
+    )
+    _time_axis(ax)
+
+
+def _marker(shape: str, colour: str, label: str) -> Any:
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], marker=shape, color=colour, linestyle="None", markersize=8, label=label)
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _node_bar(ax: Any, node: Any, y: float, height: float, end: datetime) -> None:
+    start = node.cordoned_at or node.began
+    if start is None:
+        return
+    stop = node.ended or end
+    began = node.began or stop
+    ax.barh(y, max(_num(began) - _num(start), 1e-6), left=_num(start), height=height, color=CORDONED)
+    if node.began is not None:
+        ax.barh(
+            y,
+            max(_num(stop) - _num(began), 1e-6),
+            left=_num(began),
+            height=height,
+            color=SKIPPED if node.state == "skipped" else DRAINING,
+            hatch="//" if node.state == "skipped" else None,
+        )
+    if node.blocked_at is not None:
+        ax.plot([_num(node.blocked_at)], [y], marker="x", color=BLOCKED, markersize=6, mew=1.6)
+
+
+def _node_legend(ax: Any) -> None:
+    from matplotlib.patches import Patch
+
+    ax.legend(
+        handles=[
+            Patch(color=CORDONED, label="cordoned, waiting to drain"),
+            Patch(color=DRAINING, label="draining"),
+            Patch(facecolor=SKIPPED, hatch="//", label="skipped"),
+            _marker("x", BLOCKED, "eviction blocked"),
+        ],
+        loc="upper left",
+        bbox_to_anchor=(1.005, 1.0),
+        fontsize=8,
+        framealpha=0.9,
+    )
+
+
+def _groups(ax: Any, report: Any) -> None:
+    """One lane per node group, each node a thin bar inside it."""
+    groups = list(report.groups)
+    end = _end_of(report)
+    for y, group in enumerate(groups):
+        lanes = [n for n in report.nodes if n.group == group]
+        height = 0.8 / max(len(lanes), 1)
+        for i, node in enumerate(lanes):
+            _node_bar(ax, node, y - 0.4 + height * (i + 0.5), height * 0.85, end)
+    ax.set_yticks(range(len(groups)))
+    counts = {g: sum(1 for n in report.nodes if n.group == g) for g in groups}
+    ax.set_yticklabels([f"{_short(g, 32)} ({counts[g]} nodes)" for g in groups], fontsize=9)
+    ax.set_ylim(len(groups) - 0.5, -0.6)
+    ax.set_title("Node groups: each node cordoned → drained", loc="left", fontsize=11)
+    _node_legend(ax)
+    _time_axis(ax)
+
+
+def _nodes(ax: Any, report: Any) -> int:
+    """One lane per node, grouped; large groups collapse into a band three lanes high when the
+    run has many nodes (each node a thin bar in it). The number of lane heights drawn."""
+    end = _end_of(report)
+    many = len(report.nodes) > MAX_NODE_LANES
+    ticks: list[float] = []
+    labels: list[str] = []
+    y = 0
+    for group in report.groups:
+        lanes = [n for n in report.nodes if n.group == group]
+        if many and len(lanes) > COLLAPSE_OVER:
+            height = 2.6 / len(lanes)
+            for i, node in enumerate(lanes):
+                _node_bar(ax, node, y - 0.3 + height * (i + 0.5), height * 0.85, end)
+            ticks.append(y + 1)
+            labels.append(f"{_short(group, 28)}: {len(lanes)} nodes")
+            y += 3
+        else:
+            for node in lanes:
+                _node_bar(ax, node, y, 0.6, end)
+                ticks.append(y)
+                labels.append(f"{_short(group, 20)} / {_short(node.name, 28)}")
+                y += 1
+        ax.axhline(y - 0.5, color="#bbbbbb", linewidth=0.8)
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_ylim(y - 0.5, -0.6)
+    ax.set_title("Nodes by node group: cordoned → drained", loc="left", fontsize=11)
+    _node_legend(ax)
+    _time_axis(ax)
+    return y
+
+
+def _episodes(ax: Any, report: Any) -> None:
+    workloads = list(dict.fromkeys(e.workload for e in report.episodes))
+    colours = {"crashloop": FAILED, "imagepull": "#8e44ad", "error": "#e67e22", "init": WAITING}
+    for e in report.episodes:
+        ax.plot([_num(e.at)], [workloads.index(e.workload)], marker="o", color=colours.get(e.kind, FAILED))
+        ax.annotate(e.kind, (_num(e.at), workloads.index(e.workload)), xytext=(6, -3),
+                    textcoords="offset points", fontsize=8)  # fmt: skip
+    ax.set_yticks(range(len(workloads)))
+    ax.set_yticklabels([_short(w, 40) for w in workloads], fontsize=8)
+    ax.set_ylim(len(workloads) - 0.5, -0.5)
+    ax.set_xlim(_num(report.started_at), _num(report.ended_at))
+    ax.set_title("Workloads that went unhealthy (as the watches posted them)", loc="left", fontsize=11)
+    _time_axis(ax)
+
+
+def timeline_png(report: Any) -> bytes:
+    """The run's picture: the step Gantt above one lane per node group."""
+    plt = _pyplot()
+    steps = len(report.steps)
+    groups = len(report.groups)
+    heights: Sequence[float] = [max(2.0, 0.32 * steps + 1.2)] + (
+        [max(1.6, 0.55 * groups + 1.0)] if groups else []
+    )
+    fig, axes = plt.subplots(
+        len(heights), 1, figsize=(13, sum(heights) + 0.6), height_ratios=heights, sharex=True, squeeze=False
+    )
+    _steps(axes[0][0], report)
+    if groups:
+        _groups(axes[1][0], report)
+        axes[0][0].set_xlabel("")
+    fig.suptitle(
+        f"{report.cluster}: {report.current_version} → {report.target_version} — run {report.run_id}",
+        x=0.01, ha="left", fontsize=13, fontweight="bold",
+    )  # fmt: skip
+    fig.tight_layout()
+    return _png(fig)
+
+
+def html_charts(report: Any) -> dict[str, bytes]:
+    """The HTML report's charts by name: steps, nodes (when a drain ran), pods (when posted)."""
+    plt = _pyplot()
+    charts: dict[str, bytes] = {}
+    fig, ax = plt.subplots(figsize=(12, max(2.2, 0.32 * len(report.steps) + 1.4)))
+    _steps(ax, report)
+    fig.tight_layout()
+    charts["steps"] = _png(fig)
+    if report.nodes:
+        many = len(report.nodes) > MAX_NODE_LANES
+        lanes = sum(
+            3 if many and n > COLLAPSE_OVER else n
+            for n in (sum(1 for x in report.nodes if x.group == g) for g in report.groups)
+        )
+        fig, ax = plt.subplots(figsize=(12, max(2.2, 0.24 * lanes + 1.4)))
+        _nodes(ax, report)
+        fig.tight_layout()
+        charts["nodes"] = _png(fig)
+    if report.episodes:
+        fig, ax = plt.subplots(figsize=(12, max(1.8, 0.3 * len({e.workload for e in report.episodes}) + 1.2)))
+        _episodes(ax, report)
+        fig.tight_layout()
+        charts["pods"] = _png(fig)
+    return charts

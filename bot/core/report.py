@@ -1,0 +1,472 @@
+"""The run report (issue 31): what happened in one run, told from stored data only.
+
+`build_report(store, run_id)` reads the run, its steps and approvals, its audit rows, its cluster
+jobs' stored progress (the drain jobs' per-node times) and its watches' thread posts, so a report
+can be rebuilt at any time. The picture is drawn by `bot.adapters.charts` (matplotlib, imported only
+when a picture is asked for); this module gives JSON, Markdown (with a Mermaid `gantt` of the
+steps) and one self-contained HTML file (the charts inline as base64 PNG).
+
+What the store does not keep is said in the report (`Report.gaps`), never guessed: the unhealthy
+pods are known as the episodes the watches posted (when a workload entered CrashLoopBackOff and so
+on), not as a count over time; a node's deletion is known only when a drain found it gone.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from markupsafe import Markup
+
+from bot.adapters.store import Store
+from bot.core.rendering import Renderer
+from bot.errors import UserError
+from bot.records import AuditEntry
+from bot.resources import BUILTIN_TEMPLATES
+
+#: The report's formats (`upgrade-bot report -o …`, `/upgrade report RUN`).
+FORMATS = ("html", "md", "json", "png")
+#: How many audit rows the report quotes (the whole trail is `/upgrade audit RUN`).
+AUDIT_EXCERPT = 40
+#: The watch milestones that are pods going unhealthy (bot.core.watches.milestones).
+POD_EPISODES = ("crashloop", "imagepull", "error", "init")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepBar:
+    """One step on the Gantt: waiting for people (opened → started), working (started → finished)."""
+
+    step_id: str
+    title: str
+    state: str
+    opened_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    note: str = ""
+    #: (time, who, phase, decision) of each approval or rejection.
+    approvals: tuple[tuple[datetime, str, str, str], ...] = ()
+    #: From the audit trail: (kind, start, end) with kind "wait" (a gate open, or a failure
+    #: waiting for people), "work" or "failed" (working that ended in a failure); `end` None
+    #: while still open.
+    segments: tuple[tuple[str, datetime, datetime | None], ...] = ()
+
+    def _total(self, kinds: tuple[str, ...]) -> float:
+        return sum(
+            ((end or start) - start).total_seconds() for kind, start, end in self.segments if kind in kinds
+        )
+
+    @property
+    def waiting(self) -> float:
+        return self._total(("wait",))
+
+    @property
+    def working(self) -> float:
+        return self._total(("work", "failed"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeLane:
+    """One node in a drain: cordoned → draining → drained (or skipped); blocked evictions marked."""
+
+    name: str
+    group: str
+    state: str
+    cordoned_at: datetime | None = None
+    began: datetime | None = None
+    blocked_at: datetime | None = None
+    ended: datetime | None = None
+    forced_by: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodEpisode:
+    """A workload going unhealthy, as a watch posted it (kind: crashloop, imagepull, error, init)."""
+
+    at: datetime
+    kind: str
+    workload: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    run_id: str
+    plan: str
+    cluster: str
+    state: str
+    outcome: str
+    current_version: str
+    target_version: str
+    window_start: datetime | None
+    window_end: datetime | None
+    timezone: str
+    started_at: datetime
+    ended_at: datetime
+    created_by: str
+    reason: str
+    roster: Mapping[str, tuple[str, ...]]
+    steps: tuple[StepBar, ...]
+    nodes: tuple[NodeLane, ...]
+    episodes: tuple[PodEpisode, ...]
+    findings: tuple[str, ...]
+    notes: tuple[str, ...]
+    audit: tuple[AuditEntry, ...]
+    gaps: tuple[str, ...] = field(default=())
+
+    @property
+    def groups(self) -> list[str]:
+        return list(dict.fromkeys(n.group for n in self.nodes))
+
+
+def _when(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> Report:
+    """The report of one run, from the store alone; UserError if there is no such run."""
+    from bot.core.runs.plans import parse_plan
+
+    rows = store.run_rows(run_id)
+    if rows is None:
+        raise UserError(f"no run `{run_id}` (see `/upgrade status`)")
+    run, steps, approvals = rows
+    plan_row = store.plan_by_id(run.plan_id)
+    plan = parse_plan(plan_row.text, source=plan_row.name) if plan_row is not None else None
+    titles = {s.id: s.title for s in plan.steps} if plan is not None else {}
+    audit = store.audit_entries(run_id=run_id)
+    segments = _segments(audit)
+    bars = []
+    for s in steps:
+        mine = tuple((a.at, a.user_id, a.phase, a.decision) for a in approvals if a.step_id == s.step_id)
+        bars.append(
+            StepBar(
+                step_id=s.step_id,
+                title=titles.get(s.step_id, s.step_id),
+                state=str(s.state),
+                opened_at=s.opened_at,
+                started_at=s.started_at,
+                finished_at=s.finished_at,
+                note=s.note,
+                approvals=mine,
+                segments=tuple(segments.get(s.step_id, ())),
+            )
+        )
+    jobs = store.jobs(states=("live", "interrupted", "done"), run_id=run_id, limit=1000)
+    lanes: list[NodeLane] = []
+    findings: list[str] = []
+    for job in jobs:
+        if job.detail and job.ok is False:
+            findings.append(f"{job.step_id}: {job.kind} failed: {job.detail}")
+        if job.kind != "drain" or not job.progress:
+            continue
+        args = json.loads(job.args or "{}")
+        progress = json.loads(job.progress)
+        group = str(args.get("nodegroup") or args.get("node") or job.step_id)
+        for name in progress.get("order", []):
+            node = progress["nodes"].get(name, {})
+            forced = node.get("forced") or {}
+            lanes.append(
+                NodeLane(
+                    name=name,
+                    group=group,
+                    state=str(node.get("state", "")),
+                    cordoned_at=_when(node.get("cordoned_at")),
+                    began=_when(node.get("began") or node.get("started")),
+                    blocked_at=_when(node.get("blocked_at")),
+                    ended=_when(node.get("ended")),
+                    forced_by=str(forced.get("by", "")),
+                )
+            )
+            if forced:
+                findings.append(f"{name}: pods deleted instead of evicted by {forced.get('by')}")
+            if node.get("state") == "skipped":
+                findings.append(f"{name}: skipped by people; it stays cordoned")
+    episodes = []
+    for key, ref in store.messages(run_id).items():
+        parts = key.split(":")
+        kind = next((p for p in parts if p in POD_EPISODES), "")
+        if kind and ref.claimed_at is not None:
+            workload = parts[parts.index(kind) + 1] if parts.index(kind) + 1 < len(parts) else ""
+            episodes.append(PodEpisode(at=ref.claimed_at, kind=kind, workload=workload))
+        elif ":rule:" in f":{key}":
+            # A known issue a job or a watch posted: `…rule:<id>:<workload>:<episode>`.
+            rule = f":{key}".split(":rule:", 1)[1].split(":")
+            rule = ["rule", *rule]
+            if len(rule) > 2:
+                findings.append(f"known issue {rule[1]} on {rule[2]}")
+    notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note)
+    for s in steps:
+        if str(s.state) == "failed":
+            findings.append(f"{s.step_id} failed" + (f": {s.note}" if s.note else ""))
+    times = [t for b in bars for t in (b.opened_at, b.started_at, b.finished_at) if t is not None]
+    times += [t for b in bars for _, start, stop in b.segments for t in (start, stop) if t is not None]
+    started = min([run.created_at, *times])
+    ended = max([run.updated_at, *times])
+    if now is not None and run.state in ("active", "paused"):
+        ended = max(ended, now)  # a run still going: its open bars reach the present
+    gaps = [
+        "Unhealthy pods over time: the watches store only their latest summary, so the report shows "
+        "when each workload went unhealthy (the episodes they posted), not a count over time."
+    ]
+    if lanes and not any(n.ended for n in lanes):
+        gaps.append("Drain end times are not in this run's stored progress (recorded since issue 31).")
+    if not lanes:
+        gaps.append("No drain job ran in this run: there is no node timeline.")
+    gaps.append("A node's deletion after its drain is not recorded by the bot (the cloud ends it).")
+    return Report(
+        run_id=run.id,
+        plan=run.plan_name,
+        cluster=run.cluster,
+        state=run.state,
+        outcome=_outcome(run.state, bars),
+        current_version=plan.current_version if plan else "",
+        target_version=plan.target_version if plan else "",
+        window_start=plan.window.start if plan else None,
+        window_end=plan.window.end if plan else None,
+        timezone=plan.window.timezone if plan else "UTC",
+        started_at=started,
+        ended_at=ended,
+        created_by=run.created_by,
+        reason=run.reason,
+        roster=run.roster,
+        steps=tuple(bars),
+        nodes=tuple(lanes),
+        episodes=tuple(sorted(episodes, key=lambda e: e.at)),
+        findings=tuple(dict.fromkeys(findings)),
+        notes=notes,
+        audit=tuple(audit[-AUDIT_EXCERPT:]),
+        gaps=tuple(gaps),
+    )
+
+
+#: Audit events (bot.core.runs.machine) that open a segment of a step's time, by the segment kind.
+_OPENS = {"gate_opened": "wait", "step_running": "work", "step_interrupted": "wait", "step_failed": "wait"}
+_CLOSES = frozenset({"step_running", "step_succeeded", "step_failed", "step_skipped", "step_interrupted"})
+
+
+def _segments(audit: Sequence[AuditEntry]) -> dict[str, list[tuple[str, datetime, datetime | None]]]:
+    """Each step's time as the run's audit rows tell it: waiting for people, working, failed."""
+    out: dict[str, list[tuple[str, datetime, datetime | None]]] = {}
+    open_: dict[str, tuple[str, datetime]] = {}
+    for entry in audit:
+        if entry.kind != "run" or not entry.arguments:
+            continue
+        step, event = entry.arguments, entry.subcommand
+        if event == "gate_opened" and entry.detail.startswith("done"):
+            continue  # a plain step's "done" confirmation: the people are working, not waiting
+        current = open_.get(step)
+        if current is not None and (event in _CLOSES or event == "gate_opened"):
+            kind = "failed" if event == "step_failed" and current[0] == "work" else current[0]
+            out.setdefault(step, []).append((kind, current[1], entry.at))
+            del open_[step]
+        if event in _OPENS and step not in open_:
+            open_[step] = (_OPENS[event], entry.at)
+    for step, (kind, start) in open_.items():
+        out.setdefault(step, []).append((kind, start, None))
+    return out
+
+
+def _outcome(state: str, bars: Sequence[StepBar]) -> str:
+    failed = sum(1 for b in bars if b.state == "failed")
+    skipped = sum(1 for b in bars if b.state == "skipped")
+    done = sum(1 for b in bars if b.state == "succeeded")
+    extra = ", ".join(
+        part
+        for part in (f"{failed} failed" if failed else "", f"{skipped} skipped" if skipped else "")
+        if part
+    )
+    return f"{state}: {done} of {len(bars)} steps succeeded" + (f" ({extra})" if extra else "")
+
+
+def _dt(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "—"
+
+
+def _dur(seconds: float) -> str:
+    seconds = round(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def to_json(report: Report) -> str:
+    def default(value: object) -> Any:
+        if isinstance(value, datetime):
+            return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        raise TypeError(type(value))
+
+    body = asdict(report)
+    body["audit"] = [asdict(a) for a in report.audit]
+    for bar, raw in zip(report.steps, body["steps"], strict=True):
+        raw["waiting_seconds"] = bar.waiting
+        raw["working_seconds"] = bar.working
+    return json.dumps(body, default=default, indent=2, sort_keys=True) + "\n"
+
+
+def _cell(value: object) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _mermaid_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in " -_./()" else " " for c in text)[:60]
+
+
+def mermaid_gantt(report: Report) -> str:
+    """The steps as a Mermaid `gantt`: waiting for people, then working; failures `crit`."""
+    lines = ["gantt", f"    title Run {report.run_id} ({report.plan})", "    dateFormat YYYY-MM-DDTHH:mm:ss"]
+    lines.append("    axisFormat %H:%M")
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    names = {"wait": "waiting for people", "work": "working", "failed": "failed"}
+    for bar in report.steps:
+        lines.append(f"    section {_mermaid_name(bar.step_id)}")
+        for i, (kind, start, stop) in enumerate(bar.segments):
+            seconds = max(1, int(((stop or report.ended_at) - start).total_seconds()))
+            tag = (
+                "crit, "
+                if kind == "failed"
+                else ("done, " if bar.state == "skipped" and kind == "work" else "")
+            )
+            task = names[kind] + (
+                " (skipped)" if bar.state == "skipped" and i == len(bar.segments) - 1 else ""
+            )
+            lines.append(
+                f"    {task} :{tag}{_mermaid_name(bar.step_id).replace(' ', '_')}-{i}, "
+                f"{start.astimezone(UTC).strftime(fmt)}, {seconds}s"
+            )
+    return "\n".join(lines)
+
+
+def to_markdown(report: Report) -> str:
+    out = [f"# Upgrade report: run {report.run_id}", ""]
+    out += [f"- **{k}**: {_cell(v)}" for k, v in _summary(report)]
+    out += ["", "## Steps", "", "```mermaid", mermaid_gantt(report), "```", ""]
+    out += ["| step | state | waiting for people | working | approvals |", "|---|---|---|---|---|"]
+    for b in report.steps:
+        who = ", ".join(f"{d} {p} by {u}" for _, u, p, d in b.approvals)
+        out.append(
+            f"| {_cell(b.step_id)} | {b.state} | {_dur(b.waiting)} | {_dur(b.working)} | {_cell(who)} |"
+        )
+    out += ["", "## Nodes", ""]
+    for group in report.groups:
+        lanes = [n for n in report.nodes if n.group == group]
+        out.append(f"### {_cell(group)} ({len(lanes)} nodes)")
+        out.append("")
+        out += [
+            "| node | state | cordoned | drain began | first blocked | ended |",
+            "|---|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {_cell(n.name)} | {n.state} | {_dt(n.cordoned_at)} | {_dt(n.began)} | {_dt(n.blocked_at)} | {_dt(n.ended)} |"
+            for n in lanes
+        ]
+        out.append("")
+    out += ["## Unhealthy pods", ""]
+    out += [f"- {_dt(e.at)}: {_cell(e.workload)} ({e.kind})" for e in report.episodes] or ["- none posted"]
+    for title, items in (
+        ("Findings", report.findings),
+        ("Notes", report.notes),
+        ("Not recorded", report.gaps),
+    ):
+        out += ["", f"## {title}", ""] + ([f"- {_cell(i)}" for i in items] or ["- none"])
+    out += ["", "## Audit excerpt", "", "| at | who | what | outcome | detail |", "|---|---|---|---|---|"]
+    out += [
+        f"| {_dt(a.at)} | {_cell(a.user_id)} | {_cell(a.subcommand + ' ' + a.arguments)} | {a.outcome} | {_cell(a.detail[:160])} |"
+        for a in report.audit
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _summary(report: Report) -> list[tuple[str, str]]:
+    roster = "; ".join(f"{role}: {', '.join(people)}" for role, people in report.roster.items())
+    given: dict[str, list[str]] = {}
+    for b in report.steps:
+        for _, who, phase, decision in b.approvals:
+            if decision == "approve":
+                given.setdefault(who, []).append(b.step_id if phase == "start" else f"{b.step_id} (done)")
+    approvers = [f"{who}: {len(steps)} gate(s) — {', '.join(steps)}" for who, steps in sorted(given.items())]
+    return [
+        ("Cluster", report.cluster),
+        ("Plan", report.plan),
+        ("Versions", f"{report.current_version} → {report.target_version}"),
+        ("Window", f"{_dt(report.window_start)} – {_dt(report.window_end)} ({report.timezone})"),
+        (
+            "Actual",
+            f"{_dt(report.started_at)} – {_dt(report.ended_at)} ({_dur((report.ended_at - report.started_at).total_seconds())})",
+        ),
+        ("Outcome", report.outcome),
+        ("Started by", report.created_by + (f" — {report.reason}" if report.reason else "")),
+        ("Roster", roster),
+        ("Approved", "; ".join(approvers) or "—"),
+    ]
+
+
+def to_html(report: Report, charts: Mapping[str, bytes]) -> str:
+    """One self-contained HTML file: the charts inline (base64 PNG), no network, prints well."""
+    # The template names each chart (`src="chart:NAME"`); the base64 goes in after rendering, as
+    # the renderer bounds what a template may print (a guard for team templates, not for pictures).
+    images = {name: Markup(f"chart:{name}") for name in charts}
+    renderer = Renderer([BUILTIN_TEMPLATES])
+    html = renderer.render_file(
+        "report/report.html.j2",
+        {
+            "r": report,
+            "summary": _summary(report),
+            "images": images,
+            "steps": [
+                {"b": b, "waiting": _dur(b.waiting), "working": _dur(b.working), "dt": _dt}
+                for b in report.steps
+            ],
+            "groups": [(g, [n for n in report.nodes if n.group == g]) for g in report.groups],
+            "dt": _dt,
+        },
+    )
+    for name, png in charts.items():
+        data = base64.b64encode(png).decode("ascii")
+        html = html.replace(f'src="chart:{name}"', f'src="data:image/png;base64,{data}"')
+    return html
+
+
+def render(report: Report, fmt: str) -> bytes:
+    """The report in one of `FORMATS` (the picture and the HTML draw with matplotlib)."""
+    if fmt == "json":
+        return to_json(report).encode()
+    if fmt == "md":
+        return to_markdown(report).encode()
+    from bot.adapters import charts
+
+    if fmt == "png":
+        return charts.timeline_png(report)
+    if fmt == "html":
+        return to_html(report, charts.html_charts(report)).encode()
+    raise UserError(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def attachments(report: Report) -> list[tuple[str, bytes, str, str]]:
+    """(filename, content, title, filetype) of the picture, the HTML and the Markdown."""
+    stem = f"upgrade-bot-run-{report.run_id}"
+    return [
+        (f"{stem}.png", render(report, "png"), f"Run {report.run_id}: timeline", "png"),
+        (f"{stem}.html", render(report, "html"), f"Run {report.run_id}: report", "html"),
+        (f"{stem}.md", render(report, "md"), f"Run {report.run_id}: report (Markdown)", "markdown"),
+    ]
+
+
+def reply_context(report: Report) -> dict[str, Any]:
+    """What the reply's template (`report`) shows: totals and the three slowest drains."""
+    took = [
+        (n, (n.ended - n.began).total_seconds())
+        for n in report.nodes
+        if n.began is not None and n.ended is not None
+    ]
+    slowest = sorted(took, key=lambda pair: -pair[1])[:3]
+    return {
+        "r": report,
+        "waiting": _dur(sum(b.waiting for b in report.steps)),
+        "working": _dur(sum(b.working for b in report.steps)),
+        "slowest": [{"name": n.name, "group": n.group, "took": _dur(t)} for n, t in slowest],
+    }

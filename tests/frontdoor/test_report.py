@@ -1,0 +1,150 @@
+"""The run report (issue 31) as a person looks at it: the HTML in a real headless Chromium, the
+picture's pixels, the Markdown's Mermaid gantt, and the terminal and `/upgrade report` doors."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.adapters.store import Store
+from bot.core.report import build_report, render
+from tests.support.bot_process import bot_command
+from tests.support.browser import chromium, console_errors
+from tests.support.report_runs import GROUPS, stored_run
+
+__all__ = ["chromium"]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    store = Store.open(f"sqlite:///{tmp_path}/bot.db")
+    yield store  # type: ignore[misc]
+    store.close()
+
+
+def test_the_html_report_opens_in_chromium_with_every_chart_and_no_console_error(
+    store: Store, tmp_path: Path, chromium: Any
+) -> None:
+    run_id = stored_run(
+        store, nodes={"control-plane": 3, "istio": 4, "ng-shared": 60, "others": 20, "logging": 5}
+    )
+    page = tmp_path / "report.html"
+    page.write_bytes(render(build_report(store, run_id), "html"))
+    html = page.read_bytes()
+    assert b"http://" not in html  # nothing is fetched: the charts are inline
+    assert b"https://" not in html
+    chromium.get(page.as_uri())
+    shot = tmp_path / "report.png"
+    chromium.save_screenshot(str(shot))
+    where = f"(screenshot: {shot})"
+    assert console_errors(chromium) == [], where
+    images = chromium.execute_script(
+        "return Array.from(document.images).map(i => [i.id, i.complete, i.naturalWidth, i.naturalHeight])"
+    )
+    assert [i[0] for i in images] == ["chart-steps", "chart-nodes", "chart-pods"], where
+    for name, complete, width, height in images:
+        assert complete, f"{name} did not load {where}"
+        assert width > 600, f"{name} is {width} px wide {where}"
+        assert height > 100, f"{name} is {height} px high {where}"
+    text = chromium.find_element("tag name", "body").text
+    assert f"Upgrade report: run {run_id}" in text, where
+    shown = [h.text for h in chromium.find_elements("css selector", "h3.node-group")]
+    assert shown == [f"{g} ({n} nodes)" for g, n in zip(GROUPS, (3, 4, 60, 20, 5), strict=True)], where
+    assert "1.24.17 → 1.25.16" in text
+    # Full page, as it prints: the screenshot of the whole document, kept as the test's artifact.
+    height = chromium.execute_script("return document.documentElement.scrollHeight")
+    chromium.set_window_size(1400, min(int(height) + 100, 12000))
+    chromium.save_screenshot(str(shot))
+    assert shot.stat().st_size > 50_000, where
+
+
+def test_the_picture_is_large_and_not_blank(store: Store) -> None:
+    from PIL import Image, ImageStat
+
+    run_id = stored_run(store)
+    png = render(build_report(store, run_id), "png")
+    image = Image.open(io.BytesIO(png)).convert("L")
+    assert image.width >= 1000
+    assert image.height >= 700
+    stat = ImageStat.Stat(image)
+    assert stat.stddev[0] > 25  # drawn on, not an empty white (or black) canvas
+    # The lanes are coloured: enough non-white pixels for the bars of 25 steps and 10 nodes.
+    dark = sum(count for value, count in enumerate(image.histogram()) if value < 200)
+    assert dark > image.width * image.height * 0.03
+
+
+def test_the_markdown_carries_a_mermaid_gantt_of_every_step(store: Store) -> None:
+    run_id = stored_run(store)
+    report = build_report(store, run_id)
+    md = render(report, "md").decode()
+    gantt = md.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert gantt.startswith("gantt\n")
+    for bar in report.steps:
+        assert f"section {bar.step_id}\n" in gantt
+    # checks failed after working, waited for people, then was skipped: red, then amber.
+    section = gantt.split("section checks\n", 1)[1].split("section", 1)[0]
+    assert "failed :crit, checks-1, " in section
+    assert "waiting for people (skipped) :checks-2, " in section
+    assert "| checks | skipped |" in md
+    assert "- known issue KI006 on payments/api\n" in md
+    assert "(crashloop)" in md.split("## Unhealthy pods", 1)[1].split("##", 1)[0]
+    body = json.loads(render(report, "json"))
+    assert body["run_id"] == run_id
+    assert {n["group"] for n in body["nodes"]} == set(GROUPS)
+    assert body["steps"][0]["waiting_seconds"] == 120
+
+
+def _config(tmp_path: Path) -> Path:
+    config = tmp_path / "upgrade-bot.yaml"
+    config.write_text(
+        f"data_dir: {tmp_path / 'data'}\nclusters:\n  prod: {{kubeconfig: {tmp_path / 'kubeconfig'}}}\n"
+        "roster:\n  primary: [U0PRIMARY]\n"
+    )
+    (tmp_path / "kubeconfig").write_text(
+        "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n"
+    )
+    return config
+
+
+def test_the_terminal_and_the_slash_command_give_the_report(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    store = Store.open(f"sqlite:///{tmp_path / 'data'}/upgrade-bot.db")
+    run_id = stored_run(store)
+    store.close()
+    md = subprocess.run(
+        [*bot_command(), "report", run_id, "-o", "md", "--config", str(config)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert md.returncode == 0, md.stderr
+    assert md.stdout.startswith(f"# Upgrade report: run {run_id}\n")
+    out = tmp_path / "picture.png"
+    png = subprocess.run(
+        [*bot_command(), "report", run_id, "--format", "png", "--out", str(out), "--config", str(config)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert png.returncode == 0, png.stderr
+    assert out.read_bytes().startswith(b"\x89PNG")
+    missing = subprocess.run(
+        [*bot_command(), "report", "RNOPE", "--config", str(config)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "upgrade-bot: no run `RNOPE` (see `/upgrade status`)"
+    files = tmp_path / "files"
+    slash = subprocess.run(
+        [*bot_command(), "exec", f"report {run_id}", "--as", "U0PRIMARY", "--config", str(config), "--out", str(files)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert slash.returncode == 0, slash.stdout + slash.stderr
+    assert (
+        f"*Report of run `{run_id}`* (eks-nodegroups on prod, 1.24.17 → 1.25.16): completed" in slash.stdout
+    )
+    assert "Slowest drains: `ip-10-0-" in slash.stdout
+    assert sorted(p.name for p in files.iterdir()) == [
+        f"upgrade-bot-run-{run_id}.{ext}" for ext in ("html", "md", "png")
+    ]

@@ -1,0 +1,128 @@
+"""A finished run in a real store, as the run machinery and the drain jobs leave it, for the report.
+
+`stored_run(store, nodes=…)` writes the built-in EKS plan's run through the store's own API: every
+step's gate opened, approved (by the roster, after a wait), run and finished, with the audit rows
+the run service writes (`bot.core.runs.service`), the approvals, and a drain job per node group
+whose progress has the per-node times the drain job stores (`bot.core.jobs.drain`). `checks` fails
+and is skipped after a review; one node per group has a blocked eviction; a watch posts a
+CrashLoopBackOff episode and a drain a known issue (KI006) in the thread. The numbers of nodes are
+the caller's (150 for the benchmark), so the report can be measured and looked at without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+
+from bot.adapters.store import Store
+from bot.core.audit import audit_entry
+from bot.core.runs.plans import parse_plan
+from bot.records import Approval, AuditEntry, JobRow, RunRow, StepRun, StepState
+from bot.resources import BUILTIN_PLANS
+
+GROUPS = ("control-plane", "istio", "ng-shared", "others", "logging")
+ROSTER = {"primary": ("U0PRIMARY",), "shadow": ("U0SHADOW",), "coordinator": ("U0COORD",)}
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stored_run(
+    store: Store,
+    *,
+    run_id: str = "RREPORT1",
+    nodes: Mapping[str, int] | None = None,
+    start: datetime = datetime(2026, 11, 28, 13, 0, tzinfo=UTC),
+) -> str:
+    """Write a completed run of the eks-nodegroups plan; its id."""
+    nodes = dict(nodes or dict.fromkeys(GROUPS, 2))
+    text = (BUILTIN_PLANS / "eks-nodegroups.yaml").read_text()
+    plan = parse_plan(text, source="eks-nodegroups.yaml")
+    plan_id = store.save_plan(name=plan.name, text=text, loaded_by="U0PRIMARY", loaded_at=start)
+    audit: list[AuditEntry] = []
+    approvals: list[Approval] = []
+    steps: list[StepRun] = []
+    jobs: list[JobRow] = []
+
+    def event(at: datetime, kind: str, step: str, detail: str = "", user: str = "bot") -> None:
+        audit.append(
+            audit_entry(at=at, kind="run", subcommand=kind, arguments=step, detail=detail, user_id=user,
+                        source="terminal", channel_id="C0OPS", run_id=run_id)
+        )  # fmt: skip
+
+    t = start
+    for i, step in enumerate(plan.steps):
+        opened = t
+        wait = timedelta(minutes=2 + (i * 7) % 11)
+        started = opened + wait
+        approver = "U0SHADOW" if i % 2 else "U0PRIMARY"
+        event(opened, "gate_opened", step.id, "start")
+        event(started, "approved", step.id, "start roles=primary", approver)
+        approvals.append(
+            Approval(step_id=step.id, phase="start", epoch=1, user_id=approver, roles=("primary",),
+                     decision="approve", at=started)
+        )  # fmt: skip
+        event(started, "step_running", step.id, "", approver)
+        drain = next((a for a in step.actions if a.name == "drain"), None)
+        group = str(drain.args.get("nodegroup", "")) if drain is not None else ""
+        count = nodes.get(group, 0)
+        work = timedelta(minutes=3 + 6 * count) if drain is not None else timedelta(minutes=4 + i % 5)
+        finished = started + work
+        state, note = StepState.SUCCEEDED, ""
+        if step.id == "checks":
+            failed = started + work
+            event(failed, "step_failed", step.id, "2 Required findings")
+            finished = failed + timedelta(minutes=6)
+            state, note = StepState.SKIPPED, "skipped by U0PRIMARY: the findings were reviewed"
+            event(finished, "step_skipped", step.id, note, "U0PRIMARY")
+        else:
+            event(finished, "step_succeeded", step.id)
+        steps.append(
+            StepRun(step_id=step.id, state=state, epoch=1, started_by=approver, opened_at=opened,
+                    started_at=started, finished_at=finished, note=note)
+        )  # fmt: skip
+        if drain is not None:
+            jobs.append(_drain_job(run_id, step.id, group, count, started, work))
+        t = finished
+    run = RunRow(
+        id=run_id, plan_id=plan_id, plan_name=plan.name, cluster=plan.cluster, state="completed",
+        version=1, roster=ROSTER, reason="", created_by="U0PRIMARY", created_at=start, updated_at=t,
+    )  # fmt: skip
+    store.create_run(run, steps, audit=audit)
+    store.commit_run(
+        run_id=run_id, expected_version=1, state="completed", roster=ROSTER, reason="", updated_at=t,
+        new_approvals=approvals,
+        outbox=[
+            ("watch:1:crashloop:payments/payments-worker:1", json.dumps({"text": "payments-worker entered CrashLoopBackOff"})),
+            ("job:3:rule:KI006:payments/api:1", json.dumps({"text": "Known issue KI006"})),
+        ],
+    )  # fmt: skip
+    for job in jobs:
+        store.create_job(job)
+    return run_id
+
+
+def _drain_job(run_id: str, step_id: str, group: str, count: int, start: datetime, work: timedelta) -> JobRow:
+    names = [
+        f"ip-10-0-{GROUPS.index(group) if group in GROUPS else 9}-{n}.ec2.internal" for n in range(count)
+    ]
+    per = (work - timedelta(minutes=2)) / max(count, 1)
+    cordoned = start + timedelta(minutes=1)
+    progress: dict[str, object] = {"order": names, "cordoned": names, "nodes": {}}
+    for n, name in enumerate(names):
+        began = cordoned + per * n
+        node: dict[str, object] = {
+            "state": "done", "was": False, "cordoned_at": _iso(cordoned), "began": _iso(began),
+            "started": _iso(began), "ended": _iso(began + per * 0.9), "counts": {"evicted": 4},
+        }  # fmt: skip
+        if n == 0:
+            node["blocked_at"] = _iso(began + per * 0.3)
+        progress["nodes"][name] = node  # type: ignore[index]
+    return JobRow(
+        id=0, run_id=run_id, step_id=step_id, epoch=1, kind="drain", cluster="prod",
+        args=json.dumps({"nodegroup": group, "version": "1.25.16"}), state="done", ok=True,
+        detail=f"drained {count} node(s)", progress=json.dumps(progress), started_by="U0PRIMARY",
+        started_at=start, ended_at=start + work,
+    )  # fmt: skip
