@@ -56,6 +56,8 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
             rf"\*drain\* `nodegroup={group} [^`]*`: cordon (\d+) of \1 node\(s\), evict \d+ pod\(s\)", gate
         )
         assert re.search(r"• `ip-[^`]+` — cordon, evict \d+ pod\(s\): \S+/\S+", gate), gate
+        # ... and what the disruption budgets say now (none of the scenario's is at 0 for these pods).
+        assert "· no disruption budget blocks them now" in gate, gate
         assert f"`wait-{group}` succeeded: wait-nodegroup job" in out
         assert f"node group {group}: all" in out
     assert out.count(" cordoned\n") == out.count(" drained: ")  # every old node: cordoned, drained
