@@ -12,6 +12,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     people vs working, approvals marked; one lane per node group, each node cordoned → drained),
     and the full report as HTML (one file, opens offline, prints) and Markdown (a Mermaid gantt).
     Only people in the roster may read it.
+
+    Example: `/upgrade report R1E04FA`
     """
     report = rp.build_report(ctx.store, args.run, now=ctx.clock())
     return Reply(
