@@ -163,7 +163,8 @@ def test_a_command_acknowledged_just_before_a_kill_takes_effect_once(bot: RunBot
     bot.gate("snapshot-pre")
     assert len(bot.run_ids()) == 1
     assert len(_cards(bot.stub)) == 1
-    assert any("started" in str(r.get("text", "")) for r in bot.stub.responses)
+    # The answer to the person goes to the response_url after the run's first posts: wait for it.
+    bot.stub.wait_for(lambda: any("started" in str(r.get("text", "")) for r in bot.stub.responses))
 
 
 def test_a_click_acknowledged_just_before_a_kill_takes_effect_once(bot: RunBot) -> None:

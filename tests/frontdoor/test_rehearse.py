@@ -56,8 +56,8 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
             rf"\*drain\* `nodegroup={group} [^`]*`: cordon (\d+) of \1 node\(s\), evict \d+ pod\(s\)", gate
         )
         assert re.search(r"• `ip-[^`]+` — cordon, evict \d+ pod\(s\): \S+/\S+", gate), gate
-        # ... and what the disruption budgets say now (none of the scenario's is at 0 for these pods).
-        assert "· no disruption budget blocks them now" in gate, gate
+        # ... and what the disruption budgets say now (none is at 0 when these gates open).
+        assert "· no disruption budget at 0 now" in gate, gate
         assert f"`wait-{group}` succeeded: wait-nodegroup job" in out
         assert f"node group {group}: all" in out
     assert out.count(" cordoned\n") == out.count(" drained: ")  # every old node: cordoned, drained
@@ -145,7 +145,9 @@ def test_the_rehearsal_writes_the_runs_report(tmp_path: Path) -> None:
         assert f"### {group} ({count} nodes)" in md
     rows = [line for line in md.splitlines() if line.startswith("| ip-")]
     assert len(rows) == 11
-    assert all(line.count(" UTC |") == 3 and line.endswith(" UTC |") for line in rows), rows
+    # Cordoned, drain began and ended for every node; "blocked" holds a time where a budget refused
+    # an eviction for a while (the `others` nodes, whose pods the Istio restart left mid-rollout).
+    assert all(line.count(" UTC |") in (3, 4) and line.endswith(" UTC |") for line in rows), rows
     assert "Approved**: U0COORD: " in md
 
 
