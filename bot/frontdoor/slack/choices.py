@@ -16,12 +16,13 @@ from typing import Any
 
 from slack_bolt import Ack, App
 
-from bot.adapters.slack import SlackGateway, respond_via_url
+from bot.adapters.slack import SlackGateway
 from bot.core.jobs.service import JobService, choice_of, parse_choice_value
 from bot.core.rendering import inert, slack_escape
 from bot.errors import BotError, UserError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
 from bot.frontdoor.slack.keys import delivery_key, ref_id
+from bot.frontdoor.slack.refusals import refuse_click
 from bot.logsetup import correlation
 
 log = logging.getLogger(__name__)
@@ -31,16 +32,7 @@ REASON_CALLBACK = "job_choice_reason"
 
 def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox) -> None:
     def refuse(cid: str, payload: dict[str, Any], message: str) -> None:
-        text = f":no_entry: {inert(message)} _(ref {cid})_"
-        try:
-            if payload.get("response_url"):
-                respond_via_url(str(payload["response_url"]), text, ephemeral=True)
-            elif payload.get("channel"):
-                gateway.post_ephemeral(str(payload["channel"]), str(payload["user"]), text)
-        except BotError as exc:
-            log.warning(
-                "could not tell %s why their answer was refused: %s", payload.get("user"), exc.user_message
-            )
+        refuse_click(gateway, cid, payload, inert(message), what="answer")
 
     def work(payload: dict[str, Any], cid: str, how: str) -> None:
         parsed = parse_choice_value(str(payload.get("value", "")))

@@ -25,7 +25,7 @@ from typing import Any
 
 from slack_bolt import Ack, App
 
-from bot.adapters.slack import SlackGateway, respond_via_url
+from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
 from bot.core.delivery import Deliveries
 from bot.core.people import Directory, roles_of
@@ -35,6 +35,7 @@ from bot.core.watches.service import WatchService, subject
 from bot.errors import BotError, UserError
 from bot.frontdoor.inbox import DONE_BEFORE, REPLAY, Inbox
 from bot.frontdoor.slack.keys import delivery_key
+from bot.frontdoor.slack.refusals import refuse_click
 from bot.logsetup import correlation
 from bot.router import CommandRequest, Router
 
@@ -75,16 +76,7 @@ def register(
     clock: Callable[[], datetime],
 ) -> None:
     def refuse(cid: str, payload: Mapping[str, Any], message: str) -> None:
-        text = f":no_entry: {message} _(ref {cid})_"
-        try:
-            if payload.get("response_url"):
-                respond_via_url(str(payload["response_url"]), text, ephemeral=True)
-            elif payload.get("channel"):
-                gateway.post_ephemeral(str(payload["channel"]), str(payload["user"]), text)
-        except BotError as exc:
-            log.warning(
-                "could not tell %s why their fix was refused: %s", payload.get("user"), exc.user_message
-            )
+        refuse_click(gateway, cid, payload, message, what="fix")
 
     def work(payload: dict[str, Any], cid: str, how: str) -> None:
         if how == DONE_BEFORE:
