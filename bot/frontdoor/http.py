@@ -178,7 +178,9 @@ class ServerThread:
     """Runs a waitress server in a daemon thread until `close()` (which joins it).
 
     Closing waitress's sockets under its select() loop makes that select fail with EBADF; after a
-    close asked for, that is the loop's end, not an error worth a traceback on stderr.
+    close asked for, that is the loop's end, not an error worth a traceback on stderr. The worker
+    threads are stopped first: one still finishing a request pulls the server's trigger, and
+    waitress's own `close()` closes that trigger under it (EBADF in the worker, with a traceback).
     """
 
     def __init__(self, server: Any, *, name: str) -> None:
@@ -200,5 +202,6 @@ class ServerThread:
 
     def close(self, timeout: float = 10) -> None:
         self._closing.set()
+        self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
         self.server.close()
         self._thread.join(timeout=timeout)
