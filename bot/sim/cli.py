@@ -5,7 +5,8 @@
     upgrade-bot sim scenario --builtin NAME | --from-snapshot LABEL [--cluster C] [--out FILE]
 
 `serve` prints `url: …` and `kubeconfig: …` (one `key: value` line each, flushed) once the cluster
-is settled and accepting connections, then runs until SIGINT or SIGTERM and exits 0.
+is settled and accepting connections (and `aws: …`, the endpoint of its AWS APIs, for a scenario
+with a cloud), then runs until SIGINT or SIGTERM and exits 0.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def main(argv: list[str]) -> int:
         cluster.write_kubeconfig(path)
         print(f"url: {cluster.url}", flush=True)
         print(f"kubeconfig: {path}", flush=True)
+        if cluster.aws_url is not None:
+            print(f"aws: {cluster.aws_url}", flush=True)
         while not stop.wait(0.5):
             pass
     finally:

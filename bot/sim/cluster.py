@@ -44,11 +44,12 @@ from bot.sim.controllers.kubelet import Kubelets
 from bot.sim.controllers.nodes import NodeLifecycle
 from bot.sim.controllers.scheduler import Scheduler
 from bot.sim.controllers.workloads import DaemonSets, Deployments, ReplicaSets, StatefulSets
+from bot.sim.world import aws as aws_world
 from bot.sim.world import control_http
 from bot.sim.world.cloud import Cloud
 from bot.sim.world.control import Control
 from bot.sim.world.injection import Injectors
-from bot.sim.world.scenario import Scenario, load_scenario
+from bot.sim.world.scenario import Scenario, ScenarioError, load_scenario
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,15 @@ class Sim:
             self.engine.run_due()
             self.store.compact()
             self.engine.every(HOUSEKEEPING_SECONDS, self._housekeeping, key="housekeeping")
+            #: The AWS APIs of an EKS scenario (served under /aws), None for a scenario without them.
+            self.aws: aws_world.AwsWorld | None = None
+            if scenario.aws is not None:
+                try:
+                    self.aws = aws_world.AwsWorld(
+                        self.cloud, self.engine, scenario.aws, default_name=scenario.name
+                    )
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ScenarioError(f"{scenario.source}: aws: {exc}") from None
 
     def _housekeeping(self) -> None:
         self.store.compact_window(self.compaction_window)
@@ -206,6 +216,8 @@ class SimCluster:
             bookmark_interval=sim.bookmark_interval,
         )
         control_http.register(self._server, sim.control)
+        if sim.aws is not None:
+            aws_world.register(self._server, sim.aws)
         self.sim.port = self._server.port
         self.sim.clock.set_speed(self.speed)
         self.sim.engine.start()
@@ -247,6 +259,11 @@ class SimCluster:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def aws_url(self) -> str | None:
+        """The endpoint URL of the scenario's AWS APIs (EKS, EC2, Auto Scaling), None without them."""
+        return f"{self.url}{aws_world.PREFIX}" if self.core.aws is not None else None
 
     @property
     def control(self) -> Control:

@@ -73,3 +73,49 @@ def test_serve_prints_the_url_and_kubeconfig_then_exits_zero_on_sigterm(tmp_path
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_serve_prints_the_aws_endpoint_for_a_scenario_with_a_cloud(tmp_path: Path) -> None:
+    import boto3
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot.sim.cli",
+            "serve",
+            "--scenario",
+            "eks-nodegroups",
+            "--speed",
+            "0",
+            "--kubeconfig",
+            str(tmp_path / "kc"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    try:
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        assert lines[0].startswith("url: http://127.0.0.1:")
+        url = lines[0].split(": ", 1)[1]
+        assert lines[2] == f"aws: {url}/aws"
+        eks = boto3.client(
+            "eks",
+            region_name="ap-northeast-1",
+            endpoint_url=lines[2].split(": ", 1)[1],
+            aws_access_key_id="sim",
+            aws_secret_access_key="sim",
+        )
+        assert eks.describe_cluster(name="runbook-prod")["cluster"]["version"] == "1.24"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()

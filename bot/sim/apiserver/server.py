@@ -11,8 +11,8 @@ The server is given the parts it serves (the `Api` with its store, catalog and c
 the transport faults) and callables for the three answers that belong to layers above it: the
 version (the cloud's), pod binding (the scheduler's) and pod logs (the kubelets'). Anything else is
 an extra route: `add_route(prefix, handler)` hands every request under `prefix` to `handler`, which
-answers JSON. The world layer registers the control API on `/sim` that way, so this module never
-imports it.
+answers JSON (or a `Raw` body: the AWS facade's XML). The world layer registers the control API on
+`/sim` and the AWS facade on `/aws` that way, so this module never imports them.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
@@ -77,6 +78,16 @@ class _Request:
 
 #: An extra route: (method, path, query, body) → (HTTP status, JSON-able payload).
 RouteHandler = Callable[[str, str, dict[str, str], bytes], tuple[int, Any]]
+
+
+@dataclass(frozen=True)
+class Raw:
+    """What an extra route answers when it is not JSON (the AWS query APIs answer XML): the body
+    as it is, its content type and any headers of its own."""
+
+    body: bytes
+    content_type: str
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class PodLogs(Protocol):
@@ -259,7 +270,10 @@ class Handler(BaseHTTPRequestHandler):
                     return
             if extra is not None:
                 status, payload = extra(method, path, query, body)
-                self._json(status, payload)
+                if isinstance(payload, Raw):
+                    self._send(status, payload.body, payload.content_type, payload.headers)
+                else:
+                    self._json(status, payload)
                 return
             self._route(method, path, query, body)
         except ApiError as err:

@@ -54,6 +54,7 @@ _TOP = {
     "upgrade",
     "generate",
     "injectors",
+    "aws",
 }
 _CLUSTER = {
     "version",
@@ -116,6 +117,8 @@ class Scenario:
     callers: list[DeprecatedCaller] = field(default_factory=list)
     upgrade: Obj | None = None
     generate: Obj | None = None
+    #: The AWS side of an EKS scenario (`bot/sim/world/aws.py`), served under /aws when present.
+    aws: Obj | None = None
 
     # ---- loading --------------------------------------------------------------------------------
 
@@ -187,6 +190,7 @@ class Scenario:
                 callers=[_caller(c) for c in data.get("callers") or []],
                 upgrade=data.get("upgrade"),
                 generate=data.get("generate"),
+                aws=data.get("aws"),
             )
             for rule in sc.containers:
                 Rule.parse(rule)

@@ -1,0 +1,1032 @@
+"""The AWS side of an EKS scenario, served on loopback under `/aws` for the bot's real boto3 clients.
+
+A scenario's `aws:` section names the EKS cluster, its subnets, installed add-ons and the add-on
+versions EKS offers per Kubernetes version, upgrade insights, launch templates and Auto Scaling
+groups left over from earlier node groups. The rest is read from the simulated world as it is: the
+control plane's version (the catalog), the managed node groups and their nodes (the `Cloud`), and
+updates run through the cloud's own operations, so they take simulated time.
+
+Served (the wire shapes follow botocore's service models, which parse every answer):
+- EKS (REST-JSON): DescribeCluster, ListNodegroups, DescribeNodegroup, ListAddons, DescribeAddon,
+  DescribeAddonVersions, ListInsights, DescribeInsight, UpdateClusterVersion, DescribeUpdate,
+  UpdateNodegroupVersion, UpdateAddon. Updates honour `clientRequestToken` (the same token returns
+  the same update).
+- EC2 (query, XML): DescribeSubnets, DescribeLaunchTemplateVersions.
+- Auto Scaling (query, XML): DescribeAutoScalingGroups.
+The endpoint for every client is `http://127.0.0.1:PORT/aws`; the query APIs are told apart by
+their `Action`. Faults come from the scenario: an add-on whose installed version is not offered
+for the target, a subnet short of free addresses, node-group health issues, and `fail_updates`
+(an update of the control plane, a node group or an add-on that ends Failed).
+`GET /aws/sim/calls` answers how often each operation was called (for tests and rehearsals).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import urllib.parse
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from xml.sax.saxutils import escape
+
+from bot.sim.apiserver.resources import minor_of
+from bot.sim.apiserver.server import Raw, SimHTTPServer
+from bot.sim.controllers.engine import Engine
+from bot.sim.world.cloud import Cloud, Operation
+
+Obj = dict[str, Any]
+
+PREFIX = "/aws"
+EC2_XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+ASG_XMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
+#: How long an add-on update takes, in simulated seconds.
+ADDON_UPDATE_SECONDS = 60.0
+_KNOWN = {
+    "cluster_name",
+    "account",
+    "platform_version",
+    "patch_versions",
+    "subnets",
+    "addons",
+    "addon_versions",
+    "insights",
+    "launch_templates",
+    "stale_asgs",
+    "nodegroup_issues",
+    "fail_updates",
+}
+
+
+class AwsError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Subnet:
+    id: str
+    zone: str
+    cidr: str
+    free: int
+    use: tuple[str, ...]  # control-plane, nodes, pods
+
+
+@dataclass
+class Addon:
+    name: str
+    version: str
+    status: str = "ACTIVE"
+    issues: list[Obj] = field(default_factory=list)
+    created: float = 0.0
+    modified: float = 0.0
+
+
+@dataclass
+class AddonVersion:
+    version: str
+    clusters: tuple[str, ...]
+    default_for: tuple[str, ...] = ()
+
+
+@dataclass
+class LaunchTemplate:
+    id: str
+    name: str
+    latest: int
+    used: int
+    created: float
+
+
+@dataclass
+class Update:
+    id: str
+    type: str  # VersionUpdate | AddonUpdate
+    params: list[Obj]
+    created: float
+    nodegroup: str = ""
+    addon: str = ""
+    op: Operation | None = None
+    status: str = "InProgress"
+    errors: list[Obj] = field(default_factory=list)
+
+
+def _minor(version: str) -> str:
+    """`1.24.17`, `v1.24.17-eks-…` → `1.24`."""
+    parts = version.lstrip("v").split(".")
+    return f"{parts[0]}.{minor_of(version)}"
+
+
+def _strs(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, list | tuple):
+        return tuple(str(v) for v in value)
+    return (str(value),)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+class AwsWorld:
+    """The EKS cluster, its add-ons, insights, subnets, launch templates and Auto Scaling groups."""
+
+    def __init__(self, cloud: Cloud, engine: Engine, spec: Obj, *, default_name: str) -> None:
+        if not isinstance(spec, dict):
+            raise ValueError("aws: expected a mapping")
+        bad = set(spec) - _KNOWN
+        if bad:
+            raise ValueError(
+                f"aws: unknown key(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(_KNOWN))}"
+            )
+        self.cloud = cloud
+        self.engine = engine
+        #: The store's lock: the engine runs the cloud's operations under it too.
+        self.lock = cloud.api.store.lock
+        self.name = str(spec.get("cluster_name") or default_name)
+        self.region = cloud.region
+        self.account = str(spec.get("account", "123456789012"))
+        self.platform_version = str(spec.get("platform_version", "eks.12"))
+        self.patch_versions = {str(k): str(v) for k, v in (spec.get("patch_versions") or {}).items()}
+        now = engine.clock.now()
+        self.created = now - 400 * 86400
+        self.vpc_id = "vpc-0" + self._hex("vpc", 16)
+        self.subnets = [
+            Subnet(
+                id=str(s["id"]),
+                zone=f"{self.region}{s['zone']}",
+                cidr=str(s.get("cidr", "10.0.0.0/24")),
+                free=int(s["free"]),
+                use=_strs(s.get("use") or ["nodes", "pods"]),
+            )
+            for s in spec.get("subnets") or []
+        ]
+        self.addons = {
+            str(a["name"]): Addon(
+                name=str(a["name"]),
+                version=str(a["version"]),
+                status=str(a.get("status", "ACTIVE")),
+                issues=[dict(i) for i in a.get("issues") or []],
+                created=self.created,
+                modified=self.created,
+            )
+            for a in spec.get("addons") or []
+        }
+        self.addon_versions: dict[str, list[AddonVersion]] = {
+            str(name): [
+                AddonVersion(
+                    version=str(v["version"]),
+                    clusters=_strs(v.get("clusters")),
+                    default_for=_strs(v.get("default")),
+                )
+                for v in versions
+            ]
+            for name, versions in (spec.get("addon_versions") or {}).items()
+        }
+        self.insights = [dict(i) for i in spec.get("insights") or []]
+        for i, insight in enumerate(self.insights):
+            insight.setdefault("id", str(uuid.UUID(self._hex(f"insight-{i}", 32))))
+        self.launch_templates: dict[str, LaunchTemplate] = {}
+        lt_spec = spec.get("launch_templates") or {}
+        for group in cloud.groups:
+            s = lt_spec.get(group) or {}
+            latest = int(s.get("versions", 1))
+            self.launch_templates[group] = LaunchTemplate(
+                id="lt-0" + self._hex(f"lt-{group}", 16),
+                name=f"eks-{uuid.UUID(self._hex(f'lt-name-{group}', 32))}",
+                latest=latest,
+                used=int(s.get("used", latest)),
+                created=self.created,
+            )
+        self.stale_asgs = [dict(a) for a in spec.get("stale_asgs") or []]
+        self.nodegroup_issues = {
+            str(k): [dict(i) for i in v] for k, v in (spec.get("nodegroup_issues") or {}).items()
+        }
+        self.fail_updates = set(_strs(spec.get("fail_updates")))
+        self.updates: dict[str, Update] = {}
+        self.tokens: dict[str, str] = {}
+        self.calls: Counter[str] = Counter()
+        self._ids = itertools.count(1)
+
+    def _hex(self, seed: str, n: int) -> str:
+        text = hashlib.sha256(f"{self.region}/{seed}".encode()).hexdigest()
+        return text[:n]
+
+    # ---- the world, read -------------------------------------------------------------------------
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:eks:{self.region}:{self.account}:cluster/{self.name}"
+
+    def version(self) -> str:
+        return _minor(self.cloud.version)
+
+    def _running(self, kind: str, target: str) -> Operation | None:
+        return next(
+            (
+                op
+                for op in self.cloud.operations
+                if op.kind == kind and op.target == target and op.state == "InProgress"
+            ),
+            None,
+        )
+
+    def cluster(self) -> Obj:
+        updating = self._running("ControlPlaneUpgrade", "control-plane") is not None
+        return {
+            "name": self.name,
+            "arn": self.arn,
+            "createdAt": self.created,
+            "version": self.version(),
+            "endpoint": "https://"
+            + self._hex("endpoint", 32).upper()
+            + f".gr7.{self.region}.eks.amazonaws.com",
+            "roleArn": f"arn:aws:iam::{self.account}:role/{self.name}-cluster",
+            "resourcesVpcConfig": {
+                "subnetIds": [s.id for s in self.subnets if "control-plane" in s.use],
+                "securityGroupIds": ["sg-0" + self._hex("sg", 16)],
+                "clusterSecurityGroupId": "sg-0" + self._hex("cluster-sg", 16),
+                "vpcId": self.vpc_id,
+                "endpointPublicAccess": False,
+                "endpointPrivateAccess": True,
+            },
+            "kubernetesNetworkConfig": {"serviceIpv4Cidr": "172.20.0.0/16", "ipFamily": "ipv4"},
+            "status": "UPDATING" if updating else "ACTIVE",
+            "platformVersion": self.platform_version,
+            "tags": {},
+            "health": {"issues": []},
+        }
+
+    def _group(self, name: str) -> Any:
+        group = self.cloud.groups.get(name)
+        if group is None:
+            raise AwsError(404, "ResourceNotFoundException", f"No node group found for name: {name}.")
+        return group
+
+    def asg_name(self, group: str) -> str:
+        return f"eks-{group}-{uuid.UUID(self._hex(f'asg-{group}', 32))}"
+
+    def node_subnets(self) -> list[Subnet]:
+        return [s for s in self.subnets if "nodes" in s.use]
+
+    def nodegroup(self, name: str) -> Obj:
+        group = self._group(name)
+        nodes = self.cloud.nodes_of(name)
+        updating = self._running("NodeGroupUpdate", name) is not None
+        issues = self.nodegroup_issues.get(name, [])
+        lt = self.launch_templates.get(name)
+        out: Obj = {
+            "nodegroupName": name,
+            "nodegroupArn": f"arn:aws:eks:{self.region}:{self.account}:nodegroup/{self.name}/{name}/"
+            + str(uuid.UUID(self._hex(f"ng-{name}", 32))),
+            "clusterName": self.name,
+            "version": _minor(group.version),
+            "releaseVersion": f"{group.version}-20240129",
+            "createdAt": self.created,
+            "modifiedAt": self.created,
+            "status": "UPDATING" if updating else ("DEGRADED" if issues else "ACTIVE"),
+            "capacityType": "ON_DEMAND",
+            "scalingConfig": {
+                "minSize": 0,
+                "maxSize": max(group.count * 2, 1),
+                "desiredSize": len(nodes) if updating else group.count,
+            },
+            "instanceTypes": [group.instance_type],
+            "subnets": [s.id for s in self.node_subnets() if s.zone[len(self.region) :] in group.zones],
+            "amiType": "AL2_x86_64",
+            "nodeRole": f"arn:aws:iam::{self.account}:role/{self.name}-node",
+            "labels": dict(group.labels),
+            "resources": {"autoScalingGroups": [{"name": self.asg_name(name)}]},
+            "health": {"issues": [dict(i) for i in issues]},
+            "updateConfig": {"maxUnavailable": group.max_unavailable},
+            "tags": {},
+        }
+        if lt is not None:
+            out["launchTemplate"] = {"name": lt.name, "version": str(lt.used), "id": lt.id}
+        return out
+
+    def addon(self, name: str) -> Obj:
+        a = self.addons.get(name)
+        if a is None:
+            raise AwsError(
+                404, "ResourceNotFoundException", f"No addon: {name} found in cluster: {self.name}"
+            )
+        return {
+            "addonName": a.name,
+            "clusterName": self.name,
+            "status": a.status,
+            "addonVersion": a.version,
+            "health": {"issues": [dict(i) for i in a.issues]},
+            "addonArn": f"arn:aws:eks:{self.region}:{self.account}:addon/{self.name}/{a.name}/"
+            + str(uuid.UUID(self._hex(f"addon-{a.name}", 32))),
+            "createdAt": a.created,
+            "modifiedAt": a.modified,
+            "tags": {},
+        }
+
+    def addon_infos(self, name: str, kubernetes_version: str) -> list[Obj]:
+        out = []
+        for addon, versions in sorted(self.addon_versions.items()):
+            if name and addon != name:
+                continue
+            listed = [v for v in versions if not kubernetes_version or kubernetes_version in v.clusters]
+            if not listed:
+                continue
+            out.append(
+                {
+                    "addonName": addon,
+                    "type": "networking" if addon in ("vpc-cni", "kube-proxy", "coredns") else "storage",
+                    "owner": "aws",
+                    "publisher": "eks",
+                    "addonVersions": [
+                        {
+                            "addonVersion": v.version,
+                            "architecture": ["amd64", "arm64"],
+                            "compatibilities": [
+                                {
+                                    "clusterVersion": c,
+                                    "platformVersions": ["*"],
+                                    "defaultVersion": c in v.default_for,
+                                }
+                                for c in v.clusters
+                            ],
+                            "requiresConfiguration": False,
+                        }
+                        for v in listed
+                    ],
+                }
+            )
+        return out
+
+    def insight_summary(self, insight: Obj) -> Obj:
+        return {
+            "id": insight["id"],
+            "name": insight.get("name", ""),
+            "category": insight.get("category", "UPGRADE_READINESS"),
+            "kubernetesVersion": str(insight.get("kubernetes_version", "")),
+            "lastRefreshTime": self.engine.clock.now() - 3600,
+            "lastTransitionTime": self.created,
+            "description": insight.get("description", ""),
+            "insightStatus": {
+                "status": insight.get("status", "PASSING"),
+                "reason": insight.get("reason", ""),
+            },
+        }
+
+    def insight(self, insight_id: str) -> Obj:
+        insight = next((i for i in self.insights if i["id"] == insight_id), None)
+        if insight is None:
+            raise AwsError(404, "ResourceNotFoundException", f"No insight found with id {insight_id}")
+        out = self.insight_summary(insight)
+        out["recommendation"] = insight.get("recommendation", "")
+        out["additionalInfo"] = {str(k): str(v) for k, v in (insight.get("additional_info") or {}).items()}
+        out["resources"] = [
+            {
+                "insightStatus": {"status": r.get("status", out["insightStatus"]["status"]), "reason": ""},
+                "kubernetesResourceUri": str(r.get("uri", "")),
+            }
+            for r in insight.get("resources") or []
+        ]
+        details = insight.get("deprecations") or []
+        if details:
+            out["categorySpecificSummary"] = {
+                "deprecationDetails": [
+                    {
+                        "usage": str(d.get("usage", "")),
+                        "replacedWith": str(d.get("replaced_with", "")),
+                        "stopServingVersion": str(d.get("stop_serving", "")),
+                        "startServingReplacementVersion": str(d.get("start_serving", "")),
+                        "clientStats": [
+                            {
+                                "userAgent": str(c.get("user_agent", "")),
+                                "numberOfRequestsLast30Days": int(c.get("requests", 0)),
+                                "lastRequestTime": self.engine.clock.now() - 600,
+                            }
+                            for c in d.get("clients") or []
+                        ],
+                    }
+                    for d in details
+                ]
+            }
+        return out
+
+    def asgs(self) -> list[Obj]:
+        """Every Auto Scaling group of the cluster: one per managed node group (its instances are
+        the group's nodes) and the stale ones the scenario names."""
+        tag = f"kubernetes.io/cluster/{self.name}"
+        out = []
+        for name, group in self.cloud.groups.items():
+            asg = self.asg_name(name)
+            lt = self.launch_templates.get(name)
+            instances = []
+            for node in self.cloud.nodes_of(name):
+                provider = str((node.get("spec") or {}).get("providerID", ""))
+                zone, _, instance = provider.removeprefix("aws:///").partition("/")
+                instances.append(
+                    {
+                        "InstanceId": instance,
+                        "InstanceType": group.instance_type,
+                        "AvailabilityZone": zone,
+                        "LifecycleState": "InService",
+                        "HealthStatus": "Healthy",
+                        "ProtectedFromScaleIn": False,
+                        **(
+                            {
+                                "LaunchTemplate": {
+                                    "LaunchTemplateId": lt.id,
+                                    "LaunchTemplateName": lt.name,
+                                    "Version": str(lt.used),
+                                }
+                            }
+                            if lt
+                            else {}
+                        ),
+                    }
+                )
+            out.append(
+                self._asg(
+                    asg,
+                    zones=[f"{self.region}{z}" for z in group.zones],
+                    desired=group.count,
+                    instances=instances,
+                    tags={tag: "owned", "eks:nodegroup-name": name, "eks:cluster-name": self.name},
+                    lt=lt,
+                )
+            )
+        for stale in self.stale_asgs:
+            count = int(stale.get("instances", 0))
+            zones = [f"{self.region}{z}" for z in stale.get("zones") or ["a", "b", "c"]]
+            instances = [
+                {
+                    "InstanceId": "i-0" + self._hex(f"{stale['name']}-{i}", 16),
+                    "InstanceType": str(stale.get("instance_type", "m5.xlarge")),
+                    "AvailabilityZone": zones[i % len(zones)],
+                    "LifecycleState": "InService",
+                    "HealthStatus": "Healthy",
+                    "ProtectedFromScaleIn": False,
+                }
+                for i in range(count)
+            ]
+            out.append(
+                self._asg(
+                    str(stale["name"]),
+                    zones=zones,
+                    desired=int(stale.get("desired", count)),
+                    instances=instances,
+                    tags={tag: "owned", **{str(k): str(v) for k, v in (stale.get("tags") or {}).items()}},
+                    lt=None,
+                )
+            )
+        return out
+
+    def _asg(
+        self,
+        name: str,
+        *,
+        zones: list[str],
+        desired: int,
+        instances: list[Obj],
+        tags: dict[str, str],
+        lt: LaunchTemplate | None,
+    ) -> Obj:
+        asg: Obj = {
+            "AutoScalingGroupName": name,
+            "AutoScalingGroupARN": f"arn:aws:autoscaling:{self.region}:{self.account}:autoScalingGroup:"
+            f"{uuid.UUID(self._hex(f'asg-arn-{name}', 32))}:autoScalingGroupName/{name}",
+            "MinSize": 0,
+            "MaxSize": max(desired * 2, 1),
+            "DesiredCapacity": desired,
+            "DefaultCooldown": 300,
+            "AvailabilityZones": zones,
+            "HealthCheckType": "EC2",
+            "HealthCheckGracePeriod": 15,
+            "Instances": instances,
+            "CreatedTime": _iso(self.created),
+            "VPCZoneIdentifier": ",".join(s.id for s in self.node_subnets() if s.zone in zones),
+            "Tags": [
+                {
+                    "ResourceId": name,
+                    "ResourceType": "auto-scaling-group",
+                    "Key": k,
+                    "Value": v,
+                    "PropagateAtLaunch": True,
+                }
+                for k, v in tags.items()
+            ],
+            "NewInstancesProtectedFromScaleIn": False,
+        }
+        if lt is not None:
+            asg["LaunchTemplate"] = {
+                "LaunchTemplateId": lt.id,
+                "LaunchTemplateName": lt.name,
+                "Version": str(lt.used),
+            }
+        return asg
+
+    def template_versions(self, lt_id: str, lt_name: str, versions: list[str]) -> list[Obj]:
+        lt = next(
+            (
+                t
+                for t in self.launch_templates.values()
+                if (lt_id and t.id == lt_id) or (lt_name and t.name == lt_name)
+            ),
+            None,
+        )
+        if lt is None:
+            raise AwsError(
+                400,
+                "InvalidLaunchTemplateId.NotFound"
+                if lt_id
+                else "InvalidLaunchTemplateName.NotFoundException",
+                f"The specified launch template, with template {'ID' if lt_id else 'name'} {lt_id or lt_name}, does not exist.",
+            )
+        wanted: list[int] = []
+        for v in versions or [str(n) for n in range(1, lt.latest + 1)]:
+            if v == "$Latest":
+                wanted.append(lt.latest)
+            elif v == "$Default":
+                wanted.append(lt.used)
+            elif v.isdigit() and 1 <= int(v) <= lt.latest:
+                wanted.append(int(v))
+            else:
+                raise AwsError(
+                    400,
+                    "InvalidLaunchTemplateId.VersionNotFound",
+                    f"Could not find launch template version {v}",
+                )
+        group = next(g for g, t in self.launch_templates.items() if t is lt)
+        ami = "ami-0" + self._hex(f"ami-{group}", 16)
+        return [
+            {
+                "launchTemplateId": lt.id,
+                "launchTemplateName": lt.name,
+                "versionNumber": n,
+                "createTime": _iso(lt.created + n * 86400),
+                "createdBy": f"arn:aws:iam::{self.account}:role/eks-nodegroup",
+                "defaultVersion": n == lt.used,
+                "launchTemplateData": {
+                    "imageId": ami,
+                    "instanceType": self.cloud.groups[group].instance_type,
+                },
+            }
+            for n in sorted(set(wanted))
+        ]
+
+    # ---- updates ---------------------------------------------------------------------------------
+
+    def _new_update(
+        self, type_: str, params: list[Obj], token: str, *, nodegroup: str = "", addon: str = ""
+    ) -> Update:
+        update = Update(
+            id=str(uuid.UUID(self._hex(f"update-{next(self._ids)}", 32))),
+            type=type_,
+            params=params,
+            created=self.engine.clock.now(),
+            nodegroup=nodegroup,
+            addon=addon,
+        )
+        self.updates[update.id] = update
+        if token:
+            self.tokens[token] = update.id
+        return update
+
+    def _by_token(self, token: str) -> Update | None:
+        return self.updates.get(self.tokens[token]) if token in self.tokens else None
+
+    def update_cluster_version(self, version: str, token: str) -> Update:
+        known = self._by_token(token)
+        if known is not None:
+            return known
+        current = self.version()
+        if self._running("ControlPlaneUpgrade", "control-plane") is not None:
+            raise AwsError(409, "ResourceInUseException", f"Cluster {self.name} has an update in progress")
+        try:
+            ok = _minor(version) == version and minor_of(version) == minor_of(current) + 1
+        except (ValueError, IndexError):
+            ok = False
+        if not ok:
+            raise AwsError(
+                400,
+                "InvalidParameterException",
+                f"Unsupported Kubernetes minor version update from {current} to {version}",
+            )
+        behind = sorted(n for n, g in self.cloud.groups.items() if minor_of(g.version) < minor_of(current))
+        if behind:
+            raise AwsError(
+                400,
+                "InvalidRequestException",
+                f"Nodegroup(s) {', '.join(behind)} must be updated to match cluster version {current} before updating the cluster version",
+            )
+        patch = self.patch_versions.get(version, f"{version}.0")
+        update = self._new_update(
+            "VersionUpdate",
+            [
+                {"type": "Version", "value": version},
+                {"type": "PlatformVersion", "value": self.platform_version},
+            ],
+            token,
+        )
+        if "cluster" in self.fail_updates:
+            op = self.cloud._op("ControlPlaneUpgrade", "control-plane", patch, "updating")
+            self.engine.after(
+                self.cloud.control_plane_seconds / 2,
+                lambda: self.cloud._finish(op, "the control plane update failed (planted by the scenario)"),
+                key=("aws-update", update.id),
+            )
+            update.op = op
+        else:
+            update.op = self.cloud.upgrade_control_plane(patch)
+        return update
+
+    def update_nodegroup_version(self, name: str, version: str, force: bool, token: str) -> Update:
+        known = self._by_token(token)
+        if known is not None:
+            return known
+        group = self._group(name)
+        if self._running("NodeGroupUpdate", name) is not None:
+            raise AwsError(409, "ResourceInUseException", f"Nodegroup {name} has an update in progress")
+        target = version or self.version()
+        if minor_of(target) > minor_of(self.version()):
+            raise AwsError(
+                400,
+                "InvalidParameterException",
+                f"Requested Kubernetes version {target} is newer than the cluster version {self.version()}",
+            )
+        patch = self.patch_versions.get(
+            _minor(target),
+            group.version if _minor(group.version) == _minor(target) else f"{_minor(target)}.0",
+        )
+        update = self._new_update(
+            "VersionUpdate",
+            [
+                {"type": "Version", "value": _minor(target)},
+                {"type": "ReleaseVersion", "value": f"{patch}-20240129"},
+            ],
+            token,
+            nodegroup=name,
+        )
+        if f"nodegroup:{name}" in self.fail_updates:
+            op = self.cloud._op("NodeGroupUpdate", name, patch, "launching")
+            self.engine.after(
+                self.cloud.join_seconds,
+                lambda: self.cloud._finish(
+                    op, "NodeCreationFailure: instances failed to join the cluster (planted by the scenario)"
+                ),
+                key=("aws-update", update.id),
+            )
+            update.op = op
+        else:
+            update.op = self.cloud.replace_node_group(name, patch, force=force)
+        return update
+
+    def update_addon(self, name: str, version: str, token: str) -> Update:
+        known = self._by_token(token)
+        if known is not None:
+            return known
+        addon = self.addons.get(name)
+        if addon is None:
+            raise AwsError(
+                404, "ResourceNotFoundException", f"No addon: {name} found in cluster: {self.name}"
+            )
+        offered = [v for v in self.addon_versions.get(name, []) if self.version() in v.clusters]
+        if version and version not in {v.version for v in offered}:
+            raise AwsError(
+                400,
+                "InvalidParameterException",
+                f"Addon version {version} is not supported for addon {name} on Kubernetes {self.version()}",
+            )
+        target = version or next(
+            (v.version for v in offered if self.version() in v.default_for), addon.version
+        )
+        update = self._new_update(
+            "AddonUpdate", [{"type": "AddonVersion", "value": target}], token, addon=name
+        )
+        addon.status = "UPDATING"
+        failing = f"addon:{name}" in self.fail_updates
+
+        def done() -> None:
+            with self.lock:
+                addon.modified = self.engine.clock.now()
+                if failing:
+                    addon.status = "UPDATE_FAILED"
+                    update.status = "Failed"
+                    update.errors = [
+                        {
+                            "errorCode": "ConfigurationConflict",
+                            "errorMessage": "Conflicts found when trying to apply. Will not continue due to resolve conflicts mode.",
+                            "resourceIds": [name],
+                        }
+                    ]
+                else:
+                    addon.version = target
+                    addon.status = "ACTIVE"
+                    update.status = "Successful"
+
+        self.engine.after(ADDON_UPDATE_SECONDS, done, key=("aws-update", update.id))
+        return update
+
+    def update(self, update_id: str, nodegroup: str, addon: str) -> Obj:
+        update = self.updates.get(update_id)
+        if update is None or update.nodegroup != nodegroup or update.addon != addon:
+            raise AwsError(404, "ResourceNotFoundException", f"No update found for ID: {update_id}")
+        if update.op is not None:
+            update.status = update.op.state
+            if update.op.state == "Failed":
+                code = update.op.error.split(":", 1)[0] if ":" in update.op.error else "Unknown"
+                update.errors = [
+                    {
+                        "errorCode": code
+                        if code in ("PodEvictionFailure", "NodeCreationFailure")
+                        else "Unknown",
+                        "errorMessage": update.op.error,
+                        "resourceIds": [update.nodegroup or self.name],
+                    }
+                ]
+        return {
+            "id": update.id,
+            "status": update.status,
+            "type": update.type,
+            "params": update.params,
+            "createdAt": update.created,
+            "errors": update.errors,
+        }
+
+
+# ---- the wire ----------------------------------------------------------------------------------
+
+
+def register(server: SimHTTPServer, world: AwsWorld) -> None:
+    server.add_route(PREFIX, lambda method, path, query, body: handle(world, method, path, query, body))
+
+
+def handle(world: AwsWorld, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
+    rest = path[len(PREFIX) :].strip("/")
+    with world.lock:
+        if rest == "" and method == "POST":
+            return _query(world, body)
+        if rest == "sim/calls" and method == "GET":
+            return 200, dict(world.calls)
+        try:
+            return _rest(world, method, [urllib.parse.unquote(p) for p in rest.split("/")], query, body)
+        except AwsError as exc:
+            return exc.status, Raw(
+                json.dumps({"message": exc.message}).encode(),
+                "application/json",
+                {"x-amzn-ErrorType": f"{exc.code}:http://internal.amazon.com/coral/com.amazonaws.eks/"},
+            )
+
+
+def _json(status: int, obj: Obj) -> tuple[int, Any]:
+    return status, Raw(json.dumps(obj).encode(), "application/json", {"x-amzn-RequestId": str(uuid.uuid4())})
+
+
+def _page(items: list[Any], query: dict[str, str]) -> tuple[list[Any], str | None]:
+    size = int(query.get("maxResults") or 100)
+    start = int(query.get("nextToken") or 0)
+    nxt = start + size
+    return items[start:nxt], (str(nxt) if nxt < len(items) else None)
+
+
+def _rest(
+    world: AwsWorld, method: str, parts: list[str], query: dict[str, str], body: bytes
+) -> tuple[int, Any]:
+    data: Obj = json.loads(body) if body else {}
+    if parts == ["addons", "supported-versions"] and method == "GET":
+        world.calls["DescribeAddonVersions"] += 1
+        infos = world.addon_infos(query.get("addonName", ""), query.get("kubernetesVersion", ""))
+        page, nxt = _page(infos, query)
+        return _json(200, {"addons": page, **({"nextToken": nxt} if nxt else {})})
+    if len(parts) < 2 or parts[0] != "clusters":
+        raise AwsError(404, "UnknownOperationException", f"no operation for {method} /{'/'.join(parts)}")
+    if parts[1] != world.name:
+        raise AwsError(404, "ResourceNotFoundException", f"No cluster found for name: {parts[1]}.")
+    match (method, *parts[2:]):
+        case ("GET",):
+            world.calls["DescribeCluster"] += 1
+            return _json(200, {"cluster": world.cluster()})
+        case ("GET", "node-groups"):
+            world.calls["ListNodegroups"] += 1
+            page, nxt = _page(sorted(world.cloud.groups), query)
+            return _json(200, {"nodegroups": page, **({"nextToken": nxt} if nxt else {})})
+        case ("GET", "node-groups", name):
+            world.calls["DescribeNodegroup"] += 1
+            return _json(200, {"nodegroup": world.nodegroup(name)})
+        case ("POST", "node-groups", name, "update-version"):
+            world.calls["UpdateNodegroupVersion"] += 1
+            if "launchTemplate" in data or "releaseVersion" in data:
+                raise AwsError(
+                    400, "InvalidParameterException", "the simulator updates node groups by version only"
+                )
+            update = world.update_nodegroup_version(
+                name,
+                str(data.get("version") or ""),
+                bool(data.get("force")),
+                str(data.get("clientRequestToken") or ""),
+            )
+            return _json(200, {"update": world.update(update.id, name, "")})
+        case ("GET", "addons"):
+            world.calls["ListAddons"] += 1
+            page, nxt = _page(sorted(world.addons), query)
+            return _json(200, {"addons": page, **({"nextToken": nxt} if nxt else {})})
+        case ("GET", "addons", name):
+            world.calls["DescribeAddon"] += 1
+            return _json(200, {"addon": world.addon(name)})
+        case ("POST", "addons", name, "update"):
+            world.calls["UpdateAddon"] += 1
+            update = world.update_addon(
+                name, str(data.get("addonVersion") or ""), str(data.get("clientRequestToken") or "")
+            )
+            return _json(200, {"update": world.update(update.id, "", name)})
+        case ("POST", "insights"):
+            world.calls["ListInsights"] += 1
+            flt = data.get("filter") or {}
+            insights = [
+                world.insight_summary(i)
+                for i in world.insights
+                if (
+                    not flt.get("kubernetesVersions")
+                    or str(i.get("kubernetes_version")) in flt["kubernetesVersions"]
+                )
+                and (not flt.get("statuses") or i.get("status", "PASSING") in flt["statuses"])
+                and (not flt.get("categories") or i.get("category", "UPGRADE_READINESS") in flt["categories"])
+            ]
+            page, nxt = _page(
+                insights,
+                {
+                    "maxResults": str(data.get("maxResults") or 100),
+                    "nextToken": str(data.get("nextToken") or 0),
+                },
+            )
+            return _json(200, {"insights": page, **({"nextToken": nxt} if nxt else {})})
+        case ("GET", "insights", insight_id):
+            world.calls["DescribeInsight"] += 1
+            return _json(200, {"insight": world.insight(insight_id)})
+        case ("POST", "updates"):
+            world.calls["UpdateClusterVersion"] += 1
+            update = world.update_cluster_version(
+                str(data.get("version") or ""), str(data.get("clientRequestToken") or "")
+            )
+            return _json(200, {"update": world.update(update.id, "", "")})
+        case ("GET", "updates", update_id):
+            world.calls["DescribeUpdate"] += 1
+            return _json(
+                200,
+                {
+                    "update": world.update(
+                        update_id, query.get("nodegroupName", ""), query.get("addonName", "")
+                    )
+                },
+            )
+    raise AwsError(404, "UnknownOperationException", f"no operation for {method} /{'/'.join(parts)}")
+
+
+# ---- the query APIs (EC2, Auto Scaling): form-encoded in, XML out -------------------------------
+
+
+def _xml(tag: str, value: Any, member: str) -> str:
+    if isinstance(value, dict):
+        inner = "".join(_xml(k, v, member) for k, v in value.items() if v is not None)
+        return f"<{tag}>{inner}</{tag}>"
+    if isinstance(value, list):
+        return f"<{tag}>" + "".join(_xml(member, v, member) for v in value) + f"</{tag}>"
+    if isinstance(value, bool):
+        return f"<{tag}>{'true' if value else 'false'}</{tag}>"
+    return f"<{tag}>{escape(str(value))}</{tag}>"
+
+
+def _numbered(form: dict[str, str], prefix: str) -> list[str]:
+    """`Prefix.1`, `Prefix.2`… (EC2) → their values in order."""
+    out: list[str] = []
+    for i in itertools.count(1):
+        if f"{prefix}.{i}" not in form:
+            return out
+        out.append(form[f"{prefix}.{i}"])
+    return out
+
+
+def _query(world: AwsWorld, body: bytes) -> tuple[int, Any]:
+    form = {k: v[-1] for k, v in urllib.parse.parse_qs(body.decode(), keep_blank_values=True).items()}
+    action = form.get("Action", "")
+    request_id = str(uuid.uuid4())
+    try:
+        if action == "DescribeSubnets":
+            world.calls[action] += 1
+            return 200, _ec2(
+                action, request_id, {"subnetSet": [_subnet(world, s) for s in _subnets(world, form)]}
+            )
+        if action == "DescribeLaunchTemplateVersions":
+            world.calls[action] += 1
+            versions = world.template_versions(
+                form.get("LaunchTemplateId", ""),
+                form.get("LaunchTemplateName", ""),
+                _numbered(form, "LaunchTemplateVersion"),
+            )
+            return 200, _ec2(action, request_id, {"launchTemplateVersionSet": versions})
+        if action == "DescribeAutoScalingGroups":
+            world.calls[action] += 1
+            return 200, _autoscaling(action, request_id, {"AutoScalingGroups": _asgs(world, form)})
+    except AwsError as exc:
+        if action == "DescribeAutoScalingGroups":
+            text = (
+                f'<ErrorResponse xmlns="{ASG_XMLNS}"><Error><Type>Sender</Type><Code>{escape(exc.code)}</Code>'
+                f"<Message>{escape(exc.message)}</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>"
+            )
+        else:
+            text = (
+                f"<Response><Errors><Error><Code>{escape(exc.code)}</Code><Message>{escape(exc.message)}</Message>"
+                f"</Error></Errors><RequestID>{request_id}</RequestID></Response>"
+            )
+        return exc.status, Raw(('<?xml version="1.0" encoding="UTF-8"?>' + text).encode(), "text/xml")
+    text = (
+        f"<Response><Errors><Error><Code>InvalidAction</Code><Message>The action {escape(action)} is not "
+        f"valid for this web service.</Message></Error></Errors><RequestID>{request_id}</RequestID></Response>"
+    )
+    return 400, Raw(text.encode(), "text/xml")
+
+
+def _ec2(action: str, request_id: str, fields: Obj) -> Raw:
+    inner = "".join(_xml(k, v, "item") for k, v in fields.items())
+    text = (
+        f'<?xml version="1.0" encoding="UTF-8"?><{action}Response xmlns="{EC2_XMLNS}">'
+        f"<requestId>{request_id}</requestId>{inner}</{action}Response>"
+    )
+    return Raw(text.encode(), "text/xml;charset=UTF-8")
+
+
+def _autoscaling(action: str, request_id: str, fields: Obj) -> Raw:
+    inner = "".join(_xml(k, v, "member") for k, v in fields.items())
+    text = (
+        f'<{action}Response xmlns="{ASG_XMLNS}"><{action}Result>{inner}</{action}Result>'
+        f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></{action}Response>"
+    )
+    return Raw(text.encode(), "text/xml")
+
+
+def _subnets(world: AwsWorld, form: dict[str, str]) -> list[Subnet]:
+    ids = _numbered(form, "SubnetId")
+    known = {s.id for s in world.subnets}
+    missing = [i for i in ids if i not in known]
+    if missing:
+        raise AwsError(400, "InvalidSubnetID.NotFound", f"The subnet ID '{missing[0]}' does not exist")
+    chosen = [s for s in world.subnets if not ids or s.id in ids]
+    for i in itertools.count(1):
+        name = form.get(f"Filter.{i}.Name")
+        if name is None:
+            break
+        values = set(_numbered(form, f"Filter.{i}.Value"))
+        if name == "vpc-id":
+            chosen = [s for s in chosen if world.vpc_id in values]
+        elif name == "subnet-id":
+            chosen = [s for s in chosen if s.id in values]
+        elif name == "availability-zone":
+            chosen = [s for s in chosen if s.zone in values]
+        else:
+            raise AwsError(400, "InvalidParameterValue", f"The filter '{name}' is invalid")
+    return chosen
+
+
+def _subnet(world: AwsWorld, s: Subnet) -> Obj:
+    return {
+        "subnetId": s.id,
+        "subnetArn": f"arn:aws:ec2:{world.region}:{world.account}:subnet/{s.id}",
+        "state": "available",
+        "vpcId": world.vpc_id,
+        "ownerId": world.account,
+        "cidrBlock": s.cidr,
+        "availableIpAddressCount": s.free,
+        "availabilityZone": s.zone,
+        "availabilityZoneId": f"apne1-az{ord(s.zone[-1]) - ord('a') + 1}",
+        "defaultForAz": False,
+        "mapPublicIpOnLaunch": False,
+        "tagSet": [{"key": "Name", "value": f"{world.name}-{'-'.join(s.use)}-{s.zone}"}],
+    }
+
+
+def _asgs(world: AwsWorld, form: dict[str, str]) -> list[Obj]:
+    names = _numbered(form, "AutoScalingGroupNames.member")
+    groups = [g for g in world.asgs() if not names or g["AutoScalingGroupName"] in names]
+    for i in itertools.count(1):
+        name = form.get(f"Filters.member.{i}.Name")
+        if name is None:
+            break
+        values = set(_numbered(form, f"Filters.member.{i}.Values.member"))
+
+        def tagged(g: Obj, name: str = name, values: set[str] = values) -> bool:
+            tags = {t["Key"]: t["Value"] for t in g["Tags"]}
+            if name == "tag-key":
+                return bool(values & set(tags))
+            if name == "tag-value":
+                return bool(values & set(tags.values()))
+            if name.startswith("tag:"):
+                return tags.get(name[4:]) in values
+            raise AwsError(400, "ValidationError", f"Filter name {name} is not valid")
+
+        groups = [g for g in groups if tagged(g)]
+    return groups
