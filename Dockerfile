@@ -48,9 +48,10 @@ RUN useradd --system --create-home --uid 10001 upgradebot \
     && chown upgradebot /data
 
 # The wheels are mounted for this one step rather than copied, so they never become a layer;
-# --no-index: only what the build stage made is installed, which is the lock and the bot.
+# --no-index: only what the build stage made is installed, which is the lock and the bot (with
+# PostgreSQL, and boto3 for an EKS provider's checks).
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels "upgrade-bot[postgres]==${VERSION}"
+    pip install --no-index --find-links /wheels "upgrade-bot[postgres,aws]==${VERSION}"
 
 WORKDIR /app
 COPY upgrade-bot.example.yaml ./

@@ -47,8 +47,18 @@ class AuditEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EksProvider:
+    """The cluster is an EKS cluster: its name and region, and the API endpoint when it is not
+    AWS's own (the simulator's `aws:` URL). Credentials come from the standard chain."""
+
+    name: str
+    region: str
+    endpoint_url: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClusterConfig:
-    """Where to find one cluster's API server."""
+    """Where to find one cluster's API server (and, for a managed cluster, its provider's API)."""
 
     name: str
     kubeconfig: Path | None = None
@@ -56,6 +66,8 @@ class ClusterConfig:
     in_cluster: bool = False
     #: Seconds to wait for the API server before calling it unreachable.
     request_timeout: float = 10.0
+    #: `provider: {eks: {…}}`: the EKS checks read the cloud's side through the `aws` extra.
+    eks: EksProvider | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,7 +32,7 @@ from bot.core.validation import (
     shown,
 )
 from bot.errors import ConfigError
-from bot.records import ClusterConfig
+from bot.records import ClusterConfig, EksProvider
 from bot.resources import BUILTIN_RULES, BUILTIN_TEMPLATES
 
 _T = TypeVar("_T")
@@ -453,7 +453,40 @@ _TOP_KEYS = {
     "leader",
     "checks",
 }
-_CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout"}
+_CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout", "provider"}
+_PROVIDERS = {"eks"}
+_EKS_KEYS = {"name", "region", "endpoint_url"}
+_EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+
+
+def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | None:
+    """`provider: {eks: {name, region, endpoint_url?}}`: the one provider there is, for now."""
+    p = v.mapping(node, key, _PROVIDERS)
+    if not p:
+        if isinstance(node, yaml.MappingNode) and not node.value:
+            v.error(node, key, "name a provider: eks")
+        return None
+    eks_node = p["eks"]
+    e = v.mapping(eks_node, f"{key}.eks", _EKS_KEYS)
+    name = v.string(e.get("name"), f"{key}.eks.name")
+    region = v.string(e.get("region"), f"{key}.eks.region")
+    endpoint = v.string(e.get("endpoint_url"), f"{key}.eks.endpoint_url")
+    for missing in sorted({"name", "region"} - set(e)):
+        if isinstance(eks_node, yaml.MappingNode):
+            v.error(eks_node, f"{key}.eks.{missing}", "missing key")
+    if name is not None and not _EKS_NAME.match(name):
+        v.error(e["name"], f"{key}.eks.name", f"{shown(name)} is not an EKS cluster name")
+        name = None
+    if region is not None and not _REGION.match(region):
+        v.error(e["region"], f"{key}.eks.region", f"{shown(region)} is not an AWS region (like eu-west-1)")
+        region = None
+    if endpoint is not None and not re.match(r"^https?://[^\s/]+", endpoint):
+        v.error(e["endpoint_url"], f"{key}.eks.endpoint_url", "expected an http(s) URL")
+        endpoint = None
+    if name is None or region is None:
+        return None
+    return EksProvider(name=name, region=region, endpoint_url=endpoint)
 
 
 def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> ClusterConfig:
@@ -469,12 +502,14 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
     if not in_cluster and kubeconfig is None:
         v.error(node, f"{key}.kubeconfig", "missing key (or set in_cluster: true)")
     timeout = v.number(c.get("request_timeout"), f"{key}.request_timeout", low=0.5, high=300)
+    eks = _provider(v, f"{key}.provider", c["provider"]) if "provider" in c else None
     return ClusterConfig(
         name=name,
         kubeconfig=kubeconfig,
         context=context,
         in_cluster=bool(in_cluster),
         request_timeout=timeout if timeout is not None else 10.0,
+        eks=eks,
     )
 
 

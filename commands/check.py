@@ -38,7 +38,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             reader,
             target=target,
             rules=rules,
-            extras=checks.default_extras(now=ctx.clock().timestamp()),
+            extras=checks.default_extras(now=ctx.clock().timestamp(), cluster=cluster),
             covers=active_covers(
                 ctx.store, ctx.settings.check_ignores, cluster=cluster.name, now=ctx.clock()
             ),

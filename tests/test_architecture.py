@@ -47,7 +47,24 @@ LIBRARY_HOMES = {
     "rich": ("bot.frontdoor.cli",),
     # The run report's pictures (issue 31), imported inside its functions (see the test below).
     "matplotlib": ("bot.adapters.charts",),
+    # The optional `aws` extra (issue 29), imported inside `connect` (see the test below).
+    "boto3": ("bot.adapters.aws",),
+    "botocore": ("bot.adapters.aws",),
 }
+
+
+def test_boto3_is_imported_only_when_an_eks_provider_is_used() -> None:
+    """Without the `aws` extra the bot loads as before: loading it, every subcommand, the checks
+    and the AWS adapter itself leaves boto3 and botocore out of `sys.modules`."""
+    code = (
+        "import sys, bot.frontdoor.cli, bot.frontdoor.wiring, commands, bot.core.checks.service, bot.adapters.aws\n"
+        "commands.build_registry()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
 
 
 def test_matplotlib_is_imported_only_when_a_picture_is_drawn() -> None:

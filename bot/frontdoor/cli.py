@@ -506,7 +506,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
                 reader,
                 target=target,
                 rules=rules,
-                extras=checks.default_extras(now=datetime.now(UTC).timestamp()),
+                extras=checks.default_extras(now=datetime.now(UTC).timestamp(), cluster=cluster),
                 manifests=[Path(p) for p in args.manifests],
                 manifest_check=checks.default_manifest_check(stdin),
                 progress=progress,

@@ -281,7 +281,7 @@ def action_context(
                 reader,
                 target=target,
                 rules=load_rules(settings.rules_paths()),
-                extras=checks.default_extras(now=clock().timestamp()),
+                extras=checks.default_extras(now=clock().timestamp(), cluster=config),
                 covers=active_covers(store, settings.check_ignores, cluster=config.name, now=clock()),
             )
 

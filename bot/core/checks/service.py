@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import cast
 
-from bot.core.checks import apidata, apis
+from bot.core.checks import apidata, apis, eks
 from bot.core.checks.findings import REQUIRED, Cover, Finding, Report, summary_lines
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.preflight import minor_of, run_checks
@@ -21,16 +21,18 @@ from bot.core.checks.rules import Rule, RuleHit
 from bot.core.checks.waivers import apply_covers
 from bot.core.snapshots.projection import Progress
 from bot.errors import UsageError, UserError
-from bot.records import FileAttachment
+from bot.records import ClusterConfig, FileAttachment
 
 #: Extra finding sources (removed APIs…): (reader, target, notes to add to) → findings.
 Extra = Callable[[CheckReader, str, list[str]], Sequence[Finding]]
 
 
-def default_extras(now: float | None = None) -> tuple[Extra, ...]:
+def default_extras(now: float | None = None, cluster: ClusterConfig | None = None) -> tuple[Extra, ...]:
     """The finding sources beyond this package's checks that every front door runs: removed and
     deprecated APIs (`apis.py`: the apiserver metric, last-applied and managedFields, Helm
-    releases). `now` (Unix seconds) dates the metric's counting window."""
+    releases), and for a configured `cluster` the EKS checks of its provider (`eks.py`: skipped,
+    with a note saying why, without a provider or without the `aws` extra). `now` (Unix seconds)
+    dates the metric's counting window."""
 
     def removed_apis(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:
         if getattr(reader, "get_raw", None) is None:
@@ -38,7 +40,9 @@ def default_extras(now: float | None = None) -> tuple[Extra, ...]:
             return []
         return apis.cluster_api_findings(cast(apis.ApiReader, reader), target, now=now, notes=notes)
 
-    return (removed_apis,)
+    if cluster is None:
+        return (removed_apis,)
+    return (removed_apis, eks.eks_extra(cluster.eks))
 
 
 def default_manifest_check(stdin: str | None = None) -> Callable[[Sequence[Path], str], Sequence[Finding]]:

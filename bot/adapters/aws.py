@@ -1,0 +1,161 @@
+"""The EKS provider's AWS side: the one module that imports boto3, and only when it is used.
+
+boto3 is the optional `aws` extra (`pip install 'upgrade-bot[aws]'`). `connect(provider)` imports
+it then, and raises `AwsUnavailable` with the reason when it cannot: nothing else in the bot
+imports boto3, so a bot without the extra loads and runs as before. Credentials come from the
+standard chain (environment, shared files, IRSA / EKS Pod Identity in the chart); the region and,
+for the simulator, the endpoint come from the cluster's `provider: {eks: …}`.
+
+The answers are botocore's, as plain dicts and lists (datetimes stay datetimes); any client or
+connection error becomes `AwsError` with botocore's message, so callers never see botocore's types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from bot.records import EksProvider
+
+Obj = dict[str, Any]
+
+#: What to install for the EKS checks (said in every "skipped" note).
+EXTRA_HINT = "pip install 'upgrade-bot[aws]'"
+
+
+class AwsUnavailable(Exception):
+    """The AWS side cannot be read at all (no boto3); the reason is for people."""
+
+
+class AwsError(Exception):
+    """An AWS call failed (refused, unreachable, no credentials); the message is botocore's."""
+
+
+class Eks:
+    """One EKS cluster's reads through boto3's `eks`, `ec2` and `autoscaling` clients."""
+
+    def __init__(
+        self, provider: EksProvider, clients: tuple[Any, Any, Any], errors: tuple[type[Exception], ...]
+    ) -> None:
+        self.provider = provider
+        self.name = provider.name
+        self._eks, self._ec2, self._autoscaling = clients
+        self._errors = errors
+
+    def _call(self, fn: Any, **kwargs: Any) -> Obj:
+        try:
+            return dict(fn(**kwargs))
+        except self._errors as exc:
+            raise AwsError(str(exc)) from exc
+
+    def _pages(self, client: Any, operation: str, key: str, **kwargs: Any) -> Iterator[Obj]:
+        try:
+            for page in client.get_paginator(operation).paginate(**kwargs):
+                yield from page.get(key) or []
+        except self._errors as exc:
+            raise AwsError(str(exc)) from exc
+
+    # ---- EKS --------------------------------------------------------------------------------------
+
+    def cluster(self) -> Obj:
+        return dict(self._call(self._eks.describe_cluster, name=self.name)["cluster"])
+
+    def nodegroups(self) -> list[Obj]:
+        names = list(self._pages(self._eks, "list_nodegroups", "nodegroups", clusterName=self.name))
+        return [
+            dict(
+                self._call(self._eks.describe_nodegroup, clusterName=self.name, nodegroupName=n)["nodegroup"]
+            )
+            for n in names
+        ]
+
+    def addons(self) -> list[Obj]:
+        names = list(self._pages(self._eks, "list_addons", "addons", clusterName=self.name))
+        return [
+            dict(self._call(self._eks.describe_addon, clusterName=self.name, addonName=n)["addon"])
+            for n in names
+        ]
+
+    def addon_versions(self, addon: str, kubernetes_version: str) -> list[Obj]:
+        """The versions of `addon` EKS offers for `kubernetes_version` (each with its compatibilities)."""
+        infos = self._pages(
+            self._eks,
+            "describe_addon_versions",
+            "addons",
+            addonName=addon,
+            kubernetesVersion=kubernetes_version,
+        )
+        return [
+            dict(v)
+            for info in infos
+            if info.get("addonName") == addon
+            for v in info.get("addonVersions") or []
+        ]
+
+    def insights(self, kubernetes_version: str) -> list[Obj]:
+        """The upgrade insights for `kubernetes_version`, each described in full."""
+        summaries = list(
+            self._pages(
+                self._eks,
+                "list_insights",
+                "insights",
+                clusterName=self.name,
+                filter={"kubernetesVersions": [kubernetes_version]},
+            )
+        )
+        return [
+            dict(self._call(self._eks.describe_insight, clusterName=self.name, id=s["id"])["insight"])
+            for s in summaries
+        ]
+
+    # ---- EC2 and Auto Scaling ---------------------------------------------------------------------
+
+    def subnets(self, ids: list[str]) -> list[Obj]:
+        if not ids:
+            return []
+        return [dict(s) for s in self._pages(self._ec2, "describe_subnets", "Subnets", SubnetIds=ids)]
+
+    def latest_template_version(self, template_id: str) -> int | None:
+        found = (
+            self._call(
+                self._ec2.describe_launch_template_versions,
+                LaunchTemplateId=template_id,
+                Versions=["$Latest"],
+            ).get("LaunchTemplateVersions")
+            or []
+        )
+        return int(found[0]["VersionNumber"]) if found else None
+
+    def auto_scaling_groups(self) -> list[Obj]:
+        """The Auto Scaling groups tagged as the cluster's (`kubernetes.io/cluster/NAME`)."""
+        return [
+            dict(g)
+            for g in self._pages(
+                self._autoscaling,
+                "describe_auto_scaling_groups",
+                "AutoScalingGroups",
+                Filters=[{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{self.name}"]}],
+            )
+        ]
+
+
+def connect(provider: EksProvider) -> Eks:
+    """boto3's clients for `provider`; `AwsUnavailable` when boto3 is not installed."""
+    try:
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError as exc:
+        raise AwsUnavailable(f"boto3 is not installed ({EXTRA_HINT}): {exc}") from None
+    config = Config(
+        region_name=provider.region,
+        connect_timeout=5,
+        read_timeout=30,
+        retries={"max_attempts": 3, "mode": "standard"},
+    )
+    session = boto3.session.Session()
+    clients = tuple(
+        session.client(service, endpoint_url=provider.endpoint_url, config=config)
+        for service in ("eks", "ec2", "autoscaling")
+    )
+    return Eks(provider, (clients[0], clients[1], clients[2]), (BotoCoreError, ClientError))

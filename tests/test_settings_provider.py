@@ -1,0 +1,57 @@
+"""`clusters.NAME.provider: {eks: {name, region, endpoint_url?}}`: validated like every other key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.errors import ConfigError
+from bot.records import EksProvider
+from bot.settings import parse_settings
+
+BASE = "clusters:\n  prod:\n    kubeconfig: kc\n"
+
+
+def test_an_eks_provider_is_read_with_its_endpoint() -> None:
+    text = (
+        BASE
+        + "    provider:\n      eks: {name: runbook-prod, region: ap-northeast-1, endpoint_url: 'http://127.0.0.1:8080/aws'}\n"
+    )
+    settings = parse_settings(text, source=Path("cfg.yaml"), env={})
+    assert settings.clusters["prod"].eks == EksProvider(
+        name="runbook-prod", region="ap-northeast-1", endpoint_url="http://127.0.0.1:8080/aws"
+    )
+
+
+def test_a_cluster_without_a_provider_has_none() -> None:
+    assert parse_settings(BASE, source=Path("cfg.yaml"), env={}).clusters["prod"].eks is None
+
+
+@pytest.mark.parametrize(
+    ("provider", "expected"),
+    [
+        ("    provider:\n      gke: {name: x}\n", "cfg.yaml:5: clusters.prod.provider.gke: unknown key"),
+        (
+            "    provider:\n      eks: {name: runbook-prod}\n",
+            "cfg.yaml:5: clusters.prod.provider.eks.region: missing key",
+        ),
+        (
+            "    provider:\n      eks: {name: runbook-prod, region: tokyo}\n",
+            "cfg.yaml:5: clusters.prod.provider.eks.region: 'tokyo' is not an AWS region",
+        ),
+        (
+            "    provider:\n      eks:\n        name: 'a b'\n        region: eu-west-1\n",
+            "cfg.yaml:6: clusters.prod.provider.eks.name: 'a b' is not an EKS cluster name",
+        ),
+        (
+            "    provider:\n      eks: {name: x, region: eu-west-1, endpoint_url: localhost}\n",
+            "clusters.prod.provider.eks.endpoint_url: expected an http(s) URL",
+        ),
+        ("    provider: {}\n", "clusters.prod.provider: name a provider: eks"),
+    ],
+)
+def test_a_bad_provider_is_named_with_its_file_line_and_key(provider: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(BASE + provider, source=Path("cfg.yaml"), env={})
+    assert expected in caught.value.user_message
