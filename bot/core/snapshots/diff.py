@@ -11,9 +11,10 @@ namespace whose pods vanished — are regressions. kube-system sorts first.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -155,19 +156,35 @@ def _gaps(snap: Mapping[str, Any]) -> set[str]:
     return {g["resource"] for g in snap.get("gaps") or []}
 
 
-def diff(before: Mapping[str, Any], after: Mapping[str, Any], *, restart_threshold: int = 3) -> DiffReport:
+def diff(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    *,
+    restart_threshold: int = 3,
+    replaces: Mapping[str, str] | None = None,
+) -> DiffReport:
+    """`replaces`: new node group → the old one it replaces (a plan step's `replaces:`); a group
+    gone whose replacement holds its workloads is expected, not a regression (see `_replaced`)."""
     with collector_paused():
-        return _diff(before, after, restart_threshold=restart_threshold)
+        return _diff(before, after, restart_threshold=restart_threshold, replaces=replaces or {})
 
 
-def _diff(before: Mapping[str, Any], after: Mapping[str, Any], *, restart_threshold: int) -> DiffReport:
+def _diff(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    *,
+    restart_threshold: int,
+    replaces: Mapping[str, str],
+) -> DiffReport:
     report = DiffReport(before=before, after=after)
     gaps = _gaps(before) | _gaps(after)
     report.skipped.extend(f"{resource}: not readable in one of the snapshots" for resource in sorted(gaps))
     found: list[Finding] = []
     found.extend(_control_plane(before, after))
     if "nodes" not in gaps:
-        found.extend(_nodes(before["nodes"], after["nodes"]))
+        # Read only when a group is gone, once: which workloads each group's nodes held.
+        held = None if "pods" in gaps else functools.cache(lambda: (_held(before), _held(after)))
+        found.extend(_nodes(before["nodes"], after["nodes"], replaces=replaces, held=held))
     if not gaps & {"deployments", "daemonsets", "statefulsets"}:
         found.extend(_workloads(before["workloads"], after["workloads"]))
     if "pods" not in gaps:
@@ -227,7 +244,51 @@ _NODE_VERSIONS = (
 )
 
 
-def _nodes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Iterable[Finding]:
+def _held(snap: Mapping[str, Any]) -> dict[str, set[tuple[str, str, str]]]:
+    """Node → the workloads (namespace, kind, name) with pods on it, DaemonSets left out (every
+    node has theirs): what a node group holds."""
+    col = {name: i for i, name in enumerate(snap.get("pod_fields") or POD_FIELDS)}
+    fields = itemgetter(col["namespace"], col["workload_kind"], col["workload"], col["node"])
+    out: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
+    for ns, kind, workload, node in map(fields, snap.get("pods") or []):
+        if node and kind != "DaemonSet":
+            out[node].add((ns, kind, workload))
+    return out
+
+
+Held = tuple[dict[str, set[tuple[str, str, str]]], dict[str, set[tuple[str, str, str]]]]
+
+
+def _replaced(
+    old: str,
+    b: Mapping[str, Any],
+    by_group_b: Mapping[str, Mapping[str, Any]],
+    by_group_a: Mapping[str, Mapping[str, Any]],
+    replaces: Mapping[str, str],
+    held: Held,
+) -> tuple[str, list[str]]:
+    """The group that replaced `old` (gone), and the workloads it held that its replacement does
+    not hold: named by a plan step's `replaces:`, or else the one group new since the earlier
+    snapshot that holds every workload `old` held (eksctl's rename: `others` → `others-1-25`)."""
+    named = [new for new, was in replaces.items() if was == old and new in by_group_a]
+    candidates = named or [g for g in by_group_a if g not in by_group_b]
+    held_b, held_a = held
+    workloads = set().union(*(held_b.get(n, set()) for n in b))
+    for new in candidates:
+        now = set().union(*(held_a.get(n, set()) for n in by_group_a[new]))
+        missing = sorted(f"{k} {ns}/{w}" for ns, k, w in workloads - now)
+        if named or (workloads and not missing):
+            return new, missing
+    return "", []
+
+
+def _nodes(
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    *,
+    replaces: Mapping[str, str] | None = None,
+    held: Callable[[], Held] | None = None,
+) -> Iterable[Finding]:
     by_group_b: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     by_group_a: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for n in before:
@@ -250,7 +311,27 @@ def _nodes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Iterabl
             yield Finding(
                 kind=EXPECTED, category="nodes added", subject=subject, detail=f"{len(new)} new: {_few(new)}"
             )
-        if len(a) < len(b):
+        new_group, unheld = (
+            _replaced(group, b, by_group_b, by_group_a, replaces or {}, held())
+            if b and not a and held is not None
+            else ("", [])
+        )
+        if new_group and not unheld:
+            yield Finding(
+                kind=EXPECTED,
+                category="node group replaced",
+                subject=subject,
+                detail=f"replaced by node group {new_group}, which holds its workloads"
+                f" ({len(b)} nodes → {len(by_group_a[new_group])})",
+            )
+        elif new_group:
+            yield Finding(
+                kind=REGRESSION,
+                category="node missing",
+                subject=subject,
+                detail=f"is gone; its replacement {new_group} does not hold {_few(unheld)}",
+            )
+        elif len(a) < len(b):
             missing = len(b) - len(a)
             what = "is gone" if not a else f"has {len(a)} nodes, had {len(b)}"
             yield Finding(
