@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from bot.core.snapshots.diff import EXPECTED, diff
-from tests.core.snapshots.test_diff import base_objects, snap, upgraded
+from tests.support.diff_objects import base_objects, snap, upgraded
 from tests.support.kube_objects import node
 
 

@@ -11,7 +11,6 @@ import pytest
 from bot.core.snapshots.projection import pod_display_status, pods_as_dicts, take_snapshot, to_json
 from bot.core.snapshots.service import MAX_LABEL, StreamedBody, clean_label
 from bot.errors import ClusterError, UserError
-from tests.core.snapshots.wire import WireCluster, as_pod
 from tests.support.kube_objects import (
     container_status,
     deployment,
@@ -19,6 +18,7 @@ from tests.support.kube_objects import (
     pod,
     replicaset,
 )
+from tests.support.wire_cluster import WireCluster, as_pod
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 
