@@ -9,14 +9,19 @@
 # pins); the final image installs those wheels and holds no source checkout, so it runs exactly
 # what `pip install upgrade-bot` would with the locked dependencies.
 #
-# The base image is named by tag: pin it by digest where the image is built, e.g.
-#   docker build --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<digest> .
-ARG PYTHON_IMAGE=python:3.11-slim
+# The base image is pinned by the digest of its multi-platform index, so every build starts from
+# the same bytes: the official python:3.11-slim-bookworm of 2026-08-25 (Python 3.11.16, Debian 12),
+# as docker-library/repo-info records it (repos/python/remote/3.11-slim-bookworm.md). To move to a
+# newer build, take the digest `docker buildx imagetools inspect python:3.11-slim-bookworm` prints
+# (the index's, not one platform's), or pass it where the image is built:
+#   docker build --build-arg PYTHON_DIGEST=sha256:<digest> .
+ARG PYTHON_IMAGE=docker.io/library/python:3.11-slim-bookworm
+ARG PYTHON_DIGEST=sha256:fe556eaffd0d96abd8685b83bb8a69addd0dc730fa193669a7df0d49ddcfac02
 # The bot's own version, as in pyproject.toml (tests/test_packaging.py checks they agree): the
 # final stage installs exactly that wheel, never whatever another version on the index might be.
 ARG VERSION=0.1.0
 
-FROM ${PYTHON_IMAGE} AS build
+FROM ${PYTHON_IMAGE}@${PYTHON_DIGEST} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
@@ -29,14 +34,16 @@ COPY templates ./templates
 # The bot's own wheel; its dependencies are already there.
 RUN pip wheel --wheel-dir /wheels --no-deps .
 
-FROM ${PYTHON_IMAGE}
+FROM ${PYTHON_IMAGE}@${PYTHON_DIGEST}
 ARG VERSION
 ARG PYTHON_IMAGE
+ARG PYTHON_DIGEST
 LABEL org.opencontainers.image.title="upgrade-bot" \
       org.opencontainers.image.description="A Slack ChatOps bot that runs Kubernetes cluster upgrades with a team" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}" \
+      org.opencontainers.image.base.digest="${PYTHON_DIGEST}"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
 from bot.core.runs.service import RunService
 from bot.core.snapshots.projection import ClusterReader
-from bot.core.telemetry import NO_TELEMETRY, Telemetry
+from bot.core.telemetry import NO_TELEMETRY, TIMED_WORK, Telemetry
 from bot.core.watches.service import WatchService
 from bot.errors import (
     BotError,
@@ -111,7 +112,10 @@ class Router:
             channel_id=valid_text(request.channel_id)[:64],
         )
         with correlation(request.correlation_id) as cid:
+            began = time.monotonic()
             name, reply, audit_outcome, detail = self._run(request, cid)
+            if name in TIMED_WORK and audit_outcome == "ok":
+                self.telemetry.work_seconds(name, time.monotonic() - began)
             try:
                 rendered = self.renderer.render(reply.template, reply.context)
             except BotError as exc:

@@ -11,6 +11,7 @@ arguments a plan step takes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 from datetime import timedelta
 from typing import Any, cast
@@ -24,8 +25,10 @@ from bot.core.jobs.preflight import preflight
 from bot.core.people import ANY_ROLE, roles_of
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.snapshots.service import pick_cluster
-from bot.errors import BotError, PermissionDenied, UserError, clip
+from bot.errors import BotError, ClusterUnreachable, PermissionDenied, TemporaryError, UserError, clip
 from commands import _runs
+
+log = logging.getLogger(__name__)
 
 ACTIONS = ("cordon", "uncordon", "drain", "restart")
 #: How long the one-step run's gate waits for its approvers before it times out.
@@ -109,14 +112,20 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     )
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
-        plan["current_version"] = plan["target_version"] = _cluster_version(reader, cluster.name)
-        # What it names must exist (and a group have nodes to act on) before anyone is asked.
-        checked = preflight(
-            cast(JobCluster, reader),  # the kube adapter's Cluster: every read a job's plan makes
-            args.kind,
-            params,
-            node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
-            now=ctx.clock(),
+        version, unreachable = _cluster_version(reader, cluster.name)
+        plan["current_version"] = plan["target_version"] = version
+        # What it names must exist (and a group have nodes to act on) before anyone is asked; a
+        # cluster that does not answer now may answer by the time the approvers have: the check
+        # is said to be skipped, and the gate opens all the same.
+        skipped = (
+            unreachable
+            or preflight(
+                cast(JobCluster, reader),  # the kube adapter's Cluster: every read a job's plan makes
+                args.kind,
+                params,
+                node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                now=ctx.clock(),
+            ).skipped
         )
     text = yaml.safe_dump(plan, sort_keys=False)
     ctx.store.save_plan(name=name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
@@ -128,25 +137,25 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         context={
             "message": f"`{args.kind}` on {cluster.name} is run `{out.run.id}`; it waits for {gate} "
             f"to approve it in its thread{' (dry run: nothing will change)' if args.dry_run else ''}."
-            + (
-                f" The check that what it names exists was skipped: {checked.skipped}."
-                if checked.skipped
-                else ""
-            ),
+            + (f" The check that what it names exists was skipped: {skipped}." if skipped else ""),
             "run_id": out.run.id,
         },
     )
 
 
-def _cluster_version(reader: ClusterReader, cluster: str) -> str:
-    """The control plane's version (the run card shows it); a cluster that does not answer is
-    refused now, before anyone is asked to approve."""
+def _cluster_version(reader: ClusterReader, cluster: str) -> tuple[str, str]:
+    """The control plane's version (the run card shows it) and, when the cluster cannot be
+    reached, why (the existence check is then skipped; "0.0" stands for the unknown version).
+    Any other answer (forbidden, a broken configuration) is refused now, before anyone is asked."""
     try:
         info = reader.get_json("/version")
+    except (ClusterUnreachable, TemporaryError) as exc:
+        log.warning("action on cluster %s: version not read, existence check skipped: %s", cluster, exc)
+        return "0.0", exc.user_message
     except BotError as exc:
         raise UserError(f"cluster {cluster} did not answer: {exc.user_message}") from None
     text = str(info.get("gitVersion", "")).lstrip("v").split("-")[0].split("+")[0]
-    return text or "0.0"
+    return text or "0.0", ""
 
 
 def _arguments(parser: CommandParser) -> None:

@@ -48,6 +48,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         ephemeral=False,
         context=checks.summary_context(report, shown_recommended=SHOWN_RECOMMENDED),
         files=(checks.report_attachment(report),),
+        found=report.failed,
     )
 
 

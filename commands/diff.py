@@ -96,6 +96,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                 filetype="markdown",
             ),
         ),
+        found=report.has_regressions,
     )
 
 

@@ -371,3 +371,19 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs_from_anywhere
     # 3: completed, with the planted faults' failed steps reviewed and skipped.
     assert rehearsed.returncode == 3, rehearsed.stdout[-2000:] + rehearsed.stderr[-3000:]
     assert rehearsed.stdout.rstrip().endswith("completed")
+
+
+def test_the_base_image_is_pinned_by_digest_and_labelled() -> None:
+    lines = (ROOT / "Dockerfile").read_text(encoding="utf-8").splitlines()
+    (image,) = [line.split("=", 1)[1] for line in lines if line.startswith("ARG PYTHON_IMAGE=")]
+    (digest,) = [line.split("=", 1)[1] for line in lines if line.startswith("ARG PYTHON_DIGEST=")]
+    assert re.fullmatch(r"docker\.io/library/python:3\.11-slim-\w+", image), image
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), digest
+    stages = dockerfile_stages()
+    # Every stage starts from the same bytes: the tag for people, the digest for the builder.
+    assert [stage[0].split()[1] for stage in stages] == ["${PYTHON_IMAGE}@${PYTHON_DIGEST}"] * len(stages)
+    (label,) = [line for line in stages[-1] if line.startswith("LABEL ")]
+    for key in ("title", "description", "version", "licenses", "base.name", "base.digest"):
+        assert f"org.opencontainers.image.{key}=" in label, key
+    assert 'org.opencontainers.image.base.digest="${PYTHON_DIGEST}"' in label
+    assert {"ARG PYTHON_IMAGE", "ARG PYTHON_DIGEST"} <= set(stages[-1])

@@ -39,6 +39,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -130,6 +131,10 @@ log = logging.getLogger(__name__)
 
 #: kubectl's page size; the API server's list cost is bounded per page.
 PAGE_SIZE = 500
+
+#: Told of each API request: (verb, result, seconds) — `get`/`list`… as the HTTP method
+#: lower-cased (`watch` for a watch), the HTTP status or `unreachable`, time to the headers.
+RequestObserver = Callable[[str, str, float], None]
 
 
 #: The annotation `kubectl rollout restart` sets on the pod template.
@@ -252,15 +257,26 @@ def _version_of(obj: Any) -> str | None:
 class Cluster:
     """One cluster's API server, reached through the official client's transport."""
 
-    def __init__(self, name: str, api_client: Any, *, timeout: float, context: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        api_client: Any,
+        *,
+        timeout: float,
+        context: str = "",
+        observe: RequestObserver | None = None,
+    ) -> None:
         self.name = name
         self.context = context
         self.api_client = api_client
         self.timeout = timeout
+        #: Told of every API request (verb, result, seconds): the front door's metrics.
+        self.observe = observe
 
     @classmethod
-    def connect(cls, config: ClusterConfig) -> Cluster:
-        """Build a client for `config` (no request is made yet)."""
+    def connect(cls, config: ClusterConfig, *, observe: RequestObserver | None = None) -> Cluster:
+        """Build a client for `config` (no request is made yet); `observe` is told of every
+        request it makes (verb, result, seconds to the response's headers)."""
         configuration = k8s_client.Configuration()
         try:
             if config.in_cluster:
@@ -281,7 +297,7 @@ class Cluster:
         configuration.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0)
         api_client = k8s_client.ApiClient(configuration)
         context = config.context or ("in-cluster" if config.in_cluster else _current_context(config))
-        return cls(config.name, api_client, timeout=config.request_timeout, context=context)
+        return cls(config.name, api_client, timeout=config.request_timeout, context=context, observe=observe)
 
     @property
     def server(self) -> str:
@@ -304,6 +320,34 @@ class Cluster:
         read = read_timeout or max(self.timeout, 60.0)
         if body is not None:
             headers["Content-Type"] = content_type
+        if self.observe is None:
+            return self._call(method, path, query, headers, body, read)
+        verb = (
+            "watch"
+            if method == "GET" and str((query or {}).get("watch", "")).lower() in ("1", "true")
+            else method.lower()
+        )
+        began, result = time.monotonic(), "unreachable"
+        try:
+            resp = self._call(method, path, query, headers, body, read)
+            result = str(getattr(resp, "status", "") or "200")
+            return resp
+        except ClusterError as exc:
+            if exc.status:
+                result = str(exc.status)
+            raise
+        finally:
+            self.observe(verb, result, time.monotonic() - began)
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        headers: dict[str, str],
+        body: Any,
+        read: float,
+    ) -> Any:
         try:
             return self.api_client.call_api(
                 path,

@@ -48,6 +48,9 @@ class Reply:
     files: tuple[FileAttachment, ...] = ()
     #: Post in this channel instead of the one the command came from (non-ephemeral replies only).
     channel: str = ""
+    #: The command worked and found something (check: Required findings not waived; diff:
+    #: regressions): the terminal's `exec` exits 3 for it, as `upgrade-bot check` and `diff` do.
+    found: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

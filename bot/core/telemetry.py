@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+#: The actions and subcommands whose duration is `Telemetry.work_seconds`.
+TIMED_WORK = frozenset({"snapshot", "check", "diff"})
+
 
 class Telemetry(Protocol):
     # -- commands, acks and Slack -----------------------------------------------------------
@@ -45,6 +48,36 @@ class Telemetry(Protocol):
     def inbox_set_aside(self, kind: str) -> None:
         """An acknowledged request (`command`, `click`, `choice`) failed too often: a dead letter."""
 
+    # -- runs, gates, jobs ---------------------------------------------------------------------
+    def run_started(self) -> None:
+        """An upgrade run (or a one-step `/upgrade action` run) was started."""
+
+    def run_ended(self, outcome: str) -> None:
+        """A run ended: `completed` or `aborted`."""
+
+    def step_ended(self, outcome: str) -> None:
+        """A run's step reached `succeeded`, `failed`, `skipped` or `interrupted`."""
+
+    def gate_waited(self, seconds: float) -> None:
+        """A step's gate was passed this long after it opened (time waiting for people)."""
+
+    def gate_escalated(self) -> None:
+        """A gate waited past its escalation: the bot reminded the roster (and the coordinator)."""
+
+    def evictions(self, result: str, count: int) -> None:
+        """A drain's eviction requests: `evicted`, `gone` (the pod was already gone), `blocked`
+        (a disruption budget refused, 429) or `error` (another refusal)."""
+
+    def nodes_drained(self, count: int) -> None:
+        """A drain finished this many nodes (every pod that had to go is gone)."""
+
+    def work_seconds(self, kind: str, seconds: float) -> None:
+        """A `snapshot`, `check` or `diff` (a command's or a plan step's) took this long."""
+
+    def kube_request(self, verb: str, result: str, seconds: float) -> None:
+        """One Kubernetes API request: verb (get, list, watch, create, patch, delete, …), result
+        (the HTTP status, or `unreachable`), seconds to the response's headers."""
+
 
 class NoTelemetry:
     """Records nothing: the default where no exporter is wired (terminal, tests)."""
@@ -77,6 +110,33 @@ class NoTelemetry:
         pass
 
     def inbox_set_aside(self, kind: str) -> None:
+        pass
+
+    def run_started(self) -> None:
+        pass
+
+    def run_ended(self, outcome: str) -> None:
+        pass
+
+    def step_ended(self, outcome: str) -> None:
+        pass
+
+    def gate_waited(self, seconds: float) -> None:
+        pass
+
+    def gate_escalated(self) -> None:
+        pass
+
+    def evictions(self, result: str, count: int) -> None:
+        pass
+
+    def nodes_drained(self, count: int) -> None:
+        pass
+
+    def work_seconds(self, kind: str, seconds: float) -> None:
+        pass
+
+    def kube_request(self, verb: str, result: str, seconds: float) -> None:
         pass
 
 

@@ -202,7 +202,7 @@ def start_acting(services: Any, triggers: Any) -> JobRunner:
     settings = services.settings
 
     def connect(name: str) -> Any:
-        return Cluster.connect(pick_cluster(settings.clusters, name))
+        return Cluster.connect(pick_cluster(settings.clusters, name), observe=services.telemetry.kube_request)
 
     runner = JobRunner(services.jobs, connect)
     runner.leading = lambda: bool(triggers.leading)

@@ -143,7 +143,13 @@ def _parser() -> argparse.ArgumentParser:
         help="Socket Mode: serve /healthz, /readyz and /metrics on this port (with --http they are on --port)",
     )
 
-    ex = sub.add_parser("exec", parents=[common], help="run one /upgrade subcommand from the terminal")
+    ex = sub.add_parser(
+        "exec",
+        parents=[common],
+        help="run one /upgrade subcommand from the terminal (exits as the command of the same name)",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ex.add_argument("text", help='the subcommand and its arguments, e.g. "help" or "audit --since 1h"')
     ex.add_argument("--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)")
     ex.add_argument(
@@ -833,7 +839,8 @@ def _exec(settings: Settings, args: argparse.Namespace) -> int:
         target.write_bytes(attachment.content)
         print(f"file: {target}")
     if outcome.ok:
-        return EXIT_OK
+        # As the terminal command of the same name exits: `exec "check"` with Required findings is 3.
+        return EXIT_FOUND if outcome.reply.found else EXIT_OK
     return EXIT_USAGE if outcome.audit_outcome == "usage" else EXIT_FAILED
 
 

@@ -10,10 +10,13 @@ Socket Mode's small port of `--health-port` (`ops_app`: `/metrics`, `/healthz`, 
 Mode's acks are timed by its handler (`bot.frontdoor.socket_mode`). `route` fits a router of
 GET paths to functions returning (status line, body).
 
-Recorded today: commands, HTTP acks, Slack calls, announcements, actions, the workers' queue
-depth (read at scrape time). Defined, with one call each for the parts being built next:
-`slack_rate_limited` (the Slack limiter), `card_update` (the card coalescer), `watch_events`
-(watches), `leadership` (the leader lease).
+Recorded: commands, HTTP acks, Slack calls and rate limiting, card edits, watch events,
+announcements, actions, leadership, dead letters, the workers' queue depth (read at scrape time);
+runs started and ended by outcome, steps by outcome, the time people took to pass a gate and the
+gates that waited past their escalation, drains' evictions by result and drained nodes, snapshot,
+check and diff durations, Kubernetes API requests by verb and result with their latency, and
+`upgrade_bot_build_info{version}`. The per-counter `_created` series are turned off (one more
+series per counter that no dashboard reads).
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
     generate_latest,
 )
+
+from bot import __version__
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -42,6 +48,16 @@ if TYPE_CHECKING:
 METRICS_PATH = "/metrics"
 #: Slack's ack budget is 3 s: the buckets are finest where a healthy bot lives, and one past it.
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
+#: People answer a gate in seconds (a rehearsal) to hours (a window waiting for the shadow).
+GATE_WAIT_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0)
+#: A snapshot, check or diff: a second on a small cluster, minutes at 150,000 pods.
+WORK_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+#: The API server answers in milliseconds; a list of every pod in a large cluster takes seconds.
+KUBE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+# `_created` (the time each labelled counter was first seen) doubles the series of every counter
+# and nothing reads it; for every registry of this process.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics:
@@ -121,7 +137,71 @@ class Metrics:
             "Commands and clicks queued or running on the workers",
             registry=r,
         )
+        self.runs_started = Counter(
+            "upgrade_bot_runs_started", "Upgrade runs started (one-step action runs included)", registry=r
+        )
+        self.runs_ended = Counter(
+            "upgrade_bot_runs_ended", "Runs ended, by outcome: completed, aborted", ["outcome"], registry=r
+        )
+        self.steps = Counter(
+            "upgrade_bot_steps",
+            "Run steps ended, by outcome: succeeded, failed, skipped, interrupted",
+            ["outcome"],
+            registry=r,
+        )
+        self.gate_wait = Histogram(
+            "upgrade_bot_gate_wait_seconds",
+            "Time from a gate's opening to the approval that passed it (waiting for people)",
+            buckets=GATE_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.gate_escalations = Counter(
+            "upgrade_bot_gate_escalations",
+            "Gates that waited past their escalation (the roster and the coordinator reminded)",
+            registry=r,
+        )
+        self.evictions_total = Counter(
+            "upgrade_bot_evictions",
+            "Drain eviction requests by result: evicted, gone, blocked (a disruption budget), error",
+            ["result"],
+            registry=r,
+        )
+        self.nodes_drained_total = Counter(
+            "upgrade_bot_nodes_drained",
+            "Nodes a drain finished (every pod that had to go is gone)",
+            registry=r,
+        )
+        self.work = Histogram(
+            "upgrade_bot_work_duration_seconds",
+            "Duration of snapshots, checks and diffs (commands and plan steps), by kind",
+            ["kind"],
+            buckets=WORK_BUCKETS,
+            registry=r,
+        )
+        self.kube_requests = Counter(
+            "upgrade_bot_kube_requests",
+            "Kubernetes API requests by verb and result (HTTP status, or unreachable)",
+            ["verb", "result"],
+            registry=r,
+        )
+        self.kube_latency = Histogram(
+            "upgrade_bot_kube_request_duration_seconds",
+            "Time from a Kubernetes API request to its response's headers, by verb",
+            ["verb"],
+            buckets=KUBE_BUCKETS,
+            registry=r,
+        )
+        self.build_info = Gauge(
+            "upgrade_bot_build_info", "Always 1; the running version as a label", ["version"], registry=r
+        )
+        self.build_info.labels(version=__version__).set(1)
         # Series that must read 0 rather than be absent before the first event.
+        for outcome in ("completed", "aborted"):
+            self.runs_ended.labels(outcome=outcome)
+        for outcome in ("succeeded", "failed", "skipped", "interrupted"):
+            self.steps.labels(outcome=outcome)
+        for result in ("evicted", "gone", "blocked", "error"):
+            self.evictions_total.labels(result=result)
         for outcome in ("sent", "coalesced", "dropped"):
             self.card_updates.labels(outcome=outcome)
         for outcome in ("sent", "delayed", "skipped", "failed"):
@@ -180,6 +260,34 @@ class Metrics:
 
     def inbox_set_aside(self, kind: str) -> None:
         self.inbox_dead.labels(kind=kind).inc()
+
+    def run_started(self) -> None:
+        self.runs_started.inc()
+
+    def run_ended(self, outcome: str) -> None:
+        self.runs_ended.labels(outcome=outcome).inc()
+
+    def step_ended(self, outcome: str) -> None:
+        self.steps.labels(outcome=outcome).inc()
+
+    def gate_waited(self, seconds: float) -> None:
+        self.gate_wait.observe(max(0.0, seconds))
+
+    def gate_escalated(self) -> None:
+        self.gate_escalations.inc()
+
+    def evictions(self, result: str, count: int) -> None:
+        self.evictions_total.labels(result=result).inc(count)
+
+    def nodes_drained(self, count: int) -> None:
+        self.nodes_drained_total.inc(count)
+
+    def work_seconds(self, kind: str, seconds: float) -> None:
+        self.work.labels(kind=kind).observe(max(0.0, seconds))
+
+    def kube_request(self, verb: str, result: str, seconds: float) -> None:
+        self.kube_requests.labels(verb=verb, result=result).inc()
+        self.kube_latency.labels(verb=verb).observe(max(0.0, seconds))
 
 
 def _implements_telemetry(metrics: Metrics) -> Telemetry:

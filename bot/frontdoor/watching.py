@@ -423,7 +423,7 @@ def start_watching(services: Any, triggers: Any) -> WatchRunner:
     settings = services.settings
 
     def connect(name: str) -> WatchSource:
-        return Cluster.connect(pick_cluster(settings.clusters, name))
+        return Cluster.connect(pick_cluster(settings.clusters, name), observe=services.telemetry.kube_request)
 
     runner = WatchRunner(services.watches, connect, telemetry=services.telemetry)
     runner.leading = lambda: bool(triggers.leading)

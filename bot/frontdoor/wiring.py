@@ -135,7 +135,8 @@ def build_services(
         immediate, poster = gateway, edits
     from bot.adapters.kube import Cluster
 
-    connect = connect_cluster or Cluster.connect
+    # Every Kubernetes API request counted and timed (`upgrade_bot_kube_requests_total`).
+    connect = connect_cluster or (lambda config: Cluster.connect(config, observe=telemetry.kube_request))
     # This process's name on the posts it claims: a claim left by a process that is gone is settled.
     owner = new_owner()
     cards = deliveries = None
@@ -206,7 +207,7 @@ def build_services(
     if not store.single_host:
         # Several replicas: a step another live replica runs is left to it at a takeover.
         runs.live_runners = lambda: store.live_replicas(settings.lease_duration) | {owner}
-    runs.telemetry = announcements.telemetry = telemetry
+    runs.telemetry = announcements.telemetry = jobs.telemetry = telemetry
     router = Router(
         registry=registry,
         settings=settings,

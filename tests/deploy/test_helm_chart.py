@@ -3,11 +3,13 @@ the chart-testing values under ci/, validate what it renders against the Kuberne
 (kubernetes-validate, the dev group's), and apply it to the real control plane with a
 server-side dry run.
 
-The ServiceMonitor's CRD is not installed on the testbed, so it is checked rendered only.
+The ServiceMonitor's and PrometheusRule's CRDs are not installed on the testbed, so they are
+checked rendered only (the rules' series against the bot's own exposition).
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
+from bot.frontdoor.metrics import Metrics
 from bot.settings import load_settings
 from tests.support.backends import RBAC
 from tests.support.helm import CHART, render, run_helm
@@ -26,12 +30,19 @@ POSTGRES = "config.database_url=postgresql://upgrade-bot@postgres.db.svc/upgrade
 HTTP = ["mode=http", "ingress.enabled=true", "ingress.className=nginx"]
 VARIANTS = {
     "socket-sqlite": [SECRET],
-    "socket-postgres-monitored": [SECRET, POSTGRES, "serviceMonitor.enabled=true"],
+    "socket-postgres-monitored": [
+        SECRET,
+        POSTGRES,
+        "serviceMonitor.enabled=true",
+        "prometheusRule.enabled=true",
+    ],
     "http-postgres-ingress": [SECRET, POSTGRES, *HTTP],
     "http-read-only": [SECRET, "mode=http", "readOnly=true"],
 }
 
 
+#: The Prometheus Operator's kinds the chart may render.
+CRD_KINDS = frozenset({"ServiceMonitor", "PrometheusRule"})
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 #: The chart's kubeVersion floor and the newest release the schemas know.
 KUBE_VERSIONS = ("1.25", kubernetes_validate.utils.latest_version())
@@ -86,7 +97,7 @@ def _validate(objects: list[dict[str, Any]]) -> None:
     """Each object against the schemas of the oldest release the chart supports and the newest,
     strictly (an unknown field is an error): what `kubectl apply` would reject, found offline."""
     for obj in objects:
-        if obj["kind"] == "ServiceMonitor":
+        if obj["kind"] in CRD_KINDS:
             continue  # a CRD's kind: not in Kubernetes' schemas
         for version in KUBE_VERSIONS:
             kubernetes_validate.validate(obj, version, strict=True)
@@ -210,6 +221,7 @@ def test_names_image_and_probe_timings_come_from_values(helm: Path) -> None:
         ("mode=websocket", "/mode"),
         ("image.digest=latest", "/image/digest"),
         ("logLevel=LOUD", "/logLevel"),
+        ("prometheusRule.escalationWindow=soon", "/prometheusRule/escalationWindow"),
     ],
 )
 def test_the_values_schema_refuses_a_typo_by_name(helm: Path, value: str, complaint: str) -> None:
@@ -378,7 +390,7 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(
         result = run_helm(helm, "template", "ub", str(CHART), "--namespace", namespace, *ci(variant))
         assert result.returncode == 0, result.stderr
         objects = [d for d in yaml.safe_load_all(result.stdout) if d]
-    applied = [o for o in objects if o["kind"] != "ServiceMonitor"]  # no CRD on the testbed
+    applied = [o for o in objects if o["kind"] not in CRD_KINDS]  # no CRD on the testbed
     # The Role for Events on nodes names its namespace (`default`); the rest go to the release's.
     placed = [o for o in applied if o["metadata"].get("namespace")]
     lines: list[str] = []
@@ -404,3 +416,36 @@ def test_the_chart_runs_the_version_this_checkout_builds() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
     project = tomllib.loads((CHART.parents[2] / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert chart["appVersion"] == project["version"]  # the image tag defaults to it
+
+
+def test_the_prometheus_rule_alerts_on_the_series_the_bot_exports(helm: Path) -> None:
+    assert "PrometheusRule" not in by_kind(render(helm, [SECRET])[1])  # opt-in
+    _, objects = render(helm, VARIANTS["socket-postgres-monitored"] + ["prometheusRule.labels.release=kps"])
+    kinds = by_kind(objects)
+    (rule,) = kinds["PrometheusRule"]
+    (service,) = kinds["Service"]
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    (group,) = rule["spec"]["groups"]
+    alerts = {r["alert"]: r for r in group["rules"]}
+    assert sorted(alerts) == [
+        "UpgradeBotGateWaitingPastEscalation",
+        "UpgradeBotLeaseLostRepeatedly",
+        "UpgradeBotNoReadyReplica",
+        "UpgradeBotSlackRateLimited",
+    ]
+    # Every series of the bot a rule reads is one the bot exports (a renamed metric fails here),
+    # selected by the scrape's job (the Service's name) and the release's namespace.
+    families = list(text_string_to_metric_families(Metrics().exposition().decode()))
+    exported = {sample.name for family in families for sample in family.samples}
+    for name, alert in alerts.items():
+        expr = alert["expr"]
+        for series in re.findall(r"\b(upgrade_bot_\w+)\{([^}]*)\}", expr):
+            assert series[0] in exported, (name, series[0])
+            assert series[1] == f'namespace="upgrade-bot", job="{service["metadata"]["name"]}"', name
+        assert alert["labels"]["severity"] in ("critical", "warning")
+        assert "{{" not in alert["annotations"]["description"]  # Helm rendered it; no Go template left
+    no_replica = alerts["UpgradeBotNoReadyReplica"]["expr"]
+    assert f'deployment="{deployment(objects)["metadata"]["name"]}"' in no_replica
+    assert alerts["UpgradeBotNoReadyReplica"]["for"] == "5m"
+    assert alerts["UpgradeBotSlackRateLimited"]["for"] == "10m"
+    assert "[1h]" in alerts["UpgradeBotGateWaitingPastEscalation"]["expr"]

@@ -175,6 +175,12 @@ def test_the_current_kube_context_without_a_configuration_file(
     listed = cli(tmp_path, "exec", "snapshots", env=env)
     assert listed.returncode == 0, listed.stdout + listed.stderr
     assert "`pre` sim" in listed.stdout
+    # The slash command run from the terminal exits as the terminal command of the same name.
+    executed = cli(tmp_path, "exec", "check", env=env)
+    assert executed.returncode == 3, executed.stdout + executed.stderr
+    assert "FAILED" in executed.stdout
+    executed_diff = cli(tmp_path, "exec", "diff pre", env=env)
+    assert executed_diff.returncode == 0, executed_diff.stdout + executed_diff.stderr
 
     # --kubeconfig and --context as kubectl reads them; an unknown context is a usage error.
     flags = cli(tmp_path, "check", "--kubeconfig", str(kubeconfig), "--context", "sim", env=_env(tmp_path))

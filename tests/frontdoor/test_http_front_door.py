@@ -189,3 +189,25 @@ def test_signed_but_malformed_interactions_and_events_get_400_and_no_traceback(
     stderr = http_bot.stop()
     assert "Traceback" not in stderr
     assert len([line for line in stderr.splitlines() if "not a shape Slack sends" in line]) == len(MALFORMED)
+
+
+def test_a_signed_command_that_mentions_payload_is_answered_as_a_command(
+    http_bot: BotProcess, slack_stub: SlackStub
+) -> None:
+    # Bolt reads any form with the word "payload" in it as an interaction; the door hands it the
+    # same command in a form it reads as one.
+    body = slash_command_body("plan load payload-fix", response_url=slack_stub.response_url("load"))
+    assert b"payload-fix" in body
+    result = post(f"{http_bot.url}/slack/events", body, signed_headers(body, SIGNING_SECRET))
+    assert result.status == 200, result.body[:200]
+    reply = slack_stub.wait_for_responses(1)[0]["text"]
+    assert "payload-fix" in reply, reply
+    assert "internal error" not in reply
+    # Tampered with after signing, it is still refused; a form with the word and neither a payload
+    # nor a command is still not a shape Slack sends.
+    tampered = body.replace(b"payload-fix", b"payload-fiz")
+    assert _raw(f"{http_bot.url}/slack/events", tampered, signed_headers(body, SIGNING_SECRET)) == 401
+    neither = b"text=payload-fix"
+    assert _raw(f"{http_bot.url}/slack/events", neither, _signed(neither)) == 400
+    assert audit_rows(http_bot.config) == ["plan"]
+    assert "Traceback" not in http_bot.stop()

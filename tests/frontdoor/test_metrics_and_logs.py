@@ -11,25 +11,13 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.support.bot_process import BotProcess, bot_command
+from tests.support.scrape import scrape
 from tests.support.secrets import APP_TOKEN, SECRETS, SIGNING_SECRET
 from tests.support.signing import get, post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 from tests.support.socket_stub import SocketModeStub
 from tests.support.testbed import wait_until
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of `url`'s exposition: (name, sorted labels) → value."""
-    answer = get(url)
-    assert answer.status == 200
-    samples = {}
-    for family in text_string_to_metric_families(answer.body):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
 
 
 def command(bot: BotProcess, stub: SlackStub, text: str, name: str) -> None:

@@ -105,9 +105,14 @@ def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
         if line.startswith("  - id: "):
             assert lines[n - 1].startswith("  # "), (n, line)
     comments = " ".join(line.strip().removeprefix("# ") for line in lines if line.strip().startswith("#"))
-    assert "Node group istio (runs the mesh's ingress gateways)" in comments
+    # The exact node label each group's steps act on, as the sim's nodes carry it.
     assert (
-        "Fargate nodes (label eks.amazonaws.com/compute-type: fargate) run deployment/kube-system/coredns, "
+        "Node group istio (nodes labelled eks.amazonaws.com/nodegroup=istio; runs the mesh's ingress gateways)"
+        in comments
+    )
+    assert "Cordon and drain the ng-shared nodes (labelled eks.amazonaws.com/nodegroup=ng-shared)" in comments
+    assert (
+        "Fargate nodes (labelled eks.amazonaws.com/compute-type=fargate) run deployment/kube-system/coredns, "
         "deployment/kube-system/dns-autoscaler" in comments
     )
     assert "Sidecars behind istiod 1.17.2 in: checkout (1.16.1), payments (1.16.1)" in comments

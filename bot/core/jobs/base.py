@@ -93,6 +93,9 @@ class Tick:
     choice: Choice | None = None
     #: Seconds until the next tick (the driver may tick earlier on a watch event).
     wait: float = 1.0
+    #: What this tick did, counted for telemetry once its progress is stored: (what, how many),
+    #: e.g. ("eviction:evicted", 3), ("node:drained", 1).
+    counts: tuple[tuple[str, int], ...] = ()
 
 
 class Job(Protocol):

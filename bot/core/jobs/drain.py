@@ -71,6 +71,7 @@ again. Cordon is observed first in the same way (see `nodes.py`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -304,6 +305,8 @@ class _Run:
         self.now = now
         self.posts: list[Post] = []
         self.audit: list[tuple[str, str]] = []
+        #: Telemetry of this tick (`Tick.counts`): eviction requests by result, nodes drained.
+        self.counts: Counter[str] = Counter()
         self.timeout = timedelta(seconds=float(progress["timeout"]))
 
     def result(self, *, choice: Choice | None = None, wait: float = 1.0) -> Tick:
@@ -323,6 +326,7 @@ class _Run:
             posts=tuple(self.posts),
             audit=tuple(self.audit),
             card=tuple(self.card()),
+            counts=tuple(sorted(self.counts.items())),
             done=done,
             ok=True,
             detail=detail,
@@ -565,6 +569,7 @@ class _Run:
         for key, outcome in results:
             entry = node["pods"][key]
             entry["attempts"] = int(entry.get("attempts", 0)) + 1
+            self.counts[f"eviction:{_eviction_result(outcome)}"] += 1
             if outcome is True:
                 entry["state"] = "evicted"
                 entry["next"] = None
@@ -776,6 +781,7 @@ class _Run:
         if left:
             text += f"; {left} DaemonSet/mirror pod(s) left on the node"
         self.posts.append(Post(key=f"drained:{name}", text=text))
+        self.counts["node:drained"] += 1
         return self.result(wait=0.0)
 
     # ----- people ----------------------------------------------------------------------------
@@ -838,3 +844,12 @@ class _Run:
         self.posts.append(Post(key=f"drain-decision:{name}:{round_}", text=text))
         self.audit.append(("drain-decision", f"node {name}, round {round_}: {decision.option} by {who}"))
         return self.result(wait=0.0)
+
+
+def _eviction_result(outcome: bool | BaseException) -> str:
+    """An eviction request's result, as telemetry counts it."""
+    if outcome is True:
+        return "evicted"
+    if outcome is False:
+        return "gone"
+    return "blocked" if isinstance(outcome, EvictionBlocked) else "error"

@@ -48,6 +48,7 @@ from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection
 from bot.core.people import Directory, roles_of
 from bot.core.rendering import inert, mention
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import BotError, ClusterError, Fenced, TemporaryError, UserError, clip
 from bot.records import AuditEntry, JobRow, StepState
 
@@ -192,6 +193,8 @@ class JobService:
         self.publish_run: Callable[[str], None] | None = None
         #: A run's step was interrupted under it (its driver died): the wiring pauses the run.
         self.on_interrupted: Callable[[JobRow], None] | None = None
+        #: Where a stored tick's counts go (`Tick.counts`): evictions and drained nodes.
+        self.telemetry: Telemetry = NO_TELEMETRY
 
     # -- starting, resuming, answering -------------------------------------------------------------
 
@@ -451,6 +454,7 @@ class JobService:
             done=done,
         ):
             return Advanced(wait=0, lost=True)
+        self._count(tick)
         self._post_owed(row)
         self._publish_run(row.run_id)
         if done is not None:
@@ -458,6 +462,15 @@ class JobService:
             return Advanced(wait=0, ticked=True, done=True)
         wait = min(max(tick.wait, 0.0), MAX_WAIT)
         return Advanced(wait=wait, ticked=not planned, waiting_for_people=tick.choice is not None)
+
+    def _count(self, tick: Tick) -> None:
+        """Telemetry of a stored tick (stored once: the owner's fence)."""
+        for what, count in tick.counts:
+            kind, _, result = what.partition(":")
+            if kind == "eviction":
+                self.telemetry.evictions(result, count)
+            elif what == "node:drained":
+                self.telemetry.nodes_drained(count)
 
     def _ask(self, row: JobRow, choice: Choice | None) -> None:
         """Make sure the question of a job that asks first is in the thread (once), and keep it."""

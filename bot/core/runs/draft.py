@@ -57,6 +57,14 @@ class NodeGroup:
     namespaces: Counter[str] = field(default_factory=Counter)
     gateways: list[str] = field(default_factory=list)
     kind: str = "other"
+    #: The node label keys that named it (the snapshot's `group_label`), by how many nodes.
+    label_keys: Counter[str] = field(default_factory=Counter)
+
+    def selector(self) -> str:
+        """The node label it groups by, `key=value` (the key most of its nodes carry); a snapshot
+        taken before the key was recorded says only that it is one of the draft's group labels."""
+        key = next((k for k, _ in self.label_keys.most_common() if k), "")
+        return f"{key}={self.name}" if key else f"<one of the node group labels above>={self.name}"
 
     @property
     def pods(self) -> int:
@@ -86,6 +94,7 @@ def discover_groups(snap: Mapping[str, Any], order: Sequence[str] = ()) -> list[
         group = groups.setdefault(name, NodeGroup(name))
         group.nodes.append(str(node.get("name", "")))
         group.versions[str(node.get("kubelet", "?"))] += 1
+        group.label_keys[str(node.get("group_label") or "")] += 1
         node_group[str(node.get("name", ""))] = name
     for pod in pods_as_dicts(snap):
         group_name = node_group.get(str(pod.get("node", "")))
@@ -326,7 +335,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
     )
     if fargate:
         step(
-            f"Fargate nodes (label eks.amazonaws.com/compute-type: fargate) run {', '.join(fargate)};\n"
+            f"Fargate nodes (labelled eks.amazonaws.com/compute-type=fargate) run {', '.join(fargate)};\n"
             "a Fargate pod keeps its kubelet version until it is restarted.",
             [
                 "- id: restart-coredns" if any("coredns" in w for w in fargate) else "- id: restart-fargate",
@@ -339,8 +348,8 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
         )
     for group in groups:
         label = _RANK_WHY[group.kind] if group.name not in inputs.order else "placed by the configuration"
-        why = f"Node group {group.name} ({label}): {group.why()}."
-        g = group.name
+        g, sel = group.name, group.selector()
+        why = f"Node group {g} (nodes labelled {sel}; {label}): {group.why()}."
         if inputs.style == "eks-managed":
             step(
                 why + "\nEKS replaces a managed group's nodes and drains them itself; the bot waits for it.",
@@ -369,7 +378,8 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
                 ],
             )
             step(
-                f"Cordon and drain the {g} nodes below {minor} through the eviction API (budgets respected).",
+                f"Cordon and drain the {g} nodes (labelled {sel}) below {minor} through the eviction API\n"
+                "(budgets respected).",
                 [
                     f"- id: drain-{g}",
                     "phase: roll out",
@@ -380,7 +390,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
                 ],
             )
         step(
-            f"{g} is done when every node is on {minor} and Ready.",
+            f"{g} (nodes labelled {sel}) is done when every node is on {minor} and Ready.",
             [
                 f"- id: wait-{g}",
                 "phase: roll out",
@@ -418,9 +428,10 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
         )
     names = ",".join(g.name for g in groups)
     watch = [f"      nodegroup: {_q(names)}"] if names else []
+    labelled = f" (nodes labelled {', '.join(g.selector() for g in groups)})" if groups else ""
     step(
-        "The cluster settles: every group on the target, no new unhealthy pod for 5 minutes; a crash\n"
-        "loop or an image pull that lasts 10 minutes stops the run.",
+        f"The cluster settles: every group{labelled} on the target, no new unhealthy pod for 5\n"
+        "minutes; a crash loop or an image pull that lasts 10 minutes stops the run.",
         [
             "- id: watch-settle",
             "phase: roll out",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +28,7 @@ from bot.core.people import Directory
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards, card_context
 from bot.core.runs.library import assemble_run, find_plan
-from bot.core.telemetry import NO_TELEMETRY, Telemetry
+from bot.core.telemetry import NO_TELEMETRY, TIMED_WORK, Telemetry
 from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
 from bot.logsetup import run_scoped
 from bot.records import AuditEntry, FileAttachment, RunRow
@@ -35,6 +36,7 @@ from bot.records import AuditEntry, FileAttachment, RunRow
 log = logging.getLogger(__name__)
 
 _ENDED = (R.RunState.COMPLETED, R.RunState.ABORTED)
+_STEP_ENDED = (R.StepState.SUCCEEDED, R.StepState.FAILED, R.StepState.SKIPPED, R.StepState.INTERRUPTED)
 #: How often a transition is recomputed when other writers keep committing first.
 MAX_ATTEMPTS = 5
 
@@ -136,6 +138,7 @@ class RunService:
             self._thread_lines(run, out.events, 0),
         )
         self.publish(run, out.events)
+        self.telemetry.run_started()
         return out
 
     @run_scoped
@@ -164,11 +167,34 @@ class RunService:
                 log.info("run %s changed under us (attempt %s); recomputing", run_id, attempt)
                 continue
             self.publish(committed.run, committed.events)
+            self._count(run, committed.run)
             self._announce_steps(run, committed.run)
             if committed.run.state in _ENDED and run.state not in _ENDED:
                 self._ended(committed.run)
             return committed
         raise ConcurrentUpdate(f"run {run_id} kept changing; gave up after {MAX_ATTEMPTS} attempts")
+
+    def _count(self, before: R.Run, after: R.Run) -> None:
+        """Telemetry of one committed transition (it committed once: the version check)."""
+        was = {s.step_id: s for s in before.steps}
+        for sr in after.steps:
+            old = was.get(sr.step_id)
+            if old is None or old == sr:
+                continue
+            if sr.state is not old.state and sr.state in _STEP_ENDED:
+                self.telemetry.step_ended(str(sr.state))
+            if (
+                old.state is R.StepState.AWAITING_APPROVAL
+                and sr.state is R.StepState.RUNNING
+                and sr.started_at is not None
+                and old.opened_at is not None
+            ):
+                # Passed (set running): the time the gate waited for people.
+                self.telemetry.gate_waited((sr.started_at - old.opened_at).total_seconds())
+            if sr.escalations > old.escalations:
+                self.telemetry.gate_escalated()
+        if after.state in _ENDED and before.state not in _ENDED:
+            self.telemetry.run_ended(str(after.state))
 
     def _announce_steps(self, before: R.Run, after: R.Run) -> None:
         # Only the commit that moved the step to succeeded calls the hook (the version check
@@ -319,6 +345,7 @@ class RunService:
         files: list[FileAttachment] = []
         for call in step.actions:
             spec = self.actions.get(call.name) if self.actions is not None else None
+            began = time.monotonic()
             if spec is None or spec.run is None or self.action_context is None:
                 ok, detail = False, f"this front door cannot run the `{call.name}` action"
                 result_label = "unavailable"
@@ -346,6 +373,8 @@ class RunService:
                     result_label = "error"
             # The registry's names only: a plan naming an unknown action is not a new label.
             self.telemetry.action(call.name if spec is not None else "unknown", result_label)
+            if call.name in TIMED_WORK and result_label != "unavailable":
+                self.telemetry.work_seconds(call.name, time.monotonic() - began)
             details.append(detail)
             if not ok:
                 break

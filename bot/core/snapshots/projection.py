@@ -408,9 +408,11 @@ def project_node(obj: schema.Node, group_labels: Sequence[str] = DEFAULT_NODE_GR
     meta, spec, status = obj.metadata, obj.spec, obj.status
     labels = meta.labels or {}
     info = status.node_info or schema.NodeInfo()
-    group = next((labels[k] for k in group_labels if labels.get(k)), "")
+    # The label that names the node's group (a plan drafted from the snapshot says which).
+    group_label = next((k for k in group_labels if labels.get(k)), "")
+    group = labels[group_label] if group_label else ""
     if not group and labels.get("eks.amazonaws.com/compute-type") == "fargate":
-        group = "fargate"
+        group, group_label = "fargate", "eks.amazonaws.com/compute-type"
     roles = sorted(
         k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/") and "/" in k
     )
@@ -420,6 +422,7 @@ def project_node(obj: schema.Node, group_labels: Sequence[str] = DEFAULT_NODE_GR
     return {
         "name": meta.name or "",
         "group": group or "(none)",
+        "group_label": group_label,
         "roles": roles,
         "zone": labels.get("topology.kubernetes.io/zone", ""),
         "instance_type": labels.get("node.kubernetes.io/instance-type", ""),

@@ -193,3 +193,43 @@ def test_inputs_from_the_configuration_window_and_roster(tmp_path: Any) -> None:
     empty = parse_settings(f"data_dir: {tmp_path}\n", source=tmp_path / "c.yaml", env={})
     with pytest.raises(UserError, match="no roster"):
         _from(empty, now)
+
+
+def _comment_above(lines: list[str], n: int) -> str:
+    """The comment block right above line `n` (a step's `- id:` line)."""
+    block: list[str] = []
+    while n > 0 and lines[n - 1].startswith("  # "):
+        n -= 1
+        block.insert(0, lines[n].removeprefix("  # "))
+    return " ".join(block)
+
+
+@pytest.mark.parametrize("style", ["pipeline", "eks-managed", "generic"])
+def test_each_node_group_steps_comment_names_the_exact_label_it_groups_by(style: str) -> None:
+    snap = _shop()
+    keys = {"sys": "eks.amazonaws.com/nodegroup", "obs": "alpha.eksctl.io/nodegroup-name"}
+    for node in snap["nodes"]:
+        node["group_label"] = keys.get(node["group"], "karpenter.sh/nodepool")
+    text = draft_plan(snap, _inputs(style))
+    lines = text.splitlines()
+    by_step = {
+        line.removeprefix("  - id: "): _comment_above(lines, n)
+        for n, line in enumerate(lines)
+        if line.startswith("  - id: ")
+    }
+    grouped = [s for s in by_step if s.split("-", 1)[0] in ("launch", "drain", "wait", "update")]
+    assert len(grouped) == (10 if style == "eks-managed" else 15)
+    for step in grouped:
+        group = step.split("-", 1)[1]
+        assert f"labelled {keys.get(group, 'karpenter.sh/nodepool')}={group}" in by_step[step], (
+            step,
+            by_step[step],
+        )
+    settle = by_step["watch-settle"]
+    for group in ("sys", "gateways", "apps", "batch", "obs"):
+        assert f"{keys.get(group, 'karpenter.sh/nodepool')}={group}" in settle
+    assert "eks.amazonaws.com/compute-type=fargate" in by_step["restart-coredns"]
+    # A snapshot from before the key was recorded: the draft does not guess one.
+    old = draft_plan(_shop(), _inputs(style))
+    assert "labelled <one of the node group labels above>=apps" in old
+    assert "karpenter.sh/nodepool=apps" not in old

@@ -235,9 +235,10 @@ def project_node(
     status = obj.get("status", {})
     info = status.get("nodeInfo") or {}
     spec = obj.get("spec", {})
-    group = next((labels[k] for k in group_labels if labels.get(k)), "")
+    group_label = next((k for k in group_labels if labels.get(k)), "")
+    group = labels[group_label] if group_label else ""
     if not group and labels.get("eks.amazonaws.com/compute-type") == "fargate":
-        group = "fargate"
+        group, group_label = "fargate", "eks.amazonaws.com/compute-type"
     roles = sorted(
         k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/") and "/" in k
     )
@@ -247,6 +248,7 @@ def project_node(
     return {
         "name": meta.get("name", ""),
         "group": group or "(none)",
+        "group_label": group_label,
         "roles": roles,
         "zone": labels.get("topology.kubernetes.io/zone", ""),
         "instance_type": labels.get("node.kubernetes.io/instance-type", ""),

@@ -97,6 +97,8 @@ def test_nodes_carry_group_versions_cordon_and_readiness() -> None:
         "True",
     )
     assert n2["roles"] == ["worker"]
+    # Which label named the group: a plan drafted from the snapshot says `key=value`.
+    assert n2["group_label"] == "eks.amazonaws.com/nodegroup"
 
 
 def test_workloads_carry_the_kubectl_rollout_verdict() -> None:

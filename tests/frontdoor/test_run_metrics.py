@@ -1,0 +1,161 @@
+"""A run's work in Prometheus (issue 31 item 5): a real `upgrade-bot run --http` against the sim
+runs a plan (a snapshot, then a drain behind the primary's and the shadow's gate), and its
+`/metrics`, parsed as a scraper would, shows the run, its steps, the time its gates waited for
+people, the drain's evictions and drained nodes, snapshot and check durations, the Kubernetes API
+requests by verb and result, and the build; no `_created` series."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from bot import __version__
+from bot.records import RunState
+from tests.support.bot_process import PRIMARY, RunBot
+from tests.support.scrape import Samples, scrape
+from tests.support.slack_stub import SlackStub
+from tests.support.testbed import wait_until
+
+OPS = "C0OPS"
+SHADOW = "U0SHADOW"
+COORD = "U0COORD"
+GROUP = "ng-shared"
+PLAN = f"""\
+name: metered
+cluster: prod
+current_version: "1.24"
+target_version: "1.25"
+window: {{start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}}
+channels: {{operations: {OPS}}}
+roster:
+  primary: [{PRIMARY}]
+  shadow: [{SHADOW}]
+  coordinator: [{COORD}]
+steps:
+  - id: snapshot-pre
+    title: Snapshot before
+    gate: {{approve: [primary]}}
+    actions: [{{snapshot: {{label: pre}}}}]
+  - id: drain-shared
+    title: Drain {GROUP}
+    gate: {{approve: [primary, shadow]}}
+    actions: [{{drain: {{nodegroup: {GROUP}, allow_local_storage: "true", parallel: "2", timeout: 20s}}}}]
+"""
+
+
+@pytest.fixture
+def bot(
+    write_config: Callable[..., Path],
+    slack_stub: SlackStub,
+    bot_env: dict[str, str],
+    sim_eks: Any,
+    sim_kubeconfig: Callable[[Any], Path],
+    tmp_path: Path,
+) -> Iterator[RunBot]:
+    team = tmp_path / "team-templates"
+    (team / "plans").mkdir(parents=True)
+    (team / "plans" / "metered.yaml").write_text(PLAN)
+    config = write_config(
+        f"roster: {{primary: [{PRIMARY}], shadow: [{SHADOW}], coordinator: [{COORD}]}}\n"
+        f"templates_dir: {team}\nchannels: {{operations: {OPS}}}\n"
+        f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}\n",
+        roster=False,
+    )
+    for user in (PRIMARY, SHADOW, COORD):
+        slack_stub.users[user] = {"id": user}
+    b = RunBot(config=config, env=bot_env, stub=slack_stub)
+    b.start()
+    yield b
+    b.stop()
+
+
+def _sum(samples: Samples, name: str, **labels: str) -> float:
+    return sum(
+        value
+        for (n, got), value in samples.items()
+        if n == name and all((k, v) in got for k, v in labels.items())
+    )
+
+
+def _group_nodes(bot: RunBot, kubeconfig: Path) -> list[Any]:
+    api = config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
+    try:
+        return list(
+            client.CoreV1Api(api).list_node(label_selector=f"eks.amazonaws.com/nodegroup={GROUP}").items
+        )
+    finally:
+        api.close()
+
+
+def test_metrics_after_a_run_show_its_steps_gates_evictions_and_kubernetes_requests(
+    bot: RunBot, sim_eks: Any, sim_kubeconfig: Callable[[Any], Path]
+) -> None:
+    before = scrape(f"{bot.url}/metrics")
+    assert before[("upgrade_bot_build_info", (("version", __version__),))] == 1
+    assert before[("upgrade_bot_runs_ended_total", (("outcome", "completed"),))] == 0
+    assert before[("upgrade_bot_evictions_total", (("result", "evicted"),))] == 0
+    assert not [name for name, _ in before if name.endswith("_created")]
+
+    assert "Pre-flight check of" in bot.command("check --to 1.25")  # a check, timed
+    assert "loaded" in bot.command("plan load metered")
+    assert "started" in bot.command("start metered")
+    time.sleep(1.0)  # a gate that waits: people are not instant
+    bot.click(PRIMARY, bot.gate("snapshot-pre"))
+    for who in (PRIMARY, SHADOW):
+        bot.click(who, bot.gate("drain-shared"))
+
+    answered: list[str] = []
+
+    def done() -> bool:
+        sim_eks.control.advance(30)  # the evicted pods finish terminating
+        # The scenario's payments-api budget allows no disruption: past the drain's timeout the
+        # job asks, and the coordinator deletes the pod with a reason.
+        store = bot.store()
+        try:
+            job = store.job_of_step(bot.run().id, "drain-shared")
+        finally:
+            store.close()
+        if job is not None and job.choice and not job.decision and job.choice not in answered:
+            answered.append(job.choice)
+            bot.command(f"choose {job.id} delete --reason single replica behind its PDB", user=COORD)
+        return bool(bot.run().state is RunState.COMPLETED)
+
+    wait_until(done, timeout=180, interval=1.0, what="the run to complete")
+    samples: Samples = wait_until(
+        lambda: (
+            s
+            if (s := scrape(f"{bot.url}/metrics"))[
+                ("upgrade_bot_runs_ended_total", (("outcome", "completed"),))
+            ]
+            == 1
+            else None
+        ),
+        timeout=30,
+        what="the run's end counted",
+    )
+
+    assert samples[("upgrade_bot_runs_started_total", ())] == 1
+    assert samples[("upgrade_bot_steps_total", (("outcome", "succeeded"),))] == 2
+    assert samples[("upgrade_bot_steps_total", (("outcome", "failed"),))] == 0
+    # Two gates passed: the snapshot's after a second, the drain's after both approvals.
+    assert samples[("upgrade_bot_gate_wait_seconds_count", ())] == 2
+    assert samples[("upgrade_bot_gate_wait_seconds_sum", ())] >= 1.0
+    # Each eviction the API accepted, counted once; the budget's refusals (429) as blocked.
+    accepted = sim_eks.control.evictions()
+    assert len(accepted) >= 3
+    assert samples[("upgrade_bot_evictions_total", (("result", "evicted"),))] == len(accepted)
+    assert samples[("upgrade_bot_evictions_total", (("result", "blocked"),))] >= 1
+    assert samples[("upgrade_bot_nodes_drained_total", ())] == len(_group_nodes(bot, sim_kubeconfig(sim_eks)))
+    assert samples[("upgrade_bot_work_duration_seconds_count", (("kind", "snapshot"),))] == 1
+    assert samples[("upgrade_bot_work_duration_seconds_count", (("kind", "check"),))] == 1
+    # The API requests the bot made: reads that succeeded, evictions created, a 429 among them.
+    assert _sum(samples, "upgrade_bot_kube_requests_total", verb="get", result="200") > 10
+    assert _sum(samples, "upgrade_bot_kube_requests_total", verb="post", result="201") >= 3
+    assert _sum(samples, "upgrade_bot_kube_requests_total", verb="post", result="429") >= 1
+    assert _sum(samples, "upgrade_bot_kube_request_duration_seconds_count", verb="get") > 10
+    assert not [name for name, _ in samples if name.endswith("_created")]
