@@ -180,38 +180,7 @@ def _graph(*, typing_only: bool = True) -> dict[str, set[str]]:
 
 
 def test_no_import_cycle_anywhere() -> None:
-    graph = _graph()
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    assert cycles == []
+    assert _cycles(_graph()) == []
 
 
 def test_the_records_leaf_imports_nothing_of_the_bot() -> None:
