@@ -3,7 +3,7 @@
 Serves the sim's `large` cluster (5,000 nodes, 150,000 pods, generated as the built-in `large`
 scenario; here from a scenario file with `--groups` node groups, default 5, so that the replaced
 group `--group` holds 20 % of the nodes) in a subprocess on loopback, and in THIS process the
-bot's own watch: `build_services` on a settings file pointing at the sim, with SLACK_BOT_TOKEN
+bot's own watch: `assemble` on a settings file pointing at the sim, with SLACK_BOT_TOKEN
 and SLACK_API_URL pointing at the loopback Slack stub (`tests/support/slack_stub.py`), so the
 card goes through the bot's real path — `WatchService.publish` → `Deliveries` → the coalescing
 poster (≤ 1 edit per card per 2 s) → the workspace `SlackBudget` → `slack_sdk.WebClient` → HTTP.
@@ -90,8 +90,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bot.adapters.kube import Cluster  # noqa: E402
 from bot.core.snapshots.service import pick_cluster  # noqa: E402
+from bot.frontdoor.assemble import assemble  # noqa: E402
 from bot.frontdoor.watching import WatchDriver, WatchSource  # noqa: E402
-from bot.frontdoor.wiring import build_services  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
 from tests.support.signing import post, signed_headers, slash_command_body  # noqa: E402
 from tests.support.slack_stub import Call, SlackStub  # noqa: E402
@@ -437,7 +437,7 @@ def main() -> int:
         )
         rss_start = vm_rss_mb()
         t_start = time.monotonic()
-        services = build_services(settings)
+        services = assemble(settings)
         watches = services.watches
 
         if not args.skip_kubectl:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,7 @@ def test_boto3_is_imported_only_when_an_eks_provider_is_used() -> None:
     """Without the `aws` extra the bot loads as before: loading it, every subcommand, the checks
     and the AWS adapter itself leaves boto3 and botocore out of `sys.modules`."""
     code = (
-        "import sys, bot.frontdoor.cli, bot.frontdoor.wiring, commands, bot.core.checks.service, bot.adapters.aws\n"
+        "import sys, bot.frontdoor.cli, bot.frontdoor.assemble, commands, bot.core.checks.service, bot.adapters.aws\n"
         "commands.build_registry()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))"
     )
@@ -71,7 +72,7 @@ def test_matplotlib_is_imported_only_when_a_picture_is_drawn() -> None:
     """Ordinary commands do not pay matplotlib's import time: loading the bot, every subcommand,
     the report and the charts module itself leaves it out of `sys.modules`."""
     code = (
-        "import sys, bot.frontdoor.cli, bot.frontdoor.wiring, commands, bot.core.report, bot.adapters.charts\n"
+        "import sys, bot.frontdoor.cli, bot.frontdoor.assemble, commands, bot.core.report, bot.adapters.charts\n"
         "commands.build_registry()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"
     )
@@ -196,38 +197,7 @@ def _graph(*, typing_only: bool = True) -> dict[str, set[str]]:
 
 
 def test_no_import_cycle_anywhere() -> None:
-    graph = _graph()
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    assert cycles == []
+    assert _cycles(_graph()) == []
 
 
 def test_the_records_leaf_imports_nothing_of_the_bot() -> None:
@@ -240,6 +210,8 @@ def test_the_records_leaf_imports_nothing_of_the_bot() -> None:
 CORE_SERVICES = (
     "bot.core.runs.service",
     "bot.core.runs.cards",
+    # What a run's actions can do, and the ports to its long actions: binds services together.
+    "bot.core.runs.capabilities",
     "bot.core.snapshots.service",
     "bot.core.announcements.service",
 )
@@ -492,3 +464,156 @@ def test_core_tests_start_no_processes() -> None:
         if any(_in(module, "subprocess") for module in _test_imports(path))
     ]
     assert starters == []
+
+
+# -- assembled once, joined by declared ports ------------------------------------------------------
+
+#: A callback slot assigned on a built part: what `bot.frontdoor.assemble` replaced by constructor
+#: arguments, ports and lists of listeners (issue 24).
+HOOK_ASSIGNMENT = re.compile(r"\.on_[a-z_]* = |\.publish_run = |\.start_job = ")
+
+
+def test_no_module_of_the_front_door_assigns_a_hook_on_a_service() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "bot" / "frontdoor").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if HOOK_ASSIGNMENT.search(line)
+    ]
+    assert offenders == []
+
+
+def test_the_hook_pattern_finds_an_assignment() -> None:
+    # The pattern above is what `grep -rn "\.on_[a-z_]* = \|\.publish_run = \|\.start_job = "` asks.
+    assert HOOK_ASSIGNMENT.search("    services.jobs.on_change = runner.wake")
+    assert HOOK_ASSIGNMENT.search("jobs.publish_run = lambda run_id: None")
+    assert not HOOK_ASSIGNMENT.search("jobs = JobService(on_change=wake)")
+
+
+def _calls(path: Path, function: str) -> set[str]:
+    """The names `function` (a top-level def of the file at `path`) calls."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    (body,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
+    return {
+        node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        for node in ast.walk(body)
+        if isinstance(node, ast.Call)
+    }
+
+
+#: Who builds the bot: every front door and the test harness, by the one `assemble`.
+ASSEMBLERS = (
+    ("bot/frontdoor/serve.py", "serve"),
+    ("bot/frontdoor/cli.py", "_exec"),
+    ("bot/frontdoor/rehearse.py", "rehearse"),
+    ("tests/support/front.py", "start_front"),
+)
+#: The parts `assemble` builds and ties; nothing else in bot/ or commands/ constructs them.
+ASSEMBLED = (
+    "RunService",
+    "JobService",
+    "WatchService",
+    "AnnouncementService",
+    "RunCards",
+    "Triggers",
+    "Duties",
+    "Elector",
+    "Router",
+)
+
+
+@pytest.mark.parametrize(("file", "function"), ASSEMBLERS)
+def test_every_front_door_and_the_harness_call_the_one_assemble(file: str, function: str) -> None:
+    path = ROOT / file
+    assert "assemble" in _calls(path, function)
+    assert "bot.frontdoor.assemble" in _test_imports(path)
+
+
+def test_only_the_assembly_builds_the_services_the_triggers_the_engine_and_the_elector() -> None:
+    builders = {
+        f"{path.relative_to(ROOT)} builds {name}"
+        for package in ("bot", "commands")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path != ROOT / "bot" / "frontdoor" / "assemble.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and (name := getattr(node.func, "id", getattr(node.func, "attr", ""))) in ASSEMBLED
+    }
+    assert sorted(builders) == []
+    defined = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "bot").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef) and node.name == "assemble"
+    ]
+    assert defined == ["bot/frontdoor/assemble.py"]
+
+
+def _core_packages() -> dict[str, set[str]]:
+    """Core's packages and top-level modules (`bot.core.runs`, `bot.core.delivery`) → those they
+    import, typing-only imports included (`_graph`)."""
+
+    def top(module: str) -> str | None:
+        parts = module.split(".")
+        return ".".join(parts[:3]) if parts[:2] == ["bot", "core"] and len(parts) > 2 else None
+
+    packages: dict[str, set[str]] = {}
+    for module, targets in _graph().items():
+        here = top(module)
+        if here is None:
+            continue
+        packages.setdefault(here, set()).update(t for t in map(top, targets) if t is not None and t != here)
+    return packages
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+#: The package cycle core still has (issue 24, as of 4c175bd): `actions <-> jobs` (ActionRequest,
+#: moving to records), `runs <-> jobs` (jobs.preflight reads runs.plans), `runs <-> announcements`
+#: (runs.draft reads announcements.windows) and `runs <-> report` (the card uploads the report).
+#: It may only shrink: when a move breaks it, this list is cut down with it.
+KNOWN_CORE_PACKAGE_CYCLES: list[list[str]] = [
+    ["bot.core.actions", "bot.core.announcements", "bot.core.jobs", "bot.core.report", "bot.core.runs"]
+]
+
+
+def test_core_packages_form_no_new_import_cycle() -> None:
+    assert _cycles(_core_packages()) == KNOWN_CORE_PACKAGE_CYCLES
+
+
+def test_the_package_cycle_finder_finds_a_typing_only_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -8,7 +8,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.frontdoor.wiring import build_services
+from bot.frontdoor.assemble import assemble
 from bot.resources import BUILTIN_PLANS
 from bot.router import CommandRequest
 from bot.settings import load_settings
@@ -34,7 +34,7 @@ def test_the_readme_schedule_example_finds_a_slot_with_the_example_config_and_pl
     plan = (BUILTIN_PLANS / "eks-nodegroups.yaml").read_text(encoding="utf-8")
     at = readme_schedule_example()
     assert at == '--at "2026-12-01 14:00"'
-    services = build_services(settings, with_slack=False, clock=FakeClock(MONDAY_BEFORE))
+    services = assemble(settings, with_slack=False, clock=FakeClock(MONDAY_BEFORE))
     try:
         services.store.save_plan(
             name="eks-nodegroups", text=plan, loaded_by="U0PRIMARY", loaded_at=MONDAY_BEFORE

@@ -46,6 +46,7 @@ class CoalescingPoster:
         interval: float = 2.0,
         clock: Callable[[], float],
         on_gone: Callable[[str, str, str, Sequence[dict[str, Any]] | None], str | None] | None = None,
+        on_outcome: Callable[[str], object] | None = None,
     ) -> None:
         self.inner = poster
         self.interval = interval
@@ -61,7 +62,7 @@ class CoalescingPoster:
         #: failed and kept for a retry, refused for good by Slack, and messages found deleted.
         self.sent = self.coalesced = self.dropped = self.retried = self.refused = self.gone = 0
         #: Told each outcome as it happens (`sent`, `coalesced`): the telemetry's `card_update`.
-        self.on_outcome: Callable[[str], object] | None = None
+        self.on_outcome = on_outcome
 
     # -- the Poster protocol ----------------------------------------------------------------------
 
@@ -216,8 +217,17 @@ class CoalescingPoster:
 
     # -- the flusher thread (started and stopped by the front door) -------------------------------
 
-    def start(self, *, tick: float = 0.05) -> None:
-        """Flush in a thread of its own until `stop`; `tick` is the longest a due edit waits."""
+    def start(
+        self,
+        *,
+        tick: float = 0.05,
+        on_gone: Callable[[str, str, str, Sequence[dict[str, Any]] | None], str | None] | None = None,
+    ) -> None:
+        """Flush in a thread of its own until `stop`; `tick` is the longest a due edit waits.
+        `on_gone`: who posts a message Slack says is gone again (`Deliveries.repost_gone`, which
+        posts through this poster: so it is given here, once both exist)."""
+        if on_gone is not None:
+            self.on_gone = on_gone
         if self._thread is not None:
             return
         self._stop.clear()

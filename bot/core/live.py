@@ -31,3 +31,36 @@ class LiveSource(Protocol):
     """Gives the live sections of one run (each source: the watches, the cluster jobs)."""
 
     def __call__(self, run_id: str) -> Sequence[LiveSection]: ...
+
+
+# -- the ports between the runs and their long actions (the assembly ties them) ------------------
+
+
+class StepReports(Protocol):
+    """What a long action (a cluster job, a watch) reports back to the run whose step it is: the
+    runs implement it (`bot.core.runs.service.RunService`)."""
+
+    def finish_long(self, run_id: str, step_id: str, *, ok: bool, detail: str) -> object:
+        """The long action ended: commit the step (safe to call twice)."""
+
+    def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> object:
+        """Its driver died under the running step: the step waits for people."""
+
+    def publish_run(self, run_id: str) -> None:
+        """Its live section changed: bring the run's card up to date."""
+
+    def succeeds_with_open_findings(self, run_id: str, step_id: str) -> bool:
+        """Whether the step's plan says a target reached with a known issue still open succeeds."""
+
+
+class LongActions(Protocol):
+    """What the runs need of their long actions (`bot.core.runs.long.StepLongActions`)."""
+
+    def live(self, run_id: str, step_id: str) -> bool:
+        """The step's long action is still live: a restart resumes the step."""
+
+    def driven(self, run_id: str, step_id: str) -> bool:
+        """A cluster job drives the step on the leader (its own driver watches over it)."""
+
+    def sections(self, run_id: str) -> Sequence[LiveSection]:
+        """The live sections of the run's card."""

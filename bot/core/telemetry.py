@@ -1,7 +1,7 @@
 """What the bot records about itself, as a small interface: services record, a front door exports.
 
 Core never imports a metrics library. A service holds a `Telemetry` (the no-op `NO_TELEMETRY`
-unless the wiring gives it another) and calls one method per thing that happened; the Prometheus
+unless the assembly gives it another) and calls one method per thing that happened; the Prometheus
 exporter in `bot.frontdoor.metrics` implements this interface. Labels are small closed sets
 (a subcommand the registry knows, an action's name, an outcome word), never user text.
 """

@@ -816,7 +816,7 @@ def _kube_settings(kubeconfig: str | None, context: str | None) -> Settings:
 
 
 def _exec(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.frontdoor.wiring import build_services
+    from bot.frontdoor.assemble import assemble
     from bot.router import CommandRequest
 
     user = args.as_user or f"terminal:{os.environ.get('USER', 'unknown')}"
@@ -824,7 +824,7 @@ def _exec(settings: Settings, args: argparse.Namespace) -> int:
         # No configuration file, so no roster: only the read-only subcommands come here, and the
         # person at the terminal reads with their own kube credentials, as with kubectl.
         settings = replace(settings, roster={"terminal": (user,)})
-    services = build_services(settings)
+    services = assemble(settings)
     try:
         outcome = services.router.handle(
             CommandRequest(text=args.text, user_id=user, channel_id=args.channel, source="terminal")

@@ -62,6 +62,8 @@ class Inbox:
         handlers: Mapping[str, Handler] | None = None,
         notify: Notify | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
+        owner: str = "",
+        live_owners: Callable[[], set[str]] | None = None,
     ) -> None:
         self.store = store
         self.workers = workers
@@ -70,10 +72,10 @@ class Inbox:
         self.notify = notify
         self.telemetry = telemetry
         #: This process's name on the items it accepts (several replicas: who works it off).
-        self.owner = ""
+        self.owner = owner
         #: The replicas alive now (several replicas); None on one host, where another owner is a
         #: process that is gone.
-        self.live_owners: Callable[[], set[str]] | None = None
+        self.live_owners = live_owners
 
     def handle(self, kind: str, handler: Handler) -> None:
         self.handlers[kind] = handler

@@ -62,8 +62,8 @@ class Elector:
         self.store = store
         self.duration = duration
         self.renew = renew
-        self.on_elected = on_elected
-        self.on_deposed = on_deposed
+        self._elected = on_elected
+        self._deposed = on_deposed
         self.monotonic = monotonic
         self.state = LeaderState(replica=replica)
         self._lock = threading.RLock()
@@ -119,7 +119,7 @@ class Elector:
             fence = self.fence
             if fence is not None:
                 try:
-                    self.on_elected(fence)
+                    self._elected(fence)
                 except Fenced as exc:
                     self.fenced(exc)  # another replica took over while this one was recovering
                 except Exception:
@@ -141,7 +141,7 @@ class Elector:
         self.state.changes += 1
         log.warning("this replica no longer leads (epoch %s): %s", self.state.epoch, why)
         try:
-            self.on_deposed()
+            self._deposed()
         except Exception:
             log.exception("stopping the duties failed")
 

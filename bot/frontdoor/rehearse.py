@@ -23,6 +23,7 @@ it was aborted or stopped at the end of input, 2 when the plan is invalid.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -35,29 +36,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bot.adapters.store import Store
-from bot.core.actions import default_registry
 from bot.core.checks.findings import Cover
-from bot.core.checks.rules import load_rules
-from bot.core.delivery import Deliveries, new_owner
 from bot.core.jobs.base import Choice, ChoiceOption
-from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import StaticDirectory, roles_of
-from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
-from bot.core.runs.cards import RunCards
-from bot.core.runs.dryrun import GateDryRuns
 from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
-from bot.core.snapshots.service import pick_cluster
-from bot.core.watches.service import WatchService
+from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
-from bot.frontdoor.acting import JobRunner
-from bot.frontdoor.watching import WatchRunner, ends_its_step
-from bot.frontdoor.wiring import action_context, bind_jobs
+from bot.frontdoor.assemble import assemble
 from bot.records import ClusterConfig
-from bot.resources import BUILTIN_PLANS, BUILTIN_TEMPLATES
+from bot.resources import BUILTIN_PLANS
 from bot.settings import parse_settings
 
 
@@ -238,69 +228,26 @@ def rehearse(
         env={},
     )
     settings = replace(settings, check_ignores=tuple(ignores))
-    store = Store.open(settings.database_url)
+    settings = replace(
+        settings, channels=replace(settings.channels, operations=plan.operations_channel or "CREHEARSAL")
+    )
     poster = TextPoster(out)
     # No Slack here: each user group of the roster stands for three made-up members, so gates that
     # need a group (a quorum of the mesh team) can be rehearsed too.
     groups = {e for people in plan.roster.values() for e in people if e.startswith("S")}
-    directory = StaticDirectory({g: [f"{g}-member-{i}" for i in (1, 2, 3)] for g in groups})
-    renderer = Renderer([BUILTIN_TEMPLATES])
-    owner = new_owner()
-    deliveries = Deliveries(store=store, poster=poster, clock=clock, owner=owner)
-    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
-    job_registry = default_jobs(labels, load_rules(settings.rules_paths()))
-
-    def connect(name: str) -> Any:
-        return connect_cluster(pick_cluster(settings.clusters, name))
-
-    cards = RunCards(
-        deliveries=deliveries,
-        renderer=renderer,
+    # The same bot as in Slack, with a text poster and the sim as its cluster. The long actions
+    # (cluster jobs, watches) run on the duty engine's driver threads, as on the triggers door.
+    bot = assemble(
+        settings,
+        poster=poster,
+        directory=StaticDirectory({g: [f"{g}-member-{i}" for i in (1, 2, 3)] for g in groups}),
+        connect_cluster=connect_cluster,
         clock=clock,
-        operations_channel=plan.operations_channel or "CREHEARSAL",
-        dry_runs=GateDryRuns(store=store, jobs=job_registry, connect=connect, clock=clock),
     )
-    # The long actions (cluster jobs, watches) run on driver threads, as on the triggers door.
-    jobs = JobService(
-        store=store,
-        registry=job_registry,
-        deliveries=deliveries,
-        directory=directory,
-        clock=clock,
-        owner=owner,
-    )
-    watches = WatchService(
-        store=store,
-        deliveries=deliveries,
-        renderer=renderer,
-        clock=clock,
-        owner=owner,
-        node_group_labels=labels,
-        rules=load_rules(settings.rules_paths()),
-    )
-    service = RunService(
-        store=store,
-        directory=directory,
-        clock=clock,
-        cards=cards,
-        actions=default_registry(),
-        action_context=action_context(
-            settings=settings,
-            store=store,
-            connect_cluster=connect_cluster,
-            clock=clock,
-            watches=watches,
-            jobs=jobs,
-        ),
-    )
-    bind_jobs(service, jobs)
-
-    job_runner = JobRunner(jobs, connect)
-    jobs.on_change = job_runner.wake
-    watch_runner = WatchRunner(watches, connect)
-    watches.on_change = watch_runner.wake
-
-    watches.on_ended = ends_its_step(service)
+    store, service, jobs = bot.store, bot.runs, bot.jobs
+    # No timers here (nothing is scheduled, nobody else leads): the long duties run at once,
+    # woken by the run that starts them.
+    bot.duties.lead_with(leading=lambda: True, duty=lambda: contextlib.nullcontext(True))
     sim = SimControl(sim_url)
     try:
         store.save_plan(name=plan.name, text=text, loaded_by="rehearsal", loaded_at=clock())
@@ -348,9 +295,8 @@ def rehearse(
                 out.write(f"report: {path}\n")
         return exit_status(run)
     finally:
-        job_runner.shutdown()
-        watch_runner.shutdown()
-        store.close()
+        bot.duties.shutdown()
+        bot.close()
 
 
 def write_report(store: Store, run_id: str, directory: Path, *, now: datetime) -> list[Path]:

@@ -3,7 +3,8 @@
 Start-up, in order — nothing is served until the state on disk is brought up to date:
 
 1. the secrets the chosen transport needs are checked, and SIGTERM/SIGINT ask for a shutdown;
-2. the services are built, and delivery keys older than a week are forgotten;
+2. the bot is assembled (`bot.frontdoor.assemble`), and delivery keys older than a week are
+   forgotten when it leads;
 3. the leader's lease is tried once (`bot.frontdoor.leadership`; one replica on SQLite always
    wins it). Only the leader does 4 and 5, fenced by its epoch; a follower goes straight to 6,
    and does 4 and 5 whenever it wins the lease later (a leader died, or handed over on SIGTERM);
@@ -43,26 +44,18 @@ from types import FrameType
 from slack_bolt import App
 
 from bot.adapters.slack import SlackGateway
-from bot.adapters.store import fencing
 from bot.errors import ConfigError
-from bot.frontdoor.acting import start_acting
+from bot.frontdoor.assemble import Services, assemble
 from bot.frontdoor.inbox import Inbox, tell_in_slack
-from bot.frontdoor.leadership import Elector
 from bot.frontdoor.metrics import Metrics, MetricsRoute, route
 from bot.frontdoor.probes import Probes
 from bot.frontdoor.slack import build_app
-from bot.frontdoor.triggers import SYNC_SECONDS, Triggers
-from bot.frontdoor.watching import start_watching
-from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.logsetup import set_replica_id
-from bot.records import Fence
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: De-duplication keys only matter while Slack may still retry (minutes); a week is kept for audits.
-DELIVERY_KEYS_KEPT = timedelta(days=7)
 #: How often the leader looks for inbox items a replica that is gone had acknowledged.
 INBOX, INBOX_SECONDS = "inbox", 10.0
 #: How long a shutdown waits for running commands: inside Kubernetes' default 30 s grace period.
@@ -86,24 +79,25 @@ def serve(
     # In a pod the host name is the pod's name: with the pid, which replica wrote a log line.
     set_replica_id(f"{socket.gethostname()}:{os.getpid()}")
     metrics = Metrics()
-    services = build_services(settings, telemetry=metrics)
     workers = WorkerPool(settings.workers)
     metrics.bind_queue_depth(lambda: workers.depth)
-    # With several replicas a schedule made on a follower reaches the leader by its sync: as
-    # often as the lease is renewed, instead of every SYNC_SECONDS.
-    sync = (
-        SYNC_SECONDS
-        if services.store.single_host
-        else min(SYNC_SECONDS, settings.lease_renew.total_seconds())
-    )
-    triggers = Triggers(announcements=services.announcements, runs=services.runs, sync_seconds=sync)
-    watch_runner = start_watching(services, triggers)
     replays = _Replays()
-    job_runner = start_acting(services, triggers)
-    # The leader also works off requests a replica acknowledged and then died with, without
-    # waiting for the next change of leader.
-    triggers.every(INBOX, INBOX_SECONDS, lambda _now: replays.orphans())
-    elector = _elector(services, triggers, replays, metrics)
+    services = assemble(
+        settings,
+        telemetry=metrics,
+        # The leader also works off requests a replica acknowledged and then died with, without
+        # waiting for the next change of leader.
+        timers=[(INBOX, INBOX_SECONDS, lambda _now: replays.orphans())],
+        on_elected=[
+            lambda fence: metrics.leadership(leading=True, epoch=fence.epoch),
+            lambda _f: replays.elected(),
+        ],
+        on_deposed=[lambda epoch: metrics.leadership(leading=False, epoch=epoch)],
+    )
+    triggers, elector = services.triggers, services.elector
+    # A step whose watch ended just before a crash, without its step committed: commit it now,
+    # before the runs' recovery looks at running steps.
+    services.watches.settle_ended_steps()
     health = None
     try:
         # Only the leader recovers and drives the timers; a follower serves commands and clicks.
@@ -119,13 +113,10 @@ def serve(
             clock=lambda: datetime.now(UTC),
             notify=tell_in_slack(SlackGateway(services.web_client) if services.web_client else None),
             telemetry=services.telemetry,
-        )
-        inbox.owner = services.owner
-        if not services.store.single_host:
+            owner=services.owner,
             # Several replicas: an item a live replica accepted is its own to work off.
-            inbox.live_owners = lambda: (
-                services.store.live_replicas(settings.lease_duration) | {services.owner}
-            )
+            live_owners=services.live_owners,
+        )
         app = build_app(
             services,
             workers,
@@ -161,10 +152,9 @@ def serve(
         # No election from here on (one won now would start the timers again), then the timers.
         elector.halt()
         triggers.shutdown()
-        watch_runner.shutdown()
-        # A driver finishes the tick in hand (its progress stored); the next leader's scan
+        # A job's driver finishes the tick in hand (its progress stored); the next leader's scan
         # interrupts the job, and people resume it from that progress.
-        job_runner.shutdown()
+        services.duties.shutdown()
         # After the last duty finished: the next leader starts from what this one wrote.
         elector.stop(release=True)
         if health is not None:
@@ -243,64 +233,6 @@ class _Replays:
             inbox = self._inbox
         if inbox is not None and inbox.live_owners is not None:
             inbox.replay()
-
-
-def _elector(services: Services, triggers: Triggers, replays: _Replays, metrics: Metrics) -> Elector:
-    settings = services.settings
-
-    def elected(fence: Fence) -> None:
-        metrics.leadership(leading=True, epoch=fence.epoch)
-        _take_over(services, triggers, replays, fence)
-
-    def deposed() -> None:
-        triggers.follow()
-        metrics.leadership(leading=False, epoch=elector.state.epoch)
-
-    elector = Elector(
-        store=services.store,
-        replica=services.owner,
-        duration=settings.lease_duration,
-        renew=settings.lease_renew,
-        on_elected=elected,
-        on_deposed=deposed,
-    )
-    triggers.on_fenced = elector.fenced
-
-    # A claim without a ts is only settled (searched for in Slack, given back) when the replica
-    # that made it is gone: one that renewed or tried the lease within a lease is still posting.
-    def live_owners() -> set[str]:
-        return services.store.live_replicas(settings.lease_duration) | {services.owner}
-
-    # (SQLite: one replica, so any other owner is a process that is gone, as before.)
-    if not services.store.single_host:
-        for deliveries in (services.deliveries, services.announcements.deliveries):
-            if deliveries is not None:
-                deliveries.live_owners = live_owners
-    return elector
-
-
-def _take_over(services: Services, triggers: Triggers, replays: _Replays, fence: Fence) -> None:
-    _recover(services, triggers, fence)
-    replays.elected()
-
-
-def _recover(services: Services, triggers: Triggers, fence: Fence) -> None:
-    """This replica now leads: settle what a crash (of any replica) left, then drive the timers.
-
-    Interrupted actions are recovered only here: the replica that ran them no longer leads (it
-    died, or handed over), so none is marked interrupted while a live leader runs it.
-    """
-    with fencing(fence):
-        services.store.forget_deliveries_before(datetime.now(UTC) - DELIVERY_KEYS_KEPT)
-        recovered = services.runs.recover_all()
-    if recovered:
-        log.info("resumed %s run(s): %s", len(recovered), ", ".join(recovered))
-    caught_up = triggers.lead(fence)
-    if caught_up:
-        log.info(
-            "announcements due while the bot was down: %s",
-            ", ".join(f"{d.key} {d.action}" for d in caught_up),
-        )
 
 
 def _serve_http(

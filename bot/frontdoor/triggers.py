@@ -1,48 +1,8 @@
-"""The triggers front door: every timer the bot has, on one APScheduler (3.x) engine.
+"""The triggers front door: every timer the bot has, on one APScheduler (3.x) engine, run on the
+leader only and fenced — announcement jobs, the run ticker, the sync, each long duty's scan
+(`bot.core.duties`) and the timers a front door adds. The only module that imports APScheduler.
 
-A person starts work through the Slack or terminal front door; whatever starts work without a
-person is started here, and this is the only module that imports APScheduler. Today that is:
-
-- **announcement jobs** — one date job per pending scheduled announcement, a *durable* kind (the
-  announcements table is the truth; the jobs are a copy rebuilt from it);
-- **the run ticker** — an interval job every `RUN_TICK_SECONDS` that asks the run service for the
-  escalations and gate timeouts that have come due;
-- **the sync** — an interval job every `SYNC_SECONDS` that re-reads each durable kind's table
-  (schedules made by another replica), also run after a change in this process.
-
-**Adding a timer** (the next issues: watch loops, long-running actions). Register it in
-`Triggers.__init__`, next to the two above:
-
-- periodic work → `every(name, seconds, job)`: it gets its own thread, so a slow Slack post in
-  an announcement never holds up an escalation and the other way round;
-- work at instants a table records → `add_durable(DurableKind(...))`: `pending` reads the table,
-  `fire` does one item (and must be safe to call twice, as `AnnouncementService.fire` is), and
-  `catch_up` handles what fell due while the bot was down. A watch loop or a long-running action
-  is a durable kind whose rows say what is running, so a restart resumes it instead of losing it;
-  its `fire` hands the long work to a thread of its own rather than holding the trigger thread.
-  With several replicas only the leader drives them (below); a thread a job starts must enter
-  `bot.adapters.store.fencing(fence, ...)` itself (the fence is a context variable).
-
-**Leader only.** Without leadership (`start()`, one process, tests) every job runs. With it, the
-elector calls `lead(fence)` when this replica wins the lease — what fell due is caught up and the
-scheduler starts or resumes — and `follow()` the moment it loses it: the scheduler is paused, and
-a job already running is refused by the fence at its next write. Every job a leader runs checks
-its fence first (`Store.check_fence`) and writes inside `fencing(fence, on_fenced)`, so a replica
-that was paused past its lease writes nothing when it wakes, and steps down.
-
-Why not `SQLAlchemyJobStore`: it would be a second copy of the truth (pickled callables) that can
-disagree with the announcements table — a cancelled announcement whose job survived, a job lost
-while its row is pending — and it would need SQLAlchemy outside the store. With the table as the
-only truth there is nothing to reconcile.
-
-Misfires: APScheduler's own misfire grace is turned off (`misfire_grace_time=None`, coalesced),
-so a job that fires late always runs and `announcements.decide()` says what lateness means: on
-time, sent marked delayed within the configured grace, or skipped and audited. At start,
-announcements that fell due while the bot was down are handled before the front door serves.
-
-Tests inject the clock: `start(paused=True)` builds the jobs without running them, and
-`run_due(now)` runs every job due at `now` — announcement jobs and the run ticker alike, in due
-order — and says what each did; no sleeping.
+How to add a timer, leadership, misfires and why the table is the only truth: docs/triggers.md.
 """
 
 from __future__ import annotations
@@ -50,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -63,6 +23,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from bot.adapters.store import fencing
 from bot.core.announcements.service import AnnouncementService, Fired
+from bot.core.duties import Duties
 from bot.core.runs.service import RunService
 from bot.errors import BotError, Fenced
 from bot.records import Fence
@@ -110,6 +71,10 @@ class DurableKind:
     catch_up: Callable[[datetime], Iterable[Done]]
 
 
+#: An interval timer: its name, every how many seconds, and the job (given the time).
+Timer = tuple[str, float, Callable[[datetime], object]]
+
+
 @dataclass(frozen=True)
 class _Every:
     seconds: float
@@ -128,6 +93,10 @@ class Triggers:
         clock: Callable[[], datetime] | None = None,
         sync_seconds: float = SYNC_SECONDS,
         tick_seconds: float = RUN_TICK_SECONDS,
+        duties: Duties | None = None,
+        timers: Sequence[Timer] = (),
+        on_follow: Sequence[Callable[[], object]] = (),
+        on_fenced: Sequence[Callable[[Fenced], object]] = (),
     ) -> None:
         self.announcements = announcements
         self.runs = runs
@@ -149,10 +118,10 @@ class Triggers:
         self._mode = "solo"
         self._fence: Fence | None = None
         self._mode_lock = threading.Lock()
-        #: Told when a job found this replica fenced (the elector steps down).
-        self.on_fenced: Callable[[Fenced], object] | None = None
-        #: Told when this replica starts following (the watch runner stops its drivers).
-        self.on_follow: Callable[[], object] | None = None
+        #: Told, in order, when a job found this replica fenced (the elector steps down).
+        self.on_fenced: list[Callable[[Fenced], object]] = list(on_fenced)
+        #: Told, in order, when this replica starts following (the duty engine stops its drivers).
+        self.on_follow: list[Callable[[], object]] = list(on_follow)
         self._every: dict[str, _Every] = {_SYNC: _Every(sync_seconds, self._sync_job, _DURABLE_THREAD)}
 
         # -- the timers: the next issues add theirs here ----------------------------------------
@@ -167,6 +136,15 @@ class Triggers:
         # The run service reads the time from its own clock (this clock, in production and in
         # tests), so the ticker's `now` only decides *whether* it is due.
         self.every(RUN_TICKER, tick_seconds, lambda _now: self._tick_runs())
+        if duties is not None:
+            # The long duties (watches, cluster jobs): each kind's scan, on the leader only, in
+            # its fence, once the timers started; following stops every driver at once.
+            duties.lead_with(leading=lambda: self._scheduler.running and self.leading, duty=self.duty)
+            self.on_follow.append(duties.stop_all)
+            for name, seconds, scan in duties.scans():
+                self.every(name, seconds, _quiet(scan))
+        for name, seconds, job in timers:
+            self.every(name, seconds, _quiet(job))
 
     def add_durable(self, kind: DurableKind) -> None:
         """Add a kind of one-shot job kept in a database table (before `start`)."""
@@ -196,12 +174,13 @@ class Triggers:
                 # From the injected clock, so that `run_due(now)` knows when it is first due.
                 next_run_time=now + timedelta(seconds=every.seconds),
             )
-        self.announcements.on_change = self.sync
+        self.announcements.listeners.append(self.sync)
         return done
 
     def shutdown(self) -> None:
         """Stop scheduling, and wait for a job that is running to finish."""
-        self.announcements.on_change = None
+        with contextlib.suppress(ValueError):
+            self.announcements.listeners.remove(self.sync)
         if self._scheduler.running:
             self._scheduler.shutdown(wait=True)
 
@@ -227,8 +206,8 @@ class Triggers:
             self._mode, self._fence = "follower", None
         if self._scheduler.running:
             self._scheduler.pause()
-        if self.on_follow is not None:
-            self.on_follow()
+        for listener in self.on_follow:
+            listener()
 
     @property
     def leading(self) -> bool:
@@ -256,8 +235,8 @@ class Triggers:
                 return
         log.warning("a duty was fenced: %s", error.user_message)
         self.follow()
-        if self.on_fenced is not None:
-            self.on_fenced(error)
+        for listener in self.on_fenced:
+            listener(error)
 
     # -- durable jobs ----------------------------------------------------------------------------
 
@@ -361,6 +340,15 @@ class Triggers:
             Due(key=str(row.id), at=row.due_at, name=f"{row.template} of {row.plan_name}")
             for row in self.announcements.pending()
         ]
+
+
+def _quiet(job: Callable[[datetime], object]) -> Callable[[datetime], None]:
+    """An interval job whose result is not a `Done` (a scan's ids started)."""
+
+    def run(now: datetime) -> None:
+        job(now)
+
+    return run
 
 
 def _done(fired: Fired) -> Done:

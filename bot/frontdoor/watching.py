@@ -1,9 +1,10 @@
 """Driving watches: the threads behind `bot.core.watches.service` (started by the triggers door).
 
 Watches run where the timers run, never on the command workers, so a hundred thousand events do not
-delay an ack. `WatchRunner.scan` (a triggers interval job, and on demand when a watch is started or
-asked to end) claims every live watch whose owner is gone (no heartbeat for `STALE_AFTER`; a live
-owner's watch is never taken) and starts a `WatchDriver` thread for it.
+delay an ack. `WatchDuty` is the watches' kind of long duty (`bot.core.duties`): the engine's scan
+(a triggers interval job, and on demand when a watch is started or asked to end) claims every live
+watch whose owner is gone (no heartbeat for `STALE_AFTER`; a live owner's watch is never taken)
+and starts a `WatchDriver` thread for it.
 
 A driver:
 - opens the cluster and starts one `Stream` thread per kind of `KINDS` (typed structs; Warning
@@ -24,23 +25,21 @@ A driver:
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import queue
 import random
 import threading
 import time
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Collection
 from typing import Any
 
 from bot.adapters.kube import Cluster, WatchEvent
 from bot.core.checks.gather import LOGS_FORBIDDEN_NOTE
+from bot.core.duties import Driver
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.watches.model import WatchState
 from bot.core.watches.schema import KINDS
 from bot.core.watches.service import HEARTBEAT_SECONDS, PUBLISH_SECONDS, WatchService
-from bot.core.watches.verdict import TARGET_OPEN, TARGET_REACHED
 from bot.errors import BotError, Fenced
 from bot.records import WatchRow
 
@@ -57,6 +56,7 @@ BACKOFF_MAX = 30.0
 #: How often the runner looks for watches without a live owner.
 SCAN_SECONDS = 5.0
 VERSION = "version"
+WATCHES = "watches"
 #: Container log tails the known-issue rules may read per watch and minute, and their size cap.
 LOG_READS_PER_MINUTE = 20
 LOG_BYTES = 256 * 1024
@@ -136,8 +136,10 @@ class Stream:
                 delay = min(delay * 2, BACKOFF_MAX)
 
 
-class WatchDriver:
+class WatchDriver(Driver):
     """One watch, on its own thread: streams → state → publish (see the module docstring)."""
+
+    noun = "watch"
 
     def __init__(
         self,
@@ -151,6 +153,7 @@ class WatchDriver:
         stream_seconds: int = STREAM_SECONDS,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
+        super().__init__(row.id)
         self.service = service
         self.row = row
         self.telemetry = telemetry
@@ -159,7 +162,6 @@ class WatchDriver:
         self.heartbeat_seconds = heartbeat_seconds
         self.version_seconds = version_seconds
         self.stream_seconds = stream_seconds
-        self.stop = threading.Event()
         self.events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         self.streams: list[Stream] = []
         self.applied = 0
@@ -169,33 +171,8 @@ class WatchDriver:
         #: The API refused a log read (pods/log is an opt-in role): no more are asked for.
         self.logs_forbidden = False
         self.on_publish: Callable[[int], None] | None = None  # benchmarks: events applied so far
-        # The fence is a context variable: the driver thread runs in a copy of the context of the
-        # job that created it (the triggers' fenced scan), so its every store write is fenced too.
-        self._context = contextvars.copy_context()
-        self.thread = threading.Thread(
-            target=self._context.run, args=(self._run,), name=f"watch-{row.id}", daemon=True
-        )
 
-    def start(self) -> WatchDriver:
-        self.thread.start()
-        return self
-
-    @property
-    def alive(self) -> bool:
-        return self.thread.is_alive()
-
-    def _run(self) -> None:
-        try:
-            self._drive()
-        except Fenced as exc:
-            # Deposed: the next leader takes the watch over through its owner/heartbeat claim.
-            log.info("watch %s: fenced (%s); stopping", self.row.id, exc.user_message)
-        except Exception:
-            log.exception("watch %s: driver failed; another scan takes it again", self.row.id)
-        finally:
-            self.stop.set()
-
-    def _drive(self) -> None:
+    def drive(self) -> None:
         row = self.row
         service = self.service
         state = WatchState(service.spec(row), previous=service.previous(row), rules=service.rules)
@@ -313,133 +290,41 @@ class WatchDriver:
             self.stop.wait(self.version_seconds)
 
 
-class WatchRunner:
-    """Claims watches without a live owner and drives each on a thread of its own."""
+class WatchDuty:
+    """Watches as a kind of long duty: a watch without a live owner (no heartbeat for
+    `STALE_AFTER`) is claimed and driven; a live owner's watch is never taken."""
+
+    name = WATCHES
+    scan_seconds = SCAN_SECONDS
 
     def __init__(
-        self,
-        service: WatchService,
-        connect: Callable[[str], WatchSource],
-        **driver_options: Any,
+        self, service: WatchService, connect: Callable[[str], WatchSource], **driver_options: Any
     ) -> None:
         self.service = service
         self.connect = connect
         self.driver_options = driver_options
-        self.drivers: dict[int, WatchDriver] = {}
-        # Re-entrant: a scan's fenced claim steps the replica down, which calls `stop_all`.
-        self._lock = threading.RLock()
-        self._closed = False
-        #: Whether a scan may start drivers (False while the replica follows; see `stop_all`).
-        self.leading: Callable[[], bool] = lambda: True
-        #: The context a scan off a job's thread (`wake`) runs in: the triggers' `duty`.
-        self.duty: Callable[[], contextlib.AbstractContextManager[bool]] = lambda: contextlib.nullcontext(
-            True
-        )
 
-    def scan(self, _now: datetime | None = None) -> list[int]:
-        """Start a driver for every live watch this process may take; the ids started."""
-        started: list[int] = []
-        with self._lock:
-            if self._closed or not self.leading():
-                return started
-            for watch_id in [i for i, d in self.drivers.items() if not d.alive]:
-                del self.drivers[watch_id]
-            for row in self.service.live():
-                if row.id in self.drivers:
-                    continue
-                if not self.service.claim(row):
-                    continue
-                fresh = self.service.store.watch(row.id) or row
-                self.drivers[row.id] = WatchDriver(
-                    self.service, fresh, self.connect, **self.driver_options
-                ).start()
-                started.append(row.id)
-                log.info("driving watch %s on %s", row.id, row.cluster)
-        return started
+    def live(self) -> list[WatchRow]:
+        return self.service.live()
 
-    def wake(self) -> None:
-        """On demand (a watch started or asked to end): scan now, off the caller's thread."""
-        threading.Thread(target=self._scan_quietly, name="watch-scan", daemon=True).start()
+    def stale(self, row: WatchRow) -> str | None:
+        return None  # a watch only reads: the next leader takes it over instead
 
-    def _scan_quietly(self) -> None:
-        try:
-            with self.duty() as ok:
-                if ok:
-                    self.scan()
-        except Fenced as exc:
-            log.info("watch scan fenced: %s", exc.user_message)
-        except BotError as exc:
-            log.warning("watch scan failed: %s", exc.user_message)
+    def interrupt(self, row: WatchRow, reason: str) -> None:
+        raise AssertionError("a watch is taken over, never interrupted")
 
-    def stop_all(self, timeout: float = 5.0) -> None:
-        """Deposed: stop every driver now (their watches stay claimed until their heartbeats go
-        stale, then the leader takes them over); a later scan, once leading again, starts them."""
-        with self._lock:
-            drivers = list(self.drivers.values())
-            self.drivers.clear()
-        for driver in drivers:
-            driver.stop.set()
-        for driver in drivers:
-            if driver.thread is not threading.current_thread():  # a driver that was fenced itself
-                driver.thread.join(timeout=timeout)
+    def claim(self, row: WatchRow) -> WatchDriver | None:
+        if not self.service.claim(row):
+            return None
+        fresh = self.service.store.watch(row.id) or row
+        log.info("driving watch %s on %s", row.id, row.cluster)
+        return WatchDriver(self.service, fresh, self.connect, **self.driver_options)
 
-    def shutdown(self, timeout: float = 5.0) -> None:
-        with self._lock:
-            self._closed = True
-            drivers = list(self.drivers.values())
-        for driver in drivers:
-            driver.stop.set()
-        for driver in drivers:
-            driver.thread.join(timeout=timeout)
+    def heartbeat(self, row_id: int) -> bool:
+        return self.service.heartbeat(row_id)
 
+    def before_scan(self) -> None:
+        pass
 
-WATCHES = "watches"
-
-
-def ends_its_step(runs: Any) -> Callable[[WatchRow, str], None]:
-    """What a watch's end does to a plan step's watch: the step's `action_finished` (target
-    reached: succeeded; reached with a known issue still open: as the step's `on_open_findings`
-    says, failed by default; anything else: failed); nothing for a standalone watch."""
-
-    def step_ended(row: WatchRow, reason: str) -> None:
-        if not row.run_id:
-            return
-        ok = reason.startswith(TARGET_REACHED + ":")
-        try:
-            if reason.startswith(TARGET_OPEN + ":"):
-                ok = runs.load(row.run_id).plan.step(row.step_id).on_open_findings == "succeed"
-            runs.finish_long(row.run_id, row.step_id, ok=ok, detail=f"watch {row.id}: {reason}")
-        except BotError as exc:
-            log.warning("watch %s: step %s of run %s: %s", row.id, row.step_id, row.run_id, exc.user_message)
-
-    return step_ended
-
-
-def start_watching(services: Any, triggers: Any) -> WatchRunner:
-    """Register the watch scan on the triggers front door (before `triggers.start`): every
-    `SCAN_SECONDS`, and at once when a watch is started or asked to end."""
-    from bot.core.snapshots.service import pick_cluster
-
-    settings = services.settings
-
-    def connect(name: str) -> WatchSource:
-        return Cluster.connect(pick_cluster(settings.clusters, name), observe=services.telemetry.kube_request)
-
-    runner = WatchRunner(services.watches, connect, telemetry=services.telemetry)
-    runner.leading = lambda: bool(triggers.leading)
-    runner.duty = triggers.duty
-    triggers.on_follow = runner.stop_all
-
-    def scan(now: datetime) -> None:
-        runner.scan(now)
-
-    triggers.every(WATCHES, SCAN_SECONDS, scan)
-    services.watches.on_change = runner.wake
-    step_ended = ends_its_step(services.runs)
-    services.watches.on_ended = step_ended
-    # A step whose watch ended just before a crash, without its step committed: commit it now,
-    # before the runs' recovery looks at running steps.
-    for row in services.store.watches(live=False, limit=200):
-        if row.run_id and row.state == "ended":
-            step_ended(row, row.end_reason)
-    return runner
+    def after_scan(self, driving: Collection[int]) -> None:
+        pass

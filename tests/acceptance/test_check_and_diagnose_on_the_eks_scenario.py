@@ -26,7 +26,7 @@ import pytest
 from bot.adapters.kube import Cluster
 from bot.core.checks import service as checks
 from bot.core.checks.rules import Episodes, read_rules
-from bot.frontdoor.wiring import build_services
+from bot.frontdoor.assemble import assemble
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_RULES
 from bot.router import CommandRequest
@@ -133,7 +133,7 @@ def test_check_in_text_and_markdown_and_its_usage_errors(eks: Path) -> None:
 
 
 def test_upgrade_check_in_chat_lists_required_first_and_attaches_the_full_report(eks: Path) -> None:
-    services = build_services(load_settings(eks, {}), with_slack=False)
+    services = assemble(load_settings(eks, {}), with_slack=False)
     try:
         outcome = services.router.handle(
             CommandRequest(text="check --to 1.25", user_id="U0PRIMARY", source="terminal")
@@ -344,7 +344,7 @@ def test_each_known_issue_the_sim_plays_is_diagnosed_once_per_workload_and_episo
 
     # In chat, for one namespace: the rule, what was seen, and the remedy as commands.
     config = write_config(f"clusters:\n  sim:\n    kubeconfig: {kubeconfig}\n    context: sim\n")
-    services = build_services(load_settings(config, {}), with_slack=False)
+    services = assemble(load_settings(config, {}), with_slack=False)
     try:
         outcome = services.router.handle(
             CommandRequest(text="diagnose logging", user_id="U0PRIMARY", source="terminal")

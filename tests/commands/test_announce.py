@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from bot.core.announcements.templates import AnnouncementRenderer, sample_context
-from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
 
 
 @pytest.fixture
 def services(write_config: Callable[..., Path]) -> Iterator[Services]:
-    built = build_services(
+    built = assemble(
         load_settings(write_config("channels:\n  announcements: C0ANNOUNCE\n"), {}), with_slack=False
     )
     yield built

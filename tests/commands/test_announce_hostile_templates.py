@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.wiring import build_services
+from bot.frontdoor.assemble import assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
 from tests.support.hostile_templates import CASES, Hostile
@@ -20,7 +20,7 @@ def test_a_preview_of_a_hostile_override_answers_with_the_file_line_and_reason(
 ) -> None:
     team = tmp_path / "team"
     blamed = case.write(team)
-    services = build_services(load_settings(write_config(f"templates_dir: {team}\n"), {}), with_slack=False)
+    services = assemble(load_settings(write_config(f"templates_dir: {team}\n"), {}), with_slack=False)
     try:
         started = time.monotonic()
         outcome = services.router.handle(

@@ -13,7 +13,7 @@ import pytest
 
 from bot.core.audit import parse_since
 from bot.errors import UsageError
-from bot.frontdoor.wiring import build_services
+from bot.frontdoor.assemble import assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
 from tests.support.bot_process import bot_command
@@ -24,7 +24,7 @@ NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 def test_audit_is_refused_to_people_outside_the_roster_and_the_refusal_is_audited(
     write_config: Callable[..., Path],
 ) -> None:
-    services = build_services(load_settings(write_config(), {}), with_slack=False, clock=lambda: NOW)
+    services = assemble(load_settings(write_config(), {}), with_slack=False, clock=lambda: NOW)
     try:
         denied = services.router.handle(CommandRequest(text="audit", user_id="U0STRANGER", channel_id="C1"))
         assert not denied.ok
@@ -42,7 +42,7 @@ def test_audit_is_refused_to_people_outside_the_roster_and_the_refusal_is_audite
 
 
 def test_tokens_typed_into_a_command_are_not_stored(write_config: Callable[..., Path]) -> None:
-    services = build_services(load_settings(write_config(), {}), with_slack=False)
+    services = assemble(load_settings(write_config(), {}), with_slack=False)
     try:
         services.router.handle(CommandRequest(text="help xoxb-123-456-abcdef", user_id="U0PRIMARY"))
         (entry,) = services.store.audit_entries()

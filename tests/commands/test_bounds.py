@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.assemble import Services, assemble
 from bot.router import MAX_COMMAND_TEXT, CommandRequest, Outcome
 from bot.settings import load_settings
 from tests.support.bot_process import bot_command
@@ -26,7 +26,7 @@ HUGE = "9" * 25
 
 @pytest.fixture
 def services(write_config: Callable[..., Path]) -> Iterator[Services]:
-    built = build_services(
+    built = assemble(
         load_settings(write_config("channels: {announcements: C0ANN, operations: C0OPS}\n"), {}),
         with_slack=False,
         clock=lambda: NOW,

@@ -6,13 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.core.command import split_words
-from bot.frontdoor.wiring import build_services
+from bot.frontdoor.assemble import assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
 
 
 def handle(config: Path, text: str, user: str = "U0PRIMARY") -> tuple[bool, str]:
-    services = build_services(load_settings(config, {}), with_slack=False)
+    services = assemble(load_settings(config, {}), with_slack=False)
     try:
         outcome = services.router.handle(CommandRequest(text=text, user_id=user, source="terminal"))
         return outcome.ok, outcome.rendered.text
@@ -21,7 +21,7 @@ def handle(config: Path, text: str, user: str = "U0PRIMARY") -> tuple[bool, str]
 
 
 def test_help_lists_every_subcommand_with_its_docstring_summary(write_config: Callable[..., Path]) -> None:
-    services = build_services(load_settings(write_config(), {}), with_slack=False)
+    services = assemble(load_settings(write_config(), {}), with_slack=False)
     try:
         text = services.router.handle(CommandRequest(text="help", user_id="U1")).rendered.text
         for sub in services.registry:
@@ -87,7 +87,7 @@ def test_a_verb_with_missing_arguments_gets_its_own_usage(write_config: Callable
 def test_the_list_is_one_line_per_subcommand_with_its_first_sentence_and_nothing_cut(
     write_config: Callable[..., Path],
 ) -> None:
-    services = build_services(load_settings(write_config(), {}), with_slack=False)
+    services = assemble(load_settings(write_config(), {}), with_slack=False)
     try:
         text = services.router.handle(CommandRequest(text="help", user_id="U1")).rendered.text
         subs = list(services.registry)
@@ -122,7 +122,7 @@ def test_help_for_one_subcommand_lists_its_arguments_and_an_example(
 def test_every_subcommand_and_verb_has_an_example_that_its_own_parser_accepts(
     write_config: Callable[..., Path],
 ) -> None:
-    services = build_services(load_settings(write_config(), {}), with_slack=False)
+    services = assemble(load_settings(write_config(), {}), with_slack=False)
     try:
         for top in services.registry:
             for sub in (top, *top.verbs.values()):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
 from tests.support.secrets import slack_env
@@ -38,7 +38,7 @@ def services(write_config: Callable[..., Path], slack_stub: SlackStub) -> Iterat
     config = write_config(
         "channels: {operations: C0OPS}\nclusters:\n  prod: {kubeconfig: /nonexistent, context: prod}\n"
     )
-    built = build_services(load_settings(config, slack_env(slack_stub.api_url)))
+    built = assemble(load_settings(config, slack_env(slack_stub.api_url)))
     for name in ("roll", "other"):
         built.store.save_plan(name=name, text=PLAN.format(name=name), loaded_by="U0PRIMARY", loaded_at=T0)
     try:

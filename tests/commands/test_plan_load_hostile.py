@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.wiring import build_services
+from bot.frontdoor.assemble import assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
 from tests.support.plans import GOOD
@@ -27,7 +27,7 @@ def load(write_config: Callable[..., Path], plans_dir: Path) -> Callable[[str], 
     config = write_config(f"templates_dir: {plans_dir.parent}\n")
 
     def run(name: str) -> tuple[bool, str]:
-        services = build_services(load_settings(config, {}), with_slack=False)
+        services = assemble(load_settings(config, {}), with_slack=False)
         try:
             outcome = services.router.handle(
                 CommandRequest(text=f"plan load {name}", user_id="U0PRIMARY", source="terminal")

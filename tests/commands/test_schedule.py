@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest, Outcome
 from bot.settings import load_settings
 from tests.support.clock import FakeClock
@@ -24,9 +24,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def services(write_config: Callable[..., Path], clock: FakeClock) -> Iterator[Services]:
-    built = build_services(
-        load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock
-    )
+    built = assemble(load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock)
     assert PLAN.count("tokyo-upgrade") == 1
     assert "2026-12-01T16:00" in PLAN
     built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest, Outcome
 from bot.settings import load_settings
 from tests.support.clock import FakeClock
@@ -34,7 +34,7 @@ def services(
     write_config: Callable[..., Path], clock: FakeClock, slack_stub: SlackStub
 ) -> Iterator[Services]:
     env = slack_env(slack_stub.api_url, app_token=False)
-    built = build_services(load_settings(write_config(CONFIG, roster=False), env), clock=clock)
+    built = assemble(load_settings(write_config(CONFIG, roster=False), env), clock=clock)
     built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
     yield built
     built.close()

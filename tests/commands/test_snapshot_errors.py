@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.wiring import build_services
+from bot.frontdoor.assemble import assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
 
@@ -48,7 +48,7 @@ current-context: dead-ctx
 
 
 def handle(config: Path, text: str) -> tuple[bool, str, list[int]]:
-    services = build_services(load_settings(config, {}), with_slack=False)
+    services = assemble(load_settings(config, {}), with_slack=False)
     try:
         outcome = services.router.handle(CommandRequest(text=text, user_id="U0PRIMARY", source="terminal"))
         return outcome.ok, outcome.rendered.text, [m.id for m in services.store.snapshots()]

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.kube import Cluster
 from bot.core.actions import check as check_action
 from bot.core.actions.base import ActionCall, ActionRequest
-from bot.frontdoor.wiring import Services, action_context, build_services
+from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest, Outcome
 from bot.settings import load_settings
 from bot.sim import SimCluster
@@ -46,7 +45,7 @@ def config(
 
 @pytest.fixture
 def services(config: Path, clock: FakeClock) -> Iterator[Services]:
-    built = build_services(load_settings(config, {}), with_slack=False, clock=clock)
+    built = assemble(load_settings(config, {}), with_slack=False, clock=clock)
     yield built
     built.close()
 
@@ -152,9 +151,8 @@ def test_the_plan_check_step_passes_when_every_required_finding_is_waived_and_na
         assert ask(services, f'waive {finding} --for 1d --reason "accepted in review {finding}"').ok
     for row in services.store.waivers():
         assert ask(services, f"waive confirm {row.id}", user="U0SHADOW").ok
-    ctx = action_context(
-        settings=services.settings, store=services.store, connect_cluster=Cluster.connect, clock=clock
-    )
+    ctx = services.runs.action_context  # the bot's, as its assembly bound it
+    assert ctx is not None
     request = ActionRequest(run_id="R1", cluster="prod", call=ActionCall(name="check", args={"to": "1.25"}))
     result = check_action.run(ctx, request)
     assert result.ok, result.detail

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest, Outcome
 from bot.settings import load_settings
 from bot.sim import SimCluster
@@ -20,7 +20,7 @@ def services(
     write_config: Callable[..., Path], sim_small: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]
 ) -> Iterator[Services]:
     config = write_config(f"clusters:\n  sim:\n    kubeconfig: {sim_kubeconfig(sim_small)}\n")
-    built = build_services(load_settings(config, {}), with_slack=False)
+    built = assemble(load_settings(config, {}), with_slack=False)
     yield built
     built.close()
 

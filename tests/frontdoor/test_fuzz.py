@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.frontdoor.wiring import Services, build_services
+from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
 from tests.support.front import Front
@@ -81,7 +81,7 @@ def tracebacks() -> Iterator[_Tracebacks]:
 
 @pytest.fixture
 def services(write_config: Callable[..., Path]) -> Iterator[Services]:
-    built = build_services(load_settings(write_config(), {}), with_slack=False)
+    built = assemble(load_settings(write_config(), {}), with_slack=False)
     yield built
     built.close()
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from bot.frontdoor.assemble import assemble
 from bot.frontdoor.slack import build_app
 from bot.frontdoor.socket_mode import make_handler
-from bot.frontdoor.wiring import build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import Settings
 from tests.support.front import Front
@@ -116,7 +116,7 @@ def socket_front(
 ) -> Iterator[tuple[SocketModeStub, WorkerPool]]:
     stub = SocketModeStub().start()
     slack_stub.socket_url = stub.url
-    services = build_services(settings_for_stub)
+    services = assemble(settings_for_stub)
     workers = WorkerPool(4)
     handler = make_handler(build_app(services, workers, signing_secret=None, socket_mode=True), APP_TOKEN)
     handler.connect()

@@ -20,18 +20,19 @@ from bot.adapters.store import Store
 from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext
 from bot.core.delivery import Deliveries
+from bot.core.duties import Duties, Lane
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.service import AFTER_ABORT, JobService
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
+from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns
 from bot.core.runs.cards import RunCards
 from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor, RunService
 from bot.errors import ClusterForbidden, PlanInvalid, UserError
-from bot.frontdoor.acting import JobRunner
-from bot.frontdoor.wiring import bind_jobs
+from bot.frontdoor.acting import JOBS, JobDuty
 from bot.records import StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support import blockkit
@@ -180,8 +181,9 @@ class Setup:
     world: World
     tmp: Path
 
-    def jobs(self, owner: str, *, ask_on: str = "") -> JobService:
-        """A JobService as one process would have it (`owner`), bound to a fresh RunService."""
+    def jobs(self, owner: str, *, ask_on: str = "", duties: Duties | None = None) -> JobService:
+        """A JobService as one process would have it (`owner`), bound to a fresh RunService (as
+        `bot.frontdoor.assemble` binds them); with `duties`, driven by that engine."""
         deliveries = Deliveries(
             store=self.store,
             poster=SlackGateway(make_web_client(BOT_TOKEN, self.stub.api_url)),
@@ -197,18 +199,34 @@ class Setup:
             directory=StaticDirectory(),
             clock=self.clock,
             owner=owner,
+            steps=(steps := StepsOfRuns()),
+            on_change=(lambda: duties.wake(JOBS)) if duties is not None else None,
         )
+        if duties is not None:
+            duties.add(JobDuty(jobs, connect=lambda name: _Closable()))
         runs = RunService(
             store=self.store,
             directory=StaticDirectory(),
             clock=self.clock,
-            cards=RunCards(deliveries=deliveries, renderer=Renderer([BUILTIN_TEMPLATES]), clock=self.clock),
+            cards=RunCards(
+                deliveries=deliveries,
+                renderer=Renderer([BUILTIN_TEMPLATES]),
+                clock=self.clock,
+                live=jobs.live_sections,
+            ),
             actions=default_registry(),
             action_context=_context(jobs),
+            long_actions=StepLongActions(self.store, jobs),
+            listeners=(AfterAbortOffer(jobs),),
         )
-        bind_jobs(runs, jobs)
+        steps.runs = runs
         self.runs = runs
         return jobs
+
+
+def job_lane(jobs: JobService) -> Lane:
+    """The jobs' lane of a duty engine of their own (leading, outside any fence)."""
+    return Duties().add(JobDuty(jobs, connect=lambda name: _Closable()))
 
 
 def _context(jobs: JobService) -> ActionContext:
@@ -291,7 +309,7 @@ def test_a_dead_driver_interrupts_the_step_and_resume_continues_the_same_job_onc
     # Another process (a restart, or the next leader) finds the job with a stale heartbeat.
     setup.clock.advance(timedelta(minutes=1))
     second = setup.jobs("proc-b")
-    runner = JobRunner(second, connect=lambda name: _Closable())
+    runner = job_lane(second)
     assert runner.scan() == []  # not driven: interrupted
     assert setup.store.job(row.id).state == "interrupted"  # type: ignore[union-attr]
     run = setup.runs.load(run.id)
@@ -317,9 +335,8 @@ def test_a_dead_driver_interrupts_the_step_and_resume_continues_the_same_job_onc
 
 
 def test_the_driver_threads_claim_and_finish_a_job_on_their_own(setup: Setup) -> None:
-    jobs = setup.jobs("proc-a")
-    runner = JobRunner(jobs, connect=lambda name: _Closable())
-    jobs.on_change = runner.wake
+    duties = Duties()
+    setup.jobs("proc-a", duties=duties)
     run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
     approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
     wait_until(
@@ -327,7 +344,7 @@ def test_the_driver_threads_claim_and_finish_a_job_on_their_own(setup: Setup) ->
         timeout=30,
         what="the driver to finish the step",
     )
-    runner.shutdown()
+    duties.shutdown()
     assert setup.world.writes == ["n1", "n2", "n3"]
 
 
@@ -386,7 +403,7 @@ def drain_n1_then_abort(setup: Setup, *, dies_before_its_offer: bool = False) ->
     for _ in range(3):
         jobs.advance(row.id, cluster=None)  # n1 cordoned and drained
     if dies_before_its_offer:
-        setup.runs.on_ended = None
+        setup.runs.listeners = ()
     setup.runs.apply(
         run.id,
         lambda r: R.abort(r, by="U0PRIMARY", reason="rollback", now=setup.clock()),
@@ -422,7 +439,7 @@ def test_an_offer_the_aborting_process_died_before_making_is_made_once_by_the_ne
 
     setup.clock.advance(timedelta(minutes=1))
     second = setup.jobs("proc-b")
-    runner = JobRunner(second, connect=lambda name: _Closable())
+    runner = job_lane(second)
     runner.scan()
     runner.scan()
     runner.stop_all()

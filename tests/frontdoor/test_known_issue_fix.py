@@ -20,9 +20,10 @@ import pytest
 from kubernetes import client, config
 
 from bot.adapters.kube import Cluster
+from bot.core.duties import Duties
 from bot.core.watches.service import subject
-from bot.frontdoor.acting import JobRunner
-from bot.frontdoor.watching import WatchRunner
+from bot.frontdoor.acting import JobDuty
+from bot.frontdoor.watching import WatchDuty
 from bot.records import ClusterConfig
 from bot.settings import load_settings
 from bot.sim import SimCluster
@@ -109,8 +110,12 @@ def test_a_known_issue_post_carries_a_fix_whose_run_approved_by_two_clears_the_f
     def connect(name: str) -> Cluster:
         return Cluster.connect(ClusterConfig(name=name, kubeconfig=kubeconfig, context="sim"))
 
-    watch_runner = WatchRunner(services.watches, connect, publish_seconds=0.3, heartbeat_seconds=0.5)  # type: ignore[arg-type]
-    job_runner = JobRunner(services.jobs, connect, heartbeat_seconds=0.5)
+    # The bot's watches and jobs, driven by lanes of an engine of the test's own (scanned by hand).
+    duties = Duties()
+    watch_runner = duties.add(
+        WatchDuty(services.watches, connect, publish_seconds=0.3, heartbeat_seconds=0.5)
+    )
+    job_runner = duties.add(JobDuty(services.jobs, connect, heartbeat_seconds=0.5))
     try:
         # The vault-agent of the pods payments-api runs now cannot authenticate: KI004.
         old = sorted(p.metadata.name for p in _pods(core))
@@ -210,5 +215,4 @@ def test_a_known_issue_post_carries_a_fix_whose_run_approved_by_two_clears_the_f
         assert {a.user_id for a in approvals[2]} >= {PRIMARY, SHADOW}
         assert services.store.messages(subject(row.id))  # the finding's post is on record
     finally:
-        job_runner.shutdown()
-        watch_runner.shutdown()
+        duties.shutdown()

@@ -57,7 +57,7 @@ def elector_for(store: Store, triggers: Triggers, replica: str = "a") -> tuple[E
         on_elected=on_elected,
         on_deposed=triggers.follow,
     )
-    triggers.on_fenced = elector.fenced
+    triggers.on_fenced.append(elector.fenced)
     return elector, elected
 
 

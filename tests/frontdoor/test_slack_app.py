@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
+from bot.frontdoor.assemble import assemble
 from bot.frontdoor.slack import build_app
-from bot.frontdoor.wiring import build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import Settings
 from tests.support.secrets import BOT_TOKEN
@@ -22,7 +22,7 @@ def test_starting_the_app_logs_no_warning_about_an_unused_token(
 ) -> None:
     # As in production: the token is in the environment, where Bolt looks for it by itself too.
     monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
-    services = build_services(settings_for_stub)
+    services = assemble(settings_for_stub)
     workers = WorkerPool(1)
     try:
         with caplog.at_level(logging.DEBUG):

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from bot.frontdoor.assemble import assemble
 from bot.frontdoor.slack import build_app
 from bot.frontdoor.socket_mode import make_handler
-from bot.frontdoor.wiring import build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import Settings
 from tests.support.malformed import MALFORMED
@@ -47,7 +47,7 @@ def command_payload(text: str, response_url: str, trigger_id: str) -> dict[str, 
 def test_help_over_socket_mode_survives_a_disconnect(
     settings_for_stub: Settings, slack_stub: SlackStub, socket_stub: SocketModeStub, tmp_path: Path
 ) -> None:
-    services = build_services(settings_for_stub)
+    services = assemble(settings_for_stub)
     workers = WorkerPool(4)
     app = build_app(services, workers, signing_secret=None, socket_mode=True)
     handler = make_handler(app, APP_TOKEN)
@@ -80,7 +80,7 @@ def test_role_checks_expand_user_groups_and_tolerate_a_deleted_group(
     from bot.router import CommandRequest
 
     slack_stub.usergroups["S0LEADS"] = ["U0LEAD"]
-    services = build_services(settings_for_stub)
+    services = assemble(settings_for_stub)
     try:
         lead = services.router.handle(CommandRequest(text="whoami", user_id="U0LEAD"))
         assert "coordinator" in lead.rendered.text
@@ -99,7 +99,7 @@ def test_malformed_envelopes_are_acked_and_dropped_with_one_line_each_and_no_tra
     socket_stub: SocketModeStub,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    services = build_services(settings_for_stub)
+    services = assemble(settings_for_stub)
     workers = WorkerPool(4)
     app = build_app(services, workers, signing_secret=None, socket_mode=True)
     handler = make_handler(app, APP_TOKEN)

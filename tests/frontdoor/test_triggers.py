@@ -278,8 +278,7 @@ def test_the_end_of_a_scheduled_run_is_announced_once(
     schedule, _ = bot.service.schedule(
         "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
     )
-    runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock)
-    runs.on_ended = bot.service.run_ended
+    runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock, listeners=(bot.service,))
     bot.clock.set(utc(2026, 12, 1, 5, 10))
     run = runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
     bot.service.attach_run(schedule.id, run.id)
@@ -323,9 +322,7 @@ def test_a_step_that_asks_for_it_is_announced_once_when_it_succeeds_and_others_a
     schedule, _ = bot.service.schedule(
         "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
     )
-    runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock)
-    runs.on_ended = bot.service.run_ended
-    runs.on_step_succeeded = bot.service.step_succeeded
+    runs = RunService(store=store, directory=StaticDirectory(), clock=bot.clock, listeners=(bot.service,))
     bot.clock.set(utc(2026, 12, 1, 5, 10))
     run = runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
     bot.service.attach_run(schedule.id, run.id)

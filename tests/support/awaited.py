@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from bot.frontdoor.wiring import Services
+from bot.frontdoor.assemble import Services
 from bot.frontdoor.workers import WorkerPool
 from tests.support.front import Front
 from tests.support.slack_stub import SlackStub

@@ -15,9 +15,9 @@ from types import TracebackType
 from typing import Any
 
 from bot.core.command import Registry
+from bot.frontdoor.assemble import Services, assemble
 from bot.frontdoor.http import HttpFrontDoor, ServerThread, make_server
 from bot.frontdoor.slack import build_app
-from bot.frontdoor.wiring import Services, build_services
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import Settings
 from tests.support.secrets import SIGNING_SECRET
@@ -162,7 +162,7 @@ def start_front(
 ) -> Front:
     """Build the bot's services from `settings` and serve them on a free loopback port (`clock`:
     the bot's time, e.g. a sim's)."""
-    services = build_services(settings, registry=registry, clock=clock)
+    services = assemble(settings, registry=registry, clock=clock)
     pool = workers if isinstance(workers, WorkerPool) else WorkerPool(workers)
     app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False, clock=clock)
     server = make_server(

@@ -14,11 +14,12 @@ from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
 from bot.core.checks.rules import Rule
 from bot.core.delivery import Deliveries
+from bot.core.duties import Duties
 from bot.core.rendering import Renderer
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.core.watches.model import Summary
 from bot.core.watches.service import WatchService
-from bot.frontdoor.watching import WatchRunner, WatchSource
+from bot.frontdoor.watching import WatchDuty, WatchSource
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_TEMPLATES
 from bot.sim import SimCluster
@@ -50,7 +51,10 @@ class WatchHarness:
             stale_after=timedelta(seconds=2),
             rules=rules,
         )
-        self.runner = WatchRunner(self.service, self.connect, publish_seconds=0.3, heartbeat_seconds=0.5)
+        #: The watches' lane of a duty engine of its own (leading, outside any fence).
+        self.runner = Duties().add(
+            WatchDuty(self.service, self.connect, publish_seconds=0.3, heartbeat_seconds=0.5)
+        )
 
     def connect(self, name: str) -> WatchSource:
         return Cluster.connect(ClusterConfig(name=name, kubeconfig=self.kubeconfig))

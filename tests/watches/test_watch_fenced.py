@@ -19,6 +19,7 @@ from bot.adapters.store import Store, fencing
 from bot.core.announcements.service import AnnouncementService
 from bot.core.coalesce import CoalescingPoster
 from bot.core.delivery import Deliveries
+from bot.core.duties import Duties, Lane
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs.service import RunService
@@ -28,7 +29,7 @@ from bot.core.watches.service import WatchService, subject
 from bot.errors import Fenced
 from bot.frontdoor.metrics import Metrics
 from bot.frontdoor.triggers import Triggers
-from bot.frontdoor.watching import WatchRunner, WatchSource
+from bot.frontdoor.watching import WatchDuty, WatchSource
 from bot.records import ClusterConfig, Fence
 from bot.sim import SimCluster
 from tests.support.secrets import BOT_TOKEN
@@ -48,7 +49,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-def _runner(store: Store, stub: SlackStub, kubeconfig: Path, **options: Any) -> WatchRunner:
+def _runner(store: Store, stub: SlackStub, kubeconfig: Path, **options: Any) -> Lane:
     poster = SlackGateway(make_web_client(BOT_TOKEN, stub.api_url))
     clock = lambda: datetime.now(UTC)  # noqa: E731
     service = WatchService(
@@ -64,7 +65,12 @@ def _runner(store: Store, stub: SlackStub, kubeconfig: Path, **options: Any) -> 
     def connect(name: str) -> WatchSource:
         return Cluster.connect(ClusterConfig(name=name, kubeconfig=kubeconfig))
 
-    return WatchRunner(service, connect, publish_seconds=0.3, heartbeat_seconds=0.3, **options)
+    return Duties().add(WatchDuty(service, connect, publish_seconds=0.3, heartbeat_seconds=0.3, **options))
+
+
+def service(lane: Lane) -> WatchService:
+    assert isinstance(lane.kind, WatchDuty)
+    return lane.kind.service
 
 
 def _lead(store: Store, holder: str, *, force: bool = False) -> Fence:
@@ -79,7 +85,7 @@ def test_a_fenced_watch_driver_writes_nothing_more_and_stops_quietly(
     runner = _runner(store, slack_stub, sim_eks.write_kubeconfig(tmp_path / "kubeconfig"))
     fence = _lead(store, "a")
     fenced: list[Fenced] = []
-    row = runner.service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE", target=TARGET)
+    row = service(runner).start(cluster="sim", channel=CHANNEL, started_by="U0ALICE", target=TARGET)
     try:
         with fencing(fence, fenced.append):  # as the triggers' scan job runs it
             assert runner.scan() == [row.id]
@@ -114,10 +120,9 @@ def test_follow_stops_the_runners_drivers_and_no_scan_starts_one(
         runs=RunService(store=store, directory=StaticDirectory(), clock=clock),
     )
     runner = _runner(store, slack_stub, sim_eks.write_kubeconfig(tmp_path / "kubeconfig"))
-    runner.leading = lambda: triggers.leading
-    runner.duty = triggers.duty
-    triggers.on_follow = runner.stop_all
-    row = runner.service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE", target=TARGET)
+    runner.engine.lead_with(leading=lambda: triggers.leading, duty=triggers.duty)
+    triggers.on_follow.append(runner.engine.stop_all)
+    row = service(runner).start(cluster="sim", channel=CHANNEL, started_by="U0ALICE", target=TARGET)
     try:
         triggers.lead(_lead(store, "a"))
         with triggers.duty() as ok:
@@ -141,7 +146,7 @@ def test_watch_events_and_card_edits_appear_in_metrics(
 ) -> None:
     metrics = Metrics()
     runner = _runner(store, slack_stub, sim_eks.write_kubeconfig(tmp_path / "kubeconfig"), telemetry=metrics)
-    row = runner.service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE", target=TARGET)
+    row = service(runner).start(cluster="sim", channel=CHANNEL, started_by="U0ALICE", target=TARGET)
     caplog.set_level(logging.INFO)
     try:
         assert runner.scan() == [row.id]

@@ -2,7 +2,7 @@
 it in a plan, the context it runs in, and the registry plans are validated against.
 
 An action's runner gets an `ActionContext` of capabilities (take a snapshot, compare two), not
-the store or the Kubernetes client: the wiring binds those to the services, so an action module
+the store or the Kubernetes client: the assembly (`bot.core.runs.capabilities.action_context`) binds those to the services, so an action module
 stays plain core code and a test can hand it a context of its own.
 """
 
@@ -59,7 +59,7 @@ class DiffSummary(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class ActionContext:
-    """The capabilities actions use, bound by the wiring to the services and adapters."""
+    """The capabilities actions use, bound by `bot.core.runs.capabilities.action_context` to the services and adapters."""
 
     #: (cluster, label, taken_by) → the stored snapshot's id, label and counts.
     take_snapshot: Callable[[str, str, str], tuple[int, str, Mapping[str, int]]]

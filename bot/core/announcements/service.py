@@ -162,13 +162,17 @@ class AnnouncementService:
         offsets: Sequence[timedelta] | None = None,
         grace: timedelta = A.DEFAULT_GRACE,
         owner: str | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
+        live_owners: Callable[[], set[str]] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.poster = poster
         #: Posting exactly once across crashes (None without Slack); `owner` names this process.
         self.deliveries = (
-            Deliveries(store=store, poster=poster, clock=clock, owner=owner or new_owner())
+            Deliveries(
+                store=store, poster=poster, clock=clock, owner=owner or new_owner(), live_owners=live_owners
+            )
             if poster is not None
             else None
         )
@@ -176,10 +180,10 @@ class AnnouncementService:
         self.channel = channel
         self.offsets = tuple(offsets) if offsets is not None else None
         self.grace = grace
-        #: Called after the set of pending announcements changed (the scheduler re-reads them).
-        self.on_change: Callable[[], None] | None = None
-        #: Where each announcement's outcome is recorded (the wiring sets the metrics exporter).
-        self.telemetry: Telemetry = NO_TELEMETRY
+        #: Told after the set of pending announcements changed (the scheduler re-reads them).
+        self.listeners: list[Callable[[], None]] = []
+        #: Where each announcement's outcome is recorded (the metrics exporter when serving).
+        self.telemetry = telemetry
 
     # -- scheduling ------------------------------------------------------------------------------
 
@@ -541,9 +545,9 @@ class AnnouncementService:
         return self.store.scheduled_announcements(states=["scheduled"])
 
     def changed(self) -> None:
-        if self.on_change is not None:
+        for listener in list(self.listeners):
             try:
-                self.on_change()
+                listener()
             except Exception:
                 log.exception("the scheduler could not pick up the change; it will at its next sync")
 

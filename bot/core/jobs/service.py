@@ -1,7 +1,7 @@
 """The job service: a cluster job's row, one tick at a time, its posts and its question to people.
 
-No threads here: the front door (`bot.frontdoor.acting`, on the triggers door, leader only, fenced)
-claims live jobs and calls `advance` again and again. One `advance`:
+No threads here: the duty engine (`bot.core.duties`, kind `bot.frontdoor.acting.JobDuty`, on the
+leader only, fenced) claims live jobs and calls `advance` again and again. One `advance`:
 
 1. re-reads the row; a job whose step no longer runs under the job's epoch (a restart marked it
    interrupted, the run was aborted, people skipped the step) is interrupted, not driven;
@@ -15,7 +15,7 @@ claims live jobs and calls `advance` again and again. One `advance`:
    that lost the job writes nothing;
 5. then Slack: the owed posts go into the run's thread through `Deliveries` (claim → post → ts),
    the run's card is brought up to date (its live section shows this job), and when the job
-   ended, `on_ended` commits the step (`RunService.finish_long`).
+   ended, the runs commit the step (`steps.finish_long`, the `StepReports` port).
 
 People answer a job's question with `decide` (a button in the thread, or `/upgrade choose`): only
 someone holding one of the option's roles in the run's roster, with a reason where the option asks
@@ -45,7 +45,7 @@ from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.trail import make_trail
-from bot.core.live import LiveSection
+from bot.core.live import LiveSection, StepReports
 from bot.core.people import Directory, roles_of
 from bot.core.rendering import inert, mention
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
@@ -177,6 +177,9 @@ class JobService:
         clock: Callable[[], datetime],
         owner: str,
         stale_after: timedelta = STALE_AFTER,
+        steps: StepReports | None = None,
+        on_change: Callable[[], None] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -185,16 +188,13 @@ class JobService:
         self.clock = clock
         self.owner = owner
         self.stale_after = stale_after
-        #: Set by the front door that drives jobs: a job was started, resumed or answered.
-        self.on_change: Callable[[], None] | None = None
-        #: Called once a job ended (ok, detail): the wiring commits the step (`finish_long`).
-        self.on_ended: Callable[[JobRow, bool, str], None] | None = None
-        #: Brings a run's card up to date (its live section); set by the wiring.
-        self.publish_run: Callable[[str], None] | None = None
-        #: A run's step was interrupted under it (its driver died): the wiring pauses the run.
-        self.on_interrupted: Callable[[JobRow], None] | None = None
+        #: The runs: a job's end commits its step, its progress shows in the run's card, a job
+        #: whose driver died interrupts its step (people decide). None: jobs of no run (tests).
+        self.steps = steps
+        #: Told when a job was started, resumed or answered (the duty engine scans now).
+        self.on_change = on_change
         #: Where a stored tick's counts go (`Tick.counts`): evictions and drained nodes.
-        self.telemetry: Telemetry = NO_TELEMETRY
+        self.telemetry = telemetry
 
     # -- starting, resuming, answering -------------------------------------------------------------
 
@@ -359,8 +359,9 @@ class JobService:
         if not self.store.interrupt_job(row.id, owner_was=row.owner, at=self.clock(), note=note):
             return False
         log.info("job %s (%s of run %s) interrupted: %s", row.id, row.kind, row.run_id, note)
-        if self.on_interrupted is not None:
-            self.on_interrupted(row)
+        # An after-abort job (the uncordon offer) has no step: it ends none and interrupts none.
+        if self.steps is not None and row.step_id != AFTER_ABORT:
+            self.steps.interrupt_step(row.run_id, row.step_id, epoch=row.epoch)
         return True
 
     def advance(self, job_id: int, cluster: Any) -> Advanced:
@@ -540,10 +541,12 @@ class JobService:
         return Advanced(wait=0, done=True)
 
     def _ended(self, row: JobRow, ok: bool, detail: str) -> None:
-        if self.on_ended is None:
+        if self.steps is None or row.step_id == AFTER_ABORT:
             return
         try:
-            self.on_ended(row, ok, detail)
+            self.steps.finish_long(
+                row.run_id, row.step_id, ok=ok, detail=f"{row.kind} job {row.id}: {detail}"
+            )
         except Fenced:
             raise
         except BotError as exc:
@@ -610,10 +613,10 @@ class JobService:
         return posted
 
     def _publish_run(self, run_id: str) -> None:
-        if self.publish_run is None:
+        if self.steps is None:
             return
         try:
-            self.publish_run(run_id)
+            self.steps.publish_run(run_id)
         except Fenced:
             raise
         except BotError as exc:

@@ -213,6 +213,7 @@ class RunCards:
         operations_channel: str | None = None,
         dry_runs: GateDryRuns | None = None,
         files: FileUploader | None = None,
+        live: LiveSource | None = None,
     ) -> None:
         self.deliveries = deliveries
         #: Uploads the run's report into its thread when the run ends; None: no report posted.
@@ -225,8 +226,8 @@ class RunCards:
         #: Reads (once per gate) and keeps what a step that changes the cluster will touch; None
         #: where no cluster is in reach (the gate then shows no dry run).
         self.dry_runs = dry_runs
-        #: The live sections of a run's long actions (the cluster jobs); set by the wiring.
-        self.live: LiveSource | None = None
+        #: The live sections of a run's long actions (the cluster jobs).
+        self.live = live
 
     def context(self, run: R.Run) -> dict[str, Any]:
         """The card's context now, live sections included."""

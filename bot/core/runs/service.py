@@ -19,11 +19,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, ActionRegistry, ActionRequest
 from bot.core.audit import audit_entry
+from bot.core.live import LongActions
 from bot.core.people import Directory
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards, card_context
@@ -39,6 +40,16 @@ _ENDED = (R.RunState.COMPLETED, R.RunState.ABORTED)
 _STEP_ENDED = (R.StepState.SUCCEEDED, R.StepState.FAILED, R.StepState.SKIPPED, R.StepState.INTERRUPTED)
 #: How often a transition is recomputed when other writers keep committing first.
 MAX_ATTEMPTS = 5
+
+
+class RunListener(Protocol):
+    """Told of a run's events, once each (its commit won): the announcements, the uncordon offer."""
+
+    def run_ended(self, run: R.Run) -> object:
+        """The run reached completed or aborted."""
+
+    def step_succeeded(self, run: R.Run, step_id: str) -> object:
+        """A step whose plan says `announce: step-complete` succeeded."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +74,11 @@ class RunService:
         cards: RunCards | None = None,
         actions: ActionRegistry | None = None,
         action_context: ActionContext | None = None,
+        long_actions: LongActions | None = None,
+        listeners: Sequence[RunListener] = (),
+        owner: str = "",
+        live_runners: Callable[[], set[str]] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
         self.directory = directory
@@ -72,24 +88,19 @@ class RunService:
         self.actions = actions
         #: None where actions cannot run (this front door has no cluster to act on).
         self.action_context = action_context
-        #: Where each action's end is recorded (the wiring sets the metrics exporter).
-        self.telemetry: Telemetry = NO_TELEMETRY
-        #: Called once when a run reaches completed or aborted (the completed/aborted announcement).
-        self.on_ended: Callable[[R.Run], object] | None = None
-        #: Called once when a step whose plan says `announce: step-complete` reaches succeeded,
-        #: with the run and the step's id (the step-complete announcement).
-        self.on_step_succeeded: Callable[[R.Run, str], object] | None = None
-        #: (run id, step id) → True while the step's long action (a watch) is still live, so a
-        #: restart resumes the step instead of marking it interrupted. None: no long actions.
-        self.long_action_live: Callable[[str, str], bool] | None = None
+        #: Its long actions (watches, cluster jobs): whether a step's is still live, so a restart
+        #: resumes the step instead of marking it interrupted. None: no long actions.
+        self.long_actions = long_actions
+        #: Told, in order, when a run ends and when a step whose plan says `announce:
+        #: step-complete` succeeds (the announcements, the uncordon offer after an abort).
+        self.listeners = tuple(listeners)
         #: This process's name, recorded on a step it sets running (`StepRun.runner`).
-        self.owner = ""
+        self.owner = owner
         #: The replicas alive now (several replicas on one database); None on one host, where any
         #: other runner is a process that is gone.
-        self.live_runners: Callable[[], set[str]] | None = None
-        #: (run id, step id) → True while a cluster job drives the step on the leader (its own
-        #: driver watches over it; the step's runner only stored it).
-        self.job_live: Callable[[str, str], bool] | None = None
+        self.live_runners = live_runners
+        #: Where each action's end is recorded (the metrics exporter when serving).
+        self.telemetry = telemetry
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -199,7 +210,7 @@ class RunService:
     def _announce_steps(self, before: R.Run, after: R.Run) -> None:
         # Only the commit that moved the step to succeeded calls the hook (the version check
         # lets one writer win); the announcement's dedup key covers a crash before or during it.
-        if self.on_step_succeeded is None:
+        if not self.listeners:
             return
         was = {s.step_id: s.state for s in before.steps}
         for sr in after.steps:
@@ -208,16 +219,16 @@ class RunService:
             if not after.plan.step(sr.step_id).announce:
                 continue
             try:
-                self.on_step_succeeded(after, sr.step_id)
+                for listener in self.listeners:
+                    listener.step_succeeded(after, sr.step_id)
             except BotError as exc:
                 log.warning("announcing step %s of run %s failed: %s", sr.step_id, after.id, exc.user_message)
 
     def _ended(self, run: R.Run) -> None:
         # The commit that ended the run happened once (version check), so this runs once too.
-        if self.on_ended is None:
-            return
         try:
-            self.on_ended(run)
+            for listener in self.listeners:
+                listener.run_ended(run)
         except BotError as exc:
             log.warning("announcing the end of run %s failed: %s", run.id, exc.user_message)
 
@@ -425,6 +436,13 @@ class RunService:
         except TransitionRefused:
             return None
 
+    def publish_run(self, run_id: str) -> None:
+        """A long action's live section changed: the run's card shows it."""
+        self.publish(self.load(run_id))
+
+    def succeeds_with_open_findings(self, run_id: str, step_id: str) -> bool:
+        return self.load(run_id).plan.step(step_id).on_open_findings == "succeed"
+
     def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> R.Outcome | None:
         """A long action's driver died under a running step (a crash, a failover): the step is
         interrupted and waits for people, as after a restart. None when it is not running it."""
@@ -446,7 +464,7 @@ class RunService:
         for sr in run.steps:
             if sr.state is not R.StepState.RUNNING:
                 continue
-            if (self.long_action_live is not None and self.long_action_live(run.id, sr.step_id)) or (
+            if (self.long_actions is not None and self.long_actions.live(run.id, sr.step_id)) or (
                 live is not None and sr.runner and sr.runner != self.owner and sr.runner in live
             ):
                 keep.add(sr.step_id)
@@ -473,8 +491,13 @@ class RunService:
                 and sr.runner
                 and sr.runner != self.owner
                 and sr.runner not in live
-                and not (self.job_live is not None and self.job_live(run.id, sr.step_id))
-                and not (self.long_action_live is not None and self.long_action_live(run.id, sr.step_id))
+                and not (
+                    self.long_actions is not None
+                    and (
+                        self.long_actions.driven(run.id, sr.step_id)
+                        or self.long_actions.live(run.id, sr.step_id)
+                    )
+                )
             ]
             if not orphans:
                 continue

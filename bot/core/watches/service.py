@@ -1,8 +1,8 @@
 """The watch service: a watch's row, its publishing to Slack, and who drives it. No threads.
 
 A watch is a row in `watches` (the store): scope, target and stop rules, the channel, who drives it
-(`owner` + `heartbeat_at`) and the last PUBLISHED `Summary`. The front door (`bot.frontdoor.
-watching`) owns the threads: it claims live watches whose owner is gone, feeds the kube streams
+(`owner` + `heartbeat_at`) and the last PUBLISHED `Summary`. The duty engine (`bot.core.duties`,
+kind `bot.frontdoor.watching.WatchDuty`) owns the threads: it claims live watches whose owner is gone, feeds the kube streams
 into a `WatchState`, and calls `publish` at most every `PUBLISH_SECONDS`. This service does the
 rest, in this order, so a crash at any point loses nothing and repeats nothing:
 
@@ -36,6 +36,7 @@ from typing import Any
 from bot.adapters.store import Store
 from bot.core.checks.rules import Rule
 from bot.core.delivery import Deliveries, thread_root
+from bot.core.live import StepReports
 from bot.core.rendering import Renderer
 from bot.core.watches.card import card_context
 from bot.core.watches.milestones import (
@@ -47,7 +48,7 @@ from bot.core.watches.milestones import (
     parse_finding_key,
 )
 from bot.core.watches.model import StopRules, Summary, Target, WatchSpec, WatchState
-from bot.core.watches.verdict import Verdict, verdict
+from bot.core.watches.verdict import TARGET_OPEN, TARGET_REACHED, Verdict, verdict
 from bot.errors import BotError, Fenced, UserError
 from bot.records import WatchRow
 
@@ -152,6 +153,8 @@ class WatchService:
         node_group_labels: Sequence[str],
         stale_after: timedelta = STALE_AFTER,
         rules: Sequence[Rule] = (),
+        steps: StepReports | None = None,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         #: The known-issue rules the watches match (the shipped ones and the team's `rules_files`).
@@ -163,13 +166,12 @@ class WatchService:
         self.owner = owner
         self.node_group_labels = tuple(node_group_labels)
         self.stale_after = stale_after
-        #: Set by the front door that drives watches: called after a watch is started or asked to
-        #: end, so it is picked up now rather than at the next scan.
-        self.on_change: Callable[[], None] | None = None
+        #: Told after a watch is started or asked to end (the duty engine scans now, rather than
+        #: at its next scan).
+        self.on_change = on_change
         self._cards: dict[int, str] = {}  # the card text last sent, per watch
-        #: Called after a publish ended a watch, with the row and the end reason (a plan step's
-        #: watch: the front door commits the step's `action_finished`).
-        self.on_ended: Callable[[WatchRow, str], None] | None = None
+        #: The runs: a plan step's watch ends its step (`step_ended`). None: standalone only.
+        self.steps = steps
 
     # -- rows ------------------------------------------------------------------------------------
 
@@ -300,8 +302,8 @@ class WatchService:
                 # Slack refused or is down: the state is stored and the posts are owed; the next
                 # publish (or the next process's catch-up) delivers them.
                 log.warning("watch %s: Slack update failed: %s", row.id, exc.user_message)
-        if end_reason and self.on_ended is not None:
-            self.on_ended(current, end_reason)
+        if end_reason:
+            self.step_ended(current, end_reason)
         return Published(
             verdict=v,
             posted=posted,
@@ -337,9 +339,29 @@ class WatchService:
                 self._post_owed(current, card.channel, card.ts)
             except BotError as exc:
                 log.warning("watch %s: Slack post failed: %s", row.id, exc.user_message)
-        if self.on_ended is not None:
-            self.on_ended(current, reason)
+        self.step_ended(current, reason)
         return reason
+
+    def step_ended(self, row: WatchRow, reason: str) -> None:
+        """What a watch's end does to a plan step's watch: the step's `action_finished` (target
+        reached: succeeded; reached with a known issue still open: as the step's `on_open_findings`
+        says, failed by default; anything else: failed); nothing for a standalone watch."""
+        if not row.run_id or self.steps is None:
+            return
+        ok = reason.startswith(TARGET_REACHED + ":")
+        try:
+            if reason.startswith(TARGET_OPEN + ":"):
+                ok = self.steps.succeeds_with_open_findings(row.run_id, row.step_id)
+            self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=f"watch {row.id}: {reason}")
+        except BotError as exc:
+            log.warning("watch %s: step %s of run %s: %s", row.id, row.step_id, row.run_id, exc.user_message)
+
+    def settle_ended_steps(self) -> None:
+        """A step whose watch ended just before a crash, without its step committed: commit it
+        now (at start-up, before the runs' recovery looks at running steps)."""
+        for row in self.store.watches(live=False, limit=200):
+            if row.run_id and row.state == "ended":
+                self.step_ended(row, row.end_reason)
 
     def _outbox(self, new: Sequence[Milestone], watch_id: int) -> tuple[list[tuple[str, str]], list[str]]:
         # A known issue's explanation is a reply of its own (it is long, and people link to it).

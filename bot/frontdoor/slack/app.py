@@ -17,10 +17,10 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
 from bot.errors import ConfigError
+from bot.frontdoor.assemble import Services
 from bot.frontdoor.inbox import Inbox, tell_in_slack
 from bot.frontdoor.slack import choices, commands, fallback, fixes, gates, watches
 from bot.frontdoor.slack.keys import delivery_key
-from bot.frontdoor.wiring import Services
 from bot.frontdoor.workers import WorkerPool
 
 log = logging.getLogger(__name__)

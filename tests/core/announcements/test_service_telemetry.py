@@ -46,8 +46,8 @@ def service_at(store: Store, stub: SlackStub, now: datetime) -> tuple[Announceme
         clock=FakeClock(now),
         poster=SlackGateway(make_web_client(BOT_TOKEN, stub.api_url)),
         channel="C0ANNOUNCE",
+        telemetry=(recorded := Recorded()),
     )
-    service.telemetry = recorded = Recorded()
     return service, recorded
 
 

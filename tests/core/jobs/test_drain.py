@@ -13,22 +13,12 @@ from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.drain import DrainJob, triage
 from bot.errors import ClusterError, UserError
 from bot.settings import BUILTIN_RULES
+from tests.support.clock import FakeClock
 from tests.support.jobs import FakeCluster, JobDriver, stored
 from tests.support.kube_objects import node, pod
 
 T0 = datetime(2026, 11, 24, 7, 0, tzinfo=UTC)
 LABELS = ("eks.amazonaws.com/nodegroup",)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def web(name: str, node_name: str = "n1", **meta: Any) -> dict[str, Any]:
@@ -42,8 +32,8 @@ def cluster(*pods: dict[str, Any], **kwargs: Any) -> FakeCluster:
     return FakeCluster(nodes=[node("n1", "workers"), node("n2", "workers")], pods=list(pods), **kwargs)
 
 
-def drive(fake: FakeCluster, args: dict[str, str], clock: Clock | None = None) -> JobDriver:
-    return JobDriver(DrainJob(LABELS), fake, args, now=clock or Clock())
+def drive(fake: FakeCluster, args: dict[str, str], clock: FakeClock | None = None) -> JobDriver:
+    return JobDriver(DrainJob(LABELS), fake, args, now=clock or FakeClock(T0))
 
 
 def test_each_write_comes_one_tick_after_its_intent_was_stored() -> None:
@@ -123,7 +113,7 @@ def test_a_budget_blocked_eviction_is_retried_every_5_s_and_the_budget_named_onc
     }
     fake = cluster(web("web-a"), pdbs={"shop": [pdb]})
     fake.blocked.add("shop/web-a")
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = drive(fake, {"node": "n1"}, clock)
     driver.tick()
     driver.tick()
@@ -135,14 +125,14 @@ def test_a_budget_blocked_eviction_is_retried_every_5_s_and_the_budget_named_onc
     )
     assert blocked.wait == 5.0
     assert "blocked by PDB: shop/web" in blocked.card
-    clock.advance(2)
+    clock.advance(timedelta(seconds=2))
     driver.tick()  # too early: no attempt
     assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["attempts"] == 1
-    clock.advance(3)
+    clock.advance(timedelta(seconds=3))
     driver.tick()  # 5 s later: tried again, not posted again (the harness fails on a repeated key)
     assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["attempts"] == 2
     fake.blocked.clear()
-    clock.advance(5)
+    clock.advance(timedelta(seconds=5))
     driver.tick()
     assert ("evict", "shop/web-a") in fake.writes
 
@@ -161,16 +151,16 @@ def test_evictions_in_flight_are_bounded_by_parallel() -> None:
 def test_past_the_timeout_the_job_asks_and_then_does_nothing_until_a_decision() -> None:
     fake = cluster(web("web-a"))
     fake.blocked.add("shop/web-a")
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = drive(fake, {"node": "n1", "timeout": "1m"}, clock)
     for _ in range(3):
         driver.tick()
-    clock.advance(61)
+    clock.advance(timedelta(seconds=61))
     asked = driver.tick()
     assert asked.choice is not None
     assert asked.choice.key == "drain-timeout:n1:1"
     writes = list(fake.writes)
-    clock.advance(600)
+    clock.advance(timedelta(seconds=600))
     for _ in range(3):
         again = driver.tick()
         assert again.choice == asked.choice
@@ -179,7 +169,7 @@ def test_past_the_timeout_the_job_asks_and_then_does_nothing_until_a_decision() 
     assert driver.progress["nodes"]["n1"]["choice"] is None
     assert driver.progress["nodes"]["n1"]["started"] == "2026-11-24T07:11:01Z"
     assert driver.posts["drain-decision:n1:1"] == "node n1: U1 chose to wait 15 more minutes"
-    clock.advance(61)
+    clock.advance(timedelta(seconds=61))
     driver.tick()
     assert driver.choice is not None
     assert driver.choice.key == "drain-timeout:n1:2"
@@ -188,19 +178,19 @@ def test_past_the_timeout_the_job_asks_and_then_does_nothing_until_a_decision() 
 def test_a_resumed_drain_gives_each_node_its_whole_timeout_again() -> None:
     fake = cluster(web("web-a"))
     fake.blocked.add("shop/web-a")
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = drive(fake, {"node": "n1", "timeout": "1m"}, clock)
     for _ in range(3):
         driver.tick()
-    clock.advance(50)
+    clock.advance(timedelta(seconds=50))
     assert driver.tick().choice is None
     # Interrupted for ten minutes (its driver died), then resumed: the job service notes the resume.
-    clock.advance(600)
+    clock.advance(timedelta(seconds=600))
     driver.progress[RESUMED_AT] = iso(clock())
     assert driver.tick().choice is None  # not asked at once: the time nobody drove it does not count
-    clock.advance(59)
+    clock.advance(timedelta(seconds=59))
     assert driver.tick().choice is None
-    clock.advance(2)
+    clock.advance(timedelta(seconds=2))
     asked = driver.tick().choice
     assert asked is not None
     assert asked.key == "drain-timeout:n1:1"
@@ -209,11 +199,11 @@ def test_a_resumed_drain_gives_each_node_its_whole_timeout_again() -> None:
 def test_delete_after_the_timeout_deletes_with_the_uid_one_tick_after_the_decision() -> None:
     fake = cluster(web("web-a"))
     fake.blocked.add("shop/web-a")
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = drive(fake, {"node": "n1", "timeout": "1m"}, clock)
     for _ in range(3):
         driver.tick()
-    clock.advance(61)
+    clock.advance(timedelta(seconds=61))
     driver.tick()
     driver.tick(Decision(choice_key="drain-timeout:n1:1", option="delete", by="U9", reason="window closes"))
     assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["state"] == "deleting"
@@ -251,13 +241,13 @@ def test_refused_pods_are_named_and_bring_the_question_without_waiting_for_the_t
 def test_a_skipped_node_stays_cordoned_and_the_job_goes_on_with_the_next() -> None:
     fake = cluster(web("web-a"), web("web-b", node_name="n2"))
     fake.blocked.add("shop/web-a")
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = drive(fake, {"nodegroup": "workers", "timeout": "1m"}, clock)
     driver.tick()
     assert fake.writes == [("cordon", "n1"), ("cordon", "n2")]  # every node first
     driver.tick()
     driver.tick()
-    clock.advance(61)
+    clock.advance(timedelta(seconds=61))
     driver.tick()
     driver.tick(Decision(choice_key="drain-timeout:n1:1", option="skip", by="U2"))
     assert driver.progress["nodes"]["n1"]["state"] == "skipped"
@@ -320,7 +310,7 @@ def test_version_keeps_only_the_old_nodes_of_a_group() -> None:
 def test_another_refusal_backs_off_per_pod_and_is_said_once() -> None:
     fake = cluster(web("web-a"), web("web-b"))
     fake.refusals["shop/web-a"] = ClusterError("This pod has more than one PodDisruptionBudget", status=500)
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = drive(fake, {"node": "n1"}, clock)
     driver.tick()
     driver.tick()
@@ -329,7 +319,7 @@ def test_another_refusal_backs_off_per_pod_and_is_said_once() -> None:
     assert (pods["shop/web-a"]["state"], pods["shop/web-a"]["next"]) == ("blocked", "2026-11-24T07:00:05Z")
     assert pods["shop/web-b"]["state"] == "evicted"  # one refused pod does not stall the others
     assert "more than one PodDisruptionBudget" in driver.posts["drain-evict-error:shop/web-a:n1"]
-    clock.advance(5)
+    clock.advance(timedelta(seconds=5))
     driver.tick()  # refused again: the back-off doubles, nothing posted twice
     assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["next"] == "2026-11-24T07:00:15Z"
 
@@ -347,7 +337,7 @@ def test_a_budget_refusal_is_explained_by_ki006_once_per_workload_and_episode_an
     }
     fake = cluster(web("web-a"), web("web-b"), pdbs={"shop": [pdb]})
     fake.blocked.update({"shop/web-a", "shop/web-b"})
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = JobDriver(DrainJob(LABELS, RULES), fake, {"node": "n1"}, now=clock)
     first = "rule:KI006:shop/Deployment/web:1"
     for _ in range(3):
@@ -361,7 +351,7 @@ def test_a_budget_refusal_is_explained_by_ki006_once_per_workload_and_episode_an
     # Retried every 5 s for 5 minutes: not said again (the harness fails on a repeated key); at 5
     # minutes the slow drain is said once, naming the budget and the known issue.
     for _ in range(61):
-        clock.advance(5)
+        clock.advance(timedelta(seconds=5))
         driver.tick()
     assert [k for k in driver.posts if k.startswith("rule:")] == [first]
     assert driver.posts["drain-slow:n1"] == (
@@ -369,11 +359,11 @@ def test_a_budget_refusal_is_explained_by_ki006_once_per_workload_and_episode_an
     )
     # web-a goes (the budget let one through), web-b is still blocked: the same episode.
     fake.blocked.discard("shop/web-a")
-    clock.advance(5)
+    clock.advance(timedelta(seconds=5))
     driver.tick()
     assert driver.progress["issues"]["KI006 shop/Deployment/web"]["open"] is True
     fake.blocked.clear()
-    clock.advance(5)
+    clock.advance(timedelta(seconds=5))
     driver.tick()
     assert driver.progress["issues"]["KI006 shop/Deployment/web"]["open"] is False
     assert [k for k in driver.posts if k.startswith("rule:")] == [first]
@@ -402,11 +392,11 @@ def test_a_stalled_drain_names_the_known_issue_and_its_remedy_in_the_stalled_lin
     }
     fake = cluster(web("web-a"), pdbs={"shop": [pdb]})
     fake.blocked.add("shop/web-a")
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = JobDriver(DrainJob(LABELS, RULES), fake, {"node": "n1", "timeout": "1m"}, now=clock)
     for _ in range(3):
         driver.tick()
-    clock.advance(61)
+    clock.advance(timedelta(seconds=61))
     driver.tick()
     # The remedy names the pod left and its namespace (a budget's own name is not known here).
     assert driver.posts["drain-stalled:n1:1"] == (

@@ -16,19 +16,12 @@ from bot.core.jobs.restart import RestartJob
 from bot.core.jobs.waitgroup import WaitNodeGroupJob, group_counts
 from bot.errors import UserError
 from bot.resources import BUILTIN_RULES
+from tests.support.clock import FakeClock
 from tests.support.jobs import FakeCluster, JobDriver
 from tests.support.kube_objects import container_status, deployment, node, pod
 
 T0 = datetime(2026, 11, 24, 7, 0, tzinfo=UTC)
 LABELS = ("eks.amazonaws.com/nodegroup",)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def test_the_registry_maps_every_kind_plans_use() -> None:
@@ -40,7 +33,7 @@ def test_the_registry_maps_every_kind_plans_use() -> None:
 
 def test_cordon_changes_only_schedulable_nodes_and_lists_those_it_cordoned() -> None:
     fake = FakeCluster(nodes=[node("n1", "g"), node("n2", "g", unschedulable=True)])
-    driver = JobDriver(CordonJob(LABELS), fake, {"nodegroup": "g"}, now=Clock())
+    driver = JobDriver(CordonJob(LABELS), fake, {"nodegroup": "g"}, now=FakeClock(T0))
     driver.tick()
     assert driver.last is not None
     assert driver.last.done
@@ -67,7 +60,7 @@ def test_a_cordon_dry_run_changes_nothing_and_says_what_would_happen() -> None:
 
 def test_uncordon_re_run_after_a_crash_does_not_patch_again() -> None:
     fake = FakeCluster(nodes=[node("n1", "g", unschedulable=True)])
-    driver = JobDriver(UncordonJob(LABELS), fake, {"node": "n1"}, now=Clock())
+    driver = JobDriver(UncordonJob(LABELS), fake, {"node": "n1"}, now=FakeClock(T0))
     driver.tick(crash=True)
     driver.tick()
     assert fake.writes == [("uncordon", "n1")]
@@ -97,7 +90,7 @@ def _pods(waiting: str | None) -> list[dict[str, Any]]:
 
 def test_restart_stamps_once_then_waits_for_the_new_generation_to_roll_out() -> None:
     fake = FakeCluster(workloads={("deployment", "shop", "web"): _web()})
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web"}, now=clock)
     assert driver.progress["workloads"][0]["stamp"] == "2026-11-24T07:00:00Z"
     driver.tick(crash=True)
@@ -132,15 +125,15 @@ def test_a_restart_stops_not_ok_when_pods_crash_loop_or_fail_to_pull_longer_than
     workload = _web()
     workload["status"]["updatedReplicas"] = 0
     fake = FakeCluster(workloads={("deployment", "shop", "web"): workload}, pods=_pods(waiting))
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web", limit: "1m"}, now=clock)
     driver.tick()
     fake.workloads[("deployment", "shop", "web")]["status"]["observedGeneration"] = 2
     driver.tick()
     assert driver.progress["workloads"][0]["bad"] == {word: "2026-11-24T07:00:00Z"}
-    clock.now += timedelta(seconds=60)
+    clock.advance(timedelta(seconds=60))
     assert not driver.tick().done  # exactly the limit is not longer than it
-    clock.now += timedelta(seconds=1)
+    clock.advance(timedelta(seconds=1))
     driver.tick()
     assert driver.last is not None
     assert driver.last.done
@@ -153,10 +146,10 @@ def test_a_restart_stops_not_ok_when_pods_crash_loop_or_fail_to_pull_longer_than
 
 def test_a_restart_not_rolled_out_within_its_timeout_ends_not_ok() -> None:
     fake = FakeCluster(workloads={("deployment", "shop", "web"): _web()})
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web", "timeout": "10m"}, now=clock)
     driver.tick()
-    clock.now += timedelta(minutes=10)
+    clock.advance(timedelta(minutes=10))
     end = driver.tick()
     assert end.done
     assert not end.ok
@@ -165,7 +158,7 @@ def test_a_restart_not_rolled_out_within_its_timeout_ends_not_ok() -> None:
 
 def test_a_paused_deployment_is_refused_with_a_line_and_the_job_is_not_ok() -> None:
     fake = FakeCluster(workloads={("deployment", "shop", "web"): _web(paused=True)})
-    driver = JobDriver(RestartJob(), fake, {"namespace": "shop"}, now=Clock())
+    driver = JobDriver(RestartJob(), fake, {"namespace": "shop"}, now=FakeClock(T0))
     driver.tick()
     assert driver.last is not None
     assert driver.last.done
@@ -210,7 +203,7 @@ def test_old_cordoned_deleting_or_not_ready_nodes_are_not_on_target() -> None:
 
 
 def test_wait_nodegroup_is_done_when_every_node_is_ready_on_the_version_and_fails_at_the_timeout() -> None:
-    clock = Clock()
+    clock = FakeClock(T0)
     fake = _group(node("n1", "g", kubelet="v1.30.2"), node("n2", "g", kubelet="v1.29.4"), node("x", "other"))
     driver = JobDriver(
         WaitNodeGroupJob(LABELS), fake, {"nodegroup": "g", "version": "1.30", "timeout": "10m"}, now=clock
@@ -228,7 +221,7 @@ def test_wait_nodegroup_is_done_when_every_node_is_ready_on_the_version_and_fail
         {"nodegroup": "g", "version": "1.30", "timeout": "10m"},
         now=clock,
     )
-    clock.now += timedelta(minutes=10)
+    clock.advance(timedelta(minutes=10))
     end = late.tick()
     assert end.done
     assert not end.ok
@@ -236,7 +229,7 @@ def test_wait_nodegroup_is_done_when_every_node_is_ready_on_the_version_and_fail
 
 
 def test_a_resumed_wait_for_a_node_group_counts_its_timeout_from_the_resume() -> None:
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = JobDriver(
         WaitNodeGroupJob(LABELS),
         _group(node("n2", "g")),
@@ -244,10 +237,10 @@ def test_a_resumed_wait_for_a_node_group_counts_its_timeout_from_the_resume() ->
         now=clock,
     )
     assert not driver.tick().done
-    clock.now += timedelta(minutes=30)  # interrupted meanwhile
-    driver.progress[RESUMED_AT] = iso(clock.now)
+    clock.advance(timedelta(minutes=30))  # interrupted meanwhile
+    driver.progress[RESUMED_AT] = iso(clock())
     assert not driver.tick().done
-    clock.now += timedelta(minutes=10)
+    clock.advance(timedelta(minutes=10))
     end = driver.tick()
     assert end.done
     assert not end.ok
@@ -255,7 +248,7 @@ def test_a_resumed_wait_for_a_node_group_counts_its_timeout_from_the_resume() ->
 
 def test_an_empty_group_is_never_done() -> None:
     driver = JobDriver(
-        WaitNodeGroupJob(LABELS), FakeCluster(), {"nodegroup": "g", "version": "1.30"}, now=Clock()
+        WaitNodeGroupJob(LABELS), FakeCluster(), {"nodegroup": "g", "version": "1.30"}, now=FakeClock(T0)
     )
     assert not driver.tick().done
 
@@ -269,7 +262,7 @@ def test_wait_nodegroup_needs_a_group_and_a_version() -> None:
 
 def test_a_workload_deleted_while_restarting_fails_the_job_with_a_line() -> None:
     fake = FakeCluster(workloads={("deployment", "shop", "web"): _web()})
-    driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web"}, now=Clock())
+    driver = JobDriver(RestartJob(), fake, {"workloads": "deployment/shop/web"}, now=FakeClock(T0))
     driver.tick()
     del fake.workloads[("deployment", "shop", "web")]
     end = driver.tick()
@@ -299,7 +292,7 @@ def test_a_failed_restart_names_the_known_issue_rule_and_its_remedy() -> None:
         raw["metadata"]["annotations"] = {"vault.hashicorp.com/agent-inject": "true"}
         pods.append(raw)
     fake = FakeCluster(workloads={("deployment", "shop", "web"): workload}, pods=pods)
-    clock = Clock()
+    clock = FakeClock(T0)
     driver = JobDriver(RestartJob(rules), fake, {"workloads": "deployment/shop/web"}, now=clock)
     driver.tick()
     fake.workloads[("deployment", "shop", "web")]["status"]["observedGeneration"] = 2

@@ -51,8 +51,8 @@ def approve_the_snapshot_step(store: Store, take_snapshot: object) -> list[tuple
         clock=FakeClock(T0),
         actions=default_registry(),
         action_context=ActionContext(take_snapshot=take_snapshot, compare_snapshots=never_compared),  # type: ignore[arg-type]
+        telemetry=recorded,
     )
-    service.telemetry = recorded
     run = service.start("small", Actor(user_id="U0PRIMARY")).run
     service.click(R.ButtonRef(run_id=run.id, step_id="snap", epoch=1), Actor(user_id="U0PRIMARY"))
     return recorded.actions

@@ -61,9 +61,9 @@ def service(store: Store, clock: FakeClock, owner: str, live: set[str], snapshot
         clock=clock,
         actions=default_registry(),
         action_context=ActionContext(take_snapshot=snapshot or unused, compare_snapshots=unused),
+        owner=owner,
+        live_runners=lambda: set(live),
     )
-    runs.owner = owner
-    runs.live_runners = lambda: set(live)
     return runs
 
 

@@ -1,0 +1,183 @@
+"""What a run's actions can do, bound to this bot's store and clusters, and the ports between the
+runs and their long actions (cluster jobs, watches).
+
+`action_context` gives a plan's actions their capabilities (take a snapshot, compare two, run the
+checks, start a watch or a job). `StepLongActions` is what the runs ask of the long actions
+(`bot.core.live.LongActions`); the long actions report back through `bot.core.live.StepReports`,
+which `RunService` implements. `AfterAbortOffer` listens to the runs: an aborted run that had
+cordoned nodes is offered an uncordon job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bot.adapters.store import Store
+from bot.core.actions.base import ActionContext, ActionRequest, DiffSummary
+from bot.core.checks import service as checks
+from bot.core.checks.findings import Cover, Report
+from bot.core.checks.rules import load_rules
+from bot.core.checks.waivers import active_covers
+from bot.core.jobs.service import JobService
+from bot.core.live import LiveSection, StepReports
+from bot.core.runs import machine as R
+from bot.core.runs.service import RunService
+from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.watches.service import WatchService
+from bot.errors import UserError
+from bot.records import ClusterConfig
+
+
+def watch_channel(store: Store, run_id: str, operations: str | None) -> str:
+    """A run's watch streams into the run's thread: the channel of the run's card (else the
+    operations channel)."""
+    card = store.messages(run_id).get("card") if run_id else None
+    return (card.channel if card is not None and card.channel else "") or operations or ""
+
+
+def action_context(
+    *,
+    store: Store,
+    clusters: Mapping[str, ClusterConfig],
+    connect_cluster: Callable[[ClusterConfig], ClusterReader],
+    clock: Callable[[], datetime],
+    node_group_labels: Sequence[str] | None = None,
+    restart_threshold: int,
+    rules_paths: Sequence[Path],
+    check_ignores: Sequence[Cover] = (),
+    operations_channel: str | None = None,
+    watches: WatchService | None = None,
+    jobs: JobService | None = None,
+) -> ActionContext:
+    """The capabilities a plan's actions use, bound to this bot's store and clusters (the
+    settings' values: `bot.frontdoor.assemble` passes them)."""
+    labels = node_group_labels or DEFAULT_NODE_GROUP_LABELS
+
+    def take_snapshot(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
+        reader = connect_cluster(snapshots.pick_cluster(clusters, cluster))
+        with contextlib.closing(reader):
+            stored = snapshots.take_and_store(
+                store, reader, label=label, taken_by=taken_by, now=clock(), node_group_labels=labels
+            )
+        return stored.meta.id, stored.meta.label, stored.snap["counts"]
+
+    def compare_snapshots(cluster: str, before: str, after: str) -> DiffSummary:
+        def live() -> dict[str, Any]:
+            raise UserError("the diff action compares two stored snapshots; name both")
+
+        return snapshots.compare(
+            store,
+            before,
+            after,
+            cluster=snapshots.pick_cluster(clusters, cluster),
+            live=live,
+            restart_threshold=restart_threshold,
+        )
+
+    def run_check(cluster: str, target: str | None) -> Report:
+        config = snapshots.pick_cluster(clusters, cluster)
+        reader = connect_cluster(config)
+        with contextlib.closing(reader):
+            return checks.run_check(
+                reader,
+                target=target,
+                rules=load_rules(rules_paths),
+                extras=checks.default_extras(now=clock().timestamp(), cluster=config),
+                covers=active_covers(store, check_ignores, cluster=config.name, now=clock()),
+            )
+
+    def start_watch(request: ActionRequest) -> str:
+        from bot.core.actions.watch import target_and_stop, words
+
+        assert watches is not None
+        args = dict(request.call.args)
+        target, stop = target_and_stop(args)
+        cluster = snapshots.pick_cluster(clusters, request.cluster)
+        row = watches.start(
+            cluster=cluster.name,
+            channel=watch_channel(store, request.run_id, operations_channel),
+            started_by=f"run:{request.run_id}",
+            nodegroups=target.nodegroups,
+            namespaces=words(args.get("namespace", "")),
+            target=target,
+            stop=stop,
+            run_id=request.run_id,
+            step_id=request.step_id,
+        )
+        return f"watch {row.id} started on {cluster.name}; the step ends with its verdict"
+
+    def start_job(request: ActionRequest) -> str:
+        assert jobs is not None
+        cluster = snapshots.pick_cluster(clusters, request.cluster)
+        return jobs.start(request, cluster=cluster.name)
+
+    return ActionContext(
+        take_snapshot=take_snapshot,
+        compare_snapshots=compare_snapshots,
+        run_check=run_check,
+        start_watch=start_watch if watches is not None else None,
+        start_job=start_job if jobs is not None else None,
+    )
+
+
+class StepLongActions:
+    """The runs' view of their long actions (`bot.core.live.LongActions`), read from the store."""
+
+    def __init__(self, store: Store, jobs: JobService) -> None:
+        self.store = store
+        self.jobs = jobs
+
+    def live(self, run_id: str, step_id: str) -> bool:
+        watch = self.store.watch_of_step(run_id, step_id)
+        return watch is not None and watch.state == "live"
+
+    def driven(self, run_id: str, step_id: str) -> bool:
+        job = self.store.job_of_step(run_id, step_id)
+        return job is not None and job.state == "live"
+
+    def sections(self, run_id: str) -> Sequence[LiveSection]:
+        return self.jobs.live_sections(run_id)
+
+
+class AfterAbortOffer:
+    """A run listener: an aborted run that cordoned nodes is offered an uncordon job."""
+
+    def __init__(self, jobs: JobService) -> None:
+        self.jobs = jobs
+
+    def run_ended(self, run: R.Run) -> None:
+        if run.state is R.RunState.ABORTED:
+            self.jobs.offer_after_abort(run.id, cluster=run.plan.cluster)
+
+    def step_succeeded(self, run: R.Run, step_id: str) -> None:
+        pass
+
+
+class StepsOfRuns:
+    """The runs as the long actions' `StepReports`, once the runs exist: the long actions are
+    built before the runs (which start them) and report to this, pointed at the runs (`runs`)
+    the moment they are built (`bot.frontdoor.assemble`)."""
+
+    def __init__(self) -> None:
+        self.runs: RunService | None = None
+
+    def _of(self) -> StepReports:
+        assert self.runs is not None, "the runs are built right after the long actions"
+        return self.runs
+
+    def finish_long(self, run_id: str, step_id: str, *, ok: bool, detail: str) -> object:
+        return self._of().finish_long(run_id, step_id, ok=ok, detail=detail)
+
+    def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> object:
+        return self._of().interrupt_step(run_id, step_id, epoch=epoch)
+
+    def publish_run(self, run_id: str) -> None:
+        self._of().publish_run(run_id)
+
+    def succeeds_with_open_findings(self, run_id: str, step_id: str) -> bool:
+        return self._of().succeeds_with_open_findings(run_id, step_id)

@@ -1,0 +1,387 @@
+"""Assembles the bot from the settings: the one place its parts are built and tied together.
+
+`assemble` builds the store, the services, the duty engine (watches, cluster jobs), the triggers
+and the elector, and ties them with constructor arguments: no part is given a callback after it
+was built. Every front door calls it — `serve` (Slack), the terminal's `exec`, `rehearse` (a text
+poster and the sim as its cluster) — and so does the test harness, swapping one argument (a
+stub's URL, a poster, a clock) instead of patching anything.
+
+It lives in the front door because it picks the adapters (Slack, Kubernetes) and builds the
+triggers and the elector, which are front-door parts; core never imports it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from bot.adapters.slack_budget import SlackStats
+from bot.adapters.store import Store, fencing
+from bot.core.actions import default_registry
+from bot.core.announcements.service import AnnouncementService
+from bot.core.checks.rules import load_rules
+from bot.core.coalesce import CoalescingPoster
+from bot.core.command import Registry
+from bot.core.delivery import Deliveries, Poster, new_owner
+from bot.core.duties import Duties
+from bot.core.jobs.registry import default_jobs
+from bot.core.jobs.service import JobService
+from bot.core.people import Directory, StaticDirectory
+from bot.core.rendering import Renderer
+from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns, action_context
+from bot.core.runs.cards import FileUploader, RunCards
+from bot.core.runs.dryrun import GateDryRuns
+from bot.core.runs.service import RunService
+from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
+from bot.core.watches.service import WatchService
+from bot.frontdoor.acting import JOBS, JobDuty
+from bot.frontdoor.leadership import Elector
+from bot.frontdoor.triggers import SYNC_SECONDS, Timer, Triggers
+from bot.frontdoor.watching import WATCHES, WatchDuty
+from bot.records import ClusterConfig, Fence
+from bot.router import Router
+from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
+
+log = logging.getLogger(__name__)
+
+#: De-duplication keys only matter while Slack may still retry (minutes); a week is kept for audits.
+DELIVERY_KEYS_KEPT = timedelta(days=7)
+
+
+@dataclass(kw_only=True)
+class Services:
+    settings: Settings
+    store: Store
+    registry: Registry
+    #: Posting exactly once, and settling posts a crash left unfinished (None without a poster).
+    deliveries: Deliveries | None
+    directory: Directory
+    router: Router
+    web_client: WebClient | None
+    runs: RunService
+    announcements: AnnouncementService
+    #: Watches (issue 13): rows and publishing; driven by the duty engine.
+    watches: WatchService
+    #: Cluster jobs (issue 15): cordon, drain, restart, node-group waits; driven by the duty engine.
+    jobs: JobService
+    #: The engine of long duties: the watches' and the jobs' drivers (started by the triggers).
+    duties: Duties
+    #: Every timer the bot has (not started: `serve` starts them, tests run them by hand).
+    triggers: Triggers
+    #: Who leads (not started: `serve` tries the lease).
+    elector: Elector
+    #: Card edits coalesced per card; started here, stopped by `close` (None without Slack).
+    edits: CoalescingPoster | None = None
+    #: Figures about the bot's Slack calls (calls by method and result, 429s, time waited).
+    slack_stats: SlackStats | None = None
+    #: This process's name: on the posts it claims, and as its replica name on the leader's lease.
+    owner: str = ""
+    #: The replicas alive now (several replicas on one database); None on one host.
+    live_owners: Callable[[], set[str]] | None = None
+    #: Where the services record what they do (`bot.frontdoor.metrics.Metrics` when serving).
+    telemetry: Telemetry = NO_TELEMETRY
+
+    def close(self) -> None:
+        if self.edits is not None:
+            # The last state of every card goes out before the database closes.
+            self.edits.stop()
+        self.store.close()
+
+
+def assemble(
+    settings: Settings,
+    *,
+    poster: Poster | None = None,
+    directory: Directory | None = None,
+    connect_cluster: Callable[[ClusterConfig], ClusterReader] | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    registry: Registry | None = None,
+    with_slack: bool = True,
+    telemetry: Telemetry = NO_TELEMETRY,
+    timers: Sequence[Timer] = (),
+    on_elected: Sequence[Callable[[Fence], object]] = (),
+    on_deposed: Sequence[Callable[[int], object]] = (),
+) -> Services:
+    """The bot, built from `settings`. Slack (the poster and the directory) comes from the
+    settings' bot token unless `poster`/`directory` are given (the rehearsal's text poster) or
+    `with_slack` is False; `connect_cluster` defaults to the kube adapter. `timers` are extra
+    interval timers; `on_elected` is told after this replica took over (recovered, timers
+    running), `on_deposed` after it started following (with the epoch it had)."""
+    from commands import build_registry
+
+    store = Store.open(settings.database_url)
+    registry = registry or build_registry()
+    # This process's name on the posts it claims: a claim left by a process that is gone is settled.
+    owner = new_owner()
+    live_owners: Callable[[], set[str]] | None = None
+    if not store.single_host:
+        # Several replicas: a post, an inbox item or a step a live replica claimed is its own.
+        # (SQLite: one replica, so any other owner is a process that is gone.)
+        def live_owners() -> set[str]:
+            return store.live_replicas(settings.lease_duration) | {owner}
+
+    slack = _slack(settings, telemetry) if with_slack and poster is None else None
+    web_client = slack.web_client if slack is not None else None
+    directory = directory or (slack.directory if slack is not None else StaticDirectory())
+    edits = slack.edits if slack is not None else None
+    poster = poster or edits
+    from bot.adapters.kube import Cluster
+
+    # Every Kubernetes API request counted and timed (`upgrade_bot_kube_requests_total`).
+    connect = connect_cluster or (lambda config: Cluster.connect(config, observe=telemetry.kube_request))
+
+    def connect_named(name: str) -> Any:
+        return connect(snapshots.pick_cluster(settings.clusters, name))
+
+    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    rules = load_rules(settings.rules_paths())
+    job_registry = default_jobs(labels, rules)
+    deliveries = None
+    if poster is not None:
+        deliveries = Deliveries(
+            store=store,
+            poster=poster,
+            clock=clock,
+            owner=owner,
+            live_owners=live_owners,
+            immediate=slack.gateway if slack is not None else None,
+        )
+        if edits is not None:
+            # Sends due card edits until `Services.close` stops it (and flushes what is left);
+            # a card Slack says is gone is posted again through the deliveries, built just now.
+            edits.start(on_gone=deliveries.repost_gone)
+
+    # The engine of long duties; the triggers below run its scans and lend it their fence.
+    duties = Duties()
+    # The one construction cycle: the runs start long actions (jobs, watches) and read their
+    # live sections, and the long actions report back to the runs (a step finished or was
+    # interrupted, a card to refresh). The long actions are built first with `steps`, which
+    # is pointed at the runs the moment they exist (below).
+    steps = StepsOfRuns()
+    watches = WatchService(
+        store=store,
+        deliveries=deliveries,
+        renderer=Renderer(settings.template_dirs()),
+        clock=clock,
+        owner=owner,
+        node_group_labels=labels,
+        rules=rules,
+        steps=steps,
+        on_change=lambda: duties.wake(WATCHES),
+    )
+    jobs = JobService(
+        store=store,
+        registry=job_registry,
+        deliveries=deliveries,
+        directory=directory,
+        clock=clock,
+        owner=owner,
+        steps=steps,
+        on_change=lambda: duties.wake(JOBS),
+        telemetry=telemetry,
+    )
+    duties.add(WatchDuty(watches, connect_named, telemetry=telemetry))
+    duties.add(JobDuty(jobs, connect_named))
+    long_actions = StepLongActions(store, jobs)
+    cards = None
+    if deliveries is not None:
+        cards = RunCards(
+            deliveries=deliveries,
+            renderer=Renderer(settings.template_dirs()),
+            clock=clock,
+            operations_channel=settings.channels.operations,
+            dry_runs=GateDryRuns(store=store, jobs=job_registry, connect=connect_named, clock=clock),
+            # The run's report goes into its thread when it ends (Slack's file upload).
+            files=slack.uploader if slack is not None else None,
+            live=long_actions.sections,
+        )
+    announcements = AnnouncementService(
+        store=store,
+        clock=clock,
+        poster=poster,
+        templates_dir=settings.templates_dir,
+        channel=settings.channels.announcements,
+        offsets=settings.announcement_offsets,
+        grace=settings.announcement_grace,
+        owner=owner,
+        telemetry=telemetry,
+        live_owners=live_owners,
+    )
+    runs = RunService(
+        store=store,
+        directory=directory,
+        clock=clock,
+        cards=cards,
+        actions=default_registry(),
+        action_context=action_context(
+            store=store,
+            clusters=settings.clusters,
+            connect_cluster=connect,
+            clock=clock,
+            node_group_labels=labels,
+            restart_threshold=settings.restart_threshold,
+            rules_paths=settings.rules_paths(),
+            check_ignores=settings.check_ignores,
+            operations_channel=settings.channels.operations,
+            watches=watches,
+            jobs=jobs,
+        ),
+        long_actions=long_actions,
+        # The end of a run and each step it asks to announce, from the transition itself; then
+        # the uncordon offer after an abort.
+        listeners=(announcements, AfterAbortOffer(jobs)),
+        owner=owner,
+        # Several replicas: a step another live replica runs is left to it at a takeover.
+        live_runners=live_owners,
+        telemetry=telemetry,
+    )
+    steps.runs = runs  # the cycle closed: the long actions report to these runs from now on
+
+    # With several replicas a schedule made on a follower reaches the leader by its sync: as
+    # often as the lease is renewed, instead of every SYNC_SECONDS.
+    sync = SYNC_SECONDS if store.single_host else min(SYNC_SECONDS, settings.lease_renew.total_seconds())
+    # Every timer: announcements, the run ticker, the sync (the triggers' own), each kind of
+    # long duty's scan, and the front door's `timers`.
+    triggers = Triggers(
+        announcements=announcements, runs=runs, sync_seconds=sync, duties=duties, timers=timers
+    )
+
+    def elected(fence: Fence) -> None:
+        _recover(store, runs, triggers, fence)
+        for listener in on_elected:
+            listener(fence)
+
+    def deposed() -> None:
+        triggers.follow()
+        for listener in on_deposed:
+            listener(elector.state.epoch)
+
+    elector = Elector(
+        store=store,
+        replica=owner,
+        duration=settings.lease_duration,
+        renew=settings.lease_renew,
+        on_elected=elected,
+        on_deposed=deposed,
+    )
+    # A duty that finds this replica fenced steps it down (the elector follows the triggers,
+    # which it started; a list of listeners, so nothing is overwritten).
+    triggers.on_fenced.append(elector.fenced)
+    router = Router(
+        registry=registry,
+        settings=settings,
+        store=store,
+        directory=directory,
+        clock=clock,
+        connect_cluster=connect,
+        runs=runs,
+        fetch_file=slack.gateway.download_file if slack is not None else None,
+        announcements=announcements,
+        watches=watches,
+        jobs=jobs,
+        telemetry=telemetry,
+    )
+    return Services(
+        settings=settings,
+        store=store,
+        deliveries=deliveries,
+        registry=registry,
+        directory=directory,
+        router=router,
+        web_client=web_client,
+        runs=runs,
+        announcements=announcements,
+        watches=watches,
+        jobs=jobs,
+        duties=duties,
+        triggers=triggers,
+        elector=elector,
+        edits=edits,
+        slack_stats=slack.stats if slack is not None else SlackStats(),
+        owner=owner,
+        live_owners=live_owners,
+        telemetry=telemetry,
+    )
+
+
+def _recover(store: Store, runs: RunService, triggers: Triggers, fence: Fence) -> None:
+    """This replica now leads: settle what a crash (of any replica) left, then drive the timers.
+
+    Interrupted actions are recovered only here: the replica that ran them no longer leads (it
+    died, or handed over), so none is marked interrupted while a live leader runs it.
+    """
+    with fencing(fence):
+        store.forget_deliveries_before(datetime.now(UTC) - DELIVERY_KEYS_KEPT)
+        recovered = runs.recover_all()
+    if recovered:
+        log.info("resumed %s run(s): %s", len(recovered), ", ".join(recovered))
+    caught_up = triggers.lead(fence)
+    if caught_up:
+        log.info(
+            "announcements due while the bot was down: %s",
+            ", ".join(f"{d.key} {d.action}" for d in caught_up),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Slack:
+    web_client: WebClient
+    directory: Directory
+    gateway: Any  # bot.adapters.slack.SlackGateway (imported only with a token)
+    uploader: FileUploader
+    edits: CoalescingPoster
+    stats: SlackStats
+
+
+def _slack(settings: Settings, telemetry: Telemetry) -> _Slack | None:
+    """The Slack adapters, from the settings' bot token (None without one)."""
+    if not settings.secrets.bot_token:
+        return None
+    from bot.adapters.slack import SlackDirectory, SlackGateway, make_web_client
+    from bot.adapters.slack_budget import BudgetConfig, SlackBudget
+
+    measured = telemetry is not NO_TELEMETRY
+    on_call = telemetry.slack_call if measured else None
+    web_client = make_web_client(
+        settings.secrets.bot_token,
+        settings.secrets.api_url,
+        on_call=on_call,
+        on_rate_limited=telemetry.slack_rate_limited if measured else None,
+    )
+    stats = SlackStats()
+    # The bot's own calls share one workspace budget, which alone retries them.
+    budget = SlackBudget(
+        BudgetConfig(
+            updates_per_minute=settings.slack_updates_per_minute,
+            posts_per_second=settings.slack_posts_per_second,
+        ),
+        stats=stats,
+    )
+    budgeted = make_web_client(
+        settings.secrets.bot_token, settings.secrets.api_url, sdk_retries=False, on_call=on_call
+    )
+    gateway = SlackGateway(budgeted, budget=budget)
+    return _Slack(
+        web_client=web_client,
+        # Role checks keep the SDK's own retries: they must not queue behind card edits.
+        directory=SlackDirectory(web_client),
+        gateway=gateway,
+        uploader=gateway,
+        # Card edits: at most one per card per interval, the last state always delivered.
+        edits=CoalescingPoster(
+            gateway,
+            interval=settings.slack_edit_interval.total_seconds(),
+            clock=time.monotonic,
+            on_outcome=telemetry.card_update if measured else None,
+        ),
+        stats=stats,
+    )
