@@ -37,7 +37,7 @@ Progress (JSON; pods are kept only for the node being drained, a finished node k
         "was": false,                                # unschedulable when planned
         "state": "pending|cordoned|draining|done|skipped",
         "started": "2026-11-24T07:00:00Z",           # draining started (or the timer restarted)
-        # For the run report (bot.core.report), set once each: when the job saw the node cordoned,
+        # For the run report (bot.core.runs.report), set once each: when the job saw the node cordoned,
         # began draining it, first saw an eviction blocked, and finished it (drained or skipped).
         "cordoned_at": ISO, "began": ISO, "blocked_at": ISO | None, "ended": ISO,
         "round": 1,                                  # timeout rounds (the Choice's key)
@@ -78,6 +78,7 @@ from typing import Any
 
 import msgspec
 
+from bot.core.checks.known import RuleNeeds, known_issue_text, pod_view, watch_key
 from bot.core.checks.rules import EventRecord, Rule, RuleHit, match_rules
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
@@ -97,10 +98,8 @@ from bot.core.jobs.common import (
     unschedulable,
 )
 from bot.core.jobs.explain import explain, named, typed_pods
-from bot.core.watches.known import RuleNeeds, pod_view, watch_key
-from bot.core.watches.milestones import known_issue_text
-from bot.core.watches.model import EPISODE_REOPEN, workload_of
-from bot.core.watches.schema import WPod
+from bot.core.kube.objects import EPISODE_REOPEN, workload_of
+from bot.core.kube.wire import WPod
 from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)
