@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bot.adapters.slack_budget import SlackStats
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
-from bot.core.actions.base import ActionContext, ActionRequest, DiffSummary
+from bot.core.actions.base import ActionContext, DiffSummary
 from bot.core.announcements.service import AnnouncementService
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
@@ -38,7 +38,7 @@ from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterRead
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
-from bot.records import ClusterConfig, JobRow
+from bot.records import ActionRequest, ClusterConfig, JobRow
 from bot.router import Router
 from bot.settings import Settings
 

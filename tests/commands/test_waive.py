@@ -14,8 +14,8 @@ import pytest
 
 from bot.adapters.kube import Cluster
 from bot.core.actions import check as check_action
-from bot.core.actions.base import ActionCall, ActionRequest
 from bot.frontdoor.wiring import Services, action_context, build_services
+from bot.records import ActionCall, ActionRequest
 from bot.router import CommandRequest, Outcome
 from bot.settings import load_settings
 from bot.sim import SimCluster
