@@ -54,7 +54,7 @@ def test_matplotlib_is_imported_only_when_a_picture_is_drawn() -> None:
     """Ordinary commands do not pay matplotlib's import time: loading the bot, every subcommand,
     the report and the charts module itself leaves it out of `sys.modules`."""
     code = (
-        "import sys, bot.frontdoor.cli, bot.frontdoor.wiring, commands, bot.core.report, bot.adapters.charts\n"
+        "import sys, bot.frontdoor.cli, bot.frontdoor.wiring, commands, bot.core.runs.report, bot.adapters.charts\n"
         "commands.build_registry()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"
     )
@@ -179,38 +179,7 @@ def _graph(*, typing_only: bool = True) -> dict[str, set[str]]:
 
 
 def test_no_import_cycle_anywhere() -> None:
-    graph = _graph()
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    assert cycles == []
+    assert _cycles(_graph()) == []
 
 
 def test_the_records_leaf_imports_nothing_of_the_bot() -> None:
@@ -245,6 +214,90 @@ def test_core_is_split_by_feature() -> None:
         "bot.core.plans",
     ):
         assert old not in names
+
+
+def _core_package(module: str) -> str | None:
+    """The package of core a module belongs to (`bot.core.jobs.drain` → `bot.core.jobs`); a flat
+    module of core is its own; None outside core."""
+    if not _in(module, "bot.core") or module == "bot.core":
+        return None
+    return ".".join(module.split(".")[:3])
+
+
+def _core_package_graph() -> dict[str, set[str]]:
+    """Package of core → the other packages of core its modules import (typing-only and
+    function-level imports included)."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in _graph().items():
+        package = _core_package(module)
+        if package is None:
+            continue
+        edges = graph.setdefault(package, set())
+        edges.update(t for t in map(_core_package, targets) if t is not None and t != package)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_package_level_import_cycle_in_core() -> None:
+    """Features import each other one way: `core.actions` and `core.jobs` no longer import each
+    other (an action request is a record), nor do any two other packages of core."""
+    assert _cycles(_core_package_graph()) == []
+
+
+#: Kubernetes knowledge shared by the features (objects, versions, the wire leaves).
+CORE_KUBE = "bot.core.kube"
+
+
+def test_core_kube_sits_below_the_features_that_read_the_cluster() -> None:
+    graph = _core_package_graph()
+    assert CORE_KUBE in graph, "bot.core.kube is missing"
+    # It imports no other package of core: only records, errors and libraries.
+    assert graph[CORE_KUBE] == set()
+    for feature in ("bot.core.jobs", "bot.core.watches", "bot.core.checks", "bot.core.snapshots"):
+        assert CORE_KUBE in graph[feature], f"{feature} does not build on bot.core.kube"
+    # The jobs take Kubernetes knowledge from core.kube, not from another feature's model.
+    offenders = sorted(
+        (module, target)
+        for module, targets in _graph().items()
+        if _in(module, "bot.core.jobs")
+        for target in targets
+        if _in(target, "bot.core.watches")
+    )
+    assert offenders == []
 
 
 #: The commands' API (context, reply, registry) hands services to commands: it sits on top of core.
@@ -387,39 +440,7 @@ def test_the_sim_subpackages_import_downwards_only() -> None:
 
 
 def test_no_import_cycle_in_the_sim() -> None:
-    graph = _sim_import_graph()
-    # Tarjan's strongly connected components: any component of more than one module is a cycle.
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        on_stack.add(module)
-        for target in sorted(graph[module]):
-            if target not in index:
-                visit(target)
-                low[module] = min(low[module], low[target])
-            elif target in on_stack:
-                low[module] = min(low[module], index[target])
-        if low[module] == index[module]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == module:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for module in sorted(graph):
-        if module not in index:
-            visit(module)
-    assert cycles == []
+    assert _cycles(_sim_import_graph()) == []
 
 
 # -- the test harness -------------------------------------------------------------------------------
