@@ -1,48 +1,9 @@
 """The live status model of a watch: Kubernetes events folded into state, state into a Summary.
 
 Pure: no I/O, no clock (every call is given `now`), no threads; one driver thread owns a
-`WatchState`. The driver feeds it what the kube adapter's `list_watch` yields, per kind: `sync` for
-a full (re)list (the first one and every one after a 410), `apply` for ADDED/MODIFIED/DELETED
-(BOOKMARKs carry nothing and are ignored). `summary(now)` is what gets published and persisted.
-
-Speed and memory, because a node-group replacement on a 150,000-pod cluster streams a hundred
-thousand pod events and the card must follow within two seconds:
-- `apply` is O(1) per event: counters per node group and per workload are updated by the delta of
-  the one object that changed; nothing rescans all pods;
-- only pods that are not healthy are remembered, each as a small slotted record (workload key,
-  node, class, detail, since) with interned strings; a healthy pod costs a counter, not a record;
-- `summary` is O(nodes + unhealthy pods + workloads mid-rollout).
-
-Pod health classes (the card's groups, in this order): Error, CrashLoopBackOff,
-ImagePullBackOff/ErrImagePull, Init stuck, Not ready (Running with containers not all Ready:
-"2/5 containers ready"), Pending/unschedulable stuck, Terminating stuck. The last four are normal
-for a while during a rollout, so they count as unhealthy only once they have lasted longer than the
-spec's limit (`NOT_READY_GRACE`, 2 minutes, for a pod not Ready; 5 minutes for the others). A crash-looping container flips between waiting (CrashLoopBackOff),
-running and terminated (Error) between restarts, so a pod once in CrashLoopBackOff stays in that
-class until it is Ready (or gone): the workload's episode does not end and start again at each flip.
-
-Episodes: a workload with a pod in CrashLoopBackOff (or in ImagePullBackOff) has an open episode,
-numbered 1, 2, … per workload; it ends when no pod of the workload is in that class (back within
-`EPISODE_REOPEN` of its end, it is the same episode again, not a new one). Error and Init stuck have
-episodes too, judged when the state is summarised (an Init is stuck only past its limit; an Error
-counts after `ERROR_SETTLE` and not for a crash-looping workload, whose crash loop says it). Each
-episode is one thread post. The numbers and
-the open episodes' start times are kept in the Summary, and a state built after a restart is seeded
-from the last published Summary (`previous=`), so numbering continues and milestone keys stay
-stable.
-
-Known-issue rules (given as `rules=`): an unhealthy pod's record also keeps the pod as the rules see
-it (`bot.core.checks.known`: only the labels and annotations some rule names), and Warning events
-some rule may match are kept while recent. `summary(now)` matches the rules over the pods the card
-counts as unhealthy (those not Ready once not Ready for `not_ready_stuck_after`) and those events, and opens or closes
-one episode per (rule, workload), numbered and seeded after a restart like the crash-loop episodes;
-log-based rules say which tails they need (`logs_wanted`), and the driver hands them back
-(`add_log_tail`).
-
-Rollouts: every Deployment/DaemonSet/StatefulSet whose kubectl verdict is not "done" is shown as
-mid-rollout. A *spec* rollout (a new generation whose new replicas are not all updated yet) that
-then reaches "done" is recorded as completed, once per generation: availability dips while nodes
-are drained are shown, but do not make "rollout complete" milestones.
+`WatchState`: `sync` for a full (re)list, `apply` per event (O(1)), `summary(now)` is what gets
+published and persisted. Speed and memory, pod classes, episodes, known issues and rollouts:
+`docs/watch-model.md`.
 """
 
 from __future__ import annotations
