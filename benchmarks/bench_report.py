@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.adapters.store import Store
-from bot.core.report import build_report, render
+from bot.core.runs.report import build_report, render
 from tests.support.report_runs import GROUPS, stored_run
 
 #: The issue's bound for a 150-node run, every format.

@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot.core.checks.rules import load_rules  # noqa: E402
+from bot.core.kube.wire import WNode, WPod  # noqa: E402
 from bot.core.rendering import Renderer  # noqa: E402
 from bot.core.watches.card import card_context  # noqa: E402
 from bot.core.watches.model import WatchState  # noqa: E402
-from bot.core.watches.schema import WNode, WPod  # noqa: E402
 from bot.core.watches.verdict import verdict  # noqa: E402
 from bot.resources import BUILTIN_RULES, BUILTIN_TEMPLATES  # noqa: E402
 from tests.support.watch_objects import at, crashing, node, pod, target_spec  # noqa: E402

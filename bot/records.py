@@ -17,12 +17,14 @@ Timestamps are timezone-aware UTC.
                       a scheduled window and the announcements it owes
     InboxItem         a Slack request acknowledged and not yet worked off
     WatchRow          a live (or ended) watch: scope, target, who drives it, what was published
+    ActionCall, ActionRequest
+                      an action as a plan step writes it, and one to perform now for a run
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -361,3 +363,21 @@ class WaiverRow:
 
     def active_at(self, now: datetime) -> bool:
         return self.state == "active" and now < self.expires_at
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionCall:
+    """One action as a plan step writes it: `{snapshot: {label: pre}}`."""
+
+    name: str
+    args: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionRequest:
+    """An action to perform now, for a run: which call, on which cluster, asked by which run."""
+
+    run_id: str
+    cluster: str
+    call: ActionCall
+    step_id: str = ""

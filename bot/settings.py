@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
+from bot.core import windows as _windows
 from bot.core.announcements import timing as _announcements
-from bot.core.announcements import windows as _windows
 from bot.core.checks.findings import Cover, valid_id
 from bot.core.durations import parse_duration
 from bot.core.people import CHANNEL_ID

@@ -14,23 +14,22 @@ import contextlib
 import logging
 import secrets
 from datetime import timedelta
-from typing import Any, cast
+from typing import cast
 
-import yaml
-
-from bot.core.actions import default_registry
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.jobs.common import JobCluster
 from bot.core.jobs.preflight import preflight
+from bot.core.jobs.registry import COMMAND_KINDS, KINDS, job_kind
 from bot.core.people import ANY_ROLE, roles_of
+from bot.core.runs.plans import one_step_plan
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.snapshots.service import pick_cluster
 from bot.errors import BotError, ClusterUnreachable, PermissionDenied, TemporaryError, UserError, clip
+from bot.records import ActionCall
 from commands import _runs
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("cordon", "uncordon", "drain", "restart")
 #: How long the one-step run's gate waits for its approvers before it times out.
 GATE_TIMEOUT = "1h"
 
@@ -47,8 +46,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     Example: `/upgrade action cordon node=ip-10-0-1-7 --reason "bad disk"`
     """
     runs = _runs.service(ctx)
-    if args.kind not in ACTIONS:
-        raise UserError(f"`{clip(args.kind, 30)}` is not an action; one of: {', '.join(ACTIONS)}")
+    kind = job_kind(args.kind)
+    if kind is None or not kind.command:
+        raise UserError(f"`{clip(args.kind, 30)}` is not an action; one of: {', '.join(COMMAND_KINDS)}")
     why = _runs.reason(args.reason, required=True)
     settings = ctx.settings
     if not roles_of(ctx.user_id, settings.roster, ctx.directory):
@@ -62,12 +62,13 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         if not sep or not key or not value:
             raise UserError(f"`{clip(word, 60)}` is not ARG=VALUE (e.g. node=ip-10-0-1-7)")
         params[key.strip()] = value.strip()
-    spec = default_registry().get(args.kind)
-    assert spec is not None
-    unknown = sorted(set(params) - spec.arguments)
+    unknown = sorted(set(params) - kind.arguments)
     if unknown:
-        accepted = ", ".join(sorted(spec.arguments - {"dry_run"}))
+        accepted = ", ".join(sorted(kind.arguments - {"dry_run"}))
         raise UserError(f"`{args.kind}` takes {accepted}; not {', '.join(unknown)}")
+    missing_args = sorted(kind.required - set(params))
+    if missing_args:
+        raise UserError(f"`{args.kind}` needs {', '.join(missing_args)}")
     if args.dry_run:
         params["dry_run"] = "true"
     cluster = pick_cluster(settings.clusters, args.cluster)
@@ -77,43 +78,16 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     missing = [r for r in approvers if not settings.roster.get(r)]
     if missing:
         raise UserError(f"nobody is in the roster for {', '.join(missing)}: the action's gate needs them")
-    what = " ".join(f"{k}={v}" for k, v in params.items())
-    plan: dict[str, Any] = {
-        "name": name,
-        "description": f"/upgrade action {args.kind} {what} — asked by {ctx.user_id}: {why}",
-        "cluster": cluster.name,
-        "current_version": "",
-        "target_version": "",
-        "window": {
-            "start": now.strftime("%Y-%m-%dT%H:%M"),
-            "end": (now + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"),
-            "timezone": settings.timezone,
-        },
-        "channels": {"operations": channel},
-        "roster": {role: list(people) for role, people in settings.roster.items()},
-        "defaults": {"timeout": GATE_TIMEOUT},
-        "steps": [
-            {
-                "id": args.kind,
-                "title": f"{'Dry run: ' if args.dry_run else ''}{args.kind} {what}"[:200],
-                "description": f"Asked by {ctx.user_id}: {why}",
-                "gate": {"approve": approvers},
-                "actions": [{args.kind: params}],
-            }
-        ],
-    }
-    from bot.core.runs.plans import parse_plan
-
     # Refuses what a plan would refuse (names Kubernetes cannot have, versions in other digits)
     # before the cluster is asked anything.
-    parse_plan(
-        yaml.safe_dump({**plan, "current_version": "1.0", "target_version": "1.0"}, sort_keys=False),
-        source=f"/upgrade action {args.kind}",
-    )
+    try:
+        kind.check(params)
+    except UserError as exc:
+        raise UserError(f"`{args.kind}`: {exc.user_message}") from None
+    what = " ".join(f"{k}={v}" for k, v in params.items())
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
         version, unreachable = _cluster_version(reader, cluster.name)
-        plan["current_version"] = plan["target_version"] = version
         # What it names must exist (and a group have nodes to act on) before anyone is asked; a
         # cluster that does not answer now may answer by the time the approvers have: the check
         # is said to be skipped, and the gate opens all the same.
@@ -127,8 +101,23 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                 now=ctx.clock(),
             ).skipped
         )
-    text = yaml.safe_dump(plan, sort_keys=False)
-    ctx.store.save_plan(name=name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
+    plan = one_step_plan(
+        name=name,
+        description=f"/upgrade action {args.kind} {what} — asked by {ctx.user_id}: {why}",
+        cluster=cluster.name,
+        version=version,
+        window=(now, now + timedelta(hours=2)),
+        timezone=settings.timezone,
+        channel=channel,
+        roster=settings.roster,
+        gate_timeout=GATE_TIMEOUT,
+        call=ActionCall(name=args.kind, args=params),
+        title=f"{'Dry run: ' if args.dry_run else ''}{args.kind} {what}",
+        step_description=f"Asked by {ctx.user_id}: {why}",
+        approvers=approvers,
+        source=f"/upgrade action {args.kind}",
+    )
+    ctx.store.save_plan(name=name, text=plan.text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
     out = runs.start(name, _runs.actor(ctx))
     gate = " and ".join(f"the {r}" for r in approvers)
     return Reply(
@@ -159,8 +148,8 @@ def _cluster_version(reader: ClusterReader, cluster: str) -> tuple[str, str]:
 
 
 def _arguments(parser: CommandParser) -> None:
-    parser.add_argument("kind", help=f"one of {', '.join(ACTIONS)}")
-    parser.add_argument("params", nargs="*", help="ARG=VALUE: node=…, nodegroup=…, version=…, workloads=…")
+    parser.add_argument("kind", help=f"one of {', '.join(COMMAND_KINDS)}")
+    parser.add_argument("params", nargs="*", help=f"ARG=VALUE: {_argument_names()}")
     parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
     parser.add_argument("--dry-run", action="store_true", help="list what would happen; change nothing")
     parser.add_argument(
@@ -170,3 +159,13 @@ def _arguments(parser: CommandParser) -> None:
 
 def register(registry: Registry) -> None:
     registry.add("action", run, arguments=_arguments, roles={ANY_ROLE})
+
+
+def _argument_names() -> str:
+    """Each offered kind's arguments, for the help: `cordon, uncordon: node, nodegroup, version · …`
+    (kinds that take the same ones share a line)."""
+    by_arguments: dict[tuple[str, ...], list[str]] = {}
+    for kind in KINDS:
+        if kind.command:
+            by_arguments.setdefault(tuple(sorted(kind.arguments - {"dry_run"})), []).append(kind.name)
+    return " · ".join(f"{', '.join(kinds)}: {', '.join(names)}" for names, kinds in by_arguments.items())

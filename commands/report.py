@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.core import report as rp
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
 from bot.core.people import ANY_ROLE
+from bot.core.runs import report as rp
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:

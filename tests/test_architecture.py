@@ -72,7 +72,7 @@ def test_matplotlib_is_imported_only_when_a_picture_is_drawn() -> None:
     """Ordinary commands do not pay matplotlib's import time: loading the bot, every subcommand,
     the report and the charts module itself leaves it out of `sys.modules`."""
     code = (
-        "import sys, bot.frontdoor.cli, bot.frontdoor.assemble, commands, bot.core.report, bot.adapters.charts\n"
+        "import sys, bot.frontdoor.cli, bot.frontdoor.assemble, commands, bot.core.runs.report, bot.adapters.charts\n"
         "commands.build_registry()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"
     )
@@ -236,6 +236,90 @@ def test_core_is_split_by_feature() -> None:
         assert old not in names
 
 
+def _core_package(module: str) -> str | None:
+    """The package of core a module belongs to (`bot.core.jobs.drain` → `bot.core.jobs`); a flat
+    module of core is its own; None outside core."""
+    if not _in(module, "bot.core") or module == "bot.core":
+        return None
+    return ".".join(module.split(".")[:3])
+
+
+def _core_package_graph() -> dict[str, set[str]]:
+    """Package of core → the other packages of core its modules import (typing-only and
+    function-level imports included)."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in _graph().items():
+        package = _core_package(module)
+        if package is None:
+            continue
+        edges = graph.setdefault(package, set())
+        edges.update(t for t in map(_core_package, targets) if t is not None and t != package)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_no_package_level_import_cycle_in_core() -> None:
+    """Features import each other one way: `core.actions` and `core.jobs` no longer import each
+    other (an action request is a record), nor do any two other packages of core."""
+    assert _cycles(_core_package_graph()) == []
+
+
+#: Kubernetes knowledge shared by the features (objects, versions, the wire leaves).
+CORE_KUBE = "bot.core.kube"
+
+
+def test_core_kube_sits_below_the_features_that_read_the_cluster() -> None:
+    graph = _core_package_graph()
+    assert CORE_KUBE in graph, "bot.core.kube is missing"
+    # It imports no other package of core: only records, errors and libraries.
+    assert graph[CORE_KUBE] == set()
+    for feature in ("bot.core.jobs", "bot.core.watches", "bot.core.checks", "bot.core.snapshots"):
+        assert CORE_KUBE in graph[feature], f"{feature} does not build on bot.core.kube"
+    # The jobs take Kubernetes knowledge from core.kube, not from another feature's model.
+    offenders = sorted(
+        (module, target)
+        for module, targets in _graph().items()
+        if _in(module, "bot.core.jobs")
+        for target in targets
+        if _in(target, "bot.core.watches")
+    )
+    assert offenders == []
+
+
 #: The commands' API (context, reply, registry) hands services to commands: it sits on top of core.
 CORE_TOP = ("bot.core.command",)
 
@@ -376,39 +460,7 @@ def test_the_sim_subpackages_import_downwards_only() -> None:
 
 
 def test_no_import_cycle_in_the_sim() -> None:
-    graph = _sim_import_graph()
-    # Tarjan's strongly connected components: any component of more than one module is a cycle.
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        on_stack.add(module)
-        for target in sorted(graph[module]):
-            if target not in index:
-                visit(target)
-                low[module] = min(low[module], low[target])
-            elif target in on_stack:
-                low[module] = min(low[module], index[target])
-        if low[module] == index[module]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == module:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for module in sorted(graph):
-        if module not in index:
-            visit(module)
-    assert cycles == []
+    assert _cycles(_sim_import_graph()) == []
 
 
 # -- the test harness -------------------------------------------------------------------------------
@@ -547,71 +599,6 @@ def test_only_the_assembly_builds_the_services_the_triggers_the_engine_and_the_e
         if isinstance(node, ast.FunctionDef) and node.name == "assemble"
     ]
     assert defined == ["bot/frontdoor/assemble.py"]
-
-
-def _core_packages() -> dict[str, set[str]]:
-    """Core's packages and top-level modules (`bot.core.runs`, `bot.core.delivery`) → those they
-    import, typing-only imports included (`_graph`)."""
-
-    def top(module: str) -> str | None:
-        parts = module.split(".")
-        return ".".join(parts[:3]) if parts[:2] == ["bot", "core"] and len(parts) > 2 else None
-
-    packages: dict[str, set[str]] = {}
-    for module, targets in _graph().items():
-        here = top(module)
-        if here is None:
-            continue
-        packages.setdefault(here, set()).update(t for t in map(top, targets) if t is not None and t != here)
-    return packages
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one node (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return sorted(found)
-
-
-#: The package cycle core still has (issue 24, as of 4c175bd): `actions <-> jobs` (ActionRequest,
-#: moving to records), `runs <-> jobs` (jobs.preflight reads runs.plans), `runs <-> announcements`
-#: (runs.draft reads announcements.windows) and `runs <-> report` (the card uploads the report).
-#: It may only shrink: when a move breaks it, this list is cut down with it.
-KNOWN_CORE_PACKAGE_CYCLES: list[list[str]] = [
-    ["bot.core.actions", "bot.core.announcements", "bot.core.jobs", "bot.core.report", "bot.core.runs"]
-]
-
-
-def test_core_packages_form_no_new_import_cycle() -> None:
-    assert _cycles(_core_packages()) == KNOWN_CORE_PACKAGE_CYCLES
 
 
 def test_the_package_cycle_finder_finds_a_typing_only_cycle() -> None:

@@ -1,7 +1,7 @@
 """The run report's pictures (issue 31), drawn with matplotlib — this module is its one home.
 
 matplotlib is imported inside the functions (Agg backend, no display), so commands that draw
-nothing do not pay its import time. The report (`bot.core.report.Report`) is read by attribute
+nothing do not pay its import time. The report (`bot.core.runs.report.Report`) is read by attribute
 only: this adapter does not import the core.
 
 - `timeline_png`: the picture posted in a run's thread — the step Gantt on top (waiting for people

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-_GRAMMAR = re.compile(r"^(?:(\d{1,12})w)?(?:(\d{1,12})d)?(?:(\d{1,12})h)?(?:(\d{1,12})m)?(?:(\d{1,12})s)?$")
+GRAMMAR = re.compile(r"^(?:(\d{1,12})w)?(?:(\d{1,12})d)?(?:(\d{1,12})h)?(?:(\d{1,12})m)?(?:(\d{1,12})s)?$")
 _UNITS = (("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 #: Nothing the bot schedules or waits for is longer than this; a larger value is a typo.
 LONGEST = timedelta(days=3650)
@@ -23,7 +23,7 @@ def parse_duration(text: str, *, longest: timedelta = LONGEST) -> timedelta:
     raw = str(text).strip().lower().replace(" ", "")
     if raw == "0":
         return timedelta(0)
-    match = _GRAMMAR.match(raw)
+    match = GRAMMAR.match(raw)
     if not raw or not match:
         shown = raw if len(raw) <= 40 else raw[:40] + "…"
         raise ValueError(f"{shown!r} is not a duration like {EXAMPLES}")

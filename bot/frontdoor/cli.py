@@ -889,7 +889,7 @@ def _inbox(settings: Settings, args: argparse.Namespace) -> int:
 
 def _report(settings: Settings, args: argparse.Namespace) -> int:
     from bot.adapters.store import Store
-    from bot.core.report import build_report, render
+    from bot.core.runs.report import build_report, render
 
     store = Store.open(settings.database_url)
     try:

@@ -217,7 +217,7 @@ def rehearse(
 ) -> int:
     """Run the plan to its end; the exit status is `exit_status`'s. `ignores` is the team's
     `checks.ignore` (from `--config`): the plan's check steps accept what it accepts, as they
-    would on the day. With `report_dir`, the run's report (bot.core.report: PNG, HTML,
+    would on the day. With `report_dir`, the run's report (bot.core.runs.report: PNG, HTML,
     Markdown) is written there and its path printed."""
     if interactive and auto_approve:
         raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
@@ -301,7 +301,7 @@ def rehearse(
 
 def write_report(store: Store, run_id: str, directory: Path, *, now: datetime) -> list[Path]:
     """The run's report as `run-RUN.png`, `.html` and `.md` in `directory`; the paths, picture first."""
-    from bot.core.report import build_report, render
+    from bot.core.runs.report import build_report, render
 
     report = build_report(store, run_id, now=now)
     directory.mkdir(parents=True, exist_ok=True)

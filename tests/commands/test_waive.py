@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bot.core.actions import check as check_action
-from bot.core.actions.base import ActionCall, ActionRequest
 from bot.frontdoor.assemble import Services, assemble
+from bot.records import ActionCall, ActionRequest
 from bot.router import CommandRequest, Outcome
 from bot.settings import load_settings
 from bot.sim import SimCluster

@@ -12,7 +12,8 @@ from typing import Any
 
 from kubernetes import client
 
-from bot.core.watches.schema import KINDS, WEvent, WNode
+from bot.core.kube.wire import WEvent, WNode
+from bot.core.watches.schema import KINDS
 from bot.frontdoor.watching import Stream
 from tests.support.backends import TIMEOUT, Backend
 

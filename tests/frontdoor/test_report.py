@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.adapters.store import Store
-from bot.core.report import build_report, render
+from bot.core.runs.report import build_report, render
 from tests.support.bot_process import bot_command
 from tests.support.browser import chromium, console_errors
 from tests.support.report_runs import GROUPS, stored_run

@@ -2,8 +2,10 @@
 it in a plan, the context it runs in, and the registry plans are validated against.
 
 An action's runner gets an `ActionContext` of capabilities (take a snapshot, compare two), not
-the store or the Kubernetes client: the assembly (`bot.core.runs.capabilities.action_context`) binds those to the services, so an action module
-stays plain core code and a test can hand it a context of its own.
+the store or the Kubernetes client: the assembly (`bot.core.runs.capabilities.action_context`)
+binds those to the services, so an action module stays plain core code and a test can hand it a
+context of its own. A call and a request are records (`bot.records.ActionCall`, `ActionRequest`):
+the jobs, below the actions, take them too.
 """
 
 from __future__ import annotations
@@ -13,25 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.core.checks.findings import Report
-from bot.records import FileAttachment
-
-
-@dataclass(frozen=True, kw_only=True)
-class ActionCall:
-    """One action as a plan step writes it: `{snapshot: {label: pre}}`."""
-
-    name: str
-    args: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ActionRequest:
-    """An action to perform now, for a run: which call, on which cluster, asked by which run."""
-
-    run_id: str
-    cluster: str
-    call: ActionCall
-    step_id: str = ""
+from bot.records import ActionRequest, FileAttachment
 
 
 @dataclass(frozen=True, kw_only=True)

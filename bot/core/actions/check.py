@@ -8,11 +8,12 @@ or ignored) — and the full report (why and how to fix each finding) uploaded u
 
 from __future__ import annotations
 
-from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
+from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
 from bot.core.checks.findings import REQUIRED, summary_lines
 from bot.core.checks.service import report_attachment
 from bot.core.checks.waivers import cover_labels
 from bot.errors import UserError
+from bot.records import ActionRequest
 
 #: About how long the thread line's list of Required findings may grow (the event line is clipped
 #: at 500 characters; whole findings are dropped before that, with "…and N more").

@@ -6,7 +6,8 @@ the completion announcement goes out.
 
 from __future__ import annotations
 
-from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
+from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
+from bot.records import ActionRequest
 
 
 def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
+from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
+from bot.records import ActionRequest
 
 
 def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:

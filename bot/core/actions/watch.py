@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.core.actions.base import ActionContext, ActionRequest, ActionResult, ActionSpec
+from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
 from bot.core.durations import parse_duration
 from bot.core.watches.model import StopRules, Target
 from bot.errors import UserError
+from bot.records import ActionRequest
 
 ARGUMENTS = frozenset(
     {"nodegroup", "namespace", "version", "settle", "crashloop_after", "imagepull_after", "timeout"}

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from bot.core.announcements.windows import Policy
 from bot.core.audit import audit_entry
 from bot.core.people import Directory, roles_of
+from bot.core.windows import Policy
 from bot.errors import PermissionDenied, UsageError
 from bot.records import AuditEntry
 

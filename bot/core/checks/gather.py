@@ -59,6 +59,7 @@ from bot.core.checks.rules import (
     Screen,
     match_rules,
 )
+from bot.core.kube.wire import InvolvedObject, NodeInfo, Toleration
 from bot.core.snapshots.projection import (
     DEFAULT_NODE_GROUP_LABELS,
     ClusterReader,
@@ -204,7 +205,7 @@ def _reasons(cs: schema.ContainerStatus) -> tuple[str, str]:
     return waiting, ""
 
 
-def _tolerates_all(tolerations: Sequence[schema.Toleration] | None) -> bool:
+def _tolerates_all(tolerations: Sequence[Toleration] | None) -> bool:
     # A loop, not any(): this runs for every pod, and a generator per pod costs more than the test.
     for t in tolerations or ():  # noqa: SIM110
         if t.operator == "Exists" and not t.key and not t.effect:
@@ -376,7 +377,7 @@ def read_facts(
     if any(r.match.events is not None for r in rules):
         ev_path = f"/api/v1/namespaces/{namespace}/events" if namespace else "/api/v1/events"
         for e in pages("events", ev_path, schema.Event, {"fieldSelector": "type=Warning"}, event_gaps):
-            inv = e.involved_object or schema.InvolvedObject()
+            inv = e.involved_object or InvolvedObject()
             events.append(
                 EventRecord(
                     namespace=inv.namespace or "",
@@ -433,7 +434,7 @@ def read_facts(
                     name=n.metadata.name or "",
                     ready=ready,
                     unschedulable=bool(n.spec.unschedulable),
-                    kubelet=(n.status.node_info or schema.NodeInfo()).kubelet_version,
+                    kubelet=(n.status.node_info or NodeInfo()).kubelet_version,
                     group=group,
                 )
             )

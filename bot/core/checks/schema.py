@@ -16,18 +16,16 @@ from typing import Any, cast
 
 import msgspec
 
-
-class _Wire(msgspec.Struct, rename="camel", gc=False):
-    """Python names in snake case, the wire's in camel case."""
+from bot.core.kube.wire import InvolvedObject, NodeSpec, NodeStatus, PdbStatus, Toleration, Wire
 
 
-class OwnerRef(_Wire):
+class OwnerRef(Wire):
     kind: str | None = None
     name: str | None = None
     controller: bool | None = None
 
 
-class Meta(_Wire):
+class Meta(Wire):
     name: str | None = None
     namespace: str | None = None
     deletion_timestamp: str | None = None
@@ -42,13 +40,13 @@ class Meta(_Wire):
 # was a third of the decoding). `pod_schema` adds the keys the known-issue rules name.
 
 
-class PodLabels(_Wire):
+class PodLabels(Wire):
     """The labels read of every pod (`pod_schema` adds the rules' keys)."""
 
     pod_template_hash: str | None = msgspec.field(default=None, name="pod-template-hash")
 
 
-class PodAnnotations(_Wire):
+class PodAnnotations(Wire):
     """The annotations read of every pod (`pod_schema` adds the rules' keys)."""
 
     safe_to_evict: str | None = msgspec.field(
@@ -57,7 +55,7 @@ class PodAnnotations(_Wire):
     config_mirror: str | None = msgspec.field(default=None, name="kubernetes.io/config.mirror")
 
 
-class PodMeta(_Wire):
+class PodMeta(Wire):
     name: str | None = None
     namespace: str | None = None
     deletion_timestamp: str | None = None
@@ -66,49 +64,43 @@ class PodMeta(_Wire):
     owner_references: tuple[OwnerRef, ...] | None = None
 
 
-class Container(_Wire):
+class Container(Wire):
     name: str | None = None
     image: str | None = None
     readiness_probe: Present | None = None
 
 
-class Present(_Wire):
+class Present(Wire):
     """Any object whose presence is all that is read: its fields are skipped, not built."""
 
 
-class PodContainer(_Wire):
+class PodContainer(Wire):
     name: str | None = None
     image: str | None = None
 
 
-class Volume(_Wire):
+class Volume(Wire):
     empty_dir: Present | None = None
     host_path: Present | None = None
 
 
-class Toleration(_Wire):
-    key: str | None = None
-    operator: str | None = None
-    effect: str | None = None
-
-
-class PodSpec(_Wire):
+class PodSpec(Wire):
     node_name: str | None = None
     tolerations: tuple[Toleration, ...] | None = None
     containers: tuple[PodContainer, ...] | None = None
     volumes: tuple[Volume, ...] | None = None
 
 
-class StateDetail(_Wire):
+class StateDetail(Wire):
     reason: str | None = None
 
 
-class ContainerState(_Wire):
+class ContainerState(Wire):
     waiting: StateDetail | None = None
     terminated: StateDetail | None = None
 
 
-class ContainerStatus(_Wire):
+class ContainerStatus(Wire):
     name: str | None = None
     image: str | None = None
     ready: bool | None = None
@@ -116,19 +108,19 @@ class ContainerStatus(_Wire):
     last_state: ContainerState | None = None
 
 
-class PodCondition(_Wire):
+class PodCondition(Wire):
     type: str | None = None
     status: str | None = None
 
 
-class PodStatus(_Wire):
+class PodStatus(Wire):
     phase: str | None = None
     reason: str | None = None
     conditions: tuple[PodCondition, ...] | None = None
     container_statuses: tuple[ContainerStatus, ...] | None = None
 
 
-class Pod(_Wire):
+class Pod(Wire):
     metadata: PodMeta = msgspec.field(default_factory=PodMeta)
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
@@ -178,25 +170,7 @@ def _keyed(base: type[msgspec.Struct], keys: frozenset[str]) -> tuple[tuple[tupl
 # ----- nodes -----------------------------------------------------------------------------------
 
 
-class NodeSpec(_Wire):
-    unschedulable: bool | None = None
-
-
-class NodeCondition(_Wire):
-    type: str | None = None
-    status: str | None = None
-
-
-class NodeInfo(_Wire):
-    kubelet_version: str = ""
-
-
-class NodeStatus(_Wire):
-    node_info: NodeInfo | None = None
-    conditions: tuple[NodeCondition, ...] | None = None
-
-
-class Node(_Wire):
+class Node(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
@@ -205,39 +179,39 @@ class Node(_Wire):
 # ----- workloads ---------------------------------------------------------------------------------
 
 
-class Requirement(_Wire):
+class Requirement(Wire):
     key: str = ""
     operator: str = ""
     values: tuple[str, ...] | None = None
 
 
-class Selector(_Wire):
+class Selector(Wire):
     match_labels: dict[str, str] | None = None
     match_expressions: tuple[Requirement, ...] | None = None
 
 
-class TemplateSpec(_Wire):
+class TemplateSpec(Wire):
     containers: tuple[Container, ...] | None = None
     termination_grace_period_seconds: int | None = None
 
 
-class TemplateMeta(_Wire):
+class TemplateMeta(Wire):
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
 
 
-class Template(_Wire):
+class Template(Wire):
     metadata: TemplateMeta = msgspec.field(default_factory=TemplateMeta)
     spec: TemplateSpec = msgspec.field(default_factory=TemplateSpec)
 
 
-class WorkloadSpec(_Wire):
+class WorkloadSpec(Wire):
     replicas: int | None = None
     selector: Selector | None = None
     template: Template = msgspec.field(default_factory=Template)
 
 
-class Workload(_Wire):
+class Workload(Wire):
     """A Deployment or a StatefulSet (a DaemonSet runs one pod per node: no replica count)."""
 
     metadata: Meta = msgspec.field(default_factory=Meta)
@@ -247,20 +221,13 @@ class Workload(_Wire):
 # ----- PodDisruptionBudgets ---------------------------------------------------------------------
 
 
-class PdbSpec(_Wire):
+class PdbSpec(Wire):
     selector: Selector | None = None
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
 
 
-class PdbStatus(_Wire):
-    disruptions_allowed: int | None = None
-    current_healthy: int | None = None
-    desired_healthy: int | None = None
-    expected_pods: int | None = None
-
-
-class Pdb(_Wire):
+class Pdb(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     spec: PdbSpec = msgspec.field(default_factory=PdbSpec)
     status: PdbStatus = msgspec.field(default_factory=PdbStatus)
@@ -269,64 +236,58 @@ class Pdb(_Wire):
 # ----- admission webhooks and their services ------------------------------------------------------
 
 
-class ServiceRef(_Wire):
+class ServiceRef(Wire):
     namespace: str | None = None
     name: str | None = None
 
 
-class ClientConfig(_Wire):
+class ClientConfig(Wire):
     service: ServiceRef | None = None
     url: str | None = None
 
 
-class Webhook(_Wire):
+class Webhook(Wire):
     name: str | None = None
     failure_policy: str | None = None
     client_config: ClientConfig = msgspec.field(default_factory=ClientConfig)
 
 
-class WebhookConfiguration(_Wire):
+class WebhookConfiguration(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     webhooks: tuple[Webhook, ...] | None = None
 
 
-class Address(_Wire):
+class Address(Wire):
     ip: str | None = None
 
 
-class Subset(_Wire):
+class Subset(Wire):
     addresses: tuple[Address, ...] | None = None
     not_ready_addresses: tuple[Address, ...] | None = None
 
 
-class Endpoints(_Wire):
+class Endpoints(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     subsets: tuple[Subset, ...] | None = None
 
 
-class ServiceSpec(_Wire):
+class ServiceSpec(Wire):
     selector: dict[str, str] | None = None
 
 
-class Service(_Wire):
+class Service(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     spec: ServiceSpec = msgspec.field(default_factory=ServiceSpec)
 
 
-class Named(_Wire):
+class Named(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
 
 
 # ----- events ------------------------------------------------------------------------------------
 
 
-class InvolvedObject(_Wire):
-    namespace: str | None = None
-    kind: str | None = None
-    name: str | None = None
-
-
-class Event(_Wire):
+class Event(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     type: str | None = None
     reason: str | None = None

@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from bot.core.durations import parse_duration
-from bot.core.watches.model import node_group, on_version, parse_version
+from bot.core.kube.objects import node_group
+from bot.core.kube.versions import on_version, parse_version
 from bot.errors import ClusterError, UserError, clip
 
 Raw = dict[str, Any]

@@ -1,72 +1,8 @@
 """The `drain` job: cordon the selected nodes, then evict their pods node by node, as kubectl drain
 does — but never silently, never for ever, and never forcing anything by itself.
 
-Arguments: `node` or `nodegroup` (+ `version`) as for cordon; `timeout` per node (default 15m),
-`parallel` (evictions in flight on a node, default 5), `allow_local_storage: "true"` (evict pods
-with emptyDir, kubectl's --delete-emptydir-data), `allow_unmanaged: "true"` (evict pods without a
-controller, kubectl's --force).
-
-How it goes:
-1. the first tick cordons EVERY selected node (as managed node groups do: pods evicted from the
-   first node must not land on the next one to drain), each with the `upgrade-bot.io/cordoned-*`
-   annotations in the same patch and an `UpgradeBotDrain` Event naming the run, step, job and
-   approvers (bot.core.jobs.trail);
-2. nodes are then drained one at a time, in order. The node's pods are listed
-   (`spec.nodeName=NODE`): DaemonSet pods and mirror pods are skipped (left on the node); pods with
-   emptyDir and pods without a controller are REFUSED unless allowed (a line each); the rest are
-   evicted, at most `parallel` in flight, each pod with its own back-off (a 429 from a
-   PodDisruptionBudget is retried every 5 s, as kubectl does, and the budget is named once per node
-   with its live `disruptionsAllowed`);
-3. a pod is gone when it is no longer on the node or its UID changed (a StatefulSet pod recreated
-   under the same name); the node is drained when every pod that is not skipped is gone;
-4. past the node's `timeout`, or as soon as only refused pods are left (they would never go by
-   themselves), the job asks people with a Choice (`drain-timeout:NODE:ROUND`): wait 15 more
-   minutes, delete the remaining pods instead of evicting them (coordinator, with a reason), or
-   skip the node (it stays cordoned; the job goes on with the next). While the choice is open the
-   job does nothing at all.
-
-The job ends ok when every node is drained or skipped (skipping is people's decision, said in the
-detail); it fails only on a cluster error the driver reports.
-
-Progress (JSON; pods are kept only for the node being drained, a finished node keeps counts):
-
-    {"timeout": 900, "parallel": 5, "allow_local_storage": false, "allow_unmanaged": false,
-     "order": ["n1", "n2"],
-     "cordoned": ["n1", "n2"],                       # nodes THIS job cordoned (abort → uncordon)
-     "nodes": {"n1": {
-        "was": false,                                # unschedulable when planned
-        "state": "pending|cordoned|draining|done|skipped",
-        "started": "2026-11-24T07:00:00Z",           # draining started (or the timer restarted)
-        # For the run report (bot.core.report), set once each: when the job saw the node cordoned,
-        # began draining it, first saw an eviction blocked, and finished it (drained or skipped).
-        "cordoned_at": ISO, "began": ISO, "blocked_at": ISO | None, "ended": ISO,
-        "round": 1,                                  # timeout rounds (the Choice's key)
-        "choice": null | "drain-timeout:n1:1",       # the open question
-        "skipped": {"daemonset": 1, "mirror": 0},    # pods left on the node by design
-        "pdbs": {"ns/web": 0},                       # budgets named in the thread (live allowed)
-        "forced": null | {"by": "U123", "reason": "…"},
-        "counts": {"evicted": 3, "deleted": 0, "gone": 1},
-        "pods": {"ns/web-abc": {"uid": "…", "state": "pending|evicting|evicted|blocked|deleting|gone|refused",
-                                "attempts": 0, "next": null | ISO, "why": "emptyDir",
-                                "by": "evict|delete|" (when gone), "error": 500 (a non-429 refusal seen)}}}}}
-
-Known issues: with the known-issue rules given (`rules=`), the eviction API's refusal ("Cannot
-evict pod as it would violate the pod's disruption budget.") is matched against them as what it
-is, the API's answer about that pod (an `EventRecord` of reason `TooManyRequests` with the API's
-message, beside the pod as the rules see it): each matching rule (the shipped KI006) is posted
-with its explanation and remediation once per (rule, workload, episode), keyed
-`rule:<id>:<workload>:<episode>`; the episode ends when no pod of the workload is blocked any
-more, and one back within 10 minutes is the same episode. A node still blocked by a budget after
-`DRAIN_SLOW` (5 minutes, the rule's "a drain running longer than 5 minutes") is said once
-(`drain-slow:NODE`), naming the budgets and the open known issues. When a node stalls (the
-`drain-stalled` line), the line names the rules that explain it with their remedies: those its
-refusals matched and those the pods left on the node match as they are (`bot.core.jobs.explain`).
-
-Never twice, never lost: a pod moves to `evicting` (or `deleting`) with its UID in one tick and
-the write is issued by a later tick, only if that pod (same UID) is still on the node without a
-deletionTimestamp; the eviction and the delete also carry the UID as a precondition. A tick re-run
-after a crash therefore sees the effect (gone, UID changed, or terminating) and does not write
-again. Cordon is observed first in the same way (see `nodes.py`).
+How it goes, its progress record, the known issues it names and how it never evicts twice:
+`docs/drain-job.md`.
 """
 
 from __future__ import annotations
@@ -79,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from bot.core.checks.known import RuleNeeds, known_issue_text, pod_view, watch_key
 from bot.core.checks.rules import EventRecord, Rule, RuleHit, match_rules
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
@@ -98,10 +35,8 @@ from bot.core.jobs.common import (
     unschedulable,
 )
 from bot.core.jobs.explain import explain, named, typed_pods
-from bot.core.watches.known import RuleNeeds, pod_view, watch_key
-from bot.core.watches.milestones import known_issue_text
-from bot.core.watches.model import EPISODE_REOPEN, workload_of
-from bot.core.watches.schema import WPod
+from bot.core.kube.objects import EPISODE_REOPEN, workload_of
+from bot.core.kube.wire import WPod
 from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)

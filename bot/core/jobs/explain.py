@@ -15,11 +15,11 @@ from typing import Any
 
 import msgspec
 
+from bot.core.checks.known import RuleNeeds, pod_view
 from bot.core.checks.rules import EventRecord, Rule, RuleHit, fill_remediation, match_rules
 from bot.core.jobs.common import JobCluster
-from bot.core.watches.known import RuleNeeds, pod_view
-from bot.core.watches.model import workload_of
-from bot.core.watches.schema import WEvent, WPod
+from bot.core.kube.objects import workload_of
+from bot.core.kube.wire import WEvent, WPod
 from bot.errors import ClusterError
 
 #: A failure line names at most this many rules (the rest are counted).

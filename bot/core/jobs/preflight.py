@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.common import JobCluster
@@ -22,9 +22,28 @@ from bot.core.jobs.registry import default_jobs
 from bot.errors import BotError, ClusterError, TemporaryError, UserError
 
 if TYPE_CHECKING:
-    from bot.core.runs.plans import Plan
     from bot.core.snapshots.projection import ClusterReader
-    from bot.records import ClusterConfig
+    from bot.records import ActionCall, ClusterConfig
+
+
+class PlannedStep(Protocol):
+    """What the check reads of a plan's step (`bot.core.runs.plans.Step`, above the jobs)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def actions(self) -> Sequence[ActionCall]: ...
+
+
+class PlannedActions(Protocol):
+    """What the check reads of a parsed plan (`bot.core.runs.plans.Plan`)."""
+
+    @property
+    def cluster(self) -> str: ...
+
+    @property
+    def steps(self) -> Sequence[PlannedStep]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +108,7 @@ def plan_warnings(
 
 
 def check_plan(
-    plan: Plan,
+    plan: PlannedActions,
     *,
     clusters: Mapping[str, ClusterConfig],
     connect: Callable[[ClusterConfig], ClusterReader],

@@ -35,13 +35,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.core.actions.base import ActionCall
 from bot.core.durations import format_duration
 from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.common import JobCluster, iso, selector_matches
 from bot.core.jobs.drain import pod_key, triage
 from bot.core.jobs.restart import wkey
 from bot.errors import UserError
+from bot.records import ActionCall
 
 #: How much of each list a gate shows (Slack: 3,000 characters a section, 50 blocks a message).
 NODES = 8

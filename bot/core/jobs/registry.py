@@ -1,27 +1,182 @@
-"""The cluster jobs by kind, as plans name them: cordon, uncordon, drain, restart, wait-nodegroup."""
+"""The one registry of cluster job kinds: cordon, uncordon, drain, restart, wait-nodegroup.
+
+A kind is declared once, here (`KINDS`): its name as plans write it, its one-line summary, its
+arguments and their check, whether it changes the cluster, whether `/upgrade action` offers it
+outside a plan, and how its job is built. The plan actions (`bot.core.actions.jobs`), the plan
+validator's argument checks, the drivers' `JobRegistry` (`default_jobs`) and the command's list of
+kinds and its help all derive from it. Adding a kind is one `JobKind` here and its job module.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 
 from bot.core.checks.rules import Rule
 from bot.core.jobs.base import Job, JobRegistry
+from bot.core.jobs.common import (
+    MAX_SELECTOR,
+    duration_arg,
+    int_arg,
+    label_value,
+    names_arg,
+    namespace_name,
+    object_name,
+    version_arg,
+)
 from bot.core.jobs.drain import DrainJob
 from bot.core.jobs.nodes import CordonJob, UncordonJob
-from bot.core.jobs.restart import RestartJob
+from bot.core.jobs.restart import FROM_CHECK, RestartJob, check_scope
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
+from bot.errors import UserError, clip
+
+#: Every job takes `dry_run: true`: it lists exactly what would happen and changes nothing.
+DRY_RUN = "dry_run"
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobKind:
+    """One kind of cluster job, as plans and `/upgrade action` name it."""
+
+    name: str
+    summary: str
+    required: frozenset[str] = frozenset()
+    #: The other arguments it takes (`dry_run` is added to every kind's).
+    optional: frozenset[str] = frozenset()
+    #: True when it changes the cluster (a plan's gate then needs two people, unless a dry run).
+    mutating: bool
+    #: True when `/upgrade action` offers it outside a plan.
+    command: bool
+    #: Checks the arguments' values without a cluster; raises UserError.
+    check: Callable[[Mapping[str, str]], object]
+    #: Builds the job from the settings' node-group label keys and the known-issue rules.
+    make: Callable[[tuple[str, ...], tuple[Rule, ...]], Job]
+
+    @property
+    def arguments(self) -> frozenset[str]:
+        return self.required | self.optional | {DRY_RUN}
+
+
+def _nodes(args: Mapping[str, str]) -> None:
+    nodes, group = names_arg(args, "node"), str(args.get("nodegroup", "")).strip()
+    if bool(nodes) == bool(group):
+        raise UserError("name the nodes: either node (comma-separated names) or nodegroup, not both")
+    for node in nodes:
+        object_name("node", node)
+    if group:
+        label_value("nodegroup", group)
+    version_arg(args)
+
+
+def _check_drain(args: Mapping[str, str]) -> None:
+    _nodes(args)
+    duration_arg(args, "timeout", timedelta(minutes=15))
+    int_arg(args, "parallel", 5)
+
+
+def _check_restart(args: Mapping[str, str]) -> None:
+    check_scope(args)
+    for text in names_arg(args, "workloads"):
+        parts = text.split("/")
+        if len(parts) != 3:
+            raise UserError(f"workloads: {clip(text, 60)!r} is not like deployment/NS/NAME")
+        namespace_name("workloads", parts[1])
+        object_name("workloads", parts[2])
+    namespace = str(args.get("namespace", "")).strip()
+    if namespace:
+        namespace_name("namespace", namespace)
+    listed = str(args.get("namespaces", "")).strip()
+    if listed and not listed.startswith(FROM_CHECK):
+        for name in names_arg(args, "namespaces"):
+            namespace_name("namespaces", name)
+    if len(str(args.get("selector", ""))) > MAX_SELECTOR:
+        raise UserError(f"selector: at most {MAX_SELECTOR} characters")
+    for name in ("timeout", "crashloop_after", "imagepull_after"):
+        duration_arg(args, name, timedelta(minutes=15))
+
+
+def _check_wait(args: Mapping[str, str]) -> None:
+    label_value("nodegroup", str(args.get("nodegroup", "")).strip())
+    version_arg(args, required=True)
+    duration_arg(args, "timeout", timedelta(hours=1))
+
+
+NODES = frozenset({"node", "nodegroup", "version"})
+
+KINDS: tuple[JobKind, ...] = (
+    JobKind(
+        name="cordon",
+        summary="mark nodes (a node, a list, or a node group's old nodes) unschedulable",
+        optional=NODES,
+        mutating=True,
+        command=True,
+        check=_nodes,
+        make=lambda labels, rules: CordonJob(labels),
+    ),
+    JobKind(
+        name="uncordon",
+        summary="make nodes schedulable again",
+        optional=NODES,
+        mutating=True,
+        command=True,
+        check=_nodes,
+        make=lambda labels, rules: UncordonJob(labels),
+    ),
+    JobKind(
+        name="drain",
+        summary="cordon and drain nodes through the eviction API (PDBs respected; a per-node timeout "
+        "asks people)",
+        optional=NODES | {"timeout", "parallel", "allow_local_storage", "allow_unmanaged"},
+        mutating=True,
+        command=True,
+        check=_check_drain,
+        make=DrainJob,
+    ),
+    JobKind(
+        name="restart",
+        summary="rollout restart of Deployments/DaemonSets/StatefulSets, then wait for each rollout's "
+        "verdict",
+        optional=frozenset(
+            {
+                "workloads",
+                "namespace",
+                "namespaces",
+                "selector",
+                "kinds",
+                "timeout",
+                "crashloop_after",
+                "imagepull_after",
+            }
+        ),
+        mutating=True,
+        command=True,
+        check=_check_restart,
+        make=lambda labels, rules: RestartJob(rules),
+    ),
+    JobKind(
+        name="wait-nodegroup",
+        summary="wait until a node group is entirely on a kubelet version and Ready",
+        required=frozenset({"nodegroup", "version"}),
+        optional=frozenset({"timeout"}),
+        mutating=False,
+        command=False,
+        check=_check_wait,
+        make=lambda labels, rules: WaitNodeGroupJob(labels),
+    ),
+)
+
+#: What `/upgrade action` offers outside a plan, in the command's order.
+COMMAND_KINDS: tuple[str, ...] = tuple(kind.name for kind in KINDS if kind.command)
+
+
+def job_kind(name: str) -> JobKind | None:
+    return next((kind for kind in KINDS if kind.name == name), None)
 
 
 def default_jobs(node_group_labels: Sequence[str], rules: Sequence[Rule] = ()) -> JobRegistry:
     """Every job kind; `node_group_labels` are the settings' node-group label keys, in priority
     order (how `nodegroup: NAME` finds a group's nodes); `rules`, the known-issue rules a drain
     matches the eviction API's refusals against, and a restart or a drain names in its failure lines."""
-    labels = tuple(node_group_labels)
-    jobs: list[Job] = [
-        CordonJob(labels),
-        UncordonJob(labels),
-        DrainJob(labels, rules),
-        RestartJob(rules),
-        WaitNodeGroupJob(labels),
-    ]
-    return JobRegistry(jobs={job.kind: job for job in jobs})
+    labels, known = tuple(node_group_labels), tuple(rules)
+    return JobRegistry(jobs={kind.name: kind.make(labels, known) for kind in KINDS})

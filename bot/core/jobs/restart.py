@@ -62,9 +62,16 @@ from bot.core.jobs.common import (
     timer_start,
 )
 from bot.core.jobs.explain import explain, named, warning_events
+from bot.core.kube.objects import (
+    CRASHLOOP,
+    CRASHLOOP_FAILS_AFTER,
+    IMAGEPULL,
+    IMAGEPULL_FAILS_AFTER,
+    classify,
+    workload_of,
+)
+from bot.core.kube.wire import WPod
 from bot.core.rollout import DONE, FAILED, verdict
-from bot.core.watches.model import CRASHLOOP, IMAGEPULL, StopRules, classify, workload_of
-from bot.core.watches.schema import WPod
 from bot.errors import ClusterError, RolloutRefused, UserError
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)
@@ -120,10 +127,9 @@ class RestartJob:
         self.rules = tuple(rules)
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
-        stop = StopRules()
         timeout = duration_arg(args, "timeout", DEFAULT_TIMEOUT)
-        crash = duration_arg(args, "crashloop_after", stop.crashloop_after)
-        pull = duration_arg(args, "imagepull_after", stop.imagepull_after)
+        crash = duration_arg(args, "crashloop_after", CRASHLOOP_FAILS_AFTER)
+        pull = duration_arg(args, "imagepull_after", IMAGEPULL_FAILS_AFTER)
         check_scope(args)
         named = names_arg(args, "workloads")
         namespaces = (

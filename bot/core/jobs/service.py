@@ -38,7 +38,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.adapters.store import Store
-from bot.core.actions.base import ActionRequest
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.jobs import trail as tr
@@ -50,7 +49,7 @@ from bot.core.people import Directory, roles_of
 from bot.core.rendering import inert, mention
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import BotError, ClusterError, Fenced, TemporaryError, UserError, clip
-from bot.records import AuditEntry, JobRow, StepState
+from bot.records import ActionRequest, AuditEntry, JobRow, StepState
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,8 @@ from bot.core.jobs.common import (
     unschedulable,
     version_arg,
 )
-from bot.core.watches.model import node_group, on_version, parse_version
+from bot.core.kube.objects import node_group
+from bot.core.kube.versions import on_version, parse_version
 from bot.errors import UserError
 
 DEFAULT_TIMEOUT = timedelta(hours=1)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.adapters.store import Store
-from bot.core.actions.base import ActionContext, ActionRequest, DiffSummary
+from bot.core.actions.base import ActionContext, DiffSummary
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Cover, Report
 from bot.core.checks.rules import load_rules
@@ -30,7 +30,7 @@ from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
-from bot.records import ClusterConfig
+from bot.records import ActionRequest, ClusterConfig
 
 
 def watch_channel(store: Store, run_id: str, operations: str | None) -> str:

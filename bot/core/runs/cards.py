@@ -340,7 +340,7 @@ class RunCards:
     def _post_report(self, run: R.Run, channel: str, thread: str) -> None:
         """The run ended: its timeline picture into the thread, the HTML and Markdown beside it —
         once (the key is claimed first; a claim a dead process left is settled and tried again)."""
-        from bot.core import report as rp
+        from bot.core.runs import report as rp
 
         assert self.files is not None
         if not self.store.claim_message(

@@ -29,8 +29,8 @@ from zoneinfo import ZoneInfo
 
 import yaml
 
-from bot.core.announcements.windows import Policy
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, pods_as_dicts
+from bot.core.windows import Policy
 from bot.errors import UserError
 
 STYLES = ("pipeline", "eks-managed", "generic")

@@ -34,7 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 
 from bot.core.actions import PLANNED, default_registry
-from bot.core.actions.base import ActionCall, ActionRegistry
+from bot.core.actions.base import ActionRegistry
 from bot.core.durations import EXAMPLES, format_duration, parse_duration
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
 from bot.core.validation import (
@@ -48,6 +48,7 @@ from bot.core.validation import (
     shown,
 )
 from bot.errors import ConfigError, PlanInvalid, UserError
+from bot.records import ActionCall
 
 GATE_KINDS = ("approve", "any_of", "quorum")
 ON_FAILURE = ("pause", "abort")
@@ -66,9 +67,9 @@ REHEARSAL_HOOKS: Mapping[str, frozenset[str]] = {
 REHEARSAL_HOOK_OPTIONS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "replace_node_group": {"drain": ("cloud", "external")},
 }
-_STEP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+STEP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 # Bounded digits: Kubernetes versions are small numbers, and int() refuses past 4,300 digits.
-_VERSION = re.compile(r"^v?(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?:[-+][0-9A-Za-z.-]{1,100})?$", re.ASCII)
+VERSION = re.compile(r"^v?(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?:[-+][0-9A-Za-z.-]{1,100})?$", re.ASCII)
 #: An upgrade window is hours, at most days; a longer one is a typo (9999-12-31) that would
 #: otherwise be accepted here and fail later, in scheduling.
 MAX_WINDOW = timedelta(days=14)
@@ -202,13 +203,13 @@ class Plan:
 
 
 def version_tuple(text: str) -> tuple[int, int, int] | None:
-    match = _VERSION.match(text.strip())
+    match = VERSION.match(text.strip())
     if not match:
         return None
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
-_TOP = {
+TOP_KEYS = {
     "name",
     "description",
     "cluster",
@@ -225,7 +226,11 @@ _TOP = {
 #: Announcements show these; Slack's section text limit (3,000) leaves room for the rest.
 MAX_IMPACT = 1500
 MAX_LINKS = 10
-_STEP = {
+MAX_LINK_TITLE = 200
+MAX_URL = 1000
+#: A quorum gate counts at most this many people.
+MAX_QUORUM = 20
+STEP_KEYS = {
     "id",
     "title",
     "description",
@@ -241,7 +246,7 @@ _STEP = {
     "rehearsal",
     "announce",
 }
-_DEFAULTS = {"timeout", "escalate_after", "on_failure"}
+DEFAULTS_KEYS = {"timeout", "escalate_after", "on_failure"}
 
 
 class _PlanValidator(YamlValidator):
@@ -330,7 +335,7 @@ def parse_plan(
     if node is None:
         raise PlanInvalid([f"{source}: the plan is empty"])
     v = _PlanValidator(source)
-    top = v.mapping(node, "", _TOP)
+    top = v.mapping(node, "", TOP_KEYS)
     for key in ("name", "cluster", "current_version", "target_version", "window", "roster", "steps"):
         v.required(top, node, "", key)
 
@@ -359,7 +364,7 @@ def parse_plan(
             announcements = v.slack_id(ch["announcements"], "channels.announcements", CHANNEL_ID, "channel")
 
     roster, roster_nodes = _roster(v, top.get("roster"))
-    defaults = v.mapping(top["defaults"], "defaults", _DEFAULTS) if "defaults" in top else {}
+    defaults = v.mapping(top["defaults"], "defaults", DEFAULTS_KEYS) if "defaults" in top else {}
     steps = _steps(v, top.get("steps"), set(roster), defaults, actions)
 
     step_nodes = {n.start_mark.line + 1: n for n in _step_nodes(top.get("steps"))}
@@ -384,6 +389,63 @@ def parse_plan(
         roster=roster,
         steps=tuple(steps),
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OneStep:
+    """A one-step plan that performs one action behind a gate (`/upgrade action`): the plan as
+    parsed, and its YAML text, which is what the store keeps and a run is started from."""
+
+    plan: Plan
+    text: str
+
+
+def one_step_plan(
+    *,
+    name: str,
+    description: str,
+    cluster: str,
+    version: str,
+    window: tuple[datetime, datetime],
+    timezone: str,
+    channel: str,
+    roster: Mapping[str, Sequence[str]],
+    gate_timeout: str,
+    call: ActionCall,
+    title: str,
+    step_description: str,
+    approvers: Sequence[str],
+    source: str,
+) -> OneStep:
+    """A plan of one step, gated by `approvers`, whose one action is `call`: built once and
+    validated as a loaded plan is (raises PlanInvalid), so it refuses what a plan would refuse."""
+    start, end = window
+    document: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "cluster": cluster,
+        "current_version": version,
+        "target_version": version,
+        "window": {
+            "start": start.strftime("%Y-%m-%dT%H:%M"),
+            "end": end.strftime("%Y-%m-%dT%H:%M"),
+            "timezone": timezone,
+        },
+        "channels": {"operations": channel},
+        "roster": {role: list(people) for role, people in roster.items()},
+        "defaults": {"timeout": gate_timeout},
+        "steps": [
+            {
+                "id": call.name,
+                "title": title[:200],
+                "description": step_description,
+                "gate": {"approve": list(approvers)},
+                "actions": [{call.name: dict(call.args)}],
+            }
+        ],
+    }
+    text = yaml.safe_dump(document, sort_keys=False)
+    return OneStep(plan=parse_plan(text, source=source), text=text)
 
 
 def _version(v: _PlanValidator, top: Mapping[str, yaml.Node], key: str) -> str | None:
@@ -417,10 +479,12 @@ def _links(v: _PlanValidator, node: yaml.Node | None) -> tuple[PlanLink, ...]:
         ok = v.required(fields, item, key, "title") & v.required(fields, item, key, "url")
         title = v.string(fields.get("title"), f"{key}.title") or ""
         url = v.string(fields.get("url"), f"{key}.url") or ""
-        if "title" in fields and not 1 <= len(title.strip()) <= 200:
-            v.error(fields["title"], f"{key}.title", "1 to 200 characters")
+        if "title" in fields and not 1 <= len(title.strip()) <= MAX_LINK_TITLE:
+            v.error(fields["title"], f"{key}.title", f"1 to {MAX_LINK_TITLE} characters")
             ok = False
-        if "url" in fields and (not url.startswith(("https://", "http://")) or len(url) > 1000 or " " in url):
+        if "url" in fields and (
+            not url.startswith(("https://", "http://")) or len(url) > MAX_URL or " " in url
+        ):
             v.error(fields["url"], f"{key}.url", f"{url!r} is not an http(s) URL")
             ok = False
         if ok:
@@ -517,7 +581,7 @@ def _gate(v: _PlanValidator, node: yaml.Node, key: str, roles: set[str]) -> Gate
             q, g["quorum"], f"{key}.quorum", "count"
         )
         role = v.string(q.get("role"), f"{key}.quorum.role")
-        count = v.integer(q.get("count"), f"{key}.quorum.count", low=1, high=20) or 1
+        count = v.integer(q.get("count"), f"{key}.quorum.count", low=1, high=MAX_QUORUM) or 1
         if not ok or role is None:
             return None
         names = [(role, q["role"])]
@@ -565,14 +629,14 @@ def _steps(
     out: list[Step] = []
     seen: dict[str, int] = {}
     for index, snode in enumerate(node.value):
-        s = v.mapping(snode, f"steps[{index}]", _STEP)
+        s = v.mapping(snode, f"steps[{index}]", STEP_KEYS)
         sid = v.string(s.get("id"), f"steps[{index}].id") if "id" in s else None
         key = f"steps[{index}]" + (f"({sid})" if sid else "")
         v.required(s, snode, f"steps[{index}]", "id")
         v.required(s, snode, key, "title")
         v.required(s, snode, key, "gate")
         if sid is not None:
-            if not _STEP_ID.match(sid):
+            if not STEP_ID.match(sid):
                 v.error(s["id"], f"{key}.id", "step ids are lower-case letters, digits and -")
             if sid in seen:
                 v.error(s["id"], f"{key}.id", f"duplicate step id (first used on line {seen[sid]})")

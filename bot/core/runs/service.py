@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from bot.adapters.store import Store
-from bot.core.actions.base import ActionContext, ActionRegistry, ActionRequest
+from bot.core.actions.base import ActionContext, ActionRegistry
 from bot.core.audit import audit_entry
 from bot.core.live import LongActions
 from bot.core.people import Directory
@@ -32,7 +32,7 @@ from bot.core.runs.library import assemble_run, find_plan
 from bot.core.telemetry import NO_TELEMETRY, TIMED_WORK, Telemetry
 from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
 from bot.logsetup import run_scoped
-from bot.records import AuditEntry, FileAttachment, RunRow
+from bot.records import ActionRequest, AuditEntry, FileAttachment, RunRow
 
 log = logging.getLogger(__name__)
 

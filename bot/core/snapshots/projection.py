@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
+from bot.core.kube.wire import ContainerState, InvolvedObject
 from bot.core.rollout import verdict
 from bot.core.snapshots import schema
 from bot.errors import ClusterError
@@ -526,7 +527,7 @@ def pod_display_status(obj: schema.Pod) -> tuple[str, list[str]]:
     return str(reason), sorted(set(reasons)) if reasons else reasons
 
 
-_NO_STATE = schema.ContainerState()
+_NO_STATE = ContainerState()
 
 
 def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, str]]) -> tuple[Any, ...]:
@@ -575,7 +576,7 @@ def project_event(obj: schema.Event, cutoff: datetime) -> dict[str, Any] | None:
     moment = _parse_time(when)
     if moment is not None and moment < cutoff:
         return None
-    involved = obj.involved_object or schema.InvolvedObject()
+    involved = obj.involved_object or InvolvedObject()
     return {
         "namespace": involved.namespace or obj.metadata.namespace or "",
         "kind": involved.kind or "",

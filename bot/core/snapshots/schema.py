@@ -30,24 +30,26 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-# ----- shared pieces ---------------------------------------------------------------------------
+from bot.core.kube.wire import (
+    ContainerState,
+    InvolvedObject,
+    NodeCondition,
+    PdbStatus,
+    Pruned,
+    Strategy,
+    Wire,
+)
+
+# ----- shared pieces (the leaves all schemas share are `bot.core.kube.wire`'s) ------------------
 
 
-class _Wire(msgspec.Struct, rename="camel", gc=False):
-    """Python names in snake case, the wire's in camel case (`node_name` is `nodeName`)."""
-
-
-class _Pruned(_Wire, omit_defaults=True):
-    """Raw JSON pruned to the declared fields: `to_builtins` leaves out what the server left out."""
-
-
-class OwnerRef(_Wire):
+class OwnerRef(Wire):
     kind: str | None = None
     name: str | None = None
     controller: bool | None = None
 
 
-class Meta(_Wire):
+class Meta(Wire):
     """ObjectMeta, reduced to what snapshots read."""
 
     name: str | None = None
@@ -60,7 +62,7 @@ class Meta(_Wire):
     owner_references: tuple[OwnerRef, ...] | None = None
 
 
-class Named(_Wire):
+class Named(Wire):
     """Any object of which only the metadata is read (namespaces, ReplicaSets)."""
 
     metadata: Meta = msgspec.field(default_factory=Meta)
@@ -69,37 +71,23 @@ class Named(_Wire):
 # ----- pods ------------------------------------------------------------------------------------
 
 
-class Waiting(_Wire):
-    reason: str | None = None
-
-
-class Terminated(_Wire):
-    reason: str | None = None
-    exit_code: int | None = None
-
-
-class ContainerState(_Wire):
-    waiting: Waiting | None = None
-    terminated: Terminated | None = None
-
-
-class ContainerStatus(_Wire):
+class ContainerStatus(Wire):
     ready: bool | None = None
     restart_count: int | None = None
     state: ContainerState | None = None
     last_state: ContainerState | None = None
 
 
-class Container(_Wire):
+class Container(Wire):
     image: str | None = None
 
 
-class PodSpec(_Wire):
+class PodSpec(Wire):
     node_name: str | None = None
     containers: tuple[Container, ...] | None = None
 
 
-class PodStatus(_Wire):
+class PodStatus(Wire):
     phase: str | None = None
     reason: str | None = None
     pod_ip: str | None = msgspec.field(default=None, name="podIP")
@@ -107,7 +95,7 @@ class PodStatus(_Wire):
     container_statuses: tuple[ContainerStatus, ...] | None = None
 
 
-class PodMeta(_Wire):
+class PodMeta(Wire):
     """A pod's ObjectMeta: `Meta` less the labels, which no pod record keeps (at 150,000 pods their
     dicts were a twentieth of the decode)."""
 
@@ -120,7 +108,7 @@ class PodMeta(_Wire):
     owner_references: tuple[OwnerRef, ...] | None = None
 
 
-class Pod(_Wire):
+class Pod(Wire):
     metadata: PodMeta = msgspec.field(default_factory=PodMeta)
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
@@ -129,28 +117,23 @@ class Pod(_Wire):
 # ----- nodes -----------------------------------------------------------------------------------
 
 
-class Taint(_Wire):
+class Taint(Wire):
     key: str | None = None
     value: str | None = None
     effect: str | None = None
 
 
-class NodeSpec(_Wire):
+class NodeSpec(Wire):
     unschedulable: bool | None = None
     taints: tuple[Taint, ...] | None = None
 
 
-class NodeCondition(_Wire):
-    type: str | None = None
-    status: str | None = None
-
-
-class NodeAddress(_Wire):
+class NodeAddress(Wire):
     type: str | None = None
     address: str | None = None
 
 
-class NodeInfo(_Wire):
+class NodeInfo(Wire):
     kubelet_version: str = ""
     os_image: str = ""
     kernel_version: str = ""
@@ -158,14 +141,14 @@ class NodeInfo(_Wire):
     boot_id: str = msgspec.field(default="", name="bootID")
 
 
-class NodeStatus(_Wire):
+class NodeStatus(Wire):
     node_info: NodeInfo | None = None
     conditions: tuple[NodeCondition, ...] | None = None
     addresses: tuple[NodeAddress, ...] | None = None
     allocatable: dict[str, Any] | None = None
 
 
-class Node(_Wire):
+class Node(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
@@ -174,45 +157,36 @@ class Node(_Wire):
 # ----- workloads (Deployment, DaemonSet, StatefulSet): UNSET-pruned raw JSON, see above -------
 
 
-class WMeta(_Pruned):
+class WMeta(Pruned):
     name: Any = UNSET
     namespace: Any = UNSET
     generation: Any = UNSET
 
 
-class WRollingUpdate(_Pruned):
-    partition: Any = UNSET
-
-
-class WStrategy(_Pruned):
-    type: Any = UNSET
-    rolling_update: WRollingUpdate | UnsetType | None = UNSET
-
-
-class WContainer(_Pruned):
+class WContainer(Pruned):
     image: Any = UNSET
 
 
-class WPodSpec(_Pruned):
+class WPodSpec(Pruned):
     containers: list[WContainer] | UnsetType | None = UNSET
 
 
-class WTemplate(_Pruned):
+class WTemplate(Pruned):
     spec: WPodSpec | UnsetType | None = UNSET
 
 
-class WSpec(_Pruned):
+class WSpec(Pruned):
     replicas: Any = UNSET
-    update_strategy: WStrategy | UnsetType | None = UNSET
+    update_strategy: Strategy | UnsetType | None = UNSET
     template: WTemplate | UnsetType | None = UNSET
 
 
-class WCondition(_Pruned):
+class WCondition(Pruned):
     type: Any = UNSET
     reason: Any = UNSET
 
 
-class WStatus(_Pruned):
+class WStatus(Pruned):
     observed_generation: Any = UNSET
     conditions: list[WCondition] | UnsetType | None = UNSET
     replicas: Any = UNSET
@@ -227,7 +201,7 @@ class WStatus(_Pruned):
     current_revision: Any = UNSET
 
 
-class Workload(_Pruned):
+class Workload(Pruned):
     metadata: WMeta | UnsetType | None = UNSET
     spec: WSpec | UnsetType | None = UNSET
     status: WStatus | UnsetType | None = UNSET
@@ -236,25 +210,12 @@ class Workload(_Pruned):
 # ----- PodDisruptionBudgets and events ---------------------------------------------------------
 
 
-class PdbStatus(_Wire):
-    disruptions_allowed: int | None = None
-    current_healthy: int | None = None
-    desired_healthy: int | None = None
-    expected_pods: int | None = None
-
-
-class Pdb(_Wire):
+class Pdb(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     status: PdbStatus = msgspec.field(default_factory=PdbStatus)
 
 
-class InvolvedObject(_Wire):
-    namespace: str | None = None
-    kind: str | None = None
-    name: str | None = None
-
-
-class Event(_Wire):
+class Event(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     type: str | None = None
     last_timestamp: str | None = None

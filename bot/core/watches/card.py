@@ -18,9 +18,10 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.durations import format_duration, kubectl_age
+from bot.core.kube.objects import KUBE_SYSTEM
 from bot.core.rendering import slack_date
 from bot.core.rollout import FAILED
-from bot.core.watches.model import KUBE_SYSTEM, GroupView, Summary, WatchSpec
+from bot.core.watches.model import GroupView, Summary, WatchSpec
 from bot.core.watches.verdict import Verdict
 
 BAR_WIDTH = 10

@@ -21,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bot.core.checks.rules import Rule, RuleFix, fill_remediation
+from bot.core.checks.known import known_issue_text
+from bot.core.checks.rules import Rule, RuleFix
+from bot.core.kube.objects import KUBE_SYSTEM
 from bot.core.rendering import slack_escape
-from bot.core.watches.model import KUBE_SYSTEM, Summary, WatchSpec
+from bot.core.watches.model import Summary, WatchSpec
 from bot.core.watches.verdict import FINAL, STOPPED, TARGET_OPEN, TARGET_REACHED, TIMED_OUT, verdict
 
 NODE_READY = "node-ready"
@@ -171,28 +173,6 @@ def _rule_milestones(before: Summary | None, after: Summary, rules: Mapping[str,
             )
         )
     return out
-
-
-def known_issue_text(rule_id: str, rule: Rule | None, workload: str, *, pods: int, evidence: str) -> str:
-    """A known issue's thread post (the watch's, the drain's): which rule, about which workload
-    ("<ns>/<Kind>/<name>"), what was seen, and the rule's explanation, remediation and links."""
-    namespace, kind, name = workload.split("/", 2)
-    where = f"{kind} {_code(f'{namespace}/{name}' if namespace else name)}"
-    if pods:
-        where += f" ({pods} pod{'s' if pods != 1 else ''})"
-    lines = [f":mag: Known issue *{slack_escape(rule_id)}*"]
-    if rule is not None:
-        lines[0] += f" — {slack_escape(rule.title)}"
-    lines.append(where + (f" — seen: {slack_escape(evidence)}" if evidence else ""))
-    if rule is not None:
-        lines.append(slack_escape(rule.explanation.strip()))
-        remedy = fill_remediation(rule.remediation, kind=kind, namespace=namespace, name=name)
-        lines.append("*What to do*\n```" + slack_escape(remedy) + "```")
-        if rule.fixed_in:
-            lines.append("Fixed in: " + slack_escape(", ".join(rule.fixed_in)))
-        if rule.links:
-            lines.append("Evidence: " + " · ".join(f"<{link}>" for link in rule.links))
-    return "\n".join(lines)
 
 
 #: Slack's limit on a button's value; the Fix button's names the watch and the finding's key.

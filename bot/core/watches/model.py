@@ -1,54 +1,14 @@
 """The live status model of a watch: Kubernetes events folded into state, state into a Summary.
 
 Pure: no I/O, no clock (every call is given `now`), no threads; one driver thread owns a
-`WatchState`. The driver feeds it what the kube adapter's `list_watch` yields, per kind: `sync` for
-a full (re)list (the first one and every one after a 410), `apply` for ADDED/MODIFIED/DELETED
-(BOOKMARKs carry nothing and are ignored). `summary(now)` is what gets published and persisted.
-
-Speed and memory, because a node-group replacement on a 150,000-pod cluster streams a hundred
-thousand pod events and the card must follow within two seconds:
-- `apply` is O(1) per event: counters per node group and per workload are updated by the delta of
-  the one object that changed; nothing rescans all pods;
-- only pods that are not healthy are remembered, each as a small slotted record (workload key,
-  node, class, detail, since) with interned strings; a healthy pod costs a counter, not a record;
-- `summary` is O(nodes + unhealthy pods + workloads mid-rollout).
-
-Pod health classes (the card's groups, in this order): Error, CrashLoopBackOff,
-ImagePullBackOff/ErrImagePull, Init stuck, Not ready (Running with containers not all Ready:
-"2/5 containers ready"), Pending/unschedulable stuck, Terminating stuck. The last four are normal
-for a while during a rollout, so they count as unhealthy only once they have lasted longer than the
-spec's limit (`NOT_READY_GRACE`, 2 minutes, for a pod not Ready; 5 minutes for the others). A crash-looping container flips between waiting (CrashLoopBackOff),
-running and terminated (Error) between restarts, so a pod once in CrashLoopBackOff stays in that
-class until it is Ready (or gone): the workload's episode does not end and start again at each flip.
-
-Episodes: a workload with a pod in CrashLoopBackOff (or in ImagePullBackOff) has an open episode,
-numbered 1, 2, … per workload; it ends when no pod of the workload is in that class (back within
-`EPISODE_REOPEN` of its end, it is the same episode again, not a new one). Error and Init stuck have
-episodes too, judged when the state is summarised (an Init is stuck only past its limit; an Error
-counts after `ERROR_SETTLE` and not for a crash-looping workload, whose crash loop says it). Each
-episode is one thread post. The numbers and
-the open episodes' start times are kept in the Summary, and a state built after a restart is seeded
-from the last published Summary (`previous=`), so numbering continues and milestone keys stay
-stable.
-
-Known-issue rules (given as `rules=`): an unhealthy pod's record also keeps the pod as the rules see
-it (`bot.core.watches.known`: only the labels and annotations some rule names), and Warning events
-some rule may match are kept while recent. `summary(now)` matches the rules over the pods the card
-counts as unhealthy (those not Ready once not Ready for `not_ready_stuck_after`) and those events, and opens or closes
-one episode per (rule, workload), numbered and seeded after a restart like the crash-loop episodes;
-log-based rules say which tails they need (`logs_wanted`), and the driver hands them back
-(`add_log_tail`).
-
-Rollouts: every Deployment/DaemonSet/StatefulSet whose kubectl verdict is not "done" is shown as
-mid-rollout. A *spec* rollout (a new generation whose new replicas are not all updated yet) that
-then reaches "done" is recorded as completed, once per generation: availability dips while nodes
-are drained are shown, but do not make "rollout complete" milestones.
+`WatchState`: `sync` for a full (re)list, `apply` per event (O(1)), `summary(now)` is what gets
+published and persisted. Speed and memory, pod classes, episodes, known issues and rollouts:
+`docs/watch-model.md`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -58,11 +18,33 @@ from typing import Any
 
 import msgspec
 
+from bot.core.checks.known import Facts, RuleNeeds, pod_facts, rules_workload, view_of, watch_key
 from bot.core.checks.rules import ContainerView, EventRecord, PodState, Rule, match_rules
+from bot.core.kube.objects import (
+    CLASSES,
+    CRASHLOOP,
+    CRASHLOOP_FAILS_AFTER,
+    EPISODE_REOPEN,
+    ERROR,
+    IMAGEPULL,
+    IMAGEPULL_FAILS_AFTER,
+    INIT,
+    KUBE_SYSTEM,
+    NOT_READY,
+    PENDING,
+    TERMINATING,
+    classify,
+    node_group,
+    parse_time,
+    ready_since,
+    workload_key,
+    workload_of,
+)
+from bot.core.kube.versions import minor_version, on_version, parse_version, version_order
+from bot.core.kube.wire import WEvent, WNode, WPod
 from bot.core.rollout import DONE
 from bot.core.rollout import verdict as rollout_verdict
-from bot.core.watches.known import Facts, RuleNeeds, pod_facts, rules_workload, view_of, watch_key
-from bot.core.watches.schema import KINDS, WORKLOAD_KINDS, WEvent, WNode, WPod
+from bot.core.watches.schema import KINDS, WORKLOAD_KINDS
 
 # ----- the spec ----------------------------------------------------------------------------------
 
@@ -89,8 +71,8 @@ class Target:
 
 @dataclass(frozen=True, kw_only=True)
 class StopRules:
-    crashloop_after: timedelta = timedelta(minutes=5)  # a workload in CrashLoopBackOff longer → stop
-    imagepull_after: timedelta = timedelta(minutes=5)  # ImagePullBackOff/ErrImagePull longer → stop
+    crashloop_after: timedelta = CRASHLOOP_FAILS_AFTER  # a workload in CrashLoopBackOff longer → stop
+    imagepull_after: timedelta = IMAGEPULL_FAILS_AFTER  # ImagePullBackOff/ErrImagePull longer → stop
     timeout: timedelta | None = None
 
 
@@ -119,205 +101,6 @@ class WatchSpec:
         if self.stop.timeout is not None:
             ends.append(self.started_at + self.stop.timeout)
         return min(ends) if ends else None
-
-
-# ----- pod classes -------------------------------------------------------------------------------
-
-ERROR = "Error"
-CRASHLOOP = "CrashLoopBackOff"
-IMAGEPULL = "ImagePullBackOff/ErrImagePull"
-INIT = "Init stuck"
-NOT_READY = "Not ready"
-PENDING = "Pending/unschedulable stuck"
-TERMINATING = "Terminating stuck"
-#: The card's order.
-CLASSES: tuple[str, ...] = (ERROR, CRASHLOOP, IMAGEPULL, INIT, NOT_READY, PENDING, TERMINATING)
-#: Classes that are normal for a while; unhealthy only after the spec's limit.
-TRANSIENT = frozenset({INIT, NOT_READY, PENDING, TERMINATING})
-
-_IMAGE_PULL = frozenset({"ImagePullBackOff", "ErrImagePull"})
-#: Waiting reasons kubectl shows that will not fix themselves; shown as Error with the reason.
-_WAITING_ERRORS = frozenset(
-    {"CreateContainerConfigError", "CreateContainerError", "InvalidImageName", "RunContainerError"}
-)
-
-KUBE_SYSTEM = "kube-system"
-
-
-def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
-    """The pod's health class and a short detail (kubectl's STATUS word), or None if healthy.
-
-    `previous` is the class the pod had: a pod in CrashLoopBackOff stays there between restarts.
-    """
-    status = pod.status
-    if pod.metadata.deletion_timestamp:
-        return TERMINATING, "Terminating"
-    phase = status.phase
-    if phase == "Succeeded":
-        return None
-    if phase == "Failed":
-        return ERROR, status.reason or "Failed"
-    worst: tuple[str, str] | None = None
-    inits = status.init_container_statuses or ()
-    init_done = True
-    for cs in inits:
-        state = cs.state
-        waiting = state.waiting if state else None
-        terminated = state.terminated if state else None
-        if terminated is not None and terminated.exit_code == 0:
-            continue
-        init_done = False
-        if waiting is not None and waiting.reason == "CrashLoopBackOff":
-            return CRASHLOOP, "Init:CrashLoopBackOff"
-        if waiting is not None and waiting.reason in _IMAGE_PULL:
-            worst = (IMAGEPULL, f"Init:{waiting.reason}")
-        elif terminated is not None and worst is None:
-            worst = (
-                (CRASHLOOP, "Init:CrashLoopBackOff")
-                if previous == CRASHLOOP
-                else (ERROR, f"Init:{terminated.reason or 'Error'}")
-            )
-    if worst is not None:
-        return worst
-    if not init_done:
-        done = sum(
-            1 for cs in inits if cs.state and cs.state.terminated and cs.state.terminated.exit_code == 0
-        )
-        return INIT, f"Init:{done}/{len(inits)}"
-    all_ready = True
-    restarted = False
-    ready = total = 0
-    for cs in status.container_statuses or ():
-        total += 1
-        if not cs.ready:
-            all_ready = False
-        else:
-            ready += 1
-        if cs.restart_count:
-            restarted = True
-        state = cs.state
-        if state is None:
-            continue
-        waiting, terminated = state.waiting, state.terminated
-        if waiting is not None and waiting.reason:
-            reason = waiting.reason
-            if reason == "CrashLoopBackOff":
-                return CRASHLOOP, reason
-            if reason in _IMAGE_PULL:
-                worst = (IMAGEPULL, reason)
-            elif reason in _WAITING_ERRORS and (worst is None or worst[0] == ERROR):
-                worst = (ERROR, reason)
-        elif (
-            terminated is not None
-            and (terminated.exit_code or terminated.reason == "Error")
-            and worst is None
-        ):
-            worst = (ERROR, terminated.reason or "Error")
-    if previous == CRASHLOOP and restarted and not all_ready and (worst is None or worst[0] == ERROR):
-        # Between two back-offs the container runs (not Ready) or has just died: same episode.
-        return CRASHLOOP, "CrashLoopBackOff"
-    if worst is not None:
-        return worst
-    if phase == "Pending" or not phase:
-        return PENDING, _pending_detail(pod)
-    if phase == "Running" and not all_ready:
-        return NOT_READY, f"{ready}/{total} containers ready"
-    return None
-
-
-def ready_since(pod: WPod) -> datetime | None:
-    """When the pod's Ready condition last changed (for a pod not Ready: since when it is not)."""
-    for cond in pod.status.conditions or ():
-        if cond.type == "Ready":
-            return parse_time(cond.last_transition_time)
-    return None
-
-
-def _pending_detail(pod: WPod) -> str:
-    if not pod.spec.node_name:
-        for cond in pod.status.conditions or ():
-            if cond.type == "PodScheduled" and cond.status == "False":
-                return cond.reason or "Unschedulable"
-        return "Unscheduled"
-    for cs in pod.status.container_statuses or ():
-        if cs.state and cs.state.waiting and cs.state.waiting.reason:
-            return cs.state.waiting.reason
-    return "ContainerCreating"
-
-
-# ----- versions and names ----------------------------------------------------------------------
-
-
-def parse_version(text: str) -> tuple[int, ...] | None:
-    """`v1.29.4-eks-abc` → (1, 29, 4); None if it does not start like a version."""
-    core = text.strip().removeprefix("v").split("-", 1)[0].split("+", 1)[0]
-    # ASCII digits only: `int()` also reads "١.٢٥" (Arabic-Indic digits) as 1.25.
-    if not _VERSION.fullmatch(core):
-        return None
-    return tuple(int(p) for p in core.split("."))
-
-
-_VERSION = re.compile(r"[0-9]{1,9}\.[0-9]{1,9}(\.[0-9]{1,9})?", re.ASCII)
-
-
-def minor_version(kubelet: str) -> str:
-    """`v1.29.4-eks-abc` → "v1.29" (what a node group's line counts by); "?" when unknown."""
-    parsed = parse_version(kubelet)
-    return f"v{parsed[0]}.{parsed[1]}" if parsed is not None else (kubelet or "?")
-
-
-def _version_order(label: str) -> tuple[int, tuple[int, ...], str]:
-    parsed = parse_version(label)
-    return (0, parsed, label) if parsed is not None else (1, (), label)
-
-
-def on_version(kubelet: str, target: tuple[int, ...] | None) -> bool:
-    """Is the kubelet at or above the target (compared on as many parts as the target names)?"""
-    if target is None:
-        return True
-    mine = parse_version(kubelet)
-    return mine is not None and mine[: len(target)] >= target
-
-
-def workload_of(pod: WPod) -> tuple[str, str]:
-    """(kind, name) of the workload people know: a ReplicaSet's Deployment, a DaemonSet, …, or the pod."""
-    meta = pod.metadata
-    for ref in meta.owner_references or ():
-        if not ref.controller:
-            continue
-        kind, name = ref.kind or "", ref.name or ""
-        if kind == "ReplicaSet":
-            template_hash = (meta.labels or {}).get("pod-template-hash", "")
-            if template_hash and name.endswith("-" + template_hash):
-                return "Deployment", name[: -len(template_hash) - 1]
-            head, dash, _tail = name.rpartition("-")
-            return ("Deployment", head) if dash else ("ReplicaSet", name)
-        return kind, name
-    return "Pod", meta.name
-
-
-def workload_key(namespace: str, kind: str, name: str) -> str:
-    return f"{namespace}/{kind}/{name}"
-
-
-def node_group(labels: Mapping[str, str] | None, group_labels: Sequence[str]) -> str:
-    labels = labels or {}
-    for key in group_labels:
-        if labels.get(key):
-            return labels[key]
-    if labels.get("eks.amazonaws.com/compute-type") == "fargate":
-        return "fargate"
-    return "(none)"
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
 
 
 # ----- the Summary -------------------------------------------------------------------------------
@@ -470,10 +253,6 @@ class Summary:
 
 
 TOP_WORKLOADS = 5
-#: A workload back in CrashLoopBackOff (or an image pull loop) this soon after its episode ended is
-#: in the same episode: a container that crashes 20 s after start may pass its readiness probe in
-#: between, and the kubelet itself keeps its back-off until a container has run for 10 minutes.
-EPISODE_REOPEN = timedelta(minutes=10)
 COMPLETED_KEPT = 200
 WARNING_REASONS_KEPT = 10
 
@@ -1253,7 +1032,7 @@ class WatchState:
                 on_target_ready=g.on_target_ready,
                 old=g.old,
                 old_cordoned=g.old_cordoned,
-                versions=tuple(sorted(g.versions.items(), key=lambda vc: _version_order(vc[0]))),
+                versions=tuple(sorted(g.versions.items(), key=lambda vc: version_order(vc[0]))),
             )
             for name, g in sorted(self._groups.items())
         )

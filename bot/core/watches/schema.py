@@ -1,4 +1,5 @@
 """The wire schema of a watch: only the fields of each watched kind that the status model reads.
+Nodes, pods and events are `bot.core.kube.wire`'s (the jobs read them too); workloads are here.
 
 The kube adapter decodes list pages and watch events straight into these structs
 (`item_type=...`), as it does for snapshots (see `bot/core/snapshots/schema.py` for why msgspec):
@@ -24,41 +25,12 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from bot.core.kube.wire import OwnerRef, Pruned, Strategy, WEvent, WNode, WPod
 
-class _Wire(msgspec.Struct, rename="camel", gc=False):
-    """Python names in snake case, the wire's in camel case (`node_name` is `nodeName`)."""
-
-
-class _Pruned(_Wire, omit_defaults=True):
-    """Raw JSON pruned to the declared fields: `to_builtins` leaves out what the server left out."""
+# ----- workloads: UNSET-pruned raw JSON, for the rollout verdict ------------------------------
 
 
-# ----- metadata --------------------------------------------------------------------------------
-
-
-class OwnerRef(_Wire):
-    kind: str | None = None
-    name: str | None = None
-    uid: str | None = None
-    controller: bool | None = None
-
-
-class WMeta(_Wire):
-    """ObjectMeta, reduced to what the watch reads (and `resourceVersion`, which the adapter tracks)."""
-
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resource_version: str = ""
-    generation: int = 0
-    creation_timestamp: str | None = None
-    deletion_timestamp: str | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-    owner_references: tuple[OwnerRef, ...] | None = None
-
-
-class WWorkloadMeta(_Pruned):
+class WWorkloadMeta(Pruned):
     """A workload's metadata: concrete defaults, so `to_builtins` leaves out what is empty."""
 
     name: str = ""
@@ -73,116 +45,18 @@ class WWorkloadMeta(_Pruned):
     owner_references: tuple[OwnerRef, ...] | None = None
 
 
-# ----- nodes -----------------------------------------------------------------------------------
-
-
-class WNodeSpec(_Wire):
-    unschedulable: bool | None = None
-
-
-class WNodeCondition(_Wire):
-    type: str | None = None
-    status: str | None = None
-
-
-class WNodeInfo(_Wire):
-    kubelet_version: str = ""
-
-
-class WNodeStatus(_Wire):
-    node_info: WNodeInfo | None = None
-    conditions: tuple[WNodeCondition, ...] | None = None
-
-
-class WNode(_Wire):
-    metadata: WMeta = msgspec.field(default_factory=WMeta)
-    spec: WNodeSpec = msgspec.field(default_factory=WNodeSpec)
-    status: WNodeStatus = msgspec.field(default_factory=WNodeStatus)
-
-
-# ----- pods ------------------------------------------------------------------------------------
-
-
-class WWaiting(_Wire):
-    reason: str | None = None
-
-
-class WTerminated(_Wire):
-    reason: str | None = None
-    exit_code: int | None = None
-
-
-class WContainerState(_Wire):
-    waiting: WWaiting | None = None
-    terminated: WTerminated | None = None
-
-
-class WContainerStatus(_Wire):
-    # `name`, `image` and `last_state` are read only for the known-issue rules (unhealthy pods).
-    name: str = ""
-    image: str = ""
-    ready: bool | None = None
-    restart_count: int | None = None
-    state: WContainerState | None = None
-    last_state: WContainerState | None = None
-
-
-class WPodCondition(_Wire):
-    type: str | None = None
-    status: str | None = None
-    reason: str | None = None
-    last_transition_time: str | None = None  # the Ready condition's: since when a pod is not ready
-
-
-class WToleration(_Wire):
-    key: str | None = None
-    operator: str | None = None
-    effect: str | None = None
-
-
-class WPodSpec(_Wire):
-    node_name: str | None = None
-    tolerations: tuple[WToleration, ...] | None = None  # for the rules: "tolerates every taint"
-
-
-class WPodStatus(_Wire):
-    phase: str | None = None
-    reason: str | None = None
-    conditions: tuple[WPodCondition, ...] | None = None
-    init_container_statuses: tuple[WContainerStatus, ...] | None = None
-    container_statuses: tuple[WContainerStatus, ...] | None = None
-
-
-class WPod(_Wire):
-    metadata: WMeta = msgspec.field(default_factory=WMeta)
-    spec: WPodSpec = msgspec.field(default_factory=WPodSpec)
-    status: WPodStatus = msgspec.field(default_factory=WPodStatus)
-
-
-# ----- workloads: UNSET-pruned raw JSON, for the rollout verdict ------------------------------
-
-
-class WRollingUpdate(_Pruned):
-    partition: Any = UNSET
-
-
-class WStrategy(_Pruned):
-    type: Any = UNSET
-    rolling_update: WRollingUpdate | UnsetType | None = UNSET
-
-
-class WWorkloadSpec(_Pruned):
+class WWorkloadSpec(Pruned):
     replicas: Any = UNSET
-    update_strategy: WStrategy | UnsetType | None = UNSET
+    update_strategy: Strategy | UnsetType | None = UNSET
 
 
-class WCondition(_Pruned):
+class WCondition(Pruned):
     type: Any = UNSET
     status: Any = UNSET
     reason: Any = UNSET
 
 
-class WWorkloadStatus(_Pruned):
+class WWorkloadStatus(Pruned):
     observed_generation: Any = UNSET
     conditions: list[WCondition] | UnsetType | None = UNSET
     replicas: Any = UNSET
@@ -197,7 +71,7 @@ class WWorkloadStatus(_Pruned):
     current_revision: Any = UNSET
 
 
-class _Workload(_Pruned):
+class _Workload(Pruned):
     metadata: WWorkloadMeta = msgspec.field(default_factory=WWorkloadMeta)
     spec: WWorkloadSpec | UnsetType | None = UNSET
     status: WWorkloadStatus | UnsetType | None = UNSET
@@ -213,27 +87,6 @@ class WDaemonSet(_Workload):
 
 class WStatefulSet(_Workload):
     pass
-
-
-# ----- Warning events --------------------------------------------------------------------------
-
-
-class WInvolvedObject(_Wire):
-    kind: str | None = None
-    namespace: str | None = None
-    name: str | None = None
-    uid: str | None = None
-
-
-class WEvent(_Wire):
-    metadata: WMeta = msgspec.field(default_factory=WMeta)
-    type: str | None = None
-    reason: str | None = None
-    message: str | None = None
-    count: int | None = None
-    involved_object: WInvolvedObject | None = None
-    last_timestamp: str | None = None
-    event_time: str | None = None
 
 
 #: kind name → (API list path, struct). Events: the driver adds `fieldSelector=type=Warning`.

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.core.durations import format_duration, kubectl_age
-from bot.core.watches.model import KUBE_SYSTEM, RuleEpisode, Summary, WatchSpec
+from bot.core.kube.objects import KUBE_SYSTEM
+from bot.core.watches.model import RuleEpisode, Summary, WatchSpec
 
 RUNNING, TARGET_REACHED, STOPPED, TIMED_OUT = "running", "target_reached", "stopped", "timed_out"
 #: The target held and settled, but a known issue the watch posted is still open.

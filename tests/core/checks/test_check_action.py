@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.core.actions import check, default_registry
-from bot.core.actions.base import ActionCall, ActionContext, ActionRequest
+from bot.core.actions.base import ActionContext
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, Report
+from bot.records import ActionCall, ActionRequest
 
 
 def finding(fid: str, severity: str = REQUIRED, *objects: str) -> Finding:

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.core.actions import check
-from bot.core.actions.base import ActionCall, ActionContext, ActionRequest, ActionResult
+from bot.core.actions.base import ActionContext, ActionResult
 from bot.core.checks import service
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Cover, Finding, Report
 from bot.core.checks.waivers import apply_covers, severity_of, waiver_covers
-from bot.records import WaiverRow
+from bot.records import ActionCall, ActionRequest, WaiverRow
 from tests.support.clock import FakeClock
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)

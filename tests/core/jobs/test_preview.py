@@ -7,13 +7,13 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.core.actions.base import ActionCall
 from bot.core.jobs import preview
 from bot.core.jobs.registry import default_jobs
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import dry_run_view
 from bot.core.runs.plans import parse_plan
+from bot.records import ActionCall
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support.blockkit import MAX_BLOCKS, MAX_SECTION, buttons, message_blocks, text_of
 from tests.support.jobs import FakeCluster

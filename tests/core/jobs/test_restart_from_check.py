@@ -12,15 +12,13 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.kube import Cluster
-from bot.core.actions.base import ActionCall
-from bot.core.actions.jobs import RESTART_SPEC
 from bot.core.checks import service as checks
 from bot.core.jobs import preview
-from bot.core.jobs.registry import default_jobs
+from bot.core.jobs.registry import default_jobs, job_kind
 from bot.core.jobs.restart import RestartJob, wkey
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.errors import UserError
-from bot.records import ClusterConfig
+from bot.records import ActionCall, ClusterConfig
 from bot.sim import SimCluster
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -67,6 +65,7 @@ def test_the_restart_takes_every_namespace_istio001_flags(
 def test_a_restart_from_an_unknown_check_or_with_two_scopes_is_refused(
     args: dict[str, str], reason: str
 ) -> None:
-    assert RESTART_SPEC.check is not None
+    restart = job_kind("restart")
+    assert restart is not None
     with pytest.raises(UserError, match=reason):
-        RESTART_SPEC.check(args)
+        restart.check(args)

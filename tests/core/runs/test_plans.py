@@ -6,20 +6,22 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
 from bot.adapters.slack import SlackDirectory, make_web_client
 from bot.core import actions as action_registry
 from bot.core.durations import parse_duration
+from bot.core.runs import planschema
 from bot.core.runs.plans import (
-    _DEFAULTS,
-    _STEP,
-    _TOP,
+    DEFAULTS_KEYS,
     GATE_KINDS,
     ON_OPEN_FINDINGS,
     REHEARSAL_HOOKS,
     STEP_ANNOUNCEMENTS,
+    STEP_KEYS,
+    TOP_KEYS,
     parse_plan,
 )
 from bot.errors import PlanInvalid
@@ -162,13 +164,15 @@ def test_a_plan_refuses_a_zero_or_bare_or_unreadable_gate_timeout(text: str) -> 
         parse_plan(plan, source="p.yaml")
 
 
-def test_the_json_schema_matches_the_validator() -> None:
-    """No JSON Schema validator is installed, so the schema's structure is held to the parser's rules."""
+def test_the_json_schema_is_the_one_generated_from_the_validator() -> None:
+    """The schema file is written by `bot.core.runs.planschema`, never by hand: regenerate it with
+    `python -m bot.core.runs.planschema > templates/plans/plan.schema.json`."""
+    assert (PLANS / "plan.schema.json").read_text() == planschema.render()
     schema = json.loads((PLANS / "plan.schema.json").read_text())
     defs = schema["$defs"]
-    assert set(schema["properties"]) == _TOP
-    assert set(schema["properties"]["defaults"]["properties"]) == _DEFAULTS
-    assert set(defs["step"]["properties"]) == _STEP
+    assert set(schema["properties"]) == TOP_KEYS
+    assert set(schema["properties"]["defaults"]["properties"]) == DEFAULTS_KEYS
+    assert set(defs["step"]["properties"]) == STEP_KEYS
     assert set(defs["gate"]["properties"]) == {*GATE_KINDS, "expires"}
     assert [o["required"][0] for o in defs["gate"]["oneOf"]] == list(GATE_KINDS)
     assert defs["on_failure"]["enum"] == ["pause", "abort"]
@@ -178,11 +182,28 @@ def test_the_json_schema_matches_the_validator() -> None:
     assert defs["action"]["oneOf"][1]["propertyNames"]["enum"] == built
     assert defs["rehearsal"]["propertyNames"]["enum"] == sorted(REHEARSAL_HOOKS)
     assert defs["step"]["properties"]["announce"]["enum"] == list(STEP_ANNOUNCEMENTS)
-    for example in EXAMPLES:
-        document = yaml.safe_load(example.read_text())
-        assert set(schema["required"]) <= set(document) <= set(schema["properties"])
-        for step in document["steps"]:
-            assert set(defs["step"]["required"]) <= set(step) <= set(defs["step"]["properties"])
+
+
+def test_a_key_the_validator_knows_without_a_shape_in_the_schema_is_caught() -> None:
+    """The generator refuses key sets that differ from the validator's: a key added to one and not
+    the other cannot ship a stale schema."""
+    with pytest.raises(ValueError, match="do not match the validator's keys"):
+        planschema._ordered(planschema._STEP_SHAPES, {*STEP_KEYS, "retries"})
+
+
+def test_what_the_validator_accepts_the_schema_accepts_and_a_typo_both_refuse() -> None:
+    validator = jsonschema.Draft202012Validator(json.loads((PLANS / "plan.schema.json").read_text()))
+    jsonschema.Draft202012Validator.check_schema(validator.schema)
+    for text in (GOOD, *(example.read_text() for example in EXAMPLES)):
+        parse_plan(text, source="p.yaml")
+        assert list(validator.iter_errors(yaml.safe_load(text))) == []
+    typo = GOOD.replace("    escalate_after: 10m\n", "    escalate_afer: 10m\n")
+    with pytest.raises(PlanInvalid, match="escalate_afer"):
+        parse_plan(typo, source="p.yaml")
+    assert list(validator.iter_errors(yaml.safe_load(typo))) != []
+    weeks = GOOD.replace("    escalate_after: 10m\n", "    escalate_after: 1w\n")
+    parse_plan(weeks, source="p.yaml")
+    assert list(validator.iter_errors(yaml.safe_load(weeks))) == []
 
 
 def test_gates_nobody_can_pass_are_refused_before_the_run() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.core.watches.model import (
+from bot.core.kube.objects import (
     CRASHLOOP,
     ERROR,
     IMAGEPULL,
@@ -18,13 +18,13 @@ from bot.core.watches.model import (
     NOT_READY,
     PENDING,
     TERMINATING,
-    Summary,
-    WatchState,
     classify,
-    parse_version,
     workload_of,
 )
-from bot.core.watches.schema import KINDS, WPod
+from bot.core.kube.versions import parse_version
+from bot.core.kube.wire import WPod
+from bot.core.watches.model import Summary, WatchState
+from bot.core.watches.schema import KINDS
 from tests.support.watch_objects import (
     T0,
     at,

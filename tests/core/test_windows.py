@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.core.announcements.windows import (
+from bot.core.windows import (
     Freeze,
     Policy,
     Window,

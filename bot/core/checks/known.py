@@ -1,4 +1,5 @@
-"""Known-issue rules in the rollout stream: what the fold keeps for them, computed once from the rules.
+"""Known-issue rules on live pods (a watch's stream, a drain's refused evictions): what is kept for
+them, computed once from the rules, and a known issue's thread post.
 
 The rules (`bot.core.checks.rules`) are data; the watch runs the same engine, `match_rules`, as
 `check` and `diagnose`. To keep the fold O(1) per event and its memory proportional to the
@@ -9,8 +10,8 @@ message). A Running pod not Ready is an unhealthy pod of its own class ("Not rea
 readiness rules see it like any other.
 Every container is kept (name, image, ready, reasons: a few words each), so that the evidence says
 "2/3 containers ready" of the whole pod. `pod_view` builds that reduced `PodState` for one pod; the
-state (`bot.core.watches.model`) keeps it on the unhealthy pod's record and matches the rules when
-it is summarised, never per event.
+watch's state (`bot.core.watches.model`) keeps it on the unhealthy pod's record and matches the
+rules when it is summarised, never per event; a drain matches the pods whose eviction is refused.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.core.checks.rules import ContainerView, EventMatch, PodState, Rule
-from bot.core.watches.schema import WContainerStatus, WPod
+from bot.core.checks.rules import ContainerView, EventMatch, PodState, Rule, fill_remediation
+from bot.core.kube.wire import WContainerStatus, WPod
+from bot.core.rendering import slack_escape
 
 _EMPTY: Mapping[str, str] = {}
 
@@ -164,3 +166,29 @@ def watch_key(workload: str) -> str:
     kind, _, rest = workload.partition(" ")
     namespace, _, name = rest.rpartition("/")
     return f"{namespace}/{kind}/{name}"
+
+
+def known_issue_text(rule_id: str, rule: Rule | None, workload: str, *, pods: int, evidence: str) -> str:
+    """A known issue's thread post (the watch's, the drain's): which rule, about which workload
+    ("<ns>/<Kind>/<name>"), what was seen, and the rule's explanation, remediation and links."""
+    namespace, kind, name = workload.split("/", 2)
+    where = f"{kind} {_code_span(f'{namespace}/{name}' if namespace else name)}"
+    if pods:
+        where += f" ({pods} pod{'s' if pods != 1 else ''})"
+    lines = [f":mag: Known issue *{slack_escape(rule_id)}*"]
+    if rule is not None:
+        lines[0] += f" — {slack_escape(rule.title)}"
+    lines.append(where + (f" — seen: {slack_escape(evidence)}" if evidence else ""))
+    if rule is not None:
+        lines.append(slack_escape(rule.explanation.strip()))
+        remedy = fill_remediation(rule.remediation, kind=kind, namespace=namespace, name=name)
+        lines.append("*What to do*\n```" + slack_escape(remedy) + "```")
+        if rule.fixed_in:
+            lines.append("Fixed in: " + slack_escape(", ".join(rule.fixed_in)))
+        if rule.links:
+            lines.append("Evidence: " + " · ".join(f"<{link}>" for link in rule.links))
+    return "\n".join(lines)
+
+
+def _code_span(text: object) -> str:
+    return f"`{slack_escape(text)}`"
