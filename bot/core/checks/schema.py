@@ -76,9 +76,20 @@ class Present(_Wire):
     """Any object whose presence is all that is read: its fields are skipped, not built."""
 
 
+class Requests(_Wire):
+    cpu: str | None = None
+    memory: str | None = None
+
+
+class Resources(_Wire):
+    requests: Requests | None = None
+
+
 class PodContainer(_Wire):
     name: str | None = None
     image: str | None = None
+    #: the requests, for the room a drain needs (`cluster_health.check_capacity`)
+    resources: Resources | None = None
 
 
 class Volume(_Wire):
@@ -191,9 +202,16 @@ class NodeInfo(_Wire):
     kubelet_version: str = ""
 
 
+class Allocatable(_Wire):
+    cpu: str | None = None
+    memory: str | None = None
+    pods: str | None = None
+
+
 class NodeStatus(_Wire):
     node_info: NodeInfo | None = None
     conditions: tuple[NodeCondition, ...] | None = None
+    allocatable: Allocatable | None = None
 
 
 class Node(_Wire):
@@ -277,6 +295,7 @@ class ServiceRef(_Wire):
 class ClientConfig(_Wire):
     service: ServiceRef | None = None
     url: str | None = None
+    ca_bundle: str | None = None
 
 
 class Webhook(_Wire):
@@ -288,6 +307,41 @@ class Webhook(_Wire):
 class WebhookConfiguration(_Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     webhooks: tuple[Webhook, ...] | None = None
+
+
+# ----- custom resource definitions -----------------------------------------------------------------
+
+
+class CrdVersion(_Wire):
+    name: str = ""
+    served: bool = False
+    storage: bool = False
+
+
+class CrdWebhook(_Wire):
+    client_config: ClientConfig | None = None
+
+
+class CrdConversion(_Wire):
+    webhook: CrdWebhook | None = None
+
+
+class CrdSpec(_Wire):
+    group: str = ""
+    versions: tuple[CrdVersion, ...] | None = None
+    conversion: CrdConversion | None = None
+
+
+class CrdStatus(_Wire):
+    stored_versions: tuple[str, ...] | None = None
+
+
+class Crd(_Wire):
+    """A CustomResourceDefinition: its versions (not their schemas, skipped) and what is stored."""
+
+    metadata: Meta = msgspec.field(default_factory=Meta)
+    spec: CrdSpec = msgspec.field(default_factory=CrdSpec)
+    status: CrdStatus = msgspec.field(default_factory=CrdStatus)
 
 
 class Address(_Wire):
