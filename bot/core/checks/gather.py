@@ -25,6 +25,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any, TypeVar
 
 import msgspec
@@ -647,11 +648,13 @@ class _ReducedPage(msgspec.Struct, array_like=True, gc=False):
     #: (namespace, name) of the pods on this page that events are about
     seen: list[tuple[str, str]]
     candidates: list[_Candidate]
-    #: The requests of the pods on each node, as far as the process that reduced this page has
-    #: seen (`_ROOM` fields per node, nodes in the order that process first saw them): a flat
-    #: array of int64 as bytes. The caller keeps the latest of each process (one object per page)
-    #: instead of adding up 150,000 per-page figures in its own interpreter.
+    #: The requests of the pods on each node as far as the process that reduced this page has
+    #: seen, as int64 bytes: every `ROOMS_EVERY` pages all its nodes (`_ROOM` values and the
+    #: position each, in the order it first saw them: `rooms_full`), else only the nodes of this
+    #: page's pods (the same nine values each). The caller keeps the last full one and the pages since,
+    #: a few objects per page, instead of adding up 150,000 per-page figures in its interpreter.
     rooms: bytes
+    rooms_full: bool
     #: the nodes first seen on this page, in order (the next indexes of `rooms`)
     new_nodes: list[str]
     #: the process that reduced the page (the helper, or the caller's own once it took over)
@@ -662,7 +665,11 @@ class _ReducedPage(msgspec.Struct, array_like=True, gc=False):
 #: a drain would evict, and the largest such pod's.
 _USED_CPU, _USED_MEM, _USED_PODS, _EVICT_CPU, _EVICT_MEM, _EVICT_PODS, _BIG_CPU, _BIG_MEM = range(8)
 _ROOM = 8
-_EMPTY_ROOM = [0] * _ROOM
+#: A node's slot in `_ReducedPage.rooms`: its `_ROOM` values and its position.
+_SLOT = _ROOM + 1
+_EMPTY_ROOM = [0] * _SLOT
+#: Pages between two full copies of a process's rooms (5,000 nodes: 320 KB each).
+ROOMS_EVERY = 16
 
 _REDUCED_ENCODER = msgspec.msgpack.Encoder()
 _REDUCED_DECODER = msgspec.msgpack.Decoder(_ReducedPage)
@@ -698,9 +705,10 @@ class PodReducer:
         # Quantities as text → integers (millicores, bytes): a cluster has few distinct ones.
         self._cpu: dict[str, int] = {}
         self._mem: dict[str, int] = {}
-        #: node → its offset in `_rooms`; `_rooms`: `_ROOM` int64 per node, this process's pods
-        self._node_index: dict[str, int] = {}
-        self._rooms: list[int] = []
+        #: node → its `_ROOM` values (this process's pods) and position; `_rooms` in that order
+        self._node_index: dict[str, list[int]] = {}
+        self._rooms: list[list[int]] = []
+        self._pages = 0
 
     def __call__(self, items: list[schema.Pod]) -> bytes:
         screen, shape = self._screen, self._shape
@@ -717,10 +725,12 @@ class PodReducer:
             seen=[],
             candidates=[],
             rooms=b"",
+            rooms_full=False,
             new_nodes=[],
             origin=os.getpid(),
         )
         index, rooms, cpu_of, mem_of = self._node_index, self._rooms, self._cpu, self._mem
+        touched: dict[str, list[int]] = {}
         # One loop over the page rather than a call per pod: this runs 150,000 times.
         for pod in items:
             meta, spec, status = pod.metadata, pod.spec, pod.status
@@ -781,22 +791,24 @@ class PodReducer:
             node = spec.node_name
             if node and phase != "Failed":
                 # Literal indexes (`_USED_CPU`…, in order): a global's lookup per pod costs more.
-                at = index.get(node)
-                if at is None:
-                    at = index[node] = len(rooms)
-                    rooms += _EMPTY_ROOM
+                room = index.get(node)
+                if room is None:
+                    # The `_ROOM` values, then the node's position in the order first seen.
+                    room = index[node] = [0, 0, 0, 0, 0, 0, 0, 0, len(rooms)]
+                    rooms.append(room)
                     out.new_nodes.append(node)
-                rooms[at] += cpu
-                rooms[at + 1] += mem
-                rooms[at + 2] += 1
+                touched[node] = room
+                room[0] += cpu
+                room[1] += mem
+                room[2] += 1
                 if moved and not meta.deletion_timestamp:
-                    rooms[at + 3] += cpu
-                    rooms[at + 4] += mem
-                    rooms[at + 5] += 1
-                    if cpu > rooms[at + 6]:
-                        rooms[at + 6] = cpu
-                    if mem > rooms[at + 7]:
-                        rooms[at + 7] = mem
+                    room[3] += cpu
+                    room[4] += mem
+                    room[5] += 1
+                    if cpu > room[6]:
+                        room[6] = cpu
+                    if mem > room[7]:
+                        room[7] = mem
             if not self._rules:
                 continue
             # Most pods can match no rule: their signals say so before a PodState is built.
@@ -822,8 +834,11 @@ class PodReducer:
             if not logs and not screen.wants(signals | maybe):
                 continue
             out.candidates.append(_Candidate(signals, logs, pod_state(pod, workload, shape, _ALL_READY)))
-        # 320 KB for 5,000 nodes, converted in C: no object per node for the caller to decode.
-        out.rooms = array("q", rooms).tobytes()
+        self._pages += 1
+        if self._pages % ROOMS_EVERY == 0:
+            out.rooms, out.rooms_full = array("q", chain.from_iterable(rooms)).tobytes(), True
+        elif touched:
+            out.rooms = array("q", chain.from_iterable(touched.values())).tobytes()
         return _REDUCED_ENCODER.encode(out)
 
 
@@ -852,8 +867,9 @@ class _PodFold:
         self.host_path: dict[str, list[str]] = {}
         self.bare: list[str] = []
         self.proxies: dict[str, set[str]] = {}
-        #: process → (its nodes in offset order, its latest `_ReducedPage.rooms`)
-        self._rooms: dict[int, tuple[list[str], bytes]] = {}
+        #: process → (its nodes in offset order, its last full `_ReducedPage.rooms`, the
+        #: partial ones since)
+        self._rooms: dict[int, tuple[list[str], list[bytes]]] = {}
         self.log_budget = MAX_LOG_READS
         self.logs_forbidden = False
         self._seen: set[tuple[str, str]] = set()
@@ -878,9 +894,12 @@ class _PodFold:
                 else:
                     have_names.extend(names)
         self.bare.extend(page.bare)
-        names, _ = self._rooms.get(page.origin) or ([], b"")
+        names, parts = self._rooms.setdefault(page.origin, ([], [b""]))
         names.extend(page.new_nodes)
-        self._rooms[page.origin] = (names, page.rooms)
+        if page.rooms_full:
+            parts[:] = [page.rooms]
+        elif page.rooms:
+            parts.append(page.rooms)
         for workload, tags in page.proxies.items():
             self.proxies.setdefault(workload, set()).update(tags)
         self._seen.update(page.seen)
@@ -915,11 +934,18 @@ class _PodFold:
     def rooms(self) -> dict[str, list[int]]:
         """node → the requests of its pods (`_USED_CPU`…), every process's added up."""
         out: dict[str, list[int]] = {}
-        for names, packed in self._rooms.values():
+        for names, parts in self._rooms.values():
             values = array("q")
-            values.frombytes(packed)
+            values.frombytes(parts[0])
+            values.extend(_EMPTY_ROOM * (len(names) - len(values) // _SLOT))
+            for packed in parts[1:]:
+                partial = array("q")
+                partial.frombytes(packed)
+                for k in range(0, len(partial), _SLOT):
+                    at = partial[k + _ROOM] * _SLOT
+                    values[at : at + _SLOT] = partial[k : k + _SLOT]
             for n, node in enumerate(names):
-                room = values[n * _ROOM : (n + 1) * _ROOM].tolist()
+                room = values[n * _SLOT : n * _SLOT + _ROOM].tolist()
                 have = out.get(node)
                 if have is None:
                     out[node] = room
