@@ -254,8 +254,8 @@ def _left(until: datetime, now: datetime) -> str:
     if seconds <= 0:
         return f"expired {until:%Y-%m-%d %H:%M} UTC"
     if seconds < 2 * 86400:
-        return f"expires in {int(seconds // 3600)} h ({until:%Y-%m-%d %H:%M} UTC)"
-    return f"expires in {int(seconds // 86400)} days ({until:%Y-%m-%d} UTC)"
+        return f"expires in {round(seconds / 3600)} h ({until:%Y-%m-%d %H:%M} UTC)"
+    return f"expires in {round(seconds / 86400)} days ({until:%Y-%m-%d} UTC)"
 
 
 def check_certs(
@@ -403,12 +403,12 @@ def check_capacity(health: HealthFacts) -> list[Finding]:
                     objects=(
                         f"Node {fullest.name} ({fullest.evict[2]} pods to evict: {_cpu(fullest.evict[0])},"
                         f" {_mem(fullest.evict[1])} requested)",
-                        f"{len(others)} other schedulable nodes: {_cpu(free_others[0])},"
-                        f" {_mem(free_others[1])}, {free_others[2]} pods free",
                     ),
                     why="Draining this node (the fullest of its group) evicts pods whose requests the"
-                    " rest of the cluster cannot hold: " + "; ".join(reasons) + ". They would stay"
-                    " Pending, and a budget-guarded workload would stall the drain.",
+                    f" rest of the cluster cannot hold: its {len(others)} other schedulable nodes have"
+                    f" {_cpu(free_others[0])}, {_mem(free_others[1])} and {free_others[2]} pods free; "
+                    + "; ".join(reasons)
+                    + ". They would stay Pending, and a budget-guarded workload would stall the drain.",
                     fix="Add capacity before the drain: scale the node group up by a node (or let the"
                     " managed node group surge: maxSurge/maxUnavailable 1), or lower the requests"
                     " that are not needed; then run the check again.",
@@ -433,11 +433,11 @@ def check_capacity(health: HealthFacts) -> list[Finding]:
                     objects=(
                         f"{label}: {len(members)} nodes, {need[2]} pods to evict"
                         f" ({_cpu(need[0])}, {_mem(need[1])} requested)",
-                        f"{len(outside)} schedulable nodes outside it: {_cpu(free_outside[0])},"
-                        f" {_mem(free_outside[1])}, {free_outside[2]} pods free",
                     ),
                     why="A drain of the whole group (the bot's drain cordons every node of it first) has"
-                    " nowhere to put its pods but the new nodes: " + "; ".join(short) + ".",
+                    f" nowhere to put its pods but the new nodes: the {len(outside)} schedulable nodes"
+                    f" outside it have {_cpu(free_outside[0])}, {_mem(free_outside[1])} and"
+                    f" {free_outside[2]} pods free; " + "; ".join(short) + ".",
                     fix="Let the new nodes join and become Ready before the drain (replace the node group"
                     " with a surge, or scale the new group up first); drain node by node otherwise.",
                     source=_CAPACITY_SOURCE,

@@ -111,14 +111,14 @@ def test_each_new_check_fires_on_known_issues_2_with_its_evidence_and_none_on_sm
     assert (
         certs[0]
         .objects[0]
-        .startswith("ConfigMap istio-system/istio-ca-root-cert: data.root-cert.pem expires in 4 days (")
+        .startswith("ConfigMap istio-system/istio-ca-root-cert: data.root-cert.pem expires in 5 days (")
     )
     assert (
         certs[1]
         .objects[0]
         .startswith(
             "ValidatingWebhookConfiguration ledger-policy: webhook policy.ledger.example.com caBundle"
-            " (CN ledger-policy-ca) expires in 2 days ("
+            " (CN ledger-policy-ca) expires in 3 days ("
         )
     )
     assert "kubectl get validatingwebhookconfiguration ledger-policy" in certs[1].fix
@@ -193,7 +193,7 @@ def test_a_certificate_is_required_inside_the_window_recommended_within_30_days_
     health = HealthFacts(
         certs=[
             cert(-1),
-            cert(13.9),
+            cert(13.4),
             cert(14.1),
             cert(29),
             cert(31),
@@ -216,7 +216,7 @@ def test_a_certificate_is_required_inside_the_window_recommended_within_30_days_
         ("CERT003", RECOMMENDED),
     ]
     assert found[0][2] == "MutatingWebhookConfiguration m: w (CN ca) expired 2026-11-25 12:00 UTC"
-    assert found[1][2].endswith("expires in 13 days (2026-12-10 UTC)")
+    assert found[1][2].endswith("expires in 13 days (2026-12-09 UTC)")
     assert found[4][2].startswith("ConfigMap istio-system/istio-ca-root-cert")
     assert found[5][2] == "MutatingWebhookConfiguration bad: w (no PEM certificate)"
 
