@@ -5,7 +5,7 @@ The checks only need when a certificate stops being valid and whom it names, and
 (tbsCertificate, signatureAlgorithm, signature), and tbsCertificate starts with an optional
 `[0]` version, the serial number, the signature algorithm, the issuer, the validity
 (notBefore, notAfter) and the subject. Nothing else is decoded, nothing is verified: a bundle
-that does not parse is reported as unreadable, not trusted.
+that does not parse is reported as unreadable, not trusted (a ValueError says what was wrong).
 """
 
 from __future__ import annotations
@@ -24,10 +24,6 @@ _PEM = re.compile(
 _CN = bytes.fromhex("550403")
 
 
-class CertError(ValueError):
-    """A certificate that cannot be read (the message says what was wrong)."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class CertInfo:
     subject: str  # the subject's common name, or "" when it has none
@@ -38,7 +34,7 @@ class CertInfo:
 def _tlv(data: bytes, at: int) -> tuple[int, int, int]:
     """(tag, start of the value, end of the value) of the DER element at `at`."""
     if at + 2 > len(data):
-        raise CertError("truncated DER element")
+        raise ValueError("truncated DER element")
     tag, first = data[at], data[at + 1]
     at += 2
     if first < 0x80:
@@ -46,11 +42,11 @@ def _tlv(data: bytes, at: int) -> tuple[int, int, int]:
     else:
         count = first & 0x7F
         if count == 0 or count > 4 or at + count > len(data):
-            raise CertError("bad DER length")
+            raise ValueError("bad DER length")
         length = int.from_bytes(data[at : at + count], "big")
         at += count
     if at + length > len(data):
-        raise CertError("DER element longer than its data")
+        raise ValueError("DER element longer than its data")
     return tag, at, at + length
 
 
@@ -64,9 +60,9 @@ def _time(tag: int, raw: bytes) -> datetime:
         elif tag == 0x18:  # GeneralizedTime YYYYMMDDHHMMSSZ
             when = datetime.strptime(text, "%Y%m%d%H%M%SZ")
         else:
-            raise CertError(f"validity time has tag {tag:#x}")
+            raise ValueError(f"validity time has tag {tag:#x}")
     except ValueError as exc:
-        raise CertError(f"bad validity time {text!r}") from exc
+        raise ValueError(f"bad validity time {text!r}") from exc
     return when.replace(tzinfo=UTC)
 
 
@@ -91,10 +87,10 @@ def read_der(der: bytes) -> CertInfo:
     """The subject and validity of one DER certificate."""
     tag, start, _ = _tlv(der, 0)
     if tag != 0x30:
-        raise CertError("not a DER SEQUENCE")
+        raise ValueError("not a DER SEQUENCE")
     tag, at, tbs_end = _tlv(der, start)  # tbsCertificate
     if tag != 0x30:
-        raise CertError("no tbsCertificate")
+        raise ValueError("no tbsCertificate")
     fields: list[tuple[int, int, int]] = []
     while at < tbs_end and len(fields) < 6:
         element = _tlv(der, at)
@@ -103,12 +99,12 @@ def read_der(der: bytes) -> CertInfo:
     if fields and fields[0][0] == 0xA0:  # [0] EXPLICIT version
         fields = fields[1:]
     if len(fields) < 5:
-        raise CertError("tbsCertificate too short")
+        raise ValueError("tbsCertificate too short")
     _, v_start, v_end = fields[3]  # serial, signature algorithm, issuer, validity, subject
     t1, s1, e1 = _tlv(der, v_start)
     t2, s2, e2 = _tlv(der, e1)
     if e2 > v_end:
-        raise CertError("bad validity")
+        raise ValueError("bad validity")
     _, subject_start, subject_end = fields[4]
     return CertInfo(
         subject=_common_name(der, subject_start, subject_end),
@@ -118,17 +114,17 @@ def read_der(der: bytes) -> CertInfo:
 
 
 def read_pem_bundle(text: str) -> list[CertInfo]:
-    """Every certificate of a PEM bundle, in order; raises CertError if one does not parse or
+    """Every certificate of a PEM bundle, in order; raises ValueError if one does not parse or
     there is none."""
     blocks = _PEM.findall(text)
     if not blocks:
-        raise CertError("no PEM certificate")
+        raise ValueError("no PEM certificate")
     out = []
     for block in blocks:
         try:
             der = base64.b64decode("".join(block.split()), validate=True)
         except binascii.Error as exc:
-            raise CertError("a PEM block is not base64") from exc
+            raise ValueError("a PEM block is not base64") from exc
         out.append(read_der(der))
     return out
 
@@ -138,5 +134,5 @@ def read_ca_bundle(value: str) -> list[CertInfo]:
     try:
         text = base64.b64decode(value, validate=True).decode("ascii", "replace")
     except binascii.Error as exc:
-        raise CertError("caBundle is not base64") from exc
+        raise ValueError("caBundle is not base64") from exc
     return read_pem_bundle(text)

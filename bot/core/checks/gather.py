@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from bot.core.checks import schema
-from bot.core.checks.certs import CertError, read_ca_bundle, read_pem_bundle
+from bot.core.checks.certs import read_ca_bundle, read_pem_bundle
 from bot.core.checks.cluster_health import (
     CNI_ENV,
     ISTIO_ROOT_CONFIGMAP,
@@ -1125,7 +1125,7 @@ def _bundle(kind: str, owner: str, where: str, value: str, *, pem: bool = False)
     """The certificates of a bundle (base64 of PEM, or PEM), or one entry saying it is unreadable."""
     try:
         infos = read_pem_bundle(value) if pem else read_ca_bundle(value)
-    except CertError as exc:
+    except ValueError as exc:
         return [CertFacts(kind=kind, owner=owner, where=where, error=str(exc))]
     return [
         CertFacts(kind=kind, owner=owner, where=where, subject=i.subject, not_after=i.not_after)
