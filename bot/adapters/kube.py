@@ -504,6 +504,16 @@ class Cluster:
             "PATCH", f"/api/v1/nodes/{node}", body, content_type=STRATEGIC_MERGE, query=_dry(dry_run)
         )
 
+    def label_node(
+        self, node: str, labels: Mapping[str, str | None], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Set (a value) or remove (None) labels of a node in one strategic merge patch, as
+        `kubectl label node NODE key=value` / `key-` do; returns the node. Idempotent."""
+        body: dict[str, Any] = {"metadata": {"labels": dict(labels)}}
+        return self.send_json(
+            "PATCH", f"/api/v1/nodes/{node}", body, content_type=STRATEGIC_MERGE, query=_dry(dry_run)
+        )
+
     def node_event(
         self, node: str, *, uid: str, name: str, reason: str, message: str, action: str, at: datetime
     ) -> bool:

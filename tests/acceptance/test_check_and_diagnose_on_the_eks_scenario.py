@@ -380,7 +380,7 @@ def test_rules_check_validates_a_file_with_file_and_line(tmp_path: Path) -> None
     )
     assert good.returncode == 0
     assert good.stdout.strip().endswith(
-        "11 rules are valid: " + ", ".join(f"KI{n:03d}" for n in range(1, 12))
+        "12 rules are valid: " + ", ".join([*(f"KI{n:03d}" for n in range(1, 12)), "CNI002"])
     )
     broken = tmp_path / "team-rules.yaml"
     broken.write_text("rules:\n  - id: TEAM001\n    title: x\n    match: {contaners: [a]}\n")

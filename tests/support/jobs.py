@@ -238,9 +238,12 @@ class FakeCluster:
         if path.startswith("/api/v1/namespaces/") and path.endswith("/events"):
             return {"items": self.events.get(parts[3], [])}
         if path.startswith("/apis/apps/v1/namespaces/"):
-            kind = {"deployments": "deployment", "daemonsets": "daemonset", "statefulsets": "statefulset"}[
-                parts[5]
-            ]
+            kind = {
+                "deployments": "deployment",
+                "daemonsets": "daemonset",
+                "statefulsets": "statefulset",
+                "replicasets": "replicaset",
+            }[parts[5]]
             if len(parts) == 6:
                 found = [w for (k, ns, _n), w in self.workloads.items() if k == kind and ns == parts[4]]
                 return {"items": found}
@@ -282,6 +285,21 @@ class FakeCluster:
             self.nodes[node].setdefault("spec", {}).pop("unschedulable", None)
             for key in remove_annotations:
                 self.nodes[node]["metadata"].get("annotations", {}).pop(key, None)
+        return self.nodes[node]
+
+    def label_node(
+        self, node: str, labels: Mapping[str, str | None], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        if not dry_run:
+            have = self.nodes[node]["metadata"].setdefault("labels", {})
+            for key, value in labels.items():
+                self.writes.append(
+                    ("label", f"{node} {key}={value}" if value is not None else f"{node} {key}-")
+                )
+                if value is None:
+                    have.pop(key, None)
+                else:
+                    have[key] = value
         return self.nodes[node]
 
     def node_event(

@@ -53,6 +53,8 @@ READ = {
     # check: Services, a webhook's Endpoints, webhook configurations
     ("list", "", "services"),
     ("get", "", "endpoints"),
+    # check (CERT001): the Istio root certificate's ConfigMap, by that name only ("resource#name")
+    ("get", "", "configmaps#istio-ca-root-cert"),
     # check: removed APIs in last-applied/managedFields (bot/core/checks/apis.py APPLIED_KINDS)
     *(
         ("list", group, res)
@@ -131,12 +133,13 @@ def _grants(role_name: str) -> set[tuple[str, str, str]]:
         "*" in rule.get(key, []) for rule in role["rules"] for key in ("verbs", "resources", "apiGroups")
     )
     return {
-        (verb, group, resource)
+        (verb, group, f"{resource}#{name}" if name else resource)
         for rule in role["rules"]
         if "resources" in rule
         for verb in rule["verbs"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
+        for name in rule.get("resourceNames") or [""]
     }
 
 
@@ -178,7 +181,14 @@ def read_only_api(read_only_kubeconfig: Path) -> Iterator[client.ApiClient]:
 
 
 def _allowed(
-    api: client.ApiClient, verb: str, group: str, resource: str, sub: str = "", *, namespace: str = "default"
+    api: client.ApiClient,
+    verb: str,
+    group: str,
+    resource: str,
+    sub: str = "",
+    *,
+    namespace: str = "default",
+    name: str = "",
 ) -> bool:
     review = client.AuthorizationV1Api(api).create_self_subject_access_review(
         {
@@ -191,6 +201,7 @@ def _allowed(
                     "resource": resource,
                     "subresource": sub,
                     "namespace": namespace,
+                    **({"name": name} if name else {}),
                 }
             },
         }
@@ -202,8 +213,9 @@ def _check(api: client.ApiClient, grants: set[tuple[str, str, str]]) -> dict[str
     """What the API server answers differently from `grants` (allowed vs. refused), per direction."""
     wrong: dict[str, list[tuple[str, ...]]] = {"refused but granted": [], "allowed but not granted": []}
     for verb, group, resource in sorted(READ | ACT):
-        name, _, sub = resource.partition("/")
-        if _allowed(api, verb, group, name, sub) != ((verb, group, resource) in grants):
+        named, _, only = resource.partition("#")
+        kind, _, sub = named.partition("/")
+        if _allowed(api, verb, group, kind, sub, name=only) != ((verb, group, resource) in grants):
             key = "refused but granted" if (verb, group, resource) in grants else "allowed but not granted"
             wrong[key].append((verb, group, resource))
     for verb, group, resource, sub in REFUSED:

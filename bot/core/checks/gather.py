@@ -20,13 +20,29 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import re
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any, TypeVar
 
 import msgspec
 
 from bot.core.checks import schema
+from bot.core.checks.certs import read_ca_bundle, read_pem_bundle
+from bot.core.checks.cluster_health import (
+    CNI_ENV,
+    ISTIO_ROOT_CONFIGMAP,
+    ISTIO_ROOT_KEY,
+    CertFacts,
+    CniFacts,
+    CrdFacts,
+    HealthFacts,
+    NodeRoom,
+    quantity,
+)
 from bot.core.checks.patterns import DEFAULT_BUDGET_SECONDS, MatchBudget
 from bot.core.checks.preflight import (
     Facts,
@@ -424,11 +440,18 @@ def read_facts(
     try:
         nodes: list[NodeFacts] = []
         node_ready: dict[str, bool] = {}
+        allocatable: dict[str, tuple[int, int, int]] = {}
         for n in pages("nodes", "/api/v1/nodes", schema.Node):
             labels = n.metadata.labels or {}
             group = next((labels[k] for k in node_group_labels if k in labels), "")
             ready = _ready(n.status.conditions)
             node_ready[n.metadata.name or ""] = ready
+            alloc = n.status.allocatable or schema.Allocatable()
+            allocatable[n.metadata.name or ""] = (
+                quantity(alloc.cpu, milli=True),
+                quantity(alloc.memory),
+                quantity(alloc.pods),
+            )
             nodes.append(
                 NodeFacts(
                     name=n.metadata.name or "",
@@ -448,7 +471,8 @@ def read_facts(
                 services.setdefault(ns, []).append(svc.spec.selector)
 
         workloads: list[WorkloadFacts] = []
-        istiod = ""
+        istiod = istiod_namespace = ""
+        istio_operators: list[str] = []
         for kind, plural in (("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
             for w in pages(plural, f"/apis/apps/v1/{plural}", schema.Workload):
                 containers = w.spec.template.spec.containers or ()
@@ -471,6 +495,11 @@ def read_facts(
                 )
                 if kind == "Deployment" and name == "istiod" and containers:
                     istiod = _tag(containers[0].image or "")
+                    istiod_namespace = ns
+                if kind == "Deployment" and containers:
+                    operator = _istio_operator(name, containers[0].image or "")
+                    if operator:
+                        istio_operators.append(f"Deployment {ns}/{name} ({operator})")
 
         pdbs = [
             PdbFacts(
@@ -488,7 +517,16 @@ def read_facts(
         # Without the Services (a 403), a webhook's service cannot be called missing: only its
         # Endpoints are asked, and an unreadable Endpoints is a gap, not a finding.
         services_known = not any(g.startswith("services:") for g in gaps)
-        webhooks = _webhooks(reader, pages, service_names if services_known else None, gaps)
+        certs: list[CertFacts] = []
+        webhooks = _webhooks(reader, pages, service_names if services_known else None, gaps, certs)
+        crds: list[CrdFacts] = []
+        for crd in pages(
+            "customresourcedefinitions", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", schema.Crd
+        ):
+            crds.append(_crd(crd, certs))
+        cni = _aws_node(reader, gaps)
+        if istiod:
+            certs.extend(_istio_root(reader, istiod_namespace or "istio-system", gaps))
 
         kube_proxy = ""
         try:
@@ -561,6 +599,27 @@ def read_facts(
         ),
         kube_proxy=kube_proxy,
         istiod=istiod,
+        health=HealthFacts(
+            cni=cni,
+            crds=crds,
+            istio_operators=istio_operators,
+            istio_operator_crd=any(c.name == "istiooperators.install.istio.io" for c in crds),
+            certs=certs,
+            rooms=[
+                NodeRoom(
+                    name=n.name,
+                    group=n.group,
+                    schedulable=n.ready and not n.unschedulable,
+                    allocatable=allocatable.get(n.name, (0, 0, 0)),
+                    used=tuple(room[_USED_CPU : _USED_PODS + 1]),  # type: ignore[arg-type]
+                    evict=tuple(room[_EVICT_CPU : _EVICT_PODS + 1]),  # type: ignore[arg-type]
+                    biggest=(room[_BIG_CPU], room[_BIG_MEM]),
+                )
+                for rooms in (fold.rooms,)
+                for n in nodes
+                for room in (rooms.get(n.name) or [0] * 8,)
+            ],
+        ),
         gaps=gaps,
     )
     return Gathered(facts=facts, hits=hits, notes=notes)
@@ -590,7 +649,28 @@ class _ReducedPage(msgspec.Struct, array_like=True, gc=False):
     #: (namespace, name) of the pods on this page that events are about
     seen: list[tuple[str, str]]
     candidates: list[_Candidate]
+    #: The requests of the pods on each node as far as the process that reduced this page has
+    #: seen, as int64 bytes: every `ROOMS_EVERY` pages all its nodes (`_ROOM` values and the
+    #: position each, in the order it first saw them: `rooms_full`), else only the nodes of this
+    #: page's pods (the same nine values each). The caller keeps the last full one and the pages since,
+    #: a few objects per page, instead of adding up 150,000 per-page figures in its interpreter.
+    rooms: bytes
+    rooms_full: bool
+    #: the nodes first seen on this page, in order (the next indexes of `rooms`)
+    new_nodes: list[str]
+    #: the process that reduced the page (the helper, or the caller's own once it took over)
+    origin: int
 
+
+#: The fields of a node's room in `_ReducedPage.rooms`: requests of every pod on it, of the pods
+#: a drain would evict, and the largest such pod's.
+_USED_CPU, _USED_MEM, _USED_PODS, _EVICT_CPU, _EVICT_MEM, _EVICT_PODS, _BIG_CPU, _BIG_MEM = range(8)
+_ROOM = 8
+#: A node's slot in `_ReducedPage.rooms`: its `_ROOM` values and its position.
+_SLOT = _ROOM + 1
+_EMPTY_ROOM = [0] * _SLOT
+#: Pages between two full copies of a process's rooms (5,000 nodes: 320 KB each).
+ROOMS_EVERY = 16
 
 _REDUCED_ENCODER = msgspec.msgpack.Encoder()
 _REDUCED_DECODER = msgspec.msgpack.Decoder(_ReducedPage)
@@ -623,6 +703,13 @@ class PodReducer:
         self._owners = _Workloads()
         self._tags: dict[str, str] = {}
         self._logs_asked: dict[str, int] = {}
+        # Quantities as text → integers (millicores, bytes): a cluster has few distinct ones.
+        self._cpu: dict[str, int] = {}
+        self._mem: dict[str, int] = {}
+        #: node → its `_ROOM` values (this process's pods) and position; `_rooms` in that order
+        self._node_index: dict[str, list[int]] = {}
+        self._rooms: list[list[int]] = []
+        self._pages = 0
 
     def __call__(self, items: list[schema.Pod]) -> bytes:
         screen, shape = self._screen, self._shape
@@ -638,7 +725,13 @@ class PodReducer:
             proxies={},
             seen=[],
             candidates=[],
+            rooms=b"",
+            rooms_full=False,
+            new_nodes=[],
+            origin=os.getpid(),
         )
+        index, rooms, cpu_of, mem_of = self._node_index, self._rooms, self._cpu, self._mem
+        touched: dict[str, list[int]] = {}
         # One loop over the page rather than a call per pod: this runs 150,000 times.
         for pod in items:
             meta, spec, status = pod.metadata, pod.spec, pod.status
@@ -648,14 +741,15 @@ class PodReducer:
             ns, name = meta.namespace or "", meta.name or ""
             workload, controlled = owners.of(meta)
             annotations = meta.annotations
+            mirror = annotations is not None and annotations.config_mirror is not None
+            moved = not mirror and not workload.startswith("DaemonSet ")  # a drain evicts it
             if phase != "Running" or not _ready(status.conditions) or meta.deletion_timestamp:
                 rows = out.unhealthy.setdefault(workload, [])
                 if len(rows) < MAX_UNHEALTHY_PER_WORKLOAD:
                     rows.append((name, phase or "Unknown", _pod_reason(pod)))
             if annotations is not None and annotations.safe_to_evict == "false":
                 _append(out.not_evictable, workload, name)
-            mirror = annotations is not None and annotations.config_mirror is not None
-            if not mirror and not workload.startswith("DaemonSet "):
+            if moved:
                 scratch = local = False
                 for v in spec.volumes or ():
                     scratch = scratch or v.empty_dir is not None
@@ -666,16 +760,56 @@ class PodReducer:
                     _append(out.host_path, workload, name)
                 if not controlled:
                     out.bare.append(f"{ns}/{name}")
+            # One pass over the containers: the sidecar's version and the requests the pod holds.
+            cpu = mem = 0
             for c in spec.containers or ():
-                if c.name == "istio-proxy" and c.image:
-                    tag = tags.get(c.image)
+                image = c.image
+                if image and c.name == "istio-proxy":
+                    tag = tags.get(image)
                     if tag is None:
-                        tag = tags[c.image] = _tag(c.image)
+                        tag = tags[image] = _tag(image)
                     versions = out.proxies.get(workload)
                     if versions is None:
                         out.proxies[workload] = [tag]
                     elif tag not in versions:
                         versions.append(tag)
+                res = c.resources
+                if res is not None:
+                    req = res.requests
+                    if req is not None:
+                        q = req.cpu
+                        if q:
+                            n = cpu_of.get(q)
+                            if n is None:
+                                n = cpu_of[q] = quantity(q, milli=True)
+                            cpu += n
+                        q = req.memory
+                        if q:
+                            n = mem_of.get(q)
+                            if n is None:
+                                n = mem_of[q] = quantity(q)
+                            mem += n
+            node = spec.node_name
+            if node and phase != "Failed":
+                # Literal indexes (`_USED_CPU`…, in order): a global's lookup per pod costs more.
+                room = index.get(node)
+                if room is None:
+                    # The `_ROOM` values, then the node's position in the order first seen.
+                    room = index[node] = [0, 0, 0, 0, 0, 0, 0, 0, len(rooms)]
+                    rooms.append(room)
+                    out.new_nodes.append(node)
+                touched[node] = room
+                room[0] += cpu
+                room[1] += mem
+                room[2] += 1
+                if moved and not meta.deletion_timestamp:
+                    room[3] += cpu
+                    room[4] += mem
+                    room[5] += 1
+                    if cpu > room[6]:
+                        room[6] = cpu
+                    if mem > room[7]:
+                        room[7] = mem
             if not self._rules:
                 continue
             # Most pods can match no rule: their signals say so before a PodState is built.
@@ -701,6 +835,11 @@ class PodReducer:
             if not logs and not screen.wants(signals | maybe):
                 continue
             out.candidates.append(_Candidate(signals, logs, pod_state(pod, workload, shape, _ALL_READY)))
+        self._pages += 1
+        if self._pages % ROOMS_EVERY == 0:
+            out.rooms, out.rooms_full = array("q", chain.from_iterable(rooms)).tobytes(), True
+        elif touched:
+            out.rooms = array("q", chain.from_iterable(touched.values())).tobytes()
         return _REDUCED_ENCODER.encode(out)
 
 
@@ -729,6 +868,9 @@ class _PodFold:
         self.host_path: dict[str, list[str]] = {}
         self.bare: list[str] = []
         self.proxies: dict[str, set[str]] = {}
+        #: process → (its nodes in offset order, its last full `_ReducedPage.rooms`, the
+        #: partial ones since)
+        self._rooms: dict[int, tuple[list[str], list[bytes]]] = {}
         self.log_budget = MAX_LOG_READS
         self.logs_forbidden = False
         self._seen: set[tuple[str, str]] = set()
@@ -753,6 +895,12 @@ class _PodFold:
                 else:
                     have_names.extend(names)
         self.bare.extend(page.bare)
+        names, parts = self._rooms.setdefault(page.origin, ([], [b""]))
+        names.extend(page.new_nodes)
+        if page.rooms_full:
+            parts[:] = [page.rooms]
+        elif page.rooms:
+            parts.append(page.rooms)
         for workload, tags in page.proxies.items():
             self.proxies.setdefault(workload, set()).update(tags)
         self._seen.update(page.seen)
@@ -782,6 +930,32 @@ class _PodFold:
         batch, self._batch = self._batch, []
         events = _events_of(batch, self._events)
         _merge(self._hits, match_rules(self._rules, batch, events, budget=self._budget))
+
+    @property
+    def rooms(self) -> dict[str, list[int]]:
+        """node → the requests of its pods (`_USED_CPU`…), every process's added up."""
+        out: dict[str, list[int]] = {}
+        for names, parts in self._rooms.values():
+            values = array("q")
+            values.frombytes(parts[0])
+            values.extend(_EMPTY_ROOM * (len(names) - len(values) // _SLOT))
+            for packed in parts[1:]:
+                partial = array("q")
+                partial.frombytes(packed)
+                for k in range(0, len(partial), _SLOT):
+                    at = partial[k + _ROOM] * _SLOT
+                    values[at : at + _SLOT] = partial[k : k + _SLOT]
+            for n, node in enumerate(names):
+                room = values[n * _SLOT : n * _SLOT + _ROOM].tolist()
+                have = out.get(node)
+                if have is None:
+                    out[node] = room
+                    continue
+                for i in range(_BIG_CPU):
+                    have[i] += room[i]
+                for i in (_BIG_CPU, _BIG_MEM):
+                    have[i] = max(have[i], room[i])
+        return out
 
     def finish(self) -> list[RuleHit]:
         """The rules' hits, once every page is in."""
@@ -874,7 +1048,11 @@ def _with_logs(
 
 
 def _webhooks(
-    reader: CheckReader, pages: Callable[..., Iterator[Any]], service_names: set[str] | None, gaps: list[str]
+    reader: CheckReader,
+    pages: Callable[..., Iterator[Any]],
+    service_names: set[str] | None,
+    gaps: list[str],
+    certs: list[CertFacts],
 ) -> list[WebhookFacts]:
     out: list[WebhookFacts] = []
     services: dict[str, tuple[bool, int]] = {}
@@ -886,6 +1064,15 @@ def _webhooks(
             plural, f"/apis/admissionregistration.k8s.io/v1/{plural}", schema.WebhookConfiguration
         ):
             for hook in cfg.webhooks or ():
+                if hook.client_config.ca_bundle:
+                    certs.extend(
+                        _bundle(
+                            "webhook",
+                            f"{kind} {cfg.metadata.name}",
+                            f"webhook {hook.name} caBundle",
+                            hook.client_config.ca_bundle,
+                        )
+                    )
                 svc = hook.client_config.service
                 ref = f"{svc.namespace}/{svc.name}" if svc is not None else ""
                 if ref and ref not in services:
@@ -920,3 +1107,98 @@ def _ready_endpoints(reader: CheckReader, ref: str, gaps: list[str]) -> int:
             return 1
         raise
     return sum(len(s.get("addresses") or []) for s in ep.get("subsets") or [])
+
+
+_ISTIO_OPERATOR_IMAGE = re.compile(r"(?:^|/)istio/operator:([^@/]+)")
+
+
+def _istio_operator(name: str, image: str) -> str:
+    """ "image TAG" when a Deployment is the in-cluster Istio operator, else ""."""
+    m = _ISTIO_OPERATOR_IMAGE.search(image)
+    if m:
+        return f"operator {m.group(1)}"
+    if name == "istio-operator":
+        return f"image {image}" if image else "istio-operator"
+    return ""
+
+
+def _bundle(kind: str, owner: str, where: str, value: str, *, pem: bool = False) -> list[CertFacts]:
+    """The certificates of a bundle (base64 of PEM, or PEM), or one entry saying it is unreadable."""
+    try:
+        infos = read_pem_bundle(value) if pem else read_ca_bundle(value)
+    except ValueError as exc:
+        return [CertFacts(kind=kind, owner=owner, where=where, error=str(exc))]
+    return [
+        CertFacts(kind=kind, owner=owner, where=where, subject=i.subject, not_after=i.not_after)
+        for i in infos
+    ]
+
+
+def _crd(crd: schema.Crd, certs: list[CertFacts]) -> CrdFacts:
+    versions = crd.spec.versions or ()
+    conversion = crd.spec.conversion.webhook if crd.spec.conversion is not None else None
+    config = conversion.client_config if conversion is not None else None
+    name = crd.metadata.name or ""
+    if config is not None and config.ca_bundle:
+        certs.extend(
+            _bundle(
+                "conversion",
+                f"CustomResourceDefinition {name}",
+                "spec.conversion.webhook caBundle",
+                config.ca_bundle,
+            )
+        )
+    return CrdFacts(
+        name=name,
+        versions=tuple(v.name for v in versions),
+        served=tuple(v.name for v in versions if v.served),
+        storage=next((v.name for v in versions if v.storage), ""),
+        stored=tuple(crd.status.stored_versions or ()),
+    )
+
+
+def _aws_node(reader: CheckReader, gaps: list[str]) -> CniFacts | None:
+    """The VPC CNI's settings from the aws-node DaemonSet; None without it."""
+    try:
+        # A list by name: a cluster without the VPC CNI answers an empty list, not a 404 to log.
+        listed = reader.get_json(
+            "/apis/apps/v1/namespaces/kube-system/daemonsets", {"fieldSelector": "metadata.name=aws-node"}
+        )
+    except ClusterError as exc:
+        if exc.status == 403:
+            gaps.append(f"aws-node DaemonSet: {exc.user_message}")
+        elif exc.status != 404:
+            raise
+        return None
+    items: list[dict[str, Any]] = listed.get("items") or []
+    if not items:
+        return None
+    spec = ((items[0].get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers: list[dict[str, Any]] = spec.get("containers") or []
+    env = {
+        str(e.get("name")): str(e.get("value", ""))
+        for c in containers[:1]
+        for e in c.get("env") or []
+        if e.get("name") in CNI_ENV and "value" in e
+    }
+    return CniFacts(env=env)
+
+
+def _istio_root(reader: CheckReader, namespace: str, gaps: list[str]) -> list[CertFacts]:
+    """The root certificate istiod publishes in its namespace's istio-ca-root-cert ConfigMap
+    (the bot reads that ConfigMap by name; never the istio-ca-secret)."""
+    owner = f"ConfigMap {namespace}/{ISTIO_ROOT_CONFIGMAP}"
+    try:
+        cm = reader.get_json(f"/api/v1/namespaces/{namespace}/configmaps/{ISTIO_ROOT_CONFIGMAP}")
+    except ClusterError as exc:
+        if exc.status == 403:
+            gaps.append(f"{owner}: {exc.user_message}")
+        elif exc.status != 404:
+            raise
+        return []
+    text = str((cm.get("data") or {}).get(ISTIO_ROOT_KEY) or "")
+    if not text:
+        return [
+            CertFacts(kind="istio-root", owner=owner, where=f"data.{ISTIO_ROOT_KEY}", error="no certificate")
+        ]
+    return _bundle("istio-root", owner, f"data.{ISTIO_ROOT_KEY}", text, pem=True)

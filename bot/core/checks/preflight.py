@@ -4,7 +4,8 @@
 data, so each check is tested with a few lines of facts and no cluster. Finding ids are stable
 (documented in the README's table): SKEW0xx version skew, NODE0xx nodes, POD0xx pods, PDB0xx and
 DRAIN0xx drain blockers, RES0xx workload resilience, ISTIO0xx the mesh's data plane, HOOK0xx
-admission webhooks. Removed and deprecated APIs (API0xx) are `apis.py`'s.
+admission webhooks. Removed and deprecated APIs (API0xx) are `apis.py`'s; CNI, CRD, ISTIO002,
+CERT and CAP findings are `cluster_health.py`'s.
 
 Where several objects share one problem and one remedy (every single-replica Deployment), they
 are one finding listing the objects, so a report stays readable on a cluster of thousands of
@@ -17,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.core.checks.cluster_health import HealthFacts, run_health_checks
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
 
 #: Listed objects per grouped finding; the rest are counted.
@@ -151,6 +153,8 @@ class Facts:
     pods: PodSummary = field(default_factory=PodSummary)
     kube_proxy: str = ""  # the kube-proxy DaemonSet's image tag, "" when there is none
     istiod: str = ""  # the istio control plane's version (istiod's image tag), "" without Istio
+    #: CNI settings, CRDs, the Istio install, certificates, node room (`cluster_health.py`)
+    health: HealthFacts = field(default_factory=HealthFacts)
     gaps: Sequence[str] = ()
 
 
@@ -589,8 +593,9 @@ def check_webhooks(facts: Facts) -> list[Finding]:
     return out
 
 
-def run_checks(facts: Facts, target: str) -> list[Finding]:
-    """Every check of this module, in the report's order."""
+def run_checks(facts: Facts, target: str, *, now: float | None = None) -> list[Finding]:
+    """Every check of this module and of `cluster_health.py`, in the report's order; `now` (Unix
+    seconds, default the present) dates the certificates' expiry."""
     return [
         *check_skew(facts, target),
         *check_nodes(facts),
@@ -599,4 +604,5 @@ def run_checks(facts: Facts, target: str) -> list[Finding]:
         *check_webhooks(facts),
         *check_istio(facts),
         *check_resilience(facts),
+        *run_health_checks(facts.health, now=now),
     ]

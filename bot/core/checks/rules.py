@@ -407,6 +407,25 @@ def _first_log_line(m: Match, c: ContainerView) -> str:
     return f"{c.name} log: {text[start : end if end >= 0 else len(text)].strip()[:200]}"
 
 
+#: Characters of an event's message shown as a finding's evidence.
+EVENT_EVIDENCE = 200
+
+
+def _event_evidence(m: EventMatch, e: EventRecord) -> str:
+    """`event REASON: message`, at most `EVENT_EVIDENCE` characters of it: the start, or — when
+    the pattern matched further on (a CNI's "failed to assign an IP address" after a long
+    "Failed to create pod sandbox: rpc error: …") — the part that ends with the match."""
+    text = e.message
+    if len(text) > EVENT_EVIDENCE and m.message is not None:
+        found = m.message.search(text)
+        if found is not None and found.text is text and found.end > EVENT_EVIDENCE:
+            end = min(len(text), found.end + 40)
+            return f"event {e.reason}: …{text[max(end - EVENT_EVIDENCE, 0) : end]}" + (
+                "…" if end < len(text) else ""
+            )
+    return f"event {e.reason}: {text[:EVENT_EVIDENCE]}"
+
+
 def _evidence(m: Match, pod: PodState, c: ContainerView | None) -> str:
     if c is None:
         return "deleting on a NotReady node" if m.node_not_ready else ""
@@ -636,8 +655,8 @@ def _match_rules(
                 continue
             # The evidence is the first pod's (the others' is never shown).
             evidence = _evidence(m, pod, hit) if m.container_level or seen is None else ""
-            if seen is not None:
-                evidence = evidence or f"event {seen.reason}: {seen.message[:200]}"
+            if seen is not None and m.events is not None:
+                evidence = evidence or _event_evidence(m.events, seen)
             found[key] = (rule, pod.namespace, {pod.name: pod.node}, evidence, hit.name if hit else "")
         if m.events is not None and by_pod and not m.container_level and not _has_pod_filters(m):
             # Events about objects that are not (or no longer) pods: a node, a PDB, a pod gone.
@@ -653,7 +672,7 @@ def _match_rules(
                     continue
                 key = (rule.id, f"{ev.kind} {ns}/{name}" if ns else f"{ev.kind} {name}")
                 if key not in found:
-                    found[key] = (rule, ns, {}, f"event {ev.reason}: {ev.message[:200]}", "")
+                    found[key] = (rule, ns, {}, _event_evidence(m.events, ev), "")
     return [
         RuleHit(
             rule=r,

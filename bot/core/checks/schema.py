@@ -16,7 +16,8 @@ from typing import Any, cast
 
 import msgspec
 
-from bot.core.kube.wire import InvolvedObject, NodeSpec, NodeStatus, PdbStatus, Toleration, Wire
+from bot.core.kube.wire import InvolvedObject, NodeSpec, PdbStatus, Toleration, Wire
+from bot.core.kube.wire import NodeStatus as SharedNodeStatus
 
 
 class OwnerRef(Wire):
@@ -74,9 +75,20 @@ class Present(Wire):
     """Any object whose presence is all that is read: its fields are skipped, not built."""
 
 
+class Requests(Wire):
+    cpu: str | None = None
+    memory: str | None = None
+
+
+class Resources(Wire):
+    requests: Requests | None = None
+
+
 class PodContainer(Wire):
     name: str | None = None
     image: str | None = None
+    #: the requests, for the room a drain needs (`cluster_health.check_capacity`)
+    resources: Resources | None = None
 
 
 class Volume(Wire):
@@ -170,6 +182,18 @@ def _keyed(base: type[msgspec.Struct], keys: frozenset[str]) -> tuple[tuple[tupl
 # ----- nodes -----------------------------------------------------------------------------------
 
 
+class Allocatable(Wire):
+    cpu: str | None = None
+    memory: str | None = None
+    pods: str | None = None
+
+
+class NodeStatus(SharedNodeStatus):
+    """The shared node status, plus what the drain's room check reads (`allocatable`)."""
+
+    allocatable: Allocatable | None = None
+
+
 class Node(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
@@ -244,6 +268,7 @@ class ServiceRef(Wire):
 class ClientConfig(Wire):
     service: ServiceRef | None = None
     url: str | None = None
+    ca_bundle: str | None = None
 
 
 class Webhook(Wire):
@@ -255,6 +280,41 @@ class Webhook(Wire):
 class WebhookConfiguration(Wire):
     metadata: Meta = msgspec.field(default_factory=Meta)
     webhooks: tuple[Webhook, ...] | None = None
+
+
+# ----- custom resource definitions -----------------------------------------------------------------
+
+
+class CrdVersion(Wire):
+    name: str = ""
+    served: bool = False
+    storage: bool = False
+
+
+class CrdWebhook(Wire):
+    client_config: ClientConfig | None = None
+
+
+class CrdConversion(Wire):
+    webhook: CrdWebhook | None = None
+
+
+class CrdSpec(Wire):
+    group: str = ""
+    versions: tuple[CrdVersion, ...] | None = None
+    conversion: CrdConversion | None = None
+
+
+class CrdStatus(Wire):
+    stored_versions: tuple[str, ...] | None = None
+
+
+class Crd(Wire):
+    """A CustomResourceDefinition: its versions (not their schemas, skipped) and what is stored."""
+
+    metadata: Meta = msgspec.field(default_factory=Meta)
+    spec: CrdSpec = msgspec.field(default_factory=CrdSpec)
+    status: CrdStatus = msgspec.field(default_factory=CrdStatus)
 
 
 class Address(Wire):

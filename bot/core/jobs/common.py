@@ -20,6 +20,13 @@ from bot.errors import ClusterError, UserError, clip
 Raw = dict[str, Any]
 
 
+#: The well-known label that takes a node out of cloud load balancers (the service controller
+#: stops sending it traffic): a drain with `depool` sets it; the value says the bot set it, so that
+#: only the bot's is removed (after the drain, or by an `uncordon`).
+DEPOOL_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+DEPOOL_VALUE = "upgrade-bot"
+
+
 class JobCluster(Protocol):
     """The kube adapter as the jobs see it (`bot.adapters.kube.Cluster` has every method)."""
 
@@ -33,6 +40,10 @@ class JobCluster(Protocol):
 
     def uncordon(
         self, node: str, *, dry_run: bool = False, remove_annotations: Sequence[str] = ()
+    ) -> dict[str, Any]: ...
+
+    def label_node(
+        self, node: str, labels: Mapping[str, str | None], *, dry_run: bool = False
     ) -> dict[str, Any]: ...
 
     def node_event(

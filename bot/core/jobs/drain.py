@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,8 @@ from bot.core.checks.rules import EventRecord, Rule, RuleHit, match_rules
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
+    DEPOOL_LABEL,
+    DEPOOL_VALUE,
     JobCluster,
     bar,
     duration_arg,
@@ -37,7 +40,7 @@ from bot.core.jobs.common import (
 from bot.core.jobs.explain import explain, named, typed_pods
 from bot.core.kube.objects import EPISODE_REOPEN, workload_of
 from bot.core.kube.wire import WPod
-from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked
+from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked, UserError
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)
 DEFAULT_PARALLEL = 5
@@ -59,6 +62,27 @@ DELETE = ChoiceOption(
     id="delete", label="Delete the pods instead of evicting", roles=("coordinator",), needs_reason=True
 )
 SKIP = ChoiceOption(id="skip", label="Skip this node")
+
+#: Local data that a pod's deletion (or eviction) loses for good.
+LOCAL_VOLUMES = (("emptyDir", "emptyDir"), ("hostPath", "hostPath"))
+
+
+def depool_arg(args: Mapping[str, str]) -> str:
+    """`depool`: "" (no), "true" (label, then remove once drained) or "keep" (label and leave it)."""
+    text = str(args.get("depool", "")).strip().lower()
+    if text in ("", "false", "no", "0", "off"):
+        return ""
+    if text in ("true", "yes", "1", "on"):
+        return "true"
+    if text == "keep":
+        return "keep"
+    raise UserError(f"depool: {text[:20]!r} is not true, false or keep")
+
+
+def local_storage(pod: Mapping[str, Any]) -> list[str]:
+    """The kinds of local volume a pod keeps data on ("emptyDir", "hostPath"), each once."""
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    return [label for key, label in LOCAL_VOLUMES if any(key in v for v in volumes)]
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -107,6 +131,12 @@ class DrainJob:
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         timeout = duration_arg(args, "timeout", DEFAULT_TIMEOUT)
         parallel = int_arg(args, "parallel", DEFAULT_PARALLEL, high=50)
+        depool = depool_arg(args)
+        depool_wait = (
+            duration_arg(args, "depool_wait", timedelta(seconds=1)) if args.get("depool_wait") else None
+        )
+        if depool_wait is not None and not depool:
+            raise UserError("depool_wait: only with depool: true (or keep)")
         nodes = select_nodes(cluster, args, self.node_group_labels)
         order = [node_name(n) for n in nodes]
         return {
@@ -114,8 +144,12 @@ class DrainJob:
             "parallel": parallel,
             "allow_local_storage": flag(args, "allow_local_storage"),
             "allow_unmanaged": flag(args, "allow_unmanaged"),
+            "depool": depool,
+            "depool_wait": depool_wait.total_seconds() if depool_wait is not None else 0.0,
             "order": order,
             "cordoned": [],
+            # Nodes this job labelled out of the load balancers and has not put back yet.
+            "depooled": [],
             "nodes": {
                 node_name(n): {
                     "was": unschedulable(n),
@@ -128,6 +162,16 @@ class DrainJob:
                     "forced": None,
                     "counts": {},
                     "pods": {},
+                    # Labelled out of the load balancers before the job: "was", never touched.
+                    "depool": (
+                        (
+                            "was"
+                            if DEPOOL_LABEL in ((n.get("metadata") or {}).get("labels") or {})
+                            else "pending"
+                        )
+                        if depool
+                        else None
+                    ),
                 }
                 for n in nodes
             },
@@ -147,6 +191,23 @@ class DrainJob:
                 annotations = tr.cordon_annotations(progress.get(tr.TRAIL), datetime.now(UTC))
                 cluster.cordon(name, dry_run=True, annotations=annotations)
                 lines.append(f"would cordon node {name} (schedulable → unschedulable)")
+            if progress.get("depool"):
+                labels = (node.get("metadata") or {}).get("labels") or {}
+                if DEPOOL_LABEL in labels:
+                    lines.append(
+                        f"node {name} is already out of the load balancers ({DEPOOL_LABEL}): left as it is"
+                    )
+                else:
+                    cluster.label_node(name, {DEPOOL_LABEL: DEPOOL_VALUE}, dry_run=True)
+                    after = (
+                        "kept (an uncordon removes it)"
+                        if progress["depool"] == "keep"
+                        else "removed once the node is drained"
+                    )
+                    lines.append(
+                        f"would label node {name} {DEPOOL_LABEL}={DEPOOL_VALUE} before evicting"
+                        f" (out of the cloud load balancers; {after})"
+                    )
             pdb_cache: dict[str, list[Mapping[str, Any]]] = {}
             for pod in sorted(cluster.node_pods(name), key=pod_key):
                 key = pod_key(pod)
@@ -156,6 +217,10 @@ class DrainJob:
                     lines.append(f"{name}: would leave {key} on the node ({why} pod)")
                 elif what == "refuse":
                     lines.append(f"{name}: would REFUSE to evict {key}: {why}; people would be asked")
+                    if local_storage(pod):
+                        lines.append(
+                            f"{name}: deleting {key} instead would lose its {' and '.join(local_storage(pod))} data"
+                        )
                 elif meta.get("deletionTimestamp"):
                     lines.append(f"{name}: would wait for {key} (already terminating)")
                 else:
@@ -228,6 +293,7 @@ class _Run:
         self.p: Progress = {
             **progress,
             "cordoned": list(progress.get("cordoned") or []),
+            "depooled": list(progress.get("depooled") or []),
             # "<rule id> <workload key>" → {"n": episode, "open": bool, "ended": ISO | None}
             "issues": {k: dict(v) for k, v in (progress.get("issues") or {}).items()},
             "nodes": {
@@ -360,8 +426,25 @@ class _Run:
             node.setdefault("cordoned_at", iso(self.now))
 
     def start(self, name: str) -> None:
-        """List the node's pods: the pods to evict get their intent now, the writes come next tick."""
+        """List the node's pods: the pods to evict get their intent now, the writes come next tick.
+        With depool, the node is labelled out of the load balancers first (an idempotent patch: a
+        tick re-run after a crash labels it again, to the same effect)."""
         node = self.p["nodes"][name]
+        if node.get("depool") == "pending":
+            self.cluster.label_node(name, {DEPOOL_LABEL: DEPOOL_VALUE})
+            node["depool"] = "labelled"
+            node["depooled_at"] = iso(self.now)
+            if name not in self.p["depooled"]:
+                self.p["depooled"].append(name)
+            self.audit.append(("depool", f"node {name}: label {DEPOOL_LABEL}={DEPOOL_VALUE} set"))
+            wait = float(self.p.get("depool_wait") or 0)
+            self.posts.append(
+                Post(
+                    key=f"drain-depooled:{name}",
+                    text=f"node {name} taken out of the cloud load balancers ({DEPOOL_LABEL})"
+                    + (f"; evicting in {int(wait)} s, once they have let go of it" if wait else ""),
+                )
+            )
         node["state"] = "draining"
         node["started"] = iso(self.now)
         node.setdefault("began", node["started"])
@@ -449,7 +532,7 @@ class _Run:
             and entry["state"] == "deleting"
             and not (live[key].get("metadata") or {}).get("deletionTimestamp")
         ]
-        if due:
+        if due and not self._depooling(node):
             self.evict(name, due, live)
         for key in deletes:
             self.delete(name, key)
@@ -478,6 +561,30 @@ class _Run:
         if soonest is None:
             return 5.0
         return min(max((soonest - self.now).total_seconds(), 0.5), 5.0)
+
+    def _depooling(self, node: Mapping[str, Any]) -> bool:
+        """Whether the load balancers are still being given `depool_wait` to let go of the node."""
+        since = parse_iso(node.get("depooled_at"))
+        wait = timedelta(seconds=float(self.p.get("depool_wait") or 0))
+        return since is not None and node.get("depool") == "labelled" and self.now - since < wait
+
+    def repool(self, name: str) -> None:
+        """Put a node this job labelled back into the load balancers (`depool: true`), once."""
+        node = self.p["nodes"][name]
+        if node.get("depool") != "labelled" or self.p.get("depool") == "keep":
+            return
+        try:
+            self.cluster.label_node(name, {DEPOOL_LABEL: None})
+        except ClusterError as exc:
+            if exc.status != 404:  # a node already deleted has no label to remove
+                raise
+        node["depool"] = "restored"
+        if name in self.p["depooled"]:
+            self.p["depooled"].remove(name)
+        self.audit.append(("repool", f"node {name}: label {DEPOOL_LABEL} removed"))
+        self.posts.append(
+            Post(key=f"drain-repooled:{name}", text=f"node {name} back in the cloud load balancers")
+        )
 
     def _due(self, entry: Mapping[str, Any]) -> bool:
         when = parse_iso(entry.get("next"))
@@ -703,6 +810,7 @@ class _Run:
         }
         node["counts"] = counts
         node["pods"] = {}
+        self.repool(name)
         node["state"] = "done"
         node["ended"] = iso(self.now)
         node["choice"] = None
@@ -732,15 +840,53 @@ class _Run:
             why = f"still {len(left)} pod(s) on it after {minutes} min ({few(left)})"
             if node["pdbs"]:
                 why += f"; blocked by {few(sorted(node['pdbs']))}"
-        return Choice(
-            key=str(node["choice"]),
-            question=f"Drain of node {name}: {why}. What now?",
-            options=(WAIT, DELETE, SKIP),
-        )
+        lost = [p for p in node.get("data_loss") or [] if p.split(" ", 1)[0] in left]
+        delete = DELETE
+        question = f"Drain of node {name}: {why}. What now?"
+        if lost:
+            question += (
+                f"\n:warning: Deleting loses the local data of {len(lost)} pod(s) for good: {few(lost)}."
+                " Evicting loses it too; skipping the node keeps it while the node lives."
+            )
+            delete = replace(DELETE, label=f"Delete the pods (loses the local data of {len(lost)})")
+        return Choice(key=str(node["choice"]), question=question, options=(WAIT, delete, SKIP))
+
+    def data_loss(self, node: Mapping[str, Any], live: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """The pods left on the node whose data a delete loses: "ns/pod (emptyDir; the only
+        replica)". Their owners are read (a few GETs, once per question) to tell a workload's only
+        replica; an owner that cannot be read is said so rather than guessed."""
+        out = []
+        for key, entry in sorted(node["pods"].items()):
+            pod = live.get(key)
+            if entry["state"] not in _LEFT or pod is None:
+                continue
+            kinds = local_storage(pod)
+            if not kinds:
+                continue
+            out.append(f"{key} ({', '.join(kinds)}{self._replicas(pod)})")
+        return out
+
+    def _replicas(self, pod: Mapping[str, Any]) -> str:
+        meta = pod.get("metadata") or {}
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        if owner is None:
+            return "; no controller: nothing recreates it"
+        plural = {"ReplicaSet": "replicasets", "StatefulSet": "statefulsets"}.get(str(owner.get("kind")))
+        if plural is None:
+            return ""
+        try:
+            got = self.cluster.get_json(
+                f"/apis/apps/v1/namespaces/{meta.get('namespace')}/{plural}/{owner.get('name')}"
+            )
+        except ClusterError:
+            return "; replicas unknown"
+        replicas = (got.get("spec") or {}).get("replicas", 1)
+        return "; the only replica" if replicas == 1 else ""
 
     def ask(self, name: str, *, only_refused: bool, live: Mapping[str, Mapping[str, Any]]) -> Tick:
         node = self.p["nodes"][name]
         node["choice"] = f"drain-timeout:{name}:{node['round']}"
+        node["data_loss"] = self.data_loss(node, live)
         left = sum(1 for e in node["pods"].values() if e["state"] in _LEFT)
         what = "only refused pods are left" if only_refused else f"timeout reached with {left} pod(s) left"
         self.posts.append(
@@ -768,6 +914,7 @@ class _Run:
             node["started"] = iso(self.now)
             text = f"node {name}: {who} chose to delete the remaining pods instead of evicting them"
         elif decision.option == SKIP.id:
+            self.repool(name)
             node["state"] = "skipped"
             node["ended"] = iso(self.now)
             node["pods"] = {}

@@ -16,6 +16,8 @@ cordoned, so an abort can offer to uncordon exactly those.
 The node says who did it: a cordon writes the `upgrade-bot.io/cordoned-*` annotations (the run,
 step, job and approvers stored in `trail`) in the same patch and records an `UpgradeBotCordon`
 Event on the node; an uncordon removes them and records `UpgradeBotUncordon` (bot.core.jobs.trail).
+An uncordon also puts the node back into the cloud load balancers when the bot's drain took it out
+(`depool`: the label `node.kubernetes.io/exclude-from-external-load-balancers=upgrade-bot`).
 
 Never twice: the write is a patch whose effect is visible on the node. A tick re-run after a crash
 sees a pending node already in the wanted state: if it was not when planned, this job made it so
@@ -31,7 +33,16 @@ from typing import Any
 
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Decision, Post, Progress, Tick
-from bot.core.jobs.common import JobCluster, bar, few, node_name, select_nodes, unschedulable
+from bot.core.jobs.common import (
+    DEPOOL_LABEL,
+    DEPOOL_VALUE,
+    JobCluster,
+    bar,
+    few,
+    node_name,
+    select_nodes,
+    unschedulable,
+)
 from bot.errors import ClusterError
 
 
@@ -94,7 +105,12 @@ class _NodeFlagJob:
         if self.want_unschedulable:
             annotations = tr.cordon_annotations(progress.get(tr.TRAIL), now or datetime.now(UTC))
             return cluster.cordon(name, dry_run=dry_run, annotations=annotations)
-        return cluster.uncordon(name, dry_run=dry_run, remove_annotations=tr.ANNOTATIONS)
+        node = cluster.uncordon(name, dry_run=dry_run, remove_annotations=tr.ANNOTATIONS)
+        if ((node.get("metadata") or {}).get("labels") or {}).get(DEPOOL_LABEL) == DEPOOL_VALUE:
+            # A drain with `depool: keep` (or one aborted midway) left the node out of the load
+            # balancers: schedulable again, it serves again. Another's label is left alone.
+            node = cluster.label_node(name, {DEPOOL_LABEL: None}, dry_run=dry_run)
+        return node
 
     def tick(
         self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None

@@ -25,7 +25,7 @@ from bot.core.jobs.common import (
     object_name,
     version_arg,
 )
-from bot.core.jobs.drain import DrainJob
+from bot.core.jobs.drain import DrainJob, depool_arg
 from bot.core.jobs.nodes import CordonJob, UncordonJob
 from bot.core.jobs.restart import FROM_CHECK, RestartJob, check_scope
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
@@ -73,6 +73,11 @@ def _check_drain(args: Mapping[str, str]) -> None:
     _nodes(args)
     duration_arg(args, "timeout", timedelta(minutes=15))
     int_arg(args, "parallel", 5)
+    depool = depool_arg(args)
+    if str(args.get("depool_wait", "")).strip():
+        if not depool:
+            raise UserError("depool_wait: only with depool: true (or keep)")
+        duration_arg(args, "depool_wait", timedelta(seconds=1))
 
 
 def _check_restart(args: Mapping[str, str]) -> None:
@@ -127,7 +132,8 @@ KINDS: tuple[JobKind, ...] = (
         name="drain",
         summary="cordon and drain nodes through the eviction API (PDBs respected; a per-node timeout "
         "asks people)",
-        optional=NODES | {"timeout", "parallel", "allow_local_storage", "allow_unmanaged"},
+        optional=NODES
+        | {"timeout", "parallel", "allow_local_storage", "allow_unmanaged", "depool", "depool_wait"},
         mutating=True,
         command=True,
         check=_check_drain,

@@ -147,6 +147,11 @@ class Api:
             )
             if existing is None:
                 entry = self.create(served.kind, ns, manifest)
+                if served.kind.kind == "CustomResourceDefinition" and manifest.get("status") is not None:
+                    # A scenario states a CRD's history (storedVersions from versions it once had).
+                    fresh = entry.obj()
+                    fresh["status"] = {**fresh.get("status", {}), **manifest["status"]}
+                    entry = self.update(served.kind, ns, name, fresh, subresource="status")
             else:
                 body = dict(manifest)
                 body["metadata"] = {**m, "resourceVersion": str(existing.rv)}

@@ -214,6 +214,15 @@ def apply_defaults(kind: str, obj: Obj, ids: Ids, *, creating: bool) -> None:
         obj.setdefault("type", "Opaque")
     elif kind == "PodDisruptionBudget" and creating:
         obj["status"] = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
+    elif kind == "CustomResourceDefinition" and creating:
+        # The API server records the storage version as stored, and accepts the names asked for.
+        spec = obj.get("spec") or {}
+        storage = [str(v.get("name")) for v in spec.get("versions") or [] if v.get("storage")]
+        obj["status"] = {
+            "storedVersions": storage,
+            "acceptedNames": dict(spec.get("names") or {}),
+            "conditions": [{"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
+        }
     elif kind == "PersistentVolumeClaim" and creating:
         obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
         obj["status"] = {"phase": "Pending"}

@@ -259,6 +259,16 @@ KINDS: tuple[Kind, ...] = (
         generation=True,
     ),
     Kind(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        namespaced=False,
+        short_names=("crd", "crds"),
+        categories=("api-extensions",),
+        subresources=("status",),
+        generation=True,
+    ),
+    Kind(
         "resource.k8s.io",
         "resourceslices",
         "ResourceSlice",
@@ -280,6 +290,7 @@ GA_VERSIONS: dict[str, tuple[str, ...]] = {
     "autoscaling": ("v2", "v1"),
     "admissionregistration.k8s.io": ("v1",),
     "networking.k8s.io": ("v1",),
+    "apiextensions.k8s.io": ("v1",),
     "resource.k8s.io": ("v1",),
 }
 

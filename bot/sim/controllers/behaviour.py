@@ -65,6 +65,9 @@ class Behaviour:
     logs: tuple[LogRule, ...] = ()
     #: Lines written when the container exits before a restart (its last words, shown by --previous).
     crash_logs: tuple[str, ...] = ()
+    #: The CNI cannot set the pod's network up (any container's rule makes the whole pod fail): the
+    #: pod stays ContainerCreating with a FailedCreatePodSandBox event carrying this message.
+    sandbox_error: str | None = None
 
 
 @dataclass(frozen=True)

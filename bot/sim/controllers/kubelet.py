@@ -34,6 +34,8 @@ PodKey = tuple[str, str]
 BACKOFF_START = 10.0
 BACKOFF_MAX = 300.0
 ATTACH_RETRY = 10.0
+#: A sandbox the CNI failed to set up is retried this often (the kubelet backs off to about this).
+SANDBOX_RETRY = 30.0
 #: The attach/detach controller force-detaches a volume this long after its pod is gone from a dead node.
 FORCE_DETACH_AFTER = 360.0
 #: Detaching an EBS-style volume from a live node takes a while; a pod started elsewhere meanwhile
@@ -233,6 +235,21 @@ class Kubelets:
         if got is None:
             return
         run, pod = got
+        failed = next((c.behaviour.sandbox_error for c in run.containers if c.behaviour.sandbox_error), None)
+        if failed:
+            # What the kubelet reports when the CNI plugin fails (the VPC CNI out of addresses):
+            # the sandbox is retried, the containers never start.
+            self.events.emit(
+                pod,
+                "Pod",
+                "Warning",
+                "FailedCreatePodSandBox",
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for"
+                f' sandbox "{run.uid[:12]}": plugin type="aws-cni" name="aws-cni" failed (add): {failed}',
+                component="kubelet",
+            )
+            self._after(run, SANDBOX_RETRY, "sandbox", lambda: self._sandbox_ready(run.uid))
+            return
         claim = self._blocked_volume(pod, run)
         if claim:
             return

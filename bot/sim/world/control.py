@@ -40,6 +40,10 @@ RULE_FAULTS: dict[str, dict[str, Any]] = {
     "logs": {},
     "stuck_terminating": {},
     "slow_start": {"ready_after": 120.0},
+    # The VPC CNI has no address for the pod (ipamd's warm pool empty, the subnet full).
+    "no_ip": {
+        "sandbox_error": "add cmd: failed to assign an IP address to container",
+    },
 }
 
 

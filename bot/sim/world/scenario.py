@@ -1,9 +1,10 @@
 """Scenarios: YAML files that describe a cluster and what happens to it (schema in README.md).
 
 A scenario names the control-plane version and platform, the node groups, Fargate profiles,
-namespaces, objects (ordinary Kubernetes manifests, plus two conveniences: `helm_release`, stored
+namespaces, objects (ordinary Kubernetes manifests, plus three conveniences: `helm_release`, stored
 as Helm 3 stores a release, and `last_applied: true`, which records the manifest in the
-`kubectl.kubernetes.io/last-applied-configuration` annotation as `kubectl apply` does), container
+`kubectl.kubernetes.io/last-applied-configuration` annotation as `kubectl apply` does; and
+`{test_certificate: …}` wherever a certificate goes, see `_certificates`), container
 behaviours and faults, in-cluster clients that call deprecated APIs, and a scripted `upgrade`. A
 `generate` section builds a cluster from numbers instead (the `large` scenario: 5,000 nodes and
 150,000 pods), written straight into the store in a consistent, settled state.
@@ -18,6 +19,7 @@ import gzip
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from importlib import resources as importlib_resources
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from bot.sim.apiserver.resources import minor_of
 from bot.sim.controllers.behaviour import Rule, RuleBook
 from bot.sim.controllers.engine import Engine
 from bot.sim.controllers.scheduler import Scheduler
+from bot.sim.world.certs import certificate_pem
 from bot.sim.world.cloud import Cloud, DeprecatedCaller, FargateProfile, NodeGroupSpec, Operation
 from bot.sim.world.injection import Injector, Injectors
 
@@ -369,6 +372,7 @@ def _caller(spec: Any) -> DeprecatedCaller:
 
 _ORDER = [
     "Namespace",
+    "CustomResourceDefinition",
     "ServiceAccount",
     "ConfigMap",
     "Secret",
@@ -389,7 +393,7 @@ def _prepare(objects: list[Obj], now: float) -> list[Obj]:
         if "helm_release" in raw:
             out.append(helm_release_secret(raw["helm_release"], now))
             continue
-        obj = copy.deepcopy(raw)
+        obj = _certificates(copy.deepcopy(raw))
         if obj.pop("last_applied", False):
             applied = copy.deepcopy(obj)
             applied.pop("status", None)
@@ -401,6 +405,40 @@ def _prepare(objects: list[Obj], now: float) -> list[Obj]:
         out.append(obj)
     rank = {k: i for i, k in enumerate(_ORDER)}
     return sorted(out, key=lambda o: rank.get(str(o.get("kind")), len(_ORDER)))
+
+
+def _certificates(value: Any) -> Any:
+    """`{test_certificate: {common_name: CN, expires_in: 3d, encoding: base64|pem}}` anywhere in a
+    manifest becomes a certificate (`bot.sim.world.certs`) whose notAfter is `expires_in` after the
+    present (negative: already expired); `base64` (the default) as a `caBundle` holds it."""
+    if isinstance(value, list):
+        return [_certificates(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"test_certificate"}:
+        spec = value["test_certificate"] or {}
+        if not isinstance(spec, dict) or set(spec) - {
+            "common_name",
+            "organization",
+            "expires_in",
+            "encoding",
+        }:
+            raise ScenarioError(
+                f"test_certificate: expected common_name, organization, expires_in, encoding: {spec!r}"
+            )
+        expires = str(spec.get("expires_in", "365d"))
+        seconds = -parse_duration(expires[1:]) if expires.startswith("-") else parse_duration(expires)
+        pem = certificate_pem(
+            common_name=str(spec.get("common_name", "sim")),
+            organization=str(spec.get("organization", "sim")),
+            # The sim's clock jumps to the present after its warm-up: the expiry counts from there.
+            not_after=datetime.now(UTC) + timedelta(seconds=seconds),
+        )
+        encoding = str(spec.get("encoding", "base64"))
+        if encoding not in ("base64", "pem"):
+            raise ScenarioError(f"test_certificate: encoding must be base64 or pem, not {encoding!r}")
+        return base64.b64encode(pem.encode()).decode() if encoding == "base64" else pem
+    return {k: _certificates(v) for k, v in value.items()}
 
 
 def helm_release_secret(spec: Obj, now: float) -> Obj:

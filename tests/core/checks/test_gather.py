@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from bot.adapters import kube
@@ -64,7 +65,8 @@ def test_without_the_core_api_every_list_is_a_gap_in_the_reports_order(
     # comes where the report has always had it: after what the checks read, before the pods.
     assert resources[:2] == ["nodes", "services"]
     assert resources[-2:] == ["events", "pods"]
-    assert set(resources[2:-2]) == {"endpoints"}
+    # Between them: the webhooks' Endpoints and the Istio root certificate's ConfigMap.
+    assert set(resources[2:-2]) == {"endpoints", "ConfigMap"}
     assert gathered.facts.nodes == []
     assert gathered.hits == []
     assert fetching_ahead() == 0
@@ -97,3 +99,60 @@ def test_a_check_whose_matching_budget_runs_out_says_which_rules_stopped(reader:
     assert note.startswith("known-issue rules stopped matching after their 0 s budget: ")
     assert "KI002" in note  # the scenario's workload-spiffe-uds log lines were not looked at
     assert "findings may be missing" in note
+
+
+def test_the_rooms_of_many_pages_add_up_to_each_nodes_requests() -> None:
+    """The pods' helper sends a node's requests in full every ROOMS_EVERY pages and the nodes of
+    each page in between; the caller's fold ends with every node's sums whatever the mix."""
+    from bot.core.checks import gather, schema
+    from bot.core.checks.patterns import MatchBudget
+    from bot.core.checks.rules import Screen
+
+    screen = Screen(RULES)
+    shape = schema.pod_schema(screen.label_keys, screen.annotation_keys)
+
+    def pod(i: int) -> object:
+        owner = "DaemonSet" if i % 7 == 0 else "ReplicaSet"
+        return msgspec.convert(
+            {
+                "metadata": {
+                    "name": f"p{i}",
+                    "namespace": "ns",
+                    "ownerReferences": [{"kind": owner, "name": f"w{i % 5}", "controller": True}],
+                },
+                "spec": {
+                    "nodeName": f"node-{i % 4}" if i % 11 else "",
+                    "containers": [
+                        {"name": "app", "resources": {"requests": {"cpu": f"{i}m", "memory": "1Mi"}}}
+                    ],
+                },
+                "status": {"phase": "Failed" if i % 13 == 0 else "Running"},
+            },
+            shape.pod,
+            from_attributes=False,
+        )
+
+    pods = [pod(i) for i in range(1, 3 * (gather.ROOMS_EVERY * 2 + 5))]
+    reducer = gather.PodReducer(
+        screen=screen, shape=shape, rules=False, with_events=frozenset(), log_containers=frozenset()
+    )
+    fold = gather._PodFold(
+        rules=[], budget=MatchBudget(1.0), screen=screen, node_ready={}, events={}, log_rules=[], get_raw=None
+    )
+    for start in range(0, len(pods), 3):
+        fold.add(reducer(pods[start : start + 3]))  # type: ignore[arg-type]
+    want: dict[str, list[int]] = {}
+    for i in range(1, 3 * (gather.ROOMS_EVERY * 2 + 5)):
+        if i % 11 == 0 or i % 13 == 0:
+            continue  # no node yet; finished
+        room = want.setdefault(f"node-{i % 4}", [0] * 8)
+        room[0] += i
+        room[1] += 2**20
+        room[2] += 1
+        if i % 7:
+            room[3] += i
+            room[4] += 2**20
+            room[5] += 1
+            room[6] = max(room[6], i)
+            room[7] = 2**20
+    assert fold.rooms == want

@@ -11,7 +11,7 @@ import pytest
 from bot.core.checks.rules import read_rules
 from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.nodes import CordonJob, UncordonJob
-from bot.core.jobs.registry import default_jobs
+from bot.core.jobs.registry import default_jobs, job_kind
 from bot.core.jobs.restart import RestartJob
 from bot.core.jobs.waitgroup import WaitNodeGroupJob, group_counts
 from bot.errors import UserError
@@ -324,3 +324,16 @@ def test_a_failed_restart_names_the_known_issue_rule_and_its_remedy() -> None:
     assert bare.posts["rollout-failed:deployment/shop/web"] == (
         'deployment/shop/web: rollout failed: deployment "web" exceeded its progress deadline'
     )
+
+
+def test_a_plan_or_action_may_ask_the_drain_to_depool_and_bad_values_are_refused_before_a_gate() -> None:
+    check = job_kind("drain").check
+    check({"nodegroup": "ng-shared", "depool": "true", "depool_wait": "30s"})
+    check({"node": "n1", "depool": "keep"})
+    assert {"depool", "depool_wait"} <= job_kind("drain").arguments
+    with pytest.raises(UserError, match="depool: 'maybe' is not true, false or keep"):
+        check({"node": "n1", "depool": "maybe"})
+    with pytest.raises(UserError, match="depool_wait: only with depool"):
+        check({"node": "n1", "depool_wait": "30s"})
+    with pytest.raises(UserError, match="depool_wait"):
+        check({"node": "n1", "depool": "true", "depool_wait": "soon"})
