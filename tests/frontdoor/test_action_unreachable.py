@@ -66,3 +66,7 @@ def test_an_action_on_a_cluster_that_does_not_answer_says_the_check_was_skipped_
     assert row.state != "failed"
     # The gate is open: its button is on the thread, for the approvers.
     assert bot.gate("cordon")
+    # The card says the version was not read, not a made-up "0.0 → 0.0".
+    card = next(m for m in bot.front.stub.posted("C0OPS") if "Upgrade run" in m.get("text", ""))
+    assert "version not read (the cluster did not answer)" in card["text"], card["text"]
+    assert "0.0" not in card["text"]
