@@ -215,7 +215,33 @@ CORE_SERVICES = (
     "bot.core.snapshots.service",
     "bot.core.announcements.service",
 )
-CORE_FEATURES = ("bot.core.runs", "bot.core.snapshots", "bot.core.announcements", "bot.core.actions")
+#: Core's features, top to bottom: each may import those below it, never one above it.
+CORE_FEATURES = (
+    "bot.core.announcements",
+    "bot.core.runs",
+    "bot.core.actions",
+    "bot.core.jobs",
+    "bot.core.watches",
+    "bot.core.checks",
+    "bot.core.snapshots",
+    "bot.core.kube",
+)
+
+
+def test_core_features_import_only_the_features_below_them() -> None:
+    graph = _core_package_graph()
+    upward = sorted(
+        (feature, higher)
+        for rank, feature in enumerate(CORE_FEATURES)
+        for higher in CORE_FEATURES[:rank]
+        if higher in graph.get(feature, set())
+    )
+    assert upward == []
+    # Every package of core is a feature or a shared module below them all (no second tower).
+    features = set(CORE_FEATURES)
+    for package, imports in graph.items():
+        if package not in features and package != "bot.core.command":
+            assert not imports & features, f"{package} imports the features {sorted(imports & features)}"
 
 
 def test_core_is_split_by_feature() -> None:
