@@ -10,7 +10,7 @@ Records cross this boundary as the frozen dataclasses of `bot.records` (plain da
 alone maps them to and from rows, and callers above never see SQLAlchemy rows or sessions.
 
 The package, room by room: `schema` (the current tables), `migrate` and `migrations/` (Alembic),
-`engine` (connecting), `fencing` and `lease` (leadership), `base` (what the parts share), one
+`engine` (connecting), `fence` and `lease` (leadership), `base` (what the parts share), one
 module per concern (`audit`, `inbox`, `snapshots`, `runs`, `messages`, `watches`, `jobs`,
 `waivers`, `gates`, `findings`, `schedules`), and `facade`, whose `Store` joins them over one
 engine.
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from bot.adapters.store.engine import CONNECT_TIMEOUT_SECONDS, create_engine
 from bot.adapters.store.facade import Store
-from bot.adapters.store.fencing import current_fence, fencing
+from bot.adapters.store.fence import current_fence, fencing
 from bot.adapters.store.schema import metadata
 
 __all__ = ["CONNECT_TIMEOUT_SECONDS", "Store", "create_engine", "current_fence", "fencing", "metadata"]

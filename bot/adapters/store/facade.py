@@ -12,7 +12,7 @@ from bot.adapters.store import migrate as migrations
 from bot.adapters.store.audit import AuditLog
 from bot.adapters.store.base import _wrap_errors
 from bot.adapters.store.engine import _engine_or_config_error, _masked, _reason
-from bot.adapters.store.fencing import _FencingEngine
+from bot.adapters.store.fence import _FencingEngine
 from bot.adapters.store.findings import FindingFixes
 from bot.adapters.store.gates import GateDryRuns
 from bot.adapters.store.inbox import Inbox

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Engine
 
 from bot.errors import PermanentError
+
+if TYPE_CHECKING:
+    from alembic.script import ScriptDirectory
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +33,31 @@ SCRIPT_LOCATION = Path(__file__).with_name("migrations")
 MIGRATION_LOCK_KEY = 0x75_70_67_72_61_64_65  # "upgrade"
 
 
+# Alembic is imported when the store migrates, not by every module that names the store's type
+# (a third of a second at start-up otherwise, for commands that never open the database).
+
+
 def script_directory() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory(str(SCRIPT_LOCATION))
 
 
 def current_revision(engine: Engine) -> str | None:
     """The database's Alembic revision (None before the first migration)."""
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 
 
 def upgrade(engine: Engine, target: str = "head") -> list[str]:
     """Bring the database to `target` (normally head); return the revisions applied, in order."""
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.util import CommandError
+
     script = script_directory()
     with engine.connect() as conn:
         _lock(conn)
@@ -79,6 +91,9 @@ def _lock(conn: Connection) -> None:
 
 def _stamp_legacy(conn: Connection, script: ScriptDirectory) -> None:
     """A database of the hand-numbered migrator (and no Alembic yet): stamp its version."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.util import CommandError
+
     inspector = sa.inspect(conn)
     if inspector.has_table("alembic_version") or not inspector.has_table("schema_migrations"):
         return

@@ -1,4 +1,5 @@
-"""Fencing: the check every transaction of a duty makes."""
+"""Fencing: every transaction a duty opens checks first that its fence still holds the lease
+(see the package docstring); `fencing(fence)` puts a fence in force on this thread or task."""
 
 from __future__ import annotations
 
