@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,22 +23,11 @@ from bot.adapters.store import Store, metadata
 from bot.adapters.store.migrate import script_directory
 from bot.errors import PermanentError
 from bot.records import JobRow
-from tests.support.postgres import drop_every_table
 
 LEGACY_V17 = Path(__file__).parents[2] / "data" / "store-v17.sqlite"
 NOW = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
 #: The hand-numbered versions there were (no 8), each now the revision of the same number.
 LEGACY_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state' / 'bot.db'}"
-        return
-    pg = request.getfixturevalue("postgres_url")
-    yield pg
-    drop_every_table(pg)
 
 
 def differences(store: Store) -> list[object]:
