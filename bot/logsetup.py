@@ -114,6 +114,8 @@ def configure_logging(
     # urllib3 warns of every retried connection before the adapter says what it means for the
     # cluster; below DEBUG that is noise next to the adapter's own line.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.DEBUG if level == "DEBUG" else logging.ERROR)
+    # Alembic says its context at every start; the store logs each revision it applies itself.
+    logging.getLogger("alembic").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
 
 
 def install_filters(handler: logging.Handler, secret_values: Iterable[str] = ()) -> None:

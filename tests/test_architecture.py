@@ -37,6 +37,8 @@ def _in(name: str, prefix: str) -> bool:
 LIBRARY_HOMES = {
     "kubernetes": ("bot.adapters.kube",),
     "sqlalchemy": ("bot.adapters.store",),
+    # The store's migrations (bot/adapters/store/migrate.py and its migrations/ directory).
+    "alembic": ("bot.adapters.store",),
     "apscheduler": ("bot.frontdoor.triggers",),
     "slack_sdk": ("bot.adapters.slack", "bot.frontdoor"),
     "slack_bolt": ("bot.frontdoor",),

@@ -325,6 +325,11 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs_from_anywhere
     for path in (ROOT / "templates").rglob("*"):
         if path.is_file():
             assert f"bot/templates/{path.relative_to(ROOT / 'templates').as_posix()}" in shipped, path
+    # The store migrates with the Alembic revisions it ships (no alembic.ini at run time).
+    migrations = ROOT / "bot" / "adapters" / "store" / "migrations"
+    for path in migrations.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            assert path.relative_to(ROOT).as_posix() in shipped, path
 
     venv = tmp_path / "venv"
     made = _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=env, timeout=120)

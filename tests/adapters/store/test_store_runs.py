@@ -8,9 +8,7 @@ and refused, so a step is never advanced twice and an approval never counted twi
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -21,7 +19,6 @@ from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
 from bot.errors import ConcurrentUpdate
 from tests.support.plans import eks_with_human_checks
-from tests.support.postgres import drop_every_table
 
 NOW = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
 PLAN = eks_with_human_checks()
@@ -37,16 +34,6 @@ TABLES = (
     "schedules",
     "scheduled_announcements",
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'bot.db'}"
-        return
-    pg = request.getfixturevalue("postgres_url")
-    yield pg
-    drop_every_table(pg)
 
 
 def service(store: Store) -> RunService:
@@ -188,5 +175,5 @@ def test_migration_3_adds_the_run_tables(url: str) -> None:
     store = Store.open(url)
     names = set(sa.inspect(store.engine).get_table_names())
     assert {"plans", "runs", "run_steps", "approvals", "run_messages"} <= names
-    assert store.schema_version() >= 3
+    assert (store.schema_version() or "") >= "0003"
     store.close()

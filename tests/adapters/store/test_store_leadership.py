@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -16,19 +14,6 @@ from tests.support.postgres import drop_every_table
 from tests.support.testbed import wait_until
 
 LEASE = timedelta(seconds=15)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'state' / 'bot.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    s = Store.open(url)
-    yield s
-    if request.param == "postgres":
-        drop_every_table(s.engine.url.render_as_string(hide_password=False))
-    s.close()
 
 
 def audit(detail: str) -> AuditEntry:

@@ -1,0 +1,167 @@
+"""Requests from Slack: delivery de-duplication and the inbox of acknowledged requests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from bot.adapters.store.base import StoreBase, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.schema import deliveries, inbox
+from bot.errors import TemporaryError
+from bot.records import InboxItem
+
+
+class Inbox(StoreBase):
+    """De-duplicated deliveries and the inbox's items, from acknowledgement to done or dead."""
+
+    def claim_delivery(self, key: str, now: datetime) -> bool:
+        """Record that the delivery `key` is being handled; False if it was seen before.
+
+        Slack retries deliveries and users double-click; the primary key makes the first claim
+        win even across processes sharing the database.
+        """
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(deliveries.insert().values(key=key[:200], received_at=_utc(now)))
+            return True
+        except IntegrityError:
+            return False
+
+    def forget_deliveries_before(self, cutoff: datetime) -> int:
+        with self.engine.begin() as conn:
+            result = conn.execute(deliveries.delete().where(deliveries.c.received_at < _utc(cutoff)))
+            return int(result.rowcount or 0)
+
+    def inbox_put(self, *, key: str, kind: str, payload: str, at: datetime, owner: str = "") -> int | None:
+        """Store a request before it is acknowledged; None when the same key is already there."""
+        try:
+            with self.engine.begin() as conn:
+                result = conn.execute(
+                    inbox.insert().values(
+                        key=key[:200],
+                        kind=kind,
+                        payload=payload,
+                        received_at=_utc(at),
+                        state="pending",
+                        attempts=0,
+                        owner=owner[:64],
+                    )
+                )
+                return int(result.inserted_primary_key[0])  # type: ignore[index]
+        except IntegrityError:
+            return None
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+
+    def inbox_take(self, item_id: int, *, owner: str, was: str) -> bool:
+        """Take a pending item over from `was` (gone) to work it off here; False when another
+        replica took it first or it was done meanwhile."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update()
+                .where(inbox.c.id == item_id, inbox.c.state == "pending", inbox.c.owner == was[:64])
+                .values(owner=owner[:64])
+            )
+        return bool(result.rowcount == 1)
+
+    def inbox_pending(self, *, limit: int = 500) -> list[InboxItem]:
+        query = sa.select(inbox).where(inbox.c.state == "pending").order_by(inbox.c.id).limit(limit)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_inbox_item(r) for r in conn.execute(query).mappings()]
+
+    def inbox_item(self, item_id: int) -> InboxItem | None:
+        if not _storable_id(item_id):
+            return None
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(inbox).where(inbox.c.id == item_id)).mappings().first()
+        return _inbox_item(row) if row else None
+
+    def inbox_attempt(self, item_id: int) -> None:
+        """Count an attempt before working an item off (a request that kills the bot is not retried forever)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(inbox.update().where(inbox.c.id == item_id).values(attempts=inbox.c.attempts + 1))
+
+    def inbox_done(self, item_id: int, *, at: datetime) -> bool:
+        """Mark an item worked off; False when it already was (someone else finished it first)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update()
+                .where(inbox.c.id == item_id, inbox.c.state == "pending")
+                .values(state="done", done_at=_utc(at))
+            )
+        return bool(result.rowcount == 1)
+
+    def inbox_failed(self, item_id: int, *, failure: str) -> None:
+        """Note how an attempt failed (the operator's `inbox list` shows it)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(inbox.update().where(inbox.c.id == item_id).values(failure=failure[:1000]))
+
+    def inbox_set_aside(self, item_id: int, *, at: datetime, failure: str = "") -> bool:
+        """Set a pending item aside as a dead letter; False when it was not pending (so whoever
+        sets it aside first is the only one who tells the person)."""
+        values: dict[str, Any] = {"state": "dead", "done_at": _utc(at)}
+        if failure:
+            values["failure"] = failure[:1000]
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update().where(inbox.c.id == item_id, inbox.c.state == "pending").values(**values)
+            )
+        return bool(result.rowcount == 1)
+
+    def inbox_items(self, *, states: Sequence[str] = ("dead",), limit: int = 200) -> list[InboxItem]:
+        """Items in `states`, oldest first (dead letters by default)."""
+        query = sa.select(inbox).where(inbox.c.state.in_(list(states))).order_by(inbox.c.id).limit(limit)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_inbox_item(r) for r in conn.execute(query).mappings()]
+
+    def inbox_retry(self, item_id: int) -> bool:
+        """A dead letter back to pending, its attempts from zero and no owner (so the leader's
+        next pass works it off); False when it is not a dead letter."""
+        if not _storable_id(item_id):
+            return False
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update()
+                .where(inbox.c.id == item_id, inbox.c.state == "dead")
+                .values(state="pending", attempts=0, owner="", done_at=None)
+            )
+        return bool(result.rowcount == 1)
+
+    def inbox_drop(self, item_id: int, *, at: datetime) -> bool:
+        """A dead letter dropped for good (kept until forgotten with the done ones)."""
+        if not _storable_id(item_id):
+            return False
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.update()
+                .where(inbox.c.id == item_id, inbox.c.state == "dead")
+                .values(state="dropped", done_at=_utc(at))
+            )
+        return bool(result.rowcount == 1)
+
+    def forget_inbox_before(self, cutoff: datetime) -> int:
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                inbox.delete().where(
+                    inbox.c.state.in_(["done", "dropped"]), inbox.c.received_at < _utc(cutoff)
+                )
+            )
+        return int(result.rowcount or 0)
+
+
+def _inbox_item(r: Any) -> InboxItem:
+    return InboxItem(
+        id=int(r["id"]),
+        key=r["key"],
+        kind=r["kind"],
+        payload=r["payload"],
+        received_at=_utc(r["received_at"]),
+        state=r["state"],
+        attempts=int(r["attempts"]),
+        owner=r["owner"],
+        failure=r["failure"],
+    )

@@ -1,0 +1,283 @@
+"""Cluster jobs: a long action's progress, its driver, and the question it put to people."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from bot.adapters.store.audit import _audit_values
+from bot.adapters.store.base import StoreBase, _maybe_utc, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.messages import _insert_outbox
+from bot.adapters.store.schema import audit_log, jobs, run_messages, runs
+from bot.errors import PermanentError
+from bot.records import AuditEntry, JobRow
+
+
+class Jobs(StoreBase):
+    """Job rows: created, claimed, beating, ticked, decided, interrupted, reopened, finished."""
+
+    # Every write by a job's driver names the owner and the live state, so a process that lost the
+    # job (interrupted, taken over, deposed) writes nothing; the fence check rides on `begin()`.
+
+    def create_job(self, row: JobRow) -> int:
+        values = _job_values(row)
+        values.pop("id")
+        with _wrap_errors(), self.engine.begin() as conn:
+            key = conn.execute(jobs.insert().values(**values)).inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    def create_job_once(self, row: JobRow) -> int | None:
+        """`create_job` for a job of which a run may have only one (abort's offer, revision 0013):
+        None when the run has it already."""
+        values = _job_values(row)
+        values.pop("id")
+        try:
+            with _wrap_errors(), self.engine.begin() as conn:
+                key = conn.execute(jobs.insert().values(**values)).inserted_primary_key
+        except PermanentError as exc:
+            if isinstance(exc.__cause__, IntegrityError):
+                return None
+            raise
+        assert key is not None
+        return int(key[0])
+
+    def aborted_runs_without_job(self, step_id: str, *, since: datetime, kinds: Sequence[str]) -> list[str]:
+        """Runs aborted since `since` that had a non-dry-run job of one of `kinds` and have no job
+        for the pseudo-step `step_id` (what the leader's scan owes after a crash; oldest first)."""
+        had = sa.exists().where(jobs.c.run_id == runs.c.id, jobs.c.kind.in_(list(kinds)), ~jobs.c.dry_run)
+        offered = sa.exists().where(jobs.c.run_id == runs.c.id, jobs.c.step_id == step_id)
+        query = (
+            sa.select(runs.c.id)
+            .where(runs.c.state == "aborted", runs.c.updated_at >= since, had, ~offered)
+            .order_by(runs.c.updated_at)
+            .limit(50)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [str(r) for r in conn.execute(query).scalars()]
+
+    def job(self, job_id: int) -> JobRow | None:
+        if not _storable_id(job_id):
+            return None
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).mappings().first()
+        return _job_row(row) if row else None
+
+    def jobs(
+        self, *, states: Sequence[str] = ("live",), run_id: str | None = None, limit: int = 200
+    ) -> list[JobRow]:
+        query = sa.select(jobs).where(jobs.c.state.in_(list(states))).order_by(jobs.c.id).limit(limit)
+        if run_id is not None:
+            query = query.where(jobs.c.run_id == run_id)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_job_row(r) for r in conn.execute(query).mappings()]
+
+    def job_of_step(self, run_id: str, step_id: str) -> JobRow | None:
+        """The newest job a run's step started (a resumed step continues the same one)."""
+        query = (
+            sa.select(jobs)
+            .where(jobs.c.run_id == run_id, jobs.c.step_id == step_id)
+            .order_by(jobs.c.id.desc())
+            .limit(1)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _job_row(row) if row else None
+
+    def claim_job(self, job_id: int, *, owner: str, now: datetime) -> bool:
+        """Take a live job nobody drives (just started or resumed) to drive it; a job with an owner
+        is never taken over silently: a dead owner's job is interrupted instead (`interrupt_job`)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.state == "live", jobs.c.owner == "")
+                .values(owner=owner[:64], heartbeat_at=_utc(now))
+            )
+        return bool(result.rowcount == 1)
+
+    def heartbeat_job(self, job_id: int, *, owner: str, now: datetime) -> bool:
+        """Keep driving: False when the job is no longer ours (interrupted, ended)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
+                .values(heartbeat_at=_utc(now))
+            )
+        return bool(result.rowcount == 1)
+
+    def interrupt_job(self, job_id: int, *, owner_was: str, at: datetime, note: str = "") -> bool:
+        """Stop driving a live job whose owner is `owner_was` (gone, deposed, or its step stopped
+        running); its progress stays for `resume`. False when someone changed it first."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.state == "live", jobs.c.owner == owner_was[:64])
+                .values(state="interrupted", owner="", updated_at=_utc(at), detail=note)
+            )
+        return bool(result.rowcount == 1)
+
+    def reopen_job(self, job_id: int, *, epoch: int, at: datetime, progress: str | None = None) -> bool:
+        """`resume` approved again: the same job continues from its progress (`progress`, when
+        given, replaces it) under the step's new epoch (nobody drives it until a driver claims it)."""
+        values: dict[str, Any] = {
+            "state": "live",
+            "owner": "",
+            "epoch": epoch,
+            "updated_at": _utc(at),
+            "detail": "",
+        }
+        if progress is not None:
+            values["progress"] = progress
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.state.in_(["live", "interrupted"]))
+                .values(**values)
+            )
+        return bool(result.rowcount == 1)
+
+    def save_job_tick(
+        self,
+        job_id: int,
+        *,
+        owner: str,
+        at: datetime,
+        progress: str,
+        card: str,
+        choice_key: str = "",
+        choice: str = "",
+        clear_decision: bool = False,
+        outbox: Sequence[tuple[str, str]] = (),
+        audit: Sequence[AuditEntry] = (),
+        done: tuple[bool, str] | None = None,
+    ) -> bool:
+        """Persist one tick in ONE transaction: the progress, the live card lines, the open
+        question, the thread posts it owes (outbox rows of `job:ID`, each key once: a key posted
+        before is not owed again) and its audit rows; with `done`, end the job. False (nothing
+        written) when the job is not ours."""
+        subject = f"job:{job_id}"
+        values: dict[str, Any] = {
+            "progress": progress,
+            "card": card,
+            "choice_key": choice_key[:200],
+            "choice": choice,
+            "heartbeat_at": _utc(at),
+            "updated_at": _utc(at),
+        }
+        if clear_decision:
+            values["decision"] = ""
+        if done is not None:
+            values.update(state="done", ok=done[0], detail=done[1], ended_at=_utc(at))
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
+                .values(**values)
+            )
+            if result.rowcount != 1:
+                return False
+            if outbox:
+                known = set(
+                    conn.execute(
+                        sa.select(run_messages.c.key).where(
+                            run_messages.c.run_id == subject,
+                            run_messages.c.key.in_([k[:200] for k, _ in outbox]),
+                        )
+                    ).scalars()
+                )
+                fresh = [(k, b) for k, b in outbox if k[:200] not in known]
+                _insert_outbox(conn, subject, list({k: (k, b) for k, b in fresh}.values()), at)
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+        return True
+
+    def decide_job(self, job_id: int, *, choice_key: str, decision: str) -> bool:
+        """Record people's answer to the job's open question; False when that question is no longer
+        open (answered already, or a stale button)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(
+                    jobs.c.id == job_id,
+                    jobs.c.state.in_(["live", "interrupted"]),
+                    jobs.c.choice_key == choice_key[:200],
+                    jobs.c.choice_key != "",
+                    jobs.c.decision == "",
+                )
+                .values(decision=decision)
+            )
+        return bool(result.rowcount == 1)
+
+    def finish_job(self, job_id: int, *, ok: bool, detail: str, at: datetime) -> bool:
+        """End a job that is not being driven (a dry run, a job refused before its first tick)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.state != "done")
+                .values(state="done", ok=ok, detail=detail, ended_at=_utc(at), updated_at=_utc(at), owner="")
+            )
+        return bool(result.rowcount == 1)
+
+
+def _job_values(j: JobRow) -> dict[str, Any]:
+    choice_key = ""
+    if j.choice:
+        try:
+            choice_key = str(json.loads(j.choice).get("key", ""))
+        except (ValueError, AttributeError):
+            choice_key = ""
+    return {
+        "id": j.id,
+        "run_id": j.run_id[:64],
+        "step_id": j.step_id[:64],
+        "epoch": j.epoch,
+        "kind": j.kind[:32],
+        "cluster": j.cluster[:100],
+        "args": j.args,
+        "dry_run": j.dry_run,
+        "state": j.state,
+        "ok": j.ok,
+        "detail": j.detail,
+        "progress": j.progress,
+        "card": j.card,
+        "choice_key": choice_key[:200],
+        "choice": j.choice,
+        "decision": j.decision,
+        "owner": j.owner[:64],
+        "heartbeat_at": _maybe_utc(j.heartbeat_at),
+        "started_by": j.started_by[:64],
+        "started_at": _utc(j.started_at),
+        "updated_at": _maybe_utc(j.updated_at),
+        "ended_at": _maybe_utc(j.ended_at),
+    }
+
+
+def _job_row(r: Any) -> JobRow:
+    return JobRow(
+        id=int(r["id"]),
+        run_id=r["run_id"],
+        step_id=r["step_id"],
+        epoch=int(r["epoch"]),
+        kind=r["kind"],
+        cluster=r["cluster"],
+        args=r["args"],
+        dry_run=bool(r["dry_run"]),
+        state=r["state"],
+        ok=None if r["ok"] is None else bool(r["ok"]),
+        detail=r["detail"],
+        progress=r["progress"],
+        card=r["card"],
+        choice=r["choice"],
+        decision=r["decision"],
+        owner=r["owner"],
+        heartbeat_at=_maybe_utc(r["heartbeat_at"]),
+        started_by=r["started_by"],
+        started_at=_utc(r["started_at"]),
+        updated_at=_maybe_utc(r["updated_at"]),
+        ended_at=_maybe_utc(r["ended_at"]),
+    )

@@ -1,0 +1,131 @@
+"""Slack message references and the outbox: a thread line written in the commit that caused it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from bot.adapters.store.base import StoreBase, _utc, _wrap_errors
+from bot.adapters.store.schema import run_messages
+from bot.errors import TemporaryError
+from bot.records import MessageRef
+
+
+class Messages(StoreBase):
+    """Which Slack message stands for what, claimed before it is posted."""
+
+    def claim_message(
+        self, *, run_id: str, key: str, channel: str, thread_ts: str, at: datetime, owner: str = ""
+    ) -> bool:
+        """Claim the right to post message `key` of a run; False when it was claimed before.
+
+        The claim is committed before the post, so a restart (or a second worker) never posts the
+        same card or step message twice; the ts is recorded by `record_message` afterwards.
+        """
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    run_messages.insert().values(
+                        run_id=run_id,
+                        key=key[:200],
+                        channel=channel[:64],
+                        ts="",
+                        thread_ts=thread_ts,
+                        claimed_at=_utc(at),
+                        owner=owner[:64],
+                    )
+                )
+            return True
+        except IntegrityError:
+            return False
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+
+    def record_message(self, *, run_id: str, key: str, channel: str, ts: str) -> None:
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(
+                run_messages.update()
+                .where(run_messages.c.run_id == run_id, run_messages.c.key == key[:200])
+                .values(ts=ts, channel=channel[:64])
+            )
+
+    def release_message(self, *, run_id: str, key: str) -> None:
+        """Give up a claim whose post failed, so a later attempt may post it (an outbox row stays,
+        unowned, with its body; a plain claim is deleted)."""
+        mine = sa.and_(
+            run_messages.c.run_id == run_id, run_messages.c.key == key[:200], run_messages.c.ts == ""
+        )
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(run_messages.update().where(mine, run_messages.c.body != "").values(owner=""))
+            conn.execute(run_messages.delete().where(mine, run_messages.c.body == ""))
+
+    def claim_outbox(
+        self, *, run_id: str, key: str, channel: str, thread_ts: str, owner: str, at: datetime
+    ) -> bool:
+        """Take an unowned outbox row to post it now; False when another process took it first."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                run_messages.update()
+                .where(
+                    run_messages.c.run_id == run_id,
+                    run_messages.c.key == key[:200],
+                    run_messages.c.ts == "",
+                    run_messages.c.owner == "",
+                )
+                .values(owner=owner[:64], channel=channel[:64], thread_ts=thread_ts, claimed_at=_utc(at))
+            )
+        return bool(result.rowcount == 1)
+
+    def messages(self, run_id: str) -> dict[str, MessageRef]:
+        query = sa.select(run_messages).where(run_messages.c.run_id == run_id)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return {r["key"]: _message_ref(r) for r in conn.execute(query).mappings()}
+
+    def message_at(self, *, channel: str, ts: str) -> MessageRef | None:
+        """The posted message recorded at (channel, ts), if the bot posted one there."""
+        query = sa.select(run_messages).where(run_messages.c.channel == channel, run_messages.c.ts == ts)
+        with _wrap_errors(), self.engine.connect() as conn:
+            rows = [_message_ref(r) for r in conn.execute(query).mappings()]
+        # A re-posted message's own claim row shares the ts; the reference it replaced wins.
+        rows.sort(key=lambda r: ":repost:" in r.key)
+        return rows[0] if rows else None
+
+    def unposted_messages(self) -> list[MessageRef]:
+        """Every claim still without a ts (in flight now, or left by a process that died)."""
+        query = sa.select(run_messages).where(run_messages.c.ts == "").order_by(run_messages.c.claimed_at)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_message_ref(r) for r in conn.execute(query).mappings()]
+
+
+def _insert_outbox(conn: Connection, run_id: str, outbox: Sequence[tuple[str, str]], at: datetime) -> None:
+    for key, body in outbox:
+        conn.execute(
+            run_messages.insert().values(
+                run_id=run_id,
+                key=key[:200],
+                channel="",
+                ts="",
+                thread_ts="",
+                claimed_at=_utc(at),
+                owner="",
+                body=body,
+            )
+        )
+
+
+def _message_ref(r: Any) -> MessageRef:
+    return MessageRef(
+        run_id=r["run_id"],
+        key=r["key"],
+        channel=r["channel"],
+        ts=r["ts"],
+        thread_ts=r["thread_ts"],
+        owner=r["owner"],
+        claimed_at=_utc(r["claimed_at"]),
+        body=r["body"],
+    )

@@ -1,0 +1,1 @@
+"""Alembic's script directory: `env.py` and `versions/`, one revision a schema change."""

@@ -1,0 +1,241 @@
+"""Plans, runs, their steps and approvals; a run's commit is one compare-and-set."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from bot.adapters.store.audit import _audit_values
+from bot.adapters.store.base import StoreBase, _maybe_utc, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.messages import _insert_outbox
+from bot.adapters.store.schema import approvals, audit_log, plans, run_steps, runs
+from bot.errors import ConcurrentUpdate
+from bot.records import Approval, AuditEntry, PlanRow, RunRow, StepRun, StepState
+
+
+class Runs(StoreBase):
+    """Plans, and runs with their steps and approvals."""
+
+    def save_plan(self, *, name: str, text: str, loaded_by: str, loaded_at: datetime) -> int:
+        """Store a plan's text; the newest plan under a name is the one `start` uses."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                plans.insert().values(
+                    name=name[:100], text=text, loaded_by=loaded_by[:64], loaded_at=_utc(loaded_at)
+                )
+            )
+            pk = result.inserted_primary_key
+        return int(pk[0]) if pk else 0
+
+    def plan(self, name: str) -> PlanRow | None:
+        query = sa.select(plans).where(plans.c.name == name).order_by(plans.c.id.desc()).limit(1)
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _plan_row(row) if row else None
+
+    def plan_by_id(self, plan_id: int) -> PlanRow | None:
+        if not _storable_id(plan_id):
+            return None
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(plans).where(plans.c.id == plan_id)).mappings().first()
+        return _plan_row(row) if row else None
+
+    def create_run(
+        self,
+        run: RunRow,
+        steps: Sequence[StepRun],
+        audit: Sequence[AuditEntry] = (),
+        outbox: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Insert a new run with its steps in plan order (and audit rows, and the thread lines it
+        owes as outbox rows) in one transaction."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(runs.insert().values(**_run_values(run)))
+            for position, step in enumerate(steps):
+                conn.execute(run_steps.insert().values(**_step_values(run.id, position, step)))
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_outbox(conn, run.id, outbox, run.updated_at)
+
+    def run_rows(self, run_id: str) -> tuple[RunRow, list[StepRun], list[Approval]] | None:
+        """A run, its steps in plan order and its approvals in the order given, read consistently."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+            if row is None:
+                return None
+            steps = conn.execute(
+                sa.select(run_steps).where(run_steps.c.run_id == run_id).order_by(run_steps.c.position)
+            ).mappings()
+            step_rows = [_step_run(s) for s in steps]
+            given = conn.execute(
+                sa.select(approvals).where(approvals.c.run_id == run_id).order_by(approvals.c.id)
+            ).mappings()
+            approval_rows = [_approval(a) for a in given]
+        return _run_row(row), step_rows, approval_rows
+
+    def runs(self, *, states: Sequence[str] | None = None, limit: int = 50) -> list[RunRow]:
+        """Newest first."""
+        query = sa.select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(limit)
+        if states is not None:
+            query = query.where(runs.c.state.in_(list(states)))
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_run_row(r) for r in conn.execute(query).mappings()]
+
+    def commit_run(
+        self,
+        *,
+        run_id: str,
+        expected_version: int,
+        state: str,
+        roster: Mapping[str, Sequence[str]],
+        reason: str,
+        updated_at: datetime,
+        steps: Sequence[tuple[int, StepRun]] = (),
+        new_approvals: Sequence[Approval] = (),
+        audit: Sequence[AuditEntry] = (),
+        outbox: Sequence[tuple[str, str]] = (),
+    ) -> int:
+        """Commit one transition: the run moves from `expected_version` to the next, or not at all.
+
+        `UPDATE … WHERE version = :expected` is the optimistic lock: when another click, worker or
+        replica committed first, no row matches and `ConcurrentUpdate` is raised with nothing
+        written, so a step can never be advanced twice. `steps` are the changed ones, each with
+        its position in the plan. `outbox` holds (key, body) of the thread lines the transition
+        owes: committed with it, so a crash right after the commit cannot lose them.
+        """
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                runs.update()
+                .where(runs.c.id == run_id, runs.c.version == expected_version)
+                .values(
+                    version=expected_version + 1,
+                    state=state,
+                    roster=_roster_text(roster),
+                    reason=reason,
+                    updated_at=_utc(updated_at),
+                )
+            )
+            if result.rowcount != 1:
+                raise ConcurrentUpdate(f"run {run_id} changed since version {expected_version}")
+            for position, step in steps:
+                values = _step_values(run_id, position, step)
+                conn.execute(
+                    run_steps.update()
+                    .where(run_steps.c.run_id == run_id, run_steps.c.step_id == step.step_id)
+                    .values(**{k: v for k, v in values.items() if k not in ("run_id", "step_id")})
+                )
+            for approval in new_approvals:
+                conn.execute(approvals.insert().values(**_approval_values(run_id, approval)))
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_outbox(conn, run_id, outbox, updated_at)
+        return expected_version + 1
+
+
+def _plan_row(row: Any) -> PlanRow:
+    return PlanRow(
+        id=int(row["id"]),
+        name=row["name"],
+        text=row["text"],
+        loaded_by=row["loaded_by"],
+        loaded_at=_utc(row["loaded_at"]),
+    )
+
+
+def _run_values(run: RunRow) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "plan_id": run.plan_id,
+        "plan_name": run.plan_name[:100],
+        "cluster": run.cluster[:64],
+        "state": run.state,
+        "version": run.version,
+        "roster": _roster_text(run.roster),
+        "reason": run.reason,
+        "created_by": run.created_by[:64],
+        "created_at": _utc(run.created_at),
+        "updated_at": _utc(run.updated_at),
+    }
+
+
+def _run_row(row: Any) -> RunRow:
+    return RunRow(
+        id=row["id"],
+        plan_id=int(row["plan_id"]),
+        plan_name=row["plan_name"],
+        cluster=row["cluster"],
+        state=row["state"],
+        version=int(row["version"]),
+        roster={k: tuple(v) for k, v in json.loads(row["roster"]).items()},
+        reason=row["reason"],
+        created_by=row["created_by"],
+        created_at=_utc(row["created_at"]),
+        updated_at=_utc(row["updated_at"]),
+    )
+
+
+def _roster_text(roster: Mapping[str, Sequence[str]]) -> str:
+    return json.dumps({k: list(v) for k, v in roster.items()}, sort_keys=True)
+
+
+def _step_values(run_id: str, position: int, step: StepRun) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "step_id": step.step_id,
+        "position": position,
+        "state": str(step.state),
+        "epoch": step.epoch,
+        "started_by": step.started_by[:64],
+        "opened_at": _maybe_utc(step.opened_at),
+        "started_at": _maybe_utc(step.started_at),
+        "finished_at": _maybe_utc(step.finished_at),
+        "escalations": step.escalations,
+        "note": step.note,
+        "runner": step.runner[:64],
+    }
+
+
+def _step_run(row: Any) -> StepRun:
+    return StepRun(
+        step_id=row["step_id"],
+        state=StepState(row["state"]),
+        epoch=int(row["epoch"]),
+        started_by=row["started_by"],
+        opened_at=_maybe_utc(row["opened_at"]),
+        started_at=_maybe_utc(row["started_at"]),
+        finished_at=_maybe_utc(row["finished_at"]),
+        escalations=int(row["escalations"]),
+        note=row["note"],
+        runner=row["runner"],
+    )
+
+
+def _approval_values(run_id: str, a: Approval) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "step_id": a.step_id,
+        "phase": a.phase,
+        "epoch": a.epoch,
+        "user_id": a.user_id[:64],
+        "roles": ",".join(a.roles)[:200],
+        "decision": a.decision,
+        "at": _utc(a.at),
+        "reason": a.reason,
+    }
+
+
+def _approval(row: Any) -> Approval:
+    return Approval(
+        step_id=row["step_id"],
+        phase=row["phase"],
+        epoch=int(row["epoch"]),
+        user_id=row["user_id"],
+        roles=tuple(r for r in row["roles"].split(",") if r),
+        decision=row["decision"],
+        at=_utc(row["at"]),
+        reason=row["reason"],
+    )

@@ -1,0 +1,308 @@
+"""Schedules and their announcements."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from bot.adapters.store.audit import _audit_values
+from bot.adapters.store.base import StoreBase, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.schema import audit_log, scheduled_announcements, schedules
+from bot.errors import ConcurrentUpdate, TemporaryError
+from bot.records import AnnouncementRow, AuditEntry, ScheduleRow
+
+
+class Schedules(StoreBase):
+    """Schedules and their announcements: created, moved, cancelled, announced."""
+
+    def create_schedule(
+        self, schedule: ScheduleRow, announcements: Callable[[int], Sequence[AnnouncementRow]]
+    ) -> int:
+        """Insert a schedule and its announcements in one transaction; the schedule's id.
+
+        A dedup key already stored (the same message scheduled twice) fails the whole insert
+        with ConcurrentUpdate, so nothing half-scheduled remains.
+        """
+        try:
+            with self.engine.begin() as conn:
+                values = _schedule_values(schedule)
+                values.pop("id")
+                pk = conn.execute(schedules.insert().values(**values)).inserted_primary_key
+                schedule_id = int(pk[0]) if pk else 0
+                # The announcements' dedup keys name the schedule, so they are built from its id.
+                for a in announcements(schedule_id):
+                    conn.execute(
+                        scheduled_announcements.insert().values(
+                            **_announcement_values(a, schedule_id=schedule_id)
+                        )
+                    )
+        except IntegrityError as exc:
+            raise ConcurrentUpdate("these announcements were scheduled already") from exc
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+        return schedule_id
+
+    def add_announcement(self, announcement: AnnouncementRow) -> int | None:
+        """Store one more announcement (completed/aborted); None when its dedup key exists."""
+        try:
+            with self.engine.begin() as conn:
+                values = _announcement_values(announcement, schedule_id=announcement.schedule_id)
+                pk = conn.execute(scheduled_announcements.insert().values(**values)).inserted_primary_key
+            return int(pk[0]) if pk else 0
+        except IntegrityError:
+            return None
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+
+    def schedule(self, schedule_id: int) -> ScheduleRow | None:
+        if not _storable_id(schedule_id):
+            return None
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(schedules).where(schedules.c.id == schedule_id)).mappings().first()
+        return _schedule_row(row) if row else None
+
+    def schedules(
+        self, *, states: Sequence[str] | None = None, plan_name: str | None = None, limit: int = 50
+    ) -> list[ScheduleRow]:
+        """Newest first."""
+        query = sa.select(schedules).order_by(schedules.c.id.desc()).limit(limit)
+        if states is not None:
+            query = query.where(schedules.c.state.in_(list(states)))
+        if plan_name is not None:
+            query = query.where(schedules.c.plan_name == plan_name)
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_schedule_row(r) for r in conn.execute(query).mappings()]
+
+    def update_schedule(self, schedule_id: int, *, state: str, run_id: str | None = None) -> None:
+        values: dict[str, Any] = {"state": state}
+        if run_id is not None:
+            values["run_id"] = run_id[:64]
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(schedules.update().where(schedules.c.id == schedule_id).values(**values))
+
+    def scheduled_announcements(
+        self, *, schedule_id: int | None = None, states: Sequence[str] | None = None, limit: int = 500
+    ) -> list[AnnouncementRow]:
+        """In due order."""
+        query = (
+            sa.select(scheduled_announcements)
+            .order_by(scheduled_announcements.c.due_at, scheduled_announcements.c.id)
+            .limit(limit)
+        )
+        if schedule_id is not None:
+            query = query.where(scheduled_announcements.c.schedule_id == schedule_id)
+        if states is not None:
+            query = query.where(scheduled_announcements.c.state.in_(list(states)))
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_announcement_row(r) for r in conn.execute(query).mappings()]
+
+    def scheduled_announcement(self, announcement_id: int) -> AnnouncementRow | None:
+        if not _storable_id(announcement_id):
+            return None
+        query = sa.select(scheduled_announcements).where(scheduled_announcements.c.id == announcement_id)
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _announcement_row(row) if row else None
+
+    def finish_announcement(
+        self,
+        announcement_id: int,
+        *,
+        state: str,
+        at: datetime,
+        channel: str = "",
+        ts: str = "",
+        delayed: bool = False,
+        reason: str = "",
+        audit: Sequence[AuditEntry] = (),
+    ) -> bool:
+        """Move a scheduled announcement to sent/skipped/cancelled (with its audit rows) once.
+
+        `WHERE state = 'scheduled'` makes the first writer win; False when it was not scheduled.
+        """
+        with _wrap_errors(), self.engine.begin() as conn:
+            values: dict[str, Any] = {
+                "state": state,
+                "delayed": delayed,
+                "reason": reason,
+                "updated_at": _utc(at),
+            }
+            if channel:
+                values["channel"] = channel[:64]
+            if ts:
+                values["ts"] = ts[:32]
+            result = conn.execute(
+                scheduled_announcements.update()
+                .where(
+                    scheduled_announcements.c.id == announcement_id,
+                    scheduled_announcements.c.state == "scheduled",
+                )
+                .values(**values)
+            )
+            if result.rowcount != 1:
+                return False
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+        return True
+
+    def record_announcement_ts(self, announcement_id: int, *, channel: str, ts: str) -> None:
+        """The ts of a post that another worker marked sent while Slack was still answering."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(
+                scheduled_announcements.update()
+                .where(
+                    scheduled_announcements.c.id == announcement_id,
+                    scheduled_announcements.c.state == "sent",
+                    scheduled_announcements.c.ts == "",
+                )
+                .values(channel=channel[:64], ts=ts[:32], reason="")
+            )
+
+    def cancel_schedule(
+        self, schedule_id: int, *, at: datetime, reason: str, audit: Sequence[AuditEntry] = ()
+    ) -> int:
+        """Cancel a schedule and every announcement of it not yet posted; how many were cancelled."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(schedules.update().where(schedules.c.id == schedule_id).values(state="cancelled"))
+            result = conn.execute(
+                scheduled_announcements.update()
+                .where(
+                    scheduled_announcements.c.schedule_id == schedule_id,
+                    scheduled_announcements.c.state == "scheduled",
+                )
+                .values(state="cancelled", reason=reason, updated_at=_utc(at))
+            )
+            for entry in audit:
+                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            return int(result.rowcount or 0)
+
+    def move_schedule(
+        self,
+        schedule_id: int,
+        replacement: ScheduleRow,
+        announcements: Callable[[int], Sequence[AnnouncementRow]],
+        *,
+        at: datetime,
+        reason: str,
+        audit: Sequence[AuditEntry] = (),
+    ) -> tuple[int, int]:
+        """Replace a pending schedule by one for another window, in one transaction.
+
+        The old schedule becomes `moved` and its unposted announcements `cancelled`; the new one
+        and its announcements are inserted. Returns (new schedule id, announcements withdrawn).
+        ConcurrentUpdate when the old one is no longer pending (someone moved, cancelled or
+        started it first) — nothing is changed then.
+        """
+        try:
+            with self.engine.begin() as conn:
+                moved = conn.execute(
+                    schedules.update()
+                    .where(schedules.c.id == schedule_id, schedules.c.state == "scheduled")
+                    .values(state="moved")
+                )
+                if moved.rowcount != 1:
+                    raise ConcurrentUpdate(f"schedule #{schedule_id} is no longer pending")
+                withdrawn = conn.execute(
+                    scheduled_announcements.update()
+                    .where(
+                        scheduled_announcements.c.schedule_id == schedule_id,
+                        scheduled_announcements.c.state == "scheduled",
+                    )
+                    .values(state="cancelled", reason=reason, updated_at=_utc(at))
+                )
+                values = _schedule_values(replacement)
+                values.pop("id")
+                pk = conn.execute(schedules.insert().values(**values)).inserted_primary_key
+                new_id = int(pk[0]) if pk else 0
+                for a in announcements(new_id):
+                    conn.execute(
+                        scheduled_announcements.insert().values(**_announcement_values(a, schedule_id=new_id))
+                    )
+                for entry in audit:
+                    conn.execute(audit_log.insert().values(**_audit_values(entry)))
+        except IntegrityError as exc:
+            raise ConcurrentUpdate("these announcements were scheduled already") from exc
+        except OperationalError as exc:
+            raise TemporaryError("the database is busy or unreachable") from exc
+        return new_id, int(withdrawn.rowcount or 0)
+
+
+def _schedule_values(s: ScheduleRow) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "plan_id": s.plan_id,
+        "plan_name": s.plan_name[:100],
+        "window_start": _utc(s.window_start),
+        "window_end": _utc(s.window_end),
+        "tz": s.tz[:64],
+        "channel": s.channel[:64],
+        "state": s.state,
+        "run_id": s.run_id[:64],
+        "created_by": s.created_by[:64],
+        "created_at": _utc(s.created_at),
+        "override_reason": s.override_reason,
+        "moved_from": s.moved_from,
+        "move_reason": s.move_reason,
+    }
+
+
+def _schedule_row(row: Any) -> ScheduleRow:
+    return ScheduleRow(
+        id=int(row["id"]),
+        plan_id=int(row["plan_id"]),
+        plan_name=row["plan_name"],
+        window_start=_utc(row["window_start"]),
+        window_end=_utc(row["window_end"]),
+        tz=row["tz"],
+        channel=row["channel"],
+        state=row["state"],
+        run_id=row["run_id"],
+        created_by=row["created_by"],
+        created_at=_utc(row["created_at"]),
+        override_reason=row["override_reason"],
+        moved_from=int(row["moved_from"]),
+        move_reason=row["move_reason"],
+    )
+
+
+def _announcement_values(a: AnnouncementRow, *, schedule_id: int) -> dict[str, Any]:
+    return {
+        "schedule_id": schedule_id,
+        "plan_name": a.plan_name[:100],
+        "run_id": a.run_id[:64],
+        "template": a.template[:32],
+        "due_at": _utc(a.due_at),
+        "window_start": _utc(a.window_start),
+        "dedup_key": a.dedup_key[:200],
+        "state": a.state,
+        "channel": a.channel[:64],
+        "ts": a.ts[:32],
+        "delayed": a.delayed,
+        "reason": a.reason,
+        "updated_at": _utc(a.updated_at or a.due_at),
+        "step_id": a.step_id[:64],
+    }
+
+
+def _announcement_row(row: Any) -> AnnouncementRow:
+    return AnnouncementRow(
+        id=int(row["id"]),
+        schedule_id=int(row["schedule_id"]),
+        plan_name=row["plan_name"],
+        run_id=row["run_id"],
+        template=row["template"],
+        due_at=_utc(row["due_at"]),
+        window_start=_utc(row["window_start"]),
+        dedup_key=row["dedup_key"],
+        state=row["state"],
+        channel=row["channel"],
+        ts=row["ts"],
+        delayed=bool(row["delayed"]),
+        reason=row["reason"],
+        updated_at=_utc(row["updated_at"]),
+        step_id=row["step_id"],
+    )

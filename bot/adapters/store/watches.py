@@ -1,0 +1,187 @@
+"""Watches of a cluster's rollout status: who drives each and what it last published."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from bot.adapters.store.base import StoreBase, _maybe_utc, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.messages import _insert_outbox
+from bot.adapters.store.schema import run_messages, watches
+from bot.records import WatchRow
+
+
+class Watches(StoreBase):
+    """Watch rows: created, claimed, beating, published, asked to end."""
+
+    # Every write to a watch is here, and every write by its driver names the owner: the leader
+    # lease's fence check goes into these methods, in one place.
+
+    def create_watch(self, row: WatchRow) -> int:
+        values = _watch_values(row)
+        values.pop("id")
+        with _wrap_errors(), self.engine.begin() as conn:
+            key = conn.execute(watches.insert().values(**values)).inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    def watch(self, watch_id: int) -> WatchRow | None:
+        if not _storable_id(watch_id):
+            return None
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(watches).where(watches.c.id == watch_id)).mappings().first()
+        return _watch_row(row) if row else None
+
+    def watches(self, *, live: bool = True, limit: int = 100) -> list[WatchRow]:
+        query = sa.select(watches).order_by(watches.c.id.desc()).limit(limit)
+        if live:
+            query = query.where(watches.c.state == "live")
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_watch_row(r) for r in conn.execute(query).mappings()]
+
+    def watch_of_step(self, run_id: str, step_id: str) -> WatchRow | None:
+        query = (
+            sa.select(watches)
+            .where(watches.c.run_id == run_id, watches.c.step_id == step_id)
+            .order_by(watches.c.id.desc())
+            .limit(1)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _watch_row(row) if row else None
+
+    def claim_watch(self, watch_id: int, *, owner: str, now: datetime, stale_before: datetime) -> bool:
+        """Take a live watch to drive it: True when it had no owner, was ours, or its owner's
+        heartbeat is older than `stale_before` (a live owner's watch is never taken)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                watches.update()
+                .where(
+                    watches.c.id == watch_id,
+                    watches.c.state == "live",
+                    sa.or_(
+                        watches.c.owner == "",
+                        watches.c.owner == owner[:64],
+                        watches.c.heartbeat_at.is_(None),
+                        watches.c.heartbeat_at < _utc(stale_before),
+                    ),
+                )
+                .values(owner=owner[:64], heartbeat_at=_utc(now))
+            )
+        return bool(result.rowcount == 1)
+
+    def heartbeat_watch(self, watch_id: int, *, owner: str, now: datetime) -> bool:
+        """Keep driving: False when the watch is no longer ours (ended, or taken over)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                watches.update()
+                .where(watches.c.id == watch_id, watches.c.owner == owner[:64], watches.c.state == "live")
+                .values(heartbeat_at=_utc(now))
+            )
+        return bool(result.rowcount == 1)
+
+    def publish_watch(
+        self,
+        watch_id: int,
+        *,
+        owner: str,
+        summary: str,
+        at: datetime,
+        outbox: Sequence[tuple[str, str]] = (),
+        markers: Sequence[str] = (),
+        end_reason: str | None = None,
+    ) -> bool:
+        """Persist a published summary and, in the same transaction, the thread posts it owes
+        (`outbox`: key, body) and the milestone keys a batched post carries (`markers`); with
+        `end_reason`, end the watch. False (nothing written) when the watch is not ours."""
+        subject = f"watch:{watch_id}"
+        values: dict[str, Any] = {"summary": summary, "published_at": _utc(at), "heartbeat_at": _utc(at)}
+        if end_reason is not None:
+            values.update(state="ended", ended_at=_utc(at), end_reason=end_reason)
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                watches.update()
+                .where(watches.c.id == watch_id, watches.c.owner == owner[:64], watches.c.state == "live")
+                .values(**values)
+            )
+            if result.rowcount != 1:
+                return False
+            _insert_outbox(conn, subject, outbox, at)
+            for key in markers:
+                conn.execute(
+                    run_messages.insert().values(
+                        run_id=subject,
+                        key=key[:200],
+                        channel="",
+                        ts="batched",
+                        thread_ts="",
+                        claimed_at=_utc(at),
+                        owner=owner[:64],
+                        body="",
+                    )
+                )
+        return True
+
+    def request_watch_end(self, watch_id: int, *, by: str) -> bool:
+        """Ask a live watch's driver to end it (`unwatch`); False when it is not live."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                watches.update()
+                .where(watches.c.id == watch_id, watches.c.state == "live")
+                .values(end_requested_by=by[:64] or "someone")
+            )
+        return bool(result.rowcount == 1)
+
+
+def _watch_values(w: WatchRow) -> dict[str, Any]:
+    return {
+        "id": w.id,
+        "cluster": w.cluster,
+        "nodegroups": json.dumps(list(w.nodegroups)),
+        "namespaces": json.dumps(list(w.namespaces)),
+        "target": w.target,
+        "stop": w.stop,
+        "channel": w.channel,
+        "run_id": w.run_id or None,
+        "step_id": w.step_id or None,
+        "state": w.state,
+        "started_by": w.started_by[:64],
+        "started_at": _utc(w.started_at),
+        "ends_at": _maybe_utc(w.ends_at),
+        "ended_at": _maybe_utc(w.ended_at),
+        "end_reason": w.end_reason,
+        "end_requested_by": w.end_requested_by[:64],
+        "owner": w.owner[:64],
+        "heartbeat_at": _maybe_utc(w.heartbeat_at),
+        "summary": w.summary,
+        "published_at": _maybe_utc(w.published_at),
+    }
+
+
+def _watch_row(r: Any) -> WatchRow:
+    return WatchRow(
+        id=int(r["id"]),
+        cluster=r["cluster"],
+        nodegroups=tuple(json.loads(r["nodegroups"])),
+        namespaces=tuple(json.loads(r["namespaces"])),
+        target=r["target"],
+        stop=r["stop"],
+        channel=r["channel"],
+        run_id=r["run_id"] or "",
+        step_id=r["step_id"] or "",
+        state=r["state"],
+        started_by=r["started_by"],
+        started_at=_utc(r["started_at"]),
+        ends_at=_maybe_utc(r["ends_at"]),
+        ended_at=_maybe_utc(r["ended_at"]),
+        end_reason=r["end_reason"],
+        end_requested_by=r["end_requested_by"],
+        owner=r["owner"],
+        heartbeat_at=_maybe_utc(r["heartbeat_at"]),
+        summary=r["summary"],
+        published_at=_maybe_utc(r["published_at"]),
+    )
