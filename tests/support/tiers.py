@@ -148,10 +148,15 @@ def classify(item: pytest.Item) -> set[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist's `--dist loadgroup` (not a dependency yet), the real control plane's tests
+    # share one worker, so the session starts one control plane, not one per worker.
+    groups = config.pluginmanager.hasplugin("xdist")
     for item in items:
         present = {m.name for m in item.iter_markers()}
         for marker in sorted(classify(item) - present):
             item.add_marker(marker)
+        if groups and item.get_closest_marker("testbed"):
+            item.add_marker(pytest.mark.xdist_group("testbed"))
     if not config.getoption("--fast"):
         return
     keep, drop = [], []
