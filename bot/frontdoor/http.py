@@ -169,20 +169,19 @@ def _plain(start_response: StartResponse, status: str, body: bytes) -> list[byte
     return [body]
 
 
-#: How long waitress's select() waits before it looks again (its default is 1 s): a server closed
-#: from another thread stops within this, so a SIGTERM (and every test's bot) ends that much sooner.
-LOOP_TIMEOUT_SECONDS = 0.1
+def make_server(wsgi_app: Any, *, host: str, port: int, threads: int = 8, loop_timeout: float = 1.0) -> Any:
+    """A waitress server bound now (port 0 picks a free port: see `.effective_port`).
 
-
-def make_server(wsgi_app: Any, *, host: str, port: int, threads: int = 8) -> Any:
-    """A waitress server bound now (port 0 picks a free port: see `.effective_port`)."""
+    `loop_timeout` is how long waitress's select() waits before it looks again (waitress's default,
+    1 s): a server closed from another thread stops within it. The tests' in-process doors pass
+    0.1 s so that each test's teardown does not wait out a second."""
     return create_server(
         wsgi_app,
         host=host,
         port=port,
         threads=threads,
         ident="upgrade-bot",
-        asyncore_loop_timeout=LOOP_TIMEOUT_SECONDS,
+        asyncore_loop_timeout=loop_timeout,
     )
 
 
