@@ -1,5 +1,10 @@
 """Shared fixtures: config files, the Slack stub, a bot's environment, and a guard that no token
-is logged. Only fixtures live here; what tests import comes from `tests/support/`."""
+is logged. Only fixtures live here; what tests import comes from `tests/support/`.
+
+Also the suite's tiers: every test that starts a process, a simulated cluster's server, PostgreSQL or
+the real control plane is marked so at collection (`tests/support/tiers.py`), and `--fast` runs the
+rest (`scripts/test --fast`), with a guard that fails a test of that tier which starts one anyway.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ pytest_plugins: list[str] = [
     "tests.support.testbed",
     "tests.support.sim_fixtures",
     "tests.support.helm",
+    "tests.support.tiers",
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -13,6 +14,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """The parsed module, once per session: the tests below walk the same files many times."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+@functools.cache  # read only by the tests: built once per session
 def modules() -> dict[str, list[str]]:
     """Module name → every module it imports (absolute names), for bot/ and commands/."""
     found: dict[str, list[str]] = {}
@@ -21,7 +29,7 @@ def modules() -> dict[str, list[str]]:
             rel = path.relative_to(ROOT).with_suffix("")
             name = ".".join(rel.parts).removesuffix(".__init__")
             imports: list[str] = []
-            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            for node in ast.walk(_tree(path)):
                 if isinstance(node, ast.Import):
                     imports.extend(alias.name for alias in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -152,7 +160,7 @@ def test_every_module_opens_with_a_docstring() -> None:
     missing = []
     for package in ("bot", "commands"):
         for path in sorted((ROOT / package).rglob("*.py")):
-            tree = ast.parse(path.read_text())
+            tree = _tree(path)
             if ast.get_docstring(tree) is None and path.stat().st_size > 0:
                 missing.append(str(path.relative_to(ROOT)))
     assert missing == []
@@ -166,6 +174,7 @@ def _module_names() -> set[str]:
     return set(modules())
 
 
+@functools.cache  # read only by the tests: built once per session
 def _graph(*, typing_only: bool = True) -> dict[str, set[str]]:
     """Module → the modules of bot/ and commands/ it imports, relative and typing-only imports
     included; `from pkg import sub` counts as importing the submodule, not the package."""
@@ -178,7 +187,7 @@ def _graph(*, typing_only: bool = True) -> dict[str, set[str]]:
             name = ".".join(rel.parts).removesuffix(".__init__")
             here = name if is_package else name.rpartition(".")[0]
             edges: set[str] = set()
-            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            for node in ast.walk(_tree(path)):
                 if isinstance(node, ast.Import):
                     targets = [alias.name for alias in node.names]
                 elif isinstance(node, ast.ImportFrom):
@@ -411,7 +420,7 @@ def test_every_exception_class_is_drawn_in_the_error_tree() -> None:
         for path in sorted((ROOT / package).rglob("*.py")):
             if "sim" in path.relative_to(ROOT).parts:
                 continue  # the simulator is a separate subsystem with its own small tree
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(_tree(path)):
                 if (
                     isinstance(node, ast.ClassDef)
                     and any(
@@ -433,6 +442,7 @@ SIM_LAYERS = ("bot.sim.apiserver", "bot.sim.controllers", "bot.sim.world")
 SIM_TOP = ("bot.sim", "bot.sim.cli", "bot.sim.cluster")
 
 
+@functools.cache  # read only by the tests: built once per session
 def _sim_import_graph() -> dict[str, set[str]]:
     """bot.sim module → the bot.sim modules it imports, counting imports under `if TYPE_CHECKING:`
     and inside functions (ast.walk sees them all) and resolving relative imports, because a
@@ -445,7 +455,7 @@ def _sim_import_graph() -> dict[str, set[str]]:
     for name, path in paths.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -500,7 +510,7 @@ def _test_imports(path: Path) -> set[str]:
     """Every module a test file imports, absolute, wherever in the file the import sits."""
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -380,7 +380,10 @@ class Cluster:
     def _api_error(self, exc: ApiException, method: str, path: str) -> ClusterError:
         status = int(exc.status or 0)
         reason = _status_message(exc.body) or exc.reason or "error"
-        log.warning("cluster %s: %s %s → %s %s", self.name, method, path, status, reason)
+        # A GET of something that is not there is an answer (checks look for optional objects), not
+        # a fault worth a warning on every check.
+        level = logging.INFO if status == 404 and method == "GET" else logging.WARNING
+        log.log(level, "cluster %s: %s %s → %s %s", self.name, method, path, status, reason)
         if status == 403:
             return ClusterForbidden(
                 f"cluster {self.name}: the bot is not allowed to {method} {path} ({reason})",

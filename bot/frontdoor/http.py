@@ -192,9 +192,20 @@ def _plain(start_response: StartResponse, status: str, body: bytes) -> list[byte
     return [body]
 
 
-def make_server(wsgi_app: Any, *, host: str, port: int, threads: int = 8) -> Any:
-    """A waitress server bound now (port 0 picks a free port: see `.effective_port`)."""
-    return create_server(wsgi_app, host=host, port=port, threads=threads, ident="upgrade-bot")
+def make_server(wsgi_app: Any, *, host: str, port: int, threads: int = 8, loop_timeout: float = 1.0) -> Any:
+    """A waitress server bound now (port 0 picks a free port: see `.effective_port`).
+
+    `loop_timeout` is how long waitress's select() waits before it looks again (waitress's default,
+    1 s): a server closed from another thread stops within it. The tests' in-process doors pass
+    0.1 s so that each test's teardown does not wait out a second."""
+    return create_server(
+        wsgi_app,
+        host=host,
+        port=port,
+        threads=threads,
+        ident="upgrade-bot",
+        asyncore_loop_timeout=loop_timeout,
+    )
 
 
 class ServerThread:
@@ -228,3 +239,7 @@ class ServerThread:
         self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
         self.server.close()
         self._thread.join(timeout=timeout)
+        # A connection the loop still held when it ended (a client's keep-alive) is closed here,
+        # not left to the garbage collector (an unclosed-socket warning far from its cause).
+        for channel in list(self.server.active_channels.values()):
+            channel.close()

@@ -110,13 +110,13 @@ class Probes:
         return [body]
 
     def serve(self, *, host: str, port: int) -> Any:
-        """Serve the routes on `host:port` from a thread; the server (`.close()` stops it)."""
-        from bot.frontdoor.http import make_server  # waitress's one home
+        """Serve the routes on `host:port` from a thread; its `ServerThread` (`.close()` stops it
+        and joins the thread, without the EBADF a bare waitress loop raises once closed)."""
+        from bot.frontdoor.http import ServerThread, make_server  # waitress's one home
 
         server: Any = make_server(self.wsgi, host=host, port=port, threads=2)
         log.info("probes on http://%s:%s", host, server.effective_port)
-        threading.Thread(target=server.run, name="probes", daemon=True).start()
-        return server
+        return ServerThread(server, name="probes").start()
 
 
 def _text(lines: list[str]) -> bytes:

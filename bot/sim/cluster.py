@@ -222,7 +222,7 @@ class SimCluster:
         self.sim.clock.set_speed(self.speed)
         self.sim.engine.start()
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="sim-server", daemon=True
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="sim-server", daemon=True
         )
         self._thread.start()
         log.info("sim %s serving %s", self.scenario.name, self.url)

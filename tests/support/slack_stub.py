@@ -174,7 +174,11 @@ class SlackStub:
         self._ids = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="slack-stub", daemon=True)
+        # serve_forever looks at a shutdown request every poll_interval (0.5 s by default): each
+        # test's stub stops within 0.05 s instead.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="slack-stub", daemon=True
+        )
 
     # -- lifecycle --------------------------------------------------------------------------------
 

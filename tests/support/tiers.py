@@ -1,0 +1,222 @@
+"""The suite's two tiers, decided by what a test uses, so that no test needs marking by hand.
+
+At collection every test is marked by what it (or any fixture it uses) starts:
+
+- `process`: a subprocess (the bot as `python -m bot`, kubectl, helm, Chromium, uv, ...);
+- `sim`: a simulated cluster's HTTP server (`bot.sim.SimCluster`);
+- `postgres`: the session's PostgreSQL server;
+- `testbed`: the real control plane (etcd, kube-apiserver, ...).
+
+A test counts as starting one when its source, or the source of a fixture in its closure, names
+what starts it (`SIMULATED`, `PROCESSES`, ...) or when it uses a fixture that does (`FIXTURES`).
+`--fast` (`scripts/test --fast`) deselects every marked test and `slow` ones: the edit-test loop.
+
+The guard: under `--fast` an audit hook (`sys.addaudithook`, Python's own event hooks) fails any
+test that starts a process or binds a socket from `bot/sim` anyway, naming what it started, so a new
+slow test cannot slip into the fast tier unnoticed: it fails there until a fixture or a name below
+classifies it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
+
+import pytest
+
+# Fixtures that start something, by marker (a test using one, directly or through other fixtures).
+FIXTURES: dict[str, str] = {
+    "real_cluster": "testbed",
+    "bot_role": "testbed",
+    "postgres_url": "postgres",
+    "sim_factory": "sim",
+    "sim_small": "sim",
+    "sim_eks": "sim",
+    "kubectl": "process",
+    "helm": "process",
+    "chromium": "process",
+}
+# Names in a test's or a fixture's source that start something.
+NAMES: dict[str, tuple[str, ...]] = {
+    "process": (
+        "subprocess",
+        "Popen",
+        "BotProcess",
+        "RunBot",
+        "sys.executable",
+        "bot_command",
+        "run_helm",
+        "KUBECTL",
+    ),
+    "sim": ("SimCluster", "sim_factory"),
+    "postgres": ("postgres_url", "running_postgres"),
+    "testbed": ("real_cluster", "RealCluster"),
+}
+HEAVY = ("process", "sim", "postgres", "testbed", "slow")
+DESCRIPTIONS = {
+    "process": "starts a subprocess (the bot, kubectl, helm, a browser, ...); not in --fast",
+    "sim": "starts a simulated cluster's server (bot.sim.SimCluster); not in --fast",
+}
+_PATTERNS = {
+    marker: re.compile(r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b")
+    for marker, names in NAMES.items()
+}
+SIM_DIR = str(Path(__file__).resolve().parents[2] / "bot" / "sim") + "/"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        default=False,
+        help="the fast tier: leave out every test that starts a process, a sim server, PostgreSQL or "
+        "the control plane (marked at collection by tests/support/tiers.py)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker, text in DESCRIPTIONS.items():
+        config.addinivalue_line("markers", f"{marker}: {text}")
+    if config.getoption("--fast"):
+        sys.addaudithook(_audit)
+
+
+def _code_names(code: CodeType) -> Iterator[str]:
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _code_names(const)
+
+
+def _reached(func: Callable[..., Any]) -> list[Callable[..., Any] | type]:
+    """`func` and the functions and classes of the tests it calls, at any depth (helpers in the
+    test's module or in tests/support that start something count as the test starting it)."""
+    seen: dict[int, Callable[..., Any] | type] = {}
+    todo: list[Callable[..., Any] | type] = [inspect.unwrap(func)]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen[id(obj)] = obj
+        functions = [obj] if inspect.isfunction(obj) else []
+        if isinstance(obj, type):
+            functions = [f for f in vars(obj).values() if inspect.isfunction(f)]
+        for function in functions:
+            for name in _code_names(function.__code__):
+                target = function.__globals__.get(name)
+                if (inspect.isfunction(target) or isinstance(target, type)) and getattr(
+                    target, "__module__", ""
+                ).startswith("tests."):
+                    todo.append(target)
+    return list(seen.values())
+
+
+_source_cache: dict[int, str] = {}
+
+
+def _source(obj: Callable[..., Any] | type) -> str:
+    if id(obj) not in _source_cache:
+        try:
+            _source_cache[id(obj)] = inspect.getsource(obj)
+        except (OSError, TypeError):
+            _source_cache[id(obj)] = ""
+    return _source_cache[id(obj)]
+
+
+def classify(item: pytest.Item) -> set[str]:
+    """The markers of what `item` starts, from its fixtures and the sources it reaches."""
+    found: set[str] = set()
+    names = list(getattr(item, "fixturenames", ()))
+    found.update(FIXTURES[n] for n in names if n in FIXTURES)
+    roots: list[Callable[..., Any]] = [item.function] if isinstance(item, pytest.Function) else []
+    info = getattr(item, "_fixtureinfo", None)
+    for name in names:
+        for fixturedef in info.name2fixturedefs.get(name, ()) if info else ():
+            # pytest's own fixtures (tmp_path, monkeypatch, ...) start nothing.
+            if not fixturedef.func.__module__.startswith("_pytest"):
+                roots.append(fixturedef.func)
+    sources = [_source(obj) for root in roots for obj in _reached(root)]
+    for marker, pattern in _PATTERNS.items():
+        if any(pattern.search(text) for text in sources):
+            found.add(marker)
+    return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist's `--dist loadgroup` (not a dependency yet), the real control plane's tests
+    # share one worker, so the session starts one control plane, not one per worker.
+    groups = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        present = {m.name for m in item.iter_markers()}
+        for marker in sorted(classify(item) - present):
+            item.add_marker(marker)
+        if groups and item.get_closest_marker("testbed"):
+            item.add_marker(pytest.mark.xdist_group("testbed"))
+    if not config.getoption("--fast"):
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if any(item.get_closest_marker(m) for m in HEAVY) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+# The guard of the fast tier: what the running test started that its tier should not.
+_started: list[str] = []
+_guarding = [False]
+
+
+def _from_sim(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(SIM_DIR):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if not _guarding[0]:
+        return
+    what = ""
+    if event == "subprocess.Popen":
+        what = f"a process ({args[0]!r})"
+    elif event in ("os.system", "os.posix_spawn", "os.fork"):
+        what = f"a process ({event})"
+    elif event == "socket.bind" and _from_sim(sys._getframe(1)):
+        what = "a simulated cluster's server"
+    if what:
+        _started.append(what)
+        raise RuntimeError(
+            f"a test of the fast tier (--fast) started {what}: start it through a fixture or a name "
+            "that tests/support/tiers.py knows, so that the test is marked out of the fast tier"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    _started.clear()
+    _guarding[0] = item.config.getoption("--fast")
+    try:
+        return (yield)
+    finally:
+        _guarding[0] = False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Under --fast, a test that started something fails even if it caught the guard's error."""
+    report: pytest.TestReport = yield
+    if _started and report.passed and report.when == "call":
+        report.outcome = "failed"
+        report.longrepr = f"the fast tier starts no processes or sim servers; this test started {_started[0]}"
+    return report
