@@ -90,6 +90,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bot.adapters.kube import Cluster  # noqa: E402
 from bot.core.snapshots.service import pick_cluster  # noqa: E402
+from bot.core.watches.model import WatchState  # noqa: E402
 from bot.frontdoor.watching import WatchDriver, WatchSource  # noqa: E402
 from bot.frontdoor.wiring import build_services  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
@@ -486,6 +487,16 @@ def main() -> int:
             hand(channel, ts, text, blocks=blocks)
 
         setattr(edits, "update_message", handed)  # noqa: B010 - an instance wrapper, for timing only
+        # The driver's WatchState, as it hands it to publish: its footprint is measured after the list.
+        states: list[WatchState] = []
+        publish = watches.publish
+
+        def publishing(row: Any, state: WatchState, **kw: Any) -> Any:
+            if not states:
+                states.append(state)
+            return publish(row, state, **kw)
+
+        setattr(watches, "publish", publishing)  # noqa: B010 - an instance wrapper, to find the state
         driver.start()
         wait_until(lambda: publishes or not driver.alive, deadline.left(600), "the watch's first publish")
         if not publishes:
@@ -511,6 +522,14 @@ def main() -> int:
         base_publishes = len(publishes)
         base_lines = lines.lines if kubectl is not None else 0
         rss_listed = vm_rss_mb()
+        held = states[0].footprint()
+        print(
+            f"watch state after the list: {held.pods:,} pods ({held.unhealthy:,} with a record) in "
+            f"{held.pod_bytes / 1e6:.2f} MB = {held.per_pod:.1f} bytes per pod; {held.nodes:,} nodes in "
+            f"{held.node_bytes / 1e6:.2f} MB = {held.per_node:.0f} bytes per node; the bot's RSS grew "
+            f"{(rss_listed - rss_start) * 2**20 / max(held.pods, 1):,.0f} bytes per pod listed",
+            flush=True,
+        )
         t0 = time.monotonic()
         op = sim_call(
             url,
@@ -705,6 +724,12 @@ def main() -> int:
             f"{rss_listed:.0f} MB, peak during the stream {rss.peak(t0):.0f} MB, stream end "
             f"{rss_end_stream:.0f} MB, end {rss_end:.0f} MB; ru_maxrss "
             f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (the list included)"
+        )
+        peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, rss.peak(0.0))
+        print(
+            f"  peak RSS through the list and the replacement = {peak:.0f} MB   (target ≤ 300 MB: "
+            f"{'met' if peak <= 300 else 'NOT met'}); the state: {held.per_pod:.1f} bytes per pod, "
+            f"{held.per_node:.0f} bytes per node"
         )
         bot_span = events.last_pod - t0
         bot_rate = pod_events / bot_span if bot_span > 0 else 0.0

@@ -37,7 +37,7 @@ from typing import Any
 from bot.adapters.kube import Cluster, WatchEvent
 from bot.core.checks.gather import LOGS_FORBIDDEN_NOTE
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
-from bot.core.watches.model import WatchState
+from bot.core.watches.model import REDUCERS, WatchState
 from bot.core.watches.schema import KINDS
 from bot.core.watches.service import HEARTBEAT_SECONDS, PUBLISH_SECONDS, WatchService
 from bot.core.watches.verdict import TARGET_OPEN, TARGET_REACHED
@@ -109,6 +109,7 @@ class Stream:
                     timeout_seconds=self.stream_seconds,
                     item_type=struct,
                     stop=self.stop,
+                    reduce=REDUCERS.get(self.kind),
                 ):
                     if self.stop.is_set():
                         return
