@@ -216,7 +216,8 @@ class WatchDriver:
             last_beat = time.monotonic()
             while not self.stop.is_set():
                 before = self.applied
-                self._drain(state, synced, timeout=0.2)
+                wait = service.publish_wait(row, last_publish, self.publish_seconds)
+                self._drain(state, synced, timeout=min(0.2, wait))
                 if self.applied > before:
                     self.telemetry.watch_events(self.applied - before)
                 mono = time.monotonic()
@@ -234,10 +235,10 @@ class WatchDriver:
                         log.info("watch %s ended: %s", row.id, ended)
                         return
                     continue
-                if mono - last_publish >= self.publish_seconds:
+                if service.publish_wait(row, last_publish, self.publish_seconds) <= 0:
                     last_publish = mono
                     try:
-                        result = service.publish(row, state)
+                        result = service.publish(row, state, paced=True)
                     except Fenced:
                         raise
                     except BotError as exc:
