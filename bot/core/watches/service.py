@@ -338,7 +338,7 @@ class WatchService:
                     raise
                 except BotError as exc:
                     log.warning("watch %s: Slack update failed: %s", row.id, exc.user_message)
-            return Published(verdict=v)
+            return Published(verdict=v, card_kept=row.id in self._owed)
         sub = subject(row.id)
         known = set(self.store.messages(sub))
         new = [m for m in found if m.key not in known]

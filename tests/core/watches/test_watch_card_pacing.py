@@ -8,6 +8,8 @@ loop is played here step by step (50 ms)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from bot.core.delivery import Deliveries
 from bot.core.rendering import Renderer
 from bot.core.watches.model import WatchState
 from bot.core.watches.service import WatchService
+from bot.records import WatchRow
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support.clock import FakeClock, FakeMonotonic
 from tests.support.secrets import BOT_TOKEN
@@ -31,12 +34,18 @@ PUBLISH_EVERY = 1.0
 GROUP = re.compile(r"\*ng-a\* \d+/(\d+)")
 
 
-def lags(tmp_path: Path, *, paced: bool, seconds: float = 40.0) -> tuple[list[float], int]:
-    """Each event's lag to the first card edit showing it, and the most edits of the card in 2 s."""
+@contextmanager
+def world(
+    tmp_path: Path, name: str
+) -> Iterator[
+    tuple[WatchService, WatchState, WatchRow, CoalescingPoster, SlackStub, FakeMonotonic, FakeClock]
+]:
+    """The watch service on the real store, through the coalescer and the real WebClient to the
+    stub, every clock fake; a started, claimed watch and its state with everything listed."""
     mono = FakeMonotonic()
     clock = FakeClock(T0)
     with SlackStub(clock=mono) as stub:
-        store = Store.open(f"sqlite:///{tmp_path / f'paced-{paced}.db'}")
+        store = Store.open(f"sqlite:///{tmp_path / f'{name}.db'}")
         budget = SlackBudget(BudgetConfig(), clock=mono, sleep=mono.sleep)
         gateway = SlackGateway(make_web_client(BOT_TOKEN, stub.api_url, sdk_retries=False), budget=budget)
         edits = CoalescingPoster(gateway, interval=2.0, clock=mono)
@@ -55,6 +64,20 @@ def lags(tmp_path: Path, *, paced: bool, seconds: float = 40.0) -> tuple[list[fl
         state = WatchState(service.spec(row))
         for kind in ("node", "pod", "deployment", "daemonset", "statefulset", "event"):
             state.sync(kind, [], clock())
+        try:
+            yield service, state, row, edits, stub, mono, clock
+        finally:
+            store.close()
+
+
+def shown(stub: SlackStub) -> list[tuple[float, int]]:
+    """Each card edit: when the stub got it, and the group's size it shows."""
+    return [(c.at, int(GROUP.findall(str(c.params["text"]))[0])) for c in stub.calls_to("chat.update")]
+
+
+def lags(tmp_path: Path, *, paced: bool, seconds: float = 40.0) -> tuple[list[float], int]:
+    """Each event's lag to the first card edit showing it, and the most edits of the card in 2 s."""
+    with world(tmp_path, f"paced-{paced}") as (service, state, row, edits, stub, mono, clock):
         events: list[tuple[float, int]] = []  # when the group reached each size
         last = float("-inf")
         end = mono() + seconds
@@ -69,14 +92,13 @@ def lags(tmp_path: Path, *, paced: bool, seconds: float = 40.0) -> tuple[list[fl
             edits.flush_due()  # the flusher thread
             mono.advance(STEP)
             clock.advance(timedelta(seconds=STEP))
-        shown = [(c.at, int(GROUP.findall(str(c.params["text"]))[0])) for c in stub.calls_to("chat.update")]
+        edits_shown = shown(stub)
         out = []
         for at, size in events:
-            edit = next((t for t, n in shown if n >= size and t >= at), None)
+            edit = next((t for t, n in edits_shown if n >= size and t >= at), None)
             if edit is not None:
                 out.append(edit - at)
         most = stub.most_in_window("chat.update", 2.0)
-        store.close()
         assert len(out) > 0.9 * len(events)
         return out, most
 
@@ -96,3 +118,32 @@ def test_the_edit_carries_the_state_of_its_slot_not_one_up_to_a_publish_old(tmp_
     assert most_before == 1
     assert max(before) > 2.5
     assert p95(paced) < p95(before)
+
+
+def test_a_card_kept_for_its_slot_is_handed_over_there_even_if_nothing_changed_since(tmp_path: Path) -> None:
+    with world(tmp_path, "kept") as (service, state, row, edits, stub, mono, clock):
+        state.apply("node", "ADDED", node("n-0"), clock())
+        assert service.publish(row, state, paced=True).card_updated  # the card is posted
+        state.apply("node", "ADDED", node("n-1"), clock())
+        assert service.publish(row, state, paced=True).card_updated  # its slot is open: edited
+        assert edits.flush_due() == 1
+        mono.advance(0.5)
+        clock.advance(timedelta(seconds=0.5))
+        state.apply("node", "ADDED", node("n-2"), clock())
+        kept = service.publish(row, state, paced=True)
+        assert kept.card_kept  # the slot opens in 1.5 s: the state is stored, the card waits
+        assert not kept.card_updated
+        assert edits.pending == 0
+        # Nothing changes any more; the driver's publishes go on, and the one due at the slot hands
+        # the kept card over.
+        last, slot = mono(), mono() + 1.5
+        for _ in range(int(3.0 / STEP)):
+            if service.publish_wait(row, last, 1.0) <= 0:
+                last = mono()
+                service.publish(row, state, paced=True)
+            edits.flush_due()
+            mono.advance(STEP)
+            clock.advance(timedelta(seconds=STEP))
+        at, size = shown(stub)[-1]
+        assert size == 3
+        assert slot <= at <= slot + STEP
