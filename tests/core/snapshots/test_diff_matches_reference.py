@@ -99,6 +99,22 @@ def test_the_pod_findings_are_the_reference_s_when_every_pod_has_a_uid_of_its_ow
     assert list(_pods(b, a, threshold)) == list(reference._pods(b, a, threshold))
 
 
+@settings(max_examples=200, deadline=None)
+@given(before=rows(unique=True), after=rows(unique=True), threshold=st.integers(1, 4))
+def test_the_pod_findings_are_the_reference_s_for_the_same_pods_in_new_states(
+    before: list[list[Any]], after: list[list[Any]], threshold: int
+) -> None:
+    # The same pods in the same order (two snapshots a while apart), each on the node and in the
+    # state (phase, status, readiness, restarts, reasons) of the other list's pod at its place.
+    again = [
+        [*row[:5], *after[i][5:12], *row[12:]] if i < len(after) else list(row)
+        for i, row in enumerate(before)
+    ]
+    b = {"pod_fields": list(POD_FIELDS), "pods": before}
+    a = {"pod_fields": list(POD_FIELDS), "pods": again}
+    assert list(_pods(b, a, threshold)) == list(reference._pods(b, a, threshold))
+
+
 def test_the_collector_is_back_on_after_a_diff_even_one_that_failed() -> None:
     snap = {
         "pod_fields": list(POD_FIELDS),
