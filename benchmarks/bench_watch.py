@@ -536,7 +536,7 @@ def main() -> int:
         held = states[0].footprint()
         print(
             f"watch state after the list: {held.pods:,} pods ({held.unhealthy:,} with a record) in "
-            f"{held.pod_bytes / 1e6:.2f} MB = {held.per_pod:.1f} bytes per pod; {held.nodes:,} nodes in "
+            f"{held.pod_bytes / 1e6:.2f} MB = {held.per_pod:.2f} bytes per pod; {held.nodes:,} nodes in "
             f"{held.node_bytes / 1e6:.2f} MB = {held.per_node:.0f} bytes per node; the bot's RSS grew "
             f"{(rss_listed - rss_start) * 2**20 / max(held.pods, 1):,.0f} bytes per pod listed",
             flush=True,
@@ -762,7 +762,7 @@ def main() -> int:
         peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, rss.peak(0.0))
         print(
             f"  peak RSS through the list and the replacement = {peak:.0f} MB   (target ≤ 300 MB: "
-            f"{'met' if peak <= 300 else 'NOT met'}); the state: {held.per_pod:.1f} bytes per pod, "
+            f"{'met' if peak <= 300 else 'NOT met'}); the state: {held.per_pod:.2f} bytes per pod, "
             f"{held.per_node:.0f} bytes per node"
         )
         bot_span = events.last_pod - t0
