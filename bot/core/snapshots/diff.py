@@ -548,7 +548,7 @@ def _pods_fast(b: _Rows, a: _Rows, restart_threshold: int) -> Iterable[Finding]:
     # The same pods, in the same workloads, in the same order (two snapshots a while apart: the
     # API lists pods by namespace and name): nothing new, told by comparing columns, not by
     # hashing 150,000 (workload, uid) pairs a side.
-    same = len(a.rows) == len(b.rows) and list(map(a.ident, a.rows)) == list(map(b.ident, b.rows))
+    same = len(a.rows) == len(b.rows) and all(map(operator.eq, map(a.ident, a.rows), map(b.ident, b.rows)))
     new = set() if same else set(map(a.ident, a.rows)) - set(map(b.ident, b.rows))
     if new:
         b_workloads = set(map(b.workload, b.rows))
