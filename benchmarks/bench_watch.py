@@ -29,14 +29,21 @@ second figure follows each item to Slack: the coalescer's `update_message` is wr
 when a publish hands it a changed card; the item reached Slack with the first `chat.update` the
 stub received after that hand-off (the coalescer sends the newest body it holds, so that edit
 carries the publish's state or a newer one; a request already on its way at the hand-off could
-carry the older body: the figure is approximate within one send), or at the publish itself when
-the publish handed nothing (the card text was unchanged, so the card already showed it). The
+carry the older body: the figure is approximate within one send); a publish that kept the card
+for the publish due at the card's edit slot (`Published.card_kept`, the driver's paced publishes)
+reaches Slack with the first `chat.update` after the next hand-off; one that handed nothing and
+kept nothing left the card as it was (its text unchanged): at the publish itself. The
 arrays cost 8 bytes per event in this process's RSS, which is the bot's RSS here (plus the Slack
 stub's recorded calls).
 
 Slack budget, from the stub's record: chat.update and chat.postMessage counts, the most edits of
 one card in any 2 s window (target 1), the most chat.update in any 60 s window (≤ 50, 53 with
-slack), the most posts in any 1 s window per channel (target ~1).
+slack), the most posts in any 1 s window per channel (target ~1), and whether the budget was
+respected (all three within `SlackBudget`'s limits). The last card edit is left to go at its
+slot before the coalescer is stopped (its `stop` would send it at once).
+
+Memory: the watch state's own footprint after the list (`WatchState.footprint`: bytes per pod and
+per node), and the peak RSS through the list and the replacement (target ≤ 300 MB).
 
 RSS of this process (the bot): VmRSS sampled every second; start (before the list), after the
 list (the replacement's start), peak during the replacement, end; and `ru_maxrss`.
@@ -89,7 +96,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bot.adapters.kube import Cluster  # noqa: E402
+from bot.adapters.slack_budget import BudgetConfig  # noqa: E402
 from bot.core.snapshots.service import pick_cluster  # noqa: E402
+from bot.core.watches.model import WatchState  # noqa: E402
 from bot.frontdoor.assemble import assemble  # noqa: E402
 from bot.frontdoor.watching import WatchDriver, WatchSource  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
@@ -486,6 +495,19 @@ def main() -> int:
             hand(channel, ts, text, blocks=blocks)
 
         setattr(edits, "update_message", handed)  # noqa: B010 - an instance wrapper, for timing only
+        # The driver's WatchState, as it hands it to publish: its footprint is measured after the list.
+        states: list[WatchState] = []
+        kept: list[tuple[float, bool]] = []  # when a publish returned, and whether it kept the card
+        publish = watches.publish
+
+        def publishing(row: Any, state: WatchState, **kw: Any) -> Any:
+            if not states:
+                states.append(state)
+            result = publish(row, state, **kw)
+            kept.append((time.monotonic(), result.card_kept))
+            return result
+
+        setattr(watches, "publish", publishing)  # noqa: B010 - an instance wrapper, to find the state
         driver.start()
         wait_until(lambda: publishes or not driver.alive, deadline.left(600), "the watch's first publish")
         if not publishes:
@@ -511,6 +533,14 @@ def main() -> int:
         base_publishes = len(publishes)
         base_lines = lines.lines if kubectl is not None else 0
         rss_listed = vm_rss_mb()
+        held = states[0].footprint()
+        print(
+            f"watch state after the list: {held.pods:,} pods ({held.unhealthy:,} with a record) in "
+            f"{held.pod_bytes / 1e6:.2f} MB = {held.per_pod:.2f} bytes per pod; {held.nodes:,} nodes in "
+            f"{held.node_bytes / 1e6:.2f} MB = {held.per_node:.0f} bytes per node; the bot's RSS grew "
+            f"{(rss_listed - rss_start) * 2**20 / max(held.pods, 1):,.0f} bytes per pod listed",
+            flush=True,
+        )
         t0 = time.monotonic()
         op = sim_call(
             url,
@@ -614,7 +644,11 @@ def main() -> int:
         if ack_thread is not None:
             ack_thread.join(timeout=5 if partial else 60)
         assert services.edits is not None
-        services.edits.stop()  # flushes the last card edit
+        # The last card edit goes at its slot, as in the bot; `stop` then flushes nothing (it would
+        # send a pending edit at once, inside the 2 s of the previous one).
+        with contextlib.suppress(SystemExit):
+            wait_until(lambda: edits.pending == 0, 10, "the last card edit")
+        services.edits.stop()
         rss_end = vm_rss_mb()
         t_end = time.monotonic()
 
@@ -627,14 +661,22 @@ def main() -> int:
         updates = stub.calls_to("chat.update")
         update_times = sorted(c.at for c in updates)
         # The time each publish's state reached Slack: the first chat.update the stub received
-        # after the publish handed its (changed) card to the coalescer; a publish that handed
-        # nothing left the card as it was (already showing that text): its own time.
+        # after the publish handed its (changed) card to the coalescer; for a publish that kept
+        # the card for the one due at its edit slot (`card_kept`), after the next hand-off; a
+        # publish that handed nothing and kept nothing left the card as it was (already showing
+        # that text): its own time.
+        kept_times = [t for t, _ in kept]
         in_slack: list[float] = []
         for i, (tp, _applied) in enumerate(publishes):
             tprev = publishes[i - 1][0] if i else 0.0
             h = bisect.bisect_right(handoffs, tp) - 1
+            k = bisect.bisect_right(kept_times, tp) - 1
             if h >= 0 and handoffs[h] > tprev:
                 u = bisect.bisect_left(update_times, handoffs[h])
+                in_slack.append(update_times[u] if u < len(update_times) else float("nan"))
+            elif k >= 0 and kept[k][1]:
+                h = bisect.bisect_left(handoffs, tp)
+                u = bisect.bisect_left(update_times, handoffs[h]) if h < len(handoffs) else len(update_times)
                 in_slack.append(update_times[u] if u < len(update_times) else float("nan"))
             else:
                 in_slack.append(tp)
@@ -680,7 +722,7 @@ def main() -> int:
                 f"  lag arrival → chat.update   = p50 {statistics.median(lags_slack):.2f}s, "
                 f"p95 {pct(lags_slack, 0.95):.2f}s, max {max(lags_slack):.2f}s (the card in Slack: the "
                 f"edit carrying the covering publish; {len(handoffs)} card hand-offs to the coalescer; "
-                f"{never_sent} items whose edit was never sent)"
+                f"{never_sent} items whose edit was never sent)   (target p95 ≤ 2.0 s)"
             )
         print(f"  items never covered by a publish: {uncovered}")
         print(
@@ -695,6 +737,17 @@ def main() -> int:
         print(f"  chat.update per card, most in any 2 s  = {per_card_2s}   (target ≤ 1)")
         print(f"  chat.update, most in any 60 s         = {per_minute}   (target ≤ ~50, 53 with slack)")
         print(f"  chat.postMessage per channel, most in any 1 s = {posts_per_s}   (target ~1)")
+        budget = BudgetConfig()
+        respected = (
+            per_card_2s <= 1
+            and per_minute <= budget.updates_per_minute + budget.burst
+            and posts_per_s <= budget.posts_per_second + budget.burst
+        )
+        print(
+            f"  Slack budget {'respected' if respected else 'NOT respected'} (≤ 1 edit per card per 2 s, "
+            f"≤ {budget.updates_per_minute:g} + {budget.burst} edits a minute, ≤ {budget.posts_per_second:g} + "
+            f"{budget.burst} posts a second per channel)"
+        )
         close = close_posts(stub)
         if close:
             print(f"    posts < 1 s after the previous one in their channel: {len(close)}; the first 5:")
@@ -705,6 +758,12 @@ def main() -> int:
             f"{rss_listed:.0f} MB, peak during the stream {rss.peak(t0):.0f} MB, stream end "
             f"{rss_end_stream:.0f} MB, end {rss_end:.0f} MB; ru_maxrss "
             f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (the list included)"
+        )
+        peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, rss.peak(0.0))
+        print(
+            f"  peak RSS through the list and the replacement = {peak:.0f} MB   (target ≤ 300 MB: "
+            f"{'met' if peak <= 300 else 'NOT met'}); the state: {held.per_pod:.2f} bytes per pod, "
+            f"{held.per_node:.0f} bytes per node"
         )
         bot_span = events.last_pod - t0
         bot_rate = pod_events / bot_span if bot_span > 0 else 0.0

@@ -730,6 +730,7 @@ class Cluster:
         resource_version: str = "",
         timeout_seconds: int = WATCH_SECONDS,
         stop: threading.Event | None = None,
+        reduce: Callable[[Any], Any] | None = None,
     ) -> Iterator[WatchEvent[Raw]]: ...
 
     @overload
@@ -742,6 +743,7 @@ class Cluster:
         timeout_seconds: int = WATCH_SECONDS,
         item_type: type[T],
         stop: threading.Event | None = None,
+        reduce: Callable[[Any], Any] | None = None,
     ) -> Iterator[WatchEvent[T]]: ...
 
     def list_watch(
@@ -753,6 +755,7 @@ class Cluster:
         timeout_seconds: int = WATCH_SECONDS,
         item_type: Any = Raw,
         stop: threading.Event | None = None,
+        reduce: Callable[[Any], Any] | None = None,
     ) -> Iterator[WatchEvent[Any]]:
         """List, then watch for ever: the loop a live view of the cluster needs. Stop by closing it,
         or by setting `stop`: no new list or watch request is made once it is set (a stream that
@@ -762,21 +765,29 @@ class Cluster:
         snapshot's) it watches from there. Bookmarks keep the version current, so a stream that ends
         resumes where it stopped without a list; a 410 (the version is older than the server's
         history) is answered by a new SYNC and a watch from that list's version.
+
+        `reduce`, when given, maps each listed item and each ADDED/MODIFIED/DELETED object to what
+        the caller keeps, page by page as they are decoded: a 150,000-pod list is then never held
+        whole as `item_type` (each page is released once reduced).
         """
         rv = resource_version
         while stop is None or not stop.is_set():
             if not rv:
                 items: list[Any] = []
                 for page in self.list_pages(path, query, item_type=item_type):
-                    items.extend(page.items)
+                    items.extend(page.items if reduce is None else map(reduce, page.items))
                     rv = page.resource_version
+                    del page
                 yield WatchEvent(type="SYNC", object={"items": items}, resource_version=rv)
+                del items
             try:
                 for event in self.watch(
                     path, query, resource_version=rv, timeout_seconds=timeout_seconds, item_type=item_type
                 ):
                     if event.resource_version:
                         rv = event.resource_version
+                    if reduce is not None and event.type in ("ADDED", "MODIFIED", "DELETED"):
+                        event = WatchEvent(event.type, reduce(event.object), event.resource_version)
                     yield event
             except (WatchExpired, ContinueExpired) as exc:
                 # 410 comes as an ERROR event (WatchExpired) or, from some servers, as the status of

@@ -132,6 +132,17 @@ class CoalescingPoster:
             ]
         return min(due) if due else None
 
+    def slot_in(self, channel: str, ts: str) -> float:
+        """Seconds until the message's next edit may be sent (≤ 0: now). A caller that makes its
+        edits periodically (a watch's publish) times the body it hands over to land just as the
+        slot opens, so the edit carries the newest state rather than one up to a period old."""
+        with self._lock:
+            key = (channel, ts)
+            if key in self._sending:
+                return self.interval  # on its way: the next slot is an interval after it is done
+            last = self._last_sent.get(key)
+        return float("-inf") if last is None else last + self.interval - self.clock()
+
     def flush_due(self) -> int:
         """Send every pending edit whose interval has passed; the number sent."""
         now = self.clock()
@@ -223,7 +234,9 @@ class CoalescingPoster:
         tick: float = 0.05,
         on_gone: Callable[[str, str, str, Sequence[dict[str, Any]] | None], str | None] | None = None,
     ) -> None:
-        """Flush in a thread of its own until `stop`; `tick` is the longest a due edit waits.
+        """Flush in a thread of its own until `stop`. The thread sleeps until the earliest pending
+        edit is due and is woken by every new body, so an edit handed over while its slot is open
+        goes at once; `tick` bounds the sleep (a clock that is not `time.monotonic`, in tests).
         `on_gone`: who posts a message Slack says is gone again (`Deliveries.repost_gone`, which
         posts through this poster: so it is given here, once both exist)."""
         if on_gone is not None:
@@ -251,10 +264,21 @@ class CoalescingPoster:
             except Exception:  # a bug in one edit must not stop every card's edits
                 log.exception("flushing card edits failed")
             with self._lock:
+                if self._stop.is_set():
+                    return
                 if not self._pending:
                     self._lock.wait(1.0)
                     continue
-            self._stop.wait(tick)
+                now = self.clock()
+                due = [
+                    self._last_sent.get(k, float("-inf")) + self.interval
+                    for k in self._pending
+                    if k not in self._sending
+                ]
+                wait = min(due) - now if due else tick
+                if wait > 0:
+                    # Until the earliest slot opens, or a new body comes (`update_message` notifies).
+                    self._lock.wait(min(wait, tick))
 
 
 def thread_lines(lines: Iterable[str], *, limit: int = 3000) -> list[str]:

@@ -270,6 +270,14 @@ class Deliveries:
                 raise
             self.repost_gone(channel, ts, text, blocks)
 
+    def edit_slot(self, channel: str, ts: str) -> float | None:
+        """Seconds until the message's next edit may be sent (≤ 0: now), when edits are coalesced
+        (`CoalescingPoster.slot_in`); None when the poster sends each edit at once."""
+        slot_in = getattr(self.poster, "slot_in", None)
+        if not callable(slot_in):
+            return None
+        return float(slot_in(channel, self._moved.get((channel, ts), ts)))
+
     # -- messages someone deleted --------------------------------------------------------------
 
     def repost_gone(

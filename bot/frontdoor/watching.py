@@ -37,7 +37,7 @@ from bot.adapters.kube import Cluster, WatchEvent
 from bot.core.checks.gather import LOGS_FORBIDDEN_NOTE
 from bot.core.duties import Driver
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
-from bot.core.watches.model import WatchState
+from bot.core.watches.model import REDUCERS, WatchState
 from bot.core.watches.schema import KINDS
 from bot.core.watches.service import HEARTBEAT_SECONDS, PUBLISH_SECONDS, WatchService
 from bot.errors import BotError, Fenced
@@ -109,6 +109,7 @@ class Stream:
                     timeout_seconds=self.stream_seconds,
                     item_type=struct,
                     stop=self.stop,
+                    reduce=REDUCERS.get(self.kind),
                 ):
                     if self.stop.is_set():
                         return
@@ -192,7 +193,8 @@ class WatchDriver(Driver):
             last_beat = time.monotonic()
             while not self.stop.is_set():
                 before = self.applied
-                self._drain(state, synced, timeout=0.2)
+                wait = service.publish_wait(row, last_publish, self.publish_seconds)
+                self._drain(state, synced, timeout=min(0.2, wait))
                 if self.applied > before:
                     self.telemetry.watch_events(self.applied - before)
                 mono = time.monotonic()
@@ -210,10 +212,10 @@ class WatchDriver(Driver):
                         log.info("watch %s ended: %s", row.id, ended)
                         return
                     continue
-                if mono - last_publish >= self.publish_seconds:
+                if service.publish_wait(row, last_publish, self.publish_seconds) <= 0:
                     last_publish = mono
                     try:
-                        result = service.publish(row, state)
+                        result = service.publish(row, state, paced=True)
                     except Fenced:
                         raise
                     except BotError as exc:

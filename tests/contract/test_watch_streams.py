@@ -92,3 +92,32 @@ def test_a_stream_resumed_from_a_compacted_version_lists_again(backend: Backend)
         _take(out, lambda i: i[1] == "ADDED" and i[2].metadata.name == "third", "the event after the list")
     finally:
         stop.set()
+
+
+def test_list_watch_reduces_every_listed_item_and_every_event_as_it_is_decoded(backend: Backend) -> None:
+    bot = backend.bot()
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def reduce(node: WNode) -> str:
+        seen.append(node.metadata.name)
+        return f"reduced:{node.metadata.name}"
+
+    out: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+
+    def run() -> None:
+        for event in bot.list_watch(
+            "/api/v1/nodes", item_type=WNode, timeout_seconds=2, stop=stop, reduce=reduce
+        ):
+            out.put(("node", event.type, event.object))
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        _, _, listed = _take(out, lambda i: i[1] == "SYNC", "SYNC")
+        assert listed["items"]
+        assert listed["items"] == [f"reduced:{name}" for name in seen]
+        (name,) = backend.add_nodes("reduced", 1, version="v1.25.16")
+        _take(out, lambda i: i[1] == "ADDED" and i[2] == f"reduced:{name}", "reduced ADDED node")
+        assert name in seen
+    finally:
+        stop.set()

@@ -93,6 +93,48 @@ def test_stop_flushes_what_is_pending_and_the_thread_sends_on_its_own(stub: Slac
     assert poster.dropped == 0
 
 
+def test_the_slot_of_a_card_says_when_its_next_edit_may_go(stub: SlackStub, clock: FakeMonotonic) -> None:
+    poster = edits(stub, clock)
+    ts = poster.post_message("C0OPS", "card").ts
+    assert poster.slot_in("C0OPS", ts) == float("-inf")  # never edited: now
+    poster.update_message("C0OPS", ts, "one")
+    assert poster.flush_due() == 1
+    clock.advance(0.5)
+    assert poster.slot_in("C0OPS", ts) == 1.5
+    poster.update_message("C0OPS", ts, "two")
+    assert poster.flush_due() == 0
+    clock.advance(1.5)
+    assert poster.slot_in("C0OPS", ts) == 0.0
+    assert poster.flush_due() == 1
+
+
+def test_the_thread_sends_an_edit_as_its_slot_opens_not_at_its_next_tick(stub: SlackStub) -> None:
+    import time
+
+    poster = CoalescingPoster(
+        SlackGateway(make_web_client(BOT_TOKEN, stub.api_url)), interval=0.5, clock=time.monotonic
+    )
+    a = poster.post_message("C0OPS", "card a").ts
+    b = poster.post_message("C0OPS", "card b").ts
+    poster.start(tick=10.0)  # a tick far longer than the waits below
+    try:
+
+        def sent(text: str) -> bool:
+            return any(c.params.get("text") == text for c in stub.calls_to("chat.update"))
+
+        poster.update_message("C0OPS", a, "a1")
+        stub.wait_for(lambda: sent("a1"), timeout=5)
+        poster.update_message("C0OPS", a, "a2")  # waits for a's slot, half a second on
+        started = time.monotonic()
+        poster.update_message("C0OPS", b, "b1")  # b's slot is open: it goes now, a pending or not
+        stub.wait_for(lambda: sent("b1"), timeout=5)
+        assert time.monotonic() - started < 0.4
+        stub.wait_for(lambda: sent("a2"), timeout=5)
+        assert time.monotonic() - started < 2.0  # at a's slot, not at the thread's next tick
+    finally:
+        poster.stop()
+
+
 def test_lines_that_piled_up_are_joined_under_a_size_bound() -> None:
     lines = [f"node ip-10-0-{i}.ec2.internal joined and Ready" for i in range(200)]
     replies = thread_lines(lines, limit=3000)

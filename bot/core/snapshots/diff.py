@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -524,7 +526,158 @@ def _fold(
     return by_workload, by_uid, per_namespace
 
 
+class _Rows:
+    """One snapshot's pod rows, read a column at a time in C (`map`, `compress`, `set`, `Counter`)
+    for `_pods_fast`; made only when every row has a uid of its own (as the API gives them)."""
+
+    def __init__(self, rows: Sequence[Sequence[Any]], col: Mapping[str, int]) -> None:
+        self.rows = rows
+        self.col = col
+        self.workload = itemgetter(col["namespace"], col["workload_kind"], col["workload"])
+        self.ident = itemgetter(col["namespace"], col["workload_kind"], col["workload"], col["uid"])
+        self.placed = itemgetter(col["namespace"], col["workload_kind"], col["workload"], col["node"])
+
+    @classmethod
+    def of(cls, snap: Mapping[str, Any]) -> _Rows | None:
+        rows = snap.get("pods") or []
+        col = {name: i for i, name in enumerate(snap.get("pod_fields") or POD_FIELDS)}
+        uids = set(map(itemgetter(col["uid"]), rows))
+        if len(uids) != len(rows) or "" in uids or None in uids:
+            return None  # a row without a uid, or a uid twice: `_fold` has the rules for those
+        return cls(rows, col)
+
+    def column(self, name: str) -> Iterator[Any]:
+        return map(itemgetter(self.col[name]), self.rows)
+
+    def troubles(self) -> tuple[dict[WorkloadKey, dict[str, list[str]]], dict[WorkloadKey, list[str]]]:
+        """The pods in trouble per workload, and those Running with containers not ready, as `_fold`
+        finds them; only the rows not plainly healthy are read one by one."""
+        index = range(len(self.rows))
+        odd = set(compress(index, map(operator.ne, self.column("status"), repeat("Running"))))
+        odd.update(compress(index, self.column("reasons")))
+        odd.update(compress(index, map(operator.lt, self.column("ready"), self.column("total"))))
+        get = itemgetter(*(self.col[c] for c in ("name", "phase", "status", "ready", "total", "reasons")))
+        bad: dict[WorkloadKey, dict[str, list[str]]] = {}
+        unready: dict[WorkloadKey, list[str]] = {}
+        for i in sorted(odd):
+            row = self.rows[i]
+            name, phase, status, ready, total, reasons = get(row)
+            k = self.workload(row)
+            if status != "Running" or reasons:
+                trouble = _is_bad(str(status), str(reasons or ""), phase)
+                if trouble:
+                    bad.setdefault(k, {}).setdefault(trouble, []).append(name)
+                    continue
+            if phase == "Running" and ready < total:
+                unready.setdefault(k, []).append(f"{name} {ready}/{total}")
+        return bad, unready
+
+
+def _pods_fast(b: _Rows, a: _Rows, restart_threshold: int) -> Iterable[Finding]:
+    """`_pods` for two snapshots whose every pod has a uid of its own: the same findings in the same
+    order, with the 150,000 rows of each side walked in C and only the odd ones in Python."""
+    a_bad, a_unready = a.troubles()
+    # Restarts since the first snapshot: only a pod with restarts now can have more than before.
+    uid_i, restarts_i = b.col["uid"], b.col["restarts"]
+    before = {row[uid_i]: row[restarts_i] for row in compress(b.rows, b.column("restarts"))}
+    uid_i, restarts_i, name_i = a.col["uid"], a.col["restarts"], a.col["name"]
+    restarts: Counter[WorkloadKey] = Counter()
+    restart_example: dict[WorkloadKey, str] = {}
+    for row in compress(a.rows, a.column("restarts")):
+        count = row[restarts_i]
+        delta = count - before.get(row[uid_i], 0)
+        if delta > 0:
+            k = a.workload(row)
+            restarts[k] += delta
+            restart_example.setdefault(k, f"{row[name_i]} restarted {count}×")
+    flagged = set(a_bad) | set(a_unready) | {k for k, n in restarts.items() if n >= restart_threshold}
+    # The earlier snapshot's troubles matter only for a workload in trouble now.
+    b_bad, b_unready = b.troubles() if flagged else ({}, {})
+    for k in sorted(flagged):
+        ns, kind, name = k
+        subject = f"{kind} {ns}/{name}" if kind != "Pod" else f"pod {ns}/{name}"
+        was_bad = b_bad.get(k, {})
+        for trouble, names in sorted(a_bad.get(k, {}).items()):
+            before_count = len(was_bad.get(trouble, ()))
+            if len(names) > before_count:
+                yield Finding(
+                    kind=REGRESSION,
+                    category=f"new {trouble} pods",
+                    subject=subject,
+                    namespace=ns,
+                    detail=f"{len(names)} now, {before_count} before: {_few(sorted(names))}",
+                )
+        now_unready, was_unready = a_unready.get(k, []), b_unready.get(k, [])
+        if len(now_unready) > len(was_unready):
+            yield Finding(
+                kind=REGRESSION,
+                category="containers not ready",
+                subject=subject,
+                namespace=ns,
+                detail=f"{_few(sorted(now_unready))} (was {len(was_unready)} pods not fully ready)",
+            )
+        if restarts[k] >= restart_threshold:
+            yield Finding(
+                kind=REGRESSION,
+                category="restarts jumped",
+                subject=subject,
+                namespace=ns,
+                detail=f"+{restarts[k]} restarts ({restart_example[k]})",
+            )
+    # Rescheduled: the pods new to a workload of both snapshots whose pods per node changed.
+    moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    # The same pods, in the same workloads, in the same order (two snapshots a while apart: the
+    # API lists pods by namespace and name): nothing new, told by comparing columns, not by
+    # hashing 150,000 (workload, uid) pairs a side.
+    same = len(a.rows) == len(b.rows) and all(map(operator.eq, map(a.ident, a.rows), map(b.ident, b.rows)))
+    new = set() if same else set(map(a.ident, a.rows)) - set(map(b.ident, b.rows))
+    if new:
+        b_workloads = set(map(b.workload, b.rows))
+        replaced = Counter(k for k in map(itemgetter(0, 1, 2), new) if k in b_workloads)
+        if replaced:
+            hit = set(replaced)
+            a_nodes = Counter(compress(map(a.placed, a.rows), map(hit.__contains__, map(a.workload, a.rows))))
+            b_nodes = Counter(compress(map(b.placed, b.rows), map(hit.__contains__, map(b.workload, b.rows))))
+            differ = {placed[:3] for placed, _count in a_nodes.items() ^ b_nodes.items()}
+            for k, count in replaced.items():
+                if k in differ:
+                    moved[k[0]][0] += count
+                    moved[k[0]][1] += 1
+    yield from _moved(moved)
+    gone = set() if same else set(b.column("namespace")) - set(a.column("namespace"))
+    if gone:
+        yield from _emptied(Counter(ns for ns in b.column("namespace") if ns in gone), {})
+
+
+def _moved(moved: Mapping[str, list[int]]) -> Iterable[Finding]:
+    # Rescheduling is the point of an upgrade: one summary line per namespace.
+    for ns, (pods, workloads) in sorted(moved.items()):
+        yield Finding(
+            kind=EXPECTED,
+            category="pods rescheduled",
+            subject=f"namespace {ns}",
+            namespace=ns,
+            detail=f"{pods} pods of {workloads} workloads on new nodes",
+        )
+
+
+def _emptied(b_ns: Mapping[str, int], a_ns: Mapping[str, int]) -> Iterable[Finding]:
+    for ns in sorted(b_ns):
+        if a_ns.get(ns, 0) == 0:
+            yield Finding(
+                kind=REGRESSION,
+                category="namespace pods gone",
+                subject=f"namespace {ns}",
+                namespace=ns,
+                detail=f"{b_ns[ns]} pods before, none now",
+            )
+
+
 def _pods(before: Mapping[str, Any], after: Mapping[str, Any], restart_threshold: int) -> Iterable[Finding]:
+    fast_b, fast_a = _Rows.of(before), _Rows.of(after)
+    if fast_b is not None and fast_a is not None:
+        yield from _pods_fast(fast_b, fast_a, restart_threshold)
+        return
     b_work, b_uid, b_ns = _fold(before)
     a_work, a_uid, a_ns = _fold(after)
     # Restarts since the first snapshot: a surviving pod's increase, or all of a new pod's restarts.
@@ -569,7 +722,6 @@ def _pods(before: Mapping[str, Any], after: Mapping[str, Any], restart_threshold
                 namespace=ns,
                 detail=f"+{restarts[k]} restarts ({restart_example[k]})",
             )
-    # Rescheduling is the point of an upgrade: one summary line per namespace.
     moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for k, agg in a_work.items():
         old = b_work.get(k)
@@ -579,23 +731,8 @@ def _pods(before: Mapping[str, Any], after: Mapping[str, Any], restart_threshold
         if replaced:
             moved[k[0]][0] += replaced
             moved[k[0]][1] += 1
-    for ns, (pods, workloads) in sorted(moved.items()):
-        yield Finding(
-            kind=EXPECTED,
-            category="pods rescheduled",
-            subject=f"namespace {ns}",
-            namespace=ns,
-            detail=f"{pods} pods of {workloads} workloads on new nodes",
-        )
-    for ns in sorted(b_ns):
-        if a_ns.get(ns, 0) == 0:
-            yield Finding(
-                kind=REGRESSION,
-                category="namespace pods gone",
-                subject=f"namespace {ns}",
-                namespace=ns,
-                detail=f"{b_ns[ns]} pods before, none now",
-            )
+    yield from _moved(moved)
+    yield from _emptied(b_ns, a_ns)
 
 
 def _pdbs(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Iterable[Finding]:

@@ -103,6 +103,46 @@ class WatchSpec:
         return min(ends) if ends else None
 
 
+class SeenPod(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A healthy pod as the stream hands it to the state: its key, namespace, node and workload
+    key (interned), and nothing else. `reduce_pod` makes one in the stream thread, so a list of
+    150,000 pods is held as these (about 50 bytes each besides the uid) rather than as decoded
+    `WPod`s (several KB each), and the full pod is never kept for a healthy one."""
+
+    key: str  # the pod's uid (or "namespace/name")
+    namespace: str
+    node: str  # "" when not scheduled
+    workload: str  # `workload_key`
+
+
+def reduce_pod(pod: WPod) -> WPod | SeenPod:
+    """The pod as the state needs it: a pod healthy whatever class it had before (see `classify`'s
+    `previous`) becomes a `SeenPod`; any other pod is kept whole (classes, rules' facts need it)."""
+    if classify(pod) is not None or classify(pod, CRASHLOOP) is not None:
+        return pod
+    meta = pod.metadata
+    intern = sys.intern
+    namespace = intern(meta.namespace)
+    wkind, wname = workload_of(pod)
+    return SeenPod(
+        meta.uid or f"{namespace}/{meta.name}",
+        namespace,
+        intern(pod.spec.node_name or ""),
+        intern(workload_key(namespace, wkind, wname)),
+    )
+
+
+def _pod_key(pod: WPod | SeenPod) -> str:
+    if isinstance(pod, SeenPod):
+        return pod.key
+    meta = pod.metadata
+    return meta.uid or f"{meta.namespace}/{meta.name}"
+
+
+#: The stream's per-item reduction by kind (the kube adapter's `list_watch(reduce=...)`).
+REDUCERS: dict[str, Any] = {"pod": reduce_pod}
+
+
 # ----- the Summary -------------------------------------------------------------------------------
 
 
@@ -466,11 +506,12 @@ class WatchState:
             for pod in objs:
                 if not self._pod_in_scope(pod):
                     continue
-                key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+                key = _pod_key(pod)
                 self._apply_pod("MODIFIED", pod, now)
                 if not self._scope_groups or key in self._scoped:
                     count += 1
-                    seen.add(key)
+                    if key in self._pods:  # only the remembered (unhealthy) pods are dropped
+                        seen.add(key)
             for key in [k for k in self._pods if k not in seen]:
                 self._drop_pod(key, now)
             self._pod_count = count
@@ -523,7 +564,7 @@ class WatchState:
         if event_type not in ("ADDED", "MODIFIED", "DELETED"):
             return
         if kind == "pod":
-            pod = obj if isinstance(obj, WPod) else self._typed(obj, WPod)
+            pod = obj if isinstance(obj, WPod | SeenPod) else self._typed(obj, WPod)
             if self._scope_groups and not self._nodes_listed:
                 self._held.append(("APPLY", event_type, pod))  # which nodes are in scope is not known yet
             elif self._pod_in_scope(pod):
@@ -549,19 +590,28 @@ class WatchState:
 
     @staticmethod
     def _typed(obj: Any, struct: type) -> Any:
-        # The driver passes the adapter's structs; raw dicts (tests, tools) are converted once.
-        return obj if isinstance(obj, struct) else msgspec.convert(obj, struct)
+        # The driver passes the adapter's structs (a healthy pod reduced to a `SeenPod`); raw
+        # dicts (tests, tools) are converted once.
+        return obj if isinstance(obj, struct | SeenPod) else msgspec.convert(obj, struct)
 
     # ----- pods -----------------------------------------------------------------------------
 
-    def _pod_in_scope(self, pod: WPod) -> bool:
-        return not self._scope_namespaces or pod.metadata.namespace in self._scope_namespaces
+    def _pod_in_scope(self, pod: WPod | SeenPod) -> bool:
+        if not self._scope_namespaces:
+            return True
+        namespace = pod.namespace if isinstance(pod, SeenPod) else pod.metadata.namespace
+        return namespace in self._scope_namespaces
 
-    def _node_scope(self, pod: WPod, key: str) -> bool:
+    def _node_scope(self, pod: WPod | SeenPod, key: str) -> bool:
         """With `--nodegroup`: is the pod in the view? Pods on the scoped groups' nodes are; so are
         the pods DISPLACED by the groups' replacement — an unhealthy pod (Pending, unschedulable,
         ContainerCreating or failing anywhere) of a workload that had a pod on those nodes while
         watched — until they are healthy again elsewhere. Judged at each of the pod's events."""
+        if isinstance(pod, SeenPod):  # healthy: in the view only on the groups' nodes
+            if pod.node and pod.node in self._scoped_nodes:
+                self._displaced.add(pod.workload)
+                return True
+            return False
         wkind, wname = workload_of(pod)
         wkey = workload_key(pod.metadata.namespace, wkind, wname)
         if pod.spec.node_name and pod.spec.node_name in self._scoped_nodes:
@@ -572,9 +622,8 @@ class WatchState:
         record = self._pods.get(key)
         return classify(pod, record.cls if record is not None else None) is not None
 
-    def _apply_pod(self, event_type: str, pod: WPod, now: datetime) -> None:
-        meta = pod.metadata
-        key = meta.uid or f"{meta.namespace}/{meta.name}"
+    def _apply_pod(self, event_type: str, pod: WPod | SeenPod, now: datetime) -> None:
+        key = _pod_key(pod)
         if self._scope_groups:
             # Counted while in the view: entering it is an ADDED, leaving it a DELETED.
             was = key in self._scoped
@@ -594,6 +643,11 @@ class WatchState:
             return
         if event_type == "ADDED":
             self._pod_count += 1
+        if isinstance(pod, SeenPod):  # healthy whatever its class was (`reduce_pod`)
+            if record is not None:
+                self._drop_pod(key, now)
+            return
+        meta = pod.metadata
         found = classify(pod, record.cls if record is not None else None)
         needs = self._needs
         if found is None:
@@ -1006,6 +1060,21 @@ class WatchState:
 
     # ----- output ---------------------------------------------------------------------------
 
+    def footprint(self) -> Footprint:
+        """What the state holds for its pods and for its nodes, in bytes (`sys.getsizeof` of every
+        container, record and string it owns; a string shared by both is counted with the pods).
+        O(unhealthy pods + nodes): cheap enough for a benchmark to ask after the list."""
+        seen: set[int] = set()
+        pod_bytes = _deep_size((self._pods, self._scoped, self._displaced, self._held), seen)
+        node_bytes = _deep_size((self._nodes, self._groups, self._scoped_nodes), seen)
+        return Footprint(
+            pods=max(self._pod_count, len(self._pods)),
+            unhealthy=len(self._pods),
+            nodes=len(self._nodes),
+            pod_bytes=pod_bytes,
+            node_bytes=node_bytes,
+        )
+
     def summary(self, now: datetime) -> Summary:
         """What is published; it also brings the known-issue rules' episodes up to `now`."""
         self._evaluate_rules(now)
@@ -1118,6 +1187,55 @@ class WatchState:
             target_since=self._target_since if holds else None,
             last_unhealthy_at=last_unhealthy,
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Footprint:
+    """`WatchState.footprint`: the pods and nodes watched and the bytes the state holds for each."""
+
+    pods: int
+    unhealthy: int  # pods with a record (the others cost a counter)
+    nodes: int
+    pod_bytes: int
+    node_bytes: int
+
+    @property
+    def per_pod(self) -> float:
+        return self.pod_bytes / self.pods if self.pods else 0.0
+
+    @property
+    def per_node(self) -> float:
+        return self.node_bytes / self.nodes if self.nodes else 0.0
+
+
+def _deep_size(root: object, seen: set[int]) -> int:
+    """`sys.getsizeof` of `root` and everything it holds (containers, slotted records, structs),
+    each object once."""
+    total = 0
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, str | bytes | int | float | bool | datetime | timedelta) or obj is None:
+            continue
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, list | tuple | set | frozenset | deque):
+            stack.extend(obj)
+        elif isinstance(obj, msgspec.Struct):
+            stack.extend(getattr(obj, f) for f in obj.__struct_fields__)
+        elif dataclasses.is_dataclass(obj):
+            stack.extend(getattr(obj, f.name) for f in dataclasses.fields(obj))
+        else:
+            for klass in type(obj).__mro__:
+                stack.extend(
+                    getattr(obj, name) for name in getattr(klass, "__slots__", ()) if hasattr(obj, name)
+                )
+    return total
 
 
 def _reason_group(cls: str, per_workload: Mapping[str, list[Any]]) -> ReasonGroup:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -59,6 +60,12 @@ log = logging.getLogger(__name__)
 #: a publish stores the state and hands the card to the coalescer, so an event is stored within
 #: about this long of its arrival (at 2 s, a uniform wait of up to 2 s put the p95 at 2.04 s).
 PUBLISH_SECONDS = 1.0
+#: A paced publish (the driver's) hands the card to the coalescer only for the card's next edit
+#: slot: the publish due then starts this long before the slot opens at the least, and publishes
+#: are never brought closer together than this (see `WatchService.publish_wait`).
+MIN_GAP = 0.25
+#: Starting estimate of a publish's time from its start to the card's hand-off (then measured).
+LEAD_START = 0.05
 #: A driver refreshes its heartbeat this often; a watch whose heartbeat is older than
 #: `STALE_AFTER` has no live owner and is taken by the next process that looks.
 HEARTBEAT_SECONDS = 3.0
@@ -79,6 +86,8 @@ class Published:
     posted: int = 0  # thread messages posted now
     milestones: tuple[str, ...] = ()  # keys of the milestones this publish recorded
     card_updated: bool = False
+    #: A paced publish kept the card (changed or not) for the publish due at its edit slot.
+    card_kept: bool = False
     ended: str = ""  # the end reason when this publish ended the watch
     lost: bool = False  # the watch is no longer ours (ended elsewhere, or taken over)
 
@@ -155,6 +164,7 @@ class WatchService:
         rules: Sequence[Rule] = (),
         steps: StepReports | None = None,
         on_change: Callable[[], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         #: The known-issue rules the watches match (the shipped ones and the team's `rules_files`).
@@ -172,6 +182,12 @@ class WatchService:
         self._cards: dict[int, str] = {}  # the card text last sent, per watch
         #: The runs: a plan step's watch ends its step (`step_ended`). None: standalone only.
         self.steps = steps
+        self._card_refs: dict[int, tuple[str, str]] = {}  # the card's channel and ts, per watch
+        self._owed: set[int] = set()  # watches whose newest card waits for its edit slot
+        #: Seconds from a publish's start to its card's hand-off (a moving average), per watch:
+        #: how long before an edit slot the publish for it starts.
+        self.leads: dict[int, float] = {}
+        self.monotonic = monotonic
 
     # -- rows ------------------------------------------------------------------------------------
 
@@ -257,8 +273,52 @@ class WatchService:
             return 0  # the next publish posts the card, then the thread
         return self._post_owed(row, card.channel, card.ts)
 
-    def publish(self, row: WatchRow, state: WatchState, *, force: bool = False) -> Published:
-        """Publish the watch's state now (see the module docstring); `row` is re-read first."""
+    def publish_wait(self, row: WatchRow, last: float, every: float) -> float:
+        """Seconds until a driver that publishes at most every `every` seconds (its last publish
+        started at `last`, on `monotonic`'s clock) publishes next; ≤ 0: now.
+
+        The card's edits go through the coalescer's slots (one edit per card per interval, 2 s).
+        Publishing every second regardless, the edit at a slot carried a state up to a second old
+        (plus the publish's own time): the Slack edit lagged the events by p95 2.7 s. So the
+        publish for the card's next slot is timed to hand the card over just as the slot opens:
+        it starts `lead` (the measured time from a publish's start to its hand-off) before it;
+        a regular publish that would fall within `MIN_GAP` before that one waits for it, and one
+        due after it comes forward. The others store the state (as often as before) but keep the
+        card for the slot (`publish(paced=True)`)."""
+        now = self.monotonic()
+        due = last + every
+        slot = self._slot_at(row.id, now)
+        lead = self.leads.get(row.id, LEAD_START)
+        if slot is not None and last < slot - lead - MIN_GAP:  # nothing handed for it yet
+            target = slot - lead
+            if due >= target - MIN_GAP:
+                due = target
+        return due - now
+
+    def _slot_at(self, watch_id: int, now: float) -> float | None:
+        """When the card's next edit slot opens (`monotonic`'s clock); None when edits are not
+        coalesced or the card is not posted yet."""
+        ref = self._card_refs.get(watch_id)
+        if ref is None or self.deliveries is None:
+            return None
+        slot_in = self.deliveries.edit_slot(*ref)
+        return None if slot_in is None else now + slot_in
+
+    def _hands_card(self, watch_id: int, started: float) -> bool:
+        """Does a paced publish started at `started` hand the card over (for the slot due next)?"""
+        slot = self._slot_at(watch_id, started)
+        return slot is None or slot - started <= self.leads.get(watch_id, LEAD_START) + MIN_GAP
+
+    def publish(
+        self, row: WatchRow, state: WatchState, *, force: bool = False, paced: bool = False
+    ) -> Published:
+        """Publish the watch's state now (see the module docstring); `row` is re-read first.
+
+        `paced`: the caller publishes again at `publish_wait`'s times, so the card is handed to the
+        coalescer only by the publish due for its next edit slot (and always by one that ends the
+        watch); another keeps it for that one."""
+        started = self.monotonic()
+        hand = not paced or self._hands_card(row.id, started)
         now = self.clock()
         current = self.store.watch(row.id) or row
         spec = self.spec(current)
@@ -272,7 +332,15 @@ class WatchService:
         elif v.final:
             end_reason = f"{v.state}: {v.reason}"
         if not found and not end_reason and not force and before is not None and _same(before, summary):
-            return Published(verdict=v)
+            if hand and row.id in self._owed and self.deliveries is not None:
+                # Unchanged since a publish that kept its card for this slot: hand that one now.
+                try:
+                    self._card(current, summary, spec, v, end_reason, now)
+                except Fenced:
+                    raise
+                except BotError as exc:
+                    log.warning("watch %s: Slack update failed: %s", row.id, exc.user_message)
+            return Published(verdict=v, card_kept=row.id in self._owed)
         sub = subject(row.id)
         known = set(self.store.messages(sub))
         new = [m for m in found if m.key not in known]
@@ -293,7 +361,9 @@ class WatchService:
         updated = posted = 0
         if self.deliveries is not None:
             try:
-                channel, ts, updated = self._card(current, summary, spec, v, end_reason, now)
+                channel, ts, updated = self._card(
+                    current, summary, spec, v, end_reason, now, hand=hand or bool(end_reason), started=started
+                )
                 if ts:
                     posted = self._post_owed(current, channel, ts)
             except Fenced:
@@ -309,6 +379,7 @@ class WatchService:
             posted=posted,
             milestones=tuple(m.key for m in new),
             card_updated=bool(updated),
+            card_kept=row.id in self._owed,
             ended=end_reason,
         )
 
@@ -423,9 +494,22 @@ class WatchService:
         return context
 
     def _card(
-        self, row: WatchRow, summary: Summary, spec: WatchSpec, v: Verdict, end_reason: str, now: datetime
+        self,
+        row: WatchRow,
+        summary: Summary,
+        spec: WatchSpec,
+        v: Verdict,
+        end_reason: str,
+        now: datetime,
+        *,
+        hand: bool = True,
+        started: float | None = None,
     ) -> tuple[str, str, bool]:
         assert self.deliveries is not None
+        ref = self._card_refs.get(row.id)
+        if not hand and ref is not None:
+            self._owed.add(row.id)  # rendered and handed over by the publish due for its slot
+            return ref[0], ref[1], False
         rendered = self.renderer.render(
             "watch_card",
             self.card_context(summary, spec, v, end_reason, now, watch_id=row.id, run_id=row.run_id),
@@ -439,11 +523,17 @@ class WatchService:
         )
         if posted is not None:
             self._cards[row.id] = rendered.text
+            self._card_refs[row.id] = (posted.channel, posted.ts)
             return posted.channel, posted.ts, True
         card = self.store.messages(sub).get(CARD)
         if card is None or not card.ts:
             return "", "", False  # in flight elsewhere, or a tombstone settled at the next catch-up
+        self._card_refs[row.id] = (card.channel, card.ts)
+        self._owed.discard(row.id)
         if self._cards.get(row.id) != rendered.text:
+            if started is not None:
+                took = self.monotonic() - started
+                self.leads[row.id] = 0.8 * self.leads.get(row.id, took) + 0.2 * took
             # Coalesced where the poster is; a card someone deleted is posted again once (its
             # reference re-pointed, a link in its thread), as the run cards are.
             self.deliveries.edit(card.channel, card.ts, rendered.text, blocks=rendered.blocks)

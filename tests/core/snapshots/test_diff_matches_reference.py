@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.core.snapshots.diff import _pods, diff
+from bot.core.snapshots.diff import _pods, _Rows, diff
 from bot.core.snapshots.projection import POD_FIELDS
 from tests.core.snapshots import reference_diff as reference
 
@@ -35,7 +35,7 @@ PHASES = ("Running", "Running", "Pending", "Failed", "Succeeded")
 
 
 @st.composite
-def rows(draw: Any) -> list[list[Any]]:
+def rows(draw: Any, *, unique: bool = False) -> list[list[Any]]:
     out = []
     for i in range(draw(st.integers(0, 40))):
         ns = draw(st.sampled_from(("kube-system", "shop", "logging")))
@@ -46,7 +46,7 @@ def rows(draw: Any) -> list[list[Any]]:
             [
                 ns,
                 f"{wl}-{i}",
-                draw(st.sampled_from((f"u{i}", f"u{i % 7}", ""))),
+                f"u{i}" if unique else draw(st.sampled_from((f"u{i}", f"u{i % 7}", ""))),
                 kind,
                 wl,
                 draw(st.sampled_from(("n1", "n2", "n3", ""))),
@@ -72,6 +72,46 @@ def test_the_pod_findings_are_the_reference_s(
     # Half the time the second snapshot is the first with changes, as after a real upgrade.
     b = {"pod_fields": list(POD_FIELDS), "pods": before}
     a = {"pod_fields": list(POD_FIELDS), "pods": [*before[: len(before) // 2], *after]}
+    assert list(_pods(b, a, threshold)) == list(reference._pods(b, a, threshold))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=rows(unique=True),
+    after=rows(unique=True),
+    same=st.lists(st.booleans()),
+    threshold=st.integers(1, 4),
+)
+def test_the_pod_findings_are_the_reference_s_when_every_pod_has_a_uid_of_its_own(
+    before: list[list[Any]], after: list[list[Any]], same: list[bool], threshold: int
+) -> None:
+    # The column-wise path (`_pods_fast`): the second snapshot keeps the first half of the pods
+    # and has others, some of them under the uid of a pod of the first snapshot's second half
+    # (the same pod, now in another state, on another node, or even in another workload).
+    half = len(before) // 2
+    for i, row in enumerate(after):
+        keep = i < len(same) and same[i] and half + i < len(before)
+        row[2] = f"u{half + i}" if keep else f"new{i}"
+    b = {"pod_fields": list(POD_FIELDS), "pods": before}
+    a = {"pod_fields": list(POD_FIELDS), "pods": [*before[:half], *after]}
+    assert _Rows.of(b) is not None
+    assert _Rows.of(a) is not None
+    assert list(_pods(b, a, threshold)) == list(reference._pods(b, a, threshold))
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=rows(unique=True), after=rows(unique=True), threshold=st.integers(1, 4))
+def test_the_pod_findings_are_the_reference_s_for_the_same_pods_in_new_states(
+    before: list[list[Any]], after: list[list[Any]], threshold: int
+) -> None:
+    # The same pods in the same order (two snapshots a while apart), each on the node and in the
+    # state (phase, status, readiness, restarts, reasons) of the other list's pod at its place.
+    again = [
+        [*row[:5], *after[i][5:12], *row[12:]] if i < len(after) else list(row)
+        for i, row in enumerate(before)
+    ]
+    b = {"pod_fields": list(POD_FIELDS), "pods": before}
+    a = {"pod_fields": list(POD_FIELDS), "pods": again}
     assert list(_pods(b, a, threshold)) == list(reference._pods(b, a, threshold))
 
 
