@@ -225,6 +225,12 @@ CORE_SERVICES = (
     "bot.core.runs.capabilities",
     "bot.core.snapshots.service",
     "bot.core.announcements.service",
+    "bot.core.jobs.service",
+    "bot.core.watches.service",
+    # (`bot.core.checks.service` is a model despite its name: it reads through the reader it is
+    # given and persists nothing, so the `check` action may import it.)
+    # The engine of long duties (jobs and watches are its two kinds).
+    "bot.core.duties",
 )
 #: Core's features, top to bottom: each may import those below it, never one above it.
 CORE_FEATURES = (
