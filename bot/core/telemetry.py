@@ -48,6 +48,10 @@ class Telemetry(Protocol):
     def inbox_set_aside(self, kind: str) -> None:
         """An acknowledged request (`command`, `click`, `choice`) failed too often: a dead letter."""
 
+    def job_set_aside(self, kind: str) -> None:
+        """A cluster job (`drain`, `cordon`, …) whose tick failed the same unexpected way
+        `POISON_ATTEMPTS` times in a row was interrupted: people decide."""
+
     # -- runs, gates, jobs ---------------------------------------------------------------------
     def run_started(self) -> None:
         """An upgrade run (or a one-step `/upgrade action` run) was started."""
@@ -110,6 +114,9 @@ class NoTelemetry:
         pass
 
     def inbox_set_aside(self, kind: str) -> None:
+        pass
+
+    def job_set_aside(self, kind: str) -> None:
         pass
 
     def run_started(self) -> None:

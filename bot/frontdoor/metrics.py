@@ -132,6 +132,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.jobs_dead = Counter(
+            "upgrade_bot_jobs_set_aside",
+            "Cluster jobs interrupted after their tick failed the same unexpected way every attempt, by kind",
+            ["kind"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "upgrade_bot_worker_queue_depth",
             "Commands and clicks queued or running on the workers",
@@ -208,6 +214,8 @@ class Metrics:
             self.announcements.labels(outcome=outcome)
         for kind in ("command", "click", "choice"):
             self.inbox_dead.labels(kind=kind)
+        for kind in ("cordon", "uncordon", "drain", "restart", "wait-nodegroup"):
+            self.jobs_dead.labels(kind=kind)
         self._leading = False
         self._lock = threading.Lock()
 
@@ -260,6 +268,9 @@ class Metrics:
 
     def inbox_set_aside(self, kind: str) -> None:
         self.inbox_dead.labels(kind=kind).inc()
+
+    def job_set_aside(self, kind: str) -> None:
+        self.jobs_dead.labels(kind=kind).inc()
 
     def run_started(self) -> None:
         self.runs_started.inc()

@@ -23,7 +23,7 @@ from bot.core.delivery import Deliveries
 from bot.core.duties import Duties, Lane
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
-from bot.core.jobs.service import AFTER_ABORT, JobService
+from bot.core.jobs.service import AFTER_ABORT, RETRY_SECONDS, JobService
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
@@ -31,8 +31,10 @@ from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOf
 from bot.core.runs.cards import RunCards
 from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor, RunService
-from bot.errors import ClusterForbidden, PlanInvalid, UserError
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
+from bot.errors import POISON_ATTEMPTS, ClusterForbidden, ClusterUnreachable, PlanInvalid, UserError
 from bot.frontdoor.acting import JOBS, JobDuty
+from bot.frontdoor.metrics import Metrics
 from bot.records import StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support import blockkit
@@ -81,9 +83,11 @@ class FakeDrain:
 
     kind = "drain"
 
-    def __init__(self, world: World, *, ask_on: str = "") -> None:
+    def __init__(self, world: World, *, ask_on: str = "", failures: list[Exception] | None = None) -> None:
         self.world = world
         self.ask_on = ask_on
+        #: What the next ticks raise, one each (a bug a node's state triggers, the cluster away).
+        self.failures = failures if failures is not None else []
 
     def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
         if args.get("nodegroup") == "missing":
@@ -102,6 +106,8 @@ class FakeDrain:
         self, cluster: Any, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
         nodes: dict[str, str] = progress["nodes"]
+        if self.failures:
+            raise self.failures.pop(0)
         for name, state in nodes.items():
             if state == "pending":
                 nodes[name] = "draining"  # intent, stored before the write
@@ -181,7 +187,15 @@ class Setup:
     world: World
     tmp: Path
 
-    def jobs(self, owner: str, *, ask_on: str = "", duties: Duties | None = None) -> JobService:
+    def jobs(
+        self,
+        owner: str,
+        *,
+        ask_on: str = "",
+        duties: Duties | None = None,
+        failures: list[Exception] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
+    ) -> JobService:
         """A JobService as one process would have it (`owner`), bound to a fresh RunService (as
         `bot.frontdoor.assemble` binds them); with `duties`, driven by that engine."""
         deliveries = Deliveries(
@@ -193,7 +207,10 @@ class Setup:
         jobs = JobService(
             store=self.store,
             registry=JobRegistry(
-                jobs={"drain": FakeDrain(self.world, ask_on=ask_on), "uncordon": FakeUncordon(self.world)}
+                jobs={
+                    "drain": FakeDrain(self.world, ask_on=ask_on, failures=failures),
+                    "uncordon": FakeUncordon(self.world),
+                }
             ),
             deliveries=deliveries,
             directory=StaticDirectory(),
@@ -201,6 +218,7 @@ class Setup:
             owner=owner,
             steps=(steps := StepsOfRuns()),
             on_change=(lambda: duties.wake(JOBS)) if duties is not None else None,
+            telemetry=telemetry,
         )
         if duties is not None:
             duties.add(JobDuty(jobs, connect=lambda name: _Closable()))
@@ -570,3 +588,69 @@ def test_a_plan_refuses_action_values_the_action_would_refuse_with_their_line() 
     )
     with pytest.raises(PlanInvalid, match="settle: 'later' is not a duration"):
         parse_plan(watch)
+
+
+def _poison(node: str) -> KeyError:
+    """What a bug in a job raises on a node's odd state: the same place every time."""
+    try:
+        {}[node]  # raised from here: every failure has the same origin
+    except KeyError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+def test_a_tick_that_fails_the_same_way_every_time_interrupts_the_job_once_with_the_error_posted(
+    setup: Setup,
+) -> None:
+    metrics = Metrics()
+    jobs = setup.jobs("proc-a", failures=[_poison("n1") for _ in range(10)], telemetry=metrics)
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    assert not jobs.advance(row.id, cluster=None).lost  # the plan
+    for _ in range(POISON_ATTEMPTS - 1):  # tried again, the cluster's back-off apart
+        step = jobs.advance(row.id, cluster=None)
+        assert (step.lost, step.wait) == (False, RETRY_SECONDS)
+        assert setup.store.job(row.id).state == "live"  # type: ignore[union-attr]
+    assert jobs.advance(row.id, cluster=None).lost  # the last time: set aside, the driver stops
+
+    job = setup.store.job(row.id)
+    assert job is not None
+    assert job.state == "interrupted"
+    assert f"failed {POISON_ATTEMPTS} times in a row: KeyError" in job.detail
+    run = setup.runs.load(run.id)
+    assert run.step_run("drain-old").state is StepState.INTERRUPTED
+    assert run.state is R.RunState.PAUSED
+    posts = [t for t in thread(setup.stub) if "drain stopped" in t]
+    assert len(posts) == 1
+    assert f"failed {POISON_ATTEMPTS} times in a row the same way" in posts[0]
+    assert "KeyError: 'n1' at test_jobs_driver.py" in posts[0]
+    assert "/upgrade resume" in posts[0]
+    assert b'upgrade_bot_jobs_set_aside_total{kind="drain"} 1.0' in metrics.exposition()
+    assert setup.world.writes == []
+
+    # Not driven again, not posted again: the next scan (and a restart's) leaves it to people.
+    assert job_lane(jobs).scan() == []
+    assert job_lane(setup.jobs("proc-b")).scan() == []
+    assert len([t for t in thread(setup.stub) if "drain stopped" in t]) == 1
+    assert setup.store.job(row.id).state == "interrupted"  # type: ignore[union-attr]
+
+
+def test_a_tick_that_fails_differently_or_on_the_cluster_is_not_set_aside(setup: Setup) -> None:
+    # The cluster away (waited out, as ever), a bug twice, another bug, the first again twice.
+    away: list[Exception] = [ClusterUnreachable("cluster prod: no answer in 10s")] * (POISON_ATTEMPTS * 2)
+    bugs = [_poison("n1"), _poison("n1"), ValueError("another bug"), _poison("n2"), _poison("n2")]
+    jobs = setup.jobs("proc-a", failures=away + bugs)
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    jobs.advance(row.id, cluster=None)  # the plan
+    for _ in away:
+        step = jobs.advance(row.id, cluster=None)
+        assert (step.lost, step.wait) == (False, RETRY_SECONDS)
+    assert drive(jobs, row.id) == "done"  # never POISON_ATTEMPTS the same way in a row
+    assert setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED
+    assert setup.world.writes == ["n1", "n2", "n3"]
+    assert not [t for t in thread(setup.stub) if "stopped" in t]
