@@ -132,6 +132,11 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.outbox_dead = Counter(
+            "upgrade_bot_outbox_set_aside",
+            "Thread posts set aside as dead letters after Slack refused them the same way every attempt",
+            registry=r,
+        )
         self.jobs_dead = Counter(
             "upgrade_bot_jobs_set_aside",
             "Cluster jobs interrupted after their tick failed the same unexpected way every attempt, by kind",
@@ -271,6 +276,9 @@ class Metrics:
 
     def job_set_aside(self, kind: str) -> None:
         self.jobs_dead.labels(kind=kind).inc()
+
+    def outbox_set_aside(self) -> None:
+        self.outbox_dead.inc()
 
     def run_started(self) -> None:
         self.runs_started.inc()

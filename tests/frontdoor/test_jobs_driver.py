@@ -7,6 +7,8 @@ answer its question only in the roles it names, and `abort` offers to uncordon w
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -38,6 +40,7 @@ from bot.frontdoor.metrics import Metrics
 from bot.records import StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support import blockkit
+from tests.support.bot_process import bot_command
 from tests.support.clock import FakeClock
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
@@ -203,6 +206,7 @@ class Setup:
             poster=SlackGateway(make_web_client(BOT_TOKEN, self.stub.api_url)),
             clock=self.clock,
             owner=owner,
+            telemetry=telemetry,
         )
         jobs = JobService(
             store=self.store,
@@ -654,3 +658,93 @@ def test_a_tick_that_fails_differently_or_on_the_cluster_is_not_set_aside(setup:
     assert setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED
     assert setup.world.writes == ["n1", "n2", "n3"]
     assert not [t for t in thread(setup.stub) if "stopped" in t]
+
+
+def test_a_thread_post_slack_refuses_every_time_is_set_aside_without_blocking_the_others(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    refused = "n2 drained"
+    setup.stub.fail_next(
+        "chat.postMessage",
+        error="msg_too_long",
+        times=POISON_ATTEMPTS,
+        when=lambda params: params.get("text") == refused,
+    )
+    metrics = Metrics()
+    jobs = setup.jobs("proc-a", telemetry=metrics)
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    assert drive(jobs, row.id) == "done"
+
+    # Tried POISON_ATTEMPTS times, then set aside; the posts after it went out, each once.
+    assert [t for t in thread(setup.stub) if t.startswith("n")] == (
+        ["n1 drained"] + [refused] * POISON_ATTEMPTS + ["n3 drained"]
+    )
+    (dead,) = setup.store.outbox_dead()
+    assert (dead.run_id, dead.key, dead.attempts) == (f"job:{row.id}", "drained:n2", POISON_ATTEMPTS)
+    assert "msg_too_long" in dead.failure
+    assert b"upgrade_bot_outbox_set_aside_total 1.0" in metrics.exposition()
+    assert sum("set aside as a dead letter" in r.getMessage() for r in caplog.records) == 1
+    assert setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED
+
+    # Not owed any more: neither this process's next scan nor a restart's tries it again.
+    assert all(r.key != "drained:n2" for r in setup.store.unposted_messages())
+    job_lane(jobs).scan()
+    job_lane(setup.jobs("proc-b")).scan()
+    assert thread(setup.stub).count(refused) == POISON_ATTEMPTS
+
+    # The operator: list, retry (the next scan posts it, once), and drop only a dead letter.
+    listed = outbox(setup, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert f"job:{row.id}/drained:n2\t" in listed.stdout
+    assert f"{POISON_ATTEMPTS} attempt(s)" in listed.stdout
+    assert "msg_too_long" in listed.stdout
+    assert "'n2 drained'" in listed.stdout
+    assert outbox(setup, "retry", f"job:{row.id}/drained:n2").returncode == 0
+    assert setup.store.outbox_dead() == []
+    job_lane(setup.jobs("proc-c")).scan()
+    assert thread(setup.stub).count(refused) == POISON_ATTEMPTS + 1
+    assert setup.store.messages(f"job:{row.id}")["drained:n2"].ts
+    refused_drop = outbox(setup, "drop", f"job:{row.id}/drained:n2")
+    assert refused_drop.returncode == 1
+    assert "is not a dead letter" in refused_drop.stderr
+    assert "Traceback" not in refused_drop.stderr
+
+
+def test_an_operator_drops_a_dead_thread_post_for_good(
+    setup: Setup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup.stub.fail_next(
+        "chat.postMessage", error="msg_too_long", times=50, when=lambda p: p.get("text") == "n1 drained"
+    )
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    assert drive(jobs, row.id) == "done"
+    assert [(r.run_id, r.key) for r in setup.store.outbox_dead()] == [(f"job:{row.id}", "drained:n1")]
+    assert outbox(setup, "drop", f"job:{row.id}/drained:n1").returncode == 0
+    assert setup.store.outbox_dead() == []
+    assert outbox(setup, "retry", f"job:{row.id}/drained:n1").returncode == 1
+    bad = outbox(setup, "retry", "no-slash")
+    assert bad.returncode == 2
+    assert "is not an outbox row (SUBJECT/KEY" in bad.stderr
+    job_lane(setup.jobs("proc-b")).scan()
+    assert thread(setup.stub).count("n1 drained") == POISON_ATTEMPTS  # never posted again
+
+
+def outbox(setup: Setup, *args: str) -> subprocess.CompletedProcess[str]:
+    """`upgrade-bot outbox …` as an operator runs it, against the test's own database."""
+    config = setup.tmp / "upgrade-bot.yaml"
+    config.write_text(f"data_dir: {setup.tmp / 'data'}\ndatabase_url: sqlite:///{setup.tmp / 'bot.db'}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    return subprocess.run(
+        [*bot_command(), "outbox", *args, "--config", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
