@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from bot.adapters.store import Store
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
-from bot.errors import POISON_ATTEMPTS, BotError, SlackCallFailed, TemporaryError, describe
+from bot.errors import POISON_ATTEMPTS, BotError, Fenced, SlackCallFailed, TemporaryError, describe
 from bot.records import MessageRef
 
 log = logging.getLogger(__name__)
@@ -212,8 +212,8 @@ class Deliveries:
         neither blocks the rows after it nor is tried at every start."""
         try:
             return self._post_outbox(ref, channel, thread_ts=thread_ts)
-        except TemporaryError:
-            raise  # released: the next pass posts it
+        except (TemporaryError, Fenced):
+            raise  # released (the next pass posts it), or this replica was deposed
         except BotError as exc:
             if self._outbox_failed(ref, exc):
                 return None
