@@ -39,6 +39,9 @@ turn either into a note of the check's report, never into a failed command.
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
+
 #: How much of a user's own word an error message repeats back (a 100 KB "subcommand" is not).
 SHOWN = 60
 
@@ -53,6 +56,22 @@ def clip(text: str, limit: int = SHOWN) -> str:
     """What a message may repeat of the user's input: at most `limit` characters, valid UTF-8."""
     text = valid_text(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: Poison work: a piece of work (an inbox item, a job's tick) that failed this many times, not
+#: temporarily, is set aside (a dead letter, an interrupted job) instead of being tried again.
+POISON_ATTEMPTS = 3
+
+
+def describe(exc: BaseException) -> str:
+    """One line: the exception, its message (clipped) and where it was raised (file:line)."""
+    where = ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        where = f" at {Path(last.filename).name}:{last.lineno} in {last.name}"
+    message = exc.user_message if isinstance(exc, BotError) else str(exc)
+    return f"{type(exc).__name__}: {clip(message, 200)}{where}"
 
 
 class BotError(Exception):

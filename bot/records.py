@@ -113,6 +113,11 @@ class MessageRef:
     #: An outbox row's message (JSON: text, blocks, broadcast), written with the commit that owes
     #: it; "" for a plain claim.
     body: str = ""
+    #: An outbox row's posts that failed the same way in a row, and how the last one failed.
+    attempts: int = 0
+    failure: str = ""
+    #: When the row was set aside as a dead letter (never claimed again until retried); None while owed.
+    dead_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,7 +30,8 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from bot.adapters.store import Store
-from bot.errors import BotError, SlackCallFailed
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
+from bot.errors import POISON_ATTEMPTS, BotError, Fenced, SlackCallFailed, TemporaryError, describe
 from bot.records import MessageRef
 
 log = logging.getLogger(__name__)
@@ -106,8 +107,11 @@ class Deliveries:
         owner: str,
         live_owners: Callable[[], Collection[str]] | None = None,
         immediate: Poster | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
+        #: Where a thread post set aside as a dead letter is counted.
+        self.telemetry = telemetry
         self.poster = poster
         #: The poster without coalescing, for an edit that must be made before it is recorded.
         self.immediate = immediate or poster
@@ -200,7 +204,41 @@ class Deliveries:
         return ""
 
     def post_outbox(self, ref: MessageRef, channel: str, *, thread_ts: str) -> Posted | None:
-        """Post one outbox row (written with the commit that owes it) into `thread_ts`, once."""
+        """Post one outbox row (written with the commit that owes it) into `thread_ts`, once.
+
+        None when it is not ours to post: taken by another process, or a dead letter — a row
+        Slack refused the same way (not temporarily) `POISON_ATTEMPTS` times in a row is set aside
+        (one log line, a metric) and never posted again until an operator retries it, so it
+        neither blocks the rows after it nor is tried at every start."""
+        try:
+            return self._post_outbox(ref, channel, thread_ts=thread_ts)
+        except (TemporaryError, Fenced):
+            raise  # released (the next pass posts it), or this replica was deposed
+        except BotError as exc:
+            if self._outbox_failed(ref, exc):
+                return None
+            raise
+
+    def _outbox_failed(self, ref: MessageRef, exc: BotError) -> bool:
+        """Count a refused outbox row's failure; True when that set it aside."""
+        failure = describe(exc)
+        row = self.store.outbox_failed(
+            run_id=ref.run_id, key=ref.key, failure=failure, at=self.clock(), dead_after=POISON_ATTEMPTS
+        )
+        if row is None or row.dead_at is None:
+            return False
+        log.error(
+            "thread post %s/%s set aside as a dead letter after %s refusal(s) the same way: %s "
+            "(`upgrade-bot outbox list|retry|drop`)",
+            ref.run_id,
+            ref.key,
+            row.attempts,
+            failure,
+        )
+        self.telemetry.outbox_set_aside()
+        return True
+
+    def _post_outbox(self, ref: MessageRef, channel: str, *, thread_ts: str) -> Posted | None:
         if not self.store.claim_outbox(
             run_id=ref.run_id,
             key=ref.key,

@@ -48,6 +48,14 @@ class Telemetry(Protocol):
     def inbox_set_aside(self, kind: str) -> None:
         """An acknowledged request (`command`, `click`, `choice`) failed too often: a dead letter."""
 
+    def outbox_set_aside(self) -> None:
+        """A thread post (an outbox row) Slack refused the same way `POISON_ATTEMPTS` times in a
+        row was set aside: a dead letter (`upgrade-bot outbox list`)."""
+
+    def job_set_aside(self, kind: str) -> None:
+        """A cluster job (`drain`, `cordon`, …) whose tick failed the same unexpected way
+        `POISON_ATTEMPTS` times in a row was interrupted: people decide."""
+
     # -- runs, gates, jobs ---------------------------------------------------------------------
     def run_started(self) -> None:
         """An upgrade run (or a one-step `/upgrade action` run) was started."""
@@ -110,6 +118,12 @@ class NoTelemetry:
         pass
 
     def inbox_set_aside(self, kind: str) -> None:
+        pass
+
+    def job_set_aside(self, kind: str) -> None:
+        pass
+
+    def outbox_set_aside(self) -> None:
         pass
 
     def run_started(self) -> None:

@@ -154,6 +154,7 @@ def assemble(
             owner=owner,
             live_owners=live_owners,
             immediate=slack.gateway if slack is not None else None,
+            telemetry=telemetry,
         )
         if edits is not None:
             # Sends due card edits until `Services.close` stops it (and flushes what is left);

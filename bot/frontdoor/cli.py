@@ -10,6 +10,7 @@
     upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
     upgrade-bot inbox list|retry ID|drop ID              requests set aside as dead letters
+    upgrade-bot outbox list|retry ROW|drop ROW           thread posts set aside as dead letters
     upgrade-bot report RUN [-o html|md|json|png] [--out FILE]   a run's report (timeline picture)
 
 Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
@@ -302,6 +303,16 @@ def _parser() -> argparse.ArgumentParser:
         action = inbox_sub.add_parser(name, parents=[common], help=what)
         action.add_argument("id", type=_item_id, help="the item's id (`inbox list` shows it)")
 
+    outbox = sub.add_parser("outbox", help="thread posts Slack refused every time: list, retry, drop")
+    outbox_sub = outbox.add_subparsers(dest="outbox_command", required=True, metavar="ACTION")
+    outbox_sub.add_parser("list", parents=[common], help="the dead letters: row, when, how it failed, text")
+    for name, what in (
+        ("retry", "post it again (at the next pass over its run's or job's posts)"),
+        ("drop", "give up on it for good"),
+    ):
+        action = outbox_sub.add_parser(name, parents=[common], help=what)
+        action.add_argument("row", type=_outbox_row, help="the row, SUBJECT/KEY (`outbox list` shows it)")
+
     rules = sub.add_parser("rules", help="known-issue rules: `rules check FILE`")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
     rcheck = rules_sub.add_parser(
@@ -388,6 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(settings, args)
         if args.command == "inbox":
             return _inbox(settings, args)
+        if args.command == "outbox":
+            return _outbox(settings, args)
         if args.command == "plan":
             return _plan_draft(settings, args)
         if args.command == "report":
@@ -882,6 +895,59 @@ def _inbox(settings: Settings, args: argparse.Namespace) -> int:
         if not store.inbox_drop(args.id, at=datetime.now(UTC)):
             raise UserError(f"inbox item #{args.id} is not a dead letter (`upgrade-bot inbox list`)")
         print(f"inbox item #{args.id} dropped")
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+def _outbox_row(text: str) -> tuple[str, str]:
+    subject, _, key = text.partition("/")
+    if not (subject and key and len(subject) <= 64 and len(key) <= 200):
+        raise argparse.ArgumentTypeError(
+            f"{text[:30]!r} is not an outbox row (SUBJECT/KEY, as `outbox list` shows)"
+        )
+    return subject, key
+
+
+def _outbox(settings: Settings, args: argparse.Namespace) -> int:
+    """`outbox list|retry|drop`: the operator's hands on thread posts set aside (`bot.core.delivery`)."""
+    import json
+
+    from bot.adapters.store import Store
+    from bot.errors import clip
+
+    store = Store.open(settings.database_url)
+    try:
+        if args.outbox_command == "list":
+            rows = store.outbox_dead()
+            for row in rows:
+                try:
+                    body = json.loads(row.body)
+                except ValueError:
+                    body = {}
+                text = body.get("text") if isinstance(body, dict) else ""
+                when = f"{row.dead_at:%Y-%m-%d %H:%M:%S}Z" if row.dead_at is not None else "?"
+                print(
+                    f"{row.run_id}/{row.key}\t{when}\t{row.attempts} attempt(s)\t{row.failure}\t"
+                    f"{clip(str(text or ''), 60)!r}"
+                )
+            print(f"{len(rows)} dead letter(s)", file=sys.stderr)
+            return EXIT_OK
+        subject, key = args.row
+        if args.outbox_command == "retry":
+            if not store.outbox_retry(run_id=subject, key=key):
+                raise UserError(
+                    f"outbox row {subject}/{clip(key)} is not a dead letter (`upgrade-bot outbox list`)"
+                )
+            print(
+                f"outbox row {subject}/{key} is owed again; it is posted at the next pass over {subject}'s posts"
+            )
+            return EXIT_OK
+        if not store.outbox_drop(run_id=subject, key=key):
+            raise UserError(
+                f"outbox row {subject}/{clip(key)} is not a dead letter (`upgrade-bot outbox list`)"
+            )
+        print(f"outbox row {subject}/{key} dropped")
         return EXIT_OK
     finally:
         store.close()

@@ -25,22 +25,20 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import traceback
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.adapters.store import Store
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
-from bot.errors import BotError, TemporaryError, clip
+from bot.errors import POISON_ATTEMPTS, BotError, TemporaryError, clip, describe
 from bot.frontdoor.workers import WorkerPool
 from bot.logsetup import correlation, new_correlation_id
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = POISON_ATTEMPTS
 
 #: How an item is worked off: for the first time, again after a restart, or only to be told
 #: that its effect was committed before the restart (so the person hears back all the same).
@@ -178,17 +176,6 @@ class Inbox:
         if taken:
             log.info("working off %s request(s) acknowledged by a process that is gone", taken)
         return taken
-
-
-def describe(exc: BaseException) -> str:
-    """One line: the exception, its message (clipped) and where it was raised (file:line)."""
-    where = ""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if frames:
-        last = frames[-1]
-        where = f" at {Path(last.filename).name}:{last.lineno} in {last.name}"
-    message = exc.user_message if isinstance(exc, BotError) else str(exc)
-    return f"{type(exc).__name__}: {clip(message, 200)}{where}"
 
 
 def tell_in_slack(gateway: SlackGateway | None) -> Notify:

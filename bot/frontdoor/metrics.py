@@ -132,6 +132,17 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.outbox_dead = Counter(
+            "upgrade_bot_outbox_set_aside",
+            "Thread posts set aside as dead letters after Slack refused them the same way every attempt",
+            registry=r,
+        )
+        self.jobs_dead = Counter(
+            "upgrade_bot_jobs_set_aside",
+            "Cluster jobs interrupted after their tick failed the same unexpected way every attempt, by kind",
+            ["kind"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "upgrade_bot_worker_queue_depth",
             "Commands and clicks queued or running on the workers",
@@ -208,6 +219,8 @@ class Metrics:
             self.announcements.labels(outcome=outcome)
         for kind in ("command", "click", "choice"):
             self.inbox_dead.labels(kind=kind)
+        for kind in ("cordon", "uncordon", "drain", "restart", "wait-nodegroup"):
+            self.jobs_dead.labels(kind=kind)
         self._leading = False
         self._lock = threading.Lock()
 
@@ -260,6 +273,12 @@ class Metrics:
 
     def inbox_set_aside(self, kind: str) -> None:
         self.inbox_dead.labels(kind=kind).inc()
+
+    def job_set_aside(self, kind: str) -> None:
+        self.jobs_dead.labels(kind=kind).inc()
+
+    def outbox_set_aside(self) -> None:
+        self.outbox_dead.inc()
 
     def run_started(self) -> None:
         self.runs_started.inc()

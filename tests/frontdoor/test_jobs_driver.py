@@ -7,6 +7,8 @@ answer its question only in the roles it names, and `abort` offers to uncordon w
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,7 +25,7 @@ from bot.core.delivery import Deliveries
 from bot.core.duties import Duties, Lane
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
-from bot.core.jobs.service import AFTER_ABORT, JobService
+from bot.core.jobs.service import AFTER_ABORT, RETRY_SECONDS, JobService
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
@@ -31,11 +33,14 @@ from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOf
 from bot.core.runs.cards import RunCards
 from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor, RunService
-from bot.errors import ClusterForbidden, PlanInvalid, UserError
+from bot.core.telemetry import NO_TELEMETRY, Telemetry
+from bot.errors import POISON_ATTEMPTS, ClusterForbidden, ClusterUnreachable, PlanInvalid, UserError
 from bot.frontdoor.acting import JOBS, JobDuty
+from bot.frontdoor.metrics import Metrics
 from bot.records import StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support import blockkit
+from tests.support.bot_process import bot_command
 from tests.support.clock import FakeClock
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
@@ -81,9 +86,11 @@ class FakeDrain:
 
     kind = "drain"
 
-    def __init__(self, world: World, *, ask_on: str = "") -> None:
+    def __init__(self, world: World, *, ask_on: str = "", failures: list[Exception] | None = None) -> None:
         self.world = world
         self.ask_on = ask_on
+        #: What the next ticks raise, one each (a bug a node's state triggers, the cluster away).
+        self.failures = failures if failures is not None else []
 
     def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
         if args.get("nodegroup") == "missing":
@@ -102,6 +109,8 @@ class FakeDrain:
         self, cluster: Any, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
         nodes: dict[str, str] = progress["nodes"]
+        if self.failures:
+            raise self.failures.pop(0)
         for name, state in nodes.items():
             if state == "pending":
                 nodes[name] = "draining"  # intent, stored before the write
@@ -181,7 +190,15 @@ class Setup:
     world: World
     tmp: Path
 
-    def jobs(self, owner: str, *, ask_on: str = "", duties: Duties | None = None) -> JobService:
+    def jobs(
+        self,
+        owner: str,
+        *,
+        ask_on: str = "",
+        duties: Duties | None = None,
+        failures: list[Exception] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
+    ) -> JobService:
         """A JobService as one process would have it (`owner`), bound to a fresh RunService (as
         `bot.frontdoor.assemble` binds them); with `duties`, driven by that engine."""
         deliveries = Deliveries(
@@ -189,11 +206,15 @@ class Setup:
             poster=SlackGateway(make_web_client(BOT_TOKEN, self.stub.api_url)),
             clock=self.clock,
             owner=owner,
+            telemetry=telemetry,
         )
         jobs = JobService(
             store=self.store,
             registry=JobRegistry(
-                jobs={"drain": FakeDrain(self.world, ask_on=ask_on), "uncordon": FakeUncordon(self.world)}
+                jobs={
+                    "drain": FakeDrain(self.world, ask_on=ask_on, failures=failures),
+                    "uncordon": FakeUncordon(self.world),
+                }
             ),
             deliveries=deliveries,
             directory=StaticDirectory(),
@@ -201,6 +222,7 @@ class Setup:
             owner=owner,
             steps=(steps := StepsOfRuns()),
             on_change=(lambda: duties.wake(JOBS)) if duties is not None else None,
+            telemetry=telemetry,
         )
         if duties is not None:
             duties.add(JobDuty(jobs, connect=lambda name: _Closable()))
@@ -570,3 +592,159 @@ def test_a_plan_refuses_action_values_the_action_would_refuse_with_their_line() 
     )
     with pytest.raises(PlanInvalid, match="settle: 'later' is not a duration"):
         parse_plan(watch)
+
+
+def _poison(node: str) -> KeyError:
+    """What a bug in a job raises on a node's odd state: the same place every time."""
+    try:
+        {}[node]  # raised from here: every failure has the same origin
+    except KeyError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+def test_a_tick_that_fails_the_same_way_every_time_interrupts_the_job_once_with_the_error_posted(
+    setup: Setup,
+) -> None:
+    metrics = Metrics()
+    jobs = setup.jobs("proc-a", failures=[_poison("n1") for _ in range(10)], telemetry=metrics)
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    assert not jobs.advance(row.id, cluster=None).lost  # the plan
+    for _ in range(POISON_ATTEMPTS - 1):  # tried again, the cluster's back-off apart
+        step = jobs.advance(row.id, cluster=None)
+        assert (step.lost, step.wait) == (False, RETRY_SECONDS)
+        assert setup.store.job(row.id).state == "live"  # type: ignore[union-attr]
+    assert jobs.advance(row.id, cluster=None).lost  # the last time: set aside, the driver stops
+
+    job = setup.store.job(row.id)
+    assert job is not None
+    assert job.state == "interrupted"
+    assert f"failed {POISON_ATTEMPTS} times in a row: KeyError" in job.detail
+    run = setup.runs.load(run.id)
+    assert run.step_run("drain-old").state is StepState.INTERRUPTED
+    assert run.state is R.RunState.PAUSED
+    posts = [t for t in thread(setup.stub) if "drain stopped" in t]
+    assert len(posts) == 1
+    assert f"failed {POISON_ATTEMPTS} times in a row the same way" in posts[0]
+    assert "KeyError: 'n1' at test_jobs_driver.py" in posts[0]
+    assert "/upgrade resume" in posts[0]
+    assert b'upgrade_bot_jobs_set_aside_total{kind="drain"} 1.0' in metrics.exposition()
+    assert setup.world.writes == []
+
+    # Not driven again, not posted again: the next scan (and a restart's) leaves it to people.
+    assert job_lane(jobs).scan() == []
+    assert job_lane(setup.jobs("proc-b")).scan() == []
+    assert len([t for t in thread(setup.stub) if "drain stopped" in t]) == 1
+    assert setup.store.job(row.id).state == "interrupted"  # type: ignore[union-attr]
+
+
+def test_a_tick_that_fails_differently_or_on_the_cluster_is_not_set_aside(setup: Setup) -> None:
+    # The cluster away (waited out, as ever), a bug twice, another bug, the first again twice.
+    away: list[Exception] = [ClusterUnreachable("cluster prod: no answer in 10s")] * (POISON_ATTEMPTS * 2)
+    bugs = [_poison("n1"), _poison("n1"), ValueError("another bug"), _poison("n2"), _poison("n2")]
+    jobs = setup.jobs("proc-a", failures=away + bugs)
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    jobs.advance(row.id, cluster=None)  # the plan
+    for _ in away:
+        step = jobs.advance(row.id, cluster=None)
+        assert (step.lost, step.wait) == (False, RETRY_SECONDS)
+    assert drive(jobs, row.id) == "done"  # never POISON_ATTEMPTS the same way in a row
+    assert setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED
+    assert setup.world.writes == ["n1", "n2", "n3"]
+    assert not [t for t in thread(setup.stub) if "stopped" in t]
+
+
+def test_a_thread_post_slack_refuses_every_time_is_set_aside_without_blocking_the_others(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    refused = "n2 drained"
+    setup.stub.fail_next(
+        "chat.postMessage",
+        error="msg_too_long",
+        times=POISON_ATTEMPTS,
+        when=lambda params: params.get("text") == refused,
+    )
+    metrics = Metrics()
+    jobs = setup.jobs("proc-a", telemetry=metrics)
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    assert drive(jobs, row.id) == "done"
+
+    # Tried POISON_ATTEMPTS times, then set aside; the posts after it went out, each once.
+    assert [t for t in thread(setup.stub) if t.startswith("n")] == (
+        ["n1 drained"] + [refused] * POISON_ATTEMPTS + ["n3 drained"]
+    )
+    (dead,) = setup.store.outbox_dead()
+    assert (dead.run_id, dead.key, dead.attempts) == (f"job:{row.id}", "drained:n2", POISON_ATTEMPTS)
+    assert "msg_too_long" in dead.failure
+    assert b"upgrade_bot_outbox_set_aside_total 1.0" in metrics.exposition()
+    assert sum("set aside as a dead letter" in r.getMessage() for r in caplog.records) == 1
+    assert setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED
+
+    # Not owed any more: neither this process's next scan nor a restart's tries it again.
+    assert all(r.key != "drained:n2" for r in setup.store.unposted_messages())
+    job_lane(jobs).scan()
+    job_lane(setup.jobs("proc-b")).scan()
+    assert thread(setup.stub).count(refused) == POISON_ATTEMPTS
+
+    # The operator: list, retry (the next scan posts it, once), and drop only a dead letter.
+    listed = outbox(setup, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert f"job:{row.id}/drained:n2\t" in listed.stdout
+    assert f"{POISON_ATTEMPTS} attempt(s)" in listed.stdout
+    assert "msg_too_long" in listed.stdout
+    assert "'n2 drained'" in listed.stdout
+    assert outbox(setup, "retry", f"job:{row.id}/drained:n2").returncode == 0
+    assert setup.store.outbox_dead() == []
+    job_lane(setup.jobs("proc-c")).scan()
+    assert thread(setup.stub).count(refused) == POISON_ATTEMPTS + 1
+    assert setup.store.messages(f"job:{row.id}")["drained:n2"].ts
+    refused_drop = outbox(setup, "drop", f"job:{row.id}/drained:n2")
+    assert refused_drop.returncode == 1
+    assert "is not a dead letter" in refused_drop.stderr
+    assert "Traceback" not in refused_drop.stderr
+
+
+def test_an_operator_drops_a_dead_thread_post_for_good(
+    setup: Setup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup.stub.fail_next(
+        "chat.postMessage", error="msg_too_long", times=50, when=lambda p: p.get("text") == "n1 drained"
+    )
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    assert drive(jobs, row.id) == "done"
+    assert [(r.run_id, r.key) for r in setup.store.outbox_dead()] == [(f"job:{row.id}", "drained:n1")]
+    assert outbox(setup, "drop", f"job:{row.id}/drained:n1").returncode == 0
+    assert setup.store.outbox_dead() == []
+    assert outbox(setup, "retry", f"job:{row.id}/drained:n1").returncode == 1
+    bad = outbox(setup, "retry", "no-slash")
+    assert bad.returncode == 2
+    assert "is not an outbox row (SUBJECT/KEY" in bad.stderr
+    job_lane(setup.jobs("proc-b")).scan()
+    assert thread(setup.stub).count("n1 drained") == POISON_ATTEMPTS  # never posted again
+
+
+def outbox(setup: Setup, *args: str) -> subprocess.CompletedProcess[str]:
+    """`upgrade-bot outbox …` as an operator runs it, against the test's own database."""
+    config = setup.tmp / "upgrade-bot.yaml"
+    config.write_text(f"data_dir: {setup.tmp / 'data'}\ndatabase_url: sqlite:///{setup.tmp / 'bot.db'}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    return subprocess.run(
+        [*bot_command(), "outbox", *args, "--config", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

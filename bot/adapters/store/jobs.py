@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from bot.adapters.store.audit import _audit_values
@@ -110,16 +111,29 @@ class Jobs(StoreBase):
             )
         return bool(result.rowcount == 1)
 
-    def interrupt_job(self, job_id: int, *, owner_was: str, at: datetime, note: str = "") -> bool:
+    def interrupt_job(
+        self,
+        job_id: int,
+        *,
+        owner_was: str,
+        at: datetime,
+        note: str = "",
+        outbox: Sequence[tuple[str, str]] = (),
+    ) -> bool:
         """Stop driving a live job whose owner is `owner_was` (gone, deposed, or its step stopped
-        running); its progress stays for `resume`. False when someone changed it first."""
+        running); its progress stays for `resume`. `outbox`: thread posts of `job:ID` it owes (a
+        key posted before is not owed again), in the same transaction. False when someone changed
+        it first (nothing written)."""
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
                 jobs.update()
                 .where(jobs.c.id == job_id, jobs.c.state == "live", jobs.c.owner == owner_was[:64])
                 .values(state="interrupted", owner="", updated_at=_utc(at), detail=note)
             )
-        return bool(result.rowcount == 1)
+            if result.rowcount != 1:
+                return False
+            _owe_posts(conn, f"job:{job_id}", outbox, at)
+        return True
 
     def reopen_job(self, job_id: int, *, epoch: int, at: datetime, progress: str | None = None) -> bool:
         """`resume` approved again: the same job continues from its progress (`progress`, when
@@ -181,17 +195,7 @@ class Jobs(StoreBase):
             )
             if result.rowcount != 1:
                 return False
-            if outbox:
-                known = set(
-                    conn.execute(
-                        sa.select(run_messages.c.key).where(
-                            run_messages.c.run_id == subject,
-                            run_messages.c.key.in_([k[:200] for k, _ in outbox]),
-                        )
-                    ).scalars()
-                )
-                fresh = [(k, b) for k, b in outbox if k[:200] not in known]
-                _insert_outbox(conn, subject, list({k: (k, b) for k, b in fresh}.values()), at)
+            _owe_posts(conn, subject, outbox, at)
             for entry in audit:
                 conn.execute(audit_log.insert().values(**_audit_values(entry)))
         return True
@@ -222,6 +226,22 @@ class Jobs(StoreBase):
                 .values(state="done", ok=ok, detail=detail, ended_at=_utc(at), updated_at=_utc(at), owner="")
             )
         return bool(result.rowcount == 1)
+
+
+def _owe_posts(conn: Connection, subject: str, outbox: Sequence[tuple[str, str]], at: datetime) -> None:
+    """Outbox rows of `subject` not known yet (each key once, ever)."""
+    if not outbox:
+        return
+    known = set(
+        conn.execute(
+            sa.select(run_messages.c.key).where(
+                run_messages.c.run_id == subject,
+                run_messages.c.key.in_([k[:200] for k, _ in outbox]),
+            )
+        ).scalars()
+    )
+    fresh = [(k, b) for k, b in outbox if k[:200] not in known]
+    _insert_outbox(conn, subject, list({k: (k, b) for k, b in fresh}.values()), at)
 
 
 def _job_values(j: JobRow) -> dict[str, Any]:

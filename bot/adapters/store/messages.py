@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from bot.adapters.store.base import StoreBase, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.schema import run_messages
 from bot.errors import TemporaryError
 from bot.records import MessageRef
@@ -67,7 +67,8 @@ class Messages(StoreBase):
     def claim_outbox(
         self, *, run_id: str, key: str, channel: str, thread_ts: str, owner: str, at: datetime
     ) -> bool:
-        """Take an unowned outbox row to post it now; False when another process took it first."""
+        """Take an unowned outbox row to post it now; False when another process took it first (or
+        it was set aside as a dead letter)."""
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
                 run_messages.update()
@@ -76,6 +77,7 @@ class Messages(StoreBase):
                     run_messages.c.key == key[:200],
                     run_messages.c.ts == "",
                     run_messages.c.owner == "",
+                    run_messages.c.dead_at.is_(None),
                 )
                 .values(owner=owner[:64], channel=channel[:64], thread_ts=thread_ts, claimed_at=_utc(at))
             )
@@ -96,10 +98,86 @@ class Messages(StoreBase):
         return rows[0] if rows else None
 
     def unposted_messages(self) -> list[MessageRef]:
-        """Every claim still without a ts (in flight now, or left by a process that died)."""
-        query = sa.select(run_messages).where(run_messages.c.ts == "").order_by(run_messages.c.claimed_at)
+        """Every claim still without a ts (in flight now, or left by a process that died); never
+        a dead letter (owed to nobody until an operator retries it)."""
+        query = (
+            sa.select(run_messages)
+            .where(run_messages.c.ts == "", run_messages.c.dead_at.is_(None))
+            .order_by(run_messages.c.claimed_at)
+        )
         with _wrap_errors(), self.engine.connect() as conn:
             return [_message_ref(r) for r in conn.execute(query).mappings()]
+
+    def outbox_failed(
+        self, *, run_id: str, key: str, failure: str, at: datetime, dead_after: int
+    ) -> MessageRef | None:
+        """An outbox row's post failed (not temporarily): released, its failures in a row of the
+        same way counted (another way starts again at 1), and set aside as a dead letter at the
+        `dead_after`th. The row as it now is; None when it is no outbox row still owed."""
+        mine = sa.and_(
+            run_messages.c.run_id == run_id,
+            run_messages.c.key == key[:200],
+            run_messages.c.ts == "",
+            run_messages.c.body != "",
+            run_messages.c.dead_at.is_(None),
+        )
+        with _wrap_errors(), self.engine.begin() as conn:
+            row = conn.execute(sa.select(run_messages).where(mine)).mappings().first()
+            if row is None:
+                return None
+            attempts = row["attempts"] + 1 if row["failure"] == failure else 1
+            values: dict[str, Any] = {"owner": "", "attempts": attempts, "failure": failure}
+            if attempts >= dead_after:
+                values["dead_at"] = _utc(at)
+            conn.execute(run_messages.update().where(mine).values(**values))
+            fresh = conn.execute(
+                sa.select(run_messages).where(
+                    run_messages.c.run_id == run_id, run_messages.c.key == key[:200]
+                )
+            )
+            return _message_ref(fresh.mappings().one())
+
+    def outbox_dead(self, *, limit: int = 200) -> list[MessageRef]:
+        """The outbox rows set aside as dead letters, oldest first."""
+        query = (
+            sa.select(run_messages)
+            .where(run_messages.c.dead_at.is_not(None), run_messages.c.ts == "")
+            .order_by(run_messages.c.dead_at)
+            .limit(limit)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_message_ref(r) for r in conn.execute(query).mappings()]
+
+    def outbox_retry(self, *, run_id: str, key: str) -> bool:
+        """A dead letter owed again, its failures from zero (the next pass of whoever posts its
+        subject's rows posts it); False when it is not a dead letter."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                run_messages.update()
+                .where(*_dead(run_id, key))
+                .values(dead_at=None, attempts=0, failure="", owner="")
+            )
+        return bool(result.rowcount == 1)
+
+    def outbox_drop(self, *, run_id: str, key: str) -> bool:
+        """A dead letter given up for good: marked posted (ts `dropped`), so its key is never owed
+        again; False when it is not a dead letter."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(run_messages.update().where(*_dead(run_id, key)).values(ts=DROPPED))
+        return bool(result.rowcount == 1)
+
+
+#: The ts of an outbox row an operator dropped (never a Slack ts: those are digits and a dot).
+DROPPED = "dropped"
+
+
+def _dead(run_id: str, key: str) -> tuple[Any, ...]:
+    return (
+        run_messages.c.run_id == run_id,
+        run_messages.c.key == key[:200],
+        run_messages.c.ts == "",
+        run_messages.c.dead_at.is_not(None),
+    )
 
 
 def _insert_outbox(conn: Connection, run_id: str, outbox: Sequence[tuple[str, str]], at: datetime) -> None:
@@ -128,4 +206,7 @@ def _message_ref(r: Any) -> MessageRef:
         owner=r["owner"],
         claimed_at=_utc(r["claimed_at"]),
         body=r["body"],
+        attempts=r["attempts"],
+        failure=r["failure"],
+        dead_at=_maybe_utc(r["dead_at"]),
     )

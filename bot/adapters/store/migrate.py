@@ -89,6 +89,10 @@ def _lock(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+#: The last version of the hand-numbered migrator; the revisions after it are Alembic's own.
+LEGACY_HEAD = 17
+
+
 def _stamp_legacy(conn: Connection, script: ScriptDirectory) -> None:
     """A database of the hand-numbered migrator (and no Alembic yet): stamp its version."""
     from alembic.runtime.migration import MigrationContext
@@ -102,6 +106,8 @@ def _stamp_legacy(conn: Connection, script: ScriptDirectory) -> None:
         return
     revision = f"{int(version):04d}"
     try:
+        if int(version) > LEGACY_HEAD:
+            raise CommandError(f"the hand-numbered migrator stopped at {LEGACY_HEAD}")
         script.get_revision(revision)
     except CommandError as exc:
         raise PermanentError(f"the database's schema version {version} is unknown to this release") from exc

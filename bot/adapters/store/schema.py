@@ -134,6 +134,11 @@ run_messages = sa.Table(
     # and, for a thread line written in the commit that caused it (an outbox row), what to post.
     sa.Column("owner", sa.String(64), nullable=False, server_default=""),
     sa.Column("body", sa.Text, nullable=False, server_default=""),
+    # Revision 0018: an outbox row Slack refused the same way `attempts` times in a row (the last
+    # `failure`) is set aside at `dead_at` (see `MessageRef.dead_at`).
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("failure", sa.Text, nullable=False, server_default=""),
+    sa.Column("dead_at", sa.DateTime(timezone=True), nullable=True),
 )
 
 # Requests acknowledged to Slack and not yet worked off (revision 0006).

@@ -21,6 +21,13 @@ People answer a job's question with `decide` (a button in the thread, or `/upgra
 someone holding one of the option's roles in the run's roster, with a reason where the option asks
 for one; the answer is stored once and the next tick acts on it.
 
+Poison ticks: a tick that raises an unexpected error (not the cluster's: those are waited out,
+`RETRY_SECONDS` apart) is tried again after `RETRY_SECONDS`; after `POISON_ATTEMPTS` failures in
+a row the same way (the same exception at the same place) the job is interrupted as if its driver
+had died — its step waits for people — with one log line, a metric (`job_set_aside`) and one post
+in the run's thread naming the error. The count is the driver's (in memory): a restart interrupts
+the job anyway.
+
 After `kill -9` a job is never continued silently: the driver's heartbeat goes stale, the next
 scan (on the leader) interrupts the job and its step waits for people; `resume` re-opens the gate,
 and the approval that follows calls `start` again, which reopens the SAME job under the new epoch
@@ -32,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -48,7 +56,16 @@ from bot.core.live import LiveSection, StepReports
 from bot.core.people import Directory, roles_of
 from bot.core.rendering import inert, mention
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
-from bot.errors import BotError, ClusterError, Fenced, TemporaryError, UserError, clip
+from bot.errors import (
+    POISON_ATTEMPTS,
+    BotError,
+    ClusterError,
+    Fenced,
+    TemporaryError,
+    UserError,
+    clip,
+    describe,
+)
 from bot.records import ActionRequest, AuditEntry, JobRow, StepState
 
 log = logging.getLogger(__name__)
@@ -194,6 +211,8 @@ class JobService:
         self.on_change = on_change
         #: Where a stored tick's counts go (`Tick.counts`): evictions and drained nodes.
         self.telemetry = telemetry
+        #: Job id -> (how its last ticks failed, how many times in a row): poison ticks.
+        self._failures: dict[int, tuple[str, int]] = {}
 
     # -- starting, resuming, answering -------------------------------------------------------------
 
@@ -353,9 +372,13 @@ class JobService:
             return False
         return row.heartbeat_at is None or row.heartbeat_at < self.clock() - self.stale_after
 
-    def interrupt(self, row: JobRow, note: str) -> bool:
-        """Stop a job nobody may drive now; its progress stays for `resume`."""
-        if not self.store.interrupt_job(row.id, owner_was=row.owner, at=self.clock(), note=note):
+    def interrupt(self, row: JobRow, note: str, *, post: tuple[str, str] | None = None) -> bool:
+        """Stop a job nobody may drive now; its progress stays for `resume`. `post`: a thread
+        post (key, text) owed with the interruption, in the same transaction."""
+        outbox = [(post[0], json.dumps({"text": inert(post[1]), "broadcast": False}))] if post else []
+        if not self.store.interrupt_job(
+            row.id, owner_was=row.owner, at=self.clock(), note=note, outbox=outbox
+        ):
             return False
         log.info("job %s (%s of run %s) interrupted: %s", row.id, row.kind, row.run_id, note)
         # An after-abort job (the uncordon offer) has no step: it ends none and interrupts none.
@@ -367,7 +390,70 @@ class JobService:
         """One step of a job this process drives (see the module docstring)."""
         row = self.store.job(job_id)
         if row is None or row.state != "live" or row.owner != self.owner:
+            self._failures.pop(job_id, None)
             return Advanced(wait=0, lost=True)
+        try:
+            step = self._advance(row, cluster)
+        except (Fenced, BotError):
+            raise
+        except Exception as exc:
+            return self._failed(row, exc)
+        self._failures.pop(job_id, None)
+        return step
+
+    def _failed(self, row: JobRow, exc: Exception) -> Advanced:
+        """A tick raised an unexpected error: again after `RETRY_SECONDS`, or, the same way
+        `POISON_ATTEMPTS` times in a row, the job is interrupted and people decide."""
+        failure = describe(exc)
+        frames = traceback.extract_tb(exc.__traceback__)
+        # The same way: the same exception raised at the same place (its message may vary).
+        how = (
+            f"{type(exc).__name__} {frames[-1].filename}:{frames[-1].lineno}"
+            if frames
+            else type(exc).__name__
+        )
+        was, count = self._failures.get(row.id, ("", 0))
+        count = count + 1 if was == how else 1
+        if count < POISON_ATTEMPTS:
+            self._failures[row.id] = (how, count)
+            log.warning(
+                "job %s (%s of run %s) failed (attempt %s of %s); again in %.0fs: %s",
+                row.id,
+                row.kind,
+                row.run_id,
+                count,
+                POISON_ATTEMPTS,
+                RETRY_SECONDS,
+                failure,
+                exc_info=count == 1,
+            )
+            self.heartbeat(row.id)
+            return Advanced(wait=RETRY_SECONDS)
+        self._failures.pop(row.id, None)
+        text = (
+            f":warning: {row.kind} stopped: it failed {count} times in a row the same way "
+            f"({clip(failure, 160)}). The step waits for people: `/upgrade resume {row.run_id}` "
+            f"tries again from where it stopped, `/upgrade skip {row.step_id} --run {row.run_id} "
+            "--reason …` records that you finished it by hand."
+        )
+        if self.interrupt(
+            row,
+            f"its tick failed {count} times in a row: {failure}",
+            post=(f"failed:{row.epoch}", text),
+        ):
+            log.error(
+                "job %s (%s of run %s) interrupted after %s failures in a row: %s",
+                row.id,
+                row.kind,
+                row.run_id,
+                count,
+                failure,
+            )
+            self.telemetry.job_set_aside(row.kind)
+            self._post_owed(row)
+        return Advanced(wait=0, lost=True)
+
+    def _advance(self, row: JobRow, cluster: Any) -> Advanced:
         if not self._step_running(row):
             self.interrupt(row, "its step is no longer running")
             return Advanced(wait=0, lost=True)
