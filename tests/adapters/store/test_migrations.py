@@ -28,6 +28,8 @@ LEGACY_V17 = Path(__file__).parents[2] / "data" / "store-v17.sqlite"
 NOW = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
 #: The hand-numbered versions there were (no 8), each now the revision of the same number.
 LEGACY_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17)
+#: The Alembic revisions: the hand-numbered migrations, then those made with Alembic.
+REVISIONS = (*LEGACY_VERSIONS, 18)
 
 
 def differences(store: Store) -> list[object]:
@@ -70,10 +72,10 @@ def make_legacy(url: str, version: int) -> None:
 
 def test_the_revisions_are_one_linear_chain_numbered_as_the_old_migrations() -> None:
     script = script_directory()
-    assert script.get_heads() == ["0017"]
+    assert script.get_heads() == ["0018"]
     assert script.get_bases() == ["0001"]
     chain = [s.revision for s in script.walk_revisions("base", "heads")]
-    assert chain == [f"{v:04d}" for v in reversed(LEGACY_VERSIONS)]
+    assert chain == [f"{v:04d}" for v in reversed(REVISIONS)]
     for revision in script.walk_revisions():
         assert not revision.is_merge_point
         assert not revision.is_branch_point
@@ -83,7 +85,7 @@ def test_the_revisions_are_one_linear_chain_numbered_as_the_old_migrations() -> 
 def test_a_fresh_database_reaches_head_and_matches_the_models(url: str) -> None:
     store = Store.open(url, migrate=False)
     assert store.schema_version() is None
-    assert store.migrate() == [f"{v:04d}" for v in LEGACY_VERSIONS]
+    assert store.migrate() == [f"{v:04d}" for v in REVISIONS]
     assert store.schema_version() == script_directory().get_current_head()
     assert differences(store) == []
     assert store.migrate() == []
@@ -132,7 +134,7 @@ def test_an_older_hand_numbered_database_is_stamped_at_its_version_and_upgraded(
     make_legacy(url, 12)
     store = Store.open(url, migrate=False)
     assert store.schema_version() is None
-    assert store.migrate() == ["0013", "0014", "0015", "0016", "0017"]
+    assert store.migrate() == ["0013", "0014", "0015", "0016", "0017", "0018"]
     assert differences(store) == []
     store.close()
 
@@ -142,11 +144,11 @@ def test_a_hand_numbered_version_this_release_does_not_know_is_refused(url: str)
     store = Store.open(url, migrate=False)
     with store.engine.begin() as conn:
         conn.execute(
-            sa.text("INSERT INTO schema_migrations (version, name, applied_at) VALUES (18, 'later', :at)"),
+            sa.text("INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'later', :at)"),
             {"at": NOW},
         )
     store.close()
-    with pytest.raises(PermanentError, match="schema version 18 is unknown"):
+    with pytest.raises(PermanentError, match="schema version 99 is unknown"):
         Store.open(url)
 
 
@@ -172,8 +174,8 @@ def test_replicas_starting_at_once_apply_each_revision_once(url: str) -> None:
     for t in threads:
         t.join(timeout=120)
     assert errors == []
-    assert sorted(applied, key=len) == [[], [], [], [f"{v:04d}" for v in LEGACY_VERSIONS]]
+    assert sorted(applied, key=len) == [[], [], [], [f"{v:04d}" for v in REVISIONS]]
     store = Store.open(url)
-    assert store.schema_version() == "0017"
+    assert store.schema_version() == "0018"
     assert differences(store) == []
     store.close()
