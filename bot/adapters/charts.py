@@ -10,7 +10,9 @@ only: this adapter does not import the core.
   draining blue, skipped hatched; a red × where an eviction was first blocked).
 - `html_charts`: the HTML report's charts — the same step Gantt, a node timeline with one lane per
   node (grouped by node group; a group of more than `COLLAPSE_OVER` nodes collapses into one lane
-  when the run has more than `MAX_NODE_LANES` nodes), and the unhealthy-pod episodes.
+  when the run has more than `MAX_NODE_LANES` nodes), the unhealthy pods over time (stacked by
+  class, from the watches' samples, with the known issues marked where they fired) and the
+  unhealthy-pod episodes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ CORDONED = "#c5ced9"
 DRAINING = "#2f6fcf"
 APPROVAL = "#1b1b1b"
 BLOCKED = "#d0352f"
+#: The unhealthy pods' classes (the watches' names, `bot.core.kube.objects.CLASSES`) in the stack.
+POD_CLASSES = {
+    "CrashLoopBackOff": "#d0352f",
+    "ImagePullBackOff/ErrImagePull": "#8e44ad",
+    "Not ready": "#f2b134",
+    "Pending/unschedulable stuck": "#2f6fcf",
+    "Error": "#e67e22",
+    "Init stuck": "#16a085",
+    "Terminating stuck": "#7f8c8d",
+}
 
 
 def _pyplot() -> Any:
@@ -233,6 +245,47 @@ def _episodes(ax: Any, report: Any) -> None:
     _time_axis(ax)
 
 
+def _unhealthy_over_time(ax: Any, report: Any) -> None:
+    """The run's unhealthy pods stacked by class (each count holds until the next sample), the
+    known issues as dashed lines labelled with their rule and workload."""
+    points = list(report.pods_over_time)
+    end = _end_of(report)
+    present = {cls for p in points for cls, pods in p.counts.items() if pods}
+    classes = [c for c in POD_CLASSES if c in present] + sorted(present - set(POD_CLASSES))
+    xs = [_num(p.at) for p in points] + [_num(max(end, points[-1].at))]
+    if classes:
+        rows = [[p.counts.get(c, 0) for p in points] + [points[-1].counts.get(c, 0)] for c in classes]
+        ax.stackplot(
+            xs, rows, step="post", labels=classes, colors=[POD_CLASSES.get(c, SKIPPED) for c in classes],
+            alpha=0.85,
+        )  # fmt: skip
+    top = max([sum(p.counts.values()) for p in points] + [1])
+    left, right = _num(report.started_at), _num(end)
+    for i, mark in enumerate(report.known_issues):
+        x = _num(mark.at)
+        ax.axvline(x, color=APPROVAL, linestyle="--", linewidth=1)
+        # A label near the right edge is written leftwards, so it stays inside the chart.
+        leftwards = x > left + (right - left) * 0.7
+        ax.annotate(
+            _short(f"{mark.rule} on {mark.workload}", 44), (x, top * (1.12 - 0.09 * (i % 4))),
+            xytext=(-4 if leftwards else 4, 0), textcoords="offset points", fontsize=8, va="top",
+            ha="right" if leftwards else "left",
+            bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+        )  # fmt: skip
+    handles, _labels = ax.get_legend_handles_labels()
+    if report.known_issues:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], color=APPROVAL, linestyle="--", label="known issue"))
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, framealpha=0.9)
+    ax.set_xlim(left, right)
+    ax.set_ylim(0, top * 1.18)
+    ax.set_ylabel("unhealthy pods")
+    ax.set_title("Unhealthy pods over time, by class (the watches' samples)", loc="left", fontsize=11)
+    _time_axis(ax)
+
+
 def timeline_png(report: Any) -> bytes:
     """The run's picture: the step Gantt above one lane per node group."""
     plt = _pyplot()
@@ -257,7 +310,8 @@ def timeline_png(report: Any) -> bytes:
 
 
 def html_charts(report: Any) -> dict[str, bytes]:
-    """The HTML report's charts by name: steps, nodes (when a drain ran), pods (when posted)."""
+    """The HTML report's charts by name: steps, nodes (when a drain ran), unhealthy (when the
+    watches sampled), pods (when posted)."""
     plt = _pyplot()
     charts: dict[str, bytes] = {}
     fig, ax = plt.subplots(figsize=(12, max(2.2, 0.32 * len(report.steps) + 1.4)))
@@ -274,6 +328,11 @@ def html_charts(report: Any) -> dict[str, bytes]:
         _nodes(ax, report)
         fig.tight_layout()
         charts["nodes"] = _png(fig)
+    if report.pods_over_time:
+        fig, ax = plt.subplots(figsize=(12, 3.2))
+        _unhealthy_over_time(ax, report)
+        fig.tight_layout()
+        charts["unhealthy"] = _png(fig)
     if report.episodes:
         fig, ax = plt.subplots(figsize=(12, max(1.8, 0.3 * len({e.workload for e in report.episodes}) + 1.2)))
         _episodes(ax, report)

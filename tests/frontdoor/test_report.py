@@ -15,7 +15,7 @@ from bot.adapters.store import Store
 from bot.core.runs.report import build_report, render
 from tests.support.bot_process import bot_command
 from tests.support.browser import chromium, console_errors
-from tests.support.report_runs import GROUPS, stored_run
+from tests.support.report_runs import GROUPS, WATCH_KNOWN_ISSUE, stored_run
 
 __all__ = ["chromium"]
 
@@ -46,7 +46,7 @@ def test_the_html_report_opens_in_chromium_with_every_chart_and_no_console_error
     images = chromium.execute_script(
         "return Array.from(document.images).map(i => [i.id, i.complete, i.naturalWidth, i.naturalHeight])"
     )
-    assert [i[0] for i in images] == ["chart-steps", "chart-nodes", "chart-pods"], where
+    assert [i[0] for i in images] == ["chart-steps", "chart-nodes", "chart-unhealthy", "chart-pods"], where
     for name, complete, width, height in images:
         assert complete, f"{name} did not load {where}"
         assert width > 600, f"{name} is {width} px wide {where}"
@@ -56,6 +56,8 @@ def test_the_html_report_opens_in_chromium_with_every_chart_and_no_console_error
     shown = [h.text for h in chromium.find_elements("css selector", "h3.node-group")]
     assert shown == [f"{g} ({n} nodes)" for g, n in zip(GROUPS, (3, 4, 60, 20, 5), strict=True)], where
     assert "1.24.17 → 1.25.16" in text
+    peaks = chromium.find_element("id", "unhealthy-peaks").text
+    assert "CrashLoopBackOff 16 2026-11-28 20:31:00 UTC" in peaks, where
     # Full page, as it prints: the screenshot of the whole document, kept as the test's artifact.
     height = chromium.execute_script("return document.documentElement.scrollHeight")
     chromium.set_window_size(1400, min(int(height) + 100, 12000))
@@ -97,6 +99,103 @@ def test_the_markdown_carries_a_mermaid_gantt_of_every_step(store: Store) -> Non
     assert body["run_id"] == run_id
     assert {n["group"] for n in body["nodes"]} == set(GROUPS)
     assert body["steps"][0]["waiting_seconds"] == 120
+
+
+def test_the_unhealthy_pods_over_time_come_from_the_watchs_samples_with_the_known_issues_marked(
+    store: Store, tmp_path: Path
+) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from bot.adapters.charts import html_charts
+
+    run_id = stored_run(store)
+    report = build_report(store, run_id)
+    # 1 sample as the watch starts, 5 in each of the 5 drains and 1 as each ends.
+    assert len(report.pods_over_time) == 31
+    crash = [
+        (p.at, p.counts["CrashLoopBackOff"]) for p in report.pods_over_time if "CrashLoopBackOff" in p.counts
+    ]
+    assert [n for _, n in crash] == [8, 12, 16]
+    rule, workload = WATCH_KNOWN_ISSUE
+    (mark,) = [m for m in report.known_issues if m.rule == rule]
+    assert (mark.workload, mark.at) == (workload, crash[0][0])  # posted as the crash loop began
+    assert f"known issue {rule} on {workload}" in report.findings
+    assert not any("Unhealthy pods over time" in g for g in report.gaps)
+    md = render(report, "md").decode()
+    section = md.split("## Unhealthy pods", 1)[1].split("## Findings", 1)[0]
+    assert "Sampled 31 times by the run's watches" in section
+    assert f"| CrashLoopBackOff | 16 | {crash[-1][0]:%Y-%m-%d %H:%M:%S} UTC |" in section
+    assert f"- known issue {rule} on {workload} at {mark.at:%Y-%m-%d %H:%M:%S} UTC" in section
+    body = json.loads(render(report, "json"))
+    assert body["pods_over_time"][0] == {
+        "at": f"{report.pods_over_time[0].at:%Y-%m-%dT%H:%M:%SZ}",
+        "counts": {},
+    }
+    assert max(p["counts"].get("CrashLoopBackOff", 0) for p in body["pods_over_time"]) == 16
+    assert {"at": f"{mark.at:%Y-%m-%dT%H:%M:%SZ}", "rule": rule, "workload": workload} in body["known_issues"]
+    # The chart: wide, and the crash loop's red is drawn (the stack's CrashLoopBackOff colour).
+    png = html_charts(report)["unhealthy"]
+    (tmp_path / "unhealthy.png").write_bytes(png)
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    assert image.width >= 1000
+    pixels = np.asarray(image)
+    red = int(((pixels[:, :, 0] > 190) & (pixels[:, :, 1] < 110) & (pixels[:, :, 2] < 100)).sum())
+    assert red > 1000  # the legend's patch alone is about 200
+
+
+def test_a_run_without_samples_keeps_the_gap_and_has_no_series_chart(store: Store) -> None:
+    run_id = stored_run(store, watch=False)
+    report = build_report(store, run_id)
+    assert report.pods_over_time == ()
+    assert any(
+        g.startswith("Unhealthy pods over time: this run's watches recorded no samples") for g in report.gaps
+    )
+    html = render(report, "html").decode()
+    assert 'id="chart-unhealthy"' not in html
+    assert 'id="chart-pods"' in html
+    assert "Sampled" not in render(report, "md").decode()
+
+
+def test_the_series_sums_the_runs_watches_each_counting_until_it_ended(store: Store) -> None:
+    from datetime import timedelta
+
+    from bot.records import WatchRow
+
+    run_id = stored_run(store, watch=False)
+    t0 = build_report(store, run_id).started_at
+    ids = []
+    for offset in (0, 10):
+        row = WatchRow(id=0, cluster="prod", channel="C0OPS", run_id=run_id, step_id=f"w{offset}",
+                       started_by="U0A", started_at=t0 + timedelta(minutes=offset))  # fmt: skip
+        ids.append(store.create_watch(row))
+        assert store.claim_watch(ids[-1], owner="p1", now=row.started_at, stale_before=row.started_at)
+    first, second = ids
+    assert store.add_watch_sample(first, owner="p1", at=t0, counts={"Not ready": 3})
+    assert store.add_watch_sample(second, owner="p1", at=t0 + timedelta(minutes=10), counts={"Not ready": 1})
+    assert store.add_watch_sample(first, owner="p1", at=t0 + timedelta(minutes=20), counts={"Not ready": 2})
+    assert store.publish_watch(
+        first, owner="p1", summary="{}", at=t0 + timedelta(minutes=20), end_reason="done"
+    )
+    assert store.add_watch_sample(
+        second, owner="p1", at=t0 + timedelta(minutes=30), counts={"Pending/unschedulable stuck": 4}
+    )
+    # Another run's watch is not this run's.
+    other = store.create_watch(
+        WatchRow(id=0, cluster="prod", channel="C0OPS", run_id="ROTHER", started_by="U0A", started_at=t0)
+    )
+    assert store.claim_watch(other, owner="p1", now=t0, stale_before=t0)
+    assert store.add_watch_sample(other, owner="p1", at=t0 + timedelta(minutes=5), counts={"Not ready": 50})
+    series = [
+        (round((p.at - t0).total_seconds() / 60), dict(p.counts))
+        for p in build_report(store, run_id).pods_over_time
+    ]
+    assert series == [
+        (0, {"Not ready": 3}),
+        (10, {"Not ready": 4}),
+        (20, {"Not ready": 3}),
+        (30, {"Pending/unschedulable stuck": 4}),
+    ]
 
 
 def _config(tmp_path: Path) -> Path:

@@ -5,8 +5,11 @@ step's gate opened, approved (by the roster, after a wait), run and finished, wi
 the run service writes (`bot.core.runs.service`), the approvals, and a drain job per node group
 whose progress has the per-node times the drain job stores (`bot.core.jobs.drain`). `checks` fails
 and is skipped after a review; one node per group has a blocked eviction; a watch posts a
-CrashLoopBackOff episode and a drain a known issue (KI006) in the thread. The numbers of nodes are
-the caller's (150 for the benchmark), so the report can be measured and looked at without a cluster.
+CrashLoopBackOff episode and a drain a known issue (KI006) in the thread. With `watch` (the default)
+a watch of the run sampled its unhealthy pods by class through the drains (`watch_samples`): pods
+not Ready and Pending during each drain, a CrashLoopBackOff spike during the third, when the watch
+posted a known issue (KI003) in its own thread. The numbers of nodes are the caller's (150 for the
+benchmark), so the report can be measured and looked at without a cluster.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from bot.adapters.store import Store
 from bot.core.audit import audit_entry
 from bot.core.runs.plans import parse_plan
-from bot.records import Approval, AuditEntry, JobRow, RunRow, StepRun, StepState
+from bot.records import Approval, AuditEntry, JobRow, RunRow, StepRun, StepState, WatchRow
 from bot.resources import BUILTIN_PLANS
 
 GROUPS = ("control-plane", "istio", "ng-shared", "others", "logging")
@@ -35,6 +38,7 @@ def stored_run(
     run_id: str = "RREPORT1",
     nodes: Mapping[str, int] | None = None,
     start: datetime = datetime(2026, 11, 28, 13, 0, tzinfo=UTC),
+    watch: bool = True,
 ) -> str:
     """Write a completed run of the eks-nodegroups plan; its id."""
     nodes = dict(nodes or dict.fromkeys(GROUPS, 2))
@@ -101,7 +105,41 @@ def stored_run(
     )  # fmt: skip
     for job in jobs:
         store.create_job(job)
+    if watch:
+        _watch_samples(store, run_id, [(j.started_at, j.ended_at or j.started_at) for j in jobs])
     return run_id
+
+
+#: The known issue the watch posts at the crash loop's start (a watch's key: `rule:<id>:<workload>:<n>`).
+WATCH_KNOWN_ISSUE = ("KI003", "payments/Deployment/payments-worker")
+
+
+def _watch_samples(store: Store, run_id: str, drains: list[tuple[datetime, datetime]]) -> None:
+    """A watch over the drains, sampling as the watch service does: when the counts change."""
+    first, last = drains[0][0], drains[-1][1]
+    watch_id = store.create_watch(
+        WatchRow(id=0, cluster="prod", channel="C0OPS", run_id=run_id, step_id="watch-rollout",
+                 started_by="U0PRIMARY", started_at=first)
+    )  # fmt: skip
+    assert store.claim_watch(watch_id, owner="p1", now=first, stale_before=first)
+    assert store.add_watch_sample(watch_id, owner="p1", at=first, counts={})
+    for n, (began, ended) in enumerate(drains):
+        took = ended - began
+        for k in range(1, 6):
+            at = began + took * k / 6
+            counts = {"Not ready": 2 + (k * 3 + n) % 7, "Pending/unschedulable stuck": (k + n) % 3}
+            if n == 2 and 2 <= k <= 4:
+                counts["CrashLoopBackOff"] = 4 * k
+                if k == 2:
+                    rule, workload = WATCH_KNOWN_ISSUE
+                    key = f"rule:{rule}:{workload}:1"
+                    assert store.publish_watch(
+                        watch_id, owner="p1", summary="{}", at=at,
+                        outbox=[(key, json.dumps({"text": f"Known issue {rule}"}))],
+                    )  # fmt: skip
+            assert store.add_watch_sample(watch_id, owner="p1", at=at, counts=counts)
+        assert store.add_watch_sample(watch_id, owner="p1", at=ended, counts={})
+    assert store.publish_watch(watch_id, owner="p1", summary="{}", at=last, end_reason="target_reached: done")
 
 
 def _drain_job(run_id: str, step_id: str, group: str, count: int, start: datetime, work: timedelta) -> JobRow:

@@ -249,6 +249,18 @@ watches = sa.Table(
 )
 
 
+# A watch's unhealthy pods by class over time (revision 0018, issue 31): `counts` is a JSON object
+# {class: pods}, written when the counts changed, at most every 30 s of the watch's clock.
+watch_samples = sa.Table(
+    "watch_samples",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("watch_id", sa.Integer, nullable=False),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("counts", sa.Text, nullable=False),
+    sa.Index("ix_watch_samples_watch_at", "watch_id", "at"),
+)
+
 # Cluster jobs (revision 0010, issue 15): a long action's whole progress, who drives it, and the
 # question it put to people.
 jobs = sa.Table(

@@ -11,8 +11,11 @@ import sqlalchemy as sa
 
 from bot.adapters.store.base import StoreBase, _maybe_utc, _storable_id, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
-from bot.adapters.store.schema import run_messages, watches
+from bot.adapters.store.schema import run_messages, watch_samples, watches
 from bot.records import WatchRow
+
+#: A watch stops adding samples beyond this many (at one per 30 s at the most: 41 hours).
+MAX_SAMPLES = 5000
 
 
 class Watches(StoreBase):
@@ -36,10 +39,12 @@ class Watches(StoreBase):
             row = conn.execute(sa.select(watches).where(watches.c.id == watch_id)).mappings().first()
         return _watch_row(row) if row else None
 
-    def watches(self, *, live: bool = True, limit: int = 100) -> list[WatchRow]:
+    def watches(self, *, live: bool = True, limit: int = 100, run_id: str | None = None) -> list[WatchRow]:
         query = sa.select(watches).order_by(watches.c.id.desc()).limit(limit)
         if live:
             query = query.where(watches.c.state == "live")
+        if run_id is not None:
+            query = query.where(watches.c.run_id == run_id)
         with _wrap_errors(), self.engine.connect() as conn:
             return [_watch_row(r) for r in conn.execute(query).mappings()]
 
@@ -125,6 +130,44 @@ class Watches(StoreBase):
                     )
                 )
         return True
+
+    def add_watch_sample(self, watch_id: int, *, owner: str, at: datetime, counts: dict[str, int]) -> bool:
+        """Record a live watch's unhealthy pods by class at `at`; False (nothing written) when the
+        watch is not ours or already has `MAX_SAMPLES` samples."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            ours = conn.execute(
+                sa.select(watches.c.id).where(
+                    watches.c.id == watch_id, watches.c.owner == owner[:64], watches.c.state == "live"
+                )
+            ).first()
+            if ours is None:
+                return False
+            count = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(watch_samples)
+                .where(watch_samples.c.watch_id == watch_id)
+            ).scalar_one()
+            if count >= MAX_SAMPLES:
+                return False
+            conn.execute(
+                watch_samples.insert().values(
+                    watch_id=watch_id, at=_utc(at), counts=json.dumps(dict(sorted(counts.items())))
+                )
+            )
+        return True
+
+    def watch_samples(self, watch_id: int) -> list[tuple[datetime, dict[str, int]]]:
+        """A watch's samples, oldest first: (time, unhealthy pods by class)."""
+        query = (
+            sa.select(watch_samples.c.at, watch_samples.c.counts)
+            .where(watch_samples.c.watch_id == watch_id)
+            .order_by(watch_samples.c.at, watch_samples.c.id)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [
+                (_utc(r.at), {str(k): int(v) for k, v in json.loads(r.counts).items()})
+                for r in conn.execute(query)
+            ]
 
     def request_watch_end(self, watch_id: int, *, by: str) -> bool:
         """Ask a live watch's driver to end it (`unwatch`); False when it is not live."""

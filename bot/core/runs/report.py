@@ -6,14 +6,18 @@ can be rebuilt at any time. The picture is drawn by `bot.adapters.charts` (matpl
 when a picture is asked for); this module gives JSON, Markdown (with a Mermaid `gantt` of the
 steps) and one self-contained HTML file (the charts inline as base64 PNG).
 
-What the store does not keep is said in the report (`Report.gaps`), never guessed: the unhealthy
-pods are known as the episodes the watches posted (when a workload entered CrashLoopBackOff and so
-on), not as a count over time; a node's deletion is known only when a drain found it gone.
+The unhealthy pods over time come from the run's watches' samples (`watch_samples`: each watch's
+unhealthy pods by class, written when they changed, at most every 30 s), summed over the run's
+watches, with the known issues the watches and jobs posted marked at their times. What the store
+does not keep is said in the report (`Report.gaps`), never guessed: a run recorded before the
+samples existed has only the episodes the watches posted, not a count over time; a node's deletion
+is known only when a drain found it gone.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -92,6 +96,28 @@ class PodEpisode:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PodCount:
+    """The run's unhealthy pods by class (the watches' classes: CrashLoopBackOff, Not ready, …) at
+    one moment, summed over the run's watches."""
+
+    at: datetime
+    counts: Mapping[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True, kw_only=True)
+class KnownIssueMark:
+    """A known issue (a rule) a watch or a job posted, at the time it was posted."""
+
+    at: datetime
+    rule: str
+    workload: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Report:
     run_id: str
     plan: str
@@ -115,6 +141,9 @@ class Report:
     notes: tuple[str, ...]
     audit: tuple[AuditEntry, ...]
     gaps: tuple[str, ...] = field(default=())
+    #: The unhealthy pods over time (empty for a run recorded before the watches sampled).
+    pods_over_time: tuple[PodCount, ...] = ()
+    known_issues: tuple[KnownIssueMark, ...] = ()
 
     @property
     def groups(self) -> list[str]:
@@ -187,7 +216,14 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
             if node.get("state") == "skipped":
                 findings.append(f"{name}: skipped by people; it stays cordoned")
     episodes = []
-    for key, ref in store.messages(run_id).items():
+    marks: list[KnownIssueMark] = []
+    run_watches = store.watches(live=False, limit=1000, run_id=run_id)
+    # The run's thread, then each of its watches' own (a watch keys its known issues `rule:…`).
+    threads = [
+        store.messages(run_id).items(),
+        *(store.messages(f"watch:{w.id}").items() for w in run_watches),
+    ]
+    for key, ref in (item for thread in threads for item in thread):
         parts = key.split(":")
         kind = next((p for p in parts if p in POD_EPISODES), "")
         if kind and ref.claimed_at is not None:
@@ -199,6 +235,9 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
             rule = ["rule", *rule]
             if len(rule) > 2:
                 findings.append(f"known issue {rule[1]} on {rule[2]}")
+                if ref.claimed_at is not None:
+                    marks.append(KnownIssueMark(at=ref.claimed_at, rule=rule[1], workload=rule[2]))
+    series = _pods_over_time([(w.ended_at, store.watch_samples(w.id)) for w in run_watches])
     notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note)
     for s in steps:
         if str(s.state) == "failed":
@@ -209,10 +248,13 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
     ended = max([run.updated_at, *times])
     if now is not None and run.state in ("active", "paused"):
         ended = max(ended, now)  # a run still going: its open bars reach the present
-    gaps = [
-        "Unhealthy pods over time: the watches store only their latest summary, so the report shows "
-        "when each workload went unhealthy (the episodes they posted), not a count over time."
-    ]
+    gaps = []
+    if not series:
+        gaps.append(
+            "Unhealthy pods over time: this run's watches recorded no samples (runs before issue 31 "
+            "kept only their latest summary), so the report shows when each workload went unhealthy "
+            "(the episodes they posted), not a count over time."
+        )
     if lanes and not any(n.ended for n in lanes):
         gaps.append("Drain end times are not in this run's stored progress (recorded since issue 31).")
     if not lanes:
@@ -241,7 +283,40 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
         notes=notes,
         audit=tuple(audit[-AUDIT_EXCERPT:]),
         gaps=tuple(gaps),
+        pods_over_time=tuple(series),
+        known_issues=tuple(sorted(dict.fromkeys(marks), key=lambda m: m.at)),
     )
+
+
+def _pods_over_time(
+    watches: Sequence[tuple[datetime | None, Sequence[tuple[datetime, Mapping[str, int]]]]],
+) -> list[PodCount]:
+    """The watches' samples summed by class at every moment one of them sampled: each watch counts
+    with its latest sample until it ended (its final sample is taken as it ends)."""
+    times = sorted({at for _, samples in watches for at, _ in samples})
+    out: list[PodCount] = []
+    for t in times:
+        total: dict[str, int] = {}
+        for ended, samples in watches:
+            if not samples or (ended is not None and t > ended):
+                continue
+            i = bisect.bisect_right([at for at, _ in samples], t) - 1
+            if i < 0:
+                continue
+            for cls, pods in samples[i][1].items():
+                total[cls] = total.get(cls, 0) + pods
+        out.append(PodCount(at=t, counts=total))
+    return out
+
+
+def peaks(report: Report) -> list[tuple[str, int, datetime]]:
+    """Each class's most unhealthy pods at once, and when first; most first."""
+    best: dict[str, tuple[int, datetime]] = {}
+    for point in report.pods_over_time:
+        for cls, pods in point.counts.items():
+            if pods > best.get(cls, (0, point.at))[0]:
+                best[cls] = (pods, point.at)
+    return sorted(((cls, pods, at) for cls, (pods, at) in best.items()), key=lambda p: (-p[1], p[2]))
 
 
 #: Audit events (bot.core.runs.machine) that open a segment of a step's time, by the segment kind.
@@ -366,6 +441,23 @@ def to_markdown(report: Report) -> str:
         ]
         out.append("")
     out += ["## Unhealthy pods", ""]
+    if report.pods_over_time:
+        out += [
+            f"Sampled {len(report.pods_over_time)} times by the run's watches, "
+            f"{_dt(report.pods_over_time[0].at)} – {_dt(report.pods_over_time[-1].at)}; the peaks:",
+            "",
+            "| class | peak (pods) | first at |",
+            "|---|---|---|",
+        ]
+        out += [f"| {_cell(cls)} | {pods} | {_dt(at)} |" for cls, pods, at in peaks(report)] or [
+            "| none | 0 | — |"
+        ]
+        out += [""]
+        out += [
+            f"- known issue {_cell(m.rule)} on {_cell(m.workload)} at {_dt(m.at)}"
+            for m in report.known_issues
+        ]
+        out += [""] if report.known_issues else []
     out += [f"- {_dt(e.at)}: {_cell(e.workload)} ({e.kind})" for e in report.episodes] or ["- none posted"]
     for title, items in (
         ("Findings", report.findings),
@@ -422,6 +514,7 @@ def to_html(report: Report, charts: Mapping[str, bytes]) -> str:
                 for b in report.steps
             ],
             "groups": [(g, [n for n in report.nodes if n.group == g]) for g in report.groups],
+            "peaks": peaks(report),
             "dt": _dt,
         },
     )

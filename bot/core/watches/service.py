@@ -72,6 +72,10 @@ HEARTBEAT_SECONDS = 3.0
 STALE_AFTER = timedelta(seconds=15)
 CARD = "card"
 FINAL = "final"
+#: A watch samples its unhealthy pods by class (for the run report's "Unhealthy pods over time")
+#: when the counts changed since its last sample, at most this often on its clock (and once as it
+#: starts and once as it ends), so a watch of 150,000 pods does not write per event.
+SAMPLE_SECONDS = 30.0
 
 
 def subject(watch_id: int) -> str:
@@ -188,6 +192,8 @@ class WatchService:
         #: how long before an edit slot the publish for it starts.
         self.leads: dict[int, float] = {}
         self.monotonic = monotonic
+        #: The last sample written (its time and counts), per watch; read from the store once.
+        self._samples: dict[int, tuple[datetime, dict[str, int]] | None] = {}
 
     # -- rows ------------------------------------------------------------------------------------
 
@@ -331,6 +337,7 @@ class WatchService:
             end_reason = f"unwatched by <@{current.end_requested_by}>"
         elif v.final:
             end_reason = f"{v.state}: {v.reason}"
+        self._sample(row.id, summary, now, final=bool(end_reason))
         if not found and not end_reason and not force and before is not None and _same(before, summary):
             if hand and row.id in self._owed and self.deliveries is not None:
                 # Unchanged since a publish that kept its card for this slot: hand that one now.
@@ -382,6 +389,27 @@ class WatchService:
             card_kept=row.id in self._owed,
             ended=end_reason,
         )
+
+    def _sample(self, watch_id: int, summary: Summary, now: datetime, *, final: bool) -> None:
+        """Record the unhealthy pods by class when they changed since the last sample and
+        `SAMPLE_SECONDS` have passed (the first and the final one at once). Before the summary's
+        write, so the final one lands while the watch is live; a watch that is not ours (or is
+        full, `MAX_SAMPLES`) writes nothing."""
+        counts = {g.reason: g.pods for g in summary.unhealthy if g.pods}
+        if watch_id not in self._samples:
+            stored = self.store.watch_samples(watch_id)
+            self._samples[watch_id] = stored[-1] if stored else None
+        last = self._samples[watch_id]
+        if last is not None:
+            at, was = last
+            if final:
+                if at >= now:
+                    return
+            elif counts == was or (now - at).total_seconds() < SAMPLE_SECONDS:
+                return
+        self.store.add_watch_sample(watch_id, owner=self.owner, at=now, counts=counts)
+        # Remembered even when refused (not ours, or full): asked again in SAMPLE_SECONDS at most.
+        self._samples[watch_id] = (now, counts)
 
     def end_unlisted(self, row: WatchRow) -> str:
         """End a watch that was asked to end (or ran out of time) while its cluster could not be

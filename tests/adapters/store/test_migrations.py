@@ -29,7 +29,7 @@ NOW = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
 #: The hand-numbered versions there were (no 8), each now the revision of the same number.
 LEGACY_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17)
 #: The Alembic revisions since (no hand-numbered migration ever had these numbers).
-NEW_REVISIONS = ("0018",)
+NEW_REVISIONS = ("0018", "0019")
 ALL_REVISIONS = [f"{v:04d}" for v in LEGACY_VERSIONS] + list(NEW_REVISIONS)
 
 
@@ -145,11 +145,11 @@ def test_a_hand_numbered_version_this_release_does_not_know_is_refused(url: str)
     store = Store.open(url, migrate=False)
     with store.engine.begin() as conn:
         conn.execute(
-            sa.text("INSERT INTO schema_migrations (version, name, applied_at) VALUES (18, 'later', :at)"),
+            sa.text("INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'later', :at)"),
             {"at": NOW},
         )
     store.close()
-    with pytest.raises(PermanentError, match="schema version 18 is unknown"):
+    with pytest.raises(PermanentError, match="schema version 99 is unknown"):
         Store.open(url)
 
 

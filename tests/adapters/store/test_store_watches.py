@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.store import Store
+from bot.adapters.store.schema import watch_samples
+from bot.adapters.store.watches import MAX_SAMPLES
 from bot.records import WatchRow
 
 NOW = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
@@ -97,3 +99,30 @@ def test_publish_stores_the_summary_and_the_owed_posts_together_and_can_end(stor
     assert not store.request_watch_end(watch_id, by="U0B")
     assert store.watches() == []
     assert store.watches(live=False) == [row]
+
+
+def test_only_the_watchs_driver_samples_and_a_watch_keeps_at_most_max_samples(store: Store) -> None:
+    watch_id = _watch(store)
+    assert store.claim_watch(watch_id, owner="p1", now=NOW, stale_before=NOW)
+    assert not store.add_watch_sample(watch_id, owner="p2", at=NOW, counts={"CrashLoopBackOff": 1})
+    assert store.watch_samples(watch_id) == []
+    assert store.add_watch_sample(watch_id, owner="p1", at=NOW, counts={"Pending/unschedulable stuck": 2})
+    assert store.watch_samples(watch_id) == [(NOW, {"Pending/unschedulable stuck": 2})]
+    # Nearly full, written in one transaction (5,000 commits one by one would take seconds).
+    with store.engine.begin() as conn:
+        conn.execute(
+            watch_samples.insert(),
+            [
+                {"watch_id": watch_id, "at": NOW + timedelta(seconds=i), "counts": '{"CrashLoopBackOff": 1}'}
+                for i in range(1, MAX_SAMPLES - 1)
+            ],
+        )
+    last = NOW + timedelta(hours=2)
+    assert store.add_watch_sample(watch_id, owner="p1", at=last, counts={"CrashLoopBackOff": 3})
+    assert not store.add_watch_sample(watch_id, owner="p1", at=last + timedelta(seconds=30), counts={})
+    samples = store.watch_samples(watch_id)
+    assert len(samples) == MAX_SAMPLES == 5000
+    assert samples[-1] == (last, {"CrashLoopBackOff": 3})
+    # Another watch's samples are its own.
+    other = _watch(store)
+    assert store.watch_samples(other) == []
