@@ -96,6 +96,8 @@ def test_a_stream_resumed_from_a_compacted_version_lists_again(backend: Backend)
 
 def test_list_watch_reduces_every_listed_item_and_every_event_as_it_is_decoded(backend: Backend) -> None:
     bot = backend.bot()
+    # The real control plane starts with no nodes: one is there before the list, another comes after.
+    backend.add_nodes("listed", 1, version="v1.25.16")
     stop = threading.Event()
     seen: list[str] = []
 

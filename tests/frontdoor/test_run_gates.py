@@ -84,8 +84,13 @@ def test_the_eks_runbook_runs_end_to_end_with_the_right_people(bot: Bot) -> None
     # the run pauses until someone resumes it (a fresh gate, nothing re-run) and skips the step
     # with the reason on record.
     assert bot.click(PRIMARY, bot.gate("checks")) is None
-    card = bot.card()
-    assert ":x: `checks` Pre-flight checks — failed" in card
+
+    # The card's edits are paced (one per 2 s per card): the failure shows at its next slot.
+    def failed_card() -> str | None:
+        text = bot.card()
+        return text if ":x: `checks` Pre-flight checks — failed" in text else None
+
+    card = bot.stub.wait_for(failed_card)
     assert "pre-flight check for 1.25 FAILED: 6 Required — API001 (" in card
     thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
     (failed,) = [t for t in thread if "*`checks` failed*" in t]
