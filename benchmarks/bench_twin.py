@@ -56,6 +56,41 @@ def scaled_large(work: Path, nodes: int, pods: int) -> str:
     return str(path)
 
 
+def serve(scenario: str, workdir: Path, timeout: float) -> tuple[subprocess.Popen[str], str, Path]:
+    """As bench_snapshot.start_sim, with a deadline of `timeout` seconds: a twin settles its pods
+    through the sim's controllers (the generated `large` is written settled), which takes longer."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot",
+            "sim",
+            "serve",
+            "--scenario",
+            scenario,
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(workdir / "sim.kubeconfig"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    url, deadline = "", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the sim serving {scenario} exited with {proc.wait()}")
+        if line.startswith("url:"):
+            url = line.split(":", 1)[1].strip()
+        if line.startswith("kubeconfig:"):
+            return proc, url, Path(line.split(":", 1)[1].strip())
+    proc.kill()
+    raise SystemExit(f"the sim serving {scenario} did not answer within {timeout:.0f}s")
+
+
 def count(kubeconfig: Path, path: str) -> int:
     """Items of the list at `path`, through the official client in pages of `PAGE`."""
     from kubernetes import client as k8s_client
@@ -97,6 +132,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=FULL_NODES)
     parser.add_argument("--pods", type=int, default=FULL_PODS)
+    parser.add_argument(
+        "--serve-timeout", type=float, default=3600, help="seconds the twin may take to answer (default 3600)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (database, twin, results)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-twin-"))
@@ -132,9 +170,8 @@ def main() -> int:
             flush=True,
         )
 
-        (work / "twin").mkdir()
         started = time.monotonic()
-        twin_sim, twin_url, twin_kubeconfig = start_sim(str(twin), work / "twin")
+        twin_sim, twin_url, twin_kubeconfig = serve(str(twin), work / "twin", args.serve_timeout)
         results["serve_s"] = time.monotonic() - started
         print(
             f"upgrade-bot sim serve --scenario twin.yaml: answering at {twin_url} in {results['serve_s']:.1f}s"
