@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from typing import Any, Protocol
@@ -29,7 +30,7 @@ from bot.errors import BotError, Fenced
 log = logging.getLogger(__name__)
 
 
-class Driver:
+class Driver(ABC):
     """One row driven on its own thread; a kind subclasses it and writes `drive`."""
 
     #: For the thread's name and the log: "watch", "job".
@@ -42,8 +43,9 @@ class Driver:
         self.poke = threading.Event()
         self.thread: threading.Thread | None = None
 
+    @abstractmethod
     def drive(self) -> None:
-        raise NotImplementedError
+        """Drive the row until it is done or `stop` is set."""
 
     def start(self) -> Driver:
         # The fence is a context variable: the thread runs in a copy of the scan's context.

@@ -596,34 +596,17 @@ def _pods_fast(b: _Rows, a: _Rows, restart_threshold: int) -> Iterable[Finding]:
     for k in sorted(flagged):
         ns, kind, name = k
         subject = f"{kind} {ns}/{name}" if kind != "Pod" else f"pod {ns}/{name}"
-        was_bad = b_bad.get(k, {})
-        for trouble, names in sorted(a_bad.get(k, {}).items()):
-            before_count = len(was_bad.get(trouble, ()))
-            if len(names) > before_count:
-                yield Finding(
-                    kind=REGRESSION,
-                    category=f"new {trouble} pods",
-                    subject=subject,
-                    namespace=ns,
-                    detail=f"{len(names)} now, {before_count} before: {_few(sorted(names))}",
-                )
-        now_unready, was_unready = a_unready.get(k, []), b_unready.get(k, [])
-        if len(now_unready) > len(was_unready):
-            yield Finding(
-                kind=REGRESSION,
-                category="containers not ready",
-                subject=subject,
-                namespace=ns,
-                detail=f"{_few(sorted(now_unready))} (was {len(was_unready)} pods not fully ready)",
-            )
-        if restarts[k] >= restart_threshold:
-            yield Finding(
-                kind=REGRESSION,
-                category="restarts jumped",
-                subject=subject,
-                namespace=ns,
-                detail=f"+{restarts[k]} restarts ({restart_example[k]})",
-            )
+        yield from _pod_troubles(
+            subject,
+            ns,
+            now_bad=a_bad.get(k, {}),
+            was_bad=b_bad.get(k, {}),
+            now_unready=a_unready.get(k, []),
+            was_unready=b_unready.get(k, []),
+            restarts=restarts[k],
+            example=restart_example.get(k, ""),
+            threshold=restart_threshold,
+        )
     # Rescheduled: the pods new to a workload of both snapshots whose pods per node changed.
     moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     # The same pods, in the same workloads, in the same order (two snapshots a while apart: the
@@ -696,32 +679,17 @@ def _pods(before: Mapping[str, Any], after: Mapping[str, Any], restart_threshold
         a = a_work.get(k)
         if a is None:
             continue
-        for trouble, names in sorted(a["bad"].items()):
-            before_count = len(b["bad"].get(trouble, []))
-            if len(names) > before_count:
-                yield Finding(
-                    kind=REGRESSION,
-                    category=f"new {trouble} pods",
-                    subject=subject,
-                    namespace=ns,
-                    detail=f"{len(names)} now, {before_count} before: {_few(sorted(names))}",
-                )
-        if len(a["unready"]) > len(b["unready"]):
-            yield Finding(
-                kind=REGRESSION,
-                category="containers not ready",
-                subject=subject,
-                namespace=ns,
-                detail=f"{_few(sorted(a['unready']))} (was {len(b['unready'])} pods not fully ready)",
-            )
-        if restarts[k] >= restart_threshold:
-            yield Finding(
-                kind=REGRESSION,
-                category="restarts jumped",
-                subject=subject,
-                namespace=ns,
-                detail=f"+{restarts[k]} restarts ({restart_example[k]})",
-            )
+        yield from _pod_troubles(
+            subject,
+            ns,
+            now_bad=a["bad"],
+            was_bad=b["bad"],
+            now_unready=a["unready"],
+            was_unready=b["unready"],
+            restarts=restarts[k],
+            example=restart_example.get(k, ""),
+            threshold=restart_threshold,
+        )
     moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for k, agg in a_work.items():
         old = b_work.get(k)
@@ -752,3 +720,45 @@ def _pdbs(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Iterable
                 detail=f"0 disruptions allowed ({p['current_healthy']}/{p['desired_healthy']} healthy) — "
                 "drains will wait on it",
             )
+
+
+def _pod_troubles(
+    subject: str,
+    ns: str,
+    *,
+    now_bad: Mapping[str, Sequence[str]],
+    was_bad: Mapping[str, Sequence[str]],
+    now_unready: Sequence[str],
+    was_unready: Sequence[str],
+    restarts: int,
+    example: str,
+    threshold: int,
+) -> Iterator[Finding]:
+    """A workload's pod regressions (both ways of comparing pods end here): more pods in a trouble
+    than before, more not fully ready, restarts past the threshold."""
+    for trouble, names in sorted(now_bad.items()):
+        before_count = len(was_bad.get(trouble, ()))
+        if len(names) > before_count:
+            yield Finding(
+                kind=REGRESSION,
+                category=f"new {trouble} pods",
+                subject=subject,
+                namespace=ns,
+                detail=f"{len(names)} now, {before_count} before: {_few(sorted(names))}",
+            )
+    if len(now_unready) > len(was_unready):
+        yield Finding(
+            kind=REGRESSION,
+            category="containers not ready",
+            subject=subject,
+            namespace=ns,
+            detail=f"{_few(sorted(now_unready))} (was {len(was_unready)} pods not fully ready)",
+        )
+    if restarts >= threshold:
+        yield Finding(
+            kind=REGRESSION,
+            category="restarts jumped",
+            subject=subject,
+            namespace=ns,
+            detail=f"+{restarts} restarts ({example})",
+        )
