@@ -158,8 +158,9 @@ def test_every_card_of_a_25_step_run_with_63_character_ids_shows_the_step_now_an
     for n, (method, params) in enumerate(cards):
         assert block_kit_problems(method, params) == [], n
         text = block_text(params)
-        # The progress line is at the top of every card.
+        # The progress line is at the top of every card, on its own line under the title.
         assert re.search(r"· \d+ done", text), text[:300]
+        assert text.split("\n")[1].startswith("Run *"), text[:300]
         now = re.search(r"▶ `([a-z0-9-]+)`", text)
         if "Run *completed*" in text:
             assert now is None
