@@ -31,6 +31,7 @@ Shutdown, in order — each part still has what it writes to when it stops:
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import logging
 import os
@@ -191,10 +192,16 @@ def _stop_on_signals() -> threading.Event:
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received signal %s; shutting down", signum)
+        # A shutdown still going well past its grace writes every thread's stack to stderr once,
+        # so a hang can be read instead of guessed at.
+        faulthandler.dump_traceback_later(SHUTDOWN_GRACE.total_seconds() + 30, exit=False)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    # `kill -USR1` writes every thread's stack to stderr and the bot goes on: what an operator
+    # (or a test) needs when a shutdown or a duty seems stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     return stop
 
 

@@ -61,3 +61,26 @@ def test_sigterm_does_not_wait_for_a_stuck_command_which_resumes_at_the_next_sta
         assert "U0PRIMARY" in reply["text"]
     finally:
         bot.stop()
+
+
+def test_sigusr1_writes_every_threads_stack_to_stderr_and_the_bot_goes_on(
+    write_config: Callable[..., Path], slack_stub: SlackStub, bot_env: dict[str, str]
+) -> None:
+    bot = BotProcess(config=write_config(), env=bot_env, stub=slack_stub)
+    bot.start()
+    try:
+        bot.send_command("help", "U0PRIMARY")
+        slack_stub.wait_for_responses(1, timeout=30)
+        assert bot.process is not None
+        bot.process.send_signal(signal.SIGUSR1)
+        # Still serving after the dump: the next command is answered too.
+        bot.send_command("whoami", "U0PRIMARY")
+        slack_stub.wait_for_responses(2, timeout=30)
+        bot.process.send_signal(signal.SIGTERM)
+        _, err = bot.process.communicate(timeout=40)
+    finally:
+        bot.stop()
+    assert bot.process.returncode == 0, err[-3000:]
+    # faulthandler's dump: one block per thread, the main thread's included.
+    assert err.count("(most recent call first)") >= 2, err[-3000:]
+    assert "serve.py" in err
