@@ -91,10 +91,13 @@ class Replicas:
             try:
                 member.logs.append(member.process.communicate(timeout=timeout)[1])
             except subprocess.TimeoutExpired:
+                # Its threads' stacks first (the bot's faulthandler on SIGUSR1), to see where it hangs.
+                member.process.send_signal(signal.SIGUSR1)
+                time.sleep(1)
                 member.process.kill()
                 err = member.process.communicate(timeout=20)[1]
                 member.logs.append(err)
-                hung.append(f"pid {member.process.pid} did not exit on SIGTERM:\n{err[-3000:]}")
+                hung.append(f"pid {member.process.pid} did not exit on SIGTERM:\n{err[-12000:]}")
         if self._store is not None:
             self._store.close()
         assert not hung, "\n".join(hung)
