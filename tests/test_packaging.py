@@ -68,10 +68,10 @@ def test_the_image_builds_a_wheel_and_installs_it_not_the_source() -> None:
     (install,) = [line for line in final if "pip install" in line]
     assert "from=build" in install
     assert "--no-index" in install
-    assert "upgrade-bot[postgres,aws]" in install
+    assert "upgrade-bot[postgres,aws,charts]" in install
     assert not re.search(r"\s(-e|--editable)\s", install)
     # Pinned (hadolint's DL3013) to the version this checkout builds.
-    assert '"upgrade-bot[postgres,aws]==${VERSION}"' in install
+    assert '"upgrade-bot[postgres,aws,charts]==${VERSION}"' in install
     # Declared before the first FROM (its default), and again in the final stage to be used there.
     lines = (ROOT / "Dockerfile").read_text(encoding="utf-8").splitlines()
     (default,) = [line for line in lines if line.startswith("ARG VERSION=")]
@@ -105,6 +105,7 @@ def test_the_lock_pins_exactly_the_declared_dependencies_with_hashes() -> None:
         for r in project["dependencies"]
         + project["optional-dependencies"]["postgres"]
         + project["optional-dependencies"]["aws"]
+        + project["optional-dependencies"]["charts"]
     ]
     pins = _lock()
     stale = [
@@ -150,7 +151,7 @@ def test_the_project_metadata_names_its_licence_and_keeps_tools_out_of_the_extra
     assert "END OF TERMS AND CONDITIONS" in licence
     assert project["keywords"]
     assert any(c.startswith("Programming Language :: Python :: 3.11") for c in project["classifiers"])
-    assert set(project["optional-dependencies"]) == {"postgres", "aws"}
+    assert set(project["optional-dependencies"]) == {"postgres", "aws", "charts"}
     dev = {Requirement(r).name for r in PYPROJECT["dependency-groups"]["dev"]}
     assert {"pytest", "ruff", "mypy", "kubernetes-validate"} <= dev
 
@@ -170,10 +171,12 @@ def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
     # An import that works only because another dependency happens to pull the library in breaks
     # the day that dependency stops doing so.
     import_names = {"yaml": "pyyaml", "re2": "google-re2"}  # where the import name is not the distribution's
-    # boto3 and botocore come with the `aws` extra (bot/adapters/aws.py imports them only when used).
+    # boto3 and botocore come with the `aws` extra (bot/adapters/aws.py imports them only when used),
+    # matplotlib with the `charts` extra (bot/adapters/charts.py, likewise).
+    extras = PYPROJECT["project"]["optional-dependencies"]
     declared = {
         canonicalize_name(Requirement(r).name)
-        for r in PYPROJECT["project"]["dependencies"] + PYPROJECT["project"]["optional-dependencies"]["aws"]
+        for r in PYPROJECT["project"]["dependencies"] + extras["aws"] + extras["charts"]
     }
     undeclared = sorted(
         m for m in _top_level_imports() if canonicalize_name(import_names.get(m, m)) not in declared
