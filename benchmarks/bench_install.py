@@ -1,7 +1,7 @@
 """What `pip install` of the wheel puts on a disk: a fresh virtualenv, measured (issue 28, ≤ 160 MB).
 
-Builds the wheel from this checkout (`pip wheel --no-deps`, in a temporary copy of what the image's
-build stage copies), makes a fresh virtualenv with the running interpreter (`python -m venv`: it
+Builds the wheel from this checkout (`pip wheel --no-deps`, in a temporary copy of what it is made
+of: pyproject.toml, README.md, LICENSE, bot/, commands/, templates/), makes a fresh virtualenv with the running interpreter (`python -m venv`: it
 brings its own pip and setuptools), installs the wheel into it as a user would (`pip install
 WHEEL[EXTRAS]`: the dependencies resolve from the index, or PIP_FIND_LINKS, with pip's default
 bytecode compilation), then prints:
@@ -9,7 +9,8 @@ bytecode compilation), then prints:
     after the install, and the part that is the virtualenv's own pip and setuptools;
   - each installed distribution's size on disk (the files its RECORD lists: code, the `.pyc` pip
     compiled, bundled libraries such as `numpy.libs`), largest first;
-and PASS or FAIL of the whole virtualenv (its own pip and setuptools counted) against the target.
+and PASS or FAIL of the whole virtualenv (its own pip and setuptools counted) against the target
+(the plain install's; with `--extras` the figures are for information).
 
 Usage: nice .venv/bin/python benchmarks/bench_install.py [--extras charts] [--wheel WHEEL]
        [--target-mb 160] [--keep] [--json]
@@ -68,7 +69,7 @@ def disk_usage(paths: list[Path] | list[str]) -> int:
 
 
 def build_wheel(work: Path) -> Path:
-    """The wheel of what the Dockerfile's build stage copies (as tests/test_packaging.py builds it)."""
+    """The wheel of this checkout, built from a copy (setuptools' build/ never lands here)."""
     src = work / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE", "bot", "commands", "templates"):
@@ -117,7 +118,8 @@ def main() -> int:
         dists = measure(venv)
         own = sum(size for name, (_, size) in dists.items() if name.lower() in VENV_OWN)
         largest = sorted(dists.items(), key=lambda kv: -kv[1][1])
-        ok = total <= args.target_mb * MB
+        # The target is the plain install's; with extras the figures are printed for information.
+        ok = bool(args.extras) or total <= args.target_mb * MB
         if args.json:
             print(
                 json.dumps(
@@ -129,7 +131,7 @@ def main() -> int:
                         "empty_venv_bytes": empty,
                         "venv_own_pip_setuptools_bytes": own,
                         "target_bytes": int(args.target_mb * MB),
-                        "pass": ok,
+                        "pass": None if args.extras else ok,
                         "distributions": {
                             name: {"version": version, "bytes": size} for name, (version, size) in largest
                         },
@@ -141,7 +143,8 @@ def main() -> int:
             print(
                 f"{wheel.name}{f'[{args.extras}]' if args.extras else ''} in a fresh venv (Python {sys.version.split()[0]})"
             )
-            print(f"  virtualenv on disk:      {total / MB:7.1f} MB  (target ≤ {args.target_mb:.0f} MB)")
+            target = "no target with extras" if args.extras else f"target ≤ {args.target_mb:.0f} MB"
+            print(f"  virtualenv on disk:      {total / MB:7.1f} MB  ({target})")
             print(
                 f"  empty virtualenv:        {empty / MB:7.1f} MB  (its own pip and setuptools: {own / MB:.1f} MB)"
             )
@@ -150,7 +153,8 @@ def main() -> int:
             for name, (version, size) in largest:
                 mark = "  (the venv's own)" if name.lower() in VENV_OWN else ""
                 print(f"    {size / MB:7.1f} MB  {name} {version}{mark}")
-            print("PASS" if ok else "FAIL")
+            if not args.extras:
+                print("PASS" if ok else "FAIL")
         if args.keep:
             print(f"kept: {venv}", file=sys.stderr)
         return 0 if ok else 1
