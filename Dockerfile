@@ -56,9 +56,9 @@ RUN useradd --system --create-home --uid 10001 upgradebot \
 
 # The wheels are mounted for this one step rather than copied, so they never become a layer;
 # --no-index: only what the build stage made is installed, which is the lock and the bot (with
-# PostgreSQL, and boto3 for an EKS provider's checks).
+# PostgreSQL, boto3 for an EKS provider's checks and matplotlib for the run report's pictures).
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels "upgrade-bot[postgres,aws]==${VERSION}"
+    pip install --no-index --find-links /wheels "upgrade-bot[postgres,aws,charts]==${VERSION}"
 
 WORKDIR /app
 COPY upgrade-bot.example.yaml ./

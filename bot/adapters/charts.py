@@ -1,7 +1,10 @@
 """The run report's pictures (issue 31), drawn with matplotlib — this module is its one home.
 
 matplotlib is imported inside the functions (Agg backend, no display), so commands that draw
-nothing do not pay its import time. The report (`bot.core.runs.report.Report`) is read by attribute
+nothing do not pay its import time. It is the optional `charts` extra (`pip install
+'upgrade-bot[charts]'`; the image has it): numpy, matplotlib, fonttools and pillow are 170 MB of
+a 370 MB install, for pictures only. Without it `available()` is false and the report comes
+without pictures (`bot.core.runs.report`). The report (`bot.core.runs.report.Report`) is read by attribute
 only: this adapter does not import the core.
 
 - `timeline_png`: the picture posted in a run's thread — the step Gantt on top (waiting for people
@@ -17,6 +20,7 @@ only: this adapter does not import the core.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from collections.abc import Sequence
 from datetime import datetime
@@ -45,6 +49,15 @@ POD_CLASSES = {
     "Init stuck": "#16a085",
     "Terminating stuck": "#7f8c8d",
 }
+
+
+#: What to install for the pictures (the message of a report without them).
+INSTALL_HINT = "pip install 'upgrade-bot[charts]'"
+
+
+def available() -> bool:
+    """Whether matplotlib is installed (found, not imported: that takes a third of a second)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _pyplot() -> Any:

@@ -293,6 +293,13 @@ def rehearse(
         if report_dir is not None:
             for path in write_report(store, run.id, report_dir, now=clock()):
                 out.write(f"report: {path}\n")
+            from bot.adapters.charts import INSTALL_HINT
+            from bot.core.runs.report import pictures
+
+            if not pictures():
+                out.write(
+                    f"report: no timeline picture, the HTML has no charts (no matplotlib: {INSTALL_HINT})\n"
+                )
         return exit_status(run)
     finally:
         bot.duties.shutdown()
@@ -300,13 +307,14 @@ def rehearse(
 
 
 def write_report(store: Store, run_id: str, directory: Path, *, now: datetime) -> list[Path]:
-    """The run's report as `run-RUN.png`, `.html` and `.md` in `directory`; the paths, picture first."""
-    from bot.core.runs.report import build_report, render
+    """The run's report as `run-RUN.png`, `.html` and `.md` in `directory`; the paths, picture first
+    (no picture without matplotlib, the optional `charts` extra)."""
+    from bot.core.runs.report import build_report, pictures, render
 
     report = build_report(store, run_id, now=now)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    for fmt in ("png", "html", "md"):
+    for fmt in ("png", "html", "md") if pictures() else ("html", "md"):
         path = directory / f"run-{run_id}.{fmt}"
         path.write_bytes(render(report, fmt))
         paths.append(path)

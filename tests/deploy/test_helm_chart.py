@@ -418,6 +418,22 @@ def test_the_chart_runs_the_version_this_checkout_builds() -> None:
     assert chart["appVersion"] == project["version"]  # the image tag defaults to it
 
 
+def test_the_chart_icon_is_the_charts_own_svg_inline() -> None:
+    # No public host for an icon exists (nor a repository for `home`/`sources`, see Chart.yaml):
+    # the icon is a data URL of icon.svg, so chart UIs show it without fetching anything.
+    import base64
+    import xml.etree.ElementTree as ET
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
+    prefix = "data:image/svg+xml;base64,"
+    assert chart["icon"].startswith(prefix)
+    svg = (CHART / "icon.svg").read_bytes()
+    assert base64.b64decode(chart["icon"].removeprefix(prefix), validate=True) == svg
+    root = ET.fromstring(svg)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert root.get("viewBox") == "0 0 64 64"
+
+
 def test_the_prometheus_rule_alerts_on_the_series_the_bot_exports(helm: Path) -> None:
     assert "PrometheusRule" not in by_kind(render(helm, [SECRET])[1])  # opt-in
     _, objects = render(helm, VARIANTS["socket-postgres-monitored"] + ["prometheusRule.labels.release=kps"])

@@ -247,3 +247,63 @@ def test_the_terminal_and_the_slash_command_give_the_report(tmp_path: Path) -> N
     assert sorted(p.name for p in files.iterdir()) == [
         f"upgrade-bot-run-{run_id}.{ext}" for ext in ("html", "md", "png")
     ]
+
+
+#: The bot's CLI in an interpreter where matplotlib cannot be imported (`sys.modules[name] = None`
+#: is Python's documented way to make an import fail), as in an install without the `charts` extra.
+WITHOUT_MATPLOTLIB = (
+    "import sys; sys.modules['matplotlib'] = None; sys.argv[0] = 'upgrade-bot'; "
+    "from bot.frontdoor.cli import main; sys.exit(main())"
+)
+
+
+def test_without_matplotlib_the_report_comes_without_pictures_and_says_what_to_install(
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    config = _config(tmp_path)
+    store = Store.open(f"sqlite:///{tmp_path / 'data'}/upgrade-bot.db")
+    run_id = stored_run(store)
+    store.close()
+    bot = [sys.executable, "-c", WITHOUT_MATPLOTLIB]
+    png = subprocess.run(
+        [*bot, "report", run_id, "-o", "png", "--out", str(tmp_path / "p.png"), "--config", str(config)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert png.returncode == 1
+    assert png.stderr.strip() == (
+        "upgrade-bot: the timeline picture needs matplotlib, which is not installed:"
+        " pip install 'upgrade-bot[charts]'"
+    )
+    assert not (tmp_path / "p.png").exists()
+    html = subprocess.run(
+        [*bot, "report", run_id, "-o", "html", "--config", str(config)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert html.returncode == 0, html.stderr
+    assert 'id="no-charts"' in html.stdout
+    assert "<img" not in html.stdout
+    # The tables stay: every node, the peaks of the sampled series, the workloads that went unhealthy.
+    assert html.stdout.count("<td>ip-10-0-") == 10
+    assert 'id="unhealthy-peaks"' in html.stdout
+    assert 'id="unhealthy-episodes"' in html.stdout
+    files = tmp_path / "files"
+    slash = subprocess.run(
+        [*bot, "exec", f"report {run_id}", "--as", "U0PRIMARY", "--config", str(config), "--out", str(files)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert slash.returncode == 0, slash.stdout + slash.stderr
+    assert (
+        "no timeline picture: this install lacks matplotlib (`pip install 'upgrade-bot[charts]'`)"
+        in slash.stdout
+    )
+    assert sorted(p.name for p in files.iterdir()) == [
+        f"upgrade-bot-run-{run_id}.{ext}" for ext in ("html", "md")
+    ]
+
+
+def test_with_matplotlib_the_html_has_no_missing_charts_note(store: Store) -> None:
+    html = render(build_report(store, stored_run(store)), "html").decode()
+    assert 'id="no-charts"' not in html
+    assert 'id="unhealthy-episodes"' not in html  # the chart shows them

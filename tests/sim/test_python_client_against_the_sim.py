@@ -112,7 +112,8 @@ def test_a_watch_receives_bookmarks_that_carry_only_a_resource_version(
         "status": {},
     }
     assert int(bookmark["metadata"]["resourceVersion"]) > int(rv)
-    assert w.resource_version == bookmark["metadata"]["resourceVersion"]
+    # The client's Watch keeps a bookmark's version from 36 on; the bot pins 35 (pyproject.toml) and
+    # reads the version from the raw object, as above, so nothing here depends on which one runs.
 
 
 def test_a_watch_from_a_compacted_version_gets_410_and_recovers_by_relisting(
@@ -184,11 +185,12 @@ def test_an_update_with_a_stale_resource_version_is_a_409_conflict(
 def test_merge_patch_and_json_patch_change_only_what_they_name(sim_small: SimCluster, kube_api: Api) -> None:
     api = kube_api(sim_small)
     v1 = k8s_client.CoreV1Api(api)
-    v1.patch_namespaced_config_map(
-        "shop-config",
-        "shop",
-        {"data": {"featureFlags": None, "region": "eu"}},
-        _content_type="application/merge-patch+json",
+    # A merge patch through a client whose Content-Type says so (the client's default headers go
+    # last); a dict body otherwise goes as a strategic merge patch, a list as a JSON patch.
+    merging = kube_api(sim_small)
+    merging.set_default_header("Content-Type", "application/merge-patch+json")
+    k8s_client.CoreV1Api(merging).patch_namespaced_config_map(
+        "shop-config", "shop", {"data": {"featureFlags": None, "region": "eu"}}
     )
     assert v1.read_namespaced_config_map("shop-config", "shop").data == {"currency": "EUR", "region": "eu"}
     v1.patch_namespaced_config_map(

@@ -4,7 +4,9 @@
 jobs' stored progress (the drain jobs' per-node times) and its watches' thread posts, so a report
 can be rebuilt at any time. The picture is drawn by `bot.adapters.charts` (matplotlib, imported only
 when a picture is asked for); this module gives JSON, Markdown (with a Mermaid `gantt` of the
-steps) and one self-contained HTML file (the charts inline as base64 PNG).
+steps) and one self-contained HTML file (the charts inline as base64 PNG). matplotlib is the
+optional `charts` extra: without it the HTML has its tables and a line saying why there are no
+charts, the run's thread gets the HTML and the Markdown, and `-o png` says what to install.
 
 The unhealthy pods over time come from the run's watches' samples (`watch_samples`: each watch's
 unhealthy pods by class, written when they changed, at most every 30 s), summed over the run's
@@ -497,10 +499,15 @@ def _summary(report: Report) -> list[tuple[str, str]]:
     ]
 
 
-def to_html(report: Report, charts: Mapping[str, bytes]) -> str:
-    """One self-contained HTML file: the charts inline (base64 PNG), no network, prints well."""
+def to_html(report: Report, charts: Mapping[str, bytes] | None) -> str:
+    """One self-contained HTML file: the charts inline (base64 PNG), no network, prints well.
+    `charts` None: this install draws none (no matplotlib); the file says so, the tables stay."""
+    from bot.adapters.charts import INSTALL_HINT
+
     # The template names each chart (`src="chart:NAME"`); the base64 goes in after rendering, as
     # the renderer bounds what a template may print (a guard for team templates, not for pictures).
+    no_charts = charts is None
+    charts = charts or {}
     images = {name: Markup(f"chart:{name}") for name in charts}
     renderer = Renderer([BUILTIN_TEMPLATES])
     html = renderer.render_file(
@@ -509,6 +516,7 @@ def to_html(report: Report, charts: Mapping[str, bytes]) -> str:
             "r": report,
             "summary": _summary(report),
             "images": images,
+            "no_charts": INSTALL_HINT if no_charts else "",
             "steps": [
                 {"b": b, "waiting": _dur(b.waiting), "working": _dur(b.working), "dt": _dt}
                 for b in report.steps
@@ -525,7 +533,8 @@ def to_html(report: Report, charts: Mapping[str, bytes]) -> str:
 
 
 def render(report: Report, fmt: str) -> bytes:
-    """The report in one of `FORMATS` (the picture and the HTML draw with matplotlib)."""
+    """The report in one of `FORMATS` (the picture and the HTML's charts draw with matplotlib;
+    without it the picture is a `UserError` naming the extra, the HTML comes without charts)."""
     if fmt == "json":
         return to_json(report).encode()
     if fmt == "md":
@@ -533,17 +542,33 @@ def render(report: Report, fmt: str) -> bytes:
     from bot.adapters import charts
 
     if fmt == "png":
+        if not charts.available():
+            raise UserError(
+                f"the timeline picture needs matplotlib, which is not installed: {charts.INSTALL_HINT}"
+            )
         return charts.timeline_png(report)
     if fmt == "html":
-        return to_html(report, charts.html_charts(report)).encode()
+        return to_html(report, charts.html_charts(report) if charts.available() else None).encode()
     raise UserError(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
+def pictures() -> bool:
+    """Whether this install draws the report's pictures (matplotlib, the `charts` extra)."""
+    from bot.adapters import charts
+
+    return charts.available()
+
+
 def attachments(report: Report) -> list[tuple[str, bytes, str, str]]:
-    """(filename, content, title, filetype) of the picture, the HTML and the Markdown."""
+    """(filename, content, title, filetype) of the picture (when matplotlib is installed), the
+    HTML and the Markdown."""
     stem = f"upgrade-bot-run-{report.run_id}"
     return [
-        (f"{stem}.png", render(report, "png"), f"Run {report.run_id}: timeline", "png"),
+        *(
+            [(f"{stem}.png", render(report, "png"), f"Run {report.run_id}: timeline", "png")]
+            if pictures()
+            else []
+        ),
         (f"{stem}.html", render(report, "html"), f"Run {report.run_id}: report", "html"),
         (f"{stem}.md", render(report, "md"), f"Run {report.run_id}: report (Markdown)", "markdown"),
     ]
@@ -562,4 +587,5 @@ def reply_context(report: Report) -> dict[str, Any]:
         "waiting": _dur(sum(b.waiting for b in report.steps)),
         "working": _dur(sum(b.working for b in report.steps)),
         "slowest": [{"name": n.name, "group": n.group, "took": _dur(t)} for n, t in slowest],
+        "pictures": pictures(),
     }
