@@ -192,3 +192,57 @@ def test_a_pod_pinned_to_a_node_that_cannot_take_it_is_told_about_every_node(
     pod = store.get("pods", "default", "pinned")
     assert pod is not None
     assert pod["spec"]["nodeName"] == target
+
+
+def test_pods_selecting_nodes_by_label_follow_the_labels_as_they_change(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    """The scheduler keeps the nodes each nodeSelector matches; a node labelled, unlabelled or
+    relabelled changes where the next pods go (and a pending pod lands when a node gets the label)."""
+    sim = sim_factory("small", speed=0, seed=6)
+    store, api = sim.core.store, sim.core.api
+    names = sorted(e.name for e in store.entries("nodes"))
+    first, second = names[0], names[-1]
+
+    def pod(name: str) -> Obj:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "app:1"}], "nodeSelector": {"tier": "special"}},
+        }
+
+    def label(node_name: str, value: str | None) -> None:
+        node = store.get("nodes", "", node_name)
+        assert node is not None
+        labels = node["metadata"].setdefault("labels", {})
+        if value is None:
+            labels.pop("tier", None)
+        else:
+            labels["tier"] = value
+        api.write("nodes", node)
+
+    def node_of(name: str) -> str:
+        got = store.get("pods", "default", name)
+        assert got is not None
+        return str(got["spec"].get("nodeName") or "")
+
+    sim.control.apply(pod("a"))
+    sim.control.advance(1)
+    assert node_of("a") == ""  # no node has the label yet
+    label(first, "special")
+    sim.control.advance(1)
+    assert node_of("a") == first
+    sim.control.apply(pod("b"))
+    sim.control.advance(1)
+    assert node_of("b") == first
+    label(first, "ordinary")  # relabelled: the selector no longer matches it
+    label(second, "special")
+    sim.control.apply(pod("c"))
+    sim.control.advance(1)
+    assert node_of("c") == second
+    label(second, None)
+    sim.control.apply(pod("d"))
+    sim.control.advance(1)
+    assert node_of("d") == ""
+    _check(sim)
