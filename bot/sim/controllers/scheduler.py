@@ -170,7 +170,7 @@ class Scheduler:
         self._selected: dict[tuple[tuple[str, str], ...], set[str]] = {}
         #: Called for pods a Fargate profile should place (returns True if it took the pod).
         self.fargate_hook: Any = None
-        engine.add(self)
+        engine.add(self, coalesce=True)
 
     def on_change(self, record: Record) -> None:
         kind = record.entry.kind.key
