@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from bot.sim.apiserver.errors import ApiError
@@ -409,6 +410,24 @@ class Scheduler:
         if ctx.memory and used_mem + ctx.memory > info.memory:
             return "Insufficient memory"
         return None
+
+    def fit_check(self, pod: Obj) -> Callable[[str, list[int]], str | None]:
+        """The scheduler's filters for `pod` as a function of a node's name and the usage already
+        counted against it ([pods, CPU in nano-cores, memory in bytes]): None where the pod fits,
+        otherwise the reason (a scenario placing its pods itself, as if scheduled, asks this)."""
+        ctx = _Ask(pod, self._claim_zones(pod))
+
+        def reason(name: str, used: list[int]) -> str | None:
+            info = self._info(name)
+            return "node not found" if info is None else self._reason(info, ctx, used)
+
+        return reason
+
+    @staticmethod
+    def usage_of(pod: Obj) -> list[int]:
+        """What `pod` counts against its node: [1, CPU in nano-cores, memory in bytes]."""
+        cpu, mem = requests_of(pod)
+        return [1, _nano(cpu), round(mem)]
 
     def pick(self, pod: Obj) -> tuple[str | None, str]:
         pinned = _pinned_nodes((pod.get("spec") or {}).get("affinity") or {})
