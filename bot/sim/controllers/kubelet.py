@@ -229,6 +229,17 @@ class Kubelets:
             run.containers.append(running)
         return self._status(run, pod)
 
+    def running_status_like(self, status: Obj, pod: Obj, host_ip: str) -> Obj:
+        """`status` (what `running_status` gave a pod of the same template, at the same time) made
+        `pod`'s: its own IPs and container IDs. Much cheaper than composing it again per pod."""
+        uid = pod["metadata"]["uid"]
+        ip = host_ip if (pod.get("spec") or {}).get("hostNetwork") else self.engine.ids.pod_ip()
+        out = {**status, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}], "podIP": ip, "podIPs": [{"ip": ip}]}
+        for key in ("initContainerStatuses", "containerStatuses"):
+            if key in status:
+                out[key] = [{**c, "containerID": _container_id(uid, c["name"])} for c in status[key]]
+        return out
+
     def _start(self, pod: Obj) -> None:
         run = self._new_run(pod)
         run.ip = self._pod_ip(pod, run)

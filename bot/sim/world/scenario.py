@@ -45,6 +45,8 @@ Obj = dict[str, Any]
 FaultInjector = Callable[[Obj], str]
 
 BASE_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: libyaml's safe loader when PyYAML has it: a twin of a large cluster is megabytes of YAML.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TOP = {
     "name",
     "description",
@@ -545,9 +547,13 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         path = candidate
     text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: {exc}") from None
+        data = yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError:
+        try:  # the pure-Python parser words the error better and quotes the line
+            yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ScenarioError(f"{path}: {exc}") from None
+        raise
     try:
         return Scenario.from_dict(data, str(path))
     except ScenarioError as exc:

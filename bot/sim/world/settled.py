@@ -137,7 +137,7 @@ class SettledBuild:
                 self.settled += 1
             else:
                 self.played += 1
-        self.store.load(PODS, self._pods())
+        self.store.load(PODS, self._pods(), views=True)
 
     def _deployment(self, d: Obj) -> bool:
         spec = d["spec"]
@@ -304,6 +304,7 @@ class SettledBuild:
                 ),
                 None,
             )
+            status: Obj | None = None  # the first pod's, made each next pod's own
             for i, node in enumerate(plan.nodes):
                 meta = {**pm, "uid": ids.uid(), "creationTimestamp": stamp}
                 spec = {**ps, "nodeName": node}
@@ -325,8 +326,12 @@ class SettledBuild:
                 if token is not None:
                     _fresh_token(spec, token, f"{_TOKEN_PREFIX}{ids.suffix(5)}")
                 pod: Obj = {"metadata": meta, "spec": spec}
-                pod["status"] = {**plan.proto.get("status", {}), "conditions": [dict(scheduled)]}
-                pod["status"] = self.kubelets.running_status(pod, self.host_ip.get(node, ""))
+                host_ip = self.host_ip.get(node, "")
+                if status is None:
+                    pod["status"] = {**plan.proto.get("status", {}), "conditions": [dict(scheduled)]}
+                    status = pod["status"] = self.kubelets.running_status(pod, host_ip)
+                else:
+                    pod["status"] = self.kubelets.running_status_like(status, pod, host_ip)
                 self.scheduler.remember_requests(meta["uid"], plan.cpu, plan.memory)
                 yield pod
 
