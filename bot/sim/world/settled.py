@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,8 @@ from bot.sim.controllers.workloads import (
     revision_name,
     rolling_bounds,
 )
+
+log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
@@ -137,7 +140,13 @@ class SettledBuild:
                 self.settled += 1
             else:
                 self.played += 1
-        self.store.load(PODS, self._pods(), views=True)
+        pods = self.store.load(PODS, self._pods(), views=True)
+        log.info(
+            "settled build: %d workloads written settled (%d pods), %d left to their controllers",
+            self.settled,
+            pods,
+            self.played,
+        )
 
     def _deployment(self, d: Obj) -> bool:
         spec = d["spec"]
