@@ -141,6 +141,7 @@ class Sim:
                 engine=self.engine,
                 cloud=self.cloud,
                 scheduler=self.scheduler,
+                kubelets=self.kubelets,
                 injectors=self.injectors,
                 rules=self.rules,
                 inject=self.control.inject_fault,

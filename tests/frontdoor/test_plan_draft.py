@@ -69,6 +69,7 @@ def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
     twin_path = tmp_path / "twin.yaml"
     twin_path.write_text(twin.stdout, encoding="utf-8")
     scenario = load_scenario(twin_path)  # the sim's own loader accepts it
+    assert scenario.settled  # served as snapshotted: its workloads written Running, not started one by one
     assert [(g.name, g.count) for g in scenario.node_groups] == [
         ("control-plane", 2),
         ("istio", 2),
@@ -136,6 +137,11 @@ def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
     assert 'deployment/kube-system/coredns: deployment "coredns" successfully rolled out' in out
     assert 'deployment/kube-system/dns-autoscaler: deployment "dns-autoscaler" successfully rolled out' in out
     assert "`restart-coredns` succeeded: restart job" in out
+    assert "`restart-istio-data-plane` succeeded" in out
+    for namespace in ("checkout", "payments"):  # the namespaces whose sidecars lag
+        assert re.search(rf"deployment/{namespace}/\S+: deployment \"\S+\" successfully rolled out", out), (
+            namespace
+        )
 
 
 KARPENTER = """\

@@ -4,8 +4,12 @@ and a whole node-group replacement."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from bot.sim import SimCluster
 from bot.sim.apiserver.objects import PodView
@@ -192,3 +196,99 @@ def test_a_pod_pinned_to_a_node_that_cannot_take_it_is_told_about_every_node(
     pod = store.get("pods", "default", "pinned")
     assert pod is not None
     assert pod["spec"]["nodeName"] == target
+
+
+def test_pods_selecting_nodes_by_label_follow_the_labels_as_they_change(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    """The scheduler keeps the nodes each nodeSelector matches; a node labelled, unlabelled or
+    relabelled changes where the next pods go (and a pending pod lands when a node gets the label)."""
+    sim = sim_factory("small", speed=0, seed=6)
+    store, api = sim.core.store, sim.core.api
+    names = sorted(e.name for e in store.entries("nodes"))
+    first, second = names[0], names[-1]
+
+    def pod(name: str) -> Obj:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "app:1"}], "nodeSelector": {"tier": "special"}},
+        }
+
+    def label(node_name: str, value: str | None) -> None:
+        node = store.get("nodes", "", node_name)
+        assert node is not None
+        labels = node["metadata"].setdefault("labels", {})
+        if value is None:
+            labels.pop("tier", None)
+        else:
+            labels["tier"] = value
+        api.write("nodes", node)
+
+    def node_of(name: str) -> str:
+        got = store.get("pods", "default", name)
+        assert got is not None
+        return str(got["spec"].get("nodeName") or "")
+
+    sim.control.apply(pod("a"))
+    sim.control.advance(1)
+    assert node_of("a") == ""  # no node has the label yet
+    label(first, "special")
+    sim.control.advance(1)
+    assert node_of("a") == first
+    sim.control.apply(pod("b"))
+    sim.control.advance(1)
+    assert node_of("b") == first
+    label(first, "ordinary")  # relabelled: the selector no longer matches it
+    label(second, "special")
+    sim.control.apply(pod("c"))
+    sim.control.advance(1)
+    assert node_of("c") == second
+    label(second, None)
+    sim.control.apply(pod("d"))
+    sim.control.advance(1)
+    assert node_of("d") == ""
+    _check(sim)
+
+
+def test_pods_waiting_for_nodes_that_turn_ready_together_are_spread_over_all_of_them(
+    sim_factory: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    """A scenario's pods are created before its nodes are Ready; the nodes turn Ready at one
+    simulated instant. The scheduler places the waiting pods once, after the instant's last node
+    (not once per node, piling them onto the first one Ready, a retry of every pending pod per node
+    that costs nodes × pods decisions at 5,000 nodes), so they spread over the group."""
+    nodes = 12
+    scenario = tmp_path / "spread.yaml"
+    scenario.write_text(
+        yaml.safe_dump(
+            {
+                "name": "spread",
+                "cluster": {"version": "1.29.4", "warmup": "2m"},
+                "node_groups": [{"name": "workers", "count": nodes}],
+                "objects": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "metadata": {"name": "web", "namespace": "default"},
+                        "spec": {
+                            "replicas": nodes,
+                            "selector": {"matchLabels": {"app": "web"}},
+                            "template": {
+                                "metadata": {"labels": {"app": "web"}},
+                                "spec": {"containers": [{"name": "app", "image": "web:1"}]},
+                            },
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    sim = sim_factory(scenario, speed=0, seed=7)
+    pods = [e for e in sim.core.store.entries("pods", "default") if e.labels.get("app") == "web"]
+    assert len(pods) == nodes
+    placed = Counter(str(e.fields.get("spec.nodeName", "")) for e in pods)
+    assert "" not in placed
+    assert len(placed) == nodes, placed
+    _check(sim)

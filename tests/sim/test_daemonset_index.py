@@ -18,7 +18,7 @@ from bot.sim.apiserver.objects import (
     pod_terminating,
     template_hash,
 )
-from bot.sim.controllers.workloads import DaemonSets, _daemon_eligible
+from bot.sim.controllers.workloads import DaemonSets, daemon_eligible
 
 Obj = dict[str, Any]
 KEY = ("default", "agent")
@@ -40,7 +40,7 @@ def _recount(sim: SimCluster, key: tuple[str, str], now: float) -> dict[str, Any
     current = template_hash(template)
     min_ready = int(ds["spec"].get("minReadySeconds", 0))
     eligible = {
-        n.name for n in store.entries("nodes") if _daemon_eligible(template.get("spec") or {}, n.obj())
+        n.name for n in store.entries("nodes") if daemon_eligible(template.get("spec") or {}, n.obj())
     }
     by_node: dict[str, list[Obj]] = {}
     for e in sorted(store.entries("pods", key[0]), key=lambda e: e.key):

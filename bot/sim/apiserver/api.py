@@ -14,7 +14,6 @@ the node-group pipeline evicts through the same code as `kubectl drain`. What it
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Callable
@@ -26,7 +25,7 @@ import yaml
 from bot.sim.apiserver.clock import SimClock, rfc3339
 from bot.sim.apiserver.defaults import apply_defaults
 from bot.sim.apiserver.errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
-from bot.sim.apiserver.objects import Ids, meta
+from bot.sim.apiserver.objects import Ids, clone, meta
 from bot.sim.apiserver.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from bot.sim.apiserver.resources import KINDS_BY_KEY, Catalog, Kind
 from bot.sim.apiserver.selectors import SelectorError, selector_from_object
@@ -166,7 +165,7 @@ class Api:
     def create(self, kind: Kind, namespace: str, obj: Any, *, dry_run: bool = False) -> Entry:
         if not isinstance(obj, dict):
             raise bad_request("the body of the request was in an unknown format")
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         m = meta(obj)
         with self.store.lock:
             if kind.namespaced:
@@ -264,7 +263,7 @@ class Api:
         with self.store.lock:
             current = self.entry(kind, namespace, name)
             return self._apply(
-                kind, current, copy.deepcopy(obj), subresource=subresource, check_rv=True, dry_run=dry_run
+                kind, current, clone(obj), subresource=subresource, check_rv=True, dry_run=dry_run
             )
 
     def patch(
@@ -336,7 +335,7 @@ class Api:
             raise conflict(kind.resource, current.name, kind.group)
         om = old["metadata"]
         if subresource == "status":
-            merged = copy.deepcopy(old)
+            merged = clone(old)
             merged["status"] = new.get("status", {})
             new = merged
         elif subresource in ("", "finalize"):
@@ -348,7 +347,7 @@ class Api:
             if kind.kind == "Namespace" and subresource == "":
                 new["status"] = old.get("status", {})
             if kind.kind == "Namespace" and subresource == "finalize":
-                merged = copy.deepcopy(old)
+                merged = clone(old)
                 merged.setdefault("spec", {})["finalizers"] = (new.get("spec") or {}).get("finalizers") or []
                 new = merged
         nm = new.setdefault("metadata", {})
@@ -370,7 +369,7 @@ class Api:
         if not _managed_fields(nm):
             nm.pop("managedFields", None)
             if _managed_fields(om):
-                nm["managedFields"] = copy.deepcopy(om["managedFields"])
+                nm["managedFields"] = clone(om["managedFields"])
         apply_defaults(kind.kind, new, self.ids, creating=False)
         self._validate(kind, new, old)
         if kind.generation and new.get("spec") != old.get("spec"):
@@ -411,9 +410,7 @@ class Api:
         with self.store.lock:
             current = self.entry(kind, m.get("namespace", ""), m["name"])
             status = obj.get("status")
-            entry = self._apply(
-                kind, current, copy.deepcopy(obj), subresource="", check_rv=False, dry_run=False
-            )
+            entry = self._apply(kind, current, clone(obj), subresource="", check_rv=False, dry_run=False)
             if kind.has_status and status is not None and self.store.entry(kind.key, *entry.key) is not None:
                 fresh = entry.obj()
                 fresh["status"] = status
@@ -585,7 +582,7 @@ def _pod_update_causes(old: Obj, new: Obj) -> list[tuple[str, str, str]]:
     """Pod specs are immutable apart from images, activeDeadlineSeconds and added tolerations."""
 
     def masked(spec: Obj) -> Obj:
-        s = copy.deepcopy(spec)
+        s: Obj = clone(spec)
         for group in ("containers", "initContainers"):
             for c in s.get(group) or []:
                 c.pop("image", None)
@@ -595,6 +592,8 @@ def _pod_update_causes(old: Obj, new: Obj) -> list[tuple[str, str, str]]:
         return s
 
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    if old_spec == new_spec:  # a status write, mostly: nothing to mask
+        return []
     if masked(old_spec) == masked(new_spec):
         old_tol = old_spec.get("tolerations") or []
         if all(t in (new_spec.get("tolerations") or []) for t in old_tol):

@@ -493,14 +493,18 @@ class Store:
             self._commit(bucket, DELETED, entry, prev)
             return entry
 
-    def load(self, kind: Kind, objs: Iterable[Obj]) -> int:
-        """Bulk-insert initial objects: no history, no watchers, no listeners (scenario start-up)."""
+    def load(self, kind: Kind, objs: Iterable[Obj], *, views: bool = False) -> int:
+        """Bulk-insert initial objects: no history, no watchers, no listeners (scenario start-up).
+        With `views`, each pod's `PodView` is built from the dict at hand (its controllers are
+        about to read them all) instead of decoding the pod again on first use."""
         with self.lock:
             bucket = self.buckets[kind.key]
             n = 0
             for obj in objs:
                 self.rv += 1
                 entry = make_entry(kind, obj, self.rv)
+                if views and kind.key == "pods":
+                    entry._pod = PodView(obj)
                 if entry.key in bucket.entries:
                     raise ValueError(f"duplicate {kind.key} {entry.key}")
                 bucket.entries[entry.key] = entry

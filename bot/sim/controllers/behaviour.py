@@ -212,3 +212,18 @@ class RuleBook:
 
     def stuck_terminating(self, pod: Mapping[str, Any], node: NodeFacts = NO_NODE) -> bool:
         return any(r.stuck_terminating and r.match.pod_matches(pod, node) for r in self.rules)
+
+
+#: Fault types that are container behaviours (rules), with the behaviour fields each sets.
+RULE_FAULTS: dict[str, dict[str, Any]] = {
+    "image_pull_error": {"pull_error": "not found"},
+    "crash_loop": {"crash_after": 5.0, "exit_code": 1},
+    "not_ready": {"never_ready": "HTTP probe failed with statuscode: 503"},
+    "logs": {},
+    "stuck_terminating": {},
+    "slow_start": {"ready_after": 120.0},
+    # The VPC CNI has no address for the pod (ipamd's warm pool empty, the subnet full).
+    "no_ip": {
+        "sandbox_error": "add cmd: failed to assign an IP address to container",
+    },
+}

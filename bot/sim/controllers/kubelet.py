@@ -135,6 +135,12 @@ class Kubelets:
         entry = self.api.store.entry("pods", *key)
         if entry is None:
             return
+        if entry.uid not in self.runs and entry.fields.get("status.phase") == "Running":
+            view = entry.pod()
+            if not view.deleting and view.node_name:
+                # Written Running by the scenario (settled, generated): taken over when there is
+                # something to do for it (deletion, a fault, its logs), not on every node change.
+                return
         pod = entry.obj()
         node = (pod.get("spec") or {}).get("nodeName", "")
         if not node or not self.node_alive(node):
@@ -149,9 +155,6 @@ class Kubelets:
         if phase in ("Succeeded", "Failed"):
             return
         if run is None:
-            if (pod.get("status") or {}).get("containerStatuses") and phase == "Running":
-                self._adopt(pod)
-                return
             self._start(pod)
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -203,6 +206,39 @@ class Kubelets:
         for i in run.inits:
             i.state, i.reason, i.pulled = "terminated", "Completed", True
         return run
+
+    def running_status(self, pod: Obj, host_ip: str) -> Obj:
+        """The status this kubelet would have written for `pod` (bound, admitted) once every
+        container started and turned Ready: what a scenario built settled stores for its pods.
+        The kubelet takes such a pod over (`_adopt`) the first time it has to act on it."""
+        spec = pod.get("spec") or {}
+        m = pod["metadata"]
+        now = self.engine.clock.now()
+        run = PodRun((m.get("namespace", ""), m["name"]), m["uid"], spec.get("nodeName", ""), started_at=now)
+        run.host_ip = host_ip
+        run.ip = host_ip if spec.get("hostNetwork") else self.engine.ids.pod_ip()
+        for c in spec.get("initContainers") or []:
+            done = ContainerRun(c["name"], c.get("image", ""), Behaviour(), init=True, pulled=True)
+            done.state, done.reason, done.started_at, done.finished_at = "terminated", "Completed", now, now
+            done.container_id = _container_id(run.uid, c["name"])
+            run.inits.append(done)
+        for c in spec.get("containers") or []:
+            running = ContainerRun(c["name"], c.get("image", ""), Behaviour(), pulled=True)
+            running.state, running.reason, running.ready, running.started_at = "running", "", True, now
+            running.container_id = _container_id(run.uid, c["name"])
+            run.containers.append(running)
+        return self._status(run, pod)
+
+    def running_status_like(self, status: Obj, pod: Obj, host_ip: str) -> Obj:
+        """`status` (what `running_status` gave a pod of the same template, at the same time) made
+        `pod`'s: its own IPs and container IDs. Much cheaper than composing it again per pod."""
+        uid = pod["metadata"]["uid"]
+        ip = host_ip if (pod.get("spec") or {}).get("hostNetwork") else self.engine.ids.pod_ip()
+        out = {**status, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}], "podIP": ip, "podIPs": [{"ip": ip}]}
+        for key in ("initContainerStatuses", "containerStatuses"):
+            if key in status:
+                out[key] = [{**c, "containerID": _container_id(uid, c["name"])} for c in status[key]]
+        return out
 
     def _start(self, pod: Obj) -> None:
         run = self._new_run(pod)
@@ -547,7 +583,18 @@ class Kubelets:
         self._after(run, c.backoff, f"start/{c.name}", lambda: self._started(uid, name))
 
     def refresh(self, pod_match: Callable[[Obj], bool]) -> None:
-        """Re-read behaviours for running containers of matching pods (a fault was injected)."""
+        """Re-read behaviours for running containers of matching pods (a fault was injected).
+        Running pods this kubelet has not acted on yet (written settled by the scenario) are taken
+        over first, so that the fault reaches them too."""
+        for entry in self.api.store.entries("pods"):
+            if entry.uid in self.runs or entry.fields.get("status.phase") != "Running":
+                continue
+            node = entry.fields.get("spec.nodeName", "")
+            if not node or not self.node_alive(node):
+                continue
+            found = entry.obj()
+            if not found["metadata"].get("deletionTimestamp") and pod_match(found):
+                self._adopt(found)
         for uid, run in list(self.runs.items()):
             pod = self.api.store.get("pods", *run.key)
             if pod is None or pod["metadata"].get("uid") != uid or not pod_match(pod) or run.stopping:
@@ -824,6 +871,12 @@ class Kubelets:
         if tail_lines is not None:
             lines = lines[-tail_lines:] if tail_lines > 0 else []
         return [f"{rfc3339_nano(t)} {text}" if timestamps else text for t, text in lines[-MAX_LOG_LINES:]]
+
+
+def _container_id(pod_uid: str, name: str) -> str:
+    """A container ID derived from its pod's UID (drawing 64 random hex digits per container costs
+    more than the rest of a settled pod)."""
+    return f"containerd://{hashlib.sha256(f'{pod_uid}/{name}'.encode()).hexdigest()}"
 
 
 def _fill(line: str, values: dict[str, str], when: float) -> str:

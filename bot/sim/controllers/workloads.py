@@ -108,6 +108,80 @@ def _st(obj: Obj, field: str) -> int:
     return int((obj.get("status") or {}).get(field, 0))
 
 
+def pod_from_template(
+    owner: Obj,
+    api_version: str,
+    kind: str,
+    template: Obj,
+    *,
+    name: str = "",
+    generate: str = "",
+    extra_labels: dict[str, str] | None = None,
+) -> Obj:
+    """The pod a workload controller asks the API server for (before defaulting and admission):
+    the template's labels (plus `extra_labels`) and annotations, a controller reference to `owner`."""
+    tm = template.get("metadata") or {}
+    meta: Obj = {}
+    if name:
+        meta["name"] = name
+    else:
+        meta["generateName"] = generate
+    meta["namespace"] = owner["metadata"].get("namespace", "")
+    meta["labels"] = {**(tm.get("labels") or {}), **(extra_labels or {})}
+    if tm.get("annotations"):
+        meta["annotations"] = dict(tm["annotations"])
+    meta["ownerReferences"] = [owner_ref(owner, api_version, kind)]
+    return {"metadata": meta, "spec": copy.deepcopy(template.get("spec") or {})}
+
+
+def rolling_bounds(spec: Obj, replicas: int) -> tuple[bool, int, int]:
+    """(rolling, surge, unavailable) of a Deployment spec: maxSurge rounded up, maxUnavailable
+    down, never both zero."""
+    strategy = spec.get("strategy") or {}
+    rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+    ru = strategy.get("rollingUpdate") or {}
+    surge = int_or_percent(ru.get("maxSurge", "25%"), replicas, round_up=True) if rolling else 0
+    unavailable = int_or_percent(ru.get("maxUnavailable", "25%"), replicas, round_up=False) if rolling else 0
+    if rolling and surge == 0 and unavailable == 0:
+        unavailable = 1
+    return rolling, surge, unavailable
+
+
+def new_replica_set(d: Obj, pod_hash: str, revision: int, replicas: int, surge: int) -> Obj:
+    """The ReplicaSet the Deployment controller creates for `d`'s current template (`replicas` to
+    start with): named and labelled by the template's hash, owned by the Deployment."""
+    spec = d["spec"]
+    template = spec.get("template") or {}
+    d_replicas = int(spec.get("replicas", 1))
+    labels = {**(template.get("metadata") or {}).get("labels", {}), "pod-template-hash": pod_hash}
+    rs_template = copy.deepcopy(template)
+    rs_template.setdefault("metadata", {})["labels"] = labels
+    selector = copy.deepcopy(spec.get("selector") or {})
+    selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
+    rs: Obj = {
+        "metadata": {
+            "name": f"{d['metadata']['name']}-{pod_hash}",
+            "namespace": d["metadata"]["namespace"],
+            "labels": labels,
+            "annotations": {
+                "deployment.kubernetes.io/desired-replicas": str(d_replicas),
+                "deployment.kubernetes.io/max-replicas": str(d_replicas + surge),
+                REVISION: str(revision),
+            },
+            "ownerReferences": [owner_ref(d, "apps/v1", "Deployment")],
+        },
+        "spec": {
+            "replicas": replicas,
+            "minReadySeconds": int(spec.get("minReadySeconds", 0)),
+            "selector": selector,
+            "template": rs_template,
+        },
+    }
+    if not rs["spec"]["minReadySeconds"]:
+        del rs["spec"]["minReadySeconds"]
+    return rs
+
+
 class _Base(abc.ABC):
     """A controller: reacts to changes of the objects it watches and syncs one object at a time."""
 
@@ -143,21 +217,12 @@ class _Base(abc.ABC):
         extra_labels: dict[str, str] | None = None,
         mutate: Callable[[Obj], None] | None = None,
     ) -> None:
-        tm = template.get("metadata") or {}
-        meta: Obj = {}
-        if name:
-            meta["name"] = name
-        else:
-            meta["generateName"] = generate
-        meta["namespace"] = owner["metadata"].get("namespace", "")
-        meta["labels"] = {**(tm.get("labels") or {}), **(extra_labels or {})}
-        if tm.get("annotations"):
-            meta["annotations"] = dict(tm["annotations"])
-        meta["ownerReferences"] = [owner_ref(owner, api_version, kind)]
-        pod: Obj = {"metadata": meta, "spec": copy.deepcopy(template.get("spec") or {})}
+        pod = pod_from_template(
+            owner, api_version, kind, template, name=name, generate=generate, extra_labels=extra_labels
+        )
         if mutate is not None:
             mutate(pod)
-        created = self.api.create(PODS, meta["namespace"], pod)
+        created = self.api.create(PODS, pod["metadata"]["namespace"], pod)
         self.events.emit(
             owner,
             kind,
@@ -297,51 +362,18 @@ class Deployments(_Base):
             None,
         )
         olds = [r for r in rses if r is not new_rs]
-        strategy = spec.get("strategy") or {}
-        rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
-        ru = strategy.get("rollingUpdate") or {}
-        surge = int_or_percent(ru.get("maxSurge", "25%"), replicas, round_up=True) if rolling else 0
-        unavailable = (
-            int_or_percent(ru.get("maxUnavailable", "25%"), replicas, round_up=False) if rolling else 0
-        )
-        if rolling and surge == 0 and unavailable == 0:
-            unavailable = 1
+        rolling, surge, unavailable = rolling_bounds(spec, replicas)
         created_now = False
         paused = bool(spec.get("paused"))
         if new_rs is None and not paused:
             revision = 1 + max(
                 [int((r["metadata"].get("annotations") or {}).get(REVISION, "0")) for r in rses] or [0]
             )
-            labels = {**(template.get("metadata") or {}).get("labels", {}), "pod-template-hash": pod_hash}
-            rs_template = copy.deepcopy(template)
-            rs_template.setdefault("metadata", {})["labels"] = labels
-            selector = copy.deepcopy(spec.get("selector") or {})
-            selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
             start = 0 if (olds or not rolling) else replicas
             if rolling and olds:
                 total = sum(int(r["spec"].get("replicas", 0)) for r in olds)
                 start = max(0, min(replicas + surge - total, replicas))
-            new_obj: Obj = {
-                "metadata": {
-                    "name": f"{key[1]}-{pod_hash}",
-                    "namespace": key[0],
-                    "labels": labels,
-                    "annotations": {
-                        "deployment.kubernetes.io/desired-replicas": str(replicas),
-                        "deployment.kubernetes.io/max-replicas": str(replicas + surge),
-                        REVISION: str(revision),
-                    },
-                    "ownerReferences": [owner_ref(d, "apps/v1", "Deployment")],
-                },
-                "spec": {
-                    "replicas": start,
-                    "minReadySeconds": int(spec.get("minReadySeconds", 0)),
-                    "selector": selector,
-                    "template": rs_template,
-                },
-            }
-            if not new_obj["spec"]["minReadySeconds"]:
-                del new_obj["spec"]["minReadySeconds"]
+            new_obj = new_replica_set(d, pod_hash, revision, start, surge)
             created = self.api.create(RS, key[0], new_obj)
             new_rs = created.obj()
             created_now = True
@@ -616,7 +648,7 @@ class _DaemonSetIndex:
         else:
             known = self.judged.get(name)
             if known is None or known[0] != node.rv:
-                known = (node.rv, _daemon_eligible(self.tspec, decode(node)))
+                known = (node.rv, daemon_eligible(self.tspec, decode(node)))
                 self.judged[name] = known
             if known[1]:
                 self.eligible.add(name)
@@ -683,7 +715,7 @@ class _DaemonSetIndex:
             self.classify(node, now)
 
 
-def _daemon_eligible(spec: Obj, node: Obj) -> bool:
+def daemon_eligible(spec: Obj, node: Obj) -> bool:
     """Whether a DaemonSet with pod template spec `spec` runs a pod on `node`."""
     labels = node["metadata"].get("labels") or {}
     if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
@@ -833,7 +865,7 @@ class DaemonSets(_Base):
                     "controller-revision-hash": current_hash,
                     "pod-template-generation": str(generation),
                 },
-                mutate=functools.partial(_pin_to_node, node=name, template_spec=tspec),
+                mutate=functools.partial(pin_to_node, node=name, template_spec=tspec),
             )
         for active in misscheduled:
             for p in active:
@@ -868,11 +900,16 @@ class DaemonSets(_Base):
             self.api.write(DS.key, obj, status=True)
 
 
-def _pin_to_node(pod: Obj, node: str, template_spec: Obj) -> None:
+def pin_to_node(pod: Obj, node: str, template_spec: Obj) -> None:
+    """A DaemonSet pod's own tolerations and its node affinity to the one node it is for."""
     spec = pod["spec"]
     spec["tolerations"] = daemon_tolerations(template_spec)
-    affinity = spec.setdefault("affinity", {})
-    affinity["nodeAffinity"] = {
+    spec.setdefault("affinity", {})["nodeAffinity"] = node_affinity(node)
+
+
+def node_affinity(node: str) -> Obj:
+    """The required node affinity that pins a pod to `node` by name (a DaemonSet pod's)."""
+    return {
         "requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
@@ -882,6 +919,11 @@ def _pin_to_node(pod: Obj, node: str, template_spec: Obj) -> None:
 
 
 # ---- StatefulSets ------------------------------------------------------------------------------
+
+
+def revision_name(sts: Obj, template: Obj) -> str:
+    """The ControllerRevision (and pods' controller-revision-hash) of a StatefulSet's template."""
+    return f"{sts['metadata']['name']}-{template_hash(template)}"
 
 
 class StatefulSets(_Base):
@@ -896,7 +938,7 @@ class StatefulSets(_Base):
                 self.engine.enqueue(self.name, key)
 
     def _revision(self, sts: Obj, template: Obj) -> str:
-        name = f"{sts['metadata']['name']}-{template_hash(template)}"
+        name = revision_name(sts, template)
         ns = sts["metadata"]["namespace"]
         if self.api.store.entry(REVISIONS.key, ns, name) is None:
             existing = [e.obj() for e in _owned(self.engine, sts["metadata"]["uid"], REVISIONS.key)]
@@ -1029,7 +1071,7 @@ class StatefulSets(_Base):
     def _create_ordinal(self, sts: Obj, template: Obj, i: int, revision: str) -> None:
         ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
         pod_name = f"{name}-{i}"
-        claims = []
+        claims: list[tuple[str, str]] = []
         for tmpl in sts["spec"].get("volumeClaimTemplates") or []:
             claim = f"{tmpl['metadata']['name']}-{pod_name}"
             claims.append((tmpl["metadata"]["name"], claim))
@@ -1057,28 +1099,35 @@ class StatefulSets(_Base):
                 }
                 self.api.write(PVC.key, bound, status=True)
 
-        def mutate(pod: Obj) -> None:
-            spec = pod["spec"]
-            spec["hostname"] = pod_name
-            if sts["spec"].get("serviceName"):
-                spec["subdomain"] = sts["spec"]["serviceName"]
-            volumes = list(spec.get("volumes") or [])
-            for vol_name, claim in claims:
-                volumes = [v for v in volumes if v.get("name") != vol_name]
-                volumes.append({"name": vol_name, "persistentVolumeClaim": {"claimName": claim}})
-            if volumes:
-                spec["volumes"] = volumes
-
         self._create_pod(
             sts,
             "apps/v1",
             "StatefulSet",
             template,
             name=pod_name,
-            extra_labels={
-                "controller-revision-hash": revision,
-                "statefulset.kubernetes.io/pod-name": pod_name,
-                "apps.kubernetes.io/pod-index": str(i),
-            },
-            mutate=mutate,
+            extra_labels=ordinal_labels(revision, pod_name, i),
+            mutate=functools.partial(ordinal_spec, sts=sts, pod_name=pod_name, claims=claims),
         )
+
+
+def ordinal_labels(revision: str, pod_name: str, i: int) -> dict[str, str]:
+    """The labels a StatefulSet's ordinal pod carries besides its template's."""
+    return {
+        "controller-revision-hash": revision,
+        "statefulset.kubernetes.io/pod-name": pod_name,
+        "apps.kubernetes.io/pod-index": str(i),
+    }
+
+
+def ordinal_spec(pod: Obj, *, sts: Obj, pod_name: str, claims: list[tuple[str, str]]) -> None:
+    """An ordinal pod's stable hostname (and subdomain) and its claims in place of the template's volumes."""
+    spec = pod["spec"]
+    spec["hostname"] = pod_name
+    if sts["spec"].get("serviceName"):
+        spec["subdomain"] = sts["spec"]["serviceName"]
+    volumes = list(spec.get("volumes") or [])
+    for vol_name, claim in claims:
+        volumes = [v for v in volumes if v.get("name") != vol_name]
+        volumes.append({"name": vol_name, "persistentVolumeClaim": {"claimName": claim}})
+    if volumes:
+        spec["volumes"] = volumes

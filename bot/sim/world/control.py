@@ -22,7 +22,7 @@ from bot.sim.apiserver.clock import parse_duration, rfc3339
 from bot.sim.apiserver.errors import ApiError
 from bot.sim.apiserver.metrics import Metrics
 from bot.sim.apiserver.transport import TransportFaults
-from bot.sim.controllers.behaviour import Rule, RuleBook
+from bot.sim.controllers.behaviour import RULE_FAULTS, Rule, RuleBook
 from bot.sim.controllers.engine import Engine
 from bot.sim.controllers.events import Recorder
 from bot.sim.controllers.kubelet import Kubelets
@@ -31,20 +31,6 @@ from bot.sim.world.cloud import FINISHED, PHASES, Cloud, NodeGroupSpec
 from bot.sim.world.scenario import Scenario
 
 Obj = dict[str, Any]
-
-#: Fault types that are container behaviours (rules), with the behaviour fields each sets.
-RULE_FAULTS: dict[str, dict[str, Any]] = {
-    "image_pull_error": {"pull_error": "not found"},
-    "crash_loop": {"crash_after": 5.0, "exit_code": 1},
-    "not_ready": {"never_ready": "HTTP probe failed with statuscode: 503"},
-    "logs": {},
-    "stuck_terminating": {},
-    "slow_start": {"ready_after": 120.0},
-    # The VPC CNI has no address for the pod (ipamd's warm pool empty, the subnet full).
-    "no_ip": {
-        "sandbox_error": "add cmd: failed to assign an IP address to container",
-    },
-}
 
 
 class Control:

@@ -13,6 +13,7 @@ behaviours and faults, in-cluster clients that call deprecated APIs, and a scrip
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import functools
 import gzip
@@ -29,12 +30,14 @@ import yaml
 from bot.sim.apiserver.api import Api
 from bot.sim.apiserver.clock import parse_duration, rfc3339
 from bot.sim.apiserver.resources import minor_of
-from bot.sim.controllers.behaviour import Rule, RuleBook
+from bot.sim.controllers.behaviour import RULE_FAULTS, Match, Rule, RuleBook
 from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.kubelet import Kubelets
 from bot.sim.controllers.scheduler import Scheduler
 from bot.sim.world.certs import certificate_pem
 from bot.sim.world.cloud import Cloud, DeprecatedCaller, FargateProfile, NodeGroupSpec, Operation
 from bot.sim.world.injection import Injector, Injectors
+from bot.sim.world.settled import SettledBuild, is_workload
 
 Obj = dict[str, Any]
 #: Injects a fault now and returns its id: the control API's `inject_fault`, handed in so that a
@@ -42,6 +45,8 @@ Obj = dict[str, Any]
 FaultInjector = Callable[[Obj], str]
 
 BASE_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: libyaml's safe loader when PyYAML has it: a twin of a large cluster is megabytes of YAML.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TOP = {
     "name",
     "description",
@@ -58,6 +63,7 @@ _TOP = {
     "generate",
     "injectors",
     "aws",
+    "settled",
 }
 _CLUSTER = {
     "version",
@@ -122,6 +128,9 @@ class Scenario:
     generate: Obj | None = None
     #: The AWS side of an EKS scenario (`bot/sim/world/aws.py`), served under /aws when present.
     aws: Obj | None = None
+    #: Build the workloads in their settled state instead of playing them through the controllers
+    #: during the warm-up (`bot/sim/world/settled.py`); twins are written with it.
+    settled: bool = False
 
     # ---- loading --------------------------------------------------------------------------------
 
@@ -159,6 +168,9 @@ class Scenario:
                 raise _error(source, exc.detail, "node_groups", i, *exc.path) from None
             except (KeyError, TypeError, ValueError) as exc:
                 raise _error(source, f"node_groups[{i}]: {exc}", "node_groups", i) from None
+        settled = data.get("settled", False)
+        if not isinstance(settled, bool):
+            raise _error(source, f"settled: expected true or false, not {settled!r}", "settled")
         try:
             version = str(cluster.get("version", "1.29.4")).lstrip("v")
             minor_of(version)
@@ -194,6 +206,7 @@ class Scenario:
                 upgrade=data.get("upgrade"),
                 generate=data.get("generate"),
                 aws=data.get("aws"),
+                settled=settled,
             )
             for rule in sc.containers:
                 Rule.parse(rule)
@@ -212,6 +225,7 @@ class Scenario:
         engine: Engine,
         cloud: Cloud,
         scheduler: Scheduler,
+        kubelets: Kubelets,
         injectors: Injectors,
         rules: RuleBook,
         inject: FaultInjector,
@@ -241,7 +255,14 @@ class Scenario:
             rules.add(Rule.parse(spec))
         if self.generate:
             generate_large(api, cloud, scheduler, seed, self.generate)
-        api.apply_manifests(_prepare(self.objects, api.clock.now()))
+        prepared = _prepare(self.objects, api.clock.now())
+        if self.settled:
+            api.apply_manifests([o for o in prepared if not is_workload(o)])
+            SettledBuild(api, scheduler, kubelets, self._rule_matches(rules)).run(
+                [o for o in prepared if is_workload(o)]
+            )
+        else:
+            api.apply_manifests(prepared)
         for caller in self.callers:
             cloud.add_caller(caller)
         for spec in self.faults:
@@ -252,6 +273,17 @@ class Scenario:
             else:
                 delay = self.warmup + parse_duration(at)
                 engine.after(delay, functools.partial(_inject, inject, spec))
+
+    def _rule_matches(self, rules: RuleBook) -> list[Match]:
+        """What the container behaviours, and the behaviour faults injected at once, match: pods
+        they change do not start as usual, so a settled build leaves their workloads to play."""
+        out = [r.match for r in rules.rules if r.overrides or r.stuck_terminating]
+        for spec in self.faults:
+            kind = str(spec.get("type", ""))
+            if kind in RULE_FAULTS and kind != "logs" and spec.get("at") is None:
+                with contextlib.suppress(ValueError):  # injecting it reports the error
+                    out.append(Match.parse(spec.get("match")))
+        return out
 
     # ---- the scripted upgrade -------------------------------------------------------------------
 
@@ -515,9 +547,13 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         path = candidate
     text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: {exc}") from None
+        data = yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError:
+        try:  # the pure-Python parser words the error better and quotes the line
+            yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ScenarioError(f"{path}: {exc}") from None
+        raise
     try:
         return Scenario.from_dict(data, str(path))
     except ScenarioError as exc:

@@ -193,6 +193,8 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             f"{len([o for o in objects if o['kind'] != 'PodDisruptionBudget'])} workloads."
         ),
         "cluster": {"version": version, "platform": "eks" if eks else "generic", "warmup": "2m"},
+        # Served as it was snapshotted: its workloads written Running, not started one by one.
+        "settled": True,
         "node_groups": node_groups,
     }
     if fargate_profiles:
@@ -208,8 +210,9 @@ HEADER = """\
 # Deployments/StatefulSets/DaemonSets (replicas, images, the sidecars seen in their pods), disruption
 # budgets (their healthy minimum) and what ran on Fargate. Made up, as a snapshot does not record
 # them: pod labels (`app: NAME`), placement (a nodeSelector on the group most of the pods ran on),
-# resource requests (none), Services, ConfigMaps, webhooks and faults (none). Edit freely; the
-# format is in bot/sim/README.md ("Scenario files").
+# resource requests (none), Services, ConfigMaps, webhooks and faults (none). `settled: true`: the
+# sim writes the workloads Running on their groups' nodes (spread evenly) instead of starting them
+# one by one. Edit freely; the format is in bot/sim/README.md ("Scenario files").
 """
 
 
