@@ -50,15 +50,29 @@ BUDGETS = 5
 REFUSED = 5
 WORKLOADS = 10
 #: The kinds of job that change the cluster, and so have a dry run on their gate.
-CHANGING = ("cordon", "uncordon", "drain", "restart")
+CHANGING = (
+    "cordon",
+    "uncordon",
+    "drain",
+    "restart",
+    "eks-update-cluster",
+    "eks-update-nodegroup",
+    "eks-update-addon",
+)
+#: Kinds that change nothing but whose gate still shows what they will wait for, read now.
+WAITING = ("wait-controlplane",)
+#: Lines a kind's own `dry_run` gives the gate (the kinds without a shape of their own here).
+LINES = 6
 
 
 def changes_cluster(calls: Sequence[ActionCall]) -> list[ActionCall]:
-    """The calls of a step that change the cluster (a call with `dry_run: true` changes nothing)."""
+    """The calls of a step that have a dry run on its gate: those that change the cluster (a call
+    with `dry_run: true` changes nothing) and `WAITING`'s."""
     return [
         c
         for c in calls
-        if c.name in CHANGING and str(c.args.get("dry_run", "")).strip().lower() not in ("true", "yes", "1")
+        if c.name in CHANGING + WAITING
+        and str(c.args.get("dry_run", "")).strip().lower() not in ("true", "yes", "1")
     ]
 
 
@@ -93,6 +107,15 @@ def read(
             entry.update({"workloads": names[:WORKLOADS], "workload_count": len(names)})
             if progress.get("resolved"):
                 entry["resolved"] = dict(progress["resolved"])
+        else:
+            # The EKS actions and wait-controlplane: what would be called, with which arguments,
+            # and what EKS (DescribeX) and the API server say now — the job's own dry run.
+            try:
+                lines = job.dry_run(cluster, progress)
+            except UserError as exc:
+                actions.append({**entry, "error": exc.user_message})
+                continue
+            entry.update({"lines": lines[:LINES], "line_count": len(lines)})
         actions.append(entry)
     return {"at": iso(now), "error": "", "actions": actions}
 
