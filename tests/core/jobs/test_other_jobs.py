@@ -26,7 +26,17 @@ LABELS = ("eks.amazonaws.com/nodegroup",)
 
 def test_the_registry_maps_every_kind_plans_use() -> None:
     registry = default_jobs(LABELS)
-    assert sorted(registry.jobs) == ["cordon", "drain", "restart", "uncordon", "wait-nodegroup"]
+    assert sorted(registry.jobs) == [
+        "cordon",
+        "drain",
+        "eks-update-addon",
+        "eks-update-cluster",
+        "eks-update-nodegroup",
+        "restart",
+        "uncordon",
+        "wait-controlplane",
+        "wait-nodegroup",
+    ]
     assert all(registry.get(kind).kind == kind for kind in registry.jobs)  # type: ignore[union-attr]
     assert registry.get("reboot") is None
 
