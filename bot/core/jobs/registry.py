@@ -126,9 +126,14 @@ def _check_restart(args: Mapping[str, str]) -> None:
 
 
 def _check_wait(args: Mapping[str, str]) -> None:
-    label_value("nodegroup", str(args.get("nodegroup", "")).strip())
+    group = label_value("nodegroup", str(args.get("nodegroup", "")).strip())
     version_arg(args, required=True)
     duration_arg(args, "timeout", timedelta(hours=1))
+    old = str(args.get("replaces", "")).strip()
+    if old:
+        label_value("replaces", old)
+        if old == group:
+            raise UserError("replaces: the old group, not the one waited for (nodegroup)")
 
 
 def _check_wait_controlplane(args: Mapping[str, str]) -> None:
@@ -215,7 +220,7 @@ KINDS: tuple[JobKind, ...] = (
         name="wait-nodegroup",
         summary="wait until a node group is entirely on a kubelet version and Ready",
         required=frozenset({"nodegroup", "version"}),
-        optional=frozenset({"timeout"}),
+        optional=frozenset({"timeout", "replaces"}),
         mutating=False,
         command=False,
         check=_check_wait,
