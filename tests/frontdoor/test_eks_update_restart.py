@@ -108,6 +108,20 @@ def test_kill9_during_the_control_plane_update_then_resume_follows_the_same_upda
     time.sleep(1.0)
     assert aws_calls(sim)["UpdateClusterVersion"] == 1  # nothing called while it waits for people
     assert "active" in bot.command("resume")
+
+    def resumed_gate() -> str | None:
+        texts = [str(c.params.get("text", "")) for c in slack_stub.calls_to("chat.postMessage")]
+        return next((t for t in texts if "resumes following EKS update" in t), None)
+
+    # The re-opened gate says what approving it does now: follow the update started before the
+    # crash, not call for a new one.
+    gate = wait_until(resumed_gate, timeout=30, what="the resumed gate's dry run")
+    assert (
+        f"• resumes following EKS update {update}, which this job started before it was interrupted: "
+        "no new update is called"
+    ) in gate
+    assert "• DescribeUpdate now: InProgress" in gate
+    assert "would call eks:UpdateClusterVersion" not in gate
     _approve(bot, "control-plane")
 
     def done() -> bool:

@@ -213,6 +213,17 @@ class _EksJob:
     def client(self, cluster: Any) -> EksActs:
         return self.eks(str(getattr(cluster, "name", "")))
 
+    def _following(self, eks: EksActs, progress: Progress, **which: str) -> list[str]:
+        """The dry run of a resumed job that already started its update: it calls no Update
+        again, it follows the one it started (what DescribeUpdate says of it now)."""
+        update = aws_call("DescribeUpdate", eks.describe_update, update_id=progress["update"], **which)
+        return [
+            f"resumes following EKS update {progress['update']}, which this job started before it was "
+            "interrupted: no new update is called",
+            f"DescribeUpdate now: {update.get('status', '?')}"
+            + (f" — {update_errors(update)}" if update.get("errors") else ""),
+        ]
+
     def _timed_out(self, progress: Progress, now: datetime) -> bool:
         started = timer_start(progress, progress.get("started"), now)
         return now - started >= timedelta(seconds=float(progress["timeout"]))
@@ -272,6 +283,11 @@ class EksUpdateClusterJob(_EksJob):
 
     def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
         eks = self.client(cluster)
+        if progress.get("update"):
+            return [
+                *self._following(eks, progress),
+                f"API server /version now: {api_version(cluster) or '?'}",
+            ]
         now = aws_call("DescribeCluster", eks.cluster)
         lines = [
             f"would call eks:UpdateClusterVersion name={progress['eks']} version={progress['version']} "
@@ -380,6 +396,12 @@ class EksUpdateNodegroupJob(_EksJob):
     def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
         eks = self.client(cluster)
         group = progress["nodegroup"]
+        if progress.get("update"):
+            counts = group_counts(self._nodes(cluster, group), progress["target"])
+            return [
+                *self._following(eks, progress, nodegroup=group),
+                f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
+            ]
         now = aws_call("DescribeNodegroup", eks.nodegroup, name=group)
         nodes = self._nodes(cluster, group)
         counts = group_counts(nodes, progress["target"])
@@ -604,6 +626,8 @@ class EksUpdateAddonJob(_EksJob):
 
     def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
         eks = self.client(cluster)
+        if progress.get("update"):
+            return self._following(eks, progress, addon=progress["addon"])
         now = aws_call("DescribeAddon", eks.addon, name=progress["addon"])
         policy = progress["resolve_conflicts"]
         lines = [

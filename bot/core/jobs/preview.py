@@ -49,16 +49,10 @@ PODS = 3
 BUDGETS = 5
 REFUSED = 5
 WORKLOADS = 10
+#: The kinds whose gate shows a dry run of a shape of its own (nodes, pods, budgets, workloads).
+SHAPED = ("cordon", "uncordon", "drain", "restart")
 #: The kinds of job that change the cluster, and so have a dry run on their gate.
-CHANGING = (
-    "cordon",
-    "uncordon",
-    "drain",
-    "restart",
-    "eks-update-cluster",
-    "eks-update-nodegroup",
-    "eks-update-addon",
-)
+CHANGING = (*SHAPED, "eks-update-cluster", "eks-update-nodegroup", "eks-update-addon")
 #: Kinds that change nothing but whose gate still shows what they will wait for, read now.
 WAITING = ("wait-controlplane",)
 #: Lines a kind's own `dry_run` gives the gate (the kinds without a shape of their own here).
@@ -81,10 +75,17 @@ def describe_args(args: Mapping[str, str]) -> str:
 
 
 def read(
-    cluster: JobCluster, calls: Sequence[ActionCall], jobs: JobRegistry, *, now: datetime
+    cluster: JobCluster,
+    calls: Sequence[ActionCall],
+    jobs: JobRegistry,
+    *,
+    now: datetime,
+    resumed: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The dry run of `calls` (see the module docstring). Cluster errors propagate: the caller
-    turns them into the one line the gate shows."""
+    turns them into the one line the gate shows. `resumed`: kind → the stored progress of the
+    step's interrupted job, which the approval continues (an EKS job then says it follows the
+    update it started, instead of what a new job would call)."""
     actions: list[dict[str, Any]] = []
     for call in calls:
         job = jobs.get(call.name)
@@ -92,8 +93,12 @@ def read(
         entry: dict[str, Any] = {"kind": call.name, "args": describe_args(args)}
         if job is None:
             continue
+        earlier = (resumed or {}).get(call.name)
         try:
-            progress = job.plan(cluster, args, now=now)
+            if earlier is not None and call.name not in SHAPED:
+                progress = dict(earlier)
+            else:
+                progress = job.plan(cluster, args, now=now)
         except UserError as exc:
             # What the job itself would say at its first tick ("already on 1.25: nothing to do").
             actions.append({**entry, "error": exc.user_message})

@@ -345,3 +345,25 @@ def test_the_gate_dry_runs_say_what_would_be_called_and_what_eks_says_now(
     bare = preview.read(kube, calls[:1], default_jobs(LABELS), now=sim_now(sim)())
     assert bare["actions"][0]["error"] == "cluster prod has no EKS provider: the EKS actions need one"
     assert not {"UpdateClusterVersion", "UpdateAddon"} & set(aws_calls(sim))
+
+
+def test_the_gate_of_a_resumed_step_says_the_job_follows_the_update_it_started(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    d = driver(
+        EksUpdateAddonJob(access(sim), LABELS),
+        kube,
+        sim,
+        {"addon": "vpc-cni", "version": "v1.15.1-eksbuild.1"},
+    )
+    d.tick()
+    update = d.progress["update"]
+    call = ActionCall(name="eks-update-addon", args={"addon": "vpc-cni", "version": "v1.15.1-eksbuild.1"})
+    jobs = default_jobs(LABELS, eks=access(sim))
+    read = preview.read(kube, [call], jobs, now=sim_now(sim)(), resumed={"eks-update-addon": d.progress})
+    assert read["actions"][0]["lines"] == [
+        f"resumes following EKS update {update}, which this job started before it was interrupted: "
+        "no new update is called",
+        "DescribeUpdate now: InProgress",
+    ]
+    assert aws_calls(sim)["UpdateAddon"] == 1
