@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from bot.adapters import aws
 from bot.core.durations import format_duration
@@ -61,6 +61,7 @@ from bot.errors import ClusterError, TemporaryError, UserError, clip
 from bot.records import EksProvider
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 
 #: How long a job follows its update before it gives up (the update goes on at AWS).
 CLUSTER_TIMEOUT = timedelta(hours=1)
@@ -83,6 +84,7 @@ class EksActs(Protocol):
     name: str
 
     def cluster(self) -> Obj: ...
+    def nodegroups(self) -> list[Obj]: ...
     def nodegroup(self, name: str) -> Obj: ...
     def addon(self, name: str) -> Obj: ...
     def update_cluster_version(self, version: str, *, token: str) -> Obj: ...
@@ -130,7 +132,7 @@ def no_eks(cluster: str) -> EksActs:
     raise UserError(f"cluster {clip(cluster)} has no EKS provider: the EKS actions need one")
 
 
-def aws_call(what: str, fn: Callable[..., Obj], **kwargs: Any) -> Obj:
+def aws_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
     """An AWS call whose refusal ends the job with AWS's reason (a 4xx that is not throttling);
     anything else (a connection error, a 5xx, throttling) is tried again later."""
     try:
@@ -301,6 +303,18 @@ class EksUpdateClusterJob(_EksJob):
         if str(now.get("version", "")) == progress["version"]:
             lines.insert(
                 1, f"the control plane is already on {progress['version']}: EKS would refuse the update"
+            )
+        current = parse_version(str(now.get("version", "")))
+        behind = [
+            f"{g.get('nodegroupName', '?')} ({g.get('version', '?')})"
+            for g in aws_call("ListNodegroups", eks.nodegroups)
+            if current is not None and (parse_version(str(g.get("version", ""))) or (0,)) < current[:2]
+        ]
+        if behind:
+            lines.insert(
+                2,
+                f"node groups behind the control plane, which EKS requires on {now.get('version', '?')} "
+                f"before it updates it: {few(behind, 5)}",
             )
         return lines
 

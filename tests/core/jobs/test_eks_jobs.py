@@ -131,7 +131,12 @@ def test_eks_refusing_the_update_ends_the_job_with_its_reason(
     # The scenario as planted: node group `others` is still on 1.22.
     sim = sim_factory("eks-nodegroups", speed=0.0, seed=1)
     for kube in _cluster(sim, sim_kubeconfig):
-        d = driver(EksUpdateClusterJob(access(sim), LABELS), kube, sim, {"version": "1.25"})
+        job = EksUpdateClusterJob(access(sim), LABELS)
+        d = driver(job, kube, sim, {"version": "1.25"})
+        # The gate said so before anyone approved.
+        assert job.dry_run(kube, d.progress)[2] == (
+            "node groups behind the control plane, which EKS requires on 1.24 before it updates it: others (1.22)"
+        )
         with pytest.raises(UserError) as refused:
             d.tick()
         assert refused.value.user_message == (
