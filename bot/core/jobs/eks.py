@@ -206,7 +206,6 @@ class _EksJob:
     """What the three EKS jobs share: the client, the deadline and the update's end."""
 
     kind = ""
-    noun = ""
 
     def __init__(self, eks: Callable[[str], EksActs], node_group_labels: Sequence[str] = ()) -> None:
         self.eks = eks
@@ -235,7 +234,8 @@ class _EksJob:
         text = f"{what}: EKS update {progress['update']} {update.get('status', 'Failed')} — {why}"
         return Tick(
             progress=progress,
-            posts=(Post(key=f"update-failed:{progress['update']}", text=text, broadcast=True),),
+            # Not broadcast: the step's failure, which follows at once, is (with this reason).
+            posts=(Post(key=f"update-failed:{progress['update']}", text=text),),
             audit=((f"{self.kind} failed", text),),
             card=(text,),
             done=True,
@@ -599,10 +599,8 @@ class EksUpdateNodegroupJob(_EksJob):
                 text = f"{what}: EKS update {progress['update']} Failed — {why}"
                 return Tick(
                     progress=new,
-                    posts=(
-                        *posts,
-                        Post(key=f"update-failed:{progress['update']}", text=text, broadcast=True),
-                    ),
+                    # Not broadcast: the question that follows at once is.
+                    posts=(*posts, Post(key=f"update-failed:{progress['update']}", text=text)),
                     card=(text, "waiting for people: force or stop (see the thread)"),
                     choice=choice,
                     wait=POLL_SECONDS,

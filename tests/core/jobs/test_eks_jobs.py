@@ -122,7 +122,7 @@ def test_a_failed_control_plane_update_fails_the_step_with_the_aws_reason(
         assert d.last is not None
         assert not d.last.ok
         assert "Failed — Unknown: the control plane update failed (planted by the scenario)" in d.last.detail
-        assert d.last.posts[0].broadcast
+        assert d.last.posts[0].text == d.last.detail  # in the thread; the step's failure is broadcast
 
 
 def test_eks_refusing_the_update_ends_the_job_with_its_reason(
