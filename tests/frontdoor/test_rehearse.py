@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import subprocess
@@ -11,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kubernetes import client, config, watch
+from urllib3.exceptions import ProtocolError
 
 from bot.adapters.kube import Cluster as KubeCluster
 from bot.core.jobs.trail import CORDONED_BY
@@ -310,18 +312,22 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
     said: dict[str, str] = {}
     nodes, events = watch.Watch(), watch.Watch()
 
+    # A stream still open when the sim stops at the test's end is cut there (`Watch.stop` is only
+    # seen at the next event): that end is not what the test looks at.
     def follow_nodes() -> None:
-        for event in nodes.stream(core.list_node, _request_timeout=(5, 60)):
-            meta = event["object"].metadata
-            if CORDONED_BY in (meta.annotations or {}):
-                trails.setdefault(meta.name, meta.annotations[CORDONED_BY])
+        with contextlib.suppress(ProtocolError):
+            for event in nodes.stream(core.list_node, _request_timeout=(5, 60)):
+                meta = event["object"].metadata
+                if CORDONED_BY in (meta.annotations or {}):
+                    trails.setdefault(meta.name, meta.annotations[CORDONED_BY])
 
     def follow_events() -> None:
         # Watched, not listed at the end: at 600x the Events' one-hour TTL passes in six seconds.
-        for event in events.stream(core.list_namespaced_event, "default", _request_timeout=(5, 60)):
-            ev = event["object"]
-            if ev.reason == "UpgradeBotDrain":
-                said.setdefault(ev.involved_object.name, ev.message)
+        with contextlib.suppress(ProtocolError):
+            for event in events.stream(core.list_namespaced_event, "default", _request_timeout=(5, 60)):
+                ev = event["object"]
+                if ev.reason == "UpgradeBotDrain":
+                    said.setdefault(ev.involved_object.name, ev.message)
 
     for follow in (follow_nodes, follow_events):
         threading.Thread(target=follow, daemon=True).start()
