@@ -28,7 +28,16 @@ class AwsUnavailable(Exception):
 
 
 class AwsError(Exception):
-    """An AWS call failed (refused, unreachable, no credentials); the message is botocore's."""
+    """An AWS call failed (refused, unreachable, no credentials); the message is botocore's.
+
+    `code` is AWS's error code (`InvalidParameterException`, `ResourceInUseException` …) and
+    `status` its HTTP status when AWS answered; both empty/0 when it did not (a connection error,
+    no credentials), which is worth trying again."""
+
+    def __init__(self, message: str, *, code: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
 
 
 class Eks:
@@ -46,14 +55,14 @@ class Eks:
         try:
             return dict(fn(**kwargs))
         except self._errors as exc:
-            raise AwsError(str(exc)) from exc
+            raise _error(exc) from exc
 
     def _pages(self, client: Any, operation: str, key: str, **kwargs: Any) -> Iterator[Obj]:
         try:
             for page in client.get_paginator(operation).paginate(**kwargs):
                 yield from page.get(key) or []
         except self._errors as exc:
-            raise AwsError(str(exc)) from exc
+            raise _error(exc) from exc
 
     # ---- EKS --------------------------------------------------------------------------------------
 
@@ -108,6 +117,49 @@ class Eks:
             for s in summaries
         ]
 
+    def nodegroup(self, name: str) -> Obj:
+        found = self._call(self._eks.describe_nodegroup, clusterName=self.name, nodegroupName=name)
+        return dict(found["nodegroup"])
+
+    def addon(self, name: str) -> Obj:
+        return dict(self._call(self._eks.describe_addon, clusterName=self.name, addonName=name)["addon"])
+
+    # ---- EKS updates (the gated EKS actions: `bot.core.jobs.eks`) ---------------------------------
+    # Each takes the job's `clientRequestToken`: EKS answers the same update for the same token, so
+    # a job that crashed between the call and storing its answer never starts a second update.
+
+    def update_cluster_version(self, version: str, *, token: str) -> Obj:
+        found = self._call(
+            self._eks.update_cluster_version, name=self.name, version=version, clientRequestToken=token
+        )
+        return dict(found["update"])
+
+    def update_nodegroup_version(self, nodegroup: str, *, version: str, force: bool, token: str) -> Obj:
+        args: Obj = {"clusterName": self.name, "nodegroupName": nodegroup, "force": force}
+        if version:
+            args["version"] = version
+        found = self._call(self._eks.update_nodegroup_version, clientRequestToken=token, **args)
+        return dict(found["update"])
+
+    def update_addon(self, addon: str, *, version: str, resolve_conflicts: str, token: str) -> Obj:
+        found = self._call(
+            self._eks.update_addon,
+            clusterName=self.name,
+            addonName=addon,
+            addonVersion=version,
+            resolveConflicts=resolve_conflicts,
+            clientRequestToken=token,
+        )
+        return dict(found["update"])
+
+    def describe_update(self, update_id: str, *, nodegroup: str = "", addon: str = "") -> Obj:
+        args: Obj = {"name": self.name, "updateId": update_id}
+        if nodegroup:
+            args["nodegroupName"] = nodegroup
+        if addon:
+            args["addonName"] = addon
+        return dict(self._call(self._eks.describe_update, **args)["update"])
+
     # ---- EC2 and Auto Scaling ---------------------------------------------------------------------
 
     def subnets(self, ids: list[str]) -> list[Obj]:
@@ -137,6 +189,16 @@ class Eks:
                 Filters=[{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{self.name}"]}],
             )
         ]
+
+
+def _error(exc: Exception) -> AwsError:
+    """botocore's exception as `AwsError`, with AWS's code and status when AWS answered."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = str((response.get("Error") or {}).get("Code") or "")
+        status = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
+        return AwsError(str(exc), code=code, status=status)
+    return AwsError(str(exc))
 
 
 def connect(provider: EksProvider) -> Eks:

@@ -28,6 +28,7 @@ from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.duties import Duties
+from bot.core.jobs.eks import EksAccess
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
 from bot.core.people import Directory, StaticDirectory
@@ -144,7 +145,9 @@ def assemble(
 
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     rules = load_rules(settings.rules_paths())
-    job_registry = default_jobs(labels, rules)
+    # The EKS actions' AWS side: each cluster's `provider: {eks: …}` (boto3 only when one is used).
+    eks = EksAccess({c.name: c.eks for c in settings.clusters.values()})
+    job_registry = default_jobs(labels, rules, eks=eks)
     deliveries = None
     if poster is not None:
         deliveries = Deliveries(

@@ -437,6 +437,7 @@ def _rehearse(args: argparse.Namespace) -> int:
     from bot.adapters.kube import Cluster
     from bot.errors import PlanInvalid
     from bot.frontdoor.rehearse import rehearse
+    from bot.records import EksProvider
     from bot.sim.cluster import SimCluster
     from bot.sim.world.scenario import ScenarioError
 
@@ -459,11 +460,30 @@ def _rehearse(args: argparse.Namespace) -> int:
         try:
             kubeconfig = sim.write_kubeconfig(workdir / "kubeconfig", context="sim")
             print(f"sim {args.scenario} at {sim.url} (speed {args.speed:g}x)", flush=True)
+            eks = None
+            if sim.aws_url is not None and sim.core.aws is not None:
+                # The scenario has a cloud: the plan's cluster is an EKS cluster whose AWS APIs are
+                # the sim's. It takes any credentials; the rehearsal's own keep the team's real
+                # ones (environment, files, instance metadata) from being used, or needed.
+                eks = EksProvider(
+                    name=sim.core.aws.name, region=sim.core.aws.region, endpoint_url=sim.aws_url
+                )
+                os.environ.update(
+                    AWS_ACCESS_KEY_ID="rehearsal",
+                    AWS_SECRET_ACCESS_KEY="rehearsal",
+                    AWS_CONFIG_FILE=str(workdir / "no-aws-config"),
+                    AWS_SHARED_CREDENTIALS_FILE=str(workdir / "no-aws-credentials"),
+                    AWS_EC2_METADATA_DISABLED="true",
+                )
+                os.environ.pop("AWS_SESSION_TOKEN", None)
+                os.environ.pop("AWS_PROFILE", None)
+                print(f"aws: {sim.aws_url} (EKS cluster {eks.name})", flush=True)
             return rehearse(
                 args.plan,
                 sim_url=sim.url,
                 kubeconfig=kubeconfig,
                 workdir=workdir,
+                eks=eks,
                 auto_approve=args.auto_approve,
                 interactive=args.interactive or (not args.auto_approve and sys.stdin.isatty()),
                 out=sys.stdout,

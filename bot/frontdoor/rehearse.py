@@ -46,7 +46,7 @@ from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
 from bot.frontdoor.assemble import assemble
-from bot.records import ClusterConfig
+from bot.records import ClusterConfig, EksProvider
 from bot.resources import BUILTIN_PLANS
 from bot.settings import parse_settings
 
@@ -208,6 +208,7 @@ def rehearse(
     workdir: Path,
     auto_approve: bool,
     out: TextIO,
+    eks: EksProvider | None = None,
     ask: Callable[[str], str],
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -218,12 +219,18 @@ def rehearse(
     """Run the plan to its end; the exit status is `exit_status`'s. `ignores` is the team's
     `checks.ignore` (from `--config`): the plan's check steps accept what it accepts, as they
     would on the day. With `report_dir`, the run's report (bot.core.runs.report: PNG, HTML,
-    Markdown) is written there and its path printed."""
+    Markdown) is written there and its path printed. `eks` is the sim's EKS cluster when its
+    scenario has a cloud: the plan's cluster gets it as its provider (the EKS checks and actions
+    then call the sim's AWS APIs)."""
     if interactive and auto_approve:
         raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
     plan, text = load_plan_file(plan_name)
+    provider = ""
+    if eks is not None:
+        endpoint = f", endpoint_url: {json.dumps(eks.endpoint_url)}" if eks.endpoint_url else ""
+        provider = f", provider: {{eks: {{name: {json.dumps(eks.name)}, region: {json.dumps(eks.region)}{endpoint}}}}}"
     settings = parse_settings(
-        f"data_dir: {workdir}\nclusters:\n  {plan.cluster}: {{kubeconfig: {kubeconfig}, context: sim}}\n",
+        f"data_dir: {workdir}\nclusters:\n  {plan.cluster}: {{kubeconfig: {kubeconfig}, context: sim{provider}}}\n",
         source=workdir / "rehearsal.yaml",
         env={},
     )
@@ -381,7 +388,8 @@ def _answer(
     if auto_approve:
         # As the EKS pipeline forces a drain after its timeout, the coordinator deletes what the
         # budget holds, with the reason on record; any other question gets its first answer.
-        option = next((o for o in choice.options if o.id == "delete"), choice.options[0])
+        # (An EKS node group whose update failed on a budget is updated again with force, likewise.)
+        option = next((o for o in choice.options if o.id in ("delete", "force")), choice.options[0])
         reason = (
             f"rehearsal: {holder(option)} deletes the pods a disruption budget holds, as the pipeline would"
             if option.needs_reason

@@ -49,16 +49,24 @@ PODS = 3
 BUDGETS = 5
 REFUSED = 5
 WORKLOADS = 10
+#: The kinds whose gate shows a dry run of a shape of its own (nodes, pods, budgets, workloads).
+SHAPED = ("cordon", "uncordon", "drain", "restart")
 #: The kinds of job that change the cluster, and so have a dry run on their gate.
-CHANGING = ("cordon", "uncordon", "drain", "restart")
+CHANGING = (*SHAPED, "eks-update-cluster", "eks-update-nodegroup", "eks-update-addon")
+#: Kinds that change nothing but whose gate still shows what they will wait for, read now.
+WAITING = ("wait-controlplane",)
+#: Lines a kind's own `dry_run` gives the gate (the kinds without a shape of their own here).
+LINES = 6
 
 
 def changes_cluster(calls: Sequence[ActionCall]) -> list[ActionCall]:
-    """The calls of a step that change the cluster (a call with `dry_run: true` changes nothing)."""
+    """The calls of a step that have a dry run on its gate: those that change the cluster (a call
+    with `dry_run: true` changes nothing) and `WAITING`'s."""
     return [
         c
         for c in calls
-        if c.name in CHANGING and str(c.args.get("dry_run", "")).strip().lower() not in ("true", "yes", "1")
+        if c.name in CHANGING + WAITING
+        and str(c.args.get("dry_run", "")).strip().lower() not in ("true", "yes", "1")
     ]
 
 
@@ -67,10 +75,17 @@ def describe_args(args: Mapping[str, str]) -> str:
 
 
 def read(
-    cluster: JobCluster, calls: Sequence[ActionCall], jobs: JobRegistry, *, now: datetime
+    cluster: JobCluster,
+    calls: Sequence[ActionCall],
+    jobs: JobRegistry,
+    *,
+    now: datetime,
+    resumed: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The dry run of `calls` (see the module docstring). Cluster errors propagate: the caller
-    turns them into the one line the gate shows."""
+    turns them into the one line the gate shows. `resumed`: kind → the stored progress of the
+    step's interrupted job, which the approval continues (an EKS job then says it follows the
+    update it started, instead of what a new job would call)."""
     actions: list[dict[str, Any]] = []
     for call in calls:
         job = jobs.get(call.name)
@@ -78,8 +93,12 @@ def read(
         entry: dict[str, Any] = {"kind": call.name, "args": describe_args(args)}
         if job is None:
             continue
+        earlier = (resumed or {}).get(call.name)
         try:
-            progress = job.plan(cluster, args, now=now)
+            if earlier is not None and call.name not in SHAPED:
+                progress = dict(earlier)
+            else:
+                progress = job.plan(cluster, args, now=now)
         except UserError as exc:
             # What the job itself would say at its first tick ("already on 1.25: nothing to do").
             actions.append({**entry, "error": exc.user_message})
@@ -93,6 +112,15 @@ def read(
             entry.update({"workloads": names[:WORKLOADS], "workload_count": len(names)})
             if progress.get("resolved"):
                 entry["resolved"] = dict(progress["resolved"])
+        else:
+            # The EKS actions and wait-controlplane: what would be called, with which arguments,
+            # and what EKS (DescribeX) and the API server say now — the job's own dry run.
+            try:
+                lines = job.dry_run(cluster, progress)
+            except UserError as exc:
+                actions.append({**entry, "error": exc.user_message})
+                continue
+            entry.update({"lines": lines[:LINES], "line_count": len(lines)})
         actions.append(entry)
     return {"at": iso(now), "error": "", "actions": actions}
 

@@ -1,8 +1,9 @@
-"""The one registry of cluster job kinds: cordon, uncordon, drain, restart, wait-nodegroup.
+"""The one registry of cluster job kinds: cordon, uncordon, drain, restart, wait-nodegroup,
+wait-controlplane, and the EKS actions (eks-update-cluster, eks-update-nodegroup, eks-update-addon).
 
 A kind is declared once, here (`KINDS`): its name as plans write it, its one-line summary, its
 arguments and their check, whether it changes the cluster, whether `/upgrade action` offers it
-outside a plan, and how its job is built. The plan actions (`bot.core.actions.jobs`), the plan
+outside a plan, and how its job is built from the bot's `JobDeps`. The plan actions (`bot.core.actions.jobs`), the plan
 validator's argument checks, the drivers' `JobRegistry` (`default_jobs`) and the command's list of
 kinds and its help all derive from it. Adding a kind is one `JobKind` here and its job module.
 """
@@ -25,7 +26,20 @@ from bot.core.jobs.common import (
     object_name,
     version_arg,
 )
+from bot.core.jobs.controlplane import WaitControlPlaneJob, version_target
 from bot.core.jobs.drain import DrainJob, depool_arg
+from bot.core.jobs.eks import (
+    EksAccess,
+    EksActs,
+    EksUpdateAddonJob,
+    EksUpdateClusterJob,
+    EksUpdateNodegroupJob,
+    addon_arg,
+    addon_version_arg,
+    conflicts_arg,
+    minor_arg,
+    no_eks,
+)
 from bot.core.jobs.nodes import CordonJob, UncordonJob
 from bot.core.jobs.restart import FROM_CHECK, RestartJob, check_scope
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
@@ -33,6 +47,16 @@ from bot.errors import UserError, clip
 
 #: Every job takes `dry_run: true`: it lists exactly what would happen and changes nothing.
 DRY_RUN = "dry_run"
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobDeps:
+    """What the jobs are built from: the settings' node-group label keys (in priority order), the
+    known-issue rules, and the EKS access (cluster name → its EKS client, or a short refusal)."""
+
+    labels: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    eks: Callable[[str], EksActs] = no_eks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,8 +74,8 @@ class JobKind:
     command: bool
     #: Checks the arguments' values without a cluster; raises UserError.
     check: Callable[[Mapping[str, str]], object]
-    #: Builds the job from the settings' node-group label keys and the known-issue rules.
-    make: Callable[[tuple[str, ...], tuple[Rule, ...]], Job]
+    #: Builds the job from what the bot gives the jobs.
+    make: Callable[[JobDeps], Job]
 
     @property
     def arguments(self) -> frozenset[str]:
@@ -102,9 +126,41 @@ def _check_restart(args: Mapping[str, str]) -> None:
 
 
 def _check_wait(args: Mapping[str, str]) -> None:
-    label_value("nodegroup", str(args.get("nodegroup", "")).strip())
+    group = label_value("nodegroup", str(args.get("nodegroup", "")).strip())
     version_arg(args, required=True)
     duration_arg(args, "timeout", timedelta(hours=1))
+    old = str(args.get("replaces", "")).strip()
+    if old:
+        label_value("replaces", old)
+        if old == group:
+            raise UserError("replaces: the old group, not the one waited for (nodegroup)")
+
+
+def _check_wait_controlplane(args: Mapping[str, str]) -> None:
+    version_target(args)
+    int_arg(args, "answers", 3, low=1, high=20)
+    duration_arg(args, "timeout", timedelta(minutes=30))
+
+
+def _check_eks_cluster(args: Mapping[str, str]) -> None:
+    minor_arg(args, required=True)
+    duration_arg(args, "timeout", timedelta(hours=1))
+
+
+def _check_eks_nodegroup(args: Mapping[str, str]) -> None:
+    label_value("nodegroup", str(args.get("nodegroup", "")).strip())
+    minor_arg(args, required=False)
+    force = str(args.get("force", "")).strip().lower()
+    if force not in ("", "true", "false", "yes", "no", "1", "0", "on", "off"):
+        raise UserError(f"force: {clip(force, 20)!r} is not true or false")
+    duration_arg(args, "timeout", timedelta(hours=2))
+
+
+def _check_eks_addon(args: Mapping[str, str]) -> None:
+    addon_arg(args)
+    addon_version_arg(args)
+    conflicts_arg(args)
+    duration_arg(args, "timeout", timedelta(minutes=30))
 
 
 NODES = frozenset({"node", "nodegroup", "version"})
@@ -117,7 +173,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_nodes,
-        make=lambda labels, rules: CordonJob(labels),
+        make=lambda deps: CordonJob(deps.labels),
     ),
     JobKind(
         name="uncordon",
@@ -126,7 +182,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_nodes,
-        make=lambda labels, rules: UncordonJob(labels),
+        make=lambda deps: UncordonJob(deps.labels),
     ),
     JobKind(
         name="drain",
@@ -137,7 +193,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_check_drain,
-        make=DrainJob,
+        make=lambda deps: DrainJob(deps.labels, deps.rules),
     ),
     JobKind(
         name="restart",
@@ -158,17 +214,58 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_check_restart,
-        make=lambda labels, rules: RestartJob(rules),
+        make=lambda deps: RestartJob(deps.rules),
     ),
     JobKind(
         name="wait-nodegroup",
         summary="wait until a node group is entirely on a kubelet version and Ready",
         required=frozenset({"nodegroup", "version"}),
-        optional=frozenset({"timeout"}),
+        optional=frozenset({"timeout", "replaces"}),
         mutating=False,
         command=False,
         check=_check_wait,
-        make=lambda labels, rules: WaitNodeGroupJob(labels),
+        make=lambda deps: WaitNodeGroupJob(deps.labels),
+    ),
+    JobKind(
+        name="wait-controlplane",
+        summary="wait until the API server's /version reports a version on several answers in a row",
+        required=frozenset({"version"}),
+        optional=frozenset({"answers", "timeout"}),
+        mutating=False,
+        command=False,
+        check=_check_wait_controlplane,
+        make=lambda deps: WaitControlPlaneJob(),
+    ),
+    JobKind(
+        name="eks-update-cluster",
+        summary="update the EKS control plane (UpdateClusterVersion) and follow it until /version reports it",
+        required=frozenset({"version"}),
+        optional=frozenset({"timeout"}),
+        mutating=True,
+        command=False,
+        check=_check_eks_cluster,
+        make=lambda deps: EksUpdateClusterJob(deps.eks, deps.labels),
+    ),
+    JobKind(
+        name="eks-update-nodegroup",
+        summary="update an EKS managed node group (UpdateNodegroupVersion), following its nodes and "
+        "the disruption budgets that block its drain",
+        required=frozenset({"nodegroup"}),
+        optional=frozenset({"version", "force", "timeout"}),
+        mutating=True,
+        command=False,
+        check=_check_eks_nodegroup,
+        make=lambda deps: EksUpdateNodegroupJob(deps.eks, deps.labels),
+    ),
+    JobKind(
+        name="eks-update-addon",
+        summary="update an EKS add-on (UpdateAddon) with the conflict policy the gate shows",
+        required=frozenset({"addon", "version"}),
+        optional=frozenset({"resolve_conflicts", "timeout"}),
+        mutating=True,
+        command=False,
+        check=_check_eks_addon,
+        make=lambda deps: EksUpdateAddonJob(deps.eks, deps.labels),
     ),
 )
 
@@ -180,9 +277,12 @@ def job_kind(name: str) -> JobKind | None:
     return next((kind for kind in KINDS if kind.name == name), None)
 
 
-def default_jobs(node_group_labels: Sequence[str], rules: Sequence[Rule] = ()) -> JobRegistry:
+def default_jobs(
+    node_group_labels: Sequence[str], rules: Sequence[Rule] = (), *, eks: EksAccess | None = None
+) -> JobRegistry:
     """Every job kind; `node_group_labels` are the settings' node-group label keys, in priority
     order (how `nodegroup: NAME` finds a group's nodes); `rules`, the known-issue rules a drain
-    matches the eviction API's refusals against, and a restart or a drain names in its failure lines."""
-    labels, known = tuple(node_group_labels), tuple(rules)
-    return JobRegistry(jobs={kind.name: kind.make(labels, known) for kind in KINDS})
+    matches the eviction API's refusals against, and a restart or a drain names in its failure
+    lines; `eks`, the clusters' EKS providers (without it every EKS action refuses)."""
+    deps = JobDeps(labels=tuple(node_group_labels), rules=tuple(rules), eks=eks or no_eks)
+    return JobRegistry(jobs={kind.name: kind.make(deps) for kind in KINDS})

@@ -1,7 +1,9 @@
 """The `wait-nodegroup` job: wait until every node of a node group is Ready and on a kubelet version
 (the new nodes joined, the old ones are gone), or give up after a timeout. It writes nothing.
 
-Arguments: `nodegroup` and `version` (required), `timeout` (default 1h).
+Arguments: `nodegroup` and `version` (required), `timeout` (default 1h), `replaces` (the old group
+`nodegroup` replaces when a group is recreated under a new name, `others` → `others-1-25`: the old
+group's nodes count as old nodes of the new one, and the job waits until none is left).
 
 A node counts as on target only when it is Ready, its kubelet is at or above `version`, it is not
 being deleted (deletionTimestamp) and it is not cordoned (a cordoned node on the version is not
@@ -58,6 +60,10 @@ def group_counts(nodes: Sequence[Mapping[str, Any]], version: str) -> dict[str, 
     return counts
 
 
+def _replaced(progress: Mapping[str, Any]) -> str:
+    return str(progress.get("replaces") or "")
+
+
 class WaitNodeGroupJob:
     """`wait-nodegroup`: see the module docstring."""
 
@@ -72,7 +78,9 @@ class WaitNodeGroupJob:
             raise UserError("nodegroup: required (the node group to wait for)")
         version_arg(args, required=True)
         timeout = duration_arg(args, "timeout", DEFAULT_TIMEOUT)
+        replaces = str(args.get("replaces", "")).strip()
         return {
+            "replaces": replaces,
             "nodegroup": group,
             "version": str(args["version"]).strip(),
             "started": iso(now),
@@ -81,34 +89,50 @@ class WaitNodeGroupJob:
         }
 
     def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
-        counts = group_counts(self._nodes(cluster, progress), progress["version"])
+        nodes, left = self._nodes(cluster, progress)
+        counts = group_counts(nodes, progress["version"])
+        old = _replaced(progress)
         return [
             f"would wait (up to {int(progress['timeout'])} s, writing nothing) until every node of group "
-            f"{progress['nodegroup']} is Ready on {progress['version']}: now {counts['on_target']}/"
-            f"{counts['total']} on target, {counts['not_ready']} NotReady, {counts['old']} old"
+            f"{progress['nodegroup']} is Ready on {progress['version']}"
+            + (f" and group {old}, which it replaces, has no node left" if old else "")
+            + f": now {counts['on_target']}/{counts['total']} on target, {counts['not_ready']} NotReady, "
+            f"{counts['old']} old" + (f", {left} node(s) left in {old}" if old else "")
         ]
 
-    def _nodes(self, cluster: JobCluster, progress: Progress) -> list[dict[str, Any]]:
-        return [
-            n
-            for n in list_nodes(cluster)
-            if node_group((n.get("metadata") or {}).get("labels"), self.node_group_labels)
-            == progress["nodegroup"]
-        ]
+    def _nodes(self, cluster: JobCluster, progress: Progress) -> tuple[list[dict[str, Any]], int]:
+        """The group's nodes, and how many nodes the group it replaces still has."""
+        mine, left = [], 0
+        old = _replaced(progress)
+        for n in list_nodes(cluster):
+            group = node_group((n.get("metadata") or {}).get("labels"), self.node_group_labels)
+            if group == progress["nodegroup"]:
+                mine.append(n)
+            elif old and group == old:
+                left += 1
+        return mine, left
 
     def tick(
         self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
         group, version = progress["nodegroup"], progress["version"]
-        counts = group_counts(self._nodes(cluster, progress), version)
+        nodes, left = self._nodes(cluster, progress)
+        counts = group_counts(nodes, version)
+        old = _replaced(progress)
+        if old:
+            counts["replaced_left"] = left
         new: Progress = {**progress, "seen": counts}
         card = [bar(counts["on_target"], counts["total"], f"nodes of {group} Ready on {version}")]
         if counts["not_ready"]:
             card.append(f"{counts['not_ready']} NotReady")
         if counts["old"]:
             card.append(f"{counts['old']} old node(s) remaining")
-        if counts["total"] and counts["on_target"] == counts["total"]:
-            text = f"node group {group}: all {counts['total']} node(s) Ready on {version}"
+        if left:
+            card.append(f"{left} node(s) left in {old}, which {group} replaces")
+        if counts["total"] and counts["on_target"] == counts["total"] and not left:
+            text = f"node group {group}: all {counts['total']} node(s) Ready on {version}" + (
+                f"; {old}, which it replaces, has no node left" if old else ""
+            )
             return Tick(progress=new, posts=(Post(key=f"nodegroup-ready:{group}:{version}", text=text),),
                         card=tuple(card), done=True, ok=True, detail=text, wait=0.0)  # fmt: skip
         started = timer_start(progress, progress["started"], now)
@@ -116,6 +140,7 @@ class WaitNodeGroupJob:
             text = (
                 f"node group {group}: not all on {version} in time — {counts['on_target']}/{counts['total']} "
                 f"on target, {counts['not_ready']} NotReady, {counts['old']} old"
+                + (f", {left} node(s) left in {old}" if left else "")
             )
             return Tick(progress=new, posts=(Post(key=f"nodegroup-timeout:{group}:{version}", text=text),),
                         card=tuple(card), done=True, ok=False, detail=text, wait=0.0)  # fmt: skip

@@ -59,7 +59,14 @@ class GateDryRuns:
         if kept is not None:
             loaded: dict[str, Any] = json.loads(kept)
             return loaded
-        body = self._read(run.plan.cluster, calls)
+        # A resumed step continues its interrupted job from its stored progress: its dry run says so.
+        earlier = self.store.job_of_step(run.id, sr.step_id)
+        resumed = (
+            {earlier.kind: json.loads(earlier.progress)}
+            if earlier is not None and earlier.state != "done" and earlier.progress
+            else {}
+        )
+        body = self._read(run.plan.cluster, calls, resumed)
         if not self.store.save_gate_dry_run(
             run_id=run.id, step_id=sr.step_id, epoch=sr.epoch, at=self.clock(), body=json.dumps(body)
         ):
@@ -72,12 +79,14 @@ class GateDryRuns:
         )
         return body
 
-    def _read(self, cluster_name: str, calls: list[Any]) -> dict[str, Any]:
+    def _read(
+        self, cluster_name: str, calls: list[Any], resumed: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         now = self.clock()
         try:
             cluster = self.connect(cluster_name)
             with contextlib.closing(cluster):
-                return preview.read(cluster, calls, self.jobs, now=now)
+                return preview.read(cluster, calls, self.jobs, now=now, resumed=resumed)
         except BotError as exc:
             log.warning("dry run on %s could not be read: %s", cluster_name, exc.user_message)
             return preview.failed(now, exc.user_message)

@@ -61,6 +61,9 @@ class Target:
     kubelet_version: str = ""  # "1.25.16" or "v1.25.16"; "" = no version target
     no_old_nodes: bool = True  # no node left below the target version
     settle: timedelta = timedelta(minutes=5)  # target must hold with no NEW unhealthy pod this long
+    #: (old group, new group): a node group recreated under a new name (`others` → `others-1-25`,
+    #: a plan's `replaces:`); the old group's nodes count as old nodes of the new one.
+    replaces: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kubelet_version and parse_version(self.kubelet_version) is None:
@@ -441,6 +444,8 @@ class WatchState:
         target = spec.target
         self._target_version = parse_version(target.kubelet_version) if target else None
         self._scope_groups = frozenset(spec.nodegroups)
+        #: Old group → the group that replaces it (`Target.replaces`).
+        self._replaced_by = dict(target.replaces) if target else {}
         self._scope_namespaces = frozenset(spec.namespaces)
         self._target_groups = frozenset(target.nodegroups) if target else frozenset()
         self._control_plane = ""
@@ -741,6 +746,7 @@ class WatchState:
                 self._drop_node(key)
             return
         group = node_group(meta.labels, self.spec.node_group_labels)
+        group = self._replaced_by.get(group, group)
         if self._scope_groups and group not in self._scope_groups:
             if key in self._nodes:  # relabelled out of scope
                 self._drop_node(key)

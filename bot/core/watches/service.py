@@ -105,6 +105,7 @@ def target_json(target: Target | None) -> str:
             "kubelet_version": target.kubelet_version,
             "no_old_nodes": target.no_old_nodes,
             "settle": target.settle.total_seconds(),
+            "replaces": [list(pair) for pair in target.replaces],
         }
     )
 
@@ -129,6 +130,7 @@ def spec_of(row: WatchRow, node_group_labels: Sequence[str]) -> WatchSpec:
             kubelet_version=str(t.get("kubelet_version", "")),
             no_old_nodes=bool(t.get("no_old_nodes", True)),
             settle=timedelta(seconds=float(t.get("settle", 300))),
+            replaces=tuple((str(old), str(new)) for old, new in t.get("replaces") or ()),
         )
     stop = StopRules()
     if row.stop:

@@ -16,7 +16,8 @@ Served (the wire shapes follow botocore's service models, which parse every answ
 The endpoint for every client is `http://127.0.0.1:PORT/aws`; the query APIs are told apart by
 their `Action`. Faults come from the scenario: an add-on whose installed version is not offered
 for the target, a subnet short of free addresses, node-group health issues, and `fail_updates`
-(an update of the control plane, a node group or an add-on that ends Failed).
+(an update of the control plane, a node group or an add-on that ends Failed; an add-on's failure
+is a conflict with fields changed by hand, so an update with `resolveConflicts: OVERWRITE` passes).
 `GET /aws/sim/calls` answers how often each operation was called (for tests and rehearsals).
 """
 
@@ -686,7 +687,7 @@ class AwsWorld:
             update.op = self.cloud.replace_node_group(name, patch, force=force)
         return update
 
-    def update_addon(self, name: str, version: str, token: str) -> Update:
+    def update_addon(self, name: str, version: str, token: str, resolve: str = "") -> Update:
         known = self._by_token(token)
         if known is not None:
             return known
@@ -709,7 +710,9 @@ class AwsWorld:
             "AddonUpdate", [{"type": "AddonVersion", "value": target}], token, addon=name
         )
         addon.status = "UPDATING"
-        failing = f"addon:{name}" in self.fail_updates
+        # A planted add-on failure is a conflict with fields changed by hand: EKS's OVERWRITE
+        # policy takes the add-on's defaults over them, so only that policy gets past it.
+        failing = f"addon:{name}" in self.fail_updates and resolve != "OVERWRITE"
 
         def done() -> None:
             with self.lock:
@@ -841,7 +844,10 @@ def _rest(
         case ("POST", "addons", name, "update"):
             world.calls["UpdateAddon"] += 1
             update = world.update_addon(
-                name, str(data.get("addonVersion") or ""), str(data.get("clientRequestToken") or "")
+                name,
+                str(data.get("addonVersion") or ""),
+                str(data.get("clientRequestToken") or ""),
+                str(data.get("resolveConflicts") or ""),
             )
             return _json(200, {"update": world.update(update.id, "", name)})
         case ("POST", "insights"):

@@ -26,7 +26,17 @@ LABELS = ("eks.amazonaws.com/nodegroup",)
 
 def test_the_registry_maps_every_kind_plans_use() -> None:
     registry = default_jobs(LABELS)
-    assert sorted(registry.jobs) == ["cordon", "drain", "restart", "uncordon", "wait-nodegroup"]
+    assert sorted(registry.jobs) == [
+        "cordon",
+        "drain",
+        "eks-update-addon",
+        "eks-update-cluster",
+        "eks-update-nodegroup",
+        "restart",
+        "uncordon",
+        "wait-controlplane",
+        "wait-nodegroup",
+    ]
     assert all(registry.get(kind).kind == kind for kind in registry.jobs)  # type: ignore[union-attr]
     assert registry.get("reboot") is None
 
@@ -251,6 +261,34 @@ def test_an_empty_group_is_never_done() -> None:
         WaitNodeGroupJob(LABELS), FakeCluster(), {"nodegroup": "g", "version": "1.30"}, now=FakeClock(T0)
     )
     assert not driver.tick().done
+
+
+def test_wait_nodegroup_with_replaces_waits_until_the_old_group_has_no_node_left() -> None:
+    fake = _group(
+        node("n1", "others-1-25", kubelet="v1.30.2"),
+        node("o1", "others", unschedulable=True),
+        node("x", "logging"),
+    )
+    args = {"nodegroup": "others-1-25", "version": "1.30", "replaces": "others"}
+    driver = JobDriver(WaitNodeGroupJob(LABELS), fake, args, now=FakeClock(T0))
+    assert WaitNodeGroupJob(LABELS).dry_run(fake, driver.progress) == [
+        "would wait (up to 3600 s, writing nothing) until every node of group others-1-25 is Ready on 1.30 "
+        "and group others, which it replaces, has no node left: now 1/1 on target, 0 NotReady, 0 old, "
+        "1 node(s) left in others"
+    ]
+    first = driver.tick()
+    assert not first.done  # the new group is all on 1.30, but the old one still has a node
+    assert first.card == (
+        "▓▓▓▓▓▓▓▓▓▓ 1/1 nodes of others-1-25 Ready on 1.30",
+        "1 node(s) left in others, which others-1-25 replaces",
+    )
+    del fake.nodes["o1"]
+    assert driver.tick().done
+    assert driver.posts["nodegroup-ready:others-1-25:1.30"] == (
+        "node group others-1-25: all 1 node(s) Ready on 1.30; others, which it replaces, has no node left"
+    )
+    with pytest.raises(UserError, match="replaces: the old group"):
+        job_kind("wait-nodegroup").check({**args, "replaces": "others-1-25"})  # type: ignore[union-attr]
 
 
 def test_wait_nodegroup_needs_a_group_and_a_version() -> None:

@@ -159,3 +159,25 @@ def test_the_target_with_a_known_issue_still_open_is_not_all_clear() -> None:
     # The finding closes (the sidecar is Ready): the target is reached, all clear.
     state.apply("pod", "MODIFIED", vault_pod("payments-worker-5d8f7c9b6-a", agent_ready=True), at(11))
     assert judge(state, 17).state == TARGET_REACHED
+
+
+def test_a_replaced_groups_nodes_count_as_old_nodes_of_its_replacement() -> None:
+    # `others` recreated as `others-1-25` (a plan's replaces:): the watch scoped to the new group
+    # sees the old group's nodes as its old nodes, and the target waits until they are gone.
+    replaced = Target(
+        nodegroups=("others-1-25",),
+        kubelet_version="v1.30.2",
+        settle=timedelta(minutes=5),
+        replaces=(("others", "others-1-25"),),
+    )
+    state = WatchState(spec(target=replaced, nodegroups=("others-1-25",)))
+    state.sync("node", [node("n1", "others-1-25", kubelet="v1.30.2"), node("o1", "others")], at(0))
+    waiting = judge(state, 30)
+    assert waiting.state == RUNNING
+    assert waiting.reason == "1/2 nodes Ready on v1.30.2; 1 old node left"
+    state.apply("node", "DELETED", node("o1", "others"), at(31))
+    assert judge(state, 36).state == TARGET_REACHED
+    # Without the mapping the old group is out of the watch's scope: it would not be waited for.
+    plain = WatchState(target_spec(groups=("others-1-25",), nodegroups=("others-1-25",)))
+    plain.sync("node", [node("n1", "others-1-25", kubelet="v1.30.2"), node("o1", "others")], at(0))
+    assert judge(plain, 30).state == TARGET_REACHED

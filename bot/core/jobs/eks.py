@@ -1,0 +1,741 @@
+"""The gated EKS actions (issue 29): update the control plane, a managed node group or an add-on
+through the EKS API, and follow the update to its end.
+
+- `eks-update-cluster version=1.25`: `UpdateClusterVersion`, then `DescribeUpdate` until the update
+  is Successful AND the API server's `/version` reports the target.
+- `eks-update-nodegroup nodegroup=NAME [version=…] [force=false]`: `UpdateNodegroupVersion`, then
+  `DescribeUpdate`, while the group's nodes are counted as they roll and every disruption budget
+  that holds a pod on an old, cordoned node is named in the thread (EKS retries such an eviction
+  and fails the update with PodEvictionFailure after 15 minutes). After such a failure the job
+  asks people: update again with `force` (EKS then deletes what the budgets protect) or stop.
+  It never forces by itself.
+- `eks-update-addon addon=NAME version=… [resolve_conflicts=NONE]`: `UpdateAddon` with the conflict
+  policy the gate shows, then `DescribeUpdate` until the add-on is on the version.
+
+Never twice: each update call carries a `clientRequestToken` made of the run's and the job's ids
+(`token`), and EKS answers the same update for the same token. The call is made only after the
+job's plan was stored, and the update's id is stored by the tick that made it; a crash in between
+repeats the call with the same token after `resume`, which returns the same update — so a kill -9
+can never start a second update, and the resumed job follows the one that runs.
+
+The AWS side comes from `EksAccess`: the cluster's `provider: {eks: …}` and boto3 (the `aws`
+extra). Without either the action refuses with a short reason, at the gate's dry run and when it
+starts. Only the calls named above are made (plus `DescribeCluster`, `DescribeNodegroup` and
+`DescribeAddon` to show what EKS says now): least privilege for the bot's role.
+
+Progress (JSON), e.g. of `eks-update-cluster`:
+
+    {"what": "cluster", "version": "1.25", "from": "1.24", "started": "…", "timeout": 3600,
+     "update": "a1b2…", "status": "InProgress", "seen": "v1.24.17-eks-…", "force": false}
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+from bot.adapters import aws
+from bot.core.durations import format_duration
+from bot.core.jobs import trail as tr
+from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
+from bot.core.jobs.common import (
+    JobCluster,
+    bar,
+    duration_arg,
+    few,
+    flag,
+    iso,
+    label_value,
+    list_nodes,
+    parse_iso,
+    selector_matches,
+    timer_start,
+    unschedulable,
+)
+from bot.core.jobs.waitgroup import group_counts
+from bot.core.kube.objects import node_group
+from bot.core.kube.versions import on_version, parse_version
+from bot.errors import ClusterError, TemporaryError, UserError, clip
+from bot.records import EksProvider
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+
+#: How long a job follows its update before it gives up (the update goes on at AWS).
+CLUSTER_TIMEOUT = timedelta(hours=1)
+NODEGROUP_TIMEOUT = timedelta(hours=2)
+ADDON_TIMEOUT = timedelta(minutes=30)
+#: How often an update is polled (DescribeUpdate is cheap; EKS updates take minutes).
+POLL_SECONDS = 10.0
+#: EKS's conflict policies for an add-on update (`resolveConflicts`), and what each means.
+CONFLICT_POLICIES = {
+    "NONE": "EKS changes nothing you changed on the add-on's objects; a conflict fails the update",
+    "OVERWRITE": "EKS overwrites what you changed on the add-on's objects with its defaults",
+    "PRESERVE": "EKS keeps what you changed on the add-on's objects (it may then not apply the version's own changes)",
+}
+FORCE, STOP = "force", "stop"
+
+
+class EksActs(Protocol):
+    """What the EKS actions call (`bot.adapters.aws.Eks`)."""
+
+    name: str
+
+    def cluster(self) -> Obj: ...
+    def nodegroups(self) -> list[Obj]: ...
+    def nodegroup(self, name: str) -> Obj: ...
+    def addon(self, name: str) -> Obj: ...
+    def update_cluster_version(self, version: str, *, token: str) -> Obj: ...
+    def update_nodegroup_version(self, nodegroup: str, *, version: str, force: bool, token: str) -> Obj: ...
+    def update_addon(self, addon: str, *, version: str, resolve_conflicts: str, token: str) -> Obj: ...
+    def describe_update(self, update_id: str, *, nodegroup: str = "", addon: str = "") -> Obj: ...
+
+
+class EksAccess:
+    """Cluster name (as the configuration names it) → its EKS client, made once and kept.
+
+    Refuses with a short reason (`UserError`) when the cluster has no `provider: {eks: …}` or the
+    bot has no boto3."""
+
+    def __init__(
+        self,
+        providers: Mapping[str, EksProvider | None],
+        connect: Callable[[EksProvider], EksActs] | None = None,
+    ) -> None:
+        self.providers = dict(providers)
+        self._connect = connect
+        self._clients: dict[str, EksActs] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, cluster: str) -> EksActs:
+        provider = self.providers.get(cluster)
+        if provider is None:
+            raise UserError(
+                f"cluster {clip(cluster)} has no EKS provider: the EKS actions need "
+                "`provider: {eks: {name, region}}` in its configuration"
+            )
+        with self._lock:
+            if cluster not in self._clients:
+                try:
+                    self._clients[cluster] = (self._connect or aws.connect)(provider)
+                except aws.AwsUnavailable:
+                    raise UserError(
+                        f"the EKS actions need boto3, which this bot does not have ({aws.EXTRA_HINT})"
+                    ) from None
+            return self._clients[cluster]
+
+
+def no_eks(cluster: str) -> EksActs:
+    """The access of a registry built without providers (tests, tools): every EKS action refuses."""
+    raise UserError(f"cluster {clip(cluster)} has no EKS provider: the EKS actions need one")
+
+
+def aws_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
+    """An AWS call whose refusal ends the job with AWS's reason (a 4xx that is not throttling);
+    anything else (a connection error, a 5xx, throttling) is tried again later."""
+    try:
+        return fn(**kwargs)
+    except aws.AwsError as exc:
+        if 400 <= exc.status < 500 and "Throttl" not in exc.code and exc.code != "TooManyRequestsException":
+            raise UserError(f"EKS refused {what}: {clip(_reason(exc), 300)}") from None
+        raise TemporaryError(f"EKS did not answer {what}: {clip(str(exc), 200)}") from None
+
+
+def _reason(exc: Exception) -> str:
+    """botocore's "An error occurred (Code) when calling the Op operation: message" as "Code: message"."""
+    text = str(exc)
+    code = getattr(exc, "code", "")
+    _head, sep, tail = text.partition(" operation: ")
+    return f"{code}: {tail}" if sep and code else text
+
+
+def token(progress: Mapping[str, Any], suffix: str = "") -> str:
+    """The job's `clientRequestToken`: the run's and the job's ids (unique across runs and bots
+    sharing a cluster), plus `suffix` for a second, deliberate update (people chose force)."""
+    trail = progress.get(tr.TRAIL) or {}
+    text = f"upgrade-bot-{trail.get('run', '')}-job-{trail.get('job', '')}{suffix}"
+    return text[:64]
+
+
+def update_errors(update: Mapping[str, Any]) -> str:
+    """DescribeUpdate's errors as one line: "PodEvictionFailure: Reached max retries …"."""
+    errors = update.get("errors") or []
+    text = "; ".join(f"{e.get('errorCode', '?')}: {e.get('errorMessage', '')}".strip() for e in errors)
+    return clip(text, 400) or "EKS gave no reason"
+
+
+def _span(progress: Mapping[str, Any]) -> str:
+    """The job's timeout as people write it (`1h`, `30m`)."""
+    return format_duration(timedelta(seconds=float(progress["timeout"])))
+
+
+def _minutes(now: datetime, since: str | None) -> str:
+    begun = parse_iso(since)
+    if begun is None:
+        return ""
+    seconds = max(0, int((now - begun).total_seconds()))
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def _minor(version: str) -> str:
+    parsed = parse_version(version)
+    return f"{parsed[0]}.{parsed[1]}" if parsed is not None and len(parsed) >= 2 else version
+
+
+def minor_arg(args: Mapping[str, str], *, required: bool) -> str:
+    """`version`: a Kubernetes minor as EKS takes it (`1.25`; `v1.25` and `1.25.16` are read as 1.25)."""
+    text = str(args.get("version", "")).strip()
+    if not text:
+        if required:
+            raise UserError("version: required (the Kubernetes version, like 1.25)")
+        return ""
+    parsed = parse_version(text)
+    if parsed is None or len(parsed) < 2:
+        raise UserError(f"version: {clip(text, 20)!r} is not a Kubernetes version like 1.25")
+    return f"{parsed[0]}.{parsed[1]}"
+
+
+def api_version(cluster: JobCluster) -> str:
+    """What the API server's /version says now (its gitVersion)."""
+    return str(cluster.get_json("/version").get("gitVersion", ""))
+
+
+class _EksJob:
+    """What the three EKS jobs share: the client, the deadline and the update's end."""
+
+    kind = ""
+
+    def __init__(self, eks: Callable[[str], EksActs], node_group_labels: Sequence[str] = ()) -> None:
+        self.eks = eks
+        self.node_group_labels = tuple(node_group_labels)
+
+    def client(self, cluster: Any) -> EksActs:
+        return self.eks(str(getattr(cluster, "name", "")))
+
+    def _following(self, eks: EksActs, progress: Progress, **which: str) -> list[str]:
+        """The dry run of a resumed job that already started its update: it calls no Update
+        again, it follows the one it started (what DescribeUpdate says of it now)."""
+        update = aws_call("DescribeUpdate", eks.describe_update, update_id=progress["update"], **which)
+        return [
+            f"resumes following EKS update {progress['update']}, which this job started before it was "
+            "interrupted: no new update is called",
+            f"DescribeUpdate now: {update.get('status', '?')}"
+            + (f" — {update_errors(update)}" if update.get("errors") else ""),
+        ]
+
+    def _timed_out(self, progress: Progress, now: datetime) -> bool:
+        started = timer_start(progress, progress.get("started"), now)
+        return now - started >= timedelta(seconds=float(progress["timeout"]))
+
+    def _failed(self, progress: Progress, update: Obj, what: str) -> Tick:
+        why = update_errors(update)
+        text = f"{what}: EKS update {progress['update']} {update.get('status', 'Failed')} — {why}"
+        return Tick(
+            progress=progress,
+            # Not broadcast: the step's failure, which follows at once, is (with this reason).
+            posts=(Post(key=f"update-failed:{progress['update']}", text=text),),
+            audit=((f"{self.kind} failed", text),),
+            card=(text,),
+            done=True,
+            ok=False,
+            detail=text,
+            wait=0.0,
+        )
+
+    def _gave_up(self, progress: Progress, what: str) -> Tick:
+        text = (
+            f"{what}: EKS update {progress['update'] or '(none)'} still {progress.get('status') or 'not started'} "
+            f"after {_span(progress)}; the update goes on at AWS "
+            "(aws eks describe-update) — the step stops here"
+        )
+        return Tick(
+            progress=progress,
+            posts=(Post(key=f"timeout:{progress['update']}", text=text),),
+            card=(text,),
+            done=True,
+            ok=False,
+            detail=text,
+            wait=0.0,
+        )
+
+
+class EksUpdateClusterJob(_EksJob):
+    """`eks-update-cluster`: see the module docstring."""
+
+    kind = "eks-update-cluster"
+
+    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
+        version = minor_arg(args, required=True)
+        timeout = duration_arg(args, "timeout", CLUSTER_TIMEOUT)
+        eks = self.client(cluster)
+        current = aws_call("DescribeCluster", eks.cluster)
+        return {
+            "what": "cluster",
+            "eks": eks.name,
+            "version": version,
+            "from": str(current.get("version", "")),
+            "started": iso(now),
+            "timeout": timeout.total_seconds(),
+            "update": "",
+            "status": "",
+            "seen": "",
+        }
+
+    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
+        eks = self.client(cluster)
+        if progress.get("update"):
+            return [
+                *self._following(eks, progress),
+                f"API server /version now: {api_version(cluster) or '?'}",
+            ]
+        now = aws_call("DescribeCluster", eks.cluster)
+        lines = [
+            f"would call eks:UpdateClusterVersion name={progress['eks']} version={progress['version']} "
+            "clientRequestToken=(the run's and the job's ids: a resumed job never starts a second update)",
+            f"DescribeCluster now: version {now.get('version', '?')}, platform {now.get('platformVersion', '?')}, "
+            f"status {now.get('status', '?')}",
+            f"API server /version now: {api_version(cluster) or '?'}",
+            f"then eks:DescribeUpdate every {POLL_SECONDS:g} s until the update is Successful and /version "
+            f"reports {progress['version']} (up to {_span(progress)})",
+        ]
+        if str(now.get("version", "")) == progress["version"]:
+            lines.insert(
+                1, f"the control plane is already on {progress['version']}: EKS would refuse the update"
+            )
+        current = parse_version(str(now.get("version", "")))
+        behind = [
+            f"{g.get('nodegroupName', '?')} ({g.get('version', '?')})"
+            for g in aws_call("ListNodegroups", eks.nodegroups)
+            if current is not None and (parse_version(str(g.get("version", ""))) or (0,)) < current[:2]
+        ]
+        if behind:
+            lines.insert(
+                2,
+                f"node groups behind the control plane, which EKS requires on {now.get('version', '?')} "
+                f"before it updates it: {few(behind, 5)}",
+            )
+        return lines
+
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        eks = self.client(cluster)
+        version = progress["version"]
+        what = f"control plane {progress['from']} → {version}"
+        if not progress["update"]:
+            if progress["from"] == version:
+                text = f"the control plane is already on {version}: nothing to update"
+                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+            update = aws_call(
+                "UpdateClusterVersion",
+                eks.update_cluster_version,
+                version=version,
+                token=token(progress),
+            )
+            new = {**progress, "update": str(update["id"]), "status": str(update.get("status", ""))}
+            text = f"{what}: EKS accepted UpdateClusterVersion, update {new['update']} ({new['status']})"
+            return Tick(
+                progress=new,
+                posts=(Post(key=f"update-started:{new['update']}", text=text),),
+                audit=(("UpdateClusterVersion", f"{progress['eks']} {progress['from']} → {version}: update {new['update']}"),),
+                card=(text,),
+                wait=POLL_SECONDS,
+            )  # fmt: skip
+        update = aws_call("DescribeUpdate", eks.describe_update, update_id=progress["update"])
+        status = str(update.get("status", ""))
+        try:
+            seen = api_version(cluster)
+        except ClusterError as exc:
+            # The API servers restart during the update: an unanswered /version is expected then.
+            seen = f"(no answer: {clip(exc.user_message, 80)})"
+        new = {**progress, "status": status, "seen": seen}
+        if status in ("Failed", "Cancelled"):
+            return self._failed(new, update, what)
+        elapsed = _minutes(now, progress["started"])
+        card: tuple[str, ...] = (
+            f"{what}: EKS update {progress['update']} {status}" + (f", {elapsed} so far" if elapsed else ""),
+            f"API server /version: {seen or '?'}",
+        )
+        if status == "Successful" and on_version(seen, parse_version(version)):
+            text = f"{what}: EKS update {progress['update']} Successful and the API server reports {seen}"
+            return Tick(
+                progress=new,
+                posts=(Post(key=f"update-done:{progress['update']}", text=text),),
+                audit=((f"{self.kind} done", text),),
+                card=(text,),
+                done=True,
+                ok=True,
+                detail=text,
+                wait=0.0,
+            )
+        if self._timed_out(progress, now):
+            return self._gave_up(new, what)
+        if status == "Successful":
+            card = (*card, f"EKS says Successful; waiting for /version to report {version}")
+        return Tick(progress=new, card=card, wait=POLL_SECONDS)
+
+
+class EksUpdateNodegroupJob(_EksJob):
+    """`eks-update-nodegroup`: see the module docstring."""
+
+    kind = "eks-update-nodegroup"
+
+    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
+        group = label_value("nodegroup", str(args.get("nodegroup", "")).strip())
+        version = minor_arg(args, required=False)
+        timeout = duration_arg(args, "timeout", NODEGROUP_TIMEOUT)
+        eks = self.client(cluster)
+        found = aws_call("DescribeNodegroup", eks.nodegroup, name=group)
+        target = version or str(aws_call("DescribeCluster", eks.cluster).get("version", ""))
+        return {
+            "what": "nodegroup",
+            "eks": eks.name,
+            "nodegroup": group,
+            "version": version,
+            "target": target,
+            "from": str(found.get("version", "")),
+            "release": str(found.get("releaseVersion", "")),
+            "force": flag(args, "force"),
+            "started": iso(now),
+            "timeout": timeout.total_seconds(),
+            "update": "",
+            "status": "",
+            "tries": 0,
+            "seen": {},
+            "blocked": [],
+        }
+
+    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
+        eks = self.client(cluster)
+        group = progress["nodegroup"]
+        if progress.get("update"):
+            counts = group_counts(self._nodes(cluster, group), progress["target"])
+            return [
+                *self._following(eks, progress, nodegroup=group),
+                f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
+            ]
+        now = aws_call("DescribeNodegroup", eks.nodegroup, name=group)
+        nodes = self._nodes(cluster, group)
+        counts = group_counts(nodes, progress["target"])
+        call = (
+            f"would call eks:UpdateNodegroupVersion clusterName={progress['eks']} nodegroupName={group} "
+            + (f"version={progress['version']} " if progress["version"] else "")
+            + f"force={'true' if progress['force'] else 'false'} clientRequestToken=(the run's and the job's ids)"
+        )
+        lines = [
+            call,
+            f"DescribeNodegroup now: version {now.get('version', '?')}, release {now.get('releaseVersion', '?')}, "
+            f"status {now.get('status', '?')}, {(now.get('scalingConfig') or {}).get('desiredSize', '?')} desired",
+            f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
+        ]
+        blocking = self._blocking(cluster, nodes, only_cordoned=False)
+        if blocking:
+            lines.append(
+                "disruption budgets at 0 now that hold pods on its nodes: "
+                + few([f"{b['pdb']} ({b['pod']})" for b in blocking], 5)
+                + (
+                    " — with force=true EKS deletes such pods after 15 minutes"
+                    if progress["force"]
+                    else " — EKS retries their eviction for 15 minutes, then the update fails (PodEvictionFailure) and the bot asks people"
+                )
+            )
+        lines.append(
+            f"then eks:DescribeUpdate every {POLL_SECONDS:g} s while EKS launches new nodes and drains the old ones "
+            f"(up to {_span(progress)})"
+        )
+        return lines
+
+    def _nodes(self, cluster: JobCluster, group: str) -> list[Obj]:
+        return [
+            n
+            for n in list_nodes(cluster)
+            if node_group((n.get("metadata") or {}).get("labels"), self.node_group_labels) == group
+        ]
+
+    def _blocking(
+        self, cluster: JobCluster, nodes: Sequence[Obj], *, only_cordoned: bool
+    ) -> list[dict[str, str]]:
+        """(budget, pod, node) for every pod on the group's nodes (old and cordoned ones only, while
+        EKS drains) that a disruption budget allowing no disruption now selects."""
+        chosen = [
+            str((n.get("metadata") or {}).get("name", ""))
+            for n in nodes
+            if not only_cordoned or unschedulable(n)
+        ]
+        if not chosen:
+            return []
+        budgets: dict[str, list[Obj]] = {}
+        for page in cluster.list_pages("/apis/policy/v1/poddisruptionbudgets"):
+            for pdb in page.items:
+                if int((pdb.get("status") or {}).get("disruptionsAllowed") or 0) == 0:
+                    ns = str((pdb.get("metadata") or {}).get("namespace", ""))
+                    budgets.setdefault(ns, []).append(pdb)
+        if not budgets:
+            return []
+        out: list[dict[str, str]] = []
+        for node in chosen:
+            for pod in cluster.node_pods(node):
+                meta = pod.get("metadata") or {}
+                if meta.get("deletionTimestamp"):
+                    continue
+                for pdb in budgets.get(str(meta.get("namespace", "")), []):
+                    if selector_matches((pdb.get("spec") or {}).get("selector"), meta.get("labels")):
+                        pm = pdb.get("metadata") or {}
+                        out.append(
+                            {
+                                "pdb": f"{pm.get('namespace', '')}/{pm.get('name', '')}",
+                                "pod": f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+                                "node": node,
+                            }
+                        )
+        return out
+
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        eks = self.client(cluster)
+        group = progress["nodegroup"]
+        what = f"node group {group} {progress['from']} → {progress['target']}"
+        if decision is not None and decision.option == STOP:
+            text = f"{what}: stopped by {decision.by} after EKS failed the update (not forced)"
+            return Tick(progress=progress, card=(text,), done=True, ok=False, detail=text, wait=0.0)
+        forcing = decision is not None and decision.option == FORCE
+        if forcing:
+            # People chose force: a NEW update, its own token (stored before it is called: the rule).
+            new = {
+                **progress,
+                "force": True,
+                "update": "",
+                "status": "",
+                "tries": int(progress["tries"]) + 1,
+                "started": iso(now),
+            }
+            text = f"{what}: {decision.by} chose to update again with force ({decision.reason or 'no reason given'})"  # type: ignore[union-attr]
+            return Tick(
+                progress=new,
+                posts=(Post(key=f"forced:{group}:{new['tries']}", text=text),),
+                audit=(("force chosen", text),),
+                card=(text,),
+                wait=0.0,
+            )
+        if not progress["update"]:
+            update = aws_call(
+                "UpdateNodegroupVersion",
+                eks.update_nodegroup_version,
+                nodegroup=group,
+                version=progress["version"],
+                force=bool(progress["force"]),
+                token=token(progress, f"-{progress['tries']}" if progress["tries"] else ""),
+            )
+            new = {**progress, "update": str(update["id"]), "status": str(update.get("status", ""))}
+            text = (
+                f"{what}: EKS accepted UpdateNodegroupVersion{' with force' if progress['force'] else ''}, "
+                f"update {new['update']} ({new['status']}); EKS launches new nodes, then drains the old ones"
+            )
+            return Tick(
+                progress=new,
+                posts=(Post(key=f"update-started:{new['update']}", text=text),),
+                audit=(("UpdateNodegroupVersion", f"{progress['eks']}/{group} → {progress['target']} force={progress['force']}: update {new['update']}"),),
+                card=(text,),
+                wait=POLL_SECONDS,
+            )  # fmt: skip
+        update = aws_call(
+            "DescribeUpdate", eks.describe_update, update_id=progress["update"], nodegroup=group
+        )
+        status = str(update.get("status", ""))
+        nodes = self._nodes(cluster, group)
+        counts = group_counts(nodes, progress["target"])
+        new = {**progress, "status": status, "seen": counts}
+        posts: list[Post] = []
+        blocked = list(progress.get("blocked") or [])
+        if status == "InProgress":
+            for b in self._blocking(cluster, nodes, only_cordoned=True):
+                key = f"{b['pdb']}:{b['node']}"
+                if key in blocked:
+                    continue
+                blocked.append(key)
+                posts.append(
+                    Post(
+                        key=f"pdb-blocked:{progress['update']}:{key}",
+                        text=f"{what}: disruption budget {b['pdb']} allows no disruption and holds {b['pod']} on "
+                        f"old node {b['node']}; EKS retries the eviction"
+                        + (
+                            " and, with force, deletes the pod after 15 minutes"
+                            if progress["force"]
+                            else " for 15 minutes, then fails the update (PodEvictionFailure)"
+                        ),
+                    )
+                )
+            new["blocked"] = blocked
+        elapsed = _minutes(now, progress["started"])
+        card = [
+            f"{what}: EKS update {progress['update']} {status}" + (f", {elapsed} so far" if elapsed else ""),
+            bar(counts["on_target"], counts["total"], f"nodes Ready on {progress['target']}")
+            + (f" · {counts['old']} old" if counts["old"] else ""),
+        ]
+        if blocked and status == "InProgress":
+            card.append(f"evictions blocked by {len(blocked)} budget(s): see the thread")
+        if status == "Successful":
+            text = f"{what}: EKS update {progress['update']} Successful — {counts['on_target']}/{counts['total']} node(s) Ready on {progress['target']}"
+            return Tick(progress=new, posts=(*posts, Post(key=f"update-done:{progress['update']}", text=text)),
+                        audit=((f"{self.kind} done", text),), card=(text,), done=True, ok=True, detail=text,
+                        wait=0.0)  # fmt: skip
+        if status in ("Failed", "Cancelled"):
+            why = update_errors(update)
+            if "PodEvictionFailure" in why and not progress["force"]:
+                choice = Choice(
+                    key=f"force:{progress['update']}",
+                    question=(
+                        f"{what}: EKS failed update {progress['update']}: {clip(why, 300)}. Update again with "
+                        "force? EKS then deletes the pods their disruption budgets protect, after 15 minutes."
+                    ),
+                    options=(
+                        ChoiceOption(id=FORCE, label="Update again with force", needs_reason=True),
+                        ChoiceOption(id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")),
+                    ),
+                )  # fmt: skip
+                text = f"{what}: EKS update {progress['update']} Failed — {why}"
+                return Tick(
+                    progress=new,
+                    # Not broadcast: the question that follows at once is.
+                    posts=(*posts, Post(key=f"update-failed:{progress['update']}", text=text)),
+                    card=(text, "waiting for people: force or stop (see the thread)"),
+                    choice=choice,
+                    wait=POLL_SECONDS,
+                )
+            return self._failed(new, update, what)
+        if self._timed_out(progress, now):
+            return self._gave_up(new, what)
+        return Tick(progress=new, posts=tuple(posts), card=tuple(card), wait=POLL_SECONDS)
+
+
+class EksUpdateAddonJob(_EksJob):
+    """`eks-update-addon`: see the module docstring."""
+
+    kind = "eks-update-addon"
+
+    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
+        addon = addon_arg(args)
+        version = addon_version_arg(args)
+        policy = conflicts_arg(args)
+        timeout = duration_arg(args, "timeout", ADDON_TIMEOUT)
+        eks = self.client(cluster)
+        found = aws_call("DescribeAddon", eks.addon, name=addon)
+        return {
+            "what": "addon",
+            "eks": eks.name,
+            "addon": addon,
+            "version": version,
+            "from": str(found.get("addonVersion", "")),
+            "resolve_conflicts": policy,
+            "started": iso(now),
+            "timeout": timeout.total_seconds(),
+            "update": "",
+            "status": "",
+        }
+
+    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
+        eks = self.client(cluster)
+        if progress.get("update"):
+            return self._following(eks, progress, addon=progress["addon"])
+        now = aws_call("DescribeAddon", eks.addon, name=progress["addon"])
+        policy = progress["resolve_conflicts"]
+        lines = [
+            f"would call eks:UpdateAddon clusterName={progress['eks']} addonName={progress['addon']} "
+            f"addonVersion={progress['version']} resolveConflicts={policy} clientRequestToken=(the run's and the job's ids)",
+            f"conflict policy {policy}: {CONFLICT_POLICIES[policy]}",
+            f"DescribeAddon now: {now.get('addonVersion', '?')}, status {now.get('status', '?')}"
+            + (f", health: {clip(update_errors({'errors': _issues(now)}), 200)}" if _issues(now) else ""),
+            f"then eks:DescribeUpdate every {POLL_SECONDS:g} s until the add-on is on {progress['version']} "
+            f"(up to {_span(progress)})",
+        ]
+        if now.get("addonVersion") == progress["version"]:
+            lines.insert(1, f"{progress['addon']} is already on {progress['version']}: nothing to update")
+        return lines
+
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        eks = self.client(cluster)
+        addon, version = progress["addon"], progress["version"]
+        what = f"add-on {addon} {progress['from']} → {version}"
+        if not progress["update"]:
+            if progress["from"] == version:
+                text = f"add-on {addon} is already on {version}: nothing to update"
+                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+            update = aws_call(
+                "UpdateAddon",
+                eks.update_addon,
+                addon=addon,
+                version=version,
+                resolve_conflicts=progress["resolve_conflicts"],
+                token=token(progress),
+            )
+            new = {**progress, "update": str(update["id"]), "status": str(update.get("status", ""))}
+            text = (
+                f"{what}: EKS accepted UpdateAddon (conflicts: {progress['resolve_conflicts']}), "
+                f"update {new['update']} ({new['status']})"
+            )
+            return Tick(
+                progress=new,
+                posts=(Post(key=f"update-started:{new['update']}", text=text),),
+                audit=(("UpdateAddon", f"{progress['eks']}/{addon} → {version} resolveConflicts={progress['resolve_conflicts']}: update {new['update']}"),),
+                card=(text,),
+                wait=POLL_SECONDS,
+            )  # fmt: skip
+        update = aws_call("DescribeUpdate", eks.describe_update, update_id=progress["update"], addon=addon)
+        status = str(update.get("status", ""))
+        new = {**progress, "status": status}
+        if status in ("Failed", "Cancelled"):
+            return self._failed(new, update, what)
+        if status == "Successful":
+            found = aws_call("DescribeAddon", eks.addon, name=addon)
+            if found.get("addonVersion") == version:
+                text = (
+                    f"{what}: EKS update {progress['update']} Successful, add-on {found.get('status', '?')}"
+                )
+                return Tick(progress=new, posts=(Post(key=f"update-done:{progress['update']}", text=text),),
+                            audit=((f"{self.kind} done", text),), card=(text,), done=True, ok=True,
+                            detail=text, wait=0.0)  # fmt: skip
+        if self._timed_out(progress, now):
+            return self._gave_up(new, what)
+        elapsed = _minutes(now, progress["started"])
+        card = (
+            f"{what}: EKS update {progress['update']} {status}" + (f", {elapsed} so far" if elapsed else ""),
+        )
+        return Tick(progress=new, card=card, wait=POLL_SECONDS)
+
+
+def _issues(addon: Mapping[str, Any]) -> list[Obj]:
+    return [
+        {"errorCode": i.get("code", "?"), "errorMessage": i.get("message", "")}
+        for i in (addon.get("health") or {}).get("issues") or []
+    ]
+
+
+# ----- arguments (the registry's checks use these too) --------------------------------------------
+
+
+def addon_arg(args: Mapping[str, str]) -> str:
+    name = str(args.get("addon", "")).strip()
+    if not name:
+        raise UserError("addon: required (the add-on's name, like coredns)")
+    return label_value("addon", name)
+
+
+def addon_version_arg(args: Mapping[str, str]) -> str:
+    text = str(args.get("version", "")).strip()
+    if not text:
+        raise UserError("version: required (the add-on's version, like v1.9.3-eksbuild.11)")
+    if len(text) > 100 or not all(c.isascii() and (c.isalnum() or c in ".-_+") for c in text):
+        raise UserError(f"version: {clip(text, 40)!r} is not an add-on version like v1.9.3-eksbuild.11")
+    return text
+
+
+def conflicts_arg(args: Mapping[str, str]) -> str:
+    text = str(args.get("resolve_conflicts", "") or "NONE").strip().upper()
+    if text not in CONFLICT_POLICIES:
+        raise UserError(f"resolve_conflicts: {clip(text, 20)!r} is not one of {', '.join(CONFLICT_POLICIES)}")
+    return text

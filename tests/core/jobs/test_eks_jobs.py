@@ -1,0 +1,374 @@
+"""The EKS actions and wait-controlplane (issue 29), ticked against the sim: the real kube adapter
+on its API server and boto3's real `eks` client on its AWS APIs (botocore serialises every call
+and parses every answer), with the sim's clock stepped by the test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.adapters import aws
+from bot.adapters.kube import Cluster
+from bot.core.jobs import preview
+from bot.core.jobs.base import Decision, Job
+from bot.core.jobs.controlplane import WaitControlPlaneJob
+from bot.core.jobs.eks import (
+    EksAccess,
+    EksUpdateAddonJob,
+    EksUpdateClusterJob,
+    EksUpdateNodegroupJob,
+)
+from bot.core.jobs.registry import default_jobs
+from bot.core.jobs.trail import make_trail
+from bot.errors import UserError
+from bot.records import ActionCall, ClusterConfig, EksProvider
+from bot.sim import SimCluster
+from tests.support.aws import EKS_NAME, REGION, aws_calls, aws_env, eks_scenario_in_step
+from tests.support.jobs import JobDriver
+
+LABELS = ("eks.amazonaws.com/nodegroup",)
+
+
+@pytest.fixture(autouse=True)
+def _credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key, value in aws_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimCluster]) -> SimCluster:
+    return sim_factory(eks_scenario_in_step(), speed=0.0, seed=1)
+
+
+def _cluster(sim: SimCluster, kubeconfig: Callable[[SimCluster], Path]) -> Iterator[Cluster]:
+    cluster = Cluster.connect(ClusterConfig(name="prod", kubeconfig=kubeconfig(sim), context="sim"))
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def kube(sim: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]) -> Iterator[Cluster]:
+    yield from _cluster(sim, sim_kubeconfig)
+
+
+def access(sim: SimCluster) -> EksAccess:
+    return EksAccess({"prod": EksProvider(name=EKS_NAME, region=REGION, endpoint_url=sim.aws_url)})
+
+
+def sim_now(sim: SimCluster) -> Callable[[], datetime]:
+    return lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC)
+
+
+def driver(job: Job, kube: Cluster, sim: SimCluster, args: dict[str, str], job_id: int = 7) -> JobDriver:
+    now = sim_now(sim)
+    progress = job.plan(kube, args, now=now())
+    progress["trail"] = make_trail(run_id="R1", step_id="s", job_id=job_id, approved_by=["U1", "U2"])
+    return JobDriver(job, kube, now=now, progress=progress)
+
+
+def follow(d: JobDriver, sim: SimCluster, *, step: float = 60.0, limit: int = 200) -> None:
+    """Tick, moving the sim's clock between ticks, until the job ends or asks people."""
+    for _ in range(limit):
+        d.tick()
+        if d.done or d.choice is not None:
+            return
+        sim.control.advance(step)
+    raise AssertionError(f"the job did not end: {d.last}")
+
+
+def test_the_control_plane_update_is_followed_until_successful_and_the_api_server_reports_it(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    d = driver(EksUpdateClusterJob(access(sim), LABELS), kube, sim, {"version": "1.25"})
+    assert (d.progress["from"], d.progress["version"]) == ("1.24", "1.25")
+    # The process dies after EKS accepted the call but before its tick was stored: the tick runs
+    # again with the same token, and EKS answers the same update — never a second one.
+    first = d.tick(crash=True)
+    again = d.tick()
+    assert first.progress["update"] == again.progress["update"] != ""
+    update = again.progress["update"]
+    sim.control.advance(60)
+    d.tick()
+    assert not d.done
+    assert d.last is not None
+    assert d.last.card[0].startswith(f"control plane 1.24 → 1.25: EKS update {update} InProgress")
+    assert d.last.card[1].startswith("API server /version: v1.24.17")
+    follow(d, sim)
+    assert d.last is not None
+    assert d.last.ok
+    assert d.last.detail == (
+        f"control plane 1.24 → 1.25: EKS update {update} Successful and the API server reports "
+        f"{kube.get_json('/version')['gitVersion']}"
+    )
+    assert d.posts[f"update-started:{update}"].startswith(
+        "control plane 1.24 → 1.25: EKS accepted UpdateClusterVersion"
+    )
+    # Two calls (the crashed tick's and its repeat) with one token: one update at EKS.
+    assert aws_calls(sim)["UpdateClusterVersion"] == 2
+    assert len(sim.core.aws.updates) == 1  # type: ignore[union-attr]
+
+
+def test_a_failed_control_plane_update_fails_the_step_with_the_aws_reason(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    sim = sim_factory(eks_scenario_in_step(fail_updates=["cluster"]), speed=0.0, seed=1)
+    for kube in _cluster(sim, sim_kubeconfig):
+        d = driver(EksUpdateClusterJob(access(sim), LABELS), kube, sim, {"version": "1.25"})
+        follow(d, sim)
+        assert d.last is not None
+        assert not d.last.ok
+        assert "Failed — Unknown: the control plane update failed (planted by the scenario)" in d.last.detail
+        assert d.last.posts[0].text == d.last.detail  # in the thread; the step's failure is broadcast
+
+
+def test_eks_refusing_the_update_ends_the_job_with_its_reason(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    # The scenario as planted: node group `others` is still on 1.22.
+    sim = sim_factory("eks-nodegroups", speed=0.0, seed=1)
+    for kube in _cluster(sim, sim_kubeconfig):
+        job = EksUpdateClusterJob(access(sim), LABELS)
+        d = driver(job, kube, sim, {"version": "1.25"})
+        # The gate said so before anyone approved.
+        assert job.dry_run(kube, d.progress)[2] == (
+            "node groups behind the control plane, which EKS requires on 1.24 before it updates it: others (1.22)"
+        )
+        with pytest.raises(UserError) as refused:
+            d.tick()
+        assert refused.value.user_message == (
+            "EKS refused UpdateClusterVersion: InvalidRequestException: Nodegroup(s) others must be "
+            "updated to match cluster version 1.24 before updating the cluster version"
+        )
+
+
+def test_without_a_provider_or_without_boto3_the_eks_actions_refuse_with_a_short_reason(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    job = EksUpdateClusterJob(EksAccess({"prod": None}), LABELS)
+    with pytest.raises(UserError) as no_provider:
+        job.plan(kube, {"version": "1.25"}, now=sim_now(sim)())
+    assert no_provider.value.user_message == (
+        "cluster prod has no EKS provider: the EKS actions need `provider: {eks: {name, region}}` "
+        "in its configuration"
+    )
+
+    def no_boto3(provider: EksProvider) -> Any:
+        raise aws.AwsUnavailable("boto3 is not installed")
+
+    provider = EksProvider(name=EKS_NAME, region=REGION, endpoint_url=sim.aws_url)
+    job = EksUpdateClusterJob(EksAccess({"prod": provider}, no_boto3), LABELS)
+    with pytest.raises(UserError) as no_extra:
+        job.plan(kube, {"version": "1.25"}, now=sim_now(sim)())
+    assert no_extra.value.user_message == (
+        "the EKS actions need boto3, which this bot does not have (pip install 'upgrade-bot[aws]')"
+    )
+    assert "UpdateClusterVersion" not in aws_calls(sim)
+
+
+def test_wait_controlplane_needs_several_answers_in_a_row_on_the_version(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    now = sim_now(sim)
+    d = JobDriver(WaitControlPlaneJob(), kube, {"version": "1.25", "answers": "3", "timeout": "2h"}, now=now)
+    d.tick()
+    assert d.progress["streak"] == 0
+    assert d.last is not None
+    assert d.last.card == ("/version: v1.24.17-eks-10df0b3", "0/3 answers in a row on 1.25")
+    sim.control.upgrade_control_plane("1.25.16")
+    sim.control.advance(20 * 60)
+    d.tick()
+    d.tick()
+    assert not d.done
+    d.tick()
+    assert d.done
+    assert d.last.ok
+    assert d.last.detail.startswith("control plane: 3 answers in a row from /version report v1.25.16")
+
+
+def test_wait_controlplane_gives_up_after_its_timeout_when_the_version_is_not_there(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    d = JobDriver(WaitControlPlaneJob(), kube, {"version": "1.25", "timeout": "10m"}, now=sim_now(sim))
+    d.tick()
+    sim.control.advance(11 * 60)
+    d.tick()
+    assert d.done
+    assert d.last is not None
+    assert not d.last.ok
+    assert d.last.detail == (
+        "control plane: /version did not report 1.25 3 times in a row within 10m (last: v1.24.17-eks-10df0b3)"
+    )
+
+
+def test_an_add_on_update_with_none_fails_on_the_planted_conflict_and_overwrite_gets_past_it(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    sim = sim_factory(eks_scenario_in_step(fail_updates=["addon:coredns"]), speed=0.0, seed=1)
+    for kube in _cluster(sim, sim_kubeconfig):
+        job = EksUpdateAddonJob(access(sim), LABELS)
+        # The add-on versions for 1.24 (the control plane is still on it).
+        args = {"addon": "vpc-cni", "version": "v1.15.1-eksbuild.1"}
+        ok = driver(job, kube, sim, {**args, "resolve_conflicts": "preserve"}, job_id=1)
+        assert ok.progress["resolve_conflicts"] == "PRESERVE"
+        follow(ok, sim)
+        assert ok.last is not None
+        assert ok.last.ok
+        assert "EKS update" in ok.last.detail
+        assert ok.last.detail.endswith("Successful, add-on ACTIVE")
+        none = driver(job, kube, sim, {"addon": "coredns", "version": "v1.8.7-eksbuild.3"}, job_id=2)
+        assert none.progress["from"] == "v1.8.7-eksbuild.3"
+        none.tick()
+        assert none.done  # already on it: nothing called
+        vpc_calls = aws_calls(sim)["UpdateAddon"]
+        assert vpc_calls == 1
+    conflicting = eks_scenario_in_step(fail_updates=["addon:kube-proxy"])
+    sim = sim_factory(conflicting, speed=0.0, seed=2)
+    for kube in _cluster(sim, sim_kubeconfig):
+        job = EksUpdateAddonJob(access(sim), LABELS)
+        args = {"addon": "kube-proxy", "version": "v1.24.17-minimal-eksbuild.4"}
+        sim.core.aws.addons["kube-proxy"].version = "v1.24.10"  # type: ignore[union-attr]
+        failed = driver(job, kube, sim, args, job_id=3)
+        assert failed.progress["resolve_conflicts"] == "NONE"
+        follow(failed, sim)
+        assert failed.last is not None
+        assert not failed.last.ok
+        assert "Failed — ConfigurationConflict: Conflicts found when trying to apply" in failed.last.detail
+        forced = driver(job, kube, sim, {**args, "resolve_conflicts": "OVERWRITE"}, job_id=4)
+        follow(forced, sim)
+        assert forced.last is not None
+        assert forced.last.ok
+
+
+def test_a_node_group_update_names_the_budget_that_blocks_it_and_asks_before_forcing(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    sim.control.upgrade_control_plane("1.25.16")
+    sim.control.advance(20 * 60)
+    group = "others"
+    nodes = [
+        n["metadata"]["name"]
+        for page in kube.list_pages("/api/v1/nodes", {"labelSelector": f"{LABELS[0]}={group}"})
+        for n in page.items
+    ]
+    pods = [
+        p
+        for n in nodes
+        for p in kube.node_pods(n)
+        if not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
+    ]
+    held = pods[0]["metadata"]
+    # A budget that allows no disruption of one of the group's pods: EKS cannot drain its node.
+    sim.control.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "hold-it", "namespace": held["namespace"]},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": held["labels"]}},
+        }
+    )
+    sim.control.advance(10)
+    job = EksUpdateNodegroupJob(access(sim), LABELS)
+    d = driver(job, kube, sim, {"nodegroup": group})
+    # No version: the control plane's, as EKS does.
+    assert (d.progress["version"], d.progress["target"], d.progress["force"]) == ("", "1.25", False)
+    lines = job.dry_run(kube, d.progress)
+    assert lines[0] == (
+        "would call eks:UpdateNodegroupVersion clusterName=runbook-prod nodegroupName=others force=false "
+        "clientRequestToken=(the run's and the job's ids)"
+    )
+    assert any(line.startswith("disruption budgets at 0 now that hold pods on its nodes: ") for line in lines)
+    assert f"{held['namespace']}/hold-it ({held['namespace']}/{held['name']})" in " ".join(lines)
+    follow(d, sim, step=30)
+    blocked = [text for key, text in d.posts.items() if key.startswith("pdb-blocked:")]
+    assert blocked
+    assert (
+        f"disruption budget {held['namespace']}/hold-it allows no disruption and holds "
+        f"{held['namespace']}/{held['name']} on old node "
+    ) in blocked[0]
+    choice = d.choice
+    assert choice is not None  # EKS failed the update; the job never forces by itself
+    assert "PodEvictionFailure" in choice.question
+    assert [(o.id, o.needs_reason) for o in choice.options] == [("force", True), ("stop", False)]
+    assert aws_calls(sim)["UpdateNodegroupVersion"] == 1
+    d.tick(
+        Decision(choice_key=choice.key, option="force", by="U0SHADOW", reason="one replica behind its PDB")
+    )
+    assert (d.progress["update"], d.progress["force"], d.progress["tries"]) == ("", True, 1)
+    follow(d, sim, step=60)
+    assert d.last is not None
+    assert d.last.ok
+    assert d.last.detail.startswith("node group others 1.24 → 1.25: EKS update ")
+    seen = d.progress["seen"]
+    assert d.last.detail.endswith(f"Successful — {seen['total']}/{seen['total']} node(s) Ready on 1.25")
+    assert seen["old"] == 0
+    assert aws_calls(sim)["UpdateNodegroupVersion"] == 2  # the second one chosen by people
+
+
+def test_people_can_stop_a_node_group_update_eks_failed(sim: SimCluster, kube: Cluster) -> None:
+    job = EksUpdateNodegroupJob(access(sim), LABELS)
+    d = driver(job, kube, sim, {"nodegroup": "others", "version": "1.24"})
+    d.progress = {**d.progress, "update": "u-1", "status": "Failed"}
+    d.tick(Decision(choice_key="force:u-1", option="stop", by="U0COORD"))
+    assert d.last is not None
+    assert not d.last.ok
+    assert (
+        d.last.detail
+        == "node group others 1.24 → 1.24: stopped by U0COORD after EKS failed the update (not forced)"
+    )
+    assert "UpdateNodegroupVersion" not in aws_calls(sim)
+
+
+def test_the_gate_dry_runs_say_what_would_be_called_and_what_eks_says_now(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    calls = [
+        ActionCall(name="eks-update-cluster", args={"version": "1.25"}),
+        ActionCall(name="eks-update-addon", args={"addon": "coredns", "version": "v1.9.3-eksbuild.11"}),
+        ActionCall(name="wait-controlplane", args={"version": "1.25"}),
+    ]
+    assert preview.changes_cluster(calls) == calls
+    jobs = default_jobs(LABELS, eks=access(sim))
+    read = preview.read(kube, calls, jobs, now=sim_now(sim)())
+    assert read["error"] == ""
+    cluster, addon, wait = read["actions"]
+    assert cluster["lines"][:3] == [
+        "would call eks:UpdateClusterVersion name=runbook-prod version=1.25 clientRequestToken=(the run's "
+        "and the job's ids: a resumed job never starts a second update)",
+        "DescribeCluster now: version 1.24, platform eks.12, status ACTIVE",
+        "API server /version now: v1.24.17-eks-10df0b3",
+    ]
+    assert addon["lines"][1] == (
+        "conflict policy NONE: EKS changes nothing you changed on the add-on's objects; a conflict fails the update"
+    )
+    assert addon["lines"][2] == "DescribeAddon now: v1.8.7-eksbuild.3, status ACTIVE"
+    assert wait["lines"][1] == "/version now: v1.24.17-eks-10df0b3"
+    # Without a provider the gate says why, in the action's line; nothing is called.
+    bare = preview.read(kube, calls[:1], default_jobs(LABELS), now=sim_now(sim)())
+    assert bare["actions"][0]["error"] == "cluster prod has no EKS provider: the EKS actions need one"
+    assert not {"UpdateClusterVersion", "UpdateAddon"} & set(aws_calls(sim))
+
+
+def test_the_gate_of_a_resumed_step_says_the_job_follows_the_update_it_started(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    d = driver(
+        EksUpdateAddonJob(access(sim), LABELS),
+        kube,
+        sim,
+        {"addon": "vpc-cni", "version": "v1.15.1-eksbuild.1"},
+    )
+    d.tick()
+    update = d.progress["update"]
+    call = ActionCall(name="eks-update-addon", args={"addon": "vpc-cni", "version": "v1.15.1-eksbuild.1"})
+    jobs = default_jobs(LABELS, eks=access(sim))
+    read = preview.read(kube, [call], jobs, now=sim_now(sim)(), resumed={"eks-update-addon": d.progress})
+    assert read["actions"][0]["lines"] == [
+        f"resumes following EKS update {update}, which this job started before it was interrupted: "
+        "no new update is called",
+        "DescribeUpdate now: InProgress",
+    ]
+    assert aws_calls(sim)["UpdateAddon"] == 1
