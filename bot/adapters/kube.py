@@ -578,18 +578,24 @@ class Cluster:
             raise
         return True
 
-    def delete_pod(self, namespace: str, name: str, *, uid: str, dry_run: bool = False) -> bool:
+    def delete_pod(
+        self, namespace: str, name: str, *, uid: str, dry_run: bool = False, grace_seconds: int | None = None
+    ) -> bool:
         """Delete one pod, bypassing its PodDisruptionBudgets (only when people chose it).
 
         The UID precondition makes the delete hit exactly the pod that was decided on, never a
-        pod recreated under the same name. True when the delete was accepted; False when the pod
-        was already gone (404) or is another pod now (409).
+        pod recreated under the same name. `grace_seconds` 0 is `kubectl delete --grace-period=0
+        --force`: the object goes at once, without the kubelet's confirmation (a pod stuck
+        Terminating on a dead node); None keeps the pod's own grace period. True when the delete
+        was accepted; False when the pod was already gone (404) or is another pod now (409).
         """
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
             "preconditions": {"uid": uid},
         }
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
         try:
             self.send_json("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body, query=_dry(dry_run))
         except ClusterError as exc:
@@ -634,6 +640,19 @@ class Cluster:
             )
         stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
+        return self.send_json("PATCH", path, patch, content_type=STRATEGIC_MERGE, query=_dry(dry_run))
+
+    def set_image(
+        self, kind: str, namespace: str, name: str, *, container: str, image: str, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """`kubectl set image KIND/NAME CONTAINER=IMAGE` for a deployment, daemonset or statefulset:
+        a strategic merge patch of the one container (containers merge by name). Returns the
+        patched (or, dry, the would-be) workload."""
+        resource = _WORKLOAD_RESOURCES.get(kind.lower())
+        if resource is None:
+            raise ValueError(f"set image: unknown workload kind {kind!r}")
+        path = f"/apis/apps/v1/namespaces/{namespace}/{resource}/{name}"
+        patch = {"spec": {"template": {"spec": {"containers": [{"name": container, "image": image}]}}}}
         return self.send_json("PATCH", path, patch, content_type=STRATEGIC_MERGE, query=_dry(dry_run))
 
     # ----- reads ---------------------------------------------------------------------------------

@@ -336,7 +336,9 @@ class FakeCluster:
             current["metadata"]["deletionTimestamp"] = "2026-11-24T07:00:00Z"
         return True
 
-    def delete_pod(self, namespace: str, name: str, *, uid: str, dry_run: bool = False) -> bool:
+    def delete_pod(
+        self, namespace: str, name: str, *, uid: str, dry_run: bool = False, grace_seconds: int | None = None
+    ) -> bool:
         current = self._current(namespace, name, uid)
         if current is None:
             return False

@@ -1,4 +1,5 @@
-"""The one registry of cluster job kinds: cordon, uncordon, drain, restart, wait-nodegroup.
+"""The one registry of cluster job kinds: cordon, uncordon, drain, restart, delete-pod, set-image,
+wait-nodegroup.
 
 A kind is declared once, here (`KINDS`): its name as plans write it, its one-line summary, its
 arguments and their check, whether it changes the cluster, whether `/upgrade action` offers it
@@ -26,7 +27,11 @@ from bot.core.jobs.common import (
     version_arg,
 )
 from bot.core.jobs.drain import DrainJob, depool_arg
+from bot.core.jobs.image import SetImageJob
+from bot.core.jobs.image import check_args as _check_image
 from bot.core.jobs.nodes import CordonJob, UncordonJob
+from bot.core.jobs.pods import DeletePodJob
+from bot.core.jobs.pods import check_args as _check_pods
 from bot.core.jobs.restart import FROM_CHECK, RestartJob, check_scope
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
 from bot.errors import UserError, clip
@@ -101,6 +106,17 @@ def _check_restart(args: Mapping[str, str]) -> None:
         duration_arg(args, name, timedelta(minutes=15))
 
 
+def _check_delete_pod(args: Mapping[str, str]) -> None:
+    _check_pods(args)
+    duration_arg(args, "timeout", timedelta(seconds=1))
+
+
+def _check_set_image(args: Mapping[str, str]) -> None:
+    _check_image(args)
+    for name in ("timeout", "crashloop_after", "imagepull_after"):
+        duration_arg(args, name, timedelta(minutes=15))
+
+
 def _check_wait(args: Mapping[str, str]) -> None:
     label_value("nodegroup", str(args.get("nodegroup", "")).strip())
     version_arg(args, required=True)
@@ -159,6 +175,27 @@ KINDS: tuple[JobKind, ...] = (
         command=True,
         check=_check_restart,
         make=lambda labels, rules: RestartJob(rules),
+    ),
+    JobKind(
+        name="delete-pod",
+        summary="delete stuck pods (named, or a workload's pods that are terminating or not ready) so "
+        "their controller starts them again; force=true for a pod on a dead node",
+        optional=frozenset({"pod", "workload", "only", "force", "allow_unmanaged", "timeout"}),
+        mutating=True,
+        command=True,
+        check=_check_delete_pod,
+        make=lambda labels, rules: DeletePodJob(),
+    ),
+    JobKind(
+        name="set-image",
+        summary="set kube-proxy's image to the one EKS documents for the cluster's version (in its "
+        "registry), then wait for the rollout",
+        required=frozenset({"workload"}),
+        optional=frozenset({"container", "timeout", "crashloop_after", "imagepull_after"}),
+        mutating=True,
+        command=True,
+        check=_check_set_image,
+        make=lambda labels, rules: SetImageJob(rules),
     ),
     JobKind(
         name="wait-nodegroup",

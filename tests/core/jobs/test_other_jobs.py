@@ -26,7 +26,15 @@ LABELS = ("eks.amazonaws.com/nodegroup",)
 
 def test_the_registry_maps_every_kind_plans_use() -> None:
     registry = default_jobs(LABELS)
-    assert sorted(registry.jobs) == ["cordon", "drain", "restart", "uncordon", "wait-nodegroup"]
+    assert sorted(registry.jobs) == [
+        "cordon",
+        "delete-pod",
+        "drain",
+        "restart",
+        "set-image",
+        "uncordon",
+        "wait-nodegroup",
+    ]
     assert all(registry.get(kind).kind == kind for kind in registry.jobs)  # type: ignore[union-attr]
     assert registry.get("reboot") is None
 
