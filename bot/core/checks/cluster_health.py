@@ -4,7 +4,8 @@ definitions, the Istio install, certificates and the room to drain a node group.
 Like `preflight.py`, pure functions over facts the gatherer read in its one pass (`HealthFacts`,
 a part of `preflight.Facts`), so each is tested with a few lines of data. Ids:
 CNI001 VPC CNI warm-IP settings (its out-of-IP events are the known-issue rule CNI002, in
-`templates/rules/known-issues.yaml`), CRD001 stored versions no longer served, ISTIO002 an
+`templates/rules/known-issues.yaml`), CRD001 stored versions no longer served, CRD002 stored
+versions the CRD marks deprecated (the operator will drop them), ISTIO002 an
 IstioOperator-based install, CERT001-003 certificates (webhook and CRD-conversion `caBundle`s,
 the Istio root), CAP001-002 capacity to drain a node group. Each finding names its evidence in
 `source`.
@@ -68,6 +69,8 @@ class CrdFacts:
     served: tuple[str, ...] = ()  # those with served: true
     storage: str = ""  # the one with storage: true
     stored: tuple[str, ...] = ()  # status.storedVersions
+    deprecated: tuple[str, ...] = ()  # those marked `deprecated: true`: their removal is announced
+    warnings: tuple[tuple[str, str], ...] = ()  # (version, its deprecationWarning) when given
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,15 +186,28 @@ def check_cni(health: HealthFacts) -> list[Finding]:
     ]
 
 
+def _migrate(crd: CrdFacts, keep: str) -> str:
+    resource = crd.name.split(".", 1)[0]
+    return (
+        f"Rewrite every object in the storage version {keep}, then drop the old entries:\n"
+        f"  kubectl get {resource} -A -o json | kubectl replace -f -\n"
+        f"  kubectl patch crd {crd.name} --subresource=status --type=merge"
+        f' -p \'{{"status":{{"storedVersions":["{keep}"]}}}}\'\n'
+    )
+
+
 def check_crds(health: HealthFacts) -> list[Finding]:
     out: list[Finding] = []
     for crd in sorted(health.crds, key=lambda c: c.name):
-        stale = [v for v in crd.stored if v not in crd.served]
+        keep = crd.storage or (crd.served[0] if crd.served else "")
+        dropping = [v for v in crd.stored if v in crd.deprecated and v != keep]
+        if dropping:
+            out.append(_dropped_version(crd, dropping, keep))
+        # A deprecated version is CRD002's: one finding per version, the more telling one.
+        stale = [v for v in crd.stored if v not in crd.served and v not in dropping]
         if not stale:
             continue
         gone = [v for v in stale if v not in crd.versions]
-        keep = crd.storage or (crd.served[0] if crd.served else "")
-        resource = crd.name.split(".", 1)[0]
         out.append(
             Finding(
                 id="CRD001",
@@ -208,16 +224,48 @@ def check_crds(health: HealthFacts) -> list[Finding]:
                 " API server while status.storedVersions lists it — and Helm does not upgrade CRDs at all"
                 " (crds/ is installed once), so the CRD silently stays old while its controller moves on."
                 + (f" {', '.join(gone)} is already gone from spec.versions." if gone else ""),
-                fix=f"Rewrite every object in the storage version {keep}, then drop the old entries:\n"
-                f"  kubectl get {resource} -A -o json | kubectl replace -f -\n"
-                f"  kubectl patch crd {crd.name} --subresource=status --type=merge"
-                f' -p \'{{"status":{{"storedVersions":["{keep}"]}}}}\'\n'
-                "Apply CRD changes of a chart yourself (kubectl apply --server-side -f the chart's crds/)"
+                fix=_migrate(crd, keep)
+                + "Apply CRD changes of a chart yourself (kubectl apply --server-side -f the chart's crds/)"
                 " before upgrading its release.",
                 source=_CRD_SOURCE,
             )
         )
     return out
+
+
+def _dropped_version(crd: CrdFacts, dropping: Sequence[str], keep: str) -> Finding:
+    """CRD002: objects may still be stored in a version whose removal the CRD itself announces."""
+    unserved = [v for v in dropping if v not in crd.served]
+    said = [f"{v}: “{w}”" for v, w in crd.warnings if v in dropping]
+    listed = ", ".join(dropping)
+    plural = "s" if len(dropping) > 1 else ""
+    return Finding(
+        id="CRD002",
+        severity=REQUIRED if unserved else RECOMMENDED,
+        title=f"CustomResourceDefinition {crd.name} still stores version{plural} {listed},"
+        f" which its operator marks deprecated{' and no longer serves' if unserved else ''}",
+        objects=(
+            f"CustomResourceDefinition {crd.name} (storedVersions {', '.join(crd.stored)};"
+            f" deprecated {', '.join(crd.deprecated)}; served {', '.join(crd.served) or 'none'};"
+            f" storage {crd.storage or '?'})",
+        ),
+        why=f"The CRD marks {listed} `deprecated: true`: its operator has announced that a release will"
+        f" drop {'them' if plural else 'it'}. That release's CRD is refused by the API server while"
+        " status.storedVersions still lists the version (objects written before may still be stored"
+        " in it), so the operator's upgrade fails half-way — or, installed by Helm, which never"
+        " upgrades CRDs, the old CRD silently stays while the new controller expects the new one."
+        + (
+            f" {', '.join(unserved)} is no longer served: only the migration of the stored objects is"
+            " left, and nothing reads them in that version any more."
+            if unserved
+            else ""
+        )
+        + (f" The CRD says: {'; '.join(said)}." if said else ""),
+        fix=_migrate(crd, keep)
+        + "Do it before upgrading the operator (and apply its new CRDs yourself: kubectl apply"
+        " --server-side -f the chart's crds/).",
+        source=_CRD_SOURCE,
+    )
 
 
 def check_istio_operator(health: HealthFacts) -> list[Finding]:

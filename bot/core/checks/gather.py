@@ -1154,6 +1154,10 @@ def _crd(crd: schema.Crd, certs: list[CertFacts]) -> CrdFacts:
         served=tuple(v.name for v in versions if v.served),
         storage=next((v.name for v in versions if v.storage), ""),
         stored=tuple(crd.status.stored_versions or ()),
+        deprecated=tuple(v.name for v in versions if v.deprecated),
+        warnings=tuple(
+            (v.name, v.deprecation_warning) for v in versions if v.deprecated and v.deprecation_warning
+        ),
     )
 
 

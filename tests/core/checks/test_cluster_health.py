@@ -39,7 +39,18 @@ from bot.sim import SimCluster
 from bot.sim.world.certs import certificate_der, certificate_pem
 
 RULES = read_rules(BUILTIN_RULES)
-NEW_IDS = {"CNI001", "CNI002", "CRD001", "ISTIO002", "CERT001", "CERT002", "CERT003", "CAP001", "CAP002"}
+NEW_IDS = {
+    "CNI001",
+    "CNI002",
+    "CRD001",
+    "CRD002",
+    "ISTIO002",
+    "CERT001",
+    "CERT002",
+    "CERT003",
+    "CAP001",
+    "CAP002",
+}
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
 
@@ -68,7 +79,7 @@ def test_each_new_check_fires_on_known_issues_2_with_its_evidence_and_none_on_sm
     report = check(sim, sim_kubeconfig(sim))
     found = by_id(report)
     assert report.failed
-    assert NEW_IDS & set(found) == {"CNI001", "CNI002", "CRD001", "ISTIO002", "CERT001", "CAP001"}
+    assert NEW_IDS & set(found) == {"CNI001", "CNI002", "CRD001", "CRD002", "ISTIO002", "CERT001", "CAP001"}
     for code in NEW_IDS & set(found):
         for finding in found[code]:
             assert finding.source.startswith(("https://", "known-issue rule")), finding
@@ -96,6 +107,15 @@ def test_each_new_check_fires_on_known_issues_2_with_its_evidence_and_none_on_sm
     )
     assert "kubectl patch crd ledgerpolicies.ledger.example.com --subresource=status" in crd.fix
     assert '"storedVersions":["v1"]' in crd.fix
+    # A stored version the CRD marks deprecated and no longer serves: its operator drops it next.
+    (dropped,) = found["CRD002"]
+    assert dropped.severity == REQUIRED
+    assert dropped.title == (
+        "CustomResourceDefinition ledgerschedules.ledger.example.com still stores version v1beta1,"
+        " which its operator marks deprecated and no longer serves"
+    )
+    assert "removed in ledger-operator 3.0" in dropped.why
+    assert "kubectl patch crd ledgerschedules.ledger.example.com --subresource=status" in dropped.fix
 
     (operator,) = found["ISTIO002"]
     assert operator.objects == (
@@ -228,6 +248,33 @@ def test_crd_stored_versions() -> None:
     assert finding.title.endswith("still records stored version v1beta1, no longer served")
     assert "v1beta1 is already gone from spec.versions" in finding.why
     assert "kubectl get b -A -o json | kubectl replace -f -" in finding.fix
+
+
+def test_a_stored_version_marked_deprecated_is_recommended_and_required_once_not_served() -> None:
+    def crd(served: tuple[str, ...]) -> CrdFacts:
+        return CrdFacts(
+            name="widgets.example.com",
+            versions=("v1beta1", "v1"),
+            served=served,
+            storage="v1",
+            stored=("v1beta1", "v1"),
+            deprecated=("v1beta1",),
+            warnings=(("v1beta1", "use v1"),),
+        )
+
+    (still_served,) = check_crds(HealthFacts(crds=[crd(("v1beta1", "v1"))]))
+    assert (still_served.id, still_served.severity) == ("CRD002", RECOMMENDED)
+    assert "The CRD says: v1beta1: “use v1”." in still_served.why
+    # Not served any more: Required, and CRD001 does not report the same version again.
+    (gone,) = check_crds(HealthFacts(crds=[crd(("v1",))]))
+    assert (gone.id, gone.severity) == ("CRD002", REQUIRED)
+    assert "v1beta1 is no longer served" in gone.why
+    # Deprecated but nothing stored in it: nothing to migrate.
+    clean = CrdFacts(
+        name="w.example.com", versions=("v1beta1", "v1"), served=("v1beta1", "v1"), storage="v1",
+        stored=("v1",), deprecated=("v1beta1",),
+    )  # fmt: skip
+    assert check_crds(HealthFacts(crds=[clean])) == []
 
 
 def test_the_istio_operator_needs_its_controller_not_just_the_crd() -> None:
