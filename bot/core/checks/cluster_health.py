@@ -7,8 +7,9 @@ CNI001 VPC CNI warm-IP settings (its out-of-IP events are the known-issue rule C
 `templates/rules/known-issues.yaml`), CRD001 stored versions no longer served, CRD002 stored
 versions the CRD marks deprecated (the operator will drop them), ISTIO002 an
 IstioOperator-based install, CERT001-003 certificates (webhook and CRD-conversion `caBundle`s,
-the Istio root), CAP001-002 capacity to drain a node group. Each finding names its evidence in
-`source`.
+the Istio root), CERT004 webhook serving certificates issued by cert-manager (the Certificate a
+`cert-manager.io/inject-ca-from` annotation names, read from its status), CAP001-002 capacity to
+drain a node group. Each finding names its evidence in `source`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ _CRD_SOURCE = (
 )
 _OPERATOR_SOURCE = "https://istio.io/latest/blog/2024/in-cluster-operator-deprecation-announcement/"
 _WEBHOOK_CERT_SOURCE = "https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#contacting-the-webhook"
+_SERVING_SOURCE = (
+    "https://cert-manager.io/docs/usage/certificate/#renewal ; "
+    "https://cert-manager.io/docs/concepts/ca-injector/"
+)
 _ISTIO_ROOT_SOURCE = "https://istio.io/latest/docs/ops/configuration/security/root-transition/"
 _CAPACITY_SOURCE = (
     "https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/ ; "
@@ -86,6 +91,21 @@ class CertFacts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ServingCert:
+    """A cert-manager Certificate named by a webhook's or a CRD's `cert-manager.io/inject-ca-from`
+    annotation: the serving certificate of that webhook, read from the Certificate's status only
+    (never its Secret). `error` when it could not be read ("no such Certificate")."""
+
+    ref: str  # "ledger/ledger-webhook-serving"
+    users: tuple[str, ...]  # "MutatingWebhookConfiguration ledger-defaults", "CustomResourceDefinition x"
+    not_after: datetime | None = None
+    renewal: datetime | None = None  # status.renewalTime: when cert-manager renews it
+    ready: str = ""  # the Ready condition's status: "True", "False", "" (none)
+    message: str = ""  # the Ready condition's message
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeRoom:
     """What a node offers and what its pods ask (requests; CPU in millicores, memory in bytes)."""
 
@@ -107,6 +127,7 @@ class HealthFacts:
     #: Whether the IstioOperator CRD (istiooperators.install.istio.io) exists
     istio_operator_crd: bool = False
     certs: Sequence[CertFacts] = ()
+    serving: Sequence[ServingCert] = ()
     rooms: Sequence[NodeRoom] = ()
 
 
@@ -494,6 +515,92 @@ def check_capacity(health: HealthFacts) -> list[Finding]:
     return out
 
 
+def check_serving_certs(
+    health: HealthFacts, *, now: datetime, window: timedelta = CERT_WINDOW, soon: timedelta = CERT_SOON
+) -> list[Finding]:
+    """CERT004: a webhook's (or a CRD conversion's) serving certificate issued by cert-manager that
+    expires inside the window — Required when cert-manager will not renew it in time (its renewal
+    time has passed, or the Certificate is not Ready), Recommended when its renewal falls in the
+    window (cert-manager and its issuer must then run through the upgrade) or it expires within
+    `soon` with its renewal overdue; a Certificate an annotation names that cannot be read."""
+    out: list[Finding] = []
+    for cert in health.serving:
+        users = ", ".join(cert.users)
+        if cert.error:
+            out.append(
+                Finding(
+                    id="CERT004",
+                    severity=RECOMMENDED,
+                    title=f"The cert-manager Certificate {cert.ref} that {cert.users[0]} names cannot be read",
+                    objects=(f"Certificate {cert.ref} ({cert.error}), named by {users}",),
+                    why="cert-manager.io/inject-ca-from names it: cainjector copies its CA into the caBundle,"
+                    " and the webhook serves the certificate it issues. Without it, neither can be renewed"
+                    " and its expiry cannot be checked.",
+                    fix=f"kubectl -n {cert.ref.split('/', 1)[0]} get certificates — fix the annotation, or"
+                    " create the Certificate the webhook's chart expects.",
+                    source=_SERVING_SOURCE,
+                )
+            )
+            continue
+        if cert.not_after is None:
+            continue
+        overdue = cert.renewal is None or cert.renewal <= now or cert.ready == "False"
+        inside = cert.not_after <= now + window
+        if not inside and not (overdue and cert.not_after <= now + soon):
+            continue
+        required = inside and overdue
+        left = _left(cert.not_after, now)
+        renewal = (
+            f"renewalTime {cert.renewal:%Y-%m-%d %H:%M} UTC" if cert.renewal is not None else "no renewalTime"
+        )
+        state = (
+            f"Ready {cert.ready}" + (f": {cert.message}" if cert.message else "")
+            if cert.ready
+            else "no Ready condition"
+        )
+        namespace, name = cert.ref.split("/", 1)
+        why = (
+            "cert-manager issues this webhook's serving certificate (and cainjector puts its CA into the"
+            " caBundle); it renews it at status.renewalTime. "
+            + (
+                "That time has passed, or the Certificate is not Ready: the renewal is failing"
+                + (f" ({cert.message})" if cert.message else "")
+                + ", so nothing will replace it before it expires."
+                if overdue
+                else "Its renewal falls inside the window: cert-manager, its webhook and the issuer must"
+                " keep running while the nodes under them are drained."
+            )
+            + " Once it expires, the API server's calls to "
+            + users
+            + " fail TLS: the objects they admit or convert can no longer be written (failurePolicy Fail)"
+            " or pass unchecked (Ignore) — during the upgrade, when new pods need them."
+            + (
+                f" It expires inside the upgrade window (the next {window.days} days)."
+                if inside
+                else f" It expires within {soon.days} days."
+            )
+        )
+        out.append(
+            Finding(
+                id="CERT004",
+                severity=REQUIRED if required else RECOMMENDED,
+                title=f"The serving certificate of {cert.users[0]} (cert-manager Certificate {cert.ref}) {left}"
+                + ("; its renewal is overdue" if overdue else ""),
+                objects=(
+                    f"Certificate {cert.ref}: status.notAfter {left}; {renewal}; {state} — used by {users}",
+                ),
+                why=why,
+                fix="See why it is not renewed (its events and CertificateRequests), fix the issuer, then"
+                " renew it now and check the new expiry:\n"
+                f"  kubectl -n {namespace} describe certificate {name}\n"
+                f"  cmctl renew -n {namespace} {name}\n"
+                f"  kubectl -n {namespace} get certificate {name} -o jsonpath='{{.status.notAfter}}'",
+                source=_SERVING_SOURCE,
+            )
+        )
+    return out
+
+
 def run_health_checks(health: HealthFacts, *, now: float | None = None) -> list[Finding]:
     """Every check of this module; `now` (Unix seconds) dates the certificates' expiry."""
     when = datetime.fromtimestamp(time.time() if now is None else now, UTC)
@@ -502,5 +609,6 @@ def run_health_checks(health: HealthFacts, *, now: float | None = None) -> list[
         *check_crds(health),
         *check_istio_operator(health),
         *check_certs(health, now=when),
+        *check_serving_certs(health, now=when),
         *check_capacity(health),
     ]

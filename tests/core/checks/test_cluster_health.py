@@ -1,6 +1,7 @@
 """The runbooks' uncovered known issues (issue 25, item 6): VPC CNI out of IPs and its warm pool,
-CRD stored versions no longer served, the in-cluster Istio operator, certificates expiring
-(webhook and CRD-conversion caBundles, the Istio root), and the room to drain a node group.
+CRD stored versions no longer served or marked deprecated, the in-cluster Istio operator,
+certificates expiring (webhook and CRD-conversion caBundles, the Istio root, webhook serving
+certificates issued by cert-manager), and the room to drain a node group.
 
 Each fires on the sim's `known-issues-2` scenario read through the kube adapter (the real
 kubernetes client's configuration, over HTTP) and is silent on the clean `small`; the edges are
@@ -23,11 +24,13 @@ from bot.core.checks.cluster_health import (
     CrdFacts,
     HealthFacts,
     NodeRoom,
+    ServingCert,
     check_capacity,
     check_certs,
     check_cni,
     check_crds,
     check_istio_operator,
+    check_serving_certs,
     quantity,
 )
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, Report
@@ -48,6 +51,7 @@ NEW_IDS = {
     "CERT001",
     "CERT002",
     "CERT003",
+    "CERT004",
     "CAP001",
     "CAP002",
 }
@@ -79,7 +83,16 @@ def test_each_new_check_fires_on_known_issues_2_with_its_evidence_and_none_on_sm
     report = check(sim, sim_kubeconfig(sim))
     found = by_id(report)
     assert report.failed
-    assert NEW_IDS & set(found) == {"CNI001", "CNI002", "CRD001", "CRD002", "ISTIO002", "CERT001", "CAP001"}
+    assert NEW_IDS & set(found) == {
+        "CNI001",
+        "CNI002",
+        "CRD001",
+        "CRD002",
+        "ISTIO002",
+        "CERT001",
+        "CERT004",
+        "CAP001",
+    }
     for code in NEW_IDS & set(found):
         for finding in found[code]:
             assert finding.source.startswith(("https://", "known-issue rule")), finding
@@ -141,6 +154,18 @@ def test_each_new_check_fires_on_known_issues_2_with_its_evidence_and_none_on_sm
         )
     )
     assert "kubectl get validatingwebhookconfiguration ledger-policy" in certs[1].fix
+    # The ledger-defaults webhook's serving certificate, issued by cert-manager, expires in 4 days
+    # and its renewal is overdue (the issuer fails): Required. cert-manager's own, renewed on time,
+    # is not a finding.
+    (serving,) = found["CERT004"]
+    assert serving.severity == REQUIRED
+    assert serving.title.startswith(
+        "The serving certificate of MutatingWebhookConfiguration ledger-defaults"
+        " (cert-manager Certificate ledger/ledger-webhook-serving) expires in 4 days ("
+    )
+    assert serving.title.endswith("; its renewal is overdue")
+    assert 'Ready False: Issuer "ledger-ca" is not ready' in serving.objects[0]
+    assert "cmctl renew -n ledger ledger-webhook-serving" in serving.fix
     assert not any("cert-manager" in o for f in report.findings for o in f.objects)
 
     # Each worker node holds a 1.2-CPU ledger replica that no other node has room for.
@@ -226,6 +251,34 @@ def test_the_sims_certificates_expire_when_the_scenario_says() -> None:
 
 
 # ----- the other checks on data -------------------------------------------------------------------
+
+
+def test_a_cert_manager_serving_certificate_is_required_only_when_its_renewal_will_not_come() -> None:
+    def serving(days: float, renewal_days: float | None, ready: str = "True") -> list[str]:
+        cert = ServingCert(
+            ref="shop/hook-tls",
+            users=("ValidatingWebhookConfiguration shop-hook",),
+            not_after=NOW + timedelta(days=days),
+            renewal=NOW + timedelta(days=renewal_days) if renewal_days is not None else None,
+            ready=ready,
+        )
+        return [f"{f.id} {f.severity}" for f in check_serving_certs(HealthFacts(serving=[cert]), now=NOW)]
+
+    assert serving(10, 2) == [f"CERT004 {RECOMMENDED}"]  # renewed inside the window: cert-manager must run
+    assert serving(10, -1) == [f"CERT004 {REQUIRED}"]  # its renewal time passed without one
+    assert serving(10, 2, ready="False") == [f"CERT004 {REQUIRED}"]
+    assert serving(10, None) == [f"CERT004 {REQUIRED}"]
+    assert serving(20, -1) == [f"CERT004 {RECOMMENDED}"]  # within 30 days, renewal overdue
+    assert serving(20, 5) == []  # renewed before it matters
+    assert serving(90, -1) == []
+    missing = ServingCert(
+        ref="shop/gone", users=("CustomResourceDefinition a.example.com",), error="no such Certificate"
+    )
+    (finding,) = check_serving_certs(HealthFacts(serving=[missing]), now=NOW)
+    assert (finding.id, finding.severity) == ("CERT004", RECOMMENDED)
+    assert finding.objects == (
+        "Certificate shop/gone (no such Certificate), named by CustomResourceDefinition a.example.com",
+    )
 
 
 def test_cni_warm_targets() -> None:
