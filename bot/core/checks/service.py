@@ -7,8 +7,10 @@ Recommended, each with its id, the objects concerned, why and what to do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 from typing import cast
@@ -109,7 +111,13 @@ def run_check(
         for extra in extras:
             extra_findings.extend(extra(reader, to, extra_notes))
 
-    gathered = read_facts(reader, rules=rules, progress=progress, meanwhile=run_extras if extras else None)
+    # The checks and the removed-API signals list some of the same objects (Deployments,
+    # StatefulSets, budgets, webhooks, CRDs), each decoding its own fields: the cluster is read once.
+    remembering: Callable[[], AbstractContextManager[None]] | None = getattr(reader, "remembering", None)
+    with remembering() if remembering is not None else contextlib.nullcontext():
+        gathered = read_facts(
+            reader, rules=rules, progress=progress, meanwhile=run_extras if extras else None
+        )
     facts = gathered.facts
     to = target or default_target(facts.version)
     findings: list[Finding] = [
