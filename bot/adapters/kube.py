@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -278,19 +278,24 @@ class Cluster:
         #: Inside `remembering`: whole lists read so far, (path, query, limit) → their raw pages.
         self._memo: dict[tuple[str, str, int], list[bytes]] | None = None
         self._memo_left = 0
+        self._memo_paths: frozenset[str] | None = None
 
     @contextlib.contextmanager
-    def remembering(self, *, max_bytes: int = MEMO_BYTES) -> Iterator[None]:
+    def remembering(
+        self, paths: Collection[str] | None = None, *, max_bytes: int = MEMO_BYTES
+    ) -> Iterator[None]:
         """Within the block a list is read from the cluster once: a second `list_pages` of the same
         path and query (another check decoding the same objects into another shape: the checks'
         workloads and the removed-API signals' managedFields) decodes the pages kept from the
-        first. Only whole lists are kept, `max_bytes` of them at most (what does not fit is read
-        again); the pages are dropped when the block ends. Not for watches or pods' `map_pages`."""
+        first. Only whole lists of `paths` (None: any) are kept, `max_bytes` of them at most (what
+        does not fit is read again); the pages are dropped when the block ends. Not for watches or
+        pods' `map_pages`."""
         self._memo, self._memo_left = {}, max_bytes
+        self._memo_paths = frozenset(paths) if paths is not None else None
         try:
             yield
         finally:
-            self._memo, self._memo_left = None, 0
+            self._memo, self._memo_left, self._memo_paths = None, 0, None
 
     @classmethod
     def connect(cls, config: ClusterConfig, *, observe: RequestObserver | None = None) -> Cluster:
@@ -866,7 +871,7 @@ class Cluster:
         from the head of each raw page (list metadata comes before the items), so the next fetch
         waits for no decoding.
         """
-        if self._memo is None:
+        if self._memo is None or (self._memo_paths is not None and path not in self._memo_paths):
             return self._list_from(path, query, limit, item_type, "")
         key = (path, json.dumps(sorted((query or {}).items()), default=str), limit)
         kept = self._memo.get(key)

@@ -63,5 +63,9 @@ def test_a_list_is_read_once_inside_the_block_and_again_outside(sim_eks: SimClus
             _names(cluster, "/apis/apps/v1/deployments", limit=500)
             _names(cluster, "/apis/apps/v1/deployments", limit=500)
         assert count() - after == read + 2  # too large to keep: read twice
+        with cluster.remembering(["/apis/apps/v1/statefulsets"]):
+            _names(cluster, "/apis/apps/v1/deployments", limit=500)
+            _names(cluster, "/apis/apps/v1/deployments", limit=500)
+        assert count() - after == read + 4  # not a path asked for: not kept
     finally:
         cluster.close()

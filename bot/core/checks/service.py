@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
@@ -113,8 +113,12 @@ def run_check(
 
     # The checks and the removed-API signals list some of the same objects (Deployments,
     # StatefulSets, budgets, webhooks, CRDs), each decoding its own fields: the cluster is read once.
-    remembering: Callable[[], AbstractContextManager[None]] | None = getattr(reader, "remembering", None)
-    with remembering() if remembering is not None else contextlib.nullcontext():
+    # Only those (the nodes, read once, are not kept).
+    remembering: Callable[[Collection[str]], AbstractContextManager[None]] | None = getattr(
+        reader, "remembering", None
+    )
+    shared = {kind.path for kind in apis.APPLIED_KINDS} if extras else set()
+    with remembering(shared) if remembering is not None and shared else contextlib.nullcontext():
         gathered = read_facts(
             reader, rules=rules, progress=progress, meanwhile=run_extras if extras else None
         )
