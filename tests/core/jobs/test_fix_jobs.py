@@ -21,8 +21,10 @@ from bot.core.jobs.image import SetImageJob
 from bot.core.jobs.kubeproxy import EKS_KUBE_PROXY, SOURCE, documented_image
 from bot.core.jobs.pods import ROLE_HINT, DeletePodJob
 from bot.core.jobs.registry import default_jobs
+from bot.core.rendering import Renderer
 from bot.errors import ClusterError, ClusterForbidden, UserError
 from bot.records import ActionCall, ClusterConfig
+from bot.resources import BUILTIN_TEMPLATES
 from bot.sim import SimCluster
 from tests.support.jobs import FakeCluster, JobDriver, stored
 from tests.support.kube_objects import pod
@@ -259,6 +261,18 @@ def test_without_the_pod_delete_role_the_gate_says_so_and_the_job_ends_naming_it
     ][0]
     assert entry["forbidden"] == ROLE_HINT
     assert "Helm value `podDelete: true`" in ROLE_HINT
+    # The gate's text says so before anyone approves, on its own line.
+    rendered = Renderer([BUILTIN_TEMPLATES]).env.from_string(
+        '{% from "runs/_dryrun.txt.j2" import summary, nodes %}{{ summary(a) }}\n{{ nodes(a) }}'
+    )
+    lines = rendered.render(a=entry).splitlines()
+    assert lines[0].endswith("delete 1 pod(s) with grace period 0 (forced: the kubelet is not asked to confirm);"
+                             " their controllers start them again")  # fmt: skip
+    assert (
+        lines[1]
+        == f":no_entry: The bot may not delete pods here: {ROLE_HINT} — approving this step would fail."
+    )
+    assert lines[2] == "• pod db/db-0 on node n1 (StatefulSet db/db; Terminating)"
     job = DeletePodJob()
     progress = job.plan(fake, args, now=at)
     assert job.dry_run(fake, progress)[0].startswith("would FAIL to delete pod db/db-0 on node n1")
