@@ -176,7 +176,10 @@ class DeletePodJob:
         else:
             for text in names_arg(args, "pod"):
                 namespace, _, name = text.partition("/")
-                found.append(self._get(cluster, namespace, name))
+                named = self._get(cluster, namespace, name)
+                if only and not _stuck(named, only):
+                    raise UserError(f"pod {namespace}/{name} is not {only} now: nothing to delete")
+                found.append(named)
         entries = sorted((_entry(p) for p in found), key=pkey)
         unmanaged = [pkey(e) for e in entries if not e["owner"]]
         if unmanaged and not flag(args, "allow_unmanaged"):

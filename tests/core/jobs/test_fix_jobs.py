@@ -219,6 +219,12 @@ def test_delete_pod_refuses_a_pod_no_controller_owns_unless_asked_by_name(
         "pod logging/debug-shell has no controller: once deleted nothing starts it again"
     )
     assert "allow_unmanaged=true" in refused.value.user_message
+    with pytest.raises(UserError, match="pod logging/debug-shell is not terminating now: nothing to delete"):
+        job.plan(
+            cluster,
+            {"pod": "logging/debug-shell", "only": "terminating", "allow_unmanaged": "true"},
+            now=now(sim_eks),
+        )
     driver = JobDriver(
         job, cluster, {"pod": "logging/debug-shell", "allow_unmanaged": "true"}, now=lambda: now(sim_eks)
     )
