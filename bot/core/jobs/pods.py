@@ -167,7 +167,15 @@ class DeletePodJob:
                         if workload_of(msgspec.convert(raw, WPod)) == want and _stuck(raw, only):
                             found.append(raw)
                 if not found:
-                    raise UserError(f"no pod of {kind}/{namespace}/{name} is {only} now: nothing to delete")
+                    hint = (
+                        " (a volume still attached to a dead node is released by the attach/detach"
+                        " controller after 6 minutes, or by deleting its VolumeAttachment: see the remedy)"
+                        if only == "terminating"
+                        else ""
+                    )
+                    raise UserError(
+                        f"no pod of {kind}/{namespace}/{name} is {only} now: nothing to delete{hint}"
+                    )
                 if len(found) > MAX_PODS:
                     raise UserError(
                         f"{len(found)} pods of {kind}/{namespace}/{name} are {only}: more than {MAX_PODS} "
