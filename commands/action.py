@@ -1,5 +1,5 @@
-"""`/upgrade action cordon|uncordon|drain|restart ARG=VALUE … [--dry-run] --reason "…"`: one
-cluster action outside a plan, behind a gate.
+"""`/upgrade action cordon|uncordon|drain|restart|delete-pod|set-image ARG=VALUE … [--dry-run]
+--reason "…"`: one cluster action outside a plan, behind a gate.
 
 It never acts at once: it starts a one-step run (its own card and thread in the operations channel)
 whose gate the configured approvers must pass (`actions.approvers`: the primary and the shadow by
@@ -39,7 +39,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     `/upgrade action drain node=ip-10-0-1-7 --reason "bad disk"` · `… cordon nodegroup=istio
     version=1.25.16 …` (that group's nodes not on 1.25.16) · `… restart
-    workloads=deployment/kube-system/coredns …` · `… restart namespace=payments selector=app=api …`.
+    workloads=deployment/kube-system/coredns …` · `… restart namespace=payments selector=app=api …` ·
+    `… delete-pod workload=statefulset/logging/es only=terminating force=true …` (its pods stuck
+    Terminating) · `… set-image workload=daemonset/kube-system/kube-proxy …` (the image EKS documents).
     `--dry-run` lists exactly what would happen and changes nothing. A run with one step is
     started; the primary and the shadow (configurable) approve it before anything runs.
 

@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -131,6 +131,9 @@ log = logging.getLogger(__name__)
 
 #: kubectl's page size; the API server's list cost is bounded per page.
 PAGE_SIZE = 500
+#: What `Cluster.remembering` keeps of the lists it reads, at most (a check at 5,000 nodes: its
+#: 3,500 Deployments and 900 budgets are about 20 MB of JSON).
+MEMO_BYTES = 64 * 1024 * 1024
 
 #: Told of each API request: (verb, result, seconds) — `get`/`list`… as the HTTP method
 #: lower-cased (`watch` for a watch), the HTTP status or `unreachable`, time to the headers.
@@ -272,6 +275,27 @@ class Cluster:
         self.timeout = timeout
         #: Told of every API request (verb, result, seconds): the front door's metrics.
         self.observe = observe
+        #: Inside `remembering`: whole lists read so far, (path, query, limit) → their raw pages.
+        self._memo: dict[tuple[str, str, int], list[bytes]] | None = None
+        self._memo_left = 0
+        self._memo_paths: frozenset[str] | None = None
+
+    @contextlib.contextmanager
+    def remembering(
+        self, paths: Collection[str] | None = None, *, max_bytes: int = MEMO_BYTES
+    ) -> Iterator[None]:
+        """Within the block a list is read from the cluster once: a second `list_pages` of the same
+        path and query (another check decoding the same objects into another shape: the checks'
+        workloads and the removed-API signals' managedFields) decodes the pages kept from the
+        first. Only whole lists of `paths` (None: any) are kept, `max_bytes` of them at most (what
+        does not fit is read again); the pages are dropped when the block ends. Not for watches or
+        pods' `map_pages`."""
+        self._memo, self._memo_left = {}, max_bytes
+        self._memo_paths = frozenset(paths) if paths is not None else None
+        try:
+            yield
+        finally:
+            self._memo, self._memo_left, self._memo_paths = None, 0, None
 
     @classmethod
     def connect(cls, config: ClusterConfig, *, observe: RequestObserver | None = None) -> Cluster:
@@ -578,18 +602,24 @@ class Cluster:
             raise
         return True
 
-    def delete_pod(self, namespace: str, name: str, *, uid: str, dry_run: bool = False) -> bool:
+    def delete_pod(
+        self, namespace: str, name: str, *, uid: str, dry_run: bool = False, grace_seconds: int | None = None
+    ) -> bool:
         """Delete one pod, bypassing its PodDisruptionBudgets (only when people chose it).
 
         The UID precondition makes the delete hit exactly the pod that was decided on, never a
-        pod recreated under the same name. True when the delete was accepted; False when the pod
-        was already gone (404) or is another pod now (409).
+        pod recreated under the same name. `grace_seconds` 0 is `kubectl delete --grace-period=0
+        --force`: the object goes at once, without the kubelet's confirmation (a pod stuck
+        Terminating on a dead node); None keeps the pod's own grace period. True when the delete
+        was accepted; False when the pod was already gone (404) or is another pod now (409).
         """
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
             "preconditions": {"uid": uid},
         }
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
         try:
             self.send_json("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body, query=_dry(dry_run))
         except ClusterError as exc:
@@ -634,6 +664,19 @@ class Cluster:
             )
         stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
+        return self.send_json("PATCH", path, patch, content_type=STRATEGIC_MERGE, query=_dry(dry_run))
+
+    def set_image(
+        self, kind: str, namespace: str, name: str, *, container: str, image: str, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """`kubectl set image KIND/NAME CONTAINER=IMAGE` for a deployment, daemonset or statefulset:
+        a strategic merge patch of the one container (containers merge by name). Returns the
+        patched (or, dry, the would-be) workload."""
+        resource = _WORKLOAD_RESOURCES.get(kind.lower())
+        if resource is None:
+            raise ValueError(f"set image: unknown workload kind {kind!r}")
+        path = f"/apis/apps/v1/namespaces/{namespace}/{resource}/{name}"
+        patch = {"spec": {"template": {"spec": {"containers": [{"name": container, "image": image}]}}}}
         return self.send_json("PATCH", path, patch, content_type=STRATEGIC_MERGE, query=_dry(dry_run))
 
     # ----- reads ---------------------------------------------------------------------------------
@@ -828,12 +871,57 @@ class Cluster:
         from the head of each raw page (list metadata comes before the items), so the next fetch
         waits for no decoding.
         """
-        return self._list_from(path, query, limit, item_type, "")
+        if self._memo is None or (self._memo_paths is not None and path not in self._memo_paths):
+            return self._list_from(path, query, limit, item_type, "")
+        key = (path, json.dumps(sorted((query or {}).items()), default=str), limit)
+        kept = self._memo.get(key)
+        if kept is not None:
+            return self._from_memo(path, kept, item_type)
+        return self._list_keeping(path, query, limit, item_type, key, self._memo)
+
+    def _from_memo(self, path: str, kept: list[bytes], item_type: Any) -> Iterator[Page[Any]]:
+        decoder = _page_decoder(item_type)
+        for raw in kept:
+            try:
+                body = decoder.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise self._shape_error(path, exc) from exc
+            yield Page(
+                items=body.items or [],
+                resource_version=body.metadata.resource_version,
+                continue_token=body.metadata.continue_,
+                remaining=body.metadata.remaining_item_count,
+            )
+
+    def _list_keeping(
+        self,
+        path: str,
+        query: Mapping[str, Any] | None,
+        limit: int,
+        item_type: Any,
+        key: tuple[str, str, int],
+        memo: dict[tuple[str, str, int], list[bytes]],
+    ) -> Iterator[Page[Any]]:
+        """`_list_from`, keeping the raw pages in `memo` once the whole list was read and fits."""
+        keep: list[bytes] = []
+        yield from self._list_from(path, query, limit, item_type, "", keep=keep)
+        size = sum(len(raw) for raw in keep)
+        if memo is self._memo and size <= self._memo_left:
+            memo[key] = keep
+            self._memo_left -= size
 
     def _list_from(
-        self, path: str, query: Mapping[str, Any] | None, limit: int, item_type: Any, token: str
+        self,
+        path: str,
+        query: Mapping[str, Any] | None,
+        limit: int,
+        item_type: Any,
+        token: str,
+        *,
+        keep: list[bytes] | None = None,
     ) -> Iterator[Page[Any]]:
-        """`list_pages` from `token` on (the start of the list if empty)."""
+        """`list_pages` from `token` on (the start of the list if empty); `keep` receives a copy of
+        each raw page yielded (`remembering`)."""
         decoder = _page_decoder(item_type)
         guess = token
         ahead = _Forked if FORK_FETCH else _Prefetch
@@ -844,6 +932,8 @@ class Cluster:
                         body = decoder.decode(raw)
                     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                         raise self._shape_error(path, exc) from exc
+                    if keep is not None:
+                        keep.append(bytes(raw))
                     del raw
                     token = body.metadata.continue_
                     yield Page(

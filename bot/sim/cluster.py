@@ -83,7 +83,9 @@ class Sim:
         start = time.time() - scenario.age - scenario.warmup
         self.clock = SimClock(speed=0.0, epoch=start)
         self.ids = Ids(seed)
-        self.catalog = Catalog(scenario.version, tuple(scenario.deprecated_apis))
+        self.catalog = Catalog(
+            scenario.version, tuple(scenario.deprecated_apis), custom=tuple(scenario.custom_resources)
+        )
         self.store = Store(now=self.clock.now)
         self.api = Api(self.store, self.catalog, self.clock, self.ids)
         self.engine = Engine(self.store, self.api, self.clock, self.ids)

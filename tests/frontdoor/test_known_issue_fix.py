@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,47 +24,28 @@ from bot.core.watches.service import subject
 from bot.frontdoor.acting import JobDuty
 from bot.frontdoor.watching import WatchDuty
 from bot.records import ClusterConfig
-from bot.settings import load_settings
 from bot.sim import SimCluster
-from tests.support.awaited import Bot, TrackedPool
-from tests.support.front import start_front
-from tests.support.secrets import slack_env
+from tests.support.awaited import Bot
+from tests.support.fix_buttons import (
+    FIX,
+    OPS,
+    PRIMARY,
+    SHADOW,
+    STRANGER,
+    fix_bot,
+    fix_button,
+    fix_posts,
+    wait_for,
+)
 from tests.support.slack_stub import SlackStub
-
-PRIMARY, SHADOW, STRANGER = "U0PRIMARY", "U0SHADOW", "U0STRANGER"
-OPS = "C0OPS"
-FIX = "known_issue_fix"
-
-
-def _wait(
-    predicate: Callable[[], Any], *, timeout: float = 60.0, what: str, tick: Callable[[], None] | None = None
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if tick is not None:
-            tick()
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
 def bot(
     write_config: Callable[..., Path], slack_stub: SlackStub, sim_eks: SimCluster, tmp_path: Path
 ) -> Iterator[tuple[Bot, Path]]:
-    kubeconfig = sim_eks.write_kubeconfig(tmp_path / "kubeconfig")
-    cfg = write_config(
-        f"channels: {{operations: {OPS}}}\nclusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"
-    )
-    for user in (PRIMARY, SHADOW, STRANGER):
-        slack_stub.users[user] = {"id": user}
-    clock = lambda: datetime.fromtimestamp(sim_eks.core.clock.now(), UTC)  # noqa: E731
-    pool = TrackedPool(4)
-    settings = load_settings(cfg, slack_env(slack_stub.api_url))
-    with start_front(settings, slack_stub, workers=pool, threads=8, clock=clock) as front:
-        yield Bot(front=front, pool=pool), kubeconfig
+    with fix_bot(write_config, slack_stub, sim_eks, tmp_path) as started:
+        yield started
 
 
 def _pods(core: client.CoreV1Api) -> list[Any]:
@@ -74,29 +54,6 @@ def _pods(core: client.CoreV1Api) -> list[Any]:
         for p in core.list_namespaced_pod("payments", label_selector="app=payments-api").items
         if not p.metadata.deletion_timestamp
     ]
-
-
-def _fix_posts(stub: SlackStub) -> list[dict[str, Any]]:
-    """Known-issue posts carrying a Fix… button, as Slack accepted them."""
-    out = []
-    for c in stub.calls_to("chat.postMessage"):
-        blocks = c.params.get("blocks")
-        blocks = json.loads(blocks) if isinstance(blocks, str) else blocks or []
-        if c.response.get("ok") and any(
-            el.get("action_id") == FIX for b in blocks if b["type"] == "actions" for el in b["elements"]
-        ):
-            out.append({**c.params, "blocks": blocks})
-    return out
-
-
-def _button(post: dict[str, Any]) -> str:
-    return next(
-        str(el["value"])
-        for b in post["blocks"]
-        if b["type"] == "actions"
-        for el in b["elements"]
-        if el["action_id"] == FIX
-    )
 
 
 def test_a_known_issue_post_carries_a_fix_whose_run_approved_by_two_clears_the_fault(
@@ -136,8 +93,8 @@ def test_a_known_issue_post_carries_a_fix_whose_run_approved_by_two_clears_the_f
             sim_eks.control.advance(30)
             time.sleep(0.2)
 
-        posts = _wait(
-            lambda: [p for p in _fix_posts(front.stub) if "`payments/payments-api`" in p["text"]],
+        posts = wait_for(
+            lambda: [p for p in fix_posts(front.stub) if "`payments/payments-api`" in p["text"]],
             what="KI004's post with its Fix button",
             tick=step,
             timeout=90,
@@ -145,7 +102,7 @@ def test_a_known_issue_post_carries_a_fix_whose_run_approved_by_two_clears_the_f
         post = posts[0]
         assert post["text"].startswith(":mag: Known issue *KI004*")  # the text stays as the fallback
         assert post["thread_ts"]  # in the card's thread
-        value = _button(post)
+        value = fix_button(post)
         assert len(value) <= 2000
         assert value.startswith(f"{row.id}|rule:KI004:payments/Deployment/payments-api:")
         note = json.dumps(post["blocks"])
@@ -163,7 +120,7 @@ def test_a_known_issue_post_carries_a_fix_whose_run_approved_by_two_clears_the_f
         assert front.front.click(PRIMARY, value, FIX).status == 200
         assert front.front.click(PRIMARY, value, FIX).status == 200
         front.pool.wait_idle(jobs + 1)
-        _wait(lambda: front.pool.count() >= jobs + 2, what="both clicks worked off")
+        wait_for(lambda: front.pool.count() >= jobs + 2, what="both clicks worked off")
         front.pool.wait_idle(jobs + 1)
         runs = services.store.runs()
         assert len(runs) == 1, runs
@@ -195,14 +152,14 @@ def test_a_known_issue_post_carries_a_fix_whose_run_approved_by_two_clears_the_f
             sim_eks.control.advance(5)
             time.sleep(0.2)
 
-        _wait(
+        wait_for(
             lambda: (r := services.store.run_rows(run_id)) and r[0].state == "completed",
             what="the fix's run to complete",
             tick=drive,
             timeout=120,
         )
         # The fault is gone: payments-api's pods are new ones, every container Ready.
-        pods = _wait(
+        pods = wait_for(
             lambda: (ps := _pods(core)) and not any(p.metadata.name.startswith(prefix) for p in ps) and ps,
             what="the old pods gone",
             tick=drive,

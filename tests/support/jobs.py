@@ -233,6 +233,11 @@ class FakeCluster:
             if parts[-1] not in self.nodes:
                 raise self._missing(path)
             return self.nodes[parts[-1]]
+        if path.startswith("/api/v1/namespaces/") and len(parts) == 6 and parts[4] == "pods":
+            key = f"{parts[3]}/{parts[5]}"
+            if key not in self.pods:
+                raise self._missing(path)
+            return self.pods[key]
         if path.endswith("/poddisruptionbudgets"):
             return {"items": self.pdbs.get(parts[4], [])}
         if path.startswith("/api/v1/namespaces/") and path.endswith("/events"):
@@ -336,7 +341,9 @@ class FakeCluster:
             current["metadata"]["deletionTimestamp"] = "2026-11-24T07:00:00Z"
         return True
 
-    def delete_pod(self, namespace: str, name: str, *, uid: str, dry_run: bool = False) -> bool:
+    def delete_pod(
+        self, namespace: str, name: str, *, uid: str, dry_run: bool = False, grace_seconds: int | None = None
+    ) -> bool:
         current = self._current(namespace, name, uid)
         if current is None:
             return False

@@ -55,6 +55,9 @@ READ = {
     ("get", "", "endpoints"),
     # check (CERT001): the Istio root certificate's ConfigMap, by that name only ("resource#name")
     ("get", "", "configmaps#istio-ca-root-cert"),
+    # check (CERT004): cert-manager Certificates a webhook's inject-ca-from names (status only)
+    ("get", "cert-manager.io", "certificates"),
+    ("list", "cert-manager.io", "certificates"),
     # check: removed APIs in last-applied/managedFields (bot/core/checks/apis.py APPLIED_KINDS)
     *(
         ("list", group, res)

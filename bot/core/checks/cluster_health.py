@@ -4,10 +4,12 @@ definitions, the Istio install, certificates and the room to drain a node group.
 Like `preflight.py`, pure functions over facts the gatherer read in its one pass (`HealthFacts`,
 a part of `preflight.Facts`), so each is tested with a few lines of data. Ids:
 CNI001 VPC CNI warm-IP settings (its out-of-IP events are the known-issue rule CNI002, in
-`templates/rules/known-issues.yaml`), CRD001 stored versions no longer served, ISTIO002 an
+`templates/rules/known-issues.yaml`), CRD001 stored versions no longer served, CRD002 stored
+versions the CRD marks deprecated (the operator will drop them), ISTIO002 an
 IstioOperator-based install, CERT001-003 certificates (webhook and CRD-conversion `caBundle`s,
-the Istio root), CAP001-002 capacity to drain a node group. Each finding names its evidence in
-`source`.
+the Istio root), CERT004 webhook serving certificates issued by cert-manager (the Certificate a
+`cert-manager.io/inject-ca-from` annotation names, read from its status), CAP001-002 capacity to
+drain a node group. Each finding names its evidence in `source`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ _CRD_SOURCE = (
 )
 _OPERATOR_SOURCE = "https://istio.io/latest/blog/2024/in-cluster-operator-deprecation-announcement/"
 _WEBHOOK_CERT_SOURCE = "https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#contacting-the-webhook"
+_SERVING_SOURCE = (
+    "https://cert-manager.io/docs/usage/certificate/#renewal ; "
+    "https://cert-manager.io/docs/concepts/ca-injector/"
+)
 _ISTIO_ROOT_SOURCE = "https://istio.io/latest/docs/ops/configuration/security/root-transition/"
 _CAPACITY_SOURCE = (
     "https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/ ; "
@@ -68,6 +74,8 @@ class CrdFacts:
     served: tuple[str, ...] = ()  # those with served: true
     storage: str = ""  # the one with storage: true
     stored: tuple[str, ...] = ()  # status.storedVersions
+    deprecated: tuple[str, ...] = ()  # those marked `deprecated: true`: their removal is announced
+    warnings: tuple[tuple[str, str], ...] = ()  # (version, its deprecationWarning) when given
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +87,21 @@ class CertFacts:
     where: str  # "webhook z caBundle", "spec.conversion.webhook caBundle", "data.root-cert.pem"
     subject: str = ""
     not_after: datetime | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingCert:
+    """A cert-manager Certificate named by a webhook's or a CRD's `cert-manager.io/inject-ca-from`
+    annotation: the serving certificate of that webhook, read from the Certificate's status only
+    (never its Secret). `error` when it could not be read ("no such Certificate")."""
+
+    ref: str  # "ledger/ledger-webhook-serving"
+    users: tuple[str, ...]  # "MutatingWebhookConfiguration ledger-defaults", "CustomResourceDefinition x"
+    not_after: datetime | None = None
+    renewal: datetime | None = None  # status.renewalTime: when cert-manager renews it
+    ready: str = ""  # the Ready condition's status: "True", "False", "" (none)
+    message: str = ""  # the Ready condition's message
     error: str = ""
 
 
@@ -104,6 +127,7 @@ class HealthFacts:
     #: Whether the IstioOperator CRD (istiooperators.install.istio.io) exists
     istio_operator_crd: bool = False
     certs: Sequence[CertFacts] = ()
+    serving: Sequence[ServingCert] = ()
     rooms: Sequence[NodeRoom] = ()
 
 
@@ -183,15 +207,28 @@ def check_cni(health: HealthFacts) -> list[Finding]:
     ]
 
 
+def _migrate(crd: CrdFacts, keep: str) -> str:
+    resource = crd.name.split(".", 1)[0]
+    return (
+        f"Rewrite every object in the storage version {keep}, then drop the old entries:\n"
+        f"  kubectl get {resource} -A -o json | kubectl replace -f -\n"
+        f"  kubectl patch crd {crd.name} --subresource=status --type=merge"
+        f' -p \'{{"status":{{"storedVersions":["{keep}"]}}}}\'\n'
+    )
+
+
 def check_crds(health: HealthFacts) -> list[Finding]:
     out: list[Finding] = []
     for crd in sorted(health.crds, key=lambda c: c.name):
-        stale = [v for v in crd.stored if v not in crd.served]
+        keep = crd.storage or (crd.served[0] if crd.served else "")
+        dropping = [v for v in crd.stored if v in crd.deprecated and v != keep]
+        if dropping:
+            out.append(_dropped_version(crd, dropping, keep))
+        # A deprecated version is CRD002's: one finding per version, the more telling one.
+        stale = [v for v in crd.stored if v not in crd.served and v not in dropping]
         if not stale:
             continue
         gone = [v for v in stale if v not in crd.versions]
-        keep = crd.storage or (crd.served[0] if crd.served else "")
-        resource = crd.name.split(".", 1)[0]
         out.append(
             Finding(
                 id="CRD001",
@@ -208,16 +245,48 @@ def check_crds(health: HealthFacts) -> list[Finding]:
                 " API server while status.storedVersions lists it — and Helm does not upgrade CRDs at all"
                 " (crds/ is installed once), so the CRD silently stays old while its controller moves on."
                 + (f" {', '.join(gone)} is already gone from spec.versions." if gone else ""),
-                fix=f"Rewrite every object in the storage version {keep}, then drop the old entries:\n"
-                f"  kubectl get {resource} -A -o json | kubectl replace -f -\n"
-                f"  kubectl patch crd {crd.name} --subresource=status --type=merge"
-                f' -p \'{{"status":{{"storedVersions":["{keep}"]}}}}\'\n'
-                "Apply CRD changes of a chart yourself (kubectl apply --server-side -f the chart's crds/)"
+                fix=_migrate(crd, keep)
+                + "Apply CRD changes of a chart yourself (kubectl apply --server-side -f the chart's crds/)"
                 " before upgrading its release.",
                 source=_CRD_SOURCE,
             )
         )
     return out
+
+
+def _dropped_version(crd: CrdFacts, dropping: Sequence[str], keep: str) -> Finding:
+    """CRD002: objects may still be stored in a version whose removal the CRD itself announces."""
+    unserved = [v for v in dropping if v not in crd.served]
+    said = [f"{v}: “{w}”" for v, w in crd.warnings if v in dropping]
+    listed = ", ".join(dropping)
+    plural = "s" if len(dropping) > 1 else ""
+    return Finding(
+        id="CRD002",
+        severity=REQUIRED if unserved else RECOMMENDED,
+        title=f"CustomResourceDefinition {crd.name} still stores version{plural} {listed},"
+        f" which its operator marks deprecated{' and no longer serves' if unserved else ''}",
+        objects=(
+            f"CustomResourceDefinition {crd.name} (storedVersions {', '.join(crd.stored)};"
+            f" deprecated {', '.join(crd.deprecated)}; served {', '.join(crd.served) or 'none'};"
+            f" storage {crd.storage or '?'})",
+        ),
+        why=f"The CRD marks {listed} `deprecated: true`: its operator has announced that a release will"
+        f" drop {'them' if plural else 'it'}. That release's CRD is refused by the API server while"
+        " status.storedVersions still lists the version (objects written before may still be stored"
+        " in it), so the operator's upgrade fails half-way — or, installed by Helm, which never"
+        " upgrades CRDs, the old CRD silently stays while the new controller expects the new one."
+        + (
+            f" {', '.join(unserved)} is no longer served: only the migration of the stored objects is"
+            " left, and nothing reads them in that version any more."
+            if unserved
+            else ""
+        )
+        + (f" The CRD says: {'; '.join(said)}." if said else ""),
+        fix=_migrate(crd, keep)
+        + "Do it before upgrading the operator (and apply its new CRDs yourself: kubectl apply"
+        " --server-side -f the chart's crds/).",
+        source=_CRD_SOURCE,
+    )
 
 
 def check_istio_operator(health: HealthFacts) -> list[Finding]:
@@ -352,6 +421,10 @@ def _add(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(x + y for x, y in zip(a, b, strict=True))
 
 
+def _sub(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(x - y for x, y in zip(a, b, strict=True))
+
+
 def _free(room: NodeRoom) -> tuple[int, int, int]:
     cpu, mem, pods = (max(a - u, 0) for a, u in zip(room.allocatable, room.used, strict=True))
     return cpu, mem, pods
@@ -376,19 +449,31 @@ def check_capacity(health: HealthFacts) -> list[Finding]:
     groups: dict[str, list[NodeRoom]] = {}
     for room in rooms:
         groups.setdefault(room.group, []).append(room)
+    # Each node's free room once, and the schedulable nodes' sum once (and per group): a group's
+    # "others" and "outside" are that sum less its own, so 10 groups of 5,000 nodes cost one pass
+    # over the nodes, not one per group.
+    free = {r.name: _free(r) for r in rooms}
+    schedulable = [r for r in rooms if r.schedulable]
+    free_all: tuple[int, ...] = (0, 0, 0)
+    free_in: dict[str, tuple[int, ...]] = {}
+    for r in schedulable:
+        free_all = _add(free_all, free[r.name])
+        free_in[r.group] = _add(free_in.get(r.group, (0, 0, 0)), free[r.name])
     out: list[Finding] = []
     for group, members in sorted(groups.items()):
         label = f"node group {group}" if group else "nodes without a node-group label"
         fullest = max(members, key=lambda r: (r.evict[0], r.evict[1], r.name))
         if fullest.evict[2] == 0:
             continue
-        others = [r for r in rooms if r.name != fullest.name and r.schedulable]
-        free_others: tuple[int, ...] = (0, 0, 0)
-        for r in others:
-            free_others = _add(free_others, _free(r))
+        others = len(schedulable) - (1 if fullest.schedulable else 0)
+        free_others = _sub(free_all, free[fullest.name]) if fullest.schedulable else free_all
         short = _short(fullest.evict, free_others)
+        big_cpu, big_mem = fullest.biggest
         biggest_fits = any(
-            _free(r)[0] >= fullest.biggest[0] and _free(r)[1] >= fullest.biggest[1] for r in others
+            f[0] >= big_cpu and f[1] >= big_mem
+            for r in schedulable
+            if r.name != fullest.name
+            for f in (free[r.name],)
         )
         if short or not biggest_fits:
             reasons = short or [
@@ -405,7 +490,7 @@ def check_capacity(health: HealthFacts) -> list[Finding]:
                         f" {_mem(fullest.evict[1])} requested)",
                     ),
                     why="Draining this node (the fullest of its group) evicts pods whose requests the"
-                    f" rest of the cluster cannot hold: its {len(others)} other schedulable nodes have"
+                    f" rest of the cluster cannot hold: its {others} other schedulable nodes have"
                     f" {_cpu(free_others[0])}, {_mem(free_others[1])} and {free_others[2]} pods free; "
                     + "; ".join(reasons)
                     + ". They would stay Pending, and a budget-guarded workload would stall the drain.",
@@ -419,10 +504,8 @@ def check_capacity(health: HealthFacts) -> list[Finding]:
         need: tuple[int, ...] = (0, 0, 0)
         for r in members:
             need = _add(need, r.evict)
-        outside = [r for r in rooms if r.group != group and r.schedulable]
-        free_outside: tuple[int, ...] = (0, 0, 0)
-        for r in outside:
-            free_outside = _add(free_outside, _free(r))
+        outside = len(schedulable) - sum(1 for r in members if r.schedulable)
+        free_outside = _sub(free_all, free_in.get(group, (0, 0, 0)))
         short = _short(need, free_outside)
         if short:
             out.append(
@@ -435,7 +518,7 @@ def check_capacity(health: HealthFacts) -> list[Finding]:
                         f" ({_cpu(need[0])}, {_mem(need[1])} requested)",
                     ),
                     why="A drain of the whole group (the bot's drain cordons every node of it first) has"
-                    f" nowhere to put its pods but the new nodes: the {len(outside)} schedulable nodes"
+                    f" nowhere to put its pods but the new nodes: the {outside} schedulable nodes"
                     f" outside it have {_cpu(free_outside[0])}, {_mem(free_outside[1])} and"
                     f" {free_outside[2]} pods free; " + "; ".join(short) + ".",
                     fix="Let the new nodes join and become Ready before the drain (replace the node group"
@@ -443,6 +526,92 @@ def check_capacity(health: HealthFacts) -> list[Finding]:
                     source=_CAPACITY_SOURCE,
                 )
             )
+    return out
+
+
+def check_serving_certs(
+    health: HealthFacts, *, now: datetime, window: timedelta = CERT_WINDOW, soon: timedelta = CERT_SOON
+) -> list[Finding]:
+    """CERT004: a webhook's (or a CRD conversion's) serving certificate issued by cert-manager that
+    expires inside the window — Required when cert-manager will not renew it in time (its renewal
+    time has passed, or the Certificate is not Ready), Recommended when its renewal falls in the
+    window (cert-manager and its issuer must then run through the upgrade) or it expires within
+    `soon` with its renewal overdue; a Certificate an annotation names that cannot be read."""
+    out: list[Finding] = []
+    for cert in health.serving:
+        users = ", ".join(cert.users)
+        if cert.error:
+            out.append(
+                Finding(
+                    id="CERT004",
+                    severity=RECOMMENDED,
+                    title=f"The cert-manager Certificate {cert.ref} that {cert.users[0]} names cannot be read",
+                    objects=(f"Certificate {cert.ref} ({cert.error}), named by {users}",),
+                    why="cert-manager.io/inject-ca-from names it: cainjector copies its CA into the caBundle,"
+                    " and the webhook serves the certificate it issues. Without it, neither can be renewed"
+                    " and its expiry cannot be checked.",
+                    fix=f"kubectl -n {cert.ref.split('/', 1)[0]} get certificates — fix the annotation, or"
+                    " create the Certificate the webhook's chart expects.",
+                    source=_SERVING_SOURCE,
+                )
+            )
+            continue
+        if cert.not_after is None:
+            continue
+        overdue = cert.renewal is None or cert.renewal <= now or cert.ready == "False"
+        inside = cert.not_after <= now + window
+        if not inside and not (overdue and cert.not_after <= now + soon):
+            continue
+        required = inside and overdue
+        left = _left(cert.not_after, now)
+        renewal = (
+            f"renewalTime {cert.renewal:%Y-%m-%d %H:%M} UTC" if cert.renewal is not None else "no renewalTime"
+        )
+        state = (
+            f"Ready {cert.ready}" + (f": {cert.message}" if cert.message else "")
+            if cert.ready
+            else "no Ready condition"
+        )
+        namespace, name = cert.ref.split("/", 1)
+        why = (
+            "cert-manager issues this webhook's serving certificate (and cainjector puts its CA into the"
+            " caBundle); it renews it at status.renewalTime. "
+            + (
+                "That time has passed, or the Certificate is not Ready: the renewal is failing"
+                + (f" ({cert.message})" if cert.message else "")
+                + ", so nothing will replace it before it expires."
+                if overdue
+                else "Its renewal falls inside the window: cert-manager, its webhook and the issuer must"
+                " keep running while the nodes under them are drained."
+            )
+            + " Once it expires, the API server's calls to "
+            + users
+            + " fail TLS: the objects they admit or convert can no longer be written (failurePolicy Fail)"
+            " or pass unchecked (Ignore) — during the upgrade, when new pods need them."
+            + (
+                f" It expires inside the upgrade window (the next {window.days} days)."
+                if inside
+                else f" It expires within {soon.days} days."
+            )
+        )
+        out.append(
+            Finding(
+                id="CERT004",
+                severity=REQUIRED if required else RECOMMENDED,
+                title=f"The serving certificate of {cert.users[0]} (cert-manager Certificate {cert.ref}) {left}"
+                + ("; its renewal is overdue" if overdue else ""),
+                objects=(
+                    f"Certificate {cert.ref}: status.notAfter {left}; {renewal}; {state} — used by {users}",
+                ),
+                why=why,
+                fix="See why it is not renewed (its events and CertificateRequests), fix the issuer, then"
+                " renew it now and check the new expiry:\n"
+                f"  kubectl -n {namespace} describe certificate {name}\n"
+                f"  cmctl renew -n {namespace} {name}\n"
+                f"  kubectl -n {namespace} get certificate {name} -o jsonpath='{{.status.notAfter}}'",
+                source=_SERVING_SOURCE,
+            )
+        )
     return out
 
 
@@ -454,5 +623,6 @@ def run_health_checks(health: HealthFacts, *, now: float | None = None) -> list[
         *check_crds(health),
         *check_istio_operator(health),
         *check_certs(health, now=when),
+        *check_serving_certs(health, now=when),
         *check_capacity(health),
     ]

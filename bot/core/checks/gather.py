@@ -25,6 +25,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -41,6 +42,7 @@ from bot.core.checks.cluster_health import (
     CrdFacts,
     HealthFacts,
     NodeRoom,
+    ServingCert,
     quantity,
 )
 from bot.core.checks.patterns import DEFAULT_BUDGET_SECONDS, MatchBudget
@@ -518,12 +520,16 @@ def read_facts(
         # Endpoints are asked, and an unreadable Endpoints is a gap, not a finding.
         services_known = not any(g.startswith("services:") for g in gaps)
         certs: list[CertFacts] = []
-        webhooks = _webhooks(reader, pages, service_names if services_known else None, gaps, certs)
+        #: cert-manager Certificates named by `cert-manager.io/inject-ca-from` → who names them
+        injected: dict[str, list[str]] = {}
+        webhooks = _webhooks(reader, pages, service_names if services_known else None, gaps, certs, injected)
         crds: list[CrdFacts] = []
         for crd in pages(
             "customresourcedefinitions", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", schema.Crd
         ):
             crds.append(_crd(crd, certs))
+            _inject_ca_from(crd.metadata, f"CustomResourceDefinition {crd.metadata.name}", injected)
+        serving = _serving_certs(reader, injected, gaps)
         cni = _aws_node(reader, gaps)
         if istiod:
             certs.extend(_istio_root(reader, istiod_namespace or "istio-system", gaps))
@@ -605,6 +611,7 @@ def read_facts(
             istio_operators=istio_operators,
             istio_operator_crd=any(c.name == "istiooperators.install.istio.io" for c in crds),
             certs=certs,
+            serving=serving,
             rooms=[
                 NodeRoom(
                     name=n.name,
@@ -1053,6 +1060,7 @@ def _webhooks(
     service_names: set[str] | None,
     gaps: list[str],
     certs: list[CertFacts],
+    injected: dict[str, list[str]],
 ) -> list[WebhookFacts]:
     out: list[WebhookFacts] = []
     services: dict[str, tuple[bool, int]] = {}
@@ -1063,6 +1071,7 @@ def _webhooks(
         for cfg in pages(
             plural, f"/apis/admissionregistration.k8s.io/v1/{plural}", schema.WebhookConfiguration
         ):
+            _inject_ca_from(cfg.metadata, f"{kind} {cfg.metadata.name}", injected)
             for hook in cfg.webhooks or ():
                 if hook.client_config.ca_bundle:
                     certs.extend(
@@ -1090,6 +1099,67 @@ def _webhooks(
                         ready_endpoints=ready,
                     )
                 )
+    return out
+
+
+#: cert-manager's cainjector annotation: "NAMESPACE/NAME" of the Certificate whose CA it injects.
+INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
+_REF = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def _inject_ca_from(meta: schema.Meta, owner: str, injected: dict[str, list[str]]) -> None:
+    ref = ((meta.annotations or {}).get(INJECT_CA_FROM) or "").strip()
+    if ref:
+        injected.setdefault(ref, []).append(owner)
+
+
+def _time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _serving_certs(
+    reader: CheckReader, injected: Mapping[str, list[str]], gaps: list[str]
+) -> list[ServingCert]:
+    """The cert-manager Certificates the webhooks and CRDs name, one GET each (their status only:
+    the bot never reads their Secrets); a 403 is one gap for all of them."""
+    out: list[ServingCert] = []
+    for ref in sorted(injected):
+        users = tuple(injected[ref])
+        if not _REF.match(ref):
+            out.append(ServingCert(ref=ref[:120], users=users, error="not NAMESPACE/NAME"))
+            continue
+        namespace, name = ref.split("/", 1)
+        try:
+            cert = reader.get_json(f"/apis/cert-manager.io/v1/namespaces/{namespace}/certificates/{name}")
+        except ClusterError as exc:
+            if exc.status == 403:
+                gaps.append(f"certificates.cert-manager.io: {exc.user_message}")
+                return out
+            if exc.status != 404:
+                raise
+            out.append(ServingCert(ref=ref, users=users, error="no such Certificate"))
+            continue
+        status = cert.get("status") or {}
+        ready: dict[str, Any] = next(
+            (c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"),
+            {},
+        )
+        out.append(
+            ServingCert(
+                ref=ref,
+                users=users,
+                not_after=_time(status.get("notAfter")),
+                renewal=_time(status.get("renewalTime")),
+                ready=str(ready.get("status") or ""),
+                message=str(ready.get("message") or "")[:300],
+            )
+        )
     return out
 
 
@@ -1154,6 +1224,10 @@ def _crd(crd: schema.Crd, certs: list[CertFacts]) -> CrdFacts:
         served=tuple(v.name for v in versions if v.served),
         storage=next((v.name for v in versions if v.storage), ""),
         stored=tuple(crd.status.stored_versions or ()),
+        deprecated=tuple(v.name for v in versions if v.deprecated),
+        warnings=tuple(
+            (v.name, v.deprecation_warning) for v in versions if v.deprecated and v.deprecation_warning
+        ),
     )
 
 

@@ -275,6 +275,10 @@ def check_skew(facts: Facts, target: str) -> list[Finding]:
 # ----- nodes and pods ------------------------------------------------------------------------------
 
 
+#: The nodes one pasted `uncordon` command names (a node list past that is a node group's job).
+MAX_UNCORDON = 20
+
+
 def check_nodes(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
     not_ready = [f"Node {n.name}" for n in facts.nodes if not n.ready]
@@ -292,6 +296,7 @@ def check_nodes(facts: Facts) -> list[Finding]:
             )
         )
     if cordoned:
+        names = [n.name for n in facts.nodes if n.unschedulable]
         out.append(
             Finding(
                 id="NODE002",
@@ -300,7 +305,16 @@ def check_nodes(facts: Facts) -> list[Finding]:
                 objects=_listed(cordoned),
                 why="Someone took these out of scheduling before the upgrade: capacity is lower than it"
                 " looks, and an upgrade that uncordons nodes may undo their reason.",
-                fix="Ask who cordoned them and why; `kubectl uncordon NODE` or remove them before starting.",
+                fix="Ask who cordoned them and why (the bot's own cordons carry upgrade-bot.io/cordoned-*"
+                " annotations naming the run); then remove them, or make them schedulable again through"
+                " the gated action (two people, the dry run at its gate):\n  /upgrade action uncordon node="
+                + ",".join(names[:MAX_UNCORDON])
+                + ' --reason "left cordoned before the upgrade"'
+                + (
+                    f"\n  (the first {MAX_UNCORDON} of {len(names)}; again for the rest)"
+                    if len(names) > MAX_UNCORDON
+                    else ""
+                ),
             )
         )
     return out

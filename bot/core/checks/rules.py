@@ -166,6 +166,24 @@ FIX_ACTIONS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"workloads", "timeout", "crashloop_after", "imagepull_after"}),
         frozenset({"Deployment", "DaemonSet", "StatefulSet"}),
     ),
+    # Never `allow_unmanaged`: deleting a pod nothing recreates is for people to ask by name.
+    "delete-pod": (
+        frozenset({"workload", "only", "force", "timeout"}),
+        frozenset({"Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job", "Pod"}),
+    ),
+    "set-image": (
+        frozenset({"workload", "container", "timeout", "crashloop_after", "imagepull_after"}),
+        frozenset({"DaemonSet"}),
+    ),
+}
+#: The arguments a fix of each action must give (what it acts on, and for delete-pod which pods).
+FIX_REQUIRED: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "restart": (("workloads", 'the workload, "{kind}/{namespace}/{name}"'),),
+    "delete-pod": (
+        ("workload", 'the workload, "{kind}/{namespace}/{name}"'),
+        ("only", "which of its pods: terminating or not-ready"),
+    ),
+    "set-image": (("workload", 'the DaemonSet, "{kind}/{namespace}/{name}"'),),
 }
 #: What a fix's argument values may name: only what every finding (a watch's too) knows.
 FIX_PLACEHOLDERS = ("namespace", "name", "kind")
@@ -908,11 +926,10 @@ class _RulesValidator(YamlValidator):
                     f"a fix may use {', '.join('{' + p + '}' for p in FIX_PLACEHOLDERS)}",
                 )
                 ok = False
-        if action == "restart" and "args" in f and "workloads" not in args:
-            self.error(
-                f["args"], f"{key}.args.workloads", 'required: the workload, "{kind}/{namespace}/{name}"'
-            )
-            ok = False
+        for name, what in FIX_REQUIRED.get(action, ()):
+            if "args" in f and name not in args:
+                self.error(f["args"], f"{key}.args.{name}", f"required: {what}")
+                ok = False
         return RuleFix(action=action, args=args) if ok and "args" in f else None
 
     def match(self, node: yaml.Node, key: str) -> Match | None:

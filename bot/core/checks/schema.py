@@ -289,6 +289,9 @@ class CrdVersion(Wire):
     name: str = ""
     served: bool = False
     storage: bool = False
+    #: The CRD's author announced the version's removal (apiextensions/v1 `deprecated`).
+    deprecated: bool = False
+    deprecation_warning: str | None = None
 
 
 class CrdWebhook(Wire):

@@ -7,8 +7,10 @@ Recommended, each with its id, the objects concerned, why and what to do.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 from typing import cast
@@ -109,7 +111,17 @@ def run_check(
         for extra in extras:
             extra_findings.extend(extra(reader, to, extra_notes))
 
-    gathered = read_facts(reader, rules=rules, progress=progress, meanwhile=run_extras if extras else None)
+    # The checks and the removed-API signals list some of the same objects (Deployments,
+    # StatefulSets, budgets, webhooks, CRDs), each decoding its own fields: the cluster is read once.
+    # Only those (the nodes, read once, are not kept).
+    remembering: Callable[[Collection[str]], AbstractContextManager[None]] | None = getattr(
+        reader, "remembering", None
+    )
+    shared = {kind.path for kind in apis.APPLIED_KINDS} if extras else set()
+    with remembering(shared) if remembering is not None and shared else contextlib.nullcontext():
+        gathered = read_facts(
+            reader, rules=rules, progress=progress, meanwhile=run_extras if extras else None
+        )
     facts = gathered.facts
     to = target or default_target(facts.version)
     findings: list[Finding] = [

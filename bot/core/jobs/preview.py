@@ -4,7 +4,9 @@ Read once, when the gate opens (the run's cards keep it in the database with the
 message is the same after a restart), from the same selection and filters the jobs use — a node
 group's nodes through `plan`, each node's pods through kubectl's filters (`drain.triage`) — and
 nothing is written, not even a server-side dry run: a 200-node drain is one list of nodes, one
-list of pods per node and one list of budgets, instead of an eviction call per pod.
+list of pods per node and one list of budgets, instead of an eviction call per pod. (One
+exception: a `delete-pod` asks the server's dry run of one delete, since deleting pods is an
+opt-in role and the gate must say when the bot does not have it.)
 
 The result is plain JSON, already bounded for Slack (the first `NODES` nodes in the order they
 will be drained, `PODS` pod names per node, `BUDGETS` blocking budgets, `WORKLOADS` workloads,
@@ -23,7 +25,12 @@ whatever the size of the group:
                  {"kind": "cordon", "nodes": [{"name": "ip-1", "already": false}], "node_count": 1,
                   "change_count": 1},
                  {"kind": "restart", "workloads": ["deployment/kube-system/coredns"],
-                  "workload_count": 1}]}
+                  "workload_count": 1},
+                 {"kind": "delete-pod", "pods": ["pod db/db-0 on node ip-1 (StatefulSet db/db; Terminating)"],
+                  "pod_count": 1, "force": true, "forbidden": ""},
+                 {"kind": "set-image", "images": [{"workload": "daemonset/kube-system/kube-proxy",
+                  "container": "kube-proxy", "old": "…:v1.25.16-eksbuild.9", "new": "…:v1.25.16-eksbuild.8"}],
+                  "version": "1.25", "source": "https://docs.aws.amazon.com/…"}]}
 
 `error` says in one line why the dry run could not be read (the gate works without it); an
 action's own `error` says why that action's selection failed ("node group x has no nodes").
@@ -39,6 +46,8 @@ from bot.core.durations import format_duration
 from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.common import JobCluster, iso, selector_matches
 from bot.core.jobs.drain import pod_key, triage
+from bot.core.jobs.pods import DeletePodJob
+from bot.core.jobs.pods import describe as describe_pod
 from bot.core.jobs.restart import wkey
 from bot.errors import UserError
 from bot.records import ActionCall
@@ -50,7 +59,7 @@ BUDGETS = 5
 REFUSED = 5
 WORKLOADS = 10
 #: The kinds whose gate shows a dry run of a shape of its own (nodes, pods, budgets, workloads).
-SHAPED = ("cordon", "uncordon", "drain", "restart")
+SHAPED = ("cordon", "uncordon", "drain", "restart", "delete-pod", "set-image")
 #: The kinds of job that change the cluster, and so have a dry run on their gate.
 CHANGING = (*SHAPED, "eks-update-cluster", "eks-update-nodegroup", "eks-update-addon")
 #: Kinds that change nothing but whose gate still shows what they will wait for, read now.
@@ -112,6 +121,10 @@ def read(
             entry.update({"workloads": names[:WORKLOADS], "workload_count": len(names)})
             if progress.get("resolved"):
                 entry["resolved"] = dict(progress["resolved"])
+        elif call.name == "delete-pod":
+            entry.update(_pods(cluster, job, progress))
+        elif call.name == "set-image":
+            entry.update(_image(progress))
         else:
             # The EKS actions and wait-controlplane: what would be called, with which arguments,
             # and what EKS (DescribeX) and the API server say now — the job's own dry run.
@@ -136,6 +149,30 @@ def _flag(progress: Mapping[str, Any]) -> dict[str, Any]:
         "nodes": [{"name": n["name"], "already": bool(n["was"])} for n in nodes[:NODES]],
         "node_count": len(nodes),
         "change_count": sum(1 for n in nodes if not n["was"]),
+    }
+
+
+def _pods(cluster: JobCluster, job: Any, progress: Mapping[str, Any]) -> dict[str, Any]:
+    """Each pod with its node and owner; whether the bot's role may delete pods at all (the
+    server's dry run of one delete: `pods delete` is an opt-in role)."""
+    pods = list(progress.get("pods") or [])
+    return {
+        "pods": [describe_pod(p) for p in pods[:WORKLOADS]],
+        "pod_count": len(pods),
+        "force": bool(progress.get("force")),
+        "forbidden": job.may_delete(cluster, progress) if isinstance(job, DeletePodJob) else "",
+    }
+
+
+def _image(progress: Mapping[str, Any]) -> dict[str, Any]:
+    documented = progress.get("image") or {}
+    return {
+        "images": [
+            {"workload": wkey(w), "container": w["container"], "old": w["old"], "new": w["new"]}
+            for w in (progress.get("workloads") or [])[:WORKLOADS]
+        ],
+        "version": str(documented.get("version", "")),
+        "source": str(documented.get("source", "")),
     }
 
 

@@ -1,5 +1,6 @@
-"""The one registry of cluster job kinds: cordon, uncordon, drain, restart, wait-nodegroup,
-wait-controlplane, and the EKS actions (eks-update-cluster, eks-update-nodegroup, eks-update-addon).
+"""The one registry of cluster job kinds: cordon, uncordon, drain, restart, delete-pod, set-image,
+wait-nodegroup, wait-controlplane, and the EKS actions (eks-update-cluster, eks-update-nodegroup,
+eks-update-addon).
 
 A kind is declared once, here (`KINDS`): its name as plans write it, its one-line summary, its
 arguments and their check, whether it changes the cluster, whether `/upgrade action` offers it
@@ -40,7 +41,11 @@ from bot.core.jobs.eks import (
     minor_arg,
     no_eks,
 )
+from bot.core.jobs.image import SetImageJob
+from bot.core.jobs.image import check_args as _check_image
 from bot.core.jobs.nodes import CordonJob, UncordonJob
+from bot.core.jobs.pods import DeletePodJob
+from bot.core.jobs.pods import check_args as _check_pods
 from bot.core.jobs.restart import FROM_CHECK, RestartJob, check_scope
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
 from bot.errors import UserError, clip
@@ -121,6 +126,17 @@ def _check_restart(args: Mapping[str, str]) -> None:
             namespace_name("namespaces", name)
     if len(str(args.get("selector", ""))) > MAX_SELECTOR:
         raise UserError(f"selector: at most {MAX_SELECTOR} characters")
+    for name in ("timeout", "crashloop_after", "imagepull_after"):
+        duration_arg(args, name, timedelta(minutes=15))
+
+
+def _check_delete_pod(args: Mapping[str, str]) -> None:
+    _check_pods(args)
+    duration_arg(args, "timeout", timedelta(seconds=1))
+
+
+def _check_set_image(args: Mapping[str, str]) -> None:
+    _check_image(args)
     for name in ("timeout", "crashloop_after", "imagepull_after"):
         duration_arg(args, name, timedelta(minutes=15))
 
@@ -215,6 +231,27 @@ KINDS: tuple[JobKind, ...] = (
         command=True,
         check=_check_restart,
         make=lambda deps: RestartJob(deps.rules),
+    ),
+    JobKind(
+        name="delete-pod",
+        summary="delete stuck pods (named, or a workload's pods that are terminating or not ready) so "
+        "their controller starts them again; force=true for a pod on a dead node",
+        optional=frozenset({"pod", "workload", "only", "force", "allow_unmanaged", "timeout"}),
+        mutating=True,
+        command=True,
+        check=_check_delete_pod,
+        make=lambda deps: DeletePodJob(),
+    ),
+    JobKind(
+        name="set-image",
+        summary="set kube-proxy's image to the one EKS documents for the cluster's version (in its "
+        "registry), then wait for the rollout",
+        required=frozenset({"workload"}),
+        optional=frozenset({"container", "timeout", "crashloop_after", "imagepull_after"}),
+        mutating=True,
+        command=True,
+        check=_check_set_image,
+        make=lambda deps: SetImageJob(deps.rules),
     ),
     JobKind(
         name="wait-nodegroup",

@@ -122,6 +122,8 @@ class RestartJob:
     """`restart`: see the module docstring."""
 
     kind = "restart"
+    #: How the card and the step's detail say a workload was acted on.
+    done_word = "restarted"
 
     def __init__(self, rules: Sequence[Rule] = ()) -> None:
         self.rules = tuple(rules)
@@ -261,7 +263,7 @@ class RestartJob:
                     entry["verdict"] = f"stopped: {wkey(failed[0])} failed"
             done = True
         finished = sum(1 for w in workloads if w["state"] == "done")
-        card = [bar(finished, len(workloads), "workloads restarted")]
+        card = [bar(finished, len(workloads), f"workloads {self.done_word}")]
         rolling = [w for w in workloads if w["state"] == "rolling"]
         for entry in rolling[:3]:
             card.append(f"{wkey(entry)}: {entry['verdict'] or 'restarting'}")
@@ -275,7 +277,7 @@ class RestartJob:
                 f"{len(failed)} workload(s) failed: "
                 + "; ".join(f"{wkey(w)} ({w['verdict']})" for w in failed[:3])
                 if failed
-                else f"{finished} workload(s) restarted and rolled out"
+                else f"{finished} workload(s) {self.done_word} and rolled out"
             )
         return Tick(progress=new, posts=tuple(posts), audit=tuple(audit), card=tuple(card), done=done,
                     ok=not failed, detail=detail, wait=2.0)  # fmt: skip

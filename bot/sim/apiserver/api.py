@@ -146,8 +146,11 @@ class Api:
             )
             if existing is None:
                 entry = self.create(served.kind, ns, manifest)
-                if served.kind.kind == "CustomResourceDefinition" and manifest.get("status") is not None:
-                    # A scenario states a CRD's history (storedVersions from versions it once had).
+                if (served.kind.kind == "CustomResourceDefinition" or served.kind.extension) and manifest.get(
+                    "status"
+                ) is not None:
+                    # A scenario states a CRD's history (storedVersions from versions it once had), or
+                    # what an extension's controller wrote (a Certificate's notAfter and renewalTime).
                     fresh = entry.obj()
                     fresh["status"] = {**fresh.get("status", {}), **manifest["status"]}
                     entry = self.update(served.kind, ns, name, fresh, subresource="status")

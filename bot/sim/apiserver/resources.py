@@ -34,6 +34,9 @@ class Kind:
     generation: bool = False
     #: Kubernetes minor version that introduced the GA version (None = always served).
     introduced: int | None = None
+    #: A custom resource of a well-known extension (cert-manager's Certificate): served only when
+    #: the scenario lists it under `cluster.custom_resources`, as if its CRD's controller ran.
+    extension: bool = False
 
     @property
     def key(self) -> str:
@@ -269,6 +272,16 @@ KINDS: tuple[Kind, ...] = (
         generation=True,
     ),
     Kind(
+        "cert-manager.io",
+        "certificates",
+        "Certificate",
+        short_names=("cert", "certs"),
+        categories=("cert-manager",),
+        subresources=("status",),
+        generation=True,
+        extension=True,
+    ),
+    Kind(
         "resource.k8s.io",
         "resourceslices",
         "ResourceSlice",
@@ -292,7 +305,10 @@ GA_VERSIONS: dict[str, tuple[str, ...]] = {
     "networking.k8s.io": ("v1",),
     "apiextensions.k8s.io": ("v1",),
     "resource.k8s.io": ("v1",),
+    "cert-manager.io": ("v1",),
 }
+#: The extension kinds a scenario may serve (`cluster.custom_resources`), by their key.
+EXTENSIONS: tuple[str, ...] = tuple(k.key for k in KINDS if k.extension)
 
 
 @dataclass(frozen=True)
@@ -367,9 +383,14 @@ class Catalog:
 
     version: str
     deprecated: tuple[str, ...] = ()
+    #: The extension kinds served (`EXTENSIONS`), e.g. "certificates.cert-manager.io".
+    custom: tuple[str, ...] = ()
     served: list[Served] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.custom) - set(EXTENSIONS))
+        if unknown:
+            raise ValueError(f"unknown custom resource {', '.join(unknown)}; known: {', '.join(EXTENSIONS)}")
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -377,6 +398,8 @@ class Catalog:
         served: list[Served] = []
         for kind in KINDS:
             if kind.introduced is not None and minor < kind.introduced:
+                continue
+            if kind.extension and kind.key not in self.custom:
                 continue
             versions = GA_VERSIONS[kind.group]
             if kind.group == "autoscaling":

@@ -29,7 +29,7 @@ import yaml
 
 from bot.sim.apiserver.api import Api
 from bot.sim.apiserver.clock import parse_duration, rfc3339
-from bot.sim.apiserver.resources import minor_of
+from bot.sim.apiserver.resources import EXTENSIONS, minor_of
 from bot.sim.controllers.behaviour import RULE_FAULTS, Match, Rule, RuleBook
 from bot.sim.controllers.engine import Engine
 from bot.sim.controllers.kubelet import Kubelets
@@ -70,6 +70,7 @@ _CLUSTER = {
     "platform",
     "region",
     "deprecated_apis",
+    "custom_resources",
     "age",
     "warmup",
     "lease_renew_seconds",
@@ -110,6 +111,7 @@ class Scenario:
     platform: str = "eks"
     region: str = "ap-northeast-1"
     deprecated_apis: list[str] = field(default_factory=list)
+    custom_resources: list[str] = field(default_factory=list)
     age: float = 0.0
     warmup: float = 120.0
     lease_renew_seconds: float = 10.0
@@ -182,6 +184,7 @@ class Scenario:
                 platform=str(cluster.get("platform", "eks")),
                 region=str(cluster.get("region", "ap-northeast-1")),
                 deprecated_apis=[str(x) for x in cluster.get("deprecated_apis") or []],
+                custom_resources=[str(x) for x in cluster.get("custom_resources") or []],
                 age=parse_duration(cluster.get("age", 0)),
                 warmup=parse_duration(cluster.get("warmup", 120)),
                 lease_renew_seconds=parse_duration(cluster.get("lease_renew_seconds", 10)),
@@ -210,6 +213,14 @@ class Scenario:
             )
             for rule in sc.containers:
                 Rule.parse(rule)
+            for name in sc.custom_resources:
+                if name not in EXTENSIONS:
+                    raise _error(
+                        source,
+                        f"cluster.custom_resources: {name!r} is not one the sim serves ({', '.join(EXTENSIONS)})",
+                        "cluster",
+                        "custom_resources",
+                    )
         except ScenarioError:
             raise
         except (KeyError, TypeError, ValueError) as exc:
@@ -442,11 +453,17 @@ def _prepare(objects: list[Obj], now: float) -> list[Obj]:
 def _certificates(value: Any) -> Any:
     """`{test_certificate: {common_name: CN, expires_in: 3d, encoding: base64|pem}}` anywhere in a
     manifest becomes a certificate (`bot.sim.world.certs`) whose notAfter is `expires_in` after the
-    present (negative: already expired); `base64` (the default) as a `caBundle` holds it."""
+    present (negative: already expired); `base64` (the default) as a `caBundle` holds it.
+    `{time_from_now: 4d}` (or `-2d`) becomes that moment as RFC 3339 (a status time)."""
     if isinstance(value, list):
         return [_certificates(v) for v in value]
     if not isinstance(value, dict):
         return value
+    if set(value) == {"time_from_now"}:
+        # A time relative to the present (a cert-manager Certificate's status.notAfter): "4d", "-2d".
+        text = str(value["time_from_now"])
+        seconds = -parse_duration(text[1:]) if text.startswith("-") else parse_duration(text)
+        return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
     if set(value) == {"test_certificate"}:
         spec = value["test_certificate"] or {}
         if not isinstance(spec, dict) or set(spec) - {

@@ -1,6 +1,7 @@
 """The runbooks' uncovered known issues (issue 25, item 6): VPC CNI out of IPs and its warm pool,
-CRD stored versions no longer served, the in-cluster Istio operator, certificates expiring
-(webhook and CRD-conversion caBundles, the Istio root), and the room to drain a node group.
+CRD stored versions no longer served or marked deprecated, the in-cluster Istio operator,
+certificates expiring (webhook and CRD-conversion caBundles, the Istio root, webhook serving
+certificates issued by cert-manager), and the room to drain a node group.
 
 Each fires on the sim's `known-issues-2` scenario read through the kube adapter (the real
 kubernetes client's configuration, over HTTP) and is silent on the clean `small`; the edges are
@@ -23,11 +24,13 @@ from bot.core.checks.cluster_health import (
     CrdFacts,
     HealthFacts,
     NodeRoom,
+    ServingCert,
     check_capacity,
     check_certs,
     check_cni,
     check_crds,
     check_istio_operator,
+    check_serving_certs,
     quantity,
 )
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, Report
@@ -39,7 +42,19 @@ from bot.sim import SimCluster
 from bot.sim.world.certs import certificate_der, certificate_pem
 
 RULES = read_rules(BUILTIN_RULES)
-NEW_IDS = {"CNI001", "CNI002", "CRD001", "ISTIO002", "CERT001", "CERT002", "CERT003", "CAP001", "CAP002"}
+NEW_IDS = {
+    "CNI001",
+    "CNI002",
+    "CRD001",
+    "CRD002",
+    "ISTIO002",
+    "CERT001",
+    "CERT002",
+    "CERT003",
+    "CERT004",
+    "CAP001",
+    "CAP002",
+}
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
 
@@ -68,7 +83,16 @@ def test_each_new_check_fires_on_known_issues_2_with_its_evidence_and_none_on_sm
     report = check(sim, sim_kubeconfig(sim))
     found = by_id(report)
     assert report.failed
-    assert NEW_IDS & set(found) == {"CNI001", "CNI002", "CRD001", "ISTIO002", "CERT001", "CAP001"}
+    assert NEW_IDS & set(found) == {
+        "CNI001",
+        "CNI002",
+        "CRD001",
+        "CRD002",
+        "ISTIO002",
+        "CERT001",
+        "CERT004",
+        "CAP001",
+    }
     for code in NEW_IDS & set(found):
         for finding in found[code]:
             assert finding.source.startswith(("https://", "known-issue rule")), finding
@@ -96,6 +120,15 @@ def test_each_new_check_fires_on_known_issues_2_with_its_evidence_and_none_on_sm
     )
     assert "kubectl patch crd ledgerpolicies.ledger.example.com --subresource=status" in crd.fix
     assert '"storedVersions":["v1"]' in crd.fix
+    # A stored version the CRD marks deprecated and no longer serves: its operator drops it next.
+    (dropped,) = found["CRD002"]
+    assert dropped.severity == REQUIRED
+    assert dropped.title == (
+        "CustomResourceDefinition ledgerschedules.ledger.example.com still stores version v1beta1,"
+        " which its operator marks deprecated and no longer serves"
+    )
+    assert "removed in ledger-operator 3.0" in dropped.why
+    assert "kubectl patch crd ledgerschedules.ledger.example.com --subresource=status" in dropped.fix
 
     (operator,) = found["ISTIO002"]
     assert operator.objects == (
@@ -121,6 +154,18 @@ def test_each_new_check_fires_on_known_issues_2_with_its_evidence_and_none_on_sm
         )
     )
     assert "kubectl get validatingwebhookconfiguration ledger-policy" in certs[1].fix
+    # The ledger-defaults webhook's serving certificate, issued by cert-manager, expires in 4 days
+    # and its renewal is overdue (the issuer fails): Required. cert-manager's own, renewed on time,
+    # is not a finding.
+    (serving,) = found["CERT004"]
+    assert serving.severity == REQUIRED
+    assert serving.title.startswith(
+        "The serving certificate of MutatingWebhookConfiguration ledger-defaults"
+        " (cert-manager Certificate ledger/ledger-webhook-serving) expires in 4 days ("
+    )
+    assert serving.title.endswith("; its renewal is overdue")
+    assert 'Ready False: Issuer "ledger-ca" is not ready' in serving.objects[0]
+    assert "cmctl renew -n ledger ledger-webhook-serving" in serving.fix
     assert not any("cert-manager" in o for f in report.findings for o in f.objects)
 
     # Each worker node holds a 1.2-CPU ledger replica that no other node has room for.
@@ -208,6 +253,34 @@ def test_the_sims_certificates_expire_when_the_scenario_says() -> None:
 # ----- the other checks on data -------------------------------------------------------------------
 
 
+def test_a_cert_manager_serving_certificate_is_required_only_when_its_renewal_will_not_come() -> None:
+    def serving(days: float, renewal_days: float | None, ready: str = "True") -> list[str]:
+        cert = ServingCert(
+            ref="shop/hook-tls",
+            users=("ValidatingWebhookConfiguration shop-hook",),
+            not_after=NOW + timedelta(days=days),
+            renewal=NOW + timedelta(days=renewal_days) if renewal_days is not None else None,
+            ready=ready,
+        )
+        return [f"{f.id} {f.severity}" for f in check_serving_certs(HealthFacts(serving=[cert]), now=NOW)]
+
+    assert serving(10, 2) == [f"CERT004 {RECOMMENDED}"]  # renewed inside the window: cert-manager must run
+    assert serving(10, -1) == [f"CERT004 {REQUIRED}"]  # its renewal time passed without one
+    assert serving(10, 2, ready="False") == [f"CERT004 {REQUIRED}"]
+    assert serving(10, None) == [f"CERT004 {REQUIRED}"]
+    assert serving(20, -1) == [f"CERT004 {RECOMMENDED}"]  # within 30 days, renewal overdue
+    assert serving(20, 5) == []  # renewed before it matters
+    assert serving(90, -1) == []
+    missing = ServingCert(
+        ref="shop/gone", users=("CustomResourceDefinition a.example.com",), error="no such Certificate"
+    )
+    (finding,) = check_serving_certs(HealthFacts(serving=[missing]), now=NOW)
+    assert (finding.id, finding.severity) == ("CERT004", RECOMMENDED)
+    assert finding.objects == (
+        "Certificate shop/gone (no such Certificate), named by CustomResourceDefinition a.example.com",
+    )
+
+
 def test_cni_warm_targets() -> None:
     def found(**env: str) -> list[str]:
         return [f.id for f in check_cni(HealthFacts(cni=CniFacts(env=env)))]
@@ -228,6 +301,33 @@ def test_crd_stored_versions() -> None:
     assert finding.title.endswith("still records stored version v1beta1, no longer served")
     assert "v1beta1 is already gone from spec.versions" in finding.why
     assert "kubectl get b -A -o json | kubectl replace -f -" in finding.fix
+
+
+def test_a_stored_version_marked_deprecated_is_recommended_and_required_once_not_served() -> None:
+    def crd(served: tuple[str, ...]) -> CrdFacts:
+        return CrdFacts(
+            name="widgets.example.com",
+            versions=("v1beta1", "v1"),
+            served=served,
+            storage="v1",
+            stored=("v1beta1", "v1"),
+            deprecated=("v1beta1",),
+            warnings=(("v1beta1", "use v1"),),
+        )
+
+    (still_served,) = check_crds(HealthFacts(crds=[crd(("v1beta1", "v1"))]))
+    assert (still_served.id, still_served.severity) == ("CRD002", RECOMMENDED)
+    assert "The CRD says: v1beta1: “use v1”." in still_served.why
+    # Not served any more: Required, and CRD001 does not report the same version again.
+    (gone,) = check_crds(HealthFacts(crds=[crd(("v1",))]))
+    assert (gone.id, gone.severity) == ("CRD002", REQUIRED)
+    assert "v1beta1 is no longer served" in gone.why
+    # Deprecated but nothing stored in it: nothing to migrate.
+    clean = CrdFacts(
+        name="w.example.com", versions=("v1beta1", "v1"), served=("v1beta1", "v1"), storage="v1",
+        stored=("v1",), deprecated=("v1beta1",),
+    )  # fmt: skip
+    assert check_crds(HealthFacts(crds=[clean])) == []
 
 
 def test_the_istio_operator_needs_its_controller_not_just_the_crd() -> None:

@@ -123,6 +123,10 @@ def test_not_ready_nodes_are_required_and_cordoned_ones_recommended() -> None:
     assert by_id["NODE001"].objects == ("Node a",)
     assert by_id["NODE002"].severity == RECOMMENDED
     assert by_id["NODE002"].objects == ("Node b",)
+    # The remedy is the gated action with the node's name, ready to paste.
+    assert (
+        '/upgrade action uncordon node=b --reason "left cordoned before the upgrade"' in by_id["NODE002"].fix
+    )
 
 
 def test_unhealthy_pods_are_listed_under_their_workload() -> None:

@@ -134,7 +134,7 @@ FIX = '    fix: {action: restart, args: {workloads: "{kind}/{namespace}/{name}"}
     [
         (
             '    fix: {action: delete, args: {pod: "{pod}"}}\n',
-            "r.yaml:8: rules[0].fix.action: 'delete' is not an action a fix may run; one of: restart",
+            "r.yaml:8: rules[0].fix.action: 'delete' is not an action a fix may run; one of: delete-pod, restart, set-image",
         ),
         ("    fix: {action: restart}\n", "r.yaml:8: rules[0].fix.args: required"),
         ("    fix: {args: {workloads: x}}\n", "r.yaml:8: rules[0].fix.action: required"),
@@ -186,14 +186,56 @@ def test_every_fix_action_is_an_action_the_bot_has_and_takes_those_arguments() -
         assert args <= spec.arguments, action
 
 
-def test_the_shipped_fixes_are_restarts_of_the_finding_s_workload_where_the_runbook_says_so() -> None:
+def test_the_shipped_fixes_do_what_the_remediation_tells_a_person_to_do() -> None:
     fixes = {r.id: r.fix for r in SHIPPED if r.fix is not None}
-    assert sorted(fixes) == ["KI002", "KI004"]
-    for rule_id, fix in fixes.items():
-        assert fix.action == "restart"
-        assert fix.args == {"workloads": "{kind}/{namespace}/{name}"}
+    assert sorted(fixes) == ["KI002", "KI004", "KI005", "KI007", "KI008"]
+    for rule_id in ("KI002", "KI004"):
+        assert fixes[rule_id].action == "restart"
+        assert fixes[rule_id].args == {"workloads": "{kind}/{namespace}/{name}"}
         # The button does only what the remediation tells a person to do.
         assert "rollout restart {kind} {name}" in BY_ID[rule_id].remediation
+    # kube-proxy's documented image, on its DaemonSet only (a Deployment finding offers nothing).
+    kube_proxy = fixes["KI005"]
+    assert kube_proxy.action == "set-image"
+    assert kube_proxy.args_for(kind="DaemonSet", namespace="kube-system", name="kube-proxy") == {
+        "workload": "daemonset/kube-system/kube-proxy",
+        "container": "kube-proxy",
+    }
+    assert kube_proxy.args_for(kind="Deployment", namespace="kube-system", name="kube-proxy") is None
+    assert "set image {kind}/{name}" in BY_ID["KI005"].remediation
+    # Stuck pods: only the workload's Terminating ones, forced, as the remediations say.
+    for rule_id in ("KI007", "KI008"):
+        assert fixes[rule_id].action == "delete-pod"
+        assert fixes[rule_id].args_for(kind="StatefulSet", namespace="db", name="pg") == {
+            "workload": "statefulset/db/pg",
+            "only": "terminating",
+            "force": "true",
+        }
+        assert "--grace-period=0 --force" in BY_ID[rule_id].remediation
+
+
+def test_a_delete_pod_fix_must_say_which_pods_and_may_not_allow_unmanaged_ones() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_rules(
+            "rules:\n"
+            + GOOD
+            + '    fix: {action: delete-pod, args: {workload: "{kind}/{namespace}/{name}"}}\n',
+            source="r.yaml",
+        )
+    assert "rules[0].fix.args.only: required: which of its pods: terminating or not-ready" in (
+        err.value.user_message
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_rules(
+            "rules:\n"
+            + GOOD
+            + '    fix: {action: delete-pod, args: {workload: "{kind}/{namespace}/{name}", only: terminating,'
+            + ' allow_unmanaged: "true"}}\n',
+            source="r.yaml",
+        )
+    assert "rules[0].fix.args.allow_unmanaged: `delete-pod` takes force, only, timeout, workload" in (
+        err.value.user_message
+    )
 
 
 def test_a_duplicate_id_names_the_first_rule() -> None:

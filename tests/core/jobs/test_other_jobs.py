@@ -28,11 +28,13 @@ def test_the_registry_maps_every_kind_plans_use() -> None:
     registry = default_jobs(LABELS)
     assert sorted(registry.jobs) == [
         "cordon",
+        "delete-pod",
         "drain",
         "eks-update-addon",
         "eks-update-cluster",
         "eks-update-nodegroup",
         "restart",
+        "set-image",
         "uncordon",
         "wait-controlplane",
         "wait-nodegroup",

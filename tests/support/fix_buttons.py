@@ -1,0 +1,79 @@
+"""What the Fix… button tests share (tests/frontdoor/test_known_issue_fix*.py): the bot on the HTTP
+front door against the Slack stub and the `sim_eks` cluster, its clock the sim's; waiting on a
+condition while the sim is stepped; the known-issue posts that carry a Fix… button and its value."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bot.settings import load_settings
+from bot.sim import SimCluster
+from tests.support.awaited import Bot, TrackedPool
+from tests.support.front import start_front
+from tests.support.secrets import slack_env
+from tests.support.slack_stub import SlackStub
+
+PRIMARY, SHADOW, STRANGER = "U0PRIMARY", "U0SHADOW", "U0STRANGER"
+OPS = "C0OPS"
+FIX = "known_issue_fix"
+
+
+def wait_for(
+    predicate: Callable[[], Any], *, timeout: float = 60.0, what: str, tick: Callable[[], None] | None = None
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if tick is not None:
+            tick()
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextmanager
+def fix_bot(
+    write_config: Callable[..., Path], slack_stub: SlackStub, sim: SimCluster, tmp_path: Path
+) -> Iterator[tuple[Bot, Path]]:
+    """The bot with `prod` = the sim, the roster's primary and shadow known to the stub."""
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    cfg = write_config(
+        f"channels: {{operations: {OPS}}}\nclusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"
+    )
+    for user in (PRIMARY, SHADOW, STRANGER):
+        slack_stub.users[user] = {"id": user}
+    clock = lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC)  # noqa: E731
+    pool = TrackedPool(4)
+    settings = load_settings(cfg, slack_env(slack_stub.api_url))
+    with start_front(settings, slack_stub, workers=pool, threads=8, clock=clock) as front:
+        yield Bot(front=front, pool=pool), kubeconfig
+
+
+def fix_posts(stub: SlackStub) -> list[dict[str, Any]]:
+    """Known-issue posts carrying a Fix… button, as Slack accepted them."""
+    out = []
+    for c in stub.calls_to("chat.postMessage"):
+        blocks = c.params.get("blocks")
+        blocks = json.loads(blocks) if isinstance(blocks, str) else blocks or []
+        if c.response.get("ok") and any(
+            el.get("action_id") == FIX for b in blocks if b["type"] == "actions" for el in b["elements"]
+        ):
+            out.append({**c.params, "blocks": blocks})
+    return out
+
+
+def fix_button(post: dict[str, Any]) -> str:
+    return next(
+        str(el["value"])
+        for b in post["blocks"]
+        if b["type"] == "actions"
+        for el in b["elements"]
+        if el["action_id"] == FIX
+    )
