@@ -19,6 +19,7 @@ may not read (403) is a named gap in the report, not a crash; the check never wr
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import chain
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import msgspec
@@ -200,13 +202,13 @@ def _pod_reason(pod: schema.Pod) -> str:
     """What kubectl's STATUS column would show for a pod that is not Running and Ready."""
     if pod.metadata.deletion_timestamp:
         return "Terminating"
-    for cs in pod.status.container_statuses or ():
+    statuses = schema.container_statuses(pod.status)
+    for cs in statuses:
         state = cs.state
         if state is not None and state.waiting is not None and state.waiting.reason:
             return state.waiting.reason
         if state is not None and state.terminated is not None and state.terminated.reason:
             return state.terminated.reason
-    statuses = pod.status.container_statuses or ()
     ready = sum(1 for cs in statuses if cs.ready)
     return f"{ready}/{len(statuses)} ready" if statuses else (pod.status.reason or "")
 
@@ -248,7 +250,7 @@ def pod_state(
     """A pod as the rules see it; its labels and annotations are those the rules name."""
     meta, spec = pod.metadata, pod.spec
     containers = []
-    for cs in pod.status.container_statuses or ():
+    for cs in schema.container_statuses(pod.status):
         waiting, terminated = _reasons(cs)
         containers.append(
             ContainerView(
@@ -310,7 +312,7 @@ def _pod_signals(
 def _container_signals(pod: schema.Pod, screen: Screen) -> int:
     """The containers' part of `screen.signals(pod_state(pod, …))` (the log tail aside)."""
     names, out = screen.containers, 0
-    for cs in pod.status.container_statuses or ():
+    for cs in schema.container_statuses(pod.status):
         if (cs.name or "") in names:
             out |= NAMED_CONTAINER
         if not cs.ready:
@@ -328,6 +330,29 @@ def _container_signals(pod: schema.Pod, screen: Screen) -> int:
 
 
 _CONTAINER_SIGNALS = NAMED_CONTAINER | CONTAINER_NOT_READY | WAITING | TERMINATED
+
+
+def _name_finder(names: frozenset[str] | _Everything) -> re.Pattern[bytes] | None:
+    """A search for any of `names` as a JSON string in a page's bytes (None for every name): a
+    container's name is a DNS label, which JSON never escapes, so a status named one of them holds
+    the name quoted, byte for byte; a hit is a candidate, the decoded names decide."""
+    if isinstance(names, _Everything):
+        return None
+    if not names:
+        return re.compile(rb"(?!)")  # matches nothing
+    return re.compile(b"|".join(re.escape(json.dumps(name).encode()) for name in sorted(names)))
+
+
+def _getter(keys: Sequence[tuple[str, str]]) -> Callable[[Any], tuple[Any, ...]] | None:
+    """The values of the attributes of `keys` (`PodSchema.labels`/`annotations`) as a tuple, in
+    one C call; None for no keys."""
+    attrs = [attr for _, attr in keys]
+    if not attrs:
+        return None
+    if len(attrs) == 1:
+        get = attrgetter(attrs[0])
+        return lambda values: (get(values),)
+    return attrgetter(*attrs)
 
 
 def read_facts(
@@ -708,6 +733,8 @@ class PodReducer:
         self._screen, self._shape, self._rules = screen, shape, rules
         self._with_events, self._log_containers = with_events, log_containers
         self._owners = _Workloads()
+        #: finds a log container's name in a pod's raw container statuses (None: any container)
+        self._log_names = _name_finder(log_containers)
         self._tags: dict[str, str] = {}
         self._logs_asked: dict[str, int] = {}
         # Quantities as text → integers (millicores, bytes): a cluster has few distinct ones.
@@ -717,12 +744,23 @@ class PodReducer:
         self._node_index: dict[str, list[int]] = {}
         self._rooms: list[list[int]] = []
         self._pages = 0
+        #: workload → its pods' IN_NAMESPACE and IN_KIND signals (the same for all of them)
+        self._placed: dict[str, int] = {}
+        used = screen.used
+        #: one C call for the label (annotation) attributes the rules name, or None if none does
+        self._labelled = _getter(shape.labels) if used & LABELLED else None
+        self._annotated = _getter(shape.annotations) if used & ANNOTATED else None
 
     def __call__(self, items: list[schema.Pod]) -> bytes:
         screen, shape = self._screen, self._shape
         owners, tags, logs_asked = self._owners, self._tags, self._logs_asked
         with_events, log_containers = self._with_events, self._log_containers
+        log_names = self._log_names
         maybe = screen.used & NODE_NOT_READY
+        used, placed = screen.used, self._placed
+        deleting, tolerates = used & DELETING, used & TOLERATES_ALL
+        labelled, annotated = self._labelled, self._annotated
+        n_labelled, n_annotated = len(shape.labels), len(shape.annotations)
         out = _ReducedPage(
             unhealthy={},
             not_evictable={},
@@ -819,8 +857,32 @@ class PodReducer:
                         room[7] = mem
             if not self._rules:
                 continue
-            # Most pods can match no rule: their signals say so before a PodState is built.
-            signals = _pod_signals(pod, workload, screen, shape, _ALL_READY)
+            # Most pods can match no rule: their signals say so before a PodState is built. The
+            # pod-level part of `_pod_signals`, inline (a call per pod costs as much as its tests);
+            # with no node known here, every node is Ready.
+            signals = placed.get(workload, -1)
+            if signals < 0:
+                signals = placed[workload] = (
+                    (IN_NAMESPACE if ns in screen.namespaces else 0)
+                    | (IN_KIND if workload.startswith(screen.kind_prefixes) else 0)
+                ) & used
+            if meta.deletion_timestamp:
+                signals |= deleting
+            if tolerates:
+                for t in spec.tolerations or ():
+                    if t.operator == "Exists" and not t.key and not t.effect:
+                        signals |= TOLERATES_ALL
+                        break
+            if labelled is not None:
+                labels = meta.labels
+                if labels is not None and labelled(labels).count(None) != n_labelled:
+                    signals |= LABELLED
+            if (
+                annotated is not None
+                and annotations is not None
+                and annotated(annotations).count(None) != n_annotated
+            ):
+                signals |= ANNOTATED
             if with_events:
                 key = (ns, name)
                 if key in with_events:
@@ -829,8 +891,14 @@ class PodReducer:
             logs = False
             if log_containers:
                 asked = logs_asked.get(workload, 0)
-                if asked < LOGS_PER_WORKLOAD:
-                    for cs in status.container_statuses or ():
+                # The page's bytes first: most pods have no container a log rule reads, and
+                # their statuses are not decoded at all.
+                if asked < LOGS_PER_WORKLOAD and (
+                    log_names.search(status.container_statuses)
+                    if log_names is not None
+                    else status.container_statuses
+                ):
+                    for cs in schema.container_statuses(status):
                         if (cs.name or "") in log_containers:
                             logs_asked[workload] = asked + 1
                             logs = True
