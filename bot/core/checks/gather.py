@@ -167,7 +167,8 @@ class _Workloads:
     """`workload_of`, remembered per controller: the pods of a ReplicaSet share its answer."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[str, str, str, str], tuple[str, bool]] = {}
+        #: (namespace, kind, name, pod-template-hash) → the answer; `PodReducer` reads it inline
+        self.known: dict[tuple[str | None, str | None, str | None, str | None], tuple[str, bool]] = {}
 
     def of(self, meta: schema.PodMeta) -> tuple[str, bool]:
         refs = meta.owner_references
@@ -175,10 +176,10 @@ class _Workloads:
             return workload_of(meta)  # no controller: the answer names the pod
         ref = refs[0]
         h = meta.labels.pod_template_hash if meta.labels is not None else None
-        key = (meta.namespace or "", ref.kind or "", ref.name or "", h or "")
-        known = self._known.get(key)
+        key = (meta.namespace, ref.kind, ref.name, h)
+        known = self.known.get(key)
         if known is None:
-            known = self._known[key] = workload_of(meta)
+            known = self.known[key] = workload_of(meta)
         return known
 
 
@@ -753,7 +754,7 @@ class PodReducer:
 
     def __call__(self, items: list[schema.Pod]) -> bytes:
         screen, shape = self._screen, self._shape
-        owners, tags, logs_asked = self._owners, self._tags, self._logs_asked
+        known, tags, logs_asked = self._owners.known, self._tags, self._logs_asked
         with_events, log_containers = self._with_events, self._log_containers
         log_names = self._log_names
         maybe = screen.used & NODE_NOT_READY
@@ -777,6 +778,7 @@ class PodReducer:
         )
         index, rooms, cpu_of, mem_of = self._node_index, self._rooms, self._cpu, self._mem
         touched: dict[str, list[int]] = {}
+        empty_dir = out.empty_dir
         # One loop over the page rather than a call per pod: this runs 150,000 times.
         for pod in items:
             meta, spec, status = pod.metadata, pod.spec, pod.status
@@ -784,11 +786,31 @@ class PodReducer:
             if phase == "Succeeded":
                 continue
             ns, name = meta.namespace or "", meta.name or ""
-            workload, controlled = owners.of(meta)
+            # `_Workloads.of`, `_ready` and `_append`, inline: a call per pod costs more than them.
+            refs = meta.owner_references
+            if refs is not None and len(refs) == 1 and refs[0].controller:
+                ref, labels = refs[0], meta.labels
+                owner = (
+                    meta.namespace,
+                    ref.kind,
+                    ref.name,
+                    None if labels is None else labels.pod_template_hash,
+                )
+                answer = known.get(owner)
+                if answer is None:
+                    answer = known[owner] = workload_of(meta)
+            else:
+                answer = workload_of(meta)  # no controller: the answer names the pod
+            workload, controlled = answer
             annotations = meta.annotations
             mirror = annotations is not None and annotations.config_mirror is not None
             moved = not mirror and not workload.startswith("DaemonSet ")  # a drain evicts it
-            if phase != "Running" or not _ready(status.conditions) or meta.deletion_timestamp:
+            ready = False
+            for condition in status.conditions or ():
+                if condition.type == "Ready":
+                    ready = condition.status == "True"
+                    break
+            if phase != "Running" or not ready or meta.deletion_timestamp:
                 rows = out.unhealthy.setdefault(workload, [])
                 if len(rows) < MAX_UNHEALTHY_PER_WORKLOAD:
                     rows.append((name, phase or "Unknown", _pod_reason(pod)))
@@ -800,7 +822,11 @@ class PodReducer:
                     scratch = scratch or v.empty_dir is not None
                     local = local or v.host_path is not None
                 if scratch:
-                    _append(out.empty_dir, workload, name)
+                    names = empty_dir.get(workload)
+                    if names is None:
+                        empty_dir[workload] = [name]
+                    else:
+                        names.append(name)
                 if local:
                     _append(out.host_path, workload, name)
                 if not controlled:
