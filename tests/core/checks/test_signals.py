@@ -65,7 +65,12 @@ _state = st.one_of(
     st.just({}),
 )
 _status = st.fixed_dictionaries(
-    {"name": _name, "ready": st.booleans(), "image": st.sampled_from(["registry.example.com/a:1", "x:2"])},
+    {
+        "name": _name,
+        "ready": st.booleans(),
+        # "istio-proxy": a log container's name in a pod's bytes that is not a container's name
+        "image": st.sampled_from(["registry.example.com/a:1", "x:2", "istio-proxy"]),
+    },
     optional={"state": _state, "lastState": _state},
 )
 _pod = st.fixed_dictionaries(
@@ -133,6 +138,41 @@ def test_the_gatherers_signals_are_the_engines_over_the_state_it_builds(raw: dic
         pod, SCREEN
     )
     assert signals == SCREEN.signals(state)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_pod, max_size=6),
+    st.sampled_from([frozenset(), frozenset({"istio-proxy"}), gather._Everything()]),
+)
+def test_the_pods_helper_sends_every_pod_a_rule_may_match_with_the_engines_signals(
+    raws: list[dict[str, Any]], log_containers: frozenset[str] | gather._Everything
+) -> None:
+    """`PodReducer` screens the pods inline, off the page's bytes: the pods it sends are those the
+    engine's screen wants (every node taken for Ready, as in the helper) or whose log a log rule
+    may read (the first two of their workload), each with the engine's signals over its state."""
+    pods = [wire(raw) for raw in raws]
+    reducer = gather.PodReducer(
+        screen=SCREEN, shape=SHAPE, rules=True, with_events=frozenset(), log_containers=log_containers
+    )
+    page = gather._REDUCED_DECODER.decode(reducer(pods))
+    expected = []
+    asked: dict[str, int] = {}
+    for pod in pods:
+        workload, _ = gather.workload_of(pod.metadata)
+        state = gather.pod_state(pod, workload, SHAPE, {})
+        signals = SCREEN.signals(state)
+        logs = False
+        if (
+            log_containers
+            and asked.get(workload, 0) < gather.LOGS_PER_WORKLOAD
+            and any(c.name in log_containers for c in state.containers)
+        ):
+            asked[workload] = asked.get(workload, 0) + 1
+            logs = True
+        if logs or SCREEN.wants(signals | (SCREEN.used & rules.NODE_NOT_READY)):
+            expected.append((signals, logs, state))
+    assert [(c.signals, c.logs, c.state) for c in page.candidates] == expected
 
 
 _view = st.builds(
