@@ -1071,8 +1071,12 @@ class WatchState:
         container, record and string it owns; a string shared by both is counted with the pods).
         O(unhealthy pods + nodes): cheap enough for a benchmark to ask after the list."""
         seen: set[int] = set()
-        pod_bytes = _deep_size((self._pods, self._scoped, self._displaced, self._held), seen)
-        node_bytes = _deep_size((self._nodes, self._node_order, self._groups, self._scoped_nodes), seen)
+        # Both roots alive at once: `seen` holds ids, and a first root freed before the second is
+        # made may lend it its id (then the nodes counted 0 bytes).
+        pod_root = (self._pods, self._scoped, self._displaced, self._held)
+        node_root = (self._nodes, self._node_order, self._groups, self._scoped_nodes)
+        pod_bytes = _deep_size(pod_root, seen)
+        node_bytes = _deep_size(node_root, seen)
         return Footprint(
             pods=max(self._pod_count, len(self._pods)),
             unhealthy=len(self._pods),
