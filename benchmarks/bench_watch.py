@@ -138,10 +138,11 @@ def lag_parts(
     starts: list[float], handoffs: list[float], sends: list[tuple[float, float]], received: list[float]
 ) -> str:
     """p50/p95 of the parts of a card edit's lag: the publish that hands the card over, from its
-    start (its state's age) to the hand-off; the hand-off to the flusher's send; the send to the
-    stub's receipt; the send's whole round trip; and the card's period, receipt to receipt (the
-    2 s slot plus what the slot is counted from). An event waits up to one period for the
-    hand-off publish that covers it: its lag is about (0.5 .. 0.95) x the period + the first three."""
+    start to the hand-off (it folds in what arrived meanwhile before rendering the card, so this is
+    no longer the card's state's age); the hand-off to the flusher's send; the send to the stub's
+    receipt; the send's whole round trip; and the card's period, receipt to receipt (the 2 s slot
+    plus what the slot is counted from). An event waits up to one period for the edit that carries
+    it: its lag is about 0.95 x the period + the state's age at the hand-off + the next two at p95."""
 
     def fig(values: list[float]) -> str:
         return f"{statistics.median(values):.3f}/{pct(values, 0.95):.3f}s" if values else "-"
