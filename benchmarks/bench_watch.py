@@ -73,6 +73,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import itertools
 import json
 import os
 import queue
@@ -131,6 +132,30 @@ def vm_rss_mb() -> float:
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def lag_parts(
+    starts: list[float], handoffs: list[float], sends: list[tuple[float, float]], received: list[float]
+) -> str:
+    """p50/p95 of the parts of a card edit's lag: the publish that hands the card over, from its
+    start to the hand-off (it folds in what arrived meanwhile before rendering the card, so this is
+    no longer the card's state's age); the hand-off to the flusher's send; the send to the stub's
+    receipt; the send's whole round trip; and the card's period, receipt to receipt (the 2 s slot
+    plus what the slot is counted from). An event waits up to one period for the edit that carries
+    it: its lag is about 0.95 x the period + the state's age at the hand-off + the next two at p95."""
+
+    def fig(values: list[float]) -> str:
+        return f"{statistics.median(values):.3f}/{pct(values, 0.95):.3f}s" if values else "-"
+
+    took = [h - starts[bisect.bisect_right(starts, h) - 1] for h in handoffs if starts and starts[0] <= h]
+    began = [b for b, _ in sends]
+    waited = [began[i] - h for h in handoffs if (i := bisect.bisect_left(began, h)) < len(began)]
+    transit = [received[i] - b for b in began if (i := bisect.bisect_left(received, b)) < len(received)]
+    period = [b - a for a, b in itertools.pairwise(received)]
+    return (
+        f"publish start → hand-off {fig(took)}, hand-off → send {fig(waited)}, send → stub "
+        f"{fig(transit)}, round trip {fig([e - b for b, e in sends])}, period {fig(period)} (p50/p95)"
+    )
 
 
 def most_in_window(stub: SlackStub, method: str, window: float, param: str, value: str) -> int:
@@ -500,14 +525,29 @@ def main() -> int:
         kept: list[tuple[float, bool]] = []  # when a publish returned, and whether it kept the card
         publish = watches.publish
 
+        starts: list[float] = []  # when each publish began (its state is the events applied by then)
+
         def publishing(row: Any, state: WatchState, **kw: Any) -> Any:
             if not states:
                 states.append(state)
+            starts.append(time.monotonic())
             result = publish(row, state, **kw)
             kept.append((time.monotonic(), result.card_kept))
             return result
 
         setattr(watches, "publish", publishing)  # noqa: B010 - an instance wrapper, to find the state
+        # When the coalescer's flusher sends each card edit, and when Slack's answer is back.
+        sends: list[tuple[float, float]] = []
+        send = edits.inner.update_message
+
+        def sending(channel: str, ts: str, text: str, *, blocks: Any = None) -> None:
+            began = time.monotonic()
+            try:
+                send(channel, ts, text, blocks=blocks)
+            finally:
+                sends.append((began, time.monotonic()))
+
+        setattr(edits.inner, "update_message", sending)  # noqa: B010 - an instance wrapper, for timing only
         driver.start()
         wait_until(lambda: publishes or not driver.alive, deadline.left(600), "the watch's first publish")
         if not publishes:
@@ -724,6 +764,7 @@ def main() -> int:
                 f"edit carrying the covering publish; {len(handoffs)} card hand-offs to the coalescer; "
                 f"{never_sent} items whose edit was never sent)   (target p95 ≤ 2.0 s)"
             )
+            print(f"  where the Slack-edit lag goes: {lag_parts(starts, handoffs, sends, update_times)}")
         print(f"  items never covered by a publish: {uncovered}")
         print(
             f"  publishes during the stream = {len(publishes) - base_publishes}; "

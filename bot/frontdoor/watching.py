@@ -215,7 +215,9 @@ class WatchDriver(Driver):
                 if service.publish_wait(row, last_publish, self.publish_seconds) <= 0:
                     last_publish = mono
                     try:
-                        result = service.publish(row, state, paced=True)
+                        result = service.publish(
+                            row, state, paced=True, fresh=lambda: self._fold_new(state, synced)
+                        )
                     except Fenced:
                         raise
                     except BotError as exc:
@@ -258,6 +260,14 @@ class WatchDriver(Driver):
                          want.container, exc.user_message)  # fmt: skip
                 text = ""
             state.add_log_tail(want.workload, want.container, text)
+
+    def _fold_new(self, state: WatchState, synced: set[str]) -> bool:
+        """What arrived while a publish ran, folded in now (its card shows it): True if anything."""
+        before = self.applied
+        self._drain(state, synced, timeout=0.0)
+        if self.applied > before:
+            self.telemetry.watch_events(self.applied - before)
+        return self.applied > before
 
     def _drain(self, state: WatchState, synced: set[str], *, timeout: float) -> None:
         deadline = time.monotonic() + timeout

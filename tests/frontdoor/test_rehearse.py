@@ -8,9 +8,11 @@ import re
 import subprocess
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from kubernetes import client, config, watch
 from urllib3.exceptions import ProtocolError
 
@@ -107,11 +109,29 @@ def test_the_eks_managed_plan_upgrades_everything_through_the_eks_api_in_order()
     assert out.rstrip().endswith("completed")
 
 
-def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> None:
-    result = rehearse("eks-nodegroups", "--auto-approve")
+@dataclass(frozen=True)
+class Rehearsed:
+    result: subprocess.CompletedProcess[str]
+    report: Path
+
+
+@pytest.fixture(scope="module")
+def eks_auto_approved(tmp_path_factory: pytest.TempPathFactory) -> Rehearsed:
+    """The EKS runbook rehearsed once with the roster answering, its report written: the tests that
+    only read its output share the one run (about a minute of the suite's time each)."""
+    report = tmp_path_factory.mktemp("rehearsal") / "report"
+    return Rehearsed(rehearse("eks-nodegroups", "--auto-approve", "--report", str(report)), report)
+
+
+def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
+    eks_auto_approved: Rehearsed,
+) -> None:
+    result = eks_auto_approved.result
     # 3: the run completed, but with failed steps (the planted faults) reviewed and skipped.
     assert result.returncode == 3, result.stderr[-3000:]
-    out = result.stdout
+    # What `--report` adds is only its closing lines (test_the_rehearsal_writes_the_runs_report).
+    out, _, report = result.stdout.partition("\nreport: ")
+    assert len(report.splitlines()) == 3  # its picture, HTML and Markdown
     assert "sim: upgrade_control_plane version=1.25.16 → Successful" in out
     assert "`restart-coredns` succeeded: restart job" in out
     assert 'deployment/kube-system/coredns: deployment "coredns" successfully rolled out' in out
@@ -202,14 +222,14 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering() -> 
     assert out.rstrip().endswith("completed")
 
 
-def test_the_rehearsal_writes_the_runs_report(tmp_path: Path) -> None:
+def test_the_rehearsal_writes_the_runs_report(eks_auto_approved: Rehearsed) -> None:
     """`--report DIR` (issue 31): the picture, the HTML and the Markdown of the rehearsed run."""
-    result = rehearse("eks-nodegroups", "--auto-approve", "--report", str(tmp_path / "report"))
+    result = eks_auto_approved.result
     assert result.returncode == 3, result.stderr[-3000:]
     out = result.stdout
     run_id = re.search(r"^rehearsal of eks-nodegroups: run (\S+) completed$", out, re.MULTILINE)
     assert run_id, out[-500:]
-    paths = [tmp_path / "report" / f"run-{run_id.group(1)}.{ext}" for ext in ("png", "html", "md")]
+    paths = [eks_auto_approved.report / f"run-{run_id.group(1)}.{ext}" for ext in ("png", "html", "md")]
     assert out.rstrip().endswith("\n".join(f"report: {p}" for p in paths))
     assert paths[0].read_bytes().startswith(b"\x89PNG")
     md = paths[2].read_text()

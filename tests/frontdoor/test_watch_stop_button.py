@@ -36,8 +36,13 @@ def test_the_stop_button_stops_the_watch_for_the_roster_and_refuses_anyone_else(
     stopped = wait(lambda: (w := front.services.store.watch(row.id)) and w.end_requested_by and w)
     assert stopped.end_requested_by == "U0SHADOW"
     assert stopped.state == "live"  # until its driver publishes the final summary
+    # Both clicks' entries (the second is written after its end request: waiting for one raced).
     audit = wait(
-        lambda: [e for e in front.services.store.audit_entries() if e.subcommand == "watch_stop"], timeout=10
+        lambda: (
+            len(e := [e for e in front.services.store.audit_entries() if e.subcommand == "watch_stop"]) > 1
+            and e
+        ),
+        timeout=10,
     )
     assert [(e.user_id, e.outcome) for e in audit] == [("U0STRANGER", "refused"), ("U0SHADOW", "ok")]
 

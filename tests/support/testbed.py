@@ -41,6 +41,11 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 # kwok only plays kubelet for nodes carrying this annotation, so tests choose which nodes are fake.
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_ANNOTATION_VALUE = "fake"
+#: The pytest-xdist group of the tests that start the control plane (`--dist loadgroup`: one
+#: worker runs them all, so a session starts one; tests/support/tiers.py groups them).
+TESTBED_GROUP = "testbed"
+#: The node ids of this process's tests in that group (filled at collection by tiers.py).
+GROUPED: set[str] = set()
 # Generous for a loaded 2-core machine; a healthy start takes a few seconds.
 START_TIMEOUT = 120.0
 LOG_TAIL_LINES = 40
@@ -515,9 +520,26 @@ def _missing_reason() -> str | None:
     return None
 
 
+def _outside_the_group(config: pytest.Config) -> str | None:
+    """Under pytest-xdist's `--dist loadgroup`, the test (its node id) about to start the control
+    plane when it is not in the testbed group (tests/support/tiers.py): a second worker would start
+    a second control plane beside the group's."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "loadgroup", False):
+        return None
+    current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    return None if current in GROUPED or current.endswith(f"@{TESTBED_GROUP}") else current
+
+
 @pytest.fixture(scope="session")
-def real_cluster() -> Iterator[RealCluster]:
+def real_cluster(request: pytest.FixtureRequest) -> Iterator[RealCluster]:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, on loopback."""
+    stray = _outside_the_group(request.config)
+    if stray:
+        pytest.fail(
+            f"{stray} starts the control plane outside the testbed's xdist group: have it use the "
+            "real_cluster fixture by name or mark it testbed (tests/support/tiers.py)",
+            pytrace=False,
+        )
     reason = _missing_reason()
     if reason:
         if os.environ.get("CI") == "true":

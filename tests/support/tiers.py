@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import inspect
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
 import pytest
+
+from tests.support.testbed import GROUPED, TESTBED_GROUP
 
 # Fixtures that start something, by marker (a test using one, directly or through other fixtures).
 FIXTURES: dict[str, str] = {
@@ -147,16 +151,27 @@ def classify(item: pytest.Item) -> set[str]:
     return found
 
 
+def starts_control_plane(item: pytest.Item, explicit: set[str]) -> bool:
+    """Does `item` start the session's control plane: it uses `real_cluster` (directly or through
+    its fixtures), or it was marked `testbed` by hand (a parameter that asks for the fixture by
+    name, as the contract suite's `real` backend does)? A test that only names the testbed in its
+    source (the contract suite's `sim` half, through the shared `backend` fixture) does not."""
+    return "testbed" in explicit or "real_cluster" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Under pytest-xdist's `--dist loadgroup` (not a dependency yet), the real control plane's tests
-    # share one worker, so the session starts one control plane, not one per worker.
+    # Under pytest-xdist's `--dist loadgroup`, the tests that start the real control plane share
+    # one worker, so the session starts one control plane, not one per worker (see below).
     groups = config.pluginmanager.hasplugin("xdist")
     for item in items:
         present = {m.name for m in item.iter_markers()}
         for marker in sorted(classify(item) - present):
             item.add_marker(marker)
-        if groups and item.get_closest_marker("testbed"):
-            item.add_marker(pytest.mark.xdist_group("testbed"))
+        if groups and starts_control_plane(item, present):
+            item.add_marker(pytest.mark.xdist_group(TESTBED_GROUP))
+            GROUPED.add(item.nodeid)
+    _tell_the_scheduler(config)
     if not config.getoption("--fast"):
         return
     keep, drop = [], []
@@ -220,3 +235,62 @@ def pytest_runtest_makereport(
         report.outcome = "failed"
         report.longrepr = f"the fast tier starts no processes or sim servers; this test started {_started[0]}"
     return report
+
+
+# ----- pytest-xdist's `--dist loadgroup` -----------------------------------------------------------
+# xdist (3.8) groups a test by appending "@group" to its node id in the worker's collection, which
+# pytest 9 no longer lets it do (the id is `Node._id` now; the `_nodeid` it sets is not read): every
+# test was its own group, and both workers started a control plane. So the controller's scheduler
+# is ours, given the group's node ids by the workers: each writes those it collected into a
+# directory the controller hands it (`workerinput`), before it reports its collection; the
+# controller reads them when it schedules, after every worker has reported. `xdist_group` marks and
+# "@group" ids keep working as in xdist.
+
+_GROUPS_DIR = "upgrade_bot_groups_dir"
+
+
+def _tell_the_scheduler(config: pytest.Config) -> None:
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput and workerinput.get(_GROUPS_DIR):
+        path = Path(workerinput[_GROUPS_DIR]) / f"{workerinput['workerid']}.txt"
+        path.write_text("".join(f"{nodeid}\n" for nodeid in sorted(GROUPED)), encoding="utf-8")
+
+
+def _groups_dir(config: pytest.Config) -> Path:
+    directory: Path | None = getattr(config, "_upgrade_bot_groups_dir", None)
+    if directory is None:
+        directory = Path(tempfile.mkdtemp(prefix="upgrade-bot-xdist-groups-"))
+        config._upgrade_bot_groups_dir = directory  # type: ignore[attr-defined]
+        config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+    return directory
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Controller: where this worker writes the node ids of its testbed group."""
+    node.workerinput[_GROUPS_DIR] = str(_groups_dir(node.config))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Controller: `--dist loadgroup` with the workers' groups (the rest is xdist's own)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    directory = _groups_dir(config)
+
+    class WorkerGroups(LoadGroupScheduling):
+        grouped: frozenset[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            scope: str = super()._split_scope(nodeid)
+            if scope != nodeid:
+                return scope  # an "@group" id
+            if self.grouped is None:  # read once every worker has reported its collection
+                self.grouped = frozenset(
+                    line for f in directory.glob("*.txt") for line in f.read_text("utf-8").splitlines()
+                )
+            return TESTBED_GROUP if nodeid in self.grouped else nodeid
+
+    return WorkerGroups(config, log)

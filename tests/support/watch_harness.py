@@ -19,7 +19,7 @@ from bot.core.rendering import Renderer
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.core.watches.model import Summary
 from bot.core.watches.service import WatchService
-from bot.frontdoor.watching import WatchDuty, WatchSource
+from bot.frontdoor.watching import WatchDriver, WatchDuty, WatchSource
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_TEMPLATES
 from bot.sim import SimCluster
@@ -53,21 +53,21 @@ class WatchHarness:
         )
         #: The watches' lane of a duty engine of its own (leading, outside any fence).
         self.runner = Duties().add(
-            WatchDuty(self.service, self.connect, publish_seconds=0.3, heartbeat_seconds=0.5)
+            WatchDuty(self.service, self.connect, publish_seconds=0.05, heartbeat_seconds=0.5)
         )
 
     def connect(self, name: str) -> WatchSource:
         return Cluster.connect(ClusterConfig(name=name, kubeconfig=self.kubeconfig))
 
 
-def wait(predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
+def wait(predicate: Callable[[], Any], timeout: float = 30.0, *, what: str = "", every: float = 0.05) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}" if what else "timed out")
 
 
 def published(store: Store, watch_id: int) -> Summary:
@@ -77,7 +77,51 @@ def published(store: Store, watch_id: int) -> Summary:
     return Summary.from_json(row.summary)
 
 
-def step(sim: SimCluster, seconds: float, *, steps: int) -> None:
+#: The sim's storage key of each kind a watch streams (`bot.core.watches.schema.KINDS`).
+SIM_KINDS = {
+    "node": "nodes",
+    "pod": "pods",
+    "deployment": "deployments.apps",
+    "daemonset": "daemonsets.apps",
+    "statefulset": "statefulsets.apps",
+    "event": "events",
+}
+
+
+def _sim_versions(sim: SimCluster) -> dict[str, int]:
+    """Per watched kind, the resourceVersion of its latest change in the sim that the watch's
+    stream is sent (Warning events only, as the stream selects)."""
+    store = sim.control.store
+    with store.lock:
+        versions = {kind: store.bucket(key).last_rv for kind, key in SIM_KINDS.items() if kind != "event"}
+        warnings = [e.rv for e in store.entries("events") if e.field("type") == "Warning"]
+    versions["event"] = max(warnings, default=0)
+    return versions
+
+
+def settle(sim: SimCluster, driver: WatchDriver, *, timeout: float = 30.0) -> None:
+    """Wait until the watch has what the sim holds now, and has published it: each stream at or past
+    its kind's latest version, the driver's queue drained, then a publish begun after that."""
+    versions = _sim_versions(sim)
+
+    def read() -> bool:
+        streams = {s.kind: s for s in driver.streams}
+        return (
+            streams.keys() == versions.keys()
+            and all(int(streams[k].resource_version or 0) >= v for k, v in versions.items())
+            and driver.events.empty()
+        )
+
+    wait(read, timeout, what=f"the watch to read the sim up to {versions}", every=0.01)
+    published = driver.published
+    wait(lambda: driver.published > published, timeout, what="a publish of what it read", every=0.01)
+
+
+def step(sim: SimCluster, seconds: float, *, steps: int, driver: WatchDriver | None) -> None:
+    """Advance the sim's clock `steps` times by `seconds`; after each, wait until `driver` has read
+    and published what changed (`settle`), as a watch keeps up with a cluster (no fixed sleep).
+    `driver=None`: the watch cannot read the sim now (its streams cut), only time moves."""
     for _ in range(steps):
         sim.control.advance(seconds)
-        time.sleep(0.4)
+        if driver is not None:
+            settle(sim, driver)

@@ -79,7 +79,7 @@ def test_a_node_group_watch_counts_the_groups_pods_and_those_its_replacement_dis
         assert {n.group for n in _published(store, row.id).nodes} == {GROUP}
         assert 0 < before < 60
         sim_eks.control.replace_node_group(GROUP, "1.25.16")
-        _step(sim_eks, 60, steps=40)
+        _step(sim_eks, 60, steps=40, driver=harness.runner.drivers[row.id])
         after, _ = _truth(kubeconfig, displaced)
         with contextlib.suppress(AssertionError):
             _wait(lambda: _published(store, row.id).pods == after, timeout=15)

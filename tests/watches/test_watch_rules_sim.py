@@ -27,6 +27,7 @@ from bot.sim import SimCluster
 from tests.support.forbidden import LogsForbidden
 from tests.support.slack_stub import SlackStub
 from tests.support.watch_harness import WatchHarness
+from tests.support.watch_harness import step as _step
 
 CHANNEL = "C0RULES"
 RULES = load_rules([BUILTIN_RULES])
@@ -59,12 +60,6 @@ def _wait(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def _step(sim: SimCluster, seconds: float, *, steps: int) -> None:
-    for _ in range(steps):
-        sim.control.advance(seconds)
-        time.sleep(0.3)
 
 
 def _rule_posts(stub: SlackStub, card_ts: str) -> list[str]:
@@ -124,7 +119,7 @@ def test_planted_faults_are_explained_once_per_workload_and_episode_across_a_dri
         )
         # KI004 is the scenario's own: payments-worker's vault-agent never becomes Ready; it is a
         # known issue once it has lasted five (simulated) minutes.
-        _step(sim_eks, 30, steps=14)
+        _step(sim_eks, 30, steps=14, driver=first.runner.drivers[row.id])
         try:
             _wait(
                 lambda: set(_found(_rule_posts(slack_stub, card))) >= EXPECTED,
@@ -140,7 +135,7 @@ def test_planted_faults_are_explained_once_per_workload_and_episode_across_a_dri
         second = WatchHarness(store, slack_stub, kubeconfig, "p2", clock=clock, rules=RULES)
         assert second.runner.scan() == [row.id]
         _wait(lambda: second.runner.drivers[row.id].published >= 3, what="publishes after the restart")
-        _step(sim_eks, 30, steps=6)
+        _step(sim_eks, 30, steps=6, driver=second.runner.drivers[row.id])
         second.service.request_end(row.id, by="U0ALICE")
         _wait(lambda: (w := store.watch(row.id)) and w.state == "ended", what="the end")
         second.runner.drivers[row.id].thread.join(timeout=15)
@@ -202,9 +197,10 @@ def test_a_watch_that_may_not_read_logs_says_so_once_and_asks_no_more(
                 "crash_logs": ["warning envoy main listener accept failure: Too many open files"],
             }
         )
-        _step(sim_eks, 30, steps=12)
+        driver = harness.runner.drivers[row.id]
+        _step(sim_eks, 30, steps=12, driver=driver)
         _wait(lambda: sum(s.log_reads for s in sources) >= 1, what="a log read")
-        _step(sim_eks, 30, steps=4)
+        _step(sim_eks, 30, steps=4, driver=driver)
     finally:
         harness.runner.shutdown()
     assert sum(s.log_reads for s in sources) == 1  # refused once: no more are asked for

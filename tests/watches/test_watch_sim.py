@@ -4,7 +4,6 @@ client against the Slack stub and a real SQLite store, through the `eks-nodegrou
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -81,8 +80,9 @@ def test_watch_follows_the_eks_upgrade_card_equals_truth_and_each_milestone_once
     try:
         assert harness.runner.scan() == [row.id]
         card = _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
+        driver = harness.runner.drivers[row.id]
         sim_eks.control.run_upgrade()
-        _step(sim_eks, 60, steps=150)
+        _step(sim_eks, 60, steps=150, driver=driver)
         truth = _truth(kubeconfig)
         assert all(on == total for g, (total, on) in truth.items() if g != "fargate"), truth
         # The card catches up within its trailing edge, then `unwatch` ends it with a final summary.
@@ -119,19 +119,19 @@ def test_dropped_streams_5xx_and_a_forced_410_mid_upgrade_lose_no_transition(
         card = _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
         driver = harness.runner.drivers[row.id]
         sim_eks.control.run_upgrade()
-        _step(sim_eks, 60, steps=20)
+        _step(sim_eks, 60, steps=20, driver=driver)
         # Every stream cut, and every reconnection refused with 503 for a while: meanwhile the
         # upgrade goes on and the history the streams would resume from is compacted away.
         sim_eks.control.set_transport(error_rate=1.0, error_status=503, path_prefix="/api")
         sim_eks.control.drop_watches()
         _wait(lambda: sum(s.restarts for s in driver.streams) >= len(driver.streams), timeout=20)
-        _step(sim_eks, 60, steps=15)
+        _step(sim_eks, 60, steps=15, driver=None)  # nothing to read meanwhile
         sim_eks.control.compact()
         sim_eks.control.set_transport()
         _wait(lambda: all(s.syncs >= 2 for s in driver.streams), timeout=30)  # 410 → listed again
-        _step(sim_eks, 60, steps=10)
+        _step(sim_eks, 60, steps=10, driver=driver)
         sim_eks.control.drop_watches()  # a plain drop: resumed from the last version, no list
-        _step(sim_eks, 60, steps=100)
+        _step(sim_eks, 60, steps=100, driver=driver)
         truth = _truth(kubeconfig)
         with contextlib.suppress(AssertionError):
             _wait(lambda: _figures(_published(store, row.id)) == truth, timeout=15)
@@ -153,7 +153,9 @@ def test_unwatch_ends_a_watch_whose_cluster_cannot_be_read(
     row = harness.service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE")
     try:
         harness.runner.scan()
-        time.sleep(1)
+        driver = harness.runner.drivers[row.id]
+        # Every stream has tried the cluster and failed at least once.
+        _wait(lambda: driver.streams and all(s.restarts >= 1 for s in driver.streams), timeout=15)
         harness.service.request_end(row.id, by="U0BOB")
         ended = _wait(lambda: (w := store.watch(row.id)) and w.state == "ended" and w, timeout=15)
         assert ended.end_reason == "unwatched by <@U0BOB> (the cluster could not be read)"
@@ -172,12 +174,13 @@ def test_a_deleted_watch_card_is_posted_again_once_and_its_thread_stays(
         assert harness.runner.scan() == [row.id]
         first = _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
         slack_stub.delete_message(CHANNEL, first)
+        driver = harness.runner.drivers[row.id]
         sim_eks.control.run_upgrade()
-        _step(sim_eks, 60, steps=40)  # the card changes: its edit finds it deleted
+        _step(sim_eks, 60, steps=40, driver=driver)  # the card changes: its edit finds it deleted
         new = _wait(
             lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts != first and ref.ts
         )
-        _step(sim_eks, 60, steps=20)
+        _step(sim_eks, 60, steps=20, driver=driver)
         harness.service.request_end(row.id, by="U0ALICE")
         _wait(lambda: (w := store.watch(row.id)) and w.state == "ended", timeout=15)
         harness.runner.drivers[row.id].thread.join(timeout=15)

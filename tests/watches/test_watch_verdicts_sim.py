@@ -20,7 +20,7 @@ from bot.frontdoor.watching import VERSION_SECONDS
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.slack_stub import SlackStub
-from tests.support.watch_harness import WatchHarness, published, wait
+from tests.support.watch_harness import WatchHarness, published, settle, step, wait
 from tests.support.watch_threads import milestone_lines_once
 
 CHANNEL = "C0WATCH"
@@ -98,10 +98,10 @@ def test_the_runbooks_fault_classes_are_each_a_thread_post_once_during_the_eks_u
     try:
         harness.runner.scan()
         wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts)
+        driver = harness.runner.drivers[row.id]
         sim_eks.control.run_upgrade()
         for _ in range(120):
-            sim_eks.control.advance(60)
-            time.sleep(0.3)
+            step(sim_eks, 60, steps=1, driver=driver)
             if posted("`kube-system/metrics-server` cannot pull its image") and posted(
                 "`kube-system/cluster-autoscaler` entered CrashLoopBackOff"
             ):
@@ -113,10 +113,8 @@ def test_the_runbooks_fault_classes_are_each_a_thread_post_once_during_the_eks_u
         )
         assert len(posted("`kube-system/cluster-autoscaler` entered CrashLoopBackOff")) == 1
         # Minutes later, with the pods still failing: nothing said twice.
-        for _ in range(5):
-            sim_eks.control.advance(60)
-            time.sleep(0.3)
-        time.sleep(1.0)
+        step(sim_eks, 60, steps=5, driver=driver)
+        settle(sim_eks, driver)  # and one more publish with nothing new
         milestone_lines_once(thread())
         assert len(posted("`kube-system/metrics-server` cannot pull its image")) == 1
     finally:

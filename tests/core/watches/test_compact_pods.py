@@ -53,6 +53,20 @@ def test_a_list_of_healthy_pods_leaves_no_record_per_pod() -> None:
     assert 100 * 500 < held.pod_bytes < 1000 * 500
 
 
+def test_the_footprint_counts_what_the_state_keeps_per_node() -> None:
+    def listed(count: int) -> WatchState:
+        state = WatchState(spec())
+        state.sync("node", [node(f"n-{i}") for i in range(count)], at(0))
+        state.sync("pod", [], at(0))
+        assert len(state.summary(at(1)).nodes) == count
+        return state
+
+    small, large = listed(10).footprint(), listed(1000).footprint()
+    assert large.nodes == 1000
+    # Each node's record, its strings and its place in the summary's order: a few hundred bytes.
+    assert 100 < (large.node_bytes - small.node_bytes) / 990 < 1000, large
+
+
 _STATES: list[dict[str, Any]] = [
     {},
     {"ready": False, "waiting": "CrashLoopBackOff", "restarts": 2},

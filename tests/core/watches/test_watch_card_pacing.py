@@ -147,3 +147,31 @@ def test_a_card_kept_for_its_slot_is_handed_over_there_even_if_nothing_changed_s
         at, size = shown(stub)[-1]
         assert size == 3
         assert slot <= at <= slot + STEP
+
+
+def test_the_handed_card_shows_what_arrived_while_its_publish_ran_and_the_next_publish_stores_it(
+    tmp_path: Path,
+) -> None:
+    with world(tmp_path, "fresh") as (service, state, row, edits, stub, mono, clock):
+        state.apply("node", "ADDED", node("n-0"), clock())
+        assert service.publish(row, state).card_updated  # the card is posted
+        mono.advance(2.0)
+        state.apply("node", "ADDED", node("n-1"), clock())
+
+        def arrived() -> bool:  # the driver's queue, folded in while the publish ran
+            state.apply("node", "ADDED", node("n-2"), clock())
+            return True
+
+        assert service.publish(row, state, fresh=arrived).card_updated
+        assert edits.flush_due() == 1
+        assert shown(stub)[-1][1] == 3  # the card: n-2 too
+        stored = service.previous(service.get(row.id))
+        assert stored is not None
+        assert len(stored.nodes) == 2  # the store: what the publish began with
+        # The next publish stores it, and its milestone is found then, once.
+        mono.advance(2.0)
+        result = service.publish(row, state, fresh=lambda: False)
+        assert [k for k in result.milestones if "n-2" in k] == ["node-ready:n-2:uid-n-2"]
+        stored = service.previous(service.get(row.id))
+        assert stored is not None
+        assert len(stored.nodes) == 3
