@@ -48,7 +48,8 @@ class ActionContext:
     #: (cluster, label, taken_by) → the stored snapshot's id, label and counts.
     take_snapshot: Callable[[str, str, str], tuple[int, str, Mapping[str, int]]]
     #: (cluster, before, after) → the diff report of two stored snapshots.
-    compare_snapshots: Callable[[str, str, str], DiffSummary]
+    #: (cluster, before, after, replaces: new node group → the old one it replaces)
+    compare_snapshots: Callable[[str, str, str, Mapping[str, str]], DiffSummary]
     #: (cluster, target or None) → the pre-flight report (`bot.core.checks.findings.Report`).
     run_check: Callable[[str, str | None], Report] | None = None
     #: Starts a LONG action's work (a watch) for the request; its one-line detail. The triggers

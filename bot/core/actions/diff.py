@@ -1,17 +1,42 @@
 """The `diff` action: compare two stored snapshots and report.
 
 A diff that finds regressions is a failed step, so the run pauses there and people look before
-the completion announcement goes out.
+the completion announcement goes out. `replaces: "others-1-25=others,…"` (NEW=OLD) names the node
+groups the runbook recreated under a new name: the old group is reported "replaced by" the new one
+rather than gone (without it, the one group new since the earlier snapshot is taken).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
+from bot.core.jobs.common import label_value
+from bot.errors import UserError, clip
 from bot.records import ActionRequest
 
 
+def replaces_arg(args: Mapping[str, str]) -> dict[str, str]:
+    """`replaces: "NEW=OLD,…"` → {new group: old group}."""
+    found: dict[str, str] = {}
+    for part in str(args.get("replaces", "")).replace(",", " ").split():
+        new, sep, old = (p.strip() for p in part.partition("="))
+        if not sep or not new or not old:
+            raise UserError(
+                f"diff action: replaces: {clip(part, 60)!r} — say which group replaces which, NEW=OLD "
+                "(like others-1-25=others)"
+            )
+        label_value("replaces", new)
+        label_value("replaces", old)
+        if new == old:
+            raise UserError(f"diff action: replaces: {clip(part, 60)!r} names the same group twice")
+        found[new] = old
+    return found
+
+
 def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
-    report = ctx.compare_snapshots(request.cluster, request.call.args["before"], request.call.args["after"])
+    args = request.call.args
+    report = ctx.compare_snapshots(request.cluster, args["before"], args["after"], replaces_arg(args))
     summary = f"diff: {len(report.regressions)} regression(s), {len(report.expected)} expected change(s)"
     if report.regressions:
         first = report.regressions[0]
@@ -23,5 +48,7 @@ SPEC = ActionSpec(
     name="diff",
     summary="compare two stored snapshots (by label or id) and post the report",
     required=frozenset({"before", "after"}),
+    optional=frozenset({"replaces"}),
     run=run,
+    check=replaces_arg,
 )

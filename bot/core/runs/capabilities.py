@@ -66,7 +66,7 @@ def action_context(
             )
         return stored.meta.id, stored.meta.label, stored.snap["counts"]
 
-    def compare_snapshots(cluster: str, before: str, after: str) -> DiffSummary:
+    def compare_snapshots(cluster: str, before: str, after: str, replaces: Mapping[str, str]) -> DiffSummary:
         def live() -> dict[str, Any]:
             raise UserError("the diff action compares two stored snapshots; name both")
 
@@ -77,6 +77,7 @@ def action_context(
             cluster=snapshots.pick_cluster(clusters, cluster),
             live=live,
             restart_threshold=restart_threshold,
+            replaces=replaces,
         )
 
     def run_check(cluster: str, target: str | None) -> Report:

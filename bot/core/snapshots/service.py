@@ -237,8 +237,10 @@ def compare(
     cluster: ClusterConfig,
     live: Callable[[], dict[str, Any]],
     restart_threshold: int = 3,
+    replaces: Mapping[str, str] | None = None,
 ) -> DiffReport:
-    """Defaults: latest `pre` vs latest `post`; else the latest snapshot vs the live cluster."""
+    """Defaults: latest `pre` vs latest `post`; else the latest snapshot vs the live cluster.
+    `replaces`: new node group → the old one it replaces (a plan's diff step says so)."""
     if first is None:
         pre = store.snapshots(cluster=cluster.name, label="pre", limit=1)
         post = store.snapshots(cluster=cluster.name, label="post", limit=1)
@@ -247,16 +249,20 @@ def compare(
                 resolve(store, str(pre[0].id), cluster=None).snap,
                 resolve(store, str(post[0].id), cluster=None).snap,
                 restart_threshold=restart_threshold,
+                replaces=replaces,
             )
         latest = store.snapshots(cluster=cluster.name, limit=1)
         if not latest:
             raise UserError(f"nothing to compare: {_recent(store, cluster.name)}")
         return diff(
-            resolve(store, str(latest[0].id), cluster=None).snap, live(), restart_threshold=restart_threshold
+            resolve(store, str(latest[0].id), cluster=None).snap,
+            live(),
+            restart_threshold=restart_threshold,
+            replaces=replaces,
         )
     before = resolve(store, first, cluster=cluster.name).snap
     after = resolve(store, second, cluster=cluster.name).snap if second else live()
-    return diff(before, after, restart_threshold=restart_threshold)
+    return diff(before, after, restart_threshold=restart_threshold, replaces=replaces)
 
 
 # ---------------------------------------------------------------------------------------------

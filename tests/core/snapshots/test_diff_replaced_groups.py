@@ -4,11 +4,23 @@ is "replaced by" its successor when the successor holds its workloads, not "gone
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bot.adapters.store import Store
+from bot.core.actions import BUILTIN
+from bot.core.actions.base import ActionResult
+from bot.core.runs.capabilities import action_context
 from bot.core.snapshots.diff import EXPECTED, diff
-from tests.support.diff_objects import base_objects, snap, upgraded
+from bot.errors import UserError
+from bot.records import ActionCall, ActionRequest, ClusterConfig
+from tests.support.diff_objects import NOW, base_objects, snap, upgraded
 from tests.support.kube_objects import node
+from tests.support.wire_cluster import WireCluster
+
+ACTIONS = {spec.name: spec for spec in BUILTIN}
 
 
 def renamed(group: str = "ng-shared-1-30") -> dict[str, list[dict[str, Any]]]:
@@ -53,3 +65,49 @@ def test_a_named_replacement_that_does_not_hold_them_says_what_it_lacks() -> Non
     )
     (gone,) = [f for f in report.regressions if f.category == "node missing"]
     assert gone.detail == "is gone; its replacement others-1-30 does not hold Deployment shop/web"
+
+
+def test_a_plans_diff_step_names_the_replacement_the_diff_cannot_infer(tmp_path: Path) -> None:
+    """`logging` runs only DaemonSet pods, so no workload tells the diff which new group took its
+    place: without `replaces:` the old group is gone; the plan's diff step says which replaced it."""
+    after = copy.deepcopy(upgraded())
+    after["nodes"] = [n for n in after["nodes"] if n["metadata"]["name"] != "log-1"]
+    after["nodes"].append(node("log-2", "logging-1-30", kubelet="v1.30.2"))
+    world = {"objects": base_objects(), "version": "v1.29.4"}
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    ctx = action_context(
+        store=store,
+        clusters={"prod": ClusterConfig(name="prod")},
+        connect_cluster=lambda _c: WireCluster(
+            objects=world["objects"], version=str(world["version"]), name="prod"
+        ),
+        clock=lambda: NOW,
+        restart_threshold=3,
+        rules_paths=[],
+    )
+
+    def step(name: str, **args: str) -> ActionResult:
+        call = ActionCall(name=name, args=args)
+        run = ACTIONS[name].run
+        assert run is not None
+        return run(ctx, ActionRequest(run_id="R1", cluster="prod", call=call))
+
+    assert step("snapshot", label="pre").ok
+    world.update(objects=after, version="v1.30.2")
+    assert step("snapshot", label="post").ok
+    unnamed = step("diff", before="pre", after="post")
+    assert not unnamed.ok
+    assert "node missing — node group logging" in unnamed.detail
+    named = step("diff", before="pre", after="post", replaces="logging-1-30=logging")
+    assert named.ok, named.detail
+    assert named.detail.startswith("diff: 0 regression(s)")
+
+
+def test_the_diff_steps_replaces_is_checked_when_the_plan_is_loaded() -> None:
+    check = ACTIONS["diff"].check
+    assert check is not None
+    assert check({"replaces": "others-1-25=others, ng-2=ng"}) == {"others-1-25": "others", "ng-2": "ng"}
+    with pytest.raises(UserError, match=r"replaces: 'others' — say which group replaces which, NEW=OLD"):
+        check({"replaces": "others"})
+    with pytest.raises(UserError, match="names the same group twice"):
+        check({"replaces": "a=a"})
