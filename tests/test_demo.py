@@ -32,7 +32,9 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(
     assert ":heavy_check_mark: @U0SHADOW (shadow) approved the start of `control-plane`" in out
     # The pre-flight check finds the scenario's planted blockers; the roster reviews and skips it.
     assert ":x: *`checks` failed* in run" in out
-    assert "pre-flight check for 1.25 FAILED: 6 Required — API001 (" in out
+    # The cluster's side and the cloud's: the rehearsal points the EKS provider at the sim's AWS APIs.
+    assert "pre-flight check for 1.25 FAILED: 10 Required — API001 (" in out
+    assert "EKS005 (Add-on kube-proxy)" in out
     assert "  ↳ file attached: check-prod-1.25.md" in out
     assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
     assert ":fast_forward: `checks` Pre-flight checks — skipped" in out

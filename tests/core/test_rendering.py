@@ -234,6 +234,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "waiting": "41m10s",
         "working": "5h02m",
         "slowest": [{"name": "ip-10-0-2-7", "group": "ng-shared", "took": "14m03s"}],
+        "pictures": True,
     },
 }
 
