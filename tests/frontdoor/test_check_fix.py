@@ -181,3 +181,26 @@ def test_without_node002_the_check_has_no_fix_button(bot: tuple[Bot, Path]) -> N
     assert "NODE002" not in str(post["text"])
     assert _fix_values(post) == []
     assert not any(b["type"] == "actions" for b in post["blocks"])
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        # Only the one action the finding may name, on names shaped as node names.
+        ("check:ab12|NODE002|prod|cordon node=ip-10-0-0-12", "finding NODE002 offers only `uncordon node=…`"),
+        ("check:ab12|NODE002|prod|uncordon node=a;b", "this button names no node uncordon can take"),
+        ("check:ab12|NODE001|prod|uncordon node=ip-10-0-0-12", "this button does not name a check's finding"),
+        ("check:ab12|NODE002|prod", "this button does not name a check's finding"),
+        # Shaped right, but no such cluster: the router refuses, and nothing is claimed.
+        ("check:ab12|NODE002|nowhere|uncordon node=ip-10-0-0-12", "nowhere"),
+    ],
+)
+def test_a_check_fix_button_whose_value_was_changed_is_refused(
+    bot: tuple[Bot, Path], value: str, said: str
+) -> None:
+    front, _ = bot
+    refusal = _click(front, PRIMARY, value, "1700000001.000100")
+    assert refusal is not None
+    assert said in refusal, refusal
+    assert front.services.store.runs() == []
+    assert front.services.store.finding_fix(subject="check:ab12", key="NODE002") is None
