@@ -312,6 +312,15 @@ def _run_of(cordoned_by: str) -> str:
     return words.get("run") or cordoned_by
 
 
+def _uncordon(names: Sequence[str], total: int, *, reason: str = "left cordoned before the upgrade") -> str:
+    """The pasteable gated uncordon of `names` (the first MAX_UNCORDON of `total`)."""
+    return (
+        f"/upgrade action uncordon node={','.join(names)}"
+        + f' --reason "{reason}"'
+        + (f"\n  (the first {MAX_UNCORDON} of {total}; again for the rest)" if total > MAX_UNCORDON else "")
+    )
+
+
 def _cordoned(facts: Facts) -> Finding:
     """NODE002. A node the bot cordoned (its annotation names the run) is that run's: its drain goes
     on, or its abort offers the uncordon. Only the others — cordoned by someone, for a reason the
@@ -323,26 +332,24 @@ def _cordoned(facts: Facts) -> Finding:
     ]
     names = [n.name for n in theirs[:MAX_UNCORDON]]
     action = f"uncordon node={','.join(names)}" if names else ""
-    fix = "Ask who cordoned them and why; then remove them, or make them schedulable again"
+    fix = ""
     if names:
-        fix += (
-            " through the gated action (two people, the dry run at its gate):\n  /upgrade action "
-            + action
-            + ' --reason "left cordoned before the upgrade"'
-            + (
-                f"\n  (the first {MAX_UNCORDON} of {len(theirs)}; again for the rest)"
-                if len(theirs) > MAX_UNCORDON
-                else ""
-            )
+        fix = (
+            "Ask who cordoned them and why; then remove them, or make them schedulable again through"
+            " the gated action (two people, the dry run at its gate):\n  " + _uncordon(names, len(theirs))
         )
-    else:
-        fix += " through the gated action `/upgrade action uncordon node=NAME`."
     if ours:
         runs = sorted({_run_of(n.cordoned_by) for n in ours})
         fix += (
-            f"\nThe bot's own cordons (annotation {CORDONED_BY}) belong to run {', '.join(runs)}: its"
-            " drain goes on from them, or its abort offers to uncordon them (`/upgrade status RUN`);"
-            " they are left out of the command above."
+            ("\n" if fix else "")
+            + f"The bot's own cordons (annotation {CORDONED_BY}) belong to run {', '.join(runs)}: its drain"
+            " goes on from them, or its abort offers to uncordon them"
+            + f" (`/upgrade status {runs[0]}`)."
+            + (" They are left out of the command above and of the Fix… button." if names else "")
+            + " Only if that run is over:\n  "
+            + _uncordon(
+                [n.name for n in ours[:MAX_UNCORDON]], len(ours), reason="left cordoned by a run that is over"
+            )
         )
     return Finding(
         id="NODE002",

@@ -138,12 +138,15 @@ def test_nodes_the_bot_s_run_cordoned_are_named_but_not_offered_to_uncordon() ->
     assert finding.action == "uncordon node=b"
     assert "/upgrade action uncordon node=b --reason" in finding.fix
     assert "belong to run R7" in finding.fix
+    assert "They are left out of the command above and of the Fix… button." in finding.fix
 
     # Only the bot's: named, no command and no action (its run's drain or abort uncordons them).
     (only_ours,) = check_nodes(facts(nodes=[ours, node("c")]))
     assert only_ours.objects == ("Node d (the bot's run R7)",)
     assert only_ours.action == ""
-    assert "node=d" not in only_ours.fix
+    assert "/upgrade action uncordon node=b" not in only_ours.fix
+    assert "(`/upgrade status R7`). Only if that run is over:" in only_ours.fix
+    assert '/upgrade action uncordon node=d --reason "left cordoned by a run that is over"' in only_ours.fix
 
 
 def test_an_uncordon_action_names_at_most_max_uncordon_nodes() -> None:
