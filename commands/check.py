@@ -46,7 +46,12 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     return Reply(
         template="check",
         ephemeral=False,
-        context=checks.summary_context(report, shown_recommended=SHOWN_RECOMMENDED),
+        context=checks.summary_context(
+            report,
+            shown_recommended=SHOWN_RECOMMENDED,
+            # In Slack, a finding that names its gated fix gets a Fix… button (NODE002: uncordon).
+            ref=ctx.correlation_id if ctx.source == "slack" else "",
+        ),
         files=(checks.report_attachment(report),),
         found=report.failed,
     )

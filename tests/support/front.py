@@ -75,7 +75,13 @@ class Front:
         return self.send(body)
 
     def click(
-        self, user: str, value: str, action: str = "gate_approve", *, response_url: str | None = None
+        self,
+        user: str,
+        value: str,
+        action: str = "gate_approve",
+        *,
+        response_url: str | None = None,
+        message_ts: str = "",
     ) -> HttpResult:
         """Click a button carrying `value`; the ack."""
         self.requests += 1
@@ -85,6 +91,7 @@ class Front:
             action=action,
             response_url=response_url or self.stub.response_url(f"click-{self.requests}"),
             trigger_id=f"click-{self.requests}",
+            message_ts=message_ts,
         )
         return self.send(body)
 

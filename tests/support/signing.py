@@ -78,7 +78,13 @@ def get(url: str, timeout: float = 10.0) -> HttpResult:
 
 
 def block_actions_body(
-    *, user: str, value: str, action: str = "gate_approve", response_url: str, trigger_id: str
+    *,
+    user: str,
+    value: str,
+    action: str = "gate_approve",
+    response_url: str,
+    trigger_id: str,
+    message_ts: str = "",
 ) -> bytes:
     """A button click as Slack posts it: a form with one `payload` field holding JSON."""
     payload = {
@@ -91,6 +97,9 @@ def block_actions_body(
         "response_url": response_url,
         "actions": [{"action_id": action, "value": value, "type": "button", "action_ts": "1.2"}],
     }
+    if message_ts:  # the message the button is on, as Slack sends it
+        payload["container"] = {"type": "message", "message_ts": message_ts, "channel_id": "C0OPS"}
+        payload["message"] = {"type": "message", "ts": message_ts}
     return urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
 
 

@@ -27,6 +27,9 @@ class Finding:
     why: str
     fix: str
     source: str = ""
+    #: The gated one-step fix a Fix… button may start, as `/upgrade action` takes it
+    #: (`uncordon node=a,b`); empty when the remedy is for people only.
+    action: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

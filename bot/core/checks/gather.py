@@ -49,6 +49,7 @@ from bot.core.checks.cluster_health import (
 )
 from bot.core.checks.patterns import DEFAULT_BUDGET_SECONDS, MatchBudget
 from bot.core.checks.preflight import (
+    CORDONED_BY,
     Facts,
     NodeFacts,
     PdbFacts,
@@ -487,6 +488,9 @@ def read_facts(
                     unschedulable=bool(n.spec.unschedulable),
                     kubelet=(n.status.node_info or NodeInfo()).kubelet_version,
                     group=group,
+                    cordoned_by=(n.metadata.annotations or {}).get(CORDONED_BY, "")
+                    if n.spec.unschedulable
+                    else "",
                 )
             )
 

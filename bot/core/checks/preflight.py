@@ -81,6 +81,8 @@ class NodeFacts:
     unschedulable: bool
     kubelet: str
     group: str = ""
+    #: The bot's own cordon (`upgrade-bot.io/cordoned-by`: `run=R step=S job=J approved-by=…`).
+    cordoned_by: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,6 +277,10 @@ def check_skew(facts: Facts, target: str) -> list[Finding]:
 # ----- nodes and pods ------------------------------------------------------------------------------
 
 
+#: The annotation the bot writes on a node it cordons (`run=R step=S job=J approved-by=…`; written
+#: and removed by `bot.core.jobs.trail`, which takes the name from here).
+CORDONED_BY = "upgrade-bot.io/cordoned-by"
+
 #: The nodes one pasted `uncordon` command names (a node list past that is a node group's job).
 MAX_UNCORDON = 20
 
@@ -296,28 +302,65 @@ def check_nodes(facts: Facts) -> list[Finding]:
             )
         )
     if cordoned:
-        names = [n.name for n in facts.nodes if n.unschedulable]
-        out.append(
-            Finding(
-                id="NODE002",
-                severity=RECOMMENDED,
-                title="Nodes already cordoned",
-                objects=_listed(cordoned),
-                why="Someone took these out of scheduling before the upgrade: capacity is lower than it"
-                " looks, and an upgrade that uncordons nodes may undo their reason.",
-                fix="Ask who cordoned them and why (the bot's own cordons carry upgrade-bot.io/cordoned-*"
-                " annotations naming the run); then remove them, or make them schedulable again through"
-                " the gated action (two people, the dry run at its gate):\n  /upgrade action uncordon node="
-                + ",".join(names[:MAX_UNCORDON])
-                + ' --reason "left cordoned before the upgrade"'
-                + (
-                    f"\n  (the first {MAX_UNCORDON} of {len(names)}; again for the rest)"
-                    if len(names) > MAX_UNCORDON
-                    else ""
-                ),
+        out.append(_cordoned(facts))
+    return out
+
+
+def _run_of(cordoned_by: str) -> str:
+    """`R` of the bot's annotation `run=R step=S …` (the whole value when it names no run)."""
+    words = dict(w.partition("=")[::2] for w in cordoned_by.split())
+    return words.get("run") or cordoned_by
+
+
+def _uncordon(names: Sequence[str], total: int, *, reason: str = "left cordoned before the upgrade") -> str:
+    """The pasteable gated uncordon of `names` (the first MAX_UNCORDON of `total`)."""
+    return (
+        f"/upgrade action uncordon node={','.join(names)}"
+        + f' --reason "{reason}"'
+        + (f"\n  (the first {MAX_UNCORDON} of {total}; again for the rest)" if total > MAX_UNCORDON else "")
+    )
+
+
+def _cordoned(facts: Facts) -> Finding:
+    """NODE002. A node the bot cordoned (its annotation names the run) is that run's: its drain goes
+    on, or its abort offers the uncordon. Only the others — cordoned by someone, for a reason the
+    bot cannot know — get the pasteable uncordon and the Fix… button (`action`)."""
+    theirs = [n for n in facts.nodes if n.unschedulable and not n.cordoned_by]
+    ours = [n for n in facts.nodes if n.unschedulable and n.cordoned_by]
+    objects = [f"Node {n.name}" for n in theirs] + [
+        f"Node {n.name} (the bot's run {_run_of(n.cordoned_by)})" for n in ours
+    ]
+    names = [n.name for n in theirs[:MAX_UNCORDON]]
+    action = f"uncordon node={','.join(names)}" if names else ""
+    fix = ""
+    if names:
+        fix = (
+            "Ask who cordoned them and why; then remove them, or make them schedulable again through"
+            " the gated action (two people, the dry run at its gate):\n  " + _uncordon(names, len(theirs))
+        )
+    if ours:
+        runs = sorted({_run_of(n.cordoned_by) for n in ours})
+        fix += (
+            ("\n" if fix else "")
+            + f"The bot's own cordons (annotation {CORDONED_BY}) belong to run {', '.join(runs)}: its drain"
+            " goes on from them, or its abort offers to uncordon them"
+            + f" (`/upgrade status {runs[0]}`)."
+            + (" They are left out of the command above and of the Fix… button." if names else "")
+            + " Only if that run is over:\n  "
+            + _uncordon(
+                [n.name for n in ours[:MAX_UNCORDON]], len(ours), reason="left cordoned by a run that is over"
             )
         )
-    return out
+    return Finding(
+        id="NODE002",
+        severity=RECOMMENDED,
+        title="Nodes already cordoned",
+        objects=_listed(objects),
+        why="Someone took these out of scheduling before the upgrade: capacity is lower than it"
+        " looks, and an upgrade that uncordons nodes may undo their reason.",
+        fix=fix,
+        action=action,
+    )
 
 
 def check_pods(facts: Facts) -> list[Finding]:

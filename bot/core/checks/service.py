@@ -179,8 +179,34 @@ def headline(report: Report) -> str:
     )
 
 
-def summary_context(report: Report, *, shown_recommended: int) -> dict[str, object]:
-    """What `check.txt.j2` shows: the verdict and one line per finding id, Required first."""
+#: Findings whose `action` a Fix… button under the check's summary may start, and the one action
+#: each may name (the click refuses any other: `bot.frontdoor.slack.fixes`).
+CHECK_FIXES = {"NODE002": "uncordon"}
+
+
+def check_fixes(report: Report, *, ref: str) -> list[dict[str, object]]:
+    """The Fix… buttons of a check's summary (`check.blocks.json.j2`): one per finding that names
+    its action. The value is the Fix… button's (`bot.frontdoor.slack.fixes`):
+    `check:REF|FINDING|CLUSTER|ACTION ARGS`, REF being the check's reference (one claim per post)."""
+    out: list[dict[str, object]] = []
+    for f in report.findings:
+        if f.action and CHECK_FIXES.get(f.id) == f.action.split(" ", 1)[0]:
+            out.append(
+                {
+                    "id": f.id,
+                    "command": f"{f.action} --cluster {report.cluster}",
+                    "value": f"check:{ref}|{f.id}|{report.cluster}|{f.action}",
+                    # The objects the action leaves out, as the finding names them (NODE002: the
+                    # nodes the bot's own run cordoned, which that run uncordons).
+                    "left_out": [o for o in f.objects if o.endswith(")") and "(the bot's run " in o],
+                }
+            )
+    return out
+
+
+def summary_context(report: Report, *, shown_recommended: int, ref: str = "") -> dict[str, object]:
+    """What `check.txt.j2` shows: the verdict and one line per finding id, Required first; with
+    `ref` (the check's reference, in Slack), the Fix… buttons of `check.blocks.json.j2`."""
     required = summary_lines(f for f in report.findings if f.severity == REQUIRED)
     recommended = summary_lines(f for f in report.findings if f.severity != REQUIRED)
     n_required, n_recommended = counts(report)
@@ -194,6 +220,7 @@ def summary_context(report: Report, *, shown_recommended: int) -> dict[str, obje
         "recommended_lines": len(recommended),
         "recommended_count": n_recommended,
         "notes": [n for n in report.notes if n.startswith("not read")],
+        "fixes": check_fixes(report, ref=ref) if ref else [],
         # Findings a waiver or the configuration's ignore list accepted: who, why and until when.
         "covered": [
             {

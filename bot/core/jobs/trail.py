@@ -25,15 +25,15 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from bot.core.checks.preflight import CORDONED_BY as CORDONED_BY  # one name for both
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
 
 #: The progress key of the trail (set by `JobService` when it plans a job).
 TRAIL = "trail"
-CORDONED_BY = "upgrade-bot.io/cordoned-by"
 CORDONED_AT = "upgrade-bot.io/cordoned-at"
-ANNOTATIONS = (CORDONED_BY, CORDONED_AT)
+ANNOTATIONS = (CORDONED_BY, CORDONED_AT)  # CORDONED_BY: NODE002 tells the bot's cordons by it
 
 CORDON_REASON = "UpgradeBotCordon"
 DRAIN_REASON = "UpgradeBotDrain"

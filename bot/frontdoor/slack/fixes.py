@@ -13,13 +13,23 @@ click again; a retry is the same delivery and is dropped), then decided on a wor
 - the run is started by the router as `/upgrade action KIND ARGS --cluster … --reason …` from the
   clicker, so it is refused, audited and gated exactly as that command is.
 The run's number goes into the finding's thread; a refusal comes back ephemeral with a reference id.
+
+The same button sits under a check's summary (`/upgrade check` in Slack) for a pre-flight finding
+that names its gated fix (`CHECK_FIXES`: NODE002, uncordon the nodes someone left cordoned). Its
+value is `check:REF|FINDING|CLUSTER|ACTION ARGS` (REF: the check's reference): no finding is stored
+for a check, so the click accepts from the value only the one action the finding may name, on node
+names shaped as node names — no more than the clicker could type as `/upgrade action` — and the
+router and the gate check the rest as they would for that command. The claim is per check post
+(`check:REF`, the finding's id); the run's number goes into the summary's thread.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +37,8 @@ from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
+from bot.core.checks.preflight import MAX_UNCORDON
+from bot.core.checks.service import CHECK_FIXES
 from bot.core.delivery import Deliveries
 from bot.core.people import Directory, roles_of
 from bot.core.rendering import slack_escape
@@ -62,6 +74,45 @@ def _finding(watches: WatchService, value: str) -> tuple[int, str, FindingFix]:
     return watch_id, key, fix
 
 
+#: A node's name (a DNS subdomain) and a check's reference (`bot.logsetup.new_correlation_id`).
+_NODE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_REF = re.compile(r"^[A-Za-z0-9-]{1,40}$")
+_CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Target:
+    """What a click asks for: where its claim is kept, the fix, and where to say the run's number."""
+
+    subject: str
+    key: str
+    fix: FindingFix
+    cluster: str
+    reason: str
+    channel: str = ""
+    thread_ts: str = ""
+
+
+def _check_finding(value: str) -> tuple[str, str, str, FindingFix]:
+    """The check's reference, the finding, the cluster and the fix of a check's Fix… button."""
+    parts = value.split("|")
+    if len(parts) != 4:
+        raise UserError("this button does not name a check's finding")
+    ref, finding, cluster, words = parts[0].removeprefix("check:"), parts[1], parts[2], parts[3].split(" ")
+    action = CHECK_FIXES.get(finding)
+    if not _REF.match(ref) or not _CLUSTER.match(cluster) or action is None:
+        raise UserError("this button does not name a check's finding")
+    if len(words) != 2 or words[0] != action or not words[1].startswith("node="):
+        raise UserError(f"finding {finding} offers only `{action} node=…`")
+    nodes = words[1].removeprefix("node=").split(",")
+    if not 0 < len(nodes) <= MAX_UNCORDON or not all(_NODE.match(n) for n in nodes):
+        raise UserError(f"this button names no node {action} can take")
+    fix = FindingFix(
+        rule_id=finding, workload=f"cluster {cluster}", action=action, args={"node": ",".join(nodes)}
+    )
+    return ref, finding, cluster, fix
+
+
 def register(
     app: App,
     *,
@@ -86,12 +137,12 @@ def register(
         try:
             if not roles_of(user, roster(), directory):
                 raise UserError("only people on the roster can start a fix")
-            watch_id, key, fix = _finding(watches, value)
+            target = _target(value, payload)
         except UserError as exc:
             log.info("fix %s by %s refused: %s", value[:80], user, exc.user_message)
             refuse(cid, payload, exc.user_message)
             return
-        sub = subject(watch_id)
+        sub, key, fix = target.subject, target.key, target.fix
         if not store.claim_fix(subject=sub, key=key, by=user, at=clock()):
             by, run_id = store.finding_fix(subject=sub, key=key) or ("", "")
             # The same person's click replayed after a restart, before its run was recorded: go on.
@@ -99,16 +150,14 @@ def register(
                 started = f"run `{run_id}`" if run_id else "a run (starting now)"
                 refuse(cid, payload, f"a fix for this finding was already asked by <@{by}>: {started}")
                 return
-        row = watches.get(watch_id)
-        reason = f"Fix for known issue {fix.rule_id} on {fix.workload} (watch {watch_id})"
         words = [
             "action",
             fix.action,
             *(f"{k}={v}" for k, v in fix.args.items()),
             "--cluster",
-            row.cluster,
+            target.cluster,
             "--reason",
-            reason,
+            target.reason,
         ]
         outcome = router.handle(
             CommandRequest(
@@ -128,18 +177,49 @@ def register(
             return
         store.record_fix(subject=sub, key=key, run_id=run_id)
         log.info("fix of %s on %s: run %s, asked by %s", fix.rule_id, fix.workload, run_id, user)
-        ref = store.messages(sub).get(key)
-        if deliveries is not None and ref is not None and ref.channel:
+        if deliveries is not None and target.channel:
             text = (
                 f":wrench: <@{user}> asked for the fix of *{slack_escape(fix.rule_id)}*: run `{run_id}` "
                 f"(`{slack_escape(fix.command)}`) waits for its approvers in its thread."
             )
+            if sub.startswith("check:"):
+                text = (
+                    f":wrench: <@{user}> asked for the fix of *{slack_escape(fix.rule_id)}* on "
+                    f"*{slack_escape(target.cluster)}*: run `{run_id}` (`{slack_escape(fix.command)}`) "
+                    "waits for its approvers in its thread."
+                )
             try:
-                deliveries.post_once(sub, f"fix:{key}", ref.channel, text, thread_ts=ref.thread_ts)
+                deliveries.post_once(sub, f"fix:{key}", target.channel, text, thread_ts=target.thread_ts)
             except BotError as exc:
                 log.warning(
                     "could not say in the thread that run %s was started: %s", run_id, exc.user_message
                 )
+
+    def _target(value: str, payload: Mapping[str, Any]) -> _Target:
+        if value.startswith("check:"):
+            ref, finding, cluster, fix = _check_finding(value)
+            return _Target(
+                subject=f"check:{ref}",
+                key=finding,
+                fix=fix,
+                cluster=cluster,
+                reason=f"Fix for check finding {finding} on cluster {cluster} (check {ref})",
+                channel=str(payload.get("channel", "")),
+                thread_ts=str(payload.get("message_ts", "")),
+            )
+        watch_id, key, fix = _finding(watches, value)
+        sub = subject(watch_id)
+        row = watches.get(watch_id)
+        post = store.messages(sub).get(key)
+        return _Target(
+            subject=sub,
+            key=key,
+            fix=fix,
+            cluster=row.cluster,
+            reason=f"Fix for known issue {fix.rule_id} on {fix.workload} (watch {watch_id})",
+            channel=post.channel if post is not None else "",
+            thread_ts=post.thread_ts if post is not None else "",
+        )
 
     inbox.handle(FIX_ACTION, work)
 
@@ -150,6 +230,10 @@ def register(
             "channel": str(body.get("channel", {}).get("id", "")),
             "response_url": str(body.get("response_url", "")),
             "value": str(action.get("value", ""))[:2000],
+            # The message the button is on: a check's summary, whose thread hears the run's number.
+            "message_ts": str(
+                (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts") or ""
+            ),
         }
         # Stored before the ack: Slack never sends an acknowledged click again.
         accepted = inbox.accept(FIX_ACTION, delivery_key(body), payload)

@@ -9,6 +9,7 @@ import pytest
 
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
 from bot.core.checks.preflight import (
+    MAX_UNCORDON,
     Facts,
     NodeFacts,
     PdbFacts,
@@ -127,6 +128,32 @@ def test_not_ready_nodes_are_required_and_cordoned_ones_recommended() -> None:
     assert (
         '/upgrade action uncordon node=b --reason "left cordoned before the upgrade"' in by_id["NODE002"].fix
     )
+    assert by_id["NODE002"].action == "uncordon node=b"  # what its Fix… button starts
+
+
+def test_nodes_the_bot_s_run_cordoned_are_named_but_not_offered_to_uncordon() -> None:
+    ours = replace(node("d", cordoned=True), cordoned_by="run=R7 step=drain-old job=3 approved-by=U1,U2")
+    (finding,) = check_nodes(facts(nodes=[node("b", cordoned=True), ours, node("c")]))
+    assert finding.objects == ("Node b", "Node d (the bot's run R7)")
+    assert finding.action == "uncordon node=b"
+    assert "/upgrade action uncordon node=b --reason" in finding.fix
+    assert "belong to run R7" in finding.fix
+    assert "They are left out of the command above and of the Fix… button." in finding.fix
+
+    # Only the bot's: named, no command and no action (its run's drain or abort uncordons them).
+    (only_ours,) = check_nodes(facts(nodes=[ours, node("c")]))
+    assert only_ours.objects == ("Node d (the bot's run R7)",)
+    assert only_ours.action == ""
+    assert "/upgrade action uncordon node=b" not in only_ours.fix
+    assert "(`/upgrade status R7`). Only if that run is over:" in only_ours.fix
+    assert '/upgrade action uncordon node=d --reason "left cordoned by a run that is over"' in only_ours.fix
+
+
+def test_an_uncordon_action_names_at_most_max_uncordon_nodes() -> None:
+    nodes = [node(f"n{i:02}", cordoned=True) for i in range(MAX_UNCORDON + 3)]
+    (finding,) = check_nodes(facts(nodes=nodes))
+    assert finding.action == "uncordon node=" + ",".join(f"n{i:02}" for i in range(MAX_UNCORDON))
+    assert f"the first {MAX_UNCORDON} of {MAX_UNCORDON + 3}" in finding.fix
 
 
 def test_unhealthy_pods_are_listed_under_their_workload() -> None:
