@@ -19,7 +19,7 @@ from tests.support.postgres import drop_every_table
 from tests.support.replicas import LEASE_SECONDS, RENEW_SECONDS, Replicas, leader_yaml
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
-from tests.support.watch_threads import advance, milestone_lines_once, node_groups
+from tests.support.watch_threads import advance, milestone_lines_once, node_uids, summary_uids
 
 OPS = "C0OPS"
 TAKEOVER_BOUND = LEASE_SECONDS + RENEW_SECONDS + 2.0
@@ -69,10 +69,6 @@ def command(member: BotProcess, stub: SlackStub, text: str) -> str:
     return str(stub.wait_for(reply, timeout=30))
 
 
-def _groups(summary_json: str) -> dict[str, int]:
-    return {g.name: g.total for g in Summary.from_json(summary_json).groups} if summary_json else {}
-
-
 def test_kill9_of_the_leader_mid_watch_the_other_takes_the_same_card_each_milestone_once(
     replicas: Replicas, slack_stub: SlackStub, sim_eks: Any, sim_kubeconfig: Callable[[Any], Path]
 ) -> None:
@@ -86,10 +82,10 @@ def test_kill9_of_the_leader_mid_watch_the_other_takes_the_same_card_each_milest
     assert replicas.store.watch(row.id).owner.startswith(f"{first.process.pid}-")  # type: ignore[union-attr]
     sim_eks.control.run_upgrade()
     advance(sim_eks, 25)
-    # The leader has read and published that much: its card counts the cluster's nodes as they are.
-    seen = node_groups(kubeconfig)
+    # The leader has read and published that much: its card holds the cluster's nodes as they are.
+    seen = node_uids(kubeconfig)
     wait_until(
-        lambda: _groups(replicas.store.watch(row.id).summary) == seen,  # type: ignore[union-attr]
+        lambda: summary_uids(replicas.store.watch(row.id).summary) == seen,  # type: ignore[union-attr]
         timeout=60,
         what="the card to keep up",
     )
@@ -105,9 +101,9 @@ def test_kill9_of_the_leader_mid_watch_the_other_takes_the_same_card_each_milest
         what="the new leader to take the watch over",
     )
     advance(sim_eks, 80)
-    nodes = node_groups(kubeconfig)
+    nodes = node_uids(kubeconfig)
     wait_until(
-        lambda: _groups(replicas.store.watch(row.id).summary) == nodes,  # type: ignore[union-attr]
+        lambda: summary_uids(replicas.store.watch(row.id).summary) == nodes,  # type: ignore[union-attr]
         timeout=60,
         what="the new leader's card to catch up",
     )

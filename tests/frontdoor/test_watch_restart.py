@@ -14,7 +14,7 @@ from bot.core.watches.model import Summary
 from tests.support.bot_process import PRIMARY, RunBot
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
-from tests.support.watch_threads import advance, milestone_lines_once, node_groups
+from tests.support.watch_threads import advance, milestone_lines_once, node_groups, node_uids, summary_uids
 
 OPS = "C0OPS"
 
@@ -66,13 +66,15 @@ def test_kill9_mid_watch_same_card_each_milestone_once(
     wait_until(lambda: _card_ts(bot), timeout=30, what="the card")
     sim_eks.control.run_upgrade()
     advance(sim_eks, 25)  # the control plane and the first node groups
-    # The bot has read and published that much: its card counts the cluster's nodes as they are.
-    seen = node_groups(sim_kubeconfig(sim_eks))
-    wait_until(lambda: _groups(_watch_row(bot).summary) == seen, timeout=60, what="the card to keep up")
+    # The bot has read and published that much: its card holds the cluster's nodes as they are.
+    seen = node_uids(sim_kubeconfig(sim_eks))
+    wait_until(lambda: summary_uids(_watch_row(bot).summary) == seen, timeout=60, what="the card to keep up")
     bot.kill9()
     # While the bot is down the upgrade goes on: nodes join, are cordoned and removed.
     advance(sim_eks, 40, watched=False)
     bot.start()
+    pid = f"{bot.process.pid}-"  # type: ignore[union-attr]
+    wait_until(lambda: _watch_row(bot).owner.startswith(pid), timeout=60, what="the restarted bot to take it")
     advance(sim_eks, 80)
     truth = node_groups(sim_kubeconfig(sim_eks))
     wait_until(lambda: _groups(_watch_row(bot).summary) == truth, timeout=60, what="the card to catch up")

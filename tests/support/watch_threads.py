@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.adapters.kube import Cluster
+from bot.core.watches.model import Summary
 from bot.records import ClusterConfig
 
 KNOWN_ISSUE = ":mag: Known issue"
@@ -27,6 +28,21 @@ def advance(sim: Any, steps: int, *, seconds: float = 60, watched: bool = True, 
         while watched and sim.control.watch_backlog():
             assert time.monotonic() < deadline, "the sim's watches were not sent the step's changes"
             time.sleep(0.01)
+
+
+def node_uids(kubeconfig: Path) -> set[str]:
+    """The uid of every node of the cluster now: a watch whose summary holds exactly these has read
+    every join and removal so far (equal counts per group would not show it mid-replacement)."""
+    cluster = Cluster.connect(ClusterConfig(name="truth", kubeconfig=kubeconfig))
+    try:
+        return {n["metadata"]["uid"] for n in cluster.get_json("/api/v1/nodes")["items"]}
+    finally:
+        cluster.close()
+
+
+def summary_uids(summary_json: str) -> set[str]:
+    """The node uids of a watch's published summary (JSON, "" before the first)."""
+    return {n.uid for n in Summary.from_json(summary_json).nodes} if summary_json else set()
 
 
 def node_groups(kubeconfig: Path) -> dict[str, int]:
