@@ -69,7 +69,6 @@ def _assert_thread_once(stub: SlackStub, store: Store, watch_id: int, card_ts: s
     return lines
 
 
-@pytest.mark.slow  # about a minute: scheduled among the first (tests/support/tiers.py ORDER)
 def test_watch_follows_the_eks_upgrade_card_equals_truth_and_each_milestone_once(
     sim_eks: SimCluster, store: Store, slack_stub: SlackStub, tmp_path: Path
 ) -> None:
@@ -108,7 +107,6 @@ def test_watch_follows_the_eks_upgrade_card_equals_truth_and_each_milestone_once
         harness.runner.shutdown()
 
 
-@pytest.mark.slow  # about a minute: scheduled among the first (tests/support/tiers.py ORDER)
 def test_dropped_streams_5xx_and_a_forced_410_mid_upgrade_lose_no_transition(
     sim_eks: SimCluster, store: Store, slack_stub: SlackStub, tmp_path: Path
 ) -> None:
