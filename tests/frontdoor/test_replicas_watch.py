@@ -6,7 +6,6 @@ thread: every milestone once, including those of nodes replaced while nobody dro
 from __future__ import annotations
 
 import signal
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from tests.support.postgres import drop_every_table
 from tests.support.replicas import LEASE_SECONDS, RENEW_SECONDS, Replicas, leader_yaml
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
-from tests.support.watch_threads import milestone_lines_once
+from tests.support.watch_threads import advance, milestone_lines_once, node_uids, summary_uids
 
 OPS = "C0OPS"
 TAKEOVER_BOUND = LEASE_SECONDS + RENEW_SECONDS + 2.0
@@ -70,15 +69,10 @@ def command(member: BotProcess, stub: SlackStub, text: str) -> str:
     return str(stub.wait_for(reply, timeout=30))
 
 
-def _advance(sim: Any, steps: int) -> None:
-    for _ in range(steps):
-        sim.control.advance(60)
-        time.sleep(0.3)
-
-
 def test_kill9_of_the_leader_mid_watch_the_other_takes_the_same_card_each_milestone_once(
-    replicas: Replicas, slack_stub: SlackStub, sim_eks: Any
+    replicas: Replicas, slack_stub: SlackStub, sim_eks: Any, sim_kubeconfig: Callable[[Any], Path]
 ) -> None:
+    kubeconfig = sim_kubeconfig(sim_eks)
     first, other = replicas.members
     assert replicas.wait_leader() is first
     assert "started" in command(other, slack_stub, "watch --channel C0OPS")
@@ -87,20 +81,32 @@ def test_kill9_of_the_leader_mid_watch_the_other_takes_the_same_card_each_milest
     wait_until(lambda: replicas.store.watch(row.id).owner, timeout=30, what="the leader to drive it")  # type: ignore[union-attr]
     assert replicas.store.watch(row.id).owner.startswith(f"{first.process.pid}-")  # type: ignore[union-attr]
     sim_eks.control.run_upgrade()
-    _advance(sim_eks, 25)
-    wait_until(lambda: replicas.store.watch(row.id).summary, timeout=30, what="a published summary")  # type: ignore[union-attr]
+    advance(sim_eks, 25)
+    # The leader has read and published that much: its card holds the cluster's nodes as they are.
+    seen = node_uids(kubeconfig)
+    wait_until(
+        lambda: summary_uids(replicas.store.watch(row.id).summary) == seen,  # type: ignore[union-attr]
+        timeout=60,
+        what="the card to keep up",
+    )
 
     sent = replicas.signal(first, signal.SIGKILL)
     new, took = replicas.failover(first, sent)
     assert new is other
     assert took <= TAKEOVER_BOUND
-    _advance(sim_eks, 40)  # the upgrade goes on while nobody drives the watch
+    advance(sim_eks, 40, watched=False)  # the upgrade goes on while nobody drives the watch
     wait_until(
         lambda: replicas.store.watch(row.id).owner.startswith(f"{other.process.pid}-"),  # type: ignore[union-attr]
         timeout=40,
         what="the new leader to take the watch over",
     )
-    _advance(sim_eks, 80)
+    advance(sim_eks, 80)
+    nodes = node_uids(kubeconfig)
+    wait_until(
+        lambda: summary_uids(replicas.store.watch(row.id).summary) == nodes,  # type: ignore[union-attr]
+        timeout=60,
+        what="the new leader's card to catch up",
+    )
     truth = Counter(n.group for n in Summary.from_json(replicas.store.watch(row.id).summary).nodes)  # type: ignore[union-attr]
     assert truth
     assert "is ending" in command(other, slack_stub, "unwatch")

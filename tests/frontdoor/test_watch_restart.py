@@ -4,24 +4,19 @@ missed exactly once into the same card's thread, and brings the same card up to 
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.adapters.kube import Cluster
 from bot.core.watches.model import Summary
-from bot.records import ClusterConfig
 from tests.support.bot_process import PRIMARY, RunBot
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
-from tests.support.watch_threads import milestone_lines_once
+from tests.support.watch_threads import advance, milestone_lines_once, node_groups, node_uids, summary_uids
 
 OPS = "C0OPS"
-GROUP_LABELS = ("eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name")
 
 
 @pytest.fixture
@@ -63,28 +58,6 @@ def _groups(summary_json: str) -> dict[str, int]:
     return {g.name: g.total for g in Summary.from_json(summary_json).groups} if summary_json else {}
 
 
-def _truth(kubeconfig: Path) -> dict[str, int]:
-    cluster = Cluster.connect(ClusterConfig(name="truth", kubeconfig=kubeconfig))
-    try:
-        nodes = cluster.get_json("/api/v1/nodes")["items"]
-    finally:
-        cluster.close()
-    out: Counter[str] = Counter()
-    for node in nodes:
-        labels = node["metadata"].get("labels", {})
-        group = next((labels[k] for k in GROUP_LABELS if k in labels), "")
-        if not group and labels.get("eks.amazonaws.com/compute-type") == "fargate":
-            group = "fargate"
-        out[group] += 1
-    return dict(out)
-
-
-def _advance(sim: Any, steps: int) -> None:
-    for _ in range(steps):
-        sim.control.advance(60)
-        time.sleep(0.3)
-
-
 def test_kill9_mid_watch_same_card_each_milestone_once(
     bot: RunBot, slack_stub: SlackStub, sim_eks: Any, sim_kubeconfig: Callable[[Any], Path]
 ) -> None:
@@ -92,14 +65,18 @@ def test_kill9_mid_watch_same_card_each_milestone_once(
     assert "started" in reply, reply
     wait_until(lambda: _card_ts(bot), timeout=30, what="the card")
     sim_eks.control.run_upgrade()
-    _advance(sim_eks, 25)  # the control plane and the first node groups
-    wait_until(lambda: _watch_row(bot).summary, timeout=30, what="a published summary")
+    advance(sim_eks, 25)  # the control plane and the first node groups
+    # The bot has read and published that much: its card holds the cluster's nodes as they are.
+    seen = node_uids(sim_kubeconfig(sim_eks))
+    wait_until(lambda: summary_uids(_watch_row(bot).summary) == seen, timeout=60, what="the card to keep up")
     bot.kill9()
     # While the bot is down the upgrade goes on: nodes join, are cordoned and removed.
-    _advance(sim_eks, 40)
+    advance(sim_eks, 40, watched=False)
     bot.start()
-    _advance(sim_eks, 80)
-    truth = _truth(sim_kubeconfig(sim_eks))
+    pid = f"{bot.process.pid}-"  # type: ignore[union-attr]
+    wait_until(lambda: _watch_row(bot).owner.startswith(pid), timeout=60, what="the restarted bot to take it")
+    advance(sim_eks, 80)
+    truth = node_groups(sim_kubeconfig(sim_eks))
     wait_until(lambda: _groups(_watch_row(bot).summary) == truth, timeout=60, what="the card to catch up")
     assert "is ending" in bot.command("unwatch")
     wait_until(lambda: _watch_row(bot).state == "ended", timeout=30, what="the watch to end")

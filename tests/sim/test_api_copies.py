@@ -77,3 +77,20 @@ def test_a_pod_update_may_change_images_but_not_the_rest_of_the_spec(api: Api) -
         api.update(pods, "web", "p", pod)
     assert exc.value.code == 422
     assert "pod updates may not change fields" in exc.value.message
+
+
+def test_the_watch_backlog_counts_the_changes_an_open_watch_has_not_yet_taken_to_send(api: Api) -> None:
+    pods = KINDS_BY_KEY["pods"]
+    assert api.store.watch_backlog() == 0  # no watch open
+    start = api.store.watch(pods)
+    api.create(pods, "web", _pod())
+    pod = api.store.get("pods", "web", "p")
+    pod["metadata"]["labels"] = {"app": "q"}
+    api.update(pods, "web", "p", pod)
+    assert api.store.watch_backlog() == 2
+    assert len(start.watcher.take(0)) == 2  # what a serving thread takes to send
+    assert api.store.watch_backlog() == 0
+    api.store.delete(pods, api.store.entry("pods", "web", "p"))  # type: ignore[arg-type]
+    assert api.store.watch_backlog() == 1
+    api.store.unwatch(start.watcher)  # a closed watch will send nothing more
+    assert api.store.watch_backlog() == 0

@@ -171,7 +171,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if groups and starts_control_plane(item, present):
             item.add_marker(pytest.mark.xdist_group(TESTBED_GROUP))
             GROUPED.add(item.nodeid)
-    _tell_the_scheduler(config)
+    _tell_the_scheduler(config, items)
     if not config.getoption("--fast"):
         return
     keep, drop = [], []
@@ -249,11 +249,26 @@ def pytest_runtest_makereport(
 _GROUPS_DIR = "upgrade_bot_groups_dir"
 
 
-def _tell_the_scheduler(config: pytest.Config) -> None:
+# The order the scheduler hands tests out in: the heaviest first, so that the run does not end on
+# one worker still in a minute-long test while the other has nothing left (the wall time is the
+# busier worker's). A test's rank is the first of these markers it carries; the quick tests, last,
+# fill both workers' ends evenly. The control plane's group (one worker, minutes) goes first.
+ORDER = ("testbed", "slow", "process", "sim", "postgres")
+
+
+def rank(item: pytest.Item) -> int:
+    """`item`'s place in ORDER (len(ORDER) for a test that starts nothing)."""
+    return next((n for n, m in enumerate(ORDER) if item.get_closest_marker(m)), len(ORDER))
+
+
+def _tell_the_scheduler(config: pytest.Config, items: list[pytest.Item]) -> None:
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput and workerinput.get(_GROUPS_DIR):
-        path = Path(workerinput[_GROUPS_DIR]) / f"{workerinput['workerid']}.txt"
+        directory = Path(workerinput[_GROUPS_DIR])
+        path = directory / f"{workerinput['workerid']}.txt"
         path.write_text("".join(f"{nodeid}\n" for nodeid in sorted(GROUPED)), encoding="utf-8")
+        ranks = directory / f"{workerinput['workerid']}.ranks"
+        ranks.write_text("".join(f"{rank(item)} {item.nodeid}\n" for item in items), encoding="utf-8")
 
 
 def _groups_dir(config: pytest.Config) -> Path:
@@ -273,7 +288,8 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Controller: `--dist loadgroup` with the workers' groups (the rest is xdist's own)."""
+    """Controller: `--dist loadgroup` with the workers' groups, the heaviest tests first (ORDER);
+    the rest is xdist's own."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
@@ -282,6 +298,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class WorkerGroups(LoadGroupScheduling):
         grouped: frozenset[str] | None = None
+        ordered = False
 
         def _split_scope(self, nodeid: str) -> str:
             scope: str = super()._split_scope(nodeid)
@@ -293,4 +310,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 )
             return TESTBED_GROUP if nodeid in self.grouped else nodeid
 
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the first assignment: the queue holds every scope now
+                self.ordered = True
+                ranks = _read_ranks(directory)
+                scopes = sorted(
+                    self.workqueue.items(),
+                    key=lambda scope: (
+                        min((ranks.get(n, len(ORDER)) for n in scope[1]), default=0)
+                        if scope[0] != TESTBED_GROUP
+                        else -1
+                    ),
+                )  # stable: in each rank, the order xdist chose (collection order)
+                self.workqueue.clear()
+                self.workqueue.update(scopes)
+            super()._assign_work_unit(node)
+
     return WorkerGroups(config, log)
+
+
+def _read_ranks(directory: Path) -> dict[str, int]:
+    ranks: dict[str, int] = {}
+    for path in directory.glob("*.ranks"):
+        for line in path.read_text("utf-8").splitlines():
+            value, _, nodeid = line.partition(" ")
+            ranks[nodeid] = int(value)
+    return ranks

@@ -212,6 +212,11 @@ class Watcher:
                 self.close_reason = reason
             self._cond.notify_all()
 
+    def backlog(self) -> int:
+        """Records queued and not yet taken by the serving thread (0 once closed: none will be)."""
+        with self._cond:
+            return 0 if self.closed else len(self._queue)
+
     def take(self, timeout: float) -> list[Record]:
         """Records queued so far, waiting up to `timeout` real seconds for the first one."""
         with self._cond:
@@ -728,6 +733,13 @@ class Store:
         with self.lock:
             watcher.bucket.watchers.discard(watcher)
         watcher.close()
+
+    def watch_backlog(self) -> int:
+        """Changes committed that an open watch's serving thread has not yet taken to send (tests
+        wait on 0 after a step instead of sleeping: each change is then on its way to every watch)."""
+        with self.lock:
+            watchers = [w for b in self.buckets.values() for w in b.watchers]
+        return sum(w.backlog() for w in watchers)
 
     def close_watchers(self, reason: str = "closed") -> int:
         """End every open watch (the sim's transport faults and shutdown use this)."""

@@ -285,6 +285,10 @@ class Control:
         """Drop all history: older resourceVersions answer 410 (watches, continue tokens)."""
         return self.store.compact()
 
+    def watch_backlog(self) -> int:
+        """Changes an open watch has not yet taken to send (0: each is on its way to every watch)."""
+        return self.store.watch_backlog()
+
     def drop_watches(self) -> int:
         return self.store.close_watchers("dropped by the simulator")
 
