@@ -46,8 +46,12 @@ class JobDriver(Driver):
         connect: Callable[[str], Any],
         *,
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        wait_scale: float = 1.0,
     ) -> None:
         super().__init__(row.id)
+        #: Real seconds per second a job asks to wait between ticks: 1, except in a rehearsal,
+        #: whose sim runs its clock faster (a 10 s poll of an EKS update is 10 simulated seconds).
+        self.wait_scale = wait_scale
         self.service = service
         self.row = row
         self.connect = connect
@@ -65,7 +69,11 @@ class JobDriver(Driver):
                 if step.done or step.lost:
                     self.ended = step.done
                     return
-                self._wait(step.wait)
+                self._wait(
+                    step.wait
+                    if self.wait_scale == 1.0
+                    else min(step.wait, max(step.wait * self.wait_scale, 0.05))
+                )
 
     def _wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -111,12 +111,14 @@ def assemble(
     timers: Sequence[Timer] = (),
     on_elected: Sequence[Callable[[Fence], object]] = (),
     on_deposed: Sequence[Callable[[int], object]] = (),
+    job_wait_scale: float = 1.0,
 ) -> Services:
     """The bot, built from `settings`. Slack (the poster and the directory) comes from the
     settings' bot token unless `poster`/`directory` are given (the rehearsal's text poster) or
     `with_slack` is False; `connect_cluster` defaults to the kube adapter. `timers` are extra
     interval timers; `on_elected` is told after this replica took over (recovered, timers
-    running), `on_deposed` after it started following (with the epoch it had)."""
+    running), `on_deposed` after it started following (with the epoch it had). `job_wait_scale`:
+    real seconds per second a cluster job waits between ticks (a rehearsal's sim runs faster)."""
     from commands import build_registry
 
     store = Store.open(settings.database_url)
@@ -194,7 +196,7 @@ def assemble(
         telemetry=telemetry,
     )
     duties.add(WatchDuty(watches, connect_named, telemetry=telemetry))
-    duties.add(JobDuty(jobs, connect_named))
+    duties.add(JobDuty(jobs, connect_named, wait_scale=job_wait_scale))
     long_actions = StepLongActions(store, jobs)
     cards = None
     if deliveries is not None:

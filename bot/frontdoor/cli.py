@@ -492,6 +492,7 @@ def _rehearse(args: argparse.Namespace) -> int:
                 # The bot reads the sim's time: a drain's 15-minute timeout, a watch's settle and
                 # a pod's age pass as fast as the simulated upgrade does.
                 clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
+                speed=args.speed,
                 ignores=ignores,
                 report_dir=Path(args.report) if args.report else None,
             )

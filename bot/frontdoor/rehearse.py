@@ -212,6 +212,7 @@ def rehearse(
     ask: Callable[[str], str],
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    speed: float = 1.0,
     interactive: bool = False,
     ignores: Sequence[Cover] = (),
     report_dir: Path | None = None,
@@ -250,6 +251,9 @@ def rehearse(
         directory=StaticDirectory({g: [f"{g}-member-{i}" for i in (1, 2, 3)] for g in groups}),
         connect_cluster=connect_cluster,
         clock=clock,
+        # The sim's clock runs `speed` times faster: a job's wait between ticks (an EKS update
+        # polled every 10 s) is in its seconds, as its timeouts are.
+        job_wait_scale=1.0 / speed if speed > 1 else 1.0,
     )
     store, service, jobs = bot.store, bot.runs, bot.jobs
     # No timers here (nothing is scheduled, nobody else leads): the long duties run at once,
