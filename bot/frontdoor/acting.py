@@ -69,11 +69,8 @@ class JobDriver(Driver):
                 if step.done or step.lost:
                     self.ended = step.done
                     return
-                self._wait(
-                    step.wait
-                    if self.wait_scale == 1.0
-                    else min(step.wait, max(step.wait * self.wait_scale, 0.05))
-                )
+                # Scaled, never below 0.05 s nor above what the job asked (1.0: exactly that).
+                self._wait(min(step.wait, max(step.wait * self.wait_scale, 0.05)))
 
     def _wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
