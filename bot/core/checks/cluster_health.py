@@ -426,8 +426,8 @@ def _sub(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _free(room: NodeRoom) -> tuple[int, int, int]:
-    cpu, mem, pods = (max(a - u, 0) for a, u in zip(room.allocatable, room.used, strict=True))
-    return cpu, mem, pods
+    (cpu, mem, pods), (used_cpu, used_mem, used_pods) = room.allocatable, room.used
+    return max(cpu - used_cpu, 0), max(mem - used_mem, 0), max(pods - used_pods, 0)
 
 
 def _short(need: tuple[int, ...], free: tuple[int, ...]) -> list[str]:
@@ -454,11 +454,23 @@ def check_capacity(health: HealthFacts) -> list[Finding]:
     # over the nodes, not one per group.
     free = {r.name: _free(r) for r in rooms}
     schedulable = [r for r in rooms if r.schedulable]
-    free_all: tuple[int, ...] = (0, 0, 0)
-    free_in: dict[str, tuple[int, ...]] = {}
+    # Added up field by field: a tuple built per node and group costs more than the sums.
+    cpu_all = mem_all = pods_all = 0
+    sums: dict[str, list[int]] = {}
     for r in schedulable:
-        free_all = _add(free_all, free[r.name])
-        free_in[r.group] = _add(free_in.get(r.group, (0, 0, 0)), free[r.name])
+        cpu, mem, pods = free[r.name]
+        cpu_all += cpu
+        mem_all += mem
+        pods_all += pods
+        into = sums.get(r.group)
+        if into is None:
+            sums[r.group] = [cpu, mem, pods]
+        else:
+            into[0] += cpu
+            into[1] += mem
+            into[2] += pods
+    free_all: tuple[int, ...] = (cpu_all, mem_all, pods_all)
+    free_in: dict[str, tuple[int, ...]] = {group: tuple(v) for group, v in sums.items()}
     out: list[Finding] = []
     for group, members in sorted(groups.items()):
         label = f"node group {group}" if group else "nodes without a node-group label"

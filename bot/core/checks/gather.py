@@ -460,6 +460,7 @@ def read_facts(
             rules=bool(rules),
             with_events=frozenset(ev_by_pod),
             log_containers=log_containers if log_rules and get_raw is not None else frozenset(),
+            log_rules=log_rules,
         )
         return reader.map_pages(pod_path, pod_query, item_type=shape.pod, transform=reduce)
 
@@ -734,9 +735,20 @@ class PodReducer:
         rules: bool,
         with_events: frozenset[tuple[str, str]],
         log_containers: frozenset[str] | _Everything,
+        log_rules: Sequence[Rule] = (),
     ) -> None:
         self._screen, self._shape, self._rules = screen, shape, rules
         self._with_events, self._log_containers = with_events, log_containers
+        self._log_rules = tuple(log_rules)
+        #: Log reads the pods offered so far would cost the caller (`_PodFold`, which reads them in
+        #: the order offered until its `MAX_LOG_READS` are spent): once they are spent, no pod is
+        #: offered for its log. Without `log_rules` to count them, or with a log rule that asks
+        #: for a NotReady node (which only the caller knows), every pod that may be read is offered.
+        self._log_reads_left = (
+            MAX_LOG_READS
+            if self._log_rules and not any(r.match.node_not_ready for r in self._log_rules)
+            else -1
+        )
         self._owners = _Workloads()
         #: finds a log container's name in a pod's raw container statuses (None: any container)
         self._log_names = _name_finder(log_containers)
@@ -761,8 +773,9 @@ class PodReducer:
         known, tags, logs_asked = self._owners.known, self._tags, self._logs_asked
         with_events, log_containers = self._with_events, self._log_containers
         log_names = self._log_names
+        ready_true = schema.READY_TRUE.search
         maybe = screen.used & NODE_NOT_READY
-        used, placed = screen.used, self._placed
+        used, placed, wants = screen.used, self._placed, screen.table
         deleting, tolerates = used & DELETING, used & TOLERATES_ALL
         labelled, annotated = self._labelled, self._annotated
         n_labelled, n_annotated = len(shape.labels), len(shape.annotations)
@@ -809,11 +822,7 @@ class PodReducer:
             annotations = meta.annotations
             mirror = annotations is not None and annotations.config_mirror is not None
             moved = not mirror and not workload.startswith("DaemonSet ")  # a drain evicts it
-            ready = False
-            for condition in status.conditions or ():
-                if condition.type == "Ready":
-                    ready = condition.status == "True"
-                    break
+            ready = ready_true(status.conditions) is not None or schema.pod_ready(status)
             if phase != "Running" or not ready or meta.deletion_timestamp:
                 rows = out.unhealthy.setdefault(workload, [])
                 if len(rows) < MAX_UNHEALTHY_PER_WORKLOAD:
@@ -919,7 +928,7 @@ class PodReducer:
                     out.seen.append(key)
                     signals |= EVENTS
             logs = False
-            if log_containers:
+            if log_containers and self._log_reads_left != 0:
                 asked = logs_asked.get(workload, 0)
                 # The page's bytes first: most pods have no container a log rule reads, and
                 # their statuses are not decoded at all.
@@ -934,12 +943,17 @@ class PodReducer:
                             logs = True
                             break
             # The containers' signals only where they could still make a rule match.
-            if not logs and not screen.wants(signals | maybe | _CONTAINER_SIGNALS):
+            if not logs and not wants[signals | maybe | _CONTAINER_SIGNALS]:
                 continue
             signals |= _container_signals(pod, screen)
-            if not logs and not screen.wants(signals | maybe):
+            if not logs and not wants[signals | maybe]:
                 continue
-            out.candidates.append(_Candidate(signals, logs, pod_state(pod, workload, shape, _ALL_READY)))
+            state = pod_state(pod, workload, shape, _ALL_READY)
+            if logs and self._log_reads_left > 0:
+                # What `_with_logs` will read of it: a read per container some log rule wants.
+                wanted = {name for rule in self._log_rules for name in rule.log_wanted(state)}
+                self._log_reads_left = max(self._log_reads_left - len(wanted), 0)
+            out.candidates.append(_Candidate(signals, logs, state))
         self._pages += 1
         if self._pages % ROOMS_EVERY == 0:
             out.rooms, out.rooms_full = array("q", chain.from_iterable(rooms)).tobytes(), True

@@ -29,6 +29,7 @@ import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -481,6 +482,8 @@ EVENTS = 1 << 11  # there are events about the pod
 #: `_RAREST_FIRST`: most pods have such a kind, so it only screens (10,000 DaemonSet pods that
 #: tolerate every taint are no candidates for a rule about Deployments that do).
 IN_KIND = 1 << 12
+#: Every signal: `Screen.table` has an entry for each set of them.
+ALL_SIGNALS = (1 << 13) - 1
 
 #: The order in which `match_rules` picks a rule's signal to find its candidates: the rarest first
 #: on a cluster where most pods are healthy.
@@ -557,6 +560,12 @@ class Screen:
         self.annotation_keys: frozenset[str] = frozenset(k for m in matches for k in m.annotations)
         self.containers: frozenset[str] = frozenset().union(*(m.containers for m in matches))
         self._wanted: dict[int, bool] = {}
+
+    @cached_property
+    def table(self) -> bytes:
+        """`wants` of every set of signals, indexed by it (a byte each): one index per pod where
+        a call per pod costs more than the test."""
+        return bytes(self.wants(signals) for signals in range(ALL_SIGNALS + 1))
 
     def wants(self, signals: int) -> bool:
         """Whether some rule may match a pod showing `signals`."""

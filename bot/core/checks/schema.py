@@ -10,6 +10,7 @@ bounded at 150,000 pods.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, cast
@@ -129,7 +130,8 @@ class PodCondition(Wire):
 class PodStatus(Wire):
     phase: str | None = None
     reason: str | None = None
-    conditions: tuple[PodCondition, ...] | None = None
+    #: The JSON array as it came, read by `pod_ready`.
+    conditions: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     #: The JSON array as it came, decoded by `container_statuses` only for the few pods whose
     #: containers something reads (an unhealthy pod, a pod a rule may match or whose log a rule
     #: may read): building every pod's statuses was a sixth of the pods' decoding. A view of the
@@ -144,6 +146,25 @@ class Pod(Wire):
 
 
 _STATUSES = msgspec.json.Decoder(tuple[ContainerStatus, ...] | None)
+_CONDITIONS = msgspec.json.Decoder(tuple[PodCondition, ...] | None)
+#: A Ready condition that is True, as the API server writes it (its fields in the Go struct's
+#: order). A JSON string never holds an unescaped quote, so the bytes found are a condition's.
+READY_TRUE = re.compile(rb'"type":"Ready","status":"True"')
+
+
+def pod_ready(status: PodStatus) -> bool:
+    """Whether the pod's Ready condition is True: the bytes as the API server writes them, else
+    the conditions decoded (another writer's order, or not Ready)."""
+    raw = status.conditions
+    if not raw:
+        return False
+    if READY_TRUE.search(raw) is not None:
+        return True
+    try:
+        conditions = _CONDITIONS.decode(raw) or ()
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ClusterError(f"a pod's status.conditions is not what was expected ({exc})") from None
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def container_statuses(status: PodStatus) -> tuple[ContainerStatus, ...]:

@@ -4,6 +4,7 @@ structs, are the engine's own (`Screen.signals`) over the state it would have bu
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -286,3 +287,122 @@ def test_a_healthy_pod_shows_no_signal_a_rule_needs_and_a_troubled_one_does() ->
     assert SCREEN.signals(logged) & LOGGED
     assert SCREEN.wants(SCREEN.signals(logged))
     assert SCREEN.signals(healthy, {("shop", "api-1")}) & EVENTS
+
+
+def _istio_pod(i: int, *, ready: bool = True) -> schema.Pod:
+    """Pod `i` of the Deployment `app-<i // 2>` (two pods each), with an istio-proxy."""
+    app = f"app-{i // 2}"
+    statuses = [{"name": n, "image": f"{n}:1", "ready": ready} for n in ("app", "istio-proxy")]
+    return wire(
+        {
+            "metadata": {
+                "namespace": "shop",
+                "name": f"{app}-7d5-{i}",
+                "labels": {"pod-template-hash": "7d5"},
+                "ownerReferences": [{"kind": "ReplicaSet", "name": f"{app}-7d5", "controller": True}],
+            },
+            "spec": {
+                "nodeName": "n-ok",
+                "containers": [{"name": n, "image": f"{n}:1"} for n in ("app", "istio-proxy")],
+            },
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                "containerStatuses": statuses,
+            },
+        }
+    )
+
+
+def _folded(
+    pods: list[schema.Pod], log_rules: list[rules.Rule], offer_rules: list[rules.Rule]
+) -> tuple[list[tuple[str, str]], list[rules.RuleHit], int]:
+    """The log reads (path, container) and hits of a check over `pods`, 50 to a page, with the
+    pods' helper counting the reads of `offer_rules`; and how many pods it offered for their log."""
+    reads: list[tuple[str, str]] = []
+
+    def get_raw(path: str, query: dict[str, Any]) -> bytes:
+        reads.append((path, str(query["container"])))
+        # One pod in seven has the inotify trouble KI001 looks for.
+        return b"listener accept failure: Too many open files" if len(reads) % 7 == 0 else b"serving"
+
+    reducer = gather.PodReducer(
+        screen=SCREEN,
+        shape=SHAPE,
+        rules=True,
+        with_events=frozenset(),
+        log_containers=frozenset({"istio-proxy"}),
+        log_rules=offer_rules,
+    )
+    fold = gather._PodFold(
+        rules=RULES,
+        budget=rules.MatchBudget(30.0),
+        screen=SCREEN,
+        node_ready={},
+        events={},
+        log_rules=log_rules,
+        get_raw=get_raw,
+    )
+    offered = 0
+    for start in range(0, len(pods), 50):
+        data = reducer(pods[start : start + 50])
+        offered += sum(c.logs for c in gather._REDUCED_DECODER.decode(data).candidates)
+        fold.add(data)
+    return reads, fold.finish(), offered
+
+
+def test_the_pods_helper_offers_pods_for_their_logs_only_until_the_reads_they_cost_are_spent() -> None:
+    """600 pods of 300 workloads, each with an istio-proxy a log rule reads: the check reads its
+    `MAX_LOG_READS` logs, the same ones and with the same hits whether the helper offers every
+    pod or stops offering once the reads it offered are spent — it offers no more than that."""
+    pods = [_istio_pod(i, ready=i % 5 != 0) for i in range(600)]
+    log_rules = [r for r in RULES if r.match.log is not None]
+    every = _folded(pods, log_rules, offer_rules=[])
+    counted = _folded(pods, log_rules, offer_rules=log_rules)
+    assert len(every[0]) == gather.MAX_LOG_READS
+    assert counted[0] == every[0], "the same containers' logs, in the same order"
+    assert counted[1] == every[1]
+    assert any(h.rule.id == "KI001" for h in counted[1])
+    assert every[2] == 600
+    assert counted[2] == gather.MAX_LOG_READS  # one istio-proxy read per pod offered
+
+
+def test_a_log_rule_that_needs_a_notready_node_keeps_every_pod_offered() -> None:
+    """Only the caller knows which nodes are NotReady: with a log rule that asks for one, the
+    helper cannot count the reads, and offers every pod that may be read, as before."""
+    (needs_node,) = parse_rules(
+        """rules:
+  - id: TEAM004
+    title: istio-proxy on a lost node logs connection resets
+    match: {containers: [istio-proxy], node_not_ready: true, log: {regex: "connection reset", lines: 50}}
+    explanation: x
+    remediation: y
+    links: [https://example.com/d]
+""",
+        source="team.yaml",
+    )
+    pods = [_istio_pod(i) for i in range(600)]
+    log_rules = [r for r in RULES if r.match.log is not None]
+    assert _folded(pods, log_rules, offer_rules=[*log_rules, needs_node])[2] == 600
+
+
+_condition = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(["PodScheduled", "Initialized", "Ready", "ContainersReady"]),
+        "status": st.sampled_from(["True", "False", "Unknown"]),
+    },
+    optional={"lastTransitionTime": st.just("2026-11-26T07:05:49Z"), "message": st.text(max_size=30)},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_condition, max_size=5, unique_by=lambda c: c["type"]), st.booleans(), st.booleans())
+def test_a_pods_readiness_is_its_ready_condition_whatever_order_and_spacing_the_json_has(
+    conditions: list[dict[str, str]], reordered: bool, spaced: bool
+) -> None:
+    """`pod_ready` reads the API server's bytes where it can, and decodes them where it cannot: a
+    Ready condition written in another field order, or with spaces, tells the same."""
+    written = [dict(reversed(list(c.items()))) if reordered else c for c in conditions]
+    text = json.dumps(written, separators=(", ", ": ") if spaced else (",", ":"))
+    status = msgspec.json.decode(f'{{"phase":"Running","conditions":{text}}}', type=schema.PodStatus)
+    assert schema.pod_ready(status) == any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
