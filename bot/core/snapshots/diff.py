@@ -268,10 +268,11 @@ def _replaced(
     by_group_a: Mapping[str, Mapping[str, Any]],
     replaces: Mapping[str, str],
     held: Held,
-) -> tuple[str, list[str]]:
-    """The group that replaced `old` (gone), and the workloads it held that its replacement does
-    not hold: named by a plan step's `replaces:`, or else the one group new since the earlier
-    snapshot that holds every workload `old` held (eksctl's rename: `others` → `others-1-25`)."""
+) -> tuple[str, list[str], int]:
+    """The group that replaced `old` (gone), the workloads it held that its replacement does not
+    hold, and how many it held (DaemonSets aside): named by a plan step's `replaces:`, or else the
+    one group new since the earlier snapshot that holds every workload `old` held (eksctl's
+    rename: `others` → `others-1-25`)."""
     named = [new for new, was in replaces.items() if was == old and new in by_group_a]
     candidates = named or [g for g in by_group_a if g not in by_group_b]
     held_b, held_a = held
@@ -280,8 +281,13 @@ def _replaced(
         now = set().union(*(held_a.get(n, set()) for n in by_group_a[new]))
         missing = sorted(f"{k} {ns}/{w}" for ns, k, w in workloads - now)
         if named or (workloads and not missing):
-            return new, missing
-    return "", []
+            return new, missing, len(workloads)
+    return "", [], len(workloads)
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 node`, `2 nodes`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _nodes(
@@ -313,18 +319,21 @@ def _nodes(
             yield Finding(
                 kind=EXPECTED, category="nodes added", subject=subject, detail=f"{len(new)} new: {_few(new)}"
             )
-        new_group, unheld = (
+        new_group, unheld, holding = (
             _replaced(group, b, by_group_b, by_group_a, replaces or {}, held())
             if b and not a and held is not None
-            else ("", [])
+            else ("", [], 0)
         )
         if new_group and not unheld:
+            # A group that ran only DaemonSet pods held nothing to move: the plan named its successor.
+            sizes = f"{_count(len(b), 'node')} → {len(by_group_a[new_group])}"
             yield Finding(
                 kind=EXPECTED,
                 category="node group replaced",
                 subject=subject,
-                detail=f"replaced by node group {new_group}, which holds its workloads"
-                f" ({len(b)} nodes → {len(by_group_a[new_group])})",
+                detail=f"replaced by node group {new_group}, which holds its workloads ({sizes})"
+                if holding
+                else f"replaced by node group {new_group}, as the plan says (it ran only DaemonSet pods; {sizes})",
             )
         elif new_group:
             yield Finding(

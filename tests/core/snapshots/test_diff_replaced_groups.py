@@ -43,6 +43,25 @@ def test_a_renamed_group_that_holds_the_old_ones_workloads_is_replaced_not_gone(
     assert "replaced by node group ng-shared-1-30" in report.to_text()
 
 
+def test_a_named_replacement_of_a_daemonset_only_group_says_so_in_the_singular() -> None:
+    """`logging` ran only DaemonSet pods on its one node: the plan named its successor, and the
+    finding says that rather than that the successor holds its (no) workloads."""
+    after = copy.deepcopy(upgraded())
+    after["nodes"] = [n for n in after["nodes"] if n["metadata"]["name"] != "log-1"]
+    after["nodes"].append(node("log-2", "logging-1-30", kubelet="v1.30.2"))
+    report = diff(
+        snap(base_objects(), "pre"),
+        snap(after, "post", version="v1.30.2"),
+        replaces={"logging-1-30": "logging"},
+    )
+    assert report.regressions == []
+    (replaced,) = [f for f in report.expected if f.category == "node group replaced"]
+    assert replaced.subject == "node group logging"
+    assert replaced.detail == (
+        "replaced by node group logging-1-30, as the plan says (it ran only DaemonSet pods; 1 node → 1)"
+    )
+
+
 def test_a_new_group_that_does_not_hold_the_workloads_leaves_the_old_one_gone() -> None:
     o = renamed()
     for p in o["pods"]:
