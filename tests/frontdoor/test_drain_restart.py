@@ -15,31 +15,20 @@ import pytest
 from kubernetes import client, config
 
 from bot.records import StepState
-from tests.support.bot_process import PRIMARY, RunBot
+from tests.support.bot_process import COORD, OPS, PRIMARY, SHADOW, RunBot, team_bot, team_plan
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
-OPS = "C0OPS"
-SHADOW = "U0SHADOW"
-COORD = "U0COORD"
 GROUP = "ng-shared"
-PLAN = f"""\
-name: drain-one
-cluster: prod
-current_version: "1.24"
-target_version: "1.25"
-window: {{start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}}
-channels: {{operations: {OPS}}}
-roster:
-  primary: [{PRIMARY}]
-  shadow: [{SHADOW}]
-  coordinator: [{COORD}]
-steps:
+PLAN = team_plan(
+    "drain-one",
+    f"""\
   - id: drain-shared
     title: Drain {GROUP}
     gate: {{approve: [primary, shadow]}}
     actions: [{{drain: {{nodegroup: {GROUP}, allow_local_storage: "true", parallel: "2", timeout: 20s}}}}]
-"""
+""",
+)
 
 
 @pytest.fixture
@@ -51,22 +40,11 @@ def bot(
     sim_kubeconfig: Callable[[Any], Path],
     tmp_path: Path,
 ) -> Iterator[RunBot]:
-    team = tmp_path / "team-templates"
-    (team / "plans").mkdir(parents=True)
-    (team / "plans" / "drain-one.yaml").write_text(PLAN)
-    config = write_config(
-        f"roster: {{primary: [{PRIMARY}], shadow: [{SHADOW}], coordinator: [{COORD}]}}\n"
-        f"templates_dir: {team}\nchannels: {{operations: {OPS}}}\n"
-        f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}\n",
-        roster=False,
-    )
-    slack_stub.users[PRIMARY] = {"id": PRIMARY}
-    slack_stub.users[SHADOW] = {"id": SHADOW}
-    slack_stub.users[COORD] = {"id": COORD}
-    b = RunBot(config=config, env=bot_env, stub=slack_stub)
-    b.start()
-    yield b
-    b.stop()
+    cluster = f"{{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}"
+    with team_bot(
+        write_config, slack_stub, bot_env, tmp_path, plans={"drain-one": PLAN}, cluster=cluster
+    ) as b:
+        yield b
 
 
 def _nodes(core: client.CoreV1Api) -> list[Any]:

@@ -19,30 +19,19 @@ import pytest
 
 from bot.records import StepState
 from tests.support.aws import aws_calls, aws_env, eks_scenario_in_step, provider_yaml
-from tests.support.bot_process import PRIMARY, RunBot
+from tests.support.bot_process import OPS, PRIMARY, SHADOW, RunBot, team_bot, team_plan
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
-OPS = "C0OPS"
-SHADOW = "U0SHADOW"
-COORD = "U0COORD"
-PLAN = f"""\
-name: cp-only
-cluster: prod
-current_version: "1.24"
-target_version: "1.25"
-window: {{start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}}
-channels: {{operations: {OPS}}}
-roster:
-  primary: [{PRIMARY}]
-  shadow: [{SHADOW}]
-  coordinator: [{COORD}]
-steps:
+PLAN = team_plan(
+    "cp-only",
+    """\
   - id: control-plane
     title: Update the EKS control plane to 1.25
-    gate: {{approve: [primary, shadow]}}
-    actions: [{{eks-update-cluster: {{version: "1.25"}}}}]
-"""
+    gate: {approve: [primary, shadow]}
+    actions: [{eks-update-cluster: {version: "1.25"}}]
+""",
+)
 
 
 @pytest.fixture
@@ -59,21 +48,10 @@ def bot(
     sim_kubeconfig: Callable[[Any], Path],
     tmp_path: Path,
 ) -> Iterator[RunBot]:
-    team = tmp_path / "team-templates"
-    (team / "plans").mkdir(parents=True)
-    (team / "plans" / "cp-only.yaml").write_text(PLAN)
-    config = write_config(
-        f"roster: {{primary: [{PRIMARY}], shadow: [{SHADOW}], coordinator: [{COORD}]}}\n"
-        f"templates_dir: {team}\nchannels: {{operations: {OPS}}}\n"
-        f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim)}, context: sim, provider: {provider_yaml(sim)}}}\n",
-        roster=False,
-    )
-    for user in (PRIMARY, SHADOW, COORD):
-        slack_stub.users[user] = {"id": user}
-    b = RunBot(config=config, env={**bot_env, **aws_env(tmp_path)}, stub=slack_stub)
-    b.start()
-    yield b
-    b.stop()
+    cluster = f"{{kubeconfig: {sim_kubeconfig(sim)}, context: sim, provider: {provider_yaml(sim)}}}"
+    env = {**bot_env, **aws_env(tmp_path)}
+    with team_bot(write_config, slack_stub, env, tmp_path, plans={"cp-only": PLAN}, cluster=cluster) as b:
+        yield b
 
 
 def _approve(bot: RunBot, step: str) -> None:

@@ -16,27 +16,15 @@ from kubernetes import client, config
 
 from bot import __version__
 from bot.records import RunState
-from tests.support.bot_process import PRIMARY, RunBot
+from tests.support.bot_process import COORD, PRIMARY, SHADOW, RunBot, team_bot, team_plan
 from tests.support.scrape import Samples, scrape
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
-OPS = "C0OPS"
-SHADOW = "U0SHADOW"
-COORD = "U0COORD"
 GROUP = "ng-shared"
-PLAN = f"""\
-name: metered
-cluster: prod
-current_version: "1.24"
-target_version: "1.25"
-window: {{start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}}
-channels: {{operations: {OPS}}}
-roster:
-  primary: [{PRIMARY}]
-  shadow: [{SHADOW}]
-  coordinator: [{COORD}]
-steps:
+PLAN = team_plan(
+    "metered",
+    f"""\
   - id: snapshot-pre
     title: Snapshot before
     gate: {{approve: [primary]}}
@@ -45,7 +33,8 @@ steps:
     title: Drain {GROUP}
     gate: {{approve: [primary, shadow]}}
     actions: [{{drain: {{nodegroup: {GROUP}, allow_local_storage: "true", parallel: "2", timeout: 20s}}}}]
-"""
+""",
+)
 
 
 @pytest.fixture
@@ -57,21 +46,9 @@ def bot(
     sim_kubeconfig: Callable[[Any], Path],
     tmp_path: Path,
 ) -> Iterator[RunBot]:
-    team = tmp_path / "team-templates"
-    (team / "plans").mkdir(parents=True)
-    (team / "plans" / "metered.yaml").write_text(PLAN)
-    config = write_config(
-        f"roster: {{primary: [{PRIMARY}], shadow: [{SHADOW}], coordinator: [{COORD}]}}\n"
-        f"templates_dir: {team}\nchannels: {{operations: {OPS}}}\n"
-        f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}\n",
-        roster=False,
-    )
-    for user in (PRIMARY, SHADOW, COORD):
-        slack_stub.users[user] = {"id": user}
-    b = RunBot(config=config, env=bot_env, stub=slack_stub)
-    b.start()
-    yield b
-    b.stop()
+    cluster = f"{{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}"
+    with team_bot(write_config, slack_stub, bot_env, tmp_path, plans={"metered": PLAN}, cluster=cluster) as b:
+        yield b
 
 
 def _sum(samples: Samples, name: str, **labels: str) -> float:

@@ -8,11 +8,13 @@ state. Slash commands reach it as signed HTTP requests, as Slack sends them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,56 @@ class BotProcess:
 
 
 PRIMARY, SHADOW, COORD = "U0PRIMARY", "U0SHADOW", "U0COORD"
+#: The operations channel of `team_plan`'s plans and `team_bot`'s configuration.
+OPS = "C0OPS"
+
+
+def team_plan(name: str, steps: str) -> str:
+    """A plan `name` for the cluster `prod`, 1.24 → 1.25 in a window of the tests, posting in
+    `OPS`, with the primary, shadow and coordinator roster; `steps` are the lines under `steps:`."""
+    return (
+        f"name: {name}\n"
+        "cluster: prod\n"
+        'current_version: "1.24"\n'
+        'target_version: "1.25"\n'
+        'window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}\n'
+        f"channels: {{operations: {OPS}}}\n"
+        f"roster:\n  primary: [{PRIMARY}]\n  shadow: [{SHADOW}]\n  coordinator: [{COORD}]\n"
+        f"steps:\n{steps}"
+    )
+
+
+@contextlib.contextmanager
+def team_bot(
+    write_config: Callable[..., Path],
+    stub: SlackStub,
+    env: dict[str, str],
+    tmp_path: Path,
+    *,
+    plans: Mapping[str, str],
+    cluster: str,
+) -> Iterator[RunBot]:
+    """`upgrade-bot run --http` started, with `plans` (name → YAML) in the team's templates, the
+    primary, shadow and coordinator roster, the operations channel `OPS` and the one cluster
+    `prod` (`cluster`: its YAML mapping); the stub knows the three people. Stopped on the way out."""
+    team = tmp_path / "team-templates"
+    (team / "plans").mkdir(parents=True)
+    for name, text in plans.items():
+        (team / "plans" / f"{name}.yaml").write_text(text)
+    config = write_config(
+        f"roster: {{primary: [{PRIMARY}], shadow: [{SHADOW}], coordinator: [{COORD}]}}\n"
+        f"templates_dir: {team}\nchannels: {{operations: {OPS}}}\n"
+        f"clusters:\n  prod: {cluster}\n",
+        roster=False,
+    )
+    for user in (PRIMARY, SHADOW, COORD):
+        stub.users[user] = {"id": user}
+    bot = RunBot(config=config, env=env, stub=stub)
+    bot.start()
+    try:
+        yield bot
+    finally:
+        bot.stop()
 
 
 @dataclass
