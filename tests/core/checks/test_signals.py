@@ -406,3 +406,10 @@ def test_a_pods_readiness_is_its_ready_condition_whatever_order_and_spacing_the_
     text = json.dumps(written, separators=(", ", ": ") if spaced else (",", ":"))
     status = msgspec.json.decode(f'{{"phase":"Running","conditions":{text}}}', type=schema.PodStatus)
     assert schema.pod_ready(status) == any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def test_the_screens_table_says_what_wants_says_for_every_set_of_signals() -> None:
+    for screen in (SCREEN, Screen(read_rules(BUILTIN_RULES)), Screen([])):
+        assert [bool(b) for b in screen.table] == [
+            screen.wants(signals) for signals in range(rules.ALL_SIGNALS + 1)
+        ]
