@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +16,29 @@ from bot.adapters.store.messages import _insert_outbox
 from bot.adapters.store.schema import approvals, audit_log, plans, run_steps, runs
 from bot.errors import ConcurrentUpdate
 from bot.records import Approval, AuditEntry, PlanRow, RunRow, StepRun, StepState
+
+
+@contextlib.contextmanager
+def _one_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A read-only transaction whose statements all see one snapshot of the database.
+
+    `engine.begin()` does not give that. pysqlite opens a transaction only before a write, so each
+    SELECT reads the database as it is then. PostgreSQL's READ COMMITTED takes a snapshot per
+    statement. Here SQLite gets an explicit (deferred) BEGIN, which holds its WAL snapshot from the
+    first read to the end, and PostgreSQL gets REPEATABLE READ. Nothing is written: the
+    transaction is rolled back.
+    """
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            conn.exec_driver_sql("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.rollback()
+        return
+    with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn, conn.begin() as tx:
+        yield conn
+        tx.rollback()
 
 
 class Runs(StoreBase):
@@ -62,8 +86,11 @@ class Runs(StoreBase):
             _insert_outbox(conn, run.id, outbox, run.updated_at)
 
     def run_rows(self, run_id: str) -> tuple[RunRow, list[StepRun], list[Approval]] | None:
-        """A run, its steps in plan order and its approvals in the order given, read consistently."""
-        with _wrap_errors(), self.engine.begin() as conn:
+        """A run, its steps in plan order and its approvals in the order given, all as of one
+        committed version of the run (`_one_snapshot`): a transition committed between the reads
+        cannot pair the run's old state with its steps' new one (a failed step in a run still
+        active)."""
+        with _wrap_errors(), _one_snapshot(self.engine) as conn:
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
             if row is None:
                 return None
