@@ -26,7 +26,6 @@ import re
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from itertools import chain
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -80,6 +79,7 @@ from bot.core.checks.rules import (
     Screen,
     match_rules,
 )
+from bot.core.kube.objects import parse_iso
 from bot.core.kube.wire import InvolvedObject, NodeInfo, Toleration
 from bot.core.snapshots.projection import (
     DEFAULT_NODE_GROUP_LABELS,
@@ -1225,16 +1225,6 @@ def _inject_ca_from(meta: schema.Meta, owner: str, injected: dict[str, list[str]
         injected.setdefault(ref, []).append(owner)
 
 
-def _time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _serving_certs(
     reader: CheckReader, injected: Mapping[str, list[str]], gaps: list[str]
 ) -> list[ServingCert]:
@@ -1266,8 +1256,8 @@ def _serving_certs(
             ServingCert(
                 ref=ref,
                 users=users,
-                not_after=_time(status.get("notAfter")),
-                renewal=_time(status.get("renewalTime")),
+                not_after=parse_iso(status.get("notAfter")),
+                renewal=parse_iso(status.get("renewalTime")),
                 ready=str(ready.get("status") or ""),
                 message=str(ready.get("message") or "")[:300],
             )

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from bot.core.durations import parse_duration
-from bot.core.kube.objects import node_group
+from bot.core.kube.objects import node_group, parse_iso
 from bot.core.kube.versions import on_version, parse_version
 from bot.errors import ClusterError, UserError, clip
 
@@ -163,16 +163,6 @@ def timer_start(progress: Mapping[str, Any], started: str | None, now: datetime)
     begun = parse_iso(started) or now
     resumed = parse_iso(progress.get(RESUMED_AT))
     return max(begun, resumed) if resumed is not None else begun
-
-
-def parse_iso(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 # ----- nodes -------------------------------------------------------------------------------------

@@ -31,14 +31,13 @@ from bot.core.jobs.common import (
     int_arg,
     iso,
     node_name,
-    parse_iso,
     select_nodes,
     selector_matches,
     timer_start,
     unschedulable,
 )
 from bot.core.jobs.explain import explain, named, typed_pods
-from bot.core.kube.objects import EPISODE_REOPEN, workload_of
+from bot.core.kube.objects import EPISODE_REOPEN, parse_iso, workload_of
 from bot.core.kube.wire import WPod
 from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked, UserError
 

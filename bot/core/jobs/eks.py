@@ -49,13 +49,12 @@ from bot.core.jobs.common import (
     iso,
     label_value,
     list_nodes,
-    parse_iso,
     selector_matches,
     timer_start,
     unschedulable,
 )
 from bot.core.jobs.waitgroup import group_counts
-from bot.core.kube.objects import node_group
+from bot.core.kube.objects import node_group, parse_iso
 from bot.core.kube.versions import on_version, parse_version
 from bot.errors import ClusterError, TemporaryError, UserError, clip
 from bot.records import EksProvider

@@ -57,7 +57,6 @@ from bot.core.jobs.common import (
     few,
     iso,
     names_arg,
-    parse_iso,
     selector_query,
     timer_start,
 )
@@ -68,6 +67,7 @@ from bot.core.kube.objects import (
     IMAGEPULL,
     IMAGEPULL_FAILS_AFTER,
     classify,
+    parse_iso,
     workload_of,
 )
 from bot.core.kube.wire import WPod

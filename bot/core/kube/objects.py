@@ -12,7 +12,7 @@ each restart.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from bot.core.kube.wire import WPod
 
@@ -180,6 +180,18 @@ def node_group(labels: Mapping[str, str] | None, group_labels: Sequence[str]) ->
     if labels.get("eks.amazonaws.com/compute-type") == "fargate":
         return "fargate"
     return "(none)"
+
+
+def parse_iso(text: str | None) -> datetime | None:
+    """An RFC 3339 timestamp as the API writes them, aware; one without a zone is taken as UTC;
+    None for no text or a text that is no timestamp."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def parse_time(value: str | None) -> datetime | None:
