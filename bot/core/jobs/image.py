@@ -25,7 +25,7 @@ from typing import Any
 from bot.core.jobs.base import Post, Progress
 from bot.core.jobs.common import JobCluster, duration_arg, iso, namespace_name, object_name
 from bot.core.jobs.kubeproxy import SOURCE, documented_image, minor
-from bot.core.jobs.restart import DEFAULT_TIMEOUT, RestartJob, wkey, workload_path
+from bot.core.jobs.restart import DEFAULT_TIMEOUT, RestartJob, live_workload, wkey, workload_path
 from bot.core.kube.objects import CRASHLOOP_FAILS_AFTER, IMAGEPULL_FAILS_AFTER
 from bot.errors import ClusterError, UserError, clip
 
@@ -127,16 +127,8 @@ class SetImageJob(RestartJob):
         self, cluster: JobCluster, entry: dict[str, Any], posts: list[Post], audit: list[tuple[str, str]]
     ) -> None:
         key = wkey(entry)
-        try:
-            current = cluster.get_json(workload_path(entry["kind"], entry["namespace"], entry["name"]))
-        except ClusterError as exc:
-            if exc.status != 404:
-                raise
-            entry["state"] = "failed"
-            entry["verdict"] = "deleted before its image was set"
-            posts.append(
-                Post(key=f"rollout-failed:{key}", text=f"{key} was deleted before its image was set")
-            )
+        current = live_workload(cluster, entry, posts, during="before its image was set")
+        if current is None:
             return
         if _image(current, entry["container"]) == entry["new"]:
             # Set by an earlier run of this tick that crashed before its progress was stored.

@@ -286,7 +286,7 @@ class RestartJob:
         self, cluster: JobCluster, entry: dict[str, Any], posts: list[Post], audit: list[tuple[str, str]]
     ) -> None:
         key = wkey(entry)
-        current = _get(cluster, entry, posts)
+        current = live_workload(cluster, entry, posts)
         if current is None:
             return
         annotations = ((current.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
@@ -324,7 +324,7 @@ class RestartJob:
         posts: list[Post],
     ) -> None:
         key = wkey(entry)
-        obj = _get(cluster, entry, posts)
+        obj = live_workload(cluster, entry, posts)
         if obj is None:
             return
         observed = int((obj.get("status") or {}).get("observedGeneration") or 0)
@@ -406,18 +406,19 @@ def _bad_classes(pods: list[WPod]) -> dict[str, int]:
     return counts
 
 
-def _get(cluster: JobCluster, entry: dict[str, Any], posts: list[Post]) -> dict[str, Any] | None:
-    """The live workload; None (and the workload failed, with a line) when it was deleted."""
+def live_workload(
+    cluster: JobCluster, entry: dict[str, Any], posts: list[Post], *, during: str = "while restarting"
+) -> dict[str, Any] | None:
+    """The live workload; None (and the workload failed, with a line: "… was deleted `during`")
+    when it was deleted."""
     try:
         return cluster.get_json(workload_path(entry["kind"], entry["namespace"], entry["name"]))
     except ClusterError as exc:
         if exc.status != 404:
             raise
     entry["state"] = "failed"
-    entry["verdict"] = "deleted while restarting"
-    posts.append(
-        Post(key=f"rollout-failed:{wkey(entry)}", text=f"{wkey(entry)} was deleted while restarting")
-    )
+    entry["verdict"] = f"deleted {during}"
+    posts.append(Post(key=f"rollout-failed:{wkey(entry)}", text=f"{wkey(entry)} was deleted {during}"))
     return None
 
 
