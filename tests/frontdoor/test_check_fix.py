@@ -9,7 +9,6 @@ is posted as text with no button."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,15 @@ from bot.frontdoor.acting import JobDuty
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.awaited import Bot
-from tests.support.fix_buttons import FIX, OPS, PRIMARY, SHADOW, STRANGER, fix_bot, wait_for
+from tests.support.fix_buttons import (
+    FIX,
+    OPS,
+    PRIMARY,
+    SHADOW,
+    STRANGER,
+    approve_and_complete,
+    fix_bot,
+)
 from tests.support.slack_stub import SlackStub
 
 
@@ -143,20 +150,7 @@ def test_a_node_left_cordoned_is_uncordoned_by_the_check_s_fix_button(
     duties = Duties()
     job_runner = duties.add(JobDuty(services.jobs, connect, heartbeat_seconds=0.5))
     try:
-        assert front.click(PRIMARY, gate) is None
-        assert front.click(SHADOW, front.gate("uncordon")) is None
-
-        def drive() -> None:
-            job_runner.scan()
-            sim_eks.control.advance(5)
-            time.sleep(0.2)
-
-        wait_for(
-            lambda: (r := services.store.run_rows(run_id)) and r[0].state == "completed",
-            what="the fix's run to complete",
-            tick=drive,
-            timeout=120,
-        )
+        approve_and_complete(front, gate, "uncordon", run_id=run_id, runner=job_runner, sim=sim_eks)
     finally:
         duties.shutdown()
 

@@ -29,7 +29,17 @@ from bot.frontdoor.watching import WatchDuty
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.awaited import Bot
-from tests.support.fix_buttons import FIX, OPS, PRIMARY, SHADOW, fix_bot, fix_button, fix_posts, wait_for
+from tests.support.fix_buttons import (
+    FIX,
+    OPS,
+    PRIMARY,
+    SHADOW,
+    approve_and_complete,
+    fix_bot,
+    fix_button,
+    fix_posts,
+    wait_for,
+)
 from tests.support.slack_stub import SlackStub
 
 
@@ -71,20 +81,7 @@ def _fix_and_approve(front: Any, sim: SimCluster, post: dict[str, Any], step: st
     run_id = str(runs[0].id)
     gate = front.gate(step)
     gate_post = next(p for p in reversed(front.posts()) if gate in json.dumps(p.get("blocks") or []))
-    assert front.click(PRIMARY, gate) is None
-    assert front.click(SHADOW, front.gate(step)) is None
-
-    def drive() -> None:
-        job_runner.scan()
-        sim.control.advance(5)
-        time.sleep(0.2)
-
-    wait_for(
-        lambda: (r := services.store.run_rows(run_id)) and r[0].state == "completed",
-        what="the fix's run to complete",
-        tick=drive,
-        timeout=120,
-    )
+    approve_and_complete(front, gate, step, run_id=run_id, runner=job_runner, sim=sim)
     fixes = [e for e in services.store.audit_entries() if e.subcommand == "action" and e.outcome == "ok"]
     assert [e.user_id for e in fixes] == [PRIMARY]
     approvals = services.store.run_rows(run_id)

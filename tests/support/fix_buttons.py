@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.frontdoor.acting import JobDuty
 from bot.settings import load_settings
 from bot.sim import SimCluster
 from tests.support.awaited import Bot, TrackedPool
@@ -36,6 +37,28 @@ def wait_for(
             tick()
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def approve_and_complete(
+    bot: Bot, gate: str, step: str, *, run_id: str, runner: JobDuty, sim: SimCluster
+) -> None:
+    """The fix's one-step run approved at `gate` by the primary, then by the shadow (at the gate
+    as the first approval left it), and driven until it completes: the job runner scanned and the
+    sim stepped 5 s at a time."""
+    assert bot.click(PRIMARY, gate) is None
+    assert bot.click(SHADOW, bot.gate(step)) is None
+
+    def drive() -> None:
+        runner.scan()
+        sim.control.advance(5)
+        time.sleep(0.2)
+
+    wait_for(
+        lambda: (r := bot.services.store.run_rows(run_id)) and r[0].state == "completed",
+        what="the fix's run to complete",
+        tick=drive,
+        timeout=120,
+    )
 
 
 @contextmanager
