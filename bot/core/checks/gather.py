@@ -822,7 +822,7 @@ class PodReducer:
             annotations = meta.annotations
             mirror = annotations is not None and annotations.config_mirror is not None
             moved = not mirror and not workload.startswith("DaemonSet ")  # a drain evicts it
-            ready = ready_true(status.conditions) is not None or schema.pod_ready(status)
+            ready = ready_true(status.conditions) is not None or schema.ready_decoded(status)
             if phase != "Running" or not ready or meta.deletion_timestamp:
                 rows = out.unhealthy.setdefault(workload, [])
                 if len(rows) < MAX_UNHEALTHY_PER_WORKLOAD:

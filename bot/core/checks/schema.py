@@ -155,11 +155,15 @@ READY_TRUE = re.compile(rb'"type":"Ready","status":"True"')
 def pod_ready(status: PodStatus) -> bool:
     """Whether the pod's Ready condition is True: the bytes as the API server writes them, else
     the conditions decoded (another writer's order, or not Ready)."""
+    return READY_TRUE.search(status.conditions) is not None or ready_decoded(status)
+
+
+def ready_decoded(status: PodStatus) -> bool:
+    """`pod_ready` from the decoded conditions alone (where the bytes were searched already); a
+    field of an unexpected type is a ClusterError, as it would have been where the page was decoded."""
     raw = status.conditions
     if not raw:
         return False
-    if READY_TRUE.search(raw) is not None:
-        return True
     try:
         conditions = _CONDITIONS.decode(raw) or ()
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
