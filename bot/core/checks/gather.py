@@ -710,6 +710,8 @@ _EMPTY_ROOM = [0] * _SLOT
 #: Pages between two full copies of a process's rooms (5,000 nodes: 320 KB each).
 ROOMS_EVERY = 16
 
+#: What no struct compares equal to: `PodReducer`'s "last pod" before the first.
+_NOTHING = object()
 _REDUCED_ENCODER = msgspec.msgpack.Encoder()
 _REDUCED_DECODER = msgspec.msgpack.Decoder(_ReducedPage)
 #: No node is known to the pods' helper: every pod's node is taken for Ready there.
@@ -796,6 +798,24 @@ class PodReducer:
         index, rooms, cpu_of, mem_of = self._node_index, self._rooms, self._cpu, self._mem
         touched: dict[str, list[int]] = {}
         empty_dir = out.empty_dir
+        # What the last pods of this page came to, reused for a pod whose structs compare equal
+        # to theirs (the pods of a workload come one after another, alike as far as they are
+        # decoded): the last pod's containers, their requests and sidecar versions, and the
+        # workload those versions were last added for;
+        last_containers: object = _NOTHING
+        last_cpu = last_mem = 0
+        last_tags: list[str] = []
+        last_proxied: str | None = None
+        # the last controlled pod's owner and what follows from it (workload, controlled, a
+        # DaemonSet's, the rules' signals of its workload); the last volumes and tolerations.
+        last_refs: object = _NOTHING
+        last_hash: str | None = None
+        last_ns = ""
+        last_owner = ("", False, False, 0)
+        last_volumes: object = _NOTHING
+        last_scratch = last_local = False
+        last_tolerations: object = _NOTHING
+        last_tolerant = False
         # One loop over the page rather than a call per pod: this runs 150,000 times.
         for pod in items:
             meta, spec, status = pod.metadata, pod.spec, pod.status
@@ -804,24 +824,36 @@ class PodReducer:
                 continue
             ns, name = meta.namespace or "", meta.name or ""
             # `_Workloads.of`, `_ready` and `_append`, inline: a call per pod costs more than them.
-            refs = meta.owner_references
-            if refs is not None and len(refs) == 1 and refs[0].controller:
-                ref, labels = refs[0], meta.labels
-                owner = (
-                    meta.namespace,
-                    ref.kind,
-                    ref.name,
-                    None if labels is None else labels.pod_template_hash,
-                )
-                answer = known.get(owner)
-                if answer is None:
-                    answer = known[owner] = workload_of(meta)
+            # The pods of a ReplicaSet come one after another: where a pod's owner is the last
+            # controlled pod's (its structs compare equal), so is what follows from it.
+            refs, labels = meta.owner_references, meta.labels
+            h = None if labels is None else labels.pod_template_hash
+            if refs == last_refs and h == last_hash and ns == last_ns:
+                workload, controlled, daemon, placed_signals = last_owner
             else:
-                answer = workload_of(meta)  # no controller: the answer names the pod
-            workload, controlled = answer
+                if refs is not None and len(refs) == 1 and refs[0].controller:
+                    ref = refs[0]
+                    owner = (meta.namespace, ref.kind, ref.name, h)
+                    answer = known.get(owner)
+                    if answer is None:
+                        answer = known[owner] = workload_of(meta)
+                else:
+                    answer = workload_of(meta)  # no controller: the answer names the pod
+                workload, controlled = answer
+                daemon = workload.startswith("DaemonSet ")
+                # The rules' signals that are the same for all of a workload's pods.
+                placed_signals = placed.get(workload, -1)
+                if placed_signals < 0:
+                    placed_signals = placed[workload] = (
+                        (IN_NAMESPACE if ns in screen.namespaces else 0)
+                        | (IN_KIND if workload.startswith(screen.kind_prefixes) else 0)
+                    ) & used
+                if controlled:
+                    last_refs, last_hash, last_ns = refs, h, ns
+                    last_owner = (workload, controlled, daemon, placed_signals)
             annotations = meta.annotations
             mirror = annotations is not None and annotations.config_mirror is not None
-            moved = not mirror and not workload.startswith("DaemonSet ")  # a drain evicts it
+            moved = not mirror and not daemon  # a drain evicts it
             ready = ready_true(status.conditions) is not None or schema.ready_decoded(status)
             if phase != "Running" or not ready or meta.deletion_timestamp:
                 rows = out.unhealthy.setdefault(workload, [])
@@ -830,10 +862,15 @@ class PodReducer:
             if annotations is not None and annotations.safe_to_evict == "false":
                 _append(out.not_evictable, workload, name)
             if moved:
-                scratch = local = False
-                for v in spec.volumes or ():
-                    scratch = scratch or v.empty_dir is not None
-                    local = local or v.host_path is not None
+                volumes = spec.volumes
+                if volumes == last_volumes:
+                    scratch, local = last_scratch, last_local
+                else:
+                    scratch = local = False
+                    for v in volumes or ():
+                        scratch = scratch or v.empty_dir is not None
+                        local = local or v.host_path is not None
+                    last_volumes, last_scratch, last_local = volumes, scratch, local
                 if scratch:
                     names = empty_dir.get(workload)
                     if names is None:
@@ -844,35 +881,46 @@ class PodReducer:
                     _append(out.host_path, workload, name)
                 if not controlled:
                     out.bare.append(f"{ns}/{name}")
-            # One pass over the containers: the sidecar's version and the requests the pod holds.
-            cpu = mem = 0
-            for c in spec.containers or ():
-                image = c.image
-                if image and c.name == "istio-proxy":
-                    tag = tags.get(image)
-                    if tag is None:
-                        tag = tags[image] = _tag(image)
-                    versions = out.proxies.get(workload)
-                    if versions is None:
-                        out.proxies[workload] = [tag]
-                    elif tag not in versions:
+            # One pass over the containers: the sidecar's version and the requests the pod holds,
+            # unless they are the last pod's (names, images, requests: one comparison).
+            containers = spec.containers
+            if containers == last_containers:
+                cpu, mem = last_cpu, last_mem
+            else:
+                cpu = mem = 0
+                last_tags = []
+                for c in containers or ():
+                    image = c.image
+                    if image and c.name == "istio-proxy":
+                        tag = tags.get(image)
+                        if tag is None:
+                            tag = tags[image] = _tag(image)
+                        last_tags.append(tag)
+                    res = c.resources
+                    if res is not None:
+                        req = res.requests
+                        if req is not None:
+                            q = req.cpu
+                            if q:
+                                n = cpu_of.get(q)
+                                if n is None:
+                                    n = cpu_of[q] = quantity(q, milli=True)
+                                cpu += n
+                            q = req.memory
+                            if q:
+                                n = mem_of.get(q)
+                                if n is None:
+                                    n = mem_of[q] = quantity(q)
+                                mem += n
+                last_containers, last_cpu, last_mem, last_proxied = containers, cpu, mem, None
+            if last_tags and workload is not last_proxied:
+                versions = out.proxies.get(workload)
+                if versions is None:
+                    out.proxies[workload] = versions = []
+                for tag in last_tags:
+                    if tag not in versions:
                         versions.append(tag)
-                res = c.resources
-                if res is not None:
-                    req = res.requests
-                    if req is not None:
-                        q = req.cpu
-                        if q:
-                            n = cpu_of.get(q)
-                            if n is None:
-                                n = cpu_of[q] = quantity(q, milli=True)
-                            cpu += n
-                        q = req.memory
-                        if q:
-                            n = mem_of.get(q)
-                            if n is None:
-                                n = mem_of[q] = quantity(q)
-                            mem += n
+                last_proxied = workload
             node = spec.node_name
             if node and phase != "Failed":
                 # Literal indexes (`_USED_CPU`…, in order): a global's lookup per pod costs more.
@@ -899,23 +947,15 @@ class PodReducer:
             # Most pods can match no rule: their signals say so before a PodState is built. The
             # pod-level part of `_pod_signals`, inline (a call per pod costs as much as its tests);
             # with no node known here, every node is Ready.
-            signals = placed.get(workload, -1)
-            if signals < 0:
-                signals = placed[workload] = (
-                    (IN_NAMESPACE if ns in screen.namespaces else 0)
-                    | (IN_KIND if workload.startswith(screen.kind_prefixes) else 0)
-                ) & used
+            signals = placed_signals
             if meta.deletion_timestamp:
                 signals |= deleting
             if tolerates:
-                for t in spec.tolerations or ():
-                    if t.operator == "Exists" and not t.key and not t.effect:
-                        signals |= TOLERATES_ALL
-                        break
-            if labelled is not None:
-                labels = meta.labels
-                if labels is not None and labelled(labels).count(None) != n_labelled:
-                    signals |= LABELLED
+                tolerations = spec.tolerations
+                if tolerations != last_tolerations:
+                    last_tolerations, last_tolerant = tolerations, _tolerates_all(tolerations)
+                if last_tolerant:
+                    signals |= TOLERATES_ALL
             if (
                 annotated is not None
                 and annotations is not None
@@ -942,7 +982,13 @@ class PodReducer:
                             logs_asked[workload] = asked + 1
                             logs = True
                             break
-            # The containers' signals only where they could still make a rule match.
+            # The labels, then the containers' signals, only where they could still make a rule
+            # match (`wants` only grows with the signals: a pod it refuses with every signal still
+            # to come is refused without them).
+            if labelled is not None and (logs or wants[signals | maybe | _CONTAINER_SIGNALS | LABELLED]):
+                labels = meta.labels
+                if labels is not None and labelled(labels).count(None) != n_labelled:
+                    signals |= LABELLED
             if not logs and not wants[signals | maybe | _CONTAINER_SIGNALS]:
                 continue
             signals |= _container_signals(pod, screen)

@@ -413,3 +413,184 @@ def test_the_screens_table_says_what_wants_says_for_every_set_of_signals() -> No
         assert [bool(b) for b in screen.table] == [
             screen.wants(signals) for signals in range(rules.ALL_SIGNALS + 1)
         ]
+
+
+#: Small pools, so that a page often holds pods one after another with the same owner, containers,
+#: volumes or tolerations, and sometimes pods that share some of them and differ in one.
+_OWNERS: list[dict[str, Any]] = [
+    {"ownerReferences": [{"kind": "ReplicaSet", "name": "api-7d5", "controller": True}], "hash": "7d5"},
+    {"ownerReferences": [{"kind": "ReplicaSet", "name": "api-7d5", "controller": True}], "hash": "9f1"},
+    {"ownerReferences": [{"kind": "ReplicaSet", "name": "api-9f1", "controller": True}], "hash": "9f1"},
+    {"ownerReferences": [{"kind": "ReplicaSet", "name": "web-7d5", "controller": True}], "hash": "7d5"},
+    {"ownerReferences": [{"kind": "DaemonSet", "name": "agent", "controller": True}]},
+    {"ownerReferences": [{"kind": "StatefulSet", "name": "db", "controller": True}]},
+    {"ownerReferences": [{"kind": "ReplicaSet", "name": "api-7d5"}], "hash": "7d5"},  # no controller
+    {},  # a bare pod
+]
+_CONTAINERS: list[list[dict[str, Any]]] = [
+    [
+        {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}},
+        {"name": "istio-proxy", "image": "istio/proxyv2:1.17.2", "resources": {"requests": {"cpu": "10m"}}},
+    ],
+    [  # the same, but for the app's requests (a vertical autoscaler's pod)
+        {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}},
+        {"name": "istio-proxy", "image": "istio/proxyv2:1.17.2", "resources": {"requests": {"cpu": "10m"}}},
+    ],
+    [  # the same, but for the sidecar's version (injected again mid-upgrade)
+        {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}},
+        {"name": "istio-proxy", "image": "istio/proxyv2:1.18.0", "resources": {"requests": {"cpu": "10m"}}},
+    ],
+    [{"name": "app", "image": "app:1", "resources": {"limits": {"cpu": "1"}}}],
+    [{"name": "db", "image": "postgres:16"}, {"name": "istio-proxy", "image": "istio/proxyv2:1.17.2"}],
+    [],
+]
+_VOLUMES: list[list[dict[str, Any]]] = [
+    [{"name": "scratch", "emptyDir": {}}],
+    [{"name": "data", "hostPath": {"path": "/var/data"}}],
+    [{"name": "scratch", "emptyDir": {"medium": "Memory"}}, {"name": "data", "hostPath": {"path": "/d"}}],
+    [{"name": "config", "configMap": {"name": "cfg"}}],
+    [],
+]
+_TOLERATIONS: list[list[dict[str, Any]]] = [
+    [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}],
+    [{"operator": "Exists"}],
+    [],
+]
+_pool_pod = st.tuples(
+    st.sampled_from(["shop", "ops"]),
+    st.integers(0, len(_OWNERS) - 1),
+    st.integers(0, len(_CONTAINERS) - 1),
+    st.integers(0, len(_VOLUMES) - 1),
+    st.integers(0, len(_TOLERATIONS) - 1),
+    st.sampled_from(["n-ok", "n-2", ""]),
+    st.sampled_from(["Running", "Running", "Pending", "Failed", "Succeeded"]),
+    st.booleans(),  # ready
+    st.sampled_from(
+        [
+            {},
+            {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+            {"kubernetes.io/config.mirror": "x"},
+            {"vault.hashicorp.com/agent-inject": "true"},
+        ]
+    ),
+    st.sampled_from([{}, {"team": "legacy"}]),
+    st.booleans(),  # deleting
+)
+
+
+def _pool_wire(i: int, drawn: tuple[Any, ...]) -> schema.Pod:
+    ns, owner, containers, volumes, tolerations, node, phase, ready, annotations, labels, deleting = drawn
+    meta: dict[str, Any] = {"namespace": ns, "name": f"pod-{i}", "annotations": annotations}
+    refs = _OWNERS[owner]
+    if "ownerReferences" in refs:
+        meta["ownerReferences"] = refs["ownerReferences"]
+    meta["labels"] = {**labels, **({"pod-template-hash": refs["hash"]} if "hash" in refs else {})}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-26T07:05:49Z"
+    return wire(
+        {
+            "metadata": meta,
+            "spec": {
+                "nodeName": node,
+                "containers": _CONTAINERS[containers],
+                "volumes": _VOLUMES[volumes],
+                "tolerations": _TOLERATIONS[tolerations],
+            },
+            "status": {
+                "phase": phase,
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                "containerStatuses": [
+                    {"name": c["name"], "image": c["image"], "ready": ready} for c in _CONTAINERS[containers]
+                ],
+            },
+        }
+    )
+
+
+def _reduced(pods: list[schema.Pod], per_page: int) -> tuple[Any, ...]:
+    """Everything a check takes from `pods` reduced `per_page` to a page: the pods' summary, the
+    nodes' rooms, the candidates the helper sent and the rules' hits."""
+    reducer = gather.PodReducer(
+        screen=SCREEN,
+        shape=SHAPE,
+        rules=True,
+        with_events=frozenset(),
+        log_containers=frozenset({"istio-proxy"}),
+        log_rules=[r for r in RULES if r.match.log is not None],
+    )
+    fold = gather._PodFold(
+        rules=RULES,
+        budget=rules.MatchBudget(30.0),
+        screen=SCREEN,
+        node_ready=NODES,
+        events={},
+        log_rules=[r for r in RULES if r.match.log is not None],
+        get_raw=lambda path, query: b"listener accept failure: Too many open files",
+    )
+    candidates = []
+    for start in range(0, len(pods), per_page):
+        data = reducer(pods[start : start + per_page])
+        candidates.extend(
+            (c.signals, c.logs, c.state) for c in gather._REDUCED_DECODER.decode(data).candidates
+        )
+        fold.add(data)
+    hits = fold.finish()
+    summary = (fold.unhealthy, fold.not_evictable, fold.empty_dir, fold.host_path, fold.bare, fold.proxies)
+    return summary, fold.rooms, candidates, hits
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_pool_pod, min_size=1, max_size=30))
+def test_what_the_pods_helper_reuses_from_the_last_pod_is_what_it_would_have_read_of_the_pod(
+    drawn: list[tuple[Any, ...]],
+) -> None:
+    """Within a page the helper reuses the last pod's owner, requests, sidecar versions, volumes
+    and tolerations where the pod's structs are equal to its: the pods of a workload come one after
+    another. A page of every pod tells what a page per pod (nothing to reuse) tells."""
+    pods = [_pool_wire(i, d) for i, d in enumerate(drawn)]
+    assert _reduced(pods, per_page=len(pods)) == _reduced(pods, per_page=1)
+
+
+def test_a_pod_only_its_labels_let_a_rule_match_is_sent_though_the_labels_are_read_last() -> None:
+    """The helper reads a pod's labels only where a rule could still match with them: a rule that
+    needs a label and a kind still gets the StatefulSet's pods that have the label."""
+    (legacy,) = parse_rules(
+        """rules:
+  - id: TEAM005
+    title: legacy StatefulSet pods
+    match: {kinds: [StatefulSet], labels: {team: legacy}}
+    explanation: x
+    remediation: y
+    links: [https://example.com/e]
+""",
+        source="team.yaml",
+    )
+    screen = Screen([legacy])
+    shape = schema.pod_schema(screen.label_keys, screen.annotation_keys)
+    reducer = gather.PodReducer(
+        screen=screen, shape=shape, rules=True, with_events=frozenset(), log_containers=frozenset()
+    )
+    pods = [
+        msgspec.json.decode(
+            msgspec.json.encode(
+                {
+                    "metadata": {
+                        "namespace": "shop",
+                        "name": f"db-{i}",
+                        "labels": labels,
+                        "ownerReferences": [{"kind": "StatefulSet", "name": "db", "controller": True}],
+                    },
+                    "spec": {"nodeName": "n-ok"},
+                    "status": {"phase": "Running"},
+                }
+            ),
+            type=shape.pod,
+        )
+        for i, labels in enumerate([{"team": "legacy"}, {"team": "other"}, {}])
+    ]
+    page = gather._REDUCED_DECODER.decode(reducer(pods))
+    # The signal is a label key a rule names (its value is the rule's to test): db-2 has none.
+    assert [(c.state.name, c.signals & rules.LABELLED) for c in page.candidates] == [
+        ("db-0", rules.LABELLED),
+        ("db-1", rules.LABELLED),
+    ]
