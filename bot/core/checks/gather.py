@@ -23,10 +23,8 @@ import json
 import logging
 import os
 import re
-from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import chain
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -688,11 +686,12 @@ class _ReducedPage(msgspec.Struct, array_like=True, gc=False):
     seen: list[tuple[str, str]]
     candidates: list[_Candidate]
     #: The requests of the pods on each node as far as the process that reduced this page has
-    #: seen, as int64 bytes: every `ROOMS_EVERY` pages all its nodes (`_ROOM` values and the
-    #: position each, in the order it first saw them: `rooms_full`), else only the nodes of this
-    #: page's pods (the same nine values each). The caller keeps the last full one and the pages since,
-    #: a few objects per page, instead of adding up 150,000 per-page figures in its interpreter.
-    rooms: bytes
+    #: seen: every `ROOMS_EVERY` pages all its nodes (`_ROOM` values and the position each, in
+    #: the order it first saw them: `rooms_full`), else only the nodes of this page's pods (the
+    #: same nine values each). The caller keeps the last full one and the pages since, instead of
+    #: adding up 150,000 per-page figures in its interpreter. Lists of integers, which MessagePack
+    #: encodes in C: packing them into int64 bytes in the helper's interpreter cost it 60 ms.
+    rooms: list[list[int]]
     rooms_full: bool
     #: the nodes first seen on this page, in order (the next indexes of `rooms`)
     new_nodes: list[str]
@@ -707,7 +706,7 @@ _ROOM = 8
 #: A node's slot in `_ReducedPage.rooms`: its `_ROOM` values and its position.
 _SLOT = _ROOM + 1
 _EMPTY_ROOM = [0] * _SLOT
-#: Pages between two full copies of a process's rooms (5,000 nodes: 320 KB each).
+#: Pages between two full copies of a process's rooms (5,000 nodes: about 200 KB of MessagePack each).
 ROOMS_EVERY = 16
 
 #: What no struct compares equal to: `PodReducer`'s "last pod" before the first.
@@ -790,7 +789,7 @@ class PodReducer:
             proxies={},
             seen=[],
             candidates=[],
-            rooms=b"",
+            rooms=[],
             rooms_full=False,
             new_nodes=[],
             origin=os.getpid(),
@@ -1002,9 +1001,9 @@ class PodReducer:
             out.candidates.append(_Candidate(signals, logs, state))
         self._pages += 1
         if self._pages % ROOMS_EVERY == 0:
-            out.rooms, out.rooms_full = array("q", chain.from_iterable(rooms)).tobytes(), True
+            out.rooms, out.rooms_full = rooms, True
         elif touched:
-            out.rooms = array("q", chain.from_iterable(touched.values())).tobytes()
+            out.rooms = list(touched.values())
         return _REDUCED_ENCODER.encode(out)
 
 
@@ -1035,7 +1034,7 @@ class _PodFold:
         self.proxies: dict[str, set[str]] = {}
         #: process → (its nodes in offset order, its last full `_ReducedPage.rooms`, the
         #: partial ones since)
-        self._rooms: dict[int, tuple[list[str], list[bytes]]] = {}
+        self._rooms: dict[int, tuple[list[str], list[list[list[int]]]]] = {}
         self.log_budget = MAX_LOG_READS
         self.logs_forbidden = False
         self._seen: set[tuple[str, str]] = set()
@@ -1060,7 +1059,7 @@ class _PodFold:
                 else:
                     have_names.extend(names)
         self.bare.extend(page.bare)
-        names, parts = self._rooms.setdefault(page.origin, ([], [b""]))
+        names, parts = self._rooms.setdefault(page.origin, ([], [[]]))
         names.extend(page.new_nodes)
         if page.rooms_full:
             parts[:] = [page.rooms]
@@ -1101,17 +1100,13 @@ class _PodFold:
         """node → the requests of its pods (`_USED_CPU`…), every process's added up."""
         out: dict[str, list[int]] = {}
         for names, parts in self._rooms.values():
-            values = array("q")
-            values.frombytes(parts[0])
-            values.extend(_EMPTY_ROOM * (len(names) - len(values) // _SLOT))
-            for packed in parts[1:]:
-                partial = array("q")
-                partial.frombytes(packed)
-                for k in range(0, len(partial), _SLOT):
-                    at = partial[k + _ROOM] * _SLOT
-                    values[at : at + _SLOT] = partial[k : k + _SLOT]
-            for n, node in enumerate(names):
-                room = values[n * _SLOT : n * _SLOT + _ROOM].tolist()
+            # The last full copy (in position order), then each node the pages since touched.
+            slots = [*parts[0], *[_EMPTY_ROOM] * (len(names) - len(parts[0]))]
+            for partial in parts[1:]:
+                for slot in partial:
+                    slots[slot[_ROOM]] = slot
+            for node, slot in zip(names, slots, strict=True):
+                room = slot[:_ROOM]
                 have = out.get(node)
                 if have is None:
                     out[node] = room
