@@ -123,6 +123,12 @@ def eks_auto_approved(tmp_path_factory: pytest.TempPathFactory) -> Rehearsed:
     return Rehearsed(rehearse("eks-nodegroups", "--auto-approve", "--report", str(report)), report)
 
 
+#: The tests of `eks_auto_approved` run on one worker under `--dist loadgroup`: a module-scoped
+#: fixture is made once per worker, and two workers rehearsed the runbook twice.
+SHARES_THE_REHEARSAL = pytest.mark.xdist_group("eks-auto-approved")
+
+
+@SHARES_THE_REHEARSAL
 def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     eks_auto_approved: Rehearsed,
 ) -> None:
@@ -222,6 +228,7 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     assert out.rstrip().endswith("completed")
 
 
+@SHARES_THE_REHEARSAL
 def test_the_rehearsal_writes_the_runs_report(eks_auto_approved: Rehearsed) -> None:
     """`--report DIR` (issue 31): the picture, the HTML and the Markdown of the rehearsed run."""
     result = eks_auto_approved.result

@@ -159,6 +159,11 @@ def starts_control_plane(item: pytest.Item, explicit: set[str]) -> bool:
     return "testbed" in explicit or "real_cluster" in getattr(item, "fixturenames", ())
 
 
+#: This process's tests marked `xdist_group` by hand (not the testbed's): node id → group. The
+#: workers tell the scheduler, as they do the testbed's (see `--dist loadgroup` below).
+MARKED: dict[str, str] = {}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Under pytest-xdist's `--dist loadgroup`, the tests that start the real control plane share
@@ -171,6 +176,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if groups and starts_control_plane(item, present):
             item.add_marker(pytest.mark.xdist_group(TESTBED_GROUP))
             GROUPED.add(item.nodeid)
+        elif groups and (mark := item.get_closest_marker("xdist_group")) is not None:
+            # A group of its own (tests sharing a module-scoped fixture): one worker runs them.
+            MARKED[item.nodeid] = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
     _tell_the_scheduler(config, items)
     if not config.getoption("--fast"):
         return
@@ -242,9 +250,9 @@ def pytest_runtest_makereport(
 # pytest 9 no longer lets it do (the id is `Node._id` now; the `_nodeid` it sets is not read): every
 # test was its own group, and both workers started a control plane. So the controller's scheduler
 # is ours, given the group's node ids by the workers: each writes those it collected into a
-# directory the controller hands it (`workerinput`), before it reports its collection; the
-# controller reads them when it schedules, after every worker has reported. `xdist_group` marks and
-# "@group" ids keep working as in xdist.
+# directory the controller hands it (`workerinput`), before it reports its collection, and so the
+# tests marked `xdist_group` by hand with their group's name; the controller reads them when it
+# schedules, after every worker has reported. "@group" ids keep working as in xdist.
 
 _GROUPS_DIR = "upgrade_bot_groups_dir"
 
@@ -267,6 +275,8 @@ def _tell_the_scheduler(config: pytest.Config, items: list[pytest.Item]) -> None
         directory = Path(workerinput[_GROUPS_DIR])
         path = directory / f"{workerinput['workerid']}.txt"
         path.write_text("".join(f"{nodeid}\n" for nodeid in sorted(GROUPED)), encoding="utf-8")
+        marked = directory / f"{workerinput['workerid']}.groups"
+        marked.write_text("".join(f"{g}\t{n}\n" for n, g in sorted(MARKED.items())), encoding="utf-8")
         ranks = directory / f"{workerinput['workerid']}.ranks"
         ranks.write_text("".join(f"{rank(item)} {item.nodeid}\n" for item in items), encoding="utf-8")
 
@@ -298,6 +308,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class WorkerGroups(LoadGroupScheduling):
         grouped: frozenset[str] | None = None
+        marked: dict[str, str] | None = None
         ordered = False
 
         def _split_scope(self, nodeid: str) -> str:
@@ -308,7 +319,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 self.grouped = frozenset(
                     line for f in directory.glob("*.txt") for line in f.read_text("utf-8").splitlines()
                 )
-            return TESTBED_GROUP if nodeid in self.grouped else nodeid
+                self.marked = dict(
+                    reversed(line.split("\t", 1))  # type: ignore[misc]
+                    for f in directory.glob("*.groups")
+                    for line in f.read_text("utf-8").splitlines()
+                )
+            if nodeid in self.grouped:
+                return TESTBED_GROUP
+            return (self.marked or {}).get(nodeid, nodeid)
 
         def _assign_work_unit(self, node: Any) -> None:
             if not self.ordered:  # the first assignment: the queue holds every scope now
