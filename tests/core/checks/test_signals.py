@@ -314,6 +314,19 @@ def _istio_pod(i: int, *, ready: bool = True) -> schema.Pod:
     )
 
 
+def _istio_reducer(offer_rules: list[rules.Rule]) -> gather.PodReducer:
+    """The pods' helper of a check with the shipped and team rules, which reads istio-proxy logs
+    and counts the reads of `offer_rules` (none: it offers every pod that may be read)."""
+    return gather.PodReducer(
+        screen=SCREEN,
+        shape=SHAPE,
+        rules=True,
+        with_events=frozenset(),
+        log_containers=frozenset({"istio-proxy"}),
+        log_rules=offer_rules,
+    )
+
+
 def _folded(
     pods: list[schema.Pod], log_rules: list[rules.Rule], offer_rules: list[rules.Rule]
 ) -> tuple[list[tuple[str, str]], list[rules.RuleHit], int]:
@@ -326,14 +339,7 @@ def _folded(
         # One pod in seven has the inotify trouble KI001 looks for.
         return b"listener accept failure: Too many open files" if len(reads) % 7 == 0 else b"serving"
 
-    reducer = gather.PodReducer(
-        screen=SCREEN,
-        shape=SHAPE,
-        rules=True,
-        with_events=frozenset(),
-        log_containers=frozenset({"istio-proxy"}),
-        log_rules=offer_rules,
-    )
+    reducer = _istio_reducer(offer_rules)
     fold = gather._PodFold(
         rules=RULES,
         budget=rules.MatchBudget(30.0),
@@ -510,14 +516,7 @@ def _pool_wire(i: int, drawn: tuple[Any, ...]) -> schema.Pod:
 def _reduced(pods: list[schema.Pod], per_page: int) -> tuple[Any, ...]:
     """Everything a check takes from `pods` reduced `per_page` to a page: the pods' summary, the
     nodes' rooms, the candidates the helper sent and the rules' hits."""
-    reducer = gather.PodReducer(
-        screen=SCREEN,
-        shape=SHAPE,
-        rules=True,
-        with_events=frozenset(),
-        log_containers=frozenset({"istio-proxy"}),
-        log_rules=[r for r in RULES if r.match.log is not None],
-    )
+    reducer = _istio_reducer([r for r in RULES if r.match.log is not None])
     fold = gather._PodFold(
         rules=RULES,
         budget=rules.MatchBudget(30.0),
