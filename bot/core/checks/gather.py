@@ -162,26 +162,6 @@ def workload_of(meta: schema.PodMeta) -> tuple[str, bool]:
     return f"Pod {ns}/{meta.name or ''}", False
 
 
-class _Workloads:
-    """`workload_of`, remembered per controller: the pods of a ReplicaSet share its answer."""
-
-    def __init__(self) -> None:
-        #: (namespace, kind, name, pod-template-hash) → the answer; `PodReducer` reads it inline
-        self.known: dict[tuple[str | None, str | None, str | None, str | None], tuple[str, bool]] = {}
-
-    def of(self, meta: schema.PodMeta) -> tuple[str, bool]:
-        refs = meta.owner_references
-        if not refs or len(refs) != 1 or not refs[0].controller:
-            return workload_of(meta)  # no controller: the answer names the pod
-        ref = refs[0]
-        h = meta.labels.pod_template_hash if meta.labels is not None else None
-        key = (meta.namespace, ref.kind, ref.name, h)
-        known = self.known.get(key)
-        if known is None:
-            known = self.known[key] = workload_of(meta)
-        return known
-
-
 def _append(into: dict[str, list[str]], key: str, value: str) -> None:
     """`into.setdefault(key, []).append(value)` without a new empty list per call."""
     have = into.get(key)
@@ -723,7 +703,8 @@ class PodReducer:
 
     Most pods come back as a name in a list or nothing at all; a pod becomes a `PodState` only if
     some rule may match it (`Screen`) or a log rule may read its log. The helper sees the pages in
-    order, so the per-workload memory (`_Workloads`, which pods' logs are asked for) lives here.
+    order, so the per-workload memory (each controller's workload, which pods' logs are asked for)
+    lives here.
     Node readiness is not known yet when the helper starts (the nodes are listed meanwhile): a pod
     is sent if a rule could match it were its node NotReady, and the caller decides.
     """
@@ -750,7 +731,9 @@ class PodReducer:
             if self._log_rules and not any(r.match.node_not_ready for r in self._log_rules)
             else -1
         )
-        self._owners = _Workloads()
+        #: `workload_of` per controller, (namespace, kind, name, pod-template-hash) → its answer:
+        #: the pods of a ReplicaSet share it.
+        self._known: dict[tuple[str | None, str | None, str | None, str | None], tuple[str, bool]] = {}
         #: finds a log container's name in a pod's raw container statuses (None: any container)
         self._log_names = _name_finder(log_containers)
         self._tags: dict[str, str] = {}
@@ -771,7 +754,7 @@ class PodReducer:
 
     def __call__(self, items: list[schema.Pod]) -> bytes:
         screen, shape = self._screen, self._shape
-        known, tags, logs_asked = self._owners.known, self._tags, self._logs_asked
+        known, tags, logs_asked = self._known, self._tags, self._logs_asked
         with_events, log_containers = self._with_events, self._log_containers
         log_names = self._log_names
         ready_true = schema.READY_TRUE.search
@@ -822,7 +805,8 @@ class PodReducer:
             if phase == "Succeeded":
                 continue
             ns, name = meta.namespace or "", meta.name or ""
-            # `_Workloads.of`, `_ready` and `_append`, inline: a call per pod costs more than them.
+            # `workload_of` remembered, `schema.pod_ready` and `_append`, inline: a call per pod
+            # costs more than them.
             # The pods of a ReplicaSet come one after another: where a pod's owner is the last
             # controlled pod's (its structs compare equal), so is what follows from it.
             refs, labels = meta.owner_references, meta.labels

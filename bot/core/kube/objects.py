@@ -182,23 +182,24 @@ def node_group(labels: Mapping[str, str] | None, group_labels: Sequence[str]) ->
     return "(none)"
 
 
-def parse_iso(text: str | None) -> datetime | None:
-    """An RFC 3339 timestamp as the API writes them, aware; one without a zone is taken as UTC;
-    None for no text or a text that is no timestamp."""
+def _from_iso(text: str | None) -> datetime | None:
+    """An RFC 3339 timestamp as the API writes them (with or without a zone); None for no text or
+    a text that is no timestamp."""
     if not text:
         return None
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def parse_iso(text: str | None) -> datetime | None:
+    """`_from_iso`, aware: one without a zone is taken as UTC."""
+    moment = _from_iso(text)
+    return moment if moment is None or moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
+    """`_from_iso`, only with a zone (None without)."""
+    moment = _from_iso(value)
+    return moment if moment is not None and moment.tzinfo is not None else None
