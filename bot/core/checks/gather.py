@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 
@@ -652,6 +652,23 @@ class _Candidate(msgspec.Struct, array_like=True, gc=False):
     state: PodState
 
 
+class _Slot(msgspec.Struct, array_like=True, gc=False):
+    """A node's room as the caller decodes it (`_ReducedPage.rooms`): the requests of every pod on
+    the node, of the pods a drain would evict, the largest such pod's, and the node's position.
+    Decoded as lists, the 70,000 rooms of 150,000 pods' pages were most of what the bot's garbage
+    collector tracked during a check, and its collections cost more than the pages' decoding."""
+
+    used_cpu: int
+    used_mem: int
+    used_pods: int
+    evict_cpu: int
+    evict_mem: int
+    evict_pods: int
+    big_cpu: int
+    big_mem: int
+    position: int
+
+
 class _ReducedPage(msgspec.Struct, array_like=True, gc=False):
     """One page of pods as the checks and rules need it; the fields are `PodSummary`'s, per page."""
 
@@ -665,14 +682,13 @@ class _ReducedPage(msgspec.Struct, array_like=True, gc=False):
     #: (namespace, name) of the pods on this page that events are about
     seen: list[tuple[str, str]]
     candidates: list[_Candidate]
-    #: The requests of the pods on each node as far as the process that reduced this page has
-    #: seen: every `ROOMS_EVERY` pages all its nodes (`_ROOM` values and the position each, in
-    #: the order it first saw them: `rooms_full`), else only the nodes of this page's pods (the
-    #: same nine values each). The caller keeps the last full one and the pages since, instead of
-    #: adding up 150,000 per-page figures in its interpreter. Lists of integers, which MessagePack
-    #: encodes in C: packing them into int64 bytes in the helper's interpreter cost it 60 ms.
-    rooms: list[list[int]]
-    rooms_full: bool
+    #: The requests of the pods of this page's nodes as far as the process that reduced it has
+    #: seen (each node's `_ROOM` values and its position, in the order that process first saw
+    #: them): the caller keeps the last of each, instead of adding up 150,000 per-page figures in
+    #: its interpreter. The helper sends lists of the nine integers, which MessagePack encodes in
+    #: C (packing them into int64 bytes in its interpreter cost it 60 ms); the caller decodes them
+    #: as `_Slot`s, which the garbage collector does not track.
+    rooms: list[_Slot]
     #: the nodes first seen on this page, in order (the next indexes of `rooms`)
     new_nodes: list[str]
     #: the process that reduced the page (the helper, or the caller's own once it took over)
@@ -683,11 +699,7 @@ class _ReducedPage(msgspec.Struct, array_like=True, gc=False):
 #: a drain would evict, and the largest such pod's.
 _USED_CPU, _USED_MEM, _USED_PODS, _EVICT_CPU, _EVICT_MEM, _EVICT_PODS, _BIG_CPU, _BIG_MEM = range(8)
 _ROOM = 8
-#: A node's slot in `_ReducedPage.rooms`: its `_ROOM` values and its position.
-_SLOT = _ROOM + 1
-_EMPTY_ROOM = [0] * _SLOT
-#: Pages between two full copies of a process's rooms (5,000 nodes: about 200 KB of MessagePack each).
-ROOMS_EVERY = 16
+
 
 #: What no struct compares equal to: `PodReducer`'s "last pod" before the first.
 _NOTHING = object()
@@ -744,7 +756,6 @@ class PodReducer:
         #: node → its `_ROOM` values (this process's pods) and position; `_rooms` in that order
         self._node_index: dict[str, list[int]] = {}
         self._rooms: list[list[int]] = []
-        self._pages = 0
         #: workload → its pods' IN_NAMESPACE and IN_KIND signals (the same for all of them)
         self._placed: dict[str, int] = {}
         used = screen.used
@@ -773,7 +784,6 @@ class PodReducer:
             seen=[],
             candidates=[],
             rooms=[],
-            rooms_full=False,
             new_nodes=[],
             origin=os.getpid(),
         )
@@ -983,11 +993,8 @@ class PodReducer:
                 wanted = {name for rule in self._log_rules for name in rule.log_wanted(state)}
                 self._log_reads_left = max(self._log_reads_left - len(wanted), 0)
             out.candidates.append(_Candidate(signals, logs, state))
-        self._pages += 1
-        if self._pages % ROOMS_EVERY == 0:
-            out.rooms, out.rooms_full = rooms, True
-        elif touched:
-            out.rooms = list(touched.values())
+        # Lists of the nine integers: MessagePack writes them as it writes `_Slot`s.
+        out.rooms = cast("list[_Slot]", list(touched.values()))
         return _REDUCED_ENCODER.encode(out)
 
 
@@ -1016,9 +1023,8 @@ class _PodFold:
         self.host_path: dict[str, list[str]] = {}
         self.bare: list[str] = []
         self.proxies: dict[str, set[str]] = {}
-        #: process → (its nodes in offset order, its last full `_ReducedPage.rooms`, the
-        #: partial ones since)
-        self._rooms: dict[int, tuple[list[str], list[list[list[int]]]]] = {}
+        #: process → its nodes in position order and the last room it sent of each
+        self._rooms: dict[int, tuple[list[str], list[_Slot | None]]] = {}
         self.log_budget = MAX_LOG_READS
         self.logs_forbidden = False
         self._seen: set[tuple[str, str]] = set()
@@ -1043,12 +1049,12 @@ class _PodFold:
                 else:
                     have_names.extend(names)
         self.bare.extend(page.bare)
-        names, parts = self._rooms.setdefault(page.origin, ([], [[]]))
-        names.extend(page.new_nodes)
-        if page.rooms_full:
-            parts[:] = [page.rooms]
-        elif page.rooms:
-            parts.append(page.rooms)
+        names, slots = self._rooms.setdefault(page.origin, ([], []))
+        if page.new_nodes:
+            names.extend(page.new_nodes)
+            slots.extend([None] * len(page.new_nodes))
+        for slot in page.rooms:
+            slots[slot.position] = slot
         for workload, tags in page.proxies.items():
             self.proxies.setdefault(workload, set()).update(tags)
         self._seen.update(page.seen)
@@ -1083,14 +1089,11 @@ class _PodFold:
     def rooms(self) -> dict[str, list[int]]:
         """node → the requests of its pods (`_USED_CPU`…), every process's added up."""
         out: dict[str, list[int]] = {}
-        for names, parts in self._rooms.values():
-            # The last full copy (in position order), then each node the pages since touched.
-            slots = [*parts[0], *[_EMPTY_ROOM] * (len(names) - len(parts[0]))]
-            for partial in parts[1:]:
-                for slot in partial:
-                    slots[slot[_ROOM]] = slot
+        for names, slots in self._rooms.values():
             for node, slot in zip(names, slots, strict=True):
-                room = slot[:_ROOM]
+                if slot is None:  # a node is sent in the page that first names it: not reached
+                    continue
+                room = list(msgspec.structs.astuple(slot)[:_ROOM])
                 have = out.get(node)
                 if have is None:
                     out[node] = room

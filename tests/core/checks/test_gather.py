@@ -101,9 +101,12 @@ def test_a_check_whose_matching_budget_runs_out_says_which_rules_stopped(reader:
     assert "findings may be missing" in note
 
 
+PAGES_OF_ROOMS = 40
+
+
 def test_the_rooms_of_many_pages_add_up_to_each_nodes_requests() -> None:
-    """The pods' helper sends a node's requests in full every ROOMS_EVERY pages and the nodes of
-    each page in between; the caller's fold ends with every node's sums whatever the mix."""
+    """The pods' helper sends, with each page, the requests so far of that page's nodes; the
+    caller's fold keeps the last of each and ends with every node's sums."""
     from bot.core.checks import gather, schema
     from bot.core.checks.patterns import MatchBudget
     from bot.core.checks.rules import Screen
@@ -132,7 +135,7 @@ def test_the_rooms_of_many_pages_add_up_to_each_nodes_requests() -> None:
             from_attributes=False,
         )
 
-    pods = [pod(i) for i in range(1, 3 * (gather.ROOMS_EVERY * 2 + 5))]
+    pods = [pod(i) for i in range(1, PAGES_OF_ROOMS * 3 + 1)]
     reducer = gather.PodReducer(
         screen=screen, shape=shape, rules=False, with_events=frozenset(), log_containers=frozenset()
     )
@@ -142,7 +145,7 @@ def test_the_rooms_of_many_pages_add_up_to_each_nodes_requests() -> None:
     for start in range(0, len(pods), 3):
         fold.add(reducer(pods[start : start + 3]))  # type: ignore[arg-type]
     want: dict[str, list[int]] = {}
-    for i in range(1, 3 * (gather.ROOMS_EVERY * 2 + 5)):
+    for i in range(1, PAGES_OF_ROOMS * 3 + 1):
         if i % 11 == 0 or i % 13 == 0:
             continue  # no node yet; finished
         room = want.setdefault(f"node-{i % 4}", [0] * 8)
