@@ -249,7 +249,7 @@ def pod_state(
         phase=pod.status.phase or "",
         deleting=bool(meta.deletion_timestamp),
         node_ready=node_ready.get(spec.node_name or "", True),
-        tolerates_all=_tolerates_all(spec.tolerations),
+        tolerates_all=_tolerates_all(schema.tolerations(spec)),
         labels=_named(meta.labels, shape.labels),
         annotations=_named(meta.annotations, shape.annotations),
         containers=tuple(containers),
@@ -267,10 +267,8 @@ def _pod_signals(
     # With no node known (the pods' helper), every node is Ready: no lookup per pod.
     if used & NODE_NOT_READY and node_ready and not node_ready.get(pod.spec.node_name or "", True):
         out |= NODE_NOT_READY
-    if used & TOLERATES_ALL:
-        tolerations = pod.spec.tolerations
-        if tolerations and _tolerates_all(tolerations):
-            out |= TOLERATES_ALL
+    if used & TOLERATES_ALL and _tolerates_all(schema.tolerations(pod.spec)):
+        out |= TOLERATES_ALL
     if (meta.namespace or "") in screen.namespaces:
         out |= IN_NAMESPACE
     if workload.startswith(screen.kind_prefixes):  # one C call: this runs for every pod
@@ -945,8 +943,9 @@ class PodReducer:
                 signals |= deleting
             if tolerates:
                 tolerations = spec.tolerations
-                if tolerations != last_tolerations:
-                    last_tolerations, last_tolerant = tolerations, _tolerates_all(tolerations)
+                if tolerations != last_tolerations:  # the bytes: one comparison in C
+                    last_tolerations = tolerations
+                    last_tolerant = _tolerates_all(schema.tolerations(spec))
                 if last_tolerant:
                     signals |= TOLERATES_ALL
             if (

@@ -100,7 +100,10 @@ class Volume(Wire):
 
 class PodSpec(Wire):
     node_name: str | None = None
-    tolerations: tuple[Toleration, ...] | None = None
+    #: The JSON array as it came, decoded by `tolerations` where a rule may read it and only where
+    #: it differs from the last pod's (the pods of a workload share theirs): building every pod's
+    #: cost 20 ms of 150,000 pods' decoding. A view of the page's buffer, as `container_statuses`.
+    tolerations: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     containers: tuple[PodContainer, ...] | None = None
     volumes: tuple[Volume, ...] | None = None
 
@@ -147,6 +150,7 @@ class Pod(Wire):
 
 _STATUSES = msgspec.json.Decoder(tuple[ContainerStatus, ...] | None)
 _CONDITIONS = msgspec.json.Decoder(tuple[PodCondition, ...] | None)
+_TOLERATIONS = msgspec.json.Decoder(tuple[Toleration, ...] | None)
 #: A Ready condition that is True, as the API server writes it (its fields in the Go struct's
 #: order). A JSON string never holds an unescaped quote, so the bytes found are a condition's.
 READY_TRUE = re.compile(rb'"type":"Ready","status":"True"')
@@ -181,6 +185,17 @@ def container_statuses(status: PodStatus) -> tuple[ContainerStatus, ...]:
         return _STATUSES.decode(raw) or ()
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ClusterError(f"a pod's status.containerStatuses is not what was expected ({exc})") from None
+
+
+def tolerations(spec: PodSpec) -> tuple[Toleration, ...]:
+    """A pod's tolerations, decoded from the page's bytes now (as `container_statuses`)."""
+    raw = spec.tolerations
+    if not raw:
+        return ()
+    try:
+        return _TOLERATIONS.decode(raw) or ()
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ClusterError(f"a pod's spec.tolerations is not what was expected ({exc})") from None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,7 @@ from bot.core.checks.rules import (
     parse_rules,
     read_rules,
 )
+from bot.errors import ClusterError
 from bot.resources import BUILTIN_RULES
 
 #: The shipped rules and one for each match field they leave out.
@@ -593,3 +595,23 @@ def test_a_pod_only_its_labels_let_a_rule_match_is_sent_though_the_labels_are_re
         ("db-0", rules.LABELLED),
         ("db-1", rules.LABELLED),
     ]
+
+
+def test_tolerations_of_an_unexpected_shape_stop_the_check_where_a_rule_reads_them() -> None:
+    """The pods' tolerations stay bytes until a rule needs them: a shape no API server sends still
+    stops the check with the field named, as decoding the page would have."""
+    assert SCREEN.used & rules.TOLERATES_ALL
+    pod = wire(
+        {
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"tolerations": "all"},
+            "status": {"phase": "Running"},
+        }
+    )
+    reducer = gather.PodReducer(
+        screen=SCREEN, shape=SHAPE, rules=True, with_events=frozenset(), log_containers=frozenset()
+    )
+    with pytest.raises(ClusterError, match=r"spec\.tolerations is not what was expected"):
+        reducer([pod])
+    with pytest.raises(ClusterError, match=r"spec\.tolerations is not what was expected"):
+        gather.pod_state(pod, "Pod ns/p", SHAPE, {})
