@@ -60,6 +60,7 @@ from bot.core.checks.apidata import (
     split_group_version,
 )
 from bot.core.checks.apidata import served as _served_status
+from bot.core.checks.applied import APPLIED_KINDS, AppliedKind
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
 from bot.core.durations import kubectl_age
 from bot.errors import ClusterError, ClusterUnreachable, UsageError, UserError
@@ -635,60 +636,6 @@ class ApiReader(Protocol):
         self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500, item_type: type[T]
     ) -> Iterator[PageLike[T]]: ...
 
-
-@dataclass(frozen=True)
-class AppliedKind:
-    kind: str
-    group_version: str  # the GA version it is listed through
-    resource: str
-
-    @property
-    def path(self) -> str:
-        base = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
-        return f"{base}/{self.resource}"
-
-
-def _kinds(group_version: str, pairs: str) -> list[AppliedKind]:
-    return [
-        AppliedKind(kind, group_version, resource) for kind, resource in (p.split(":") for p in pairs.split())
-    ]
-
-
-#: The kinds read for last-applied and managedFields (why these: the module docstring).
-APPLIED_KINDS: tuple[AppliedKind, ...] = tuple(
-    _kinds("apps/v1", "Deployment:deployments DaemonSet:daemonsets StatefulSet:statefulsets")
-    + _kinds("batch/v1", "CronJob:cronjobs")
-    + _kinds("autoscaling/v2", "HorizontalPodAutoscaler:horizontalpodautoscalers")
-    + _kinds("policy/v1", "PodDisruptionBudget:poddisruptionbudgets")
-    + _kinds(
-        "networking.k8s.io/v1",
-        "Ingress:ingresses IngressClass:ingressclasses NetworkPolicy:networkpolicies ServiceCIDR:servicecidrs",
-    )
-    + _kinds("apiextensions.k8s.io/v1", "CustomResourceDefinition:customresourcedefinitions")
-    + _kinds(
-        "admissionregistration.k8s.io/v1",
-        "MutatingWebhookConfiguration:mutatingwebhookconfigurations "
-        "ValidatingWebhookConfiguration:validatingwebhookconfigurations "
-        "ValidatingAdmissionPolicy:validatingadmissionpolicies "
-        "ValidatingAdmissionPolicyBinding:validatingadmissionpolicybindings",
-    )
-    + _kinds("apiregistration.k8s.io/v1", "APIService:apiservices")
-    + _kinds(
-        "rbac.authorization.k8s.io/v1",
-        "ClusterRole:clusterroles ClusterRoleBinding:clusterrolebindings Role:roles RoleBinding:rolebindings",
-    )
-    + _kinds("scheduling.k8s.io/v1", "PriorityClass:priorityclasses")
-    + _kinds(
-        "storage.k8s.io/v1",
-        "StorageClass:storageclasses CSIDriver:csidrivers VolumeAttributesClass:volumeattributesclasses",
-    )
-    + _kinds("node.k8s.io/v1", "RuntimeClass:runtimeclasses")
-    + _kinds(
-        "flowcontrol.apiserver.k8s.io/v1",
-        "FlowSchema:flowschemas PriorityLevelConfiguration:prioritylevelconfigurations",
-    )
-    + _kinds("resource.k8s.io/v1", "DeviceClass:deviceclasses ResourceClaimTemplate:resourceclaimtemplates")
-)
 
 HELM_SECRETS_PATH = "/api/v1/secrets"
 #: Release records can approach a megabyte each: small pages bound the memory.

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import cast
 
-from bot.core.checks import apidata, apis, eks
+from bot.core.checks.applied import APPLIED_KINDS
 from bot.core.checks.findings import REQUIRED, Cover, Finding, Report, summary_lines
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.preflight import minor_of, run_checks
@@ -36,7 +36,11 @@ def default_extras(now: float | None = None, cluster: ClusterConfig | None = Non
     with a note saying why, without a provider or without the `aws` extra). `now` (Unix seconds)
     dates the metric's counting window."""
 
+    # The extras' modules (the API data, the EKS checks) are imported when they run: while the
+    # pods' helper works (`read_facts`' `meanwhile`), not before it starts.
     def removed_apis(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:
+        from bot.core.checks import apis
+
         if getattr(reader, "get_raw", None) is None:
             notes.append("removed APIs not checked: this reader cannot read /metrics")
             return []
@@ -44,13 +48,22 @@ def default_extras(now: float | None = None, cluster: ClusterConfig | None = Non
 
     if cluster is None:
         return (removed_apis,)
-    return (removed_apis, eks.eks_extra(cluster.eks))
+    provider = cluster.eks
+
+    def eks_checks(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:
+        from bot.core.checks import eks
+
+        return eks.eks_extra(provider)(reader, target, notes)
+
+    return (removed_apis, eks_checks)
 
 
 def default_manifest_check(stdin: str | None = None) -> Callable[[Sequence[Path], str], Sequence[Finding]]:
     """The removed-API check over manifests; `stdin` is the text a `-` path stands for."""
 
     def check(paths: Sequence[Path], target: str) -> Sequence[Finding]:
+        from bot.core.checks import apis
+
         return apis.manifest_findings(paths, target, stdin=stdin)
 
     return check
@@ -59,6 +72,8 @@ def default_manifest_check(stdin: str | None = None) -> Callable[[Sequence[Path]
 def check_manifests(paths: Sequence[Path], *, target: str, stdin: str | None = None) -> Report:
     """The removed-API check over manifest files alone (CI), without a cluster; a `-` path is the
     text `stdin`."""
+    from bot.core.checks import apidata, apis
+
     check_target(target)
     shown_paths = ", ".join("stdin" if p == apis.STDIN else str(p) for p in paths)
     notes = [apidata.describe_data(), f"manifests: {shown_paths}"]
@@ -117,7 +132,7 @@ def run_check(
     remembering: Callable[[Collection[str]], AbstractContextManager[None]] | None = getattr(
         reader, "remembering", None
     )
-    shared = {kind.path for kind in apis.APPLIED_KINDS} if extras else set()
+    shared = {kind.path for kind in APPLIED_KINDS} if extras else set()
     with remembering(shared) if remembering is not None and shared else contextlib.nullcontext():
         gathered = read_facts(
             reader, rules=rules, progress=progress, meanwhile=run_extras if extras else None
