@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.date import DateTrigger
@@ -265,7 +266,9 @@ class Triggers:
                     )
         for job in self.jobs():
             if job.id not in wanted:
-                job.remove()
+                # Gone already if the scheduler ran it meanwhile (a date job is removed once run).
+                with contextlib.suppress(JobLookupError):
+                    job.remove()
 
     def run_due(self, now: datetime) -> list[Done]:
         """Run every job due at `now`, in due order (tests: an injected instant, no waiting)."""
@@ -276,7 +279,13 @@ class Triggers:
         for job in sorted(due, key=lambda j: (j.next_run_time, j.id)):
             every = self._every.get(job.id)
             if every is None:
-                job.remove()  # a date job runs once; one that failed comes back at the next sync
+                # A date job runs once; one that failed comes back at the next sync. One gone
+                # already was removed by a sync that a post of this loop set off, because another
+                # replica did it meanwhile: it is not run here.
+                try:
+                    job.remove()
+                except JobLookupError:
+                    continue
                 kind, key = job.args
                 done.append(self._kinds[kind].fire(key, now))
                 continue
