@@ -649,7 +649,7 @@ def _moved(moved: Mapping[str, list[int]]) -> Iterable[Finding]:
             category="pods rescheduled",
             subject=f"namespace {ns}",
             namespace=ns,
-            detail=f"{pods} pods of {workloads} workloads on new nodes",
+            detail=f"{_count(pods, 'pod')} of {_count(workloads, 'workload')} on new nodes",
         )
 
 

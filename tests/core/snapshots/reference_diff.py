@@ -157,7 +157,7 @@ def _pods(before: Mapping[str, Any], after: Mapping[str, Any], restart_threshold
             category="pods rescheduled",
             subject=f"namespace {ns}",
             namespace=ns,
-            detail=f"{pods} pods of {workloads} workloads on new nodes",
+            detail=f"{pods} pod{'s' if pods != 1 else ''} of {workloads} workload{'s' if workloads != 1 else ''} on new nodes",
         )
     for ns in sorted(b_ns):
         if a_ns.get(ns, 0) == 0:

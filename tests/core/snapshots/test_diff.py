@@ -141,6 +141,17 @@ def test_statefulset_pods_recreated_under_the_same_name_count_as_rescheduled() -
     assert moved.detail == "2 pods of 2 workloads on new nodes"
 
 
+def test_one_pod_rescheduled_is_said_in_the_singular() -> None:
+    before = base_objects()
+    after = copy.deepcopy(before)
+    # web-1-a evicted from old-1; its replacement runs on old-2.
+    after["pods"][0]["metadata"].update(name="web-1-c", uid="uid-web-1-c")
+    after["pods"][0]["spec"]["nodeName"] = "old-2"
+    report = diff(snap(before, "pre"), snap(after, "post"))
+    (moved,) = [f for f in report.expected if f.category == "pods rescheduled"]
+    assert moved.detail == "1 pod of 1 workload on new nodes"
+
+
 def warning_event(name: str, reason: str, message: str, count: int = 1) -> dict[str, Any]:
     return {
         "type": "Warning",
