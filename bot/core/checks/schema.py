@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import msgspec
 
@@ -148,6 +148,7 @@ class Pod(Wire):
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
+_Item = TypeVar("_Item")
 _STATUSES = msgspec.json.Decoder(tuple[ContainerStatus, ...] | None)
 _CONDITIONS = msgspec.json.Decoder(tuple[PodCondition, ...] | None)
 _TOLERATIONS = msgspec.json.Decoder(tuple[Toleration, ...] | None)
@@ -165,37 +166,31 @@ def pod_ready(status: PodStatus) -> bool:
 def ready_decoded(status: PodStatus) -> bool:
     """`pod_ready` from the decoded conditions alone (where the bytes were searched already); a
     field of an unexpected type is a ClusterError, as it would have been where the page was decoded."""
-    raw = status.conditions
-    if not raw:
-        return False
-    try:
-        conditions = _CONDITIONS.decode(raw) or ()
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ClusterError(f"a pod's status.conditions is not what was expected ({exc})") from None
+    conditions = _decoded(_CONDITIONS, status.conditions, "status.conditions")
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def container_statuses(status: PodStatus) -> tuple[ContainerStatus, ...]:
     """A pod's container statuses, decoded from the page's bytes now; a field of an unexpected
     type is a ClusterError, as it would have been where the page was decoded."""
-    raw = status.container_statuses
-    if not raw:
-        return ()
-    try:
-        return _STATUSES.decode(raw) or ()
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ClusterError(f"a pod's status.containerStatuses is not what was expected ({exc})") from None
+    return _decoded(_STATUSES, status.container_statuses, "status.containerStatuses")
 
 
 def tolerations(spec: PodSpec) -> tuple[Toleration, ...]:
     """A pod's tolerations, decoded from the page's bytes now (as `container_statuses`)."""
-    raw = spec.tolerations
+    return _decoded(_TOLERATIONS, spec.tolerations, "spec.tolerations")
+
+
+def _decoded(
+    decoder: msgspec.json.Decoder[tuple[_Item, ...] | None], raw: msgspec.Raw, field: str
+) -> tuple[_Item, ...]:
+    """A field kept as the page's bytes, decoded now; () if absent or null."""
     if not raw:
         return ()
     try:
-        return _TOLERATIONS.decode(raw) or ()
+        return decoder.decode(raw) or ()
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ClusterError(f"a pod's spec.tolerations is not what was expected ({exc})") from None
+        raise ClusterError(f"a pod's {field} is not what was expected ({exc})") from None
 
 
 @dataclass(frozen=True)
