@@ -63,7 +63,7 @@ def test_snapshot_and_diff_of_a_node_group_replacement(backend: Backend) -> None
     assert "→ v1.30.2" in kubelet
     moved = [f.detail for f in report.expected if f.category == "pods rescheduled" and f.namespace == ns]
     assert moved
-    assert moved[0].startswith("2 pods of 1 workloads")
+    assert moved[0].startswith("2 pods of 1 workload on new nodes")
 
     # The pipeline "forgets" to uncordon a new node: the diff calls that a regression.
     bot.cordon(new[0])

@@ -149,7 +149,7 @@ def test_snapshot_and_diff_of_a_node_group_replacement(
         f for f in report["expected"] if f["category"] == "pods rescheduled" and f["namespace"] == namespace
     ]
     assert moved
-    assert moved[0]["detail"].startswith("2 pods of 1 workloads")
+    assert moved[0]["detail"].startswith("2 pods of 1 workload on new nodes")
 
     # The pipeline "forgets" to uncordon a new node: that is a regression, and the exit status says so.
     core.patch_node(new[0], {"spec": {"unschedulable": True}})
