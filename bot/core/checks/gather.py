@@ -1022,8 +1022,8 @@ class _PodFold:
         self.host_path: dict[str, list[str]] = {}
         self.bare: list[str] = []
         self.proxies: dict[str, set[str]] = {}
-        #: process → its nodes in position order and the last room it sent of each
-        self._rooms: dict[int, tuple[list[str], list[_Slot | None]]] = {}
+        #: process → its nodes in position order, and the last room it sent of each by position
+        self._rooms: dict[int, tuple[list[str], dict[int, _Slot]]] = {}
         self.log_budget = MAX_LOG_READS
         self.logs_forbidden = False
         self._seen: set[tuple[str, str]] = set()
@@ -1048,10 +1048,8 @@ class _PodFold:
                 else:
                     have_names.extend(names)
         self.bare.extend(page.bare)
-        names, slots = self._rooms.setdefault(page.origin, ([], []))
-        if page.new_nodes:
-            names.extend(page.new_nodes)
-            slots.extend([None] * len(page.new_nodes))
+        names, slots = self._rooms.setdefault(page.origin, ([], {}))
+        names.extend(page.new_nodes)
         for slot in page.rooms:
             slots[slot.position] = slot
         for workload, tags in page.proxies.items():
@@ -1089,9 +1087,8 @@ class _PodFold:
         """node → the requests of its pods (`_USED_CPU`…), every process's added up."""
         out: dict[str, list[int]] = {}
         for names, slots in self._rooms.values():
-            for node, slot in zip(names, slots, strict=True):
-                if slot is None:  # a node is sent in the page that first names it: not reached
-                    continue
+            for position, slot in slots.items():
+                node = names[position]
                 room = list(msgspec.structs.astuple(slot)[:_ROOM])
                 have = out.get(node)
                 if have is None:
