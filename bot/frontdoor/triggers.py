@@ -124,6 +124,11 @@ class Triggers:
         #: Told, in order, when this replica starts following (the duty engine stops its drivers).
         self.on_follow: list[Callable[[], object]] = list(on_follow)
         self._every: dict[str, _Every] = {_SYNC: _Every(sync_seconds, self._sync_job, _DURABLE_THREAD)}
+        #: The scheduler's jobs running now, and whether `shutdown` began (a job that starts after
+        #: that returns at once); `_jobs_changed` is told when either changes.
+        self._jobs_running = 0
+        self._stopping = False
+        self._jobs_changed = threading.Condition()
 
         # -- the timers: the next issues add theirs here ----------------------------------------
         self.add_durable(
@@ -182,8 +187,32 @@ class Triggers:
         """Stop scheduling, and wait for a job that is running to finish."""
         with contextlib.suppress(ValueError):
             self.announcements.listeners.remove(self.sync)
+        # The running jobs are waited for here, not by APScheduler's shutdown(wait=True): that
+        # waits holding the job stores' lock, which a running sync needs to list its jobs, and the
+        # bot hung on SIGTERM so (a replica that took the lead as it was stopping).
+        with self._jobs_changed:
+            self._stopping = True
+            self._jobs_changed.wait_for(lambda: self._jobs_running == 0)
         if self._scheduler.running:
             self._scheduler.shutdown(wait=True)
+
+    @contextlib.contextmanager
+    def _job(self) -> Iterator[bool]:
+        """One run of a scheduler's job: counted while it runs, for `shutdown` to wait for; False
+        (not run) once `shutdown` began."""
+        with self._jobs_changed:
+            run = not self._stopping
+            if run:
+                self._jobs_running += 1
+        if not run:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with self._jobs_changed:
+                self._jobs_running -= 1
+                self._jobs_changed.notify_all()
 
     # -- leadership ------------------------------------------------------------------------------
 
@@ -299,6 +328,11 @@ class Triggers:
         return done
 
     def _fire(self, kind: str, key: str) -> None:
+        with self._job() as run:
+            if run:
+                self._fire_now(kind, key)
+
+    def _fire_now(self, kind: str, key: str) -> None:
         try:
             with self.duty() as leading:
                 if not leading:
@@ -317,6 +351,11 @@ class Triggers:
     # -- interval jobs ---------------------------------------------------------------------------
 
     def _run_every(self, name: str) -> None:
+        with self._job() as run:
+            if run:
+                self._run_every_now(name)
+
+    def _run_every_now(self, name: str) -> None:
         try:
             with self.duty() as leading:
                 if not leading:

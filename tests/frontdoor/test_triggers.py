@@ -5,6 +5,8 @@ names, never by sleeping."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -476,3 +478,38 @@ def test_started_unpaused_the_run_ticker_runs_on_its_own_thread(store: Store, sl
         wait_until(lambda: escalations(store) == 1, timeout=10, what="the ticker to escalate the gate")
     finally:
         triggers.shutdown()
+
+
+def test_a_bot_stopped_while_a_job_lists_the_jobs_waits_for_it_and_stops(
+    store: Store, slack_stub: SlackStub
+) -> None:
+    """SIGTERM while one of the scheduler's jobs runs and lists the jobs (as a sync does): the bot
+    waits for the job, then stops. APScheduler's own wait held the lock that listing needs, and a
+    replica that took the lead as it was stopping hung there until it was killed."""
+    started, go = threading.Event(), threading.Event()
+    triggers: list[Triggers] = []
+
+    def job(_now: datetime) -> None:
+        if started.is_set():
+            return
+        started.set()
+        go.wait(10)
+        triggers[0].sync()
+
+    now = lambda: datetime.now(UTC)  # noqa: E731 - the scheduler's thread runs the timer for real
+    service = AnnouncementService(
+        store=store,
+        clock=now,
+        poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
+        channel="C0ANNOUNCE",
+    )
+    runs = RunService(store=store, directory=StaticDirectory(), clock=now)
+    triggers.append(Triggers(announcements=service, runs=runs, clock=now, timers=[("slow", 0.05, job)]))
+    triggers[0].start()
+    assert started.wait(10), "the timer never ran"
+    stopper = threading.Thread(target=triggers[0].shutdown, daemon=True)
+    stopper.start()
+    time.sleep(0.3)  # the stop is under way (nothing to wait on: it waits for the job)
+    go.set()
+    stopper.join(15)
+    assert not stopper.is_alive(), "the bot did not stop: its shutdown waits for a job that waits for it"
