@@ -1,5 +1,6 @@
 """The shipped examples agree: the example config's maintenance windows allow the example plan's
-window, so the README's `schedule` example finds a slot instead of "No allowed slot"."""
+window, so the `schedule` example of the README and of the scheduling page finds a slot instead of
+"No allowed slot"."""
 
 from __future__ import annotations
 
@@ -20,11 +21,15 @@ MONDAY_BEFORE = datetime(2026, 11, 23, 1, tzinfo=UTC)
 
 
 def readme_schedule_example() -> str:
-    """The `/upgrade schedule PLAN --at "…"` example of the README's Scheduling section."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r'`/upgrade schedule PLAN (--at "[^"]+")`', readme)
-    assert match, "the README no longer shows a schedule example"
-    return match.group(1)
+    """The `/upgrade schedule PLAN --at "…"` example of the README and of docs/announcements.md."""
+    examples = set()
+    for page in ("README.md", "docs/announcements.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        match = re.search(r'`/upgrade schedule PLAN (--at "[^"]+")`', text)
+        assert match, f"{page} no longer shows a schedule example"
+        examples.add(match.group(1))
+    assert len(examples) == 1, f"the README and the scheduling page schedule different times: {examples}"
+    return examples.pop()
 
 
 def test_the_readme_schedule_example_finds_a_slot_with_the_example_config_and_plan(tmp_path: Path) -> None:
