@@ -19,7 +19,7 @@ ARG PYTHON_IMAGE=docker.io/library/python:3.11-slim-bookworm
 ARG PYTHON_DIGEST=sha256:fe556eaffd0d96abd8685b83bb8a69addd0dc730fa193669a7df0d49ddcfac02
 # The bot's own version, as in pyproject.toml (tests/test_packaging.py checks they agree): the
 # final stage installs exactly that wheel, never whatever another version on the index might be.
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 
 FROM ${PYTHON_IMAGE}@${PYTHON_DIGEST} AS build
 ENV PIP_NO_CACHE_DIR=1 \
