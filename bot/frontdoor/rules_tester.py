@@ -67,7 +67,7 @@ def run_rules_test(
     else:
         assert event is not None
         hits, misses = try_event(rules, event, reason=reason)
-        what = f"event{f' {reason}' if reason else ''}"
+        what = f"{reason} event" if reason else "event"
         candidates = [r.id for r in rules if r.match.events is not None]
     text = log if log is not None else event
     for hit in hits:

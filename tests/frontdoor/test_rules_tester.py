@@ -90,7 +90,7 @@ def test_an_event_matches_on_its_message_and_its_reason_when_given(team: Path) -
     rc, out = run(team, None, None, message, reason="Evicted")
     assert rc == EXIT_FOUND
     assert "when also" not in out
-    assert "1 rule matches this event Evicted: PAY002" in out
+    assert "1 rule matches this Evicted event: PAY002" in out
     rc, out = run(team, None, None, message, reason="Killing")
     assert rc == EXIT_OK
     assert "PAY002  no: its pattern matches, but only events of reason Evicted" in out

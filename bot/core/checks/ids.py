@@ -81,7 +81,7 @@ class FindingIds:
         wanted = finding.upper()
         if wanted in self.kinds and wanted != finding:
             return [wanted]
-        return difflib.get_close_matches(wanted, list(self.kinds), n=n, cutoff=0.6)
+        return difflib.get_close_matches(wanted, list(self.kinds), n=n, cutoff=0.75)
 
 
 def finding_ids(rules: Sequence[Rule] = ()) -> FindingIds:
