@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -21,6 +21,7 @@ import yaml
 from bot.core import windows as _windows
 from bot.core.announcements import timing as _announcements
 from bot.core.checks.findings import Cover, valid_id
+from bot.core.checks.ids import FindingIds, builtin_findings, finding_ids
 from bot.core.durations import parse_duration
 from bot.core.people import CHANNEL_ID
 from bot.core.validation import (
@@ -350,7 +351,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     if "checks" in top:
         chk = v.mapping(top["checks"], "checks", {"ignore"})
         if "ignore" in chk:
-            check_ignores = _check_ignores(v, chk["ignore"])
+            check_ignores = _check_ignores(v, chk["ignore"], rules_files)
     v.raise_if_errors()
 
     return Settings(
@@ -392,20 +393,42 @@ def read_check_ignores(path: Path) -> tuple[Cover, ...]:
     out: list[Cover] = []
     if node is not None and not is_null(node):
         top = v.mapping(node, "", None)
+        # The team's rules files too: an ignore entry may name one of their rules' ids.
+        rules_files: list[Path] = []
+        if "rules_files" in top:
+            for i, item in enumerate(_items(v, top["rules_files"], "rules_files")):
+                found = v.path(item, f"rules_files[{i}]", path.parent)
+                if found is not None and found.is_file():
+                    rules_files.append(found)
         if "checks" in top:
             chk = v.mapping(top["checks"], "checks", {"ignore"})
             if "ignore" in chk:
-                out = _check_ignores(v, chk["ignore"])
+                out = _check_ignores(v, chk["ignore"], rules_files)
     v.raise_if_errors()
     return tuple(out)
 
 
-def _check_ignores(v: YamlValidator, node: yaml.Node) -> list[Cover]:
-    """`checks.ignore: [{finding: API001, objects: [kube-system/x], reason: "…"}]`."""
+def _reported(rules_files: Sequence[Path]) -> FindingIds | None:
+    """Every id a check or rule reports (`bot.core.checks.ids`, the list `/upgrade waive` reads),
+    with the shipped rules and `rules_files`; None when a rules file is not valid: its own error,
+    naming its line, is what people see (`rules check`, `check`, the bot's start)."""
+    # Imported here: only a configuration with an ignore list pays for reading the rules.
+    from bot.core.checks.rules import load_rules
+
+    try:
+        return finding_ids(load_rules([BUILTIN_RULES, *rules_files]))
+    except ConfigError:
+        return None
+
+
+def _check_ignores(v: YamlValidator, node: yaml.Node, rules_files: Sequence[Path] = ()) -> list[Cover]:
+    """`checks.ignore: [{finding: API001, objects: [kube-system/x], reason: "…"}]`: each finding an
+    id some check or rule reports, as `/upgrade waive` takes it (a typo would accept nothing)."""
     if not isinstance(node, yaml.SequenceNode):
         v.error(node, "checks.ignore", "expected a list of {finding, objects, reason}")
         return []
     out: list[Cover] = []
+    known: FindingIds | None = None
     for i, item in enumerate(node.value):
         key = f"checks.ignore[{i}]"
         entry = v.mapping(item, key, {"finding", "objects", "reason"})
@@ -414,6 +437,13 @@ def _check_ignores(v: YamlValidator, node: yaml.Node) -> list[Cover]:
         if "finding" in entry and finding is not None and not valid_id(finding):
             v.error(entry["finding"], f"{key}.finding", f"{shown(finding)} is not a finding id like API001")
             finding = None
+        if finding is not None and finding not in builtin_findings():
+            known = known or _reported(rules_files)
+            if known is not None and finding not in known:
+                near = known.near(finding)
+                hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+                v.error(entry["finding"], f"{key}.finding", f"no check or rule reports {finding}{hint}")
+                finding = None
         if "finding" not in entry:
             v.error(item, f"{key}.finding", "missing: the finding's id (like API001)")
         if "reason" not in entry or (reason is not None and not reason.strip()):

@@ -26,8 +26,8 @@ from datetime import timedelta
 
 from bot.core.audit import audit_entry
 from bot.core.checks.findings import REQUIRED, valid_id
+from bot.core.checks.ids import FindingIds, finding_ids
 from bot.core.checks.rules import load_rules
-from bot.core.checks.waivers import severity_of
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.durations import format_duration, parse_duration
 from bot.core.people import ANY_ROLE, roles_of
@@ -66,13 +66,19 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 def _waive(ctx: CommandContext, args: Args) -> Reply:
     settings = ctx.settings
     finding = args.finding.strip()
+    # The one list of what can be reported: every check's declared ids and the rules' (ids.py).
+    known = finding_ids(load_rules(settings.rules_paths()))
     if not valid_id(finding):
         raise UserError(
-            f"`{clip(finding, 30)}` is not a finding id (like API001 or ISTIO001; `/upgrade check` lists them)"
+            f"`{clip(finding, 30)}` is not a finding id{_near(finding, known)} "
+            "(like API001 or ISTIO001; `/upgrade check` lists them)"
         )
-    severity = severity_of(finding, load_rules(settings.rules_paths()))
+    severity = known.severity(finding)
     if severity is None:
-        raise UserError(f"no check or rule reports `{finding}`; `/upgrade check` lists the findings by id")
+        raise UserError(
+            f"no check or rule reports `{finding}`{_near(finding, known)}; "
+            "`/upgrade check` lists the findings by id"
+        )
     objects = tuple(dict.fromkeys(o.strip() for o in args.objects if o.strip()))
     if len(objects) > MAX_OBJECTS:
         raise UserError(
@@ -160,6 +166,12 @@ def _revoke(ctx: CommandContext, waiver: WaiverRow) -> Reply:
     assert row is not None
     _audit(ctx, "waive revoke", row, "revoked")
     return Reply(template="waivers/changed", ephemeral=False, context={"waiver": row, "event": "revoked"})
+
+
+def _near(finding: str, known: FindingIds) -> str:
+    """` (did you mean `API001`?)` for a typo of a known id; "" when nothing is close."""
+    near = known.near(finding) if len(finding) <= 40 else []
+    return f" (did you mean {' or '.join(f'`{n}`' for n in near)}?)" if near else ""
 
 
 def _existing(ctx: CommandContext, waiver_id: int) -> WaiverRow:

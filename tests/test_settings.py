@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import ConfigError
-from bot.settings import parse_settings
+from bot.settings import parse_settings, read_check_ignores
 from tests.support.bot_process import bot_command
 
 
@@ -185,3 +185,39 @@ def test_checks_ignore_lists_reviewed_exceptions_with_their_reason() -> None:
 def test_a_bad_checks_ignore_entry_names_its_key(text: str, error: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(error)):
         parse_settings(text, source=None, env={})
+
+
+def test_checks_ignore_takes_every_id_a_check_or_rule_reports_as_waive_does(tmp_path: Path) -> None:
+    # The ids issue 40 found `waive` refusing, a shipped rule's, and a team rule's from rules_files.
+    rules = tmp_path / "team-rules.yaml"
+    rules.write_text(
+        "rules:\n  - id: TEAM001\n    title: t\n    match: {containers: [x], not_ready: true}\n"
+        "    explanation: e\n    remediation: r\n    links: [https://example.com/r]\n",
+        encoding="utf-8",
+    )
+    ids = ("EKS001", "CRD002", "CERT004", "CNI001", "CAP001", "ISTIO002", "CNI002", "KI004", "TEAM001")
+    text = f"rules_files: [{rules}]\nchecks:\n  ignore:\n" + "".join(
+        f"    - {{finding: {i}, reason: reviewed}}\n" for i in ids
+    )
+    assert tuple(c.finding for c in parse_settings(text, source=None, env={}).check_ignores) == ids
+
+
+def test_checks_ignore_refuses_an_id_nothing_reports_naming_the_ids_it_may_mean(tmp_path: Path) -> None:
+    # An ignore entry for a typo accepts nothing: the check keeps failing with nobody knowing why.
+    text = "checks:\n  ignore:\n    - {finding: API001, reason: x}\n    - {finding: EKS011, reason: x}\n"
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(text, source=None, env={})
+    assert "checks.ignore[1].finding: no check or rule reports EKS011 (did you mean EKS010 or EKS001" in str(
+        raised.value
+    )
+    assert "checks.ignore[0]" not in str(raised.value)
+    # A team rule's id is known only with its rules file listed.
+    with pytest.raises(ConfigError, match=re.escape("no check or rule reports TEAM001")):
+        parse_settings("checks:\n  ignore:\n    - {finding: TEAM001, reason: x}\n", source=None, env={})
+    # The rehearsal reads the ignore list alone, with the same registry.
+    config = tmp_path / "upgrade-bot.yaml"
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=re.escape("checks.ignore[1].finding: no check or rule reports EKS011")
+    ):
+        read_check_ignores(config)

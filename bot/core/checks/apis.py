@@ -61,7 +61,7 @@ from bot.core.checks.apidata import (
 )
 from bot.core.checks.apidata import served as _served_status
 from bot.core.checks.applied import APPLIED_KINDS, AppliedKind
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
+from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
 from bot.core.durations import kubectl_age
 from bot.errors import ClusterError, ClusterUnreachable, UsageError, UserError
 
@@ -70,6 +70,15 @@ log = logging.getLogger(__name__)
 API_REMOVED = "API001"
 API_DEPRECATED = "API002"
 API_UNREADABLE = "API003"
+#: The ids these checks report (see `bot.core.checks.ids`).
+FINDINGS = declare(
+    __name__,
+    FindingKind(id=API_REMOVED, severity=REQUIRED, about="an API the target no longer serves is in use"),
+    FindingKind(id=API_DEPRECATED, severity=RECOMMENDED, about="a deprecated API is in use"),
+    FindingKind(
+        id=API_UNREADABLE, severity=RECOMMENDED, about="Helm releases or manifests that could not be read"
+    ),
+)
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 METRIC = "apiserver_requested_deprecated_apis"

@@ -20,7 +20,36 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
+from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
+
+#: The ids these checks report (see `bot.core.checks.ids`).
+FINDINGS = declare(
+    __name__,
+    FindingKind(id="CNI001", severity=RECOMMENDED, about="VPC CNI warm-IP settings too thin for a drain"),
+    FindingKind(id="CRD001", severity=RECOMMENDED, about="a CRD records a stored version no longer served"),
+    FindingKind(
+        id="CRD002",
+        severity=REQUIRED,
+        about="a CRD still stores versions it marks deprecated or no longer serves",
+        varies=True,
+    ),
+    FindingKind(
+        id="ISTIO002", severity=RECOMMENDED, about="Istio reconciled by the in-cluster IstioOperator"
+    ),
+    FindingKind(
+        id="CERT001", severity=REQUIRED, about="a CA bundle or the Istio root expires inside the window"
+    ),
+    FindingKind(id="CERT002", severity=RECOMMENDED, about="a CA bundle or the Istio root expires soon"),
+    FindingKind(id="CERT003", severity=RECOMMENDED, about="a certificate bundle that cannot be read"),
+    FindingKind(
+        id="CERT004",
+        severity=REQUIRED,
+        about="a cert-manager serving certificate expires before it is renewed",
+        varies=True,
+    ),
+    FindingKind(id="CAP001", severity=REQUIRED, about="no room to drain a node of a node group"),
+    FindingKind(id="CAP002", severity=RECOMMENDED, about="the cluster cannot hold a node group's pods"),
+)
 
 #: A certificate that expires before now + this fails the check (Required): the upgrade, its
 #: soak and a rollback all happen inside it. Later than this but before `CERT_SOON`: Recommended.

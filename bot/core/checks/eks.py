@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
+from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
 from bot.core.checks.preflight import minor_of
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import ClusterError
@@ -41,6 +41,23 @@ SOURCE = "EKS API"
 MIN_CONTROL_PLANE_IPS = 5
 NODE_GROUP_LABEL = "eks.amazonaws.com/nodegroup"
 MAX_OBJECTS = 20
+
+#: The ids these checks report (see `bot.core.checks.ids`; the module docstring says each one).
+FINDINGS = declare(
+    __name__,
+    FindingKind(id="EKS001", severity=REQUIRED, about="control-plane subnets short of free IP addresses"),
+    FindingKind(id="EKS002", severity=REQUIRED, about="the control plane is not ready for the update"),
+    FindingKind(id="EKS003", severity=REQUIRED, about="managed node groups not ACTIVE or unhealthy"),
+    FindingKind(id="EKS004", severity=REQUIRED, about="add-ons not ACTIVE or unhealthy"),
+    FindingKind(id="EKS005", severity=REQUIRED, about="an add-on version EKS does not offer for the target"),
+    FindingKind(id="EKS006", severity=RECOMMENDED, about="node groups on an older launch template version"),
+    FindingKind(id="EKS008", severity=REQUIRED, about="node groups behind the control plane's minor"),
+    FindingKind(id="EKS009", severity=RECOMMENDED, about="Auto Scaling groups with no nodes in them"),
+    FindingKind(
+        id="EKS010", severity=REQUIRED, about="an EKS upgrade insight (ERROR or WARNING)", varies=True
+    ),
+    FindingKind(id="AWS002", severity=REQUIRED, about="node and pod subnets short of free IP addresses"),
+)
 
 
 class EksReads(Protocol):

@@ -1,9 +1,13 @@
-"""What a check reports: findings with a stable id and a severity, gathered in a report."""
+"""What a check reports: findings with a stable id and a severity, gathered in a report.
+
+Every check module declares the ids it reports (`FINDINGS = declare(...)`, `FindingKind`); the
+registry of every id the bot can report, rules' ids included, is `bot.core.checks.ids`.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,6 +20,37 @@ _ID = re.compile(r"^[A-Z][A-Z0-9_-]{1,31}$")
 def valid_id(finding: str) -> bool:
     """Is `finding` shaped like a finding's id (API001, KI004)?"""
     return bool(_ID.match(finding))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FindingKind:
+    """A finding id a check (or a rule) can report: what `waive` and `checks.ignore` accept."""
+
+    id: str
+    #: The strictest severity it is reported with: a Required finding's waiver takes two people.
+    severity: str
+    #: What it is about, in a few words (the registry's listing, "did you mean" hints).
+    about: str
+    #: Reported Recommended on some clusters and Required on others (a certificate that expires
+    #: later or sooner): its waiver follows the stricter rule, since a waiver outlives the check
+    #: that prompted it and covers the graver case too.
+    varies: bool = False
+    #: Where it comes from: `check bot.core.checks.eks`, `rule templates/rules/known-issues.yaml:60`.
+    source: str = ""
+
+
+def declare(source: str, *kinds: FindingKind) -> Mapping[str, FindingKind]:
+    """A check module's `FINDINGS`: its ids, each once, with `source` set to the module."""
+    out: dict[str, FindingKind] = {}
+    for kind in kinds:
+        if not valid_id(kind.id) or kind.severity not in (REQUIRED, RECOMMENDED):
+            raise ValueError(f"{source}: {kind.id!r} {kind.severity!r} is not a finding id and severity")
+        if kind.id in out:
+            raise ValueError(f"{source}: {kind.id} is declared twice")
+        out[kind.id] = FindingKind(
+            id=kind.id, severity=kind.severity, about=kind.about, varies=kind.varies, source=source
+        )
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ matches and stops when it is spent, and the run says so instead of hanging.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,11 +75,13 @@ _HINTS = (
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """Where a pattern matched: `text` is the (bounded) text it searched."""
+    """Where a pattern matched: `text` is the (bounded) text it searched; `groups` the named
+    groups (`(?P<field>…)`) that took part in the match, as `upgrade-bot rules test` shows them."""
 
     text: str
     start: int
     end: int
+    groups: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +101,12 @@ class SafePattern:
         if found is None:
             return None
         start, end = found.span()
-        return Found(text=text, start=start, end=end)
+        groups = {k: v for k, v in found.groupdict().items() if v is not None} if self._named else {}
+        return Found(text=text, start=start, end=end, groups=groups)
+
+    @property
+    def _named(self) -> bool:
+        return bool(self._compiled.groupindex)
 
 
 def compile_pattern(text: str) -> SafePattern:

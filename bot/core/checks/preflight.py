@@ -19,7 +19,43 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.core.checks.cluster_health import HealthFacts, run_health_checks
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding
+from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
+
+#: The ids these checks report (`bot.core.checks.ids` gathers every module's): an id emitted here
+#: and not declared is one `waive` refuses, which `tests/core/checks/test_finding_ids.py` catches.
+FINDINGS = declare(
+    __name__,
+    FindingKind(id="SKEW000", severity=REQUIRED, about="the versions cannot be compared"),
+    FindingKind(id="SKEW001", severity=REQUIRED, about="the target is not one minor above the control plane"),
+    FindingKind(id="SKEW002", severity=REQUIRED, about="kubelets newer than the control plane"),
+    FindingKind(id="SKEW003", severity=REQUIRED, about="kubelets out of skew now"),
+    FindingKind(id="SKEW004", severity=REQUIRED, about="kubelets out of skew once on the target"),
+    FindingKind(id="SKEW005", severity=REQUIRED, about="kube-proxy out of the supported skew"),
+    FindingKind(id="NODE001", severity=REQUIRED, about="nodes NotReady before the upgrade"),
+    FindingKind(id="NODE002", severity=RECOMMENDED, about="nodes already cordoned"),
+    FindingKind(id="POD001", severity=RECOMMENDED, about="pods not Running and Ready before the upgrade"),
+    FindingKind(id="PDB001", severity=REQUIRED, about="a PodDisruptionBudget allows no disruption now"),
+    FindingKind(id="PDB002", severity=REQUIRED, about="a PodDisruptionBudget can never allow an eviction"),
+    FindingKind(id="DRAIN001", severity=RECOMMENDED, about='pods annotated safe-to-evict: "false"'),
+    FindingKind(id="DRAIN002", severity=RECOMMENDED, about="pods with emptyDir volumes"),
+    FindingKind(id="DRAIN003", severity=RECOMMENDED, about="pods with hostPath volumes"),
+    FindingKind(id="DRAIN004", severity=REQUIRED, about="pods with no controller"),
+    FindingKind(id="RES001", severity=RECOMMENDED, about="workloads with one replica"),
+    FindingKind(
+        id="RES002", severity=RECOMMENDED, about="replicated workloads without a PodDisruptionBudget"
+    ),
+    FindingKind(
+        id="RES003", severity=RECOMMENDED, about="workloads behind a Service without a readiness probe"
+    ),
+    FindingKind(id="RES004", severity=RECOMMENDED, about="workloads with terminationGracePeriodSeconds: 0"),
+    FindingKind(
+        id="ISTIO001", severity=RECOMMENDED, about="sidecars whose proxy differs from the control plane's"
+    ),
+    FindingKind(id="HOOK001", severity=REQUIRED, about="a failurePolicy Fail webhook whose service is down"),
+    FindingKind(
+        id="HOOK002", severity=RECOMMENDED, about="a failurePolicy Ignore webhook whose service is down"
+    ),
+)
 
 #: Listed objects per grouped finding; the rest are counted.
 MAX_OBJECTS = 50

@@ -9,17 +9,17 @@ left. Objects are named as findings list them (`namespace/name`; `Kind namespace
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Cover, Covered, Finding, Report, valid_id
+from bot.core.checks.findings import Cover, Covered, Finding, Report, valid_id
+from bot.core.checks.ids import finding_ids
 from bot.core.checks.rules import Rule
 from bot.records import WaiverRow
 
 __all__ = [
-    "KNOWN_FINDINGS",
     "active_covers",
     "apply_covers",
     "cover_labels",
@@ -29,36 +29,13 @@ __all__ = [
     "waiver_covers",
 ]
 
-#: The ids the built-in checks report, with their severity (a rule's id has its rule's severity).
-KNOWN_FINDINGS: Mapping[str, str] = {
-    **{f"SKEW00{i}": REQUIRED for i in range(6)},
-    "NODE001": REQUIRED,
-    "NODE002": RECOMMENDED,
-    "POD001": RECOMMENDED,
-    "PDB001": REQUIRED,
-    "PDB002": REQUIRED,
-    "DRAIN001": RECOMMENDED,
-    "DRAIN002": RECOMMENDED,
-    "DRAIN003": RECOMMENDED,
-    "DRAIN004": REQUIRED,
-    **{f"RES00{i}": RECOMMENDED for i in range(1, 5)},
-    "ISTIO001": RECOMMENDED,
-    "HOOK001": REQUIRED,
-    "HOOK002": RECOMMENDED,
-    "API001": REQUIRED,
-    "API002": RECOMMENDED,
-    "API003": RECOMMENDED,
-}
-
 _NOTE = re.compile(r"\s+\([^()]*\)$")
 
 
 def severity_of(finding: str, rules: Sequence[Rule] = ()) -> str | None:
-    """A finding id's severity, or None when no check or rule reports that id."""
-    for rule in rules:
-        if rule.id == finding:
-            return rule.severity
-    return KNOWN_FINDINGS.get(finding)
+    """The severity a waiver of `finding` follows (see `bot.core.checks.ids`), or None when no
+    check or rule reports that id."""
+    return finding_ids(rules).severity(finding)
 
 
 def _names(obj: str) -> set[str]:

@@ -1,0 +1,172 @@
+"""Every built-in rule against the literal lines operators saw (`tests/data/seed_lines/`, a copy of
+`../shared/docs/SEED_LINES.md`), through `run_rules_test`, the engine of `upgrade-bot rules test`.
+
+Each rule that reads a log or an event names the seed section whose line it claims; each line must
+match its rule and no other. A rule that matches pod state only (a waiting reason, a readiness, a
+deletion) has no line to match and says so here, so a pattern added to one without a seed line
+fails the coverage test.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bot.core.checks.rules import read_rules
+from bot.frontdoor.rules_tester import EXIT_FOUND, run_rules_test
+from bot.resources import BUILTIN_RULES
+
+ROOT = Path(__file__).resolve().parents[3]
+COPY = ROOT / "tests" / "data" / "seed_lines" / "SEED_LINES.md"
+#: Where CI puts the shared folder: read-only, beside the clone.
+SHARED = ROOT.parent / "shared" / "docs" / "SEED_LINES.md"
+
+
+@dataclass(frozen=True)
+class Seed:
+    section: str  # the start of its `## ` heading
+    signal: str  # "log": the section's code block(s); "event": its first `code` span
+    container: str | None = None
+    reason: str | None = None
+
+
+#: The rules that read logs or events, and the seed section whose line each must match.
+CLAIMS = {
+    "KI001": Seed("Istio: istio-proxy cannot start", "log", container="istio-proxy"),
+    "KI002": Seed("Istio 1.13 → 1.14 (Istio Operator)", "log", container="istio-proxy"),
+    "KI003": Seed("Istio Operator: HPA field not declared in schema", "log", container="istio-operator"),
+    "KI006": Seed("EKS runbook: disruption budget", "event"),
+    "KI007": Seed("HPE CSM: worker node down", "event", reason="FailedAttachVolume"),
+}
+#: Rules that match pod state, with no line to match: the seed section each stands for.
+STATE_ONLY = {
+    "KI004": "EKS runbook: vault-injected pods",  # vault-agent not ready
+    "KI005": "EKS runbook: kube-proxy broken",  # ImagePullBackOff
+    "KI008": "HPE CSM: worker node down",  # Terminating on a dead node
+    "KI009": "",  # not from the seed notes: tolerations (public issues in its links)
+    "KI010": "",  # Knative's safe-to-evict annotation
+    "KI011": "",  # KServe's grace period
+}
+#: A rule with a pattern whose line the seed does not give literally, and the line it is held to.
+NO_SEED_LINE = {
+    # The seed's out-of-IP section names the CNI's settings, not its event: this is the VPC CNI's
+    # FailedCreatePodSandBox message, as the sim (bot/sim/controllers/behaviour.py) plays it.
+    "CNI002": Seed("", "event", reason="FailedCreatePodSandBox"),
+}
+CNI002_LINE = (
+    'Failed to create pod sandbox: rpc error: code = Unknown desc = failed to set up sandbox container "3f2a" '
+    'network for pod "reports-api-7d9c": networkPlugin cni failed to set up pod network: add cmd: failed to '
+    "assign an IP address to container"
+)
+
+
+def sections() -> dict[str, str]:
+    text = COPY.read_text(encoding="utf-8")
+    parts = re.split(r"^## ", text, flags=re.MULTILINE)[1:]
+    return {p.split("\n", 1)[0]: p.split("\n", 1)[1] for p in parts}
+
+
+def section(start: str) -> str:
+    (body,) = [b for title, b in sections().items() if title.startswith(start)]
+    return body
+
+
+def seed_text(seed: Seed) -> str:
+    """The literal line(s) of a seed section: its code blocks (a log), or its first code span."""
+    body = section(seed.section)
+    if seed.signal == "log":
+        blocks = re.findall(r"^```\n(.*?)^```", body, flags=re.MULTILINE | re.DOTALL)
+        assert blocks, seed.section
+        return "".join(blocks)
+    spans = re.findall(r"`([^`\n]+)`", body)
+    assert spans, seed.section
+    return spans[0]
+
+
+def rules_test(seed: Seed, text: str) -> tuple[int, str]:
+    out = io.StringIO()
+    if seed.signal == "log":
+        rc = run_rules_test(None, text, seed.container, None, out)
+    else:
+        rc = run_rules_test(None, None, None, text, out, reason=seed.reason)
+    return rc, out.getvalue()
+
+
+def matched_ids(output: str) -> set[str]:
+    return set(re.findall(r"^([A-Z][A-Z0-9]*-?[0-9]{3})  (?!no:)", output, flags=re.MULTILINE))
+
+
+def test_the_copy_is_the_shared_seed_lines_where_ci_has_them() -> None:
+    copy = COPY.read_text(encoding="utf-8")
+    # What every claim below relies on, whether or not the shared folder is beside the clone.
+    assert copy.startswith("# Lines from real upgrades that the known-issue rules must match")
+    for seed in CLAIMS.values():
+        assert seed_text(seed)
+    if SHARED.is_file():
+        assert copy == SHARED.read_text(encoding="utf-8"), (
+            f"{SHARED} changed: copy it to {COPY.relative_to(ROOT)} and check the rules against it"
+        )
+
+
+def test_every_built_in_rule_is_held_to_a_line_or_matches_pod_state_only() -> None:
+    rules = {r.id: r for r in read_rules(BUILTIN_RULES)}
+    assert set(rules) == set(CLAIMS) | set(STATE_ONLY) | set(NO_SEED_LINE)
+    for rid in STATE_ONLY:
+        assert rules[rid].match.log is None, rid
+        assert rules[rid].match.events is None or rules[rid].match.events.message is None, rid
+    for rid in (*CLAIMS, *NO_SEED_LINE):
+        assert rules[rid].match.log is not None or rules[rid].match.events is not None, rid
+    for title in filter(None, STATE_ONLY.values()):
+        assert section(title)
+
+
+@pytest.mark.parametrize("rule_id", sorted(CLAIMS))
+def test_rules_test_matches_each_rule_on_its_seed_line_and_no_other_rule_does(rule_id: str) -> None:
+    seed = CLAIMS[rule_id]
+    text = seed_text(seed)
+    rc, output = rules_test(seed, text)
+    assert rc == EXIT_FOUND, output
+    assert matched_ids(output) == {rule_id}, output
+    if seed.signal == "log":
+        # One line of the block is the one the rule claims: as a log line alone it matches too.
+        alone = [line for line in text.splitlines() if rules_test(seed, line)[0] == EXIT_FOUND]
+        assert alone, text
+        # And no other seed section's line matches this rule.
+    for other, other_seed in CLAIMS.items():
+        if other != rule_id and other_seed.signal == seed.signal:
+            _, output = rules_test(other_seed, seed_text(other_seed))
+            assert rule_id not in matched_ids(output), (other, output)
+
+
+def test_ki003_matches_the_operators_own_error_and_shows_what_it_captured() -> None:
+    seed = CLAIMS["KI003"]
+    (line,) = seed_text(seed).splitlines()
+    assert line.endswith(".spec.metrics[0].resource.targetAverageUtilization: field not declared in schema")
+    rc, output = rules_test(seed, line)
+    assert rc == EXIT_FOUND
+    assert "  field: targetAverageUtilization\n" in output
+    assert "  hpa: istio-system/istio-ingressgateway\n" in output
+    # The other direction (an operator applying v2beta1, an hpaSpec in the v2 form) still matches.
+    rc, output = rules_test(
+        seed,
+        "error installer failed to update resource with server-side apply for obj "
+        "HorizontalPodAutoscaler/istio-system/istiod: failed to create typed patch object "
+        "(istio-system/istiod; autoscaling/v2beta1, Kind=HorizontalPodAutoscaler): "
+        ".spec.metrics[0].resource.target: field not declared in schema",
+    )
+    assert rc == EXIT_FOUND
+    assert "  field: target\n" in output
+    # What the rule now says is the seed's cause, with the v2 form as the remedy.
+    ki003 = next(r for r in read_rules(BUILTIN_RULES) if r.id == "KI003")
+    assert "targetAverageUtilization" in ki003.explanation
+    assert "target: {type: Utilization, averageUtilization: 80}" in ki003.remediation
+
+
+def test_cni002_matches_the_vpc_cnis_sandbox_event() -> None:
+    rc, output = rules_test(NO_SEED_LINE["CNI002"], CNI002_LINE)
+    assert rc == EXIT_FOUND
+    assert matched_ids(output) == {"CNI002"}
