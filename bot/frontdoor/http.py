@@ -220,6 +220,10 @@ MAX_HEADER = 64 * 1024
 INBUF_OVERFLOW = 2 * MAX_BODY
 #: The share of `CONNECTION_LIMIT` closed at once when the limit is reached.
 SHED_SHARE = 20
+#: How many waiting connections are accepted in one round of the loop.
+ACCEPT_BATCH = 64
+#: With every connection busy at the limit, how long before looking again for one gone idle.
+FULL_RETRY = 0.5
 #: How often, at most, the door logs that it closed idle connections to make room.
 SHED_LOG_SECONDS = 10.0
 #: After refusing a request it did not read (too large), how long the door reads and discards what
@@ -360,10 +364,16 @@ class _DoorServer(TcpWSGIServer):
     channel_class = _DoorChannel
     _shed_logged = float("-inf")
     _shed_since_log = 0
+    #: When every connection was found busy at the limit (monotonic): accepting waits a moment.
+    _full_at: float | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: Connections asked to close to make room and not closed yet.
+        self._marked: list[Any] = []
+        super().__init__(*args, **kwargs)
 
     def readable(self) -> bool:
-        """Whether to accept a connection in this round of the loop (waitress's, but at the limit
-        it makes room rather than stop accepting)."""
+        """Whether to look for connections to accept in this round of the loop."""
         # types-waitress has the time in whole seconds and no `_map` (the loop's socket map).
         server: Any = self
         now = time.time()
@@ -372,9 +382,35 @@ class _DoorServer(TcpWSGIServer):
             server.maintenance(now)  # waitress's: closes connections idle past CHANNEL_TIMEOUT
         if not self.accepting:
             return False
-        if len(server._map) < self.adj.connection_limit:
-            return True
-        return self._shed() > 0
+        if self._full_at is not None:
+            # Every connection was busy: not polled (which would spin) until one closes, or a
+            # moment has passed and one may have gone idle since.
+            if (
+                len(server._map) >= self.adj.connection_limit
+                and time.monotonic() - self._full_at < FULL_RETRY
+            ):
+                return False
+            self._full_at = None
+        return True
+
+    def handle_accept(self) -> None:
+        """Accept up to `ACCEPT_BATCH` waiting connections (waitress accepts one a round, and a
+        round walks every connection: a backlog of a thousand idle sockets would keep the next
+        request waiting for seconds), making room at the limit."""
+        server: Any = self
+        marked = self._marked = [channel for channel in self._marked if channel.connected]
+        room = self.adj.connection_limit - len(server._map) + len(marked)
+        for _ in range(ACCEPT_BATCH):
+            if room <= 0:
+                room = self._shed()
+                if room == 0:
+                    self._full_at = time.monotonic()
+                    return
+            before = len(server._map)
+            super().handle_accept()
+            if len(server._map) == before:
+                return  # none waiting
+            room -= 1
 
     def _shed(self) -> int:
         """Close the connections idle the longest; how many."""
@@ -392,9 +428,11 @@ class _DoorServer(TcpWSGIServer):
         idle.sort(key=lambda channel: channel.last_activity)
         shed = idle[: max(1, self.adj.connection_limit // SHED_SHARE)]
         for channel in shed:
-            # Closed by waitress's own loop in this same round (a channel asked to close is
-            # writable, and closes itself when written to), so the map is never changed under it.
+            # Closed by waitress's own loop in its next round (a channel asked to close is
+            # writable, and closes itself when written to), so the map is never changed under it;
+            # counted as room meanwhile (`_marked`).
             channel.will_close = True
+        self._marked = [*self._marked, *shed]
         self._shed_since_log += len(shed)
         now = time.monotonic()
         if now - self._shed_logged >= SHED_LOG_SECONDS:
