@@ -243,7 +243,7 @@ def make_server(
 ) -> Any:
     """A waitress server bound now (port 0 picks a free port: see `.effective_port`).
 
-    `loop_timeout` is how long waitress's select() waits before it looks again (waitress's default,
+    `loop_timeout` is how long waitress's poll() waits before it looks again (waitress's default,
     1 s): a server closed from another thread stops within it. The tests' in-process doors pass
     0.1 s so that each test's teardown does not wait out a second.
 
@@ -277,7 +277,9 @@ class _Refusal(ErrorTask):
         # types-waitress types the request as its error, and the headers as a read-only sequence.
         request: Any = self.request
         error = request.error
-        path = str(getattr(request, "path", "") or "?")
+        path = str(getattr(request, "path", "") or "?")[:200]
+        if not (path.isascii() and path.isprintable()):
+            path = ascii(path)  # the client's bytes, never a control character, in the log
         if isinstance(error, RequestEntityTooLarge):
             status, reason = "413 Content Too Large", f"body larger than {MAX_BODY} bytes"
         else:

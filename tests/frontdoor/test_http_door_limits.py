@@ -259,3 +259,25 @@ def test_a_connection_whose_request_is_in_the_workers_hands_is_not_closed_to_mak
             assert fast.recv(4096).startswith(b"HTTP/1.1 200 ")
         release.set()
         assert slow.recv(4096).startswith(b"HTTP/1.1 200 ")
+
+
+def test_headers_past_64_kib_are_refused_with_one_log_line_and_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def app(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
+        raise AssertionError("a refused request never reaches the application")
+
+    server = make_server(app, host="127.0.0.1", port=0, loop_timeout=0.1)
+    thread = ServerThread(server, name="limits").start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.effective_port), timeout=10) as conn:
+            conn.sendall(
+                b"POST /slack/events HTTP/1.1\r\nHost: door\r\nX-Pad: " + b"x" * (64 * 1024) + b"\r\n\r\n"
+            )
+            answer = conn.recv(4096)
+    finally:
+        thread.close()
+    # Waitress answers HTTP/1.0: it never parsed the request's own line.
+    assert answer.split(b"\r\n")[0].split(b" ")[1] == b"431", answer
+    (line,) = [r.getMessage() for r in caplog.records if "refused a request" in r.getMessage()]
+    assert "request header fields too large" in line
