@@ -10,6 +10,13 @@ timestamp that is a whole number within Slack's five-minute replay window; a val
 signature over the raw body (401 otherwise); then the body must be UTF-8 and, parsed as Bolt
 parses it, of a shape Slack sends (`bot.frontdoor.payloads`: a slash command's form, an
 interaction, an event — 400 otherwise), so no listener ever indexes a field that is not there. Each refusal is one log line; no traceback, no 500.
+
+Under the guard, the server itself (`make_server`) holds the connections: a body larger than
+`MAX_BODY` is refused by its Content-Length before a byte of it is read (a chunked one as soon as
+it grows past it) and nothing is ever spooled to disk; a connection idle for `CHANNEL_TIMEOUT` is
+closed, and at `CONNECTION_LIMIT` open connections the ones idle the longest are closed to make
+room, so sockets that send nothing cannot keep Slack out. What a reverse proxy in front should do
+is in docs/http-door.md.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import hmac
 import io
 import json
 import logging
+import socket
 import threading
 import time
 import urllib.parse
@@ -27,7 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
-from waitress.server import create_server
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask
+from waitress.utilities import RequestEntityTooLarge
 
 from bot.frontdoor import payloads
 
@@ -192,20 +203,255 @@ def _plain(start_response: StartResponse, status: str, body: bytes) -> list[byte
     return [body]
 
 
-def make_server(wsgi_app: Any, *, host: str, port: int, threads: int = 8, loop_timeout: float = 1.0) -> Any:
+#: How many connections a server holds open at once. Past it the ones idle the longest are closed
+#: to make room (`_DoorServer`), so idle or trickling sockets never stop the door; waitress's own
+#: answer (stop accepting until one times out, 120 s later) is what let 100 idle sockets stop it.
+CONNECTION_LIMIT = 1000
+#: A connection with no request for this long is closed. Slack sends each request whole and waits
+#: at most 3 s for the answer, so it never comes near; a reverse proxy reusing connections keeps
+#: its own upstream idle timeout below it (docs/http-door.md: nginx's and an ALB's are 60 s).
+CHANNEL_TIMEOUT = 75
+#: How often idle connections are looked for: an idle one is closed within CHANNEL_TIMEOUT + this.
+CLEANUP_INTERVAL = 5
+#: Slack's request headers are under 2 KB; waitress's default allows 256 KB of them.
+MAX_HEADER = 64 * 1024
+#: Bytes of a request body waitress keeps in memory before it spools the rest to a temporary file:
+#: above what it may read at all (`MAX_BODY`), so no body ever reaches the disk.
+INBUF_OVERFLOW = 2 * MAX_BODY
+#: The share of `CONNECTION_LIMIT` closed at once when the limit is reached.
+SHED_SHARE = 20
+#: How many waiting connections are accepted in one round of the loop.
+ACCEPT_BATCH = 64
+#: With every connection busy at the limit, how long before looking again for one gone idle.
+FULL_RETRY = 0.5
+#: How often, at most, the door logs that it closed idle connections to make room.
+SHED_LOG_SECONDS = 10.0
+#: After refusing a request it did not read (too large), how long the door reads and discards what
+#: the client still sends before it closes (`_DoorChannel`); and how much it reads at a time.
+LINGER_SECONDS = 2.0
+LINGER_READ = 256 * 1024
+
+
+def make_server(
+    wsgi_app: Any,
+    *,
+    host: str,
+    port: int,
+    threads: int = 8,
+    loop_timeout: float = 1.0,
+    connection_limit: int = CONNECTION_LIMIT,
+) -> Any:
     """A waitress server bound now (port 0 picks a free port: see `.effective_port`).
 
-    `loop_timeout` is how long waitress's select() waits before it looks again (waitress's default,
+    `loop_timeout` is how long waitress's poll() waits before it looks again (waitress's default,
     1 s): a server closed from another thread stops within it. The tests' in-process doors pass
-    0.1 s so that each test's teardown does not wait out a second."""
-    return create_server(
+    0.1 s so that each test's teardown does not wait out a second.
+
+    Waitress refuses a body larger than `MAX_BODY` itself, by its Content-Length before reading
+    a byte of it, or as a chunked body grows past it (`max_request_body_size`; waitress refuses
+    at that size and above, hence the + 1), so no body is read whole, let alone spooled to disk,
+    before the front door's own checks. poll() rather than select(): select() cannot watch a
+    socket numbered past 1024, and the connection limit is above that."""
+    return _DoorServer(
         wsgi_app,
         host=host,
         port=port,
         threads=threads,
         ident="upgrade-bot",
         asyncore_loop_timeout=loop_timeout,
+        asyncore_use_poll=True,
+        connection_limit=connection_limit,
+        channel_timeout=CHANNEL_TIMEOUT,
+        cleanup_interval=CLEANUP_INTERVAL,
+        max_request_header_size=MAX_HEADER,
+        max_request_body_size=MAX_BODY + 1,
+        inbuf_overflow=INBUF_OVERFLOW,
     )
+
+
+class _Refusal(ErrorTask):
+    """Waitress's answer to a request it refused itself (too large, malformed headers): one log
+    line, as the front door's own refusals, and the door's short reason as the body."""
+
+    def execute(self) -> None:
+        # types-waitress types the request as its error, and the headers as a read-only sequence.
+        request: Any = self.request
+        error = request.error
+        path = str(getattr(request, "path", "") or "?")[:200]
+        if not (path.isascii() and path.isprintable()):
+            path = ascii(path)  # the client's bytes, never a control character, in the log
+        if isinstance(error, RequestEntityTooLarge):
+            status, reason = "413 Content Too Large", f"body larger than {MAX_BODY} bytes"
+        else:
+            status = f"{error.code} {error.reason}"
+            reason = f"{error.reason.lower()}: {str(error.body)[:200]}"
+        log.warning("refused a request to %s: %s", path, reason)
+        # The body it refused may still be on its way: drained, not reset (`_DoorChannel`).
+        channel: Any = self.channel
+        channel.linger_until = time.monotonic() + LINGER_SECONDS
+        body = reason.encode() + b"\n"
+        self.status = status
+        self.response_headers = [*self.response_headers, ("Content-Type", "text/plain; charset=utf-8")]
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+
+
+class _DoorChannel(HTTPChannel):
+    """Waitress's connection, which after a refusal of its own (a body too large, refused by its
+    Content-Length before it arrives) drains what the client still sends for up to
+    `LINGER_SECONDS`, and discards it, before closing: closed at once, with the body still
+    arriving, the socket would answer the client with a reset, and a client still sending (Python's
+    urllib, most) would see "connection reset" instead of the 413. Nothing drained is kept."""
+
+    error_task_class = _Refusal
+    #: Set by `_Refusal`: until when (monotonic) to drain once its answer is written.
+    linger_until = 0.0
+    lingering = False
+    ended = False
+
+    def handle_close(self) -> None:
+        if self.ended:
+            return  # asked again (poll's hang-up after the read that saw the end)
+        if not self.lingering and self.connected and time.monotonic() < self.linger_until:
+            try:
+                sock: Any = self.socket
+                sock.shutdown(socket.SHUT_WR)  # the answer is sent: FIN, then drain
+            except OSError:
+                pass
+            else:
+                self.lingering, self.will_close = True, False
+                return
+        self.ended, self.lingering = True, False
+        super().handle_close()
+
+    def readable(self) -> bool:
+        return True if self.lingering else bool(super().readable())
+
+    def writable(self) -> bool:
+        if self.lingering:
+            # To make room (`_DoorServer._shed`), or the drain's time is up: closed in handle_write.
+            return self.will_close or time.monotonic() >= self.linger_until
+        return bool(super().writable())
+
+    def handle_write(self) -> None:
+        if self.lingering:
+            self.linger_until = 0.0
+            self.handle_close()
+            return
+        super().handle_write()
+
+    def handle_read(self) -> None:
+        if not self.lingering:
+            super().handle_read()
+            return
+        try:
+            # wasyncore's recv closes the channel itself when the client is done (b"").
+            self.recv(LINGER_READ)
+        except OSError:
+            self.linger_until = 0.0
+            self.handle_close()
+            return
+        if time.monotonic() >= self.linger_until:
+            self.linger_until = 0.0
+            self.handle_close()
+
+
+class _DoorServer(TcpWSGIServer):
+    """Waitress's TCP server, but at its connection limit it closes the connections idle the
+    longest instead of no longer accepting: a client that opens sockets and sends nothing (or a
+    byte now and then) cannot keep Slack, or a probe, out. A connection with a request in the
+    workers' hands or an answer still being written is never closed to make room."""
+
+    channel_class = _DoorChannel
+    _shed_logged = float("-inf")
+    _shed_since_log = 0
+    #: When every connection was found busy at the limit (monotonic): accepting waits a moment.
+    _full_at: float | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: Connections asked to close to make room and not closed yet.
+        self._marked: list[Any] = []
+        super().__init__(*args, **kwargs)
+
+    def readable(self) -> bool:
+        """Whether to look for connections to accept in this round of the loop."""
+        # types-waitress has the time in whole seconds and no `_map` (the loop's socket map).
+        server: Any = self
+        now = time.time()
+        if now >= server.next_channel_cleanup:
+            server.next_channel_cleanup = now + self.adj.cleanup_interval
+            server.maintenance(now)  # waitress's: closes connections idle past CHANNEL_TIMEOUT
+        if not self.accepting:
+            return False
+        if self._full_at is not None:
+            # Every connection was busy: not polled (which would spin) until one closes, or a
+            # moment has passed and one may have gone idle since.
+            if (
+                len(server._map) >= self.adj.connection_limit
+                and time.monotonic() - self._full_at < FULL_RETRY
+            ):
+                return False
+            self._full_at = None
+        return True
+
+    def handle_accept(self) -> None:
+        """Accept up to `ACCEPT_BATCH` waiting connections (waitress accepts one a round, and a
+        round walks every connection: a backlog of a thousand idle sockets would keep the next
+        request waiting for seconds), making room at the limit."""
+        server: Any = self
+        marked = self._marked = [channel for channel in self._marked if channel.connected]
+        room = self.adj.connection_limit - len(server._map) + len(marked)
+        for _ in range(ACCEPT_BATCH):
+            if room <= 0:
+                room = self._shed()
+                if room == 0:
+                    self._full_at = time.monotonic()
+                    return
+            before = len(server._map)
+            super().handle_accept()
+            if len(server._map) == before:
+                return  # none waiting
+            room -= 1
+
+    def _shed(self) -> int:
+        """Close the connections idle the longest; how many."""
+        channels: dict[int, Any] = self.active_channels  # type: ignore[assignment]  # a dict in waitress
+        idle = [
+            channel
+            for channel in channels.values()
+            if not (
+                channel.requests
+                or channel.total_outbufs_len
+                or channel.will_close
+                or channel.close_when_flushed
+            )
+        ]
+        idle.sort(key=lambda channel: channel.last_activity)
+        shed = idle[: max(1, self.adj.connection_limit // SHED_SHARE)]
+        for channel in shed:
+            # Closed by waitress's own loop in its next round (a channel asked to close is
+            # writable, and closes itself when written to), so the map is never changed under it;
+            # counted as room meanwhile (`_marked`).
+            channel.will_close = True
+        self._marked = [*self._marked, *shed]
+        self._shed_since_log += len(shed)
+        now = time.monotonic()
+        if now - self._shed_logged >= SHED_LOG_SECONDS:
+            self._shed_logged = now
+            if self._shed_since_log:
+                log.warning(
+                    "open connections reached the limit of %s: closed %s idle the longest",
+                    self.adj.connection_limit,
+                    self._shed_since_log,
+                )
+            else:
+                log.warning(
+                    "open connections reached the limit of %s, every one busy: not accepting more",
+                    self.adj.connection_limit,
+                )
+            self._shed_since_log = 0
+        return len(shed)
 
 
 class ServerThread:

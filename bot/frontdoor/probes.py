@@ -1,5 +1,5 @@
-"""Kubernetes' probes, on the HTTP front door (`--http`) or on a small port of their own (Socket
-Mode: `run --health-port N`).
+"""Kubernetes' probes, on a small port and thread of their own (`run --health-port N`, in either
+mode; the Helm chart always sets it), and on the HTTP front door's port too (`--http`).
 
 - `GET /healthz` — liveness: the process answers and its lease thread is not wedged (it went
   round within `WEDGED_AFTER`). Kubernetes restarts a pod that fails it, so it checks nothing
@@ -37,6 +37,8 @@ SLACK_MAX_AGE = 120.0
 WEDGED_AFTER = 60.0
 
 OK, UNAVAILABLE = "200 OK", "503 Service Unavailable"
+#: Connections the probes' own port holds at once (`serve`).
+PROBE_CONNECTIONS = 100
 Route = Callable[[], tuple[str, bytes]]
 
 
@@ -114,7 +116,11 @@ class Probes:
         and joins the thread, without the EBADF a bare waitress loop raises once closed)."""
         from bot.frontdoor.http import ServerThread, make_server  # waitress's one home
 
-        server: Any = make_server(self.wsgi, host=host, port=port, threads=2)
+        # A probe or a scrape is one short request at a time: a hundred connections is plenty, and
+        # past them the idle ones are closed to make room (`bot.frontdoor.http._DoorServer`).
+        server: Any = make_server(
+            self.wsgi, host=host, port=port, threads=2, connection_limit=PROBE_CONNECTIONS
+        )
         log.info("probes on http://%s:%s", host, server.effective_port)
         return ServerThread(server, name="probes").start()
 

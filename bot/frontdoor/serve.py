@@ -73,8 +73,10 @@ def serve(
 ) -> None:
     """Serve Slack until SIGTERM or SIGINT: over HTTP on `host:port` with `http`, else Socket Mode.
 
-    `/metrics`, `/healthz` and `/readyz` are served on the HTTP server; in Socket Mode, which has
-    no HTTP server, with `health_port` on a small server of their own."""
+    With `health_port`, `/healthz`, `/readyz` and `/metrics` are served on a small server of their
+    own, on that port and thread (0 picks a free one): Kubernetes' probes and Prometheus' scrape
+    then never queue behind Slack's traffic, or behind whoever else reaches the public port. Over
+    HTTP they are also served on `port`, as before, for probes configured there."""
     _check_secrets(settings, http=http)
     stop = _stop_on_signals()
     # In a pod the host name is the pod's name: with the pid, which replica wrote a log line.
@@ -142,6 +144,7 @@ def serve(
                 signing_secret=settings.secrets.signing_secret,
                 probes=probes,
                 metrics=metrics,
+                health_port=health_port,
             )
         else:
             assert settings.secrets.app_token is not None  # checked by _check_secrets
@@ -252,19 +255,34 @@ def _serve_http(
     signing_secret: str,
     probes: Probes,
     metrics: Metrics | None = None,
+    health_port: int | None = None,
 ) -> None:
     from bot.frontdoor.http import HttpFrontDoor, ServerThread, make_server
 
     front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=signing_secret, routes=probes.routes)
     server = make_server(MetricsRoute(front, metrics) if metrics is not None else front, host=host, port=port)
-    # Restart tests (and operators) read this first line of standard output for the address.
-    print(f"listening on http://{host}:{server.effective_port}", flush=True)
-    log.info("serving Slack over HTTP on %s:%s", host, server.effective_port)
-    thread = ServerThread(server, name="waitress").start()
+    health: ServerThread | None = None
+    thread: ServerThread | None = None
     try:
+        if health_port is not None:
+            if metrics is not None:
+                probes.routes["/metrics"] = route(metrics)
+            health = probes.serve(host=host, port=health_port)
+        # Restart tests (and operators) read this first line of standard output for the address.
+        print(f"listening on http://{host}:{server.effective_port}", flush=True)
+        if health is not None:
+            print(f"probes on http://{host}:{health.effective_port}", flush=True)
+        log.info("serving Slack over HTTP on %s:%s", host, server.effective_port)
+        thread = ServerThread(server, name="waitress").start()
         stop.wait()
     finally:
-        thread.close(timeout=10)
+        # Slack's door first; the probes answer until the end (readiness fails from SIGTERM on).
+        if thread is not None:
+            thread.close(timeout=10)
+        else:
+            server.close()  # the probes' port could not be bound: release this one too
+        if health is not None:
+            health.close()
 
 
 def _serve_socket_mode(

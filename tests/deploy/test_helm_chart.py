@@ -286,9 +286,38 @@ def test_http_mode_has_a_service_and_an_ingress_for_slacks_endpoint_only(helm: P
     assert (path["path"], path["pathType"]) == ("/slack/events", "Exact")
     assert path["backend"]["service"]["port"] == {"name": "http"}
     c = container(objects)
-    assert c["args"][:3] == ["--http", "--port", "3000"]
-    assert "--health-port" not in c["args"]  # probes and /metrics are on the HTTP port
-    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert c["args"][:5] == ["--http", "--port", "3000", "--health-port", "9090"]
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"http": 3000, "health": 9090}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_probes_use_the_health_port_in_either_mode_so_slacks_port_cannot_fail_them(
+    helm: Path, variant: str
+) -> None:
+    # Idle sockets or large bodies on Slack's port (issue 38) never reach the probes' own port.
+    c = container(render(helm, VARIANTS[variant])[1])
+    port = c["args"][c["args"].index("--health-port") + 1]
+    assert {p["name"]: str(p["containerPort"]) for p in c["ports"]}["health"] == port
+    for probe, path in (
+        ("startupProbe", "/healthz"),
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+    ):
+        assert c[probe]["httpGet"] == {"path": path, "port": "health"}
+
+
+def test_a_load_balancer_service_in_http_mode_never_publishes_the_health_port(helm: Path) -> None:
+    _, objects = render(
+        helm,
+        [SECRET, "mode=http", "service.type=LoadBalancer", "serviceMonitor.enabled=true", "healthPort=8081"],
+    )
+    services = {s["metadata"]["name"]: s["spec"] for s in by_kind(objects)["Service"]}
+    assert {name: (spec["type"], [p["name"] for p in spec["ports"]]) for name, spec in services.items()} == {
+        "ub-upgrade-bot": ("LoadBalancer", ["http"]),
+        "ub-upgrade-bot-health": ("ClusterIP", ["health"]),
+    }
+    assert services["ub-upgrade-bot-health"]["ports"][0]["port"] == 8081
+    assert "--health-port" in container(objects)["args"]
 
 
 def test_the_pod_is_restricted_and_never_blocks_a_drain(helm: Path) -> None:
@@ -406,10 +435,17 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(
     assert all(line.endswith("(server dry run)") for line in lines), "\n".join(lines)
 
 
-def test_in_http_mode_the_service_monitor_scrapes_the_http_port(helm: Path) -> None:
+def test_in_http_mode_the_service_monitor_scrapes_the_health_port_on_a_cluster_ip_service(helm: Path) -> None:
     _, objects = render(helm, [SECRET, "mode=http", "serviceMonitor.enabled=true"])
     (monitor,) = by_kind(objects)["ServiceMonitor"]
-    assert monitor["spec"]["endpoints"][0]["port"] == "http"
+    assert monitor["spec"]["endpoints"] == [{"port": "health", "path": "/metrics", "interval": "30s"}]
+    # The one Service with a port of that name: one target per pod, not one per Service.
+    with_health = [
+        s for s in by_kind(objects)["Service"] if "health" in [p["name"] for p in s["spec"]["ports"]]
+    ]
+    assert [(s["metadata"]["name"], s["spec"]["type"]) for s in with_health] == [
+        ("ub-upgrade-bot-health", "ClusterIP")
+    ]
 
 
 def test_the_chart_runs_the_version_this_checkout_builds() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.core.command import Registry
 from bot.frontdoor.assemble import Services, assemble
-from bot.frontdoor.http import HttpFrontDoor, ServerThread, make_server
+from bot.frontdoor.http import CONNECTION_LIMIT, HttpFrontDoor, ServerThread, make_server
 from bot.frontdoor.slack import build_app
 from bot.frontdoor.workers import WorkerPool
 from bot.settings import Settings
@@ -166,9 +166,10 @@ def start_front(
     workers: int | WorkerPool = 8,
     threads: int = 16,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    connection_limit: int = CONNECTION_LIMIT,
 ) -> Front:
     """Build the bot's services from `settings` and serve them on a free loopback port (`clock`:
-    the bot's time, e.g. a sim's)."""
+    the bot's time, e.g. a sim's; `connection_limit`: the server's, lowered to test it)."""
     services = assemble(settings, registry=registry, clock=clock)
     pool = workers if isinstance(workers, WorkerPool) else WorkerPool(workers)
     app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False, clock=clock)
@@ -178,6 +179,7 @@ def start_front(
         port=0,
         threads=threads,
         loop_timeout=0.1,  # stopped within 0.1 s at each test's end, not waitress's 1 s
+        connection_limit=connection_limit,
     )
     thread = ServerThread(server, name="front").start()
     return Front(
