@@ -1,0 +1,119 @@
+"""The terminal front door: `upgrade-bot …` (also `python -m bot`).
+
+    upgrade-bot run [--http [--host H] [--port N]] [--health-port N]   serve Slack (Socket Mode unless --http)
+    upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID]   run one /upgrade subcommand, print the reply
+    upgrade-bot audit export [-o csv|md|json] [--since …] [--out FILE]
+    upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
+    upgrade-bot templates check [DIR]                    render every announcement template (CI)
+    upgrade-bot plan validate FILE [--check-slack] [--check-cluster]   check an upgrade plan (exit 2: problems)
+    upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive]   a whole plan on the sim
+    upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]   pre-flight
+    upgrade-bot rules check FILE                         validate a known-issue rules file
+    upgrade-bot inbox list|retry ID|drop ID              requests set aside as dead letters
+    upgrade-bot outbox list|retry ROW|drop ROW           thread posts set aside as dead letters
+    upgrade-bot report RUN [-o html|md|json|png] [--out FILE]   a run's report (timeline picture)
+
+Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
+names the key or line; no traceback is printed for an error the user can fix. The exit statuses are
+the same for every command (`EXIT_STATUSES`, shown by `--help`). Without a configuration file the
+read-only commands (snapshot, diff, check, and `exec` of snapshot, snapshots, diff, check or
+diagnose) use the current kube context as kubectl does (`--kubeconfig`, `--context`, $KUBECONFIG)
+and keep their state under $XDG_STATE_HOME/upgrade-bot. `run`'s lifecycle (recovery, triggers,
+the transport, shutdown) is `bot.frontdoor.serve`.
+
+Each verb is a module of this package named after it, whose `register(subparsers)` adds its parser
+and returns its handler. This module imports a verb's module only when that verb runs (`VERBS`),
+and nothing else of the bot: `upgrade-bot --help` lists the verbs from the table, and a verb's
+module imports what it needs at its top. The configuration, its errors and their exit statuses
+are `config`; the store, the clusters and Slack are reached through `connect`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from bot import __version__
+from bot.frontdoor.cli.options import EXIT_STATUSES, Handler, Subparsers
+
+#: The verbs, in `--help`'s order: the name (also its module's) → the line `--help` shows for it.
+#: A verb's own `register` gives its parser the same line (tests/frontdoor/test_cli_verbs.py).
+VERBS = {
+    "run": "serve Slack: Socket Mode, or HTTP with --http",
+    "exec": "run one /upgrade subcommand from the terminal (exits as the command of the same name)",
+    "audit": "the audit log",
+    "snapshot": "take a snapshot (or: snapshot export ID)",
+    "diff": "compare two snapshots; exit 3 on regressions",
+    "report": "a run's report: the timeline picture, HTML, Markdown or JSON",
+    "templates": "announcement templates: `templates check [DIR]`",
+    "sim": "the simulated cluster: `upgrade-bot sim --help`",
+    "rehearse": "run a whole plan on the simulated cluster, printing the card and thread",
+    "plan": "upgrade plans: `plan validate FILE`",
+    "check": "pre-flight checks for an upgrade; exit 3 when a Required one fails",
+    "inbox": "acknowledged requests set aside after failing: list, retry, drop",
+    "outbox": "thread posts Slack refused every time: list, retry, drop",
+    "rules": "known-issue rules: `rules check FILE`",
+}
+
+#: Commands that parse their own arguments, by their first words → their module (its `main`):
+#: the simulator is a separate subsystem; `sim scenario` writes a twin of a cluster for it; and
+#: `snapshot export ID` shares its first word with `snapshot [LABEL…]`. The longest match wins.
+OWN_PARSERS = {
+    ("sim", "scenario"): "sim_scenario",
+    ("sim",): "sim",
+    ("snapshot", "export"): "snapshot_export",
+}
+
+
+class Verb(Protocol):
+    def register(self, subparsers: Subparsers) -> Handler: ...
+
+
+class OwnParser(Protocol):
+    def main(self, argv: list[str]) -> int: ...
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for words, module in OWN_PARSERS.items():
+        if argv[: len(words)] == list(words):
+            return cast(OwnParser, _module(module)).main(argv[len(words) :])
+    # The top-level parser has no option that takes a value: its first word is the verb.
+    verb = next((word for word in argv if not word.startswith("-")), None)
+    parser, handler = parser_for(verb)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command is None or handler is None:
+        parser.error("the following arguments are required: COMMAND")
+    return handler(args)
+
+
+def parser_for(verb: str | None) -> tuple[argparse.ArgumentParser, Handler | None]:
+    """The top-level parser, with `verb`'s own parser and handler when it is one of `VERBS`; the
+    others are only their names and `--help`'s line, enough to list them and to refuse a typo."""
+    parser = argparse.ArgumentParser(
+        prog="upgrade-bot",
+        description="Run Kubernetes upgrades with your team in Slack.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"upgrade-bot {__version__}")
+    # Not required here: `main` says so after an unknown flag is named (argparse checks a required
+    # subcommand first, and `upgrade-bot --bogus` would be told a COMMAND is missing).
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    handler = None
+    for name, line in VERBS.items():
+        if name == verb:
+            handler = cast(Verb, _module(name)).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=line)
+    return parser, handler
+
+
+def _module(name: str) -> object:
+    """A verb's module, imported now: the one place the terminal imports lazily."""
+    return importlib.import_module(f"{__name__}.{name}")

@@ -1,0 +1,126 @@
+"""`upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]`: the
+pre-flight checks for an upgrade, on a cluster or (`--manifests` alone, as CI runs it, without a
+cluster or a configuration file) on manifests; exit 3 when a Required one fails."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.core.checks import service as checks
+from bot.core.checks.findings import Report
+from bot.core.checks.rules import load_rules
+from bot.core.clusters import pick_cluster
+from bot.errors import BotError, ConfigError, UsageError, UserError
+from bot.frontdoor.cli.config import configured
+from bot.frontdoor.cli.connect import connect
+from bot.frontdoor.cli.options import (
+    EXIT_FAILED,
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_STATUSES,
+    EXIT_USAGE,
+    Handler,
+    Subparsers,
+    common_options,
+    formats,
+    kube_flags,
+)
+from bot.frontdoor.cli.output import as_yaml
+from bot.frontdoor.cli.progress import progress_bar
+from bot.logsetup import configure_logging
+from bot.settings import Settings
+
+
+def register(subparsers: Subparsers) -> Handler:
+    check = subparsers.add_parser(
+        "check",
+        parents=[common_options()],
+        help="pre-flight checks for an upgrade; exit 3 when a Required one fails",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    check.add_argument("--to", help="the target version, e.g. 1.25 (default: one minor above the cluster)")
+    check.add_argument(
+        "--manifests",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="YAML files or directories to check for removed APIs, - for standard input "
+        "(repeatable; alone, no cluster is read)",
+    )
+    formats(check, ["text", "md", "json", "yaml"], "text")
+    kube_flags(check)
+    on_cluster = configured(_check, read_only=True)
+
+    def handle(args: argparse.Namespace) -> int:
+        if args.manifests and not args.cluster:
+            # CI checks its manifests without a cluster (and without a configuration file).
+            return _check_manifests(args)
+        return on_cluster(args)
+
+    return handle
+
+
+def _check(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        target = checks.check_target(args.to)
+        cluster = pick_cluster(settings.clusters, args.cluster)
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
+    rules = load_rules(settings.rules_paths())
+    stdin = _manifests_stdin(args.manifests)
+    reader = connect(cluster)
+    try:
+        with progress_bar(quiet=args.output != "text") as progress:
+            report = checks.run_check(
+                reader,
+                target=target,
+                rules=rules,
+                extras=checks.default_extras(now=datetime.now(UTC).timestamp(), cluster=cluster),
+                manifests=[Path(p) for p in args.manifests],
+                manifest_check=checks.default_manifest_check(stdin),
+                progress=progress,
+                covers=settings.check_ignores,
+            )
+    finally:
+        reader.close()
+    sys.stdout.write(_render(report, args.output))
+    return EXIT_FOUND if report.failed else EXIT_OK
+
+
+def _check_manifests(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level or "WARNING", [])
+    try:
+        if not args.to:
+            raise UsageError("--manifests without --cluster needs --to VERSION (the target to check against)")
+        report = checks.check_manifests(
+            [Path(p) for p in args.manifests], target=args.to, stdin=_manifests_stdin(args.manifests)
+        )
+    except (ConfigError, UsageError) as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
+    except BotError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_FAILED
+    sys.stdout.write(_render(report, args.output))
+    return EXIT_FOUND if report.failed else EXIT_OK
+
+
+def _manifests_stdin(manifests: Sequence[str]) -> str | None:
+    """`--manifests -`: the multi-document YAML stream on standard input (`helm template … |`)."""
+    if "-" not in manifests:
+        return None
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError("--manifests - reads YAML from standard input; pipe it in (helm template … |)")
+    return sys.stdin.read()
+
+
+def _render(report: Report, output: str) -> str:
+    if output == "yaml":
+        return as_yaml(checks.RENDERERS["json"](report))
+    return checks.RENDERERS[output](report)

@@ -1,0 +1,50 @@
+"""How every verb of the terminal reaches the outside: the store, a cluster, Slack's directory.
+
+The adapters are imported inside these functions, and only here: a verb that never opens the
+store does not pay for sqlalchemy, nor one that never reads a cluster for the kubernetes client,
+and `snapshot` opens the store on a thread while the cluster's lists are read, so sqlalchemy's
+import (a tenth of a 150,000-pod snapshot) happens off the main thread.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.adapters.kube import Cluster
+    from bot.adapters.slack import SlackDirectory
+    from bot.adapters.store import Store
+    from bot.records import ClusterConfig
+    from bot.settings import Settings
+
+
+def open_store(settings: Settings) -> Store:
+    """The configured store, migrated to the current schema; the caller closes it."""
+    from bot.adapters.store import Store
+
+    return Store.open(settings.database_url)
+
+
+def connect(cluster: ClusterConfig) -> Cluster:
+    """A client for one configured cluster (no request is made yet); the caller closes it.
+
+    It takes the cluster's configuration, not the settings: `--kubeconfig`/`--context` are already
+    applied to it (`config.settings_for`), and a rehearsal has a cluster and no settings."""
+    from bot.adapters.kube import Cluster
+
+    return Cluster.connect(cluster)
+
+
+def kubeconfig_context(kubeconfig: str, context: str | None) -> str:
+    """The context a kubeconfig (or a list of them) selects, as kubectl would choose it."""
+    from bot.adapters.kube import kubeconfig_context
+
+    return kubeconfig_context(kubeconfig, context)
+
+
+def slack_directory(settings: Settings) -> SlackDirectory:
+    """Slack's users and user groups, asked with the bot token from the settings' environment."""
+    from bot.adapters.slack import SlackDirectory, make_web_client
+
+    settings.secrets.require("SLACK_BOT_TOKEN")
+    return SlackDirectory(make_web_client(settings.secrets.bot_token, settings.secrets.api_url))

@@ -1,0 +1,78 @@
+"""`upgrade-bot diff A [B] [-o text|md|json|yaml]`: compare two snapshots, or one with the live
+cluster; exit 3 on regressions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+
+from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+from bot.frontdoor.cli.config import configured
+from bot.frontdoor.cli.connect import connect, open_store
+from bot.frontdoor.cli.options import (
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_STATUSES,
+    Handler,
+    Subparsers,
+    common_options,
+    formats,
+    kube_flags,
+)
+from bot.frontdoor.cli.output import as_yaml
+from bot.frontdoor.cli.progress import progress_bar
+from bot.settings import Settings
+
+
+def register(subparsers: Subparsers) -> Handler:
+    diff = subparsers.add_parser(
+        "diff",
+        parents=[common_options()],
+        help="compare two snapshots; exit 3 on regressions",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    diff.add_argument("a", help="the earlier snapshot: id or label")
+    diff.add_argument("b", nargs="?", help="the later snapshot: id or label (default: the live cluster)")
+    formats(diff, ["text", "md", "json", "yaml"], "text")
+    diff.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    kube_flags(diff)
+    return configured(_diff, read_only=True)
+
+
+def _diff(settings: Settings, args: argparse.Namespace) -> int:
+    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+
+    def live() -> dict[str, object]:
+        reader = connect(cluster)
+        try:
+            with progress_bar(quiet=args.output != "text") as progress:
+                snap = take_snapshot(
+                    reader,
+                    label="live",
+                    taken_by="terminal",
+                    now=datetime.now(UTC),
+                    node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                    progress=progress,
+                )
+        finally:
+            reader.close()
+        snap["id"] = "live"
+        return snap
+
+    store = open_store(settings)
+    try:
+        report = snapshots.compare(
+            store, args.a, args.b, cluster=cluster, live=live, restart_threshold=settings.restart_threshold
+        )
+    finally:
+        store.close()
+    if args.output == "yaml":
+        text = as_yaml(report.to_json())
+    else:
+        text = {"text": report.to_text, "md": report.to_markdown, "json": report.to_json}[args.output]()
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    # Pipelines gate on this: 3 when the upgrade left something worse than before (1: could not look).
+    return EXIT_FOUND if report.has_regressions else EXIT_OK

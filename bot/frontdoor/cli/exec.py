@@ -1,0 +1,74 @@
+"""`upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID]`: run one /upgrade subcommand from the
+terminal through the bot `assemble` builds, print the reply, and exit as the terminal command of
+the same name would."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from bot.frontdoor.assemble import assemble
+from bot.frontdoor.cli.config import configured
+from bot.frontdoor.cli.options import (
+    EXIT_FAILED,
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_STATUSES,
+    EXIT_USAGE,
+    Handler,
+    Subparsers,
+    common_options,
+    kube_flags,
+    terminal_user,
+)
+from bot.router import CommandRequest
+from bot.settings import Settings
+
+#: The subcommands that only read the cluster (and their own snapshots): without a configuration
+#: file they use the current kube context, as kubectl does.
+READ_ONLY_EXEC = frozenset({"snapshot", "snapshots", "diff", "check", "diagnose"})
+
+
+def register(subparsers: Subparsers) -> Handler:
+    ex = subparsers.add_parser(
+        "exec",
+        parents=[common_options()],
+        help="run one /upgrade subcommand from the terminal (exits as the command of the same name)",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ex.add_argument("text", help='the subcommand and its arguments, e.g. "help" or "audit --since 1h"')
+    ex.add_argument("--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)")
+    ex.add_argument(
+        "--channel", default="", metavar="CHANNEL_ID", help="the channel the command 'comes from'"
+    )
+    ex.add_argument("--out", default=".", metavar="DIR", help="where attached files are written (default .)")
+    kube_flags(ex)
+    return configured(_exec, read_only=lambda args: (args.text.split() or [""])[0] in READ_ONLY_EXEC)
+
+
+def _exec(settings: Settings, args: argparse.Namespace) -> int:
+    user = args.as_user or terminal_user()
+    if settings.source is None:
+        # No configuration file, so no roster: only the read-only subcommands come here, and the
+        # person at the terminal reads with their own kube credentials, as with kubectl.
+        settings = replace(settings, roster={"terminal": (user,)})
+    services = assemble(settings)
+    try:
+        outcome = services.router.handle(
+            CommandRequest(text=args.text, user_id=user, channel_id=args.channel, source="terminal")
+        )
+    finally:
+        services.close()
+    print(outcome.rendered.text)
+    out_dir = Path(args.out)
+    for attachment in outcome.reply.files:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target = out_dir / attachment.filename
+        target.write_bytes(attachment.content)
+        print(f"file: {target}")
+    if outcome.ok:
+        # As the terminal command of the same name exits: `exec "check"` with Required findings is 3.
+        return EXIT_FOUND if outcome.reply.found else EXIT_OK
+    return EXIT_USAGE if outcome.audit_outcome == "usage" else EXIT_FAILED

@@ -1,0 +1,86 @@
+"""What every verb of the terminal shares and `upgrade-bot --help` shows: the exit statuses, the
+options every command takes, kubectl's two flags, and the shape of a verb's handler.
+
+Kept light (argparse and the standard library only): `main` imports it before it knows which verb
+runs, and `upgrade-bot --help` imports nothing else of the bot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import TypeAlias
+
+#: What a verb's `register(subparsers)` returns and `main` calls with the parsed arguments: the
+#: command's exit status.
+Handler = Callable[[argparse.Namespace], int]
+#: `register`'s argument: the top-level parser's subcommands (generic only to the type checker).
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+#: 0 clean; 1 could not do it; 2 usage or configuration error; 3 worked and found something.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FOUND = 0, 1, 2, 3
+
+EXIT_STATUSES = """\
+exit status (the same for every command):
+  0  done, nothing found
+  1  could not do it: cluster unreachable, Slack or store error, unknown snapshot or plan
+  2  usage or configuration error: a bad flag or argument, a missing or invalid configuration key,
+     an invalid plan, rules or templates file
+  3  done, and found something: check (Required findings), diff (regressions), rehearse (completed
+     with failed steps skipped, or paused)
+"""
+
+#: The levels `--log-level` takes.
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+def common_options() -> argparse.ArgumentParser:
+    """The parent parser of every command that reads the configuration."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        metavar="PATH",
+        help="configuration file (default: $UPGRADE_BOT_CONFIG or ./upgrade-bot.yaml; without one, "
+        "snapshot, diff and check use the current kube context, as kubectl does)",
+    )
+    common.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="default: INFO for run, WARNING otherwise",
+    )
+    common.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object per line, for a log collector (default: text)",
+    )
+    return common
+
+
+def formats(parser: argparse.ArgumentParser, choices: list[str], default: str) -> None:
+    """`-o/--output FORMAT`, as kubectl, pluto and kubent spell it; `--format` still works."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        dest="output",
+        choices=choices,
+        default=default,
+        metavar="FORMAT",
+        help=f"{'|'.join(choices)} (default: {default})",
+    )
+    parser.add_argument("--format", dest="output", choices=choices, help=argparse.SUPPRESS)
+
+
+def kube_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file(s), as kubectl reads them (default: $KUBECONFIG, then ~/.kube/config)",
+    )
+    parser.add_argument("--context", help="the kubeconfig context (default: its current context)")
+
+
+def terminal_user() -> str:
+    """Who is at the terminal, as the audit log and a snapshot's `taken_by` name them."""
+    return f"terminal:{os.environ.get('USER', 'unknown')}"

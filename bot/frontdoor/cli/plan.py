@@ -1,0 +1,169 @@
+"""`upgrade-bot plan validate FILE [--check-slack] [--check-cluster]` (exit 2: problems; needs no
+configuration file unless Slack or the cluster is asked) and `upgrade-bot plan draft --to V`: a
+commented plan written from what the cluster shows (read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.core.checks import service as checks
+from bot.core.clusters import pick_cluster
+from bot.core.jobs.preflight import check_plan
+from bot.core.runs.draft import draft_inputs, draft_plan
+from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+from bot.errors import BotError, ConfigError, PlanInvalid, UsageError, UserError
+from bot.frontdoor.cli.config import configured, settings_for
+from bot.frontdoor.cli.connect import connect, slack_directory
+from bot.frontdoor.cli.options import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_STATUSES,
+    EXIT_USAGE,
+    Handler,
+    Subparsers,
+    common_options,
+    kube_flags,
+    terminal_user,
+)
+from bot.frontdoor.cli.progress import progress_bar
+from bot.logsetup import configure_logging
+from bot.settings import Settings
+
+
+def register(subparsers: Subparsers) -> Handler:
+    plan = subparsers.add_parser("plan", help="upgrade plans: `plan validate FILE`")
+    actions = plan.add_subparsers(dest="plan_command", required=True, metavar="ACTION")
+    validate = actions.add_parser(
+        "validate", parents=[common_options()], help="check a plan; exit 2 listing every problem"
+    )
+    validate.add_argument("file", help="the plan's YAML file")
+    validate.add_argument(
+        "--check-slack",
+        action="store_true",
+        help="also ask Slack (SLACK_BOT_TOKEN from --config's environment) that every roster ID exists",
+    )
+    validate.add_argument(
+        "--check-cluster",
+        action="store_true",
+        help="also check on the plan's cluster (from --config) that its actions' nodes, groups and "
+        "workloads exist now (warnings: the cluster may change before the window)",
+    )
+    draft = actions.add_parser(
+        "draft",
+        parents=[common_options()],
+        help="write a commented plan from what the cluster shows (read-only)",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    draft.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    draft.add_argument("--to", required=True, help="the target version, e.g. 1.25 or 1.25.16")
+    draft.add_argument(
+        "--style",
+        choices=["pipeline", "eks-managed", "generic"],
+        default="pipeline",
+        help="pipeline: people launch new nodes, the bot drains the old (default); eks-managed: EKS "
+        "replaces the nodes, the bot waits; generic: as pipeline, worded for any platform",
+    )
+    draft.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    kube_flags(draft)
+    drafting = configured(_draft, read_only=True)
+
+    def handle(args: argparse.Namespace) -> int:
+        # Validating a plan needs no configuration file unless Slack is asked about the roster.
+        return _validate(args) if args.plan_command == "validate" else drafting(args)
+
+    return handle
+
+
+def _validate(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level or "WARNING", [])
+    path = Path(args.file)
+    people: PeopleLookup | None = None
+    try:
+        text = read_plan_file(path)
+        if args.check_slack:
+            people = slack_directory(settings_for(args))
+        plan = parse_plan(text, source=str(path), people=people, now=datetime.now(UTC))
+    except PlanInvalid as exc:
+        print(exc.user_message, file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
+    except BotError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.check_cluster:
+        try:
+            settings = settings_for(args)
+        except ConfigError as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_USAGE
+        for warning in check_plan(
+            plan,
+            clusters=settings.clusters,
+            connect=connect,
+            node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+            now=datetime.now(UTC),
+        ):
+            print(f"{path}: warning: {warning}", file=sys.stderr)
+    checked = " (Slack users checked)" if people is not None else ""
+    print(
+        f"{path}: plan {plan.name} is valid{checked}: {plan.cluster} {plan.current_version} → "
+        f"{plan.target_version}, {len(plan.steps)} steps, roles {', '.join(sorted(plan.roster))}"
+    )
+    return EXIT_OK
+
+
+def _draft(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        checks.check_target(args.to)
+        cluster = pick_cluster(settings.clusters, args.cluster)
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
+    now = datetime.now(UTC)
+    try:
+        # From the configuration, before the cluster is read: a missing roster fails at once.
+        inputs = draft_inputs(
+            cluster=cluster.name,
+            target=args.to,
+            style=args.style,
+            now=now,
+            roster=settings.roster,
+            channels={
+                "operations": settings.channels.operations,
+                "announcements": settings.channels.announcements,
+            },
+            windows=settings.windows,
+            timezone=settings.timezone,
+            group_labels=settings.node_group_labels,
+            order=settings.node_group_order,
+        )
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
+    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    reader = connect(cluster)
+    try:
+        print(f"reading {reader.describe()} (read-only) …", file=sys.stderr)
+        with progress_bar() as progress:
+            snap = take_snapshot(
+                reader,
+                label="draft",
+                taken_by=terminal_user(),
+                now=now,
+                node_group_labels=labels,
+                progress=progress,
+            )
+    finally:
+        reader.close()
+    text = draft_plan(snap, inputs)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"plan draft written to {args.out}; check it with `upgrade-bot plan validate {args.out}`")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK

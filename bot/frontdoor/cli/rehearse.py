@@ -1,0 +1,129 @@
+"""`upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive]`: a whole plan on the
+simulated cluster (bot/sim), printing the card and the thread (`bot.frontdoor.rehearse`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.errors import BotError, ConfigError, PlanInvalid
+from bot.frontdoor.cli.connect import connect
+from bot.frontdoor.cli.options import (
+    EXIT_FAILED,
+    EXIT_STATUSES,
+    EXIT_USAGE,
+    LOG_LEVELS,
+    Handler,
+    Subparsers,
+)
+from bot.frontdoor.rehearse import rehearse
+from bot.logsetup import configure_logging
+from bot.records import EksProvider
+from bot.settings import read_check_ignores
+from bot.sim.cluster import SimCluster
+from bot.sim.world.scenario import ScenarioError
+
+
+def register(subparsers: Subparsers) -> Handler:
+    parser = subparsers.add_parser(
+        "rehearse",
+        help="run a whole plan on the simulated cluster, printing the card and thread",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("plan", help="a plan file, or the name of a built-in plan (e.g. eks-nodegroups)")
+    parser.add_argument(
+        "--scenario", default="eks-nodegroups", help="the sim's scenario (default eks-nodegroups)"
+    )
+    answers = parser.add_mutually_exclusive_group()
+    answers.add_argument(
+        "--auto-approve", action="store_true", help="every gate is answered by the roster (default: ask)"
+    )
+    answers.add_argument(
+        "--interactive",
+        action="store_true",
+        help="ask at each gate, and offer skip / resume / abort at a failed or interrupted step "
+        "(the default when stdin is a terminal)",
+    )
+    parser.add_argument(
+        "--config",
+        help="the team's configuration: its `checks.ignore` applies to the plan's check steps (nothing else is read)",
+    )
+    parser.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--report", metavar="DIR", help="write the run's report (PNG, HTML, Markdown) into DIR at the end"
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS)
+    return _rehearse
+
+
+def _rehearse(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level or "WARNING", [])
+    try:
+        ignores = read_check_ignores(Path(args.config)) if args.config else ()
+    except ConfigError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
+    with tempfile.TemporaryDirectory(prefix="upgrade-bot-rehearsal-") as tmp:
+        workdir = Path(tmp)
+        try:
+            sim = SimCluster(args.scenario, speed=args.speed, seed=args.seed).start()
+        except ScenarioError as exc:
+            # A scenario file that does not follow the schema: its name, line and key, no traceback.
+            print(f"upgrade-bot: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            kubeconfig = sim.write_kubeconfig(workdir / "kubeconfig", context="sim")
+            print(f"sim {args.scenario} at {sim.url} (speed {args.speed:g}x)", flush=True)
+            eks = None
+            if sim.aws_url is not None and sim.core.aws is not None:
+                # The scenario has a cloud: the plan's cluster is an EKS cluster whose AWS APIs are
+                # the sim's. It takes any credentials; the rehearsal's own keep the team's real
+                # ones (environment, files, instance metadata) from being used, or needed.
+                eks = EksProvider(
+                    name=sim.core.aws.name, region=sim.core.aws.region, endpoint_url=sim.aws_url
+                )
+                os.environ.update(
+                    AWS_ACCESS_KEY_ID="rehearsal",
+                    AWS_SECRET_ACCESS_KEY="rehearsal",
+                    AWS_CONFIG_FILE=str(workdir / "no-aws-config"),
+                    AWS_SHARED_CREDENTIALS_FILE=str(workdir / "no-aws-credentials"),
+                    AWS_EC2_METADATA_DISABLED="true",
+                )
+                os.environ.pop("AWS_SESSION_TOKEN", None)
+                os.environ.pop("AWS_PROFILE", None)
+                print(f"aws: {sim.aws_url} (EKS cluster {eks.name})", flush=True)
+            return rehearse(
+                args.plan,
+                sim_url=sim.url,
+                kubeconfig=kubeconfig,
+                workdir=workdir,
+                eks=eks,
+                auto_approve=args.auto_approve,
+                interactive=args.interactive or (not args.auto_approve and sys.stdin.isatty()),
+                out=sys.stdout,
+                ask=input,
+                connect_cluster=connect,
+                # The bot reads the sim's time: a drain's 15-minute timeout, a watch's settle and
+                # a pod's age pass as fast as the simulated upgrade does.
+                clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
+                speed=args.speed,
+                ignores=ignores,
+                report_dir=Path(args.report) if args.report else None,
+            )
+        except PlanInvalid as exc:
+            print(exc.user_message, file=sys.stderr)
+            return EXIT_USAGE
+        except (EOFError, KeyboardInterrupt):
+            print("\nrehearsal stopped", file=sys.stderr)
+            return EXIT_FAILED
+        except BotError as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_FAILED
+        finally:
+            sim.stop()

@@ -1,0 +1,79 @@
+"""`upgrade-bot sim scenario --from-snapshot LABEL | --builtin NAME`: a scenario file for the
+simulated cluster, a twin of a cluster (the bot's stored snapshot, read here) or a built-in."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bot.core.snapshots import service as snapshots
+from bot.errors import BotError, ConfigError, UsageError, UserError
+from bot.frontdoor.cli.config import settings_for
+from bot.frontdoor.cli.connect import open_store
+from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_OK, EXIT_STATUSES, EXIT_USAGE, LOG_LEVELS
+from bot.logsetup import configure_logging
+from bot.sim.world.scenario import builtin_dir, builtin_scenarios
+from bot.sim.world.twin import dump_scenario, scenario_from_snapshot
+
+
+def main(argv: list[str]) -> int:
+    """`sim scenario`'s arguments (after those two words): a scenario file on standard output."""
+    parser = argparse.ArgumentParser(
+        prog="upgrade-bot sim scenario",
+        description="Write a scenario file: a twin of a cluster from a stored snapshot, or a built-in.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--from-snapshot", metavar="LABEL", help="a stored snapshot's id or label")
+    source.add_argument("--builtin", metavar="NAME", help="a built-in scenario (`upgrade-bot sim scenarios`)")
+    parser.add_argument("--cluster", help="with a label: which cluster (default: the only one)")
+    parser.add_argument("--name", help="the scenario's name (default: CLUSTER-twin)")
+    parser.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    parser.add_argument("--config", metavar="PATH")
+    parser.add_argument("--log-level", choices=LOG_LEVELS)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    configure_logging(args.log_level or "WARNING", [])
+    if args.builtin:
+        path = builtin_dir() / f"{args.builtin}.yaml"
+        if not args.builtin.replace("-", "").isalnum() or not path.is_file():
+            known = ", ".join(n for n, _ in builtin_scenarios())
+            print(f"upgrade-bot: no built-in scenario {args.builtin!r} (known: {known})", file=sys.stderr)
+            return EXIT_USAGE
+        text = path.read_text(encoding="utf-8")
+    else:
+        try:
+            settings = settings_for(args, read_only=True)
+            store = open_store(settings)
+            try:
+                try:
+                    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+                except UserError as exc:
+                    raise UsageError(exc.user_message) from None
+                stored = snapshots.resolve(store, args.from_snapshot, cluster=cluster.name)
+            finally:
+                store.close()
+        except (ConfigError, UsageError) as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_USAGE
+        except BotError as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_FAILED
+        text = dump_scenario(scenario_from_snapshot(stored.snap, name=args.name))
+    if args.out:
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print(f"upgrade-bot: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(
+            f"scenario written to {args.out}; serve it with `upgrade-bot sim serve --scenario {args.out}`",
+            file=sys.stderr,
+        )
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK

@@ -1,0 +1,73 @@
+"""`upgrade-bot snapshot [LABEL…] [--cluster C]`: take a snapshot of a cluster and store it.
+(`snapshot export ID` has its own parser: `snapshot_export`.)"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
+from bot.frontdoor.cli.config import configured
+from bot.frontdoor.cli.connect import connect, open_store
+from bot.frontdoor.cli.options import (
+    EXIT_OK,
+    Handler,
+    Subparsers,
+    common_options,
+    kube_flags,
+    terminal_user,
+)
+from bot.frontdoor.cli.progress import progress_bar
+from bot.settings import Settings
+
+
+def register(subparsers: Subparsers) -> Handler:
+    snap = subparsers.add_parser(
+        "snapshot", parents=[common_options()], help="take a snapshot (or: snapshot export ID)"
+    )
+    snap.add_argument("label", nargs="*", help="pre, post, or any text (default: manual)")
+    snap.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    kube_flags(snap)
+    snap.add_argument("--as", dest="as_user", metavar="USER_ID", help="recorded as the person who took it")
+    return configured(_snapshot, read_only=True)
+
+
+def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
+    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+    label = " ".join(args.label) if args.label else "manual"
+    # The store (sqlalchemy's import is a tenth of a 150,000-pod snapshot) opens on a thread while
+    # the lists are read, by helper processes that leave this one mostly waiting; it is needed
+    # only to save the body at the end, and a store that cannot open fails the command there.
+    opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-store")
+    opening = opener.submit(open_store, settings)
+    reader = None
+    try:
+        reader = connect(cluster)
+        print(f"snapshot `{label}` of {reader.describe()} …", file=sys.stderr)
+        with progress_bar() as progress:
+            stored = snapshots.take_and_store(
+                opening.result,
+                reader,
+                label=label,
+                taken_by=args.as_user or terminal_user(),
+                now=datetime.now(UTC),
+                node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                progress=progress,
+            )
+    finally:
+        if reader is not None:
+            reader.close()
+        opener.shutdown(wait=True)
+        if opening.exception() is None:
+            opening.result().close()
+    counts = stored.snap["counts"]
+    print(
+        f"snapshot #{stored.meta.id} `{label}`: {counts['nodes']} nodes, {counts['pods']} pods, "
+        f"{counts['workloads']} workloads, {stored.meta.size / 1024:.1f} KiB stored"
+    )
+    for gap in stored.snap["gaps"]:
+        print(f"gap: {gap['resource']}: {gap['reason']}")
+    return EXIT_OK

@@ -1,0 +1,117 @@
+"""The terminal as a package of verbs (issue 45 item 2): one module per verb under
+`bot/frontdoor/cli/`, each `register(subparsers) -> handler`; the verb's module imported only when
+it runs; the store, the clusters and Slack reached through `cli/connect.py` alone; no module over
+300 lines."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.frontdoor.cli import OWN_PARSERS, VERBS, parser_for
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "bot" / "frontdoor" / "cli"
+#: The modules that import inside a function, each for its reason (their docstrings say it): the
+#: table that imports a verb's module when it runs, the adapters opened on demand, and `rich` at
+#: the first page a progress display shows.
+LAZY = {"__init__.py", "connect.py", "progress.py"}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.glob("*.py"))
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_each_verb_is_a_module_named_after_it_that_registers_the_line_help_shows(verb: str) -> None:
+    # The top-level help is drawn from the table when the verb does not run, and from the verb's
+    # own parser when it does: the two must read the same, or `--help` would change with argv.
+    with_verb, handler = parser_for(verb)
+    without, none = parser_for(None)
+    assert handler is not None
+    assert none is None
+    assert with_verb.format_help() == without.format_help()
+
+
+@pytest.mark.parametrize("module", sorted(set(OWN_PARSERS.values())))
+def test_each_command_with_its_own_parser_has_a_main(module: str) -> None:
+    assert callable(importlib.import_module(f"bot.frontdoor.cli.{module}").main)
+
+
+def _imported_after(*argv: str) -> set[str]:
+    """The modules of the bot (and sqlalchemy, kubernetes) a fresh `upgrade-bot ARGV` imported."""
+    code = (
+        "import sys\n"
+        "from bot.frontdoor.cli import main\n"
+        "try:\n"
+        f"    main({list(argv)!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('\\n'.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    )
+    return {m for m in done.stderr.splitlines() if m.split(".")[0] in ("bot", "sqlalchemy", "kubernetes")}
+
+
+def test_help_imports_no_verb_and_neither_the_settings_the_store_nor_the_cluster_client() -> None:
+    imported = _imported_after("--help")
+    assert sorted(m for m in imported if m.startswith("bot.frontdoor.cli.")) == ["bot.frontdoor.cli.options"]
+    assert not {"bot.settings", "bot.adapters.store", "bot.adapters.kube", "sqlalchemy", "kubernetes"} & (
+        imported
+    )
+
+
+def test_one_verb_imports_its_own_module_and_no_other_verb() -> None:
+    rules = ROOT / "templates" / "rules" / "known-issues.yaml"
+    imported = _imported_after("rules", "check", str(rules))
+    verbs = {m.rsplit(".", 1)[1] for m in imported if m.startswith("bot.frontdoor.cli.")}
+    assert verbs & (set(VERBS) | set(OWN_PARSERS.values())) == {"rules"}
+    assert not {"bot.adapters.store", "bot.adapters.kube", "sqlalchemy", "kubernetes"} & imported
+
+
+def _function_imports(tree: ast.Module) -> list[int]:
+    """The lines of imports inside a function (an `if TYPE_CHECKING:` block at the top is fine)."""
+    return [
+        inner.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for inner in ast.walk(node)
+        if isinstance(inner, ast.Import | ast.ImportFrom)
+    ]
+
+
+def test_imports_are_lazy_in_the_verb_table_and_the_connect_helper_only() -> None:
+    offenders = {
+        path.name: lines
+        for path in _modules()
+        if path.name not in LAZY
+        if (lines := _function_imports(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    assert offenders == {}
+
+
+def test_only_the_connect_helper_opens_the_store_or_connects_a_cluster() -> None:
+    offenders = [
+        f"{path.name}:{node.lineno}"
+        for path in _modules()
+        if path.name != "connect.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and (node.value.id, node.attr) in {("Store", "open"), ("Cluster", "connect")}
+    ]
+    assert offenders == []
+
+
+def test_no_module_of_the_terminal_is_over_300_lines() -> None:
+    lines = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in _modules()}
+    assert {name: n for name, n in lines.items() if n > 300} == {}
+    assert len(lines) > len(VERBS)  # the package, not a module left behind beside it
+    assert not (PACKAGE.parent / "cli.py").exists()
