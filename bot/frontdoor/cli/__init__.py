@@ -9,6 +9,7 @@
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive]   a whole plan on the sim
     upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
+    upgrade-bot rules test [FILE] --log LINE | --event M which rules match a line (exit 3: a match)
     upgrade-bot inbox list|retry ID|drop ID              requests set aside as dead letters
     upgrade-bot outbox list|retry ROW|drop ROW           thread posts set aside as dead letters
     upgrade-bot report RUN [-o html|md|json|png] [--out FILE]   a run's report (timeline picture)
@@ -55,7 +56,7 @@ VERBS = {
     "check": "pre-flight checks for an upgrade; exit 3 when a Required one fails",
     "inbox": "acknowledged requests set aside after failing: list, retry, drop",
     "outbox": "thread posts Slack refused every time: list, retry, drop",
-    "rules": "known-issue rules: `rules check FILE`",
+    "rules": "known-issue rules: `rules check FILE`, `rules test [FILE] --log LINE`",
 }
 
 #: Commands that parse their own arguments, by their first words → their module (its `main`):

@@ -1,4 +1,5 @@
-"""`upgrade-bot rules check FILE`: validate a known-issue rules file (no configuration needed)."""
+"""`upgrade-bot rules check FILE` validates a known-issue rules file; `upgrade-bot rules test [FILE]
+--log LINE | --event MESSAGE` says which rules match a line (neither needs a configuration)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,61 @@ from pathlib import Path
 
 from bot.core.checks.rules import read_rules
 from bot.errors import ConfigError
-from bot.frontdoor.cli.options import EXIT_OK, EXIT_USAGE, Handler, Subparsers, common_options
+from bot.frontdoor.cli.options import (
+    EXIT_OK,
+    EXIT_STATUSES,
+    EXIT_USAGE,
+    Handler,
+    Subparsers,
+    common_options,
+)
+from bot.frontdoor.rules_tester import run_rules_test
 from bot.logsetup import configure_logging
 
 
 def register(subparsers: Subparsers) -> Handler:
-    rules = subparsers.add_parser("rules", help="known-issue rules: `rules check FILE`")
+    rules = subparsers.add_parser(
+        "rules", help="known-issue rules: `rules check FILE`, `rules test [FILE] --log LINE`"
+    )
     actions = rules.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
     check = actions.add_parser(
         "check", parents=[common_options()], help="validate a rules file; exit 2 listing problems"
     )
     check.add_argument("file", help="the rules file (YAML)")
-    return _check
+    test = actions.add_parser(
+        "test",
+        parents=[common_options()],
+        help="which rules match a log line or an event message; exit 3 on a match, 0 on none",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    test.add_argument("file", nargs="?", help="the rules file to test (default: the shipped rules)")
+    line = test.add_mutually_exclusive_group(required=True)
+    line.add_argument(
+        "--log",
+        metavar="LINE",
+        help="a container's log line (or a pasted tail; --log=LINE if it starts with -)",
+    )
+    line.add_argument("--event", metavar="MESSAGE", help="an event's message")
+    test.add_argument("--container", metavar="NAME", help="with --log: the container the line is from")
+    test.add_argument(
+        "--reason", metavar="REASON", help="with --event: the event's reason (FailedAttachVolume…)"
+    )
+    return _dispatch
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.rules_command == "test":
+        return _test(args)
+    return _check(args)
+
+
+def _test(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level or "WARNING", [])
+    path = Path(args.file) if args.file else None
+    return run_rules_test(
+        path, args.log, args.container, args.event, sys.stdout, reason=args.reason, err=sys.stderr
+    )
 
 
 def _check(args: argparse.Namespace) -> int:

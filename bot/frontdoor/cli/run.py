@@ -25,7 +25,10 @@ def register(subparsers: Subparsers) -> Handler:
         "--health-port",
         type=int,
         metavar="N",
-        help="Socket Mode: serve /healthz, /readyz and /metrics on this port (with --http they are on --port)",
+        help=(
+            "serve /healthz, /readyz and /metrics on this port and thread of their own (either mode;"
+            " with --http also on --port); 0 picks a free one"
+        ),
     )
     return configured(_run, log_level="INFO")
 

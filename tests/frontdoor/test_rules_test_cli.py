@@ -1,0 +1,57 @@
+"""`upgrade-bot rules test` as a user types it: the console script in a process of its own, each
+built-in rule held to its literal line from the seed notes (tests/core/checks/test_seed_lines.py
+names which line is whose), and the exit statuses a CI job branches on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.core.checks.test_seed_lines import CLAIMS, CNI002_LINE, NO_SEED_LINE, Seed, seed_text
+
+UPGRADE_BOT = Path(sys.executable).with_name("upgrade-bot")
+
+
+def rules_test(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(UPGRADE_BOT), "rules", "test", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def argv(seed: Seed, text: str) -> list[str]:
+    if seed.signal == "log":
+        return ["--log", text, *(["--container", seed.container] if seed.container else [])]
+    return ["--event", text, *(["--reason", seed.reason] if seed.reason else [])]
+
+
+@pytest.mark.parametrize("rule_id", sorted(CLAIMS))
+def test_the_command_matches_each_built_in_rule_on_its_seed_line_and_exits_3(rule_id: str) -> None:
+    seed = CLAIMS[rule_id]
+    # The lines as a person pastes them: a log's whole block (a tail), an event's message.
+    done = rules_test(*argv(seed, seed_text(seed)))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout.startswith(f"{rule_id}  "), done.stdout
+    (summary,) = [line for line in done.stdout.splitlines() if line.startswith("1 rule matches this ")]
+    assert f": {rule_id} (" in summary, done.stdout
+
+
+def test_the_command_matches_cni002_on_the_vpc_cnis_event() -> None:
+    done = rules_test(*argv(NO_SEED_LINE["CNI002"], CNI002_LINE))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout.startswith("CNI002  ")
+
+
+def test_a_line_no_rule_matches_exits_0_and_says_so() -> None:
+    done = rules_test("--log", "GET /healthz 200 OK")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("no rule matches this log line")
+
+
+def test_a_log_and_an_event_at_once_is_a_usage_error() -> None:
+    done = rules_test("--log", "x", "--event", "y")
+    assert done.returncode == 2
+    assert "not allowed with argument" in done.stderr
+    assert "Traceback" not in done.stderr
