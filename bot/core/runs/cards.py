@@ -246,7 +246,10 @@ class RunCards:
     def context(self, run: R.Run) -> dict[str, Any]:
         """The card's context now, live sections included."""
         return card_context(
-            run, self.clock(), self.live(run.id) if self.live is not None else (), waive_roles=self.waive_roles
+            run,
+            self.clock(),
+            self.live(run.id) if self.live is not None else (),
+            waive_roles=self.waive_roles,
         )
 
     def channel_for(self, run: R.Run) -> str | None:

@@ -441,7 +441,11 @@ def skipped_failures(run: Run) -> list[SkippedFailure]:
         by, reason = (match[1], match[2]) if match else ("", head)
         out.append(
             SkippedFailure(
-                step_id=sr.step_id, title=run.plan.step(sr.step_id).title, by=by, reason=reason, failure=failure
+                step_id=sr.step_id,
+                title=run.plan.step(sr.step_id).title,
+                by=by,
+                reason=reason,
+                failure=failure,
             )
         )
     return out
@@ -489,10 +493,14 @@ def skip_vote(
         _, missing = covered(gate, live_votes(gate, votes, now))
         still = f"; it still needs {' and '.join(missing)}" if missing else ""
         if not held & set(gate.roles):
-            return refuse(f"skipping `{step_id}` needs {gate.describe()}, as its gate does; you are {_you(held)}")
+            return refuse(
+                f"skipping `{step_id}` needs {gate.describe()}, as its gate does; you are {_you(held)}"
+            )
         if any(v.user_id == user_id for v in votes):
             return refuse(f"you have already voted to skip `{step_id}`{still}")
-        return refuse(f"the {', '.join(sorted(held & set(gate.roles)))} has already voted to skip `{step_id}`{still}")
+        return refuse(
+            f"the {', '.join(sorted(held & set(gate.roles)))} has already voted to skip `{step_id}`{still}"
+        )
     vote = Approval(
         step_id=step_id,
         phase=SKIP,
@@ -516,6 +524,46 @@ def skip_vote(
     # The thread names the person who made the skip count; the note names every voter.
     skipped = [dataclasses.replace(e, actor=user_id) if e.kind == "step_skipped" else e for e in out.events]
     return Outcome(run=out.run, events=(*events, *skipped))
+
+
+def resume_click(
+    run: Run, *, step_id: str, epoch: int, user_id: str, directory: Directory, now: datetime, reason: str = ""
+) -> Outcome:
+    """The Resume button of a paused run: someone holding a role of the stopped step's gate
+    resumes it (the gate opens again, so nothing runs before that gate is approved as usual).
+    Refusals change nothing."""
+    refused = paused_refusal(run, step_id=step_id, epoch=epoch, user_id=user_id, directory=directory)
+    if refused is not None:
+        return refused
+    return resume(run, by=user_id, now=now, reason=reason or f"from the card, at `{step_id}`")
+
+
+def paused_refusal(
+    run: Run, *, step_id: str, epoch: int, user_id: str, directory: Directory, gate_roles: bool = True
+) -> Outcome | None:
+    """Why a paused card's button may not be used by `user_id` now (None: it may): the run must
+    be paused at that step as it was when the card was drawn, and (`gate_roles`) the person hold a
+    role of its gate (Waive… has its own roles: `/upgrade waive`'s)."""
+
+    def refuse(message: str) -> Outcome:
+        return Outcome(
+            run=run,
+            accepted=False,
+            message=message,
+            events=(Event(kind="refused", step_id=step_id, actor=user_id, detail=message),),
+        )
+
+    if run.state is not RunState.PAUSED:
+        return refuse(f"run {run.id} is {run.state}; this button is for a paused run")
+    cur = run.current
+    if cur is None or cur.step_id != step_id or cur.epoch != epoch:
+        return refuse(f"this button is from an earlier state of run {run.id}; use the buttons on its card")
+    gate = run.plan.step(step_id).gate
+    held = frozenset(roles_of(user_id, run.roster, directory))
+    if gate_roles and not held & set(gate.roles):
+        anyone = " or ".join(f"the {r}" for r in gate.roles)
+        return refuse(f"resuming `{step_id}` is for {anyone}, who hold its gate; you are {_you(held)}")
+    return None
 
 
 def skip_votes(run: Run, sr: StepRun) -> list[Approval]:

@@ -48,7 +48,9 @@ PauseKind = Callable[[R.Run, R.StepRun], PauseCause | None]
 
 def _finding(run: R.Run, sr: R.StepRun) -> PauseCause | None:
     # A `check` step that failed on Required findings (not one a person rejected: that is "failed").
-    if sr.state is not R.StepState.FAILED or not any(c.name == "check" for c in run.plan.step(sr.step_id).actions):
+    if sr.state is not R.StepState.FAILED or not any(
+        c.name == "check" for c in run.plan.step(sr.step_id).actions
+    ):
         return None
     ids = required_ids(sr.note)
     if not ids:
@@ -89,7 +91,9 @@ def _people(run: R.Run, roles: Sequence[str]) -> list[dict[str, object]]:
     return [{"role": role, "people": list(run.roster.get(role, ()))} for role in roles]
 
 
-def paused_view(run: R.Run, *, waive_roles: Sequence[str] = ("primary", "shadow")) -> dict[str, object] | None:
+def paused_view(
+    run: R.Run, *, waive_roles: Sequence[str] = ("primary", "shadow")
+) -> dict[str, object] | None:
     """The card's pause section: the cause, who may resume, skip and waive (roles with their
     people), whether the step can be skipped, and the buttons' value. None unless paused."""
     cause = pause_cause(run)
@@ -104,7 +108,8 @@ def paused_view(run: R.Run, *, waive_roles: Sequence[str] = ("primary", "shadow"
         "value": R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch).encode(),
         "resume": _people(run, gate.roles),
         "skip": _people(run, gate.roles),
-        "skip_rule": gate.describe(),
+        # One person for an `any_of` gate; the gate's own count otherwise (four eyes).
+        "skip_rule": gate.describe() if gate.kind != "any_of" else "",
         "skippable": R.StepState.SKIPPED in R.STEP_TRANSITIONS[cur.state],
         "skip_votes": [{"user": v.user_id, "reason": v.reason} for v in votes],
         "waive": _people(run, waive_roles) if cause.findings else [],
