@@ -345,8 +345,9 @@ def exit_status(run: R.Run) -> int:
 
 
 def last_line(plan_name: str, run: R.Run) -> str:
-    """The rehearsal's last line: how the run ended, in the words of its card — "completed with
-    N failed steps skipped" (each named on the line before it), paused at a step, or aborted."""
+    """The rehearsal's last lines: how the run ended, in the words of its card — "completed with
+    N failed steps skipped" (each named on the line before it), "paused at STEP" or "aborted"
+    (the run's reason on the line before it)."""
     head = f"rehearsal of {plan_name}: run {run.id}"
     if run.state is R.RunState.COMPLETED:
         end = ending(run)
@@ -355,10 +356,11 @@ def last_line(plan_name: str, run: R.Run) -> str:
         )
         before = f"failed and skipped: {named}\n" if named else ""
         return f"{before}{head} {end.honest}"
+    why = f"why: {run.reason}\n" if run.reason else ""
     if run.state is R.RunState.PAUSED:
         at = f" at {run.current.step_id}" if run.current is not None else ""
-        return f"{head} paused{at}: {run.reason}"
-    return f"{head} {run.state}" + (f": {run.reason}" if run.reason else "")
+        return f"{why}{head} paused{at}"
+    return f"{why}{head} {run.state}"
 
 
 #: How long a rehearsal waits for one long action before it gives up (real seconds).
