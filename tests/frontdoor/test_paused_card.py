@@ -248,6 +248,9 @@ def test_a_failed_step_pauses_the_run_and_its_skip_needs_the_gates_two_people(bo
             f"the shadow to agree, as its gate does. Who: the primary <@{PRIMARY}> or the shadow <@{SHADOW}>"
         ) in text
         assert "Waive…" not in text
+        # `checks` failed and was skipped earlier: the progress says so, but no "completed" yet.
+        assert "· 1 failed and skipped ·" in text
+        assert "Completed with" not in text
         found = buttons(blocks)
         assert list(found) == ["paused_resume", "paused_skip"]  # no finding: no Waive…
         assert block_kit_problems("chat.update", {"blocks": blocks}) == []
