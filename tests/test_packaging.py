@@ -407,8 +407,10 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs_from_anywhere
     )
     # 3: completed, with the planted faults' failed steps reviewed and skipped.
     assert rehearsed.returncode == 3, rehearsed.stdout[-2000:] + rehearsed.stderr[-3000:]
-    *_, status, html, md, note = rehearsed.stdout.rstrip().splitlines()
-    assert status.endswith("completed")
+    # The report's lines, then the failed steps skipped and the verdict, last (issue 40).
+    *_, html, md, note, failed, status = rehearsed.stdout.rstrip().splitlines()
+    assert re.search(r"completed with \d+ failed steps skipped$", status), status
+    assert failed.startswith("failed and skipped: checks (")
     # The report without matplotlib: the HTML (its tables) and the Markdown, and what to install.
     assert [Path(line.removeprefix("report: ")).suffix for line in (html, md)] == [".html", ".md"]
     assert note == (

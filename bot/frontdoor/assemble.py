@@ -209,6 +209,7 @@ def assemble(
             # The run's report goes into its thread when it ends (Slack's file upload).
             files=slack.uploader if slack is not None else None,
             live=long_actions.sections,
+            waive_roles=settings.action_approvers,
         )
     announcements = AnnouncementService(
         store=store,

@@ -18,7 +18,8 @@ approved) or `abort`. Without it, the rehearsal stops at such a step, as the run
 PLAN is a plan file or the name of a built-in plan (`bot.resources.BUILTIN_PLANS`), so an
 installed copy rehearses its examples from any directory. Exit status (`exit_status`): 0 when the
 run completed with every step done, 3 when it completed with failed steps skipped or paused, 1 when
-it was aborted or stopped at the end of input, 2 when the plan is invalid.
+it was aborted or stopped at the end of input, 2 when the plan is invalid. The last line printed
+says why (`last_line`): "… completed with 4 failed steps skipped", with each step named before it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from bot.core.jobs.base import Choice, ChoiceOption
 from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import StaticDirectory, roles_of
 from bot.core.runs import machine as R
+from bot.core.runs.paused import ending
 from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
@@ -300,7 +302,6 @@ def rehearse(
                     continue
             run = _decide(service, run, cur, auto_approve=auto_approve, ask=ask, out=out)
         out.write(_framed(poster.card))
-        out.write(f"rehearsal of {plan.name}: run {run.id} {run.state}\n")
         if report_dir is not None:
             for path in write_report(store, run.id, report_dir, now=clock()):
                 out.write(f"report: {path}\n")
@@ -311,6 +312,8 @@ def rehearse(
                 out.write(
                     f"report: no timeline picture, the HTML has no charts (no matplotlib: {INSTALL_HINT})\n"
                 )
+        # Last, whatever else was printed: a pipeline's log ends with why it exits as it does.
+        out.write(last_line(plan.name, run) + "\n")
         return exit_status(run)
     finally:
         bot.duties.shutdown()
@@ -334,10 +337,30 @@ def write_report(store: Store, run_id: str, directory: Path, *, now: datetime) -
 
 def exit_status(run: R.Run) -> int:
     """The terminal's statuses (bot.frontdoor.cli.EXIT_STATUSES): 0 completed with every step
-    done; 3 completed with failed steps skipped, or paused (a finding, for a pipeline); 1 aborted."""
+    done (or skipped by people, never having failed); 3 completed with failed steps skipped, or
+    paused (a finding, for a pipeline); 1 aborted."""
     if run.state is R.RunState.COMPLETED:
-        return 3 if any(s.state is R.StepState.SKIPPED for s in run.steps) else 0
+        return 3 if ending(run).skipped else 0
     return 3 if run.state is R.RunState.PAUSED else 1
+
+
+def last_line(plan_name: str, run: R.Run) -> str:
+    """The rehearsal's last lines: how the run ended, in the words of its card — "completed with
+    N failed steps skipped" (each named on the line before it), "paused at STEP" or "aborted"
+    (the run's reason on the line before it)."""
+    head = f"rehearsal of {plan_name}: run {run.id}"
+    if run.state is R.RunState.COMPLETED:
+        end = ending(run)
+        named = "; ".join(
+            f"{s.step_id} ({s.failure[:120]}{'…' if len(s.failure) > 120 else ''})" for s in end.skipped
+        )
+        before = f"failed and skipped: {named}\n" if named else ""
+        return f"{before}{head} {end.honest}"
+    why = f"why: {run.reason}\n" if run.reason else ""
+    if run.state is R.RunState.PAUSED:
+        at = f" at {run.current.step_id}" if run.current is not None else ""
+        return f"{why}{head} paused{at}"
+    return f"{why}{head} {run.state}"
 
 
 #: How long a rehearsal waits for one long action before it gives up (real seconds).

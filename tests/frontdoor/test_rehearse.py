@@ -104,9 +104,13 @@ def test_the_eks_managed_plan_upgrades_everything_through_the_eks_api_in_order()
     assert "↳ rehearsal: U0PRIMARY reviewed why `addon-ebs-csi` failed and skips it" in out
     assert "`restart-coredns` succeeded: restart job" in out
     final_card = out.rsplit("Upgrade run", 1)[1]
-    assert "Run *completed*" in final_card
+    assert "Run *completed with 1 failed step skipped*" in final_card
     assert final_card.count(":fast_forward: `addon-ebs-csi`") == 1
-    assert out.rstrip().endswith("completed")
+    # Not a clean success: the last line says the run went past a failed step (exit status 3).
+    assert ":tada:" not in final_card
+    assert out.rstrip().endswith("completed with 1 failed step skipped")
+    assert "\nfailed and skipped: addon-ebs-csi (" in out
+    assert result.returncode == 3, result.stderr[-3000:]
 
 
 @dataclass(frozen=True)
@@ -135,9 +139,9 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     result = eks_auto_approved.result
     # 3: the run completed, but with failed steps (the planted faults) reviewed and skipped.
     assert result.returncode == 3, result.stderr[-3000:]
-    # What `--report` adds is only its closing lines (test_the_rehearsal_writes_the_runs_report).
+    # What `--report` adds is only its lines before the verdict (test_the_rehearsal_writes_the_runs_report).
     out, _, report = result.stdout.partition("\nreport: ")
-    assert len(report.splitlines()) == 3  # its picture, HTML and Markdown
+    assert len(report.splitlines()) == 5  # its picture, HTML and Markdown; the failed steps; the verdict
     assert "sim: upgrade_control_plane version=1.25.16 → Successful" in out
     assert "`restart-coredns` succeeded: restart job" in out
     assert 'deployment/kube-system/coredns: deployment "coredns" successfully rolled out' in out
@@ -210,13 +214,27 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     assert "↳ rehearsal: U0PRIMARY reviewed why `watch-settle` failed and skips it" in out
     assert "`snapshot-post` succeeded: snapshot #2 `post`" in out
     final_card = out.rsplit("Upgrade run", 1)[1]
-    assert "Run *completed*" in final_card
+    assert "Run *completed with 4 failed steps skipped*" in final_card
     # The pre-flight check fails on the scenario's planted blockers; the roster skips it, on record.
     assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
     assert final_card.count(":fast_forward: `checks`") == 1
     # The final card at a glance: the progress line and the run's last step (it used to be cut
-    # off after 11 of the 25 steps, inside an emoji code).
-    assert "Run *completed* · 25 done (4 skipped)" in final_card
+    # off after 11 of the 25 steps, inside an emoji code). An honest ending (issue 40): the planted
+    # faults failed four steps that the roster skipped; the card, the thread and the last line say
+    # so, name each with its failure and who skipped it, and list the findings left open.
+    assert "Run *completed with 4 failed steps skipped* · 21 done · 4 failed and skipped" in final_card
+    ending = final_card.split(":warning: *Completed with 4 failed steps skipped*", 1)[1].split("\n\n", 1)[0]
+    for step in ("checks", "restart-istio-data-plane", "watch-settle", "diff"):
+        assert f"• `{step}` failed: " in ending
+        assert (
+            f"skipped by @U0PRIMARY: _rehearsal: U0PRIMARY reviewed why `{step}` failed and skips it_"
+            in ending
+        )
+    assert "Open findings (as the failed steps found them): `API001` (checks)" in ending
+    assert "`KI004` (" in ending
+    assert "  ↳ :warning: *Completed with 4 failed steps skipped*" in out  # the thread's last line
+    assert ":tada:" not in final_card
+    assert ":tada: Run completed" not in out
     assert ":white_check_mark: `announce-done` Announce completion" in final_card
     # Every card printed while the run was under way shows the step now.
     for card in out.split("Upgrade run")[1:-1]:
@@ -225,7 +243,7 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
         assert f":hourglass_flowing_sand: Now: `{now.group(1)}`" in card or "Run *paused*" in card, card
     # The roster answered as people would: the starter of a step never confirmed it alone.
     assert "four eyes" not in out
-    assert out.rstrip().endswith("completed")
+    assert result.stdout.rstrip().endswith("completed with 4 failed steps skipped")
 
 
 @SHARES_THE_REHEARSAL
@@ -234,10 +252,14 @@ def test_the_rehearsal_writes_the_runs_report(eks_auto_approved: Rehearsed) -> N
     result = eks_auto_approved.result
     assert result.returncode == 3, result.stderr[-3000:]
     out = result.stdout
-    run_id = re.search(r"^rehearsal of eks-nodegroups: run (\S+) completed$", out, re.MULTILINE)
+    last = out.rstrip().splitlines()[-1]
+    run_id = re.fullmatch(
+        r"rehearsal of eks-nodegroups: run (\S+) completed with 4 failed steps skipped", last
+    )
     assert run_id, out[-500:]
     paths = [eks_auto_approved.report / f"run-{run_id.group(1)}.{ext}" for ext in ("png", "html", "md")]
-    assert out.rstrip().endswith("\n".join(f"report: {p}" for p in paths))
+    # The report's paths, then the failed steps and the verdict: a pipeline's log ends with why.
+    assert "\n".join(f"report: {p}" for p in paths) + "\nfailed and skipped: checks (" in out
     assert paths[0].read_bytes().startswith(b"\x89PNG")
     md = paths[2].read_text()
     # The step Gantt: every step of the runbook, and the failed and skipped ones as such.
@@ -283,7 +305,8 @@ def test_a_refused_or_unknown_answer_says_why_and_asks_again_until_abort() -> No
     assert "Run *paused* — step checks failed: pre-flight check for 1.25 FAILED" in out
     assert "nobody in the roster" not in out + result.stderr
     assert result.returncode == 3, result.stderr[-3000:]
-    assert out.rstrip().endswith(" paused")
+    assert out.rstrip().endswith(" paused at checks")
+    assert "\nwhy: step checks failed: pre-flight check for 1.25 FAILED" in out
 
 
 def test_the_end_of_input_after_a_wrong_answer_stops_the_rehearsal() -> None:

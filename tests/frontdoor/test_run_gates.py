@@ -142,10 +142,13 @@ def test_the_eks_runbook_runs_end_to_end_with_the_right_people(bot: Bot) -> None
     assert bot.click(PRIMARY, bot.gate("announce-done")) is None
 
     card = bot.card()
-    assert "Run *completed*" in card
+    assert "Run *completed" in card
     # The card at a glance: the progress line, the one skipped step in full, the last step; who
     # approved what is in the thread, not on the card.
-    assert "Run *completed* · 12 done (1 skipped)" in card
+    # `checks` failed before it was skipped: the ending says so rather than "12 done" (issue 40).
+    assert "Run *completed with 1 failed step skipped* · 11 done · 1 failed and skipped" in card
+    assert "• `checks` failed: pre-flight check for 1.25 FAILED: 6 Required — API001 (" in card
+    assert f"skipped by <@{PRIMARY}>: _known: tracked in CHG-1125_" in card
     assert card.count(":fast_forward:") == 1
     assert "`announce-done`" in card
     assert f"started: <@{PRIMARY}>" not in card
@@ -165,7 +168,7 @@ def test_the_eks_runbook_runs_end_to_end_with_the_right_people(bot: Bot) -> None
     assert len(refused) == 4
     assert [u for u, _ in refused] == [STRANGER, SHADOW, COORD, SHADOW]
     status = bot.command("status")
-    assert "Run *completed*" in status or "No run is active" in status
+    assert "Run *completed" in status or "No run is active" in status
 
 
 DRILL = f"""\

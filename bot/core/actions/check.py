@@ -9,7 +9,7 @@ or ignored) — and the full report (why and how to fix each finding) uploaded u
 from __future__ import annotations
 
 from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
-from bot.core.checks.findings import REQUIRED, summary_lines
+from bot.core.checks.findings import REQUIRED, summary_lines, valid_id
 from bot.core.checks.service import report_attachment
 from bot.core.checks.waivers import cover_labels
 from bot.errors import UserError
@@ -53,8 +53,10 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
         if listed and sum(len(e) + 2 for e in listed) + len(entry) > LISTED_CHARS:
             break
         listed.append(entry)
-    more = len(entries) - len(listed)
-    shown = ", ".join(listed) + (f", …and {more} more" if more else "")
+    hidden = list(by_id)[len(listed) :]
+    # The ids beyond the budget are still named (they are short): a paused run's Waive… offers
+    # every Required id the step failed on (`required_ids`), not only the first few.
+    shown = ", ".join(listed) + (f", …and {len(hidden)} more ({', '.join(hidden)})" if hidden else "")
     return ActionResult(
         ok=False,
         detail=(
@@ -63,6 +65,31 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
         ),
         files=files,
     )
+
+
+def required_ids(detail: str) -> tuple[str, ...]:
+    """The Required finding ids a failed check step's line names (what `run` writes), in order;
+    () for any other line. The objects in parentheses and the Recommended count are not ids."""
+    head, sep, rest = detail.partition(" Required — ")
+    if not sep or " FAILED: " not in head:
+        return ()
+    listed = rest.split("; ", 1)[0]
+    ids: list[str] = []
+    depth, entry = 0, ""
+    for ch in f"{listed}, ":
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and entry.endswith(",") and ch == " ":
+            word = entry[:-1].strip()
+            if word.startswith("…and "):
+                inner = word.partition("(")[2].rstrip(")")
+                ids.extend(i for i in inner.split(", ") if valid_id(i))
+            elif valid_id(word.split(" (", 1)[0]):
+                ids.append(word.split(" (", 1)[0])
+            entry = ""
+            continue
+        entry += ch
+    return tuple(dict.fromkeys(ids))
 
 
 SPEC = ActionSpec(

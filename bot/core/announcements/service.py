@@ -43,6 +43,7 @@ from bot.core.announcements.templates import (
     Link,
     PlanInfo,
     RunInfo,
+    SkippedStepInfo,
     StepInfo,
     WindowSpan,
     build_context,
@@ -52,6 +53,7 @@ from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.rendering import Rendered
 from bot.core.runs import machine as R
 from bot.core.runs.library import assemble_run, find_plan, stored_plan
+from bot.core.runs.paused import ending
 from bot.core.runs.plans import Plan
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import (
@@ -107,7 +109,23 @@ def run_info(run: R.Run, step_id: str = "") -> RunInfo:
         step = StepInfo(
             index=index + 1, total=total, name=run.plan.step(sr.step_id).title, confirmed_by=confirmed
         )
-    return RunInfo(id=run.id, state=_RUN_STATE.get(run.state, "running"), step=step)
+    end = ending(run)
+    return RunInfo(
+        id=run.id,
+        state=_RUN_STATE.get(run.state, "running"),
+        step=step,
+        failed_skipped=tuple(
+            SkippedStepInfo(
+                id=s.step_id,
+                name=s.title,
+                failure=s.failure,
+                skipped_by=tuple(u for u in s.by.split("+") if u),
+                reason=s.reason,
+            )
+            for s in end.skipped
+        ),
+        open_findings=tuple(end.findings),
+    )
 
 
 def plan_context(

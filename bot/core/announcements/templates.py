@@ -123,10 +123,25 @@ class StepInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SkippedStepInfo:
+    """A step that failed and was skipped: an honest `completed` names each one."""
+
+    id: str
+    name: str
+    failure: str
+    skipped_by: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunInfo:
     id: int | str
     state: str
     step: StepInfo | None = None
+    #: The failed steps the run went past (skipped), in the plan's order; () for a clean run.
+    failed_skipped: tuple[SkippedStepInfo, ...] = ()
+    #: The finding ids those steps left open (a check's Required ids, the known issues).
+    open_findings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.state not in RUN_STATES:
@@ -425,6 +440,16 @@ def sample_context(**changes: Any) -> dict[str, Any]:
         id=42,
         state="aborted",
         step=StepInfo(index=3, total=7, name="Drain node group ng-a <blue>", confirmed_by=("U0SHADOW",)),
+        failed_skipped=(
+            SkippedStepInfo(
+                id="checks",
+                name="Pre-flight checks <all>",
+                failure="pre-flight check FAILED: 1 Required — API001 & <!channel>",
+                skipped_by=("U0PRIMARY",),
+                reason="reviewed & <tracked> in CHG-1234",
+            ),
+        ),
+        open_findings=("API001",),
     )
     context = build_context(
         plan=plan,

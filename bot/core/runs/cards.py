@@ -24,6 +24,7 @@ from bot.core.durations import format_duration
 from bot.core.live import LiveSection, LiveSource
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
+from bot.core.runs.paused import ending, paused_view
 from bot.errors import BotError, SlackCallFailed
 from bot.records import FileAttachment
 
@@ -109,8 +110,15 @@ def _progress(run: R.Run, rows: Sequence[Mapping[str, Any]], current: int, now: 
     }
 
 
-def card_context(run: R.Run, now: datetime, live: Sequence[LiveSection] = ()) -> dict[str, Any]:
-    """What the card template shows of a run at `now`, with the live sections of its long actions."""
+def card_context(
+    run: R.Run,
+    now: datetime,
+    live: Sequence[LiveSection] = (),
+    *,
+    waive_roles: Sequence[str] = ("primary", "shadow"),
+) -> dict[str, Any]:
+    """What the card template shows of a run at `now`, with the live sections of its long actions;
+    `waive_roles` ask a Required finding's waiver (the settings' `actions.approvers`)."""
     cur = run.current
     gate: dict[str, Any] | None = None
     if cur is not None and run.state is R.RunState.ACTIVE and run.phase(cur) is not None:
@@ -135,6 +143,9 @@ def card_context(run: R.Run, now: datetime, live: Sequence[LiveSection] = ()) ->
         "zone": run.plan.window.timezone,
         "roster": run.roster,
         "live": list(live),
+        # A paused run says why and who may move it on; a completed one, what it went past.
+        "paused": paused_view(run, waive_roles=waive_roles),
+        "ending": ending(run),
     }
 
 
@@ -214,8 +225,11 @@ class RunCards:
         dry_runs: GateDryRuns | None = None,
         files: FileUploader | None = None,
         live: LiveSource | None = None,
+        waive_roles: Sequence[str] = ("primary", "shadow"),
     ) -> None:
         self.deliveries = deliveries
+        #: Who asks a Required finding's waiver (`actions.approvers`): named on a paused card.
+        self.waive_roles = tuple(waive_roles)
         #: Uploads the run's report into its thread when the run ends; None: no report posted.
         self.files = files
         self.store = deliveries.store
@@ -231,7 +245,12 @@ class RunCards:
 
     def context(self, run: R.Run) -> dict[str, Any]:
         """The card's context now, live sections included."""
-        return card_context(run, self.clock(), self.live(run.id) if self.live is not None else ())
+        return card_context(
+            run,
+            self.clock(),
+            self.live(run.id) if self.live is not None else (),
+            waive_roles=self.waive_roles,
+        )
 
     def channel_for(self, run: R.Run) -> str | None:
         return run.plan.operations_channel or self.operations_channel
@@ -252,7 +271,13 @@ class RunCards:
                 continue
             rendered = self.renderer.render(
                 "runs/event",
-                {"event": event, "run": run, "zone": run.plan.window.timezone, "at": self.clock()},
+                {
+                    "event": event,
+                    "run": run,
+                    "zone": run.plan.window.timezone,
+                    "at": self.clock(),
+                    "ending": ending(run),
+                },
             )
             body = {"text": rendered.text, "blocks": rendered.blocks, "broadcast": event.kind in _BROADCAST}
             lines.append((f"event:{version}:{i}", json.dumps(body)))

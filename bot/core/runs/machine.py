@@ -54,6 +54,14 @@ RUN_TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
     RunState.COMPLETED: frozenset(),
 }
 FINISHED = frozenset({StepState.SUCCEEDED, StepState.SKIPPED})
+#: What a failed (or interrupted) step's note keeps once the run is resumed: its gate opens again,
+#: and the card, the skip and the run's end still say why it stopped (`failure_of`).
+FAILED_BEFORE = "failed before: "
+INTERRUPTED_BEFORE = "interrupted before: "
+#: Between a skip's own words and the failure it went past, in a skipped step's note.
+SKIPPED_AFTER = " · it had failed: "
+#: The phase and decision of a vote to skip a failed step (`skip_vote`), kept with the approvals.
+SKIP = "skip"
 #: Who is mentioned when a gate waits too long: after escalate_after, then after twice that.
 ESCALATION_ROLES = ("shadow", "coordinator")
 
@@ -362,7 +370,9 @@ def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:
     events = [Event(kind="run_resumed", actor=by, detail=reason)]
     cur = run.current
     if cur is not None and cur.state in (StepState.FAILED, StepState.INTERRUPTED):
-        run = _set_step(run, cur, StepState.AWAITING_APPROVAL, now, note="")
+        # The fresh gate still says why the step stopped; a skip or the run's end reads it back.
+        before = FAILED_BEFORE if cur.state is StepState.FAILED else INTERRUPTED_BEFORE
+        run = _set_step(run, cur, StepState.AWAITING_APPROVAL, now, note=f"{before}{cur.note or cur.state}")
         events.append(Event(kind="gate_opened", step_id=cur.step_id, detail="start"))
     elif cur is None:
         run = _open_next(run, now, events)
@@ -384,11 +394,181 @@ def skip(run: Run, *, step_id: str, by: str, reason: str, now: datetime) -> Outc
             f"step `{step_id}` is {sr.state.replace('_', ' ')}; only a step that is not running "
             "and not finished can be skipped"
         )
-    run = _set_step(run, sr, StepState.SKIPPED, now, note=f"skipped by {by}: {reason}")
+    failure = failure_of(sr)
+    after = f"{SKIPPED_AFTER}{failure}" if failure else ""
+    run = _set_step(run, sr, StepState.SKIPPED, now, note=f"skipped by {by}: {reason}{after}")
     events = [Event(kind="step_skipped", step_id=step_id, actor=by, detail=reason)]
     if run.state is RunState.ACTIVE:
         run = _open_next(run, now, events)
     return Outcome(run=run, events=tuple(events))
+
+
+def failure_of(sr: StepRun) -> str:
+    """Why `sr` stopped, when it failed or was interrupted (now, or before a resume re-opened its
+    gate); "" for a step that never did."""
+    if sr.state is StepState.FAILED:
+        return sr.note or "failed"
+    if sr.state is StepState.INTERRUPTED:
+        return f"interrupted: {sr.note}" if sr.note else "interrupted"
+    if sr.state is StepState.SKIPPED and SKIPPED_AFTER in sr.note:
+        return sr.note.split(SKIPPED_AFTER, 1)[1]
+    if sr.note.startswith(FAILED_BEFORE):
+        return sr.note[len(FAILED_BEFORE) :]
+    if sr.note.startswith(INTERRUPTED_BEFORE):
+        return f"interrupted: {sr.note[len(INTERRUPTED_BEFORE) :]}"
+    return ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkippedFailure:
+    """A step the run went past after it failed: who skipped it, why, and what had failed."""
+
+    step_id: str
+    title: str
+    by: str
+    reason: str
+    failure: str
+
+
+def skipped_failures(run: Run) -> list[SkippedFailure]:
+    """The steps that failed (or were interrupted) and were skipped, in the plan's order."""
+    out = []
+    for sr in run.steps:
+        if sr.state is not StepState.SKIPPED or SKIPPED_AFTER not in sr.note:
+            continue
+        head, failure = sr.note.split(SKIPPED_AFTER, 1)
+        match = _SKIPPED_BY.match(head)
+        by, reason = (match[1], match[2]) if match else ("", head)
+        out.append(
+            SkippedFailure(
+                step_id=sr.step_id,
+                title=run.plan.step(sr.step_id).title,
+                by=by,
+                reason=reason,
+                failure=failure,
+            )
+        )
+    return out
+
+
+_SKIPPED_BY = re.compile(r"skipped by (\S+): (.*)", re.DOTALL)
+
+
+def skip_vote(
+    run: Run,
+    *,
+    step_id: str,
+    epoch: int,
+    user_id: str,
+    directory: Directory,
+    reason: str,
+    now: datetime,
+) -> Outcome:
+    """The Skip… button of a paused run: a vote to skip its stopped step, counted as the step's own
+    gate counts approvals (its roles; two people for `approve: [primary, shadow]`; one vote each).
+    Once the gate is satisfied the run resumes past the step, with every voter's reason on record.
+    Refusals change nothing."""
+
+    def refuse(message: str) -> Outcome:
+        return Outcome(
+            run=run,
+            accepted=False,
+            message=message,
+            events=(Event(kind="refused", step_id=step_id, actor=user_id, detail=message),),
+        )
+
+    if run.state is not RunState.PAUSED:
+        return refuse(f"run {run.id} is {run.state}; Skip… is for a paused run")
+    cur = run.current
+    if cur is None or cur.step_id != step_id or cur.epoch != epoch:
+        return refuse(f"this button is from an earlier state of run {run.id}; use the buttons on its card")
+    if StepState.SKIPPED not in STEP_TRANSITIONS[cur.state]:
+        return refuse(f"step `{step_id}` is {cur.state.replace('_', ' ')}; it cannot be skipped")
+    gate = run.plan.step(step_id).gate
+    held = frozenset(roles_of(user_id, run.roster, directory))
+    votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in skip_votes(run, cur)]
+    verdict = decide(gate, user_id=user_id, held=held, votes=votes, now=now)
+    if not verdict.accepted:
+        # The gate's own rules, in the words of a skip.
+        _, missing = covered(gate, live_votes(gate, votes, now))
+        still = f"; it still needs {' and '.join(missing)}" if missing else ""
+        if not held & set(gate.roles):
+            return refuse(
+                f"skipping `{step_id}` needs {gate.describe()}, as its gate does; you are {_you(held)}"
+            )
+        if any(v.user_id == user_id for v in votes):
+            return refuse(f"you have already voted to skip `{step_id}`{still}")
+        return refuse(
+            f"the {', '.join(sorted(held & set(gate.roles)))} has already voted to skip `{step_id}`{still}"
+        )
+    vote = Approval(
+        step_id=step_id,
+        phase=SKIP,
+        epoch=cur.epoch,
+        user_id=user_id,
+        roles=tuple(sorted(held & set(gate.roles))),
+        decision=SKIP,
+        at=now,
+        reason=reason,
+    )
+    run = dataclasses.replace(run, approvals=(*run.approvals, vote))
+    events = [Event(kind="skip_voted", step_id=step_id, actor=user_id, detail=reason, roles=vote.roles)]
+    if not verdict.satisfied:
+        return Outcome(run=run, events=tuple(events))
+    voters = [*skip_votes(run, cur)]
+    why = "; ".join(dict.fromkeys(v.reason for v in voters if v.reason)) or "skipped"
+    by = voters[0].user_id if len(voters) == 1 else "+".join(v.user_id for v in voters)
+    run = dataclasses.replace(_set_run(run, RunState.ACTIVE), reason="")
+    events.append(Event(kind="run_resumed", actor=user_id, detail=f"to skip `{step_id}`"))
+    out = skip(run, step_id=step_id, by=by, reason=why, now=now)
+    # The thread names the person who made the skip count; the note names every voter.
+    skipped = [dataclasses.replace(e, actor=user_id) if e.kind == "step_skipped" else e for e in out.events]
+    return Outcome(run=out.run, events=(*events, *skipped))
+
+
+def resume_click(
+    run: Run, *, step_id: str, epoch: int, user_id: str, directory: Directory, now: datetime, reason: str = ""
+) -> Outcome:
+    """The Resume button of a paused run: someone holding a role of the stopped step's gate
+    resumes it (the gate opens again, so nothing runs before that gate is approved as usual).
+    Refusals change nothing."""
+    refused = paused_refusal(run, step_id=step_id, epoch=epoch, user_id=user_id, directory=directory)
+    if refused is not None:
+        return refused
+    return resume(run, by=user_id, now=now, reason=reason or f"from the card, at `{step_id}`")
+
+
+def paused_refusal(
+    run: Run, *, step_id: str, epoch: int, user_id: str, directory: Directory, gate_roles: bool = True
+) -> Outcome | None:
+    """Why a paused card's button may not be used by `user_id` now (None: it may): the run must
+    be paused at that step as it was when the card was drawn, and (`gate_roles`) the person hold a
+    role of its gate (Waive… has its own roles: `/upgrade waive`'s)."""
+
+    def refuse(message: str) -> Outcome:
+        return Outcome(
+            run=run,
+            accepted=False,
+            message=message,
+            events=(Event(kind="refused", step_id=step_id, actor=user_id, detail=message),),
+        )
+
+    if run.state is not RunState.PAUSED:
+        return refuse(f"run {run.id} is {run.state}; this button is for a paused run")
+    cur = run.current
+    if cur is None or cur.step_id != step_id or cur.epoch != epoch:
+        return refuse(f"this button is from an earlier state of run {run.id}; use the buttons on its card")
+    gate = run.plan.step(step_id).gate
+    held = frozenset(roles_of(user_id, run.roster, directory))
+    if gate_roles and not held & set(gate.roles):
+        anyone = " or ".join(f"the {r}" for r in gate.roles)
+        return refuse(f"resuming `{step_id}` is for {anyone}, who hold its gate; you are {_you(held)}")
+    return None
+
+
+def skip_votes(run: Run, sr: StepRun) -> list[Approval]:
+    """The votes to skip `sr` as it is now (its epoch): a vote for an earlier failure does not count."""
+    return [a for a in run.approvals if a.step_id == sr.step_id and a.phase == SKIP and a.epoch == sr.epoch]
 
 
 def handoff(run: Run, *, role: str, user_id: str, by: str, now: datetime) -> Outcome:

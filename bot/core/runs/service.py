@@ -347,6 +347,67 @@ class RunService:
             self._audit_only(run, out.events, actor)
         return dataclasses.replace(out, run=run) if out.accepted else out
 
+    def paused_click(self, ref: R.ButtonRef, actor: Actor, *, reason: str = "") -> R.Outcome:
+        """A paused card's Resume (`ref.decision` "resume") or Skip… ("skip", with its reason),
+        decided on the latest state by the stopped step's gate (`machine.resume_click`,
+        `machine.skip_vote`); a refusal is audited and its `message` says why."""
+        if ref.decision == "resume":
+
+            def change(run: R.Run) -> R.Outcome:
+                return R.resume_click(
+                    run,
+                    step_id=ref.step_id,
+                    epoch=ref.epoch,
+                    user_id=actor.user_id,
+                    directory=self.directory,
+                    now=self.clock(),
+                    reason=reason,
+                )
+        else:
+
+            def change(run: R.Run) -> R.Outcome:
+                return R.skip_vote(
+                    run,
+                    step_id=ref.step_id,
+                    epoch=ref.epoch,
+                    user_id=actor.user_id,
+                    directory=self.directory,
+                    reason=reason,
+                    now=self.clock(),
+                )
+
+        return self.apply(ref.run_id, change, actor)
+
+    def check_paused(self, ref: R.ButtonRef, actor: Actor) -> R.Outcome:
+        """Would a paused card's Skip… (or Waive…: is the run still paused there?) be taken from
+        this person now? Decided on the latest state and committed nowhere, so the modal opens
+        only for someone who may use it; a refusal is audited, as a refused click is."""
+        run = self.load(ref.run_id)
+        if ref.decision == "skip":
+            out = R.skip_vote(
+                run,
+                step_id=ref.step_id,
+                epoch=ref.epoch,
+                user_id=actor.user_id,
+                directory=self.directory,
+                reason="(asked next)",
+                now=self.clock(),
+            )
+        else:
+            # Waive…: the run must still be paused there; who may ask is `/upgrade waive`'s rule.
+            refused = R.paused_refusal(
+                run,
+                step_id=ref.step_id,
+                epoch=ref.epoch,
+                user_id=actor.user_id,
+                directory=self.directory,
+                gate_roles=False,
+            )
+            out = refused if refused is not None else R.Outcome(run=run)
+        if not out.accepted and out.events:
+            self._audit_only(run, out.events, actor)
+        return dataclasses.replace(out, run=run) if out.accepted else out
+
     @run_scoped
     def perform(self, run: R.Run, step_id: str, actor: Actor) -> R.Outcome:
         """Run the step's actions (committed as running before), then commit how they ended."""

@@ -19,7 +19,7 @@ from bot.adapters.store import Store
 from bot.errors import ConfigError
 from bot.frontdoor.assemble import Services
 from bot.frontdoor.inbox import Inbox, tell_in_slack
-from bot.frontdoor.slack import choices, commands, fallback, fixes, gates, watches
+from bot.frontdoor.slack import choices, commands, fallback, fixes, gates, paused, watches
 from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.workers import WorkerPool
 
@@ -81,6 +81,17 @@ def build_app(
     gates.register(
         app,
         runs=services.runs,
+        gateway=gateway,
+        inbox=inbox,
+        workers=workers,
+        store=services.store,
+        clock=clock,
+    )
+    paused.register(
+        app,
+        runs=services.runs,
+        router=services.router,
+        settings=lambda: services.settings,
         gateway=gateway,
         inbox=inbox,
         workers=workers,

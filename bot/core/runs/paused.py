@@ -1,0 +1,156 @@
+"""What a paused run says, and how a run ends: the card's pause section and its honest ending.
+
+A paused card says why the run paused, who may move it on, and offers the buttons for it:
+- **Resume** re-opens the stopped step's gate (nothing re-runs until it is approved again): one
+  person holding a role of that gate;
+- **Skip…** asks for a reason and counts as the step's own gate counts (its roles; two people for
+  `approve: [primary, shadow]`): `machine.skip_vote`;
+- **Waive…**, where Required findings of a `check` step caused the pause, asks for the finding,
+  a duration and a reason and follows `/upgrade waive`'s rules (asked by one of the action
+  approvers; a Required finding's waiver waits for a second role to confirm it).
+
+Why a run paused is decided by `PAUSE_KINDS`, tried in order on the stopped step; the first that
+recognises it wins. A new kind of pause (the evidence gate's Inconclusive, issue 40) is one more
+function in that tuple and one more line in the card template's `why` words.
+
+A run that completed past failed steps is not a success: `ending` names each failed step that was
+skipped, who skipped it and why, and the findings those steps left open; the card, the thread,
+the completed announcement and `rehearse`'s last line say so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from bot.core.actions.check import required_ids
+from bot.core.runs import machine as R
+
+#: The button action ids of a paused card.
+RESUME, SKIP, WAIVE = "paused_resume", "paused_skip", "paused_waive"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PauseCause:
+    """Why a run is paused: `kind` ("finding", "failed", "interrupted", "by_person"), the step it
+    stopped at, the words for the card, and the Required finding ids a Waive… may accept."""
+
+    kind: str
+    step_id: str
+    why: str
+    findings: tuple[str, ...] = ()
+
+
+#: One kind of pause: the cause when it recognises the stopped step, else None.
+PauseKind = Callable[[R.Run, R.StepRun], PauseCause | None]
+
+
+def _finding(run: R.Run, sr: R.StepRun) -> PauseCause | None:
+    # A `check` step that failed on Required findings (not one a person rejected: that is "failed").
+    if sr.state is not R.StepState.FAILED or not any(
+        c.name == "check" for c in run.plan.step(sr.step_id).actions
+    ):
+        return None
+    ids = required_ids(sr.note)
+    if not ids:
+        return None
+    return PauseCause(kind="finding", step_id=sr.step_id, why=sr.note, findings=ids)
+
+
+def _failed(run: R.Run, sr: R.StepRun) -> PauseCause | None:
+    if sr.state is not R.StepState.FAILED:
+        return None
+    return PauseCause(kind="failed", step_id=sr.step_id, why=sr.note or "its action failed")
+
+
+def _interrupted(run: R.Run, sr: R.StepRun) -> PauseCause | None:
+    if sr.state is not R.StepState.INTERRUPTED:
+        return None
+    return PauseCause(kind="interrupted", step_id=sr.step_id, why=sr.note or "the bot stopped while it ran")
+
+
+#: The kinds of pause, tried in order; the evidence gate's Inconclusive joins here when it exists.
+PAUSE_KINDS: tuple[PauseKind, ...] = (_finding, _failed, _interrupted)
+
+
+def pause_cause(run: R.Run, kinds: Sequence[PauseKind] = PAUSE_KINDS) -> PauseCause | None:
+    """Why `run` is paused (None when it is not): the first kind that recognises its stopped step;
+    else someone paused it (`/upgrade pause`), and the run's reason says why."""
+    cur = run.current
+    if run.state is not R.RunState.PAUSED or cur is None:
+        return None
+    for kind in kinds:
+        cause = kind(run, cur)
+        if cause is not None:
+            return cause
+    return PauseCause(kind="by_person", step_id=cur.step_id, why=run.reason)
+
+
+def _people(run: R.Run, roles: Sequence[str]) -> list[dict[str, object]]:
+    return [{"role": role, "people": list(run.roster.get(role, ()))} for role in roles]
+
+
+def paused_view(
+    run: R.Run, *, waive_roles: Sequence[str] = ("primary", "shadow")
+) -> dict[str, object] | None:
+    """The card's pause section: the cause, who may resume, skip and waive (roles with their
+    people), whether the step can be skipped, and the buttons' value. None unless paused."""
+    cause = pause_cause(run)
+    if cause is None:
+        return None
+    cur = run.step_run(cause.step_id)
+    gate = run.plan.step(cause.step_id).gate
+    votes = R.skip_votes(run, cur)
+    return {
+        "cause": cause,
+        "step": run.plan.step(cause.step_id),
+        "value": R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch).encode(),
+        "resume": _people(run, gate.roles),
+        "skip": _people(run, gate.roles),
+        # One person for an `any_of` gate; the gate's own count otherwise (four eyes).
+        "skip_rule": gate.describe() if gate.kind != "any_of" else "",
+        "skippable": R.StepState.SKIPPED in R.STEP_TRANSITIONS[cur.state],
+        "skip_votes": [{"user": v.user_id, "reason": v.reason} for v in votes],
+        "waive": _people(run, waive_roles) if cause.findings else [],
+        "findings": list(cause.findings),
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ending:
+    """How a completed run ended: the failed steps it went past and the findings they left open."""
+
+    skipped: tuple[R.SkippedFailure, ...]
+    #: Finding id → the failed steps that named it (a check's Required ids, a known issue's id).
+    findings: Mapping[str, tuple[str, ...]]
+
+    @property
+    def honest(self) -> str:
+        """The words for the run's end: "completed", or "completed with N failed steps skipped"."""
+        n = len(self.skipped)
+        if not n:
+            return "completed"
+        return f"completed with {n} failed step{'s' if n != 1 else ''} skipped"
+
+
+def ending(run: R.Run) -> Ending:
+    """What a run's end must say (meaningful once it completed; any state reads)."""
+    skipped = tuple(R.skipped_failures(run))
+    findings: dict[str, list[str]] = {}
+    for s in skipped:
+        for fid in _finding_ids(s.failure):
+            findings.setdefault(fid, []).append(s.step_id)
+    return Ending(skipped=skipped, findings={k: tuple(v) for k, v in findings.items()})
+
+
+def _finding_ids(failure: str) -> tuple[str, ...]:
+    """The finding ids a failure's words name: a check's Required ids, or the known issues (KI…)
+    a job or a watch explained the failure with."""
+    ids = list(required_ids(failure))
+    ids.extend(word for word in _KNOWN_ISSUE.findall(failure) if word not in ids)
+    return tuple(ids)
+
+
+#: A known-issue rule's id as the jobs and the watch quote it ("— KI004 Vault-injected pod …").
+_KNOWN_ISSUE = re.compile(r"\b(KI[0-9]{3,})\b")

@@ -1,0 +1,371 @@
+"""A paused run's buttons in Slack: Resume, Skip… and Waive… on its card (bot/core/runs/paused.py).
+
+The buttons (`paused_resume`, `paused_skip`, `paused_waive`) carry run id, step id and the stopped
+step's state number, as gate buttons do. A click is stored in the inbox before the ack and decided
+on a worker:
+- Resume: the run service resumes the run if the clicker holds a role of the step's gate;
+- Skip…: once the worker has checked the clicker may vote to skip (the step's gate rules), a
+  modal (`paused_skip_reason`) asks why; its submission is a vote, decided again on a worker;
+- Waive…: once the worker has checked the run is still paused there and the clicker may ask a
+  waiver (one of `actions.approvers`, as `/upgrade waive` says), a modal (`paused_waive`) asks
+  which finding, for how long and why; its submission is `/upgrade waive FINDING --for … --reason
+  … --cluster …` run through the router as that person, so every rule of the command holds (a
+  Required finding's waiver waits for a second role), and its reply is posted in the channel.
+A refusal (wrong person, stale button, a blank reason) comes back ephemeral with a reference id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shlex
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from slack_bolt import Ack, App
+
+from bot.adapters.slack import SlackGateway
+from bot.adapters.store import Store
+from bot.core.durations import parse_duration
+from bot.core.people import roles_of
+from bot.core.rendering import inert, slack_escape
+from bot.core.runs import paused as P
+from bot.core.runs.machine import ButtonRef
+from bot.core.runs.service import Actor, RunService
+from bot.errors import BotError
+from bot.frontdoor.inbox import DONE_BEFORE, Inbox
+from bot.frontdoor.slack.fallback import refuse_inactive_button
+from bot.frontdoor.slack.keys import delivery_key, ref_id
+from bot.frontdoor.slack.refusals import refuse_click
+from bot.frontdoor.workers import WorkerPool
+from bot.logsetup import correlation
+from bot.router import CommandRequest, Router
+from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: Button action id → what it asks.
+ACTIONS = {P.RESUME: "resume", P.SKIP: "skip", P.WAIVE: "waive"}
+SKIP_CALLBACK = "paused_skip_reason"
+WAIVE_CALLBACK = "paused_waive"
+#: Longest reason kept (as a gate's rejection).
+REASON_LIMIT = 500
+#: The longest waiver `/upgrade waive` takes; the modal says so before the command refuses.
+WAIVE_LONGEST = "90d"
+
+
+def register(
+    app: App,
+    *,
+    runs: RunService,
+    router: Router,
+    settings: Callable[[], Settings],
+    gateway: SlackGateway,
+    inbox: Inbox,
+    workers: WorkerPool,
+    store: Store,
+    clock: Callable[[], datetime],
+) -> None:
+    def refuse(cid: str, payload: dict[str, Any], message: str) -> None:
+        refuse_click(gateway, cid, payload, inert(message), what="paused run button")
+
+    def work(payload: dict[str, Any], cid: str, how: str) -> None:
+        ref = ButtonRef.decode(str(payload.get("value", "")), ACTIONS.get(str(payload.get("action_id")), ""))
+        if ref is None or how == DONE_BEFORE:
+            return  # done before the restart: the card and the thread show it
+        actor = Actor(
+            user_id=str(payload["user"]),
+            source="slack",
+            channel_id=str(payload["channel"]),
+            correlation_id=cid,
+        )
+        try:
+            if ref.decision == "waive" and payload.get("finding"):
+                waive(ref, actor, payload)
+                return
+            if ref.decision in ("skip", "waive") and not payload.get("reason"):
+                ask(ref, actor, payload)
+                return
+            out = runs.paused_click(ref, actor, reason=str(payload.get("reason") or ""))
+        except BotError as exc:
+            log.warning("paused-run button on %s/%s failed: %s", ref.run_id, ref.step_id, exc.user_message)
+            refuse(cid, payload, exc.user_message)
+            return
+        if not out.accepted:
+            refuse(cid, payload, out.message)
+
+    def ask(ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
+        """Skip… or Waive… clicked: the modal, if this person may use it now."""
+        check = runs.check_paused(ref, actor)
+        if not check.accepted:
+            refuse(actor.correlation_id, payload, check.message)
+            return
+        run = check.run
+        if ref.decision == "waive":
+            config = settings()
+            held = roles_of(actor.user_id, config.roster, runs.directory) & set(config.action_approvers)
+            if not held:
+                who = " or ".join(f"the {r}" for r in config.action_approvers)
+                refuse(actor.correlation_id, payload, f"a Required finding's waiver is asked by {who}")
+                return
+            cause = P.pause_cause(run)
+            findings = cause.findings if cause is not None else ()
+            if not findings:
+                refuse(actor.correlation_id, payload, f"run {run.id} did not pause on a finding")
+                return
+            view = waive_view(ref, run.plan.step(ref.step_id).title, findings, actor.channel_id)
+        else:
+            view = skip_view(ref, run.plan.step(ref.step_id).title, actor.channel_id)
+        try:
+            gateway.open_view(str(payload.get("trigger_id", "")), view)
+        except BotError as exc:
+            refuse(
+                actor.correlation_id,
+                payload,
+                f"could not open the dialog ({exc.user_message}); click the button again",
+            )
+
+    def waive(ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
+        """The Waive… modal's answer: `/upgrade waive` as this person, for the run's cluster."""
+        run = runs.load(ref.run_id)
+        finding = str(payload["finding"])
+        cause = P.pause_cause(run)
+        if cause is None or cause.step_id != ref.step_id or finding not in cause.findings:
+            refuse(actor.correlation_id, payload, f"`{finding}` is not a finding this run paused on now")
+            return
+        text = (
+            f"waive {finding} --for {shlex.quote(str(payload['duration']))} "
+            f"--reason {shlex.quote(str(payload['reason']))} --cluster {shlex.quote(run.plan.cluster)}"
+        )
+        outcome = router.handle(
+            CommandRequest(
+                text=text,
+                user_id=actor.user_id,
+                channel_id=actor.channel_id,
+                correlation_id=actor.correlation_id,
+            )
+        )
+        if outcome.reply.ephemeral:
+            gateway.post_ephemeral(actor.channel_id, actor.user_id, outcome.rendered.text)
+        else:
+            gateway.post_message(
+                outcome.reply.channel or actor.channel_id,
+                outcome.rendered.text,
+                blocks=outcome.rendered.blocks,
+            )
+
+    inbox.handle("paused", work)
+
+    @app.action(re.compile("^paused_(resume|skip|waive)$"))
+    def on_button(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+        user = ref_id(body, "user")
+        channel = ref_id(body, "channel")
+        response_url = str(body.get("response_url", ""))
+        action_id = str(action.get("action_id", ""))
+        value = str(action.get("value", ""))
+        ref = ButtonRef.decode(value, ACTIONS.get(action_id, ""))
+        accepted = None
+        if ref is not None:
+            # Stored before the ack: Slack never sends an acknowledged click again.
+            accepted = inbox.accept(
+                "paused",
+                delivery_key(body),
+                {
+                    "user": user,
+                    "channel": channel,
+                    "response_url": response_url,
+                    "trigger_id": str(body.get("trigger_id", "")),
+                    "action_id": action_id,
+                    "value": value,
+                },
+            )
+        ack()
+        with correlation() as cid:
+            log.info("paused-run button %s from %s", action_id, user)
+            if ref is None:
+                refuse_inactive_button(
+                    store,
+                    workers,
+                    at=clock(),
+                    user=user,
+                    channel=channel,
+                    response_url=response_url,
+                    action=action,
+                    cid=cid,
+                )
+                return
+            if accepted is not None:
+                inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
+
+    def submitted(body: dict[str, Any], view: dict[str, Any], action_id: str) -> tuple[ButtonRef | None, str]:
+        try:
+            meta = json.loads(str(view.get("private_metadata", "")))
+            return ButtonRef.decode(str(meta["ref"]), ACTIONS[action_id]), str(meta.get("channel", ""))
+        except (ValueError, KeyError, TypeError):
+            return None, ""
+
+    def value(view: dict[str, Any], block: str, element: str = "typed") -> str:
+        state = view.get("state", {}).get("values", {}).get(block, {}).get(element, {})
+        picked = state.get("selected_option") or {}
+        return str(state.get("value") or picked.get("value") or "").strip()
+
+    def accept_view(
+        body: dict[str, Any], view: dict[str, Any], ref: ButtonRef, payload: dict[str, Any]
+    ) -> None:
+        # Stored before the ack, as a click is: an acknowledged submission is never sent again.
+        accepted = inbox.accept("paused", delivery_key(body) or f"view:{view.get('id', '')}", payload)
+        if accepted is not None:
+            with correlation(accepted[1]):
+                inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
+
+    @app.view(SKIP_CALLBACK)
+    def on_skip(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        ref, channel = submitted(body, view, P.SKIP)
+        reason = value(view, "reason")
+        if ref is None:
+            ack()
+            return
+        if not reason:
+            ack(
+                response_action="errors",
+                errors={"reason": "Say why: it goes into the thread and the audit log."},
+            )
+            return
+        payload = {
+            "user": str(body.get("user", {}).get("id", "")),
+            "channel": channel,
+            "response_url": "",
+            "trigger_id": "",
+            "action_id": P.SKIP,
+            "value": ref.encode(),
+            "reason": reason[:REASON_LIMIT],
+        }
+        ack()
+        accept_view(body, view, ref, payload)
+
+    @app.view(WAIVE_CALLBACK)
+    def on_waive(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        ref, channel = submitted(body, view, P.WAIVE)
+        if ref is None:
+            ack()
+            return
+        finding, duration, reason = (
+            value(view, "finding", "picked"),
+            value(view, "duration"),
+            value(view, "reason"),
+        )
+        errors: dict[str, str] = {}
+        try:
+            # Pure and fast: answered inside the ack, where the modal shows it by the field.
+            parse_duration(duration, longest=parse_duration(WAIVE_LONGEST))
+        except ValueError as exc:
+            errors["duration"] = f"{exc} (like 14d or 12h; at most {WAIVE_LONGEST})"[:150]
+        if not reason:
+            errors["reason"] = "Say why: it is shown with the finding and kept in the audit log."
+        if not finding:
+            errors["finding"] = "Pick the finding to waive."
+        if errors:
+            ack(response_action="errors", errors=errors)
+            return
+        payload = {
+            "user": str(body.get("user", {}).get("id", "")),
+            "channel": channel,
+            "response_url": "",
+            "trigger_id": "",
+            "action_id": P.WAIVE,
+            "value": ref.encode(),
+            "finding": finding,
+            "duration": duration,
+            "reason": reason[:REASON_LIMIT],
+        }
+        ack()
+        accept_view(body, view, ref, payload)
+
+
+def skip_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
+    """The modal asking why a paused run's stopped step is skipped."""
+    return {
+        "type": "modal",
+        "callback_id": SKIP_CALLBACK,
+        "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
+        "title": {"type": "plain_text", "text": "Skip the step"},
+        "submit": {"type": "plain_text", "text": "Skip"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) will not be done "
+                    "by the bot: the run goes on with the next step once the step's gate agrees (two people "
+                    "where it needs two). Say why: the reason goes to the run's thread, its end and the audit log.",
+                },
+            },
+            {
+                "type": "input",
+                "block_id": "reason",
+                "label": {"type": "plain_text", "text": "Reason"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": "typed",
+                    "multiline": True,
+                    "max_length": REASON_LIMIT,
+                },
+            },
+        ],
+    }
+
+
+def waive_view(ref: ButtonRef, title: str, findings: tuple[str, ...], channel: str) -> dict[str, Any]:
+    """The modal asking which finding the run paused on is waived, for how long and why."""
+    return {
+        "type": "modal",
+        "callback_id": WAIVE_CALLBACK,
+        "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
+        "title": {"type": "plain_text", "text": "Waive a finding"},
+        "submit": {"type": "plain_text", "text": "Ask the waiver"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) failed on these "
+                    "Required findings. A waiver accepts one for a while: it covers nothing until someone in "
+                    "a second role confirms it (`/upgrade waive confirm ID`); then Resume runs the check again.",
+                },
+            },
+            {
+                "type": "input",
+                "block_id": "finding",
+                "label": {"type": "plain_text", "text": "Finding"},
+                "element": {
+                    "type": "static_select",
+                    "action_id": "picked",
+                    # Slack allows 100 options in a static select.
+                    "options": [
+                        {"text": {"type": "plain_text", "text": f}, "value": f} for f in findings[:100]
+                    ],
+                },
+            },
+            {
+                "type": "input",
+                "block_id": "duration",
+                "label": {"type": "plain_text", "text": f"For how long (like 14d; at most {WAIVE_LONGEST})"},
+                "element": {"type": "plain_text_input", "action_id": "typed", "max_length": 10},
+            },
+            {
+                "type": "input",
+                "block_id": "reason",
+                "label": {"type": "plain_text", "text": "Reason"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": "typed",
+                    "multiline": True,
+                    "max_length": REASON_LIMIT,
+                },
+            },
+        ],
+    }

@@ -1,0 +1,319 @@
+"""A paused run says what to do (issue 40): why it paused, who may resume, skip or waive, and the
+buttons for it — each decided by the stopped step's roles and four eyes. Through the real Slack
+door: signed clicks and modal submissions, the real slack_sdk client against the stub, the EKS
+runbook on the simulated cluster.
+
+Two kinds of pause exist today and are tested here: a step that failed (a failure reported on its
+done gate) and a Required finding (the `checks` step's check action). The third kind, an evidence
+gate's Inconclusive, waits on the evidence issue; `bot.core.runs.paused.PAUSE_KINDS` is where it
+plugs in (tests/core/runs/test_paused.py shows a kind plugged in)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.settings import load_settings
+from tests.support.awaited import Bot, TrackedPool
+from tests.support.front import CARD, start_front
+from tests.support.plans import EKS
+from tests.support.secrets import slack_env
+from tests.support.slack_stub import SlackStub, block_kit_problems
+
+PRIMARY, SHADOW, COORD, STRANGER = "U0PRIMARY", "U0SHADOW", "U0COORD", "U0STRANGER"
+
+
+@pytest.fixture
+def bot(
+    write_config: Callable[..., Path],
+    slack_stub: SlackStub,
+    sim_eks: Any,
+    sim_kubeconfig: Callable[[Any], Path],
+) -> Iterator[Bot]:
+    kubeconfig = sim_kubeconfig(sim_eks)
+    team = kubeconfig.parent / "team"
+    (team / "plans").mkdir(parents=True)
+    (team / "plans" / "eks-nodegroups.yaml").write_text(EKS)
+    config = write_config(
+        f"channels: {{operations: C0OPS}}\ntemplates_dir: {team}\n"
+        f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"
+    )
+    for user in (PRIMARY, SHADOW, COORD):
+        slack_stub.users[user] = {"id": user}
+    pool = TrackedPool(4)
+    with start_front(
+        load_settings(config, slack_env(slack_stub.api_url)), slack_stub, workers=pool, threads=8
+    ) as front:
+        yield Bot(front=front, pool=pool)
+
+
+def _blocks(params: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = params.get("blocks") or []
+    return json.loads(blocks) if isinstance(blocks, str) else list(blocks)
+
+
+def card_when(bot: Bot, needle: str) -> tuple[str, list[dict[str, Any]]]:
+    """The card as Slack shows it once its text holds `needle` (edits are paced): text, blocks."""
+    card_ts = bot.cards()[0]["ts"]
+
+    def latest() -> tuple[str, list[dict[str, Any]]] | None:
+        edits = [c.params for c in bot.stub.calls_to("chat.update") if c.params["ts"] == card_ts]
+        if edits and needle in edits[-1]["text"]:
+            return str(edits[-1]["text"]), _blocks(edits[-1])
+        return None
+
+    found: tuple[str, list[dict[str, Any]]] = bot.stub.wait_for(latest, timeout=30)
+    return found
+
+
+def buttons(blocks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The paused card's buttons by action id."""
+    (row,) = [b for b in blocks if b.get("block_id") == "card_paused"]
+    return {el["action_id"]: el for el in row["elements"]}
+
+
+def opened_view(bot: Bot, before: int) -> dict[str, Any]:
+    """The one modal opened since `before` views.open calls."""
+    calls = bot.stub.calls_to("views.open")
+    assert len(calls) == before + 1, [c.params for c in calls]
+    view = calls[-1].params["view"]
+    return json.loads(view) if isinstance(view, str) else dict(view)
+
+
+def submit(bot: Bot, user: str, view: dict[str, Any], values: dict[str, Any]) -> str:
+    """Submit a modal as `user` and wait for the work it queued; the HTTP answer's body."""
+    jobs = bot.pool.count()
+    answer = bot.front.submit_view(
+        user, callback_id=view["callback_id"], private_metadata=view["private_metadata"], values=values
+    )
+    assert answer.status == 200
+    if not answer.body:
+        bot.pool.wait_idle(jobs)
+    return answer.body
+
+
+def typed(text: str) -> dict[str, Any]:
+    return {"typed": {"type": "plain_text_input", "value": text}}
+
+
+def test_a_required_finding_pauses_the_run_with_resume_skip_and_waive_for_the_right_people(bot: Bot) -> None:
+    assert "loaded" in bot.command("plan load eks-nodegroups")
+    assert "started" in bot.command("start eks-nodegroups")
+    assert bot.click(PRIMARY, bot.gate("snapshot-pre")) is None
+    assert bot.click(PRIMARY, bot.gate("checks")) is None
+
+    text, blocks = card_when(bot, "Run *paused*")
+    # Why it paused, in the card's own words, with the findings that caused it.
+    assert ":double_vertical_bar: *Now: `checks` is stopped* — Required findings failed it: `API001`" in text
+    assert "`PDB001`" in text
+    # Who may resume, skip or waive: the roles, with their people as mentions.
+    assert (
+        f"• *Resume* — its gate opens again; nothing re-runs until it is approved. Who: the primary <@{PRIMARY}>"
+        in text
+    )
+    assert (
+        f"• *Skip…* — the run goes on without it; asks why (thread and audit log). Who: the primary <@{PRIMARY}>"
+        in text
+    )
+    assert (
+        f"• *Waive…* — accept one of these findings for a while (asks how long and why), then Resume to run "
+        f"the check again; a Required finding's waiver is asked by one of the primary <@{PRIMARY}> or the "
+        f"shadow <@{SHADOW}> and confirmed by another role (`/upgrade waive confirm ID`)"
+    ) in text
+    found = buttons(blocks)
+    assert list(found) == ["paused_resume", "paused_skip", "paused_waive"]
+    assert [b["text"]["text"] for b in found.values()] == ["Resume", "Skip…", "Waive…"]
+    value = found["paused_resume"]["value"]
+    assert block_kit_problems("chat.update", {"blocks": blocks}) == []
+
+    # The wrong people: each button says why, ephemeral, and nothing changes.
+    resume = bot.click(SHADOW, value, "paused_resume")
+    assert resume is not None
+    assert "resuming `checks` is for the primary, who hold its gate; you are the shadow" in resume
+    skip = bot.click(STRANGER, value, "paused_skip")
+    assert skip is not None
+    assert "skipping `checks` needs the primary, as its gate does; you are not in this run's roster" in skip
+    views = len(bot.stub.calls_to("views.open"))
+    waive = bot.click(COORD, value, "paused_waive")
+    assert waive is not None
+    assert "a Required finding's waiver is asked by the primary or the shadow" in waive
+    assert len(bot.stub.calls_to("views.open")) == views  # no modal for the wrong people
+    assert "Run *paused*" in bot.card()
+
+    # Waive… as the shadow: a modal with the findings that paused the run, a duration and a reason.
+    assert bot.click(SHADOW, value, "paused_waive") is None
+    view = opened_view(bot, views)
+    options = [o["value"] for o in view["blocks"][1]["element"]["options"]]
+    assert options[0] == "API001"
+    assert "PDB001" in options
+    bad = submit(
+        bot,
+        SHADOW,
+        view,
+        {
+            "finding": {"picked": {"type": "static_select", "selected_option": {"value": "PDB001"}}},
+            "duration": typed("forever"),
+            "reason": typed(" "),
+        },
+    )
+    errors = json.loads(bad)["errors"]
+    assert set(errors) == {"duration", "reason"}
+    assert (
+        submit(
+            bot,
+            SHADOW,
+            view,
+            {
+                "finding": {"picked": {"type": "static_select", "selected_option": {"value": "PDB001"}}},
+                "duration": typed("14d"),
+                "reason": typed("billing's budget is fixed in CHG-7"),
+            },
+        )
+        == ""
+    )
+    # `/upgrade waive`'s rules: a Required finding's waiver is pending until a second role confirms.
+    (waiver,) = bot.services.store.waivers()
+    assert (waiver.finding, waiver.state, waiver.requested_by, waiver.cluster) == (
+        "PDB001",
+        "pending",
+        SHADOW,
+        "prod",
+    )
+    assert waiver.reason == "billing's budget is fixed in CHG-7"
+    asked = [p for p in bot.posts() if p.get("channel") == "C0OPS" and "Waiver *1* of `PDB001`" in p["text"]]
+    assert len(asked) == 1
+    assert f"asked by <@{SHADOW}>" in asked[0]["text"]
+
+    # Resume as the primary: the gate of `checks` opens again; the card's old buttons are stale.
+    assert bot.click(PRIMARY, value, "paused_resume") is None
+    active, _ = card_when(bot, "Run *active*")
+    assert ":hourglass_flowing_sand: Now: `checks` — waiting for the primary" in active
+    assert "failed before: pre-flight check for 1.25 FAILED" in active
+    stale = bot.click(PRIMARY, value, "paused_skip")
+    assert stale is not None
+    assert "is active; Skip… is for a paused run" in stale
+
+    # The check runs again, fails again (the waiver is not confirmed): Skip… as the primary.
+    assert bot.click(PRIMARY, bot.gate("checks")) is None
+    _, blocks = card_when(bot, "Run *paused*")
+    again = buttons(blocks)["paused_skip"]["value"]
+    assert again != value
+    views = len(bot.stub.calls_to("views.open"))
+    assert bot.click(PRIMARY, again, "paused_skip") is None
+    view = opened_view(bot, views)
+    assert view["callback_id"] == "paused_skip_reason"
+    blank = submit(bot, PRIMARY, view, {"reason": typed("  ")})
+    assert json.loads(blank)["errors"] == {"reason": "Say why: it goes into the thread and the audit log."}
+    assert submit(bot, PRIMARY, view, {"reason": typed("reviewed with the payments team, CHG-1125")}) == ""
+    text, blocks = card_when(bot, ":fast_forward: `checks`")
+    assert "Run *active*" in text
+    assert "card_paused" not in json.dumps(blocks)
+    thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
+    assert (
+        f":fast_forward: <@{PRIMARY}> skipped `checks`: reviewed with the payments team, CHG-1125" in thread
+    )
+    refused = [e for e in bot.services.store.audit_entries() if e.kind == "run" and e.outcome == "refused"]
+    assert [e.user_id for e in refused] == [SHADOW, STRANGER, PRIMARY]
+
+
+def test_a_failed_step_pauses_the_run_and_its_skip_needs_the_gates_two_people(bot: Bot) -> None:
+    assert "loaded" in bot.command("plan load eks-nodegroups")
+    assert "started" in bot.command("start eks-nodegroups")
+    assert bot.click(PRIMARY, bot.gate("snapshot-pre")) is None
+    assert bot.click(PRIMARY, bot.gate("checks")) is None
+    card_when(bot, "Run *paused*")
+    assert "active" in bot.command("resume --reason reviewed")
+    assert "skipped" in bot.command("skip checks --reason reviewed in CHG-1125")
+    assert bot.click(COORD, bot.gate("announce-start")) is None
+    assert bot.click(PRIMARY, bot.gate("announce-start")) is None
+
+    def fail_control_plane() -> str:
+        """Start control-plane (the primary and the shadow), then the shadow reports it failed."""
+        assert bot.click(PRIMARY, bot.gate("control-plane")) is None
+        assert bot.click(SHADOW, bot.gate("control-plane")) is None
+        views = len(bot.stub.calls_to("views.open"))
+        assert bot.click(SHADOW, bot.gate("control-plane"), "gate_reject") is None
+        view = opened_view(bot, views)
+        assert submit(bot, SHADOW, view, {"reason": typed("the apply timed out on the node IAM role")}) == ""
+        text, blocks = card_when(bot, "Run *paused*")
+        assert ":double_vertical_bar: *Now: `control-plane` is stopped* — it failed." in text
+        assert "Run *paused* — step control-plane failed: rejected by U0SHADOW: the apply timed out" in text
+        # The skip needs both people, as the step's gate does (four eyes).
+        assert (
+            "• *Skip…* — the run goes on without it; asks why (thread and audit log); needs the primary and "
+            f"the shadow to agree, as its gate does. Who: the primary <@{PRIMARY}> or the shadow <@{SHADOW}>"
+        ) in text
+        assert "Waive…" not in text
+        # `checks` failed and was skipped earlier: the progress says so, but no "completed" yet.
+        assert "· 1 failed and skipped ·" in text
+        assert "Completed with" not in text
+        found = buttons(blocks)
+        assert list(found) == ["paused_resume", "paused_skip"]  # no finding: no Waive…
+        assert block_kit_problems("chat.update", {"blocks": blocks}) == []
+        return str(found["paused_resume"]["value"])
+
+    value = fail_control_plane()
+    # Resume: the coordinator does not hold the step's gate; a stranger is not in the run.
+    wrong = bot.click(COORD, value, "paused_resume")
+    assert wrong is not None
+    assert (
+        "resuming `control-plane` is for the primary or the shadow, who hold its gate; you are the coordinator"
+        in wrong
+    )
+    assert bot.click(STRANGER, value, "paused_resume") is not None
+    assert bot.click(SHADOW, value, "paused_resume") is None
+    card_when(bot, "Run *active*")
+    thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
+    assert any(t.startswith(f":arrow_forward: Run resumed by <@{SHADOW}>") for t in thread), thread
+
+    value = fail_control_plane()
+    # Skip…: the coordinator is refused before any modal; then one vote each from two people.
+    views = len(bot.stub.calls_to("views.open"))
+    wrong = bot.click(COORD, value, "paused_skip")
+    assert wrong is not None
+    assert (
+        "skipping `control-plane` needs the primary and the shadow, as its gate does; you are the coordinator"
+        in wrong
+    )
+    assert len(bot.stub.calls_to("views.open")) == views
+
+    def vote(user: str, reason: str) -> None:
+        before = len(bot.stub.calls_to("views.open"))
+        assert bot.click(user, value, "paused_skip") is None
+        assert submit(bot, user, opened_view(bot, before), {"reason": typed(reason)}) == ""
+
+    vote(PRIMARY, "the control plane was upgraded by hand, CHG-1130")
+    text, _ = card_when(bot, f"voted so far: <@{PRIMARY}>")
+    assert "Run *paused*" in text
+    # A second vote from the same person counts once: refused before the modal.
+    twice = bot.click(PRIMARY, value, "paused_skip")
+    assert twice is not None
+    assert "you have already voted to skip `control-plane`; it still needs the shadow" in twice
+    vote(SHADOW, "confirmed: the API server reports 1.25")
+    text, _ = card_when(bot, ":fast_forward: `control-plane`")
+    assert "Run *active*" in text
+    thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
+    assert f":ballot_box_with_check: <@{PRIMARY}> (primary) voted to skip `control-plane`" in "\n".join(
+        thread
+    )
+    assert any(
+        t.startswith(
+            f":fast_forward: <@{SHADOW}> skipped `control-plane`: the control plane was upgraded by hand"
+        )
+        for t in thread
+    ), thread
+    run = bot.services.runs.resolve(None)
+    note = run.step_run("control-plane").note
+    assert note.startswith(
+        f"skipped by {PRIMARY}+{SHADOW}: the control plane was upgraded by hand, CHG-1130; "
+    )
+    assert note.endswith(" · it had failed: rejected by U0SHADOW: the apply timed out on the node IAM role")
+    # Every card (and every post) the stub received was valid Block Kit.
+    assert bot.stub.invalid == []
+    assert all(
+        CARD not in str(p["text"]) or not block_kit_problems("chat.postMessage", p) for p in bot.posts()
+    )
