@@ -154,6 +154,10 @@ def iso(moment: datetime) -> str:
 
 #: The progress key where the job service notes a resumed job's resume (`JobService.start`).
 RESUMED_AT = "resumed_at"
+#: The progress key of what the step's gate chose (`JobService`, from the approvals that set the
+#: step running): {"option": "force" | "", "by": [users], "reasons": ["U1: why", …]}. Only the
+#: service writes it — a plan's arguments never can.
+GATE = "gate"
 
 
 def timer_start(progress: Mapping[str, Any], started: str | None, now: datetime) -> datetime:

@@ -54,6 +54,14 @@ RUN_TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
     RunState.COMPLETED: frozenset(),
 }
 FINISHED = frozenset({StepState.SUCCEEDED, StepState.SKIPPED})
+#: The decisions that approve a gate: a plain approval, and an approval with the force option
+#: (`FORCE`), which a step offers when one of its actions can pass disruption budgets.
+APPROVE = "approve"
+FORCE = "force"
+APPROVING = frozenset({APPROVE, FORCE})
+#: Actions whose gate offers the force option (issue 38): `delete-pod` evicts through the Eviction
+#: API unless every approval of its gate chose force, with a reason.
+FORCE_ACTIONS = frozenset({"delete-pod"})
 #: Who is mentioned when a gate waits too long: after escalate_after, then after twice that.
 ESCALATION_ROLES = ("shadow", "coordinator")
 
@@ -124,7 +132,7 @@ class Run:
             if a.step_id == sr.step_id
             and a.phase == phase
             and a.epoch == sr.epoch
-            and a.decision == "approve"
+            and a.decision in APPROVING
         ]
 
 
@@ -249,6 +257,13 @@ def click(
         return refuse(f"step `{step_id}` is {sr.state.replace('_', ' ')}; it is not waiting for a decision")
     held = frozenset(roles_of(user_id, run.roster, directory))
     step = run.plan.step(step_id)
+    if decision == FORCE:
+        if phase != "start" or not offers_force(step):
+            return refuse(f"step `{step_id}` has no force option: approve or reject it")
+        if not reason.strip():
+            return refuse("approving with force needs a reason: say why the budgets may be passed")
+    elif decision not in (APPROVE, "reject"):
+        return refuse(f"`{decision[:20]}` is not a decision on a gate")
     if decision == "reject":
         if not held & set(gate.roles):
             return refuse(f"this step needs {gate.describe()}; you are {_you(held)}")
@@ -274,16 +289,39 @@ def click(
         epoch=sr.epoch,
         user_id=user_id,
         roles=tuple(sorted(held & set(gate.roles))),
-        decision="approve",
+        decision=decision,
         at=now,
+        reason=reason.strip() if decision == FORCE else "",
     )
     run = dataclasses.replace(run, approvals=(*run.approvals, approval))
-    events = [Event(kind="approved", step_id=step_id, actor=user_id, detail=phase, roles=approval.roles)]
+    events = [
+        Event(
+            kind="approved",
+            step_id=step_id,
+            actor=user_id,
+            detail=phase,
+            roles=approval.roles,
+            note=f"with force: {approval.reason}" if decision == FORCE else "",
+        )
+    ]
     if not verdict.satisfied:
         return Outcome(run=run, events=tuple(events))
     if phase == "start":
+        given = run.votes(sr, phase)
         run = _set_step(run, sr, StepState.RUNNING, now, started_by=user_id)
         events.append(Event(kind="step_running", step_id=step_id, actor=user_id))
+        forced = [a.user_id for a in given if a.decision == FORCE]
+        if forced and len(forced) < len(given):
+            # Force is the gate's only when every approval that opened it chose it: one person's
+            # force would let a budget be passed on a single say-so.
+            events.append(
+                Event(
+                    kind="force_declined",
+                    step_id=step_id,
+                    detail=f"force was chosen by {', '.join(forced)} only: the step evicts through the "
+                    "Eviction API (force needs every approval of the gate)",
+                )
+            )
         if step.manual:
             events.append(Event(kind="gate_opened", step_id=step_id, detail="done"))
             return Outcome(run=run, events=tuple(events))
@@ -292,6 +330,27 @@ def click(
     events.append(Event(kind="step_succeeded", step_id=step_id, actor=user_id))
     run = _open_next(run, now, events)
     return Outcome(run=run, events=tuple(events))
+
+
+def offers_force(step: Step) -> bool:
+    """Does this step's gate offer the force option (a `FORCE_ACTIONS` action that is no dry run)?"""
+    return any(
+        call.name in FORCE_ACTIONS
+        and str(call.args.get("dry_run", "")).strip().lower() not in ("true", "yes", "1")
+        for call in step.actions
+    )
+
+
+def gate_choice(approvals: Sequence[Approval]) -> dict[str, object]:
+    """What the approvals that set a step running chose: {"option": "force" | "", "by": [...],
+    "reasons": ["U1: why", …]} — force only when every one of them chose it."""
+    forced = [a for a in approvals if a.decision == FORCE]
+    unanimous = bool(forced) and len(forced) == len(approvals)
+    return {
+        "option": FORCE if unanimous else "",
+        "by": [a.user_id for a in forced] if unanimous else [],
+        "reasons": [f"{a.user_id}: {a.reason}" for a in forced] if unanimous else [],
+    }
 
 
 def _you(held: frozenset[str]) -> str:
@@ -499,7 +558,7 @@ def summary_rows(run: Run, now: datetime) -> Sequence[Mapping[str, object]]:
     rows = []
     for sr in run.steps:
         step = run.plan.step(sr.step_id)
-        approvals = [a for a in run.approvals if a.step_id == sr.step_id and a.decision == "approve"]
+        approvals = [a for a in run.approvals if a.step_id == sr.step_id and a.decision in APPROVING]
         rows.append(
             {
                 "id": sr.step_id,
