@@ -64,6 +64,7 @@ import msgspec
 
 from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
+    FORCE,
     GATE,
     JobCluster,
     bar,
@@ -96,8 +97,6 @@ WORKLOAD_KINDS = {
 }
 #: At most this many pods in one job: a stuck pod is a handful, never a namespace.
 MAX_PODS = 20
-#: The gate's option that deletes with grace period 0, past disruption budgets.
-FORCE = "force"
 ROLE_HINT = (
     "deleting a pod needs the optional `upgrade-bot-pod-delete` role (deploy/rbac.yaml; Helm value "
     "`podDelete: true`), which is not bound"

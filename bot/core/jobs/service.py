@@ -51,12 +51,11 @@ from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
-from bot.core.jobs.common import GATE, RESUMED_AT, iso
+from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, gate_choice, iso
 from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection, StepReports
 from bot.core.people import Directory, roles_of
 from bot.core.rendering import inert, mention
-from bot.core.runs.machine import APPROVING, gate_choice
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import (
     POISON_ATTEMPTS,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.core.durations import format_duration
+from bot.core.jobs.common import APPROVE, APPROVING, FORCE, FORCE_ACTIONS
 from bot.core.people import Directory, roles_of
 from bot.core.runs.gates import Vote, covered, decide, live_votes
 from bot.core.runs.plans import Gate, Plan, Step
@@ -54,14 +55,7 @@ RUN_TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
     RunState.COMPLETED: frozenset(),
 }
 FINISHED = frozenset({StepState.SUCCEEDED, StepState.SKIPPED})
-#: The decisions that approve a gate: a plain approval, and an approval with the force option
-#: (`FORCE`), which a step offers when one of its actions can pass disruption budgets.
-APPROVE = "approve"
-FORCE = "force"
-APPROVING = frozenset({APPROVE, FORCE})
-#: Actions whose gate offers the force option (issue 38): `delete-pod` evicts through the Eviction
-#: API unless every approval of its gate chose force, with a reason.
-FORCE_ACTIONS = frozenset({"delete-pod"})
+
 #: Who is mentioned when a gate waits too long: after escalate_after, then after twice that.
 ESCALATION_ROLES = ("shadow", "coordinator")
 
@@ -339,18 +333,6 @@ def offers_force(step: Step) -> bool:
         and str(call.args.get("dry_run", "")).strip().lower() not in ("true", "yes", "1")
         for call in step.actions
     )
-
-
-def gate_choice(approvals: Sequence[Approval]) -> dict[str, object]:
-    """What the approvals that set a step running chose: {"option": "force" | "", "by": [...],
-    "reasons": ["U1: why", …]} — force only when every one of them chose it."""
-    forced = [a for a in approvals if a.decision == FORCE]
-    unanimous = bool(forced) and len(forced) == len(approvals)
-    return {
-        "option": FORCE if unanimous else "",
-        "by": [a.user_id for a in forced] if unanimous else [],
-        "reasons": [f"{a.user_id}: {a.reason}" for a in forced] if unanimous else [],
-    }
 
 
 def _you(held: frozenset[str]) -> str:
