@@ -44,11 +44,19 @@ class Eks:
     """One EKS cluster's reads through boto3's `eks`, `ec2` and `autoscaling` clients."""
 
     def __init__(
-        self, provider: EksProvider, clients: tuple[Any, Any, Any], errors: tuple[type[Exception], ...]
+        self,
+        provider: EksProvider,
+        clients: tuple[Any, Any, Any],
+        errors: tuple[type[Exception], ...],
+        *,
+        once: Any = None,
     ) -> None:
         self.provider = provider
         self.name = provider.name
         self._eks, self._ec2, self._autoscaling = clients
+        #: The `eks` client the update calls go through: boto3 does not retry it (a retried
+        #: UpdateX is the same call made twice); the job looks its update up instead.
+        self._once = once if once is not None else self._eks
         self._errors = errors
 
     def _call(self, fn: Any, **kwargs: Any) -> Obj:
@@ -130,7 +138,7 @@ class Eks:
 
     def update_cluster_version(self, version: str, *, token: str) -> Obj:
         found = self._call(
-            self._eks.update_cluster_version, name=self.name, version=version, clientRequestToken=token
+            self._once.update_cluster_version, name=self.name, version=version, clientRequestToken=token
         )
         return dict(found["update"])
 
@@ -138,12 +146,12 @@ class Eks:
         args: Obj = {"clusterName": self.name, "nodegroupName": nodegroup, "force": force}
         if version:
             args["version"] = version
-        found = self._call(self._eks.update_nodegroup_version, clientRequestToken=token, **args)
+        found = self._call(self._once.update_nodegroup_version, clientRequestToken=token, **args)
         return dict(found["update"])
 
     def update_addon(self, addon: str, *, version: str, resolve_conflicts: str, token: str) -> Obj:
         found = self._call(
-            self._eks.update_addon,
+            self._once.update_addon,
             clusterName=self.name,
             addonName=addon,
             addonVersion=version,
@@ -151,6 +159,15 @@ class Eks:
             clientRequestToken=token,
         )
         return dict(found["update"])
+
+    def list_updates(self, *, nodegroup: str = "", addon: str = "") -> list[str]:
+        """The ids of the cluster's updates (of a node group's or an add-on's, when named)."""
+        args: Obj = {"name": self.name}
+        if nodegroup:
+            args["nodegroupName"] = nodegroup
+        if addon:
+            args["addonName"] = addon
+        return [str(i) for i in self._pages(self._eks, "list_updates", "updateIds", **args)]
 
     def describe_update(self, update_id: str, *, nodegroup: str = "", addon: str = "") -> Obj:
         args: Obj = {"name": self.name, "updateId": update_id}
@@ -220,4 +237,9 @@ def connect(provider: EksProvider) -> Eks:
         session.client(service, endpoint_url=provider.endpoint_url, config=config)
         for service in ("eks", "ec2", "autoscaling")
     )
-    return Eks(provider, (clients[0], clients[1], clients[2]), (BotoCoreError, ClientError))
+    once = session.client(
+        "eks",
+        endpoint_url=provider.endpoint_url,
+        config=config.merge(Config(retries={"total_max_attempts": 1})),
+    )
+    return Eks(provider, (clients[0], clients[1], clients[2]), (BotoCoreError, ClientError), once=once)

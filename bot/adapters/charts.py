@@ -121,7 +121,7 @@ def _steps(ax: Any, report: Any) -> None:
                 [_num(at)],
                 [y - 0.38],
                 marker="v",
-                color=APPROVAL if decision == "approve" else FAILED,
+                color=APPROVAL if decision in ("approve", "force") else FAILED,
                 markersize=6,
             )
     ax.set_yticks(range(len(steps)))

@@ -35,6 +35,8 @@ from tests.support.fix_buttons import (
     PRIMARY,
     SHADOW,
     approve_and_complete,
+    approve_with_force,
+    complete,
     fix_bot,
     fix_button,
     fix_posts,
@@ -69,9 +71,11 @@ def _engine(front: Any, kubeconfig: Path) -> tuple[Duties, Any, Any]:
     return duties, watch_runner, job_runner
 
 
-def _fix_and_approve(front: Any, sim: SimCluster, post: dict[str, Any], step: str, job_runner: Any) -> str:
-    """Click the post's Fix…, pass the one-step run's gate with two people; the run's id once it
-    completed, and the gate's text."""
+def _fix_and_approve(
+    front: Any, sim: SimCluster, post: dict[str, Any], step: str, job_runner: Any, *, force: str = ""
+) -> str:
+    """Click the post's Fix…, pass the one-step run's gate with two people (both with the force
+    option and its reason when `force` is given); the gate's text once the run completed."""
     services = front.services
     jobs = front.pool.count()
     assert front.front.click(PRIMARY, fix_button(post), FIX).status == 200
@@ -81,7 +85,12 @@ def _fix_and_approve(front: Any, sim: SimCluster, post: dict[str, Any], step: st
     run_id = str(runs[0].id)
     gate = front.gate(step)
     gate_post = next(p for p in reversed(front.posts()) if gate in json.dumps(p.get("blocks") or []))
-    approve_and_complete(front, gate, step, run_id=run_id, runner=job_runner, sim=sim)
+    if force:
+        for user in (PRIMARY, SHADOW):
+            assert approve_with_force(front, step, user, f"{force} ({user})") == ""
+        complete(front, run_id=run_id, runner=job_runner, sim=sim)
+    else:
+        approve_and_complete(front, gate, step, run_id=run_id, runner=job_runner, sim=sim)
     fixes = [e for e in services.store.audit_entries() if e.subcommand == "action" and e.outcome == "ok"]
     assert [e.user_id for e in fixes] == [PRIMARY]
     approvals = services.store.run_rows(run_id)
@@ -204,10 +213,14 @@ def test_a_pod_stuck_terminating_on_a_dead_node_is_deleted_and_started_again(
         note = json.dumps(posts[0]["blocks"])
         assert "delete-pod workload=statefulset/logging/es only=terminating force=true" in note
 
-        gate = _fix_and_approve(front, sim_eks, posts[0], "delete-pod", job_runner)
-        # The gate named the pod, its node and its owner, and that the delete is forced.
+        gate = _fix_and_approve(front, sim_eks, posts[0], "delete-pod", job_runner, force="its node is dead")
+        # The gate named the pod, its node and its owner, the budget that holds it, and the force
+        # option (the remedy asks for it) with what it does.
         assert f"pod logging/{victim} on node {node} (StatefulSet logging/es; Terminating)" in gate, gate
+        assert "PodDisruptionBudget logging/es (disruptionsAllowed 0)" in gate
         assert "grace period 0" in gate
+        assert '"action_id": "gate_force"' in gate
+        assert "This remedy asks for force." in gate
 
         # The stuck pod is gone: its StatefulSet starts it again under the same name, elsewhere.
         def replaced() -> bool:
@@ -224,7 +237,19 @@ def test_a_pod_stuck_terminating_on_a_dead_node_is_deleted_and_started_again(
         audit = [e.detail for e in front.services.store.audit_entries() if e.subcommand == "delete-pod"]
         assert [d for d in audit if d.startswith(f"delete-pod: pod logging/{victim} on node {node}")] == [
             f"delete-pod: pod logging/{victim} on node {node} (StatefulSet logging/es; Terminating)"
-            f" (uid {uid}): deleted with grace period 0 (forced)"
+            f" (uid {uid}): deleted with grace period 0 (forced, past PodDisruptionBudget logging/es"
+            f" (disruptionsAllowed 0)) — force chosen at the gate by {PRIMARY}, {SHADOW}:"
+            f" {PRIMARY}: its node is dead ({PRIMARY}); {SHADOW}: its node is dead ({SHADOW})"
         ], audit
+        # Each force approval is audited with its own reason.
+        approvals = [  # each ends with its local time: " [2026-11-29 02:39 UTC]"
+            e.detail.rsplit(" [", 1)[0]
+            for e in front.services.store.audit_entries()
+            if e.subcommand == "approved"
+        ]
+        assert approvals == [
+            f"start roles=primary with force: its node is dead ({PRIMARY})",
+            f"start roles=shadow with force: its node is dead ({SHADOW})",
+        ], approvals
     finally:
         duties.shutdown()

@@ -61,6 +61,45 @@ def approve_and_complete(
     )
 
 
+def approve_with_force(bot: Bot, step: str, user: str, reason: str) -> str:
+    """Click the gate's "Approve with force…" as `user` and submit its modal with `reason`; the
+    modal's HTTP answer ("" when accepted)."""
+    opened = len(bot.stub.calls_to("views.open"))
+    refused = bot.click(user, bot.gate(step), "gate_force")
+    assert refused is None, refused
+    view = bot.stub.calls_to("views.open")[opened].params["view"]
+    view = json.loads(view) if isinstance(view, str) else view
+    assert view["callback_id"] == "gate_force_reason"
+    jobs = bot.pool.count()
+    result = bot.front.submit_view(
+        user,
+        callback_id="gate_force_reason",
+        private_metadata=view["private_metadata"],
+        values={"reason": {"typed": {"type": "plain_text_input", "value": reason}}},
+    )
+    assert result.status == 200
+    if not result.body:
+        bot.pool.wait_idle(jobs)
+    return result.body
+
+
+def complete(bot: Bot, *, run_id: str, runner: JobDuty, sim: SimCluster, state: str = "completed") -> None:
+    """Drive the run's job until the run is `state`: the job runner scanned and the sim stepped 5 s
+    at a time."""
+
+    def drive() -> None:
+        runner.scan()
+        sim.control.advance(5)
+        time.sleep(0.2)
+
+    wait_for(
+        lambda: (r := bot.services.store.run_rows(run_id)) and r[0].state == state,
+        what=f"the run to be {state}",
+        tick=drive,
+        timeout=120,
+    )
+
+
 @contextmanager
 def fix_bot(
     write_config: Callable[..., Path], slack_stub: SlackStub, sim: SimCluster, tmp_path: Path

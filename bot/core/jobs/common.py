@@ -16,6 +16,7 @@ from bot.core.durations import parse_duration
 from bot.core.kube.objects import node_group, parse_iso
 from bot.core.kube.versions import on_version, parse_version
 from bot.errors import ClusterError, UserError, clip
+from bot.records import Approval
 
 Raw = dict[str, Any]
 
@@ -154,6 +155,33 @@ def iso(moment: datetime) -> str:
 
 #: The progress key where the job service notes a resumed job's resume (`JobService.start`).
 RESUMED_AT = "resumed_at"
+#: The decisions that approve a gate (`bot.core.runs.machine`): a plain approval, and an approval
+#: with the force option, which a step offers when one of its actions (`FORCE_ACTIONS`) can pass
+#: disruption budgets (issue 38).
+APPROVE = "approve"
+FORCE = "force"
+APPROVING = frozenset({APPROVE, FORCE})
+#: `delete-pod` evicts through the Eviction API unless every approval of its gate chose force.
+FORCE_ACTIONS = frozenset({"delete-pod"})
+
+
+def gate_choice(approvals: Sequence[Approval]) -> dict[str, Any]:
+    """What the approvals that set a step running chose (`GATE`): {"option": "force" | "",
+    "by": [...], "reasons": ["U1: why", …]} — force only when every one of them chose it: one
+    person's force would let a budget be passed on a single say-so."""
+    forced = [a for a in approvals if a.decision == FORCE]
+    unanimous = bool(forced) and len(forced) == len(approvals)
+    return {
+        "option": FORCE if unanimous else "",
+        "by": [a.user_id for a in forced] if unanimous else [],
+        "reasons": [f"{a.user_id}: {a.reason}" for a in forced] if unanimous else [],
+    }
+
+
+#: The progress key of what the step's gate chose (`JobService`, from the approvals that set the
+#: step running): {"option": "force" | "", "by": [users], "reasons": ["U1: why", …]}. Only the
+#: service writes it — a plan's arguments never can.
+GATE = "gate"
 
 
 def timer_start(progress: Mapping[str, Any], started: str | None, now: datetime) -> datetime:

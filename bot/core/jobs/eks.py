@@ -12,11 +12,15 @@ through the EKS API, and follow the update to its end.
 - `eks-update-addon addon=NAME version=… [resolve_conflicts=NONE]`: `UpdateAddon` with the conflict
   policy the gate shows, then `DescribeUpdate` until the add-on is on the version.
 
-Never twice: each update call carries a `clientRequestToken` made of the run's and the job's ids
-(`token`), and EKS answers the same update for the same token. The call is made only after the
-job's plan was stored, and the update's id is stored by the tick that made it; a crash in between
-repeats the call with the same token after `resume`, which returns the same update — so a kill -9
-can never start a second update, and the resumed job follows the one that runs.
+Never a call twice (issue 38): before an update call, a tick stores the call's *intent* in the
+job's progress — the call, its `clientRequestToken` (the run's and the job's ids, `token`) and the
+ids `ListUpdates` knows then — and only the next tick sends it; the tick that sent it stores the
+update's id. A tick that finds an intent without an update (a kill -9, or a connection lost,
+between the call and storing its answer) first asks `ListUpdates` for an update the intent did not
+know, of the call's kind and version (`DescribeUpdate`), and follows it instead of calling again;
+only when there is none does it send the call, with the same token (so even a call EKS received
+but did not yet list returns the same update). The update calls go through a client that boto3
+does not retry (a retried UpdateX is a repeated call too); the job's own look-up is the retry.
 
 The AWS side comes from `EksAccess`: the cluster's `provider: {eks: …}` and boto3 (the `aws`
 extra). Without either the action refuses with a short reason, at the gate's dry run and when it
@@ -26,11 +30,14 @@ starts. Only the calls named above are made (plus `DescribeCluster`, `DescribeNo
 Progress (JSON), e.g. of `eks-update-cluster`:
 
     {"what": "cluster", "version": "1.25", "from": "1.24", "started": "…", "timeout": 3600,
-     "update": "a1b2…", "status": "InProgress", "seen": "v1.24.17-eks-…", "force": false}
+     "update": "a1b2…", "status": "InProgress", "seen": "v1.24.17-eks-…", "force": false,
+     "intent": {"call": "UpdateClusterVersion", "token": "upgrade-bot-R1-job-7", "at": "…",
+                "known": ["9e1f…"]}}
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -75,6 +82,8 @@ CONFLICT_POLICIES = {
     "PRESERVE": "EKS keeps what you changed on the add-on's objects (it may then not apply the version's own changes)",
 }
 FORCE, STOP = "force", "stop"
+#: The progress key of an update call about to be sent (see the module docstring).
+INTENT = "intent"
 
 
 class EksActs(Protocol):
@@ -90,6 +99,7 @@ class EksActs(Protocol):
     def update_nodegroup_version(self, nodegroup: str, *, version: str, force: bool, token: str) -> Obj: ...
     def update_addon(self, addon: str, *, version: str, resolve_conflicts: str, token: str) -> Obj: ...
     def describe_update(self, update_id: str, *, nodegroup: str = "", addon: str = "") -> Obj: ...
+    def list_updates(self, *, nodegroup: str = "", addon: str = "") -> list[str]: ...
 
 
 class EksAccess:
@@ -142,12 +152,17 @@ def aws_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
         raise TemporaryError(f"EKS did not answer {what}: {clip(str(exc), 200)}") from None
 
 
+#: botocore's "… when calling the Op operation: message" ("operation (reached max retries: 0): "
+#: when the client does not retry, as the update calls' does).
+_BOTOCORE_HEAD = re.compile(r" operation(?: \(reached max retries: [0-9]+\))?: ")
+
+
 def _reason(exc: Exception) -> str:
     """botocore's "An error occurred (Code) when calling the Op operation: message" as "Code: message"."""
     text = str(exc)
     code = getattr(exc, "code", "")
-    _head, sep, tail = text.partition(" operation: ")
-    return f"{code}: {tail}" if sep and code else text
+    parts = _BOTOCORE_HEAD.split(text, maxsplit=1)
+    return f"{code}: {parts[1]}" if len(parts) == 2 and code else text
 
 
 def token(progress: Mapping[str, Any], suffix: str = "") -> str:
@@ -156,6 +171,32 @@ def token(progress: Mapping[str, Any], suffix: str = "") -> str:
     trail = progress.get(tr.TRAIL) or {}
     text = f"upgrade-bot-{trail.get('run', '')}-job-{trail.get('job', '')}{suffix}"
     return text[:64]
+
+
+def _started(call: str, found: bool) -> str:
+    """How the job came to follow its update: EKS accepted the call, or the call made before an
+    interruption was found by ListUpdates (and not made again)."""
+    return (
+        f"{call} made before the interruption found by ListUpdates (not called again)"
+        if found
+        else f"EKS accepted {call}"
+    )
+
+
+def _interrupted(progress: Mapping[str, Any]) -> list[str]:
+    """The dry run's first line for a resumed job whose call was interrupted: it looks first."""
+    intent = progress.get(INTENT) or {}
+    if not intent or progress.get("update"):
+        return []
+    return [
+        f"its {intent.get('call')} may have reached EKS before the interruption: it first looks for that "
+        "update (ListUpdates, DescribeUpdate) and follows it; it calls only if there is none, with the "
+        "same clientRequestToken"
+    ]
+
+
+def _how(found: bool) -> str:
+    return " (found by ListUpdates after an interrupted call; not called again)" if found else ""
 
 
 def update_errors(update: Mapping[str, Any]) -> str:
@@ -224,6 +265,49 @@ class _EksJob:
             + (f" — {update_errors(update)}" if update.get("errors") else ""),
         ]
 
+    def _call_once(
+        self,
+        eks: EksActs,
+        progress: Progress,
+        *,
+        now: datetime,
+        call: str,
+        tok: str,
+        match: tuple[str, str, str],
+        which: Mapping[str, str],
+        send: Callable[[], Obj],
+        what: str,
+    ) -> tuple[Tick | None, Obj | None, bool]:
+        """The update call of the module docstring's rule. (a tick to store, when the intent was
+        only recorded now; else the update and whether it was found rather than sent)."""
+        intent = progress.get(INTENT) or {}
+        if intent.get("call") != call or intent.get("token") != tok:
+            known = aws_call("ListUpdates", eks.list_updates, **which)
+            new = {**progress, INTENT: {"call": call, "token": tok, "at": iso(now), "known": known}}
+            return Tick(progress=new, card=(f"{what}: calling {call}",), wait=0.0), None, False
+        found = self._find(eks, intent, match, which)
+        if found is not None:
+            return None, found, True
+        return None, send(), False
+
+    @staticmethod
+    def _find(
+        eks: EksActs, intent: Mapping[str, Any], match: tuple[str, str, str], which: Mapping[str, str]
+    ) -> Obj | None:
+        """The update an interrupted call started: one the intent did not know, of the call's
+        type (`VersionUpdate`, `AddonUpdate`) with its version parameter; the newest if several."""
+        kind, param, value = match
+        known = set(intent.get("known") or [])
+        found: list[Obj] = []
+        for update_id in aws_call("ListUpdates", eks.list_updates, **which):
+            if update_id in known:
+                continue
+            update = aws_call("DescribeUpdate", eks.describe_update, update_id=update_id, **which)
+            params = {str(p.get("type")): str(p.get("value")) for p in update.get("params") or []}
+            if update.get("type") == kind and params.get(param) == value:
+                found.append(update)
+        return max(found, key=lambda u: str(u.get("createdAt", ""))) if found else None
+
     def _timed_out(self, progress: Progress, now: datetime) -> bool:
         started = timer_start(progress, progress.get("started"), now)
         return now - started >= timedelta(seconds=float(progress["timeout"]))
@@ -291,6 +375,7 @@ class EksUpdateClusterJob(_EksJob):
             ]
         now = aws_call("DescribeCluster", eks.cluster)
         lines = [
+            *_interrupted(progress),
             f"would call eks:UpdateClusterVersion name={progress['eks']} version={progress['version']} "
             "clientRequestToken=(the run's and the job's ids: a resumed job never starts a second update)",
             f"DescribeCluster now: version {now.get('version', '?')}, platform {now.get('platformVersion', '?')}, "
@@ -327,18 +412,24 @@ class EksUpdateClusterJob(_EksJob):
             if progress["from"] == version:
                 text = f"the control plane is already on {version}: nothing to update"
                 return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
-            update = aws_call(
-                "UpdateClusterVersion",
-                eks.update_cluster_version,
-                version=version,
-                token=token(progress),
-            )
+            intend, update, found = self._call_once(
+                eks, progress, now=now, call="UpdateClusterVersion", tok=token(progress),
+                match=("VersionUpdate", "Version", version), which={}, what=what,
+                send=lambda: aws_call(
+                    "UpdateClusterVersion", eks.update_cluster_version, version=version, token=token(progress)
+                ),
+            )  # fmt: skip
+            if intend is not None:
+                return intend
+            assert update is not None
             new = {**progress, "update": str(update["id"]), "status": str(update.get("status", ""))}
-            text = f"{what}: EKS accepted UpdateClusterVersion, update {new['update']} ({new['status']})"
+            text = (
+                f"{what}: {_started('UpdateClusterVersion', found)}, update {new['update']} ({new['status']})"
+            )
             return Tick(
                 progress=new,
                 posts=(Post(key=f"update-started:{new['update']}", text=text),),
-                audit=(("UpdateClusterVersion", f"{progress['eks']} {progress['from']} → {version}: update {new['update']}"),),
+                audit=(("UpdateClusterVersion", f"{progress['eks']} {progress['from']} → {version}: update {new['update']}{_how(found)}"),),
                 card=(text,),
                 wait=POLL_SECONDS,
             )  # fmt: skip
@@ -424,6 +515,7 @@ class EksUpdateNodegroupJob(_EksJob):
             + f"force={'true' if progress['force'] else 'false'} clientRequestToken=(the run's and the job's ids)"
         )
         lines = [
+            *_interrupted(progress),
             call,
             f"DescribeNodegroup now: version {now.get('version', '?')}, release {now.get('releaseVersion', '?')}, "
             f"status {now.get('status', '?')}, {(now.get('scalingConfig') or {}).get('desiredSize', '?')} desired",
@@ -520,23 +612,28 @@ class EksUpdateNodegroupJob(_EksJob):
                 wait=0.0,
             )
         if not progress["update"]:
-            update = aws_call(
-                "UpdateNodegroupVersion",
-                eks.update_nodegroup_version,
-                nodegroup=group,
-                version=progress["version"],
-                force=bool(progress["force"]),
-                token=token(progress, f"-{progress['tries']}" if progress["tries"] else ""),
-            )
+            tok = token(progress, f"-{progress['tries']}" if progress["tries"] else "")
+            intend, update, found = self._call_once(
+                eks, progress, now=now, call="UpdateNodegroupVersion", tok=tok,
+                match=("VersionUpdate", "Version", _minor(progress["target"])),
+                which={"nodegroup": group}, what=what,
+                send=lambda: aws_call(
+                    "UpdateNodegroupVersion", eks.update_nodegroup_version, nodegroup=group,
+                    version=progress["version"], force=bool(progress["force"]), token=tok,
+                ),
+            )  # fmt: skip
+            if intend is not None:
+                return intend
+            assert update is not None
             new = {**progress, "update": str(update["id"]), "status": str(update.get("status", ""))}
             text = (
-                f"{what}: EKS accepted UpdateNodegroupVersion{' with force' if progress['force'] else ''}, "
+                f"{what}: {_started('UpdateNodegroupVersion', found)}{' with force' if progress['force'] else ''}, "
                 f"update {new['update']} ({new['status']}); EKS launches new nodes, then drains the old ones"
             )
             return Tick(
                 progress=new,
                 posts=(Post(key=f"update-started:{new['update']}", text=text),),
-                audit=(("UpdateNodegroupVersion", f"{progress['eks']}/{group} → {progress['target']} force={progress['force']}: update {new['update']}"),),
+                audit=(("UpdateNodegroupVersion", f"{progress['eks']}/{group} → {progress['target']} force={progress['force']}: update {new['update']}{_how(found)}"),),
                 card=(text,),
                 wait=POLL_SECONDS,
             )  # fmt: skip
@@ -642,6 +739,7 @@ class EksUpdateAddonJob(_EksJob):
         now = aws_call("DescribeAddon", eks.addon, name=progress["addon"])
         policy = progress["resolve_conflicts"]
         lines = [
+            *_interrupted(progress),
             f"would call eks:UpdateAddon clusterName={progress['eks']} addonName={progress['addon']} "
             f"addonVersion={progress['version']} resolveConflicts={policy} clientRequestToken=(the run's and the job's ids)",
             f"conflict policy {policy}: {CONFLICT_POLICIES[policy]}",
@@ -664,23 +762,26 @@ class EksUpdateAddonJob(_EksJob):
             if progress["from"] == version:
                 text = f"add-on {addon} is already on {version}: nothing to update"
                 return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
-            update = aws_call(
-                "UpdateAddon",
-                eks.update_addon,
-                addon=addon,
-                version=version,
-                resolve_conflicts=progress["resolve_conflicts"],
-                token=token(progress),
-            )
+            intend, update, looked_up = self._call_once(
+                eks, progress, now=now, call="UpdateAddon", tok=token(progress),
+                match=("AddonUpdate", "AddonVersion", version), which={"addon": addon}, what=what,
+                send=lambda: aws_call(
+                    "UpdateAddon", eks.update_addon, addon=addon, version=version,
+                    resolve_conflicts=progress["resolve_conflicts"], token=token(progress),
+                ),
+            )  # fmt: skip
+            if intend is not None:
+                return intend
+            assert update is not None
             new = {**progress, "update": str(update["id"]), "status": str(update.get("status", ""))}
             text = (
-                f"{what}: EKS accepted UpdateAddon (conflicts: {progress['resolve_conflicts']}), "
+                f"{what}: {_started('UpdateAddon', looked_up)} (conflicts: {progress['resolve_conflicts']}), "
                 f"update {new['update']} ({new['status']})"
             )
             return Tick(
                 progress=new,
                 posts=(Post(key=f"update-started:{new['update']}", text=text),),
-                audit=(("UpdateAddon", f"{progress['eks']}/{addon} → {version} resolveConflicts={progress['resolve_conflicts']}: update {new['update']}"),),
+                audit=(("UpdateAddon", f"{progress['eks']}/{addon} → {version} resolveConflicts={progress['resolve_conflicts']}: update {new['update']}{_how(looked_up)}"),),
                 card=(text,),
                 wait=POLL_SECONDS,
             )  # fmt: skip

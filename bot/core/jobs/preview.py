@@ -26,8 +26,13 @@ whatever the size of the group:
                   "change_count": 1},
                  {"kind": "restart", "workloads": ["deployment/kube-system/coredns"],
                   "workload_count": 1},
-                 {"kind": "delete-pod", "pods": ["pod db/db-0 on node ip-1 (StatefulSet db/db; Terminating)"],
-                  "pod_count": 1, "force": true, "forbidden": ""},
+                 {"kind": "delete-pod", "workloads": ["web: 3 pod(s), 3 not ready → deletes 2 (1 kept
+                  by the rule), 1 remain(s) (Deployment shop/web: replicas 3, maxUnavailable 25%)"],
+                  "pods": ["pod shop/web-a (not scheduled) (Deployment shop/web; not ready)", …],
+                  "pod_count": 3, "delete_count": 2, "kept_count": 1, "held_count": 2,
+                  "blocking": [{"pdb": "PodDisruptionBudget shop/web (disruptionsAllowed 0)",
+                                "pods": "shop/web-a, shop/web-b", "count": 2}], "blocking_count": 1,
+                  "asked_force": false, "forbidden": ""},
                  {"kind": "set-image", "images": [{"workload": "daemonset/kube-system/kube-proxy",
                   "container": "kube-proxy", "old": "…:v1.25.16-eksbuild.9", "new": "…:v1.25.16-eksbuild.8"}],
                   "version": "1.25", "source": "https://docs.aws.amazon.com/…"}]}
@@ -44,9 +49,9 @@ from typing import Any
 
 from bot.core.durations import format_duration
 from bot.core.jobs.base import JobRegistry
-from bot.core.jobs.common import JobCluster, iso, selector_matches
+from bot.core.jobs.common import JobCluster, few, iso, selector_matches
 from bot.core.jobs.drain import pod_key, triage
-from bot.core.jobs.pods import DeletePodJob
+from bot.core.jobs.pods import DeletePodJob, workload_line
 from bot.core.jobs.pods import describe as describe_pod
 from bot.core.jobs.restart import wkey
 from bot.errors import UserError
@@ -153,13 +158,29 @@ def _flag(progress: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _pods(cluster: JobCluster, job: Any, progress: Mapping[str, Any]) -> dict[str, Any]:
-    """Each pod with its node and owner; whether the bot's role may delete pods at all (the
-    server's dry run of one delete: `pods delete` is an opt-in role)."""
+    """Each workload's count (how many pods it has, how many go, how many remain), each pod with
+    its node and owner (and why the count rule keeps it), the budgets that hold pods now, and
+    whether the bot's role may delete pods at all — what the force option does (the server's dry
+    run of one delete: `pods delete` is an opt-in role)."""
     pods = list(progress.get("pods") or [])
+    held = job.budgets(cluster, progress) if isinstance(job, DeletePodJob) else {}
+    kept = [p for p in pods if p["state"] == "kept"]
+    blocking = [
+        {"pdb": name, "pods": few(keys, PODS), "count": len(keys)} for name, keys in sorted(held.items())
+    ]
     return {
-        "pods": [describe_pod(p) for p in pods[:WORKLOADS]],
+        "workloads": [workload_line(w) for w in (progress.get("workloads") or [])[:WORKLOADS]],
+        "pods": [
+            describe_pod(p) + (f" — stays: {p['why']}" if p["state"] == "kept" else "")
+            for p in pods[:WORKLOADS]
+        ],
         "pod_count": len(pods),
-        "force": bool(progress.get("force")),
+        "kept_count": len(kept),
+        "delete_count": len(pods) - len(kept),
+        "held_count": len({k for keys in held.values() for k in keys}),
+        "blocking": blocking[:BUDGETS],
+        "blocking_count": len(blocking),
+        "asked_force": bool(progress.get("asked_force")),
         "forbidden": job.may_delete(cluster, progress) if isinstance(job, DeletePodJob) else "",
     }
 

@@ -234,8 +234,9 @@ KINDS: tuple[JobKind, ...] = (
     ),
     JobKind(
         name="delete-pod",
-        summary="delete stuck pods (named, or a workload's pods that are terminating or not ready) so "
-        "their controller starts them again; force=true for a pod on a dead node",
+        summary="evict stuck pods (named, or a workload's pods that are terminating or not ready) so "
+        "their controller starts them again, never a whole workload; the gate's force option (with "
+        "its reason) deletes past budgets, for a pod on a dead node",
         optional=frozenset({"pod", "workload", "only", "force", "allow_unmanaged", "timeout"}),
         mutating=True,
         command=True,

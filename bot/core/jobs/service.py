@@ -36,6 +36,7 @@ so it continues from its stored progress.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -50,7 +51,7 @@ from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
-from bot.core.jobs.common import RESUMED_AT, iso
+from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, gate_choice, iso
 from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection, StepReports
 from bot.core.people import Directory, roles_of
@@ -66,7 +67,7 @@ from bot.errors import (
     clip,
     describe,
 )
-from bot.records import ActionRequest, AuditEntry, JobRow, StepState
+from bot.records import ActionRequest, Approval, AuditEntry, JobRow, StepState
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +237,9 @@ class JobService:
             progress = json.loads(earlier.progress) if earlier.progress else None
             if progress is not None:
                 progress[RESUMED_AT] = iso(now)  # its timers start again (`timer_start`)
+                # The gate people passed again decides how it goes on (force or not), not the
+                # gate of the run before the interruption.
+                progress[GATE] = self._gate(dataclasses.replace(earlier, epoch=epoch))
             reopened = json.dumps(progress, sort_keys=True) if progress is not None else None
             if not self.store.reopen_job(earlier.id, epoch=epoch, at=now, progress=reopened):
                 raise TemporaryError(f"job {earlier.id} changed under us; try again")
@@ -483,6 +487,7 @@ class JobService:
                 progress = job.plan(cluster, args, now=now)
                 # Who and why, for what the job leaves on the nodes it touches (bot.core.jobs.trail).
                 progress[tr.TRAIL] = self._trail(row)
+                progress[GATE] = self._gate(row)
                 if row.dry_run:
                     lines = job.dry_run(cluster, progress)
                     return self._dry_run_done(row, progress, lines)
@@ -773,18 +778,29 @@ class JobService:
             decision = decision_of(row.decision)
             approved = [decision.by] if decision is not None else []
         else:
-            rows = self.store.run_rows(row.run_id)
-            given = rows[2] if rows is not None else []
-            # Each state change bumps the step's epoch: the approvals that set it running carry
-            # the epoch it had while its gate was open, the last one below the job's.
-            starts = [
-                a for a in given
-                if a.step_id == row.step_id and a.phase == "start" and a.decision == "approve"
-                and a.epoch < row.epoch
-            ]  # fmt: skip
-            last = max((a.epoch for a in starts), default=None)
-            approved = [a.user_id for a in starts if a.epoch == last]
+            approved = [a.user_id for a in self._starts(row)]
         return make_trail(run_id=row.run_id, step_id=row.step_id, job_id=row.id, approved_by=approved)
+
+    def _starts(self, row: JobRow) -> list[Approval]:
+        """The approvals that set the job's step running."""
+        rows = self.store.run_rows(row.run_id)
+        given = rows[2] if rows is not None else []
+        # Each state change bumps the step's epoch: the approvals that set it running carry
+        # the epoch it had while its gate was open, the last one below the job's.
+        starts = [
+            a for a in given
+            if a.step_id == row.step_id and a.phase == "start" and a.decision in APPROVING
+            and a.epoch < row.epoch
+        ]  # fmt: skip
+        last = max((a.epoch for a in starts), default=None)
+        return [a for a in starts if a.epoch == last]
+
+    def _gate(self, row: JobRow) -> dict[str, Any]:
+        """What the step's gate chose (`bot.core.jobs.common.GATE`): force only when every
+        approval that set the step running chose it, each with its reason."""
+        if row.step_id == AFTER_ABORT:
+            return gate_choice(())
+        return gate_choice(self._starts(row))
 
     def _roster(self, run_id: str) -> Mapping[str, Sequence[str]]:
         rows = self.store.run_rows(run_id)

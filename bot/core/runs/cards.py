@@ -128,6 +128,8 @@ def card_context(
             "phase": run.phase(cur),
             "value": R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch).encode(),
             "on_failure": run.plan.step(cur.step_id).on_failure,
+            # A step whose action can pass disruption budgets offers "Approve with force…".
+            "force": run.phase(cur) == "start" and R.offers_force(run.plan.step(cur.step_id)),
         }
     rows = R.summary_rows(run, now)
     index = next((i for i, sr in enumerate(run.steps) if sr is cur), len(run.steps))
@@ -409,6 +411,7 @@ class RunCards:
             "waiting_on": R.waiting_on(run, sr, self.clock()),
             "state": str(sr.state),
             "open": True,
+            "force": phase == "start" and R.offers_force(step),
             "dry_run": dry_run_view(dry_run, run.plan.window.timezone) if dry_run is not None else None,
         }
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.core.durations import format_duration
+from bot.core.jobs.common import APPROVE, APPROVING, FORCE, FORCE_ACTIONS
 from bot.core.people import Directory, roles_of
 from bot.core.runs.gates import Vote, covered, decide, live_votes
 from bot.core.runs.plans import Gate, Plan, Step
@@ -62,6 +63,7 @@ INTERRUPTED_BEFORE = "interrupted before: "
 SKIPPED_AFTER = " · it had failed: "
 #: The phase and decision of a vote to skip a failed step (`skip_vote`), kept with the approvals.
 SKIP = "skip"
+
 #: Who is mentioned when a gate waits too long: after escalate_after, then after twice that.
 ESCALATION_ROLES = ("shadow", "coordinator")
 
@@ -132,7 +134,7 @@ class Run:
             if a.step_id == sr.step_id
             and a.phase == phase
             and a.epoch == sr.epoch
-            and a.decision == "approve"
+            and a.decision in APPROVING
         ]
 
 
@@ -257,6 +259,13 @@ def click(
         return refuse(f"step `{step_id}` is {sr.state.replace('_', ' ')}; it is not waiting for a decision")
     held = frozenset(roles_of(user_id, run.roster, directory))
     step = run.plan.step(step_id)
+    if decision == FORCE:
+        if phase != "start" or not offers_force(step):
+            return refuse(f"step `{step_id}` has no force option: approve or reject it")
+        if not reason.strip():
+            return refuse("approving with force needs a reason: say why the budgets may be passed")
+    elif decision not in (APPROVE, "reject"):
+        return refuse(f"`{decision[:20]}` is not a decision on a gate")
     if decision == "reject":
         if not held & set(gate.roles):
             return refuse(f"this step needs {gate.describe()}; you are {_you(held)}")
@@ -282,16 +291,39 @@ def click(
         epoch=sr.epoch,
         user_id=user_id,
         roles=tuple(sorted(held & set(gate.roles))),
-        decision="approve",
+        decision=decision,
         at=now,
+        reason=reason.strip() if decision == FORCE else "",
     )
     run = dataclasses.replace(run, approvals=(*run.approvals, approval))
-    events = [Event(kind="approved", step_id=step_id, actor=user_id, detail=phase, roles=approval.roles)]
+    events = [
+        Event(
+            kind="approved",
+            step_id=step_id,
+            actor=user_id,
+            detail=phase,
+            roles=approval.roles,
+            note=f"with force: {approval.reason}" if decision == FORCE else "",
+        )
+    ]
     if not verdict.satisfied:
         return Outcome(run=run, events=tuple(events))
     if phase == "start":
+        given = run.votes(sr, phase)
         run = _set_step(run, sr, StepState.RUNNING, now, started_by=user_id)
         events.append(Event(kind="step_running", step_id=step_id, actor=user_id))
+        forced = [a.user_id for a in given if a.decision == FORCE]
+        if forced and len(forced) < len(given):
+            # Force is the gate's only when every approval that opened it chose it: one person's
+            # force would let a budget be passed on a single say-so.
+            events.append(
+                Event(
+                    kind="force_declined",
+                    step_id=step_id,
+                    detail=f"force was chosen by {', '.join(forced)} only: the step evicts through the "
+                    "Eviction API (force needs every approval of the gate)",
+                )
+            )
         if step.manual:
             events.append(Event(kind="gate_opened", step_id=step_id, detail="done"))
             return Outcome(run=run, events=tuple(events))
@@ -300,6 +332,15 @@ def click(
     events.append(Event(kind="step_succeeded", step_id=step_id, actor=user_id))
     run = _open_next(run, now, events)
     return Outcome(run=run, events=tuple(events))
+
+
+def offers_force(step: Step) -> bool:
+    """Does this step's gate offer the force option (a `FORCE_ACTIONS` action that is no dry run)?"""
+    return any(
+        call.name in FORCE_ACTIONS
+        and str(call.args.get("dry_run", "")).strip().lower() not in ("true", "yes", "1")
+        for call in step.actions
+    )
 
 
 def _you(held: frozenset[str]) -> str:
@@ -679,7 +720,7 @@ def summary_rows(run: Run, now: datetime) -> Sequence[Mapping[str, object]]:
     rows = []
     for sr in run.steps:
         step = run.plan.step(sr.step_id)
-        approvals = [a for a in run.approvals if a.step_id == sr.step_id and a.decision == "approve"]
+        approvals = [a for a in run.approvals if a.step_id == sr.step_id and a.decision in APPROVING]
         rows.append(
             {
                 "id": sr.step_id,

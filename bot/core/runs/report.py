@@ -480,7 +480,7 @@ def _summary(report: Report) -> list[tuple[str, str]]:
     given: dict[str, list[str]] = {}
     for b in report.steps:
         for _, who, phase, decision in b.approvals:
-            if decision == "approve":
+            if decision in ("approve", "force"):
                 given.setdefault(who, []).append(b.step_id if phase == "start" else f"{b.step_id} (done)")
     approvers = [f"{who}: {len(steps)} gate(s) — {', '.join(steps)}" for who, steps in sorted(given.items())]
     return [

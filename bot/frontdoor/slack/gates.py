@@ -2,14 +2,16 @@
 destructive step's approval is confirmed by typing the step id, and the one in which a rejection
 (or a failure reported on a "done" gate) says why.
 
-The buttons (`gate_approve`, `gate_reject`) carry run id, step id and the step's state number; the
+The buttons (`gate_approve`, `gate_reject`, and `gate_force` on a step that offers force) carry run id, step id and the step's state number; the
 decision is made by the run service on a worker, and a refusal (wrong person, self-approval,
 double click, stale button) comes back as an ephemeral message with a reference id. A destructive
 step's approval opens a modal (`gate_confirm`) for the typed step id. Reject opens a modal
 (`gate_reason`) for a required reason once the worker has checked the clicker may reject this
 gate now; its submission is stored in the inbox before the ack (as a click is) and decided on a
 worker, where the run service checks everything again (a gate that moved on meanwhile, a role
-handed over): the reason goes to the run's thread and the audit log.
+handed over): the reason goes to the run's thread and the audit log. "Approve with force…" opens
+its own modal (`gate_force_reason`) for the force's reason (and a destructive step's typed id): it
+is an approval with the force option, stored and audited with that reason.
 """
 
 from __future__ import annotations
@@ -37,12 +39,15 @@ from bot.logsetup import correlation
 
 log = logging.getLogger(__name__)
 
-#: Gate buttons on a run's thread (and card): action id → decision.
-GATE_ACTIONS = {"gate_approve": "approve", "gate_reject": "reject"}
+#: Gate buttons on a run's thread (and card): action id → decision. `gate_force` is the force
+#: option of a step that offers it (`delete-pod`: grace period 0, past disruption budgets).
+GATE_ACTIONS = {"gate_approve": "approve", "gate_reject": "reject", "gate_force": "force"}
 #: The modal a destructive step's approval opens for the typed confirmation.
 CONFIRM_CALLBACK = "gate_confirm"
 #: The modal a rejection (or a reported failure) opens for its reason.
 REASON_CALLBACK = "gate_reason"
+#: The modal the force option opens for its own reason (and a destructive step's typed id).
+FORCE_CALLBACK = "gate_force_reason"
 #: Longest reason kept (the thread line and the audit row show it whole).
 REASON_LIMIT = 500
 
@@ -93,6 +98,32 @@ def register(
             message=message,
         )
 
+    def ask_force(ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str) -> None:
+        """An "Approve with force…" click: open the force modal if this person may approve this
+        gate now (the approval itself is decided again when the modal is submitted)."""
+        try:
+            check = runs.check_click(ref, actor)
+        except BotError as exc:
+            check = None
+            message = exc.user_message
+        if check is not None and (check.accepted or check.needs_confirmation):
+            run = check.run
+            step = run.plan.step(ref.step_id)
+            try:
+                gateway.open_view(trigger_id, force_view(ref, step.title, step.destructive, actor.channel_id))
+                return
+            except BotError as exc:
+                message = f"could not open the force dialog ({exc.user_message}); click the button again"
+        elif check is not None:
+            message = check.message
+        refuse(
+            actor.correlation_id,
+            user=actor.user_id,
+            channel=actor.channel_id,
+            response_url=response_url,
+            message=message,
+        )
+
     def decide(
         ref: ButtonRef,
         actor: Actor,
@@ -104,6 +135,9 @@ def register(
     ) -> None:
         if ref.decision == "reject" and not reason:
             ask_reason(ref, actor, response_url=response_url, trigger_id=trigger_id)
+            return
+        if ref.decision == "force" and not reason:
+            ask_force(ref, actor, response_url=response_url, trigger_id=trigger_id)
             return
         try:
             out = runs.click(ref, actor, confirmation=confirmation, reason=reason)
@@ -160,7 +194,7 @@ def register(
 
     inbox.handle("click", work_click)
 
-    @app.action(re.compile("^gate_(approve|reject)$"))
+    @app.action(re.compile("^gate_(approve|reject|force)$"))
     def on_gate(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         user = ref_id(body, "user")
         channel = ref_id(body, "channel")
@@ -280,6 +314,94 @@ def register(
             with correlation(accepted[1]):
                 log.info("gate reason for %s/%s from %s", ref.run_id, ref.step_id, user)
                 inbox.submit(accepted[0], name=f"reject {ref.run_id}/{ref.step_id}")
+
+    @app.view(FORCE_CALLBACK)
+    def on_force(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        user = str(body.get("user", {}).get("id", ""))
+        try:
+            meta = json.loads(str(view.get("private_metadata", "")))
+            ref = ButtonRef.decode(str(meta["ref"]), "force")
+            channel = str(meta.get("channel", ""))
+        except (ValueError, KeyError, TypeError):
+            ref, channel = None, ""
+        values = view.get("state", {}).get("values", {})
+        reason = str(values.get("reason", {}).get("typed", {}).get("value") or "").strip()
+        typed = values.get("confirm", {}).get("typed", {}).get("value")
+        if ref is None:
+            ack()
+            return
+        errors = {}
+        if not reason:
+            errors["reason"] = "Say why force is needed: it goes into the thread and the audit log."
+        if typed is not None and str(typed).strip() != ref.step_id:
+            errors["confirm"] = f"Type {ref.step_id} exactly to approve."
+        if errors:
+            # String checks: fast enough to answer inside the ack, where the modal shows them.
+            ack(response_action="errors", errors=errors)
+            return
+        payload = {
+            "user": user,
+            "channel": channel,
+            "response_url": "",
+            "trigger_id": "",
+            "action_id": "gate_force",
+            "value": ref.encode(),
+            "reason": reason[:REASON_LIMIT],
+        }
+        if typed is not None:
+            payload["confirmation"] = str(typed).strip()
+        # Stored before the ack, as a click is: an acknowledged submission is never sent again.
+        accepted = inbox.accept("click", delivery_key(body) or f"view:{view.get('id', '')}", payload)
+        ack()
+        if accepted is not None:
+            with correlation(accepted[1]):
+                log.info("gate force for %s/%s from %s", ref.run_id, ref.step_id, user)
+                inbox.submit(accepted[0], name=f"force {ref.run_id}/{ref.step_id}")
+
+
+def force_view(ref: ButtonRef, title: str, destructive: bool, channel: str) -> dict[str, Any]:
+    """The modal of the force option: why (required), and a destructive step's id, typed."""
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) with *force*: "
+                "its pods are deleted with grace period 0, past their disruption budgets — what a pod "
+                "on a dead node needs. The last pod of a workload still stays. Force is the gate's "
+                "option only if every approval chooses it; otherwise the pods are evicted.",
+            },
+        },
+        {
+            "type": "input",
+            "block_id": "reason",
+            "label": {"type": "plain_text", "text": "Why force"},
+            "element": {
+                "type": "plain_text_input",
+                "action_id": "typed",
+                "multiline": True,
+                "max_length": REASON_LIMIT,
+            },
+        },
+    ]
+    if destructive:
+        blocks.append(
+            {
+                "type": "input",
+                "block_id": "confirm",
+                "label": {"type": "plain_text", "text": f"Type {ref.step_id[:60]} to approve"},
+                "element": {"type": "plain_text_input", "action_id": "typed"},
+            }
+        )
+    return {
+        "type": "modal",
+        "callback_id": FORCE_CALLBACK,
+        "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
+        "title": {"type": "plain_text", "text": "Approve with force"},
+        "submit": {"type": "plain_text", "text": "Approve with force"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": blocks,
+    }
 
 
 def reason_view(ref: ButtonRef, title: str, phase: str, channel: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ updates run through the cloud's own operations, so they take simulated time.
 Served (the wire shapes follow botocore's service models, which parse every answer):
 - EKS (REST-JSON): DescribeCluster, ListNodegroups, DescribeNodegroup, ListAddons, DescribeAddon,
   DescribeAddonVersions, ListInsights, DescribeInsight, UpdateClusterVersion, DescribeUpdate,
-  UpdateNodegroupVersion, UpdateAddon. Updates honour `clientRequestToken` (the same token returns
+  ListUpdates, UpdateNodegroupVersion, UpdateAddon. Updates honour `clientRequestToken` (the same token returns
   the same update).
 - EC2 (query, XML): DescribeSubnets, DescribeLaunchTemplateVersions.
 - Auto Scaling (query, XML): DescribeAutoScalingGroups.
@@ -18,7 +18,9 @@ their `Action`. Faults come from the scenario: an add-on whose installed version
 for the target, a subnet short of free addresses, node-group health issues, and `fail_updates`
 (an update of the control plane, a node group or an add-on that ends Failed; an add-on's failure
 is a conflict with fields changed by hand, so an update with `resolveConflicts: OVERWRITE` passes).
-`GET /aws/sim/calls` answers how often each operation was called (for tests and rehearsals).
+`GET /aws/sim/calls` answers how often each operation was called (for tests and rehearsals);
+`POST /aws/sim/hold {"operation": "UpdateNodegroupVersion"}` makes that operation act but hold
+its answer back until `POST /aws/sim/release` (a test kills the caller in between).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import threading
 import urllib.parse
 import uuid
 from collections import Counter
@@ -44,6 +47,8 @@ Obj = dict[str, Any]
 PREFIX = "/aws"
 EC2_XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 ASG_XMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
+#: The longest a held answer (`POST /aws/sim/hold`) waits for its release, in real seconds.
+HOLD_LIMIT = 120.0
 #: How long an add-on update takes, in simulated seconds.
 ADDON_UPDATE_SECONDS = 60.0
 _KNOWN = {
@@ -214,6 +219,8 @@ class AwsWorld:
         self.updates: dict[str, Update] = {}
         self.tokens: dict[str, str] = {}
         self.calls: Counter[str] = Counter()
+        #: Operation → the Event its held answers wait on (`POST /aws/sim/hold`).
+        self.holds: dict[str, threading.Event] = {}
         self._ids = itertools.count(1)
 
     def _hex(self, seed: str, n: int) -> str:
@@ -735,6 +742,10 @@ class AwsWorld:
         self.engine.after(ADDON_UPDATE_SECONDS, done, key=("aws-update", update.id))
         return update
 
+    def update_ids(self, nodegroup: str, addon: str) -> list[str]:
+        """ListUpdates: the ids of the cluster's own updates, or a node group's or an add-on's."""
+        return [u.id for u in self.updates.values() if u.nodegroup == nodegroup and u.addon == addon]
+
     def update(self, update_id: str, nodegroup: str, addon: str) -> Obj:
         update = self.updates.get(update_id)
         if update is None or update.nodegroup != nodegroup or update.addon != addon:
@@ -772,18 +783,37 @@ def register(server: SimHTTPServer, world: AwsWorld) -> None:
 def handle(world: AwsWorld, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
     rest = path[len(PREFIX) :].strip("/")
     with world.lock:
-        if rest == "" and method == "POST":
-            return _query(world, body)
-        if rest == "sim/calls" and method == "GET":
-            return 200, dict(world.calls)
-        try:
-            return _rest(world, method, [urllib.parse.unquote(p) for p in rest.split("/")], query, body)
-        except AwsError as exc:
-            return exc.status, Raw(
-                json.dumps({"message": exc.message}).encode(),
-                "application/json",
-                {"x-amzn-ErrorType": f"{exc.code}:http://internal.amazon.com/coral/com.amazonaws.eks/"},
-            )
+        if rest == "sim/hold" and method == "POST":
+            # A test's kill -9 "mid-call": the operation is done, its answer held back until
+            # released (or HOLD_LIMIT), so the caller can die after AWS acted, before it heard.
+            world.holds[str(json.loads(body or b"{}").get("operation", ""))] = threading.Event()
+            return 200, {}
+        if rest == "sim/release" and method == "POST":
+            for event in world.holds.values():
+                event.set()
+            world.holds.clear()
+            return 200, {}
+        before = Counter(world.calls)
+        answer = _handle(world, method, rest, query, body)
+        held = [event for op, event in world.holds.items() if world.calls[op] > before[op]]
+    for event in held:
+        event.wait(HOLD_LIMIT)
+    return answer
+
+
+def _handle(world: AwsWorld, method: str, rest: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
+    if rest == "" and method == "POST":
+        return _query(world, body)
+    if rest == "sim/calls" and method == "GET":
+        return 200, dict(world.calls)
+    try:
+        return _rest(world, method, [urllib.parse.unquote(p) for p in rest.split("/")], query, body)
+    except AwsError as exc:
+        return exc.status, Raw(
+            json.dumps({"message": exc.message}).encode(),
+            "application/json",
+            {"x-amzn-ErrorType": f"{exc.code}:http://internal.amazon.com/coral/com.amazonaws.eks/"},
+        )
 
 
 def _json(status: int, obj: Obj) -> tuple[int, Any]:
@@ -880,6 +910,11 @@ def _rest(
                 str(data.get("version") or ""), str(data.get("clientRequestToken") or "")
             )
             return _json(200, {"update": world.update(update.id, "", "")})
+        case ("GET", "updates"):
+            world.calls["ListUpdates"] += 1
+            ids = world.update_ids(query.get("nodegroupName", ""), query.get("addonName", ""))
+            page, nxt = _page(ids, query)
+            return _json(200, {"updateIds": page, **({"nextToken": nxt} if nxt else {})})
         case ("GET", "updates", update_id):
             world.calls["DescribeUpdate"] += 1
             return _json(

@@ -85,8 +85,13 @@ def test_the_control_plane_update_is_followed_until_successful_and_the_api_serve
 ) -> None:
     d = driver(EksUpdateClusterJob(access(sim), LABELS), kube, sim, {"version": "1.25"})
     assert (d.progress["from"], d.progress["version"]) == ("1.24", "1.25")
+    # The call's intent is stored before the call is made (issue 38).
+    intent = d.tick()
+    assert intent.progress["intent"]["call"] == "UpdateClusterVersion"
+    assert intent.progress["intent"]["known"] == []
+    assert aws_calls(sim).get("UpdateClusterVersion", 0) == 0
     # The process dies after EKS accepted the call but before its tick was stored: the tick runs
-    # again with the same token, and EKS answers the same update — never a second one.
+    # again, finds the update by ListUpdates and follows it — the call is never made twice.
     first = d.tick(crash=True)
     again = d.tick()
     assert first.progress["update"] == again.progress["update"] != ""
@@ -105,10 +110,16 @@ def test_the_control_plane_update_is_followed_until_successful_and_the_api_serve
         f"{kube.get_json('/version')['gitVersion']}"
     )
     assert d.posts[f"update-started:{update}"].startswith(
-        "control plane 1.24 → 1.25: EKS accepted UpdateClusterVersion"
+        "control plane 1.24 → 1.25: UpdateClusterVersion made before the interruption found by"
+        " ListUpdates (not called again)"
     )
-    # Two calls (the crashed tick's and its repeat) with one token: one update at EKS.
-    assert aws_calls(sim)["UpdateClusterVersion"] == 2
+    assert d.audit[0] == (
+        "UpdateClusterVersion",
+        f"runbook-prod 1.24 → 1.25: update {update} (found by ListUpdates after an interrupted call;"
+        " not called again)",
+    )
+    # One call, one update at EKS.
+    assert aws_calls(sim)["UpdateClusterVersion"] == 1
     assert len(sim.core.aws.updates) == 1  # type: ignore[union-attr]
 
 
@@ -137,6 +148,7 @@ def test_eks_refusing_the_update_ends_the_job_with_its_reason(
         assert job.dry_run(kube, d.progress)[2] == (
             "node groups behind the control plane, which EKS requires on 1.24 before it updates it: others (1.22)"
         )
+        d.tick()  # the call's intent
         with pytest.raises(UserError) as refused:
             d.tick()
         assert refused.value.user_message == (
@@ -361,6 +373,7 @@ def test_the_gate_of_a_resumed_step_says_the_job_follows_the_update_it_started(
         sim,
         {"addon": "vpc-cni", "version": "v1.15.1-eksbuild.1"},
     )
+    d.tick()  # the call's intent
     d.tick()
     update = d.progress["update"]
     call = ActionCall(name="eks-update-addon", args={"addon": "vpc-cni", "version": "v1.15.1-eksbuild.1"})

@@ -17,6 +17,7 @@ from kubernetes import client, config
 
 from bot.adapters.kube import Cluster
 from bot.core.jobs import preview
+from bot.core.jobs.common import GATE
 from bot.core.jobs.image import SetImageJob
 from bot.core.jobs.kubeproxy import EKS_KUBE_PROXY, SOURCE, documented_image
 from bot.core.jobs.pods import ROLE_HINT, DeletePodJob
@@ -142,7 +143,10 @@ def test_set_image_refuses_what_the_table_cannot_answer(cluster: Cluster, sim_ek
 # ----- delete-pod ----------------------------------------------------------------------------------
 
 
-def test_delete_pod_takes_only_the_workload_s_terminating_pods_and_deletes_each_once_forced(
+FORCE_GATE = {"option": "force", "by": ["U1", "U2"], "reasons": ["U1: its node is dead", "U2: agreed"]}
+
+
+def test_delete_pod_takes_only_the_workload_s_terminating_pods_and_only_force_passes_their_budget(
     cluster: Cluster, sim_eks: SimCluster, core: client.CoreV1Api
 ) -> None:
     job = DeletePodJob()
@@ -162,10 +166,17 @@ def test_delete_pod_takes_only_the_workload_s_terminating_pods_and_deletes_each_
     assert [(p["name"], p["node"], p["owner"], p["terminating"]) for p in progress["pods"]] == [
         (victim, node, "StatefulSet logging/es", True)
     ]
+    pdb = "PodDisruptionBudget logging/es (disruptionsAllowed 0)"
+    described = f"pod logging/{victim} on node {node} (StatefulSet logging/es; Terminating)"
+    # `force: "true"` only asks for the gate's force option: by itself it passes no budget.
     assert job.dry_run(cluster, progress) == [
-        f"would delete pod logging/{victim} on node {node} (StatefulSet logging/es; Terminating),"
-        " forced (grace period 0)"
+        "es: 2 pods (1 terminating), 0 not ready → deletes 1, 1 remains (maxUnavailable 1, replicas 2 of"
+        " StatefulSet logging/es)",
+        f"would leave {described}: held by {pdb}",
     ]
+    assert job.dry_run(cluster, {**progress, GATE: FORCE_GATE})[1] == (
+        f"would delete {described} with grace period 0 (forced, past {pdb})"
+    )
     assert core.read_namespaced_pod(victim, "logging").metadata.uid == es[victim].metadata.uid
     entry = preview.read(
         cluster,
@@ -173,26 +184,35 @@ def test_delete_pod_takes_only_the_workload_s_terminating_pods_and_deletes_each_
         default_jobs(()),
         now=now(sim_eks),
     )["actions"][0]
-    assert entry["pods"] == [f"pod logging/{victim} on node {node} (StatefulSet logging/es; Terminating)"]
-    assert entry["force"] is True
+    assert entry["pods"] == [described]
+    assert entry["asked_force"] is True
+    assert entry["blocking"] == [{"pdb": pdb, "pods": f"logging/{victim}", "count": 1}]
     assert entry["forbidden"] == ""  # the sim has no RBAC: the server's dry run allowed it
 
-    driver = JobDriver(job, cluster, progress=progress, now=lambda: now(sim_eks))
+    # Approved without force: the budget holds the pod, and the thread says which and how to pass it.
+    plain = JobDriver(job, cluster, progress=progress, now=lambda: now(sim_eks)).run()
+    assert plain.last is not None
+    assert (plain.last.done, plain.last.ok, plain.audit) == (True, False, [])
+    assert plain.posts[f"delete-pod-blocked:logging/{victim}:{es[victim].metadata.uid}"] == (
+        f"pod logging/{victim} left: held by {pdb} — only the gate's force option passes a budget"
+    )
+
+    driver = JobDriver(job, cluster, progress={**progress, GATE: FORCE_GATE}, now=lambda: now(sim_eks))
     pending = driver.progress
     driver.tick()  # the forced delete
     uid = es[victim].metadata.uid
     assert driver.audit == [
         (
             "delete-pod",
-            f"pod logging/{victim} on node {node} (StatefulSet logging/es; Terminating) (uid {uid}):"
-            " deleted with grace period 0 (forced)",
+            f"{described} (uid {uid}): deleted with grace period 0 (forced, past {pdb}) — force chosen at"
+            " the gate by U1, U2: U1: its node is dead; U2: agreed",
         )
     ]
     driver.tick()
     assert driver.done
     assert driver.last is not None
     assert driver.last.ok
-    assert driver.last.detail == "1 pod(s) deleted"
+    assert driver.last.detail == "1 pod(s) gone"
     # A crash before the delete's tick was stored: the same tick again finds the pod gone (its
     # StatefulSet's new pod has another uid) and deletes nothing.
     again = job.tick(cluster, stored(pending), now=now(sim_eks))
@@ -228,10 +248,11 @@ def test_delete_pod_refuses_a_pod_no_controller_owns_unless_asked_by_name(
     driver = JobDriver(
         job, cluster, {"pod": "logging/debug-shell", "allow_unmanaged": "true"}, now=lambda: now(sim_eks)
     )
-    assert job.dry_run(cluster, driver.progress)[0].startswith(
-        "would delete pod logging/debug-shell on node "
-    )
-    assert "(no controller: nothing recreates it)" in job.dry_run(cluster, driver.progress)[0]
+    # Outside the count rule (no controller counts its replicas), through the Eviction API.
+    assert driver.progress["workloads"] == []
+    (line,) = job.dry_run(cluster, driver.progress)
+    assert line.startswith("would evict pod logging/debug-shell on node ")
+    assert line.endswith("(no controller: nothing recreates it) through the Eviction API")
     driver.tick()
     for _ in range(20):
         if driver.done:
@@ -271,16 +292,18 @@ def test_without_the_pod_delete_role_the_gate_says_so_and_the_job_ends_naming_it
     rendered = Renderer([BUILTIN_TEMPLATES]).env.from_string(
         '{% from "runs/_dryrun.txt.j2" import summary, nodes %}{{ summary(a) }}\n{{ nodes(a) }}'
     )
-    lines = rendered.render(a=entry).splitlines()
-    assert lines[0].endswith("delete 1 pod(s) with grace period 0 (forced: the kubelet is not asked to confirm);"
+    lines = [line for line in rendered.render(a=entry).splitlines() if line]
+    assert lines[0].endswith("evict 1 of 1 pod(s) through the Eviction API, so their disruption budgets apply;"
                              " their controllers start them again")  # fmt: skip
+    assert lines[1].startswith("*Approve with force…* (its own reason; every approval must choose it)")
+    assert lines[1].endswith("This remedy asks for force.")
     assert (
-        lines[1]
-        == f":no_entry: The bot may not delete pods here: {ROLE_HINT} — approving this step would fail."
+        lines[2]
+        == f":no_entry: The bot may not delete pods here: {ROLE_HINT} — approving with force would fail."
     )
-    assert lines[2] == "• pod db/db-0 on node n1 (StatefulSet db/db; Terminating)"
+    assert lines[-1] == "• pod db/db-0 on node n1 (StatefulSet db/db; Terminating)"
     job = DeletePodJob()
-    progress = job.plan(fake, args, now=at)
-    assert job.dry_run(fake, progress)[0].startswith("would FAIL to delete pod db/db-0 on node n1")
+    progress = {**job.plan(fake, args, now=at), GATE: {"option": "force", "by": ["U1"], "reasons": ["U1: x"]}}
+    assert job.dry_run(fake, progress)[-1].startswith("would FAIL to delete pod db/db-0 on node n1")
     with pytest.raises(ClusterForbidden, match="upgrade-bot-pod-delete"):
         job.tick(fake, progress, now=at)

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.core.jobs.common import gate_choice
 from bot.core.people import StaticDirectory
 from bot.core.runs.machine import (
     RUN_TRANSITIONS,
@@ -369,3 +370,72 @@ def test_buttons_round_trip_and_garbage_is_rejected() -> None:
     assert ButtonRef.decode(ref.encode(), "approve") == ref
     assert ButtonRef.decode("r1|ng", "approve") is None
     assert ButtonRef.decode("r1|ng|x", "approve") is None
+
+
+FORCE_PLAN = f"""\
+name: f
+cluster: prod
+current_version: "1.29"
+target_version: "1.29"
+window: {{start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}}
+roster:
+  primary: [{P}]
+  shadow: [{S}]
+steps:
+  - id: snap
+    title: Snapshot
+    gate: {{any_of: [primary]}}
+    actions: [{{snapshot: {{label: pre}}}}]
+  - id: pods
+    title: Delete stuck pods
+    gate: {{approve: [primary, shadow]}}
+    actions: [{{delete-pod: {{workload: deployment/shop/web, only: not-ready}}}}]
+"""
+
+
+def test_force_is_an_option_of_a_delete_pod_gate_only_and_needs_its_reason() -> None:
+    run = new_run("r1", parse_plan(FORCE_PLAN), by=P, now=T0).run
+    refused = press(run, "snap", P, "force", reason="why not")
+    assert (refused.accepted, refused.message) == (
+        False,
+        "step `snap` has no force option: approve or reject it",
+    )
+    run = press(run, "snap", P).run
+    run = action_finished(
+        run, step_id="snap", epoch=run.step_run("snap").epoch, ok=True, detail="", now=T0
+    ).run
+    blank = press(run, "pods", P, "force", reason="  ")
+    assert (blank.accepted, blank.message) == (
+        False,
+        "approving with force needs a reason: say why the budgets may be passed",
+    )
+    assert press(run, "pods", P, "sudo").message == "`sudo` is not a decision on a gate"
+    out = press(run, "pods", P, "force", reason="the node is dead")
+    assert out.accepted
+    (vote,) = [a for a in out.run.approvals if a.step_id == "pods"]
+    assert (vote.decision, vote.reason) == ("force", "the node is dead")
+    assert out.events[0].note == "with force: the node is dead"
+    # A plain approval completes the gate: force was not every approval's, so it is not the gate's.
+    mixed = press(out.run, "pods", S)
+    assert mixed.run_actions == "pods"
+    assert [e.kind for e in mixed.events] == ["approved", "step_running", "force_declined"]
+    assert mixed.events[-1].detail.startswith(f"force was chosen by {P} only")
+    assert gate_choice(mixed.run.votes(mixed.run.step_run("pods"), "start"))["option"] == ""
+
+
+def test_force_is_the_gate_s_option_when_every_approval_chose_it() -> None:
+    run = new_run("r1", parse_plan(FORCE_PLAN), by=P, now=T0).run
+    run = press(run, "snap", P).run
+    run = action_finished(
+        run, step_id="snap", epoch=run.step_run("snap").epoch, ok=True, detail="", now=T0
+    ).run
+    run = press(run, "pods", P, "force", reason="node gone").run
+    out = press(run, "pods", S, "force", reason="agreed")
+    assert out.run_actions == "pods"
+    assert "force_declined" not in [e.kind for e in out.events]
+    given = [a for a in out.run.approvals if a.step_id == "pods"]
+    assert gate_choice(given) == {
+        "option": "force",
+        "by": [P, S],
+        "reasons": [f"{P}: node gone", f"{S}: agreed"],
+    }
