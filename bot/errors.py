@@ -32,6 +32,8 @@ The simulator (`bot.sim`) is a separate subsystem with its own small tree in `bo
 The front doors' own refusals never reach a command: `Refused` (the HTTP guard's 4xx) and
 `MalformedPayload` (`bot.frontdoor.payloads`: a body not of a shape Slack sends — a 400, or a
 Socket Mode envelope acked and dropped).
+The safe file reader's own (`bot.files`, a leaf): `Unreadable` and its `NotRegular` (a FIFO, a
+device, a directory) and `TooLarge`; each caller turns it into a ConfigError naming the file.
 The AWS adapter's own (`bot.adapters.aws`, the optional `aws` extra): `AwsUnavailable` (boto3 is not
 installed) and `AwsError` (an AWS call failed: refused, unreachable, no credentials); the EKS checks
 turn either into a note of the check's report, never into a failed command.

@@ -8,6 +8,12 @@ With `--log-format json` each line is one JSON object (time, level, logger, mess
 id, run id, replica id, and the traceback if any) for a log collector; the run id is bound while a
 run service method works on one run (`run_scoped`), the replica id once per process.
 
+In the text format one record is one line: control characters (newlines, ANSI escape sequences,
+C1 controls) and bidirectional overrides in a message, which may carry a user's command text or a
+cluster's names, are written as visible escapes (`\n`, `\x1b`, `\u202e`), so a command cannot
+forge a log line or send an escape sequence to the terminal that shows the log. A traceback
+follows its record as lines indented by four spaces, escaped the same way.
+
 Tokens must never reach a log: the redaction filter removes the configured secret values and
 anything shaped like a Slack token, whichever library logged it (slack_sdk logs request headers at
 DEBUG).
@@ -92,6 +98,49 @@ class RedactingFilter(logging.Filter):
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s"
 
+#: C0 controls (tab and newline included: a record is one line), DEL, C1 controls (U+009B is a
+#: terminal's CSI on its own), the bidirectional marks that make text read backwards, and the
+#: line and paragraph separators some terminals and viewers break lines at.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def visible(text: str) -> str:
+    """`text` on one line with every control character written as an escape (`\\n`, `\\x1b`,
+    `\\u202e`). A backslash typed as such stays one: the aim is one line and an inert terminal,
+    not a reversible encoding (the json format is exact)."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+class TextFormatter(logging.Formatter):
+    """FORMAT, one line per record; the traceback (if any) on indented lines below it."""
+
+    def __init__(self) -> None:
+        super().__init__(FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = record.getMessage()
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        line = visible(self.formatMessage(record))
+        extra: list[str] = []
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            # Split at newlines only: a carriage return or U+2028 inside is escaped, not a break.
+            extra += record.exc_text.split("\n")
+        if record.stack_info:
+            extra += self.formatStack(record.stack_info).split("\n")
+        return "\n".join([line, *(f"    {visible(text)}" for text in extra)])
+
 
 def configure_logging(
     level: str = "INFO", secret_values: Iterable[str] = (), *, log_format: str = "text"
@@ -104,7 +153,7 @@ def configure_logging(
             root.removeHandler(handler)
     handler = logging.StreamHandler()
     handler._upgrade_bot = True  # type: ignore[attr-defined]
-    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(FORMAT))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     install_filters(handler, secret_values)
     root.addHandler(handler)
     root.setLevel(level)

@@ -487,7 +487,7 @@ _CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout", "prov
 _PROVIDERS = {"eks"}
 _EKS_KEYS = {"name", "region", "endpoint_url"}
 _EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$", re.ASCII)
 
 
 def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, number_id
 from bot.core.jobs.service import choice_of
 from bot.core.people import ANY_ROLE
 from bot.errors import UserError
@@ -35,7 +35,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 
 def _arguments(parser: CommandParser) -> None:
-    parser.add_argument("job", type=int, help="the job's number (in its question)")
+    parser.add_argument("job", type=number_id, help="the job's number (in its question)")
     parser.add_argument("option", help="the answer: wait, delete, skip, go, leave …")
     parser.add_argument("--reason", nargs="+", metavar="TEXT", help="why (required for some answers)")
 

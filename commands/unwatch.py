@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, number_id
 from bot.core.people import ANY_ROLE
 from bot.errors import UserError
 from commands.watch import service
@@ -33,7 +33,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 
 def _arguments(parser: CommandParser) -> None:
-    parser.add_argument("id", nargs="?", type=int, help="a watch id (default: the only live one)")
+    parser.add_argument("id", nargs="?", type=number_id, help="a watch id (default: the only live one)")
 
 
 def register(registry: Registry) -> None:

@@ -49,6 +49,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 import msgspec
 import urllib3
+import yaml
 
 
 class _Deferred(types.ModuleType):
@@ -125,6 +126,7 @@ from bot.errors import (  # noqa: E402
     RolloutRefused,
     WatchExpired,
 )
+from bot.files import TooLarge, Unreadable, read_bounded  # noqa: E402
 from bot.records import ClusterConfig  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -148,6 +150,10 @@ NODE_EVENTS_NAMESPACE = "default"
 EVENT_COMPONENT = "upgrade-bot"
 #: Server-side end of one watch stream; the client's read timeout is longer (see `watch`).
 WATCH_SECONDS = 60
+#: A kubeconfig is a few kilobytes per cluster (its certificates inline); one of hundreds of
+#: clusters stays under a megabyte. A bigger file is the wrong file, and YAML-parsing it would
+#: hold a worker for a minute.
+MAX_KUBECONFIG_BYTES = 4 * 1024 * 1024
 
 
 T = TypeVar("T")
@@ -302,6 +308,8 @@ class Cluster:
         """Build a client for `config` (no request is made yet); `observe` is told of every
         request it makes (verb, result, seconds to the response's headers)."""
         configuration = k8s_client.Configuration()
+        if not config.in_cluster:
+            check_kubeconfig(str(config.kubeconfig), cluster=config.name)
         try:
             if config.in_cluster:
                 k8s_config.load_incluster_config(client_configuration=configuration)
@@ -1597,10 +1605,81 @@ def _status_cause(body: Any) -> str:
     return str(causes[0].get("message", "")) if causes and isinstance(causes[0], dict) else ""
 
 
+def check_kubeconfig(kubeconfig: str, *, cluster: str = "") -> None:
+    """Refuse, with what is wrong, a kubeconfig the client would hang on or fail on with a
+    traceback: each file of the (colon-separated, as in $KUBECONFIG) list must be a regular file
+    (a FIFO would block the open, /dev/zero never ends), at most MAX_KUBECONFIG_BYTES, UTF-8 YAML
+    whose top level is a mapping. Files of a list that do not exist are skipped, as kubectl skips
+    them; a list of none that exists is refused. The client reads the files again afterwards: a
+    kubeconfig is small, and its loader resolves certificate paths relative to each file."""
+    paths = [p for p in kubeconfig.split(os.pathsep) if p]
+    where = f"cluster {cluster}: " if cluster else ""
+    found = False
+    for path in paths:
+        label = f"{where}kubeconfig {path}"
+        try:
+            data = read_bounded(path, MAX_KUBECONFIG_BYTES)
+        except FileNotFoundError:
+            continue
+        except TooLarge as exc:
+            raise ConfigError(f"{label}: {exc.reason}; is this the right file?") from None
+        except Unreadable as exc:
+            raise ConfigError(f"{label}: {exc.reason}") from None
+        found = True
+        _check_kubeconfig_text(label, data)
+    if not found:
+        shown = paths[0] if len(paths) == 1 else os.pathsep.join(paths)
+        raise ConfigError(f"{where}kubeconfig {shown or '(empty path)'}: no such file")
+
+
+def _check_kubeconfig_text(label: str, data: bytes) -> None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{label}: not UTF-8 text at line {line} (byte {exc.start})") from None
+    try:
+        loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.MarkedYAMLError as exc:
+        # Where the construct began (an unclosed bracket's line) says more than where the parser
+        # gave up (often the end of the file).
+        mark = exc.context_mark or exc.problem_mark
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{label}: not valid YAML{at} ({exc.problem or exc.context})") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        char: Any = exc.character  # an int, the code point YAML refuses
+        code = f"#x{char:04x}" if isinstance(char, int) else repr(char)
+        raise ConfigError(f"{label}: not valid YAML at line {line} (unacceptable character {code})") from None
+    except yaml.YAMLError as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{label}: not valid YAML ({first[:120]})") from None
+    except RecursionError:
+        raise ConfigError(f"{label}: not valid YAML (nested too deeply to read)") from None
+    # An empty file is what kubectl treats as no configuration; the client says so itself.
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(
+            f"{label}: not a kubeconfig (its top level is a {_yaml_kind(loaded)}, not a mapping)"
+        )
+
+
+def _yaml_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
 def kubeconfig_context(kubeconfig: str, context: str | None = None) -> str:
     """The context a kubeconfig (or a colon-separated list of them, as in $KUBECONFIG, merged as
     kubectl merges them) selects: `context` if it has one by that name, else its current context.
     A list with no readable file, a context it lacks or none current is a ConfigError."""
+    check_kubeconfig(kubeconfig)
     try:
         contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
     except (ConfigException, OSError, TypeError, ValueError) as exc:

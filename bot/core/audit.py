@@ -95,7 +95,7 @@ COLUMNS = (
 def parse_since(text: str, now: datetime, zone: str = "UTC") -> datetime:
     """`30m`, `1h30m`, `7d`, `2w`, a date (`2026-11-01`, midnight in `zone`) or an ISO time."""
     text = text.strip()
-    if text[:1].isdigit() and not re.match(r"^\d{4}-", text):
+    if text[:1].isdigit() and not re.match(r"^\d{4}-", text, re.ASCII):
         try:
             return now - parse_duration(text)
         except ValueError as exc:

@@ -351,6 +351,18 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+#: A row's number (a watch, a job, a waiver): ASCII digits only, no sign, no more than 12 of them.
+_NUMBER_ID = re.compile(r"[0-9]{1,12}", re.ASCII)
+
+
+def number_id(text: str) -> int:
+    """An argparse type for a row's number: `int` would read "١" (Arabic-Indic one) or "１" as 1,
+    so `/upgrade unwatch ١` ended watch 1."""
+    if not _NUMBER_ID.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a number (like 3)")
+    return int(text)
+
+
 def split_words(text: str) -> list[str]:
     try:
         return shlex.split(normalise(text))

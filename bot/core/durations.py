@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-GRAMMAR = re.compile(r"^(?:(\d{1,12})w)?(?:(\d{1,12})d)?(?:(\d{1,12})h)?(?:(\d{1,12})m)?(?:(\d{1,12})s)?$")
+# re.ASCII: `\d` would also match "９" or "١" (and `int()` reads them), so `--for ９d` was 9 days.
+GRAMMAR = re.compile(
+    r"^(?:(\d{1,12})w)?(?:(\d{1,12})d)?(?:(\d{1,12})h)?(?:(\d{1,12})m)?(?:(\d{1,12})s)?$", re.ASCII
+)
 _UNITS = (("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 #: Nothing the bot schedules or waits for is longer than this; a larger value is a typo.
 LONGEST = timedelta(days=3650)

@@ -14,9 +14,7 @@ Settings, plans and rules files share it; it knows nothing of what the documents
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ import yaml
 
 from bot.core.people import GROUP_ID, USER_ID
 from bot.errors import ConfigError
+from bot.files import NotRegular, TooLarge, Unreadable, read_bounded
 
 # Names of clusters, roles and plans: lower case, digits, and . _ -
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -60,48 +59,18 @@ def read_document(path: Path, *, what: str, limit: int = MAX_DOCUMENT_BYTES, lab
     """
     label = str(path) if label is None else label
     try:
-        # stat before open: opening a FIFO blocks until a writer appears, /dev/zero never ends.
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise ConfigError(f"{label}: cannot read the {what}: {exc.strerror}") from None
-    _require_regular(label, mode, what)
-    try:
-        # O_NONBLOCK: if the path was swapped for a FIFO since the stat, open must not wait.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise ConfigError(f"{label}: cannot read the {what}: {exc.strerror}") from None
-    try:
-        _require_regular(label, os.fstat(fd).st_mode, what)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-    except OSError as exc:
-        raise ConfigError(f"{label}: cannot read the {what}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise ConfigError(f"{label}: the {what} is larger than {limit // 1024} KiB; is this the right file?")
+        data = read_bounded(path, limit)
+    except NotRegular as exc:
+        raise ConfigError(f"{label}: the {what} must be a regular file, not {exc.kind}") from None
+    except TooLarge:
+        raise ConfigError(
+            f"{label}: the {what} is larger than {limit // 1024} KiB; is this the right file?"
+        ) from None
+    except Unreadable as exc:
+        raise ConfigError(
+            f"{label}: cannot read the {what}: {exc.reason.removeprefix('cannot read it: ')}"
+        ) from None
     return decode_document(data, label, what=what)
-
-
-def _require_regular(label: str, mode: int, what: str) -> None:
-    if stat.S_ISREG(mode):
-        return
-    kind = (
-        "a directory"
-        if stat.S_ISDIR(mode)
-        else "a FIFO"
-        if stat.S_ISFIFO(mode)
-        else "a device"
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "not a regular file"
-    )
-    raise ConfigError(f"{label}: the {what} must be a regular file, not {kind}")
 
 
 def decode_document(data: bytes, label: str, *, what: str) -> str:

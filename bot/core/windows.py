@@ -242,7 +242,7 @@ def _ceil(moment: datetime, step: timedelta) -> datetime:
 # ---------------------------------------------------------------------------------------------
 # Parsing the configuration's spellings (`mon-fri`, `14:00`)
 
-_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$", re.ASCII)  # "２２:００" is not a time anyone typed
 
 
 def parse_weekdays(spec: str | Sequence[str]) -> frozenset[int]:

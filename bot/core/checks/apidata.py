@@ -231,7 +231,7 @@ def version_priority(version: str) -> tuple[int, int, int]:
 
 def minor_of(version: str) -> int:
     """ "1.25", "v1.25.16", "1.25.16-eks-abc" → 25."""
-    m = re.match(r"^v?1\.(\d+)", version.strip())
+    m = re.match(r"^v?1\.(\d+)", version.strip(), re.ASCII)
     if m is None:
         raise ValueError(f"not a Kubernetes 1.x version: {version!r}")
     return int(m.group(1))

@@ -61,7 +61,7 @@ FINDINGS = declare(
 MAX_OBJECTS = 50
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
-_MINOR = re.compile(r"v?(\d+)\.(\d+)")
+_MINOR = re.compile(r"v?(\d+)\.(\d+)", re.ASCII)
 
 
 def minor_of(version: str) -> tuple[int, int] | None:

@@ -21,8 +21,9 @@ from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rules import Rule, RuleHit
 from bot.core.checks.waivers import apply_covers
+from bot.core.kube.versions import target_version_problem
 from bot.core.snapshots.projection import Progress
-from bot.errors import UsageError, UserError
+from bot.errors import UsageError, UserError, clip
 from bot.records import ClusterConfig, FileAttachment
 
 #: Extra finding sources (removed APIs…): (reader, target, notes to add to) → findings.
@@ -98,9 +99,14 @@ def default_target(version: str) -> str:
 
 
 def check_target(target: str | None) -> str | None:
-    if target is not None and minor_of(target) is None:
-        raise UsageError(f"--to {target!r} is not a Kubernetes version (like 1.25 or 1.25.16)")
-    return target
+    """`target` if it names a Kubernetes version that exists (`target_version_problem`); a usage
+    error saying why not otherwise, before anything reads the cluster."""
+    if target is None:
+        return None
+    problem = target_version_problem(target)
+    if problem is not None:
+        raise UsageError(f"--to {clip(target, 30)!r} {problem}")
+    return target.strip()
 
 
 def run_check(

@@ -17,6 +17,31 @@ def parse_version(text: str) -> tuple[int, ...] | None:
 _VERSION = re.compile(r"[0-9]{1,9}\.[0-9]{1,9}(\.[0-9]{1,9})?", re.ASCII)
 
 
+#: The newest Kubernetes minor the bot's shipped API data describes (bot/core/checks/
+#: served_kinds.json; a test holds the two equal), and how many minors past it a target may be:
+#: Kubernetes ships three a year, so a year of releases the data does not know yet (the check's
+#: report says so in a note). Beyond that a version does not exist.
+NEWEST_KNOWN_MINOR = 37
+MINORS_AHEAD = 3
+_TARGET = re.compile(r"v?1\.(0|[1-9][0-9]*)(?:\.(0|[1-9][0-9]?))?(?:[-+][0-9A-Za-z.-]{1,60})?", re.ASCII)
+
+
+def target_version_problem(text: str) -> str | None:
+    """Why `text` is not a Kubernetes version one could upgrade to, or None: `1.N` or `1.N.P`
+    (ASCII digits; a `v` and a build suffix such as `-eks-1` allowed), N from 0 to the newest the
+    bot knows plus MINORS_AHEAD, P below 100."""
+    newest = NEWEST_KNOWN_MINOR + MINORS_AHEAD
+    match = _TARGET.fullmatch(text.strip()) if len(text) <= 100 else None
+    if match is None:
+        return (
+            f"is not a Kubernetes version (like 1.{NEWEST_KNOWN_MINOR} or 1.{NEWEST_KNOWN_MINOR}.2; "
+            f"this bot knows 1.0 to 1.{newest})"
+        )
+    if len(match[1]) > 3 or int(match[1]) > newest:
+        return f"does not exist: this bot knows Kubernetes 1.0 to 1.{newest}"
+    return None
+
+
 def minor_version(kubelet: str) -> str:
     """`v1.29.4-eks-abc` → "v1.29" (what a node group's line counts by); "?" when unknown."""
     parsed = parse_version(kubelet)

@@ -47,6 +47,33 @@ _RANK_WHY = {
     "observability": "runs observability (logging/monitoring), last so it sees the whole upgrade",
 }
 _TAG = re.compile(r":v?(\d+\.\d+(?:\.\d+)?)[^:/]*$")
+#: A step id is lower-case letters, digits and '-', at most 63 characters (`plans.STEP_ID`); a node
+#: group's steps are `<verb>-<key>`, the longest verb "launch-"/"update-".
+STEP_ID_LENGTH = 63
+_LONGEST_VERB = len("update-")
+_NOT_ID = re.compile(r"[^a-z0-9]+")
+
+
+def group_step_keys(names: Sequence[str]) -> dict[str, str]:
+    """Each node group's part of its step ids (`wait-<key>`), valid and unique in order: a node
+    group is named by a label value, which may hold capitals, '_' and '.' and run to 63
+    characters. Lower-cased, every run of other characters one '-', cut to fit; a key taken
+    already (`NG_1` and `ng.1` both make `ng-1`) gets `-2`, `-3`… The YAML says the real name."""
+    keys: dict[str, str] = {}
+    used: set[str] = set()
+    room = STEP_ID_LENGTH - _LONGEST_VERB
+    for name in names:
+        if name in keys:
+            continue
+        base = _NOT_ID.sub("-", name.lower()).strip("-") or "group"
+        key, n = base[:room].rstrip("-"), 1
+        while key in used:
+            n += 1
+            suffix = f"-{n}"
+            key = base[: room - len(suffix)].rstrip("-") + suffix
+        used.add(key)
+        keys[name] = key
+    return keys
 
 
 @dataclass
@@ -346,7 +373,9 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
                 f"  - restart: {{workloads: {_q(', '.join(fargate))}, timeout: 15m}}",
             ],
         )
+    step_keys = group_step_keys([g.name for g in groups])
     for group in groups:
+        key = step_keys[group.name]
         label = _RANK_WHY[group.kind] if group.name not in inputs.order else "placed by the configuration"
         g, sel = group.name, group.selector()
         why = f"Node group {g} (nodes labelled {sel}; {label}): {group.why()}."
@@ -354,7 +383,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
             step(
                 why + "\nEKS replaces a managed group's nodes and drains them itself; the bot waits for it.",
                 [
-                    f"- id: update-{g}",
+                    f"- id: update-{key}",
                     "phase: roll out",
                     f"title: Start the managed node group update of {g}",
                     f"gate: {_gate(lead)}",
@@ -368,7 +397,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
             step(
                 why + "\nPeople launch the new nodes; the bot drains the old ones.",
                 [
-                    f"- id: launch-{g}",
+                    f"- id: launch-{key}",
                     "phase: roll out",
                     f"title: {verb} {g} (its new {minor} nodes join)",
                     f"gate: {_gate(lead)}",
@@ -381,7 +410,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
                 f"Cordon and drain the {g} nodes (labelled {sel}) below {minor} through the eviction API\n"
                 "(budgets respected).",
                 [
-                    f"- id: drain-{g}",
+                    f"- id: drain-{key}",
                     "phase: roll out",
                     f"title: Cordon and drain the old {g} nodes",
                     f"gate: {four_eyes}",
@@ -392,7 +421,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
         step(
             f"{g} (nodes labelled {sel}) is done when every node is on {minor} and Ready.",
             [
-                f"- id: wait-{g}",
+                f"- id: wait-{key}",
                 "phase: roll out",
                 f"title: Wait until {g} is entirely on {minor} and Ready",
                 f"gate: {anyone}",

@@ -29,6 +29,7 @@ from typing import Any
 from markupsafe import Markup
 
 from bot.adapters.store import Store
+from bot.core.markdown import md_text
 from bot.core.rendering import Renderer
 from bot.errors import UserError
 from bot.records import AuditEntry
@@ -386,7 +387,8 @@ def to_json(report: Report) -> str:
 
 
 def _cell(value: object) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    # Every value that is not the bot's own words: names from the cluster, people's text.
+    return md_text(value)
 
 
 def _mermaid_name(text: str) -> str:
@@ -395,7 +397,8 @@ def _mermaid_name(text: str) -> str:
 
 def mermaid_gantt(report: Report) -> str:
     """The steps as a Mermaid `gantt`: waiting for people, then working; failures `crit`."""
-    lines = ["gantt", f"    title Run {report.run_id} ({report.plan})", "    dateFormat YYYY-MM-DDTHH:mm:ss"]
+    title = f"    title Run {_mermaid_name(report.run_id)} ({_mermaid_name(report.plan)})"
+    lines = ["gantt", title, "    dateFormat YYYY-MM-DDTHH:mm:ss"]
     lines.append("    axisFormat %H:%M")
     fmt = "%Y-%m-%dT%H:%M:%S"
     names = {"wait": "waiting for people", "work": "working", "failed": "failed"}
@@ -419,14 +422,14 @@ def mermaid_gantt(report: Report) -> str:
 
 
 def to_markdown(report: Report) -> str:
-    out = [f"# Upgrade report: run {report.run_id}", ""]
+    out = [f"# Upgrade report: run {_cell(report.run_id)}", ""]
     out += [f"- **{k}**: {_cell(v)}" for k, v in _summary(report)]
     out += ["", "## Steps", "", "```mermaid", mermaid_gantt(report), "```", ""]
     out += ["| step | state | waiting for people | working | approvals |", "|---|---|---|---|---|"]
     for b in report.steps:
         who = ", ".join(f"{d} {p} by {u}" for _, u, p, d in b.approvals)
         out.append(
-            f"| {_cell(b.step_id)} | {b.state} | {_dur(b.waiting)} | {_dur(b.working)} | {_cell(who)} |"
+            f"| {_cell(b.step_id)} | {_cell(b.state)} | {_dur(b.waiting)} | {_dur(b.working)} | {_cell(who)} |"
         )
     out += ["", "## Nodes", ""]
     for group in report.groups:
@@ -438,7 +441,7 @@ def to_markdown(report: Report) -> str:
             "|---|---|---|---|---|---|",
         ]
         out += [
-            f"| {_cell(n.name)} | {n.state} | {_dt(n.cordoned_at)} | {_dt(n.began)} | {_dt(n.blocked_at)} | {_dt(n.ended)} |"
+            f"| {_cell(n.name)} | {_cell(n.state)} | {_dt(n.cordoned_at)} | {_dt(n.began)} | {_dt(n.blocked_at)} | {_dt(n.ended)} |"
             for n in lanes
         ]
         out.append("")
@@ -460,7 +463,9 @@ def to_markdown(report: Report) -> str:
             for m in report.known_issues
         ]
         out += [""] if report.known_issues else []
-    out += [f"- {_dt(e.at)}: {_cell(e.workload)} ({e.kind})" for e in report.episodes] or ["- none posted"]
+    out += [f"- {_dt(e.at)}: {_cell(e.workload)} ({_cell(e.kind)})" for e in report.episodes] or [
+        "- none posted"
+    ]
     for title, items in (
         ("Findings", report.findings),
         ("Notes", report.notes),
@@ -469,7 +474,7 @@ def to_markdown(report: Report) -> str:
         out += ["", f"## {title}", ""] + ([f"- {_cell(i)}" for i in items] or ["- none"])
     out += ["", "## Audit excerpt", "", "| at | who | what | outcome | detail |", "|---|---|---|---|---|"]
     out += [
-        f"| {_dt(a.at)} | {_cell(a.user_id)} | {_cell(a.subcommand + ' ' + a.arguments)} | {a.outcome} | {_cell(a.detail[:160])} |"
+        f"| {_dt(a.at)} | {_cell(a.user_id)} | {_cell(a.subcommand + ' ' + a.arguments)} | {_cell(a.outcome)} | {_cell(a.detail[:160])} |"
         for a in report.audit
     ]
     return "\n".join(out) + "\n"

@@ -21,6 +21,7 @@ from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
+from bot.core.markdown import md_text
 from bot.core.snapshots.collector import collector_paused
 from bot.core.snapshots.projection import BAD_REASONS, POD_FIELDS
 
@@ -91,7 +92,7 @@ class DiffReport:
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
-        lines = [f"# Cluster diff: {_title(self.before)} → {_title(self.after)}", ""]
+        lines = [f"# Cluster diff: {_md(_title(self.before))} → {_md(_title(self.after))}", ""]
         lines.append(f"- before: {_describe(self.before)}")
         lines.append(f"- after: {_describe(self.after)}")
         lines.append(f"- **{len(self.regressions)} regressions**, {len(self.expected)} expected changes")
@@ -106,7 +107,7 @@ class DiffReport:
                 lines.append("|---|---|---|---|")
                 for f in items:
                     lines.append(
-                        f"| {f.category} | {f.namespace or '—'} | {_md(f.subject)} | {_md(f.detail)} |"
+                        f"| {_md(f.category)} | {_md(f.namespace or '—')} | {_md(f.subject)} | {_md(f.detail)} |"
                     )
             lines.append("")
         if self.warnings:
@@ -115,7 +116,9 @@ class DiffReport:
             lines.append("| reason | namespace | object | message |")
             lines.append("|---|---|---|---|")
             for f in self.warnings[:WARNINGS_SHOWN]:
-                lines.append(f"| {f.category} | {f.namespace or '—'} | {_md(f.subject)} | {_md(f.detail)} |")
+                lines.append(
+                    f"| {_md(f.category)} | {_md(f.namespace or '—')} | {_md(f.subject)} | {_md(f.detail)} |"
+                )
             if len(self.warnings) > WARNINGS_SHOWN:
                 lines.append("")
                 lines.append(f"… and {len(self.warnings) - WARNINGS_SHOWN} more.")
@@ -123,13 +126,14 @@ class DiffReport:
         if self.skipped:
             lines.append("## Not compared")
             lines.append("")
-            lines.extend(f"- {s}" for s in self.skipped)
+            lines.extend(f"- {_md(s)}" for s in self.skipped)
             lines.append("")
         return "\n".join(lines)
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _md(text: object) -> str:
+    # Names from the cluster and people's labels: inert, as the HTML report makes them.
+    return md_text(text)
 
 
 def _title(snap: Mapping[str, Any]) -> str:
@@ -141,8 +145,11 @@ def _meta(snap: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _describe(snap: Mapping[str, Any]) -> str:
+    """The Markdown line of one snapshot: every part inert (the label is a person's, the cluster
+    name and version the configuration's and the API server's)."""
     version = (snap.get("version") or {}).get("gitVersion", "?")
-    return f"#{snap.get('id', '?')} `{snap.get('label', '')}` of {snap.get('cluster')} at {snap.get('taken_at')} ({version})"
+    label, cluster, taken = (_md(snap.get(k, "")) for k in ("label", "cluster", "taken_at"))
+    return f"#{_md(snap.get('id', '?'))} **{label}** of {cluster} at {taken} ({_md(version)})"
 
 
 def _sort_key(f: Finding) -> tuple[int, str, str, str]:

@@ -219,12 +219,17 @@ def finding_fix(rule: Rule | None, workload: str) -> FindingFix | None:
     return FindingFix(rule_id=rule.id, workload=workload, action=fix.action, args=args)
 
 
+def _ascii_number(text: str) -> bool:
+    # `str.isdigit` also takes "١" and "²": a forged button value is not a key the bot wrote.
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
 def parse_finding_key(key: str) -> tuple[str, str] | None:
     """A known issue's milestone key "rule:<id>:<ns/Kind/name>:<episode>" → (rule id, workload)."""
     kind, _, rest = key.partition(":")
     rule_id, _, rest = rest.partition(":")
     workload, _, episode = rest.rpartition(":")
-    if kind != KNOWN_ISSUE or not rule_id or workload.count("/") < 2 or not episode.isdigit():
+    if kind != KNOWN_ISSUE or not rule_id or workload.count("/") < 2 or not _ascii_number(episode):
         return None
     return rule_id, workload
 

@@ -60,7 +60,8 @@ def _finding(watches: WatchService, value: str) -> tuple[int, str, FindingFix]:
     """The watch, the finding's key and its fix named by a button's value; a UserError says why not."""
     watch_text, _, key = value.partition("|")
     parsed = parse_finding_key(key)
-    if not watch_text.isdigit() or parsed is None:
+    # ASCII digits only: `str.isdigit` and `int()` read "١" (Arabic-Indic one) as watch 1.
+    if not (watch_text.isascii() and watch_text.isdigit() and len(watch_text) <= 18) or parsed is None:
         raise UserError("this button does not name a known issue")
     watch_id = int(watch_text)
     watches.get(watch_id)  # a UserError when there is no such watch

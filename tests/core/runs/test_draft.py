@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bot.core.runs.draft import (
     DraftInputs,
@@ -14,6 +16,7 @@ from bot.core.runs.draft import (
     draft_inputs,
     draft_plan,
     fargate_restarts,
+    group_step_keys,
     lagging_sidecars,
 )
 from bot.core.runs.plans import parse_plan
@@ -233,3 +236,66 @@ def test_each_node_group_steps_comment_names_the_exact_label_it_groups_by(style:
     old = draft_plan(_shop(), _inputs(style))
     assert "labelled <one of the node group labels above>=apps" in old
     assert "karpenter.sh/nodepool=apps" not in old
+
+
+# ---------------------------------------------------------------------------------------------
+# Node groups named by any label value still draft a plan that validates (issue 38, item 5)
+
+#: A label value, as the API server accepts one: what names a node group.
+LABEL_VALUE = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?", fullmatch=True).filter(
+    lambda name: name not in ("fargate",)
+)
+HOSTILE_GROUPS = [
+    "NG_Shared.v2",
+    "System",
+    "a" * 63,
+    "a" * 62 + "b",  # differs from the one above only past the room an id has for it
+    "ng-1",
+    "NG_1",
+    "ng.1",
+    "ng-1-2",  # what `ng-1`'s second taker becomes
+    "x_.-Y",
+    "9",
+]
+
+
+def _groups_snap(names: list[str]) -> dict[str, Any]:
+    return _snap([_node(f"n{i}", name) for i, name in enumerate(names)], [])
+
+
+def _assert_drafts_validate(names: list[str], style: str) -> None:
+    text = draft_plan(_groups_snap(names), _inputs(style))
+    plan = parse_plan(text, source="draft.yaml", now=datetime(2026, 11, 26, tzinfo=UTC))
+    ids = [s.id for s in plan.steps]
+    assert len(ids) == len(set(ids))
+    assert len([i for i in ids if i.startswith("wait-")]) == len(set(names))
+    # The real names stay where people read them and where the actions look for them.
+    waits = [s for s in yaml.safe_load(text)["steps"] if s["id"].startswith("wait-")]
+    assert sorted(s["actions"][0]["wait-nodegroup"]["nodegroup"] for s in waits) == sorted(set(names))
+
+
+@pytest.mark.parametrize("style", ["pipeline", "eks-managed", "generic"])
+def test_node_groups_with_capitals_underscores_dots_and_63_characters_draft_valid_unique_ids(
+    style: str,
+) -> None:
+    _assert_drafts_validate(HOSTILE_GROUPS, style)
+    keys = group_step_keys(HOSTILE_GROUPS)
+    assert keys["NG_Shared.v2"] == "ng-shared-v2"
+    assert (keys["ng-1"], keys["NG_1"], keys["ng.1"], keys["ng-1-2"]) == (
+        "ng-1",
+        "ng-1-2",
+        "ng-1-3",
+        "ng-1-2-2",
+    )
+    assert len(f"update-{keys['a' * 63]}") == 63
+    assert keys["a" * 62 + "b"] == "a" * 54 + "-2"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    names=st.lists(LABEL_VALUE, min_size=1, max_size=6), style=st.sampled_from(["pipeline", "eks-managed"])
+)
+def test_any_label_values_as_node_group_names_draft_a_plan_that_validates(
+    names: list[str], style: str
+) -> None:
+    _assert_drafts_validate(names, style)

@@ -1,0 +1,97 @@
+"""`check --to` and `plan draft --to` refuse a version that does not exist before reading the
+cluster: `--to 1.99999999999999999999999` ran a full check (issue 38, item 5)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.core.checks.apis import schema_data
+from bot.core.kube.versions import MINORS_AHEAD, NEWEST_KNOWN_MINOR
+from bot.frontdoor.assemble import Services, assemble
+from bot.router import CommandRequest
+from bot.settings import load_settings
+from tests.support.bot_process import bot_command
+
+NEWEST = NEWEST_KNOWN_MINOR + MINORS_AHEAD
+NOT_VERSIONS = ["1.99999999999999999999999", "2.0", "1.25.100", "1.25 please", "١.٢٥", "v", "1.025"]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def config(write_config: Callable[..., Path], tmp_path: Path) -> Path:
+    # A cluster that refuses connections: a target that got past the check would say so instead.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: dead
+  cluster: {{server: "http://127.0.0.1:{closed_port()}"}}
+users:
+- name: u
+  user: {{token: t}}
+contexts:
+- name: dead-ctx
+  context: {{cluster: dead, user: u}}
+current-context: dead-ctx
+""")
+    return write_config(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, request_timeout: 2}}\n")
+
+
+@pytest.fixture
+def services(config: Path) -> Iterator[Services]:
+    built = assemble(load_settings(config, {}), with_slack=False)
+    yield built
+    built.close()
+
+
+def test_the_bots_newest_known_minor_is_its_api_datas() -> None:
+    assert schema_data().last == NEWEST_KNOWN_MINOR
+
+
+@pytest.mark.parametrize("version", [*NOT_VERSIONS, f"1.{NEWEST + 1}"])
+@pytest.mark.parametrize("command", ["check --to {}", "plan draft --to {}"])
+def test_a_version_that_does_not_exist_is_refused_before_the_cluster_is_read(
+    services: Services, version: str, command: str
+) -> None:
+    out = services.router.handle(
+        CommandRequest(text=command.format(f"'{version}'"), user_id="U0PRIMARY", source="terminal")
+    )
+    assert not out.ok
+    assert f"--to '{version}'" in out.rendered.text
+    assert f"this bot knows 1.0 to 1.{NEWEST}" in out.rendered.text or (
+        f"this bot knows Kubernetes 1.0 to 1.{NEWEST}" in out.rendered.text
+    )
+    assert "refused the connection" not in out.rendered.text
+
+
+@pytest.mark.parametrize("version", ["1.30", "v1.29.4-eks-1", f"1.{NEWEST}"])
+def test_a_version_that_exists_goes_on_to_the_cluster(services: Services, version: str) -> None:
+    out = services.router.handle(
+        CommandRequest(text=f"check --to {version}", user_id="U0PRIMARY", source="terminal")
+    )
+    assert "refused the connection" in out.rendered.text
+
+
+def test_the_terminal_check_refuses_the_issues_version_in_one_line(config: Path) -> None:
+    result = subprocess.run(
+        [*bot_command(), "check", "--to", "1.99999999999999999999999", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "UPGRADE_BOT_"))},
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"upgrade-bot: --to '1.99999999999999999999999' does not exist: this bot knows Kubernetes 1.0 to 1.{NEWEST}"
+    )
