@@ -183,3 +183,27 @@ def test_slack_check_says_what_is_wrong_with_the_kubeconfig_ephemerally(
     assert reply["response_type"] == "ephemeral"
     assert f"cluster prod: kubeconfig {path}: {reason}" in reply["text"]
     assert "internal error" not in reply["text"]
+
+
+@pytest.mark.parametrize("name", ["dev-zero", "fifo"])
+def test_a_kubeconfig_flag_naming_a_device_or_fifo_without_a_config_says_what_it_is(
+    tmp_path: Path, name: str
+) -> None:
+    make, reason = HOSTILE[name]
+    path = make(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = subprocess.run(
+        [*bot_command(), "check", "--kubeconfig", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env={
+            k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "UPGRADE_BOT_", "KUBECONFIG"))
+        }
+        | {"XDG_STATE_HOME": str(tmp_path / "state")},
+        timeout=PROCESS_TIMEOUT,
+    )
+    assert result.returncode == 2, result.stderr
+    # Not "no kubeconfig at …": the file is there, and is not one.
+    assert result.stderr.strip() == f"upgrade-bot: kubeconfig {path}: {reason}"

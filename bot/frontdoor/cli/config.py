@@ -107,7 +107,9 @@ def kube_settings(kubeconfig: str | None, context: str | None) -> Settings:
     ~/.kube/config; `--context`, else the current context."""
     source = kubeconfig or os.environ.get("KUBECONFIG", "").strip() or str(Path("~/.kube/config"))
     paths = [Path(p).expanduser() for p in source.split(os.pathsep) if p]
-    if not any(p.is_file() for p in paths):
+    # exists(), not is_file(): a FIFO or a device is named for what it is by kubeconfig_context
+    # (bot.adapters.kube.check_kubeconfig) rather than reported missing; exists() opens nothing.
+    if not any(p.exists() for p in paths):
         where = f"--config PATH or set {CONFIG_ENV}; see upgrade-bot.example.yaml"
         raise ConfigError(
             f"no configuration file ({DEFAULT_CONFIG_NAME}) and no kubeconfig at {source} "
