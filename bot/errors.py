@@ -17,6 +17,7 @@ whether anything is retried.
     ├── PermanentError              stop and report (a bug, a refused write, corrupted state)
     │   └── TemplateError           a template failed to load or render (names template and line)
     ├── Fenced                      this replica's lease epoch is stale: a duty's write refused, it stops
+    │   └── LeaseLapsed             its lease has too little time left for a call outside (Slack, Kubernetes, AWS)
     ├── SlackCallFailed             a Slack Web API call answered `ok: false` (Slack's error code)
     └── ClusterError                a Kubernetes API call failed; wraps the client's exception
         ├── ClusterUnreachable      the API server did not answer within the timeout
@@ -155,6 +156,14 @@ class Fenced(BotError):
     duty stops and this replica steps down. Never retried here."""
 
     user_message = "this replica no longer leads; another one carries on"
+
+
+class LeaseLapsed(Fenced):
+    """This replica's lease (measured on its own monotonic clock since its last renewal) has too
+    little time left for the call about to be made, or ran out since the work was reserved: another
+    replica may have taken the work over, so nothing is sent (`bot.core.tenure`)."""
+
+    user_message = "this replica's lease ran out; another replica carries on"
 
 
 class SlackCallFailed(BotError):

@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from slack_sdk import WebClient
@@ -34,6 +34,8 @@ from bot.errors import PermanentError, SlackCallFailed, TemporaryError
 
 log = logging.getLogger(__name__)
 
+#: The calls that change what people see in Slack: made only inside this replica's lease.
+GUARDED_METHODS = frozenset({"chat.postMessage", "chat.update", "chat.delete", "files.uploadV2"})
 #: `metadata.event_type` of the messages the bot posts by itself (see `bot.core.delivery`).
 POST_EVENT_TYPE = "upgrade_bot_post"
 #: Pages of history read to find one lost post (200 messages each).
@@ -80,7 +82,7 @@ def make_web_client(
     token: str | None,
     api_url: str | None = None,
     *,
-    timeout: int = 30,
+    timeout: float = 30,
     sdk_retries: bool = True,
     on_call: Callable[[str, str], None] | None = None,
     on_rate_limited: Callable[[float], None] | None = None,
@@ -96,7 +98,9 @@ def make_web_client(
         return _RecordingWebClient(
             token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers, on_call=on_call
         )
-    client = WebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers)
+    # slack_sdk annotates the timeout as int, but hands it to urllib, which takes seconds as a
+    # float: the bot's own calls need fractions of a second inside a short lease.
+    client = WebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers)  # type: ignore[arg-type]
     return client
 
 
@@ -106,19 +110,51 @@ class PostedMessage:
     ts: str
 
 
+class LeaseGuard(Protocol):
+    """This replica's lease, as the gateway checks it (`bot.core.tenure.Tenure`)."""
+
+    def may_act(self, timeout: float) -> None:
+        """Return once a `timeout`-long call fits in the lease; raise `LeaseLapsed` when it cannot."""
+        ...
+
+
 class SlackGateway:
     """The Slack calls the bot makes, with errors translated into the bot's error tree."""
 
-    def __init__(self, client: WebClient, *, budget: SlackBudget | None = None) -> None:
+    def __init__(
+        self, client: WebClient, *, budget: SlackBudget | None = None, tenure: LeaseGuard | None = None
+    ) -> None:
         self.client = client
         #: With a budget, calls wait for room and it alone retries (give it a client made with
         #: `sdk_retries=False`, so 429s and 5xx are not retried in two places).
         self.budget = budget
+        #: With a tenure, every call that changes what Slack shows is made only while this
+        #: replica's lease outlasts the client's timeout — checked before each attempt, retries
+        #: included (`bot.core.tenure`).
+        self.tenure = tenure
+
+    def send_timeout(self, method: str) -> float:
+        """The longest one attempt of `method` can take: the client's own timeout (a file upload
+        is three requests)."""
+        timeout = float(self.client.timeout)
+        return 3 * timeout if method == "files.uploadV2" else timeout
+
+    def _guard(self, method: str) -> None:
+        if self.tenure is not None and method in GUARDED_METHODS:
+            self.tenure.may_act(self.send_timeout(method))
 
     def _call(self, method: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         if self.budget is None:
+            self._guard(method)
             return self._call_once(method, fn, **kwargs)
-        outcome = self.budget.call(method, kwargs.get("channel"), lambda: self._attempt(fn, kwargs))
+
+        def attempt() -> Outcome:
+            # Right before the request, after any wait for budget or Retry-After: the lease is
+            # measured now, not when the call was queued.
+            self._guard(method)
+            return self._attempt(fn, kwargs)
+
+        outcome = self.budget.call(method, kwargs.get("channel"), attempt)
         if outcome.kind == OK:
             return outcome.value
         if outcome.kind == NO_BUDGET:
@@ -128,7 +164,10 @@ class SlackGateway:
             log.warning("Slack %s failed: %s", method, code)
             raise SlackCallFailed(method, code, _FRIENDLY.get(code)) from outcome.error
         log.warning("Slack %s failed after retries: %s", method, outcome.label)
-        raise TemporaryError(f"Slack is not answering {method} right now") from outcome.error
+        # The HTTP status stays in the message: a thread post set aside says "Slack 500" on its card.
+        status = outcome.label.removeprefix("http_") if outcome.label.startswith("http_") else ""
+        answer = f" (HTTP {status})" if status else ""
+        raise TemporaryError(f"Slack is not answering {method} right now{answer}") from outcome.error
 
     @staticmethod
     def _attempt(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Outcome:
