@@ -199,7 +199,7 @@ class SlackGateway:
             status = exc.response.status_code if exc.response is not None else 0
             log.warning("Slack %s failed: %s (HTTP %s)", method, code, status)
             if status == 429 or status >= 500:
-                raise TemporaryError(f"Slack is not answering {method} right now") from exc
+                raise TemporaryError(f"Slack is not answering {method} right now (HTTP {status})") from exc
             raise SlackCallFailed(method, code, _FRIENDLY.get(code)) from exc
         except (SlackClientError, OSError) as exc:
             log.warning("Slack %s failed: %s", method, exc)
