@@ -15,6 +15,16 @@ a handful of calls, since every claim knows its channel, thread and time — and
 when Slack has the message, or gives the claim back so the next attempt posts it. So a message
 is never lost and never doubled. Claims of live owners are left alone (their post is in flight);
 a claim older than `STALE_AFTER` is settled whoever owns it.
+
+With several replicas the database never sees the Slack call, so the claim and the post happen in
+one term of this replica's lease (`bot.core.tenure`): the post is sent only while the lease, on
+this replica's own monotonic clock, outlasts the Slack client's timeout, and never after a pause
+that let the lease run out — by then another replica may have settled the claim (`live_owners`
+counts an owner as gone only after its lease plus a margin) and posted the message itself.
+
+Thread posts come from an outbox, in order; one that keeps failing is set aside as a dead letter
+(`post_outbox`) so it never blocks the run's later lines, and the run's card says so
+(`undelivered_line`). docs/delivery.md has the operator's side.
 """
 
 from __future__ import annotations

@@ -128,7 +128,9 @@ def paused_send(group: Replicas, point: str) -> Outcome:
     stop_at = _arm(stub, point)
     seen = len(stub.calls)
     paused.send_command("start paused", "U0PRIMARY")
-    stub.wait_for(lambda: any(stop_at(c.params) for c in stub.calls[seen:] if c.method == "chat.postMessage"), 30)
+    stub.wait_for(
+        lambda: any(stop_at(c.params) for c in stub.calls[seen:] if c.method == "chat.postMessage"), 30
+    )
     stopped = group.signal(paused, signal.SIGSTOP)
     try:
         group.failover(paused, stopped, timeout=30)
