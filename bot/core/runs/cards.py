@@ -361,6 +361,13 @@ class RunCards:
     def _post_report(self, run: R.Run, channel: str, thread: str) -> None:
         """The run ended: its timeline picture into the thread, the HTML and Markdown beside it —
         once (the key is claimed first; a claim a dead process left is settled and tried again)."""
+
+        assert self.files is not None
+        # Claimed and uploaded in one term of this replica's lease (`bot.core.tenure`).
+        with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
+            self._upload_report(run, channel, thread)
+
+    def _upload_report(self, run: R.Run, channel: str, thread: str) -> None:
         from bot.core.runs import report as rp
 
         assert self.files is not None
@@ -410,6 +417,11 @@ class RunCards:
 
     def _retire(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:
         """Edit a closed gate's message: no buttons, and what became of the step."""
+        # Claimed and edited in one term of this replica's lease (`bot.core.tenure`).
+        with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
+            self._retire_once(run, sr, channel, ts, key)
+
+    def _retire_once(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:
         retired = f"{key}:retired"
         if not self.store.claim_message(
             run_id=run.id,
