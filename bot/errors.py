@@ -13,7 +13,8 @@ whether anything is retried.
     │   └── PatternError            a rule pattern RE2 refuses (bot.core.checks.patterns; the rules
     │                               loader adds the file, line and key)
     ├── TemporaryError              worth retrying later (rate limits, timeouts, lost races)
-    │   └── ConcurrentUpdate        another writer committed the run first; re-read and decide again
+    │   ├── ConcurrentUpdate        another writer committed the run first; re-read and decide again
+    │   └── SlackOutcomeUnknown     a post sent without an answer: look for it before posting again
     ├── PermanentError              stop and report (a bug, a refused write, corrupted state)
     │   └── TemplateError           a template failed to load or render (names template and line)
     ├── Fenced                      this replica's lease epoch is stale: a duty's write refused, it stops
@@ -134,6 +135,13 @@ class TemporaryError(BotError):
     """A failure that may pass (rate limit, timeout); callers retry with back-off."""
 
     user_message = "a temporary failure; please try again in a minute"
+
+
+class SlackOutcomeUnknown(TemporaryError):
+    """A post got no answer after it was sent (a timeout, a dropped connection): Slack may have
+    made it. It is never sent again blindly — the caller looks for it by its key first."""
+
+    user_message = "Slack did not answer a post in time"
 
 
 class PermanentError(BotError):

@@ -9,6 +9,7 @@ callers to turn into a short message.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 import urllib.error
@@ -29,11 +30,22 @@ from slack_sdk.http_retry.builtin_handlers import (
 from slack_sdk.webhook import WebhookClient
 
 from bot.adapters.blockkit import MESSAGE_TEXT, fit_message, fit_text, fit_view
-from bot.adapters.slack_budget import NO_BUDGET, OK, RATE_LIMITED, REFUSED, UNAVAILABLE, Outcome, SlackBudget
-from bot.errors import PermanentError, SlackCallFailed, TemporaryError
+from bot.adapters.slack_budget import (
+    NO_BUDGET,
+    OK,
+    RATE_LIMITED,
+    REFUSED,
+    UNAVAILABLE,
+    UNKNOWN,
+    Outcome,
+    SlackBudget,
+)
+from bot.errors import PermanentError, SlackCallFailed, SlackOutcomeUnknown, TemporaryError
 
 log = logging.getLogger(__name__)
 
+#: Calls that must not be made twice: sent without an answer, they are looked for, not repeated.
+NOT_REPEATABLE = frozenset({"chat.postMessage"})
 #: The calls that change what people see in Slack: made only inside this replica's lease.
 GUARDED_METHODS = frozenset({"chat.postMessage", "chat.update", "chat.delete", "files.uploadV2"})
 #: `metadata.event_type` of the messages the bot posts by itself (see `bot.core.delivery`).
@@ -152,13 +164,16 @@ class SlackGateway:
             # Right before the request, after any wait for budget or Retry-After: the lease is
             # measured now, not when the call was queued.
             self._guard(method)
-            return self._attempt(fn, kwargs)
+            return self._attempt(method, fn, kwargs)
 
         outcome = self.budget.call(method, kwargs.get("channel"), attempt)
         if outcome.kind == OK:
             return outcome.value
         if outcome.kind == NO_BUDGET:
             raise TemporaryError(f"Slack's budget for {method} is used up right now")
+        if outcome.kind == UNKNOWN:
+            log.warning("Slack %s got no answer after it was sent: %s", method, outcome.error)
+            raise SlackOutcomeUnknown(f"Slack did not answer {method} in time") from outcome.error
         if outcome.kind == REFUSED and isinstance(outcome.error, SlackApiError):
             code = str(outcome.error.response.get("error", "unknown_error"))
             log.warning("Slack %s failed: %s", method, code)
@@ -170,7 +185,7 @@ class SlackGateway:
         raise TemporaryError(f"Slack is not answering {method} right now{answer}") from outcome.error
 
     @staticmethod
-    def _attempt(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Outcome:
+    def _attempt(method: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Outcome:
         """One try, classified for the budget (which never sees slack_sdk's types)."""
         try:
             return Outcome(kind=OK, value=fn(**kwargs), label="ok")
@@ -189,6 +204,8 @@ class SlackGateway:
             code = str(resp.get("error", "unknown_error")) if resp is not None else "unknown"
             return Outcome(kind=REFUSED, error=exc, label=code)
         except (SlackClientError, OSError) as exc:
+            if method in NOT_REPEATABLE and not _never_sent(exc):
+                return Outcome(kind=UNKNOWN, error=exc, label="no_answer")
             return Outcome(kind=UNAVAILABLE, error=exc, label="unreachable")
 
     def _call_once(self, method: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -203,6 +220,8 @@ class SlackGateway:
             raise SlackCallFailed(method, code, _FRIENDLY.get(code)) from exc
         except (SlackClientError, OSError) as exc:
             log.warning("Slack %s failed: %s", method, exc)
+            if method in NOT_REPEATABLE and not _never_sent(exc):
+                raise SlackOutcomeUnknown(f"Slack did not answer {method} in time") from exc
             raise TemporaryError(f"could not reach Slack for {method}") from exc
 
     def post_message(
@@ -362,6 +381,12 @@ class SlackGateway:
     def auth_test(self) -> dict[str, Any]:
         resp = self._call("auth.test", self.client.auth_test)
         return dict(resp.data) if isinstance(resp.data, dict) else {}
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """Whether the request surely never reached Slack (refused, or no such host): safe to send again."""
+    reason = getattr(exc, "reason", None)  # urllib's URLError wraps the socket's error
+    return any(isinstance(error, (ConnectionRefusedError, socket.gaierror)) for error in (exc, reason))
 
 
 def _ts_before(ts: Any, moment: datetime) -> bool:

@@ -43,7 +43,15 @@ from typing import Any, Protocol
 from bot.adapters.store import Store
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.tenure import Tenure
-from bot.errors import POISON_ATTEMPTS, BotError, Fenced, SlackCallFailed, TemporaryError, describe
+from bot.errors import (
+    POISON_ATTEMPTS,
+    BotError,
+    Fenced,
+    SlackCallFailed,
+    SlackOutcomeUnknown,
+    TemporaryError,
+    describe,
+)
 from bot.records import MessageRef
 
 log = logging.getLogger(__name__)
@@ -225,6 +233,12 @@ class Deliveries:
                 reply_broadcast=broadcast,
                 dedup_key=dedup_key(subject, key),
             )
+        except SlackOutcomeUnknown:
+            # Sent, but no answer: Slack may have posted it. Look for it before giving it back.
+            found = self._look_for(subject, key, channel, thread_ts)
+            if found is not None:
+                return found
+            raise
         except BotError:
             # Slack refused or never answered, or the lease ran out first: the claim goes back
             # (if it is still this process's), so a later attempt posts it. (A post Slack made but
@@ -233,6 +247,26 @@ class Deliveries:
             raise
         self.store.record_message(run_id=subject, key=key, channel=posted.channel, ts=posted.ts)
         return posted
+
+    def _look_for(self, subject: str, key: str, channel: str, thread_ts: str) -> Posted | None:
+        """After a post that got no answer: the post, recorded, when Slack has it; else the claim
+        is given back (None). When Slack cannot be searched the claim is kept — a live owner's
+        claim is settled after `STALE_AFTER`: late beats twice."""
+        try:
+            found = self.poster.find_posted(
+                channel, dedup_key(subject, key), thread_ts=thread_ts, oldest=self.clock() - CLOCK_SLACK
+            )
+        except BotError as exc:
+            log.warning(
+                "could not look for %s/%s after a post without an answer: %s", subject, key, exc.user_message
+            )
+            return None
+        if found is None:
+            self.store.release_message(run_id=subject, key=key, owner=self.owner)
+            return None
+        log.info("post %s/%s had no answer but is in Slack (ts %s); recorded", subject, key, found.ts)
+        self.store.record_message(run_id=subject, key=key, channel=found.channel, ts=found.ts)
+        return found
 
     def unsettled(self, refs: Mapping[str, MessageRef]) -> list[MessageRef]:
         """The claims among `refs` that have no ts and whose post can no longer be in flight."""
