@@ -18,6 +18,8 @@ from bot.records import ActionRequest
 #: About how long the thread line's list of Required findings may grow (the event line is clipped
 #: at 500 characters; whole findings are dropped before that, with "…and N more").
 LISTED_CHARS = 300
+#: How long the ids past LISTED_CHARS may run, named without their objects.
+NAMED_CHARS = 80
 
 
 def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
@@ -54,9 +56,17 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
             break
         listed.append(entry)
     hidden = list(by_id)[len(listed) :]
-    # The ids beyond the budget are still named (they are short): a paused run's Waive… offers
-    # every Required id the step failed on (`required_ids`), not only the first few.
-    shown = ", ".join(listed) + (f", …and {len(hidden)} more ({', '.join(hidden)})" if hidden else "")
+    # The ids beyond the budget are still named while they fit (they are short): a paused run's
+    # Waive… offers every Required id the step's line names (`required_ids`), not only the first
+    # few. Past NAMED_CHARS the rest is a count; the attached report has every one.
+    named: list[str] = []
+    for fid in hidden:
+        if sum(len(n) + 2 for n in named) + len(fid) > NAMED_CHARS:
+            break
+        named.append(fid)
+    unnamed = len(hidden) - len(named)
+    names = ", ".join(named) + (f", {unnamed} more" if unnamed and named else "")
+    shown = ", ".join(listed) + (f", …and {len(hidden)} more ({names})" if hidden else "")
     return ActionResult(
         ok=False,
         detail=(
