@@ -102,7 +102,7 @@ def test_check_reports_the_planted_add_on_and_subnet_through_boto3_against_the_s
     by_id = {f["id"]: f for f in report["findings"] if f["source"] == "EKS API"}
     assert (
         "update-addon --addon-name kube-proxy --addon-version v1.25.16-minimal-eksbuild.1"
-        in by_id["EKS005"]["fix"]
+        in by_id["EKS005"]["remedy"]
     )
     assert by_id["EKS001"]["objects"] == ["Subnet subnet-0c0a10000000000a1 (ap-northeast-1a): 3 free"]
     assert "EKS cluster runbook-prod: 1.24 (eks.12), ACTIVE" in report["notes"]
