@@ -28,23 +28,23 @@ from tests.support.bot_process import bot_command
 
 #: (id, severity, first object) of every EKS finding the scenario plants.
 EXPECTED_EKS = {
-    ("EKS001", "required", "Subnet subnet-0c0a10000000000a1 (ap-northeast-1a): 3 free"),
+    ("EKS001", "Required", "Subnet subnet-0c0a10000000000a1 (ap-northeast-1a): 3 free"),
     (
         "EKS005",
-        "required",
+        "Required",
         "Add-on kube-proxy: installed v1.24.17-minimal-eksbuild.4, 1.25 default v1.25.16-minimal-eksbuild.1",
     ),
-    ("EKS008", "required", "Node group others: 1.22"),
+    ("EKS008", "Required", "Node group others: 1.22"),
     (
         "EKS010",
-        "required",
+        "Required",
         "/apis/policy/v1beta1/poddisruptionbudgets (→ /apis/policy/v1/poddisruptionbudgets; helm/v3.8.2 8640 requests in 30 days)",
     ),
-    ("EKS010", "recommended", "EKS insight"),
-    ("EKS006", "recommended", "Node group ng-shared: launch template"),
+    ("EKS010", "Recommended", "EKS insight"),
+    ("EKS006", "Recommended", "Node group ng-shared: launch template"),
     (
         "EKS009",
-        "recommended",
+        "Recommended",
         "Auto Scaling group eksctl-runbook-prod-nodegroup-others-old-NodeGroup-1U7KZ3QX0AB2F: 0 instances, desired 0",
     ),
 }
