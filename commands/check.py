@@ -6,7 +6,7 @@ import contextlib
 
 from bot.core.checks import service as checks
 from bot.core.checks.rules import load_rules
-from bot.core.checks.waivers import active_covers
+from bot.core.checks.waivers import active_waivers
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
 from bot.core.snapshots import service as snapshots
@@ -34,14 +34,15 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     rules = load_rules(ctx.settings.rules_paths())
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
-        report = checks.run_check(
+        # The same function, waivers and ignore list as `upgrade-bot check` and a run's check step.
+        report = checks.check_cluster(
             reader,
             target=target,
+            waivers=active_waivers(ctx.store, cluster=cluster.name),
+            now=ctx.clock(),
+            ignores=ctx.settings.check_ignores,
             rules=rules,
             extras=checks.default_extras(now=ctx.clock().timestamp(), cluster=cluster),
-            covers=active_covers(
-                ctx.store, ctx.settings.check_ignores, cluster=cluster.name, now=ctx.clock()
-            ),
         )
     return Reply(
         template="check",

@@ -104,12 +104,12 @@ def test_check_reports_exactly_the_planted_problems_and_fails_on_the_required_on
     assert report["failed"] is True
     # Required first, and exactly the planted blockers.
     severities = [f["severity"] for f in report["findings"]]
-    assert severities == sorted(severities, key=lambda s: s != "required")
-    assert {f["id"] for f in report["findings"] if f["severity"] == "required"} == REQUIRED
+    assert severities == sorted(severities, key=lambda s: s != "Required")
+    assert {f["id"] for f in report["findings"] if f["severity"] == "Required"} == REQUIRED
     by_key = {key(f): f for f in report["findings"]}
     skew = by_key[("SKEW004", next(k[1] for k in EXPECTED_CHECK if k[0] == "SKEW004"))]
     assert len(skew["objects"]) == 2
-    assert "before the control-plane step" in skew["fix"]
+    assert "before the control-plane step" in skew["remedy"]
     pdb = by_key[("PDB001", "PodDisruptionBudget billing/ledger")]
     assert "app In (ledger,ledger-canary), tier Exists" in pdb["why"]
     assert "Deployment billing/ledger" in pdb["objects"]

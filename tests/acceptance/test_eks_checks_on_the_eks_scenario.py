@@ -28,23 +28,23 @@ from tests.support.bot_process import bot_command
 
 #: (id, severity, first object) of every EKS finding the scenario plants.
 EXPECTED_EKS = {
-    ("EKS001", "required", "Subnet subnet-0c0a10000000000a1 (ap-northeast-1a): 3 free"),
+    ("EKS001", "Required", "Subnet subnet-0c0a10000000000a1 (ap-northeast-1a): 3 free"),
     (
         "EKS005",
-        "required",
+        "Required",
         "Add-on kube-proxy: installed v1.24.17-minimal-eksbuild.4, 1.25 default v1.25.16-minimal-eksbuild.1",
     ),
-    ("EKS008", "required", "Node group others: 1.22"),
+    ("EKS008", "Required", "Node group others: 1.22"),
     (
         "EKS010",
-        "required",
+        "Required",
         "/apis/policy/v1beta1/poddisruptionbudgets (→ /apis/policy/v1/poddisruptionbudgets; helm/v3.8.2 8640 requests in 30 days)",
     ),
-    ("EKS010", "recommended", "EKS insight"),
-    ("EKS006", "recommended", "Node group ng-shared: launch template"),
+    ("EKS010", "Recommended", "EKS insight"),
+    ("EKS006", "Recommended", "Node group ng-shared: launch template"),
     (
         "EKS009",
-        "recommended",
+        "Recommended",
         "Auto Scaling group eksctl-runbook-prod-nodegroup-others-old-NodeGroup-1U7KZ3QX0AB2F: 0 instances, desired 0",
     ),
 }
@@ -102,7 +102,7 @@ def test_check_reports_the_planted_add_on_and_subnet_through_boto3_against_the_s
     by_id = {f["id"]: f for f in report["findings"] if f["source"] == "EKS API"}
     assert (
         "update-addon --addon-name kube-proxy --addon-version v1.25.16-minimal-eksbuild.1"
-        in by_id["EKS005"]["fix"]
+        in by_id["EKS005"]["remedy"]
     )
     assert by_id["EKS001"]["objects"] == ["Subnet subnet-0c0a10000000000a1 (ap-northeast-1a): 3 free"]
     assert "EKS cluster runbook-prod: 1.24 (eks.12), ACTIVE" in report["notes"]

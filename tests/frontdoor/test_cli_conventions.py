@@ -165,6 +165,11 @@ def test_the_current_kube_context_without_a_configuration_file(
     assert report["cluster"] == "sim"
     assert report["failed"] is True
     assert check.stderr == ""  # no progress display off a terminal, nor with -o json
+    # No configuration, no store: the check says it read no waivers rather than differ silently.
+    assert report["waivers_read"] is False
+    assert any(n.startswith("no waivers read: no configuration, so no store") for n in report["notes"])
+    text = cli(tmp_path, "check", env=env)
+    assert text.stdout.splitlines()[0].endswith("(no waivers read)"), text.stdout
 
     same = cli(tmp_path, "diff", "pre", env=env)
     assert same.returncode == 0, same.stderr

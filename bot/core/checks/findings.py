@@ -97,6 +97,9 @@ class Report:
     notes: tuple[str, ...] = ()
     #: Findings (or some of their objects) accepted by a waiver or the ignore list.
     covered: tuple[Covered, ...] = ()
+    #: How many active waivers the check read from the store; None when it read none (the
+    #: terminal without a configuration file, or over manifests alone), which its output says.
+    waivers: int | None = None
 
     @property
     def failed(self) -> bool:

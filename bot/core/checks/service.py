@@ -1,7 +1,8 @@
 """`check` and `diagnose` as the front doors use them: read, run every check and rule, report.
 
-`run_check` is what `/upgrade check`, `upgrade-bot check` and the `check` plan action share. The
-rendering (`render_text`, `render_markdown`, `render_json`) lists Required findings first, then
+`check_cluster` is what `/upgrade check`, `upgrade-bot check` and the `check` plan action share:
+every check and rule (`run_check`), then the waivers and ignore list the door read, so that Slack,
+the terminal and a run give one verdict on one store. The rendering (`render_text`, `render_markdown`, `render_json`) lists Required findings first, then
 Recommended, each with its id, the objects concerned, why and what to do.
 """
 
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import cast
 
@@ -20,11 +23,11 @@ from bot.core.checks.findings import REQUIRED, Cover, Finding, Report, summary_l
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rules import Rule, RuleHit
-from bot.core.checks.waivers import apply_covers
+from bot.core.checks.waivers import apply_covers, waiver_covers
 from bot.core.kube.versions import target_version_problem
 from bot.core.snapshots.projection import Progress
 from bot.errors import UsageError, UserError, clip
-from bot.records import ClusterConfig, FileAttachment
+from bot.records import ClusterConfig, FileAttachment, WaiverRow
 
 #: Extra finding sources (removed APIs…): (reader, target, notes to add to) → findings.
 Extra = Callable[[CheckReader, str, list[str]], Sequence[Finding]]
@@ -164,6 +167,45 @@ def run_check(
     return apply_covers(report, covers)
 
 
+#: What a check that read no waivers says (the terminal without a configuration file: no store).
+NO_WAIVERS = (
+    "no waivers read: no configuration, so no store; a finding waived with `/upgrade waive` "
+    "counts here, and `/upgrade check` may pass where this fails"
+)
+
+
+def check_cluster(
+    reader: CheckReader,
+    *,
+    target: str | None,
+    waivers: Sequence[WaiverRow] | None,
+    now: datetime,
+    ignores: Sequence[Cover] = (),
+    rules: Sequence[Rule] = (),
+    extras: Sequence[Extra] = (),
+    manifests: Sequence[Path] = (),
+    manifest_check: Callable[[Sequence[Path], str], Sequence[Finding]] | None = None,
+    progress: Progress | None = None,
+) -> Report:
+    """The check and its verdict, as every front door gives it: `run_check`, with what the
+    configuration's `ignores` and the cluster's stored `waivers` (those active at `now`) accept
+    moved to `covered`. `waivers` None: none could be read (no store), which the report says."""
+    covers = [*ignores, *waiver_covers(waivers or (), now)]
+    report = run_check(
+        reader,
+        target=target,
+        rules=rules,
+        extras=extras,
+        manifests=manifests,
+        manifest_check=manifest_check,
+        progress=progress,
+        covers=covers,
+    )
+    if waivers is None:
+        return replace(report, notes=(*report.notes, NO_WAIVERS), waivers=None)
+    return replace(report, waivers=sum(1 for w in waivers if w.active_at(now)))
+
+
 def diagnose(
     reader: CheckReader,
     *,
@@ -194,9 +236,10 @@ def headline(report: Report) -> str:
     required, recommended = counts(report)
     verdict = "FAILED" if report.failed else "passed"
     accepted = f", {len(report.covered)} waived or ignored" if report.covered else ""
+    unread = " (no waivers read)" if NO_WAIVERS in report.notes else ""
     return (
         f"Pre-flight check of {report.cluster} for {report.target}: {verdict} — "
-        f"{required} required, {recommended} recommended{accepted}"
+        f"{required} required, {recommended} recommended{accepted}{unread}"
     )
 
 
@@ -337,20 +380,66 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+#: A finding's first object, the thing it is about: `[path:line ]Kind [namespace/]name[ (note)][: …]`.
+_SUBJECT = re.compile(r"^(?:\S+:\d+ )?(?P<kind>[A-Z][A-Za-z0-9]*) (?P<ref>[^\s:,()]+)")
+
+
+def subject(finding: Finding) -> tuple[str | None, str | None, str | None]:
+    """The kind, namespace and name of what a finding is about (its first object, as every check
+    lists it); None for what is not an object (`requests to cronjobs.v1beta1.batch`), and the
+    namespace None for a cluster-scoped object."""
+    m = _SUBJECT.match(finding.objects[0]) if finding.objects else None
+    if m is None:
+        return None, None, None
+    namespace, _, name = m["ref"].rpartition("/")
+    return m["kind"], namespace or None, name
+
+
+def _finding_json(f: Finding, covers: Sequence[Cover] = ()) -> dict[str, object]:
+    kind, namespace, name = subject(f)
+    first = covers[0] if covers else None
+    return {
+        "id": f.id,
+        "severity": _LABEL.get(f.severity, f.severity),
+        "kind": kind,
+        "namespace": namespace,
+        "name": name,
+        "message": f.title,
+        "remedy": f.fix,
+        # The person who asked for the waiver (an ignore entry has none: its label); None: open.
+        "waived_by": None if first is None else (first.by[0] if first.by else first.label),
+        "waiver_reason": None if first is None else first.reason,
+        "waiver_expires": None if first is None or first.until is None else first.until.isoformat(),
+        "why": f.why,
+        "objects": list(f.objects),
+        "source": f.source,
+        "action": f.action,
+        "covers": [
+            {
+                "label": v.label,
+                "source": v.source,
+                "by": list(v.by),
+                "reason": v.reason,
+                "until": v.until.isoformat() if v.until else None,
+                "objects": list(v.objects),
+            }
+            for v in covers
+        ],
+    }
+
+
 def render_json(report: Report) -> str:
+    """One object per finding, open ones first then the accepted ones (`waived_by` set), so that
+    `jq '.findings[] | select(.severity=="Required" and .waived_by==null)'` lists what blocks."""
     body = {
         "cluster": report.cluster,
         "target": report.target,
         "failed": report.failed,
-        "findings": [asdict(f) for f in report.findings],
-        "covered": [
-            {
-                "finding": asdict(c.finding),
-                "covers": [
-                    {**asdict(v), "until": v.until.isoformat() if v.until else None} for v in c.covers
-                ],
-            }
-            for c in report.covered
+        "verdict": "failed" if report.failed else "passed",
+        "waivers_read": report.waivers is not None,
+        "findings": [
+            *(_finding_json(f) for f in report.findings),
+            *(_finding_json(c.finding, c.covers) for c in report.covered),
         ],
         "notes": list(report.notes),
     }

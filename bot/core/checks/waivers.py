@@ -20,7 +20,7 @@ from bot.core.checks.rules import Rule
 from bot.records import WaiverRow
 
 __all__ = [
-    "active_covers",
+    "active_waivers",
     "apply_covers",
     "cover_labels",
     "covers_object",
@@ -82,12 +82,10 @@ class WaiverStore(Protocol):
     def waivers(self, *, cluster: str | None = None, states: Sequence[str] = ()) -> list[WaiverRow]: ...
 
 
-def active_covers(
-    store: WaiverStore, ignores: Sequence[Cover], *, cluster: str, now: datetime
-) -> list[Cover]:
-    """What a check of `cluster` at `now` accepts: the configuration's ignore list, then the
-    cluster's active, unexpired waivers."""
-    return [*ignores, *waiver_covers(store.waivers(cluster=cluster, states=("active",)), now)]
+def active_waivers(store: WaiverStore, *, cluster: str) -> list[WaiverRow]:
+    """The stored waivers of `cluster` a check reads (`service.check_cluster` drops the expired
+    ones at its `now`): every front door reads them here, so that each gives the same verdict."""
+    return store.waivers(cluster=cluster, states=("active",))
 
 
 def apply_covers(report: Report, covers: Sequence[Cover]) -> Report:

@@ -21,7 +21,7 @@ from bot.core.actions.base import ActionContext, DiffSummary
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Cover, Report
 from bot.core.checks.rules import load_rules
-from bot.core.checks.waivers import active_covers
+from bot.core.checks.waivers import active_waivers
 from bot.core.jobs.service import JobService
 from bot.core.live import LiveSection, StepReports
 from bot.core.runs import machine as R
@@ -84,12 +84,14 @@ def action_context(
         config = snapshots.pick_cluster(clusters, cluster)
         reader = connect_cluster(config)
         with contextlib.closing(reader):
-            return checks.run_check(
+            return checks.check_cluster(
                 reader,
                 target=target,
+                waivers=active_waivers(store, cluster=config.name),
+                now=clock(),
+                ignores=check_ignores,
                 rules=load_rules(rules_paths),
                 extras=checks.default_extras(now=clock().timestamp(), cluster=config),
-                covers=active_covers(store, check_ignores, cluster=config.name, now=clock()),
             )
 
     def start_watch(request: ActionRequest) -> str:

@@ -1,6 +1,10 @@
 """`upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]`: the
 pre-flight checks for an upgrade, on a cluster or (`--manifests` alone, as CI runs it, without a
-cluster or a configuration file) on manifests; exit 3 when a Required one fails."""
+cluster or a configuration file) on manifests; exit 3 when a Required one fails.
+
+On a cluster it reads the configured store's waivers and gives `/upgrade check`'s verdict
+(`service.check_cluster`); without a configuration file (the current kube context) there is no
+store, and the output says that no waivers were read."""
 
 from __future__ import annotations
 
@@ -13,10 +17,11 @@ from pathlib import Path
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
 from bot.core.checks.rules import load_rules
+from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import pick_cluster
 from bot.errors import BotError, ConfigError, UsageError, UserError
 from bot.frontdoor.cli.config import configured
-from bot.frontdoor.cli.connect import connect
+from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
     EXIT_FAILED,
     EXIT_FOUND,
@@ -32,6 +37,7 @@ from bot.frontdoor.cli.options import (
 from bot.frontdoor.cli.output import as_yaml
 from bot.frontdoor.cli.progress import progress_bar
 from bot.logsetup import configure_logging
+from bot.records import WaiverRow
 from bot.settings import Settings
 
 
@@ -74,23 +80,39 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError(exc.user_message) from None
     rules = load_rules(settings.rules_paths())
     stdin = _manifests_stdin(args.manifests)
+    now = datetime.now(UTC)
+    waivers = _waivers(settings, cluster.name)
     reader = connect(cluster)
     try:
         with progress_bar(quiet=args.output != "text") as progress:
-            report = checks.run_check(
+            report = checks.check_cluster(
                 reader,
                 target=target,
+                waivers=waivers,
+                now=now,
+                ignores=settings.check_ignores,
                 rules=rules,
-                extras=checks.default_extras(now=datetime.now(UTC).timestamp(), cluster=cluster),
+                extras=checks.default_extras(now=now.timestamp(), cluster=cluster),
                 manifests=[Path(p) for p in args.manifests],
                 manifest_check=checks.default_manifest_check(stdin),
                 progress=progress,
-                covers=settings.check_ignores,
             )
     finally:
         reader.close()
     sys.stdout.write(_render(report, args.output))
     return EXIT_FOUND if report.failed else EXIT_OK
+
+
+def _waivers(settings: Settings, cluster: str) -> list[WaiverRow] | None:
+    """The cluster's stored waivers, as `/upgrade check` reads them; None without a configuration
+    file (the current kube context's settings), where no team's store is known."""
+    if settings.source is None:
+        return None
+    store = open_store(settings)
+    try:
+        return active_waivers(store, cluster=cluster)
+    finally:
+        store.close()
 
 
 def _check_manifests(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ check step passes only when every Required finding is fixed or accepted — nami
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -110,6 +111,55 @@ def test_the_text_and_markdown_reports_list_accepted_findings_in_their_own_secti
     assert CRON not in section
     assert f"accepted: waiver 1 {BY}: vendor ships the fix in CHG-7" in section
     assert "## Waived or ignored" in service.render_markdown(out)
+
+
+def test_the_json_report_lists_open_and_accepted_findings_as_objects_with_who_accepted_them() -> None:
+    ignore = Cover(source="ignore", label="checks.ignore[0]", finding="PDB001", objects=(), reason="drained")
+    covers = [ignore, *waiver_covers([waiver(objects=("kube-system/pod-identity-webhook",))], T0)]
+    body = json.loads(service.render_json(apply_covers(report(api001(), pdb001()), covers)))
+    assert (body["failed"], body["verdict"], body["waivers_read"]) == (True, "failed", False)
+    shown = [
+        (f["id"], f["severity"], f["kind"], f["namespace"], f["name"], f["waived_by"], f["waiver_expires"])
+        for f in body["findings"]
+    ]
+    assert shown == [
+        ("API001", "Required", "CronJob", "reporting", "nightly-report", None, None),
+        (
+            "API001",
+            "Required",
+            "MutatingWebhookConfiguration",
+            "kube-system",
+            "pod-identity-webhook",
+            "U0PRIMARY",
+            "2026-12-05T12:00:00+00:00",
+        ),
+        ("PDB001", "Required", "PodDisruptionBudget", "billing", "ledger", "checks.ignore[0]", None),
+    ]
+    waived = body["findings"][1]
+    assert (waived["message"], waived["remedy"], waived["waiver_reason"]) == (
+        "removed API",
+        "f",
+        "vendor ships the fix in CHG-7",
+    )
+    assert waived["covers"][0]["by"] == ["U0PRIMARY", "U0SHADOW"]
+    assert "covered" not in body  # the accepted findings are in `findings`, with `waived_by`
+
+
+def test_a_finding_about_no_object_has_no_kind_and_a_cluster_scoped_one_no_namespace() -> None:
+    metric = Finding(
+        id="API001",
+        severity=REQUIRED,
+        title="removed API",
+        objects=("requests to cronjobs.v1beta1.batch (apiserver metric)",),
+        why="w",
+        fix="f",
+    )
+    node = replace(metric, id="SKEW004", objects=("Node ip-10-0-0-19.compute.internal (kubelet v1.22)",))
+    manifest = replace(metric, objects=("ci/old.yaml:12 PodDisruptionBudget shop/web",))
+    assert service.subject(metric) == (None, None, None)
+    assert service.subject(node) == ("Node", None, "ip-10-0-0-19.compute.internal")
+    assert service.subject(manifest) == ("PodDisruptionBudget", "shop", "web")
+    assert service.subject(replace(metric, objects=())) == (None, None, None)
 
 
 def _step(result_report: Report) -> ActionResult:
