@@ -65,8 +65,8 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
             break
         named.append(fid)
     unnamed = len(hidden) - len(named)
-    names = ", ".join(named) + (f", {unnamed} more" if unnamed and named else "")
-    shown = ", ".join(listed) + (f", …and {len(hidden)} more ({names})" if hidden else "")
+    tail = ", ".join(named) + (f", {unnamed} more" if unnamed and named else "")
+    shown = ", ".join(listed) + (f", …and {len(hidden)} more ({tail})" if hidden else "")
     return ActionResult(
         ok=False,
         detail=(
