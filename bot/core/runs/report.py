@@ -240,7 +240,7 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
                 if ref.claimed_at is not None:
                     marks.append(KnownIssueMark(at=ref.claimed_at, rule=rule[1], workload=rule[2]))
     series = _pods_over_time([(w.ended_at, store.watch_samples(w.id)) for w in run_watches])
-    notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note)
+    notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note) + run_notes(audit)
     for s in steps:
         if str(s.state) == "failed":
             findings.append(f"{s.step_id} failed" + (f": {s.note}" if s.note else ""))
@@ -309,6 +309,24 @@ def _pods_over_time(
                 total[cls] = total.get(cls, 0) + pods
         out.append(PodCount(at=t, counts=total))
     return out
+
+
+def run_notes(audit: Sequence[AuditEntry]) -> tuple[str, ...]:
+    """The `/upgrade note` entries of the run, oldest first: "<UTC time> <who>: <text>".
+
+    A note is an event of the run (bot.core.runs.machine.note) kept only as its audit row, whose
+    detail is the text followed by the plan's local time ("… [2026-11-28 22:05 Asia/Tokyo]");
+    the report states times in UTC, so that suffix is dropped.
+    """
+    out = []
+    for entry in audit:
+        if entry.kind != "run" or entry.subcommand != "note" or entry.outcome != "ok":
+            continue
+        text = entry.detail
+        if text.endswith("]") and " [" in text:
+            text = text[: text.rindex(" [")]
+        out.append(f"{_dt(entry.at)} {entry.user_id}: {text}")
+    return tuple(out)
 
 
 def peaks(report: Report) -> list[tuple[str, int, datetime]]:
