@@ -45,6 +45,7 @@ from bot.core.checks.patterns import (
     SafePattern,
     compile_pattern,
 )
+from bot.core.kube.objects import APP, ready_count
 from bot.core.validation import YamlValidator, compose_document, read_document, shown
 from bot.errors import ConfigError
 
@@ -68,6 +69,8 @@ class ContainerView:
     waiting: str = ""
     terminated: str = ""  # the current state's reason, else the last state's
     log_tail: str = ""
+    #: APP, SIDECAR or INIT (bot.core.kube.objects): what kubectl's READY column counts
+    kind: str = APP
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,8 +461,8 @@ def _evidence(m: Match, pod: PodState, c: ContainerView | None) -> str:
     if m.terminated_reasons:
         return f"{c.name} terminated: {c.terminated}"
     if m.not_ready:
-        ready = sum(1 for x in pod.containers if x.ready)
-        return f"{ready}/{len(pod.containers)} containers ready ({c.name} is not)"
+        ready, total = ready_count((x.kind, x.ready) for x in pod.containers)
+        return f"{ready}/{total} containers ready ({c.name} is not)"
     return ""
 
 
