@@ -358,3 +358,15 @@ def mdates_num(value: Any) -> float:
     from matplotlib import dates
 
     return float(dates.date2num(value))
+
+
+def test_the_report_keeps_what_a_skipped_check_found(store: Store) -> None:
+    from tests.support.report_runs import CHECK_FAILED
+
+    report = build_report(store, stored_run(store))
+    line = f"checks failed and was skipped by U0PRIMARY (the findings were reviewed): {CHECK_FAILED}"
+    assert line in report.findings
+    md = render(report, "md").decode()
+    assert f"- {line}" in md.split("## Findings\n", 1)[1].split("\n## ", 1)[0]
+    html = render(report, "html").decode()
+    assert "API001 (HorizontalPodAutoscaler shop/web)" in html.split("<h2>Findings</h2>", 1)[1]

@@ -270,6 +270,7 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
     for s in steps:
         if str(s.state) == "failed":
             findings.append(f"{s.step_id} failed" + (f": {s.note}" if s.note else ""))
+    findings += skipped_failures(audit, {s.step_id for s in steps if str(s.state) == "skipped"})
     times = [t for b in bars for t in (b.opened_at, b.started_at, b.finished_at) if t is not None]
     times += [t for b in bars for _, start, stop in b.segments for t in (start, stop) if t is not None]
     started = min([run.created_at, *times])
@@ -365,11 +366,33 @@ def run_notes(audit: Sequence[AuditEntry]) -> tuple[str, ...]:
     for entry in audit:
         if entry.kind != "run" or entry.subcommand != "note" or entry.outcome != "ok":
             continue
-        text = entry.detail
-        if text.endswith("]") and " [" in text:
-            text = text[: text.rindex(" [")]
-        out.append(f"{_dt(entry.at)} {entry.user_id}: {text}")
+        out.append(f"{_dt(entry.at)} {entry.user_id}: {_text(entry)}")
     return tuple(out)
+
+
+def _text(entry: AuditEntry) -> str:
+    """A run event's audit detail without the plan's local time the audit row ends with."""
+    text = entry.detail
+    if text.endswith("]") and " [" in text:
+        text = text[: text.rindex(" [")]
+    return text
+
+
+def skipped_failures(audit: Sequence[AuditEntry], skipped: set[str]) -> list[str]:
+    """What each failed-then-skipped step found, from the audit trail: skipping replaces the
+    step's note with the skip's reason, so a skipped check's findings (its Required ids and
+    objects) and a skipped diff's regressions would otherwise be missing from the report."""
+    failed: dict[str, str] = {}
+    out = []
+    for entry in audit:
+        if entry.kind != "run" or entry.arguments not in skipped:
+            continue
+        if entry.subcommand == "step_failed":
+            failed[entry.arguments] = _text(entry)
+        elif entry.subcommand == "step_skipped" and entry.arguments in failed:
+            why = failed.pop(entry.arguments)
+            out.append(f"{entry.arguments} failed and was skipped by {entry.user_id} ({_text(entry)}): {why}")
+    return out
 
 
 def peaks(report: Report) -> list[tuple[str, int, datetime]]:

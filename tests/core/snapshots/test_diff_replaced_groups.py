@@ -116,7 +116,22 @@ def test_a_plans_diff_step_names_the_replacement_the_diff_cannot_infer(tmp_path:
     assert step("snapshot", label="post").ok
     unnamed = step("diff", before="pre", after="post")
     assert not unnamed.ok
-    assert "node missing — node group logging" in unnamed.detail
+    assert unnamed.detail == (
+        "diff: 1 regression(s), 7 expected change(s): node missing — node group logging"
+    )
+    # Every regression is named (the run report keeps this line of a diff that was skipped past).
+    world.update(objects=copy.deepcopy(base_objects()), version="v1.29.4")
+    assert step("snapshot", label="again").ok
+    world.update(objects={**after, "pods": []}, version="v1.30.2")
+    assert step("snapshot", label="empty").ok
+    empty = step("diff", before="again", after="empty")
+    total = int(empty.detail.removeprefix("diff: ").split(" ", 1)[0])
+    assert total > 1
+    listed = empty.detail.split(": ", 2)[2].split("; ")
+    more = int(listed.pop().split()[1]) if listed[-1].startswith("…and ") else 0
+    assert len(listed) > 1
+    assert len(listed) + more == total
+    assert all(" — " in entry for entry in listed)
     named = step("diff", before="pre", after="post", replaces="logging-1-30=logging")
     assert named.ok, named.detail
     assert named.detail.startswith("diff: 0 regression(s)")
