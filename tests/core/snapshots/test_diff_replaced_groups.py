@@ -145,3 +145,12 @@ def test_the_diff_steps_replaces_is_checked_when_the_plan_is_loaded() -> None:
         check({"replaces": "others"})
     with pytest.raises(UserError, match="names the same group twice"):
         check({"replaces": "a=a"})
+
+
+def test_a_group_of_one_node_is_said_in_the_singular() -> None:
+    after = copy.deepcopy(upgraded())
+    after["nodes"] = [n for n in after["nodes"] if n["metadata"]["name"] != "log-1"]
+    after["nodes"].append(node("log-2", "logging", kubelet="v1.30.2"))
+    report = diff(snap(base_objects(), "pre"), snap(after, "post", version="v1.30.2"))
+    replaced = {f.subject: f.detail for f in report.expected if f.category == "nodes replaced"}
+    assert replaced["node group logging"] == "1 old node replaced by 1 new (log-1 → log-2)"
