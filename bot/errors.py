@@ -124,7 +124,15 @@ class RunNotFound(UserError):
 
 
 class ConfigError(BotError):
-    """The configuration file or the environment is invalid; startup stops with status 2."""
+    """The configuration file or the environment is invalid; startup stops with status 2.
+
+    `problems` holds every problem a validator found, each naming its file, line and key (the
+    message shows the first and how many more); a checker such as `rules check` lists them all.
+    """
+
+    def __init__(self, message: str | None = None, *, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = problems or (self.user_message,)
 
 
 class StoreUnreachable(ConfigError):

@@ -265,12 +265,25 @@ def _unhealthy_over_time(ax: Any, report: Any) -> None:
     end = _end_of(report)
     present = {cls for p in points for cls, pods in p.counts.items() if pods}
     classes = [c for c in POD_CLASSES if c in present] + sorted(present - set(POD_CLASSES))
-    xs = [_num(p.at) for p in points] + [_num(max(end, points[-1].at))]
-    if classes:
-        rows = [[p.counts.get(c, 0) for p in points] + [points[-1].counts.get(c, 0)] for c in classes]
+    labelled = False
+    # One stack per stretch some watch sampled: where none ran the count is unknown, so the chart
+    # leaves a hatched gap instead of holding the last count or drawing a zero.
+    for start, stop in report.sampled:
+        seg = [p for p in points if start <= p.at <= stop]
+        if not seg or not classes:
+            continue
+        # A label that starts with "_" is left out of the legend: each class is listed once.
+        xs = [_num(p.at) for p in seg] + [_num(stop)]
+        rows = [[p.counts.get(c, 0) for p in seg] + [seg[-1].counts.get(c, 0)] for c in classes]
         ax.stackplot(
-            xs, rows, step="post", labels=classes, colors=[POD_CLASSES.get(c, SKIPPED) for c in classes],
-            alpha=0.85,
+            xs, rows, step="post", labels=[f"_{c}" for c in classes] if labelled else classes,
+            colors=[POD_CLASSES.get(c, SKIPPED) for c in classes], alpha=0.85,
+        )  # fmt: skip
+        labelled = True
+    for i, (start, stop) in enumerate(report.unsampled):
+        ax.axvspan(
+            _num(start), _num(stop), facecolor="none", edgecolor=SKIPPED, hatch="//", linewidth=0,
+            label=None if i else "not sampled",
         )  # fmt: skip
     top = max([sum(p.counts.values()) for p in points] + [1])
     left, right = _num(report.started_at), _num(end)

@@ -204,7 +204,7 @@ class YamlValidator:
     def raise_if_errors(self) -> None:
         if self.errors:
             more = f" (and {len(self.errors) - 1} more problem(s))" if len(self.errors) > 1 else ""
-            raise ConfigError(self.errors[0] + more)
+            raise ConfigError(self.errors[0] + more, problems=tuple(self.errors))
 
     def mapping(self, node: yaml.Node, key: str, allowed: set[str] | None) -> dict[str, yaml.Node]:
         where = key or "top level"

@@ -129,7 +129,8 @@ def check_expected_changes(expected: list[dict[str, Any]]) -> None:
     assert set(replaced) == {f"node group {g}" for g in groups}  # Fargate is not replaced
     for g in SCENARIO["node_groups"]:
         count = g["count"]
-        assert replaced[f"node group {g['name']}"].startswith(f"{count} old nodes replaced by {count} new")
+        nodes = "1 old node" if count == 1 else f"{count} old nodes"
+        assert replaced[f"node group {g['name']}"].startswith(f"{nodes} replaced by {count} new")
     kubelets = {f["subject"]: f["detail"] for f in expected if f["category"] == "kubelet version"}
     assert set(kubelets) == {f"node group {g}" for g in groups}
     for subject, detail in kubelets.items():

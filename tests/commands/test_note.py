@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.core.runs.report import build_report, render
 from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
@@ -104,3 +105,21 @@ def test_only_the_runs_roster_may_note_and_several_runs_need_run(
     ok, text = say(services, "note")
     assert not ok
     assert "TEXT" in text
+
+
+def test_the_reports_notes_hold_a_note_made_during_the_run(services: Services) -> None:
+    ok, started = say(services, "start roll")
+    assert ok, started
+    (run,) = services.store.runs()
+    ok, text = say(services, "note called the vendor: the NLB drain delay is 300 s", "U0SHADOW")
+    assert ok, text
+
+    report = build_report(services.store, run.id, now=T0)
+    (note,) = report.notes
+    assert note.endswith(" U0SHADOW: called the vendor: the NLB drain delay is 300 s")
+    markdown = render(report, "md").decode()
+    notes = markdown.split("## Notes\n", 1)[1].split("\n## ", 1)[0]
+    assert f"- {note}" in notes
+    html = render(report, "html").decode()
+    notes = html.split("<h2>Notes</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "U0SHADOW: called the vendor: the NLB drain delay is 300 s" in notes

@@ -210,7 +210,8 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     assert (
         ":warning: Target reached with open findings — 1 open finding: KI004 payments/payments-worker" in out
     )
-    assert ":checkered_flag: Watch ended — target_reached_with_open_findings: 1 open finding" in out
+    assert ":checkered_flag: Watch ended — target reached with open findings: 1 open finding" in out
+    assert "target_reached_with_open_findings" not in out  # the state in words, everywhere
     assert "↳ rehearsal: U0PRIMARY reviewed why `watch-settle` failed and skips it" in out
     assert "`snapshot-post` succeeded: snapshot #2 `post`" in out
     final_card = out.rsplit("Upgrade run", 1)[1]

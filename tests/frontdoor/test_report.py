@@ -307,3 +307,66 @@ def test_with_matplotlib_the_html_has_no_missing_charts_note(store: Store) -> No
     html = render(build_report(store, stored_run(store)), "html").decode()
     assert 'id="no-charts"' not in html
     assert 'id="unhealthy-episodes"' not in html  # the chart shows them
+
+
+def test_the_unhealthy_chart_leaves_a_gap_where_no_watch_sampled(store: Store) -> None:
+    from datetime import timedelta
+
+    from matplotlib.collections import PolyCollection
+
+    from bot.adapters.charts import _pyplot, _unhealthy_over_time
+    from bot.records import WatchRow
+
+    run_id = stored_run(store, watch=False)
+    t0 = build_report(store, run_id).started_at
+    ids = []
+    for offset in (0, 30):
+        row = WatchRow(id=0, cluster="prod", channel="C0OPS", run_id=run_id, step_id=f"w{offset}",
+                       started_by="U0A", started_at=t0 + timedelta(minutes=offset))  # fmt: skip
+        ids.append(store.create_watch(row))
+        assert store.claim_watch(ids[-1], owner="p1", now=row.started_at, stale_before=row.started_at)
+    first, second = ids
+    assert store.add_watch_sample(first, owner="p1", at=t0, counts={"Not ready": 3})
+    assert store.add_watch_sample(first, owner="p1", at=t0 + timedelta(minutes=20), counts={"Not ready": 2})
+    assert store.publish_watch(
+        first, owner="p1", summary="{}", at=t0 + timedelta(minutes=20), end_reason="done"
+    )
+    assert store.add_watch_sample(second, owner="p1", at=t0 + timedelta(minutes=30), counts={"Not ready": 1})
+    report = build_report(store, run_id)
+    gap = (t0 + timedelta(minutes=20), t0 + timedelta(minutes=30))
+    assert report.unsampled == [gap]
+    md = render(report, "md").decode()
+    assert (
+        f"Not sampled (no watch ran; the chart leaves these blank): {gap[0]:%Y-%m-%d %H:%M:%S} UTC – "
+        f"{gap[1]:%Y-%m-%d %H:%M:%S} UTC" in md
+    )
+    # The drawn stacks: nothing is filled strictly inside the gap (no held count, no zero line).
+    plt = _pyplot()
+    fig, ax = plt.subplots()
+    _unhealthy_over_time(ax, report)
+    fills = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(fills) == 2  # one stack per stretch a watch sampled
+    left, right = (mdates_num(t) for t in gap)
+    for fill in fills:
+        for path in fill.get_paths():
+            xs = path.vertices[:, 0]
+            assert not ((xs > left + 1e-9) & (xs < right - 1e-9)).any()
+    plt.close(fig)
+
+
+def mdates_num(value: Any) -> float:
+    from matplotlib import dates
+
+    return float(dates.date2num(value))
+
+
+def test_the_report_keeps_what_a_skipped_check_found(store: Store) -> None:
+    from tests.support.report_runs import CHECK_FAILED
+
+    report = build_report(store, stored_run(store))
+    line = f"checks failed and was skipped by U0PRIMARY (the findings were reviewed): {CHECK_FAILED}"
+    assert line in report.findings
+    md = render(report, "md").decode()
+    assert f"- {line}" in md.split("## Findings\n", 1)[1].split("\n## ", 1)[0]
+    html = render(report, "html").decode()
+    assert "API001 (HorizontalPodAutoscaler shop/web)" in html.split("<h2>Findings</h2>", 1)[1]

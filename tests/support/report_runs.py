@@ -32,6 +32,13 @@ def _iso(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: The check step's failure line (bot.core.actions.check), before it was skipped.
+CHECK_FAILED = (
+    "pre-flight check for 1.25 FAILED: 2 Required — API001 (HorizontalPodAutoscaler shop/web), "
+    "KI005 (DaemonSet kube-system/kube-proxy); 3 Recommended — the full report is attached"
+)
+
+
 def stored_run(
     store: Store,
     *,
@@ -77,10 +84,11 @@ def stored_run(
         state, note = StepState.SUCCEEDED, ""
         if step.id == "checks":
             failed = started + work
-            event(failed, "step_failed", step.id, "2 Required findings")
+            # As the run service writes them: the event's detail, then the plan's local time.
+            event(failed, "step_failed", step.id, f"{CHECK_FAILED} [2026-11-28 22:00 Asia/Tokyo]")
             finished = failed + timedelta(minutes=6)
             state, note = StepState.SKIPPED, "skipped by U0PRIMARY: the findings were reviewed"
-            event(finished, "step_skipped", step.id, note, "U0PRIMARY")
+            event(finished, "step_skipped", step.id, "the findings were reviewed", "U0PRIMARY")
         else:
             event(finished, "step_succeeded", step.id)
         steps.append(

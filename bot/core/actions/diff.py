@@ -15,6 +15,10 @@ from bot.core.jobs.common import label_value
 from bot.errors import UserError, clip
 from bot.records import ActionRequest
 
+#: About how long the list of regressions in the thread line may grow (whole entries are dropped
+#: before the event line's 500 characters, with "…and N more").
+LISTED_CHARS = 300
+
 
 def replaces_arg(args: Mapping[str, str]) -> dict[str, str]:
     """`replaces: "NEW=OLD,…"` → {new group: old group}."""
@@ -39,8 +43,16 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     report = ctx.compare_snapshots(request.cluster, args["before"], args["after"], replaces_arg(args))
     summary = f"diff: {len(report.regressions)} regression(s), {len(report.expected)} expected change(s)"
     if report.regressions:
-        first = report.regressions[0]
-        summary += f"; first: {first.category} — {first.subject}"
+        # Every regression, as far as the thread line allows: the step's failure line is what the
+        # run report keeps of a diff that was skipped past, so it names them all it can.
+        entries = [f"{r.category} — {r.subject}" for r in report.regressions]
+        listed: list[str] = []
+        for entry in entries:
+            if listed and sum(len(e) + 2 for e in listed) + len(entry) > LISTED_CHARS:
+                break
+            listed.append(entry)
+        more = len(entries) - len(listed)
+        summary += ": " + "; ".join(listed) + (f"; …and {more} more" if more else "")
     return ActionResult(ok=not report.has_regressions, detail=summary)
 
 

@@ -77,7 +77,7 @@ from bot.core.checks.rules import (
     Screen,
     match_rules,
 )
-from bot.core.kube.objects import parse_iso
+from bot.core.kube.objects import APP, INIT, SIDECAR, parse_iso, ready_count, sidecars
 from bot.core.kube.wire import InvolvedObject, NodeInfo, Toleration
 from bot.core.snapshots.projection import (
     DEFAULT_NODE_GROUP_LABELS,
@@ -189,8 +189,8 @@ def _pod_reason(pod: schema.Pod) -> str:
             return state.waiting.reason
         if state is not None and state.terminated is not None and state.terminated.reason:
             return state.terminated.reason
-    ready = sum(1 for cs in statuses if cs.ready)
-    return f"{ready}/{len(statuses)} ready" if statuses else (pod.status.reason or "")
+    ready, total = ready_count((c.kind, c.ready) for c in _containers(pod))
+    return f"{ready}/{total} ready" if statuses else (pod.status.reason or "")
 
 
 def _reasons(cs: schema.ContainerStatus) -> tuple[str, str]:
@@ -224,23 +224,42 @@ def _named(values: msgspec.Struct | None, keys: Sequence[tuple[str, str]]) -> di
     return out
 
 
-def pod_state(
-    pod: schema.Pod, workload: str, shape: schema.PodSchema, node_ready: Mapping[str, bool]
-) -> PodState:
-    """A pod as the rules see it; its labels and annotations are those the rules name."""
-    meta, spec = pod.metadata, pod.spec
-    containers = []
-    for cs in schema.container_statuses(pod.status):
+def _statuses(pod: schema.Pod) -> list[tuple[str, schema.ContainerStatus]]:
+    """(kind, status) of each of a pod's containers, its init containers first (as the watch keeps
+    them), so that a rule and kubectl's READY count (`ready_count`) read the same pod in `check`
+    as in the watch."""
+    inits = schema.init_container_statuses(pod.status)
+    out: list[tuple[str, schema.ContainerStatus]] = []
+    if inits:
+        side = sidecars((c.name or "", c.restart_policy) for c in schema.init_containers(pod.spec))
+        out += [(SIDECAR if (cs.name or "") in side else INIT, cs) for cs in inits]
+    out += [(APP, cs) for cs in schema.container_statuses(pod.status)]
+    return out
+
+
+def _containers(pod: schema.Pod) -> list[ContainerView]:
+    out = []
+    for kind, cs in _statuses(pod):
         waiting, terminated = _reasons(cs)
-        containers.append(
+        out.append(
             ContainerView(
                 name=cs.name or "",
                 image=cs.image or "",
                 ready=bool(cs.ready),
                 waiting=waiting,
                 terminated=terminated,
+                kind=kind,
             )
         )
+    return out
+
+
+def pod_state(
+    pod: schema.Pod, workload: str, shape: schema.PodSchema, node_ready: Mapping[str, bool]
+) -> PodState:
+    """A pod as the rules see it; its labels and annotations are those the rules name."""
+    meta, spec = pod.metadata, pod.spec
+    containers = _containers(pod)
     return PodState(
         namespace=meta.namespace or "",
         name=meta.name or "",
@@ -290,7 +309,7 @@ def _pod_signals(
 def _container_signals(pod: schema.Pod, screen: Screen) -> int:
     """The containers' part of `screen.signals(pod_state(pod, …))` (the log tail aside)."""
     names, out = screen.containers, 0
-    for cs in schema.container_statuses(pod.status):
+    for _, cs in _statuses(pod):
         if (cs.name or "") in names:
             out |= NAMED_CONTAINER
         if not cs.ready:
@@ -1164,6 +1183,7 @@ def _with_logs(
                     waiting=c.waiting,
                     terminated=c.terminated,
                     log_tail=raw.decode("utf-8", "replace"),
+                    kind=c.kind,
                 )
             except ClusterError as exc:
                 if exc.status == 403:

@@ -20,10 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.core.checks.rules import ContainerView, EventMatch, PodState, Rule, fill_remediation
+from bot.core.kube.objects import APP, INIT, SIDECAR, sidecars
 from bot.core.kube.wire import WContainerStatus, WPod
 from bot.core.rendering import slack_escape
 
 _EMPTY: Mapping[str, str] = {}
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +91,7 @@ def _reason(cs: WContainerStatus) -> tuple[str, str]:
 #: What an unhealthy pod's record keeps for the rules, as a plain tuple (cheap to build at every
 #: event; the `PodState` is built from it only when the rules look): name, node, phase, deleting,
 #: tolerates every taint, labels and annotations (only the keys the rules name), and per container
-#: (name, image, ready, waiting reason, terminated reason).
+#: (name, image, ready, waiting reason, terminated reason, kind: APP, SIDECAR or INIT).
 Facts = tuple[
     str,
     str,
@@ -98,7 +100,7 @@ Facts = tuple[
     bool,
     Mapping[str, str],
     Mapping[str, str],
-    tuple[tuple[str, str, bool, str, str], ...],
+    tuple[tuple[str, str, bool, str, str, str], ...],
 ]
 
 
@@ -112,11 +114,16 @@ def _only(values: Mapping[str, str] | None, keys: frozenset[str]) -> Mapping[str
 def pod_facts(pod: WPod, needs: RuleNeeds) -> Facts:
     """The pod reduced to what the loaded rules read (see `Facts`)."""
     meta, spec, status = pod.metadata, pod.spec, pod.status
-    containers = tuple(
-        (cs.name, cs.image, bool(cs.ready), *_reason(cs))
-        for group in (status.init_container_statuses, status.container_statuses)
-        for cs in group or ()
+    side = (
+        sidecars((c.name, c.restart_policy) for c in spec.init_containers or ())
+        if spec.init_containers
+        else _NONE
     )
+    containers = (
+        *((cs.name, cs.image, bool(cs.ready), *_reason(cs), SIDECAR if cs.name in side else INIT)
+          for cs in status.init_container_statuses or ()),
+        *((cs.name, cs.image, bool(cs.ready), *_reason(cs), APP) for cs in status.container_statuses or ()),
+    )  # fmt: skip
     return (
         meta.name,
         spec.node_name or "",
@@ -145,7 +152,8 @@ def view_of(facts: Facts, namespace: str, workload: str, *, node_ready: bool = T
         labels=labels,
         annotations=annotations,
         containers=tuple(
-            ContainerView(name=c, image=i, ready=r, waiting=w, terminated=t) for c, i, r, w, t in containers
+            ContainerView(name=c, image=i, ready=r, waiting=w, terminated=t, kind=k)
+            for c, i, r, w, t, k in containers
         ),
     )
 

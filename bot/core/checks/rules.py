@@ -45,8 +45,10 @@ from bot.core.checks.patterns import (
     SafePattern,
     compile_pattern,
 )
+from bot.core.kube.objects import APP, ready_count
 from bot.core.validation import YamlValidator, compose_document, read_document, shown
 from bot.errors import ConfigError
+from bot.resources import BUILTIN_TEMPLATES
 
 #: A rules file is a few hundred rules at most.
 MAX_RULES_BYTES = 512 * 1024
@@ -68,6 +70,8 @@ class ContainerView:
     waiting: str = ""
     terminated: str = ""  # the current state's reason, else the last state's
     log_tail: str = ""
+    #: APP, SIDECAR or INIT (bot.core.kube.objects): what kubectl's READY column counts
+    kind: str = APP
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,8 +263,26 @@ class RuleHit:
             objects=objects,
             why=r.explanation.strip() + (f"\nSeen: {self.evidence}" if self.evidence else ""),
             fix=fix,
-            source=f"known-issue rule {r.id} ({r.source})" if r.source else f"known-issue rule {r.id}",
+            source=f"known-issue rule {r.id} ({shown_source(r.source)})"
+            if r.source
+            else f"known-issue rule {r.id}",
         )
+
+
+def shown_source(source: str) -> str:
+    """A rule's "path:line" as a report shows it: a built-in file relative to the templates
+    ("templates/rules/known-issues.yaml:117"), a team's file by its name ("our-rules.yaml:12"),
+    never the bot host's absolute path (which means nothing to the reader and tells a stranger
+    how the host is laid out)."""
+    path, sep, line = source.rpartition(":")
+    if not sep or not line.isdigit():
+        path, line = source, ""
+    where = Path(path)
+    try:
+        shown = f"templates/{where.resolve().relative_to(BUILTIN_TEMPLATES.resolve()).as_posix()}"
+    except (ValueError, OSError):
+        shown = where.name or path
+    return f"{shown}:{line}" if line else shown
 
 
 # ----- remediations filled from the finding ----------------------------------------------------------
@@ -458,8 +480,8 @@ def _evidence(m: Match, pod: PodState, c: ContainerView | None) -> str:
     if m.terminated_reasons:
         return f"{c.name} terminated: {c.terminated}"
     if m.not_ready:
-        ready = sum(1 for x in pod.containers if x.ready)
-        return f"{ready}/{len(pod.containers)} containers ready ({c.name} is not)"
+        ready, total = ready_count((x.kind, x.ready) for x in pod.containers)
+        return f"{ready}/{total} containers ready ({c.name} is not)"
     return ""
 
 
@@ -1223,6 +1245,17 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
 def read_rules(path: Path, *, label: str | None = None) -> list[Rule]:
     text = read_document(path, what="rules file", limit=MAX_RULES_BYTES, label=label)
     return parse_rules(text, source=label or str(path))
+
+
+def rules_problems(path: Path) -> tuple[list[Rule], list[str]]:
+    """A rules file checked whole (`upgrade-bot rules check FILE`): its rules, and every problem
+    found in it, each naming its file, line and key (no rules when there is any problem)."""
+    try:
+        return read_rules(path), []
+    except FileNotFoundError:
+        return [], [f"{path}: no such file"]
+    except ConfigError as exc:
+        return [], list(exc.problems)
 
 
 def load_rules(paths: Sequence[Path]) -> list[Rule]:

@@ -106,6 +106,9 @@ class PodSpec(Wire):
     tolerations: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     containers: tuple[PodContainer, ...] | None = None
     volumes: tuple[Volume, ...] | None = None
+    #: The JSON array as it came, decoded by `init_containers` only where the containers are read
+    #: (which of them are sidecars, for kubectl's READY count).
+    init_containers: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
 
 class StateDetail(Wire):
@@ -140,6 +143,13 @@ class PodStatus(Wire):
     #: may read): building every pod's statuses was a sixth of the pods' decoding. A view of the
     #: page's buffer: read it while the page is being reduced, not after.
     container_statuses: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    #: As `container_statuses`, for the init containers (sidecars among them).
+    init_container_statuses: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+
+
+class InitContainer(Wire):
+    name: str | None = None
+    restart_policy: str | None = None
 
 
 class Pod(Wire):
@@ -152,6 +162,7 @@ _Item = TypeVar("_Item")
 _STATUSES = msgspec.json.Decoder(tuple[ContainerStatus, ...] | None)
 _CONDITIONS = msgspec.json.Decoder(tuple[PodCondition, ...] | None)
 _TOLERATIONS = msgspec.json.Decoder(tuple[Toleration, ...] | None)
+_INITS = msgspec.json.Decoder(tuple[InitContainer, ...] | None)
 #: A Ready condition that is True, as the API server writes it (its fields in the Go struct's
 #: order). A JSON string never holds an unescaped quote, so the bytes found are a condition's.
 READY_TRUE = re.compile(rb'"type":"Ready","status":"True"')
@@ -174,6 +185,16 @@ def container_statuses(status: PodStatus) -> tuple[ContainerStatus, ...]:
     """A pod's container statuses, decoded from the page's bytes now; a field of an unexpected
     type is a ClusterError, as it would have been where the page was decoded."""
     return _decoded(_STATUSES, status.container_statuses, "status.containerStatuses")
+
+
+def init_container_statuses(status: PodStatus) -> tuple[ContainerStatus, ...]:
+    """A pod's init container statuses, decoded now (as `container_statuses`)."""
+    return _decoded(_STATUSES, status.init_container_statuses, "status.initContainerStatuses")
+
+
+def init_containers(spec: PodSpec) -> tuple[InitContainer, ...]:
+    """A pod's init containers (name and restartPolicy), decoded now (as `container_statuses`)."""
+    return _decoded(_INITS, spec.init_containers, "spec.initContainers")
 
 
 def tolerations(spec: PodSpec) -> tuple[Toleration, ...]:

@@ -11,7 +11,7 @@ each restart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from bot.core.kube.wire import WPod
@@ -36,6 +36,50 @@ _WAITING_ERRORS = frozenset(
 
 KUBE_SYSTEM = "kube-system"
 
+#: A container's part in a pod, as kubectl's READY column counts it: a regular container (APP), a
+#: sidecar (an init container with `restartPolicy: Always`, which keeps running beside the app
+#: containers), or an init container that runs to its end before them (INIT, not counted).
+APP = "app"
+SIDECAR = "sidecar"
+INIT = "init"
+
+
+def sidecars(init_containers: Iterable[tuple[str, str | None]]) -> frozenset[str]:
+    """The names of the sidecars among a pod's init containers, from (name, restartPolicy) pairs."""
+    return frozenset(name for name, policy in init_containers if policy == "Always")
+
+
+def ready_count(containers: Iterable[tuple[str, bool]]) -> tuple[int, int]:
+    """(ready, total) of a pod's (kind, ready) containers, as `kubectl get pods` shows READY.
+
+    kubectl counts the regular containers and, since 1.28, the sidecars; an init container that
+    runs to its end is not counted (a pod with one init container and 3 containers, 2 of them
+    ready, is 2/3 — never 2/4). The watch's card, its known-issue evidence and `check` all count
+    with this function, so one pod reads the same everywhere.
+    """
+    ready = total = 0
+    for kind, is_ready in containers:
+        if kind == INIT:
+            continue
+        total += 1
+        if is_ready:
+            ready += 1
+    return ready, total
+
+
+def pod_ready_count(pod: WPod) -> tuple[int, int]:
+    """`ready_count` of a pod as the watch decodes it (its spec names the sidecars)."""
+    side = sidecars((c.name, c.restart_policy) for c in pod.spec.init_containers or ())
+    return ready_count(
+        [
+            *(
+                (SIDECAR if cs.name in side else INIT, bool(cs.ready))
+                for cs in pod.status.init_container_statuses or ()
+            ),
+            *((APP, bool(cs.ready)) for cs in pod.status.container_statuses or ()),
+        ]
+    )
+
 
 def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
     """The pod's health class and a short detail (kubectl's STATUS word), or None if healthy.
@@ -52,6 +96,7 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
         return ERROR, status.reason or "Failed"
     worst: tuple[str, str] | None = None
     inits = status.init_container_statuses or ()
+    side = sidecars((c.name, c.restart_policy) for c in pod.spec.init_containers or ())
     init_done = True
     for cs in inits:
         state = cs.state
@@ -59,6 +104,8 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
         terminated = state.terminated if state else None
         if terminated is not None and terminated.exit_code == 0:
             continue
+        if cs.name in side and waiting is None and terminated is None:
+            continue  # a sidecar that has started runs beside the app containers (kubectl ≥ 1.28)
         init_done = False
         if waiting is not None and waiting.reason == "CrashLoopBackOff":
             return CRASHLOOP, "Init:CrashLoopBackOff"
@@ -79,13 +126,9 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
         return INIT, f"Init:{done}/{len(inits)}"
     all_ready = True
     restarted = False
-    ready = total = 0
     for cs in status.container_statuses or ():
-        total += 1
         if not cs.ready:
             all_ready = False
-        else:
-            ready += 1
         if cs.restart_count:
             restarted = True
         state = cs.state
@@ -113,7 +156,8 @@ def classify(pod: WPod, previous: str | None = None) -> tuple[str, str] | None:
         return worst
     if phase == "Pending" or not phase:
         return PENDING, _pending_detail(pod)
-    if phase == "Running" and not all_ready:
+    ready, total = pod_ready_count(pod)
+    if phase == "Running" and (not all_ready or ready < total):
         return NOT_READY, f"{ready}/{total} containers ready"
     return None
 

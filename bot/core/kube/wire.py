@@ -145,8 +145,15 @@ class WPodCondition(Wire):
     last_transition_time: str | None = None  # the Ready condition's: since when a pod is not ready
 
 
+class WInitContainer(Wire):
+    # Only what tells a sidecar (restartPolicy: Always) from an init container that runs to its end.
+    name: str = ""
+    restart_policy: str | None = None
+
+
 class WPodSpec(Wire):
     node_name: str | None = None
+    init_containers: tuple[WInitContainer, ...] | None = None
     tolerations: tuple[Toleration, ...] | None = None  # for the rules: "tolerates every taint"
 
 

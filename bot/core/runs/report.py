@@ -146,11 +146,36 @@ class Report:
     gaps: tuple[str, ...] = field(default=())
     #: The unhealthy pods over time (empty for a run recorded before the watches sampled).
     pods_over_time: tuple[PodCount, ...] = ()
+    #: When some watch of the run was sampling (its first sample → its end, merged); outside them
+    #: nothing was sampled, and the chart leaves a gap there rather than draw a count.
+    sampled_spans: tuple[tuple[datetime, datetime], ...] = ()
     known_issues: tuple[KnownIssueMark, ...] = ()
 
     @property
     def groups(self) -> list[str]:
         return list(dict.fromkeys(n.group for n in self.nodes))
+
+    @property
+    def sampled(self) -> tuple[tuple[datetime, datetime], ...]:
+        """`sampled_spans`, or one span over the samples for a report built without them."""
+        if self.sampled_spans or not self.pods_over_time:
+            return self.sampled_spans
+        return ((self.pods_over_time[0].at, max(self.ended_at, self.pods_over_time[-1].at)),)
+
+    @property
+    def unsampled(self) -> list[tuple[datetime, datetime]]:
+        """The stretches of the run when no watch sampled (the chart's gaps), once any watch did."""
+        if not self.pods_over_time:
+            return []
+        out = []
+        at = self.started_at
+        for start, stop in self.sampled:
+            if start > at:
+                out.append((at, start))
+            at = max(at, stop)
+        if at < self.ended_at:
+            out.append((at, self.ended_at))
+        return out
 
 
 def _when(value: object) -> datetime | None:
@@ -240,11 +265,13 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
                 findings.append(f"known issue {rule[1]} on {rule[2]}")
                 if ref.claimed_at is not None:
                     marks.append(KnownIssueMark(at=ref.claimed_at, rule=rule[1], workload=rule[2]))
-    series = _pods_over_time([(w.ended_at, store.watch_samples(w.id)) for w in run_watches])
-    notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note)
+    sampled = [(w.ended_at, store.watch_samples(w.id)) for w in run_watches]
+    series = _pods_over_time(sampled)
+    notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note) + run_notes(audit)
     for s in steps:
         if str(s.state) == "failed":
             findings.append(f"{s.step_id} failed" + (f": {s.note}" if s.note else ""))
+    findings += skipped_failures(audit, {s.step_id for s in steps if str(s.state) == "skipped"})
     times = [t for b in bars for t in (b.opened_at, b.started_at, b.finished_at) if t is not None]
     times += [t for b in bars for _, start, stop in b.segments for t in (start, stop) if t is not None]
     started = min([run.created_at, *times])
@@ -287,6 +314,7 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
         audit=tuple(audit[-AUDIT_EXCERPT:]),
         gaps=tuple(gaps),
         pods_over_time=tuple(series),
+        sampled_spans=tuple(_sampled_spans(sampled, ended)),
         known_issues=tuple(sorted(dict.fromkeys(marks), key=lambda m: m.at)),
     )
 
@@ -309,6 +337,62 @@ def _pods_over_time(
             for cls, pods in samples[i][1].items():
                 total[cls] = total.get(cls, 0) + pods
         out.append(PodCount(at=t, counts=total))
+    return out
+
+
+def _sampled_spans(
+    watches: Sequence[tuple[datetime | None, Sequence[tuple[datetime, Mapping[str, int]]]]],
+    until: datetime,
+) -> list[tuple[datetime, datetime]]:
+    """When some watch was sampling: each watch from its first sample to its end (`until` while it
+    runs), overlapping spans merged."""
+    spans = sorted((samples[0][0], ended or until) for ended, samples in watches if samples)
+    merged: list[tuple[datetime, datetime]] = []
+    for start, stop in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def run_notes(audit: Sequence[AuditEntry]) -> tuple[str, ...]:
+    """The `/upgrade note` entries of the run, oldest first: "<UTC time> <who>: <text>".
+
+    A note is an event of the run (bot.core.runs.machine.note) kept only as its audit row, whose
+    detail is the text followed by the plan's local time ("… [2026-11-28 22:05 Asia/Tokyo]");
+    the report states times in UTC, so that suffix is dropped.
+    """
+    out = []
+    for entry in audit:
+        if entry.kind != "run" or entry.subcommand != "note" or entry.outcome != "ok":
+            continue
+        out.append(f"{_dt(entry.at)} {entry.user_id}: {_text(entry)}")
+    return tuple(out)
+
+
+def _text(entry: AuditEntry) -> str:
+    """A run event's audit detail without the plan's local time the audit row ends with."""
+    text = entry.detail
+    if text.endswith("]") and " [" in text:
+        text = text[: text.rindex(" [")]
+    return text
+
+
+def skipped_failures(audit: Sequence[AuditEntry], skipped: set[str]) -> list[str]:
+    """What each failed-then-skipped step found, from the audit trail: skipping replaces the
+    step's note with the skip's reason, so a skipped check's findings (its Required ids and
+    objects) and a skipped diff's regressions would otherwise be missing from the report."""
+    failed: dict[str, str] = {}
+    out = []
+    for entry in audit:
+        if entry.kind != "run" or entry.arguments not in skipped:
+            continue
+        if entry.subcommand == "step_failed":
+            failed[entry.arguments] = _text(entry)
+        elif entry.subcommand == "step_skipped" and entry.arguments in failed:
+            why = failed.pop(entry.arguments)
+            out.append(f"{entry.arguments} failed and was skipped by {entry.user_id} ({_text(entry)}): {why}")
     return out
 
 
@@ -458,6 +542,13 @@ def to_markdown(report: Report) -> str:
             "| none | 0 | — |"
         ]
         out += [""]
+        gaps = report.unsampled
+        if gaps:
+            out += [
+                "Not sampled (no watch ran; the chart leaves these blank): "
+                + ", ".join(f"{_dt(a)} – {_dt(b)}" for a, b in gaps),
+                "",
+            ]
         out += [
             f"- known issue {_cell(m.rule)} on {_cell(m.workload)} at {_dt(m.at)}"
             for m in report.known_issues

@@ -320,7 +320,7 @@ def _nodes(
                 kind=EXPECTED,
                 category="nodes replaced",
                 subject=subject,
-                detail=f"{len(gone)} old nodes replaced by {len(new)} new ({_few(gone)} → {_few(new)})",
+                detail=f"{_count(len(gone), 'old node')} replaced by {len(new)} new ({_few(gone)} → {_few(new)})",
             )
         elif new:
             yield Finding(
@@ -351,7 +351,7 @@ def _nodes(
             )
         elif len(a) < len(b):
             missing = len(b) - len(a)
-            what = "is gone" if not a else f"has {len(a)} nodes, had {len(b)}"
+            what = "is gone" if not a else f"has {_count(len(a), 'node')}, had {len(b)}"
             yield Finding(
                 kind=REGRESSION,
                 category="node missing",

@@ -954,6 +954,7 @@ class WatchState:
                         waiting=c.waiting,
                         terminated=c.terminated,
                         log_tail=tail,
+                        kind=c.kind,
                     )
                     changed = True
                 containers.append(c)

@@ -49,7 +49,7 @@ from bot.core.watches.milestones import (
     parse_finding_key,
 )
 from bot.core.watches.model import StopRules, Summary, Target, WatchSpec, WatchState
-from bot.core.watches.verdict import TARGET_OPEN, TARGET_REACHED, Verdict, verdict
+from bot.core.watches.verdict import TARGET_OPEN, TARGET_REACHED, Verdict, said, verdict
 from bot.errors import BotError, Fenced, UserError
 from bot.records import WatchRow
 
@@ -248,7 +248,7 @@ class WatchService:
     def request_end(self, watch_id: int, *, by: str) -> WatchRow:
         row = self.get(watch_id)
         if row.state != "live" or not self.store.request_watch_end(watch_id, by=by):
-            raise UserError(f"watch {watch_id} has already ended ({row.end_reason or 'ended'})")
+            raise UserError(f"watch {watch_id} has already ended ({said(row.end_reason or '') or 'ended'})")
         self._changed()
         return self.get(watch_id)
 
@@ -497,7 +497,7 @@ class WatchService:
         try:
             if reason.startswith(TARGET_OPEN + ":"):
                 ok = self.steps.succeeds_with_open_findings(row.run_id, row.step_id)
-            self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=f"watch {row.id}: {reason}")
+            self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=f"watch {row.id}: {said(reason)}")
         except BotError as exc:
             log.warning("watch %s: step %s of run %s: %s", row.id, row.step_id, row.run_id, exc.user_message)
 
@@ -544,7 +544,7 @@ class WatchService:
     def _final_text(self, summary: Summary, spec: WatchSpec, v: Verdict, reason: str, now: datetime) -> str:
         groups = ", ".join(f"{g.name} {g.on_target}/{g.total}" for g in summary.groups) or "no nodes"
         return (
-            f":checkered_flag: Watch ended — {reason}. Final: {len(summary.nodes)} nodes ({groups}), "
+            f":checkered_flag: Watch ended — {said(reason)}. Final: {len(summary.nodes)} nodes ({groups}), "
             f"{summary.pods} pods, {summary.unhealthy_pods} unhealthy."
         )
 

@@ -32,6 +32,26 @@ TARGET_OPEN = "target_reached_with_open_findings"
 OPEN_FINDINGS = "open_findings"
 FINAL = frozenset({TARGET_REACHED, TARGET_OPEN, STOPPED, TIMED_OUT})
 
+#: The states as people read them (an end reason is stored as "<state>: <reason>", and the code
+#: reads the state back; the thread, the card and the step's line say the words).
+STATE_WORDS = {
+    RUNNING: "running",
+    TARGET_REACHED: "target reached",
+    TARGET_OPEN: "target reached with open findings",
+    STOPPED: "stopped",
+    TIMED_OUT: "timed out",
+}
+
+
+def said(end_reason: str) -> str:
+    """A stored end reason ("target_reached_with_open_findings: 1 open finding: …") in words
+    ("target reached with open findings: 1 open finding: …"); other text unchanged."""
+    state, sep, rest = end_reason.partition(": ")
+    if sep and state in STATE_WORDS:
+        return f"{STATE_WORDS[state]}: {rest}"
+    return STATE_WORDS.get(end_reason, end_reason)
+
+
 _EPISODE_WORDS = {"crashloop": "CrashLoopBackOff", "imagepull": "ImagePullBackOff/ErrImagePull"}
 
 

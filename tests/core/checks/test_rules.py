@@ -22,6 +22,7 @@ from bot.core.checks.rules import (
     match_rules,
     parse_rules,
     read_rules,
+    rules_problems,
 )
 from bot.errors import ConfigError
 from bot.resources import BUILTIN_RULES
@@ -75,6 +76,14 @@ def test_every_problem_of_a_rules_file_is_named_with_its_line(tmp_path: Path) ->
     v = err.value.user_message
     assert v.startswith(f"{path}:4: rules[0].match.log.regex: '(unclosed' is not a regular expression")
     assert v.endswith("(and 8 more problem(s))")
+    # `rules check` lists them all, each with its line.
+    rules, problems = rules_problems(path)
+    assert rules == []
+    assert len(problems) == 9
+    assert problems[0] == v.removesuffix(" (and 8 more problem(s))")
+    assert all(re.match(rf"{re.escape(str(path))}:\d+: rules\[\d\]", p) for p in problems), problems
+    assert any(p.startswith(f"{path}:10: rules[1].severity: expected") for p in problems), problems
+    assert rules_problems(tmp_path / "nope.yaml") == ([], [f"{tmp_path / 'nope.yaml'}: no such file"])
 
 
 GOOD = """  - id: KI100
@@ -457,3 +466,21 @@ def test_what_a_finding_does_not_know_stays_a_visible_slot() -> None:
         fill_remediation(patch, namespace="shop")
         == 'kubectl -n shop patch pdb PDB -p \'{"spec":{"maxUnavailable":1}}\''
     )
+
+
+def test_a_findings_source_names_the_rules_file_not_the_bot_hosts_path(tmp_path: Path) -> None:
+    state = pod(
+        "worker-0",
+        "Deployment payments/worker",
+        "payments",
+        annotations={"vault.hashicorp.com/agent-inject": "true"},
+        containers=(ContainerView(name="worker"), ContainerView(name="vault-agent", ready=False)),
+    )
+    (hit,) = match_rules(SHIPPED, [state], [], NOW)
+    line = hit.rule.source.rsplit(":", 1)[1]
+    assert hit.finding().source == f"known-issue rule KI004 (templates/rules/known-issues.yaml:{line})"
+    team = tmp_path / "team-rules.yaml"
+    team.write_text(BUILTIN_RULES.read_text())
+    (hit,) = match_rules(read_rules(team), [state], [], NOW)
+    assert hit.finding().source == f"known-issue rule KI004 (team-rules.yaml:{line})"
+    assert str(tmp_path) not in hit.finding().source

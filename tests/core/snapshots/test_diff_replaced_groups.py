@@ -116,7 +116,22 @@ def test_a_plans_diff_step_names_the_replacement_the_diff_cannot_infer(tmp_path:
     assert step("snapshot", label="post").ok
     unnamed = step("diff", before="pre", after="post")
     assert not unnamed.ok
-    assert "node missing — node group logging" in unnamed.detail
+    assert unnamed.detail == (
+        "diff: 1 regression(s), 7 expected change(s): node missing — node group logging"
+    )
+    # Every regression is named (the run report keeps this line of a diff that was skipped past).
+    world.update(objects=copy.deepcopy(base_objects()), version="v1.29.4")
+    assert step("snapshot", label="again").ok
+    world.update(objects={**after, "pods": []}, version="v1.30.2")
+    assert step("snapshot", label="empty").ok
+    empty = step("diff", before="again", after="empty")
+    total = int(empty.detail.removeprefix("diff: ").split(" ", 1)[0])
+    assert total > 1
+    listed = empty.detail.split(": ", 2)[2].split("; ")
+    more = int(listed.pop().split()[1]) if listed[-1].startswith("…and ") else 0
+    assert len(listed) > 1
+    assert len(listed) + more == total
+    assert all(" — " in entry for entry in listed)
     named = step("diff", before="pre", after="post", replaces="logging-1-30=logging")
     assert named.ok, named.detail
     assert named.detail.startswith("diff: 0 regression(s)")
@@ -130,3 +145,12 @@ def test_the_diff_steps_replaces_is_checked_when_the_plan_is_loaded() -> None:
         check({"replaces": "others"})
     with pytest.raises(UserError, match="names the same group twice"):
         check({"replaces": "a=a"})
+
+
+def test_a_group_of_one_node_is_said_in_the_singular() -> None:
+    after = copy.deepcopy(upgraded())
+    after["nodes"] = [n for n in after["nodes"] if n["metadata"]["name"] != "log-1"]
+    after["nodes"].append(node("log-2", "logging", kubelet="v1.30.2"))
+    report = diff(snap(base_objects(), "pre"), snap(after, "post", version="v1.30.2"))
+    replaced = {f.subject: f.detail for f in report.expected if f.category == "nodes replaced"}
+    assert replaced["node group logging"] == "1 old node replaced by 1 new (log-1 → log-2)"

@@ -181,3 +181,13 @@ def test_a_replaced_groups_nodes_count_as_old_nodes_of_its_replacement() -> None
     plain = WatchState(target_spec(groups=("others-1-25",), nodegroups=("others-1-25",)))
     plain.sync("node", [node("n1", "others-1-25", kubelet="v1.30.2"), node("o1", "others")], at(0))
     assert judge(plain, 30).state == TARGET_REACHED
+
+
+def test_an_end_reason_reaches_people_in_words_not_as_the_states_name() -> None:
+    from bot.core.watches.verdict import said
+
+    assert said("target_reached_with_open_findings: 1 open finding: KI004 payments/worker") == (
+        "target reached with open findings: 1 open finding: KI004 payments/worker"
+    )
+    assert said("timed_out: time limit reached after 2h") == "timed out: time limit reached after 2h"
+    assert said("unwatched by <@U0A>") == "unwatched by <@U0A>"
