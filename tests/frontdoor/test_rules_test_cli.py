@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.checks.test_seed_lines import CLAIMS, CNI002_LINE, NO_SEED_LINE, Seed, seed_text
+from tests.support.seed_lines import CLAIMS, CNI002_LINE, NO_SEED_LINE, Seed, seed_text
 
 UPGRADE_BOT = Path(sys.executable).with_name("upgrade-bot")
 
