@@ -393,6 +393,11 @@ def test_rules_check_validates_a_file_with_file_and_line(tmp_path: Path) -> None
     )
     assert bad.returncode == 2
     assert bad.stderr.startswith(f"{broken}:2: rules[0].explanation: required")
+    # Every problem, each with its line, then how many: not only the first.
+    lines = bad.stderr.strip().splitlines()
+    assert f"{broken}:4: rules[0].match.contaners: unknown key (did you mean 'containers'?)" in lines
+    assert lines[-1] == f"{broken}: {len(lines) - 1} problems"
+    assert len(lines) - 1 >= 4
     assert "Traceback" not in bad.stderr
 
 

@@ -7,8 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bot.core.checks.rules import read_rules
-from bot.errors import ConfigError
+from bot.core.checks.rules import rules_problems
 from bot.frontdoor.cli.options import (
     EXIT_OK,
     EXIT_STATUSES,
@@ -69,13 +68,15 @@ def _test(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     configure_logging(args.log_level or "WARNING", [])
     path = Path(args.file)
-    try:
-        rules = read_rules(path)
-    except FileNotFoundError:
+    if not path.exists():
         print(f"upgrade-bot: {path}: no such file", file=sys.stderr)
         return EXIT_USAGE
-    except ConfigError as exc:
-        print(exc.user_message, file=sys.stderr)
+    rules, problems = rules_problems(path)
+    if problems:
+        # Every problem, each with its line: a team fixes its file in one pass, not one per run.
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", file=sys.stderr)
         return EXIT_USAGE
     print(f"{path}: {len(rules)} rules are valid: {', '.join(r.id for r in rules)}")
     return EXIT_OK
