@@ -18,6 +18,8 @@ whether anything is retried.
     │   └── TemplateError           a template failed to load or render (names template and line)
     ├── Fenced                      this replica's lease epoch is stale: a duty's write refused, it stops
     ├── SlackCallFailed             a Slack Web API call answered `ok: false` (Slack's error code)
+    ├── EvidenceUnavailable         Alertmanager or Prometheus gave no trustworthy answer: the
+    │                               evidence gate's Inconclusive, never a pass
     └── ClusterError                a Kubernetes API call failed; wraps the client's exception
         ├── ClusterUnreachable      the API server did not answer within the timeout
         ├── ClusterForbidden        403: RBAC does not allow it (by design or a missing rule)
@@ -164,6 +166,15 @@ class SlackCallFailed(BotError):
         super().__init__(message or f"Slack refused {method}: {code}")
         self.method = method
         self.code = code
+
+
+class EvidenceUnavailable(BotError):
+    """No trustworthy answer from Alertmanager or Prometheus (unreachable, 401/403, malformed, an
+    empty result, a refused query); `reason` is short and for people (the gate's Inconclusive)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class ClusterError(BotError):

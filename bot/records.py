@@ -88,6 +88,50 @@ class AlertMatcher:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Alert:
+    """One alert as Alertmanager API v2 reports it (`gettableAlert`)."""
+
+    fingerprint: str
+    labels: Mapping[str, str]
+    starts_at: datetime
+    #: "active", "suppressed" (silenced or inhibited) or "unprocessed".
+    state: str
+    silenced_by: tuple[str, ...] = ()
+    inhibited_by: tuple[str, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname", "")
+
+    @property
+    def severity(self) -> str:
+        return self.labels.get("severity", "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Silence:
+    """One silence (`gettableSilence`); `state` is "active", "pending" or "expired"."""
+
+    id: str
+    matchers: tuple[AlertMatcher, ...]
+    starts_at: datetime
+    ends_at: datetime
+    created_by: str
+    comment: str
+    state: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """One element of an instant query's answer: a vector's series or a scalar (no labels)."""
+
+    labels: Mapping[str, str]
+    value: float
+    at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClusterConfig:
     """Where to find one cluster's API server (and, for a managed cluster, its provider's API)."""
 
