@@ -16,6 +16,9 @@ through the control routes:
     DELETE /evidence/alerts   {"labels": {...}}                          it resolves
     POST   /evidence/queries  {"query": PROMQL, "value": 1.5 | null}     a query's answer (null: none)
     POST   /evidence/outage   {"alertmanager": "down"|"401"|"malformed"|"up", "prometheus": …}
+    POST   /evidence/requests {"code": 403, "count": 50, "verb"?: "list", "resource"?: "pods"}
+                              counted in the sim's /metrics `apiserver_request_total`, which the
+                              real Prometheus scrapes: a 4xx spike its rules alert on
 
 The Prometheus facade evaluates no PromQL: it answers each query from that table and, like
 Prometheus for a series that does not exist, an empty vector for any other. Fingerprints are
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.sim.apiserver.metrics import Metrics
 from bot.sim.apiserver.server import Raw, SimHTTPServer
 
 Obj = dict[str, Any]
@@ -325,7 +329,7 @@ def handle_prometheus(
 
 
 def handle_control(
-    ev: Evidence, method: str, path: str, query: dict[str, str], body: bytes
+    ev: Evidence, metrics: Metrics, method: str, path: str, query: dict[str, str], body: bytes
 ) -> tuple[int, Any]:
     rest = path.removeprefix("/evidence").strip("/")
     try:
@@ -344,6 +348,21 @@ def handle_control(
         if rest == "queries" and method == "POST":
             value = data.get("value")
             ev.set_query(str(data["query"]), None if value is None else float(value))
+            return 200, {}
+        if rest == "requests" and method == "POST":
+            count = int(data.get("count", 1))
+            if not 0 < count <= 100_000:
+                return 400, {"error": "count: from 1 to 100000"}
+            for _ in range(count):
+                metrics.request(
+                    verb=str(data.get("verb", "list")),
+                    group=str(data.get("group", "")),
+                    version=str(data.get("version", "v1")),
+                    resource=str(data.get("resource", "pods")),
+                    subresource="",
+                    scope=str(data.get("scope", "cluster")),
+                    code=int(data["code"]),
+                )
             return 200, {}
         if rest == "outage" and method == "POST":
             modes = ("up", "down", "401", "malformed")
@@ -369,4 +388,4 @@ def _all(query: dict[str, str], name: str) -> list[str]:
 def register(server: SimHTTPServer, evidence: Evidence) -> None:
     server.add_route("/alertmanager", lambda m, p, q, b: handle_alertmanager(evidence, m, p, q, b))
     server.add_route("/prometheus", lambda m, p, q, b: handle_prometheus(evidence, m, p, q, b))
-    server.add_route("/evidence", lambda m, p, q, b: handle_control(evidence, m, p, q, b))
+    server.add_route("/evidence", lambda m, p, q, b: handle_control(evidence, server.metrics, m, p, q, b))
