@@ -60,12 +60,12 @@ def backend(request: pytest.FixtureRequest, sim_small: SimCluster) -> Iterator[B
     assert sim_small.sim is not None
     ev = sim_small.sim.evidence
     if request.param == "sim":
+
+        def fire_sim(labels: dict[str, str], at: datetime) -> None:
+            ev.fire(labels, at.timestamp())
+
         yield Backend(
-            "sim",
-            f"{sim_small.url}/alertmanager",
-            f"{sim_small.url}/prometheus",
-            lambda labels, at: ev.fire(labels, at.timestamp()) and None,
-            ev.set_query,
+            "sim", f"{sim_small.url}/alertmanager", f"{sim_small.url}/prometheus", fire_sim, ev.set_query
         )
         return
     # Asked for here, not as a parameter, so the sim half runs without the binaries.
