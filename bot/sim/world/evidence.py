@@ -162,7 +162,6 @@ class Evidence:
                         "startsAt": _rfc3339(starts),
                         "status": {"inhibitedBy": [], "mutedBy": [], "silencedBy": silenced, "state": state},
                         "updatedAt": _rfc3339(now),
-                        "generatorURL": "",
                         "labels": dict(labels),
                     }
                 )
@@ -233,8 +232,9 @@ class Evidence:
             s = self.silences.get(silence_id)
             if s is None:
                 return 404, f"silence {silence_id} not found"
+            # Alertmanager 0.35 answers 200 for a silence already expired, and leaves it be.
             if self._state(s, now) == "expired":
-                return 500, f"silence {silence_id} already expired"
+                return 200, None
             s.ends_at = now
             s.updated_at = now
         return 200, None
