@@ -20,6 +20,8 @@ whether anything is retried.
     ├── Fenced                      this replica's lease epoch is stale: a duty's write refused, it stops
     │   └── LeaseLapsed             its lease has too little time left for a call outside (Slack, Kubernetes, AWS)
     ├── SlackCallFailed             a Slack Web API call answered `ok: false` (Slack's error code)
+    ├── EvidenceUnavailable         Alertmanager or Prometheus gave no trustworthy answer: the
+    │                               evidence gate's Inconclusive, never a pass
     └── ClusterError                a Kubernetes API call failed; wraps the client's exception
         ├── ClusterUnreachable      the API server did not answer within the timeout
         ├── ClusterForbidden        403: RBAC does not allow it (by design or a missing rule)
@@ -191,6 +193,15 @@ class SlackCallFailed(BotError):
         super().__init__(message or f"Slack refused {method}: {code}")
         self.method = method
         self.code = code
+
+
+class EvidenceUnavailable(BotError):
+    """No trustworthy answer from Alertmanager or Prometheus (unreachable, 401/403, malformed, an
+    empty result, a refused query); `reason` is short and for people (the gate's Inconclusive)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class ClusterError(BotError):

@@ -59,6 +59,79 @@ class EksProvider:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SignalSource:
+    """Where one of a cluster's evidence servers answers: `clusters.NAME.alertmanager` or
+    `clusters.NAME.prometheus`. The token file is read on each request, so a rotated token is
+    picked up without a restart; `ca_file` verifies a private CA (system roots otherwise)."""
+
+    url: str
+    bearer_token_file: Path | None = None
+    ca_file: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertMatcher:
+    """One Alertmanager matcher, `cluster="prod"` or `team=~"infra|sre"`: the same four operators
+    as Alertmanager's own (`=`, `!=`, `=~`, `!~`), in the v2 API's silence-matcher shape."""
+
+    name: str
+    value: str
+    is_regex: bool = False
+    is_equal: bool = True
+
+    def __str__(self) -> str:
+        op = ("=" if self.is_equal else "!") + ("~" if self.is_regex else "")
+        if op == "!":
+            op = "!="
+        value = self.value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'{self.name}{op}"{value}"'
+
+
+@dataclass(frozen=True, kw_only=True)
+class Alert:
+    """One alert as Alertmanager API v2 reports it (`gettableAlert`)."""
+
+    fingerprint: str
+    labels: Mapping[str, str]
+    starts_at: datetime
+    #: "active", "suppressed" (silenced or inhibited) or "unprocessed".
+    state: str
+    silenced_by: tuple[str, ...] = ()
+    inhibited_by: tuple[str, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname", "")
+
+    @property
+    def severity(self) -> str:
+        return self.labels.get("severity", "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Silence:
+    """One silence (`gettableSilence`); `state` is "active", "pending" or "expired"."""
+
+    id: str
+    matchers: tuple[AlertMatcher, ...]
+    starts_at: datetime
+    ends_at: datetime
+    created_by: str
+    comment: str
+    state: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """One element of an instant query's answer: a vector's series or a scalar (no labels)."""
+
+    labels: Mapping[str, str]
+    value: float
+    at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClusterConfig:
     """Where to find one cluster's API server (and, for a managed cluster, its provider's API)."""
 
@@ -70,6 +143,11 @@ class ClusterConfig:
     request_timeout: float = 10.0
     #: `provider: {eks: {…}}`: the EKS checks read the cloud's side through the `aws` extra.
     eks: EksProvider | None = None
+    #: The evidence gate's sources (docs/evidence-gate.md); None when the cluster names none.
+    alertmanager: SignalSource | None = None
+    prometheus: SignalSource | None = None
+    #: Scopes Alertmanager's alerts to this cluster; empty: every alert counts.
+    alert_matchers: tuple[AlertMatcher, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,6 +23,7 @@ from bot.core.announcements import timing as _announcements
 from bot.core.checks.findings import Cover, valid_id
 from bot.core.checks.ids import FindingIds, builtin_findings, finding_ids
 from bot.core.durations import parse_duration
+from bot.core.evidence.matchers import parse_matcher
 from bot.core.people import CHANNEL_ID
 from bot.core.validation import (
     NAME_PATTERN,
@@ -33,7 +34,7 @@ from bot.core.validation import (
     shown,
 )
 from bot.errors import ConfigError
-from bot.records import ClusterConfig, EksProvider
+from bot.records import AlertMatcher, ClusterConfig, EksProvider, SignalSource
 from bot.resources import BUILTIN_RULES, BUILTIN_TEMPLATES
 
 _T = TypeVar("_T")
@@ -540,7 +541,17 @@ _TOP_KEYS = {
     "checks",
     "outbox",
 }
-_CLUSTER_KEYS = {"kubeconfig", "context", "in_cluster", "request_timeout", "provider"}
+_CLUSTER_KEYS = {
+    "kubeconfig",
+    "context",
+    "in_cluster",
+    "request_timeout",
+    "provider",
+    "alertmanager",
+    "prometheus",
+    "alert_matchers",
+}
+_SIGNAL_KEYS = {"url", "bearer_token_file", "ca_file"}
 _PROVIDERS = {"eks"}
 _EKS_KEYS = {"name", "region", "endpoint_url"}
 _EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
@@ -576,6 +587,51 @@ def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | None
     return EksProvider(name=name, region=region, endpoint_url=endpoint)
 
 
+def _signal_source(v: YamlValidator, key: str, node: yaml.Node, base_dir: Path) -> SignalSource | None:
+    """`alertmanager:` / `prometheus:` `{url, bearer_token_file?, ca_file?}`: the files must exist
+    now, so a typo is caught at start rather than as an Inconclusive gate on upgrade day."""
+    s = v.mapping(node, key, _SIGNAL_KEYS)
+    if not s:
+        if isinstance(node, yaml.MappingNode):
+            v.error(node, f"{key}.url", "missing key")
+        return None
+    url = v.string(s.get("url"), f"{key}.url")
+    if "url" not in s:
+        v.error(node, f"{key}.url", "missing key")
+    elif url is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", url):
+        v.error(s["url"], f"{key}.url", f"{shown(url)} is not an http(s) URL")
+        url = None
+    files: dict[str, Path | None] = {}
+    for k in ("bearer_token_file", "ca_file"):
+        path = v.path(s.get(k), f"{key}.{k}", base_dir)
+        if path is not None and not path.is_file():
+            v.error(s[k], f"{key}.{k}", f"no such file: {path}")
+            path = None
+        files[k] = path
+    if url is None:
+        return None
+    return SignalSource(
+        url=url.rstrip("/"), bearer_token_file=files["bearer_token_file"], ca_file=files["ca_file"]
+    )
+
+
+def _alert_matchers(v: YamlValidator, key: str, node: yaml.Node) -> tuple[AlertMatcher, ...]:
+    """`alert_matchers: ['cluster="prod"']`: Alertmanager's matcher syntax, one per item."""
+    if not isinstance(node, yaml.SequenceNode):
+        v.error(node, key, "expected a list of matchers like 'cluster=\"prod\"'")
+        return ()
+    out: list[AlertMatcher] = []
+    for i, item in enumerate(node.value):
+        text = v.string(item, f"{key}[{i}]")
+        if text is None:
+            continue
+        try:
+            out.append(parse_matcher(text))
+        except ValueError as exc:
+            v.error(item, f"{key}[{i}]", str(exc))
+    return tuple(out)
+
+
 def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> ClusterConfig:
     key = f"clusters.{name}"
     if not NAME_PATTERN.match(name):
@@ -590,6 +646,15 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
         v.error(node, f"{key}.kubeconfig", "missing key (or set in_cluster: true)")
     timeout = v.number(c.get("request_timeout"), f"{key}.request_timeout", low=0.5, high=300)
     eks = _provider(v, f"{key}.provider", c["provider"]) if "provider" in c else None
+    alertmanager = (
+        _signal_source(v, f"{key}.alertmanager", c["alertmanager"], base_dir) if "alertmanager" in c else None
+    )
+    prometheus = (
+        _signal_source(v, f"{key}.prometheus", c["prometheus"], base_dir) if "prometheus" in c else None
+    )
+    matchers = (
+        _alert_matchers(v, f"{key}.alert_matchers", c["alert_matchers"]) if "alert_matchers" in c else ()
+    )
     return ClusterConfig(
         name=name,
         kubeconfig=kubeconfig,
@@ -597,6 +662,9 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
         in_cluster=bool(in_cluster),
         request_timeout=timeout if timeout is not None else 10.0,
         eks=eks,
+        alertmanager=alertmanager,
+        prometheus=prometheus,
+        alert_matchers=matchers,
     )
 
 

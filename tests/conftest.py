@@ -24,6 +24,7 @@ pytest_plugins: list[str] = [
     "tests.support.testbed",
     "tests.support.sim_fixtures",
     "tests.support.helm",
+    "tests.support.observability",
     "tests.support.tiers",
 ]
 

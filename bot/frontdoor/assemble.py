@@ -28,6 +28,7 @@ from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.duties import Duties
+from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.eks import EksAccess
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
@@ -162,7 +163,17 @@ def assemble(
             client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=AWS_CALL_TIMEOUT
         ),
     )
-    job_registry = default_jobs(labels, rules, eks=eks)
+    # The evidence gate's Alertmanagers (`clusters.NAME.alertmanager`), scoped by alert_matchers.
+    from bot.adapters.alertmanager import Alertmanager
+
+    evidence = Evidence(
+        {
+            c.name: (Alertmanager(c.alertmanager), c.alert_matchers)
+            for c in settings.clusters.values()
+            if c.alertmanager is not None
+        }
+    )
+    job_registry = default_jobs(labels, rules, eks=eks, evidence=evidence)
     deliveries = None
     if poster is not None:
         deliveries = Deliveries(

@@ -46,6 +46,7 @@ from bot.sim.controllers.scheduler import Scheduler
 from bot.sim.controllers.workloads import DaemonSets, Deployments, ReplicaSets, StatefulSets
 from bot.sim.world import aws as aws_world
 from bot.sim.world import control_http
+from bot.sim.world import evidence as evidence_world
 from bot.sim.world.cloud import Cloud
 from bot.sim.world.control import Control
 from bot.sim.world.injection import Injectors
@@ -156,6 +157,8 @@ class Sim:
             self.engine.run_due()
             self.store.compact()
             self.engine.every(HOUSEKEEPING_SECONDS, self._housekeeping, key="housekeeping")
+            #: What the Alertmanager and Prometheus facades answer (/alertmanager, /prometheus).
+            self.evidence = evidence_world.Evidence(now=self.clock.now)
             #: The AWS APIs of an EKS scenario (served under /aws), None for a scenario without them.
             self.aws: aws_world.AwsWorld | None = None
             if scenario.aws is not None:
@@ -219,6 +222,7 @@ class SimCluster:
             bookmark_interval=sim.bookmark_interval,
         )
         control_http.register(self._server, sim.control)
+        evidence_world.register(self._server, sim.evidence)
         if sim.aws is not None:
             aws_world.register(self._server, sim.aws)
         self.sim.port = self._server.port

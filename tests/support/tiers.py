@@ -44,6 +44,7 @@ FIXTURES: dict[str, str] = {
     "kubectl": "process",
     "helm": "process",
     "chromium": "process",
+    "observability": "process",
 }
 # Names in a test's or a fixture's source that start something.
 NAMES: dict[str, tuple[str, ...]] = {

@@ -12,10 +12,12 @@ kinds and its help all derive from it. Adding a kind is one `JobKind` here and i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from bot.core.checks.rules import Rule
+from bot.core.jobs.alerts import AlertsJob, Evidence
+from bot.core.jobs.alerts import check_args as _check_alerts
 from bot.core.jobs.base import Job, JobRegistry
 from bot.core.jobs.common import (
     MAX_SELECTOR,
@@ -62,6 +64,8 @@ class JobDeps:
     labels: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
     eks: Callable[[str], EksActs] = no_eks
+    #: The clusters' Alertmanagers (the evidence gate); without one, `alerts` refuses.
+    evidence: Evidence = field(default_factory=Evidence)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -305,6 +309,16 @@ KINDS: tuple[JobKind, ...] = (
         check=_check_eks_addon,
         make=lambda deps: EksUpdateAddonJob(deps.eks, deps.labels),
     ),
+    JobKind(
+        name="alerts",
+        summary="no new alerts: pass after `settle` with none new since the step began, fail on a new "
+        "critical one or at `timeout`; no answer from Alertmanager asks people (docs/evidence-gate.md)",
+        optional=frozenset({"settle", "ignore", "timeout"}),
+        mutating=False,
+        command=False,
+        check=_check_alerts,
+        make=lambda deps: AlertsJob(lambda: deps.evidence),
+    ),
 )
 
 #: What `/upgrade action` offers outside a plan, in the command's order.
@@ -316,11 +330,20 @@ def job_kind(name: str) -> JobKind | None:
 
 
 def default_jobs(
-    node_group_labels: Sequence[str], rules: Sequence[Rule] = (), *, eks: EksAccess | None = None
+    node_group_labels: Sequence[str],
+    rules: Sequence[Rule] = (),
+    *,
+    eks: EksAccess | None = None,
+    evidence: Evidence | None = None,
 ) -> JobRegistry:
     """Every job kind; `node_group_labels` are the settings' node-group label keys, in priority
     order (how `nodegroup: NAME` finds a group's nodes); `rules`, the known-issue rules a drain
     matches the eviction API's refusals against, and a restart or a drain names in its failure
     lines; `eks`, the clusters' EKS providers (without it every EKS action refuses)."""
-    deps = JobDeps(labels=tuple(node_group_labels), rules=tuple(rules), eks=eks or no_eks)
+    deps = JobDeps(
+        labels=tuple(node_group_labels),
+        rules=tuple(rules),
+        eks=eks or no_eks,
+        evidence=evidence or Evidence(),
+    )
     return JobRegistry(jobs={kind.name: kind.make(deps) for kind in KINDS})

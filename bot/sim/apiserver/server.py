@@ -269,7 +269,9 @@ class Handler(BaseHTTPRequestHandler):
                     self._error(err)
                     return
             if extra is not None:
-                status, payload = extra(method, path, query, body)
+                # The raw query string too, under "?" (never a parameter's name): the evidence
+                # facades read repeated parameters (Alertmanager's `filter`).
+                status, payload = extra(method, path, {**query, "?": url.query}, body)
                 if isinstance(payload, Raw):
                     self._send(status, payload.body, payload.content_type, payload.headers)
                 else:

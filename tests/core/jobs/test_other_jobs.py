@@ -27,6 +27,7 @@ LABELS = ("eks.amazonaws.com/nodegroup",)
 def test_the_registry_maps_every_kind_plans_use() -> None:
     registry = default_jobs(LABELS)
     assert sorted(registry.jobs) == [
+        "alerts",
         "cordon",
         "delete-pod",
         "drain",

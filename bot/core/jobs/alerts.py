@@ -1,0 +1,217 @@
+"""The `alerts` job: "no new alerts" (`alerts: {settle: 10m, ignore: REGEX, timeout: 30m}`), judged
+by `bot.core.evidence.judge.judge_alerts` against the cluster's Alertmanager. It writes nothing.
+
+The baseline is what fires when the job is planned (fingerprint, labels, startsAt), stored in its
+progress, so a resumed job compares against the same set. A new alert — a fingerprint not in the
+baseline that started after the step began, silenced or not — that is critical fails the step at
+once; the step passes after `settle` with nothing new and fails at `timeout` while new ones fire.
+
+No data never passes: when Alertmanager gives no trustworthy answer the job stops and asks people
+(`Choice` keyed `evidence_inconclusive:…`, the distinct pause kind): Wait (check again), Waive
+(with a reason), or Abort (the step fails).
+
+Progress (JSON):
+
+    {"started": "2026-11-29T14:02:00Z", "settle": 600, "timeout": 1800, "ignore": "",
+     "baseline": {"4a0f…": {"labels": {...}, "startsAt": "…"}}, "quiet_since": null,
+     "inconclusive": 0, "seen": {"new": 0, "pre_existing": 3, "silenced_by_run": 0}}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.core.evidence.judge import AlertBaseline, Outcome, judge_alerts
+from bot.core.evidence.ports import AlertSource
+from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
+from bot.core.jobs.common import duration_arg, iso, timer_start
+from bot.core.kube.objects import parse_iso
+from bot.errors import EvidenceUnavailable, UserError, clip
+from bot.records import AlertMatcher
+
+DEFAULT_SETTLE = timedelta(minutes=10)
+DEFAULT_TIMEOUT = timedelta(minutes=30)
+#: Seconds between polls of Alertmanager.
+POLL = 15.0
+#: The pause kind the paused card shows (pluggable reasons: see docs/evidence-gate.md).
+PAUSE_KIND = "evidence_inconclusive"
+
+
+class Evidence:
+    """Cluster name → its Alertmanager (and the matchers scoping alerts to it), or a refusal."""
+
+    def __init__(
+        self, alertmanagers: Mapping[str, tuple[AlertSource, Sequence[AlertMatcher]]] | None = None
+    ) -> None:
+        self._alertmanagers = dict(alertmanagers or {})
+
+    def alerts(self, cluster: str) -> tuple[AlertSource, tuple[AlertMatcher, ...]]:
+        found = self._alertmanagers.get(cluster)
+        if found is None:
+            raise UserError(f"cluster {cluster} names no alertmanager (clusters.{cluster}.alertmanager)")
+        return found[0], tuple(found[1])
+
+
+def check_args(args: Mapping[str, str]) -> None:
+    duration_arg(args, "settle", DEFAULT_SETTLE)
+    duration_arg(args, "timeout", DEFAULT_TIMEOUT)
+    ignore = str(args.get("ignore", "")).strip()
+    if ignore:
+        try:
+            re.compile(ignore)
+        except re.error as exc:
+            raise UserError(f"ignore: {clip(ignore, 60)!r} is not a regular expression ({exc})") from None
+
+
+def _baseline(progress: Mapping[str, Any]) -> AlertBaseline:
+    raw = progress.get("baseline") or {}
+    alerts = {
+        fp: (dict(v.get("labels") or {}), parse_iso(v.get("startsAt")) or datetime.min)
+        for fp, v in raw.items()
+    }
+    return AlertBaseline(alerts=alerts, taken_at=parse_iso(progress["started"]) or datetime.min)
+
+
+class AlertsJob:
+    """`alerts`: see the module docstring."""
+
+    kind = "alerts"
+
+    def __init__(self, evidence: Callable[[], Evidence]) -> None:
+        self._evidence = evidence
+
+    def _source(self, cluster: Any) -> tuple[AlertSource, tuple[AlertMatcher, ...]]:
+        return self._evidence().alerts(str(getattr(cluster, "name", "")))
+
+    def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
+        check_args(args)
+        source, matchers = self._source(cluster)
+        progress: Progress = {
+            "started": iso(now),
+            "settle": duration_arg(args, "settle", DEFAULT_SETTLE).total_seconds(),
+            "timeout": duration_arg(args, "timeout", DEFAULT_TIMEOUT).total_seconds(),
+            "ignore": str(args.get("ignore", "")).strip(),
+            "baseline": None,
+            "quiet_since": None,
+            "inconclusive": 0,
+            "seen": {},
+        }
+        # Without an answer now there is no baseline yet: the first tick takes it (or asks people
+        # while there is no answer).
+        with contextlib.suppress(EvidenceUnavailable):
+            progress["baseline"] = {
+                a.fingerprint: {"labels": dict(a.labels), "startsAt": iso(a.starts_at)}
+                for a in source.alerts(matchers)
+            }
+        return progress
+
+    def dry_run(self, cluster: Any, progress: Progress) -> list[str]:
+        return [
+            f"would watch Alertmanager (writing nothing) for {int(progress['settle'] // 60)}m with no new alert, "
+            f"failing at {int(progress['timeout'] // 60)}m while new alerts fire or at once on a critical one"
+        ]
+
+    def _ask(self, progress: Progress, reason: str) -> Tick:
+        n = int(progress.get("inconclusive", 0)) + 1
+        new = {**progress, "inconclusive": n}
+        question = (
+            f"Alerts are Inconclusive: {reason}. No data never passes: wait and check again, waive, or abort?"
+        )
+        return Tick(
+            progress=new,
+            card=(f"Waiting on evidence: Alertmanager — {reason}",),
+            choice=Choice(
+                key=f"{PAUSE_KIND}:alerts:{n}",
+                question=question,
+                options=(
+                    ChoiceOption(id="wait", label="Wait"),
+                    ChoiceOption(id="waive", label="Waive", needs_reason=True),
+                    ChoiceOption(id="abort", label="Abort"),
+                ),
+            ),
+        )
+
+    def tick(
+        self, cluster: Any, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        if decision is not None and decision.choice_key.startswith(f"{PAUSE_KIND}:alerts:"):
+            if decision.option == "waive":
+                text = f"alerts: waived by <@{decision.by}>: {decision.reason}"
+                return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
+                            done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
+            if decision.option == "abort":
+                text = "alerts: aborted with no trustworthy answer from Alertmanager"
+                return Tick(progress=progress, done=True, ok=False, detail=text, wait=0.0)
+        source, matchers = self._source(cluster)
+        try:
+            alerts = source.alerts(matchers)
+        except EvidenceUnavailable as exc:
+            return self._ask(progress, exc.reason)
+        if progress.get("baseline") is None:
+            progress = {
+                **progress,
+                "baseline": {
+                    a.fingerprint: {"labels": dict(a.labels), "startsAt": iso(a.starts_at)} for a in alerts
+                },
+            }
+        started = parse_iso(progress["started"]) or now
+        ignore = re.compile(progress["ignore"]) if progress.get("ignore") else None
+        # Settle counts from the step's start (or its resume), or from the moment the last new
+        # alert was seen gone.
+        if progress.get("quiet_since"):
+            quiet: datetime | None = timer_start(progress, progress["quiet_since"], now)
+        elif progress.get("saw_new"):
+            quiet = now
+        else:
+            quiet = timer_start(progress, progress["started"], now)
+        verdict = judge_alerts(
+            alerts,
+            baseline=_baseline(progress),
+            step_started=started,
+            now=now,
+            settle=timedelta(seconds=float(progress["settle"])),
+            timeout=timedelta(seconds=float(progress["timeout"])),
+            ignore=ignore,
+            quiet_since=quiet,
+        )
+        seen = {
+            "new": len(verdict.new),
+            "pre_existing": verdict.pre_existing,
+            "silenced_by_run": verdict.silenced_by_run,
+        }
+        new: Progress = {
+            **progress,
+            "seen": seen,
+            "quiet_since": iso(verdict.quiet_since) if verdict.quiet_since else None,
+            "saw_new": bool(progress.get("saw_new")) or bool(verdict.new),
+        }
+        summary = summary_line(seen, started)
+        if verdict.outcome is Outcome.FAILED:
+            lines = [f"alerts: {verdict.reason}"] + [
+                f"• {_labels(a.labels)} since {iso(a.starts_at)}" for a in verdict.new[:10]
+            ]
+            text = "\n".join(lines)
+            key = "alerts-failed:" + ",".join(sorted(a.fingerprint for a in verdict.new))
+            return Tick(progress=new, posts=(Post(key=key, text=text),), card=(summary,), done=True, ok=False,
+                        detail=f"alerts: {verdict.reason}", wait=0.0)  # fmt: skip
+        if verdict.outcome is Outcome.SUCCESSFUL:
+            text = f"alerts: no new alert for {int(float(progress['settle']) // 60)}m ({summary})"
+            return Tick(progress=new, posts=(Post(key=f"alerts-settled:{progress['started']}", text=text),),
+                        card=(summary,), done=True, ok=True, detail=text, wait=0.0)  # fmt: skip
+        return Tick(progress=new, card=(f"Waiting on evidence: {summary}", verdict.reason), wait=POLL)
+
+
+def summary_line(seen: Mapping[str, int], since: datetime) -> str:
+    """The gate's line: "Alerts: 0 new since 14:02 · 3 pre-existing · 5 silenced by this run"."""
+    return (
+        f"Alerts: {seen.get('new', 0)} new since {since:%H:%M} · {seen.get('pre_existing', 0)} pre-existing"
+        f" · {seen.get('silenced_by_run', 0)} silenced by this run"
+    )
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f'{k}="{clip(v, 60)}"' for k, v in sorted(labels.items())) + "}"
