@@ -55,7 +55,7 @@ def _shape(schema: dict[str, Any]) -> str:
     """A JSON Schema fragment in a few words: `integer 1–64`, `string (pattern …)`, `list of …`."""
     if "$ref" in schema:
         name = schema["$ref"].rsplit("/", 1)[-1]
-        return f"[{name}](#{name.replace('_', '-')})"
+        return f"[{name}](#{name})"
     if "enum" in schema:
         return " \\| ".join(f"`{v}`" for v in schema["enum"])
     if "const" in schema:
@@ -159,7 +159,9 @@ def _object_rows(schema: dict[str, Any], prefix: str = "") -> Iterator[str]:
     for name, prop in schema.get("properties", {}).items():
         dotted = f"{prefix}{name}"
         note = " **(required)**" if name in required else ""
-        yield f"| `{dotted}` | {_cell(_shape(prop))} | {_cell(prop.get('description', ''))}{note} |"
+        yield f"| `{dotted}` | {_cell(_shape(prop))} | {_cell(prop.get('description', ''))}{note} |".replace(
+            "|  **", "| **"
+        )
         if prop.get("type") == "object" and "properties" in prop:
             yield from _object_rows(prop, f"{dotted}.")
         items = prop.get("items", {})
@@ -278,6 +280,7 @@ def cli_page() -> str:
 
 def slash_page() -> str:
     from bot.core.command import Subcommand
+    from bot.core.people import ANY_ROLE
     from commands import build_registry
 
     def section(sub: Subcommand, level: int) -> Iterator[str]:
@@ -294,8 +297,14 @@ def slash_page() -> str:
             for written, meaning in sub.arguments:
                 yield f"| `{_cell(written)}` | {_cell(meaning)} |"
             yield ""
-        who = ", ".join(sorted(sub.roles)) if sub.roles else "anyone in the workspace"
-        yield f"Who: {who}."
+        roles = sorted(sub.roles - {ANY_ROLE})
+        if roles:
+            who = "one of the roles " + ", ".join(f"`{r}`" for r in roles)
+        elif ANY_ROLE in sub.roles:
+            who = "anyone holding a role in the roster"
+        else:
+            who = "anyone in the workspace"
+        yield f"Who may run it: {who}."
         yield ""
         if sub.examples:
             yield "Examples: " + " · ".join(f"`{e}`" for e in sub.examples)
@@ -377,11 +386,11 @@ FILES: dict[str, Callable[[], str]] = {
 }
 
 
-def stale() -> list[str]:
-    """A unified diff per generated file that differs from a fresh generation."""
+def stale(root: Path = ROOT) -> list[str]:
+    """A unified diff per generated file under `root` that differs from a fresh generation."""
     out = []
     for name, make in FILES.items():
-        path = ROOT / name
+        path = root / name
         fresh = make()
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         if current != fresh:
