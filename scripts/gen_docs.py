@@ -169,6 +169,17 @@ def _object_rows(schema: dict[str, Any], prefix: str = "") -> Iterator[str]:
             yield from _object_rows(items, f"{dotted}[].")
 
 
+def _action_rows() -> Iterator[str]:
+    from bot.core.actions import default_registry
+
+    actions = default_registry()
+    for name in actions.names():
+        spec = actions.get(name)
+        if spec is not None:
+            arguments = ", ".join(f"`{a}`" for a in sorted(spec.arguments)) or "—"
+            yield f"| `{name}` | {arguments} |"
+
+
 def plan_page() -> str:
     schema = planschema.plan_schema()
     defs = schema["$defs"]
@@ -206,13 +217,17 @@ def plan_page() -> str:
         "",
         "## action",
         "",
-        defs["action"]["description"].replace("{", "`{").replace("}", "}`") + ".",
+        "Each item of a step's `actions`: a built-in action, written as its name alone or as "
+        "`{name: {argument: value, …}}`. What each does and its arguments' meaning: "
+        "[cluster actions](../actions.md).",
         "",
-        "Written as the action's name alone, or as `{name: {argument: value, …}}`.",
+        "| action | arguments |",
+        "|---|---|",
+        *_action_rows(),
         "",
         "## rehearsal",
         "",
-        defs["rehearsal"]["description"]
+        defs["rehearsal"]["description"].capitalize()
         + ": one of "
         + ", ".join(f"`{n}`" for n in defs["rehearsal"]["propertyNames"]["enum"])
         + ".",
