@@ -38,6 +38,9 @@ The front doors' own refusals never reach a command: `Refused` (the HTTP guard's
 Socket Mode envelope acked and dropped).
 The safe file reader's own (`bot.files`, a leaf): `Unreadable` and its `NotRegular` (a FIFO, a
 device, a directory) and `TooLarge`; each caller turns it into a ConfigError naming the file.
+The evidence gate's condition language (`bot.core.evidence.conditions`, a leaf): `ConditionError`
+(a condition that does not parse, uses what conditions do not have, or cannot be decided); an
+analysis counts it as an Error measurement, never a pass.
 The AWS adapter's own (`bot.adapters.aws`, the optional `aws` extra): `AwsUnavailable` (boto3 is not
 installed) and `AwsError` (an AWS call failed: refused, unreachable, no credentials); the EKS checks
 turn either into a note of the check's report, never into a failed command.

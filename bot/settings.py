@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
+from bot.configschema import EKS_NAME, REGION, bounds, int_bounds, keys_of
 from bot.core import windows as _windows
 from bot.core.announcements import timing as _announcements
 from bot.core.checks.findings import Cover, valid_id
@@ -236,7 +237,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     if node is None:
         node = yaml.MappingNode("tag:yaml.org,2002:map", [])
     v = YamlValidator(label)
-    top = v.mapping(node, "", _TOP_KEYS)
+    top = v.mapping(node, "", keys_of(""))
     base_dir = source.parent if source else Path.cwd()
 
     clusters: dict[str, ClusterConfig] = {}
@@ -246,7 +247,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
 
     channels = Channels()
     if "channels" in top:
-        ch = v.mapping(top["channels"], "channels", {"announcements", "operations"})
+        ch = v.mapping(top["channels"], "channels", keys_of("channels"))
         channels = Channels(
             announcements=v.slack_id(ch["announcements"], "channels.announcements", CHANNEL_ID, "channel")
             if "announcements" in ch
@@ -279,19 +280,21 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     templates_dir = v.path(top.get("templates_dir"), "templates_dir", base_dir)
     if templates_dir is not None and not templates_dir.is_dir():
         v.error(top["templates_dir"], "templates_dir", f"{templates_dir} is not a directory")
-    workers = v.integer(top.get("workers"), "workers", low=1, high=64) or 8
+    workers = v.integer(top.get("workers"), "workers", **int_bounds("workers")) or 8
     node_group_labels: tuple[str, ...] | None = None
     node_group_order: tuple[str, ...] = ()
     restart_threshold = 3
     if "snapshot" in top:
-        snap = v.mapping(
-            top["snapshot"], "snapshot", {"node_group_labels", "node_group_order", "restart_threshold"}
-        )
+        snap = v.mapping(top["snapshot"], "snapshot", keys_of("snapshot"))
         if "node_group_labels" in snap:
             node_group_labels = v.strings(snap["node_group_labels"], "snapshot.node_group_labels")
         if "node_group_order" in snap:
             node_group_order = v.strings(snap["node_group_order"], "snapshot.node_group_order") or ()
-        threshold = v.integer(snap.get("restart_threshold"), "snapshot.restart_threshold", low=1, high=1000)
+        threshold = v.integer(
+            snap.get("restart_threshold"),
+            "snapshot.restart_threshold",
+            **int_bounds("snapshot.restart_threshold"),
+        )
         restart_threshold = threshold if threshold is not None else 3
     policy = _windows.Policy(
         windows=tuple(_windows_config(v, top["windows"], timezone)) if "windows" in top else (),
@@ -302,7 +305,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     )
     grace = _announcements.DEFAULT_GRACE
     if "announcements" in top:
-        ann = v.mapping(top["announcements"], "announcements", {"offsets", "grace"})
+        ann = v.mapping(top["announcements"], "announcements", keys_of("announcements"))
         if "offsets" in ann:
             parsed = [
                 _parsed(v, n, "announcements.offsets", _announcements.parse_offset)
@@ -323,34 +326,38 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     slack_budget: dict[str, object] = {}
     slack_timeout_node = None
     if "slack" in top:
-        sl = v.mapping(
-            top["slack"],
-            "slack",
-            {"edit_interval", "updates_per_minute", "posts_per_second", "timeout_seconds"},
-        )
+        sl = v.mapping(top["slack"], "slack", keys_of("slack"))
         slack_timeout_node = sl.get("timeout_seconds")
         if "edit_interval" in sl:
             interval = _parsed(v, sl["edit_interval"], "slack.edit_interval", parse_duration)
             if interval is not None:
                 slack_budget["slack_edit_interval"] = interval
         if "updates_per_minute" in sl:
-            per_minute = v.integer(sl["updates_per_minute"], "slack.updates_per_minute", low=1, high=1000)
+            per_minute = v.integer(
+                sl["updates_per_minute"], "slack.updates_per_minute", **int_bounds("slack.updates_per_minute")
+            )
             if per_minute is not None:
                 slack_budget["slack_updates_per_minute"] = per_minute
         if "posts_per_second" in sl:
-            per_second = v.integer(sl["posts_per_second"], "slack.posts_per_second", low=1, high=20)
+            per_second = v.integer(
+                sl["posts_per_second"], "slack.posts_per_second", **int_bounds("slack.posts_per_second")
+            )
             if per_second is not None:
                 slack_budget["slack_posts_per_second"] = float(per_second)
     lease_duration, lease_renew = timedelta(seconds=15), timedelta(seconds=5)
     lease_grace: timedelta | None = None
     if "leader" in top:
-        lead = v.mapping(
-            top["leader"], "leader", {"lease_seconds", "renew_seconds", "takeover_margin_seconds"}
+        lead = v.mapping(top["leader"], "leader", keys_of("leader"))
+        lease_s = v.number(
+            lead.get("lease_seconds"), "leader.lease_seconds", **bounds("leader.lease_seconds")
         )
-        lease_s = v.number(lead.get("lease_seconds"), "leader.lease_seconds", low=1, high=600)
-        renew_s = v.number(lead.get("renew_seconds"), "leader.renew_seconds", low=0.1, high=300)
+        renew_s = v.number(
+            lead.get("renew_seconds"), "leader.renew_seconds", **bounds("leader.renew_seconds")
+        )
         margin_s = v.number(
-            lead.get("takeover_margin_seconds"), "leader.takeover_margin_seconds", low=0, high=600
+            lead.get("takeover_margin_seconds"),
+            "leader.takeover_margin_seconds",
+            **bounds("leader.takeover_margin_seconds"),
         )
         lease_duration = timedelta(seconds=lease_s) if lease_s is not None else lease_duration
         lease_renew = timedelta(seconds=renew_s) if renew_s is not None else lease_renew
@@ -362,7 +369,9 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     room = (lease_duration - lease_renew).total_seconds()
     slack_timeout: float = min(6.0, round(0.6 * room, 2))
     if slack_timeout_node is not None:
-        chosen_timeout = v.number(slack_timeout_node, "slack.timeout_seconds", low=0.5, high=120)
+        chosen_timeout = v.number(
+            slack_timeout_node, "slack.timeout_seconds", **bounds("slack.timeout_seconds")
+        )
         if chosen_timeout is not None:
             if chosen_timeout >= room:
                 v.error(
@@ -374,9 +383,13 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
             slack_timeout = chosen_timeout
     outbox_limits: dict[str, object] = {}
     if "outbox" in top:
-        ob = v.mapping(top["outbox"], "outbox", {"dead_after_failures", "dead_after"})
+        ob = v.mapping(top["outbox"], "outbox", keys_of("outbox"))
         if "dead_after_failures" in ob:
-            failures = v.integer(ob["dead_after_failures"], "outbox.dead_after_failures", low=1, high=1000)
+            failures = v.integer(
+                ob["dead_after_failures"],
+                "outbox.dead_after_failures",
+                **int_bounds("outbox.dead_after_failures"),
+            )
             if failures is not None:
                 outbox_limits["outbox_dead_after_failures"] = failures
         if "dead_after" in ob:
@@ -387,7 +400,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
                 outbox_limits["outbox_dead_after"] = after
     action_approvers: tuple[str, ...] = ("primary", "shadow")
     if "actions" in top:
-        acts = v.mapping(top["actions"], "actions", {"approvers"})
+        acts = v.mapping(top["actions"], "actions", keys_of("actions"))
         if "approvers" in acts:
             approvers = v.strings(acts["approvers"], "actions.approvers")
             if approvers is not None:
@@ -402,7 +415,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
                 action_approvers = tuple(approvers)
     check_ignores: list[Cover] = []
     if "checks" in top:
-        chk = v.mapping(top["checks"], "checks", {"ignore"})
+        chk = v.mapping(top["checks"], "checks", keys_of("checks"))
         if "ignore" in chk:
             check_ignores = _check_ignores(v, chk["ignore"], rules_files)
     v.raise_if_errors()
@@ -458,7 +471,7 @@ def read_check_ignores(path: Path) -> tuple[Cover, ...]:
                 if found is not None and found.is_file():
                     rules_files.append(found)
         if "checks" in top:
-            chk = v.mapping(top["checks"], "checks", {"ignore"})
+            chk = v.mapping(top["checks"], "checks", keys_of("checks"))
             if "ignore" in chk:
                 out = _check_ignores(v, chk["ignore"], rules_files)
     v.raise_if_errors()
@@ -488,7 +501,7 @@ def _check_ignores(v: YamlValidator, node: yaml.Node, rules_files: Sequence[Path
     known: FindingIds | None = None
     for i, item in enumerate(node.value):
         key = f"checks.ignore[{i}]"
-        entry = v.mapping(item, key, {"finding", "objects", "reason"})
+        entry = v.mapping(item, key, keys_of("checks.ignore[]"))
         finding = v.string(entry.get("finding"), f"{key}.finding") if "finding" in entry else None
         reason = v.string(entry.get("reason"), f"{key}.reason") if "reason" in entry else None
         if "finding" in entry and finding is not None and not valid_id(finding):
@@ -521,62 +534,25 @@ def _check_ignores(v: YamlValidator, node: yaml.Node, rules_files: Sequence[Path
     return out
 
 
-_TOP_KEYS = {
-    "actions",
-    "clusters",
-    "channels",
-    "roster",
-    "database_url",
-    "data_dir",
-    "timezone",
-    "templates_dir",
-    "workers",
-    "snapshot",
-    "windows",
-    "freezes",
-    "announcements",
-    "rules_files",
-    "slack",
-    "leader",
-    "checks",
-    "outbox",
-}
-_CLUSTER_KEYS = {
-    "kubeconfig",
-    "context",
-    "in_cluster",
-    "request_timeout",
-    "provider",
-    "alertmanager",
-    "prometheus",
-    "alert_matchers",
-}
-_SIGNAL_KEYS = {"url", "bearer_token_file", "ca_file"}
-_PROVIDERS = {"eks"}
-_EKS_KEYS = {"name", "region", "endpoint_url"}
-_EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$", re.ASCII)
-
-
 def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | None:
     """`provider: {eks: {name, region, endpoint_url?}}`: the one provider there is, for now."""
-    p = v.mapping(node, key, _PROVIDERS)
+    p = v.mapping(node, key, keys_of("clusters.*.provider"))
     if not p:
         if isinstance(node, yaml.MappingNode) and not node.value:
             v.error(node, key, "name a provider: eks")
         return None
     eks_node = p["eks"]
-    e = v.mapping(eks_node, f"{key}.eks", _EKS_KEYS)
+    e = v.mapping(eks_node, f"{key}.eks", keys_of("clusters.*.provider.eks"))
     name = v.string(e.get("name"), f"{key}.eks.name")
     region = v.string(e.get("region"), f"{key}.eks.region")
     endpoint = v.string(e.get("endpoint_url"), f"{key}.eks.endpoint_url")
     for missing in sorted({"name", "region"} - set(e)):
         if isinstance(eks_node, yaml.MappingNode):
             v.error(eks_node, f"{key}.eks.{missing}", "missing key")
-    if name is not None and not _EKS_NAME.match(name):
+    if name is not None and not EKS_NAME.match(name):
         v.error(e["name"], f"{key}.eks.name", f"{shown(name)} is not an EKS cluster name")
         name = None
-    if region is not None and not _REGION.match(region):
+    if region is not None and not REGION.match(region):
         v.error(e["region"], f"{key}.eks.region", f"{shown(region)} is not an AWS region (like eu-west-1)")
         region = None
     if endpoint is not None and not re.match(r"^https?://[^\s/]+", endpoint):
@@ -590,7 +566,7 @@ def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | None
 def _signal_source(v: YamlValidator, key: str, node: yaml.Node, base_dir: Path) -> SignalSource | None:
     """`alertmanager:` / `prometheus:` `{url, bearer_token_file?, ca_file?}`: the files must exist
     now, so a typo is caught at start rather than as an Inconclusive gate on upgrade day."""
-    s = v.mapping(node, key, _SIGNAL_KEYS)
+    s = v.mapping(node, key, keys_of(f"clusters.*.{key.rsplit('.', 1)[-1]}"))
     if not s:
         if isinstance(node, yaml.MappingNode):
             v.error(node, f"{key}.url", "missing key")
@@ -636,7 +612,7 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
     key = f"clusters.{name}"
     if not NAME_PATTERN.match(name):
         v.error(node, key, "cluster names are lower-case letters, digits, '.', '-' and '_'")
-    c = v.mapping(node, key, _CLUSTER_KEYS)
+    c = v.mapping(node, key, keys_of("clusters.*"))
     in_cluster = v.boolean(c.get("in_cluster"), f"{key}.in_cluster")
     kubeconfig = v.path(c.get("kubeconfig"), f"{key}.kubeconfig", base_dir)
     context = v.string(c.get("context"), f"{key}.context")
@@ -644,7 +620,9 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
         v.error(node, key, "use either in_cluster: true or kubeconfig/context, not both")
     if not in_cluster and kubeconfig is None:
         v.error(node, f"{key}.kubeconfig", "missing key (or set in_cluster: true)")
-    timeout = v.number(c.get("request_timeout"), f"{key}.request_timeout", low=0.5, high=300)
+    timeout = v.number(
+        c.get("request_timeout"), f"{key}.request_timeout", **bounds("clusters.*.request_timeout")
+    )
     eks = _provider(v, f"{key}.provider", c["provider"]) if "provider" in c else None
     alertmanager = (
         _signal_source(v, f"{key}.alertmanager", c["alertmanager"], base_dir) if "alertmanager" in c else None
@@ -666,10 +644,6 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
         prometheus=prometheus,
         alert_matchers=matchers,
     )
-
-
-_WINDOW_KEYS = {"days", "start", "end", "zone"}
-_FREEZE_KEYS = {"from", "to", "reason", "zone"}
 
 
 def _items(v: YamlValidator, node: yaml.Node, key: str) -> list[yaml.Node]:
@@ -716,7 +690,7 @@ def _windows_config(v: YamlValidator, node: yaml.Node, default_zone: str) -> lis
     out: list[_windows.Window] = []
     for i, item in enumerate(_items(v, node, "windows")):
         key = f"windows[{i}]"
-        w = v.mapping(item, key, _WINDOW_KEYS)
+        w = v.mapping(item, key, keys_of("windows[]"))
         missing = [k for k in ("days", "start", "end") if k not in w]
         for k in missing:
             v.error(item, f"{key}.{k}", "missing key")
@@ -740,7 +714,7 @@ def _freezes_config(v: YamlValidator, node: yaml.Node, default_zone: str) -> lis
     out: list[_windows.Freeze] = []
     for i, item in enumerate(_items(v, node, "freezes")):
         key = f"freezes[{i}]"
-        f = v.mapping(item, key, _FREEZE_KEYS)
+        f = v.mapping(item, key, keys_of("freezes[]"))
         missing = [k for k in ("from", "to", "reason") if k not in f]
         for k in missing:
             v.error(item, f"{key}.{k}", "missing key")

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.errors import ConfigError
 from bot.logsetup import install_filters
+from bot.settings import parse_settings
+from tests.support.config_schema import load, schema_errors
 from tests.support.secrets import BOT_TOKEN, ROSTER_YAML, SECRETS, SIGNING_SECRET
 from tests.support.slack_stub import INVALID_PAYLOADS, SlackStub
 
@@ -79,6 +82,13 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
         text = f"data_dir: {tmp_path / 'data'}\n" + (ROSTER_YAML if roster else "") + extra
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
+        # Every configuration a test runs the bot with is also one an operator could write in an
+        # editor or in the chart's `config:`: what the bot accepts, the published schema accepts.
+        try:
+            parse_settings(text, source=path, env={})
+        except ConfigError:
+            return path
+        assert not schema_errors(load(text)), f"the schema refuses a configuration the bot accepts: {text}"
         return path
 
     return write

@@ -501,3 +501,42 @@ def test_the_prometheus_rule_alerts_on_the_series_the_bot_exports(helm: Path) ->
     assert alerts["UpgradeBotNoReadyReplica"]["for"] == "5m"
     assert alerts["UpgradeBotSlackRateLimited"]["for"] == "10m"
     assert "[1h]" in alerts["UpgradeBotGateWaitingPastEscalation"]["expr"]
+
+
+def _values_file(tmp_path: Path, config: dict[str, Any]) -> Path:
+    path = tmp_path / "my-values.yaml"
+    path.write_text(
+        yaml.safe_dump({"existingSecret": "upgrade-bot-slack", "config": config}), encoding="utf-8"
+    )
+    return path
+
+
+def test_a_typo_in_config_fails_helm_lint_and_install_with_the_schemas_message(
+    helm: Path, tmp_path: Path
+) -> None:
+    """`config:` is validated against schemas/upgrade-bot.schema.json: a typo stops `helm lint`
+    and `helm install`, naming the key, instead of installing a pod that crash-loops."""
+    values = _values_file(
+        tmp_path,
+        {
+            "clusters": {"prod": {"kubeconfig": "/etc/kube/config", "contxt": "prod"}},
+            "channels": {"operations": "C0UPGRADES"},
+        },
+    )
+    linted = run_helm(helm, "lint", str(CHART), "-f", str(values))
+    assert linted.returncode != 0
+    assert "/config/clusters/prod" in linted.stdout + linted.stderr
+    assert "additional properties 'contxt' not allowed" in linted.stdout + linted.stderr
+    installed = run_helm(helm, "install", "ub", str(CHART), "--dry-run=client", "-f", str(values))
+    assert installed.returncode != 0
+    assert "additional properties 'contxt' not allowed" in installed.stderr
+    top = run_helm(helm, "template", "ub", str(CHART), "--set", SECRET, "--set", "config.timezon=UTC")
+    assert top.returncode != 0
+    assert "additional properties 'timezon' not allowed" in top.stderr
+
+
+def test_the_example_configuration_as_config_passes_helm_lint(helm: Path, tmp_path: Path) -> None:
+    example = yaml.safe_load((CHART.parents[2] / "upgrade-bot.example.yaml").read_text(encoding="utf-8"))
+    values = _values_file(tmp_path, example)
+    linted = run_helm(helm, "lint", "--strict", str(CHART), "-f", str(values))
+    assert linted.returncode == 0, linted.stdout + linted.stderr

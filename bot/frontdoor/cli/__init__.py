@@ -108,11 +108,21 @@ def parser_for(verb: str | None) -> tuple[argparse.ArgumentParser, Handler | Non
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     handler = None
     for name, line in VERBS.items():
-        if name == verb:
-            handler = cast(Verb, _module(name)).register(subparsers)
+        if name == verb or verb == EVERY_VERB:
+            registered = cast(Verb, _module(name)).register(subparsers)
+            handler = registered if name == verb else handler
         else:
             subparsers.add_parser(name, help=line)
     return parser, handler
+
+
+#: `parser_for(EVERY_VERB)`: every verb's own parser (no handler), for the command reference.
+EVERY_VERB = "*"
+
+
+def full_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every verb's arguments: what `scripts/gen_docs.py` documents."""
+    return parser_for(EVERY_VERB)[0]
 
 
 def _module(name: str) -> object:

@@ -1,0 +1,488 @@
+"""The configuration file's keys in one table: what the validator accepts, its JSON Schema, its reference.
+
+`bot.settings.parse_settings` validates `upgrade-bot.yaml` by walking its YAML nodes, so every
+problem names the file, the line and the dotted key, and it checks what a schema cannot say (a
+path that exists, a time zone the system knows, a lease twice its renewal). The keys it accepts
+at each level and the limits of its numbers come from `KEYS` below (`keys_of`, `bounds`); the
+JSON Schema (`schemas/upgrade-bot.schema.json`, for editors and for the Helm chart's `config:`)
+and the configuration reference (`docs/reference/configuration.md`) are generated from the same
+table by `scripts/gen_docs.py`. A key added to the table is accepted, published and documented
+at once; a key the validator reads without the table is refused as unknown by the validator
+itself, so the two cannot diverge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.core.durations import GRAMMAR
+from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
+from bot.core.validation import NAME_PATTERN
+
+SCHEMA_ID = "https://upgrade-bot.example/upgrade-bot.schema.json"
+
+#: Shapes that a YAML node's text must have (the validator parses the same text).
+EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+FINDING_ID = re.compile(r"^[A-Z][A-Z0-9_-]{1,31}$")
+TIME_OF_DAY = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def _bare(pattern: re.Pattern[str]) -> str:
+    return pattern.pattern.removeprefix("^").removesuffix("$")
+
+
+_DURATION = {
+    "oneOf": [
+        {"type": "string", "pattern": f"^(0|{_bare(GRAMMAR)})$", "minLength": 1},
+        {"const": 0},
+    ],
+    "description": "a duration like 90s, 30m, 1h30m, 2d (0: none)",
+}
+_OFFSET = {
+    "oneOf": [
+        {"type": "string", "pattern": f"^(0|[-+]0|start|t|t-0|t?-({_bare(GRAMMAR)}))$"},
+        {"const": 0},
+    ],
+}
+_STRING = {"type": "string", "minLength": 1}
+_STRINGS = {"type": "array", "items": _STRING}
+_PERSON = {"type": "string", "pattern": f"^({_bare(USER_ID)}|{_bare(GROUP_ID)})$"}
+_ZONE = {**_STRING, "description": "an IANA time zone, like Europe/Berlin"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Key:
+    """One key of the file: what it means and its default (for the reference), and its shape.
+
+    A leaf has a `schema` (a JSON Schema fragment). A mapping with fixed keys has `keys`; a mapping
+    whose keys are names the operator chooses (clusters, roles) has `names`; a list of mappings
+    has `items`. `extra` adds constraints the shape alone cannot say (one of two keys, say)."""
+
+    doc: str
+    default: str = ""
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    keys: Mapping[str, Key] | None = None
+    required: tuple[str, ...] = ()
+    names: Key | None = None
+    name_pattern: str = ""
+    name_doc: str = "NAME"
+    items: Key | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+_EKS = Key(
+    doc="an EKS cluster, for the EKS checks of `check` (the `aws` extra; credentials from the "
+    "standard chain: environment, IRSA / Pod Identity)",
+    keys={
+        "name": Key(doc="the EKS cluster's name", schema={"type": "string", "pattern": EKS_NAME.pattern}),
+        "region": Key(
+            doc="its AWS region, like `eu-west-1`", schema={"type": "string", "pattern": REGION.pattern}
+        ),
+        "endpoint_url": Key(
+            doc="another EKS API endpoint (a VPC endpoint, a test double)",
+            default="AWS's own",
+            schema={"type": "string", "pattern": r"^https?://[^\s/]+"},
+        ),
+    },
+    required=("name", "region"),
+)
+
+
+def _signal(doc: str) -> Key:
+    return Key(
+        doc=doc,
+        keys={
+            "url": Key(doc="its base URL (http or https)", schema=_STRING),
+            "bearer_token_file": Key(
+                doc="a file holding the bearer token (read at every request)", default="none", schema=_STRING
+            ),
+            "ca_file": Key(
+                doc="the CA bundle that signed its certificate", default="the system's", schema=_STRING
+            ),
+        },
+        required=("url",),
+    )
+
+
+_CLUSTER = Key(
+    doc="a cluster the bot manages, by the name commands use (`--cluster NAME`)",
+    keys={
+        "kubeconfig": Key(
+            doc="kubeconfig path (relative to the configuration file); required unless `in_cluster`",
+            schema=_STRING,
+        ),
+        "context": Key(doc="context in that kubeconfig", default="its current context", schema=_STRING),
+        "in_cluster": Key(
+            doc="`true` when the bot runs inside that cluster (its service account)",
+            default="`false`",
+            schema={"type": "boolean"},
+        ),
+        "request_timeout": Key(
+            doc="seconds before the API server counts as unreachable",
+            default="`10`",
+            schema={"type": "number", "minimum": 0.5, "maximum": 300},
+        ),
+        "provider": Key(
+            doc="the cloud the cluster runs on (one key: `eks`)",
+            keys={"eks": _EKS},
+            extra={"minProperties": 1},
+        ),
+        "alertmanager": _signal("the cluster's Alertmanager (API v2), for the evidence gate's `alerts`"),
+        "prometheus": _signal("the cluster's Prometheus (HTTP API), for the evidence gate's `analysis`"),
+        "alert_matchers": Key(
+            doc='matchers that scope Alertmanager\'s alerts to this cluster, like `cluster="prod"`',
+            default="none: every alert counts",
+            schema=_STRINGS,
+        ),
+    },
+    # The validator's rule: a kubeconfig, or in_cluster: true, and never both.
+    extra={
+        "oneOf": [
+            {
+                "required": ["kubeconfig"],
+                "not": {"properties": {"in_cluster": {"const": True}}, "required": ["in_cluster"]},
+            },
+            {
+                "required": ["in_cluster"],
+                "properties": {"in_cluster": {"const": True}},
+                "not": {"anyOf": [{"required": ["kubeconfig"]}, {"required": ["context"]}]},
+            },
+        ]
+    },
+)
+
+_WINDOW = Key(
+    doc="an allowed maintenance window",
+    keys={
+        "days": Key(
+            doc="weekdays: `mon-fri`, `sat,sun` or a list like `[mon, wed]`",
+            schema={"oneOf": [_STRING, {"type": "array", "minItems": 1, "items": _STRING}]},
+        ),
+        "start": Key(
+            doc='24-hour time, quoted: `"14:00"`', schema={"type": "string", "pattern": TIME_OF_DAY.pattern}
+        ),
+        "end": Key(
+            doc="24-hour time; a window ending before it starts crosses midnight",
+            schema={"type": "string", "pattern": TIME_OF_DAY.pattern},
+        ),
+        "zone": Key(doc="its time zone", default="`timezone`", schema=_ZONE),
+    },
+    required=("days", "start", "end"),
+)
+
+_FREEZE = Key(
+    doc="a change freeze, whole days",
+    keys={
+        "from": Key(
+            doc="its first day, `2026-12-25`", schema={"type": "string", "pattern": ISO_DATE.pattern}
+        ),
+        "to": Key(doc="its last day (inclusive)", schema={"type": "string", "pattern": ISO_DATE.pattern}),
+        "reason": Key(doc="shown when scheduling is refused", schema=_STRING),
+        "zone": Key(doc="its time zone", default="`timezone`", schema=_ZONE),
+    },
+    required=("from", "to", "reason"),
+)
+
+_IGNORE = Key(
+    doc="a permanent, reviewed exception, like Pluto's and kubent's ignore lists: every check "
+    "(`/upgrade check`, `upgrade-bot check`, a plan's `check` step) lists what it ignores in its "
+    "own section and does not fail on it",
+    keys={
+        "finding": Key(
+            doc="the finding's id, like `API001`", schema={"type": "string", "pattern": FINDING_ID.pattern}
+        ),
+        "objects": Key(
+            doc="only these objects, as findings name them (`namespace/name`, or `Kind namespace/name`)",
+            default="the whole finding",
+            schema=_STRINGS,
+        ),
+        "reason": Key(
+            doc="why it is accepted: what the next reviewer reads",
+            schema={"type": "string", "pattern": r"\S"},
+        ),
+    },
+    required=("finding", "reason"),
+)
+
+#: Every key of `upgrade-bot.yaml`.
+KEYS: Mapping[str, Key] = {
+    "clusters": Key(doc="the clusters, by name", names=_CLUSTER, name_pattern=NAME_PATTERN.pattern),
+    "channels": Key(
+        doc="Slack channel IDs (not names)",
+        keys={
+            "announcements": Key(
+                doc="channel ID for announcements (`C…`)",
+                schema={"type": "string", "pattern": CHANNEL_ID.pattern},
+            ),
+            "operations": Key(
+                doc="channel ID for run cards and threads",
+                schema={"type": "string", "pattern": CHANNEL_ID.pattern},
+            ),
+        },
+    ),
+    "roster": Key(
+        doc="the default roster; plans may override it",
+        names=Key(
+            doc="Slack user IDs (`U…`/`W…`) or user-group IDs (`S…`) holding the role: one, or a list",
+            schema={"oneOf": [_PERSON, {"type": "array", "minItems": 1, "items": _PERSON}]},
+        ),
+        name_pattern=NAME_PATTERN.pattern,
+        name_doc="ROLE",
+    ),
+    "data_dir": Key(
+        doc="where the SQLite file lives (relative to the configuration file)",
+        default="`./.data`",
+        schema=_STRING,
+    ),
+    "database_url": Key(
+        doc="SQLAlchemy URL; `postgresql://…` for several replicas",
+        default="SQLite in `data_dir`",
+        schema={"type": "string", "pattern": r"^(sqlite|postgresql)(\+[A-Za-z0-9_]+)?://"},
+    ),
+    "timezone": Key(
+        doc="the team's IANA time zone, for windows and announcements", default="`UTC`", schema=_ZONE
+    ),
+    "templates_dir": Key(doc="files here override `templates/` by name", schema=_STRING),
+    "workers": Key(
+        doc="the bot's worker threads for slow commands",
+        default="`8`",
+        schema={"type": "integer", "minimum": 1, "maximum": 64},
+    ),
+    "snapshot": Key(
+        doc="how snapshots read the cluster",
+        keys={
+            "node_group_labels": Key(
+                doc="node labels naming a node's group, tried in order",
+                default="EKS, eksctl, GKE, AKS, Karpenter labels",
+                schema=_STRINGS,
+            ),
+            "node_group_order": Key(
+                doc="the order `plan draft` upgrades node groups in; groups not named follow, by its heuristic",
+                default="none (the heuristic)",
+                schema=_STRINGS,
+            ),
+            "restart_threshold": Key(
+                doc="restarts since the first snapshot that the diff calls a regression",
+                default="`3`",
+                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+            ),
+        },
+    ),
+    "windows": Key(
+        doc="allowed maintenance windows; scheduling outside them is refused with the next slots",
+        default="any time",
+        items=_WINDOW,
+    ),
+    "freezes": Key(doc="change freezes", default="none", items=_FREEZE),
+    "announcements": Key(
+        doc="when announcements go out",
+        keys={
+            "offsets": Key(
+                doc="reminders before a window opens (`-24h`, `-1h30m`; elapsed time across DST changes); `0` is the start",
+                default="`[-24h, -1h, 0]`",
+                schema={"type": "array", "items": _OFFSET},
+            ),
+            "grace": Key(
+                doc="an announcement due while the bot was down is sent marked delayed within this, skipped after",
+                default="`30m`",
+                schema=_DURATION,
+            ),
+        },
+    ),
+    "rules_files": Key(
+        doc="the team's known-issue rules files (relative to the configuration file), after the shipped "
+        "ones; a rule with a shipped id replaces it",
+        default="none",
+        schema=_STRINGS,
+    ),
+    "slack": Key(
+        doc="the bot's budget of Slack calls",
+        keys={
+            "edit_interval": Key(
+                doc="at most one edit of each card per this interval (the last state is always sent)",
+                default="`2s`",
+                schema=_DURATION,
+            ),
+            "updates_per_minute": Key(
+                doc="`chat.update` budget for the whole workspace (Slack's Tier 3)",
+                default="`50`",
+                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+            ),
+            "posts_per_second": Key(
+                doc="posts per channel (`chat.postMessage`)",
+                default="`1`",
+                schema={"type": "integer", "minimum": 1, "maximum": 20},
+            ),
+            "timeout_seconds": Key(
+                doc="the timeout of each Slack call; shorter than `leader.lease_seconds` − "
+                "`leader.renew_seconds`, since a replica sends only while its lease outlasts the call",
+                default="min(6, 0.6 × (lease − renew))",
+                schema={"type": "number", "minimum": 0.5, "maximum": 120},
+            ),
+        },
+    ),
+    "outbox": Key(
+        doc="thread posts Slack keeps failing (5xx, no answer): when they are set aside",
+        keys={
+            "dead_after_failures": Key(
+                doc="set aside after this many failures in a row",
+                default="`10`",
+                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+            ),
+            "dead_after": Key(
+                doc="or at the first failure this long after they began (at least 10s)",
+                default="`5m`",
+                schema=_DURATION,
+            ),
+        },
+    ),
+    "leader": Key(
+        doc="the leader's lease, when several replicas share a PostgreSQL store",
+        keys={
+            "lease_seconds": Key(
+                doc="how long the lease lasts unrenewed: the failover time after a crash",
+                default="`15`",
+                schema={"type": "number", "minimum": 1, "maximum": 600},
+            ),
+            "renew_seconds": Key(
+                doc="how often the lease is renewed, or tried by a follower (at most half the lease)",
+                default="`5`",
+                schema={"type": "number", "minimum": 0.1, "maximum": 300},
+            ),
+            "takeover_margin_seconds": Key(
+                doc="how long past another replica's expired lease before its claims are taken over",
+                default="`renew_seconds`",
+                schema={"type": "number", "minimum": 0, "maximum": 600},
+            ),
+        },
+    ),
+    "actions": Key(
+        doc="cluster actions outside a plan",
+        keys={
+            "approvers": Key(
+                doc="the roles (at least two) that approve `/upgrade action …` — and that, two people "
+                "together, confirm a waiver of a Required finding",
+                default="`[primary, shadow]`",
+                schema={"type": "array", "minItems": 2, "uniqueItems": True, "items": _STRING},
+            ),
+        },
+    ),
+    "checks": Key(
+        doc="the pre-flight checks",
+        keys={"ignore": Key(doc="permanent exceptions", default="none", items=_IGNORE)},
+    ),
+}
+
+
+def _at(path: str) -> Key:
+    """The key at a dotted path: `snapshot`, `clusters.*.provider.eks`, `windows[]`, `checks.ignore[]`."""
+    key = Key(doc="upgrade-bot.yaml", keys=KEYS)
+    for part in path.split(".") if path else []:
+        if part == "*":
+            if key.names is None:
+                raise KeyError(f"{path}: not a mapping of names")
+            key = key.names
+            continue
+        name, listed = part.removesuffix("[]"), part.endswith("[]")
+        if key.keys is None or name not in key.keys:
+            raise KeyError(f"{path}: no key {name!r}")
+        key = key.keys[name]
+        if listed:
+            if key.items is None:
+                raise KeyError(f"{path}: {name} is not a list of mappings")
+            key = key.items
+    return key
+
+
+def keys_of(path: str) -> set[str]:
+    """The keys the mapping at `path` may hold (the validator refuses any other)."""
+    keys = _at(path).keys
+    if keys is None:
+        raise KeyError(f"{path}: not a mapping with fixed keys")
+    return set(keys)
+
+
+def bounds(path: str) -> dict[str, float]:
+    """The inclusive limits of the number at `path`, as the validator's `low=`/`high=`."""
+    schema = _at(path).schema
+    return {"low": schema["minimum"], "high": schema["maximum"]}
+
+
+def int_bounds(path: str) -> dict[str, int]:
+    """The inclusive limits of the whole number at `path`."""
+    schema = _at(path).schema
+    if schema.get("type") != "integer":
+        raise KeyError(f"{path}: not a whole number")
+    return {"low": int(schema["minimum"]), "high": int(schema["maximum"])}
+
+
+def _schema_of(key: Key) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": key.doc}
+    if key.keys is not None:
+        out |= {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {name: _schema_of(child) for name, child in key.keys.items()},
+        }
+        if key.required:
+            out["required"] = list(key.required)
+    elif key.names is not None:
+        out |= {
+            "type": "object",
+            "propertyNames": {"pattern": key.name_pattern},
+            "additionalProperties": _schema_of(key.names),
+        }
+    elif key.items is not None:
+        out |= {"type": "array", "items": _schema_of(key.items)}
+    else:
+        out |= {k: v for k, v in key.schema.items() if k != "description"}
+        if "description" in key.schema:
+            out["description"] = f"{key.doc} ({key.schema['description']})"
+    if key.default:
+        out["default"] = key.default.strip("`")
+    return out | dict(key.extra)
+
+
+def settings_schema() -> dict[str, Any]:
+    """The JSON Schema (draft-07: Helm's `values.schema.json` and editors read it) of the file."""
+    body = _schema_of(Key(doc="", keys=KEYS))
+    body.pop("description")
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$id": SCHEMA_ID,
+        "title": "upgrade-bot configuration (upgrade-bot.yaml)",
+        "description": "Generated from bot/configschema.py by scripts/gen_docs.py: do not edit. "
+        "The bot's own validation (`upgrade-bot run`, `exec`) also checks paths, time zones and "
+        "the relations between keys.",
+        **body,
+    }
+
+
+def render() -> str:
+    """The schema file's text."""
+    return json.dumps(settings_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def rows() -> Iterator[tuple[str, Key]]:
+    """(dotted key as written in the reference, key) for every key, in the table's order."""
+
+    def walk(prefix: str, key: Key) -> Iterator[tuple[str, Key]]:
+        if key.keys is not None:
+            for name, child in key.keys.items():
+                dotted = f"{prefix}.{name}" if prefix else name
+                yield dotted, child
+                yield from walk(dotted, child)
+        elif key.names is not None:
+            dotted = f"{prefix}.{key.name_doc}"
+            yield dotted, key.names
+            yield from walk(dotted, key.names)
+        elif key.items is not None:
+            yield from walk(f"{prefix}[]", key.items)
+
+    yield from walk("", Key(doc="", keys=KEYS))
