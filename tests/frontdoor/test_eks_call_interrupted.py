@@ -116,11 +116,17 @@ def test_kill9_mid_update_call_then_resume_finds_the_update_and_never_calls_agai
     assert calls["UpdateNodegroupVersion"] == 1  # exactly one call, ever
     assert calls["ListUpdates"] >= 2  # the intent's, and the look-up after the resume
     assert len(bot.store().jobs(states=("live", "interrupted", "done"))) == 1  # the same job
-    thread = [
-        c.params["text"]
-        for c in slack_stub.calls_to("chat.postMessage")
-        if c.params.get("thread_ts") and c.params["channel"] == OPS
-    ]
-    found = [t for t in thread if "found by ListUpdates (not called again)" in t]
+
+    def found_lines() -> list[str]:
+        thread = [
+            str(c.params["text"])
+            for c in slack_stub.calls_to("chat.postMessage")
+            if c.params.get("thread_ts") and c.params["channel"] == OPS
+        ]
+        return [t for t in thread if "found by ListUpdates (not called again)" in t]
+
+    # The thread line goes out through the run's outbox, after the job's progress is stored.
+    wait_until(found_lines, timeout=30, what="the thread line saying the update was found")
+    found = found_lines()
     assert len(found) == 1
     assert update in found[0]
