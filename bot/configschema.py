@@ -210,6 +210,35 @@ _IGNORE = Key(
     required=("finding", "reason"),
 )
 
+_IMAGES = Key(
+    doc="IMG001: ask each image's registry whether the images the upgrade rolls out exist (the "
+    "target kube-proxy and EKS add-ons, the `--manifests`), with the OCI distribution API",
+    keys={
+        "verify": Key(
+            doc="run IMG001 in every check (it asks the registries over the network)",
+            default="`false`",
+            schema={"type": "boolean"},
+        ),
+        "docker_config": Key(
+            doc="a docker `config.json` whose `auths` hold the registries' credentials (relative to "
+            "the configuration file; credential helpers are not run)",
+            default="none: anonymous",
+            schema=_STRING,
+        ),
+        "insecure": Key(
+            doc="registry hosts asked over plain HTTP (loopback ones always are)",
+            default="none",
+            schema=_STRINGS,
+        ),
+        "endpoints": Key(
+            doc="a registry host asked at another base URL (a mirror, or the simulator's `/v2` facade)",
+            default="none",
+            names=Key(doc="the base URL, like `http://127.0.0.1:5000`", schema=_STRING),
+            name_doc="HOST",
+        ),
+    },
+)
+
 #: Every key of `upgrade-bot.yaml`.
 KEYS: Mapping[str, Key] = {
     "clusters": Key(doc="the clusters, by name", names=_CLUSTER, name_pattern=NAME_PATTERN.pattern),
@@ -349,7 +378,10 @@ KEYS: Mapping[str, Key] = {
     ),
     "checks": Key(
         doc="the pre-flight checks",
-        keys={"ignore": Key(doc="permanent exceptions", default="none", items=_IGNORE)},
+        keys={
+            "ignore": Key(doc="permanent exceptions", default="none", items=_IGNORE),
+            "images": _IMAGES,
+        },
     ),
 }
 

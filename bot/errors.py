@@ -36,6 +36,9 @@ The front doors' own refusals never reach a command: `Refused` (the HTTP guard's
 Socket Mode envelope acked and dropped).
 The safe file reader's own (`bot.files`, a leaf): `Unreadable` and its `NotRegular` (a FIFO, a
 device, a directory) and `TooLarge`; each caller turns it into a ConfigError naming the file.
+The OCI registry client's own (`bot.adapters.registry`): `RegistryUnreachable` (a registry or its
+token service that could not be asked), never raised past the client: it answers "unreachable",
+which IMG001 reports as "could not verify".
 The evidence gate's condition language (`bot.core.evidence.conditions`, a leaf): `ConditionError`
 (a condition that does not parse, uses what conditions do not have, or cannot be decided); an
 analysis counts it as an Error measurement, never a pass.

@@ -59,6 +59,18 @@ class EksProvider:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ImageChecks:
+    """`checks.images`: whether every check asks the registries about the images the upgrade
+    rolls out (IMG001), and how to reach them."""
+
+    verify: bool = False
+    docker_config: Path | None = None
+    insecure: tuple[str, ...] = ()
+    #: registry host → the base URL it is asked at (a mirror, the simulator's /v2 facade).
+    endpoints: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
 class SignalSource:
     """Where one of a cluster's evidence servers answers: `clusters.NAME.alertmanager` or
     `clusters.NAME.prometheus`. The token file is read on each request, so a rotated token is

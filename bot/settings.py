@@ -35,7 +35,7 @@ from bot.core.validation import (
     shown,
 )
 from bot.errors import ConfigError
-from bot.records import AlertMatcher, ClusterConfig, EksProvider, SignalSource
+from bot.records import AlertMatcher, ClusterConfig, EksProvider, ImageChecks, SignalSource
 from bot.resources import BUILTIN_RULES, BUILTIN_TEMPLATES
 
 _T = TypeVar("_T")
@@ -134,6 +134,8 @@ class Settings:
     #: Permanent, reviewed exceptions (`checks.ignore`): findings (or some of their objects) every
     #: check reports as accepted instead of failing — like Pluto's and kubent's ignore lists.
     check_ignores: tuple[Cover, ...] = ()
+    #: IMG001 (`checks.images`): off unless `verify: true`, since it asks registries over the network.
+    image_checks: ImageChecks = field(default_factory=ImageChecks)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -360,10 +362,13 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
                     )
                 action_approvers = tuple(approvers)
     check_ignores: list[Cover] = []
+    image_checks = ImageChecks()
     if "checks" in top:
         chk = v.mapping(top["checks"], "checks", keys_of("checks"))
         if "ignore" in chk:
             check_ignores = _check_ignores(v, chk["ignore"], rules_files)
+        if "images" in chk:
+            image_checks = _image_checks(v, chk["images"], base_dir)
     v.raise_if_errors()
 
     return Settings(
@@ -389,6 +394,32 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         lease_renew=lease_renew,
         action_approvers=action_approvers,
         check_ignores=tuple(check_ignores),
+        image_checks=image_checks,
+    )
+
+
+def _image_checks(v: YamlValidator, node: yaml.Node, base_dir: Path) -> ImageChecks:
+    key = "checks.images"
+    m = v.mapping(node, key, keys_of(key))
+    verify = v.boolean(m.get("verify"), f"{key}.verify") if "verify" in m else False
+    docker_config = v.path(m.get("docker_config"), f"{key}.docker_config", base_dir)
+    if docker_config is not None and not docker_config.is_file():
+        v.error(m["docker_config"], f"{key}.docker_config", f"{docker_config} is not a file")
+    insecure = v.strings(m["insecure"], f"{key}.insecure") if "insecure" in m else ()
+    endpoints: dict[str, str] = {}
+    if "endpoints" in m:
+        for host, url_node in v.mapping(m["endpoints"], f"{key}.endpoints", None).items():
+            url = v.string(url_node, f"{key}.endpoints.{host}")
+            if url is not None and not re.match(r"^https?://[^/\s]+/?$", url):
+                v.error(
+                    url_node,
+                    f"{key}.endpoints.{host}",
+                    f"{url!r} is not a base URL like http://127.0.0.1:5000",
+                )
+            elif url is not None:
+                endpoints[host] = url
+    return ImageChecks(
+        verify=bool(verify), docker_config=docker_config, insecure=tuple(insecure), endpoints=endpoints
     )
 
 

@@ -42,7 +42,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             now=ctx.clock(),
             ignores=ctx.settings.check_ignores,
             rules=rules,
-            extras=checks.default_extras(now=ctx.clock().timestamp(), cluster=cluster),
+            extras=checks.default_extras(
+                now=ctx.clock().timestamp(), cluster=cluster, images=ctx.settings.image_checks
+            ),
         )
     return Reply(
         template="check",

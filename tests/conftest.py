@@ -28,6 +28,7 @@ pytest_plugins: list[str] = [
     "tests.support.sim_fixtures",
     "tests.support.helm",
     "tests.support.observability",
+    "tests.support.registry",
     "tests.support.tiers",
 ]
 

@@ -75,6 +75,7 @@ TYPOS: dict[str, str] = {
     "actions": "actions: {approver: [primary, shadow]}\n",
     "checks": "checks: {ignores: []}\n",
     "checks.ignore[]": "checks: {ignore: [{finding: API001, reason: reviewed, object: [a/b]}]}\n",
+    "checks.images": "checks: {images: {verfy: true, insecure: [registry.local:5000]}}\n",
     "clusters.*.alertmanager": "clusters:\n  prod: {kubeconfig: kc, alertmanager: {urll: 'http://am:9093'}}\n",
     "clusters.*.prometheus": "clusters:\n  prod: {kubeconfig: kc, prometheus: {uri: 'http://prom:9090'}}\n",
 }
@@ -106,7 +107,7 @@ def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path:
     text = TYPOS[path]
     (tmp_path / "kc").write_text("", encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy)\b",
         text,
     )
     assert len(typo) == 1
@@ -137,6 +138,7 @@ _FIXES = {
     "object": "objects",
     "urll": "url",
     "uri": "url",
+    "verfy": "verify",
 }
 
 

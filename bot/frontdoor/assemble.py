@@ -249,6 +249,7 @@ def assemble(
             restart_threshold=settings.restart_threshold,
             rules_paths=settings.rules_paths(),
             check_ignores=settings.check_ignores,
+            image_checks=settings.image_checks,
             operations_channel=settings.channels.operations,
             watches=watches,
             jobs=jobs,

@@ -23,7 +23,7 @@ from kubernetes import client, config
 
 from bot.adapters.kube import Cluster
 from bot.core.duties import Duties
-from bot.core.jobs.kubeproxy import EKS_KUBE_PROXY
+from bot.core.kube.kubeproxy import EKS_KUBE_PROXY
 from bot.frontdoor.acting import JobDuty
 from bot.frontdoor.watching import WatchDuty
 from bot.records import ClusterConfig

@@ -45,6 +45,7 @@ FIXTURES: dict[str, str] = {
     "helm": "process",
     "chromium": "process",
     "observability": "process",
+    "oci_registry": "process",
 }
 # Names in a test's or a fixture's source that start something.
 NAMES: dict[str, tuple[str, ...]] = {

@@ -21,24 +21,35 @@ from typing import cast
 from bot.core.checks.applied import APPLIED_KINDS
 from bot.core.checks.findings import REQUIRED, Cover, Finding, Report, summary_lines
 from bot.core.checks.gather import CheckReader, read_facts
+from bot.core.checks.images import ImageAnswer
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rules import Rule, RuleHit
 from bot.core.checks.waivers import apply_covers, waiver_covers
 from bot.core.kube.versions import target_version_problem
 from bot.core.snapshots.projection import Progress
 from bot.errors import UsageError, UserError, clip
-from bot.records import ClusterConfig, FileAttachment, WaiverRow
+from bot.records import ClusterConfig, EksProvider, FileAttachment, ImageChecks, WaiverRow
 
 #: Extra finding sources (removed APIs…): (reader, target, notes to add to) → findings.
 Extra = Callable[[CheckReader, str, list[str]], Sequence[Finding]]
+#: IMG001's extra, which also runs without a cluster (`check --manifests` alone).
+ImageExtra = Callable[[CheckReader | None, str, list[str]], Sequence[Finding]]
 
 
-def default_extras(now: float | None = None, cluster: ClusterConfig | None = None) -> tuple[Extra, ...]:
+def default_extras(
+    now: float | None = None,
+    cluster: ClusterConfig | None = None,
+    *,
+    images: ImageChecks | None = None,
+    manifests: Sequence[Path] = (),
+    stdin: str | None = None,
+) -> tuple[Extra, ...]:
     """The finding sources beyond this package's checks that every front door runs: removed and
     deprecated APIs (`apis.py`: the apiserver metric, last-applied and managedFields, Helm
     releases), and for a configured `cluster` the EKS checks of its provider (`eks.py`: skipped,
     with a note saying why, without a provider or without the `aws` extra). `now` (Unix seconds)
-    dates the metric's counting window."""
+    dates the metric's counting window. With `images` whose `verify` is on, IMG001 too (the
+    cluster's target images and those of `manifests`)."""
 
     # The extras' modules (the API data, the EKS checks) are imported when they run: while the
     # pods' helper works (`read_facts`' `meanwhile`), not before it starts.
@@ -50,8 +61,11 @@ def default_extras(now: float | None = None, cluster: ClusterConfig | None = Non
             return []
         return apis.cluster_api_findings(cast(apis.ApiReader, reader), target, now=now, notes=notes)
 
+    verify: tuple[Extra, ...] = ()
+    if images is not None and images.verify:
+        verify = (image_extra(images, cluster=cluster, manifests=manifests, stdin=stdin),)
     if cluster is None:
-        return (removed_apis,)
+        return (removed_apis, *verify)
     provider = cluster.eks
 
     def eks_checks(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:
@@ -59,7 +73,72 @@ def default_extras(now: float | None = None, cluster: ClusterConfig | None = Non
 
         return eks.eks_extra(provider)(reader, target, notes)
 
-    return (removed_apis, eks_checks)
+    return (removed_apis, eks_checks, *verify)
+
+
+def image_extra(
+    config: ImageChecks,
+    *,
+    cluster: ClusterConfig | None = None,
+    manifests: Sequence[Path] = (),
+    stdin: str | None = None,
+    lookup: Callable[[str], ImageAnswer] | None = None,
+) -> ImageExtra:
+    """IMG001 as a `check` extra: the target kube-proxy (and, on EKS, add-on) images of the
+    cluster and the images of `manifests`, each asked of its registry (`checks.images`, or
+    `lookup` in its place)."""
+
+    def extra(reader: CheckReader | None, target: str, notes: list[str]) -> Sequence[Finding]:
+        from bot.core.checks import images
+
+        ask = lookup or registry_lookup(config)
+        wanted: list[images.Wanted] = []
+        if reader is not None:
+            addon_default = None
+            if cluster is not None and cluster.eks is not None:
+                addon_default = _eks_addon_default(cluster.eks, notes)
+            wanted += images.cluster_images(reader, target, notes, addon_default=addon_default)
+        if manifests:
+            wanted += images.manifest_images(manifests, stdin=stdin)
+        return images.image_findings(wanted, ask, notes)
+
+    return extra
+
+
+def registry_lookup(config: ImageChecks) -> Callable[[str], ImageAnswer]:
+    """Asks the image's registry with the OCI distribution API (`bot.adapters.registry`)."""
+    from bot.adapters import registry
+
+    credentials: dict[str, tuple[str, str]] = {}
+    if config.docker_config is not None:
+        try:
+            credentials = registry.load_docker_config(config.docker_config)
+        except ValueError as exc:
+            raise UserError(f"checks.images.docker_config: {exc}") from None
+    client = registry.RegistryClient(
+        credentials=credentials, insecure=config.insecure, endpoints=dict(config.endpoints)
+    )
+    return client.ask
+
+
+def _eks_addon_default(provider: EksProvider, notes: list[str]) -> Callable[[str, str], str | None] | None:
+    from bot.adapters import aws
+    from bot.core.checks import images
+
+    try:
+        ask = images.addon_default_from(aws.connect(provider))
+    except aws.AwsUnavailable as exc:
+        notes.append(f"images: the EKS add-ons' target images not asked: {exc}")
+        return None
+
+    def default(addon: str, target: str) -> str | None:
+        try:
+            return ask(addon, target)
+        except aws.AwsError as exc:
+            notes.append(f"images: the {addon} add-on's versions for {target} not read: {exc}")
+            return None
+
+    return default
 
 
 def default_manifest_check(stdin: str | None = None) -> Callable[[Sequence[Path], str], Sequence[Finding]]:
@@ -73,20 +152,25 @@ def default_manifest_check(stdin: str | None = None) -> Callable[[Sequence[Path]
     return check
 
 
-def check_manifests(paths: Sequence[Path], *, target: str, stdin: str | None = None) -> Report:
+def check_manifests(
+    paths: Sequence[Path],
+    *,
+    target: str,
+    stdin: str | None = None,
+    images: ImageChecks | None = None,
+    lookup: Callable[[str], ImageAnswer] | None = None,
+) -> Report:
     """The removed-API check over manifest files alone (CI), without a cluster; a `-` path is the
-    text `stdin`."""
+    text `stdin`. With `images`, IMG001 over the manifests' images too."""
     from bot.core.checks import apidata, apis
 
     check_target(target)
     shown_paths = ", ".join("stdin" if p == apis.STDIN else str(p) for p in paths)
     notes = [apidata.describe_data(), f"manifests: {shown_paths}"]
-    return Report(
-        cluster="manifests",
-        target=target,
-        findings=ordered(apis.manifest_findings(paths, target, stdin=stdin)),
-        notes=tuple(notes),
-    )
+    findings = list(apis.manifest_findings(paths, target, stdin=stdin))
+    if images is not None:
+        findings += image_extra(images, manifests=paths, stdin=stdin, lookup=lookup)(None, target, notes)
+    return Report(cluster="manifests", target=target, findings=ordered(findings), notes=tuple(notes))
 
 
 def ordered(findings: Sequence[Finding]) -> tuple[Finding, ...]:

@@ -5,7 +5,7 @@ never published), then follow the DaemonSet's rollout as `restart` does.
 Arguments: `workload` (`daemonset/NAMESPACE/NAME`, e.g. daemonset/kube-system/kube-proxy) and
 optional `container` (default: the container named like the workload, else its only one),
 `timeout`, `crashloop_after`, `imagepull_after` (as `restart`). The new image is not an argument:
-it is the tag EKS documents for the control plane's minor version (`bot.core.jobs.kubeproxy`,
+it is the tag EKS documents for the control plane's minor version (`bot.core.kube.kubeproxy`,
 a shipped table with its sources), in the registry and region of the image the DaemonSet runs now
 — so a click can only move kube-proxy to the documented image, never to a typed one.
 
@@ -24,8 +24,8 @@ from typing import Any
 
 from bot.core.jobs.base import Post, Progress
 from bot.core.jobs.common import JobCluster, duration_arg, iso, namespace_name, object_name
-from bot.core.jobs.kubeproxy import SOURCE, documented_image, minor
 from bot.core.jobs.restart import DEFAULT_TIMEOUT, RestartJob, live_workload, wkey, workload_path
+from bot.core.kube.kubeproxy import SOURCE, documented_image, minor
 from bot.core.kube.objects import CRASHLOOP_FAILS_AFTER, IMAGEPULL_FAILS_AFTER
 from bot.errors import ClusterError, UserError, clip
 

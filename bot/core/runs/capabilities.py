@@ -30,7 +30,7 @@ from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
-from bot.records import ActionRequest, ClusterConfig
+from bot.records import ActionRequest, ClusterConfig, ImageChecks
 
 
 def watch_channel(store: Store, run_id: str, operations: str | None) -> str:
@@ -50,6 +50,7 @@ def action_context(
     restart_threshold: int,
     rules_paths: Sequence[Path],
     check_ignores: Sequence[Cover] = (),
+    image_checks: ImageChecks | None = None,
     operations_channel: str | None = None,
     watches: WatchService | None = None,
     jobs: JobService | None = None,
@@ -91,7 +92,7 @@ def action_context(
                 now=clock(),
                 ignores=check_ignores,
                 rules=load_rules(rules_paths),
-                extras=checks.default_extras(now=clock().timestamp(), cluster=config),
+                extras=checks.default_extras(now=clock().timestamp(), cluster=config, images=image_checks),
             )
 
     def start_watch(request: ActionRequest) -> str:

@@ -1,4 +1,4 @@
-"""`upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]`: the
+"""`upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [--images] [-o text|md|json|yaml]`: the
 pre-flight checks for an upgrade, on a cluster or (`--manifests` alone, as CI runs it, without a
 cluster or a configuration file) on manifests; exit 3 when a Required one fails.
 
@@ -9,8 +9,10 @@ store, and the output says that no waivers were read."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from bot.frontdoor.cli.options import (
 from bot.frontdoor.cli.output import as_yaml
 from bot.frontdoor.cli.progress import progress_bar
 from bot.logsetup import configure_logging
-from bot.records import WaiverRow
+from bot.records import ImageChecks, WaiverRow
 from bot.settings import Settings
 
 
@@ -58,6 +60,13 @@ def register(subparsers: Subparsers) -> Handler:
         metavar="PATH",
         help="YAML files or directories to check for removed APIs, - for standard input "
         "(repeatable; alone, no cluster is read)",
+    )
+    check.add_argument(
+        "--images",
+        action="store_true",
+        help="ask each image's registry whether the images the upgrade rolls out exist (IMG001), "
+        "as checks.images.verify does; credentials from checks.images.docker_config, else "
+        "$DOCKER_CONFIG/config.json or ~/.docker/config.json",
     )
     formats(check, ["text", "md", "json", "yaml"], "text")
     kube_flags(check)
@@ -92,7 +101,13 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
                 now=now,
                 ignores=settings.check_ignores,
                 rules=rules,
-                extras=checks.default_extras(now=now.timestamp(), cluster=cluster),
+                extras=checks.default_extras(
+                    now=now.timestamp(),
+                    cluster=cluster,
+                    images=_image_checks(settings.image_checks, args.images),
+                    manifests=[Path(p) for p in args.manifests],
+                    stdin=stdin,
+                ),
                 manifests=[Path(p) for p in args.manifests],
                 manifest_check=checks.default_manifest_check(stdin),
                 progress=progress,
@@ -121,7 +136,10 @@ def _check_manifests(args: argparse.Namespace) -> int:
         if not args.to:
             raise UsageError("--manifests without --cluster needs --to VERSION (the target to check against)")
         report = checks.check_manifests(
-            [Path(p) for p in args.manifests], target=args.to, stdin=_manifests_stdin(args.manifests)
+            [Path(p) for p in args.manifests],
+            target=args.to,
+            stdin=_manifests_stdin(args.manifests),
+            images=_image_checks(ImageChecks(), args.images) if args.images else None,
         )
     except (ConfigError, UsageError) as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
@@ -131,6 +149,19 @@ def _check_manifests(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     sys.stdout.write(_render(report, args.output))
     return EXIT_FOUND if report.failed else EXIT_OK
+
+
+def _image_checks(configured: ImageChecks, flag: bool) -> ImageChecks:
+    """`checks.images`, turned on by `--images`; without a configured docker config, the one the
+    docker CLI reads (so `docker login` is enough for a person at a terminal)."""
+    if not flag:
+        return configured
+    docker_config = configured.docker_config
+    if docker_config is None:
+        home = os.environ.get("DOCKER_CONFIG") or str(Path.home() / ".docker")
+        candidate = Path(home) / "config.json"
+        docker_config = candidate if candidate.is_file() else None
+    return replace(configured, verify=True, docker_config=docker_config)
 
 
 def _manifests_stdin(manifests: Sequence[str]) -> str | None:

@@ -19,9 +19,9 @@ from bot.adapters.kube import Cluster
 from bot.core.jobs import preview
 from bot.core.jobs.common import GATE
 from bot.core.jobs.image import SetImageJob
-from bot.core.jobs.kubeproxy import EKS_KUBE_PROXY, SOURCE, documented_image
 from bot.core.jobs.pods import ROLE_HINT, DeletePodJob
 from bot.core.jobs.registry import default_jobs
+from bot.core.kube.kubeproxy import EKS_KUBE_PROXY, SOURCE, documented_image
 from bot.core.rendering import Renderer
 from bot.errors import ClusterError, ClusterForbidden, UserError
 from bot.records import ActionCall, ClusterConfig
