@@ -47,6 +47,7 @@ from bot.sim.controllers.workloads import DaemonSets, Deployments, ReplicaSets, 
 from bot.sim.world import aws as aws_world
 from bot.sim.world import control_http
 from bot.sim.world import evidence as evidence_world
+from bot.sim.world import registry as registry_world
 from bot.sim.world.cloud import Cloud
 from bot.sim.world.control import Control
 from bot.sim.world.injection import Injectors
@@ -159,6 +160,8 @@ class Sim:
             self.engine.every(HOUSEKEEPING_SECONDS, self._housekeeping, key="housekeeping")
             #: What the Alertmanager and Prometheus facades answer (/alertmanager, /prometheus).
             self.evidence = evidence_world.Evidence(now=self.clock.now)
+            #: The OCI registry facade (/v2): every image the built scenario runs (IMG001's answers).
+            self.registry = registry_world.Registry.from_store(self.store)
             #: The AWS APIs of an EKS scenario (served under /aws), None for a scenario without them.
             self.aws: aws_world.AwsWorld | None = None
             if scenario.aws is not None:
@@ -223,6 +226,7 @@ class SimCluster:
         )
         control_http.register(self._server, sim.control)
         evidence_world.register(self._server, sim.evidence)
+        registry_world.register(self._server, sim.registry)
         if sim.aws is not None:
             aws_world.register(self._server, sim.aws)
         self.sim.port = self._server.port

@@ -117,7 +117,7 @@ def cluster_images(
             out.append(
                 Wanted(
                     image=documented_image(running["kube-proxy"], target),
-                    why=f"kube-proxy for {target} (the image `set-image` sets)",
+                    why=f"kube-proxy for {target}, the image `set-image` sets",
                 )
             )
         except ValueError as exc:

@@ -62,7 +62,7 @@ def test_the_target_kube_proxy_missing_from_the_registry_is_required_until_it_is
         REQUIRED,
         "Images the upgrade rolls out are not in their registries",
     )
-    assert missing.objects == (f"{wanted} (kube-proxy for {report.target} (the image `set-image` sets))",)
+    assert missing.objects == (f"{wanted} (kube-proxy for {report.target}, the image `set-image` sets)",)
     assert report.failed
 
     repository, tag = wanted.removeprefix(f"{ECR}/").split(":")
@@ -142,3 +142,16 @@ def test_denied_and_malformed_images_are_could_not_verify() -> None:
         "r.example/a:1 (named in x.yaml): HTTP 401: r.example wants bearer credentials and the docker config has none",
         "BAD (named in y.yaml): not an image reference: 'BAD' is not a repository name",
     )
+
+
+def test_on_the_sim_alone_the_facade_answers_for_the_registry(reader: Cluster, sim_small: SimCluster) -> None:
+    # The rehearsal's path: no registry binary, the simulator's /v2 facade in its place.
+    images = ImageChecks(verify=True, endpoints={ECR: sim_small.url})
+    report = _check(reader, images)
+    wanted = _target_kube_proxy(reader, report.target)
+    (missing,) = _img001(report)
+    assert (missing.severity, missing.objects[0].split(" ")[0]) == (REQUIRED, wanted)
+
+    assert sim_small.sim is not None
+    sim_small.sim.registry.publish(wanted)
+    assert _img001(_check(reader, images)) == []
