@@ -11,11 +11,11 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     """The report of a run, from what the bot stored: a timeline picture (the steps, waiting for
     people vs working, approvals marked; one lane per node group, each node cordoned → drained),
     and the full report as HTML (one file, opens offline, prints) and Markdown (a Mermaid gantt).
-    Only people in the roster may read it.
+    People are named by their Slack display names. Only people in the roster may read it.
 
     Example: `/upgrade report R1E04FA`
     """
-    report = rp.build_report(ctx.store, args.run, now=ctx.clock())
+    report = rp.build_report(ctx.store, args.run, now=ctx.clock(), directory=ctx.directory)
     return Reply(
         template="report",
         context=rp.reply_context(report),

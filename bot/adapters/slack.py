@@ -407,6 +407,27 @@ class SlackDirectory:
         user = resp.get("user") or {}
         return not bool(user.get("deleted", False))
 
+    def display_name(self, user_id: str) -> str | None:
+        """users.info: the profile's display name, else the real name, else the handle; None for
+        `user_not_found`."""
+        try:
+            resp = self.gateway._call("users.info", self.gateway.client.users_info, user=user_id)
+        except SlackCallFailed as exc:
+            if exc.code == "user_not_found":
+                return None
+            raise
+        user = resp.get("user") or {}
+        profile = user.get("profile") or {}
+        for name in (
+            profile.get("display_name"),
+            profile.get("real_name"),
+            user.get("real_name"),
+            user.get("name"),
+        ):
+            if isinstance(name, str) and name.strip():
+                return name.strip()
+        return None
+
     def group_exists(self, group_id: str) -> bool:
         """usergroups.users.list answers `no_such_subteam` for a group that does not exist."""
         try:

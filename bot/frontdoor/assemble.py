@@ -221,6 +221,7 @@ def assemble(
             files=slack.uploader if slack is not None else None,
             live=long_actions.sections,
             waive_roles=settings.action_approvers,
+            directory=directory,
         )
     announcements = AnnouncementService(
         store=store,

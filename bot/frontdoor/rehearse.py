@@ -27,14 +27,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import re
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from bot.adapters.store import Store
 from bot.core.checks.findings import Cover
@@ -48,6 +47,7 @@ from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
 from bot.frontdoor.assemble import assemble
+from bot.frontdoor.termtext import TerminalOut, TerminalText
 from bot.records import ClusterConfig, EksProvider
 from bot.resources import BUILTIN_PLANS
 from bot.settings import parse_settings
@@ -59,19 +59,9 @@ class _Posted:
     ts: str
 
 
-_DATE = re.compile(r"<!date\^\d+\^[^|]*\|([^>]*)>")
-_MENTION = re.compile(r"<[@#]([A-Z0-9]+)>|<!subteam\^([A-Z0-9]+)>")
-
-
-def terminal_text(text: str) -> str:
-    """Slack markup as a terminal shows it: date tokens by their fallback, mentions as @ID."""
-    text = _DATE.sub(lambda m: m.group(1), text)
-    text = _MENTION.sub(lambda m: "@" + (m.group(1) or m.group(2)), text)
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
 class TextPoster:
-    """Prints the card and the thread; Slack's ids are made up, one per message."""
+    """Prints the card and the thread; Slack's ids are made up, one per message. The text is
+    Slack's: `rehearse` hands it a stream that renders it for a terminal (`TerminalOut`)."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
@@ -88,7 +78,6 @@ class TextPoster:
         reply_broadcast: bool = False,
         dedup_key: str | None = None,
     ) -> _Posted:
-        text = terminal_text(text)
         if thread_ts:
             marker = "  ↳ (also in the channel) " if reply_broadcast else "  ↳ "
             self.out.write(marker + text.replace("\n", "\n    ") + "\n")
@@ -101,9 +90,7 @@ class TextPoster:
         self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
     ) -> None:
         if ts == "1.0":
-            self.card = terminal_text(
-                text
-            )  # the card; printed when the rehearsal stops to ask, and at the end
+            self.card = text  # the card; printed when the rehearsal stops to ask, and at the end
 
     def find_posted(
         self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime
@@ -218,13 +205,17 @@ def rehearse(
     interactive: bool = False,
     ignores: Sequence[Cover] = (),
     report_dir: Path | None = None,
+    plain: bool = False,
+    zone: tzinfo | None = None,
 ) -> int:
     """Run the plan to its end; the exit status is `exit_status`'s. `ignores` is the team's
     `checks.ignore` (from `--config`): the plan's check steps accept what it accepts, as they
     would on the day. With `report_dir`, the run's report (bot.core.runs.report: PNG, HTML,
     Markdown) is written there and its path printed. `eks` is the sim's EKS cluster when its
     scenario has a cloud: the plan's cluster gets it as its provider (the EKS checks and actions
-    then call the sim's AWS APIs)."""
+    then call the sim's AWS APIs). What is printed is Slack's text rendered for a terminal
+    (`bot.frontdoor.termtext`: dates in `zone`, the default the local one, emoji as
+    characters), or as ASCII with `plain`."""
     if interactive and auto_approve:
         raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
     plan, text = load_plan_file(plan_name)
@@ -241,6 +232,8 @@ def rehearse(
     settings = replace(
         settings, channels=replace(settings.channels, operations=plan.operations_channel or "CREHEARSAL")
     )
+    # The bot's texts name a person's role next to the mention already: the roster is not needed.
+    out = cast(TextIO, TerminalOut(out, TerminalText(zone=zone, plain=plain)))
     poster = TextPoster(out)
     # No Slack here: each user group of the roster stands for three made-up members, so gates that
     # need a group (a quorum of the mesh team) can be rehearsed too.
@@ -602,4 +595,4 @@ def _decide(
 
 def _card_text(service: RunService, run: R.Run) -> str:
     assert service.cards is not None
-    return terminal_text(service.cards.renderer.render("runs/card", service.card_context(run)).text)
+    return service.cards.renderer.render("runs/card", service.card_context(run)).text

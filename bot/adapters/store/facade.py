@@ -19,6 +19,7 @@ from bot.adapters.store.inbox import Inbox
 from bot.adapters.store.jobs import Jobs
 from bot.adapters.store.lease import Leadership
 from bot.adapters.store.messages import Messages
+from bot.adapters.store.people import People
 from bot.adapters.store.runs import Runs
 from bot.adapters.store.schedules import Schedules
 from bot.adapters.store.snapshots import Snapshots
@@ -42,6 +43,7 @@ class Store(
     FindingFixes,
     Schedules,
     Leadership,
+    People,
 ):
     """The database. `Store.open(url)` connects and migrates; methods are short transactions."""
 

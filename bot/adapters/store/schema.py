@@ -343,3 +343,14 @@ waivers = sa.Table(
     sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
 )
 sa.Index("ix_waivers_cluster_state", waivers.c.cluster, waivers.c.state)
+
+
+# Slack display names (revision 0020): `users.info` answers cached, so the report and the terminal
+# name people without asking Slack each time, and name them when Slack cannot be reached.
+people = sa.Table(
+    "people",
+    metadata,
+    sa.Column("user_id", sa.String(64), primary_key=True),
+    sa.Column("display_name", sa.Text, nullable=False),
+    sa.Column("fetched_at", sa.DateTime(timezone=True), nullable=False),
+)

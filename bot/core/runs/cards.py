@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.durations import format_duration
 from bot.core.live import LiveSection, LiveSource
+from bot.core.people import Directory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.paused import ending, paused_view
@@ -228,8 +229,11 @@ class RunCards:
         files: FileUploader | None = None,
         live: LiveSource | None = None,
         waive_roles: Sequence[str] = ("primary", "shadow"),
+        directory: Directory | None = None,
     ) -> None:
         self.deliveries = deliveries
+        #: Names the report's people (`users.info`, cached in the store); None: the cache alone.
+        self.directory = directory
         #: Who asks a Required finding's waiver (`actions.approvers`): named on a paused card.
         self.waive_roles = tuple(waive_roles)
         #: Uploads the run's report into its thread when the run ends; None: no report posted.
@@ -380,7 +384,7 @@ class RunCards:
         ):
             return
         try:
-            built = rp.build_report(self.store, run.id, now=self.clock())
+            built = rp.build_report(self.store, run.id, now=self.clock(), directory=self.directory)
             comment = self.renderer.render("report", rp.reply_context(built)).text
             for i, (name, body, title, _filetype) in enumerate(rp.attachments(built)):
                 self.files.upload_file(

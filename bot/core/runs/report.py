@@ -30,6 +30,7 @@ from markupsafe import Markup
 
 from bot.adapters.store import Store
 from bot.core.markdown import md_text
+from bot.core.people import Directory, display_names, named
 from bot.core.rendering import Renderer
 from bot.errors import UserError
 from bot.records import AuditEntry
@@ -150,6 +151,13 @@ class Report:
     #: nothing was sampled, and the chart leaves a gap there rather than draw a count.
     sampled_spans: tuple[tuple[datetime, datetime], ...] = ()
     known_issues: tuple[KnownIssueMark, ...] = ()
+    #: Slack user id → display name, for the people the report names (`bot.core.people`); the
+    #: ids stay in the data (JSON), the texts show the names.
+    people: Mapping[str, str] = field(default_factory=dict)
+
+    def who(self, user_id: str) -> str:
+        """A person as the report's texts show them: `@Alice`, else the id."""
+        return named(user_id, self.people)
 
     @property
     def groups(self) -> list[str]:
@@ -184,8 +192,12 @@ def _when(value: object) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
-def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> Report:
-    """The report of one run, from the store alone; UserError if there is no such run."""
+def build_report(
+    store: Store, run_id: str, *, now: datetime | None = None, directory: Directory | None = None
+) -> Report:
+    """The report of one run, from the store alone; UserError if there is no such run. People are
+    named by their cached Slack display names, refreshed through `directory` (`users.info`) when
+    it is given (`bot.core.people.display_names`)."""
     from bot.core.runs.plans import parse_plan
 
     rows = store.run_rows(run_id)
@@ -196,6 +208,17 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
     plan = parse_plan(plan_row.text, source=plan_row.name) if plan_row is not None else None
     titles = {s.id: s.title for s in plan.steps} if plan is not None else {}
     audit = store.audit_entries(run_id=run_id)
+    people = display_names(
+        store,
+        [
+            run.created_by,
+            *(p for ps in run.roster.values() for p in ps),
+            *(a.user_id for a in approvals),
+            *(a.user_id for a in audit),
+        ],
+        now=now or datetime.now(UTC),
+        directory=directory,
+    )
     segments = _segments(audit)
     bars = []
     for s in steps:
@@ -267,11 +290,11 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
                     marks.append(KnownIssueMark(at=ref.claimed_at, rule=rule[1], workload=rule[2]))
     sampled = [(w.ended_at, store.watch_samples(w.id)) for w in run_watches]
     series = _pods_over_time(sampled)
-    notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note) + run_notes(audit)
+    notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note) + run_notes(audit, people)
     for s in steps:
         if str(s.state) == "failed":
             findings.append(f"{s.step_id} failed" + (f": {s.note}" if s.note else ""))
-    findings += skipped_failures(audit, {s.step_id for s in steps if str(s.state) == "skipped"})
+    findings += skipped_failures(audit, {s.step_id for s in steps if str(s.state) == "skipped"}, people)
     times = [t for b in bars for t in (b.opened_at, b.started_at, b.finished_at) if t is not None]
     times += [t for b in bars for _, start, stop in b.segments for t in (start, stop) if t is not None]
     started = min([run.created_at, *times])
@@ -316,6 +339,7 @@ def build_report(store: Store, run_id: str, *, now: datetime | None = None) -> R
         pods_over_time=tuple(series),
         sampled_spans=tuple(_sampled_spans(sampled, ended)),
         known_issues=tuple(sorted(dict.fromkeys(marks), key=lambda m: m.at)),
+        people=people,
     )
 
 
@@ -356,7 +380,7 @@ def _sampled_spans(
     return merged
 
 
-def run_notes(audit: Sequence[AuditEntry]) -> tuple[str, ...]:
+def run_notes(audit: Sequence[AuditEntry], people: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The `/upgrade note` entries of the run, oldest first: "<UTC time> <who>: <text>".
 
     A note is an event of the run (bot.core.runs.machine.note) kept only as its audit row, whose
@@ -367,7 +391,7 @@ def run_notes(audit: Sequence[AuditEntry]) -> tuple[str, ...]:
     for entry in audit:
         if entry.kind != "run" or entry.subcommand != "note" or entry.outcome != "ok":
             continue
-        out.append(f"{_dt(entry.at)} {entry.user_id}: {_text(entry)}")
+        out.append(f"{_dt(entry.at)} {named(entry.user_id, people or {})}: {_text(entry)}")
     return tuple(out)
 
 
@@ -379,7 +403,9 @@ def _text(entry: AuditEntry) -> str:
     return text
 
 
-def skipped_failures(audit: Sequence[AuditEntry], skipped: set[str]) -> list[str]:
+def skipped_failures(
+    audit: Sequence[AuditEntry], skipped: set[str], people: Mapping[str, str] | None = None
+) -> list[str]:
     """What each failed-then-skipped step found, from the audit trail: skipping replaces the
     step's note with the skip's reason, so a skipped check's findings (its Required ids and
     objects) and a skipped diff's regressions would otherwise be missing from the report."""
@@ -392,7 +418,8 @@ def skipped_failures(audit: Sequence[AuditEntry], skipped: set[str]) -> list[str
             failed[entry.arguments] = _text(entry)
         elif entry.subcommand == "step_skipped" and entry.arguments in failed:
             why = failed.pop(entry.arguments)
-            out.append(f"{entry.arguments} failed and was skipped by {entry.user_id} ({_text(entry)}): {why}")
+            who = named(entry.user_id, people or {})
+            out.append(f"{entry.arguments} failed and was skipped by {who} ({_text(entry)}): {why}")
     return out
 
 
@@ -511,7 +538,7 @@ def to_markdown(report: Report) -> str:
     out += ["", "## Steps", "", "```mermaid", mermaid_gantt(report), "```", ""]
     out += ["| step | state | waiting for people | working | approvals |", "|---|---|---|---|---|"]
     for b in report.steps:
-        who = ", ".join(f"{d} {p} by {u}" for _, u, p, d in b.approvals)
+        who = ", ".join(f"{d} {p} by {report.who(u)}" for _, u, p, d in b.approvals)
         out.append(
             f"| {_cell(b.step_id)} | {_cell(b.state)} | {_dur(b.waiting)} | {_dur(b.working)} | {_cell(who)} |"
         )
@@ -565,19 +592,23 @@ def to_markdown(report: Report) -> str:
         out += ["", f"## {title}", ""] + ([f"- {_cell(i)}" for i in items] or ["- none"])
     out += ["", "## Audit excerpt", "", "| at | who | what | outcome | detail |", "|---|---|---|---|---|"]
     out += [
-        f"| {_dt(a.at)} | {_cell(a.user_id)} | {_cell(a.subcommand + ' ' + a.arguments)} | {_cell(a.outcome)} | {_cell(a.detail[:160])} |"
+        f"| {_dt(a.at)} | {_cell(report.who(a.user_id))} | {_cell(a.subcommand + ' ' + a.arguments)} | {_cell(a.outcome)} | {_cell(a.detail[:160])} |"
         for a in report.audit
     ]
     return "\n".join(out) + "\n"
 
 
 def _summary(report: Report) -> list[tuple[str, str]]:
-    roster = "; ".join(f"{role}: {', '.join(people)}" for role, people in report.roster.items())
+    roster = "; ".join(
+        f"{role}: {', '.join(report.who(p) for p in people)}" for role, people in report.roster.items()
+    )
     given: dict[str, list[str]] = {}
     for b in report.steps:
         for _, who, phase, decision in b.approvals:
             if decision in ("approve", "force"):
-                given.setdefault(who, []).append(b.step_id if phase == "start" else f"{b.step_id} (done)")
+                given.setdefault(report.who(who), []).append(
+                    b.step_id if phase == "start" else f"{b.step_id} (done)"
+                )
     approvers = [f"{who}: {len(steps)} gate(s) — {', '.join(steps)}" for who, steps in sorted(given.items())]
     return [
         ("Cluster", report.cluster),
@@ -589,7 +620,7 @@ def _summary(report: Report) -> list[tuple[str, str]]:
             f"{_dt(report.started_at)} – {_dt(report.ended_at)} ({_dur((report.ended_at - report.started_at).total_seconds())})",
         ),
         ("Outcome", report.outcome),
-        ("Started by", report.created_by + (f" — {report.reason}" if report.reason else "")),
+        ("Started by", report.who(report.created_by) + (f" — {report.reason}" if report.reason else "")),
         ("Roster", roster),
         ("Approved", "; ".join(approvers) or "—"),
     ]
@@ -620,6 +651,7 @@ def to_html(report: Report, charts: Mapping[str, bytes] | None) -> str:
             "groups": [(g, [n for n in report.nodes if n.group == g]) for g in report.groups],
             "peaks": peaks(report),
             "dt": _dt,
+            "who": report.who,
         },
     )
     for name, png in charts.items():

@@ -1,18 +1,19 @@
 """The terminal front door: `upgrade-bot …` (also `python -m bot`).
 
     upgrade-bot run [--http [--host H] [--port N]] [--health-port N]   serve Slack (Socket Mode unless --http)
-    upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID]   run one /upgrade subcommand, print the reply
+    upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID] [--plain]   run one /upgrade subcommand, print the reply
     upgrade-bot audit export [-o csv|md|json] [--since …] [--out FILE]
     upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
     upgrade-bot templates check [DIR]                    render every announcement template (CI)
     upgrade-bot plan validate FILE [--check-slack] [--check-cluster]   check an upgrade plan (exit 2: problems)
-    upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive]   a whole plan on the sim
-    upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [-o text|md|json|yaml]   pre-flight
+    upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive] [--plain]   a whole plan on the sim
+    upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [--images] [-o …]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
     upgrade-bot rules test [FILE] --log LINE | --event M which rules match a line (exit 3: a match)
     upgrade-bot inbox list|retry ID|drop ID              requests set aside as dead letters
     upgrade-bot outbox list|retry ROW|drop ROW           thread posts set aside as dead letters
     upgrade-bot report RUN [-o html|md|json|png] [--out FILE]   a run's report (timeline picture)
+    upgrade-bot completion bash|zsh                      the shell completion script (shtab)
 
 Every command takes `--config PATH`. Configuration problems exit with status 2 and one line that
 names the key or line; no traceback is printed for an error the user can fix. The exit statuses are
@@ -57,6 +58,7 @@ VERBS = {
     "inbox": "acknowledged requests set aside after failing: list, retry, drop",
     "outbox": "thread posts Slack refused every time: list, retry, drop",
     "rules": "known-issue rules: `rules check FILE`, `rules test [FILE] --log LINE`",
+    "completion": "print the shell completion script: `completion bash` or `completion zsh`",
 }
 
 #: Commands that parse their own arguments, by their first words → their module (its `main`):

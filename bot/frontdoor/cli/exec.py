@@ -1,13 +1,15 @@
-"""`upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID]`: run one /upgrade subcommand from the
-terminal through the bot `assemble` builds, print the reply, and exit as the terminal command of
-the same name would."""
+"""`upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID] [--plain]`: run one /upgrade subcommand from
+the terminal through the bot `assemble` builds, print the reply (Slack's markup rendered for a
+terminal, `bot.frontdoor.termtext`), and exit as the terminal command of the same name would."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.core.people import display_names
 from bot.frontdoor.assemble import assemble
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.options import (
@@ -22,6 +24,7 @@ from bot.frontdoor.cli.options import (
     kube_flags,
     terminal_user,
 )
+from bot.frontdoor.termtext import TerminalText, mentioned
 from bot.router import CommandRequest
 from bot.settings import Settings
 
@@ -44,6 +47,11 @@ def register(subparsers: Subparsers) -> Handler:
         "--channel", default="", metavar="CHANNEL_ID", help="the channel the command 'comes from'"
     )
     ex.add_argument("--out", default=".", metavar="DIR", help="where attached files are written (default .)")
+    ex.add_argument(
+        "--plain",
+        action="store_true",
+        help="print plain ASCII: emoji as words like [ok], no arrows or dashes (logs, CI)",
+    )
     kube_flags(ex)
     return configured(_exec, read_only=lambda args: (args.text.split() or [""])[0] in READ_ONLY_EXEC)
 
@@ -59,9 +67,17 @@ def _exec(settings: Settings, args: argparse.Namespace) -> int:
         outcome = services.router.handle(
             CommandRequest(text=args.text, user_id=user, channel_id=args.channel, source="terminal")
         )
+        # Slack's markup for a person at a terminal: people by their Slack display names (cached,
+        # looked up with the bot's token when it has one), else their ids; dates in local time;
+        # emoji as characters (or ASCII words with --plain).
+        text = outcome.rendered.text
+        names = display_names(
+            services.store, mentioned(text), now=datetime.now(UTC), directory=services.directory
+        )
+        render = TerminalText(names=names, plain=args.plain)
     finally:
         services.close()
-    print(outcome.rendered.text)
+    print(render(text))
     out_dir = Path(args.out)
     for attachment in outcome.reply.files:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -58,6 +58,11 @@ def register(subparsers: Subparsers) -> Handler:
     parser.add_argument(
         "--report", metavar="DIR", help="write the run's report (PNG, HTML, Markdown) into DIR at the end"
     )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="print plain ASCII: emoji as words like [ok], no box-drawing or arrows (logs, CI)",
+    )
     parser.add_argument("--log-level", choices=LOG_LEVELS)
     return _rehearse
 
@@ -115,6 +120,7 @@ def _rehearse(args: argparse.Namespace) -> int:
                 speed=args.speed,
                 ignores=ignores,
                 report_dir=Path(args.report) if args.report else None,
+                plain=args.plain,
             )
         except PlanInvalid as exc:
             print(exc.user_message, file=sys.stderr)

@@ -1,0 +1,79 @@
+"""The run report names people by their Slack display names (issue 40 item 5e): looked up with
+users.info through the real slack_sdk client against the loopback stub, cached in the store, and
+read from the cache when Slack is not there; the JSON keeps the ids, with the names beside them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from slack_sdk import WebClient
+
+from bot.adapters.slack import SlackDirectory
+from bot.adapters.store import Store
+from bot.core.runs.report import build_report, render
+from tests.support.report_runs import stored_run
+from tests.support.secrets import BOT_TOKEN
+from tests.support.slack_stub import SlackStub
+
+NOW = datetime(2026, 11, 29, 6, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = Store.open(f"sqlite:///{tmp_path}/bot.db")
+    yield store
+    store.close()
+
+
+def _directory(stub: SlackStub) -> SlackDirectory:
+    return SlackDirectory(WebClient(token=BOT_TOKEN, base_url=stub.api_url))
+
+
+def test_the_report_names_people_by_display_name_and_caches_them(store: Store, slack_stub: SlackStub) -> None:
+    slack_stub.users["U0PRIMARY"] = {"id": "U0PRIMARY", "name": "priya", "profile": {"display_name": "Priya"}}
+    slack_stub.users["U0SHADOW"] = {
+        "id": "U0SHADOW",
+        "name": "sam",
+        "profile": {"display_name": "", "real_name": "Sam Ito"},
+    }
+    run_id = stored_run(store)
+
+    report = build_report(store, run_id, now=NOW, directory=_directory(slack_stub))
+    md = render(report, "md").decode()
+
+    assert "- **Roster**: coordinator: U0COORD; primary: @Priya; shadow: @Sam Ito" in md
+    assert "| approve start by @Priya |" in md
+    assert "| approve start by @Sam Ito |" in md
+    assert "checks failed and was skipped by @Priya (the findings were reviewed)" in md
+    assert "| @Priya | approved drain-others | ok |" in md
+    html = render(report, "html").decode()
+    assert "approve (start) by @Sam Ito at" in html
+    # The data keeps the ids; the names are beside them.
+    data = json.loads(render(report, "json"))
+    assert data["roster"]["primary"] == ["U0PRIMARY"]
+    assert data["created_by"] == "U0PRIMARY"
+    assert data["people"] == {"U0PRIMARY": "Priya", "U0SHADOW": "Sam Ito"}
+    # Each person asked once (the coordinator is unknown to Slack: asked, and left an id).
+    asked = sorted(c.params["user"] for c in slack_stub.calls_to("users.info"))
+    assert asked == ["U0COORD", "U0PRIMARY", "U0SHADOW"]
+
+    # Within the cache's day nobody is asked again; without Slack the cache names them.
+    build_report(store, run_id, now=NOW + timedelta(hours=2), directory=_directory(slack_stub))
+    assert len(slack_stub.calls_to("users.info")) == 4  # only the never-found coordinator again
+    offline = render(build_report(store, run_id, now=NOW + timedelta(days=3)), "md").decode()
+    assert "- **Roster**: coordinator: U0COORD; primary: @Priya; shadow: @Sam Ito" in offline
+
+
+def test_slack_failing_leaves_the_report_with_ids_not_an_error(store: Store, slack_stub: SlackStub) -> None:
+    run_id = stored_run(store)
+    slack_stub.fail_next("users.info", error="account_inactive", times=10)
+    report = build_report(store, run_id, now=NOW, directory=_directory(slack_stub))
+    assert report.people == {}
+    assert (
+        "- **Roster**: coordinator: U0COORD; primary: U0PRIMARY; shadow: U0SHADOW"
+        in render(report, "md").decode()
+    )
