@@ -175,6 +175,9 @@ class RegistryClient:
     endpoints: Mapping[str, str] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
     _tokens: dict[tuple[str, str, str], str] = field(default_factory=dict, repr=False)
+    #: Registries that could not be asked, with why: their other images are not waited for again
+    #: (a registry that drops packets would cost `timeout` per image).
+    _down: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._opener = urllib.request.build_opener(_NoRedirect())
@@ -194,15 +197,18 @@ class RegistryClient:
         """Whether `image`'s manifest exists (see `Answer`); never raises for what a registry or
         the network does."""
         url = f"{self.base_url(image.registry)}/v2/{image.repository}/manifests/{image.reference}"
+        if image.registry in self._down:
+            return Answer(status="unreachable", detail=self._down[image.registry])
         try:
             status, headers = self._head(url, self._cached_auth(image))
             if status == 401:
                 auth = self._authenticate(image, headers.get("www-authenticate", ""))
                 if auth is None:
-                    return Answer(status="denied", detail=self._denied(image, headers))
+                    return Answer(status="denied", detail=f"HTTP 401: {self._denied(image, headers)}")
                 status, headers = self._head(url, auth)
         except RegistryUnreachable as exc:
             log.info("registry %s: %s", image.registry, exc)
+            self._down[image.registry] = str(exc)
             return Answer(status="unreachable", detail=str(exc))
         if 200 <= status < 400:
             return Answer(

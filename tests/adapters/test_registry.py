@@ -171,3 +171,15 @@ def test_a_bearer_challenge_is_parsed() -> None:
         "bearer",
         {"realm": "https://auth.example/token", "service": "reg", "scope": "repository:a/b:pull"},
     )
+
+
+def test_a_registry_found_down_is_not_waited_for_again_for_its_other_images() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        client = RegistryClient(timeout=2)
+        first = client.ask(f"127.0.0.1:{port}/a:1")
+        s.listen()  # now it would accept: the client does not ask again within this check
+        second = client.ask(f"127.0.0.1:{port}/b:2")
+    assert first.status == second.status == "unreachable"
+    assert second.detail == first.detail
