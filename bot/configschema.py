@@ -231,7 +231,8 @@ _IMAGES = Key(
             schema=_STRINGS,
         ),
         "endpoints": Key(
-            doc="a registry host asked at another base URL (a mirror, or the simulator's `/v2` facade)",
+            doc="a registry host asked at another base URL (a mirror, or the simulator's `/v2` facade); "
+            "`*` for every other host",
             default="none",
             names=Key(doc="the base URL, like `http://127.0.0.1:5000`", schema=_STRING),
             name_doc="HOST",

@@ -423,6 +423,27 @@ def _image_checks(v: YamlValidator, node: yaml.Node, base_dir: Path) -> ImageChe
     )
 
 
+def read_image_checks(path: Path) -> ImageChecks:
+    """The `checks.images` of a configuration file alone (a rehearsal runs IMG001 when the team's
+    configuration does); a ConfigError names the key and line."""
+    label = str(path)
+    try:
+        text = read_document(path, what="configuration file")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    node = compose_document(text, label)
+    v = YamlValidator(label)
+    out = ImageChecks()
+    if node is not None and not is_null(node):
+        top = v.mapping(node, "", None)
+        if "checks" in top:
+            chk = v.mapping(top["checks"], "checks", keys_of("checks"))
+            if "images" in chk:
+                out = _image_checks(v, chk["images"], path.parent)
+    v.raise_if_errors()
+    return out
+
+
 def read_check_ignores(path: Path) -> tuple[Cover, ...]:
     """The `checks.ignore` list of a configuration file alone (a rehearsal takes the team's
     reviewed exceptions, not its clusters or secrets); a ConfigError names the key and line."""

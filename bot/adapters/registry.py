@@ -15,7 +15,8 @@ failed, timed out or answered 5xx or nonsense). Only `present` and `missing` are
 image; the check reports the other two as "could not verify", never as a pass.
 
 Plain HTTP is used for loopback registries (as Docker does) and for hosts named in `insecure`;
-`endpoints` maps a registry host to another base URL (a mirror, or the simulator's /v2 facade).
+`endpoints` maps a registry host to another base URL (a mirror, or the simulator's /v2 facade);
+`*` there stands for every other host (a rehearsal sends every image to the simulator).
 """
 
 from __future__ import annotations
@@ -183,8 +184,9 @@ class RegistryClient:
         self._opener = urllib.request.build_opener(_NoRedirect())
 
     def base_url(self, registry: str) -> str:
-        if registry in self.endpoints:
-            return self.endpoints[registry].rstrip("/")
+        endpoint = self.endpoints.get(registry) or self.endpoints.get("*")
+        if endpoint:
+            return endpoint.rstrip("/")
         host = DOCKER_HUB_API if registry == DOCKER_HUB else registry
         scheme = "http" if _loopback(host) or registry in self.insecure else "https"
         return f"{scheme}://{host}"

@@ -48,7 +48,7 @@ from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
 from bot.frontdoor.assemble import assemble
 from bot.frontdoor.termtext import TerminalOut, TerminalText
-from bot.records import ClusterConfig, EksProvider
+from bot.records import ClusterConfig, EksProvider, ImageChecks
 from bot.resources import BUILTIN_PLANS
 from bot.settings import parse_settings
 
@@ -207,6 +207,7 @@ def rehearse(
     report_dir: Path | None = None,
     plain: bool = False,
     zone: tzinfo | None = None,
+    images: ImageChecks | None = None,
 ) -> int:
     """Run the plan to its end; the exit status is `exit_status`'s. `ignores` is the team's
     `checks.ignore` (from `--config`): the plan's check steps accept what it accepts, as they
@@ -215,7 +216,8 @@ def rehearse(
     scenario has a cloud: the plan's cluster gets it as its provider (the EKS checks and actions
     then call the sim's AWS APIs). What is printed is Slack's text rendered for a terminal
     (`bot.frontdoor.termtext`: dates in `zone`, the default the local one, emoji as
-    characters), or as ASCII with `plain`."""
+    characters), or as ASCII with `plain`. With `images` whose `verify` is on (the team's
+    `checks.images`), the plan's check steps run IMG001 against the sim's registry facade."""
     if interactive and auto_approve:
         raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
     plan, text = load_plan_file(plan_name)
@@ -229,6 +231,10 @@ def rehearse(
         env={},
     )
     settings = replace(settings, check_ignores=tuple(ignores))
+    if images is not None and images.verify:
+        # IMG001 as the team runs it, but every registry is the sim's /v2 facade: it has the
+        # images the scenario runs, not the ones nobody pushed (the next kube-proxy).
+        settings = replace(settings, image_checks=ImageChecks(verify=True, endpoints={"*": sim_url}))
     settings = replace(
         settings, channels=replace(settings.channels, operations=plan.operations_channel or "CREHEARSAL")
     )

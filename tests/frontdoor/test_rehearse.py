@@ -532,3 +532,23 @@ def test_a_bad_ignore_list_stops_the_rehearsal_naming_its_key(tmp_path: Path) ->
     assert done.returncode == 2
     assert "checks.ignore[0].reason: missing: say why this finding is accepted" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_teams_checks_images_runs_img001_against_the_sims_registry_and_plain_prints_ascii(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "team.yaml"
+    config.write_text("checks:\n  images:\n    verify: true\n    docker_config: docker.json\n")
+    (tmp_path / "docker.json").write_text('{"auths": {}}')
+    result = rehearse(
+        "eks-nodegroups", "--plain", "--config", str(config), stdin="U0SHADOW\nU0PRIMARY\nabort\n"
+    )
+    assert result.returncode == 3, result.stderr[-3000:]
+    out = result.stdout
+    # The target kube-proxy is not in the sim's registry (only the images the scenario runs are):
+    # the check step's Required findings name IMG001, as they would on the day.
+    paused = next(line for line in out.splitlines() if line.startswith("why: step checks failed"))
+    assert "IMG001" in paused
+    # --plain: ASCII only, the emoji as words.
+    assert out.isascii()
+    assert "[x] *`checks` failed* in run" in out

@@ -23,7 +23,7 @@ from bot.frontdoor.cli.options import (
 from bot.frontdoor.rehearse import rehearse
 from bot.logsetup import configure_logging
 from bot.records import EksProvider
-from bot.settings import read_check_ignores
+from bot.settings import read_check_ignores, read_image_checks
 from bot.sim.cluster import SimCluster
 from bot.sim.world.scenario import ScenarioError
 
@@ -51,7 +51,8 @@ def register(subparsers: Subparsers) -> Handler:
     )
     parser.add_argument(
         "--config",
-        help="the team's configuration: its `checks.ignore` applies to the plan's check steps (nothing else is read)",
+        help="the team's configuration: its `checks.ignore` applies to the plan's check steps, and with "
+        "`checks.images.verify` they run IMG001 against the sim's registry (nothing else is read)",
     )
     parser.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
     parser.add_argument("--seed", type=int, default=1)
@@ -71,6 +72,7 @@ def _rehearse(args: argparse.Namespace) -> int:
     configure_logging(args.log_level or "WARNING", [])
     try:
         ignores = read_check_ignores(Path(args.config)) if args.config else ()
+        images = read_image_checks(Path(args.config)) if args.config else None
     except ConfigError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_USAGE
@@ -121,6 +123,7 @@ def _rehearse(args: argparse.Namespace) -> int:
                 ignores=ignores,
                 report_dir=Path(args.report) if args.report else None,
                 plain=args.plain,
+                images=images,
             )
         except PlanInvalid as exc:
             print(exc.user_message, file=sys.stderr)
