@@ -34,7 +34,8 @@ COPY templates ./templates
 # The bot's own wheel; its dependencies are already there.
 RUN pip wheel --wheel-dir /wheels --no-deps .
 
-FROM ${PYTHON_IMAGE}@${PYTHON_DIGEST}
+# What both images share: the labels, the environment and the user. The image's extras differ.
+FROM ${PYTHON_IMAGE}@${PYTHON_DIGEST} AS runtime
 ARG VERSION
 ARG PYTHON_IMAGE
 ARG PYTHON_DIGEST
@@ -54,14 +55,31 @@ RUN useradd --system --create-home --uid 10001 upgradebot \
     && mkdir -p /data /config \
     && chown upgradebot /data
 
+WORKDIR /app
+COPY upgrade-bot.example.yaml ./
+
+# `docker build --target slim .`: the bot without the charts extra (matplotlib with numpy,
+# fonttools and pillow, 170 MB): the run report has no pictures and says so. PostgreSQL and
+# boto3 (an EKS provider) stay.
+FROM runtime AS slim
+ARG VERSION
+# The wheels are mounted for this one step rather than copied, so they never become a layer;
+# --no-index: only what the build stage made is installed.
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-index --find-links /wheels "upgrade-bot[postgres,aws]==${VERSION}"
+USER 10001
+VOLUME ["/data"]
+EXPOSE 3000
+ENTRYPOINT ["upgrade-bot", "run"]
+
+# The default image (the last stage): with the charts extra for the run report's pictures.
+FROM runtime AS full
+ARG VERSION
 # The wheels are mounted for this one step rather than copied, so they never become a layer;
 # --no-index: only what the build stage made is installed, which is the lock and the bot (with
 # PostgreSQL, boto3 for an EKS provider's checks and matplotlib for the run report's pictures).
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-index --find-links /wheels "upgrade-bot[postgres,aws,charts]==${VERSION}"
-
-WORKDIR /app
-COPY upgrade-bot.example.yaml ./
 
 USER 10001
 VOLUME ["/data"]

@@ -1,4 +1,5 @@
-"""What `pip install` of the wheel puts on a disk: a fresh virtualenv, measured (issue 28, ≤ 160 MB).
+"""What `pip install` of the wheel puts on a disk: a fresh virtualenv, measured (issue 44: ≤ 120 MB of
+site-packages without extras, the virtualenv's own pip and setuptools excluded).
 
 Builds the wheel from this checkout (`pip wheel --no-deps`, in a temporary copy of what it is made
 of: pyproject.toml, README.md, LICENSE, bot/, commands/, templates/), makes a fresh virtualenv with the running interpreter (`python -m venv`: it
@@ -9,11 +10,13 @@ bytecode compilation), then prints:
     after the install, and the part that is the virtualenv's own pip and setuptools;
   - each installed distribution's size on disk (the files its RECORD lists: code, the `.pyc` pip
     compiled, bundled libraries such as `numpy.libs`), largest first;
-and PASS or FAIL of the whole virtualenv (its own pip and setuptools counted) against the target
-(the plain install's; with `--extras` the figures are for information).
+  - site-packages on disk without the files of the virtualenv's own pip and setuptools (what
+    the install put there, its bytecode included): the figure the target is for;
+and PASS or FAIL of that figure against the target (the plain install's; with `--extras` the
+figures are for information).
 
 Usage: nice .venv/bin/python benchmarks/bench_install.py [--extras charts] [--wheel WHEEL]
-       [--target-mb 160] [--keep] [--json]
+       [--target-mb 120] [--keep] [--json]
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_MB = 160.0
+TARGET_MB = 120.0
 MB = 1024 * 1024
 #: What `python -m venv` installs by itself (Python 3.11: pip and setuptools).
 VENV_OWN = ("pip", "setuptools")
@@ -86,6 +89,11 @@ def build_wheel(work: Path) -> Path:
     return wheel
 
 
+def site_packages(venv: Path) -> Path:
+    (found,) = (venv / "lib").glob("python3*/site-packages")
+    return found
+
+
 def measure(venv: Path) -> dict[str, tuple[str, int]]:
     """Each distribution in the virtualenv: version and bytes on disk of the files its RECORD lists."""
     listed = subprocess.run(
@@ -117,9 +125,11 @@ def main() -> int:
         total = disk_usage([venv])
         dists = measure(venv)
         own = sum(size for name, (_, size) in dists.items() if name.lower() in VENV_OWN)
+        # site-packages as a whole (files no RECORD lists count too), less pip's and setuptools'.
+        site = disk_usage([site_packages(venv)]) - own
         largest = sorted(dists.items(), key=lambda kv: -kv[1][1])
         # The target is the plain install's; with extras the figures are printed for information.
-        ok = bool(args.extras) or total <= args.target_mb * MB
+        ok = bool(args.extras) or site <= args.target_mb * MB
         if args.json:
             print(
                 json.dumps(
@@ -130,6 +140,7 @@ def main() -> int:
                         "venv_bytes": total,
                         "empty_venv_bytes": empty,
                         "venv_own_pip_setuptools_bytes": own,
+                        "site_packages_without_pip_setuptools_bytes": site,
                         "target_bytes": int(args.target_mb * MB),
                         "pass": None if args.extras else ok,
                         "distributions": {
@@ -144,7 +155,8 @@ def main() -> int:
                 f"{wheel.name}{f'[{args.extras}]' if args.extras else ''} in a fresh venv (Python {sys.version.split()[0]})"
             )
             target = "no target with extras" if args.extras else f"target ≤ {args.target_mb:.0f} MB"
-            print(f"  virtualenv on disk:      {total / MB:7.1f} MB  ({target})")
+            print(f"  site-packages without pip and setuptools: {site / MB:7.1f} MB  ({target})")
+            print(f"  virtualenv on disk:      {total / MB:7.1f} MB")
             print(
                 f"  empty virtualenv:        {empty / MB:7.1f} MB  (its own pip and setuptools: {own / MB:.1f} MB)"
             )

@@ -5,8 +5,12 @@ threads each carry their own) and appears in every log line and in the error sho
 is how an operator finds the detail behind a short chat message.
 
 With `--log-format json` each line is one JSON object (time, level, logger, message, correlation
-id, run id, replica id, and the traceback if any) for a log collector; the run id is bound while a
-run service method works on one run (`run_scoped`), the replica id once per process.
+id, run id, step, job, replica id, and the traceback if any) for a log collector; the text format
+adds `run=… step=… job=…` after the correlation id when they are bound. They are bound through the
+logging context, never written into messages by hand: `log_context` (context variables) while a
+run service method works on one run (`run_scoped`) or one of its steps, and for the whole life of
+a duty's driver thread (a cluster job: its run, step and job; a watch: its run and step), which
+runs in a copy of the context of the scan that started it. The replica id is set once per process.
 
 In the text format one record is one line: control characters (newlines, ANSI escape sequences,
 C1 controls) and bidirectional overrides in a message, which may carry a user's command text or a
@@ -24,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import inspect
 import json
 import logging
 import re
@@ -35,6 +40,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 _correlation: contextvars.ContextVar[str] = contextvars.ContextVar("correlation_id", default="-")
 _run_id: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="-")
+_step: contextvars.ContextVar[str] = contextvars.ContextVar("step", default="-")
+_job: contextvars.ContextVar[str] = contextvars.ContextVar("job", default="-")
 #: This process's name among the replicas (set once by the serving front door).
 _replica = {"id": "-"}
 
@@ -66,9 +73,19 @@ def correlation(cid: str | None = None) -> Iterator[str]:
 class CorrelationFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.correlation_id = _correlation.get()
-        record.run_id = _run_id.get()
+        run_id, step, job = _run_id.get(), _step.get(), _job.get()
+        record.run_id = run_id
+        record.step = step
+        record.job = job
         record.replica_id = _replica["id"]
+        record.run_fields = _run_fields(run_id, step, job)
         return True
+
+
+def _run_fields(run_id: str, step: str, job: str) -> str:
+    """` run=r-12 step=drain job=7` for the text format: only what is bound, nothing outside a run."""
+    bound = [(n, v) for n, v in (("run", run_id), ("step", step), ("job", job)) if v != "-"]
+    return "".join(f" {n}={v}" for n, v in bound)
 
 
 class RedactingFilter(logging.Filter):
@@ -96,7 +113,7 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-FORMAT = "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s"
+FORMAT = "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s]%(run_fields)s %(message)s"
 
 #: C0 controls (tab and newline included: a record is one line), DEL, C1 controls (U+009B is a
 #: terminal's CSI on its own), the bidirectional marks that make text read backwards, and the
@@ -128,6 +145,9 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         record.message = record.getMessage()
+        if not hasattr(record, "run_fields"):  # a handler without CorrelationFilter
+            record.correlation_id = getattr(record, "correlation_id", _correlation.get())
+            record.run_fields = _run_fields(_run_id.get(), _step.get(), _job.get())
         if self.usesTime():
             record.asctime = self.formatTime(record, self.datefmt)
         line = visible(self.formatMessage(record))
@@ -193,20 +213,45 @@ def current_run_id() -> str:
 @contextlib.contextmanager
 def run_context(run_id: str) -> Iterator[None]:
     """Bind a run id for the block."""
-    token = _run_id.set(run_id or "-")
+    with log_context(run_id=run_id):
+        yield
+
+
+@contextlib.contextmanager
+def log_context(
+    *, run_id: str | None = None, step: str | None = None, job: str | None = None
+) -> Iterator[None]:
+    """Bind what is given of a run's id, its step and its job for the block (None: left as the
+    caller bound it; "": unbound), so every line logged inside carries them."""
+    tokens = [
+        (var, var.set(str(value) or "-"))
+        for var, value in ((_run_id, run_id), (_step, step), (_job, job))
+        if value is not None
+    ]
     try:
         yield
     finally:
-        _run_id.reset(token)
+        for var, token in reversed(tokens):
+            var.reset(token)
 
 
 def run_scoped(method: Callable[Concatenate[S, Any, P], R]) -> Callable[Concatenate[S, Any, P], R]:
-    """For a method whose first argument is a run or its id: log lines inside carry the run id."""
+    """For a method whose first argument is a run, its id or a button of it (`run_id`, `step_id`):
+    log lines inside carry the run id, and the step when the button or a `step_id` argument names it."""
+    names = list(inspect.signature(method).parameters)
+    # Where `step_id` is among the arguments after (self, run), if the method takes one.
+    step_at = names.index("step_id") - 2 if "step_id" in names[2:] else None
 
     @functools.wraps(method)
     def wrapper(self: S, run: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        run_id = run if isinstance(run, str) else str(getattr(run, "id", "") or "")
-        with run_context(run_id):
+        if isinstance(run, str):
+            run_id = run
+        else:
+            run_id = str(getattr(run, "run_id", "") or getattr(run, "id", "") or "")
+        step = kwargs.get("step_id", getattr(run, "step_id", None))
+        if step_at is not None and len(args) > step_at:
+            step = args[step_at]
+        with log_context(run_id=run_id, step=step if isinstance(step, str) else None):
             return method(self, run, *args, **kwargs)
 
     return wrapper
@@ -224,6 +269,8 @@ class JsonFormatter(logging.Formatter):
             # null where not known (the text format shows "-").
             "correlation_id": _known(getattr(record, "correlation_id", _correlation.get())),
             "run_id": _known(getattr(record, "run_id", _run_id.get())),
+            "step": _known(getattr(record, "step", _step.get())),
+            "job": _known(getattr(record, "job", _job.get())),
             "replica_id": _known(getattr(record, "replica_id", _replica["id"])),
         }
         if record.exc_info and not record.exc_text:

@@ -55,7 +55,7 @@ LIBRARY_HOMES = {
     "kubernetes_validate": (),
     "prometheus_client": ("bot.frontdoor.metrics",),
     # The terminal's progress display.
-    "rich": ("bot.frontdoor.cli",),
+    "tqdm": ("bot.frontdoor.cli",),
     # The run report's pictures (issue 31), imported inside its functions (see the test below).
     "matplotlib": ("bot.adapters.charts",),
     # The optional `aws` extra (issue 29), imported inside `connect` (see the test below).

@@ -12,9 +12,11 @@ import pytest
 
 from bot.logsetup import (
     JsonFormatter,
+    TextFormatter,
     configure_logging,
     correlation,
     install_filters,
+    log_context,
     run_scoped,
     set_replica_id,
 )
@@ -98,3 +100,26 @@ def test_an_uncaught_exception_in_a_thread_is_logged_through_the_handler() -> No
     (entry,) = entries(out)
     assert entry["message"] == "uncaught exception in thread worker-x"
     assert "OSError: closed with [redacted]" in str(entry["exception"])
+
+
+def test_log_context_binds_run_step_and_job_in_both_formats_and_unbinds_after(
+    json_lines: io.StringIO,
+) -> None:
+    log = logging.getLogger("tests.json")
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    handler.setFormatter(TextFormatter())
+    install_filters(handler)
+    log.addHandler(handler)
+    try:
+        with log_context(run_id="r-7", step="drain"), log_context(job="3"):
+            log.info("evicting")
+        log.info("after")
+    finally:
+        log.removeHandler(handler)
+    inside, after = entries(json_lines)
+    assert (inside["run_id"], inside["step"], inside["job"]) == ("r-7", "drain", "3")
+    assert (after["run_id"], after["step"], after["job"]) == (None, None, None)
+    first, second = text.getvalue().splitlines()
+    assert first.endswith("] run=r-7 step=drain job=3 evicting")
+    assert second.endswith("] after")

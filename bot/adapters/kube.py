@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gc
-import importlib.util
 import json
 import logging
 import mmap
@@ -51,72 +50,7 @@ import msgspec
 import urllib3
 import yaml
 
-
-class _Deferred(types.ModuleType):
-    """A package of the `kubernetes` client whose `__init__` has not run: see `_import_lean`."""
-
-    def __getattr__(self, name: str) -> Any:
-        with _DEFERRED_LOCK:
-            if type(self) is _Deferred:
-                # Someone wants more than the adapter imported: the package's own __init__ runs now,
-                # in this module object, and the package is then what a plain import makes it.
-                self.__class__ = types.ModuleType  # type: ignore[assignment]
-                spec = self.__spec__
-                if spec is None or spec.loader is None:  # pragma: no cover - set by module_from_spec
-                    raise AttributeError(name)
-                spec.loader.exec_module(self)
-        return getattr(self, name)
-
-
-_DEFERRED_LOCK = threading.RLock()
-
-
-def _import_lean() -> None:
-    """Import the parts of the `kubernetes` client the adapter uses, not the whole package.
-
-    `import kubernetes` (and any import of one of its modules, which runs the package's __init__
-    first) imports every API group and all 800 model classes, its dynamic client and
-    `kubernetes_validate`'s schemas: 0.45 s of CPU that every `upgrade-bot` command paid at start-up,
-    a sixth of a snapshot, for a transport that uses none of them (bodies stay raw, see above).
-    So the packages `kubernetes`, `kubernetes.client` and `kubernetes.client.models` are first
-    entered in `sys.modules` without running their __init__ (`_Deferred`), and only the modules the
-    adapter needs are imported: the configuration, the REST client, the ApiClient and the kubeconfig
-    loaders. The first use of anything else of the package (a test's `client.CoreV1Api`) runs the
-    skipped __init__ then, so the package behaves as if imported whole. If the package was already
-    imported, nothing changes.
-    """
-    if "kubernetes" in sys.modules:
-        return
-    for name in ("kubernetes", "kubernetes.client", "kubernetes.client.models"):
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.submodule_search_locations is None:  # pragma: no cover - not a package
-            return
-        module = importlib.util.module_from_spec(spec)
-        module.__class__ = _Deferred
-        sys.modules[name] = module
-        parent, _, child = name.rpartition(".")
-        if parent:
-            setattr(sys.modules[parent], child, module)
-    # By full name (`from package import x` would ask the deferred package for x first), in this
-    # order: each module's own `from kubernetes.client import X` then finds X already there.
-    for name in ("exceptions", "configuration", "rest", "api_client"):
-        importlib.import_module(f"kubernetes.client.{name}")
-    client_package = sys.modules["kubernetes.client"]
-    client_package.__dict__.update(
-        Configuration=client_package.__dict__["configuration"].Configuration,
-        ApiClient=client_package.__dict__["api_client"].ApiClient,
-    )
-    importlib.import_module("kubernetes.config")
-
-
-_import_lean()
-
-from kubernetes import client as k8s_client  # noqa: E402
-from kubernetes import config as k8s_config  # noqa: E402
-from kubernetes.client.exceptions import ApiException  # noqa: E402
-from kubernetes.config.config_exception import ConfigException  # noqa: E402
-
-from bot.errors import (  # noqa: E402
+from bot.errors import (
     ClusterError,
     ClusterForbidden,
     ClusterUnreachable,
@@ -126,8 +60,39 @@ from bot.errors import (  # noqa: E402
     RolloutRefused,
     WatchExpired,
 )
-from bot.files import TooLarge, Unreadable, read_bounded  # noqa: E402
-from bot.records import ClusterConfig  # noqa: E402
+from bot.files import TooLarge, Unreadable, read_bounded
+from bot.records import ClusterConfig
+
+
+@dataclass(frozen=True)
+class _Client:
+    """The parts of the `kubernetes` package the adapter uses, once it is imported."""
+
+    client: types.ModuleType
+    config: types.ModuleType
+    ApiException: type[Exception]
+    ConfigException: type[Exception]
+
+
+@cache
+def _kubernetes() -> _Client:
+    """`import kubernetes`, the first time a cluster is connected to or a kubeconfig read.
+
+    Importing the package runs its __init__, which imports every API group and all 800 model
+    classes: about 0.4 s of CPU and 38 MB, for a transport that uses none of them (bodies stay
+    raw, see above); 2.5 s where `kubernetes_validate` (a dev tool) is installed, because the
+    package's dynamic client imports it when it can. A plain import deferred to first use is what the package supports, so a
+    command that never reaches a cluster (help, rules, plan validation, the Slack door before its
+    first cluster command) pays nothing, and no version-specific surgery on the package's modules
+    can break with a new client release. The import lock makes concurrent first calls safe.
+    """
+    import kubernetes.client
+    import kubernetes.config
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+
+    return _Client(kubernetes.client, kubernetes.config, ApiException, ConfigException)
+
 
 log = logging.getLogger(__name__)
 
@@ -307,27 +272,28 @@ class Cluster:
     def connect(cls, config: ClusterConfig, *, observe: RequestObserver | None = None) -> Cluster:
         """Build a client for `config` (no request is made yet); `observe` is told of every
         request it makes (verb, result, seconds to the response's headers)."""
-        configuration = k8s_client.Configuration()
+        kube = _kubernetes()
+        configuration = kube.client.Configuration()
         if not config.in_cluster:
             check_kubeconfig(str(config.kubeconfig), cluster=config.name)
         try:
             if config.in_cluster:
-                k8s_config.load_incluster_config(client_configuration=configuration)
+                kube.config.load_incluster_config(client_configuration=configuration)
             else:
-                k8s_config.load_kube_config(
+                kube.config.load_kube_config(
                     config_file=str(config.kubeconfig),
                     context=config.context,
                     client_configuration=configuration,
                     persist_config=False,
                 )
-        except (ConfigException, OSError, TypeError) as exc:
+        except (kube.ConfigException, OSError, TypeError) as exc:
             where = (
                 "in-cluster config" if config.in_cluster else f"{config.kubeconfig} context {config.context}"
             )
             raise ConfigError(f"cluster {config.name}: cannot load {where}: {exc}") from None
         # One quick retry for a reset connection; an unreachable server must fail within the timeout.
         configuration.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0)
-        api_client = k8s_client.ApiClient(configuration)
+        api_client = kube.client.ApiClient(configuration)
         context = config.context or ("in-cluster" if config.in_cluster else _current_context(config))
         return cls(config.name, api_client, timeout=config.request_timeout, context=context, observe=observe)
 
@@ -392,7 +358,7 @@ class Cluster:
                 _return_http_data_only=True,
                 _request_timeout=(self.timeout, read),
             )
-        except ApiException as exc:
+        except _kubernetes().ApiException as exc:
             raise self._api_error(exc, method, path) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             log.warning("cluster %s unreachable at %s: %s", self.name, self.server, exc)
@@ -409,7 +375,7 @@ class Cluster:
             return f"{self.name} (in-cluster)"
         return f"{self.name} (context {self.context})"
 
-    def _api_error(self, exc: ApiException, method: str, path: str) -> ClusterError:
+    def _api_error(self, exc: Any, method: str, path: str) -> ClusterError:
         status = int(exc.status or 0)
         reason = _status_message(exc.body) or exc.reason or "error"
         # A GET of something that is not there is an answer (checks look for optional objects), not
@@ -1270,7 +1236,9 @@ def _child_fetch(
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
     own = Cluster(
-        cluster.name, k8s_client.ApiClient(cluster.api_client.configuration), timeout=cluster.timeout
+        cluster.name,
+        _kubernetes().client.ApiClient(cluster.api_client.configuration),
+        timeout=cluster.timeout,
     )
 
     def send(kind: bytes, payload: bytes) -> None:
@@ -1495,7 +1463,9 @@ def _child_map(mapped: MappedList, out: int, data: int) -> int:  # pragma: no co
     CHILD_NICENESS = 0
     cluster = mapped._cluster
     own = Cluster(
-        cluster.name, k8s_client.ApiClient(cluster.api_client.configuration), timeout=cluster.timeout
+        cluster.name,
+        _kubernetes().client.ApiClient(cluster.api_client.configuration),
+        timeout=cluster.timeout,
     )
 
     def send(kind: bytes, payload: bytes) -> None:
@@ -1680,9 +1650,10 @@ def kubeconfig_context(kubeconfig: str, context: str | None = None) -> str:
     kubectl merges them) selects: `context` if it has one by that name, else its current context.
     A list with no readable file, a context it lacks or none current is a ConfigError."""
     check_kubeconfig(kubeconfig)
+    kube = _kubernetes()
     try:
-        contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
-    except (ConfigException, OSError, TypeError, ValueError) as exc:
+        contexts, active = kube.config.list_kube_config_contexts(config_file=kubeconfig)
+    except (kube.ConfigException, OSError, TypeError, ValueError) as exc:
         raise ConfigError(f"kubeconfig {kubeconfig}: {exc}") from None
     names = [str(c.get("name", "")) for c in contexts or () if isinstance(c, dict)]
     if context:
@@ -1699,9 +1670,10 @@ def kubeconfig_context(kubeconfig: str, context: str | None = None) -> str:
 
 def _current_context(config: ClusterConfig) -> str:
     """The name of the kubeconfig's current context, which is what the bot connects with."""
+    kube = _kubernetes()
     try:
-        _, active = k8s_config.list_kube_config_contexts(config_file=str(config.kubeconfig))
-    except (ConfigException, OSError, TypeError, ValueError):
+        _, active = kube.config.list_kube_config_contexts(config_file=str(config.kubeconfig))
+    except (kube.ConfigException, OSError, TypeError, ValueError):
         return ""
     return str(active.get("name", "")) if isinstance(active, dict) else ""
 

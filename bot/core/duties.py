@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from bot.errors import BotError, Fenced
+from bot.logsetup import log_context
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,11 @@ class Driver(ABC):
     @abstractmethod
     def drive(self) -> None:
         """Drive the row until it is done or `stop` is set."""
+
+    def log_fields(self) -> dict[str, str]:
+        """What every log line of the driver's thread carries (`bot.logsetup.log_context`: a job's
+        run, step and job id); nothing by default."""
+        return {}
 
     def start(self) -> Driver:
         # The fence is a context variable: the thread runs in a copy of the scan's context.
@@ -69,6 +75,10 @@ class Driver(ABC):
             self.thread.join(timeout=timeout)
 
     def _run(self) -> None:
+        with log_context(**self.log_fields()):
+            self._drive()
+
+    def _drive(self) -> None:
         try:
             self.drive()
         except Fenced as exc:

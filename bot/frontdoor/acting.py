@@ -25,6 +25,7 @@ from typing import Any
 
 from bot.core.duties import Driver
 from bot.core.jobs.service import HEARTBEAT_SECONDS, JobService, subject
+from bot.logsetup import log_context
 from bot.records import JobRow
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,9 @@ class JobDriver(Driver):
         self.heartbeat_seconds = heartbeat_seconds
         self.ticks = 0
         self.ended = False
+
+    def log_fields(self) -> dict[str, str]:
+        return {"run_id": self.row.run_id, "step": self.row.step_id, "job": str(self.row.id)}
 
     def drive(self) -> None:
         cluster = self.connect(self.row.cluster)
@@ -114,7 +118,8 @@ class JobDuty:
         if row.owner or not self.service.claim(row):
             return None  # driven by a live process: left to it
         fresh = self.service.store.job(row.id) or row
-        log.info("driving job %s (%s of run %s)", row.id, row.kind, row.run_id)
+        with log_context(run_id=row.run_id, step=row.step_id, job=str(row.id)):
+            log.info("driving job %s (%s of run %s)", row.id, row.kind, row.run_id)
         return JobDriver(self.service, fresh, self.connect, **self.driver_options)
 
     def heartbeat(self, row_id: int) -> bool:

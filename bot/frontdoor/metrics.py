@@ -15,12 +15,15 @@ announcements, actions, leadership, dead letters, the workers' queue depth (read
 runs started and ended by outcome, steps by outcome, the time people took to pass a gate and the
 gates that waited past their escalation, drains' evictions by result and drained nodes, snapshot,
 check and diff durations, Kubernetes API requests by verb and result with their latency, and
-`upgrade_bot_build_info{version}`. The per-counter `_created` series are turned off (one more
+`upgrade_bot_build_info{version}`. What is happening now (`bind_now`, read from the database at
+each scrape, `bot.core.gauges`): runs in progress by state, open gates and the oldest one's wait,
+nodes held cordoned, cluster jobs running by kind; with `upgrade_bot_leader`. The per-counter `_created` series are turned off (one more
 series per counter that no dashboard reads).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -37,13 +40,18 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from bot import __version__
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
 
+    from bot.core.gauges import Now
     from bot.core.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
 #: Slack's ack budget is 3 s: the buckets are finest where a healthy bot lives, and one past it.
@@ -234,6 +242,10 @@ class Metrics:
         """Read the workers' depth at each scrape (`WorkerPool.depth`)."""
         self.queue_depth.set_function(lambda: float(read()))
 
+    def bind_now(self, read: Callable[[], Now]) -> None:
+        """Export what is happening now (`bot.core.gauges.read_now`), read at each scrape."""
+        self.registry.register(_NowCollector(read))
+
     # -- Telemetry ----------------------------------------------------------------------------
 
     def command(self, subcommand: str, outcome: str) -> None:
@@ -307,6 +319,53 @@ class Metrics:
     def kube_request(self, verb: str, result: str, seconds: float) -> None:
         self.kube_requests.labels(verb=verb, result=result).inc()
         self.kube_latency.labels(verb=verb).observe(max(0.0, seconds))
+
+
+class _NowCollector(Collector):
+    """The gauges of `bot.core.gauges`, read at scrape time. A database that cannot be read leaves
+    them out of that scrape (logged) rather than failing /metrics: the other series still tell."""
+
+    def __init__(self, read: Callable[[], Now]) -> None:
+        self.read = read
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        # Without this, registering would call `collect`, and read the database, at once.
+        return self._families()
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        try:
+            now = self.read()
+        except Exception:
+            log.exception("/metrics: could not read the runs, gates and jobs in progress")
+            return []
+        return self._families(now)
+
+    @staticmethod
+    def _families(now: Now | None = None) -> list[GaugeMetricFamily]:
+        runs = GaugeMetricFamily(
+            "upgrade_bot_runs_in_progress", "Runs not ended yet, by state: active, paused", labels=["state"]
+        )
+        gates = GaugeMetricFamily("upgrade_bot_open_gates", "Gates waiting for people in runs in progress")
+        oldest = GaugeMetricFamily(
+            "upgrade_bot_open_gate_oldest_wait_seconds",
+            "How long the oldest open gate has waited for people (0 when none is open)",
+        )
+        cordoned = GaugeMetricFamily(
+            "upgrade_bot_cordoned_nodes", "Nodes the runs in progress cordoned and have not uncordoned"
+        )
+        jobs = GaugeMetricFamily(
+            "upgrade_bot_jobs_running", "Cluster jobs being driven, by kind", labels=["kind"]
+        )
+        if now is not None:
+            for state, count in sorted(now.runs.items()):
+                runs.add_metric([state], count)
+            gates.add_metric([], now.open_gates)
+            oldest.add_metric([], now.oldest_gate_seconds)
+            cordoned.add_metric([], now.cordoned_nodes)
+            # Every kind present, 0 when idle: a panel shows a line rather than "no data".
+            for kind in sorted({"cordon", "uncordon", "drain", "restart", "wait-nodegroup"} | set(now.jobs)):
+                jobs.add_metric([kind], now.jobs.get(kind, 0))
+        return [runs, gates, oldest, cordoned, jobs]
 
 
 def _implements_telemetry(metrics: Metrics) -> Telemetry:

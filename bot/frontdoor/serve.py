@@ -45,6 +45,7 @@ from types import FrameType
 from slack_bolt import App
 
 from bot.adapters.slack import SlackGateway
+from bot.core.gauges import read_now
 from bot.errors import ConfigError
 from bot.frontdoor.assemble import Services, assemble
 from bot.frontdoor.inbox import Inbox, tell_in_slack
@@ -98,6 +99,7 @@ def serve(
         on_deposed=[lambda epoch: metrics.leadership(leading=False, epoch=epoch)],
     )
     triggers, elector = services.triggers, services.elector
+    metrics.bind_now(lambda: read_now(services.store, datetime.now(UTC)))
     # A step whose watch ended just before a crash, without its step committed: commit it now,
     # before the runs' recovery looks at running steps.
     services.watches.settle_ended_steps()

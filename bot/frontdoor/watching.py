@@ -173,6 +173,10 @@ class WatchDriver(Driver):
         self.logs_forbidden = False
         self.on_publish: Callable[[int], None] | None = None  # benchmarks: events applied so far
 
+    def log_fields(self) -> dict[str, str]:
+        # A standalone watch has no run (""): its lines carry none.
+        return {"run_id": self.row.run_id, "step": self.row.step_id}
+
     def drive(self) -> None:
         row = self.row
         service = self.service

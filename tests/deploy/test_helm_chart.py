@@ -9,8 +9,10 @@ checked rendered only (the rules' series against the bot's own exposition).
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.adapters.store import Store
+from bot.core.gauges import read_now
 from bot.frontdoor.metrics import Metrics
 from bot.settings import load_settings
 from tests.support.backends import RBAC
@@ -35,6 +39,7 @@ VARIANTS = {
         POSTGRES,
         "serviceMonitor.enabled=true",
         "prometheusRule.enabled=true",
+        "grafanaDashboard.enabled=true",
     ],
     "http-postgres-ingress": [SECRET, POSTGRES, *HTTP],
     "http-read-only": [SECRET, "mode=http", "readOnly=true"],
@@ -540,3 +545,67 @@ def test_the_example_configuration_as_config_passes_helm_lint(helm: Path, tmp_pa
     values = _values_file(tmp_path, example)
     linted = run_helm(helm, "lint", "--strict", str(CHART), "-f", str(values))
     assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+#: Every series name a dashboard query or variable reads.
+SERIES = re.compile(r"\bupgrade_bot_\w+")
+
+
+def dashboard_queries(dashboard: dict[str, Any]) -> list[str]:
+    queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            queries.append(variable["definition"])
+    return queries
+
+
+def exported_series(exposition: str) -> set[str]:
+    families = list(text_string_to_metric_families(exposition))
+    return {sample.name for family in families for sample in family.samples}
+
+
+def test_the_grafana_dashboard_is_a_labelled_config_map_whose_queries_read_series_the_bot_exports(
+    helm: Path, tmp_path: Path
+) -> None:
+    assert [o for o in render(helm, [SECRET])[1] if o["metadata"]["name"].endswith("-dashboard")] == []
+    _, objects = render(
+        helm,
+        [SECRET, "grafanaDashboard.enabled=true", "grafanaDashboard.annotations.grafana_folder=Upgrades"],
+    )
+    (config_map,) = [
+        o for o in by_kind(objects)["ConfigMap"] if o["metadata"]["name"] == "ub-upgrade-bot-dashboard"
+    ]
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "Upgrades"}
+    dashboard = json.loads(config_map["data"]["upgrade-bot.json"])
+    assert dashboard == json.loads((CHART / "dashboards" / "upgrade-bot.json").read_text(encoding="utf-8"))
+    assert dashboard["uid"] == "upgrade-bot"
+    titles = [panel["title"] for panel in dashboard["panels"]]
+    assert len(set(titles)) == len(titles)
+    assert len({panel["id"] for panel in dashboard["panels"]}) == len(titles)
+    assert all(panel["datasource"]["uid"] == "${datasource}" for panel in dashboard["panels"])
+
+    # The bot's own exposition, with what a run records through the Telemetry interface and the
+    # gauges read from a real store: every series a query names is there (a renamed metric fails).
+    metrics = Metrics()
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    try:
+        metrics.bind_now(lambda: read_now(store, datetime.now(UTC)))
+        metrics.kube_request("get", "200", 0.01)
+        exported = exported_series(metrics.exposition().decode())
+    finally:
+        store.close()
+    queries = dashboard_queries(dashboard)
+    named = {name for query in queries for name in SERIES.findall(query)}
+    # The gauges of now are all on it.
+    assert {
+        "upgrade_bot_runs_in_progress",
+        "upgrade_bot_open_gates",
+        "upgrade_bot_open_gate_oldest_wait_seconds",
+        "upgrade_bot_cordoned_nodes",
+        "upgrade_bot_jobs_running",
+        "upgrade_bot_leader",
+    } <= named
+    assert sorted(named - exported) == []
+    # Each query reads the namespaces the variable selects.
+    assert all('namespace=~"$namespace"' in query for query in queries if "label_values" not in query)

@@ -18,7 +18,7 @@ from bot.frontdoor.cli import OWN_PARSERS, VERBS, parser_for
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "bot" / "frontdoor" / "cli"
 #: The modules that import inside a function, each for its reason (their docstrings say it): the
-#: table that imports a verb's module when it runs, the adapters opened on demand, and `rich` at
+#: table that imports a verb's module when it runs, the adapters opened on demand, and `tqdm` at
 #: the first page a progress display shows.
 LAZY = {"__init__.py", "connect.py", "progress.py"}
 

@@ -136,3 +136,60 @@ def test_metrics_after_a_run_show_its_steps_gates_evictions_and_kubernetes_reque
     assert _sum(samples, "upgrade_bot_kube_requests_total", verb="post", result="429") >= 1
     assert _sum(samples, "upgrade_bot_kube_request_duration_seconds_count", verb="get") > 10
     assert not [name for name, _ in samples if name.endswith("_created")]
+
+
+def _gauges(samples: Samples) -> dict[str, float]:
+    return {
+        "active": samples[("upgrade_bot_runs_in_progress", (("state", "active"),))],
+        "gates": samples[("upgrade_bot_open_gates", ())],
+        "oldest": samples[("upgrade_bot_open_gate_oldest_wait_seconds", ())],
+        "cordoned": samples[("upgrade_bot_cordoned_nodes", ())],
+        "drains": samples[("upgrade_bot_jobs_running", (("kind", "drain"),))],
+        "leader": samples[("upgrade_bot_leader", ())],
+    }
+
+
+def test_the_gauges_show_the_run_its_open_gate_the_drain_and_the_cordoned_nodes_while_they_last(
+    bot: RunBot, sim_eks: Any, sim_kubeconfig: Callable[[Any], Path]
+) -> None:
+    idle = _gauges(scrape(f"{bot.url}/metrics"))
+    assert idle == {"active": 0, "gates": 0, "oldest": 0, "cordoned": 0, "drains": 0, "leader": 1}
+    assert "loaded" in bot.command("plan load metered")
+    assert "started" in bot.command("start metered")
+    # The first gate opened: one run, one gate, waiting longer with every scrape.
+    waiting = wait_until(
+        lambda: g if (g := _gauges(scrape(f"{bot.url}/metrics")))["oldest"] > 0 else None,
+        timeout=30,
+        what="the open gate's wait",
+    )
+    assert (waiting["active"], waiting["gates"], waiting["drains"]) == (1, 1, 0)
+    bot.click(PRIMARY, bot.gate("snapshot-pre"))
+    for who in (PRIMARY, SHADOW):
+        bot.click(who, bot.gate("drain-shared"))
+    # The drain runs (the budget-held pod keeps it going until the coordinator answers): the job is
+    # counted, the group's nodes are held cordoned, no gate is open.
+    nodes = len(_group_nodes(bot, sim_kubeconfig(sim_eks)))
+    draining = wait_until(
+        lambda: g if (g := _gauges(scrape(f"{bot.url}/metrics")))["cordoned"] == nodes else None,
+        timeout=60,
+        what="the group's nodes counted cordoned",
+    )
+    assert (draining["active"], draining["gates"], draining["oldest"], draining["drains"]) == (1, 0, 0, 1)
+
+    answered: list[str] = []
+
+    def done() -> bool:
+        sim_eks.control.advance(30)
+        store = bot.store()
+        try:
+            job = store.job_of_step(bot.run().id, "drain-shared")
+        finally:
+            store.close()
+        if job is not None and job.choice and not job.decision and job.choice not in answered:
+            answered.append(job.choice)
+            bot.command(f"choose {job.id} delete --reason single replica behind its PDB", user=COORD)
+        return bool(bot.run().state is RunState.COMPLETED)
+
+    wait_until(done, timeout=180, interval=1.0, what="the run to complete")
+    # Ended: nothing in progress any more (the drained nodes leave with the old node group).
+    assert _gauges(scrape(f"{bot.url}/metrics")) == idle

@@ -14,7 +14,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,6 +125,7 @@ def team_bot(
     *,
     plans: Mapping[str, str],
     cluster: str,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[RunBot]:
     """`upgrade-bot run --http` started, with `plans` (name → YAML) in the team's templates, the
     primary, shadow and coordinator roster, the operations channel `OPS` and the one cluster
@@ -141,7 +142,7 @@ def team_bot(
     )
     for user in (PRIMARY, SHADOW, COORD):
         stub.users[user] = {"id": user}
-    bot = RunBot(config=config, env=env, stub=stub)
+    bot = RunBot(config=config, env=env, stub=stub, extra_args=list(extra_args))
     bot.start()
     try:
         yield bot

@@ -7,6 +7,7 @@ How it goes, its progress record, the known issues it names and how it never evi
 
 from __future__ import annotations
 
+import contextvars
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -603,8 +604,11 @@ class _Run:
         if workers == 1:
             results = [one(k) for k in keys]
         else:
+            # Each call in a copy of this thread's context: the pool's threads would otherwise log
+            # without the run, step and job the driver bound (bot.logsetup.log_context).
+            calls = [(contextvars.copy_context(), key) for key in keys]
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict") as pool:
-                results = list(pool.map(one, keys))
+                results = list(pool.map(lambda call: call[0].run(one, call[1]), calls))
         pdb_cache: dict[str, list[Mapping[str, Any]]] = {}
         refused: list[tuple[str, dict[str, Any], Mapping[str, Any], EvictionBlocked]] = []
         for key, outcome in results:

@@ -299,6 +299,7 @@ class RunService:
 
     # -- the operations a front door or command asks for --------------------------------------
 
+    @run_scoped
     def click(
         self,
         ref: R.ButtonRef,
@@ -326,6 +327,7 @@ class RunService:
             out = self.perform(out.run, out.run_actions, actor)
         return out
 
+    @run_scoped
     def check_click(self, ref: R.ButtonRef, actor: Actor) -> R.Outcome:
         """Would this click count now? Decided on the latest state and committed nowhere (the
         reason modal opens only for someone who may reject the gate); a refusal is audited, as a
@@ -347,6 +349,7 @@ class RunService:
             self._audit_only(run, out.events, actor)
         return dataclasses.replace(out, run=run) if out.accepted else out
 
+    @run_scoped
     def paused_click(self, ref: R.ButtonRef, actor: Actor, *, reason: str = "") -> R.Outcome:
         """A paused card's Resume (`ref.decision` "resume") or Skip… ("skip", with its reason),
         decided on the latest state by the stopped step's gate (`machine.resume_click`,
@@ -378,6 +381,7 @@ class RunService:
 
         return self.apply(ref.run_id, change, actor)
 
+    @run_scoped
     def check_paused(self, ref: R.ButtonRef, actor: Actor) -> R.Outcome:
         """Would a paused card's Skip… (or Waive…: is the run still paused there?) be taken from
         this person now? Decided on the latest state and committed nowhere, so the modal opens
@@ -479,6 +483,7 @@ class RunService:
             )
             return R.Outcome(run=self.load(run.id))
 
+    @run_scoped
     def finish_long(self, run_id: str, step_id: str, *, ok: bool, detail: str) -> R.Outcome | None:
         """A long action (a watch) of a running step ended: commit how; None when the step is no
         longer running it (finished before, skipped, or the run ended) — safe to call twice."""
@@ -497,13 +502,16 @@ class RunService:
         except TransitionRefused:
             return None
 
+    @run_scoped
     def publish_run(self, run_id: str) -> None:
         """A long action's live section changed: the run's card shows it."""
         self.publish(self.load(run_id))
 
+    @run_scoped
     def succeeds_with_open_findings(self, run_id: str, step_id: str) -> bool:
         return self.load(run_id).plan.step(step_id).on_open_findings == "succeed"
 
+    @run_scoped
     def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> R.Outcome | None:
         """A long action's driver died under a running step (a crash, a failover): the step is
         interrupted and waits for people, as after a restart. None when it is not running it."""
@@ -620,6 +628,7 @@ class RunService:
 
     # -- showing -----------------------------------------------------------------------------
 
+    @run_scoped
     def publish(self, run: R.Run, events: Sequence[R.Event] = ()) -> None:
         """Bring Slack up to date with a committed run (nothing when no Slack is wired).
 

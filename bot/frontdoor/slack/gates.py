@@ -20,6 +20,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +36,7 @@ from bot.frontdoor.inbox import DONE_BEFORE, Inbox
 from bot.frontdoor.slack.fallback import refuse_inactive_button
 from bot.frontdoor.slack.keys import delivery_key, ref_id
 from bot.frontdoor.workers import WorkerPool
-from bot.logsetup import correlation
+from bot.logsetup import correlation, log_context
 
 log = logging.getLogger(__name__)
 
@@ -183,14 +184,15 @@ def register(
             channel_id=str(payload["channel"]),
             correlation_id=cid,
         )
-        decide(
-            ref,
-            actor,
-            response_url=str(payload["response_url"]),
-            trigger_id=str(payload["trigger_id"]),
-            confirmation=payload.get("confirmation"),
-            reason=str(payload.get("reason") or ""),
-        )
+        with log_context(run_id=ref.run_id, step=ref.step_id):
+            decide(
+                ref,
+                actor,
+                response_url=str(payload["response_url"]),
+                trigger_id=str(payload["trigger_id"]),
+                confirmation=payload.get("confirmation"),
+                reason=str(payload.get("reason") or ""),
+            )
 
     inbox.handle("click", work_click)
 
@@ -219,7 +221,8 @@ def register(
                 },
             )
         ack()
-        with correlation() as cid:
+        scope = log_context(run_id=ref.run_id, step=ref.step_id) if ref is not None else nullcontext()
+        with correlation() as cid, scope:
             log.info("gate button %s from %s", action_id, user)
             if ref is None:
                 refuse_inactive_button(
@@ -311,7 +314,7 @@ def register(
         )
         ack()
         if accepted is not None:
-            with correlation(accepted[1]):
+            with correlation(accepted[1]), log_context(run_id=ref.run_id, step=ref.step_id):
                 log.info("gate reason for %s/%s from %s", ref.run_id, ref.step_id, user)
                 inbox.submit(accepted[0], name=f"reject {ref.run_id}/{ref.step_id}")
 
@@ -354,7 +357,7 @@ def register(
         accepted = inbox.accept("click", delivery_key(body) or f"view:{view.get('id', '')}", payload)
         ack()
         if accepted is not None:
-            with correlation(accepted[1]):
+            with correlation(accepted[1]), log_context(run_id=ref.run_id, step=ref.step_id):
                 log.info("gate force for %s/%s from %s", ref.run_id, ref.step_id, user)
                 inbox.submit(accepted[0], name=f"force {ref.run_id}/{ref.step_id}")
 
