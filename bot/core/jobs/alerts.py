@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.core.evidence.judge import AlertBaseline, Outcome, judge_alerts
-from bot.core.evidence.ports import AlertSource
+from bot.core.evidence.ports import AlertSource, MetricSource
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, iso, timer_start
 from bot.core.kube.objects import parse_iso
@@ -42,12 +42,22 @@ PAUSE_KIND = "evidence_inconclusive"
 
 
 class Evidence:
-    """Cluster name → its Alertmanager (and the matchers scoping alerts to it), or a refusal."""
+    """Cluster name → its Alertmanager (and the matchers scoping alerts to it) and its Prometheus,
+    or a refusal naming the missing setting."""
 
     def __init__(
-        self, alertmanagers: Mapping[str, tuple[AlertSource, Sequence[AlertMatcher]]] | None = None
+        self,
+        alertmanagers: Mapping[str, tuple[AlertSource, Sequence[AlertMatcher]]] | None = None,
+        prometheuses: Mapping[str, MetricSource] | None = None,
     ) -> None:
         self._alertmanagers = dict(alertmanagers or {})
+        self._prometheuses = dict(prometheuses or {})
+
+    def metrics(self, cluster: str) -> MetricSource:
+        found = self._prometheuses.get(cluster)
+        if found is None:
+            raise UserError(f"cluster {cluster} names no prometheus (clusters.{cluster}.prometheus)")
+        return found
 
     def alerts(self, cluster: str) -> tuple[AlertSource, tuple[AlertMatcher, ...]]:
         found = self._alertmanagers.get(cluster)

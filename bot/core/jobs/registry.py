@@ -18,6 +18,8 @@ from datetime import timedelta
 from bot.core.checks.rules import Rule
 from bot.core.jobs.alerts import AlertsJob, Evidence
 from bot.core.jobs.alerts import check_args as _check_alerts
+from bot.core.jobs.analysis import AnalysisJob
+from bot.core.jobs.analysis import check_args as _check_analysis
 from bot.core.jobs.base import Job, JobRegistry
 from bot.core.jobs.common import (
     MAX_SELECTOR,
@@ -64,7 +66,8 @@ class JobDeps:
     labels: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
     eks: Callable[[str], EksActs] = no_eks
-    #: The clusters' Alertmanagers (the evidence gate); without one, `alerts` refuses.
+    #: The clusters' Alertmanagers and Prometheuses (the evidence gate); without one, `alerts` /
+    #: `analysis` refuse.
     evidence: Evidence = field(default_factory=Evidence)
 
 
@@ -318,6 +321,20 @@ KINDS: tuple[JobKind, ...] = (
         command=False,
         check=_check_alerts,
         make=lambda deps: AlertsJob(lambda: deps.evidence),
+    ),
+    JobKind(
+        name="analysis",
+        summary="measure a PromQL query `count` times, `interval` apart, judged by `success`/`failure` over "
+        "`result` and `baseline` (Argo Rollouts' outcomes); Inconclusive or Error asks people "
+        "(docs/evidence-gate.md)",
+        required=frozenset({"query"}),
+        optional=frozenset(
+            {"success", "failure", "interval", "count", "failure_limit", "inconclusive_limit"}
+        ),
+        mutating=False,
+        command=False,
+        check=_check_analysis,
+        make=lambda deps: AnalysisJob(lambda: deps.evidence),
     ),
 )
 
