@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.adapters.prometheus import Prometheus
+from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.jobs.alerts import PAUSE_KIND, Evidence
 from bot.core.jobs.analysis import AnalysisJob
 from bot.core.jobs.base import Decision, Progress, Tick
@@ -207,10 +208,25 @@ def test_a_resumed_job_keeps_its_baseline_and_measurements(sim_small: SimCluster
 def test_a_recorded_baseline_wins_over_the_value_now(sim_small: SimCluster) -> None:
     assert sim_small.sim is not None
     sim_small.sim.evidence.set_query(Q, 50.0)
+    recorded = {"taken_at": "2026-11-29T13:55:00Z", "alerts": None, "analysis": {Q: 12.5}, "errors": {}}
     progress = _job(sim_small).plan(
-        _Named("prod"), {"query": Q, "success": "result < baseline", "_baseline": "12.5"}, now=T0
+        _Named("prod"),
+        {"query": Q, "success": "result < baseline", BASELINE_ARG: json.dumps(recorded)},
+        now=T0,
     )
     assert (progress["baseline"], progress["baseline_from"]) == (12.5, "snapshot")
+    assert progress["baseline_at"] == "2026-11-29T13:55:00Z"
+    # A query the snapshot has no value for (its source gave none) takes the value now.
+    other = _job(sim_small).plan(
+        _Named("prod"),
+        {
+            "query": Q,
+            "success": "result < baseline",
+            BASELINE_ARG: json.dumps({**recorded, "analysis": {Q: None}}),
+        },
+        now=T0,
+    )
+    assert (other["baseline"], other["baseline_from"]) == (50.0, "plan")
 
 
 def test_analysis_is_a_plan_kind_that_refuses_bad_arguments_with_a_reason() -> None:

@@ -254,6 +254,7 @@ def assemble(
             operations_channel=settings.channels.operations,
             watches=watches,
             jobs=jobs,
+            evidence=evidence,
         ),
         long_actions=long_actions,
         # The end of a run and each step it asks to announce, from the transition itself; then

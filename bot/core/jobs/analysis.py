@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.conditions import Condition, ConditionError
 from bot.core.evidence.judge import (
     AnalysisSpec,
@@ -54,9 +55,6 @@ DEFAULT_COUNT = 5
 MAX_QUERY = 1000
 #: Measurements kept in progress: a sparkline's worth, and a bounded row however long people wait.
 KEEP = 120
-#: Reserved argument through which the run's recorded baseline reaches `plan` (JSON of a number
-#: or a list), set by the job service from the run's snapshot, never by a plan.
-BASELINE_ARG = "_baseline"
 
 
 def _condition(args: Mapping[str, str], name: str) -> Condition | None:
@@ -144,6 +142,8 @@ class AnalysisJob:
     """`analysis`: see the module docstring."""
 
     kind = "analysis"
+    #: The job service hands `plan` the run's recorded baseline (`BASELINE_ARG`).
+    uses_baseline = True
 
     def __init__(self, evidence: Callable[[], Evidence]) -> None:
         self._evidence = evidence
@@ -173,9 +173,10 @@ class AnalysisJob:
             "reason": "",
             "asked": 0,
         }
-        recorded = str(args.get(BASELINE_ARG, "")).strip()
-        if recorded:
-            progress.update(baseline=json.loads(recorded), baseline_from="snapshot", baseline_at=iso(now))
+        recorded = json.loads(str(args.get(BASELINE_ARG) or "{}"))
+        value = (recorded.get("analysis") or {}).get(spec.query)
+        if value is not None:
+            progress.update(baseline=value, baseline_from="snapshot", baseline_at=recorded.get("taken_at"))
             return progress
         # No recorded baseline: the value now, before the step changes anything. Without an
         # answer, the first measurement's answer becomes it (and says so).

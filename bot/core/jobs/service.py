@@ -49,6 +49,7 @@ from typing import Any
 from bot.adapters.store import Store
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, thread_root
+from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
 from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, gate_choice, iso
@@ -484,6 +485,11 @@ class JobService:
                     )
                 answered = True
             if not row.progress:
+                if getattr(job, "uses_baseline", False) and row.run_id:
+                    # Evidence compares against what the run's snapshot recorded, when it did.
+                    recorded = self.store.evidence_baseline(row.run_id)
+                    if recorded is not None:
+                        args = {**args, BASELINE_ARG: json.dumps(dict(recorded.body))}
                 progress = job.plan(cluster, args, now=now)
                 # Who and why, for what the job leaves on the nodes it touches (bot.core.jobs.trail).
                 progress[tr.TRAIL] = self._trail(row)
