@@ -228,6 +228,26 @@ class AnalysisJob:
             f"`{clip(progress['query'], 100)}`: {series or 'no measurement yet'}",
         )
 
+    def measure(
+        self, cluster: Any, progress: Progress, *, now: datetime
+    ) -> tuple[Progress, AnalysisState, Measurement]:
+        """One measurement, kept in the progress: the new progress, the round's assessment, and
+        the measurement (also the `background:` check's poll)."""
+        spec = _spec(progress)
+        try:
+            reading: Any = self._source(cluster).query(spec.query, None)
+        except EvidenceUnavailable as exc:
+            reading = exc
+        if progress.get("baseline") is None and not isinstance(reading, EvidenceUnavailable):
+            progress = {**progress, "baseline": value_of(reading), "baseline_from": "first measurement",
+                        "baseline_at": iso(now)}  # fmt: skip
+        m = measure(spec, reading, baseline=progress.get("baseline"), at=now)
+        measurements = [*progress.get("measurements", []), _stored(m, int(progress.get("round", 0)))][-KEEP:]
+        new: Progress = {**progress, "measurements": measurements, "next_at": iso(now + spec.interval)}
+        state = state_of(new)
+        new["outcome"], new["reason"] = str(state.outcome), state.reason
+        return new, state, m
+
     def tick(
         self, cluster: Any, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
@@ -246,18 +266,7 @@ class AnalysisJob:
         if now < due:
             return Tick(progress=progress, card=self._card(progress), wait=(due - now).total_seconds())
         spec = _spec(progress)
-        try:
-            reading: Any = self._source(cluster).query(spec.query, None)
-        except EvidenceUnavailable as exc:
-            reading = exc
-        if progress.get("baseline") is None and not isinstance(reading, EvidenceUnavailable):
-            progress = {**progress, "baseline": value_of(reading), "baseline_from": "first measurement",
-                        "baseline_at": iso(now)}  # fmt: skip
-        m = measure(spec, reading, baseline=progress.get("baseline"), at=now)
-        measurements = [*progress.get("measurements", []), _stored(m, int(progress.get("round", 0)))][-KEEP:]
-        new: Progress = {**progress, "measurements": measurements, "next_at": iso(now + spec.interval)}
-        state = state_of(new)
-        new["outcome"], new["reason"] = str(state.outcome), state.reason
+        new, state, m = self.measure(cluster, progress, now=now)
         card = self._card(new)
         if state.outcome is Outcome.SUCCESSFUL:
             text = (

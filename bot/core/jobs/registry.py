@@ -20,6 +20,7 @@ from bot.core.jobs.alerts import AlertsJob, Evidence
 from bot.core.jobs.alerts import check_args as _check_alerts
 from bot.core.jobs.analysis import AnalysisJob
 from bot.core.jobs.analysis import check_args as _check_analysis
+from bot.core.jobs.background import Backgrounded, begun_nodes, begun_workloads, default_checks
 from bot.core.jobs.base import Job, JobRegistry
 from bot.core.jobs.common import (
     MAX_SELECTOR,
@@ -69,6 +70,11 @@ class JobDeps:
     #: The clusters' Alertmanagers and Prometheuses (the evidence gate); without one, `alerts` /
     #: `analysis` refuse.
     evidence: Evidence = field(default_factory=Evidence)
+
+
+def _backgrounded(deps: JobDeps, job: Job, units: Callable[[dict[str, object]], int] | None) -> Job:
+    """A disruptive job with its step's `background:` evidence (bot.core.jobs.background)."""
+    return Backgrounded(job, default_checks(lambda: deps.evidence), units)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,7 +222,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_check_drain,
-        make=lambda deps: DrainJob(deps.labels, deps.rules),
+        make=lambda deps: _backgrounded(deps, DrainJob(deps.labels, deps.rules), begun_nodes),
     ),
     JobKind(
         name="restart",
@@ -237,7 +243,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_check_restart,
-        make=lambda deps: RestartJob(deps.rules),
+        make=lambda deps: _backgrounded(deps, RestartJob(deps.rules), begun_workloads),
     ),
     JobKind(
         name="delete-pod",
@@ -300,7 +306,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=False,
         check=_check_eks_nodegroup,
-        make=lambda deps: EksUpdateNodegroupJob(deps.eks, deps.labels),
+        make=lambda deps: _backgrounded(deps, EksUpdateNodegroupJob(deps.eks, deps.labels), None),
     ),
     JobKind(
         name="eks-update-addon",

@@ -52,7 +52,7 @@ def run_plan_calls(store: Store, run_id: str) -> list[ActionCall]:
     if plan_row is None:
         return []
     plan = parse_plan(plan_row.text, source=f"plan {plan_row.name}")
-    return [call for step in plan.steps for call in step.actions]
+    return [call for step in plan.steps for call in (*step.actions, *step.background)]
 
 
 def action_context(

@@ -123,6 +123,12 @@ _STEP_SHAPES: dict[str, dict[str, Any]] = {
     },
     "destructive": {"type": "boolean", "description": "ask for a typed confirmation before it runs"},
     "rehearsal": {"type": "array", "items": {"$ref": "#/$defs/rehearsal"}},
+    "background": {
+        "type": "array",
+        "items": {"$ref": "#/$defs/action"},
+        "description": "evidence (alerts, analysis, app-health) checked between the nodes of a drain, "
+        "restart or eks-update-nodegroup step; the first failure pauses the step before its next node",
+    },
     "announce": {
         "enum": list(STEP_ANNOUNCEMENTS),
         "description": "post the step-complete announcement in the announcement channel when the "
