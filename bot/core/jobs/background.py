@@ -36,9 +36,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from bot.core.evidence import leases
 from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import Outcome, judge_alerts
 from bot.core.jobs import alerts as alerts_job
+from bot.core.jobs import trail as tr
 from bot.core.jobs.alerts import PAUSE_KIND, Evidence
 from bot.core.jobs.analysis import AnalysisJob
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Job, Post, Progress, Tick
@@ -49,6 +51,8 @@ from bot.errors import EvidenceUnavailable, UserError, clip
 #: The disruptive job's argument that carries its step's `background:` list (JSON), set by the
 #: plan loader from the step's key, never written as an argument by hand.
 BACKGROUND_ARG = "background"
+#: Likewise its step's `silence: {matchers, max}` (JSON): the lease (bot.core.evidence.leases).
+SILENCE_ARG = "silence"
 #: Where the checks' state lives in the wrapped job's progress.
 KEY = "background"
 #: The job kinds a step may give a `background:`.
@@ -122,6 +126,7 @@ class AlertsCheck:
             settle=timedelta(days=365),
             timeout=timedelta(days=365),
             ignore=re.compile(nxt["ignore"]) if nxt.get("ignore") else None,
+            run_silences=frozenset(nxt.get("run_silences") or ()),
             background=True,
         )
         seen = {
@@ -208,7 +213,10 @@ class Backgrounded:
         inner: Job,
         checks: Mapping[str, BackgroundCheck],
         units: Callable[[Progress], int] | None = None,
+        *,
+        evidence: Callable[[], Evidence] = Evidence,
     ) -> None:
+        self.evidence = evidence
         self.inner = inner
         self.kind = inner.kind
         self.checks = dict(checks)
@@ -217,7 +225,7 @@ class Backgrounded:
         self.uses_baseline = True
 
     def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
-        own = {k: v for k, v in args.items() if k not in (BACKGROUND_ARG, BASELINE_ARG)}
+        own = {k: v for k, v in args.items() if k not in (BACKGROUND_ARG, BASELINE_ARG, SILENCE_ARG)}
         progress = self.inner.plan(cluster, own, now=now)
         text = str(args.get(BACKGROUND_ARG, "")).strip()
         if not text:
@@ -232,7 +240,10 @@ class Backgrounded:
             ],
             "failure": None,
             "asked": 0,
+            "healthy": False,
         }  # fmt: skip
+        if args.get(SILENCE_ARG):
+            progress[KEY]["silence"] = leases.lease_of(json.loads(str(args[SILENCE_ARG])))
         return progress
 
     def dry_run(self, cluster: Any, progress: Progress) -> list[str]:
@@ -261,6 +272,7 @@ class Backgrounded:
             failure = bg.get("failure") or {}
             if decision.option == "abort":
                 text = f"{self.kind}: aborted by <@{decision.by}> after a background check: {failure.get('reason', '')}"
+                self._release(cluster, bg, now)
                 return Tick(
                     progress={**inner, KEY: bg}, done=True, ok=False, detail=clip(text, 300), wait=0.0
                 )
@@ -279,9 +291,19 @@ class Backgrounded:
             decision = None
         if bg.get("failure") is None:
             bg["failure"] = self._poll(cluster, bg, now)
+            polled = all(c.get("last") for c in bg["checks"] if not c.get("waived"))
+            bg["healthy"] = bool(bg.get("healthy")) or (bg["failure"] is None and polled)
         failure = bg.get("failure")
         tick = self.inner.tick(cluster, inner, now=now, decision=decision)
+        if bg.get("silence") is not None:
+            if failure is None and not tick.done:
+                self._hold(cluster, bg, now, {**inner, **tick.progress})
+            else:
+                # The step ends, or is about to pause and ask: the lease keeps only its tail.
+                self._release(cluster, bg, now)
         lines = [c["last"] for c in bg["checks"] if c.get("last")]
+        if bg.get("silence") is not None:
+            lines.append(leases.line(bg["silence"]))
         if failure is not None:
             boundary = (
                 self.units is None
@@ -303,6 +325,44 @@ class Backgrounded:
             card=(*tick.card, *(f"Background: {line}" for line in lines[:3])), done=tick.done, ok=tick.ok,
             detail=tick.detail, choice=tick.choice, wait=min(tick.wait, self._until_due(bg, now)), counts=tick.counts,
         )  # fmt: skip
+
+    def _alerts(self, cluster: Any) -> Any:
+        return self.evidence().alerts(str(getattr(cluster, "name", "")))[0]
+
+    def _hold(self, cluster: Any, bg: dict[str, Any], now: datetime, progress: Progress) -> None:
+        trail = progress.get(tr.TRAIL) or {}
+        created_by = f"upgrade-bot/{trail.get('run', '')}/{trail.get('step', '')}"
+        try:
+            source = self._alerts(cluster)
+        except UserError as exc:
+            bg["silence"] = {**bg["silence"], "error": exc.user_message}
+            return
+        bg["silence"] = leases.hold(
+            source, bg["silence"], now=now, healthy=bool(bg.get("healthy")), created_by=created_by
+        )
+        held = [bg["silence"]["id"]] if bg["silence"].get("id") else []
+        for c in bg["checks"]:
+            if c["name"] == "alerts":
+                c["state"]["run_silences"] = held
+
+    def _release(self, cluster: Any, bg: dict[str, Any], now: datetime) -> None:
+        if bg.get("silence") is None or bg["silence"].get("id") is None:
+            return
+        try:
+            source = self._alerts(cluster)
+        except UserError:
+            return
+        bg["silence"] = leases.release(source, bg["silence"], now=now)
+
+    def release(self, cluster: Any, progress: Progress, *, now: datetime) -> Progress:
+        """The job stops without a tick of its own (interrupted: a restart, the run paused or
+        aborted; ended by the service): its silence keeps only its tail. The new progress."""
+        bg = progress.get(KEY)
+        if not bg or bg.get("silence") is None:
+            return progress
+        bg = json.loads(json.dumps(bg))
+        self._release(cluster, bg, now)
+        return {**progress, KEY: bg}
 
     def _poll(self, cluster: Any, bg: dict[str, Any], now: datetime) -> dict[str, Any] | None:
         for index, c in enumerate(bg["checks"]):

@@ -74,7 +74,7 @@ class JobDeps:
 
 def _backgrounded(deps: JobDeps, job: Job, units: Callable[[dict[str, object]], int] | None) -> Job:
     """A disruptive job with its step's `background:` evidence (bot.core.jobs.background)."""
-    return Backgrounded(job, default_checks(lambda: deps.evidence), units)
+    return Backgrounded(job, default_checks(lambda: deps.evidence), units, evidence=lambda: deps.evidence)
 
 
 @dataclass(frozen=True, kw_only=True)

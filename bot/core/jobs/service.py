@@ -184,6 +184,13 @@ class Advanced:
     waiting_for_people: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """What a job's `release` reads of its cluster: the configured name."""
+
+    name: str
+
+
 class JobService:
     def __init__(
         self,
@@ -386,6 +393,7 @@ class JobService:
         ):
             return False
         log.info("job %s (%s of run %s) interrupted: %s", row.id, row.kind, row.run_id, note)
+        self._release(row)
         # An after-abort job (the uncordon offer) has no step: it ends none and interrupts none.
         if self.steps is not None and row.step_id != AFTER_ABORT:
             self.steps.interrupt_step(row.run_id, row.step_id, epoch=row.epoch)
@@ -633,8 +641,21 @@ class JobService:
             return Advanced(wait=0, lost=True)
         self._post_owed(row)
         self._publish_run(row.run_id)
+        self._release(row)
         self._ended(row, ok, detail)
         return Advanced(wait=0, done=True)
+
+    def _release(self, row: JobRow) -> None:
+        """A job that stops without a tick of its own lets go of what it holds outside the
+        cluster (a step's silence lease keeps only its tail: bot.core.evidence.leases)."""
+        job = self.registry.get(row.kind)
+        release = getattr(job, "release", None)
+        if release is None or not row.progress:
+            return
+        try:
+            release(_Named(row.cluster), json.loads(row.progress), now=self.clock())
+        except Exception as exc:  # an evidence source's trouble never stops an interruption
+            log.warning("job %s: releasing its silence failed: %s", row.id, describe(exc))
 
     def _ended(self, row: JobRow, ok: bool, detail: str) -> None:
         if self.steps is None or row.step_id == AFTER_ABORT:

@@ -37,7 +37,8 @@ import yaml
 from bot.core.actions import PLANNED, default_registry
 from bot.core.actions.base import ActionRegistry
 from bot.core.durations import EXAMPLES, format_duration, parse_duration
-from bot.core.jobs.background import BACKGROUND_ARG, DISRUPTIVE, EVIDENCE_KINDS
+from bot.core.evidence.leases import lease_of
+from bot.core.jobs.background import BACKGROUND_ARG, DISRUPTIVE, EVIDENCE_KINDS, SILENCE_ARG
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
 from bot.core.validation import (
     MAX_DOCUMENT_BYTES,
@@ -251,6 +252,7 @@ STEP_KEYS = {
     "rehearsal",
     "announce",
     "background",
+    "silence",
 }
 DEFAULTS_KEYS = {"timeout", "escalate_after", "on_failure"}
 
@@ -881,6 +883,9 @@ def _with_background(
 ) -> tuple[ActionCall, ...]:
     """A step's `background:` is evidence (alerts, analysis, app-health) on a step whose action is
     disruptive; it travels to that action's job as one JSON argument."""
+    if "silence" in s and "background" not in s:
+        v.error(s["silence"], f"{key}.silence",
+                "silence: needs a background: check (the silence is created after its first healthy one)")  # fmt: skip
     if "background" not in s:
         return calls
     for call in background:
@@ -894,11 +899,40 @@ def _with_background(
         return calls
     if not background:
         return calls
-    text = json.dumps([{"name": c.name, "args": dict(c.args)} for c in background], sort_keys=True)
+    extra = {
+        BACKGROUND_ARG: json.dumps(
+            [{"name": c.name, "args": dict(c.args)} for c in background], sort_keys=True
+        )
+    }
+    if "silence" in s:
+        silence = _silence(v, s["silence"], f"{key}.silence")
+        if silence is not None:
+            extra[SILENCE_ARG] = json.dumps(silence, sort_keys=True)
     out = list(calls)
     for i in targets:
-        out[i] = ActionCall(name=calls[i].name, args={**calls[i].args, BACKGROUND_ARG: text})
+        out[i] = ActionCall(name=calls[i].name, args={**calls[i].args, **extra})
     return tuple(out)
+
+
+def _silence(v: _PlanValidator, node: yaml.Node, key: str) -> dict[str, Any] | None:
+    """`silence: {matchers: [...], max: 4h}`: the step's silence lease (bot.core.evidence.leases)."""
+    m = v.mapping(node, key, {"matchers", "max"})
+    matchers = m.get("matchers")
+    texts = (
+        [str(i.value) for i in matchers.value if isinstance(i, yaml.ScalarNode)]
+        if isinstance(matchers, yaml.SequenceNode)
+        else None
+    )
+    spec: dict[str, Any] = {
+        "matchers": texts,
+        "max": str(m["max"].value) if isinstance(m.get("max"), yaml.ScalarNode) else "",
+    }
+    try:
+        lease_of(spec)
+    except UserError as exc:
+        v.error(node, key, exc.user_message)
+        return None
+    return spec
 
 
 def _long_and_mutating(
