@@ -69,6 +69,9 @@ class Poll:
     verdict: str
     reason: str = ""
     line: str = ""
+    #: This reading itself passed (an analysis' measurement was Successful): what lets a node
+    #: begin — a reading with no data never does, even within `inconclusive_limit`.
+    passes: bool = True
 
 
 class BackgroundCheck(Protocol):
@@ -103,7 +106,11 @@ class AlertsCheck:
 
     def poll(self, cluster: Any, state: dict[str, Any], *, now: datetime) -> Poll:
         source, matchers = self._evidence().alerts(str(getattr(cluster, "name", "")))
-        nxt = {**state, "next_at": iso(now + timedelta(seconds=alerts_job.POLL))}
+        nxt = {
+            **state,
+            "next_at": iso(now + timedelta(seconds=alerts_job.POLL)),
+            "polls": int(state.get("polls", 0)) + 1,
+        }
         try:
             found = source.alerts(matchers)
         except EvidenceUnavailable as exc:
@@ -162,9 +169,11 @@ class AnalysisCheck:
         new, outcome, m = self._job.measure(cluster, state, now=now)
         shown = "none" if m.value is None else (m.value if isinstance(m.value, list) else f"{m.value:.4g}")
         line = f"analysis `{clip(new['query'], 60)}`: {shown} (baseline {new.get('baseline')})"
+        passes = m.phase is Outcome.SUCCESSFUL
+        last = f"analysis: the last measurement was {m.phase}" + (f": {m.message}" if m.message else "")
         if outcome.outcome is Outcome.SUCCESSFUL:
             new = {**new, "round": int(new.get("round", 0)) + 1, "outcome": str(Outcome.RUNNING)}
-            return Poll(state=new, verdict="ok", line=line)
+            return Poll(state=new, verdict="ok", line=line, passes=passes, reason=last)
         if outcome.outcome is Outcome.FAILED:
             return Poll(state=new, verdict="failed", reason=f"analysis: {outcome.reason}", line=line)
         if outcome.outcome in (Outcome.INCONCLUSIVE, Outcome.ERROR):
@@ -174,7 +183,7 @@ class AnalysisCheck:
                 reason=f"analysis {outcome.outcome}: {outcome.reason}",
                 line=line,
             )
-        return Poll(state=new, verdict="ok", line=line)
+        return Poll(state=new, verdict="ok", line=line, passes=passes, reason=last)
 
 
 def default_checks(evidence: Callable[[], Evidence]) -> dict[str, BackgroundCheck]:
@@ -295,6 +304,9 @@ class Backgrounded:
             bg["healthy"] = bool(bg.get("healthy")) or (bg["failure"] is None and polled)
         failure = bg.get("failure")
         tick = self.inner.tick(cluster, inner, now=now, decision=decision)
+        if failure is None and self._boundary(tick, inner):
+            # No node begins on a stale reading: every check is asked again before it does.
+            failure = bg["failure"] = self._poll(cluster, bg, now, force=True)
         if bg.get("silence") is not None:
             if failure is None and not tick.done:
                 self._hold(cluster, bg, now, {**inner, **tick.progress})
@@ -305,13 +317,7 @@ class Backgrounded:
         if bg.get("silence") is not None:
             lines.append(leases.line(bg["silence"]))
         if failure is not None:
-            boundary = (
-                self.units is None
-                or tick.done
-                or tick.choice is not None
-                or self.units(tick.progress) > self.units(inner)
-            )
-            if boundary:
+            if self.units is None or self._boundary(tick, inner):
                 # Dropped: this tick would begin the next node (or end the step). The job runs it
                 # again, from the progress stored before it, once people have answered.
                 return self._ask({**inner, KEY: bg}, failure, posts, audit, lines)
@@ -364,17 +370,28 @@ class Backgrounded:
         self._release(cluster, bg, now)
         return {**progress, KEY: bg}
 
-    def _poll(self, cluster: Any, bg: dict[str, Any], now: datetime) -> dict[str, Any] | None:
+    def _boundary(self, tick: Tick, before: Progress) -> bool:
+        """The tick would begin another node (or workload), end the step, or ask people."""
+        if tick.done or tick.choice is not None:
+            return True
+        return self.units is not None and self.units(tick.progress) > self.units(before)
+
+    def _poll(
+        self, cluster: Any, bg: dict[str, Any], now: datetime, *, force: bool = False
+    ) -> dict[str, Any] | None:
         for index, c in enumerate(bg["checks"]):
             if c.get("waived"):
                 continue
             due = parse_iso(c["state"].get("next_at")) or now
-            if now < due:
+            if now < due and not force:
                 continue
             poll = self.checks[c["name"]].poll(cluster, c["state"], now=now)
             c["state"], c["last"] = poll.state, poll.line
             if poll.verdict != "ok":
                 return {"check": index, "name": c["name"], "verdict": poll.verdict, "reason": poll.reason}
+            if force and not poll.passes:
+                # Before a node begins, the reading must pass now: no data never passes.
+                return {"check": index, "name": c["name"], "verdict": "inconclusive", "reason": poll.reason}
         return None
 
     def _until_due(self, bg: Mapping[str, Any], now: datetime) -> float:
