@@ -130,7 +130,9 @@ def _put(
                 stored_start = found.starts_at
     except EvidenceUnavailable as exc:
         return {**lease, "error": clip(exc.reason, 200)}
-    return {**lease, "id": silence_id, "starts_at": _iso(stored_start), "ends_at": _iso(ends), "error": ""}
+    # startsAt to the millisecond Alertmanager keeps: an update that repeats it keeps the id.
+    starts_text = stored_start.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {**lease, "id": silence_id, "starts_at": starts_text, "ends_at": _iso(ends), "error": ""}
 
 
 def _limit(lease: Mapping[str, Any], starts: datetime) -> datetime:
