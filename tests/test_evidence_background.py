@@ -7,6 +7,7 @@ refuses it where it has no meaning."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,7 +26,7 @@ from bot.errors import PlanInvalid
 from bot.records import SignalSource
 from bot.sim.cluster import SimCluster
 from tests.support.jobs import FakeCluster, JobDriver
-from tests.support.kube_objects import node, pod
+from tests.support.kube_objects import deployment, node, pod
 
 T0 = datetime(2026, 11, 29, 14, 2, tzinfo=UTC)
 LABELS = ("eks.amazonaws.com/nodegroup",)
@@ -63,7 +64,13 @@ def _cluster() -> NamedCluster:
 
 
 def _drain(sim: SimCluster) -> Any:
-    evidence = Evidence(
+    job = default_jobs(LABELS, evidence=_evidence(sim)).get("drain")
+    assert job is not None
+    return job
+
+
+def _evidence(sim: SimCluster) -> Evidence:
+    return Evidence(
         {
             "prod": (
                 Alertmanager(SignalSource(url=f"{sim.url}/alertmanager")),
@@ -72,9 +79,6 @@ def _drain(sim: SimCluster) -> Any:
         },
         {"prod": Prometheus(SignalSource(url=f"{sim.url}/prometheus"))},
     )
-    job = default_jobs(LABELS, evidence=evidence).get("drain")
-    assert job is not None
-    return job
 
 
 def _states(driver: JobDriver) -> Mapping[str, str]:
@@ -147,9 +151,9 @@ def test_prometheus_taken_away_pauses_the_drain_and_abort_fails_it(sim_small: Si
     assert "HTTP 503" in driver.choice.question
     phases = [m["phase"] for m in driver.progress["background"]["checks"][0]["state"]["measurements"]]
     assert phases[-1] == "Inconclusive"
-    # Taken away before the first node began: no node begins.
-    assert _states(driver) == {"n1": "cordoned", "n2": "cordoned", "n3": "cordoned"}
-    assert not any(w[0] == "evict" for w in fake.writes)
+    # Taken away before the drain began: not even a cordon.
+    assert _states(driver) == {"n1": "pending", "n2": "pending", "n3": "pending"}
+    assert fake.writes == []
     driver.tick(Decision(choice_key=driver.choice.key, option="abort", by="U0PRIMARY"))
     assert driver.last is not None
     assert (driver.last.done, driver.last.ok) == (True, False)
@@ -214,3 +218,32 @@ def test_the_plan_loader_refuses_background_where_it_means_nothing(
     with pytest.raises(PlanInvalid) as caught:
         parse_plan(PLAN.replace(*change))
     assert message in str(caught.value)
+
+
+def test_a_restart_is_not_stamped_while_a_background_check_fails(sim_small: SimCluster) -> None:
+    assert sim_small.sim is not None
+    ev = sim_small.sim.evidence
+    ev.set_query(Q, 4.0)
+    web = deployment("shop", "web")
+    web["spec"]["selector"] = {"matchLabels": {"app": "web"}}
+    fake = NamedCluster(workloads={("deployment", "shop", "web"): web})
+    restart = default_jobs(LABELS, evidence=_evidence(sim_small)).get("restart")
+    only_analysis = json.dumps(
+        [{"name": "analysis", "args": {"query": Q, "success": "result < 1.2 * baseline + 5"}}]
+    )
+    driver = JobDriver(
+        restart, fake, {"workloads": "deployment/shop/web", BACKGROUND_ARG: only_analysis}, now=Clock()
+    )  # type: ignore[arg-type]
+    ev.set_query(Q, 50.0)  # past its baseline before anything is restarted
+    driver.tick()
+    driver.tick()
+    assert driver.choice is not None
+    assert "The restart paused before its next node: background analysis" in driver.choice.question
+    assert fake.writes == []
+    # Waived: the restart goes ahead.
+    driver.tick(
+        Decision(
+            choice_key=driver.choice.key, option="waive", by="U0SHADOW", reason="expected during the cutover"
+        )
+    )
+    assert fake.writes == [("restart_workload", "deployment/shop/web")]

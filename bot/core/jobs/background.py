@@ -23,8 +23,10 @@ no longer pauses this step; a reason is required and audited) or Abort (the step
 
 Which kinds may run in the background is this module's `BackgroundCheck` registry, generic over
 evidence kinds: `alerts` and `analysis` here; `app-health` registers the same way. A job kind says
-how many of its units (nodes, workloads) it has begun (`units`); without it the step pauses at
-once (an EKS node-group update: AWS keeps replacing nodes, and the card says so).
+when its next tick may begin disruptive work (`ready`: a drain's next node, a restart's stamps);
+every check is asked again just before, and a failure pauses the step there. Without it the step
+pauses at once (an EKS node-group update: AWS keeps replacing nodes, and the question says so). A
+restart stamps all its workloads in one tick, so a failure after that pauses it when it would end.
 """
 
 from __future__ import annotations
@@ -221,7 +223,7 @@ class Backgrounded:
         self,
         inner: Job,
         checks: Mapping[str, BackgroundCheck],
-        units: Callable[[Progress], int] | None = None,
+        ready: Callable[[Progress], bool] | None = None,
         *,
         evidence: Callable[[], Evidence] = Evidence,
     ) -> None:
@@ -229,7 +231,7 @@ class Backgrounded:
         self.inner = inner
         self.kind = inner.kind
         self.checks = dict(checks)
-        self.units = units
+        self.ready = ready
         #: The job service hands `plan` the run's recorded baseline (`BASELINE_ARG`).
         self.uses_baseline = True
 
@@ -298,15 +300,22 @@ class Backgrounded:
                     c["state"]["next_at"] = iso(now)
             bg["failure"] = None
             decision = None
+        # Before a tick that may begin disruptive work (a drain's next node, a restart's stamps)
+        # every check is asked again, due or not: no node begins on a stale reading.
+        ready = self.ready is not None and self.ready(inner)
         if bg.get("failure") is None:
-            bg["failure"] = self._poll(cluster, bg, now)
+            bg["failure"] = self._poll(cluster, bg, now, force=ready)
             polled = all(c.get("last") for c in bg["checks"] if not c.get("waived"))
             bg["healthy"] = bool(bg.get("healthy")) or (bg["failure"] is None and polled)
         failure = bg.get("failure")
+        if failure is not None and (self.ready is None or ready):
+            # Paused before the next node (at once where the job cannot be held between nodes).
+            self._release(cluster, bg, now)
+            lines = [c["last"] for c in bg["checks"] if c.get("last")]
+            if bg.get("silence") is not None:
+                lines.append(leases.line(bg["silence"]))
+            return self._ask({**inner, KEY: bg}, failure, posts, audit, lines)
         tick = self.inner.tick(cluster, inner, now=now, decision=decision)
-        if failure is None and self._boundary(tick, inner):
-            # No node begins on a stale reading: every check is asked again before it does.
-            failure = bg["failure"] = self._poll(cluster, bg, now, force=True)
         if bg.get("silence") is not None:
             if failure is None and not tick.done:
                 self._hold(cluster, bg, now, {**inner, **tick.progress})
@@ -317,9 +326,10 @@ class Backgrounded:
         if bg.get("silence") is not None:
             lines.append(leases.line(bg["silence"]))
         if failure is not None:
-            if self.units is None or self._boundary(tick, inner):
-                # Dropped: this tick would begin the next node (or end the step). The job runs it
-                # again, from the progress stored before it, once people have answered.
+            if tick.done or tick.choice is not None:
+                # Dropped: this tick would end the step (or ask its own question) while a check
+                # fails. The job runs it again, from the progress stored before it, once people
+                # have answered (a tick may always be lost and run again: the job contract).
                 return self._ask({**inner, KEY: bg}, failure, posts, audit, lines)
             note = f"Background check failed: {clip(failure['reason'], 120)} — pausing before the next node"
             return Tick(
@@ -370,12 +380,6 @@ class Backgrounded:
         self._release(cluster, bg, now)
         return {**progress, KEY: bg}
 
-    def _boundary(self, tick: Tick, before: Progress) -> bool:
-        """The tick would begin another node (or workload), end the step, or ask people."""
-        if tick.done or tick.choice is not None:
-            return True
-        return self.units is not None and self.units(tick.progress) > self.units(before)
-
     def _poll(
         self, cluster: Any, bg: dict[str, Any], now: datetime, *, force: bool = False
     ) -> dict[str, Any] | None:
@@ -419,7 +423,7 @@ class Backgrounded:
             f"{clip(failure['reason'], 300)}. Wait (check again), waive this check for the rest of the step "
             "(with a reason), or abort the step?"
         )
-        if self.units is None:
+        if self.ready is None:
             question += " (EKS keeps replacing this group's nodes while the step waits.)"
         return Tick(
             progress=progress,
@@ -442,13 +446,13 @@ class Backgrounded:
         )
 
 
-def begun_nodes(progress: Progress) -> int:
-    """Drain: nodes whose evictions have begun (all are cordoned first, in one go)."""
-    return sum(
-        1 for n in (progress.get("nodes") or {}).values() if n.get("state") not in ("pending", "cordoned")
-    )
+def next_node(progress: Progress) -> bool:
+    """Drain: the next tick may cordon the nodes or begin a node's evictions (none is draining,
+    one is still waiting)."""
+    states = [n.get("state") for n in (progress.get("nodes") or {}).values()]
+    return "draining" not in states and any(s in ("pending", "cordoned") for s in states)
 
 
-def begun_workloads(progress: Progress) -> int:
-    """Restart: workloads that have left `pending`."""
-    return sum(1 for w in progress.get("workloads") or [] if w.get("state") != "pending")
+def next_workloads(progress: Progress) -> bool:
+    """Restart: the next tick stamps the workloads still pending (all of them at once)."""
+    return any(w.get("state") == "pending" for w in progress.get("workloads") or [])

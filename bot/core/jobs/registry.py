@@ -20,7 +20,7 @@ from bot.core.jobs.alerts import AlertsJob, Evidence
 from bot.core.jobs.alerts import check_args as _check_alerts
 from bot.core.jobs.analysis import AnalysisJob
 from bot.core.jobs.analysis import check_args as _check_analysis
-from bot.core.jobs.background import Backgrounded, begun_nodes, begun_workloads, default_checks
+from bot.core.jobs.background import Backgrounded, default_checks, next_node, next_workloads
 from bot.core.jobs.base import Job, JobRegistry
 from bot.core.jobs.common import (
     MAX_SELECTOR,
@@ -72,9 +72,9 @@ class JobDeps:
     evidence: Evidence = field(default_factory=Evidence)
 
 
-def _backgrounded(deps: JobDeps, job: Job, units: Callable[[dict[str, object]], int] | None) -> Job:
+def _backgrounded(deps: JobDeps, job: Job, ready: Callable[[dict[str, object]], bool] | None) -> Job:
     """A disruptive job with its step's `background:` evidence (bot.core.jobs.background)."""
-    return Backgrounded(job, default_checks(lambda: deps.evidence), units, evidence=lambda: deps.evidence)
+    return Backgrounded(job, default_checks(lambda: deps.evidence), ready, evidence=lambda: deps.evidence)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,7 +222,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_check_drain,
-        make=lambda deps: _backgrounded(deps, DrainJob(deps.labels, deps.rules), begun_nodes),
+        make=lambda deps: _backgrounded(deps, DrainJob(deps.labels, deps.rules), next_node),
     ),
     JobKind(
         name="restart",
@@ -243,7 +243,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_check_restart,
-        make=lambda deps: _backgrounded(deps, RestartJob(deps.rules), begun_workloads),
+        make=lambda deps: _backgrounded(deps, RestartJob(deps.rules), next_workloads),
     ),
     JobKind(
         name="delete-pod",
