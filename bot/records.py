@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,6 +221,19 @@ class SnapshotMeta:
     #: Small JSON object: counts, control-plane version, gaps. Readable without the body.
     summary: str
     size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvidenceBaselineRow:
+    """What a run's snapshot recorded of the evidence sources (issue 39). `body` is JSON:
+    `{"alerts": {fingerprint: {"labels": {...}, "startsAt": ISO}} | null, "analysis": {query:
+    value | null}, "errors": {source: reason}}` — null where the source gave no answer."""
+
+    snapshot_id: int
+    run_id: str
+    cluster: str
+    taken_at: datetime
+    body: Mapping[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True)

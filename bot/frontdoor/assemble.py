@@ -152,13 +152,15 @@ def assemble(
     eks = EksAccess({c.name: c.eks for c in settings.clusters.values()})
     # The evidence gate's Alertmanagers (`clusters.NAME.alertmanager`), scoped by alert_matchers.
     from bot.adapters.alertmanager import Alertmanager
+    from bot.adapters.prometheus import Prometheus
 
     evidence = Evidence(
         {
             c.name: (Alertmanager(c.alertmanager), c.alert_matchers)
             for c in settings.clusters.values()
             if c.alertmanager is not None
-        }
+        },
+        {c.name: Prometheus(c.prometheus) for c in settings.clusters.values() if c.prometheus is not None},
     )
     job_registry = default_jobs(labels, rules, eks=eks, evidence=evidence)
     deliveries = None
@@ -254,6 +256,7 @@ def assemble(
             operations_channel=settings.channels.operations,
             watches=watches,
             jobs=jobs,
+            evidence=evidence,
         ),
         long_actions=long_actions,
         # The end of a run and each step it asks to announce, from the transition itself; then

@@ -12,6 +12,7 @@ from bot.adapters.store import migrate as migrations
 from bot.adapters.store.audit import AuditLog
 from bot.adapters.store.base import _wrap_errors
 from bot.adapters.store.engine import _engine_or_config_error, _masked, _reason
+from bot.adapters.store.evidence import EvidenceBaselines
 from bot.adapters.store.fence import _FencingEngine
 from bot.adapters.store.findings import FindingFixes
 from bot.adapters.store.gates import GateDryRuns
@@ -41,6 +42,7 @@ class Store(
     Waivers,
     GateDryRuns,
     FindingFixes,
+    EvidenceBaselines,
     Schedules,
     Leadership,
     People,

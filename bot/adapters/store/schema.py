@@ -261,6 +261,21 @@ watch_samples = sa.Table(
     sa.Index("ix_watch_samples_watch_at", "watch_id", "at"),
 )
 
+# Evidence baselines (revision 0020, issue 39): what a run's snapshot recorded of the evidence
+# sources — `body` is JSON {"alerts": {fingerprint: {labels, startsAt}} | null, "analysis":
+# {query: value | null}, "errors": {source: reason}} — the earliest of a run is its baseline.
+evidence_baselines = sa.Table(
+    "evidence_baselines",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("snapshot_id", sa.Integer, nullable=False, unique=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("cluster", sa.String(64), nullable=False),
+    sa.Column("taken_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Index("ix_evidence_baselines_run", "run_id", "taken_at"),
+)
+
 # Cluster jobs (revision 0010, issue 15): a long action's whole progress, who drives it, and the
 # question it put to people.
 jobs = sa.Table(

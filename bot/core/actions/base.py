@@ -59,6 +59,10 @@ class ActionContext:
     #: `bot.core.jobs.base`) for the request, or performs its dry run; its one-line detail. None:
     #: not available here.
     start_job: Callable[[ActionRequest], str] | None = None
+    #: (request, snapshot id) → records the evidence baseline (alerts firing, the plan's analysis
+    #: values) with the run's snapshot; its one-line summary ("" when the cluster has no evidence
+    #: source). None: not available here.
+    record_baseline: Callable[[ActionRequest, int], str] | None = None
 
 
 Runner = Callable[[ActionContext, ActionRequest], ActionResult]

@@ -1,8 +1,9 @@
 """The `alerts` job: "no new alerts" (`alerts: {settle: 10m, ignore: REGEX, timeout: 30m}`), judged
 by `bot.core.evidence.judge.judge_alerts` against the cluster's Alertmanager. It writes nothing.
 
-The baseline is what fires when the job is planned (fingerprint, labels, startsAt), stored in its
-progress, so a resumed job compares against the same set. A new alert — a fingerprint not in the
+The baseline is what the run's snapshot recorded (`bot.core.evidence.baseline`), or else what fires
+when the job is planned (fingerprint, labels, startsAt); it is stored in the job's progress, so a
+resumed job compares against the same set. A new alert — a fingerprint not in the
 baseline that started after the step began, silenced or not — that is critical fails the step at
 once; the step passes after `settle` with nothing new and fails at `timeout` while new ones fire.
 
@@ -20,13 +21,15 @@ Progress (JSON):
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import AlertBaseline, Outcome, judge_alerts
-from bot.core.evidence.ports import AlertSource
+from bot.core.evidence.ports import AlertSource, MetricSource
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, iso, timer_start
 from bot.core.kube.objects import parse_iso
@@ -42,12 +45,22 @@ PAUSE_KIND = "evidence_inconclusive"
 
 
 class Evidence:
-    """Cluster name → its Alertmanager (and the matchers scoping alerts to it), or a refusal."""
+    """Cluster name → its Alertmanager (and the matchers scoping alerts to it) and its Prometheus,
+    or a refusal naming the missing setting."""
 
     def __init__(
-        self, alertmanagers: Mapping[str, tuple[AlertSource, Sequence[AlertMatcher]]] | None = None
+        self,
+        alertmanagers: Mapping[str, tuple[AlertSource, Sequence[AlertMatcher]]] | None = None,
+        prometheuses: Mapping[str, MetricSource] | None = None,
     ) -> None:
         self._alertmanagers = dict(alertmanagers or {})
+        self._prometheuses = dict(prometheuses or {})
+
+    def metrics(self, cluster: str) -> MetricSource:
+        found = self._prometheuses.get(cluster)
+        if found is None:
+            raise UserError(f"cluster {cluster} names no prometheus (clusters.{cluster}.prometheus)")
+        return found
 
     def alerts(self, cluster: str) -> tuple[AlertSource, tuple[AlertMatcher, ...]]:
         found = self._alertmanagers.get(cluster)
@@ -80,6 +93,8 @@ class AlertsJob:
     """`alerts`: see the module docstring."""
 
     kind = "alerts"
+    #: The job service hands `plan` the run's recorded baseline (`BASELINE_ARG`).
+    uses_baseline = True
 
     def __init__(self, evidence: Callable[[], Evidence]) -> None:
         self._evidence = evidence
@@ -100,6 +115,12 @@ class AlertsJob:
             "inconclusive": 0,
             "seen": {},
         }
+        recorded = json.loads(str(args.get(BASELINE_ARG) or "{}")).get("alerts")
+        if recorded is not None:
+            # What the run's snapshot recorded: a resumed or late step compares against that set.
+            progress["baseline"] = dict(recorded)
+            progress["baseline_from"] = "snapshot"
+            return progress
         # Without an answer now there is no baseline yet: the first tick takes it (or asks people
         # while there is no answer).
         with contextlib.suppress(EvidenceUnavailable):

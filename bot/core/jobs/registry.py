@@ -18,6 +18,9 @@ from datetime import timedelta
 from bot.core.checks.rules import Rule
 from bot.core.jobs.alerts import AlertsJob, Evidence
 from bot.core.jobs.alerts import check_args as _check_alerts
+from bot.core.jobs.analysis import AnalysisJob
+from bot.core.jobs.analysis import check_args as _check_analysis
+from bot.core.jobs.background import Backgrounded, default_checks, next_node, next_workloads
 from bot.core.jobs.base import Job, JobRegistry
 from bot.core.jobs.common import (
     MAX_SELECTOR,
@@ -64,8 +67,14 @@ class JobDeps:
     labels: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
     eks: Callable[[str], EksActs] = no_eks
-    #: The clusters' Alertmanagers (the evidence gate); without one, `alerts` refuses.
+    #: The clusters' Alertmanagers and Prometheuses (the evidence gate); without one, `alerts` /
+    #: `analysis` refuse.
     evidence: Evidence = field(default_factory=Evidence)
+
+
+def _backgrounded(deps: JobDeps, job: Job, ready: Callable[[dict[str, object]], bool] | None) -> Job:
+    """A disruptive job with its step's `background:` evidence (bot.core.jobs.background)."""
+    return Backgrounded(job, default_checks(lambda: deps.evidence), ready, evidence=lambda: deps.evidence)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,7 +222,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_check_drain,
-        make=lambda deps: DrainJob(deps.labels, deps.rules),
+        make=lambda deps: _backgrounded(deps, DrainJob(deps.labels, deps.rules), next_node),
     ),
     JobKind(
         name="restart",
@@ -234,7 +243,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=True,
         check=_check_restart,
-        make=lambda deps: RestartJob(deps.rules),
+        make=lambda deps: _backgrounded(deps, RestartJob(deps.rules), next_workloads),
     ),
     JobKind(
         name="delete-pod",
@@ -297,7 +306,7 @@ KINDS: tuple[JobKind, ...] = (
         mutating=True,
         command=False,
         check=_check_eks_nodegroup,
-        make=lambda deps: EksUpdateNodegroupJob(deps.eks, deps.labels),
+        make=lambda deps: _backgrounded(deps, EksUpdateNodegroupJob(deps.eks, deps.labels), None),
     ),
     JobKind(
         name="eks-update-addon",
@@ -318,6 +327,20 @@ KINDS: tuple[JobKind, ...] = (
         command=False,
         check=_check_alerts,
         make=lambda deps: AlertsJob(lambda: deps.evidence),
+    ),
+    JobKind(
+        name="analysis",
+        summary="measure a PromQL query `count` times, `interval` apart, judged by `success`/`failure` over "
+        "`result` and `baseline` (Argo Rollouts' outcomes); Inconclusive or Error asks people "
+        "(docs/evidence-gate.md)",
+        required=frozenset({"query"}),
+        optional=frozenset(
+            {"success", "failure", "interval", "count", "failure_limit", "inconclusive_limit"}
+        ),
+        mutating=False,
+        command=False,
+        check=_check_analysis,
+        make=lambda deps: AnalysisJob(lambda: deps.evidence),
     ),
 )
 

@@ -49,6 +49,7 @@ from typing import Any
 from bot.adapters.store import Store
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, thread_root
+from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
 from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, gate_choice, iso
@@ -181,6 +182,13 @@ class Advanced:
     done: bool = False
     lost: bool = False  # no longer ours: interrupted, ended elsewhere, or taken
     waiting_for_people: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """What a job's `release` reads of its cluster: the configured name."""
+
+    name: str
 
 
 class JobService:
@@ -385,6 +393,7 @@ class JobService:
         ):
             return False
         log.info("job %s (%s of run %s) interrupted: %s", row.id, row.kind, row.run_id, note)
+        self._release(row)
         # An after-abort job (the uncordon offer) has no step: it ends none and interrupts none.
         if self.steps is not None and row.step_id != AFTER_ABORT:
             self.steps.interrupt_step(row.run_id, row.step_id, epoch=row.epoch)
@@ -484,6 +493,11 @@ class JobService:
                     )
                 answered = True
             if not row.progress:
+                if getattr(job, "uses_baseline", False) and row.run_id:
+                    # Evidence compares against what the run's snapshot recorded, when it did.
+                    recorded = self.store.evidence_baseline(row.run_id)
+                    if recorded is not None:
+                        args = {**args, BASELINE_ARG: json.dumps(dict(recorded.body))}
                 progress = job.plan(cluster, args, now=now)
                 # Who and why, for what the job leaves on the nodes it touches (bot.core.jobs.trail).
                 progress[tr.TRAIL] = self._trail(row)
@@ -627,8 +641,21 @@ class JobService:
             return Advanced(wait=0, lost=True)
         self._post_owed(row)
         self._publish_run(row.run_id)
+        self._release(row)
         self._ended(row, ok, detail)
         return Advanced(wait=0, done=True)
+
+    def _release(self, row: JobRow) -> None:
+        """A job that stops without a tick of its own lets go of what it holds outside the
+        cluster (a step's silence lease keeps only its tail: bot.core.evidence.leases)."""
+        job = self.registry.get(row.kind)
+        release = getattr(job, "release", None)
+        if release is None or not row.progress:
+            return
+        try:
+            release(_Named(row.cluster), json.loads(row.progress), now=self.clock())
+        except Exception as exc:  # an evidence source's trouble never stops an interruption
+            log.warning("job %s: releasing its silence failed: %s", row.id, describe(exc))
 
     def _ended(self, row: JobRow, ok: bool, detail: str) -> None:
         if self.steps is None or row.step_id == AFTER_ABORT:

@@ -22,6 +22,9 @@ from bot.core.checks import service as checks
 from bot.core.checks.findings import Cover, Report
 from bot.core.checks.rules import load_rules
 from bot.core.checks.waivers import active_waivers
+from bot.core.evidence.baseline import analysis_queries, take_baseline
+from bot.core.evidence.baseline import summary as baseline_summary
+from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.service import JobService
 from bot.core.live import LiveSection, StepReports
 from bot.core.runs import machine as R
@@ -30,7 +33,7 @@ from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
-from bot.records import ActionRequest, ClusterConfig, ImageChecks
+from bot.records import ActionCall, ActionRequest, ClusterConfig, ImageChecks
 
 
 def watch_channel(store: Store, run_id: str, operations: str | None) -> str:
@@ -38,6 +41,18 @@ def watch_channel(store: Store, run_id: str, operations: str | None) -> str:
     operations channel)."""
     card = store.messages(run_id).get("card") if run_id else None
     return (card.channel if card is not None and card.channel else "") or operations or ""
+
+
+def run_plan_calls(store: Store, run_id: str) -> list[ActionCall]:
+    """Every action call of the run's plan, in plan order (none for a run the store lacks)."""
+    from bot.core.runs.plans import parse_plan
+
+    rows = store.run_rows(run_id) if run_id else None
+    plan_row = store.plan_by_id(rows[0].plan_id) if rows is not None else None
+    if plan_row is None:
+        return []
+    plan = parse_plan(plan_row.text, source=f"plan {plan_row.name}")
+    return [call for step in plan.steps for call in (*step.actions, *step.background)]
 
 
 def action_context(
@@ -54,6 +69,7 @@ def action_context(
     operations_channel: str | None = None,
     watches: WatchService | None = None,
     jobs: JobService | None = None,
+    evidence: Evidence | None = None,
 ) -> ActionContext:
     """The capabilities a plan's actions use, bound to this bot's store and clusters (the
     settings' values: `bot.frontdoor.assemble` passes them)."""
@@ -115,6 +131,24 @@ def action_context(
         )
         return f"watch {row.id} started on {cluster.name}; the step ends with its verdict"
 
+    def record_baseline(request: ActionRequest, snapshot_id: int) -> str:
+        assert evidence is not None
+        cluster = snapshots.pick_cluster(clusters, request.cluster).name
+        alerts = metrics = None
+        with contextlib.suppress(UserError):
+            alerts = evidence.alerts(cluster)
+        with contextlib.suppress(UserError):
+            metrics = evidence.metrics(cluster)
+        if not request.run_id or (alerts is None and metrics is None):
+            return ""
+        queries = analysis_queries(run_plan_calls(store, request.run_id))
+        now = clock()
+        body = take_baseline(alerts=alerts, metrics=metrics, queries=queries, now=now)
+        store.save_evidence_baseline(
+            snapshot_id=snapshot_id, run_id=request.run_id, cluster=cluster, taken_at=now, body=body
+        )
+        return baseline_summary(body)
+
     def start_job(request: ActionRequest) -> str:
         assert jobs is not None
         cluster = snapshots.pick_cluster(clusters, request.cluster)
@@ -126,6 +160,7 @@ def action_context(
         run_check=run_check,
         start_watch=start_watch if watches is not None else None,
         start_job=start_job if jobs is not None else None,
+        record_baseline=record_baseline if evidence is not None else None,
     )
 
 

@@ -218,6 +218,28 @@ class DraftInputs:
     window_note: str
     group_labels: Sequence[str]
     order: Sequence[str] = ()
+    #: The cluster names an Alertmanager / a Prometheus: the draft adds the evidence steps and
+    #: the drains' `background:` checks (docs/evidence-gate.md).
+    alerts: bool = False
+    metrics: bool = False
+
+
+#: The apiserver's 4xx rate, judged against its baseline (issue 39 item 7).
+APISERVER_4XX = 'sum(rate(apiserver_request_total{code=~"4.."}[5m]))'
+APISERVER_4XX_SUCCESS = "result < 1.2 * baseline + 5"
+#: Alerts that fire all the time by design, never a sign of trouble.
+ALWAYS_FIRING = "^(Watchdog|InfoInhibitor)$"
+
+
+def evidence_lines(inputs: DraftInputs, indent: str = "") -> list[str]:
+    """The `background:` of a disruptive step: alerts and the apiserver 4xx analysis, as the
+    cluster's sources allow (none: no lines)."""
+    items = []
+    if inputs.alerts:
+        items.append(f"  - alerts: {{ignore: {_q(ALWAYS_FIRING)}}}")
+    if inputs.metrics:
+        items.append(f"  - analysis: {{query: {_q(APISERVER_4XX)}, success: {_q(APISERVER_4XX_SUCCESS)}}}")
+    return [f"{indent}background:", *(indent + i for i in items)] if items else []
 
 
 def _q(value: object) -> str:
@@ -416,6 +438,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
                     f"gate: {four_eyes}",
                     "actions:",
                     f'  - drain: {{nodegroup: {_q(g)}, version: {_q(target)}, allow_local_storage: "true", timeout: 15m}}',
+                    *evidence_lines(inputs),
                 ],
             )
         step(
@@ -476,6 +499,32 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
             "      timeout: 1h",
         ],
     )
+    if inputs.alerts:
+        step(
+            "No new alerts: none firing that was not at the baseline (the `pre` snapshot) for 10\n"
+            "minutes; a critical one fails at once. No answer from Alertmanager asks people.",
+            [
+                "- id: settle-alerts",
+                "phase: roll out",
+                "title: No new alerts while the cluster settles",
+                f"gate: {anyone}",
+                "actions:",
+                f"  - alerts: {{settle: 10m, ignore: {_q(ALWAYS_FIRING)}, timeout: 30m}}",
+            ],
+        )
+    if inputs.metrics:
+        step(
+            "The apiserver's 4xx rate stays near its baseline (the `pre` snapshot's value): five\n"
+            "measurements a minute apart; no data asks people, never passes.",
+            [
+                "- id: settle-apiserver-4xx",
+                "phase: roll out",
+                "title: The apiserver's 4xx rate stays near its baseline",
+                f"gate: {anyone}",
+                "actions:",
+                f"  - analysis: {{query: {_q(APISERVER_4XX)}, success: {_q(APISERVER_4XX_SUCCESS)}, interval: 1m, count: 5}}",
+            ],
+        )
     add("")
     add("  # -- post " + "-" * 87)
     step(
@@ -526,6 +575,8 @@ def draft_inputs(
     timezone: str,
     group_labels: Sequence[str] | None,
     order: Sequence[str] = (),
+    alerts: bool = False,
+    metrics: bool = False,
 ) -> DraftInputs:
     """What the configuration gives the draft: roster, channels, the next allowed window, the order."""
     if not roster:
@@ -553,6 +604,8 @@ def draft_inputs(
         window_note=note,
         group_labels=group_labels or DEFAULT_NODE_GROUP_LABELS,
         order=tuple(order),
+        alerts=alerts,
+        metrics=metrics,
     )
 
 

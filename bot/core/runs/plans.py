@@ -23,6 +23,7 @@ traceback: `read_plan_file` and `parse_plan` raise nothing else.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ import yaml
 from bot.core.actions import PLANNED, default_registry
 from bot.core.actions.base import ActionRegistry
 from bot.core.durations import EXAMPLES, format_duration, parse_duration
+from bot.core.evidence.leases import lease_of
+from bot.core.jobs.background import BACKGROUND_ARG, DISRUPTIVE, EVIDENCE_KINDS, SILENCE_ARG
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
 from bot.core.validation import (
     MAX_DOCUMENT_BYTES,
@@ -142,6 +145,9 @@ class Step:
     on_open_findings: str = "fail"
     destructive: bool = False
     rehearsal: tuple[RehearsalHook, ...] = ()
+    #: `background:` evidence checked between the nodes of the step's disruptive action (drain,
+    #: restart, eks-update-nodegroup), which also carries it (`bot.core.jobs.background`).
+    background: tuple[ActionCall, ...] = ()
     #: `step-complete`: announce the step in the announcement channel when it succeeds ("": no).
     announce: str = ""
     line: int = 0
@@ -245,6 +251,8 @@ STEP_KEYS = {
     "destructive",
     "rehearsal",
     "announce",
+    "background",
+    "silence",
 }
 DEFAULTS_KEYS = {"timeout", "escalate_after", "on_failure"}
 
@@ -645,6 +653,8 @@ def _steps(
         gate = _gate(v, s["gate"], f"{key}.gate", roles) if "gate" in s else None
         done = _gate(v, s["done"], f"{key}.done", roles) if "done" in s else None
         calls = _actions(v, s.get("actions"), f"{key}.actions", registry)
+        background = _actions(v, s.get("background"), f"{key}.background", registry)
+        calls = _with_background(v, s, key, calls, background)
         if done is not None and calls:
             v.error(s["done"], f"{key}.done", "only a plain step (no actions) has a done confirmation")
         _long_and_mutating(v, s, key, calls, gate, registry)
@@ -688,6 +698,7 @@ def _steps(
                 destructive=destructive,
                 rehearsal=hooks,
                 announce=announce,
+                background=background,
                 line=snode.start_mark.line + 1,
             )
         )
@@ -861,6 +872,67 @@ def _actions(
                 v.error(nnode, f"{key}.{name}", exc.user_message)
         calls.append(ActionCall(name=name, args=args))
     return tuple(calls)
+
+
+def _with_background(
+    v: _PlanValidator,
+    s: Mapping[str, yaml.Node],
+    key: str,
+    calls: tuple[ActionCall, ...],
+    background: tuple[ActionCall, ...],
+) -> tuple[ActionCall, ...]:
+    """A step's `background:` is evidence (alerts, analysis, app-health) on a step whose action is
+    disruptive; it travels to that action's job as one JSON argument."""
+    if "silence" in s and "background" not in s:
+        v.error(s["silence"], f"{key}.silence",
+                "silence: needs a background: check (the silence is created after its first healthy one)")  # fmt: skip
+    if "background" not in s:
+        return calls
+    for call in background:
+        if call.name not in EVIDENCE_KINDS:
+            v.error(s["background"], f"{key}.background",
+                    f"{call.name!r} is not evidence (background takes {', '.join(EVIDENCE_KINDS)})")  # fmt: skip
+    targets = [i for i, call in enumerate(calls) if call.name in DISRUPTIVE]
+    if not targets:
+        v.error(s["background"], f"{key}.background",
+                f"background: only on a step whose action is {', '.join(DISRUPTIVE)}")  # fmt: skip
+        return calls
+    if not background:
+        return calls
+    extra = {
+        BACKGROUND_ARG: json.dumps(
+            [{"name": c.name, "args": dict(c.args)} for c in background], sort_keys=True
+        )
+    }
+    if "silence" in s:
+        silence = _silence(v, s["silence"], f"{key}.silence")
+        if silence is not None:
+            extra[SILENCE_ARG] = json.dumps(silence, sort_keys=True)
+    out = list(calls)
+    for i in targets:
+        out[i] = ActionCall(name=calls[i].name, args={**calls[i].args, **extra})
+    return tuple(out)
+
+
+def _silence(v: _PlanValidator, node: yaml.Node, key: str) -> dict[str, Any] | None:
+    """`silence: {matchers: [...], max: 4h}`: the step's silence lease (bot.core.evidence.leases)."""
+    m = v.mapping(node, key, {"matchers", "max"})
+    matchers = m.get("matchers")
+    texts = (
+        [str(i.value) for i in matchers.value if isinstance(i, yaml.ScalarNode)]
+        if isinstance(matchers, yaml.SequenceNode)
+        else None
+    )
+    spec: dict[str, Any] = {
+        "matchers": texts,
+        "max": str(m["max"].value) if isinstance(m.get("max"), yaml.ScalarNode) else "",
+    }
+    try:
+        lease_of(spec)
+    except UserError as exc:
+        v.error(node, key, exc.user_message)
+        return None
+    return spec
 
 
 def _long_and_mutating(

@@ -123,6 +123,23 @@ _STEP_SHAPES: dict[str, dict[str, Any]] = {
     },
     "destructive": {"type": "boolean", "description": "ask for a typed confirmation before it runs"},
     "rehearsal": {"type": "array", "items": {"$ref": "#/$defs/rehearsal"}},
+    "silence": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["matchers"],
+        "properties": {
+            "matchers": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+            "max": {"$ref": "#/$defs/duration"},
+        },
+        "description": "steps with a background: only: an Alertmanager silence held while the step runs "
+        "(created after the first healthy check, re-extended to now+25m, a 5m tail, never past max)",
+    },
+    "background": {
+        "type": "array",
+        "items": {"$ref": "#/$defs/action"},
+        "description": "evidence (alerts, analysis, app-health) checked between the nodes of a drain, "
+        "restart or eks-update-nodegroup step; the first failure pauses the step before its next node",
+    },
     "announce": {
         "enum": list(STEP_ANNOUNCEMENTS),
         "description": "post the step-complete announcement in the announcement channel when the "

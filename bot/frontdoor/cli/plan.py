@@ -142,6 +142,8 @@ def _draft(settings: Settings, args: argparse.Namespace) -> int:
             timezone=settings.timezone,
             group_labels=settings.node_group_labels,
             order=settings.node_group_order,
+            alerts=cluster.alertmanager is not None,
+            metrics=cluster.prometheus is not None,
         )
     except UserError as exc:
         raise UsageError(exc.user_message) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -299,3 +300,26 @@ def test_any_label_values_as_node_group_names_draft_a_plan_that_validates(
     names: list[str], style: str
 ) -> None:
     _assert_drafts_validate(names, style)
+
+
+@pytest.mark.parametrize(("alerts", "metrics"), [(True, True), (True, False), (False, True), (False, False)])
+def test_a_cluster_naming_alertmanager_or_prometheus_drafts_the_evidence_steps_and_background(
+    alerts: bool, metrics: bool
+) -> None:
+    inputs = dataclasses.replace(_inputs("pipeline"), alerts=alerts, metrics=metrics)
+    text = draft_plan(_shop(), inputs)
+    plan = parse_plan(text, source="draft.yaml", now=datetime(2026, 11, 26, tzinfo=UTC))
+    ids = [s.id for s in plan.steps]
+    assert ("settle-alerts" in ids) is alerts
+    assert ("settle-apiserver-4xx" in ids) is metrics
+    expected = [k for k, on in (("alerts", alerts), ("analysis", metrics)) if on]
+    drains = [s for s in plan.steps if s.id.startswith("drain-")]
+    assert drains
+    for step in drains:
+        assert [c.name for c in step.background] == expected
+    if metrics:
+        [analysis] = plan.step("settle-apiserver-4xx").actions
+        assert analysis.args["query"] == 'sum(rate(apiserver_request_total{code=~"4.."}[5m]))'
+        assert analysis.args["success"] == "result < 1.2 * baseline + 5"
+        # After the settle watch, in the settle of the roll-out.
+        assert ids.index("settle-apiserver-4xx") > ids.index("watch-settle")
