@@ -261,7 +261,7 @@ watch_samples = sa.Table(
     sa.Index("ix_watch_samples_watch_at", "watch_id", "at"),
 )
 
-# Evidence baselines (revision 0020, issue 39): what a run's snapshot recorded of the evidence
+# Evidence baselines (revision 0021, issue 39): what a run's snapshot recorded of the evidence
 # sources — `body` is JSON {"alerts": {fingerprint: {labels, startsAt}} | null, "analysis":
 # {query: value | null}, "errors": {source: reason}} — the earliest of a run is its baseline.
 evidence_baselines = sa.Table(
