@@ -18,6 +18,8 @@ from datetime import timedelta
 from bot.core.checks.rules import Rule
 from bot.core.jobs.alerts import AlertsJob, Evidence
 from bot.core.jobs.alerts import check_args as _check_alerts
+from bot.core.jobs.apphealth import AppHealthJob
+from bot.core.jobs.apphealth import check_args as _check_app_health
 from bot.core.jobs.base import Job, JobRegistry
 from bot.core.jobs.common import (
     MAX_SELECTOR,
@@ -318,6 +320,17 @@ KINDS: tuple[JobKind, ...] = (
         command=False,
         check=_check_alerts,
         make=lambda deps: AlertsJob(lambda: deps.evidence),
+    ),
+    JobKind(
+        name="app-health",
+        summary="Argo CD Applications Healthy and Synced, Flux Kustomizations/HelmReleases Ready (read "
+        "through the cluster's API); apps unhealthy at the baseline are reported, not blocking; no "
+        "answer asks people (docs/evidence-gate.md)",
+        optional=frozenset({"namespaces", "selector", "timeout"}),
+        mutating=False,
+        command=False,
+        check=_check_app_health,
+        make=lambda deps: AppHealthJob(),
     ),
 )
 

@@ -28,6 +28,7 @@ def test_the_registry_maps_every_kind_plans_use() -> None:
     registry = default_jobs(LABELS)
     assert sorted(registry.jobs) == [
         "alerts",
+        "app-health",
         "cordon",
         "delete-pod",
         "drain",
