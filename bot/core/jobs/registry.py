@@ -45,6 +45,14 @@ from bot.core.jobs.eks import (
     minor_arg,
     no_eks,
 )
+from bot.core.jobs.gitops import (
+    ArgoPauseJob,
+    ArgoResumeJob,
+    FluxResumeJob,
+    FluxSuspendJob,
+    check_argo,
+    check_flux,
+)
 from bot.core.jobs.image import SetImageJob
 from bot.core.jobs.image import check_args as _check_image
 from bot.core.jobs.nodes import CordonJob, UncordonJob
@@ -331,6 +339,45 @@ KINDS: tuple[JobKind, ...] = (
         command=False,
         check=_check_app_health,
         make=lambda deps: AppHealthJob(),
+    ),
+    # The owner's path for objects a GitOps controller owns (bot/core/jobs/gitops.py, docs/ownership.md).
+    JobKind(
+        name="flux-suspend",
+        summary="suspend a Flux Kustomization or HelmRelease (spec.suspend: true) before a fix, as "
+        "`flux suspend` does; its manifest is kept with the run",
+        required=frozenset({"object"}),
+        mutating=True,
+        command=True,
+        check=check_flux,
+        make=lambda deps: FluxSuspendJob(),
+    ),
+    JobKind(
+        name="flux-resume",
+        summary="resume a suspended Flux Kustomization or HelmRelease (spec.suspend: false)",
+        required=frozenset({"object"}),
+        mutating=True,
+        command=True,
+        check=check_flux,
+        make=lambda deps: FluxResumeJob(),
+    ),
+    JobKind(
+        name="argocd-pause",
+        summary="pause an Argo CD Application's auto-sync (spec.syncPolicy.automated removed and kept "
+        "in an annotation) before a fix; its manifest is kept with the run",
+        required=frozenset({"application"}),
+        mutating=True,
+        command=True,
+        check=check_argo,
+        make=lambda deps: ArgoPauseJob(),
+    ),
+    JobKind(
+        name="argocd-resume",
+        summary="restore the auto-sync argocd-pause removed from an Argo CD Application",
+        required=frozenset({"application"}),
+        mutating=True,
+        command=True,
+        check=check_argo,
+        make=lambda deps: ArgoResumeJob(),
     ),
 )
 
