@@ -57,7 +57,7 @@ from bot.core.jobs.common import JobCluster, few, iso, selector_matches
 from bot.core.jobs.drain import pod_key, triage
 from bot.core.jobs.pods import DeletePodJob, workload_line
 from bot.core.jobs.pods import describe as describe_pod
-from bot.core.jobs.restart import wkey, workload_path
+from bot.core.jobs.restart import RESOURCES, wkey, workload_path
 from bot.errors import UserError
 from bot.records import ActionCall
 
@@ -121,6 +121,13 @@ def read(
         if job is None:
             continue
         earlier = (resumed or {}).get(call.name)
+        if call.name == "set-image":
+            # Who owns what the fix changes, and what will happen to the change (issue 40 item 7):
+            # a GitOps controller puts the old image back, so the gate names its path instead —
+            # said even when the fix itself is refused (an EKS add-on, a version outside the table).
+            found = gitops.owners(cluster, _workload_paths(args))
+            if found:
+                entry["owners"] = found[:WORKLOADS]
         try:
             if earlier is not None and call.name not in SHAPED:
                 progress = dict(earlier)
@@ -143,17 +150,6 @@ def read(
             entry.update(_pods(cluster, job, progress))
         elif call.name == "set-image":
             entry.update(_image(progress))
-            # Who owns what the fix changes, and what will happen to the change (issue 40 item 7):
-            # a GitOps controller puts the old image back, so the gate names its path instead.
-            found = gitops.owners(
-                cluster,
-                [
-                    workload_path(w["kind"], w["namespace"], w["name"])
-                    for w in (progress.get("workloads") or [])
-                ],
-            )
-            if found:
-                entry["owners"] = found[:WORKLOADS]
         else:
             # The EKS actions and wait-controlplane: what would be called, with which arguments,
             # and what EKS (DescribeX) and the API server say now — the job's own dry run.
@@ -165,6 +161,14 @@ def read(
             entry.update({"lines": lines[:LINES], "line_count": len(lines)})
         actions.append(entry)
     return {"at": iso(now), "error": "", "actions": actions}
+
+
+def _workload_paths(args: Mapping[str, str]) -> list[str]:
+    """The API path of the workload a `set-image` names (`daemonset/NS/NAME`), if it names one."""
+    parts = str(args.get("workload", "")).strip().split("/")
+    if len(parts) != 3 or parts[0].lower() not in RESOURCES:
+        return []
+    return [workload_path(parts[0].lower(), parts[1], parts[2])]
 
 
 def failed(now: datetime, why: str) -> dict[str, Any]:
