@@ -4,7 +4,8 @@ Read through the cluster's own API (the read role's get/list on the three resour
 nothing.
 
 - The baseline is what was unhealthy when the job was planned, stored in its progress so a
-  resumed job compares against the same set: those apps are reported, never blocking.
+  resumed job compares against the same set: those apps are reported, never blocking. An app
+  still Progressing (or a Flux object still reconciling) then is not in it: it must end healthy.
 - An app that turns Degraded or Missing (Argo CD) or `Ready=False` (Flux) fails the step at once;
   one still Progressing, OutOfSync or `Ready=Unknown` at `timeout` fails it then. Each failure
   names the app and its own message.
@@ -75,6 +76,9 @@ class AppState:
     key: str
     state: str
     says: str
+    #: Still being rolled out or reconciled (Argo CD Progressing, Flux Ready=Unknown or an older
+    #: observedGeneration): never part of the baseline, so it must still end healthy.
+    progressing: bool = False
 
 
 def check_args(args: Mapping[str, str]) -> None:
@@ -100,7 +104,12 @@ def judge(obj: Mapping[str, Any], kind: str) -> AppState:
         says = f"{health}/{sync}" + (f" — {clip(message, 200)}" if message else "")
         if health == "Healthy" and sync == "Synced":
             return AppState(key=key, state=HEALTHY, says=says)
-        return AppState(key=key, state=FAILED if health in ("Degraded", "Missing") else WAITING, says=says)
+        return AppState(
+            key=key,
+            state=FAILED if health in ("Degraded", "Missing") else WAITING,
+            says=says,
+            progressing=health == "Progressing",
+        )
     ready = next(
         (c for c in status.get("conditions") or [] if isinstance(c, Mapping) and c.get("type") == "Ready"),
         None,
@@ -109,7 +118,7 @@ def judge(obj: Mapping[str, Any], kind: str) -> AppState:
         # Suspended on purpose (flux-suspend): its Ready condition is stale, not a failure.
         return AppState(key=key, state=HEALTHY, says="suspended")
     if ready is None:
-        return AppState(key=key, state=WAITING, says="no Ready condition yet")
+        return AppState(key=key, state=WAITING, says="no Ready condition yet", progressing=True)
     says = f"Ready={ready.get('status')} {ready.get('reason') or ''}".rstrip()
     if ready.get("message"):
         says += f" — {clip(str(ready['message']), 200)}"
@@ -117,7 +126,9 @@ def judge(obj: Mapping[str, Any], kind: str) -> AppState:
     observed = int(status.get("observedGeneration") or ready.get("observedGeneration") or 0)
     if ready.get("status") == "True" and (not generation or not observed or observed >= generation):
         return AppState(key=key, state=HEALTHY, says=says)
-    return AppState(key=key, state=FAILED if ready.get("status") == "False" else WAITING, says=says)
+    if ready.get("status") == "False":
+        return AppState(key=key, state=FAILED, says=says)
+    return AppState(key=key, state=WAITING, says=says, progressing=True)
 
 
 def read_apps(cluster: JobCluster, namespaces: list[str], selector: str) -> list[AppState]:
@@ -259,7 +270,10 @@ class AppHealthJob:
 
 
 def _baseline(apps: list[AppState]) -> dict[str, str]:
-    return {a.key: a.says for a in apps if a.state != HEALTHY}
+    """What was unhealthy and settled so when the job was planned (Degraded, OutOfSync, not
+    Ready): reported, never blocking. An app still rolling out then is not in it: it must end
+    healthy like the others."""
+    return {a.key: a.says for a in apps if a.state != HEALTHY and not a.progressing}
 
 
 def _summary(seen: Mapping[str, int]) -> str:

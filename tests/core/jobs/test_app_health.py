@@ -158,3 +158,21 @@ def test_a_cluster_with_no_gitops_objects_is_inconclusive_never_a_pass(
         asked = job.tick(small, progress, now=T0)
     assert asked.choice is not None
     assert "serves no Argo CD Application nor Flux Kustomization/HelmRelease" in asked.choice.question
+
+
+def test_an_app_still_progressing_at_the_baseline_must_still_end_healthy(
+    cluster: Cluster, sim: SimCluster
+) -> None:
+    sim.control.inject_fault(
+        {"type": "app_status", "object": {"kind": "Application", "namespace": "argocd", "name": "shop"},
+         "health": "Progressing"}
+    )  # fmt: skip
+    job = AppHealthJob()
+    progress = job.plan(cluster, {}, now=T0)
+    assert list(progress["baseline"]) == ["Application argocd/legacy"]
+    waiting = job.tick(cluster, progress, now=T0 + timedelta(seconds=15))
+    assert waiting.done is False
+    sim.control.inject_fault(DEGRADE_SHOP)
+    failed = job.tick(cluster, waiting.progress, now=T0 + timedelta(seconds=30))
+    assert (failed.done, failed.ok) == (True, False)
+    assert failed.detail == "app-health: 1 app(s) unhealthy: Application argocd/shop"
