@@ -2,7 +2,8 @@
 client and the Slack stub (which validates every Block Kit payload), on the `gitops` sim:
 `/upgrade action flux-suspend object=kustomization/flux-system/apps` opens a gate of two people
 whose dry run says what the patch is; approved, the job suspends the Kustomization once and the
-manifest it had before the change is uploaded into the run's thread as a YAML file."""
+manifest it had before the change is uploaded into the run's thread as a YAML file, and again with
+the run's report."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from bot.frontdoor.acting import JobDuty
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.awaited import Bot
-from tests.support.fix_buttons import approve_and_complete, fix_bot
+from tests.support.fix_buttons import approve_and_complete, fix_bot, wait_for
 from tests.support.slack_stub import SlackStub
 
 
@@ -75,9 +76,15 @@ def test_flux_suspend_is_gated_shows_its_patch_and_uploads_the_manifest_it_chang
         "kustomize.toolkit.fluxcd.io", "v1", "flux-system", "kustomizations", "apps"
     )
     assert ks["spec"]["suspend"] is True
-    files = list(slack_stub.uploads.values())[before:]
-    backups = [yaml.safe_load(f) for f in files if b"kind: Kustomization" in f]
-    assert len(backups) == 1
+
+    # Once with the step's line in the thread, once among the run report's attachments when the
+    # run ended (after its picture, HTML and Markdown).
+    def kept() -> list[Any]:
+        files = list(slack_stub.uploads.values())[before:]
+        return [yaml.safe_load(f) for f in files if b"kind: Kustomization" in f]
+
+    backups = wait_for(lambda: kept() if len(kept()) == 2 else None, what="the manifest, twice")
+    assert backups[0] == backups[1]
     assert backups[0]["metadata"]["name"] == "apps"
     assert backups[0]["spec"].get("suspend") is None  # as it was before the change
     assert "managedFields" not in backups[0]["metadata"]
