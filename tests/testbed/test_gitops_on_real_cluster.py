@@ -156,7 +156,7 @@ def test_an_eks_managed_kube_proxy_is_refused_for_eks_update_addon(bot: Cluster)
     ("name", "says", "path"),
     [
         ("flux-proxy", f"Flux Kustomization {NS}/apps will revert this change", f"flux-suspend object=kustomization/{NS}/apps"),
-        ("argo-proxy", "Argo CD Application shop will revert this change (self-heal)", "argocd-pause application=shop"),
+        ("argo-proxy", "Argo CD Application shop will revert this change (self-heal)", "argocd-pause application=argocd/shop"),
         ("helm-proxy", f"Helm release {NS}/proxy will overwrite this change", f"change the values of release {NS}/proxy"),
     ],
     ids=["flux", "argocd", "helm"],

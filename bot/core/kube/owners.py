@@ -96,6 +96,13 @@ class Owner:
         if self.kind == FLUX_HELMRELEASE:
             return f"flux-suspend object=helmrelease/{self.ref} first, flux-resume after the fix is in Git"
         if self.kind == ARGOCD:
+            if not self.namespace:
+                # The instance label names the Application only; such Applications live in Argo
+                # CD's own namespace, `argocd` in its install manifests.
+                return (
+                    f"argocd-pause application=argocd/{self.name} first (Argo CD's namespace, if not argocd), "
+                    "argocd-resume after the fix is in Git"
+                )
             return f"argocd-pause application={self.ref} first, argocd-resume after the fix is in Git"
         if self.kind == HELM:
             return f"change the values of release {self.ref} and run `helm upgrade`"

@@ -102,7 +102,7 @@ def test_an_eks_managed_kube_proxy_is_refused_with_eks_update_addon_on_the_gate_
          "flux-suspend object=kustomization/flux-system/apps first"),
         ({"argocd.argoproj.io/instance": "shop"}, {},
          "Argo CD Application shop will revert this change (self-heal) or overwrite it at its next sync",
-         "argocd-pause application=shop first"),
+         "argocd-pause application=argocd/shop first"),
         ({"app.kubernetes.io/managed-by": "Helm"},
          {"meta.helm.sh/release-name": "kube-proxy", "meta.helm.sh/release-namespace": "kube-system"},
          "the next `helm upgrade` of Helm release kube-system/kube-proxy will overwrite this change",
