@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from bot.records import FileAttachment
+
 
 @dataclass(frozen=True, kw_only=True)
 class LiveSection:
@@ -40,8 +42,11 @@ class StepReports(Protocol):
     """What a long action (a cluster job, a watch) reports back to the run whose step it is: the
     runs implement it (`bot.core.runs.service.RunService`)."""
 
-    def finish_long(self, run_id: str, step_id: str, *, ok: bool, detail: str) -> object:
-        """The long action ended: commit the step (safe to call twice)."""
+    def finish_long(
+        self, run_id: str, step_id: str, *, ok: bool, detail: str, files: tuple[FileAttachment, ...] = ()
+    ) -> object:
+        """The long action ended: commit the step (safe to call twice); `files` go with its line
+        in the thread (a GitOps action's backup of the manifest it changed)."""
 
     def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> object:
         """Its driver died under the running step: the step waits for people."""

@@ -19,7 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_scenarios_lists_every_built_in_scenario_on_one_line_each(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scenarios"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["eks-nodegroups", "known-issues-2", "large", "small"]
+    assert [line.split()[0] for line in lines] == [
+        "eks-nodegroups",
+        "gitops",
+        "known-issues-2",
+        "large",
+        "small",
+    ]
     assert all(len(line.split(maxsplit=1)) == 2 for line in lines)
 
 

@@ -32,6 +32,14 @@ pytestmark = pytest.mark.testbed
 USER = "system:serviceaccount:upgrade-bot:upgrade-bot"
 READ_ONLY_ACCOUNT = "upgrade-bot-readonly"
 
+#: The GitOps objects (issue 39 item 1, issue 40 item 7): Argo CD Applications, Flux Kustomizations
+#: and HelmReleases.
+GITOPS = (
+    ("argoproj.io", "applications"),
+    ("kustomize.toolkit.fluxcd.io", "kustomizations"),
+    ("helm.toolkit.fluxcd.io", "helmreleases"),
+)
+
 #: (verb, API group, resource) — everything the read role grants, and why.
 READ = {
     # snapshot
@@ -58,6 +66,8 @@ READ = {
     # check (CERT004): cert-manager Certificates a webhook's inject-ca-from names (status only)
     ("get", "cert-manager.io", "certificates"),
     ("list", "cert-manager.io", "certificates"),
+    # app-health and the owners at a gate: Argo CD and Flux objects, read only
+    *((verb, group, res) for verb in ("get", "list", "watch") for group, res in GITOPS),
     # check: removed APIs in last-applied/managedFields (bot/core/checks/apis.py APPLIED_KINDS)
     *(
         ("list", group, res)
@@ -90,6 +100,8 @@ ACT = {
     ("patch", "apps", "deployments"),  # rollout restart
     ("patch", "apps", "daemonsets"),
     ("patch", "apps", "statefulsets"),
+    # flux-suspend/resume, argocd-pause/resume: a merge patch of the object, nothing else
+    *(("patch", group, res) for group, res in GITOPS),
 }
 
 #: Defined but bound by nobody: a team opts in (deploy/rbac.yaml says how and why).
@@ -123,6 +135,12 @@ REFUSED = [
     ("delete", "policy", "poddisruptionbudgets", ""),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", ""),
     ("impersonate", "", "serviceaccounts", ""),
+    ("update", "argoproj.io", "applications", ""),
+    ("delete", "argoproj.io", "applications", ""),
+    ("create", "kustomize.toolkit.fluxcd.io", "kustomizations", ""),
+    ("delete", "helm.toolkit.fluxcd.io", "helmreleases", ""),
+    ("list", "source.toolkit.fluxcd.io", "gitrepositories", ""),
+    ("list", "argoproj.io", "appprojects", ""),
 ]
 
 

@@ -12,6 +12,10 @@ a shipped table with its sources), in the registry and region of the image the D
 Progress: `restart`'s, each workload with `container`, `old` and `new` images, and `image`:
 {"version": "1.25", "source": URL}.
 
+An EKS managed add-on (kube-proxy applied by EKS: `bot.core.kube.owners`) is refused with the
+owner's path, `eks-update-addon`; a workload a GitOps controller or Helm owns is named at the gate
+with what will happen to the change (`bot.core.jobs.preview`).
+
 Never twice: a pending workload whose container already runs `new` was patched (by a tick that
 crashed before storing) and is not patched again; the patch itself is idempotent.
 """
@@ -27,6 +31,7 @@ from bot.core.jobs.common import JobCluster, duration_arg, iso, namespace_name, 
 from bot.core.jobs.restart import DEFAULT_TIMEOUT, RestartJob, live_workload, wkey, workload_path
 from bot.core.kube.kubeproxy import SOURCE, documented_image, minor
 from bot.core.kube.objects import CRASHLOOP_FAILS_AFTER, IMAGEPULL_FAILS_AFTER
+from bot.core.kube.owners import EKS_ADDON, owner_of
 from bot.errors import ClusterError, UserError, clip
 
 #: The workloads whose image this job may set: kube-proxy's DaemonSet is the one the provider
@@ -72,6 +77,14 @@ class SetImageJob(RestartJob):
             if exc.status == 404:
                 raise UserError(f"no such workload: {kind}/{namespace}/{name}") from None
             raise
+        owner = owner_of(obj)
+        if owner is not None and owner.kind == EKS_ADDON:
+            # Setting the image behind EKS's back lasts until the next add-on update (or EKS's
+            # own reconcile) and leaves the add-on's version saying something else: the owner's
+            # path is UpdateAddon (issue 40 item 7).
+            raise UserError(
+                f"{kind}/{namespace}/{name} is the {owner.title}: {owner.consequence}. Use {owner.path}"
+            )
         containers = _containers(obj)
         container = str(args.get("container", "")).strip()
         if not container:

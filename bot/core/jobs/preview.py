@@ -35,7 +35,10 @@ whatever the size of the group:
                   "asked_force": false, "forbidden": ""},
                  {"kind": "set-image", "images": [{"workload": "daemonset/kube-system/kube-proxy",
                   "container": "kube-proxy", "old": "…:v1.25.16-eksbuild.9", "new": "…:v1.25.16-eksbuild.8"}],
-                  "version": "1.25", "source": "https://docs.aws.amazon.com/…"}]}
+                  "version": "1.25", "source": "https://docs.aws.amazon.com/…",
+                  "owners": [{"kind": "flux-kustomization", "title": "Flux Kustomization flux-system/apps",
+                              "consequence": "… will revert this change at its next reconcile",
+                              "path": "flux-suspend object=kustomization/flux-system/apps first, …", …}]}]}
 
 `error` says in one line why the dry run could not be read (the gate works without it); an
 action's own `error` says why that action's selection failed ("node group x has no nodes").
@@ -48,12 +51,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.core.durations import format_duration
+from bot.core.jobs import gitops
 from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.common import JobCluster, few, iso, selector_matches
 from bot.core.jobs.drain import pod_key, triage
 from bot.core.jobs.pods import DeletePodJob, workload_line
 from bot.core.jobs.pods import describe as describe_pod
-from bot.core.jobs.restart import wkey
+from bot.core.jobs.restart import RESOURCES, wkey, workload_path
 from bot.errors import UserError
 from bot.records import ActionCall
 
@@ -66,7 +70,16 @@ WORKLOADS = 10
 #: The kinds whose gate shows a dry run of a shape of its own (nodes, pods, budgets, workloads).
 SHAPED = ("cordon", "uncordon", "drain", "restart", "delete-pod", "set-image")
 #: The kinds of job that change the cluster, and so have a dry run on their gate.
-CHANGING = (*SHAPED, "eks-update-cluster", "eks-update-nodegroup", "eks-update-addon")
+CHANGING = (
+    *SHAPED,
+    "eks-update-cluster",
+    "eks-update-nodegroup",
+    "eks-update-addon",
+    "flux-suspend",
+    "flux-resume",
+    "argocd-pause",
+    "argocd-resume",
+)
 #: Kinds that change nothing but whose gate still shows what they will wait for, read now.
 WAITING = ("wait-controlplane",)
 #: Lines a kind's own `dry_run` gives the gate (the kinds without a shape of their own here).
@@ -108,6 +121,13 @@ def read(
         if job is None:
             continue
         earlier = (resumed or {}).get(call.name)
+        if call.name == "set-image":
+            # Who owns what the fix changes, and what will happen to the change (issue 40 item 7):
+            # a GitOps controller puts the old image back, so the gate names its path instead —
+            # said even when the fix itself is refused (an EKS add-on, a version outside the table).
+            found = gitops.owners(cluster, _workload_paths(args))
+            if found:
+                entry["owners"] = found[:WORKLOADS]
         try:
             if earlier is not None and call.name not in SHAPED:
                 progress = dict(earlier)
@@ -141,6 +161,14 @@ def read(
             entry.update({"lines": lines[:LINES], "line_count": len(lines)})
         actions.append(entry)
     return {"at": iso(now), "error": "", "actions": actions}
+
+
+def _workload_paths(args: Mapping[str, str]) -> list[str]:
+    """The API path of the workload a `set-image` names (`daemonset/NS/NAME`), if it names one."""
+    parts = str(args.get("workload", "")).strip().split("/")
+    if len(parts) != 3 or parts[0].lower() not in RESOURCES:
+        return []
+    return [workload_path(parts[0].lower(), parts[1], parts[2])]
 
 
 def failed(now: datetime, why: str) -> dict[str, Any]:

@@ -21,6 +21,8 @@ from bot.core.jobs.alerts import check_args as _check_alerts
 from bot.core.jobs.analysis import AnalysisJob
 from bot.core.jobs.analysis import check_args as _check_analysis
 from bot.core.jobs.background import Backgrounded, default_checks, next_node, next_workloads
+from bot.core.jobs.apphealth import AppHealthJob
+from bot.core.jobs.apphealth import check_args as _check_app_health
 from bot.core.jobs.base import Job, JobRegistry
 from bot.core.jobs.common import (
     MAX_SELECTOR,
@@ -45,6 +47,14 @@ from bot.core.jobs.eks import (
     conflicts_arg,
     minor_arg,
     no_eks,
+)
+from bot.core.jobs.gitops import (
+    ArgoPauseJob,
+    ArgoResumeJob,
+    FluxResumeJob,
+    FluxSuspendJob,
+    check_argo,
+    check_flux,
 )
 from bot.core.jobs.image import SetImageJob
 from bot.core.jobs.image import check_args as _check_image
@@ -341,6 +351,56 @@ KINDS: tuple[JobKind, ...] = (
         command=False,
         check=_check_analysis,
         make=lambda deps: AnalysisJob(lambda: deps.evidence),
+    ),
+    JobKind(
+        name="app-health",
+        summary="Argo CD Applications Healthy and Synced, Flux Kustomizations/HelmReleases Ready (read "
+        "through the cluster's API); apps unhealthy at the baseline are reported, not blocking; no "
+        "answer asks people (docs/evidence-gate.md)",
+        optional=frozenset({"namespaces", "selector", "timeout"}),
+        mutating=False,
+        command=False,
+        check=_check_app_health,
+        make=lambda deps: AppHealthJob(),
+    ),
+    # The owner's path for objects a GitOps controller owns (bot/core/jobs/gitops.py, docs/ownership.md).
+    JobKind(
+        name="flux-suspend",
+        summary="suspend a Flux Kustomization or HelmRelease (spec.suspend: true) before a fix, as "
+        "`flux suspend` does; its manifest is kept with the run",
+        required=frozenset({"object"}),
+        mutating=True,
+        command=True,
+        check=check_flux,
+        make=lambda deps: FluxSuspendJob(),
+    ),
+    JobKind(
+        name="flux-resume",
+        summary="resume a suspended Flux Kustomization or HelmRelease (spec.suspend: false)",
+        required=frozenset({"object"}),
+        mutating=True,
+        command=True,
+        check=check_flux,
+        make=lambda deps: FluxResumeJob(),
+    ),
+    JobKind(
+        name="argocd-pause",
+        summary="pause an Argo CD Application's auto-sync (spec.syncPolicy.automated removed and kept "
+        "in an annotation) before a fix; its manifest is kept with the run",
+        required=frozenset({"application"}),
+        mutating=True,
+        command=True,
+        check=check_argo,
+        make=lambda deps: ArgoPauseJob(),
+    ),
+    JobKind(
+        name="argocd-resume",
+        summary="restore the auto-sync argocd-pause removed from an Argo CD Application",
+        required=frozenset({"application"}),
+        mutating=True,
+        command=True,
+        check=check_argo,
+        make=lambda deps: ArgoResumeJob(),
     ),
 )
 

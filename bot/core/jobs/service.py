@@ -53,6 +53,7 @@ from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
 from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, gate_choice, iso
+from bot.core.jobs.gitops import backup_files
 from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection, StepReports
 from bot.core.people import Directory, roles_of
@@ -661,9 +662,15 @@ class JobService:
         if self.steps is None or row.step_id == AFTER_ABORT:
             return
         try:
-            self.steps.finish_long(
-                row.run_id, row.step_id, ok=ok, detail=f"{row.kind} job {row.id}: {detail}"
-            )
+            files = backup_files(row.progress)
+            if files:
+                self.steps.finish_long(
+                    row.run_id, row.step_id, ok=ok, detail=f"{row.kind} job {row.id}: {detail}", files=files
+                )
+            else:
+                self.steps.finish_long(
+                    row.run_id, row.step_id, ok=ok, detail=f"{row.kind} job {row.id}: {detail}"
+                )
         except Fenced:
             raise
         except BotError as exc:

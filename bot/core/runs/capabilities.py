@@ -33,7 +33,7 @@ from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
-from bot.records import ActionCall, ActionRequest, ClusterConfig, ImageChecks
+from bot.records import ActionCall, ActionRequest, ClusterConfig, FileAttachment, ImageChecks
 
 
 def watch_channel(store: Store, run_id: str, operations: str | None) -> str:
@@ -209,8 +209,10 @@ class StepsOfRuns:
         assert self.runs is not None, "the runs are built right after the long actions"
         return self.runs
 
-    def finish_long(self, run_id: str, step_id: str, *, ok: bool, detail: str) -> object:
-        return self._of().finish_long(run_id, step_id, ok=ok, detail=detail)
+    def finish_long(
+        self, run_id: str, step_id: str, *, ok: bool, detail: str, files: tuple[FileAttachment, ...] = ()
+    ) -> object:
+        return self._of().finish_long(run_id, step_id, ok=ok, detail=detail, files=files)
 
     def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> object:
         return self._of().interrupt_step(run_id, step_id, epoch=epoch)

@@ -29,6 +29,7 @@ from typing import Any
 from markupsafe import Markup
 
 from bot.adapters.store import Store
+from bot.core.jobs.gitops import backup_files
 from bot.core.markdown import md_text
 from bot.core.people import Directory, display_names, named
 from bot.core.rendering import Renderer
@@ -158,6 +159,9 @@ class Report:
     def who(self, user_id: str) -> str:
         """A person as the report's texts show them: `@Alice`, else the id."""
         return named(user_id, self.people)
+    #: (filename, YAML) of each object's manifest a GitOps action kept before changing it
+    #: (`bot.core.jobs.gitops`): attached to the report as they were to the step's thread line.
+    backups: tuple[tuple[str, str], ...] = ()
 
     @property
     def groups(self) -> list[str]:
@@ -239,7 +243,9 @@ def build_report(
     jobs = store.jobs(states=("live", "interrupted", "done"), run_id=run_id, limit=1000)
     lanes: list[NodeLane] = []
     findings: list[str] = []
+    backups: list[tuple[str, str]] = []
     for job in jobs:
+        backups.extend((f.filename, f.content.decode()) for f in backup_files(job.progress or ""))
         if job.detail and job.ok is False:
             findings.append(f"{job.step_id}: {job.kind} failed: {job.detail}")
         if job.kind != "drain" or not job.progress:
@@ -340,6 +346,7 @@ def build_report(
         sampled_spans=tuple(_sampled_spans(sampled, ended)),
         known_issues=tuple(sorted(dict.fromkeys(marks), key=lambda m: m.at)),
         people=people,
+        backups=tuple(backups),
     )
 
 
@@ -689,7 +696,7 @@ def pictures() -> bool:
 
 def attachments(report: Report) -> list[tuple[str, bytes, str, str]]:
     """(filename, content, title, filetype) of the picture (when matplotlib is installed), the
-    HTML and the Markdown."""
+    HTML, the Markdown, and the manifests GitOps actions kept before changing them."""
     stem = f"upgrade-bot-run-{report.run_id}"
     return [
         *(
@@ -699,6 +706,10 @@ def attachments(report: Report) -> list[tuple[str, bytes, str, str]]:
         ),
         (f"{stem}.html", render(report, "html"), f"Run {report.run_id}: report", "html"),
         (f"{stem}.md", render(report, "md"), f"Run {report.run_id}: report (Markdown)", "markdown"),
+        *(
+            (name, body.encode(), f"Run {report.run_id}: {name} (kept before the change)", "yaml")
+            for name, body in report.backups
+        ),
     ]
 
 

@@ -484,7 +484,9 @@ class RunService:
             return R.Outcome(run=self.load(run.id))
 
     @run_scoped
-    def finish_long(self, run_id: str, step_id: str, *, ok: bool, detail: str) -> R.Outcome | None:
+    def finish_long(
+        self, run_id: str, step_id: str, *, ok: bool, detail: str, files: tuple[FileAttachment, ...] = ()
+    ) -> R.Outcome | None:
         """A long action (a watch) of a running step ended: commit how; None when the step is no
         longer running it (finished before, skipped, or the run ended) — safe to call twice."""
         run = self.load(run_id)
@@ -498,6 +500,7 @@ class RunService:
                     r, step_id=step_id, epoch=sr.epoch, ok=ok, detail=detail, now=self.clock()
                 ),
                 Actor(user_id="bot", source="watch"),
+                files=files,
             )
         except TransitionRefused:
             return None

@@ -281,6 +281,39 @@ KINDS: tuple[Kind, ...] = (
         generation=True,
         extension=True,
     ),
+    # GitOps controllers' objects (issue 39 item 8, issue 40 item 7): served like cert-manager's
+    # Certificates, only when a scenario lists them; no controller runs, so their status is what
+    # the scenario, a fault (`app_status`) or a test writes through the status subresource.
+    Kind(
+        "argoproj.io",
+        "applications",
+        "Application",
+        short_names=("app", "apps"),
+        # Argo CD's CRD declares no status subresource (`subresources: {}`): its controller writes
+        # status with the object, and so must a test.
+        generation=True,
+        extension=True,
+    ),
+    Kind(
+        "kustomize.toolkit.fluxcd.io",
+        "kustomizations",
+        "Kustomization",
+        short_names=("ks",),
+        categories=("all", "fluxcd", "fluxcd-appliers"),
+        subresources=("status",),
+        generation=True,
+        extension=True,
+    ),
+    Kind(
+        "helm.toolkit.fluxcd.io",
+        "helmreleases",
+        "HelmRelease",
+        short_names=("hr",),
+        categories=("all", "fluxcd", "fluxcd-appliers"),
+        subresources=("status",),
+        generation=True,
+        extension=True,
+    ),
     Kind(
         "resource.k8s.io",
         "resourceslices",
@@ -306,6 +339,9 @@ GA_VERSIONS: dict[str, tuple[str, ...]] = {
     "apiextensions.k8s.io": ("v1",),
     "resource.k8s.io": ("v1",),
     "cert-manager.io": ("v1",),
+    "argoproj.io": ("v1alpha1",),
+    "kustomize.toolkit.fluxcd.io": ("v1",),
+    "helm.toolkit.fluxcd.io": ("v2",),
 }
 #: The extension kinds a scenario may serve (`cluster.custom_resources`), by their key.
 EXTENSIONS: tuple[str, ...] = tuple(k.key for k in KINDS if k.extension)

@@ -27,6 +27,7 @@ from bot.sim.controllers.engine import Engine
 from bot.sim.controllers.events import Recorder
 from bot.sim.controllers.kubelet import Kubelets
 from bot.sim.controllers.nodes import NodeLifecycle
+from bot.sim.world import gitops
 from bot.sim.world.cloud import FINISHED, PHASES, Cloud, NodeGroupSpec
 from bot.sim.world.scenario import Scenario
 
@@ -213,6 +214,8 @@ class Control:
                 self._event(spec)
             elif kind == "transport":
                 self.set_transport(**{k: v for k, v in spec.items() if k != "type"})
+            elif kind == "app_status":
+                spec = {**spec, "before": self._app_status(spec, now=rfc3339(now))}
             elif kind == "drop_watches":
                 self.drop_watches()
             else:
@@ -235,6 +238,8 @@ class Control:
                     self.lifecycle.revive(n)
             elif kind == "transport":
                 self.set_transport()
+            elif kind == "app_status":
+                self._app_status(fault, now=rfc3339(self.clock.now()), restore=fault.get("before"))
             self.engine.settle()
             return True
 
@@ -250,6 +255,31 @@ class Control:
             raise ApiError(400, "BadRequest", "node_not_ready needs `node` or `node_group`")
         names = sorted(n["metadata"]["name"] for n in self.cloud.nodes_of(str(group)))
         return names[: int(spec.get("count", 1))]
+
+    def _app_status(self, spec: Obj, *, now: str, restore: Obj | None = None) -> Obj:
+        """Set an Argo CD Application's or a Flux object's status as its controller would
+        (`bot.sim.world.gitops`), or put back `restore`; returns the status it had before."""
+        target = spec.get("object") or {}
+        kind_name = str(target.get("kind", ""))
+        served = next((s for s in self.catalog.served if s.kind.kind == kind_name and s.preferred), None)
+        if served is None or not served.kind.extension:
+            raise ApiError(
+                400, "BadRequest", f"app_status: kind {kind_name!r} is not served (cluster.custom_resources)"
+            )
+        ns, name = str(target.get("namespace", "")), str(target.get("name", ""))
+        obj = self.store.get(served.kind.key, ns, name)
+        if obj is None:
+            raise ApiError(404, "NotFound", f"{kind_name} {ns}/{name} not found")
+        obj = {"kind": kind_name, **obj}
+        before: Obj = dict(obj.get("status") or {})
+        try:
+            status = restore if restore is not None else gitops.status_for(obj, spec, now=now)
+        except ValueError as exc:
+            raise ApiError(400, "BadRequest", f"app_status: {exc}") from None
+        obj["status"] = status
+        # Argo CD's CRD has no status subresource: its status is written with the object.
+        self.api.update(served.kind, ns, name, obj, subresource="status" if served.kind.has_status else "")
+        return before
 
     def _event(self, spec: Obj) -> None:
         target = spec.get("object") or {}

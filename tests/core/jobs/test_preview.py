@@ -9,13 +9,9 @@ from typing import Any
 
 from bot.core.jobs import preview
 from bot.core.jobs.registry import default_jobs
-from bot.core.rendering import Renderer
-from bot.core.runs import machine as R
-from bot.core.runs.cards import dry_run_view
-from bot.core.runs.plans import parse_plan
 from bot.records import ActionCall
-from bot.resources import BUILTIN_TEMPLATES
-from tests.support.blockkit import MAX_BLOCKS, MAX_SECTION, buttons, message_blocks, text_of
+from tests.support.blockkit import MAX_BLOCKS, MAX_SECTION, buttons, text_of
+from tests.support.gates import gate_blocks
 from tests.support.jobs import FakeCluster
 from tests.support.kube_objects import node, pod
 
@@ -56,43 +52,6 @@ def big_group(nodes: int = 200, pods: int = 30) -> FakeCluster:
         ns = f"team-{k}-{LONG}"
         pdbs[ns] = [budget(ns, f"strict-{m}-{LONG}", 0, app=f"app-{m}") for m in range(k, 30, 10)]
     return FakeCluster(nodes=all_nodes, pods=all_pods, pdbs=pdbs)
-
-
-def gate_blocks(dry_run: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
-    plan = parse_plan(
-        """\
-name: big
-cluster: prod
-current_version: "1.29"
-target_version: "1.30"
-window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}
-roster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}
-steps:
-  - id: drain-big
-    title: Drain the big group
-    gate: {approve: [primary, shadow]}
-    actions: [{drain: {nodegroup: big}}]
-"""
-    )
-    run = R.new_run("R1", plan, by="U0PRIMARY", now=NOW).run
-    sr = run.step_run("drain-big")
-    gate = run.gate_for(sr)
-    assert gate is not None
-    context = {
-        "run": run,
-        "step": plan.step("drain-big"),
-        "phase": "start",
-        "gate": gate.describe(),
-        "people": ["U0PRIMARY", "U0SHADOW"],
-        "value": "R1|drain-big|1",
-        "waiting_on": "the primary and the shadow",
-        "state": "awaiting_approval",
-        "open": True,
-        "dry_run": dry_run_view(dry_run, "Asia/Tokyo"),
-    }
-    rendered = Renderer([BUILTIN_TEMPLATES]).render("runs/gate", context)
-    assert rendered.blocks is not None
-    return message_blocks({"blocks": rendered.blocks}), rendered.text
 
 
 def test_a_drain_of_200_nodes_keeps_a_small_dry_run_and_a_message_within_slacks_limits() -> None:

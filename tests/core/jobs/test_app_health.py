@@ -1,0 +1,178 @@
+"""The `app-health` job (issue 39 item 3) through the kube adapter against the `gitops` sim:
+Argo CD Applications must be Healthy and Synced and Flux objects Ready; an app already unhealthy
+at the baseline is reported, not blocking; an Application going Degraded fails the step and names
+the app with its message; an API server that does not answer, or refuses the read, is
+Inconclusive (the alerts job's `evidence_inconclusive:` pause), never a pass."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.adapters.kube import Cluster
+from bot.core.jobs.alerts import PAUSE_KIND
+from bot.core.jobs.apphealth import AppHealthJob
+from bot.core.jobs.base import Decision
+from bot.core.jobs.registry import default_jobs, job_kind
+from bot.errors import UserError
+from bot.records import ClusterConfig
+from bot.sim import SimCluster
+
+T0 = datetime(2026, 11, 29, 14, 2, tzinfo=UTC)
+DEGRADE_SHOP = {
+    "type": "app_status",
+    "object": {"kind": "Application", "namespace": "argocd", "name": "shop"},
+    "health": "Degraded",
+    "message": "Deployment shop/web: Progress deadline exceeded",
+}
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimCluster]) -> SimCluster:
+    return sim_factory("gitops", speed=0.0, seed=1)
+
+
+@pytest.fixture
+def cluster(sim: SimCluster, tmp_path: Path) -> Iterator[Cluster]:
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    adapter = Cluster.connect(ClusterConfig(name="prod", kubeconfig=kubeconfig, context="sim"))
+    yield adapter
+    adapter.close()
+
+
+def test_it_is_a_registered_plan_action_that_writes_nothing() -> None:
+    kind = job_kind("app-health")
+    assert kind is not None
+    assert kind.mutating is False
+    assert kind.optional == {"namespaces", "selector", "timeout"}
+    assert isinstance(default_jobs(()).get("app-health"), AppHealthJob)
+    with pytest.raises(UserError, match="timeout"):
+        kind.check({"timeout": "soon"})
+    with pytest.raises(UserError, match="namespaces"):
+        kind.check({"namespaces": "Not_A_Namespace"})
+
+
+def test_healthy_apps_pass_and_the_one_degraded_at_the_baseline_is_reported_not_blocking(
+    cluster: Cluster,
+) -> None:
+    job = AppHealthJob()
+    progress = job.plan(cluster, {"timeout": "10m"}, now=T0)
+    assert progress["baseline"] == {
+        "Application argocd/legacy": "Degraded/Synced — Deployment legacy/batch: Progress deadline exceeded"
+    }
+    tick = job.tick(cluster, progress, now=T0 + timedelta(seconds=15))
+    assert (tick.done, tick.ok) == (True, True)
+    assert tick.detail == "app-health: Apps: 3/4 healthy · 1 unhealthy at the baseline"
+    reported = next(p for p in tick.posts if p.key.startswith("app-health-baseline:"))
+    assert "reported, not blocking" in reported.text
+    assert "• Application argocd/legacy: Degraded/Synced — Deployment legacy/batch" in reported.text
+
+
+def test_an_application_going_degraded_fails_the_step_and_names_the_app_and_its_message(
+    cluster: Cluster, sim: SimCluster
+) -> None:
+    job = AppHealthJob()
+    progress = job.plan(cluster, {}, now=T0)
+    sim.control.inject_fault(DEGRADE_SHOP)
+    tick = job.tick(cluster, progress, now=T0 + timedelta(seconds=15))
+    assert (tick.done, tick.ok) == (True, False)
+    assert tick.detail == "app-health: 1 app(s) unhealthy: Application argocd/shop"
+    failed = next(p for p in tick.posts if p.key.startswith("app-health-failed:"))
+    assert "• Application argocd/shop: Degraded/Synced — Deployment shop/web: Progress deadline exceeded" in (
+        failed.text
+    )
+    # legacy was Degraded before: it is not among the failures.
+    assert "legacy" not in failed.text
+
+
+def test_a_flux_object_not_ready_fails_and_one_still_reconciling_fails_only_at_the_timeout(
+    cluster: Cluster, sim: SimCluster
+) -> None:
+    job = AppHealthJob()
+    progress = job.plan(cluster, {"namespaces": "flux-system,cache", "timeout": "5m"}, now=T0)
+    assert progress["baseline"] == {}
+    fid = sim.control.inject_fault(
+        {"type": "app_status", "object": {"kind": "Kustomization", "namespace": "flux-system", "name": "apps"},
+         "ready": "Unknown", "reason": "Progressing", "message": "Reconciliation in progress"}
+    )  # fmt: skip
+    waiting = job.tick(cluster, progress, now=T0 + timedelta(minutes=1))
+    assert waiting.done is False
+    assert waiting.card == (
+        "Waiting on evidence: Apps: 1/2 healthy · 0 unhealthy at the baseline",
+        "waiting for Kustomization flux-system/apps",
+    )
+    late = job.tick(cluster, waiting.progress, now=T0 + timedelta(minutes=5))
+    assert (late.done, late.ok) == (True, False)
+    assert late.detail == "app-health: 1 app(s) unhealthy after 5m: Kustomization flux-system/apps"
+    sim.control.clear_fault(fid)
+    sim.control.inject_fault(
+        {"type": "app_status", "object": {"kind": "HelmRelease", "namespace": "cache", "name": "redis"},
+         "ready": "False", "reason": "UpgradeFailed", "message": "Helm upgrade failed: timed out"}
+    )  # fmt: skip
+    failed = job.tick(cluster, progress, now=T0 + timedelta(minutes=1))
+    assert (failed.done, failed.ok) == (True, False)
+    assert (
+        "• HelmRelease cache/redis: Ready=False UpgradeFailed — Helm upgrade failed: timed out"
+        in failed.posts[-1].text
+    )
+
+
+def test_an_unreachable_api_server_is_inconclusive_and_only_people_waive_it(
+    cluster: Cluster, sim: SimCluster
+) -> None:
+    job = AppHealthJob()
+    progress = job.plan(cluster, {}, now=T0)
+    sim.control.set_transport(error_rate=1.0, error_status=503, path_prefix="/apis/argoproj.io")
+    asked = job.tick(cluster, progress, now=T0 + timedelta(seconds=15))
+    assert asked.done is False
+    assert asked.choice is not None
+    assert asked.choice.key == f"{PAUSE_KIND}:app-health:1"
+    assert asked.choice.question.startswith("App health is Inconclusive: applications.argoproj.io: ")
+    assert [o.id for o in asked.choice.options] == ["wait", "waive", "abort"]
+    assert asked.card[0].startswith("Waiting on evidence: app health — ")
+    waived = job.tick(
+        cluster,
+        asked.progress,
+        now=T0 + timedelta(minutes=1),
+        decision=Decision(
+            choice_key=asked.choice.key, option="waive", by="U1", reason="Argo CD is being upgraded"
+        ),
+    )
+    assert (waived.done, waived.ok) == (True, True)
+    assert waived.audit == (("evidence:waived", "app-health: waived by <@U1>: Argo CD is being upgraded"),)
+
+
+def test_a_cluster_with_no_gitops_objects_is_inconclusive_never_a_pass(
+    sim_small: SimCluster, tmp_path: Path
+) -> None:
+    kubeconfig = sim_small.write_kubeconfig(tmp_path / "small")
+    with contextlib.closing(
+        Cluster.connect(ClusterConfig(name="prod", kubeconfig=kubeconfig, context="sim"))
+    ) as small:
+        job = AppHealthJob()
+        progress = job.plan(small, {}, now=T0)
+        asked = job.tick(small, progress, now=T0)
+    assert asked.choice is not None
+    assert "serves no Argo CD Application nor Flux Kustomization/HelmRelease" in asked.choice.question
+
+
+def test_an_app_still_progressing_at_the_baseline_must_still_end_healthy(
+    cluster: Cluster, sim: SimCluster
+) -> None:
+    sim.control.inject_fault(
+        {"type": "app_status", "object": {"kind": "Application", "namespace": "argocd", "name": "shop"},
+         "health": "Progressing"}
+    )  # fmt: skip
+    job = AppHealthJob()
+    progress = job.plan(cluster, {}, now=T0)
+    assert list(progress["baseline"]) == ["Application argocd/legacy"]
+    waiting = job.tick(cluster, progress, now=T0 + timedelta(seconds=15))
+    assert waiting.done is False
+    sim.control.inject_fault(DEGRADE_SHOP)
+    failed = job.tick(cluster, waiting.progress, now=T0 + timedelta(seconds=30))
+    assert (failed.done, failed.ok) == (True, False)
+    assert failed.detail == "app-health: 1 app(s) unhealthy: Application argocd/shop"

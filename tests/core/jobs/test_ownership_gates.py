@@ -1,0 +1,204 @@
+"""Fixes that know who owns the object (issue 40 item 7), on the `gitops` sim through the kube
+adapter: the set-image fix's gate names a Flux, Argo CD or Helm owner and what will happen to the
+change, with the owner's path; an EKS managed add-on is refused with `eks-update-addon`; the
+owner's path itself (`flux-suspend`/`flux-resume`, `argocd-pause`/`argocd-resume`) changes the
+object once, keeps its manifest with the run first, and survives a crash between write and store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from bot.adapters.kube import Cluster
+from bot.core.jobs import preview
+from bot.core.jobs.gitops import (
+    PAUSED,
+    ArgoPauseJob,
+    ArgoResumeJob,
+    FluxResumeJob,
+    FluxSuspendJob,
+    backup_files,
+)
+from bot.core.jobs.image import SetImageJob
+from bot.core.jobs.registry import default_jobs
+from bot.errors import UserError
+from bot.records import ActionCall, ClusterConfig
+from bot.sim import SimCluster
+from tests.support.blockkit import text_of
+from tests.support.gates import gate_blocks
+from tests.support.jobs import JobDriver
+
+NOW = datetime(2026, 11, 29, 14, 2, tzinfo=UTC)
+KUBE_PROXY = "daemonset/kube-system/kube-proxy"
+FLUX = {"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimCluster]) -> SimCluster:
+    return sim_factory("gitops", speed=0.0, seed=1)
+
+
+@pytest.fixture
+def cluster(sim: SimCluster, tmp_path: Path) -> Iterator[Cluster]:
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    adapter = Cluster.connect(ClusterConfig(name="prod", kubeconfig=kubeconfig, context="sim"))
+    yield adapter
+    adapter.close()
+
+
+@pytest.fixture
+def api(sim: SimCluster, tmp_path: Path) -> client.ApiClient:
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig-client")
+    return config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
+
+
+def self_managed_kube_proxy(
+    api: client.ApiClient, labels: dict[str, Any], annotations: dict[str, Any]
+) -> None:
+    """kube-proxy as a team that manages it themselves has it: EKS's field manager gone (an empty
+    managedFields list clears them), the owner's marks on."""
+    client.AppsV1Api(api).patch_namespaced_daemon_set(
+        "kube-proxy",
+        "kube-system",
+        {"metadata": {"managedFields": [{}], "labels": labels, "annotations": annotations}},
+    )
+
+
+def gate_of(cluster: Cluster) -> tuple[dict[str, Any], str]:
+    body = preview.read(
+        cluster, [ActionCall(name="set-image", args={"workload": KUBE_PROXY})], default_jobs(()), now=NOW
+    )
+    blocks, text = gate_blocks(json.loads(json.dumps(body)))  # validated by slack_sdk's models
+    action: dict[str, Any] = body["actions"][0]
+    for owner in action.get("owners") or []:
+        # The text message (notifications, the terminal) says the same as the blocks.
+        assert owner["path"] in text
+    return action, text_of(blocks)
+
+
+def test_an_eks_managed_kube_proxy_is_refused_with_eks_update_addon_on_the_gate_and_at_the_start(
+    cluster: Cluster,
+) -> None:
+    action, text = gate_of(cluster)
+    assert action["error"].startswith(
+        "daemonset/kube-system/kube-proxy is the EKS managed add-on kube-proxy: "
+    )
+    assert "Use eks-update-addon addon=kube-proxy version=… instead of set-image" in text
+    with pytest.raises(UserError, match="eks-update-addon addon=kube-proxy"):
+        SetImageJob().plan(cluster, {"workload": KUBE_PROXY}, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "says", "path"),
+    [
+        (FLUX, {}, "Flux Kustomization flux-system/apps will revert this change at its next reconcile",
+         "flux-suspend object=kustomization/flux-system/apps first"),
+        ({"argocd.argoproj.io/instance": "shop"}, {},
+         "Argo CD Application shop will revert this change (self-heal) or overwrite it at its next sync",
+         "argocd-pause application=argocd/shop first"),
+        ({"app.kubernetes.io/managed-by": "Helm"},
+         {"meta.helm.sh/release-name": "kube-proxy", "meta.helm.sh/release-namespace": "kube-system"},
+         "the next `helm upgrade` of Helm release kube-system/kube-proxy will overwrite this change",
+         "change the values of release kube-system/kube-proxy"),
+    ],
+    ids=["flux", "argocd", "helm"],
+)  # fmt: skip
+def test_the_gate_says_who_owns_the_object_what_will_happen_and_the_owners_way(
+    cluster: Cluster,
+    api: client.ApiClient,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    says: str,
+    path: str,
+) -> None:
+    self_managed_kube_proxy(api, labels, annotations)
+    action, text = gate_of(cluster)
+    assert "error" not in action
+    [owner] = action["owners"]
+    assert owner["target"] == KUBE_PROXY
+    assert owner["consequence"] == says
+    assert ":warning: *Owned by someone else*" in text
+    assert says.replace("`", "") in text.replace("`", "")
+    assert path in text
+
+
+def test_a_workload_nobody_owns_has_no_owner_lines(cluster: Cluster, api: client.ApiClient) -> None:
+    self_managed_kube_proxy(api, {}, {})
+    action, text = gate_of(cluster)
+    assert "owners" not in action
+    assert "Owned by someone else" not in text
+
+
+def test_flux_suspend_keeps_the_manifest_first_patches_once_and_flux_resume_undoes_it(
+    cluster: Cluster, api: client.ApiClient
+) -> None:
+    objects = client.CustomObjectsApi(api)
+
+    def suspended() -> Any:
+        ks = objects.get_namespaced_custom_object(
+            "kustomize.toolkit.fluxcd.io", "v1", "flux-system", "kustomizations", "apps"
+        )
+        return ks["spec"].get("suspend")
+
+    driver = JobDriver(
+        FluxSuspendJob(), cluster, {"object": "kustomization/flux-system/apps"}, now=lambda: NOW
+    )
+    backup = yaml.safe_load(driver.progress["backup"]["content"])
+    assert backup["spec"].get("suspend") is None
+    assert backup["metadata"]["name"] == "apps"
+    assert "managedFields" not in backup["metadata"]
+    [file] = backup_files(json.dumps(driver.progress))
+    assert file.filename == "kustomization-flux-system-apps.before-flux-suspend.yaml"
+    assert driver.job.dry_run(cluster, driver.progress) == [
+        'would patch Flux Kustomization flux-system/apps (JSON merge patch {"spec": {"suspend": true}}) so it is '
+        "suspended (spec.suspend: true); its manifest is kept with the run first"
+    ]
+    driver.tick(crash=True)  # patched, then died before its progress was stored
+    assert suspended() is True
+    driver.tick()
+    assert driver.done
+    assert driver.audit == []  # the write was the crashed tick's: not made (nor audited) twice
+    with pytest.raises(UserError, match="already suspended"):
+        FluxSuspendJob().plan(cluster, {"object": "kustomization/flux-system/apps"}, now=NOW)
+    resume = JobDriver(
+        FluxResumeJob(), cluster, {"object": "kustomization/flux-system/apps"}, now=lambda: NOW
+    )
+    resume.tick()
+    assert suspended() is False
+    assert resume.audit == [
+        ("flux-resume", 'Flux Kustomization flux-system/apps: {"spec": {"suspend": false}}')
+    ]
+
+
+def test_argocd_pause_removes_auto_sync_keeping_it_on_the_application_and_resume_restores_it(
+    cluster: Cluster, api: client.ApiClient
+) -> None:
+    objects = client.CustomObjectsApi(api)
+
+    def shop() -> Any:
+        return objects.get_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", "argocd", "applications", "shop"
+        )
+
+    pause = JobDriver(ArgoPauseJob(), cluster, {"application": "argocd/shop"}, now=lambda: NOW)
+    pause.tick()
+    paused = shop()
+    assert "automated" not in paused["spec"]["syncPolicy"]
+    assert json.loads(paused["metadata"]["annotations"][PAUSED]) == {"prune": True, "selfHeal": True}
+    with pytest.raises(UserError, match="paused by the bot before"):
+        ArgoPauseJob().plan(cluster, {"application": "argocd/shop"}, now=NOW)
+    JobDriver(ArgoResumeJob(), cluster, {"application": "argocd/shop"}, now=lambda: NOW).tick()
+    resumed = shop()
+    assert resumed["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
+    assert PAUSED not in (resumed["metadata"].get("annotations") or {})
+    with pytest.raises(UserError, match="was not paused by the bot"):
+        ArgoResumeJob().plan(cluster, {"application": "argocd/shop"}, now=NOW)
+    with pytest.raises(UserError, match="no such Argo CD Application argocd/nope"):
+        ArgoPauseJob().plan(cluster, {"application": "argocd/nope"}, now=NOW)

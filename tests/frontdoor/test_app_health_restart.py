@@ -1,0 +1,97 @@
+"""`app-health` as a plan step of a real `upgrade-bot run --http` on the `gitops` sim (issue 39
+item 3): a durable job on the duty engine. `kill -9` while it waits for an app still Progressing:
+restarted, the step is interrupted and waits for people; resumed, the SAME job continues with the
+baseline it stored before the kill (the Application already Degraded then is reported once, never
+blocking), and an Application going Degraded fails the step with the app and its message in the
+thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.records import StepState
+from bot.sim import SimCluster
+from tests.support.bot_process import OPS, PRIMARY, RunBot, team_bot, team_plan
+from tests.support.slack_stub import SlackStub
+from tests.support.testbed import wait_until
+
+PLAN = team_plan(
+    "apps",
+    """\
+  - id: apps-healthy
+    title: Argo CD apps healthy
+    gate: {approve: [primary]}
+    actions: [{app-health: {namespaces: argocd, timeout: 30m}}]
+""",
+)
+SHOP = {"kind": "Application", "namespace": "argocd", "name": "shop"}
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimCluster]) -> SimCluster:
+    return sim_factory("gitops", speed=0.0, seed=1)
+
+
+@pytest.fixture
+def bot(
+    write_config: Callable[..., Path],
+    slack_stub: SlackStub,
+    bot_env: dict[str, str],
+    sim: SimCluster,
+    sim_kubeconfig: Callable[[Any], Path],
+    tmp_path: Path,
+) -> Iterator[RunBot]:
+    cluster = f"{{kubeconfig: {sim_kubeconfig(sim)}, context: sim}}"
+    with team_bot(write_config, slack_stub, bot_env, tmp_path, plans={"apps": PLAN}, cluster=cluster) as b:
+        yield b
+
+
+def _thread(stub: SlackStub, text: str) -> list[str]:
+    return [m["text"] for m in stub.posted(OPS) if m["thread_ts"] and text in m["text"]]
+
+
+def test_kill9_while_waiting_then_resume_keeps_the_baseline_and_a_degraded_app_fails_by_name(
+    bot: RunBot, slack_stub: SlackStub, sim: SimCluster
+) -> None:
+    sim.control.inject_fault({"type": "app_status", "object": SHOP, "health": "Progressing"})
+    assert "loaded" in bot.command("plan load apps")
+    assert "started" in bot.command("start apps")
+    bot.click(PRIMARY, bot.gate("apps-healthy"))
+    baseline = "already unhealthy at the baseline (reported, not blocking)"
+    wait_until(lambda: _thread(slack_stub, baseline), timeout=60, what="the baseline line in the thread")
+    job = bot.store().job_of_step(bot.run().id, "apps-healthy")
+    assert job is not None
+    bot.kill9()
+    bot.start()
+    wait_until(
+        lambda: bot.run().step_run("apps-healthy").state is StepState.INTERRUPTED,
+        timeout=60,
+        what="the step to be interrupted (never continued silently)",
+    )
+    sim.control.inject_fault(
+        {"type": "app_status", "object": SHOP, "health": "Degraded",
+         "message": "Deployment shop/web: Progress deadline exceeded"}
+    )  # fmt: skip
+    assert "active" in bot.command("resume")
+    bot.click(PRIMARY, bot.gate("apps-healthy"))
+    wait_until(
+        lambda: bot.run().step_run("apps-healthy").state is StepState.FAILED,
+        timeout=90,
+        what="the step to fail on the Degraded Application",
+    )
+    resumed = bot.store().job_of_step(bot.run().id, "apps-healthy")
+    assert resumed is not None
+    assert resumed.id == job.id  # the same job, from its stored progress
+    failed = wait_until(
+        lambda: _thread(slack_stub, "app-health: 1 app(s) unhealthy"), timeout=30, what="the failure line"
+    )
+    assert any(
+        "Application argocd/shop: Degraded/Synced — Deployment shop/web: Progress deadline exceeded" in t
+        for t in failed
+    )
+    assert not any("argocd/legacy" in t for t in failed)  # Degraded at the baseline: not blocking
+    assert len(_thread(slack_stub, baseline)) == 1  # reported once, before and after the restart
