@@ -20,9 +20,9 @@ from bot.core.jobs.alerts import AlertsJob, Evidence
 from bot.core.jobs.alerts import check_args as _check_alerts
 from bot.core.jobs.analysis import AnalysisJob
 from bot.core.jobs.analysis import check_args as _check_analysis
-from bot.core.jobs.background import Backgrounded, default_checks, next_node, next_workloads
 from bot.core.jobs.apphealth import AppHealthJob
 from bot.core.jobs.apphealth import check_args as _check_app_health
+from bot.core.jobs.background import Backgrounded, default_checks, next_node, next_workloads
 from bot.core.jobs.base import Job, JobRegistry
 from bot.core.jobs.common import (
     MAX_SELECTOR,

@@ -159,6 +159,7 @@ class Report:
     def who(self, user_id: str) -> str:
         """A person as the report's texts show them: `@Alice`, else the id."""
         return named(user_id, self.people)
+
     #: (filename, YAML) of each object's manifest a GitOps action kept before changing it
     #: (`bot.core.jobs.gitops`): attached to the report as they were to the step's thread line.
     backups: tuple[tuple[str, str], ...] = ()
