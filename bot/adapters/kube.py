@@ -25,6 +25,7 @@ the last version seen when a stream ends, and list again when the server answers
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import gc
 import importlib.util
@@ -150,6 +151,8 @@ NODE_EVENTS_NAMESPACE = "default"
 EVENT_COMPONENT = "upgrade-bot"
 #: Server-side end of one watch stream; the client's read timeout is longer (see `watch`).
 WATCH_SECONDS = 60
+#: Inside `Cluster.within`: the monotonic time by which every request must have ended.
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("kube_deadline", default=None)
 #: A kubeconfig is a few kilobytes per cluster (its certificates inline); one of hundreds of
 #: clusters stays under a megabyte. A bigger file is the wrong file, and YAML-parsing it would
 #: hold a worker for a minute.
@@ -303,6 +306,17 @@ class Cluster:
         finally:
             self._memo, self._memo_left, self._memo_paths = None, 0, None
 
+    @contextlib.contextmanager
+    def within(self, seconds: float) -> Iterator[None]:
+        """Within the block every request (this thread's) ends `seconds` from now at the latest,
+        connect retry included: a job's write checked against this replica's lease is bounded by
+        the figure checked (`bot.core.tenure.GuardedCalls`), not by the read timeout of 60 s."""
+        token = _DEADLINE.set(time.monotonic() + seconds)
+        try:
+            yield
+        finally:
+            _DEADLINE.reset(token)
+
     @classmethod
     def connect(cls, config: ClusterConfig, *, observe: RequestObserver | None = None) -> Cluster:
         """Build a client for `config` (no request is made yet); `observe` is told of every
@@ -390,7 +404,7 @@ class Cluster:
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _return_http_data_only=True,
-                _request_timeout=(self.timeout, read),
+                _request_timeout=self._timeouts(read),
             )
         except ApiException as exc:
             raise self._api_error(exc, method, path) from exc
@@ -400,6 +414,21 @@ class Cluster:
                 f"cluster {self.describe()} {_what_happened(exc, self.timeout, read)} at {self.server}",
                 cluster=self.name,
             ) from exc
+
+    def _timeouts(self, read: float) -> tuple[float, float]:
+        """(connect, read) seconds for one request: the cluster's, or inside `within` what is left
+        of its time — a fifth to connect, three fifths to read, so the one connect retry of
+        `connect` included the request ends in time."""
+        deadline = _DEADLINE.get()
+        if deadline is None:
+            return (self.timeout, read)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ClusterUnreachable(
+                f"cluster {self.describe()}: no time left for the request inside this replica's lease",
+                cluster=self.name,
+            )
+        return (min(self.timeout, left / 5), min(read, left * 3 / 5))
 
     def describe(self) -> str:
         """`prod`, `prod (context admin@prod)` or `prod (in-cluster)`: how messages name it."""

@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 NOT_REPEATABLE = frozenset({"chat.postMessage"})
 #: The calls that change what people see in Slack: made only inside this replica's lease.
 GUARDED_METHODS = frozenset({"chat.postMessage", "chat.update", "chat.delete", "files.uploadV2"})
+#: Requests inside one of those calls checked again right before they are sent: a file upload is
+#: three requests, and only the last one shows the file, so each is checked for one timeout (a
+#: lease could never hold all three timeouts at once) and the one that shows it once more.
+GUARDED_REQUESTS = frozenset({"files.completeUploadExternal"})
 #: `metadata.event_type` of the messages the bot posts by itself (see `bot.core.delivery`).
 POST_EVENT_TYPE = "upgrade_bot_post"
 #: Pages of history read to find one lost post (200 messages each).
@@ -98,17 +102,24 @@ def make_web_client(
     sdk_retries: bool = True,
     on_call: Callable[[str, str], None] | None = None,
     on_rate_limited: Callable[[float], None] | None = None,
+    tenure: LeaseGuard | None = None,
 ) -> WebClient:
     """A WebClient; without `sdk_retries` it retries nothing itself (a `SlackBudget` decides).
     `on_call(method, result)` hears of every call's end and `on_rate_limited(seconds)` of every
-    wait for Retry-After (the metrics; see `_RecordingWebClient`)."""
+    wait for Retry-After (the metrics; see `_RecordingWebClient`). With `tenure`, the requests of
+    `GUARDED_REQUESTS` are made only while this replica's lease outlasts `timeout`."""
     base_url = api_url or DEFAULT_API_URL
     if not base_url.endswith("/"):
         base_url += "/"
     handlers = retry_handlers(on_rate_limited=on_rate_limited) if sdk_retries else []
-    if on_call is not None:
+    if on_call is not None or tenure is not None:
         return _RecordingWebClient(
-            token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers, on_call=on_call
+            token=token,
+            base_url=base_url,
+            timeout=timeout,
+            retry_handlers=handlers,
+            on_call=on_call,
+            tenure=tenure,
         )
     # slack_sdk annotates the timeout as int, but hands it to urllib, which takes seconds as a
     # float: the bot's own calls need fractions of a second inside a short lease.
@@ -146,10 +157,9 @@ class SlackGateway:
         self.tenure = tenure
 
     def send_timeout(self, method: str) -> float:
-        """The longest one attempt of `method` can take: the client's own timeout (a file upload
-        is three requests)."""
-        timeout = float(self.client.timeout)
-        return 3 * timeout if method == "files.uploadV2" else timeout
+        """What the lease must still hold before a request of `method`: the client's own timeout
+        (a file upload's requests are checked one by one, see `GUARDED_REQUESTS`)."""
+        return float(self.client.timeout)
 
     def _guard(self, method: str) -> None:
         if self.tenure is not None and method in GUARDED_METHODS:
@@ -490,13 +500,23 @@ class SlackDirectory:
 
 
 class _RecordingWebClient(WebClient):
-    """A `WebClient` that reports each call's method and result (after its retries)."""
+    """A `WebClient` that reports each call's method and result (after its retries), and makes
+    the requests of `GUARDED_REQUESTS` only inside this replica's lease."""
 
-    def __init__(self, *, on_call: Callable[[str, str], None], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        on_call: Callable[[str, str], None] | None,
+        tenure: LeaseGuard | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
-        self._on_call = on_call
+        self._on_call = on_call or (lambda _method, _result: None)
+        self._tenure = tenure
 
     def api_call(self, api_method: str, **kwargs: Any) -> Any:
+        if self._tenure is not None and api_method in GUARDED_REQUESTS:
+            self._tenure.may_act(float(self.timeout))
         result = "exception"
         try:
             response = super().api_call(api_method, **kwargs)

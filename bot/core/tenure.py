@@ -19,7 +19,11 @@ holder stops acting before its lease can have run out, measured on its own clock
   (`Store.acquire_lease(grace=…)`, `Store.live_replicas`), for the calls still inside Slack or the
   API server when their client gave up;
 - effects only the leader makes (Kubernetes writes of jobs, AWS updates) need the leader's lease
-  too (`may_lead`).
+  too (`may_lead`);
+- a call never asks for more than the lease can give (`fit`): at most the lease less one renewal
+  interval is left between two renewals in time, so a client whose own timeout is longer (a
+  cluster's 10 s request timeout under a 3 s lease) is checked against that room and its call is
+  bounded to it (`GuardedCalls`'s `bound`) — else it would wait for a room no renewal brings.
 
 One `Tenure` per process, built first by `assemble` and handed to every part that acts outside
 through its constructor: the Slack gateway, the deliveries, the jobs' cluster and EKS clients
@@ -47,8 +51,11 @@ _TERM: contextvars.ContextVar[int | None] = contextvars.ContextVar("tenure_term"
 class Tenure:
     """This replica's leases as its own monotonic clock sees them (thread-safe)."""
 
-    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic, room: float | None = None) -> None:
         self.monotonic = monotonic
+        #: The longest call the lease holds between two renewals in time (lease − renewal
+        #: interval); None: no bound (one process, or a test that sets none).
+        self.room = room
         self._cond = threading.Condition()
         self._bounded = False
         #: Until when (monotonic) this replica's own lease (its heartbeat) surely holds.
@@ -78,6 +85,11 @@ class Tenure:
             self._cond.notify_all()
 
     # -- read before every effect ------------------------------------------------------------------
+
+    def fit(self, timeout: float) -> float:
+        """What a call whose client allows `timeout` seconds may ask of the lease: `timeout`, or the
+        room between two renewals when that is shorter (the caller bounds its call to the result)."""
+        return timeout if self.room is None else min(timeout, self.room)
 
     def left(self) -> float | None:
         """Seconds of this replica's lease left now; None while nothing is bounded."""
@@ -137,15 +149,24 @@ AWS_UPDATES = frozenset({"update_cluster_version", "update_nodegroup_version", "
 
 class GuardedCalls:
     """A client whose calls in `guarded` are made only while `check(timeout)` allows (the jobs'
-    cluster: `Tenure.may_lead` with its request timeout); every other attribute is the client's."""
+    cluster: `Tenure.may_lead` with its request timeout, fitted to the lease), each inside
+    `bound(timeout)` — the client's own limit on how long the call may take, so it ends within the
+    figure just checked (`Cluster.within`); every other attribute is the client's."""
 
     def __init__(
-        self, client: Any, *, guarded: Collection[str], check: Callable[[float], None], timeout: float
+        self,
+        client: Any,
+        *,
+        guarded: Collection[str],
+        check: Callable[[float], None],
+        timeout: float,
+        bound: Callable[[float], contextlib.AbstractContextManager[object]] | None = None,
     ) -> None:
         self._client = client
         self._guarded = frozenset(guarded)
         self._check = check
         self._timeout = timeout
+        self._bound = bound
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._client, name)
@@ -154,7 +175,8 @@ class GuardedCalls:
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
             self._check(self._timeout)
-            return value(*args, **kwargs)
+            with self._bound(self._timeout) if self._bound is not None else contextlib.nullcontext():
+                return value(*args, **kwargs)
 
         return guarded
 

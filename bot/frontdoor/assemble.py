@@ -12,6 +12,7 @@ triggers and the elector, which are front-door parts; core never imports it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from bot.adapters import aws
 from bot.adapters.slack_budget import SlackStats
 from bot.adapters.store import Store, fencing
 from bot.core.actions import default_registry
@@ -57,9 +59,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The timeouts the lease check uses for a job's Kubernetes write when the client names none, and
-#: for an AWS update call (botocore's connect timeout in `bot.adapters.aws.connect`).
+#: for an AWS update call (botocore's connect and read timeouts in `bot.adapters.aws.connect`);
+#: each is fitted to the lease (`Tenure.fit`) and the call bounded to the figure fitted.
 KUBE_CALL_TIMEOUT = 10.0
-AWS_CALL_TIMEOUT = 5.0
+AWS_CALL_TIMEOUT = 35.0
 #: De-duplication keys only matter while Slack may still retry (minutes); a week is kept for audits.
 DELIVERY_KEYS_KEPT = timedelta(days=7)
 
@@ -133,7 +136,8 @@ def assemble(
     owner = new_owner()
     # This replica's lease on its own clock, built first: every part that calls out (Slack,
     # Kubernetes writes of jobs, AWS updates) checks it right before the call (`bot.core.tenure`).
-    tenure = Tenure()
+    # No call asks for more than the lease holds between two renewals in time.
+    tenure = Tenure(room=(settings.lease_duration - settings.lease_renew).total_seconds())
     live_owners: Callable[[], set[str]] | None = None
     if not store.single_host:
         # Several replicas: a post, an inbox item or a step a live replica claimed is its own —
@@ -157,10 +161,14 @@ def assemble(
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     rules = load_rules(settings.rules_paths())
     # The EKS actions' AWS side: each cluster's `provider: {eks: …}` (boto3 only when one is used).
+    # An update call is made only while this replica leads with the call's time left, and its
+    # client (which never retries it) gives up within that time.
+    aws_within = tenure.fit(AWS_CALL_TIMEOUT)
     eks = EksAccess(
         {c.name: c.eks for c in settings.clusters.values()},
+        connect=functools.partial(aws.connect, update_within=aws_within),
         guard=lambda client: GuardedCalls(
-            client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=AWS_CALL_TIMEOUT
+            client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
         ),
     )
     # The evidence gate's Alertmanagers (`clusters.NAME.alertmanager`), scoped by alert_matchers.
@@ -227,9 +235,18 @@ def assemble(
 
     def connect_for_jobs(name: str) -> Any:
         # A job writes to the cluster only while this replica leads with a request's time left.
+        # The figure checked bounds the write itself (`Cluster.within`): a lease shorter than the
+        # cluster's request timeout is met with a shorter write, not an endless wait.
         cluster = connect_named(name)
-        timeout = float(getattr(cluster, "timeout", KUBE_CALL_TIMEOUT))
-        return GuardedCalls(cluster, guarded=KUBE_WRITES, check=tenure.may_lead, timeout=timeout)
+        timeout = tenure.fit(float(getattr(cluster, "timeout", KUBE_CALL_TIMEOUT)))
+        within = getattr(cluster, "within", None)
+        return GuardedCalls(
+            cluster,
+            guarded=KUBE_WRITES,
+            check=tenure.may_lead,
+            timeout=timeout,
+            bound=within if callable(within) else None,
+        )
 
     duties.add(JobDuty(jobs, connect_for_jobs, wait_scale=job_wait_scale))
     long_actions = StepLongActions(store, jobs)
@@ -418,6 +435,7 @@ def _slack(settings: Settings, telemetry: Telemetry, tenure: Tenure) -> _Slack |
         sdk_retries=False,
         on_call=on_call,
         timeout=settings.slack_timeout,
+        tenure=tenure,
     )
     gateway = SlackGateway(budgeted, budget=budget, tenure=tenure)
     return _Slack(

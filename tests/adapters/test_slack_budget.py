@@ -4,6 +4,7 @@ retried, and nothing waited past its bound."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -160,3 +161,53 @@ def test_a_post_sent_without_an_answer_is_looked_for_by_its_key_never_sent_again
         assert store.messages("R2")["line"].ts == posted.ts
     finally:
         store.close()
+
+
+def test_a_file_upload_fits_a_lease_shorter_than_its_three_requests_timeouts(
+    stub: SlackStub, clock: FakeMonotonic
+) -> None:
+    """A run's report is uploaded in three requests. Asking the lease for three timeouts at once
+    (18 s of a 15 s lease) waited for ever, so a report was claimed and never uploaded: each request
+    is checked for one timeout, the one that shows the file right before it is sent."""
+    tenure = Tenure(monotonic=clock)
+    tenure.renewed(started=clock(), finished=clock(), duration=timedelta(seconds=15), leading=True)
+    budget = SlackBudget(BudgetConfig(), clock=clock, sleep=clock.sleep)
+    client = make_web_client(BOT_TOKEN, stub.api_url, sdk_retries=False, timeout=6, tenure=tenure)
+    gw = SlackGateway(client, budget=budget, tenure=tenure)
+    uploaded: list[str] = []
+    worker = threading.Thread(
+        target=lambda: uploaded.append(gw.upload_file("C0OPS", "report.md", b"# report", thread_ts="1.1")),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "the upload waited for a lease room it can never have"
+    (file_id,) = uploaded
+    assert file_id
+    assert len(stub.calls_to("files.completeUploadExternal")) == 1
+
+
+class LapsingLease:
+    """A lease that runs out after `checks` checks (a replica paused inside an upload)."""
+
+    def __init__(self, checks: int) -> None:
+        self.left = checks
+        self.asked: list[float] = []
+
+    def may_act(self, timeout: float) -> None:
+        self.asked.append(timeout)
+        self.left -= 1
+        if self.left < 0:
+            raise LeaseLapsed("this replica's lease ran out")
+
+
+def test_a_file_is_not_shown_when_the_lease_ran_out_between_the_uploads_requests(stub: SlackStub) -> None:
+    lease = LapsingLease(checks=1)
+    client = make_web_client(BOT_TOKEN, stub.api_url, sdk_retries=False, timeout=6, tenure=lease)
+    gw = SlackGateway(client, tenure=lease)
+    with pytest.raises(LeaseLapsed):
+        gw.upload_file("C0OPS", "report.md", b"# report", thread_ts="1.1")
+    # Checked before the upload began and again before the request that shares the file.
+    assert lease.asked == [6.0, 6.0]
+    assert stub.calls_to("files.getUploadURLExternal")
+    assert stub.calls_to("files.completeUploadExternal") == []

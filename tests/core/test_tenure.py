@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -127,3 +129,34 @@ def test_a_jobs_cluster_writes_only_inside_the_leaders_lease_and_reads_freely() 
     assert cluster.writes == ["shop/api-1"]
     guarded.close()
     assert cluster.closed
+
+
+def test_a_call_asks_the_lease_for_no_more_than_it_holds_between_two_renewals() -> None:
+    """A 3 s lease renewed every 0.5 s never has a cluster's 10 s request timeout left: the job's
+    write asked for it and waited until the lease lapsed (test_replicas_drain). It asks for the
+    room instead, and is bounded to it."""
+    assert Tenure().fit(10.0) == 10.0
+    tenure = Tenure(room=2.5)
+    assert tenure.fit(10.0) == 2.5
+    assert tenure.fit(1.5) == 1.5
+
+
+def test_a_guarded_write_is_checked_and_bounded_by_the_same_figure() -> None:
+    clock = FakeMonotonic(100.0)
+    tenure = Tenure(monotonic=clock, room=2.5)
+    tenure.renewed(started=100.0, finished=100.1, duration=timedelta(seconds=3), leading=True)
+    bounds: list[float] = []
+
+    @contextlib.contextmanager
+    def within(seconds: float) -> Iterator[None]:
+        bounds.append(seconds)
+        yield
+
+    cluster = Cluster()
+    guarded = GuardedCalls(
+        cluster, guarded=KUBE_WRITES, check=tenure.may_lead, timeout=tenure.fit(10.0), bound=within
+    )
+    assert guarded.evict("shop", "api-1")  # at once: 3 s of lease left, 2.5 s asked
+    assert bounds == [2.5]
+    guarded.get_json("/api/v1/nodes")  # a read is neither checked nor bounded
+    assert bounds == [2.5]

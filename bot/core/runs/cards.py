@@ -256,15 +256,29 @@ class RunCards:
             self.live(run.id) if self.live is not None else (),
             waive_roles=self.waive_roles,
         )
-        refs = self.store.messages(run.id) if refs is None else refs
-        card = refs.get("card")
-        if card is not None and card.ts:
-            # Every dead letter of the card's thread: the run's own lines, its jobs' and watches'.
-            thread = thread_root(refs, "card") or card.ts
-            context["undelivered"] = undelivered_line(
-                self.store.outbox_dead_in(channel=card.channel, thread_ts=thread)
-            )
+        context["undelivered"] = self._undelivered(self.store.messages(run.id) if refs is None else refs)
         return context
+
+    def _undelivered(self, refs: Mapping[str, MessageRef]) -> dict[str, Any] | None:
+        """The card's line for its thread's dead letters (`undelivered_line`); None: none, or no
+        card posted yet."""
+        card = refs.get("card")
+        if card is None or not card.ts:
+            return None
+        # Every dead letter of the card's thread: the run's own lines, its jobs' and watches'.
+        thread = thread_root(refs, "card") or card.ts
+        return undelivered_line(self.store.outbox_dead_in(channel=card.channel, thread_ts=thread))
+
+    def _edit_card(
+        self, run: R.Run, card: MessageRef, refs: Mapping[str, MessageRef]
+    ) -> dict[str, Any] | None:
+        """Edit the posted card to show `run` now; the undelivered line it shows."""
+        context = self.context(run, refs)
+        rendered = self.renderer.render("runs/card", context)
+        # Coalesced when the poster is; a card someone deleted is posted again, once.
+        self.deliveries.edit(card.channel, card.ts, rendered.text, blocks=rendered.blocks)
+        shown: dict[str, Any] | None = context["undelivered"]
+        return shown
 
     def channel_for(self, run: R.Run) -> str | None:
         return run.plan.operations_channel or self.operations_channel
@@ -338,6 +352,9 @@ class RunCards:
             card = refs["card"]
         elif not card.ts:
             return  # in flight in a live process; its publish (or the timer) finishes the rest
+        # The card first: its edit is queued before the thread lines, which are paced a second
+        # apart, so the card shows the run's state while they go out (and whether any fail).
+        shown = self._edit_card(run, card, refs) if edit else None
         # The thread stays where it began, even when the card was deleted and posted again.
         thread = thread_root(refs, "card") or card.ts
         # Thread lines, from the outbox rows their commits wrote: every one, once, in order (a
@@ -347,17 +364,21 @@ class RunCards:
             key=lambda ref: _event_order(ref.key),
         )
         failed: BotError | None = None
+        troubled = False
         try:
             for ref in owed:
-                self.deliveries.post_outbox(ref, card.channel, thread_ts=thread)
+                # None: set aside, or another process's to post.
+                troubled |= self.deliveries.post_outbox(ref, card.channel, thread_ts=thread) is None
         except Fenced:
             raise
         except BotError as exc:
-            failed = exc  # the card is still edited (it shows the truth); the line waits
-        if edit:
-            rendered = self.renderer.render("runs/card", self.context(run, refs))
-            # Coalesced when the poster is; a card someone deleted is posted again, once.
-            self.deliveries.edit(card.channel, card.ts, rendered.text, blocks=rendered.blocks)
+            failed, troubled = exc, True  # the line waits for the next pass
+        if troubled:
+            # A line may have been set aside just now: the card says so (the edit replaces the
+            # one queued above when it is still waiting for its slot).
+            fresh = self.store.messages(run.id)
+            if self._undelivered(fresh) != shown:
+                self._edit_card(run, card, fresh)
         if failed is not None:
             raise failed
         if run.state in ENDED and self.files is not None and REPORT_KEY not in refs:
