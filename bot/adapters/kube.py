@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
 import fcntl
 import gc
 import importlib.util
@@ -1220,6 +1221,7 @@ class _Forked:
         with contextlib.suppress(OSError, AttributeError):
             # Fewer, larger reads of each page (Linux caps unprivileged pipes at 1 MB by default).
             fcntl.fcntl(pages_w, fcntl.F_SETPIPE_SZ, 1 << 20)
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError as exc:  # no process to spare (EAGAIN, ENOMEM): the caller's process lists on
@@ -1233,6 +1235,7 @@ class _Forked:
             try:
                 os.close(pages_r)
                 os.close(credit_w)
+                _die_with_parent(parent)
                 # Below the bot's own threads: on a busy machine an ack must not wait for a page.
                 with contextlib.suppress(OSError):
                     os.nice(CHILD_NICENESS)
@@ -1265,6 +1268,20 @@ class _Forked:
         if not _read_exactly(self._pages_fd, payload):
             return _FAILED, memoryview(b"")
         return kind, payload
+
+
+#: prctl(2)'s option that signals a child when the thread that forked it ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the forked child
+    """A list helper ends with the bot: killed with it (SIGKILL leaves no time to stop helpers),
+    it would go on holding a request to the API server and the bot's stdout and stderr."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the bot died before the call above: nothing would signal it
+        os._exit(1)
 
 
 def _read_exactly(fd: int, into: memoryview) -> bool:
@@ -1427,6 +1444,7 @@ class MappedList:
             log.warning("cluster %s: no list helper for %s: %s", self._cluster.name, self._path, exc)
             return
         frames_r, frames_w = os.pipe()
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError as exc:  # no process to spare: the caller's process lists when iterated
@@ -1438,6 +1456,7 @@ class MappedList:
             code = 1
             try:
                 os.close(frames_r)
+                _die_with_parent(parent)
                 with contextlib.suppress(OSError):
                     os.nice(MAPPER_NICENESS)
                 code = _child_map(self, frames_w, data_fd)
