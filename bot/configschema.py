@@ -349,6 +349,27 @@ KEYS: Mapping[str, Key] = {
                 default="`1`",
                 schema={"type": "integer", "minimum": 1, "maximum": 20},
             ),
+            "timeout_seconds": Key(
+                doc="the timeout of each Slack call; shorter than `leader.lease_seconds` − "
+                "`leader.renew_seconds`, since a replica sends only while its lease outlasts the call",
+                default="min(6, 0.6 × (lease − renew))",
+                schema={"type": "number", "minimum": 0.5, "maximum": 120},
+            ),
+        },
+    ),
+    "outbox": Key(
+        doc="thread posts Slack keeps failing (5xx, no answer): when they are set aside",
+        keys={
+            "dead_after_failures": Key(
+                doc="set aside after this many failures in a row",
+                default="`10`",
+                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+            ),
+            "dead_after": Key(
+                doc="or at the first failure this long after they began (at least 10s)",
+                default="`5m`",
+                schema=_DURATION,
+            ),
         },
     ),
     "leader": Key(
@@ -363,6 +384,11 @@ KEYS: Mapping[str, Key] = {
                 doc="how often the lease is renewed, or tried by a follower (at most half the lease)",
                 default="`5`",
                 schema={"type": "number", "minimum": 0.1, "maximum": 300},
+            ),
+            "takeover_margin_seconds": Key(
+                doc="how long past another replica's expired lease before its claims are taken over",
+                default="`renew_seconds`",
+                schema={"type": "number", "minimum": 0, "maximum": 600},
             ),
         },
     ),

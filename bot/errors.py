@@ -13,10 +13,12 @@ whether anything is retried.
     │   └── PatternError            a rule pattern RE2 refuses (bot.core.checks.patterns; the rules
     │                               loader adds the file, line and key)
     ├── TemporaryError              worth retrying later (rate limits, timeouts, lost races)
-    │   └── ConcurrentUpdate        another writer committed the run first; re-read and decide again
+    │   ├── ConcurrentUpdate        another writer committed the run first; re-read and decide again
+    │   └── SlackOutcomeUnknown     a post sent without an answer: look for it before posting again
     ├── PermanentError              stop and report (a bug, a refused write, corrupted state)
     │   └── TemplateError           a template failed to load or render (names template and line)
     ├── Fenced                      this replica's lease epoch is stale: a duty's write refused, it stops
+    │   └── LeaseLapsed             its lease has too little time left for a call outside (Slack, Kubernetes, AWS)
     ├── SlackCallFailed             a Slack Web API call answered `ok: false` (Slack's error code)
     ├── EvidenceUnavailable         Alertmanager or Prometheus gave no trustworthy answer: the
     │                               evidence gate's Inconclusive, never a pass
@@ -153,6 +155,13 @@ class TemporaryError(BotError):
     user_message = "a temporary failure; please try again in a minute"
 
 
+class SlackOutcomeUnknown(TemporaryError):
+    """A post got no answer after it was sent (a timeout, a dropped connection): Slack may have
+    made it. It is never sent again blindly — the caller looks for it by its key first."""
+
+    user_message = "Slack did not answer a post in time"
+
+
 class PermanentError(BotError):
     """A failure that will not pass by retrying; the operation stops and is reported."""
 
@@ -173,6 +182,14 @@ class Fenced(BotError):
     duty stops and this replica steps down. Never retried here."""
 
     user_message = "this replica no longer leads; another one carries on"
+
+
+class LeaseLapsed(Fenced):
+    """This replica's lease (measured on its own monotonic clock since its last renewal) has too
+    little time left for the call about to be made, or ran out since the work was reserved: another
+    replica may have taken the work over, so nothing is sent (`bot.core.tenure`)."""
+
+    user_message = "this replica's lease ran out; another replica carries on"
 
 
 class SlackCallFailed(BotError):

@@ -209,6 +209,8 @@ class MessageRef:
     failure: str = ""
     #: When the row was set aside as a dead letter (never claimed again until retried); None while owed.
     dead_at: datetime | None = None
+    #: When its current run of failures began; None while it has not failed.
+    failing_since: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -129,6 +129,18 @@ class Settings:
     #: The leader's lease (several replicas): how long it lasts unrenewed, and how often it is renewed.
     lease_duration: timedelta = timedelta(seconds=15)
     lease_renew: timedelta = timedelta(seconds=5)
+    #: How long past its expiry another replica's lease (and what it reserved) is left alone: its
+    #: last calls may still be inside Slack or the API server (`leader.takeover_margin_seconds`).
+    lease_grace: timedelta = timedelta(seconds=5)
+    #: The timeout of each Slack call the bot makes by itself (`slack.timeout_seconds`): a replica
+    #: makes one only while its lease has at least this left (`bot.core.tenure`), so it must be
+    #: well inside the lease; by default 6 s, less for a lease shorter than 15 s.
+    slack_timeout: float = 6.0
+    #: A thread post that keeps failing is set aside (a dead letter, `upgrade-bot outbox`) after
+    #: this many failures in a row, or at its first failure this long after they began
+    #: (`outbox.dead_after_failures`, `outbox.dead_after`; docs/delivery.md).
+    outbox_dead_after_failures: int = 10
+    outbox_dead_after: timedelta = timedelta(minutes=5)
     #: Who approves `/upgrade action …` outside a plan: every one of these roles (four eyes).
     action_approvers: tuple[str, ...] = ("primary", "shadow")
     #: Permanent, reviewed exceptions (`checks.ignore`): findings (or some of their objects) every
@@ -314,8 +326,10 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
             elif path is not None:
                 rules_files.append(path)
     slack_budget: dict[str, object] = {}
+    slack_timeout_node = None
     if "slack" in top:
         sl = v.mapping(top["slack"], "slack", keys_of("slack"))
+        slack_timeout_node = sl.get("timeout_seconds")
         if "edit_interval" in sl:
             interval = _parsed(v, sl["edit_interval"], "slack.edit_interval", parse_duration)
             if interval is not None:
@@ -333,6 +347,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
             if per_second is not None:
                 slack_budget["slack_posts_per_second"] = float(per_second)
     lease_duration, lease_renew = timedelta(seconds=15), timedelta(seconds=5)
+    lease_grace: timedelta | None = None
     if "leader" in top:
         lead = v.mapping(top["leader"], "leader", keys_of("leader"))
         lease_s = v.number(
@@ -341,11 +356,50 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         renew_s = v.number(
             lead.get("renew_seconds"), "leader.renew_seconds", **bounds("leader.renew_seconds")
         )
+        margin_s = v.number(
+            lead.get("takeover_margin_seconds"),
+            "leader.takeover_margin_seconds",
+            **bounds("leader.takeover_margin_seconds"),
+        )
         lease_duration = timedelta(seconds=lease_s) if lease_s is not None else lease_duration
         lease_renew = timedelta(seconds=renew_s) if renew_s is not None else lease_renew
+        lease_grace = timedelta(seconds=margin_s) if margin_s is not None else None
         if lease_renew * 2 > lease_duration:
             # Two renewals must fit in a lease: one lost to a slow database must not cost it.
             v.error(top["leader"], "leader.renew_seconds", "must be at most half of leader.lease_seconds")
+    # What is left of a lease between two renewals: every call outside must fit in it.
+    room = (lease_duration - lease_renew).total_seconds()
+    slack_timeout: float = min(6.0, round(0.6 * room, 2))
+    if slack_timeout_node is not None:
+        chosen_timeout = v.number(
+            slack_timeout_node, "slack.timeout_seconds", **bounds("slack.timeout_seconds")
+        )
+        if chosen_timeout is not None:
+            if chosen_timeout >= room:
+                v.error(
+                    slack_timeout_node,
+                    "slack.timeout_seconds",
+                    "must be shorter than leader.lease_seconds - leader.renew_seconds "
+                    f"({room:g}s): a replica sends only while its lease outlasts the call",
+                )
+            slack_timeout = chosen_timeout
+    outbox_limits: dict[str, object] = {}
+    if "outbox" in top:
+        ob = v.mapping(top["outbox"], "outbox", keys_of("outbox"))
+        if "dead_after_failures" in ob:
+            failures = v.integer(
+                ob["dead_after_failures"],
+                "outbox.dead_after_failures",
+                **int_bounds("outbox.dead_after_failures"),
+            )
+            if failures is not None:
+                outbox_limits["outbox_dead_after_failures"] = failures
+        if "dead_after" in ob:
+            after = _parsed(v, ob["dead_after"], "outbox.dead_after", parse_duration)
+            if after is not None:
+                if after < timedelta(seconds=10):
+                    v.error(ob["dead_after"], "outbox.dead_after", "must be at least 10s")
+                outbox_limits["outbox_dead_after"] = after
     action_approvers: tuple[str, ...] = ("primary", "shadow")
     if "actions" in top:
         acts = v.mapping(top["actions"], "actions", keys_of("actions"))
@@ -392,6 +446,10 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         **slack_budget,  # type: ignore[arg-type]
         lease_duration=lease_duration,
         lease_renew=lease_renew,
+        # By default a renewal interval: a call still inside Slack when its client gave up.
+        lease_grace=lease_grace if lease_grace is not None else lease_renew,
+        slack_timeout=slack_timeout,
+        **outbox_limits,  # type: ignore[arg-type]
         action_approvers=action_approvers,
         check_ignores=tuple(check_ignores),
         image_checks=image_checks,

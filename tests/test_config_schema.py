@@ -78,6 +78,7 @@ TYPOS: dict[str, str] = {
     "checks.images": "checks: {images: {verfy: true, insecure: [registry.local:5000]}}\n",
     "clusters.*.alertmanager": "clusters:\n  prod: {kubeconfig: kc, alertmanager: {urll: 'http://am:9093'}}\n",
     "clusters.*.prometheus": "clusters:\n  prod: {kubeconfig: kc, prometheus: {uri: 'http://prom:9090'}}\n",
+    "outbox": "outbox: {dead_after_failure: 10}\n",
 }
 
 
@@ -107,7 +108,7 @@ def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path:
     text = TYPOS[path]
     (tmp_path / "kc").write_text("", encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure)\b",
         text,
     )
     assert len(typo) == 1
@@ -139,6 +140,7 @@ _FIXES = {
     "urll": "url",
     "uri": "url",
     "verfy": "verify",
+    "dead_after_failure": "dead_after_failures",
 }
 
 

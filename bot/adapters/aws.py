@@ -218,8 +218,16 @@ def _error(exc: Exception) -> AwsError:
     return AwsError(str(exc))
 
 
-def connect(provider: EksProvider) -> Eks:
-    """boto3's clients for `provider`; `AwsUnavailable` when boto3 is not installed."""
+#: botocore's timeouts for every call: to connect, and to read the answer.
+CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0
+
+
+def connect(provider: EksProvider, *, update_within: float | None = None) -> Eks:
+    """boto3's clients for `provider`; `AwsUnavailable` when boto3 is not installed.
+
+    `update_within`: the seconds an update call (the client that never retries) may take, connect
+    and read together — the figure this replica's lease was checked against before the call
+    (`bot.core.tenure`); by default botocore's own 5 s + 30 s."""
     try:
         import boto3
         from botocore.config import Config
@@ -228,8 +236,8 @@ def connect(provider: EksProvider) -> Eks:
         raise AwsUnavailable(f"boto3 is not installed ({EXTRA_HINT}): {exc}") from None
     config = Config(
         region_name=provider.region,
-        connect_timeout=5,
-        read_timeout=30,
+        connect_timeout=CONNECT_TIMEOUT,
+        read_timeout=READ_TIMEOUT,
         retries={"max_attempts": 3, "mode": "standard"},
     )
     session = boto3.session.Session()
@@ -237,9 +245,12 @@ def connect(provider: EksProvider) -> Eks:
         session.client(service, endpoint_url=provider.endpoint_url, config=config)
         for service in ("eks", "ec2", "autoscaling")
     )
-    once = session.client(
-        "eks",
-        endpoint_url=provider.endpoint_url,
-        config=config.merge(Config(retries={"total_max_attempts": 1})),
-    )
+    once_config = Config(retries={"total_max_attempts": 1})
+    if update_within is not None:
+        # One attempt, so connect and read add up to the whole call: a quarter to connect.
+        connect_s = min(CONNECT_TIMEOUT, update_within / 4)
+        once_config = once_config.merge(
+            Config(connect_timeout=connect_s, read_timeout=min(READ_TIMEOUT, update_within - connect_s))
+        )
+    once = session.client("eks", endpoint_url=provider.endpoint_url, config=config.merge(once_config))
     return Eks(provider, (clients[0], clients[1], clients[2]), (BotoCoreError, ClientError), once=once)

@@ -25,6 +25,8 @@ the last version seen when a stream ends, and list again when the server answers
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import ctypes
 import fcntl
 import gc
 import json
@@ -115,6 +117,8 @@ NODE_EVENTS_NAMESPACE = "default"
 EVENT_COMPONENT = "upgrade-bot"
 #: Server-side end of one watch stream; the client's read timeout is longer (see `watch`).
 WATCH_SECONDS = 60
+#: Inside `Cluster.within`: the monotonic time by which every request must have ended.
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("kube_deadline", default=None)
 #: A kubeconfig is a few kilobytes per cluster (its certificates inline); one of hundreds of
 #: clusters stays under a megabyte. A bigger file is the wrong file, and YAML-parsing it would
 #: hold a worker for a minute.
@@ -268,6 +272,17 @@ class Cluster:
         finally:
             self._memo, self._memo_left, self._memo_paths = None, 0, None
 
+    @contextlib.contextmanager
+    def within(self, seconds: float) -> Iterator[None]:
+        """Within the block every request (this thread's) ends `seconds` from now at the latest,
+        connect retry included: a job's write checked against this replica's lease is bounded by
+        the figure checked (`bot.core.tenure.GuardedCalls`), not by the read timeout of 60 s."""
+        token = _DEADLINE.set(time.monotonic() + seconds)
+        try:
+            yield
+        finally:
+            _DEADLINE.reset(token)
+
     @classmethod
     def connect(cls, config: ClusterConfig, *, observe: RequestObserver | None = None) -> Cluster:
         """Build a client for `config` (no request is made yet); `observe` is told of every
@@ -356,7 +371,7 @@ class Cluster:
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _return_http_data_only=True,
-                _request_timeout=(self.timeout, read),
+                _request_timeout=self._timeouts(read),
             )
         except _kubernetes().ApiException as exc:
             raise self._api_error(exc, method, path) from exc
@@ -366,6 +381,21 @@ class Cluster:
                 f"cluster {self.describe()} {_what_happened(exc, self.timeout, read)} at {self.server}",
                 cluster=self.name,
             ) from exc
+
+    def _timeouts(self, read: float) -> tuple[float, float]:
+        """(connect, read) seconds for one request: the cluster's, or inside `within` what is left
+        of its time — a fifth to connect, three fifths to read, so the one connect retry of
+        `connect` included the request ends in time."""
+        deadline = _DEADLINE.get()
+        if deadline is None:
+            return (self.timeout, read)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ClusterUnreachable(
+                f"cluster {self.describe()}: no time left for the request inside this replica's lease",
+                cluster=self.name,
+            )
+        return (min(self.timeout, left / 5), min(read, left * 3 / 5))
 
     def describe(self) -> str:
         """`prod`, `prod (context admin@prod)` or `prod (in-cluster)`: how messages name it."""
@@ -1157,6 +1187,7 @@ class _Forked:
         with contextlib.suppress(OSError, AttributeError):
             # Fewer, larger reads of each page (Linux caps unprivileged pipes at 1 MB by default).
             fcntl.fcntl(pages_w, fcntl.F_SETPIPE_SZ, 1 << 20)
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError as exc:  # no process to spare (EAGAIN, ENOMEM): the caller's process lists on
@@ -1170,6 +1201,7 @@ class _Forked:
             try:
                 os.close(pages_r)
                 os.close(credit_w)
+                _die_with_parent(parent)
                 # Below the bot's own threads: on a busy machine an ack must not wait for a page.
                 with contextlib.suppress(OSError):
                     os.nice(CHILD_NICENESS)
@@ -1202,6 +1234,20 @@ class _Forked:
         if not _read_exactly(self._pages_fd, payload):
             return _FAILED, memoryview(b"")
         return kind, payload
+
+
+#: prctl(2)'s option that signals a child when the thread that forked it ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the forked child
+    """A list helper ends with the bot: killed with it (SIGKILL leaves no time to stop helpers),
+    it would go on holding a request to the API server and the bot's stdout and stderr."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the bot died before the call above: nothing would signal it
+        os._exit(1)
 
 
 def _read_exactly(fd: int, into: memoryview) -> bool:
@@ -1366,6 +1412,7 @@ class MappedList:
             log.warning("cluster %s: no list helper for %s: %s", self._cluster.name, self._path, exc)
             return
         frames_r, frames_w = os.pipe()
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError as exc:  # no process to spare: the caller's process lists when iterated
@@ -1377,6 +1424,7 @@ class MappedList:
             code = 1
             try:
                 os.close(frames_r)
+                _die_with_parent(parent)
                 with contextlib.suppress(OSError):
                     os.nice(MAPPER_NICENESS)
                 code = _child_map(self, frames_w, data_fd)

@@ -9,6 +9,7 @@ callers to turn into a short message.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 import urllib.error
@@ -16,7 +17,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from slack_sdk import WebClient
@@ -29,11 +30,28 @@ from slack_sdk.http_retry.builtin_handlers import (
 from slack_sdk.webhook import WebhookClient
 
 from bot.adapters.blockkit import MESSAGE_TEXT, fit_message, fit_text, fit_view
-from bot.adapters.slack_budget import NO_BUDGET, OK, RATE_LIMITED, REFUSED, UNAVAILABLE, Outcome, SlackBudget
-from bot.errors import PermanentError, SlackCallFailed, TemporaryError
+from bot.adapters.slack_budget import (
+    NO_BUDGET,
+    OK,
+    RATE_LIMITED,
+    REFUSED,
+    UNAVAILABLE,
+    UNKNOWN,
+    Outcome,
+    SlackBudget,
+)
+from bot.errors import PermanentError, SlackCallFailed, SlackOutcomeUnknown, TemporaryError
 
 log = logging.getLogger(__name__)
 
+#: Calls that must not be made twice: sent without an answer, they are looked for, not repeated.
+NOT_REPEATABLE = frozenset({"chat.postMessage"})
+#: The calls that change what people see in Slack: made only inside this replica's lease.
+GUARDED_METHODS = frozenset({"chat.postMessage", "chat.update", "chat.delete", "files.uploadV2"})
+#: Requests inside one of those calls checked again right before they are sent: a file upload is
+#: three requests, and only the last one shows the file, so each is checked for one timeout (a
+#: lease could never hold all three timeouts at once) and the one that shows it once more.
+GUARDED_REQUESTS = frozenset({"files.completeUploadExternal"})
 #: `metadata.event_type` of the messages the bot posts by itself (see `bot.core.delivery`).
 POST_EVENT_TYPE = "upgrade_bot_post"
 #: Pages of history read to find one lost post (200 messages each).
@@ -80,23 +98,32 @@ def make_web_client(
     token: str | None,
     api_url: str | None = None,
     *,
-    timeout: int = 30,
+    timeout: float = 30,
     sdk_retries: bool = True,
     on_call: Callable[[str, str], None] | None = None,
     on_rate_limited: Callable[[float], None] | None = None,
+    tenure: LeaseGuard | None = None,
 ) -> WebClient:
     """A WebClient; without `sdk_retries` it retries nothing itself (a `SlackBudget` decides).
     `on_call(method, result)` hears of every call's end and `on_rate_limited(seconds)` of every
-    wait for Retry-After (the metrics; see `_RecordingWebClient`)."""
+    wait for Retry-After (the metrics; see `_RecordingWebClient`). With `tenure`, the requests of
+    `GUARDED_REQUESTS` are made only while this replica's lease outlasts `timeout`."""
     base_url = api_url or DEFAULT_API_URL
     if not base_url.endswith("/"):
         base_url += "/"
     handlers = retry_handlers(on_rate_limited=on_rate_limited) if sdk_retries else []
-    if on_call is not None:
+    if on_call is not None or tenure is not None:
         return _RecordingWebClient(
-            token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers, on_call=on_call
+            token=token,
+            base_url=base_url,
+            timeout=timeout,
+            retry_handlers=handlers,
+            on_call=on_call,
+            tenure=tenure,
         )
-    client = WebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers)
+    # slack_sdk annotates the timeout as int, but hands it to urllib, which takes seconds as a
+    # float: the bot's own calls need fractions of a second inside a short lease.
+    client = WebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=handlers)  # type: ignore[arg-type]
     return client
 
 
@@ -106,32 +133,69 @@ class PostedMessage:
     ts: str
 
 
+class LeaseGuard(Protocol):
+    """This replica's lease, as the gateway checks it (`bot.core.tenure.Tenure`)."""
+
+    def may_act(self, timeout: float) -> None:
+        """Return once a `timeout`-long call fits in the lease; raise `LeaseLapsed` when it cannot."""
+        ...
+
+
 class SlackGateway:
     """The Slack calls the bot makes, with errors translated into the bot's error tree."""
 
-    def __init__(self, client: WebClient, *, budget: SlackBudget | None = None) -> None:
+    def __init__(
+        self, client: WebClient, *, budget: SlackBudget | None = None, tenure: LeaseGuard | None = None
+    ) -> None:
         self.client = client
         #: With a budget, calls wait for room and it alone retries (give it a client made with
         #: `sdk_retries=False`, so 429s and 5xx are not retried in two places).
         self.budget = budget
+        #: With a tenure, every call that changes what Slack shows is made only while this
+        #: replica's lease outlasts the client's timeout — checked before each attempt, retries
+        #: included (`bot.core.tenure`).
+        self.tenure = tenure
+
+    def send_timeout(self, method: str) -> float:
+        """What the lease must still hold before a request of `method`: the client's own timeout
+        (a file upload's requests are checked one by one, see `GUARDED_REQUESTS`)."""
+        return float(self.client.timeout)
+
+    def _guard(self, method: str) -> None:
+        if self.tenure is not None and method in GUARDED_METHODS:
+            self.tenure.may_act(self.send_timeout(method))
 
     def _call(self, method: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         if self.budget is None:
+            self._guard(method)
             return self._call_once(method, fn, **kwargs)
-        outcome = self.budget.call(method, kwargs.get("channel"), lambda: self._attempt(fn, kwargs))
+
+        def attempt() -> Outcome:
+            # Right before the request, after any wait for budget or Retry-After: the lease is
+            # measured now, not when the call was queued.
+            self._guard(method)
+            return self._attempt(method, fn, kwargs)
+
+        outcome = self.budget.call(method, kwargs.get("channel"), attempt)
         if outcome.kind == OK:
             return outcome.value
         if outcome.kind == NO_BUDGET:
             raise TemporaryError(f"Slack's budget for {method} is used up right now")
+        if outcome.kind == UNKNOWN:
+            log.warning("Slack %s got no answer after it was sent: %s", method, outcome.error)
+            raise SlackOutcomeUnknown(f"Slack did not answer {method} in time") from outcome.error
         if outcome.kind == REFUSED and isinstance(outcome.error, SlackApiError):
             code = str(outcome.error.response.get("error", "unknown_error"))
             log.warning("Slack %s failed: %s", method, code)
             raise SlackCallFailed(method, code, _FRIENDLY.get(code)) from outcome.error
         log.warning("Slack %s failed after retries: %s", method, outcome.label)
-        raise TemporaryError(f"Slack is not answering {method} right now") from outcome.error
+        # The HTTP status stays in the message: a thread post set aside says "Slack 500" on its card.
+        status = outcome.label.removeprefix("http_") if outcome.label.startswith("http_") else ""
+        answer = f" (HTTP {status})" if status else ""
+        raise TemporaryError(f"Slack is not answering {method} right now{answer}") from outcome.error
 
     @staticmethod
-    def _attempt(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Outcome:
+    def _attempt(method: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Outcome:
         """One try, classified for the budget (which never sees slack_sdk's types)."""
         try:
             return Outcome(kind=OK, value=fn(**kwargs), label="ok")
@@ -150,6 +214,8 @@ class SlackGateway:
             code = str(resp.get("error", "unknown_error")) if resp is not None else "unknown"
             return Outcome(kind=REFUSED, error=exc, label=code)
         except (SlackClientError, OSError) as exc:
+            if method in NOT_REPEATABLE and not _never_sent(exc):
+                return Outcome(kind=UNKNOWN, error=exc, label="no_answer")
             return Outcome(kind=UNAVAILABLE, error=exc, label="unreachable")
 
     def _call_once(self, method: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -160,10 +226,12 @@ class SlackGateway:
             status = exc.response.status_code if exc.response is not None else 0
             log.warning("Slack %s failed: %s (HTTP %s)", method, code, status)
             if status == 429 or status >= 500:
-                raise TemporaryError(f"Slack is not answering {method} right now") from exc
+                raise TemporaryError(f"Slack is not answering {method} right now (HTTP {status})") from exc
             raise SlackCallFailed(method, code, _FRIENDLY.get(code)) from exc
         except (SlackClientError, OSError) as exc:
             log.warning("Slack %s failed: %s", method, exc)
+            if method in NOT_REPEATABLE and not _never_sent(exc):
+                raise SlackOutcomeUnknown(f"Slack did not answer {method} in time") from exc
             raise TemporaryError(f"could not reach Slack for {method}") from exc
 
     def post_message(
@@ -325,6 +393,12 @@ class SlackGateway:
         return dict(resp.data) if isinstance(resp.data, dict) else {}
 
 
+def _never_sent(exc: BaseException) -> bool:
+    """Whether the request surely never reached Slack (refused, or no such host): safe to send again."""
+    reason = getattr(exc, "reason", None)  # urllib's URLError wraps the socket's error
+    return any(isinstance(error, (ConnectionRefusedError, socket.gaierror)) for error in (exc, reason))
+
+
 def _ts_before(ts: Any, moment: datetime) -> bool:
     try:
         return float(ts) < moment.timestamp()
@@ -447,13 +521,23 @@ class SlackDirectory:
 
 
 class _RecordingWebClient(WebClient):
-    """A `WebClient` that reports each call's method and result (after its retries)."""
+    """A `WebClient` that reports each call's method and result (after its retries), and makes
+    the requests of `GUARDED_REQUESTS` only inside this replica's lease."""
 
-    def __init__(self, *, on_call: Callable[[str, str], None], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        on_call: Callable[[str, str], None] | None,
+        tenure: LeaseGuard | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
-        self._on_call = on_call
+        self._on_call = on_call or (lambda _method, _result: None)
+        self._tenure = tenure
 
     def api_call(self, api_method: str, **kwargs: Any) -> Any:
+        if self._tenure is not None and api_method in GUARDED_REQUESTS:
+            self._tenure.may_act(float(self.timeout))
         result = "exception"
         try:
             response = super().api_call(api_method, **kwargs)

@@ -10,7 +10,9 @@ made and whether it is tried again:
   dropped: past the bound it fails as temporary, and the caller keeps what it owes);
 - a 429 blocks its bucket for `Retry-After` and halves the bucket's rate, which recovers step by
   step with each call that passes (additive increase); it is retried, never reported into Slack;
-- a 5xx or a dropped connection is retried with exponential backoff;
+- a 5xx or a dropped connection is retried with exponential backoff — except a call that must
+  not be made twice (a post) that was sent and got no answer (`UNKNOWN`): it is returned, and the
+  caller looks for the post by its key before it posts again;
 - `SlackStats` counts calls by method and result, 429s, retries and the time waited, for the
   metrics exporter to read.
 
@@ -49,6 +51,9 @@ METHOD_TIERS = {
 }
 #: How an attempt ended: answered (ok or a Slack error code), rate-limited, or Slack unavailable.
 OK, REFUSED, RATE_LIMITED, UNAVAILABLE, NO_BUDGET = "ok", "refused", "429", "unavailable", "no_budget"
+#: Sent, but no answer came (a timeout, a dropped connection): never retried here, since Slack may
+#: have made the call — a second post would be a second message.
+UNKNOWN = "unknown"
 
 
 @dataclass

@@ -15,6 +15,16 @@ a handful of calls, since every claim knows its channel, thread and time — and
 when Slack has the message, or gives the claim back so the next attempt posts it. So a message
 is never lost and never doubled. Claims of live owners are left alone (their post is in flight);
 a claim older than `STALE_AFTER` is settled whoever owns it.
+
+With several replicas the database never sees the Slack call, so the claim and the post happen in
+one term of this replica's lease (`bot.core.tenure`): the post is sent only while the lease, on
+this replica's own monotonic clock, outlasts the Slack client's timeout, and never after a pause
+that let the lease run out — by then another replica may have settled the claim (`live_owners`
+counts an owner as gone only after its lease plus a margin) and posted the message itself.
+
+Thread posts come from an outbox, in order; one that keeps failing is set aside as a dead letter
+(`post_outbox`) so it never blocks the run's later lines, and the run's card says so
+(`undelivered_line`). docs/delivery.md has the operator's side.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import base64
 import json
 import logging
 import os
+import re
 import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +42,16 @@ from typing import Any, Protocol
 
 from bot.adapters.store import Store
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
-from bot.errors import POISON_ATTEMPTS, BotError, Fenced, SlackCallFailed, TemporaryError, describe
+from bot.core.tenure import Tenure
+from bot.errors import (
+    POISON_ATTEMPTS,
+    BotError,
+    Fenced,
+    SlackCallFailed,
+    SlackOutcomeUnknown,
+    TemporaryError,
+    describe,
+)
 from bot.records import MessageRef
 
 log = logging.getLogger(__name__)
@@ -40,6 +60,37 @@ log = logging.getLogger(__name__)
 STALE_AFTER = timedelta(minutes=5)
 #: How far before the claim the channel's history is searched (clocks of Slack and the bot differ).
 CLOCK_SLACK = timedelta(minutes=2)
+#: The defaults of the settings `outbox.dead_after_failures` and `outbox.dead_after`.
+DEAD_AFTER_FAILURES = 10
+DEAD_AFTER = timedelta(minutes=5)
+
+
+def undelivered_line(dead: Sequence[MessageRef]) -> dict[str, Any] | None:
+    """What a run's card says of its thread posts set aside: how many, the first one's failure in
+    a word or two ("Slack 500"), and since when; None when there are none."""
+    if not dead:
+        return None
+    first = dead[0]
+    return {
+        "count": len(dead),
+        "reason": failure_label(first.failure),
+        "since": first.failing_since or first.dead_at,
+    }
+
+
+def failure_label(failure: str) -> str:
+    """A failure as `describe` wrote it, in a word or two for a card line."""
+    status = re.search(r"\(HTTP (\d{3})\)", failure)
+    if status:
+        return f"Slack {status.group(1)}"
+    code = re.search(r"Slack refused [\w.]+: ([a-z_]+)", failure)
+    if code:
+        return f"Slack: {code.group(1)}"
+    if failure.startswith("SlackCallFailed"):
+        return "Slack refused it"
+    if failure.startswith("TemporaryError"):
+        return "Slack not answering"
+    return "an error"
 
 
 def new_owner() -> str:
@@ -108,8 +159,20 @@ class Deliveries:
         live_owners: Callable[[], Collection[str]] | None = None,
         immediate: Poster | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
+        tenure: Tenure | None = None,
+        send_timeout: float = 0.0,
+        dead_after_failures: int = DEAD_AFTER_FAILURES,
+        dead_after: timedelta = DEAD_AFTER,
     ) -> None:
         self.store = store
+        #: This replica's lease: a key is claimed and posted in one term of it (`bot.core.tenure`).
+        self.tenure = tenure or Tenure()
+        #: The Slack client's timeout: a claim is taken only when a post that long fits the lease.
+        self.send_timeout = send_timeout
+        #: A thread post failing in any other way than a refusal is set aside after this many
+        #: failures in a row, or once they have lasted this long (settings `outbox.*`).
+        self.dead_after_failures = dead_after_failures
+        self.dead_after = dead_after
         #: Where a thread post set aside as a dead letter is counted.
         self.telemetry = telemetry
         self.poster = poster
@@ -134,12 +197,21 @@ class Deliveries:
         thread_ts: str = "",
         broadcast: bool = False,
     ) -> Posted | None:
-        """Post unless `key` was claimed before; None when it was (posted, or in flight elsewhere)."""
-        if not self.store.claim_message(
-            run_id=subject, key=key, channel=channel, thread_ts=thread_ts, at=self.clock(), owner=self.owner
-        ):
-            return None
-        return self._post(subject, key, channel, text, blocks, thread_ts, broadcast)
+        """Post unless `key` was claimed before; None when it was (posted, or in flight elsewhere).
+
+        The claim and the post happen in one term of this replica's lease: a replica paused
+        between them sends nothing after it wakes, since its claim may have been taken over."""
+        with self.tenure.reserve(self.send_timeout):
+            if not self.store.claim_message(
+                run_id=subject,
+                key=key,
+                channel=channel,
+                thread_ts=thread_ts,
+                at=self.clock(),
+                owner=self.owner,
+            ):
+                return None
+            return self._post(subject, key, channel, text, blocks, thread_ts, broadcast)
 
     def _post(
         self,
@@ -161,13 +233,40 @@ class Deliveries:
                 reply_broadcast=broadcast,
                 dedup_key=dedup_key(subject, key),
             )
+        except SlackOutcomeUnknown:
+            # Sent, but no answer: Slack may have posted it. Look for it before giving it back.
+            found = self._look_for(subject, key, channel, thread_ts)
+            if found is not None:
+                return found
+            raise
         except BotError:
-            # Slack refused or never answered: the claim goes back, so a later attempt posts it.
-            # (A post Slack made but whose answer was lost is found by `resolve` instead.)
-            self.store.release_message(run_id=subject, key=key)
+            # Slack refused or never answered, or the lease ran out first: the claim goes back
+            # (if it is still this process's), so a later attempt posts it. (A post Slack made but
+            # whose answer was lost is found by `resolve` instead.)
+            self.store.release_message(run_id=subject, key=key, owner=self.owner)
             raise
         self.store.record_message(run_id=subject, key=key, channel=posted.channel, ts=posted.ts)
         return posted
+
+    def _look_for(self, subject: str, key: str, channel: str, thread_ts: str) -> Posted | None:
+        """After a post that got no answer: the post, recorded, when Slack has it; else the claim
+        is given back (None). When Slack cannot be searched the claim is kept — a live owner's
+        claim is settled after `STALE_AFTER`: late beats twice."""
+        try:
+            found = self.poster.find_posted(
+                channel, dedup_key(subject, key), thread_ts=thread_ts, oldest=self.clock() - CLOCK_SLACK
+            )
+        except BotError as exc:
+            log.warning(
+                "could not look for %s/%s after a post without an answer: %s", subject, key, exc.user_message
+            )
+            return None
+        if found is None:
+            self.store.release_message(run_id=subject, key=key, owner=self.owner)
+            return None
+        log.info("post %s/%s had no answer but is in Slack (ts %s); recorded", subject, key, found.ts)
+        self.store.record_message(run_id=subject, key=key, channel=found.channel, ts=found.ts)
+        return found
 
     def unsettled(self, refs: Mapping[str, MessageRef]) -> list[MessageRef]:
         """The claims among `refs` that have no ts and whose post can no longer be in flight."""
@@ -200,45 +299,64 @@ class Deliveries:
             self.store.record_message(run_id=ref.run_id, key=ref.key, channel=found.channel, ts=found.ts)
             return found.ts
         log.info("claim %s/%s was never posted; released for a new post", ref.run_id, ref.key)
-        self.store.release_message(run_id=ref.run_id, key=ref.key)
+        # Only if its owner still holds it: another settler may have released and re-posted it.
+        self.store.release_message(run_id=ref.run_id, key=ref.key, owner=ref.owner)
         return ""
 
     def post_outbox(self, ref: MessageRef, channel: str, *, thread_ts: str) -> Posted | None:
         """Post one outbox row (written with the commit that owes it) into `thread_ts`, once.
 
-        None when it is not ours to post: taken by another process, or a dead letter — a row
-        Slack refused the same way (not temporarily) `POISON_ATTEMPTS` times in a row is set aside
-        (one log line, a metric) and never posted again until an operator retries it, so it
-        neither blocks the rows after it nor is tried at every start."""
+        None when it is not ours to post: taken by another process, or a dead letter. A row is
+        set aside (one log line, a metric, a line on its run's card) and never posted again until
+        an operator retries it, so it never blocks the rows after it nor is tried at every start:
+        - when Slack refused it the same way `POISON_ATTEMPTS` times in a row (it will not change);
+        - when it failed otherwise (5xx, no answer) `dead_after_failures` times in a row, or at a
+          failure `dead_after` or more after its failures began (issue 38: a post Slack answered
+          500 for ever held up every later post of its run)."""
         try:
             return self._post_outbox(ref, channel, thread_ts=thread_ts)
-        except (TemporaryError, Fenced):
-            raise  # released (the next pass posts it), or this replica was deposed
+        except Fenced:
+            raise  # this replica was deposed, or its lease ran out: another one posts it
         except BotError as exc:
             if self._outbox_failed(ref, exc):
                 return None
             raise
 
     def _outbox_failed(self, ref: MessageRef, exc: BotError) -> bool:
-        """Count a refused outbox row's failure; True when that set it aside."""
+        """Count a failed outbox row's failure; True when that set it aside."""
         failure = describe(exc)
+        if isinstance(exc, TemporaryError):
+            # Slack unavailable, in whatever words: one run of failures, limited by count and time.
+            limits: dict[str, Any] = {
+                "dead_after": self.dead_after_failures,
+                "way": f"{type(exc).__name__}:",
+                "dead_after_time": self.dead_after,
+            }
+        else:
+            limits = {"dead_after": POISON_ATTEMPTS}
         row = self.store.outbox_failed(
-            run_id=ref.run_id, key=ref.key, failure=failure, at=self.clock(), dead_after=POISON_ATTEMPTS
+            run_id=ref.run_id, key=ref.key, failure=failure, at=self.clock(), **limits
         )
         if row is None or row.dead_at is None:
             return False
+        since = f" since {row.failing_since:%H:%M:%S}Z" if row.failing_since else ""
         log.error(
-            "thread post %s/%s set aside as a dead letter after %s refusal(s) the same way: %s "
+            "thread post %s/%s set aside as a dead letter after %s failure(s) in a row%s: %s "
             "(`upgrade-bot outbox list|retry|drop`)",
             ref.run_id,
             ref.key,
             row.attempts,
+            since,
             failure,
         )
         self.telemetry.outbox_set_aside()
         return True
 
     def _post_outbox(self, ref: MessageRef, channel: str, *, thread_ts: str) -> Posted | None:
+        with self.tenure.reserve(self.send_timeout):
+            return self._claim_and_post_outbox(ref, channel, thread_ts=thread_ts)
+
+    def _claim_and_post_outbox(self, ref: MessageRef, channel: str, *, thread_ts: str) -> Posted | None:
         if not self.store.claim_outbox(
             run_id=ref.run_id,
             key=ref.key,
@@ -276,7 +394,7 @@ class Deliveries:
                 thread_ts=thread_ts or None,
             )
         except BotError:
-            self.store.release_message(run_id=ref.run_id, key=ref.key)
+            self.store.release_message(run_id=ref.run_id, key=ref.key, owner=self.owner)
             raise
         self.store.record_message(run_id=ref.run_id, key=ref.key, channel=channel, ts=file_id)
         return _Uploaded(channel=channel, ts=file_id)

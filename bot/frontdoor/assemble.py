@@ -12,6 +12,7 @@ triggers and the elector, which are front-door parts; core never imports it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from bot.adapters import aws
 from bot.adapters.slack_budget import SlackStats
 from bot.adapters.store import Store, fencing
 from bot.core.actions import default_registry
@@ -41,6 +43,7 @@ from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
+from bot.core.tenure import AWS_UPDATES, KUBE_WRITES, GuardedCalls, Tenure
 from bot.core.watches.service import WatchService
 from bot.frontdoor.acting import JOBS, JobDuty
 from bot.frontdoor.leadership import Elector
@@ -55,6 +58,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The timeouts the lease check uses for a job's Kubernetes write when the client names none, and
+#: for an AWS update call (botocore's connect and read timeouts in `bot.adapters.aws.connect`);
+#: each is fitted to the lease (`Tenure.fit`) and the call bounded to the figure fitted.
+KUBE_CALL_TIMEOUT = 10.0
+AWS_CALL_TIMEOUT = 35.0
 #: De-duplication keys only matter while Slack may still retry (minutes); a week is kept for audits.
 DELIVERY_KEYS_KEPT = timedelta(days=7)
 
@@ -126,14 +134,18 @@ def assemble(
     registry = registry or build_registry()
     # This process's name on the posts it claims: a claim left by a process that is gone is settled.
     owner = new_owner()
+    # This replica's lease on its own clock, built first: every part that calls out (Slack,
+    # Kubernetes writes of jobs, AWS updates) checks it right before the call (`bot.core.tenure`).
+    # No call asks for more than the lease holds between two renewals in time.
+    tenure = Tenure(room=(settings.lease_duration - settings.lease_renew).total_seconds())
     live_owners: Callable[[], set[str]] | None = None
     if not store.single_host:
-        # Several replicas: a post, an inbox item or a step a live replica claimed is its own.
-        # (SQLite: one replica, so any other owner is a process that is gone.)
+        # Several replicas: a post, an inbox item or a step a live replica claimed is its own —
+        # until its lease ran out plus the margin (its calls in flight have ended by then).
         def live_owners() -> set[str]:
-            return store.live_replicas(settings.lease_duration) | {owner}
+            return store.live_replicas(settings.lease_duration + settings.lease_grace) | {owner}
 
-    slack = _slack(settings, telemetry) if with_slack and poster is None else None
+    slack = _slack(settings, telemetry, tenure) if with_slack and poster is None else None
     web_client = slack.web_client if slack is not None else None
     directory = directory or (slack.directory if slack is not None else StaticDirectory())
     edits = slack.edits if slack is not None else None
@@ -149,7 +161,16 @@ def assemble(
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     rules = load_rules(settings.rules_paths())
     # The EKS actions' AWS side: each cluster's `provider: {eks: …}` (boto3 only when one is used).
-    eks = EksAccess({c.name: c.eks for c in settings.clusters.values()})
+    # An update call is made only while this replica leads with the call's time left, and its
+    # client (which never retries it) gives up within that time.
+    aws_within = tenure.fit(AWS_CALL_TIMEOUT)
+    eks = EksAccess(
+        {c.name: c.eks for c in settings.clusters.values()},
+        connect=functools.partial(aws.connect, update_within=aws_within),
+        guard=lambda client: GuardedCalls(
+            client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
+        ),
+    )
     # The evidence gate's Alertmanagers (`clusters.NAME.alertmanager`), scoped by alert_matchers.
     from bot.adapters.alertmanager import Alertmanager
     from bot.adapters.prometheus import Prometheus
@@ -173,6 +194,10 @@ def assemble(
             live_owners=live_owners,
             immediate=slack.gateway if slack is not None else None,
             telemetry=telemetry,
+            tenure=tenure,
+            send_timeout=slack.gateway.send_timeout("chat.postMessage") if slack is not None else 0.0,
+            dead_after_failures=settings.outbox_dead_after_failures,
+            dead_after=settings.outbox_dead_after,
         )
         if edits is not None:
             # Sends due card edits until `Services.close` stops it (and flushes what is left);
@@ -209,7 +234,23 @@ def assemble(
         telemetry=telemetry,
     )
     duties.add(WatchDuty(watches, connect_named, telemetry=telemetry))
-    duties.add(JobDuty(jobs, connect_named, wait_scale=job_wait_scale))
+
+    def connect_for_jobs(name: str) -> Any:
+        # A job writes to the cluster only while this replica leads with a request's time left.
+        # The figure checked bounds the write itself (`Cluster.within`): a lease shorter than the
+        # cluster's request timeout is met with a shorter write, not an endless wait.
+        cluster = connect_named(name)
+        timeout = tenure.fit(float(getattr(cluster, "timeout", KUBE_CALL_TIMEOUT)))
+        within = getattr(cluster, "within", None)
+        return GuardedCalls(
+            cluster,
+            guarded=KUBE_WRITES,
+            check=tenure.may_lead,
+            timeout=timeout,
+            bound=within if callable(within) else None,
+        )
+
+    duties.add(JobDuty(jobs, connect_for_jobs, wait_scale=job_wait_scale))
     long_actions = StepLongActions(store, jobs)
     cards = None
     if deliveries is not None:
@@ -295,6 +336,8 @@ def assemble(
         renew=settings.lease_renew,
         on_elected=elected,
         on_deposed=deposed,
+        tenure=tenure,
+        grace=settings.lease_grace,
     )
     # A duty that finds this replica fenced steps it down (the elector follows the triggers,
     # which it started; a list of listeners, so nothing is overwritten).
@@ -365,7 +408,7 @@ class _Slack:
     stats: SlackStats
 
 
-def _slack(settings: Settings, telemetry: Telemetry) -> _Slack | None:
+def _slack(settings: Settings, telemetry: Telemetry, tenure: Tenure) -> _Slack | None:
     """The Slack adapters, from the settings' bot token (None without one)."""
     if not settings.secrets.bot_token:
         return None
@@ -389,10 +432,17 @@ def _slack(settings: Settings, telemetry: Telemetry) -> _Slack | None:
         ),
         stats=stats,
     )
+    # The bot's own calls time out well inside the lease: each is made only while the lease
+    # outlasts this timeout (`bot.core.tenure`), so a paused replica never sends after it ran out.
     budgeted = make_web_client(
-        settings.secrets.bot_token, settings.secrets.api_url, sdk_retries=False, on_call=on_call
+        settings.secrets.bot_token,
+        settings.secrets.api_url,
+        sdk_retries=False,
+        on_call=on_call,
+        timeout=settings.slack_timeout,
+        tenure=tenure,
     )
-    gateway = SlackGateway(budgeted, budget=budget)
+    gateway = SlackGateway(budgeted, budget=budget, tenure=tenure)
     return _Slack(
         web_client=web_client,
         # Role checks keep the SDK's own retries: they must not queue behind card edits.

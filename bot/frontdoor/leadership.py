@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.adapters.store import Store
+from bot.core.tenure import Tenure
 from bot.errors import BotError, Fenced
 from bot.records import Fence
 
@@ -58,8 +59,15 @@ class Elector:
         on_elected: Callable[[Fence], object] = lambda _fence: None,
         on_deposed: Callable[[], object] = lambda: None,
         monotonic: Callable[[], float] = time.monotonic,
+        tenure: Tenure | None = None,
+        grace: timedelta = timedelta(0),
     ) -> None:
         self.store = store
+        #: Where each round that succeeded is recorded, for the checks before every call outside.
+        self.tenure = tenure or Tenure(monotonic=monotonic)
+        #: How long past its expiry a lease held by another replica is left alone (its last calls
+        #: may still be inside Slack or the API server when their client gave up).
+        self.grace = grace
         self.duration = duration
         self.renew = renew
         self._elected = on_elected
@@ -91,7 +99,7 @@ class Elector:
             epoch = self.state.epoch if self.state.is_leader else 0
         try:
             lease = self.store.acquire_lease(
-                self.state.replica, epoch=epoch, duration=self.duration, force=force
+                self.state.replica, epoch=epoch, duration=self.duration, force=force, grace=self.grace
             )
         except BotError as exc:
             log.warning("could not reach the lease: %s", exc.user_message)
@@ -101,7 +109,16 @@ class Elector:
                 if self.state.is_leader and overdue:
                     self._lose("the lease could not be renewed in time")
             return self.fence is not None
+        finished = self.monotonic()
         with self._lock:
+            # Every round that succeeded renewed this replica's heartbeat (its own lease); when it
+            # holds the leader's lease too, leader-only effects may be made until the same bound.
+            self.tenure.renewed(
+                started=started,
+                finished=finished,
+                duration=self.duration,
+                leading=lease.held_by(self.state.replica),
+            )
             if lease.held_by(self.state.replica):
                 self._renewed = started
                 if not self.state.is_leader or self.state.epoch != lease.epoch:
@@ -137,6 +154,7 @@ class Elector:
                 self._lose(why)
 
     def _lose(self, why: str) -> None:
+        self.tenure.stop_leading()
         self.state.is_leader = False
         self.state.changes += 1
         log.warning("this replica no longer leads (epoch %s): %s", self.state.epoch, why)

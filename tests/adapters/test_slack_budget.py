@@ -4,11 +4,18 @@ retried, and nothing waited past its bound."""
 
 from __future__ import annotations
 
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
 import pytest
 
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.slack_budget import BudgetConfig, SlackBudget
-from bot.errors import TemporaryError
+from bot.adapters.store import Store
+from bot.core.delivery import Deliveries
+from bot.core.tenure import Tenure
+from bot.errors import LeaseLapsed, SlackOutcomeUnknown, TemporaryError
 from tests.support.clock import FakeMonotonic
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
@@ -105,3 +112,102 @@ def test_one_call_with_all_its_retries_ends_within_max_total(stub: SlackStub, cl
         gw.post_message("C0OPS", "milestone")
     assert clock() - start <= 60
     assert len(stub.calls_to("chat.postMessage")) == 3
+
+
+def test_a_post_waiting_out_a_retry_after_is_not_sent_once_the_lease_ran_out(
+    stub: SlackStub, clock: FakeMonotonic
+) -> None:
+    """Issue 38: the lease is checked right before each attempt, after the budget's waits, on this
+    replica's own monotonic clock — a post queued inside the lease is not sent past it."""
+    tenure = Tenure(monotonic=clock)
+    tenure.renewed(started=clock(), finished=clock(), duration=timedelta(seconds=15), leading=True)
+    budget = SlackBudget(BudgetConfig(), clock=clock, sleep=clock.sleep)
+    client = make_web_client(BOT_TOKEN, stub.api_url, sdk_retries=False, timeout=5)
+    gw = SlackGateway(client, budget=budget, tenure=tenure)
+    assert gw.send_timeout("chat.postMessage") == 5.0
+    gw.post_message("C0OPS", "inside the lease")
+    stub.fail_next("chat.postMessage", status=429, retry_after=20)
+    with pytest.raises(LeaseLapsed):
+        gw.post_message("C0OPS", "queued behind a Retry-After")
+    # One attempt (answered 429, nothing posted), none after the wait: the lease had run out.
+    assert [c.params["text"] for c in stub.calls_to("chat.postMessage")] == [
+        "inside the lease",
+        "queued behind a Retry-After",
+    ]
+    assert [m["text"] for m in stub.posted("C0OPS")] == ["inside the lease"]
+    # Reads (looking a lost post up) are not side effects: they go on.
+    assert gw.find_posted("C0OPS", "k", thread_ts="", oldest=datetime.now(UTC)) is None
+
+
+def test_a_post_sent_without_an_answer_is_looked_for_by_its_key_never_sent_again(
+    stub: SlackStub, clock: FakeMonotonic, tmp_path: Path
+) -> None:
+    """A post whose answer does not come within the client's timeout may be in Slack already: the
+    budget does not retry it, and the deliveries find it by its key and record it (one message)."""
+    budget = SlackBudget(BudgetConfig(), clock=clock, sleep=clock.sleep)
+    gw = SlackGateway(make_web_client(BOT_TOKEN, stub.api_url, sdk_retries=False, timeout=1), budget=budget)
+    stub.fail_next("chat.postMessage", delay=3)  # posted at once, answered after the timeout
+    with pytest.raises(SlackOutcomeUnknown):
+        gw.post_message("C0OPS", "slow", dedup_key="R1/line")
+    assert len(stub.calls_to("chat.postMessage")) == 1
+
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    try:
+        deliveries = Deliveries(store=store, poster=gw, clock=lambda: datetime.now(UTC), owner="me")
+        stub.fail_next("chat.postMessage", delay=3)
+        posted = deliveries.post_once("R2", "line", "C0OPS", "slow again", thread_ts="")
+        assert posted is not None
+        assert [m["text"] for m in stub.posted("C0OPS")] == ["slow", "slow again"]
+        assert store.messages("R2")["line"].ts == posted.ts
+    finally:
+        store.close()
+
+
+def test_a_file_upload_fits_a_lease_shorter_than_its_three_requests_timeouts(
+    stub: SlackStub, clock: FakeMonotonic
+) -> None:
+    """A run's report is uploaded in three requests. Asking the lease for three timeouts at once
+    (18 s of a 15 s lease) waited for ever, so a report was claimed and never uploaded: each request
+    is checked for one timeout, the one that shows the file right before it is sent."""
+    tenure = Tenure(monotonic=clock)
+    tenure.renewed(started=clock(), finished=clock(), duration=timedelta(seconds=15), leading=True)
+    budget = SlackBudget(BudgetConfig(), clock=clock, sleep=clock.sleep)
+    client = make_web_client(BOT_TOKEN, stub.api_url, sdk_retries=False, timeout=6, tenure=tenure)
+    gw = SlackGateway(client, budget=budget, tenure=tenure)
+    uploaded: list[str] = []
+    worker = threading.Thread(
+        target=lambda: uploaded.append(gw.upload_file("C0OPS", "report.md", b"# report", thread_ts="1.1")),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "the upload waited for a lease room it can never have"
+    (file_id,) = uploaded
+    assert file_id
+    assert len(stub.calls_to("files.completeUploadExternal")) == 1
+
+
+class LapsingLease:
+    """A lease that runs out after `checks` checks (a replica paused inside an upload)."""
+
+    def __init__(self, checks: int) -> None:
+        self.left = checks
+        self.asked: list[float] = []
+
+    def may_act(self, timeout: float) -> None:
+        self.asked.append(timeout)
+        self.left -= 1
+        if self.left < 0:
+            raise LeaseLapsed("this replica's lease ran out")
+
+
+def test_a_file_is_not_shown_when_the_lease_ran_out_between_the_uploads_requests(stub: SlackStub) -> None:
+    lease = LapsingLease(checks=1)
+    client = make_web_client(BOT_TOKEN, stub.api_url, sdk_retries=False, timeout=6, tenure=lease)
+    gw = SlackGateway(client, tenure=lease)
+    with pytest.raises(LeaseLapsed):
+        gw.upload_file("C0OPS", "report.md", b"# report", thread_ts="1.1")
+    # Checked before the upload began and again before the request that shares the file.
+    assert lease.asked == [6.0, 6.0]
+    assert stub.calls_to("files.getUploadURLExternal")
+    assert stub.calls_to("files.completeUploadExternal") == []

@@ -21,7 +21,7 @@ from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext
-from bot.core.delivery import Deliveries
+from bot.core.delivery import DEAD_AFTER, DEAD_AFTER_FAILURES, Deliveries
 from bot.core.duties import Duties, Lane
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
@@ -198,6 +198,8 @@ class Setup:
         duties: Duties | None = None,
         failures: list[Exception] | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
+        dead_after_failures: int = DEAD_AFTER_FAILURES,
+        dead_after: timedelta = DEAD_AFTER,
     ) -> JobService:
         """A JobService as one process would have it (`owner`), bound to a fresh RunService (as
         `bot.frontdoor.assemble` binds them); with `duties`, driven by that engine."""
@@ -207,6 +209,8 @@ class Setup:
             clock=self.clock,
             owner=owner,
             telemetry=telemetry,
+            dead_after_failures=dead_after_failures,
+            dead_after=dead_after,
         )
         jobs = JobService(
             store=self.store,
@@ -711,6 +715,69 @@ def test_a_thread_post_slack_refuses_every_time_is_set_aside_without_blocking_th
     assert refused_drop.returncode == 1
     assert "is not a dead letter" in refused_drop.stderr
     assert "Traceback" not in refused_drop.stderr
+
+
+def card_text(setup: Setup, run_id: str) -> str:
+    """The run card's text as Slack holds it now (its last edit)."""
+    card = setup.store.messages(run_id)["card"]
+    (message,) = [m for m in setup.stub.posted() if m["ts"] == card.ts]
+    return str(message["text"])
+
+
+@pytest.mark.parametrize("limit", ["failures", "time"])
+def test_a_thread_post_slack_answers_500_for_ever_is_set_aside_within_its_limit_and_the_run_goes_on(
+    setup: Setup, limit: str
+) -> None:
+    """Issue 38: a post Slack answered 500 for ever held up every later post of its run. Set aside
+    after N failures or T seconds of them, the card says so, and the next posts go out in order."""
+    failing = "n2 drained"
+    setup.stub.fail_next("chat.postMessage", status=500, times=1000, when=lambda p: p.get("text") == failing)
+    by_count = limit == "failures"
+    jobs = setup.jobs(
+        "proc-a",
+        dead_after_failures=4 if by_count else 1000,
+        dead_after=timedelta(hours=1) if by_count else timedelta(seconds=90),
+    )
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    ticks = 0
+    first_failure = None
+    # Each tick tries the owed posts in order; the run's clock moves 30 s between ticks.
+    while not setup.store.outbox_dead():
+        ticks += 1
+        assert ticks <= 12, "the failing post was never set aside"
+        jobs.advance(row.id, cluster=None)
+        if first_failure is None and failing in thread(setup.stub):
+            first_failure = setup.clock()
+        if not setup.store.outbox_dead():  # in order: nothing overtakes the failing post
+            assert "n3 drained" not in thread(setup.stub)
+        setup.clock.advance(timedelta(seconds=30))
+    # By count: the 4th failure. By time: the first failure 90 s or more after the first one —
+    # the 4th as well, 30 s apart. (This client's own retry handler tries each 5xx twice more.)
+    tried = thread(setup.stub).count(failing)
+    assert tried == 4 * 3
+    (dead,) = setup.store.outbox_dead()
+    assert (dead.run_id, dead.key, dead.attempts) == (f"job:{row.id}", "drained:n2", 4)
+    assert dead.failing_since == first_failure
+    assert "HTTP 500" in dead.failure
+
+    # The posts after it went out, once each and in order, and the job finished.
+    drained = [t for t in thread(setup.stub) if t.startswith("n") and t != failing]
+    assert drained == ["n1 drained", "n3 drained"]
+    assert sum("`drain-old` succeeded" in t for t in thread(setup.stub)) == 1
+    assert setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED
+    # The run's card says it, in a line that fits what Slack validates.
+    text = card_text(setup, run.id)
+    assert ":warning: 1 thread post could not be delivered (Slack 500 since <!date^" in text
+    assert "see `upgrade-bot outbox`" in text
+    card = setup.store.messages(run.id)["card"]
+    (edit,) = [c for c in setup.stub.calls_to("chat.update") if c.params["ts"] == card.ts][-1:]
+    assert "could not be delivered" in json.dumps(edit.params.get("blocks"))
+    # Not tried again by anyone until an operator retries it.
+    job_lane(setup.jobs("proc-b")).scan()
+    assert thread(setup.stub).count(failing) == tried
 
 
 def test_an_operator_drops_a_dead_thread_post_for_good(

@@ -16,7 +16,15 @@ from bot.records import Lease
 class Leadership(StoreBase):
     """The lease, the replicas' heartbeats, and the fence check for a duty about to write elsewhere."""
 
-    def acquire_lease(self, holder: str, *, epoch: int, duration: timedelta, force: bool = False) -> Lease:
+    def acquire_lease(
+        self,
+        holder: str,
+        *,
+        epoch: int,
+        duration: timedelta,
+        force: bool = False,
+        grace: timedelta = timedelta(0),
+    ) -> Lease:
         """Renew the lease when `holder` holds it with `epoch`, else take it when free or expired.
 
         The lease as it stands afterwards is returned: `lease.held_by(holder)` says this replica
@@ -35,7 +43,7 @@ class Leadership(StoreBase):
             mine = cur_holder == holder and cur_epoch == epoch and epoch > 0
             if mine:
                 values: dict[str, Any] = {"renewed_at": now, "expires_at": now + duration}
-            elif force or not cur_holder or _utc(row["expires_at"]) <= now:
+            elif force or not cur_holder or _utc(row["expires_at"]) + grace <= now:
                 values = {
                     "holder": holder[:64],
                     "epoch": cur_epoch + 1,

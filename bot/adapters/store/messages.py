@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -54,12 +54,16 @@ class Messages(StoreBase):
                 .values(ts=ts, channel=channel[:64])
             )
 
-    def release_message(self, *, run_id: str, key: str) -> None:
+    def release_message(self, *, run_id: str, key: str, owner: str | None = None) -> None:
         """Give up a claim whose post failed, so a later attempt may post it (an outbox row stays,
-        unowned, with its body; a plain claim is deleted)."""
+        unowned, with its body; a plain claim is deleted). With `owner`, only while that process
+        still holds it: a replica that was paused must not give up a claim another took over
+        after its lease ran out (and is posting, or has posted) — that would owe it twice."""
         mine = sa.and_(
             run_messages.c.run_id == run_id, run_messages.c.key == key[:200], run_messages.c.ts == ""
         )
+        if owner is not None:
+            mine = sa.and_(mine, run_messages.c.owner == owner[:64])
         with _wrap_errors(), self.engine.begin() as conn:
             conn.execute(run_messages.update().where(mine, run_messages.c.body != "").values(owner=""))
             conn.execute(run_messages.delete().where(mine, run_messages.c.body == ""))
@@ -109,11 +113,21 @@ class Messages(StoreBase):
             return [_message_ref(r) for r in conn.execute(query).mappings()]
 
     def outbox_failed(
-        self, *, run_id: str, key: str, failure: str, at: datetime, dead_after: int
+        self,
+        *,
+        run_id: str,
+        key: str,
+        failure: str,
+        at: datetime,
+        dead_after: int,
+        way: str | None = None,
+        dead_after_time: timedelta | None = None,
     ) -> MessageRef | None:
-        """An outbox row's post failed (not temporarily): released, its failures in a row of the
-        same way counted (another way starts again at 1), and set aside as a dead letter at the
-        `dead_after`th. The row as it now is; None when it is no outbox row still owed."""
+        """An outbox row's post failed: released, its failures in a row of the same way counted
+        (a failure whose text starts with `way`, by default `failure` itself; another way starts
+        again at 1, and at `at`), and set aside as a dead letter at the `dead_after`th — or at the
+        first failure `dead_after_time` or more after the run of failures began. The row as it
+        now is; None when it is no outbox row still owed."""
         mine = sa.and_(
             run_messages.c.run_id == run_id,
             run_messages.c.key == key[:200],
@@ -121,13 +135,23 @@ class Messages(StoreBase):
             run_messages.c.body != "",
             run_messages.c.dead_at.is_(None),
         )
+        way = failure if way is None else way
         with _wrap_errors(), self.engine.begin() as conn:
             row = conn.execute(sa.select(run_messages).where(mine)).mappings().first()
             if row is None:
                 return None
-            attempts = row["attempts"] + 1 if row["failure"] == failure else 1
-            values: dict[str, Any] = {"owner": "", "attempts": attempts, "failure": failure}
-            if attempts >= dead_after:
+            same = row["attempts"] > 0 and str(row["failure"]).startswith(way)
+            attempts = row["attempts"] + 1 if same else 1
+            since = _maybe_utc(row["failing_since"]) if same else None
+            since = since or _utc(at)
+            values: dict[str, Any] = {
+                "owner": "",
+                "attempts": attempts,
+                "failure": failure,
+                "failing_since": since,
+            }
+            too_long = dead_after_time is not None and _utc(at) - since >= dead_after_time
+            if attempts >= dead_after or too_long:
                 values["dead_at"] = _utc(at)
             conn.execute(run_messages.update().where(mine).values(**values))
             fresh = conn.execute(
@@ -136,6 +160,21 @@ class Messages(StoreBase):
                 )
             )
             return _message_ref(fresh.mappings().one())
+
+    def outbox_dead_in(self, *, channel: str, thread_ts: str) -> list[MessageRef]:
+        """The dead letters owed to one thread (a run card's), oldest first: what its card says."""
+        query = (
+            sa.select(run_messages)
+            .where(
+                run_messages.c.dead_at.is_not(None),
+                run_messages.c.ts == "",
+                run_messages.c.channel == channel[:64],
+                run_messages.c.thread_ts == thread_ts,
+            )
+            .order_by(run_messages.c.dead_at)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [_message_ref(r) for r in conn.execute(query).mappings()]
 
     def outbox_dead(self, *, limit: int = 200) -> list[MessageRef]:
         """The outbox rows set aside as dead letters, oldest first."""
@@ -155,7 +194,7 @@ class Messages(StoreBase):
             result = conn.execute(
                 run_messages.update()
                 .where(*_dead(run_id, key))
-                .values(dead_at=None, attempts=0, failure="", owner="")
+                .values(dead_at=None, attempts=0, failure="", owner="", failing_since=None)
             )
         return bool(result.rowcount == 1)
 
@@ -209,4 +248,5 @@ def _message_ref(r: Any) -> MessageRef:
         attempts=r["attempts"],
         failure=r["failure"],
         dead_at=_maybe_utc(r["dead_at"]),
+        failing_since=_maybe_utc(r["failing_since"]),
     )

@@ -139,6 +139,9 @@ run_messages = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     sa.Column("failure", sa.Text, nullable=False, server_default=""),
     sa.Column("dead_at", sa.DateTime(timezone=True), nullable=True),
+    # Revision 0022: when the current run of failures began (a post failing for longer than the
+    # configured time is set aside too, whatever the failure).
+    sa.Column("failing_since", sa.DateTime(timezone=True), nullable=True),
 )
 
 # Requests acknowledged to Slack and not yet worked off (revision 0006).

@@ -112,9 +112,14 @@ class EksAccess:
         self,
         providers: Mapping[str, EksProvider | None],
         connect: Callable[[EksProvider], EksActs] | None = None,
+        *,
+        guard: Callable[[EksActs], EksActs] | None = None,
     ) -> None:
         self.providers = dict(providers)
         self._connect = connect
+        #: Wraps each client so its update calls are made only inside the leader's lease
+        #: (`bot.core.tenure.GuardedCalls`, given by `assemble`).
+        self._guard = guard
         self._clients: dict[str, EksActs] = {}
         self._lock = threading.Lock()
 
@@ -128,7 +133,8 @@ class EksAccess:
         with self._lock:
             if cluster not in self._clients:
                 try:
-                    self._clients[cluster] = (self._connect or aws.connect)(provider)
+                    client = (self._connect or aws.connect)(provider)
+                    self._clients[cluster] = self._guard(client) if self._guard is not None else client
                 except aws.AwsUnavailable:
                     raise UserError(
                         f"the EKS actions need boto3, which this bot does not have ({aws.EXTRA_HINT})"

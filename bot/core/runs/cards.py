@@ -19,15 +19,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
-from bot.core.delivery import Deliveries, thread_root
+from bot.core.delivery import Deliveries, thread_root, undelivered_line
 from bot.core.durations import format_duration
 from bot.core.live import LiveSection, LiveSource
 from bot.core.people import Directory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.paused import ending, paused_view
-from bot.errors import BotError, SlackCallFailed
-from bot.records import FileAttachment
+from bot.errors import BotError, Fenced, SlackCallFailed
+from bot.records import FileAttachment, MessageRef
 
 if TYPE_CHECKING:
     from bot.core.runs.dryrun import GateDryRuns
@@ -144,6 +144,8 @@ def card_context(
         "current": cur.step_id if cur else "",
         "gate": gate,
         "zone": run.plan.window.timezone,
+        # Thread posts set aside as dead letters (`undelivered_line`); filled in by `RunCards.context`.
+        "undelivered": None,
         "roster": run.roster,
         "live": list(live),
         # A paused run says why and who may move it on; a completed one, what it went past.
@@ -249,14 +251,38 @@ class RunCards:
         #: The live sections of a run's long actions (the cluster jobs).
         self.live = live
 
-    def context(self, run: R.Run) -> dict[str, Any]:
-        """The card's context now, live sections included."""
-        return card_context(
+    def context(self, run: R.Run, refs: Mapping[str, MessageRef] | None = None) -> dict[str, Any]:
+        """The card's context now, live sections included, and a line for the thread posts that
+        were set aside (`refs`: the run's message references, when already read)."""
+        context = card_context(
             run,
             self.clock(),
             self.live(run.id) if self.live is not None else (),
             waive_roles=self.waive_roles,
         )
+        context["undelivered"] = self._undelivered(self.store.messages(run.id) if refs is None else refs)
+        return context
+
+    def _undelivered(self, refs: Mapping[str, MessageRef]) -> dict[str, Any] | None:
+        """The card's line for its thread's dead letters (`undelivered_line`); None: none, or no
+        card posted yet."""
+        card = refs.get("card")
+        if card is None or not card.ts:
+            return None
+        # Every dead letter of the card's thread: the run's own lines, its jobs' and watches'.
+        thread = thread_root(refs, "card") or card.ts
+        return undelivered_line(self.store.outbox_dead_in(channel=card.channel, thread_ts=thread))
+
+    def _edit_card(
+        self, run: R.Run, card: MessageRef, refs: Mapping[str, MessageRef]
+    ) -> dict[str, Any] | None:
+        """Edit the posted card to show `run` now; the undelivered line it shows."""
+        context = self.context(run, refs)
+        rendered = self.renderer.render("runs/card", context)
+        # Coalesced when the poster is; a card someone deleted is posted again, once.
+        self.deliveries.edit(card.channel, card.ts, rendered.text, blocks=rendered.blocks)
+        shown: dict[str, Any] | None = context["undelivered"]
+        return shown
 
     def channel_for(self, run: R.Run) -> str | None:
         return run.plan.operations_channel or self.operations_channel
@@ -321,28 +347,44 @@ class RunCards:
 
     def _publish(self, run: R.Run, channel: str) -> None:
         refs = self.deliveries.settle(run.id)
-        context = self.context(run)
         card = refs.get("card")
+        edit = card is not None and bool(card.ts)
         if card is None:
-            if self._post_once(run, "card", channel, "runs/card", context) is None:
+            if self._post_once(run, "card", channel, "runs/card", self.context(run, refs)) is None:
                 return  # another worker claimed it a moment ago and is posting it
             refs = self.store.messages(run.id)
             card = refs["card"]
         elif not card.ts:
             return  # in flight in a live process; its publish (or the timer) finishes the rest
-        else:
-            rendered = self.renderer.render("runs/card", context)
-            # Coalesced when the poster is; a card someone deleted is posted again, once.
-            self.deliveries.edit(card.channel, card.ts, rendered.text, blocks=rendered.blocks)
+        # The card first: its edit is queued before the thread lines, which are paced a second
+        # apart, so the card shows the run's state while they go out (and whether any fail).
+        shown = self._edit_card(run, card, refs) if edit else None
         # The thread stays where it began, even when the card was deleted and posted again.
         thread = thread_root(refs, "card") or card.ts
-        # Thread lines, from the outbox rows their commits wrote: every one, once, in order.
+        # Thread lines, from the outbox rows their commits wrote: every one, once, in order (a
+        # line that keeps failing is set aside, and the card says so).
         owed = sorted(
             (ref for key, ref in refs.items() if key.startswith("event:") and not ref.ts and not ref.owner),
             key=lambda ref: _event_order(ref.key),
         )
-        for ref in owed:
-            self.deliveries.post_outbox(ref, card.channel, thread_ts=thread)
+        failed: BotError | None = None
+        troubled = False
+        try:
+            for ref in owed:
+                # None: set aside, or another process's to post.
+                troubled |= self.deliveries.post_outbox(ref, card.channel, thread_ts=thread) is None
+        except Fenced:
+            raise
+        except BotError as exc:
+            failed, troubled = exc, True  # the line waits for the next pass
+        if troubled:
+            # A line may have been set aside just now: the card says so (the edit replaces the
+            # one queued above when it is still waiting for its slot).
+            fresh = self.store.messages(run.id)
+            if self._undelivered(fresh) != shown:
+                self._edit_card(run, card, fresh)
+        if failed is not None:
+            raise failed
         if run.state in ENDED and self.files is not None and REPORT_KEY not in refs:
             self._post_report(run, card.channel, thread)
         # Gate messages: retire the buttons of gates that closed, post the open one.
@@ -371,6 +413,13 @@ class RunCards:
     def _post_report(self, run: R.Run, channel: str, thread: str) -> None:
         """The run ended: its timeline picture into the thread, the HTML and Markdown beside it —
         once (the key is claimed first; a claim a dead process left is settled and tried again)."""
+
+        assert self.files is not None
+        # Claimed and uploaded in one term of this replica's lease (`bot.core.tenure`).
+        with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
+            self._upload_report(run, channel, thread)
+
+    def _upload_report(self, run: R.Run, channel: str, thread: str) -> None:
         from bot.core.runs import report as rp
 
         assert self.files is not None
@@ -391,7 +440,7 @@ class RunCards:
                     channel, name, body, title=title, thread_ts=thread, comment=comment if i == 0 else None
                 )
         except BaseException:
-            self.store.release_message(run_id=run.id, key=REPORT_KEY)
+            self.store.release_message(run_id=run.id, key=REPORT_KEY, owner=self.deliveries.owner)
             raise
         self.store.record_message(run_id=run.id, key=REPORT_KEY, channel=channel, ts=REPORT_UPLOADED)
 
@@ -421,6 +470,11 @@ class RunCards:
 
     def _retire(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:
         """Edit a closed gate's message: no buttons, and what became of the step."""
+        # Claimed and edited in one term of this replica's lease (`bot.core.tenure`).
+        with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
+            self._retire_once(run, sr, channel, ts, key)
+
+    def _retire_once(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:
         retired = f"{key}:retired"
         if not self.store.claim_message(
             run_id=run.id,
@@ -438,11 +492,11 @@ class RunCards:
             self.deliveries.immediate.update_message(channel, ts, rendered.text, blocks=rendered.blocks)
         except SlackCallFailed as exc:
             if exc.code != "message_not_found":
-                self.store.release_message(run_id=run.id, key=retired)
+                self.store.release_message(run_id=run.id, key=retired, owner=self.deliveries.owner)
                 raise
             # Someone deleted the gate message: there are no buttons left to retire.
         except BotError:
-            self.store.release_message(run_id=run.id, key=retired)
+            self.store.release_message(run_id=run.id, key=retired, owner=self.deliveries.owner)
             raise
         # An edit, not a post: done once it is made (a crash before this line edits it again,
         # which shows the same thing).

@@ -9,7 +9,7 @@ import pytest
 
 from bot.adapters.store import Store, fencing
 from bot.errors import Fenced
-from bot.records import AuditEntry, Fence
+from bot.records import AuditEntry, Fence, Lease
 from tests.support.postgres import drop_every_table
 from tests.support.testbed import wait_until
 
@@ -46,6 +46,22 @@ def test_another_replica_cannot_take_a_lease_that_has_not_expired(store: Store) 
     seen = store.acquire_lease("b", epoch=0, duration=LEASE)
     assert (seen.holder, seen.epoch, seen.held_by("b")) == ("a", 1, False)
     assert store.live_replicas(LEASE) == {"a", "b"}
+
+
+def test_an_expired_lease_is_taken_over_only_after_the_margin(store: Store) -> None:
+    """Issue 38: the holder stops calling out before its lease ends by its own clock; the margin
+    covers a call of its still inside Slack or the API server when its client gave up."""
+    store.acquire_lease("a", epoch=0, duration=timedelta(seconds=0.2))
+    wait_until(lambda: store.lease().expires_at <= store.lease().now, timeout=5, what="the lease to expire")
+    early = store.acquire_lease("b", epoch=0, duration=LEASE, grace=timedelta(seconds=60))
+    assert (early.holder, early.epoch) == ("a", 1)
+
+    def taken() -> Lease | None:
+        lease = store.acquire_lease("b", epoch=0, duration=LEASE, grace=timedelta(seconds=0.2))
+        return lease if lease.held_by("b") else None
+
+    later = wait_until(taken, timeout=5, what="the lease to be taken after the margin")
+    assert (later.holder, later.epoch) == ("b", 2)
 
 
 def test_an_expired_lease_is_taken_with_the_next_epoch(store: Store) -> None:

@@ -1,0 +1,86 @@
+"""A write made inside this replica's lease ends within the figure the lease was checked against
+(issue 38): the kube adapter's writes inside `Cluster.within`, and the EKS update calls of a client
+built with `update_within` — not after the 60 s read timeout of a write, or botocore's 30 s.
+
+Against the sim's API server made slow (the real kubernetes client), and a loopback server that
+takes the request and never answers (botocore's own client)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.adapters import aws
+from bot.adapters.kube import Cluster
+from bot.errors import ClusterUnreachable
+from bot.records import ClusterConfig, EksProvider
+from bot.sim import SimCluster
+from tests.support.aws import aws_env
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimCluster]) -> SimCluster:
+    return sim_factory("small", speed=0.0, seed=1)
+
+
+@pytest.fixture
+def cluster(sim: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]) -> Iterator[Cluster]:
+    cluster = Cluster.connect(ClusterConfig(name="sim", kubeconfig=sim_kubeconfig(sim)))
+    yield cluster
+    cluster.close()
+
+
+def first_node(cluster: Cluster) -> str:
+    return str(cluster.get_json("/api/v1/nodes")["items"][0]["metadata"]["name"])
+
+
+def test_a_write_inside_within_gives_up_by_its_deadline_not_the_read_timeout(
+    sim: SimCluster, cluster: Cluster
+) -> None:
+    node = first_node(cluster)
+    sim.control.set_transport(latency=4.0, path_prefix="/api/v1/nodes")
+    try:
+        began = time.monotonic()
+        with pytest.raises(ClusterUnreachable), cluster.within(1.0):
+            cluster.cordon(node)
+        assert time.monotonic() - began < 2.5
+        # Outside `within` the same slow write waits for its answer (the read timeout is 60 s).
+        assert cluster.uncordon(node)["metadata"]["name"] == node
+    finally:
+        sim.control.set_transport()
+
+
+def test_a_request_with_no_time_left_is_not_sent(sim: SimCluster, cluster: Cluster) -> None:
+    node = first_node(cluster)
+    with pytest.raises(ClusterUnreachable, match="no time left"), cluster.within(0.0):
+        cluster.cordon(node)
+    assert not (cluster.get_json(f"/api/v1/nodes/{node}").get("spec") or {}).get("unschedulable")
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """A loopback port that takes connections (the kernel's backlog) and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+
+
+def test_an_eks_update_call_gives_up_within_the_figure_checked(
+    silent_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for key, value in aws_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    provider = EksProvider(name="prod", region="eu-west-1", endpoint_url=silent_endpoint)
+    eks = aws.connect(provider, update_within=1.0)
+    began = time.monotonic()
+    with pytest.raises(aws.AwsError):
+        eks.update_nodegroup_version("ng-shared", version="1.25", force=False, token="t-1")
+    assert time.monotonic() - began < 2.5
