@@ -29,10 +29,10 @@ from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.duties import Duties
 from bot.core.jobs.alerts import Evidence
-from bot.core.jobs.eks import EksAccess
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
 from bot.core.people import Directory, StaticDirectory
+from bot.core.providers import ProviderAccess
 from bot.core.rendering import Renderer
 from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns, action_context
 from bot.core.runs.cards import FileUploader, RunCards
@@ -149,7 +149,7 @@ def assemble(
     labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
     rules = load_rules(settings.rules_paths())
     # The EKS actions' AWS side: each cluster's `provider: {eks: …}` (boto3 only when one is used).
-    eks = EksAccess({c.name: c.eks for c in settings.clusters.values()})
+    eks = ProviderAccess({c.name: c.eks for c in settings.clusters.values()})
     # The evidence gate's Alertmanagers (`clusters.NAME.alertmanager`), scoped by alert_matchers.
     from bot.adapters.alertmanager import Alertmanager
 
