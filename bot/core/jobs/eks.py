@@ -470,7 +470,10 @@ class EksUpdateClusterJob(_EksJob):
             for i in aws_call("ListInsights", eks.upgrade_insights, kubernetes_version=version)
             if i.status == "ERROR"
         ]
-        names = few([f"{i.name} ({i.reason})" if i.reason else i.name for i in insights], 5) or "none listed"
+        names = (
+            few([f"{i.name} ({i.reason.rstrip('.')})" if i.reason else i.name for i in insights], 5)
+            or "none listed"
+        )
         n = int(progress.get("refused", 0)) + 1
         text = f"{what}: EKS refused UpdateClusterVersion — {clip(reason, 300)} Insights in ERROR for {version}: {names}"
         choice = Choice(
@@ -503,7 +506,7 @@ class EksUpdateClusterJob(_EksJob):
         person must confirm; or the second confirmed, and the next tick calls with force."""
         version = progress["version"]
         if decision.option != FORCE:
-            text = f"{progress.get('blocked') or what}; stopped by {decision.by}, not forced"
+            text = f"{str(progress.get('blocked') or what).rstrip('.')}; stopped by {decision.by}, not forced"
             return Tick(
                 progress=progress, audit=((f"{self.kind} stopped", text),), card=(text,),
                 done=True, ok=False, detail=text, wait=0.0,
@@ -916,12 +919,13 @@ class EksUpdateAddonJob(_EksJob):
         if tried == "OVERWRITE" or not offered:
             return None
         why = update_errors(update.errors)
-        meaning = " ".join(f"{policy}: {CONFLICT_POLICIES[policy]}." for _, policy in offered)
+        meaning = "".join(f"\n• Retry with {policy}: {CONFLICT_POLICIES[policy]}." for _, policy in offered)
         choice = Choice(
             key=f"{CONFLICT}:{progress['update']}",
             question=(
-                f"{what}: EKS failed update {progress['update']} with resolveConflicts={tried}: {clip(why, 300)}. "
-                f"Someone changed the add-on's objects outside EKS. Update again with another policy, or stop? "
+                f"{what}: EKS failed update {progress['update']} with resolveConflicts={tried}: "
+                f"{clip(why, 300).rstrip('.')}. "
+                f"Someone changed the add-on's objects outside EKS. Update again with another policy, or stop?"
                 f"{meaning}"
             ),
             options=(
@@ -950,7 +954,7 @@ class EksUpdateAddonJob(_EksJob):
         failed = str(progress.get("conflict") or f"{what}: EKS update {progress['update']} Failed")
         policy = RETRY_WITH.get(decision.option)
         if policy is None:
-            text = f"{failed}; stopped by {decision.by}, neither OVERWRITE nor PRESERVE chosen"
+            text = f"{failed.rstrip('.')}; stopped by {decision.by}, neither OVERWRITE nor PRESERVE chosen"
             return Tick(
                 progress=progress,
                 audit=((f"{self.kind} stopped", text),),
