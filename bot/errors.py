@@ -43,7 +43,9 @@ The provider port's (`bot.core.providers`; each cloud's adapter under `bot.adapt
 `ProviderUnavailable` (the cloud's SDK extra is not installed) and `ProviderError` (a cloud call
 failed: refused, unreachable, no credentials; with the cloud's error code and HTTP status when it
 answered). EKS's are `AwsUnavailable` and `AwsError`. The checks turn either into a note of the
-check's report, never into a failed command; the jobs into a short reason or a retry.
+check's report, never into a failed command; the jobs into a short reason or a retry. The EKS
+jobs' `_InsightsBlock` (UpdateClusterVersion refused over upgrade insights) never leaves
+`bot.core.jobs.eks`: it becomes a question for people.
 """
 
 from __future__ import annotations
