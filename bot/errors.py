@@ -44,9 +44,13 @@ which IMG001 reports as "could not verify".
 The evidence gate's condition language (`bot.core.evidence.conditions`, a leaf): `ConditionError`
 (a condition that does not parse, uses what conditions do not have, or cannot be decided); an
 analysis counts it as an Error measurement, never a pass.
-The AWS adapter's own (`bot.adapters.aws`, the optional `aws` extra): `AwsUnavailable` (boto3 is not
-installed) and `AwsError` (an AWS call failed: refused, unreachable, no credentials); the EKS checks
-turn either into a note of the check's report, never into a failed command.
+The provider port's (`bot.core.providers`; each cloud's adapter under `bot.adapters.providers`):
+`ProviderUnavailable` (the cloud's SDK extra is not installed) and `ProviderError` (a cloud call
+failed: refused, unreachable, no credentials; with the cloud's error code and HTTP status when it
+answered). EKS's are `AwsUnavailable` and `AwsError`. The checks turn either into a note of the
+check's report, never into a failed command; the jobs into a short reason or a retry. The EKS
+jobs' `_InsightsBlock` (UpdateClusterVersion refused over upgrade insights) never leaves
+`bot.core.jobs.eks`: it becomes a question for people.
 """
 
 from __future__ import annotations
@@ -208,6 +212,23 @@ class EvidenceUnavailable(BotError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class ProviderUnavailable(Exception):
+    """A cloud provider's API cannot be read at all (its SDK extra is missing); the reason is for people."""
+
+
+class ProviderError(Exception):
+    """A cloud provider's call failed (refused, unreachable, no credentials); the message is the SDK's.
+
+    `code` is the cloud's error code (`InvalidParameterException`, `FAILED_PRECONDITION` …) and
+    `status` its HTTP status when the cloud answered; both empty/0 when it did not (a connection
+    error, no credentials), which is worth trying again."""
+
+    def __init__(self, message: str, *, code: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
 
 
 class ClusterError(BotError):

@@ -19,6 +19,9 @@ Timestamps are timezone-aware UTC.
     WatchRow          a live (or ended) watch: scope, target, who drives it, what was published
     ActionCall, ActionRequest
                       an action as a plan step writes it, and one to perform now for a run
+    EksProvider       where a cluster's cloud provider answers (the provider port's configuration)
+    Versions, Operation, OperationError, PoolStrategy, MaintenancePolicy, Insight, SubnetCapacity
+                      what the provider port (`bot.core.providers`) answers, whatever the cloud
 """
 
 from __future__ import annotations
@@ -57,6 +60,107 @@ class EksProvider:
     name: str
     region: str
     endpoint_url: str | None = None
+
+
+#: The statuses of a provider's `Operation`, whatever the cloud calls them (EKS's words; GKE's
+#: PENDING/RUNNING/DONE and ARM's provisioning states map onto them in their adapters).
+OPERATION_STATUSES = ("InProgress", "Successful", "Failed", "Cancelled")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperationError:
+    """One reason a provider gives for a failed operation: its code (EKS's `errorCode`,
+    `ConfigurationConflict`, `PodEvictionFailure` …), its message and the resources it names."""
+
+    code: str
+    message: str = ""
+    resources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Operation:
+    """A provider's long-running update (EKS's update, GKE's operation, ARM's async operation):
+    `kind` is the cloud's type (`VersionUpdate`, `AddonUpdate`, `UPGRADE_MASTER` …), `params` what
+    it was asked (`Version: 1.25`), `status` one of OPERATION_STATUSES, `created` ISO-8601 UTC."""
+
+    id: str
+    kind: str
+    status: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    errors: tuple[OperationError, ...] = ()
+    created: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Versions:
+    """The control plane's version now and the versions the provider offers to update it to
+    (EKS: the next minor; GKE: `get_server_config`'s valid master versions; AKS: the upgrade
+    profile's upgrades); `default` is the provider's own pick, when it has one."""
+
+    current: str
+    offered: tuple[str, ...] = ()
+    default: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolStrategy:
+    """How a node pool is updated: `surge` (new nodes added, old ones drained and removed a few at
+    a time: EKS managed node groups, GKE surge, AKS max surge) or `replace` (a whole new pool, the
+    old one kept for `soak_seconds` to roll back to: GKE blue-green). `max_surge` and
+    `max_unavailable` are counts or percentages as the cloud takes them ("" leaves the pool's own
+    setting); `force` drains past disruption budgets (EKS's `force`) — only when people chose it."""
+
+    kind: str = "surge"
+    max_surge: str = ""
+    max_unavailable: str = ""
+    soak_seconds: float = 0.0
+    force: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintenanceExclusion:
+    """A span the provider will not start updates in (GKE's maintenance exclusions, AKS's
+    planned maintenance `notAllowedTime`): its name and bounds (ISO-8601 UTC) and its scope."""
+
+    name: str
+    start: str
+    end: str
+    scope: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintenancePolicy:
+    """When the provider may do its own maintenance: recurring windows as it writes them (an
+    RRULE, a cron-like text) and exclusions; `note` says what the cloud has instead (EKS: none)."""
+
+    windows: tuple[str, ...] = ()
+    exclusions: tuple[MaintenanceExclusion, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Insight:
+    """A provider's upgrade-readiness finding for a target version (EKS upgrade insights, GKE's
+    deprecation insights, AKS's deprecated-API usage): `status` PASSING, WARNING, ERROR or UNKNOWN;
+    `blocking` when the provider refuses the update while it stands (unless forced)."""
+
+    id: str
+    name: str
+    status: str
+    reason: str = ""
+    category: str = ""
+    kubernetes_version: str = ""
+    recommendation: str = ""
+    blocking: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubnetCapacity:
+    """Free addresses of one subnet the provider places control-plane or node interfaces in."""
+
+    id: str
+    zone: str = ""
+    free: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

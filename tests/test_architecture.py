@@ -59,8 +59,8 @@ LIBRARY_HOMES = {
     # The run report's pictures (issue 31), imported inside its functions (see the test below).
     "matplotlib": ("bot.adapters.charts",),
     # The optional `aws` extra (issue 29), imported inside `connect` (see the test below).
-    "boto3": ("bot.adapters.aws",),
-    "botocore": ("bot.adapters.aws",),
+    "boto3": ("bot.adapters.providers.eks",),
+    "botocore": ("bot.adapters.providers.eks",),
 }
 
 
@@ -68,7 +68,8 @@ def test_boto3_is_imported_only_when_an_eks_provider_is_used() -> None:
     """Without the `aws` extra the bot loads as before: loading it, every subcommand, the checks
     and the AWS adapter itself leaves boto3 and botocore out of `sys.modules`."""
     code = (
-        "import sys, bot.frontdoor.cli, bot.frontdoor.assemble, commands, bot.core.checks.service, bot.adapters.aws\n"
+        "import sys, bot.frontdoor.cli, bot.frontdoor.assemble, commands, bot.core.checks.service,"
+        " bot.core.providers, bot.adapters.providers.eks\n"
         "commands.build_registry()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))"
     )
@@ -209,6 +210,30 @@ def _graph(*, typing_only: bool = True) -> dict[str, set[str]]:
 
 def test_no_import_cycle_anywhere() -> None:
     assert _cycles(_graph()) == []
+
+
+#: Core's modules that speak to a cloud (issue 45): the EKS checks and jobs, and the control-plane
+#: wait that any provider's upgrade ends with.
+PROVIDER_CLIENTS = ("bot.core.checks.eks", "bot.core.jobs.eks", "bot.core.jobs.controlplane")
+
+
+def test_core_reaches_a_cloud_through_the_provider_port_only() -> None:
+    """The EKS checks and jobs import the port (`bot.core.providers`), never an adapter; and the
+    port is the only module of core that reaches a provider adapter (it connects the one a
+    cluster's configuration names)."""
+    graph = _graph()
+    reaching = {
+        module: sorted(i for i in graph[module] if _in(i, "bot.adapters")) for module in PROVIDER_CLIENTS
+    }
+    assert reaching == {module: [] for module in PROVIDER_CLIENTS}
+    assert "bot.core.providers" in graph["bot.core.checks.eks"]
+    assert "bot.core.providers" in graph["bot.core.jobs.eks"]
+    to_adapters = sorted(
+        module
+        for module, imports in graph.items()
+        if _in(module, "bot.core") and any(_in(i, "bot.adapters.providers") for i in imports)
+    )
+    assert to_adapters == ["bot.core.providers"]
 
 
 def test_the_records_leaf_imports_nothing_of_the_bot() -> None:

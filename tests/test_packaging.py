@@ -179,7 +179,7 @@ def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
     # An import that works only because another dependency happens to pull the library in breaks
     # the day that dependency stops doing so.
     import_names = {"yaml": "pyyaml", "re2": "google-re2"}  # where the import name is not the distribution's
-    # boto3 and botocore come with the `aws` extra (bot/adapters/aws.py imports them only when used),
+    # boto3 and botocore come with the `aws` extra (bot/adapters/providers/eks.py imports them only when used),
     # matplotlib with the `charts` extra (bot/adapters/charts.py, likewise).
     extras = PYPROJECT["project"]["optional-dependencies"]
     declared = {

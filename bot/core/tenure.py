@@ -141,10 +141,31 @@ class Tenure:
 
 #: The Kubernetes writes the cluster jobs make (`bot.core.jobs.common.JobCluster`).
 KUBE_WRITES = frozenset(
-    {"cordon", "uncordon", "label_node", "node_event", "evict", "delete_pod", "set_image", "restart_workload"}
+    {
+        "cordon",
+        "uncordon",
+        "label_node",
+        "node_event",
+        "evict",
+        "delete_pod",
+        "set_image",
+        "restart_workload",
+        # The GitOps owner's path (flux-suspend, argocd-pause …) patches through it.
+        "send_json",
+    }
 )
-#: The AWS calls that change a cluster (`bot.core.jobs.eks.EksActs`).
-AWS_UPDATES = frozenset({"update_cluster_version", "update_nodegroup_version", "update_addon"})
+#: The provider calls that change a cluster (`bot.core.providers.Provider`, what the EKS jobs call),
+#: and the EKS adapter's own names for them.
+AWS_UPDATES = frozenset(
+    {
+        "update_control_plane",
+        "update_node_pool",
+        "update_addon_version",
+        "update_cluster_version",
+        "update_nodegroup_version",
+        "update_addon",
+    }
+)
 
 
 class GuardedCalls:

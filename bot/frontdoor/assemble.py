@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.adapters import aws
 from bot.adapters.slack_budget import SlackStats
 from bot.adapters.store import Store, fencing
+from bot.core import providers
 from bot.core.actions import default_registry
 from bot.core.announcements.service import AnnouncementService
 from bot.core.checks.rules import load_rules
@@ -31,10 +31,10 @@ from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.duties import Duties
 from bot.core.jobs.alerts import Evidence
-from bot.core.jobs.eks import EksAccess
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
 from bot.core.people import Directory, StaticDirectory
+from bot.core.providers import ProviderAccess
 from bot.core.rendering import Renderer
 from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns, action_context
 from bot.core.runs.cards import FileUploader, RunCards
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The timeouts the lease check uses for a job's Kubernetes write when the client names none, and
-#: for an AWS update call (botocore's connect and read timeouts in `bot.adapters.aws.connect`);
+#: for an AWS update call (botocore's connect and read timeouts in `bot.adapters.providers.eks.connect`);
 #: each is fitted to the lease (`Tenure.fit`) and the call bounded to the figure fitted.
 KUBE_CALL_TIMEOUT = 10.0
 AWS_CALL_TIMEOUT = 35.0
@@ -164,9 +164,9 @@ def assemble(
     # An update call is made only while this replica leads with the call's time left, and its
     # client (which never retries it) gives up within that time.
     aws_within = tenure.fit(AWS_CALL_TIMEOUT)
-    eks = EksAccess(
+    eks = ProviderAccess(
         {c.name: c.eks for c in settings.clusters.values()},
-        connect=functools.partial(aws.connect, update_within=aws_within),
+        connect=functools.partial(providers.connect, update_within=aws_within),
         guard=lambda client: GuardedCalls(
             client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
         ),

@@ -415,7 +415,9 @@ def _answer(
         # As the EKS pipeline forces a drain after its timeout, the coordinator deletes what the
         # budget holds, with the reason on record; any other question gets its first answer.
         # (An EKS node group whose update failed on a budget is updated again with force, likewise.)
-        option = next((o for o in choice.options if o.id in ("delete", "force")), choice.options[0])
+        # Whose hand-made changes an add-on loses is not the roster's to guess: a conflict stops.
+        wanted = ("stop",) if choice.key.startswith("conflict:") else ("delete", "force")
+        option = next((o for o in choice.options if o.id in wanted), choice.options[0])
         reason = (
             f"rehearsal: {holder(option)} deletes the pods a disruption budget holds, as the pipeline would"
             if option.needs_reason

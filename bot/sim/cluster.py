@@ -47,6 +47,7 @@ from bot.sim.controllers.workloads import DaemonSets, Deployments, ReplicaSets, 
 from bot.sim.world import aws as aws_world
 from bot.sim.world import control_http
 from bot.sim.world import evidence as evidence_world
+from bot.sim.world import providers as provider_facades
 from bot.sim.world import registry as registry_world
 from bot.sim.world.cloud import Cloud
 from bot.sim.world.control import Control
@@ -162,15 +163,20 @@ class Sim:
             self.evidence = evidence_world.Evidence(now=self.clock.now)
             #: The OCI registry facade (/v2): every image the built scenario runs (IMG001's answers).
             self.registry = registry_world.Registry.from_store(self.store)
-            #: The AWS APIs of an EKS scenario (served under /aws), None for a scenario without them.
-            self.aws: aws_world.AwsWorld | None = None
-            if scenario.aws is not None:
+            #: The clouds' API facades the scenario names (`bot.sim.world.providers`), by provider.
+            self.providers: dict[str, Any] = {}
+            for facade in provider_facades.FACADES:
+                spec = getattr(scenario, facade.section, None)
+                if spec is None:
+                    continue
                 try:
-                    self.aws = aws_world.AwsWorld(
-                        self.cloud, self.engine, scenario.aws, default_name=scenario.name
+                    self.providers[facade.provider] = facade.build(
+                        self.cloud, self.engine, spec, scenario.name
                     )
                 except (KeyError, TypeError, ValueError) as exc:
-                    raise ScenarioError(f"{scenario.source}: aws: {exc}") from None
+                    raise ScenarioError(f"{scenario.source}: {facade.section}: {exc}") from None
+            #: The AWS APIs of an EKS scenario (served under /aws), None for a scenario without them.
+            self.aws: aws_world.AwsWorld | None = self.providers.get("eks")
 
     def _housekeeping(self) -> None:
         self.store.compact_window(self.compaction_window)
@@ -227,8 +233,8 @@ class SimCluster:
         control_http.register(self._server, sim.control)
         evidence_world.register(self._server, sim.evidence)
         registry_world.register(self._server, sim.registry)
-        if sim.aws is not None:
-            aws_world.register(self._server, sim.aws)
+        for provider, world in sim.providers.items():
+            provider_facades.BY_PROVIDER[provider].register(self._server, world)
         self.sim.port = self._server.port
         self.sim.clock.set_speed(self.speed)
         self.sim.engine.start()
@@ -271,10 +277,16 @@ class SimCluster:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    def provider_url(self, provider: str) -> str | None:
+        """The endpoint URL of the scenario's facade for `provider` (`eks`), None without one."""
+        if provider not in self.core.providers:
+            return None
+        return f"{self.url}{provider_facades.BY_PROVIDER[provider].prefix}"
+
     @property
     def aws_url(self) -> str | None:
         """The endpoint URL of the scenario's AWS APIs (EKS, EC2, Auto Scaling), None without them."""
-        return f"{self.url}{aws_world.PREFIX}" if self.core.aws is not None else None
+        return self.provider_url("eks")
 
     @property
     def control(self) -> Control:

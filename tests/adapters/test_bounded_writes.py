@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters import aws
 from bot.adapters.kube import Cluster
+from bot.adapters.providers import eks as aws
 from bot.errors import ClusterUnreachable
 from bot.records import ClusterConfig, EksProvider
 from bot.sim import SimCluster

@@ -25,7 +25,7 @@ from bot.core.delivery import DEAD_AFTER, DEAD_AFTER_FAILURES, Deliveries
 from bot.core.duties import Duties, Lane
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
-from bot.core.jobs.service import AFTER_ABORT, RETRY_SECONDS, JobService
+from bot.core.jobs.service import AFTER_ABORT, RETRY_SECONDS, JobService, choice_json
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
@@ -37,7 +37,7 @@ from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import POISON_ATTEMPTS, ClusterForbidden, ClusterUnreachable, PlanInvalid, UserError
 from bot.frontdoor.acting import JOBS, JobDuty
 from bot.frontdoor.metrics import Metrics
-from bot.records import StepState
+from bot.records import JobRow, StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support import blockkit
 from tests.support.bot_process import bot_command
@@ -416,6 +416,41 @@ def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None
     audit = [e.detail for e in setup.store.audit_entries(limit=100)]
     assert any("delete by U0COORD" in d for d in audit)
     assert any("decided: drain-timeout:n2:1: delete by U0COORD (PDB of a dead app)" in d for d in audit)
+
+
+def test_an_answer_that_confirms_a_request_needs_a_second_person(setup: Setup) -> None:
+    """Four eyes on a choice: an option may name who cannot pick it (the person whose request it
+    confirms, as for EKS's update with force); the refusal is a short reason, the answer stored."""
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    choice = Choice(
+        key="insights-force:1.25:1:confirm",
+        question="U0PRIMARY asks to update with force past the upgrade insights in ERROR",
+        options=(
+            ChoiceOption(
+                id="force", label="Confirm update with force", needs_reason=True, not_by=("U0PRIMARY",)
+            ),
+            ChoiceOption(id="stop", label="Stop (fail the step)"),
+        ),
+    )
+    row = JobRow(
+        id=0,
+        run_id=run.id,
+        step_id=AFTER_ABORT,
+        kind="eks-update-cluster",
+        cluster="prod",
+        args="{}",
+        choice=choice_json(choice),
+        started_by=f"run:{run.id}",
+        started_at=setup.clock(),
+    )
+    job_id = setup.store.create_job(row)
+    with pytest.raises(UserError) as same:
+        jobs.decide(job_id, choice_key=choice.key, option="force", user_id="U0PRIMARY", reason="mine")
+    assert same.value.user_message == "“Confirm update with force” needs a second person: you asked for it"
+    jobs.decide(job_id, choice_key=choice.key, option="force", user_id="U0SHADOW", reason="checked the APIs")
+    audit = [e.detail for e in setup.store.audit_entries(limit=100)]
+    assert any(f"decided: {choice.key}: force by U0SHADOW (checked the APIs)" in d for d in audit)
 
 
 def drain_n1_then_abort(setup: Setup, *, dies_before_its_offer: bool = False) -> tuple[JobService, R.Run]:

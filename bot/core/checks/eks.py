@@ -1,5 +1,6 @@
 """The EKS checks of `check`: the cloud's side of the upgrade, read through the EKS, EC2 and Auto
-Scaling APIs (`bot/adapters/aws.py`, the optional `aws` extra), for a cluster whose configuration
+Scaling APIs (the provider port, `bot/core/providers.py`, whose EKS adapter needs the optional
+`aws` extra), for a cluster whose configuration
 says `provider: {eks: {name, region, endpoint_url?}}`.
 
 Ids follow eksup's where they mean the same thing:
@@ -23,15 +24,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
 from bot.core.checks.preflight import minor_of
+from bot.core.providers import Provider, ProviderConfig, ProviderError, ProviderUnavailable
+from bot.core.providers import connect as connect_provider
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import ClusterError
-from bot.records import EksProvider
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +62,11 @@ FINDINGS = declare(
 )
 
 
-class EksReads(Protocol):
-    """What the checks read of the cloud (`bot.adapters.aws.Eks`)."""
+class EksReads(Provider, Protocol):
+    """What the checks read of the cloud: the provider port, and EKS's own reads beside it (the
+    insights and subnets as EKS describes them, launch templates, Auto Scaling groups) that only
+    these checks know how to read (`bot.adapters.providers.eks.Eks` answers both)."""
 
-    name: str
-
-    def cluster(self) -> Obj: ...
-    def nodegroups(self) -> list[Obj]: ...
-    def addons(self) -> list[Obj]: ...
-    def addon_versions(self, addon: str, kubernetes_version: str) -> list[Obj]: ...
     def insights(self, kubernetes_version: str) -> list[Obj]: ...
     def subnets(self, ids: list[str]) -> list[Obj]: ...
     def latest_template_version(self, template_id: str) -> int | None: ...
@@ -447,14 +445,14 @@ def _cluster_side(reader: ClusterReader) -> tuple[set[str], int]:
 
 def run_eks_checks(eks: EksReads, reader: ClusterReader, target: str, notes: list[str]) -> list[Finding]:
     """Every EKS check over one cluster; what could not be read becomes a note."""
-    cluster = eks.cluster()
+    cluster = eks.control_plane()
     version = str(cluster.get("version", ""))
     notes.append(
         f"EKS cluster {eks.name}: {version} ({cluster.get('platformVersion', '?')}), {cluster.get('status', '?')}"
     )
     to = _minor_text(target)
     findings = check_control_plane(cluster, target)
-    groups = eks.nodegroups()
+    groups = eks.node_pools()
     findings += check_nodegroups(groups, version)
     addons = eks.addons()
     offered = {str(a["addonName"]): eks.addon_versions(str(a["addonName"]), to) for a in addons}
@@ -485,7 +483,7 @@ def run_eks_checks(eks: EksReads, reader: ClusterReader, target: str, notes: lis
 
 
 def eks_extra(
-    provider: EksProvider | None, *, connect: Callable[[EksProvider], EksReads] | None = None
+    provider: ProviderConfig | None, *, connect: Callable[[ProviderConfig], Provider] | None = None
 ) -> Extra:
     """The EKS checks as a `check` extra for a cluster's provider; a cluster without one, or a bot
     without the `aws` extra, gets a note saying the checks were skipped and why."""
@@ -496,14 +494,12 @@ def eks_extra(
                 "EKS checks skipped: the cluster's configuration names no provider (provider: {eks: …})"
             )
             return []
-        from bot.adapters import aws
-
         try:
-            eks = (connect or aws.connect)(provider)
+            eks = cast(EksReads, (connect or connect_provider)(provider))
             return run_eks_checks(eks, reader, target, notes)
-        except aws.AwsUnavailable as exc:
+        except ProviderUnavailable as exc:
             notes.append(f"EKS checks skipped: {exc}")
-        except aws.AwsError as exc:
+        except ProviderError as exc:
             log.warning("the EKS checks of %s failed: %s", provider.name, exc)
             notes.append(f"EKS checks not completed: {exc}")
         return []

@@ -122,19 +122,19 @@ def registry_lookup(config: ImageChecks) -> Callable[[str], ImageAnswer]:
 
 
 def _eks_addon_default(provider: EksProvider, notes: list[str]) -> Callable[[str, str], str | None] | None:
-    from bot.adapters import aws
+    from bot.core import providers
     from bot.core.checks import images
 
     try:
-        ask = images.addon_default_from(aws.connect(provider))
-    except aws.AwsUnavailable as exc:
+        ask = images.addon_default_from(providers.connect(provider))
+    except providers.ProviderUnavailable as exc:
         notes.append(f"images: the EKS add-ons' target images not asked: {exc}")
         return None
 
     def default(addon: str, target: str) -> str | None:
         try:
             return ask(addon, target)
-        except aws.AwsError as exc:
+        except providers.ProviderError as exc:
             notes.append(f"images: the {addon} add-on's versions for {target} not read: {exc}")
             return None
 

@@ -48,12 +48,15 @@ class Post:
 @dataclass(frozen=True, kw_only=True)
 class ChoiceOption:
     """One answer people can give: `id` (what `decision` carries), a button label, the plan roles
-    allowed to pick it, and whether a reason must be typed (deleting a pod instead of evicting)."""
+    allowed to pick it, whether a reason must be typed (deleting a pod instead of evicting), and
+    who may not pick it (the person whose request it confirms: a second person must)."""
 
     id: str
     label: str
     roles: tuple[str, ...] = ("primary", "shadow")
     needs_reason: bool = False
+    #: People who may not pick it: who asked for what it confirms (four eyes on a forced update).
+    not_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,10 @@
 through the EKS API, and follow the update to its end.
 
 - `eks-update-cluster version=1.25`: `UpdateClusterVersion`, then `DescribeUpdate` until the update
-  is Successful AND the API server's `/version` reports the target.
+  is Successful AND the API server's `/version` reports the target. When EKS refuses the update
+  because upgrade insights of the target are in ERROR (InvalidStateException), the job names the
+  insights and asks people: "update with force" (one person asks with a reason, a second person
+  confirms with theirs, both audited) or stop. It never sends `force` by itself.
 - `eks-update-nodegroup nodegroup=NAME [version=…] [force=false]`: `UpdateNodegroupVersion`, then
   `DescribeUpdate`, while the group's nodes are counted as they roll and every disruption budget
   that holds a pod on an old, cordoned node is named in the thread (EKS retries such an eviction
@@ -10,7 +13,10 @@ through the EKS API, and follow the update to its end.
   asks people: update again with `force` (EKS then deletes what the budgets protect) or stop.
   It never forces by itself.
 - `eks-update-addon addon=NAME version=… [resolve_conflicts=NONE]`: `UpdateAddon` with the conflict
-  policy the gate shows, then `DescribeUpdate` until the add-on is on the version.
+  policy the gate shows, then `DescribeUpdate` until the add-on is on the version. When EKS fails
+  the update with a ConfigurationConflict (someone changed the add-on's objects by hand), the job
+  asks people: retry with OVERWRITE (EKS's defaults replace those changes), with PRESERVE (EKS
+  keeps them) or stop — a new update with its own token, never the same call again.
 
 Never a call twice (issue 38): before an update call, a tick stores the call's *intent* in the
 job's progress — the call, its `clientRequestToken` (the run's and the job's ids, `token`) and the
@@ -22,8 +28,8 @@ only when there is none does it send the call, with the same token (so even a ca
 but did not yet list returns the same update). The update calls go through a client that boto3
 does not retry (a retried UpdateX is a repeated call too); the job's own look-up is the retry.
 
-The AWS side comes from `EksAccess`: the cluster's `provider: {eks: …}` and boto3 (the `aws`
-extra). Without either the action refuses with a short reason, at the gate's dry run and when it
+The AWS side comes through the provider port (`bot.core.providers`: `EksAccess` is its
+`ProviderAccess`): the cluster's `provider: {eks: …}` and boto3 (the `aws` extra). Without either the action refuses with a short reason, at the gate's dry run and when it
 starts. Only the calls named above are made (plus `DescribeCluster`, `DescribeNodegroup` and
 `DescribeAddon` to show what EKS says now): least privilege for the bot's role.
 
@@ -38,12 +44,10 @@ Progress (JSON), e.g. of `eks-update-cluster`:
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from bot.adapters import aws
 from bot.core.durations import format_duration
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
@@ -63,8 +67,16 @@ from bot.core.jobs.common import (
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.objects import node_group, parse_iso
 from bot.core.kube.versions import on_version, parse_version
+from bot.core.providers import (
+    Operation,
+    OperationError,
+    PoolStrategy,
+    Provider,
+    ProviderAccess,
+    ProviderError,
+    no_provider,
+)
 from bot.errors import ClusterError, TemporaryError, UserError, clip
-from bot.records import EksProvider
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -82,69 +94,35 @@ CONFLICT_POLICIES = {
     "PRESERVE": "EKS keeps what you changed on the add-on's objects (it may then not apply the version's own changes)",
 }
 FORCE, STOP = "force", "stop"
+#: The gated choice after an add-on update failed on a ConfigurationConflict (issue 40 item 8):
+#: its key's prefix and the answers, each a policy EKS is asked again with.
+CONFLICT = "conflict"
+RETRY_WITH = {"overwrite": "OVERWRITE", "preserve": "PRESERVE"}
+#: The gated choice after EKS refused a control-plane update over its upgrade insights (issue 46
+#: item 3): one person asks for force with a reason, a second confirms (`…:confirm`).
+INSIGHTS = "insights-force"
+#: EKS's refusal of UpdateClusterVersion while an upgrade-readiness insight is in ERROR.
+INSIGHTS_REFUSAL = "InvalidStateException"
+
+
+class _InsightsBlock(Exception):
+    """UpdateClusterVersion refused over upgrade insights: not an end, a question for people."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 #: The progress key of an update call about to be sent (see the module docstring).
 INTENT = "intent"
 
 
-class EksActs(Protocol):
-    """What the EKS actions call (`bot.adapters.aws.Eks`)."""
-
-    name: str
-
-    def cluster(self) -> Obj: ...
-    def nodegroups(self) -> list[Obj]: ...
-    def nodegroup(self, name: str) -> Obj: ...
-    def addon(self, name: str) -> Obj: ...
-    def update_cluster_version(self, version: str, *, token: str) -> Obj: ...
-    def update_nodegroup_version(self, nodegroup: str, *, version: str, force: bool, token: str) -> Obj: ...
-    def update_addon(self, addon: str, *, version: str, resolve_conflicts: str, token: str) -> Obj: ...
-    def describe_update(self, update_id: str, *, nodegroup: str = "", addon: str = "") -> Obj: ...
-    def list_updates(self, *, nodegroup: str = "", addon: str = "") -> list[str]: ...
-
-
-class EksAccess:
-    """Cluster name (as the configuration names it) → its EKS client, made once and kept.
-
-    Refuses with a short reason (`UserError`) when the cluster has no `provider: {eks: …}` or the
-    bot has no boto3."""
-
-    def __init__(
-        self,
-        providers: Mapping[str, EksProvider | None],
-        connect: Callable[[EksProvider], EksActs] | None = None,
-        *,
-        guard: Callable[[EksActs], EksActs] | None = None,
-    ) -> None:
-        self.providers = dict(providers)
-        self._connect = connect
-        #: Wraps each client so its update calls are made only inside the leader's lease
-        #: (`bot.core.tenure.GuardedCalls`, given by `assemble`).
-        self._guard = guard
-        self._clients: dict[str, EksActs] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, cluster: str) -> EksActs:
-        provider = self.providers.get(cluster)
-        if provider is None:
-            raise UserError(
-                f"cluster {clip(cluster)} has no EKS provider: the EKS actions need "
-                "`provider: {eks: {name, region}}` in its configuration"
-            )
-        with self._lock:
-            if cluster not in self._clients:
-                try:
-                    client = (self._connect or aws.connect)(provider)
-                    self._clients[cluster] = self._guard(client) if self._guard is not None else client
-                except aws.AwsUnavailable:
-                    raise UserError(
-                        f"the EKS actions need boto3, which this bot does not have ({aws.EXTRA_HINT})"
-                    ) from None
-            return self._clients[cluster]
-
-
-def no_eks(cluster: str) -> EksActs:
-    """The access of a registry built without providers (tests, tools): every EKS action refuses."""
-    raise UserError(f"cluster {clip(cluster)} has no EKS provider: the EKS actions need one")
+#: What the EKS actions call: the provider port (`bot.adapters.providers.eks.Eks` answers it).
+EksActs = Provider
+#: Cluster name → its EKS provider, connected once (a short reason when it has none, or no boto3).
+EksAccess = ProviderAccess
+#: The access of a registry built without providers (tests, tools): every EKS action refuses.
+no_eks = no_provider
 
 
 def aws_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
@@ -152,7 +130,7 @@ def aws_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
     anything else (a connection error, a 5xx, throttling) is tried again later."""
     try:
         return fn(**kwargs)
-    except aws.AwsError as exc:
+    except ProviderError as exc:
         if 400 <= exc.status < 500 and "Throttl" not in exc.code and exc.code != "TooManyRequestsException":
             raise UserError(f"EKS refused {what}: {clip(_reason(exc), 300)}") from None
         raise TemporaryError(f"EKS did not answer {what}: {clip(str(exc), 200)}") from None
@@ -205,10 +183,9 @@ def _how(found: bool) -> str:
     return " (found by ListUpdates after an interrupted call; not called again)" if found else ""
 
 
-def update_errors(update: Mapping[str, Any]) -> str:
+def update_errors(errors: Sequence[OperationError]) -> str:
     """DescribeUpdate's errors as one line: "PodEvictionFailure: Reached max retries …"."""
-    errors = update.get("errors") or []
-    text = "; ".join(f"{e.get('errorCode', '?')}: {e.get('errorMessage', '')}".strip() for e in errors)
+    text = "; ".join(f"{e.code or '?'}: {e.message}".strip() for e in errors)
     return clip(text, 400) or "EKS gave no reason"
 
 
@@ -263,12 +240,12 @@ class _EksJob:
     def _following(self, eks: EksActs, progress: Progress, **which: str) -> list[str]:
         """The dry run of a resumed job that already started its update: it calls no Update
         again, it follows the one it started (what DescribeUpdate says of it now)."""
-        update = aws_call("DescribeUpdate", eks.describe_update, update_id=progress["update"], **which)
+        update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"], **which)
         return [
             f"resumes following EKS update {progress['update']}, which this job started before it was "
             "interrupted: no new update is called",
-            f"DescribeUpdate now: {update.get('status', '?')}"
-            + (f" — {update_errors(update)}" if update.get("errors") else ""),
+            f"DescribeUpdate now: {update.status or '?'}"
+            + (f" — {update_errors(update.errors)}" if update.errors else ""),
         ]
 
     def _call_once(
@@ -281,14 +258,14 @@ class _EksJob:
         tok: str,
         match: tuple[str, str, str],
         which: Mapping[str, str],
-        send: Callable[[], Obj],
+        send: Callable[[], Operation],
         what: str,
-    ) -> tuple[Tick | None, Obj | None, bool]:
+    ) -> tuple[Tick | None, Operation | None, bool]:
         """The update call of the module docstring's rule. (a tick to store, when the intent was
         only recorded now; else the update and whether it was found rather than sent)."""
         intent = progress.get(INTENT) or {}
         if intent.get("call") != call or intent.get("token") != tok:
-            known = aws_call("ListUpdates", eks.list_updates, **which)
+            known = aws_call("ListUpdates", eks.operations, **which)
             new = {**progress, INTENT: {"call": call, "token": tok, "at": iso(now), "known": known}}
             return Tick(progress=new, card=(f"{what}: calling {call}",), wait=0.0), None, False
         found = self._find(eks, intent, match, which)
@@ -299,28 +276,27 @@ class _EksJob:
     @staticmethod
     def _find(
         eks: EksActs, intent: Mapping[str, Any], match: tuple[str, str, str], which: Mapping[str, str]
-    ) -> Obj | None:
+    ) -> Operation | None:
         """The update an interrupted call started: one the intent did not know, of the call's
         type (`VersionUpdate`, `AddonUpdate`) with its version parameter; the newest if several."""
         kind, param, value = match
         known = set(intent.get("known") or [])
-        found: list[Obj] = []
-        for update_id in aws_call("ListUpdates", eks.list_updates, **which):
+        found: list[Operation] = []
+        for update_id in aws_call("ListUpdates", eks.operations, **which):
             if update_id in known:
                 continue
-            update = aws_call("DescribeUpdate", eks.describe_update, update_id=update_id, **which)
-            params = {str(p.get("type")): str(p.get("value")) for p in update.get("params") or []}
-            if update.get("type") == kind and params.get(param) == value:
+            update = aws_call("DescribeUpdate", eks.operation, operation_id=update_id, **which)
+            if update.kind == kind and update.params.get(param) == value:
                 found.append(update)
-        return max(found, key=lambda u: str(u.get("createdAt", ""))) if found else None
+        return max(found, key=lambda u: u.created) if found else None
 
     def _timed_out(self, progress: Progress, now: datetime) -> bool:
         started = timer_start(progress, progress.get("started"), now)
         return now - started >= timedelta(seconds=float(progress["timeout"]))
 
-    def _failed(self, progress: Progress, update: Obj, what: str) -> Tick:
-        why = update_errors(update)
-        text = f"{what}: EKS update {progress['update']} {update.get('status', 'Failed')} — {why}"
+    def _failed(self, progress: Progress, update: Operation, what: str) -> Tick:
+        why = update_errors(update.errors)
+        text = f"{what}: EKS update {progress['update']} {update.status or 'Failed'} — {why}"
         return Tick(
             progress=progress,
             # Not broadcast: the step's failure, which follows at once, is (with this reason).
@@ -359,7 +335,7 @@ class EksUpdateClusterJob(_EksJob):
         version = minor_arg(args, required=True)
         timeout = duration_arg(args, "timeout", CLUSTER_TIMEOUT)
         eks = self.client(cluster)
-        current = aws_call("DescribeCluster", eks.cluster)
+        current = aws_call("DescribeCluster", eks.control_plane)
         return {
             "what": "cluster",
             "eks": eks.name,
@@ -379,11 +355,16 @@ class EksUpdateClusterJob(_EksJob):
                 *self._following(eks, progress),
                 f"API server /version now: {api_version(cluster) or '?'}",
             ]
-        now = aws_call("DescribeCluster", eks.cluster)
+        now = aws_call("DescribeCluster", eks.control_plane)
         lines = [
             *_interrupted(progress),
             f"would call eks:UpdateClusterVersion name={progress['eks']} version={progress['version']} "
-            "clientRequestToken=(the run's and the job's ids: a resumed job never starts a second update)",
+            + (
+                "force=true (chosen by two people past the upgrade insights) "
+                if progress.get("force")
+                else ""
+            )
+            + "clientRequestToken=(the run's and the job's ids: a resumed job never starts a second update)",
             f"DescribeCluster now: version {now.get('version', '?')}, platform {now.get('platformVersion', '?')}, "
             f"status {now.get('status', '?')}",
             f"API server /version now: {api_version(cluster) or '?'}",
@@ -397,7 +378,7 @@ class EksUpdateClusterJob(_EksJob):
         current = parse_version(str(now.get("version", "")))
         behind = [
             f"{g.get('nodegroupName', '?')} ({g.get('version', '?')})"
-            for g in aws_call("ListNodegroups", eks.nodegroups)
+            for g in aws_call("ListNodegroups", eks.node_pools)
             if current is not None and (parse_version(str(g.get("version", ""))) or (0,)) < current[:2]
         ]
         if behind:
@@ -414,21 +395,30 @@ class EksUpdateClusterJob(_EksJob):
         eks = self.client(cluster)
         version = progress["version"]
         what = f"control plane {progress['from']} → {version}"
+        if decision is not None and decision.choice_key.startswith(f"{INSIGHTS}:"):
+            return self._force_decided(progress, decision, what, now=now)
         if not progress["update"]:
             if progress["from"] == version:
                 text = f"the control plane is already on {version}: nothing to update"
                 return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
-            intend, update, found = self._call_once(
-                eks, progress, now=now, call="UpdateClusterVersion", tok=token(progress),
-                match=("VersionUpdate", "Version", version), which={}, what=what,
-                send=lambda: aws_call(
-                    "UpdateClusterVersion", eks.update_cluster_version, version=version, token=token(progress)
-                ),
-            )  # fmt: skip
+            force = bool(progress.get("force"))
+            # Force is a new, deliberate update: its own token (the first one was refused).
+            tok = token(progress, "-force" if force else "")
+            try:
+                intend, update, found = self._call_once(
+                    eks, progress, now=now, call="UpdateClusterVersion", tok=tok,
+                    match=("VersionUpdate", "Version", version), which={}, what=what,
+                    send=lambda: aws_call(
+                        "UpdateClusterVersion", _update_control_plane, eks=eks, version=version, token=tok,
+                        force=force,
+                    ),
+                )  # fmt: skip
+            except _InsightsBlock as blocked:
+                return self._insights_refused(eks, progress, blocked.reason, what)
             if intend is not None:
                 return intend
             assert update is not None
-            new = {**progress, "update": str(update["id"]), "status": str(update.get("status", ""))}
+            new = {**progress, "update": update.id, "status": update.status}
             text = (
                 f"{what}: {_started('UpdateClusterVersion', found)}, update {new['update']} ({new['status']})"
             )
@@ -439,8 +429,8 @@ class EksUpdateClusterJob(_EksJob):
                 card=(text,),
                 wait=POLL_SECONDS,
             )  # fmt: skip
-        update = aws_call("DescribeUpdate", eks.describe_update, update_id=progress["update"])
-        status = str(update.get("status", ""))
+        update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"])
+        status = update.status
         try:
             seen = api_version(cluster)
         except ClusterError as exc:
@@ -472,6 +462,108 @@ class EksUpdateClusterJob(_EksJob):
             card = (*card, f"EKS says Successful; waiting for /version to report {version}")
         return Tick(progress=new, card=card, wait=POLL_SECONDS)
 
+    def _insights_refused(self, eks: EksActs, progress: Progress, reason: str, what: str) -> Tick:
+        """EKS refused the update over its upgrade insights: name the ones in ERROR and ask people."""
+        version = progress["version"]
+        insights = [
+            i
+            for i in aws_call("ListInsights", eks.upgrade_insights, kubernetes_version=version)
+            if i.status == "ERROR"
+        ]
+        names = (
+            few([f"{i.name} ({i.reason.rstrip('.')})" if i.reason else i.name for i in insights], 5)
+            or "none listed"
+        )
+        n = int(progress.get("refused", 0)) + 1
+        text = f"{what}: EKS refused UpdateClusterVersion — {clip(reason, 300)} Insights in ERROR for {version}: {names}"
+        choice = Choice(
+            key=f"{INSIGHTS}:{version}:{n}",
+            question=(
+                f"{what}: EKS refused UpdateClusterVersion over its upgrade insights in ERROR for {version}: "
+                f"{names}. Update with force? EKS then skips these readiness checks, and what they name "
+                f"breaks after the update (APIs removed in {version} still in use, add-ons or kubelets out "
+                "of skew). One person asks with a reason; a second person confirms with theirs."
+            ),
+            options=(
+                ChoiceOption(id=FORCE, label="Update with force…", needs_reason=True),
+                ChoiceOption(
+                    id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")
+                ),
+            ),
+        )
+        return Tick(
+            progress={**progress, "refused": n, "insights": [i.name for i in insights], "blocked": text},
+            # Not broadcast: the question that follows at once is.
+            posts=(Post(key=f"insights-refused:{version}:{n}", text=text),),
+            audit=(("UpdateClusterVersion refused", text),),
+            card=(text, "waiting for people: update with force (two people) or stop (see the thread)"),
+            choice=choice,
+            wait=POLL_SECONDS,
+        )
+
+    def _force_decided(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick:
+        """People answered the insights' question: stop; or one asked for force and a second
+        person must confirm; or the second confirmed, and the next tick calls with force."""
+        version = progress["version"]
+        if decision.option != FORCE:
+            text = f"{str(progress.get('blocked') or what).rstrip('.')}; stopped by {decision.by}, not forced"
+            return Tick(
+                progress=progress, audit=((f"{self.kind} stopped", text),), card=(text,),
+                done=True, ok=False, detail=text, wait=0.0,
+            )  # fmt: skip
+        asked = progress.get("force_asked") or {}
+        names = few(list(progress.get("insights") or []), 5) or "none listed"
+        if not decision.choice_key.endswith(":confirm") or not asked or asked.get("by") == decision.by:
+            # The first person (or, should one ever get through, the asker again): a second must confirm.
+            asked = {"by": decision.by, "reason": decision.reason or "no reason given"}
+            text = (
+                f"{what}: {decision.by} asks to update with force past the upgrade insights in ERROR "
+                f"({names}): {asked['reason']}. A second person confirms, or stops."
+            )
+            choice = Choice(
+                key=f"{INSIGHTS}:{version}:{progress.get('refused', 1)}:confirm",
+                question=text,
+                options=(
+                    ChoiceOption(
+                        id=FORCE, label="Confirm update with force", needs_reason=True, not_by=(decision.by,)
+                    ),
+                    ChoiceOption(
+                        id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")
+                    ),
+                ),
+            )
+            return Tick(
+                progress={**progress, "force_asked": asked},
+                posts=(Post(key=f"force-asked:{version}:{progress.get('refused', 1)}", text=text),),
+                audit=(("force asked", text),),
+                card=(text,),
+                choice=choice,
+                wait=POLL_SECONDS,
+            )
+        text = (
+            f"{what}: update with force past the upgrade insights in ERROR ({names}), asked by {asked['by']} "
+            f"({asked['reason']}) and confirmed by {decision.by} ({decision.reason or 'no reason given'})"
+        )
+        new = {**progress, "force": True, "update": "", "status": "", "started": iso(now)}
+        return Tick(
+            progress=new,
+            posts=(Post(key=f"forced:{version}", text=text),),
+            audit=(("force chosen", text),),
+            card=(text,),
+            wait=0.0,
+        )
+
+
+def _update_control_plane(*, eks: EksActs, version: str, token: str, force: bool) -> Operation:
+    """UpdateClusterVersion; its refusal over upgrade insights is raised as `_InsightsBlock` (a
+    question for people, not the job's end), unless force was already chosen."""
+    try:
+        return eks.update_control_plane(version, token=token, force=force)
+    except ProviderError as exc:
+        if exc.code == INSIGHTS_REFUSAL and not force:
+            raise _InsightsBlock(_reason(exc).removeprefix(f"{INSIGHTS_REFUSAL}: ")) from None
+        raise
+
 
 class EksUpdateNodegroupJob(_EksJob):
     """`eks-update-nodegroup`: see the module docstring."""
@@ -483,8 +575,8 @@ class EksUpdateNodegroupJob(_EksJob):
         version = minor_arg(args, required=False)
         timeout = duration_arg(args, "timeout", NODEGROUP_TIMEOUT)
         eks = self.client(cluster)
-        found = aws_call("DescribeNodegroup", eks.nodegroup, name=group)
-        target = version or str(aws_call("DescribeCluster", eks.cluster).get("version", ""))
+        found = aws_call("DescribeNodegroup", eks.node_pool, name=group)
+        target = version or str(aws_call("DescribeCluster", eks.control_plane).get("version", ""))
         return {
             "what": "nodegroup",
             "eks": eks.name,
@@ -509,10 +601,10 @@ class EksUpdateNodegroupJob(_EksJob):
         if progress.get("update"):
             counts = group_counts(self._nodes(cluster, group), progress["target"])
             return [
-                *self._following(eks, progress, nodegroup=group),
+                *self._following(eks, progress, node_pool=group),
                 f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
             ]
-        now = aws_call("DescribeNodegroup", eks.nodegroup, name=group)
+        now = aws_call("DescribeNodegroup", eks.node_pool, name=group)
         nodes = self._nodes(cluster, group)
         counts = group_counts(nodes, progress["target"])
         call = (
@@ -622,16 +714,16 @@ class EksUpdateNodegroupJob(_EksJob):
             intend, update, found = self._call_once(
                 eks, progress, now=now, call="UpdateNodegroupVersion", tok=tok,
                 match=("VersionUpdate", "Version", _minor(progress["target"])),
-                which={"nodegroup": group}, what=what,
+                which={"node_pool": group}, what=what,
                 send=lambda: aws_call(
-                    "UpdateNodegroupVersion", eks.update_nodegroup_version, nodegroup=group,
-                    version=progress["version"], force=bool(progress["force"]), token=tok,
+                    "UpdateNodegroupVersion", eks.update_node_pool, pool=group, version=progress["version"],
+                    strategy=PoolStrategy(kind="surge", force=bool(progress["force"])), token=tok,
                 ),
             )  # fmt: skip
             if intend is not None:
                 return intend
             assert update is not None
-            new = {**progress, "update": str(update["id"]), "status": str(update.get("status", ""))}
+            new = {**progress, "update": update.id, "status": update.status}
             text = (
                 f"{what}: {_started('UpdateNodegroupVersion', found)}{' with force' if progress['force'] else ''}, "
                 f"update {new['update']} ({new['status']}); EKS launches new nodes, then drains the old ones"
@@ -643,10 +735,8 @@ class EksUpdateNodegroupJob(_EksJob):
                 card=(text,),
                 wait=POLL_SECONDS,
             )  # fmt: skip
-        update = aws_call(
-            "DescribeUpdate", eks.describe_update, update_id=progress["update"], nodegroup=group
-        )
-        status = str(update.get("status", ""))
+        update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"], node_pool=group)
+        status = update.status
         nodes = self._nodes(cluster, group)
         counts = group_counts(nodes, progress["target"])
         new = {**progress, "status": status, "seen": counts}
@@ -685,7 +775,7 @@ class EksUpdateNodegroupJob(_EksJob):
                         audit=((f"{self.kind} done", text),), card=(text,), done=True, ok=True, detail=text,
                         wait=0.0)  # fmt: skip
         if status in ("Failed", "Cancelled"):
-            why = update_errors(update)
+            why = update_errors(update.errors)
             if "PodEvictionFailure" in why and not progress["force"]:
                 choice = Choice(
                     key=f"force:{progress['update']}",
@@ -750,7 +840,7 @@ class EksUpdateAddonJob(_EksJob):
             f"addonVersion={progress['version']} resolveConflicts={policy} clientRequestToken=(the run's and the job's ids)",
             f"conflict policy {policy}: {CONFLICT_POLICIES[policy]}",
             f"DescribeAddon now: {now.get('addonVersion', '?')}, status {now.get('status', '?')}"
-            + (f", health: {clip(update_errors({'errors': _issues(now)}), 200)}" if _issues(now) else ""),
+            + (f", health: {clip(update_errors(_issues(now)), 200)}" if _issues(now) else ""),
             f"then eks:DescribeUpdate every {POLL_SECONDS:g} s until the add-on is on {progress['version']} "
             f"(up to {_span(progress)})",
         ]
@@ -764,22 +854,26 @@ class EksUpdateAddonJob(_EksJob):
         eks = self.client(cluster)
         addon, version = progress["addon"], progress["version"]
         what = f"add-on {addon} {progress['from']} → {version}"
+        if decision is not None and decision.choice_key.startswith(f"{CONFLICT}:"):
+            return self._decided(progress, decision, what, now=now)
         if not progress["update"]:
             if progress["from"] == version:
                 text = f"add-on {addon} is already on {version}: nothing to update"
                 return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+            tries = int(progress.get("tries", 0))
+            tok = token(progress, f"-{tries}" if tries else "")
             intend, update, looked_up = self._call_once(
-                eks, progress, now=now, call="UpdateAddon", tok=token(progress),
+                eks, progress, now=now, call="UpdateAddon", tok=tok,
                 match=("AddonUpdate", "AddonVersion", version), which={"addon": addon}, what=what,
                 send=lambda: aws_call(
-                    "UpdateAddon", eks.update_addon, addon=addon, version=version,
-                    resolve_conflicts=progress["resolve_conflicts"], token=token(progress),
+                    "UpdateAddon", eks.update_addon_version, addon=addon, version=version,
+                    conflicts=progress["resolve_conflicts"], token=tok,
                 ),
             )  # fmt: skip
             if intend is not None:
                 return intend
             assert update is not None
-            new = {**progress, "update": str(update["id"]), "status": str(update.get("status", ""))}
+            new = {**progress, "update": update.id, "status": update.status}
             text = (
                 f"{what}: {_started('UpdateAddon', looked_up)} (conflicts: {progress['resolve_conflicts']}), "
                 f"update {new['update']} ({new['status']})"
@@ -791,9 +885,13 @@ class EksUpdateAddonJob(_EksJob):
                 card=(text,),
                 wait=POLL_SECONDS,
             )  # fmt: skip
-        update = aws_call("DescribeUpdate", eks.describe_update, update_id=progress["update"], addon=addon)
-        status = str(update.get("status", ""))
+        update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"], addon=addon)
+        status = update.status
         new = {**progress, "status": status}
+        if status == "Failed" and any(e.code == "ConfigurationConflict" for e in update.errors):
+            asked = self._conflict(new, update, what)
+            if asked is not None:
+                return asked
         if status in ("Failed", "Cancelled"):
             return self._failed(new, update, what)
         if status == "Successful":
@@ -813,10 +911,84 @@ class EksUpdateAddonJob(_EksJob):
         )
         return Tick(progress=new, card=card, wait=POLL_SECONDS)
 
+    def _conflict(self, progress: Progress, update: Operation, what: str) -> Tick | None:
+        """EKS failed the update on a conflict with changes made by hand: ask people which policy
+        to update again with (those not yet tried), or to stop. None when none is left."""
+        tried = progress["resolve_conflicts"]
+        offered = [(option, policy) for option, policy in RETRY_WITH.items() if policy != tried]
+        if tried == "OVERWRITE" or not offered:
+            return None
+        why = update_errors(update.errors)
+        meaning = "".join(f"\n• Retry with {policy}: {CONFLICT_POLICIES[policy]}." for _, policy in offered)
+        choice = Choice(
+            key=f"{CONFLICT}:{progress['update']}",
+            question=(
+                f"{what}: EKS failed update {progress['update']} with resolveConflicts={tried}: "
+                f"{clip(why, 300).rstrip('.')}. "
+                f"Someone changed the add-on's objects outside EKS. Update again with another policy, or stop?"
+                f"{meaning}"
+            ),
+            options=(
+                *(
+                    ChoiceOption(id=option, label=f"Retry with {policy}", needs_reason=True)
+                    for option, policy in offered
+                ),
+                ChoiceOption(
+                    id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")
+                ),
+            ),
+        )
+        text = f"{what}: EKS update {progress['update']} {update.status} — {why}"
+        return Tick(
+            progress={**progress, "conflict": text},
+            # Not broadcast: the question that follows at once is.
+            posts=(Post(key=f"update-failed:{progress['update']}", text=text),),
+            card=(text, "waiting for people: retry with another conflict policy, or stop (see the thread)"),
+            choice=choice,
+            wait=POLL_SECONDS,
+        )
 
-def _issues(addon: Mapping[str, Any]) -> list[Obj]:
+    def _decided(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick:
+        """People answered the conflict: a new update with the policy they chose (its own token,
+        stored before it is called: the rule), or the step fails with EKS's reason."""
+        failed = str(progress.get("conflict") or f"{what}: EKS update {progress['update']} Failed")
+        policy = RETRY_WITH.get(decision.option)
+        if policy is None:
+            text = f"{failed.rstrip('.')}; stopped by {decision.by}, neither OVERWRITE nor PRESERVE chosen"
+            return Tick(
+                progress=progress,
+                audit=((f"{self.kind} stopped", text),),
+                card=(text,),
+                done=True,
+                ok=False,
+                detail=text,
+                wait=0.0,
+            )
+        tries = int(progress.get("tries", 0)) + 1
+        new = {
+            **progress,
+            "resolve_conflicts": policy,
+            "update": "",
+            "status": "",
+            "tries": tries,
+            "started": iso(now),
+        }
+        text = (
+            f"{what}: {decision.by} chose to update again with resolveConflicts={policy} "
+            f"({decision.reason or 'no reason given'}): {CONFLICT_POLICIES[policy]}"
+        )
+        return Tick(
+            progress=new,
+            posts=(Post(key=f"conflict-policy:{progress['addon']}:{tries}", text=text),),
+            audit=(("conflict policy chosen", text),),
+            card=(text,),
+            wait=0.0,
+        )
+
+
+def _issues(addon: Mapping[str, Any]) -> list[OperationError]:
     return [
-        {"errorCode": i.get("code", "?"), "errorMessage": i.get("message", "")}
+        OperationError(code=str(i.get("code", "?")), message=str(i.get("message", "")))
         for i in (addon.get("health") or {}).get("issues") or []
     ]
 

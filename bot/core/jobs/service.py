@@ -103,7 +103,13 @@ def choice_json(choice: Choice | None) -> str:
             "key": choice.key,
             "question": choice.question,
             "options": [
-                {"id": o.id, "label": o.label, "roles": list(o.roles), "needs_reason": o.needs_reason}
+                {
+                    "id": o.id,
+                    "label": o.label,
+                    "roles": list(o.roles),
+                    "needs_reason": o.needs_reason,
+                    **({"not_by": list(o.not_by)} if o.not_by else {}),
+                }
                 for o in choice.options
             ],
         }
@@ -123,6 +129,7 @@ def choice_of(text: str) -> Choice | None:
                 label=str(o["label"]),
                 roles=tuple(o.get("roles", ())),
                 needs_reason=bool(o.get("needs_reason", False)),
+                not_by=tuple(o.get("not_by", ())),
             )
             for o in data.get("options", ())
         ),
@@ -297,6 +304,9 @@ class JobService:
         if not held & set(picked.roles):
             need = " or ".join(picked.roles)
             raise UserError(f"“{picked.label}” needs the {need} of this run")
+        if user_id in picked.not_by:
+            # Four eyes: the person who asked for it cannot also confirm it.
+            raise UserError(f"“{picked.label}” needs a second person: you asked for it")
         reason = reason.strip()
         if picked.needs_reason and not reason:
             raise UserError(f"“{picked.label}” needs a reason: say why")
@@ -679,7 +689,9 @@ class JobService:
     def _choice_body(self, row: JobRow, choice: Choice) -> dict[str, Any]:
         roles = {o.id: " or ".join(o.roles) for o in choice.options}
         lines = "\n".join(
-            f"• *{inert(o.label)}* — {roles[o.id]}" + (" (with a reason)" if o.needs_reason else "")
+            f"• *{inert(o.label)}* — {roles[o.id]}"
+            + (" (with a reason)" if o.needs_reason else "")
+            + (f", a second person: not {', '.join(f'<@{inert(u)}>' for u in o.not_by)}" if o.not_by else "")
             for o in choice.options
         )
         text = (

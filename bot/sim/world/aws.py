@@ -17,7 +17,9 @@ The endpoint for every client is `http://127.0.0.1:PORT/aws`; the query APIs are
 their `Action`. Faults come from the scenario: an add-on whose installed version is not offered
 for the target, a subnet short of free addresses, node-group health issues, and `fail_updates`
 (an update of the control plane, a node group or an add-on that ends Failed; an add-on's failure
-is a conflict with fields changed by hand, so an update with `resolveConflicts: OVERWRITE` passes).
+is a conflict with fields changed by hand, so an update with `resolveConflicts: OVERWRITE` passes),
+and `insights_block: true` (UpdateClusterVersion refused with InvalidStateException while an
+upgrade-readiness insight of the target is in ERROR, unless the call says `force`).
 `GET /aws/sim/calls` answers how often each operation was called (for tests and rehearsals);
 `POST /aws/sim/hold {"operation": "UpdateNodegroupVersion"}` makes that operation act but hold
 its answer back until `POST /aws/sim/release` (a test kills the caller in between).
@@ -64,6 +66,7 @@ _KNOWN = {
     "stale_asgs",
     "nodegroup_issues",
     "fail_updates",
+    "insights_block",
 }
 
 
@@ -216,6 +219,9 @@ class AwsWorld:
             str(k): [dict(i) for i in v] for k, v in (spec.get("nodegroup_issues") or {}).items()
         }
         self.fail_updates = set(_strs(spec.get("fail_updates")))
+        #: EKS refuses UpdateClusterVersion while an upgrade-readiness insight of the target is in
+        #: ERROR, unless `force`; off unless the scenario asks, so the shipped runbooks update as before.
+        self.insights_block = bool(spec.get("insights_block", False))
         self.updates: dict[str, Update] = {}
         self.tokens: dict[str, str] = {}
         self.calls: Counter[str] = Counter()
@@ -608,7 +614,17 @@ class AwsWorld:
     def _by_token(self, token: str) -> Update | None:
         return self.updates.get(self.tokens[token]) if token in self.tokens else None
 
-    def update_cluster_version(self, version: str, token: str) -> Update:
+    def blocking_insights(self, version: str) -> list[Obj]:
+        """The upgrade-readiness insights of `version` in ERROR: what EKS refuses an update over."""
+        return [
+            i
+            for i in self.insights
+            if str(i.get("kubernetes_version", "")) == version
+            and i.get("status") == "ERROR"
+            and i.get("category", "UPGRADE_READINESS") == "UPGRADE_READINESS"
+        ]
+
+    def update_cluster_version(self, version: str, token: str, force: bool = False) -> Update:
         known = self._by_token(token)
         if known is not None:
             return known
@@ -631,6 +647,14 @@ class AwsWorld:
                 400,
                 "InvalidRequestException",
                 f"Nodegroup(s) {', '.join(behind)} must be updated to match cluster version {current} before updating the cluster version",
+            )
+        if self.insights_block and not force and self.blocking_insights(version):
+            # EKS's own words (botocore's InvalidStateException documentation).
+            raise AwsError(
+                400,
+                "InvalidStateException",
+                "Amazon EKS detected upgrade readiness issues. Call the ListInsights API to view detected"
+                " upgrade blocking issues. Pass the force flag when updating to override upgrade readiness errors.",
             )
         patch = self.patch_versions.get(version, f"{version}.0")
         update = self._new_update(
@@ -907,7 +931,9 @@ def _rest(
         case ("POST", "updates"):
             world.calls["UpdateClusterVersion"] += 1
             update = world.update_cluster_version(
-                str(data.get("version") or ""), str(data.get("clientRequestToken") or "")
+                str(data.get("version") or ""),
+                str(data.get("clientRequestToken") or ""),
+                bool(data.get("force")),
             )
             return _json(200, {"update": world.update(update.id, "", "")})
         case ("GET", "updates"):

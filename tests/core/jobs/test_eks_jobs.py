@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot.adapters import aws
 from bot.adapters.kube import Cluster
+from bot.adapters.providers import eks as aws
 from bot.core.jobs import preview
 from bot.core.jobs.base import Decision, Job
 from bot.core.jobs.controlplane import WaitControlPlaneJob
@@ -157,6 +157,81 @@ def test_eks_refusing_the_update_ends_the_job_with_its_reason(
         )
 
 
+def test_eks_refusing_the_update_over_upgrade_insights_asks_two_people_before_it_forces(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    # EKS refuses UpdateClusterVersion while an upgrade insight of the target is in ERROR (the
+    # scenario's "Deprecated APIs removed in Kubernetes v1.25"), unless the call says force.
+    sim = sim_factory(eks_scenario_in_step(insights_block=True), speed=0.0, seed=1)
+    for kube in _cluster(sim, sim_kubeconfig):
+        d = driver(EksUpdateClusterJob(access(sim), LABELS), kube, sim, {"version": "1.25"})
+        d.tick()  # the call's intent
+        d.tick()
+        asked = d.choice
+        assert asked is not None  # a question, not the job's end
+        assert asked.key == "insights-force:1.25:1"
+        assert asked.question.startswith(
+            "control plane 1.24 → 1.25: EKS refused UpdateClusterVersion over its upgrade insights in ERROR "
+            "for 1.25: Deprecated APIs removed in Kubernetes v1.25 ("
+        )
+        assert "One person asks with a reason; a second person confirms with theirs." in asked.question
+        assert [(o.id, o.needs_reason) for o in asked.options] == [("force", True), ("stop", False)]
+        assert d.audit[-1][0] == "UpdateClusterVersion refused"
+        assert "InvalidStateException" not in d.audit[-1][1]
+        assert "Amazon EKS detected upgrade readiness issues." in d.audit[-1][1]
+        assert aws_calls(sim)["UpdateClusterVersion"] == 1
+        assert aws_calls(sim)["ListInsights"] == 1
+        d.tick(
+            Decision(choice_key=asked.key, option="force", by="U0PRIMARY", reason="apps moved off v1beta1")
+        )
+        confirm = d.choice
+        assert confirm is not None
+        assert confirm.key == "insights-force:1.25:1:confirm"
+        assert confirm.options[0].not_by == ("U0PRIMARY",)
+        assert d.audit[-1] == (
+            "force asked",
+            "control plane 1.24 → 1.25: U0PRIMARY asks to update with force past the upgrade insights in "
+            "ERROR (Deprecated APIs removed in Kubernetes v1.25): apps moved off v1beta1. A second person "
+            "confirms, or stops.",
+        )
+        # One person's word sends nothing.
+        assert aws_calls(sim)["UpdateClusterVersion"] == 1
+        d.tick(Decision(choice_key=confirm.key, option="force", by="U0SHADOW", reason="audit log shows none"))
+        assert d.progress["force"] is True
+        assert d.audit[-1] == (
+            "force chosen",
+            "control plane 1.24 → 1.25: update with force past the upgrade insights in ERROR (Deprecated "
+            "APIs removed in Kubernetes v1.25), asked by U0PRIMARY (apps moved off v1beta1) and confirmed "
+            "by U0SHADOW (audit log shows none)",
+        )
+        follow(d, sim)
+        assert d.last is not None
+        assert d.last.ok, d.last.detail
+        assert aws_calls(sim)["UpdateClusterVersion"] == 2
+        assert len(sim.core.aws.updates) == 1  # type: ignore[union-attr]
+
+
+def test_people_can_stop_a_control_plane_update_eks_refused_over_its_insights(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    sim = sim_factory(eks_scenario_in_step(insights_block=True), speed=0.0, seed=1)
+    for kube in _cluster(sim, sim_kubeconfig):
+        d = driver(EksUpdateClusterJob(access(sim), LABELS), kube, sim, {"version": "1.25"})
+        d.tick()
+        d.tick()
+        assert d.choice is not None
+        d.tick(Decision(choice_key=d.choice.key, option="stop", by="U0COORD"))
+        assert d.last is not None
+        assert not d.last.ok
+        assert d.last.detail.startswith(
+            "control plane 1.24 → 1.25: EKS refused UpdateClusterVersion — Amazon EKS detected upgrade "
+            "readiness issues."
+        )
+        assert d.last.detail.endswith("; stopped by U0COORD, not forced")
+        assert aws_calls(sim)["UpdateClusterVersion"] == 1
+        assert sim.core.aws.updates == {}  # type: ignore[union-attr]
+
+
 def test_without_a_provider_or_without_boto3_the_eks_actions_refuse_with_a_short_reason(
     sim: SimCluster, kube: Cluster
 ) -> None:
@@ -243,16 +318,81 @@ def test_an_add_on_update_with_none_fails_on_the_planted_conflict_and_overwrite_
         job = EksUpdateAddonJob(access(sim), LABELS)
         args = {"addon": "kube-proxy", "version": "v1.24.17-minimal-eksbuild.4"}
         sim.core.aws.addons["kube-proxy"].version = "v1.24.10"  # type: ignore[union-attr]
-        failed = driver(job, kube, sim, args, job_id=3)
-        assert failed.progress["resolve_conflicts"] == "NONE"
-        follow(failed, sim)
-        assert failed.last is not None
-        assert not failed.last.ok
-        assert "Failed — ConfigurationConflict: Conflicts found when trying to apply" in failed.last.detail
+        stopped = driver(job, kube, sim, args, job_id=3)
+        assert stopped.progress["resolve_conflicts"] == "NONE"
+        follow(stopped, sim)
+        # The conflict is a question for people, not the end of the job (issue 40 item 8).
+        assert stopped.choice is not None
+        stopped.tick(Decision(choice_key=stopped.choice.key, option="stop", by="U0COORD"))
+        assert stopped.last is not None
+        assert not stopped.last.ok
+        assert "Failed — ConfigurationConflict: Conflicts found when trying to apply" in stopped.last.detail
+        assert stopped.last.detail.endswith("; stopped by U0COORD, neither OVERWRITE nor PRESERVE chosen")
+        assert aws_calls(sim)["UpdateAddon"] == 1
         forced = driver(job, kube, sim, {**args, "resolve_conflicts": "OVERWRITE"}, job_id=4)
         follow(forced, sim)
         assert forced.last is not None
         assert forced.last.ok
+
+
+def test_an_add_on_conflict_asks_people_for_overwrite_or_preserve_and_updates_again_with_it(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    sim = sim_factory(eks_scenario_in_step(fail_updates=["addon:kube-proxy"]), speed=0.0, seed=2)
+    for kube in _cluster(sim, sim_kubeconfig):
+        job = EksUpdateAddonJob(access(sim), LABELS)
+        sim.core.aws.addons["kube-proxy"].version = "v1.24.10"  # type: ignore[union-attr]
+        d = driver(job, kube, sim, {"addon": "kube-proxy", "version": "v1.24.17-minimal-eksbuild.4"})
+        follow(d, sim)
+        first = d.progress["update"]
+        choice = d.choice
+        assert choice is not None
+        assert choice.key == f"conflict:{first}"
+        assert choice.question.startswith(
+            f"add-on kube-proxy v1.24.10 → v1.24.17-minimal-eksbuild.4: EKS failed update {first} with "
+            "resolveConflicts=NONE: ConfigurationConflict: Conflicts found when trying to apply."
+        )
+        # Each answer says what it means.
+        assert "OVERWRITE: EKS overwrites what you changed on the add-on's objects with its defaults." in (
+            choice.question
+        )
+        assert "PRESERVE: EKS keeps what you changed on the add-on's objects" in choice.question
+        assert [(o.id, o.label, o.needs_reason) for o in choice.options] == [
+            ("overwrite", "Retry with OVERWRITE", True),
+            ("preserve", "Retry with PRESERVE", True),
+            ("stop", "Stop (fail the step)", False),
+        ]
+        assert d.last is not None
+        assert d.last.card[1] == (
+            "waiting for people: retry with another conflict policy, or stop (see the thread)"
+        )
+        # Nothing is called again until people answer: a resume repeats no failed call.
+        assert aws_calls(sim)["UpdateAddon"] == 1
+        d.tick(
+            Decision(choice_key=choice.key, option="overwrite", by="U0SHADOW", reason="drop the hand edit")
+        )
+        assert (d.progress["resolve_conflicts"], d.progress["update"], d.progress["tries"]) == (
+            "OVERWRITE",
+            "",
+            1,
+        )
+        assert d.audit[-1] == (
+            "conflict policy chosen",
+            "add-on kube-proxy v1.24.10 → v1.24.17-minimal-eksbuild.4: U0SHADOW chose to update again with "
+            "resolveConflicts=OVERWRITE (drop the hand edit): EKS overwrites what you changed on the add-on's "
+            "objects with its defaults",
+        )
+        follow(d, sim)
+        assert d.last is not None
+        assert d.last.ok, d.last.detail
+        second = d.progress["update"]
+        assert second != first
+        assert d.posts[f"update-started:{second}"].startswith(
+            "add-on kube-proxy v1.24.10 → v1.24.17-minimal-eksbuild.4: EKS accepted UpdateAddon (conflicts: OVERWRITE)"
+        )
+        # A second update under its own token (the first token would answer the failed update).
+        assert aws_calls(sim)["UpdateAddon"] == 2
+        assert len(sim.core.aws.updates) == 2  # type: ignore[union-attr]
 
 
 def test_a_node_group_update_names_the_budget_that_blocks_it_and_asks_before_forcing(

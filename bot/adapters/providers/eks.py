@@ -1,4 +1,5 @@
-"""The EKS provider's AWS side: the one module that imports boto3, and only when it is used.
+"""The EKS provider (`bot.core.providers`' first adapter): the one module that imports boto3, and
+only when it is used.
 
 boto3 is the optional `aws` extra (`pip install 'upgrade-bot[aws]'`). `connect(provider)` imports
 it then, and raises `AwsUnavailable` with the reason when it cannot: nothing else in the bot
@@ -6,16 +7,29 @@ imports boto3, so a bot without the extra loads and runs as before. Credentials 
 standard chain (environment, shared files, IRSA / EKS Pod Identity in the chart); the region and,
 for the simulator, the endpoint come from the cluster's `provider: {eks: …}`.
 
-The answers are botocore's, as plain dicts and lists (datetimes stay datetimes); any client or
-connection error becomes `AwsError` with botocore's message, so callers never see botocore's types.
+The answers are botocore's, as plain dicts and lists (datetimes stay datetimes), or the port's
+records (`Operation`, `Versions`, `Insight` …) for the port's own calls; any client or connection
+error becomes `AwsError` (the port's `ProviderError`) with botocore's message, so callers never
+see botocore's types.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
-from bot.records import EksProvider
+from bot.errors import ProviderError, ProviderUnavailable
+from bot.records import (
+    EksProvider,
+    Insight,
+    MaintenancePolicy,
+    Operation,
+    OperationError,
+    PoolStrategy,
+    SubnetCapacity,
+    Versions,
+)
 
 Obj = dict[str, Any]
 
@@ -23,25 +37,22 @@ Obj = dict[str, Any]
 EXTRA_HINT = "pip install 'upgrade-bot[aws]'"
 
 
-class AwsUnavailable(Exception):
+class AwsUnavailable(ProviderUnavailable):
     """The AWS side cannot be read at all (no boto3); the reason is for people."""
 
 
-class AwsError(Exception):
+class AwsError(ProviderError):
     """An AWS call failed (refused, unreachable, no credentials); the message is botocore's.
 
     `code` is AWS's error code (`InvalidParameterException`, `ResourceInUseException` …) and
     `status` its HTTP status when AWS answered; both empty/0 when it did not (a connection error,
     no credentials), which is worth trying again."""
 
-    def __init__(self, message: str, *, code: str = "", status: int = 0) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status
-
 
 class Eks:
     """One EKS cluster's reads through boto3's `eks`, `ec2` and `autoscaling` clients."""
+
+    kind = "eks"
 
     def __init__(
         self,
@@ -136,9 +147,16 @@ class Eks:
     # Each takes the job's `clientRequestToken`: EKS answers the same update for the same token, so
     # a job that crashed between the call and storing its answer never starts a second update.
 
-    def update_cluster_version(self, version: str, *, token: str) -> Obj:
+    def update_cluster_version(self, version: str, *, token: str, force: bool = False) -> Obj:
+        # `force` only when people chose it (it overrides the upgrade insights' block); never sent
+        # otherwise, so the call is the one EKS always saw.
+        extra: Obj = {"force": True} if force else {}
         found = self._call(
-            self._once.update_cluster_version, name=self.name, version=version, clientRequestToken=token
+            self._once.update_cluster_version,
+            name=self.name,
+            version=version,
+            clientRequestToken=token,
+            **extra,
         )
         return dict(found["update"])
 
@@ -206,6 +224,101 @@ class Eks:
                 Filters=[{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{self.name}"]}],
             )
         ]
+
+    # ---- the provider port (`bot.core.providers.Provider`) ----------------------------------------
+
+    def control_plane(self) -> Obj:
+        return self.cluster()
+
+    def node_pools(self) -> list[Obj]:
+        return self.nodegroups()
+
+    def node_pool(self, name: str) -> Obj:
+        return self.nodegroup(name)
+
+    def versions(self) -> Versions:
+        """EKS updates one minor at a time: the next minor is the one version offered."""
+        current = str(self.cluster().get("version", ""))
+        major, _, minor = current.partition(".")
+        offered = (f"{major}.{int(minor) + 1}",) if major.isdigit() and minor.isdigit() else ()
+        return Versions(current=current, offered=offered, default=offered[0] if offered else "")
+
+    def maintenance(self) -> MaintenancePolicy:
+        return MaintenancePolicy(
+            note="EKS has no maintenance windows or exclusions: AWS patches the control plane within"
+            " its minor version on its own, and starts no version update by itself"
+        )
+
+    def upgrade_insights(self, kubernetes_version: str) -> list[Insight]:
+        return [_insight(i) for i in self.insights(kubernetes_version)]
+
+    def capacity(self, subnet_ids: list[str]) -> list[SubnetCapacity]:
+        return [
+            SubnetCapacity(
+                id=str(s.get("SubnetId", "")),
+                zone=str(s.get("AvailabilityZone", "")),
+                free=int(s.get("AvailableIpAddressCount") or 0),
+            )
+            for s in self.subnets(subnet_ids)
+        ]
+
+    def update_control_plane(self, version: str, *, token: str, force: bool = False) -> Operation:
+        return _operation(self.update_cluster_version(version, token=token, force=force))
+
+    def update_node_pool(self, pool: str, *, version: str, strategy: PoolStrategy, token: str) -> Operation:
+        if strategy.kind != "surge":
+            raise AwsError(
+                f"EKS managed node groups update by surge only, not {strategy.kind!r}",
+                code="InvalidParameterException",
+                status=400,
+            )
+        return _operation(
+            self.update_nodegroup_version(pool, version=version, force=strategy.force, token=token)
+        )
+
+    def update_addon_version(self, addon: str, *, version: str, conflicts: str, token: str) -> Operation:
+        return _operation(self.update_addon(addon, version=version, resolve_conflicts=conflicts, token=token))
+
+    def operations(self, *, node_pool: str = "", addon: str = "") -> list[str]:
+        return self.list_updates(nodegroup=node_pool, addon=addon)
+
+    def operation(self, operation_id: str, *, node_pool: str = "", addon: str = "") -> Operation:
+        return _operation(self.describe_update(operation_id, nodegroup=node_pool, addon=addon))
+
+
+def _operation(update: Obj) -> Operation:
+    """EKS's `update` as the port's `Operation` (its statuses are the port's own words)."""
+    created = update.get("createdAt")
+    return Operation(
+        id=str(update.get("id", "")),
+        kind=str(update.get("type", "")),
+        status=str(update.get("status", "")),
+        params={str(p.get("type")): str(p.get("value")) for p in update.get("params") or []},
+        errors=tuple(
+            OperationError(
+                code=str(e.get("errorCode", "?")),
+                message=str(e.get("errorMessage", "")),
+                resources=tuple(str(r) for r in e.get("resourceIds") or []),
+            )
+            for e in update.get("errors") or []
+        ),
+        created=created.isoformat() if isinstance(created, datetime) else str(created or ""),
+    )
+
+
+def _insight(insight: Obj) -> Insight:
+    status = insight.get("insightStatus") or {}
+    return Insight(
+        id=str(insight.get("id", "")),
+        name=str(insight.get("name", "")),
+        status=str(status.get("status", "UNKNOWN")),
+        reason=str(status.get("reason", "")),
+        category=str(insight.get("category", "")),
+        kubernetes_version=str(insight.get("kubernetesVersion", "")),
+        recommendation=str(insight.get("recommendation", "")),
+        # EKS blocks UpdateClusterVersion on an upgrade-readiness insight in ERROR (unless forced).
+        blocking=status.get("status") == "ERROR" and insight.get("category") == "UPGRADE_READINESS",
+    )
 
 
 def _error(exc: Exception) -> AwsError:

@@ -1,0 +1,168 @@
+"""The provider port: what checks and jobs ask of a cloud's control plane and node pools.
+
+A managed cluster's cloud (EKS today; GKE and AKS next, issue 46) is one adapter under
+`bot/adapters/providers/` that answers `Provider`, plus one sim facade its real SDK talks to
+(`bot/sim/world/providers.py`). Checks and jobs import this module only, never an adapter: they
+get a `Provider` from a `ProviderAccess` built with the clusters' provider configurations, and
+read its answers as the plain records below (bot/records.py) or, for the cloud's own describe
+calls, as the cloud's JSON, which that cloud's checks read.
+
+What the port covers, and how each cloud fits it:
+
+| port                      | EKS                              | GKE                               | AKS                                  |
+|---------------------------|----------------------------------|-----------------------------------|--------------------------------------|
+| `versions`                | DescribeCluster (next minor)     | get_server_config                 | get_upgrade_profile                  |
+| `update_control_plane`    | UpdateClusterVersion (`force`)   | update_master                     | begin_create_or_update (CP only)     |
+| `update_node_pool`        | UpdateNodegroupVersion (surge)   | update_node_pool (surge/blue-green)| agent pool upgrade (max surge)      |
+| `update_addon`            | UpdateAddon (resolveConflicts)   | (add-ons follow the master)       | extensions                           |
+| `operations`/`operation`  | ListUpdates / DescribeUpdate     | list/get_operation                | the ARM async operation              |
+| `maintenance`             | none (a note)                    | windows and exclusions            | planned maintenance configurations   |
+| `upgrade_insights`        | ListInsights / DescribeInsight   | deprecation insights              | deprecated-API usage (the block)     |
+| `capacity`                | DescribeSubnets                  | the subnet's secondary ranges     | the subnet's free addresses          |
+
+Update calls take a `token`: the job's idempotency key (EKS's `clientRequestToken`; GKE and ARM
+are asked for the operation by name instead). A job stores its intent before it calls and, after
+an interruption, looks the operation up (`operations`, `operation`) before it ever calls again.
+
+The errors: `ProviderUnavailable` (the cloud's SDK extra is not installed) and `ProviderError`
+(the call failed; `code` and `status` from the cloud) — bot/errors.py draws them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from bot.errors import ProviderError, ProviderUnavailable, UserError, clip
+from bot.records import (
+    OPERATION_STATUSES,
+    EksProvider,
+    Insight,
+    MaintenanceExclusion,
+    MaintenancePolicy,
+    Operation,
+    OperationError,
+    PoolStrategy,
+    SubnetCapacity,
+    Versions,
+)
+
+__all__ = [
+    "OPERATION_STATUSES",
+    "Insight",
+    "MaintenanceExclusion",
+    "MaintenancePolicy",
+    "Operation",
+    "OperationError",
+    "PoolStrategy",
+    "Provider",
+    "ProviderAccess",
+    "ProviderConfig",
+    "ProviderError",
+    "ProviderUnavailable",
+    "SubnetCapacity",
+    "Versions",
+    "connect",
+]
+
+Obj = dict[str, Any]
+
+#: A cluster's `provider:` configuration; one record type per cloud (GKE's and AKS's join here).
+ProviderConfig = EksProvider
+
+#: Each cloud's SDK and the extra that installs it (said when it is missing).
+SDKS = {"eks": ("boto3", "pip install 'upgrade-bot[aws]'")}
+
+
+class Provider(Protocol):
+    """One managed cluster's cloud side. Reads return the cloud's answers; updates return the
+    `Operation` they started (the same one again for the same `token`)."""
+
+    #: The cloud (`eks`, `gke`, `aks`) and the cluster's name there.
+    kind: str
+    name: str
+
+    # -- the cloud's own descriptions (its JSON: that cloud's checks read them) --------------------
+    def control_plane(self) -> Obj: ...
+    def node_pools(self) -> list[Obj]: ...
+    def node_pool(self, name: str) -> Obj: ...
+    def addons(self) -> list[Obj]: ...
+    def addon(self, name: str) -> Obj: ...
+    def addon_versions(self, addon: str, kubernetes_version: str) -> list[Obj]: ...
+
+    # -- the port's own answers ---------------------------------------------------------------------
+    def versions(self) -> Versions: ...
+    def maintenance(self) -> MaintenancePolicy: ...
+    def upgrade_insights(self, kubernetes_version: str) -> list[Insight]: ...
+    def capacity(self, subnet_ids: list[str]) -> list[SubnetCapacity]: ...
+
+    # -- updates, each once per token, and the operations that follow them -------------------------
+    def update_control_plane(self, version: str, *, token: str, force: bool = False) -> Operation: ...
+    def update_node_pool(
+        self, pool: str, *, version: str, strategy: PoolStrategy, token: str
+    ) -> Operation: ...
+    def update_addon_version(self, addon: str, *, version: str, conflicts: str, token: str) -> Operation: ...
+    def operations(self, *, node_pool: str = "", addon: str = "") -> list[str]: ...
+    def operation(self, operation_id: str, *, node_pool: str = "", addon: str = "") -> Operation: ...
+
+
+def connect(config: ProviderConfig, *, update_within: float | None = None) -> Provider:
+    """The adapter for `config`'s cloud, its SDK imported only now (`ProviderUnavailable` without
+    the extra). A new cloud is one branch here, its adapter and its sim facade.
+
+    `update_within`: the seconds an update call may take, the figure the replica's lease is
+    checked against before it (`bot.core.tenure`); None for the SDK's own timeouts."""
+    if isinstance(config, EksProvider):
+        from bot.adapters.providers import eks
+
+        return eks.connect(config, update_within=update_within)
+    raise ProviderUnavailable(f"no provider adapter for {type(config).__name__}")
+
+
+class ProviderAccess:
+    """Cluster name (as the configuration names it) → its provider, connected once and kept.
+
+    Refuses with a short reason (`UserError`) when the cluster names no provider, or the bot
+    lacks the cloud's SDK extra (`kind` names the cloud in those reasons)."""
+
+    def __init__(
+        self,
+        providers: Mapping[str, ProviderConfig | None],
+        connect: Callable[[ProviderConfig], Provider] | None = None,
+        *,
+        kind: str = "eks",
+        guard: Callable[[Provider], Provider] | None = None,
+    ) -> None:
+        self.providers = dict(providers)
+        self.kind = kind
+        self._connect = connect
+        #: Wraps each client so its update calls are made only inside the leader's lease
+        #: (`bot.core.tenure.GuardedCalls`, given by `assemble`).
+        self._guard = guard
+        self._clients: dict[str, Provider] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, cluster: str) -> Provider:
+        provider = self.providers.get(cluster)
+        if provider is None:
+            raise UserError(
+                f"cluster {clip(cluster)} has no {self.kind.upper()} provider: the {self.kind.upper()} actions need "
+                f"`provider: {{{self.kind}: {{name, region}}}}` in its configuration"
+            )
+        with self._lock:
+            if cluster not in self._clients:
+                try:
+                    client = (self._connect or connect)(provider)
+                    self._clients[cluster] = self._guard(client) if self._guard is not None else client
+                except ProviderUnavailable:
+                    sdk, extra = SDKS.get(self.kind, ("its SDK", "its extra"))
+                    raise UserError(
+                        f"the {self.kind.upper()} actions need {sdk}, which this bot does not have ({extra})"
+                    ) from None
+            return self._clients[cluster]
+
+
+def no_provider(cluster: str) -> Provider:
+    """The access of a registry built without providers (tests, tools): every provider action refuses."""
+    raise UserError(f"cluster {clip(cluster)} has no EKS provider: the EKS actions need one")
