@@ -14,7 +14,12 @@ Progress (JSON):
 
     {"started": "2026-11-29T14:02:00Z", "settle": 600, "timeout": 1800, "ignore": "",
      "baseline": {"4a0f…": {"labels": {...}, "startsAt": "…"}}, "quiet_since": null,
-     "inconclusive": 0, "seen": {"new": 0, "pre_existing": 3, "silenced_by_run": 0}}
+     "inconclusive": 0, "seen": {"new": 0, "pre_existing": 3, "silenced_by_run": 0},
+     "new": [{"fingerprint": "…", "labels": {...}, "startsAt": "…", "silenced_by_run": false}]}
+
+`new` keeps the first `view.KEPT_ALERTS` new alerts for the gate (`bot.core.evidence.view`); the
+card's live lines are its Now line ("Waiting on evidence: alerts settle 4m12s left · 0 new"), the
+summary line and the first new alerts with their labels.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 
 from bot.core.evidence.judge import AlertBaseline, Outcome, judge_alerts
 from bot.core.evidence.ports import AlertSource
+from bot.core.evidence.view import KEPT_ALERTS, EvidenceView, alert_lines, alerts_view, now_line
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, iso, timer_start
 from bot.core.kube.objects import parse_iso
@@ -115,7 +121,7 @@ class AlertsJob:
             f"failing at {int(progress['timeout'] // 60)}m while new alerts fire or at once on a critical one"
         ]
 
-    def _ask(self, progress: Progress, reason: str) -> Tick:
+    def _ask(self, progress: Progress, reason: str, now: datetime) -> Tick:
         n = int(progress.get("inconclusive", 0)) + 1
         new = {**progress, "inconclusive": n}
         question = (
@@ -123,7 +129,7 @@ class AlertsJob:
         )
         return Tick(
             progress=new,
-            card=(f"Waiting on evidence: Alertmanager — {reason}",),
+            card=(now_line(EvidenceView(alerts=alerts_view(new, unavailable=reason)), now, markup=False),),
             choice=Choice(
                 key=f"{PAUSE_KIND}:alerts:{n}",
                 question=question,
@@ -150,7 +156,7 @@ class AlertsJob:
         try:
             alerts = source.alerts(matchers)
         except EvidenceUnavailable as exc:
-            return self._ask(progress, exc.reason)
+            return self._ask(progress, exc.reason, now)
         if progress.get("baseline") is None:
             progress = {
                 **progress,
@@ -168,6 +174,8 @@ class AlertsJob:
             quiet = now
         else:
             quiet = timer_start(progress, progress["started"], now)
+        # The ids of the silences this run holds (the silence lease records them; none until then).
+        run_silences = frozenset(progress.get("run_silences") or ())
         verdict = judge_alerts(
             alerts,
             baseline=_baseline(progress),
@@ -177,6 +185,7 @@ class AlertsJob:
             timeout=timedelta(seconds=float(progress["timeout"])),
             ignore=ignore,
             quiet_since=quiet,
+            run_silences=run_silences,
         )
         seen = {
             "new": len(verdict.new),
@@ -188,13 +197,21 @@ class AlertsJob:
             "seen": seen,
             "quiet_since": iso(verdict.quiet_since) if verdict.quiet_since else None,
             "saw_new": bool(progress.get("saw_new")) or bool(verdict.new),
+            # The gate lists each new alert with its labels: the first few are kept, the count whole.
+            "new": [
+                {
+                    "fingerprint": a.fingerprint,
+                    "labels": dict(a.labels),
+                    "startsAt": iso(a.starts_at),
+                    "silenced_by_run": bool(a.silenced_by) and set(a.silenced_by) <= run_silences,
+                }
+                for a in verdict.new[:KEPT_ALERTS]
+            ],
         }
+        view = alerts_view(new, outcome=verdict.outcome.value)
         summary = summary_line(seen, started)
         if verdict.outcome is Outcome.FAILED:
-            lines = [f"alerts: {verdict.reason}"] + [
-                f"• {_labels(a.labels)} since {iso(a.starts_at)}" for a in verdict.new[:10]
-            ]
-            text = "\n".join(lines)
+            text = "\n".join([f"alerts: {verdict.reason}", summary, *alert_lines(view, markup=False)])
             key = "alerts-failed:" + ",".join(sorted(a.fingerprint for a in verdict.new))
             return Tick(progress=new, posts=(Post(key=key, text=text),), card=(summary,), done=True, ok=False,
                         detail=f"alerts: {verdict.reason}", wait=0.0)  # fmt: skip
@@ -202,7 +219,12 @@ class AlertsJob:
             text = f"alerts: no new alert for {int(float(progress['settle']) // 60)}m ({summary})"
             return Tick(progress=new, posts=(Post(key=f"alerts-settled:{progress['started']}", text=text),),
                         card=(summary,), done=True, ok=True, detail=text, wait=0.0)  # fmt: skip
-        return Tick(progress=new, card=(f"Waiting on evidence: {summary}", verdict.reason), wait=POLL)
+        card = (
+            now_line(EvidenceView(alerts=view), now, markup=False),
+            summary,
+            *alert_lines(view, limit=5, markup=False),
+        )
+        return Tick(progress=new, card=card, wait=POLL)
 
 
 def summary_line(seen: Mapping[str, int], since: datetime) -> str:
@@ -211,7 +233,3 @@ def summary_line(seen: Mapping[str, int], since: datetime) -> str:
         f"Alerts: {seen.get('new', 0)} new since {since:%H:%M} · {seen.get('pre_existing', 0)} pre-existing"
         f" · {seen.get('silenced_by_run', 0)} silenced by this run"
     )
-
-
-def _labels(labels: Mapping[str, str]) -> str:
-    return "{" + ", ".join(f'{k}="{clip(v, 60)}"' for k, v in sorted(labels.items())) + "}"
