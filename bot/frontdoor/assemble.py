@@ -28,6 +28,7 @@ from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.duties import Duties
+from bot.core.evidence.view import StoredEvidence
 from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.eks import EksAccess
 from bot.core.jobs.registry import default_jobs
@@ -221,6 +222,8 @@ def assemble(
             files=slack.uploader if slack is not None else None,
             live=long_actions.sections,
             waive_roles=settings.action_approvers,
+            # What a gate and the card's Now line show of the alerts (and analyses) a step waits on.
+            evidence=StoredEvidence(store),
         )
     announcements = AnnouncementService(
         store=store,

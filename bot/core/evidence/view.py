@@ -13,15 +13,16 @@ code span or an escape.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 from bot.core.durations import format_duration
-from bot.core.kube.objects import parse_iso
 from bot.core.rendering import inert
+from bot.records import JobRow
 
 #: New alerts listed by name and labels; the rest are counted (Slack: 50 blocks, 3,000 a section).
 ALERT_LINES = 10
@@ -158,9 +159,55 @@ def alerts_view(
         settle=timedelta(seconds=float(progress.get("settle", 600))),
         timeout=timedelta(seconds=float(progress.get("timeout", 1800))),
         quiet_since=parse_iso(progress.get("quiet_since")),
-        outcome=outcome,
+        outcome=outcome or ("Inconclusive" if unavailable else "Running"),
         unavailable=unavailable,
     )
+
+
+def parse_iso(text: object) -> datetime | None:
+    """A stored ISO 8601 time ("…Z" included), aware (UTC when it has no zone); None if absent."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class StepJobs(Protocol):
+    """The store's one read the loader needs (`bot.adapters.store`)."""
+
+    def job_of_step(self, run_id: str, step_id: str) -> JobRow | None: ...
+
+
+#: The job kinds whose progress is evidence, and how each loads.
+EVIDENCE_KINDS = frozenset({"alerts"})
+
+
+class EvidenceSource(Protocol):
+    """The evidence of the first of `step_ids` that has some (the run cards ask it)."""
+
+    def __call__(self, run_id: str, step_ids: Sequence[str]) -> EvidenceView | None: ...
+
+
+class StoredEvidence:
+    """The evidence of a run's steps, read from their jobs' stored progress: the gate of a step
+    shows its own evidence, or that of the step just before it (the settle check a next node
+    group's gate is decided on). The analysis job's measurements join here (`AnalysisView`)."""
+
+    def __init__(self, store: StepJobs) -> None:
+        self.store = store
+
+    def __call__(self, run_id: str, step_ids: Sequence[str]) -> EvidenceView | None:
+        for step_id in step_ids:
+            row = self.store.job_of_step(run_id, step_id)
+            if row is None or row.kind not in EVIDENCE_KINDS or not row.progress:
+                continue
+            progress = json.loads(row.progress)
+            outcome = "" if row.state != "done" else ("Successful" if row.ok else "Failed")
+            return EvidenceView(alerts=alerts_view(progress, outcome=outcome))
+        return None
 
 
 # ----- small pieces --------------------------------------------------------------------------------

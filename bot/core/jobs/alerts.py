@@ -123,13 +123,14 @@ class AlertsJob:
 
     def _ask(self, progress: Progress, reason: str, now: datetime) -> Tick:
         n = int(progress.get("inconclusive", 0)) + 1
-        new = {**progress, "inconclusive": n}
+        # Kept for the gate and the card: why the evidence is Inconclusive now.
+        new = {**progress, "inconclusive": n, "unavailable": reason}
         question = (
             f"Alerts are Inconclusive: {reason}. No data never passes: wait and check again, waive, or abort?"
         )
         return Tick(
             progress=new,
-            card=(now_line(EvidenceView(alerts=alerts_view(new, unavailable=reason)), now, markup=False),),
+            card=(now_line(EvidenceView(alerts=alerts_view(new)), now, markup=False),),
             choice=Choice(
                 key=f"{PAUSE_KIND}:alerts:{n}",
                 question=question,
@@ -195,6 +196,7 @@ class AlertsJob:
         new: Progress = {
             **progress,
             "seen": seen,
+            "unavailable": "",
             "quiet_since": iso(verdict.quiet_since) if verdict.quiet_since else None,
             "saw_new": bool(progress.get("saw_new")) or bool(verdict.new),
             # The gate lists each new alert with its labels: the first few are kept, the count whole.
@@ -219,11 +221,8 @@ class AlertsJob:
             text = f"alerts: no new alert for {int(float(progress['settle']) // 60)}m ({summary})"
             return Tick(progress=new, posts=(Post(key=f"alerts-settled:{progress['started']}", text=text),),
                         card=(summary,), done=True, ok=True, detail=text, wait=0.0)  # fmt: skip
-        card = (
-            now_line(EvidenceView(alerts=view), now, markup=False),
-            summary,
-            *alert_lines(view, limit=5, markup=False),
-        )
+        # The card's Now line (run cards, from the stored progress) says how long it settles.
+        card = (summary, *alert_lines(view, limit=5, markup=False))
         return Tick(progress=new, card=card, wait=POLL)
 
 
