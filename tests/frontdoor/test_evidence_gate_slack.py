@@ -6,6 +6,7 @@ Block Kit models."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext
 from bot.core.delivery import Deliveries
 from bot.core.evidence.matchers import parse_matcher
-from bot.core.evidence.view import StoredEvidence
+from bot.core.evidence.view import AlertRow, AlertsView, AnalysisView, Point, StoredEvidence
 from bot.core.jobs.alerts import AlertsJob, Evidence
 from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.service import JobService
@@ -31,14 +32,18 @@ from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.capabilities import StepLongActions, StepsOfRuns
 from bot.core.runs.cards import RunCards
+from bot.core.runs.report import AlertsLane, build_report, to_html
 from bot.core.runs.service import Actor, RunService
 from bot.records import SignalSource, StepState
 from bot.resources import BUILTIN_TEMPLATES
 from bot.sim.cluster import SimCluster
 from tests.support import blockkit
+from tests.support.browser import chromium, console_errors
 from tests.support.clock import FakeClock
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
+
+__all__ = ["chromium"]
 
 T0 = datetime(2026, 11, 29, 14, 2, tzinfo=UTC)
 PLAN = """\
@@ -217,3 +222,81 @@ def test_the_card_says_what_the_step_waits_on_and_the_next_gate_shows_the_eviden
     # The card no longer says it waits on evidence.
     text, _ = latest_card(world.stub)
     assert "Waiting on evidence" not in text
+
+    # The run report's evidence panel: the step on the alert timeline with the alert it saw (gone
+    # since), and the table beneath it.
+    report = build_report(world.store, run.id, now=world.clock())
+    (lane,) = report.alert_lanes
+    assert (lane.step_id, lane.view.outcome) == ("settle", "Successful")
+    assert [a.name for a in lane.view.history] == ["KubeAPIErrorsHigh"]
+    html = to_html(report, charts=None)
+    assert '<svg id="alert-timeline"' in html
+    assert "<title>KubeAPIErrorsHigh since" in html
+    assert "Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run" in html
+    assert '<code>KubeAPIErrorsHigh</code> {cluster="prod", severity="warning", verb="LIST"} since' in html
+
+
+def test_the_report_draws_each_analysis_over_time_in_chromium(
+    tmp_path: Path, world: World, chromium: Any
+) -> None:
+    """The analysis part of the panel from view-model values (the analysis job's loader joins
+    later): a line with a gap where a measurement had no data, the baseline dashed."""
+    run = world.runs.start("settle", Actor(user_id="U0PRIMARY")).run
+    points = tuple(
+        Point(at=T0 + timedelta(minutes=i), value=v, phase=phase)
+        for i, (v, phase) in enumerate(
+            [
+                (10.0, "Successful"),
+                (11.5, "Successful"),
+                (None, "Inconclusive"),
+                (13.0, "Successful"),
+                (19.0, "Failed"),
+            ]
+        )
+    )
+    analysis = AnalysisView(
+        name="apiserver 4xx rate",
+        query='sum(rate(apiserver_request_total{code=~"4.."}[5m]))',
+        baseline=10.0,
+        points=points,
+        outcome="Failed",
+        success="result < 1.2 * baseline + 5",
+        reason="2 failed measurement(s): not met: result < 1.2 * baseline + 5",
+        count=5,
+    )
+    seen = AlertRow(
+        fingerprint="a1",
+        labels={"alertname": "KubeAPIErrorsHigh", "cluster": "prod", "severity": "warning"},
+        starts_at=T0 + timedelta(minutes=2),
+    )
+    lane = AlertsLane(
+        step_id="settle",
+        started_at=T0,
+        ended_at=T0 + timedelta(minutes=4),
+        view=AlertsView(since=T0, pre_existing=1, outcome="Successful", history=(seen,), history_count=1),
+    )
+    report = dataclasses.replace(
+        build_report(world.store, run.id, now=T0 + timedelta(minutes=5)),
+        analyses=(analysis,),
+        alert_lanes=(lane,),
+    )
+    html = to_html(report, charts=None)
+    page = tmp_path / "report.html"
+    page.write_text(html)
+    chromium.get(page.as_uri())
+    assert console_errors(chromium) == []
+    chart = chromium.find_element("id", "analysis-0")
+    assert chart.size["width"] == 480
+    # Two line segments: the measurement with no data is a gap, never a zero.
+    assert len(chart.find_elements("css selector", "polyline")) == 2
+    assert len(chart.find_elements("css selector", "line")) == 1  # the baseline
+    headings = chromium.find_element("id", "evidence").find_elements("xpath", "following-sibling::h3")
+    assert [h.text for h in headings][:2] == ["Alert timeline", "Analyses over time"]
+    assert len(chromium.find_element("id", "alert-timeline").find_elements("css selector", "circle")) == 1
+    # Looked at (STYLE 18): the panel as a picture, kept with the test's files.
+    chromium.execute_script("document.getElementById('evidence').scrollIntoView()")
+    panel = tmp_path / "evidence-panel.png"
+    chromium.save_screenshot(str(panel))
+    assert panel.stat().st_size > 5000
+    body = chromium.find_element("tag name", "body").text
+    assert "apiserver 4xx rate — Failed · value 19 vs baseline 10 · last: ▁▂·▃█" in body

@@ -75,6 +75,9 @@ class AlertsView:
     outcome: str = "Running"
     #: Why it is Inconclusive (Alertmanager's failure), empty otherwise.
     unavailable: str = ""
+    #: Every new alert the step saw, firing or gone since (the first few; the report's timeline).
+    history: tuple[AlertRow, ...] = ()
+    history_count: int = 0
 
     def settle_left(self, now: datetime) -> timedelta | None:
         """Time until the step passes if nothing new fires (None while new alerts fire)."""
@@ -150,7 +153,18 @@ def alerts_view(
         )
         for a in (progress.get("new") or ())[:KEPT_ALERTS]
     )
+    history = tuple(
+        AlertRow(
+            fingerprint=str(fp),
+            labels={str(k): str(v) for k, v in (a.get("labels") or {}).items()},
+            starts_at=parse_iso(a.get("startsAt")) or since,
+            silenced_by_run=bool(a.get("silenced_by_run")),
+        )
+        for fp, a in list((progress.get("history") or {}).items())[:KEPT_ALERTS]
+    )
     return AlertsView(
+        history=history,
+        history_count=int(progress.get("history_count", len(history))),
         since=since,
         new=rows,
         new_count=int(seen.get("new", len(rows))),

@@ -210,6 +210,18 @@ class AlertsJob:
                 for a in verdict.new[:KEPT_ALERTS]
             ],
         }
+        # Every new alert the step saw, gone or not (the report's alert timeline): the first few.
+        history = dict(progress.get("history") or {})
+        for a in new["new"]:
+            if a["fingerprint"] not in history and len(history) < KEPT_ALERTS:
+                history[a["fingerprint"]] = {k: v for k, v in a.items() if k != "fingerprint"}
+        new["history"] = history
+        new["history_count"] = len(
+            set(progress.get("history_fps") or ()) | {a.fingerprint for a in verdict.new}
+        )
+        new["history_fps"] = sorted(
+            set(progress.get("history_fps") or ()) | {a.fingerprint for a in verdict.new}
+        )[:500]
         view = alerts_view(new, outcome=verdict.outcome.value)
         summary = summary_line(seen, started)
         if verdict.outcome is Outcome.FAILED:
