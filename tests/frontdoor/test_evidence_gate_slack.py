@@ -216,7 +216,9 @@ def test_the_card_says_what_the_step_waits_on_and_the_next_gate_shows_the_eviden
     context, alerts = gate[1], gate[2]
     assert context["type"] == "context"
     assert alerts["text"]["text"] == (
-        ":rotating_light: *Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run*"
+        ":rotating_light: *Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run*\n"
+        "_Seen during the step, gone since:_\n"
+        '• `KubeAPIErrorsHigh` {severity="warning", cluster="prod", verb="LIST"} since 14:08'
     )
     assert [b["action_id"] for b in blockkit.buttons(gate)] == ["gate_approve", "gate_reject"]
     # The card no longer says it waits on evidence.

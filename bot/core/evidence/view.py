@@ -320,6 +320,18 @@ def alert_lines(view: AlertsView, limit: int = ALERT_LINES, *, markup: bool = Tr
     return lines
 
 
+def gone_lines(view: AlertsView, limit: int = 5, *, markup: bool = True) -> list[str]:
+    """The new alerts the step saw that are gone now: a gate decides on them too."""
+    firing = {r.fingerprint for r in view.new}
+    gone = [r for r in view.history if r.fingerprint not in firing]
+    if not gone:
+        return []
+    lines = ["_Seen during the step, gone since:_", *(alert_line(r, markup=markup) for r in gone[:limit])]
+    if len(gone) > limit:
+        lines.append(f"…and {len(gone) - limit} more")
+    return lines
+
+
 def query_span(query: str, limit: int = QUERY_CHARS, *, markup: bool = True) -> str:
     """The query as a code span, cut at a space before `limit` (never inside the span's quotes)."""
     text = " ".join(query.split()).replace("`", "'")
@@ -420,6 +432,7 @@ def evidence_text(view: EvidenceView, *, markup: bool = True) -> list[str]:
         if a.unavailable:
             lines.append(f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}")
         lines.extend(alert_lines(a, markup=markup))
+        lines.extend(gone_lines(a, markup=markup))
     for an in view.analyses[:ANALYSES_SHOWN]:
         lines.extend(analysis_lines(an, markup=markup))
     if len(view.analyses) > ANALYSES_SHOWN:
@@ -440,6 +453,7 @@ def evidence_blocks(view: EvidenceView) -> list[dict[str, Any]]:
         if a.unavailable:
             lines.append(f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}")
         lines.extend(alert_lines(a))
+        lines.extend(gone_lines(a))
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _fit_lines(lines)}})
     if view.analyses:
         lines = []
