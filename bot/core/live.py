@@ -57,6 +57,9 @@ class StepReports(Protocol):
     def succeeds_with_open_findings(self, run_id: str, step_id: str) -> bool:
         """Whether the step's plan says a target reached with a known issue still open succeeds."""
 
+    def pause_on_evidence(self, run_id: str, step_id: str, *, epoch: int, why: str) -> object:
+        """Its evidence is Inconclusive: the run pauses (the step still running) and asks people."""
+
 
 class LongActions(Protocol):
     """What the runs need of their long actions (`bot.core.runs.long.StepLongActions`)."""

@@ -30,6 +30,7 @@ from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.duties import Duties
+from bot.core.evidence.view import StoredEvidence
 from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
@@ -265,6 +266,8 @@ def assemble(
             live=long_actions.sections,
             waive_roles=settings.action_approvers,
             directory=directory,
+            # What a gate and the card's Now line show of the alerts (and analyses) a step waits on.
+            evidence=StoredEvidence(store),
         )
     announcements = AnnouncementService(
         store=store,

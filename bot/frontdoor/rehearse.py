@@ -226,7 +226,11 @@ def rehearse(
         endpoint = f", endpoint_url: {json.dumps(eks.endpoint_url)}" if eks.endpoint_url else ""
         provider = f", provider: {{eks: {{name: {json.dumps(eks.name)}, region: {json.dumps(eks.region)}{endpoint}}}}}"
     settings = parse_settings(
-        f"data_dir: {workdir}\nclusters:\n  {plan.cluster}: {{kubeconfig: {kubeconfig}, context: sim{provider}}}\n",
+        # The sim's Alertmanager and Prometheus facades stand in for the cluster's own, so a plan's
+        # `alerts` steps rehearse without the real binaries.
+        f"data_dir: {workdir}\nclusters:\n  {plan.cluster}: {{kubeconfig: {kubeconfig}, context: sim{provider}, "
+        f"alertmanager: {{url: {json.dumps(sim_url + '/alertmanager')}}}, "
+        f"prometheus: {{url: {json.dumps(sim_url + '/prometheus')}}}}}\n",
         source=workdir / "rehearsal.yaml",
         env={},
     )

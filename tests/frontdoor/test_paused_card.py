@@ -3,15 +3,16 @@ buttons for it — each decided by the stopped step's roles and four eyes. Throu
 door: signed clicks and modal submissions, the real slack_sdk client against the stub, the EKS
 runbook on the simulated cluster.
 
-Two kinds of pause exist today and are tested here: a step that failed (a failure reported on its
-done gate) and a Required finding (the `checks` step's check action). The third kind, an evidence
-gate's Inconclusive, waits on the evidence issue; `bot.core.runs.paused.PAUSE_KINDS` is where it
-plugs in (tests/core/runs/test_paused.py shows a kind plugged in)."""
+Three kinds of pause are tested here: a step that failed (a failure reported on its done gate), a
+Required finding (the `checks` step's check action), and an evidence gate's Inconclusive (the
+`alerts` job against the sim's Alertmanager facade refusing the bot's credentials): Wait, Waive…
+(two people, with reasons, audited) and Abort."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,60 @@ def bot(
     config = write_config(
         f"channels: {{operations: C0OPS}}\ntemplates_dir: {team}\n"
         f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"
+    )
+    for user in (PRIMARY, SHADOW, COORD):
+        slack_stub.users[user] = {"id": user}
+    pool = TrackedPool(4)
+    with start_front(
+        load_settings(config, slack_env(slack_stub.api_url)), slack_stub, workers=pool, threads=8
+    ) as front:
+        yield Bot(front=front, pool=pool)
+
+
+EVIDENCE_PLAN = """\
+name: evidence-settle
+cluster: prod
+current_version: "1.29"
+target_version: "1.30"
+window: {start: "2026-11-29T00:00", end: "2026-12-10T00:00", timezone: UTC}
+channels: {operations: C0OPS}
+roster:
+  primary: [U0PRIMARY]
+  shadow: [U0SHADOW]
+  coordinator: [U0COORD]
+steps:
+  - id: settle
+    title: No new alerts
+    gate: {any_of: [primary]}
+    actions: [{alerts: {settle: 10m, timeout: 30m}}]
+  - id: next-group
+    title: Next node group
+    gate: {approve: [primary, shadow]}
+"""
+
+
+@dataclass
+class _Named:
+    """The kube adapter's one attribute the alerts job reads: the cluster's configured name."""
+
+    name: str
+
+
+@pytest.fixture
+def evidence_bot(
+    write_config: Callable[..., Path],
+    slack_stub: SlackStub,
+    sim_small: Any,
+    sim_kubeconfig: Callable[[Any], Path],
+) -> Iterator[Bot]:
+    kubeconfig = sim_kubeconfig(sim_small)
+    team = kubeconfig.parent / "team"
+    (team / "plans").mkdir(parents=True)
+    (team / "plans" / "evidence-settle.yaml").write_text(EVIDENCE_PLAN)
+    config = write_config(
+        f"channels: {{operations: C0OPS}}\ntemplates_dir: {team}\n"
+        f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim, "
+        f"alertmanager: {{url: '{sim_small.url}/alertmanager'}}, alert_matchers: ['cluster=\"prod\"']}}\n"
     )
     for user in (PRIMARY, SHADOW, COORD):
         slack_stub.users[user] = {"id": user}
@@ -317,3 +372,115 @@ def test_a_failed_step_pauses_the_run_and_its_skip_needs_the_gates_two_people(bo
     assert all(
         CARD not in str(p["text"]) or not block_kit_problems("chat.postMessage", p) for p in bot.posts()
     )
+
+
+def _drive_alerts(bot: Bot) -> None:
+    """Play the job driver's part: tick the step's alerts job until it ends or asks people."""
+    jobs = bot.services.jobs
+    (row,) = [r for r in bot.services.store.jobs() if r.kind == "alerts"]
+    if not row.owner:
+        assert jobs.claim(row)
+    for _ in range(5):
+        step = jobs.advance(row.id, cluster=_Named("prod"))
+        if step.done or step.waiting_for_people or step.lost:
+            return
+    raise AssertionError("the alerts job never stopped")
+
+
+def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_right_people(
+    evidence_bot: Bot, sim_small: Any
+) -> None:
+    bot = evidence_bot
+    sim_small.sim.evidence.alertmanager_mode = "401"
+    assert "loaded" in bot.command("plan load evidence-settle")
+    assert "started" in bot.command("start evidence-settle")
+    assert bot.click(PRIMARY, bot.gate("settle")) is None
+    _drive_alerts(bot)
+
+    text, blocks = card_when(bot, "Run *paused*")
+    assert (
+        ":double_vertical_bar: *Now: `settle` is stopped* — its evidence is Inconclusive: Alertmanager "
+        "refused the bot's credentials (HTTP 401). No data never passes."
+    ) in text
+    assert (
+        f"• *Wait* — check the evidence again (the run goes on; it pauses again while there is no answer). Who: the primary <@{PRIMARY}>"
+        in text
+    )
+    assert (
+        "• *Waive…* — the step passes on people's word, without evidence; asks why (thread and audit log); "
+        f"needs two people, the primary <@{PRIMARY}> or the shadow <@{SHADOW}>"
+    ) in text
+    assert (
+        f"• *Abort* — the step fails (the run stays paused on the failure). Who: the primary <@{PRIMARY}>"
+        in text
+    )
+    assert "*Resume*" not in text
+    assert "*Skip…*" not in text
+    found = buttons(blocks)
+    assert list(found) == ["paused_wait", "paused_evidence_waive", "paused_abort"]
+    assert [b["text"]["text"] for b in found.values()] == ["Wait", "Waive…", "Abort"]
+    assert found["paused_abort"]["confirm"]["title"]["text"] == "Fail this step?"
+    assert block_kit_problems("chat.update", {"blocks": blocks}) == []
+    value = found["paused_wait"]["value"]
+
+    # The wrong people: each button says why, ephemeral, and nothing changes.
+    wait = bot.click(SHADOW, value, "paused_wait")
+    assert wait is not None
+    assert "resuming `settle` is for the primary, who hold its gate; you are the shadow" in wait
+    views = len(bot.stub.calls_to("views.open"))
+    waive = bot.click(COORD, value, "paused_evidence_waive")
+    assert waive is not None
+    assert "waiving Inconclusive evidence needs the primary and the shadow; you are the coordinator" in waive
+    assert len(bot.stub.calls_to("views.open")) == views
+    abort = bot.click(STRANGER, value, "paused_abort")
+    assert abort is not None
+    assert "you are not in this run's roster" in abort
+    assert "Run *paused*" in bot.card()
+
+    # Wait as the primary: the run goes on, the job checks again, still no data: paused again.
+    assert bot.click(PRIMARY, value, "paused_wait") is None
+    card_when(bot, "Run *active*")
+    _drive_alerts(bot)
+    text, blocks = card_when(bot, "Run *paused*")
+    assert "its evidence is Inconclusive" in text
+    again = buttons(blocks)["paused_abort"]["value"]
+
+    # Abort as the primary: the step fails; the run stays paused on the failure (Resume / Skip…).
+    assert bot.click(PRIMARY, again, "paused_abort") is None
+    _drive_alerts(bot)
+    text, blocks = card_when(bot, "it failed")
+    assert "alerts: aborted with no trustworthy answer from Alertmanager" in text
+    assert list(buttons(blocks)) == ["paused_resume", "paused_skip"]
+    assert bot.click(PRIMARY, buttons(blocks)["paused_resume"]["value"], "paused_resume") is None
+    card_when(bot, "Run *active*")
+    assert bot.click(PRIMARY, bot.gate("settle")) is None
+    _drive_alerts(bot)
+    _, blocks = card_when(bot, "its evidence is Inconclusive")
+    third = buttons(blocks)["paused_evidence_waive"]["value"]
+
+    # Waive…: the primary's vote (modal, reason), then the shadow's makes it count.
+    assert bot.click(PRIMARY, third, "paused_evidence_waive") is None
+    view = opened_view(bot, views)
+    assert view["callback_id"] == "paused_evidence_waive_reason"
+    assert submit(bot, PRIMARY, view, {"reason": typed(" ")}) != ""  # a blank reason is refused
+    assert (
+        submit(bot, PRIMARY, view, {"reason": typed("Alertmanager token rotates at 15:00; Grafana is green")})
+        == ""
+    )
+    assert "Run *paused*" in bot.card()
+    twice = bot.click(PRIMARY, third, "paused_evidence_waive")
+    assert twice is not None
+    assert "you have already voted to waive the evidence of `settle`" in twice
+    assert bot.click(SHADOW, third, "paused_evidence_waive") is None
+    view = opened_view(bot, views + 1)
+    assert submit(bot, SHADOW, view, {"reason": typed("checked the dashboards too")}) == ""
+    card_when(bot, "Run *active*")
+    _drive_alerts(bot)
+    card_when(bot, "`settle` No new alerts")
+    run = bot.services.runs.load(bot.services.store.runs()[0].id)
+    assert run.step_run("settle").state.value == "succeeded"
+    audit = [e.detail for e in bot.services.store.audit_entries(limit=200)]
+    waived = [d for d in audit if "waived by" in d]
+    assert waived
+    assert f"<@{PRIMARY}>: Alertmanager token rotates at 15:00" in waived[0]
+    assert f"<@{SHADOW}>: checked the dashboards too" in waived[0]

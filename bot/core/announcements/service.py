@@ -39,6 +39,7 @@ from bot.core.announcements import timing as A
 from bot.core.announcements.overrides import override_audit
 from bot.core.announcements.templates import (
     AnnouncementRenderer,
+    EvidenceLine,
     LateNote,
     Link,
     PlanInfo,
@@ -50,6 +51,7 @@ from bot.core.announcements.templates import (
 )
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, Poster, new_owner
+from bot.core.evidence.view import EvidenceSource, StoredEvidence, alerts_summary
 from bot.core.rendering import Rendered
 from bot.core.runs import machine as R
 from bot.core.runs.library import assemble_run, find_plan, stored_plan
@@ -95,7 +97,7 @@ def plan_info(
     )
 
 
-def run_info(run: R.Run, step_id: str = "") -> RunInfo:
+def run_info(run: R.Run, step_id: str = "", evidence: Sequence[EvidenceLine] = ()) -> RunInfo:
     """The run as announcements see it: its state and `step_id` (default: the step it finished last)."""
     total = len(run.steps)
     step: StepInfo | None = None
@@ -125,7 +127,22 @@ def run_info(run: R.Run, step_id: str = "") -> RunInfo:
             for s in end.skipped
         ),
         open_findings=tuple(end.findings),
+        evidence=tuple(evidence),
     )
+
+
+def evidence_lines(source: EvidenceSource, run: R.Run) -> list[EvidenceLine]:
+    """The run's evidence steps, one line each, for the completed announcement."""
+    lines = []
+    for sr in run.steps:
+        view = source(run.id, (sr.step_id,))
+        if view is not None and view.alerts is not None:
+            lines.append(
+                EvidenceLine(
+                    step_id=sr.step_id, summary=alerts_summary(view.alerts), outcome=view.alerts.outcome
+                )
+            )
+    return lines
 
 
 def plan_context(
@@ -138,13 +155,14 @@ def plan_context(
     reason: str | None = None,
     step_id: str = "",
     previous_window: WindowSpan | None = None,
+    evidence: Sequence[EvidenceLine] = (),
 ) -> dict[str, Any]:
     """The announcement context for a stored plan (and its run, once there is one)."""
     roster: Mapping[str, Sequence[str]] = run.roster if run is not None else plan.roster
     return build_context(
         plan=plan_info(plan, start=start, end=end, tz=tz),
         roster=roster,
-        run=run_info(run, step_id) if run is not None else None,
+        run=run_info(run, step_id, evidence) if run is not None else None,
         reason=reason if reason is not None else (run.reason if run is not None and run.reason else None),
         previous_window=previous_window,
     )
@@ -714,6 +732,8 @@ class AnnouncementService:
             reason=(schedule.move_reason or None) if row.template == A.DELAYED else None,
             step_id=row.step_id,
             previous_window=previous,
+            # The completed announcement carries the run's evidence (read from its jobs).
+            evidence=evidence_lines(StoredEvidence(self.store), run) if run is not None else (),
         )
 
     def _render(self, row: AnnouncementRow, late: LateNote | None) -> Rendered:

@@ -134,6 +134,15 @@ class SkippedStepInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EvidenceLine:
+    """One evidence step as the completed announcement shows it: its summary and how it ended."""
+
+    step_id: str
+    summary: str
+    outcome: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunInfo:
     id: int | str
     state: str
@@ -142,6 +151,8 @@ class RunInfo:
     failed_skipped: tuple[SkippedStepInfo, ...] = ()
     #: The finding ids those steps left open (a check's Required ids, the known issues).
     open_findings: tuple[str, ...] = ()
+    #: The evidence of the run's evidence steps, one line each (`step`, summary, outcome).
+    evidence: tuple[EvidenceLine, ...] = ()
 
     def __post_init__(self) -> None:
         if self.state not in RUN_STATES:
@@ -450,6 +461,13 @@ def sample_context(**changes: Any) -> dict[str, Any]:
             ),
         ),
         open_findings=("API001",),
+        evidence=(
+            EvidenceLine(
+                step_id="settle",
+                summary="Alerts: 1 new since 14:02 · 3 pre-existing · 0 silenced by this run <!channel> & co",
+                outcome="Failed",
+            ),
+        ),
     )
     context = build_context(
         plan=plan,

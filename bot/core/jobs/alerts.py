@@ -15,7 +15,12 @@ Progress (JSON):
 
     {"started": "2026-11-29T14:02:00Z", "settle": 600, "timeout": 1800, "ignore": "",
      "baseline": {"4a0f…": {"labels": {...}, "startsAt": "…"}}, "quiet_since": null,
-     "inconclusive": 0, "seen": {"new": 0, "pre_existing": 3, "silenced_by_run": 0}}
+     "inconclusive": 0, "seen": {"new": 0, "pre_existing": 3, "silenced_by_run": 0},
+     "new": [{"fingerprint": "…", "labels": {...}, "startsAt": "…", "silenced_by_run": false}]}
+
+`new` keeps the first `view.KEPT_ALERTS` new alerts for the gate (`bot.core.evidence.view`); the
+card's live lines are its Now line ("Waiting on evidence: alerts settle 4m12s left · 0 new"), the
+summary line and the first new alerts with their labels.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import AlertBaseline, Outcome, judge_alerts
 from bot.core.evidence.ports import AlertSource, MetricSource
+from bot.core.evidence.view import KEPT_ALERTS, EvidenceView, alert_lines, alerts_view, now_line
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, iso, timer_start
 from bot.core.kube.objects import parse_iso
@@ -136,15 +142,16 @@ class AlertsJob:
             f"failing at {int(progress['timeout'] // 60)}m while new alerts fire or at once on a critical one"
         ]
 
-    def _ask(self, progress: Progress, reason: str) -> Tick:
+    def _ask(self, progress: Progress, reason: str, now: datetime) -> Tick:
         n = int(progress.get("inconclusive", 0)) + 1
-        new = {**progress, "inconclusive": n}
+        # Kept for the gate and the card: why the evidence is Inconclusive now.
+        new = {**progress, "inconclusive": n, "unavailable": reason}
         question = (
             f"Alerts are Inconclusive: {reason}. No data never passes: wait and check again, waive, or abort?"
         )
         return Tick(
             progress=new,
-            card=(f"Waiting on evidence: Alertmanager — {reason}",),
+            card=(now_line(EvidenceView(alerts=alerts_view(new)), now, markup=False),),
             choice=Choice(
                 key=f"{PAUSE_KIND}:alerts:{n}",
                 question=question,
@@ -171,7 +178,7 @@ class AlertsJob:
         try:
             alerts = source.alerts(matchers)
         except EvidenceUnavailable as exc:
-            return self._ask(progress, exc.reason)
+            return self._ask(progress, exc.reason, now)
         if progress.get("baseline") is None:
             progress = {
                 **progress,
@@ -189,6 +196,8 @@ class AlertsJob:
             quiet = now
         else:
             quiet = timer_start(progress, progress["started"], now)
+        # The ids of the silences this run holds (the silence lease records them; none until then).
+        run_silences = frozenset(progress.get("run_silences") or ())
         verdict = judge_alerts(
             alerts,
             baseline=_baseline(progress),
@@ -198,6 +207,7 @@ class AlertsJob:
             timeout=timedelta(seconds=float(progress["timeout"])),
             ignore=ignore,
             quiet_since=quiet,
+            run_silences=run_silences,
         )
         seen = {
             "new": len(verdict.new),
@@ -207,15 +217,36 @@ class AlertsJob:
         new: Progress = {
             **progress,
             "seen": seen,
+            "unavailable": "",
             "quiet_since": iso(verdict.quiet_since) if verdict.quiet_since else None,
             "saw_new": bool(progress.get("saw_new")) or bool(verdict.new),
+            # The gate lists each new alert with its labels: the first few are kept, the count whole.
+            "new": [
+                {
+                    "fingerprint": a.fingerprint,
+                    "labels": dict(a.labels),
+                    "startsAt": iso(a.starts_at),
+                    "silenced_by_run": bool(a.silenced_by) and set(a.silenced_by) <= run_silences,
+                }
+                for a in verdict.new[:KEPT_ALERTS]
+            ],
         }
+        # Every new alert the step saw, gone or not (the report's alert timeline): the first few.
+        history = dict(progress.get("history") or {})
+        for a in new["new"]:
+            if a["fingerprint"] not in history and len(history) < KEPT_ALERTS:
+                history[a["fingerprint"]] = {k: v for k, v in a.items() if k != "fingerprint"}
+        new["history"] = history
+        new["history_count"] = len(
+            set(progress.get("history_fps") or ()) | {a.fingerprint for a in verdict.new}
+        )
+        new["history_fps"] = sorted(
+            set(progress.get("history_fps") or ()) | {a.fingerprint for a in verdict.new}
+        )[:500]
+        view = alerts_view(new, outcome=verdict.outcome.value)
         summary = summary_line(seen, started)
         if verdict.outcome is Outcome.FAILED:
-            lines = [f"alerts: {verdict.reason}"] + [
-                f"• {_labels(a.labels)} since {iso(a.starts_at)}" for a in verdict.new[:10]
-            ]
-            text = "\n".join(lines)
+            text = "\n".join([f"alerts: {verdict.reason}", summary, *alert_lines(view, markup=False)])
             key = "alerts-failed:" + ",".join(sorted(a.fingerprint for a in verdict.new))
             return Tick(progress=new, posts=(Post(key=key, text=text),), card=(summary,), done=True, ok=False,
                         detail=f"alerts: {verdict.reason}", wait=0.0)  # fmt: skip
@@ -223,7 +254,9 @@ class AlertsJob:
             text = f"alerts: no new alert for {int(float(progress['settle']) // 60)}m ({summary})"
             return Tick(progress=new, posts=(Post(key=f"alerts-settled:{progress['started']}", text=text),),
                         card=(summary,), done=True, ok=True, detail=text, wait=0.0)  # fmt: skip
-        return Tick(progress=new, card=(f"Waiting on evidence: {summary}", verdict.reason), wait=POLL)
+        # The card's Now line (run cards, from the stored progress) says how long it settles.
+        card = (summary, *alert_lines(view, limit=5, markup=False))
+        return Tick(progress=new, card=card, wait=POLL)
 
 
 def summary_line(seen: Mapping[str, int], since: datetime) -> str:
@@ -232,7 +265,3 @@ def summary_line(seen: Mapping[str, int], since: datetime) -> str:
         f"Alerts: {seen.get('new', 0)} new since {since:%H:%M} · {seen.get('pre_existing', 0)} pre-existing"
         f" · {seen.get('silenced_by_run', 0)} silenced by this run"
     )
-
-
-def _labels(labels: Mapping[str, str]) -> str:
-    return "{" + ", ".join(f'{k}="{clip(v, 60)}"' for k, v in sorted(labels.items())) + "}"

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from bot.core.evidence import leases
 from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import Outcome, judge_alerts
+from bot.core.evidence.view import label_text
 from bot.core.jobs import alerts as alerts_job
 from bot.core.jobs import trail as tr
 from bot.core.jobs.alerts import PAUSE_KIND, Evidence
@@ -146,7 +147,7 @@ class AlertsCheck:
         nxt["seen"] = seen
         line = alerts_job.summary_line(seen, started)
         if verdict.outcome is Outcome.FAILED:
-            labels = "; ".join(alerts_job._labels(a.labels) for a in verdict.new[:3])
+            labels = "; ".join(label_text(a.labels, markup=False) for a in verdict.new[:3])
             return Poll(state=nxt, verdict="failed", reason=f"alerts: {verdict.reason} ({labels})", line=line)
         return Poll(state=nxt, verdict="ok", line=line)
 

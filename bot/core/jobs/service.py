@@ -90,6 +90,16 @@ OFFER_WINDOW = timedelta(days=7)
 GO, LEAVE = "go", "leave"
 
 
+#: The choice keys of a job whose evidence is Inconclusive (`bot.core.jobs.alerts.PAUSE_KIND`).
+EVIDENCE_PAUSE_KIND = "evidence_inconclusive"
+
+
+def _reason(tick: Tick) -> str:
+    """Why the evidence is Inconclusive, from the job's progress (the question's words else)."""
+    progress = tick.progress if isinstance(tick.progress, dict) else {}
+    return str(progress.get("unavailable") or (tick.choice.question if tick.choice else ""))[:300]
+
+
 def subject(job_id: int) -> str:
     """The job's posts in `run_messages` (outbox rows keyed by the job's own keys)."""
     return f"job:{job_id}"
@@ -572,6 +582,14 @@ class JobService:
             return Advanced(wait=0, lost=True)
         self._count(tick)
         self._post_owed(row)
+        if tick.choice is not None and tick.choice.key.startswith(EVIDENCE_PAUSE_KIND + ":") and self.steps:
+            # No data never passes: the run pauses, and its card asks Wait / Waive… / Abort.
+            try:
+                self.steps.pause_on_evidence(row.run_id, row.step_id, epoch=row.epoch, why=_reason(tick))
+            except Fenced:
+                raise
+            except BotError as exc:
+                log.warning("run %s: pausing on evidence failed: %s", row.run_id, exc.user_message)
         self._publish_run(row.run_id)
         if done is not None:
             self._ended(row, *done)

@@ -222,3 +222,6 @@ class StepsOfRuns:
 
     def succeeds_with_open_findings(self, run_id: str, step_id: str) -> bool:
         return self._of().succeeds_with_open_findings(run_id, step_id)
+
+    def pause_on_evidence(self, run_id: str, step_id: str, *, epoch: int, why: str) -> object:
+        return self._of().pause_on_evidence(run_id, step_id, epoch=epoch, why=why)

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 
 from bot.core.delivery import Deliveries, thread_root, undelivered_line
 from bot.core.durations import format_duration
+from bot.core.evidence.view import EvidenceSource, evidence_blocks, now_line
 from bot.core.live import LiveSection, LiveSource
 from bot.core.people import Directory
 from bot.core.rendering import Renderer
@@ -117,9 +118,11 @@ def card_context(
     live: Sequence[LiveSection] = (),
     *,
     waive_roles: Sequence[str] = ("primary", "shadow"),
+    waiting_on_evidence: str = "",
 ) -> dict[str, Any]:
     """What the card template shows of a run at `now`, with the live sections of its long actions;
-    `waive_roles` ask a Required finding's waiver (the settings' `actions.approvers`)."""
+    `waive_roles` ask a Required finding's waiver (the settings' `actions.approvers`);
+    `waiting_on_evidence` is the Now line of a running step that waits on evidence."""
     cur = run.current
     gate: dict[str, Any] | None = None
     if cur is not None and run.state is R.RunState.ACTIVE and run.phase(cur) is not None:
@@ -148,6 +151,7 @@ def card_context(
         "undelivered": None,
         "roster": run.roster,
         "live": list(live),
+        "waiting_on_evidence": waiting_on_evidence,
         # A paused run says why and who may move it on; a completed one, what it went past.
         "paused": paused_view(run, waive_roles=waive_roles),
         "ending": ending(run),
@@ -232,6 +236,7 @@ class RunCards:
         live: LiveSource | None = None,
         waive_roles: Sequence[str] = ("primary", "shadow"),
         directory: Directory | None = None,
+        evidence: EvidenceSource | None = None,
     ) -> None:
         self.deliveries = deliveries
         #: Names the report's people (`users.info`, cached in the store); None: the cache alone.
@@ -250,15 +255,29 @@ class RunCards:
         self.dry_runs = dry_runs
         #: The live sections of a run's long actions (the cluster jobs).
         self.live = live
+        #: The evidence a step's gate and the card's Now line show (alerts, analyses); None: none.
+        self.evidence = evidence
 
     def context(self, run: R.Run, refs: Mapping[str, MessageRef] | None = None) -> dict[str, Any]:
         """The card's context now, live sections included, and a line for the thread posts that
         were set aside (`refs`: the run's message references, when already read)."""
+        now = self.clock()
+        cur = run.current
+        waiting = ""
+        if self.evidence is not None and cur is not None and cur.state is R.StepState.RUNNING:
+            view = self.evidence(run.id, (cur.step_id,))
+            if (
+                view is not None
+                and view.alerts is not None
+                and view.alerts.outcome in ("Running", "Inconclusive")
+            ):
+                waiting = now_line(view, now, markup=False)
         context = card_context(
             run,
-            self.clock(),
+            now,
             self.live(run.id) if self.live is not None else (),
             waive_roles=self.waive_roles,
+            waiting_on_evidence=waiting,
         )
         context["undelivered"] = self._undelivered(self.store.messages(run.id) if refs is None else refs)
         return context
@@ -466,7 +485,18 @@ class RunCards:
             "open": True,
             "force": phase == "start" and R.offers_force(step),
             "dry_run": dry_run_view(dry_run, run.plan.window.timezone) if dry_run is not None else None,
+            "evidence": self._evidence_blocks(run, sr),
         }
+
+    def _evidence_blocks(self, run: R.Run, sr: R.StepRun) -> list[dict[str, Any]]:
+        """The gate's evidence: its own step's, or the step's just before (the settle check the
+        next step is decided on)."""
+        if self.evidence is None:
+            return []
+        ids = [s.step_id for s in run.steps]
+        at = ids.index(sr.step_id)
+        view = self.evidence(run.id, [sr.step_id] + ([ids[at - 1]] if at else []))
+        return evidence_blocks(view) if view else []
 
     def _retire(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:
         """Edit a closed gate's message: no buttons, and what became of the step."""

@@ -64,6 +64,13 @@ SKIPPED_AFTER = " · it had failed: "
 #: The phase and decision of a vote to skip a failed step (`skip_vote`), kept with the approvals.
 SKIP = "skip"
 
+#: The phase of a vote to waive Inconclusive evidence (`evidence_waive_vote`): two people.
+EVIDENCE_WAIVE = "evidence_waive"
+#: How a run paused on Inconclusive evidence starts its reason (`pause_on_evidence`).
+EVIDENCE_PAUSE = "evidence Inconclusive at "
+#: Who may waive Inconclusive evidence: two people holding two different of these roles.
+EVIDENCE_WAIVERS = ("primary", "shadow")
+
 #: Who is mentioned when a gate waits too long: after escalate_after, then after twice that.
 ESCALATION_ROLES = ("shadow", "coordinator")
 
@@ -402,6 +409,82 @@ def action_finished(run: Run, *, step_id: str, epoch: int, ok: bool, detail: str
 def pause(run: Run, *, by: str, reason: str, now: datetime) -> Outcome:
     run = _set_run(run, RunState.PAUSED, reason)
     return Outcome(run=run, events=(Event(kind="run_paused", actor=by, detail=reason),))
+
+
+def pause_on_evidence(run: Run, *, step_id: str, epoch: int, why: str, now: datetime) -> Outcome:
+    """A running step's evidence is Inconclusive (no data never passes): the run pauses with the
+    reason, its step still running, until people Wait, Waive or Abort (`bot.core.runs.paused`).
+    Nothing changes when the step moved on or the run is not active."""
+    sr = run.step_run(step_id)
+    if run.state is not RunState.ACTIVE or sr.state is not StepState.RUNNING or sr.epoch != epoch:
+        return Outcome(run=run)
+    return pause(run, by="", reason=f"{EVIDENCE_PAUSE}`{step_id}`: {why}", now=now)
+
+
+def evidence_waive_votes(run: Run, sr: StepRun) -> list[Approval]:
+    return [
+        a
+        for a in run.approvals
+        if a.step_id == sr.step_id and a.phase == EVIDENCE_WAIVE and a.epoch == sr.epoch
+    ]
+
+
+def evidence_waive_vote(
+    run: Run, *, step_id: str, epoch: int, user_id: str, directory: Directory, reason: str, now: datetime
+) -> Outcome:
+    """The Waive… button of a run paused on Inconclusive evidence: a vote, with a reason; the
+    second person, in another of `EVIDENCE_WAIVERS`' roles, makes it count (`satisfied`: the run
+    resumes and the step's job is told to pass on the people's word). Refusals change nothing."""
+    refused = paused_refusal(
+        run, step_id=step_id, epoch=epoch, user_id=user_id, directory=directory, gate_roles=False
+    )
+    if refused is not None:
+        return refused
+
+    def refuse(message: str) -> Outcome:
+        return Outcome(
+            run=run,
+            accepted=False,
+            message=message,
+            events=(Event(kind="refused", step_id=step_id, actor=user_id, detail=message),),
+        )
+
+    if not run.reason.startswith(EVIDENCE_PAUSE):
+        return refuse(f"run {run.id} did not pause on Inconclusive evidence")
+    held = frozenset(roles_of(user_id, run.roster, directory)) & set(EVIDENCE_WAIVERS)
+    who = " and ".join(f"the {r}" for r in EVIDENCE_WAIVERS)
+    if not held:
+        return refuse(
+            f"waiving Inconclusive evidence needs {who}; you are {_you(frozenset(roles_of(user_id, run.roster, directory)))}"
+        )
+    cur = run.step_run(step_id)
+    votes = evidence_waive_votes(run, cur)
+    if any(v.user_id == user_id for v in votes):
+        return refuse(
+            f"you have already voted to waive the evidence of `{step_id}`; it needs a second person"
+        )
+    covered_roles = {r for v in votes for r in v.roles}
+    if votes and not held - covered_roles:
+        return refuse(f"the {', '.join(sorted(held))} has already voted to waive; it needs {who}")
+    vote = Approval(
+        step_id=step_id,
+        phase=EVIDENCE_WAIVE,
+        epoch=cur.epoch,
+        user_id=user_id,
+        roles=tuple(sorted(held - covered_roles or held)),
+        decision=EVIDENCE_WAIVE,
+        at=now,
+        reason=reason,
+    )
+    run = dataclasses.replace(run, approvals=(*run.approvals, vote))
+    events = [
+        Event(kind="evidence_waive_voted", step_id=step_id, actor=user_id, detail=reason, roles=vote.roles)
+    ]
+    if not votes:
+        return Outcome(run=run, events=tuple(events), message=f"vote recorded; waiving needs {who}")
+    run = dataclasses.replace(_set_run(run, RunState.ACTIVE), reason="")
+    events.append(Event(kind="run_resumed", actor=user_id, detail=f"evidence of `{step_id}` waived"))
+    return Outcome(run=run, events=tuple(events), message="waived")
 
 
 def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:

@@ -10,8 +10,13 @@ A paused card says why the run paused, who may move it on, and offers the button
   approvers; a Required finding's waiver waits for a second role to confirm it).
 
 Why a run paused is decided by `PAUSE_KINDS`, tried in order on the stopped step; the first that
-recognises it wins. A new kind of pause (the evidence gate's Inconclusive, issue 40) is one more
+recognises it wins. A new kind of pause is one more
 function in that tuple and one more line in the card template's `why` words.
+
+A run paused on **Inconclusive evidence** (its step still running: the `alerts` job got no
+trustworthy answer) offers instead: **Wait** (check again: one person holding a role of the step's
+gate), **Waive…** (two people, the primary and the shadow, each with a reason, audited: the step
+passes on their word), **Abort** (the step fails; the run pauses on the failure as usual).
 
 A run that completed past failed steps is not a success: `ending` names each failed step that was
 skipped, who skipped it and why, and the findings those steps left open; the card, the thread,
@@ -29,6 +34,10 @@ from bot.core.runs import machine as R
 
 #: The button action ids of a paused card.
 RESUME, SKIP, WAIVE = "paused_resume", "paused_skip", "paused_waive"
+#: ... and of one paused on Inconclusive evidence: check again, waive (two people), abort the step.
+WAIT, EVIDENCE_WAIVE, ABORT = "paused_wait", "paused_evidence_waive", "paused_abort"
+#: The evidence pause's kind (the alerts job's choice keys start with it).
+EVIDENCE = "evidence_inconclusive"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +53,14 @@ class PauseCause:
 
 #: One kind of pause: the cause when it recognises the stopped step, else None.
 PauseKind = Callable[[R.Run, R.StepRun], PauseCause | None]
+
+
+def _evidence(run: R.Run, sr: R.StepRun) -> PauseCause | None:
+    # The step still runs: its evidence job asks people (`machine.pause_on_evidence`).
+    if sr.state is not R.StepState.RUNNING or not run.reason.startswith(R.EVIDENCE_PAUSE):
+        return None
+    why = run.reason.split(": ", 1)[1] if ": " in run.reason else run.reason
+    return PauseCause(kind=EVIDENCE, step_id=sr.step_id, why=why)
 
 
 def _finding(run: R.Run, sr: R.StepRun) -> PauseCause | None:
@@ -70,8 +87,8 @@ def _interrupted(run: R.Run, sr: R.StepRun) -> PauseCause | None:
     return PauseCause(kind="interrupted", step_id=sr.step_id, why=sr.note or "the bot stopped while it ran")
 
 
-#: The kinds of pause, tried in order; the evidence gate's Inconclusive joins here when it exists.
-PAUSE_KINDS: tuple[PauseKind, ...] = (_finding, _failed, _interrupted)
+#: The kinds of pause, tried in order.
+PAUSE_KINDS: tuple[PauseKind, ...] = (_evidence, _finding, _failed, _interrupted)
 
 
 def pause_cause(run: R.Run, kinds: Sequence[PauseKind] = PAUSE_KINDS) -> PauseCause | None:
@@ -114,6 +131,10 @@ def paused_view(
         "skip_votes": [{"user": v.user_id, "reason": v.reason} for v in votes],
         "waive": _people(run, waive_roles) if cause.findings else [],
         "findings": list(cause.findings),
+        # Inconclusive evidence: Wait / Waive… (two people) / Abort, instead of Resume / Skip….
+        "evidence": cause.kind == EVIDENCE,
+        "evidence_waive": _people(run, R.EVIDENCE_WAIVERS),
+        "evidence_votes": [{"user": v.user_id, "reason": v.reason} for v in R.evidence_waive_votes(run, cur)],
     }
 
 

@@ -23,12 +23,22 @@ import bisect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from html import escape
 from typing import Any
 
 from markupsafe import Markup
 
 from bot.adapters.store import Store
+from bot.core.evidence.view import (
+    EVIDENCE_KINDS,
+    AlertsView,
+    AnalysisView,
+    alerts_summary,
+    alerts_view,
+    number,
+    sparkline,
+)
 from bot.core.jobs.gitops import backup_files
 from bot.core.markdown import md_text
 from bot.core.people import Directory, display_names, named
@@ -123,6 +133,17 @@ class KnownIssueMark:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AlertsLane:
+    """One evidence step of the run on the alert timeline: when it watched Alertmanager, how it
+    ended, and the new alerts it saw (the first few, with the whole count)."""
+
+    step_id: str
+    started_at: datetime
+    ended_at: datetime
+    view: AlertsView
+
+
+@dataclass(frozen=True, kw_only=True)
 class Report:
     run_id: str
     plan: str
@@ -163,6 +184,10 @@ class Report:
     #: (filename, YAML) of each object's manifest a GitOps action kept before changing it
     #: (`bot.core.jobs.gitops`): attached to the report as they were to the step's thread line.
     backups: tuple[tuple[str, str], ...] = ()
+    #: The evidence panel: each alerts step on the alert timeline, and each analysis over time
+    #: (the analysis job's measurements are loaded by its own loader; empty until then).
+    alert_lanes: tuple[AlertsLane, ...] = ()
+    analyses: tuple[AnalysisView, ...] = ()
 
     @property
     def groups(self) -> list[str]:
@@ -348,7 +373,22 @@ def build_report(
         known_issues=tuple(sorted(dict.fromkeys(marks), key=lambda m: m.at)),
         people=people,
         backups=tuple(backups),
+        alert_lanes=tuple(_alert_lanes(store, run_id, [s.step_id for s in steps], ended)),
     )
+
+
+def _alert_lanes(store: Store, run_id: str, step_ids: Sequence[str], ended: datetime) -> list[AlertsLane]:
+    """The run's evidence steps from their jobs' stored progress, in step order."""
+    lanes = []
+    for step_id in step_ids:
+        row = store.job_of_step(run_id, step_id)
+        if row is None or row.kind not in EVIDENCE_KINDS or not row.progress:
+            continue
+        outcome = "" if row.state != "done" else ("Successful" if row.ok else "Failed")
+        view = alerts_view(json.loads(row.progress), outcome=outcome)
+        finished = (row.ended_at or row.updated_at or ended) if row.state == "done" else ended
+        lanes.append(AlertsLane(step_id=step_id, started_at=row.started_at, ended_at=finished, view=view))
+    return lanes
 
 
 def _pods_over_time(
@@ -660,12 +700,166 @@ def to_html(report: Report, charts: Mapping[str, bytes] | None) -> str:
             "peaks": peaks(report),
             "dt": _dt,
             "who": report.who,
+            "evidence": evidence_panel(report),
         },
     )
     for name, png in charts.items():
         data = base64.b64encode(png).decode("ascii")
         html = html.replace(f'src="chart:{name}"', f'src="data:image/png;base64,{data}"')
     return html
+
+
+# ----- the evidence panel (inline SVG: no chart library, no network) ------------------------------
+
+_OUTCOME_COLOUR = {
+    "Successful": "#2e7d32",
+    "Failed": "#b3261e",
+    "Inconclusive": "#8a6d00",
+    "Running": "#1565c0",
+}
+
+
+def _x(at: datetime, start: datetime, end: datetime, width: float) -> float:
+    span = max((end - start).total_seconds(), 1.0)
+    return round(min(max((at - start).total_seconds() / span, 0.0), 1.0) * width, 1)
+
+
+def alert_timeline_svg(report: Report, width: int = 1000) -> Markup:
+    """The alert timeline: one lane per evidence step (its watch over Alertmanager, coloured by
+    how it ended) with each new alert marked when it started; the run's span across."""
+    lane, left = 28, 150
+    height = lane * len(report.alert_lanes) + 24
+    start, end = report.started_at, report.ended_at
+    body = [
+        f'<svg id="alert-timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="Alert timeline of run {escape(report.run_id)}" font-size="12" font-family="sans-serif">'
+    ]
+    plot = width - left - 10
+    for i, ln in enumerate(report.alert_lanes):
+        y = i * lane + 4
+        x0 = left + _x(ln.started_at, start, end, plot)
+        x1 = max(left + _x(ln.ended_at, start, end, plot), x0 + 2)
+        colour = _OUTCOME_COLOUR.get(ln.view.outcome, "#555")
+        body.append(f'<text x="0" y="{y + 15}">{escape(ln.step_id[:22])}</text>')
+        body.append(
+            f'<rect x="{x0}" y="{y + 4}" width="{round(x1 - x0, 1)}" height="14" rx="3" fill="{colour}" '
+            f'fill-opacity="0.25" stroke="{colour}"><title>{escape(alerts_summary(ln.view))} · '
+            f"{escape(ln.view.outcome)}</title></rect>"
+        )
+        for a in ln.view.history:
+            ax = left + _x(a.starts_at, start, end, plot)
+            body.append(
+                f'<circle cx="{ax}" cy="{y + 11}" r="5" fill="#b3261e"><title>{escape(a.name)} since '
+                f"{escape(_dt(a.starts_at))}</title></circle>"
+            )
+    axis = lane * len(report.alert_lanes) + 18
+    body.append(f'<text x="{left}" y="{axis}" fill="#555">{escape(_dt(start))}</text>')
+    body.append(f'<text x="{width - 10}" y="{axis}" text-anchor="end" fill="#555">{escape(_dt(end))}</text>')
+    body.append("</svg>")
+    return Markup("".join(body))
+
+
+def analysis_svg(view: AnalysisView, index: int, width: int = 480, height: int = 90) -> Markup:
+    """One analysis over time: its measurements as a line (a gap where a measurement had no
+    data), its baseline dashed, a dot per measurement coloured by its phase."""
+    points = list(view.points)
+    known = [p.value for p in points if p.value is not None]
+    if view.baseline is not None:
+        known.append(view.baseline)
+    body = [
+        f'<svg class="analysis-chart" id="analysis-{index}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" role="img" aria-label="{escape(view.name)} over time" font-size="11" font-family="sans-serif">'
+    ]
+    if points and known:
+        low, high = min(known), max(known)
+        pad = (high - low) * 0.1 or 1.0
+        low, high = low - pad, high + pad
+        start, end = points[0].at, points[-1].at
+        if start == end:
+            end = start + _ONE_SECOND
+
+        def y(v: float) -> float:
+            return round(height - 14 - (v - low) / (high - low) * (height - 24), 1)
+
+        plot = width - 50
+        run: list[str] = []
+        lines: list[list[str]] = []
+        for p in points:
+            if p.value is None:
+                if run:
+                    lines.append(run)
+                run = []
+                continue
+            run.append(f"{40 + _x(p.at, start, end, plot)},{y(p.value)}")
+        if run:
+            lines.append(run)
+        if view.baseline is not None:
+            by = y(view.baseline)
+            body.append(
+                f'<line x1="40" x2="{width - 10}" y1="{by}" y2="{by}" stroke="#777" stroke-dasharray="4 3"/>'
+            )
+            body.append(
+                f'<text x="{width - 10}" y="{by - 3}" text-anchor="end" fill="#555">baseline {escape(number(view.baseline))}</text>'
+            )
+        for seg in lines:
+            body.append(f'<polyline fill="none" stroke="#1565c0" stroke-width="2" points="{" ".join(seg)}"/>')
+        for p in points:
+            colour = _OUTCOME_COLOUR.get(p.phase, "#555")
+            if p.value is None:
+                px = 40 + _x(p.at, start, end, plot)
+                body.append(
+                    f'<text x="{px}" y="{height - 16}" text-anchor="middle" fill="{colour}">·<title>no data at {escape(_dt(p.at))}</title></text>'
+                )
+                continue
+            body.append(
+                f'<circle cx="{40 + _x(p.at, start, end, plot)}" cy="{y(p.value)}" r="3" fill="{colour}">'
+                f"<title>{escape(number(p.value))} at {escape(_dt(p.at))} ({escape(p.phase)})</title></circle>"
+            )
+        body.append(f'<text x="0" y="{y(high - pad) + 4}" fill="#555">{escape(number(high - pad))}</text>')
+        body.append(f'<text x="0" y="{y(low + pad) + 4}" fill="#555">{escape(number(low + pad))}</text>')
+    else:
+        body.append(f'<text x="0" y="{height // 2}" fill="#8a6d00">no measurement with data</text>')
+    body.append("</svg>")
+    return Markup("".join(body))
+
+
+_ONE_SECOND = timedelta(seconds=1)
+
+
+def evidence_panel(report: Report) -> dict[str, Any]:
+    """The report's evidence panel: the alert timeline and each analysis over time."""
+    return {
+        "timeline": alert_timeline_svg(report) if report.alert_lanes else "",
+        "lanes": [
+            {
+                "l": ln,
+                "summary": alerts_summary(ln.view),
+                "alerts": [
+                    {
+                        "name": a.name,
+                        "labels": ", ".join(
+                            f'{k}="{v}"' for k, v in sorted(a.labels.items()) if k != "alertname"
+                        ),
+                        "at": _dt(a.starts_at),
+                        "silenced": a.silenced_by_run,
+                    }
+                    for a in ln.view.history
+                ],
+                "more": max(ln.view.history_count - len(ln.view.history), 0),
+            }
+            for ln in report.alert_lanes
+        ],
+        "analyses": [
+            {
+                "a": a,
+                "svg": analysis_svg(a, i),
+                "value": number(a.value),
+                "baseline": number(a.baseline),
+                "spark": sparkline(a.series),
+            }
+            for i, a in enumerate(report.analyses)
+        ],
+    }
 
 
 def render(report: Report, fmt: str) -> bytes:

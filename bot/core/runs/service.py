@@ -514,6 +514,68 @@ class RunService:
     def succeeds_with_open_findings(self, run_id: str, step_id: str) -> bool:
         return self.load(run_id).plan.step(step_id).on_open_findings == "succeed"
 
+    def pause_on_evidence(self, run_id: str, step_id: str, *, epoch: int, why: str) -> R.Outcome | None:
+        """A running step's evidence is Inconclusive: the run pauses with the reason and its card
+        offers Wait / Waive… / Abort (`bot.core.runs.paused`). None when the step moved on."""
+        try:
+            return self.apply(
+                run_id,
+                lambda r: R.pause_on_evidence(r, step_id=step_id, epoch=epoch, why=why, now=self.clock()),
+                Actor(user_id="bot", source="job"),
+            )
+        except TransitionRefused:
+            return None
+
+    def evidence_click(self, ref: R.ButtonRef, actor: Actor, *, reason: str = "") -> R.Outcome:
+        """Wait, Waive… or Abort on a card paused on Inconclusive evidence, decided on the latest
+        state: Wait and Abort by one person holding a role of the step's gate (the run resumes;
+        the caller then gives the step's job the answer); Waive… is a vote of two people
+        (`machine.evidence_waive_vote`), `message` "waived" once it counts."""
+        if ref.decision == "evidence_waive":
+
+            def change(run: R.Run) -> R.Outcome:
+                return R.evidence_waive_vote(
+                    run,
+                    step_id=ref.step_id,
+                    epoch=ref.epoch,
+                    user_id=actor.user_id,
+                    directory=self.directory,
+                    reason=reason,
+                    now=self.clock(),
+                )
+        else:
+
+            def change(run: R.Run) -> R.Outcome:
+                refused = R.paused_refusal(
+                    run, step_id=ref.step_id, epoch=ref.epoch, user_id=actor.user_id, directory=self.directory
+                )
+                if refused is not None:
+                    return refused
+                if not run.reason.startswith(R.EVIDENCE_PAUSE):
+                    return R.Outcome(
+                        run=run, accepted=False, message=f"run {run.id} did not pause on evidence"
+                    )
+                what = "Wait: check the evidence again" if ref.decision == "wait" else "Abort: the step fails"
+                return R.resume(run, by=actor.user_id, now=self.clock(), reason=what)
+
+        return self.apply(ref.run_id, change, actor)
+
+    def check_evidence_waive(self, ref: R.ButtonRef, actor: Actor) -> R.Outcome:
+        """Would this person's Waive… vote count now? (before its modal opens; committed nowhere)."""
+        run = self.load(ref.run_id)
+        out = R.evidence_waive_vote(
+            run,
+            step_id=ref.step_id,
+            epoch=ref.epoch,
+            user_id=actor.user_id,
+            directory=self.directory,
+            reason="(asked next)",
+            now=self.clock(),
+        )
+        if not out.accepted and out.events:
+            self._audit_only(run, out.events, actor)
+        return dataclasses.replace(out, run=run) if out.accepted else out
+
     @run_scoped
     def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> R.Outcome | None:
         """A long action's driver died under a running step (a crash, a failover): the step is

@@ -97,6 +97,7 @@ def build_app(
         workers=workers,
         store=services.store,
         clock=clock,
+        jobs=services.jobs,
     )
     choices.register(app, jobs=services.jobs, gateway=gateway, inbox=inbox)
     watches.register(

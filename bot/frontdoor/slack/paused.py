@@ -29,10 +29,11 @@ from slack_bolt import Ack, App
 from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
 from bot.core.durations import parse_duration
+from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import roles_of
 from bot.core.rendering import inert, slack_escape
 from bot.core.runs import paused as P
-from bot.core.runs.machine import ButtonRef
+from bot.core.runs.machine import EVIDENCE_WAIVE, ButtonRef
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
@@ -47,8 +48,18 @@ from bot.settings import Settings
 log = logging.getLogger(__name__)
 
 #: Button action id → what it asks.
-ACTIONS = {P.RESUME: "resume", P.SKIP: "skip", P.WAIVE: "waive"}
+ACTIONS = {
+    P.RESUME: "resume",
+    P.SKIP: "skip",
+    P.WAIVE: "waive",
+    P.WAIT: "wait",
+    P.EVIDENCE_WAIVE: "evidence_waive",
+    P.ABORT: "abort",
+}
+#: A run paused on Inconclusive evidence: the button → the answer its step's job gets.
+EVIDENCE_ANSWERS = {"wait": "wait", "abort": "abort", "evidence_waive": "waive"}
 SKIP_CALLBACK = "paused_skip_reason"
+EVIDENCE_WAIVE_CALLBACK = "paused_evidence_waive_reason"
 WAIVE_CALLBACK = "paused_waive"
 #: Longest reason kept (as a gate's rejection).
 REASON_LIMIT = 500
@@ -67,6 +78,7 @@ def register(
     workers: WorkerPool,
     store: Store,
     clock: Callable[[], datetime],
+    jobs: JobService,
 ) -> None:
     def refuse(cid: str, payload: dict[str, Any], message: str) -> None:
         refuse_click(gateway, cid, payload, inert(message), what="paused run button")
@@ -82,6 +94,9 @@ def register(
             correlation_id=cid,
         )
         try:
+            if ref.decision in EVIDENCE_ANSWERS:
+                evidence(ref, actor, payload)
+                return
             if ref.decision == "waive" and payload.get("finding"):
                 waive(ref, actor, payload)
                 return
@@ -95,6 +110,56 @@ def register(
             return
         if not out.accepted:
             refuse(cid, payload, out.message)
+
+    def evidence(ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
+        """Wait, Waive… or Abort on a run paused on Inconclusive evidence: the run's rules first
+        (who may; two people to waive), then the step's job gets the answer and goes on."""
+        reason = str(payload.get("reason") or "")
+        if ref.decision == "evidence_waive" and not reason:
+            check = runs.check_evidence_waive(ref, actor)
+            if not check.accepted:
+                refuse(actor.correlation_id, payload, check.message)
+                return
+            title = check.run.plan.step(ref.step_id).title
+            try:
+                gateway.open_view(
+                    str(payload.get("trigger_id", "")), evidence_waive_view(ref, title, actor.channel_id)
+                )
+            except BotError as exc:
+                refuse(
+                    actor.correlation_id,
+                    payload,
+                    f"could not open the dialog ({exc.user_message}); click again",
+                )
+            return
+        row = jobs.store.job_of_step(ref.run_id, ref.step_id)
+        choice = choice_of(row.choice) if row is not None and not row.decision else None
+        if row is None or choice is None or not choice.key.startswith(P.EVIDENCE + ":"):
+            refuse(actor.correlation_id, payload, f"`{ref.step_id}` is not waiting on evidence now")
+            return
+        out = runs.evidence_click(ref, actor, reason=reason)
+        if not out.accepted:
+            refuse(actor.correlation_id, payload, out.message)
+            return
+        if ref.decision == "evidence_waive" and out.message != "waived":
+            gateway.post_ephemeral(
+                actor.channel_id, actor.user_id, inert(f"Your vote to waive is recorded; {out.message}.")
+            )
+            return
+        if ref.decision == "evidence_waive":
+            votes = [
+                a
+                for a in out.run.approvals
+                if a.step_id == ref.step_id and a.phase == EVIDENCE_WAIVE and a.epoch == ref.epoch
+            ]
+            reason = "; ".join(f"<@{v.user_id}>: {v.reason}" for v in votes)
+        jobs.decide(
+            row.id,
+            choice_key=choice.key,
+            option=EVIDENCE_ANSWERS[ref.decision],
+            user_id=actor.user_id,
+            reason=reason,
+        )
 
     def ask(ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
         """Skip… or Waive… clicked: the modal, if this person may use it now."""
@@ -158,7 +223,7 @@ def register(
 
     inbox.handle("paused", work)
 
-    @app.action(re.compile("^paused_(resume|skip|waive)$"))
+    @app.action(re.compile("^paused_(resume|skip|waive|wait|evidence_waive|abort)$"))
     def on_button(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         user = ref_id(body, "user")
         channel = ref_id(body, "channel")
@@ -245,6 +310,31 @@ def register(
         ack()
         accept_view(body, view, ref, payload)
 
+    @app.view(EVIDENCE_WAIVE_CALLBACK)
+    def on_evidence_waive(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        ref, channel = submitted(body, view, P.EVIDENCE_WAIVE)
+        reason = value(view, "reason")
+        if ref is None:
+            ack()
+            return
+        if not reason:
+            ack(
+                response_action="errors",
+                errors={"reason": "Say why: it goes into the thread and the audit log."},
+            )
+            return
+        payload = {
+            "user": str(body.get("user", {}).get("id", "")),
+            "channel": channel,
+            "response_url": "",
+            "trigger_id": "",
+            "action_id": P.EVIDENCE_WAIVE,
+            "value": ref.encode(),
+            "reason": reason[:REASON_LIMIT],
+        }
+        ack()
+        accept_view(body, view, ref, payload)
+
     @app.view(WAIVE_CALLBACK)
     def on_waive(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         ref, channel = submitted(body, view, P.WAIVE)
@@ -316,6 +406,20 @@ def skip_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
             },
         ],
     }
+
+
+def evidence_waive_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
+    """The modal asking why a step passes without evidence (one of the two votes it needs)."""
+    view = skip_view(ref, title, channel)
+    view["callback_id"] = EVIDENCE_WAIVE_CALLBACK
+    view["title"] = {"type": "plain_text", "text": "Waive the evidence"}
+    view["submit"] = {"type": "plain_text", "text": "Vote to waive"}
+    view["blocks"][0]["text"]["text"] = (
+        f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) passes without evidence once "
+        "two people agree (the primary and the shadow). Say why: the reason goes to the run's thread and "
+        "the audit log."
+    )
+    return view
 
 
 def waive_view(ref: ButtonRef, title: str, findings: tuple[str, ...], channel: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from bot.core.announcements.templates import (
     sample_context,
 )
 from bot.errors import TemplateError
+from tests.support import blockkit
 
 HOSTILE = "Payments <!channel> & <@U0EVIL> > nothing"
 
@@ -229,3 +230,15 @@ def test_check_catches_an_override_that_only_works_when_a_run_exists(tmp_path: P
     problems = AnnouncementRenderer(tmp_path).check()
     assert [(p.path, p.line) for p in problems] == [(tmp_path / "scheduled.txt.j2", 1)]
     assert "'None' has no attribute 'id'" in problems[0].message
+
+
+def test_the_completed_announcement_carries_the_runs_evidence_escaped() -> None:
+    rendered = AnnouncementRenderer().render("completed", sample_context())
+    line = "Evidence: `settle` Alerts: 1 new since 14:02 · 3 pre-existing · 0 silenced by this run &lt;!channel&gt; &amp; co (Failed)"
+    assert line in rendered.text
+    assert rendered.blocks is not None
+    assert any(b.get("text", {}).get("text") == line for b in rendered.blocks)
+    blockkit.message_blocks({"blocks": rendered.blocks})
+    clean = sample_context()
+    clean["run"] = dataclasses.replace(clean["run"], failed_skipped=(), open_findings=(), evidence=())
+    assert "Evidence" not in AnnouncementRenderer().render("completed", clean).text

@@ -1,0 +1,469 @@
+"""What people see of the evidence: small view models (alerts, analyses) and the renderers the
+gate, the card's Now line, the run report and the completed announcement share.
+
+The view models are plain data built from what the evidence jobs store (`alerts_view` reads the
+`alerts` job's progress; an analysis view is built from the analysis job's stored measurements
+by its loader). The renderers never read a clock or the network: `now` is passed in.
+
+Everything here is sized for Slack: a new alert is one line, labels beyond a line's budget are
+counted ("+3 labels"), alerts beyond `ALERT_LINES` are counted ("…and 12 more"), and text read from
+Alertmanager or a plan is escaped (`inert`) and cut only at whole words or labels, never inside a
+code span or an escape.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from bot.core.durations import format_duration
+from bot.core.rendering import inert
+from bot.records import JobRow
+
+#: New alerts listed by name and labels; the rest are counted (Slack: 50 blocks, 3,000 a section).
+ALERT_LINES = 10
+#: Characters of one alert's line; whole labels beyond it are counted.
+ALERT_LINE_BUDGET = 150
+#: Analyses shown on a gate; the rest are counted.
+ANALYSES_SHOWN = 10
+#: Measurements in a series (Argo's default count is 5; a long analysis shows its latest).
+SERIES_POINTS = 12
+#: A query is shown up to this many characters (in a code span, cut at a space, never inside it).
+QUERY_CHARS = 160
+#: The alerts job keeps this many new alerts in its progress (the count is kept whole).
+KEPT_ALERTS = 20
+
+BARS = "▁▂▃▄▅▆▇█"
+#: A measurement with no value (Inconclusive: no data) — a gap, never a zero.
+GAP = "·"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertRow:
+    """One new alert: its fingerprint, labels, when it started, and whether only this run's
+    silences hold it (it still counts as new)."""
+
+    fingerprint: str
+    labels: Mapping[str, str]
+    starts_at: datetime
+    silenced_by_run: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname", "") or self.fingerprint
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertsView:
+    """An `alerts` step's evidence now: the counts of the gate's line and the new alerts (the
+    first `KEPT_ALERTS`; `new_count` is the whole count)."""
+
+    since: datetime
+    new: tuple[AlertRow, ...] = ()
+    new_count: int = 0
+    pre_existing: int = 0
+    silenced_by_run: int = 0
+    settle: timedelta = timedelta(minutes=10)
+    timeout: timedelta = timedelta(minutes=30)
+    #: When the settle window began (None while new alerts fire).
+    quiet_since: datetime | None = None
+    #: "Running", "Successful", "Failed", "Inconclusive" (judge.Outcome's values).
+    outcome: str = "Running"
+    #: Why it is Inconclusive (Alertmanager's failure), empty otherwise.
+    unavailable: str = ""
+    #: Every new alert the step saw, firing or gone since (the first few; the report's timeline).
+    history: tuple[AlertRow, ...] = ()
+    history_count: int = 0
+
+    def settle_left(self, now: datetime) -> timedelta | None:
+        """Time until the step passes if nothing new fires (None while new alerts fire)."""
+        if self.quiet_since is None or self.new_count:
+            return None
+        return max(self.quiet_since + self.settle - now, timedelta(0))
+
+    def timeout_left(self, now: datetime) -> timedelta:
+        return max(self.since + self.timeout - now, timedelta(0))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Point:
+    """One measurement of an analysis: when, its value (None: no data) and its phase."""
+
+    at: datetime
+    value: float | None
+    phase: str = "Successful"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalysisView:
+    """An `analysis` step's evidence: its query and conditions, the latest value against the
+    baseline, its measurements (oldest first) and its outcome so far."""
+
+    name: str
+    query: str
+    baseline: float | None
+    points: tuple[Point, ...] = ()
+    outcome: str = "Running"
+    success: str = ""
+    failure: str = ""
+    reason: str = ""
+    #: Measurements it takes in all (its `count`), for "3/5 measured".
+    count: int = 0
+
+    @property
+    def value(self) -> float | None:
+        """The latest measured value (None when the last measurement had no data)."""
+        return self.points[-1].value if self.points else None
+
+    @property
+    def series(self) -> tuple[float | None, ...]:
+        return tuple(p.value for p in self.points[-SERIES_POINTS:])
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvidenceView:
+    """All the evidence of one step (or one run, for the report and the announcement)."""
+
+    alerts: AlertsView | None = None
+    analyses: tuple[AnalysisView, ...] = field(default=())
+
+    def __bool__(self) -> bool:
+        return self.alerts is not None or bool(self.analyses)
+
+
+# ----- loading -------------------------------------------------------------------------------------
+
+
+def alerts_view(
+    progress: Mapping[str, Any], *, outcome: str = "Running", unavailable: str = ""
+) -> AlertsView:
+    """The view of an `alerts` job from its stored progress (`bot.core.jobs.alerts`)."""
+    seen = progress.get("seen") or {}
+    since = parse_iso(progress.get("started")) or datetime.min
+    rows = tuple(
+        AlertRow(
+            fingerprint=str(a.get("fingerprint", "")),
+            labels={str(k): str(v) for k, v in (a.get("labels") or {}).items()},
+            starts_at=parse_iso(a.get("startsAt")) or since,
+            silenced_by_run=bool(a.get("silenced_by_run")),
+        )
+        for a in (progress.get("new") or ())[:KEPT_ALERTS]
+    )
+    history = tuple(
+        AlertRow(
+            fingerprint=str(fp),
+            labels={str(k): str(v) for k, v in (a.get("labels") or {}).items()},
+            starts_at=parse_iso(a.get("startsAt")) or since,
+            silenced_by_run=bool(a.get("silenced_by_run")),
+        )
+        for fp, a in list((progress.get("history") or {}).items())[:KEPT_ALERTS]
+    )
+    return AlertsView(
+        history=history,
+        history_count=int(progress.get("history_count", len(history))),
+        since=since,
+        new=rows,
+        new_count=int(seen.get("new", len(rows))),
+        pre_existing=int(seen.get("pre_existing", 0)),
+        silenced_by_run=int(seen.get("silenced_by_run", 0)),
+        settle=timedelta(seconds=float(progress.get("settle", 600))),
+        timeout=timedelta(seconds=float(progress.get("timeout", 1800))),
+        quiet_since=parse_iso(progress.get("quiet_since")),
+        outcome=outcome or ("Inconclusive" if unavailable else "Running"),
+        unavailable=unavailable,
+    )
+
+
+def parse_iso(text: object) -> datetime | None:
+    """A stored ISO 8601 time ("…Z" included), aware (UTC when it has no zone); None if absent."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class StepJobs(Protocol):
+    """The store's one read the loader needs (`bot.adapters.store`)."""
+
+    def job_of_step(self, run_id: str, step_id: str) -> JobRow | None: ...
+
+
+#: The job kinds whose progress is evidence, and how each loads.
+EVIDENCE_KINDS = frozenset({"alerts"})
+
+
+class EvidenceSource(Protocol):
+    """The evidence of the first of `step_ids` that has some (the run cards ask it)."""
+
+    def __call__(self, run_id: str, step_ids: Sequence[str]) -> EvidenceView | None: ...
+
+
+class StoredEvidence:
+    """The evidence of a run's steps, read from their jobs' stored progress: the gate of a step
+    shows its own evidence, or that of the step just before it (the settle check a next node
+    group's gate is decided on). The analysis job's measurements join here (`AnalysisView`)."""
+
+    def __init__(self, store: StepJobs) -> None:
+        self.store = store
+
+    def __call__(self, run_id: str, step_ids: Sequence[str]) -> EvidenceView | None:
+        for step_id in step_ids:
+            row = self.store.job_of_step(run_id, step_id)
+            if row is None or row.kind not in EVIDENCE_KINDS or not row.progress:
+                continue
+            progress = json.loads(row.progress)
+            outcome = "" if row.state != "done" else ("Successful" if row.ok else "Failed")
+            return EvidenceView(alerts=alerts_view(progress, outcome=outcome))
+        return None
+
+
+# ----- small pieces --------------------------------------------------------------------------------
+
+
+def number(value: float | None) -> str:
+    """A measured value in a few characters: 12.5, 0.0123, 1.2k, 3.4M; "no data" for None."""
+    if value is None or math.isnan(value):
+        return "no data"
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    magnitude = abs(value)
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if magnitude >= size:
+            return f"{value / size:.3g}{unit}"
+    if magnitude == 0 or magnitude >= 0.01:
+        text = f"{value:.3f}".rstrip("0").rstrip(".")
+        return text if text not in ("", "-0") else "0"
+    return f"{value:.2g}"
+
+
+def sparkline(values: Sequence[float | None]) -> str:
+    """▁▂▃▅▇ over the values' own range; a measurement with no data is a gap (·), never a bar."""
+    known = [v for v in values if v is not None and math.isfinite(v)]
+    if not known:
+        return GAP * len(values)
+    low, high = min(known), max(known)
+    span = high - low
+    out = []
+    for v in values:
+        if v is None or not math.isfinite(v):
+            out.append(GAP)
+        elif span == 0:
+            out.append(BARS[len(BARS) // 2 - 1])
+        else:
+            out.append(BARS[min(int((v - low) / span * len(BARS)), len(BARS) - 1)])
+    return "".join(out)
+
+
+def _t(value: object, markup: bool) -> str:
+    """A value from Alertmanager or a plan on one line: escaped for Slack when this renderer makes
+    markup; raw when the caller escapes it (a job's card lines and posts are made inert once, by
+    the job service and the card template)."""
+    text = " ".join(str(value).split())
+    return inert(text, multiline=False) if markup else text
+
+
+def _hhmm(moment: datetime) -> str:
+    return f"{moment:%H:%M}"
+
+
+def _span(d: timedelta) -> str:
+    # Seconds matter in the last minutes of a settle window ("4m12s left").
+    return format_duration(timedelta(seconds=int(d.total_seconds())))
+
+
+def alerts_summary(view: AlertsView) -> str:
+    """The gate's line: "Alerts: 0 new since 14:02 · 3 pre-existing · 5 silenced by this run"."""
+    return (
+        f"Alerts: {view.new_count} new since {_hhmm(view.since)} · {view.pre_existing} pre-existing"
+        f" · {view.silenced_by_run} silenced by this run"
+    )
+
+
+def label_text(labels: Mapping[str, str], budget: int = ALERT_LINE_BUDGET, *, markup: bool = True) -> str:
+    """`{alertname="X", namespace="y", …}` within `budget` characters by whole labels; the labels
+    left out are counted. alertname first, then severity, then the rest by name."""
+    order = sorted(labels, key=lambda k: (k != "alertname", k != "severity", k))
+    shown: list[str] = []
+    used = 2
+    for i, key in enumerate(order):
+        value = labels[key]
+        part = f'{_t(key, markup)}="{_t(value if len(value) <= 60 else value[:59] + "…", markup)}"'
+        rest = len(order) - i - 1
+        room = budget - used - (len(f", +{rest} labels") if rest else 0)
+        if shown and len(part) + 2 > room:
+            return "{" + ", ".join(shown) + f", +{len(order) - i} labels" + "}"
+        shown.append(part)
+        used += len(part) + 2
+    return "{" + ", ".join(shown) + "}"
+
+
+def alert_line(row: AlertRow, *, markup: bool = True) -> str:
+    """• `KubeAPIDown` {labels} since 14:05 (silenced by this run)"""
+    held = " _(silenced by this run: still counted)_" if row.silenced_by_run else ""
+    labels = {k: v for k, v in row.labels.items() if k != "alertname"}
+    return f"• `{_t(row.name, markup).replace('`', 'ˋ')}` {label_text(labels, markup=markup)} since {_hhmm(row.starts_at)}{held}"
+
+
+def alert_lines(view: AlertsView, limit: int = ALERT_LINES, *, markup: bool = True) -> list[str]:
+    """Each new alert on a line with its labels; beyond `limit` (or what was kept), a count."""
+    lines = [alert_line(r, markup=markup) for r in view.new[:limit]]
+    left = view.new_count - len(lines)
+    if left > 0:
+        lines.append(f"…and {left} more new alert{'s' if left != 1 else ''} (see Alertmanager)")
+    return lines
+
+
+def gone_lines(view: AlertsView, limit: int = 5, *, markup: bool = True) -> list[str]:
+    """The new alerts the step saw that are gone now: a gate decides on them too."""
+    firing = {r.fingerprint for r in view.new}
+    gone = [r for r in view.history if r.fingerprint not in firing]
+    if not gone:
+        return []
+    lines = ["_Seen during the step, gone since:_", *(alert_line(r, markup=markup) for r in gone[:limit])]
+    if len(gone) > limit:
+        lines.append(f"…and {len(gone) - limit} more")
+    return lines
+
+
+def query_span(query: str, limit: int = QUERY_CHARS, *, markup: bool = True) -> str:
+    """The query as a code span, cut at a space before `limit` (never inside the span's quotes)."""
+    text = " ".join(query.split()).replace("`", "'")
+    if len(text) > limit:
+        cut = text.rfind(" ", 0, limit)
+        text = text[: cut if cut > limit // 2 else limit].rstrip() + " …"
+    return f"`{_t(text, markup)}`"
+
+
+_OUTCOME_EMOJI = {
+    "Successful": ":white_check_mark:",
+    "Failed": ":x:",
+    "Inconclusive": ":grey_question:",
+    "Error": ":warning:",
+    "Running": ":hourglass_flowing_sand:",
+}
+
+
+def analysis_lines(view: AnalysisView, *, markup: bool = True) -> list[str]:
+    """An analysis on the gate: outcome, value against baseline, the condition, the query, and
+    the last measurements as a sparkline and a short series."""
+    emoji = _OUTCOME_EMOJI.get(view.outcome, ":grey_question:")
+    measured = f" · {len(view.points)}/{view.count} measured" if view.count else ""
+    head = (
+        f"{emoji} *{_t(view.name, markup)}* — {view.outcome}{measured} · "
+        f"value *{number(view.value)}* vs baseline {number(view.baseline)}"
+    )
+    if view.reason:
+        head += f" · {_t(view.reason[:200], markup)}"
+    conditions = " · ".join(
+        f"{what}: {query_span(expr, 120, markup=markup)}"
+        for what, expr in (("success", view.success), ("failure", view.failure))
+        if expr
+    )
+    lines = [
+        head,
+        f"query {query_span(view.query, markup=markup)}" + (f" · {conditions}" if conditions else ""),
+    ]
+    if view.points:
+        series = view.series
+        values = " ".join(number(v) if v is not None else "–" for v in series[-6:])
+        lines.append(f"last {len(series)}: {sparkline(series)}  {values}")
+    return lines
+
+
+def now_line(view: EvidenceView, now: datetime, *, markup: bool = True) -> str:
+    """The card's Now line while a step waits on evidence: "Waiting on evidence: alerts settle
+    4m12s left · 0 new" (or the new alerts firing, or why it is Inconclusive)."""
+    parts: list[str] = []
+    a = view.alerts
+    if a is not None:
+        if a.unavailable:
+            parts.append(f"alerts Inconclusive — {_t(a.unavailable[:160], markup)}")
+        elif a.new_count:
+            names = sorted({r.name for r in a.new})[:3]
+            more = "…" if a.new_count > len(names) else ""
+            parts.append(
+                f"alerts {a.new_count} new firing ({', '.join(_t(n, markup) for n in names)}{more})"
+                f" · fails in {_span(a.timeout_left(now))} unless they clear"
+            )
+        else:
+            left = a.settle_left(now)
+            parts.append(f"alerts settle {_span(left if left is not None else a.settle)} left · 0 new")
+    for an in view.analyses[:3]:
+        measured = f" {len(an.points)}/{an.count}" if an.count else ""
+        parts.append(f"{_t(an.name, markup)}{measured} · last {number(an.value)}")
+    if len(view.analyses) > 3:
+        parts.append(f"+{len(view.analyses) - 3} analyses")
+    return "Waiting on evidence: " + " · ".join(parts) if parts else ""
+
+
+# ----- Block Kit -------------------------------------------------------------------------------------
+
+#: Characters of one section (Slack refuses a section over 3,000).
+SECTION = 2900
+
+
+def _fit_lines(lines: Sequence[str], limit: int = SECTION) -> str:
+    """Whole lines within `limit`, the rest counted — never a line cut in half."""
+    out: list[str] = []
+    used = 0
+    for i, line in enumerate(lines):
+        tail = len(f"\n…and {len(lines) - i} more lines")
+        if used + len(line) + 1 + tail > limit:
+            out.append(f"…and {len(lines) - i} more lines")
+            break
+        out.append(line)
+        used += len(line) + 1
+    return "\n".join(out)
+
+
+def evidence_text(view: EvidenceView, *, markup: bool = True) -> list[str]:
+    """The evidence as mrkdwn lines (the gate's section, the thread, the announcement)."""
+    lines: list[str] = []
+    if view.alerts is not None:
+        a = view.alerts
+        lines.append(f":rotating_light: *{alerts_summary(a)}*")
+        if a.unavailable:
+            lines.append(f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}")
+        lines.extend(alert_lines(a, markup=markup))
+        lines.extend(gone_lines(a, markup=markup))
+    for an in view.analyses[:ANALYSES_SHOWN]:
+        lines.extend(analysis_lines(an, markup=markup))
+    if len(view.analyses) > ANALYSES_SHOWN:
+        lines.append(
+            f"…and {len(view.analyses) - ANALYSES_SHOWN} more analyses (the run report has them all)"
+        )
+    return lines
+
+
+def evidence_blocks(view: EvidenceView) -> list[dict[str, Any]]:
+    """The gate's evidence blocks: a section for the alerts (the summary and each new alert) and
+    one for the analyses, each within Slack's section limit; at most 3 blocks."""
+    blocks: list[dict[str, Any]] = []
+    markup = True
+    if view.alerts is not None:
+        a = view.alerts
+        lines = [f":rotating_light: *{alerts_summary(a)}*"]
+        if a.unavailable:
+            lines.append(f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}")
+        lines.extend(alert_lines(a))
+        lines.extend(gone_lines(a))
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _fit_lines(lines)}})
+    if view.analyses:
+        lines = []
+        for an in view.analyses[:ANALYSES_SHOWN]:
+            lines.extend(analysis_lines(an))
+        if len(view.analyses) > ANALYSES_SHOWN:
+            lines.append(
+                f"…and {len(view.analyses) - ANALYSES_SHOWN} more analyses (the run report has them all)"
+            )
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _fit_lines(lines)}})
+    if blocks:
+        blocks.insert(0, {"type": "context", "elements": [{"type": "mrkdwn", "text": "*Evidence*"}]})
+    return blocks
