@@ -248,3 +248,31 @@ def test_a_cluster_without_prometheus_is_refused_by_name(sim_small: SimCluster) 
     job = AnalysisJob(lambda: Evidence())
     with pytest.raises(UserError, match=r"cluster prod names no prometheus \(clusters.prod.prometheus\)"):
         job.plan(_Named("prod"), {"query": Q, "success": "result < 1"}, now=T0)
+
+
+def test_the_measurements_the_job_keeps_are_what_the_gate_and_the_report_draw(sim_small: SimCluster) -> None:
+    """The panels' loader reads the job's stored progress as the jobs table keeps it: the query,
+    the baseline, every measurement (no data as a gap, never a zero) and the outcome."""
+    from bot.core.evidence.view import analysis_lines, analysis_view, step_view
+
+    assert sim_small.sim is not None
+    ev = sim_small.sim.evidence
+    ev.set_query(Q, 10.0)
+    job = _job(sim_small)
+    progress = job.plan(
+        _Named("prod"), {"query": Q, "success": "result < 1.2 * baseline + 5", "count": "3"}, now=T0
+    )
+    ev.set_query(Q, 12.0)
+    ticks = _run(job, progress, 2)
+    ev.set_query(Q, 13.0)
+    ticks += _run(job, ticks[-1].progress, 5, start=2)
+    assert ticks[-1].done and ticks[-1].ok
+    stored = _stored(ticks[-1].progress)
+
+    view = analysis_view(stored, name="settle-4xx", done=True, ok=True)
+    assert (view.query, view.baseline, view.outcome, view.count) == (Q, 10.0, "Successful", 3)
+    assert [p.value for p in view.points] == [12.0, 12.0, 13.0]
+    assert view.points[0].at == T0
+    assert step_view("analysis", stored, done=True, ok=True, name="settle-4xx").analyses == (view,)
+    text = "\n".join(analysis_lines(view, markup=False))
+    assert "settle-4xx" in text and "13" in text and "baseline 10" in text

@@ -51,7 +51,7 @@ from bot.core.announcements.templates import (
 )
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, Poster, new_owner
-from bot.core.evidence.view import EvidenceSource, StoredEvidence, alerts_summary
+from bot.core.evidence.view import EvidenceSource, StoredEvidence, alerts_summary, number
 from bot.core.rendering import Rendered
 from bot.core.runs import machine as R
 from bot.core.runs.library import assemble_run, find_plan, stored_plan
@@ -142,6 +142,16 @@ def evidence_lines(source: EvidenceSource, run: R.Run) -> list[EvidenceLine]:
                     step_id=sr.step_id, summary=alerts_summary(view.alerts), outcome=view.alerts.outcome
                 )
             )
+        elif view is not None:
+            for an in view.analyses:
+                base = f" · baseline {number(an.baseline)}" if an.baseline is not None else ""
+                lines.append(
+                    EvidenceLine(
+                        step_id=sr.step_id,
+                        summary=f"Analysis: {len(an.points)} measurement(s) · last {number(an.value)}{base}",
+                        outcome=an.outcome,
+                    )
+                )
     return lines
 
 

@@ -196,7 +196,7 @@ class StepJobs(Protocol):
 
 
 #: The job kinds whose progress is evidence, and how each loads.
-EVIDENCE_KINDS = frozenset({"alerts"})
+EVIDENCE_KINDS = frozenset({"alerts", "analysis"})
 
 
 class EvidenceSource(Protocol):
@@ -218,10 +218,60 @@ class StoredEvidence:
             row = self.store.job_of_step(run_id, step_id)
             if row is None or row.kind not in EVIDENCE_KINDS or not row.progress:
                 continue
-            progress = json.loads(row.progress)
-            outcome = "" if row.state != "done" else ("Successful" if row.ok else "Failed")
-            return EvidenceView(alerts=alerts_view(progress, outcome=outcome))
+            return step_view(
+                row.kind, json.loads(row.progress), done=row.state == "done", ok=bool(row.ok), name=step_id
+            )
         return None
+
+
+def step_view(
+    kind: str, progress: Mapping[str, Any], *, done: bool, ok: bool, name: str = "analysis"
+) -> EvidenceView:
+    """One evidence job's view from its stored progress (`kind` in `EVIDENCE_KINDS`); an analysis
+    is named by its step (`name`)."""
+    if kind == "analysis":
+        return EvidenceView(analyses=(analysis_view(progress, name=name, done=done, ok=ok),))
+    outcome = "" if not done else ("Successful" if ok else "Failed")
+    return EvidenceView(alerts=alerts_view(progress, outcome=outcome))
+
+
+def _scalar(value: Any) -> float | None:
+    """A stored measurement or baseline as one number: a list (several series) is summed, as the
+    judge does when it compares them; null, or anything else, is no data."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, list) and value and all(isinstance(v, int | float) for v in value):
+        return float(sum(value))
+    return None
+
+
+def analysis_view(
+    progress: Mapping[str, Any], *, name: str = "analysis", done: bool = False, ok: bool = False
+) -> AnalysisView:
+    """The view of an `analysis` job from its stored progress (`bot.core.jobs.analysis`; the keys
+    are listed in docs/evidence-gate.md, *Stored measurements*)."""
+    points = []
+    for m in progress.get("measurements") or []:
+        at = parse_iso(m.get("at"))
+        if at is None:
+            continue
+        points.append(Point(at=at, value=_scalar(m.get("value")), phase=str(m.get("phase") or "")))
+    outcome = str(progress.get("outcome") or "Running")
+    if done and outcome == "Running":
+        outcome = "Successful" if ok else "Failed"
+    return AnalysisView(
+        name=name,
+        query=str(progress.get("query") or ""),
+        baseline=_scalar(progress.get("baseline")),
+        points=tuple(points),
+        outcome=outcome,
+        success=str(progress.get("success") or ""),
+        failure=str(progress.get("failure") or ""),
+        reason=str(progress.get("reason") or ""),
+        count=int(progress.get("count") or 0),
+    )
 
 
 # ----- small pieces --------------------------------------------------------------------------------

@@ -266,10 +266,9 @@ class RunCards:
         waiting = ""
         if self.evidence is not None and cur is not None and cur.state is R.StepState.RUNNING:
             view = self.evidence(run.id, (cur.step_id,))
-            if (
-                view is not None
-                and view.alerts is not None
-                and view.alerts.outcome in ("Running", "Inconclusive")
+            if view is not None and (
+                (view.alerts is not None and view.alerts.outcome in ("Running", "Inconclusive"))
+                or any(a.outcome in ("Running", "Inconclusive", "Error") for a in view.analyses)
             ):
                 waiting = now_line(view, now, markup=False)
         context = card_context(

@@ -31,11 +31,11 @@ from markupsafe import Markup
 
 from bot.adapters.store import Store
 from bot.core.evidence.view import (
-    EVIDENCE_KINDS,
     AlertsView,
     AnalysisView,
     alerts_summary,
     alerts_view,
+    analysis_view,
     number,
     sparkline,
 )
@@ -374,6 +374,7 @@ def build_report(
         people=people,
         backups=tuple(backups),
         alert_lanes=tuple(_alert_lanes(store, run_id, [s.step_id for s in steps], ended)),
+        analyses=tuple(_analyses(store, run_id, [s.step_id for s in steps])),
     )
 
 
@@ -382,13 +383,26 @@ def _alert_lanes(store: Store, run_id: str, step_ids: Sequence[str], ended: date
     lanes = []
     for step_id in step_ids:
         row = store.job_of_step(run_id, step_id)
-        if row is None or row.kind not in EVIDENCE_KINDS or not row.progress:
+        if row is None or row.kind != "alerts" or not row.progress:
             continue
         outcome = "" if row.state != "done" else ("Successful" if row.ok else "Failed")
         view = alerts_view(json.loads(row.progress), outcome=outcome)
         finished = (row.ended_at or row.updated_at or ended) if row.state == "done" else ended
         lanes.append(AlertsLane(step_id=step_id, started_at=row.started_at, ended_at=finished, view=view))
     return lanes
+
+
+def _analyses(store: Store, run_id: str, step_ids: Sequence[str]) -> list[AnalysisView]:
+    """Each `analysis` step's measurements over time, in step order (named by its step)."""
+    out = []
+    for step_id in step_ids:
+        row = store.job_of_step(run_id, step_id)
+        if row is None or row.kind != "analysis" or not row.progress:
+            continue
+        out.append(
+            analysis_view(json.loads(row.progress), name=step_id, done=row.state == "done", ok=bool(row.ok))
+        )
+    return out
 
 
 def _pods_over_time(
