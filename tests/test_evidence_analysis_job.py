@@ -266,7 +266,8 @@ def test_the_measurements_the_job_keeps_are_what_the_gate_and_the_report_draw(si
     ticks = _run(job, progress, 2)
     ev.set_query(Q, 13.0)
     ticks += _run(job, ticks[-1].progress, 5, start=2)
-    assert ticks[-1].done and ticks[-1].ok
+    assert ticks[-1].done
+    assert ticks[-1].ok
     stored = _stored(ticks[-1].progress)
 
     view = analysis_view(stored, name="settle-4xx", done=True, ok=True)
@@ -275,4 +276,6 @@ def test_the_measurements_the_job_keeps_are_what_the_gate_and_the_report_draw(si
     assert view.points[0].at == T0
     assert step_view("analysis", stored, done=True, ok=True, name="settle-4xx").analyses == (view,)
     text = "\n".join(analysis_lines(view, markup=False))
-    assert "settle-4xx" in text and "13" in text and "baseline 10" in text
+    assert "settle-4xx" in text
+    assert "13" in text
+    assert "baseline 10" in text
