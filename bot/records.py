@@ -148,6 +148,8 @@ class ClusterConfig:
     prometheus: SignalSource | None = None
     #: Scopes Alertmanager's alerts to this cluster; empty: every alert counts.
     alert_matchers: tuple[AlertMatcher, ...] = ()
+    #: `labels: {env: lab}`: what a fleet stage's selector matches (issue 41).
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, kw_only=True)
