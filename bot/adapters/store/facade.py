@@ -14,6 +14,7 @@ from bot.adapters.store.base import _wrap_errors
 from bot.adapters.store.engine import _engine_or_config_error, _masked, _reason
 from bot.adapters.store.fence import _FencingEngine
 from bot.adapters.store.findings import FindingFixes
+from bot.adapters.store.fleets import Fleets
 from bot.adapters.store.gates import GateDryRuns
 from bot.adapters.store.inbox import Inbox
 from bot.adapters.store.jobs import Jobs
@@ -40,6 +41,7 @@ class Store(
     Waivers,
     GateDryRuns,
     FindingFixes,
+    Fleets,
     Schedules,
     Leadership,
 ):

@@ -425,3 +425,22 @@ def abort(fleet: Fleet, *, actor: str, reason: str) -> Outcome:
         fleet=replace(fleet, state=ABORTED, reason=why),
         events=(FleetEvent(kind="fleet_aborted", actor=actor, detail=why),),
     )
+
+
+def unreachable(fleet: Fleet, *, cluster: str) -> Outcome:
+    """`skip_unreachable`: a cluster whose API server did not answer at its turn is skipped."""
+    member = fleet.member(cluster)
+    if member is None or member.state != STARTED:
+        return _refuse(fleet, f"{cluster} is not starting")
+    fleet = _set_member(fleet, cluster, state=SKIPPED, run_id="", reason="unreachable at its turn")
+    return Outcome(
+        fleet=fleet,
+        events=(
+            FleetEvent(
+                kind="cluster_skipped",
+                cluster=cluster,
+                stage=fleet.stages[member.stage].stage.name,
+                detail="unreachable at its turn (skip_unreachable)",
+            ),
+        ),
+    )
