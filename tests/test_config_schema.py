@@ -52,7 +52,7 @@ def test_the_demo_configuration_passes_the_schema(tmp_path: Path) -> None:
 
 
 def test_the_example_fleets_configuration_passes_the_schema_with_its_labels(tmp_path: Path) -> None:
-    text = (REPO / "templates" / "fleets" / "example-clusters.yaml").read_text(encoding="utf-8")
+    text = (REPO / "templates" / "fleets" / "example.config.yaml").read_text(encoding="utf-8")
     assert schema_errors(load(text)) == []
     settings = parse_settings(text, source=tmp_path / "upgrade-bot.yaml", env={})
     assert settings.clusters["cityos-dev-east"].labels == {"env": "dev", "region": "east"}

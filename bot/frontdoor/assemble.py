@@ -325,6 +325,7 @@ def assemble(
         watches=watches,
         jobs=jobs,
         telemetry=telemetry,
+        fleets=fleets,
     )
     return Services(
         settings=settings,

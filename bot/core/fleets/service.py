@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
@@ -23,8 +24,9 @@ from typing import Protocol
 from bot.adapters.store import Store
 from bot.core.audit import audit_entry
 from bot.core.fleets import machine as M
+from bot.core.fleets import render
 from bot.core.fleets.plan import FleetPlan, Labelled, ResolvedStage, child_plan_text, parse_fleet, resolve
-from bot.core.people import Directory, roles_of
+from bot.core.people import ANY_ROLE, Directory, require_any_role, roles_of
 from bot.core.runs.plans import parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
 from bot.errors import (
@@ -40,6 +42,8 @@ from bot.records import AuditEntry, FleetMemberRow, FleetRow, FleetVoteRow, RunR
 
 log = logging.getLogger(__name__)
 
+#: A fleet's rehearsal configuration sits next to it (`example.config.yaml`): not a fleet plan.
+CONFIG_SUFFIX = ".config.yaml"
 #: A compare-and-set lost to another writer is tried again on the fresh fleet this many times.
 RETRIES = 3
 
@@ -54,6 +58,16 @@ class FleetListener(Protocol):
     """Told after every committed change of a fleet (the fleet card)."""
 
     def fleet_changed(self, fleet: M.Fleet, events: Sequence[M.FleetEvent]) -> object: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetView:
+    fleet: M.Fleet
+    children: Mapping[str, RunRow]
+    #: Cluster → "1.29.4 → 1.30.2", from its pinned plan.
+    versions: Mapping[str, str]
+    #: Cluster → its child's current step.
+    steps: Mapping[str, str]
 
 
 class FleetService:
@@ -91,11 +105,19 @@ class FleetService:
     def fleet_text(self, name: str) -> tuple[str, str]:
         """(label, text) of the fleet plan `name` (or a path to a `.yaml` file)."""
         candidates = [Path(name)] if name.endswith((".yaml", ".yml")) else []
-        candidates += [d / f"{name}.yaml" for d in self.fleet_dirs]
+        candidates += [d / f"{name}.yaml" for d in self.fleet_dirs if not name.endswith(".config")]
         for path in candidates:
             if path.is_file():
                 return str(path), read_plan_file(path)
-        shipped = sorted({p.stem for d in self.fleet_dirs if d.is_dir() for p in d.glob("*.yaml")})
+        shipped = sorted(
+            {
+                p.stem
+                for d in self.fleet_dirs
+                if d.is_dir()
+                for p in d.glob("*.yaml")
+                if not p.name.endswith(CONFIG_SUFFIX)
+            }
+        )
         raise UserError(f"no fleet plan `{clip(name)}` (known: {', '.join(shipped) or 'none'})")
 
     def plan_text(self, name: str) -> str:
@@ -185,10 +207,45 @@ class FleetService:
                 out[m.cluster] = rows[0]
         return out
 
+    def view(self, fleet_id: str | None) -> FleetView:
+        """The fleet with what its card and status show of each child run."""
+        fleet = self.load(self.resolve_id(fleet_id))
+        rows = self.store.fleet_rows(fleet.id)
+        assert rows is not None
+        versions: dict[str, str] = {}
+        for row in rows[1]:
+            try:
+                plan = parse_plan(row.plan_text, source=row.cluster)
+            except PlanInvalid:
+                continue
+            versions[row.cluster] = f"{plan.current_version} → {plan.target_version}"
+        children: dict[str, RunRow] = {}
+        steps: dict[str, str] = {}
+        for m in fleet.members:
+            if m.run_id and (found := self.store.run_rows(m.run_id)) is not None:
+                children[m.cluster] = found[0]
+                current = next(
+                    (
+                        s.step_id
+                        for s in found[1]
+                        if s.state in (StepState.AWAITING_APPROVAL, StepState.RUNNING)
+                    ),
+                    "",
+                )
+                steps[m.cluster] = current
+        return FleetView(fleet=fleet, children=children, versions=versions, steps=steps)
+
+    def status(self, fleet_id: str | None) -> str:
+        v = self.view(fleet_id)
+        return render.status_text(v.fleet, v.children, versions=v.versions, steps=v.steps, now=self.clock())
+
     # -- writing -----------------------------------------------------------------------------
 
     def start(self, name: str, actor: Actor) -> M.Fleet:
         plan, stages, texts = self.validate(name)
+        require_any_role(
+            actor.user_id, frozenset({ANY_ROLE}), plan.roster, self.directory, action="starting a fleet"
+        )
         now = self.clock()
         fleet_id = "F" + secrets.token_hex(3).upper()
         fleet = M.new_fleet(fleet_id, plan, stages, by=actor.user_id, now=now)
@@ -289,6 +346,15 @@ class FleetService:
         for _ in range(RETRIES):
             fleet = self.load(fid)
             now = self.clock()
+            if actor.user_id:
+                # The fleet's roster decides its gates and its verbs, as a run's roster does.
+                require_any_role(
+                    actor.user_id,
+                    frozenset({ANY_ROLE}),
+                    fleet.plan.roster,
+                    self.directory,
+                    action="changing a fleet",
+                )
             out = change(fleet, now)
             if out.refused:
                 self.store.record_audit(

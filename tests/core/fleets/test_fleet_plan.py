@@ -47,7 +47,7 @@ def _problems(text: str) -> list[str]:
 
 
 def _example_clusters() -> dict[str, object]:
-    return dict(load_settings(FLEETS / "example-clusters.yaml", env={}).clusters)
+    return dict(load_settings(FLEETS / "example.config.yaml", env={}).clusters)
 
 
 def test_the_example_is_three_stages_over_the_six_configured_clusters() -> None:
