@@ -334,7 +334,7 @@ def approve(fleet: Fleet, *, user_id: str, held: frozenset[str], now: datetime) 
 def pause(fleet: Fleet, *, actor: str, reason: str) -> Outcome:
     if fleet.state != ACTIVE:
         return _refuse(fleet, f"the fleet is {fleet.state}, not active")
-    why = f"paused by <@{actor}>" + (f": {reason}" if reason else "")
+    why = f"paused by {actor}" + (f": {reason}" if reason else "")
     return Outcome(
         fleet=replace(fleet, state=PAUSED, reason=why),
         events=(FleetEvent(kind="fleet_paused", actor=actor, detail=why, stage=fleet.current.stage.name),),
@@ -420,7 +420,7 @@ def retry_failed(fleet: Fleet, *, actor: str) -> Outcome:
 def abort(fleet: Fleet, *, actor: str, reason: str) -> Outcome:
     if fleet.state in ENDED_FLEET:
         return _refuse(fleet, f"the fleet is already {fleet.state}")
-    why = f"aborted by <@{actor}>" + (f": {reason}" if reason else "")
+    why = f"aborted by {actor}" + (f": {reason}" if reason else "")
     return Outcome(
         fleet=replace(fleet, state=ABORTED, reason=why),
         events=(FleetEvent(kind="fleet_aborted", actor=actor, detail=why),),
