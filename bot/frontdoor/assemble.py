@@ -28,6 +28,7 @@ from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.duties import Duties
+from bot.core.fleets.card import FleetCards
 from bot.core.fleets.evidence import AlertsSoak
 from bot.core.fleets.service import FleetService
 from bot.core.jobs.alerts import Evidence
@@ -278,6 +279,12 @@ def assemble(
         fleet_dirs=[d / "fleets" for d in settings.template_dirs()],
         plan_dirs=[d / "plans" for d in settings.template_dirs()],
         judge=AlertsSoak(evidence),
+        # The fleet card and its milestones, in the operations channel (None: no Slack here).
+        listeners=(
+            [FleetCards(deliveries=deliveries, channel=settings.channels.operations, clock=clock)]
+            if deliveries is not None
+            else []
+        ),
     )
     # Fleets move as often as runs: a child's end is seen within one tick.
     timers = (*timers, (FLEET_TICKER, RUN_TICK_SECONDS, lambda _now: fleets.tick()))

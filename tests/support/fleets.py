@@ -3,12 +3,18 @@ the moves people make on a child run (complete it, fail it) through the run serv
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bot.core.fleets import machine as M
+from bot.core.fleets.card import card
+from bot.core.fleets.plan import parse_fleet, resolve
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
-from bot.records import StepState
+from bot.records import ClusterConfig, RunRow, StepState
 
 T0 = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
 
@@ -88,3 +94,97 @@ def fail(runs: RunService, run_id: str, reason: str = "drain failed: PDB blocks 
         lambda r: R.abort(r, by="U0PRIMARY", reason=reason, now=runs.clock()),
         Actor(user_id="U0PRIMARY"),
     )
+
+
+@dataclass
+class FleetCardView:
+    fleet: M.Fleet
+    children: dict[str, RunRow] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    steps: dict[str, str] = field(default_factory=dict)
+
+
+def big_fleet_view(n: int, *, failed: int, stalled: int = 0) -> FleetCardView:
+    """n clusters: a canary done, the rest in one stage mid-way, `failed` of them failed."""
+    clusters = {"canary-1": ClusterConfig(name="canary-1", in_cluster=True, labels={"env": "ci"})}
+    for i in range(n - 1):
+        name = f"cluster-{i:02d}-eu-central"
+        clusters[name] = ClusterConfig(name=name, in_cluster=True, labels={"env": "prod"})
+    plan = parse_fleet(
+        "name: big\nplan: p\nroster: {primary: [U0P], shadow: [U0S]}\nstages:\n"
+        "  - {name: canary, clusters: [canary-1], soak: 1h, evidence: [alerts], after: {approve: [primary, shadow]}}\n"
+        "  - {name: prod, selector: {env: prod}, max_concurrency: 20%, failure_budget: 2}\n"
+    )
+    fleet = M.new_fleet("F1A2B3C", plan, resolve(plan, clusters), by="U0P", now=T0)
+    members = []
+    children: dict[str, RunRow] = {}
+    for i, m in enumerate(fleet.members):
+        if m.stage == 0:
+            members.append(replace(m, state=M.SUCCEEDED, run_id="R000000"))
+            continue
+        state = (
+            M.FAILED
+            if i <= failed
+            else M.STARTED
+            if i <= failed + 8
+            else M.SUCCEEDED
+            if i < n // 2
+            else M.PENDING
+        )
+        run_id = f"R{i:06d}" if state != M.PENDING else ""
+        reason = (
+            f"drain failed in run R{i:06d}: PodDisruptionBudget payments/api blocks eviction"
+            if state == M.FAILED
+            else ""
+        )
+        members.append(replace(m, state=state, run_id=run_id, reason=reason))
+        if state == M.STARTED:
+            quiet = timedelta(hours=2) if i <= failed + stalled else timedelta(minutes=1)
+            children[m.cluster] = RunRow(
+                id=run_id, plan_id=1, plan_name="p", cluster=m.cluster, state="active", version=1, roster={},
+                reason="", created_by="U0P", created_at=T0, updated_at=T0 - quiet,
+            )  # fmt: skip
+    fleet = replace(fleet, members=tuple(members), stage=1, phase=M.RUNNING)
+    if failed > 2:
+        fleet = replace(fleet, state=M.PAUSED, reason="stage prod is over its failure budget")
+    versions = {m.cluster: "1.29.4 → 1.30.2" for m in fleet.members}
+    steps = dict.fromkeys(children, "drain-old-nodes")
+    return FleetCardView(fleet=fleet, children=children, versions=versions, steps=steps)
+
+
+DOC_HEAD = """\
+# The fleet card
+
+One message per fleet run in the operations channel, edited in place; its thread gets the
+milestones (a stage started or done, a soak started or passed, an approval, a failure, a skip, a
+pause, the end), each once. The card shows:
+
+- the fleet's state and, when it is paused, why (a failed canary, a stage over its failure
+  budget, evidence that failed during a soak);
+- the soak clock and its evidence, and who the next gate waits for (`fleet approve`);
+- clusters that are stalled (a running child run with no progress for 30 minutes);
+- a clusters × stages matrix: one section per stage, a line per cluster with its state, its
+  control-plane versions (from its pinned plan), its child run's current step and run id.
+
+It fits Slack's limits (50 blocks, 3,000 characters a section) at 50 clusters without cutting a
+failing row: the rows that need people come first, and healthy rows (pending, succeeded, not
+stalled) collapse into one line per state naming the clusters before any line is dropped.
+See [fleet runs](fleets.md) for the plan and the verbs.
+
+Both examples below are what `bot/core/fleets/card.py` builds (a test holds this page to it, and
+every block passes slack_sdk's models): a fleet paused because its `prod` stage is over its
+failure budget of 2, with two stalled clusters.
+"""
+
+
+def doc_page() -> str:
+    parts = [DOC_HEAD]
+    for n in (12, 50):
+        text, blocks = card(big_fleet_view(n, failed=4, stalled=2), T0)
+        pasted = json.dumps({"text": text, "blocks": blocks}, indent=2, ensure_ascii=False)
+        parts += [f"## At {n} clusters", "", "```json", pasted, "```", ""]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(doc_page())

@@ -55,9 +55,9 @@ class SoakJudge(Protocol):
 
 
 class FleetListener(Protocol):
-    """Told after every committed change of a fleet (the fleet card)."""
+    """Told after every committed change of a fleet, with what the card shows (the fleet card)."""
 
-    def fleet_changed(self, fleet: M.Fleet, events: Sequence[M.FleetEvent]) -> object: ...
+    def fleet_changed(self, view: FleetView, events: Sequence[M.FleetEvent]) -> object: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -370,7 +370,7 @@ class FleetService:
                 )
                 raise TransitionRefused(out.refused)
             if self._commit(fleet, out, actor, now):
-                self._tell(out.fleet, out.events)
+                self._tell(self.load(fid), out.events)
                 self.drive(fid)
                 return out
         raise ConcurrentUpdate("the fleet changed under three tries; try again")
@@ -497,9 +497,12 @@ class FleetService:
         return next(m.plan_text for m in rows[1] if m.cluster == cluster)
 
     def _tell(self, fleet: M.Fleet, events: Sequence[M.FleetEvent]) -> None:
+        if not self.listeners:
+            return
+        view = self.view(fleet.id)
         for listener in self.listeners:
             try:
-                listener.fleet_changed(fleet, events)
+                listener.fleet_changed(view, events)
             except Exception:
                 # The card is a view: a failed edit must not undo a committed fleet change.
                 log.exception("fleet %s: a listener failed", fleet.id)
