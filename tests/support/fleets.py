@@ -188,3 +188,16 @@ def doc_page() -> str:
 
 if __name__ == "__main__":
     sys.stdout.write(doc_page())
+
+
+def fail_step(runs: RunService, run_id: str, step_id: str = "drain") -> None:
+    """The child's step fails (its done gate rejected): the run pauses on it, as `on_failure: pause` says."""
+    for user in ("U0PRIMARY", "U0SHADOW"):
+        run = runs.load(run_id)
+        sr = run.step_run(step_id)
+        decision = "approve" if user == "U0PRIMARY" else "reject"
+        runs.click(
+            R.ButtonRef(run_id=run_id, step_id=step_id, epoch=sr.epoch, decision=decision),
+            Actor(user_id=user),
+            reason="the PDB blocks eviction",
+        )

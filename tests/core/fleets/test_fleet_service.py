@@ -17,7 +17,7 @@ from bot.frontdoor.assemble import Services, assemble
 from bot.settings import load_settings
 from bot.sim.cluster import SimCluster
 from tests.support.clock import FakeClock
-from tests.support.fleets import T0, complete, fail, fleet_config
+from tests.support.fleets import T0, complete, fail, fail_step, fleet_config
 
 PRIMARY, SHADOW = Actor(user_id="U0PRIMARY", source="terminal"), Actor(user_id="U0SHADOW", source="terminal")
 
@@ -221,3 +221,17 @@ def test_an_alert_firing_during_the_canarys_soak_pauses_the_fleet(
     sim_small.sim.evidence.resolve({"alertname": "KubeNodeNotReady", "severity": "warning"})
     bot.fleets.resume(fleet.id, PRIMARY)
     assert bot.fleets.load(fleet.id).soak_started_at == clock()
+
+
+def test_a_canary_paused_on_its_failed_drain_step_pauses_the_fleet_naming_the_step(
+    bot: Services, clock: FakeClock
+) -> None:
+    fleet = bot.fleets.start("twelve", PRIMARY)
+    run_id = _members(bot, fleet.id)["ci"].run_id
+    fail_step(bot.runs, run_id)
+    assert bot.runs.load(run_id).state == "paused"
+    bot.fleets.tick()
+    paused = bot.fleets.load(fleet.id)
+    assert paused.state == M.PAUSED
+    assert paused.reason == f"the canary failed: ci (drain failed in run {run_id}); 1 failed, 0 allowed"
+    assert "the canary failed: ci (drain failed" in bot.fleets.status(fleet.id)
