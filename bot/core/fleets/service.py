@@ -32,6 +32,7 @@ from bot.core.runs.service import Actor, RunService
 from bot.errors import (
     ConcurrentUpdate,
     ConfigError,
+    Fenced,
     PlanInvalid,
     RunNotFound,
     TransitionRefused,
@@ -308,6 +309,8 @@ class FleetService:
         for row in self.store.fleets(states=[M.ACTIVE, M.PAUSED]):
             try:
                 out += self.drive(row.id)
+            except Fenced:
+                raise  # deposed: the triggers step this replica down; the next leader drives
             except Exception:
                 # One fleet's trouble must not stop the others' ticks; the next tick tries again.
                 log.exception("fleet %s: drive failed", row.id)
