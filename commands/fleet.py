@@ -15,7 +15,7 @@ from commands import _runs
 
 _USAGE = (
     "usage: /upgrade fleet start FLEET | status [ID] | approve [ID] | pause [ID] --reason … | resume [ID]"
-    " | skip CLUSTER --reason … | retry --failed | abort [ID] --reason …"
+    " | skip CLUSTER --reason … | retry --failed | abort [ID] --reason … | carry-waivers"
 )
 
 
@@ -124,6 +124,21 @@ def abort(ctx: CommandContext, args: Args) -> Reply:
     return _said(ctx, out.fleet.id, f"Fleet `{out.fleet.id}` is aborted.")
 
 
+def carry_waivers(ctx: CommandContext, args: Args) -> Reply:
+    """Carry the canary's active waivers to the fleet's later clusters in one go (audited).
+
+    Same finding, objects and end, the reason saying where it came from; a Required finding's
+    waiver arrives pending, for a second person to confirm on each cluster.
+
+    Example: `/upgrade fleet carry-waivers`
+    """
+    lines = _service(ctx).carry_waivers(args.fleet, _runs.actor(ctx))
+    return Reply(
+        template="runs/message",
+        context={"message": f"Carried {len(lines)} waiver(s):\n" + "\n".join(f"• {line}" for line in lines)},
+    )
+
+
 def _no_arguments(parser: CommandParser) -> None:
     parser.usage = _USAGE.removeprefix("usage: ")
 
@@ -147,6 +162,10 @@ def _skip_arguments(parser: CommandParser) -> None:
     parser.add_argument("--fleet", help="a fleet run id (default: the only live one)")
 
 
+def _fleet_option(parser: CommandParser) -> None:
+    parser.add_argument("--fleet", help="a fleet run id (default: the only live one)")
+
+
 def _retry_arguments(parser: CommandParser) -> None:
     parser.add_argument("--failed", action="store_true", help="the failed clusters of the current stage")
     parser.add_argument("--fleet", help="a fleet run id (default: the only live one)")
@@ -162,3 +181,4 @@ def register(registry: Registry) -> None:
     registry.add_verb("fleet", "skip", skip, arguments=_skip_arguments)
     registry.add_verb("fleet", "retry", retry, arguments=_retry_arguments)
     registry.add_verb("fleet", "abort", abort, arguments=_id_reason)
+    registry.add_verb("fleet", "carry-waivers", carry_waivers, arguments=_fleet_option)

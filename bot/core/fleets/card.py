@@ -93,6 +93,9 @@ def card(view: View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
         if extra:
             head.append(extra)
     rows = render.rows(fleet, view.children, versions=view.versions, steps=view.steps, now=now)
+    offer = getattr(view, "offer", "")
+    if offer:
+        head.append(f":package: {offer}: `/upgrade fleet carry-waivers`")
     stalled = [r.cluster for r in rows if r.stalled]
     if stalled:
         head.append(

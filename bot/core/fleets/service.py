@@ -69,6 +69,8 @@ class FleetView:
     versions: Mapping[str, str]
     #: Cluster → its child's current step.
     steps: Mapping[str, str]
+    #: The canary's waivers that can be carried to later clusters, in words ("" when none).
+    offer: str = ""
 
 
 class FleetService:
@@ -234,7 +236,9 @@ class FleetService:
                     "",
                 )
                 steps[m.cluster] = current
-        return FleetView(fleet=fleet, children=children, versions=versions, steps=steps)
+        return FleetView(
+            fleet=fleet, children=children, versions=versions, steps=steps, offer=self.carry_offer(fleet)
+        )
 
     def status(self, fleet_id: str | None) -> str:
         v = self.view(fleet_id)
@@ -339,6 +343,78 @@ class FleetService:
 
     def abort(self, fleet_id: str | None, actor: Actor, reason: str = "") -> M.Outcome:
         return self._apply(fleet_id, lambda f, now: M.abort(f, actor=actor.user_id, reason=reason), actor)
+
+    def carry_waivers(self, fleet_id: str | None, actor: Actor) -> list[str]:
+        """Offer the canary's waivers to the fleet's later clusters, in one go (audited).
+
+        Each active waiver of a canary cluster becomes a waiver of every cluster of a later stage
+        that has not ended, with the same finding, objects and end, and the reason saying where
+        it came from. A Required finding's waiver arrives pending: a second person confirms it
+        on each cluster (`/upgrade waive confirm ID`), as for any Required waiver. A cluster that
+        already has the same waiver (active or pending) is left alone. Returns one line each."""
+        fleet = self.load(self.resolve_id(fleet_id))
+        require_any_role(
+            actor.user_id, frozenset({ANY_ROLE}), fleet.plan.roster, self.directory, action="carrying waivers"
+        )
+        now = self.clock()
+        canary = [m.cluster for m in fleet.members_of(0)]
+        sources = [
+            w for c in canary for w in self.store.waivers(cluster=c, states=["active"]) if w.expires_at > now
+        ]
+        targets = [m.cluster for m in fleet.members if m.stage > 0 and m.state not in M.ENDED_MEMBER]
+        if not sources:
+            raise UserError(f"the canary ({', '.join(canary)}) has no active waiver to carry")
+        lines: list[str] = []
+        for target in targets:
+            have = {
+                (w.finding, w.objects)
+                for w in self.store.waivers(cluster=target, states=["active", "pending"])
+            }
+            for w in sources:
+                if (w.finding, w.objects) in have:
+                    continue
+                row = self.store.add_waiver(
+                    cluster=target,
+                    finding=w.finding,
+                    objects=w.objects,
+                    reason=f"carried from {w.cluster} (waiver {w.id}): {w.reason}",
+                    required=w.required,
+                    state="pending" if w.required else "active",
+                    requested_by=actor.user_id,
+                    requested_at=now,
+                    expires_at=w.expires_at,
+                )
+                have.add((w.finding, w.objects))
+                line = f"{w.finding} on {target} (waiver {row.id}, {row.state})"
+                self.store.record_audit(
+                    audit_entry(
+                        actor,
+                        at=now,
+                        kind="fleet",
+                        subcommand="waiver_carried",
+                        arguments=f"{w.cluster} {target}",
+                        detail=f"waiver {w.id} → {row.id}: {w.finding} {row.state}",
+                        run_id=fleet.id,
+                    )
+                )
+                lines.append(line)
+        if not lines:
+            raise UserError("every later cluster already has the canary's waivers")
+        return lines
+
+    def carry_offer(self, fleet: M.Fleet) -> str:
+        """The card's offer: "carry 3 waivers from ci to lab-1, lab-2" ("" when there is none)."""
+        now = self.clock()
+        canary = [m.cluster for m in fleet.members_of(0)]
+        sources = [
+            w for c in canary for w in self.store.waivers(cluster=c, states=["active"]) if w.expires_at > now
+        ]
+        if not sources or fleet.stage > 1:
+            return ""
+        later = [m.cluster for m in fleet.members if m.stage > 0 and m.state == M.PENDING]
+        if not later:
+            return ""
+        return f"carry {len(sources)} waiver(s) from {', '.join(canary)} to the {len(later)} later clusters"
 
     # -- inside --------------------------------------------------------------------------------
 

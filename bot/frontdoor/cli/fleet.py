@@ -1,4 +1,4 @@
-"""`upgrade-bot fleet validate|start|status|approve|pause|resume|skip|retry|abort …`: fleet runs from
+"""`upgrade-bot fleet validate|start|status|approve|pause|resume|skip|retry|abort|carry-waivers …`: fleet runs from
 the terminal. `validate` checks a fleet plan against the configuration's clusters and each
 cluster's plan (exit 2 listing every problem); the other verbs run `/upgrade fleet VERB …` through
 the router `assemble` builds, exactly as Slack does, acting as `--as USER_ID` (the fleet's roster
@@ -66,6 +66,9 @@ def register(subparsers: Subparsers) -> Handler:
     skip.add_argument("cluster")
     skip.add_argument("--reason", required=True, help="why: on the card and in the audit log")
     skip.add_argument("--fleet", help="a fleet run id (default: the only live one)")
+    verb("carry-waivers", "carry the canary's active waivers to the later clusters (audited)").add_argument(
+        "--fleet", help="a fleet run id (default: the only live one)"
+    )
     retry = verb("retry", "run the current stage's failed clusters again (--failed)")
     retry.add_argument("--failed", action="store_true", required=True, help="the failed clusters")
     retry.add_argument("--fleet", help="a fleet run id (default: the only live one)")
@@ -78,9 +81,9 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     words = ["fleet", args.fleet_command]
     for attr in ("fleet", "id", "cluster"):
         value = getattr(args, attr, None)
-        if value and not (attr == "fleet" and args.fleet_command in ("skip", "retry")):
+        if value and not (attr == "fleet" and args.fleet_command in ("skip", "retry", "carry-waivers")):
             words.append(value)
-    if args.fleet_command in ("skip", "retry") and args.fleet:
+    if args.fleet_command in ("skip", "retry", "carry-waivers") and args.fleet:
         words += ["--fleet", args.fleet]
     if getattr(args, "failed", False):
         words.append("--failed")

@@ -12,7 +12,7 @@ import pytest
 
 from bot.core.fleets import machine as M
 from bot.core.runs.service import Actor
-from bot.errors import TransitionRefused
+from bot.errors import TransitionRefused, UserError
 from bot.frontdoor.assemble import Services, assemble
 from bot.settings import load_settings
 from bot.sim.cluster import SimCluster
@@ -235,3 +235,28 @@ def test_a_canary_paused_on_its_failed_drain_step_pauses_the_fleet_naming_the_st
     assert paused.state == M.PAUSED
     assert paused.reason == f"the canary failed: ci (drain failed in run {run_id}); 1 failed, 0 allowed"
     assert "the canary failed: ci (drain failed" in bot.fleets.status(fleet.id)
+
+
+def test_the_canarys_waivers_are_carried_to_the_later_clusters_in_one_go_audited(
+    bot: Services, clock: FakeClock
+) -> None:
+    fleet = bot.fleets.start("twelve", PRIMARY)
+    until = T0 + timedelta(days=7)
+    common = {"requested_by": "U0PRIMARY", "requested_at": T0, "expires_at": until}
+    bot.store.add_waiver(cluster="ci", finding="API001", objects=("ns/old-ingress",), reason="migrating next sprint",
+                         required=False, state="active", **common)  # fmt: skip
+    required = bot.store.add_waiver(cluster="ci", finding="SKEW001", objects=(), reason="kubelets follow",
+                                    required=True, state="pending", **common)  # fmt: skip
+    bot.store.set_waiver_state(required.id, expected="pending", state="active", by="U0SHADOW", at=T0)
+    assert bot.fleets.view(fleet.id).offer == "carry 2 waiver(s) from ci to the 11 later clusters"
+    lines = bot.fleets.carry_waivers(fleet.id, SHADOW)
+    assert len(lines) == 22
+    lab = bot.store.waivers(cluster="lab-1")
+    assert {(w.finding, w.state) for w in lab} == {("API001", "active"), ("SKEW001", "pending")}
+    assert all(w.reason.startswith("carried from ci (waiver ") for w in lab)
+    assert all(w.expires_at == until for w in lab)
+    with pytest.raises(UserError, match="already has the canary's waivers"):
+        bot.fleets.carry_waivers(fleet.id, SHADOW)
+    carried = [e for e in bot.store.audit_entries(run_id=fleet.id) if e.subcommand == "waiver_carried"]
+    assert len(carried) == 22
+    assert {e.user_id for e in carried} == {"U0SHADOW"}
