@@ -15,16 +15,13 @@ from tests.support.fleets import fleet_config
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_example_fleet_validates_against_its_configuration(capsys: pytest.CaptureFixture[str]) -> None:
-    status = main(
-        [
-            "fleet",
-            "validate",
-            "example",
-            "--config",
-            str(REPO / "templates" / "fleets" / "example.config.yaml"),
-        ]
-    )
+def test_the_example_fleet_validates_against_its_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A copy: the configuration's data_dir is relative to it, and the repository stays clean.
+    config = tmp_path / "example.config.yaml"
+    config.write_text((REPO / "templates" / "fleets" / "example.config.yaml").read_text(), encoding="utf-8")
+    status = main(["fleet", "validate", "example", "--config", str(config)])
     out = capsys.readouterr().out
     assert status == 0, out
     assert "fleet example is valid: 3 stages, 6 clusters — canary: agora-ci (max 1); " in out
