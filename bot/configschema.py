@@ -31,6 +31,11 @@ REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 FINDING_ID = re.compile(r"^[A-Z][A-Z0-9_-]{1,31}$")
 TIME_OF_DAY = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: Kubernetes' label syntax (an optional DNS prefix, a name of at most 63 characters).
+LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def _bare(pattern: re.Pattern[str]) -> str:
@@ -139,6 +144,18 @@ _CLUSTER = Key(
             doc='matchers that scope Alertmanager\'s alerts to this cluster, like `cluster="prod"`',
             default="none: every alert counts",
             schema=_STRINGS,
+        ),
+        "labels": Key(
+            doc="labels of the cluster (`env: lab`), for a fleet stage's `selector` (docs/fleets.md)",
+            default="none",
+            schema={
+                "type": "object",
+                "propertyNames": {"pattern": LABEL_KEY.pattern},
+                "additionalProperties": {
+                    "type": ["string", "number", "boolean"],
+                    "pattern": LABEL_VALUE.pattern,
+                },
+            },
         ),
     },
     # The validator's rule: a kubeconfig, or in_cluster: true, and never both.

@@ -265,6 +265,8 @@ class ClusterConfig:
     prometheus: SignalSource | None = None
     #: Scopes Alertmanager's alerts to this cluster; empty: every alert counts.
     alert_matchers: tuple[AlertMatcher, ...] = ()
+    #: `labels: {env: lab}`: what a fleet stage's selector matches (issue 41).
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -596,3 +598,48 @@ class ActionRequest:
     cluster: str
     call: ActionCall
     step_id: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetRow:
+    """A fleet run's header (issue 41); `plan_text` is the fleet plan as it was started."""
+
+    id: str
+    name: str
+    plan_text: str
+    state: str
+    reason: str
+    stage: int
+    phase: str
+    soak_started_at: datetime | None
+    version: int
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetMemberRow:
+    """One cluster of a fleet run: its stage, state and child run, and its pinned plan."""
+
+    fleet_id: str
+    cluster: str
+    stage: int
+    position: int
+    state: str
+    run_id: str
+    attempts: int
+    reason: str
+    plan_text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetVoteRow:
+    """One approval of a fleet stage's `before` or `after` gate."""
+
+    fleet_id: str
+    stage: int
+    gate: str
+    user_id: str
+    roles: tuple[str, ...]
+    at: datetime

@@ -34,5 +34,7 @@ def _builtin_templates() -> Path:
 BUILTIN_TEMPLATES = _builtin_templates()
 #: The example plans (`upgrade-bot rehearse NAME` finds `NAME.yaml` here).
 BUILTIN_PLANS = BUILTIN_TEMPLATES / "plans"
+#: The example fleet plans (`upgrade-bot fleet start NAME` and `rehearse-fleet NAME` find `NAME.yaml` here).
+BUILTIN_FLEETS = BUILTIN_TEMPLATES / "fleets"
 #: The shipped known-issue rules (`rules_files` in the configuration adds or overrides rules by id).
 BUILTIN_RULES = BUILTIN_TEMPLATES / "rules" / "known-issues.yaml"

@@ -21,6 +21,7 @@ from bot.adapters.store import Store
 from bot.core.announcements.service import AnnouncementService
 from bot.core.audit import audit_entry
 from bot.core.command import CommandContext, Registry, Reply, split_words
+from bot.core.fleets.service import FleetService
 from bot.core.jobs.service import JobService
 from bot.core.people import Directory, require_any_role
 from bot.core.rendering import Rendered, Renderer
@@ -88,8 +89,10 @@ class Router:
         watches: WatchService | None = None,
         jobs: JobService | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
+        fleets: FleetService | None = None,
     ) -> None:
         self.registry = registry
+        self.fleets = fleets
         self.watches = watches
         self.jobs = jobs
         self.telemetry = telemetry
@@ -178,6 +181,7 @@ class Router:
                 announcements=self.announcements,
                 watches=self.watches,
                 jobs=self.jobs,
+                fleets=self.fleets,
             )
             log.info("running /upgrade %s for %s", name, request.user_id)
             reply = sub.handler(ctx, args)

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from bot.configschema import EKS_NAME, REGION, bounds, int_bounds, keys_of
+from bot.configschema import EKS_NAME, LABEL_KEY, LABEL_VALUE, REGION, bounds, int_bounds, keys_of
 from bot.core import windows as _windows
 from bot.core.announcements import timing as _announcements
 from bot.core.checks.findings import Cover, valid_id
@@ -685,6 +685,7 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
     matchers = (
         _alert_matchers(v, f"{key}.alert_matchers", c["alert_matchers"]) if "alert_matchers" in c else ()
     )
+    labels = _labels(v, f"{key}.labels", c["labels"]) if "labels" in c else {}
     return ClusterConfig(
         name=name,
         kubeconfig=kubeconfig,
@@ -695,7 +696,26 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
         alertmanager=alertmanager,
         prometheus=prometheus,
         alert_matchers=matchers,
+        labels=labels,
     )
+
+
+def _labels(v: YamlValidator, key: str, node: yaml.Node) -> dict[str, str]:
+    """`labels: {env: lab}`: Kubernetes label syntax, so a fleet's selector reads like one."""
+    out: dict[str, str] = {}
+    for name, vnode in v.mapping(node, key, None).items():
+        value = v._scalar(vnode, f"{key}.{name}", "a label value")
+        if value is None:
+            continue
+        # `canary: true` and `tier: 1` are meant as text: labels are strings.
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if not LABEL_KEY.match(name):
+            v.error(vnode, f"{key}.{name}", "not a Kubernetes label key")
+        elif not LABEL_VALUE.match(text):
+            v.error(vnode, f"{key}.{name}", f"{shown(text)} is not a label value")
+        else:
+            out[name] = text
+    return out
 
 
 def _items(v: YamlValidator, node: yaml.Node, key: str) -> list[yaml.Node]:

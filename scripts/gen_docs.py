@@ -10,6 +10,7 @@ Each generated file comes from one definition, so the docs cannot drift from the
   that the settings validator takes its keys and limits from;
 - `docs/reference/plan.md` and `templates/plans/plan.schema.json`: the plan validator's key sets
   (`bot.core.runs.planschema`);
+- `templates/fleets/fleet.schema.json`: the fleet plan validator's key sets (`bot.core.fleets.schema`);
 - `docs/reference/cli.md`: the terminal's argparse parser (`CLI_PARSER` below: the one function this
   script imports from the CLI);
 - `docs/reference/slash-commands.md`: the `/upgrade` subcommands' registry (their docstrings and parsers);
@@ -32,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot import configschema  # noqa: E402
+from bot.core.fleets import schema as fleetschema  # noqa: E402
 from bot.core.runs import planschema  # noqa: E402
 
 #: The function that returns the terminal's parser, as `module:function`: the CLI's only entry
@@ -397,6 +399,7 @@ FILES: dict[str, Callable[[], str]] = {
     "docs/reference/rules.md": rules_page,
     "schemas/upgrade-bot.schema.json": configschema.render,
     "templates/plans/plan.schema.json": planschema.render,
+    "templates/fleets/fleet.schema.json": fleetschema.render,
     "deploy/helm/upgrade-bot/values.schema.json": chart_values_schema,
 }
 

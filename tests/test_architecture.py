@@ -252,6 +252,7 @@ CORE_SERVICES = (
     "bot.core.announcements.service",
     "bot.core.jobs.service",
     "bot.core.watches.service",
+    "bot.core.fleets.service",
     # (`bot.core.checks.service` is a model despite its name: it reads through the reader it is
     # given and persists nothing, so the `check` action may import it.)
     # The engine of long duties (jobs and watches are its two kinds).
@@ -259,6 +260,8 @@ CORE_SERVICES = (
 )
 #: Core's features, top to bottom: each may import those below it, never one above it.
 CORE_FEATURES = (
+    # Fleet runs are parents of runs (issue 41): above every feature a run uses.
+    "bot.core.fleets",
     "bot.core.announcements",
     "bot.core.runs",
     "bot.core.actions",

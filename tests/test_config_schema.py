@@ -51,6 +51,18 @@ def test_the_demo_configuration_passes_the_schema(tmp_path: Path) -> None:
     assert schema_errors(load(text)) == []
 
 
+def test_the_example_fleets_configuration_passes_the_schema_with_its_labels(tmp_path: Path) -> None:
+    text = (REPO / "templates" / "fleets" / "example.config.yaml").read_text(encoding="utf-8")
+    assert schema_errors(load(text)) == []
+    settings = parse_settings(text, source=tmp_path / "upgrade-bot.yaml", env={})
+    assert settings.clusters["cityos-dev-east"].labels == {"env": "dev", "region": "east"}
+    # `tier: 1` and `canary: true` are label text, as Kubernetes labels are.
+    odd = parse_settings(
+        "clusters: {x: {in_cluster: true, labels: {tier: 1, canary: true}}}\n", source=None, env={}
+    )
+    assert odd.clusters["x"].labels == {"tier": "1", "canary": "true"}
+
+
 @pytest.mark.parametrize("values", ["values.yaml", "ci/ha-values.yaml", "ci/socket-values.yaml"])
 def test_the_charts_configurations_pass_the_schema(values: str) -> None:
     config = load((CHART / values).read_text(encoding="utf-8"))["config"]
@@ -163,6 +175,8 @@ def test_the_schema_refuses_shapes_the_bot_refuses(tmp_path: Path) -> None:
         "actions: {approvers: [primary]}\n",
         'windows: [{days: mon, start: "25:00", end: "17:00"}]\n',
         "database_url: mysql://db/upgrade\n",
+        "clusters: {prod: {kubeconfig: kc, labels: {'bad key!': lab}}}\n",
+        "clusters: {prod: {kubeconfig: kc, labels: {env: 'not a value'}}}\n",
     ):
         (tmp_path / "kc").write_text("", encoding="utf-8")
         assert schema_errors(load(text)), f"the schema accepts {text!r}"

@@ -25,6 +25,7 @@ from bot.records import FileAttachment
 if TYPE_CHECKING:
     from bot.adapters.store import Store
     from bot.core.announcements.service import AnnouncementService
+    from bot.core.fleets.service import FleetService
     from bot.core.jobs.service import JobService
     from bot.core.people import Directory
     from bot.core.runs.service import RunService
@@ -78,6 +79,8 @@ class CommandContext:
     watches: WatchService | None = None
     #: Cluster jobs (answers to their questions); None where a front door has none.
     jobs: JobService | None = None
+    #: Fleet runs (issue 41); None where a front door has none.
+    fleets: FleetService | None = None
 
 
 Handler = Callable[[CommandContext, Args], Reply]

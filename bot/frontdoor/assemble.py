@@ -31,6 +31,9 @@ from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.duties import Duties
 from bot.core.evidence.view import StoredEvidence
+from bot.core.fleets.card import FleetCards
+from bot.core.fleets.evidence import AlertsSoak
+from bot.core.fleets.service import FleetService
 from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
@@ -48,7 +51,7 @@ from bot.core.tenure import AWS_UPDATES, KUBE_WRITES, GuardedCalls, Tenure
 from bot.core.watches.service import WatchService
 from bot.frontdoor.acting import JOBS, JobDuty
 from bot.frontdoor.leadership import Elector
-from bot.frontdoor.triggers import SYNC_SECONDS, Timer, Triggers
+from bot.frontdoor.triggers import RUN_TICK_SECONDS, SYNC_SECONDS, Timer, Triggers
 from bot.frontdoor.watching import WATCHES, WatchDuty
 from bot.records import ClusterConfig, Fence
 from bot.router import Router
@@ -64,6 +67,8 @@ log = logging.getLogger(__name__)
 #: each is fitted to the lease (`Tenure.fit`) and the call bounded to the figure fitted.
 KUBE_CALL_TIMEOUT = 10.0
 AWS_CALL_TIMEOUT = 35.0
+#: The timer that drives the live fleet runs.
+FLEET_TICKER = "fleet-ticker"
 #: De-duplication keys only matter while Slack may still retry (minutes); a week is kept for audits.
 DELIVERY_KEYS_KEPT = timedelta(days=7)
 
@@ -86,6 +91,8 @@ class Services:
     jobs: JobService
     #: The engine of long duties: the watches' and the jobs' drivers (started by the triggers).
     duties: Duties
+    #: Fleet runs (issue 41): parents of child runs, driven by the fleet ticker.
+    fleets: FleetService
     #: Every timer the bot has (not started: `serve` starts them, tests run them by hand).
     triggers: Triggers
     #: Who leads (not started: `serve` tries the lease).
@@ -312,6 +319,24 @@ def assemble(
         telemetry=telemetry,
     )
     steps.runs = runs  # the cycle closed: the long actions report to these runs from now on
+    fleets = FleetService(
+        store=store,
+        runs=runs,
+        clusters=settings.clusters,
+        directory=directory,
+        clock=clock,
+        fleet_dirs=[d / "fleets" for d in settings.template_dirs()],
+        plan_dirs=[d / "plans" for d in settings.template_dirs()],
+        judge=AlertsSoak(evidence),
+        # The fleet card and its milestones, in the operations channel (None: no Slack here).
+        listeners=(
+            [FleetCards(deliveries=deliveries, channel=settings.channels.operations, clock=clock)]
+            if deliveries is not None
+            else []
+        ),
+    )
+    # Fleets move as often as runs: a child's end is seen within one tick.
+    timers = (*timers, (FLEET_TICKER, RUN_TICK_SECONDS, lambda _now: fleets.tick()))
 
     # With several replicas a schedule made on a follower reaches the leader by its sync: as
     # often as the lease is renewed, instead of every SYNC_SECONDS.
@@ -358,6 +383,7 @@ def assemble(
         watches=watches,
         jobs=jobs,
         telemetry=telemetry,
+        fleets=fleets,
     )
     return Services(
         settings=settings,
@@ -372,6 +398,7 @@ def assemble(
         watches=watches,
         jobs=jobs,
         duties=duties,
+        fleets=fleets,
         triggers=triggers,
         elector=elector,
         edits=edits,

@@ -15,6 +15,7 @@ from bot.adapters.store.engine import _engine_or_config_error, _masked, _reason
 from bot.adapters.store.evidence import EvidenceBaselines
 from bot.adapters.store.fence import _FencingEngine
 from bot.adapters.store.findings import FindingFixes
+from bot.adapters.store.fleets import Fleets
 from bot.adapters.store.gates import GateDryRuns
 from bot.adapters.store.inbox import Inbox
 from bot.adapters.store.jobs import Jobs
@@ -43,6 +44,7 @@ class Store(
     GateDryRuns,
     FindingFixes,
     EvidenceBaselines,
+    Fleets,
     Schedules,
     Leadership,
     People,

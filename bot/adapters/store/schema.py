@@ -372,3 +372,49 @@ people = sa.Table(
     sa.Column("display_name", sa.Text, nullable=False),
     sa.Column("fetched_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+
+# Fleet runs (revision 0023, issue 41): a parent over child runs. `version` is the fleet row's
+# optimistic concurrency (every change is a compare-and-set on it); a member's `plan_text` is the
+# plan its cluster runs, pinned when the fleet started (a retry runs the same target version).
+fleet_runs = sa.Table(
+    "fleet_runs",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("plan_text", sa.Text, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("stage", sa.Integer, nullable=False),
+    sa.Column("phase", sa.String(16), nullable=False),
+    sa.Column("soak_started_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("created_by", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+fleet_members = sa.Table(
+    "fleet_members",
+    metadata,
+    sa.Column("fleet_id", sa.String(64), primary_key=True),
+    sa.Column("cluster", sa.String(64), primary_key=True),
+    sa.Column("stage", sa.Integer, nullable=False),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("plan_text", sa.Text, nullable=False),
+)
+fleet_votes = sa.Table(
+    "fleet_votes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("fleet_id", sa.String(64), nullable=False),
+    sa.Column("stage", sa.Integer, nullable=False),
+    sa.Column("gate", sa.String(16), nullable=False),
+    sa.Column("user_id", sa.String(64), nullable=False),
+    sa.Column("roles", sa.Text, nullable=False),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("fleet_id", "stage", "gate", "user_id", name="uq_fleet_votes_one_per_person"),
+)

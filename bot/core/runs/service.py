@@ -29,10 +29,11 @@ from bot.core.people import Directory
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards, card_context
 from bot.core.runs.library import assemble_run, find_plan
+from bot.core.runs.plans import Plan, parse_plan
 from bot.core.telemetry import NO_TELEMETRY, TIMED_WORK, Telemetry
 from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
 from bot.logsetup import run_scoped
-from bot.records import ActionRequest, AuditEntry, FileAttachment, RunRow
+from bot.records import ActionRequest, AuditEntry, FileAttachment, PlanRow, RunRow
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,22 @@ class RunService:
 
     def start(self, plan_name: str, actor: Actor) -> R.Outcome:
         row, plan = find_plan(self.store, plan_name)
+        return self._start(row, plan, actor, "R" + secrets.token_hex(3).upper())
+
+    def start_pinned(self, plan_text: str, actor: Actor, *, run_id: str) -> R.Outcome | None:
+        """A fleet's child (issue 41): the run `run_id` of a plan given whole (pinned when the fleet
+        started); None when that run exists already, so a resumed fleet never starts it twice."""
+        if self.store.run_rows(run_id) is not None:
+            return None
+        plan = parse_plan(plan_text, source=f"run {run_id}")
         now = self.clock()
-        run_id = "R" + secrets.token_hex(3).upper()
+        plan_id = self.store.save_plan(name=plan.name, text=plan_text, loaded_by=actor.user_id, loaded_at=now)
+        row = self.store.plan_by_id(plan_id)
+        assert row is not None
+        return self._start(row, plan, actor, run_id)
+
+    def _start(self, row: PlanRow, plan: Plan, actor: Actor, run_id: str) -> R.Outcome:
+        now = self.clock()
         out = R.new_run(run_id, plan, by=actor.user_id, now=now)
         run = out.run
         self.store.create_run(

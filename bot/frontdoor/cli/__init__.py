@@ -6,6 +6,7 @@
     upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
     upgrade-bot templates check [DIR]                    render every announcement template (CI)
     upgrade-bot plan validate FILE [--check-slack] [--check-cluster]   check an upgrade plan (exit 2: problems)
+    upgrade-bot fleet validate|start|status|approve|pause|resume|skip|retry|abort …   fleet runs
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive] [--plain]   a whole plan on the sim
     upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [--images] [-o …]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
@@ -54,6 +55,7 @@ VERBS = {
     "sim": "the simulated cluster: `upgrade-bot sim --help`",
     "rehearse": "run a whole plan on the simulated cluster, printing the card and thread",
     "plan": "upgrade plans: `plan validate FILE`",
+    "fleet": "fleet runs: clusters in stages, the first a canary",
     "check": "pre-flight checks for an upgrade; exit 3 when a Required one fails",
     "inbox": "acknowledged requests set aside after failing: list, retry, drop",
     "outbox": "thread posts Slack refused every time: list, retry, drop",

@@ -1,0 +1,150 @@
+"""What people read of a fleet run: the status text (`fleet status`, the terminal) and the rows of
+the fleet card (`bot.core.fleets.card`), from one view of the fleet and its child runs.
+
+A row is one cluster: its stage, state, versions (from its pinned plan), its child run's current
+step, and whether it is stalled (a running child with no progress for `stall_after`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.core.durations import format_duration
+from bot.core.fleets import machine as M
+from bot.records import RunRow
+
+#: A running child whose run has not changed for this long is shown as stalled.
+STALL_AFTER = timedelta(minutes=30)
+ICONS = {
+    M.PENDING: ":white_circle:",
+    M.STARTED: ":large_blue_circle:",
+    M.SUCCEEDED: ":large_green_circle:",
+    M.FAILED: ":red_circle:",
+    M.SKIPPED: ":fast_forward:",
+}
+FLEET_ICONS = {
+    M.ACTIVE: ":arrow_forward:",
+    M.PAUSED: ":double_vertical_bar:",
+    M.COMPLETED: ":white_check_mark:",
+    M.ABORTED: ":no_entry:",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    cluster: str
+    stage: str
+    state: str
+    run_id: str
+    versions: str
+    step: str
+    stalled: bool
+    reason: str
+
+    @property
+    def healthy(self) -> bool:
+        """A row that may be collapsed first when the card is too big: nothing to look at."""
+        return self.state in (M.PENDING, M.SUCCEEDED) and not self.stalled
+
+    def line(self) -> str:
+        parts = [f"{ICONS.get(self.state, '')} *{self.cluster}* — {self.state}"]
+        if self.versions:
+            parts.append(self.versions)
+        if self.step:
+            parts.append(f"step `{self.step}`")
+        if self.run_id:
+            parts.append(f"run `{self.run_id}`")
+        if self.stalled:
+            parts.append(":hourglass: stalled")
+        if self.reason:
+            parts.append(self.reason)
+        return " · ".join(parts)
+
+
+def rows(
+    fleet: M.Fleet,
+    children: Mapping[str, RunRow],
+    *,
+    versions: Mapping[str, str],
+    steps: Mapping[str, str],
+    now: datetime,
+    stall_after: timedelta = STALL_AFTER,
+) -> list[Row]:
+    out = []
+    for m in fleet.members:
+        run = children.get(m.cluster)
+        stalled = m.state == M.STARTED and run is not None and now - run.updated_at >= stall_after
+        out.append(
+            Row(
+                cluster=m.cluster,
+                stage=fleet.stages[m.stage].stage.name,
+                state=m.state,
+                run_id=m.run_id,
+                versions=versions.get(m.cluster, ""),
+                step=steps.get(m.cluster, "") if m.state == M.STARTED else "",
+                stalled=stalled,
+                reason=m.reason,
+            )
+        )
+    return out
+
+
+def headline(fleet: M.Fleet, now: datetime) -> str:
+    icon = FLEET_ICONS.get(fleet.state, "")
+    stage = fleet.current.stage
+    where = f"stage {fleet.stage + 1}/{len(fleet.stages)} `{stage.name}`, {fleet.phase}"
+    if fleet.state == M.COMPLETED:
+        where = f"all {len(fleet.stages)} stages done"
+    return f"{icon} *Fleet {fleet.plan.name}* `{fleet.id}` — {fleet.state} · {where}"
+
+
+def soak_line(fleet: M.Fleet, now: datetime) -> str:
+    """The soak clock and its evidence ("" when the current stage is not soaking)."""
+    stage = fleet.current.stage
+    if fleet.phase != M.SOAKING or not stage.soak or fleet.state == M.COMPLETED:
+        return ""
+    evidence = ", ".join(stage.evidence) or "no evidence"
+    if fleet.soak_started_at is None:
+        return f":stopwatch: Soak {format_duration(stage.soak)} stopped ({evidence}); `fleet resume` starts it again"
+    elapsed = min(now - fleet.soak_started_at, stage.soak)
+    return (
+        f":stopwatch: Soak {format_duration(elapsed)} of {format_duration(stage.soak)} "
+        f"(since {fleet.soak_started_at:%H:%M} UTC) · evidence: {evidence}, passing"
+    )
+
+
+def gate_line(fleet: M.Fleet, now: datetime) -> str:
+    """Who the next gate waits for ("" when none waits)."""
+    waiting = fleet.waiting_for(now)
+    if waiting is None:
+        return ""
+    which, missing = waiting
+    return f":raised_hand: The {which} gate of `{fleet.current.stage.name}` waits for {' and '.join(missing)} (`fleet approve`)"
+
+
+def status_text(
+    fleet: M.Fleet,
+    children: Mapping[str, RunRow],
+    *,
+    versions: Mapping[str, str],
+    steps: Mapping[str, str],
+    now: datetime,
+) -> str:
+    """The whole status, for `fleet status` and the terminal: every row, grouped by stage."""
+    lines = [headline(fleet, now)]
+    if fleet.reason:
+        lines.append(f":warning: {fleet.reason}")
+    for extra in (soak_line(fleet, now), gate_line(fleet, now)):
+        if extra:
+            lines.append(extra)
+    all_rows = rows(fleet, children, versions=versions, steps=steps, now=now)
+    for i, resolved in enumerate(fleet.stages):
+        s = resolved.stage
+        marks = [f"max {resolved.concurrency} at once", f"budget {s.failure_budget}"]
+        if s.soak:
+            marks.append(f"soak {format_duration(s.soak)}")
+        lines.append(f"*{i + 1}. {s.name}* ({', '.join(marks)})")
+        lines += [f"  {r.line()}" for r in all_rows if r.stage == s.name]
+    return "\n".join(lines)

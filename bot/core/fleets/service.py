@@ -1,0 +1,594 @@
+"""Fleet runs over the store: start, drive, and the people's verbs, each one fenced transaction.
+
+`FleetService.drive` is the fleet's tick: it reads each running child run, judges the soak's
+evidence, asks the state machine (`bot.core.fleets.machine`) how far the fleet may go, commits
+that (compare-and-set on the fleet's version, with its audit lines) and only then creates the
+child runs it started. A child's run id is committed before its run exists, and creating it is
+idempotent by that id, so a crash between the two creates it once, at the next drive.
+
+The triggers drive every live fleet on the fleet ticker (`tick`, as often as the run ticker), and
+every verb drives its fleet at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from bot.adapters.store import Store
+from bot.core.audit import audit_entry
+from bot.core.fleets import machine as M
+from bot.core.fleets import render
+from bot.core.fleets.plan import FleetPlan, Labelled, ResolvedStage, child_plan_text, parse_fleet, resolve
+from bot.core.people import ANY_ROLE, Directory, require_any_role, roles_of
+from bot.core.runs.plans import parse_plan, read_plan_file
+from bot.core.runs.service import Actor, RunService
+from bot.errors import (
+    ConcurrentUpdate,
+    ConfigError,
+    Fenced,
+    PlanInvalid,
+    RunNotFound,
+    TransitionRefused,
+    UserError,
+    clip,
+)
+from bot.records import AuditEntry, FleetMemberRow, FleetRow, FleetVoteRow, RunRow, StepState
+
+log = logging.getLogger(__name__)
+
+#: A fleet's rehearsal configuration sits next to it (`example.config.yaml`): not a fleet plan.
+CONFIG_SUFFIX = ".config.yaml"
+#: A compare-and-set lost to another writer is tried again on the fresh fleet this many times.
+RETRIES = 3
+
+
+class SoakJudge(Protocol):
+    """Judges one kind of soak evidence on one cluster: "" while it passes, else why it fails."""
+
+    def judge(self, kind: str, cluster: str, *, since: datetime, now: datetime) -> str: ...
+
+
+class FleetListener(Protocol):
+    """Told after every committed change of a fleet, with what the card shows (the fleet card)."""
+
+    def fleet_changed(self, view: FleetView, events: Sequence[M.FleetEvent]) -> object: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetView:
+    fleet: M.Fleet
+    children: Mapping[str, RunRow]
+    #: Cluster → "1.29.4 → 1.30.2", from its pinned plan.
+    versions: Mapping[str, str]
+    #: Cluster → its child's current step.
+    steps: Mapping[str, str]
+    #: The canary's waivers that can be carried to later clusters, in words ("" when none).
+    offer: str = ""
+
+
+class FleetService:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        runs: RunService,
+        clusters: Mapping[str, Labelled],
+        directory: Directory,
+        clock: Callable[[], datetime],
+        fleet_dirs: Sequence[Path],
+        plan_dirs: Sequence[Path],
+        judge: SoakJudge | None = None,
+        reachable: Callable[[str], bool] | None = None,
+        listeners: Sequence[FleetListener] = (),
+    ) -> None:
+        self.store = store
+        self.runs = runs
+        self.clusters = clusters
+        self.directory = directory
+        self.clock = clock
+        #: Where `fleet start NAME` finds `NAME.yaml` (the templates_dir's `fleets/`, then the shipped).
+        self.fleet_dirs = tuple(fleet_dirs)
+        #: Where a fleet's `plan:` is found when it is not loaded (`/upgrade plan load`).
+        self.plan_dirs = tuple(plan_dirs)
+        #: None: a soak with evidence cannot be judged, and says so (no data never passes).
+        self.judge = judge
+        #: With `skip_unreachable`: whether a cluster's API server answers before its child starts.
+        self.reachable = reachable
+        self.listeners = tuple(listeners)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def fleet_text(self, name: str) -> tuple[str, str]:
+        """(label, text) of the fleet plan `name` (or a path to a `.yaml` file)."""
+        candidates = [Path(name)] if name.endswith((".yaml", ".yml")) else []
+        candidates += [d / f"{name}.yaml" for d in self.fleet_dirs if not name.endswith(".config")]
+        for path in candidates:
+            if path.is_file():
+                return str(path), read_plan_file(path)
+        shipped = sorted(
+            {
+                p.stem
+                for d in self.fleet_dirs
+                if d.is_dir()
+                for p in d.glob("*.yaml")
+                if not p.name.endswith(CONFIG_SUFFIX)
+            }
+        )
+        raise UserError(f"no fleet plan `{clip(name)}` (known: {', '.join(shipped) or 'none'})")
+
+    def plan_text(self, name: str) -> str:
+        row = self.store.plan(name)
+        if row is not None:
+            return row.text
+        for d in self.plan_dirs:
+            if (d / f"{name}.yaml").is_file():
+                return read_plan_file(d / f"{name}.yaml")
+        raise UserError(f"the fleet's plan `{clip(name)}` is neither loaded nor shipped")
+
+    def validate(self, name: str) -> tuple[FleetPlan, tuple[ResolvedStage, ...], dict[str, str]]:
+        """The fleet plan, its stages over the configured clusters and each cluster's plan text;
+        PlanInvalid listing every problem (the fleet's, then each cluster's plan's)."""
+        label, text = self.fleet_text(name)
+        fleet = parse_fleet(text, source=label)
+        stages = resolve(fleet, self.clusters)
+        texts: dict[str, str] = {}
+        problems: list[str] = []
+        for resolved in stages:
+            for cluster in resolved.clusters:
+                try:
+                    texts[cluster] = child_plan_text(fleet, self.plan_text(fleet.plan_for(cluster)), cluster)
+                    parse_plan(texts[cluster], source=f"{fleet.plan_for(cluster)} for {cluster}")
+                except PlanInvalid as exc:
+                    problems += exc.errors
+                except (UserError, ConfigError) as exc:
+                    problems.append(f"{cluster}: {exc.user_message}")
+        if problems:
+            raise PlanInvalid(problems)
+        return fleet, stages, texts
+
+    def load(self, fleet_id: str) -> M.Fleet:
+        rows = self.store.fleet_rows(fleet_id)
+        if rows is None:
+            raise RunNotFound(f"there is no fleet run `{clip(fleet_id)}` (`fleet status` lists them)")
+        row, members, votes = rows
+        plan = parse_fleet(row.plan_text, source=f"fleet {row.id}")
+        stages = tuple(
+            ResolvedStage(stage=s, clusters=tuple(m.cluster for m in members if m.stage == i))
+            for i, s in enumerate(plan.stages)
+        )
+        return M.Fleet(
+            id=row.id,
+            plan=plan,
+            stages=stages,
+            state=row.state,
+            reason=row.reason,
+            stage=row.stage,
+            phase=row.phase,
+            soak_started_at=row.soak_started_at,
+            members=tuple(
+                M.Member(
+                    cluster=m.cluster,
+                    stage=m.stage,
+                    state=m.state,
+                    run_id=m.run_id,
+                    attempts=m.attempts,
+                    reason=m.reason,
+                )
+                for m in members
+            ),
+            approvals=tuple(
+                M.FleetVote(stage=v.stage, gate=v.gate, user_id=v.user_id, roles=v.roles, at=v.at)
+                for v in votes
+            ),
+            created_by=row.created_by,
+            created_at=row.created_at,
+            version=row.version,
+        )
+
+    def resolve_id(self, fleet_id: str | None) -> str:
+        """`fleet_id`, or the only live fleet's."""
+        if fleet_id:
+            return self.load(fleet_id).id
+        live = self.store.fleets(states=[M.ACTIVE, M.PAUSED])
+        if len(live) == 1:
+            return live[0].id
+        if not live:
+            raise RunNotFound("no fleet run is live; `fleet start FLEET` starts one")
+        raise RunNotFound(f"several fleet runs are live ({', '.join(f'`{f.id}`' for f in live)}); name one")
+
+    def child_runs(self, fleet: M.Fleet) -> dict[str, RunRow]:
+        out: dict[str, RunRow] = {}
+        for m in fleet.members:
+            if m.run_id and (rows := self.store.run_rows(m.run_id)) is not None:
+                out[m.cluster] = rows[0]
+        return out
+
+    def view(self, fleet_id: str | None) -> FleetView:
+        """The fleet with what its card and status show of each child run."""
+        fleet = self.load(self.resolve_id(fleet_id))
+        rows = self.store.fleet_rows(fleet.id)
+        assert rows is not None
+        versions: dict[str, str] = {}
+        for row in rows[1]:
+            try:
+                plan = parse_plan(row.plan_text, source=row.cluster)
+            except PlanInvalid:
+                continue
+            versions[row.cluster] = f"{plan.current_version} → {plan.target_version}"
+        children: dict[str, RunRow] = {}
+        steps: dict[str, str] = {}
+        for m in fleet.members:
+            if m.run_id and (found := self.store.run_rows(m.run_id)) is not None:
+                children[m.cluster] = found[0]
+                current = next(
+                    (
+                        s.step_id
+                        for s in found[1]
+                        if s.state in (StepState.AWAITING_APPROVAL, StepState.RUNNING)
+                    ),
+                    "",
+                )
+                steps[m.cluster] = current
+        return FleetView(
+            fleet=fleet, children=children, versions=versions, steps=steps, offer=self.carry_offer(fleet)
+        )
+
+    def status(self, fleet_id: str | None) -> str:
+        v = self.view(fleet_id)
+        return render.status_text(v.fleet, v.children, versions=v.versions, steps=v.steps, now=self.clock())
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def start(self, name: str, actor: Actor) -> M.Fleet:
+        plan, stages, texts = self.validate(name)
+        require_any_role(
+            actor.user_id, frozenset({ANY_ROLE}), plan.roster, self.directory, action="starting a fleet"
+        )
+        now = self.clock()
+        fleet_id = "F" + secrets.token_hex(3).upper()
+        fleet = M.new_fleet(fleet_id, plan, stages, by=actor.user_id, now=now)
+        _, plan_text = self.fleet_text(name)
+        self.store.create_fleet(
+            self._row(fleet, plan_text, now),
+            [
+                FleetMemberRow(
+                    fleet_id=fleet_id,
+                    cluster=c,
+                    stage=i,
+                    position=j,
+                    state=M.PENDING,
+                    run_id="",
+                    attempts=0,
+                    reason="",
+                    plan_text=texts[c],
+                )
+                for i, resolved in enumerate(stages)
+                for j, c in enumerate(resolved.clusters)
+            ],
+            self._audit(
+                fleet, [M.FleetEvent(kind="fleet_started", actor=actor.user_id, detail=plan.name)], actor, now
+            ),
+        )
+        self._tell(fleet, [M.FleetEvent(kind="fleet_started", actor=actor.user_id, detail=plan.name)])
+        self.drive(fleet_id)
+        return self.load(fleet_id)
+
+    def drive(self, fleet_id: str) -> list[M.FleetEvent]:
+        """Move the fleet as far as it goes now, then create the child runs it started."""
+        actor = Actor(user_id="", source="scheduler")
+        events: list[M.FleetEvent] = []
+        for _ in range(RETRIES):
+            fleet = self.load(fleet_id)
+            now = self.clock()
+            children = self._children(fleet)
+            failure = self._evidence(fleet, now)
+            out = M.advance(
+                fleet,
+                children,
+                now=now,
+                evidence_failure=failure,
+                new_run_id=lambda: "R" + secrets.token_hex(3).upper(),
+            )
+            if out.fleet != fleet and not self._commit(fleet, out, actor, now):
+                continue
+            events = list(out.events)
+            break
+        else:
+            raise ConcurrentUpdate("the fleet changed under three tries; try again")
+        fleet = self.load(fleet_id)
+        if events:
+            self._tell(fleet, events)
+        self._create_children(fleet)
+        return events
+
+    def tick(self) -> list[M.FleetEvent]:
+        out: list[M.FleetEvent] = []
+        for row in self.store.fleets(states=[M.ACTIVE, M.PAUSED]):
+            try:
+                out += self.drive(row.id)
+            except Fenced:
+                raise  # deposed: the triggers step this replica down; the next leader drives
+            except Exception:
+                # One fleet's trouble must not stop the others' ticks; the next tick tries again.
+                log.exception("fleet %s: drive failed", row.id)
+        return out
+
+    def approve(self, fleet_id: str | None, actor: Actor) -> M.Outcome:
+        def change(fleet: M.Fleet, now: datetime) -> M.Outcome:
+            held = frozenset(roles_of(actor.user_id, fleet.plan.roster, self.directory))
+            return M.approve(fleet, user_id=actor.user_id, held=held, now=now)
+
+        return self._apply(fleet_id, change, actor)
+
+    def pause(self, fleet_id: str | None, actor: Actor, reason: str = "") -> M.Outcome:
+        return self._apply(fleet_id, lambda f, now: M.pause(f, actor=actor.user_id, reason=reason), actor)
+
+    def resume(self, fleet_id: str | None, actor: Actor) -> M.Outcome:
+        return self._apply(fleet_id, lambda f, now: M.resume(f, actor=actor.user_id, now=now), actor)
+
+    def skip(self, fleet_id: str | None, cluster: str, actor: Actor, reason: str) -> M.Outcome:
+        return self._apply(
+            fleet_id, lambda f, now: M.skip(f, cluster=cluster, actor=actor.user_id, reason=reason), actor
+        )
+
+    def retry_failed(self, fleet_id: str | None, actor: Actor) -> M.Outcome:
+        return self._apply(fleet_id, lambda f, now: M.retry_failed(f, actor=actor.user_id), actor)
+
+    def abort(self, fleet_id: str | None, actor: Actor, reason: str = "") -> M.Outcome:
+        return self._apply(fleet_id, lambda f, now: M.abort(f, actor=actor.user_id, reason=reason), actor)
+
+    def carry_waivers(self, fleet_id: str | None, actor: Actor) -> list[str]:
+        """Offer the canary's waivers to the fleet's later clusters, in one go (audited).
+
+        Each active waiver of a canary cluster becomes a waiver of every cluster of a later stage
+        that has not ended, with the same finding, objects and end, and the reason saying where
+        it came from. A Required finding's waiver arrives pending: a second person confirms it
+        on each cluster (`/upgrade waive confirm ID`), as for any Required waiver. A cluster that
+        already has the same waiver (active or pending) is left alone. Returns one line each."""
+        fleet = self.load(self.resolve_id(fleet_id))
+        require_any_role(
+            actor.user_id, frozenset({ANY_ROLE}), fleet.plan.roster, self.directory, action="carrying waivers"
+        )
+        now = self.clock()
+        canary = [m.cluster for m in fleet.members_of(0)]
+        sources = [
+            w for c in canary for w in self.store.waivers(cluster=c, states=["active"]) if w.expires_at > now
+        ]
+        targets = [m.cluster for m in fleet.members if m.stage > 0 and m.state not in M.ENDED_MEMBER]
+        if not sources:
+            raise UserError(f"the canary ({', '.join(canary)}) has no active waiver to carry")
+        lines: list[str] = []
+        for target in targets:
+            have = {
+                (w.finding, w.objects)
+                for w in self.store.waivers(cluster=target, states=["active", "pending"])
+            }
+            for w in sources:
+                if (w.finding, w.objects) in have:
+                    continue
+                row = self.store.add_waiver(
+                    cluster=target,
+                    finding=w.finding,
+                    objects=w.objects,
+                    reason=f"carried from {w.cluster} (waiver {w.id}): {w.reason}",
+                    required=w.required,
+                    state="pending" if w.required else "active",
+                    requested_by=actor.user_id,
+                    requested_at=now,
+                    expires_at=w.expires_at,
+                )
+                have.add((w.finding, w.objects))
+                line = f"{w.finding} on {target} (waiver {row.id}, {row.state})"
+                self.store.record_audit(
+                    audit_entry(
+                        actor,
+                        at=now,
+                        kind="fleet",
+                        subcommand="waiver_carried",
+                        arguments=f"{w.cluster} {target}",
+                        detail=f"waiver {w.id} → {row.id}: {w.finding} {row.state}",
+                        run_id=fleet.id,
+                    )
+                )
+                lines.append(line)
+        if not lines:
+            raise UserError("every later cluster already has the canary's waivers")
+        return lines
+
+    def carry_offer(self, fleet: M.Fleet) -> str:
+        """The card's offer: "carry 3 waivers from ci to lab-1, lab-2" ("" when there is none)."""
+        now = self.clock()
+        canary = [m.cluster for m in fleet.members_of(0)]
+        sources = [
+            w for c in canary for w in self.store.waivers(cluster=c, states=["active"]) if w.expires_at > now
+        ]
+        if not sources or fleet.stage > 1:
+            return ""
+        later = [m.cluster for m in fleet.members if m.stage > 0 and m.state == M.PENDING]
+        if not later:
+            return ""
+        return f"carry {len(sources)} waiver(s) from {', '.join(canary)} to the {len(later)} later clusters"
+
+    # -- inside --------------------------------------------------------------------------------
+
+    def _apply(
+        self, fleet_id: str | None, change: Callable[[M.Fleet, datetime], M.Outcome], actor: Actor
+    ) -> M.Outcome:
+        fid = self.resolve_id(fleet_id)
+        for _ in range(RETRIES):
+            fleet = self.load(fid)
+            now = self.clock()
+            if actor.user_id:
+                # The fleet's roster decides its gates and its verbs, as a run's roster does.
+                require_any_role(
+                    actor.user_id,
+                    frozenset({ANY_ROLE}),
+                    fleet.plan.roster,
+                    self.directory,
+                    action="changing a fleet",
+                )
+            out = change(fleet, now)
+            if out.refused:
+                self.store.record_audit(
+                    audit_entry(
+                        actor,
+                        at=now,
+                        kind="fleet",
+                        subcommand="refused",
+                        outcome="refused",
+                        detail=out.refused,
+                        run_id=fid,
+                    )
+                )
+                raise TransitionRefused(out.refused)
+            if self._commit(fleet, out, actor, now):
+                self._tell(self.load(fid), out.events)
+                self.drive(fid)
+                return out
+        raise ConcurrentUpdate("the fleet changed under three tries; try again")
+
+    def _commit(self, before: M.Fleet, out: M.Outcome, actor: Actor, now: datetime) -> bool:
+        after = out.fleet
+        changed = [m for m, old in zip(after.members, before.members, strict=True) if m != old]
+        votes = after.approvals[len(before.approvals) :]
+        row = self.store.fleet_rows(before.id)
+        assert row is not None
+        return self.store.commit_fleet(
+            dataclasses.replace(
+                self._row(after, row[0].plan_text, now),
+                version=before.version + 1,
+                created_at=row[0].created_at,
+            ),
+            expected_version=before.version,
+            members=[
+                FleetMemberRow(
+                    fleet_id=after.id,
+                    cluster=m.cluster,
+                    stage=m.stage,
+                    position=0,
+                    state=m.state,
+                    run_id=m.run_id,
+                    attempts=m.attempts,
+                    reason=m.reason,
+                    plan_text="",
+                )
+                for m in changed
+            ],
+            votes=[
+                FleetVoteRow(
+                    fleet_id=after.id, stage=v.stage, gate=v.gate, user_id=v.user_id, roles=v.roles, at=v.at
+                )
+                for v in votes
+            ],
+            audit=self._audit(after, out.events, actor, now),
+        )
+
+    def _row(self, fleet: M.Fleet, plan_text: str, now: datetime) -> FleetRow:
+        return FleetRow(
+            id=fleet.id,
+            name=fleet.plan.name,
+            plan_text=plan_text,
+            state=fleet.state,
+            reason=fleet.reason,
+            stage=fleet.stage,
+            phase=fleet.phase,
+            soak_started_at=fleet.soak_started_at,
+            version=fleet.version,
+            created_by=fleet.created_by,
+            created_at=fleet.created_at or now,
+            updated_at=now,
+        )
+
+    def _audit(
+        self, fleet: M.Fleet, events: Sequence[M.FleetEvent], actor: Actor, now: datetime
+    ) -> list[AuditEntry]:
+        return [
+            audit_entry(
+                actor,
+                at=now,
+                user_id=e.actor or actor.user_id,
+                kind="fleet",
+                subcommand=e.kind,
+                arguments=" ".join(p for p in (e.stage, e.cluster) if p),
+                detail=e.detail,
+                run_id=fleet.id,
+            )
+            for e in events
+        ]
+
+    def _children(self, fleet: M.Fleet) -> dict[str, M.ChildStatus]:
+        out: dict[str, M.ChildStatus] = {}
+        for m in fleet.members:
+            if m.state != M.STARTED or not m.run_id:
+                continue
+            rows = self.store.run_rows(m.run_id)
+            if rows is None:
+                continue  # committed, not created yet: `_create_children` does it
+            run, steps, _ = rows
+            if run.state == "completed":
+                out[m.cluster] = M.ChildStatus(state=M.SUCCEEDED)
+            elif run.state == "aborted":
+                out[m.cluster] = M.ChildStatus(state=M.FAILED, detail=f"run {run.id} aborted")
+            elif run.state == "paused":
+                failed = [s.step_id for s in steps if s.state == StepState.FAILED]
+                if failed:
+                    out[m.cluster] = M.ChildStatus(
+                        state=M.FAILED, detail=f"{', '.join(failed)} failed in run {run.id}"
+                    )
+        return out
+
+    def _evidence(self, fleet: M.Fleet, now: datetime) -> str:
+        kinds = M.soaking_with_evidence(fleet)
+        if not kinds or fleet.soak_started_at is None:
+            return ""
+        clusters = [m.cluster for m in fleet.members_of(fleet.stage) if m.state == M.SUCCEEDED]
+        for kind in kinds:
+            for cluster in clusters:
+                if self.judge is None:
+                    return f"no source for `{kind}` evidence is wired into this bot"
+                why = self.judge.judge(kind, cluster, since=fleet.soak_started_at, now=now)
+                if why:
+                    return f"{kind} on {cluster}: {why}"
+        return ""
+
+    def _create_children(self, fleet: M.Fleet) -> None:
+        """Create the runs of members committed as started whose run does not exist yet."""
+        actor = Actor(user_id=fleet.created_by, source="scheduler")
+        for m in fleet.members:
+            if m.state != M.STARTED or not m.run_id or self.store.run_rows(m.run_id) is not None:
+                continue
+            if fleet.plan.skip_unreachable and self.reachable is not None and not self.reachable(m.cluster):
+                self._apply(fleet.id, _unreachable(m.cluster), Actor(user_id="", source="scheduler"))
+                continue
+            text = self._pinned(fleet.id, m.cluster)
+            self.runs.start_pinned(text, actor, run_id=m.run_id)
+
+    def _pinned(self, fleet_id: str, cluster: str) -> str:
+        rows = self.store.fleet_rows(fleet_id)
+        assert rows is not None
+        return next(m.plan_text for m in rows[1] if m.cluster == cluster)
+
+    def _tell(self, fleet: M.Fleet, events: Sequence[M.FleetEvent]) -> None:
+        if not self.listeners:
+            return
+        view = self.view(fleet.id)
+        for listener in self.listeners:
+            try:
+                listener.fleet_changed(view, events)
+            except Exception:
+                # The card is a view: a failed edit must not undo a committed fleet change.
+                log.exception("fleet %s: a listener failed", fleet.id)
+
+
+def _unreachable(cluster: str) -> Callable[[M.Fleet, datetime], M.Outcome]:
+    def change(fleet: M.Fleet, now: datetime) -> M.Outcome:
+        return M.unreachable(fleet, cluster=cluster)
+
+    return change

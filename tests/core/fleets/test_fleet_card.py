@@ -1,0 +1,101 @@
+"""The fleet card: valid Block Kit within Slack's limits at 12 and at 50 clusters, failing rows
+never collapsed, and, through the Slack stub, one card edited in place with milestones in its
+thread, each posted once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.core.fleets import machine as M
+from bot.core.fleets.card import card
+from bot.core.runs.service import Actor
+from bot.frontdoor.assemble import Services, assemble
+from bot.settings import load_settings
+from bot.sim.cluster import SimCluster
+from tests.support.blockkit import message_blocks, text_of
+from tests.support.clock import FakeClock
+from tests.support.fleets import T0, big_fleet_view, fail, fleet_config
+from tests.support.secrets import slack_env
+from tests.support.slack_stub import SlackStub
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("n", [12, 50])
+def test_the_card_fits_slack_and_keeps_every_failing_and_stalled_row(n: int) -> None:
+    view = big_fleet_view(n, failed=4, stalled=2)
+    text, blocks = card(view, T0)
+    message_blocks({"blocks": blocks, "text": text})
+    shown = text_of(blocks)
+    for m in view.fleet.members:
+        if m.state in (M.FAILED, M.STARTED):
+            assert f"*{m.cluster}* — {m.state}" in shown, m.cluster
+    assert ":warning: stage prod is over its failure budget" in shown
+    assert "stalled" in shown
+    if n == 50:
+        # Healthy rows collapse first: one line per state names them.
+        assert "succeeded: " in shown
+        assert "pending: " in shown
+    else:
+        assert all(f"*{m.cluster}*" in shown for m in view.fleet.members)
+
+
+def test_the_docs_show_the_card_at_12_and_50_clusters_as_the_code_builds_it() -> None:
+    page = (REPO / "docs" / "fleet-card.md").read_text(encoding="utf-8")
+    for n in (12, 50):
+        view = big_fleet_view(n, failed=4, stalled=2)
+        text, blocks = card(view, T0)
+        pasted = json.dumps({"text": text, "blocks": blocks}, indent=2, ensure_ascii=False)
+        assert pasted in page, (
+            f"docs/fleet-card.md is stale for {n} clusters: run `PYTHONPATH=. .venv/bin/python -m tests.support.fleets`"
+        )
+
+
+@pytest.fixture
+def slack_bot(
+    write_config: Callable[..., Path], tmp_path: Path, sim_small: SimCluster, slack_stub: SlackStub
+) -> Iterator[tuple[Services, FakeClock]]:
+    extra = fleet_config(tmp_path, alertmanager=f"{sim_small.url}/alertmanager")
+    path = write_config(extra + "channels: {operations: C0OPS}\n")
+    clock = FakeClock(T0)
+    services = assemble(load_settings(path, env=slack_env(slack_stub.api_url)), clock=clock)
+    yield services, clock
+    services.close()
+
+
+def _fleet_posts(stub: SlackStub) -> list[dict[str, Any]]:
+    return [m for m in stub.posted("C0OPS") if "Fleet" in m.get("text", "") or m.get("thread_ts")]
+
+
+def test_one_card_edited_in_place_and_each_milestone_once(
+    slack_bot: tuple[Services, FakeClock], slack_stub: SlackStub
+) -> None:
+    bot, _clock = slack_bot
+    fleet = bot.fleets.start("twelve", Actor(user_id="U0PRIMARY"))
+    cards = slack_stub.wait_for(
+        lambda: [m for m in slack_stub.posted("C0OPS") if m["text"].startswith("Fleet twelve")]
+    )
+    assert len(cards) == 1
+    ts = cards[0]["ts"]
+    ci = next(m for m in bot.fleets.load(fleet.id).members if m.cluster == "ci")
+    fail(bot.runs, ci.run_id)
+    bot.fleets.tick()
+    bot.fleets.tick()  # nothing new: no second post of any milestone
+    card_now = slack_stub.wait_for(
+        lambda: next(
+            (m for m in slack_stub.posted("C0OPS") if m["ts"] == ts and "canary failed" in m["text"]), None
+        )
+    )
+    assert "the canary failed: ci" in text_of(message_blocks(card_now))
+    thread = [m["text"] for m in slack_stub.posted("C0OPS") if m.get("thread_ts") == ts]
+    assert thread.count(":rocket: Fleet started") == 1
+    assert (
+        sum(1 for t in thread if t.startswith(":double_vertical_bar: Fleet paused: the canary failed")) == 1
+    )
+    assert sum(1 for t in thread if t.startswith(":red_circle: *ci* failed")) == 1
+    assert len([m for m in slack_stub.posted("C0OPS") if m["text"].startswith("Fleet twelve")]) == 1

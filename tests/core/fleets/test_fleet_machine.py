@@ -1,0 +1,167 @@
+"""The fleet run's state machine on data: stages move only when every child ended, the soak
+elapsed with its evidence passing and the after gate is approved; failures pause it."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+from bot.core.fleets import machine as M
+from bot.core.fleets.plan import parse_fleet, resolve
+from bot.records import ClusterConfig
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+ROSTER = "roster: {primary: [U0PRIMARY], shadow: [U0SHADOW], coordinator: [U0COORD]}\n"
+
+
+def _clusters(n: int) -> dict[str, ClusterConfig]:
+    out = {"canary": ClusterConfig(name="canary", in_cluster=True, labels={"env": "ci"})}
+    for i in range(n):
+        out[f"c{i:02d}"] = ClusterConfig(name=f"c{i:02d}", in_cluster=True, labels={"env": "lab"})
+    return out
+
+
+def _fleet(stages: str, n: int = 4) -> M.Fleet:
+    plan = parse_fleet("name: f\nplan: p\n" + ROSTER + "stages:\n" + stages)
+    return M.new_fleet("F1", plan, resolve(plan, _clusters(n)), by="U0PRIMARY", now=T0)
+
+
+COUNTER = itertools.count(1)
+
+
+def _advance(
+    fleet: M.Fleet, children: dict[str, str] | None = None, *, at: datetime = T0, evidence: str = ""
+) -> M.Outcome:
+    status = {
+        c: M.ChildStatus(state=s, detail="drain failed" if s == M.FAILED else "")
+        for c, s in (children or {}).items()
+    }
+    return M.advance(fleet, status, now=at, evidence_failure=evidence, new_run_id=lambda: f"R{next(COUNTER)}")
+
+
+CANARY_AND_LAB = (
+    "  - {name: canary, clusters: [canary], soak: 1h, evidence: [alerts], after: {approve: [primary, shadow]}}\n"
+    "  - {name: lab, selector: {env: lab}, max_concurrency: 2, failure_budget: 1}\n"
+)
+
+
+def test_the_canary_runs_alone_and_the_lab_waits_for_its_soak_and_gate() -> None:
+    fleet = _fleet(CANARY_AND_LAB)
+    out = _advance(fleet)
+    assert out.starts == ("canary",)
+    fleet = out.fleet
+    assert [m.state for m in fleet.members_of(1)] == ["pending"] * 4
+    # The canary ends: the soak starts; nothing of the lab starts.
+    out = _advance(fleet, {"canary": M.SUCCEEDED}, at=T0 + timedelta(minutes=10))
+    fleet = out.fleet
+    assert (fleet.phase, fleet.soak_started_at, out.starts) == (M.SOAKING, T0 + timedelta(minutes=10), ())
+    # Half-way through the soak: still soaking.
+    fleet = _advance(fleet, at=T0 + timedelta(minutes=40)).fleet
+    assert fleet.phase == M.SOAKING
+    # The soak elapsed: the after gate waits for two people.
+    fleet = _advance(fleet, at=T0 + timedelta(minutes=71)).fleet
+    assert fleet.phase == M.AFTER
+    assert fleet.waiting_for(T0 + timedelta(minutes=71)) == ("after", ["the primary", "the shadow"])
+    # Four eyes: the primary started the fleet, the shadow alone is not enough either.
+    fleet = M.approve(
+        fleet, user_id="U0SHADOW", held=frozenset({"shadow"}), now=T0 + timedelta(minutes=72)
+    ).fleet
+    assert _advance(fleet, at=T0 + timedelta(minutes=72)).starts == ()
+    out = M.approve(fleet, user_id="U0PRIMARY", held=frozenset({"primary"}), now=T0 + timedelta(minutes=73))
+    assert not out.refused
+    out = _advance(out.fleet, at=T0 + timedelta(minutes=73))
+    assert out.fleet.stage == 1
+    assert out.starts == ("c00", "c01")  # max_concurrency 2
+    assert [e.kind for e in out.events] == [
+        "stage_done",
+        "stage_started",
+        "cluster_started",
+        "cluster_started",
+    ]
+
+
+def test_a_failed_canary_pauses_the_fleet_and_nothing_later_starts() -> None:
+    fleet = _advance(_fleet(CANARY_AND_LAB)).fleet
+    out = _advance(fleet, {"canary": M.FAILED})
+    fleet = out.fleet
+    assert fleet.state == M.PAUSED
+    assert fleet.reason == "the canary failed: canary (drain failed); 1 failed, 0 allowed"
+    assert _advance(fleet, at=T0 + timedelta(hours=5)).starts == ()
+    refused = M.resume(fleet, actor="U0PRIMARY", now=T0)
+    assert refused.refused.startswith("the canary failed")
+    assert "fleet skip CLUSTER --reason" in refused.refused
+    fleet = M.skip(fleet, cluster="canary", actor="U0PRIMARY", reason="known flake, fixed in the plan").fleet
+    fleet = M.resume(fleet, actor="U0PRIMARY", now=T0).fleet
+    assert fleet.state == M.ACTIVE
+    fleet = _advance(fleet, at=T0 + timedelta(hours=2)).fleet
+    # Every cluster of the canary's stage has ended (one skipped): its soak starts now.
+    assert (fleet.phase, fleet.soak_started_at) == (M.SOAKING, T0 + timedelta(hours=2))
+
+
+def test_a_failure_budget_of_one_carries_on_past_one_failure_and_pauses_at_the_second() -> None:
+    fleet = _fleet(
+        "  - {name: canary, clusters: [canary]}\n  - {name: lab, selector: {env: lab}, max_concurrency: 4, failure_budget: 1}\n"
+    )
+    fleet = _advance(fleet).fleet
+    out = _advance(fleet, {"canary": M.SUCCEEDED})
+    assert out.starts == ("c00", "c01", "c02", "c03")
+    fleet = _advance(out.fleet, {"c00": M.FAILED}).fleet
+    assert fleet.state == M.ACTIVE
+    fleet = _advance(fleet, {"c01": M.SUCCEEDED, "c02": M.FAILED}).fleet
+    assert fleet.state == M.PAUSED
+    assert (
+        fleet.reason
+        == "stage lab is over its failure budget: c00 (drain failed), c02 (drain failed); 2 failed, 1 allowed"
+    )
+    # retry --failed runs both again, on new child runs, and carries on.
+    out = M.retry_failed(fleet, actor="U0PRIMARY")
+    assert out.fleet.state == M.ACTIVE
+    out = _advance(out.fleet)
+    assert sorted(out.starts) == ["c00", "c02"]
+    assert out.fleet.member("c00").attempts == 2  # type: ignore[union-attr]
+
+
+def test_evidence_failing_during_the_soak_pauses_and_resume_soaks_again_from_zero() -> None:
+    fleet = _advance(_fleet(CANARY_AND_LAB)).fleet
+    fleet = _advance(fleet, {"canary": M.SUCCEEDED}).fleet
+    assert M.soaking_with_evidence(fleet) == ("alerts",)
+    fleet = _advance(fleet, at=T0 + timedelta(minutes=30), evidence="new alert KubeNodeNotReady").fleet
+    assert fleet.state == M.PAUSED
+    assert fleet.reason == "the soak of stage canary failed: new alert KubeNodeNotReady"
+    fleet = M.resume(fleet, actor="U0PRIMARY", now=T0 + timedelta(minutes=50)).fleet
+    assert fleet.soak_started_at == T0 + timedelta(minutes=50)
+    assert _advance(fleet, at=T0 + timedelta(minutes=100)).fleet.phase == M.SOAKING
+    assert _advance(fleet, at=T0 + timedelta(minutes=110)).fleet.phase == M.AFTER
+
+
+def test_a_before_gate_holds_the_stage_and_a_stranger_cannot_open_it() -> None:
+    fleet = _fleet("  - {name: canary, clusters: [canary], before: {any_of: [coordinator]}}\n")
+    assert _advance(fleet).starts == ()
+    refused = M.approve(fleet, user_id="U0X", held=frozenset(), now=T0)
+    assert (
+        refused.refused
+        == "the before gate of stage canary needs the coordinator; you are not in this run's roster"
+    )
+    fleet = M.approve(fleet, user_id="U0COORD", held=frozenset({"coordinator"}), now=T0).fleet
+    assert _advance(fleet).starts == ("canary",)
+
+
+def test_the_last_stage_done_completes_the_fleet_and_verbs_then_refuse() -> None:
+    fleet = _advance(_fleet("  - {name: canary, clusters: [canary]}\n")).fleet
+    out = _advance(fleet, {"canary": M.SUCCEEDED})
+    assert out.fleet.state == M.COMPLETED
+    assert [e.kind for e in out.events][-1] == "fleet_completed"
+    assert M.pause(out.fleet, actor="U0PRIMARY", reason="").refused
+    assert M.abort(out.fleet, actor="U0PRIMARY", reason="").refused
+
+
+def test_skip_needs_a_reason_and_refuses_a_running_cluster() -> None:
+    fleet = _advance(_fleet(CANARY_AND_LAB)).fleet
+    assert (
+        M.skip(fleet, cluster="canary", actor="U0PRIMARY", reason=" ").refused
+        == "say why: `fleet skip CLUSTER --reason …`"
+    )
+    assert "abort its run first" in M.skip(fleet, cluster="canary", actor="U0PRIMARY", reason="x").refused
+    assert "not in this fleet" in M.skip(fleet, cluster="nope", actor="U0PRIMARY", reason="x").refused
+    out = M.skip(fleet, cluster="c03", actor="U0PRIMARY", reason="decommissioned next week")
+    assert out.fleet.member("c03").state == M.SKIPPED  # type: ignore[union-attr]
