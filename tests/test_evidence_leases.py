@@ -20,9 +20,11 @@ from bot.core.jobs.base import Decision
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.trail import TRAIL, make_trail
 from bot.core.runs.plans import parse_plan
+from bot.core.tenure import Tenure, guard_silences
 from bot.errors import PlanInvalid
 from bot.records import SignalSource
 from bot.sim.cluster import SimCluster
+from tests.support.clock import FakeMonotonic
 from tests.support.jobs import FakeCluster, JobDriver
 from tests.support.kube_objects import node, pod
 
@@ -57,9 +59,13 @@ class NamedCluster(FakeCluster):
     name = "prod"
 
 
-def _setup(sim: SimCluster, *, max_: str = "4h") -> tuple[JobDriver, NamedCluster, Clock, Alertmanager]:
+def _setup(
+    sim: SimCluster, *, max_: str = "4h", tenure: Tenure | None = None
+) -> tuple[JobDriver, NamedCluster, Clock, Alertmanager]:
     am = Alertmanager(SignalSource(url=f"{sim.url}/alertmanager"))
-    evidence = Evidence({"prod": (am, (parse_matcher('cluster="prod"'),))})
+    # As `assemble` builds it: the silence writes made only while this replica leads.
+    source = am if tenure is None else guard_silences(am, tenure, timeout=tenure.fit(10.0))
+    evidence = Evidence({"prod": (source, (parse_matcher('cluster="prod"'),))})
     job = default_jobs(LABELS, evidence=evidence).get("drain")
     assert job is not None
     fake = NamedCluster(
@@ -202,3 +208,34 @@ def test_the_plan_loader_carries_the_silence_and_refuses_a_bad_one() -> None:
         parse_plan(PLAN.replace("alertname=~", "alertname=="))
     with pytest.raises(PlanInvalid, match="max must be longer than 0 and at most 7d"):
         parse_plan(PLAN.replace("max: 2h", "max: 30d"))
+
+
+def test_a_replica_that_no_longer_leads_puts_no_silence_and_the_drain_goes_on(sim_small: SimCluster) -> None:
+    """Issue 38: every side effect is checked against this replica's own lease — the silence too.
+    A replica whose lease says it no longer leads (paused past its lease, a successor elected)
+    neither creates nor extends the silence; the lease records why, the step is not blocked."""
+    assert sim_small.sim is not None
+    monotonic = FakeMonotonic(100.0)
+    tenure = Tenure(monotonic=monotonic, room=10.0)
+    tenure.renewed(started=100.0, finished=100.1, duration=timedelta(seconds=15), leading=False)
+    driver, fake, clock, am = _setup(sim_small, tenure=tenure)
+    driver.tick()  # the first healthy check: the silence would be created now
+    lease = _lease(driver)
+    assert lease["id"] is None
+    assert "silence not changed" in lease["error"]
+    assert "does not lead" in lease["error"]
+    assert [s for s in am.silences() if s.created_by.startswith("upgrade-bot/")] == []
+    # The same replica leading again (its next renewal) holds the silence as usual.
+    tenure.renewed(started=100.2, finished=100.3, duration=timedelta(seconds=15), leading=True)
+    clock.now += timedelta(minutes=1)
+    driver.tick()
+    lease = _lease(driver)
+    assert lease["id"] is not None
+    assert lease["error"] == ""
+    [held] = [s for s in am.silences() if s.id == lease["id"]]
+    assert held.created_by == "upgrade-bot/R1/drain-ng-1"
+    fake.finish("shop/web-n1")
+    fake.finish("shop/web-n2")
+    driver.run(max_wait=0.0)
+    assert driver.choice is None
+    assert driver.done

@@ -40,9 +40,11 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from bot.errors import LeaseLapsed
+from bot.errors import EvidenceUnavailable, LeaseLapsed
+
+_C = TypeVar("_C")
 
 #: The term the work running in this context was reserved under (`Tenure.reserve`).
 _TERM: contextvars.ContextVar[int | None] = contextvars.ContextVar("tenure_term", default=None)
@@ -168,6 +170,10 @@ AWS_UPDATES = frozenset(
 )
 
 
+#: The Alertmanager calls that change what pages people: the silences a step holds as a lease.
+SILENCE_WRITES = frozenset({"put_silence", "expire_silence"})
+
+
 class GuardedCalls:
     """A client whose calls in `guarded` are made only while `check(timeout)` allows (the jobs'
     cluster: `Tenure.may_lead` with its request timeout, fitted to the lease), each inside
@@ -205,3 +211,18 @@ class GuardedCalls:
         close = getattr(self._client, "close", None)
         if callable(close):
             close()
+
+
+def guard_silences(client: _C, tenure: Tenure, *, timeout: float) -> _C:
+    """An Alertmanager client whose silence writes (`SILENCE_WRITES`) are made only while this
+    replica leads with `timeout` left: a paused leader must not extend a silence its successor
+    already cut. A refusal is `EvidenceUnavailable`, which the silence lease reads as "not
+    answered" — the step goes on and its gate says why (`bot.core.evidence.leases`); reads pass."""
+
+    def check(seconds: float) -> None:
+        try:
+            tenure.may_lead(seconds)
+        except LeaseLapsed as exc:
+            raise EvidenceUnavailable(f"silence not changed: {exc}") from None
+
+    return cast(_C, GuardedCalls(client, guarded=SILENCE_WRITES, check=check, timeout=timeout))

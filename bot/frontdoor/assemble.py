@@ -47,7 +47,7 @@ from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
-from bot.core.tenure import AWS_UPDATES, KUBE_WRITES, GuardedCalls, Tenure
+from bot.core.tenure import AWS_UPDATES, KUBE_WRITES, GuardedCalls, Tenure, guard_silences
 from bot.core.watches.service import WatchService
 from bot.frontdoor.acting import JOBS, JobDuty
 from bot.frontdoor.leadership import Elector
@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 #: each is fitted to the lease (`Tenure.fit`) and the call bounded to the figure fitted.
 KUBE_CALL_TIMEOUT = 10.0
 AWS_CALL_TIMEOUT = 35.0
+#: An Alertmanager call's connect and read timeouts together (`bot.adapters.evidence_http`: 5 s each).
+ALERTMANAGER_CALL_TIMEOUT = 10.0
 #: The timer that drives the live fleet runs.
 FLEET_TICKER = "fleet-ticker"
 #: De-duplication keys only matter while Slack may still retry (minutes); a week is kept for audits.
@@ -183,9 +185,18 @@ def assemble(
     from bot.adapters.alertmanager import Alertmanager
     from bot.adapters.prometheus import Prometheus
 
+    # A silence is put or cut only while this replica leads with the call's time left (a paused
+    # leader must not extend a silence its successor already cut), and the call ends within it.
+    am_within = tenure.fit(ALERTMANAGER_CALL_TIMEOUT)
+
     evidence = Evidence(
         {
-            c.name: (Alertmanager(c.alertmanager), c.alert_matchers)
+            c.name: (
+                guard_silences(
+                    Alertmanager(c.alertmanager, timeout=am_within / 2), tenure, timeout=am_within
+                ),
+                c.alert_matchers,
+            )
             for c in settings.clusters.values()
             if c.alertmanager is not None
         },
