@@ -77,6 +77,7 @@ TYPOS: dict[str, str] = {
     "checks.ignore[]": "checks: {ignore: [{finding: API001, reason: reviewed, object: [a/b]}]}\n",
     "clusters.*.alertmanager": "clusters:\n  prod: {kubeconfig: kc, alertmanager: {urll: 'http://am:9093'}}\n",
     "clusters.*.prometheus": "clusters:\n  prod: {kubeconfig: kc, prometheus: {uri: 'http://prom:9090'}}\n",
+    "grafana": "grafana: {url: 'http://grafana:3000', tag: [team-infra]}\n",
 }
 
 
@@ -106,7 +107,7 @@ def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path:
     text = TYPOS[path]
     (tmp_path / "kc").write_text("", encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|tag)\b",
         text,
     )
     assert len(typo) == 1
@@ -137,6 +138,7 @@ _FIXES = {
     "object": "objects",
     "urll": "url",
     "uri": "url",
+    "tag": "tags",
 }
 
 
