@@ -420,6 +420,28 @@ KEYS: Mapping[str, Key] = {
             ),
         },
     ),
+    "grafana": Key(
+        doc="Grafana annotations for each step's start and end (an optional side channel: off when "
+        "absent; a Grafana that is slow or down never holds a run)",
+        default="off",
+        keys={
+            "url": Key(
+                doc="Grafana's base URL (http or https); annotations go to `/api/annotations`", schema=_STRING
+            ),
+            "token_file": Key(
+                doc="a file holding a service account token (sent as `Authorization: Bearer`)",
+                default="none",
+                schema=_STRING,
+            ),
+            "tags": Key(
+                doc="tags added to every annotation, after `upgrade-bot`, the cluster, the run and the step",
+                default="none",
+                schema=_STRINGS,
+            ),
+            "timeout": Key(doc="how long one request may take", default="`5s`", schema=_DURATION),
+        },
+        required=("url",),
+    ),
     "checks": Key(
         doc="the pre-flight checks",
         keys={

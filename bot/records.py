@@ -187,6 +187,19 @@ class SignalSource:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GrafanaConfig:
+    """`grafana:`: where step annotations go. The token was read from `token_file` when the
+    configuration was loaded (a rotated token needs a restart); it is kept out of `repr`, so a
+    logged settings object never shows it."""
+
+    url: str
+    token_file: Path | None = None
+    token: str = field(default="", repr=False)
+    tags: tuple[str, ...] = ()
+    timeout: float = 5.0
+
+
+@dataclass(frozen=True, kw_only=True)
 class AlertMatcher:
     """One Alertmanager matcher, `cluster="prod"` or `team=~"infra|sre"`: the same four operators
     as Alertmanager's own (`=`, `!=`, `=~`, `!~`), in the v2 API's silence-matcher shape."""

@@ -35,7 +35,8 @@ from bot.core.validation import (
     shown,
 )
 from bot.errors import ConfigError
-from bot.records import AlertMatcher, ClusterConfig, EksProvider, ImageChecks, SignalSource
+from bot.files import Unreadable, read_bounded
+from bot.records import AlertMatcher, ClusterConfig, EksProvider, GrafanaConfig, ImageChecks, SignalSource
 from bot.resources import BUILTIN_RULES, BUILTIN_TEMPLATES
 
 _T = TypeVar("_T")
@@ -143,6 +144,8 @@ class Settings:
     outbox_dead_after: timedelta = timedelta(minutes=5)
     #: Who approves `/upgrade action …` outside a plan: every one of these roles (four eyes).
     action_approvers: tuple[str, ...] = ("primary", "shadow")
+    #: Grafana annotations of each step's start and end (`grafana:`); None: off.
+    grafana: GrafanaConfig | None = None
     #: Permanent, reviewed exceptions (`checks.ignore`): findings (or some of their objects) every
     #: check reports as accepted instead of failing — like Pluto's and kubent's ignore lists.
     check_ignores: tuple[Cover, ...] = ()
@@ -423,6 +426,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
             check_ignores = _check_ignores(v, chk["ignore"], rules_files)
         if "images" in chk:
             image_checks = _image_checks(v, chk["images"], base_dir)
+    grafana = _grafana(v, top["grafana"], base_dir) if "grafana" in top else None
     v.raise_if_errors()
 
     return Settings(
@@ -453,6 +457,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         action_approvers=action_approvers,
         check_ignores=tuple(check_ignores),
         image_checks=image_checks,
+        grafana=grafana,
     )
 
 
@@ -641,6 +646,51 @@ def _signal_source(v: YamlValidator, key: str, node: yaml.Node, base_dir: Path) 
     return SignalSource(
         url=url.rstrip("/"), bearer_token_file=files["bearer_token_file"], ca_file=files["ca_file"]
     )
+
+
+#: A service account token is a few hundred bytes; anything near this is not a token file.
+MAX_TOKEN_BYTES = 16 * 1024
+#: The longest a Grafana request may take: the queue behind it waits that long per attempt.
+MAX_GRAFANA_TIMEOUT = timedelta(seconds=60)
+
+
+def _grafana(v: YamlValidator, node: yaml.Node, base_dir: Path) -> GrafanaConfig | None:
+    """`grafana: {url, token_file?, tags?, timeout?}`: the token file is read now, so a wrong
+    path is caught at start; the token itself never appears in an error or a log line."""
+    g = v.mapping(node, "grafana", keys_of("grafana"))
+    url = v.string(g.get("url"), "grafana.url")
+    if "url" not in g:
+        v.error(node, "grafana.url", "missing key")
+    elif url is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", url):
+        v.error(g["url"], "grafana.url", f"{shown(url)} is not an http(s) URL")
+        url = None
+    token_file = v.path(g.get("token_file"), "grafana.token_file", base_dir)
+    token = ""
+    if token_file is not None:
+        try:
+            token = read_bounded(token_file, MAX_TOKEN_BYTES).decode("utf-8").strip()
+        except FileNotFoundError:
+            v.error(g["token_file"], "grafana.token_file", f"no such file: {token_file}")
+        except Unreadable as exc:
+            v.error(g["token_file"], "grafana.token_file", f"{token_file}: {exc.reason}")
+        except UnicodeDecodeError:
+            v.error(g["token_file"], "grafana.token_file", f"{token_file}: not UTF-8 text")
+        else:
+            if not token:
+                v.error(g["token_file"], "grafana.token_file", f"{token_file} is empty")
+    tags: tuple[str, ...] = ()
+    if "tags" in g:
+        tags = v.strings(g["tags"], "grafana.tags") or ()
+    timeout = 5.0
+    if "timeout" in g:
+        chosen = _parsed(v, g["timeout"], "grafana.timeout", parse_duration)
+        if chosen is not None and not timedelta(0) < chosen <= MAX_GRAFANA_TIMEOUT:
+            v.error(g["timeout"], "grafana.timeout", "must be more than 0 and at most 60s")
+        elif chosen is not None:
+            timeout = chosen.total_seconds()
+    if url is None:
+        return None
+    return GrafanaConfig(url=url.rstrip("/"), token_file=token_file, token=token, tags=tags, timeout=timeout)
 
 
 def _alert_matchers(v: YamlValidator, key: str, node: yaml.Node) -> tuple[AlertMatcher, ...]:

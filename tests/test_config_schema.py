@@ -91,6 +91,7 @@ TYPOS: dict[str, str] = {
     "clusters.*.alertmanager": "clusters:\n  prod: {kubeconfig: kc, alertmanager: {urll: 'http://am:9093'}}\n",
     "clusters.*.prometheus": "clusters:\n  prod: {kubeconfig: kc, prometheus: {uri: 'http://prom:9090'}}\n",
     "outbox": "outbox: {dead_after_failure: 10}\n",
+    "grafana": "grafana: {url: 'http://grafana:3000', tag: [team-infra]}\n",
 }
 
 
@@ -120,7 +121,7 @@ def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path:
     text = TYPOS[path]
     (tmp_path / "kc").write_text("", encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag)\b",
         text,
     )
     assert len(typo) == 1
@@ -153,6 +154,7 @@ _FIXES = {
     "uri": "url",
     "verfy": "verify",
     "dead_after_failure": "dead_after_failures",
+    "tag": "tags",
 }
 
 

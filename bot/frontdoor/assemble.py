@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from bot.adapters.grafana import GrafanaAnnotations
 from bot.adapters.slack_budget import SlackStats
 from bot.adapters.store import Store, fencing
 from bot.core import providers
@@ -109,8 +110,13 @@ class Services:
     live_owners: Callable[[], set[str]] | None = None
     #: Where the services record what they do (`bot.frontdoor.metrics.Metrics` when serving).
     telemetry: Telemetry = NO_TELEMETRY
+    #: Step annotations in Grafana (`grafana:` in the settings; None: off).
+    grafana: GrafanaAnnotations | None = None
 
     def close(self) -> None:
+        if self.grafana is not None:
+            # What is queued gets a last chance; a Grafana that is down costs a few seconds at most.
+            self.grafana.stop()
         if self.edits is not None:
             # The last state of every card goes out before the database closes.
             self.edits.stop()
@@ -299,6 +305,8 @@ def assemble(
         telemetry=telemetry,
         live_owners=live_owners,
     )
+    # Observed after each commit, on the replica that committed: once per change of a step.
+    grafana = GrafanaAnnotations(settings.grafana) if settings.grafana is not None else None
     runs = RunService(
         store=store,
         directory=directory,
@@ -328,6 +336,7 @@ def assemble(
         # Several replicas: a step another live replica runs is left to it at a takeover.
         live_runners=live_owners,
         telemetry=telemetry,
+        step_observers=(grafana,) if grafana is not None else (),
     )
     steps.runs = runs  # the cycle closed: the long actions report to these runs from now on
     fleets = FleetService(
@@ -417,6 +426,7 @@ def assemble(
         owner=owner,
         live_owners=live_owners,
         telemetry=telemetry,
+        grafana=grafana,
     )
 
 

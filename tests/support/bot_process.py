@@ -126,10 +126,12 @@ def team_bot(
     plans: Mapping[str, str],
     cluster: str,
     extra_args: Sequence[str] = (),
+    extra_config: str = "",
 ) -> Iterator[RunBot]:
     """`upgrade-bot run --http` started, with `plans` (name → YAML) in the team's templates, the
     primary, shadow and coordinator roster, the operations channel `OPS` and the one cluster
-    `prod` (`cluster`: its YAML mapping); the stub knows the three people. Stopped on the way out."""
+    `prod` (`cluster`: its YAML mapping); the stub knows the three people. `extra_config`: more
+    top-level lines of the configuration file. Stopped on the way out."""
     team = tmp_path / "team-templates"
     (team / "plans").mkdir(parents=True)
     for name, text in plans.items():
@@ -137,7 +139,7 @@ def team_bot(
     config = write_config(
         f"roster: {{primary: [{PRIMARY}], shadow: [{SHADOW}], coordinator: [{COORD}]}}\n"
         f"templates_dir: {team}\nchannels: {{operations: {OPS}}}\n"
-        f"clusters:\n  prod: {cluster}\n",
+        f"clusters:\n  prod: {cluster}\n{extra_config}",
         roster=False,
     )
     for user in (PRIMARY, SHADOW, COORD):

@@ -53,6 +53,15 @@ class RunListener(Protocol):
         """A step whose plan says `announce: step-complete` succeeded."""
 
 
+class StepObserver(Protocol):
+    """Told of every committed change of a step's state, once each (its commit won): Grafana's
+    annotations. An observer must not block (hand the work to a thread); its exception is logged
+    and never breaks the run."""
+
+    def step_changed(self, run: R.Run, old: R.StepRun, new: R.StepRun) -> object:
+        """`old` → `new`: the step's record before and after the commit (their states differ)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Actor:
     user_id: str
@@ -80,6 +89,7 @@ class RunService:
         owner: str = "",
         live_runners: Callable[[], set[str]] | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
+        step_observers: Sequence[StepObserver] = (),
     ) -> None:
         self.store = store
         self.directory = directory
@@ -102,6 +112,8 @@ class RunService:
         self.live_runners = live_runners
         #: Where each action's end is recorded (the metrics exporter when serving).
         self.telemetry = telemetry
+        #: Told of each step's change of state after its commit (Grafana's annotations).
+        self.step_observers = tuple(step_observers)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -194,6 +206,7 @@ class RunService:
                 continue
             self.publish(committed.run, committed.events)
             self._count(run, committed.run)
+            self._observe_steps(run, committed.run)
             self._announce_steps(run, committed.run)
             if committed.run.state in _ENDED and run.state not in _ENDED:
                 self._ended(committed.run)
@@ -221,6 +234,27 @@ class RunService:
                 self.telemetry.gate_escalated()
         if after.state in _ENDED and before.state not in _ENDED:
             self.telemetry.run_ended(str(after.state))
+
+    def _observe_steps(self, before: R.Run, after: R.Run) -> None:
+        # After the commit, which happened once (the version check): each change is observed once.
+        if not self.step_observers:
+            return
+        was = {s.step_id: s for s in before.steps}
+        for sr in after.steps:
+            old = was.get(sr.step_id)
+            if old is None or old.state is sr.state:
+                continue
+            for observer in self.step_observers:
+                try:
+                    observer.step_changed(after, old, sr)
+                except Exception:
+                    # An observer is a side channel: its failure is logged, the run goes on.
+                    log.exception(
+                        "step observer %s failed on step %s of run %s",
+                        type(observer).__name__,
+                        sr.step_id,
+                        after.id,
+                    )
 
     def _announce_steps(self, before: R.Run, after: R.Run) -> None:
         # Only the commit that moved the step to succeeded calls the hook (the version check
