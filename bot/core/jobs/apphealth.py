@@ -179,7 +179,9 @@ class AppHealthJob:
         }
         # Without an answer now there is no baseline yet: the first tick takes it (or asks).
         with contextlib.suppress(Unreadable):
-            progress["baseline"] = _baseline(read_apps(cluster, progress["namespaces"], progress["selector"]))
+            progress["baseline"] = baseline_of(
+                read_apps(cluster, progress["namespaces"], progress["selector"])
+            )
         return progress
 
     def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
@@ -226,7 +228,7 @@ class AppHealthJob:
             return self._ask(progress, exc.reason)
         posts: list[Post] = []
         if progress.get("baseline") is None:
-            progress = {**progress, "baseline": _baseline(apps)}
+            progress = {**progress, "baseline": baseline_of(apps)}
         baseline: Mapping[str, str] = progress["baseline"]
         if baseline:
             lines = [f"• {key}: {says}" for key, says in sorted(baseline.items())]
@@ -242,7 +244,7 @@ class AppHealthJob:
             "baseline": len(baseline),
         }
         new = {**progress, "seen": seen}
-        summary = _summary(seen)
+        summary = summary_of(seen)
         started = timer_start(progress, progress["started"], now)
         timed_out = now - started >= timedelta(seconds=float(progress["timeout"]))
         if failed or (waiting and timed_out):
@@ -269,14 +271,14 @@ class AppHealthJob:
         )
 
 
-def _baseline(apps: list[AppState]) -> dict[str, str]:
+def baseline_of(apps: list[AppState]) -> dict[str, str]:
     """What was unhealthy and settled so when the job was planned (Degraded, OutOfSync, not
     Ready): reported, never blocking. An app still rolling out then is not in it: it must end
     healthy like the others."""
     return {a.key: a.says for a in apps if a.state != HEALTHY and not a.progressing}
 
 
-def _summary(seen: Mapping[str, int]) -> str:
+def summary_of(seen: Mapping[str, int]) -> str:
     """ "Apps: 3/4 healthy · 1 unhealthy at the baseline"."""
     return f"Apps: {seen.get('healthy', 0)}/{seen.get('apps', 0)} healthy · {seen.get('baseline', 0)} unhealthy at the baseline"
 

@@ -41,7 +41,6 @@ from typing import Any, Protocol
 from bot.core.evidence import leases
 from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import Outcome, judge_alerts
-from bot.core.evidence.view import label_text
 from bot.core.jobs import alerts as alerts_job
 from bot.core.jobs import trail as tr
 from bot.core.jobs.alerts import PAUSE_KIND, Evidence
@@ -147,9 +146,14 @@ class AlertsCheck:
         nxt["seen"] = seen
         line = alerts_job.summary_line(seen, started)
         if verdict.outcome is Outcome.FAILED:
-            labels = "; ".join(label_text(a.labels, markup=False) for a in verdict.new[:3])
+            labels = "; ".join(_labels(a.labels) for a in verdict.new[:3])
             return Poll(state=nxt, verdict="failed", reason=f"alerts: {verdict.reason} ({labels})", line=line)
         return Poll(state=nxt, verdict="ok", line=line)
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    """An alert's labels whole, in the pause's question (each value clipped)."""
+    return "{" + ", ".join(f'{k}="{clip(v, 60)}"' for k, v in sorted(labels.items())) + "}"
 
 
 class AnalysisCheck:
@@ -189,9 +193,63 @@ class AnalysisCheck:
         return Poll(state=new, verdict="ok", line=line, passes=passes, reason=last)
 
 
+class AppHealthCheck:
+    """`app-health` in the background: an Argo CD Application going Degraded or Missing, or a Flux
+    object going not Ready, that was not so at the baseline fails at once; apps rolling out while
+    the drain moves their pods (Progressing, reconciling) do not — the step's own `app-health`
+    after it waits for those. No answer from the API server is Inconclusive."""
+
+    def __init__(self) -> None:
+        from bot.core.jobs.apphealth import AppHealthJob
+
+        self._job = AppHealthJob()
+
+    def check_args(self, args: Mapping[str, str]) -> None:
+        from bot.core.jobs.apphealth import check_args
+
+        check_args(args)
+
+    def start(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> dict[str, Any]:
+        state = dict(self._job.plan(cluster, args, now=now))
+        state["next_at"] = iso(now)
+        return state
+
+    def poll(self, cluster: Any, state: dict[str, Any], *, now: datetime) -> Poll:
+        from bot.core.jobs import apphealth
+
+        nxt = {**state, "next_at": iso(now + timedelta(seconds=apphealth.POLL))}
+        try:
+            apps = apphealth.read_apps(
+                cluster, list(state.get("namespaces") or []), str(state.get("selector") or "")
+            )
+        except apphealth.Unreadable as exc:
+            return Poll(state=nxt, verdict="inconclusive", reason=f"app-health: {exc.reason}",
+                        line=f"app-health: {exc.reason}")  # fmt: skip
+        if nxt.get("baseline") is None:
+            nxt["baseline"] = apphealth.baseline_of(apps)
+        baseline: Mapping[str, str] = nxt["baseline"]
+        failed = [a for a in apps if a.key not in baseline and a.state == apphealth.FAILED]
+        seen = {
+            "apps": len(apps),
+            "healthy": sum(1 for a in apps if a.state == apphealth.HEALTHY),
+            "baseline": len(baseline),
+        }
+        nxt["seen"] = seen
+        line = apphealth.summary_of(seen)
+        if failed:
+            named = "; ".join(f"{a.key}: {a.says}" for a in failed[:3])
+            more = f" (+{len(failed) - 3} more)" if len(failed) > 3 else ""
+            return Poll(state=nxt, verdict="failed", reason=f"app-health: {named}{more}", line=line)
+        return Poll(state=nxt, verdict="ok", line=line)
+
+
 def default_checks(evidence: Callable[[], Evidence]) -> dict[str, BackgroundCheck]:
-    """The evidence kinds that can run in the background; `app-health` joins here."""
-    return {"alerts": AlertsCheck(evidence), "analysis": AnalysisCheck(evidence)}
+    """The evidence kinds that can run in the background (`EVIDENCE_KINDS`)."""
+    return {
+        "alerts": AlertsCheck(evidence),
+        "analysis": AnalysisCheck(evidence),
+        "app-health": AppHealthCheck(),
+    }
 
 
 def parse_background(text: str) -> list[tuple[str, dict[str, str]]]:

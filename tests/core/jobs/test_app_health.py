@@ -176,3 +176,30 @@ def test_an_app_still_progressing_at_the_baseline_must_still_end_healthy(
     failed = job.tick(cluster, waiting.progress, now=T0 + timedelta(seconds=30))
     assert (failed.done, failed.ok) == (True, False)
     assert failed.detail == "app-health: 1 app(s) unhealthy: Application argocd/shop"
+
+
+def test_in_the_background_of_a_drain_an_app_going_degraded_fails_and_one_degraded_before_does_not(
+    sim: SimCluster, cluster: Cluster
+) -> None:
+    """`background: [app-health]` on a disruptive step: checked before each node; an app that
+    goes Degraded during the drain stops it (named, with its message), the one Degraded at the
+    baseline does not, and an API server that cannot be read is Inconclusive."""
+    from bot.core.jobs.alerts import Evidence
+    from bot.core.jobs.background import AppHealthCheck, default_checks
+
+    assert isinstance(default_checks(lambda: Evidence())["app-health"], AppHealthCheck)
+    check = AppHealthCheck()
+    state = check.start(cluster, {}, now=T0)
+    assert list(state["baseline"]) == ["Application argocd/legacy"]
+    ok = check.poll(cluster, state, now=T0 + timedelta(seconds=15))
+    assert (ok.verdict, ok.line) == ("ok", "Apps: 3/4 healthy · 1 unhealthy at the baseline")
+    sim.control.inject_fault(DEGRADE_SHOP)
+    failed = check.poll(cluster, ok.state, now=T0 + timedelta(seconds=30))
+    assert failed.verdict == "failed"
+    assert failed.reason == (
+        "app-health: Application argocd/shop: Degraded/Synced — Deployment shop/web: Progress deadline exceeded"
+    )
+    gone = check.poll(cluster, {**ok.state, "namespaces": ["nowhere"]}, now=T0 + timedelta(seconds=45))
+    assert gone.verdict == "inconclusive"
+    assert "no Argo CD Application nor Flux object in nowhere" in gone.reason
+
