@@ -32,15 +32,15 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(
     assert re.search(
         r"^rehearsal of eks-nodegroups: run \S+ completed with \d+ failed steps skipped$", out, re.MULTILINE
     )
-    assert ":heavy_check_mark: @U0SHADOW (shadow) approved the start of `control-plane`" in out
+    assert "✔️ @U0SHADOW (shadow) approved the start of `control-plane`" in out
     # The pre-flight check finds the scenario's planted blockers; the roster reviews and skips it.
-    assert ":x: *`checks` failed* in run" in out
+    assert "❌ *`checks` failed* in run" in out
     # The cluster's side and the cloud's: the rehearsal points the EKS provider at the sim's AWS APIs.
     assert "pre-flight check for 1.25 FAILED: 10 Required — API001 (" in out
     assert "EKS005 (Add-on kube-proxy)" in out
     assert "  ↳ file attached: check-prod-1.25.md" in out
     assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
-    assert ":fast_forward: `checks` Pre-flight checks — skipped" in out
+    assert "⏩ `checks` Pre-flight checks — skipped" in out
     # Part 2: snapshot, upgrade, snapshot, diff through the terminal front door.
     url = re.search(r"^url: http://127\.0\.0\.1:(\d+)$", out, re.MULTILINE)
     assert url
@@ -51,7 +51,7 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(
     assert re.search(
         r"Snapshot \*#2\* `post` of \*sim\* .*\nControl plane v1\.25\.16-eks-\S+ · 14 nodes", out
     )
-    assert ":rotating_light: Diff *#1* `pre` → *#2* `post`: *7 regressions*" in out
+    assert "🚨 Diff *#1* `pre` → *#2* `post`: *7 regressions*" in out
     assert "# Cluster diff: #1 pre → #2 post" in out
     assert "| new CrashLoopBackOff pods | kube-system | Deployment kube-system/cluster-autoscaler |" in out
     assert "| new ImagePullBackOff pods | kube-system | Deployment kube-system/metrics-server |" in out
