@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import cast
 
 from bot.core.checks import service as checks
 from bot.core.checks.rules import load_rules
@@ -37,26 +38,32 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     notes: list[str] = []
     with contextlib.closing(reader):
         hits = checks.diagnose(reader, rules=rules, namespace=namespace, pod=pod, notes=notes)
-    shown = [
-        {
-            "id": h.rule.id,
-            "title": h.rule.title,
-            "workload": h.workload,
-            "pods": h.pods,
-            "evidence": h.evidence,
-            "explanation": h.rule.explanation,
-            "remediation": h.remedy(),
-            "links": h.rule.links,
-        }
-        for h in hits[:SHOWN]
-    ]
+    # One entry per rule: what it means and its evidence once, then each workload it matched with
+    # what was seen and the commands for its own pods (a rule matching four workloads used to
+    # repeat its explanation four times).
+    groups: dict[str, dict[str, object]] = {}
+    for h in hits[:SHOWN]:
+        group = groups.setdefault(
+            h.rule.id,
+            {
+                "id": h.rule.id,
+                "title": h.rule.title,
+                "explanation": h.rule.explanation,
+                "links": h.rule.links,
+                "hits": [],
+            },
+        )
+        cast(list[dict[str, object]], group["hits"]).append(
+            {"workload": h.workload, "pods": h.pods, "evidence": h.evidence, "remediation": h.remedy()}
+        )
     return Reply(
         template="diagnose",
         ephemeral=False,
         context={
             "cluster": cluster.name,
             "scope": args.target or "every namespace",
-            "hits": shown,
+            "groups": list(groups.values()),
+            "total": len(hits),
             "more": max(0, len(hits) - SHOWN),
             "rule_count": len(rules),
             "notes": notes,

@@ -355,8 +355,31 @@ def test_each_known_issue_the_sim_plays_is_diagnosed_once_per_workload_and_episo
         bad = services.router.handle(
             CommandRequest(text="diagnose Bad/Name", user_id="U0PRIMARY", source="terminal")
         )
+        everywhere = services.router.handle(
+            CommandRequest(text="diagnose", user_id="U0PRIMARY", source="terminal")
+        )
     finally:
         services.close()
+    # Every known issue once, each with its workload once: no line of the answer is repeated
+    # (issue 40 item 11, "duplicated diagnose output").
+    every = everywhere.rendered.text
+    assert every.startswith(f":mag: {len(EXPECTED_DIAGNOSE)} known issues in *every namespace* on *sim*")
+    # No line outside the commands and what was seen is repeated (the commands name each
+    # workload's own pods; two workloads may log the very same line).
+    lines, in_code = [], False
+    for line in every.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif line.strip() and not in_code and not line.startswith(">"):
+            lines.append(line)
+    assert len(set(lines)) == len(lines), every
+    # KI002 matched four workloads: its explanation once, its four workloads under it.
+    assert (
+        "*`KI002` istio-proxy cannot create the workload-spiffe-uds socket (read-only file system)* — 4 workloads"
+        in every
+    )
+    assert "• Deployment payments/payments-api (2 pods)" in every
+    assert f"…and {len(EXPECTED_DIAGNOSE) - 10} more not shown: narrow it to a namespace." in every
     text = outcome.rendered.text
     assert text.startswith(":mag: 2 known issues in *logging* on *sim*")
     assert "*`KI008` Pods stuck Terminating on a NotReady node* — StatefulSet logging/es (1 pod)" in text

@@ -104,18 +104,23 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "diagnose": {
         "cluster": "prod",
         "scope": "payments",
-        "hits": [
+        "groups": [
             {
                 "id": "KI004",
                 "title": "Vault agent not ready",
-                "workload": "Deployment payments/worker",
-                "pods": ["worker-1"],
-                "evidence": "2/3 containers ready",
                 "explanation": "It cannot authenticate.",
-                "remediation": "kubectl -n payments logs worker-1 -c vault-agent",
                 "links": ["https://github.com/hashicorp/vault-helm/issues/527"],
+                "hits": [
+                    {
+                        "workload": "Deployment payments/worker",
+                        "pods": ["worker-1"],
+                        "evidence": "2/3 containers ready",
+                        "remediation": "kubectl -n payments logs worker-1 -c vault-agent",
+                    }
+                ],
             }
         ],
+        "total": 4,
         "more": 3,
         "rule_count": 11,
         "notes": [

@@ -202,4 +202,3 @@ def test_in_the_background_of_a_drain_an_app_going_degraded_fails_and_one_degrad
     gone = check.poll(cluster, {**ok.state, "namespaces": ["nowhere"]}, now=T0 + timedelta(seconds=45))
     assert gone.verdict == "inconclusive"
     assert "no Argo CD Application nor Flux object in nowhere" in gone.reason
-
