@@ -9,6 +9,7 @@ inside `Display`, the first time a page is reported: a command that fails first 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -57,6 +58,11 @@ class Display:
         if bar is None:
             from tqdm import tqdm
 
+            file = self._file or sys.stderr
+            # A terminal that reports no size (a pty nobody sized: `script`, CI's, a test's) would
+            # make tqdm draw nothing — it hides every line past the terminal's 0 rows: 80 × 24
+            # then, as `shutil.get_terminal_size` assumes.
+            sized = _columns(file) > 0
             bar = self._bars[resource] = tqdm(
                 desc=resource,
                 total=total,
@@ -65,10 +71,12 @@ class Display:
                 unit_scale=False,
                 position=len(self._bars),
                 leave=False,  # transient: the lines are erased, the command's result follows
-                file=self._file or sys.stderr,
+                file=file,
                 mininterval=1 / PROGRESS_REFRESH,
                 bar_format=BAR_FORMAT if total else COUNT_FORMAT,
-                dynamic_ncols=True,
+                dynamic_ncols=sized,
+                ncols=None if sized else 80,
+                nrows=None if sized else 24,
             )
         elif now - self._told[resource] >= 1 / PROGRESS_REFRESH or count == total:
             if total != bar.total:
@@ -85,3 +93,13 @@ class Display:
         for bar in reversed(list(self._bars.values())):
             bar.close()
         self._bars.clear()
+
+
+def _columns(file: Any) -> int:
+    """The width the terminal behind `file` reports (0: none, or not a terminal); a terminal that
+    reports a width reports its rows too."""
+    try:
+        size = os.get_terminal_size(file.fileno())
+        return size.columns if size.lines > 0 else 0
+    except (AttributeError, OSError, ValueError):
+        return 0
