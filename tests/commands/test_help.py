@@ -113,7 +113,8 @@ def test_help_for_one_subcommand_lists_its_arguments_and_an_example(
     usage = text.splitlines()[0]
     assert usage == "*`/upgrade action KIND [PARAMS …] [--cluster NAME] [--dry-run] [--reason TEXT …]`*"
     assert (
-        "\n*Arguments*\n• `KIND` — one of cordon, uncordon, drain, restart, delete-pod, set-image\n" in text
+        "\n*Arguments*\n• `KIND` — one of cordon, uncordon, drain, restart, delete-pod, set-image, "
+        "flux-suspend, flux-resume, argocd-pause, argocd-resume\n" in text
     )
     assert "• `--dry-run` — list what would happen; change nothing" in text
     assert '*Example*\n• `/upgrade action cordon node=ip-10-0-1-7 --reason "bad disk"`' in text
