@@ -192,6 +192,19 @@ def _check_secrets(settings: Settings, *, http: bool) -> None:
         settings.secrets.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN")
 
 
+#: How often the main thread wakes while it waits for the shutdown. A SIGTERM the kernel hands to
+#: another thread (any thread may take a process's signal, and does when the main one already has
+#: one pending) only sets CPython's flag; the handler runs when the main thread next wakes, and an
+#: untimed wait never did: the bot served on until killed.
+STOP_POLL_SECONDS = 0.5
+
+
+def _until_stopped(stop: threading.Event) -> None:
+    """Block the main thread until `stop`, waking so that signal handlers run (see above)."""
+    while not stop.wait(STOP_POLL_SECONDS):
+        pass
+
+
 def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
 
@@ -276,7 +289,7 @@ def _serve_http(
             print(f"probes on http://{host}:{health.effective_port}", flush=True)
         log.info("serving Slack over HTTP on %s:%s", host, server.effective_port)
         thread = ServerThread(server, name="waitress").start()
-        stop.wait()
+        _until_stopped(stop)
     finally:
         # Slack's door first; the probes answer until the end (readiness fails from SIGTERM on).
         if thread is not None:
@@ -297,6 +310,6 @@ def _serve_socket_mode(
     print("connected to Slack in Socket Mode", flush=True)
     log.info("serving Slack over Socket Mode")
     try:
-        stop.wait()
+        _until_stopped(stop)
     finally:
         handler.close()  # type: ignore[no-untyped-call]

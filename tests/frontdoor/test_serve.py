@@ -84,3 +84,45 @@ def test_sigusr1_writes_every_threads_stack_to_stderr_and_the_bot_goes_on(
     # faulthandler's dump: one block per thread, the main thread's included.
     assert err.count("(most recent call first)") >= 2, err[-3000:]
     assert "serve.py" in err
+
+
+def _tgkill(pid: int, tid: int, signum: int) -> None:
+    """Send `signum` to one thread of another process (Linux's tgkill(2); Python has no wrapper)."""
+    import ctypes
+    import os
+    import platform
+
+    numbers = {"x86_64": 234, "aarch64": 131}  # tgkill's system call number (asm/unistd.h)
+    machine = platform.machine()
+    assert machine in numbers, f"no tgkill number known for {machine}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(numbers[machine], pid, tid, signum) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def test_a_sigterm_the_kernel_hands_to_another_thread_still_stops_the_bot(
+    write_config: Callable[..., Path], slack_stub: SlackStub, bot_env: dict[str, str]
+) -> None:
+    """A process-directed SIGTERM goes to any thread that can take it — not the main thread when
+    that one already has a signal pending (a SIGCONT just before, as after a pause). CPython then
+    only notes it, and runs the handler when the main thread next wakes: a main thread asleep in
+    an untimed wait never did, and the bot served on until SIGKILL (seen once in the paused-send
+    soak). The signal is sent here to a thread that is not the main one."""
+    import os
+
+    bot = BotProcess(config=write_config(), env=bot_env, stub=slack_stub)
+    bot.start()
+    try:
+        bot.send_command("help", "U0PRIMARY")
+        slack_stub.wait_for_responses(1, timeout=30)
+        assert bot.process is not None
+        pid = bot.process.pid
+        others = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+        assert others, "the bot runs threads besides its main one"
+        _tgkill(pid, others[-1], signal.SIGTERM)
+        _, err = bot.process.communicate(timeout=30)
+    finally:
+        bot.stop()
+    assert bot.process.returncode == 0, err[-3000:]
+    assert "shutting down" in err
