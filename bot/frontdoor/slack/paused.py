@@ -285,9 +285,9 @@ def register(
             with correlation(accepted[1]):
                 inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
 
-    @app.view(SKIP_CALLBACK)
-    def on_skip(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        ref, channel = submitted(body, view, P.SKIP)
+    def submit_with_reason(ack: Ack, body: dict[str, Any], view: dict[str, Any], action: str) -> None:
+        """A modal whose one field is the reason (Skip…, Waive… of evidence): refused without one."""
+        ref, channel = submitted(body, view, action)
         reason = value(view, "reason")
         if ref is None:
             ack()
@@ -303,37 +303,20 @@ def register(
             "channel": channel,
             "response_url": "",
             "trigger_id": "",
-            "action_id": P.SKIP,
+            "action_id": action,
             "value": ref.encode(),
             "reason": reason[:REASON_LIMIT],
         }
         ack()
         accept_view(body, view, ref, payload)
 
+    @app.view(SKIP_CALLBACK)
+    def on_skip(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        submit_with_reason(ack, body, view, P.SKIP)
+
     @app.view(EVIDENCE_WAIVE_CALLBACK)
     def on_evidence_waive(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        ref, channel = submitted(body, view, P.EVIDENCE_WAIVE)
-        reason = value(view, "reason")
-        if ref is None:
-            ack()
-            return
-        if not reason:
-            ack(
-                response_action="errors",
-                errors={"reason": "Say why: it goes into the thread and the audit log."},
-            )
-            return
-        payload = {
-            "user": str(body.get("user", {}).get("id", "")),
-            "channel": channel,
-            "response_url": "",
-            "trigger_id": "",
-            "action_id": P.EVIDENCE_WAIVE,
-            "value": ref.encode(),
-            "reason": reason[:REASON_LIMIT],
-        }
-        ack()
-        accept_view(body, view, ref, payload)
+        submit_with_reason(ack, body, view, P.EVIDENCE_WAIVE)
 
     @app.view(WAIVE_CALLBACK)
     def on_waive(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
