@@ -22,6 +22,7 @@ its effect is absent.
 
 from __future__ import annotations
 
+import abc
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -121,24 +122,26 @@ def _read(cluster: JobCluster, path: str, what: str) -> dict[str, Any]:
         raise
 
 
-class _GitOpsJob:
+class _GitOpsJob(abc.ABC):
     """One spec change on one GitOps object, as the module docstring says."""
 
     kind = ""
 
+    @abc.abstractmethod
     def _target(self, args: Mapping[str, str]) -> tuple[str, str]:
         """(API path, "Kind NS/NAME")."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _wanted(self, obj: Mapping[str, Any]) -> bool:
         """Whether the object already is as this job leaves it."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _patch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The JSON merge patch that leaves the object as wanted."""
 
+    @abc.abstractmethod
     def _says(self) -> str:
-        raise NotImplementedError
+        """What the object is once changed ("suspended"), for the thread line."""
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         path, what = self._target(args)
