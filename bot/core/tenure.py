@@ -156,18 +156,8 @@ KUBE_WRITES = frozenset(
         "send_json",
     }
 )
-#: The provider calls that change a cluster (`bot.core.providers.Provider`, what the EKS jobs call),
-#: and the EKS adapter's own names for them.
-AWS_UPDATES = frozenset(
-    {
-        "update_control_plane",
-        "update_node_pool",
-        "update_addon_version",
-        "update_cluster_version",
-        "update_nodegroup_version",
-        "update_addon",
-    }
-)
+#: The provider calls that change a cluster (`bot.core.providers.Provider`, what the EKS jobs call).
+AWS_UPDATES = frozenset({"update_control_plane", "update_node_pool", "update_addon_version"})
 
 
 #: The Alertmanager calls that change what pages people: the silences a step holds as a lease.
