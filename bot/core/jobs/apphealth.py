@@ -238,11 +238,7 @@ class AppHealthJob:
         judged = [a for a in apps if a.key not in baseline]
         failed = [a for a in judged if a.state == FAILED]
         waiting = [a for a in judged if a.state == WAITING]
-        seen = {
-            "apps": len(apps),
-            "healthy": sum(1 for a in apps if a.state == HEALTHY),
-            "baseline": len(baseline),
-        }
+        seen = seen_of(apps, baseline)
         new = {**progress, "seen": seen}
         summary = summary_of(seen)
         started = timer_start(progress, progress["started"], now)
@@ -276,6 +272,15 @@ def baseline_of(apps: list[AppState]) -> dict[str, str]:
     Ready): reported, never blocking. An app still rolling out then is not in it: it must end
     healthy like the others."""
     return {a.key: a.says for a in apps if a.state != HEALTHY and not a.progressing}
+
+
+def seen_of(apps: list[AppState], baseline: Mapping[str, str]) -> dict[str, int]:
+    """What a reading counts: apps, healthy ones, and those unhealthy at the baseline."""
+    return {
+        "apps": len(apps),
+        "healthy": sum(1 for a in apps if a.state == HEALTHY),
+        "baseline": len(baseline),
+    }
 
 
 def summary_of(seen: Mapping[str, int]) -> str:

@@ -229,11 +229,7 @@ class AppHealthCheck:
             nxt["baseline"] = apphealth.baseline_of(apps)
         baseline: Mapping[str, str] = nxt["baseline"]
         failed = [a for a in apps if a.key not in baseline and a.state == apphealth.FAILED]
-        seen = {
-            "apps": len(apps),
-            "healthy": sum(1 for a in apps if a.state == apphealth.HEALTHY),
-            "baseline": len(baseline),
-        }
+        seen = apphealth.seen_of(apps, baseline)
         nxt["seen"] = seen
         line = apphealth.summary_of(seen)
         if failed:
