@@ -236,8 +236,8 @@ def step_view(
 
 
 def _scalar(value: Any) -> float | None:
-    """A stored measurement or baseline as one number: a list (several series) is summed, as the
-    judge does when it compares them; null, or anything else, is no data."""
+    """A stored measurement or baseline as one number to draw: a list (several series, which the
+    condition itself indexes) is drawn as its sum; null, or anything else, is no data."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
