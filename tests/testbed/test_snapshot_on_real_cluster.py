@@ -69,6 +69,16 @@ def add_nodes(core: client.CoreV1Api, group: str, count: int) -> list[str]:
     return names
 
 
+def wait_for_earlier_namespaces_gone(core: client.CoreV1Api) -> None:
+    """The session's cluster is shared: namespaces other tests left behind must be gone before a
+    snapshot, or their workloads vanishing between two snapshots are (rightly) regressions."""
+    wait_until(
+        lambda: all(n.status.phase != "Terminating" for n in core.list_namespace().items),
+        timeout=TIMEOUT,
+        what="namespaces of earlier tests deleted",
+    )
+
+
 def ready_replicas(apps: client.AppsV1Api, namespace: str, name: str) -> int:
     return int(apps.read_namespaced_deployment(name, namespace).status.ready_replicas or 0)
 
@@ -115,13 +125,7 @@ def test_snapshot_and_diff_of_a_node_group_replacement(
     )
     wait_until(lambda: ready_replicas(apps, namespace, "web") == 2, timeout=TIMEOUT, what="web ready")
 
-    # The session's cluster is shared: namespaces other tests left behind must be gone first, or
-    # their workloads vanishing between the two snapshots are (rightly) regressions.
-    wait_until(
-        lambda: all(n.status.phase != "Terminating" for n in core.list_namespace().items),
-        timeout=TIMEOUT,
-        what="namespaces of earlier tests deleted",
-    )
+    wait_for_earlier_namespaces_gone(core)
     cfg = write_config(tmp_path, bot_kubeconfig)
     pre = bot(cfg, "snapshot", "pre")
     assert pre.returncode == 0, pre.stderr
@@ -163,9 +167,12 @@ def test_snapshot_and_diff_of_a_node_group_replacement(
     ]
     assert regressions == [("node cordoned", f"node {new[0]}")]
 
+    # The namespace goes first, and wholly, before its nodes: a later test's two snapshots must not
+    # see its pods lose their nodes in between.
+    core.delete_namespace(namespace)
+    wait_for_earlier_namespaces_gone(core)
     for name in new:
         core.delete_node(name)
-    core.delete_namespace(namespace)
 
 
 def test_a_call_outside_the_bots_role_is_refused_and_reported_clearly(
@@ -199,8 +206,11 @@ def test_a_call_outside_the_bots_role_is_refused_and_reported_clearly(
     assert "Traceback" not in result.stdout + result.stderr
 
 
-def test_snapshot_and_diff_through_slack(bot_kubeconfig: Path, tmp_path: Path, slack_stub: SlackStub) -> None:
+def test_snapshot_and_diff_through_slack(
+    api: client.ApiClient, bot_kubeconfig: Path, tmp_path: Path, slack_stub: SlackStub
+) -> None:
     """Signed slash commands in, a summary posted in the channel and the full report in its thread."""
+    wait_for_earlier_namespaces_gone(client.CoreV1Api(api))
     settings = load_settings(
         write_config(tmp_path, bot_kubeconfig),
         {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": slack_stub.api_url},
