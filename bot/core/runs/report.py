@@ -336,12 +336,14 @@ def build_report(
     gaps = []
     if not series:
         gaps.append(
-            "Unhealthy pods over time: this run's watches recorded no samples (runs before issue 31 "
-            "kept only their latest summary), so the report shows when each workload went unhealthy "
+            "Unhealthy pods over time: this run's watches recorded no samples (runs recorded before "
+            "upgrade-bot 0.2.0 kept only their latest summary), so the report shows when each workload went unhealthy "
             "(the episodes they posted), not a count over time."
         )
     if lanes and not any(n.ended for n in lanes):
-        gaps.append("Drain end times are not in this run's stored progress (recorded since issue 31).")
+        gaps.append(
+            "Drain end times are not in this run's stored progress (recorded since upgrade-bot 0.2.0)."
+        )
     if not lanes:
         gaps.append("No drain job ran in this run: there is no node timeline.")
     gaps.append("A node's deletion after its drain is not recorded by the bot (the cloud ends it).")
