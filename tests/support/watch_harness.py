@@ -4,7 +4,7 @@ Slack stub, a real store and the kube adapter pointed at a sim's kubeconfig."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from bot.core.rendering import Renderer
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.core.watches.model import Summary
 from bot.core.watches.service import WatchService
-from bot.frontdoor.watching import WatchDriver, WatchDuty, WatchSource
+from bot.frontdoor.watching import Stream, WatchDriver, WatchDuty, WatchSource
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_TEMPLATES
 from bot.sim import SimCluster
@@ -88,7 +88,7 @@ SIM_KINDS = {
 }
 
 
-def _sim_versions(sim: SimCluster) -> dict[str, int]:
+def sim_versions(sim: SimCluster) -> dict[str, int]:
     """Per watched kind, the resourceVersion of its latest change in the sim that the watch's
     stream is sent (Warning events only, as the stream selects)."""
     store = sim.control.store
@@ -99,20 +99,24 @@ def _sim_versions(sim: SimCluster) -> dict[str, int]:
     return versions
 
 
+def read_up_to(streams: Sequence[Stream], versions: Mapping[str, int]) -> bool:
+    """Has each kind's stream queued its events up to `versions` (`sim_versions`)?"""
+    by_kind = {s.kind: s for s in streams}
+    return by_kind.keys() == versions.keys() and all(
+        int(by_kind[k].resource_version or 0) >= v for k, v in versions.items()
+    )
+
+
 def settle(sim: SimCluster, driver: WatchDriver, *, timeout: float = 30.0) -> None:
     """Wait until the watch has what the sim holds now, and has published it: each stream at or past
     its kind's latest version, the driver's queue drained, then a publish begun after that."""
-    versions = _sim_versions(sim)
-
-    def read() -> bool:
-        streams = {s.kind: s for s in driver.streams}
-        return (
-            streams.keys() == versions.keys()
-            and all(int(streams[k].resource_version or 0) >= v for k, v in versions.items())
-            and driver.events.empty()
-        )
-
-    wait(read, timeout, what=f"the watch to read the sim up to {versions}", every=0.01)
+    versions = sim_versions(sim)
+    wait(
+        lambda: read_up_to(driver.streams, versions) and driver.events.empty(),
+        timeout,
+        what=f"the watch to read the sim up to {versions}",
+        every=0.01,
+    )
     published = driver.published
     wait(lambda: driver.published > published, timeout, what="a publish of what it read", every=0.01)
 

@@ -7,20 +7,33 @@ CrashLoopBackOff (cluster-autoscaler) each a thread post, once."""
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.adapters.kube import Cluster
 from bot.adapters.store import Store
+from bot.core.watches.model import WatchState
+from bot.core.watches.schema import KINDS
 from bot.core.watches.service import subject
-from bot.frontdoor.watching import VERSION_SECONDS
+from bot.frontdoor.watching import VERSION_SECONDS, Stream
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.slack_stub import SlackStub
-from tests.support.watch_harness import WatchHarness, published, settle, step, wait
+from tests.support.watch_harness import (
+    WatchHarness,
+    published,
+    read_up_to,
+    settle,
+    sim_versions,
+    step,
+    wait,
+)
 from tests.support.watch_threads import milestone_lines_once
 
 CHANNEL = "C0WATCH"
@@ -119,3 +132,65 @@ def test_the_runbooks_fault_classes_are_each_a_thread_post_once_during_the_eks_u
         assert len(posted("`kube-system/metrics-server` cannot pull its image")) == 1
     finally:
         harness.runner.shutdown()
+
+
+def test_a_crash_loop_a_publish_saw_only_once_its_pod_was_ready_again_is_a_thread_post_once(
+    sim_eks: SimCluster, store: Store, slack_stub: SlackStub, tmp_path: Path
+) -> None:
+    """The interleaving behind the test above's CI failure, driven deterministically: the driver's
+    work done by hand (the real streams into a queue, folded into a `WatchState`, the real
+    service's publish) with the publishes where a loaded driver's fell — one after the
+    cluster-autoscaler's first crash, restart and Ready (its episode closed again), one after its
+    second crash (the same episode, back within `EPISODE_REOPEN`)."""
+    kubeconfig = sim_eks.write_kubeconfig(tmp_path / "kubeconfig")
+    harness = WatchHarness(store, slack_stub, kubeconfig)
+    service = harness.service
+    row = service.start(cluster="sim", channel=CHANNEL, started_by="U0ALICE")
+    assert service.claim(row)
+    state = WatchState(service.spec(row), rules=service.rules)
+    events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+    stop = threading.Event()
+    source = harness.connect("sim")
+    streams = [Stream(source, kind, events, stop).start() for kind in KINDS]
+    crash_loop = "`kube-system/cluster-autoscaler` entered CrashLoopBackOff"
+
+    def publish_after(seconds: float) -> None:
+        """Advance the sim, fold everything it streamed up to now, then publish once."""
+        sim_eks.control.advance(seconds)
+        versions = sim_versions(sim_eks)
+        wait(lambda: read_up_to(streams, versions), what=f"the streams to reach {versions}")
+        while not events.empty():
+            kind, event_type, obj = events.get_nowait()
+            if event_type == "SYNC":
+                state.sync(kind, obj, service.clock())
+            else:
+                state.apply(kind, event_type, obj, service.clock())
+        service.publish(row, state)
+
+    def thread() -> list[str]:
+        card_ts = store.messages(subject(row.id))["card"].ts
+        texts = [m["text"] for m in slack_stub.posted(CHANNEL) if m.get("thread_ts") == card_ts]
+        return [line for text in texts for line in text.splitlines()]
+
+    try:
+        publish_after(0)
+        sim_eks.control.run_upgrade()
+        publish_after(900)  # the control plane is upgraded: the crash loop fault is injected
+        # Crashed at 920 s (CrashLoopBackOff), restarted at 930 s, Ready at 932 s.
+        publish_after(35)
+        [ca] = [e for e in published(store, row.id).episodes if e.workload.endswith("/cluster-autoscaler")]
+        assert (ca.kind, ca.number, ca.open) == ("crashloop", 1, False)
+        # Its second crash at 950 s: the same episode, open again.
+        publish_after(25)
+        [ca] = [e for e in published(store, row.id).episodes if e.workload.endswith("/cluster-autoscaler")]
+        assert (ca.kind, ca.number, ca.open) == ("crashloop", 1, True)
+        for _ in range(3):
+            publish_after(60)
+        [line] = [line for line in thread() if crash_loop in line]
+        assert line.startswith(
+            ":rotating_light: Deployment `kube-system/cluster-autoscaler` entered CrashLoopBackOff"
+        )
+        milestone_lines_once(thread())
+    finally:
+        stop.set()
+        source.close()

@@ -145,26 +145,31 @@ def _node_milestones(before: Summary, after: Summary) -> list[Milestone]:
 
 def _episode_milestones(before: Summary | None, after: Summary) -> list[Milestone]:
     """A workload entering a class the runbook watches (CrashLoopBackOff, ImagePullBackOff/
-    ErrImagePull, Error, Init stuck): one post per workload, kind and episode."""
-    # An episode in `before`, open or closed, was announced when it opened (a state seeded after a
-    # restart keeps it).
+    ErrImagePull, Error, Init stuck): one post per workload, kind and episode.
+
+    An episode new since `before` is announced even if it has closed again: a crash loop's pod
+    spends seconds in CrashLoopBackOff and then runs Ready until its next crash, so a publish can
+    fall between a crash and the next one (the driver drained part of a burst of events). The
+    episode reopened after it is the same one (`EPISODE_REOPEN`) and is already in `before`, so
+    announced only then it would never be."""
+    # An episode in `before`, open or closed, was announced (a state seeded after a restart keeps
+    # the ones its last published summary had, each announced by then).
     seen = {(e.workload, e.kind, e.number) for e in before.episodes} if before is not None else set()
     episodes = [
-        e
-        for e in after.episodes
-        if e.kind in EPISODE_WORDS and e.open and (e.workload, e.kind, e.number) not in seen
+        e for e in after.episodes if e.kind in EPISODE_WORDS and (e.workload, e.kind, e.number) not in seen
     ]
     episodes.sort(key=lambda e: (not e.workload.startswith(KUBE_SYSTEM + "/"), e.since, e.kind, e.workload))
     out = []
     for e in episodes:
         namespace, kind, name = e.workload.split("/", 2)
         again = f" (episode {e.number})" if e.number > 1 else ""
+        pods = f"{e.pods} pod{'s' if e.pods != 1 else ''}" if e.open else "no pod in it right now"
         out.append(
             Milestone(
                 key=f"{e.kind}:{e.workload}:{e.number}",
                 kind=e.kind,
                 text=f"{_EPISODE_ICONS[e.kind]} {kind} {_code(f'{namespace}/{name}')} {EPISODE_WORDS[e.kind]}"
-                f"{again}: {e.pods} pod{'s' if e.pods != 1 else ''}",
+                f"{again}: {pods}",
             )
         )
     return out

@@ -89,6 +89,46 @@ def test_a_crashloop_milestone_comes_once_per_workload_per_episode() -> None:
     assert found == ["crashloop:shop/Deployment/api:2"]
 
 
+def test_a_crash_loop_that_came_and_went_between_two_publishes_is_a_post_once() -> None:
+    """The CI flake's interleaving: a 60 s step of the sim is a burst of events (crash, restart,
+    Ready, crash again); a loaded driver drained part of it and published the pod Ready again, its
+    episode closed, before the next crash reopened the same episode (within `EPISODE_REOPEN`)."""
+    sp = spec()
+    state = WatchState(sp)
+    state.sync("pod", [pod("ca", "kube-system", deployment="cluster-autoscaler")], at(0))
+    last, _ = published(state, sp, None, 0)
+    state.apply(
+        "pod", "MODIFIED", crashing("ca", "kube-system", deployment="cluster-autoscaler", restarts=1), at(1)
+    )
+    state.apply(
+        "pod",
+        "MODIFIED",
+        pod("ca", "kube-system", deployment="cluster-autoscaler", ready=False, restarts=1),
+        at(1, 10),
+    )
+    state.apply(
+        "pod", "MODIFIED", pod("ca", "kube-system", deployment="cluster-autoscaler", restarts=1), at(1, 12)
+    )
+    after = state.summary(at(1, 12))
+    [post] = milestones(last, after, sp)
+    assert post.key == "crashloop:kube-system/Deployment/cluster-autoscaler:1"
+    assert post.text == (
+        ":rotating_light: Deployment `kube-system/cluster-autoscaler` entered CrashLoopBackOff:"
+        " no pod in it right now"
+    )
+    last = Summary.from_json(after.to_json())
+    # The next crash, seconds later: the same episode, already said.
+    state.apply(
+        "pod",
+        "MODIFIED",
+        crashing("ca", "kube-system", deployment="cluster-autoscaler", restarts=2),
+        at(1, 30),
+    )
+    last, found = published(state, sp, last, 2)
+    assert found == []
+    assert [(e.number, e.open) for e in last.episodes] == [(1, True)]
+
+
 def test_kube_system_crash_loops_come_first() -> None:
     sp = spec()
     state = WatchState(sp)
@@ -280,6 +320,9 @@ def test_no_milestone_key_is_ever_repeated(steps: list[tuple[str, str, str, str]
             after = state.summary(now)
             seen.extend(m.key for m in milestones(before, after, sp))
             published_json = after.to_json()
+            # Whatever came and went between two publishes: each episode published was said.
+            said = {f"{e.kind}:{e.workload}:{e.number}" for e in after.episodes} - set(seen)
+            assert not said, said
         elif what == "restart" and published_json is not None:
             state = WatchState(sp, previous=Summary.from_json(published_json))
             state.sync("node", list(nodes.values()), now)
