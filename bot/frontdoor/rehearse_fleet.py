@@ -13,6 +13,9 @@ the roster with `--auto-approve`, else at the prompt; each manual step's `rehear
 of that cluster's sim), the soak passes on the sims' clock, and the fleet's `before`/`after` gates
 are approved by the fleet's roster (four eyes included) or at the prompt.
 
+With `report_dir`, the fleet's timeline (`bot.core.fleets.timeline`: clusters as lanes, with
+the stages and their soaks) is written there as `fleet-ID.html`.
+
 `fail=(CLUSTER, STEP)` plants a failure: that cluster's child fails at STEP (the roster rejects
 the step's gate, saying it was planted). A failed canary, or a stage over its failure budget,
 pauses the fleet, and the rehearsal stops there, printing the fleet's status and why.
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from bot.core.fleets import machine as M
+from bot.core.fleets import timeline
 from bot.core.people import StaticDirectory, roles_of
 from bot.core.runs.service import Actor
 from bot.core.snapshots.projection import ClusterReader
@@ -63,6 +67,7 @@ def rehearse_fleet(
     interactive: bool = False,
     fail: tuple[str, str] | None = None,
     plan_dirs: Sequence[Path] = (),
+    report_dir: Path | None = None,
     plain: bool = False,
     zone: tzinfo | None = None,
 ) -> int:
@@ -101,6 +106,10 @@ def rehearse_fleet(
         fleet = _play(bot, fleet.id, sims, out=out, auto_approve=auto_approve, interactive=interactive,
                       ask=ask, fail=fail)  # fmt: skip
         out.write(_framed(bot.fleets.status(fleet.id)))
+        if report_dir is not None:
+            out.write(
+                f"report: {write_timeline(bot, fleet.id, report_dir, title=f'Fleet {plan.name} {fleet.id}')}\n"
+            )
         out.write(last_line(plan.name, fleet) + "\n")
         return exit_status(fleet)
     finally:
@@ -221,6 +230,15 @@ def _answer_gate(
         if now.waiting_for(bot.fleets.clock()) is None or (now.stage, now.phase) != (fleet.stage, which):
             return
     raise UserError(f"nobody in the fleet's roster can satisfy the `{which}` gate of stage {stage}")
+
+
+def write_timeline(bot: Services, fleet_id: str, directory: Path, *, title: str) -> Path:
+    """The fleet's timeline (clusters as lanes, stages and soaks) as `fleet-ID.html` in `directory`."""
+    tl = timeline.build(fleet_id, bot.store.audit_entries(run_id=fleet_id), now=bot.fleets.clock())
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"fleet-{fleet_id}.html"
+    path.write_text(timeline.to_html(tl, title=title), encoding="utf-8")
+    return path
 
 
 def exit_status(fleet: M.Fleet) -> int:

@@ -57,6 +57,11 @@ def register(subparsers: Subparsers) -> Handler:
         metavar="CLUSTER:STEP",
         help="plant a failure: that cluster's child fails at STEP (its gate is rejected)",
     )
+    parser.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write the fleet's timeline (HTML: clusters as lanes, stages, soaks) into DIR",
+    )
     parser.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -154,6 +159,7 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
                 speed=args.speed,
                 fail=fail,
                 plan_dirs=[path.parent, path.parent / "plans", path.parent.parent / "plans"],
+                report_dir=Path(args.report) if args.report else None,
                 plain=args.plain,
             )
         except PlanInvalid as exc:
