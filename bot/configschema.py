@@ -145,6 +145,13 @@ _CLUSTER = Key(
             default="none: every alert counts",
             schema=_STRINGS,
         ),
+        "scenario": Key(
+            doc="the simulated cluster that stands in for it in `rehearse-fleet`: a built-in scenario "
+            "(`upgrade-bot sim scenarios`) or a scenario file, relative to the configuration file "
+            "(docs/fleets.md)",
+            default="`small`",
+            schema={"type": "string", "minLength": 1},
+        ),
         "labels": Key(
             doc="labels of the cluster (`env: lab`), for a fleet stage's `selector` (docs/fleets.md)",
             default="none",

@@ -280,6 +280,8 @@ class ClusterConfig:
     alert_matchers: tuple[AlertMatcher, ...] = ()
     #: `labels: {env: lab}`: what a fleet stage's selector matches (issue 41).
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    #: `scenario:` the sim that stands in for the cluster in `rehearse-fleet` ("" when unnamed).
+    scenario: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

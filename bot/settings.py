@@ -736,6 +736,10 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
         _alert_matchers(v, f"{key}.alert_matchers", c["alert_matchers"]) if "alert_matchers" in c else ()
     )
     labels = _labels(v, f"{key}.labels", c["labels"]) if "labels" in c else {}
+    scenario = v.string(c.get("scenario"), f"{key}.scenario") or ""
+    if scenario.endswith((".yaml", ".yml")):
+        # A scenario file is relative to the configuration, as a kubeconfig is.
+        scenario = str(base_dir / Path(scenario).expanduser())
     return ClusterConfig(
         name=name,
         kubeconfig=kubeconfig,
@@ -747,6 +751,7 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
         prometheus=prometheus,
         alert_matchers=matchers,
         labels=labels,
+        scenario=scenario,
     )
 
 

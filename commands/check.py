@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import contextlib
 
+from bot.core.checks import fleet as fleet_checks
 from bot.core.checks import service as checks
+from bot.core.checks.findings import Report
 from bot.core.checks.rules import load_rules
 from bot.core.checks.waivers import active_waivers
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
 from bot.core.snapshots import service as snapshots
+from bot.errors import UserError
 
+#: `--fleet` without a name: every configured cluster.
+EVERY_CLUSTER = "*"
 #: Recommended lines (finding ids) listed in the chat summary; the attached report has them all.
 SHOWN_RECOMMENDED = 10
 
@@ -27,9 +32,15 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     are shown in their own section, with who accepted them, why and until when; they do not fail
     the check.
 
-    Example: `/upgrade check --to 1.25`
+    With `--fleet` every configured cluster is checked at once (`--fleet NAME`: the clusters of
+    that fleet plan, in stage order); the reply has a line per cluster and the clusters × findings
+    matrix (Required / Recommended / waived) attached as CSV and Markdown.
+
+    Example: `/upgrade check --to 1.25`, `/upgrade check --fleet example --to 1.25`
     """
     target = checks.check_target(args.to)
+    if args.fleet:
+        return _fleet(ctx, args, target)
     cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
     rules = load_rules(ctx.settings.rules_paths())
     reader = ctx.connect_cluster(cluster)
@@ -60,10 +71,55 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     )
 
 
+def _fleet(ctx: CommandContext, args: Args, target: str | None) -> Reply:
+    """`--fleet [NAME]`: every cluster's check, concurrently, as a matrix."""
+    clusters = list(ctx.settings.clusters)
+    if args.fleet != EVERY_CLUSTER:
+        if ctx.fleets is None:
+            raise UserError("fleets are not available here")
+        _, stages, _ = ctx.fleets.validate(args.fleet)
+        clusters = [c for s in stages for c in s.clusters]
+    if not clusters:
+        raise UserError("no cluster is configured")
+    rules = load_rules(ctx.settings.rules_paths())
+    now = ctx.clock()
+
+    def one(name: str) -> Report:
+        cluster = ctx.settings.clusters[name]
+        with contextlib.closing(ctx.connect_cluster(cluster)) as reader:
+            return checks.check_cluster(
+                reader,
+                target=target,
+                waivers=active_waivers(ctx.store, cluster=name),
+                now=now,
+                ignores=ctx.settings.check_ignores,
+                rules=rules,
+                extras=checks.default_extras(
+                    now=now.timestamp(), cluster=cluster, images=ctx.settings.image_checks
+                ),
+            )
+
+    matrix = fleet_checks.check_fleet(clusters, one, target=target or "")
+    return Reply(
+        template="check_fleet",
+        ephemeral=False,
+        context=fleet_checks.summary_context(matrix),
+        files=fleet_checks.attachments(matrix),
+        found=matrix.failed,
+    )
+
+
 def _arguments(parser: CommandParser) -> None:
     parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
     parser.add_argument(
         "--to", metavar="VERSION", help="the target version, e.g. 1.25 (default: one minor above the cluster)"
+    )
+    parser.add_argument(
+        "--fleet",
+        nargs="?",
+        const=EVERY_CLUSTER,
+        metavar="FLEET",
+        help="check every configured cluster at once (or the clusters of fleet FLEET): a clusters × findings matrix",
     )
 
 

@@ -56,6 +56,17 @@ def test_the_example_fleets_configuration_passes_the_schema_with_its_labels(tmp_
     assert schema_errors(load(text)) == []
     settings = parse_settings(text, source=tmp_path / "upgrade-bot.yaml", env={})
     assert settings.clusters["cityos-dev-east"].labels == {"env": "dev", "region": "east"}
+    # Its rehearsal's sims: each cluster's `scenario`; a scenario file is relative to the configuration.
+    assert settings.clusters["agora-ci"].scenario == "eks-nodegroups"
+    twin = parse_settings(
+        "clusters: {x: {in_cluster: true, scenario: twins/x.yaml}, y: {in_cluster: true}}\n",
+        source=tmp_path / "upgrade-bot.yaml",
+        env={},
+    )
+    assert twin.clusters["x"].scenario == str(tmp_path / "twins" / "x.yaml")
+    assert twin.clusters["y"].scenario == ""
+    with pytest.raises(ConfigError, match=r"clusters\.x\.scenarios: unknown key"):
+        parse_settings("clusters: {x: {in_cluster: true, scenarios: small}}\n", source=None, env={})
     # `tier: 1` and `canary: true` are label text, as Kubernetes labels are.
     odd = parse_settings(
         "clusters: {x: {in_cluster: true, labels: {tier: 1, canary: true}}}\n", source=None, env={}

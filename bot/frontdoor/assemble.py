@@ -34,7 +34,7 @@ from bot.core.duties import Duties
 from bot.core.evidence.view import StoredEvidence
 from bot.core.fleets.card import FleetCards
 from bot.core.fleets.evidence import AlertsSoak
-from bot.core.fleets.service import FleetService
+from bot.core.fleets.service import FleetService, api_server_answers
 from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
@@ -348,6 +348,9 @@ def assemble(
         fleet_dirs=[d / "fleets" for d in settings.template_dirs()],
         plan_dirs=[d / "plans" for d in settings.template_dirs()],
         judge=AlertsSoak(evidence),
+        # Each cluster's API server is asked at its turn: an unreachable one is skipped
+        # (`skip_unreachable`) or pauses the fleet, never a child run failing at its first call.
+        reachable=lambda name: api_server_answers(connect, settings.clusters[name]),
         # The fleet card and its milestones, in the operations channel (None: no Slack here).
         listeners=(
             [FleetCards(deliveries=deliveries, channel=settings.channels.operations, clock=clock)]

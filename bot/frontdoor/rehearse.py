@@ -269,41 +269,9 @@ def rehearse(
         store.save_plan(name=plan.name, text=text, loaded_by="rehearsal", loaded_at=clock())
         starter = next(iter(plan.roster.values()))[0]
         run = service.start(plan.name, Actor(user_id=starter, source="terminal")).run
-        played: set[tuple[str, int]] = set()
-        while (
-            run.state is R.RunState.ACTIVE
-            or (auto_approve and _failed_action(run))
-            or (interactive and _stopped_step(run))
-        ):
-            if run.state is R.RunState.PAUSED:
-                run = (
-                    _skip_reviewed(service, run, out)
-                    if auto_approve
-                    else _offer_ways_on(service, run, ask=ask, out=out)
-                )
-                continue
-            cur = run.current
-            if cur is None:
-                break
-            step = run.plan.step(cur.step_id)
-            if cur.state is R.StepState.RUNNING and not step.manual:
-                # A long action (a cluster job, a watch) runs on its driver; people answer what it asks.
-                run = _follow_long(service, jobs, run, cur, auto_approve=auto_approve, ask=ask, out=out)
-                continue
-            if cur.state is R.StepState.RUNNING and step.manual and (cur.step_id, cur.epoch) not in played:
-                played.add((cur.step_id, cur.epoch))
-                failed = ""
-                for hook in step.rehearsal:
-                    ok, line = sim.play(hook)
-                    out.write(f"  ↳ {line}\n")
-                    failed = failed or ("" if ok else line)
-                if failed and auto_approve:
-                    # The outside world failed: the done gate is answered "failure", as a person would.
-                    ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision="reject")
-                    who = next(p for r in step.done_gate.roles for p in run.roster.get(r, ()))
-                    run = service.click(ref, Actor(user_id=who, source="terminal"), reason=failed).run
-                    continue
-            run = _decide(service, run, cur, auto_approve=auto_approve, ask=ask, out=out)
+        run = play_run(
+            service, jobs, run, sim, auto_approve=auto_approve, interactive=interactive, ask=ask, out=out
+        )
         out.write(_framed(poster.card))
         if report_dir is not None:
             for path in write_report(store, run.id, report_dir, now=clock()):
@@ -321,6 +289,78 @@ def rehearse(
     finally:
         bot.duties.shutdown()
         bot.close()
+
+
+def play_run(
+    service: RunService,
+    jobs: JobService,
+    run: R.Run,
+    sim: SimControl,
+    *,
+    auto_approve: bool,
+    interactive: bool,
+    ask: Callable[[str], str],
+    out: TextIO,
+    fail: str = "",
+) -> R.Run:
+    """Drive one run as far as the rehearsal goes: gates answered (by the roster, or at the
+    prompt), the sim playing each manual step's `rehearsal:` hooks, long actions followed. The
+    run as it stopped: ended, or paused where the rehearsal stops.
+
+    `fail` plants a failure (`rehearse-fleet --fail CLUSTER:STEP`): when that step's gate opens,
+    the roster rejects it with the reason on record, so the step fails and the run pauses on it,
+    as it would on the day; the rehearsal leaves it paused."""
+    played: set[tuple[str, int]] = set()
+    while (
+        run.state is R.RunState.ACTIVE
+        or (auto_approve and _failed_action(run))
+        or (interactive and _stopped_step(run))
+    ):
+        if run.state is R.RunState.PAUSED:
+            if fail and run.current is not None and run.current.step_id == fail:
+                break  # the planted failure: nobody reviews it away
+            run = (
+                _skip_reviewed(service, run, out)
+                if auto_approve
+                else _offer_ways_on(service, run, ask=ask, out=out)
+            )
+            continue
+        cur = run.current
+        if cur is None:
+            break
+        step = run.plan.step(cur.step_id)
+        if cur.step_id == fail and cur.state is R.StepState.AWAITING_APPROVAL:
+            run = _plant_failure(service, run, cur, out)
+            continue
+        if cur.state is R.StepState.RUNNING and not step.manual:
+            # A long action (a cluster job, a watch) runs on its driver; people answer what it asks.
+            run = _follow_long(service, jobs, run, cur, auto_approve=auto_approve, ask=ask, out=out)
+            continue
+        if cur.state is R.StepState.RUNNING and step.manual and (cur.step_id, cur.epoch) not in played:
+            played.add((cur.step_id, cur.epoch))
+            failed = ""
+            for hook in step.rehearsal:
+                ok, line = sim.play(hook)
+                out.write(f"  ↳ {line}\n")
+                failed = failed or ("" if ok else line)
+            if failed and auto_approve:
+                # The outside world failed: the done gate is answered "failure", as a person would.
+                ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision="reject")
+                who = next(p for r in step.done_gate.roles for p in run.roster.get(r, ()))
+                run = service.click(ref, Actor(user_id=who, source="terminal"), reason=failed).run
+                continue
+        run = _decide(service, run, cur, auto_approve=auto_approve, ask=ask, out=out)
+    return run
+
+
+def _plant_failure(service: RunService, run: R.Run, cur: R.StepRun, out: TextIO) -> R.Run:
+    """The planted failure: someone of the step's gate rejects it, saying it was planted."""
+    step = run.plan.step(cur.step_id)
+    who = next(p for r in step.gate.roles for p in run.roster.get(r, ()))
+    reason = f"rehearsal: planted failure of `{cur.step_id}` (--fail)"
+    out.write(f"  ↳ {who} rejects `{cur.step_id}`: {reason}\n")
+    ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision="reject")
+    return service.click(ref, Actor(user_id=who, source="terminal"), reason=reason).run
 
 
 def write_report(store: Store, run_id: str, directory: Path, *, now: datetime) -> list[Path]:

@@ -18,7 +18,7 @@ from tests.support.fleets import T0, fail, fleet_config
 
 @pytest.fixture
 def bot(write_config: Callable[..., Path], tmp_path: Path, sim_small: SimCluster) -> Iterator[Services]:
-    path = write_config(fleet_config(tmp_path, alertmanager=f"{sim_small.url}/alertmanager"))
+    path = write_config(fleet_config(tmp_path, sim=sim_small))
     services = assemble(load_settings(path, env={}), with_slack=False, clock=FakeClock(T0))
     yield services
     services.close()

@@ -34,7 +34,7 @@ def test_a_fleet_written_outside_the_project_is_validated_started_and_shown(
     sim_small: SimCluster,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    config = str(write_config(fleet_config(tmp_path, alertmanager=f"{sim_small.url}/alertmanager")))
+    config = str(write_config(fleet_config(tmp_path, sim=sim_small)))
     mine = tmp_path / "mine.yaml"
     mine.write_text(
         "name: mine\nroster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}\nplan: tiny\n"

@@ -52,7 +52,7 @@ def bot(
     slack_stub: SlackStub,
     bot_env: dict[str, str],
 ) -> Iterator[BotProcess]:
-    extra = fleet_config(tmp_path, alertmanager=f"{sim_small.url}/alertmanager")
+    extra = fleet_config(tmp_path, sim=sim_small)
     (tmp_path / "templates" / "fleets" / "quick.yaml").write_text(QUICK, encoding="utf-8")
     config = write_config(extra + "channels: {operations: C0OPS}\n")
     for user in ("U0PRIMARY", "U0SHADOW"):

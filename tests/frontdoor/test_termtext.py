@@ -143,6 +143,6 @@ def test_bash_completes_verbs_and_options_with_the_generated_script(tmp_path: Pa
     result = subprocess.run([bash, "-c", probe], capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     verbs, options, shells, _ = result.stdout.split("--\n")
-    assert verbs.split() == ["rehearse"]
+    assert verbs.split() == ["rehearse", "rehearse-fleet"]
     assert options.split() == ["--plain"]
     assert shells.split() == ["bash", "zsh"]

@@ -15,6 +15,7 @@ from bot.core.fleets.plan import parse_fleet, resolve
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
 from bot.records import ClusterConfig, RunRow, StepState
+from bot.sim.cluster import SimCluster
 
 T0 = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
 
@@ -57,21 +58,40 @@ stages:
 """
 
 
-def fleet_config(tmp_path: Path, *, alertmanager: str = "") -> str:
-    """The clusters (ci, lab-1…4, dev-1…7) and a templates_dir holding `tiny` and `twelve`."""
+def fleet_config(tmp_path: Path, *, sim: SimCluster | None = None, unreachable: str = "") -> str:
+    """The clusters (ci, lab-1…4, dev-1…7) and a templates_dir holding `tiny` and `twelve`.
+
+    With `sim`, every cluster is that one simulated cluster (its API server answers the fleet's
+    reachability check at each cluster's turn) and the canary's Alertmanager is its facade. The
+    cluster named `unreachable` points at a port where nothing listens."""
     templates = tmp_path / "templates"
     (templates / "plans").mkdir(parents=True, exist_ok=True)
     (templates / "fleets").mkdir(parents=True, exist_ok=True)
     (templates / "plans" / "tiny.yaml").write_text(TINY_PLAN, encoding="utf-8")
     (templates / "fleets" / "twelve.yaml").write_text(TWELVE, encoding="utf-8")
-    am = f", alertmanager: {{url: '{alertmanager}'}}" if alertmanager else ""
+    where = "in_cluster: true"
+    am = ""
+    if sim is not None:
+        where = f"kubeconfig: {sim.write_kubeconfig(tmp_path / 'fleet-sim.kubeconfig')}, context: sim"
+        am = f", alertmanager: {{url: '{sim.url}/alertmanager'}}"
+    dead = tmp_path / "dead.kubeconfig"
+    dead.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dead\n"
+        "clusters: [{name: dead, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: dead, context: {cluster: dead, user: dead}}]\nusers: [{name: dead, user: {}}]\n",
+        encoding="utf-8",
+    )
+
+    def at(name: str) -> str:
+        return f"kubeconfig: {dead}, request_timeout: 1" if name == unreachable else where
+
     lines = [
         f"templates_dir: {templates}",
         "clusters:",
-        f"  ci: {{in_cluster: true, labels: {{env: ci}}{am}}}",
+        f"  ci: {{{at('ci')}, labels: {{env: ci}}{am}}}",
     ]
-    lines += [f"  lab-{i}: {{in_cluster: true, labels: {{env: lab}}}}" for i in range(1, 5)]
-    lines += [f"  dev-{i}: {{in_cluster: true, labels: {{env: dev}}}}" for i in range(1, 8)]
+    lines += [f"  lab-{i}: {{{at(f'lab-{i}')}, labels: {{env: lab}}}}" for i in range(1, 5)]
+    lines += [f"  dev-{i}: {{{at(f'dev-{i}')}, labels: {{env: dev}}}}" for i in range(1, 8)]
     return "\n".join(lines) + "\n"
 
 

@@ -427,20 +427,34 @@ def abort(fleet: Fleet, *, actor: str, reason: str) -> Outcome:
     )
 
 
-def unreachable(fleet: Fleet, *, cluster: str) -> Outcome:
-    """`skip_unreachable`: a cluster whose API server did not answer at its turn is skipped."""
+def unreachable(fleet: Fleet, *, cluster: str, why: str = "") -> Outcome:
+    """A cluster whose API server did not answer at its turn, before its child run was created.
+
+    With `skip_unreachable` it is skipped, the reason on record. Without it the fleet pauses
+    naming the cluster and why, and the cluster waits, pending: `resume` tries it again (its
+    API server is asked again at its turn), `skip CLUSTER --reason` leaves it out."""
     member = fleet.member(cluster)
     if member is None or member.state != STARTED:
         return _refuse(fleet, f"{cluster} is not starting")
-    fleet = _set_member(fleet, cluster, state=SKIPPED, run_id="", reason="unreachable at its turn")
+    stage = fleet.stages[member.stage].stage.name
+    said = f": {why}" if why else ""
+    if fleet.plan.skip_unreachable:
+        fleet = _set_member(fleet, cluster, state=SKIPPED, run_id="", reason=f"unreachable at its turn{said}")
+        event = FleetEvent(
+            kind="cluster_skipped",
+            cluster=cluster,
+            stage=stage,
+            detail=f"unreachable at its turn (skip_unreachable){said}",
+        )
+        return Outcome(fleet=fleet, events=(event,))
+    reason = f"{cluster} is unreachable{said}"
+    fleet = _set_member(fleet, cluster, state=PENDING, run_id="", reason=reason)
+    if fleet.state == ACTIVE:
+        fleet = replace(fleet, state=PAUSED, reason=reason)
     return Outcome(
         fleet=fleet,
         events=(
-            FleetEvent(
-                kind="cluster_skipped",
-                cluster=cluster,
-                stage=fleet.stages[member.stage].stage.name,
-                detail="unreachable at its turn (skip_unreachable)",
-            ),
+            FleetEvent(kind="cluster_unreachable", cluster=cluster, stage=stage, detail=why),
+            FleetEvent(kind="fleet_paused", stage=stage, detail=reason),
         ),
     )

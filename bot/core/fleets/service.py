@@ -29,7 +29,9 @@ from bot.core.fleets.plan import FleetPlan, Labelled, ResolvedStage, child_plan_
 from bot.core.people import ANY_ROLE, Directory, require_any_role, roles_of
 from bot.core.runs.plans import parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
+from bot.core.snapshots.projection import ClusterReader
 from bot.errors import (
+    BotError,
     ConcurrentUpdate,
     ConfigError,
     Fenced,
@@ -39,7 +41,7 @@ from bot.errors import (
     UserError,
     clip,
 )
-from bot.records import AuditEntry, FleetMemberRow, FleetRow, FleetVoteRow, RunRow, StepState
+from bot.records import AuditEntry, ClusterConfig, FleetMemberRow, FleetRow, FleetVoteRow, RunRow, StepState
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +87,7 @@ class FleetService:
         fleet_dirs: Sequence[Path],
         plan_dirs: Sequence[Path],
         judge: SoakJudge | None = None,
-        reachable: Callable[[str], bool] | None = None,
+        reachable: Callable[[str], str] | None = None,
         listeners: Sequence[FleetListener] = (),
     ) -> None:
         self.store = store
@@ -99,7 +101,8 @@ class FleetService:
         self.plan_dirs = tuple(plan_dirs)
         #: None: a soak with evidence cannot be judged, and says so (no data never passes).
         self.judge = judge
-        #: With `skip_unreachable`: whether a cluster's API server answers before its child starts.
+        #: Asked at each cluster's turn, before its child run is created: "" when its API server
+        #: answers, else why not (None: not asked).
         self.reachable = reachable
         self.listeners = tuple(listeners)
 
@@ -564,8 +567,11 @@ class FleetService:
         for m in fleet.members:
             if m.state != M.STARTED or not m.run_id or self.store.run_rows(m.run_id) is not None:
                 continue
-            if fleet.plan.skip_unreachable and self.reachable is not None and not self.reachable(m.cluster):
-                self._apply(fleet.id, _unreachable(m.cluster), Actor(user_id="", source="scheduler"))
+            why = self.reachable(m.cluster) if self.reachable is not None else ""
+            if why:
+                # Skipped (`skip_unreachable`) or the fleet pauses naming it: never a child run
+                # that fails at its first call.
+                self._apply(fleet.id, _unreachable(m.cluster, why), Actor(user_id="", source="scheduler"))
                 continue
             text = self._pinned(fleet.id, m.cluster)
             self.runs.start_pinned(text, actor, run_id=m.run_id)
@@ -587,8 +593,25 @@ class FleetService:
                 log.exception("fleet %s: a listener failed", fleet.id)
 
 
-def _unreachable(cluster: str) -> Callable[[M.Fleet, datetime], M.Outcome]:
+def _unreachable(cluster: str, why: str) -> Callable[[M.Fleet, datetime], M.Outcome]:
     def change(fleet: M.Fleet, now: datetime) -> M.Outcome:
-        return M.unreachable(fleet, cluster=cluster)
+        return M.unreachable(fleet, cluster=cluster, why=why)
 
     return change
+
+
+def api_server_answers(connect: Callable[[ClusterConfig], ClusterReader], cluster: ClusterConfig) -> str:
+    """ "" when the cluster's API server answers `/version` within its `request_timeout`, else why
+    not, in a line (the fleet's `reachable`)."""
+    try:
+        reader = connect(cluster)
+        try:
+            reader.get_json("/version")
+        finally:
+            reader.close()
+    except BotError as exc:
+        return exc.user_message
+    except Exception as exc:  # a client that failed before it could say why: its words
+        log.warning("fleet: %s did not answer /version", cluster.name, exc_info=True)
+        return clip(f"{type(exc).__name__}: {exc}", 200)
+    return ""

@@ -8,6 +8,7 @@
     upgrade-bot plan validate FILE [--check-slack] [--check-cluster]   check an upgrade plan (exit 2: problems)
     upgrade-bot fleet validate|start|status|approve|pause|resume|skip|retry|abort …   fleet runs
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive] [--plain]   a whole plan on the sim
+    upgrade-bot rehearse-fleet FLEET [--auto-approve] [--fail CLUSTER:STEP]   a whole fleet on sims
     upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [--images] [-o …]   pre-flight
     upgrade-bot rules check FILE                         validate a known-issue rules file
     upgrade-bot rules test [FILE] --log LINE | --event M which rules match a line (exit 3: a match)
@@ -54,6 +55,7 @@ VERBS = {
     "templates": "announcement templates: `templates check [DIR]`",
     "sim": "the simulated cluster: `upgrade-bot sim --help`",
     "rehearse": "run a whole plan on the simulated cluster, printing the card and thread",
+    "rehearse-fleet": "run a whole fleet on simulated clusters, printing the cards and threads",
     "plan": "upgrade plans: `plan validate FILE`",
     "fleet": "fleet runs: clusters in stages, the first a canary",
     "check": "pre-flight checks for an upgrade; exit 3 when a Required one fails",
@@ -130,5 +132,6 @@ def full_parser() -> argparse.ArgumentParser:
 
 
 def _module(name: str) -> object:
-    """A verb's module, imported now: the one place the terminal imports lazily."""
-    return importlib.import_module(f"{__name__}.{name}")
+    """A verb's module, imported now: the one place the terminal imports lazily (`rehearse-fleet`
+    is `rehearse_fleet.py`)."""
+    return importlib.import_module(f"{__name__}.{name.replace('-', '_')}")

@@ -9,6 +9,7 @@ store, and the output says that no waivers were read."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -16,12 +17,15 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.core.checks import fleet as fleet_checks
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
 from bot.core.checks.rules import load_rules
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import pick_cluster
-from bot.errors import BotError, ConfigError, UsageError, UserError
+from bot.core.fleets.plan import parse_fleet, resolve
+from bot.core.runs.plans import read_plan_file
+from bot.errors import BotError, ConfigError, PlanInvalid, UsageError, UserError
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
@@ -41,6 +45,9 @@ from bot.frontdoor.cli.progress import progress_bar
 from bot.logsetup import configure_logging
 from bot.records import ImageChecks, WaiverRow
 from bot.settings import Settings
+
+#: `--fleet` without a name: every configured cluster.
+EVERY_CLUSTER = "*"
 
 
 def register(subparsers: Subparsers) -> Handler:
@@ -68,7 +75,15 @@ def register(subparsers: Subparsers) -> Handler:
         "as checks.images.verify does; credentials from checks.images.docker_config, else "
         "$DOCKER_CONFIG/config.json or ~/.docker/config.json",
     )
-    formats(check, ["text", "md", "json", "yaml"], "text")
+    check.add_argument(
+        "--fleet",
+        nargs="?",
+        const=EVERY_CLUSTER,
+        metavar="FLEET",
+        help="check every configured cluster at once (or the clusters of fleet FLEET, a name or a file): "
+        "a clusters × findings matrix, Markdown (text, md), CSV (csv) or JSON",
+    )
+    formats(check, ["text", "md", "json", "yaml", "csv"], "text")
     kube_flags(check)
     on_cluster = configured(_check, read_only=True)
 
@@ -82,6 +97,12 @@ def register(subparsers: Subparsers) -> Handler:
 
 
 def _check(settings: Settings, args: argparse.Namespace) -> int:
+    if args.fleet:
+        return _check_fleet(settings, args)
+    if args.output == "csv":
+        raise UsageError(
+            "-o csv is the matrix of `check --fleet`; one cluster's check is text, md, json or yaml"
+        )
     try:
         target = checks.check_target(args.to)
         cluster = pick_cluster(settings.clusters, args.cluster)
@@ -116,6 +137,64 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
         reader.close()
     sys.stdout.write(_render(report, args.output))
     return EXIT_FOUND if report.failed else EXIT_OK
+
+
+def _check_fleet(settings: Settings, args: argparse.Namespace) -> int:
+    """`--fleet [FLEET]`: every cluster's check at once, as `/upgrade check --fleet` (its waivers each)."""
+    try:
+        target = checks.check_target(args.to)
+        clusters = _fleet_clusters(settings, args.fleet)
+    except (UserError, PlanInvalid) as exc:
+        raise UsageError(exc.user_message) from None
+    rules = load_rules(settings.rules_paths())
+    now = datetime.now(UTC)
+
+    def one(name: str) -> Report:
+        cluster = settings.clusters[name]
+        reader = connect(cluster)
+        try:
+            return checks.check_cluster(
+                reader,
+                target=target,
+                waivers=_waivers(settings, name),
+                now=now,
+                ignores=settings.check_ignores,
+                rules=rules,
+                extras=checks.default_extras(
+                    now=now.timestamp(),
+                    cluster=cluster,
+                    images=_image_checks(settings.image_checks, args.images),
+                ),
+            )
+        finally:
+            reader.close()
+
+    matrix = fleet_checks.check_fleet(clusters, one, target=target or "")
+    if args.output in ("json", "yaml"):
+        data = json.dumps(fleet_checks.as_json(matrix), indent=2) + "\n"
+        sys.stdout.write(as_yaml(data) if args.output == "yaml" else data)
+    else:
+        sys.stdout.write(
+            fleet_checks.render_csv(matrix) if args.output == "csv" else fleet_checks.render_markdown(matrix)
+        )
+    return EXIT_FOUND if matrix.failed else EXIT_OK
+
+
+def _fleet_clusters(settings: Settings, fleet: str) -> list[str]:
+    """Every configured cluster, or the clusters of fleet `fleet` (a file, or a name in the
+    templates' `fleets/`) in stage order."""
+    if fleet == EVERY_CLUSTER:
+        if not settings.clusters:
+            raise UserError("no cluster is configured")
+        return list(settings.clusters)
+    path = Path(fleet)
+    if not fleet.endswith((".yaml", ".yml")):
+        found = [d / "fleets" / f"{fleet}.yaml" for d in settings.template_dirs()]
+        path = next((p for p in found if p.is_file()), path)
+    if not path.is_file():
+        raise UserError(f"no fleet plan `{fleet}` (a .yaml file, or a name in templates_dir/fleets/)")
+    plan = parse_fleet(read_plan_file(path), source=str(path))
+    return [c for s in resolve(plan, settings.clusters) for c in s.clusters]
 
 
 def _waivers(settings: Settings, cluster: str) -> list[WaiverRow] | None:

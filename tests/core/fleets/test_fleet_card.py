@@ -60,7 +60,7 @@ def test_the_docs_show_the_card_at_12_and_50_clusters_as_the_code_builds_it() ->
 def slack_bot(
     write_config: Callable[..., Path], tmp_path: Path, sim_small: SimCluster, slack_stub: SlackStub
 ) -> Iterator[tuple[Services, FakeClock]]:
-    extra = fleet_config(tmp_path, alertmanager=f"{sim_small.url}/alertmanager")
+    extra = fleet_config(tmp_path, sim=sim_small)
     path = write_config(extra + "channels: {operations: C0OPS}\n")
     clock = FakeClock(T0)
     services = assemble(load_settings(path, env=slack_env(slack_stub.api_url)), clock=clock)

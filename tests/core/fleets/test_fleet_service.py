@@ -32,7 +32,7 @@ def bot(
     write_config: Callable[..., Path], tmp_path: Path, clock: FakeClock, sim_small: SimCluster
 ) -> Iterator[Services]:
     # The canary's soak watches the sim's Alertmanager facade (the real adapter over HTTP).
-    path = write_config(fleet_config(tmp_path, alertmanager=f"{sim_small.url}/alertmanager"))
+    path = write_config(fleet_config(tmp_path, sim=sim_small))
     services = assemble(load_settings(path, env={}), with_slack=False, clock=clock)
     yield services
     services.close()
@@ -149,7 +149,7 @@ def test_the_fleet_moves_a_stage_only_after_every_child_the_soak_and_the_after_g
 def test_a_restarted_bot_keeps_the_soak_the_votes_and_starts_no_child_twice(
     write_config: Callable[..., Path], tmp_path: Path, clock: FakeClock, sim_small: SimCluster
 ) -> None:
-    path = write_config(fleet_config(tmp_path, alertmanager=f"{sim_small.url}/alertmanager"))
+    path = write_config(fleet_config(tmp_path, sim=sim_small))
     first = assemble(load_settings(path, env={}), with_slack=False, clock=clock)
     fleet = first.fleets.start("twelve", PRIMARY)
     complete(first.runs, _members(first, fleet.id)["ci"].run_id)
@@ -260,3 +260,52 @@ def test_the_canarys_waivers_are_carried_to_the_later_clusters_in_one_go_audited
     carried = [e for e in bot.store.audit_entries(run_id=fleet.id) if e.subcommand == "waiver_carried"]
     assert len(carried) == 22
     assert {e.user_id for e in carried} == {"U0SHADOW"}
+
+
+@pytest.mark.parametrize("skip_unreachable", [False, True])
+def test_a_cluster_unreachable_at_its_turn_pauses_the_fleet_or_is_skipped_with_the_reason(
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+    clock: FakeClock,
+    sim_small: SimCluster,
+    skip_unreachable: bool,
+) -> None:
+    # lab-2's kubeconfig points at a port where nothing listens; the others at the sim.
+    path = write_config(fleet_config(tmp_path, sim=sim_small, unreachable="lab-2"))
+    fleets = tmp_path / "templates" / "fleets"
+    text = (fleets / "twelve.yaml").read_text(encoding="utf-8")
+    (fleets / "twelve.yaml").write_text(f"skip_unreachable: {str(skip_unreachable).lower()}\n{text}")
+    bot = assemble(load_settings(path, env={}), with_slack=False, clock=clock)
+    try:
+        fleet_id = _through_the_canary(bot, clock)
+        members = _members(bot, fleet_id)
+        fleet = bot.fleets.load(fleet_id)
+        # The reachable labs started (each asked first); lab-2 never got a child run.
+        assert {c: members[c].state for c in ("lab-1", "lab-3", "lab-4")} == dict.fromkeys(
+            ("lab-1", "lab-3", "lab-4"), M.STARTED
+        )
+        assert members["lab-2"].run_id == ""
+        assert [r.cluster for r in bot.store.runs() if r.cluster == "lab-2"] == []
+        entries = bot.store.audit_entries(run_id=fleet_id)
+        if skip_unreachable:
+            assert fleet.state == M.ACTIVE
+            assert members["lab-2"].state == M.SKIPPED
+            assert members["lab-2"].reason.startswith("unreachable at its turn: ")
+            skipped = next(e for e in entries if e.subcommand == "cluster_skipped")
+            assert skipped.arguments == "lab lab-2"
+            assert skipped.detail.startswith("unreachable at its turn (skip_unreachable): ")
+            return
+        assert fleet.state == M.PAUSED
+        assert fleet.reason.startswith("lab-2 is unreachable: ")
+        assert members["lab-2"].state == M.PENDING
+        assert "cluster_unreachable" in [e.subcommand for e in entries]
+        # Still unreachable: resume asks again at its turn and the fleet pauses again.
+        bot.fleets.resume(fleet_id, PRIMARY)
+        assert bot.fleets.load(fleet_id).state == M.PAUSED
+        # People leave it out with a reason; the stage carries on without it.
+        bot.fleets.skip(fleet_id, "lab-2", PRIMARY, "lab-2 is being rebuilt")
+        bot.fleets.resume(fleet_id, PRIMARY)
+        assert bot.fleets.load(fleet_id).state == M.ACTIVE
+        assert _members(bot, fleet_id)["lab-2"].state == M.SKIPPED
+    finally:
+        bot.close()

@@ -1,0 +1,209 @@
+"""`upgrade-bot rehearse-fleet FLEET [--config FILE] [--auto-approve] [--fail CLUSTER:STEP]`: a fleet
+run on simulated clusters, one per cluster of the fleet, all served by this process
+(`bot.frontdoor.rehearse_fleet`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.core.fleets.plan import parse_fleet, resolve
+from bot.errors import BotError, ConfigError, PlanInvalid
+from bot.frontdoor.cli.connect import connect
+from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_STATUSES, EXIT_USAGE, LOG_LEVELS, Handler, Subparsers
+from bot.frontdoor.rehearse_fleet import rehearse_fleet
+from bot.logsetup import configure_logging
+from bot.records import ClusterConfig, EksProvider, SignalSource
+from bot.resources import BUILTIN_FLEETS
+from bot.settings import Settings, load_settings
+from bot.sim.cluster import SimCluster
+from bot.sim.world.scenario import ScenarioError
+
+#: The scenario of a cluster whose configuration names none.
+DEFAULT_SCENARIO = "small"
+
+
+def register(subparsers: Subparsers) -> Handler:
+    parser = subparsers.add_parser(
+        "rehearse-fleet",
+        help="run a whole fleet on simulated clusters, printing the cards and threads",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "fleet", help="a fleet plan file, or the name of a shipped one (e.g. example: templates/fleets/)"
+    )
+    parser.add_argument(
+        "--config",
+        help="the rehearsal's configuration: its clusters (labels, `scenario`), roster and templates_dir "
+        "(default: FLEET.config.yaml next to the fleet file, as templates/fleets/example.config.yaml)",
+    )
+    answers = parser.add_mutually_exclusive_group()
+    answers.add_argument(
+        "--auto-approve",
+        action="store_true",
+        help="every gate, the children's and the fleet's, is answered by the roster (default: ask)",
+    )
+    answers.add_argument(
+        "--interactive", action="store_true", help="ask at each gate (the default when stdin is a terminal)"
+    )
+    parser.add_argument(
+        "--fail",
+        metavar="CLUSTER:STEP",
+        help="plant a failure: that cluster's child fails at STEP (its gate is rejected)",
+    )
+    parser.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write the fleet's timeline (HTML: clusters as lanes, stages, soaks) into DIR",
+    )
+    parser.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="print plain ASCII: emoji as words like [ok], no box-drawing or arrows (logs, CI)",
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS)
+    return _rehearse_fleet
+
+
+def config_path(fleet: str, given: str | None) -> Path:
+    """`--config`, else `NAME.config.yaml` beside the fleet file (or beside the shipped fleet)."""
+    if given:
+        return Path(given)
+    path = Path(fleet)
+    if path.suffix in (".yaml", ".yml"):
+        return path.with_name(path.name.removesuffix(path.suffix) + ".config.yaml")
+    return BUILTIN_FLEETS / f"{fleet}.config.yaml"
+
+
+def _fleet_file(fleet: str, settings: Settings) -> Path:
+    if fleet.endswith((".yaml", ".yml")):
+        return Path(fleet)
+    for d in settings.template_dirs():
+        if (d / "fleets" / f"{fleet}.yaml").is_file():
+            return d / "fleets" / f"{fleet}.yaml"
+    return BUILTIN_FLEETS / f"{fleet}.yaml"
+
+
+def _rehearse_fleet(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level or "WARNING", [])
+    fail = None
+    if args.fail:
+        cluster, _, step = args.fail.partition(":")
+        if not cluster or not step:
+            print(
+                f"upgrade-bot: --fail {args.fail}: expected CLUSTER:STEP, like agora-ci:drain",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        fail = (cluster, step)
+    try:
+        settings = load_settings(config_path(args.fleet, args.config), env={})
+        path = _fleet_file(args.fleet, settings)
+        if not path.is_file():
+            print(f"upgrade-bot: no fleet plan {args.fleet!r} ({path} does not exist)", file=sys.stderr)
+            return EXIT_USAGE
+        fleet = parse_fleet(path.read_text(encoding="utf-8"), source=str(path))
+        clusters = sorted({c for s in resolve(fleet, settings.clusters) for c in s.clusters})
+    except ConfigError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_USAGE
+    except PlanInvalid as exc:
+        print(exc.user_message, file=sys.stderr)
+        return EXIT_USAGE
+    with tempfile.TemporaryDirectory(prefix="upgrade-bot-fleet-rehearsal-") as tmp:
+        workdir = Path(tmp)
+        sims: dict[str, SimCluster] = {}
+        try:
+            for name in clusters:
+                scenario = settings.clusters[name].scenario or DEFAULT_SCENARIO
+                sims[name] = SimCluster(scenario, speed=args.speed, seed=args.seed).start()
+                print(f"sim {scenario} for {name} at {sims[name].url}", flush=True)
+        except ScenarioError as exc:
+            for sim in sims.values():
+                sim.stop()
+            print(f"upgrade-bot: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            pointed = {
+                name: _at_sim(settings.clusters[name], sims[name], workdir) if name in sims else c
+                for name, c in settings.clusters.items()
+            }
+            if any(c.eks is not None for c in pointed.values()):
+                _rehearsal_aws(workdir)
+            canary = sims[next(c for s in resolve(fleet, settings.clusters) for c in s.clusters)]
+            return rehearse_fleet(
+                str(path),
+                settings=replace(
+                    settings,
+                    clusters=pointed,
+                    data_dir=workdir,
+                    database_url=f"sqlite:///{workdir / 'upgrade-bot.db'}",
+                ),
+                sims={name: sim.url for name, sim in sims.items()},
+                out=sys.stdout,
+                auto_approve=args.auto_approve,
+                interactive=args.interactive or (not args.auto_approve and sys.stdin.isatty()),
+                ask=input,
+                connect_cluster=connect,
+                # The bot reads the canary's simulated time: the soak and the jobs' timeouts pass
+                # as fast as the simulated upgrades do (every sim runs at the same speed).
+                clock=lambda: datetime.fromtimestamp(canary.core.clock.now(), UTC),
+                speed=args.speed,
+                fail=fail,
+                plan_dirs=[path.parent, path.parent / "plans", path.parent.parent / "plans"],
+                report_dir=Path(args.report) if args.report else None,
+                plain=args.plain,
+            )
+        except PlanInvalid as exc:
+            print(exc.user_message, file=sys.stderr)
+            return EXIT_USAGE
+        except (EOFError, KeyboardInterrupt):
+            print("\nrehearsal stopped", file=sys.stderr)
+            return EXIT_FAILED
+        except BotError as exc:
+            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+            return EXIT_FAILED
+        finally:
+            for sim in sims.values():
+                sim.stop()
+
+
+def _at_sim(cluster: ClusterConfig, sim: SimCluster, workdir: Path) -> ClusterConfig:
+    """The cluster as the rehearsal sees it: its sim's API server, evidence facades and cloud."""
+    kubeconfig = sim.write_kubeconfig(workdir / f"{cluster.name}.kubeconfig", context="sim")
+    eks = None
+    if sim.aws_url is not None and sim.core.aws is not None:
+        eks = EksProvider(name=sim.core.aws.name, region=sim.core.aws.region, endpoint_url=sim.aws_url)
+    return replace(
+        cluster,
+        kubeconfig=kubeconfig,
+        context="sim",
+        in_cluster=False,
+        eks=eks,
+        alertmanager=SignalSource(url=f"{sim.url}/alertmanager"),
+        prometheus=SignalSource(url=f"{sim.url}/prometheus"),
+        # The sim's alerts are its own cluster's: the team's matchers would scope them away.
+        alert_matchers=(),
+    )
+
+
+def _rehearsal_aws(workdir: Path) -> None:
+    # The sims' AWS APIs take any credentials; the rehearsal's own keep the team's real ones
+    # (environment, files, instance metadata) from being used, or needed (as `rehearse` does).
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="rehearsal",
+        AWS_SECRET_ACCESS_KEY="rehearsal",
+        AWS_CONFIG_FILE=str(workdir / "no-aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(workdir / "no-aws-credentials"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)

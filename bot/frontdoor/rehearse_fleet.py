@@ -1,0 +1,259 @@
+"""`upgrade-bot rehearse-fleet FLEET`: a whole fleet run on simulated clusters, from a terminal.
+
+The same bot as in Slack (store, fleet service, child runs with their cards and threads, the
+fleet card and its milestones), with the rehearsal's text poster. The terminal front door starts
+one simulated cluster per cluster of the fleet, all served by this one process on loopback, each
+from its `clusters.NAME.scenario`, and hands this module settings whose clusters point at them:
+their kubeconfigs, their Alertmanager and Prometheus facades (a soak's `alerts` evidence is
+judged on them) and, for a scenario with a cloud, their EKS APIs.
+
+The fleet moves as it does on the day, through `FleetService.drive`: its children are played one
+after the other as `rehearse` plays a run (`bot.frontdoor.rehearse.play_run`: gates answered by
+the roster with `--auto-approve`, else at the prompt; each manual step's `rehearsal:` hooks asked
+of that cluster's sim), the soak passes on the sims' clock, and the fleet's `before`/`after` gates
+are approved by the fleet's roster (four eyes included) or at the prompt.
+
+With `report_dir`, the fleet's timeline (`bot.core.fleets.timeline`: clusters as lanes, with
+the stages and their soaks) is written there as `fleet-ID.html`.
+
+`fail=(CLUSTER, STEP)` plants a failure: that cluster's child fails at STEP (the roster rejects
+the step's gate, saying it was planted). A failed canary, or a stage over its failure budget,
+pauses the fleet, and the rehearsal stops there, printing the fleet's status and why.
+
+Exit status (`bot.frontdoor.cli.EXIT_STATUSES`): 0 when the fleet completed, 3 when it paused
+(a planted or a scenario's failure stopped it), 1 when it was aborted or the rehearsal stopped,
+2 when the fleet or a cluster's plan is invalid. The last line says which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from typing import TextIO, cast
+
+from bot.core.fleets import machine as M
+from bot.core.fleets import timeline
+from bot.core.people import StaticDirectory, roles_of
+from bot.core.runs.service import Actor
+from bot.core.snapshots.projection import ClusterReader
+from bot.errors import TransitionRefused, UserError
+from bot.frontdoor.assemble import Services, assemble
+from bot.frontdoor.rehearse import SimControl, TextPoster, _framed, play_run
+from bot.frontdoor.termtext import TerminalOut, TerminalText
+from bot.records import ClusterConfig
+from bot.settings import Settings
+
+#: Real seconds between two looks at a soaking fleet: its clock is the sims', many times faster.
+SOAK_POLL = 0.2
+#: How long a rehearsal waits, in real seconds, for a fleet that neither moves nor waits on people.
+STUCK_LIMIT = 120.0
+
+
+def rehearse_fleet(
+    fleet_name: str,
+    *,
+    settings: Settings,
+    sims: Mapping[str, str],
+    out: TextIO,
+    auto_approve: bool,
+    ask: Callable[[str], str],
+    connect_cluster: Callable[[ClusterConfig], ClusterReader],
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    speed: float = 1.0,
+    interactive: bool = False,
+    fail: tuple[str, str] | None = None,
+    plan_dirs: Sequence[Path] = (),
+    report_dir: Path | None = None,
+    plain: bool = False,
+    zone: tzinfo | None = None,
+) -> int:
+    """Run the fleet to its end or its pause; the exit status is `exit_status`'s. `sims` maps each
+    cluster to its sim's URL (its control endpoints); `settings` already point at them.
+    `plan_dirs` are searched first for the fleet's `plan:` (the fleet file's own folder)."""
+    if interactive and auto_approve:
+        raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
+    settings = replace(
+        settings, channels=replace(settings.channels, operations=settings.channels.operations or "CREHEARSAL")
+    )
+    out = cast(TextIO, TerminalOut(out, TerminalText(zone=zone, plain=plain)))
+    poster = TextPoster(out)
+    bot = assemble(
+        settings,
+        poster=poster,
+        directory=StaticDirectory({}),
+        connect_cluster=connect_cluster,
+        clock=clock,
+        job_wait_scale=1.0 / speed if speed > 1 else 1.0,
+    )
+    # No timers: the rehearsal drives the fleet and its children itself (see `rehearse`).
+    bot.duties.lead_with(leading=lambda: True, duty=lambda: contextlib.nullcontext(True))
+    bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
+    try:
+        plan, stages, _ = bot.fleets.validate(fleet_name)
+        if fail is not None and fail[0] not in {c for s in stages for c in s.clusters}:
+            raise UserError(f"--fail {fail[0]}:{fail[1]}: {fail[0]} is not a cluster of fleet {plan.name}")
+        starter = next((p for people in plan.roster.values() for p in people), "")
+        if not starter:
+            raise UserError(f"fleet {plan.name} has nobody in its roster to start it")
+        fleet = bot.fleets.start(fleet_name, Actor(user_id=starter, source="terminal"))
+        out.write(
+            f"fleet {plan.name}: run {fleet.id}, {len(fleet.members)} clusters in {len(stages)} stages\n"
+        )
+        fleet = _play(bot, fleet.id, sims, out=out, auto_approve=auto_approve, interactive=interactive,
+                      ask=ask, fail=fail)  # fmt: skip
+        out.write(_framed(bot.fleets.status(fleet.id)))
+        if report_dir is not None:
+            out.write(
+                f"report: {write_timeline(bot, fleet.id, report_dir, title=f'Fleet {plan.name} {fleet.id}')}\n"
+            )
+        out.write(last_line(plan.name, fleet) + "\n")
+        return exit_status(fleet)
+    finally:
+        bot.duties.shutdown()
+        bot.close()
+
+
+def _play(
+    bot: Services,
+    fleet_id: str,
+    sims: Mapping[str, str],
+    *,
+    out: TextIO,
+    auto_approve: bool,
+    interactive: bool,
+    ask: Callable[[str], str],
+    fail: tuple[str, str] | None,
+) -> M.Fleet:
+    """Drive the fleet until it ends or pauses: each running child played to its end, then the
+    fleet's tick; the soak waited out on the sims' clock; the fleet's gates answered."""
+    played: set[str] = set()
+    stuck_since: float | None = None
+    while True:
+        fleet = bot.fleets.load(fleet_id)
+        if fleet.state != M.ACTIVE:
+            return fleet
+        moved = False
+        for m in fleet.members:
+            if m.state != M.STARTED or not m.run_id or m.run_id in played:
+                continue
+            stage = fleet.stages[m.stage].stage.name
+            out.write(f"\n── {m.cluster} (stage {stage}): run {m.run_id} ──\n")
+            run = bot.runs.load(m.run_id)
+            planted = fail[1] if fail is not None and fail[0] == m.cluster else ""
+            run = play_run(bot.runs, bot.jobs, run, SimControl(sims[m.cluster]), auto_approve=auto_approve,
+                           interactive=interactive, ask=ask, out=out, fail=planted)  # fmt: skip
+            out.write(
+                f"── {m.cluster}: run {run.id} {run.state}{f': {run.reason}' if run.reason else ''} ──\n"
+            )
+            played.add(m.run_id)
+            moved = True
+        if bot.fleets.drive(fleet_id):
+            moved = True
+        fleet = bot.fleets.load(fleet_id)
+        if fleet.state != M.ACTIVE:
+            continue
+        waiting = fleet.waiting_for(bot.fleets.clock())
+        if waiting is not None:
+            _answer_gate(bot, fleet, out=out, auto_approve=auto_approve, ask=ask)
+            moved = True
+        elif fleet.phase == M.SOAKING:
+            time.sleep(SOAK_POLL)  # real time: the soak's clock is the sims', `speed` times faster
+            moved = True
+        if moved:
+            stuck_since = None
+            continue
+        # Nothing moved and nobody is asked: a child that paused without failing (an evidence
+        # pause, an interrupted step) waits for people the rehearsal does not stand in for.
+        stuck_since = stuck_since or time.monotonic()
+        if time.monotonic() - stuck_since > STUCK_LIMIT:
+            raise UserError(
+                f"fleet {fleet_id} has not moved for {STUCK_LIMIT:g}s: "
+                + "; ".join(
+                    f"{m.cluster} run {m.run_id} {bot.runs.load(m.run_id).state}"
+                    for m in fleet.members
+                    if m.state == M.STARTED and m.run_id
+                )
+            )
+        time.sleep(SOAK_POLL)
+
+
+def _answer_gate(
+    bot: Services, fleet: M.Fleet, *, out: TextIO, auto_approve: bool, ask: Callable[[str], str]
+) -> None:
+    """The fleet's `before` or `after` gate: its roster approves, one person at a time (four eyes:
+    whoever started the fleet last), or the person at the prompt names who approves."""
+    which = fleet.phase
+    stage = fleet.current.stage.name
+    gate = fleet.gate(which)
+    assert gate is not None
+    people = list(
+        dict.fromkeys(
+            p
+            for role in gate.roles
+            for entry in fleet.plan.roster.get(role, ())
+            for p in (sorted(bot.fleets.directory.group_members(entry)) if entry.startswith("S") else [entry])
+        )
+    )
+    people.sort(key=lambda p: p == fleet.created_by)
+    if not auto_approve:
+        out.write(_framed(bot.fleets.status(fleet.id)))
+        while True:
+            answer = ask(
+                f"fleet gate `{which}` of stage {stage}: approve as [{'/'.join(people)}], or 'abort': "
+            ).strip()
+            if answer == "abort":
+                bot.fleets.abort(
+                    fleet.id, Actor(user_id=fleet.created_by, source="terminal"), "rehearsal stopped"
+                )
+                return
+            who = answer or people[0]
+            try:
+                bot.fleets.approve(fleet.id, Actor(user_id=who, source="terminal"))
+                return
+            except UserError as exc:
+                out.write(f"  · {who}: {exc.user_message}\n")
+    for person in people:
+        if not roles_of(person, fleet.plan.roster, bot.fleets.directory):
+            continue
+        # Said first: an approval that lets the fleet on starts the next stage's runs at once.
+        out.write(f"  ↳ {person} approves the fleet's `{which}` gate of stage {stage}\n")
+        try:
+            bot.fleets.approve(fleet.id, Actor(user_id=person, source="terminal"))
+        except TransitionRefused as exc:
+            out.write(f"  · {person}: {exc.user_message}\n")
+            continue
+        now = bot.fleets.load(fleet.id)
+        if now.waiting_for(bot.fleets.clock()) is None or (now.stage, now.phase) != (fleet.stage, which):
+            return
+    raise UserError(f"nobody in the fleet's roster can satisfy the `{which}` gate of stage {stage}")
+
+
+def write_timeline(bot: Services, fleet_id: str, directory: Path, *, title: str) -> Path:
+    """The fleet's timeline (clusters as lanes, stages and soaks) as `fleet-ID.html` in `directory`."""
+    tl = timeline.build(fleet_id, bot.store.audit_entries(run_id=fleet_id), now=bot.fleets.clock())
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"fleet-{fleet_id}.html"
+    path.write_text(timeline.to_html(tl, title=title), encoding="utf-8")
+    return path
+
+
+def exit_status(fleet: M.Fleet) -> int:
+    """0 completed; 3 paused (a failure stopped it: a finding, for a pipeline); 1 aborted."""
+    if fleet.state == M.COMPLETED:
+        return 0
+    return 3 if fleet.state == M.PAUSED else 1
+
+
+def last_line(name: str, fleet: M.Fleet) -> str:
+    """How the fleet ended, and which stages never started when it stopped early."""
+    head = f"rehearsal of fleet {name}: fleet {fleet.id} {fleet.state}"
+    if fleet.state == M.COMPLETED:
+        return head
+    never = [s.stage.name for i, s in enumerate(fleet.stages) if i > fleet.stage]
+    after = f" (never started: {', '.join(never)})" if never else ""
+    why = f"why: {fleet.reason}\n" if fleet.reason else ""
+    return f"{why}{head} at stage {fleet.current.stage.name}{after}"

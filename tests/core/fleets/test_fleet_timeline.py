@@ -1,0 +1,104 @@
+"""The fleet's timeline for its post-run report: clusters as lanes, with stages and soaks, built from
+the audit log of a real fleet run (the service over real child runs), looked at in headless Chromium."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.core.fleets import timeline
+from bot.core.runs.service import Actor
+from bot.frontdoor.assemble import Services, assemble
+from bot.settings import load_settings
+from bot.sim.cluster import SimCluster
+from tests.support.browser import chromium, console_errors
+from tests.support.clock import FakeClock
+from tests.support.fleets import T0, complete, fail, fleet_config
+
+__all__ = ["chromium"]
+
+PRIMARY, SHADOW = Actor(user_id="U0PRIMARY", source="terminal"), Actor(user_id="U0SHADOW", source="terminal")
+
+
+@pytest.fixture
+def played(
+    write_config: Callable[..., Path], tmp_path: Path, sim_small: SimCluster
+) -> Iterator[tuple[Services, str]]:
+    """Twelve clusters: the canary, its hour of soak and gate; four labs (one fails, within the
+    budget); the devs half at a time, each completing a quarter of an hour apart."""
+    clock = FakeClock(T0)
+    bot = assemble(
+        load_settings(write_config(fleet_config(tmp_path, sim=sim_small)), env={}),
+        with_slack=False,
+        clock=clock,
+    )
+    fleet = bot.fleets.start("twelve", PRIMARY)
+
+    def members() -> dict[str, str]:
+        return {m.cluster: m.run_id for m in bot.fleets.load(fleet.id).members}
+
+    clock.advance(timedelta(minutes=20))
+    complete(bot.runs, members()["ci"])
+    bot.fleets.tick()
+    clock.advance(timedelta(hours=1, minutes=1))
+    bot.fleets.tick()
+    bot.fleets.approve(fleet.id, SHADOW)
+    bot.fleets.approve(fleet.id, PRIMARY)
+    for i, lab in enumerate(("lab-1", "lab-2", "lab-3", "lab-4")):
+        clock.advance(timedelta(minutes=10))
+        (fail if i == 1 else complete)(bot.runs, members()[lab])
+        bot.fleets.tick()
+    for _ in range(8):
+        clock.advance(timedelta(minutes=15))
+        for cluster, run_id in members().items():
+            if cluster.startswith("dev-") and run_id and bot.runs.load(run_id).state.value == "active":
+                complete(bot.runs, run_id)
+                break
+        bot.fleets.tick()
+    yield bot, fleet.id
+    bot.close()
+
+
+def test_the_timeline_has_a_lane_per_cluster_in_stage_order_with_the_stages_and_the_soak(
+    played: tuple[Services, str],
+) -> None:
+    bot, fleet_id = played
+    tl = timeline.build(fleet_id, bot.store.audit_entries(run_id=fleet_id), now=bot.fleets.clock())
+    assert [lane.cluster for lane in tl.lanes][:5] == ["ci", "lab-1", "lab-2", "lab-3", "lab-4"]
+    assert len(tl.lanes) == 12
+    assert [b.stage for b in tl.bands] == ["canary", "lab", "dev"]
+    canary = tl.bands[0]
+    assert canary.soak_start is not None
+    assert canary.soak_end is not None
+    assert canary.soak_end - canary.soak_start >= timedelta(hours=1)
+    outcomes = {lane.cluster: [b[2] for b in lane.bars] for lane in tl.lanes}
+    assert outcomes["lab-2"] == ["failed"]
+    assert outcomes["ci"] == ["succeeded"]
+    assert all(outcomes[f"dev-{i}"] == ["succeeded"] for i in range(1, 8))
+    # The canary's lane ends before the lab stage starts: the bars are the children's real times.
+    assert tl.lanes[0].bars[0][1] is not None
+    assert tl.lanes[0].bars[0][1] <= tl.bands[1].start
+
+
+def test_the_timeline_page_draws_every_lane_in_chromium(
+    played: tuple[Services, str], chromium: Any, tmp_path: Path
+) -> None:
+    bot, fleet_id = played
+    tl = timeline.build(fleet_id, bot.store.audit_entries(run_id=fleet_id), now=bot.fleets.clock())
+    page = tmp_path / "fleet.html"
+    page.write_text(timeline.to_html(tl, title="Fleet twelve"), encoding="utf-8")
+    chromium.get(page.as_uri())
+    lanes = [e.text for e in chromium.find_elements("css selector", "svg text.lane")]
+    assert lanes[:2] == ["ci", "lab-1"]
+    assert len(lanes) == 12
+    bars = chromium.find_elements("css selector", "svg rect.bar")
+    assert len(bars) == 12
+    assert all(b.size["width"] >= 3 for b in bars)
+    assert len(chromium.find_elements("css selector", "svg rect.soak")) == 1
+    assert console_errors(chromium) == []
+    chromium.save_screenshot(str(tmp_path / "fleet-timeline.png"))
+    assert (tmp_path / "fleet-timeline.png").stat().st_size > 10_000

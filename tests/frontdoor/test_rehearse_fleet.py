@@ -1,0 +1,121 @@
+"""`upgrade-bot rehearse-fleet`: a fleet written outside the project, rehearsed through the documented
+CLI on simulated clusters (one per cluster, served by the rehearsal's process), each from its
+`clusters.NAME.scenario`."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from tests.support.bot_process import bot_command
+from tests.support.fleets import TINY_PLAN
+
+#: 12 clusters in 3 stages, as the issue's acceptance: a canary that soaks with alerts evidence
+#: behind a four-eyes gate, four labs two at a time, seven devs half at a time.
+FLEET = """\
+name: outside
+roster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}
+plan: tiny
+stages:
+  - name: canary
+    clusters: [ci]
+    soak: 30m
+    evidence: [alerts]
+    after: {approve: [primary, shadow]}
+  - name: lab
+    selector: {env: lab}
+    max_concurrency: 2
+  - name: dev
+    selector: {env: dev}
+    max_concurrency: 50%
+"""
+
+
+def _write(tmp_path: Path, *, scenario_of_ci: str = "small") -> Path:
+    """The fleet, its plan and its rehearsal configuration in a folder of the user's, not the project's."""
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "tiny.yaml").write_text(TINY_PLAN, encoding="utf-8")
+    fleet = tmp_path / "outside.yaml"
+    fleet.write_text(FLEET, encoding="utf-8")
+    lines = [
+        "clusters:",
+        f"  ci: {{kubeconfig: ~/.kube/config, labels: {{env: ci}}, scenario: {scenario_of_ci}}}",
+    ]
+    lines += [f"  lab-{i}: {{kubeconfig: ~/.kube/config, labels: {{env: lab}}}}" for i in range(1, 5)]
+    lines += [
+        f"  dev-{i}: {{kubeconfig: ~/.kube/config, labels: {{env: dev}}, scenario: small}}"
+        for i in range(1, 8)
+    ]
+    (tmp_path / "outside.config.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return fleet
+
+
+def _rehearse(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*bot_command(), "rehearse-fleet", *args, "--plain"],
+        cwd=tmp_path,  # the user's folder: the fleet and its plan are found from there
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_a_fleet_written_outside_the_project_rehearses_to_its_end(tmp_path: Path) -> None:
+    fleet = _write(tmp_path)
+    result = _rehearse(tmp_path, str(fleet), "--auto-approve")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    # One sim per cluster, each from its scenario (lab-* name none: the default, small).
+    assert len(re.findall(r"^sim small for \S+ at http://127\.0\.0\.1:\d+$", out, re.M)) == 12
+    # Every child played once, in stage order, each completed.
+    played = re.findall(r"^-- (\S+) \(stage (\w+)\): run R\w+ --$", out, re.M)
+    assert [c for c, _ in played] == [
+        "ci",
+        "lab-1",
+        "lab-2",
+        "lab-3",
+        "lab-4",
+        *(f"dev-{i}" for i in range(1, 8)),
+    ]
+    assert len(re.findall(r"^-- \S+: run R\w+ completed --$", out, re.M)) == 12
+    # The canary soaked with its evidence judged on its sim's Alertmanager, then two people let it on.
+    assert out.index("Soak of `canary` passed") < out.index(
+        "approves the fleet's `after` gate of stage canary"
+    )
+    assert out.index("Stage `canary` done") < out.index("-- lab-1 (stage lab)")
+    assert out.rstrip().endswith("completed")
+    assert re.search(r"rehearsal of fleet outside: fleet F\w+ completed$", out.rstrip())
+
+
+def test_a_planted_canary_failure_stops_the_fleet_before_the_next_stage(tmp_path: Path) -> None:
+    fleet = _write(tmp_path)
+    result = _rehearse(tmp_path, str(fleet), "--auto-approve", "--fail", "ci:drain")
+    assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert "rejects `drain`: rehearsal: planted failure of `drain` (--fail)" in out
+    assert "Fleet paused: the canary failed: ci (drain failed in run R" in out
+    # Nothing of stage 2 or 3 started: no child run was played or even created for them.
+    assert re.findall(r"^-- (\S+) \(stage", out, re.M) == ["ci"]
+    assert "lab-1* - pending" in out
+    assert "dev-7* - pending" in out
+    lines = out.rstrip().splitlines()
+    assert lines[-2].startswith("why: the canary failed: ci (drain failed in run R")
+    assert re.fullmatch(
+        r"rehearsal of fleet outside: fleet F\w+ paused at stage canary \(never started: lab, dev\)",
+        lines[-1],
+    )
+
+
+def test_a_scenario_that_does_not_exist_is_named_and_nothing_runs(tmp_path: Path) -> None:
+    fleet = _write(tmp_path, scenario_of_ci="nosuch")
+    result = _rehearse(tmp_path, str(fleet), "--auto-approve")
+    assert result.returncode == 2
+    assert "nosuch" in result.stderr
+    assert "Traceback" not in result.stderr
+    bad = _rehearse(tmp_path, str(fleet), "--auto-approve", "--fail", "drain")
+    assert (bad.returncode, bad.stderr.strip()) == (
+        2,
+        "upgrade-bot: --fail drain: expected CLUSTER:STEP, like agora-ci:drain",
+    )
