@@ -7,7 +7,9 @@ whether anything is retried.
     │   ├── PermissionDenied        the user lacks the role the action needs
     │   ├── PlanInvalid             a plan that does not validate; every problem, one line each
     │   ├── TransitionRefused       a step or run change the state machine does not allow now
-    │   └── RunNotFound             no such run, or no single live run to act on
+    │   ├── RunNotFound             no such run, or no single live run to act on
+    │   └── NoSource                the cluster names no Alertmanager/Prometheus (bot.core.jobs.nosource):
+    │                               an evidence step asks people to confirm by eye instead
     ├── ConfigError                 the configuration file or environment is wrong (exit status 2)
     │   ├── StoreUnreachable        the database did not accept a connection (exit status 1)
     │   └── PatternError            a rule pattern RE2 refuses (bot.core.checks.patterns; the rules

@@ -244,10 +244,12 @@ def test_analysis_is_a_plan_kind_that_refuses_bad_arguments_with_a_reason() -> N
         kind.check({"query": Q, "success": "result < 1", "count": "0"})
 
 
-def test_a_cluster_without_prometheus_is_refused_by_name(sim_small: SimCluster) -> None:
+def test_a_cluster_without_prometheus_is_not_refused_but_measures_nothing() -> None:
+    """The lead's decision: a person check, never a pass (tests/test_evidence_no_source.py)."""
     job = AnalysisJob(lambda: Evidence())
-    with pytest.raises(UserError, match=r"cluster prod names no prometheus \(clusters.prod.prometheus\)"):
-        job.plan(_Named("prod"), {"query": Q, "success": "result < 1"}, now=T0)
+    progress = job.plan(_Named("prod"), {"query": Q, "success": "result < 1"}, now=T0)
+    assert progress["no_source"].startswith("No Prometheus configured for prod: nothing measured.")
+    assert progress["measurements"] == []
 
 
 def test_the_measurements_the_job_keeps_are_what_the_gate_and_the_report_draw(sim_small: SimCluster) -> None:

@@ -28,6 +28,7 @@ import contextlib
 import itertools
 import json
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -37,6 +38,7 @@ from typing import Any, TextIO, cast
 
 from bot.adapters.store import Store
 from bot.core.checks.findings import Cover
+from bot.core.evidence.baseline import analysis_queries
 from bot.core.jobs.base import Choice, ChoiceOption
 from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import StaticDirectory, roles_of
@@ -138,6 +140,33 @@ class SimControl:
                 return json.loads(resp.read() or b"null")
         except OSError as exc:
             raise TemporaryError(f"the simulated cluster did not answer {path}: {exc}") from exc
+
+    def quiet_metrics(self, queries: Sequence[str]) -> list[str]:
+        """Have the sim's Prometheus facade answer each of `queries` it has no answer for (it
+        evaluates no PromQL: an unknown query is an empty result, which no analysis passes) with
+        a quiet cluster's 0, so the plan's analyses measure through the facade. A value a scenario
+        or a test set stays. The queries it set."""
+        seeded = []
+        for query in queries:
+            url = f"{self.url}/prometheus/api/v1/query?" + urllib.parse.urlencode({"query": query})
+            try:
+                with urllib.request.urlopen(url, timeout=30) as resp:
+                    answer = json.loads(resp.read() or b"null")
+                if (answer or {}).get("data", {}).get("result"):
+                    continue
+                req = urllib.request.Request(
+                    f"{self.url}/evidence/queries",
+                    data=json.dumps({"query": query, "value": 0.0}).encode(),
+                    method="POST",
+                    headers={"Content-Type": "application/json"},
+                )
+                with urllib.request.urlopen(req, timeout=30):
+                    seeded.append(query)
+            except (OSError, ValueError) as exc:
+                raise TemporaryError(
+                    f"the simulated cluster's Prometheus facade did not answer: {exc}"
+                ) from exc
+        return seeded
 
     def operations(self) -> list[dict[str, Any]]:
         """Every long-running action the sim has played, with its state, phase and step log."""
@@ -266,6 +295,10 @@ def rehearse(
     bot.duties.lead_with(leading=lambda: True, duty=lambda: contextlib.nullcontext(True))
     sim = SimControl(sim_url)
     try:
+        for query in sim.quiet_metrics(
+            analysis_queries(call for step in plan.steps for call in (*step.actions, *step.background))
+        ):
+            out.write(f"sim: the Prometheus facade answers {query} with 0 (a quiet cluster)\n")
         store.save_plan(name=plan.name, text=text, loaded_by="rehearsal", loaded_at=clock())
         starter = next(iter(plan.roster.values()))[0]
         run = service.start(plan.name, Actor(user_id=starter, source="terminal")).run

@@ -32,7 +32,7 @@ from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.capabilities import StepLongActions, StepsOfRuns
 from bot.core.runs.cards import RunCards
-from bot.core.runs.report import AlertsLane, build_report, to_html
+from bot.core.runs.report import AlertsLane, EvidenceStep, build_report, to_html, to_json, to_markdown
 from bot.core.runs.service import Actor, RunService
 from bot.records import SignalSource, StepState
 from bot.resources import BUILTIN_TEMPLATES
@@ -236,6 +236,64 @@ def test_the_card_says_what_the_step_waits_on_and_the_next_gate_shows_the_eviden
     assert "<title>KubeAPIErrorsHigh since" in html
     assert "Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run" in html
     assert '<code>KubeAPIErrorsHigh</code> {cluster="prod", severity="warning", verb="LIST"} since' in html
+    # The Markdown and JSON reports tell the same evidence: the outcome, and the alert timeline
+    # (new and gone since, at the baseline, silenced by the run or not).
+    section = to_markdown(report).split("\n## Evidence\n", 1)[1].split("\n## ", 1)[0]
+    assert "### settle: alerts — Successful" in section
+    assert "Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run" in section
+    assert (
+        "| KubeAPIErrorsHigh | cluster=prod, severity=warning, verb=LIST | 2026-11-29 14:08:00 UTC | new, gone since | no |"
+        in section
+    )
+    assert "| Watchdog | cluster=prod | 2026-11-29 13:02:00 UTC | at the baseline | no |" in section
+    (entry,) = json.loads(to_json(report))["evidence"]
+    assert (entry["step_id"], entry["kind"], entry["outcome"]) == ("settle", "alerts", "Successful")
+    assert [a["labels"]["alertname"] for a in entry["alerts"]["history"]] == ["KubeAPIErrorsHigh"]
+    assert [a["labels"]["alertname"] for a in entry["at_baseline"]] == ["Watchdog"]
+    assert entry["alerts"]["settle"] == 600.0
+
+
+def test_the_markdown_and_json_reports_give_each_analysis_query_baseline_and_measurements(
+    world: World,
+) -> None:
+    run = world.runs.start("settle", Actor(user_id="U0PRIMARY")).run
+    analysis = AnalysisView(
+        name="settle-4xx",
+        query='sum(rate(apiserver_request_total{code=~"4.."}[5m]))',
+        baseline=10.0,
+        points=(
+            Point(at=T0, value=10.0, phase="Successful"),
+            Point(at=T0 + timedelta(minutes=1), value=None, phase="Inconclusive"),
+            Point(at=T0 + timedelta(minutes=2), value=19.0, phase="Failed"),
+        ),
+        outcome="Failed",
+        success="result < 1.2 * baseline + 5",
+        count=5,
+    )
+    step = EvidenceStep(step_id="settle-4xx", kind="analysis", outcome="Failed",
+                        summary="value 19 vs baseline 10 · 3/5 measured", analysis=analysis)  # fmt: skip
+    report = dataclasses.replace(build_report(world.store, run.id, now=T0), evidence=(step,))
+    section = to_markdown(report).split("\n## Evidence\n", 1)[1].split("\n## ", 1)[0]
+    assert section.splitlines()[1:] == [
+        "### settle-4xx: analysis — Failed",
+        "",
+        "value 19 vs baseline 10 · 3/5 measured",
+        "",
+        '- query: sum(rate(apiserver\\_request\\_total{code=~"4.."}\\[5m\\]))',
+        "- success: result &lt; 1.2 \\* baseline + 5",
+        "- baseline: 10",
+        "",
+        "| at | phase | value |",
+        "|---|---|---|",
+        "| 2026-11-29 14:02:00 UTC | Successful | 10 |",
+        "| 2026-11-29 14:03:00 UTC | Inconclusive | no data |",
+        "| 2026-11-29 14:04:00 UTC | Failed | 19 |",
+        "",
+    ]
+    (entry,) = json.loads(to_json(report))["evidence"]
+    assert entry["analysis"]["query"] == 'sum(rate(apiserver_request_total{code=~"4.."}[5m]))'
+    assert entry["analysis"]["baseline"] == 10.0
+    assert [p["value"] for p in entry["analysis"]["points"]] == [10.0, None, 19.0]
 
 
 def test_the_report_draws_each_analysis_over_time_in_chromium(

@@ -103,6 +103,9 @@ def test_the_eks_managed_plan_upgrades_everything_through_the_eks_api_in_order()
     assert "Run paused: step addon-ebs-csi failed" in out
     assert "↳ rehearsal: U0PRIMARY reviewed why `addon-ebs-csi` failed and skips it" in out
     assert "`restart-coredns` succeeded: restart job" in out
+    # The settle phase's evidence, measured through the sim's facades.
+    assert re.search(r"`settle-alerts` succeeded: alerts job \d+: alerts: no new alert for 10m", out)
+    assert re.search(r"`settle-apiserver-4xx` succeeded: analysis job \d+: analysis: Successful", out)
     final_card = out.rsplit("Upgrade run", 1)[1]
     # Not a clean success: besides the planted add-on conflict, the scenario's planted blockers fail
     # the check, KI004 the istio restart, the settle watch and the diff; the roster skipped each.
@@ -217,16 +220,30 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     assert "target_reached_with_open_findings" not in out  # the state in words, everywhere
     assert "↳ rehearsal: U0PRIMARY reviewed why `watch-settle` failed and skips it" in out
     assert "`snapshot-post` succeeded: snapshot #2 `post`" in out
+    # The evidence steps measure through the sim's Alertmanager and Prometheus facades (no
+    # binaries): the baseline with the pre snapshot, the settle checks, each drain's background.
+    assert (
+        'sim: the Prometheus facade answers sum(rate(apiserver_request_total{code=~"4.."}[5m])) with 0' in out
+    )
+    assert "baseline: 0 firing alert(s), 1 of 1 analysis value(s)" in out
+    assert re.search(
+        r"`settle-alerts` succeeded: alerts job \d+: alerts: no new alert for 10m \(Alerts: 0 new", out
+    )
+    assert re.search(
+        r"`settle-apiserver-4xx` succeeded: analysis job \d+: analysis: Successful after 5 ", out
+    )
+    assert "background=alerts,analysis" in _gate(out, "drain-istio")
+    assert "not measured" not in out
     final_card = out.rsplit("Upgrade run", 1)[1]
     assert "Run *completed with 4 failed steps skipped*" in final_card
     # The pre-flight check fails on the scenario's planted blockers; the roster skips it, on record.
     assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
     assert final_card.count("⏩ `checks`") == 1
     # The final card at a glance: the progress line and the run's last step (it used to be cut
-    # off after 11 of the 25 steps, inside an emoji code). An honest ending (issue 40): the planted
+    # off after 11 of the then 25 steps, inside an emoji code). An honest ending (issue 40): the planted
     # faults failed four steps that the roster skipped; the card, the thread and the last line say
     # so, name each with its failure and who skipped it, and list the findings left open.
-    assert "Run *completed with 4 failed steps skipped* · 21 done · 4 failed and skipped" in final_card
+    assert "Run *completed with 4 failed steps skipped* · 23 done · 4 failed and skipped" in final_card
     ending = final_card.split("⚠️ *Completed with 4 failed steps skipped*", 1)[1].split("\n\n", 1)[0]
     for step in ("checks", "restart-istio-data-plane", "watch-settle", "diff"):
         assert f"• `{step}` failed: " in ending

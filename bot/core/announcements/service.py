@@ -97,7 +97,9 @@ def plan_info(
     )
 
 
-def run_info(run: R.Run, step_id: str = "", evidence: Sequence[EvidenceLine] = ()) -> RunInfo:
+def run_info(
+    run: R.Run, step_id: str = "", evidence: Sequence[EvidenceLine] = (), regressions: Sequence[str] = ()
+) -> RunInfo:
     """The run as announcements see it: its state and `step_id` (default: the step it finished last)."""
     total = len(run.steps)
     step: StepInfo | None = None
@@ -128,6 +130,7 @@ def run_info(run: R.Run, step_id: str = "", evidence: Sequence[EvidenceLine] = (
         ),
         open_findings=tuple(end.findings),
         evidence=tuple(evidence),
+        regressions=tuple(regressions),
     )
 
 
@@ -155,6 +158,28 @@ def evidence_lines(source: EvidenceSource, run: R.Run) -> list[EvidenceLine]:
     return lines
 
 
+def diff_regressions(store: Store, run: R.Run) -> list[str]:
+    """The regressions of the run's `diff` step ("containers not ready — Deployment shop/web"),
+    computed again from the two snapshots it compares as the store keeps them; none when the
+    plan has no diff step, the step never ran, or its snapshots are gone."""
+    from bot.core.actions.diff import replaces_arg
+    from bot.core.snapshots.diff import diff
+    from bot.core.snapshots.service import resolve
+
+    for step in run.plan.steps:
+        call = next((c for c in step.actions if c.name == "diff"), None)
+        if call is None or run.step_run(step.id).state is R.StepState.PENDING:
+            continue
+        try:
+            before = resolve(store, str(call.args.get("before", "pre")), cluster=run.plan.cluster).snap
+            after = resolve(store, str(call.args.get("after", "post")), cluster=run.plan.cluster).snap
+            report = diff(before, after, replaces=replaces_arg(call.args))
+        except UserError:
+            return []
+        return [f"{r.category} — {r.subject}" for r in report.regressions]
+    return []
+
+
 def plan_context(
     plan: Plan,
     *,
@@ -166,13 +191,14 @@ def plan_context(
     step_id: str = "",
     previous_window: WindowSpan | None = None,
     evidence: Sequence[EvidenceLine] = (),
+    regressions: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The announcement context for a stored plan (and its run, once there is one)."""
     roster: Mapping[str, Sequence[str]] = run.roster if run is not None else plan.roster
     return build_context(
         plan=plan_info(plan, start=start, end=end, tz=tz),
         roster=roster,
-        run=run_info(run, step_id, evidence) if run is not None else None,
+        run=run_info(run, step_id, evidence, regressions) if run is not None else None,
         reason=reason if reason is not None else (run.reason if run is not None and run.reason else None),
         previous_window=previous_window,
     )
@@ -744,6 +770,10 @@ class AnnouncementService:
             previous_window=previous,
             # The completed announcement carries the run's evidence (read from its jobs).
             evidence=evidence_lines(StoredEvidence(self.store), run) if run is not None else (),
+            # ... and what the diff of its snapshots says regressed.
+            regressions=diff_regressions(self.store, run)
+            if run is not None and row.template == A.COMPLETED
+            else (),
         )
 
     def _render(self, row: AnnouncementRow, late: LateNote | None) -> Rendered:

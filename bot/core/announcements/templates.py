@@ -153,6 +153,8 @@ class RunInfo:
     open_findings: tuple[str, ...] = ()
     #: The evidence of the run's evidence steps, one line each (`step`, summary, outcome).
     evidence: tuple[EvidenceLine, ...] = ()
+    #: The regressions the run's diff step finds between its snapshots ("category — subject").
+    regressions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.state not in RUN_STATES:
@@ -468,6 +470,7 @@ def sample_context(**changes: Any) -> dict[str, Any]:
                 outcome="Failed",
             ),
         ),
+        regressions=("containers not ready — Deployment payments/<api> <!channel>",),
     )
     context = build_context(
         plan=plan,

@@ -37,6 +37,10 @@ QUERY_CHARS = 160
 #: The alerts job keeps this many new alerts in its progress (the count is kept whole).
 KEPT_ALERTS = 20
 
+#: The outcome of an evidence step whose cluster names no source for it (`bot.core.jobs.nosource`):
+#: nothing was measured, and it is never shown as passed.
+NOT_MEASURED = "not measured (no source)"
+
 BARS = "▁▂▃▄▅▆▇█"
 #: A measurement with no value (Inconclusive: no data) — a gap, never a zero.
 GAP = "·"
@@ -78,6 +82,8 @@ class AlertsView:
     #: Every new alert the step saw, firing or gone since (the first few; the report's timeline).
     history: tuple[AlertRow, ...] = ()
     history_count: int = 0
+    #: Why nothing was measured: the cluster names no Alertmanager (empty when it does).
+    no_source: str = ""
 
     def settle_left(self, now: datetime) -> timedelta | None:
         """Time until the step passes if nothing new fires (None while new alerts fire)."""
@@ -113,6 +119,8 @@ class AnalysisView:
     reason: str = ""
     #: Measurements it takes in all (its `count`), for "3/5 measured".
     count: int = 0
+    #: Why nothing was measured: the cluster names no Prometheus (empty when it does).
+    no_source: str = ""
 
     @property
     def value(self) -> float | None:
@@ -173,8 +181,11 @@ def alerts_view(
         settle=timedelta(seconds=float(progress.get("settle", 600))),
         timeout=timedelta(seconds=float(progress.get("timeout", 1800))),
         quiet_since=parse_iso(progress.get("quiet_since")),
-        outcome=outcome or ("Inconclusive" if unavailable else "Running"),
+        outcome=NOT_MEASURED
+        if progress.get("no_source")
+        else outcome or ("Inconclusive" if unavailable else "Running"),
         unavailable=unavailable,
+        no_source=str(progress.get("no_source") or ""),
     )
 
 
@@ -258,7 +269,7 @@ def analysis_view(
         if at is None:
             continue
         points.append(Point(at=at, value=_scalar(m.get("value")), phase=str(m.get("phase") or "")))
-    outcome = str(progress.get("outcome") or "Running")
+    outcome = NOT_MEASURED if progress.get("no_source") else str(progress.get("outcome") or "Running")
     if done and outcome == "Running":
         outcome = "Successful" if ok else "Failed"
     return AnalysisView(
@@ -271,6 +282,7 @@ def analysis_view(
         failure=str(progress.get("failure") or ""),
         reason=str(progress.get("reason") or ""),
         count=int(progress.get("count") or 0),
+        no_source=str(progress.get("no_source") or ""),
     )
 
 
@@ -330,6 +342,8 @@ def _span(d: timedelta) -> str:
 
 def alerts_summary(view: AlertsView) -> str:
     """The gate's line: "Alerts: 0 new since 14:02 · 3 pre-existing · 5 silenced by this run"."""
+    if view.no_source:
+        return f"Alerts: {NOT_MEASURED}"
     return (
         f"Alerts: {view.new_count} new since {_hhmm(view.since)} · {view.pre_existing} pre-existing"
         f" · {view.silenced_by_run} silenced by this run"
@@ -397,6 +411,7 @@ _OUTCOME_EMOJI = {
     "Inconclusive": ":grey_question:",
     "Error": ":warning:",
     "Running": ":hourglass_flowing_sand:",
+    NOT_MEASURED: ":heavy_minus_sign:",
 }
 
 
@@ -404,6 +419,11 @@ def analysis_lines(view: AnalysisView, *, markup: bool = True) -> list[str]:
     """An analysis on the gate: outcome, value against baseline, the condition, the query, and
     the last measurements as a sparkline and a short series."""
     emoji = _OUTCOME_EMOJI.get(view.outcome, ":grey_question:")
+    if view.no_source:
+        return [
+            f"{emoji} *{_t(view.name, markup)}* — {NOT_MEASURED}",
+            f"query {query_span(view.query, markup=markup)} · {_t(view.no_source.split(':', 1)[0], markup)}",
+        ]
     measured = f" · {len(view.points)}/{view.count} measured" if view.count else ""
     head = (
         f"{emoji} *{_t(view.name, markup)}* — {view.outcome}{measured} · "
@@ -433,7 +453,9 @@ def now_line(view: EvidenceView, now: datetime, *, markup: bool = True) -> str:
     parts: list[str] = []
     a = view.alerts
     if a is not None:
-        if a.unavailable:
+        if a.no_source:
+            parts.append(f"alerts {NOT_MEASURED} — confirm by eye")
+        elif a.unavailable:
             parts.append(f"alerts Inconclusive — {_t(a.unavailable[:160], markup)}")
         elif a.new_count:
             names = sorted({r.name for r in a.new})[:3]
@@ -446,6 +468,9 @@ def now_line(view: EvidenceView, now: datetime, *, markup: bool = True) -> str:
             left = a.settle_left(now)
             parts.append(f"alerts settle {_span(left if left is not None else a.settle)} left · 0 new")
     for an in view.analyses[:3]:
+        if an.no_source:
+            parts.append(f"{_t(an.name, markup)} {NOT_MEASURED} — confirm by eye")
+            continue
         measured = f" {len(an.points)}/{an.count}" if an.count else ""
         parts.append(f"{_t(an.name, markup)}{measured} · last {number(an.value)}")
     if len(view.analyses) > 3:
@@ -479,6 +504,8 @@ def evidence_text(view: EvidenceView, *, markup: bool = True) -> list[str]:
     if view.alerts is not None:
         a = view.alerts
         lines.append(f":rotating_light: *{alerts_summary(a)}*")
+        if a.no_source:
+            lines.append(f":heavy_minus_sign: {_t(a.no_source, markup)}")
         if a.unavailable:
             lines.append(f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}")
         lines.extend(alert_lines(a, markup=markup))
@@ -500,6 +527,8 @@ def evidence_blocks(view: EvidenceView) -> list[dict[str, Any]]:
     if view.alerts is not None:
         a = view.alerts
         lines = [f":rotating_light: *{alerts_summary(a)}*"]
+        if a.no_source:
+            lines.append(f":heavy_minus_sign: {_t(a.no_source, markup)}")
         if a.unavailable:
             lines.append(f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}")
         lines.extend(alert_lines(a))

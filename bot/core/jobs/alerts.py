@@ -38,6 +38,7 @@ from bot.core.evidence.ports import AlertSource, MetricSource
 from bot.core.evidence.view import KEPT_ALERTS, EvidenceView, alert_lines, alerts_view, now_line
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, iso, timer_start
+from bot.core.jobs.nosource import NoSource, person_check, unmeasured
 from bot.core.kube.objects import parse_iso
 from bot.errors import EvidenceUnavailable, UserError, clip
 from bot.records import AlertMatcher
@@ -51,8 +52,8 @@ PAUSE_KIND = "evidence_inconclusive"
 
 
 class Evidence:
-    """Cluster name → its Alertmanager (and the matchers scoping alerts to it) and its Prometheus,
-    or a refusal naming the missing setting."""
+    """Cluster name → its Alertmanager (and the matchers scoping alerts to it) and its Prometheus;
+    `NoSource` when the cluster names none (an evidence step then asks people: `bot.core.jobs.nosource`)."""
 
     def __init__(
         self,
@@ -65,13 +66,13 @@ class Evidence:
     def metrics(self, cluster: str) -> MetricSource:
         found = self._prometheuses.get(cluster)
         if found is None:
-            raise UserError(f"cluster {cluster} names no prometheus (clusters.{cluster}.prometheus)")
+            raise NoSource("Prometheus", cluster, "Confirm by eye that it stays near its baseline")
         return found
 
     def alerts(self, cluster: str) -> tuple[AlertSource, tuple[AlertMatcher, ...]]:
         found = self._alertmanagers.get(cluster)
         if found is None:
-            raise UserError(f"cluster {cluster} names no alertmanager (clusters.{cluster}.alertmanager)")
+            raise NoSource("Alertmanager", cluster, "Confirm no new alerts by eye")
         return found[0], tuple(found[1])
 
 
@@ -110,7 +111,6 @@ class AlertsJob:
 
     def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
         check_args(args)
-        source, matchers = self._source(cluster)
         progress: Progress = {
             "started": iso(now),
             "settle": duration_arg(args, "settle", DEFAULT_SETTLE).total_seconds(),
@@ -121,6 +121,10 @@ class AlertsJob:
             "inconclusive": 0,
             "seen": {},
         }
+        try:
+            source, matchers = self._source(cluster)
+        except NoSource as exc:
+            return unmeasured(progress, exc)
         recorded = json.loads(str(args.get(BASELINE_ARG) or "{}")).get("alerts")
         if recorded is not None:
             # What the run's snapshot recorded: a resumed or late step compares against that set.
@@ -137,6 +141,8 @@ class AlertsJob:
         return progress
 
     def dry_run(self, cluster: Any, progress: Progress) -> list[str]:
+        if progress.get("no_source"):
+            return [f"would measure nothing and ask people instead: {progress['no_source']}"]
         return [
             f"would watch Alertmanager (writing nothing) for {int(progress['settle'] // 60)}m with no new alert, "
             f"failing at {int(progress['timeout'] // 60)}m while new alerts fire or at once on a critical one"
@@ -174,6 +180,8 @@ class AlertsJob:
             if decision.option == "abort":
                 text = "alerts: aborted with no trustworthy answer from Alertmanager"
                 return Tick(progress=progress, done=True, ok=False, detail=text, wait=0.0)
+        if progress.get("no_source"):
+            return person_check("alerts", progress, decision)
         source, matchers = self._source(cluster)
         try:
             alerts = source.alerts(matchers)

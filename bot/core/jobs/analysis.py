@@ -47,6 +47,7 @@ from bot.core.evidence.ports import MetricSource
 from bot.core.jobs.alerts import PAUSE_KIND, Evidence
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, int_arg, iso
+from bot.core.jobs.nosource import NoSource, person_check, unmeasured
 from bot.core.kube.objects import parse_iso
 from bot.errors import EvidenceUnavailable, UserError, clip
 
@@ -153,7 +154,6 @@ class AnalysisJob:
 
     def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
         spec = spec_of(args)
-        source = self._source(cluster)
         progress: Progress = {
             "query": spec.query,
             "success": spec.success.expr if spec.success is not None else "",
@@ -173,6 +173,13 @@ class AnalysisJob:
             "reason": "",
             "asked": 0,
         }
+        try:
+            source = self._source(cluster)
+        except NoSource as exc:
+            progress = unmeasured(progress, exc)
+            # The question names what to look at by eye.
+            progress["no_source"] = f"{progress['no_source']}: `{clip(spec.query, 200)}`"
+            return progress
         recorded = json.loads(str(args.get(BASELINE_ARG) or "{}"))
         value = (recorded.get("analysis") or {}).get(spec.query)
         if value is not None:
@@ -187,6 +194,8 @@ class AnalysisJob:
         return progress
 
     def dry_run(self, cluster: Any, progress: Progress) -> list[str]:
+        if progress.get("no_source"):
+            return [f"would measure nothing and ask people instead: {progress['no_source']}"]
         conditions = " and ".join(
             f"{name} `{progress[name]}`" for name in ("success", "failure") if progress.get(name)
         )
@@ -251,6 +260,8 @@ class AnalysisJob:
     def tick(
         self, cluster: Any, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
+        if progress.get("no_source"):
+            return person_check("analysis", progress, decision)
         if decision is not None and decision.choice_key.startswith(f"{PAUSE_KIND}:analysis:"):
             if decision.option == "waive":
                 text = f"analysis: waived by <@{decision.by}>: {decision.reason}"

@@ -107,6 +107,8 @@ class AlertsCheck:
         return state
 
     def poll(self, cluster: Any, state: dict[str, Any], *, now: datetime) -> Poll:
+        if state.get("no_source"):
+            return unmeasured_poll("alerts", state)
         source, matchers = self._evidence().alerts(str(getattr(cluster, "name", "")))
         nxt = {
             **state,
@@ -151,6 +153,16 @@ class AlertsCheck:
         return Poll(state=nxt, verdict="ok", line=line)
 
 
+def unmeasured_poll(name: str, state: dict[str, Any]) -> Poll:
+    """A check whose cluster names no source: it measures nothing and pauses nothing (the thread
+    says so once: `Backgrounded.tick`); "ok" here is not a pass, and the line says so."""
+    return Poll(state=state, verdict="ok", line=f"{name}: {NOT_MEASURED_LINE}")
+
+
+#: The card's line of a background check with no source.
+NOT_MEASURED_LINE = "not measured: no source"
+
+
 def _labels(labels: Mapping[str, str]) -> str:
     """An alert's labels whole, in the pause's question (each value clipped)."""
     return "{" + ", ".join(f'{k}="{clip(v, 60)}"' for k, v in sorted(labels.items())) + "}"
@@ -173,6 +185,8 @@ class AnalysisCheck:
         return self._job.plan(cluster, args, now=now)
 
     def poll(self, cluster: Any, state: dict[str, Any], *, now: datetime) -> Poll:
+        if state.get("no_source"):
+            return unmeasured_poll("analysis", state)
         new, outcome, m = self._job.measure(cluster, state, now=now)
         shown = "none" if m.value is None else (m.value if isinstance(m.value, list) else f"{m.value:.4g}")
         line = f"analysis `{clip(new['query'], 60)}`: {shown} (baseline {new.get('baseline')})"
@@ -355,6 +369,13 @@ class Backgrounded:
                     c["state"]["next_at"] = iso(now)
             bg["failure"] = None
             decision = None
+        for index, c in enumerate(bg["checks"]):
+            if c["state"].get("no_source") and not c.get("told"):
+                # Said once in the thread; the card's live section keeps the line.
+                c["told"], c["last"] = True, f"{c['name']}: {NOT_MEASURED_LINE}"
+                posts.append(Post(key=f"background-no-source:{index}", text=(
+                    f"background {c['name']}: {NOT_MEASURED_LINE} — {c['state']['no_source']}. "
+                    "It does not pause this step.")))  # fmt: skip
         # Before a tick that may begin disruptive work (a drain's next node, a restart's stamps)
         # every check is asked again, due or not: no node begins on a stale reading.
         ready = self.ready is not None and self.ready(inner)
@@ -439,7 +460,7 @@ class Backgrounded:
         self, cluster: Any, bg: dict[str, Any], now: datetime, *, force: bool = False
     ) -> dict[str, Any] | None:
         for index, c in enumerate(bg["checks"]):
-            if c.get("waived"):
+            if c.get("waived") or c["state"].get("no_source"):
                 continue
             due = parse_iso(c["state"].get("next_at")) or now
             if now < due and not force:
@@ -457,7 +478,7 @@ class Backgrounded:
         waits = [
             ((parse_iso(c["state"].get("next_at")) or now) - now).total_seconds()
             for c in bg["checks"]
-            if not c.get("waived")
+            if not c.get("waived") and not c["state"].get("no_source")
         ]
         return max(0.0, min(waits)) if waits else 3600.0
 

@@ -46,6 +46,7 @@ action's own `error` says why that action's selection failed ("node group x has 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -98,7 +99,23 @@ def changes_cluster(calls: Sequence[ActionCall]) -> list[ActionCall]:
 
 
 def describe_args(args: Mapping[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in args.items() if k != "dry_run")
+    """The call's arguments on one line; a step's `background:` and `silence:` (JSON the plan
+    loader passes on) by the names of their checks, not their JSON."""
+    parts = []
+    for k, v in args.items():
+        if k == "dry_run":
+            continue
+        if k in ("background", "silence"):
+            try:
+                raw = json.loads(v)
+            except ValueError:
+                raw = None
+            if k == "background" and isinstance(raw, list):
+                v = ",".join(str(i.get("name", "?")) for i in raw if isinstance(i, dict))
+            elif k == "silence":
+                v = "held"
+        parts.append(f"{k}={v}")
+    return " ".join(parts)
 
 
 def read(

@@ -22,7 +22,7 @@ import base64
 import bisect
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
@@ -31,6 +31,8 @@ from markupsafe import Markup
 
 from bot.adapters.store import Store
 from bot.core.evidence.view import (
+    NOT_MEASURED,
+    AlertRow,
     AlertsView,
     AnalysisView,
     alerts_summary,
@@ -144,6 +146,30 @@ class AlertsLane:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EvidenceStep:
+    """One evidence check of the run, as the Markdown and JSON reports tell it: an `alerts`,
+    `analysis` or `app-health` step, or a check in a disruptive step's `background:`. `outcome`
+    is Successful, Failed, Inconclusive, Error, Waived, Running or "not measured (no source)"."""
+
+    step_id: str
+    kind: str
+    background: bool = False
+    outcome: str
+    #: The gate's line: "Alerts: 0 new since 14:02 · 3 pre-existing · 0 silenced by this run".
+    summary: str
+    #: How it ended, in the job's words (who waived it and why; who checked it by eye).
+    detail: str = ""
+    alerts: AlertsView | None = None
+    #: The alerts firing at the baseline (the first `KEPT_BASELINE`; the count is `alerts.pre_existing`).
+    at_baseline: tuple[AlertRow, ...] = ()
+    analysis: AnalysisView | None = None
+
+
+#: Alerts of the baseline the report lists by name (the rest are counted).
+KEPT_BASELINE = 20
+
+
+@dataclass(frozen=True, kw_only=True)
 class Report:
     run_id: str
     plan: str
@@ -188,6 +214,8 @@ class Report:
     #: (the analysis job's measurements are loaded by its own loader; empty until then).
     alert_lanes: tuple[AlertsLane, ...] = ()
     analyses: tuple[AnalysisView, ...] = ()
+    #: Every evidence check of the run, steps and `background:` checks, in step order.
+    evidence: tuple[EvidenceStep, ...] = ()
 
     @property
     def groups(self) -> list[str]:
@@ -377,6 +405,7 @@ def build_report(
         backups=tuple(backups),
         alert_lanes=tuple(_alert_lanes(store, run_id, [s.step_id for s in steps], ended)),
         analyses=tuple(_analyses(store, run_id, [s.step_id for s in steps])),
+        evidence=tuple(evidence_steps(store, run_id, [s.step_id for s in steps])),
     )
 
 
@@ -404,6 +433,104 @@ def _analyses(store: Store, run_id: str, step_ids: Sequence[str]) -> list[Analys
         out.append(
             analysis_view(json.loads(row.progress), name=step_id, done=row.state == "done", ok=bool(row.ok))
         )
+    return out
+
+
+def _outcome_of(progress: Mapping[str, Any], kind: str, *, done: bool, ok: bool, detail: str) -> str:
+    if progress.get("no_source"):
+        return NOT_MEASURED
+    if done and "waived by" in detail:
+        return "Waived"
+    if kind == "analysis" and str(progress.get("outcome") or "Running") != "Running":
+        return str(progress["outcome"])
+    if not done:
+        return "Inconclusive" if progress.get("unavailable") else "Running"
+    return "Successful" if ok else "Failed"
+
+
+def _baseline_rows(progress: Mapping[str, Any]) -> tuple[AlertRow, ...]:
+    raw = progress.get("baseline")
+    if not isinstance(raw, Mapping):
+        return ()
+    return tuple(
+        AlertRow(
+            fingerprint=str(fp),
+            labels={str(k): str(v) for k, v in (a.get("labels") or {}).items()},
+            starts_at=_when(a.get("startsAt")) or datetime.min.replace(tzinfo=UTC),
+        )
+        for fp, a in list(raw.items())[:KEPT_BASELINE]
+        if isinstance(a, Mapping)
+    )
+
+
+def _evidence_of(
+    step_id: str, kind: str, progress: Mapping[str, Any], *, outcome: str, detail: str, background: bool
+) -> EvidenceStep | None:
+    if kind == "alerts":
+        view = alerts_view(progress, outcome=outcome)
+        return EvidenceStep(step_id=step_id, kind=kind, background=background, outcome=outcome,
+                            summary=alerts_summary(view), detail=detail, alerts=view,
+                            at_baseline=_baseline_rows(progress))  # fmt: skip
+    if kind == "analysis":
+        a = analysis_view(progress, name=step_id)
+        a = replace(a, outcome=outcome)
+        summary = (
+            f"{NOT_MEASURED}: {progress.get('no_source')}"
+            if progress.get("no_source")
+            else f"value {number(a.value)} vs baseline {number(a.baseline)} · {len(a.points)}/{a.count} measured"
+        )
+        return EvidenceStep(step_id=step_id, kind=kind, background=background, outcome=outcome,
+                            summary=summary, detail=detail, analysis=a)  # fmt: skip
+    if kind == "app-health":
+        seen = progress.get("seen") or {}
+        summary = (
+            f"Apps: {seen.get('healthy', 0)}/{seen.get('apps', 0)} healthy · "
+            f"{seen.get('baseline', 0)} unhealthy at the baseline"
+        )
+        return EvidenceStep(step_id=step_id, kind=kind, background=background, outcome=outcome,
+                            summary=summary, detail=detail)  # fmt: skip
+    return None
+
+
+def evidence_steps(store: Store, run_id: str, step_ids: Sequence[str]) -> list[EvidenceStep]:
+    """Every evidence check of the run from its jobs' stored progress, in step order: the
+    evidence steps, then within a disruptive step each of its `background:` checks."""
+    out: list[EvidenceStep] = []
+    for step_id in step_ids:
+        row = store.job_of_step(run_id, step_id)
+        if row is None or not row.progress:
+            continue
+        progress = json.loads(row.progress)
+        done, ok = row.state == "done", bool(row.ok)
+        if row.kind in ("alerts", "analysis", "app-health"):
+            outcome = _outcome_of(progress, row.kind, done=done, ok=ok, detail=row.detail)
+            entry = _evidence_of(
+                step_id, row.kind, progress, outcome=outcome, detail=row.detail, background=False
+            )
+            if entry is not None:
+                out.append(entry)
+            continue
+        bg = progress.get("background") if isinstance(progress, Mapping) else None
+        if not isinstance(bg, Mapping):
+            continue
+        failure = bg.get("failure") or {}
+        for index, check in enumerate(bg.get("checks") or ()):
+            state = check.get("state") or {}
+            if state.get("no_source"):
+                outcome = NOT_MEASURED
+            elif check.get("waived"):
+                outcome = "Waived"
+            elif failure.get("check") == index:
+                outcome = "Failed" if failure.get("verdict") == "failed" else "Inconclusive"
+            elif done:
+                # Checked all along the step and never stopped it (an aborted step says so in `detail`).
+                outcome = "Successful" if ok else "Passed while the step ran"
+            else:
+                outcome = "Running"
+            entry = _evidence_of(step_id, str(check.get("name")), state, outcome=outcome,
+                                 detail=str(check.get("last") or ""), background=True)  # fmt: skip
+            if entry is not None:
+                out.append(entry)
     return out
 
 
@@ -551,6 +678,9 @@ def to_json(report: Report) -> str:
     def default(value: object) -> Any:
         if isinstance(value, datetime):
             return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        if isinstance(value, timedelta):
+            # An alerts step's settle and timeout windows.
+            return value.total_seconds()
         raise TypeError(type(value))
 
     body = asdict(report)
@@ -648,6 +778,7 @@ def to_markdown(report: Report) -> str:
     out += [f"- {_dt(e.at)}: {_cell(e.workload)} ({_cell(e.kind)})" for e in report.episodes] or [
         "- none posted"
     ]
+    out += ["", "## Evidence", ""] + (evidence_markdown(report) or ["- no evidence step in this run"])
     for title, items in (
         ("Findings", report.findings),
         ("Notes", report.notes),
@@ -660,6 +791,54 @@ def to_markdown(report: Report) -> str:
         for a in report.audit
     ]
     return "\n".join(out) + "\n"
+
+
+def evidence_markdown(report: Report) -> list[str]:
+    """Each evidence check: its outcome, the alert timeline (new, at the baseline, silenced by the
+    run), each analysis' query, conditions, baseline and measurements."""
+    out: list[str] = []
+    for e in report.evidence:
+        where = " (background)" if e.background else ""
+        out += [f"### {_cell(e.step_id)}{where}: {_cell(e.kind)} — {_cell(e.outcome)}", "", _cell(e.summary)]
+        if e.detail:
+            out += ["", f"_{_cell(e.detail)}_"]
+        out.append("")
+        if e.alerts is not None and not e.alerts.no_source:
+            firing = {r.fingerprint for r in e.alerts.new}
+            rows = [
+                (r, "new, firing" if r.fingerprint in firing else "new, gone since")
+                for r in (e.alerts.history or e.alerts.new)
+            ]
+            rows += [(r, "at the baseline") for r in e.at_baseline]
+            if rows:
+                out += [
+                    "| alert | labels | started | seen as | silenced by this run |",
+                    "|---|---|---|---|---|",
+                ]
+                out += [
+                    f"| {_cell(r.name)} | {_cell(', '.join(f'{k}={v}' for k, v in sorted(r.labels.items()) if k != 'alertname'))} "
+                    f"| {_dt(r.starts_at)} | {seen} | {'yes' if r.silenced_by_run else 'no'} |"
+                    for r, seen in rows
+                ]
+                more = max(e.alerts.history_count - len(e.alerts.history), 0)
+                if more:
+                    out.append(f"\n…and {more} more new alerts")
+                out.append("")
+        a = e.analysis
+        if a is not None:
+            out.append(f"- query: {_cell(a.query)}")
+            for what, expr in (("success", a.success), ("failure", a.failure)):
+                if expr:
+                    out.append(f"- {what}: {_cell(expr)}")
+            out.append(f"- baseline: {number(a.baseline)}")
+            if a.reason and not a.no_source:
+                out.append(f"- why: {_cell(a.reason)}")
+            out.append("")
+            if a.points:
+                out += ["| at | phase | value |", "|---|---|---|"]
+                out += [f"| {_dt(p.at)} | {_cell(p.phase)} | {number(p.value)} |" for p in a.points]
+                out.append("")
+    return out
 
 
 def _summary(report: Report) -> list[tuple[str, str]]:

@@ -237,8 +237,15 @@ def test_the_completed_announcement_carries_the_runs_evidence_escaped() -> None:
     line = "Evidence: `settle` Alerts: 1 new since 14:02 · 3 pre-existing · 0 silenced by this run &lt;!channel&gt; &amp; co (Failed)"
     assert line in rendered.text
     assert rendered.blocks is not None
-    assert any(b.get("text", {}).get("text") == line for b in rendered.blocks)
+    # The diff's regressions come first in the same section, escaped too.
+    regressions = "Regressions the diff found (1): containers not ready — Deployment payments/&lt;api&gt; &lt;!channel&gt;"
+    assert regressions in rendered.text
+    assert any(b.get("text", {}).get("text") == f"{regressions}\n{line}" for b in rendered.blocks)
     blockkit.message_blocks({"blocks": rendered.blocks})
     clean = sample_context()
-    clean["run"] = dataclasses.replace(clean["run"], failed_skipped=(), open_findings=(), evidence=())
-    assert "Evidence" not in AnnouncementRenderer().render("completed", clean).text
+    clean["run"] = dataclasses.replace(
+        clean["run"], failed_skipped=(), open_findings=(), evidence=(), regressions=()
+    )
+    text = AnnouncementRenderer().render("completed", clean).text
+    assert "Evidence" not in text
+    assert "Regressions" not in text
