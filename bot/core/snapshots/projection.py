@@ -64,6 +64,13 @@ POD_FIELDS: tuple[str, ...] = (
     "images",
     "ip",
     "created",
+    # What a twin of the cluster needs to be true to it (`bot/sim/world/twin.py`), added after the
+    # columns above so that older snapshots read the same: the containers' names (in the order of
+    # `images`, injected sidecars included), the init containers as `name=image`, and each
+    # container that is not ready as `name:reason` (the reason empty when it simply is not ready).
+    "containers",
+    "init_containers",
+    "unready",
 )
 P = {name: i for i, name in enumerate(POD_FIELDS)}
 
@@ -441,6 +448,8 @@ def project_node(obj: schema.Node, group_labels: Sequence[str] = DEFAULT_NODE_GR
         "created": meta.creation_timestamp or "",
         "internal_ip": addresses.get("InternalIP") or "",
         "external_ip": addresses.get("ExternalIP") or "",
+        # All of them: a twin gives its nodes those its workloads' selectors and affinities read.
+        "labels": dict(sorted(labels.items())),
     }
 
 
@@ -472,7 +481,50 @@ def project_workload(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         "rollout": state,
         "rollout_message": message,
         "images": [c.get("image", "") for c in containers],
+        "template": template_record(spec),
     }
+
+
+#: Volume kinds a twin keeps: the ones the drain checks read (DRAIN002, DRAIN003).
+TWIN_VOLUMES = ("emptyDir", "hostPath")
+
+
+def template_record(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What a workload's pods are made from, as much as a twin of the cluster needs to behave as
+    it does and to give the checks the same findings: the selector, the pod template's labels and
+    annotations (the known-issue rules and the drain checks read them), its containers (names,
+    images, requests, whether a readiness probe is set), init containers, placement (node
+    selector, affinity, tolerations, scheduler), the volumes the drain checks read and the grace
+    period. Everything else of the template (env, mounts, probes' details) is left out."""
+    template = spec.get("template") or {}
+    meta = template.get("metadata") or {}
+    pod = template.get("spec") or {}
+
+    def container(c: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": c.get("name", ""), "image": c.get("image", "")}
+        if c.get("resources"):
+            out["resources"] = c["resources"]
+        if c.get("readinessProbe"):
+            out["readiness_probe"] = True
+        return out
+
+    record: dict[str, Any] = {
+        "selector": spec.get("selector") or {},
+        "labels": meta.get("labels") or {},
+        "annotations": meta.get("annotations") or {},
+        "containers": [container(c) for c in pod.get("containers") or []],
+    }
+    optional = {
+        "init_containers": [container(c) for c in pod.get("initContainers") or []],
+        "node_selector": pod.get("nodeSelector") or {},
+        "affinity": pod.get("affinity") or {},
+        "tolerations": pod.get("tolerations") or [],
+        "volumes": [v for v in pod.get("volumes") or [] if any(k in v for k in TWIN_VOLUMES)],
+        "termination_grace_period_seconds": pod.get("terminationGracePeriodSeconds"),
+        "scheduler_name": pod.get("schedulerName") or "",
+    }
+    record.update({k: v for k, v in optional.items() if v not in (None, "", [], {})})
+    return record
 
 
 def project_pdb(obj: schema.Pdb) -> dict[str, Any]:
@@ -543,9 +595,12 @@ def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, s
     statuses = status.container_statuses or ()
     containers = spec.containers or ()
     ready = restarts = 0
+    unready: list[str] = []
     for cs in statuses:
         if cs.ready:
             ready += 1
+        else:
+            unready.append(f"{cs.name or ''}:{_state_reason(cs)}")
         restarts += cs.restart_count or 0
     display, reasons = pod_display_status(obj)
     # In POD_FIELDS order, built at once. Nothing is interned: rows are made in the pod list's helper
@@ -566,7 +621,22 @@ def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, s
         ",".join([c.image or "" for c in containers]),
         status.pod_ip or "",
         meta.creation_timestamp or "",
+        ",".join([c.name or "" for c in containers]),
+        ",".join([f"{c.name or ''}={c.image or ''}" for c in spec.init_containers or ()]),
+        ",".join(unready),
     )
+
+
+def _state_reason(cs: schema.ContainerStatus) -> str:
+    """Why a container is not ready, as its state says (empty: running, just not ready)."""
+    state = cs.state
+    if state is None:
+        return ""
+    if state.waiting is not None:
+        return state.waiting.reason or ""
+    if state.terminated is not None:
+        return state.terminated.reason or ""
+    return ""
 
 
 def project_event(obj: schema.Event, cutoff: datetime) -> dict[str, Any] | None:

@@ -72,6 +72,7 @@ class Named(Wire):
 
 
 class ContainerStatus(Wire):
+    name: str | None = None
     ready: bool | None = None
     restart_count: int | None = None
     state: ContainerState | None = None
@@ -79,12 +80,14 @@ class ContainerStatus(Wire):
 
 
 class Container(Wire):
+    name: str | None = None
     image: str | None = None
 
 
 class PodSpec(Wire):
     node_name: str | None = None
     containers: tuple[Container, ...] | None = None
+    init_containers: tuple[Container, ...] | None = None
 
 
 class PodStatus(Wire):
@@ -164,19 +167,37 @@ class WMeta(Pruned):
 
 
 class WContainer(Pruned):
+    name: Any = UNSET
     image: Any = UNSET
+    resources: Any = UNSET
+    readiness_probe: Any = UNSET
 
 
 class WPodSpec(Pruned):
     containers: list[WContainer] | UnsetType | None = UNSET
+    # What a twin of the cluster keeps of the pod template (`projection.template_record`).
+    init_containers: list[WContainer] | UnsetType | None = UNSET
+    node_selector: Any = UNSET
+    affinity: Any = UNSET
+    tolerations: Any = UNSET
+    volumes: Any = UNSET
+    termination_grace_period_seconds: Any = UNSET
+    scheduler_name: Any = UNSET
+
+
+class WTemplateMeta(Pruned):
+    labels: Any = UNSET
+    annotations: Any = UNSET
 
 
 class WTemplate(Pruned):
+    metadata: WTemplateMeta | UnsetType | None = UNSET
     spec: WPodSpec | UnsetType | None = UNSET
 
 
 class WSpec(Pruned):
     replicas: Any = UNSET
+    selector: Any = UNSET
     update_strategy: Strategy | UnsetType | None = UNSET
     template: WTemplate | UnsetType | None = UNSET
 

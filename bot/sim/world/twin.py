@@ -13,6 +13,7 @@ Services, ConfigMaps or webhooks, and no faults.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
@@ -62,8 +63,93 @@ def _taint(text: str) -> Obj:
     return taint
 
 
-def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) -> Obj:
-    """The scenario (as the data a scenario file holds) of the cluster the snapshot recorded."""
+def _own_label(key: str) -> bool:
+    """A node label the simulator writes itself (hostname, zone, instance type, its group's)."""
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    return (
+        domain.endswith(("kubernetes.io", "k8s.io", "amazonaws.com"))
+        or domain.startswith(("topology.", "failure-domain."))
+        or domain == "alpha.eksctl.io"
+    )
+
+
+#: EKS never runs a DaemonSet's pods on a Fargate node (it is a VM of one pod): a twin's DaemonSets
+#: keep away from them whatever their template says.
+_NOT_FARGATE = {"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["fargate"]}
+
+
+def _off_fargate(affinity: Mapping[str, Any]) -> Obj:
+    out: Obj = json.loads(json.dumps(affinity))
+    node = out.setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    for term in terms:
+        exprs = term.setdefault("matchExpressions", [])
+        if _NOT_FARGATE not in exprs:
+            exprs.append(dict(_NOT_FARGATE))
+    return out
+
+
+def _containers(pairs: list[tuple[str, str]], template: list[Obj]) -> list[Obj]:
+    """The pod's containers as the snapshot saw them in the pods (names and images, sidecars that a
+    webhook injected included), with what the template says of each (requests, readiness probe)."""
+    by_name = {str(c.get("name", "")): c for c in template}
+    out: list[Obj] = []
+    for name, image in pairs:
+        c: Obj = {"name": name, "image": image}
+        known = by_name.get(name) or {}
+        if known.get("resources"):
+            c["resources"] = known["resources"]
+        if known.get("readiness_probe"):
+            # Only that one is set: the checks read whether, not how (the sim's kubelet ignores it).
+            c["readinessProbe"] = {"tcpSocket": {"port": 1}}
+        out.append(c)
+    return out
+
+
+def _states(pods: list[dict[str, Any]], ns: str, wname: str) -> list[Obj]:
+    """Faults that put the workload's containers back in the states the snapshot saw them in: not
+    ready, crash-looping, failing to pull, waiting for an IP. A state every pod of the workload had
+    matches them all; one that some pods had matches those on the same node."""
+    seen: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for pod in pods:
+        for entry in str(pod.get("unready") or "").split(","):
+            if entry:
+                container, _, reason = entry.partition(":")
+                seen[container, reason].add(str(pod.get("node", "")))
+        if str(pod.get("status", "")) == "ContainerCreating" and pod.get("node"):
+            seen["", "ContainerCreating"].add(str(pod["node"]))
+    faults: list[Obj] = []
+    for (container, reason), nodes in sorted(seen.items()):
+        kind = _FAULT_OF.get(reason)
+        if kind is None:
+            continue
+        base: Obj = {"namespace": ns, "name_prefix": f"{wname}-"}
+        if container:
+            base["container"] = container
+        everywhere = len(nodes) == len(pods)
+        for node in [""] if everywhere else sorted(n for n in nodes if n):
+            match = dict(base, **({"node": node} if node else {}))
+            faults.append({"type": kind, "match": match})
+    return faults
+
+
+#: The fault that gives a container the state (its reason) the snapshot saw.
+_FAULT_OF = {
+    "": "not_ready",
+    "Running": "not_ready",
+    "CrashLoopBackOff": "crash_loop",
+    "Error": "crash_loop",
+    "OOMKilled": "crash_loop",
+    "ImagePullBackOff": "image_pull_error",
+    "ErrImagePull": "image_pull_error",
+    "ContainerCreating": "no_ip",
+}
+
+
+def _node_groups(snap: Mapping[str, Any]) -> tuple[list[Obj], dict[str, str], set[str], bool, str]:
     version_text = str((snap.get("version") or {}).get("gitVersion", ""))
     found = _VERSION.search(version_text)
     version = found.group(1) if found else "1.29.4"
@@ -71,6 +157,7 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     group_of: dict[str, str] = {}
     fargate_nodes: set[str] = set()
     eks = "eks" in version_text
+    common: dict[str, dict[str, str]] = {}
     for node in snap.get("nodes") or []:
         node_name = str(node.get("name", ""))
         if _fargate(node):
@@ -94,18 +181,40 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             spec.setdefault("taints", [_taint(str(t)) for t in node["taints"]])
         if "eks" in str(node.get("kubelet", "")):
             eks = True
+        if "labels" in node:
+            labels = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
+            group_label = str(node.get("group_label") or "")
+            if group_label and group_label != NODE_GROUP_LABEL:
+                labels.pop(group_label, None)
+                spec.setdefault("_group_label", {group_label: group})
+            mine = {k: v for k, v in labels.items() if not _own_label(k)}
+            if group in common:
+                common[group] = {k: v for k, v in common[group].items() if mine.get(k) == v}
+            else:
+                common[group] = mine
     node_groups: list[Obj] = []
-    for spec in groups.values():
+    for name, spec in groups.items():
         versions: Counter[str] = spec.pop("_versions")
         if versions:
-            common = versions.most_common(1)[0][0]
-            if common != version:
-                spec["version"] = common
+            most = versions.most_common(1)[0][0]
+            if most != version:
+                spec["version"] = most
+        # Labels every node of the group had, that the sim does not write itself: those a
+        # workload's nodeSelector or affinity may read (a group named by another label keeps it).
+        labels = {**spec.pop("_group_label", {}), **common.get(name, {})}
+        if labels:
+            spec["labels"] = dict(sorted(labels.items()))
         node_groups.append(spec)
+    return node_groups, group_of, fargate_nodes, eks, version
 
-    # Where each workload's pods ran, and the images its pods had (sidecars included).
+
+def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) -> Obj:
+    """The scenario (as the data a scenario file holds) of the cluster the snapshot recorded."""
+    node_groups, group_of, fargate_nodes, eks, version = _node_groups(snap)
+
+    # Where each workload's pods ran, and the pods themselves (their containers, their states).
     placement: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
-    pod_images: dict[tuple[str, str, str], list[str]] = {}
+    pods_of: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     on_fargate: set[tuple[str, str, str]] = set()
     for pod in _pods(snap):
         key = (str(pod.get("workload_kind", "")), str(pod.get("namespace", "")), str(pod.get("workload", "")))
@@ -116,43 +225,38 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             on_fargate.add(key)
         elif node in group_of:
             placement[key][group_of[node]] += 1
-        pod_images.setdefault(key, [i for i in str(pod.get("images", "")).split(",") if i])
+        pods_of[key].append(pod)
 
     taints_of = {g["name"]: g.get("taints") or [] for g in node_groups}
     objects: list[Obj] = []
     fargate_profiles: list[Obj] = []
+    faults: list[Obj] = []
     workloads_by_ns: dict[str, list[str]] = defaultdict(list)
+    selectors: dict[tuple[str, str], Obj] = {}
     for w in snap.get("workloads") or []:
         kind, ns, wname = str(w.get("kind", "")), str(w.get("namespace", "")), str(w.get("name", ""))
         if kind not in _KINDS or not wname:
             continue
         key = (kind, ns, wname)
         workloads_by_ns[ns].append(wname)
-        images = [str(i) for i in w.get("images") or [] if i]
-        extra = [i for i in pod_images.get(key, []) if i not in images and any(s in i for s in _SIDECARS)]
-        taken: set[str] = set()
-        containers = [{"name": _container_name(i, taken), "image": i} for i in [*images, *extra]]
-        if not containers:
-            containers = [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]
-        labels = {"app": wname}
-        pod_spec: Obj = {"containers": containers}
-        if kind == "DaemonSet":
-            pod_spec["tolerations"] = [{"operator": "Exists"}]
-        elif key in on_fargate:
-            fargate_profiles.append({"name": wname, "namespace": ns, "labels": dict(labels)})
-        elif placement.get(key):
-            group = placement[key].most_common(1)[0][0]
-            pod_spec["nodeSelector"] = {NODE_GROUP_LABEL: group}
-            tolerations = [
-                {k: v for k, v in {**t, "operator": "Equal"}.items() if k != "value" or v}
-                for t in taints_of.get(group, [])
-            ]
-            if tolerations:
-                pod_spec["tolerations"] = tolerations
-        body: Obj = {
-            "selector": {"matchLabels": dict(labels)},
-            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
-        }
+        template: Obj | None = w.get("template")
+        pods = pods_of.get(key, [])
+        if template is not None:
+            pod_spec, labels, selector = _recorded_pod(kind, template, pods, eks and bool(fargate_nodes))
+            faults.extend(_states(pods, ns, wname))
+        else:
+            pod_spec, labels, selector = _made_up_pod(
+                kind, w, pods, key in on_fargate, placement.get(key), taints_of
+            )
+        selectors[ns, wname] = selector
+        if key in on_fargate and kind != "DaemonSet":
+            fargate_profiles.append(
+                {"name": wname, "namespace": ns, "labels": dict(selector.get("matchLabels") or labels)}
+            )
+        meta: Obj = {"labels": dict(labels)}
+        if template is not None and template.get("annotations"):
+            meta["annotations"] = dict(template["annotations"])
+        body: Obj = {"selector": selector, "template": {"metadata": meta, "spec": pod_spec}}
         if kind != "DaemonSet":
             body["replicas"] = int(w.get("desired", 1) or 0)
         if kind == "StatefulSet":
@@ -179,7 +283,7 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
                 "metadata": {"name": pname, "namespace": ns},
                 "spec": {
                     "minAvailable": int(pdb.get("desired_healthy", 0) or 0),
-                    "selector": {"matchLabels": {"app": target}},
+                    "selector": json.loads(json.dumps(selectors[ns, target])),
                 },
             }
         )
@@ -200,8 +304,93 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     if fargate_profiles:
         scenario["fargate_profiles"] = fargate_profiles
     scenario["namespaces"] = [str(n) for n in snap.get("namespaces") or [] if str(n) not in _BASE]
+    if faults:
+        scenario["faults"] = faults
     scenario["objects"] = objects
     return scenario
+
+
+def _pairs(pods: list[dict[str, Any]], column: str) -> list[tuple[str, str]]:
+    """The most common (name, image) list of the pods: the containers as the pods ran them."""
+    layouts: Counter[tuple[tuple[str, str], ...]] = Counter()
+    for pod in pods:
+        if column == "init_containers":
+            entries = [e.partition("=") for e in str(pod.get(column) or "").split(",") if e]
+            layouts[tuple((n, i) for n, _, i in entries)] += 1
+        else:
+            names = str(pod.get("containers") or "").split(",")
+            images = str(pod.get("images") or "").split(",")
+            if names != [""] and len(names) == len(images):
+                layouts[tuple(zip(names, images, strict=True))] += 1
+    return list(layouts.most_common(1)[0][0]) if layouts else []
+
+
+def _recorded_pod(
+    kind: str, template: Mapping[str, Any], pods: list[dict[str, Any]], fargate: bool
+) -> tuple[Obj, Obj, Obj]:
+    """The pod template as the snapshot recorded it (`projection.template_record`), with the
+    containers the pods really had."""
+    pairs = _pairs(pods, "containers") or [
+        (str(c.get("name", "")), str(c.get("image", ""))) for c in template.get("containers") or []
+    ]
+    containers = _containers(pairs, list(template.get("containers") or []))
+    if not containers:
+        containers = [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]
+    pod_spec: Obj = {"containers": containers}
+    init_pairs = _pairs(pods, "init_containers") or [
+        (str(c.get("name", "")), str(c.get("image", ""))) for c in template.get("init_containers") or []
+    ]
+    if init_pairs:
+        pod_spec["initContainers"] = _containers(init_pairs, list(template.get("init_containers") or []))
+    for field, key in (
+        ("node_selector", "nodeSelector"),
+        ("affinity", "affinity"),
+        ("tolerations", "tolerations"),
+        ("volumes", "volumes"),
+        ("termination_grace_period_seconds", "terminationGracePeriodSeconds"),
+        ("scheduler_name", "schedulerName"),
+    ):
+        if field in template:
+            pod_spec[key] = json.loads(json.dumps(template[field]))
+    if kind == "DaemonSet" and fargate:
+        pod_spec["affinity"] = _off_fargate(pod_spec.get("affinity") or {})
+    labels = dict(template.get("labels") or {})
+    selector = json.loads(json.dumps(template.get("selector") or {})) or {"matchLabels": dict(labels)}
+    return pod_spec, labels, selector
+
+
+def _made_up_pod(
+    kind: str,
+    w: Mapping[str, Any],
+    pods: list[dict[str, Any]],
+    on_fargate: bool,
+    placement: Counter[str] | None,
+    taints_of: Mapping[str, list[Obj]],
+) -> tuple[Obj, Obj, Obj]:
+    """A snapshot taken before the bot recorded pod templates: labels `app: NAME`, placement on the
+    group most of the pods ran on, and the sidecars seen in the pods added to the template."""
+    wname = str(w.get("name", ""))
+    images = [str(i) for i in w.get("images") or [] if i]
+    seen = [i for i in str(pods[0].get("images", "")).split(",") if i] if pods else []
+    extra = [i for i in seen if i not in images and any(s in i for s in _SIDECARS)]
+    taken: set[str] = set()
+    containers = [{"name": _container_name(i, taken), "image": i} for i in [*images, *extra]]
+    if not containers:
+        containers = [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]
+    labels = {"app": wname}
+    pod_spec: Obj = {"containers": containers}
+    if kind == "DaemonSet":
+        pod_spec["tolerations"] = [{"operator": "Exists"}]
+    elif not on_fargate and placement:
+        group = placement.most_common(1)[0][0]
+        pod_spec["nodeSelector"] = {NODE_GROUP_LABEL: group}
+        tolerations = [
+            {k: v for k, v in {**t, "operator": "Equal"}.items() if k != "value" or v}
+            for t in taints_of.get(group, [])
+        ]
+        if tolerations:
+            pod_spec["tolerations"] = tolerations
+    return pod_spec, labels, {"matchLabels": dict(labels)}
 
 
 HEADER = """\

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from bot.core.rollout import verdict
+from bot.core.snapshots.projection import template_record
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,9 @@ POD_FIELDS: tuple[str, ...] = (
     "images",
     "ip",
     "created",
+    "containers",
+    "init_containers",
+    "unready",
 )
 P = {name: i for i, name in enumerate(POD_FIELDS)}
 
@@ -268,6 +272,7 @@ def project_node(
         "created": meta.get("creationTimestamp", ""),
         "internal_ip": addresses.get("InternalIP", ""),
         "external_ip": addresses.get("ExternalIP", ""),
+        "labels": dict(sorted(labels.items())),
     }
 
 
@@ -298,6 +303,7 @@ def project_workload(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         "rollout": state,
         "rollout_message": message,
         "images": [c.get("image", "") for c in containers],
+        "template": template_record(spec),
     }
 
 
@@ -388,6 +394,17 @@ def project_pod(obj: Mapping[str, Any], rs_owner: Mapping[tuple[str, str], tuple
     row[P["images"]] = _intern(images)
     row[P["ip"]] = status.get("podIP") or ""
     row[P["created"]] = _intern(meta.get("creationTimestamp") or "")
+    row[P["containers"]] = ",".join(c.get("name", "") for c in spec.get("containers") or [])
+    row[P["init_containers"]] = ",".join(
+        f"{c.get('name', '')}={c.get('image', '')}" for c in spec.get("initContainers") or []
+    )
+    unready = []
+    for cs in statuses:
+        if not cs.get("ready"):
+            state = cs.get("state") or {}
+            why = (state.get("waiting") or state.get("terminated") or {}).get("reason", "")
+            unready.append(f"{cs.get('name', '')}:{why}")
+    row[P["unready"]] = ",".join(unready)
     return row
 
 
