@@ -67,10 +67,12 @@ POD_FIELDS: tuple[str, ...] = (
     # What a twin of the cluster needs to be true to it (`bot/sim/world/twin.py`), added after the
     # columns above so that older snapshots read the same: the containers' names (in the order of
     # `images`, injected sidecars included), the init containers as `name=image`, and each
-    # container that is not ready as `name:reason` (the reason empty when it simply is not ready).
+    # container that is not ready as `name:reason` (the reason empty when it simply is not ready),
+    # and the emptyDir and hostPath volumes as `name:emptyDir` or `name:hostPath`.
     "containers",
     "init_containers",
     "unready",
+    "volumes",
 )
 P = {name: i for i, name in enumerate(POD_FIELDS)}
 
@@ -624,6 +626,13 @@ def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, s
         ",".join([c.name or "" for c in containers]),
         ",".join([f"{c.name or ''}={c.image or ''}" for c in spec.init_containers or ()]),
         ",".join(unready),
+        ",".join(
+            [
+                f"{v.name or ''}:{'emptyDir' if v.empty_dir is not None else 'hostPath'}"
+                for v in spec.volumes or ()
+                if v.empty_dir is not None or v.host_path is not None
+            ]
+        ),
     )
 
 

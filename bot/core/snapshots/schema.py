@@ -84,10 +84,19 @@ class Container(Wire):
     image: str | None = None
 
 
+class Volume(Wire):
+    """Only whether it is one of the kinds a drain loses (a twin of the cluster keeps those)."""
+
+    name: str | None = None
+    empty_dir: dict[str, Any] | None = None
+    host_path: dict[str, Any] | None = None
+
+
 class PodSpec(Wire):
     node_name: str | None = None
     containers: tuple[Container, ...] | None = None
     init_containers: tuple[Container, ...] | None = None
+    volumes: tuple[Volume, ...] | None = None
 
 
 class PodStatus(Wire):

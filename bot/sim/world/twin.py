@@ -231,6 +231,7 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     objects: list[Obj] = []
     fargate_profiles: list[Obj] = []
     faults: list[Obj] = []
+    injectors: list[Obj] = []
     workloads_by_ns: dict[str, list[str]] = defaultdict(list)
     selectors: dict[tuple[str, str], Obj] = {}
     for w in snap.get("workloads") or []:
@@ -242,7 +243,11 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
         template: Obj | None = w.get("template")
         pods = pods_of.get(key, [])
         if template is not None:
-            pod_spec, labels, selector = _recorded_pod(kind, template, pods, eks and bool(fargate_nodes))
+            pod_spec, labels, selector, injector = _recorded_pod(
+                kind, ns, wname, template, pods, eks and bool(fargate_nodes)
+            )
+            if injector is not None:
+                injectors.append(injector)
             faults.extend(_states(pods, ns, wname))
         else:
             pod_spec, labels, selector = _made_up_pod(
@@ -304,6 +309,8 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     if fargate_profiles:
         scenario["fargate_profiles"] = fargate_profiles
     scenario["namespaces"] = [str(n) for n in snap.get("namespaces") or [] if str(n) not in _BASE]
+    if injectors:
+        scenario["injectors"] = injectors
     if faults:
         scenario["faults"] = faults
     scenario["objects"] = objects
@@ -311,37 +318,37 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
 
 
 def _pairs(pods: list[dict[str, Any]], column: str) -> list[tuple[str, str]]:
-    """The most common (name, image) list of the pods: the containers as the pods ran them."""
+    """The most common list of the pods' (name, image) pairs (containers or init containers), or
+    of their (name, kind) volumes: what the pods ran with."""
     layouts: Counter[tuple[tuple[str, str], ...]] = Counter()
     for pod in pods:
-        if column == "init_containers":
-            entries = [e.partition("=") for e in str(pod.get(column) or "").split(",") if e]
-            layouts[tuple((n, i) for n, _, i in entries)] += 1
-        else:
+        if column == "containers":
             names = str(pod.get("containers") or "").split(",")
             images = str(pod.get("images") or "").split(",")
             if names != [""] and len(names) == len(images):
                 layouts[tuple(zip(names, images, strict=True))] += 1
+        else:
+            sep = "=" if column == "init_containers" else ":"
+            entries = [e.partition(sep) for e in str(pod.get(column) or "").split(",") if e]
+            layouts[tuple((n, i) for n, _, i in entries)] += 1
     return list(layouts.most_common(1)[0][0]) if layouts else []
 
 
 def _recorded_pod(
-    kind: str, template: Mapping[str, Any], pods: list[dict[str, Any]], fargate: bool
-) -> tuple[Obj, Obj, Obj]:
-    """The pod template as the snapshot recorded it (`projection.template_record`), with the
-    containers the pods really had."""
-    pairs = _pairs(pods, "containers") or [
-        (str(c.get("name", "")), str(c.get("image", ""))) for c in template.get("containers") or []
-    ]
-    containers = _containers(pairs, list(template.get("containers") or []))
+    kind: str, ns: str, wname: str, template: Mapping[str, Any], pods: list[dict[str, Any]], fargate: bool
+) -> tuple[Obj, Obj, Obj, Obj | None]:
+    """The pod template as the snapshot recorded it (`projection.template_record`), and an injector
+    of what the pods had besides (sidecars, init containers and volumes a webhook added)."""
+    recorded = list(template.get("containers") or [])
+    pairs = [(str(c.get("name", "")), str(c.get("image", ""))) for c in recorded]
+    containers = _containers(pairs, recorded)
     if not containers:
         containers = [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]
     pod_spec: Obj = {"containers": containers}
-    init_pairs = _pairs(pods, "init_containers") or [
-        (str(c.get("name", "")), str(c.get("image", ""))) for c in template.get("init_containers") or []
-    ]
-    if init_pairs:
-        pod_spec["initContainers"] = _containers(init_pairs, list(template.get("init_containers") or []))
+    recorded_init = list(template.get("init_containers") or [])
+    if recorded_init:
+        init_pairs = [(str(c.get("name", "")), str(c.get("image", ""))) for c in recorded_init]
+        pod_spec["initContainers"] = _containers(init_pairs, recorded_init)
     for field, key in (
         ("node_selector", "nodeSelector"),
         ("affinity", "affinity"),
@@ -356,7 +363,25 @@ def _recorded_pod(
         pod_spec["affinity"] = _off_fargate(pod_spec.get("affinity") or {})
     labels = dict(template.get("labels") or {})
     selector = json.loads(json.dumps(template.get("selector") or {})) or {"matchLabels": dict(labels)}
-    return pod_spec, labels, selector
+
+    # What the pods had that the template does not: injected by a webhook the twin does not have.
+    names = {c["name"] for c in containers} | {c["name"] for c in pod_spec.get("initContainers") or []}
+    volumes = {str(v.get("name", "")) for v in pod_spec.get("volumes") or []}
+    injected: Obj = {}
+    extra = [(n, i) for n, i in _pairs(pods, "containers") if n not in names]
+    if extra:
+        injected["containers"] = [{"name": n, "image": i} for n, i in extra]
+    extra_init = [(n, i) for n, i in _pairs(pods, "init_containers") if n not in names]
+    if extra_init:
+        injected["init_containers"] = [{"name": n, "image": i} for n, i in extra_init]
+    extra_volumes = [(n, k) for n, k in _pairs(pods, "volumes") if n not in volumes]
+    if extra_volumes:
+        injected["volumes"] = [
+            {"name": n, **({"emptyDir": {}} if k == "emptyDir" else {"hostPath": {"path": f"/var/lib/{n}"}})}
+            for n, k in extra_volumes
+        ]
+    injector = {"name": f"twin-{kind.lower()}-{ns}-{wname}", "owners": [f"{kind}/{ns}/{wname}"], **injected}
+    return pod_spec, labels, selector, injector if injected else None
 
 
 def _made_up_pod(

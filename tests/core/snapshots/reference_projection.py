@@ -54,6 +54,7 @@ POD_FIELDS: tuple[str, ...] = (
     "containers",
     "init_containers",
     "unready",
+    "volumes",
 )
 P = {name: i for i, name in enumerate(POD_FIELDS)}
 
@@ -405,6 +406,11 @@ def project_pod(obj: Mapping[str, Any], rs_owner: Mapping[tuple[str, str], tuple
             why = (state.get("waiting") or state.get("terminated") or {}).get("reason", "")
             unready.append(f"{cs.get('name', '')}:{why}")
     row[P["unready"]] = ",".join(unready)
+    row[P["volumes"]] = ",".join(
+        f"{v.get('name', '')}:{'emptyDir' if 'emptyDir' in v else 'hostPath'}"
+        for v in spec.get("volumes") or []
+        if "emptyDir" in v or "hostPath" in v
+    )
     return row
 
 
