@@ -17,11 +17,14 @@ import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 import yaml
 
+from bot.sim.apiserver.resources import GA_VERSIONS, KINDS, KNOWN_DEPRECATED_BY_GV
 from bot.sim.controllers.nodes import NODE_GROUP_LABEL
+from bot.sim.world.cloud import FIRST_HOST
 
 Obj = dict[str, Any]
 _BASE = {"default", "kube-system", "kube-public", "kube-node-lease"}
@@ -232,6 +235,7 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     fargate_profiles: list[Obj] = []
     faults: list[Obj] = []
     injectors: list[Obj] = []
+    placements: dict[str, list[str]] = {}
     workloads_by_ns: dict[str, list[str]] = defaultdict(list)
     selectors: dict[tuple[str, str], Obj] = {}
     for w in snap.get("workloads") or []:
@@ -249,6 +253,16 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             if injector is not None:
                 injectors.append(injector)
             faults.extend(_states(pods, ns, wname))
+            if kind != "DaemonSet":
+                # StatefulSet pods by ordinal: the settled build places them in that order.
+                ordered = (
+                    sorted(pods, key=lambda p: _ordinal(str(p.get("name", ""))))
+                    if kind == "StatefulSet"
+                    else pods
+                )
+                nodes = [str(p["node"]) for p in ordered if p.get("node") in group_of]
+                if nodes:
+                    placements[f"{kind}/{ns}/{wname}"] = nodes
         else:
             pod_spec, labels, selector = _made_up_pod(
                 kind, w, pods, key in on_fargate, placement.get(key), taints_of
@@ -301,7 +315,13 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             f"{sum(g['count'] for g in node_groups)} nodes in {len(node_groups)} group(s), "
             f"{len([o for o in objects if o['kind'] != 'PodDisruptionBudget'])} workloads."
         ),
-        "cluster": {"version": version, "platform": "eks" if eks else "generic", "warmup": "2m"},
+        "cluster": {
+            "version": version,
+            "platform": "eks" if eks else "generic",
+            **_served(snap),
+            **_placed(snap, node_groups),
+            "warmup": "2m",
+        },
         # Served as it was snapshotted: its workloads written Running, not started one by one.
         "settled": True,
         "node_groups": node_groups,
@@ -313,8 +333,80 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
         scenario["injectors"] = injectors
     if faults:
         scenario["faults"] = faults
+    if placements:
+        scenario["placements"] = placements
     scenario["objects"] = objects
     return scenario
+
+
+def _ordinal(name: str) -> tuple[int, str]:
+    tail = name.rsplit("-", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
+def _served(snap: Mapping[str, Any]) -> Obj:
+    """The deprecated APIs and the extension kinds the cluster served (those the sim knows)."""
+    served = set(snap.get("api_versions") or [])
+    out: Obj = {}
+    deprecated = sorted(gv for gv in served if gv in KNOWN_DEPRECATED_BY_GV)
+    if deprecated:
+        out["deprecated_apis"] = deprecated
+    custom = sorted(
+        k.key
+        for k in KINDS
+        if k.extension and any(f"{k.group}/{v}" in served for v in GA_VERSIONS.get(k.group, ()))
+    )
+    if custom:
+        out["custom_resources"] = custom
+    return out
+
+
+def _when(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _placed(snap: Mapping[str, Any], node_groups: list[Obj]) -> Obj:
+    """The region the nodes' zones are in, each group's zones in the order its nodes were made
+    (the sim draws a node's zone from its group's list by the node's number), and how old the
+    cluster looked: its oldest node's age when the snapshot was taken (deadlines run from it)."""
+    out: Obj = {}
+    nodes = [n for n in snap.get("nodes") or [] if not _fargate(n)]
+    zones = [str(n.get("zone") or "") for n in nodes]
+    if zones and all(len(z) > 1 for z in zones) and len({z[:-1] for z in zones}) == 1:
+        out["region"] = zones[0][:-1]
+        by_group: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        for node in nodes:
+            group = str(node.get("group") or "(none)")
+            by_group["ungrouped" if group == "(none)" else group].append(node)
+        offset = FIRST_HOST
+        for spec in node_groups:
+            members = sorted(by_group.get(spec["name"], []), key=_node_order)
+            count = len(members)
+            if count:
+                letters = [""] * count
+                for j, node in enumerate(members):
+                    letters[(offset + j) % count] = str(node["zone"])[-1]
+                spec["zones"] = letters
+            offset += count
+    taken = _when(snap.get("taken_at"))
+    created = [c for c in (_when(n.get("created")) for n in nodes) if c is not None]
+    if taken is not None and created:
+        age = (taken - min(created)).total_seconds()
+        if age > 3600:
+            out["age"] = f"{int(age // 3600)}h"
+    return out
+
+
+def _node_order(node: Mapping[str, Any]) -> tuple[int, ...]:
+    """Nodes in the order they were made, as far as a snapshot tells: by internal address."""
+    ip = str(node.get("internal_ip") or "")
+    parts = ip.split(".")
+    if len(parts) == 4 and all(p.isdigit() for p in parts):
+        return tuple(int(p) for p in parts)
+    return (1 << 16,)
 
 
 def _pairs(pods: list[dict[str, Any]], column: str) -> list[tuple[str, str]]:
