@@ -123,6 +123,15 @@ def compare_snapshots(original: Mapping[str, Any], twin: Mapping[str, Any]) -> l
         lambda p: f"{p['namespace']}/{p['name']}",
         dict,
     )
+    out += _records(
+        "object",
+        original.get("objects") or [],
+        twin.get("objects") or [],
+        lambda o: f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata'].get('name', '')}".replace(
+            " /", " "
+        ),
+        dict,
+    )
     out += _pods(original, twin)
     return out
 

@@ -178,6 +178,7 @@ class WMeta(Pruned):
 class WContainer(Pruned):
     name: Any = UNSET
     image: Any = UNSET
+    env: Any = UNSET
     resources: Any = UNSET
     readiness_probe: Any = UNSET
 
@@ -254,3 +255,16 @@ class Event(Wire):
     reason: str | None = None
     message: str | None = None
     count: int | None = None
+
+
+# ----- what the checks read besides (kept for a twin of the cluster: `projection.project_object`) --
+
+
+class Loose(Pruned):
+    """Any object, its parts as the server wrote them (pruned to these parts by `project_object`)."""
+
+    metadata: Any = UNSET
+    spec: Any = UNSET
+    status: Any = UNSET
+    webhooks: Any = UNSET
+    data: Any = UNSET

@@ -105,6 +105,8 @@ def _containers(pairs: list[tuple[str, str]], template: list[Obj]) -> list[Obj]:
         known = by_name.get(name) or {}
         if known.get("resources"):
             c["resources"] = known["resources"]
+        if known.get("env"):
+            c["env"] = [dict(e) for e in known["env"]]
         if known.get("readiness_probe"):
             # Only that one is set: the checks read whether, not how (the sim's kubelet ignores it).
             c["readinessProbe"] = {"tcpSocket": {"port": 1}}
@@ -306,6 +308,7 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
                 },
             }
         )
+    objects.extend(_kept_objects(snap))
     label = str(snap.get("label", ""))
     cluster = str(snap.get("cluster", ""))
     scenario: Obj = {
@@ -337,6 +340,23 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
         scenario["placements"] = placements
     scenario["objects"] = objects
     return scenario
+
+
+#: A CRD version's schema, which the snapshot does not keep: anything goes.
+_ANY_SCHEMA = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+
+
+def _kept_objects(snap: Mapping[str, Any]) -> list[Obj]:
+    """The Services, webhook configurations, CRDs, cert-manager Certificates and Istio root the
+    snapshot kept (`projection.project_object`), as manifests."""
+    out: list[Obj] = []
+    for obj in snap.get("objects") or []:
+        manifest: Obj = json.loads(json.dumps(obj))
+        if manifest.get("kind") == "CustomResourceDefinition":
+            for version in manifest.get("spec", {}).get("versions") or []:
+                version.setdefault("schema", _ANY_SCHEMA)
+        out.append(manifest)
+    return out
 
 
 def _ordinal(name: str) -> tuple[int, str]:

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from bot.core.rollout import verdict
-from bot.core.snapshots.projection import template_record
+from bot.core.snapshots.projection import ISTIO_ROOT, OBJECT_LISTS, project_object, template_record
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,7 @@ def take_snapshot(
         "pod_fields": list(POD_FIELDS),
         "pods": [],
         "gaps": [],
+        "objects": [],
     }
     gaps: list[dict[str, str]] = snap["gaps"]
 
@@ -200,6 +201,20 @@ def take_snapshot(
     snap["pods"] = pods or []
     cutoff = now - events_since
     snap["events"] = collect("events", "/api/v1/events", lambda o: project_event(o, cutoff)) or []
+    for api_version, kind, path in OBJECT_LISTS:
+        if api_version in snap["api_versions"]:
+            got = collect(
+                path.rsplit("/", 1)[-1], path, lambda o, a=api_version, k=kind: project_object(a, k, o)
+            )  # type: ignore[misc]
+            snap["objects"].extend(got or [])
+    for ns in sorted({w["namespace"] for w in workloads if w["name"] == "istiod"}):
+        try:
+            cm = cluster.get_json(f"/api/v1/namespaces/{ns}/configmaps/{ISTIO_ROOT}")
+        except ClusterError as exc:
+            if exc.status != 404:
+                raise
+            continue
+        snap["objects"].append(project_object("v1", "ConfigMap", cm))
     snap["counts"] = {
         "nodes": len(snap["nodes"]),
         "pods": len(snap["pods"]),
@@ -304,7 +319,7 @@ def project_workload(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         "rollout": state,
         "rollout_message": message,
         "images": [c.get("image", "") for c in containers],
-        "template": template_record(spec),
+        "template": template_record(spec, env=meta.get("namespace") == "kube-system"),
     }
 
 
