@@ -2,13 +2,16 @@
 
 The snapshot is plain data (the bot hands it over as decoded JSON; the simulator imports nothing of
 the bot). What it records, the twin keeps: the node groups (size, kubelet version, instance type,
-allocatable capacity, taints), the namespaces, the Deployments, StatefulSets and DaemonSets (replicas
-and images), the disruption budgets (their healthy minimum), the sidecars seen in the pods (added to
-the pod template, so the proxy versions lag as they did) and the workloads that ran on Fargate (a
-profile each). What a snapshot does not record, the twin makes up and says so in its header: the
-pod labels and selectors (`app: NAME`), the placement (a nodeSelector on the node group most of
-the workload's pods ran on, and a toleration of that group's taints), no resource requests, no
-Services, ConfigMaps or webhooks, and no faults.
+allocatable capacity, taints, the labels all their nodes share, each node's zone), the namespaces,
+the APIs served, the Deployments, StatefulSets and DaemonSets with the pod templates the snapshot
+recorded (selector, labels, annotations, containers, placement, drain-relevant volumes), an
+injector per workload for what a webhook added to its pods (sidecars, init containers, volumes),
+its pods' nodes (`placements`) and states (faults: not ready, crash-looping, failing to pull,
+waiting for an IP), the disruption budgets (their healthy minimum), the Services, webhooks, CRDs and
+certificates the checks read, and the workloads that ran on Fargate (a profile each). A snapshot
+from before templates were recorded gives a twin made up as the header says: labels `app: NAME`,
+a nodeSelector on the group most of the workload's pods ran on, the sidecars in the template.
+`upgrade-bot sim fidelity` measures how true a twin is.
 """
 
 from __future__ import annotations
@@ -532,13 +535,16 @@ def _made_up_pod(
 
 HEADER = """\
 # A twin of a real cluster, written by `upgrade-bot sim scenario --from-snapshot`.
-# From the snapshot: node groups (size, version, instance type, capacity, taints), namespaces,
-# Deployments/StatefulSets/DaemonSets (replicas, images, the sidecars seen in their pods), disruption
-# budgets (their healthy minimum) and what ran on Fargate. Made up, as a snapshot does not record
-# them: pod labels (`app: NAME`), placement (a nodeSelector on the group most of the pods ran on),
-# resource requests (none), Services, ConfigMaps, webhooks and faults (none). `settled: true`: the
-# sim writes the workloads Running on their groups' nodes (spread evenly) instead of starting them
-# one by one. Edit freely; the format is in bot/sim/README.md ("Scenario files").
+# From the snapshot: node groups (size, version, instance type, capacity, taints, labels, zones),
+# namespaces, served APIs, Deployments/StatefulSets/DaemonSets with their pod templates, what webhooks
+# injected into their pods (`injectors`, one per workload), their pods' nodes (`placements`) and
+# states (`faults`), disruption budgets (their healthy minimum, on the workload of the same name), the
+# Services, webhooks, CRDs and certificates the checks read, and what ran on Fargate. Not kept:
+# restart counts, logs, Secrets, ConfigMaps (but Istio's root), custom resources (but cert-manager's
+# Certificates); a workload without a recorded template (an older snapshot) gets labels `app: NAME`
+# and a nodeSelector on the group most of its pods ran on. `settled: true`: the sim writes the
+# workloads Running on their nodes instead of starting them one by one. `upgrade-bot sim fidelity`
+# measures how true it is. Edit freely; the format is in bot/sim/README.md ("Scenario files").
 """
 
 
