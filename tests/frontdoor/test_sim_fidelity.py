@@ -9,13 +9,36 @@ changed after its snapshot is not what its twin is, and the command says how (ex
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from bot.sim import SimCluster
-from tests.frontdoor.test_plan_draft import cli
+from tests.support.bot_process import bot_command
+
+
+def cli(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """The bot's terminal, with no Slack, AWS or kube settings of the environment it runs in."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLACK_", "UPGRADE_BOT_", "AWS_")) and k not in ("KUBECONFIG", "XDG_STATE_HOME")
+    }
+    env.update(HOME=str(home), XDG_STATE_HOME=str(tmp_path / "state"))
+    return subprocess.run(
+        [*bot_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
 
 
 def _snapshot(

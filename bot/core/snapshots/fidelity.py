@@ -15,9 +15,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from bot.core.checks.findings import Finding, Report
 from bot.core.snapshots.diff import diff
 from bot.core.snapshots.projection import pods_as_dicts
 
@@ -33,6 +32,20 @@ _SUFFIXED = frozenset({"Deployment", "ReplicaSet", "DaemonSet", "Job"})
 ID_CHANGES = frozenset({"node rebooted"})
 #: How many differences of one kind are printed; the rest are counted.
 SHOWN = 50
+
+
+class FindingLike(Protocol):
+    """A check's finding, as far as fidelity reads it (`core/checks/findings.Finding`: the checks
+    sit above snapshots, which do not import them)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def severity(self) -> str: ...
+
+    @property
+    def objects(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,9 +80,13 @@ class Fidelity:
 
 
 def measure(
-    original: Mapping[str, Any], twin: Mapping[str, Any], checked: Report | None, twin_checked: Report | None
+    original: Mapping[str, Any],
+    twin: Mapping[str, Any],
+    checked: Sequence[FindingLike] | None,
+    twin_checked: Sequence[FindingLike] | None,
 ) -> Fidelity:
-    """Compare the cluster's snapshot (and check) with the twin's. Without reports, snapshots only."""
+    """Compare the cluster's snapshot (and the check's findings on it) with the twin's. Without
+    findings, the snapshots only."""
     report = diff(original, twin)
     names = pod_names(original) | pod_names(twin)
     return Fidelity(
@@ -77,7 +94,7 @@ def measure(
         changes=[_line(f.subject, f.detail) for f in report.expected if f.category not in ID_CHANGES],
         snapshot=compare_snapshots(original, twin),
         findings=(
-            compare_findings(checked.findings, twin_checked.findings, names)
+            compare_findings(checked, twin_checked, names)
             if checked is not None and twin_checked is not None
             else []
         ),
@@ -209,10 +226,12 @@ def _normal(text: str, names: Mapping[str, str]) -> str:
     return "".join(names.get(token, token) for token in _TOKENS.split(text))
 
 
-def compare_findings(a: Sequence[Finding], b: Sequence[Finding], names: Mapping[str, str]) -> list[str]:
+def compare_findings(
+    a: Sequence[FindingLike], b: Sequence[FindingLike], names: Mapping[str, str]
+) -> list[str]:
     """Findings by id, severity and objects (pod names less their suffixes), as multisets."""
 
-    def keyed(findings: Sequence[Finding]) -> Counter[tuple[str, str, tuple[str, ...]]]:
+    def keyed(findings: Sequence[FindingLike]) -> Counter[tuple[str, str, tuple[str, ...]]]:
         return Counter(
             (f.id, f.severity, tuple(sorted(_normal(o, names) for o in f.objects))) for f in findings
         )

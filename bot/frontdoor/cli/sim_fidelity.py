@@ -131,7 +131,7 @@ def _fidelity(args: argparse.Namespace) -> int:
             report = timed("check the cluster", lambda: _check(original, cluster, target, rules))
         finally:
             original.close()
-    found = measure(stored.snap, twin_snap, report, twin_report)
+    found = measure(stored.snap, twin_snap, report.findings, twin_report.findings)
     sys.stdout.write(
         f"fidelity of the twin of {cluster.name} snapshot {stored.meta.id} ({stored.snap.get('label', '')}): "
         f"{found.differences} difference{'s' if found.differences != 1 else ''}\n"
