@@ -3,6 +3,7 @@
     upgrade-bot sim serve --scenario NAME|FILE [--port N] [--kubeconfig PATH] [--speed X] [--seed S]
     upgrade-bot sim scenarios
     upgrade-bot sim scenario --builtin NAME | --from-snapshot LABEL [--cluster C] [--out FILE]
+    upgrade-bot sim fidelity SNAPSHOT [--cluster C] [--to V]
 
 `serve` prints `url: …` and `kubeconfig: …` (one `key: value` line each, flushed) once the cluster
 is settled and accepting connections (and `aws: …`, the endpoint of its AWS APIs, for a scenario
@@ -43,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
         "the bot's snapshots (--from-snapshot LABEL, through `upgrade-bot sim scenario`)",
     )
     scenario.add_argument("--builtin", metavar="NAME", required=True)
+    # Answered by the bot's front door (`bot/frontdoor/cli/sim_fidelity.py`): listed here for --help.
+    sub.add_parser(
+        "fidelity",
+        help="serve the twin of one of the bot's snapshots, and print how it differs from its cluster "
+        "(its snapshot and the check's findings; through `upgrade-bot sim fidelity SNAPSHOT`)",
+    )
     return parser
 
 
@@ -62,6 +69,12 @@ def main(argv: list[str]) -> int:
             return 2
         sys.stdout.write(path.read_text(encoding="utf-8"))
         return 0
+    if args.command == "fidelity":
+        print(
+            "upgrade-bot sim: `fidelity` reads the bot's snapshots: run `upgrade-bot sim fidelity`",
+            file=sys.stderr,
+        )
+        return 2
     if args.command == "scenarios":
         for name, description in builtin_scenarios():
             print(f"{name:<16} {description}")

@@ -83,11 +83,18 @@ def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
     kinds = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in scenario.objects}
     assert ("DaemonSet", "kube-system", "kube-proxy") in kinds
     assert ("PodDisruptionBudget", "istio-system", "istio-ingressgateway") in kinds
-    # The sidecars the pods had (injected, not in the template) are in the twin's pod templates.
+    # The pod template as the cluster has it (its placement, the annotations the rules read); the
+    # sidecars the pods had (injected by a webhook the twin lacks) come from an injector of its own.
     api = next(o for o in scenario.objects if o["metadata"]["name"] == "payments-api")
-    images = [c["image"] for c in api["spec"]["template"]["spec"]["containers"]]
-    assert "docker.io/istio/proxyv2:1.16.1" in images
-    assert api["spec"]["template"]["spec"]["nodeSelector"] == {"eks.amazonaws.com/nodegroup": "ng-shared"}
+    template = api["spec"]["template"]
+    assert [c["name"] for c in template["spec"]["containers"]] == ["payments-api"]
+    assert template["spec"]["nodeSelector"] == {"role": "shared"}
+    assert template["metadata"]["annotations"]["vault.hashicorp.com/agent-inject"] == "true"
+    injector = next(i for i in scenario.injectors if "Deployment/payments/payments-api" in i.owners)
+    injected = {c["name"]: c["image"] for c in injector.containers}
+    assert injected["istio-proxy"] == "docker.io/istio/proxyv2:1.16.1"
+    assert "vault-agent" in injected
+    assert {g.name: g.labels for g in scenario.node_groups}["ng-shared"] == {"role": "shared"}
 
     draft_path = tmp_path / "draft.yaml"
     draft = cli(tmp_path, "plan", "draft", "--to", "1.25", "--out", str(draft_path), "--config", config)

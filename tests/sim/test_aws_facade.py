@@ -40,6 +40,17 @@ def test_a_scenario_without_a_cloud_serves_no_aws(sim_factory: Callable[..., Sim
     assert sim_factory("small", speed=0.0).aws_url is None
 
 
+def test_list_clusters_names_the_scenario_s_cluster_as_aws_eks_list_clusters_asks(
+    sim_eks: SimCluster,
+) -> None:
+    eks, _, _ = clients(sim_eks)
+    assert eks.list_clusters()["clusters"] == [CLUSTER]
+    # Paged as EKS pages it: botocore's paginator follows nextToken.
+    pages = list(eks.get_paginator("list_clusters").paginate(PaginationConfig={"PageSize": 1}))
+    assert [c for page in pages for c in page["clusters"]] == [CLUSTER]
+    assert calls(sim_eks)["ListClusters"] == 2
+
+
 def test_the_cluster_node_groups_and_add_ons_read_through_the_eks_client(sim_eks: SimCluster) -> None:
     eks, _, _ = clients(sim_eks)
     cluster = eks.describe_cluster(name=CLUSTER)["cluster"]

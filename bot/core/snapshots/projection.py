@@ -64,6 +64,15 @@ POD_FIELDS: tuple[str, ...] = (
     "images",
     "ip",
     "created",
+    # What a twin of the cluster needs to be true to it (`bot/sim/world/twin.py`), added after the
+    # columns above so that older snapshots read the same: the containers' names (in the order of
+    # `images`, injected sidecars included), the init containers as `name=image`, and each
+    # container that is not ready as `name:reason` (the reason empty when it simply is not ready),
+    # and the emptyDir and hostPath volumes as `name:emptyDir` or `name:hostPath`.
+    "containers",
+    "init_containers",
+    "unready",
+    "volumes",
 )
 P = {name: i for i, name in enumerate(POD_FIELDS)}
 
@@ -212,6 +221,8 @@ def take_snapshot(
         "pod_fields": list(POD_FIELDS),
         "pods": [],
         "gaps": [],
+        # What the checks read besides, that a twin of the cluster keeps (`project_object`).
+        "objects": [],
     }
     gaps: list[dict[str, str]] = snap["gaps"]
 
@@ -300,6 +311,7 @@ def take_snapshot(
         snap["events"] = (
             collect("events", "/api/v1/events", schema.Event, lambda o: project_event(o, cutoff)) or []
         )
+        snap["objects"] = _objects(cluster, collect, snap["api_versions"], workloads, gaps)
         rows, count = b"[]", 0
         for attempt in (1, 2):
             mapped, pending = pending or list_pods(), None
@@ -383,6 +395,103 @@ def _workloads(collect: Callable[..., list[Any] | None]) -> list[dict[str, Any]]
     return workloads
 
 
+#: The kinds the checks read besides the workloads, listed whole: (apiVersion, kind, plural path).
+OBJECT_LISTS: tuple[tuple[str, str, str], ...] = (
+    ("v1", "Service", "/api/v1/services"),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    ),
+    (
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+    ),
+    ("cert-manager.io/v1", "Certificate", "/apis/cert-manager.io/v1/certificates"),
+)
+#: The ConfigMap istiod publishes its root certificate in (the Istio root check reads it by name).
+ISTIO_ROOT = "istio-ca-root-cert"
+
+
+def _objects(
+    cluster: ClusterReader,
+    collect: Callable[..., list[Any] | None],
+    served: Sequence[str],
+    workloads: Sequence[Mapping[str, Any]],
+    gaps: list[dict[str, str]],
+) -> list[dict[str, Any]]:
+    """Services, webhook configurations, CRDs, cert-manager Certificates and Istio's root
+    certificate: what the checks read besides the workloads, pruned to what they read, so that a
+    twin of the cluster gives the same findings (`bot/sim/world/twin.py`). Certificates here are
+    public ones (CA bundles, a root); no Secret is read."""
+    out: list[dict[str, Any]] = []
+    for api_version, kind, path in OBJECT_LISTS:
+        if api_version not in served:
+            continue  # not installed (cert-manager): nothing to list
+        got = collect(
+            path.rsplit("/", 1)[-1],
+            path,
+            schema.Loose,
+            lambda o, a=api_version, k=kind: project_object(a, k, msgspec.to_builtins(o)),
+        )
+        out.extend(got or [])
+    for ns in sorted({str(w.get("namespace", "")) for w in workloads if w.get("name") == "istiod"}):
+        try:
+            cm = cluster.get_json(f"/api/v1/namespaces/{ns}/configmaps/{ISTIO_ROOT}")
+        except ClusterError as exc:
+            if exc.status == 403:
+                gaps.append({"resource": f"configmap {ns}/{ISTIO_ROOT}", "reason": exc.user_message})
+            elif exc.status != 404:
+                raise
+            continue
+        out.append(project_object("v1", "ConfigMap", cm))
+    return out
+
+
+def project_object(api_version: str, kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """One of `_objects`' objects as a manifest, pruned to what the checks read."""
+    meta = obj.get("metadata") or {}
+    slim_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if meta.get(k)}
+    # Not the last-applied manifest: the largest annotation by far, and read only on other kinds.
+    annotations = {k: v for k, v in (slim_meta.get("annotations") or {}).items() if k != _LAST_APPLIED}
+    if annotations:
+        slim_meta["annotations"] = annotations
+    else:
+        slim_meta.pop("annotations", None)
+    out: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": slim_meta}
+    spec = obj.get("spec") or {}
+    if kind == "Service":
+        out["spec"] = {k: spec[k] for k in ("type", "selector", "ports") if spec.get(k)}
+    elif kind.endswith("WebhookConfiguration"):
+        out["webhooks"] = obj.get("webhooks") or []
+    elif kind == "CustomResourceDefinition":
+        versions = [
+            {k: v for k, v in version.items() if k not in ("schema", "additionalPrinterColumns")}
+            for version in spec.get("versions") or []
+        ]
+        out["spec"] = {
+            **{k: spec[k] for k in ("group", "names", "scope", "conversion") if k in spec},
+            "versions": versions,
+        }
+        status = obj.get("status") or {}
+        out["status"] = {k: status[k] for k in ("storedVersions", "acceptedNames") if k in status}
+    elif kind == "Certificate":
+        out["spec"] = spec
+        out["status"] = obj.get("status") or {}
+    elif kind == "ConfigMap":
+        out["data"] = obj.get("data") or {}
+    return out
+
+
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 def _api_versions(cluster: ClusterReader, gaps: list[dict[str, str]]) -> list[str]:
     try:
         core = cluster.get_json("/api").get("versions") or []
@@ -441,6 +550,8 @@ def project_node(obj: schema.Node, group_labels: Sequence[str] = DEFAULT_NODE_GR
         "created": meta.creation_timestamp or "",
         "internal_ip": addresses.get("InternalIP") or "",
         "external_ip": addresses.get("ExternalIP") or "",
+        # All of them: a twin gives its nodes those its workloads' selectors and affinities read.
+        "labels": dict(sorted(labels.items())),
     }
 
 
@@ -472,7 +583,59 @@ def project_workload(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         "rollout": state,
         "rollout_message": message,
         "images": [c.get("image", "") for c in containers],
+        "template": template_record(spec, env=meta.get("namespace") == "kube-system"),
     }
+
+
+#: Volume kinds a twin keeps: the ones the drain checks read (DRAIN002, DRAIN003).
+TWIN_VOLUMES = ("emptyDir", "hostPath")
+
+
+def template_record(spec: Mapping[str, Any], *, env: bool = False) -> dict[str, Any]:
+    """What a workload's pods are made from, as much as a twin of the cluster needs to behave as
+    it does and to give the checks the same findings: the selector, the pod template's labels and
+    annotations (the known-issue rules and the drain checks read them), its containers (names,
+    images, requests, whether a readiness probe is set), init containers, placement (node
+    selector, affinity, tolerations, scheduler), the volumes the drain checks read and the grace
+    period; with `env`, the literal environment values too (kube-system's add-ons, whose settings
+    the checks read: the VPC CNI's warm pool). Everything else of the template (other workloads'
+    environment, which may hold what should have been a Secret, mounts, probes' details) is left out."""
+    template = spec.get("template") or {}
+    meta = template.get("metadata") or {}
+    pod = template.get("spec") or {}
+
+    def container(c: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": c.get("name", ""), "image": c.get("image", "")}
+        if c.get("resources"):
+            out["resources"] = c["resources"]
+        if c.get("readinessProbe"):
+            out["readiness_probe"] = True
+        literal = [
+            {"name": e["name"], "value": e["value"]}
+            for e in c.get("env") or []
+            if "value" in e and "name" in e
+        ]
+        if env and literal:
+            out["env"] = literal
+        return out
+
+    record: dict[str, Any] = {
+        "selector": spec.get("selector") or {},
+        "labels": meta.get("labels") or {},
+        "annotations": meta.get("annotations") or {},
+        "containers": [container(c) for c in pod.get("containers") or []],
+    }
+    optional = {
+        "init_containers": [container(c) for c in pod.get("initContainers") or []],
+        "node_selector": pod.get("nodeSelector") or {},
+        "affinity": pod.get("affinity") or {},
+        "tolerations": pod.get("tolerations") or [],
+        "volumes": [v for v in pod.get("volumes") or [] if any(k in v for k in TWIN_VOLUMES)],
+        "termination_grace_period_seconds": pod.get("terminationGracePeriodSeconds"),
+        "scheduler_name": pod.get("schedulerName") or "",
+    }
+    record.update({k: v for k, v in optional.items() if v not in (None, "", [], {})})
+    return record
 
 
 def project_pdb(obj: schema.Pdb) -> dict[str, Any]:
@@ -543,9 +706,12 @@ def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, s
     statuses = status.container_statuses or ()
     containers = spec.containers or ()
     ready = restarts = 0
+    unready: list[str] = []
     for cs in statuses:
         if cs.ready:
             ready += 1
+        else:
+            unready.append(f"{cs.name or ''}:{_state_reason(cs)}")
         restarts += cs.restart_count or 0
     display, reasons = pod_display_status(obj)
     # In POD_FIELDS order, built at once. Nothing is interned: rows are made in the pod list's helper
@@ -566,7 +732,29 @@ def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, s
         ",".join([c.image or "" for c in containers]),
         status.pod_ip or "",
         meta.creation_timestamp or "",
+        ",".join([c.name or "" for c in containers]),
+        ",".join([f"{c.name or ''}={c.image or ''}" for c in spec.init_containers or ()]),
+        ",".join(unready),
+        ",".join(
+            [
+                f"{v.name or ''}:{'emptyDir' if v.empty_dir is not None else 'hostPath'}"
+                for v in spec.volumes or ()
+                if v.empty_dir is not None or v.host_path is not None
+            ]
+        ),
     )
+
+
+def _state_reason(cs: schema.ContainerStatus) -> str:
+    """Why a container is not ready, as its state says (empty: running, just not ready)."""
+    state = cs.state
+    if state is None:
+        return ""
+    if state.waiting is not None:
+        return state.waiting.reason or ""
+    if state.terminated is not None:
+        return state.terminated.reason or ""
+    return ""
 
 
 def project_event(obj: schema.Event, cutoff: datetime) -> dict[str, Any] | None:

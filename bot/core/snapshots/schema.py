@@ -72,6 +72,7 @@ class Named(Wire):
 
 
 class ContainerStatus(Wire):
+    name: str | None = None
     ready: bool | None = None
     restart_count: int | None = None
     state: ContainerState | None = None
@@ -79,12 +80,23 @@ class ContainerStatus(Wire):
 
 
 class Container(Wire):
+    name: str | None = None
     image: str | None = None
+
+
+class Volume(Wire):
+    """Only whether it is one of the kinds a drain loses (a twin of the cluster keeps those)."""
+
+    name: str | None = None
+    empty_dir: dict[str, Any] | None = None
+    host_path: dict[str, Any] | None = None
 
 
 class PodSpec(Wire):
     node_name: str | None = None
     containers: tuple[Container, ...] | None = None
+    init_containers: tuple[Container, ...] | None = None
+    volumes: tuple[Volume, ...] | None = None
 
 
 class PodStatus(Wire):
@@ -164,19 +176,38 @@ class WMeta(Pruned):
 
 
 class WContainer(Pruned):
+    name: Any = UNSET
     image: Any = UNSET
+    env: Any = UNSET
+    resources: Any = UNSET
+    readiness_probe: Any = UNSET
 
 
 class WPodSpec(Pruned):
     containers: list[WContainer] | UnsetType | None = UNSET
+    # What a twin of the cluster keeps of the pod template (`projection.template_record`).
+    init_containers: list[WContainer] | UnsetType | None = UNSET
+    node_selector: Any = UNSET
+    affinity: Any = UNSET
+    tolerations: Any = UNSET
+    volumes: Any = UNSET
+    termination_grace_period_seconds: Any = UNSET
+    scheduler_name: Any = UNSET
+
+
+class WTemplateMeta(Pruned):
+    labels: Any = UNSET
+    annotations: Any = UNSET
 
 
 class WTemplate(Pruned):
+    metadata: WTemplateMeta | UnsetType | None = UNSET
     spec: WPodSpec | UnsetType | None = UNSET
 
 
 class WSpec(Pruned):
     replicas: Any = UNSET
+    selector: Any = UNSET
     update_strategy: Strategy | UnsetType | None = UNSET
     template: WTemplate | UnsetType | None = UNSET
 
@@ -224,3 +255,16 @@ class Event(Wire):
     reason: str | None = None
     message: str | None = None
     count: int | None = None
+
+
+# ----- what the checks read besides (kept for a twin of the cluster: `projection.project_object`) --
+
+
+class Loose(Pruned):
+    """Any object, its parts as the server wrote them (pruned to these parts by `project_object`)."""
+
+    metadata: Any = UNSET
+    spec: Any = UNSET
+    status: Any = UNSET
+    webhooks: Any = UNSET
+    data: Any = UNSET

@@ -66,10 +66,11 @@ VERBS = {
 }
 
 #: Commands that parse their own arguments, by their first words → their module (its `main`):
-#: the simulator is a separate subsystem; `sim scenario` writes a twin of a cluster for it; and
-#: `snapshot export ID` shares its first word with `snapshot [LABEL…]`. The longest match wins.
+#: the simulator is a separate subsystem; `sim scenario` writes a twin of a cluster for it and
+#: `sim fidelity` measures how true that twin is; and `snapshot export ID` shares its first word with `snapshot [LABEL…]`. The longest match wins.
 OWN_PARSERS = {
     ("sim", "scenario"): "sim_scenario",
+    ("sim", "fidelity"): "sim_fidelity",
     ("sim",): "sim",
     ("snapshot", "export"): "snapshot_export",
 }

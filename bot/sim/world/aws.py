@@ -7,7 +7,7 @@ control plane's version (the catalog), the managed node groups and their nodes (
 updates run through the cloud's own operations, so they take simulated time.
 
 Served (the wire shapes follow botocore's service models, which parse every answer):
-- EKS (REST-JSON): DescribeCluster, ListNodegroups, DescribeNodegroup, ListAddons, DescribeAddon,
+- EKS (REST-JSON): ListClusters, DescribeCluster, ListNodegroups, DescribeNodegroup, ListAddons, DescribeAddon,
   DescribeAddonVersions, ListInsights, DescribeInsight, UpdateClusterVersion, DescribeUpdate,
   ListUpdates, UpdateNodegroupVersion, UpdateAddon. Updates honour `clientRequestToken` (the same token returns
   the same update).
@@ -860,6 +860,11 @@ def _rest(
         infos = world.addon_infos(query.get("addonName", ""), query.get("kubernetesVersion", ""))
         page, nxt = _page(infos, query)
         return _json(200, {"addons": page, **({"nextToken": nxt} if nxt else {})})
+    if parts == ["clusters"] and method == "GET":
+        # `aws eks list-clusters`, the first call anyone makes: the one cluster of the scenario.
+        world.calls["ListClusters"] += 1
+        page, nxt = _page([world.name], query)
+        return _json(200, {"clusters": page, **({"nextToken": nxt} if nxt else {})})
     if len(parts) < 2 or parts[0] != "clusters":
         raise AwsError(404, "UnknownOperationException", f"no operation for {method} /{'/'.join(parts)}")
     if parts[1] != world.name:

@@ -143,6 +143,10 @@ class Operation:
         }
 
 
+#: The number of the first node made (its address 10.0.0.12); each node after takes the next.
+FIRST_HOST = 10
+
+
 class Cloud:
     name = "cloud"
 
@@ -170,7 +174,7 @@ class Cloud:
         self.fargate: list[FargateProfile] = []
         self.operations: list[Operation] = []
         self._ops = itertools.count(1)
-        self._hosts = itertools.count(10)
+        self._hosts = itertools.count(FIRST_HOST)
         self._fargate_nodes: dict[str, str] = {}  # pod uid → node
         self.join_seconds = 60.0
         self.ready_seconds = 20.0

@@ -1,7 +1,9 @@
 """Sidecar injection: the mutating webhooks of Istio and Vault, played by the API server.
 
 An injector matches new pods by their namespace's labels (`istio-injection: enabled`) or by a pod
-annotation (`vault.hashicorp.com/agent-inject: "true"`), honours an opt-out annotation, and adds
+annotation (`vault.hashicorp.com/agent-inject: "true"`) or, in a twin of a cluster, by the workload
+that owns them (`owners: [Deployment/payments/payments-worker]`: what the snapshot saw injected into
+that workload's pods, whatever webhook did it), honours an opt-out annotation, and adds
 its init containers, sidecars, volumes and status annotation. While the scenario is being built it
 injects `build_image` instead of `image`: pods that already ran before istiod was upgraded keep the
 old proxy, and only a restart (`kubectl rollout restart`) brings the new one — as in real life.
@@ -24,6 +26,8 @@ class Injector:
     name: str
     namespace_labels: dict[str, str] = field(default_factory=dict)
     pod_annotations: dict[str, str] = field(default_factory=dict)
+    #: `Kind/namespace/name` of the workloads whose pods it injects (a Deployment through its ReplicaSets).
+    owners: frozenset[str] = frozenset()
     opt_out: dict[str, str] = field(default_factory=dict)
     containers: list[Obj] = field(default_factory=list)
     init_containers: list[Obj] = field(default_factory=list)
@@ -36,7 +40,7 @@ class Injector:
 
     @classmethod
     def parse(cls, spec: Obj) -> Injector:
-        known = {"name", "namespace_labels", "pod_annotations", "opt_out", "containers", "init_containers", "volumes",
+        known = {"name", "namespace_labels", "pod_annotations", "owners", "opt_out", "containers", "init_containers", "volumes",
                  "annotations", "labels", "build_images"}  # fmt: skip
         unknown = set(spec) - known
         if unknown:
@@ -45,6 +49,7 @@ class Injector:
             name=str(spec["name"]),
             namespace_labels={str(k): str(v) for k, v in (spec.get("namespace_labels") or {}).items()},
             pod_annotations={str(k): str(v) for k, v in (spec.get("pod_annotations") or {}).items()},
+            owners=frozenset(str(o) for o in spec.get("owners") or []),
             opt_out={str(k): str(v) for k, v in (spec.get("opt_out") or {}).items()},
             containers=list(spec.get("containers") or []),
             init_containers=list(spec.get("init_containers") or []),
@@ -59,6 +64,8 @@ class Injector:
         annotations = m.get("annotations") or {}
         if any(annotations.get(k) == v for k, v in self.opt_out.items()):
             return False
+        if self.owners and _owner(m) in self.owners:
+            return True
         if self.pod_annotations and all(annotations.get(k) == v for k, v in self.pod_annotations.items()):
             return True
         if self.namespace_labels:
@@ -99,6 +106,17 @@ class Injector:
             m["annotations"] = {**(m.get("annotations") or {}), **self.annotations}
         if self.labels:
             m["labels"] = {**(m.get("labels") or {}), **self.labels}
+
+
+def _owner(meta: Obj) -> str:
+    """`Kind/namespace/name` of the workload that owns a pod (a ReplicaSet's Deployment)."""
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            kind, name = str(ref.get("kind", "")), str(ref.get("name", ""))
+            if kind == "ReplicaSet" and "-" in name:
+                kind, name = "Deployment", name.rsplit("-", 1)[0]
+            return f"{kind}/{meta.get('namespace', '')}/{name}"
+    return ""
 
 
 class Injectors:

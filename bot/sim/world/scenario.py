@@ -64,6 +64,7 @@ _TOP = {
     "injectors",
     "aws",
     "settled",
+    "placements",
 }
 _CLUSTER = {
     "version",
@@ -133,6 +134,9 @@ class Scenario:
     #: Build the workloads in their settled state instead of playing them through the controllers
     #: during the warm-up (`bot/sim/world/settled.py`); twins are written with it.
     settled: bool = False
+    #: With `settled`: `Kind/namespace/name` → the nodes its pods go to first, one pod each, when they
+    #: exist and fit (a twin's pods on the nodes where the snapshot saw them); the rest are spread.
+    placements: dict[str, list[str]] = field(default_factory=dict)
 
     # ---- loading --------------------------------------------------------------------------------
 
@@ -210,6 +214,9 @@ class Scenario:
                 generate=data.get("generate"),
                 aws=data.get("aws"),
                 settled=settled,
+                placements={
+                    str(k): [str(n) for n in v or []] for k, v in (data.get("placements") or {}).items()
+                },
             )
             for rule in sc.containers:
                 Rule.parse(rule)
@@ -269,7 +276,7 @@ class Scenario:
         prepared = _prepare(self.objects, api.clock.now())
         if self.settled:
             api.apply_manifests([o for o in prepared if not is_workload(o)])
-            SettledBuild(api, scheduler, kubelets, self._rule_matches(rules)).run(
+            SettledBuild(api, scheduler, kubelets, self._rule_matches(rules), self.placements).run(
                 [o for o in prepared if is_workload(o)]
             )
         else:

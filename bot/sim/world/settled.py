@@ -25,7 +25,7 @@ import dataclasses
 import heapq
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,8 +79,17 @@ class SettledBuild:
     """Builds workload manifests settled (see the module's docstring); `run` returns how many
     workloads it settled and how many it left to the controllers."""
 
-    def __init__(self, api: Api, scheduler: Scheduler, kubelets: Kubelets, matches: list[Match]) -> None:
+    def __init__(
+        self,
+        api: Api,
+        scheduler: Scheduler,
+        kubelets: Kubelets,
+        matches: list[Match],
+        placements: Mapping[str, list[str]] | None = None,
+    ) -> None:
         self.api = api
+        #: `Kind/namespace/name` → the nodes its pods go to first (the scenario's `placements`).
+        self.placements = placements or {}
         self.store = api.store
         self.scheduler = scheduler
         self.kubelets = kubelets
@@ -164,7 +173,7 @@ class SettledBuild:
         )
         if proto is None:
             return False
-        nodes = self._spread(proto, replicas)
+        nodes = self._spread(proto, replicas, self._placed("Deployment", d))
         if nodes is None:
             return False
         created = self.api.create(KINDS_BY_KEY["replicasets.apps"], d["metadata"]["namespace"], rs).obj()
@@ -222,7 +231,7 @@ class SettledBuild:
         proto = self._admitted(pod)
         if proto is None:
             return False
-        nodes = self._spread(proto, replicas)
+        nodes = self._spread(proto, replicas, self._placed("StatefulSet", sts))
         if nodes is None:
             return False
         self._plan(proto, nodes, "StatefulSet", name)
@@ -245,9 +254,14 @@ class SettledBuild:
                 return None
         return proto
 
-    def _spread(self, proto: Obj, replicas: int) -> list[str] | None:
-        """The node of each replica: the least loaded node that fits (fewest pods, then name), as
-        the scheduler picks one pod after another; None when they do not all fit."""
+    def _placed(self, kind: str, obj: Obj) -> list[str]:
+        m = obj.get("metadata") or {}
+        return self.placements.get(f"{kind}/{m.get('namespace', '')}/{m.get('name', '')}", [])
+
+    def _spread(self, proto: Obj, replicas: int, placed: Sequence[str] = ()) -> list[str] | None:
+        """The node of each replica: first the `placed` nodes that exist and fit, then the least
+        loaded node that fits (fewest pods, then name), as the scheduler picks one pod after
+        another; None when they do not all fit."""
         if replicas <= 0:
             return []
         fits = self.scheduler.fit_check(proto)
@@ -261,10 +275,18 @@ class SettledBuild:
             # The filters that do not depend on what runs on the node, once per kind of placement.
             candidates = [n for n in self.nodes if fits(n, [0, 0, 0]) is None]
             self._candidates[signature] = candidates
-        heap = [(self.used[n][0], n) for n in candidates]
-        heapq.heapify(heap)
         chosen: list[str] = []
         added: dict[str, list[int]] = {}
+        allowed = set(candidates)
+        for node in placed[:replicas]:
+            if node in allowed and fits(node, self.used[node]) is None:
+                chosen.append(node)
+                self._add(node, need)
+                extra = added.setdefault(node, [0, 0, 0])
+                for i in range(3):
+                    extra[i] += need[i]
+        heap = [(self.used[n][0], n) for n in candidates]
+        heapq.heapify(heap)
         while len(chosen) < replicas and heap:
             count, node = heapq.heappop(heap)
             if fits(node, self.used[node]) is not None:

@@ -2,25 +2,32 @@
 
 The snapshot is plain data (the bot hands it over as decoded JSON; the simulator imports nothing of
 the bot). What it records, the twin keeps: the node groups (size, kubelet version, instance type,
-allocatable capacity, taints), the namespaces, the Deployments, StatefulSets and DaemonSets (replicas
-and images), the disruption budgets (their healthy minimum), the sidecars seen in the pods (added to
-the pod template, so the proxy versions lag as they did) and the workloads that ran on Fargate (a
-profile each). What a snapshot does not record, the twin makes up and says so in its header: the
-pod labels and selectors (`app: NAME`), the placement (a nodeSelector on the node group most of
-the workload's pods ran on, and a toleration of that group's taints), no resource requests, no
-Services, ConfigMaps or webhooks, and no faults.
+allocatable capacity, taints, the labels all their nodes share, each node's zone), the namespaces,
+the APIs served, the Deployments, StatefulSets and DaemonSets with the pod templates the snapshot
+recorded (selector, labels, annotations, containers, placement, drain-relevant volumes), an
+injector per workload for what a webhook added to its pods (sidecars, init containers, volumes),
+its pods' nodes (`placements`) and states (faults: not ready, crash-looping, failing to pull,
+waiting for an IP), the disruption budgets (their healthy minimum), the Services, webhooks, CRDs and
+certificates the checks read, and the workloads that ran on Fargate (a profile each). A snapshot
+from before templates were recorded gives a twin made up as the header says: labels `app: NAME`,
+a nodeSelector on the group most of the workload's pods ran on, the sidecars in the template.
+`upgrade-bot sim fidelity` measures how true a twin is.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 import yaml
 
+from bot.sim.apiserver.resources import GA_VERSIONS, KINDS, KNOWN_DEPRECATED_BY_GV
 from bot.sim.controllers.nodes import NODE_GROUP_LABEL
+from bot.sim.world.cloud import FIRST_HOST
 
 Obj = dict[str, Any]
 _BASE = {"default", "kube-system", "kube-public", "kube-node-lease"}
@@ -62,8 +69,95 @@ def _taint(text: str) -> Obj:
     return taint
 
 
-def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) -> Obj:
-    """The scenario (as the data a scenario file holds) of the cluster the snapshot recorded."""
+def _own_label(key: str) -> bool:
+    """A node label the simulator writes itself (hostname, zone, instance type, its group's)."""
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    return (
+        domain.endswith(("kubernetes.io", "k8s.io", "amazonaws.com"))
+        or domain.startswith(("topology.", "failure-domain."))
+        or domain == "alpha.eksctl.io"
+    )
+
+
+#: EKS never runs a DaemonSet's pods on a Fargate node (it is a VM of one pod): a twin's DaemonSets
+#: keep away from them whatever their template says.
+_NOT_FARGATE = {"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["fargate"]}
+
+
+def _off_fargate(affinity: Mapping[str, Any]) -> Obj:
+    out: Obj = json.loads(json.dumps(affinity))
+    node = out.setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    for term in terms:
+        exprs = term.setdefault("matchExpressions", [])
+        if _NOT_FARGATE not in exprs:
+            exprs.append(dict(_NOT_FARGATE))
+    return out
+
+
+def _containers(pairs: list[tuple[str, str]], template: list[Obj]) -> list[Obj]:
+    """The pod's containers as the snapshot saw them in the pods (names and images, sidecars that a
+    webhook injected included), with what the template says of each (requests, readiness probe)."""
+    by_name = {str(c.get("name", "")): c for c in template}
+    out: list[Obj] = []
+    for name, image in pairs:
+        c: Obj = {"name": name, "image": image}
+        known = by_name.get(name) or {}
+        if known.get("resources"):
+            c["resources"] = known["resources"]
+        if known.get("env"):
+            c["env"] = [dict(e) for e in known["env"]]
+        if known.get("readiness_probe"):
+            # Only that one is set: the checks read whether, not how (the sim's kubelet ignores it).
+            c["readinessProbe"] = {"tcpSocket": {"port": 1}}
+        out.append(c)
+    return out
+
+
+def _states(pods: list[dict[str, Any]], ns: str, wname: str) -> list[Obj]:
+    """Faults that put the workload's containers back in the states the snapshot saw them in: not
+    ready, crash-looping, failing to pull, waiting for an IP. A state every pod of the workload had
+    matches them all; one that some pods had matches those on the same node."""
+    seen: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for pod in pods:
+        for entry in str(pod.get("unready") or "").split(","):
+            if entry:
+                container, _, reason = entry.partition(":")
+                seen[container, reason].add(str(pod.get("node", "")))
+        if str(pod.get("status", "")) == "ContainerCreating" and pod.get("node"):
+            seen["", "ContainerCreating"].add(str(pod["node"]))
+    faults: list[Obj] = []
+    for (container, reason), nodes in sorted(seen.items()):
+        kind = _FAULT_OF.get(reason)
+        if kind is None:
+            continue
+        base: Obj = {"namespace": ns, "name_prefix": f"{wname}-"}
+        if container:
+            base["container"] = container
+        everywhere = len(nodes) == len(pods)
+        for node in [""] if everywhere else sorted(n for n in nodes if n):
+            match = dict(base, **({"node": node} if node else {}))
+            faults.append({"type": kind, "match": match})
+    return faults
+
+
+#: The fault that gives a container the state (its reason) the snapshot saw.
+_FAULT_OF = {
+    "": "not_ready",
+    "Running": "not_ready",
+    "CrashLoopBackOff": "crash_loop",
+    "Error": "crash_loop",
+    "OOMKilled": "crash_loop",
+    "ImagePullBackOff": "image_pull_error",
+    "ErrImagePull": "image_pull_error",
+    "ContainerCreating": "no_ip",
+}
+
+
+def _node_groups(snap: Mapping[str, Any]) -> tuple[list[Obj], dict[str, str], set[str], bool, str]:
     version_text = str((snap.get("version") or {}).get("gitVersion", ""))
     found = _VERSION.search(version_text)
     version = found.group(1) if found else "1.29.4"
@@ -71,6 +165,7 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     group_of: dict[str, str] = {}
     fargate_nodes: set[str] = set()
     eks = "eks" in version_text
+    common: dict[str, dict[str, str]] = {}
     for node in snap.get("nodes") or []:
         node_name = str(node.get("name", ""))
         if _fargate(node):
@@ -94,18 +189,40 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             spec.setdefault("taints", [_taint(str(t)) for t in node["taints"]])
         if "eks" in str(node.get("kubelet", "")):
             eks = True
+        if "labels" in node:
+            labels = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
+            group_label = str(node.get("group_label") or "")
+            if group_label and group_label != NODE_GROUP_LABEL:
+                labels.pop(group_label, None)
+                spec.setdefault("_group_label", {group_label: group})
+            mine = {k: v for k, v in labels.items() if not _own_label(k)}
+            if group in common:
+                common[group] = {k: v for k, v in common[group].items() if mine.get(k) == v}
+            else:
+                common[group] = mine
     node_groups: list[Obj] = []
-    for spec in groups.values():
+    for name, spec in groups.items():
         versions: Counter[str] = spec.pop("_versions")
         if versions:
-            common = versions.most_common(1)[0][0]
-            if common != version:
-                spec["version"] = common
+            most = versions.most_common(1)[0][0]
+            if most != version:
+                spec["version"] = most
+        # Labels every node of the group had, that the sim does not write itself: those a
+        # workload's nodeSelector or affinity may read (a group named by another label keeps it).
+        labels = {**spec.pop("_group_label", {}), **common.get(name, {})}
+        if labels:
+            spec["labels"] = dict(sorted(labels.items()))
         node_groups.append(spec)
+    return node_groups, group_of, fargate_nodes, eks, version
 
-    # Where each workload's pods ran, and the images its pods had (sidecars included).
+
+def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) -> Obj:
+    """The scenario (as the data a scenario file holds) of the cluster the snapshot recorded."""
+    node_groups, group_of, fargate_nodes, eks, version = _node_groups(snap)
+
+    # Where each workload's pods ran, and the pods themselves (their containers, their states).
     placement: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
-    pod_images: dict[tuple[str, str, str], list[str]] = {}
+    pods_of: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     on_fargate: set[tuple[str, str, str]] = set()
     for pod in _pods(snap):
         key = (str(pod.get("workload_kind", "")), str(pod.get("namespace", "")), str(pod.get("workload", "")))
@@ -116,43 +233,54 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             on_fargate.add(key)
         elif node in group_of:
             placement[key][group_of[node]] += 1
-        pod_images.setdefault(key, [i for i in str(pod.get("images", "")).split(",") if i])
+        pods_of[key].append(pod)
 
     taints_of = {g["name"]: g.get("taints") or [] for g in node_groups}
     objects: list[Obj] = []
     fargate_profiles: list[Obj] = []
+    faults: list[Obj] = []
+    injectors: list[Obj] = []
+    placements: dict[str, list[str]] = {}
     workloads_by_ns: dict[str, list[str]] = defaultdict(list)
+    selectors: dict[tuple[str, str], Obj] = {}
     for w in snap.get("workloads") or []:
         kind, ns, wname = str(w.get("kind", "")), str(w.get("namespace", "")), str(w.get("name", ""))
         if kind not in _KINDS or not wname:
             continue
         key = (kind, ns, wname)
         workloads_by_ns[ns].append(wname)
-        images = [str(i) for i in w.get("images") or [] if i]
-        extra = [i for i in pod_images.get(key, []) if i not in images and any(s in i for s in _SIDECARS)]
-        taken: set[str] = set()
-        containers = [{"name": _container_name(i, taken), "image": i} for i in [*images, *extra]]
-        if not containers:
-            containers = [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]
-        labels = {"app": wname}
-        pod_spec: Obj = {"containers": containers}
-        if kind == "DaemonSet":
-            pod_spec["tolerations"] = [{"operator": "Exists"}]
-        elif key in on_fargate:
-            fargate_profiles.append({"name": wname, "namespace": ns, "labels": dict(labels)})
-        elif placement.get(key):
-            group = placement[key].most_common(1)[0][0]
-            pod_spec["nodeSelector"] = {NODE_GROUP_LABEL: group}
-            tolerations = [
-                {k: v for k, v in {**t, "operator": "Equal"}.items() if k != "value" or v}
-                for t in taints_of.get(group, [])
-            ]
-            if tolerations:
-                pod_spec["tolerations"] = tolerations
-        body: Obj = {
-            "selector": {"matchLabels": dict(labels)},
-            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
-        }
+        template: Obj | None = w.get("template")
+        pods = pods_of.get(key, [])
+        if template is not None:
+            pod_spec, labels, selector, injector = _recorded_pod(
+                kind, ns, wname, template, pods, eks and bool(fargate_nodes)
+            )
+            if injector is not None:
+                injectors.append(injector)
+            faults.extend(_states(pods, ns, wname))
+            if kind != "DaemonSet":
+                # StatefulSet pods by ordinal: the settled build places them in that order.
+                ordered = (
+                    sorted(pods, key=lambda p: _ordinal(str(p.get("name", ""))))
+                    if kind == "StatefulSet"
+                    else pods
+                )
+                nodes = [str(p["node"]) for p in ordered if p.get("node") in group_of]
+                if nodes:
+                    placements[f"{kind}/{ns}/{wname}"] = nodes
+        else:
+            pod_spec, labels, selector = _made_up_pod(
+                kind, w, pods, key in on_fargate, placement.get(key), taints_of
+            )
+        selectors[ns, wname] = selector
+        if key in on_fargate and kind != "DaemonSet":
+            fargate_profiles.append(
+                {"name": wname, "namespace": ns, "labels": dict(selector.get("matchLabels") or labels)}
+            )
+        meta: Obj = {"labels": dict(labels)}
+        if template is not None and template.get("annotations"):
+            meta["annotations"] = dict(template["annotations"])
+        body: Obj = {"selector": selector, "template": {"metadata": meta, "spec": pod_spec}}
         if kind != "DaemonSet":
             body["replicas"] = int(w.get("desired", 1) or 0)
         if kind == "StatefulSet":
@@ -179,10 +307,11 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
                 "metadata": {"name": pname, "namespace": ns},
                 "spec": {
                     "minAvailable": int(pdb.get("desired_healthy", 0) or 0),
-                    "selector": {"matchLabels": {"app": target}},
+                    "selector": json.loads(json.dumps(selectors[ns, target])),
                 },
             }
         )
+    objects.extend(_kept_objects(snap))
     label = str(snap.get("label", ""))
     cluster = str(snap.get("cluster", ""))
     scenario: Obj = {
@@ -192,7 +321,13 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             f"{sum(g['count'] for g in node_groups)} nodes in {len(node_groups)} group(s), "
             f"{len([o for o in objects if o['kind'] != 'PodDisruptionBudget'])} workloads."
         ),
-        "cluster": {"version": version, "platform": "eks" if eks else "generic", "warmup": "2m"},
+        "cluster": {
+            "version": version,
+            "platform": "eks" if eks else "generic",
+            **_served(snap),
+            **_placed(snap, node_groups),
+            "warmup": "2m",
+        },
         # Served as it was snapshotted: its workloads written Running, not started one by one.
         "settled": True,
         "node_groups": node_groups,
@@ -200,19 +335,216 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     if fargate_profiles:
         scenario["fargate_profiles"] = fargate_profiles
     scenario["namespaces"] = [str(n) for n in snap.get("namespaces") or [] if str(n) not in _BASE]
+    if injectors:
+        scenario["injectors"] = injectors
+    if faults:
+        scenario["faults"] = faults
+    if placements:
+        scenario["placements"] = placements
     scenario["objects"] = objects
     return scenario
 
 
+#: A CRD version's schema, which the snapshot does not keep: anything goes.
+_ANY_SCHEMA = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+
+
+def _kept_objects(snap: Mapping[str, Any]) -> list[Obj]:
+    """The Services, webhook configurations, CRDs, cert-manager Certificates and Istio root the
+    snapshot kept (`projection.project_object`), as manifests."""
+    out: list[Obj] = []
+    for obj in snap.get("objects") or []:
+        manifest: Obj = json.loads(json.dumps(obj))
+        if manifest.get("kind") == "CustomResourceDefinition":
+            for version in manifest.get("spec", {}).get("versions") or []:
+                version.setdefault("schema", _ANY_SCHEMA)
+        out.append(manifest)
+    return out
+
+
+def _ordinal(name: str) -> tuple[int, str]:
+    tail = name.rsplit("-", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
+def _served(snap: Mapping[str, Any]) -> Obj:
+    """The deprecated APIs and the extension kinds the cluster served (those the sim knows)."""
+    served = set(snap.get("api_versions") or [])
+    out: Obj = {}
+    deprecated = sorted(gv for gv in served if gv in KNOWN_DEPRECATED_BY_GV)
+    if deprecated:
+        out["deprecated_apis"] = deprecated
+    custom = sorted(
+        k.key
+        for k in KINDS
+        if k.extension and any(f"{k.group}/{v}" in served for v in GA_VERSIONS.get(k.group, ()))
+    )
+    if custom:
+        out["custom_resources"] = custom
+    return out
+
+
+def _when(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _placed(snap: Mapping[str, Any], node_groups: list[Obj]) -> Obj:
+    """The region the nodes' zones are in, each group's zones in the order its nodes were made
+    (the sim draws a node's zone from its group's list by the node's number), and how old the
+    cluster looked: its oldest node's age when the snapshot was taken (deadlines run from it)."""
+    out: Obj = {}
+    nodes = [n for n in snap.get("nodes") or [] if not _fargate(n)]
+    zones = [str(n.get("zone") or "") for n in nodes]
+    if zones and all(len(z) > 1 for z in zones) and len({z[:-1] for z in zones}) == 1:
+        out["region"] = zones[0][:-1]
+        by_group: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        for node in nodes:
+            group = str(node.get("group") or "(none)")
+            by_group["ungrouped" if group == "(none)" else group].append(node)
+        offset = FIRST_HOST
+        for spec in node_groups:
+            members = sorted(by_group.get(spec["name"], []), key=_node_order)
+            count = len(members)
+            if count:
+                letters = [""] * count
+                for j, node in enumerate(members):
+                    letters[(offset + j) % count] = str(node["zone"])[-1]
+                spec["zones"] = letters
+            offset += count
+    taken = _when(snap.get("taken_at"))
+    created = [c for c in (_when(n.get("created")) for n in nodes) if c is not None]
+    if taken is not None and created:
+        age = (taken - min(created)).total_seconds()
+        if age > 3600:
+            out["age"] = f"{int(age // 3600)}h"
+    return out
+
+
+def _node_order(node: Mapping[str, Any]) -> tuple[int, ...]:
+    """Nodes in the order they were made, as far as a snapshot tells: by internal address."""
+    ip = str(node.get("internal_ip") or "")
+    parts = ip.split(".")
+    if len(parts) == 4 and all(p.isdigit() for p in parts):
+        return tuple(int(p) for p in parts)
+    return (1 << 16,)
+
+
+def _pairs(pods: list[dict[str, Any]], column: str) -> list[tuple[str, str]]:
+    """The most common list of the pods' (name, image) pairs (containers or init containers), or
+    of their (name, kind) volumes: what the pods ran with."""
+    layouts: Counter[tuple[tuple[str, str], ...]] = Counter()
+    for pod in pods:
+        if column == "containers":
+            names = str(pod.get("containers") or "").split(",")
+            images = str(pod.get("images") or "").split(",")
+            if names != [""] and len(names) == len(images):
+                layouts[tuple(zip(names, images, strict=True))] += 1
+        else:
+            sep = "=" if column == "init_containers" else ":"
+            entries = [e.partition(sep) for e in str(pod.get(column) or "").split(",") if e]
+            layouts[tuple((n, i) for n, _, i in entries)] += 1
+    return list(layouts.most_common(1)[0][0]) if layouts else []
+
+
+def _recorded_pod(
+    kind: str, ns: str, wname: str, template: Mapping[str, Any], pods: list[dict[str, Any]], fargate: bool
+) -> tuple[Obj, Obj, Obj, Obj | None]:
+    """The pod template as the snapshot recorded it (`projection.template_record`), and an injector
+    of what the pods had besides (sidecars, init containers and volumes a webhook added)."""
+    recorded = list(template.get("containers") or [])
+    pairs = [(str(c.get("name", "")), str(c.get("image", ""))) for c in recorded]
+    containers = _containers(pairs, recorded)
+    if not containers:
+        containers = [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]
+    pod_spec: Obj = {"containers": containers}
+    recorded_init = list(template.get("init_containers") or [])
+    if recorded_init:
+        init_pairs = [(str(c.get("name", "")), str(c.get("image", ""))) for c in recorded_init]
+        pod_spec["initContainers"] = _containers(init_pairs, recorded_init)
+    for field, key in (
+        ("node_selector", "nodeSelector"),
+        ("affinity", "affinity"),
+        ("tolerations", "tolerations"),
+        ("volumes", "volumes"),
+        ("termination_grace_period_seconds", "terminationGracePeriodSeconds"),
+        ("scheduler_name", "schedulerName"),
+    ):
+        if field in template:
+            pod_spec[key] = json.loads(json.dumps(template[field]))
+    if kind == "DaemonSet" and fargate:
+        pod_spec["affinity"] = _off_fargate(pod_spec.get("affinity") or {})
+    labels = dict(template.get("labels") or {})
+    selector = json.loads(json.dumps(template.get("selector") or {})) or {"matchLabels": dict(labels)}
+
+    # What the pods had that the template does not: injected by a webhook the twin does not have.
+    names = {c["name"] for c in containers} | {c["name"] for c in pod_spec.get("initContainers") or []}
+    volumes = {str(v.get("name", "")) for v in pod_spec.get("volumes") or []}
+    injected: Obj = {}
+    extra = [(n, i) for n, i in _pairs(pods, "containers") if n not in names]
+    if extra:
+        injected["containers"] = [{"name": n, "image": i} for n, i in extra]
+    extra_init = [(n, i) for n, i in _pairs(pods, "init_containers") if n not in names]
+    if extra_init:
+        injected["init_containers"] = [{"name": n, "image": i} for n, i in extra_init]
+    extra_volumes = [(n, k) for n, k in _pairs(pods, "volumes") if n not in volumes]
+    if extra_volumes:
+        injected["volumes"] = [
+            {"name": n, **({"emptyDir": {}} if k == "emptyDir" else {"hostPath": {"path": f"/var/lib/{n}"}})}
+            for n, k in extra_volumes
+        ]
+    injector = {"name": f"twin-{kind.lower()}-{ns}-{wname}", "owners": [f"{kind}/{ns}/{wname}"], **injected}
+    return pod_spec, labels, selector, injector if injected else None
+
+
+def _made_up_pod(
+    kind: str,
+    w: Mapping[str, Any],
+    pods: list[dict[str, Any]],
+    on_fargate: bool,
+    placement: Counter[str] | None,
+    taints_of: Mapping[str, list[Obj]],
+) -> tuple[Obj, Obj, Obj]:
+    """A snapshot taken before the bot recorded pod templates: labels `app: NAME`, placement on the
+    group most of the pods ran on, and the sidecars seen in the pods added to the template."""
+    wname = str(w.get("name", ""))
+    images = [str(i) for i in w.get("images") or [] if i]
+    seen = [i for i in str(pods[0].get("images", "")).split(",") if i] if pods else []
+    extra = [i for i in seen if i not in images and any(s in i for s in _SIDECARS)]
+    taken: set[str] = set()
+    containers = [{"name": _container_name(i, taken), "image": i} for i in [*images, *extra]]
+    if not containers:
+        containers = [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]
+    labels = {"app": wname}
+    pod_spec: Obj = {"containers": containers}
+    if kind == "DaemonSet":
+        pod_spec["tolerations"] = [{"operator": "Exists"}]
+    elif not on_fargate and placement:
+        group = placement.most_common(1)[0][0]
+        pod_spec["nodeSelector"] = {NODE_GROUP_LABEL: group}
+        tolerations = [
+            {k: v for k, v in {**t, "operator": "Equal"}.items() if k != "value" or v}
+            for t in taints_of.get(group, [])
+        ]
+        if tolerations:
+            pod_spec["tolerations"] = tolerations
+    return pod_spec, labels, {"matchLabels": dict(labels)}
+
+
 HEADER = """\
 # A twin of a real cluster, written by `upgrade-bot sim scenario --from-snapshot`.
-# From the snapshot: node groups (size, version, instance type, capacity, taints), namespaces,
-# Deployments/StatefulSets/DaemonSets (replicas, images, the sidecars seen in their pods), disruption
-# budgets (their healthy minimum) and what ran on Fargate. Made up, as a snapshot does not record
-# them: pod labels (`app: NAME`), placement (a nodeSelector on the group most of the pods ran on),
-# resource requests (none), Services, ConfigMaps, webhooks and faults (none). `settled: true`: the
-# sim writes the workloads Running on their groups' nodes (spread evenly) instead of starting them
-# one by one. Edit freely; the format is in bot/sim/README.md ("Scenario files").
+# From the snapshot: node groups (size, version, instance type, capacity, taints, labels, zones),
+# namespaces, served APIs, Deployments/StatefulSets/DaemonSets with their pod templates, what webhooks
+# injected into their pods (`injectors`, one per workload), their pods' nodes (`placements`) and
+# states (`faults`), disruption budgets (their healthy minimum, on the workload of the same name), the
+# Services, webhooks, CRDs and certificates the checks read, and what ran on Fargate. Not kept:
+# restart counts, logs, Secrets, ConfigMaps (but Istio's root), custom resources (but cert-manager's
+# Certificates); a workload without a recorded template (an older snapshot) gets labels `app: NAME`
+# and a nodeSelector on the group most of its pods ran on. `settled: true`: the sim writes the
+# workloads Running on their nodes instead of starting them one by one. `upgrade-bot sim fidelity`
+# measures how true it is. Edit freely; the format is in bot/sim/README.md ("Scenario files").
 """
 
 

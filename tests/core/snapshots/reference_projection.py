@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from bot.core.rollout import verdict
+from bot.core.snapshots.projection import ISTIO_ROOT, OBJECT_LISTS, project_object, template_record
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,10 @@ POD_FIELDS: tuple[str, ...] = (
     "images",
     "ip",
     "created",
+    "containers",
+    "init_containers",
+    "unready",
+    "volumes",
 )
 P = {name: i for i, name in enumerate(POD_FIELDS)}
 
@@ -137,6 +142,7 @@ def take_snapshot(
         "pod_fields": list(POD_FIELDS),
         "pods": [],
         "gaps": [],
+        "objects": [],
     }
     gaps: list[dict[str, str]] = snap["gaps"]
 
@@ -195,6 +201,20 @@ def take_snapshot(
     snap["pods"] = pods or []
     cutoff = now - events_since
     snap["events"] = collect("events", "/api/v1/events", lambda o: project_event(o, cutoff)) or []
+    for api_version, kind, path in OBJECT_LISTS:
+        if api_version in snap["api_versions"]:
+            got = collect(
+                path.rsplit("/", 1)[-1], path, lambda o, a=api_version, k=kind: project_object(a, k, o)
+            )  # type: ignore[misc]
+            snap["objects"].extend(got or [])
+    for ns in sorted({w["namespace"] for w in workloads if w["name"] == "istiod"}):
+        try:
+            cm = cluster.get_json(f"/api/v1/namespaces/{ns}/configmaps/{ISTIO_ROOT}")
+        except ClusterError as exc:
+            if exc.status != 404:
+                raise
+            continue
+        snap["objects"].append(project_object("v1", "ConfigMap", cm))
     snap["counts"] = {
         "nodes": len(snap["nodes"]),
         "pods": len(snap["pods"]),
@@ -268,6 +288,7 @@ def project_node(
         "created": meta.get("creationTimestamp", ""),
         "internal_ip": addresses.get("InternalIP", ""),
         "external_ip": addresses.get("ExternalIP", ""),
+        "labels": dict(sorted(labels.items())),
     }
 
 
@@ -298,6 +319,7 @@ def project_workload(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         "rollout": state,
         "rollout_message": message,
         "images": [c.get("image", "") for c in containers],
+        "template": template_record(spec, env=meta.get("namespace") == "kube-system"),
     }
 
 
@@ -388,6 +410,22 @@ def project_pod(obj: Mapping[str, Any], rs_owner: Mapping[tuple[str, str], tuple
     row[P["images"]] = _intern(images)
     row[P["ip"]] = status.get("podIP") or ""
     row[P["created"]] = _intern(meta.get("creationTimestamp") or "")
+    row[P["containers"]] = ",".join(c.get("name", "") for c in spec.get("containers") or [])
+    row[P["init_containers"]] = ",".join(
+        f"{c.get('name', '')}={c.get('image', '')}" for c in spec.get("initContainers") or []
+    )
+    unready = []
+    for cs in statuses:
+        if not cs.get("ready"):
+            state = cs.get("state") or {}
+            why = (state.get("waiting") or state.get("terminated") or {}).get("reason", "")
+            unready.append(f"{cs.get('name', '')}:{why}")
+    row[P["unready"]] = ",".join(unready)
+    row[P["volumes"]] = ",".join(
+        f"{v.get('name', '')}:{'emptyDir' if 'emptyDir' in v else 'hostPath'}"
+        for v in spec.get("volumes") or []
+        if "emptyDir" in v or "hostPath" in v
+    )
     return row
 
 

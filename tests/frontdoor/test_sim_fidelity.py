@@ -1,0 +1,135 @@
+"""`upgrade-bot sim fidelity SNAPSHOT` (issue 42): the twin of a cluster is served, snapshotted and
+checked, and compared with the cluster, through the real CLI, the real kube client and the sim.
+
+The three scenarios CI measures it on must give 0 differences: no regression and no change in the
+diff of the cluster's snapshot with the twin's, the same records less ids, ages and pod-name
+suffixes, and the same findings (id, severity, objects) from the check on both. A cluster that
+changed after its snapshot is not what its twin is, and the command says how (exit 3).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bot.sim import SimCluster
+from tests.support.bot_process import bot_command
+
+
+def cli(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """The bot's terminal, with no Slack, AWS or kube settings of the environment it runs in."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLACK_", "UPGRADE_BOT_", "AWS_")) and k not in ("KUBECONFIG", "XDG_STATE_HOME")
+    }
+    env.update(HOME=str(home), XDG_STATE_HOME=str(tmp_path / "state"))
+    return subprocess.run(
+        [*bot_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
+
+
+def _snapshot(
+    tmp_path: Path,
+    sim: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> str:
+    config = str(write_config(f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim)}, context: sim}}\n"))
+    snap = cli(tmp_path, "snapshot", "pre", "--config", config, timeout=900)
+    assert snap.returncode == 0, snap.stderr
+    return config
+
+
+def _fidelity(
+    scenario: str,
+    tmp_path: Path,
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> tuple[int, str]:
+    sim = sim_factory(scenario, speed=0.0, seed=1)
+    config = _snapshot(tmp_path, sim, sim_kubeconfig, write_config)
+    fidelity = cli(tmp_path, "sim", "fidelity", "pre", "--config", config, timeout=1800)
+    assert "Traceback" not in fidelity.stderr, fidelity.stderr[-3000:]
+    # Its last line says how long each part took (the figures CI keeps an eye on).
+    assert fidelity.stdout.splitlines()[-1].startswith("timings: serve the twin ")
+    return fidelity.returncode, fidelity.stdout
+
+
+@pytest.mark.parametrize("scenario", ["known-issues-2", "large"])
+def test_the_twin_of_a_ci_scenario_is_true_to_it(
+    scenario: str,
+    tmp_path: Path,
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    code, out = _fidelity(scenario, tmp_path, sim_factory, sim_kubeconfig, write_config)
+    assert code == 0, out[-6000:]
+    assert ": 0 differences\n" in out
+    assert "regressions: 0   changes: 0   snapshot differences: 0   finding differences: 0" in out
+
+
+#: What the twin of `eks-nodegroups` cannot give yet (issue 42, left for a later change): the removed
+#: APIs' evidence (Helm releases, last-applied manifests and managedFields of objects the snapshot
+#: does not keep, the API server's request counter) and a rule that reads container logs (KI002).
+NOT_YET_TWINNED = {"API001", "API002", "KI002"}
+
+
+def test_the_twin_of_the_eks_cluster_keeps_its_pods_states_and_known_issues(
+    tmp_path: Path,
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    code, out = _fidelity("eks-nodegroups", tmp_path, sim_factory, sim_kubeconfig, write_config)
+    # The same snapshot less ids, ages and pod-name suffixes: 61 pods (no DaemonSet pod on the
+    # Fargate nodes), each on its node, the ledger Pending, payments-worker at 2/3 with vault-agent
+    # not ready, the sidecars and init containers by name (B14).
+    assert "regressions: 0   changes: 0   snapshot differences: 0" in out, out[-6000:]
+    differing = {
+        line.split()[0]
+        for line in out.split("FINDING DIFFERENCES", 1)[-1].splitlines()[1:]
+        if line.startswith("  ")
+    }
+    # KI004, KI010, DRAIN001, POD001, DRAIN002, RES003, HOOK001 fire on the twin as on the cluster.
+    assert differing <= NOT_YET_TWINNED, out[-6000:]
+    assert code == 3
+
+
+def test_a_cluster_changed_since_its_snapshot_is_not_its_twin_and_the_command_says_how(
+    tmp_path: Path,
+    sim_eks: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+    kubectl: Callable[..., object],
+) -> None:
+    config = _snapshot(tmp_path, sim_eks, sim_kubeconfig, write_config)
+    node = "ip-10-0-0-21.ap-northeast-1.compute.internal"
+    cordon = kubectl(sim_eks, "cordon", node)
+    assert cordon.returncode == 0, cordon.stderr  # type: ignore[attr-defined]
+    fidelity = cli(tmp_path, "sim", "fidelity", "pre", "--config", config, timeout=900)
+    assert fidelity.returncode == 3, fidelity.stdout[-3000:] + fidelity.stderr[-3000:]
+    # The check on the cluster finds the node cordoned; the twin, from before, does not.
+    assert f"NODE002 (recommended) only on the cluster: Node {node}" in fidelity.stdout
+
+
+def test_an_unknown_snapshot_is_a_usage_error(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    config = str(write_config("clusters:\n  prod: {kubeconfig: /nonexistent, context: sim}\n"))
+    fidelity = cli(tmp_path, "sim", "fidelity", "nope", "--config", config)
+    assert fidelity.returncode in (1, 2), fidelity.stderr
+    assert "nope" in fidelity.stderr
+    assert "Traceback" not in fidelity.stderr
