@@ -69,7 +69,7 @@ def _fidelity(
     return fidelity.returncode, fidelity.stdout
 
 
-@pytest.mark.parametrize("scenario", ["known-issues-2", "large"])
+@pytest.mark.parametrize("scenario", ["known-issues-2"])
 def test_the_twin_of_a_ci_scenario_is_true_to_it(
     scenario: str,
     tmp_path: Path,
