@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from bot.core.rendering import inert
+from bot.core.safetext import inert
 
 # Emphasis, code spans, links and images, table cells, and the backslash itself.
 _MARKUP = re.compile(r"([\\`*_\[\]|])")

@@ -10,6 +10,8 @@ and an inbox item, journal mode DELETE so the one file is the whole database.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +22,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from bot.adapters.store import Store, metadata
-from bot.adapters.store.migrate import script_directory
+from bot.adapters.store.migrate import script_directory, shipped_head
 from bot.errors import PermanentError
 from bot.records import JobRow
 
@@ -91,6 +93,31 @@ def test_a_fresh_database_reaches_head_and_matches_the_models(url: str) -> None:
     assert differences(store) == []
     assert store.migrate() == []
     store.close()
+
+
+def test_the_shipped_head_read_from_the_revision_files_is_alembics() -> None:
+    assert shipped_head() == script_directory().get_current_head() == NEW_REVISIONS[-1]
+
+
+def test_a_database_at_head_opens_without_alembic_and_one_behind_is_upgraded(url: str) -> None:
+    behind = Store.open(url, migrate=False)
+    assert behind.migrate(NEW_REVISIONS[-2]) == ALL_REVISIONS[:-1]
+    behind.close()
+    store = Store.open(url)  # the fast path must not take a database one revision behind for head
+    assert store.schema_version() == NEW_REVISIONS[-1]
+    assert store.migrate() == []
+    store.close()
+    # At head: opening it (every command and start does) imports neither Alembic nor a revision.
+    code = (
+        "import sys\nfrom bot.adapters.store import Store\n"
+        f"Store.open({url!r}).close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic' or '.versions.' in m))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_database_made_by_the_hand_numbered_migrator_opens_and_is_upgraded_in_place(
