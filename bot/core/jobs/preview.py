@@ -75,6 +75,8 @@ CHANGING = (
     "eks-update-cluster",
     "eks-update-nodegroup",
     "eks-update-addon",
+    "aks-upgrade-control-plane",
+    "aks-upgrade-nodepool",
     "flux-suspend",
     "flux-resume",
     "argocd-pause",

@@ -63,6 +63,7 @@ _TOP = {
     "generate",
     "injectors",
     "aws",
+    "azure",
     "settled",
 }
 _CLUSTER = {
@@ -130,6 +131,8 @@ class Scenario:
     generate: Obj | None = None
     #: The AWS side of an EKS scenario (`bot/sim/world/aws.py`), served under /aws when present.
     aws: Obj | None = None
+    #: The Azure side of an AKS scenario (`bot/sim/world/azure.py`), served under /azure when present.
+    azure: Obj | None = None
     #: Build the workloads in their settled state instead of playing them through the controllers
     #: during the warm-up (`bot/sim/world/settled.py`); twins are written with it.
     settled: bool = False
@@ -209,6 +212,7 @@ class Scenario:
                 upgrade=data.get("upgrade"),
                 generate=data.get("generate"),
                 aws=data.get("aws"),
+                azure=data.get("azure"),
                 settled=settled,
             )
             for rule in sc.containers:
