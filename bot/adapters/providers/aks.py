@@ -28,6 +28,7 @@ its `subcode` when it has one (`UpgradeBlockedOnDeprecatedAPIUsage`) — and HTT
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -417,6 +418,8 @@ def connect(provider: AksProvider, *, update_within: float | None = None) -> Aks
         except ImportError as exc:
             raise AzureUnavailable(f"azure-identity is not installed ({EXTRA_HINT}): {exc}") from None
         credential = DefaultAzureCredential()
+    # azure-core logs every request and response at INFO: the bot's log keeps its own lines.
+    logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
     connect_s = CONNECT_TIMEOUT if update_within is None else min(CONNECT_TIMEOUT, update_within / 4)
     read_s = READ_TIMEOUT if update_within is None else min(READ_TIMEOUT, update_within - connect_s)
     kwargs: Obj = {"connection_timeout": connect_s, "read_timeout": read_s}
