@@ -154,7 +154,8 @@ def test_without_the_block_the_control_plane_upgrade_follows_its_async_operation
         d.tick()
         started = d.tick()
         op = started.progress["operation"]
-        assert op and started.progress["following"] == "operation"
+        assert op
+        assert started.progress["following"] == "operation"
         follow(d, sim)
         assert d.last is not None
         assert d.last.ok
