@@ -28,6 +28,11 @@ SCHEMA_ID = "https://upgrade-bot.example/upgrade-bot.schema.json"
 #: Shapes that a YAML node's text must have (the validator parses the same text).
 EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+AKS_SUBSCRIPTION = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
+AKS_GROUP = re.compile(r"^[-\w._()]{1,90}$")
+AKS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 FINDING_ID = re.compile(r"^[A-Z][A-Z0-9_-]{1,31}$")
 TIME_OF_DAY = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -99,6 +104,28 @@ _EKS = Key(
 )
 
 
+_AKS = Key(
+    doc="an AKS managed cluster, for the AKS actions (the `aks` extra; credentials from "
+    "azure-identity's default chain: environment, workload identity, managed identity)",
+    keys={
+        "subscription_id": Key(
+            doc="its Azure subscription id (a GUID)",
+            schema={"type": "string", "pattern": AKS_SUBSCRIPTION.pattern},
+        ),
+        "resource_group": Key(
+            doc="its resource group", schema={"type": "string", "pattern": AKS_GROUP.pattern}
+        ),
+        "name": Key(doc="the managed cluster's name", schema={"type": "string", "pattern": AKS_NAME.pattern}),
+        "endpoint_url": Key(
+            doc="another ARM endpoint (a test double: its token is a static one)",
+            default="Azure's own (https://management.azure.com)",
+            schema={"type": "string", "pattern": r"^https?://[^\s/]+"},
+        ),
+    },
+    required=("subscription_id", "resource_group", "name"),
+)
+
+
 def _signal(doc: str) -> Key:
     return Key(
         doc=doc,
@@ -134,9 +161,9 @@ _CLUSTER = Key(
             schema={"type": "number", "minimum": 0.5, "maximum": 300},
         ),
         "provider": Key(
-            doc="the cloud the cluster runs on (one key: `eks`)",
-            keys={"eks": _EKS},
-            extra={"minProperties": 1},
+            doc="the cloud the cluster runs on (one key: `eks` or `aks`)",
+            keys={"eks": _EKS, "aks": _AKS},
+            extra={"minProperties": 1, "maxProperties": 1},
         ),
         "alertmanager": _signal("the cluster's Alertmanager (API v2), for the evidence gate's `alerts`"),
         "prometheus": _signal("the cluster's Prometheus (HTTP API), for the evidence gate's `analysis`"),

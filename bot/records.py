@@ -62,6 +62,18 @@ class EksProvider:
     endpoint_url: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class AksProvider:
+    """The cluster is an AKS managed cluster: its subscription, resource group and name, and the
+    ARM endpoint when it is not Azure's own (the simulator's `azure:` URL, whose token is static).
+    Credentials come from azure-identity's default chain (workload identity in the chart)."""
+
+    subscription_id: str
+    resource_group: str
+    name: str
+    endpoint_url: str | None = None
+
+
 #: The statuses of a provider's `Operation`, whatever the cloud calls them (EKS's words; GKE's
 #: PENDING/RUNNING/DONE and ARM's provisioning states map onto them in their adapters).
 OPERATION_STATUSES = ("InProgress", "Successful", "Failed", "Cancelled")
@@ -273,6 +285,8 @@ class ClusterConfig:
     request_timeout: float = 10.0
     #: `provider: {eks: {…}}`: the EKS checks read the cloud's side through the `aws` extra.
     eks: EksProvider | None = None
+    #: `provider: {aks: {…}}`: the AKS actions reach ARM through the `aks` extra.
+    aks: AksProvider | None = None
     #: The evidence gate's sources (docs/evidence-gate.md); None when the cluster names none.
     alertmanager: SignalSource | None = None
     prometheus: SignalSource | None = None

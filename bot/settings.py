@@ -18,7 +18,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from bot.configschema import EKS_NAME, LABEL_KEY, LABEL_VALUE, REGION, bounds, int_bounds, keys_of
+from bot.configschema import (
+    AKS_GROUP,
+    AKS_NAME,
+    AKS_SUBSCRIPTION,
+    EKS_NAME,
+    LABEL_KEY,
+    LABEL_VALUE,
+    REGION,
+    bounds,
+    int_bounds,
+    keys_of,
+)
 from bot.core import windows as _windows
 from bot.core.announcements import timing as _announcements
 from bot.core.checks.findings import Cover, valid_id
@@ -36,7 +47,15 @@ from bot.core.validation import (
 )
 from bot.errors import ConfigError
 from bot.files import Unreadable, read_bounded
-from bot.records import AlertMatcher, ClusterConfig, EksProvider, GrafanaConfig, ImageChecks, SignalSource
+from bot.records import (
+    AksProvider,
+    AlertMatcher,
+    ClusterConfig,
+    EksProvider,
+    GrafanaConfig,
+    ImageChecks,
+    SignalSource,
+)
 from bot.resources import BUILTIN_RULES, BUILTIN_TEMPLATES
 
 _T = TypeVar("_T")
@@ -591,13 +610,19 @@ def _check_ignores(v: YamlValidator, node: yaml.Node, rules_files: Sequence[Path
     return out
 
 
-def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | None:
-    """`provider: {eks: {name, region, endpoint_url?}}`: the one provider there is, for now."""
+def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | AksProvider | None:
+    """`provider: {eks: {name, region, endpoint_url?}}` or `{aks: {subscription_id, resource_group,
+    name, endpoint_url?}}`: one cloud per cluster."""
     p = v.mapping(node, key, keys_of("clusters.*.provider"))
     if not p:
         if isinstance(node, yaml.MappingNode) and not node.value:
-            v.error(node, key, "name a provider: eks")
+            v.error(node, key, "name a provider: eks or aks")
         return None
+    if len(p) > 1:
+        v.error(node, key, "name one provider: eks or aks")
+        return None
+    if "aks" in p:
+        return _aks(v, key, p["aks"])
     eks_node = p["eks"]
     e = v.mapping(eks_node, f"{key}.eks", keys_of("clusters.*.provider.eks"))
     name = v.string(e.get("name"), f"{key}.eks.name")
@@ -618,6 +643,35 @@ def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | None
     if name is None or region is None:
         return None
     return EksProvider(name=name, region=region, endpoint_url=endpoint)
+
+
+def _aks(v: YamlValidator, key: str, node: yaml.Node) -> AksProvider | None:
+    a = v.mapping(node, f"{key}.aks", keys_of("clusters.*.provider.aks"))
+    values: dict[str, str | None] = {}
+    for field_ in ("subscription_id", "resource_group", "name", "endpoint_url"):
+        values[field_] = v.string(a.get(field_), f"{key}.aks.{field_}")
+    for missing in sorted({"subscription_id", "resource_group", "name"} - set(a)):
+        if isinstance(node, yaml.MappingNode):
+            v.error(node, f"{key}.aks.{missing}", "missing key")
+    checks = {
+        "subscription_id": (AKS_SUBSCRIPTION, "is not an Azure subscription id (a GUID)"),
+        "resource_group": (AKS_GROUP, "is not an Azure resource group name"),
+        "name": (AKS_NAME, "is not an AKS cluster name"),
+        "endpoint_url": (re.compile(r"^https?://[^\s/]+"), "expected an http(s) URL"),
+    }
+    for field_, (pattern, why) in checks.items():
+        text = values[field_]
+        if text is not None and not pattern.match(text):
+            v.error(
+                a[field_], f"{key}.aks.{field_}", f"{shown(text)} {why}" if field_ != "endpoint_url" else why
+            )
+            values[field_] = None
+    sub, group, name = values["subscription_id"], values["resource_group"], values["name"]
+    if sub is None or group is None or name is None:
+        return None
+    return AksProvider(
+        subscription_id=sub, resource_group=group, name=name, endpoint_url=values["endpoint_url"]
+    )
 
 
 def _signal_source(v: YamlValidator, key: str, node: yaml.Node, base_dir: Path) -> SignalSource | None:
@@ -725,7 +779,9 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
     timeout = v.number(
         c.get("request_timeout"), f"{key}.request_timeout", **bounds("clusters.*.request_timeout")
     )
-    eks = _provider(v, f"{key}.provider", c["provider"]) if "provider" in c else None
+    provider = _provider(v, f"{key}.provider", c["provider"]) if "provider" in c else None
+    eks = provider if isinstance(provider, EksProvider) else None
+    aks = provider if isinstance(provider, AksProvider) else None
     alertmanager = (
         _signal_source(v, f"{key}.alertmanager", c["alertmanager"], base_dir) if "alertmanager" in c else None
     )
@@ -747,6 +803,7 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
         in_cluster=bool(in_cluster),
         request_timeout=timeout if timeout is not None else 10.0,
         eks=eks,
+        aks=aks,
         alertmanager=alertmanager,
         prometheus=prometheus,
         alert_matchers=matchers,

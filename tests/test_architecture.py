@@ -61,6 +61,8 @@ LIBRARY_HOMES = {
     # The optional `aws` extra (issue 29), imported inside `connect` (see the test below).
     "boto3": ("bot.adapters.providers.eks",),
     "botocore": ("bot.adapters.providers.eks",),
+    # The optional `aks` extra (issue 46), imported inside `connect` (see the test below).
+    "azure": ("bot.adapters.providers.aks",),
 }
 
 
@@ -72,6 +74,21 @@ def test_boto3_is_imported_only_when_an_eks_provider_is_used() -> None:
         " bot.core.providers, bot.adapters.providers.eks\n"
         "commands.build_registry()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_azure_sdk_is_imported_only_when_an_aks_provider_is_used() -> None:
+    """Without an AKS cluster the bot loads as before: loading it, every subcommand, the jobs and
+    the AKS adapter itself leaves azure-* out of `sys.modules`."""
+    code = (
+        "import sys, bot.frontdoor.cli, bot.frontdoor.assemble, commands, bot.core.jobs.registry,"
+        " bot.core.providers, bot.adapters.providers.aks\n"
+        "commands.build_registry()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'azure'))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True

@@ -88,6 +88,8 @@ TYPOS: dict[str, str] = {
     "clusters.*": "clusters:\n  prod: {kubeconfig: kc, contxt: prod}\n",
     "clusters.*.provider": "clusters:\n  prod: {kubeconfig: kc, provider: {ekss: {name: p, region: eu-west-1}}}\n",
     "clusters.*.provider.eks": "clusters:\n  prod: {kubeconfig: kc, provider: {eks: {name: p, regoin: eu-west-1}}}\n",
+    "clusters.*.provider.aks": "clusters:\n  prod: {kubeconfig: kc, provider: {aks: {subscription_id: "
+    "3f2b6c1e-8d4a-4e7b-9c2d-1a5e6f7b8c9d, resource_grp: rg, name: shop}}}\n",
     "channels": "channels: {operation: C0OPS}\n",
     "snapshot": "snapshot: {restart_treshold: 5}\n",
     "windows[]": 'windows: [{days: mon-fri, start: "14:00", end: "17:00", zones: UTC}]\n',
@@ -132,7 +134,7 @@ def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path:
     text = TYPOS[path]
     (tmp_path / "kc").write_text("", encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|resource_grp)\b",
         text,
     )
     assert len(typo) == 1
@@ -166,6 +168,7 @@ _FIXES = {
     "verfy": "verify",
     "dead_after_failure": "dead_after_failures",
     "tag": "tags",
+    "resource_grp": "resource_group",
 }
 
 

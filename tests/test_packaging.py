@@ -159,7 +159,7 @@ def test_the_project_metadata_names_its_licence_and_keeps_tools_out_of_the_extra
     assert "END OF TERMS AND CONDITIONS" in licence
     assert project["keywords"]
     assert any(c.startswith("Programming Language :: Python :: 3.11") for c in project["classifiers"])
-    assert set(project["optional-dependencies"]) == {"postgres", "aws", "charts"}
+    assert set(project["optional-dependencies"]) == {"postgres", "aws", "aks", "charts"}
     dev = {Requirement(r).name for r in PYPROJECT["dependency-groups"]["dev"]}
     assert {"pytest", "ruff", "mypy", "kubernetes-validate"} <= dev
 
@@ -180,11 +180,12 @@ def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
     # the day that dependency stops doing so.
     import_names = {"yaml": "pyyaml", "re2": "google-re2"}  # where the import name is not the distribution's
     # boto3 and botocore come with the `aws` extra (bot/adapters/providers/eks.py imports them only when used),
+    # azure-* with the `aks` extra (bot/adapters/providers/aks.py, likewise),
     # matplotlib with the `charts` extra (bot/adapters/charts.py, likewise).
     extras = PYPROJECT["project"]["optional-dependencies"]
     declared = {
         canonicalize_name(Requirement(r).name)
-        for r in PYPROJECT["project"]["dependencies"] + extras["aws"] + extras["charts"]
+        for r in PYPROJECT["project"]["dependencies"] + extras["aws"] + extras["aks"] + extras["charts"]
     }
     undeclared = sorted(
         m for m in _top_level_imports() if canonicalize_name(import_names.get(m, m)) not in declared

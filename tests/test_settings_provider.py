@@ -1,4 +1,5 @@
-"""`clusters.NAME.provider: {eks: {name, region, endpoint_url?}}`: validated like every other key."""
+"""`clusters.NAME.provider: {eks: {name, region, endpoint_url?}}` or `{aks: {subscription_id,
+resource_group, name, endpoint_url?}}`: validated like every other key."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import ConfigError
-from bot.records import EksProvider
+from bot.records import AksProvider, EksProvider
 from bot.settings import parse_settings
 
 BASE = "clusters:\n  prod:\n    kubeconfig: kc\n"
@@ -22,6 +23,22 @@ def test_an_eks_provider_is_read_with_its_endpoint() -> None:
     assert settings.clusters["prod"].eks == EksProvider(
         name="runbook-prod", region="ap-northeast-1", endpoint_url="http://127.0.0.1:8080/aws"
     )
+
+
+def test_an_aks_provider_is_read_with_its_endpoint() -> None:
+    text = (
+        BASE
+        + "    provider:\n      aks: {subscription_id: 3f2b6c1e-8d4a-4e7b-9c2d-1a5e6f7b8c9d, resource_group: rg-shop,"
+        " name: shop-prod, endpoint_url: 'http://127.0.0.1:8080/azure'}\n"
+    )
+    cluster = parse_settings(text, source=Path("cfg.yaml"), env={}).clusters["prod"]
+    assert cluster.aks == AksProvider(
+        subscription_id="3f2b6c1e-8d4a-4e7b-9c2d-1a5e6f7b8c9d",
+        resource_group="rg-shop",
+        name="shop-prod",
+        endpoint_url="http://127.0.0.1:8080/azure",
+    )
+    assert cluster.eks is None
 
 
 def test_a_cluster_without_a_provider_has_none() -> None:
@@ -48,7 +65,19 @@ def test_a_cluster_without_a_provider_has_none() -> None:
             "    provider:\n      eks: {name: x, region: eu-west-1, endpoint_url: localhost}\n",
             "clusters.prod.provider.eks.endpoint_url: expected an http(s) URL",
         ),
-        ("    provider: {}\n", "clusters.prod.provider: name a provider: eks"),
+        ("    provider: {}\n", "clusters.prod.provider: name a provider: eks or aks"),
+        (
+            "    provider:\n      aks: {subscription_id: nope, resource_group: rg, name: shop}\n",
+            "clusters.prod.provider.aks.subscription_id: 'nope' is not an Azure subscription id (a GUID)",
+        ),
+        (
+            "    provider:\n      aks: {subscription_id: 3f2b6c1e-8d4a-4e7b-9c2d-1a5e6f7b8c9d, name: shop}\n",
+            "cfg.yaml:5: clusters.prod.provider.aks.resource_group: missing key",
+        ),
+        (
+            "    provider:\n      eks: {name: a, region: eu-west-1}\n      aks: {subscription_id: x, resource_group: rg, name: s}\n",
+            "clusters.prod.provider: name one provider: eks or aks",
+        ),
     ],
 )
 def test_a_bad_provider_is_named_with_its_file_line_and_key(provider: str, expected: str) -> None:

@@ -20,6 +20,10 @@ What the port covers, and how each cloud fits it:
 | `upgrade_insights`        | ListInsights / DescribeInsight   | deprecation insights              | deprecated-API usage (the block)     |
 | `capacity`                | DescribeSubnets                  | the subnet's secondary ranges     | the subnet's free addresses          |
 
+`force` overrides the cloud's own readiness block, only when people chose it: EKS's `force`
+(past its upgrade insights); AKS's `upgradeSettings.overrideSettings` until `until` (ISO-8601
+UTC; EKS's force has no expiry and ignores it).
+
 Update calls take a `token`: the job's idempotency key (EKS's `clientRequestToken`; GKE and ARM
 are asked for the operation by name instead). A job stores its intent before it calls and, after
 an interruption, looks the operation up (`operations`, `operation`) before it ever calls again.
@@ -37,6 +41,7 @@ from typing import Any, Protocol
 from bot.errors import ProviderError, ProviderUnavailable, UserError, clip
 from bot.records import (
     OPERATION_STATUSES,
+    AksProvider,
     EksProvider,
     Insight,
     MaintenanceExclusion,
@@ -68,11 +73,14 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-#: A cluster's `provider:` configuration; one record type per cloud (GKE's and AKS's join here).
-ProviderConfig = EksProvider
+#: A cluster's `provider:` configuration; one record type per cloud (GKE's joins here).
+ProviderConfig = EksProvider | AksProvider
 
 #: Each cloud's SDK and the extra that installs it (said when it is missing).
-SDKS = {"eks": ("boto3", "pip install 'upgrade-bot[aws]'")}
+SDKS = {
+    "eks": ("boto3", "pip install 'upgrade-bot[aws]'"),
+    "aks": ("azure-mgmt-containerservice", "pip install 'upgrade-bot[aks]'"),
+}
 
 
 class Provider(Protocol):
@@ -98,7 +106,9 @@ class Provider(Protocol):
     def capacity(self, subnet_ids: list[str]) -> list[SubnetCapacity]: ...
 
     # -- updates, each once per token, and the operations that follow them -------------------------
-    def update_control_plane(self, version: str, *, token: str, force: bool = False) -> Operation: ...
+    def update_control_plane(
+        self, version: str, *, token: str, force: bool = False, until: str = ""
+    ) -> Operation: ...
     def update_node_pool(
         self, pool: str, *, version: str, strategy: PoolStrategy, token: str
     ) -> Operation: ...
@@ -117,6 +127,10 @@ def connect(config: ProviderConfig, *, update_within: float | None = None) -> Pr
         from bot.adapters.providers import eks
 
         return eks.connect(config, update_within=update_within)
+    if isinstance(config, AksProvider):
+        from bot.adapters.providers import aks
+
+        return aks.connect(config, update_within=update_within)
     raise ProviderUnavailable(f"no provider adapter for {type(config).__name__}")
 
 
@@ -148,7 +162,7 @@ class ProviderAccess:
         if provider is None:
             raise UserError(
                 f"cluster {clip(cluster)} has no {self.kind.upper()} provider: the {self.kind.upper()} actions need "
-                f"`provider: {{{self.kind}: {{name, region}}}}` in its configuration"
+                f"`provider: {{{self.kind}: {{{'name, region' if self.kind == 'eks' else 'subscription_id, resource_group, name'}}}}}` in its configuration"
             )
         with self._lock:
             if cluster not in self._clients:

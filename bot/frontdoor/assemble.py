@@ -187,6 +187,16 @@ def assemble(
             client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
         ),
     )
+    # The AKS actions' ARM side: each cluster's `provider: {aks: …}` (the SDK only when one is used),
+    # its update calls under the same lease rule.
+    aks = ProviderAccess(
+        {c.name: c.aks for c in settings.clusters.values()},
+        connect=functools.partial(providers.connect, update_within=aws_within),
+        kind="aks",
+        guard=lambda client: GuardedCalls(
+            client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
+        ),
+    )
     # The evidence gate's Alertmanagers (`clusters.NAME.alertmanager`), scoped by alert_matchers.
     from bot.adapters.alertmanager import Alertmanager
     from bot.adapters.prometheus import Prometheus
@@ -208,7 +218,7 @@ def assemble(
         },
         {c.name: Prometheus(c.prometheus) for c in settings.clusters.values() if c.prometheus is not None},
     )
-    job_registry = default_jobs(labels, rules, eks=eks, evidence=evidence)
+    job_registry = default_jobs(labels, rules, eks=eks, evidence=evidence, aks=aks)
     deliveries = None
     if poster is not None:
         deliveries = Deliveries(

@@ -50,7 +50,7 @@ from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
 from bot.frontdoor.assemble import assemble
 from bot.frontdoor.termtext import TerminalOut, TerminalText
-from bot.records import ClusterConfig, EksProvider, ImageChecks
+from bot.records import AksProvider, ClusterConfig, EksProvider, ImageChecks
 from bot.resources import BUILTIN_PLANS
 from bot.settings import parse_settings
 
@@ -227,6 +227,7 @@ def rehearse(
     auto_approve: bool,
     out: TextIO,
     eks: EksProvider | None = None,
+    aks: AksProvider | None = None,
     ask: Callable[[str], str],
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -243,7 +244,7 @@ def rehearse(
     would on the day. With `report_dir`, the run's report (bot.core.runs.report: PNG, HTML,
     Markdown) is written there and its path printed. `eks` is the sim's EKS cluster when its
     scenario has a cloud: the plan's cluster gets it as its provider (the EKS checks and actions
-    then call the sim's AWS APIs). What is printed is Slack's text rendered for a terminal
+    then call the sim's AWS APIs); `aks` likewise, with the sim's ARM surface. What is printed is Slack's text rendered for a terminal
     (`bot.frontdoor.termtext`: dates in `zone`, the default the local one, emoji as
     characters), or as ASCII with `plain`. With `images` whose `verify` is on (the team's
     `checks.images`), the plan's check steps run IMG001 against the sim's registry facade."""
@@ -254,6 +255,12 @@ def rehearse(
     if eks is not None:
         endpoint = f", endpoint_url: {json.dumps(eks.endpoint_url)}" if eks.endpoint_url else ""
         provider = f", provider: {{eks: {{name: {json.dumps(eks.name)}, region: {json.dumps(eks.region)}{endpoint}}}}}"
+    elif aks is not None:
+        endpoint = f", endpoint_url: {json.dumps(aks.endpoint_url)}" if aks.endpoint_url else ""
+        provider = (
+            f", provider: {{aks: {{subscription_id: {json.dumps(aks.subscription_id)}, "
+            f"resource_group: {json.dumps(aks.resource_group)}, name: {json.dumps(aks.name)}{endpoint}}}}}"
+        )
     settings = parse_settings(
         # The sim's Alertmanager and Prometheus facades stand in for the cluster's own, so a plan's
         # `alerts` steps rehearse without the real binaries.
@@ -486,20 +493,26 @@ def _answer(
     out: TextIO,
 ) -> None:
     def holder(option: ChoiceOption) -> str:
-        return next((p for role in option.roles for p in run.roster.get(role, ())), "")
+        # A confirmation is a second person's: never the one who asked (`not_by`).
+        return next(
+            (p for role in option.roles for p in run.roster.get(role, ()) if p not in option.not_by), ""
+        )
 
     if auto_approve:
         # As the EKS pipeline forces a drain after its timeout, the coordinator deletes what the
         # budget holds, with the reason on record; any other question gets its first answer.
         # (An EKS node group whose update failed on a budget is updated again with force, likewise.)
         # Whose hand-made changes an add-on loses is not the roster's to guess: a conflict stops.
-        wanted = ("stop",) if choice.key.startswith("conflict:") else ("delete", "force")
+        # AKS's deprecated-API block is overridden (asked, then confirmed by a second person), as
+        # the team does once the caller's migration is scheduled.
+        wanted = ("stop",) if choice.key.startswith("conflict:") else ("delete", "force", "override")
         option = next((o for o in choice.options if o.id in wanted), choice.options[0])
-        reason = (
-            f"rehearsal: {holder(option)} deletes the pods a disruption budget holds, as the pipeline would"
-            if option.needs_reason
-            else ""
+        why = (
+            "overrides AKS's deprecated-API block: the caller moves to the API's replacement after the window"
+            if choice.key.startswith("api-block:")
+            else "deletes the pods a disruption budget holds, as the pipeline would"
         )
+        reason = f"rehearsal: {holder(option)} {why}" if option.needs_reason else ""
         out.write(f"  ↳ {holder(option)} answers job {job_id}: {option.label}\n")
         jobs.decide(job_id, choice_key=choice.key, option=option.id, user_id=holder(option), reason=reason)
         return

@@ -105,6 +105,8 @@ def main(argv: list[str]) -> int:
         print(f"kubeconfig: {path}", flush=True)
         if cluster.aws_url is not None:
             print(f"aws: {cluster.aws_url}", flush=True)
+        if cluster.provider_url("aks") is not None:
+            print(f"azure: {cluster.provider_url('aks')}", flush=True)
         while not stop.wait(0.5):
             pass
     finally:

@@ -262,7 +262,10 @@ class Eks:
             for s in self.subnets(subnet_ids)
         ]
 
-    def update_control_plane(self, version: str, *, token: str, force: bool = False) -> Operation:
+    def update_control_plane(
+        self, version: str, *, token: str, force: bool = False, until: str = ""
+    ) -> Operation:
+        # `until`: EKS's force has no expiry (it is one call's flag).
         return _operation(self.update_cluster_version(version, token=token, force=force))
 
     def update_node_pool(self, pool: str, *, version: str, strategy: PoolStrategy, token: str) -> Operation:

@@ -33,6 +33,7 @@ CHECK_MODULES = (
     "bot.core.checks.cluster_health",
     "bot.core.checks.apis",
     "bot.core.checks.eks",
+    "bot.core.checks.aks",
     "bot.core.checks.images",
 )
 

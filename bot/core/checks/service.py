@@ -46,7 +46,8 @@ def default_extras(
 ) -> tuple[Extra, ...]:
     """The finding sources beyond this package's checks that every front door runs: removed and
     deprecated APIs (`apis.py`: the apiserver metric, last-applied and managedFields, Helm
-    releases), and for a configured `cluster` the EKS checks of its provider (`eks.py`: skipped,
+    releases), and for a configured `cluster` the AKS checks of an AKS provider (`aks.py`), else the
+    EKS checks of its provider (`eks.py`: skipped,
     with a note saying why, without a provider or without the `aws` extra). `now` (Unix seconds)
     dates the metric's counting window. With `images` whose `verify` is on, IMG001 too (the
     cluster's target images and those of `manifests`)."""
@@ -66,6 +67,15 @@ def default_extras(
         verify = (image_extra(images, cluster=cluster, manifests=manifests, stdin=stdin),)
     if cluster is None:
         return (removed_apis, *verify)
+    if cluster.aks is not None:
+        aks_provider = cluster.aks
+
+        def aks_checks(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:
+            from bot.core.checks import aks
+
+            return aks.aks_extra(aks_provider)(reader, target, notes)
+
+        return (removed_apis, aks_checks, *verify)
     provider = cluster.eks
 
     def eks_checks(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:

@@ -76,6 +76,8 @@ CHANGING = (
     "eks-update-cluster",
     "eks-update-nodegroup",
     "eks-update-addon",
+    "aks-upgrade-control-plane",
+    "aks-upgrade-nodepool",
     "flux-suspend",
     "flux-resume",
     "argocd-pause",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from bot.core.checks.rules import Rule
+from bot.core.jobs import aks as aks_jobs
 from bot.core.jobs.alerts import AlertsJob, Evidence
 from bot.core.jobs.alerts import check_args as _check_alerts
 from bot.core.jobs.analysis import AnalysisJob
@@ -77,6 +78,8 @@ class JobDeps:
     labels: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
     eks: Callable[[str], EksActs] = no_eks
+    #: Cluster name → its AKS provider (`provider: {aks: …}`), or a short refusal.
+    aks: Callable[[str], EksActs] = no_eks
     #: The clusters' Alertmanagers and Prometheuses (the evidence gate); without one, `alerts` /
     #: `analysis` refuse.
     evidence: Evidence = field(default_factory=Evidence)
@@ -329,6 +332,28 @@ KINDS: tuple[JobKind, ...] = (
         make=lambda deps: EksUpdateAddonJob(deps.eks, deps.labels),
     ),
     JobKind(
+        name="aks-upgrade-control-plane",
+        summary="upgrade the AKS control plane only (PUT managedClusters, agent pools kept) and follow "
+        "its operation until /version reports it; AKS's deprecated-API block is a gated override with an expiry",
+        required=frozenset({"version"}),
+        optional=frozenset({"timeout", "override_for"}),
+        mutating=True,
+        command=False,
+        check=aks_jobs.check_control_plane,
+        make=lambda deps: aks_jobs.AksUpgradeControlPlaneJob(deps.aks, deps.labels),
+    ),
+    JobKind(
+        name="aks-upgrade-nodepool",
+        summary="upgrade an AKS agent pool (PUT agentPools orchestratorVersion, the max surge shown at "
+        "the gate) and follow its operation while its nodes roll",
+        required=frozenset({"nodepool"}),
+        optional=frozenset({"version", "max_surge", "timeout"}),
+        mutating=True,
+        command=False,
+        check=aks_jobs.check_nodepool,
+        make=lambda deps: _backgrounded(deps, aks_jobs.AksUpgradeNodepoolJob(deps.aks, deps.labels), None),
+    ),
+    JobKind(
         name="alerts",
         summary="no new alerts: pass after `settle` with none new since the step began, fail on a new "
         "critical one or at `timeout`; no answer from Alertmanager asks people (docs/evidence-gate.md)",
@@ -418,6 +443,7 @@ def default_jobs(
     *,
     eks: EksAccess | None = None,
     evidence: Evidence | None = None,
+    aks: EksAccess | None = None,
 ) -> JobRegistry:
     """Every job kind; `node_group_labels` are the settings' node-group label keys, in priority
     order (how `nodegroup: NAME` finds a group's nodes); `rules`, the known-issue rules a drain
@@ -427,6 +453,7 @@ def default_jobs(
         labels=tuple(node_group_labels),
         rules=tuple(rules),
         eks=eks or no_eks,
+        aks=aks or no_eks,
         evidence=evidence or Evidence(),
     )
     return JobRegistry(jobs={kind.name: kind.make(deps) for kind in KINDS})

@@ -22,7 +22,7 @@ from bot.frontdoor.cli.options import (
 )
 from bot.frontdoor.rehearse import rehearse
 from bot.logsetup import configure_logging
-from bot.records import EksProvider
+from bot.records import AksProvider, EksProvider
 from bot.settings import read_check_ignores, read_image_checks
 from bot.sim.cluster import SimCluster
 from bot.sim.world.scenario import ScenarioError
@@ -37,7 +37,10 @@ def register(subparsers: Subparsers) -> Handler:
     )
     parser.add_argument("plan", help="a plan file, or the name of a built-in plan (e.g. eks-nodegroups)")
     parser.add_argument(
-        "--scenario", default="eks-nodegroups", help="the sim's scenario (default eks-nodegroups)"
+        "--scenario",
+        default=None,
+        help="the sim's scenario (default: the built-in plan's own — aks-nodepools for aks-managed — "
+        "else eks-nodegroups)",
     )
     answers = parser.add_mutually_exclusive_group()
     answers.add_argument(
@@ -68,7 +71,15 @@ def register(subparsers: Subparsers) -> Handler:
     return _rehearse
 
 
+#: The scenario a built-in plan is rehearsed on when `--scenario` is not given: the plan is
+#: written for its cloud (the others default to eks-nodegroups).
+PLAN_SCENARIOS = {"aks-managed": "aks-nodepools"}
+DEFAULT_SCENARIO = "eks-nodegroups"
+
+
 def _rehearse(args: argparse.Namespace) -> int:
+    if args.scenario is None:
+        args.scenario = PLAN_SCENARIOS.get(str(args.plan), DEFAULT_SCENARIO)
     configure_logging(args.log_level or "WARNING", [])
     try:
         ignores = read_check_ignores(Path(args.config)) if args.config else ()
@@ -105,8 +116,22 @@ def _rehearse(args: argparse.Namespace) -> int:
                 os.environ.pop("AWS_SESSION_TOKEN", None)
                 os.environ.pop("AWS_PROFILE", None)
                 print(f"aws: {sim.aws_url} (EKS cluster {eks.name})", flush=True)
+            aks = None
+            aks_url = sim.provider_url("aks")
+            azure = sim.core.providers.get("aks")
+            if aks_url is not None and azure is not None:
+                # The scenario's cloud is AKS: the sim's ARM surface, with a static token (the
+                # team's Azure identity is neither used nor needed).
+                aks = AksProvider(
+                    subscription_id=azure.subscription,
+                    resource_group=azure.resource_group,
+                    name=azure.name,
+                    endpoint_url=aks_url,
+                )
+                print(f"azure: {aks_url} (AKS cluster {aks.name})", flush=True)
             return rehearse(
                 args.plan,
+                aks=aks,
                 sim_url=sim.url,
                 kubeconfig=kubeconfig,
                 workdir=workdir,

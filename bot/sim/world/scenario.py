@@ -63,6 +63,7 @@ _TOP = {
     "generate",
     "injectors",
     "aws",
+    "azure",
     "settled",
     "placements",
 }
@@ -131,6 +132,8 @@ class Scenario:
     generate: Obj | None = None
     #: The AWS side of an EKS scenario (`bot/sim/world/aws.py`), served under /aws when present.
     aws: Obj | None = None
+    #: The Azure side of an AKS scenario (`bot/sim/world/azure.py`), served under /azure when present.
+    azure: Obj | None = None
     #: Build the workloads in their settled state instead of playing them through the controllers
     #: during the warm-up (`bot/sim/world/settled.py`); twins are written with it.
     settled: bool = False
@@ -213,6 +216,7 @@ class Scenario:
                 upgrade=data.get("upgrade"),
                 generate=data.get("generate"),
                 aws=data.get("aws"),
+                azure=data.get("azure"),
                 settled=settled,
                 placements={
                     str(k): [str(n) for n in v or []] for k, v in (data.get("placements") or {}).items()

@@ -1,0 +1,262 @@
+"""The AKS actions (issue 46), ticked against the sim: the real kube adapter on its API server and
+azure-mgmt-containerservice's real client on its ARM facade (azure-core serialises every request
+and the SDK's models read every answer), with the sim's clock stepped by the test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.adapters.kube import Cluster
+from bot.core.jobs.aks import AksUpgradeControlPlaneJob, AksUpgradeNodepoolJob
+from bot.core.jobs.base import Decision, Job
+from bot.core.jobs.trail import make_trail
+from bot.core.providers import ProviderAccess, ProviderUnavailable
+from bot.errors import UserError
+from bot.records import ClusterConfig
+from bot.sim import SimCluster
+from tests.support.azure import aks_provider, aks_scenario, azure_calls
+from tests.support.jobs import JobDriver
+
+LABELS = ("eks.amazonaws.com/nodegroup",)
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimCluster]) -> SimCluster:
+    return sim_factory("aks-nodepools", speed=0.0, seed=1)
+
+
+def _cluster(sim: SimCluster, kubeconfig: Callable[[SimCluster], Path]) -> Iterator[Cluster]:
+    cluster = Cluster.connect(ClusterConfig(name="prod", kubeconfig=kubeconfig(sim), context="sim"))
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def kube(sim: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]) -> Iterator[Cluster]:
+    yield from _cluster(sim, sim_kubeconfig)
+
+
+def access(sim: SimCluster) -> ProviderAccess:
+    return ProviderAccess({"prod": aks_provider(sim)}, kind="aks")
+
+
+def sim_now(sim: SimCluster) -> Callable[[], datetime]:
+    return lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC)
+
+
+def driver(job: Job, kube: Cluster, sim: SimCluster, args: dict[str, str]) -> JobDriver:
+    now = sim_now(sim)
+    progress = job.plan(kube, args, now=now())
+    progress["trail"] = make_trail(run_id="R1", step_id="s", job_id=7, approved_by=["U1", "U2"])
+    return JobDriver(job, kube, now=now, progress=progress)
+
+
+def follow(d: JobDriver, sim: SimCluster, *, step: float = 60.0, limit: int = 200) -> None:
+    for _ in range(limit):
+        d.tick()
+        if d.done or d.choice is not None:
+            return
+        sim.control.advance(step)
+    raise AssertionError(f"the job did not end: {d.last}")
+
+
+def test_the_api_block_is_a_choice_of_two_people_with_an_expiry_and_the_put_is_made_once(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    d = driver(AksUpgradeControlPlaneJob(access(sim), LABELS), kube, sim, {"version": "1.26.6"})
+    assert (d.progress["from"], d.progress["target"]) == ("1.25.11", "1.26.6")
+    intent = d.tick()
+    assert intent.progress["intent"]["call"] == "ManagedClusters_CreateOrUpdate"
+    assert azure_calls(sim).get("ManagedClusters_CreateOrUpdate", 0) == 0
+    d.tick()
+    asked = d.choice
+    assert asked is not None  # AKS's refusal is a question, never the job's end
+    assert asked.key == "api-block:1.26.6:1"
+    assert asked.question.startswith(
+        "control plane 1.25.11 → 1.26.6: AKS refused the upgrade over recent use of APIs 1.26.6 removes: "
+        "horizontalpodautoscalers.autoscaling.v2beta2. Override? The bot then sets "
+        "upgradeSettings.overrideSettings forceUpgrade=true, expiring 1h after it is confirmed"
+    )
+    assert [(o.id, o.needs_reason) for o in asked.options] == [("override", True), ("stop", False)]
+    assert d.audit[-1][0] == "ManagedClusters_CreateOrUpdate refused"
+    d.tick(
+        Decision(choice_key=asked.key, option="override", by="U0PRIMARY", reason="dashboard retired Monday")
+    )
+    confirm = d.choice
+    assert confirm is not None
+    assert confirm.key == "api-block:1.26.6:1:confirm"
+    assert confirm.options[0].not_by == ("U0PRIMARY",)
+    # One person's word sends nothing.
+    assert azure_calls(sim)["ManagedClusters_CreateOrUpdate"] == 1
+    assert sim.core.providers["aks"].override == {}
+    confirmed_at = sim_now(sim)()
+    d.tick(
+        Decision(
+            choice_key=confirm.key, option="override", by="U0SHADOW", reason="usage is the dashboard only"
+        )
+    )
+    until = (confirmed_at + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert d.progress["until"] == until
+    assert d.audit[-1] == (
+        "override chosen",
+        "control plane 1.25.11 → 1.26.6: override of AKS's deprecated-API block "
+        f"(horizontalpodautoscalers.autoscaling.v2beta2) until {until}, asked by U0PRIMARY (dashboard "
+        "retired Monday) and confirmed by U0SHADOW (usage is the dashboard only)",
+    )
+    d.tick()  # the override call's intent
+    # The process dies after ARM accepted the PUT but before its tick was stored: the tick runs
+    # again, reads the cluster Upgrading and follows it — the PUT is never made twice.
+    d.tick(crash=True)
+    again = d.tick()
+    assert again.progress["following"] == "resource"
+    assert sim.core.providers["aks"].override == {"forceUpgrade": True, "until": until}
+    follow(d, sim)
+    assert d.last is not None
+    assert d.last.ok, d.last.detail
+    assert d.last.detail == (
+        "control plane 1.25.11 → 1.26.6: shop-prod's provisioningState Succeeded and the API server reports v1.26.6"
+    )
+    assert azure_calls(sim)["ManagedClusters_CreateOrUpdate"] == 2  # refused once, accepted once
+    assert len(sim.core.providers["aks"].ops) == 1
+
+
+def test_people_can_stop_an_upgrade_aks_blocked_over_deprecated_api_usage(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    d = driver(AksUpgradeControlPlaneJob(access(sim), LABELS), kube, sim, {"version": "1.26.6"})
+    d.tick()
+    d.tick()
+    assert d.choice is not None
+    d.tick(Decision(choice_key=d.choice.key, option="stop", by="U0COORD"))
+    assert d.last is not None
+    assert not d.last.ok
+    assert d.last.detail.endswith("; stopped by U0COORD, not overridden")
+    assert azure_calls(sim)["ManagedClusters_CreateOrUpdate"] == 1
+    assert sim.core.providers["aks"].ops == {}
+
+
+def test_without_the_block_the_control_plane_upgrade_follows_its_async_operation(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    sim = sim_factory(aks_scenario(api_block=False), speed=0.0, seed=1)
+    for kube in _cluster(sim, sim_kubeconfig):
+        job = AksUpgradeControlPlaneJob(access(sim), LABELS)
+        d = driver(job, kube, sim, {"version": "1.26.6"})
+        # The gate shows the exact call, and that the agent pools stay where they are.
+        assert job.dry_run(kube, d.progress)[0] == (
+            "would call ManagedClusters_CreateOrUpdate (PUT managedClusters/shop-prod) with kubernetesVersion=1.26.6, "
+            "every agent pool kept on its version (control plane only: apps 1.25.11, batch 1.25.11, system 1.25.11)"
+        )
+        d.tick()
+        started = d.tick()
+        op = started.progress["operation"]
+        assert op
+        assert started.progress["following"] == "operation"
+        follow(d, sim)
+        assert d.last is not None
+        assert d.last.ok
+        assert d.last.detail == (
+            f"control plane 1.25.11 → 1.26.6: AKS operation {op} Succeeded and the API server reports v1.26.6"
+        )
+        assert azure_calls(sim)["ManagedClusters_CreateOrUpdate"] == 1
+        assert azure_calls(sim)["Operations_Get"] >= 1
+        # The pools were not touched.
+        assert {
+            p["properties"]["orchestratorVersion"]
+            for p in [sim.core.providers["aks"].pool(n) for n in ("apps", "batch", "system")]
+        } == {"1.25.11"}
+
+
+def test_the_nodepool_upgrade_shows_its_max_surge_and_a_crash_never_repeats_the_put(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    sim = sim_factory(aks_scenario(api_block=False), speed=0.0, seed=1)
+    for kube in _cluster(sim, sim_kubeconfig):
+        cp = driver(AksUpgradeControlPlaneJob(access(sim), LABELS), kube, sim, {"version": "1.26.6"})
+        follow(cp, sim)
+        job = AksUpgradeNodepoolJob(access(sim), LABELS)
+        d = driver(job, kube, sim, {"nodepool": "apps"})
+        assert d.progress["target"] == "1.26.6"  # the control plane's
+        lines = job.dry_run(kube, d.progress)
+        assert (
+            lines[0]
+            == "would call AgentPools_CreateOrUpdate (PUT agentPools/apps) with orchestratorVersion=1.26.6"
+        )
+        assert lines[1].startswith("max surge 33% (the pool's own): AKS adds that many new nodes at a time")
+        d2 = driver(job, kube, sim, {"nodepool": "batch", "max_surge": "1"})
+        assert job.dry_run(kube, d2.progress)[:2] == [
+            "would call AgentPools_CreateOrUpdate (PUT agentPools/batch) with orchestratorVersion=1.26.6, "
+            "upgradeSettings.maxSurge=1",
+            "max surge 1 (set by the plan; the pool's own is 50%): AKS adds that many new nodes at a time, then "
+            "drains and removes as many old ones",
+        ]
+        d.tick()  # intent
+        d.tick(crash=True)  # the PUT reached ARM; its answer was lost with the process
+        again = d.tick()
+        assert again.progress["following"] == "resource"
+        assert again.posts[0].text == (
+            "agent pool apps 1.25.11 → 1.26.6: AgentPools_CreateOrUpdate made before the interruption reached AKS "
+            "(the resource is upgrading): following it, not called again"
+        )
+        follow(d, sim)
+        assert d.last is not None
+        assert d.last.ok, d.last.detail
+        assert d.last.detail == (
+            "agent pool apps 1.25.11 → 1.26.6: shop-prod's provisioningState Succeeded — 3/3 node(s) Ready on 1.26.6"
+        )
+        assert azure_calls(sim)["AgentPools_CreateOrUpdate"] == 1
+
+
+def test_a_failed_nodepool_upgrade_fails_the_step_with_aks_reason(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    sim = sim_factory(aks_scenario(api_block=False, fail_updates=["nodepool:apps"]), speed=0.0, seed=1)
+    for kube in _cluster(sim, sim_kubeconfig):
+        follow(driver(AksUpgradeControlPlaneJob(access(sim), LABELS), kube, sim, {"version": "1.26.6"}), sim)
+        d = driver(AksUpgradeNodepoolJob(access(sim), LABELS), kube, sim, {"nodepool": "apps"})
+        follow(d, sim)
+        assert d.last is not None
+        assert not d.last.ok
+        assert d.last.detail.startswith("agent pool apps 1.25.11 → 1.26.6: AKS operation ")
+        assert d.last.detail.endswith(
+            " Failed — UpgradeFailed: surge nodes failed to join (planted by the scenario)"
+        )
+
+
+def test_aks_refusing_a_version_it_does_not_offer_ends_the_job_with_its_reason(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    d = driver(AksUpgradeControlPlaneJob(access(sim), LABELS), kube, sim, {"version": "1.27.3"})
+    d.tick()
+    with pytest.raises(UserError) as refused:
+        d.tick()
+    assert refused.value.user_message.startswith(
+        "AKS refused ManagedClusters_CreateOrUpdate: UpgradeNotAllowed: Upgrading from 1.25.11 to 1.27.3 is not allowed"
+    )
+
+
+def test_without_a_provider_or_without_the_sdk_the_aks_actions_refuse_with_a_short_reason(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    job = AksUpgradeControlPlaneJob(ProviderAccess({"prod": None}, kind="aks"), LABELS)
+    with pytest.raises(UserError) as no_provider:
+        job.plan(kube, {"version": "1.26.6"}, now=sim_now(sim)())
+    assert no_provider.value.user_message == (
+        "cluster prod has no AKS provider: the AKS actions need "
+        "`provider: {aks: {subscription_id, resource_group, name}}` in its configuration"
+    )
+
+    def no_sdk(config: object) -> object:
+        raise ProviderUnavailable("azure-mgmt-containerservice is not installed")
+
+    job = AksUpgradeControlPlaneJob(ProviderAccess({"prod": aks_provider(sim)}, no_sdk, kind="aks"), LABELS)  # type: ignore[arg-type]
+    with pytest.raises(UserError) as no_sdk_error:
+        job.plan(kube, {"version": "1.26.6"}, now=sim_now(sim)())
+    assert no_sdk_error.value.user_message == (
+        "the AKS actions need azure-mgmt-containerservice, which this bot does not have "
+        "(pip install 'upgrade-bot[aks]')"
+    )
