@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -609,26 +608,141 @@ def test_core_tests_start_no_processes() -> None:
 
 # -- assembled once, joined by declared ports ------------------------------------------------------
 
-#: A callback slot assigned on a built part: what `bot.frontdoor.assemble` replaced by constructor
-#: arguments, ports and lists of listeners (issue 24).
-HOOK_ASSIGNMENT = re.compile(r"\.on_[a-z_]* = |\.publish_run = |\.start_job = ")
+#: Attribute names that are callback slots wherever they appear (`x.on_change = …`), and the
+#: callbacks `bot.frontdoor.assemble` once assigned on its services before issue 24 made them
+#: constructor arguments.
+HOOK_PREFIX = "on_"
+HOOK_NAMES = frozenset({"publish_run", "start_job"})
+#: Methods that tie a built part to another (the duty engine's `lead_with`, gone in issue 45).
+LATE_TIES = frozenset({"lead_with"})
+#: Lists of listeners: appended to only by their owner (`self.listeners.append(…)`).
+LISTENER_LISTS = frozenset({"listeners"})
+#: The simulated API server's store keeps its watchers as the real API server does: the sim's
+#: controller engine registers itself on the store it is given (a watch, not the bot's wiring).
+LISTENERS_ALLOWED = ("bot/sim/",)
 
 
-def test_no_module_of_the_front_door_assigns_a_hook_on_a_service() -> None:
+def _own(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def _hook(name: str) -> bool:
+    return name.startswith(HOOK_PREFIX) or name in HOOK_NAMES
+
+
+def _parts_built(scope: ast.AST) -> set[str]:
+    """The names a scope binds to an object it builds (`runs = RunService(…)`): its parts."""
+    built: set[str] = set()
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            callee = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if callee[:1].isupper():
+                built.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return built
+
+
+def _ties_late(call: ast.Call, *, listeners: bool) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr in LATE_TIES:
+        return True
+    return (
+        listeners
+        and func.attr in ("append", "extend", "insert")
+        and isinstance(func.value, ast.Attribute)
+        and (func.value.attr in LISTENER_LISTS or _hook(func.value.attr))
+        and not _own(func.value.value)
+    )
+
+
+def hooks_set_after_construction(source: str, *, listeners: bool = True) -> list[str]:
+    """Where `source` ties a part to another after the other was built, as `line: target`:
+
+    - an attribute of another object (not `self`/`cls`) assigned a callback slot (`x.on_y = …`,
+      `x.publish_run = …`), a lambda, or a part the same scope built (`steps.runs = runs`);
+    - a call that ties a part to another after the fact (`duties.lead_with(…)`);
+    - with `listeners`, a listener appended to another object's list of them
+      (`self.service.listeners.append(…)`, `x.on_fenced.append(…)`).
+
+    Data is left alone: a record's fields set by the code that owns it (`state.pods = pods`).
+    """
+    found: set[str] = set()
+    tree = ast.parse(source)
+    for scope in [
+        tree,
+        *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)),
+    ]:
+        parts = _parts_built(scope)
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                value = node.value
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for item in target.elts if isinstance(target, ast.Tuple | ast.List) else [target]:
+                        if not isinstance(item, ast.Attribute) or _own(item.value):
+                            continue
+                        part = isinstance(value, ast.Name) and value.id in parts
+                        if _hook(item.attr) or isinstance(value, ast.Lambda) or part:
+                            found.add(f"{node.lineno}: {ast.unparse(item)}")
+            elif isinstance(node, ast.Call) and _ties_late(node, listeners=listeners):
+                found.add(f"{node.lineno}: {ast.unparse(node.func)}")
+    return sorted(found, key=lambda f: int(f.split(":")[0]))
+
+
+def test_no_part_of_the_bot_is_tied_to_another_after_it_was_built() -> None:
+    # Issue 45: the standing (`bot.core.leadership.Leadership`) is built first and handed to the
+    # duty engine, the triggers and the elector; nothing is wired after construction.
     offenders = [
-        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-        for path in sorted((ROOT / "bot" / "frontdoor").rglob("*.py"))
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if HOOK_ASSIGNMENT.search(line)
+        f"{path.relative_to(ROOT)}:{found}"
+        for path in sorted((ROOT / "bot").rglob("*.py"))
+        for found in hooks_set_after_construction(
+            path.read_text(encoding="utf-8"),
+            listeners=not str(path.relative_to(ROOT)).startswith(LISTENERS_ALLOWED),
+        )
     ]
     assert offenders == []
 
 
-def test_the_hook_pattern_finds_an_assignment() -> None:
-    # The pattern above is what `grep -rn "\.on_[a-z_]* = \|\.publish_run = \|\.start_job = "` asks.
-    assert HOOK_ASSIGNMENT.search("    services.jobs.on_change = runner.wake")
-    assert HOOK_ASSIGNMENT.search("jobs.publish_run = lambda run_id: None")
-    assert not HOOK_ASSIGNMENT.search("jobs = JobService(on_change=wake)")
+@pytest.mark.parametrize(
+    ("planted", "found"),
+    [
+        ("x.on_y = handler", "x.on_y"),
+        ("services.jobs.on_change = runner.wake", "services.jobs.on_change"),
+        ("jobs.publish_run = lambda run_id: None", "jobs.publish_run"),
+        ("duties.leading = lambda: True", "duties.leading"),
+        ("triggers.on_fenced.append(elector.fenced)", "triggers.on_fenced.append"),
+        ("self.announcements.listeners.append(self.sync)", "self.announcements.listeners.append"),
+        ("steps = StepsOfRuns()\nruns = RunService()\nsteps.runs = runs", "steps.runs"),
+        ("bot.duties.lead_with(leading=lambda: True, duty=nullcontext)", "bot.duties.lead_with"),
+    ],
+)
+def test_the_hook_check_finds_a_planted_assignment(planted: str, found: str) -> None:
+    # Planted in a copy of a real module: the check reads the module as it stands and the plant.
+    source = (ROOT / "bot" / "frontdoor" / "assemble.py").read_text(encoding="utf-8")
+    assert hooks_set_after_construction(source) == []
+    body = "\n".join(f"    {line}" for line in planted.splitlines())
+    hits = hooks_set_after_construction(f"{source}\n\ndef planted() -> None:\n{body}\n")
+    assert [h.split(": ", 1)[1] for h in hits] == [found]
+
+
+def test_the_hook_check_leaves_data_and_own_state_alone() -> None:
+    source = """
+class Part:
+    def __init__(self, on_change):
+        self.on_change = on_change
+        self.listeners = []
+        self.listeners.append(on_change)
+
+def record(state, pods):
+    state.pods = pods
+    state.ended = None
+    run = PodRun()
+    run.host_ip = "10.0.0.1"
+    jobs = JobService(on_change=wake)
+"""
+    assert hooks_set_after_construction(source) == []
 
 
 def _calls(path: Path, function: str) -> set[str]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.core.leadership import Leadership
 from bot.errors import BotError, Fenced
 from bot.logsetup import log_context
 
@@ -121,10 +122,6 @@ class DutyKind(Protocol):
     def after_scan(self, driving: Collection[int]) -> None: ...
 
 
-def _always_duty() -> contextlib.AbstractContextManager[bool]:
-    return contextlib.nullcontext(True)
-
-
 class Lane:
     """One kind's drivers, keyed by row id."""
 
@@ -196,28 +193,44 @@ class Duties:
     """Every kind of long duty, run in the leader's fence (see the module docstring)."""
 
     def __init__(
-        self,
-        *,
-        leading: Callable[[], bool] = lambda: True,
-        duty: Callable[[], contextlib.AbstractContextManager[bool]] = _always_duty,
+        self, *, leadership: Leadership | None = None, started: bool = True, kinds: Iterable[DutyKind] = ()
     ) -> None:
+        #: This replica's standing, shared with the triggers that run the scans and the elector
+        #: (built before them all). On its own (a test that drives one kind by hand): solo.
+        self.leadership = leadership or Leadership.solo()
+        #: Whether a wake scans at once: from `start` (the triggers' timers run; an engine of its
+        #: own is started when built) until `stop_scanning` (the timers stopped for good).
+        self._started = started
+        #: Set once the timers stopped for good: no scan claims a row from then on.
+        self._stopped = False
         self.lanes: dict[str, Lane] = {}
-        self.leading = leading
-        #: The context a scan off a timer's thread (`wake`) runs in: the leader's fence.
-        self.duty = duty
+        for kind in kinds:
+            self.add(kind)
 
     def add(self, kind: DutyKind) -> Lane:
         lane = self.lanes[kind.name] = Lane(kind, self)
         return lane
 
-    def lead_with(
-        self, *, leading: Callable[[], bool], duty: Callable[[], contextlib.AbstractContextManager[bool]]
-    ) -> None:
-        """Run under the leadership of the timers that scan (the assembly ties the two)."""
-        self.leading, self.duty = leading, duty
+    def leading(self) -> bool:
+        """Whether a scan may drive rows: this replica leads (or is alone), and no shutdown began."""
+        return not self._stopped and self.leadership.leading
+
+    def duty(self) -> contextlib.AbstractContextManager[bool]:
+        """The context a scan off a timer's thread (`wake`) runs in: the leader's fence. A scan
+        that finds this replica fenced stops every driver at once."""
+        return self.leadership.duty(stop=self.stop_all)
+
+    def start(self) -> None:
+        """The timers run: a wake scans at once from now on."""
+        self._started = True
+
+    def stop_scanning(self) -> None:
+        """The timers stopped (a shutdown began): no scan claims a row from now on."""
+        self._started, self._stopped = False, True
 
     def wake(self, name: str) -> None:
-        self.lanes[name].wake()
+        if self._started:
+            self.lanes[name].wake()
 
     def scans(self) -> list[tuple[str, float, Callable[[datetime], object]]]:
         """The timers: each kind's scan, every `scan_seconds` (the triggers register them)."""

@@ -1,8 +1,10 @@
 """Assembles the bot from the settings: the one place its parts are built and tied together.
 
-`assemble` builds the store, the services, the duty engine (watches, cluster jobs), the triggers
-and the elector, and ties them with constructor arguments: no part is given a callback after it
-was built. Every front door calls it — `serve` (Slack), the terminal's `exec`, `rehearse` (a text
+`assemble` builds this replica's standing first (`bot.core.leadership.Leadership`: starting, then
+solo, leader or follower), then the store, the services, the duty engine (watches, cluster jobs),
+the triggers and the elector, and ties them with constructor arguments: the engine, the triggers
+and the elector are each given the one standing when built, and no part is given a callback or a
+listener after it was built (tests/test_architecture.py checks it on the syntax tree). Every front door calls it — `serve` (Slack), the terminal's `exec`, `rehearse` (a text
 poster and the sim as its cluster) — and so does the test harness, swapping one argument (a
 stub's URL, a poster, a clock) instead of patching anything.
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -36,8 +38,10 @@ from bot.core.fleets.card import FleetCards
 from bot.core.fleets.evidence import AlertsSoak
 from bot.core.fleets.service import FleetService, api_server_answers
 from bot.core.jobs.alerts import Evidence
+from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
+from bot.core.leadership import Leadership
 from bot.core.people import Directory, StaticDirectory
 from bot.core.providers import ProviderAccess
 from bot.core.rendering import Renderer
@@ -92,6 +96,9 @@ class Services:
     watches: WatchService
     #: Cluster jobs (issue 15): cordon, drain, restart, node-group waits; driven by the duty engine.
     jobs: JobService
+    #: This replica's standing (starting → solo | leader | follower), built first and read by the
+    #: duty engine, the triggers and the elector.
+    leadership: Leadership
     #: The engine of long duties: the watches' and the jobs' drivers (started by the triggers).
     duties: Duties
     #: Fleet runs (issue 41): parents of child runs, driven by the fleet ticker.
@@ -137,13 +144,18 @@ def assemble(
     on_elected: Sequence[Callable[[Fence], object]] = (),
     on_deposed: Sequence[Callable[[int], object]] = (),
     job_wait_scale: float = 1.0,
+    job_registry: JobRegistry | None = None,
+    duty_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Services:
     """The bot, built from `settings`. Slack (the poster and the directory) comes from the
     settings' bot token unless `poster`/`directory` are given (the rehearsal's text poster) or
     `with_slack` is False; `connect_cluster` defaults to the kube adapter. `timers` are extra
     interval timers; `on_elected` is told after this replica took over (recovered, timers
     running), `on_deposed` after it started following (with the epoch it had). `job_wait_scale`:
-    real seconds per second a cluster job waits between ticks (a rehearsal's sim runs faster)."""
+    real seconds per second a cluster job waits between ticks (a rehearsal's sim runs faster).
+    `job_registry` replaces the cluster jobs the settings make (a test's own kinds of job);
+    `duty_options` are each duty kind's driver options by kind (`{"jobs": {"heartbeat_seconds":
+    0.5}}`: a test's shorter beats)."""
     from commands import build_registry
 
     store = Store.open(settings.database_url)
@@ -154,6 +166,9 @@ def assemble(
     # Kubernetes writes of jobs, AWS updates) checks it right before the call (`bot.core.tenure`).
     # No call asks for more than the lease holds between two renewals in time.
     tenure = Tenure(room=(settings.lease_duration - settings.lease_renew).total_seconds())
+    # This replica's standing, before every part that reads it: starting until the elector or
+    # the timers decide (solo, leader or follower).
+    leadership = Leadership(replica=owner, tenure=tenure, check_fence=store.check_fence)
     live_owners: Callable[[], set[str]] | None = None
     if not store.single_host:
         # Several replicas: a post, an inbox item or a step a live replica claimed is its own —
@@ -218,7 +233,7 @@ def assemble(
         },
         {c.name: Prometheus(c.prometheus) for c in settings.clusters.values() if c.prometheus is not None},
     )
-    job_registry = default_jobs(labels, rules, eks=eks, evidence=evidence, aks=aks)
+    job_registry = job_registry or default_jobs(labels, rules, eks=eks, evidence=evidence, aks=aks)
     deliveries = None
     if poster is not None:
         deliveries = Deliveries(
@@ -239,13 +254,15 @@ def assemble(
             # a card Slack says is gone is posted again through the deliveries, built just now.
             edits.start(on_gone=deliveries.repost_gone)
 
-    # The engine of long duties; the triggers below run its scans and lend it their fence.
-    duties = Duties()
+    # The engine of long duties, reading the standing; the triggers below run its scans and start
+    # it (a wake scans at once from then on).
+    duties = Duties(leadership=leadership, started=False)
+    options = duty_options or {}
     # The one construction cycle: the runs start long actions (jobs, watches) and read their
     # live sections, and the long actions report back to the runs (a step finished or was
     # interrupted, a card to refresh). The long actions are built first with `steps`, which
-    # is pointed at the runs the moment they exist (below).
-    steps = StepsOfRuns()
+    # reads `runs` below once it is bound (no long action reports before a run started it).
+    steps = StepsOfRuns(lambda: runs)
     watches = WatchService(
         store=store,
         deliveries=deliveries,
@@ -268,7 +285,7 @@ def assemble(
         on_change=lambda: duties.wake(JOBS),
         telemetry=telemetry,
     )
-    duties.add(WatchDuty(watches, connect_named, telemetry=telemetry))
+    duties.add(WatchDuty(watches, connect_named, telemetry=telemetry, **options.get(WATCHES, {})))
 
     def connect_for_jobs(name: str) -> Any:
         # A job writes to the cluster only while this replica leads with a request's time left.
@@ -285,7 +302,7 @@ def assemble(
             bound=within if callable(within) else None,
         )
 
-    duties.add(JobDuty(jobs, connect_for_jobs, wait_scale=job_wait_scale))
+    duties.add(JobDuty(jobs, connect_for_jobs, wait_scale=job_wait_scale, **options.get(JOBS, {})))
     long_actions = StepLongActions(store, jobs)
     cards = None
     if deliveries is not None:
@@ -314,6 +331,9 @@ def assemble(
         owner=owner,
         telemetry=telemetry,
         live_owners=live_owners,
+        # A schedule made or cut reaches the timers at once (`triggers` is built below, from
+        # these; nothing is announced before the timers started).
+        listeners=[lambda: triggers.changed()],
     )
     # Observed after each commit, on the replica that committed: once per change of a step.
     grafana = GrafanaAnnotations(settings.grafana) if settings.grafana is not None else None
@@ -348,7 +368,6 @@ def assemble(
         telemetry=telemetry,
         step_observers=(grafana,) if grafana is not None else (),
     )
-    steps.runs = runs  # the cycle closed: the long actions report to these runs from now on
     fleets = FleetService(
         store=store,
         runs=runs,
@@ -377,7 +396,12 @@ def assemble(
     # Every timer: announcements, the run ticker, the sync (the triggers' own), each kind of
     # long duty's scan, and the front door's `timers`.
     triggers = Triggers(
-        announcements=announcements, runs=runs, sync_seconds=sync, duties=duties, timers=timers
+        announcements=announcements,
+        runs=runs,
+        sync_seconds=sync,
+        duties=duties,
+        timers=timers,
+        leadership=leadership,
     )
 
     def elected(fence: Fence) -> None:
@@ -392,7 +416,7 @@ def assemble(
 
     elector = Elector(
         store=store,
-        replica=owner,
+        leadership=leadership,
         duration=settings.lease_duration,
         renew=settings.lease_renew,
         on_elected=elected,
@@ -400,9 +424,6 @@ def assemble(
         tenure=tenure,
         grace=settings.lease_grace,
     )
-    # A duty that finds this replica fenced steps it down (the elector follows the triggers,
-    # which it started; a list of listeners, so nothing is overwritten).
-    triggers.on_fenced.append(elector.fenced)
     router = Router(
         registry=registry,
         settings=settings,
@@ -430,6 +451,7 @@ def assemble(
         announcements=announcements,
         watches=watches,
         jobs=jobs,
+        leadership=leadership,
         duties=duties,
         fleets=fleets,
         triggers=triggers,

@@ -16,8 +16,9 @@ stop before another replica may take over), or a duty that found itself fenced â
 `leaderelection` module neither releases on shutdown nor stops the work when the lease is lost
 (KUBERNETES_FACTS.md); this does both.
 
-`LeaderState` is what the metrics read: is this replica leading, with which epoch, and how many
-times leadership changed here.
+The elector writes this replica's standing into the `bot.core.leadership.Leadership` it is built
+with, the one the duties and the triggers read (`Elector.state` is it too: the metrics and the
+probes read whether this replica leads, with which epoch, and how many times that changed here).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.adapters.store import Store
+from bot.core.leadership import Leadership
 from bot.core.tenure import Tenure
 from bot.errors import BotError, Fenced
 from bot.records import Fence
@@ -37,23 +38,12 @@ from bot.records import Fence
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class LeaderState:
-    """This replica's view of leadership (read by /metrics and the probes; written by `Elector`)."""
-
-    replica: str
-    is_leader: bool = False
-    epoch: int = 0
-    #: How many times this replica became leader or stopped being one.
-    changes: int = 0
-
-
 class Elector:
     def __init__(
         self,
         *,
         store: Store,
-        replica: str,
+        leadership: Leadership,
         duration: timedelta,
         renew: timedelta,
         on_elected: Callable[[Fence], object] = lambda _fence: None,
@@ -73,10 +63,14 @@ class Elector:
         self._elected = on_elected
         self._deposed = on_deposed
         self.monotonic = monotonic
-        self.state = LeaderState(replica=replica)
+        #: This replica's standing, shared with the duties and the triggers (built before them).
+        self.state = leadership
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: Whether `on_elected` was told and `on_deposed` not since: a duty that found itself
+        #: fenced moves the standing to follower itself, and `on_deposed` is told at the next round.
+        self._told = False
         #: When (monotonic) the last renewal that succeeded was started.
         self._renewed = 0.0
         #: When (monotonic) the loop last went round: the liveness probe's "not wedged".
@@ -85,10 +79,7 @@ class Elector:
     @property
     def fence(self) -> Fence | None:
         """The fence duties write with while this replica leads; None while it follows."""
-        with self._lock:
-            if not self.state.is_leader:
-                return None
-            return Fence(holder=self.state.replica, epoch=self.state.epoch)
+        return self.state.fence
 
     def try_once(self, *, force: bool = False) -> bool:
         """One attempt to take or renew the lease (`force`: take it even from a holder that has not
@@ -96,6 +87,8 @@ class Elector:
         self.last_beat = self.monotonic()
         started = self.monotonic()
         with self._lock:
+            if self._told and not self.state.is_leader:
+                self._lose("a duty was fenced")
             epoch = self.state.epoch if self.state.is_leader else 0
         try:
             lease = self.store.acquire_lease(
@@ -121,13 +114,7 @@ class Elector:
             )
             if lease.held_by(self.state.replica):
                 self._renewed = started
-                if not self.state.is_leader or self.state.epoch != lease.epoch:
-                    self.state.is_leader, self.state.epoch = True, lease.epoch
-                    self.state.changes += 1
-                    log.info("this replica leads now (epoch %s)", lease.epoch)
-                    elected = True
-                else:
-                    elected = False
+                elected = self.state.lead(Fence(holder=self.state.replica, epoch=lease.epoch))
             else:
                 if self.state.is_leader:
                     self._lose(f"{lease.holder or 'nobody'} holds the lease (epoch {lease.epoch})")
@@ -135,6 +122,7 @@ class Elector:
         if elected:
             fence = self.fence
             if fence is not None:
+                self._told = True
                 try:
                     self._elected(fence)
                 except Fenced as exc:
@@ -150,14 +138,15 @@ class Elector:
 
     def step_down(self, why: str) -> None:
         with self._lock:
-            if self.state.is_leader:
+            if self.state.is_leader or self._told:
                 self._lose(why)
 
     def _lose(self, why: str) -> None:
+        self.state.follow(why)
         self.tenure.stop_leading()
-        self.state.is_leader = False
-        self.state.changes += 1
-        log.warning("this replica no longer leads (epoch %s): %s", self.state.epoch, why)
+        if not self._told:
+            return
+        self._told = False
         try:
             self._deposed()
         except Exception:
@@ -190,7 +179,7 @@ class Elector:
         self.halt()
         with self._lock:
             was, epoch = self.state.is_leader, self.state.epoch
-            if was:
+            if was or self._told:
                 self._lose("shutting down")
         if release and was:
             try:

@@ -24,7 +24,6 @@ says why (`last_line`): "… completed with 4 failed steps skipped", with each s
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import time
@@ -297,9 +296,10 @@ def rehearse(
         job_wait_scale=1.0 / speed if speed > 1 else 1.0,
     )
     store, service, jobs = bot.store, bot.runs, bot.jobs
-    # No timers here (nothing is scheduled, nobody else leads): the long duties run at once,
-    # woken by the run that starts them.
-    bot.duties.lead_with(leading=lambda: True, duty=lambda: contextlib.nullcontext(True))
+    # No timers here (nothing is scheduled, nobody else leads): this process is on its own, and
+    # the long duties run at once, woken by the run that starts them.
+    bot.leadership.go_solo()
+    bot.duties.start()
     sim = SimControl(sim_url)
     try:
         for query in sim.quiet_metrics(

@@ -22,9 +22,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from bot.adapters.store import fencing
 from bot.core.announcements.service import AnnouncementService, Fired
 from bot.core.duties import Duties
+from bot.core.leadership import Leadership
 from bot.core.runs.service import RunService
 from bot.errors import BotError, Fenced
 from bot.records import Fence
@@ -97,7 +97,7 @@ class Triggers:
         duties: Duties | None = None,
         timers: Sequence[Timer] = (),
         on_follow: Sequence[Callable[[], object]] = (),
-        on_fenced: Sequence[Callable[[Fenced], object]] = (),
+        leadership: Leadership | None = None,
     ) -> None:
         self.announcements = announcements
         self.runs = runs
@@ -115,19 +115,20 @@ class Triggers:
             timezone=UTC,
         )
         self._kinds: dict[str, DurableKind] = {}
-        #: "solo" (no leadership: every job runs), "leader" (jobs run fenced) or "follower".
-        self._mode = "solo"
-        self._fence: Fence | None = None
-        self._mode_lock = threading.Lock()
-        #: Told, in order, when a job found this replica fenced (the elector steps down).
-        self.on_fenced: list[Callable[[Fenced], object]] = list(on_fenced)
-        #: Told, in order, when this replica starts following (the duty engine stops its drivers).
-        self.on_follow: list[Callable[[], object]] = list(on_follow)
+        #: This replica's standing (`bot.core.leadership`), shared with the duty engine and the
+        #: elector; built before them all. On its own (tests that run the timers by hand): solo.
+        self.leadership = leadership or Leadership.solo()
+        #: The duty engine whose scans these timers run (stopped at once when following).
+        self.duties = duties
+        #: Told, in order, when this replica starts following.
+        self.on_follow = tuple(on_follow)
         self._every: dict[str, _Every] = {_SYNC: _Every(sync_seconds, self._sync_job, _DURABLE_THREAD)}
         #: The scheduler's jobs running now, and whether `shutdown` began (a job that starts after
         #: that returns at once); `_jobs_changed` is told when either changes.
         self._jobs_running = 0
         self._stopping = False
+        #: From `start` until `shutdown`: a change of the announcements is synced at once.
+        self._started = False
         self._jobs_changed = threading.Condition()
 
         # -- the timers: the next issues add theirs here ----------------------------------------
@@ -144,9 +145,7 @@ class Triggers:
         self.every(RUN_TICKER, tick_seconds, lambda _now: self._tick_runs())
         if duties is not None:
             # The long duties (watches, cluster jobs): each kind's scan, on the leader only, in
-            # its fence, once the timers started; following stops every driver at once.
-            duties.lead_with(leading=lambda: self._scheduler.running and self.leading, duty=self.duty)
-            self.on_follow.append(duties.stop_all)
+            # its fence (the engine reads the same standing); following stops every driver at once.
             for name, seconds, scan in duties.scans():
                 self.every(name, seconds, _quiet(scan))
         for name, seconds, job in timers:
@@ -165,6 +164,8 @@ class Triggers:
 
     def start(self, *, paused: bool = False) -> list[Done]:
         """Handle what fell due while the bot was down, then schedule every timer."""
+        # Timers started without an election: this process is on its own.
+        self.leadership.go_solo()
         now = self.clock()
         done = [d for kind in self._kinds.values() for d in kind.catch_up(now)]
         self._scheduler.start(paused=paused)
@@ -180,13 +181,17 @@ class Triggers:
                 # From the injected clock, so that `run_due(now)` knows when it is first due.
                 next_run_time=now + timedelta(seconds=every.seconds),
             )
-        self.announcements.listeners.append(self.sync)
+        self._started = True
+        if self.duties is not None:
+            self.duties.start()  # a row started, resumed or answered is scanned at once now
         return done
 
     def shutdown(self) -> None:
         """Stop scheduling, and wait for a job that is running to finish."""
-        with contextlib.suppress(ValueError):
-            self.announcements.listeners.remove(self.sync)
+        self._started = False
+        if self.duties is not None:
+            # No scan starts a driver from now on (the drivers running finish the tick in hand).
+            self.duties.stop_scanning()
         # The running jobs are waited for here, not by APScheduler's shutdown(wait=True): that
         # waits holding the job stores' lock, which a running sync needs to list its jobs, and the
         # bot hung on SIGTERM so (a replica that took the lead as it was stopping).
@@ -218,8 +223,7 @@ class Triggers:
 
     def lead(self, fence: Fence) -> list[Done]:
         """This replica won the lease: catch up on what fell due, then run every timer, fenced."""
-        with self._mode_lock:
-            self._mode, self._fence = "leader", fence
+        self.leadership.lead(fence)  # already so when the elector moved it
         if not self._scheduler.running:
             with self.duty():
                 return self.start()
@@ -232,41 +236,27 @@ class Triggers:
 
     def follow(self) -> None:
         """This replica lost the lease: no job starts from now on (one running is fenced)."""
-        with self._mode_lock:
-            self._mode, self._fence = "follower", None
-        if self._scheduler.running:
-            self._scheduler.pause()
+        self.leadership.follow("following")
+        self._stop_duties()
         for listener in self.on_follow:
             listener()
 
+    def _stop_duties(self) -> None:
+        """Following: no job starts from now on, and every driver stops."""
+        if self._scheduler.running:
+            self._scheduler.pause()
+        if self.duties is not None:
+            self.duties.stop_all()
+
     @property
     def leading(self) -> bool:
-        return self._mode != "follower"
+        return self.leadership.leading
 
-    @contextlib.contextmanager
-    def duty(self) -> Iterator[bool]:
-        """Run one job's work: fenced while leading, not at all (False) while following."""
-        with self._mode_lock:
-            mode, fence = self._mode, self._fence
-        if mode == "follower":
-            yield False
-            return
-        if fence is None:
-            yield True
-            return
-        with fencing(fence, self._fenced):
-            # Before anything else: a card edit or a Slack search comes before any write.
-            self.runs.store.check_fence()
-            yield True
-
-    def _fenced(self, error: Fenced) -> None:
-        with self._mode_lock:
-            if self._fence is None:
-                return
-        log.warning("a duty was fenced: %s", error.user_message)
-        self.follow()
-        for listener in self.on_fenced:
-            listener(error)
+    def duty(self) -> contextlib.AbstractContextManager[bool]:
+        """Run one job's work: fenced while leading, not at all (False) while following. A job
+        that finds this replica fenced makes it follow and stops every timer and driver at once
+        (the elector tells the rest at its next round)."""
+        return self.leadership.duty(stop=self._stop_duties)
 
     # -- durable jobs ----------------------------------------------------------------------------
 
@@ -274,6 +264,12 @@ class Triggers:
         """The durable (one-shot) jobs, earliest first."""
         jobs = [j for j in self._scheduler.get_jobs() if j.id not in self._every]
         return sorted(jobs, key=lambda j: (j.next_run_time, j.id))
+
+    def changed(self) -> None:
+        """The pending announcements changed (the service's listener): re-read them while the
+        timers run (the start reads them anyway; after a shutdown nothing is scheduled)."""
+        if self._started:
+            self.sync()
 
     def sync(self) -> None:
         """Make the durable jobs match what their tables say is pending."""

@@ -15,7 +15,8 @@ import pytest
 
 from bot.records import StepState
 from bot.sim import SimCluster
-from tests.support.bot_process import OPS, PRIMARY, RunBot, team_bot, team_plan
+from tests.support.bot_process import OPS, PRIMARY, RunBot, team_plan
+from tests.support.crash import crash_bot, crash_mid_step
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
@@ -45,8 +46,10 @@ def bot(
     sim_kubeconfig: Callable[[Any], Path],
     tmp_path: Path,
 ) -> Iterator[RunBot]:
-    cluster = f"{{kubeconfig: {sim_kubeconfig(sim)}, context: sim}}"
-    with team_bot(write_config, slack_stub, bot_env, tmp_path, plans={"apps": PLAN}, cluster=cluster) as b:
+    plans = {"apps": PLAN}
+    with crash_bot(
+        write_config, slack_stub, bot_env, tmp_path, plans=plans, sim=sim, sim_kubeconfig=sim_kubeconfig
+    ) as b:
         yield b
 
 
@@ -65,13 +68,7 @@ def test_kill9_while_waiting_then_resume_keeps_the_baseline_and_a_degraded_app_f
     wait_until(lambda: _thread(slack_stub, baseline), timeout=60, what="the baseline line in the thread")
     job = bot.store().job_of_step(bot.run().id, "apps-healthy")
     assert job is not None
-    bot.kill9()
-    bot.start()
-    wait_until(
-        lambda: bot.run().step_run("apps-healthy").state is StepState.INTERRUPTED,
-        timeout=60,
-        what="the step to be interrupted (never continued silently)",
-    )
+    crash_mid_step(bot, "apps-healthy")
     sim.control.inject_fault(
         {"type": "app_status", "object": SHOP, "health": "Degraded",
          "message": "Deployment shop/web: Progress deadline exceeded"}

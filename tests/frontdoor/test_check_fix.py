@@ -16,11 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from bot.adapters.kube import Cluster
 from bot.core.checks.preflight import CORDONED_BY
-from bot.core.duties import Duties
-from bot.frontdoor.acting import JobDuty
-from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.awaited import Bot
 from tests.support.fix_buttons import (
@@ -31,6 +27,7 @@ from tests.support.fix_buttons import (
     STRANGER,
     approve_and_complete,
     fix_bot,
+    scanned_by_hand,
 )
 from tests.support.slack_stub import SlackStub
 
@@ -144,11 +141,7 @@ def test_a_node_left_cordoned_is_uncordoned_by_the_check_s_fix_button(
     assert "Fix for check finding NODE002 on cluster prod" in gate_text
     assert core.read_node(left).spec.unschedulable
 
-    def connect(name: str) -> Cluster:
-        return Cluster.connect(ClusterConfig(name=name, kubeconfig=kubeconfig, context="sim"))
-
-    duties = Duties()
-    job_runner = duties.add(JobDuty(services.jobs, connect, heartbeat_seconds=0.5))
+    duties, _, job_runner = scanned_by_hand(front)
     try:
         approve_and_complete(front, gate, "uncordon", run_id=run_id, runner=job_runner, sim=sim_eks)
     finally:

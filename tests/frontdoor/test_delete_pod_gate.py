@@ -21,14 +21,19 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from bot.adapters.kube import Cluster
-from bot.core.duties import Duties
-from bot.frontdoor.acting import JobDuty
-from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.contract.workloads import deployment, pdb
 from tests.support.awaited import Bot
-from tests.support.fix_buttons import OPS, PRIMARY, SHADOW, approve_with_force, complete, fix_bot, wait_for
+from tests.support.fix_buttons import (
+    OPS,
+    PRIMARY,
+    SHADOW,
+    approve_with_force,
+    complete,
+    fix_bot,
+    scanned_by_hand,
+    wait_for,
+)
 from tests.support.slack_stub import SlackStub
 
 NS = "shop"
@@ -82,12 +87,7 @@ def test_all_pods_not_ready_the_gate_counts_them_and_only_a_unanimous_force_pass
     api = config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
     core = client.CoreV1Api(api)
     pods = _stuck_web(api, sim_eks)
-    duties = Duties()
-
-    def connect(name: str) -> Cluster:
-        return Cluster.connect(ClusterConfig(name=name, kubeconfig=kubeconfig, context="sim"))
-
-    runner = duties.add(JobDuty(front.services.jobs, connect, heartbeat_seconds=0.5))
+    duties, _, runner = scanned_by_hand(front)
     try:
         ask = f"action delete-pod workload=deployment/{NS}/web only=not-ready --reason stuck pods"
         run_id = _run(front, ask)

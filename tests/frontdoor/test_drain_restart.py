@@ -15,7 +15,8 @@ import pytest
 from kubernetes import client, config
 
 from bot.records import StepState
-from tests.support.bot_process import COORD, OPS, PRIMARY, SHADOW, RunBot, team_bot, team_plan
+from tests.support.bot_process import COORD, OPS, RunBot, team_plan
+from tests.support.crash import approve, crash_bot, crash_mid_step
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
@@ -40,9 +41,9 @@ def bot(
     sim_kubeconfig: Callable[[Any], Path],
     tmp_path: Path,
 ) -> Iterator[RunBot]:
-    cluster = f"{{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}"
-    with team_bot(
-        write_config, slack_stub, bot_env, tmp_path, plans={"drain-one": PLAN}, cluster=cluster
+    plans = {"drain-one": PLAN}
+    with crash_bot(
+        write_config, slack_stub, bot_env, tmp_path, plans=plans, sim=sim_eks, sim_kubeconfig=sim_kubeconfig
     ) as b:
         yield b
 
@@ -62,11 +63,6 @@ def _group_pods(core: client.CoreV1Api) -> dict[str, str]:
     return out
 
 
-def _approve(bot: RunBot, step: str) -> None:
-    for who in (PRIMARY, SHADOW):
-        bot.click(who, bot.gate(step))
-
-
 def test_kill9_mid_drain_then_resume_evicts_every_pod_once_and_drains_the_group(
     bot: RunBot, slack_stub: SlackStub, sim_eks: Any, sim_kubeconfig: Callable[[Any], Path]
 ) -> None:
@@ -76,24 +72,23 @@ def test_kill9_mid_drain_then_resume_evicts_every_pod_once_and_drains_the_group(
     assert len(to_evict) >= 3
     assert "loaded" in bot.command("plan load drain-one")
     assert "started" in bot.command("start drain-one")
-    _approve(bot, "drain-shared")
+    approve(bot, "drain-shared")
     # The sim's clock stands still: evicted pods stay Terminating until it moves. Kill the bot
     # once the first evictions were accepted, with the drain far from done.
     wait_until(lambda: sim_eks.control.evictions(), timeout=60, what="the first evictions")
-    bot.kill9()
-    before = len(sim_eks.control.evictions())
+    down: list[int] = []
+
+    def while_down() -> None:
+        down.append(len(sim_eks.control.evictions()))
+        sim_eks.control.advance(120)  # the evicted pods finish terminating while the bot is down
+
+    crash_mid_step(bot, "drain-shared", while_down=while_down)
+    (before,) = down
     assert before < len(to_evict)
-    sim_eks.control.advance(120)  # the evicted pods finish terminating while the bot is down
-    bot.start()
-    wait_until(
-        lambda: bot.run().step_run("drain-shared").state is StepState.INTERRUPTED,
-        timeout=60,
-        what="the step to be interrupted (never continued silently)",
-    )
     time.sleep(1.0)
     assert len(sim_eks.control.evictions()) == before  # nothing evicted while it waits for people
     assert "active" in bot.command("resume")
-    _approve(bot, "drain-shared")
+    approve(bot, "drain-shared")
 
     answered: list[str] = []
 

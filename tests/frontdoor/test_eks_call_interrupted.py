@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from bot.records import StepState
-from tests.support.aws import aws_calls, aws_env, eks_scenario_in_step, provider_yaml
-from tests.support.bot_process import OPS, PRIMARY, SHADOW, RunBot, team_bot, team_plan
+from tests.support.aws import aws_calls, eks_scenario_in_step
+from tests.support.bot_process import OPS, RunBot, team_plan
+from tests.support.crash import approve, crash_bot, crash_mid_step
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
@@ -49,9 +49,17 @@ def bot(
     sim_kubeconfig: Callable[[Any], Path],
     tmp_path: Path,
 ) -> Iterator[RunBot]:
-    cluster = f"{{kubeconfig: {sim_kubeconfig(sim)}, context: sim, provider: {provider_yaml(sim)}}}"
-    env = {**bot_env, **aws_env(tmp_path)}
-    with team_bot(write_config, slack_stub, env, tmp_path, plans={"ng-only": PLAN}, cluster=cluster) as b:
+    plans = {"ng-only": PLAN}
+    with crash_bot(
+        write_config,
+        slack_stub,
+        bot_env,
+        tmp_path,
+        plans=plans,
+        sim=sim,
+        sim_kubeconfig=sim_kubeconfig,
+        eks=True,
+    ) as b:
         yield b
 
 
@@ -61,11 +69,6 @@ def _aws(sim: Any, what: str, body: dict[str, Any]) -> None:
     )
     with urllib.request.urlopen(request, timeout=10):
         pass
-
-
-def _approve(bot: RunBot, step: str) -> None:
-    for who in (PRIMARY, SHADOW):
-        bot.click(who, bot.gate(step))
 
 
 def _progress(bot: RunBot) -> dict[str, Any]:
@@ -79,7 +82,7 @@ def test_kill9_mid_update_call_then_resume_finds_the_update_and_never_calls_agai
     assert "loaded" in bot.command("plan load ng-only")
     assert "started" in bot.command("start ng-only")
     _aws(sim, "hold", {"operation": "UpdateNodegroupVersion"})
-    _approve(bot, "node-group")
+    approve(bot, "node-group")
     # EKS acted on the call (the update exists); its answer is held: the bot has not heard it.
     wait_until(lambda: aws_calls(sim).get("UpdateNodegroupVersion") == 1, timeout=60, what="the update call")
     intent = _progress(bot).get("intent")
@@ -87,17 +90,15 @@ def test_kill9_mid_update_call_then_resume_finds_the_update_and_never_calls_agai
     assert intent["call"] == "UpdateNodegroupVersion"
     assert intent["token"].startswith(f"upgrade-bot-{bot.run().id}-job-")
     assert not _progress(bot).get("update")
-    bot.kill9()
-    _aws(sim, "release", {})
-    assert sim.core.aws is not None
-    (update,) = [u.id for u in sim.core.aws.updates.values() if u.nodegroup == GROUP]
+    started: list[str] = []
 
-    bot.start()
-    wait_until(
-        lambda: bot.run().step_run("node-group").state is StepState.INTERRUPTED,
-        timeout=60,
-        what="the step to be interrupted (never continued silently)",
-    )
+    def while_down() -> None:
+        _aws(sim, "release", {})
+        assert sim.core.aws is not None
+        started.extend(u.id for u in sim.core.aws.updates.values() if u.nodegroup == GROUP)
+
+    crash_mid_step(bot, "node-group", while_down=while_down)
+    (update,) = started
     assert "active" in bot.command("resume")
 
     def resumed_gate() -> str | None:
@@ -107,7 +108,7 @@ def test_kill9_mid_update_call_then_resume_finds_the_update_and_never_calls_agai
     # The re-opened gate says the job looks for the update before it calls anything.
     gate = wait_until(resumed_gate, timeout=30, what="the resumed gate's dry run")
     assert "it first looks for that update (ListUpdates, DescribeUpdate)" in gate
-    _approve(bot, "node-group")
+    approve(bot, "node-group")
     wait_until(lambda: _progress(bot).get("update"), timeout=60, what="the job to follow an update")
 
     assert _progress(bot)["update"] == update  # the update the killed call started

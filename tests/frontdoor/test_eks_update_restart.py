@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from bot.records import StepState
-from tests.support.aws import aws_calls, aws_env, eks_scenario_in_step, provider_yaml
-from tests.support.bot_process import OPS, PRIMARY, SHADOW, RunBot, team_bot, team_plan
+from tests.support.aws import aws_calls, eks_scenario_in_step
+from tests.support.bot_process import OPS, RunBot, team_plan
+from tests.support.crash import approve, crash_bot, crash_mid_step
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
@@ -48,15 +49,18 @@ def bot(
     sim_kubeconfig: Callable[[Any], Path],
     tmp_path: Path,
 ) -> Iterator[RunBot]:
-    cluster = f"{{kubeconfig: {sim_kubeconfig(sim)}, context: sim, provider: {provider_yaml(sim)}}}"
-    env = {**bot_env, **aws_env(tmp_path)}
-    with team_bot(write_config, slack_stub, env, tmp_path, plans={"cp-only": PLAN}, cluster=cluster) as b:
+    plans = {"cp-only": PLAN}
+    with crash_bot(
+        write_config,
+        slack_stub,
+        bot_env,
+        tmp_path,
+        plans=plans,
+        sim=sim,
+        sim_kubeconfig=sim_kubeconfig,
+        eks=True,
+    ) as b:
         yield b
-
-
-def _approve(bot: RunBot, step: str) -> None:
-    for who in (PRIMARY, SHADOW):
-        bot.click(who, bot.gate(step))
 
 
 def _progress(bot: RunBot) -> dict[str, Any]:
@@ -69,20 +73,14 @@ def test_kill9_during_the_control_plane_update_then_resume_follows_the_same_upda
 ) -> None:
     assert "loaded" in bot.command("plan load cp-only")
     assert "started" in bot.command("start cp-only")
-    _approve(bot, "control-plane")
+    approve(bot, "control-plane")
     # The sim's clock stands still: the update stays InProgress until the test moves it. Kill the
     # bot once the job stored the update it started.
     wait_until(lambda: _progress(bot).get("update"), timeout=60, what="the job to store its update")
     update = _progress(bot)["update"]
     assert aws_calls(sim)["UpdateClusterVersion"] == 1
-    bot.kill9()
-    sim.control.advance(5 * 60)  # the update goes on at AWS while the bot is down
-    bot.start()
-    wait_until(
-        lambda: bot.run().step_run("control-plane").state is StepState.INTERRUPTED,
-        timeout=60,
-        what="the step to be interrupted (never continued silently)",
-    )
+    # The update goes on at AWS while the bot is down.
+    crash_mid_step(bot, "control-plane", while_down=lambda: sim.control.advance(5 * 60))
     time.sleep(1.0)
     assert aws_calls(sim)["UpdateClusterVersion"] == 1  # nothing called while it waits for people
     assert "active" in bot.command("resume")
@@ -100,7 +98,7 @@ def test_kill9_during_the_control_plane_update_then_resume_follows_the_same_upda
     ) in gate
     assert "• DescribeUpdate now: InProgress" in gate
     assert "would call eks:UpdateClusterVersion" not in gate
-    _approve(bot, "control-plane")
+    approve(bot, "control-plane")
 
     def done() -> bool:
         sim.control.advance(60)

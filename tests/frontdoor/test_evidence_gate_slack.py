@@ -103,7 +103,7 @@ def world(tmp_path: Path, slack_stub: SlackStub, sim_small: SimCluster) -> Itera
         directory=StaticDirectory(),
         clock=clock,
         owner="proc",
-        steps=(steps := StepsOfRuns()),
+        steps=StepsOfRuns(lambda: runs),
     )
 
     def unavailable(*_: Any) -> Any:
@@ -128,7 +128,6 @@ def world(tmp_path: Path, slack_stub: SlackStub, sim_small: SimCluster) -> Itera
         ),
         long_actions=StepLongActions(store, jobs),
     )
-    steps.runs = runs
     yield World(store=store, runs=runs, jobs=jobs, clock=clock, stub=slack_stub)
     store.close()
 

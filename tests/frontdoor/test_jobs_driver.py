@@ -224,7 +224,7 @@ class Setup:
             directory=StaticDirectory(),
             clock=self.clock,
             owner=owner,
-            steps=(steps := StepsOfRuns()),
+            steps=StepsOfRuns(lambda: runs),
             on_change=(lambda: duties.wake(JOBS)) if duties is not None else None,
             telemetry=telemetry,
         )
@@ -245,7 +245,6 @@ class Setup:
             long_actions=StepLongActions(self.store, jobs),
             listeners=(AfterAbortOffer(jobs),),
         )
-        steps.runs = runs
         self.runs = runs
         return jobs
 

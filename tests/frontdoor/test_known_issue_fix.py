@@ -18,12 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from bot.adapters.kube import Cluster
-from bot.core.duties import Duties
 from bot.core.watches.service import subject
-from bot.frontdoor.acting import JobDuty
-from bot.frontdoor.watching import WatchDuty
-from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.awaited import Bot
 from tests.support.fix_buttons import (
@@ -35,6 +30,7 @@ from tests.support.fix_buttons import (
     fix_bot,
     fix_button,
     fix_posts,
+    scanned_by_hand,
     wait_for,
 )
 from tests.support.slack_stub import SlackStub
@@ -64,15 +60,8 @@ def test_a_known_issue_post_carries_a_fix_whose_run_approved_by_two_clears_the_f
     api = config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
     core = client.CoreV1Api(api)
 
-    def connect(name: str) -> Cluster:
-        return Cluster.connect(ClusterConfig(name=name, kubeconfig=kubeconfig, context="sim"))
-
-    # The bot's watches and jobs, driven by lanes of an engine of the test's own (scanned by hand).
-    duties = Duties()
-    watch_runner = duties.add(
-        WatchDuty(services.watches, connect, publish_seconds=0.3, heartbeat_seconds=0.5)
-    )
-    job_runner = duties.add(JobDuty(services.jobs, connect, heartbeat_seconds=0.5))
+    # The bot's watches and jobs, driven by the lanes of its own engine (scanned by hand).
+    duties, watch_runner, job_runner = scanned_by_hand(front)
     try:
         # The vault-agent of the pods payments-api runs now cannot authenticate: KI004.
         old = sorted(p.metadata.name for p in _pods(core))

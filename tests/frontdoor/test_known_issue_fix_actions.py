@@ -21,12 +21,8 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from bot.adapters.kube import Cluster
 from bot.core.duties import Duties
 from bot.core.kube.kubeproxy import EKS_KUBE_PROXY
-from bot.frontdoor.acting import JobDuty
-from bot.frontdoor.watching import WatchDuty
-from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.awaited import Bot
 from tests.support.fix_buttons import (
@@ -40,6 +36,7 @@ from tests.support.fix_buttons import (
     fix_bot,
     fix_button,
     fix_posts,
+    scanned_by_hand,
     wait_for,
 )
 from tests.support.slack_stub import SlackStub
@@ -58,17 +55,7 @@ BAD_TAG = "v1.24.17-minimal-eksbuild.99"  # computed, never published
 
 
 def _engine(front: Any, kubeconfig: Path) -> tuple[Duties, Any, Any]:
-    services = front.services
-
-    def connect(name: str) -> Cluster:
-        return Cluster.connect(ClusterConfig(name=name, kubeconfig=kubeconfig, context="sim"))
-
-    duties = Duties()
-    watch_runner = duties.add(
-        WatchDuty(services.watches, connect, publish_seconds=0.3, heartbeat_seconds=0.5)
-    )
-    job_runner = duties.add(JobDuty(services.jobs, connect, heartbeat_seconds=0.5))
-    return duties, watch_runner, job_runner
+    return scanned_by_hand(front)
 
 
 def _fix_and_approve(

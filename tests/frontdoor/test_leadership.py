@@ -12,6 +12,7 @@ import pytest
 
 from bot.adapters.store import Store
 from bot.core.announcements.service import AnnouncementService
+from bot.core.leadership import Leadership
 from bot.core.people import StaticDirectory
 from bot.core.runs.service import RunService
 from bot.errors import Fenced
@@ -31,18 +32,25 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-@pytest.fixture
-def triggers(store: Store) -> Iterator[Triggers]:
+def triggers_for(store: Store, replica: str = "a") -> Triggers:
+    """The triggers of a replica, built with its standing (as `assemble` builds them)."""
     clock = lambda: datetime.now(UTC)  # noqa: E731
-    t = Triggers(
+    return Triggers(
         announcements=AnnouncementService(store=store, clock=clock),
         runs=RunService(store=store, directory=StaticDirectory(), clock=clock),
+        leadership=Leadership(replica=replica, check_fence=store.check_fence),
     )
+
+
+@pytest.fixture
+def triggers(store: Store) -> Iterator[Triggers]:
+    t = triggers_for(store)
     yield t
     t.shutdown()
 
 
-def elector_for(store: Store, triggers: Triggers, replica: str = "a") -> tuple[Elector, list[Fence]]:
+def elector_for(store: Store, triggers: Triggers) -> tuple[Elector, list[Fence]]:
+    """The elector of the triggers' replica, on the same standing."""
     elected: list[Fence] = []
 
     def on_elected(fence: Fence) -> None:
@@ -51,13 +59,12 @@ def elector_for(store: Store, triggers: Triggers, replica: str = "a") -> tuple[E
 
     elector = Elector(
         store=store,
-        replica=replica,
+        leadership=triggers.leadership,
         duration=LEASE,
         renew=RENEW,
         on_elected=on_elected,
         on_deposed=triggers.follow,
     )
-    triggers.on_fenced.append(elector.fenced)
     return elector, elected
 
 
@@ -102,8 +109,8 @@ def test_a_duty_that_finds_itself_fenced_stops_every_duty_before_the_next_round(
 def test_a_graceful_stop_releases_the_lease_for_the_next_replica(store: Store, triggers: Triggers) -> None:
     elector, _ = elector_for(store, triggers)
     assert elector.try_once()
-    other_triggers = Triggers(announcements=triggers.announcements, runs=triggers.runs)
-    other, _ = elector_for(store, other_triggers, replica="b")
+    other_triggers = triggers_for(store, replica="b")
+    other, _ = elector_for(store, other_triggers)
     assert not other.try_once()
     elector.stop(release=True)
     assert not triggers.leading

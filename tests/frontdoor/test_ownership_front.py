@@ -16,13 +16,9 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from bot.adapters.kube import Cluster
-from bot.core.duties import Duties
-from bot.frontdoor.acting import JobDuty
-from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.awaited import Bot
-from tests.support.fix_buttons import approve_and_complete, fix_bot, wait_for
+from tests.support.fix_buttons import approve_and_complete, fix_bot, scanned_by_hand, wait_for
 from tests.support.slack_stub import SlackStub
 
 
@@ -51,12 +47,7 @@ def test_flux_suspend_is_gated_shows_its_patch_and_uploads_the_manifest_it_chang
     objects = client.CustomObjectsApi(
         config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
     )
-    duties = Duties()
-
-    def connect(name: str) -> Cluster:
-        return Cluster.connect(ClusterConfig(name=name, kubeconfig=kubeconfig, context="sim"))
-
-    runner = duties.add(JobDuty(front.services.jobs, connect, heartbeat_seconds=0.5))
+    duties, _, runner = scanned_by_hand(front)
     try:
         front.command(
             "action flux-suspend object=kustomization/flux-system/apps --reason fix aws-node by hand"

@@ -66,6 +66,7 @@ class Bot:
             grace=self.grace,
             owner=owner,
             live_owners=None if replicas is None else (lambda: set(replicas)),
+            listeners=[lambda: self.triggers.changed()],
         )
         self.runs = RunService(store=self.store, directory=StaticDirectory(), clock=self.clock)
         self.triggers = Triggers(announcements=self.service, runs=self.runs, clock=self.clock)

@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.frontdoor.acting import JobDuty
+from bot.core.duties import Duties, Lane
+from bot.frontdoor.acting import JOBS, JobDuty
+from bot.frontdoor.watching import WATCHES
 from bot.settings import load_settings
 from bot.sim import SimCluster
 from tests.support.awaited import Bot, TrackedPool
@@ -23,6 +25,12 @@ from tests.support.slack_stub import SlackStub
 PRIMARY, SHADOW, STRANGER = "U0PRIMARY", "U0SHADOW", "U0STRANGER"
 OPS = "C0OPS"
 FIX = "known_issue_fix"
+#: The assembled duty engine's beats in these tests: a job's heartbeat and a watch's card edits
+#: every fraction of a second, so that a step driven by hand ends within a few sim steps.
+DUTY_OPTIONS = {
+    JOBS: {"heartbeat_seconds": 0.5},
+    WATCHES: {"publish_seconds": 0.3, "heartbeat_seconds": 0.5},
+}
 
 
 def wait_for(
@@ -114,8 +122,19 @@ def fix_bot(
     clock = lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC)  # noqa: E731
     pool = TrackedPool(4)
     settings = load_settings(cfg, slack_env(slack_stub.api_url))
-    with start_front(settings, slack_stub, workers=pool, threads=8, clock=clock) as front:
+    with start_front(
+        settings, slack_stub, workers=pool, threads=8, clock=clock, duty_options=DUTY_OPTIONS
+    ) as front:
         yield Bot(front=front, pool=pool), kubeconfig
+
+
+def scanned_by_hand(bot: Bot) -> tuple[Duties, Lane, Lane]:
+    """The bot's own duty engine and its watch and job lanes, scanned by the test: the replica is
+    on its own (solo) and its timers never start, so nothing but the test scans them (a row
+    started is not woken either)."""
+    services = bot.services
+    services.leadership.go_solo()
+    return services.duties, services.duties.lanes[WATCHES], services.duties.lanes[JOBS]
 
 
 def fix_posts(stub: SlackStub) -> list[dict[str, Any]]:

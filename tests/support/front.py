@@ -8,7 +8,7 @@ separate process is `tests/support/bot_process.py`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -167,10 +167,12 @@ def start_front(
     threads: int = 16,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     connection_limit: int = CONNECTION_LIMIT,
+    duty_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Front:
     """Build the bot's services from `settings` and serve them on a free loopback port (`clock`:
-    the bot's time, e.g. a sim's; `connection_limit`: the server's, lowered to test it)."""
-    services = assemble(settings, registry=registry, clock=clock)
+    the bot's time, e.g. a sim's; `connection_limit`: the server's, lowered to test it;
+    `duty_options`: the duty kinds' driver options, `assemble`'s)."""
+    services = assemble(settings, registry=registry, clock=clock, duty_options=duty_options)
     pool = workers if isinstance(workers, WorkerPool) else WorkerPool(workers)
     app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False, clock=clock)
     server = make_server(

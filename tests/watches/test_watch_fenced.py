@@ -20,6 +20,7 @@ from bot.core.announcements.service import AnnouncementService
 from bot.core.coalesce import CoalescingPoster
 from bot.core.delivery import Deliveries
 from bot.core.duties import Duties, Lane
+from bot.core.leadership import Leadership
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs.service import RunService
@@ -49,7 +50,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-def _runner(store: Store, stub: SlackStub, kubeconfig: Path, **options: Any) -> Lane:
+def _runner(
+    store: Store, stub: SlackStub, kubeconfig: Path, leadership: Leadership | None = None, **options: Any
+) -> Lane:
     poster = SlackGateway(make_web_client(BOT_TOKEN, stub.api_url))
     clock = lambda: datetime.now(UTC)  # noqa: E731
     service = WatchService(
@@ -65,7 +68,8 @@ def _runner(store: Store, stub: SlackStub, kubeconfig: Path, **options: Any) -> 
     def connect(name: str) -> WatchSource:
         return Cluster.connect(ClusterConfig(name=name, kubeconfig=kubeconfig))
 
-    return Duties().add(WatchDuty(service, connect, publish_seconds=0.3, heartbeat_seconds=0.3, **options))
+    engine = Duties(leadership=leadership)
+    return engine.add(WatchDuty(service, connect, publish_seconds=0.3, heartbeat_seconds=0.3, **options))
 
 
 def service(lane: Lane) -> WatchService:
@@ -115,13 +119,15 @@ def test_follow_stops_the_runners_drivers_and_no_scan_starts_one(
     sim_eks: SimCluster, store: Store, slack_stub: SlackStub, tmp_path: Path
 ) -> None:
     clock = lambda: datetime.now(UTC)  # noqa: E731
+    # The standing first, then the engine and the triggers that read it (as `assemble` builds them).
+    leadership = Leadership(replica="a", check_fence=store.check_fence)
+    runner = _runner(store, slack_stub, sim_eks.write_kubeconfig(tmp_path / "kubeconfig"), leadership)
     triggers = Triggers(
         announcements=AnnouncementService(store=store, clock=clock),
         runs=RunService(store=store, directory=StaticDirectory(), clock=clock),
+        duties=runner.engine,
+        leadership=leadership,
     )
-    runner = _runner(store, slack_stub, sim_eks.write_kubeconfig(tmp_path / "kubeconfig"))
-    runner.engine.lead_with(leading=lambda: triggers.leading, duty=triggers.duty)
-    triggers.on_follow.append(runner.engine.stop_all)
     row = service(runner).start(cluster="sim", channel=CHANNEL, started_by="U0ALICE", target=TARGET)
     try:
         triggers.lead(_lead(store, "a"))

@@ -236,6 +236,7 @@ class AnnouncementService:
         owner: str | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
         live_owners: Callable[[], set[str]] | None = None,
+        listeners: Sequence[Callable[[], object]] = (),
     ) -> None:
         self.store = store
         self.clock = clock
@@ -252,8 +253,8 @@ class AnnouncementService:
         self.channel = channel
         self.offsets = tuple(offsets) if offsets is not None else None
         self.grace = grace
-        #: Told after the set of pending announcements changed (the scheduler re-reads them).
-        self.listeners: list[Callable[[], None]] = []
+        #: Told after the set of pending announcements changed (the triggers re-read them).
+        self.listeners = tuple(listeners)
         #: Where each announcement's outcome is recorded (the metrics exporter when serving).
         self.telemetry = telemetry
 
@@ -617,7 +618,7 @@ class AnnouncementService:
         return self.store.scheduled_announcements(states=["scheduled"])
 
     def changed(self) -> None:
-        for listener in list(self.listeners):
+        for listener in self.listeners:
             try:
                 listener()
             except Exception:

@@ -28,7 +28,6 @@ from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.service import JobService
 from bot.core.live import LiveSection, StepReports
 from bot.core.runs import machine as R
-from bot.core.runs.service import RunService
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
 from bot.core.watches.service import WatchService
@@ -199,15 +198,15 @@ class AfterAbortOffer:
 
 class StepsOfRuns:
     """The runs as the long actions' `StepReports`, once the runs exist: the long actions are
-    built before the runs (which start them) and report to this, pointed at the runs (`runs`)
-    the moment they are built (`bot.frontdoor.assemble`)."""
+    built before the runs (which start them) and report to this, which reads the runs through
+    `runs` (the builder's name for them, bound the moment they are built: `bot.frontdoor.assemble`)
+    rather than being pointed at them afterwards."""
 
-    def __init__(self) -> None:
-        self.runs: RunService | None = None
+    def __init__(self, runs: Callable[[], StepReports]) -> None:
+        self._runs = runs
 
     def _of(self) -> StepReports:
-        assert self.runs is not None, "the runs are built right after the long actions"
-        return self.runs
+        return self._runs()
 
     def finish_long(
         self, run_id: str, step_id: str, *, ok: bool, detail: str, files: tuple[FileAttachment, ...] = ()
