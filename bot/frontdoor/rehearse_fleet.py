@@ -27,7 +27,6 @@ Exit status (`bot.frontdoor.cli.EXIT_STATUSES`): 0 when the fleet completed, 3 w
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -89,8 +88,10 @@ def rehearse_fleet(
         clock=clock,
         job_wait_scale=1.0 / speed if speed > 1 else 1.0,
     )
-    # No timers: the rehearsal drives the fleet and its children itself (see `rehearse`).
-    bot.duties.lead_with(leading=lambda: True, duty=lambda: contextlib.nullcontext(True))
+    # No timers: the rehearsal drives the fleet and its children itself (see `rehearse`); this
+    # process is on its own, so it leads alone.
+    bot.leadership.go_solo()
+    bot.duties.start()
     bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
     try:
         plan, stages, _ = bot.fleets.validate(fleet_name)
