@@ -21,22 +21,7 @@ from bot.core.jobs.trail import CORDONED_BY
 from bot.frontdoor.rehearse import rehearse as rehearse_plan
 from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
-
-
-def rehearse(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*bot_command(), "rehearse", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def _gate(out: str, step: str) -> str:
-    """What the gate of `step` printed when it opened (its dry run), up to the first approval."""
-    return out.split(f"(`{step}`) — ready to start", 1)[1].split("approved the start of", 1)[0]
+from tests.support.rehearsing import gate_text, rehearse
 
 
 def test_the_eks_managed_plan_upgrades_everything_through_the_eks_api_in_order() -> None:
@@ -68,11 +53,11 @@ def test_the_eks_managed_plan_upgrades_everything_through_the_eks_api_in_order()
     for step in ("control-plane", "addon-coredns", "nodegroup-logging"):
         assert f"@U0PRIMARY (primary) approved the start of `{step}`" in out
         assert f"@U0SHADOW (shadow) approved the start of `{step}`" in out
-    gate = _gate(out, "control-plane")
+    gate = gate_text(out, "control-plane")
     assert "• would call eks:UpdateClusterVersion name=runbook-prod version=1.25 clientRequestToken=" in gate
     assert "• DescribeCluster now: version 1.24, platform eks.12, status ACTIVE" in gate
     assert re.search(r"• API server /version now: v1\.24\.17-eks-\w+", gate)
-    ebs = _gate(out, "addon-ebs-csi")
+    ebs = gate_text(out, "addon-ebs-csi")
     assert "resolveConflicts=NONE" in ebs
     assert "• conflict policy NONE: EKS changes nothing you changed on the add-on's objects" in ebs
     assert "• DescribeAddon now: v1.19.0-eksbuild.2, status ACTIVE" in ebs
@@ -232,7 +217,7 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     assert re.search(
         r"`settle-apiserver-4xx` succeeded: analysis job \d+: analysis: Successful after 5 ", out
     )
-    assert "background=alerts,analysis" in _gate(out, "drain-istio")
+    assert "background=alerts,analysis" in gate_text(out, "drain-istio")
     assert "not measured" not in out
     final_card = out.rsplit("Upgrade run", 1)[1]
     assert "Run *completed with 4 failed steps skipped*" in final_card

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.frontdoor.test_rehearse import _gate, rehearse
+from tests.support.rehearsing import gate_text, rehearse
 
 
 def test_the_aks_managed_plan_upgrades_the_control_plane_then_each_pool_through_arm() -> None:
@@ -34,14 +34,14 @@ def test_the_aks_managed_plan_upgrades_the_control_plane_then_each_pool_through_
     # Each gate shows the exact call; a pool's shows the max surge it upgrades with.
     assert (
         "• would call ManagedClusters_CreateOrUpdate (PUT managedClusters/shop-prod) with kubernetesVersion=1.26.6, "
-        "every agent pool kept on its version" in _gate(out, "control-plane")
+        "every agent pool kept on its version" in gate_text(out, "control-plane")
     )
-    apps = _gate(out, "nodepool-apps")
+    apps = gate_text(out, "nodepool-apps")
     assert (
         "• would call AgentPools_CreateOrUpdate (PUT agentPools/apps) with orchestratorVersion=1.26.6" in apps
     )
     assert "• max surge 33% (the pool's own)" in apps
-    assert "upgradeSettings.maxSurge=1" in _gate(out, "nodepool-system")
+    assert "upgradeSettings.maxSurge=1" in gate_text(out, "nodepool-system")
     for pool in ("system", "apps", "batch"):
         assert re.search(
             rf"`nodepool-{pool}` succeeded: aks-upgrade-nodepool job \d+: agent pool {pool} 1\.25\.11 → 1\.26\.6: "
