@@ -442,6 +442,24 @@ KEYS: Mapping[str, Key] = {
         },
         required=("url",),
     ),
+    "pipeline_hooks": Key(
+        doc="who may report builds on `POST /hooks/pipeline` (docs/pipeline-hooks.md): one secret per "
+        "source (a CI system, a team), named in each request's `X-Upgrade-Bot-Source`",
+        default="off",
+        names=Key(
+            doc="one source",
+            keys={
+                "secret_file": Key(
+                    doc="a file holding the source's signing secret (at least 32 characters); "
+                    "relative to the configuration file",
+                    schema=_STRING,
+                ),
+            },
+            required=("secret_file",),
+        ),
+        name_pattern=NAME_PATTERN.pattern,
+        name_doc="SOURCE",
+    ),
     "checks": Key(
         doc="the pre-flight checks",
         keys={

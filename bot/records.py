@@ -22,6 +22,7 @@ Timestamps are timezone-aware UTC.
     EksProvider       where a cluster's cloud provider answers (the provider port's configuration)
     Versions, Operation, OperationError, PoolStrategy, MaintenancePolicy, Insight, SubnetCapacity
                       what the provider port (`bot.core.providers`) answers, whatever the cloud
+    PipelineBuild     a CI build a pipeline hook reported for a run's step (issue 43)
 """
 
 from __future__ import annotations
@@ -655,4 +656,21 @@ class FleetVoteRow:
     gate: str
     user_id: str
     roles: tuple[str, ...]
+    at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineBuild:
+    """One report of a CI build for a run's step, as a signed pipeline hook sent it (issue 43):
+    which pipeline, job and build, its status, the revision it ran at and a link to it."""
+
+    run_id: str
+    step_id: str
+    source: str
+    pipeline: str
+    job: str
+    build: str
+    status: str
+    revision: str
+    url: str
     at: datetime

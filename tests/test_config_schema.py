@@ -92,6 +92,7 @@ TYPOS: dict[str, str] = {
     "clusters.*.prometheus": "clusters:\n  prod: {kubeconfig: kc, prometheus: {uri: 'http://prom:9090'}}\n",
     "outbox": "outbox: {dead_after_failure: 10}\n",
     "grafana": "grafana: {url: 'http://grafana:3000', tag: [team-infra]}\n",
+    "pipeline_hooks.*": "pipeline_hooks:\n  concourse: {secret_fil: hook.secret}\n",
 }
 
 
@@ -120,8 +121,9 @@ def test_every_mapping_of_the_table_has_a_typo_case() -> None:
 def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path: Path) -> None:
     text = TYPOS[path]
     (tmp_path / "kc").write_text("", encoding="utf-8")
+    (tmp_path / "hook.secret").write_text("s" * 32, encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|secret_fil)\b",
         text,
     )
     assert len(typo) == 1
@@ -155,6 +157,7 @@ _FIXES = {
     "verfy": "verify",
     "dead_after_failure": "dead_after_failures",
     "tag": "tags",
+    "secret_fil": "secret_file",
 }
 
 

@@ -51,6 +51,7 @@ from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.tenure import AWS_UPDATES, KUBE_WRITES, GuardedCalls, Tenure, guard_silences
 from bot.core.watches.service import WatchService
 from bot.frontdoor.acting import JOBS, JobDuty
+from bot.frontdoor.hooks import HOOKS_PATH, PipelineHookDoor
 from bot.frontdoor.leadership import Elector
 from bot.frontdoor.triggers import RUN_TICK_SECONDS, SYNC_SECONDS, Timer, Triggers
 from bot.frontdoor.watching import WATCHES, WatchDuty
@@ -59,6 +60,8 @@ from bot.router import Router
 from bot.settings import Settings
 
 if TYPE_CHECKING:
+    from wsgiref.types import WSGIEnvironment
+
     from slack_sdk import WebClient
 
 log = logging.getLogger(__name__)
@@ -112,6 +115,12 @@ class Services:
     telemetry: Telemetry = NO_TELEMETRY
     #: Step annotations in Grafana (`grafana:` in the settings; None: off).
     grafana: GrafanaAnnotations | None = None
+    #: `POST /hooks/pipeline` (`pipeline_hooks:` in the settings; None: off, the path is a 404).
+    hooks: PipelineHookDoor | None = None
+
+    def http_posts(self) -> dict[str, Callable[[WSGIEnvironment], tuple[str, bytes]]]:
+        """The HTTP door's POST paths besides Slack's: the pipeline hooks, when configured."""
+        return {HOOKS_PATH: self.hooks} if self.hooks is not None else {}
 
     def close(self) -> None:
         if self.grafana is not None:
@@ -427,6 +436,13 @@ def assemble(
         live_owners=live_owners,
         telemetry=telemetry,
         grafana=grafana,
+        hooks=(
+            PipelineHookDoor(
+                secrets=settings.pipeline_hooks, store=store, runs=runs, clock=lambda: clock().timestamp()
+            )
+            if settings.pipeline_hooks
+            else None
+        ),
     )
 
 

@@ -26,6 +26,7 @@ from bot.core.live import LiveSection, LiveSource
 from bot.core.people import Directory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
+from bot.core.runs import pipelines
 from bot.core.runs.paused import ending, paused_view
 from bot.errors import BotError, Fenced, SlackCallFailed
 from bot.records import FileAttachment, MessageRef
@@ -279,6 +280,8 @@ class RunCards:
             waiting_on_evidence=waiting,
         )
         context["undelivered"] = self._undelivered(self.store.messages(run.id) if refs is None else refs)
+        # Each step's latest build a pipeline hook reported (issue 43), on the step's line.
+        context["builds"] = pipelines.latest_builds(self.store.pipeline_builds(run.id))
         return context
 
     def _undelivered(self, refs: Mapping[str, MessageRef]) -> dict[str, Any] | None:
@@ -485,7 +488,14 @@ class RunCards:
             "force": phase == "start" and R.offers_force(step),
             "dry_run": dry_run_view(dry_run, run.plan.window.timezone) if dry_run is not None else None,
             "evidence": self._evidence_blocks(run, sr),
+            "pipeline": self._pipeline_view(run, sr) if phase == "start" else None,
         }
+
+    def _pipeline_view(self, run: R.Run, sr: R.StepRun) -> dict[str, Any] | None:
+        """A gate opening again after a failed build (a re-run): the revision that build ran at."""
+        if not sr.note.startswith(R.FAILED_BEFORE):
+            return None
+        return pipelines.rerun_view(self.store.pipeline_builds(run.id), sr.step_id)
 
     def _evidence_blocks(self, run: R.Run, sr: R.StepRun) -> list[dict[str, Any]]:
         """The gate's evidence: its own step's, or the step's just before (the settle check the

@@ -128,6 +128,15 @@ class RehearsalHook:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PipelineJob:
+    """The CI job a plain step's work runs in (`pipeline: {pipeline, job}`): the builds its hooks
+    report (`bot.core.runs.pipelines`) must be of this job."""
+
+    pipeline: str
+    job: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Step:
     id: str
     title: str
@@ -150,6 +159,8 @@ class Step:
     background: tuple[ActionCall, ...] = ()
     #: `step-complete`: announce the step in the announcement channel when it succeeds ("": no).
     announce: str = ""
+    #: Plain steps only: the CI job whose builds are the step's evidence (issue 43); None: any.
+    pipeline: PipelineJob | None = None
     line: int = 0
 
     @property
@@ -253,6 +264,7 @@ STEP_KEYS = {
     "announce",
     "background",
     "silence",
+    "pipeline",
 }
 DEFAULTS_KEYS = {"timeout", "escalate_after", "on_failure"}
 
@@ -676,6 +688,9 @@ def _steps(
         destructive = bool(v.boolean(s.get("destructive"), f"{key}.destructive"))
         hooks = _rehearsal(v, s.get("rehearsal"), f"{key}.rehearsal")
         announce = _announce(v, s.get("announce"), f"{key}.announce")
+        pipeline = _pipeline(v, s.get("pipeline"), f"{key}.pipeline")
+        if pipeline is not None and calls:
+            v.error(s["pipeline"], f"{key}.pipeline", "only a plain step (no actions) has a pipeline job")
         # Read before the `continue`, so an empty `title:` is reported even on a broken step.
         title = v.string(s.get("title"), f"{key}.title")
         description = v.string(s.get("description"), f"{key}.description") or ""
@@ -699,6 +714,7 @@ def _steps(
                 rehearsal=hooks,
                 announce=announce,
                 background=background,
+                pipeline=pipeline,
                 line=snode.start_mark.line + 1,
             )
         )
@@ -803,6 +819,30 @@ def _announce(v: _PlanValidator, node: yaml.Node | None, key: str) -> str:
         v.error(node, key, f"{value!r} is not one of: {', '.join(STEP_ANNOUNCEMENTS)}")
         return ""
     return value
+
+
+#: What a pipeline or job name may be: what CI systems name them, without control characters.
+_PIPELINE_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+
+
+def _pipeline(v: _PlanValidator, node: yaml.Node | None, key: str) -> PipelineJob | None:
+    """`pipeline: {pipeline: NAME, job: NAME}` → the step's CI job; None when absent or wrong."""
+    if node is None:
+        return None
+    m = v.mapping(node, key, {"pipeline", "job"})
+    names: dict[str, str] = {}
+    for part in ("pipeline", "job"):
+        if part not in m:
+            v.error(node, f"{key}.{part}", "missing key")
+            continue
+        value = v.string(m[part], f"{key}.{part}")
+        if value is not None and not _PIPELINE_NAME.match(value):
+            v.error(m[part], f"{key}.{part}", "1 to 200 printable characters")
+        elif value is not None:
+            names[part] = value
+    if len(names) < 2:
+        return None
+    return PipelineJob(pipeline=names["pipeline"], job=names["job"])
 
 
 def _named_items(

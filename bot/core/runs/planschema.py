@@ -140,6 +140,17 @@ _STEP_SHAPES: dict[str, dict[str, Any]] = {
         "description": "evidence (alerts, analysis, app-health) checked between the nodes of a drain, "
         "restart or eks-update-nodegroup step; the first failure pauses the step before its next node",
     },
+    "pipeline": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["pipeline", "job"],
+        "properties": {
+            "pipeline": {"type": "string", "minLength": 1, "maxLength": 200},
+            "job": {"type": "string", "minLength": 1, "maxLength": 200},
+        },
+        "description": "plain steps only: the CI job whose builds, reported on POST /hooks/pipeline, "
+        "are the step's evidence (docs/pipeline-hooks.md); a failed build pauses the run",
+    },
     "announce": {
         "enum": list(STEP_ANNOUNCEMENTS),
         "description": "post the step-complete announcement in the announcement channel when the "

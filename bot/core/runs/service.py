@@ -27,8 +27,10 @@ from bot.core.audit import audit_entry
 from bot.core.live import LongActions
 from bot.core.people import Directory
 from bot.core.runs import machine as R
+from bot.core.runs import pipelines
 from bot.core.runs.cards import RunCards, card_context
 from bot.core.runs.library import assemble_run, find_plan
+from bot.core.runs.pipelines import Report
 from bot.core.runs.plans import Plan, parse_plan
 from bot.core.telemetry import NO_TELEMETRY, TIMED_WORK, Telemetry
 from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
@@ -553,6 +555,34 @@ class RunService:
             )
         except TransitionRefused:
             return None
+
+    def report_build(self, report: Report, *, source: str, correlation_id: str = "") -> R.Outcome:
+        """A signed pipeline hook reported a build of a run's step (issue 43): the build is kept
+        (the card shows each step's latest), then the step's transition is committed
+        (`machine.build_reported`). RunNotFound for an unknown run; a refusal (an ended run, an
+        unknown step) keeps nothing and says why in `message`."""
+        actor = Actor(user_id=f"pipeline:{source}", source="hook", correlation_id=correlation_id)
+        line = pipelines.summary(report)
+
+        def change(run: R.Run) -> R.Outcome:
+            return R.build_reported(
+                run,
+                step_id=report.step,
+                pipeline=report.pipeline,
+                job=report.job,
+                status=report.status,
+                summary=line,
+                url=report.url,
+                source=source,
+                now=self.clock(),
+            )
+
+        checked = change(self.load(report.run))
+        if not checked.accepted:
+            return checked
+        # Kept before the commit, so the card the commit publishes already shows the build.
+        self.store.record_pipeline_build(report.record(source=source, at=self.clock()))
+        return self.apply(report.run, change, actor)
 
     @run_scoped
     def publish_run(self, run_id: str) -> None:
