@@ -11,62 +11,19 @@ from typing import Any
 
 import pytest
 
-from bot.settings import load_settings
-from tests.support.awaited import Bot, TrackedPool
-from tests.support.front import start_front
-from tests.support.hooks import HOOK_SECRET, hook_headers, report, send
-from tests.support.secrets import slack_env
+from tests.support.awaited import Bot
+from tests.support.hooks import HOOK_SECRET, PRIMARY, SHADOW, SOURCE, hook_bot_for, hook_headers, report, send
 from tests.support.signing import post
 from tests.support.slack_stub import SlackStub, block_kit_problems
 
-PRIMARY, SHADOW = "U0PRIMARY", "U0SHADOW"
 REV_A = "4f1c2a3b9d0e8f7a6b5c4d3e2f1a0b9c8d7e6f5a"
 REV_B = "9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d"
-
-PLAN = """\
-name: pipes
-cluster: prod
-current_version: "1.24"
-target_version: "1.25"
-window: {start: "2026-11-29T00:00", end: "2026-12-10T00:00", timezone: UTC}
-channels: {operations: C0OPS}
-roster:
-  primary: [U0PRIMARY]
-  shadow: [U0SHADOW]
-steps:
-  - id: launch-istio
-    title: Merge the node group PR for istio (its new 1.25 nodes join)
-    gate: {any_of: [primary]}
-    done: {any_of: [primary, shadow]}
-    pipeline: {pipeline: eks-provision-configuration, job: apply-istio}
-  - id: after
-    title: Look at the dashboards
-    gate: {any_of: [primary]}
-    done: {any_of: [shadow]}
-"""
 
 
 @pytest.fixture
 def hook_bot(write_config: Callable[..., Path], slack_stub: SlackStub, tmp_path: Path) -> Iterator[Bot]:
-    team = tmp_path / "team"
-    (team / "plans").mkdir(parents=True)
-    (team / "plans" / "pipes.yaml").write_text(PLAN)
-    secret = tmp_path / "concourse.secret"
-    secret.write_text(HOOK_SECRET + "\n")
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
-    config = write_config(
-        f"channels: {{operations: C0OPS}}\ntemplates_dir: {team}\n"
-        f"clusters:\n  prod: {{kubeconfig: {kubeconfig}}}\n"
-        f"pipeline_hooks:\n  concourse: {{secret_file: {secret}}}\n"
-    )
-    for user in (PRIMARY, SHADOW):
-        slack_stub.users[user] = {"id": user}
-    pool = TrackedPool(4)
-    with start_front(
-        load_settings(config, slack_env(slack_stub.api_url)), slack_stub, workers=pool, threads=8
-    ) as front:
-        yield Bot(front=front, pool=pool)
+    with hook_bot_for(write_config, slack_stub, tmp_path, {SOURCE: HOOK_SECRET}) as bot:
+        yield bot
 
 
 def started_run(bot: Bot) -> str:
