@@ -93,6 +93,7 @@ TYPOS: dict[str, str] = {
     "outbox": "outbox: {dead_after_failure: 10}\n",
     "grafana": "grafana: {url: 'http://grafana:3000', tag: [team-infra]}\n",
     "pipeline_hooks.*": "pipeline_hooks:\n  concourse: {secret_fil: hook.secret}\n",
+    "github": "github: {api_ur: 'https://ghe.example/api/v3', token_file: hook.secret}\n",
 }
 
 
@@ -123,7 +124,7 @@ def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path:
     (tmp_path / "kc").write_text("", encoding="utf-8")
     (tmp_path / "hook.secret").write_text("s" * 32, encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|secret_fil)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|secret_fil|api_ur)\b",
         text,
     )
     assert len(typo) == 1
@@ -158,6 +159,7 @@ _FIXES = {
     "dead_after_failure": "dead_after_failures",
     "tag": "tags",
     "secret_fil": "secret_file",
+    "api_ur": "api_url",
 }
 
 

@@ -286,6 +286,13 @@ def assemble(
 
     duties.add(JobDuty(jobs, connect_for_jobs, wait_scale=job_wait_scale))
     long_actions = StepLongActions(store, jobs)
+    # The PRs plan steps name (issue 43): githubkit is imported only when `github:` is configured.
+    pull_requests = None
+    if settings.github is not None:
+        from bot.adapters.github import GitHubPullRequests
+
+        api_url, token = settings.github
+        pull_requests = GitHubPullRequests(token=token, api_url=api_url)
     cards = None
     if deliveries is not None:
         cards = RunCards(
@@ -301,6 +308,7 @@ def assemble(
             directory=directory,
             # What a gate and the card's Now line show of the alerts (and analyses) a step waits on.
             evidence=StoredEvidence(store),
+            pull_requests=pull_requests,
         )
     announcements = AnnouncementService(
         store=store,
@@ -346,6 +354,7 @@ def assemble(
         live_runners=live_owners,
         telemetry=telemetry,
         step_observers=(grafana,) if grafana is not None else (),
+        pull_requests=pull_requests,
     )
     steps.runs = runs  # the cycle closed: the long actions report to these runs from now on
     fleets = FleetService(

@@ -95,9 +95,10 @@ def hook_bot_for(
     *,
     plan: str = PLAN,
     plan_name: str = "pipes",
+    extra: str = "",
 ) -> Iterator[Bot]:
     """The in-process bot with `pipeline_hooks:` for `sources` (name → secret) and `plan` in its
-    team directory; no cluster is reached (the plan's steps are plain)."""
+    team directory (`extra`: more configuration); no cluster is reached (the plan's steps are plain)."""
     team = tmp_path / "team"
     (team / "plans").mkdir(parents=True)
     (team / "plans" / f"{plan_name}.yaml").write_text(plan)
@@ -110,7 +111,7 @@ def hook_bot_for(
     config = write_config(
         f"channels: {{operations: C0OPS}}\ntemplates_dir: {team}\n"
         f"clusters:\n  prod: {{kubeconfig: {kubeconfig}}}\n"
-        f"pipeline_hooks:\n{hooks}"
+        f"pipeline_hooks:\n{hooks}" + extra
     )
     for user in (PRIMARY, SHADOW):
         slack_stub.users[user] = {"id": user}

@@ -238,8 +238,12 @@ def click(
     now: datetime,
     confirmation: str | None = None,
     reason: str = "",
+    unmet: str = "",
 ) -> Outcome:
-    """A gate button: approve or reject `step_id` as it was at `epoch`. Refusals change nothing."""
+    """A gate button: approve or reject `step_id` as it was at `epoch`. Refusals change nothing.
+
+    `unmet`: what the step's `done` still requires of its evidence (its PR not merged, its checks
+    not green: `bot.core.runs.prs.unmet`), read by the caller; a "done" approval is refused with it."""
 
     def refuse(message: str) -> Outcome:
         return Outcome(
@@ -288,6 +292,8 @@ def click(
     )
     if not verdict.accepted:
         return refuse(verdict.reason)
+    if phase == "done" and unmet:
+        return refuse(f"`{step_id}` cannot be confirmed done yet: {unmet}")
     if phase == "start" and step.destructive and confirmation != step.id:
         if confirmation is None:
             return Outcome(run=run, accepted=False, needs_confirmation=True, message="type the step id")

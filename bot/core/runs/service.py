@@ -24,14 +24,16 @@ from typing import Any, Protocol
 from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, ActionRegistry
 from bot.core.audit import audit_entry
+from bot.core.jobs.common import APPROVE
 from bot.core.live import LongActions
 from bot.core.people import Directory
 from bot.core.runs import machine as R
-from bot.core.runs import pipelines
+from bot.core.runs import pipelines, prs
 from bot.core.runs.cards import RunCards, card_context
 from bot.core.runs.library import assemble_run, find_plan
 from bot.core.runs.pipelines import Report
 from bot.core.runs.plans import Plan, parse_plan
+from bot.core.runs.prs import PullRequests
 from bot.core.telemetry import NO_TELEMETRY, TIMED_WORK, Telemetry
 from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
 from bot.logsetup import run_scoped
@@ -92,6 +94,7 @@ class RunService:
         live_runners: Callable[[], set[str]] | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
         step_observers: Sequence[StepObserver] = (),
+        pull_requests: PullRequests | None = None,
     ) -> None:
         self.store = store
         self.directory = directory
@@ -116,6 +119,8 @@ class RunService:
         self.telemetry = telemetry
         #: Told of each step's change of state after its commit (Grafana's annotations).
         self.step_observers = tuple(step_observers)
+        #: Reads the PRs plan steps name (`github:`), for what a step's `done` requires; None: off.
+        self.pull_requests = pull_requests
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -359,6 +364,7 @@ class RunService:
         confirmation: str | None = None,
         reason: str = "",
     ) -> R.Outcome:
+        unmet = self._unmet(ref) if ref.decision == APPROVE else ""
         out = self.apply(
             ref.run_id,
             lambda run: R.click(
@@ -371,12 +377,28 @@ class RunService:
                 now=self.clock(),
                 confirmation=confirmation,
                 reason=reason,
+                unmet=unmet,
             ),
             actor,
         )
         if out.run_actions:
             out = self.perform(out.run, out.run_actions, actor)
         return out
+
+    def _unmet(self, ref: R.ButtonRef) -> str:
+        """What the clicked step's `done` still requires of its PR (issue 43), read before the
+        transition (GitHub is asked here, on a worker, never inside the commit's retry loop)."""
+        run = self.load(ref.run_id)
+        step = next((s for s in run.plan.steps if s.id == ref.step_id), None)
+        if step is None or step.pr is None or not step.pr.require:
+            return ""
+        sr = run.step_run(ref.step_id)
+        if run.phase(sr) != "done":
+            return ""
+        pr, error = prs.read(self.pull_requests, step.pr, fresh=True)
+        if pr is None and error:
+            return f"its PR could not be read ({error})"
+        return prs.unmet(step.pr, pr)
 
     @run_scoped
     def check_click(self, ref: R.ButtonRef, actor: Actor) -> R.Outcome:
