@@ -19,9 +19,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bot.core.checks.patterns import compile_pattern
-from bot.core.runs.prs import Check, PrRef, PullRequest
+import re2
+
 from bot.errors import TemporaryError
+from bot.records import Check, PrRef, PullRequest
 
 log = logging.getLogger(__name__)
 
@@ -150,14 +151,15 @@ class GitHubPullRequests:
             )
             found = [p for p in pulls or [] if (p.get("head") or {}).get("ref") == ref.branch]
         else:
-            pattern = compile_pattern(ref.match)
+            # Checked by RE2 when the plan was loaded (`bot.core.runs.plans`); titles are short.
+            pattern = re2.compile(ref.match)
             pulls = self._call(
                 f"{ref.repo}'s PRs",
                 lambda: rest.pulls.list(
                     owner, repo, state="all", sort="created", direction="desc", per_page=LIST_LIMIT
                 ),
             )
-            found = [p for p in pulls or [] if pattern.search(str(p.get("title", "")))]
+            found = [p for p in pulls or [] if pattern.search(str(p.get("title", ""))[:1000])]
         if not found:
             return None
         return int(max(found, key=lambda p: int(p.get("number", 0))).get("number", 0)) or None

@@ -19,70 +19,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.errors import BotError
 
-#: A check that ended like this counts as passed (GitHub's conclusions).
-PASSED = frozenset({"success", "neutral", "skipped"})
+# The records the port answers with live in the leaf (`bot.records`): the adapter builds them.
+from bot.records import PASSED as PASSED
+from bot.records import Check as Check
+from bot.records import PrRef as PrRef
+from bot.records import PullRequest as PullRequest
+
 REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
-
-
-@dataclass(frozen=True, kw_only=True)
-class PrRef:
-    """Which PR a step names: its repository and one of a number, a branch or a title pattern."""
-
-    repo: str
-    number: int | None = None
-    branch: str = ""
-    match: str = ""
-    #: What the step's `done` needs of it: "merged", "checks" (all success).
-    require: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        if self.number is not None:
-            return f"{self.repo}#{self.number}"
-        if self.branch:
-            return f"{self.repo} branch {self.branch}"
-        return f"{self.repo} PR matching /{self.match}/"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Check:
-    """One check run or commit status on the PR's head: its name, state and conclusion."""
-
-    name: str
-    #: "queued", "in_progress", "completed" (a status' pending is "in_progress").
-    status: str
-    #: When completed: success, failure, neutral, cancelled, skipped, timed_out, action_required.
-    conclusion: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "completed" and self.conclusion in PASSED
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "completed" and self.conclusion not in PASSED
-
-
-@dataclass(frozen=True, kw_only=True)
-class PullRequest:
-    """A PR as the port reads it."""
-
-    repo: str
-    number: int
-    title: str
-    url: str
-    #: "open", "closed" or "merged".
-    state: str
-    head_sha: str
-    merge_commit: str = ""
-    checks: tuple[Check, ...] = ()
-    #: People whose latest review approves, and those whose latest asks for changes.
-    approvals: tuple[str, ...] = ()
-    changes_requested: tuple[str, ...] = ()
 
 
 class PullRequests(Protocol):
