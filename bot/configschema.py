@@ -476,6 +476,41 @@ KEYS: Mapping[str, Key] = {
         },
         required=("url",),
     ),
+    "github": Key(
+        doc="GitHub access for the pull requests plan steps name (`pr:`; docs/pull-requests.md); needs "
+        "the `github` extra. The token comes from `token_file`, else the `GITHUB_TOKEN` environment variable",
+        default="off",
+        keys={
+            "api_url": Key(
+                doc="the REST API's base URL (GitHub Enterprise: `https://HOST/api/v3`)",
+                default="`https://api.github.com`",
+                schema=_STRING,
+            ),
+            "token_file": Key(
+                doc="a file holding a token that may read the repositories' pull requests, checks and statuses",
+                default="`GITHUB_TOKEN` from the environment",
+                schema=_STRING,
+            ),
+        },
+    ),
+    "pipeline_hooks": Key(
+        doc="who may report builds on `POST /hooks/pipeline` (docs/pipeline-hooks.md): one secret per "
+        "source (a CI system, a team), named in each request's `X-Upgrade-Bot-Source`",
+        default="off",
+        names=Key(
+            doc="one source",
+            keys={
+                "secret_file": Key(
+                    doc="a file holding the source's signing secret (at least 32 characters); "
+                    "relative to the configuration file",
+                    schema=_STRING,
+                ),
+            },
+            required=("secret_file",),
+        ),
+        name_pattern=NAME_PATTERN.pattern,
+        name_doc="SOURCE",
+    ),
     "checks": Key(
         doc="the pre-flight checks",
         keys={

@@ -22,6 +22,9 @@ Timestamps are timezone-aware UTC.
     EksProvider       where a cluster's cloud provider answers (the provider port's configuration)
     Versions, Operation, OperationError, PoolStrategy, MaintenancePolicy, Insight, SubnetCapacity
                       what the provider port (`bot.core.providers`) answers, whatever the cloud
+    PipelineBuild     a CI build a pipeline hook reported for a run's step (issue 43)
+    PrRef, PullRequest, Check
+                      the PR a plan step names, and what the PR port reads of it (issue 43)
 """
 
 from __future__ import annotations
@@ -672,3 +675,80 @@ class FleetVoteRow:
     user_id: str
     roles: tuple[str, ...]
     at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineBuild:
+    """One report of a CI build for a run's step, as a signed pipeline hook sent it (issue 43):
+    which pipeline, job and build, its status, the revision it ran at and a link to it."""
+
+    run_id: str
+    step_id: str
+    source: str
+    pipeline: str
+    job: str
+    build: str
+    status: str
+    revision: str
+    url: str
+    at: datetime
+
+
+#: A check that ended like this counts as passed (GitHub's conclusions).
+PASSED = frozenset({"success", "neutral", "skipped"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrRef:
+    """Which PR a step names: its repository and one of a number, a branch or a title pattern."""
+
+    repo: str
+    number: int | None = None
+    branch: str = ""
+    match: str = ""
+    #: What the step's `done` needs of it: "merged", "checks" (all success).
+    require: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.number is not None:
+            return f"{self.repo}#{self.number}"
+        if self.branch:
+            return f"{self.repo} branch {self.branch}"
+        return f"{self.repo} PR matching /{self.match}/"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """One check run or commit status on the PR's head: its name, state and conclusion."""
+
+    name: str
+    #: "queued", "in_progress", "completed" (a status' pending is "in_progress").
+    status: str
+    #: When completed: success, failure, neutral, cancelled, skipped, timed_out, action_required.
+    conclusion: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "completed" and self.conclusion in PASSED
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "completed" and self.conclusion not in PASSED
+
+
+@dataclass(frozen=True, kw_only=True)
+class PullRequest:
+    """A PR as the port reads it."""
+
+    repo: str
+    number: int
+    title: str
+    url: str
+    #: "open", "closed" or "merged".
+    state: str
+    head_sha: str
+    merge_commit: str = ""
+    checks: tuple[Check, ...] = ()
+    #: People whose latest review approves, and those whose latest asks for changes.
+    approvals: tuple[str, ...] = ()
+    changes_requested: tuple[str, ...] = ()

@@ -165,6 +165,10 @@ class Settings:
     action_approvers: tuple[str, ...] = ("primary", "shadow")
     #: Grafana annotations of each step's start and end (`grafana:`); None: off.
     grafana: GrafanaConfig | None = None
+    #: GitHub access for the steps' pull requests (`github:`): (API URL, token); None: off.
+    github: tuple[str, str] | None = field(default=None, repr=False)
+    #: Pipeline hooks (`pipeline_hooks:`): each source's signing secret, by source name; empty: off.
+    pipeline_hooks: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     #: Permanent, reviewed exceptions (`checks.ignore`): findings (or some of their objects) every
     #: check reports as accepted instead of failing — like Pluto's and kubent's ignore lists.
     check_ignores: tuple[Cover, ...] = ()
@@ -446,6 +450,8 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         if "images" in chk:
             image_checks = _image_checks(v, chk["images"], base_dir)
     grafana = _grafana(v, top["grafana"], base_dir) if "grafana" in top else None
+    pipeline_hooks = _pipeline_hooks(v, top["pipeline_hooks"], base_dir) if "pipeline_hooks" in top else {}
+    github = _github(v, top["github"], base_dir, env) if "github" in top else None
     v.raise_if_errors()
 
     return Settings(
@@ -477,6 +483,8 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         check_ignores=tuple(check_ignores),
         image_checks=image_checks,
         grafana=grafana,
+        pipeline_hooks=pipeline_hooks,
+        github=github,
     )
 
 
@@ -745,6 +753,80 @@ def _grafana(v: YamlValidator, node: yaml.Node, base_dir: Path) -> GrafanaConfig
     if url is None:
         return None
     return GrafanaConfig(url=url.rstrip("/"), token_file=token_file, token=token, tags=tags, timeout=timeout)
+
+
+def _github(
+    v: YamlValidator, node: yaml.Node, base_dir: Path, env: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """`github: {api_url?, token_file?}`: the token is read now (or taken from `GITHUB_TOKEN`), so
+    a bot that cannot read its PRs says so at start; the token never appears in an error."""
+    g = v.mapping(node, "github", keys_of("github"))
+    api_url = v.string(g.get("api_url"), "github.api_url") if "api_url" in g else "https://api.github.com"
+    if api_url is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", api_url):
+        v.error(g["api_url"], "github.api_url", f"{shown(api_url)} is not an http(s) URL")
+        api_url = None
+    token = ""
+    if "token_file" in g:
+        path = v.path(g["token_file"], "github.token_file", base_dir)
+        if path is not None:
+            try:
+                token = read_bounded(path, MAX_TOKEN_BYTES).decode("utf-8").strip()
+            except FileNotFoundError:
+                v.error(g["token_file"], "github.token_file", f"no such file: {path}")
+            except Unreadable as exc:
+                v.error(g["token_file"], "github.token_file", f"{path}: {exc.reason}")
+            except UnicodeDecodeError:
+                v.error(g["token_file"], "github.token_file", f"{path}: not UTF-8 text")
+            else:
+                if not token:
+                    v.error(g["token_file"], "github.token_file", f"{path} is empty")
+    else:
+        token = env.get("GITHUB_TOKEN", "").strip()
+        if not token:
+            v.error(node, "github", "no token: set `token_file`, or GITHUB_TOKEN in the environment")
+    if api_url is None or not token:
+        return None
+    return api_url.rstrip("/"), token
+
+
+#: A hook's signing secret: shorter than this is guessable (Slack's are 32 hex characters).
+MIN_HOOK_SECRET = 32
+
+
+def _pipeline_hooks(v: YamlValidator, node: yaml.Node, base_dir: Path) -> dict[str, bytes]:
+    """`pipeline_hooks: {SOURCE: {secret_file}}`: each secret is read now, so a wrong path or a
+    short secret is caught at start; a secret never appears in an error or a log line."""
+    out: dict[str, bytes] = {}
+    for name, source in v.mapping(node, "pipeline_hooks", None).items():
+        key = f"pipeline_hooks.{name}"
+        if not NAME_PATTERN.match(name):
+            v.error(source, key, "source names are lower-case letters, digits, '.', '-' and '_'")
+            continue
+        m = v.mapping(source, key, keys_of("pipeline_hooks.*"))
+        if "secret_file" not in m:
+            v.error(source, f"{key}.secret_file", "missing key")
+            continue
+        path = v.path(m["secret_file"], f"{key}.secret_file", base_dir)
+        if path is None:
+            continue
+        try:
+            secret = read_bounded(path, MAX_TOKEN_BYTES).decode("utf-8").strip()
+        except FileNotFoundError:
+            v.error(m["secret_file"], f"{key}.secret_file", f"no such file: {path}")
+        except Unreadable as exc:
+            v.error(m["secret_file"], f"{key}.secret_file", f"{path}: {exc.reason}")
+        except UnicodeDecodeError:
+            v.error(m["secret_file"], f"{key}.secret_file", f"{path}: not UTF-8 text")
+        else:
+            if len(secret) < MIN_HOOK_SECRET:
+                v.error(
+                    m["secret_file"],
+                    f"{key}.secret_file",
+                    f"{path}: the secret must be at least {MIN_HOOK_SECRET} characters",
+                )
+            else:
+                out[name] = secret.encode()
+    return out
 
 
 def _alert_matchers(v: YamlValidator, key: str, node: yaml.Node) -> tuple[AlertMatcher, ...]:

@@ -126,7 +126,11 @@ def _schema_at(schema: dict[str, Any], dotted: str) -> dict[str, Any]:
     node = schema
     for part in dotted.split("."):
         name, listed = part.removesuffix("[]"), part.endswith("[]")
-        node = node["additionalProperties"] if name in ("NAME", "ROLE", "HOST") else node["properties"][name]
+        node = (
+            node["additionalProperties"]
+            if name in ("NAME", "ROLE", "HOST", "SOURCE")
+            else node["properties"][name]
+        )
         if listed:
             node = node["items"]
     return node

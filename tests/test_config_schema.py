@@ -105,6 +105,8 @@ TYPOS: dict[str, str] = {
     "clusters.*.prometheus": "clusters:\n  prod: {kubeconfig: kc, prometheus: {uri: 'http://prom:9090'}}\n",
     "outbox": "outbox: {dead_after_failure: 10}\n",
     "grafana": "grafana: {url: 'http://grafana:3000', tag: [team-infra]}\n",
+    "pipeline_hooks.*": "pipeline_hooks:\n  concourse: {secret_fil: hook.secret}\n",
+    "github": "github: {api_ur: 'https://ghe.example/api/v3', token_file: hook.secret}\n",
 }
 
 
@@ -133,8 +135,9 @@ def test_every_mapping_of_the_table_has_a_typo_case() -> None:
 def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path: Path) -> None:
     text = TYPOS[path]
     (tmp_path / "kc").write_text("", encoding="utf-8")
+    (tmp_path / "hook.secret").write_text("s" * 32, encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|resource_grp)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|resource_grp|secret_fil|api_ur)\b",
         text,
     )
     assert len(typo) == 1
@@ -169,6 +172,8 @@ _FIXES = {
     "dead_after_failure": "dead_after_failures",
     "tag": "tags",
     "resource_grp": "resource_group",
+    "secret_fil": "secret_file",
+    "api_ur": "api_url",
 }
 
 

@@ -159,7 +159,7 @@ def test_the_project_metadata_names_its_licence_and_keeps_tools_out_of_the_extra
     assert "END OF TERMS AND CONDITIONS" in licence
     assert project["keywords"]
     assert any(c.startswith("Programming Language :: Python :: 3.11") for c in project["classifiers"])
-    assert set(project["optional-dependencies"]) == {"postgres", "aws", "aks", "charts"}
+    assert set(project["optional-dependencies"]) == {"postgres", "aws", "aks", "charts", "github"}
     dev = {Requirement(r).name for r in PYPROJECT["dependency-groups"]["dev"]}
     assert {"pytest", "ruff", "mypy", "kubernetes-validate"} <= dev
 
@@ -185,7 +185,11 @@ def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
     declared = {
         canonicalize_name(Requirement(r).name)
-        for r in PYPROJECT["project"]["dependencies"] + extras["aws"] + extras["aks"] + extras["charts"]
+        for r in PYPROJECT["project"]["dependencies"]
+        + extras["aws"]
+        + extras["aks"]
+        + extras["charts"]
+        + extras["github"]
     }
     undeclared = sorted(
         m for m in _top_level_imports() if canonicalize_name(import_names.get(m, m)) not in declared

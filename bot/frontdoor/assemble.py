@@ -55,6 +55,7 @@ from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.tenure import AWS_UPDATES, KUBE_WRITES, GuardedCalls, Tenure, guard_silences
 from bot.core.watches.service import WatchService
 from bot.frontdoor.acting import JOBS, JobDuty
+from bot.frontdoor.hooks import HOOKS_PATH, PipelineHookDoor
 from bot.frontdoor.leadership import Elector
 from bot.frontdoor.triggers import RUN_TICK_SECONDS, SYNC_SECONDS, Timer, Triggers
 from bot.frontdoor.watching import WATCHES, WatchDuty
@@ -63,6 +64,8 @@ from bot.router import Router
 from bot.settings import Settings
 
 if TYPE_CHECKING:
+    from wsgiref.types import WSGIEnvironment
+
     from slack_sdk import WebClient
 
 log = logging.getLogger(__name__)
@@ -119,6 +122,12 @@ class Services:
     telemetry: Telemetry = NO_TELEMETRY
     #: Step annotations in Grafana (`grafana:` in the settings; None: off).
     grafana: GrafanaAnnotations | None = None
+    #: `POST /hooks/pipeline` (`pipeline_hooks:` in the settings; None: off, the path is a 404).
+    hooks: PipelineHookDoor | None = None
+
+    def http_posts(self) -> dict[str, Callable[[WSGIEnvironment], tuple[str, bytes]]]:
+        """The HTTP door's POST paths besides Slack's: the pipeline hooks, when configured."""
+        return {HOOKS_PATH: self.hooks} if self.hooks is not None else {}
 
     def close(self) -> None:
         if self.grafana is not None:
@@ -304,6 +313,13 @@ def assemble(
 
     duties.add(JobDuty(jobs, connect_for_jobs, wait_scale=job_wait_scale, **options.get(JOBS, {})))
     long_actions = StepLongActions(store, jobs)
+    # The PRs plan steps name (issue 43): githubkit is imported only when `github:` is configured.
+    pull_requests = None
+    if settings.github is not None:
+        from bot.adapters.github import GitHubPullRequests
+
+        api_url, token = settings.github
+        pull_requests = GitHubPullRequests(token=token, api_url=api_url)
     cards = None
     if deliveries is not None:
         cards = RunCards(
@@ -319,6 +335,7 @@ def assemble(
             directory=directory,
             # What a gate and the card's Now line show of the alerts (and analyses) a step waits on.
             evidence=StoredEvidence(store),
+            pull_requests=pull_requests,
         )
     announcements = AnnouncementService(
         store=store,
@@ -367,6 +384,7 @@ def assemble(
         live_runners=live_owners,
         telemetry=telemetry,
         step_observers=(grafana,) if grafana is not None else (),
+        pull_requests=pull_requests,
     )
     fleets = FleetService(
         store=store,
@@ -462,6 +480,13 @@ def assemble(
         live_owners=live_owners,
         telemetry=telemetry,
         grafana=grafana,
+        hooks=(
+            PipelineHookDoor(
+                secrets=settings.pipeline_hooks, store=store, runs=runs, clock=lambda: clock().timestamp()
+            )
+            if settings.pipeline_hooks
+            else None
+        ),
     )
 
 

@@ -1,4 +1,5 @@
-"""HTTP transport: Bolt's `/slack/events` endpoint plus the probes (`bot.frontdoor.probes`), under waitress.
+"""HTTP transport: Bolt's `/slack/events` endpoint plus the probes (`bot.frontdoor.probes`) and the
+pipeline hooks (`bot.frontdoor.hooks`), under waitress.
 
 Bolt's `app.start()` is a development server; waitress is a production WSGI server with its own
 thread pool, pure Python, so the image needs no compiler. The sync Bolt App is WSGI-native, so no
@@ -74,11 +75,15 @@ class HttpFrontDoor:
         signing_secret: str,
         clock: Callable[[], float] = time.time,
         routes: Mapping[str, Callable[[], tuple[str, bytes]]] | None = None,
+        posts: Mapping[str, Callable[[WSGIEnvironment], tuple[str, bytes]]] | None = None,
     ) -> None:
         self.slack = SlackRequestHandler(app, path=EVENTS_PATH)
         self.ready = ready
         #: GET paths answered by a function (status line, body): the probes, /metrics.
         self.routes = dict(routes or {})
+        #: Paths answered by a handler that guards its own requests (`bot.frontdoor.hooks`: the
+        #: pipeline hooks, signed with their sources' secrets, not Slack's).
+        self.posts = dict(posts or {})
         self.secret = signing_secret.encode()
         self.clock = clock
 
@@ -87,6 +92,10 @@ class HttpFrontDoor:
         route = self.routes.get(path)
         if route is not None:
             status, body = route()
+            return _plain(start_response, status, body)
+        post = self.posts.get(path)
+        if post is not None:
+            status, body = post(environ)
             return _plain(start_response, status, body)
         if path == "/healthz":
             return _plain(start_response, "200 OK", b"ok\n")

@@ -274,7 +274,13 @@ def _serve_http(
 ) -> None:
     from bot.frontdoor.http import HttpFrontDoor, ServerThread, make_server
 
-    front = HttpFrontDoor(app, ready=services.store.ping, signing_secret=signing_secret, routes=probes.routes)
+    front = HttpFrontDoor(
+        app,
+        ready=services.store.ping,
+        signing_secret=signing_secret,
+        routes=probes.routes,
+        posts=services.http_posts(),
+    )
     server = make_server(MetricsRoute(front, metrics) if metrics is not None else front, host=host, port=port)
     health: ServerThread | None = None
     thread: ServerThread | None = None

@@ -47,6 +47,7 @@ from bot.sim.controllers.workloads import DaemonSets, Deployments, ReplicaSets, 
 from bot.sim.world import aws as aws_world
 from bot.sim.world import control_http
 from bot.sim.world import evidence as evidence_world
+from bot.sim.world import github as github_world
 from bot.sim.world import providers as provider_facades
 from bot.sim.world import registry as registry_world
 from bot.sim.world.cloud import Cloud
@@ -163,6 +164,8 @@ class Sim:
             self.evidence = evidence_world.Evidence(now=self.clock.now)
             #: The OCI registry facade (/v2): every image the built scenario runs (IMG001's answers).
             self.registry = registry_world.Registry.from_store(self.store)
+            #: The GitHub REST facade (/github): the PRs plan steps name (issue 43).
+            self.github = github_world.GitHub()
             #: The clouds' API facades the scenario names (`bot.sim.world.providers`), by provider.
             self.providers: dict[str, Any] = {}
             for facade in provider_facades.FACADES:
@@ -233,6 +236,7 @@ class SimCluster:
         control_http.register(self._server, sim.control)
         evidence_world.register(self._server, sim.evidence)
         registry_world.register(self._server, sim.registry)
+        github_world.register(self._server, sim.github)
         for provider, world in sim.providers.items():
             provider_facades.BY_PROVIDER[provider].register(self._server, world)
         self.sim.port = self._server.port

@@ -176,7 +176,9 @@ def start_front(
     pool = workers if isinstance(workers, WorkerPool) else WorkerPool(workers)
     app = build_app(services, pool, signing_secret=SIGNING_SECRET, socket_mode=False, clock=clock)
     server = make_server(
-        HttpFrontDoor(app, ready=services.store.ping, signing_secret=SIGNING_SECRET),
+        HttpFrontDoor(
+            app, ready=services.store.ping, signing_secret=SIGNING_SECRET, posts=services.http_posts()
+        ),
         host="127.0.0.1",
         port=0,
         threads=threads,

@@ -22,6 +22,7 @@ from bot.adapters.store.jobs import Jobs
 from bot.adapters.store.lease import Leadership
 from bot.adapters.store.messages import Messages
 from bot.adapters.store.people import People
+from bot.adapters.store.pipelines import PipelineHooks
 from bot.adapters.store.runs import Runs
 from bot.adapters.store.schedules import Schedules
 from bot.adapters.store.snapshots import Snapshots
@@ -48,6 +49,7 @@ class Store(
     Schedules,
     Leadership,
     People,
+    PipelineHooks,
 ):
     """The database. `Store.open(url)` connects and migrates; methods are short transactions."""
 

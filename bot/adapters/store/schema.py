@@ -418,3 +418,29 @@ fleet_votes = sa.Table(
     sa.Column("at", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("fleet_id", "stage", "gate", "user_id", name="uq_fleet_votes_one_per_person"),
 )
+
+#: Pipeline hooks (issue 43): each build report a signed hook sent, in the order it came.
+pipeline_builds = sa.Table(
+    "pipeline_builds",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(64), nullable=False, index=True),
+    sa.Column("step_id", sa.String(64), nullable=False),
+    sa.Column("source", sa.String(64), nullable=False),
+    sa.Column("pipeline", sa.String(200), nullable=False),
+    sa.Column("job", sa.String(200), nullable=False),
+    sa.Column("build", sa.String(100), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("revision", sa.String(100), nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+)
+#: The signatures of the pipeline hooks accepted, kept until their replay window is over: the
+#: same signed request sent again is refused, on every replica (the database is shared).
+hook_signatures = sa.Table(
+    "hook_signatures",
+    metadata,
+    sa.Column("signature", sa.String(128), primary_key=True),
+    sa.Column("source", sa.String(64), nullable=False),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False, index=True),
+)

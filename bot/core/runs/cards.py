@@ -26,7 +26,9 @@ from bot.core.live import LiveSection, LiveSource
 from bot.core.people import Directory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
+from bot.core.runs import pipelines, prs
 from bot.core.runs.paused import ending, paused_view
+from bot.core.runs.prs import PullRequests
 from bot.errors import BotError, Fenced, SlackCallFailed
 from bot.records import FileAttachment, MessageRef
 
@@ -237,8 +239,11 @@ class RunCards:
         waive_roles: Sequence[str] = ("primary", "shadow"),
         directory: Directory | None = None,
         evidence: EvidenceSource | None = None,
+        pull_requests: PullRequests | None = None,
     ) -> None:
         self.deliveries = deliveries
+        #: Reads the PRs plan steps name (`github:`), shown on the card and the gate; None: off.
+        self.pull_requests = pull_requests
         #: Names the report's people (`users.info`, cached in the store); None: the cache alone.
         self.directory = directory
         #: Who asks a Required finding's waiver (`actions.approvers`): named on a paused card.
@@ -279,6 +284,16 @@ class RunCards:
             waiting_on_evidence=waiting,
         )
         context["undelivered"] = self._undelivered(self.store.messages(run.id) if refs is None else refs)
+        # Each step's latest build a pipeline hook reported (issue 43), on the step's line.
+        context["builds"] = pipelines.latest_builds(self.store.pipeline_builds(run.id))
+        # The step now's PR (issue 43): read for the step people are looking at, not for every one.
+        context["prs"] = {}
+        # Without `github:` a plan's `pr:` is shown nowhere (the shipped plans name PRs).
+        if cur is not None and self.pull_requests is not None:
+            ref = run.plan.step(cur.step_id).pr
+            if ref is not None:
+                pr, error = prs.read(self.pull_requests, ref)
+                context["prs"][cur.step_id] = prs.view(ref, pr, error=error)
         return context
 
     def _undelivered(self, refs: Mapping[str, MessageRef]) -> dict[str, Any] | None:
@@ -485,7 +500,22 @@ class RunCards:
             "force": phase == "start" and R.offers_force(step),
             "dry_run": dry_run_view(dry_run, run.plan.window.timezone) if dry_run is not None else None,
             "evidence": self._evidence_blocks(run, sr),
+            **self._pr_and_pipeline(run, sr, phase),
         }
+
+    def _pr_and_pipeline(self, run: R.Run, sr: R.StepRun, phase: str) -> dict[str, Any]:
+        """The gate's PR (its state, merge commit, checks, approvals) and, when it opens again
+        after a failed build (a re-run), the revision that build ran at against the PR's merge
+        commit."""
+        ref = run.plan.step(sr.step_id).pr if self.pull_requests is not None else None
+        pr, error = prs.read(self.pull_requests, ref, fresh=True) if ref is not None else (None, "")
+        rerun = None
+        if phase == "start" and sr.note.startswith(R.FAILED_BEFORE):
+            merge_commit = pr.merge_commit if pr is not None else ""
+            rerun = pipelines.rerun_view(
+                self.store.pipeline_builds(run.id), sr.step_id, merge_commit=merge_commit
+            )
+        return {"pr": prs.view(ref, pr, error=error) if ref is not None else None, "pipeline": rerun}
 
     def _evidence_blocks(self, run: R.Run, sr: R.StepRun) -> list[dict[str, Any]]:
         """The gate's evidence: its own step's, or the step's just before (the settle check the

@@ -238,8 +238,12 @@ def click(
     now: datetime,
     confirmation: str | None = None,
     reason: str = "",
+    unmet: str = "",
 ) -> Outcome:
-    """A gate button: approve or reject `step_id` as it was at `epoch`. Refusals change nothing."""
+    """A gate button: approve or reject `step_id` as it was at `epoch`. Refusals change nothing.
+
+    `unmet`: what the step's `done` still requires of its evidence (its PR not merged, its checks
+    not green: `bot.core.runs.prs.unmet`), read by the caller; a "done" approval is refused with it."""
 
     def refuse(message: str) -> Outcome:
         return Outcome(
@@ -288,6 +292,8 @@ def click(
     )
     if not verdict.accepted:
         return refuse(verdict.reason)
+    if phase == "done" and unmet:
+        return refuse(f"`{step_id}` cannot be confirmed done yet: {unmet}")
     if phase == "start" and step.destructive and confirmation != step.id:
         if confirmation is None:
             return Outcome(run=run, accepted=False, needs_confirmation=True, message="type the step id")
@@ -721,6 +727,61 @@ def note(run: Run, *, by: str, text: str, now: datetime) -> Outcome:
     return Outcome(run=dataclasses.replace(run), events=(Event(kind="note", actor=by, detail=text),))
 
 
+#: The build statuses that fail the plain step a build reports on (`build_reported`).
+BUILD_FAILING = frozenset({"failed", "errored"})
+
+
+def build_reported(
+    run: Run,
+    *,
+    step_id: str,
+    pipeline: str,
+    job: str,
+    status: str,
+    summary: str,
+    url: str,
+    source: str,
+    now: datetime,
+) -> Outcome:
+    """A pipeline reported a build of `step_id` (issue 43): a line in the thread with its link;
+        a failed or errored build of a plain step that is waiting or running fails it with the build
+        and its revision, and the run pauses (or aborts, as the step's `on_failure` says), so a re-run
+        goes through the step's gate again. Refusals (an ended run, an unknown step, a build of another
+    job than the step's `pipeline:`) change nothing."""
+
+    def refuse(message: str) -> Outcome:
+        return Outcome(
+            run=run,
+            accepted=False,
+            message=message,
+            events=(Event(kind="refused", step_id=step_id, actor=f"pipeline:{source}", detail=message),),
+        )
+
+    if run.state in (RunState.ABORTED, RunState.COMPLETED):
+        return refuse(f"run {run.id} is {run.state}; it takes no more builds")
+    if step_id not in {s.step_id for s in run.steps}:
+        return refuse(f"run {run.id} has no step `{step_id}`")
+    sr = run.step_run(step_id)
+    step = run.plan.step(step_id)
+    expected = step.pipeline
+    if expected is not None and (expected.pipeline, expected.job) != (pipeline, job):
+        return refuse(
+            f"step `{step_id}` takes builds of {expected.pipeline}/{expected.job}, not {pipeline}/{job}"
+        )
+    events = [
+        Event(kind="pipeline_build", step_id=step_id, actor=f"pipeline:{source}", detail=summary, note=url)
+    ]
+    if (
+        status in BUILD_FAILING
+        and run.state is RunState.ACTIVE
+        and step.manual
+        and sr.state in (StepState.AWAITING_APPROVAL, StepState.RUNNING)
+    ):
+        return _fail(run, sr, step, now, f"pipeline {summary}", events)
+    # Shown and recorded only: a new Run value so the line is committed like any transition.
+    return Outcome(run=dataclasses.replace(run), events=tuple(events))
+
+
 def recover(run: Run, *, now: datetime, keep: frozenset[str] = frozenset()) -> Outcome:
     """After a restart: a step whose actions were running did not finish; it waits for a human.
 
@@ -820,6 +881,7 @@ def summary_rows(run: Run, now: datetime) -> Sequence[Mapping[str, object]]:
                 "epoch": sr.epoch,
                 "destructive": step.destructive,
                 "manual": step.manual,
+                "pipeline": f"{step.pipeline.pipeline}/{step.pipeline.job}" if step.pipeline else "",
             }
         )
     return rows

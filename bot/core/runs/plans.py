@@ -36,10 +36,12 @@ import yaml
 
 from bot.core.actions import PLANNED, default_registry
 from bot.core.actions.base import ActionRegistry
+from bot.core.checks.patterns import PatternError, compile_pattern
 from bot.core.durations import EXAMPLES, format_duration, parse_duration
 from bot.core.evidence.leases import lease_of
 from bot.core.jobs.background import BACKGROUND_ARG, DISRUPTIVE, EVIDENCE_KINDS, SILENCE_ARG
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
+from bot.core.runs.prs import REPO, PrRef, parse_ref
 from bot.core.validation import (
     MAX_DOCUMENT_BYTES,
     NAME_PATTERN,
@@ -128,6 +130,15 @@ class RehearsalHook:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PipelineJob:
+    """The CI job a plain step's work runs in (`pipeline: {pipeline, job}`): the builds its hooks
+    report (`bot.core.runs.pipelines`) must be of this job."""
+
+    pipeline: str
+    job: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Step:
     id: str
     title: str
@@ -150,6 +161,10 @@ class Step:
     background: tuple[ActionCall, ...] = ()
     #: `step-complete`: announce the step in the announcement channel when it succeeds ("": no).
     announce: str = ""
+    #: Plain steps only: the CI job whose builds are the step's evidence (issue 43); None: any.
+    pipeline: PipelineJob | None = None
+    #: Plain steps only: the pull request the step's work merges (issue 43); None: none.
+    pr: PrRef | None = None
     line: int = 0
 
     @property
@@ -253,6 +268,8 @@ STEP_KEYS = {
     "announce",
     "background",
     "silence",
+    "pipeline",
+    "pr",
 }
 DEFAULTS_KEYS = {"timeout", "escalate_after", "on_failure"}
 
@@ -676,6 +693,12 @@ def _steps(
         destructive = bool(v.boolean(s.get("destructive"), f"{key}.destructive"))
         hooks = _rehearsal(v, s.get("rehearsal"), f"{key}.rehearsal")
         announce = _announce(v, s.get("announce"), f"{key}.announce")
+        pipeline = _pipeline(v, s.get("pipeline"), f"{key}.pipeline")
+        if pipeline is not None and calls:
+            v.error(s["pipeline"], f"{key}.pipeline", "only a plain step (no actions) has a pipeline job")
+        pr = _pr(v, s.get("pr"), f"{key}.pr")
+        if pr is not None and calls:
+            v.error(s["pr"], f"{key}.pr", "only a plain step (no actions) names a pull request")
         # Read before the `continue`, so an empty `title:` is reported even on a broken step.
         title = v.string(s.get("title"), f"{key}.title")
         description = v.string(s.get("description"), f"{key}.description") or ""
@@ -699,6 +722,8 @@ def _steps(
                 rehearsal=hooks,
                 announce=announce,
                 background=background,
+                pipeline=pipeline,
+                pr=pr,
                 line=snode.start_mark.line + 1,
             )
         )
@@ -803,6 +828,90 @@ def _announce(v: _PlanValidator, node: yaml.Node | None, key: str) -> str:
         v.error(node, key, f"{value!r} is not one of: {', '.join(STEP_ANNOUNCEMENTS)}")
         return ""
     return value
+
+
+#: What a pipeline or job name may be: what CI systems name them, without control characters.
+_PIPELINE_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+
+
+def _pipeline(v: _PlanValidator, node: yaml.Node | None, key: str) -> PipelineJob | None:
+    """`pipeline: {pipeline: NAME, job: NAME}` → the step's CI job; None when absent or wrong."""
+    if node is None:
+        return None
+    m = v.mapping(node, key, {"pipeline", "job"})
+    names: dict[str, str] = {}
+    for part in ("pipeline", "job"):
+        if part not in m:
+            v.error(node, f"{key}.{part}", "missing key")
+            continue
+        value = v.string(m[part], f"{key}.{part}")
+        if value is not None and not _PIPELINE_NAME.match(value):
+            v.error(m[part], f"{key}.{part}", "1 to 200 printable characters")
+        elif value is not None:
+            names[part] = value
+    if len(names) < 2:
+        return None
+    return PipelineJob(pipeline=names["pipeline"], job=names["job"])
+
+
+#: A Git branch name as a plan may give it (no spaces, no control characters).
+_BRANCH = re.compile(r"^[A-Za-z0-9._/+-]{1,200}$")
+
+
+def _pr(v: _PlanValidator, node: yaml.Node | None, key: str) -> PrRef | None:
+    """`pr: {repo: org/name, number | branch | match, require?: {merged: true, checks: success}}`."""
+    if node is None:
+        return None
+    m = v.mapping(node, key, {"repo", "number", "branch", "match", "require"})
+    if not m:
+        return None
+    good = True
+    repo = v.string(m.get("repo"), f"{key}.repo") if "repo" in m else None
+    if "repo" not in m:
+        v.error(node, f"{key}.repo", "missing key")
+        good = False
+    elif repo is None or not REPO.match(repo):
+        v.error(m["repo"], f"{key}.repo", "expected owner/name, like org/eks-provision-configuration")
+        good = False
+    chosen = [k for k in ("number", "branch", "match") if k in m]
+    if len(chosen) != 1:
+        v.error(node, key, "name the PR by exactly one of number, branch or match (a title pattern)")
+        return None
+    document: dict[str, Any] = {"repo": repo}
+    which = chosen[0]
+    text = v.string(m[which], f"{key}.{which}")
+    if text is None:
+        return None
+    if which == "number":
+        if not (text.isascii() and text.isdigit() and 0 < len(text) <= 9 and int(text) > 0):
+            v.error(m[which], f"{key}.number", "expected a PR number")
+            good = False
+        else:
+            document["number"] = int(text)
+    elif which == "branch":
+        if not _BRANCH.match(text):
+            v.error(m[which], f"{key}.branch", "expected a branch name")
+            good = False
+        document["branch"] = text
+    else:
+        try:
+            compile_pattern(text)
+        except PatternError as exc:
+            v.error(m[which], f"{key}.match", exc.user_message)
+            good = False
+        document["match"] = text
+    if "require" in m:
+        r = v.mapping(m["require"], f"{key}.require", {"merged", "checks"})
+        require: dict[str, Any] = {}
+        if "merged" in r:
+            require["merged"] = v.boolean(r["merged"], f"{key}.require.merged")
+        if "checks" in r:
+            checks = v.string(r["checks"], f"{key}.require.checks")
+            if checks != "success":
+                v.error(r["checks"], f"{key}.require.checks", "the one requirement is `success`")
+            require["checks"] = checks
+        document["require"] = require
+    return parse_ref(document) if good else None
 
 
 def _named_items(

@@ -140,6 +140,37 @@ _STEP_SHAPES: dict[str, dict[str, Any]] = {
         "description": "evidence (alerts, analysis, app-health) checked between the nodes of a drain, "
         "restart or eks-update-nodegroup step; the first failure pauses the step before its next node",
     },
+    "pipeline": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["pipeline", "job"],
+        "properties": {
+            "pipeline": {"type": "string", "minLength": 1, "maxLength": 200},
+            "job": {"type": "string", "minLength": 1, "maxLength": 200},
+        },
+        "description": "plain steps only: the CI job whose builds, reported on POST /hooks/pipeline, "
+        "are the step's evidence (docs/pipeline-hooks.md); a failed build pauses the run",
+    },
+    "pr": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["repo"],
+        "oneOf": [{"required": ["number"]}, {"required": ["branch"]}, {"required": ["match"]}],
+        "properties": {
+            "repo": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"},
+            "number": {"type": "integer", "minimum": 1, "maximum": 999999999},
+            "branch": {"type": "string", "minLength": 1},
+            "match": {"type": "string", "minLength": 1, "description": "a title pattern (RE2)"},
+            "require": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"merged": {"type": "boolean"}, "checks": {"const": "success"}},
+            },
+        },
+        "description": "plain steps only: the pull request the step's work merges; its gate and the card "
+        "show its state, merge commit, checks and approvals; `require` is what its done confirmation "
+        "needs besides people (docs/pull-requests.md)",
+    },
     "announce": {
         "enum": list(STEP_ANNOUNCEMENTS),
         "description": "post the step-complete announcement in the announcement channel when the "

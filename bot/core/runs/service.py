@@ -24,12 +24,16 @@ from typing import Any, Protocol
 from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, ActionRegistry
 from bot.core.audit import audit_entry
+from bot.core.jobs.common import APPROVE
 from bot.core.live import LongActions
 from bot.core.people import Directory
 from bot.core.runs import machine as R
+from bot.core.runs import pipelines, prs
 from bot.core.runs.cards import RunCards, card_context
 from bot.core.runs.library import assemble_run, find_plan
+from bot.core.runs.pipelines import Report
 from bot.core.runs.plans import Plan, parse_plan
+from bot.core.runs.prs import PullRequests
 from bot.core.telemetry import NO_TELEMETRY, TIMED_WORK, Telemetry
 from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
 from bot.logsetup import run_scoped
@@ -90,6 +94,7 @@ class RunService:
         live_runners: Callable[[], set[str]] | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
         step_observers: Sequence[StepObserver] = (),
+        pull_requests: PullRequests | None = None,
     ) -> None:
         self.store = store
         self.directory = directory
@@ -114,6 +119,8 @@ class RunService:
         self.telemetry = telemetry
         #: Told of each step's change of state after its commit (Grafana's annotations).
         self.step_observers = tuple(step_observers)
+        #: Reads the PRs plan steps name (`github:`), for what a step's `done` requires; None: off.
+        self.pull_requests = pull_requests
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -357,6 +364,7 @@ class RunService:
         confirmation: str | None = None,
         reason: str = "",
     ) -> R.Outcome:
+        unmet = self._unmet(ref) if ref.decision == APPROVE else ""
         out = self.apply(
             ref.run_id,
             lambda run: R.click(
@@ -369,12 +377,28 @@ class RunService:
                 now=self.clock(),
                 confirmation=confirmation,
                 reason=reason,
+                unmet=unmet,
             ),
             actor,
         )
         if out.run_actions:
             out = self.perform(out.run, out.run_actions, actor)
         return out
+
+    def _unmet(self, ref: R.ButtonRef) -> str:
+        """What the clicked step's `done` still requires of its PR (issue 43), read before the
+        transition (GitHub is asked here, on a worker, never inside the commit's retry loop)."""
+        run = self.load(ref.run_id)
+        step = next((s for s in run.plan.steps if s.id == ref.step_id), None)
+        if step is None or step.pr is None or not step.pr.require:
+            return ""
+        sr = run.step_run(ref.step_id)
+        if run.phase(sr) != "done":
+            return ""
+        pr, error = prs.read(self.pull_requests, step.pr, fresh=True)
+        if pr is None and error:
+            return f"its PR could not be read ({error})"
+        return prs.unmet(step.pr, pr)
 
     @run_scoped
     def check_click(self, ref: R.ButtonRef, actor: Actor) -> R.Outcome:
@@ -553,6 +577,34 @@ class RunService:
             )
         except TransitionRefused:
             return None
+
+    def report_build(self, report: Report, *, source: str, correlation_id: str = "") -> R.Outcome:
+        """A signed pipeline hook reported a build of a run's step (issue 43): the build is kept
+        (the card shows each step's latest), then the step's transition is committed
+        (`machine.build_reported`). RunNotFound for an unknown run; a refusal (an ended run, an
+        unknown step) keeps nothing and says why in `message`."""
+        actor = Actor(user_id=f"pipeline:{source}", source="hook", correlation_id=correlation_id)
+        line = pipelines.summary(report)
+
+        def change(run: R.Run) -> R.Outcome:
+            return R.build_reported(
+                run,
+                step_id=report.step,
+                pipeline=report.pipeline,
+                job=report.job,
+                status=report.status,
+                summary=line,
+                url=report.url,
+                source=source,
+                now=self.clock(),
+            )
+
+        checked = change(self.load(report.run))
+        if not checked.accepted:
+            return checked
+        # Kept before the commit, so the card the commit publishes already shows the build.
+        self.store.record_pipeline_build(report.record(source=source, at=self.clock()))
+        return self.apply(report.run, change, actor)
 
     @run_scoped
     def publish_run(self, run_id: str) -> None:

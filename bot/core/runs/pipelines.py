@@ -1,0 +1,179 @@
+"""Pipelines as evidence (issue 43): what a CI build reported about a run's step, and how it is shown.
+
+A pipeline (Concourse, GitHub Actions, Argo Workflows, Jenkins) calls the bot's HTTP door,
+`POST /hooks/pipeline` (`bot.frontdoor.hooks`), with one JSON object:
+
+    {"run": "R1A2B3C", "step": "launch-istio", "pipeline": "eks-provision", "job": "apply-istio",
+     "build": "41", "status": "failed", "revision": "4f1c…", "url": "https://ci…/builds/41"}
+
+signed like Slack's requests: `X-Upgrade-Bot-Signature: v1=HEX(HMAC-SHA256(secret,
+"v1:{timestamp}:{raw body}"))`, with `X-Upgrade-Bot-Timestamp` (Unix seconds, within five minutes)
+and `X-Upgrade-Bot-Source` naming whose secret signed it (`pipeline_hooks:` in the configuration).
+
+This module is pure: the signature (`sign`), the body's checks (`parse_report`, a short reason
+for anything else) and the views the card and the gate show (`latest_builds`, `rerun_view`).
+What a build does to its step (a failed one pauses the run with the revision) is the state
+machine's `build_reported`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.errors import UserError
+from bot.records import PipelineBuild
+
+#: The signature's scheme, as Slack's `v0`: the version, then the hex digest.
+SIGNATURE_VERSION = "v1"
+SOURCE_HEADER = "X-Upgrade-Bot-Source"
+TIMESTAMP_HEADER = "X-Upgrade-Bot-Timestamp"
+SIGNATURE_HEADER = "X-Upgrade-Bot-Signature"
+#: A request signed longer ago (or further ahead) than this is refused: Slack's window.
+MAX_AGE_SECONDS = 5 * 60
+#: A build report is a few hundred bytes; anything near this is not one.
+MAX_BODY = 16 * 1024
+
+STATUSES = ("started", "succeeded", "failed", "errored", "aborted")
+#: A build that ended like this did not do the step's work: the step fails and the run pauses.
+#: An aborted build is shown, not failed on: people abort a build to run it again.
+FAILING = frozenset({"failed", "errored"})
+ICONS: Mapping[str, str] = {
+    "started": ":arrows_counterclockwise:",
+    "succeeded": ":white_check_mark:",
+    "failed": ":x:",
+    "errored": ":x:",
+    "aborted": ":black_square_for_stop:",
+}
+FIELDS = ("run", "step", "pipeline", "job", "build", "status", "revision", "url")
+_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+_SHORT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,99}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_URL = re.compile(r"^https?://[^\s<>|]{1,2000}$")
+
+
+def sign(secret: bytes, timestamp: str, body: bytes) -> str:
+    """The `X-Upgrade-Bot-Signature` of `body` sent at `timestamp` (Unix seconds) with `secret`."""
+    base = f"{SIGNATURE_VERSION}:{timestamp}:".encode() + body
+    return f"{SIGNATURE_VERSION}={hmac.new(secret, base, hashlib.sha256).hexdigest()}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """A build report as its body said it, checked (`parse_report`)."""
+
+    run: str
+    step: str
+    pipeline: str
+    job: str
+    build: str
+    status: str
+    revision: str
+    url: str
+
+    def record(self, *, source: str, at: datetime) -> PipelineBuild:
+        return PipelineBuild(
+            run_id=self.run,
+            step_id=self.step,
+            source=source,
+            pipeline=self.pipeline,
+            job=self.job,
+            build=self.build,
+            status=self.status,
+            revision=self.revision,
+            url=self.url,
+            at=at,
+        )
+
+
+def parse_report(body: bytes) -> Report:
+    """The build report in `body`; UserError with a short reason naming the field otherwise."""
+    try:
+        document = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise UserError("the body is not JSON") from None
+    if not isinstance(document, dict):
+        raise UserError("the body is not a JSON object")
+    unknown = sorted(set(document) - set(FIELDS))
+    if unknown:
+        raise UserError(f"unknown field {unknown[0][:40]!r} (fields: {', '.join(FIELDS)})")
+    missing = [f for f in FIELDS if f not in document]
+    if missing:
+        raise UserError(f"missing field {missing[0]!r}")
+    values: dict[str, str] = {}
+    for name in FIELDS:
+        value: Any = document[name]
+        if name == "build" and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # GitHub's run number, Concourse's build name: either is fine
+        if not isinstance(value, str):
+            raise UserError(f"{name!r} must be a string")
+        values[name] = value.strip()
+    checks = {
+        "run": (_ID, "a run id like R1A2B3C"),
+        "step": (_ID, "a step id"),
+        "pipeline": (_NAME, "1 to 200 printable characters"),
+        "job": (_NAME, "1 to 200 printable characters"),
+        "build": (_SHORT, "a build number or name (letters, digits, . _ : / + -)"),
+        "revision": (_SHORT, "a commit SHA or tag (letters, digits, . _ : / + -)"),
+        "url": (_URL, "an http(s) URL"),
+    }
+    for name, (pattern, what) in checks.items():
+        if not pattern.match(values[name]):
+            raise UserError(f"{name!r} must be {what}")
+    if values["status"] not in STATUSES:
+        raise UserError(f"'status' must be one of {', '.join(STATUSES)}")
+    return Report(**values)
+
+
+def summary(build: PipelineBuild | Report) -> str:
+    """One line about a build, for the thread, a failed step's note and the audit log."""
+    return f"{build.pipeline}/{build.job} build {build.build} {build.status} at revision {build.revision}"
+
+
+def build_view(build: PipelineBuild) -> dict[str, Any]:
+    return {
+        "pipeline": build.pipeline,
+        "job": build.job,
+        "build": build.build,
+        "status": build.status,
+        "revision": build.revision,
+        "short": build.revision[:12],
+        "url": build.url,
+        "icon": ICONS.get(build.status, ":grey_question:"),
+        "at": build.at,
+    }
+
+
+def latest_builds(builds: Sequence[PipelineBuild]) -> dict[str, dict[str, Any]]:
+    """Each step's latest build report (the card shows one line a step)."""
+    return {b.step_id: build_view(b) for b in builds}
+
+
+def rerun_view(
+    builds: Sequence[PipelineBuild], step_id: str, *, merge_commit: str = ""
+) -> dict[str, Any] | None:
+    """What a step's gate shows when it opens again after a failed build (the runbook's "re-run
+    with the correct revision"): the revision the failed build ran at, the PR's merge commit when
+    known, and whether they differ. None when no build of the step failed."""
+    failed = [b for b in builds if b.step_id == step_id and b.status in FAILING]
+    if not failed:
+        return None
+    last = failed[-1]
+    return {
+        "failed": build_view(last),
+        "merge_commit": merge_commit,
+        "differs": bool(merge_commit) and not _same_commit(last.revision, merge_commit),
+    }
+
+
+def _same_commit(a: str, b: str) -> bool:
+    # A pipeline may report an abbreviated SHA (7 or 12 characters); the PR's is the full 40.
+    a, b = a.lower(), b.lower()
+    shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
+    return len(shorter) >= 7 and longer.startswith(shorter)
