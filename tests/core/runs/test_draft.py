@@ -352,7 +352,10 @@ def test_the_drafted_window_is_one_schedule_accepts_inside_short_windows_and_out
     start, end = (datetime.fromisoformat(t).replace(tzinfo=zone) for t in inputs.window[:2])
     assert window_refusal(settings.windows, start, end, "Asia/Tokyo") is None
     assert "No windows in the configuration" not in inputs.window_note
-    assert "The first slot of 3h from tomorrow in the configured windows (Mon–Fri 14:00–17:00" in inputs.window_note
+    assert (
+        "The first slot of 3h from tomorrow in the configured windows (Mon–Fri 14:00–17:00"
+        in inputs.window_note
+    )
     assert "release week" in inputs.window_note
 
 
@@ -376,5 +379,7 @@ def test_windows_too_short_for_an_hour_say_so_and_schedule_refuses_the_placehold
         env={},
     )
     inputs = _from(settings, datetime(2026, 11, 27, 1, 0, tzinfo=UTC))
-    assert inputs.window_note.startswith("No slot of 1h or more in the configured windows (Mon–Fri 14:00–14:30 UTC)")
+    assert inputs.window_note.startswith(
+        "No slot of 1h or more in the configured windows (Mon–Fri 14:00–14:30 UTC)"
+    )
     assert "placeholder that `schedule` refuses" in inputs.window_note
