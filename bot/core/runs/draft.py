@@ -268,8 +268,10 @@ def _gate(roles: Sequence[str], kind: str = "any_of") -> str:
 API_REMOVED = "API001"
 #: kube-proxy findings a step settles: out of the skew (SKEW005), an image that cannot be pulled (KI005).
 KUBE_PROXY_FINDINGS = frozenset({"SKEW005", "KI005"})
-#: Kubelets out of skew, now or once on the target: the draft's catch-up steps settle them.
-KUBELET_SKEW_FINDINGS = frozenset({"SKEW003", "SKEW004"})
+#: Kubelets (or EKS's managed node groups) out of skew: the draft's catch-up steps settle them.
+KUBELET_SKEW_FINDINGS = frozenset({"SKEW003", "SKEW004", "EKS008"})
+#: An add-on version the cloud does not offer for the target: the add-on steps settle it.
+ADDON_FINDINGS = frozenset({"EKS005"})
 #: Cordoned nodes (Recommended, with an `uncordon` Fix…): a step before the control plane.
 CORDONED = "NODE002"
 #: The add-ons EKS's upgrade guide updates first, in its order; the rest follow by name.
@@ -364,14 +366,20 @@ class SortedFindings:
     fixable: Mapping[str, Sequence[Finding]]
     #: (hop, finding) that no step settles: a waiver, or work outside the plan.
     unsettled: Sequence[tuple[str, Finding]]
+    #: (hop, finding) that the catch-up or add-on steps settle.
+    settled: Sequence[tuple[str, Finding]] = ()
 
 
-def sort_findings(findings: Mapping[str, Sequence[Finding]], hops: Sequence[str]) -> SortedFindings:
+def sort_findings(
+    findings: Mapping[str, Sequence[Finding]], hops: Sequence[str], *, addons: bool = False
+) -> SortedFindings:
     """Each hop's findings, each once, at the first hop whose check reports it. A later hop's
     check reads today's cluster (on the first hop's side of the chain): its skew and node findings
-    are about the chain, not that hop, so only the APIs it removes are its own."""
+    are about the chain, not that hop, so only the APIs it removes are its own. `addons`: the
+    draft updates the cloud's add-ons (a provider), which settles EKS005."""
     fixable: dict[str, list[Finding]] = {hop: [] for hop in hops}
     unsettled: list[tuple[str, Finding]] = []
+    settled: list[tuple[str, Finding]] = []
     seen: set[tuple[str, str, tuple[str, ...]]] = set()
     for i, hop in enumerate(hops):
         for f in findings.get(hop, ()):
@@ -383,13 +391,13 @@ def sort_findings(findings: Mapping[str, Sequence[Finding]], hops: Sequence[str]
             if key in seen:
                 continue
             seen.add(key)
-            if f.id in KUBELET_SKEW_FINDINGS:
-                continue  # the catch-up steps bring the lagging groups within the skew
-            if f.id == API_REMOVED or f.id in KUBE_PROXY_FINDINGS or f.id == CORDONED:
+            if f.id in KUBELET_SKEW_FINDINGS or (addons and f.id in ADDON_FINDINGS):
+                settled.append((hop, f))
+            elif f.id == API_REMOVED or f.id in KUBE_PROXY_FINDINGS or f.id == CORDONED:
                 fixable[hop].append(f)
             else:
                 unsettled.append((hop, f))
-    return SortedFindings(fixable=fixable, unsettled=unsettled)
+    return SortedFindings(fixable=fixable, unsettled=unsettled, settled=settled)
 
 
 def _dash(minor: str) -> str:
@@ -430,7 +438,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs, facts: DraftFacts |
     eks = provider is not None and provider.kind == "eks"
     managed = set(provider.managed) if provider is not None else set()
     cloud = provider.kind.upper() if provider is not None else "EKS"
-    sorted_findings = sort_findings(facts.findings, hops)
+    sorted_findings = sort_findings(facts.findings, hops, addons=provider is not None)
     roles = list(inputs.roster)
     operators = [r for r in ("primary", "shadow") if r in inputs.roster] or roles[:2]
     lead = operators[:1]
@@ -476,9 +484,13 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs, facts: DraftFacts |
         add("# waiver (`/upgrade waive`, two people for a Required one) or work outside the plan:")
         for hop, f in sorted_findings.unsettled:
             objects = f" ({_named_objects(f.objects, 3)})" if f.objects else ""
-            out.extend(_comment(f"{f.id} (check for {hop}): {f.title}{objects}", indent="#  "))
+            out.extend(_comment(f"  {f.id} (check for {hop}): {f.title}{objects}", indent=""))
     elif facts.findings:
         add(f"# The pre-flight check for {', '.join(hops)} found no Required finding that needs a waiver.")
+    if sorted_findings.settled:
+        add("# Required findings the catch-up and add-on steps below settle:")
+        for hop, f in sorted_findings.settled:
+            out.extend(_comment(f"  {f.id} (check for {hop}): {f.title}", indent=""))
     for note in facts.notes:
         out.extend(_comment(f"Not read: {note}", indent=""))
     add(f"name: {_q(f'{inputs.cluster}-{minor}'.replace('.', '-'))}")

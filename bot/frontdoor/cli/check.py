@@ -90,7 +90,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     rules = load_rules(settings.rules_paths())
     stdin = _manifests_stdin(args.manifests)
     now = datetime.now(UTC)
-    waivers = _waivers(settings, cluster.name)
+    waivers = stored_waivers(settings, cluster.name)
     reader = connect(cluster)
     try:
         with progress_bar(quiet=args.output != "text") as progress:
@@ -118,7 +118,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_FOUND if report.failed else EXIT_OK
 
 
-def _waivers(settings: Settings, cluster: str) -> list[WaiverRow] | None:
+def stored_waivers(settings: Settings, cluster: str) -> list[WaiverRow] | None:
     """The cluster's stored waivers, as `/upgrade check` reads them; None without a configuration
     file (the current kube context's settings), where no team's store is known."""
     if settings.source is None:

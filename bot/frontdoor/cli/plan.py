@@ -6,16 +6,31 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from bot.core import providers
 from bot.core.checks import service as checks
+from bot.core.checks.findings import Finding
+from bot.core.checks.rules import load_rules
 from bot.core.clusters import pick_cluster
 from bot.core.jobs.preflight import check_plan
-from bot.core.runs.draft import draft_inputs, draft_plan
+from bot.core.kube.versions import parse_version
+from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, hop_targets, provider_facts
 from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
-from bot.errors import BotError, ConfigError, PlanInvalid, UsageError, UserError
+from bot.errors import (
+    BotError,
+    ConfigError,
+    PlanInvalid,
+    ProviderError,
+    ProviderUnavailable,
+    UsageError,
+    UserError,
+)
+from bot.frontdoor.cli.check import stored_waivers
 from bot.frontdoor.cli.config import configured, settings_for
 from bot.frontdoor.cli.connect import connect, slack_directory
 from bot.frontdoor.cli.options import (
@@ -31,7 +46,11 @@ from bot.frontdoor.cli.options import (
 )
 from bot.frontdoor.cli.progress import progress_bar
 from bot.logsetup import configure_logging
+from bot.records import ClusterConfig
 from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from bot.adapters.kube import Cluster
 
 
 def register(subparsers: Subparsers) -> Handler:
@@ -119,6 +138,52 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _facts(
+    settings: Settings,
+    cluster: ClusterConfig,
+    reader: Cluster,
+    snap: Mapping[str, Any],
+    target: str,
+    now: datetime,
+) -> DraftFacts:
+    """What the draft knows beyond the snapshot: each hop's pre-flight check (as `check --to HOP`
+    gives it, waivers and the ignore list applied) and, with a provider, the cloud's node groups
+    and add-ons. All reads."""
+    current = str((snap.get("version") or {}).get("gitVersion", ""))
+    try:
+        hops = hop_targets(current, target)
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
+    rules = load_rules(settings.rules_paths())
+    waivers = stored_waivers(settings, cluster.name)
+    extras = checks.default_extras(now=now.timestamp(), cluster=cluster)
+    findings: dict[str, tuple[Finding, ...]] = {}
+    for hop in hops:
+        print(f"checking for {hop} (read-only) …", file=sys.stderr)
+        with progress_bar() as progress:
+            report = checks.check_cluster(
+                reader,
+                target=hop,
+                waivers=waivers,
+                now=now,
+                ignores=settings.check_ignores,
+                rules=rules,
+                extras=extras,
+                progress=progress,
+            )
+        findings[hop] = report.findings
+    notes: list[str] = []
+    provider = None
+    if cluster.eks is not None:
+        minor = parse_version(current)
+        minors = ([f"{minor[0]}.{minor[1]}"] if minor is not None and len(minor) > 1 else []) + hops
+        try:
+            provider = provider_facts(providers.connect(cluster.eks), minors)
+        except (ProviderUnavailable, ProviderError) as exc:
+            notes.append(f"the EKS provider's node groups and add-ons ({exc}): the draft has no EKS actions")
+    return DraftFacts(provider=provider, findings=findings, notes=notes)
+
+
 def _draft(settings: Settings, args: argparse.Namespace) -> int:
     try:
         checks.check_target(args.to)
@@ -160,9 +225,10 @@ def _draft(settings: Settings, args: argparse.Namespace) -> int:
                 node_group_labels=labels,
                 progress=progress,
             )
+        facts = _facts(settings, cluster, reader, snap, args.to, now)
     finally:
         reader.close()
-    text = draft_plan(snap, inputs)
+    text = draft_plan(snap, inputs, facts)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
         print(f"plan draft written to {args.out}; check it with `upgrade-bot plan validate {args.out}`")
