@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from bot.core.checks.rules import load_rules
 from bot.core.checks.service import check_target
+from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply, file_name
 from bot.core.jobs.preflight import check_plan
 from bot.core.people import ANY_ROLE
-from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, summarise
+from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, gather_facts, summarise
 from bot.core.runs.library import find_plan
 from bot.core.runs.plans import PeopleLookup, Plan, decode_plan, parse_plan, read_plan_file, to_document
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
@@ -115,6 +117,8 @@ def _draft(ctx: CommandContext, args: Args) -> Reply:
         timezone=ctx.settings.timezone,
         group_labels=ctx.settings.node_group_labels,
         order=ctx.settings.node_group_order,
+        alerts=cluster.alertmanager is not None,
+        metrics=cluster.prometheus is not None,
     )
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
@@ -125,7 +129,18 @@ def _draft(ctx: CommandContext, args: Args) -> Reply:
             now=now,
             node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
         )
-    text = draft_plan(snap, inputs)
+        # The same reads as `upgrade-bot plan draft`: each hop's check, the provider's side.
+        facts = gather_facts(
+            reader,
+            snap,
+            target,
+            cluster=cluster,
+            rules=load_rules(ctx.settings.rules_paths()),
+            waivers=active_waivers(ctx.store, cluster=cluster.name),
+            ignores=ctx.settings.check_ignores,
+            now=now,
+        )
+    text = draft_plan(snap, inputs, facts)
     draft = summarise(text)
     filename = f"{cluster.name}-{target}-draft.yaml".replace("/", "-")
     return Reply(

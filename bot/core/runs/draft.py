@@ -17,11 +17,13 @@ Their order is the configuration's when it gives one; otherwise the runbook's he
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from typing import Any
@@ -29,12 +31,17 @@ from zoneinfo import ZoneInfo
 
 import yaml
 
-from bot.core.checks.findings import REQUIRED, Finding
+from bot.core import providers
+from bot.core.checks import service as checks
+from bot.core.checks.findings import REQUIRED, Cover, Finding
+from bot.core.checks.gather import CheckReader
+from bot.core.checks.rules import Rule
 from bot.core.kube.versions import parse_version
-from bot.core.providers import Provider
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, pods_as_dicts
+from bot.core.providers import Provider, ProviderConfig
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, Progress, pods_as_dicts
 from bot.core.windows import Policy
-from bot.errors import UserError
+from bot.errors import ProviderError, ProviderUnavailable, UserError
+from bot.records import ClusterConfig, WaiverRow
 
 STYLES = ("pipeline", "eks-managed", "generic")
 CONTROL_NAMESPACES = frozenset({"kube-system"})
@@ -358,6 +365,52 @@ class DraftFacts:
     findings: Mapping[str, Sequence[Finding]] = field(default_factory=dict)
     #: What could not be read (said in the header).
     notes: Sequence[str] = ()
+
+
+def gather_facts(
+    reader: CheckReader,
+    snap: Mapping[str, Any],
+    target: str,
+    *,
+    cluster: ClusterConfig,
+    rules: Sequence[Rule],
+    waivers: Sequence[WaiverRow] | None,
+    ignores: Sequence[Cover],
+    now: datetime,
+    connect_provider: Callable[[ProviderConfig], Provider] = providers.connect,
+    progress: Callable[[str], AbstractContextManager[Progress | None]] | None = None,
+) -> DraftFacts:
+    """What the draft knows beyond the snapshot, all of it read: each hop's pre-flight check (as
+    `check --to HOP` gives it: rules, the removed-API and EKS extras, waivers and the ignore list)
+    and, when the cluster names a provider, its managed node groups and add-ons (a provider that
+    cannot be read is a note, and the draft has no EKS actions). `progress(hop)` wraps each check."""
+    current = str((snap.get("version") or {}).get("gitVersion", ""))
+    hops = hop_targets(current, target)
+    extras = checks.default_extras(now=now.timestamp(), cluster=cluster)
+    findings: dict[str, tuple[Finding, ...]] = {}
+    for hop in hops:
+        with progress(hop) if progress is not None else contextlib.nullcontext() as bar:
+            report = checks.check_cluster(
+                reader,
+                target=hop,
+                waivers=waivers,
+                now=now,
+                ignores=ignores,
+                rules=rules,
+                extras=extras,
+                progress=bar,
+            )
+        findings[hop] = report.findings
+    notes: list[str] = []
+    provider = None
+    if cluster.eks is not None:
+        minor = parse_version(current)
+        minors = ([f"{minor[0]}.{minor[1]}"] if minor is not None and len(minor) > 1 else []) + hops
+        try:
+            provider = provider_facts(connect_provider(cluster.eks), minors)
+        except (ProviderUnavailable, ProviderError) as exc:
+            notes.append(f"the EKS provider's node groups and add-ons ({exc}): the draft has no EKS actions")
+    return DraftFacts(provider=provider, findings=findings, notes=notes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -737,7 +790,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs, facts: DraftFacts |
                 ],
             )
         for group in groups:
-            is_managed = eks and inputs.style == "eks-managed" and group.name in managed
+            is_managed = eks and group.name in managed
             need = hop_minor - 1 if is_managed else hop_minor - kubelet_skew(hop_minor)
             if not 0 < on[group.name] < need:
                 continue

@@ -7,26 +7,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.core import providers
 from bot.core.checks import service as checks
-from bot.core.checks.findings import Finding
 from bot.core.checks.rules import load_rules
 from bot.core.clusters import pick_cluster
 from bot.core.jobs.preflight import check_plan
-from bot.core.kube.versions import parse_version
-from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, hop_targets, provider_facts
+from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, gather_facts
 from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, Progress, take_snapshot
 from bot.errors import (
     BotError,
     ConfigError,
     PlanInvalid,
-    ProviderError,
-    ProviderUnavailable,
     UsageError,
     UserError,
 )
@@ -146,42 +142,26 @@ def _facts(
     target: str,
     now: datetime,
 ) -> DraftFacts:
-    """What the draft knows beyond the snapshot: each hop's pre-flight check (as `check --to HOP`
-    gives it, waivers and the ignore list applied) and, with a provider, the cloud's node groups
-    and add-ons. All reads."""
-    current = str((snap.get("version") or {}).get("gitVersion", ""))
+    """Each hop's check, as `check --to HOP` gives it, and the provider's side (`gather_facts`)."""
+
+    def checking(hop: str) -> AbstractContextManager[Progress | None]:
+        print(f"checking for {hop} (read-only) …", file=sys.stderr)
+        return progress_bar()
+
     try:
-        hops = hop_targets(current, target)
+        return gather_facts(
+            reader,
+            snap,
+            target,
+            cluster=cluster,
+            rules=load_rules(settings.rules_paths()),
+            waivers=stored_waivers(settings, cluster.name),
+            ignores=settings.check_ignores,
+            now=now,
+            progress=checking,
+        )
     except UserError as exc:
         raise UsageError(exc.user_message) from None
-    rules = load_rules(settings.rules_paths())
-    waivers = stored_waivers(settings, cluster.name)
-    extras = checks.default_extras(now=now.timestamp(), cluster=cluster)
-    findings: dict[str, tuple[Finding, ...]] = {}
-    for hop in hops:
-        print(f"checking for {hop} (read-only) …", file=sys.stderr)
-        with progress_bar() as progress:
-            report = checks.check_cluster(
-                reader,
-                target=hop,
-                waivers=waivers,
-                now=now,
-                ignores=settings.check_ignores,
-                rules=rules,
-                extras=extras,
-                progress=progress,
-            )
-        findings[hop] = report.findings
-    notes: list[str] = []
-    provider = None
-    if cluster.eks is not None:
-        minor = parse_version(current)
-        minors = ([f"{minor[0]}.{minor[1]}"] if minor is not None and len(minor) > 1 else []) + hops
-        try:
-            provider = provider_facts(providers.connect(cluster.eks), minors)
-        except (ProviderUnavailable, ProviderError) as exc:
-            notes.append(f"the EKS provider's node groups and add-ons ({exc}): the draft has no EKS actions")
-    return DraftFacts(provider=provider, findings=findings, notes=notes)
 
 
 def _draft(settings: Settings, args: argparse.Namespace) -> int:
