@@ -58,8 +58,11 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     user and group in the roster exists — and stored under its `name`.
     `/upgrade plan show NAME` shows the steps and gates of the newest plan stored under NAME.
     `/upgrade plan draft --to 1.25 [--cluster C] [--style pipeline|eks-managed|generic]` reads the
-    cluster (read-only) and attaches a commented plan: its node groups in the runbook's order, the
-    restarts it needs, the roster, channels and window of the configuration.
+    cluster (read-only), runs the check for each control-plane hop (`--to 1.33` on 1.29: four, one
+    minor at a time) and, with a provider, asks the cloud; it attaches a commented plan: lagging
+    node groups brought within the skew first, the control plane and add-ons through the EKS API,
+    the node groups in the runbook's order, a step for what the check found that a step can fix
+    (the rest listed in its header), the roster, channels and a window `schedule` accepts.
 
     Example: `/upgrade plan load eks-nodegroups`
     """
@@ -166,7 +169,10 @@ def _arguments(parser: CommandParser) -> None:
     parser.add_argument(
         "target", nargs="?", help="a plan name, or (for load) the link of an uploaded plan file"
     )
-    parser.add_argument("--to", help="draft: the target version, e.g. 1.25")
+    parser.add_argument(
+        "--to",
+        help="draft: the target version, e.g. 1.25 (several minors up: one control-plane hop per minor)",
+    )
     parser.add_argument("--cluster", help="draft: a configured cluster (default: the only one)")
     parser.add_argument(
         "--style", choices=list(STYLES), default="pipeline", help="draft: how node groups are replaced"

@@ -70,12 +70,18 @@ def register(subparsers: Subparsers) -> Handler:
     draft = actions.add_parser(
         "draft",
         parents=[common_options()],
-        help="write a commented plan from what the cluster shows (read-only)",
+        help="write a commented plan from what the cluster, its pre-flight check and its provider show "
+        "(read-only)",
         epilog=EXIT_STATUSES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     draft.add_argument("--cluster", help="a configured cluster (default: the only one)")
-    draft.add_argument("--to", required=True, help="the target version, e.g. 1.25 or 1.25.16")
+    draft.add_argument(
+        "--to",
+        required=True,
+        help="the target version, e.g. 1.25 or 1.25.16; several minors above the cluster draft one "
+        "control-plane hop per minor, each with its own check",
+    )
     draft.add_argument(
         "--style",
         choices=["pipeline", "eks-managed", "generic"],
