@@ -624,8 +624,6 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs, facts: DraftFacts |
             f"done: {_gate(announce_done)}",
         ],
     )
-    add("")
-    add("  # -- roll out " + "-" * 83)
     how = {
         "pipeline": "Merge the infrastructure PR that bumps the cluster version",
         "eks-managed": "Start the EKS control-plane update (console, eksctl or the API)",
@@ -789,6 +787,10 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs, facts: DraftFacts |
                     f"  - {verb}: {_flow(args)}",
                 ],
             )
+        if n == 0:
+            # What settles the first hop's findings is preparation; the roll out starts here.
+            add("")
+            add("  # -- roll out " + "-" * 83)
         for group in groups:
             is_managed = eks and group.name in managed
             need = hop_minor - 1 if is_managed else hop_minor - kubelet_skew(hop_minor)
