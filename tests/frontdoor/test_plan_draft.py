@@ -132,8 +132,9 @@ def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
     assert valid.returncode == 0, valid.stderr
     assert f"{draft_path}: plan prod-1-25 is valid: prod 1.24.17 → 1.25, {len(ids)} steps" in valid.stdout
 
+    # Three steps more than before (the lagging `others` launched, drained, waited first).
     rehearsal = cli(
-        tmp_path, "rehearse", str(draft_path), "--scenario", str(twin_path), "--auto-approve", timeout=600
+        tmp_path, "rehearse", str(draft_path), "--scenario", str(twin_path), "--auto-approve", timeout=900
     )
     assert rehearsal.returncode in (0, 3), rehearsal.stderr[-3000:]
     out = rehearsal.stdout
