@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from bot.core.checks.rules import load_rules
 from bot.core.checks.service import check_target
+from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply, file_name
 from bot.core.jobs.preflight import check_plan
 from bot.core.people import ANY_ROLE
-from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, summarise
+from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, gather_facts, summarise
 from bot.core.runs.library import find_plan
 from bot.core.runs.plans import PeopleLookup, Plan, decode_plan, parse_plan, read_plan_file, to_document
 from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
@@ -56,8 +58,11 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     user and group in the roster exists — and stored under its `name`.
     `/upgrade plan show NAME` shows the steps and gates of the newest plan stored under NAME.
     `/upgrade plan draft --to 1.25 [--cluster C] [--style pipeline|eks-managed|generic]` reads the
-    cluster (read-only) and attaches a commented plan: its node groups in the runbook's order, the
-    restarts it needs, the roster, channels and window of the configuration.
+    cluster (read-only), runs the check for each control-plane hop (`--to 1.33` on 1.29: four, one
+    minor at a time) and, with a provider, asks the cloud; it attaches a commented plan: lagging
+    node groups brought within the skew first, the control plane and add-ons through the EKS API,
+    the node groups in the runbook's order, a step for what the check found that a step can fix
+    (the rest listed in its header), the roster, channels and a window `schedule` accepts.
 
     Example: `/upgrade plan load eks-nodegroups`
     """
@@ -115,6 +120,8 @@ def _draft(ctx: CommandContext, args: Args) -> Reply:
         timezone=ctx.settings.timezone,
         group_labels=ctx.settings.node_group_labels,
         order=ctx.settings.node_group_order,
+        alerts=cluster.alertmanager is not None,
+        metrics=cluster.prometheus is not None,
     )
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
@@ -125,7 +132,18 @@ def _draft(ctx: CommandContext, args: Args) -> Reply:
             now=now,
             node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
         )
-    text = draft_plan(snap, inputs)
+        # The same reads as `upgrade-bot plan draft`: each hop's check, the provider's side.
+        facts = gather_facts(
+            reader,
+            snap,
+            target,
+            cluster=cluster,
+            rules=load_rules(ctx.settings.rules_paths()),
+            waivers=active_waivers(ctx.store, cluster=cluster.name),
+            ignores=ctx.settings.check_ignores,
+            now=now,
+        )
+    text = draft_plan(snap, inputs, facts)
     draft = summarise(text)
     filename = f"{cluster.name}-{target}-draft.yaml".replace("/", "-")
     return Reply(
@@ -151,7 +169,10 @@ def _arguments(parser: CommandParser) -> None:
     parser.add_argument(
         "target", nargs="?", help="a plan name, or (for load) the link of an uploaded plan file"
     )
-    parser.add_argument("--to", help="draft: the target version, e.g. 1.25")
+    parser.add_argument(
+        "--to",
+        help="draft: the target version, e.g. 1.25 (several minors up: one control-plane hop per minor)",
+    )
     parser.add_argument("--cluster", help="draft: a configured cluster (default: the only one)")
     parser.add_argument(
         "--style", choices=list(STYLES), default="pipeline", help="draft: how node groups are replaced"

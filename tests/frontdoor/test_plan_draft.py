@@ -8,13 +8,18 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import yaml
 
+from bot.core.announcements.overrides import window_refusal
+from bot.settings import parse_settings
 from bot.sim import SimCluster
 from bot.sim.world.scenario import builtin_dir, load_scenario
+from tests.support.aws import aws_env, provider_yaml
 from tests.support.bot_process import bot_command
 
 RUNBOOK_ORDER = ["control-plane", "istio", "ng-shared", "others", "logging"]
@@ -32,7 +37,9 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def cli(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def cli(
+    tmp_path: Path, *args: str, timeout: float = 180, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*bot_command(), *args],
         capture_output=True,
@@ -40,7 +47,7 @@ def cli(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.Complete
         timeout=timeout,
         check=False,
         cwd=tmp_path,
-        env=_env(tmp_path),
+        env={**_env(tmp_path), **(env or {})},
     )
 
 
@@ -102,7 +109,9 @@ def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
     text = draft_path.read_text(encoding="utf-8")
     ids = _step_ids(text)
     drains = [i.removeprefix("drain-") for i in ids if i.startswith("drain-")]
-    assert drains == RUNBOOK_ORDER
+    # `others` (1.22) is brought within the skew of a 1.25 control plane first (B13), then all five.
+    assert drains == ["others-to-1-24", *RUNBOOK_ORDER]
+    assert ids.index("wait-others-to-1-24") < ids.index("control-plane")
     assert ids[:3] == ["snapshot-pre", "checks", "announce-start"]
     assert ids.index("control-plane") < ids.index("restart-coredns") < ids.index("launch-control-plane")
     assert ids.index("wait-istio") < ids.index("restart-istio-data-plane") < ids.index("launch-ng-shared")
@@ -130,8 +139,9 @@ def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
     assert valid.returncode == 0, valid.stderr
     assert f"{draft_path}: plan prod-1-25 is valid: prod 1.24.17 → 1.25, {len(ids)} steps" in valid.stdout
 
+    # Three steps more than before (the lagging `others` launched, drained, waited first).
     rehearsal = cli(
-        tmp_path, "rehearse", str(draft_path), "--scenario", str(twin_path), "--auto-approve", timeout=600
+        tmp_path, "rehearse", str(draft_path), "--scenario", str(twin_path), "--auto-approve", timeout=900
     )
     assert rehearsal.returncode in (0, 3), rehearsal.stderr[-3000:]
     out = rehearsal.stdout
@@ -282,6 +292,7 @@ def test_a_configured_order_wins_over_the_heuristic(
     assert draft.returncode == 0, draft.stderr
     ids = _step_ids(draft.stdout)
     assert [i.removeprefix("update-") for i in ids if i.startswith("update-")] == [
+        "others-to-1-24",  # behind the skew of 1.25: first
         "logging",
         "istio",
         "control-plane",
@@ -351,3 +362,178 @@ def test_a_scenario_file_off_the_schema_is_named_with_its_line(tmp_path: Path) -
     result = cli(tmp_path, "sim", "serve", "--scenario", str(bad))
     assert result.returncode == 2
     assert f"{bad}:2: timing: unknown key(s) join; known: control_plane_upgrade" in result.stderr
+
+
+#: The seed team's windows (Mon–Fri 14:00–17:00 Tokyo): three hours, shorter than a draft's five.
+SEED_WINDOWS = "timezone: Asia/Tokyo\nwindows: [{days: mon-fri, start: '14:00', end: '17:00'}]\n"
+
+
+def test_the_eks_provider_drafts_a_plan_through_the_eks_api_that_schedules_and_rehearses(
+    tmp_path: Path,
+    sim_eks: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    config = write_config(
+        SEED_WINDOWS
+        + f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim, provider: {provider_yaml(sim_eks)}}}\n"
+    )
+    draft_path = tmp_path / "draft.yaml"
+    draft = cli(
+        tmp_path,
+        *("plan", "draft", "--to", "1.25", "--style", "eks-managed", "--out", str(draft_path)),
+        *("--config", str(config)),
+        env=aws_env(tmp_path),
+    )
+    assert draft.returncode == 0, draft.stderr
+    text = draft_path.read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    ids = _step_ids(text)
+    steps = {str(s["id"]): s for s in doc["steps"]}
+    control = ids.index("control-plane")
+    # EKS refuses the control plane's update while a managed group is behind it: `others` (1.22)
+    # goes to 1.24 first; then all five groups in the runbook's order, through UpdateNodegroupVersion.
+    assert ids.index("update-others-to-1-24") < ids.index("wait-others-to-1-24") < control
+    assert steps["update-others-to-1-24"]["actions"] == [
+        {"eks-update-nodegroup": {"nodegroup": "others", "version": "1.24", "timeout": "1h"}}
+    ]
+    updates = [i.removeprefix("update-") for i in ids if i.startswith("update-") and "-to-" not in i]
+    assert updates == RUNBOOK_ORDER
+    assert all(ids.index(f"update-{g}") > control for g in RUNBOOK_ORDER)
+    assert steps["control-plane"]["actions"] == [{"eks-update-cluster": {"version": "1.25", "timeout": "1h"}}]
+    assert ids[control + 1] == "wait-controlplane"
+    # The four installed add-ons, each at the version EKS offers by default for 1.25.
+    addons = {
+        a["eks-update-addon"]["addon"]: a["eks-update-addon"]["version"]
+        for s in doc["steps"]
+        for a in s.get("actions") or []
+        if "eks-update-addon" in a
+    }
+    assert addons == {
+        "vpc-cni": "v1.15.1-eksbuild.1",
+        "coredns": "v1.9.3-eksbuild.11",
+        "kube-proxy": "v1.25.16-minimal-eksbuild.1",
+        "aws-ebs-csi-driver": "v1.25.0-eksbuild.1",
+    }
+    assert not [s for s in doc["steps"] if "rehearsal" in s]  # no person stands in for an EKS call
+    # The check's findings: the APIs 1.25 removes become a person's step naming the objects; the
+    # findings only a waiver settles are in the header.
+    assert ids.index("migrate-apis") < control
+    assert "CronJob reporting/nightly-report" in steps["migrate-apis"]["description"]
+    header = text.split("\nname:", 1)[0]
+    assert "#   PDB001 (check for 1.25): PodDisruptionBudget billing/ledger allows no disruption" in header
+    assert "#   EKS001 (check for 1.25): Control-plane subnets with fewer than 5 free IP addresses" in header
+    # B11: a window inside the configured windows, which `schedule` accepts.
+    assert "The first slot of 3h from tomorrow in the configured windows (Mon–Fri 14:00–17:00" in text
+    settings = parse_settings(config.read_text(encoding="utf-8"), source=config, env={})
+    zone = ZoneInfo(doc["window"]["timezone"])
+    start, end = (datetime.fromisoformat(doc["window"][k]).replace(tzinfo=zone) for k in ("start", "end"))
+    assert window_refusal(settings.windows, start, end, doc["window"]["timezone"]) is None
+
+    valid = cli(tmp_path, "plan", "validate", str(draft_path))
+    assert valid.returncode == 0, valid.stderr
+    rehearsal = cli(
+        tmp_path,
+        *("rehearse", str(draft_path), "--scenario", "eks-nodegroups", "--auto-approve"),
+        timeout=900,
+    )
+    assert rehearsal.returncode in (0, 3), rehearsal.stderr[-3000:]
+    out = rehearsal.stdout
+    ended = re.search(r"rehearsal of prod-1-25: run \S+ completed( with \d+ failed steps? skipped)?\s*$", out)
+    assert ended, out[-2000:]
+    # Each update through the EKS API, in the draft's order: the lagging group, the control plane,
+    # the add-ons, then the groups in the runbook's order.
+    accepted = re.findall(r"↳ (node group \S+|control plane|add-on \S+) \S+ → \S+: EKS accepted (\w+)", out)
+    assert accepted[:6] == [
+        ("node group others", "UpdateNodegroupVersion"),
+        ("control plane", "UpdateClusterVersion"),
+        ("add-on vpc-cni", "UpdateAddon"),
+        ("add-on coredns", "UpdateAddon"),
+        ("add-on kube-proxy", "UpdateAddon"),
+        ("add-on aws-ebs-csi-driver", "UpdateAddon"),
+    ]
+    groups = [g.removeprefix("node group ") for g, _ in accepted[6:]]
+    assert groups == RUNBOOK_ORDER
+    assert "`wait-controlplane` succeeded: wait-controlplane job" in out
+
+
+#: A small cluster on 1.29 whose Helm release still names flowcontrol.apiserver.k8s.io/v1beta3,
+#: which Kubernetes 1.32 removes (deprecated, still served, in 1.29–1.31).
+FLOWCONTROL = """\
+name: flowcontrol-1-29
+description: A 1.29 cluster with a Helm release on an API removed in 1.32.
+cluster: {version: "1.29.4", platform: eks, warmup: 1m}
+node_groups:
+  - {name: system, count: 1, labels: {role: system}}
+  - {name: workers, count: 2, labels: {role: workers}}
+namespaces: [shop, platform]
+objects:
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: web, namespace: shop}
+    spec:
+      replicas: 2
+      selector: {matchLabels: {app: web}}
+      template:
+        metadata: {labels: {app: web}}
+        spec:
+          containers: [{name: web, image: registry.example.com/shop/web:2.0.1}]
+  - helm_release:
+      name: apf
+      namespace: platform
+      chart: apf-tuning
+      chart_version: 0.3.0
+      revision: 2
+      manifest: |
+        ---
+        # Source: apf-tuning/templates/flowschema.yaml
+        apiVersion: flowcontrol.apiserver.k8s.io/v1beta3
+        kind: FlowSchema
+        metadata:
+          name: batch-clients
+        spec:
+          priorityLevelConfiguration: {name: workload-low}
+          matchingPrecedence: 1000
+"""
+
+
+def test_a_chained_draft_hops_one_minor_at_a_time_and_its_1_32_check_catches_the_removed_api(
+    tmp_path: Path,
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    scenario = tmp_path / "flowcontrol.yaml"
+    scenario.write_text(FLOWCONTROL, encoding="utf-8")
+    sim = sim_factory(scenario, speed=0.0, seed=3)
+    config = write_config(f"clusters:\n  shop: {{kubeconfig: {sim_kubeconfig(sim)}, context: sim}}\n")
+    draft_path = tmp_path / "draft.yaml"
+    draft = cli(tmp_path, "plan", "draft", "--to", "1.33", "--out", str(draft_path), "--config", str(config))
+    assert draft.returncode == 0, draft.stderr
+    for hop in ("1.30", "1.31", "1.32", "1.33"):
+        assert f"checking for {hop} (read-only)" in draft.stderr
+    text = draft_path.read_text(encoding="utf-8")
+    ids = _step_ids(text)
+    assert [i for i in ids if i.startswith("control-plane")] == [
+        "control-plane-1-30",
+        "control-plane-1-31",
+        "control-plane-1-32",
+        "control-plane-1-33",
+    ]
+    # The 1.32 hop's check found the API (the 1.30 and 1.31 checks see it deprecated, still served):
+    # its migration comes right before that hop, and only there.
+    assert [i for i in ids if i.startswith("migrate-apis")] == ["migrate-apis-1-32"]
+    assert ids.index("control-plane-1-31") < ids.index("checks-1-32") < ids.index("migrate-apis-1-32")
+    assert ids.index("migrate-apis-1-32") < ids.index("control-plane-1-32")
+    migrate = next(s for s in yaml.safe_load(text)["steps"] if s["id"] == "migrate-apis-1-32")
+    assert "flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema" in migrate["description"]
+    assert "Helm release platform/apf revision 2" in migrate["description"]
+    # Workers hop only where the skew policy requires (1.29 kubelets are fine up to a 1.32 API server).
+    waits = [i for i in ids if i.startswith("wait-")]
+    assert sorted(waits[:2]) == ["wait-system-to-1-32", "wait-workers-to-1-32"]
+    assert sorted(waits[2:]) == ["wait-system", "wait-workers"]
+    assert ids.index("control-plane-1-32") < ids.index(waits[0])
+    assert ids.index(waits[1]) < ids.index("control-plane-1-33") < ids.index(waits[2])
+    valid = cli(tmp_path, "plan", "validate", str(draft_path))
+    assert valid.returncode == 0, valid.stderr
+    assert "shop 1.29.4 → 1.33" in valid.stdout

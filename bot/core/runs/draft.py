@@ -17,11 +17,13 @@ Their order is the configuration's when it gives one; otherwise the runbook's he
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from typing import Any
@@ -29,9 +31,17 @@ from zoneinfo import ZoneInfo
 
 import yaml
 
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, pods_as_dicts
+from bot.core import providers
+from bot.core.checks import service as checks
+from bot.core.checks.findings import REQUIRED, Cover, Finding
+from bot.core.checks.gather import CheckReader
+from bot.core.checks.rules import Rule
+from bot.core.kube.versions import parse_version
+from bot.core.providers import Provider, ProviderConfig
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, Progress, pods_as_dicts
 from bot.core.windows import Policy
-from bot.errors import UserError
+from bot.errors import ProviderError, ProviderUnavailable, UserError
+from bot.records import ClusterConfig, WaiverRow
 
 STYLES = ("pipeline", "eks-managed", "generic")
 CONTROL_NAMESPACES = frozenset({"kube-system"})
@@ -54,14 +64,15 @@ _LONGEST_VERB = len("update-")
 _NOT_ID = re.compile(r"[^a-z0-9]+")
 
 
-def group_step_keys(names: Sequence[str]) -> dict[str, str]:
+def group_step_keys(names: Sequence[str], *, reserve: int = 0) -> dict[str, str]:
     """Each node group's part of its step ids (`wait-<key>`), valid and unique in order: a node
     group is named by a label value, which may hold capitals, '_' and '.' and run to 63
     characters. Lower-cased, every run of other characters one '-', cut to fit; a key taken
     already (`NG_1` and `ng.1` both make `ng-1`) gets `-2`, `-3`… The YAML says the real name."""
     keys: dict[str, str] = {}
     used: set[str] = set()
-    room = STEP_ID_LENGTH - _LONGEST_VERB
+    # `reserve`: room for a catch-up step's suffix (`update-others-to-1-24`).
+    room = STEP_ID_LENGTH - _LONGEST_VERB - reserve
     for name in names:
         if name in keys:
             continue
@@ -260,17 +271,227 @@ def _gate(roles: Sequence[str], kind: str = "any_of") -> str:
     return "{" + kind + ": [" + ", ".join(roles) + "]}"
 
 
-def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
+#: The finding a removed API in use is reported as (`bot.core.checks.apis.API_REMOVED`).
+API_REMOVED = "API001"
+#: kube-proxy findings a step settles: out of the skew (SKEW005), an image that cannot be pulled (KI005).
+KUBE_PROXY_FINDINGS = frozenset({"SKEW005", "KI005"})
+#: Kubelets (or EKS's managed node groups) out of skew: the draft's catch-up steps settle them.
+KUBELET_SKEW_FINDINGS = frozenset({"SKEW003", "SKEW004", "EKS008"})
+#: An add-on version the cloud does not offer for the target: the add-on steps settle it.
+ADDON_FINDINGS = frozenset({"EKS005"})
+#: Cordoned nodes (Recommended, with an `uncordon` Fix…): a step before the control plane.
+CORDONED = "NODE002"
+#: The add-ons EKS's upgrade guide updates first, in its order; the rest follow by name.
+ADDON_ORDER = ("vpc-cni", "coredns", "kube-proxy")
+#: How many objects a migration step's description names per finding (the check's report has all).
+NAMED_OBJECTS = 8
+#: The longest suffix of a catch-up step's id (`-to-1-100`).
+_CATCH_UP_SUFFIX = len("-to-1-100")
+
+
+def kubelet_skew(minor: int) -> int:
+    """How many minors a kubelet may lag the API server of 1.`minor`: 3 from 1.28 on, 2 before
+    (the version skew policy, docs/shared KUBERNETES_FACTS)."""
+    return 3 if minor >= 28 else 2
+
+
+def _minor_of(version: str) -> int | None:
+    parsed = parse_version(version)
+    return parsed[1] if parsed is not None and len(parsed) >= 2 else None
+
+
+def hop_targets(current: str, target: str) -> list[str]:
+    """The control plane's hops, one minor at a time (no cloud skips one): 1.29 → 1.33 is
+    1.30, 1.31, 1.32, 1.33. A current version that cannot be read gives the one hop asked for."""
+    now, to = parse_version(current), parse_version(target)
+    if to is None:
+        raise UserError(f"--to {target!r} is not a Kubernetes version")
+    if now is None or len(now) < 2:
+        return [f"{to[0]}.{to[1]}"]
+    if (to[0], to[1]) <= (now[0], now[1]):
+        raise UserError(f"the cluster is on {current} already: --to {target} is not a newer minor")
+    if to[0] != now[0]:
+        raise UserError(f"--to {target}: only upgrades within one major version are drafted")
+    return [f"{to[0]}.{m}" for m in range(now[1] + 1, to[1] + 1)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderFacts:
+    """What the cloud says of the cluster, as the draft reads it (the provider port's answers)."""
+
+    kind: str
+    name: str
+    #: The cloud's managed node groups → their Kubernetes version (a group the snapshot shows and
+    #: the cloud does not list is self-managed).
+    managed: Mapping[str, str] = field(default_factory=dict)
+    #: The installed add-ons → their version.
+    addons: Mapping[str, str] = field(default_factory=dict)
+    #: Kubernetes minor → add-on → the version the cloud offers by default for it.
+    offered: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+def default_addon_version(versions: Sequence[Mapping[str, Any]], minor: str) -> str | None:
+    """The version `DescribeAddonVersions` marks the default for Kubernetes `minor`."""
+    for v in versions:
+        for c in v.get("compatibilities") or []:
+            if c.get("clusterVersion") == minor and c.get("defaultVersion"):
+                return str(v.get("addonVersion") or "") or None
+    return None
+
+
+def provider_facts(provider: Provider, minors: Sequence[str]) -> ProviderFacts:
+    """Read the managed node groups, the installed add-ons and the add-on versions the cloud offers
+    for each of `minors` (the current one and every hop's)."""
+    managed = {str(g.get("nodegroupName", "")): str(g.get("version", "")) for g in provider.node_pools()}
+    addons = {str(a.get("addonName", "")): str(a.get("addonVersion", "")) for a in provider.addons()}
+    offered: dict[str, dict[str, str]] = {}
+    for minor in minors:
+        offered[minor] = {}
+        for name in addons:
+            version = default_addon_version(provider.addon_versions(name, minor), minor)
+            if version:
+                offered[minor][name] = version
+    return ProviderFacts(
+        kind=provider.kind, name=provider.name, managed=managed, addons=addons, offered=offered
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraftFacts:
+    """What the draft knows beyond the snapshot: the cloud's side and each hop's pre-flight check."""
+
+    provider: ProviderFacts | None = None
+    #: A hop's target (`1.25`) → the Required (and NODE002) findings its check reported.
+    findings: Mapping[str, Sequence[Finding]] = field(default_factory=dict)
+    #: What could not be read (said in the header).
+    notes: Sequence[str] = ()
+
+
+def gather_facts(
+    reader: CheckReader,
+    snap: Mapping[str, Any],
+    target: str,
+    *,
+    cluster: ClusterConfig,
+    rules: Sequence[Rule],
+    waivers: Sequence[WaiverRow] | None,
+    ignores: Sequence[Cover],
+    now: datetime,
+    connect_provider: Callable[[ProviderConfig], Provider] = providers.connect,
+    progress: Callable[[str], AbstractContextManager[Progress | None]] | None = None,
+) -> DraftFacts:
+    """What the draft knows beyond the snapshot, all of it read: each hop's pre-flight check (as
+    `check --to HOP` gives it: rules, the removed-API and EKS extras, waivers and the ignore list)
+    and, when the cluster names a provider, its managed node groups and add-ons (a provider that
+    cannot be read is a note, and the draft has no EKS actions). `progress(hop)` wraps each check."""
+    current = str((snap.get("version") or {}).get("gitVersion", ""))
+    hops = hop_targets(current, target)
+    extras = checks.default_extras(now=now.timestamp(), cluster=cluster)
+    findings: dict[str, tuple[Finding, ...]] = {}
+    for hop in hops:
+        with progress(hop) if progress is not None else contextlib.nullcontext() as bar:
+            report = checks.check_cluster(
+                reader,
+                target=hop,
+                waivers=waivers,
+                now=now,
+                ignores=ignores,
+                rules=rules,
+                extras=extras,
+                progress=bar,
+            )
+        findings[hop] = report.findings
+    notes: list[str] = []
+    provider = None
+    if cluster.eks is not None:
+        minor = parse_version(current)
+        minors = ([f"{minor[0]}.{minor[1]}"] if minor is not None and len(minor) > 1 else []) + hops
+        try:
+            provider = provider_facts(connect_provider(cluster.eks), minors)
+        except (ProviderUnavailable, ProviderError) as exc:
+            notes.append(f"the EKS provider's node groups and add-ons ({exc}): the draft has no EKS actions")
+    return DraftFacts(provider=provider, findings=findings, notes=notes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SortedFindings:
+    #: Hop → the findings a step before its control plane settles.
+    fixable: Mapping[str, Sequence[Finding]]
+    #: (hop, finding) that no step settles: a waiver, or work outside the plan.
+    unsettled: Sequence[tuple[str, Finding]]
+    #: (hop, finding) that the catch-up or add-on steps settle.
+    settled: Sequence[tuple[str, Finding]] = ()
+
+
+def sort_findings(
+    findings: Mapping[str, Sequence[Finding]], hops: Sequence[str], *, addons: bool = False
+) -> SortedFindings:
+    """Each hop's findings, each once, at the first hop whose check reports it. A later hop's
+    check reads today's cluster (on the first hop's side of the chain): its skew and node findings
+    are about the chain, not that hop, so only the APIs it removes are its own. `addons`: the
+    draft updates the cloud's add-ons (a provider), which settles EKS005."""
+    fixable: dict[str, list[Finding]] = {hop: [] for hop in hops}
+    unsettled: list[tuple[str, Finding]] = []
+    settled: list[tuple[str, Finding]] = []
+    seen: set[tuple[str, str, tuple[str, ...]]] = set()
+    for i, hop in enumerate(hops):
+        for f in findings.get(hop, ()):
+            if f.severity != REQUIRED and not (f.id == CORDONED and f.action):
+                continue
+            if i > 0 and f.id != API_REMOVED:
+                continue
+            key = (f.id, f.title, f.objects)
+            if key in seen:
+                continue
+            seen.add(key)
+            if f.id in KUBELET_SKEW_FINDINGS or (addons and f.id in ADDON_FINDINGS):
+                settled.append((hop, f))
+            elif f.id == API_REMOVED or f.id in KUBE_PROXY_FINDINGS or f.id == CORDONED:
+                fixable[hop].append(f)
+            else:
+                unsettled.append((hop, f))
+    return SortedFindings(fixable=fixable, unsettled=unsettled, settled=settled)
+
+
+def _dash(minor: str) -> str:
+    return minor.replace(".", "-")
+
+
+def _named_objects(objects: Sequence[str], limit: int = NAMED_OBJECTS) -> str:
+    shown = ", ".join(objects[:limit])
+    return shown + (f" …and {len(objects) - limit} more" if len(objects) > limit else "")
+
+
+def _action_args(action: str) -> tuple[str, dict[str, str]]:
+    """`uncordon node=a,b` → ("uncordon", {"node": "a,b"}): a finding's Fix… as a plan action."""
+    verb, *pairs = action.split()
+    return verb, dict(p.split("=", 1) for p in pairs if "=" in p)
+
+
+def _flow(args: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{k}: {_q(v)}" for k, v in args.items()) + "}"
+
+
+def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs, facts: DraftFacts | None = None) -> str:
     """The plan's YAML text, commented, ready for `plan validate` and `plan load`."""
     if inputs.style not in STYLES:
         raise ValueError(f"unknown style {inputs.style!r}")
+    facts = facts or DraftFacts()
     target = inputs.target.lstrip("v")
     full = target if target.count(".") >= 2 else f"{target}.0"
     minor = ".".join(target.split(".")[:2])
-    current = str((snap.get("version") or {}).get("gitVersion", "")).lstrip("v").split("-")[0] or "unknown"
+    current_full = str((snap.get("version") or {}).get("gitVersion", "")).lstrip("v").split("-")[0]
+    current = current_full or "unknown"
+    hops = hop_targets(current, target)
+    chained = len(hops) > 1
     groups = discover_groups(snap, inputs.order)
     istiod, lagging, sidecar_workloads = lagging_sidecars(snap)
     fargate = fargate_restarts(snap)
+    provider = facts.provider
+    eks = provider is not None and provider.kind == "eks"
+    managed = set(provider.managed) if provider is not None else set()
+    cloud = provider.kind.upper() if provider is not None else "EKS"
+    sorted_findings = sort_findings(facts.findings, hops, addons=provider is not None)
     roles = list(inputs.roster)
     operators = [r for r in ("primary", "shadow") if r in inputs.roster] or roles[:2]
     lead = operators[:1]
@@ -278,11 +499,30 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
     anyone = _gate(operators)
     announcer = [r for r in ("coordinator",) if r in inputs.roster] or lead
     announce_done = list(dict.fromkeys([*announcer, *operators]))
+    # Each group's oldest kubelet minor, followed as the catch-up steps move it.
+    on: dict[str, int] = {}
+    for g in groups:
+        minors = [m for m in (_minor_of(v) for v in g.versions) if m is not None]
+        on[g.name] = min(minors) if minors else 0
+    catch_up_possible = chained or any(0 < m < (_minor_of(minor) or 0) - 1 for m in on.values())
     out: list[str] = []
     add = out.append
     add(f"# Drafted by `upgrade-bot plan draft --to {target} --style {inputs.style}` from what")
     add(f"# {snap.get('cluster', '')!s} showed at {str(snap.get('taken_at', ''))[:19]} UTC.")
     add("# Read every step before loading it: the order, the gates and the timeouts are a proposal.")
+    if chained:
+        add(
+            f"# {current} to {target} is {len(hops)} control-plane hops, one minor at a time ({', '.join(hops)}):"
+        )
+        add("# each hop has its own check, its add-ons and its restarts; node groups move between hops")
+        add("# only where the version skew policy (or the cloud) requires it, and all of them at the end.")
+    if provider is not None:
+        add(
+            f"# The cloud's side from the {provider.kind.upper()} provider (cluster {provider.name}): managed node"
+        )
+        add(
+            f"# groups {', '.join(sorted(managed)) or '(none)'}; add-ons {', '.join(sorted(provider.addons)) or '(none)'}."
+        )
     add("# Node groups come from the first of these node labels present on a node:")
     for key in inputs.group_labels:
         add(f"#   {key}")
@@ -292,12 +532,26 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
         add("# Ordered by the heuristic (snapshot.node_group_order in the configuration fixes it):")
     add("# control components first, then the mesh's gateways, then the rest (largest first), then")
     add("# observability (logging/monitoring) last.")
+    if sorted_findings.unsettled:
+        add("# Required findings of the pre-flight check that no step of this plan settles: each needs a")
+        add("# waiver (`/upgrade waive`, two people for a Required one) or work outside the plan:")
+        for hop, f in sorted_findings.unsettled:
+            objects = f" ({_named_objects(f.objects, 3)})" if f.objects else ""
+            out.extend(_comment(f"  {f.id} (check for {hop}): {f.title}{objects}", indent=""))
+    elif facts.findings:
+        add(f"# The pre-flight check for {', '.join(hops)} found no Required finding that needs a waiver.")
+    if sorted_findings.settled:
+        add("# Required findings the catch-up and add-on steps below settle:")
+        for hop, f in sorted_findings.settled:
+            out.extend(_comment(f"  {f.id} (check for {hop}): {f.title}", indent=""))
+    for note in facts.notes:
+        out.extend(_comment(f"Not read: {note}", indent=""))
     add(f"name: {_q(f'{inputs.cluster}-{minor}'.replace('.', '-'))}")
     add(f"description: {_q(f'{inputs.cluster} from {current} to {target}, drafted from the cluster.')}")
     add(f"cluster: {_q(inputs.cluster)}")
     add(f"current_version: {_q(current)}")
     add(f"target_version: {_q(target)}")
-    add(f"# {inputs.window_note}")
+    out.extend(_comment(inputs.window_note, indent=""))
     add("window:")
     add(f"  start: {_q(inputs.window[0])}")
     add(f"  end: {_q(inputs.window[1])}")
@@ -326,6 +580,22 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
         out.extend(_comment(why))
         out.extend(f"  {line}" if i == 0 else f"    {line}" for i, line in enumerate(lines))
 
+    def hop_id(base: str, hop: str) -> str:
+        return f"{base}-{_dash(hop)}" if chained else base
+
+    def check_step(hop: str, phase: str, why: str) -> None:
+        step(
+            why,
+            [
+                f"- id: {hop_id('checks', hop)}",
+                f"phase: {phase}",
+                f"title: Pre-flight checks for {hop}",
+                f"gate: {_gate(lead)}",
+                "actions:",
+                f"  - check: {{to: {_q(hop)}}}",
+            ],
+        )
+
     step(
         "A record of the cluster before anything changes; the diff at the end compares against it.",
         [
@@ -337,16 +607,11 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
             "  - snapshot: {label: pre}",
         ],
     )
-    step(
-        "Removed APIs, version skew, drain blockers and known issues for the target version.",
-        [
-            "- id: checks",
-            "phase: preparation",
-            f"title: Pre-flight checks for {minor}",
-            f"gate: {_gate(lead)}",
-            "actions:",
-            f"  - check: {{to: {_q(minor)}}}",
-        ],
+    check_step(
+        hops[0],
+        "preparation",
+        f"Removed APIs, version skew, drain blockers and known issues for {hops[0]}"
+        + (f" (the first of {len(hops)} hops; each hop has its own check)." if chained else "."),
     )
     step(
         "People outside the team hear about the window before it starts.",
@@ -359,49 +624,35 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
             f"done: {_gate(announce_done)}",
         ],
     )
-    add("")
-    add("  # -- roll out " + "-" * 83)
     how = {
         "pipeline": "Merge the infrastructure PR that bumps the cluster version",
         "eks-managed": "Start the EKS control-plane update (console, eksctl or the API)",
         "generic": "Upgrade the control plane the way this cluster's platform does it",
     }[inputs.style]
-    step(
-        "The control plane goes first: kubelets may lag it, never lead it. No plan action upgrades it\n"
-        "(the plan language has no control-plane action): a person does it and marks it done.",
-        [
-            "- id: control-plane",
-            "phase: roll out",
-            f"title: Upgrade the control plane to {minor}",
-            f"description: {_q(how + '; mark the step done once the API server reports ' + minor + '.')}",
-            f"gate: {four_eyes}",
-            f"done: {anyone}",
-            "timeout: 1h",
-            "announce: step-complete",
-            "rehearsal:",
-            f"  - upgrade_control_plane: {{version: {_q(full)}}}",
-        ],
+    step_keys = group_step_keys(
+        [g.name for g in groups], reserve=_CATCH_UP_SUFFIX if catch_up_possible else 0
     )
-    if fargate:
-        step(
-            f"Fargate nodes (labelled eks.amazonaws.com/compute-type=fargate) run {', '.join(fargate)};\n"
-            "a Fargate pod keeps its kubelet version until it is restarted.",
-            [
-                "- id: restart-coredns" if any("coredns" in w for w in fargate) else "- id: restart-fargate",
-                "phase: roll out",
-                f"title: Restart what runs on Fargate ({', '.join(w.rsplit('/', 1)[1] for w in fargate)})",
-                f"gate: {four_eyes}",
-                "actions:",
-                f"  - restart: {{workloads: {_q(', '.join(fargate))}, timeout: 15m}}",
-            ],
-        )
-    step_keys = group_step_keys([g.name for g in groups])
-    for group in groups:
-        key = step_keys[group.name]
-        label = _RANK_WHY[group.kind] if group.name not in inputs.order else "placed by the configuration"
+    addons_on = dict(provider.addons) if provider is not None else {}
+
+    def group_steps(group: NodeGroup, why: str, to: str, to_full: str, suffix: str) -> None:
+        """One node group brought to `to`: EKS's update, a person's, or launch/drain/wait."""
+        key = step_keys[group.name] + suffix
         g, sel = group.name, group.selector()
-        why = f"Node group {g} (nodes labelled {sel}; {label}): {group.why()}."
-        if inputs.style == "eks-managed":
+        if inputs.style == "eks-managed" and eks and g in managed:
+            step(
+                why + f"\n{cloud} lists {g} as a managed node group: "
+                "the bot starts its update (UpdateNodegroupVersion); EKS replaces and drains the nodes.",
+                [
+                    f"- id: update-{key}",
+                    "phase: roll out",
+                    f"title: Update the managed node group {g} to {to}",
+                    f"gate: {four_eyes}",
+                    "actions:",
+                    f"  - eks-update-nodegroup: {{nodegroup: {_q(g)}, version: {_q(to)}, timeout: 1h}}",
+                    *evidence_lines(inputs),
+                ],
+            )
+        elif inputs.style == "eks-managed" and not eks:
             step(
                 why + "\nEKS replaces a managed group's nodes and drains them itself; the bot waits for it.",
                 [
@@ -411,25 +662,30 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
                     f"gate: {_gate(lead)}",
                     f"done: {anyone}",
                     "rehearsal:",
-                    f"  - replace_node_group: {{name: {_q(g)}, version: {_q(full)}}}",
+                    f"  - replace_node_group: {{name: {_q(g)}, version: {_q(to_full)}}}",
                 ],
             )
         else:
             verb = "Merge the node group PR for" if inputs.style == "pipeline" else "Add new nodes to"
+            own = (
+                f"\n{cloud} does not list {g} as a managed node group: it is self-managed."
+                if eks and g not in managed
+                else ""
+            )
             step(
-                why + "\nPeople launch the new nodes; the bot drains the old ones.",
+                why + own + "\nPeople launch the new nodes; the bot drains the old ones.",
                 [
                     f"- id: launch-{key}",
                     "phase: roll out",
-                    f"title: {verb} {g} (its new {minor} nodes join)",
+                    f"title: {verb} {g} (its new {to} nodes join)",
                     f"gate: {_gate(lead)}",
                     f"done: {anyone}",
                     "rehearsal:",
-                    f"  - replace_node_group: {{name: {_q(g)}, version: {_q(full)}, drain: external}}",
+                    f"  - replace_node_group: {{name: {_q(g)}, version: {_q(to_full)}, drain: external}}",
                 ],
             )
             step(
-                f"Cordon and drain the {g} nodes (labelled {sel}) below {minor} through the eviction API\n"
+                f"Cordon and drain the {g} nodes (labelled {sel}) below {to} through the eviction API\n"
                 "(budgets respected).",
                 [
                     f"- id: drain-{key}",
@@ -437,22 +693,220 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
                     f"title: Cordon and drain the old {g} nodes",
                     f"gate: {four_eyes}",
                     "actions:",
-                    f'  - drain: {{nodegroup: {_q(g)}, version: {_q(target)}, allow_local_storage: "true", timeout: 15m}}',
+                    f'  - drain: {{nodegroup: {_q(g)}, version: {_q(to)}, allow_local_storage: "true", timeout: 15m}}',
                     *evidence_lines(inputs),
                 ],
             )
         step(
-            f"{g} (nodes labelled {sel}) is done when every node is on {minor} and Ready.",
+            f"{g} (nodes labelled {sel}) is done when every node is on {to} and Ready.",
             [
                 f"- id: wait-{key}",
                 "phase: roll out",
-                f"title: Wait until {g} is entirely on {minor} and Ready",
+                f"title: Wait until {g} is entirely on {to} and Ready",
                 f"gate: {anyone}",
                 "actions:",
-                f"  - wait-nodegroup: {{nodegroup: {_q(g)}, version: {_q(target)}, timeout: 30m}}",
+                f"  - wait-nodegroup: {{nodegroup: {_q(g)}, version: {_q(to)}, timeout: 30m}}",
             ],
         )
+
+    for n, hop in enumerate(hops):
+        hop_minor = _minor_of(hop) or 0
+        last = n == len(hops) - 1
+        hop_full = full if last else f"{hop}.0"
+        behind = f"1.{hop_minor - 1}"
+        if n > 0:
+            check_step(
+                hop,
+                "roll out",
+                f"Hop {n + 1} of {len(hops)}: the checks for {hop} on the cluster as it is now (on {behind}),\n"
+                f"so an API that {hop} removes is caught before this hop, not at the end.",
+            )
+        fixes = sorted_findings.fixable.get(hop, ())
+        removed = [f for f in fixes if f.id == API_REMOVED]
+        if removed:
+            moved = [o for f in removed for o in f.objects]
+            listed = "; ".join(f"{f.title}: {_named_objects(f.objects)}" for f in removed)
+            step(
+                f"The check for {hop} found objects on APIs {hop} no longer serves (API001): {listed}.\n"
+                "A person moves them to the replacement API (the manifests, the Helm chart, the client)\n"
+                f"before the control plane goes to {hop}.",
+                [
+                    f"- id: {hop_id('migrate-apis', hop)}",
+                    "phase: roll out" if n > 0 else "phase: preparation",
+                    f"title: {_q(f'Move {len(moved)} object(s) off the APIs {hop} removes')}",
+                    f"description: {_q('Apply each with its replacement API, then mark done: ' + listed)}",
+                    f"gate: {_gate(lead)}",
+                    f"done: {anyone}",
+                ],
+            )
+        proxy = [f for f in fixes if f.id in KUBE_PROXY_FINDINGS]
+        if proxy:
+            why = "; ".join(f"{f.id}: {f.title} ({_named_objects(f.objects, 2)})" for f in proxy)
+            current_minor = f"1.{hop_minor - 1}"
+            offered = (provider.offered.get(current_minor, {}) if provider is not None else {}).get(
+                "kube-proxy"
+            )
+            if eks and "kube-proxy" in addons_on and offered:
+                addons_on["kube-proxy"] = offered
+                step(
+                    f"The check for {hop} found {why}. kube-proxy is an EKS add-on: its update to\n"
+                    f"{offered} (EKS's default for {current_minor}) brings it within the skew before the control plane.",
+                    [
+                        f"- id: {hop_id('kube-proxy', hop)}",
+                        "phase: preparation",
+                        f"title: Update the kube-proxy add-on to {offered}",
+                        f"gate: {four_eyes}",
+                        "actions:",
+                        f"  - eks-update-addon: {{addon: kube-proxy, version: {_q(offered)}}}",
+                    ],
+                )
+            else:
+                step(
+                    f"The check for {hop} found {why}: the image EKS documents for the cluster's version\n"
+                    "brings kube-proxy back before the control plane moves.",
+                    [
+                        f"- id: {hop_id('kube-proxy', hop)}",
+                        "phase: preparation",
+                        "title: Set kube-proxy's image to the documented one",
+                        f"gate: {four_eyes}",
+                        "actions:",
+                        "  - set-image: {workload: daemonset/kube-system/kube-proxy, container: kube-proxy}",
+                    ],
+                )
+        for f in (f for f in fixes if f.id == CORDONED):
+            verb, args = _action_args(f.action)
+            step(
+                f"The check found cordoned nodes (NODE002): {_named_objects(f.objects, 4)}. Capacity is lower\n"
+                "than it looks; ask why they were cordoned before approving (an uncordon may undo a reason).",
+                [
+                    f"- id: {hop_id('uncordon-nodes', hop)}",
+                    "phase: preparation",
+                    "title: Uncordon the nodes left cordoned",
+                    f"gate: {four_eyes}",
+                    "actions:",
+                    f"  - {verb}: {_flow(args)}",
+                ],
+            )
+        if n == 0:
+            # What settles the first hop's findings is preparation; the roll out starts here.
+            add("")
+            add("  # -- roll out " + "-" * 83)
+        for group in groups:
+            is_managed = eks and group.name in managed
+            need = hop_minor - 1 if is_managed else hop_minor - kubelet_skew(hop_minor)
+            if not 0 < on[group.name] < need:
+                continue
+            rule = (
+                f"EKS updates the control plane only when its managed node groups are on its version ({behind})"
+                if is_managed
+                else f"the version skew policy lets a kubelet lag a {hop} API server by {kubelet_skew(hop_minor)} minors at most"
+            )
+            to_full = current_full if _minor_of(current_full) == hop_minor - 1 else f"{behind}.0"
+            group_steps(
+                group,
+                f"Node group {group.name} (nodes labelled {group.selector()}) is on 1.{on[group.name]} "
+                f"({group.why()}): {rule}, so it goes to {behind} before the control plane goes to {hop}.",
+                behind,
+                to_full,
+                f"-to-{_dash(behind)}",
+            )
+            on[group.name] = hop_minor - 1
+        control = hop_id("control-plane", hop)
+        if eks and inputs.style == "eks-managed":
+            step(
+                f"The control plane goes first: kubelets may lag it, never lead it. The cluster is an EKS\n"
+                f"cluster ({provider.name if provider else ''}): the bot calls UpdateClusterVersion to {hop} and follows it.",
+                [
+                    f"- id: {control}",
+                    "phase: roll out",
+                    f"title: Update the EKS control plane to {hop}",
+                    f"gate: {four_eyes}",
+                    "timeout: 1h",
+                    "announce: step-complete",
+                    "actions:",
+                    f"  - eks-update-cluster: {{version: {_q(hop)}, timeout: 1h}}",
+                ],
+            )
+        else:
+            step(
+                "The control plane goes first: kubelets may lag it, never lead it. No plan action upgrades it\n"
+                "(the plan language has no control-plane action): a person does it and marks it done.",
+                [
+                    f"- id: {control}",
+                    "phase: roll out",
+                    f"title: Upgrade the control plane to {hop}",
+                    f"description: {_q(how + '; mark the step done once the API server reports ' + hop + '.')}",
+                    f"gate: {four_eyes}",
+                    f"done: {anyone}",
+                    "timeout: 1h",
+                    "announce: step-complete",
+                    "rehearsal:",
+                    f"  - upgrade_control_plane: {{version: {_q(hop_full)}}}",
+                ],
+            )
+        if provider is not None:
+            step(
+                f"An upgrading control plane runs old and new API servers behind one endpoint: the next\n"
+                f"steps wait until /version says {hop} on several answers in a row.",
+                [
+                    f"- id: {hop_id('wait-controlplane', hop)}",
+                    "phase: roll out",
+                    f"title: Wait until every API server answers {hop}",
+                    f"gate: {anyone}",
+                    "actions:",
+                    f"  - wait-controlplane: {{version: {_q(hop)}, timeout: 30m}}",
+                ],
+            )
+        if provider is not None:
+            ranked = sorted(
+                provider.addons,
+                key=lambda a: (ADDON_ORDER.index(a) if a in ADDON_ORDER else len(ADDON_ORDER), a),
+            )
+            for addon in ranked:
+                offered = provider.offered.get(hop, {}).get(addon)
+                if not offered or offered == addons_on.get(addon):
+                    continue
+                step(
+                    f"The {addon} add-on is on {addons_on.get(addon) or 'an unknown version'}; "
+                    f"{provider.kind.upper()} offers {offered} as its default for {hop}.",
+                    [
+                        f"- id: {hop_id('addon-' + _NOT_ID.sub('-', addon.lower()).strip('-'), hop)}",
+                        "phase: roll out",
+                        f"title: Update the {addon} add-on to {offered}",
+                        f"gate: {four_eyes}",
+                        "actions:",
+                        f"  - eks-update-addon: {{addon: {_q(addon)}, version: {_q(offered)}}}",
+                    ],
+                )
+                addons_on[addon] = offered
+        if fargate:
+            step(
+                f"Fargate nodes (labelled eks.amazonaws.com/compute-type=fargate) run {', '.join(fargate)};\n"
+                f"a Fargate pod keeps its kubelet version until it is restarted (now {hop}).",
+                [
+                    f"- id: {hop_id('restart-coredns' if any('coredns' in w for w in fargate) else 'restart-fargate', hop)}",
+                    "phase: roll out",
+                    f"title: Restart what runs on Fargate ({', '.join(w.rsplit('/', 1)[1] for w in fargate)})",
+                    f"gate: {four_eyes}",
+                    "actions:",
+                    f"  - restart: {{workloads: {_q(', '.join(fargate))}, timeout: 15m}}",
+                ],
+            )
+    final_minor = _minor_of(minor) or 0
+    mesh_restarted = False
+    for group in groups:
+        label = _RANK_WHY[group.kind] if group.name not in inputs.order else "placed by the configuration"
+        if on[group.name] >= final_minor:
+            continue
+        group_steps(
+            group,
+            f"Node group {group.name} (nodes labelled {group.selector()}; {label}): {group.why()}.",
+            minor if inputs.style == "eks-managed" and eks and group.name in managed else target,
+            full,
+            "",
+        )
         if group.kind == "mesh" and lagging:
+            mesh_restarted = True
             found = ", ".join(f"{ns} ({v})" for ns, v in lagging.items())
             step(
                 f"Sidecars behind istiod {istiod} in: {found}. Restarting after the gateways moved\n"
@@ -466,7 +920,7 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
                     f"  - restart: {{workloads: {_q(', '.join(sidecar_workloads))}, timeout: 20m}}",
                 ],
             )
-    if lagging and not any(g.kind == "mesh" for g in groups):
+    if lagging and not mesh_restarted:
         step(
             f"Sidecars behind istiod {istiod} in: {', '.join(lagging)}.",
             [
@@ -563,6 +1017,61 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs) -> str:
     return "\n".join(out) + "\n"
 
 
+#: How long a drafted plan's window is at most (a node group takes about half an hour; the runbook's
+#: five groups and the control plane fill an afternoon), shortened to what the windows allow.
+DRAFT_DURATION = timedelta(hours=5)
+#: The shortest window worth proposing; below it the draft says no window fits.
+SHORTEST_WINDOW = timedelta(hours=1)
+_WINDOW_STEP = timedelta(minutes=15)
+
+
+def draft_window(policy: Policy, *, now: datetime, zone: ZoneInfo) -> tuple[datetime, datetime, str]:
+    """The drafted plan's window, one that `schedule` accepts: the first slot from tomorrow on,
+    inside the configured windows and outside every freeze, as long as the windows allow (up to
+    DRAFT_DURATION: a 14:00–17:00 window gets 3 hours, not 5 that never fit). With no window that
+    fits, a placeholder the note says `schedule` will refuse."""
+    after = now + timedelta(days=1)
+    if not policy.windows:
+        # Any time is allowed: tomorrow night (22:00), or the first time after it clear of freezes.
+        night = datetime.combine(after.astimezone(zone).date(), time(22, 0), tzinfo=zone)
+        slots = policy.next_slots(night, DRAFT_DURATION, count=1)
+        start = slots[0].start if slots else night
+        frozen = (
+            f", outside the freezes ({'; '.join(f.describe() for f in policy.freezes)})"
+            if policy.freezes
+            else ""
+        )
+        return (
+            start.astimezone(zone),
+            (start + DRAFT_DURATION).astimezone(zone),
+            f"No windows in the configuration (any time is allowed): tomorrow night{frozen}. Set the real one.",
+        )
+    duration = DRAFT_DURATION
+    while duration >= SHORTEST_WINDOW:
+        slots = policy.next_slots(after, duration, count=1)
+        if slots:
+            hours = f"{duration.total_seconds() / 3600:g}h"
+            frozen = (
+                f", outside the freezes ({'; '.join(f.describe() for f in policy.freezes)})"
+                if policy.freezes
+                else ""
+            )
+            return (
+                slots[0].start.astimezone(zone),
+                slots[0].end.astimezone(zone),
+                f"The first slot of {hours} from tomorrow in the configured windows ({policy.describe()}){frozen}.",
+            )
+        duration -= _WINDOW_STEP
+    night = datetime.combine(after.astimezone(zone).date(), time(22, 0), tzinfo=zone)
+    return (
+        night,
+        night + DRAFT_DURATION,
+        f"No slot of {SHORTEST_WINDOW.total_seconds() / 3600:g}h or more in the configured windows "
+        f"({policy.describe()}) outside the freezes within a year: a placeholder that `schedule` refuses; "
+        "set the real one (or a coordinator overrides).",
+    )
+
+
 def draft_inputs(
     *,
     cluster: str,
@@ -582,18 +1091,7 @@ def draft_inputs(
     if not roster:
         raise UserError("the configuration has no roster: a plan's gates need people (add `roster:`)")
     zone = ZoneInfo(timezone)
-    duration = timedelta(hours=5)
-    slots = windows.next_slots(now + timedelta(days=1), duration) if windows.windows else []
-    if slots:
-        start, end = slots[0].start.astimezone(zone), slots[0].end.astimezone(zone)
-        note = (
-            f"The first slot of {duration.seconds // 3600}h in the configured windows ({windows.describe()})."
-        )
-    else:
-        day = (now.astimezone(zone) + timedelta(days=1)).date()
-        start = datetime.combine(day, time(22, 0), tzinfo=zone)
-        end = start + duration
-        note = "No windows in the configuration: a placeholder (tomorrow night), set the real one."
+    start, end, note = draft_window(windows, now=now, zone=zone)
     return DraftInputs(
         cluster=cluster,
         target=target,
@@ -621,5 +1119,13 @@ def summarise(text: str) -> Draft:
     """What a reply says of a draft: its node groups in order, its step count, its current version."""
     doc = yaml.safe_load(text)
     steps = doc.get("steps") or []
-    groups = [str(s["id"]).split("-", 1)[1] for s in steps if str(s["id"]).startswith("wait-")]
+    # The groups waited for on the target (a catch-up step's wait is for an earlier version).
+    target = str(doc.get("target_version", ""))
+    waits = [
+        a["wait-nodegroup"]
+        for s in steps
+        for a in s.get("actions") or []
+        if isinstance(a, dict) and isinstance(a.get("wait-nodegroup"), dict)
+    ]
+    groups = list(dict.fromkeys(str(w.get("nodegroup")) for w in waits if str(w.get("version")) == target))
     return Draft(text=text, groups=groups, steps=len(steps), current=str(doc.get("current_version", "")))

@@ -111,7 +111,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     rules = load_rules(settings.rules_paths())
     stdin = _manifests_stdin(args.manifests)
     now = datetime.now(UTC)
-    waivers = _waivers(settings, cluster.name)
+    waivers = stored_waivers(settings, cluster.name)
     reader = connect(cluster)
     try:
         with progress_bar(quiet=args.output != "text") as progress:
@@ -156,7 +156,7 @@ def _check_fleet(settings: Settings, args: argparse.Namespace) -> int:
             return checks.check_cluster(
                 reader,
                 target=target,
-                waivers=_waivers(settings, name),
+                waivers=stored_waivers(settings, name),
                 now=now,
                 ignores=settings.check_ignores,
                 rules=rules,
@@ -197,7 +197,7 @@ def _fleet_clusters(settings: Settings, fleet: str) -> list[str]:
     return [c for s in resolve(plan, settings.clusters) for c in s.clusters]
 
 
-def _waivers(settings: Settings, cluster: str) -> list[WaiverRow] | None:
+def stored_waivers(settings: Settings, cluster: str) -> list[WaiverRow] | None:
     """The cluster's stored waivers, as `/upgrade check` reads them; None without a configuration
     file (the current kube context's settings), where no team's store is known."""
     if settings.source is None:

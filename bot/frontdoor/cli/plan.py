@@ -6,16 +6,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from bot.core.checks import service as checks
+from bot.core.checks.rules import load_rules
 from bot.core.clusters import pick_cluster
 from bot.core.jobs.preflight import check_plan
-from bot.core.runs.draft import draft_inputs, draft_plan
+from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, gather_facts
 from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
-from bot.errors import BotError, ConfigError, PlanInvalid, UsageError, UserError
+from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, Progress, take_snapshot
+from bot.errors import (
+    BotError,
+    ConfigError,
+    PlanInvalid,
+    UsageError,
+    UserError,
+)
+from bot.frontdoor.cli.check import stored_waivers
 from bot.frontdoor.cli.config import configured, settings_for
 from bot.frontdoor.cli.connect import connect, slack_directory
 from bot.frontdoor.cli.options import (
@@ -31,7 +42,11 @@ from bot.frontdoor.cli.options import (
 )
 from bot.frontdoor.cli.progress import progress_bar
 from bot.logsetup import configure_logging
+from bot.records import ClusterConfig
 from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from bot.adapters.kube import Cluster
 
 
 def register(subparsers: Subparsers) -> Handler:
@@ -55,12 +70,18 @@ def register(subparsers: Subparsers) -> Handler:
     draft = actions.add_parser(
         "draft",
         parents=[common_options()],
-        help="write a commented plan from what the cluster shows (read-only)",
+        help="write a commented plan from what the cluster, its pre-flight check and its provider show "
+        "(read-only)",
         epilog=EXIT_STATUSES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     draft.add_argument("--cluster", help="a configured cluster (default: the only one)")
-    draft.add_argument("--to", required=True, help="the target version, e.g. 1.25 or 1.25.16")
+    draft.add_argument(
+        "--to",
+        required=True,
+        help="the target version, e.g. 1.25 or 1.25.16; several minors above the cluster draft one "
+        "control-plane hop per minor, each with its own check",
+    )
     draft.add_argument(
         "--style",
         choices=["pipeline", "eks-managed", "generic"],
@@ -119,6 +140,36 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _facts(
+    settings: Settings,
+    cluster: ClusterConfig,
+    reader: Cluster,
+    snap: Mapping[str, Any],
+    target: str,
+    now: datetime,
+) -> DraftFacts:
+    """Each hop's check, as `check --to HOP` gives it, and the provider's side (`gather_facts`)."""
+
+    def checking(hop: str) -> AbstractContextManager[Progress | None]:
+        print(f"checking for {hop} (read-only) …", file=sys.stderr)
+        return progress_bar()
+
+    try:
+        return gather_facts(
+            reader,
+            snap,
+            target,
+            cluster=cluster,
+            rules=load_rules(settings.rules_paths()),
+            waivers=stored_waivers(settings, cluster.name),
+            ignores=settings.check_ignores,
+            now=now,
+            progress=checking,
+        )
+    except UserError as exc:
+        raise UsageError(exc.user_message) from None
+
+
 def _draft(settings: Settings, args: argparse.Namespace) -> int:
     try:
         checks.check_target(args.to)
@@ -160,9 +211,10 @@ def _draft(settings: Settings, args: argparse.Namespace) -> int:
                 node_group_labels=labels,
                 progress=progress,
             )
+        facts = _facts(settings, cluster, reader, snap, args.to, now)
     finally:
         reader.close()
-    text = draft_plan(snap, inputs)
+    text = draft_plan(snap, inputs, facts)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
         print(f"plan draft written to {args.out}; check it with `upgrade-bot plan validate {args.out}`")
