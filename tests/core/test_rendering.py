@@ -48,6 +48,14 @@ CHECK_FINDING = CheckFinding(
 SAMPLES: dict[str, dict[str, Any]] = {
     "snapshot": {"meta": META, "summary": SUMMARY, "cluster": "prod", "context": "prod-eks"},
     "snapshots": {"rows": [{"meta": META, "summary": SUMMARY}], "cluster": None},
+    "check_fleet": {
+        "headline": "Fleet check → 1.25: 1 of 3 clusters ready",
+        "rows": [
+            {"cluster": "ci", "state": "ready", "text": "0 required, 2 recommended, 1 waived"},
+            {"cluster": "lab", "state": "failed", "text": "1 required, 0 recommended, 0 waived"},
+            {"cluster": "dev", "state": "error", "text": "not checked: the API server did not answer"},
+        ],
+    },
     "diff": {
         "before": {"id": 1, "label": "pre", "taken_at": "x"},
         "after": {"id": 2, "label": "post", "taken_at": "y"},
