@@ -33,6 +33,9 @@ from bot.logsetup import correlation
 
 log = logging.getLogger(__name__)
 
+#: The inbox kind of a press (the inbox's `kind` column holds 16 characters).
+INBOX_KIND = "verified"
+
 
 def register(
     app: App,
@@ -99,7 +102,7 @@ def register(
                 "could not edit announcement %s after a Verified press: %s", announcement_id, exc.user_message
             )
 
-    inbox.handle(VERIFIED_ACTION, work)
+    inbox.handle(INBOX_KIND, work)
 
     @app.action(VERIFIED_ACTION)
     def on_verified(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
@@ -110,7 +113,7 @@ def register(
             "value": str(action.get("value", "")),
         }
         # Stored before the ack: Slack never sends an acknowledged click again.
-        accepted = inbox.accept(VERIFIED_ACTION, delivery_key(body), payload)
+        accepted = inbox.accept(INBOX_KIND, delivery_key(body), payload)
         ack()
         if accepted is not None:
             with correlation(accepted[1]):
