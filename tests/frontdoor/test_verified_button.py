@@ -70,7 +70,7 @@ def test_two_people_verify_once_each_and_the_announcement_names_both(
 
     # Not on the roster: the owning teams are anyone in the channel. One presses twice.
     for user in ("U0PAYMENTS", "U0PAYMENTS", "U0SEARCH"):
-        assert front.click(user, str(announcement_id), action=VERIFIED_ACTION).status == 200
+        assert front.click(user, str(announcement_id), action=VERIFIED_ACTION, message_ts=ts).status == 200
     updates = front.stub.wait_for_calls("chat.update", 3, timeout=30)
     front.workers.shutdown(wait=True)
 
@@ -98,15 +98,15 @@ def test_a_second_bot_process_draws_the_same_lines_from_the_store(
     make_front: Callable[..., Front],
 ) -> None:
     first = make_front()
-    announcement_id, _ts = _post_completed(first)
-    first.click("U0PAYMENTS", str(announcement_id), action=VERIFIED_ACTION)
+    announcement_id, ts = _post_completed(first)
+    first.click("U0PAYMENTS", str(announcement_id), action=VERIFIED_ACTION, message_ts=ts)
     first.stub.wait_for_calls("chat.update", 1, timeout=30)
     first.stop()
 
     second = make_front()
     # A new click, not the first one delivered again: its trigger id must differ.
     second.requests = first.requests
-    second.click("U0SEARCH", str(announcement_id), action=VERIFIED_ACTION)
+    second.click("U0SEARCH", str(announcement_id), action=VERIFIED_ACTION, message_ts=ts)
     second.stub.wait_for_calls("chat.update", 2, timeout=30)
     second.workers.shutdown(wait=True)
     last = second.stub.calls_to("chat.update")[-1].params

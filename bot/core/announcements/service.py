@@ -804,7 +804,13 @@ class AnnouncementService:
         )
 
     def verify(
-        self, announcement_id: int, *, user_id: str, channel_id: str, correlation_id: str = ""
+        self,
+        announcement_id: int,
+        *,
+        user_id: str,
+        channel_id: str,
+        message_ts: str = "",
+        correlation_id: str = "",
     ) -> Verified:
         """Record that `user_id` pressed Verified on a posted completed announcement (once per
         person: a second press records nothing) and render the message again with every name.
@@ -816,6 +822,9 @@ class AnnouncementService:
             raise UserError("this announcement is not known to the bot, so nothing was recorded")
         if row.state != "sent" or not row.ts:
             raise UserError(f"announcement #{row.id} was not posted, so it cannot be verified")
+        if message_ts and message_ts != row.ts:
+            # A copy (a preview, a message quoting the button) must not confirm the real one.
+            raise UserError("this message is not the announcement the bot posted, so nothing was recorded")
         now = self.clock()
         recorded = self.store.record_verification(
             VerificationRow(announcement_id=row.id, user_id=user_id, at=now),

@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 INBOX_KIND = "verified"
 
 
+def _message_ts(body: Mapping[str, Any]) -> str:
+    """The ts of the message the button was on ("" when Slack does not say)."""
+    container = body.get("container")
+    return str(container.get("message_ts") or "") if isinstance(container, dict) else ""
+
+
 def register(
     app: App,
     *,
@@ -77,7 +83,11 @@ def register(
             log.info("Verified press on announcement %s by %s was worked before", announcement_id, user)
         try:
             done = announcements.verify(
-                announcement_id, user_id=user, channel_id=str(payload.get("channel", "")), correlation_id=cid
+                announcement_id,
+                user_id=user,
+                channel_id=str(payload.get("channel", "")),
+                message_ts=str(payload.get("message_ts", "")),
+                correlation_id=cid,
             )
         except BotError as exc:
             log.info(
@@ -111,6 +121,8 @@ def register(
             "channel": ref_id(body, "channel"),
             "response_url": str(body.get("response_url", "")),
             "value": str(action.get("value", "")),
+            # The message the button is on: only the posted announcement's own button counts.
+            "message_ts": _message_ts(body),
         }
         # Stored before the ack: Slack never sends an acknowledged click again.
         accepted = inbox.accept(INBOX_KIND, delivery_key(body), payload)
