@@ -115,11 +115,8 @@ def test_a_second_bot_process_draws_the_same_lines_from_the_store(
     assert lines == _lines(second, announcement_id)
 
 
-def test_a_press_on_an_announcement_the_store_does_not_know_is_refused_ephemerally(
-    make_front: Callable[..., Front],
-) -> None:
-    front = make_front()
-    front.click("U0PAYMENTS", "424242", action=VERIFIED_ACTION)
+def _refusal(front: Front) -> dict[str, object]:
+    """The ephemeral answer to the last click."""
     refused = wait(
         lambda: [
             c.params
@@ -129,10 +126,30 @@ def test_a_press_on_an_announcement_the_store_does_not_know_is_refused_ephemeral
         timeout=10,
     )
     assert refused[0]["response_type"] == "ephemeral"
-    text = str(refused[0]["text"])
+    assert "Traceback" not in str(refused[0]["text"])
+    return dict(refused[0])
+
+
+def test_a_press_on_an_announcement_the_store_does_not_know_is_refused_ephemerally(
+    make_front: Callable[..., Front],
+) -> None:
+    front = make_front()
+    front.click("U0PAYMENTS", "424242", action=VERIFIED_ACTION, message_ts="1700000000.000100")
+    text = str(_refusal(front)["text"])
     assert text.startswith(
         ":no_entry: this announcement is not known to the bot, so nothing was recorded _(ref "
     )
-    assert "Traceback" not in text
     assert front.stub.calls_to("chat.update") == []
     assert front.services.store.verifications(424242) == []
+
+
+def test_a_copy_of_the_button_on_another_message_confirms_nothing(make_front: Callable[..., Front]) -> None:
+    front = make_front()
+    announcement_id, _ts = _post_completed(front)
+    front.click("U0PAYMENTS", str(announcement_id), action=VERIFIED_ACTION, message_ts="1700000000.000100")
+    text = str(_refusal(front)["text"])
+    assert "this message is not the announcement the bot posted, so nothing was recorded" in text
+    assert front.stub.calls_to("chat.update") == []
+    assert front.services.store.verifications(announcement_id) == []
+    (entry,) = [e for e in front.services.store.audit_entries() if e.subcommand == "verified"]
+    assert entry.outcome == "refused"
