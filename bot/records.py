@@ -419,6 +419,15 @@ class AnnouncementRow:
     step_id: str = ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class VerificationRow:
+    """One person's "Verified" on a completed announcement (once per person and announcement)."""
+
+    announcement_id: int
+    user_id: str
+    at: datetime
+
+
 class StepState(StrEnum):
     PENDING = "pending"
     AWAITING_APPROVAL = "awaiting_approval"

@@ -58,7 +58,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         raise UsageError("name a plan or `--sample`, not both", usage=_USAGE)
     plan = _plan(ctx, plan_name) if plan_name else None
     renderer = AnnouncementRenderer(ctx.settings.templates_dir)
-    context = _context(ctx, plan) if plan is not None else sample_context()
+    # No Verified button: a preview or a post made here is no announcement the store knows.
+    context = _context(ctx, plan) if plan is not None else sample_context(announcement=None)
     builtin = not renderer.overridden(f"{template}.txt.j2")
     if preview:
         if args.channel:

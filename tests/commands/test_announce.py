@@ -67,7 +67,13 @@ def test_posting_goes_to_the_announcement_channel_unless_another_is_named(servic
         CommandRequest(text="announce completed --sample --channel <#C0TEST|test>", user_id="U0PRIMARY")
     )
     assert named.reply.channel == "C0TEST"
-    assert named.rendered.text == AnnouncementRenderer().render("completed", sample_context()).text
+    # The sample is no announcement the store knows: it carries no Verified button nor lines.
+    assert (
+        named.rendered.text
+        == AnnouncementRenderer().render("completed", sample_context(announcement=None)).text
+    )
+    assert "Verified" not in named.rendered.text
+    assert "announcement_verified" not in str(named.rendered.blocks)
 
 
 def test_a_channel_name_without_a_link_is_refused(services: Services) -> None:

@@ -26,6 +26,7 @@ from bot.adapters.store.pipelines import PipelineHooks
 from bot.adapters.store.runs import Runs
 from bot.adapters.store.schedules import Schedules
 from bot.adapters.store.snapshots import Snapshots
+from bot.adapters.store.verifications import Verifications
 from bot.adapters.store.waivers import Waivers
 from bot.adapters.store.watches import Watches
 from bot.errors import ConfigError, StoreUnreachable
@@ -50,6 +51,7 @@ class Store(
     Leadership,
     People,
     PipelineHooks,
+    Verifications,
 ):
     """The database. `Store.open(url)` connects and migrates; methods are short transactions."""
 

@@ -205,6 +205,17 @@ scheduled_announcements = sa.Table(
     sa.Column("step_id", sa.String(64), nullable=False, server_default=""),
 )
 
+#: Revision 0025 (issue 39): who pressed "Verified" on a completed announcement, once per person.
+announcement_verifications = sa.Table(
+    "announcement_verifications",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("announcement_id", sa.Integer, nullable=False, index=True),
+    sa.Column("user_id", sa.String(64), nullable=False),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("announcement_id", "user_id", name="uq_announcement_verifications_once"),
+)
+
 # The leader's lease (one row, id 1) and the replicas' heartbeats (revision 0009).
 leadership = sa.Table(
     "leadership",

@@ -38,6 +38,7 @@ from bot.adapters.store import Store
 from bot.core.announcements import timing as A
 from bot.core.announcements.overrides import override_audit
 from bot.core.announcements.templates import (
+    AnnouncementInfo,
     AnnouncementRenderer,
     EvidenceLine,
     LateNote,
@@ -46,6 +47,7 @@ from bot.core.announcements.templates import (
     RunInfo,
     SkippedStepInfo,
     StepInfo,
+    VerifiedBy,
     WindowSpan,
     build_context,
 )
@@ -66,7 +68,7 @@ from bot.errors import (
     UsageError,
     UserError,
 )
-from bot.records import AnnouncementRow, AuditEntry, ScheduleRow
+from bot.records import AnnouncementRow, AuditEntry, ScheduleRow, VerificationRow
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +194,7 @@ def plan_context(
     previous_window: WindowSpan | None = None,
     evidence: Sequence[EvidenceLine] = (),
     regressions: Sequence[str] = (),
+    announcement: AnnouncementInfo | None = None,
 ) -> dict[str, Any]:
     """The announcement context for a stored plan (and its run, once there is one)."""
     roster: Mapping[str, Sequence[str]] = run.roster if run is not None else plan.roster
@@ -201,6 +204,7 @@ def plan_context(
         run=run_info(run, step_id, evidence, regressions) if run is not None else None,
         reason=reason if reason is not None else (run.reason if run is not None and run.reason else None),
         previous_window=previous_window,
+        announcement=announcement,
     )
 
 
@@ -216,6 +220,15 @@ class Fired:
     id: int
     action: str  # wait | sent | delayed | skipped | already_sent | failed | done | no_slack
     detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verified:
+    """What `verify` did: the announcement, whether this press was new, the message to show now."""
+
+    row: AnnouncementRow
+    recorded: bool
+    rendered: Rendered
 
 
 #: The outcomes of `fire` that are metrics (the others are "nothing to do yet" or "done before").
@@ -775,7 +788,64 @@ class AnnouncementService:
             regressions=diff_regressions(self.store, run)
             if run is not None and row.template == A.COMPLETED
             else (),
+            # ... and its Verified button, with who confirmed so far (read from the store, so any
+            # replica renders the same lines).
+            announcement=self._verified(row, schedule.tz) if row.template == A.COMPLETED else None,
         )
+
+    def _verified(self, row: AnnouncementRow, tz: str) -> AnnouncementInfo:
+        zone = ZoneInfo(tz or "UTC")
+        return AnnouncementInfo(
+            id=row.id,
+            verified=tuple(
+                VerifiedBy(user_id=v.user_id, at=v.at.astimezone(zone).strftime("%H:%M"))
+                for v in self.store.verifications(row.id)
+            ),
+        )
+
+    def verify(
+        self,
+        announcement_id: int,
+        *,
+        user_id: str,
+        channel_id: str,
+        message_ts: str = "",
+        correlation_id: str = "",
+    ) -> Verified:
+        """Record that `user_id` pressed Verified on a posted completed announcement (once per
+        person: a second press records nothing) and render the message again with every name.
+
+        A `UserError` says why not: the store does not know the announcement (another install's
+        message, a deleted database) or it was never posted."""
+        row = self.store.scheduled_announcement(announcement_id)
+        if row is None or row.template != A.COMPLETED:
+            raise UserError("this announcement is not known to the bot, so nothing was recorded")
+        if row.state != "sent" or not row.ts:
+            raise UserError(f"announcement #{row.id} was not posted, so it cannot be verified")
+        if message_ts and message_ts != row.ts:
+            # A copy (a preview, a message quoting the button) must not confirm the real one.
+            raise UserError("this message is not the announcement the bot posted, so nothing was recorded")
+        now = self.clock()
+        recorded = self.store.record_verification(
+            VerificationRow(announcement_id=row.id, user_id=user_id, at=now),
+            audit=[
+                audit_entry(
+                    at=now,
+                    user_id=user_id,
+                    channel_id=channel_id,
+                    source="slack",
+                    kind="announcement",
+                    subcommand="verified",
+                    arguments=row.dedup_key,
+                    outcome="ok",
+                    detail=f"announcement #{row.id} verified",
+                    correlation_id=correlation_id,
+                    run_id=row.run_id,
+                )
+            ],
+        )
+        late = LateNote(due=row.due_at, zone=self._zone(row)) if row.delayed else None
+        return Verified(row=row, recorded=recorded, rendered=self._render(row, late))
 
     def _render(self, row: AnnouncementRow, late: LateNote | None) -> Rendered:
         try:

@@ -161,6 +161,28 @@ class RunInfo:
             raise ValueError(f"run.state must be one of {', '.join(RUN_STATES)}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class VerifiedBy:
+    """One person who pressed "Verified" on a completed announcement, and when (`at`: "14:02" in
+    the schedule's zone)."""
+
+    user_id: str
+    at: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnnouncementInfo:
+    """The posted announcement itself, for the templates that carry a button: `id` is what the
+    button's value names; `verified` who confirmed it so far, in order."""
+
+    id: int
+    verified: tuple[VerifiedBy, ...] = ()
+
+
+#: The completed announcement's button: the owning teams confirm their services are fine.
+VERIFIED_ACTION = "announcement_verified"
+
+
 #: Templates that cannot be rendered without a run (or without its current step).
 _NEEDS_RUN = {announcements.STEP_COMPLETE, announcements.COMPLETED, announcements.ABORTED}
 
@@ -172,6 +194,7 @@ def build_context(
     run: RunInfo | None = None,
     reason: str | None = None,
     previous_window: WindowSpan | None = None,
+    announcement: AnnouncementInfo | None = None,
 ) -> dict[str, Any]:
     """The context every announcement template receives; optional parts are present as None."""
     people = {role: tuple(roster.get(role, ())) for role in ROLES}
@@ -182,6 +205,7 @@ def build_context(
         "run": run,
         "reason": reason or None,
         "previous_window": previous_window,
+        "announcement": announcement,
     }
 
 
@@ -477,6 +501,7 @@ def sample_context(**changes: Any) -> dict[str, Any]:
         roster={"primary": ["U0PRIMARY"], "shadow": ["U0SHADOW"], "coordinator": ["S0SRELEADS"]},
         run=run,
         reason="PDB payments/<api> blocks eviction & <!channel> was paged",
+        announcement=AnnouncementInfo(id=7, verified=(VerifiedBy(user_id="U0PAYMENTS", at="14:02"),)),
         previous_window=WindowSpan(
             start=_SAMPLE_START - timedelta(days=1),
             end=_SAMPLE_START - timedelta(days=1) + timedelta(hours=3),
@@ -490,7 +515,7 @@ def sample_context(**changes: Any) -> dict[str, Any]:
 def sample_minimal(context: Mapping[str, Any]) -> dict[str, Any]:
     """`context` with its optional parts absent: no run, reason, previous window, impact or links."""
     out = replace_plan(context, impact="", links=())
-    out.update(run=None, reason=None, previous_window=None)
+    out.update(run=None, reason=None, previous_window=None, announcement=None)
     return out
 
 

@@ -19,7 +19,7 @@ from bot.adapters.store import Store
 from bot.errors import ConfigError
 from bot.frontdoor.assemble import Services
 from bot.frontdoor.inbox import Inbox, tell_in_slack
-from bot.frontdoor.slack import choices, commands, fallback, fixes, gates, paused, watches
+from bot.frontdoor.slack import choices, commands, fallback, fixes, gates, paused, verified, watches
 from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.workers import WorkerPool
 
@@ -118,6 +118,14 @@ def build_app(
         directory=services.directory,
         gateway=gateway,
         deliveries=services.deliveries,
+        inbox=inbox,
+        store=services.store,
+        clock=clock,
+    )
+    verified.register(
+        app,
+        announcements=services.announcements,
+        gateway=gateway,
         inbox=inbox,
         store=services.store,
         clock=clock,
