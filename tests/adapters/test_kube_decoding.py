@@ -55,7 +55,7 @@ def test_a_typed_list_pages_like_a_raw_one_and_keeps_only_the_declared_fields(bo
     assert isinstance(first, schema.Pod)
     assert first.spec.node_name == first_raw["spec"].get("nodeName")
     assert first.status.pod_ip == first_raw["status"].get("podIP")
-    assert not hasattr(first.spec, "volumes")  # undeclared: skipped, never built
+    assert not hasattr(first.spec, "tolerations")  # undeclared: skipped, never built
 
 
 def test_a_typed_watch_hands_out_the_callers_structs_with_the_version_to_resume_from(

@@ -20,6 +20,7 @@ def test_scenarios_lists_every_built_in_scenario_on_one_line_each(capsys: pytest
     assert main(["scenarios"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == [
+        "aks-nodepools",
         "eks-nodegroups",
         "gitops",
         "known-issues-2",

@@ -39,6 +39,17 @@ CHECK_FAILED = (
 )
 
 
+def approver_of(index: int) -> str:
+    """Who approved the start of the plan's step at `index` in `stored_run`: they take turns."""
+    return "U0SHADOW" if index % 2 else "U0PRIMARY"
+
+
+def step_index(step_id: str) -> int:
+    """Where step `step_id` is in the eks-nodegroups plan `stored_run` writes."""
+    plan = parse_plan((BUILTIN_PLANS / "eks-nodegroups.yaml").read_text(), source="eks-nodegroups.yaml")
+    return [s.id for s in plan.steps].index(step_id)
+
+
 def stored_run(
     store: Store,
     *,
@@ -68,7 +79,7 @@ def stored_run(
         opened = t
         wait = timedelta(minutes=2 + (i * 7) % 11)
         started = opened + wait
-        approver = "U0SHADOW" if i % 2 else "U0PRIMARY"
+        approver = approver_of(i)
         event(opened, "gate_opened", step.id, "start")
         event(started, "approved", step.id, "start roles=primary", approver)
         approvals.append(

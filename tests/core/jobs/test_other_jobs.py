@@ -27,6 +27,8 @@ LABELS = ("eks.amazonaws.com/nodegroup",)
 def test_the_registry_maps_every_kind_plans_use() -> None:
     registry = default_jobs(LABELS)
     assert sorted(registry.jobs) == [
+        "aks-upgrade-control-plane",
+        "aks-upgrade-nodepool",
         "alerts",
         "analysis",
         "app-health",
