@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client, config, watch
-from urllib3.exceptions import ProtocolError
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from bot.adapters.kube import Cluster as KubeCluster
 from bot.core.jobs.trail import CORDONED_BY
@@ -218,7 +218,10 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
         r"`settle-apiserver-4xx` succeeded: analysis job \d+: analysis: Successful after 5 ", out
     )
     assert "background=alerts,analysis" in gate_text(out, "drain-istio")
-    assert "not measured" not in out
+    # Every evidence step measured (the plan's own descriptions mention the no-source case).
+    assert "nothing measured" not in out
+    assert "not measured: no source" not in out
+    assert "not measured (no source) —" not in out
     final_card = out.rsplit("Upgrade run", 1)[1]
     assert "Run *completed with 4 failed steps skipped*" in final_card
     # The pre-flight check fails on the scenario's planted blockers; the roster skips it, on record.
@@ -370,20 +373,26 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
 
     # A stream still open when the sim stops at the test's end is cut there (`Watch.stop` is only
     # seen at the next event): that end is not what the test looks at.
+    # A minute without a change (the settle phase's evidence steps) times a stream's read out: it is
+    # watched again, from a fresh list, until the rehearsal has ended.
+    ended = threading.Event()
+
     def follow_nodes() -> None:
-        with contextlib.suppress(ProtocolError):
-            for event in nodes.stream(core.list_node, _request_timeout=(5, 60)):
-                meta = event["object"].metadata
-                if CORDONED_BY in (meta.annotations or {}):
-                    trails.setdefault(meta.name, meta.annotations[CORDONED_BY])
+        while not ended.is_set():
+            with contextlib.suppress(ProtocolError, ReadTimeoutError):
+                for event in nodes.stream(core.list_node, _request_timeout=(5, 60)):
+                    meta = event["object"].metadata
+                    if CORDONED_BY in (meta.annotations or {}):
+                        trails.setdefault(meta.name, meta.annotations[CORDONED_BY])
 
     def follow_events() -> None:
         # Watched, not listed at the end: at 600x the Events' one-hour TTL passes in six seconds.
-        with contextlib.suppress(ProtocolError):
-            for event in events.stream(core.list_namespaced_event, "default", _request_timeout=(5, 60)):
-                ev = event["object"]
-                if ev.reason == "UpgradeBotDrain":
-                    said.setdefault(ev.involved_object.name, ev.message)
+        while not ended.is_set():
+            with contextlib.suppress(ProtocolError, ReadTimeoutError):
+                for event in events.stream(core.list_namespaced_event, "default", _request_timeout=(5, 60)):
+                    ev = event["object"]
+                    if ev.reason == "UpgradeBotDrain":
+                        said.setdefault(ev.involved_object.name, ev.message)
 
     for follow in (follow_nodes, follow_events):
         threading.Thread(target=follow, daemon=True).start()
@@ -401,6 +410,7 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
             clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
         )
     finally:
+        ended.set()
         nodes.stop()
         events.stop()
     assert code == 3, out.getvalue()[-3000:]
