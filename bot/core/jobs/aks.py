@@ -27,6 +27,7 @@ The Azure side comes through the provider port (`bot.core.providers`): the clust
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -34,9 +35,9 @@ from typing import Any, TypeVar
 
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import JobCluster, bar, duration_arg, few, iso, label_value, list_nodes, timer_start
-from bot.core.jobs.eks import api_version, update_errors
+from bot.core.jobs.eks import api_version, elapsed_since, timeout_span, update_errors
 from bot.core.jobs.waitgroup import group_counts
-from bot.core.kube.objects import node_group, parse_iso
+from bot.core.kube.objects import node_group
 from bot.core.kube.versions import on_version, parse_version
 from bot.core.providers import Operation, PoolStrategy, Provider, ProviderError
 from bot.errors import ClusterError, TemporaryError, UserError, clip
@@ -102,21 +103,7 @@ def _props(obj: Mapping[str, Any]) -> Obj:
     return dict(obj.get("properties") or {})
 
 
-def _span(progress: Mapping[str, Any]) -> str:
-    from bot.core.durations import format_duration
-
-    return format_duration(timedelta(seconds=float(progress["timeout"])))
-
-
-def _minutes(now: datetime, since: str | None) -> str:
-    begun = parse_iso(since)
-    if begun is None:
-        return ""
-    seconds = max(0, int((now - begun).total_seconds()))
-    return f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-class _AksJob:
+class _AksJob(abc.ABC):
     """What the AKS jobs share: the client, the intent rule, the operation's end."""
 
     kind = ""
@@ -129,14 +116,17 @@ class _AksJob:
     def client(self, cluster: Any) -> Provider:
         return self.aks(str(getattr(cluster, "name", "")))
 
+    @abc.abstractmethod
     def _resource(self, aks: Provider, progress: Progress) -> Obj:
-        raise NotImplementedError
+        """The ARM resource this job upgrades, as it is now."""
 
+    @abc.abstractmethod
     def _version_of(self, resource: Obj) -> str:
-        raise NotImplementedError
+        """The Kubernetes version `resource` runs."""
 
+    @abc.abstractmethod
     def _send(self, aks: Provider, progress: Progress) -> Operation:
-        raise NotImplementedError
+        """The one PUT this job makes."""
 
     def _reached(self, aks: Provider, progress: Progress) -> bool:
         """Whether a PUT made before an interruption reached ARM: the resource is upgrading, or
@@ -315,7 +305,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
             f"ManagedClusters_Get now: {self._version_of(found) or '?'}, provisioningState {props.get('provisioningState', '?')}; "
             f"the upgrade profile offers {', '.join(versions.offered) or 'nothing'}",
             f"then GET its async operation every {POLL_SECONDS:g} s until Succeeded and /version reports "
-            f"{progress['target']} (up to {_span(progress)})",
+            f"{progress['target']} (up to {timeout_span(progress)})",
         ]
         if (
             versions.offered
@@ -367,11 +357,11 @@ class AksUpgradeControlPlaneJob(_AksJob):
             return self._end(new, text, ok=True, key=f"update-done:{progress.get('operation') or 'resource'}")
         if self._timed_out(progress, now):
             text = (
-                f"{what}: {self._op_name(progress)} still {op.status} after {_span(progress)}; the upgrade goes "
+                f"{what}: {self._op_name(progress)} still {op.status} after {timeout_span(progress)}; the upgrade goes "
                 "on at AKS (az aks show) — the step stops here"
             )
             return self._end(new, text, ok=False, key=f"timeout:{progress.get('operation') or 'resource'}")
-        elapsed = _minutes(now, progress["started"])
+        elapsed = elapsed_since(now, progress["started"])
         card = (
             f"{what}: {self._op_name(progress)} {op.status}" + (f", {elapsed} so far" if elapsed else ""),
             f"API server /version: {seen or '?'}",
@@ -574,7 +564,7 @@ class AksUpgradeNodepoolJob(_AksJob):
             + ": AKS adds that many new nodes at a time, then drains and removes as many old ones",
             f"AgentPools_Get now: {self._version_of(found) or '?'}, provisioningState {props.get('provisioningState', '?')}, "
             f"{props.get('count', '?')} node(s); its nodes now: {counts['total']}, {counts['on_target']} Ready on {progress['target']}",
-            f"then GET its async operation every {POLL_SECONDS:g} s while AKS surges and drains (up to {_span(progress)})",
+            f"then GET its async operation every {POLL_SECONDS:g} s while AKS surges and drains (up to {timeout_span(progress)})",
         ]
 
     def tick(
@@ -604,11 +594,11 @@ class AksUpgradeNodepoolJob(_AksJob):
             return self._end(new, text, ok=True, key=f"update-done:{progress.get('operation') or 'resource'}")
         if self._timed_out(progress, now):
             text = (
-                f"{what}: {self._op_name(progress)} still {op.status} after {_span(progress)}; the upgrade goes on "
+                f"{what}: {self._op_name(progress)} still {op.status} after {timeout_span(progress)}; the upgrade goes on "
                 "at AKS (az aks nodepool show) — the step stops here"
             )
             return self._end(new, text, ok=False, key=f"timeout:{progress.get('operation') or 'resource'}")
-        elapsed = _minutes(now, progress["started"])
+        elapsed = elapsed_since(now, progress["started"])
         card = (
             f"{what}: {self._op_name(progress)} {op.status}"
             + (f", {elapsed} so far" if elapsed else "")

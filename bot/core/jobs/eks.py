@@ -189,12 +189,13 @@ def update_errors(errors: Sequence[OperationError]) -> str:
     return clip(text, 400) or "EKS gave no reason"
 
 
-def _span(progress: Mapping[str, Any]) -> str:
+def timeout_span(progress: Mapping[str, Any]) -> str:
     """The job's timeout as people write it (`1h`, `30m`)."""
     return format_duration(timedelta(seconds=float(progress["timeout"])))
 
 
-def _minutes(now: datetime, since: str | None) -> str:
+def elapsed_since(now: datetime, since: str | None) -> str:
+    """How long since `since` (ISO), as `12m05s`; empty when it is not a time."""
     begun = parse_iso(since)
     if begun is None:
         return ""
@@ -312,7 +313,7 @@ class _EksJob:
     def _gave_up(self, progress: Progress, what: str) -> Tick:
         text = (
             f"{what}: EKS update {progress['update'] or '(none)'} still {progress.get('status') or 'not started'} "
-            f"after {_span(progress)}; the update goes on at AWS "
+            f"after {timeout_span(progress)}; the update goes on at AWS "
             "(aws eks describe-update) — the step stops here"
         )
         return Tick(
@@ -369,7 +370,7 @@ class EksUpdateClusterJob(_EksJob):
             f"status {now.get('status', '?')}",
             f"API server /version now: {api_version(cluster) or '?'}",
             f"then eks:DescribeUpdate every {POLL_SECONDS:g} s until the update is Successful and /version "
-            f"reports {progress['version']} (up to {_span(progress)})",
+            f"reports {progress['version']} (up to {timeout_span(progress)})",
         ]
         if str(now.get("version", "")) == progress["version"]:
             lines.insert(
@@ -439,7 +440,7 @@ class EksUpdateClusterJob(_EksJob):
         new = {**progress, "status": status, "seen": seen}
         if status in ("Failed", "Cancelled"):
             return self._failed(new, update, what)
-        elapsed = _minutes(now, progress["started"])
+        elapsed = elapsed_since(now, progress["started"])
         card: tuple[str, ...] = (
             f"{what}: EKS update {progress['update']} {status}" + (f", {elapsed} so far" if elapsed else ""),
             f"API server /version: {seen or '?'}",
@@ -632,7 +633,7 @@ class EksUpdateNodegroupJob(_EksJob):
             )
         lines.append(
             f"then eks:DescribeUpdate every {POLL_SECONDS:g} s while EKS launches new nodes and drains the old ones "
-            f"(up to {_span(progress)})"
+            f"(up to {timeout_span(progress)})"
         )
         return lines
 
@@ -761,7 +762,7 @@ class EksUpdateNodegroupJob(_EksJob):
                     )
                 )
             new["blocked"] = blocked
-        elapsed = _minutes(now, progress["started"])
+        elapsed = elapsed_since(now, progress["started"])
         card = [
             f"{what}: EKS update {progress['update']} {status}" + (f", {elapsed} so far" if elapsed else ""),
             bar(counts["on_target"], counts["total"], f"nodes Ready on {progress['target']}")
@@ -842,7 +843,7 @@ class EksUpdateAddonJob(_EksJob):
             f"DescribeAddon now: {now.get('addonVersion', '?')}, status {now.get('status', '?')}"
             + (f", health: {clip(update_errors(_issues(now)), 200)}" if _issues(now) else ""),
             f"then eks:DescribeUpdate every {POLL_SECONDS:g} s until the add-on is on {progress['version']} "
-            f"(up to {_span(progress)})",
+            f"(up to {timeout_span(progress)})",
         ]
         if now.get("addonVersion") == progress["version"]:
             lines.insert(1, f"{progress['addon']} is already on {progress['version']}: nothing to update")
@@ -905,7 +906,7 @@ class EksUpdateAddonJob(_EksJob):
                             detail=text, wait=0.0)  # fmt: skip
         if self._timed_out(progress, now):
             return self._gave_up(new, what)
-        elapsed = _minutes(now, progress["started"])
+        elapsed = elapsed_since(now, progress["started"])
         card = (
             f"{what}: EKS update {progress['update']} {status}" + (f", {elapsed} so far" if elapsed else ""),
         )
