@@ -122,6 +122,12 @@ class CoalescingPoster:
         with self._lock:
             return len(self._pending)
 
+    @property
+    def settled(self) -> bool:
+        """Whether every edit handed over has been sent (none waits for its slot or is on its way)."""
+        with self._lock:
+            return not self._pending and not self._sending
+
     def next_due(self) -> float | None:
         """When the earliest pending edit may be sent (clock seconds), None when nothing waits."""
         with self._lock:

@@ -71,6 +71,7 @@ class Bot:
         before, posted, jobs = len(self.stub.responses), len(self.posts()), self.pool.count()
         assert self.front.command(text, user).status == 200
         self.pool.wait_idle(jobs)
+        self.wait_edits()
         if len(self.stub.responses) > before:
             return str(self.stub.responses[-1]["text"])
         replies = [p for p in self.posts()[posted:] if p.get("channel") == "C0OPS" and not p.get("thread_ts")]
@@ -81,9 +82,21 @@ class Bot:
         before, jobs = len(self.stub.responses), self.pool.count()
         assert self.front.click(user, value, action).status == 200
         self.pool.wait_idle(jobs)
+        self.wait_edits()
         if len(self.stub.responses) > before:
             return str(self.stub.responses[-1]["text"])
         return None
+
+    def wait_edits(self, timeout: float = 30.0) -> None:
+        """Wait until the card edits the work handed over are sent: they are paced (one per card per
+        `edit_interval`), so the last one may wait for its slot after the work is done."""
+        edits = self.services.edits
+        if edits is None:
+            return
+        deadline = time.monotonic() + timeout
+        while not edits.settled:
+            assert time.monotonic() < deadline, "a card edit was never sent"
+            time.sleep(0.02)
 
     def submit_confirmation(self, user: str, private_metadata: str, typed: str) -> str:
         """Submit the destructive-step modal; the HTTP answer (errors show in the modal)."""
