@@ -33,6 +33,7 @@ import json
 import logging
 import re
 import secrets
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -162,6 +163,21 @@ class TextFormatter(logging.Formatter):
         return "\n".join([line, *(f"    {visible(text)}" for text in extra)])
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to whatever `sys.stderr` is when a line is logged, not to the stream it
+    was when the handler was made (as logging's own last-resort handler does): a process that
+    replaces its stderr (a daemon's redirection, pytest's capture between tests) never has a
+    thread log into a closed file."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass  # always the current stderr
+
+
 def configure_logging(
     level: str = "INFO", secret_values: Iterable[str] = (), *, log_format: str = "text"
 ) -> None:
@@ -171,7 +187,7 @@ def configure_logging(
     for handler in list(root.handlers):
         if getattr(handler, "_upgrade_bot", False):
             root.removeHandler(handler)
-    handler = logging.StreamHandler()
+    handler = _Stderr()
     handler._upgrade_bot = True  # type: ignore[attr-defined]
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     install_filters(handler, secret_values)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -77,15 +78,15 @@ def test_json_lines_redact_tokens_in_messages_and_tracebacks(json_lines: io.Stri
     assert "RuntimeError: refused [redacted]" in str(entry["exception"])
 
 
-def test_an_uncaught_exception_in_a_thread_is_logged_through_the_handler() -> None:
+def test_an_uncaught_exception_in_a_thread_is_logged_through_the_handler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     previous_hook, root = threading.excepthook, logging.getLogger()
     previous_level, previous_handlers = root.level, list(root.handlers)
     out = io.StringIO()
     try:
         configure_logging("INFO", [BOT_TOKEN], log_format="json")
-        (handler,) = [h for h in root.handlers if getattr(h, "_upgrade_bot", False)]
-        assert isinstance(handler, logging.StreamHandler)
-        handler.setStream(out)
+        monkeypatch.setattr(sys, "stderr", out)
 
         def boom() -> None:
             raise OSError(f"closed with {BOT_TOKEN}")
@@ -100,6 +101,30 @@ def test_an_uncaught_exception_in_a_thread_is_logged_through_the_handler() -> No
     (entry,) = entries(out)
     assert entry["message"] == "uncaught exception in thread worker-x"
     assert "OSError: closed with [redacted]" in str(entry["exception"])
+
+
+def test_the_handler_writes_to_stderr_as_it_is_when_a_line_is_logged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread logging after the process replaced its stderr (and closed the old one, as pytest's
+    capture does between tests) writes to the new stderr, never "I/O operation on closed file"."""
+    root = logging.getLogger()
+    previous_level, previous_handlers = root.level, list(root.handlers)
+    before, after = io.StringIO(), io.StringIO()
+    try:
+        monkeypatch.setattr(sys, "stderr", before)
+        configure_logging("INFO", [BOT_TOKEN])
+        monkeypatch.setattr(sys, "stderr", after)
+        before.close()
+        thread = threading.Thread(
+            target=lambda: logging.getLogger("tests.late").warning("late %s", BOT_TOKEN)
+        )
+        thread.start()
+        thread.join()
+    finally:
+        root.handlers[:] = previous_handlers
+        root.setLevel(previous_level)
+    assert after.getvalue().count("\n") == 1
+    assert "tests.late" in after.getvalue()
+    assert "late [redacted]" in after.getvalue()
 
 
 def test_log_context_binds_run_step_and_job_in_both_formats_and_unbinds_after(
