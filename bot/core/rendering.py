@@ -13,7 +13,9 @@ built-ins of the same name.
 Team templates are untrusted code, so the sandbox bounds their work as well as what they may touch
 (`BoundedEnvironment`; one instance per search path, shared by replies and announcements):
 
-- time: each file renders within `MAX_RENDER_SECONDS` (1 s; a real reply takes milliseconds). The
+- time: each file renders within `MAX_RENDER_SECONDS` of its thread's CPU time (1 s; a real reply
+  takes milliseconds). CPU time, not the clock: a runaway loop burns it, while a thread waiting
+  for a busy or CPU-throttled machine does not, so a loaded pod never drops an announcement. The
   deadline is checked at every loop iteration, call, operator, attribute and output chunk: no
   signals or threads, so it is safe in any worker thread;
 - output: at most `MAX_OUTPUT` characters (200,000) per file; Slack takes 40,000 of text and about
@@ -205,7 +207,7 @@ _deadline: ContextVar[float | None] = ContextVar("template_deadline", default=No
 
 def _tick() -> None:
     deadline = _deadline.get()
-    if deadline is not None and time.monotonic() > deadline:
+    if deadline is not None and time.thread_time() > deadline:
         raise LimitExceeded(
             f"rendering took longer than {MAX_RENDER_SECONDS:g} s (a loop or recursion too large?)"
         )
@@ -632,7 +634,7 @@ class Renderer:
 
 def _render_bounded(template: jinja2.Template, context: Mapping[str, Any]) -> str:
     """Render through the stream, counting output and watching the clock between chunks."""
-    token = _deadline.set(time.monotonic() + MAX_RENDER_SECONDS)
+    token = _deadline.set(time.thread_time() + MAX_RENDER_SECONDS)
     # A generator, not just an iterator: it can be closed, and thrown into.
     stream = cast(Generator[str, None, None], template.generate(**context))
     try:

@@ -94,3 +94,19 @@ def test_other_ways_to_build_something_huge_are_refused_before_they_are_built(
     assert time.monotonic() - started < 5
     assert caught.value.user_message.startswith(f"{tmp_path / 'huge.txt.j2'}:2: ")
     assert reason in caught.value.user_message
+
+
+class _Starved:
+    """A value whose printing waits 1.2 s without computing: what a render on a busy or
+    CPU-throttled machine looks like to the clock."""
+
+    def __str__(self) -> str:
+        time.sleep(1.2)
+        return "late"
+
+
+def test_a_render_that_waits_rather_than_works_is_not_cut_off(tmp_path: Path) -> None:
+    # The limit is the thread's CPU time: a loaded pod (a CPU limit's throttling, a busy node)
+    # slows the clock's view of a render, and that must not drop an announcement.
+    (tmp_path / "waits.txt.j2").write_text("{{ value }} {% for i in range(3) %}{{ i }}{% endfor %}")
+    assert Renderer([tmp_path]).render("waits", {"value": _Starved()}).text == "late 012"
