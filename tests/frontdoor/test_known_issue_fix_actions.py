@@ -70,7 +70,8 @@ def _fix_and_approve(
     runs = services.store.runs()
     assert len(runs) == 1, runs
     run_id = str(runs[0].id)
-    gate = front.gate(step)
+    # The one-step run's gate is posted once the run starts: wait for it rather than race it.
+    gate = wait_for(lambda: _gate_or_none(front, step), what=f"the gate of `{step}`")
     gate_post = next(p for p in reversed(front.posts()) if gate in json.dumps(p.get("blocks") or []))
     if force:
         for user in (PRIMARY, SHADOW):
@@ -84,6 +85,13 @@ def _fix_and_approve(
     assert approvals is not None
     assert {a.user_id for a in approvals[2]} >= {PRIMARY, SHADOW}
     return json.dumps(gate_post.get("blocks")) + "\n" + str(gate_post.get("text", ""))
+
+
+def _gate_or_none(front: Bot, step: str) -> str | None:
+    try:
+        return front.gate(step)
+    except AssertionError:
+        return None
 
 
 def _step(sim: SimCluster, seconds: float = 30) -> Callable[[], None]:

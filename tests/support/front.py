@@ -127,13 +127,15 @@ class Front:
         return str(texts[-1])
 
     def gate(self, step: str) -> str:
-        """The button value on the newest gate message of `step`."""
+        """The button value on the newest gate message of `step` (other buttons, a finding's Fix…
+        or an announcement's Verified, are passed over)."""
         for params in reversed(self.posts()):
             blocks = params.get("blocks")
             blocks = json.loads(blocks) if isinstance(blocks, str) else blocks or []
             for block in blocks:
                 for el in block.get("elements", []) if block.get("type") == "actions" else []:
-                    if el["value"].split("|")[1] == step:
+                    parts = str(el.get("value", "")).split("|")
+                    if len(parts) > 1 and parts[1] == step:
                         return str(el["value"])
         raise AssertionError(f"no gate message for {step}")
 
