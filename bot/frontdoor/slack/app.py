@@ -72,7 +72,10 @@ def build_app(
         signing_secret=signing_secret or "",
         # Socket Mode messages are not signed; HTTP requests always are.
         request_verification_enabled=not socket_mode,
-        process_before_response=False,
+        # Every listener stores the request, acks, and hands the work to the bot's own pool, so
+        # the listener runs on the request's thread: no hand-over to Bolt's executor and its
+        # 10 ms wait for ack() on the path of every ack (half the median ack under load).
+        process_before_response=True,
         logger=_bolt_logger(),
     )
     gateway = SlackGateway(services.web_client)

@@ -277,10 +277,11 @@ def register(
         return str(state.get("value") or picked.get("value") or "").strip()
 
     def accept_view(
-        body: dict[str, Any], view: dict[str, Any], ref: ButtonRef, payload: dict[str, Any]
+        ack: Ack, body: dict[str, Any], view: dict[str, Any], ref: ButtonRef, payload: dict[str, Any]
     ) -> None:
         # Stored before the ack, as a click is: an acknowledged submission is never sent again.
         accepted = inbox.accept("paused", delivery_key(body) or f"view:{view.get('id', '')}", payload)
+        ack()
         if accepted is not None:
             with correlation(accepted[1]):
                 inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
@@ -307,8 +308,7 @@ def register(
             "value": ref.encode(),
             "reason": reason[:REASON_LIMIT],
         }
-        ack()
-        accept_view(body, view, ref, payload)
+        accept_view(ack, body, view, ref, payload)
 
     @app.view(SKIP_CALLBACK)
     def on_skip(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
@@ -353,8 +353,7 @@ def register(
             "duration": duration,
             "reason": reason[:REASON_LIMIT],
         }
-        ack()
-        accept_view(body, view, ref, payload)
+        accept_view(ack, body, view, ref, payload)
 
 
 def skip_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
