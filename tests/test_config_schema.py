@@ -90,6 +90,8 @@ TYPOS: dict[str, str] = {
     "clusters.*.provider.eks": "clusters:\n  prod: {kubeconfig: kc, provider: {eks: {name: p, regoin: eu-west-1}}}\n",
     "clusters.*.provider.aks": "clusters:\n  prod: {kubeconfig: kc, provider: {aks: {subscription_id: "
     "3f2b6c1e-8d4a-4e7b-9c2d-1a5e6f7b8c9d, resource_grp: rg, name: shop}}}\n",
+    "clusters.*.provider.gke": "clusters:\n  prod: {kubeconfig: kc, provider: {gke: {project: shop-project, "
+    "locaton: europe-west1, name: shop}}}\n",
     "channels": "channels: {operation: C0OPS}\n",
     "snapshot": "snapshot: {restart_treshold: 5}\n",
     "windows[]": 'windows: [{days: mon-fri, start: "14:00", end: "17:00", zones: UTC}]\n',
