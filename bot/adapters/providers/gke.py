@@ -60,6 +60,21 @@ STATUSES = {
 }
 
 
+#: google.rpc.Code's names for an operation's `error.code` (the REST JSON gives the number).
+RPC_CODES = {
+    1: "CANCELLED",
+    2: "UNKNOWN",
+    3: "INVALID_ARGUMENT",
+    4: "DEADLINE_EXCEEDED",
+    5: "NOT_FOUND",
+    8: "RESOURCE_EXHAUSTED",
+    9: "FAILED_PRECONDITION",
+    10: "ABORTED",
+    13: "INTERNAL",
+    14: "UNAVAILABLE",
+}
+
+
 class GcpUnavailable(ProviderUnavailable):
     """The GKE side cannot be read at all (no google-cloud-container); the reason is for people."""
 
@@ -299,7 +314,7 @@ def _operation(data: Obj) -> Operation:
         status = "Failed"
         errors = (
             OperationError(
-                code=str(error.get("code") or "FAILED"),
+                code=RPC_CODES.get(int(error.get("code") or 2), str(error.get("code"))),
                 message=str(error.get("message") or data.get("statusMessage", "")),
             ),
         )

@@ -277,7 +277,8 @@ class GkeWorld:
             out["endTime"] = _iso(o.op.finished)
         if o.op.state == "Failed":
             out["statusMessage"] = o.op.error
-            out["error"] = {"code": 9, "message": o.op.error}
+            # google.rpc.Code 13 (INTERNAL) for an upgrade that failed; 1 (CANCELLED) for one rolled back.
+            out["error"] = {"code": 1 if "rolled back" in o.op.error else 13, "message": o.op.error}
         return out
 
     # ---- updates ---------------------------------------------------------------------------------
