@@ -139,7 +139,7 @@ def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path:
     (tmp_path / "kc").write_text("", encoding="utf-8")
     (tmp_path / "hook.secret").write_text("s" * 32, encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|resource_grp|secret_fil|api_ur)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|resource_grp|locaton|secret_fil|api_ur)\b",
         text,
     )
     assert len(typo) == 1
@@ -158,6 +158,7 @@ _FIXES = {
     "contxt": "context",
     "ekss": "eks",
     "regoin": "region",
+    "locaton": "location",
     "operation": "operations",
     "restart_treshold": "restart_threshold",
     "zones": "zone",
