@@ -33,6 +33,9 @@ AKS_SUBSCRIPTION = re.compile(
 )
 AKS_GROUP = re.compile(r"^[-\w._()]{1,90}$")
 AKS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+GKE_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+GKE_LOCATION = re.compile(r"^[a-z]+-[a-z]+\d(-[a-z])?$")
+GKE_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
 FINDING_ID = re.compile(r"^[A-Z][A-Z0-9_-]{1,31}$")
 TIME_OF_DAY = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -126,6 +129,28 @@ _AKS = Key(
 )
 
 
+_GKE = Key(
+    doc="a GKE cluster, for the GKE actions (the `gke` extra; credentials from google-auth's default "
+    "chain: Workload Identity, the metadata server, GOOGLE_APPLICATION_CREDENTIALS)",
+    keys={
+        "project": Key(
+            doc="its Google Cloud project id", schema={"type": "string", "pattern": GKE_PROJECT.pattern}
+        ),
+        "location": Key(
+            doc="its location: a region (europe-west1) or a zone (europe-west1-b)",
+            schema={"type": "string", "pattern": GKE_LOCATION.pattern},
+        ),
+        "name": Key(doc="the cluster's name", schema={"type": "string", "pattern": GKE_NAME.pattern}),
+        "endpoint_url": Key(
+            doc="another GKE API endpoint (a test double: no credentials are sent)",
+            default="Google's own (https://container.googleapis.com)",
+            schema={"type": "string", "pattern": r"^https?://[^\s/]+"},
+        ),
+    },
+    required=("project", "location", "name"),
+)
+
+
 def _signal(doc: str) -> Key:
     return Key(
         doc=doc,
@@ -161,8 +186,8 @@ _CLUSTER = Key(
             schema={"type": "number", "minimum": 0.5, "maximum": 300},
         ),
         "provider": Key(
-            doc="the cloud the cluster runs on (one key: `eks` or `aks`)",
-            keys={"eks": _EKS, "aks": _AKS},
+            doc="the cloud the cluster runs on (one key: `eks`, `aks` or `gke`)",
+            keys={"eks": _EKS, "aks": _AKS, "gke": _GKE},
             extra={"minProperties": 1, "maxProperties": 1},
         ),
         "alertmanager": _signal("the cluster's Alertmanager (API v2), for the evidence gate's `alerts`"),

@@ -50,7 +50,8 @@ The provider port's (`bot.core.providers`; each cloud's adapter under `bot.adapt
 `ProviderUnavailable` (the cloud's SDK extra is not installed) and `ProviderError` (a cloud call
 failed: refused, unreachable, no credentials; with the cloud's error code and HTTP status when it
 answered). EKS's are `AwsUnavailable` and `AwsError`; AKS's `AzureUnavailable` and `AzureError`
-(ARM's subcode as its code when it gives one). The checks turn either into a note of the
+(ARM's subcode as its code when it gives one); GKE's `GcpUnavailable` and `GcpError` (Google's
+status name, `FAILED_PRECONDITION`, as its code). The checks turn either into a note of the
 check's report, never into a failed command; the jobs into a short reason or a retry. The EKS
 jobs' `_InsightsBlock` (UpdateClusterVersion refused over upgrade insights) never leaves
 `bot.core.jobs.eks`: it becomes a question for people; nor does the AKS jobs' `_Blocked`

@@ -77,6 +77,18 @@ class AksProvider:
     endpoint_url: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class GkeProvider:
+    """The cluster is a GKE cluster: its project, location (a region or a zone) and name, and the
+    API endpoint when it is not Google's own (the simulator's `gke:` URL, which asks for no
+    credentials). Credentials come from google-auth's default chain (Workload Identity in the chart)."""
+
+    project: str
+    location: str
+    name: str
+    endpoint_url: str | None = None
+
+
 #: The statuses of a provider's `Operation`, whatever the cloud calls them (EKS's words; GKE's
 #: PENDING/RUNNING/DONE and ARM's provisioning states map onto them in their adapters).
 OPERATION_STATUSES = ("InProgress", "Successful", "Failed", "Cancelled")
@@ -290,6 +302,8 @@ class ClusterConfig:
     eks: EksProvider | None = None
     #: `provider: {aks: {…}}`: the AKS actions reach ARM through the `aks` extra.
     aks: AksProvider | None = None
+    #: `provider: {gke: {…}}`: the GKE actions reach GKE's API through the `gke` extra.
+    gke: GkeProvider | None = None
     #: The evidence gate's sources (docs/evidence-gate.md); None when the cluster names none.
     alertmanager: SignalSource | None = None
     prometheus: SignalSource | None = None

@@ -23,6 +23,9 @@ from bot.configschema import (
     AKS_NAME,
     AKS_SUBSCRIPTION,
     EKS_NAME,
+    GKE_LOCATION,
+    GKE_NAME,
+    GKE_PROJECT,
     LABEL_KEY,
     LABEL_VALUE,
     REGION,
@@ -52,6 +55,7 @@ from bot.records import (
     AlertMatcher,
     ClusterConfig,
     EksProvider,
+    GkeProvider,
     GrafanaConfig,
     ImageChecks,
     SignalSource,
@@ -618,19 +622,21 @@ def _check_ignores(v: YamlValidator, node: yaml.Node, rules_files: Sequence[Path
     return out
 
 
-def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | AksProvider | None:
+def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | AksProvider | GkeProvider | None:
     """`provider: {eks: {name, region, endpoint_url?}}` or `{aks: {subscription_id, resource_group,
     name, endpoint_url?}}`: one cloud per cluster."""
     p = v.mapping(node, key, keys_of("clusters.*.provider"))
     if not p:
         if isinstance(node, yaml.MappingNode) and not node.value:
-            v.error(node, key, "name a provider: eks or aks")
+            v.error(node, key, "name a provider: eks, aks or gke")
         return None
     if len(p) > 1:
-        v.error(node, key, "name one provider: eks or aks")
+        v.error(node, key, "name one provider: eks, aks or gke")
         return None
     if "aks" in p:
         return _aks(v, key, p["aks"])
+    if "gke" in p:
+        return _gke(v, key, p["gke"])
     eks_node = p["eks"]
     e = v.mapping(eks_node, f"{key}.eks", keys_of("clusters.*.provider.eks"))
     name = v.string(e.get("name"), f"{key}.eks.name")
@@ -680,6 +686,33 @@ def _aks(v: YamlValidator, key: str, node: yaml.Node) -> AksProvider | None:
     return AksProvider(
         subscription_id=sub, resource_group=group, name=name, endpoint_url=values["endpoint_url"]
     )
+
+
+def _gke(v: YamlValidator, key: str, node: yaml.Node) -> GkeProvider | None:
+    g = v.mapping(node, f"{key}.gke", keys_of("clusters.*.provider.gke"))
+    values: dict[str, str | None] = {}
+    for field_ in ("project", "location", "name", "endpoint_url"):
+        values[field_] = v.string(g.get(field_), f"{key}.gke.{field_}")
+    for missing in sorted({"project", "location", "name"} - set(g)):
+        if isinstance(node, yaml.MappingNode):
+            v.error(node, f"{key}.gke.{missing}", "missing key")
+    checks = {
+        "project": (GKE_PROJECT, "is not a Google Cloud project id"),
+        "location": (GKE_LOCATION, "is not a GKE region or zone (europe-west1, europe-west1-b)"),
+        "name": (GKE_NAME, "is not a GKE cluster name"),
+        "endpoint_url": (re.compile(r"^https?://[^\s/]+"), "expected an http(s) URL"),
+    }
+    for field_, (pattern, why) in checks.items():
+        text = values[field_]
+        if text is not None and not pattern.match(text):
+            v.error(
+                g[field_], f"{key}.gke.{field_}", f"{shown(text)} {why}" if field_ != "endpoint_url" else why
+            )
+            values[field_] = None
+    project, location, name = values["project"], values["location"], values["name"]
+    if project is None or location is None or name is None:
+        return None
+    return GkeProvider(project=project, location=location, name=name, endpoint_url=values["endpoint_url"])
 
 
 def _signal_source(v: YamlValidator, key: str, node: yaml.Node, base_dir: Path) -> SignalSource | None:
@@ -864,6 +897,7 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
     provider = _provider(v, f"{key}.provider", c["provider"]) if "provider" in c else None
     eks = provider if isinstance(provider, EksProvider) else None
     aks = provider if isinstance(provider, AksProvider) else None
+    gke = provider if isinstance(provider, GkeProvider) else None
     alertmanager = (
         _signal_source(v, f"{key}.alertmanager", c["alertmanager"], base_dir) if "alertmanager" in c else None
     )
@@ -886,6 +920,7 @@ def _cluster(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path) -> Cl
         request_timeout=timeout if timeout is not None else 10.0,
         eks=eks,
         aks=aks,
+        gke=gke,
         alertmanager=alertmanager,
         prometheus=prometheus,
         alert_matchers=matchers,

@@ -62,6 +62,8 @@ LIBRARY_HOMES = {
     "botocore": ("bot.adapters.providers.eks",),
     # The optional `aks` extra (issue 46), imported inside `connect` (see the test below).
     "azure": ("bot.adapters.providers.aks",),
+    # The optional `gke` extra (issue 46), imported inside `connect` (see the test below).
+    "google": ("bot.adapters.providers.gke",),
 }
 
 
@@ -88,6 +90,22 @@ def test_the_azure_sdk_is_imported_only_when_an_aks_provider_is_used() -> None:
         " bot.core.providers, bot.adapters.providers.aks\n"
         "commands.build_registry()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'azure'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_google_sdk_is_imported_only_when_a_gke_provider_is_used() -> None:
+    """Without a GKE cluster the bot loads as before: loading it, every subcommand, the jobs and
+    the GKE adapter itself leaves google-* (the SDK, google-auth, protobuf's `google`) out of
+    `sys.modules`."""
+    code = (
+        "import sys, bot.frontdoor.cli, bot.frontdoor.assemble, commands, bot.core.jobs.registry,"
+        " bot.core.providers, bot.adapters.providers.gke\n"
+        "commands.build_registry()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'google'))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True

@@ -90,6 +90,8 @@ TYPOS: dict[str, str] = {
     "clusters.*.provider.eks": "clusters:\n  prod: {kubeconfig: kc, provider: {eks: {name: p, regoin: eu-west-1}}}\n",
     "clusters.*.provider.aks": "clusters:\n  prod: {kubeconfig: kc, provider: {aks: {subscription_id: "
     "3f2b6c1e-8d4a-4e7b-9c2d-1a5e6f7b8c9d, resource_grp: rg, name: shop}}}\n",
+    "clusters.*.provider.gke": "clusters:\n  prod: {kubeconfig: kc, provider: {gke: {project: shop-project, "
+    "locaton: europe-west1, name: shop}}}\n",
     "channels": "channels: {operation: C0OPS}\n",
     "snapshot": "snapshot: {restart_treshold: 5}\n",
     "windows[]": 'windows: [{days: mon-fri, start: "14:00", end: "17:00", zones: UTC}]\n',
@@ -137,7 +139,7 @@ def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path:
     (tmp_path / "kc").write_text("", encoding="utf-8")
     (tmp_path / "hook.secret").write_text("s" * 32, encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|resource_grp|secret_fil|api_ur)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|resource_grp|locaton|secret_fil|api_ur)\b",
         text,
     )
     assert len(typo) == 1
@@ -156,6 +158,7 @@ _FIXES = {
     "contxt": "context",
     "ekss": "eks",
     "regoin": "region",
+    "locaton": "location",
     "operation": "operations",
     "restart_treshold": "restart_threshold",
     "zones": "zone",

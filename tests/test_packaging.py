@@ -114,6 +114,7 @@ def test_the_lock_pins_exactly_the_declared_dependencies_with_hashes() -> None:
         + project["optional-dependencies"]["postgres"]
         + project["optional-dependencies"]["aws"]
         + project["optional-dependencies"]["aks"]
+        + project["optional-dependencies"]["gke"]
         + project["optional-dependencies"]["charts"]
     ]
     pins = _lock()
@@ -160,7 +161,7 @@ def test_the_project_metadata_names_its_licence_and_keeps_tools_out_of_the_extra
     assert "END OF TERMS AND CONDITIONS" in licence
     assert project["keywords"]
     assert any(c.startswith("Programming Language :: Python :: 3.11") for c in project["classifiers"])
-    assert set(project["optional-dependencies"]) == {"postgres", "aws", "aks", "charts", "github"}
+    assert set(project["optional-dependencies"]) == {"postgres", "aws", "aks", "gke", "charts", "github"}
     dev = {Requirement(r).name for r in PYPROJECT["dependency-groups"]["dev"]}
     assert {"pytest", "ruff", "mypy", "kubernetes-validate"} <= dev
 
@@ -179,10 +180,17 @@ def _top_level_imports() -> set[str]:
 def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
     # An import that works only because another dependency happens to pull the library in breaks
     # the day that dependency stops doing so.
-    # where the import name is not the distribution's (`azure` is a namespace: azure-core is always in it)
-    import_names = {"yaml": "pyyaml", "re2": "google-re2", "azure": "azure-core"}
+    # where the import name is not the distribution's (`azure` is a namespace: azure-core is always in it;
+    # `google` likewise: google-cloud-container's extra brings google-auth and google-api-core)
+    import_names = {
+        "yaml": "pyyaml",
+        "re2": "google-re2",
+        "azure": "azure-core",
+        "google": "google-cloud-container",
+    }
     # boto3 and botocore come with the `aws` extra (bot/adapters/providers/eks.py imports them only when used),
-    # azure-* with the `aks` extra (bot/adapters/providers/aks.py, likewise),
+    # azure-* with the `aks` extra (bot/adapters/providers/aks.py, likewise), google-* with the `gke`
+    # extra (bot/adapters/providers/gke.py, likewise),
     # matplotlib with the `charts` extra (bot/adapters/charts.py, likewise).
     extras = PYPROJECT["project"]["optional-dependencies"]
     declared = {
@@ -190,6 +198,7 @@ def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
         for r in PYPROJECT["project"]["dependencies"]
         + extras["aws"]
         + extras["aks"]
+        + extras["gke"]
         + extras["charts"]
         + extras["github"]
     }

@@ -1,5 +1,6 @@
-"""`clusters.NAME.provider: {eks: {name, region, endpoint_url?}}` or `{aks: {subscription_id,
-resource_group, name, endpoint_url?}}`: validated like every other key."""
+"""`clusters.NAME.provider: {eks: {name, region, endpoint_url?}}`, `{aks: {subscription_id,
+resource_group, name, endpoint_url?}}` or `{gke: {project, location, name, endpoint_url?}}`:
+validated like every other key."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import ConfigError
-from bot.records import AksProvider, EksProvider
+from bot.records import AksProvider, EksProvider, GkeProvider
 from bot.settings import parse_settings
 
 BASE = "clusters:\n  prod:\n    kubeconfig: kc\n"
@@ -41,6 +42,21 @@ def test_an_aks_provider_is_read_with_its_endpoint() -> None:
     assert cluster.eks is None
 
 
+def test_a_gke_provider_is_read_with_its_endpoint() -> None:
+    text = (
+        BASE + "    provider:\n      gke: {project: shop-project, location: europe-west1, name: shop-prod,"
+        " endpoint_url: 'http://127.0.0.1:8080/gke'}\n"
+    )
+    cluster = parse_settings(text, source=Path("cfg.yaml"), env={}).clusters["prod"]
+    assert cluster.gke == GkeProvider(
+        project="shop-project",
+        location="europe-west1",
+        name="shop-prod",
+        endpoint_url="http://127.0.0.1:8080/gke",
+    )
+    assert (cluster.eks, cluster.aks) == (None, None)
+
+
 def test_a_cluster_without_a_provider_has_none() -> None:
     assert parse_settings(BASE, source=Path("cfg.yaml"), env={}).clusters["prod"].eks is None
 
@@ -48,7 +64,15 @@ def test_a_cluster_without_a_provider_has_none() -> None:
 @pytest.mark.parametrize(
     ("provider", "expected"),
     [
-        ("    provider:\n      gke: {name: x}\n", "cfg.yaml:5: clusters.prod.provider.gke: unknown key"),
+        ("    provider:\n      gcp: {name: x}\n", "cfg.yaml:5: clusters.prod.provider.gcp: unknown key"),
+        (
+            "    provider:\n      gke: {project: shop-project, location: europe, name: shop}\n",
+            "clusters.prod.provider.gke.location: 'europe' is not a GKE region or zone",
+        ),
+        (
+            "    provider:\n      gke: {project: shop-project, name: shop}\n",
+            "cfg.yaml:5: clusters.prod.provider.gke.location: missing key",
+        ),
         (
             "    provider:\n      eks: {name: runbook-prod}\n",
             "cfg.yaml:5: clusters.prod.provider.eks.region: missing key",
@@ -65,7 +89,7 @@ def test_a_cluster_without_a_provider_has_none() -> None:
             "    provider:\n      eks: {name: x, region: eu-west-1, endpoint_url: localhost}\n",
             "clusters.prod.provider.eks.endpoint_url: expected an http(s) URL",
         ),
-        ("    provider: {}\n", "clusters.prod.provider: name a provider: eks or aks"),
+        ("    provider: {}\n", "clusters.prod.provider: name a provider: eks, aks or gke"),
         (
             "    provider:\n      aks: {subscription_id: nope, resource_group: rg, name: shop}\n",
             "clusters.prod.provider.aks.subscription_id: 'nope' is not an Azure subscription id (a GUID)",
@@ -76,7 +100,7 @@ def test_a_cluster_without_a_provider_has_none() -> None:
         ),
         (
             "    provider:\n      eks: {name: a, region: eu-west-1}\n      aks: {subscription_id: x, resource_group: rg, name: s}\n",
-            "clusters.prod.provider: name one provider: eks or aks",
+            "clusters.prod.provider: name one provider: eks, aks or gke",
         ),
     ],
 )

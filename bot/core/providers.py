@@ -14,6 +14,7 @@ What the port covers, and how each cloud fits it:
 | `versions`                | DescribeCluster (next minor)     | get_server_config                 | get_upgrade_profile                  |
 | `update_control_plane`    | UpdateClusterVersion (`force`)   | update_master                     | begin_create_or_update (CP only)     |
 | `update_node_pool`        | UpdateNodegroupVersion (surge)   | update_node_pool (surge/blue-green)| agent pool upgrade (max surge)      |
+| `rollback_node_pool`      | (refused)                        | rollback_node_pool_upgrade        | (refused)                            |
 | `update_addon`            | UpdateAddon (resolveConflicts)   | (add-ons follow the master)       | extensions                           |
 | `operations`/`operation`  | ListUpdates / DescribeUpdate     | list/get_operation                | the ARM async operation              |
 | `maintenance`             | none (a note)                    | windows and exclusions            | planned maintenance configurations   |
@@ -43,6 +44,7 @@ from bot.records import (
     OPERATION_STATUSES,
     AksProvider,
     EksProvider,
+    GkeProvider,
     Insight,
     MaintenanceExclusion,
     MaintenancePolicy,
@@ -73,13 +75,20 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-#: A cluster's `provider:` configuration; one record type per cloud (GKE's joins here).
-ProviderConfig = EksProvider | AksProvider
+#: A cluster's `provider:` configuration; one record type per cloud.
+ProviderConfig = EksProvider | AksProvider | GkeProvider
 
 #: Each cloud's SDK and the extra that installs it (said when it is missing).
 SDKS = {
     "eks": ("boto3", "pip install 'upgrade-bot[aws]'"),
     "aks": ("azure-mgmt-containerservice", "pip install 'upgrade-bot[aks]'"),
+    "gke": ("google-cloud-container", "pip install 'upgrade-bot[gke]'"),
+}
+#: What each cloud's `provider:` entry names (said when a cluster has none).
+PROVIDER_KEYS = {
+    "eks": "name, region",
+    "aks": "subscription_id, resource_group, name",
+    "gke": "project, location, name",
 }
 
 
@@ -113,6 +122,10 @@ class Provider(Protocol):
         self, pool: str, *, version: str, strategy: PoolStrategy, token: str
     ) -> Operation: ...
     def update_addon_version(self, addon: str, *, version: str, conflicts: str, token: str) -> Operation: ...
+    def rollback_node_pool(self, pool: str, *, token: str) -> Operation:
+        """A node pool's update undone (GKE's `rollback_node_pool_upgrade`; the others refuse)."""
+        ...
+
     def operations(self, *, node_pool: str = "", addon: str = "") -> list[str]: ...
     def operation(self, operation_id: str, *, node_pool: str = "", addon: str = "") -> Operation: ...
 
@@ -131,6 +144,10 @@ def connect(config: ProviderConfig, *, update_within: float | None = None) -> Pr
         from bot.adapters.providers import aks
 
         return aks.connect(config, update_within=update_within)
+    if isinstance(config, GkeProvider):
+        from bot.adapters.providers import gke
+
+        return gke.connect(config, update_within=update_within)
     raise ProviderUnavailable(f"no provider adapter for {type(config).__name__}")
 
 
@@ -162,7 +179,7 @@ class ProviderAccess:
         if provider is None:
             raise UserError(
                 f"cluster {clip(cluster)} has no {self.kind.upper()} provider: the {self.kind.upper()} actions need "
-                f"`provider: {{{self.kind}: {{{'name, region' if self.kind == 'eks' else 'subscription_id, resource_group, name'}}}}}` in its configuration"
+                f"`provider: {{{self.kind}: {{{PROVIDER_KEYS.get(self.kind, 'name')}}}}}` in its configuration"
             )
         with self._lock:
             if cluster not in self._clients:

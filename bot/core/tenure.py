@@ -157,7 +157,9 @@ KUBE_WRITES = frozenset(
     }
 )
 #: The provider calls that change a cluster (`bot.core.providers.Provider`, what the EKS jobs call).
-AWS_UPDATES = frozenset({"update_control_plane", "update_node_pool", "update_addon_version"})
+AWS_UPDATES = frozenset(
+    {"update_control_plane", "update_node_pool", "update_addon_version", "rollback_node_pool"}
+)
 
 
 #: The Alertmanager calls that change what pages people: the silences a step holds as a lease.

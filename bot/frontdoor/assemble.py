@@ -221,6 +221,15 @@ def assemble(
             client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
         ),
     )
+    # The GKE actions' side likewise: each cluster's `provider: {gke: …}`.
+    gke = ProviderAccess(
+        {c.name: c.gke for c in settings.clusters.values()},
+        connect=functools.partial(providers.connect, update_within=aws_within),
+        kind="gke",
+        guard=lambda client: GuardedCalls(
+            client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
+        ),
+    )
     # The evidence gate's Alertmanagers (`clusters.NAME.alertmanager`), scoped by alert_matchers.
     from bot.adapters.alertmanager import Alertmanager
     from bot.adapters.prometheus import Prometheus
@@ -242,7 +251,7 @@ def assemble(
         },
         {c.name: Prometheus(c.prometheus) for c in settings.clusters.values() if c.prometheus is not None},
     )
-    job_registry = job_registry or default_jobs(labels, rules, eks=eks, evidence=evidence, aks=aks)
+    job_registry = job_registry or default_jobs(labels, rules, eks=eks, evidence=evidence, aks=aks, gke=gke)
     deliveries = None
     if poster is not None:
         deliveries = Deliveries(

@@ -49,7 +49,7 @@ from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
 from bot.frontdoor.assemble import assemble
 from bot.frontdoor.termtext import TerminalOut, TerminalText
-from bot.records import AksProvider, ClusterConfig, EksProvider, ImageChecks
+from bot.records import AksProvider, ClusterConfig, EksProvider, GkeProvider, ImageChecks
 from bot.resources import BUILTIN_PLANS
 from bot.settings import parse_settings
 
@@ -227,6 +227,7 @@ def rehearse(
     out: TextIO,
     eks: EksProvider | None = None,
     aks: AksProvider | None = None,
+    gke: GkeProvider | None = None,
     ask: Callable[[str], str],
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -243,7 +244,7 @@ def rehearse(
     would on the day. With `report_dir`, the run's report (bot.core.runs.report: PNG, HTML,
     Markdown) is written there and its path printed. `eks` is the sim's EKS cluster when its
     scenario has a cloud: the plan's cluster gets it as its provider (the EKS checks and actions
-    then call the sim's AWS APIs); `aks` likewise, with the sim's ARM surface. What is printed is Slack's text rendered for a terminal
+    then call the sim's AWS APIs); `aks` likewise, with the sim's ARM surface; `gke`, its GKE REST surface. What is printed is Slack's text rendered for a terminal
     (`bot.frontdoor.termtext`: dates in `zone`, the default the local one, emoji as
     characters), or as ASCII with `plain`. With `images` whose `verify` is on (the team's
     `checks.images`), the plan's check steps run IMG001 against the sim's registry facade."""
@@ -259,6 +260,12 @@ def rehearse(
         provider = (
             f", provider: {{aks: {{subscription_id: {json.dumps(aks.subscription_id)}, "
             f"resource_group: {json.dumps(aks.resource_group)}, name: {json.dumps(aks.name)}{endpoint}}}}}"
+        )
+    elif gke is not None:
+        endpoint = f", endpoint_url: {json.dumps(gke.endpoint_url)}" if gke.endpoint_url else ""
+        provider = (
+            f", provider: {{gke: {{project: {json.dumps(gke.project)}, location: {json.dumps(gke.location)}, "
+            f"name: {json.dumps(gke.name)}{endpoint}}}}}"
         )
     settings = parse_settings(
         # The sim's Alertmanager and Prometheus facades stand in for the cluster's own, so a plan's

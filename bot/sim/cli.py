@@ -107,6 +107,8 @@ def main(argv: list[str]) -> int:
             print(f"aws: {cluster.aws_url}", flush=True)
         if cluster.provider_url("aks") is not None:
             print(f"azure: {cluster.provider_url('aks')}", flush=True)
+        if cluster.provider_url("gke") is not None:
+            print(f"gke: {cluster.provider_url('gke')}", flush=True)
         while not stop.wait(0.5):
             pass
     finally:

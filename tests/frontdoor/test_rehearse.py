@@ -354,7 +354,7 @@ def test_an_unknown_plan_name_lists_the_built_in_plans(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert (
-        "no plan file 'eks-nodegroup' (a path, or a built-in plan: aks-managed, eks-managed, eks-nodegroups, istio-revision)"
+        "no plan file 'eks-nodegroup' (a path, or a built-in plan: aks-managed, eks-managed, eks-nodegroups, gke-managed, istio-revision)"
         in result.stderr
     )
 

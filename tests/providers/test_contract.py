@@ -8,8 +8,9 @@ driven through a real `upgrade-bot run --http` and its Slack stub, asserting the
 - the gate shows the exact call, with the cluster and the version;
 - the cards read alike: the same shape of line, the cloud's own words for its operation.
 
-Parametrised over the providers finished: EKS (boto3 on the sim's AWS APIs) and AKS
-(azure-mgmt-containerservice on the sim's ARM surface). GKE joins with its case.
+Parametrised over the three providers: EKS (boto3 on the sim's AWS APIs), AKS
+(azure-mgmt-containerservice on the sim's ARM surface) and GKE (google-cloud-container's REST
+transport on the sim's GKE surface).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tests.support.azure import (
     azure_post,
 )
 from tests.support.bot_process import PRIMARY, SHADOW, RunBot, team_bot, team_plan
+from tests.support.gcp import GKE_NAME, LOCATION, PROJECT, gke_calls, gke_post, gke_scenario
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 
@@ -75,6 +77,13 @@ def _aks_provider(sim: Any) -> str:
     )
 
 
+def _gke_provider(sim: Any) -> str:
+    return (
+        f"{{gke: {{project: {PROJECT}, location: {LOCATION}, name: {GKE_NAME}, "
+        f"endpoint_url: '{sim.provider_url('gke')}'}}}}"
+    )
+
+
 CASES = [
     Case(
         name="eks",
@@ -106,11 +115,28 @@ CASES = [
         failed=r"control plane 1\.25\.11 → 1\.26\.6: AKS operation \S+ Failed — UpgradeFailed: the control plane "
         r"upgrade failed \(planted by the scenario\)",
     ),
+    Case(
+        name="gke",
+        scenario=gke_scenario,
+        provider=_gke_provider,
+        env=lambda tmp: {},
+        action='gke-update-master: {version: "1.30.4-gke.1348000"}',
+        call="UpdateMaster",
+        calls=gke_calls,
+        post=gke_post,
+        gate="• would call UpdateMaster (POST projects/shop-project/locations/europe-west1/clusters/shop-prod:updateMaster) "
+        "with masterVersion=1.30.4-gke.1348000",
+        done=r"control plane 1\.29\.8-gke\.1031000 → 1\.30\.4-gke\.1348000: (GKE operation \S+|shop-prod's version) "
+        r"Successful and the API server reports v1\.30\.4-gke\.1348000",
+        failed=r"control plane 1\.29\.8-gke\.1031000 → 1\.30\.4-gke\.1348000: GKE operation \S+ Failed — INTERNAL: the "
+        r"master upgrade failed \(planted by the scenario\)",
+    ),
 ]
 
 #: The shape every cloud's live card line has: what, from → to, the cloud's operation, its state.
 CARD = re.compile(
-    r"^control plane \S+ → \S+: (EKS update|AKS operation|\S+'s provisioningState) \S* ?(InProgress|Successful|Succeeded)"
+    r"^control plane \S+ → \S+: (EKS update|AKS operation|GKE operation|\S+'s provisioningState|\S+'s version) \S* ?"
+    r"(InProgress|Successful|Succeeded)"
 )
 
 
@@ -227,7 +253,9 @@ def test_kill9_in_the_middle_of_the_update_call_never_repeats_it(
             line
             for card in _cards(slack_stub)
             for line in re.findall(r"control plane \S+ → [^\"\\]*", card)
-            if re.search(r": (EKS update|AKS operation|\S+'s provisioningState) ", line)
+            if re.search(
+                r": (EKS update|AKS operation|GKE operation|\S+'s provisioningState|\S+'s version) ", line
+            )
         ]
         assert lines, "no live card line of the job"
         assert all(CARD.match(line) for line in lines), lines

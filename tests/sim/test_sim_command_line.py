@@ -23,6 +23,7 @@ def test_scenarios_lists_every_built_in_scenario_on_one_line_each(capsys: pytest
         "aks-nodepools",
         "eks-nodegroups",
         "gitops",
+        "gke-nodepools",
         "known-issues-2",
         "large",
         "small",

@@ -289,6 +289,11 @@ class Aks:
             f"AKS manages its add-on {addon} with the control plane", code="NotSupported", status=400
         )
 
+    def rollback_node_pool(self, pool: str, *, token: str) -> Operation:
+        raise AzureError(
+            f"AKS has no rollback of agent pool {pool}'s upgrade", code="NotSupported", status=400
+        )
+
     def _begin(self, fn: Any, *args: Any, kind: str, version: str) -> Operation:
         """Start a PUT without the SDK's poller; the operation is read from its
         `Azure-AsyncOperation` header (none: nothing changed, so nothing to follow)."""

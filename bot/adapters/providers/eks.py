@@ -282,6 +282,10 @@ class Eks:
     def update_addon_version(self, addon: str, *, version: str, conflicts: str, token: str) -> Operation:
         return _operation(self.update_addon(addon, version=version, resolve_conflicts=conflicts, token=token))
 
+    def rollback_node_pool(self, pool: str, *, token: str) -> Operation:
+        # EKS rolls a node group back by updating it again to the old version (a new update).
+        raise AwsError(f"EKS has no rollback of node group {pool}'s update", code="NotSupported", status=400)
+
     def operations(self, *, node_pool: str = "", addon: str = "") -> list[str]:
         return self.list_updates(nodegroup=node_pool, addon=addon)
 

@@ -34,6 +34,7 @@ CHECK_MODULES = (
     "bot.core.checks.apis",
     "bot.core.checks.eks",
     "bot.core.checks.aks",
+    "bot.core.checks.gke",
     "bot.core.checks.images",
 )
 

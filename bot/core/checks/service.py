@@ -46,7 +46,8 @@ def default_extras(
 ) -> tuple[Extra, ...]:
     """The finding sources beyond this package's checks that every front door runs: removed and
     deprecated APIs (`apis.py`: the apiserver metric, last-applied and managedFields, Helm
-    releases), and for a configured `cluster` the AKS checks of an AKS provider (`aks.py`), else the
+    releases), and for a configured `cluster` the AKS checks of an AKS provider (`aks.py`), the GKE
+    checks of a GKE provider (`gke.py`), else the
     EKS checks of its provider (`eks.py`: skipped,
     with a note saying why, without a provider or without the `aws` extra). `now` (Unix seconds)
     dates the metric's counting window. With `images` whose `verify` is on, IMG001 too (the
@@ -76,6 +77,15 @@ def default_extras(
             return aks.aks_extra(aks_provider)(reader, target, notes)
 
         return (removed_apis, aks_checks, *verify)
+    if cluster.gke is not None:
+        gke_provider = cluster.gke
+
+        def gke_checks(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:
+            from bot.core.checks import gke
+
+            return gke.gke_extra(gke_provider, now=now)(reader, target, notes)
+
+        return (removed_apis, gke_checks, *verify)
     provider = cluster.eks
 
     def eks_checks(reader: CheckReader, target: str, notes: list[str]) -> Sequence[Finding]:

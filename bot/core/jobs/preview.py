@@ -78,6 +78,8 @@ CHANGING = (
     "eks-update-addon",
     "aks-upgrade-control-plane",
     "aks-upgrade-nodepool",
+    "gke-update-master",
+    "gke-update-nodepool",
     "flux-suspend",
     "flux-resume",
     "argocd-pause",

@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from bot.core.checks.rules import Rule
 from bot.core.jobs import aks as aks_jobs
+from bot.core.jobs import gke as gke_jobs
 from bot.core.jobs.alerts import AlertsJob, Evidence
 from bot.core.jobs.alerts import check_args as _check_alerts
 from bot.core.jobs.analysis import AnalysisJob
@@ -80,6 +81,8 @@ class JobDeps:
     eks: Callable[[str], EksActs] = no_eks
     #: Cluster name → its AKS provider (`provider: {aks: …}`), or a short refusal.
     aks: Callable[[str], EksActs] = no_eks
+    #: Cluster name → its GKE provider (`provider: {gke: …}`), or a short refusal.
+    gke: Callable[[str], EksActs] = no_eks
     #: The clusters' Alertmanagers and Prometheuses (the evidence gate); without one, `alerts` /
     #: `analysis` refuse.
     evidence: Evidence = field(default_factory=Evidence)
@@ -354,6 +357,28 @@ KINDS: tuple[JobKind, ...] = (
         make=lambda deps: _backgrounded(deps, aks_jobs.AksUpgradeNodepoolJob(deps.aks, deps.labels), None),
     ),
     JobKind(
+        name="gke-update-master",
+        summary="upgrade the GKE master (update_master; the node pools stay) and follow its operation "
+        "until /version reports it; a maintenance exclusion in force is shown at the gate",
+        required=frozenset({"version"}),
+        optional=frozenset({"timeout"}),
+        mutating=True,
+        command=False,
+        check=gke_jobs.check_master,
+        make=lambda deps: gke_jobs.GkeUpdateMasterJob(deps.gke, deps.labels),
+    ),
+    JobKind(
+        name="gke-update-nodepool",
+        summary="upgrade a GKE node pool (update_node_pool, its surge or blue-green settings shown at the "
+        "gate) and follow its operation; a blue-green soak asks people: finish, or roll back",
+        required=frozenset({"nodepool"}),
+        optional=frozenset({"version", "strategy", "max_surge", "max_unavailable", "soak", "timeout"}),
+        mutating=True,
+        command=False,
+        check=gke_jobs.check_nodepool,
+        make=lambda deps: _backgrounded(deps, gke_jobs.GkeUpdateNodepoolJob(deps.gke, deps.labels), None),
+    ),
+    JobKind(
         name="alerts",
         summary="no new alerts: pass after `settle` with none new since the step began, fail on a new "
         "critical one or at `timeout`; no answer from Alertmanager asks people (docs/evidence-gate.md)",
@@ -444,6 +469,7 @@ def default_jobs(
     eks: EksAccess | None = None,
     evidence: Evidence | None = None,
     aks: EksAccess | None = None,
+    gke: EksAccess | None = None,
 ) -> JobRegistry:
     """Every job kind; `node_group_labels` are the settings' node-group label keys, in priority
     order (how `nodegroup: NAME` finds a group's nodes); `rules`, the known-issue rules a drain
@@ -454,6 +480,7 @@ def default_jobs(
         rules=tuple(rules),
         eks=eks or no_eks,
         aks=aks or no_eks,
+        gke=gke or no_eks,
         evidence=evidence or Evidence(),
     )
     return JobRegistry(jobs={kind.name: kind.make(deps) for kind in KINDS})

@@ -22,7 +22,7 @@ from bot.frontdoor.cli.options import (
 )
 from bot.frontdoor.rehearse import rehearse
 from bot.logsetup import configure_logging
-from bot.records import AksProvider, EksProvider
+from bot.records import AksProvider, EksProvider, GkeProvider
 from bot.settings import read_check_ignores, read_image_checks
 from bot.sim.cluster import SimCluster
 from bot.sim.world.scenario import ScenarioError
@@ -39,7 +39,7 @@ def register(subparsers: Subparsers) -> Handler:
     parser.add_argument(
         "--scenario",
         default=None,
-        help="the sim's scenario (default: the built-in plan's own — aks-nodepools for aks-managed — "
+        help="the sim's scenario (default: the built-in plan's own — aks-nodepools for aks-managed, gke-nodepools for gke-managed — "
         "else eks-nodegroups)",
     )
     answers = parser.add_mutually_exclusive_group()
@@ -73,7 +73,7 @@ def register(subparsers: Subparsers) -> Handler:
 
 #: The scenario a built-in plan is rehearsed on when `--scenario` is not given: the plan is
 #: written for its cloud (the others default to eks-nodegroups).
-PLAN_SCENARIOS = {"aks-managed": "aks-nodepools"}
+PLAN_SCENARIOS = {"aks-managed": "aks-nodepools", "gke-managed": "gke-nodepools"}
 DEFAULT_SCENARIO = "eks-nodegroups"
 
 
@@ -129,9 +129,20 @@ def _rehearse(args: argparse.Namespace) -> int:
                     endpoint_url=aks_url,
                 )
                 print(f"azure: {aks_url} (AKS cluster {aks.name})", flush=True)
+            gke = None
+            gke_url = sim.provider_url("gke")
+            gcp = sim.core.providers.get("gke")
+            if gke_url is not None and gcp is not None:
+                # The scenario's cloud is GKE: the sim's REST surface, asked with anonymous
+                # credentials (the team's Google identity is neither used nor needed).
+                gke = GkeProvider(
+                    project=gcp.project, location=gcp.location, name=gcp.name, endpoint_url=gke_url
+                )
+                print(f"gke: {gke_url} (GKE cluster {gke.name})", flush=True)
             return rehearse(
                 args.plan,
                 aks=aks,
+                gke=gke,
                 sim_url=sim.url,
                 kubeconfig=kubeconfig,
                 workdir=workdir,

@@ -1,5 +1,6 @@
 """The clouds' API facades, registered per provider: each serves one cloud's API on loopback for
-that cloud's real SDK (EKS's for boto3, AKS's ARM surface for azure-mgmt-containerservice; GKE's REST surface joins here).
+that cloud's real SDK (EKS's for boto3, AKS's ARM surface for azure-mgmt-containerservice, GKE's
+REST surface for google-cloud-container).
 
 A facade is built from its scenario section (`aws:` for EKS) over the simulated world (the
 `Cloud`'s control plane and node groups, the engine's clock), and served under its own prefix of
@@ -14,7 +15,7 @@ from typing import Any
 
 from bot.sim.apiserver.server import SimHTTPServer
 from bot.sim.controllers.engine import Engine
-from bot.sim.world import aws, azure
+from bot.sim.world import aws, azure, gke
 from bot.sim.world.cloud import Cloud
 
 Obj = dict[str, Any]
@@ -40,9 +41,14 @@ def _aks(cloud: Cloud, engine: Engine, spec: Obj, name: str) -> azure.AzureWorld
     return azure.AzureWorld(cloud, engine, spec, default_name=name)
 
 
+def _gke(cloud: Cloud, engine: Engine, spec: Obj, name: str) -> gke.GkeWorld:
+    return gke.GkeWorld(cloud, engine, spec, default_name=name)
+
+
 #: The facades the sim knows, one per provider.
 FACADES: tuple[Facade, ...] = (
     Facade(provider="eks", section="aws", prefix=aws.PREFIX, build=_eks, register=aws.register),
     Facade(provider="aks", section="azure", prefix=azure.PREFIX, build=_aks, register=azure.register),
+    Facade(provider="gke", section="gcp", prefix=gke.PREFIX, build=_gke, register=gke.register),
 )
 BY_PROVIDER = {f.provider: f for f in FACADES}

@@ -64,6 +64,7 @@ _TOP = {
     "injectors",
     "aws",
     "azure",
+    "gcp",
     "settled",
     "placements",
 }
@@ -134,6 +135,8 @@ class Scenario:
     aws: Obj | None = None
     #: The Azure side of an AKS scenario (`bot/sim/world/azure.py`), served under /azure when present.
     azure: Obj | None = None
+    #: The Google side of a GKE scenario (`bot/sim/world/gke.py`), served under /gke when present.
+    gcp: Obj | None = None
     #: Build the workloads in their settled state instead of playing them through the controllers
     #: during the warm-up (`bot/sim/world/settled.py`); twins are written with it.
     settled: bool = False
@@ -217,6 +220,7 @@ class Scenario:
                 generate=data.get("generate"),
                 aws=data.get("aws"),
                 azure=data.get("azure"),
+                gcp=data.get("gcp"),
                 settled=settled,
                 placements={
                     str(k): [str(n) for n in v or []] for k, v in (data.get("placements") or {}).items()

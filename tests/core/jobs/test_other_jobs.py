@@ -42,6 +42,8 @@ def test_the_registry_maps_every_kind_plans_use() -> None:
         "eks-update-nodegroup",
         "flux-resume",
         "flux-suspend",
+        "gke-update-master",
+        "gke-update-nodepool",
         "restart",
         "set-image",
         "uncordon",

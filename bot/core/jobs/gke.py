@@ -1,0 +1,696 @@
+"""The gated GKE actions (issue 46): upgrade the master or a node pool through GKE's API, and
+follow the long-running operation to its end.
+
+- `gke-update-master version=1.30.4-gke.1348000`: `update_master`, then `get_operation` until it
+  is DONE and the API server's `/version` reports the target. The gate shows the exact call, the
+  versions `get_server_config` offers, and any maintenance exclusion in force (the team's freeze:
+  the check's GKE002 is Required while one covers the window).
+- `gke-update-nodepool nodepool=NAME [version=…] [strategy=surge|blue-green] [max_surge=1]
+  [max_unavailable=0] [soak=10m]`: `update_node_pool` with `nodeVersion` (the master's when not
+  given) and the pool's upgrade settings — its own, or the plan's. The gate shows them: surge
+  (`max_surge` new nodes at a time, at most `max_unavailable` old ones down) or blue-green (a
+  green pool, the blue one cordoned, drained and kept for the soak). When a blue-green upgrade
+  reaches its soak, the job reads the soak's evidence (the pool's nodes Ready on the target, its
+  pods Ready) and asks people: let the soak finish (GKE then deletes the blue pool), or roll back
+  (`rollback_node_pool_upgrade`: the blue pool back, the green one removed), with a reason. A
+  failed evidence says so in the question; the job never rolls back by itself.
+
+Never a call twice: before each update call (the update, and a rollback) a tick stores the
+call's *intent*, and only the next tick sends it; the tick that sent it stores the operation's
+name. GKE takes no idempotency token, so a tick that finds an intent without an operation (a
+kill -9 between the call and storing its answer) first lists the cluster's running operations
+(`list_operations`) and reads the versions: an operation on the target, or the target already
+reached, means the call reached GKE — the job follows it and never calls again.
+
+The Google side comes through the provider port (`bot.core.providers`): the cluster's
+`provider: {gke: …}` and the `gke` extra; without either, the action refuses with a short reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
+from bot.core.jobs.common import (
+    JobCluster,
+    bar,
+    duration_arg,
+    few,
+    iso,
+    label_value,
+    list_nodes,
+    timer_start,
+    unschedulable,
+)
+from bot.core.jobs.eks import api_version, elapsed_since, timeout_span, update_errors
+from bot.core.jobs.waitgroup import group_counts
+from bot.core.kube.objects import node_group
+from bot.core.kube.versions import on_version, parse_version
+from bot.core.providers import MaintenanceExclusion, Operation, PoolStrategy, Provider, ProviderError
+from bot.errors import ClusterError, TemporaryError, UserError, clip
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+
+MASTER_TIMEOUT = timedelta(hours=1)
+NODEPOOL_TIMEOUT = timedelta(hours=3)
+#: A blue-green upgrade's soak when neither the pool nor the plan names one (GKE's default).
+SOAK = timedelta(hours=1)
+POLL_SECONDS = 10.0
+INTENT = "intent"
+UPDATE_MASTER = "UpdateMaster"
+UPDATE_POOL = "UpdateNodePool"
+ROLLBACK = "RollbackNodePoolUpgrade"
+#: The gated choice at a blue-green upgrade's soak.
+SOAKING = "soak"
+KEEP, ROLL_BACK = "keep", "rollback"
+STRATEGIES = ("surge", "blue-green")
+#: A GKE version: `1.30`, `1.30.4`, or `1.30.4-gke.1348000`.
+_GKE_VERSION = re.compile(r"^\d{1,3}\.\d{1,3}(?:\.\d{1,3}(?:-gke\.\d{1,12})?)?$")
+
+
+def gke_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
+    """A GKE call whose refusal (a 4xx other than 429, or FAILED_PRECONDITION over another
+    operation) ends the job with GKE's reason; anything else is tried again later."""
+    try:
+        return fn(**kwargs)
+    except ProviderError as exc:
+        busy = exc.code == "FAILED_PRECONDITION" and "incompatible operation" in str(exc)
+        if 400 <= exc.status < 500 and exc.status != 429 and not busy:
+            raise UserError(
+                f"GKE refused {what}: {exc.code + ': ' if exc.code else ''}{clip(str(exc), 300)}"
+            ) from None
+        raise TemporaryError(f"GKE did not answer {what}: {clip(str(exc), 200)}") from None
+
+
+def version_arg(args: Mapping[str, str], *, required: bool) -> str:
+    """`version`: a version as GKE takes it (`1.30.4-gke.1348000`, or `1.30.4`, `1.30`)."""
+    text = str(args.get("version", "")).strip().removeprefix("v")
+    if not text:
+        if required:
+            raise UserError("version: required (a version get_server_config offers, like 1.30.4-gke.1348000)")
+        return ""
+    if not _GKE_VERSION.match(text):
+        raise UserError(f"version: {clip(text, 30)!r} is not a GKE version like 1.30.4-gke.1348000")
+    return text
+
+
+def _count_arg(args: Mapping[str, str], key: str) -> str:
+    text = str(args.get(key, "")).strip()
+    if text and not (text.isdigit() and len(text) <= 3):
+        raise UserError(f"{key}: {clip(text, 20)!r} is not a node count (0–999)")
+    return text
+
+
+def strategy_arg(args: Mapping[str, str]) -> str:
+    text = str(args.get("strategy", "")).strip()
+    if text and text not in STRATEGIES:
+        raise UserError(f"strategy: {clip(text, 20)!r} is not one of {', '.join(STRATEGIES)}")
+    return text
+
+
+def covering(exclusions: Sequence[MaintenanceExclusion], now: datetime) -> list[MaintenanceExclusion]:
+    """The exclusions in force at `now` (a freeze the team set on the cluster)."""
+    out = []
+    for e in exclusions:
+        try:
+            start = datetime.fromisoformat(e.start.replace("Z", "+00:00"))
+            end = datetime.fromisoformat(e.end.replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        if start <= now < end:
+            out.append(e)
+    return out
+
+
+class _GkeJob:
+    """What the GKE jobs share: the client, the intent rule, the operation's end."""
+
+    kind = ""
+    call = ""
+
+    def __init__(self, gke: Callable[[str], Provider], node_group_labels: Sequence[str] = ()) -> None:
+        self.gke = gke
+        self.node_group_labels = tuple(node_group_labels)
+
+    def client(self, cluster: Any) -> Provider:
+        return self.gke(str(getattr(cluster, "name", "")))
+
+    def _version_now(self, gke: Provider, progress: Progress) -> str:
+        raise NotImplementedError
+
+    def _send(self, gke: Provider, progress: Progress) -> Operation:
+        raise NotImplementedError
+
+    def _pool(self, progress: Progress) -> str:
+        return str(progress.get("nodepool") or "")
+
+    def _found(self, gke: Provider, progress: Progress) -> str:
+        """The operation a call made before an interruption started ("" when none is running),
+        or `resource` when the target is already reached (the call reached GKE)."""
+        running = gke_call("ListOperations", gke.operations, node_pool=self._pool(progress))
+        if running:
+            return running[0]
+        if self._version_now(gke, progress) == progress["target"] and progress["from"] != progress["target"]:
+            return "resource"
+        return ""
+
+    def _start(self, gke: Provider, progress: Progress, *, now: datetime, what: str) -> Tick:
+        """The intent rule of the module docstring: store, then send (or find) the call."""
+        attempt = int(progress.get("attempt", 0))
+        intent = progress.get(INTENT) or {}
+        if intent.get("call") != self.call or int(intent.get("attempt", -1)) != attempt:
+            new = {**progress, INTENT: {"call": self.call, "attempt": attempt, "at": iso(now)}}
+            return Tick(progress=new, card=(f"{what}: calling {self.call}",), wait=0.0)
+        found = self._found(gke, progress)
+        if found:
+            op_name = "" if found == "resource" else found
+            new = {
+                **progress,
+                "operation": op_name,
+                "following": "resource" if not op_name else "operation",
+                "status": "InProgress",
+            }
+            text = (
+                f"{what}: {self.call} made before the interruption reached GKE "
+                f"({'operation ' + op_name if op_name else 'the target is reached'}): following it, not called again"
+            )
+            return Tick(
+                progress=new,
+                posts=(Post(key=f"found:{self.call}:{attempt}", text=text),),
+                audit=((self.call, f"{progress['gke']} → {progress['target']}: found after an interruption, not called again"),),
+                card=(text,),
+                wait=POLL_SECONDS,
+            )  # fmt: skip
+        op = self._send(gke, progress)
+        new = {**progress, "operation": op.id, "following": "operation", "status": op.status}
+        text = f"{what}: GKE accepted {self.call}, operation {op.id} ({op.status})"
+        return Tick(
+            progress=new,
+            posts=(Post(key=f"update-started:{self.call}:{attempt}", text=text),),
+            audit=((self.call, f"{progress['gke']} → {progress['target']}{self._extra(progress)}: operation {op.id}"),),
+            card=(text,),
+            wait=POLL_SECONDS,
+        )  # fmt: skip
+
+    def _extra(self, progress: Progress) -> str:
+        return ""
+
+    def _status(self, gke: Provider, progress: Progress) -> Operation:
+        if progress.get("operation"):
+            return gke_call(
+                "GetOperation",
+                gke.operation,
+                operation_id=progress["operation"],
+                node_pool=self._pool(progress),
+            )
+        status = "Successful" if self._version_now(gke, progress) == progress["target"] else "InProgress"
+        return Operation(id="", kind=self.call, status=status)
+
+    def _timed_out(self, progress: Progress, now: datetime) -> bool:
+        started = timer_start(progress, progress.get("started"), now)
+        return now - started >= timedelta(seconds=float(progress["timeout"]))
+
+    def _end(self, progress: Progress, text: str, *, ok: bool, key: str) -> Tick:
+        return Tick(
+            progress=progress,
+            posts=(Post(key=key, text=text),),
+            audit=((f"{self.kind} {'done' if ok else 'failed'}", text),),
+            card=(text,),
+            done=True,
+            ok=ok,
+            detail=text,
+            wait=0.0,
+        )
+
+    def _op_name(self, progress: Progress) -> str:
+        return (
+            f"GKE operation {progress['operation']}"
+            if progress.get("operation")
+            else f"{progress['gke']}'s version"
+        )
+
+    def _following(self, gke: Provider, progress: Progress) -> list[str]:
+        op = self._status(gke, progress)
+        return [
+            f"resumes following {self._op_name(progress)}, which this job started before it was interrupted: "
+            f"no new {self.call} is made",
+            f"now: {op.status}" + (f" — {update_errors(op.errors)}" if op.errors else ""),
+        ]
+
+    def _interrupted(self, progress: Progress) -> list[str]:
+        intent = progress.get(INTENT) or {}
+        if not intent or progress.get("operation") or progress.get("following"):
+            return []
+        return [
+            f"its {intent.get('call')} may have reached GKE before the interruption: it first lists the running "
+            "operations and reads the versions, and follows what it finds; it calls only if there is none"
+        ]
+
+    def _exclusions(self, gke: Provider, now: datetime) -> list[str]:
+        policy = gke_call("GetCluster", gke.maintenance)
+        return [
+            f"maintenance exclusion {e.name} ({e.scope}) is in force until {e.end}: the team's freeze — "
+            "GKE lets a manual upgrade through it, the check's GKE002 does not"
+            for e in covering(policy.exclusions, now)
+        ]
+
+
+class GkeUpdateMasterJob(_GkeJob):
+    """`gke-update-master`: see the module docstring."""
+
+    kind = "gke-update-master"
+    call = UPDATE_MASTER
+
+    def _version_now(self, gke: Provider, progress: Progress) -> str:
+        return str(gke_call("GetCluster", gke.control_plane).get("currentMasterVersion", ""))
+
+    def _send(self, gke: Provider, progress: Progress) -> Operation:
+        return gke_call(UPDATE_MASTER, gke.update_control_plane, version=progress["target"], token="")
+
+    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
+        version = version_arg(args, required=True)
+        timeout = duration_arg(args, "timeout", MASTER_TIMEOUT)
+        gke = self.client(cluster)
+        found = gke_call("GetCluster", gke.control_plane)
+        return {
+            "what": "master",
+            "gke": gke.name,
+            "target": version,
+            "from": str(found.get("currentMasterVersion", "")),
+            "started": iso(now),
+            "timeout": timeout.total_seconds(),
+            "operation": "",
+            "status": "",
+            "seen": "",
+        }
+
+    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
+        gke = self.client(cluster)
+        if progress.get("operation") or progress.get("following"):
+            return [
+                *self._following(gke, progress),
+                f"API server /version now: {api_version(cluster) or '?'}",
+            ]
+        versions = gke_call("GetServerConfig", gke.versions)
+        provider = getattr(gke, "provider", None)
+        where = (
+            f"projects/{provider.project}/locations/{provider.location}/clusters/{progress['gke']}"
+            if provider is not None and hasattr(provider, "project")
+            else f"clusters/{progress['gke']}"
+        )
+        lines = [
+            *self._interrupted(progress),
+            f"would call {UPDATE_MASTER} (POST {where}:updateMaster) with masterVersion={progress['target']} "
+            "(the master only: the node pools stay on their versions)",
+            f"GetCluster now: {versions.current or '?'}; get_server_config offers {few(list(versions.offered), 4) or 'nothing newer'}"
+            + (f" (default {versions.default})" if versions.default else ""),
+            f"then GetOperation every {POLL_SECONDS:g} s until DONE and /version reports {progress['target']} "
+            f"(up to {timeout_span(progress)})",
+        ]
+        if (
+            versions.offered
+            and progress["target"] not in versions.offered
+            and progress["from"] != progress["target"]
+        ):
+            lines.insert(
+                1,
+                f"GKE does not offer {progress['target']} from {versions.current}: it would refuse the upgrade",
+            )
+        lines += self._exclusions(gke, _now(progress))
+        return lines
+
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        gke = self.client(cluster)
+        target = progress["target"]
+        what = f"control plane {progress['from']} → {target}"
+        if not progress.get("operation") and not progress.get("following"):
+            if progress["from"] == target:
+                text = f"the master is already on {target}: nothing to upgrade"
+                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+            return self._start(gke, progress, now=now, what=what)
+        op = self._status(gke, progress)
+        try:
+            seen = api_version(cluster)
+        except ClusterError as exc:
+            seen = f"(no answer: {clip(exc.user_message, 80)})"
+        new = {**progress, "status": op.status, "seen": seen}
+        key = progress.get("operation") or "resource"
+        if op.status in ("Failed", "Cancelled"):
+            text = f"{what}: {self._op_name(progress)} {op.status} — {update_errors(op.errors)}"
+            return self._end(new, text, ok=False, key=f"update-failed:{key}")
+        if op.status == "Successful" and on_version(seen, parse_version(target)):
+            text = f"{what}: {self._op_name(progress)} Successful and the API server reports {seen}"
+            return self._end(new, text, ok=True, key=f"update-done:{key}")
+        if self._timed_out(progress, now):
+            text = (
+                f"{what}: {self._op_name(progress)} still {op.status} after {timeout_span(progress)}; the upgrade goes "
+                "on at GKE (gcloud container operations describe) — the step stops here"
+            )
+            return self._end(new, text, ok=False, key=f"timeout:{key}")
+        elapsed = elapsed_since(now, progress["started"])
+        card = (
+            f"{what}: {self._op_name(progress)} {op.status}" + (f", {elapsed} so far" if elapsed else ""),
+            f"API server /version: {seen or '?'}",
+        )
+        return Tick(progress=new, card=card, wait=POLL_SECONDS)
+
+
+class GkeUpdateNodepoolJob(_GkeJob):
+    """`gke-update-nodepool`: see the module docstring."""
+
+    kind = "gke-update-nodepool"
+    call = UPDATE_POOL
+
+    def _version_now(self, gke: Provider, progress: Progress) -> str:
+        return str(gke_call("GetNodePool", gke.node_pool, name=progress["nodepool"]).get("version", ""))
+
+    def _strategy(self, progress: Progress) -> PoolStrategy:
+        if progress["strategy"] == "blue-green":
+            return PoolStrategy(kind="replace", soak_seconds=float(progress["soak"]))
+        return PoolStrategy(
+            kind="surge", max_surge=progress["max_surge"], max_unavailable=progress["max_unavailable"]
+        )
+
+    def _send(self, gke: Provider, progress: Progress) -> Operation:
+        return gke_call(
+            UPDATE_POOL,
+            gke.update_node_pool,
+            pool=progress["nodepool"],
+            version=progress["target"],
+            strategy=self._strategy(progress),
+            token="",
+        )
+
+    def _extra(self, progress: Progress) -> str:
+        return f" ({_settings_text(progress)})"
+
+    def _nodes(self, cluster: JobCluster, pool: str) -> list[Obj]:
+        return [
+            n
+            for n in list_nodes(cluster)
+            if node_group((n.get("metadata") or {}).get("labels"), self.node_group_labels) == pool
+        ]
+
+    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
+        pool = label_value("nodepool", str(args.get("nodepool", "")).strip())
+        version = version_arg(args, required=False)
+        strategy = strategy_arg(args)
+        surge, unavailable = _count_arg(args, "max_surge"), _count_arg(args, "max_unavailable")
+        soak = duration_arg(args, "soak", SOAK) if "soak" in args else None
+        timeout = duration_arg(args, "timeout", NODEPOOL_TIMEOUT)
+        gke = self.client(cluster)
+        found = gke_call("GetNodePool", gke.node_pool, name=pool)
+        own = found.get("upgradeSettings") or {}
+        own_strategy = "blue-green" if own.get("strategy") == "BLUE_GREEN" else "surge"
+        own_soak = _seconds((own.get("blueGreenSettings") or {}).get("nodePoolSoakDuration"))
+        target = version or str(gke_call("GetCluster", gke.control_plane).get("currentMasterVersion", ""))
+        chosen = strategy or own_strategy
+        return {
+            "what": "nodepool",
+            "gke": gke.name,
+            "nodepool": pool,
+            "target": target,
+            "from": str(found.get("version", "")),
+            "strategy": chosen,
+            "by_plan": bool(strategy or surge or unavailable or soak),
+            "max_surge": surge or str(own.get("maxSurge", 1 if chosen == "surge" else "")),
+            "max_unavailable": unavailable or str(own.get("maxUnavailable", 0 if chosen == "surge" else "")),
+            "soak": (soak.total_seconds() if soak is not None else own_soak or SOAK.total_seconds()),
+            "started": iso(now),
+            "timeout": timeout.total_seconds(),
+            "operation": "",
+            "status": "",
+            "seen": {},
+        }
+
+    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
+        gke = self.client(cluster)
+        pool = progress["nodepool"]
+        counts = group_counts(self._nodes(cluster, pool), progress["target"])
+        if progress.get("operation") or progress.get("following"):
+            return [
+                *self._following(gke, progress),
+                f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
+            ]
+        found = gke_call("GetNodePool", gke.node_pool, name=pool)
+        whose = "set by the plan" if progress.get("by_plan") else "the pool's own"
+        lines = [
+            *self._interrupted(progress),
+            f"would call {UPDATE_POOL} (PUT …/clusters/{progress['gke']}/nodePools/{pool}) with "
+            f"nodeVersion={progress['target']}, upgradeSettings {_settings_text(progress)}",
+        ]
+        if progress["strategy"] == "blue-green":
+            lines.append(
+                f"blue-green ({whose}): GKE creates a green pool of {counts['total']} node(s) on {progress['target']}, "
+                f"cordons and drains the blue one, and keeps it for a soak of {_span(progress['soak'])}; at the soak "
+                f"people choose to let it finish or to roll back ({ROLLBACK}: the blue pool back)"
+            )
+        else:
+            lines.append(
+                f"surge ({whose}): max_surge {progress['max_surge']}, max_unavailable {progress['max_unavailable']} — "
+                f"GKE adds up to {progress['max_surge']} new node(s) at a time and takes at most "
+                f"{progress['max_unavailable']} old one(s) down before their replacements are Ready"
+            )
+        lines += [
+            f"GetNodePool now: {found.get('version', '?')}, {found.get('status', '?')}; its nodes now: {counts['total']}, "
+            f"{counts['on_target']} Ready on {progress['target']}",
+            f"then GetOperation every {POLL_SECONDS:g} s while GKE upgrades the pool (up to {timeout_span(progress)})",
+            *self._exclusions(gke, _now(progress)),
+        ]
+        return lines
+
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        gke = self.client(cluster)
+        pool = progress["nodepool"]
+        what = f"node pool {pool} {progress['from']} → {progress['target']}"
+        if decision is not None and decision.choice_key.startswith(f"{SOAKING}:"):
+            return self._decided(progress, decision, what)
+        if progress.get("rollback"):
+            return self._rolling_back(cluster, gke, progress, what, now=now)
+        if not progress.get("operation") and not progress.get("following"):
+            if progress["from"] == progress["target"]:
+                text = f"node pool {pool} is already on {progress['target']}: nothing to upgrade"
+                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+            return self._start(gke, progress, now=now, what=what)
+        op = self._status(gke, progress)
+        counts = group_counts(self._nodes(cluster, pool), progress["target"])
+        new = {**progress, "status": op.status, "seen": counts}
+        key = progress.get("operation") or "resource"
+        if op.status in ("Failed", "Cancelled"):
+            text = f"{what}: {self._op_name(progress)} {op.status} — {update_errors(op.errors)}"
+            return self._end(new, text, ok=False, key=f"update-failed:{key}")
+        if op.status == "Successful":
+            text = (
+                f"{what}: {self._op_name(progress)} Successful — {counts['on_target']}/{counts['total']} node(s) "
+                f"Ready on {progress['target']}"
+            )
+            return self._end(new, text, ok=True, key=f"update-done:{key}")
+        phase = ""
+        if progress["strategy"] == "blue-green":
+            info = gke_call("GetNodePool", gke.node_pool, name=pool).get("updateInfo") or {}
+            phase = str((info.get("blueGreenInfo") or {}).get("phase") or "")
+            if phase == "NODE_POOL_SOAKING" and not progress.get("soak_asked"):
+                return self._soak(cluster, new, counts, what, now=now)
+        if self._timed_out(progress, now):
+            text = (
+                f"{what}: {self._op_name(progress)} still {op.status} after {timeout_span(progress)}; the upgrade goes on "
+                "at GKE (gcloud container operations describe) — the step stops here"
+            )
+            return self._end(new, text, ok=False, key=f"timeout:{key}")
+        elapsed = elapsed_since(now, progress["started"])
+        card = (
+            f"{what}: {self._op_name(progress)} {op.status}"
+            + (f" ({phase})" if phase else "")
+            + (f", {elapsed} so far" if elapsed else "")
+            + f" · {_settings_text(progress)}",
+            bar(counts["on_target"], counts["total"], f"nodes Ready on {progress['target']}")
+            + (f" · {counts['old']} old" if counts["old"] else ""),
+        )
+        return Tick(progress=new, card=card, wait=POLL_SECONDS)
+
+    def _evidence(self, cluster: JobCluster, pool: str, counts: Mapping[str, int]) -> list[str]:
+        """What fails the soak's evidence: green nodes not Ready on the target, pods on the pool's
+        nodes not Ready."""
+        bad = []
+        green = counts["total"] - counts["old"]
+        if counts["on_target"] < green or green == 0:
+            bad.append(f"{counts['on_target']}/{green} green node(s) Ready")
+        unready = []
+        pods = [
+            pod
+            for n in self._nodes(cluster, pool)
+            if not unschedulable(n)
+            for page in cluster.list_pages(
+                "/api/v1/pods",
+                {"fieldSelector": f"spec.nodeName={(n.get('metadata') or {}).get('name', '')}"},
+            )
+            for pod in page.items
+        ]
+        for pod in pods:
+            status = pod.get("status") or {}
+            if status.get("phase") in ("Succeeded", "Failed"):
+                continue
+            conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+            if conditions.get("Ready") != "True":
+                meta = pod.get("metadata") or {}
+                unready.append(f"{meta.get('namespace', '?')}/{meta.get('name', '?')}")
+        if unready:
+            bad.append(f"{len(unready)} pod(s) not Ready on the pool: {few(unready, 3)}")
+        return bad
+
+    def _soak(
+        self, cluster: JobCluster, progress: Progress, counts: Mapping[str, int], what: str, *, now: datetime
+    ) -> Tick:
+        """The blue-green upgrade soaks: read the evidence, and ask people (see the docstring)."""
+        pool = progress["nodepool"]
+        bad = self._evidence(cluster, pool, counts)
+        evidence = (
+            f"the soak's evidence fails: {'; '.join(bad)}"
+            if bad
+            else f"the soak's evidence holds: {counts['on_target']} green node(s) Ready on {progress['target']}, the pool's pods Ready"
+        )
+        text = f"{what}: the green pool soaks for {_span(progress['soak'])} (the blue one is kept until then); {evidence}"
+        choice = Choice(
+            key=f"{SOAKING}:{progress['target']}:{int(progress.get('attempt', 0))}",
+            question=(
+                f"{text}. Let the soak finish (GKE then deletes the blue pool), or roll back now "
+                f"({ROLLBACK}: the blue nodes uncordoned, the green ones drained and removed) — with a reason."
+            ),
+            options=(
+                ChoiceOption(
+                    id=KEEP, label="Let the soak finish", roles=("primary", "shadow", "coordinator")
+                ),
+                ChoiceOption(id=ROLL_BACK, label="Roll back…", needs_reason=True),
+            ),
+        )
+        return Tick(
+            progress={**progress, "soak_asked": True, "evidence": bad},
+            posts=(Post(key=f"soak:{pool}:{progress['target']}", text=text),),
+            audit=(("soak", text),),
+            card=(text, "waiting for people: let the soak finish, or roll back (see the thread)"),
+            choice=choice,
+            wait=POLL_SECONDS,
+        )
+
+    def _decided(self, progress: Progress, decision: Decision, what: str) -> Tick:
+        if decision.option != ROLL_BACK:
+            text = f"{what}: {decision.by} lets the soak finish"
+            return Tick(progress=progress, audit=(("soak kept", text),), card=(text,), wait=0.0)
+        text = f"{what}: roll back asked by {decision.by} ({decision.reason or 'no reason given'})"
+        new = {**progress, "rollback": {"by": decision.by, "reason": decision.reason, "operation": ""}}
+        return Tick(
+            progress=new,
+            posts=(Post(key=f"rollback-asked:{progress['nodepool']}", text=text),),
+            audit=(("rollback chosen", text),),
+            card=(text,),
+            wait=0.0,
+        )
+
+    def _rolling_back(
+        self, cluster: JobCluster, gke: Provider, progress: Progress, what: str, *, now: datetime
+    ) -> Tick:
+        """The rollback, by the intent rule: store it, call once (or find it), follow it."""
+        pool = progress["nodepool"]
+        rollback = dict(progress["rollback"])
+        if not rollback.get("operation"):
+            if not rollback.get("intent"):
+                rollback["intent"] = iso(now)
+                return Tick(
+                    progress={**progress, "rollback": rollback},
+                    card=(f"{what}: calling {ROLLBACK}",),
+                    wait=0.0,
+                )
+            running = [
+                o
+                for o in gke_call("ListOperations", gke.operations, node_pool=pool)
+                if o != progress.get("operation")
+            ]
+            back = self._version_now(gke, progress) == progress["from"]
+            if running or back:
+                rollback["operation"] = running[0] if running else "resource"
+                text = f"{what}: {ROLLBACK} made before the interruption reached GKE: following it, not called again"
+            else:
+                op = gke_call(ROLLBACK, gke.rollback_node_pool, pool=pool, token="")
+                rollback["operation"] = op.id
+                text = f"{what}: GKE accepted {ROLLBACK}, operation {op.id} ({op.status})"
+            return Tick(
+                progress={**progress, "rollback": rollback},
+                posts=(Post(key=f"rollback-started:{pool}", text=text),),
+                audit=(
+                    (
+                        ROLLBACK,
+                        f"{progress['gke']}/{pool} back to {progress['from']}: {rollback['operation']}",
+                    ),
+                ),
+                card=(text,),
+                wait=POLL_SECONDS,
+            )
+        counts = group_counts(self._nodes(cluster, pool), progress["from"])
+        if rollback["operation"] == "resource":
+            status = "Successful" if self._version_now(gke, progress) == progress["from"] else "InProgress"
+            op = Operation(id="", kind=ROLLBACK, status=status)
+        else:
+            op = gke_call("GetOperation", gke.operation, operation_id=rollback["operation"], node_pool=pool)
+        if op.status == "InProgress":
+            card = (f"{what}: rolling back, GKE operation {rollback['operation']} {op.status}",)
+            return Tick(progress=progress, card=card, wait=POLL_SECONDS)
+        ok_back = op.status == "Successful"
+        text = (
+            f"{what}: rolled back ({ROLLBACK}, asked by {rollback['by']}): the pool is on {progress['from']} again, "
+            f"{counts['on_target']}/{counts['total']} node(s) Ready"
+            if ok_back
+            else f"{what}: the rollback {op.status} — {update_errors(op.errors)}"
+        )
+        # The upgrade did not happen: the step fails either way, and the run pauses for people.
+        return self._end(progress, text, ok=False, key=f"rollback-done:{pool}")
+
+
+def _settings_text(progress: Progress) -> str:
+    if progress["strategy"] == "blue-green":
+        return f"strategy=BLUE_GREEN nodePoolSoakDuration={_span(progress['soak'])}"
+    return f"strategy=SURGE maxSurge={progress['max_surge']} maxUnavailable={progress['max_unavailable']}"
+
+
+def _span(seconds: Any) -> str:
+    from bot.core.durations import format_duration
+
+    return format_duration(timedelta(seconds=float(seconds or 0)))
+
+
+def _seconds(text: Any) -> float:
+    value = str(text or "").strip()
+    try:
+        return float(value[:-1]) if value.endswith("s") else float(value or 0)
+    except ValueError:
+        return 0.0
+
+
+def _now(progress: Progress) -> datetime:
+    """The job's own clock for the gate's exclusions: when the step began (the window's time)."""
+    return datetime.fromisoformat(str(progress["started"]).replace("Z", "+00:00"))
+
+
+# the registry's checks
+
+
+def check_master(args: Mapping[str, str]) -> None:
+    version_arg(args, required=True)
+    duration_arg(args, "timeout", MASTER_TIMEOUT)
+
+
+def check_nodepool(args: Mapping[str, str]) -> None:
+    label_value("nodepool", str(args.get("nodepool", "")).strip())
+    version_arg(args, required=False)
+    strategy_arg(args)
+    _count_arg(args, "max_surge")
+    _count_arg(args, "max_unavailable")
+    duration_arg(args, "soak", SOAK)
+    duration_arg(args, "timeout", NODEPOOL_TIMEOUT)

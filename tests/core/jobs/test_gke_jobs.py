@@ -1,0 +1,121 @@
+"""The GKE actions (issue 46), ticked against the sim: the real kube adapter on its API server and
+google-cloud-container's real client (its REST transport) on the sim's GKE facade, with the sim's
+clock stepped by the test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.adapters.kube import Cluster
+from bot.core.jobs.base import Decision, Job
+from bot.core.jobs.gke import GkeUpdateNodepoolJob, check_nodepool
+from bot.core.jobs.trail import make_trail
+from bot.core.providers import ProviderAccess
+from bot.errors import UserError
+from bot.records import ClusterConfig
+from bot.sim import SimCluster
+from tests.support.gcp import gke_calls, gke_provider
+from tests.support.jobs import JobDriver
+
+LABELS = ("eks.amazonaws.com/nodegroup",)
+TARGET = "1.30.4-gke.1348000"
+OLD = "1.29.8-gke.1031000"
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimCluster]) -> SimCluster:
+    sim = sim_factory("gke-nodepools", speed=0.0, seed=1)
+    # The master first: a node pool may not be newer than it.
+    world = sim.core.providers["gke"]
+    with world.lock:
+        world.update_master(TARGET)
+    sim.control.advance(700)
+    return sim
+
+
+@pytest.fixture
+def kube(sim: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]) -> Iterator[Cluster]:
+    cluster = Cluster.connect(ClusterConfig(name="prod", kubeconfig=sim_kubeconfig(sim), context="sim"))
+    yield cluster
+    cluster.close()
+
+
+def driver(job: Job, kube: Cluster, sim: SimCluster, args: dict[str, str]) -> JobDriver:
+    def now() -> datetime:
+        return datetime.fromtimestamp(sim.core.clock.now(), UTC)
+
+    progress = job.plan(kube, args, now=now())
+    progress["trail"] = make_trail(run_id="R1", step_id="s", job_id=7, approved_by=["U1", "U2"])
+    return JobDriver(job, kube, now=now, progress=progress)
+
+
+def until_choice_or_end(d: JobDriver, sim: SimCluster, *, step: float = 30.0, limit: int = 200) -> None:
+    for _ in range(limit):
+        d.tick()
+        if d.done or d.choice is not None:
+            return
+        sim.control.advance(step)
+    raise AssertionError(f"the job did not end: {d.last}")
+
+
+def test_a_person_asks_at_the_soak_and_the_rollback_is_called_once_through_a_crash(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    job = GkeUpdateNodepoolJob(ProviderAccess({"prod": gke_provider(sim)}, kind="gke"), LABELS)
+    d = driver(job, kube, sim, {"nodepool": "apps", "version": TARGET})
+    # The pool's own settings: blue-green with a 10-minute soak, shown at the gate.
+    assert (d.progress["strategy"], d.progress["soak"]) == ("blue-green", 600.0)
+    gate = job.dry_run(kube, d.progress)
+    assert gate[0] == (
+        f"would call UpdateNodePool (PUT …/clusters/shop-prod/nodePools/apps) with nodeVersion={TARGET}, "
+        "upgradeSettings strategy=BLUE_GREEN nodePoolSoakDuration=10m"
+    )
+    assert gate[1].startswith("blue-green (the pool's own): GKE creates a green pool of 3 node(s)")
+    until_choice_or_end(d, sim)
+    soak = d.choice
+    assert soak is not None
+    assert soak.key == f"soak:{TARGET}:0"
+    assert "the soak's evidence holds: 3 green node(s) Ready" in soak.question
+    assert [(o.id, o.needs_reason) for o in soak.options] == [("keep", False), ("rollback", True)]
+    d.tick(Decision(choice_key=soak.key, option="rollback", by="U0SHADOW", reason="p99 latency up on green"))
+    assert d.progress["rollback"]["by"] == "U0SHADOW"
+    d.tick()  # the rollback's intent
+    assert gke_calls(sim).get("RollbackNodePoolUpgrade", 0) == 0
+    # The process dies after GKE accepted the rollback but before the tick was stored: the tick
+    # runs again, finds the rollback's operation running and follows it — never a second call.
+    d.tick(crash=True)
+    again = d.tick()
+    assert "made before the interruption reached GKE" in again.card[0]
+    until_choice_or_end(d, sim)
+    assert gke_calls(sim)["RollbackNodePoolUpgrade"] == 1
+    assert gke_calls(sim)["UpdateNodePool"] == 1
+    assert d.last is not None
+    assert not d.last.ok
+    assert d.last.detail.startswith(
+        f"node pool apps {OLD} → {TARGET}: rolled back (RollbackNodePoolUpgrade, asked by U0SHADOW): the pool is "
+        f"on {OLD} again"
+    )
+    assert sim.core.providers["gke"].pool("apps")["version"] == OLD
+
+
+def test_surge_settings_from_the_plan_are_sent_and_shown_and_bad_ones_refused(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    job = GkeUpdateNodepoolJob(ProviderAccess({"prod": gke_provider(sim)}, kind="gke"), LABELS)
+    d = driver(job, kube, sim, {"nodepool": "batch", "max_surge": "3", "max_unavailable": "1"})
+    assert d.progress["target"] == TARGET  # the master's version when none is given
+    gate = job.dry_run(kube, d.progress)
+    assert gate[1].startswith("surge (set by the plan): max_surge 3, max_unavailable 1")
+    until_choice_or_end(d, sim)
+    assert d.last is not None
+    assert d.last.ok, d.last.detail
+    assert sim.core.providers["gke"].pools["batch"] == {"surge": {"max_surge": 3, "max_unavailable": 1}}
+    assert gke_calls(sim)["UpdateNodePool"] == 1
+    with pytest.raises(UserError, match="strategy: 'canary' is not one of surge, blue-green"):
+        check_nodepool({"nodepool": "apps", "strategy": "canary"})
+    with pytest.raises(UserError, match="max_surge: '33%' is not a node count"):
+        check_nodepool({"nodepool": "apps", "max_surge": "33%"})
