@@ -366,7 +366,8 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
     sim_factory: Callable[..., SimCluster], tmp_path: Path
 ) -> None:
     # In-process, to watch the sim's nodes while the bot drains them (the sim then ends each one).
-    sim = sim_factory("eks-nodegroups", speed=600.0, seed=1)
+    speed = 600.0
+    sim = sim_factory("eks-nodegroups", speed=speed, seed=1)
     kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig", context="sim")
     api = config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
     core = client.CoreV1Api(api)
@@ -411,6 +412,9 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
             ask=lambda question: "abort",
             connect_cluster=KubeCluster.connect,
             clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
+            # As `upgrade-bot rehearse` passes its sim's speed: the jobs wait between ticks in the
+            # sim's seconds (without it each EKS poll and drain retry waited real seconds).
+            speed=speed,
         )
     finally:
         ended.set()
