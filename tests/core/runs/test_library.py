@@ -23,7 +23,9 @@ def test_a_stored_plan_is_parsed_once_and_a_reload_is_parsed_anew(tmp_path: Path
         # The same frozen plan, not the YAML parsed again.
         assert stored_plan(store, first) is plan
         assert find_plan(store, "eks-nodegroups")[1] is plan
-        reloaded = text.replace("title: Snapshot the cluster before", "title: Snapshot the whole cluster before")
+        reloaded = text.replace(
+            "title: Snapshot the cluster before", "title: Snapshot the whole cluster before"
+        )
         assert reloaded != text
         second = store.save_plan(name="eks-nodegroups", text=reloaded, loaded_by="U0PRIMARY", loaded_at=T0)
         again = stored_plan(store, second)
