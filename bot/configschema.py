@@ -468,6 +468,27 @@ KEYS: Mapping[str, Key] = {
             ),
         },
     ),
+    "duties": Key(
+        doc="the long duties (cluster jobs and watches): how a driver that is gone is noticed",
+        keys={
+            "scan_seconds": Key(
+                doc="how often the live jobs and watches are scanned for work nobody drives",
+                default="`5`",
+                schema={"type": "number", "minimum": 0.1, "maximum": 300},
+            ),
+            "heartbeat_seconds": Key(
+                doc="how often a job's or a watch's driver beats (at most half of `stale_after_seconds`)",
+                default="`3`",
+                schema={"type": "number", "minimum": 0.1, "maximum": 300},
+            ),
+            "stale_after_seconds": Key(
+                doc="how long without a beat before a driver is taken for gone (a crash, a deposed "
+                "leader): its job is interrupted, its watch taken over",
+                default="`15`",
+                schema={"type": "number", "minimum": 1, "maximum": 3600},
+            ),
+        },
+    ),
     "actions": Key(
         doc="cluster actions outside a plan",
         keys={

@@ -165,6 +165,12 @@ class Settings:
     #: (`outbox.dead_after_failures`, `outbox.dead_after`; docs/delivery.md).
     outbox_dead_after_failures: int = 10
     outbox_dead_after: timedelta = timedelta(minutes=5)
+    #: The long duties (jobs and watches, `duties:`): how often the live ones are scanned for work
+    #: nobody drives, how often a driver beats, and how long without a beat before its driver is
+    #: taken for gone (a crash, a deposed leader): a job is then interrupted, a watch taken over.
+    duty_scan: timedelta = timedelta(seconds=5)
+    duty_heartbeat: timedelta = timedelta(seconds=3)
+    duty_stale_after: timedelta = timedelta(seconds=15)
     #: Who approves `/upgrade action …` outside a plan: every one of these roles (four eyes).
     action_approvers: tuple[str, ...] = ("primary", "shadow")
     #: Grafana annotations of each step's start and end (`grafana:`); None: off.
@@ -430,6 +436,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
                 if after < timedelta(seconds=10):
                     v.error(ob["dead_after"], "outbox.dead_after", "must be at least 10s")
                 outbox_limits["outbox_dead_after"] = after
+    duty_timing = _duty_timing(v, top["duties"]) if "duties" in top else {}
     action_approvers: tuple[str, ...] = ("primary", "shadow")
     if "actions" in top:
         acts = v.mapping(top["actions"], "actions", keys_of("actions"))
@@ -483,6 +490,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         lease_grace=lease_grace if lease_grace is not None else lease_renew,
         slack_timeout=slack_timeout,
         **outbox_limits,  # type: ignore[arg-type]
+        **duty_timing,  # type: ignore[arg-type]
         action_approvers=action_approvers,
         check_ignores=tuple(check_ignores),
         image_checks=image_checks,
@@ -490,6 +498,32 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
         pipeline_hooks=pipeline_hooks,
         github=github,
     )
+
+
+def _duty_timing(v: YamlValidator, node: yaml.Node) -> dict[str, timedelta]:
+    """`duties:`: the scan, heartbeat and stale-after intervals of the jobs and watches."""
+    m = v.mapping(node, "duties", keys_of("duties"))
+    timing: dict[str, timedelta] = {}
+    for key, field_name in (
+        ("scan_seconds", "duty_scan"),
+        ("heartbeat_seconds", "duty_heartbeat"),
+        ("stale_after_seconds", "duty_stale_after"),
+    ):
+        if key in m:
+            seconds = v.number(m[key], f"duties.{key}", **bounds(f"duties.{key}"))
+            if seconds is not None:
+                timing[field_name] = timedelta(seconds=seconds)
+    heartbeat = timing.get("duty_heartbeat", Settings.duty_heartbeat)
+    stale_after = timing.get("duty_stale_after", Settings.duty_stale_after)
+    if heartbeat * 2 > stale_after:
+        # Two beats must fit before a driver is taken for gone: one beat late on a busy database
+        # must not interrupt a job that is still driven.
+        v.error(
+            m.get("heartbeat_seconds", m.get("stale_after_seconds", node)),
+            "duties.heartbeat_seconds",
+            "must be at most half of duties.stale_after_seconds",
+        )
+    return timing
 
 
 def _image_checks(v: YamlValidator, node: yaml.Node, base_dir: Path) -> ImageChecks:

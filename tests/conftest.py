@@ -23,6 +23,7 @@ from tests.support.secrets import BOT_TOKEN, ROSTER_YAML, SECRETS, SIGNING_SECRE
 from tests.support.slack_stub import INVALID_PAYLOADS, SlackStub
 
 pytest_plugins: list[str] = [
+    "tests.support.bytecode",
     "tests.support.postgres",
     "tests.support.testbed",
     "tests.support.sim_fixtures",

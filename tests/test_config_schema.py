@@ -106,6 +106,7 @@ TYPOS: dict[str, str] = {
     "clusters.*.alertmanager": "clusters:\n  prod: {kubeconfig: kc, alertmanager: {urll: 'http://am:9093'}}\n",
     "clusters.*.prometheus": "clusters:\n  prod: {kubeconfig: kc, prometheus: {uri: 'http://prom:9090'}}\n",
     "outbox": "outbox: {dead_after_failure: 10}\n",
+    "duties": "duties: {stale_after_second: 6}\n",
     "grafana": "grafana: {url: 'http://grafana:3000', tag: [team-infra]}\n",
     "pipeline_hooks.*": "pipeline_hooks:\n  concourse: {secret_fil: hook.secret}\n",
     "github": "github: {api_ur: 'https://ghe.example/api/v3', token_file: hook.secret}\n",
@@ -139,7 +140,7 @@ def test_a_typo_fails_the_schema_and_the_bot_naming_the_key(path: str, tmp_path:
     (tmp_path / "kc").write_text("", encoding="utf-8")
     (tmp_path / "hook.secret").write_text("s" * 32, encoding="utf-8")
     typo = re.findall(
-        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|resource_grp|locaton|secret_fil|api_ur)\b",
+        r"\b(timezon|contxt|ekss|regoin|operation|restart_treshold|zones|reasons|offset|edit_intervall|lease_second|approver|ignores|object|urll|uri|verfy|dead_after_failure|tag|resource_grp|locaton|secret_fil|api_ur|stale_after_second)\b",
         text,
     )
     assert len(typo) == 1
@@ -177,6 +178,7 @@ _FIXES = {
     "resource_grp": "resource_group",
     "secret_fil": "secret_file",
     "api_ur": "api_url",
+    "stale_after_second": "stale_after_seconds",
 }
 
 

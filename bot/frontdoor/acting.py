@@ -94,7 +94,15 @@ class JobDuty:
     name = JOBS
     scan_seconds = SCAN_SECONDS
 
-    def __init__(self, service: JobService, connect: Callable[[str], Any], **driver_options: Any) -> None:
+    def __init__(
+        self,
+        service: JobService,
+        connect: Callable[[str], Any],
+        *,
+        scan_seconds: float = SCAN_SECONDS,
+        **driver_options: Any,
+    ) -> None:
+        self.scan_seconds = scan_seconds
         self.service = service
         self.connect = connect
         self.driver_options = driver_options

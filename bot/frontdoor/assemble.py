@@ -291,6 +291,7 @@ def assemble(
         rules=rules,
         steps=steps,
         on_change=lambda: duties.wake(WATCHES),
+        stale_after=settings.duty_stale_after,
     )
     jobs = JobService(
         store=store,
@@ -302,8 +303,20 @@ def assemble(
         steps=steps,
         on_change=lambda: duties.wake(JOBS),
         telemetry=telemetry,
+        stale_after=settings.duty_stale_after,
     )
-    duties.add(WatchDuty(watches, connect_named, telemetry=telemetry, **options.get(WATCHES, {})))
+    # The settings' timing (`duties:`), which a test's `duty_options` may still override.
+    scan_seconds = settings.duty_scan.total_seconds()
+    beats = {"heartbeat_seconds": settings.duty_heartbeat.total_seconds()}
+    duties.add(
+        WatchDuty(
+            watches,
+            connect_named,
+            scan_seconds=scan_seconds,
+            telemetry=telemetry,
+            **{**beats, **options.get(WATCHES, {})},
+        )
+    )
 
     def connect_for_jobs(name: str) -> Any:
         # A job writes to the cluster only while this replica leads with a request's time left.
@@ -320,7 +333,15 @@ def assemble(
             bound=within if callable(within) else None,
         )
 
-    duties.add(JobDuty(jobs, connect_for_jobs, wait_scale=job_wait_scale, **options.get(JOBS, {})))
+    duties.add(
+        JobDuty(
+            jobs,
+            connect_for_jobs,
+            scan_seconds=scan_seconds,
+            wait_scale=job_wait_scale,
+            **{**beats, **options.get(JOBS, {})},
+        )
+    )
     long_actions = StepLongActions(store, jobs)
     # The PRs plan steps name (issue 43): githubkit is imported only when `github:` is configured.
     pull_requests = None

@@ -314,8 +314,14 @@ class WatchDuty:
     scan_seconds = SCAN_SECONDS
 
     def __init__(
-        self, service: WatchService, connect: Callable[[str], WatchSource], **driver_options: Any
+        self,
+        service: WatchService,
+        connect: Callable[[str], WatchSource],
+        *,
+        scan_seconds: float = SCAN_SECONDS,
+        **driver_options: Any,
     ) -> None:
+        self.scan_seconds = scan_seconds
         self.service = service
         self.connect = connect
         self.driver_options = driver_options

@@ -15,6 +15,7 @@ from bot.adapters.alertmanager import Alertmanager
 from bot.core.evidence.leases import HOLD, TAIL
 from bot.records import SignalSource, Silence
 from tests.support.bot_process import PRIMARY, SHADOW, team_bot, team_plan
+from tests.support.crash import SHORT_DUTIES
 from tests.support.observability import Observability
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
@@ -50,6 +51,7 @@ def test_kill9_while_a_silence_is_held_cuts_it_to_its_tail_and_abort_keeps_it_th
         tmp_path,
         plans={"lease": team_plan("lease", STEPS)},
         cluster=cluster,
+        extra_config=SHORT_DUTIES,
     ) as bot:
         assert "loaded" in bot.command("plan load lease")
         assert "started" in bot.command("start lease")

@@ -81,6 +81,7 @@ def _fleet(store: Store) -> M.Fleet:
     return service.load(rows[0].id)
 
 
+@pytest.mark.slow
 def test_kill_9_at_every_fleet_transition_loses_nothing_and_repeats_nothing(bot: BotProcess) -> None:
     store = _store(bot)
     runs = RunService(store=store, directory=StaticDirectory(), clock=lambda: datetime.now(UTC))

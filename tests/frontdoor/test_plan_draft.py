@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
 import yaml
 
 from bot.core.announcements.overrides import window_refusal
@@ -59,6 +60,7 @@ def _succeeded_in_order(out: str, step_ids: list[str]) -> list[int]:
     return [out.index(f"`{step}` succeeded") for step in step_ids]
 
 
+@pytest.mark.slow
 def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
     tmp_path: Path,
     sim_eks: SimCluster,
@@ -374,6 +376,7 @@ def test_a_scenario_file_off_the_schema_is_named_with_its_line(tmp_path: Path) -
 SEED_WINDOWS = "timezone: Asia/Tokyo\nwindows: [{days: mon-fri, start: '14:00', end: '17:00'}]\n"
 
 
+@pytest.mark.slow
 def test_the_eks_provider_drafts_a_plan_through_the_eks_api_that_schedules_and_rehearses(
     tmp_path: Path,
     sim_eks: SimCluster,

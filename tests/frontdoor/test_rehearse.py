@@ -24,6 +24,7 @@ from tests.support.bot_process import bot_command
 from tests.support.rehearsing import gate_text, rehearse
 
 
+@pytest.mark.slow
 def test_the_eks_managed_plan_upgrades_everything_through_the_eks_api_in_order() -> None:
     result = rehearse("eks-managed", "--auto-approve", timeout=600)
     # 3: completed, with failed steps (the planted faults) reviewed and skipped.
@@ -123,6 +124,7 @@ def eks_auto_approved(tmp_path_factory: pytest.TempPathFactory) -> Rehearsed:
 SHARES_THE_REHEARSAL = pytest.mark.xdist_group("eks-auto-approved")
 
 
+@pytest.mark.slow
 @SHARES_THE_REHEARSAL
 def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     eks_auto_approved: Rehearsed,
@@ -359,11 +361,13 @@ def test_an_unknown_plan_name_lists_the_built_in_plans(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
     sim_factory: Callable[..., SimCluster], tmp_path: Path
 ) -> None:
     # In-process, to watch the sim's nodes while the bot drains them (the sim then ends each one).
-    sim = sim_factory("eks-nodegroups", speed=600.0, seed=1)
+    speed = 600.0
+    sim = sim_factory("eks-nodegroups", speed=speed, seed=1)
     kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig", context="sim")
     api = config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
     core = client.CoreV1Api(api)
@@ -408,6 +412,9 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
             ask=lambda question: "abort",
             connect_cluster=KubeCluster.connect,
             clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
+            # As `upgrade-bot rehearse` passes its sim's speed: the jobs wait between ticks in the
+            # sim's seconds (without it each EKS poll and drain retry waited real seconds).
+            speed=speed,
         )
     finally:
         ended.set()

@@ -19,6 +19,7 @@ from bot.core.people import StaticDirectory
 from bot.core.runs.service import RunService
 from bot.records import StepState
 from tests.support.bot_process import BotProcess
+from tests.support.crash import SHORT_DUTIES
 from tests.support.postgres import drop_every_table
 from tests.support.replicas import LEASE_SECONDS, RENEW_SECONDS, Replicas, leader_yaml
 from tests.support.secrets import SIGNING_SECRET
@@ -67,7 +68,9 @@ def replicas(
         f"database_url: {postgres_url}\n"
         "channels: {operations: C0OPS}\n"
         f"templates_dir: {tmp_path / 'team'}\n"
-        f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}\n" + leader_yaml(),
+        f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}\n"
+        + leader_yaml()
+        + SHORT_DUTIES,
         roster=False,
     )
     for user in (PRIMARY, SHADOW, COORD):
@@ -120,6 +123,7 @@ def approve(group: Replicas, via: BotProcess) -> None:
         wait_until(lambda v=version: run(group).version > v, timeout=30, what=f"{who}'s approval to count")
 
 
+@pytest.mark.slow
 def test_kill9_of_the_leader_mid_drain_the_other_leads_and_the_step_waits_for_people(
     replicas: Replicas, sim_eks: Any
 ) -> None:

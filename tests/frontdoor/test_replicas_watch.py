@@ -15,6 +15,7 @@ import pytest
 
 from bot.core.watches.model import Summary
 from tests.support.bot_process import BotProcess
+from tests.support.crash import SHORT_DUTIES
 from tests.support.postgres import drop_every_table
 from tests.support.replicas import LEASE_SECONDS, RENEW_SECONDS, Replicas, leader_yaml
 from tests.support.slack_stub import SlackStub
@@ -38,7 +39,9 @@ def replicas(
     config = write_config(
         f"database_url: {postgres_url}\n"
         "channels: {operations: C0OPS}\n"
-        f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}\n" + leader_yaml()
+        f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim}}\n"
+        + leader_yaml()
+        + SHORT_DUTIES
     )
     slack_stub.users["U0PRIMARY"] = {"id": "U0PRIMARY"}
     group = Replicas(config=config, env=bot_env, stub=slack_stub)

@@ -57,6 +57,7 @@ def audited(bot: Bot, outcome: str) -> list[tuple[str, str, str]]:
     ]
 
 
+@pytest.mark.slow
 def test_the_eks_runbook_runs_end_to_end_with_the_right_people(bot: Bot) -> None:
     loaded = bot.command("plan load eks-nodegroups")
     assert "Plan `eks-nodegroups` loaded" in loaded, loaded

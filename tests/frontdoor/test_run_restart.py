@@ -45,6 +45,7 @@ def bot(
     b.stop()
 
 
+@pytest.mark.slow
 def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim_eks: Any) -> None:
     assert "loaded" in bot.command("plan load eks-nodegroups")
     assert "started" in bot.command("start eks-nodegroups")

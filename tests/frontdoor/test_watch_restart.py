@@ -12,6 +12,7 @@ import pytest
 
 from bot.core.watches.model import Summary
 from tests.support.bot_process import PRIMARY, RunBot
+from tests.support.crash import SHORT_DUTIES
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
 from tests.support.watch_threads import advance, milestone_lines_once, node_groups, node_uids, summary_uids
@@ -28,7 +29,7 @@ def bot(
     sim_kubeconfig: Callable[[Any], Path],
 ) -> Iterator[RunBot]:
     kubeconfig = sim_kubeconfig(sim_eks)
-    config = write_config(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n")
+    config = write_config(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n" + SHORT_DUTIES)
     slack_stub.users[PRIMARY] = {"id": PRIMARY}
     b = RunBot(config=config, env=bot_env, stub=slack_stub)
     b.start()

@@ -25,6 +25,11 @@ from tests.support.testbed import wait_until
 
 #: How long a restarted bot may take to start again and interrupt the step the crash cut.
 INTERRUPTED_WITHIN = 60.0
+#: The crash tests' timing of the long duties (`duties:` in the configuration): a job or a watch
+#: whose driver was killed is taken for gone after 4 s without a beat and found by the next scan
+#: (a second at most), not after the defaults' 15 s and a 5 s scan, which every test would wait out.
+#: Eight beats fit in the interval: a live driver on two busy shared cores is never taken for gone.
+SHORT_DUTIES = "duties: {scan_seconds: 1, heartbeat_seconds: 0.5, stale_after_seconds: 4}\n"
 
 
 @contextlib.contextmanager
@@ -46,7 +51,9 @@ def crash_bot(
     if eks:
         cluster += f", provider: {provider_yaml(sim)}"
         env = {**env, **aws_env(tmp_path)}
-    with team_bot(write_config, stub, env, tmp_path, plans=plans, cluster=f"{{{cluster}}}") as bot:
+    with team_bot(
+        write_config, stub, env, tmp_path, plans=plans, cluster=f"{{{cluster}}}", extra_config=SHORT_DUTIES
+    ) as bot:
         yield bot
 
 

@@ -6,6 +6,8 @@ now comes here, so the refusal reads the same everywhere and a stored plan is pa
 
 from __future__ import annotations
 
+import functools
+
 from bot.adapters.store import Store
 from bot.core.runs.machine import Run
 from bot.core.runs.plans import Plan, parse_plan
@@ -31,7 +33,7 @@ def stored_plan(store: Store, plan_id: int) -> Plan:
 
 def _parse(row: PlanRow) -> Plan:
     try:
-        return parse_plan(row.text, source=f"plan {row.name}")
+        return _parsed(row.text, row.name)
     except PlanInvalid as exc:
         # It validated when it was loaded; a newer bot may be stricter.
         raise PermanentError(f"stored plan {row.name} no longer validates: {exc.errors[0]}") from None
@@ -44,3 +46,11 @@ def assemble_run(store: Store, run_id: str) -> Run | None:
         return None
     row, steps, approvals = found
     return Run.from_records(row, steps, approvals, stored_plan(store, row.plan_id))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str, name: str) -> Plan:
+    """A stored plan's text, parsed once: every click, tick and card refresh loads its run, and
+    parsing the YAML again each time cost more than the rest of the load (a plan is frozen, and a
+    stored plan's text never changes: a reload is a new row)."""
+    return parse_plan(text, source=f"plan {name}")
