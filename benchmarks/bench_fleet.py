@@ -16,16 +16,24 @@ a post that never came; `--skip-slack` leaves it out.
 Not measured here (say so in RESULTS): acks and card edits while 20 children *watch*, and the fleet
 card's edit rate against Slack's budget.
 
-Usage: .venv/bin/python benchmarks/bench_fleet.py [--clusters 20] [--sims 4] [--scenario small]
+`--latency` (default 0.03 s) is added by every sim to each Kubernetes request, as a cloud API
+server's round trip: on a sim with none, a check is CPU work on both ends (26 requests answered
+by Python sims sharing the bot's two cores), so checking clusters at once can at best spread it
+over two cores (≈0.5×, less when the machine is shared); on a real cluster a check mostly waits on
+its API server, which is what checking at once hides. `--latency 0` measures the sims bare.
+
+Usage: .venv/bin/python benchmarks/bench_fleet.py [--clusters 20] [--sims 4] [--scenario small] [--latency 0.03]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,6 +63,22 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def set_latency(sim_url: str, seconds: float) -> None:
+    """Have the sim answer every Kubernetes request `seconds` late (its transport faults)."""
+    req = urllib.request.Request(
+        f"{sim_url}/sim/transport",
+        data=json.dumps({"latency": seconds}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30):
+        pass
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -63,6 +87,9 @@ def main() -> int:
     parser.add_argument("--sims", type=int, default=4, help="sim processes the clusters are spread over")
     parser.add_argument("--scenario", default="small")
     parser.add_argument("--skip-slack", action="store_true")
+    parser.add_argument(
+        "--latency", type=float, default=0.03, help="seconds each sim adds to every Kubernetes request"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     procs = []
@@ -70,8 +97,9 @@ def main() -> int:
         kubeconfigs = []
         for i in range(args.sims):
             (work / f"s{i}").mkdir()
-            proc, _url, kc = start_sim(args.scenario, work / f"s{i}")
+            proc, url, kc = start_sim(args.scenario, work / f"s{i}")
             procs.append(proc)
+            set_latency(url, args.latency)
             kubeconfigs.append(kc)
         names = [f"c{i:02d}" for i in range(args.clusters)]
         (work / "templates" / "plans").mkdir(parents=True)
@@ -115,6 +143,7 @@ def main() -> int:
                     ),
                 )
 
+        print(f"load average at the start: {load_average()} (2 cores)", flush=True)
         one(names[0])  # warm: the first request for each kind costs a fresh sim more than the next
         started = time.monotonic()
         singles = []
@@ -125,7 +154,8 @@ def main() -> int:
         serial = time.monotonic() - started
         matrix = fleet_checks.check_fleet(names, one, target=TARGET)
         print(
-            f"check --fleet over {len(names)} clusters on {args.sims} sim(s) ({args.scenario}): "
+            f"check --fleet over {len(names)} clusters on {args.sims} sim(s) ({args.scenario}, "
+            f"{args.latency * 1000:.0f} ms per request): "
             f"{matrix.seconds:.2f}s at once vs {serial:.2f}s one after another (sum of single checks; "
             f"each {min(singles):.2f}–{max(singles):.2f}s): {matrix.seconds / serial:.2f}× (target ≤ 0.5×)",
             flush=True,
@@ -162,6 +192,7 @@ def main() -> int:
         finally:
             bot.close()
 
+        print(f"load average at the end: {load_average()}", flush=True)
         return 0
     finally:
         for proc in procs:
