@@ -6,6 +6,8 @@ now comes here, so the refusal reads the same everywhere and a stored plan is pa
 
 from __future__ import annotations
 
+import functools
+
 from bot.adapters.store import Store
 from bot.core.runs.machine import Run
 from bot.core.runs.plans import Plan, parse_plan
@@ -30,11 +32,19 @@ def stored_plan(store: Store, plan_id: int) -> Plan:
 
 
 def _parse(row: PlanRow) -> Plan:
+    return _parsed(row.name, row.text)
+
+
+@functools.lru_cache(maxsize=128)
+def _parsed(name: str, text: str) -> Plan:
+    """A stored plan's text never changes (a reload is a new row), and every load of a run parses
+    it again: a rehearsal that follows a run loads it many times a second, and the YAML parse was
+    a third of its time. The Plan is frozen, so one parse serves every load of the same text."""
     try:
-        return parse_plan(row.text, source=f"plan {row.name}")
+        return parse_plan(text, source=f"plan {name}")
     except PlanInvalid as exc:
         # It validated when it was loaded; a newer bot may be stricter.
-        raise PermanentError(f"stored plan {row.name} no longer validates: {exc.errors[0]}") from None
+        raise PermanentError(f"stored plan {name} no longer validates: {exc.errors[0]}") from None
 
 
 def assemble_run(store: Store, run_id: str) -> Run | None:
