@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support.bot_process import bot_command
 from tests.support.fleets import TINY_PLAN
 
@@ -123,6 +125,7 @@ def test_a_scenario_that_does_not_exist_is_named_and_nothing_runs(tmp_path: Path
     )
 
 
+@pytest.mark.slow  # six eks-nodegroups runbooks end to end: minutes on a loaded 2-core machine
 def test_the_example_fleet_rehearses_to_its_end_with_its_timeline(tmp_path: Path) -> None:
     """The shipped example (3 stages over the 6 clusters its config defines, the eks-nodegroups
     runbook with its analyses) through the documented CLI: every child completes, the fleet
