@@ -13,19 +13,30 @@ Known problem (seen once, 2026-11-29, on a loaded 2-core machine, not diagnosed)
 bot exited while it answered `/upgrade check --fleet` over 20 clusters, so the ack part waited for
 a post that never came; `--skip-slack` leaves it out.
 
-Not measured here (say so in RESULTS): acks and card edits while 20 children *watch*, and the fleet
-card's edit rate against Slack's budget.
+  - RSS of the bot with a fleet of 20 children all *watching* their clusters (a live watch each,
+    streaming from its sim), after 20 s of watching (target ≤ 500 MB).
 
-Usage: .venv/bin/python benchmarks/bench_fleet.py [--clusters 20] [--sims 4] [--scenario small]
+Not measured here (say so in RESULTS): acks while 20 children watch, and the fleet card's edit
+rate against Slack's budget.
+
+`--latency` (default 0.03 s) is added by every sim to each Kubernetes request, as a cloud API
+server's round trip: on a sim with none, a check is CPU work on both ends (26 requests answered
+by Python sims sharing the bot's two cores), so checking clusters at once can at best spread it
+over two cores (≈0.5×, less when the machine is shared); on a real cluster a check mostly waits on
+its API server, which is what checking at once hides. `--latency 0` measures the sims bare.
+
+Usage: .venv/bin/python benchmarks/bench_fleet.py [--clusters 20] [--sims 4] [--scenario small] [--latency 0.03]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,9 +51,10 @@ from bot.core.checks import service as checks  # noqa: E402
 from bot.core.checks.findings import Report  # noqa: E402
 from bot.core.checks.rules import load_rules  # noqa: E402
 from bot.core.fleets import machine as M  # noqa: E402
+from bot.core.runs import machine as R  # noqa: E402
 from bot.core.runs.service import Actor  # noqa: E402
 from bot.frontdoor.assemble import assemble  # noqa: E402
-from bot.settings import load_settings  # noqa: E402
+from bot.settings import Settings, load_settings  # noqa: E402
 from tests.support.fleets import TINY_PLAN, complete  # noqa: E402
 
 TARGET = "1.25"
@@ -55,6 +67,72 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def set_latency(sim_url: str, seconds: float) -> None:
+    """Have the sim answer every Kubernetes request `seconds` late (its transport faults)."""
+    req = urllib.request.Request(
+        f"{sim_url}/sim/transport",
+        data=json.dumps({"latency": seconds}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30):
+        pass
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+#: Every child's one step is a watch that does not settle within the measurement (a kubelet
+#: version no sim reaches): the children are all watching their clusters at once.
+WATCH_PLAN = (
+    TINY_PLAN.split("steps:")[0]
+    + """steps:
+  - id: watch
+    title: Watch the cluster settle
+    gate: {any_of: [primary]}
+    actions:
+      - watch: {version: "9.99.0", settle: 5m, timeout: 1h}
+"""
+)
+
+
+def watching_rss(settings: Settings, work: Path, clusters: int, *, hold: float = 20.0) -> None:
+    """RSS of the bot with every child of a one-stage fleet watching its cluster (a live watch
+    per child, streaming from its sim), measured after `hold` seconds of watching."""
+    (work / "templates" / "plans" / "watching.yaml").write_text(WATCH_PLAN)
+    (work / "templates" / "fleets" / "watching.yaml").write_text(
+        "name: watching\nroster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}\nplan: watching\nstages:\n"
+        "  - {name: all, clusters: ["
+        + ", ".join(f"c{i:02d}" for i in range(clusters))
+        + "], max_concurrency: 100%}\n"
+    )
+    bot = assemble(settings, with_slack=False)
+    bot.leadership.go_solo()
+    bot.duties.start()
+    try:
+        fleet = bot.fleets.start("watching", Actor(user_id="U0PRIMARY", source="terminal"))
+        for m in bot.fleets.load(fleet.id).members:
+            run = bot.runs.load(m.run_id)
+            sr = run.step_run("watch")
+            bot.runs.click(
+                R.ButtonRef(run_id=run.id, step_id="watch", epoch=sr.epoch), Actor(user_id="U0PRIMARY")
+            )
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(bot.watches.live()) < clusters:
+            time.sleep(0.5)
+        live = len(bot.watches.live())
+        time.sleep(hold)  # the watches stream meanwhile: what they hold is in the figure
+        print(
+            f"bot RSS with {live} of {clusters} children watching at once (after {hold:.0f}s of "
+            f"watching): {rss_mb():.0f} MB (this process; target ≤ 500 MB)",
+            flush=True,
+        )
+    finally:
+        bot.duties.shutdown()
+        bot.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -63,6 +141,9 @@ def main() -> int:
     parser.add_argument("--sims", type=int, default=4, help="sim processes the clusters are spread over")
     parser.add_argument("--scenario", default="small")
     parser.add_argument("--skip-slack", action="store_true")
+    parser.add_argument(
+        "--latency", type=float, default=0.03, help="seconds each sim adds to every Kubernetes request"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     procs = []
@@ -70,8 +151,9 @@ def main() -> int:
         kubeconfigs = []
         for i in range(args.sims):
             (work / f"s{i}").mkdir()
-            proc, _url, kc = start_sim(args.scenario, work / f"s{i}")
+            proc, url, kc = start_sim(args.scenario, work / f"s{i}")
             procs.append(proc)
+            set_latency(url, args.latency)
             kubeconfigs.append(kc)
         names = [f"c{i:02d}" for i in range(args.clusters)]
         (work / "templates" / "plans").mkdir(parents=True)
@@ -115,6 +197,7 @@ def main() -> int:
                     ),
                 )
 
+        print(f"load average at the start: {load_average()} (2 cores)", flush=True)
         one(names[0])  # warm: the first request for each kind costs a fresh sim more than the next
         started = time.monotonic()
         singles = []
@@ -125,7 +208,8 @@ def main() -> int:
         serial = time.monotonic() - started
         matrix = fleet_checks.check_fleet(names, one, target=TARGET)
         print(
-            f"check --fleet over {len(names)} clusters on {args.sims} sim(s) ({args.scenario}): "
+            f"check --fleet over {len(names)} clusters on {args.sims} sim(s) ({args.scenario}, "
+            f"{args.latency * 1000:.0f} ms per request): "
             f"{matrix.seconds:.2f}s at once vs {serial:.2f}s one after another (sum of single checks; "
             f"each {min(singles):.2f}–{max(singles):.2f}s): {matrix.seconds / serial:.2f}× (target ≤ 0.5×)",
             flush=True,
@@ -162,6 +246,8 @@ def main() -> int:
         finally:
             bot.close()
 
+        watching_rss(settings, work, len(names))
+        print(f"load average at the end: {load_average()}", flush=True)
         return 0
     finally:
         for proc in procs:

@@ -7,6 +7,9 @@ from its `clusters.NAME.scenario`, and hands this module settings whose clusters
 their kubeconfigs, their Alertmanager and Prometheus facades (a soak's `alerts` evidence is
 judged on them) and, for a scenario with a cloud, their EKS APIs.
 
+Each cluster's sim answers its child plan's analysis queries with a quiet cluster's 0 (as
+`rehearse` does), so the analyses measure through its Prometheus facade.
+
 The fleet moves as it does on the day, through `FleetService.drive`: its children are played one
 after the other as `rehearse` plays a run (`bot.frontdoor.rehearse.play_run`: gates answered by
 the roster with `--auto-approve`, else at the prompt; each manual step's `rehearsal:` hooks asked
@@ -34,9 +37,11 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TextIO, cast
 
+from bot.core.evidence.baseline import analysis_queries
 from bot.core.fleets import machine as M
 from bot.core.fleets import timeline
 from bot.core.people import StaticDirectory, roles_of
+from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TransitionRefused, UserError
@@ -94,7 +99,15 @@ def rehearse_fleet(
     bot.duties.start()
     bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
     try:
-        plan, stages, _ = bot.fleets.validate(fleet_name)
+        plan, stages, texts = bot.fleets.validate(fleet_name)
+        for cluster, text in texts.items():
+            # As `rehearse` does for its one cluster: the sim's Prometheus facade evaluates no
+            # PromQL, so each child plan's analysis queries get a quiet cluster's 0 there; else
+            # every analysis is Inconclusive (no data) and the first child pauses on it.
+            child = parse_plan(text, source=f"{plan.plan_for(cluster)} for {cluster}")
+            calls = (call for step in child.steps for call in (*step.actions, *step.background))
+            for query in SimControl(sims[cluster]).quiet_metrics(analysis_queries(calls)):
+                out.write(f"sim: {cluster}'s Prometheus facade answers {query} with 0 (a quiet cluster)\n")
         if fail is not None and fail[0] not in {c for s in stages for c in s.clusters}:
             raise UserError(f"--fail {fail[0]}:{fail[1]}: {fail[0]} is not a cluster of fleet {plan.name}")
         starter = next((p for people in plan.roster.values() for p in people), "")

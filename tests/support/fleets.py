@@ -186,6 +186,23 @@ pause, the end), each once. The card shows:
 - a clusters × stages matrix: one section per stage, a line per cluster with its state, its
   control-plane versions (from its pinned plan), its child run's current step and run id.
 
+The card carries the buttons of what people can do now:
+
+- **Approve the before/after gate of STAGE** while the fleet waits on a stage's gate. Only the
+  people the gate names count (its roles, N-of-M, four eyes: whoever started the fleet cannot
+  alone let it past a stage's `after` gate), as with `fleet approve`;
+- **Carry the canary's waivers** while the canary has waivers the later clusters lack (the
+  carried ones are listed to the clicker; Required ones wait for a second person on each cluster,
+  as `fleet carry-waivers` does);
+- **Pause the fleet** (with a confirmation) while it is active, **Resume the fleet** while it is
+  paused; Resume is refused while a stage is over its failure budget, with what to do instead.
+
+A refusal (someone the gate or the roster does not name, a second approval by the same person)
+comes back as one ephemeral line with a reference id, and is audited, as a run's gate buttons
+are. Each button carries the fleet, the stage and what the card showed when it was drawn: a click
+on a card drawn before the fleet moved on (the gate closed, the fleet paused or resumed) is
+answered as stale and changes nothing.
+
 It fits Slack's limits (50 blocks, 3,000 characters a section) at 50 clusters without cutting a
 failing row: the rows that need people come first, and healthy rows (pending, succeeded, not
 stalled) collapse into one line per state naming the clusters before any line is dropped.

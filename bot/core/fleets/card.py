@@ -8,6 +8,12 @@ healthy rows (pending, succeeded, not stalled) are collapsed first into one line
 naming the clusters; only then are whole lines dropped from the end ("…and N more"), and the rows
 that need people come first, so they are the last to go.
 
+The card carries the buttons of what people can do now (`machine.buttons`): Approve the gate the
+fleet waits on (a stage's `before` or `after`), Carry the canary's waivers to the later
+clusters, Pause while it is active, Resume while it is paused. Each carries the fleet, the stage
+and what the card showed, so a click on a card drawn before the fleet moved is answered as stale
+(`bot.frontdoor.slack.fleets` decides them, as the verbs do).
+
 Milestones (a stage started or done, a soak, a pause, a failure, a skip, the end) go to the card's
 thread once each, keyed by the fleet's version and the event, so a restart never posts one twice.
 """
@@ -83,6 +89,39 @@ def _stage_text(title: str, rows: Sequence[render.Row]) -> str:
     return str(fit("\n".join(lines), SECTION - SLACK))
 
 
+#: Slack's limit on a button's text.
+BUTTON_TEXT = 75
+
+
+def _button(fleet: M.Fleet, b: M.FleetButton) -> dict[str, Any]:
+    stage = fleet.stages[b.stage].stage.name
+    element: dict[str, Any] = {"type": "button", "action_id": f"fleet_{b.decision}", "value": b.encode()}
+    if b.decision == "approve":
+        text = f"Approve the {b.mark} gate of {stage}"
+        element["style"] = "primary"
+    elif b.decision == "carry":
+        text = "Carry the canary's waivers"
+    elif b.decision == "pause":
+        text = "Pause the fleet"
+        element["style"] = "danger"
+        element["confirm"] = {
+            "title": {"type": "plain_text", "text": "Pause the fleet?"},
+            "text": {
+                "type": "mrkdwn",
+                "text": "No new cluster starts until it is resumed; runs already started go on.",
+            },
+            "confirm": {"type": "plain_text", "text": "Pause"},
+            "deny": {"type": "plain_text", "text": "Cancel"},
+        }
+    else:
+        text = "Resume the fleet"
+        element["style"] = "primary"
+    if len(text) > BUTTON_TEXT:  # a long stage name: plain text, cut at Slack's limit
+        text = text[: BUTTON_TEXT - 1] + "…"
+    element["text"] = {"type": "plain_text", "text": text}
+    return element
+
+
 def card(view: View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
     """(notification text, blocks) of the fleet card."""
     fleet = view.fleet
@@ -104,6 +143,11 @@ def card(view: View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": str(fit("\n".join(head), SECTION))}}
     ]
+    offered = M.buttons(fleet, now, offer=bool(offer))
+    if offered:
+        blocks.append(
+            {"type": "actions", "block_id": "fleet_buttons", "elements": [_button(fleet, b) for b in offered]}
+        )
     for i, resolved in enumerate(fleet.stages):
         s = resolved.stage
         marks = [f"max {resolved.concurrency} at once", f"budget {s.failure_budget}"]

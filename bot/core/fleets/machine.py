@@ -24,6 +24,7 @@ events the service audits and posts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -281,6 +282,78 @@ def soaking_with_evidence(fleet: Fleet) -> tuple[str, ...]:
     if fleet.state == ACTIVE and fleet.phase == SOAKING and fleet.current.stage.soak:
         return fleet.current.stage.evidence
     return ()
+
+
+# ---------------------------------------------------------------------------------------------
+# The fleet card's buttons
+
+#: Button action id → what it asks: approve the gate the fleet waits on, pause, resume, carry the
+#: canary's waivers to the later clusters.
+BUTTONS = {
+    "fleet_approve": "approve",
+    "fleet_pause": "pause",
+    "fleet_resume": "resume",
+    "fleet_carry": "carry",
+}
+#: fleet id | stage index | mark, each bounded; ASCII digits only (as a run's `ButtonRef`).
+_FLEET_BUTTON = re.compile(r"(F[0-9A-F]{1,12})\|([0-9]{1,4})\|(before|after|active|paused|carry)", re.ASCII)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetButton:
+    """What a fleet card's button carries: the fleet, the stage and what the card showed when it
+    was drawn (the gate it waited on, the fleet's state, or the carry offer), so a click on a
+    card drawn before the fleet moved is answered as stale instead of acting on the new state."""
+
+    fleet_id: str
+    stage: int
+    mark: str
+    decision: str = "approve"
+
+    def encode(self) -> str:
+        return f"{self.fleet_id}|{self.stage}|{self.mark}"
+
+    @classmethod
+    def decode(cls, value: str, decision: str) -> FleetButton | None:
+        """None for anything `encode` does not make (a button value comes from outside)."""
+        match = _FLEET_BUTTON.fullmatch(value) if len(value) <= 100 and decision else None
+        if match is None:
+            return None
+        return cls(fleet_id=match[1], stage=int(match[2]), mark=match[3], decision=decision)
+
+
+def buttons(fleet: Fleet, now: datetime, *, offer: bool) -> list[FleetButton]:
+    """The buttons the card offers now: Approve while a gate waits on people, Carry while the
+    canary's waivers are on offer, Pause while active, Resume while paused."""
+    out = []
+    waiting = fleet.waiting_for(now)
+    if waiting is not None:
+        out.append(FleetButton(fleet_id=fleet.id, stage=fleet.stage, mark=waiting[0], decision="approve"))
+    if offer and fleet.state not in ENDED_FLEET:
+        out.append(FleetButton(fleet_id=fleet.id, stage=fleet.stage, mark="carry", decision="carry"))
+    if fleet.state == ACTIVE:
+        out.append(FleetButton(fleet_id=fleet.id, stage=fleet.stage, mark=ACTIVE, decision="pause"))
+    elif fleet.state == PAUSED:
+        out.append(FleetButton(fleet_id=fleet.id, stage=fleet.stage, mark=PAUSED, decision="resume"))
+    return out
+
+
+def stale(fleet: Fleet, button: FleetButton, now: datetime, *, offer: bool) -> str:
+    """Why `button` no longer fits the fleet ("" when the card still offers it): the fleet moved
+    to another stage, its gate closed, its state changed, or the offer went."""
+    if button.fleet_id != fleet.id:
+        return f"this button is for fleet {button.fleet_id}, not {fleet.id}"
+    offered = {(b.stage, b.mark, b.decision) for b in buttons(fleet, now, offer=offer)}
+    if (button.stage, button.mark, button.decision) in offered:
+        return ""
+    if fleet.state in ENDED_FLEET:
+        now_is = f"{fleet.state}"
+    else:
+        now_is = f"{fleet.state}, stage {fleet.stage + 1} `{fleet.current.stage.name}`, {fleet.phase}"
+    return (
+        f"this button is from an earlier state of fleet {fleet.id}; it is now {now_is} "
+        "— use the buttons on the fleet card"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -347,6 +347,53 @@ class FleetService:
     def abort(self, fleet_id: str | None, actor: Actor, reason: str = "") -> M.Outcome:
         return self._apply(fleet_id, lambda f, now: M.abort(f, actor=actor.user_id, reason=reason), actor)
 
+    def click(self, button: M.FleetButton, actor: Actor) -> list[str]:
+        """A fleet card's button (`M.buttons`), decided as its verb is (`approve`, `pause`,
+        `resume`, `carry-waivers`): the same rules and refusals, audited. A button the card no
+        longer offers (the fleet moved on since it was drawn) is refused as stale, and audited.
+        Returns what to tell the clicker (the carried waivers; nothing for the others: the card
+        and its thread show the change)."""
+        fleet = self.load(button.fleet_id)
+        why = M.stale(fleet, button, self.clock(), offer=bool(self.carry_offer(fleet)))
+        try:
+            if why:
+                raise TransitionRefused(why)
+            if button.decision == "approve":
+                self.approve(fleet.id, actor)
+            elif button.decision == "pause":
+                self.pause(fleet.id, actor, reason="from the fleet card")
+            elif button.decision == "resume":
+                self.resume(fleet.id, actor)
+            elif button.decision == "carry":
+                lines = self.carry_waivers(fleet.id, actor)
+                # The offer is gone from the card once every later cluster has the waivers.
+                self._tell(self.load(fleet.id), [])
+                return lines
+            else:
+                raise UserError(f"`{clip(button.decision)}` is not a fleet button")
+        except TransitionRefused as exc:
+            if why:  # the verbs audit their own refusals; a stale click is refused here
+                self._refused(fleet.id, actor, f"{button.decision}: {exc.user_message}")
+            raise
+        except BotError as exc:
+            # Not in the roster, nothing to carry: refused before the fleet was asked.
+            self._refused(fleet.id, actor, f"{button.decision}: {exc.user_message}")
+            raise
+        return []
+
+    def _refused(self, fleet_id: str, actor: Actor, detail: str) -> None:
+        self.store.record_audit(
+            audit_entry(
+                actor,
+                at=self.clock(),
+                kind="fleet",
+                subcommand="refused",
+                outcome="refused",
+                detail=detail,
+                run_id=fleet_id,
+            )
+        )
+
     def carry_waivers(self, fleet_id: str | None, actor: Actor) -> list[str]:
         """Offer the canary's waivers to the fleet's later clusters, in one go (audited).
 
@@ -414,8 +461,14 @@ class FleetService:
         ]
         if not sources or fleet.stage > 1:
             return ""
+        wanted = {(w.finding, w.objects) for w in sources}
         later = [m.cluster for m in fleet.members if m.stage > 0 and m.state == M.PENDING]
-        if not later:
+        # Offered while some later cluster lacks one of them (gone once they are all carried).
+        if not any(
+            wanted
+            - {(w.finding, w.objects) for w in self.store.waivers(cluster=c, states=["active", "pending"])}
+            for c in later
+        ):
             return ""
         return f"carry {len(sources)} waiver(s) from {', '.join(canary)} to the {len(later)} later clusters"
 

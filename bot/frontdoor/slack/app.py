@@ -19,7 +19,7 @@ from bot.adapters.store import Store
 from bot.errors import ConfigError
 from bot.frontdoor.assemble import Services
 from bot.frontdoor.inbox import Inbox, tell_in_slack
-from bot.frontdoor.slack import choices, commands, fallback, fixes, gates, paused, verified, watches
+from bot.frontdoor.slack import choices, commands, fallback, fixes, fleets, gates, paused, verified, watches
 from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.workers import WorkerPool
 
@@ -133,6 +133,7 @@ def build_app(
         store=services.store,
         clock=clock,
     )
+    fleets.register(app, fleets=services.fleets, gateway=gateway, inbox=inbox)
     # Last: Bolt tries listeners in the order they were registered, and this one takes any button.
     fallback.register(app, store=services.store, workers=workers, clock=clock)
     return app

@@ -4,6 +4,7 @@ thread, each posted once."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from bot.core.runs.service import Actor
 from bot.frontdoor.assemble import Services, assemble
 from bot.settings import load_settings
 from bot.sim.cluster import SimCluster
-from tests.support.blockkit import message_blocks, text_of
+from tests.support.blockkit import buttons, message_blocks, text_of
 from tests.support.clock import FakeClock
 from tests.support.fleets import T0, big_fleet_view, fail, fleet_config
 from tests.support.secrets import slack_env
@@ -99,3 +100,33 @@ def test_one_card_edited_in_place_and_each_milestone_once(
     )
     assert sum(1 for t in thread if t.startswith(":red_circle: *ci* failed")) == 1
     assert len([m for m in slack_stub.posted("C0OPS") if m["text"].startswith("Fleet twelve")]) == 1
+
+
+def test_the_card_offers_the_buttons_of_what_people_can_do_now_each_valid_block_kit() -> None:
+    view = big_fleet_view(12, failed=1)
+    fleet = view.fleet
+    soaked = dataclasses.replace(view, fleet=dataclasses.replace(fleet, stage=0, phase=M.AFTER))
+    cases = [
+        (view, ["fleet_pause"]),
+        (soaked, ["fleet_approve", "fleet_pause"]),
+        (dataclasses.replace(view, fleet=dataclasses.replace(fleet, state=M.PAUSED)), ["fleet_resume"]),
+        (dataclasses.replace(view, fleet=dataclasses.replace(fleet, state=M.COMPLETED)), []),
+    ]
+    for v, expected in cases:
+        text, blocks = card(v, T0)
+        assert [b["action_id"] for b in buttons(message_blocks({"blocks": blocks, "text": text}))] == expected
+    _, blocks = card(soaked, T0)
+    (approve, pause) = buttons(blocks)
+    assert approve["text"]["text"] == "Approve the after gate of canary"
+    assert M.FleetButton.decode(approve["value"], "approve") == M.FleetButton(
+        fleet_id=fleet.id, stage=0, mark="after", decision="approve"
+    )
+    # The same click, once the fleet moved on, is stale; on the card drawn now it is not.
+    assert M.stale(soaked.fleet, M.FleetButton.decode(approve["value"], "approve"), T0, offer=False) == ""  # type: ignore[arg-type]
+    assert "earlier state" in M.stale(
+        fleet, M.FleetButton.decode(approve["value"], "approve"), T0, offer=False
+    )  # type: ignore[arg-type]
+    assert "earlier state" in M.stale(fleet, M.FleetButton.decode(pause["value"], "resume"), T0, offer=False)  # type: ignore[arg-type]
+    # A forged value never reaches the fleet.
+    for forged in ("F1|x|after", "F1|0|after|", "F1|0|approve", "F1|²|after", "x" * 3000):
+        assert M.FleetButton.decode(forged, "approve") is None
