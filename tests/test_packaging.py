@@ -180,7 +180,7 @@ def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
     # An import that works only because another dependency happens to pull the library in breaks
     # the day that dependency stops doing so.
     # where the import name is not the distribution's (`azure` is a namespace: azure-core is always in it)
-    import_names = {"yaml": "pyyaml", "re2": "google-re2", "azure": "azure-core"}
+    import_names = {"yaml": "pyyaml", "re2": "google-re2", "azure": "azure-core", "jwt": "pyjwt"}
     # boto3 and botocore come with the `aws` extra (bot/adapters/providers/eks.py imports them only when used),
     # azure-* with the `aks` extra (bot/adapters/providers/aks.py, likewise),
     # matplotlib with the `charts` extra (bot/adapters/charts.py, likewise).
