@@ -187,7 +187,6 @@ class GitHubPullRequests:
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
         """GitHub's JSON for one call; None for a 404; TemporaryError, with a short reason, otherwise."""
-        import httpx
         from githubkit.exception import GitHubException, RequestError, RequestFailed
 
         try:
@@ -200,7 +199,7 @@ class GitHubPullRequests:
             inner = exc.exc if isinstance(exc, RequestError) else None
             if isinstance(inner, RequestFailed):
                 return self._failed(what, inner)
-            if inner is not None and not isinstance(inner, httpx.HTTPError) and self.who != "the token":
+            if self.who != "the token" and _unsignable(inner):
                 log.warning("%s: no JWT could be signed with its key (%s)", self.who, type(inner).__name__)
                 raise TemporaryError(
                     f"{self.who}: its private key cannot sign a JWT (check github.private_key_file)"
@@ -234,3 +233,10 @@ def _message(response: Any) -> str:
     except ValueError:
         return "no message"
     return str(body.get("message", "no message"))[:200] if isinstance(body, dict) else "no message"
+
+
+def _unsignable(exc: BaseException | None) -> bool:
+    """PyJWT's (or cryptography's, through it) refusal of the App's private key."""
+    import jwt  # PyJWT[crypto]: the `github` extra, as githubkit's App auth needs it
+
+    return isinstance(exc, jwt.PyJWTError | ValueError)
