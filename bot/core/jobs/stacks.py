@@ -95,8 +95,8 @@ def read_stack(
     *,
     now: datetime,
 ) -> Obj | None:
-    """The stack's evidence now, or `seen` again while it is fresh; None when there is nothing to
-    read (no provider, no such stack). A failed read is said on the card and tried again later."""
+    """The stack's evidence now, or `seen` again while it is fresh; None without an EKS provider,
+    `absent` when there is no such stack. A failed read is said on the card and tried again later."""
     if access is None:
         return None
     last = parse_iso(str(seen.get("read") or "")) if seen else None
@@ -111,7 +111,8 @@ def read_stack(
     try:
         stack = eks.stack(name)
         if stack is None:
-            return None
+            # Remembered, so a group without a stack is not asked about on every tick either.
+            return {"name": name, "read": iso(now), "absent": True}
         status = str(stack.get("StackStatus", ""))
         failures = last_failures(eks.stack_events(name)) if failed_status(status) else []
     except ProviderError as exc:
@@ -135,7 +136,7 @@ def _failure_text(failure: Mapping[str, Any]) -> str:
 
 def stack_card(evidence: Mapping[str, Any] | None) -> list[str]:
     """The card's lines for the stack: its status, and the failing events when it failed."""
-    if not evidence:
+    if not evidence or evidence.get("absent"):
         return []
     if evidence.get("error"):
         return [f"CloudFormation {evidence['name']}: not read ({evidence['error']})"]
@@ -149,7 +150,7 @@ def stack_card(evidence: Mapping[str, Any] | None) -> list[str]:
 
 def stack_posts(evidence: Mapping[str, Any] | None, group: str) -> tuple[Post, ...]:
     """One thread line per failing event (its key makes it once, across restarts)."""
-    if not evidence or not failed_status(str(evidence.get("status", ""))):
+    if not evidence or evidence.get("absent") or not failed_status(str(evidence.get("status", ""))):
         return ()
     return tuple(
         Post(
