@@ -524,7 +524,9 @@ KEYS: Mapping[str, Key] = {
     ),
     "github": Key(
         doc="GitHub access for the pull requests plan steps name (`pr:`; docs/pull-requests.md); needs "
-        "the `github` extra. The token comes from `token_file`, else the `GITHUB_TOKEN` environment variable",
+        "the `github` extra. A token comes from `token_file`, else the `GITHUB_TOKEN` environment variable; "
+        "or a GitHub App: `app_id`, `installation_id` and `private_key_file` (else `GITHUB_APP_ID`, "
+        "`GITHUB_APP_INSTALLATION_ID` and `GITHUB_APP_PRIVATE_KEY_FILE`)",
         default="off",
         keys={
             "api_url": Key(
@@ -535,6 +537,22 @@ KEYS: Mapping[str, Key] = {
             "token_file": Key(
                 doc="a file holding a token that may read the repositories' pull requests, checks and statuses",
                 default="`GITHUB_TOKEN` from the environment",
+                schema=_STRING,
+            ),
+            "app_id": Key(
+                doc="a GitHub App's id, instead of a token (with `installation_id` and `private_key_file`; "
+                "the App needs read access to pull requests, checks and commit statuses)",
+                default="`GITHUB_APP_ID` from the environment",
+                schema={"type": "integer", "minimum": 1},
+            ),
+            "installation_id": Key(
+                doc="the App's installation on the repositories' organisation",
+                default="`GITHUB_APP_INSTALLATION_ID` from the environment",
+                schema={"type": "integer", "minimum": 1},
+            ),
+            "private_key_file": Key(
+                doc="a file holding the App's private key (PEM, as GitHub downloads it); never logged",
+                default="`GITHUB_APP_PRIVATE_KEY_FILE` from the environment",
                 schema=_STRING,
             ),
         },

@@ -775,3 +775,19 @@ class PullRequest:
     #: People whose latest review approves, and those whose latest asks for changes.
     approvals: tuple[str, ...] = ()
     changes_requested: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitHubAccess:
+    """How the bot reads GitHub (`github:`): its REST API's URL, and either a token or a GitHub
+    App (its id, the installation's id and its private key, PEM). Secrets stay out of `repr`."""
+
+    api_url: str
+    token: str = field(default="", repr=False)
+    app_id: str = ""
+    installation_id: int = 0
+    private_key: str = field(default="", repr=False)
+
+    @property
+    def app(self) -> bool:
+        return bool(self.app_id)

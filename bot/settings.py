@@ -55,6 +55,7 @@ from bot.records import (
     AlertMatcher,
     ClusterConfig,
     EksProvider,
+    GitHubAccess,
     GkeProvider,
     GrafanaConfig,
     ImageChecks,
@@ -175,8 +176,8 @@ class Settings:
     action_approvers: tuple[str, ...] = ("primary", "shadow")
     #: Grafana annotations of each step's start and end (`grafana:`); None: off.
     grafana: GrafanaConfig | None = None
-    #: GitHub access for the steps' pull requests (`github:`): (API URL, token); None: off.
-    github: tuple[str, str] | None = field(default=None, repr=False)
+    #: GitHub access for the steps' pull requests (`github:`): a token or an App; None: off.
+    github: GitHubAccess | None = field(default=None, repr=False)
     #: Pipeline hooks (`pipeline_hooks:`): each source's signing secret, by source name; empty: off.
     pipeline_hooks: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     #: Permanent, reviewed exceptions (`checks.ignore`): findings (or some of their objects) every
@@ -822,38 +823,132 @@ def _grafana(v: YamlValidator, node: yaml.Node, base_dir: Path) -> GrafanaConfig
     return GrafanaConfig(url=url.rstrip("/"), token_file=token_file, token=token, tags=tags, timeout=timeout)
 
 
-def _github(
-    v: YamlValidator, node: yaml.Node, base_dir: Path, env: Mapping[str, str]
-) -> tuple[str, str] | None:
-    """`github: {api_url?, token_file?}`: the token is read now (or taken from `GITHUB_TOKEN`), so
-    a bot that cannot read its PRs says so at start; the token never appears in an error."""
+def _github(v: YamlValidator, node: yaml.Node, base_dir: Path, env: Mapping[str, str]) -> GitHubAccess | None:
+    """`github: {api_url?, token_file?}` or `github: {api_url?, app_id, installation_id,
+    private_key_file}`: the token or the App's key is read now (or the environment's), so a bot that
+    cannot read its PRs says so at start; a secret never appears in an error."""
     g = v.mapping(node, "github", keys_of("github"))
     api_url = v.string(g.get("api_url"), "github.api_url") if "api_url" in g else "https://api.github.com"
     if api_url is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", api_url):
         v.error(g["api_url"], "github.api_url", f"{shown(api_url)} is not an http(s) URL")
         api_url = None
+    app_keys = [k for k in APP_KEYS if k in g]
+    if app_keys and "token_file" in g:
+        v.error(
+            node,
+            "github",
+            "either token_file or a GitHub App (app_id, installation_id, private_key_file), not both",
+        )
+        return None
+    if app_keys or ("token_file" not in g and not env.get("GITHUB_TOKEN", "").strip() and _app_env(env)):
+        app = _github_app(v, node, g, base_dir, env, from_config=bool(app_keys))
+        if api_url is None or app is None:
+            return None
+        app_id, installation_id, private_key = app
+        return GitHubAccess(
+            api_url=api_url.rstrip("/"),
+            app_id=app_id,
+            installation_id=installation_id,
+            private_key=private_key,
+        )
     token = ""
     if "token_file" in g:
-        path = v.path(g["token_file"], "github.token_file", base_dir)
-        if path is not None:
-            try:
-                token = read_bounded(path, MAX_TOKEN_BYTES).decode("utf-8").strip()
-            except FileNotFoundError:
-                v.error(g["token_file"], "github.token_file", f"no such file: {path}")
-            except Unreadable as exc:
-                v.error(g["token_file"], "github.token_file", f"{path}: {exc.reason}")
-            except UnicodeDecodeError:
-                v.error(g["token_file"], "github.token_file", f"{path}: not UTF-8 text")
-            else:
-                if not token:
-                    v.error(g["token_file"], "github.token_file", f"{path} is empty")
+        token = _secret_file(v, g["token_file"], "github.token_file", base_dir)
     else:
         token = env.get("GITHUB_TOKEN", "").strip()
         if not token:
-            v.error(node, "github", "no token: set `token_file`, or GITHUB_TOKEN in the environment")
+            v.error(
+                node,
+                "github",
+                "no token: set `token_file`, or GITHUB_TOKEN in the environment, or a GitHub App "
+                "(app_id, installation_id, private_key_file)",
+            )
     if api_url is None or not token:
         return None
-    return api_url.rstrip("/"), token
+    return GitHubAccess(api_url=api_url.rstrip("/"), token=token)
+
+
+#: A GitHub App's keys under `github:`, and the environment variables that stand for them.
+APP_KEYS = {
+    "app_id": "GITHUB_APP_ID",
+    "installation_id": "GITHUB_APP_INSTALLATION_ID",
+    "private_key_file": "GITHUB_APP_PRIVATE_KEY_FILE",
+}
+
+
+def _app_env(env: Mapping[str, str]) -> bool:
+    return any(env.get(var, "").strip() for var in APP_KEYS.values())
+
+
+def _secret_file(v: YamlValidator, node: yaml.Node, key: str, base_dir: Path) -> str:
+    """A secret file's text, stripped; "" after an error (which never shows the text)."""
+    path = v.path(node, key, base_dir)
+    if path is None:
+        return ""
+    try:
+        text = read_bounded(path, MAX_TOKEN_BYTES).decode("utf-8").strip()
+    except FileNotFoundError:
+        v.error(node, key, f"no such file: {path}")
+    except Unreadable as exc:
+        v.error(node, key, f"{path}: {exc.reason}")
+    except UnicodeDecodeError:
+        v.error(node, key, f"{path}: not UTF-8 text")
+    else:
+        if not text:
+            v.error(node, key, f"{path} is empty")
+        return text
+    return ""
+
+
+def _github_app(
+    v: YamlValidator,
+    node: yaml.Node,
+    g: Mapping[str, yaml.Node],
+    base_dir: Path,
+    env: Mapping[str, str],
+    *,
+    from_config: bool,
+) -> tuple[str, int, str] | None:
+    """The App's (id, installation id, private key), from `github:` or else from the environment."""
+    missing = [
+        (k if from_config else var)
+        for k, var in APP_KEYS.items()
+        if (k not in g if from_config else not env.get(var, "").strip())
+    ]
+    if missing:
+        where = "under github" if from_config else "in the environment"
+        v.error(node, "github", f"a GitHub App needs {', '.join(missing)} {where} as well")
+        return None
+    if from_config:
+        app_id = v.integer(g["app_id"], "github.app_id", low=1, high=2**53)
+        installation = v.integer(g["installation_id"], "github.installation_id", low=1, high=2**53)
+        key = _secret_file(v, g["private_key_file"], "github.private_key_file", base_dir)
+        key_name = "github.private_key_file"
+    else:
+        app_id = _env_id(v, node, env, "GITHUB_APP_ID")
+        installation = _env_id(v, node, env, "GITHUB_APP_INSTALLATION_ID")
+        key_name = "GITHUB_APP_PRIVATE_KEY_FILE"
+        path = Path(env[key_name].strip())
+        try:
+            key = read_bounded(path, MAX_TOKEN_BYTES).decode("utf-8").strip()
+        except (OSError, Unreadable, UnicodeDecodeError):
+            v.error(node, "github", f"{key_name}: {path} cannot be read as a text file")
+            key = ""
+    # The shape only (the key itself is never shown): GitHub's download is a PKCS#1 PEM.
+    if key and not ("-----BEGIN" in key and "PRIVATE KEY-----" in key):
+        v.error(node, "github", f"{key_name}: not a private key in PEM form (-----BEGIN … PRIVATE KEY-----)")
+        key = ""
+    if app_id is None or installation is None or not key:
+        return None
+    return str(app_id), installation, key
+
+
+def _env_id(v: YamlValidator, node: yaml.Node, env: Mapping[str, str], var: str) -> int | None:
+    text = env.get(var, "").strip()
+    if not text.isdigit() or int(text) < 1:
+        v.error(node, "github", f"{var}: {shown(text)} is not a GitHub id (a whole number)")
+        return None
+    return int(text)
 
 
 #: A hook's signing secret: shorter than this is guessable (Slack's are 32 hex characters).

@@ -79,6 +79,8 @@ def _shape(schema: dict[str, Any]) -> str:
         return f"mapping of names to {_shape(schema['additionalProperties'])}"
     if kind == "object":
         return "mapping"
+    if kind in ("integer", "number") and "minimum" in schema and "maximum" not in schema:
+        return f"{kind} ≥ {schema['minimum']:g}"
     if kind in ("integer", "number") and "minimum" in schema:
         return f"{kind} {schema['minimum']:g}–{schema['maximum']:g}"
     if "pattern" in schema:

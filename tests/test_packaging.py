@@ -187,6 +187,7 @@ def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
         "re2": "google-re2",
         "azure": "azure-core",
         "google": "google-cloud-container",
+        "jwt": "pyjwt",
     }
     # boto3 and botocore come with the `aws` extra (bot/adapters/providers/eks.py imports them only when used),
     # azure-* with the `aks` extra (bot/adapters/providers/aks.py, likewise), google-* with the `gke`

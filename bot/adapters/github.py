@@ -9,6 +9,12 @@ never shows.
 Four documented calls make a PR's view: `GET /repos/{owner}/{repo}/pulls/{number}` (or the list,
 for a branch or a title pattern), its reviews, the check runs and the combined commit status of
 its head. The card's view is kept for `CACHE_SECONDS`; a gate and a done click read afresh.
+
+Auth: a token, or a GitHub App through githubkit's own `AppInstallationAuthStrategy` (app id,
+installation id, private key): githubkit signs a JWT with the key, trades it at
+`POST /app/installations/{id}/access_tokens` for an installation token, and renews it before it
+expires. A refused trade (a wrong key, app or installation) is one short reason that names the App
+and the installation — never the key, the JWT or a traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 import re2
 
 from bot.errors import TemporaryError
-from bot.records import Check, PrRef, PullRequest
+from bot.records import Check, GitHubAccess, PrRef, PullRequest
 
 log = logging.getLogger(__name__)
 
@@ -39,25 +45,40 @@ class GitHubPullRequests:
 
     def __init__(
         self,
+        access: GitHubAccess | None = None,
         *,
-        token: str,
+        token: str = "",
         api_url: str = DEFAULT_API_URL,
         timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        access = access or GitHubAccess(api_url=api_url, token=token)
         try:
-            from githubkit import GitHub
+            from githubkit import AppInstallationAuthStrategy, GitHub
+            from githubkit.cache import MemCacheStrategy
         except ImportError as exc:  # the extra is not installed
             raise TemporaryError(
                 "GitHub access needs the `github` extra (pip install 'upgrade-bot[github]')"
             ) from exc
+        auth: Any = access.token
+        #: Who the bot is at GitHub, for the reasons it gives (an App's ids, never a secret).
+        self.who = "the token"
+        if access.app:
+            auth = AppInstallationAuthStrategy(
+                app_id=access.app_id, private_key=access.private_key, installation_id=access.installation_id
+            )
+            self.who = f"GitHub App {access.app_id} (installation {access.installation_id})"
         self._github: Any = GitHub(
-            token,
-            base_url=api_url.rstrip("/") + "/",
+            auth,
+            base_url=access.api_url.rstrip("/") + "/",
             timeout=timeout,
             http_cache=False,
             auto_retry=False,
             user_agent="upgrade-bot",
+            # Its own cache of the App's JWT and installation token: githubkit's default is one
+            # per process, keyed by the App's id alone, so a second client with another key
+            # would be handed the first one's token.
+            cache_strategy=MemCacheStrategy(),
         )
         self.clock = clock
         self._cache: dict[PrRef, tuple[float, PullRequest | None]] = {}
@@ -166,16 +187,56 @@ class GitHubPullRequests:
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
         """GitHub's JSON for one call; None for a 404; TemporaryError, with a short reason, otherwise."""
-        from githubkit.exception import GitHubException, RequestFailed
+        from githubkit.exception import GitHubException, RequestError, RequestFailed
 
         try:
             return call().json()
         except RequestFailed as exc:
-            code = exc.response.status_code
-            if code == 404:
-                return None
-            log.warning("GitHub answered %s for %s", code, what)
-            raise TemporaryError(f"GitHub answered {code} for {what}") from exc
+            return self._failed(what, exc)
         except GitHubException as exc:
+            # The App's token trade happens inside githubkit's auth flow, whose errors come
+            # wrapped: a refused trade, or a key the JWT could not be signed with.
+            inner = exc.exc if isinstance(exc, RequestError) else None
+            if isinstance(inner, RequestFailed):
+                return self._failed(what, inner)
+            if self.who != "the token" and _unsignable(inner):
+                log.warning("%s: no JWT could be signed with its key (%s)", self.who, type(inner).__name__)
+                raise TemporaryError(
+                    f"{self.who}: its private key cannot sign a JWT (check github.private_key_file)"
+                ) from None
             log.warning("GitHub could not be asked for %s: %s", what, exc)
             raise TemporaryError(f"GitHub could not be asked for {what}") from exc
+
+    def _failed(self, what: str, exc: Any) -> None:
+        """A GitHub error answer: None for a 404, else TemporaryError with a short reason."""
+        code = exc.response.status_code
+        if str(exc.request.url.path).endswith("/access_tokens"):
+            # The App's JWT was refused: GitHub's message says why (never the JWT itself).
+            message = _message(exc.response)
+            log.warning("GitHub refused %s an installation token: %s %s", self.who, code, message)
+            raise TemporaryError(
+                f"GitHub refused {self.who} an installation token ({code}: {message}): check "
+                "github.app_id, installation_id and private_key_file"
+            ) from None
+        if code == 404:
+            return None
+        log.warning("GitHub answered %s for %s", code, what)
+        if code == 401:
+            raise TemporaryError(f"GitHub did not accept {self.who} (401) for {what}") from None
+        raise TemporaryError(f"GitHub answered {code} for {what}") from exc
+
+
+def _message(response: Any) -> str:
+    """GitHub's error message, short (its JSON's `message`)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return "no message"
+    return str(body.get("message", "no message"))[:200] if isinstance(body, dict) else "no message"
+
+
+def _unsignable(exc: BaseException | None) -> bool:
+    """PyJWT's (or cryptography's, through it) refusal of the App's private key."""
+    import jwt  # PyJWT[crypto]: the `github` extra, as githubkit's App auth needs it
+
+    return isinstance(exc, jwt.PyJWTError | ValueError)

@@ -348,8 +348,7 @@ def assemble(
     if settings.github is not None:
         from bot.adapters.github import GitHubPullRequests
 
-        api_url, token = settings.github
-        pull_requests = GitHubPullRequests(token=token, api_url=api_url)
+        pull_requests = GitHubPullRequests(access=settings.github)
     cards = None
     if deliveries is not None:
         cards = RunCards(

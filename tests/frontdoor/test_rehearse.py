@@ -89,6 +89,7 @@ def test_the_eks_managed_plan_upgrades_everything_through_the_eks_api_in_order()
     assert "Run paused: step addon-ebs-csi failed" in out
     assert "↳ rehearsal: U0PRIMARY reviewed why `addon-ebs-csi` failed and skips it" in out
     assert "`restart-coredns` succeeded: restart job" in out
+    assert re.search(r"✅ `check-leftovers` succeeded: check of EKS009, EKS006 for 1\.26 passed: ", out)
     # The settle phase's evidence, measured through the sim's facades.
     assert re.search(r"`settle-alerts` succeeded: alerts job \d+: alerts: no new alert for 10m", out)
     assert re.search(r"`settle-apiserver-4xx` succeeded: analysis job \d+: analysis: Successful", out)
@@ -233,7 +234,15 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     # off after 11 of the then 25 steps, inside an emoji code). An honest ending (issue 40): the planted
     # faults failed four steps that the roster skipped; the card, the thread and the last line say
     # so, name each with its failure and who skipped it, and list the findings left open.
-    assert "Run *completed with 4 failed steps skipped* · 23 done · 4 failed and skipped" in final_card
+    assert "Run *completed with 4 failed steps skipped* · 24 done · 4 failed and skipped" in final_card
+    # After the roll-out, EKS009 and EKS006 again: the scenario's leftover Auto Scaling group is named.
+    assert re.search(
+        r"✅ `check-leftovers` succeeded: check of EKS009, EKS006 for 1\.26 passed: no Required findings, "
+        r"\d+ Recommended: .*EKS009 \(Auto Scaling group eksctl-runbook-prod-nodegroup-others-old-NodeGroup-1U7KZ3QX0AB2F\)",
+        out,
+    )
+    # Each node group's wait showed its CloudFormation stack (none failed here: no thread line).
+    assert "its CloudFormation stack" not in out
     ending = final_card.split("⚠️ *Completed with 4 failed steps skipped*", 1)[1].split("\n\n", 1)[0]
     for step in ("checks", "restart-istio-data-plane", "watch-settle", "diff"):
         assert f"• `{step}` failed: " in ending

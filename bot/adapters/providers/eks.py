@@ -50,7 +50,8 @@ class AwsError(ProviderError):
 
 
 class Eks:
-    """One EKS cluster's reads through boto3's `eks`, `ec2` and `autoscaling` clients."""
+    """One EKS cluster's reads through boto3's `eks`, `ec2`, `autoscaling` and `cloudformation`
+    clients."""
 
     kind = "eks"
 
@@ -61,6 +62,7 @@ class Eks:
         errors: tuple[type[Exception], ...],
         *,
         once: Any = None,
+        cloudformation: Any = None,
     ) -> None:
         self.provider = provider
         self.name = provider.name
@@ -68,6 +70,8 @@ class Eks:
         #: The `eks` client the update calls go through: boto3 does not retry it (a retried
         #: UpdateX is the same call made twice); the job looks its update up instead.
         self._once = once if once is not None else self._eks
+        #: eksctl's node-group stacks are read, never changed: DescribeStacks, DescribeStackEvents.
+        self._cloudformation = cloudformation
         self._errors = errors
 
     def _call(self, fn: Any, **kwargs: Any) -> Obj:
@@ -225,6 +229,30 @@ class Eks:
             )
         ]
 
+    # ---- CloudFormation (eksctl builds each node group as a stack) -------------------------------
+
+    def stack(self, name: str) -> Obj | None:
+        """The stack as DescribeStacks describes it; None when there is no such stack (a node group
+        that eksctl did not build: Terraform's, the console's)."""
+        if self._cloudformation is None:
+            return None
+        try:
+            found = self._call(self._cloudformation.describe_stacks, StackName=name).get("Stacks") or []
+        except AwsError as exc:
+            # CloudFormation's word for "no such stack" is a ValidationError, not a 404.
+            if exc.code == "ValidationError" and "does not exist" in str(exc):
+                return None
+            raise
+        return dict(found[0]) if found else None
+
+    def stack_events(self, name: str) -> list[Obj]:
+        """The stack's events, newest first (DescribeStackEvents' first page: the last operation's
+        events are on it)."""
+        if self._cloudformation is None:
+            return []
+        found = self._call(self._cloudformation.describe_stack_events, StackName=name)
+        return [dict(e) for e in found.get("StackEvents") or []]
+
     # ---- the provider port (`bot.core.providers.Provider`) ----------------------------------------
 
     def control_plane(self) -> Obj:
@@ -373,4 +401,11 @@ def connect(provider: EksProvider, *, update_within: float | None = None) -> Eks
             Config(connect_timeout=connect_s, read_timeout=min(READ_TIMEOUT, update_within - connect_s))
         )
     once = session.client("eks", endpoint_url=provider.endpoint_url, config=config.merge(once_config))
-    return Eks(provider, (clients[0], clients[1], clients[2]), (BotoCoreError, ClientError), once=once)
+    cloudformation = session.client("cloudformation", endpoint_url=provider.endpoint_url, config=config)
+    return Eks(
+        provider,
+        (clients[0], clients[1], clients[2]),
+        (BotoCoreError, ClientError),
+        once=once,
+        cloudformation=cloudformation,
+    )

@@ -4,15 +4,23 @@ The step's thread gets one line — the verdict, each Required finding id with t
 concerns, the counts, and the waivers and ignore-list entries it relied on (a Required finding
 accepted by one does not fail the step: it passes when every Required finding is fixed, waived
 or ignored) — and the full report (why and how to fix each finding) uploaded under it.
+
+`only: EKS006,EKS009` runs the same checks and keeps only those ids' findings: a plan's check
+after the roll-out (leftover Auto Scaling groups, launch-template drift) names them, Recommended
+ones included, where the pre-flight line only counts the Recommended.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
-from bot.core.checks.findings import REQUIRED, summary_lines, valid_id
+from bot.core.checks.findings import REQUIRED, Finding, Report, summary_lines, valid_id
+from bot.core.checks.ids import builtin_findings
 from bot.core.checks.service import report_attachment
 from bot.core.checks.waivers import cover_labels
-from bot.errors import UserError
+from bot.errors import UserError, clip
 from bot.records import ActionRequest
 
 #: About how long the thread line's list of Required findings may grow (the event line is clipped
@@ -22,10 +30,45 @@ LISTED_CHARS = 300
 NAMED_CHARS = 80
 
 
+def only_ids(args: Mapping[str, str]) -> tuple[str, ...]:
+    """`only`'s finding ids (comma-separated), each one the checks report; () without it."""
+    ids = tuple(dict.fromkeys(i.strip().upper() for i in str(args.get("only", "")).split(",") if i.strip()))
+    known = builtin_findings()
+    for fid in ids:
+        if not valid_id(fid) or fid not in known:
+            raise UserError(f"only: {clip(fid, 20)!r} is not a finding id the checks report (e.g. EKS009)")
+    return ids
+
+
+def _only(report: Report, ids: tuple[str, ...]) -> Report:
+    keep = set(ids)
+    return replace(
+        report,
+        findings=tuple(f for f in report.findings if f.id in keep),
+        covered=tuple(c for c in report.covered if c.finding.id in keep),
+        notes=(*report.notes, f"only {', '.join(ids)} kept (the step's `only`)"),
+    )
+
+
+def _named(findings: list[Finding]) -> str:
+    """Each finding id with its first object, for a step that names its Recommended findings."""
+    by_id: dict[str, list[str]] = {}
+    for line in summary_lines(findings, shown=1000):
+        by_id.setdefault(line.id, []).extend(line.objects)
+    entries = [
+        f"{fid} ({names[0]}{f' …and {len(names) - 1} more' if len(names) > 1 else ''})" if names else fid
+        for fid, names in by_id.items()
+    ]
+    return clip(", ".join(entries), LISTED_CHARS)
+
+
 def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     if ctx.run_check is None:
         raise UserError("this front door cannot run the pre-flight checks")
+    only = only_ids(request.call.args)
     report = ctx.run_check(request.cluster, request.call.args.get("to") or None)
+    if only:
+        report = _only(report, only)
     required = [f for f in report.findings if f.severity == REQUIRED]
     recommended = len(report.findings) - len(required)
     files = (report_attachment(report),)
@@ -33,6 +76,17 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     accepted = f"; relied on {'; '.join(relied)}" if relied else ""
     if not required:
         unfixed = "no Required findings left unaccepted" if relied else "no Required findings"
+        if only:
+            found = [f for f in report.findings if f.severity != REQUIRED]
+            listing = f": {_named(found)}" if found else ""
+            return ActionResult(
+                ok=True,
+                detail=(
+                    f"check of {', '.join(only)} for {report.target} passed: {unfixed}, {recommended} "
+                    f"Recommended{listing} — the full report is attached{accepted}"
+                ),
+                files=files,
+            )
         return ActionResult(
             ok=True,
             detail=(
@@ -105,6 +159,7 @@ def required_ids(detail: str) -> tuple[str, ...]:
 SPEC = ActionSpec(
     name="check",
     summary="run the pre-flight checks and known-issue rules; a Required finding fails the step",
-    optional=frozenset({"to"}),
+    optional=frozenset({"to", "only"}),
     run=run,
+    check=only_ids,
 )

@@ -11,6 +11,7 @@ kinds and its help all derive from it. Adding a kind is one `JobKind` here and i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -67,6 +68,8 @@ from bot.core.jobs.restart import FROM_CHECK, RestartJob, check_scope
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
 from bot.errors import UserError, clip
 
+#: CloudFormation's stack names (wait-nodegroup's `stack`).
+STACK_NAME = re.compile(r"[A-Za-z][-A-Za-z0-9]{0,127}")
 #: Every job takes `dry_run: true`: it lists exactly what would happen and changes nothing.
 DRY_RUN = "dry_run"
 
@@ -179,6 +182,12 @@ def _check_wait(args: Mapping[str, str]) -> None:
         label_value("replaces", old)
         if old == group:
             raise UserError("replaces: the old group, not the one waited for (nodegroup)")
+    stack = str(args.get("stack", "")).strip()
+    if stack and not STACK_NAME.fullmatch(stack):
+        raise UserError(
+            f"stack: {clip(stack, 40)!r} is not a CloudFormation stack name (a letter, then letters, "
+            "digits and hyphens, up to 128)"
+        )
 
 
 def _check_wait_controlplane(args: Mapping[str, str]) -> None:
@@ -285,13 +294,14 @@ KINDS: tuple[JobKind, ...] = (
     ),
     JobKind(
         name="wait-nodegroup",
-        summary="wait until a node group is entirely on a kubelet version and Ready",
+        summary="wait until a node group is entirely on a kubelet version and Ready (on EKS, its "
+        "CloudFormation stack's status and failing events shown)",
         required=frozenset({"nodegroup", "version"}),
-        optional=frozenset({"timeout", "replaces"}),
+        optional=frozenset({"timeout", "replaces", "stack"}),
         mutating=False,
         command=False,
         check=_check_wait,
-        make=lambda deps: WaitNodeGroupJob(deps.labels),
+        make=lambda deps: WaitNodeGroupJob(deps.labels, stacks=deps.eks),
     ),
     JobKind(
         name="wait-controlplane",

@@ -3,7 +3,11 @@
 
 Arguments: `nodegroup` and `version` (required), `timeout` (default 1h), `replaces` (the old group
 `nodegroup` replaces when a group is recreated under a new name, `others` → `others-1-25`: the old
-group's nodes count as old nodes of the new one, and the job waits until none is left).
+group's nodes count as old nodes of the new one, and the job waits until none is left), `stack`
+(the group's CloudFormation stack, when not eksctl's `eksctl-<cluster>-nodegroup-<group>`).
+
+On a cluster with an EKS provider, the card and the thread also show the group's CloudFormation
+stack: its status, and the events that failed in its last operation (`bot.core.jobs.stacks`).
 
 A node counts as on target only when it is Ready, its kubelet is at or above `version`, it is not
 being deleted (deletionTimestamp) and it is not cordoned (a cordoned node on the version is not
@@ -13,12 +17,13 @@ node still in the group — cordoned, drained or not — keeps the job waiting.
 Progress (JSON):
 
     {"nodegroup": "workers", "version": "1.30", "started": "2026-11-24T07:00:00Z", "timeout": 3600,
-     "seen": {"total": 6, "on_target": 3, "not_ready": 1, "old": 3}}
+     "seen": {"total": 6, "on_target": 3, "not_ready": 1, "old": 3},
+     "stack": {"name": "eksctl-prod-nodegroup-workers", "status": "CREATE_COMPLETE", …}}
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,6 +40,7 @@ from bot.core.jobs.common import (
     unschedulable,
     version_arg,
 )
+from bot.core.jobs.stacks import read_stack, stack_card, stack_posts
 from bot.core.kube.objects import node_group
 from bot.core.kube.versions import on_version, parse_version
 from bot.errors import UserError
@@ -69,8 +75,12 @@ class WaitNodeGroupJob:
 
     kind = "wait-nodegroup"
 
-    def __init__(self, node_group_labels: Sequence[str] = ()) -> None:
+    def __init__(
+        self, node_group_labels: Sequence[str] = (), *, stacks: Callable[[str], Any] | None = None
+    ) -> None:
         self.node_group_labels = tuple(node_group_labels)
+        #: Cluster name → its EKS provider (the stack's reads), or a refusal: no stack shown.
+        self.stacks = stacks
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         group = str(args.get("nodegroup", "")).strip()
@@ -81,6 +91,7 @@ class WaitNodeGroupJob:
         replaces = str(args.get("replaces", "")).strip()
         return {
             "replaces": replaces,
+            "stack_name": str(args.get("stack", "")).strip(),
             "nodegroup": group,
             "version": str(args["version"]).strip(),
             "started": iso(now),
@@ -121,7 +132,15 @@ class WaitNodeGroupJob:
         old = _replaced(progress)
         if old:
             counts["replaced_left"] = left
-        new: Progress = {**progress, "seen": counts}
+        stack = read_stack(
+            self.stacks,
+            str(getattr(cluster, "name", "")),
+            group,
+            str(progress.get("stack_name") or ""),
+            progress.get("stack"),
+            now=now,
+        )
+        new: Progress = {**progress, "seen": counts, "stack": stack}
         card = [bar(counts["on_target"], counts["total"], f"nodes of {group} Ready on {version}")]
         if counts["not_ready"]:
             card.append(f"{counts['not_ready']} NotReady")
@@ -129,11 +148,16 @@ class WaitNodeGroupJob:
             card.append(f"{counts['old']} old node(s) remaining")
         if left:
             card.append(f"{left} node(s) left in {old}, which {group} replaces")
+        card += stack_card(stack)
+        # Each failing event once: the tick after this one sees the same stack again.
+        told = [str(k) for k in progress.get("stack_told") or []]
+        stack_lines = tuple(p for p in stack_posts(stack, group) if p.key not in told)
+        new["stack_told"] = told + [p.key for p in stack_lines]
         if counts["total"] and counts["on_target"] == counts["total"] and not left:
             text = f"node group {group}: all {counts['total']} node(s) Ready on {version}" + (
                 f"; {old}, which it replaces, has no node left" if old else ""
             )
-            return Tick(progress=new, posts=(Post(key=f"nodegroup-ready:{group}:{version}", text=text),),
+            return Tick(progress=new, posts=(*stack_lines, Post(key=f"nodegroup-ready:{group}:{version}", text=text)),
                         card=tuple(card), done=True, ok=True, detail=text, wait=0.0)  # fmt: skip
         started = timer_start(progress, progress["started"], now)
         if now - started >= timedelta(seconds=float(progress["timeout"])):
@@ -142,6 +166,6 @@ class WaitNodeGroupJob:
                 f"on target, {counts['not_ready']} NotReady, {counts['old']} old"
                 + (f", {left} node(s) left in {old}" if left else "")
             )
-            return Tick(progress=new, posts=(Post(key=f"nodegroup-timeout:{group}:{version}", text=text),),
+            return Tick(progress=new, posts=(*stack_lines, Post(key=f"nodegroup-timeout:{group}:{version}", text=text)),
                         card=tuple(card), done=True, ok=False, detail=text, wait=0.0)  # fmt: skip
-        return Tick(progress=new, card=tuple(card), wait=5.0)
+        return Tick(progress=new, posts=stack_lines, card=tuple(card), wait=5.0)

@@ -270,8 +270,14 @@ class Handler(BaseHTTPRequestHandler):
                     return
             if extra is not None:
                 # The raw query string too, under "?" (never a parameter's name): the evidence
-                # facades read repeated parameters (Alertmanager's `filter`).
-                status, payload = extra(method, path, {**query, "?": url.query}, body)
+                # facades read repeated parameters (Alertmanager's `filter`); and the request's
+                # Authorization under "?authorization" (the GitHub facade checks an App's JWT).
+                status, payload = extra(
+                    method,
+                    path,
+                    {**query, "?": url.query, "?authorization": self.headers.get("Authorization", "")},
+                    body,
+                )
                 if isinstance(payload, Raw):
                     self._send(status, payload.body, payload.content_type, payload.headers)
                 else:

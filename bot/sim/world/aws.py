@@ -13,6 +13,11 @@ Served (the wire shapes follow botocore's service models, which parse every answ
   the same update).
 - EC2 (query, XML): DescribeSubnets, DescribeLaunchTemplateVersions.
 - Auto Scaling (query, XML): DescribeAutoScalingGroups.
+- CloudFormation (query, XML): DescribeStacks, DescribeStackEvents — eksctl's stack of each node
+  group, `eksctl-<cluster>-nodegroup-<group>`, CREATE_COMPLETE unless a failure was planted: the
+  scenario's `stack_failures: {GROUP: {reason, status?, resource?}}`, or
+  `POST /aws/sim/stack-failure {"nodegroup": …, "reason": …}` mid-run (the stack's update fails on
+  its node-group resource with that reason and rolls back; the events say so, newest first).
 The endpoint for every client is `http://127.0.0.1:PORT/aws`; the query APIs are told apart by
 their `Action`. Faults come from the scenario: an add-on whose installed version is not offered
 for the target, a subnet short of free addresses, node-group health issues, and `fail_updates`
@@ -49,6 +54,9 @@ Obj = dict[str, Any]
 PREFIX = "/aws"
 EC2_XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 ASG_XMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
+CFN_XMLNS = "http://cloudformation.amazonaws.com/doc/2010-05-15/"
+#: The stack status a planted failure ends in (an update eksctl started, rolled back).
+FAILED_STACK_STATUS = "UPDATE_ROLLBACK_COMPLETE"
 #: The longest a held answer (`POST /aws/sim/hold`) waits for its release, in real seconds.
 HOLD_LIMIT = 120.0
 #: How long an add-on update takes, in simulated seconds.
@@ -67,6 +75,7 @@ _KNOWN = {
     "nodegroup_issues",
     "fail_updates",
     "insights_block",
+    "stack_failures",
 }
 
 
@@ -124,6 +133,17 @@ class Update:
     op: Operation | None = None
     status: str = "InProgress"
     errors: list[Obj] = field(default_factory=list)
+
+
+@dataclass
+class StackFailure:
+    """A node-group stack's failed update (planted): when, on which resource, and AWS's reason."""
+
+    at: float
+    reason: str
+    status: str = FAILED_STACK_STATUS
+    resource: str = "ManagedNodeGroup"
+    resource_type: str = "AWS::EKS::Nodegroup"
 
 
 def _minor(version: str) -> str:
@@ -222,6 +242,10 @@ class AwsWorld:
         #: EKS refuses UpdateClusterVersion while an upgrade-readiness insight of the target is in
         #: ERROR, unless `force`; off unless the scenario asks, so the shipped runbooks update as before.
         self.insights_block = bool(spec.get("insights_block", False))
+        #: Node group → its stack's planted failure (`stack_failures`, `POST /aws/sim/stack-failure`).
+        self.stack_failures: dict[str, StackFailure] = {}
+        for group, failure in (spec.get("stack_failures") or {}).items():
+            self.fail_stack(str(group), **{str(k): str(v) for k, v in dict(failure).items()})
         self.updates: dict[str, Update] = {}
         self.tokens: dict[str, str] = {}
         self.calls: Counter[str] = Counter()
@@ -544,6 +568,114 @@ class AwsWorld:
             }
         return asg
 
+    # ---- CloudFormation: eksctl's node-group stacks ---------------------------------------------
+
+    def stack_name(self, group: str) -> str:
+        return f"eksctl-{self.name}-nodegroup-{group}"
+
+    def fail_stack(
+        self, nodegroup: str, *, reason: str, status: str = FAILED_STACK_STATUS, **more: str
+    ) -> None:
+        """Plant a failed update of `nodegroup`'s stack (it need not have joined yet: its stack is
+        what failed to bring it)."""
+        if not nodegroup or not reason:
+            raise ValueError("a stack failure names its nodegroup and its reason")
+        bad = set(more) - {"resource", "resource_type"}
+        if bad:
+            raise ValueError(f"stack failure: unknown key(s) {', '.join(sorted(bad))}")
+        self.stack_failures[nodegroup] = StackFailure(
+            at=self.engine.clock.now(), reason=reason, status=status, **more
+        )
+
+    def _stack_groups(self) -> list[str]:
+        return sorted(set(self.cloud.groups) | set(self.stack_failures))
+
+    def stack_id(self, group: str) -> str:
+        return (
+            f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{self.stack_name(group)}/"
+            f"{uuid.UUID(self._hex(f'stack-{group}', 32))}"
+        )
+
+    def stacks(self, name: str) -> list[Obj]:
+        """DescribeStacks: the named stack (by name or id), or every node-group stack."""
+        out = []
+        for group in self._stack_groups():
+            if name and name not in (self.stack_name(group), self.stack_id(group)):
+                continue
+            failure = self.stack_failures.get(group)
+            stack: Obj = {
+                "StackId": self.stack_id(group),
+                "StackName": self.stack_name(group),
+                "Description": "EKS Managed Nodes (SSH access: false) [created by eksctl]",
+                "CreationTime": _iso(self.created),
+                "StackStatus": failure.status if failure else "CREATE_COMPLETE",
+                "DisableRollback": False,
+                "Tags": [
+                    {"Key": "alpha.eksctl.io/cluster-name", "Value": self.name},
+                    {"Key": "alpha.eksctl.io/nodegroup-name", "Value": group},
+                    {"Key": "alpha.eksctl.io/nodegroup-type", "Value": "managed"},
+                ],
+            }
+            if failure:
+                stack["LastUpdatedTime"] = _iso(failure.at)
+            out.append(stack)
+        if name and not out:
+            raise AwsError(400, "ValidationError", f"Stack with id {name} does not exist")
+        return out
+
+    def stack_events(self, name: str) -> list[Obj]:
+        """DescribeStackEvents, newest first: the stack's creation, then its failed update."""
+        group = next(
+            (g for g in self._stack_groups() if name in (self.stack_name(g), self.stack_id(g))), None
+        )
+        if group is None:
+            raise AwsError(400, "ValidationError", f"Stack [{name}] does not exist")
+        stack, stack_id = self.stack_name(group), self.stack_id(group)
+        seq = itertools.count(1)
+
+        def event(at: float, logical: str, kind: str, status: str, reason: str = "") -> Obj:
+            n = next(seq)
+            out: Obj = {
+                "StackId": stack_id,
+                "EventId": f"{logical}-{uuid.UUID(self._hex(f'event-{group}-{n}-{at}', 32))}",
+                "StackName": stack,
+                "LogicalResourceId": logical,
+                "PhysicalResourceId": stack_id
+                if kind == "AWS::CloudFormation::Stack"
+                else f"{self.name}/{group}",
+                "ResourceType": kind,
+                "Timestamp": _iso(at),
+                "ResourceStatus": status,
+            }
+            if reason:
+                out["ResourceStatusReason"] = reason
+            return out
+
+        main = "AWS::CloudFormation::Stack"
+        events = [
+            event(self.created, stack, main, "CREATE_IN_PROGRESS", "User Initiated"),
+            event(self.created + 1, "ManagedNodeGroup", "AWS::EKS::Nodegroup", "CREATE_IN_PROGRESS"),
+            event(self.created + 300, "ManagedNodeGroup", "AWS::EKS::Nodegroup", "CREATE_COMPLETE"),
+            event(self.created + 301, stack, main, "CREATE_COMPLETE"),
+        ]
+        failure = self.stack_failures.get(group)
+        if failure is not None:
+            t = failure.at
+            events += [
+                event(t - 600, stack, main, "UPDATE_IN_PROGRESS", "User Initiated"),
+                event(t - 599, failure.resource, failure.resource_type, "UPDATE_IN_PROGRESS"),
+                event(t - 1, failure.resource, failure.resource_type, "UPDATE_FAILED", failure.reason),
+                event(
+                    t,
+                    stack,
+                    main,
+                    "UPDATE_ROLLBACK_IN_PROGRESS",
+                    f"The following resource(s) failed to update: [{failure.resource}]. ",
+                ),
+                event(t, stack, main, failure.status),
+            ]
+        return list(reversed(events))
+
     def template_versions(self, lt_id: str, lt_name: str, versions: list[str]) -> list[Obj]:
         lt = next(
             (
@@ -812,6 +944,17 @@ def handle(world: AwsWorld, method: str, path: str, query: dict[str, str], body:
             # released (or HOLD_LIMIT), so the caller can die after AWS acted, before it heard.
             world.holds[str(json.loads(body or b"{}").get("operation", ""))] = threading.Event()
             return 200, {}
+        if rest == "sim/stack-failure" and method == "POST":
+            knob = json.loads(body or b"{}")
+            try:
+                world.fail_stack(
+                    str(knob.pop("nodegroup", "")),
+                    reason=str(knob.pop("reason", "")),
+                    **{k: str(v) for k, v in knob.items()},
+                )
+            except ValueError as exc:
+                return 400, {"error": str(exc)}
+            return 200, {}
         if rest == "sim/release" and method == "POST":
             for event in world.holds.values():
                 event.set()
@@ -1004,10 +1147,19 @@ def _query(world: AwsWorld, body: bytes) -> tuple[int, Any]:
         if action == "DescribeAutoScalingGroups":
             world.calls[action] += 1
             return 200, _autoscaling(action, request_id, {"AutoScalingGroups": _asgs(world, form)})
+        if action == "DescribeStacks":
+            world.calls[action] += 1
+            stacks = world.stacks(form.get("StackName", ""))
+            return 200, _autoscaling(action, request_id, {"Stacks": stacks}, CFN_XMLNS)
+        if action == "DescribeStackEvents":
+            world.calls[action] += 1
+            events = world.stack_events(form.get("StackName", ""))
+            return 200, _autoscaling(action, request_id, {"StackEvents": events}, CFN_XMLNS)
     except AwsError as exc:
-        if action == "DescribeAutoScalingGroups":
+        if action in ("DescribeAutoScalingGroups", "DescribeStacks", "DescribeStackEvents"):
+            xmlns = ASG_XMLNS if action == "DescribeAutoScalingGroups" else CFN_XMLNS
             text = (
-                f'<ErrorResponse xmlns="{ASG_XMLNS}"><Error><Type>Sender</Type><Code>{escape(exc.code)}</Code>'
+                f'<ErrorResponse xmlns="{xmlns}"><Error><Type>Sender</Type><Code>{escape(exc.code)}</Code>'
                 f"<Message>{escape(exc.message)}</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>"
             )
         else:
@@ -1032,10 +1184,11 @@ def _ec2(action: str, request_id: str, fields: Obj) -> Raw:
     return Raw(text.encode(), "text/xml;charset=UTF-8")
 
 
-def _autoscaling(action: str, request_id: str, fields: Obj) -> Raw:
+def _autoscaling(action: str, request_id: str, fields: Obj, xmlns: str = ASG_XMLNS) -> Raw:
+    """An awsquery answer with `member` lists (Auto Scaling's, and CloudFormation's with its xmlns)."""
     inner = "".join(_xml(k, v, "member") for k, v in fields.items())
     text = (
-        f'<{action}Response xmlns="{ASG_XMLNS}"><{action}Result>{inner}</{action}Result>'
+        f'<{action}Response xmlns="{xmlns}"><{action}Result>{inner}</{action}Result>'
         f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></{action}Response>"
     )
     return Raw(text.encode(), "text/xml")

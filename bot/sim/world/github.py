@@ -9,20 +9,31 @@ Served (the documented REST calls, fields as GitHub writes them, the ones a clie
     GET /github/repos/{owner}/{repo}/commits/{ref}/check-runs
     GET /github/repos/{owner}/{repo}/commits/{ref}/status
 
-The sim's extra routes are not given the request's headers, so the token githubkit sends is not
-checked here. State is changed through `GitHub`'s methods (`open_pull`, `merge`, `review`,
-`check_run`, `status`), thread-safe, from tests and rehearsals in the same process.
+    POST /github/app/installations/{installation_id}/access_tokens
+
+A token is not checked until a test installs a GitHub App (`install_app`: its id, installation id
+and public key): from then on the token endpoint wants the App's JWT (RS256, signed with the
+private key whose public half was given, `iss` the App's id, not expired), as GitHub does, and
+answers a 401 with GitHub's message otherwise; and the reads want `token <installation token>`
+the endpoint issued (401 "Bad credentials" otherwise). State is changed through `GitHub`'s methods
+(`open_pull`, `merge`, `review`, `check_run`, `status`, `install_app`), thread-safe, from tests
+and rehearsals in the same process.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
 PREFIX = "/github"
 HTML = "https://github.com"
+#: How long an installation token lives (GitHub's: one hour).
+TOKEN_SECONDS = 3600
+DOCS = "https://docs.github.com/rest"
 
 
 @dataclass
@@ -47,6 +58,12 @@ class GitHub:
         self._pulls: dict[tuple[str, int], _Pull] = {}
         self._check_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._statuses: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        #: Installed Apps: installation id → (App id, its public key, PEM).
+        self._apps: dict[int, tuple[str, str]] = {}
+        #: Installation tokens issued → when each expires (epoch seconds).
+        self._tokens: dict[str, float] = {}
+        #: How many installation tokens were issued (a test sees githubkit reuse its token).
+        self.tokens_issued = 0
 
     # -- stating the world -------------------------------------------------------------------------
 
@@ -105,7 +122,76 @@ class GitHub:
             statuses.append({"id": len(statuses) + 1, "context": context, "state": state})
             self._statuses[(repo, sha)] = statuses
 
+    def install_app(self, app_id: str | int, installation_id: int, *, public_key: str) -> None:
+        """A GitHub App installed on the repositories: `public_key` (PEM) checks its JWTs."""
+        with self._lock:
+            self._apps[int(installation_id)] = (str(app_id), public_key)
+
     # -- answering ---------------------------------------------------------------------------------
+
+    def _access_token(self, installation: int, authorization: str) -> tuple[int, Any]:
+        """GitHub's answer to an App asking for an installation token with its JWT."""
+        import jwt  # PyJWT[crypto]: the `github` extra, as githubkit's App auth needs it
+
+        app = self._apps.get(installation)
+        if app is None:
+            return 404, {"message": "Not Found", "documentation_url": DOCS}
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return 401, {"message": "A JSON web token could not be decoded", "documentation_url": DOCS}
+        app_id, public_key = app
+        try:
+            claims = jwt.decode(
+                token,
+                public_key,
+                algorithms=["RS256"],
+                options={"require": ["iat", "exp", "iss"]},
+                leeway=60,
+            )
+        except jwt.ExpiredSignatureError:
+            return 401, {
+                "message": "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires",
+                "documentation_url": DOCS,
+            }
+        except jwt.PyJWTError:
+            return 401, {"message": "A JSON web token could not be decoded", "documentation_url": DOCS}
+        if str(claims.get("iss")) != app_id:
+            return 401, {"message": "Integration not found", "documentation_url": DOCS}
+        issued = f"ghs_{secrets.token_hex(18)}"
+        expires = time.time() + TOKEN_SECONDS
+        self._tokens[issued] = expires
+        self.tokens_issued += 1
+        return 201, {
+            "token": issued,
+            "expires_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)),
+            "permissions": {"pull_requests": "read", "checks": "read", "statuses": "read"},
+            "repository_selection": "all",
+        }
+
+    def _authorized(self, authorization: str) -> bool:
+        """Without an installed App, any token (a PAT is not checked); with one, its tokens only."""
+        if not self._apps:
+            return True
+        scheme, _, token = authorization.partition(" ")
+        return scheme.lower() == "token" and self._tokens.get(token, 0.0) > time.time()
+
+    def answer_with(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
+        parts = [urllib.parse.unquote(p) for p in path[len(PREFIX) :].strip("/").split("/")]
+        authorization = query.get("?authorization", "")
+        if (
+            method == "POST"
+            and len(parts) == 4
+            and parts[:2] == ["app", "installations"]
+            and parts[3] == "access_tokens"
+            and parts[2].isdigit()
+        ):
+            with self._lock:
+                return self._access_token(int(parts[2]), authorization)
+        with self._lock:
+            allowed = self._authorized(authorization)
+        if not allowed:
+            return 401, {"message": "Bad credentials", "documentation_url": DOCS}
+        return self.answer(method, path, query)
 
     def _pull_json(self, pull: _Pull) -> dict[str, Any]:
         owner = pull.repo.split("/")[0]
@@ -174,4 +260,4 @@ class GitHub:
 
 
 def register(server: Any, github: GitHub) -> None:
-    server.add_route(PREFIX, lambda method, path, query, body: github.answer(method, path, query))
+    server.add_route(PREFIX, github.answer_with)

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from bot.core.actions import check, default_registry
 from bot.core.actions.base import ActionContext
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, Report
+from bot.errors import UserError
 from bot.records import ActionCall, ActionRequest
 
 
@@ -85,5 +88,41 @@ def test_only_recommended_findings_pass_and_the_target_defaults_to_the_checks_ow
 def test_plans_may_name_the_check_action() -> None:
     spec = default_registry().get("check")
     assert spec is not None
-    assert spec.optional == frozenset({"to"})
+    assert spec.optional == frozenset({"to", "only"})
     assert not spec.mutating
+
+
+def test_only_keeps_the_named_ids_and_names_their_recommended_findings() -> None:
+    asked: list[tuple[str, str | None]] = []
+    report = Report(
+        cluster="prod",
+        target="1.26",
+        findings=(
+            finding("EKS002", REQUIRED, "control plane runbook-prod"),
+            finding("EKS009", RECOMMENDED, "AutoScalingGroup eksctl-prod-nodegroup-others-old-NodeGroup-1U7"),
+            finding("EKS006", RECOMMENDED, "node group istio (template v3, latest v4)", "node group logging"),
+            finding("RES001", RECOMMENDED),
+        ),
+    )
+    result = check.run(context(report, asked), request({"only": "eks009, EKS006"}))
+    assert asked == [("prod", None)]
+    assert result.ok  # EKS002 is not among them: it does not fail the step
+    assert result.detail == (
+        "check of EKS009, EKS006 for 1.26 passed: no Required findings, 2 Recommended: "
+        "EKS009 (AutoScalingGroup eksctl-prod-nodegroup-others-old-NodeGroup-1U7), "
+        "EKS006 (node group istio …and 1 more) — the full report is attached"
+    )
+    (report_file,) = result.files
+    markdown = report_file.content.decode()
+    assert "EKS009" in markdown
+    assert "EKS002" not in markdown
+    assert "RES001" not in markdown
+
+
+def test_only_refuses_an_id_the_checks_do_not_report() -> None:
+    spec = default_registry().get("check")
+    assert spec is not None
+    assert spec.check is not None
+    spec.check({"only": "EKS009,EKS006"})
+    with pytest.raises(UserError, match=r"only: 'EKS099' is not a finding id the checks report"):
+        spec.check({"only": "EKS009,EKS099"})

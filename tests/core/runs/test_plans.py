@@ -48,7 +48,11 @@ def test_eks_example_has_the_runbook_phases_in_order() -> None:
     assert order == sorted(order)  # the runbook's group order; per group: launch, drain, wait
     assert ids.index("wait-istio") < ids.index("restart-istio-data-plane") < ids.index("launch-ng-shared")
     assert ids.index("wait-logging") < ids.index("watch-settle") < ids.index("snapshot-post")
-    assert ids[-3:] == ["snapshot-post", "diff", "announce-done"]
+    # After the roll-out: the leftover Auto Scaling groups and the launch-template drift (EKS009,
+    # EKS006) are checked again before the before/after diff.
+    assert ids[-4:] == ["snapshot-post", "check-leftovers", "diff", "announce-done"]
+    (leftovers,) = plan.step("check-leftovers").actions
+    assert (leftovers.name, dict(leftovers.args)) == ("check", {"only": "EKS009,EKS006"})
     # Launching a group's new nodes is human work (a Terraform merge) the sim can play; the bot
     # then drains the old nodes behind the primary AND the shadow, and waits for the group.
     launch = plan.step("launch-ng-shared")
