@@ -77,10 +77,10 @@ from bot.core.checks.rules import (
     Screen,
     match_rules,
 )
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.kube.objects import APP, INIT, SIDECAR, parse_iso, ready_count, sidecars
 from bot.core.kube.wire import InvolvedObject, NodeInfo, Toleration
 from bot.core.snapshots.projection import (
-    DEFAULT_NODE_GROUP_LABELS,
     ClusterReader,
     MappedLike,
     Progress,
