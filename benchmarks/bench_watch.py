@@ -98,7 +98,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bot.adapters.kube import Cluster  # noqa: E402
 from bot.adapters.slack_budget import BudgetConfig  # noqa: E402
-from bot.core.snapshots.service import pick_cluster  # noqa: E402
+from bot.core.clusters import pick_cluster  # noqa: E402
 from bot.core.watches.model import WatchState  # noqa: E402
 from bot.frontdoor.assemble import assemble  # noqa: E402
 from bot.frontdoor.watching import WatchDriver, WatchSource  # noqa: E402

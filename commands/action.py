@@ -16,14 +16,14 @@ import secrets
 from datetime import timedelta
 from typing import cast
 
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.jobs.common import JobCluster
 from bot.core.jobs.preflight import preflight
 from bot.core.jobs.registry import COMMAND_KINDS, KINDS, job_kind
 from bot.core.people import ANY_ROLE, roles_of
 from bot.core.runs.plans import one_step_plan
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
-from bot.core.snapshots.service import pick_cluster
+from bot.core.snapshots.projection import ClusterReader
 from bot.errors import BotError, ClusterUnreachable, PermissionDenied, TemporaryError, UserError, clip
 from bot.records import ActionCall
 from commands import _runs
@@ -99,7 +99,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                 cast(JobCluster, reader),  # the kube adapter's Cluster: every read a job's plan makes
                 args.kind,
                 params,
-                node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                node_group_labels=group_labels(settings.node_group_labels),
                 now=ctx.clock(),
             ).skipped
         )

@@ -9,9 +9,9 @@ from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
 from bot.core.checks.rules import load_rules
 from bot.core.checks.waivers import active_waivers
+from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
-from bot.core.snapshots import service as snapshots
 from bot.errors import UserError
 
 #: `--fleet` without a name: every configured cluster.
@@ -41,7 +41,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     target = checks.check_target(args.to)
     if args.fleet:
         return _fleet(ctx, args, target)
-    cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
+    cluster = pick_cluster(ctx.settings.clusters, args.cluster)
     rules = load_rules(ctx.settings.rules_paths())
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):

@@ -7,9 +7,9 @@ from typing import cast
 
 from bot.core.checks import service as checks
 from bot.core.checks.rules import load_rules
+from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
-from bot.core.snapshots import service as snapshots
 from bot.core.validation import NAME_PATTERN
 from bot.errors import UserError
 
@@ -32,7 +32,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         for part in (namespace, pod) if pod else (namespace,):
             if not NAME_PATTERN.match(part) or len(part) > 253:
                 raise UserError(f"`{args.target}` is not NAMESPACE or NAMESPACE/POD")
-    cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
+    cluster = pick_cluster(ctx.settings.clusters, args.cluster)
     rules = load_rules(ctx.settings.rules_paths())
     reader = ctx.connect_cluster(cluster)
     notes: list[str] = []

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
 from bot.core.people import ANY_ROLE
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.diff import Finding
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+from bot.core.snapshots.projection import take_snapshot
 
 TOP = 10
 # The summary goes in the channel and the full report is attached. Slack renders a message's text
@@ -49,7 +50,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     Example: `/upgrade diff pre post`
     """
-    cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
+    cluster = pick_cluster(ctx.settings.clusters, args.cluster)
 
     def live() -> dict[str, Any]:
         reader = ctx.connect_cluster(cluster)
@@ -59,7 +60,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                 label="live",
                 taken_by=ctx.user_id,
                 now=ctx.clock(),
-                node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                node_group_labels=group_labels(ctx.settings.node_group_labels),
             )
         snap["id"] = "live"
         return snap

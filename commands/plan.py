@@ -9,14 +9,14 @@ from pathlib import Path
 from bot.core.checks.rules import load_rules
 from bot.core.checks.service import check_target
 from bot.core.checks.waivers import active_waivers
-from bot.core.clusters import pick_cluster
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply, file_name
 from bot.core.jobs.preflight import check_plan
 from bot.core.people import ANY_ROLE
 from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, gather_facts, summarise
 from bot.core.runs.library import find_plan
 from bot.core.runs.plans import PeopleLookup, Plan, decode_plan, parse_plan, read_plan_file, to_document
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+from bot.core.snapshots.projection import take_snapshot
 from bot.errors import ConfigError, UsageError, UserError
 
 
@@ -95,7 +95,7 @@ def _cluster_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
         plan,
         clusters=ctx.settings.clusters,
         connect=ctx.connect_cluster,
-        node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+        node_group_labels=group_labels(ctx.settings.node_group_labels),
         now=ctx.clock(),
     )
 
@@ -130,7 +130,7 @@ def _draft(ctx: CommandContext, args: Args) -> Reply:
             label="draft",
             taken_by=ctx.user_id,
             now=now,
-            node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+            node_group_labels=group_labels(ctx.settings.node_group_labels),
         )
         # The same reads as `upgrade-bot plan draft`: each hop's check, the provider's side.
         facts = gather_facts(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
 from bot.core.snapshots import service as snapshots
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -21,7 +21,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     Example: `/upgrade snapshot pre`
     """
-    cluster = snapshots.pick_cluster(ctx.settings.clusters, args.cluster)
+    cluster = pick_cluster(ctx.settings.clusters, args.cluster)
     label = " ".join(args.label) if args.label else "manual"
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
@@ -31,7 +31,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             label=label,
             taken_by=ctx.user_id,
             now=ctx.clock(),
-            node_group_labels=ctx.settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+            node_group_labels=group_labels(ctx.settings.node_group_labels),
         )
     summary = json.loads(stored.meta.summary)
     return Reply(

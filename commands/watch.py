@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.durations import parse_duration
 from bot.core.people import ANY_ROLE
-from bot.core.snapshots.service import pick_cluster
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
 

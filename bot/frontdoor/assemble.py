@@ -29,6 +29,7 @@ from bot.core import providers
 from bot.core.actions import default_registry
 from bot.core.announcements.service import AnnouncementService
 from bot.core.checks.rules import load_rules
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
 from bot.core.delivery import Deliveries, Poster, new_owner
@@ -49,8 +50,7 @@ from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOf
 from bot.core.runs.cards import FileUploader, RunCards
 from bot.core.runs.dryrun import GateDryRuns
 from bot.core.runs.service import RunService
-from bot.core.snapshots import service as snapshots
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.snapshots.projection import ClusterReader
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.core.tenure import AWS_UPDATES, KUBE_WRITES, GuardedCalls, Tenure, guard_silences
 from bot.core.watches.service import WatchService
@@ -196,9 +196,9 @@ def assemble(
     connect = connect_cluster or (lambda config: Cluster.connect(config, observe=telemetry.kube_request))
 
     def connect_named(name: str) -> Any:
-        return connect(snapshots.pick_cluster(settings.clusters, name))
+        return connect(pick_cluster(settings.clusters, name))
 
-    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    labels = group_labels(settings.node_group_labels)
     rules = load_rules(settings.rules_paths())
     # The EKS actions' AWS side: each cluster's `provider: {eks: …}` (boto3 only when one is used).
     # An update call is made only while this replica leads with the call's time left, and its

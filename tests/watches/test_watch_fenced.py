@@ -17,6 +17,7 @@ from bot.adapters.kube import Cluster
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store, fencing
 from bot.core.announcements.service import AnnouncementService
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.coalesce import CoalescingPoster
 from bot.core.delivery import Deliveries
 from bot.core.duties import Duties, Lane
@@ -24,7 +25,6 @@ from bot.core.leadership import Leadership
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs.service import RunService
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.core.watches.model import Target
 from bot.core.watches.service import WatchService, subject
 from bot.errors import Fenced

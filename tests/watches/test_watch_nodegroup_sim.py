@@ -13,9 +13,9 @@ import pytest
 
 from bot.adapters.kube import Cluster
 from bot.adapters.store import Store
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.kube.objects import classify, node_group, workload_key, workload_of
 from bot.core.kube.wire import WPod
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.core.watches.service import subject
 from bot.records import ClusterConfig
 from bot.sim import SimCluster

@@ -12,7 +12,7 @@ import pytest
 
 from bot.adapters.kube import Cluster
 from bot.adapters.store import Store
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.watches.model import Summary, Target
 from bot.core.watches.service import subject
 from bot.records import ClusterConfig

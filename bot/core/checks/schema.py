@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from bot.core.kube.wire import InvolvedObject, NodeSpec, PdbStatus, Toleration, Wire
+from bot.core.kube.wire import InvolvedObject, NodeSpec, PdbStatus, Present, Toleration, Wire
 from bot.core.kube.wire import NodeStatus as SharedNodeStatus
 from bot.errors import ClusterError
 
@@ -71,10 +71,6 @@ class Container(Wire):
     name: str | None = None
     image: str | None = None
     readiness_probe: Present | None = None
-
-
-class Present(Wire):
-    """Any object whose presence is all that is read: its fields are skipped, not built."""
 
 
 class Requests(Wire):

@@ -31,6 +31,10 @@ class Pruned(Wire, omit_defaults=True):
 # ----- shared leaves -----------------------------------------------------------------------------
 
 
+class Present(Wire):
+    """Any object whose presence is all that is read: its fields are skipped, not built."""
+
+
 class NodeSpec(Wire):
     unschedulable: bool | None = None
 

@@ -22,6 +22,7 @@ from bot.core.checks import service as checks
 from bot.core.checks.findings import Cover, Report
 from bot.core.checks.rules import load_rules
 from bot.core.checks.waivers import active_waivers
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.evidence.baseline import analysis_queries, take_baseline
 from bot.core.evidence.baseline import summary as baseline_summary
 from bot.core.jobs.alerts import Evidence
@@ -29,7 +30,7 @@ from bot.core.jobs.service import JobService
 from bot.core.live import LiveSection, StepReports
 from bot.core.runs import machine as R
 from bot.core.snapshots import service as snapshots
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, ClusterReader
+from bot.core.snapshots.projection import ClusterReader
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
 from bot.records import ActionCall, ActionRequest, ClusterConfig, FileAttachment, ImageChecks
@@ -72,10 +73,10 @@ def action_context(
 ) -> ActionContext:
     """The capabilities a plan's actions use, bound to this bot's store and clusters (the
     settings' values: `bot.frontdoor.assemble` passes them)."""
-    labels = node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    labels = group_labels(node_group_labels)
 
     def take_snapshot(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
-        reader = connect_cluster(snapshots.pick_cluster(clusters, cluster))
+        reader = connect_cluster(pick_cluster(clusters, cluster))
         with contextlib.closing(reader):
             stored = snapshots.take_and_store(
                 store, reader, label=label, taken_by=taken_by, now=clock(), node_group_labels=labels
@@ -90,14 +91,14 @@ def action_context(
             store,
             before,
             after,
-            cluster=snapshots.pick_cluster(clusters, cluster),
+            cluster=pick_cluster(clusters, cluster),
             live=live,
             restart_threshold=restart_threshold,
             replaces=replaces,
         )
 
     def run_check(cluster: str, target: str | None) -> Report:
-        config = snapshots.pick_cluster(clusters, cluster)
+        config = pick_cluster(clusters, cluster)
         reader = connect_cluster(config)
         with contextlib.closing(reader):
             return checks.check_cluster(
@@ -116,7 +117,7 @@ def action_context(
         assert watches is not None
         args = dict(request.call.args)
         target, stop = target_and_stop(args)
-        cluster = snapshots.pick_cluster(clusters, request.cluster)
+        cluster = pick_cluster(clusters, request.cluster)
         row = watches.start(
             cluster=cluster.name,
             channel=watch_channel(store, request.run_id, operations_channel),
@@ -132,7 +133,7 @@ def action_context(
 
     def record_baseline(request: ActionRequest, snapshot_id: int) -> str:
         assert evidence is not None
-        cluster = snapshots.pick_cluster(clusters, request.cluster).name
+        cluster = pick_cluster(clusters, request.cluster).name
         alerts = metrics = None
         with contextlib.suppress(UserError):
             alerts = evidence.alerts(cluster)
@@ -150,7 +151,7 @@ def action_context(
 
     def start_job(request: ActionRequest) -> str:
         assert jobs is not None
-        cluster = snapshots.pick_cluster(clusters, request.cluster)
+        cluster = pick_cluster(clusters, request.cluster)
         return jobs.start(request, cluster=cluster.name)
 
     return ActionContext(

@@ -31,14 +31,14 @@ from zoneinfo import ZoneInfo
 
 import yaml
 
-from bot.core import providers
+from bot.core import clusters, providers
 from bot.core.checks import service as checks
 from bot.core.checks.findings import REQUIRED, Cover, Finding
 from bot.core.checks.gather import CheckReader
 from bot.core.checks.rules import Rule
 from bot.core.kube.versions import parse_version
 from bot.core.providers import Provider, ProviderConfig
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, Progress, pods_as_dicts
+from bot.core.snapshots.projection import Progress, pods_as_dicts
 from bot.core.windows import Policy
 from bot.errors import ProviderError, ProviderUnavailable, UserError
 from bot.records import ClusterConfig, WaiverRow
@@ -1100,7 +1100,7 @@ def draft_inputs(
         channels={k: v for k, v in channels.items() if v},
         window=(f"{start:%Y-%m-%dT%H:%M}", f"{end:%Y-%m-%dT%H:%M}", timezone),
         window_note=note,
-        group_labels=group_labels or DEFAULT_NODE_GROUP_LABELS,
+        group_labels=clusters.group_labels(group_labels),
         order=tuple(order),
         alerts=alerts,
         metrics=metrics,

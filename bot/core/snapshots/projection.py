@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.kube.wire import ContainerState, InvolvedObject
 from bot.core.rollout import verdict
 from bot.core.snapshots import schema
@@ -36,17 +37,6 @@ from bot.errors import ClusterError
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-
-#: Labels that name a node's group, most specific first (EKS managed, eksctl, GKE, AKS, Karpenter).
-DEFAULT_NODE_GROUP_LABELS: tuple[str, ...] = (
-    "eks.amazonaws.com/nodegroup",
-    "alpha.eksctl.io/nodegroup-name",
-    "cloud.google.com/gke-nodepool",
-    "kubernetes.azure.com/agentpool",
-    "agentpool",
-    "karpenter.sh/nodepool",
-    "node.kubernetes.io/nodegroup",
-)
 
 POD_FIELDS: tuple[str, ...] = (
     "namespace",

@@ -35,6 +35,7 @@ from bot.core.kube.wire import (
     InvolvedObject,
     NodeCondition,
     PdbStatus,
+    Present,
     Pruned,
     Strategy,
     Wire,
@@ -88,8 +89,9 @@ class Volume(Wire):
     """Only whether it is one of the kinds a drain loses (a twin of the cluster keeps those)."""
 
     name: str | None = None
-    empty_dir: dict[str, Any] | None = None
-    host_path: dict[str, Any] | None = None
+    # Present, not a dict: an emptyDir's fields are skipped rather than built, 150,000 times.
+    empty_dir: Present | None = None
+    host_path: Present | None = None
 
 
 class PodSpec(Wire):

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from bot.core.clusters import pick_cluster as pick_cluster  # re-exported for its callers
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.durations import kubectl_age
 from bot.core.snapshots.collector import collector_paused
 from bot.core.snapshots.diff import DiffReport, diff
 from bot.core.snapshots.projection import (
-    DEFAULT_NODE_GROUP_LABELS,
     ClusterReader,
     Progress,
     pods_as_dicts,

@@ -7,8 +7,9 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.snapshots import service as snapshots
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+from bot.core.snapshots.projection import take_snapshot
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
@@ -43,7 +44,7 @@ def register(subparsers: Subparsers) -> Handler:
 
 
 def _diff(settings: Settings, args: argparse.Namespace) -> int:
-    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+    cluster = pick_cluster(settings.clusters, args.cluster)
 
     def live() -> dict[str, object]:
         reader = connect(cluster)
@@ -54,7 +55,7 @@ def _diff(settings: Settings, args: argparse.Namespace) -> int:
                     label="live",
                     taken_by="terminal",
                     now=datetime.now(UTC),
-                    node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                    node_group_labels=group_labels(settings.node_group_labels),
                     progress=progress,
                 )
         finally:

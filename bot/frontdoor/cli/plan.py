@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from bot.core.checks import service as checks
 from bot.core.checks.rules import load_rules
-from bot.core.clusters import pick_cluster
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.jobs.preflight import check_plan
 from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, gather_facts
 from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, Progress, take_snapshot
+from bot.core.snapshots.projection import Progress, take_snapshot
 from bot.errors import (
     BotError,
     ConfigError,
@@ -128,7 +128,7 @@ def _validate(args: argparse.Namespace) -> int:
             plan,
             clusters=settings.clusters,
             connect=connect,
-            node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+            node_group_labels=group_labels(settings.node_group_labels),
             now=datetime.now(UTC),
         ):
             print(f"{path}: warning: {warning}", file=sys.stderr)
@@ -198,7 +198,7 @@ def _draft(settings: Settings, args: argparse.Namespace) -> int:
         )
     except UserError as exc:
         raise UsageError(exc.user_message) from None
-    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    labels = group_labels(settings.node_group_labels)
     reader = connect(cluster)
     try:
         print(f"reading {reader.describe()} (read-only) …", file=sys.stderr)

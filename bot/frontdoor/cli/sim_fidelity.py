@@ -25,9 +25,10 @@ from typing import Any
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
 from bot.core.checks.rules import Rule, load_rules
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.fidelity import measure
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS, take_snapshot
+from bot.core.snapshots.projection import take_snapshot
 from bot.errors import BotError, ConfigError, UsageError, UserError
 from bot.frontdoor.cli.config import settings_for
 from bot.frontdoor.cli.connect import connect, open_store
@@ -75,14 +76,14 @@ def _fidelity(args: argparse.Namespace) -> int:
     store = open_store(settings)
     try:
         try:
-            cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+            cluster = pick_cluster(settings.clusters, args.cluster)
         except UserError as exc:
             raise UsageError(exc.user_message) from None
         stored = snapshots.resolve(store, args.snapshot, cluster=cluster.name)
     finally:
         store.close()
     rules = load_rules(settings.rules_paths())
-    labels = settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS
+    labels = group_labels(settings.node_group_labels)
     timings: list[str] = []
 
     def timed(what: str, work: Callable[[], Any]) -> Any:

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bot.core.clusters import pick_cluster
 from bot.core.snapshots import service as snapshots
 from bot.errors import BotError, ConfigError, UsageError, UserError
 from bot.frontdoor.cli.config import settings_for
@@ -51,7 +52,7 @@ def main(argv: list[str]) -> int:
             store = open_store(settings)
             try:
                 try:
-                    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+                    cluster = pick_cluster(settings.clusters, args.cluster)
                 except UserError as exc:
                     raise UsageError(exc.user_message) from None
                 stored = snapshots.resolve(store, args.from_snapshot, cluster=cluster.name)

@@ -8,8 +8,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+from bot.core.clusters import group_labels, pick_cluster
 from bot.core.snapshots import service as snapshots
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
@@ -36,7 +36,7 @@ def register(subparsers: Subparsers) -> Handler:
 
 
 def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
-    cluster = snapshots.pick_cluster(settings.clusters, args.cluster)
+    cluster = pick_cluster(settings.clusters, args.cluster)
     label = " ".join(args.label) if args.label else "manual"
     # The store (sqlalchemy's import is a tenth of a 150,000-pod snapshot) opens on a thread while
     # the lists are read, by helper processes that leave this one mostly waiting; it is needed
@@ -54,7 +54,7 @@ def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
                 label=label,
                 taken_by=args.as_user or terminal_user(),
                 now=datetime.now(UTC),
-                node_group_labels=settings.node_group_labels or DEFAULT_NODE_GROUP_LABELS,
+                node_group_labels=group_labels(settings.node_group_labels),
                 progress=progress,
             )
     finally:

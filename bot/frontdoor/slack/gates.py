@@ -21,6 +21,7 @@ import logging
 import re
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -63,20 +64,41 @@ def register(
     store: Store,
     clock: Callable[[], datetime],
 ) -> None:
-    def refuse(cid: str, *, user: str, channel: str, response_url: str, message: str) -> None:
+    """Wire the gate buttons and modals into `app`, and the inbox's click work to `GateDoor`."""
+    door = GateDoor(runs=runs, gateway=gateway, inbox=inbox, workers=workers, store=store, clock=clock)
+    inbox.handle("click", door.work_click)
+    app.action(re.compile("^gate_(approve|reject|force)$"))(door.on_gate)
+    app.view(CONFIRM_CALLBACK)(door.on_confirm)
+    app.view(REASON_CALLBACK)(door.on_reason)
+    app.view(FORCE_CALLBACK)(door.on_force)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateDoor:
+    """The gate buttons' and modals' handlers (Bolt passes `ack`, `body`, `action`/`view` by name),
+    and the click work the inbox runs on a worker."""
+
+    runs: RunService
+    gateway: SlackGateway
+    inbox: Inbox
+    workers: WorkerPool
+    store: Store
+    clock: Callable[[], datetime]
+
+    def refuse(self, cid: str, *, user: str, channel: str, response_url: str, message: str) -> None:
         text = f":no_entry: {inert(message)} _(ref {cid})_"
         try:
             if response_url:
                 respond_via_url(response_url, text, ephemeral=True)
             elif channel:
-                gateway.post_ephemeral(channel, user, text)
+                self.gateway.post_ephemeral(channel, user, text)
         except BotError as exc:
             log.warning("could not tell %s why their click was refused: %s", user, exc.user_message)
 
-    def ask_reason(ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str) -> None:
+    def ask_reason(self, ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str) -> None:
         """A Reject click: open the reason modal if this person may reject this gate now."""
         try:
-            check = runs.check_click(ref, actor)
+            check = self.runs.check_click(ref, actor)
         except BotError as exc:
             check = None
             message = exc.user_message
@@ -85,13 +107,13 @@ def register(
             step = run.plan.step(ref.step_id)
             phase = run.phase(run.step_run(ref.step_id)) or "start"
             try:
-                gateway.open_view(trigger_id, reason_view(ref, step.title, phase, actor.channel_id))
+                self.gateway.open_view(trigger_id, reason_view(ref, step.title, phase, actor.channel_id))
                 return
             except BotError as exc:
                 message = f"could not open the reason dialog ({exc.user_message}); click the button again"
         elif check is not None:
             message = check.message
-        refuse(
+        self.refuse(
             actor.correlation_id,
             user=actor.user_id,
             channel=actor.channel_id,
@@ -99,11 +121,11 @@ def register(
             message=message,
         )
 
-    def ask_force(ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str) -> None:
+    def ask_force(self, ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str) -> None:
         """An "Approve with force…" click: open the force modal if this person may approve this
         gate now (the approval itself is decided again when the modal is submitted)."""
         try:
-            check = runs.check_click(ref, actor)
+            check = self.runs.check_click(ref, actor)
         except BotError as exc:
             check = None
             message = exc.user_message
@@ -111,13 +133,15 @@ def register(
             run = check.run
             step = run.plan.step(ref.step_id)
             try:
-                gateway.open_view(trigger_id, force_view(ref, step.title, step.destructive, actor.channel_id))
+                self.gateway.open_view(
+                    trigger_id, force_view(ref, step.title, step.destructive, actor.channel_id)
+                )
                 return
             except BotError as exc:
                 message = f"could not open the force dialog ({exc.user_message}); click the button again"
         elif check is not None:
             message = check.message
-        refuse(
+        self.refuse(
             actor.correlation_id,
             user=actor.user_id,
             channel=actor.channel_id,
@@ -126,6 +150,7 @@ def register(
         )
 
     def decide(
+        self,
         ref: ButtonRef,
         actor: Actor,
         *,
@@ -135,16 +160,16 @@ def register(
         reason: str = "",
     ) -> None:
         if ref.decision == "reject" and not reason:
-            ask_reason(ref, actor, response_url=response_url, trigger_id=trigger_id)
+            self.ask_reason(ref, actor, response_url=response_url, trigger_id=trigger_id)
             return
         if ref.decision == "force" and not reason:
-            ask_force(ref, actor, response_url=response_url, trigger_id=trigger_id)
+            self.ask_force(ref, actor, response_url=response_url, trigger_id=trigger_id)
             return
         try:
-            out = runs.click(ref, actor, confirmation=confirmation, reason=reason)
+            out = self.runs.click(ref, actor, confirmation=confirmation, reason=reason)
         except BotError as exc:
             log.warning("gate click on %s/%s failed: %s", ref.run_id, ref.step_id, exc.user_message)
-            refuse(
+            self.refuse(
                 actor.correlation_id,
                 user=actor.user_id,
                 channel=actor.channel_id,
@@ -155,9 +180,9 @@ def register(
         if out.needs_confirmation:
             step = out.run.plan.step(ref.step_id)
             try:
-                gateway.open_view(trigger_id, confirm_view(ref, step.title, actor.channel_id))
+                self.gateway.open_view(trigger_id, confirm_view(ref, step.title, actor.channel_id))
             except BotError as exc:
-                refuse(
+                self.refuse(
                     actor.correlation_id,
                     user=actor.user_id,
                     channel=actor.channel_id,
@@ -166,7 +191,7 @@ def register(
                 )
             return
         if not out.accepted:
-            refuse(
+            self.refuse(
                 actor.correlation_id,
                 user=actor.user_id,
                 channel=actor.channel_id,
@@ -174,7 +199,7 @@ def register(
                 message=out.message,
             )
 
-    def work_click(payload: dict[str, Any], cid: str, how: str) -> None:
+    def work_click(self, payload: dict[str, Any], cid: str, how: str) -> None:
         ref = ButtonRef.decode(str(payload["value"]), GATE_ACTIONS.get(str(payload["action_id"]), ""))
         if ref is None or how == DONE_BEFORE:
             return  # counted before the restart: the card and the thread show it
@@ -185,7 +210,7 @@ def register(
             correlation_id=cid,
         )
         with log_context(run_id=ref.run_id, step=ref.step_id):
-            decide(
+            self.decide(
                 ref,
                 actor,
                 response_url=str(payload["response_url"]),
@@ -194,10 +219,7 @@ def register(
                 reason=str(payload.get("reason") or ""),
             )
 
-    inbox.handle("click", work_click)
-
-    @app.action(re.compile("^gate_(approve|reject|force)$"))
-    def on_gate(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+    def on_gate(self, ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         user = ref_id(body, "user")
         channel = ref_id(body, "channel")
         response_url = str(body.get("response_url", ""))
@@ -208,7 +230,7 @@ def register(
         accepted = None
         if ref is not None:
             # Stored before the ack: Slack never sends an acknowledged click again.
-            accepted = inbox.accept(
+            accepted = self.inbox.accept(
                 "click",
                 delivery_key(body),
                 {
@@ -226,9 +248,9 @@ def register(
             log.info("gate button %s from %s", action_id, user)
             if ref is None:
                 refuse_inactive_button(
-                    store,
-                    workers,
-                    at=clock(),
+                    self.store,
+                    self.workers,
+                    at=self.clock(),
                     user=user,
                     channel=channel,
                     response_url=response_url,
@@ -237,10 +259,9 @@ def register(
                 )
                 return
             if accepted is not None:
-                inbox.submit(accepted[0], name=f"gate {ref.run_id}/{ref.step_id}")
+                self.inbox.submit(accepted[0], name=f"gate {ref.run_id}/{ref.step_id}")
 
-    @app.view(CONFIRM_CALLBACK)
-    def on_confirm(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+    def on_confirm(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         user = ref_id(body, "user")
         try:
             meta = json.loads(str(view.get("private_metadata", "")))
@@ -258,7 +279,7 @@ def register(
             # A string comparison: fast enough to answer inside the ack, where the modal shows it.
             ack(response_action="errors", errors={"confirm": f"Type {ref.step_id} exactly to approve."})
             return
-        accepted = inbox.accept(
+        accepted = self.inbox.accept(
             "click",
             delivery_key(body) or f"view:{view.get('id', '')}",
             {
@@ -274,10 +295,9 @@ def register(
         ack()
         if accepted is not None:
             with correlation(accepted[1]):
-                inbox.submit(accepted[0], name=f"confirm {ref.run_id}/{ref.step_id}")
+                self.inbox.submit(accepted[0], name=f"confirm {ref.run_id}/{ref.step_id}")
 
-    @app.view(REASON_CALLBACK)
-    def on_reason(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+    def on_reason(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         user = str(body.get("user", {}).get("id", ""))
         try:
             meta = json.loads(str(view.get("private_metadata", "")))
@@ -299,7 +319,7 @@ def register(
             )
             return
         # Stored before the ack, as a click is: an acknowledged submission is never sent again.
-        accepted = inbox.accept(
+        accepted = self.inbox.accept(
             "click",
             delivery_key(body) or f"view:{view.get('id', '')}",
             {
@@ -316,10 +336,9 @@ def register(
         if accepted is not None:
             with correlation(accepted[1]), log_context(run_id=ref.run_id, step=ref.step_id):
                 log.info("gate reason for %s/%s from %s", ref.run_id, ref.step_id, user)
-                inbox.submit(accepted[0], name=f"reject {ref.run_id}/{ref.step_id}")
+                self.inbox.submit(accepted[0], name=f"reject {ref.run_id}/{ref.step_id}")
 
-    @app.view(FORCE_CALLBACK)
-    def on_force(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+    def on_force(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         user = str(body.get("user", {}).get("id", ""))
         try:
             meta = json.loads(str(view.get("private_metadata", "")))
@@ -354,12 +373,12 @@ def register(
         if typed is not None:
             payload["confirmation"] = str(typed).strip()
         # Stored before the ack, as a click is: an acknowledged submission is never sent again.
-        accepted = inbox.accept("click", delivery_key(body) or f"view:{view.get('id', '')}", payload)
+        accepted = self.inbox.accept("click", delivery_key(body) or f"view:{view.get('id', '')}", payload)
         ack()
         if accepted is not None:
             with correlation(accepted[1]), log_context(run_id=ref.run_id, step=ref.step_id):
                 log.info("gate force for %s/%s from %s", ref.run_id, ref.step_id, user)
-                inbox.submit(accepted[0], name=f"force {ref.run_id}/{ref.step_id}")
+                self.inbox.submit(accepted[0], name=f"force {ref.run_id}/{ref.step_id}")
 
 
 def force_view(ref: ButtonRef, title: str, destructive: bool, channel: str) -> dict[str, Any]:

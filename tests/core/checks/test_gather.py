@@ -13,6 +13,7 @@ import pytest
 
 from bot.adapters import kube
 from bot.adapters.kube import Cluster, fetching_ahead
+from bot.core.checks import podreducer
 from bot.core.checks.gather import Gathered, read_facts
 from bot.core.checks.rules import read_rules
 from bot.records import ClusterConfig
@@ -107,7 +108,7 @@ PAGES_OF_ROOMS = 40
 def test_the_rooms_of_many_pages_add_up_to_each_nodes_requests() -> None:
     """The pods' helper sends, with each page, the requests so far of that page's nodes; the
     caller's fold keeps the last of each and ends with every node's sums."""
-    from bot.core.checks import gather, schema
+    from bot.core.checks import schema
     from bot.core.checks.patterns import MatchBudget
     from bot.core.checks.rules import Screen
 
@@ -136,10 +137,10 @@ def test_the_rooms_of_many_pages_add_up_to_each_nodes_requests() -> None:
         )
 
     pods = [pod(i) for i in range(1, PAGES_OF_ROOMS * 3 + 1)]
-    reducer = gather.PodReducer(
+    reducer = podreducer.PodReducer(
         screen=screen, shape=shape, rules=False, with_events=frozenset(), log_containers=frozenset()
     )
-    fold = gather._PodFold(
+    fold = podreducer._PodFold(
         rules=[], budget=MatchBudget(1.0), screen=screen, node_ready={}, events={}, log_rules=[], get_raw=None
     )
     for start in range(0, len(pods), 3):

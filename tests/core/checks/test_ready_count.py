@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from bot.core.checks import gather, schema
+from bot.core.checks import podreducer, schema
 from bot.core.checks.rules import match_rules, read_rules
 from bot.core.kube.objects import NOT_READY, classify
 from bot.core.kube.wire import WPod
@@ -72,8 +72,8 @@ def test_a_pod_with_init_containers_is_2_of_3_ready_on_the_card_in_the_watch_and
     assert episode.evidence == "2/3 containers ready (vault-agent is not)"
     # `check`: the pod as the gatherer decodes it from the page.
     pod = msgspec.json.decode(msgspec.json.encode(raw), type=SHAPE.pod)
-    workload, _ = gather.workload_of(pod.metadata)
-    (hit,) = match_rules(RULES, [gather.pod_state(pod, workload, SHAPE, {})], [], at(6))
+    workload, _ = podreducer.workload_of(pod.metadata)
+    (hit,) = match_rules(RULES, [podreducer.pod_state(pod, workload, SHAPE, {})], [], at(6))
     assert hit.rule.id == "KI004"
     assert "2/3 containers ready (vault-agent is not)" in hit.finding().why
-    assert gather._pod_reason(pod) == "2/3 ready"
+    assert podreducer._pod_reason(pod) == "2/3 ready"

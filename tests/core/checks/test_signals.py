@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bot.core.checks import gather, rules, schema
+from bot.core.checks import gather, podreducer, rules, schema
 from bot.core.checks.rules import (
     EVENTS,
     LOGGED,
@@ -135,9 +135,9 @@ def wire(pod: dict[str, Any]) -> schema.Pod:
 @given(_pod)
 def test_the_gatherers_signals_are_the_engines_over_the_state_it_builds(raw: dict[str, Any]) -> None:
     pod = wire(raw)
-    workload, _ = gather.workload_of(pod.metadata)
-    state = gather.pod_state(pod, workload, SHAPE, NODES)
-    signals = gather._pod_signals(pod, workload, SCREEN, SHAPE, NODES) | gather._container_signals(
+    workload, _ = podreducer.workload_of(pod.metadata)
+    state = podreducer.pod_state(pod, workload, SHAPE, NODES)
+    signals = gather._pod_signals(pod, workload, SCREEN, SHAPE, NODES) | podreducer._container_signals(
         pod, SCREEN
     )
     assert signals == SCREEN.signals(state)
@@ -146,29 +146,29 @@ def test_the_gatherers_signals_are_the_engines_over_the_state_it_builds(raw: dic
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(_pod, max_size=6),
-    st.sampled_from([frozenset(), frozenset({"istio-proxy"}), gather._Everything()]),
+    st.sampled_from([frozenset(), frozenset({"istio-proxy"}), podreducer._Everything()]),
 )
 def test_the_pods_helper_sends_every_pod_a_rule_may_match_with_the_engines_signals(
-    raws: list[dict[str, Any]], log_containers: frozenset[str] | gather._Everything
+    raws: list[dict[str, Any]], log_containers: frozenset[str] | podreducer._Everything
 ) -> None:
     """`PodReducer` screens the pods inline, off the page's bytes: the pods it sends are those the
     engine's screen wants (every node taken for Ready, as in the helper) or whose log a log rule
     may read (the first two of their workload), each with the engine's signals over its state."""
     pods = [wire(raw) for raw in raws]
-    reducer = gather.PodReducer(
+    reducer = podreducer.PodReducer(
         screen=SCREEN, shape=SHAPE, rules=True, with_events=frozenset(), log_containers=log_containers
     )
-    page = gather._REDUCED_DECODER.decode(reducer(pods))
+    page = podreducer._REDUCED_DECODER.decode(reducer(pods))
     expected = []
     asked: dict[str, int] = {}
     for pod in pods:
-        workload, _ = gather.workload_of(pod.metadata)
-        state = gather.pod_state(pod, workload, SHAPE, {})
+        workload, _ = podreducer.workload_of(pod.metadata)
+        state = podreducer.pod_state(pod, workload, SHAPE, {})
         signals = SCREEN.signals(state)
         logs = False
         if (
             log_containers
-            and asked.get(workload, 0) < gather.LOGS_PER_WORKLOAD
+            and asked.get(workload, 0) < podreducer.LOGS_PER_WORKLOAD
             and any(c.name in log_containers for c in state.containers)
         ):
             asked[workload] = asked.get(workload, 0) + 1
@@ -316,10 +316,10 @@ def _istio_pod(i: int, *, ready: bool = True) -> schema.Pod:
     )
 
 
-def _istio_reducer(offer_rules: list[rules.Rule]) -> gather.PodReducer:
+def _istio_reducer(offer_rules: list[rules.Rule]) -> podreducer.PodReducer:
     """The pods' helper of a check with the shipped and team rules, which reads istio-proxy logs
     and counts the reads of `offer_rules` (none: it offers every pod that may be read)."""
-    return gather.PodReducer(
+    return podreducer.PodReducer(
         screen=SCREEN,
         shape=SHAPE,
         rules=True,
@@ -342,7 +342,7 @@ def _folded(
         return b"listener accept failure: Too many open files" if len(reads) % 7 == 0 else b"serving"
 
     reducer = _istio_reducer(offer_rules)
-    fold = gather._PodFold(
+    fold = podreducer._PodFold(
         rules=RULES,
         budget=rules.MatchBudget(30.0),
         screen=SCREEN,
@@ -354,7 +354,7 @@ def _folded(
     offered = 0
     for start in range(0, len(pods), 50):
         data = reducer(pods[start : start + 50])
-        offered += sum(c.logs for c in gather._REDUCED_DECODER.decode(data).candidates)
+        offered += sum(c.logs for c in podreducer._REDUCED_DECODER.decode(data).candidates)
         fold.add(data)
     return reads, fold.finish(), offered
 
@@ -367,12 +367,12 @@ def test_the_pods_helper_offers_pods_for_their_logs_only_until_the_reads_they_co
     log_rules = [r for r in RULES if r.match.log is not None]
     every = _folded(pods, log_rules, offer_rules=[])
     counted = _folded(pods, log_rules, offer_rules=log_rules)
-    assert len(every[0]) == gather.MAX_LOG_READS
+    assert len(every[0]) == podreducer.MAX_LOG_READS
     assert counted[0] == every[0], "the same containers' logs, in the same order"
     assert counted[1] == every[1]
     assert any(h.rule.id == "KI001" for h in counted[1])
     assert every[2] == 600
-    assert counted[2] == gather.MAX_LOG_READS  # one istio-proxy read per pod offered
+    assert counted[2] == podreducer.MAX_LOG_READS  # one istio-proxy read per pod offered
 
 
 def test_a_log_rule_that_needs_a_notready_node_keeps_every_pod_offered() -> None:
@@ -519,7 +519,7 @@ def _reduced(pods: list[schema.Pod], per_page: int) -> tuple[Any, ...]:
     """Everything a check takes from `pods` reduced `per_page` to a page: the pods' summary, the
     nodes' rooms, the candidates the helper sent and the rules' hits."""
     reducer = _istio_reducer([r for r in RULES if r.match.log is not None])
-    fold = gather._PodFold(
+    fold = podreducer._PodFold(
         rules=RULES,
         budget=rules.MatchBudget(30.0),
         screen=SCREEN,
@@ -532,7 +532,7 @@ def _reduced(pods: list[schema.Pod], per_page: int) -> tuple[Any, ...]:
     for start in range(0, len(pods), per_page):
         data = reducer(pods[start : start + per_page])
         candidates.extend(
-            (c.signals, c.logs, c.state) for c in gather._REDUCED_DECODER.decode(data).candidates
+            (c.signals, c.logs, c.state) for c in podreducer._REDUCED_DECODER.decode(data).candidates
         )
         fold.add(data)
     hits = fold.finish()
@@ -568,7 +568,7 @@ def test_a_pod_only_its_labels_let_a_rule_match_is_sent_though_the_labels_are_re
     )
     screen = Screen([legacy])
     shape = schema.pod_schema(screen.label_keys, screen.annotation_keys)
-    reducer = gather.PodReducer(
+    reducer = podreducer.PodReducer(
         screen=screen, shape=shape, rules=True, with_events=frozenset(), log_containers=frozenset()
     )
     pods = [
@@ -589,7 +589,7 @@ def test_a_pod_only_its_labels_let_a_rule_match_is_sent_though_the_labels_are_re
         )
         for i, labels in enumerate([{"team": "legacy"}, {"team": "other"}, {}])
     ]
-    page = gather._REDUCED_DECODER.decode(reducer(pods))
+    page = podreducer._REDUCED_DECODER.decode(reducer(pods))
     # The signal is a label key a rule names (its value is the rule's to test): db-2 has none.
     assert [(c.state.name, c.signals & rules.LABELLED) for c in page.candidates] == [
         ("db-0", rules.LABELLED),
@@ -608,10 +608,10 @@ def test_tolerations_of_an_unexpected_shape_stop_the_check_where_a_rule_reads_th
             "status": {"phase": "Running"},
         }
     )
-    reducer = gather.PodReducer(
+    reducer = podreducer.PodReducer(
         screen=SCREEN, shape=SHAPE, rules=True, with_events=frozenset(), log_containers=frozenset()
     )
     with pytest.raises(ClusterError, match=r"spec\.tolerations is not what was expected"):
         reducer([pod])
     with pytest.raises(ClusterError, match=r"spec\.tolerations is not what was expected"):
-        gather.pod_state(pod, "Pod ns/p", SHAPE, {})
+        podreducer.pod_state(pod, "Pod ns/p", SHAPE, {})

@@ -13,10 +13,10 @@ import pytest
 
 from bot.adapters.kube import Cluster
 from bot.core.checks import service as checks
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.jobs import preview
 from bot.core.jobs.registry import default_jobs, job_kind
 from bot.core.jobs.restart import RestartJob, wkey
-from bot.core.snapshots.projection import DEFAULT_NODE_GROUP_LABELS
 from bot.errors import UserError
 from bot.records import ActionCall, ClusterConfig
 from bot.sim import SimCluster
