@@ -23,6 +23,7 @@ from bot.core.snapshots.diff import DiffReport, diff
 from bot.core.snapshots.projection import (
     DEFAULT_NODE_GROUP_LABELS,
     ClusterReader,
+    LogProbe,
     Progress,
     pods_as_dicts,
     take_snapshot,
@@ -161,6 +162,7 @@ def take_and_store(
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
     events_since: timedelta = timedelta(hours=1),
     progress: Progress | None = None,
+    logs: LogProbe | None = None,
 ) -> Stored:
     label = clean_label(label)
     snap = take_snapshot(
@@ -172,6 +174,7 @@ def take_and_store(
         events_since=events_since,
         progress=progress,
         pods_to=(streamed := StreamedBody()),
+        logs=logs,
     )
     body = streamed.finish(snap)
     # The rows went into the body only: the snapshot handed back says so rather than that none exist.
