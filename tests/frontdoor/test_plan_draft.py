@@ -543,3 +543,48 @@ def test_a_chained_draft_hops_one_minor_at_a_time_and_its_1_32_check_catches_the
     valid = cli(tmp_path, "plan", "validate", str(draft_path))
     assert valid.returncode == 0, valid.stderr
     assert "shop 1.29.4 → 1.33" in valid.stdout
+
+
+def test_the_chained_draft_rehearsed_on_the_twin_meets_the_removed_api_in_its_1_32_check(
+    tmp_path: Path,
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    scenario = tmp_path / "flowcontrol.yaml"
+    scenario.write_text(FLOWCONTROL, encoding="utf-8")
+    sim = sim_factory(scenario, speed=0.0, seed=3)
+    config = str(write_config(f"clusters:\n  shop: {{kubeconfig: {sim_kubeconfig(sim)}, context: sim}}\n"))
+    snap = cli(tmp_path, "snapshot", "pre", "--config", config)
+    assert snap.returncode == 0, snap.stderr
+    twin = cli(tmp_path, "sim", "scenario", "--from-snapshot", "pre", "--config", config)
+    assert twin.returncode == 0, twin.stderr
+    twin_path = tmp_path / "twin.yaml"
+    twin_path.write_text(twin.stdout, encoding="utf-8")
+    # The twin keeps the Helm release (its document on the removed API), not only the workloads.
+    releases = [o["helm_release"] for o in load_scenario(twin_path).objects if "helm_release" in o]
+    assert [(r["namespace"], r["name"], r["revision"]) for r in releases] == [("platform", "apf", 2)]
+    draft_path = tmp_path / "draft.yaml"
+    draft = cli(tmp_path, "plan", "draft", "--to", "1.33", "--out", str(draft_path), "--config", config)
+    assert draft.returncode == 0, draft.stderr
+
+    rehearsal = cli(
+        tmp_path, "rehearse", str(draft_path), "--scenario", str(twin_path), "--auto-approve", timeout=1500
+    )
+    out = rehearsal.stdout
+    assert "rehearsal of shop-1-33: run " in out, rehearsal.stderr[-3000:]
+    # The hops' checks on the twin find what they found on the cluster: nothing Required for 1.30
+    # and 1.31 (the API is deprecated, still served), the Helm release's API removed in 1.32.
+    for hop in ("1.30", "1.31"):
+        assert f"`checks-{hop.replace('.', '-')}` succeeded: pre-flight check for {hop} passed" in out
+    assert "`checks-1-32` failed* in run " in out, out[-4000:]
+    assert (
+        "pre-flight check for 1.32 FAILED: 1 Required — API001 (Helm release platform/apf revision 2)" in out
+    )
+    # The rehearsal goes on past the failed checks (skipped, as a person who read them would) and
+    # upgrades the control plane hop by hop, four times.
+    for n in (30, 31, 32, 33):
+        assert f"sim: upgrade_control_plane version=1.{n}.0 → Successful" in out
+        assert f"`control-plane-1-{n}` succeeded" in out
+    assert re.search(r"completed with \d+ failed steps? skipped$", out.rstrip()), out[-2000:]
+    assert rehearsal.returncode == 3
