@@ -540,6 +540,8 @@ def test_a_chained_draft_hops_one_minor_at_a_time_and_its_1_32_check_catches_the
     assert sorted(waits[2:]) == ["wait-system", "wait-workers"]
     assert ids.index("control-plane-1-32") < ids.index(waits[0])
     assert ids.index(waits[1]) < ids.index("control-plane-1-33") < ids.index(waits[2])
+    # The 1.33 hop's check runs once the workers are on 1.32: it sees the cluster the hop will find.
+    assert ids.index(waits[1]) < ids.index("checks-1-33") < ids.index("control-plane-1-33")
     valid = cli(tmp_path, "plan", "validate", str(draft_path))
     assert valid.returncode == 0, valid.stderr
     assert "shop 1.29.4 → 1.33" in valid.stdout
