@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 
+from bot.core.checks.logprobe import log_probe
+from bot.core.checks.rules import load_rules
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
@@ -32,6 +34,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             taken_by=ctx.user_id,
             now=ctx.clock(),
             node_group_labels=group_labels(ctx.settings.node_group_labels),
+            # The lines the log-reading rules match, which a twin of the cluster replays.
+            logs=log_probe(load_rules(ctx.settings.rules_paths())),
         )
     summary = json.loads(stored.meta.summary)
     return Reply(

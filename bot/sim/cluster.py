@@ -153,7 +153,9 @@ class Sim:
                 inject=self.control.inject_fault,
                 seed=seed,
             )
+            self.lifecycle.warming = True
             self.engine.advance(scenario.warmup)
+            self.lifecycle.warming = False
             self.injectors.finish_building()
             # Old history is not interesting to anyone: start with a clean, compacted log.
             self.clock.jump_to(max(self.clock.now(), time.time()))

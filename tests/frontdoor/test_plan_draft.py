@@ -89,12 +89,22 @@ def test_snapshot_twin_draft_validate_and_rehearse_the_eks_cluster(
     assert {g.name: g.version for g in scenario.node_groups}["others"] == "1.22.17"
     assert scenario.version == "1.24.17"
     assert sorted(p.name for p in scenario.fargate) == ["coredns", "dns-autoscaler"]
-    kinds = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in scenario.objects}
+    # (Besides manifests, the twin has the cluster's Helm releases on old APIs: `helm_release`.)
+    kinds = {
+        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+        for o in scenario.objects
+        if "kind" in o
+    }
+    assert [o["helm_release"]["name"] for o in scenario.objects if "helm_release" in o] == ["reporting"]
     assert ("DaemonSet", "kube-system", "kube-proxy") in kinds
     assert ("PodDisruptionBudget", "istio-system", "istio-ingressgateway") in kinds
     # The pod template as the cluster has it (its placement, the annotations the rules read); the
     # sidecars the pods had (injected by a webhook the twin lacks) come from an injector of its own.
-    api = next(o for o in scenario.objects if o["metadata"]["name"] == "payments-api")
+    api = next(
+        o
+        for o in scenario.objects
+        if o.get("kind") == "Deployment" and o["metadata"]["name"] == "payments-api"
+    )
     template = api["spec"]["template"]
     assert [c["name"] for c in template["spec"]["containers"]] == ["payments-api"]
     assert template["spec"]["nodeSelector"] == {"role": "shared"}
@@ -543,6 +553,53 @@ def test_a_chained_draft_hops_one_minor_at_a_time_and_its_1_32_check_catches_the
     assert sorted(waits[2:]) == ["wait-system", "wait-workers"]
     assert ids.index("control-plane-1-32") < ids.index(waits[0])
     assert ids.index(waits[1]) < ids.index("control-plane-1-33") < ids.index(waits[2])
+    # The 1.33 hop's check runs once the workers are on 1.32: it sees the cluster the hop will find.
+    assert ids.index(waits[1]) < ids.index("checks-1-33") < ids.index("control-plane-1-33")
     valid = cli(tmp_path, "plan", "validate", str(draft_path))
     assert valid.returncode == 0, valid.stderr
     assert "shop 1.29.4 → 1.33" in valid.stdout
+
+
+def test_the_chained_draft_rehearsed_on_the_twin_meets_the_removed_api_in_its_1_32_check(
+    tmp_path: Path,
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    scenario = tmp_path / "flowcontrol.yaml"
+    scenario.write_text(FLOWCONTROL, encoding="utf-8")
+    sim = sim_factory(scenario, speed=0.0, seed=3)
+    config = str(write_config(f"clusters:\n  shop: {{kubeconfig: {sim_kubeconfig(sim)}, context: sim}}\n"))
+    snap = cli(tmp_path, "snapshot", "pre", "--config", config)
+    assert snap.returncode == 0, snap.stderr
+    twin = cli(tmp_path, "sim", "scenario", "--from-snapshot", "pre", "--config", config)
+    assert twin.returncode == 0, twin.stderr
+    twin_path = tmp_path / "twin.yaml"
+    twin_path.write_text(twin.stdout, encoding="utf-8")
+    # The twin keeps the Helm release (its document on the removed API), not only the workloads.
+    releases = [o["helm_release"] for o in load_scenario(twin_path).objects if "helm_release" in o]
+    assert [(r["namespace"], r["name"], r["revision"]) for r in releases] == [("platform", "apf", 2)]
+    draft_path = tmp_path / "draft.yaml"
+    draft = cli(tmp_path, "plan", "draft", "--to", "1.33", "--out", str(draft_path), "--config", config)
+    assert draft.returncode == 0, draft.stderr
+
+    rehearsal = cli(
+        tmp_path, "rehearse", str(draft_path), "--scenario", str(twin_path), "--auto-approve", timeout=1500
+    )
+    out = rehearsal.stdout
+    assert "rehearsal of shop-1-33: run " in out, rehearsal.stderr[-3000:]
+    # The hops' checks on the twin find what they found on the cluster: nothing Required for 1.30
+    # and 1.31 (the API is deprecated, still served), the Helm release's API removed in 1.32.
+    for hop in ("1.30", "1.31"):
+        assert f"`checks-{hop.replace('.', '-')}` succeeded: pre-flight check for {hop} passed" in out
+    assert "`checks-1-32` failed* in run " in out, out[-4000:]
+    assert (
+        "pre-flight check for 1.32 FAILED: 1 Required — API001 (Helm release platform/apf revision 2)" in out
+    )
+    # The rehearsal goes on past the failed checks (skipped, as a person who read them would) and
+    # upgrades the control plane hop by hop, four times.
+    for n in (30, 31, 32, 33):
+        assert f"sim: upgrade_control_plane version=1.{n}.0 → Successful" in out
+        assert f"`control-plane-1-{n}` succeeded" in out
+    assert re.search(r"completed with \d+ failed steps? skipped$", out.rstrip()), out[-2000:]
+    assert rehearsal.returncode == 3

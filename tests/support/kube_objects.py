@@ -124,6 +124,13 @@ class DictCluster:
     version: str = "v1.29.4"
     page_size: int = 2
     errors: dict[str, Exception] = field(default_factory=dict)
+    #: What `/metrics` answers (the API server's own metrics, in Prometheus' text format).
+    metrics: str = ""
+
+    def get_raw(self, path: str, query: Any = None) -> bytes:
+        if path == "/metrics":
+            return self.metrics.encode()
+        raise KeyError(path)
 
     def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
         if path == "/version":

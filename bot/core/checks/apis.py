@@ -32,10 +32,6 @@ and each managedFields entry's manager, operation and apiVersion.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import gzip
-import json
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -60,9 +56,18 @@ from bot.core.checks.apidata import (
     split_group_version,
 )
 from bot.core.checks.apidata import served as _served_status
-from bot.core.checks.applied import APPLIED_KINDS, AppliedKind
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
 from bot.core.durations import kubectl_age
+from bot.core.kube.applied import APPLIED_KINDS, AppliedKind
+from bot.core.kube.helm import (
+    HELM_PAGE,
+    HELM_SECRETS_PATH,
+    HELM_SELECTOR,
+    HelmSecret,
+    decode_release,
+    latest_releases,
+    release_of,
+)
 from bot.errors import ClusterError, ClusterUnreachable, UsageError, UserError
 
 log = logging.getLogger(__name__)
@@ -82,7 +87,6 @@ FINDINGS = declare(
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 METRIC = "apiserver_requested_deprecated_apis"
-HELM_SECRET_TYPE = "helm.sh/release.v1"
 
 #: Where each signal comes from and what it cannot see, for the findings' `source`.
 SIGNALS = {
@@ -365,82 +369,10 @@ def object_findings(objects: Iterable[Mapping[str, Any]], target: str) -> list[F
 # ---- Helm v3 releases ------------------------------------------------------------------------------
 
 
-class _HelmLabels(msgspec.Struct):
-    name: str = ""
-    version: str = ""
-    status: str = ""
-
-
-class _HelmMeta(msgspec.Struct):
-    name: str = ""
-    namespace: str = ""
-    labels: _HelmLabels = msgspec.field(default_factory=_HelmLabels)
-
-
-class _HelmData(msgspec.Struct):
-    release: str = ""
-
-
-class HelmSecret(msgspec.Struct):
-    """A Secret reduced to what a Helm v3 release record needs."""
-
-    type: str = ""
-    metadata: _HelmMeta = msgspec.field(default_factory=_HelmMeta)
-    data: _HelmData = msgspec.field(default_factory=_HelmData)
-
-
-_HELM_NAME = re.compile(r"^sh\.helm\.release\.v1\.(?P<name>.+)\.v(?P<rev>\d+)$")
-
-
-def _revision(secret: HelmSecret) -> tuple[str, str, int] | None:
-    """(namespace, release, revision) of a Helm release Secret, None for any other Secret."""
-    m = _HELM_NAME.match(secret.metadata.name)
-    if secret.type != HELM_SECRET_TYPE or m is None:
-        return None
-    release = secret.metadata.labels.name or m.group("name")
-    try:
-        revision = int(secret.metadata.labels.version or m.group("rev"))
-    except ValueError:
-        revision = int(m.group("rev"))
-    return secret.metadata.namespace, release, revision
-
-
-def latest_releases(secrets: Iterable[HelmSecret]) -> list[HelmSecret]:
-    """The newest revision of each release (older revisions are history, not what is deployed);
-    releases uninstalled with --keep-history are left out."""
-    newest: dict[tuple[str, str], tuple[int, HelmSecret]] = {}
-    for secret in secrets:
-        rev = _revision(secret)
-        if rev is None:
-            continue
-        key = rev[:2]
-        if key not in newest or rev[2] > newest[key][0]:
-            newest[key] = (rev[2], secret)
-    return [s for _, s in (newest[k] for k in sorted(newest)) if s.metadata.labels.status != "uninstalled"]
-
-
-def decode_release(secret_data: str) -> dict[str, Any]:
-    """Secret data → release JSON: base64 (the Secret's), base64 (Helm's), gzip (if its magic is
-    there: Helm writes it, older tools did not), JSON. Raises ValueError when it is none of that."""
-    try:
-        raw = base64.b64decode(base64.b64decode(secret_data, validate=True), validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"not base64: {exc}") from exc
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise ValueError(f"bad gzip: {exc}") from exc
-    loaded = json.loads(raw)
-    if not isinstance(loaded, dict):
-        raise ValueError("not a release object")
-    return loaded
-
-
 def helm_uses(secret: HelmSecret) -> list[Use]:
     """The objects of a release's stored manifest. Raises ValueError naming the release when the
     record or its manifest cannot be read."""
-    rev = _revision(secret)
+    rev = release_of(secret)
     if rev is None:
         return []
     namespace, release, revision = rev
@@ -646,11 +578,6 @@ class ApiReader(Protocol):
     ) -> Iterator[PageLike[T]]: ...
 
 
-HELM_SECRETS_PATH = "/api/v1/secrets"
-#: Release records can approach a megabyte each: small pages bound the memory.
-HELM_PAGE = 20
-
-
 def cluster_api_findings(
     reader: ApiReader,
     target: str,
@@ -707,7 +634,7 @@ def cluster_api_findings(
         secrets = (
             item
             for page in reader.list_pages(
-                HELM_SECRETS_PATH, {"labelSelector": "owner=helm"}, limit=HELM_PAGE, item_type=HelmSecret
+                HELM_SECRETS_PATH, HELM_SELECTOR, limit=HELM_PAGE, item_type=HelmSecret
             )
             for item in page.items
         )

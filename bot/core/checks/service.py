@@ -18,13 +18,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import cast
 
-from bot.core.checks.applied import APPLIED_KINDS
 from bot.core.checks.findings import REQUIRED, Cover, Finding, Report, summary_lines
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.images import ImageAnswer
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rules import Rule, RuleHit
 from bot.core.checks.waivers import apply_covers, waiver_covers
+from bot.core.kube.applied import APPLIED_KINDS
 from bot.core.kube.versions import target_version_problem
 from bot.core.snapshots.projection import Progress
 from bot.errors import UsageError, UserError, clip

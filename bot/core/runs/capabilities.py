@@ -20,6 +20,7 @@ from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, DiffSummary
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Cover, Report
+from bot.core.checks.logprobe import log_probe
 from bot.core.checks.rules import load_rules
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import group_labels, pick_cluster
@@ -79,7 +80,13 @@ def action_context(
         reader = connect_cluster(pick_cluster(clusters, cluster))
         with contextlib.closing(reader):
             stored = snapshots.take_and_store(
-                store, reader, label=label, taken_by=taken_by, now=clock(), node_group_labels=labels
+                store,
+                reader,
+                label=label,
+                taken_by=taken_by,
+                now=clock(),
+                node_group_labels=labels,
+                logs=log_probe(load_rules(rules_paths)),
             )
         return stored.meta.id, stored.meta.label, stored.snap["counts"]
 

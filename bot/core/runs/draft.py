@@ -709,12 +709,41 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs, facts: DraftFacts |
             ],
         )
 
+    def catch_up(hop: str) -> None:
+        """The node groups a `hop` control plane would leave beyond the skew go to the minor below it
+        first (EKS refuses the update otherwise; the skew policy forbids it)."""
+        hop_minor = _minor_of(hop) or 0
+        behind = f"1.{hop_minor - 1}"
+        for group in groups:
+            is_managed = eks and group.name in managed
+            need = hop_minor - 1 if is_managed else hop_minor - kubelet_skew(hop_minor)
+            if not 0 < on[group.name] < need:
+                continue
+            rule = (
+                f"EKS updates the control plane only when its managed node groups are on its version ({behind})"
+                if is_managed
+                else f"the version skew policy lets a kubelet lag a {hop} API server by {kubelet_skew(hop_minor)} minors at most"
+            )
+            to_full = current_full if _minor_of(current_full) == hop_minor - 1 else f"{behind}.0"
+            group_steps(
+                group,
+                f"Node group {group.name} (nodes labelled {group.selector()}) is on 1.{on[group.name]} "
+                f"({group.why()}): {rule}, so it goes to {behind} before the control plane goes to {hop}.",
+                behind,
+                to_full,
+                f"-to-{_dash(behind)}",
+            )
+            on[group.name] = hop_minor - 1
+
     for n, hop in enumerate(hops):
         hop_minor = _minor_of(hop) or 0
         last = n == len(hops) - 1
         hop_full = full if last else f"{hop}.0"
         behind = f"1.{hop_minor - 1}"
         if n > 0:
+            # Workers first: the hop's check then sees the cluster as the hop will find it (a
+            # check for 1.33 before the nodes left 1.29 finds the skew the plan is about to fix).
+            catch_up(hop)
             check_step(
                 hop,
                 "roll out",
@@ -791,26 +820,8 @@ def draft_plan(snap: Mapping[str, Any], inputs: DraftInputs, facts: DraftFacts |
             # What settles the first hop's findings is preparation; the roll out starts here.
             add("")
             add("  # -- roll out " + "-" * 83)
-        for group in groups:
-            is_managed = eks and group.name in managed
-            need = hop_minor - 1 if is_managed else hop_minor - kubelet_skew(hop_minor)
-            if not 0 < on[group.name] < need:
-                continue
-            rule = (
-                f"EKS updates the control plane only when its managed node groups are on its version ({behind})"
-                if is_managed
-                else f"the version skew policy lets a kubelet lag a {hop} API server by {kubelet_skew(hop_minor)} minors at most"
-            )
-            to_full = current_full if _minor_of(current_full) == hop_minor - 1 else f"{behind}.0"
-            group_steps(
-                group,
-                f"Node group {group.name} (nodes labelled {group.selector()}) is on 1.{on[group.name]} "
-                f"({group.why()}): {rule}, so it goes to {behind} before the control plane goes to {hop}.",
-                behind,
-                to_full,
-                f"-to-{_dash(behind)}",
-            )
-            on[group.name] = hop_minor - 1
+        if n == 0:
+            catch_up(hop)
         control = hop_id("control-plane", hop)
         if eks and inputs.style == "eks-managed":
             step(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -32,6 +33,7 @@ from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.kube.wire import ContainerState, InvolvedObject
 from bot.core.rollout import verdict
 from bot.core.snapshots import schema
+from bot.core.snapshots.apiuse import api_uses
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,24 @@ class PageLike(Protocol[T_co]):
     def continue_token(self) -> str: ...
 
 
+class LogProbe(Protocol):
+    """Which containers' logs a snapshot reads, and what of them it keeps: the lines the rules
+    that read logs match (`core/checks/logprobe.py`), so that a twin replays them."""
+
+    @property
+    def reads(self) -> int: ...
+
+    @property
+    def per_workload(self) -> int: ...
+
+    @property
+    def containers(self) -> frozenset[str]: ...
+
+    def wanted(self, containers: Sequence[str]) -> dict[str, int]: ...
+
+    def keep(self, container: str, tail: str) -> list[str]: ...
+
+
 class ClusterReader(Protocol):
     @property
     def name(self) -> str: ...
@@ -106,6 +126,8 @@ class ClusterReader(Protocol):
     def context(self) -> str: ...
 
     def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
+
+    def get_raw(self, path: str, query: Mapping[str, Any] | None = None) -> bytes: ...
 
     def list_pages(
         self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500, item_type: type[T]
@@ -184,8 +206,11 @@ def take_snapshot(
     events_since: timedelta = timedelta(hours=1),
     progress: Progress | None = None,
     pods_to: RowsSink | None = None,
+    logs: LogProbe | None = None,
 ) -> dict[str, Any]:
     """Read the cluster and return the snapshot body (plain JSON-ready data).
+
+    With `logs`, the lines of the containers' logs that it keeps go in `snap["logs"]`.
 
     Pod rows are tuples in `snap["pods"]`; or, with `pods_to`, they go there as the JSON they are
     stored as, page by page while they arrive, and `snap["pods"]` stays empty (storing a snapshot
@@ -213,6 +238,8 @@ def take_snapshot(
         "gaps": [],
         # What the checks read besides, that a twin of the cluster keeps (`project_object`).
         "objects": [],
+        # What the cluster says of old APIs (calls, Helm releases, applied objects: `apiuse`).
+        "api_uses": {},
     }
     gaps: list[dict[str, str]] = snap["gaps"]
 
@@ -302,10 +329,16 @@ def take_snapshot(
             collect("events", "/api/v1/events", schema.Event, lambda o: project_event(o, cutoff)) or []
         )
         snap["objects"] = _objects(cluster, collect, snap["api_versions"], workloads, gaps)
+        snap["api_uses"] = api_uses(
+            cluster,
+            snap["api_versions"],
+            lambda resource, exc: gaps.append({"resource": resource, "reason": exc.user_message}),
+        )
         rows, count = b"[]", 0
         for attempt in (1, 2):
             mapped, pending = pending or list_pods(), None
             fragments: list[bytes] = []
+            candidates: list[tuple[tuple[Any, ...], dict[str, int]]] = []
             count = 0
             if pods_to is not None:
                 pods_to.begin(snap)
@@ -313,6 +346,8 @@ def take_snapshot(
                 with contextlib.closing(mapped):
                     for page in mapped:
                         if page.count:
+                            if logs is not None:
+                                candidates.extend(_log_candidates(page.data, logs))
                             inner = page.data[1:-1]  # the rows, without the page's [ ]
                             if pods_to is not None:
                                 pods_to.rows(inner)
@@ -335,6 +370,8 @@ def take_snapshot(
     # In the order the resources were listed before the pods' helper (so a gap's place is kept).
     gaps.sort(key=lambda gap: _GAP_ORDER.get(gap["resource"], len(_GAP_ORDER)))
     snap["pods"] = _ROWS.decode(rows)
+    if logs is not None:
+        snap["logs"] = _logs(cluster, candidates, logs)
     snap["counts"] = {
         "nodes": len(snap["nodes"]),
         "pods": count,
@@ -366,6 +403,61 @@ _GAP_ORDER = {
 _ENCODER = msgspec.json.Encoder()
 _ROWS = msgspec.json.Decoder(list[tuple[Any, ...]])
 _RECORDS = msgspec.json.Decoder(list[Any])
+
+
+def _log_candidates(data: bytes, probe: LogProbe) -> list[tuple[tuple[Any, ...], dict[str, int]]]:
+    """The pods of a page of rows with a container whose log the probe reads. A page that does
+    not name one of those containers at all is not decoded (most pages of a large cluster)."""
+    out: list[tuple[tuple[Any, ...], dict[str, int]]] = []
+    if not any(name.encode() in data for name in probe.containers):
+        return out
+    for row in _ROWS.decode(data):
+        wanted = probe.wanted(str(row[P["containers"]] or "").split(","))
+        if wanted:
+            out.append((row, wanted))
+    return out
+
+
+def _logs(
+    cluster: ClusterReader, candidates: list[tuple[tuple[Any, ...], dict[str, int]]], probe: LogProbe
+) -> list[dict[str, Any]]:
+    """The lines the probe keeps of the candidates' logs, read as the check reads them (as many
+    pods of a workload, as many logs in all)."""
+    out: list[dict[str, Any]] = []
+    budget = probe.reads
+    per_workload: Counter[tuple[str, str]] = Counter()
+    for row, wanted in candidates:
+        namespace, name = str(row[P["namespace"]]), str(row[P["name"]])
+        workload = (namespace, str(row[P["workload"]]) or name)
+        if per_workload[workload] >= probe.per_workload:
+            continue
+        per_workload[workload] += 1
+        for container, lines in wanted.items():
+            if budget <= 0:
+                return out
+            budget -= 1
+            try:
+                tail = cluster.get_raw(
+                    f"/api/v1/namespaces/{namespace}/pods/{name}/log",
+                    {"container": container, "tailLines": lines, "limitBytes": 256 * 1024},
+                ).decode("utf-8", "replace")
+            except ClusterError as exc:
+                if exc.status == 403:
+                    return out  # pods/log is an opt-in role: the check reads none either
+                continue
+            kept = probe.keep(container, tail)
+            if kept:
+                out.append(
+                    {
+                        "namespace": namespace,
+                        "pod": name,
+                        "workload_kind": row[P["workload_kind"]],
+                        "workload": row[P["workload"]],
+                        "container": container,
+                        "lines": kept,
+                    }
+                )
+    return out
 
 
 def _workloads(collect: Callable[..., list[Any] | None]) -> list[dict[str, Any]]:

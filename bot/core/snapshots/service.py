@@ -22,6 +22,7 @@ from bot.core.snapshots.collector import collector_paused
 from bot.core.snapshots.diff import DiffReport, diff
 from bot.core.snapshots.projection import (
     ClusterReader,
+    LogProbe,
     Progress,
     pods_as_dicts,
     take_snapshot,
@@ -160,6 +161,7 @@ def take_and_store(
     node_group_labels: Sequence[str] = DEFAULT_NODE_GROUP_LABELS,
     events_since: timedelta = timedelta(hours=1),
     progress: Progress | None = None,
+    logs: LogProbe | None = None,
 ) -> Stored:
     label = clean_label(label)
     snap = take_snapshot(
@@ -171,6 +173,7 @@ def take_and_store(
         events_since=events_since,
         progress=progress,
         pods_to=(streamed := StreamedBody()),
+        logs=logs,
     )
     body = streamed.finish(snap)
     # The rows went into the body only: the snapshot handed back says so rather than that none exist.

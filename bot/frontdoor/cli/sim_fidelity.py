@@ -24,6 +24,7 @@ from typing import Any
 
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
+from bot.core.checks.logprobe import log_probe
 from bot.core.checks.rules import Rule, load_rules
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.snapshots import service as snapshots
@@ -121,6 +122,7 @@ def _fidelity(args: argparse.Namespace) -> int:
                     taken_by="fidelity",
                     now=datetime.now(UTC),
                     node_group_labels=labels,
+                    logs=log_probe(rules),
                 ),
             )
             with _twin_credentials(twin_cluster, workdir):

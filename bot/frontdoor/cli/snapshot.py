@@ -8,6 +8,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+from bot.core.checks.logprobe import log_probe
+from bot.core.checks.rules import load_rules
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.snapshots import service as snapshots
 from bot.frontdoor.cli.config import configured
@@ -56,6 +58,7 @@ def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
                 now=datetime.now(UTC),
                 node_group_labels=group_labels(settings.node_group_labels),
                 progress=progress,
+                logs=log_probe(load_rules(settings.rules_paths())),
             )
     finally:
         if reader is not None:

@@ -8,7 +8,10 @@ recorded (selector, labels, annotations, containers, placement, drain-relevant v
 injector per workload for what a webhook added to its pods (sidecars, init containers, volumes),
 its pods' nodes (`placements`) and states (faults: not ready, crash-looping, failing to pull,
 waiting for an IP), the disruption budgets (their healthy minimum), the Services, webhooks, CRDs and
-certificates the checks read, and the workloads that ran on Fargate (a profile each). A snapshot
+certificates the checks read, the workloads that ran on Fargate (a profile each), and what the
+removed-API and log-reading checks read: the clients of old APIs the apiserver metric counted
+(`callers`), the Helm releases and the objects applied on an old API version, and the log lines the
+rules match (container behaviours that write them). A snapshot
 from before templates were recorded gives a twin made up as the header says: labels `app: NAME`,
 a nodeSelector on the group most of the workload's pods ran on, the sidecars in the template.
 `upgrade-bot sim fidelity` measures how true a twin is.
@@ -312,6 +315,9 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             }
         )
     objects.extend(_kept_objects(snap))
+    uses = snap.get("api_uses") or {}
+    _applied(objects, uses.get("applied") or [])
+    objects.extend({"helm_release": dict(release)} for release in uses.get("helm") or [])
     label = str(snap.get("label", ""))
     cluster = str(snap.get("cluster", ""))
     scenario: Obj = {
@@ -319,7 +325,7 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
         "description": (
             f"Twin of {cluster} from snapshot `{label}` taken {snap.get('taken_at', '')}: "
             f"{sum(g['count'] for g in node_groups)} nodes in {len(node_groups)} group(s), "
-            f"{len([o for o in objects if o['kind'] != 'PodDisruptionBudget'])} workloads."
+            f"{sum(1 for o in objects if o.get('kind') in _KINDS)} workloads."
         ),
         "cluster": {
             "version": version,
@@ -341,6 +347,12 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
         scenario["faults"] = faults
     if placements:
         scenario["placements"] = placements
+    logged = _logged(snap.get("logs") or [])
+    if logged:
+        scenario["containers"] = logged
+    callers = _callers(uses.get("calls") or [])
+    if callers:
+        scenario["callers"] = callers
     scenario["objects"] = objects
     return scenario
 
@@ -359,6 +371,75 @@ def _kept_objects(snap: Mapping[str, Any]) -> list[Obj]:
             for version in manifest.get("spec", {}).get("versions") or []:
                 version.setdefault("schema", _ANY_SCHEMA)
         out.append(manifest)
+    return out
+
+
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _applied(objects: list[Obj], records: list[Mapping[str, Any]]) -> None:
+    """The objects whose last-applied configuration or managedFields named an old API version
+    (`core/snapshots/apiuse.applied`): on the twin's own object of that kind and name when it has
+    one (a workload, a budget), else as the snapshot kept it."""
+    made = {
+        (o.get("kind"), o["metadata"].get("namespace", ""), o["metadata"].get("name")): o
+        for o in objects
+        if "metadata" in o
+    }
+    for record in records:
+        manifest: Obj = json.loads(json.dumps(record.get("manifest") or {}))
+        meta = manifest.get("metadata") or {}
+        key = (manifest.get("kind"), meta.get("namespace", ""), meta.get("name"))
+        target = made.get(key)
+        if target is None:
+            target = manifest
+            objects.append(target)
+            made[key] = target
+        meta = target.setdefault("metadata", {})
+        head = record.get("last_applied")
+        if head:
+            # What the check reads of it: the apiVersion and kind it was applied with.
+            text = json.dumps(
+                {**head, "metadata": {k: v for k, v in meta.items() if k in ("name", "namespace")}},
+                separators=(",", ":"),
+                sort_keys=True,
+            )
+            meta.setdefault("annotations", {})[_LAST_APPLIED] = text + "\n"
+        if record.get("managed_fields"):
+            meta["managedFields"] = [
+                {**m, "fieldsType": "FieldsV1", "fieldsV1": {}} for m in record["managed_fields"]
+            ]
+
+
+def _logged(records: list[Mapping[str, Any]]) -> list[Obj]:
+    """The log lines the snapshot kept (those the log-reading rules match), written by the same
+    containers of the twin's pods: of the workload's pods (a Deployment's, a DaemonSet's, whose
+    names a controller draws), or of the pod of that name."""
+    lines: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for record in records:
+        kind, workload = str(record.get("workload_kind") or ""), str(record.get("workload") or "")
+        pod = str(record.get("pod") or "")
+        prefix = f"{workload}-" if kind in ("Deployment", "DaemonSet") and workload else pod
+        key = (str(record.get("namespace") or ""), prefix, str(record.get("container") or ""))
+        lines[key].extend(line for line in record.get("lines") or [] if line not in lines[key])
+    return [
+        {
+            "match": {"namespace": ns, "name_prefix": prefix, "container": container},
+            "logs": [{"lines": kept}],
+        }
+        for (ns, prefix, container), kept in sorted(lines.items())
+    ]
+
+
+def _callers(samples: list[Mapping[str, Any]]) -> list[Obj]:
+    """A client for each old API the apiserver metric counted a request to: the twin's metric
+    counts the same (who called it, and how often, the metric does not say)."""
+    out: list[Obj] = []
+    for sample in samples:
+        group, version = str(sample.get("group") or ""), str(sample.get("version") or "")
+        caller: Obj = {"api": f"{group}/{version}" if group else version, "resource": str(sample["resource"])}
+        if caller not in out:
+            out.append(caller)
     return out
 
 
@@ -539,9 +620,11 @@ HEADER = """\
 # namespaces, served APIs, Deployments/StatefulSets/DaemonSets with their pod templates, what webhooks
 # injected into their pods (`injectors`, one per workload), their pods' nodes (`placements`) and
 # states (`faults`), disruption budgets (their healthy minimum, on the workload of the same name), the
-# Services, webhooks, CRDs and certificates the checks read, and what ran on Fargate. Not kept:
-# restart counts, logs, Secrets, ConfigMaps (but Istio's root), custom resources (but cert-manager's
-# Certificates); a workload without a recorded template (an older snapshot) gets labels `app: NAME`
+# Services, webhooks, CRDs and certificates the checks read, what ran on Fargate, the lines of the
+# containers' logs the log-reading rules match (`containers`), the clients of old APIs the apiserver
+# metric counted (`callers`), the Helm releases and objects that name an old API version. Not kept:
+# restart counts, other logs, Secrets, ConfigMaps (but Istio's root), custom resources (but
+# cert-manager's Certificates); a workload without a recorded template (an older snapshot) gets labels `app: NAME`
 # and a nodeSelector on the group most of its pods ran on. `settled: true`: the sim writes the
 # workloads Running on their nodes instead of starting them one by one. `upgrade-bot sim fidelity`
 # measures how true it is. Edit freely; the format is in bot/sim/README.md ("Scenario files").

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from bot.core.rollout import verdict
+from bot.core.snapshots.apiuse import api_uses
 from bot.core.snapshots.projection import ISTIO_ROOT, OBJECT_LISTS, project_object, template_record
 from bot.errors import ClusterError
 
@@ -143,6 +144,7 @@ def take_snapshot(
         "pods": [],
         "gaps": [],
         "objects": [],
+        "api_uses": {},
     }
     gaps: list[dict[str, str]] = snap["gaps"]
 
@@ -215,6 +217,13 @@ def take_snapshot(
                 raise
             continue
         snap["objects"].append(project_object("v1", "ConfigMap", cm))
+    # Old API uses are read by the production code on the adapter under the old path (a handful of
+    # objects, not a list the typed decoder was made for): the section is there, the same.
+    snap["api_uses"] = api_uses(
+        getattr(cluster, "cluster", cluster),
+        snap["api_versions"],
+        lambda resource, exc: gaps.append({"resource": resource, "reason": exc.user_message}),
+    )
     snap["counts"] = {
         "nodes": len(snap["nodes"]),
         "pods": len(snap["pods"]),

@@ -1,7 +1,9 @@
 """The kinds whose objects the removed-API signals read for last-applied and managedFields
-(`apis.py`'s module docstring says why these), apart from the signals themselves: `run_check`
-names their lists to the reader before the pods' helper starts, so that the cluster is read once,
-and the signals' module (with its API data) is imported after that start, not before it."""
+(`core/checks/apis.py`'s module docstring says why these), apart from the signals themselves:
+`run_check` names their lists to the reader before the pods' helper starts, so that the cluster is
+read once, and the signals' module (with its API data) is imported after that start, not before
+it. Shared here, below the features: a snapshot keeps what these kinds' objects say of old APIs
+(`core/snapshots/apiuse.py`), so that a twin of the cluster gives the same findings."""
 
 from __future__ import annotations
 

@@ -1,0 +1,210 @@
+"""What the cluster says of old APIs, kept in a snapshot (`snap["api_uses"]`) so that a twin of the
+cluster gives the removed-API check (`core/checks/apis.py`) the same findings. The check's four
+signals on a cluster, each kept as far as it names an API version before GA (alpha or beta: the
+versions Kubernetes deprecates and removes):
+
+- `calls`: the samples of `apiserver_requested_deprecated_apis` (group, version, resource,
+  subresource, removed_release) that counted a request;
+- `helm`: each Helm release's latest revision (namespace, name, revision, chart) with only the
+  documents of its stored manifest on such a version (the rest of a chart is neither read nor kept);
+- `applied`: each object of the applied kinds whose last-applied configuration or managedFields
+  name such a version, pruned to its kind, name, labels, spec, that configuration's apiVersion and
+  kind, and those managedFields entries (manager, operation, apiVersion).
+
+Whatever could not be read is a gap, as for the other lists. A snapshot from before this section
+has none: its twin has no old API uses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+import msgspec
+
+from bot.core.kube.applied import APPLIED_KINDS
+from bot.core.kube.helm import (
+    HELM_PAGE,
+    HELM_SECRETS_PATH,
+    HELM_SELECTOR,
+    HelmSecret,
+    decode_release,
+    latest_releases,
+    release_of,
+)
+from bot.errors import ClusterError, ClusterUnreachable
+
+log = logging.getLogger(__name__)
+
+METRIC = "apiserver_requested_deprecated_apis"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+#: A version before GA: `v1beta1`, `v2alpha1`.
+_PRE_GA = re.compile(r"^v\d+(alpha|beta)\d*$")
+_SAMPLE = re.compile(r"^" + METRIC + r"\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_DOCUMENT = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_API_VERSION = re.compile(r"^apiVersion:\s*['\"]?([^'\"\s#]+)", re.MULTILINE)
+
+
+class EvidenceReader(Protocol):
+    def get_raw(self, path: str, query: Mapping[str, Any] | None = None) -> bytes: ...
+
+    def list_pages(
+        self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500, item_type: type[Any]
+    ) -> Iterator[Any]: ...
+
+
+def pre_ga(group_version: str) -> bool:
+    return bool(_PRE_GA.match(group_version.rsplit("/", 1)[-1]))
+
+
+def api_uses(
+    reader: EvidenceReader, served: list[str], gap: Callable[[str, ClusterError], None]
+) -> dict[str, list[dict[str, Any]]]:
+    """The three signals' old API uses, read from the cluster; `served` are its group-versions."""
+    out: dict[str, list[dict[str, Any]]] = {"calls": [], "helm": [], "applied": []}
+    try:
+        out["calls"] = calls(reader.get_raw("/metrics").decode("utf-8", "replace"))
+    except ClusterUnreachable:
+        raise
+    except ClusterError as exc:
+        gap("apiserver metrics", exc)
+    for kind in APPLIED_KINDS:
+        if kind.group_version not in served:
+            continue
+        try:
+            for page in reader.list_pages(kind.path, item_type=_Applied):
+                for item in page.items:
+                    record = applied(item, kind.group_version, kind.kind)
+                    if record is not None:
+                        out["applied"].append(record)
+        except ClusterUnreachable:
+            raise
+        except ClusterError as exc:
+            if exc.status != 404:
+                gap(f"{kind.resource}.{kind.group_version}", exc)
+    try:
+        secrets = (
+            item
+            for page in reader.list_pages(
+                HELM_SECRETS_PATH, HELM_SELECTOR, limit=HELM_PAGE, item_type=HelmSecret
+            )
+            for item in page.items
+        )
+        for secret in latest_releases(secrets):
+            release = helm_release(secret)
+            if release is not None:
+                out["helm"].append(release)
+    except ClusterUnreachable:
+        raise
+    except ClusterError as exc:
+        gap("helm releases", exc)
+    return out
+
+
+def calls(metrics_text: str) -> list[dict[str, Any]]:
+    """The metric's samples that counted a request, as their labels."""
+    out = []
+    for line in metrics_text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        try:
+            if float(m.group("value")) <= 0:
+                continue
+        except ValueError:
+            continue
+        labels = dict(_LABEL.findall(m.group("labels")))
+        out.append(
+            {k: labels.get(k, "") for k in ("group", "version", "resource", "subresource", "removed_release")}
+        )
+    return sorted(out, key=lambda c: tuple(c.values()))
+
+
+def helm_release(secret: HelmSecret) -> dict[str, Any] | None:
+    """A release's latest revision with the documents of its manifest on a pre-GA version (None
+    when it has none, or cannot be read: the check says so of it, from the cluster)."""
+    rev = release_of(secret)
+    if rev is None:
+        return None
+    namespace, name, revision = rev
+    try:
+        body = decode_release(secret.data.release)
+    except (ValueError, json.JSONDecodeError) as exc:
+        log.info("Helm release %s/%s revision %s not readable: %s", namespace, name, revision, exc)
+        return None
+    documents = [
+        doc.strip("\n")
+        for doc in _DOCUMENT.split(str(body.get("manifest") or ""))
+        if (m := _API_VERSION.search(doc)) is not None and pre_ga(m.group(1))
+    ]
+    if not documents:
+        return None
+    chart = (body.get("chart") or {}).get("metadata") or {}
+    return {
+        "namespace": namespace,
+        "name": name,
+        "revision": revision,
+        "chart": str(chart.get("name") or name),
+        "chart_version": str(chart.get("version") or ""),
+        "app_version": str(chart.get("appVersion") or ""),
+        "manifest": "".join(f"---\n{doc}\n" for doc in documents),
+    }
+
+
+class _Manager(msgspec.Struct):
+    manager: str = ""
+    operation: str = ""
+    apiVersion: str = ""
+
+
+class _AppliedMeta(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    managedFields: list[_Manager] | None = None
+
+
+class _Applied(msgspec.Struct):
+    metadata: _AppliedMeta = msgspec.field(default_factory=_AppliedMeta)
+    spec: Any = None
+
+
+def applied(obj: _Applied, api_version: str, kind: str) -> dict[str, Any] | None:
+    """The object (listed through `api_version`: a list's items say no kind) pruned to what the
+    check and a twin need, when it names a pre-GA version."""
+    meta = obj.metadata
+    record: dict[str, Any] = {}
+    text = (meta.annotations or {}).get(LAST_APPLIED)
+    if text:
+        try:
+            head = json.loads(text)
+        except json.JSONDecodeError:
+            head = None
+        if isinstance(head, dict) and pre_ga(str(head.get("apiVersion") or "")):
+            record["last_applied"] = {
+                "apiVersion": str(head["apiVersion"]),
+                "kind": str(head.get("kind") or ""),
+            }
+    managers = [
+        {"manager": m.manager, "operation": m.operation, "apiVersion": m.apiVersion}
+        for m in meta.managedFields or ()
+        if pre_ga(m.apiVersion)
+    ]
+    if managers:
+        record["managed_fields"] = managers
+    if not record:
+        return None
+    slim: dict[str, Any] = {"name": meta.name}
+    if meta.namespace:
+        slim["namespace"] = meta.namespace
+    if meta.labels:
+        slim["labels"] = dict(meta.labels)
+    manifest: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": slim}
+    if obj.spec is not None:
+        manifest["spec"] = obj.spec
+    return {"manifest": manifest, **record}
