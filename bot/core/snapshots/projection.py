@@ -338,7 +338,7 @@ def take_snapshot(
         for attempt in (1, 2):
             mapped, pending = pending or list_pods(), None
             fragments: list[bytes] = []
-            candidates: list[tuple[tuple[Any, ...], dict[str, int]]] = []
+            candidates = _LogCandidates(logs) if logs is not None else None
             count = 0
             if pods_to is not None:
                 pods_to.begin(snap)
@@ -346,8 +346,8 @@ def take_snapshot(
                 with contextlib.closing(mapped):
                     for page in mapped:
                         if page.count:
-                            if logs is not None:
-                                candidates.extend(_log_candidates(page.data, logs))
+                            if candidates is not None:
+                                candidates.page(page.data)
                             inner = page.data[1:-1]  # the rows, without the page's [ ]
                             if pods_to is not None:
                                 pods_to.rows(inner)
@@ -371,7 +371,7 @@ def take_snapshot(
     gaps.sort(key=lambda gap: _GAP_ORDER.get(gap["resource"], len(_GAP_ORDER)))
     snap["pods"] = _ROWS.decode(rows)
     if logs is not None:
-        snap["logs"] = _logs(cluster, candidates, logs)
+        snap["logs"] = _logs(cluster, candidates.rows if candidates is not None else [], logs)
     snap["counts"] = {
         "nodes": len(snap["nodes"]),
         "pods": count,
@@ -405,17 +405,34 @@ _ROWS = msgspec.json.Decoder(list[tuple[Any, ...]])
 _RECORDS = msgspec.json.Decoder(list[Any])
 
 
-def _log_candidates(data: bytes, probe: LogProbe) -> list[tuple[tuple[Any, ...], dict[str, int]]]:
-    """The pods of a page of rows with a container whose log the probe reads. A page that does
-    not name one of those containers at all is not decoded (most pages of a large cluster)."""
-    out: list[tuple[tuple[Any, ...], dict[str, int]]] = []
-    if not any(name.encode() in data for name in probe.containers):
-        return out
-    for row in _ROWS.decode(data):
-        wanted = probe.wanted(str(row[P["containers"]] or "").split(","))
-        if wanted:
-            out.append((row, wanted))
-    return out
+class _LogCandidates:
+    """The pods whose logs `_logs` will read, gathered page by page as the pods are listed: only
+    as many of a workload and as many in all as it reads (the check's budget), so a large
+    cluster's pods are neither kept nor decoded twice once the budget is met. A page that does
+    not name one of the probed containers at all is not decoded (most pages of a large cluster)."""
+
+    def __init__(self, probe: LogProbe) -> None:
+        self.probe = probe
+        self.rows: list[tuple[tuple[Any, ...], dict[str, int]]] = []
+        self._per_workload: Counter[tuple[str, str]] = Counter()
+        self._budget = probe.reads
+
+    def page(self, data: bytes) -> None:
+        probe = self.probe
+        if self._budget <= 0 or not any(name.encode() in data for name in probe.containers):
+            return
+        for row in _ROWS.decode(data):
+            wanted = probe.wanted(str(row[P["containers"]] or "").split(","))
+            if not wanted:
+                continue
+            workload = (str(row[P["namespace"]]), str(row[P["workload"]]) or str(row[P["name"]]))
+            if self._per_workload[workload] >= probe.per_workload:
+                continue
+            self._per_workload[workload] += 1
+            self.rows.append((row, wanted))
+            self._budget -= len(wanted)
+            if self._budget <= 0:
+                return
 
 
 def _logs(
