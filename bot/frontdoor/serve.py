@@ -37,6 +37,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -62,6 +63,12 @@ log = logging.getLogger(__name__)
 INBOX, INBOX_SECONDS = "inbox", 10.0
 #: How long a shutdown waits for running commands: inside Kubernetes' default 30 s grace period.
 SHUTDOWN_GRACE = timedelta(seconds=15)
+#: How long a thread may hold the interpreter before one waiting for it is let in (CPython's
+#: default is 5 ms). An ack needs the interpreter a few times (the socket, the inbox's commit);
+#: with checks, snapshots or evidence polls busy on other threads, each of those waits took up to
+#: the interval times the busy threads, and acks passed Slack's comfortable 0.1 s. A shorter turn
+#: costs the busy threads a little throughput and keeps the door answering.
+SWITCH_INTERVAL = 0.001
 
 
 def serve(
@@ -134,6 +141,7 @@ def serve(
         # Everything built so far lives as long as the process: keep the collector's full passes
         # from walking it again and again, which otherwise pauses acks while a snapshot allocates.
         gc.freeze()
+        sys.setswitchinterval(SWITCH_INTERVAL)
         probes = Probes(store=services.store, slack_ping=_slack_ping(services), elector=elector, stop=stop)
         if http:
             assert settings.secrets.signing_secret is not None  # checked by _check_secrets
