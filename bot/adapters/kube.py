@@ -29,7 +29,6 @@ import contextvars
 import ctypes
 import fcntl
 import gc
-import importlib.util
 import json
 import logging
 import mmap
@@ -71,95 +70,30 @@ from bot.records import ClusterConfig
 class _Client:
     """The parts of the `kubernetes` package the adapter uses, once it is imported."""
 
-    ApiClient: Any
-    Configuration: Any
-    load_kube_config: Callable[..., Any]
-    load_incluster_config: Callable[..., Any]
-    list_kube_config_contexts: Callable[..., Any]
+    client: types.ModuleType
+    config: types.ModuleType
     ApiException: type[Exception]
     ConfigException: type[Exception]
 
 
 @cache
 def _kubernetes() -> _Client:
-    """The `kubernetes` client's transport, imported the first time a cluster is connected to or a
-    kubeconfig read, and only the parts of it the adapter uses (`_import_lean`).
+    """`import kubernetes`, the first time a cluster is connected to or a kubeconfig read.
 
-    A plain `import kubernetes` runs the package's __init__, which imports every API group and all
-    800 model classes, its dynamic client and, where it is installed (a dev tool), the schemas of
-    `kubernetes_validate`: 0.8 s of CPU in this environment, an eighth of a 150,000-pod snapshot,
-    for a transport that uses none of them (bodies stay raw, see above). A command that never
-    reaches a cluster (help, rules, plan validation, the Slack door before its first cluster
-    command) pays nothing at all. The import lock makes concurrent first calls safe.
+    Importing the package runs its __init__, which imports every API group and all 800 model
+    classes: about 0.4 s of CPU and 38 MB, for a transport that uses none of them (bodies stay
+    raw, see above); 2.5 s where `kubernetes_validate` (a dev tool) is installed, because the
+    package's dynamic client imports it when it can. A plain import deferred to first use is what the package supports, so a
+    command that never reaches a cluster (help, rules, plan validation, the Slack door before its
+    first cluster command) pays nothing, and no version-specific surgery on the package's modules
+    can break with a new client release. The import lock makes concurrent first calls safe.
     """
-    _import_lean()
-    from kubernetes.client import api_client, configuration, exceptions
-    from kubernetes.config import config_exception, incluster_config, kube_config
+    import kubernetes.client
+    import kubernetes.config
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
 
-    return _Client(
-        ApiClient=api_client.ApiClient,
-        Configuration=configuration.Configuration,
-        load_kube_config=kube_config.load_kube_config,
-        load_incluster_config=incluster_config.load_incluster_config,
-        list_kube_config_contexts=kube_config.list_kube_config_contexts,
-        ApiException=exceptions.ApiException,
-        ConfigException=config_exception.ConfigException,
-    )
-
-
-class _Deferred(types.ModuleType):
-    """A package of the `kubernetes` client whose `__init__` has not run: see `_import_lean`."""
-
-    def __getattr__(self, name: str) -> Any:
-        with _DEFERRED_LOCK:
-            if type(self) is _Deferred:
-                # Someone wants more than the adapter imported: the package's own __init__ runs now,
-                # in this module object, and the package is then what a plain import makes it.
-                self.__class__ = types.ModuleType  # type: ignore[assignment]
-                spec = self.__spec__
-                if spec is None or spec.loader is None:  # pragma: no cover - set by module_from_spec
-                    raise AttributeError(name)
-                spec.loader.exec_module(self)
-        return getattr(self, name)
-
-
-_DEFERRED_LOCK = threading.RLock()
-
-
-def _import_lean() -> None:
-    """Import the modules of the `kubernetes` client the adapter uses, not the whole package.
-
-    Any import of one of the package's modules runs the package's __init__ first, which imports
-    everything (see `_kubernetes`). So the packages `kubernetes`, `kubernetes.client` and
-    `kubernetes.client.models` are first entered in `sys.modules` without running their __init__
-    (`_Deferred`), and only the configuration, the REST client, the ApiClient and the kubeconfig
-    loaders are imported. The first use of anything else of the package (a test's
-    `client.CoreV1Api`) runs the skipped __init__ then, so the package behaves as if imported
-    whole. If the package was imported already, nothing changes.
-    """
-    with _DEFERRED_LOCK:
-        if "kubernetes" in sys.modules:
-            return
-        for name in ("kubernetes", "kubernetes.client", "kubernetes.client.models"):
-            spec = importlib.util.find_spec(name)
-            if spec is None or spec.submodule_search_locations is None:  # pragma: no cover - not a package
-                return
-            module = importlib.util.module_from_spec(spec)
-            module.__class__ = _Deferred
-            sys.modules[name] = module
-            parent, _, child = name.rpartition(".")
-            if parent:
-                setattr(sys.modules[parent], child, module)
-        # By full name (`from package import x` would ask the deferred package for x first), in this
-        # order: each module's own `from kubernetes.client import X` then finds X already there.
-        for name in ("exceptions", "configuration", "rest", "api_client"):
-            importlib.import_module(f"kubernetes.client.{name}")
-        client_package = sys.modules["kubernetes.client"]
-        client_package.__dict__.update(
-            Configuration=client_package.__dict__["configuration"].Configuration,
-            ApiClient=client_package.__dict__["api_client"].ApiClient,
-        )
-        importlib.import_module("kubernetes.config")
+    return _Client(kubernetes.client, kubernetes.config, ApiException, ConfigException)
 
 
 log = logging.getLogger(__name__)
@@ -354,14 +288,14 @@ class Cluster:
         """Build a client for `config` (no request is made yet); `observe` is told of every
         request it makes (verb, result, seconds to the response's headers)."""
         kube = _kubernetes()
-        configuration = kube.Configuration()
+        configuration = kube.client.Configuration()
         if not config.in_cluster:
             check_kubeconfig(str(config.kubeconfig), cluster=config.name)
         try:
             if config.in_cluster:
-                kube.load_incluster_config(client_configuration=configuration)
+                kube.config.load_incluster_config(client_configuration=configuration)
             else:
-                kube.load_kube_config(
+                kube.config.load_kube_config(
                     config_file=str(config.kubeconfig),
                     context=config.context,
                     client_configuration=configuration,
@@ -374,7 +308,7 @@ class Cluster:
             raise ConfigError(f"cluster {config.name}: cannot load {where}: {exc}") from None
         # One quick retry for a reset connection; an unreachable server must fail within the timeout.
         configuration.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0)
-        api_client = kube.ApiClient(configuration)
+        api_client = kube.client.ApiClient(configuration)
         context = config.context or ("in-cluster" if config.in_cluster else _current_context(config))
         return cls(config.name, api_client, timeout=config.request_timeout, context=context, observe=observe)
 
@@ -1349,7 +1283,7 @@ def _child_fetch(
         signal.signal(signum, signal.SIG_DFL)
     own = Cluster(
         cluster.name,
-        _kubernetes().ApiClient(cluster.api_client.configuration),
+        _kubernetes().client.ApiClient(cluster.api_client.configuration),
         timeout=cluster.timeout,
     )
 
@@ -1578,7 +1512,7 @@ def _child_map(mapped: MappedList, out: int, data: int) -> int:  # pragma: no co
     cluster = mapped._cluster
     own = Cluster(
         cluster.name,
-        _kubernetes().ApiClient(cluster.api_client.configuration),
+        _kubernetes().client.ApiClient(cluster.api_client.configuration),
         timeout=cluster.timeout,
     )
 
@@ -1766,7 +1700,7 @@ def kubeconfig_context(kubeconfig: str, context: str | None = None) -> str:
     check_kubeconfig(kubeconfig)
     kube = _kubernetes()
     try:
-        contexts, active = kube.list_kube_config_contexts(config_file=kubeconfig)
+        contexts, active = kube.config.list_kube_config_contexts(config_file=kubeconfig)
     except (kube.ConfigException, OSError, TypeError, ValueError) as exc:
         raise ConfigError(f"kubeconfig {kubeconfig}: {exc}") from None
     names = [str(c.get("name", "")) for c in contexts or () if isinstance(c, dict)]
@@ -1786,7 +1720,7 @@ def _current_context(config: ClusterConfig) -> str:
     """The name of the kubeconfig's current context, which is what the bot connects with."""
     kube = _kubernetes()
     try:
-        _, active = kube.list_kube_config_contexts(config_file=str(config.kubeconfig))
+        _, active = kube.config.list_kube_config_contexts(config_file=str(config.kubeconfig))
     except (kube.ConfigException, OSError, TypeError, ValueError):
         return ""
     return str(active.get("name", "")) if isinstance(active, dict) else ""
