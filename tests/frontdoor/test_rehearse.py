@@ -284,7 +284,7 @@ def test_the_rehearsal_writes_the_runs_report(eks_auto_approved: Rehearsed) -> N
     md = paths[2].read_text()
     # The step Gantt: every step of the runbook, and the failed and skipped ones as such.
     gantt = md.split("```mermaid\n", 1)[1].split("```", 1)[0]
-    assert gantt.count("    section ") == 27
+    assert gantt.count("    section ") == 28
     assert "| restart-istio-data-plane | skipped |" in md
     # The node timeline: five node groups, every drained node with its times from the drain job.
     for group, count in (("control-plane", 2), ("istio", 2), ("ng-shared", 3), ("others", 2), ("logging", 2)):
