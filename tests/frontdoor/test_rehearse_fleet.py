@@ -8,12 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.support.bot_process import bot_command
 from tests.support.fleets import TINY_PLAN
-
-REPO = Path(__file__).resolve().parents[2]
 
 #: 12 clusters in 3 stages, as the issue's acceptance: a canary that soaks with alerts evidence
 #: behind a four-eyes gate, four labs two at a time, seven devs half at a time.
@@ -123,26 +119,3 @@ def test_a_scenario_that_does_not_exist_is_named_and_nothing_runs(tmp_path: Path
         2,
         "upgrade-bot: --fail drain: expected CLUSTER:STEP, like agora-ci:drain",
     )
-
-
-@pytest.mark.slow  # six eks-nodegroups runbooks end to end: minutes on a loaded 2-core machine
-def test_the_example_fleet_rehearses_to_its_end_with_its_timeline(tmp_path: Path) -> None:
-    """The shipped example (3 stages over the 6 clusters its config defines, the eks-nodegroups
-    runbook with its analyses) through the documented CLI: every child completes, the fleet
-    completes, and its timeline is written. The sims answer the analyses' queries as a quiet
-    cluster would; without that every analysis is Inconclusive and the canary pauses."""
-    result = _rehearse(
-        tmp_path, str(REPO / "templates" / "fleets" / "example.yaml"), "--auto-approve", "--report", "report"
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    out = result.stdout
-    clusters = ["agora-ci", "agora-lab", "cityos-lab", "agora-dev", "cityos-dev-east", "cityos-dev-west"]
-    assert re.findall(r"^-- (\S+) \(stage \w+\): run R\w+ --$", out, re.M) == clusters
-    assert len(re.findall(r"^-- \S+: run R\w+ completed --$", out, re.M)) == 6
-    assert out.index("Soak of `canary` passed") < out.index("Stage `lab` started")
-    assert out.index("Soak of `lab` passed") < out.index("Stage `dev` started")
-    (page,) = (tmp_path / "report").glob("fleet-F*.html")
-    assert re.search(r"^report: .*fleet-F\w+\.html$", out, re.M)
-    html = page.read_text(encoding="utf-8")
-    assert all(c in html for c in clusters)
-    assert re.search(r"rehearsal of fleet example: fleet F\w+ completed$", out.rstrip())
