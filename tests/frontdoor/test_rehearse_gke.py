@@ -32,11 +32,11 @@ def test_the_gke_managed_plan_upgrades_the_master_then_each_pool_through_gkes_ap
     assert "• surge (set by the plan): max_surge 1, max_unavailable 0" in system
     assert "• surge (the pool's own): max_surge 2, max_unavailable 0" in gate_text(out, "nodepool-batch")
     apps = gate_text(out, "nodepool-apps")
-    assert "upgradeSettings strategy=BLUE_GREEN nodePoolSoakDuration=10m" in apps
-    assert "keeps it for a soak of 10m" in apps
+    assert "upgradeSettings strategy=BLUE_GREEN nodePoolSoakDuration=1h" in apps
+    assert "keeps it for a soak of 1h" in apps
     # The blue-green soak asks people, with its evidence; the rehearsal lets it finish.
     assert re.search(
-        r"node pool apps \S+ → \S+: the green pool soaks for 10m \(the blue one is kept until then\); the soak's "
+        r"node pool apps \S+ → \S+: the green pool soaks for 1h \(the blue one is kept until then\); the soak's "
         r"evidence holds: 3 green node\(s\) Ready on 1\.30\.4-gke\.1348000",
         out,
     )

@@ -67,12 +67,12 @@ def test_a_person_asks_at_the_soak_and_the_rollback_is_called_once_through_a_cra
 ) -> None:
     job = GkeUpdateNodepoolJob(ProviderAccess({"prod": gke_provider(sim)}, kind="gke"), LABELS)
     d = driver(job, kube, sim, {"nodepool": "apps", "version": TARGET})
-    # The pool's own settings: blue-green with a 10-minute soak, shown at the gate.
-    assert (d.progress["strategy"], d.progress["soak"]) == ("blue-green", 600.0)
+    # The pool's own settings: blue-green with an hour's soak, shown at the gate.
+    assert (d.progress["strategy"], d.progress["soak"]) == ("blue-green", 3600.0)
     gate = job.dry_run(kube, d.progress)
     assert gate[0] == (
         f"would call UpdateNodePool (PUT …/clusters/shop-prod/nodePools/apps) with nodeVersion={TARGET}, "
-        "upgradeSettings strategy=BLUE_GREEN nodePoolSoakDuration=10m"
+        "upgradeSettings strategy=BLUE_GREEN nodePoolSoakDuration=1h"
     )
     assert gate[1].startswith("blue-green (the pool's own): GKE creates a green pool of 3 node(s)")
     until_choice_or_end(d, sim)
