@@ -28,6 +28,7 @@ The Google side comes through the provider port (`bot.core.providers`): the clus
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -126,7 +127,7 @@ def covering(exclusions: Sequence[MaintenanceExclusion], now: datetime) -> list[
     return out
 
 
-class _GkeJob:
+class _GkeJob(abc.ABC):
     """What the GKE jobs share: the client, the intent rule, the operation's end."""
 
     kind = ""
@@ -139,11 +140,13 @@ class _GkeJob:
     def client(self, cluster: Any) -> Provider:
         return self.gke(str(getattr(cluster, "name", "")))
 
+    @abc.abstractmethod
     def _version_now(self, gke: Provider, progress: Progress) -> str:
-        raise NotImplementedError
+        """The version the master or the pool is at now, as GKE says."""
 
+    @abc.abstractmethod
     def _send(self, gke: Provider, progress: Progress) -> Operation:
-        raise NotImplementedError
+        """The update call itself (once: its intent is stored before)."""
 
     def _pool(self, progress: Progress) -> str:
         return str(progress.get("nodepool") or "")
