@@ -28,7 +28,9 @@ from tests.support.clock import FakeMonotonic
 from tests.support.jobs import FakeCluster, JobDriver
 from tests.support.kube_objects import node, pod
 
-T0 = datetime(2026, 11, 29, 14, 2, tzinfo=UTC)
+# Tomorrow, never a fixed date: the sim's clock only moves forward from the real time it starts
+# at, so a T0 that has passed cannot be jumped to (this test failed once its date went by).
+T0 = (datetime.now(UTC) + timedelta(days=1)).replace(hour=14, minute=2, second=0, microsecond=0)
 LABELS = ("eks.amazonaws.com/nodegroup",)
 ALERTS = '[{"name": "alerts", "args": {}}]'
 
@@ -39,8 +41,7 @@ class Clock:
     def __init__(self, sim: Any) -> None:
         self.sim = sim
         sim.clock.set_speed(0.0)
-        self._now = T0
-        sim.clock.jump_to(T0.timestamp())
+        self.now = T0
 
     @property
     def now(self) -> datetime:
@@ -50,6 +51,7 @@ class Clock:
     def now(self, value: datetime) -> None:
         self._now = value
         self.sim.clock.jump_to(value.timestamp())
+        assert self.sim.clock.now() == value.timestamp(), "the sim's clock never goes back"
 
     def __call__(self) -> datetime:
         return self._now
