@@ -20,8 +20,7 @@ import msgspec
 import pytest
 from kubernetes import client
 
-from bot.adapters import kube
-from bot.adapters.kube import Cluster, fetching_ahead
+from bot.adapters.kube import Cluster, fetching_ahead, prefetch
 from bot.core.snapshots import schema
 from bot.errors import ClusterError, ClusterForbidden, ContinueExpired, WatchExpired
 from bot.records import ClusterConfig
@@ -162,7 +161,7 @@ def test_a_helper_that_dies_mid_list_costs_nothing_the_list_goes_on_in_the_calle
     ]
     pages = bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)
     names = [p.metadata.name for p in next(pages).items]
-    (helper,) = kube._CHILDREN
+    (helper,) = prefetch._CHILDREN
     os.kill(helper, signal.SIGKILL)
     names += [p.metadata.name for page in pages for p in page.items]
     assert names == whole, "every pod once, in order, whether the helper or the caller fetched it"
@@ -175,7 +174,9 @@ def test_pages_larger_than_a_shared_slot_come_through_the_pipe_alike(
     whole = [
         p.metadata.name for page in bot.list_pages("/api/v1/pods", item_type=schema.Pod) for p in page.items
     ]
-    monkeypatch.setattr(kube, "SLOT_BYTES", 64)  # every page of 2 pods is larger: the pipe carries them all
+    monkeypatch.setattr(
+        prefetch, "SLOT_BYTES", 64
+    )  # every page of 2 pods is larger: the pipe carries them all
     names = [
         p.metadata.name
         for page in bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)
@@ -191,7 +192,7 @@ def test_without_memory_for_a_helper_the_list_is_fetched_by_the_caller(
     whole = [
         p.metadata.name for page in bot.list_pages("/api/v1/pods", item_type=schema.Pod) for p in page.items
     ]
-    monkeypatch.setattr(kube, "SLOT_BYTES", 1 << 60)  # the shared slots cannot be mapped
+    monkeypatch.setattr(prefetch, "SLOT_BYTES", 1 << 60)  # the shared slots cannot be mapped
     pages = bot.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod)
     names = [p.metadata.name for p in next(pages).items]
     assert fetching_ahead() == 0, "no helper was started"
@@ -253,7 +254,7 @@ def test_a_mapping_helper_that_dies_mid_list_costs_nothing_the_caller_maps_the_r
     with bot.map_pages("/api/v1/pods", limit=2, item_type=schema.Pod, transform=names_of) as mapped:
         pages = iter(mapped)
         got = [next(pages).data]
-        (helper,) = kube._CHILDREN
+        (helper,) = prefetch._CHILDREN
         os.kill(helper, signal.SIGKILL)
         got += [m.data for m in pages]
     assert got == whole, "every page once, in order, whether the helper or the caller mapped it"

@@ -11,8 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bot.adapters import kube
-from bot.adapters.kube import Cluster, fetching_ahead
+from bot.adapters.kube import Cluster, fetching_ahead, prefetch
 from bot.core.checks import podreducer
 from bot.core.checks.gather import Gathered, read_facts
 from bot.core.checks.rules import read_rules
@@ -40,7 +39,7 @@ def test_the_pods_folded_from_a_helper_are_the_pods_folded_in_the_callers_proces
 ) -> None:
     helped = read_facts(reader, rules=RULES)
     assert fetching_ahead() == 0, "every helper was stopped"
-    monkeypatch.setattr(kube, "FORK_FETCH", False)  # no helper: `map_pages` lists in this process
+    monkeypatch.setattr(prefetch, "FORK_FETCH", False)  # no helper: `map_pages` lists in this process
     alone = read_facts(reader, rules=RULES)
     assert alone.facts == helped.facts
     assert hits_of(alone) == hits_of(helped)

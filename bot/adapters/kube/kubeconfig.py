@@ -1,0 +1,122 @@
+"""Kubeconfig files read before the client sees them: refused when the client would hang or fail
+on them with a traceback, and their current context named for messages."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import yaml
+
+from bot.adapters.kube.lean import _kubernetes
+from bot.errors import ConfigError
+from bot.files import TooLarge, Unreadable, read_bounded
+from bot.records import ClusterConfig
+
+#: A kubeconfig is a few kilobytes per cluster (its certificates inline); one of hundreds of
+#: clusters stays under a megabyte. A bigger file is the wrong file, and YAML-parsing it would
+#: hold a worker for a minute.
+MAX_KUBECONFIG_BYTES = 4 * 1024 * 1024
+
+
+def check_kubeconfig(kubeconfig: str, *, cluster: str = "") -> None:
+    """Refuse, with what is wrong, a kubeconfig the client would hang on or fail on with a
+    traceback: each file of the (colon-separated, as in $KUBECONFIG) list must be a regular file
+    (a FIFO would block the open, /dev/zero never ends), at most MAX_KUBECONFIG_BYTES, UTF-8 YAML
+    whose top level is a mapping. Files of a list that do not exist are skipped, as kubectl skips
+    them; a list of none that exists is refused. The client reads the files again afterwards: a
+    kubeconfig is small, and its loader resolves certificate paths relative to each file."""
+    paths = [p for p in kubeconfig.split(os.pathsep) if p]
+    where = f"cluster {cluster}: " if cluster else ""
+    found = False
+    for path in paths:
+        label = f"{where}kubeconfig {path}"
+        try:
+            data = read_bounded(path, MAX_KUBECONFIG_BYTES)
+        except FileNotFoundError:
+            continue
+        except TooLarge as exc:
+            raise ConfigError(f"{label}: {exc.reason}; is this the right file?") from None
+        except Unreadable as exc:
+            raise ConfigError(f"{label}: {exc.reason}") from None
+        found = True
+        _check_kubeconfig_text(label, data)
+    if not found:
+        shown = paths[0] if len(paths) == 1 else os.pathsep.join(paths)
+        raise ConfigError(f"{where}kubeconfig {shown or '(empty path)'}: no such file")
+
+
+def _check_kubeconfig_text(label: str, data: bytes) -> None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{label}: not UTF-8 text at line {line} (byte {exc.start})") from None
+    try:
+        loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.MarkedYAMLError as exc:
+        # Where the construct began (an unclosed bracket's line) says more than where the parser
+        # gave up (often the end of the file).
+        mark = exc.context_mark or exc.problem_mark
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{label}: not valid YAML{at} ({exc.problem or exc.context})") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        char: Any = exc.character  # an int, the code point YAML refuses
+        code = f"#x{char:04x}" if isinstance(char, int) else repr(char)
+        raise ConfigError(f"{label}: not valid YAML at line {line} (unacceptable character {code})") from None
+    except yaml.YAMLError as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{label}: not valid YAML ({first[:120]})") from None
+    except RecursionError:
+        raise ConfigError(f"{label}: not valid YAML (nested too deeply to read)") from None
+    # An empty file is what kubectl treats as no configuration; the client says so itself.
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(
+            f"{label}: not a kubeconfig (its top level is a {_yaml_kind(loaded)}, not a mapping)"
+        )
+
+
+def _yaml_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def kubeconfig_context(kubeconfig: str, context: str | None = None) -> str:
+    """The context a kubeconfig (or a colon-separated list of them, as in $KUBECONFIG, merged as
+    kubectl merges them) selects: `context` if it has one by that name, else its current context.
+    A list with no readable file, a context it lacks or none current is a ConfigError."""
+    check_kubeconfig(kubeconfig)
+    kube = _kubernetes()
+    try:
+        contexts, active = kube.config.list_kube_config_contexts(config_file=kubeconfig)
+    except (kube.ConfigException, OSError, TypeError, ValueError) as exc:
+        raise ConfigError(f"kubeconfig {kubeconfig}: {exc}") from None
+    names = [str(c.get("name", "")) for c in contexts or () if isinstance(c, dict)]
+    if context:
+        if context not in names:
+            raise ConfigError(
+                f"kubeconfig {kubeconfig}: no context named {context!r} (it has: {', '.join(names) or 'none'})"
+            )
+        return context
+    current = str(active.get("name", "")) if isinstance(active, dict) else ""
+    if not current:
+        raise ConfigError(f"kubeconfig {kubeconfig}: no current context (pass --context NAME)")
+    return current
+
+
+def _current_context(config: ClusterConfig) -> str:
+    """The name of the kubeconfig's current context, which is what the bot connects with."""
+    kube = _kubernetes()
+    try:
+        _, active = kube.config.list_kube_config_contexts(config_file=str(config.kubeconfig))
+    except (kube.ConfigException, OSError, TypeError, ValueError):
+        return ""
+    return str(active.get("name", "")) if isinstance(active, dict) else ""
