@@ -62,9 +62,17 @@ def pre_ga(group_version: str) -> bool:
 
 
 def api_uses(
-    reader: EvidenceReader, served: list[str], gap: Callable[[str, ClusterError], None]
+    reader: EvidenceReader,
+    served: list[str],
+    gap: Callable[[str, ClusterError], None],
+    *,
+    listed: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The three signals' old API uses, read from the cluster; `served` are its group-versions."""
+    """The three signals' old API uses, read from the cluster; `served` are its group-versions.
+
+    `listed` are the applied records (`applied_in`) of the kinds the caller's own lists read
+    already, by list path: those kinds are not listed a second time."""
+    listed = listed or {}
     out: dict[str, list[dict[str, Any]]] = {"calls": [], "helm": [], "applied": []}
     try:
         out["calls"] = calls(reader.get_raw("/metrics").decode("utf-8", "replace"))
@@ -75,10 +83,13 @@ def api_uses(
     for kind in APPLIED_KINDS:
         if kind.group_version not in served:
             continue
+        if kind.path in listed:
+            out["applied"].extend(listed[kind.path])
+            continue
         try:
-            for page in reader.list_pages(kind.path, item_type=_Applied):
+            for page in reader.list_pages(kind.path, item_type=msgspec.Raw):
                 for item in page.items:
-                    record = applied(item, kind.group_version, kind.kind)
+                    record = applied_in(item, kind.group_version, kind.kind)
                     if record is not None:
                         out["applied"].append(record)
         except ClusterUnreachable:
@@ -212,3 +223,17 @@ def applied(obj: _Applied, api_version: str, kind: str) -> dict[str, Any] | None
     if obj.spec is not None:
         manifest["spec"] = obj.spec
     return {"manifest": manifest, **record}
+
+
+_APPLIED = msgspec.json.Decoder(_Applied)
+
+
+def applied_in(raw: msgspec.Raw | bytes, api_version: str, kind: str) -> dict[str, Any] | None:
+    """`applied` of an object still in its JSON. Most objects name no version before GA at all:
+    neither their managedFields nor their last-applied configuration (JSON inside a string, which
+    the API server writes with its letters unescaped) has `alpha` or `beta` anywhere in its bytes,
+    and those are not decoded (their managedFields were most of the cost of this scan)."""
+    data = memoryview(raw).tobytes() if isinstance(raw, msgspec.Raw) else raw
+    if b"alpha" not in data and b"beta" not in data:
+        return None
+    return applied(_APPLIED.decode(data), api_version, kind)

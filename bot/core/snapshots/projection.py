@@ -30,10 +30,11 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
+from bot.core.kube.applied import APPLIED_KINDS
 from bot.core.kube.wire import ContainerState, InvolvedObject
 from bot.core.rollout import verdict
 from bot.core.snapshots import schema
-from bot.core.snapshots.apiuse import api_uses
+from bot.core.snapshots.apiuse import api_uses, applied_in
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -219,70 +220,9 @@ def take_snapshot(
     """
     report: Progress = no_progress if progress is None else progress
     version = cluster.get_json("/version")  # first call: an unreachable cluster fails here
-    snap: dict[str, Any] = {
-        "format": FORMAT,
-        "cluster": cluster.name,
-        "context": cluster.context,
-        "label": label,
-        "taken_at": now.astimezone(UTC).isoformat(),
-        "taken_by": taken_by,
-        "version": {k: version.get(k, "") for k in ("gitVersion", "major", "minor", "platform")},
-        "api_versions": [],
-        "nodes": [],
-        "workloads": [],
-        "pdbs": [],
-        "namespaces": [],
-        "events": [],
-        "pod_fields": list(POD_FIELDS),
-        "pods": [],
-        "gaps": [],
-        # What the checks read besides, that a twin of the cluster keeps (`project_object`).
-        "objects": [],
-        # What the cluster says of old APIs (calls, Helm releases, applied objects: `apiuse`).
-        "api_uses": {},
-    }
+    snap = _heading(cluster, label=label, taken_by=taken_by, now=now, version=version)
     gaps: list[dict[str, str]] = snap["gaps"]
-
-    def gap_or_again(resource: str, exc: ClusterError, attempt: int) -> bool:
-        """True to list again (the first expiry); on a 403 or repeated expiry, record a gap."""
-        if exc.status == 410 and attempt == 1:
-            log.info("%s list expired mid-way; listing again from the start", resource)
-            return True
-        if exc.status in (403, 410):
-            why = "forbidden by the bot's RBAC role" if exc.status == 403 else "list expired twice"
-            gaps.append({"resource": resource, "reason": f"{why}: {exc.user_message}"})
-            return False
-        raise exc
-
-    def collect(
-        resource: str, path: str, item_type: type[T], project: Callable[[T], Any]
-    ) -> list[Any] | None:
-        """Project every object of a list; on a 403 or repeated expiry, record a gap instead.
-
-        The list is decoded and projected in a helper process too (`map_pages`), which hands back
-        each page's records as JSON: decoding a page holds the interpreter lock for milliseconds,
-        and this process has Slack to answer. The records are JSON data already (they are stored
-        so), and come back as they went."""
-
-        def records(items: list[T]) -> bytes:
-            return _ENCODER.encode([r for r in map(project, items) if r is not None])
-
-        for attempt in (1, 2):
-            out: list[Any] = []
-            seen = 0
-            try:
-                with contextlib.closing(
-                    cluster.map_pages(path, item_type=item_type, transform=records)
-                ) as pages:
-                    for page in pages:
-                        out.extend(_RECORDS.decode(page.data))
-                        seen += page.count
-                        report(resource, seen, list_total(seen, page))
-                return out
-            except ClusterError as exc:
-                if not gap_or_again(resource, exc, attempt):
-                    return None
-        return None  # pragma: no cover - the loop always returns
+    collect = _Lists(cluster, gaps, report)
 
     snap["api_versions"] = _api_versions(cluster, gaps)
 
@@ -333,37 +273,10 @@ def take_snapshot(
             cluster,
             snap["api_versions"],
             lambda resource, exc: gaps.append({"resource": resource, "reason": exc.user_message}),
+            listed=collect.applied,
         )
-        rows, count = b"[]", 0
-        for attempt in (1, 2):
-            mapped, pending = pending or list_pods(), None
-            fragments: list[bytes] = []
-            candidates = _LogCandidates(logs) if logs is not None else None
-            count = 0
-            if pods_to is not None:
-                pods_to.begin(snap)
-            try:
-                with contextlib.closing(mapped):
-                    for page in mapped:
-                        if page.count:
-                            if candidates is not None:
-                                candidates.page(page.data)
-                            inner = page.data[1:-1]  # the rows, without the page's [ ]
-                            if pods_to is not None:
-                                pods_to.rows(inner)
-                            else:
-                                fragments.append(inner)
-                            count += page.count
-                        report("pods", count, list_total(count, page))
-                rows = b"[" + b",".join(fragments) + b"]"
-                fragments.clear()
-                break
-            except ClusterError as exc:
-                if not gap_or_again("pods", exc, attempt):
-                    if pods_to is not None:
-                        pods_to.begin(snap)  # what it had is dropped: no pods, as `snap` says
-                    rows, count = b"[]", 0
-                    break
+        mapped, pending = pending, None
+        rows, count, candidates = _pods(mapped, list_pods, collect, snap, pods_to, logs)
     finally:
         if pending is not None:
             pending.close()
@@ -380,6 +293,156 @@ def take_snapshot(
         "warning_events": len(snap["events"]),
     }
     return snap
+
+
+def _heading(
+    cluster: ClusterReader, *, label: str, taken_by: str, now: datetime, version: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A snapshot's body before its lists are read: every section, in the order it is stored."""
+    return {
+        "format": FORMAT,
+        "cluster": cluster.name,
+        "context": cluster.context,
+        "label": label,
+        "taken_at": now.astimezone(UTC).isoformat(),
+        "taken_by": taken_by,
+        "version": {k: version.get(k, "") for k in ("gitVersion", "major", "minor", "platform")},
+        "api_versions": [],
+        "nodes": [],
+        "workloads": [],
+        "pdbs": [],
+        "namespaces": [],
+        "events": [],
+        "pod_fields": list(POD_FIELDS),
+        "pods": [],
+        "gaps": [],
+        # What the checks read besides, that a twin of the cluster keeps (`project_object`).
+        "objects": [],
+        # What the cluster says of old APIs (calls, Helm releases, applied objects: `apiuse`).
+        "api_uses": {},
+    }
+
+
+#: The applied kinds (`apiuse`) by list path: a snapshot list of one of them finds its old API uses
+#: in the same pass (`_Lists`), so that `api_uses` does not list the kind again.
+_APPLIED_BY_PATH = {kind.path: kind for kind in APPLIED_KINDS}
+
+
+class _Lists:
+    """The snapshot's lists: `collect` projects every object of one; on a 403 or repeated expiry it
+    records a gap instead.
+
+    A list is decoded and projected in a helper process too (`map_pages`), which hands back each
+    page's records as JSON: decoding a page holds the interpreter lock for milliseconds, and this
+    process has Slack to answer. The records are JSON data already (they are stored so), and come
+    back as they went. A list of one of the applied kinds (Deployments, PDBs, webhooks, CRDs …)
+    also hands back the old API uses its objects name (`apiuse.applied_in`), kept in `applied` by
+    path: those kinds are then listed once, not once here and once more by `api_uses`."""
+
+    def __init__(self, cluster: ClusterReader, gaps: list[dict[str, str]], report: Progress) -> None:
+        self.cluster, self.gaps, self.report = cluster, gaps, report
+        self.applied: dict[str, list[dict[str, Any]]] = {}
+
+    def gap_or_again(self, resource: str, exc: ClusterError, attempt: int) -> bool:
+        """True to list again (the first expiry); on a 403 or repeated expiry, record a gap."""
+        if exc.status == 410 and attempt == 1:
+            log.info("%s list expired mid-way; listing again from the start", resource)
+            return True
+        if exc.status in (403, 410):
+            why = "forbidden by the bot's RBAC role" if exc.status == 403 else "list expired twice"
+            self.gaps.append({"resource": resource, "reason": f"{why}: {exc.user_message}"})
+            return False
+        raise exc
+
+    def __call__(
+        self, resource: str, path: str, item_type: type[T], project: Callable[[T], Any]
+    ) -> list[Any] | None:
+        kind = _APPLIED_BY_PATH.get(path)
+        if kind is None:
+
+            def records(items: list[Any]) -> bytes:
+                return _ENCODER.encode([r for r in map(project, items) if r is not None])
+
+        else:
+            decode = msgspec.json.Decoder(item_type).decode
+
+            def records(items: list[Any]) -> bytes:
+                # Each object's JSON is decoded for the record, and read for old API uses.
+                rows = [r for r in (project(decode(raw)) for raw in items) if r is not None]
+                uses = [u for u in (applied_in(raw, kind.group_version, kind.kind) for raw in items) if u]
+                return _ENCODER.encode([rows, uses])
+
+        for attempt in (1, 2):
+            out: list[Any] = []
+            uses: list[dict[str, Any]] = []
+            seen = 0
+            try:
+                with contextlib.closing(
+                    self.cluster.map_pages(
+                        path, item_type=item_type if kind is None else msgspec.Raw, transform=records
+                    )
+                ) as pages:
+                    for page in pages:
+                        if kind is None:
+                            out.extend(_RECORDS.decode(page.data))
+                        else:
+                            got, found = _PAIR.decode(page.data)
+                            out.extend(got)
+                            uses.extend(found)
+                        seen += page.count
+                        self.report(resource, seen, list_total(seen, page))
+                if kind is not None:
+                    self.applied[path] = uses
+                return out
+            except ClusterError as exc:
+                if not self.gap_or_again(resource, exc, attempt):
+                    return None
+        return None  # pragma: no cover - the loop always returns
+
+
+def _pods(
+    mapped: MappedLike | None,
+    list_pods: Callable[[], MappedLike],
+    lists: _Lists,
+    snap: dict[str, Any],
+    pods_to: RowsSink | None,
+    logs: LogProbe | None,
+) -> tuple[bytes, int, _LogCandidates | None]:
+    """The pods' rows as one JSON array (empty with `pods_to`, which had them page by page), their
+    count, and the pods whose logs are to be read: from the helper started early (`mapped`), or,
+    after an expiry, from a list started again."""
+    rows, count, candidates = b"[]", 0, None
+    for attempt in (1, 2):
+        mapped = mapped or list_pods()
+        fragments: list[bytes] = []
+        candidates = _LogCandidates(logs) if logs is not None else None
+        count = 0
+        if pods_to is not None:
+            pods_to.begin(snap)
+        try:
+            with contextlib.closing(mapped):
+                for page in mapped:
+                    if page.count:
+                        if candidates is not None:
+                            candidates.page(page.data)
+                        inner = page.data[1:-1]  # the rows, without the page's [ ]
+                        if pods_to is not None:
+                            pods_to.rows(inner)
+                        else:
+                            fragments.append(inner)
+                        count += page.count
+                    lists.report("pods", count, list_total(count, page))
+            rows = b"[" + b",".join(fragments) + b"]"
+            fragments.clear()
+            break
+        except ClusterError as exc:
+            mapped = None
+            if not lists.gap_or_again("pods", exc, attempt):
+                if pods_to is not None:
+                    pods_to.begin(snap)  # what it had is dropped: no pods, as `snap` says
+                rows, count = b"[]", 0
+                break
+    return rows, count, candidates
 
 
 #: Gaps are reported in this order, whatever order the lists ran in.
@@ -403,6 +466,7 @@ _GAP_ORDER = {
 _ENCODER = msgspec.json.Encoder()
 _ROWS = msgspec.json.Decoder(list[tuple[Any, ...]])
 _RECORDS = msgspec.json.Decoder(list[Any])
+_PAIR = msgspec.json.Decoder(tuple[list[Any], list[dict[str, Any]]])
 
 
 class _LogCandidates:
