@@ -24,6 +24,7 @@ import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -499,12 +500,18 @@ class _LogCandidates:
                 return
 
 
+#: Log reads in flight at once: each is a round trip the API server answers on its own, and 200 of
+#: them one after another were the slowest part of a large snapshot after its lists.
+LOG_READERS = 4
+
+
 def _logs(
     cluster: ClusterReader, candidates: list[tuple[tuple[Any, ...], dict[str, int]]], probe: LogProbe
 ) -> list[dict[str, Any]]:
     """The lines the probe keeps of the candidates' logs, read as the check reads them (as many
-    pods of a workload, as many logs in all)."""
-    out: list[dict[str, Any]] = []
+    pods of a workload, as many logs in all). The reads are chosen first, made `LOG_READERS` at a
+    time, and their answers taken in order, so what is kept is what reading them in turn keeps."""
+    reads: list[tuple[tuple[Any, ...], str, str, str, int]] = []
     budget = probe.reads
     per_workload: Counter[tuple[str, str]] = Counter()
     for row, wanted in candidates:
@@ -515,15 +522,28 @@ def _logs(
         per_workload[workload] += 1
         for container, lines in wanted.items():
             if budget <= 0:
-                return out
+                break
             budget -= 1
-            try:
-                tail = cluster.get_raw(
-                    f"/api/v1/namespaces/{namespace}/pods/{name}/log",
-                    {"container": container, "tailLines": lines, "limitBytes": 256 * 1024},
-                ).decode("utf-8", "replace")
-            except ClusterError as exc:
-                if exc.status == 403:
+            reads.append((row, namespace, name, container, lines))
+
+    def read(planned: tuple[tuple[Any, ...], str, str, str, int]) -> str | ClusterError:
+        _row, namespace, name, container, lines = planned
+        try:
+            return cluster.get_raw(
+                f"/api/v1/namespaces/{namespace}/pods/{name}/log",
+                {"container": container, "tailLines": lines, "limitBytes": 256 * 1024},
+            ).decode("utf-8", "replace")
+        except ClusterError as exc:
+            return exc
+
+    out: list[dict[str, Any]] = []
+    readers = ThreadPoolExecutor(max_workers=LOG_READERS, thread_name_prefix="snapshot-logs")
+    try:
+        for (row, namespace, name, container, _lines), tail in zip(
+            reads, readers.map(read, reads), strict=True
+        ):
+            if isinstance(tail, ClusterError):
+                if tail.status == 403:
                     return out  # pods/log is an opt-in role: the check reads none either
                 continue
             kept = probe.keep(container, tail)
@@ -538,6 +558,8 @@ def _logs(
                         "lines": kept,
                     }
                 )
+    finally:
+        readers.shutdown(wait=True, cancel_futures=True)
     return out
 
 

@@ -7,14 +7,22 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
+import pytest
 
+from bot.adapters.kube import Cluster
 from bot.core.checks.logprobe import log_probe
 from bot.core.checks.rules import load_rules
 from bot.core.kube.helm import HelmSecret
+from bot.core.snapshots import projection
 from bot.core.snapshots.apiuse import _Applied, applied, calls, helm_release
+from bot.core.snapshots.projection import take_snapshot
+from bot.records import ClusterConfig
+from bot.sim import SimCluster
 from bot.sim.world.twin import scenario_from_snapshot
 
 METRICS = """\
@@ -213,3 +221,21 @@ def test_the_twin_replays_the_calls_releases_applied_objects_and_log_lines() -> 
     (hpa,) = [o for o in objects if o.get("kind") == "HorizontalPodAutoscaler"]
     assert hpa["spec"] == {"maxReplicas": 3}
     assert [m["apiVersion"] for m in hpa["metadata"]["managedFields"]] == ["autoscaling/v2beta1"]
+
+
+def test_the_logs_read_several_at_a_time_are_kept_as_reading_them_in_turn_keeps(
+    sim_eks: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = log_probe(load_rules([Path("templates/rules/known-issues.yaml")]))
+    assert probe is not None
+    cluster = Cluster.connect(ClusterConfig(name="sim", kubeconfig=sim_kubeconfig(sim_eks)))
+    now = datetime.now(UTC)
+    try:
+        at_once = take_snapshot(cluster, label="x", taken_by="U1", now=now, logs=probe)
+        monkeypatch.setattr(projection, "LOG_READERS", 1)
+        in_turn = take_snapshot(cluster, label="x", taken_by="U1", now=now, logs=probe)
+    finally:
+        cluster.close()
+    # The scenario's proxies log KI002's read-only socket: the probe keeps those lines.
+    assert any("read-only file system" in line for log in at_once["logs"] for line in log["lines"])
+    assert at_once["logs"] == in_turn["logs"]
