@@ -39,7 +39,6 @@ from bot.core.checks.cluster_health import (
     ServingCert,
     quantity,
 )
-from bot.core.checks.patterns import DEFAULT_BUDGET_SECONDS, MatchBudget
 from bot.core.checks.podreducer import (
     _BIG_CPU,
     _BIG_MEM,
@@ -64,7 +63,10 @@ from bot.core.checks.preflight import (
     WebhookFacts,
     WorkloadFacts,
 )
-from bot.core.checks.rules import (
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
+from bot.core.kube.objects import parse_iso
+from bot.core.kube.wire import InvolvedObject, NodeInfo
+from bot.core.rules import (
     ANNOTATED,
     DELETING,
     IN_KIND,
@@ -77,9 +79,7 @@ from bot.core.checks.rules import (
     RuleHit,
     Screen,
 )
-from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
-from bot.core.kube.objects import parse_iso
-from bot.core.kube.wire import InvolvedObject, NodeInfo
+from bot.core.rules.patterns import DEFAULT_BUDGET_SECONDS, MatchBudget
 from bot.core.snapshots.projection import (
     ClusterReader,
     MappedLike,

@@ -22,8 +22,9 @@ from bot.core.checks import schema
 from bot.core.checks.cluster_health import (
     quantity,
 )
-from bot.core.checks.patterns import MatchBudget
-from bot.core.checks.rules import (
+from bot.core.kube.objects import APP, INIT, SIDECAR, ready_count, sidecars
+from bot.core.kube.wire import Toleration
+from bot.core.rules import (
     ANNOTATED,
     CONTAINER_NOT_READY,
     DELETING,
@@ -45,8 +46,7 @@ from bot.core.checks.rules import (
     Screen,
     match_rules,
 )
-from bot.core.kube.objects import APP, INIT, SIDECAR, ready_count, sidecars
-from bot.core.kube.wire import Toleration
+from bot.core.rules.patterns import MatchBudget
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,6 @@ from typing import Any
 
 import msgspec
 
-from bot.core.checks.known import Facts, RuleNeeds, pod_facts, rules_workload, view_of, watch_key
-from bot.core.checks.rules import ContainerView, EventRecord, PodState, Rule, match_rules
 from bot.core.kube.objects import (
     CLASSES,
     CRASHLOOP,
@@ -44,6 +42,8 @@ from bot.core.kube.versions import minor_version, on_version, parse_version, ver
 from bot.core.kube.wire import WEvent, WNode, WPod
 from bot.core.rollout import DONE
 from bot.core.rollout import verdict as rollout_verdict
+from bot.core.rules import ContainerView, EventRecord, PodState, Rule, match_rules
+from bot.core.rules.known import Facts, RuleNeeds, pod_facts, rules_workload, view_of, watch_key
 from bot.core.watches.schema import KINDS, WORKLOAD_KINDS
 
 # ----- the spec ----------------------------------------------------------------------------------

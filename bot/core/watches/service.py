@@ -35,10 +35,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.adapters.store import Store
-from bot.core.checks.rules import Rule
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.live import StepReports
 from bot.core.rendering import Renderer
+from bot.core.rules import Rule
 from bot.core.watches.card import card_context
 from bot.core.watches.milestones import (
     KNOWN_ISSUE,

@@ -12,8 +12,8 @@ from pathlib import Path
 import msgspec
 
 from bot.core.checks.logprobe import log_probe
-from bot.core.checks.rules import load_rules
 from bot.core.kube.helm import HelmSecret
+from bot.core.rules import load_rules
 from bot.core.snapshots.apiuse import _Applied, applied, calls, helm_release
 from bot.sim.world.twin import scenario_from_snapshot
 

@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.core.checks.known import view_of
-from bot.core.checks.rules import read_rules
+from bot.core.rules import read_rules
+from bot.core.rules.known import view_of
 from bot.core.watches.milestones import KNOWN_ISSUE, milestones
 from bot.core.watches.model import Summary, WatchState
 from tests.support.watch_objects import at, node, pod, spec, stamp, vault_pod
