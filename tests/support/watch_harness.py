@@ -17,8 +17,8 @@ from bot.core.delivery import Deliveries
 from bot.core.duties import Duties
 from bot.core.rendering import Renderer
 from bot.core.rules import Rule
-from bot.core.watches.model import Summary
 from bot.core.watches.service import WatchService
+from bot.core.watches.summary import Summary
 from bot.frontdoor.watching import Stream, WatchDriver, WatchDuty, WatchSource
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_TEMPLATES

@@ -48,7 +48,9 @@ from bot.core.watches.milestones import (
     milestones,
     parse_finding_key,
 )
-from bot.core.watches.model import StopRules, Summary, Target, WatchSpec, WatchState
+from bot.core.watches.model import WatchState
+from bot.core.watches.spec import StopRules, Target, WatchSpec
+from bot.core.watches.summary import Summary
 from bot.core.watches.verdict import TARGET_OPEN, TARGET_REACHED, Verdict, said, verdict
 from bot.errors import BotError, Fenced, UserError
 from bot.records import WatchRow
