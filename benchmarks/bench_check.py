@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_snapshot import ack_during_snapshot, start_sim, timed_cpu  # noqa: E402
-from bot.core.checks.rules import ContainerView, EventRecord, PodState, match_rules, read_rules  # noqa: E402
+from bot.core.rules import ContainerView, EventRecord, PodState, match_rules, read_rules  # noqa: E402
 from bot.resources import BUILTIN_RULES  # noqa: E402
 
 PODS = 150_000

@@ -49,8 +49,8 @@ from bot.adapters.kube import Cluster  # noqa: E402
 from bot.core.checks import fleet as fleet_checks  # noqa: E402
 from bot.core.checks import service as checks  # noqa: E402
 from bot.core.checks.findings import Report  # noqa: E402
-from bot.core.checks.rules import load_rules  # noqa: E402
 from bot.core.fleets import machine as M  # noqa: E402
+from bot.core.rules import load_rules  # noqa: E402
 from bot.core.runs import machine as R  # noqa: E402
 from bot.core.runs.service import Actor  # noqa: E402
 from bot.frontdoor.assemble import assemble  # noqa: E402

@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 import re2  # noqa: E402
 
-from bot.core.checks.patterns import MAX_TEXT_CHARS, MatchBudget, compile_pattern  # noqa: E402
-from bot.core.checks.rules import EventRecord, match_rules, parse_rules  # noqa: E402
+from bot.core.rules import EventRecord, match_rules, parse_rules  # noqa: E402
+from bot.core.rules.patterns import MAX_TEXT_CHARS, MatchBudget, compile_pattern  # noqa: E402
 from bot.sim import SimCluster  # noqa: E402
 from tests.support.secrets import BOT_TOKEN, ROSTER_YAML, SIGNING_SECRET  # noqa: E402
 from tests.support.signing import post, signed_headers, slash_command_body  # noqa: E402

@@ -34,9 +34,9 @@ import msgspec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.core.checks.rules import load_rules  # noqa: E402
 from bot.core.kube.wire import WNode, WPod  # noqa: E402
 from bot.core.rendering import Renderer  # noqa: E402
+from bot.core.rules import load_rules  # noqa: E402
 from bot.core.watches.card import card_context  # noqa: E402
 from bot.core.watches.model import WatchState  # noqa: E402
 from bot.core.watches.verdict import verdict  # noqa: E402

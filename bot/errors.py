@@ -12,7 +12,7 @@ whether anything is retried.
     │                               an evidence step asks people to confirm by eye instead
     ├── ConfigError                 the configuration file or environment is wrong (exit status 2)
     │   ├── StoreUnreachable        the database did not accept a connection (exit status 1)
-    │   └── PatternError            a rule pattern RE2 refuses (bot.core.checks.patterns; the rules
+    │   └── PatternError            a rule pattern RE2 refuses (bot.core.rules.patterns; the rules
     │                               loader adds the file, line and key)
     ├── TemporaryError              worth retrying later (rate limits, timeouts, lost races)
     │   ├── ConcurrentUpdate        another writer committed the run first; re-read and decide again

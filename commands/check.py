@@ -7,11 +7,11 @@ import contextlib
 from bot.core.checks import fleet as fleet_checks
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
-from bot.core.checks.rules import load_rules
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
+from bot.core.rules import load_rules
 from bot.errors import UserError
 
 #: `--fleet` without a name: every configured cluster.

@@ -6,10 +6,10 @@ import contextlib
 from typing import cast
 
 from bot.core.checks import service as checks
-from bot.core.checks.rules import load_rules
 from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
+from bot.core.rules import load_rules
 from bot.core.validation import NAME_PATTERN
 from bot.errors import UserError
 

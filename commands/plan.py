@@ -6,13 +6,13 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from bot.core.checks.rules import load_rules
 from bot.core.checks.service import check_target
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply, file_name
 from bot.core.jobs.preflight import check_plan
 from bot.core.people import ANY_ROLE
+from bot.core.rules import load_rules
 from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, gather_facts, summarise
 from bot.core.runs.library import find_plan
 from bot.core.runs.plans import PeopleLookup, Plan, decode_plan, parse_plan, read_plan_file, to_document

@@ -6,10 +6,10 @@ import contextlib
 import json
 
 from bot.core.checks.logprobe import log_probe
-from bot.core.checks.rules import load_rules
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
+from bot.core.rules import load_rules
 from bot.core.snapshots import service as snapshots
 
 

@@ -27,11 +27,11 @@ from datetime import timedelta
 from bot.core.audit import audit_entry
 from bot.core.checks.findings import REQUIRED, valid_id
 from bot.core.checks.ids import FindingIds, finding_ids
-from bot.core.checks.rules import load_rules
 from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.durations import format_duration, parse_duration
 from bot.core.people import ANY_ROLE, roles_of
+from bot.core.rules import load_rules
 from bot.errors import PermissionDenied, UserError, clip
 from bot.records import WaiverRow
 from commands import _runs

@@ -356,7 +356,7 @@ def slash_page() -> str:
 
 
 def rules_page() -> str:
-    from bot.core.checks.rules import read_rules
+    from bot.core.rules import read_rules
     from bot.resources import BUILTIN_RULES
 
     rules = read_rules(BUILTIN_RULES, label="templates/rules/known-issues.yaml")

@@ -302,6 +302,8 @@ CORE_FEATURES = (
     "bot.core.jobs",
     "bot.core.watches",
     "bot.core.checks",
+    # Known-issue rules (issue 45): the checks, the jobs and the watches share them.
+    "bot.core.rules",
     "bot.core.snapshots",
     "bot.core.kube",
 )
@@ -401,6 +403,26 @@ def test_no_package_level_import_cycle_in_core() -> None:
     """Features import each other one way: `core.actions` and `core.jobs` no longer import each
     other (an action request is a record), nor do any two other packages of core."""
     assert _cycles(_core_package_graph()) == []
+
+
+#: The known-issue rules: their model, file, patterns and engine (issue 45).
+CORE_RULES = "bot.core.rules"
+
+
+def test_the_rules_sit_below_the_checks_the_jobs_and_the_watches() -> None:
+    """The rules import nothing of the features that share them (by module, typing-only and
+    function-level imports included), and the checks and the watches take them from here."""
+    offenders = sorted(
+        (module, target)
+        for module, targets in _graph().items()
+        if _in(module, CORE_RULES)
+        for target in targets
+        if any(_in(target, f) for f in ("bot.core.checks", "bot.core.jobs", "bot.core.watches"))
+    )
+    assert offenders == []
+    graph = _core_package_graph()
+    for feature in ("bot.core.checks", "bot.core.watches"):
+        assert CORE_RULES in graph[feature], f"{feature} does not build on bot.core.rules"
 
 
 #: Kubernetes knowledge shared by the features (objects, versions, the wire leaves).

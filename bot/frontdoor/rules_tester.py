@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from bot.core.checks.rules import LineMatch, NearMiss, read_rules, try_event, try_log
+from bot.core.rules import LineMatch, NearMiss, read_rules, try_event, try_log
 from bot.errors import ConfigError
 from bot.resources import BUILTIN_RULES
 

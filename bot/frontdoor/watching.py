@@ -37,9 +37,10 @@ from bot.adapters.kube import Cluster, WatchEvent
 from bot.core.checks.gather import LOGS_FORBIDDEN_NOTE
 from bot.core.duties import Driver
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
-from bot.core.watches.model import REDUCERS, WatchState
+from bot.core.watches.model import WatchState
 from bot.core.watches.schema import KINDS
 from bot.core.watches.service import HEARTBEAT_SECONDS, PUBLISH_SECONDS, WatchService
+from bot.core.watches.spec import REDUCERS
 from bot.errors import BotError, Fenced
 from bot.records import WatchRow
 

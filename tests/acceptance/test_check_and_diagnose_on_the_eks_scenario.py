@@ -25,7 +25,7 @@ import pytest
 
 from bot.adapters.kube import Cluster
 from bot.core.checks import service as checks
-from bot.core.checks.rules import Episodes, read_rules
+from bot.core.rules import Episodes, read_rules
 from bot.frontdoor.assemble import assemble
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_RULES

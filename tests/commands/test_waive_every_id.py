@@ -19,7 +19,7 @@ import pytest
 from bot.adapters.store import Store
 from bot.core.checks.findings import RECOMMENDED, REQUIRED
 from bot.core.checks.ids import CHECK_MODULES
-from bot.core.checks.rules import read_rules
+from bot.core.rules import read_rules
 from bot.frontdoor.assemble import Services, assemble
 from bot.frontdoor.cli import main
 from bot.resources import BUILTIN_RULES

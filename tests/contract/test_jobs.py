@@ -11,12 +11,12 @@ from typing import Any
 
 from kubernetes import client
 
-from bot.core.checks.rules import load_rules
 from bot.core.jobs.base import Choice, Decision
 from bot.core.jobs.drain import DrainJob
 from bot.core.jobs.nodes import CordonJob
 from bot.core.jobs.restart import RestartJob
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
+from bot.core.rules import load_rules
 from bot.settings import BUILTIN_RULES
 from bot.sim import SimCluster
 from tests.contract.workloads import IMAGE, pdb, start_web

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.core.watches.model import Summary
+from bot.core.watches.summary import Summary
 from tests.support.bot_process import BotProcess
 from tests.support.crash import SHORT_DUTIES
 from tests.support.postgres import drop_every_table

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.core.watches.model import Summary
+from bot.core.watches.summary import Summary
 from tests.support.bot_process import PRIMARY, RunBot
 from tests.support.crash import SHORT_DUTIES
 from tests.support.slack_stub import SlackStub

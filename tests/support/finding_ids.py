@@ -16,7 +16,7 @@ FINDINGS_MODULE = "bot.core.checks.findings"
 #: What a finding id looks like in source (`findings.valid_id` takes more shapes, for teams' rules).
 ID_LITERAL = re.compile(r"^[A-Z]{2,}[0-9]{3}$")
 #: The one module that builds findings from data: a rule's id is the rule's (`r.id`).
-RULES_MODULE = "bot.core.checks.rules"
+RULES_MODULE = "bot.core.checks.rulehits"
 
 
 def sources() -> Iterator[tuple[str, Path]]:

@@ -12,13 +12,13 @@ from typing import Any
 from bot.adapters.kube import Cluster
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
-from bot.core.checks.rules import Rule
 from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.delivery import Deliveries
 from bot.core.duties import Duties
 from bot.core.rendering import Renderer
-from bot.core.watches.model import Summary
+from bot.core.rules import Rule
 from bot.core.watches.service import WatchService
+from bot.core.watches.summary import Summary
 from bot.frontdoor.watching import Stream, WatchDriver, WatchDuty, WatchSource
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_TEMPLATES

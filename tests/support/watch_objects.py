@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.core.watches.model import StopRules, Target, WatchSpec
+from bot.core.watches.spec import StopRules, Target, WatchSpec
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 GROUP_LABEL = "eks.amazonaws.com/nodegroup"

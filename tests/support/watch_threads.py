@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.adapters.kube import Cluster
-from bot.core.watches.model import Summary
+from bot.core.watches.summary import Summary
 from bot.records import ClusterConfig
 
 KNOWN_ISSUE = ":mag: Known issue"

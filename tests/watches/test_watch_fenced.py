@@ -25,8 +25,8 @@ from bot.core.leadership import Leadership
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs.service import RunService
-from bot.core.watches.model import Target
 from bot.core.watches.service import WatchService, subject
+from bot.core.watches.spec import Target
 from bot.errors import Fenced
 from bot.frontdoor.metrics import Metrics
 from bot.frontdoor.triggers import Triggers

@@ -18,7 +18,7 @@ import pytest
 
 from bot.adapters.kube import Cluster
 from bot.adapters.store import Store
-from bot.core.checks.rules import load_rules
+from bot.core.rules import load_rules
 from bot.core.watches.service import subject
 from bot.frontdoor.watching import WatchSource
 from bot.records import ClusterConfig

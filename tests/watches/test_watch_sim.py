@@ -13,8 +13,9 @@ import pytest
 from bot.adapters.kube import Cluster
 from bot.adapters.store import Store
 from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
-from bot.core.watches.model import Summary, Target
 from bot.core.watches.service import subject
+from bot.core.watches.spec import Target
+from bot.core.watches.summary import Summary
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.slack_stub import SlackStub

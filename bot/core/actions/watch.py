@@ -17,7 +17,7 @@ from datetime import timedelta
 from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
 from bot.core.durations import parse_duration
 from bot.core.jobs.common import label_value
-from bot.core.watches.model import StopRules, Target
+from bot.core.watches.spec import StopRules, Target
 from bot.errors import UserError, clip
 from bot.records import ActionRequest
 

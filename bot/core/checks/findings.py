@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-REQUIRED = "required"
-RECOMMENDED = "recommended"
+# The severities are the rules' too (a rule names the one its findings take); they sit below.
+from bot.core.rules.model import RECOMMENDED as RECOMMENDED
+from bot.core.rules.model import REQUIRED as REQUIRED
 
 _ID = re.compile(r"^[A-Z][A-Z0-9_-]{1,31}$")
 

@@ -39,7 +39,6 @@ from bot.core.checks.cluster_health import (
     ServingCert,
     quantity,
 )
-from bot.core.checks.patterns import DEFAULT_BUDGET_SECONDS, MatchBudget
 from bot.core.checks.podreducer import (
     _BIG_CPU,
     _BIG_MEM,
@@ -64,7 +63,10 @@ from bot.core.checks.preflight import (
     WebhookFacts,
     WorkloadFacts,
 )
-from bot.core.checks.rules import (
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
+from bot.core.kube.objects import parse_iso
+from bot.core.kube.wire import InvolvedObject, NodeInfo
+from bot.core.rules import (
     ANNOTATED,
     DELETING,
     IN_KIND,
@@ -77,9 +79,7 @@ from bot.core.checks.rules import (
     RuleHit,
     Screen,
 )
-from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
-from bot.core.kube.objects import parse_iso
-from bot.core.kube.wire import InvolvedObject, NodeInfo
+from bot.core.rules.patterns import DEFAULT_BUDGET_SECONDS, MatchBudget
 from bot.core.snapshots.projection import (
     ClusterReader,
     MappedLike,
@@ -182,62 +182,12 @@ def read_facts(
     budget = MatchBudget(match_seconds)
     gaps: list[str] = []
     notes: list[str] = []
-
-    def page_items(
-        resource: str,
-        path: str,
-        item_type: type[T],
-        query: Mapping[str, Any] | None = None,
-        gaps_to: list[str] | None = None,
-    ) -> Iterator[Sequence[T]]:
-        """The items of each page (a resource the bot may not read is a gap, not an error)."""
-        for attempt in (1, 2):
-            try:
-                count = 0
-                for page in reader.list_pages(path, query, item_type=item_type):
-                    yield page.items
-                    count += len(page.items)
-                    report(resource, count, list_total(count, page))
-                return
-            except ClusterError as exc:
-                if exc.status == 410 and attempt == 1 and count == 0:
-                    continue
-                if exc.status in (403, 404, 410):
-                    (gaps if gaps_to is None else gaps_to).append(f"{resource}: {exc.user_message}")
-                    return
-                raise
-
-    def pages(
-        resource: str,
-        path: str,
-        item_type: type[T],
-        query: Mapping[str, Any] | None = None,
-        gaps_to: list[str] | None = None,
-    ) -> Iterator[T]:
-        for items in page_items(resource, path, item_type, query, gaps_to):
-            yield from items
-
+    pages = _Pages(reader, report, gaps)
     version = str(reader.get_json("/version").get("gitVersion", ""))
 
     # The events come first, out of the order of the report's gaps: the pods' helper (below) takes
     # the names of the pods they are about with it.
-    events: list[EventRecord] = []
-    event_gaps: list[str] = []
-    if any(r.match.events is not None for r in rules):
-        ev_path = f"/api/v1/namespaces/{namespace}/events" if namespace else "/api/v1/events"
-        for e in pages("events", ev_path, schema.Event, {"fieldSelector": "type=Warning"}, event_gaps):
-            inv = e.involved_object or InvolvedObject()
-            events.append(
-                EventRecord(
-                    namespace=inv.namespace or "",
-                    kind=inv.kind or "",
-                    name=inv.name or "",
-                    reason=e.reason or "",
-                    message=e.message or "",
-                    type=e.type or "",
-                    last_seen=e.last_timestamp or e.event_time or "",
-                )
-            )
+    events, event_gaps = _read_events(pages, rules, namespace)
     ev_by_pod: dict[tuple[str, str], list[EventRecord]] = {}
     for record in events:
         ev_by_pod.setdefault((record.namespace, record.name), []).append(record)
@@ -272,114 +222,14 @@ def read_facts(
     # process from now on, while the lists below are read here.
     pending: MappedLike | None = list_pods()
     try:
-        nodes: list[NodeFacts] = []
-        node_ready: dict[str, bool] = {}
-        allocatable: dict[str, tuple[int, int, int]] = {}
-        for n in pages("nodes", "/api/v1/nodes", schema.Node):
-            labels = n.metadata.labels or {}
-            group = next((labels[k] for k in node_group_labels if k in labels), "")
-            ready = _ready(n.status.conditions)
-            node_ready[n.metadata.name or ""] = ready
-            alloc = n.status.allocatable or schema.Allocatable()
-            allocatable[n.metadata.name or ""] = (
-                quantity(alloc.cpu, milli=True),
-                quantity(alloc.memory),
-                quantity(alloc.pods),
-            )
-            nodes.append(
-                NodeFacts(
-                    name=n.metadata.name or "",
-                    ready=ready,
-                    unschedulable=bool(n.spec.unschedulable),
-                    kubelet=(n.status.node_info or NodeInfo()).kubelet_version,
-                    group=group,
-                    cordoned_by=(n.metadata.annotations or {}).get(CORDONED_BY, "")
-                    if n.spec.unschedulable
-                    else "",
-                )
-            )
-
-        services: dict[str, list[dict[str, str]]] = {}
-        service_names: set[str] = set()
-        for svc in pages("services", "/api/v1/services", schema.Service):
-            ns = svc.metadata.namespace or ""
-            service_names.add(f"{ns}/{svc.metadata.name}")
-            if svc.spec.selector:
-                services.setdefault(ns, []).append(svc.spec.selector)
-
-        workloads: list[WorkloadFacts] = []
-        istiod = istiod_namespace = ""
-        istio_operators: list[str] = []
-        for kind, plural in (("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
-            for w in pages(plural, f"/apis/apps/v1/{plural}", schema.Workload):
-                containers = w.spec.template.spec.containers or ()
-                ns, name = w.metadata.namespace or "", w.metadata.name or ""
-                labels = w.spec.template.metadata.labels or {}
-                workloads.append(
-                    WorkloadFacts(
-                        kind=kind,
-                        namespace=ns,
-                        name=name,
-                        replicas=1 if w.spec.replicas is None else w.spec.replicas,
-                        template_labels=dict(labels),
-                        readiness_probe=bool(containers)
-                        and all(c.readiness_probe is not None for c in containers),
-                        grace_seconds=w.spec.template.spec.termination_grace_period_seconds,
-                        serves=any(
-                            all(labels.get(k) == v for k, v in sel.items()) for sel in services.get(ns, ())
-                        ),
-                    )
-                )
-                if kind == "Deployment" and name == "istiod" and containers:
-                    istiod = _tag(containers[0].image or "")
-                    istiod_namespace = ns
-                if kind == "Deployment" and containers:
-                    operator = _istio_operator(name, containers[0].image or "")
-                    if operator:
-                        istio_operators.append(f"Deployment {ns}/{name} ({operator})")
-
-        pdbs = [
-            PdbFacts(
-                namespace=p.metadata.namespace or "",
-                name=p.metadata.name or "",
-                selector=_selector(p.spec.selector),
-                min_available=p.spec.min_available,
-                max_unavailable=p.spec.max_unavailable,
-                disruptions_allowed=p.status.disruptions_allowed,
-                expected_pods=p.status.expected_pods,
-            )
-            for p in pages("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb)
-        ]
-
+        nodes, node_ready, allocatable = _read_nodes(pages, node_group_labels)
+        workloads = _read_workloads(pages)
+        pdbs = _read_pdbs(pages)
         # Without the Services (a 403), a webhook's service cannot be called missing: only its
         # Endpoints are asked, and an unreadable Endpoints is a gap, not a finding.
         services_known = not any(g.startswith("services:") for g in gaps)
-        certs: list[CertFacts] = []
-        #: cert-manager Certificates named by `cert-manager.io/inject-ca-from` → who names them
-        injected: dict[str, list[str]] = {}
-        webhooks = _webhooks(reader, pages, service_names if services_known else None, gaps, certs, injected)
-        crds: list[CrdFacts] = []
-        for crd in pages(
-            "customresourcedefinitions", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", schema.Crd
-        ):
-            crds.append(_crd(crd, certs))
-            _inject_ca_from(crd.metadata, f"CustomResourceDefinition {crd.metadata.name}", injected)
-        serving = _serving_certs(reader, injected, gaps)
-        cni = _aws_node(reader, gaps)
-        if istiod:
-            certs.extend(_istio_root(reader, istiod_namespace or "istio-system", gaps))
-
-        kube_proxy = ""
-        try:
-            ds = reader.get_json("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy")
-            spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-            ds_containers: list[dict[str, Any]] = spec.get("containers") or []
-            kube_proxy = _tag(str(ds_containers[0].get("image", ""))) if ds_containers else ""
-        except ClusterError as exc:
-            if exc.status not in (403, 404):
-                raise
-            if exc.status == 403:
-                gaps.append(f"kube-proxy DaemonSet: {exc.user_message}")
+        health = _read_health(reader, pages, workloads, workloads.service_names if services_known else None)
+        kube_proxy = _kube_proxy(reader, gaps)
         gaps.extend(event_gaps)
         if meanwhile is not None:
             meanwhile(version)
@@ -393,23 +243,8 @@ def read_facts(
             log_rules=log_rules,
             get_raw=get_raw,
         )
-        for attempt in (1, 2):
-            mapped, pending = pending or list_pods(), None
-            count = 0
-            try:
-                with contextlib.closing(mapped):
-                    for page in mapped:
-                        fold.add(page.data)
-                        count += page.count
-                        report("pods", count, list_total(count, page))
-                break
-            except ClusterError as exc:
-                if exc.status == 410 and attempt == 1 and count == 0:
-                    continue
-                if exc.status in (403, 404, 410):
-                    gaps.append(f"pods: {exc.user_message}")
-                    break
-                raise
+        mapped, pending = pending, None
+        _fold_pods(fold, mapped, list_pods, pages)
     finally:
         if pending is not None:
             pending.close()
@@ -427,44 +262,293 @@ def read_facts(
         cluster=reader.name,
         version=version,
         nodes=nodes,
-        workloads=workloads,
+        workloads=workloads.facts,
         pdbs=pdbs,
-        webhooks=webhooks,
-        pods=PodSummary(
-            unhealthy=fold.unhealthy,
-            not_evictable=fold.not_evictable,
-            empty_dir=fold.empty_dir,
-            host_path=fold.host_path,
-            bare=fold.bare,
-            proxy_versions={w: frozenset(v) for w, v in fold.proxies.items()},
-        ),
+        webhooks=health.webhooks,
+        pods=_pod_summary(fold),
         kube_proxy=kube_proxy,
-        istiod=istiod,
+        istiod=workloads.istiod,
         health=HealthFacts(
-            cni=cni,
-            crds=crds,
-            istio_operators=istio_operators,
-            istio_operator_crd=any(c.name == "istiooperators.install.istio.io" for c in crds),
-            certs=certs,
-            serving=serving,
-            rooms=[
-                NodeRoom(
-                    name=n.name,
-                    group=n.group,
-                    schedulable=n.ready and not n.unschedulable,
-                    allocatable=allocatable.get(n.name, (0, 0, 0)),
-                    used=tuple(room[_USED_CPU : _USED_PODS + 1]),  # type: ignore[arg-type]
-                    evict=tuple(room[_EVICT_CPU : _EVICT_PODS + 1]),  # type: ignore[arg-type]
-                    biggest=(room[_BIG_CPU], room[_BIG_MEM]),
-                )
-                for rooms in (fold.rooms,)
-                for n in nodes
-                for room in (rooms.get(n.name) or [0] * 8,)
-            ],
+            cni=health.cni,
+            crds=health.crds,
+            istio_operators=workloads.istio_operators,
+            istio_operator_crd=any(c.name == "istiooperators.install.istio.io" for c in health.crds),
+            certs=health.certs,
+            serving=health.serving,
+            rooms=_rooms(nodes, allocatable, fold.rooms),
         ),
         gaps=gaps,
     )
     return Gathered(facts=facts, hits=hits, notes=notes)
+
+
+class _Pages:
+    """The lists the checks read, page by page, with their progress reported: a resource the bot
+    may not read (403, 404, or 410 again after one fresh list) is a gap in the report, not an error."""
+
+    def __init__(self, reader: CheckReader, report: Progress, gaps: list[str]) -> None:
+        self.reader, self.report, self.gaps = reader, report, gaps
+
+    def items(
+        self,
+        resource: str,
+        path: str,
+        item_type: type[T],
+        query: Mapping[str, Any] | None = None,
+        gaps_to: list[str] | None = None,
+    ) -> Iterator[Sequence[T]]:
+        """The items of each page (a resource the bot may not read is a gap, not an error)."""
+        for attempt in (1, 2):
+            try:
+                count = 0
+                for page in self.reader.list_pages(path, query, item_type=item_type):
+                    yield page.items
+                    count += len(page.items)
+                    self.report(resource, count, list_total(count, page))
+                return
+            except ClusterError as exc:
+                if exc.status == 410 and attempt == 1 and count == 0:
+                    continue
+                if exc.status in (403, 404, 410):
+                    (self.gaps if gaps_to is None else gaps_to).append(f"{resource}: {exc.user_message}")
+                    return
+                raise
+
+    def __call__(
+        self,
+        resource: str,
+        path: str,
+        item_type: type[T],
+        query: Mapping[str, Any] | None = None,
+        gaps_to: list[str] | None = None,
+    ) -> Iterator[T]:
+        for items in self.items(resource, path, item_type, query, gaps_to):
+            yield from items
+
+
+def _fold_pods(
+    fold: _PodFold, first: MappedLike | None, list_pods: Callable[[], MappedLike], pages: _Pages
+) -> None:
+    """The pods' pages, reduced by the helper, folded as they come (listed again from the start
+    after a 410 before any page; a pods list the bot may not read is a gap)."""
+    pending: MappedLike | None = first
+    for attempt in (1, 2):
+        mapped, pending = pending or list_pods(), None
+        count = 0
+        try:
+            with contextlib.closing(mapped):
+                for page in mapped:
+                    fold.add(page.data)
+                    count += page.count
+                    pages.report("pods", count, list_total(count, page))
+            break
+        except ClusterError as exc:
+            if exc.status == 410 and attempt == 1 and count == 0:
+                continue
+            if exc.status in (403, 404, 410):
+                pages.gaps.append(f"pods: {exc.user_message}")
+                break
+            raise
+
+
+def _pod_summary(fold: _PodFold) -> PodSummary:
+    return PodSummary(
+        unhealthy=fold.unhealthy,
+        not_evictable=fold.not_evictable,
+        empty_dir=fold.empty_dir,
+        host_path=fold.host_path,
+        bare=fold.bare,
+        proxy_versions={w: frozenset(v) for w, v in fold.proxies.items()},
+    )
+
+
+def _read_events(pages: _Pages, rules: Sequence[Rule], namespace: str) -> tuple[list[EventRecord], list[str]]:
+    """The Warning events, if some rule matches events, and the gaps reading them left."""
+    events: list[EventRecord] = []
+    event_gaps: list[str] = []
+    if any(r.match.events is not None for r in rules):
+        ev_path = f"/api/v1/namespaces/{namespace}/events" if namespace else "/api/v1/events"
+        for e in pages("events", ev_path, schema.Event, {"fieldSelector": "type=Warning"}, event_gaps):
+            inv = e.involved_object or InvolvedObject()
+            events.append(
+                EventRecord(
+                    namespace=inv.namespace or "",
+                    kind=inv.kind or "",
+                    name=inv.name or "",
+                    reason=e.reason or "",
+                    message=e.message or "",
+                    type=e.type or "",
+                    last_seen=e.last_timestamp or e.event_time or "",
+                )
+            )
+    return events, event_gaps
+
+
+def _read_nodes(
+    pages: _Pages, node_group_labels: Sequence[str]
+) -> tuple[list[NodeFacts], dict[str, bool], dict[str, tuple[int, int, int]]]:
+    """The nodes, which are Ready, and what each can hold (millicores, bytes, pods)."""
+    nodes: list[NodeFacts] = []
+    node_ready: dict[str, bool] = {}
+    allocatable: dict[str, tuple[int, int, int]] = {}
+    for n in pages("nodes", "/api/v1/nodes", schema.Node):
+        labels = n.metadata.labels or {}
+        group = next((labels[k] for k in node_group_labels if k in labels), "")
+        ready = _ready(n.status.conditions)
+        node_ready[n.metadata.name or ""] = ready
+        alloc = n.status.allocatable or schema.Allocatable()
+        allocatable[n.metadata.name or ""] = (
+            quantity(alloc.cpu, milli=True),
+            quantity(alloc.memory),
+            quantity(alloc.pods),
+        )
+        nodes.append(
+            NodeFacts(
+                name=n.metadata.name or "",
+                ready=ready,
+                unschedulable=bool(n.spec.unschedulable),
+                kubelet=(n.status.node_info or NodeInfo()).kubelet_version,
+                group=group,
+                cordoned_by=(n.metadata.annotations or {}).get(CORDONED_BY, "")
+                if n.spec.unschedulable
+                else "",
+            )
+        )
+    return nodes, node_ready, allocatable
+
+
+@dataclass
+class _Workloads:
+    """The Deployments and StatefulSets (whether a Service selects their pods), the Services'
+    names, and the Istio control plane and operators seen among them."""
+
+    facts: list[WorkloadFacts] = field(default_factory=list)
+    service_names: set[str] = field(default_factory=set)
+    istiod: str = ""
+    istiod_namespace: str = ""
+    istio_operators: list[str] = field(default_factory=list)
+
+
+def _read_workloads(pages: _Pages) -> _Workloads:
+    out = _Workloads()
+    services: dict[str, list[dict[str, str]]] = {}
+    for svc in pages("services", "/api/v1/services", schema.Service):
+        ns = svc.metadata.namespace or ""
+        out.service_names.add(f"{ns}/{svc.metadata.name}")
+        if svc.spec.selector:
+            services.setdefault(ns, []).append(svc.spec.selector)
+    for kind, plural in (("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
+        for w in pages(plural, f"/apis/apps/v1/{plural}", schema.Workload):
+            containers = w.spec.template.spec.containers or ()
+            ns, name = w.metadata.namespace or "", w.metadata.name or ""
+            labels = w.spec.template.metadata.labels or {}
+            out.facts.append(
+                WorkloadFacts(
+                    kind=kind,
+                    namespace=ns,
+                    name=name,
+                    replicas=1 if w.spec.replicas is None else w.spec.replicas,
+                    template_labels=dict(labels),
+                    readiness_probe=bool(containers)
+                    and all(c.readiness_probe is not None for c in containers),
+                    grace_seconds=w.spec.template.spec.termination_grace_period_seconds,
+                    serves=any(
+                        all(labels.get(k) == v for k, v in sel.items()) for sel in services.get(ns, ())
+                    ),
+                )
+            )
+            if kind == "Deployment" and name == "istiod" and containers:
+                out.istiod = _tag(containers[0].image or "")
+                out.istiod_namespace = ns
+            if kind == "Deployment" and containers:
+                operator = _istio_operator(name, containers[0].image or "")
+                if operator:
+                    out.istio_operators.append(f"Deployment {ns}/{name} ({operator})")
+    return out
+
+
+def _read_pdbs(pages: _Pages) -> list[PdbFacts]:
+    return [
+        PdbFacts(
+            namespace=p.metadata.namespace or "",
+            name=p.metadata.name or "",
+            selector=_selector(p.spec.selector),
+            min_available=p.spec.min_available,
+            max_unavailable=p.spec.max_unavailable,
+            disruptions_allowed=p.status.disruptions_allowed,
+            expected_pods=p.status.expected_pods,
+        )
+        for p in pages("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb)
+    ]
+
+
+@dataclass
+class _Health:
+    """The webhooks, CRDs and certificates the cluster-health checks read, and the VPC CNI's set-up."""
+
+    webhooks: list[WebhookFacts]
+    crds: list[CrdFacts]
+    certs: list[CertFacts]
+    serving: list[ServingCert]
+    cni: CniFacts | None
+
+
+def _read_health(
+    reader: CheckReader, pages: _Pages, workloads: _Workloads, service_names: set[str] | None
+) -> _Health:
+    """What the cluster-health checks read (`service_names`: None when the Services were not read)."""
+    gaps = pages.gaps
+    certs: list[CertFacts] = []
+    #: cert-manager Certificates named by `cert-manager.io/inject-ca-from` → who names them
+    injected: dict[str, list[str]] = {}
+    webhooks = _webhooks(reader, pages, service_names, gaps, certs, injected)
+    crds: list[CrdFacts] = []
+    for crd in pages(
+        "customresourcedefinitions", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", schema.Crd
+    ):
+        crds.append(_crd(crd, certs))
+        _inject_ca_from(crd.metadata, f"CustomResourceDefinition {crd.metadata.name}", injected)
+    serving = _serving_certs(reader, injected, gaps)
+    cni = _aws_node(reader, gaps)
+    if workloads.istiod:
+        certs.extend(_istio_root(reader, workloads.istiod_namespace or "istio-system", gaps))
+    return _Health(webhooks=webhooks, crds=crds, certs=certs, serving=serving, cni=cni)
+
+
+def _kube_proxy(reader: CheckReader, gaps: list[str]) -> str:
+    """The kube-proxy DaemonSet's image tag ("" when there is none, or it may not be read: a gap)."""
+    try:
+        ds = reader.get_json("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy")
+    except ClusterError as exc:
+        if exc.status not in (403, 404):
+            raise
+        if exc.status == 403:
+            gaps.append(f"kube-proxy DaemonSet: {exc.user_message}")
+        return ""
+    spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    ds_containers: list[dict[str, Any]] = spec.get("containers") or []
+    return _tag(str(ds_containers[0].get("image", ""))) if ds_containers else ""
+
+
+def _rooms(
+    nodes: Sequence[NodeFacts],
+    allocatable: Mapping[str, tuple[int, int, int]],
+    rooms: Mapping[str, list[int]],
+) -> list[NodeRoom]:
+    """Each node's room: what it can hold, what its pods request, what a drain would move."""
+    return [
+        NodeRoom(
+            name=n.name,
+            group=n.group,
+            schedulable=n.ready and not n.unschedulable,
+            allocatable=allocatable.get(n.name, (0, 0, 0)),
+            used=tuple(room[_USED_CPU : _USED_PODS + 1]),  # type: ignore[arg-type]
+            evict=tuple(room[_EVICT_CPU : _EVICT_PODS + 1]),  # type: ignore[arg-type]
+            biggest=(room[_BIG_CPU], room[_BIG_MEM]),
+        )
+        for n in nodes
+        for room in (rooms.get(n.name) or [0] * 8,)
+    ]
 
 
 def _webhooks(

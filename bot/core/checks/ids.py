@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from bot.core.checks.findings import REQUIRED, FindingKind
 
 if TYPE_CHECKING:
-    from bot.core.checks.rules import Rule
+    from bot.core.rules import Rule
 
 #: The modules whose checks report findings, each with a module-level `FINDINGS`. Imported when
 #: the registry is first read, not when this module is: the settings read the registry, and the

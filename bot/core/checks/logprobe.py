@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.core.checks.podreducer import LOGS_PER_WORKLOAD, MAX_LOG_READS
-from bot.core.checks.rules import Rule
+from bot.core.rules import Rule
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from bot.core.checks import schema
 from bot.core.checks.cluster_health import (
     quantity,
 )
-from bot.core.checks.patterns import MatchBudget
-from bot.core.checks.rules import (
+from bot.core.kube.objects import APP, INIT, SIDECAR, ready_count, sidecars
+from bot.core.kube.wire import Toleration
+from bot.core.rules import (
     ANNOTATED,
     CONTAINER_NOT_READY,
     DELETING,
@@ -45,8 +46,7 @@ from bot.core.checks.rules import (
     Screen,
     match_rules,
 )
-from bot.core.kube.objects import APP, INIT, SIDECAR, ready_count, sidecars
-from bot.core.kube.wire import Toleration
+from bot.core.rules.patterns import MatchBudget
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -322,6 +322,45 @@ _REDUCED_ENCODER = msgspec.msgpack.Encoder()
 _REDUCED_DECODER = msgspec.msgpack.Decoder(_ReducedPage)
 
 
+def _scratch_and_local(volumes: Sequence[Any] | None) -> tuple[bool, bool]:
+    """Whether the volumes hold an emptyDir, and a hostPath."""
+    scratch = local = False
+    for v in volumes or ():
+        scratch = scratch or v.empty_dir is not None
+        local = local or v.host_path is not None
+    return scratch, local
+
+
+def _add_versions(proxies: dict[str, list[str]], workload: str, tags: Sequence[str]) -> None:
+    versions = proxies.get(workload)
+    if versions is None:
+        proxies[workload] = versions = []
+    for tag in tags:
+        if tag not in versions:
+            versions.append(tag)
+
+
+#: A pod's owner as `PodReducer._owner` tells it: its workload, whether a controller owns it,
+#: whether that is a DaemonSet, and the rules' signals all of the workload's pods show.
+_Owner = tuple[str, bool, bool, int]
+
+
+def _empty_page() -> _ReducedPage:
+    return _ReducedPage(
+        unhealthy={},
+        not_evictable={},
+        empty_dir={},
+        host_path={},
+        bare=[],
+        proxies={},
+        seen=[],
+        candidates=[],
+        rooms=[],
+        new_nodes=[],
+        origin=os.getpid(),
+    )
+
+
 #: No node is known to the pods' helper: every pod's node is taken for Ready there.
 _ALL_READY: Mapping[str, bool] = {}
 
@@ -381,32 +420,27 @@ class PodReducer:
         self._annotated = _getter(shape.annotations) if used & ANNOTATED else None
 
     def __call__(self, items: list[schema.Pod]) -> bytes:
-        screen, shape = self._screen, self._shape
-        known, tags, logs_asked = self._known, self._tags, self._logs_asked
-        with_events, log_containers = self._with_events, self._log_containers
-        log_names = self._log_names
-        ready_true = schema.READY_TRUE.search
-        maybe = screen.used & NODE_NOT_READY
-        used, placed, wants = screen.used, self._placed, screen.table
-        deleting, tolerates = used & DELETING, used & TOLERATES_ALL
-        labelled, annotated = self._labelled, self._annotated
-        n_labelled, n_annotated = len(shape.labels), len(shape.annotations)
-        out = _ReducedPage(
-            unhealthy={},
-            not_evictable={},
-            empty_dir={},
-            host_path={},
-            bare=[],
-            proxies={},
-            seen=[],
-            candidates=[],
-            rooms=[],
-            new_nodes=[],
-            origin=os.getpid(),
-        )
-        index, rooms, cpu_of, mem_of = self._node_index, self._rooms, self._cpu, self._mem
+        out = _empty_page()
+        #: node → its room, for the nodes of this page's pods
         touched: dict[str, list[int]] = {}
+        # Two loops over the page rather than a call per pod (this runs 150,000 times): the
+        # checks' part of each pod, then, with the workloads found there, the rules' part.
+        owners = self._checks_part(items, out, touched)
+        if self._rules:
+            self._rules_part(items, owners, out)
+        # Lists of the nine integers: MessagePack writes them as it writes `_Slot`s.
+        out.rooms = cast("list[_Slot]", list(touched.values()))
+        return _REDUCED_ENCODER.encode(out)
+
+    def _checks_part(
+        self, items: list[schema.Pod], out: _ReducedPage, touched: dict[str, list[int]]
+    ) -> list[_Owner | None]:
+        """What the checks need of the page's pods, into `out` (and the rooms of their nodes into
+        `touched`); each pod's owner (`_owner`), None for a pod that is done (Succeeded)."""
+        ready_true = schema.READY_TRUE.search
+        index, rooms = self._node_index, self._rooms
         empty_dir = out.empty_dir
+        owners: list[_Owner | None] = []
         # What the last pods of this page came to, reused for a pod whose structs compare equal
         # to theirs (the pods of a workload come one after another, alike as far as they are
         # decoded): the last pod's containers, their requests and sidecar versions, and the
@@ -415,21 +449,18 @@ class PodReducer:
         last_cpu = last_mem = 0
         last_tags: list[str] = []
         last_proxied: str | None = None
-        # the last controlled pod's owner and what follows from it (workload, controlled, a
-        # DaemonSet's, the rules' signals of its workload); the last volumes and tolerations.
+        # the last controlled pod's owner and what follows from it (`_owner`); the last volumes.
         last_refs: object = _NOTHING
         last_hash: str | None = None
         last_ns = ""
-        last_owner = ("", False, False, 0)
+        last_owner: _Owner = ("", False, False, 0)
         last_volumes: object = _NOTHING
         last_scratch = last_local = False
-        last_tolerations: object = _NOTHING
-        last_tolerant = False
-        # One loop over the page rather than a call per pod: this runs 150,000 times.
         for pod in items:
             meta, spec, status = pod.metadata, pod.spec, pod.status
             phase = status.phase or ""
             if phase == "Succeeded":
+                owners.append(None)
                 continue
             ns, name = meta.namespace or "", meta.name or ""
             # `workload_of` remembered, `schema.pod_ready` and `_append`, inline: a call per pod
@@ -439,28 +470,13 @@ class PodReducer:
             refs, labels = meta.owner_references, meta.labels
             h = None if labels is None else labels.pod_template_hash
             if refs == last_refs and h == last_hash and ns == last_ns:
-                workload, controlled, daemon, placed_signals = last_owner
+                owner = last_owner
             else:
-                if refs is not None and len(refs) == 1 and refs[0].controller:
-                    ref = refs[0]
-                    owner = (meta.namespace, ref.kind, ref.name, h)
-                    answer = known.get(owner)
-                    if answer is None:
-                        answer = known[owner] = workload_of(meta)
-                else:
-                    answer = workload_of(meta)  # no controller: the answer names the pod
-                workload, controlled = answer
-                daemon = workload.startswith("DaemonSet ")
-                # The rules' signals that are the same for all of a workload's pods.
-                placed_signals = placed.get(workload, -1)
-                if placed_signals < 0:
-                    placed_signals = placed[workload] = (
-                        (IN_NAMESPACE if ns in screen.namespaces else 0)
-                        | (IN_KIND if workload.startswith(screen.kind_prefixes) else 0)
-                    ) & used
-                if controlled:
-                    last_refs, last_hash, last_ns = refs, h, ns
-                    last_owner = (workload, controlled, daemon, placed_signals)
+                owner = self._owner(meta, refs, h, ns)
+                if owner[1]:  # controlled
+                    last_refs, last_hash, last_ns, last_owner = refs, h, ns, owner
+            owners.append(owner)
+            workload, controlled, daemon, _signals = owner
             annotations = meta.annotations
             mirror = annotations is not None and annotations.config_mirror is not None
             moved = not mirror and not daemon  # a drain evicts it
@@ -476,10 +492,7 @@ class PodReducer:
                 if volumes == last_volumes:
                     scratch, local = last_scratch, last_local
                 else:
-                    scratch = local = False
-                    for v in volumes or ():
-                        scratch = scratch or v.empty_dir is not None
-                        local = local or v.host_path is not None
+                    scratch, local = _scratch_and_local(volumes)
                     last_volumes, last_scratch, last_local = volumes, scratch, local
                 if scratch:
                     names = empty_dir.get(workload)
@@ -497,39 +510,10 @@ class PodReducer:
             if containers == last_containers:
                 cpu, mem = last_cpu, last_mem
             else:
-                cpu = mem = 0
-                last_tags = []
-                for c in containers or ():
-                    image = c.image
-                    if image and c.name == "istio-proxy":
-                        tag = tags.get(image)
-                        if tag is None:
-                            tag = tags[image] = _tag(image)
-                        last_tags.append(tag)
-                    res = c.resources
-                    if res is not None:
-                        req = res.requests
-                        if req is not None:
-                            q = req.cpu
-                            if q:
-                                n = cpu_of.get(q)
-                                if n is None:
-                                    n = cpu_of[q] = quantity(q, milli=True)
-                                cpu += n
-                            q = req.memory
-                            if q:
-                                n = mem_of.get(q)
-                                if n is None:
-                                    n = mem_of[q] = quantity(q)
-                                mem += n
+                cpu, mem, last_tags = self._requests(containers)
                 last_containers, last_cpu, last_mem, last_proxied = containers, cpu, mem, None
             if last_tags and workload is not last_proxied:
-                versions = out.proxies.get(workload)
-                if versions is None:
-                    out.proxies[workload] = versions = []
-                for tag in last_tags:
-                    if tag not in versions:
-                        versions.append(tag)
+                _add_versions(out.proxies, workload, last_tags)
                 last_proxied = workload
             node = spec.node_name
             if node and phase != "Failed":
@@ -552,21 +536,40 @@ class PodReducer:
                         room[6] = cpu
                     if mem > room[7]:
                         room[7] = mem
-            if not self._rules:
+        return owners
+
+    def _rules_part(self, items: list[schema.Pod], owners: list[_Owner | None], out: _ReducedPage) -> None:
+        """The page's pods a rule may match, or whose log a log rule may read, into `out`.
+
+        Most pods can match no rule: their signals say so before a PodState is built. The
+        pod-level part of `_pod_signals`, inline (a call per pod costs as much as its tests); with
+        no node known here, every node is Ready."""
+        screen, shape = self._screen, self._shape
+        logs_asked = self._logs_asked
+        with_events, reads_logs = self._with_events, bool(self._log_containers)
+        maybe = screen.used & NODE_NOT_READY
+        used, wants = screen.used, screen.table
+        deleting, tolerates = used & DELETING, used & TOLERATES_ALL
+        labelled, annotated = self._labelled, self._annotated
+        n_labelled, n_annotated = len(shape.labels), len(shape.annotations)
+        last_tolerations: object = _NOTHING
+        last_tolerant = False
+        for pod, owner in zip(items, owners, strict=True):
+            if owner is None:
                 continue
-            # Most pods can match no rule: their signals say so before a PodState is built. The
-            # pod-level part of `_pod_signals`, inline (a call per pod costs as much as its tests);
-            # with no node known here, every node is Ready.
-            signals = placed_signals
+            workload, _controlled, _daemon, signals = owner
+            meta = pod.metadata
             if meta.deletion_timestamp:
                 signals |= deleting
             if tolerates:
+                spec = pod.spec
                 tolerations = spec.tolerations
                 if tolerations != last_tolerations:  # the bytes: one comparison in C
                     last_tolerations = tolerations
                     last_tolerant = _tolerates_all(schema.tolerations(spec))
                 if last_tolerant:
                     signals |= TOLERATES_ALL
+            annotations = meta.annotations
             if (
                 annotated is not None
                 and annotations is not None
@@ -574,25 +577,16 @@ class PodReducer:
             ):
                 signals |= ANNOTATED
             if with_events:
-                key = (ns, name)
+                key = (meta.namespace or "", meta.name or "")
                 if key in with_events:
                     out.seen.append(key)
                     signals |= EVENTS
-            logs = False
-            if log_containers and self._log_reads_left != 0:
-                asked = logs_asked.get(workload, 0)
-                # The page's bytes first: most pods have no container a log rule reads, and
-                # their statuses are not decoded at all.
-                if asked < LOGS_PER_WORKLOAD and (
-                    log_names.search(status.container_statuses)
-                    if log_names is not None
-                    else status.container_statuses
-                ):
-                    for cs in schema.container_statuses(status):
-                        if (cs.name or "") in log_containers:
-                            logs_asked[workload] = asked + 1
-                            logs = True
-                            break
+            logs = (
+                reads_logs
+                and self._log_reads_left != 0
+                and logs_asked.get(workload, 0) < LOGS_PER_WORKLOAD
+                and self._asks_logs(workload, pod.status)
+            )
             # The labels, then the containers' signals, only where they could still make a rule
             # match (`wants` only grows with the signals: a pod it refuses with every signal still
             # to come is refused without them).
@@ -600,20 +594,99 @@ class PodReducer:
                 labels = meta.labels
                 if labels is not None and labelled(labels).count(None) != n_labelled:
                     signals |= LABELLED
-            if not logs and not wants[signals | maybe | _CONTAINER_SIGNALS]:
-                continue
-            signals |= _container_signals(pod, screen)
-            if not logs and not wants[signals | maybe]:
-                continue
-            state = pod_state(pod, workload, shape, _ALL_READY)
-            if logs and self._log_reads_left > 0:
-                # What `_with_logs` will read of it: a read per container some log rule wants.
-                wanted = {name for rule in self._log_rules for name in rule.log_wanted(state)}
-                self._log_reads_left = max(self._log_reads_left - len(wanted), 0)
-            out.candidates.append(_Candidate(signals, logs, state))
-        # Lists of the nine integers: MessagePack writes them as it writes `_Slot`s.
-        out.rooms = cast("list[_Slot]", list(touched.values()))
-        return _REDUCED_ENCODER.encode(out)
+            if logs or wants[signals | maybe | _CONTAINER_SIGNALS]:
+                self._offer(out.candidates, pod, workload, signals, logs=logs)
+
+    # What `__call__` asks only when a pod differs from the last one, or may interest a rule: a
+    # call per pod would cost more than its tests, a call per workload or candidate does not.
+
+    def _owner(
+        self, meta: schema.PodMeta, refs: tuple[schema.OwnerRef, ...] | None, h: str | None, ns: str
+    ) -> _Owner:
+        """The pod's workload, whether a controller owns it, whether that is a DaemonSet, and the
+        rules' signals that are the same for all of the workload's pods (`workload_of`
+        remembered per controller: the pods of a ReplicaSet share it)."""
+        if refs is not None and len(refs) == 1 and refs[0].controller:
+            ref = refs[0]
+            owner = (meta.namespace, ref.kind, ref.name, h)
+            answer = self._known.get(owner)
+            if answer is None:
+                answer = self._known[owner] = workload_of(meta)
+        else:
+            answer = workload_of(meta)  # no controller: the answer names the pod
+        workload, controlled = answer
+        screen = self._screen
+        placed_signals = self._placed.get(workload, -1)
+        if placed_signals < 0:
+            placed_signals = self._placed[workload] = (
+                (IN_NAMESPACE if ns in screen.namespaces else 0)
+                | (IN_KIND if workload.startswith(screen.kind_prefixes) else 0)
+            ) & screen.used
+        return workload, controlled, workload.startswith("DaemonSet "), placed_signals
+
+    def _requests(self, containers: Sequence[schema.PodContainer] | None) -> tuple[int, int, list[str]]:
+        """The CPU (millicores) and memory (bytes) the containers request, and the istio-proxy
+        versions they run."""
+        tags, cpu_of, mem_of = self._tags, self._cpu, self._mem
+        cpu = mem = 0
+        versions: list[str] = []
+        for c in containers or ():
+            image = c.image
+            if image and c.name == "istio-proxy":
+                tag = tags.get(image)
+                if tag is None:
+                    tag = tags[image] = _tag(image)
+                versions.append(tag)
+            res = c.resources
+            if res is not None:
+                req = res.requests
+                if req is not None:
+                    q = req.cpu
+                    if q:
+                        n = cpu_of.get(q)
+                        if n is None:
+                            n = cpu_of[q] = quantity(q, milli=True)
+                        cpu += n
+                    q = req.memory
+                    if q:
+                        n = mem_of.get(q)
+                        if n is None:
+                            n = mem_of[q] = quantity(q)
+                        mem += n
+        return cpu, mem, versions
+
+    def _asks_logs(self, workload: str, status: schema.PodStatus) -> bool:
+        """Whether a log rule may read a container of the pod (one of its workload's first
+        `LOGS_PER_WORKLOAD`); counted for the workload if so."""
+        log_names = self._log_names
+        # The page's bytes first: most pods have no container a log rule reads, and their
+        # statuses are not decoded at all.
+        if not (
+            log_names.search(status.container_statuses)
+            if log_names is not None
+            else status.container_statuses
+        ):
+            return False
+        for cs in schema.container_statuses(status):
+            if (cs.name or "") in self._log_containers:
+                self._logs_asked[workload] = self._logs_asked.get(workload, 0) + 1
+                return True
+        return False
+
+    def _offer(
+        self, candidates: list[_Candidate], pod: schema.Pod, workload: str, signals: int, *, logs: bool
+    ) -> None:
+        """The pod as a candidate, if its containers' signals still let a rule match it (or a log
+        rule may read it): the few pods the pod-level signals did not rule out come here."""
+        signals |= _container_signals(pod, self._screen)
+        if not logs and not self._screen.table[signals | (self._screen.used & NODE_NOT_READY)]:
+            return
+        state = pod_state(pod, workload, self._shape, _ALL_READY)
+        if logs and self._log_reads_left > 0:
+            # What `_with_logs` will read of it: a read per container some log rule wants.
+            wanted = {name for rule in self._log_rules for name in rule.log_wanted(state)}
+            self._log_reads_left = max(self._log_reads_left - len(wanted), 0)
+        candidates.append(_Candidate(signals, logs, state))
 
 
 class _PodFold:

@@ -22,10 +22,11 @@ from bot.core.checks.findings import REQUIRED, Cover, Finding, Report, summary_l
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.images import ImageAnswer
 from bot.core.checks.preflight import minor_of, run_checks
-from bot.core.checks.rules import Rule, RuleHit
+from bot.core.checks.rulehits import rule_finding
 from bot.core.checks.waivers import apply_covers, waiver_covers
 from bot.core.kube.applied import APPLIED_KINDS
 from bot.core.kube.versions import target_version_problem
+from bot.core.rules import Rule, RuleHit
 from bot.core.snapshots.projection import Progress
 from bot.errors import UsageError, UserError, clip
 from bot.records import ClusterConfig, EksProvider, FileAttachment, ImageChecks, WaiverRow
@@ -254,7 +255,7 @@ def run_check(
     to = target or default_target(facts.version)
     findings: list[Finding] = [
         *run_checks(facts, to),
-        *(h.finding(version=to) for h in gathered.hits),
+        *(rule_finding(h, version=to) for h in gathered.hits),
         *extra_findings,
     ]
     notes = [

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from bot.core.checks.findings import Cover, Covered, Finding, Report, valid_id
 from bot.core.checks.ids import finding_ids
-from bot.core.checks.rules import Rule
+from bot.core.rules import Rule
 from bot.records import WaiverRow
 
 __all__ = [

@@ -21,7 +21,8 @@ from bot.core.durations import format_duration, kubectl_age
 from bot.core.kube.objects import KUBE_SYSTEM
 from bot.core.rendering import slack_date
 from bot.core.rollout import FAILED
-from bot.core.watches.model import GroupView, Summary, WatchSpec
+from bot.core.watches.spec import WatchSpec
+from bot.core.watches.summary import GroupView, Summary
 from bot.core.watches.verdict import Verdict
 
 BAR_WIDTH = 10

@@ -21,11 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bot.core.checks.known import known_issue_text
-from bot.core.checks.rules import Rule, RuleFix
 from bot.core.kube.objects import KUBE_SYSTEM
 from bot.core.rendering import slack_escape
-from bot.core.watches.model import NodeView, Summary, WatchSpec
+from bot.core.rules import Rule, RuleFix
+from bot.core.rules.known import known_issue_text
+from bot.core.watches.spec import WatchSpec
+from bot.core.watches.summary import NodeView, Summary
 from bot.core.watches.verdict import FINAL, STOPPED, TARGET_OPEN, TARGET_REACHED, TIMED_OUT, verdict
 
 NODE_READY = "node-ready"

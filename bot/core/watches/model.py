@@ -4,32 +4,29 @@ Pure: no I/O, no clock (every call is given `now`), no threads; one driver threa
 `WatchState`: `sync` for a full (re)list, `apply` per event (O(1)), `summary(now)` is what gets
 published and persisted. Speed and memory, pod classes, episodes, known issues and rollouts:
 `docs/watch-model.md`.
+
+The state keeps the pods, nodes and episodes itself (records in `parts`) and hands two parts to
+collaborators it owns: the known-issue rules (`issues.KnownIssues`) and the workloads' rollouts
+(`rollouts.Rollouts`). What a watch is asked is `spec.WatchSpec`; what it publishes is
+`summary.Summary`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
-from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 
-from bot.core.checks.known import Facts, RuleNeeds, pod_facts, rules_workload, view_of, watch_key
-from bot.core.checks.rules import ContainerView, EventRecord, PodState, Rule, match_rules
 from bot.core.kube.objects import (
     CLASSES,
     CRASHLOOP,
-    CRASHLOOP_FAILS_AFTER,
     EPISODE_REOPEN,
     ERROR,
     IMAGEPULL,
-    IMAGEPULL_FAILS_AFTER,
     INIT,
-    KUBE_SYSTEM,
     NOT_READY,
     PENDING,
     TERMINATING,
@@ -40,377 +37,27 @@ from bot.core.kube.objects import (
     workload_key,
     workload_of,
 )
-from bot.core.kube.versions import minor_version, on_version, parse_version, version_order
+from bot.core.kube.versions import on_version, parse_version, version_order
 from bot.core.kube.wire import WEvent, WNode, WPod
-from bot.core.rollout import DONE
-from bot.core.rollout import verdict as rollout_verdict
+from bot.core.rules import PodState, Rule
+from bot.core.rules.known import RuleNeeds, pod_facts, rules_workload, view_of
+from bot.core.watches.issues import KnownIssues
+from bot.core.watches.parts import Footprint, _deep_size, _Episode, _Group, _Node, _Pod
+from bot.core.watches.rollouts import Rollouts
 from bot.core.watches.schema import KINDS, WORKLOAD_KINDS
-
-# ----- the spec ----------------------------------------------------------------------------------
-
-
-#: A Running pod whose containers are not all Ready is starting (probes, a sidecar fetching
-#: secrets) for a while; past this it is unhealthy ("Not ready" on the card) — a pod that never
-#: serves must not let a watch say "all clear".
-NOT_READY_GRACE = timedelta(minutes=2)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Target:
-    nodegroups: tuple[str, ...] = ()  # empty: every group in the watch's scope
-    kubelet_version: str = ""  # "1.25.16" or "v1.25.16"; "" = no version target
-    no_old_nodes: bool = True  # no node left below the target version
-    settle: timedelta = timedelta(minutes=5)  # target must hold with no NEW unhealthy pod this long
-    #: (old group, new group): a node group recreated under a new name (`others` → `others-1-25`,
-    #: a plan's `replaces:`); the old group's nodes count as old nodes of the new one.
-    replaces: tuple[tuple[str, str], ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.kubelet_version and parse_version(self.kubelet_version) is None:
-            raise ValueError(f"kubelet version {self.kubelet_version!r} is not like 1.29 or v1.29.4")
-        if self.settle < timedelta(0):
-            raise ValueError("settle must not be negative")
-
-
-@dataclass(frozen=True, kw_only=True)
-class StopRules:
-    crashloop_after: timedelta = CRASHLOOP_FAILS_AFTER  # a workload in CrashLoopBackOff longer → stop
-    imagepull_after: timedelta = IMAGEPULL_FAILS_AFTER  # ImagePullBackOff/ErrImagePull longer → stop
-    timeout: timedelta | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class WatchSpec:
-    cluster: str
-    nodegroups: tuple[str, ...] = ()  # scope filter; empty = all
-    namespaces: tuple[str, ...] = ()  # scope filter for pods/workloads/events; empty = all
-    node_group_labels: tuple[str, ...]  # settings' node-group label keys, in priority order
-    target: Target | None = None
-    stop: StopRules = StopRules()
-    started_at: datetime
-    ends_at: datetime | None = None  # --for / timeout; None = until unwatch or target
-    init_stuck_after: timedelta = timedelta(minutes=5)
-    pending_stuck_after: timedelta = timedelta(minutes=5)
-    terminating_stuck_after: timedelta = timedelta(minutes=5)
-    #: A Running pod with a container a known-issue rule watches not Ready this long is matched.
-    not_ready_stuck_after: timedelta = timedelta(minutes=5)
-    #: A Running pod not Ready this long counts as unhealthy (class "Not ready").
-    not_ready_after: timedelta = NOT_READY_GRACE
-
-    @property
-    def deadline(self) -> datetime | None:
-        """The earlier of `ends_at` and `started_at + stop.timeout`."""
-        ends = [t for t in (self.ends_at,) if t is not None]
-        if self.stop.timeout is not None:
-            ends.append(self.started_at + self.stop.timeout)
-        return min(ends) if ends else None
-
-
-class SeenPod(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """A healthy pod as the stream hands it to the state: its key, namespace, node and workload
-    key (interned), and nothing else. `reduce_pod` makes one in the stream thread, so a list of
-    150,000 pods is held as these (about 50 bytes each besides the uid) rather than as decoded
-    `WPod`s (several KB each), and the full pod is never kept for a healthy one."""
-
-    key: str  # the pod's uid (or "namespace/name")
-    namespace: str
-    node: str  # "" when not scheduled
-    workload: str  # `workload_key`
-
-
-def reduce_pod(pod: WPod) -> WPod | SeenPod:
-    """The pod as the state needs it: a pod healthy whatever class it had before (see `classify`'s
-    `previous`) becomes a `SeenPod`; any other pod is kept whole (classes, rules' facts need it)."""
-    if classify(pod) is not None or classify(pod, CRASHLOOP) is not None:
-        return pod
-    meta = pod.metadata
-    intern = sys.intern
-    namespace = intern(meta.namespace)
-    wkind, wname = workload_of(pod)
-    return SeenPod(
-        meta.uid or f"{namespace}/{meta.name}",
-        namespace,
-        intern(pod.spec.node_name or ""),
-        intern(workload_key(namespace, wkind, wname)),
-    )
-
-
-def _pod_key(pod: WPod | SeenPod) -> str:
-    if isinstance(pod, SeenPod):
-        return pod.key
-    meta = pod.metadata
-    return meta.uid or f"{meta.namespace}/{meta.name}"
-
-
-#: The stream's per-item reduction by kind (the kube adapter's `list_watch(reduce=...)`).
-REDUCERS: dict[str, Any] = {"pod": reduce_pod}
-
-
-# ----- the Summary -------------------------------------------------------------------------------
-
-
-class NodeView(msgspec.Struct, frozen=True, kw_only=True, array_like=True, gc=False):
-    """One node, encoded as a JSON array: 5,000 of them are most of a large cluster's Summary."""
-
-    name: str
-    uid: str
-    group: str
-    kubelet: str
-    ready: bool
-    cordoned: bool
-    on_target: bool  # kubelet at or above the target version (True when there is none)
-    was_ready: bool  # has been Ready at least once while watched
-
-
-@dataclass(frozen=True, kw_only=True)
-class GroupView:
-    name: str
-    total: int
-    ready: int
-    on_target: int
-    on_target_ready: int
-    old: int
-    old_cordoned: int
-    #: The kubelet versions present, by minor ("v1.24", 3), oldest first.
-    versions: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def not_ready(self) -> int:
-        return self.total - self.ready
-
-    @property
-    def old_remaining(self) -> int:
-        """Old nodes not cordoned yet."""
-        return self.old - self.old_cordoned
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkloadCount:
-    key: str
-    namespace: str
-    kind: str
-    name: str
-    pods: int
-    detail: str  # the most common kubectl STATUS word among its pods in this class
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReasonGroup:
-    reason: str  # one of CLASSES
-    pods: int
-    kube_system: int
-    workloads: int
-    top: tuple[WorkloadCount, ...]  # kube-system first, then most pods; at most TOP_WORKLOADS
-
-
-@dataclass(frozen=True, kw_only=True)
-class Episode:
-    workload: str  # workload key "<ns>/<Kind>/<name>"
-    kind: str  # "crashloop" | "imagepull"
-    number: int
-    since: datetime
-    open: bool
-    pods: int
-    ended: datetime | None = None  # when it last closed (None while open)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RuleEpisode:
-    """A known-issue rule matching a workload (or another object): one thread post per episode."""
-
-    rule: str  # the rule's id
-    workload: str  # "<ns>/<Kind>/<name>" (a Node: "/Node/<name>")
-    number: int
-    since: datetime
-    open: bool
-    pods: int
-    evidence: str = ""  # the first matched signal of the episode, for the post (never a key)
-    ended: datetime | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class LogRequest:
-    """A container log tail a rule needs: the driver reads it (bounded) and gives it back."""
-
-    workload: str  # the rules' "Kind ns/name"
-    namespace: str
-    pod: str
-    container: str
-    lines: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class RolloutView:
-    key: str
-    kind: str
-    namespace: str
-    name: str
-    generation: int
-    state: str  # bot.core.rollout's "waiting" | "failed"
-    message: str
-    spec_change: bool  # a new generation rolling out (its completion is a milestone)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Completed:
-    key: str
-    generation: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class WarningCount:
-    reason: str
-    count: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class Summary:
-    """What is published and persisted: compact (nodes, counts, top workloads, episodes), never every pod."""
-
-    cluster: str
-    at: datetime
-    control_plane: str = ""
-    nodes: tuple[NodeView, ...] = ()
-    groups: tuple[GroupView, ...] = ()
-    pods: int = 0
-    unhealthy: tuple[ReasonGroup, ...] = ()  # non-empty groups, in CLASSES order
-    episodes: tuple[Episode, ...] = ()  # every workload that had one while watched (open or not)
-    rollouts: tuple[RolloutView, ...] = ()  # every workload whose verdict is not "done"
-    completed: tuple[Completed, ...] = ()  # the latest spec rollouts that completed (bounded)
-    warnings: tuple[WarningCount, ...] = ()  # Warning events since the watch started, by reason
-    rule_episodes: tuple[RuleEpisode, ...] = ()  # known-issue rules that matched while watched
-    target_holds: bool = False
-    target_since: datetime | None = None  # the target has held continuously since
-    last_unhealthy_at: datetime | None = None  # the latest moment a pod became unhealthy
-
-    @property
-    def unhealthy_pods(self) -> int:
-        return sum(g.pods for g in self.unhealthy)
-
-    def to_json(self) -> str:
-        return msgspec.json.encode(self).decode()
-
-    @classmethod
-    def from_json(cls, text: str) -> Summary:
-        return msgspec.json.decode(text, type=cls)
-
-
-TOP_WORKLOADS = 5
-COMPLETED_KEPT = 200
-WARNING_REASONS_KEPT = 10
-
+from bot.core.watches.spec import SeenPod, WatchSpec, _pod_key
+from bot.core.watches.summary import (
+    WARNING_REASONS_KEPT,
+    Episode,
+    GroupView,
+    LogRequest,
+    NodeView,
+    Summary,
+    WarningCount,
+    _reason_group,
+)
 
 # ----- the mutable state -------------------------------------------------------------------------
-
-
-class _Pod:
-    """An unhealthy pod: only what the card, the counters, the stop rules and the known-issue
-    rules need (`view`: the pod's `Facts`, reduced to what the loaded rules read; None without
-    rules)."""
-
-    __slots__ = ("cls", "detail", "namespace", "node", "since", "view", "workload")
-
-    def __init__(
-        self,
-        workload: str,
-        namespace: str,
-        node: str,
-        cls: str,
-        detail: str,
-        since: datetime,
-        view: Facts | None = None,
-    ):
-        self.workload = workload
-        self.namespace = namespace
-        self.node = node
-        self.cls = cls
-        self.detail = detail
-        self.since = since
-        self.view = view
-
-
-class _Node:
-    __slots__ = ("cordoned", "group", "kubelet", "minor", "name", "on_target", "ready", "uid", "was_ready")
-
-    def __init__(
-        self, *, name: str, uid: str, group: str, kubelet: str, ready: bool, cordoned: bool, on_target: bool
-    ) -> None:
-        self.name, self.uid, self.group, self.kubelet = name, uid, group, kubelet
-        self.ready, self.cordoned, self.on_target = ready, cordoned, on_target
-        self.was_ready = ready
-        self.minor = sys.intern(minor_version(kubelet))
-
-
-class _Group:
-    __slots__ = ("old", "old_cordoned", "on_target", "on_target_ready", "ready", "total", "versions")
-
-    def __init__(self) -> None:
-        self.total = self.ready = self.on_target = self.on_target_ready = self.old = self.old_cordoned = 0
-        self.versions: dict[str, int] = {}  # kubelet minor → nodes (a handful per group)
-
-    def add(self, node: _Node, sign: int) -> None:
-        self.total += sign
-        count = self.versions.get(node.minor, 0) + sign
-        if count > 0:
-            self.versions[node.minor] = count
-        else:
-            self.versions.pop(node.minor, None)
-        self.ready += sign * node.ready
-        if node.on_target:
-            self.on_target += sign
-            self.on_target_ready += sign * node.ready
-        else:
-            self.old += sign
-            self.old_cordoned += sign * node.cordoned
-
-
-class _Episode:
-    __slots__ = ("carried", "ended", "number", "open", "pods", "since")
-
-    def __init__(self) -> None:
-        self.number = 0
-        self.since: datetime | None = None
-        self.ended: datetime | None = None
-        self.open = False
-        self.pods = 0
-        self.carried = False  # open in the previous Summary, not yet confirmed by a fresh list
-
-
-class _RuleEpisode(_Episode):
-    __slots__ = ("evidence",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.evidence = ""
-
-
-class _RuleEvent:
-    """A Warning event some rule may match, kept while it is recent (`RULE_EVENT_CURRENT`)."""
-
-    __slots__ = ("pod_uid", "record", "seen")
-
-    def __init__(self, record: EventRecord, pod_uid: str, seen: datetime) -> None:
-        self.record = record
-        self.pod_uid = pod_uid
-        self.seen = seen
-
-
-#: A matching Warning event keeps its rule's episode open this long after it was last seen.
-RULE_EVENT_CURRENT = timedelta(minutes=5)
-#: At most this many matching events are kept (an event storm is the same few problems).
-RULE_EVENTS_KEPT = 5_000
-
-
-class _Workload:
-    __slots__ = ("baseline", "generation", "kind", "message", "name", "namespace", "pending", "state")
-
-    def __init__(self, kind: str, namespace: str, name: str) -> None:
-        self.kind, self.namespace, self.name = kind, namespace, name
-        self.generation = 0
-        self.baseline = -1  # the generation known to be rolled out
-        self.pending = 0  # a spec rollout of this generation is in progress (0: none)
-        self.state = DONE
-        self.message = ""
 
 
 _EPISODE_CLASSES = {CRASHLOOP: "crashloop", IMAGEPULL: "imagepull"}
@@ -437,10 +84,7 @@ class WatchState:
         self._displaced: set[str] = set()  # workloads that had a pod on those nodes while watched
         self._nodes_listed = False
         self._held: list[tuple[str, str, Any]] = []  # pod events that came before the node list
-        self._rule_events: dict[str, _RuleEvent] = {}
-        self._rule_episodes: dict[tuple[str, str], _RuleEpisode] = {}
-        self._tails: dict[tuple[str, str], str] = {}  # (rules' workload, container) → log tail
-        self._log_wanted: list[LogRequest] = []
+        self._issues = KnownIssues(self._needs)
         target = spec.target
         self._target_version = parse_version(target.kubelet_version) if target else None
         self._scope_groups = frozenset(spec.nodegroups)
@@ -457,10 +101,7 @@ class WatchState:
         self._pods: dict[str, _Pod] = {}
         self._pod_count = 0
         self._episodes: dict[tuple[str, str], _Episode] = {}
-        self._workloads: dict[str, _Workload] = {}
-        self._rolling: dict[str, _Workload] = {}  # verdict not done
-        self._completed: deque[Completed] = deque(maxlen=COMPLETED_KEPT)
-        self._seed_pending: dict[str, int] = {}
+        self._rollouts = Rollouts()
         self._events: dict[str, tuple[str, int]] = {}  # event uid → (reason, count)
         self._warnings: dict[str, int] = {}
         self._target_since: datetime | None = None
@@ -481,18 +122,9 @@ class WatchState:
             state.since = ep.since
             state.ended = ep.ended
             state.carried = ep.open
-        for roll in previous.rollouts:
-            if roll.spec_change:
-                self._seed_pending[roll.key] = roll.generation
-        self._completed.extend(previous.completed)
+        self._rollouts.seed(previous)
         self._control_plane = previous.control_plane
-        for rep in previous.rule_episodes:
-            rstate = self._rule_episodes.setdefault((rep.rule, rep.workload), _RuleEpisode())
-            rstate.number = rep.number
-            rstate.since = rep.since
-            rstate.ended = rep.ended
-            rstate.carried = rep.open
-            rstate.evidence = rep.evidence
+        self._issues.seed(previous.rule_episodes)
 
     # ----- input ----------------------------------------------------------------------------
 
@@ -557,13 +189,12 @@ class WatchState:
                 if self._scope_namespaces and meta.namespace not in self._scope_namespaces:
                     continue
                 seen.add(workload_key(meta.namespace, wkind, meta.name))
-                self._apply_workload(wkind, "MODIFIED", obj)
-            for key in [k for k, w in self._workloads.items() if w.kind == wkind and k not in seen]:
-                self._drop_workload(key)
+                self._rollouts.apply(wkind, "MODIFIED", obj)
+            self._rollouts.sync(wkind, seen)
         elif kind == "event":
             self._events.clear()
             self._warnings.clear()
-            self._rule_events.clear()
+            self._issues.events.clear()
             for obj in objs:
                 self._apply_event("ADDED", obj, now)
 
@@ -583,7 +214,7 @@ class WatchState:
         elif kind in WORKLOAD_KINDS:
             typed = self._typed(obj, self._struct(kind))
             if not self._scope_namespaces or typed.metadata.namespace in self._scope_namespaces:
-                self._apply_workload(WORKLOAD_KINDS[kind], event_type, typed)
+                self._rollouts.apply(WORKLOAD_KINDS[kind], event_type, typed)
         elif kind == "event":
             self._apply_event(event_type, obj if isinstance(obj, WEvent) else self._typed(obj, WEvent), now)
         else:
@@ -809,46 +440,6 @@ class WatchState:
         else:
             self._target_since = None
 
-    # ----- workloads ------------------------------------------------------------------------
-
-    def _apply_workload(self, kind: str, event_type: str, obj: Any) -> None:
-        meta = obj.metadata
-        key = workload_key(meta.namespace, kind, meta.name)
-        if event_type == "DELETED":
-            if key in self._workloads:
-                self._drop_workload(key)
-            return
-        raw = msgspec.to_builtins(obj)
-        state, message = rollout_verdict(kind, raw)
-        record = self._workloads.get(key)
-        if record is None:
-            record = self._workloads[key] = _Workload(kind, meta.namespace, meta.name)
-            seeded = self._seed_pending.pop(key, None)
-            if seeded is not None:
-                record.baseline = seeded - 1
-                record.pending = seeded
-            else:
-                # First sight: a rollout already under way counts; a mere availability dip does not.
-                record.baseline = meta.generation if state == DONE or not _spec_change(kind, raw) else -1
-        record.generation = meta.generation
-        record.state, record.message = state, message
-        if state == DONE:
-            if record.pending and meta.generation >= record.pending:
-                done = Completed(key=key, generation=meta.generation)
-                if done not in self._completed:
-                    self._completed.append(done)
-            record.pending = 0
-            record.baseline = max(record.baseline, meta.generation)
-            self._rolling.pop(key, None)
-            return
-        if meta.generation > record.baseline and _spec_change(kind, raw):
-            record.pending = meta.generation
-        self._rolling[key] = record
-
-    def _drop_workload(self, key: str) -> None:
-        del self._workloads[key]
-        self._rolling.pop(key, None)
-
     # ----- events ---------------------------------------------------------------------------
 
     def _apply_event(self, event_type: str, event: WEvent, now: datetime) -> None:
@@ -878,37 +469,24 @@ class WatchState:
         count = max(int(event.count or 1), 1)
         self._events[key] = (reason, count)
         self._warnings[reason] = self._warnings.get(reason, 0) + count
-        needs = self._needs
-        message = event.message or ""
-        if (
-            needs is not None
-            and (key in self._rule_events or len(self._rule_events) < RULE_EVENTS_KEPT)
-            and needs.event_wanted(reason, message)
-        ):
-            self._rule_events[key] = _RuleEvent(
-                EventRecord(
-                    namespace=namespace or "",
-                    kind=(involved.kind if involved else None) or "",
-                    name=(involved.name if involved else None) or "",
-                    reason=reason,
-                    message=message,
-                    type="Warning",
-                ),
-                (involved.uid if involved else None) or "",
-                min(when, now) if when is not None else now,
-            )
+        self._issues.event(
+            key,
+            namespace=namespace,
+            involved=involved,
+            reason=reason,
+            message=event.message or "",
+            seen=min(when, now) if when is not None else now,
+        )
 
     # ----- known-issue rules ----------------------------------------------------------------
 
     def logs_wanted(self) -> list[LogRequest]:
         """The container log tails the last summary's rules asked for and nobody read yet."""
-        return list(self._log_wanted)
+        return self._issues.logs_wanted()
 
     def add_log_tail(self, workload: str, container: str, text: str) -> None:
-        """A tail the driver read (or "" when it could not): kept for the workload while it stays a
-        candidate, so its log is read once per candidacy, not at every summary."""
-        self._tails[(workload, container)] = text
-        self._log_wanted = [r for r in self._log_wanted if (r.workload, r.container) != (workload, container)]
+        """A tail the driver read (or "" when it could not): see `KnownIssues.add_log_tail`."""
+        self._issues.add_log_tail(workload, container, text)
 
     def _candidates(self, now: datetime) -> list[PodState]:
         """The pods the rules look at: those the card counts as unhealthy (the transient classes
@@ -934,108 +512,17 @@ class WatchState:
             )
         return out
 
-    def _with_tails(self, pods: list[PodState]) -> list[PodState]:
-        if not self._tails:
-            return pods
-        attached: set[tuple[str, str]] = set()
-        out = []
-        for pod in pods:
-            changed = False
-            containers = []
-            for c in pod.containers:
-                key = (pod.workload, c.name)
-                tail = self._tails.get(key)
-                if tail and key not in attached:
-                    attached.add(key)  # one pod of the workload carries it: the hit is per workload
-                    c = ContainerView(
-                        name=c.name,
-                        image=c.image,
-                        ready=c.ready,
-                        waiting=c.waiting,
-                        terminated=c.terminated,
-                        log_tail=tail,
-                        kind=c.kind,
-                    )
-                    changed = True
-                containers.append(c)
-            out.append(dataclasses.replace(pod, containers=tuple(containers)) if changed else pod)
-        return out
-
     def _evaluate_rules(self, now: datetime) -> None:
-        """Match the rules against the candidates and the recent matching events; open and close
-        the rules' episodes (one thread post per rule, workload and episode)."""
-        needs = self._needs
-        if needs is None or not self._pods_listed:
+        """Match the rules against the candidates and the recent matching events (`KnownIssues`)."""
+        if self._needs is None or not self._pods_listed:
             return  # before the first pod list, an absent hit means nothing
-        pods = self._candidates(now)
-        workloads = {p.workload for p in pods}
-        # A workload that is no longer a candidate has its tails forgotten: read again next time.
-        for key in [k for k in self._tails if k[0] not in workloads]:
-            del self._tails[key]
-        wanted: dict[tuple[str, str], LogRequest] = {}
-        for pod in pods:
-            for rule in needs.log_rules:
-                assert rule.match.log is not None
-                for container in rule.log_wanted(pod):
-                    key = (pod.workload, container)
-                    if key in self._tails:
-                        continue
-                    lines = rule.match.log.lines
-                    have = wanted.get(key)
-                    if have is None or have.lines < lines:
-                        wanted[key] = LogRequest(
-                            workload=pod.workload,
-                            namespace=pod.namespace,
-                            pod=pod.name,
-                            container=container,
-                            lines=max(lines, have.lines if have else 0),
-                        )
-        self._log_wanted = list(wanted.values())
-        pods = self._with_tails(pods)
-        candidates = {(p.namespace, p.name) for p in pods}
-        events: list[EventRecord] = []
-        for uid in [k for k, e in self._rule_events.items() if now - e.seen > RULE_EVENT_CURRENT]:
-            del self._rule_events[uid]
-        scoped = bool(self._scope_groups)
-        for ev in self._rule_events.values():
-            record = ev.record
-            if scoped and (
-                (record.kind == "Pod" and ev.pod_uid not in self._scoped)
-                or (record.kind == "Node" and record.name not in self._scoped_nodes)
-            ):
-                continue  # about a pod or node outside the node groups' view
-            known = self._pods.get(ev.pod_uid) if ev.pod_uid else None
-            if known is not None and (record.namespace, record.name) not in candidates:
-                # About a pod the watch remembers but the rules do not look at yet (a pod
-                # ContainerCreating behind a Multi-Attach): the finding is its workload's.
-                _ns, kind, name = known.workload.split("/", 2)
-                record = dataclasses.replace(record, kind=kind, name=name)
-            events.append(record)
-        hits = match_rules(needs.rules, pods, events) if pods or events else []
-        current: dict[tuple[str, str], tuple[int, str]] = {}
-        for hit in hits:
-            current[(hit.rule.id, watch_key(hit.workload))] = (len(hit.pods), hit.evidence)
-        for key, (count, evidence) in current.items():
-            state = self._rule_episodes.get(key)
-            if state is None:
-                state = self._rule_episodes[key] = _RuleEpisode()
-            state.pods = count
-            if not state.open:
-                state.open = True
-                if state.carried:
-                    state.carried = False
-                elif state.number == 0 or state.ended is None or now - state.ended >= EPISODE_REOPEN:
-                    state.number += 1
-                    state.since = now
-                    state.evidence = evidence
-                state.ended = None
-        for key, state in self._rule_episodes.items():
-            if key in current:
-                continue
-            if state.open or state.carried:
-                state.open = state.carried = False
-                state.pods = 0
-                state.ended = now
+        self._issues.evaluate(
+            self._candidates(now),
+            now,
+            remembered=self._pods,
+            scoped=self._scoped if self._scope_groups else None,
+            scoped_nodes=self._scoped_nodes,
+        )
 
     def _carried(self, workload: str, kind: str) -> bool:
         """Open before a restart: a pod listed again in Error goes on with it, without a new settle."""
@@ -1160,39 +647,12 @@ class WatchState:
             for (w, k), s in sorted(self._episodes.items())
             if s.since is not None and s.number > 0
         )
-        rollouts = tuple(
-            RolloutView(
-                key=key,
-                kind=w.kind,
-                namespace=w.namespace,
-                name=w.name,
-                generation=w.generation,
-                state=w.state,
-                message=w.message,
-                spec_change=bool(w.pending),
-            )
-            for key, w in sorted(self._rolling.items())
-        )
         warnings = tuple(
             WarningCount(reason=r, count=c)
             for r, c in sorted(self._warnings.items(), key=lambda rc: (-rc[1], rc[0]))[:WARNING_REASONS_KEPT]
             if c > 0
         )
         holds = target is not None and self._target_since is not None
-        rule_episodes = tuple(
-            RuleEpisode(
-                rule=rule,
-                workload=workload,
-                number=s.number,
-                since=s.since,
-                open=s.open or s.carried,
-                pods=s.pods,
-                evidence=s.evidence,
-                ended=s.ended,
-            )
-            for (rule, workload), s in sorted(self._rule_episodes.items())
-            if s.since is not None and s.number > 0
-        )
         return Summary(
             cluster=self.spec.cluster,
             at=now,
@@ -1202,104 +662,11 @@ class WatchState:
             pods=max(self._pod_count, len(self._pods)),
             unhealthy=unhealthy,
             episodes=episodes,
-            rollouts=rollouts,
-            completed=tuple(self._completed),
+            rollouts=self._rollouts.summary(),
+            completed=tuple(self._rollouts.completed),
             warnings=warnings,
-            rule_episodes=rule_episodes,
+            rule_episodes=self._issues.summary(),
             target_holds=holds,
             target_since=self._target_since if holds else None,
             last_unhealthy_at=last_unhealthy,
         )
-
-
-@dataclass(frozen=True, kw_only=True)
-class Footprint:
-    """`WatchState.footprint`: the pods and nodes watched and the bytes the state holds for each."""
-
-    pods: int
-    unhealthy: int  # pods with a record (the others cost a counter)
-    nodes: int
-    pod_bytes: int
-    node_bytes: int
-
-    @property
-    def per_pod(self) -> float:
-        return self.pod_bytes / self.pods if self.pods else 0.0
-
-    @property
-    def per_node(self) -> float:
-        return self.node_bytes / self.nodes if self.nodes else 0.0
-
-
-def _deep_size(root: object, seen: set[int]) -> int:
-    """`sys.getsizeof` of `root` and everything it holds (containers, slotted records, structs),
-    each object once."""
-    total = 0
-    stack = [root]
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        total += sys.getsizeof(obj)
-        if isinstance(obj, str | bytes | int | float | bool | datetime | timedelta) or obj is None:
-            continue
-        if isinstance(obj, dict):
-            stack.extend(obj.keys())
-            stack.extend(obj.values())
-        elif isinstance(obj, list | tuple | set | frozenset | deque):
-            stack.extend(obj)
-        elif isinstance(obj, msgspec.Struct):
-            stack.extend(getattr(obj, f) for f in obj.__struct_fields__)
-        elif dataclasses.is_dataclass(obj):
-            stack.extend(getattr(obj, f.name) for f in dataclasses.fields(obj))
-        else:
-            for klass in type(obj).__mro__:
-                stack.extend(
-                    getattr(obj, name) for name in getattr(klass, "__slots__", ()) if hasattr(obj, name)
-                )
-    return total
-
-
-def _reason_group(cls: str, per_workload: Mapping[str, list[Any]]) -> ReasonGroup:
-    def rank(item: tuple[str, list[Any]]) -> tuple[bool, int, str]:
-        key, (namespace, pods, _details) = item
-        return (namespace != KUBE_SYSTEM, -pods, key)
-
-    ranked = sorted(per_workload.items(), key=rank)
-    top = []
-    for key, (namespace, pods, details) in ranked[:TOP_WORKLOADS]:
-        _ns, kind, name = key.split("/", 2)
-        detail = max(details.items(), key=lambda dc: (dc[1], dc[0]))[0]
-        top.append(
-            WorkloadCount(key=key, namespace=namespace, kind=kind, name=name, pods=pods, detail=detail)
-        )
-    return ReasonGroup(
-        reason=cls,
-        pods=sum(v[1] for v in per_workload.values()),
-        kube_system=sum(v[1] for v in per_workload.values() if v[0] == KUBE_SYSTEM),
-        workloads=len(per_workload),
-        top=tuple(top),
-    )
-
-
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-
-def _spec_change(kind: str, raw: Mapping[str, Any]) -> bool:
-    """Is a new spec rolling out (rather than pods of the current spec being unavailable)?"""
-    meta = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
-    if _int(meta.get("generation")) > _int(status.get("observedGeneration")):
-        return True
-    if kind == "Deployment":
-        updated = _int(status.get("updatedReplicas"))
-        return updated < _int(spec.get("replicas", 1)) or _int(status.get("replicas")) > updated
-    if kind == "DaemonSet":
-        return _int(status.get("updatedNumberScheduled")) < _int(status.get("desiredNumberScheduled"))
-    if kind == "StatefulSet":
-        current, update = status.get("currentRevision"), status.get("updateRevision")
-        return bool(update) and update != current
-    return False

@@ -35,10 +35,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.adapters.store import Store
-from bot.core.checks.rules import Rule
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.live import StepReports
 from bot.core.rendering import Renderer
+from bot.core.rules import Rule
 from bot.core.watches.card import card_context
 from bot.core.watches.milestones import (
     KNOWN_ISSUE,
@@ -48,7 +48,9 @@ from bot.core.watches.milestones import (
     milestones,
     parse_finding_key,
 )
-from bot.core.watches.model import StopRules, Summary, Target, WatchSpec, WatchState
+from bot.core.watches.model import WatchState
+from bot.core.watches.spec import StopRules, Target, WatchSpec
+from bot.core.watches.summary import Summary
 from bot.core.watches.verdict import TARGET_OPEN, TARGET_REACHED, Verdict, said, verdict
 from bot.errors import BotError, Fenced, UserError
 from bot.records import WatchRow

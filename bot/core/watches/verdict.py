@@ -24,7 +24,8 @@ from datetime import datetime, timedelta
 
 from bot.core.durations import format_duration, kubectl_age
 from bot.core.kube.objects import KUBE_SYSTEM
-from bot.core.watches.model import RuleEpisode, Summary, WatchSpec
+from bot.core.watches.spec import WatchSpec
+from bot.core.watches.summary import RuleEpisode, Summary
 
 RUNNING, TARGET_REACHED, STOPPED, TIMED_OUT = "running", "target_reached", "stopped", "timed_out"
 #: The target held and settled, but a known issue the watch posted is still open.

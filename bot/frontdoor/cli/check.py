@@ -20,10 +20,10 @@ from pathlib import Path
 from bot.core.checks import fleet as fleet_checks
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
-from bot.core.checks.rules import load_rules
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import pick_cluster
 from bot.core.fleets.plan import parse_fleet, resolve
+from bot.core.rules import load_rules
 from bot.core.runs.plans import read_plan_file
 from bot.errors import BotError, ConfigError, PlanInvalid, UsageError, UserError
 from bot.frontdoor.cli.config import configured

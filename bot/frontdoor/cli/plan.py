@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.core.checks import service as checks
-from bot.core.checks.rules import load_rules
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.jobs.preflight import check_plan
+from bot.core.rules import load_rules
 from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, gather_facts
 from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file
 from bot.core.snapshots.projection import Progress, take_snapshot

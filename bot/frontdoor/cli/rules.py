@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bot.core.checks.rules import rules_problems
+from bot.core.rules import rules_problems
 from bot.frontdoor.cli.options import (
     EXIT_OK,
     EXIT_STATUSES,

@@ -25,8 +25,8 @@ from typing import Any
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
 from bot.core.checks.logprobe import log_probe
-from bot.core.checks.rules import Rule, load_rules
 from bot.core.clusters import group_labels, pick_cluster
+from bot.core.rules import Rule, load_rules
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.fidelity import measure
 from bot.core.snapshots.projection import take_snapshot

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from bot.core.checks.logprobe import log_probe
-from bot.core.checks.rules import load_rules
 from bot.core.clusters import group_labels, pick_cluster
+from bot.core.rules import load_rules
 from bot.core.snapshots import service as snapshots
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import connect, open_store

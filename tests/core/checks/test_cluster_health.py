@@ -34,8 +34,8 @@ from bot.core.checks.cluster_health import (
     quantity,
 )
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, Report
-from bot.core.checks.rules import read_rules
 from bot.core.checks.service import render_markdown, run_check
+from bot.core.rules import read_rules
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_RULES
 from bot.sim import SimCluster

@@ -17,8 +17,8 @@ import pytest
 
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, FindingKind, declare
 from bot.core.checks.ids import CHECK_MODULES, builtin_findings, finding_ids
-from bot.core.checks.rules import load_rules, parse_rules
 from bot.core.checks.waivers import severity_of
+from bot.core.rules import load_rules, parse_rules
 from bot.resources import BUILTIN_RULES
 from tests.support.finding_ids import RULES_MODULE, Emits, emitting_modules
 

@@ -14,7 +14,7 @@ import pytest
 from bot.adapters.kube import Cluster, fetching_ahead, prefetch
 from bot.core.checks import podreducer
 from bot.core.checks.gather import Gathered, read_facts
-from bot.core.checks.rules import read_rules
+from bot.core.rules import read_rules
 from bot.records import ClusterConfig
 from bot.resources import BUILTIN_RULES
 from bot.sim import SimCluster
@@ -108,8 +108,8 @@ def test_the_rooms_of_many_pages_add_up_to_each_nodes_requests() -> None:
     """The pods' helper sends, with each page, the requests so far of that page's nodes; the
     caller's fold keeps the last of each and ends with every node's sums."""
     from bot.core.checks import schema
-    from bot.core.checks.patterns import MatchBudget
-    from bot.core.checks.rules import Screen
+    from bot.core.rules import Screen
+    from bot.core.rules.patterns import MatchBudget
 
     screen = Screen(RULES)
     shape = schema.pod_schema(screen.label_keys, screen.annotation_keys)

@@ -10,19 +10,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.core.checks.patterns import (
-    MAX_TEXT_CHARS,
-    MatchBudget,
-    PatternError,
-    compile_pattern,
-)
-from bot.core.checks.rules import (
+from bot.core.rules import (
     ContainerView,
     EventRecord,
     PodState,
     match_rules,
     parse_rules,
     read_rules,
+)
+from bot.core.rules.patterns import (
+    MAX_TEXT_CHARS,
+    MatchBudget,
+    PatternError,
+    compile_pattern,
 )
 from bot.errors import ConfigError
 

@@ -10,9 +10,10 @@ import msgspec
 import pytest
 
 from bot.core.checks import podreducer, schema
-from bot.core.checks.rules import match_rules, read_rules
+from bot.core.checks.rulehits import rule_finding
 from bot.core.kube.objects import NOT_READY, classify
 from bot.core.kube.wire import WPod
+from bot.core.rules import match_rules, read_rules
 from bot.core.watches.model import WatchState
 from bot.resources import BUILTIN_RULES
 from tests.support.watch_objects import at, spec, vault_pod
@@ -75,5 +76,5 @@ def test_a_pod_with_init_containers_is_2_of_3_ready_on_the_card_in_the_watch_and
     workload, _ = podreducer.workload_of(pod.metadata)
     (hit,) = match_rules(RULES, [podreducer.pod_state(pod, workload, SHAPE, {})], [], at(6))
     assert hit.rule.id == "KI004"
-    assert "2/3 containers ready (vault-agent is not)" in hit.finding().why
+    assert "2/3 containers ready (vault-agent is not)" in rule_finding(hit).why
     assert podreducer._pod_reason(pod) == "2/3 ready"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.core.actions import default_registry
-from bot.core.checks.rules import (
+from bot.core.checks.rulehits import rule_finding
+from bot.core.rules import (
     FIX_ACTIONS,
     ContainerView,
     Episodes,
@@ -294,7 +295,7 @@ def test_pods_of_one_workload_with_the_same_problem_are_one_finding() -> None:
     assert hit.rule.id == "KI004"
     assert hit.workload == "Deployment payments/worker"
     assert hit.pods == ("worker-0", "worker-1", "worker-2")
-    finding = hit.finding()
+    finding = rule_finding(hit)
     assert finding.objects[0] == "Deployment payments/worker"
     assert "vault read auth/kubernetes/role" in finding.fix
     assert "hashicorp/vault-helm" in finding.fix
@@ -439,7 +440,7 @@ def test_a_restart_names_the_workload_and_a_pod_line_repeats_per_pod_up_to_five(
     restart = RuleHit(rule=BY_ID["KI002"], workload="Deployment checkout/checkout", namespace="checkout",
                       pods=("a", "b"), evidence="")  # fmt: skip
     assert "kubectl -n checkout rollout restart deployment checkout" in restart.remedy()
-    assert restart.finding().fix.startswith(
+    assert rule_finding(restart).fix.startswith(
         "Re-inject with the current template: kubectl -n checkout rollout restart deployment checkout"
     )
 
@@ -478,9 +479,9 @@ def test_a_findings_source_names_the_rules_file_not_the_bot_hosts_path(tmp_path:
     )
     (hit,) = match_rules(SHIPPED, [state], [], NOW)
     line = hit.rule.source.rsplit(":", 1)[1]
-    assert hit.finding().source == f"known-issue rule KI004 (templates/rules/known-issues.yaml:{line})"
+    assert rule_finding(hit).source == f"known-issue rule KI004 (templates/rules/known-issues.yaml:{line})"
     team = tmp_path / "team-rules.yaml"
     team.write_text(BUILTIN_RULES.read_text())
     (hit,) = match_rules(read_rules(team), [state], [], NOW)
-    assert hit.finding().source == f"known-issue rule KI004 (team-rules.yaml:{line})"
-    assert str(tmp_path) not in hit.finding().source
+    assert rule_finding(hit).source == f"known-issue rule KI004 (team-rules.yaml:{line})"
+    assert str(tmp_path) not in rule_finding(hit).source

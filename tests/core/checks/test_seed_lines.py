@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from bot.core.checks.rules import read_rules
+from bot.core.rules import read_rules
 from bot.frontdoor.rules_tester import EXIT_FOUND, run_rules_test
 from bot.resources import BUILTIN_RULES
 from tests.support.seed_lines import (

@@ -12,18 +12,22 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bot.core.checks import gather, podreducer, rules, schema
-from bot.core.checks.rules import (
+from bot.core import rules
+from bot.core.checks import gather, podreducer, schema
+from bot.core.rules import (
     EVENTS,
     LOGGED,
     ContainerView,
     EventRecord,
     PodState,
     Screen,
+    engine,
     match_rules,
+    model,
     parse_rules,
     read_rules,
 )
+from bot.core.rules.patterns import MatchBudget
 from bot.errors import ClusterError
 from bot.resources import BUILTIN_RULES
 
@@ -256,18 +260,18 @@ def naive(pods: list[PodState], events: list[EventRecord]) -> set[tuple[str, str
     for rule in RULES:
         m = rule.match
         for p in pods:
-            if not rules._pod_level(m, p):
+            if not model._pod_level(m, p):
                 continue
-            if m.container_level and not any(rules._container_ok(m, c) for c in p.containers):
+            if m.container_level and not any(model._container_ok(m, c) for c in p.containers):
                 continue
             about = [e for e in events if (e.namespace, e.name) == (p.namespace, p.name)]
-            if m.events is not None and not any(rules._event_ok(m.events, e) for e in about):
+            if m.events is not None and not any(engine._event_ok(m.events, e) for e in about):
                 continue
             found.setdefault((rule.id, p.workload), set()).add(p.name)
-        if m.events is not None and not m.container_level and not rules._has_pod_filters(m):
+        if m.events is not None and not m.container_level and not engine._has_pod_filters(m):
             names = {(p.namespace, p.name) for p in pods}
             for e in events:
-                if (e.namespace, e.name) not in names and rules._event_ok(m.events, e):
+                if (e.namespace, e.name) not in names and engine._event_ok(m.events, e):
                     found.setdefault((rule.id, f"{e.kind} {e.namespace}/{e.name}"), set())
     return {(rule, workload, tuple(sorted(names))) for (rule, workload), names in found.items()}
 
@@ -344,7 +348,7 @@ def _folded(
     reducer = _istio_reducer(offer_rules)
     fold = podreducer._PodFold(
         rules=RULES,
-        budget=rules.MatchBudget(30.0),
+        budget=MatchBudget(30.0),
         screen=SCREEN,
         node_ready={},
         events={},
@@ -521,7 +525,7 @@ def _reduced(pods: list[schema.Pod], per_page: int) -> tuple[Any, ...]:
     reducer = _istio_reducer([r for r in RULES if r.match.log is not None])
     fold = podreducer._PodFold(
         rules=RULES,
-        budget=rules.MatchBudget(30.0),
+        budget=MatchBudget(30.0),
         screen=SCREEN,
         node_ready=NODES,
         events={},

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from bot.core.checks.rules import load_rules
 from bot.core.jobs.base import Decision
 from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.drain import DrainJob, triage
+from bot.core.rules import load_rules
 from bot.errors import ClusterError, UserError
 from bot.settings import BUILTIN_RULES
 from tests.support.clock import FakeClock

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from bot.core.checks.rules import read_rules
 from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.nodes import CordonJob, UncordonJob
 from bot.core.jobs.registry import default_jobs, job_kind
 from bot.core.jobs.restart import RestartJob
 from bot.core.jobs.waitgroup import WaitNodeGroupJob, group_counts
+from bot.core.rules import read_rules
 from bot.errors import UserError
 from bot.resources import BUILTIN_RULES
 from tests.support.clock import FakeClock

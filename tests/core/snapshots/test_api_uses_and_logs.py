@@ -16,8 +16,8 @@ import pytest
 
 from bot.adapters.kube import Cluster
 from bot.core.checks.logprobe import log_probe
-from bot.core.checks.rules import load_rules
 from bot.core.kube.helm import HelmSecret
+from bot.core.rules import load_rules
 from bot.core.snapshots import projection
 from bot.core.snapshots.apiuse import _Applied, applied, calls, helm_release
 from bot.core.snapshots.projection import take_snapshot

@@ -13,7 +13,8 @@ from slack_sdk.models.blocks import Block
 from bot.core.rendering import Renderer
 from bot.core.watches.card import card_context, progress_bar
 from bot.core.watches.milestones import milestones
-from bot.core.watches.model import WatchSpec, WatchState
+from bot.core.watches.model import WatchState
+from bot.core.watches.spec import WatchSpec
 from bot.core.watches.verdict import verdict
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support.watch_objects import at, crashing, deployment, node, pod, spec, target_spec

@@ -9,8 +9,10 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.core.watches.model import SeenPod, Summary, WatchState, reduce_pod
+from bot.core.watches.model import WatchState
 from bot.core.watches.schema import WPod
+from bot.core.watches.spec import SeenPod, reduce_pod
+from bot.core.watches.summary import Summary
 from tests.support.watch_objects import at, crashing, node, pod, spec
 
 

@@ -8,7 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.core.watches.milestones import Milestone, milestones
-from bot.core.watches.model import StopRules, Summary, WatchSpec, WatchState
+from bot.core.watches.model import WatchState
+from bot.core.watches.spec import StopRules, WatchSpec
+from bot.core.watches.summary import Summary
 from tests.support.watch_objects import at, crashing, deployment, node, pod, spec, target_spec
 
 

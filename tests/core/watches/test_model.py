@@ -23,8 +23,9 @@ from bot.core.kube.objects import (
 )
 from bot.core.kube.versions import parse_version
 from bot.core.kube.wire import WPod
-from bot.core.watches.model import Summary, WatchState
+from bot.core.watches.model import WatchState
 from bot.core.watches.schema import KINDS
+from bot.core.watches.summary import Summary
 from tests.support.watch_objects import (
     T0,
     at,

@@ -8,10 +8,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.core.checks.known import view_of
-from bot.core.checks.rules import read_rules
+from bot.core.rules import read_rules
+from bot.core.rules.known import view_of
 from bot.core.watches.milestones import KNOWN_ISSUE, milestones
-from bot.core.watches.model import Summary, WatchState
+from bot.core.watches.model import WatchState
+from bot.core.watches.summary import Summary
 from tests.support.watch_objects import at, node, pod, spec, stamp, vault_pod
 
 RULES = read_rules(Path(__file__).resolve().parents[3] / "templates" / "rules" / "known-issues.yaml")
@@ -136,7 +137,7 @@ def test_a_multi_attach_event_about_a_pod_still_creating_is_its_workloads_findin
     assert rule_posts(None, summary) == ["rule:KI007:logging/StatefulSet/es:1"]
     # An unrelated Warning is not kept for the rules at all.
     state.apply("event", "ADDED", _warning_about("es-1", "BackOff"), at(2))
-    assert len(state._rule_events) == 1
+    assert len(state._issues.events) == 1
     # Five quiet minutes after the last event the episode ends.
     assert [e.open for e in state.summary(at(8)).rule_episodes] == [False]
 

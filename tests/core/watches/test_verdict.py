@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from bot.core.checks.rules import read_rules
-from bot.core.watches.model import StopRules, Target, WatchState
+from bot.core.rules import read_rules
+from bot.core.watches.model import WatchState
+from bot.core.watches.spec import StopRules, Target
 from bot.core.watches.verdict import (
     RUNNING,
     STOPPED,

@@ -19,10 +19,10 @@ import pytest
 from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.slack_budget import BudgetConfig, SlackBudget
 from bot.adapters.store import Store
-from bot.core.checks.rules import load_rules
 from bot.core.coalesce import CoalescingPoster
 from bot.core.delivery import Deliveries
 from bot.core.rendering import Renderer
+from bot.core.rules import load_rules
 from bot.core.watches.model import WatchState
 from bot.core.watches.service import WatchService, subject
 from bot.core.watches.verdict import verdict
