@@ -28,7 +28,7 @@ from bot.adapters.store import Store, fencing
 from bot.core import providers
 from bot.core.actions import default_registry
 from bot.core.announcements.service import AnnouncementService
-from bot.core.checks.rules import load_rules
+from bot.core.checks.rules import Rule, load_rules
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
@@ -49,6 +49,7 @@ from bot.core.rendering import Renderer
 from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns, action_context
 from bot.core.runs.cards import FileUploader, RunCards
 from bot.core.runs.dryrun import GateDryRuns
+from bot.core.runs.prs import PullRequests
 from bot.core.runs.service import RunService
 from bot.core.snapshots.projection import ClusterReader
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
@@ -169,6 +170,121 @@ def assemble(
 
     store = Store.open(settings.database_url)
     registry = registry or build_registry()
+    base = _base(
+        settings,
+        store,
+        poster=poster,
+        directory=directory,
+        connect_cluster=connect_cluster,
+        clock=clock,
+        with_slack=with_slack,
+        telemetry=telemetry,
+        job_registry=job_registry,
+    )
+    directory, slack, leadership, owner = base.directory, base.slack, base.leadership, base.owner
+    live_owners = base.live_owners
+    edits = slack.edits if slack is not None else None
+    deliveries = _deliveries(base)
+
+    # The engine of long duties, reading the standing; the triggers below run its scans and start
+    # it (a wake scans at once from then on).
+    duties = Duties(leadership=leadership, started=False)
+    # The one construction cycle: the runs start long actions (jobs, watches) and read their
+    # live sections, and the long actions report back to the runs (a step finished or was
+    # interrupted, a card to refresh). The long actions are built first with `steps`, which
+    # reads `runs` below once it is bound (no long action reports before a run started it).
+    steps = StepsOfRuns(lambda: runs)
+    watches, jobs = _long_duties(base, deliveries, duties, steps, duty_options or {}, job_wait_scale)
+    long_actions = StepLongActions(store, jobs)
+    pull_requests = _pull_requests(settings)
+    cards = _run_cards(base, deliveries, long_actions, pull_requests)
+    # A schedule made or cut reaches the timers at once (`triggers` is built below, from these;
+    # nothing is announced before the timers started).
+    announcements = _announcements(base, on_change=lambda: triggers.changed())
+    # Observed after each commit, on the replica that committed: once per change of a step.
+    grafana = GrafanaAnnotations(settings.grafana) if settings.grafana is not None else None
+    runs = _run_service(
+        base,
+        cards=cards,
+        watches=watches,
+        jobs=jobs,
+        long_actions=long_actions,
+        announcements=announcements,
+        grafana=grafana,
+        pull_requests=pull_requests,
+    )
+    fleets = _fleets(base, runs, deliveries)
+    triggers = _triggers(base, announcements, runs, duties, fleets, timers)
+
+    elector = _elector(base, leadership, runs, triggers, on_elected, on_deposed)
+    router = _router(base, registry, runs, announcements, watches, jobs, fleets)
+    return Services(
+        settings=settings,
+        store=store,
+        deliveries=deliveries,
+        registry=registry,
+        directory=directory,
+        router=router,
+        web_client=slack.web_client if slack is not None else None,
+        runs=runs,
+        announcements=announcements,
+        watches=watches,
+        jobs=jobs,
+        leadership=leadership,
+        duties=duties,
+        fleets=fleets,
+        triggers=triggers,
+        elector=elector,
+        edits=edits,
+        slack_stats=slack.stats if slack is not None else SlackStats(),
+        owner=owner,
+        live_owners=live_owners,
+        telemetry=telemetry,
+        grafana=grafana,
+        hooks=_hooks(base, runs),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Base:
+    """What the services are built from: the settings, the store, this replica's name and lease,
+    Slack (None without it), the clusters' connections, the rules and the evidence sources."""
+
+    settings: Settings
+    store: Store
+    clock: Callable[[], datetime]
+    owner: str
+    live_owners: Callable[[], set[str]] | None
+    telemetry: Telemetry
+    tenure: Tenure
+    directory: Directory
+    slack: _Slack | None
+    connect: Callable[[ClusterConfig], ClusterReader]
+    connect_named: Callable[[str], Any]
+    labels: tuple[str, ...]
+    rules: Sequence[Rule]
+    evidence: Evidence
+    job_registry: JobRegistry
+    leadership: Leadership
+    #: Where the services post: the one given, else Slack's card edits (None: no Slack here).
+    poster: Poster | None
+
+
+def _base(
+    settings: Settings,
+    store: Store,
+    *,
+    poster: Poster | None,
+    directory: Directory | None,
+    connect_cluster: Callable[[ClusterConfig], ClusterReader] | None,
+    clock: Callable[[], datetime],
+    with_slack: bool,
+    telemetry: Telemetry,
+    job_registry: JobRegistry | None,
+) -> _Base:
+    """This replica's name, lease and standing, Slack, the clusters' connections, the rules, the
+    clouds and the evidence sources: what every service is then built from."""
+    store = Store.open(settings.database_url)
     # This process's name on the posts it claims: a claim left by a process that is gone is settled.
     owner = new_owner()
     # This replica's lease on its own clock, built first: every part that calls out (Slack,
@@ -186,10 +302,8 @@ def assemble(
             return store.live_replicas(settings.lease_duration + settings.lease_grace) | {owner}
 
     slack = _slack(settings, telemetry, tenure) if with_slack and poster is None else None
-    web_client = slack.web_client if slack is not None else None
     directory = directory or (slack.directory if slack is not None else StaticDirectory())
-    edits = slack.edits if slack is not None else None
-    poster = poster or edits
+    poster = poster or (slack.edits if slack is not None else None)
     from bot.adapters.kube import Cluster
 
     # Every Kubernetes API request counted and timed (`upgrade_bot_kube_requests_total`).
@@ -200,6 +314,127 @@ def assemble(
 
     labels = group_labels(settings.node_group_labels)
     rules = load_rules(settings.rules_paths())
+    eks, aks, gke = _cloud_providers(settings, tenure)
+    evidence = _evidence(settings, tenure)
+    job_registry = job_registry or default_jobs(labels, rules, eks=eks, evidence=evidence, aks=aks, gke=gke)
+    return _Base(
+        settings=settings,
+        store=store,
+        clock=clock,
+        owner=owner,
+        live_owners=live_owners,
+        telemetry=telemetry,
+        tenure=tenure,
+        directory=directory,
+        slack=slack,
+        connect=connect,
+        connect_named=connect_named,
+        labels=labels,
+        rules=rules,
+        evidence=evidence,
+        job_registry=job_registry,
+        leadership=leadership,
+        poster=poster,
+    )
+
+
+def _announcements(b: _Base, *, on_change: Callable[[], object]) -> AnnouncementService:
+    """The window announcements; `on_change` tells the timers of a schedule made or cut."""
+    settings, store, clock, poster, owner = b.settings, b.store, b.clock, b.poster, b.owner
+    telemetry, live_owners = b.telemetry, b.live_owners
+    return AnnouncementService(
+        store=store,
+        clock=clock,
+        poster=poster,
+        templates_dir=settings.templates_dir,
+        channel=settings.channels.announcements,
+        offsets=settings.announcement_offsets,
+        grace=settings.announcement_grace,
+        owner=owner,
+        telemetry=telemetry,
+        live_owners=live_owners,
+        listeners=[on_change],
+    )
+
+
+def _pull_requests(settings: Settings) -> PullRequests | None:
+    # The PRs plan steps name (issue 43): githubkit is imported only when `github:` is configured.
+    if settings.github is None:
+        return None
+    from bot.adapters.github import GitHubPullRequests
+
+    return GitHubPullRequests(access=settings.github)
+
+
+def _triggers(
+    b: _Base,
+    announcements: AnnouncementService,
+    runs: RunService,
+    duties: Duties,
+    fleets: FleetService,
+    timers: Sequence[Timer],
+) -> Triggers:
+    settings, store, leadership = b.settings, b.store, b.leadership
+    # Fleets move as often as runs: a child's end is seen within one tick.
+    timers = (*timers, (FLEET_TICKER, RUN_TICK_SECONDS, lambda _now: fleets.tick()))
+
+    # With several replicas a schedule made on a follower reaches the leader by its sync: as
+    # often as the lease is renewed, instead of every SYNC_SECONDS.
+    sync = SYNC_SECONDS if store.single_host else min(SYNC_SECONDS, settings.lease_renew.total_seconds())
+    # Every timer: announcements, the run ticker, the sync (the triggers' own), each kind of
+    # long duty's scan, and the front door's `timers`.
+    return Triggers(
+        announcements=announcements,
+        runs=runs,
+        sync_seconds=sync,
+        duties=duties,
+        timers=timers,
+        leadership=leadership,
+    )
+
+
+def _router(
+    b: _Base,
+    registry: Registry,
+    runs: RunService,
+    announcements: AnnouncementService,
+    watches: WatchService,
+    jobs: JobService,
+    fleets: FleetService,
+) -> Router:
+    settings, store, directory, clock, connect = b.settings, b.store, b.directory, b.clock, b.connect
+    telemetry, slack = b.telemetry, b.slack
+    return Router(
+        registry=registry,
+        settings=settings,
+        store=store,
+        directory=directory,
+        clock=clock,
+        connect_cluster=connect,
+        runs=runs,
+        fetch_file=slack.gateway.download_file if slack is not None else None,
+        announcements=announcements,
+        watches=watches,
+        jobs=jobs,
+        telemetry=telemetry,
+        fleets=fleets,
+    )
+
+
+def _hooks(b: _Base, runs: RunService) -> PipelineHookDoor | None:
+    """`POST /hooks/pipeline`, when `pipeline_hooks:` is configured."""
+    settings, store, clock = b.settings, b.store, b.clock
+    if not settings.pipeline_hooks:
+        return None
+    return PipelineHookDoor(
+        secrets=settings.pipeline_hooks, store=store, runs=runs, clock=lambda: clock().timestamp()
+    )
+
+
+def _cloud_providers(
+    settings: Settings, tenure: Tenure
+) -> tuple[ProviderAccess, ProviderAccess, ProviderAccess]:
+    """The EKS, AKS and GKE providers of the clusters that name one, their updates under the lease."""
     # The EKS actions' AWS side: each cluster's `provider: {eks: …}` (boto3 only when one is used).
     # An update call is made only while this replica leads with the call's time left, and its
     # client (which never retries it) gives up within that time.
@@ -230,6 +465,10 @@ def assemble(
             client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
         ),
     )
+    return eks, aks, gke
+
+
+def _evidence(settings: Settings, tenure: Tenure) -> Evidence:
     # The evidence gate's Alertmanagers (`clusters.NAME.alertmanager`), scoped by alert_matchers.
     from bot.adapters.alertmanager import Alertmanager
     from bot.adapters.prometheus import Prometheus
@@ -238,7 +477,7 @@ def assemble(
     # leader must not extend a silence its successor already cut), and the call ends within it.
     am_within = tenure.fit(ALERTMANAGER_CALL_TIMEOUT)
 
-    evidence = Evidence(
+    return Evidence(
         {
             c.name: (
                 guard_silences(
@@ -251,7 +490,13 @@ def assemble(
         },
         {c.name: Prometheus(c.prometheus) for c in settings.clusters.values() if c.prometheus is not None},
     )
-    job_registry = job_registry or default_jobs(labels, rules, eks=eks, evidence=evidence, aks=aks, gke=gke)
+
+
+def _deliveries(b: _Base) -> Deliveries | None:
+    """Posting exactly once (None without a poster); the card edits start here."""
+    poster, edits = b.poster, b.slack.edits if b.slack is not None else None
+    settings, store, clock, owner, slack = b.settings, b.store, b.clock, b.owner, b.slack
+    live_owners, telemetry, tenure = b.live_owners, b.telemetry, b.tenure
     deliveries = None
     if poster is not None:
         deliveries = Deliveries(
@@ -272,15 +517,21 @@ def assemble(
             # a card Slack says is gone is posted again through the deliveries, built just now.
             edits.start(on_gone=deliveries.repost_gone)
 
-    # The engine of long duties, reading the standing; the triggers below run its scans and start
-    # it (a wake scans at once from then on).
-    duties = Duties(leadership=leadership, started=False)
-    options = duty_options or {}
-    # The one construction cycle: the runs start long actions (jobs, watches) and read their
-    # live sections, and the long actions report back to the runs (a step finished or was
-    # interrupted, a card to refresh). The long actions are built first with `steps`, which
-    # reads `runs` below once it is bound (no long action reports before a run started it).
-    steps = StepsOfRuns(lambda: runs)
+    return deliveries
+
+
+def _long_duties(
+    b: _Base,
+    deliveries: Deliveries | None,
+    duties: Duties,
+    steps: StepsOfRuns,
+    options: Mapping[str, Mapping[str, Any]],
+    job_wait_scale: float,
+) -> tuple[WatchService, JobService]:
+    """The watches and the cluster jobs, each with its driver in the duty engine."""
+    settings, store, clock, owner, telemetry = b.settings, b.store, b.clock, b.owner, b.telemetry
+    labels, rules, directory, job_registry = b.labels, b.rules, b.directory, b.job_registry
+    connect_named, tenure = b.connect_named, b.tenure
     watches = WatchService(
         store=store,
         deliveries=deliveries,
@@ -342,13 +593,15 @@ def assemble(
             **{**beats, **options.get(JOBS, {})},
         )
     )
-    long_actions = StepLongActions(store, jobs)
-    # The PRs plan steps name (issue 43): githubkit is imported only when `github:` is configured.
-    pull_requests = None
-    if settings.github is not None:
-        from bot.adapters.github import GitHubPullRequests
+    return watches, jobs
 
-        pull_requests = GitHubPullRequests(access=settings.github)
+
+def _run_cards(
+    b: _Base, deliveries: Deliveries | None, long_actions: StepLongActions, pull_requests: PullRequests | None
+) -> RunCards | None:
+    """The run cards in Slack (None without a poster)."""
+    settings, store, clock, slack, directory = b.settings, b.store, b.clock, b.slack, b.directory
+    job_registry, connect_named = b.job_registry, b.connect_named
     cards = None
     if deliveries is not None:
         cards = RunCards(
@@ -366,24 +619,30 @@ def assemble(
             evidence=StoredEvidence(store),
             pull_requests=pull_requests,
         )
-    announcements = AnnouncementService(
-        store=store,
-        clock=clock,
-        poster=poster,
-        templates_dir=settings.templates_dir,
-        channel=settings.channels.announcements,
-        offsets=settings.announcement_offsets,
-        grace=settings.announcement_grace,
-        owner=owner,
-        telemetry=telemetry,
-        live_owners=live_owners,
-        # A schedule made or cut reaches the timers at once (`triggers` is built below, from
-        # these; nothing is announced before the timers started).
-        listeners=[lambda: triggers.changed()],
+    return cards
+
+
+def _run_service(
+    b: _Base,
+    *,
+    cards: RunCards | None,
+    watches: WatchService,
+    jobs: JobService,
+    long_actions: StepLongActions,
+    announcements: AnnouncementService,
+    grafana: GrafanaAnnotations | None,
+    pull_requests: PullRequests | None,
+) -> RunService:
+    """The runs, with the context their actions are given."""
+    settings, store, clock, directory, connect = b.settings, b.store, b.clock, b.directory, b.connect
+    labels, evidence, owner, live_owners, telemetry = (
+        b.labels,
+        b.evidence,
+        b.owner,
+        b.live_owners,
+        b.telemetry,
     )
-    # Observed after each commit, on the replica that committed: once per change of a step.
-    grafana = GrafanaAnnotations(settings.grafana) if settings.grafana is not None else None
-    runs = RunService(
+    return RunService(
         store=store,
         directory=directory,
         clock=clock,
@@ -415,7 +674,12 @@ def assemble(
         step_observers=(grafana,) if grafana is not None else (),
         pull_requests=pull_requests,
     )
-    fleets = FleetService(
+
+
+def _fleets(b: _Base, runs: RunService, deliveries: Deliveries | None) -> FleetService:
+    settings, store, clock, directory, connect = b.settings, b.store, b.clock, b.directory, b.connect
+    evidence = b.evidence
+    return FleetService(
         store=store,
         runs=runs,
         clusters=settings.clusters,
@@ -434,22 +698,18 @@ def assemble(
             else []
         ),
     )
-    # Fleets move as often as runs: a child's end is seen within one tick.
-    timers = (*timers, (FLEET_TICKER, RUN_TICK_SECONDS, lambda _now: fleets.tick()))
 
-    # With several replicas a schedule made on a follower reaches the leader by its sync: as
-    # often as the lease is renewed, instead of every SYNC_SECONDS.
-    sync = SYNC_SECONDS if store.single_host else min(SYNC_SECONDS, settings.lease_renew.total_seconds())
-    # Every timer: announcements, the run ticker, the sync (the triggers' own), each kind of
-    # long duty's scan, and the front door's `timers`.
-    triggers = Triggers(
-        announcements=announcements,
-        runs=runs,
-        sync_seconds=sync,
-        duties=duties,
-        timers=timers,
-        leadership=leadership,
-    )
+
+def _elector(
+    b: _Base,
+    leadership: Leadership,
+    runs: RunService,
+    triggers: Triggers,
+    on_elected: Sequence[Callable[[Fence], object]],
+    on_deposed: Sequence[Callable[[int], object]],
+) -> Elector:
+    """Who leads: taking over recovers what a crash left and drives the timers; following stops them."""
+    settings, store, tenure = b.settings, b.store, b.tenure
 
     def elected(fence: Fence) -> None:
         _recover(store, runs, triggers, fence)
@@ -471,52 +731,7 @@ def assemble(
         tenure=tenure,
         grace=settings.lease_grace,
     )
-    router = Router(
-        registry=registry,
-        settings=settings,
-        store=store,
-        directory=directory,
-        clock=clock,
-        connect_cluster=connect,
-        runs=runs,
-        fetch_file=slack.gateway.download_file if slack is not None else None,
-        announcements=announcements,
-        watches=watches,
-        jobs=jobs,
-        telemetry=telemetry,
-        fleets=fleets,
-    )
-    return Services(
-        settings=settings,
-        store=store,
-        deliveries=deliveries,
-        registry=registry,
-        directory=directory,
-        router=router,
-        web_client=web_client,
-        runs=runs,
-        announcements=announcements,
-        watches=watches,
-        jobs=jobs,
-        leadership=leadership,
-        duties=duties,
-        fleets=fleets,
-        triggers=triggers,
-        elector=elector,
-        edits=edits,
-        slack_stats=slack.stats if slack is not None else SlackStats(),
-        owner=owner,
-        live_owners=live_owners,
-        telemetry=telemetry,
-        grafana=grafana,
-        hooks=(
-            PipelineHookDoor(
-                secrets=settings.pipeline_hooks, store=store, runs=runs, clock=lambda: clock().timestamp()
-            )
-            if settings.pipeline_hooks
-            else None
-        ),
-    )
+    return elector
 
 
 def _recover(store: Store, runs: RunService, triggers: Triggers, fence: Fence) -> None:

@@ -76,6 +76,18 @@ class Metrics:
         r = self.registry
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
+        self._slack_metrics(r)
+        self._activity_metrics(r)
+        self._leader_metrics(r)
+        self._dead_letter_metrics(r)
+        self._run_metrics(r)
+        self._cluster_metrics(r)
+        self._fixed_series(r)
+        self._leading = False
+        self._lock = threading.Lock()
+
+    def _slack_metrics(self, r: CollectorRegistry) -> None:
+        """The front door and Slack: commands, acks, Web API calls, rate limits, card edits."""
         self.commands = Counter(
             "upgrade_bot_commands",
             "/upgrade commands by subcommand and outcome (ok, usage, denied, refused, error)",
@@ -108,6 +120,9 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+
+    def _activity_metrics(self, r: CollectorRegistry) -> None:
+        """Watch events, announcements and plan actions."""
         self.watch_events_total = Counter(
             "upgrade_bot_watch_events", "Watch events folded (rate() gives events per second)", registry=r
         )
@@ -125,6 +140,9 @@ class Metrics:
         self.actions = Counter(
             "upgrade_bot_actions", "Plan actions by kind and result", ["kind", "result"], registry=r
         )
+
+    def _leader_metrics(self, r: CollectorRegistry) -> None:
+        """The lease: who leads, its epoch, and how often it changed hands."""
         self.leader = Gauge("upgrade_bot_leader", "1 while this replica holds the lease", registry=r)
         self.leader_epoch = Gauge(
             "upgrade_bot_leader_epoch",
@@ -134,6 +152,9 @@ class Metrics:
         self.leader_changes = Counter(
             "upgrade_bot_leader_changes", "Times this replica became or stopped being the leader", registry=r
         )
+
+    def _dead_letter_metrics(self, r: CollectorRegistry) -> None:
+        """What was set aside after failing every attempt, and the workers' queue."""
         self.inbox_dead = Counter(
             "upgrade_bot_inbox_set_aside",
             "Acknowledged requests set aside as dead letters after failing every attempt, by kind",
@@ -156,6 +177,9 @@ class Metrics:
             "Commands and clicks queued or running on the workers",
             registry=r,
         )
+
+    def _run_metrics(self, r: CollectorRegistry) -> None:
+        """Runs, steps and gates."""
         self.runs_started = Counter(
             "upgrade_bot_runs_started", "Upgrade runs started (one-step action runs included)", registry=r
         )
@@ -179,6 +203,9 @@ class Metrics:
             "Gates that waited past their escalation (the roster and the coordinator reminded)",
             registry=r,
         )
+
+    def _cluster_metrics(self, r: CollectorRegistry) -> None:
+        """Drains, timed work, and the Kubernetes API requests."""
         self.evictions_total = Counter(
             "upgrade_bot_evictions",
             "Drain eviction requests by result: evicted, gone, blocked (a disruption budget), error",
@@ -210,11 +237,13 @@ class Metrics:
             buckets=KUBE_BUCKETS,
             registry=r,
         )
+
+    def _fixed_series(self, r: CollectorRegistry) -> None:
+        """The build info, and the series that must read 0 rather than be absent before the first event."""
         self.build_info = Gauge(
             "upgrade_bot_build_info", "Always 1; the running version as a label", ["version"], registry=r
         )
         self.build_info.labels(version=__version__).set(1)
-        # Series that must read 0 rather than be absent before the first event.
         for outcome in ("completed", "aborted"):
             self.runs_ended.labels(outcome=outcome)
         for outcome in ("succeeded", "failed", "skipped", "interrupted"):
@@ -229,8 +258,6 @@ class Metrics:
             self.inbox_dead.labels(kind=kind)
         for kind in ("cordon", "uncordon", "drain", "restart", "wait-nodegroup"):
             self.jobs_dead.labels(kind=kind)
-        self._leading = False
-        self._lock = threading.Lock()
 
     # -- exposition ---------------------------------------------------------------------------
 

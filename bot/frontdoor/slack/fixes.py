@@ -127,29 +127,60 @@ def register(
     store: Store,
     clock: Callable[[], datetime],
 ) -> None:
-    def refuse(cid: str, payload: Mapping[str, Any], message: str) -> None:
-        refuse_click(gateway, cid, payload, message, what="fix")
+    """Wire the Fix… button into `app`, and the inbox's fix work to `FixDoor`."""
+    door = FixDoor(
+        watches=watches,
+        router=router,
+        roster=roster,
+        directory=directory,
+        gateway=gateway,
+        deliveries=deliveries,
+        inbox=inbox,
+        store=store,
+        clock=clock,
+    )
+    inbox.handle(FIX_ACTION, door.work)
+    app.action(FIX_ACTION)(door.on_fix)
 
-    def work(payload: dict[str, Any], cid: str, how: str) -> None:
+
+@dataclass(frozen=True, kw_only=True)
+class FixDoor:
+    """The Fix… button's handler (Bolt passes `ack`, `body`, `action` by name), and the work the
+    inbox runs on a worker: the fix's run started through the router, once per finding."""
+
+    watches: WatchService
+    router: Router
+    roster: Callable[[], Mapping[str, Sequence[str]]]
+    directory: Directory
+    gateway: SlackGateway
+    deliveries: Deliveries | None
+    inbox: Inbox
+    store: Store
+    clock: Callable[[], datetime]
+
+    def refuse(self, cid: str, payload: Mapping[str, Any], message: str) -> None:
+        refuse_click(self.gateway, cid, payload, message, what="fix")
+
+    def work(self, payload: dict[str, Any], cid: str, how: str) -> None:
         if how == DONE_BEFORE:
             return  # the run was started before the restart: its card and the thread say so
         user = str(payload.get("user", ""))
         value = str(payload.get("value", ""))
         try:
-            if not roles_of(user, roster(), directory):
+            if not roles_of(user, self.roster(), self.directory):
                 raise UserError("only people on the roster can start a fix")
-            target = _target(value, payload)
+            target = self._target(value, payload)
         except UserError as exc:
             log.info("fix %s by %s refused: %s", value[:80], user, exc.user_message)
-            refuse(cid, payload, exc.user_message)
+            self.refuse(cid, payload, exc.user_message)
             return
         sub, key, fix = target.subject, target.key, target.fix
-        if not store.claim_fix(subject=sub, key=key, by=user, at=clock()):
-            by, run_id = store.finding_fix(subject=sub, key=key) or ("", "")
+        if not self.store.claim_fix(subject=sub, key=key, by=user, at=self.clock()):
+            by, run_id = self.store.finding_fix(subject=sub, key=key) or ("", "")
             # The same person's click replayed after a restart, before its run was recorded: go on.
             if not (how == REPLAY and by == user and not run_id):
                 started = f"run `{run_id}`" if run_id else "a run (starting now)"
-                refuse(cid, payload, f"a fix for this finding was already asked by <@{by}>: {started}")
+                self.refuse(cid, payload, f"a fix for this finding was already asked by <@{by}>: {started}")
                 return
         words = [
             "action",
@@ -160,7 +191,7 @@ def register(
             "--reason",
             target.reason,
         ]
-        outcome = router.handle(
+        outcome = self.router.handle(
             CommandRequest(
                 text=shlex.join(words),
                 user_id=user,
@@ -173,12 +204,14 @@ def register(
         if not run_id:
             # Refused (the cluster did not answer, nobody to approve…): nothing started, so a
             # later click may try again.
-            store.release_fix(subject=sub, key=key)
-            refuse(cid, payload, str(outcome.reply.context.get("message") or "the fix's run was not started"))
+            self.store.release_fix(subject=sub, key=key)
+            self.refuse(
+                cid, payload, str(outcome.reply.context.get("message") or "the fix's run was not started")
+            )
             return
-        store.record_fix(subject=sub, key=key, run_id=run_id)
+        self.store.record_fix(subject=sub, key=key, run_id=run_id)
         log.info("fix of %s on %s: run %s, asked by %s", fix.rule_id, fix.workload, run_id, user)
-        if deliveries is not None and target.channel:
+        if self.deliveries is not None and target.channel:
             text = (
                 f":wrench: <@{user}> asked for the fix of *{slack_escape(fix.rule_id)}*: run `{run_id}` "
                 f"(`{slack_escape(fix.command)}`) waits for its approvers in its thread."
@@ -190,13 +223,13 @@ def register(
                     "waits for its approvers in its thread."
                 )
             try:
-                deliveries.post_once(sub, f"fix:{key}", target.channel, text, thread_ts=target.thread_ts)
+                self.deliveries.post_once(sub, f"fix:{key}", target.channel, text, thread_ts=target.thread_ts)
             except BotError as exc:
                 log.warning(
                     "could not say in the thread that run %s was started: %s", run_id, exc.user_message
                 )
 
-    def _target(value: str, payload: Mapping[str, Any]) -> _Target:
+    def _target(self, value: str, payload: Mapping[str, Any]) -> _Target:
         if value.startswith("check:"):
             ref, finding, cluster, fix = _check_finding(value)
             return _Target(
@@ -208,10 +241,10 @@ def register(
                 channel=str(payload.get("channel", "")),
                 thread_ts=str(payload.get("message_ts", "")),
             )
-        watch_id, key, fix = _finding(watches, value)
+        watch_id, key, fix = _finding(self.watches, value)
         sub = subject(watch_id)
-        row = watches.get(watch_id)
-        post = store.messages(sub).get(key)
+        row = self.watches.get(watch_id)
+        post = self.store.messages(sub).get(key)
         return _Target(
             subject=sub,
             key=key,
@@ -222,10 +255,7 @@ def register(
             thread_ts=post.thread_ts if post is not None else "",
         )
 
-    inbox.handle(FIX_ACTION, work)
-
-    @app.action(FIX_ACTION)
-    def on_fix(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+    def on_fix(self, ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         payload = {
             "user": str(body.get("user", {}).get("id", "")),
             "channel": str(body.get("channel", {}).get("id", "")),
@@ -237,9 +267,9 @@ def register(
             ),
         }
         # Stored before the ack: Slack never sends an acknowledged click again.
-        accepted = inbox.accept(FIX_ACTION, delivery_key(body), payload)
+        accepted = self.inbox.accept(FIX_ACTION, delivery_key(body), payload)
         ack()
         if accepted is not None:
             with correlation(accepted[1]):
                 log.info("fix %s from %s", payload["value"][:80], payload["user"])
-                inbox.submit(accepted[0], name=f"fix {payload['value'][:40]}")
+                self.inbox.submit(accepted[0], name=f"fix {payload['value'][:40]}")

@@ -21,6 +21,7 @@ import logging
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -80,10 +81,44 @@ def register(
     clock: Callable[[], datetime],
     jobs: JobService,
 ) -> None:
-    def refuse(cid: str, payload: dict[str, Any], message: str) -> None:
-        refuse_click(gateway, cid, payload, inert(message), what="paused run button")
+    """Wire the paused-run buttons and modals into `app`, and the inbox's click work to `PausedDoor`."""
+    door = PausedDoor(
+        runs=runs,
+        router=router,
+        settings=settings,
+        gateway=gateway,
+        inbox=inbox,
+        workers=workers,
+        store=store,
+        clock=clock,
+        jobs=jobs,
+    )
+    inbox.handle("paused", door.work)
+    app.action(re.compile("^paused_(resume|skip|waive|wait|evidence_waive|abort)$"))(door.on_button)
+    app.view(SKIP_CALLBACK)(door.on_skip)
+    app.view(EVIDENCE_WAIVE_CALLBACK)(door.on_evidence_waive)
+    app.view(WAIVE_CALLBACK)(door.on_waive)
 
-    def work(payload: dict[str, Any], cid: str, how: str) -> None:
+
+@dataclass(frozen=True, kw_only=True)
+class PausedDoor:
+    """The paused run's buttons' and modals' handlers (Bolt passes `ack`, `body`, `action`/`view` by
+    name), and the click work the inbox runs on a worker."""
+
+    runs: RunService
+    router: Router
+    settings: Callable[[], Settings]
+    gateway: SlackGateway
+    inbox: Inbox
+    workers: WorkerPool
+    store: Store
+    clock: Callable[[], datetime]
+    jobs: JobService
+
+    def refuse(self, cid: str, payload: dict[str, Any], message: str) -> None:
+        refuse_click(self.gateway, cid, payload, inert(message), what="paused run button")
+
+    def work(self, payload: dict[str, Any], cid: str, how: str) -> None:
         ref = ButtonRef.decode(str(payload.get("value", "")), ACTIONS.get(str(payload.get("action_id")), ""))
         if ref is None or how == DONE_BEFORE:
             return  # done before the restart: the card and the thread show it
@@ -95,54 +130,54 @@ def register(
         )
         try:
             if ref.decision in EVIDENCE_ANSWERS:
-                evidence(ref, actor, payload)
+                self.evidence(ref, actor, payload)
                 return
             if ref.decision == "waive" and payload.get("finding"):
-                waive(ref, actor, payload)
+                self.waive(ref, actor, payload)
                 return
             if ref.decision in ("skip", "waive") and not payload.get("reason"):
-                ask(ref, actor, payload)
+                self.ask(ref, actor, payload)
                 return
-            out = runs.paused_click(ref, actor, reason=str(payload.get("reason") or ""))
+            out = self.runs.paused_click(ref, actor, reason=str(payload.get("reason") or ""))
         except BotError as exc:
             log.warning("paused-run button on %s/%s failed: %s", ref.run_id, ref.step_id, exc.user_message)
-            refuse(cid, payload, exc.user_message)
+            self.refuse(cid, payload, exc.user_message)
             return
         if not out.accepted:
-            refuse(cid, payload, out.message)
+            self.refuse(cid, payload, out.message)
 
-    def evidence(ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
+    def evidence(self, ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
         """Wait, Waive… or Abort on a run paused on Inconclusive evidence: the run's rules first
         (who may; two people to waive), then the step's job gets the answer and goes on."""
         reason = str(payload.get("reason") or "")
         if ref.decision == "evidence_waive" and not reason:
-            check = runs.check_evidence_waive(ref, actor)
+            check = self.runs.check_evidence_waive(ref, actor)
             if not check.accepted:
-                refuse(actor.correlation_id, payload, check.message)
+                self.refuse(actor.correlation_id, payload, check.message)
                 return
             title = check.run.plan.step(ref.step_id).title
             try:
-                gateway.open_view(
+                self.gateway.open_view(
                     str(payload.get("trigger_id", "")), evidence_waive_view(ref, title, actor.channel_id)
                 )
             except BotError as exc:
-                refuse(
+                self.refuse(
                     actor.correlation_id,
                     payload,
                     f"could not open the dialog ({exc.user_message}); click again",
                 )
             return
-        row = jobs.store.job_of_step(ref.run_id, ref.step_id)
+        row = self.jobs.store.job_of_step(ref.run_id, ref.step_id)
         choice = choice_of(row.choice) if row is not None and not row.decision else None
         if row is None or choice is None or not choice.key.startswith(P.EVIDENCE + ":"):
-            refuse(actor.correlation_id, payload, f"`{ref.step_id}` is not waiting on evidence now")
+            self.refuse(actor.correlation_id, payload, f"`{ref.step_id}` is not waiting on evidence now")
             return
-        out = runs.evidence_click(ref, actor, reason=reason)
+        out = self.runs.evidence_click(ref, actor, reason=reason)
         if not out.accepted:
-            refuse(actor.correlation_id, payload, out.message)
+            self.refuse(actor.correlation_id, payload, out.message)
             return
         if ref.decision == "evidence_waive" and out.message != "waived":
-            gateway.post_ephemeral(
+            self.gateway.post_ephemeral(
                 actor.channel_id, actor.user_id, inert(f"Your vote to waive is recorded; {out.message}.")
             )
             return
@@ -153,7 +188,7 @@ def register(
                 if a.step_id == ref.step_id and a.phase == EVIDENCE_WAIVE and a.epoch == ref.epoch
             ]
             reason = "; ".join(f"<@{v.user_id}>: {v.reason}" for v in votes)
-        jobs.decide(
+        self.jobs.decide(
             row.id,
             choice_key=choice.key,
             option=EVIDENCE_ANSWERS[ref.decision],
@@ -161,50 +196,50 @@ def register(
             reason=reason,
         )
 
-    def ask(ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
+    def ask(self, ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
         """Skip… or Waive… clicked: the modal, if this person may use it now."""
-        check = runs.check_paused(ref, actor)
+        check = self.runs.check_paused(ref, actor)
         if not check.accepted:
-            refuse(actor.correlation_id, payload, check.message)
+            self.refuse(actor.correlation_id, payload, check.message)
             return
         run = check.run
         if ref.decision == "waive":
-            config = settings()
-            held = roles_of(actor.user_id, config.roster, runs.directory) & set(config.action_approvers)
+            config = self.settings()
+            held = roles_of(actor.user_id, config.roster, self.runs.directory) & set(config.action_approvers)
             if not held:
                 who = " or ".join(f"the {r}" for r in config.action_approvers)
-                refuse(actor.correlation_id, payload, f"a Required finding's waiver is asked by {who}")
+                self.refuse(actor.correlation_id, payload, f"a Required finding's waiver is asked by {who}")
                 return
             cause = P.pause_cause(run)
             findings = cause.findings if cause is not None else ()
             if not findings:
-                refuse(actor.correlation_id, payload, f"run {run.id} did not pause on a finding")
+                self.refuse(actor.correlation_id, payload, f"run {run.id} did not pause on a finding")
                 return
             view = waive_view(ref, run.plan.step(ref.step_id).title, findings, actor.channel_id)
         else:
             view = skip_view(ref, run.plan.step(ref.step_id).title, actor.channel_id)
         try:
-            gateway.open_view(str(payload.get("trigger_id", "")), view)
+            self.gateway.open_view(str(payload.get("trigger_id", "")), view)
         except BotError as exc:
-            refuse(
+            self.refuse(
                 actor.correlation_id,
                 payload,
                 f"could not open the dialog ({exc.user_message}); click the button again",
             )
 
-    def waive(ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
+    def waive(self, ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
         """The Waive… modal's answer: `/upgrade waive` as this person, for the run's cluster."""
-        run = runs.load(ref.run_id)
+        run = self.runs.load(ref.run_id)
         finding = str(payload["finding"])
         cause = P.pause_cause(run)
         if cause is None or cause.step_id != ref.step_id or finding not in cause.findings:
-            refuse(actor.correlation_id, payload, f"`{finding}` is not a finding this run paused on now")
+            self.refuse(actor.correlation_id, payload, f"`{finding}` is not a finding this run paused on now")
             return
         text = (
             f"waive {finding} --for {shlex.quote(str(payload['duration']))} "
             f"--reason {shlex.quote(str(payload['reason']))} --cluster {shlex.quote(run.plan.cluster)}"
         )
-        outcome = router.handle(
+        outcome = self.router.handle(
             CommandRequest(
                 text=text,
                 user_id=actor.user_id,
@@ -213,18 +248,15 @@ def register(
             )
         )
         if outcome.reply.ephemeral:
-            gateway.post_ephemeral(actor.channel_id, actor.user_id, outcome.rendered.text)
+            self.gateway.post_ephemeral(actor.channel_id, actor.user_id, outcome.rendered.text)
         else:
-            gateway.post_message(
+            self.gateway.post_message(
                 outcome.reply.channel or actor.channel_id,
                 outcome.rendered.text,
                 blocks=outcome.rendered.blocks,
             )
 
-    inbox.handle("paused", work)
-
-    @app.action(re.compile("^paused_(resume|skip|waive|wait|evidence_waive|abort)$"))
-    def on_button(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
+    def on_button(self, ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         user = ref_id(body, "user")
         channel = ref_id(body, "channel")
         response_url = str(body.get("response_url", ""))
@@ -234,7 +266,7 @@ def register(
         accepted = None
         if ref is not None:
             # Stored before the ack: Slack never sends an acknowledged click again.
-            accepted = inbox.accept(
+            accepted = self.inbox.accept(
                 "paused",
                 delivery_key(body),
                 {
@@ -251,9 +283,9 @@ def register(
             log.info("paused-run button %s from %s", action_id, user)
             if ref is None:
                 refuse_inactive_button(
-                    store,
-                    workers,
-                    at=clock(),
+                    self.store,
+                    self.workers,
+                    at=self.clock(),
                     user=user,
                     channel=channel,
                     response_url=response_url,
@@ -262,34 +294,22 @@ def register(
                 )
                 return
             if accepted is not None:
-                inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
-
-    def submitted(body: dict[str, Any], view: dict[str, Any], action_id: str) -> tuple[ButtonRef | None, str]:
-        try:
-            meta = json.loads(str(view.get("private_metadata", "")))
-            return ButtonRef.decode(str(meta["ref"]), ACTIONS[action_id]), str(meta.get("channel", ""))
-        except (ValueError, KeyError, TypeError):
-            return None, ""
-
-    def value(view: dict[str, Any], block: str, element: str = "typed") -> str:
-        state = view.get("state", {}).get("values", {}).get(block, {}).get(element, {})
-        picked = state.get("selected_option") or {}
-        return str(state.get("value") or picked.get("value") or "").strip()
+                self.inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
 
     def accept_view(
-        ack: Ack, body: dict[str, Any], view: dict[str, Any], ref: ButtonRef, payload: dict[str, Any]
+        self, ack: Ack, body: dict[str, Any], view: dict[str, Any], ref: ButtonRef, payload: dict[str, Any]
     ) -> None:
         # Stored before the ack, as a click is: an acknowledged submission is never sent again.
-        accepted = inbox.accept("paused", delivery_key(body) or f"view:{view.get('id', '')}", payload)
+        accepted = self.inbox.accept("paused", delivery_key(body) or f"view:{view.get('id', '')}", payload)
         ack()
         if accepted is not None:
             with correlation(accepted[1]):
-                inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
+                self.inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
 
-    def submit_with_reason(ack: Ack, body: dict[str, Any], view: dict[str, Any], action: str) -> None:
+    def submit_with_reason(self, ack: Ack, body: dict[str, Any], view: dict[str, Any], action: str) -> None:
         """A modal whose one field is the reason (Skip…, Waive… of evidence): refused without one."""
-        ref, channel = submitted(body, view, action)
-        reason = value(view, "reason")
+        ref, channel = _submitted(body, view, action)
+        reason = _value(view, "reason")
         if ref is None:
             ack()
             return
@@ -308,26 +328,23 @@ def register(
             "value": ref.encode(),
             "reason": reason[:REASON_LIMIT],
         }
-        accept_view(ack, body, view, ref, payload)
+        self.accept_view(ack, body, view, ref, payload)
 
-    @app.view(SKIP_CALLBACK)
-    def on_skip(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        submit_with_reason(ack, body, view, P.SKIP)
+    def on_skip(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        self.submit_with_reason(ack, body, view, P.SKIP)
 
-    @app.view(EVIDENCE_WAIVE_CALLBACK)
-    def on_evidence_waive(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        submit_with_reason(ack, body, view, P.EVIDENCE_WAIVE)
+    def on_evidence_waive(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        self.submit_with_reason(ack, body, view, P.EVIDENCE_WAIVE)
 
-    @app.view(WAIVE_CALLBACK)
-    def on_waive(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        ref, channel = submitted(body, view, P.WAIVE)
+    def on_waive(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        ref, channel = _submitted(body, view, P.WAIVE)
         if ref is None:
             ack()
             return
         finding, duration, reason = (
-            value(view, "finding", "picked"),
-            value(view, "duration"),
-            value(view, "reason"),
+            _value(view, "finding", "picked"),
+            _value(view, "duration"),
+            _value(view, "reason"),
         )
         errors: dict[str, str] = {}
         try:
@@ -353,7 +370,21 @@ def register(
             "duration": duration,
             "reason": reason[:REASON_LIMIT],
         }
-        accept_view(ack, body, view, ref, payload)
+        self.accept_view(ack, body, view, ref, payload)
+
+
+def _submitted(body: dict[str, Any], view: dict[str, Any], action_id: str) -> tuple[ButtonRef | None, str]:
+    try:
+        meta = json.loads(str(view.get("private_metadata", "")))
+        return ButtonRef.decode(str(meta["ref"]), ACTIONS[action_id]), str(meta.get("channel", ""))
+    except (ValueError, KeyError, TypeError):
+        return None, ""
+
+
+def _value(view: dict[str, Any], block: str, element: str = "typed") -> str:
+    state = view.get("state", {}).get("values", {}).get(block, {}).get(element, {})
+    picked = state.get("selected_option") or {}
+    return str(state.get("value") or picked.get("value") or "").strip()
 
 
 def skip_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
