@@ -32,6 +32,7 @@ NODE_MONITOR_GRACE = 40.0
 STATUS_REPORT_SECONDS = 300.0
 POD_GC_QUARANTINE = 40.0
 LEASES = KINDS_BY_KEY["leases.coordination.k8s.io"]
+NODES = KINDS_BY_KEY["nodes"]
 NODE_GROUP_LABEL = "eks.amazonaws.com/nodegroup"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
@@ -238,11 +239,24 @@ class NodeLifecycle:
         if now - self._posted.get(name, 0.0) >= STATUS_REPORT_SECONDS:
             # Without changes the kubelet still posts its node status every 5 minutes.
             self._posted[name] = now
-            node = self.api.store.get("nodes", "", name)
-            if node is not None:
-                for c in (node.get("status") or {}).get("conditions") or []:
-                    c["lastHeartbeatTime"] = rfc3339(now)
-                self.api.write("nodes", node, status=True)
+            node_entry = self.api.store.entry("nodes", "", name)
+            if node_entry is not None:
+                # Likewise straight to the store: the API server's status write copied the whole
+                # node (images, addresses, capacity) to move one timestamp per condition.
+                node = node_entry.view()
+                status = node.get("status") or {}
+                beat = rfc3339(now)
+                fresh = {
+                    **node,
+                    "metadata": dict(node["metadata"]),
+                    "status": {
+                        **status,
+                        "conditions": [
+                            {**c, "lastHeartbeatTime": beat} for c in status.get("conditions") or []
+                        ],
+                    },
+                }
+                self.api.store.update(NODES, fresh, node_entry, handover=True)
 
     # ---- kubelet liveness -----------------------------------------------------------------------
 
