@@ -16,8 +16,12 @@ a post that never came; `--skip-slack` leaves it out.
   - RSS of the bot with a fleet of 20 children all *watching* their clusters (a live watch each,
     streaming from its sim), after 20 s of watching (target ≤ 500 MB).
 
-Not measured here (say so in RESULTS): acks while 20 children watch, and the fleet card's edit
-rate against Slack's budget.
+  - with `--edit-minutes` (default 2), the same watching fleet with its cards posted to the
+    loopback Slack stub (tests/support/slack_stub.py): `chat.update` calls per card per minute,
+    the most in any 60 s (Slack's Tier 3: about 50 a minute for the workspace) and how many
+    were answered 429.
+
+Not measured here (say so in RESULTS): acks while 20 children watch.
 
 `--latency` (default 0.03 s) is added by every sim to each Kubernetes request, as a cloud API
 server's round trip: on a sim with none, a check is CPU work on both ends (26 requests answered
@@ -56,6 +60,7 @@ from bot.core.runs.service import Actor  # noqa: E402
 from bot.frontdoor.assemble import assemble  # noqa: E402
 from bot.settings import Settings, load_settings  # noqa: E402
 from tests.support.fleets import TINY_PLAN, complete  # noqa: E402
+from tests.support.slack_stub import SlackStub  # noqa: E402
 
 TARGET = "1.25"
 
@@ -97,9 +102,35 @@ WATCH_PLAN = (
 )
 
 
-def watching_rss(settings: Settings, work: Path, clusters: int, *, hold: float = 20.0) -> None:
-    """RSS of the bot with every child of a one-stage fleet watching its cluster (a live watch
-    per child, streaming from its sim), measured after `hold` seconds of watching."""
+def card_edits(stub: SlackStub, seconds: float) -> None:
+    """The cards' `chat.update`s the stub received over `seconds` of watching, against Slack's
+    budget: Tier 3, about 50 a minute for the whole workspace, every card's edits included
+    (/work/shared/docs/SLACK_FACTS.md); the bot paces each card (CoalescingPoster) and shares one
+    budget across them."""
+    updates = stub.calls_to("chat.update")
+    by_card: dict[tuple[str, str], int] = {}
+    for c in updates:
+        key = (str(c.params.get("channel")), str(c.params.get("ts")))
+        by_card[key] = by_card.get(key, 0) + 1
+    minutes = seconds / 60
+    per_card = sorted(n / minutes for n in by_card.values())
+    refused = [c for c in updates if c.response.get("error") == "ratelimited"]
+    spread = f"median {per_card[len(per_card) // 2]:.1f}, most {per_card[-1]:.1f}" if per_card else "none"
+    print(
+        f"card edits with the Slack stub over {seconds:.0f}s of watching: {len(updates)} chat.update "
+        f"to {len(by_card)} card(s); per card per minute: {spread}; most in any 60 s: "
+        f"{stub.most_in_window('chat.update', 60.0)} (Tier 3: about 50/min for the workspace); "
+        f"answered 429: {len(refused)}; chat.postMessage: {len(stub.calls_to('chat.postMessage'))}",
+        flush=True,
+    )
+
+
+def watching_rss(
+    settings: Settings, work: Path, clusters: int, *, hold: float = 20.0, stub: SlackStub | None = None
+) -> None:
+    """RSS of the bot with every child of a one-stage fleet watching its cluster (a live watch per
+    child, streaming from its sim), measured after `hold` seconds of watching. With `stub`, the
+    bot posts its cards and edits to the loopback Slack stub, and `card_edits` says how often."""
     (work / "templates" / "plans" / "watching.yaml").write_text(WATCH_PLAN)
     (work / "templates" / "fleets" / "watching.yaml").write_text(
         "name: watching\nroster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}\nplan: watching\nstages:\n"
@@ -107,7 +138,7 @@ def watching_rss(settings: Settings, work: Path, clusters: int, *, hold: float =
         + ", ".join(f"c{i:02d}" for i in range(clusters))
         + "], max_concurrency: 100%}\n"
     )
-    bot = assemble(settings, with_slack=False)
+    bot = assemble(settings, with_slack=stub is not None)
     bot.leadership.go_solo()
     bot.duties.start()
     try:
@@ -122,12 +153,16 @@ def watching_rss(settings: Settings, work: Path, clusters: int, *, hold: float =
         while time.monotonic() < deadline and len(bot.watches.live()) < clusters:
             time.sleep(0.5)
         live = len(bot.watches.live())
+        watched = time.monotonic()
         time.sleep(hold)  # the watches stream meanwhile: what they hold is in the figure
         print(
             f"bot RSS with {live} of {clusters} children watching at once (after {hold:.0f}s of "
-            f"watching): {rss_mb():.0f} MB (this process; target ≤ 500 MB)",
+            f"watching{', cards in the Slack stub' if stub else ''}): {rss_mb():.0f} MB "
+            "(this process; target ≤ 500 MB)",
             flush=True,
         )
+        if stub is not None:
+            card_edits(stub, time.monotonic() - watched)
     finally:
         bot.duties.shutdown()
         bot.close()
@@ -141,6 +176,12 @@ def main() -> int:
     parser.add_argument("--sims", type=int, default=4, help="sim processes the clusters are spread over")
     parser.add_argument("--scenario", default="small")
     parser.add_argument("--skip-slack", action="store_true")
+    parser.add_argument(
+        "--edit-minutes",
+        type=float,
+        default=2.0,
+        help="minutes the watching fleet posts to the Slack stub (card edits per minute); 0: no Slack",
+    )
     parser.add_argument(
         "--latency", type=float, default=0.03, help="seconds each sim adds to every Kubernetes request"
     )
@@ -246,7 +287,15 @@ def main() -> int:
         finally:
             bot.close()
 
-        watching_rss(settings, work, len(names))
+        if args.edit_minutes > 0:
+            # The same watching fleet with its cards in Slack (the stub): what its edits cost.
+            with SlackStub() as stub:
+                slack = load_settings(
+                    config, env={"SLACK_BOT_TOKEN": "xoxb-bench-token", "SLACK_API_URL": stub.api_url}
+                )
+                watching_rss(slack, work, len(names), hold=args.edit_minutes * 60, stub=stub)
+        else:
+            watching_rss(settings, work, len(names))
         print(f"load average at the end: {load_average()}", flush=True)
         return 0
     finally:

@@ -140,6 +140,10 @@ class SimControl:
         except OSError as exc:
             raise TemporaryError(f"the simulated cluster did not answer {path}: {exc}") from exc
 
+    def set_speed(self, speed: float) -> None:
+        """Run the sim's clock at `speed` simulated seconds per real second (0 freezes it)."""
+        self._call("POST", "speed", {"speed": speed})
+
     def quiet_metrics(self, queries: Sequence[str]) -> list[str]:
         """Have the sim's Prometheus facade answer each of `queries` it has no answer for (it
         evaluates no PromQL: an unknown query is an empty result, which no analysis passes) with

@@ -8,8 +8,12 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support.bot_process import bot_command
 from tests.support.fleets import TINY_PLAN
+
+REPO = Path(__file__).resolve().parents[2]
 
 #: 12 clusters in 3 stages, as the issue's acceptance: a canary that soaks with alerts evidence
 #: behind a four-eyes gate, four labs two at a time, seven devs half at a time.
@@ -51,13 +55,13 @@ def _write(tmp_path: Path, *, scenario_of_ci: str = "small") -> Path:
     return fleet
 
 
-def _rehearse(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _rehearse(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*bot_command(), "rehearse-fleet", *args, "--plain"],
         cwd=tmp_path,  # the user's folder: the fleet and its plan are found from there
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         check=False,
     )
 
@@ -119,3 +123,55 @@ def test_a_scenario_that_does_not_exist_is_named_and_nothing_runs(tmp_path: Path
         2,
         "upgrade-bot: --fail drain: expected CLUSTER:STEP, like agora-ci:drain",
     )
+
+
+@pytest.mark.slow  # six eks-nodegroups runbooks end to end: minutes on a loaded 2-core machine
+def test_the_example_fleet_rehearses_to_its_end_with_its_timeline(tmp_path: Path) -> None:
+    """The shipped example (3 stages over the 6 clusters its config defines, the eks-nodegroups
+    runbook with its analyses) through the documented CLI: every child completes, stage after
+    stage, each soak passing before its `after` gate and the next stage, and the timeline is
+    written with every lane, stage, soak and bar. The sims answer the analyses' queries as a
+    quiet cluster would; without that every analysis is Inconclusive and the canary pauses."""
+    # About 510 CPU-seconds (2026-11-29: 16 min of wall on a 2-core machine at load 17, where the
+    # process got half a core); before the sim's read path and stage clocks it did not finish.
+    result = _rehearse(
+        tmp_path,
+        str(REPO / "templates" / "fleets" / "example.yaml"),
+        "--auto-approve",
+        "--report",
+        "report",
+        timeout=1500,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    stages = {
+        "canary": ["agora-ci"],
+        "lab": ["agora-lab", "cityos-lab"],
+        "dev": ["agora-dev", "cityos-dev-east", "cityos-dev-west"],
+    }
+    clusters = [c for members in stages.values() for c in members]
+    played = re.findall(r"^-- (\S+) \(stage (\w+)\): run (R\w+) --$", out, re.M)
+    assert [(c, s) for c, s, _ in played] == [(c, s) for s, members in stages.items() for c in members]
+    for cluster, _, run in played:
+        assert f"-- {cluster}: run {run} completed --" in out
+    # The whole timeline, in order: each stage starts, its children play and complete, its soak
+    # (canary and lab have one) starts and passes, its `after` gate is approved, the stage is done.
+    at = 0
+    for stage, members in stages.items():
+        at = out.index(f"Stage `{stage}` started", at)
+        for cluster in members:
+            at = out.index(f"-- {cluster}: run ", out.index(f"-- {cluster} (stage {stage})", at))
+        if stage != "dev":
+            at = out.index(f"Soak of `{stage}` passed", out.index(f"Soak of `{stage}` started", at))
+            at = out.index(f"approves the fleet's `after` gate of stage {stage}", at)
+        at = out.index(f"Stage `{stage}` done", at)
+    assert "paused" not in out.split("-- cityos-dev-west: run ")[-1]
+    (page,) = (tmp_path / "report").glob("fleet-F*.html")
+    assert re.search(r"^report: .*fleet-F\w+\.html$", out, re.M)
+    html = page.read_text(encoding="utf-8")
+    assert "6 clusters in 3 stages" in html
+    assert re.findall(r'<text class="lane"[^>]*>([^<]+)</text>', html) == clusters
+    assert len(re.findall(r'<rect class="bar succeeded"', html)) == 6
+    assert re.findall(r'<rect class="soak" data-stage="(\w+)"', html) == ["canary", "lab"]
+    assert 'class="pause"' not in html
+    assert re.search(r"rehearsal of fleet example: fleet F\w+ completed$", out.rstrip())

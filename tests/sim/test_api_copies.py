@@ -94,3 +94,43 @@ def test_the_watch_backlog_counts_the_changes_an_open_watch_has_not_yet_taken_to
     assert api.store.watch_backlog() == 1
     api.store.unwatch(start.watcher)  # a closed watch will send nothing more
     assert api.store.watch_backlog() == 0
+
+
+def test_a_write_that_changes_nothing_keeps_the_version_even_as_other_python_values(api: Api) -> None:
+    """No-op writes are found on the shared decoded view, and as bytes when only Python types
+    differ (a tuple for a list): either way no new resourceVersion, no watch event."""
+    pods = KINDS_BY_KEY["pods"]
+    created = api.create(pods, "web", _pod())
+    rv = api.store.rv
+    same = created.obj()
+    assert api.write("pods", same) is created
+    reordered = {k: same[k] for k in reversed(list(same))}  # the same object to any client
+    assert api.write("pods", reordered) is created
+    as_tuple = created.obj()
+    as_tuple["spec"]["containers"] = tuple(as_tuple["spec"]["containers"])
+    assert api.store.update(pods, as_tuple, created) is created  # a controller's own object
+    assert api.store.rv == rv
+    changed = created.obj()
+    changed["metadata"]["labels"]["tier"] = "web"
+    written = api.write("pods", changed)
+    assert written.rv == rv + 1
+    assert written.view()["metadata"]["labels"] == {"app": "p", "tier": "web"}
+    assert created.view()["metadata"]["labels"] == {"app": "p"}  # the old version's view stays its own
+
+
+def test_a_writers_later_change_to_its_object_never_reaches_a_stored_view(api: Api) -> None:
+    """The API server reads the stored version's shared view and copies what goes into the new
+    one (a spec write keeps the old status), so a caller that changes its dict afterwards changes
+    neither version."""
+    pods = KINDS_BY_KEY["pods"]
+    api.create(pods, "web", _pod())
+    pod = api.store.get("pods", "web", "p")
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    with_status = api.write("pods", pod, status=True)
+    spec_write = with_status.obj()
+    spec_write["spec"]["containers"][0]["image"] = "app:2"
+    after = api.write("pods", spec_write)
+    spec_write["status"]["conditions"][0]["status"] = "False"  # the caller's dict, afterwards
+    assert with_status.view()["status"]["conditions"][0]["status"] == "True"
+    assert after.view()["status"]["conditions"][0]["status"] == "True"
+    assert after.obj() == after.view()

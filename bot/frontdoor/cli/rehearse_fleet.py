@@ -124,7 +124,11 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
         try:
             for name in clusters:
                 scenario = settings.clusters[name].scenario or DEFAULT_SCENARIO
-                sims[name] = SimCluster(scenario, speed=args.speed, seed=args.seed).start()
+                # Frozen until the fleet starts (`rehearse_fleet` sets them all to --speed then):
+                # one started early would otherwise play hours of simulated time (its kubelets'
+                # Lease renewals, probes, heartbeats: CPU the next sims' start-up needs) while the
+                # others load, and run that far ahead of them.
+                sims[name] = SimCluster(scenario, speed=0.0, seed=args.seed).start()
                 print(f"sim {scenario} for {name} at {sims[name].url}", flush=True)
         except ScenarioError as exc:
             for sim in sims.values():

@@ -329,7 +329,7 @@ class Api:
     def _apply(
         self, kind: Kind, current: Entry, new: Obj, *, subresource: str, check_rv: bool, dry_run: bool
     ) -> Entry:
-        old = current.obj()
+        old = current.view()  # shared: read, and cloned where it goes into `new`
         nm = new.setdefault("metadata", {})
         if not isinstance(nm, dict):
             raise bad_request("metadata must be an object")
@@ -344,11 +344,11 @@ class Api:
         elif subresource in ("", "finalize"):
             if kind.has_status and kind.kind != "Namespace":
                 if "status" in old:
-                    new["status"] = old["status"]
+                    new["status"] = clone(old["status"])
                 else:
                     new.pop("status", None)
             if kind.kind == "Namespace" and subresource == "":
-                new["status"] = old.get("status", {})
+                new["status"] = clone(old.get("status", {}))
             if kind.kind == "Namespace" and subresource == "finalize":
                 merged = clone(old)
                 merged.setdefault("spec", {})["finalizers"] = (new.get("spec") or {}).get("finalizers") or []

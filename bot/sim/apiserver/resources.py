@@ -9,6 +9,7 @@ API server drops them on upgrade. Requests through them carry the `Warning: 299`
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +39,9 @@ class Kind:
     #: the scenario lists it under `cluster.custom_resources`, as if its CRD's controller ran.
     extension: bool = False
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """The storage key: `pods`, `deployments.apps`."""
+        """The storage key: `pods`, `deployments.apps` (kept: every write and change reads it)."""
         return f"{self.resource}.{self.group}" if self.group else self.resource
 
     @property

@@ -127,7 +127,7 @@ class Kubelets:
                 return
             if record.entry.fields.get("spec.nodeName"):
                 self.engine.enqueue(self.name, record.entry.key)
-        elif record.entry.kind.key == "nodes" and record.type != DELETED:
+        elif record.entry.kind.key == "nodes" and record.type != DELETED and not record.heartbeat_only:
             for e in self.api.store.by_index("pods", record.entry.name):
                 self.engine.enqueue(self.name, e.key)
 
@@ -772,8 +772,14 @@ class Kubelets:
         entry = self.api.store.entry("pods", *run.key)
         if entry is None or entry.uid != run.uid:
             return
-        pod = entry.obj()
-        pod["status"] = self._status(run, pod)
+        current = entry.view()
+        status = self._status(run, current)
+        if status == current.get("status"):
+            # Nothing the kubelet reports has changed: a failing probe's repeat (every 30 s of
+            # simulated time, its Event counts it), which the API server would find a no-op after
+            # copying and checking the whole pod.
+            return
+        pod = {**current, "metadata": dict(current["metadata"]), "status": status}
         self.api.write("pods", pod, status=True)
 
     # ---- logs -----------------------------------------------------------------------------------

@@ -200,7 +200,8 @@ class Scheduler:
                     self._unlevel(name)
             elif self._used is not None and name not in self._level_of:
                 self._level(name, (self._used.get(name) or [0])[0])
-            self._retry_all()
+            if not record.heartbeat_only:  # a heartbeat makes no room and no new fit
+                self._retry_all()
 
     def _retry_all(self) -> None:
         for key in sorted(self.pending):

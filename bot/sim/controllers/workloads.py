@@ -761,7 +761,7 @@ class DaemonSets(_Base):
                     ix.add_pod(record.entry)
             for key in _owner_keys(record, "DaemonSet"):
                 self.engine.enqueue(self.name, key)
-        elif kind == "nodes":
+        elif kind == "nodes" and not record.heartbeat_only:
             name = record.entry.name
             if record.type == DELETED:
                 self._nodes.pop(name, None)
