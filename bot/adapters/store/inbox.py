@@ -87,13 +87,7 @@ class Inbox(StoreBase):
 
     def inbox_done(self, item_id: int, *, at: datetime) -> bool:
         """Mark an item worked off; False when it already was (someone else finished it first)."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                inbox.update()
-                .where(inbox.c.id == item_id, inbox.c.state == "pending")
-                .values(state="done", done_at=_utc(at))
-            )
-        return bool(result.rowcount == 1)
+        return self._inbox_move(item_id, "pending", state="done", done_at=_utc(at))
 
     def inbox_failed(self, item_id: int, *, failure: str) -> None:
         """Note how an attempt failed (the operator's `inbox list` shows it)."""
@@ -106,11 +100,7 @@ class Inbox(StoreBase):
         values: dict[str, Any] = {"state": "dead", "done_at": _utc(at)}
         if failure:
             values["failure"] = failure[:1000]
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                inbox.update().where(inbox.c.id == item_id, inbox.c.state == "pending").values(**values)
-            )
-        return bool(result.rowcount == 1)
+        return self._inbox_move(item_id, "pending", **values)
 
     def inbox_items(self, *, states: Sequence[str] = ("dead",), limit: int = 200) -> list[InboxItem]:
         """Items in `states`, oldest first (dead letters by default)."""
@@ -123,23 +113,20 @@ class Inbox(StoreBase):
         next pass works it off); False when it is not a dead letter."""
         if not _storable_id(item_id):
             return False
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                inbox.update()
-                .where(inbox.c.id == item_id, inbox.c.state == "dead")
-                .values(state="pending", attempts=0, owner="", done_at=None)
-            )
-        return bool(result.rowcount == 1)
+        return self._inbox_move(item_id, "dead", state="pending", attempts=0, owner="", done_at=None)
 
     def inbox_drop(self, item_id: int, *, at: datetime) -> bool:
         """A dead letter dropped for good (kept until forgotten with the done ones)."""
         if not _storable_id(item_id):
             return False
+        return self._inbox_move(item_id, "dead", state="dropped", done_at=_utc(at))
+
+    def _inbox_move(self, item_id: int, was: str, **values: Any) -> bool:
+        """Change an item that is in state `was` (`values`: its new state and what goes with it);
+        False when it is not (someone else changed it first), so one change wins."""
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
-                inbox.update()
-                .where(inbox.c.id == item_id, inbox.c.state == "dead")
-                .values(state="dropped", done_at=_utc(at))
+                inbox.update().where(inbox.c.id == item_id, inbox.c.state == was).values(**values)
             )
         return bool(result.rowcount == 1)
 

@@ -213,6 +213,75 @@ def _claim_subject(schedule_id: int) -> str:
     return f"schedule:{schedule_id}"
 
 
+def _pending_rows(
+    planned: Sequence[A.Announcement], *, schedule_id: int, plan_name: str, channel: str, now: datetime
+) -> list[AnnouncementRow]:
+    """A new schedule's announcements, as the store keeps them until they are due."""
+    return [
+        AnnouncementRow(
+            id=0,
+            schedule_id=schedule_id,
+            plan_name=plan_name,
+            run_id="",
+            template=a.template,
+            due_at=a.due,
+            window_start=a.window_start,
+            dedup_key=a.key,
+            state="scheduled",
+            channel=channel,
+            updated_at=now,
+        )
+        for a in planned
+    ]
+
+
+def _schedule_audit(
+    subcommand: str, arguments: str, *, at: datetime, by: str, detail: str, correlation_id: str
+) -> AuditEntry:
+    """The audit record of a change people made to a schedule (`schedule move`, `schedule cancel`)."""
+    return audit_entry(
+        at=at,
+        user_id=by,
+        channel_id="",
+        source="scheduler",
+        kind="schedule",
+        subcommand=subcommand,
+        arguments=arguments,
+        outcome="ok",
+        detail=detail,
+        correlation_id=correlation_id,
+    )
+
+
+def _pending_schedule(
+    plan: Plan,
+    *,
+    plan_id: int,
+    span: WindowSpan,
+    channel: str,
+    by: str,
+    now: datetime,
+    override_reason: str,
+    **moved: Any,
+) -> ScheduleRow:
+    """A new schedule of `plan` over `span`, not yet started (`moved`: what it was moved from, and why)."""
+    return ScheduleRow(
+        id=0,
+        plan_id=plan_id,
+        plan_name=plan.name,
+        window_start=span.start,
+        window_end=span.end,
+        tz=span.tz,
+        channel=channel,
+        state="scheduled",
+        run_id="",
+        created_by=by,
+        created_at=now,
+        override_reason=override_reason,
+        **moved,
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Fired:
     """What `fire` did with one announcement."""
@@ -312,41 +381,24 @@ class AnnouncementService:
                 scheduled_at=now,
                 offsets=self.offsets,
             )
-            return [
-                AnnouncementRow(
-                    id=0,
-                    schedule_id=schedule_id,
-                    plan_name=plan.name,
-                    run_id="",
-                    template=a.template,
-                    due_at=a.due,
-                    window_start=a.window_start,
-                    dedup_key=a.key,
-                    state="scheduled",
-                    channel=channel,
-                    updated_at=now,
-                )
-                for a in planned
-            ]
+            return _pending_rows(
+                planned, schedule_id=schedule_id, plan_name=plan.name, channel=channel, now=now
+            )
 
         try:
             planned = A.schedule(subject="check", window_start=start, scheduled_at=now, offsets=self.offsets)
         except ValueError as exc:
             raise UserError(f"cannot schedule that: {exc}") from None
         self._check_renders(planned, plan_context(plan, start=start, end=end, tz=tz))
+        span = WindowSpan(start=start, end=end, tz=tz)
         schedule_id = self.store.create_schedule(
-            ScheduleRow(
-                id=0,
+            _pending_schedule(
+                plan,
                 plan_id=row.id,
-                plan_name=plan.name,
-                window_start=start,
-                window_end=end,
-                tz=tz,
+                span=span,
                 channel=channel,
-                state="scheduled",
-                run_id="",
-                created_by=by,
-                created_at=now,
+                by=by,
+                now=now,
                 override_reason=override_reason,
             ),
             rows,
@@ -399,11 +451,7 @@ class AnnouncementService:
         posted now with the old window and `reason`, then the new window's reminders and
         `starting`. One transaction: a crash leaves either the old schedule or the new one.
         """
-        old = self.store.schedule(schedule_id)
-        if old is None:
-            raise UserError(f"there is no schedule #{schedule_id} (`/upgrade schedule list`)")
-        if old.state != "scheduled":
-            raise UserError(f"schedule #{schedule_id} is {old.state}; only a pending schedule can be moved")
+        old = self._pending(schedule_id, "moved")
         if not reason.strip():
             raise UsageError('say why it moves: `--reason "…"` (the delayed announcement shows it)')
         plan = stored_plan(self.store, old.plan_id)
@@ -431,33 +479,14 @@ class AnnouncementService:
             moved = A.moved(
                 subject=_claim_subject(new_id), window_start=start, moved_at=now, offsets=self.offsets
             )
-            return [
-                AnnouncementRow(
-                    id=0,
-                    schedule_id=new_id,
-                    plan_name=plan.name,
-                    run_id="",
-                    template=a.template,
-                    due_at=a.due,
-                    window_start=a.window_start,
-                    dedup_key=a.key,
-                    state="scheduled",
-                    channel=old.channel,
-                    updated_at=now,
-                )
-                for a in moved
-            ]
+            return _pending_rows(moved, schedule_id=new_id, plan_name=plan.name, channel=old.channel, now=now)
 
         audit = [
-            audit_entry(
+            _schedule_audit(
+                "move",
+                f"#{old.id} {plan.name} {start.isoformat()}",
                 at=now,
-                user_id=by,
-                channel_id="",
-                source="scheduler",
-                kind="schedule",
-                subcommand="move",
-                arguments=f"#{old.id} {plan.name} {start.isoformat()}",
-                outcome="ok",
+                by=by,
                 detail=f"from {old.window_start.isoformat()}: {reason.strip()}",
                 correlation_id=correlation_id,
             )
@@ -477,19 +506,14 @@ class AnnouncementService:
         try:
             new_id, withdrawn = self.store.move_schedule(
                 old.id,
-                ScheduleRow(
-                    id=0,
+                _pending_schedule(
+                    plan,
                     plan_id=old.plan_id,
-                    plan_name=plan.name,
-                    window_start=start,
-                    window_end=end,
-                    tz=tz,
+                    span=WindowSpan(start=start, end=end, tz=tz),
                     # The same channel: the people who read the old window's announcements.
                     channel=old.channel,
-                    state="scheduled",
-                    run_id="",
-                    created_by=by,
-                    created_at=now,
+                    by=by,
+                    now=now,
                     override_reason=override_reason,
                     moved_from=old.id,
                     move_reason=reason.strip(),
@@ -513,32 +537,33 @@ class AnnouncementService:
         assert after is not None
         return before, after, withdrawn
 
-    def cancel(
-        self, schedule_id: int, *, by: str, reason: str, correlation_id: str = ""
-    ) -> tuple[ScheduleRow, int]:
-        """Cancel a pending schedule; it and how many announcements were withdrawn."""
+    def _pending(self, schedule_id: int, done: str) -> ScheduleRow:
+        """The schedule `schedule_id`, if it is still pending (only such a schedule can be `done`)."""
         schedule = self.store.schedule(schedule_id)
         if schedule is None:
             raise UserError(f"there is no schedule #{schedule_id} (`/upgrade schedule list`)")
         if schedule.state != "scheduled":
             raise UserError(
-                f"schedule #{schedule_id} is {schedule.state}; only a pending schedule can be cancelled"
+                f"schedule #{schedule_id} is {schedule.state}; only a pending schedule can be {done}"
             )
+        return schedule
+
+    def cancel(
+        self, schedule_id: int, *, by: str, reason: str, correlation_id: str = ""
+    ) -> tuple[ScheduleRow, int]:
+        """Cancel a pending schedule; it and how many announcements were withdrawn."""
+        schedule = self._pending(schedule_id, "cancelled")
         now = self.clock()
         count = self.store.cancel_schedule(
             schedule_id,
             at=now,
             reason=f"cancelled by {by}" + (f": {reason}" if reason else ""),
             audit=[
-                audit_entry(
+                _schedule_audit(
+                    "cancel",
+                    f"#{schedule_id} {schedule.plan_name}",
                     at=now,
-                    user_id=by,
-                    channel_id="",
-                    source="scheduler",
-                    kind="schedule",
-                    subcommand="cancel",
-                    arguments=f"#{schedule_id} {schedule.plan_name}",
-                    outcome="ok",
+                    by=by,
                     detail=reason,
                     correlation_id=correlation_id,
                 )
@@ -567,26 +592,12 @@ class AnnouncementService:
         ended = A.run_ended(
             subject=f"run:{run.id}", template=template, at=now, window_start=schedule.window_start
         )
-        new_id = self.store.add_announcement(
-            AnnouncementRow(
-                id=0,
-                schedule_id=schedule.id,
-                plan_name=schedule.plan_name,
-                run_id=run.id,
-                template=template,
-                due_at=ended.due,
-                window_start=schedule.window_start,
-                # One end per run, whenever it is computed: the key does not carry the instant.
-                dedup_key=f"run:{run.id}/{template}",
-                state="scheduled",
-                channel=schedule.channel,
-                updated_at=now,
-            )
+        # One end per run, whenever it is computed: the key does not carry the instant.
+        new_id = self._add(
+            schedule, run, template=template, due=ended.due, key=f"run:{run.id}/{template}", now=now
         )
         self.store.update_schedule(schedule.id, state=str(run.state))
-        if new_id is None:
-            return None
-        return self.fire(new_id, now)
+        return None if new_id is None else self.fire(new_id, now)
 
     def step_succeeded(self, run: R.Run, step_id: str) -> Fired | None:
         """`step-complete` for a step whose plan asks for it, in a scheduled run; posted at once.
@@ -601,26 +612,42 @@ class AnnouncementService:
         if schedule is None:
             return None
         now = self.clock()
-        new_id = self.store.add_announcement(
+        new_id = self._add(
+            schedule, run, template=A.STEP_COMPLETE,
+            # Due when the step succeeded: one found at a restart is late, and decide() says so.
+            due=sr.finished_at or now,
+            key=A.step_complete_key(run.id, step_id), now=now, step_id=step_id,
+        )  # fmt: skip
+        return None if new_id is None else self.fire(new_id, now)
+
+    def _add(
+        self,
+        schedule: ScheduleRow,
+        run: R.Run,
+        *,
+        template: str,
+        due: datetime,
+        key: str,
+        now: datetime,
+        step_id: str = "",
+    ) -> int | None:
+        """Store an announcement of `run` in its schedule, due at `due`; None when `key` was stored before."""
+        return self.store.add_announcement(
             AnnouncementRow(
                 id=0,
                 schedule_id=schedule.id,
                 plan_name=schedule.plan_name,
                 run_id=run.id,
-                template=A.STEP_COMPLETE,
-                # Due when the step succeeded: one found at a restart is late, and decide() says so.
-                due_at=sr.finished_at or now,
+                template=template,
+                due_at=due,
                 window_start=schedule.window_start,
-                dedup_key=A.step_complete_key(run.id, step_id),
+                dedup_key=key,
                 state="scheduled",
                 channel=schedule.channel,
                 updated_at=now,
                 step_id=step_id,
             )
         )
-        if new_id is None:
-            return None
-        return self.fire(new_id, now)
 
     def _schedule_of(self, run: R.Run) -> ScheduleRow | None:
         return next((s for s in self.store.schedules(plan_name=run.plan.name) if s.run_id == run.id), None)

@@ -17,17 +17,12 @@ skipped and the notes say why.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bot.core.checks.clouds import Extra, cloud_extra, pools_not_ready
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
-from bot.core.checks.preflight import kubelet_skew_allowed, minor_of
-from bot.core.providers import Provider, ProviderConfig, ProviderError, ProviderUnavailable
-from bot.core.providers import connect as connect_provider
-from bot.core.snapshots.projection import ClusterReader
-
-log = logging.getLogger(__name__)
+from bot.core.providers import Provider, ProviderConfig
 
 Obj = dict[str, Any]
 SOURCE = "AKS API"
@@ -44,8 +39,6 @@ FINDINGS = declare(
     ),
     FindingKind(id="AKS003", severity=RECOMMENDED, about="AKS's override of its deprecated-API block is set"),
 )
-
-Extra = Callable[[ClusterReader, str, list[str]], Sequence[Finding]]
 
 
 def check_control_plane(cluster: Obj, offered: Sequence[str], target: str) -> list[Finding]:
@@ -76,17 +69,7 @@ def check_control_plane(cluster: Obj, offered: Sequence[str], target: str) -> li
 
 
 def check_pools(pools: Sequence[Obj], target: str) -> list[Finding]:
-    bad = []
-    for pool in pools:
-        props = pool.get("properties") or {}
-        version = str(props.get("currentOrchestratorVersion") or props.get("orchestratorVersion") or "")
-        state = str(props.get("provisioningState", "?"))
-        have, want = minor_of(version), minor_of(target)
-        behind = want[1] - have[1] if have is not None and want is not None else 0
-        if state != "Succeeded":
-            bad.append(f"{pool.get('name', '?')} ({state})")
-        elif want is not None and behind > kubelet_skew_allowed(want[1]):
-            bad.append(f"{pool.get('name', '?')} ({version}, {behind} minors behind {target})")
+    bad = pools_not_ready(map(_pool_state, pools), target, ready="Succeeded")
     if not bad:
         return []
     return [
@@ -101,6 +84,13 @@ def check_pools(pools: Sequence[Obj], target: str) -> list[Finding]:
             source=SOURCE,
         )
     ]
+
+
+def _pool_state(pool: Obj) -> tuple[str, str, str]:
+    """An agent pool as (name, version, provisioningState)."""
+    props = pool.get("properties") or {}
+    version = props.get("currentOrchestratorVersion") or props.get("orchestratorVersion") or ""
+    return str(pool.get("name", "?")), str(version), str(props.get("provisioningState", "?"))
 
 
 def check_override(cluster: Obj) -> list[Finding]:
@@ -158,17 +148,9 @@ def aks_extra(
     provider: ProviderConfig | None, *, connect: Callable[[ProviderConfig], Provider] | None = None
 ) -> Extra:
     """The AKS checks as a `check` extra; without the SDK a note says they were skipped."""
-
-    def extra(reader: ClusterReader, target: str, notes: list[str]) -> Sequence[Finding]:
-        if provider is None:
-            return []
-        try:
-            return run_aks_checks((connect or connect_provider)(provider), target, notes)
-        except ProviderUnavailable as exc:
-            notes.append(f"AKS checks skipped: {exc}")
-        except ProviderError as exc:
-            log.warning("the AKS checks of %s failed: %s", provider.name, exc)
-            notes.append(f"AKS checks not completed: {exc}")
-        return []
-
-    return extra
+    return cloud_extra(
+        "AKS",
+        provider,
+        lambda aks, reader, target, notes: run_aks_checks(aks, target, notes),
+        connect=connect,
+    )

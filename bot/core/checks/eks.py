@@ -22,20 +22,17 @@ Without a provider, or without boto3, the checks are skipped and the report's no
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 import msgspec
 
+from bot.core.checks.clouds import Extra, cloud_extra
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
 from bot.core.checks.preflight import minor_of
-from bot.core.providers import Provider, ProviderConfig, ProviderError, ProviderUnavailable
-from bot.core.providers import connect as connect_provider
+from bot.core.providers import Provider, ProviderConfig
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import ClusterError
-
-log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 SOURCE = "EKS API"
@@ -71,9 +68,6 @@ class EksReads(Provider, Protocol):
     def subnets(self, ids: list[str]) -> list[Obj]: ...
     def latest_template_version(self, template_id: str) -> int | None: ...
     def auto_scaling_groups(self) -> list[Obj]: ...
-
-
-Extra = Callable[[ClusterReader, str, list[str]], Sequence[Finding]]
 
 
 def _minor_text(version: str) -> str:
@@ -487,21 +481,10 @@ def eks_extra(
 ) -> Extra:
     """The EKS checks as a `check` extra for a cluster's provider; a cluster without one, or a bot
     without the `aws` extra, gets a note saying the checks were skipped and why."""
-
-    def extra(reader: ClusterReader, target: str, notes: list[str]) -> Sequence[Finding]:
-        if provider is None:
-            notes.append(
-                "EKS checks skipped: the cluster's configuration names no provider (provider: {eks: …})"
-            )
-            return []
-        try:
-            eks = cast(EksReads, (connect or connect_provider)(provider))
-            return run_eks_checks(eks, reader, target, notes)
-        except ProviderUnavailable as exc:
-            notes.append(f"EKS checks skipped: {exc}")
-        except ProviderError as exc:
-            log.warning("the EKS checks of %s failed: %s", provider.name, exc)
-            notes.append(f"EKS checks not completed: {exc}")
-        return []
-
-    return extra
+    return cloud_extra(
+        "EKS",
+        provider,
+        lambda eks, reader, target, notes: run_eks_checks(cast(EksReads, eks), reader, target, notes),
+        connect=connect,
+        unnamed="EKS checks skipped: the cluster's configuration names no provider (provider: {eks: …})",
+    )

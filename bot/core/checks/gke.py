@@ -19,24 +19,15 @@ notes say why.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.core.checks.clouds import Extra, cloud_extra, pools_not_ready
 from bot.core.checks.findings import REQUIRED, Finding, FindingKind, declare
-from bot.core.checks.preflight import kubelet_skew_allowed, minor_of
-from bot.core.providers import (
-    MaintenanceExclusion,
-    Provider,
-    ProviderConfig,
-    ProviderError,
-    ProviderUnavailable,
-)
-from bot.core.providers import connect as connect_provider
+from bot.core.checks.preflight import minor_of
+from bot.core.providers import MaintenanceExclusion, Provider, ProviderConfig
 from bot.core.snapshots.projection import ClusterReader
-
-log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 SOURCE = "GKE API"
@@ -54,8 +45,6 @@ FINDINGS = declare(
     FindingKind(id="GKE002", severity=REQUIRED, about="a GKE maintenance exclusion would block the window"),
     FindingKind(id="GKE003", severity=REQUIRED, about="node pools not RUNNING or too far behind the target"),
 )
-
-Extra = Callable[[ClusterReader, str, list[str]], Sequence[Finding]]
 
 
 def check_cluster(cluster: Obj, offered: Sequence[str], target: str) -> list[Finding]:
@@ -115,16 +104,8 @@ def check_exclusions(
 
 
 def check_pools(pools: Sequence[Obj], target: str) -> list[Finding]:
-    bad = []
-    for pool in pools:
-        version = str(pool.get("version", ""))
-        status = str(pool.get("status", "?"))
-        have, want = minor_of(version), minor_of(target)
-        behind = want[1] - have[1] if have is not None and want is not None else 0
-        if status != "RUNNING":
-            bad.append(f"{pool.get('name', '?')} ({status})")
-        elif want is not None and behind > kubelet_skew_allowed(want[1]):
-            bad.append(f"{pool.get('name', '?')} ({version}, {behind} minors behind {target})")
+    read = [(str(p.get("name", "?")), str(p.get("version", "")), str(p.get("status", "?"))) for p in pools]
+    bad = pools_not_ready(read, target, ready="RUNNING")
     if not bad:
         return []
     return [
@@ -192,17 +173,8 @@ def gke_extra(
     """The GKE checks as a `check` extra; without the SDK a note says they were skipped. `now`
     (Unix seconds) is when the exclusions are read against (the check's clock)."""
 
-    def extra(reader: ClusterReader, target: str, notes: list[str]) -> Sequence[Finding]:
-        if provider is None:
-            return []
+    def run(gke: Provider, reader: ClusterReader, target: str, notes: list[str]) -> list[Finding]:
         when = datetime.fromtimestamp(now, UTC) if now is not None else datetime.now(UTC)
-        try:
-            return run_gke_checks((connect or connect_provider)(provider), target, notes, now=when)
-        except ProviderUnavailable as exc:
-            notes.append(f"GKE checks skipped: {exc}")
-        except ProviderError as exc:
-            log.warning("the GKE checks of %s failed: %s", provider.name, exc)
-            notes.append(f"GKE checks not completed: {exc}")
-        return []
+        return run_gke_checks(gke, target, notes, now=when)
 
-    return extra
+    return cloud_extra("GKE", provider, run, connect=connect)

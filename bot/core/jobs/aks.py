@@ -29,18 +29,24 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from bot.core.durations import format_duration
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
-from bot.core.jobs.common import JobCluster, bar, duration_arg, few, iso, label_value, list_nodes, timer_start
-from bot.core.jobs.eks import api_version, elapsed_since, timeout_span, update_errors
+from bot.core.jobs.cloud import (
+    POLL_SECONDS,
+    STOP_OPTION,
+    OperationJob,
+    pool_bar,
+    timeout_span,
+)
+from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value
 from bot.core.jobs.waitgroup import group_counts
-from bot.core.kube.objects import node_group
-from bot.core.kube.versions import on_version, parse_version
+from bot.core.kube.versions import parse_version
 from bot.core.providers import Operation, PoolStrategy, Provider, ProviderError
-from bot.errors import ClusterError, TemporaryError, UserError, clip
+from bot.errors import TemporaryError, UserError, clip
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -49,19 +55,19 @@ CONTROL_PLANE_TIMEOUT = timedelta(hours=1)
 NODEPOOL_TIMEOUT = timedelta(hours=2)
 #: How long AKS's override lasts when people choose it (the plan's `override_for`).
 OVERRIDE_FOR = timedelta(hours=1)
-POLL_SECONDS = 10.0
 #: ARM's subcode for the refusal over deprecated-API usage.
 API_BLOCK = "UpgradeBlockedOnDeprecatedAPIUsage"
-OVERRIDE, STOP = "override", "stop"
+OVERRIDE = "override"
 #: The gated choice after AKS refused the upgrade over deprecated-API usage.
 BLOCKED = "api-block"
-INTENT = "intent"
 PUT_CLUSTER = "ManagedClusters_CreateOrUpdate"
 PUT_POOL = "AgentPools_CreateOrUpdate"
 #: "usage has been detected on API X, and was recently seen at: …" in AKS's refusal.
 _USAGE = re.compile(r"usage has been detected on API (\S+?),")
 #: `max_surge`: a count or a percentage, as AKS takes it.
 _SURGE = re.compile(r"^(?:[1-9][0-9]{0,2}|[1-9][0-9]?%|100%)$")
+#: ARM's provisioningState of a resource as an operation's status (else: its version says).
+_STATES = {"Upgrading": "InProgress", "Updating": "InProgress", "Failed": "Failed", "Canceled": "Cancelled"}
 
 
 def arm_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
@@ -103,18 +109,25 @@ def _props(obj: Mapping[str, Any]) -> Obj:
     return dict(obj.get("properties") or {})
 
 
-class _AksJob(abc.ABC):
-    """What the AKS jobs share: the client, the intent rule, the operation's end."""
+def _cluster_version(props: Mapping[str, Any]) -> str:
+    return str(props.get("currentKubernetesVersion") or props.get("kubernetesVersion") or "")
 
-    kind = ""
-    call = ""
 
-    def __init__(self, aks: Callable[[str], Provider], node_group_labels: Sequence[str] = ()) -> None:
-        self.aks = aks
-        self.node_group_labels = tuple(node_group_labels)
+class _AksJob(OperationJob):
+    """What the AKS jobs share: ARM's calls, and the resource as the sign a PUT reached ARM (ARM
+    lists no operations)."""
 
-    def client(self, cluster: Any) -> Provider:
-        return self.aks(str(getattr(cluster, "name", "")))
+    cloud = "AKS"
+    status_call = "the async operation"
+    resource_word = "provisioningState"
+    done_word = "Succeeded"
+    looks_first = (
+        "it first reads the resource (provisioningState, versions) and follows an upgrade it finds; "
+        "it calls only if there is none"
+    )
+
+    def _api(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
+        return arm_call(what, fn, **kwargs)
 
     @abc.abstractmethod
     def _resource(self, aks: Provider, progress: Progress) -> Obj:
@@ -124,113 +137,21 @@ class _AksJob(abc.ABC):
     def _version_of(self, resource: Obj) -> str:
         """The Kubernetes version `resource` runs."""
 
-    @abc.abstractmethod
-    def _send(self, aks: Provider, progress: Progress) -> Operation:
-        """The one PUT this job makes."""
-
-    def _reached(self, aks: Provider, progress: Progress) -> bool:
-        """Whether a PUT made before an interruption reached ARM: the resource is upgrading, or
+    def _found(self, aks: Provider, progress: Progress) -> tuple[str, str] | None:
+        """A PUT made before an interruption reached ARM when the resource is upgrading, or
         already on the target it was not on when the job began."""
         found = self._resource(aks, progress)
-        props = _props(found)
-        return props.get("provisioningState") == "Upgrading" or (
+        reached = _props(found).get("provisioningState") == "Upgrading" or (
             self._version_of(found) == progress["target"] and progress["from"] != progress["target"]
         )
+        return ("", "the resource is upgrading") if reached else None
 
-    def _start(self, aks: Provider, progress: Progress, *, now: datetime, what: str) -> Tick:
-        """The intent rule of the module docstring: store, then send (or find) the PUT."""
-        attempt = int(progress.get("attempt", 0))
-        intent = progress.get(INTENT) or {}
-        if intent.get("call") != self.call or int(intent.get("attempt", -1)) != attempt:
-            new = {**progress, INTENT: {"call": self.call, "attempt": attempt, "at": iso(now)}}
-            return Tick(progress=new, card=(f"{what}: calling {self.call}",), wait=0.0)
-        if self._reached(aks, progress):
-            new = {**progress, "operation": "", "following": "resource", "status": "InProgress"}
-            text = f"{what}: {self.call} made before the interruption reached AKS (the resource is upgrading): following it, not called again"
-            return Tick(
-                progress=new,
-                posts=(Post(key=f"found:{self.call}:{attempt}", text=text),),
-                audit=((self.call, f"{progress['aks']} → {progress['target']}: found after an interruption, not called again"),),
-                card=(text,),
-                wait=POLL_SECONDS,
-            )  # fmt: skip
-        op = self._send(aks, progress)
-        new = {
-            **progress,
-            "operation": op.id,
-            "following": "operation" if op.id else "resource",
-            "status": op.status,
-        }
-        text = f"{what}: AKS accepted {self.call}, operation {op.id or '(none: nothing to change)'} ({op.status})"
-        return Tick(
-            progress=new,
-            posts=(Post(key=f"update-started:{self.call}:{attempt}", text=text),),
-            audit=(
-                (
-                    self.call,
-                    f"{progress['aks']} → {progress['target']}{self._extra(progress)}: operation {op.id}",
-                ),
-            ),
-            card=(text,),
-            wait=POLL_SECONDS,
-        )
-
-    def _extra(self, progress: Progress) -> str:
-        return ""
-
-    def _status(self, aks: Provider, progress: Progress, **which: str) -> Operation:
-        """The operation the job follows, or the resource's state when it has no operation id."""
-        if progress.get("operation"):
-            return arm_call("the async operation", aks.operation, operation_id=progress["operation"], **which)
+    def _resource_status(self, aks: Provider, progress: Progress) -> str:
         found = self._resource(aks, progress)
-        state = str(_props(found).get("provisioningState", ""))
-        status = {
-            "Upgrading": "InProgress",
-            "Updating": "InProgress",
-            "Failed": "Failed",
-            "Canceled": "Cancelled",
-        }.get(state, "Successful" if self._version_of(found) == progress["target"] else "InProgress")
-        return Operation(id="", kind=self.call, status=status)
-
-    def _timed_out(self, progress: Progress, now: datetime) -> bool:
-        started = timer_start(progress, progress.get("started"), now)
-        return now - started >= timedelta(seconds=float(progress["timeout"]))
-
-    def _end(self, progress: Progress, text: str, *, ok: bool, key: str) -> Tick:
-        return Tick(
-            progress=progress,
-            posts=(Post(key=key, text=text),),
-            audit=((f"{self.kind} {'done' if ok else 'failed'}", text),),
-            card=(text,),
-            done=True,
-            ok=ok,
-            detail=text,
-            wait=0.0,
+        on_target = self._version_of(found) == progress["target"]
+        return _STATES.get(
+            str(_props(found).get("provisioningState", "")), "Successful" if on_target else "InProgress"
         )
-
-    def _op_name(self, progress: Progress) -> str:
-        return (
-            f"AKS operation {progress['operation']}"
-            if progress.get("operation")
-            else f"{progress['aks']}'s provisioningState"
-        )
-
-    def _following(self, aks: Provider, progress: Progress, **which: str) -> list[str]:
-        op = self._status(aks, progress, **which)
-        return [
-            f"resumes following {self._op_name(progress)}, which this job started before it was interrupted: "
-            f"no new {self.call} is made",
-            f"now: {op.status}" + (f" — {update_errors(op.errors)}" if op.errors else ""),
-        ]
-
-    def _interrupted(self, progress: Progress) -> list[str]:
-        intent = progress.get(INTENT) or {}
-        if not intent or progress.get("operation") or progress.get("following"):
-            return []
-        return [
-            f"its {intent.get('call')} may have reached AKS before the interruption: it first reads the resource "
-            "(provisioningState, versions) and follows an upgrade it finds; it calls only if there is none"
-        ]
 
 
 class AksUpgradeControlPlaneJob(_AksJob):
@@ -238,13 +159,13 @@ class AksUpgradeControlPlaneJob(_AksJob):
 
     kind = "aks-upgrade-control-plane"
     call = PUT_CLUSTER
+    console = "az aks show"
 
     def _resource(self, aks: Provider, progress: Progress) -> Obj:
         return arm_call("ManagedClusters_Get", aks.control_plane)
 
     def _version_of(self, resource: Obj) -> str:
-        props = _props(resource)
-        return str(props.get("currentKubernetesVersion") or props.get("kubernetesVersion") or "")
+        return _cluster_version(_props(resource))
 
     def _send(self, aks: Provider, progress: Progress) -> Operation:
         force = bool(progress.get("force"))
@@ -266,26 +187,12 @@ class AksUpgradeControlPlaneJob(_AksJob):
         override = duration_arg(args, "override_for", OVERRIDE_FOR)
         aks = self.client(cluster)
         found = arm_call("ManagedClusters_Get", aks.control_plane)
-        return {
-            "what": "control-plane",
-            "aks": aks.name,
-            "target": version,
-            "from": self._version_of(found),
-            "started": iso(now),
-            "timeout": timeout.total_seconds(),
-            "override_for": override.total_seconds(),
-            "operation": "",
-            "status": "",
-            "seen": "",
-        }
+        return self._begin(
+            aks, what="control-plane", target=version, was=self._version_of(found), timeout=timeout, now=now,
+            override_for=override.total_seconds(),
+        )  # fmt: skip
 
-    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
-        aks = self.client(cluster)
-        if progress.get("operation") or progress.get("following"):
-            return [
-                *self._following(aks, progress),
-                f"API server /version now: {api_version(cluster) or '?'}",
-            ]
+    def _gate(self, cluster: JobCluster, aks: Provider, progress: Progress) -> list[str]:
         found = arm_call("ManagedClusters_Get", aks.control_plane)
         props = _props(found)
         versions = arm_call("ManagedClusters_GetUpgradeProfile", aks.versions)
@@ -294,7 +201,6 @@ class AksUpgradeControlPlaneJob(_AksJob):
             for p in props.get("agentPoolProfiles") or []
         )
         lines = [
-            *self._interrupted(progress),
             f"would call {PUT_CLUSTER} (PUT managedClusters/{progress['aks']}) with kubernetesVersion={progress['target']}, "
             f"every agent pool kept on its version (control plane only: {pools or 'none'})"
             + (
@@ -307,15 +213,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
             f"then GET its async operation every {POLL_SECONDS:g} s until Succeeded and /version reports "
             f"{progress['target']} (up to {timeout_span(progress)})",
         ]
-        if (
-            versions.offered
-            and progress["target"] not in versions.offered
-            and progress["from"] != progress["target"]
-        ):
-            lines.insert(
-                1,
-                f"AKS does not offer {progress['target']} from {versions.current}: it would refuse the upgrade",
-            )
+        lines[1:1] = self._not_offered(progress, versions)
         exclusions = arm_call("MaintenanceConfigurations_ListByManagedCluster", aks.maintenance).exclusions
         if exclusions:
             lines.append(
@@ -333,63 +231,35 @@ class AksUpgradeControlPlaneJob(_AksJob):
         what = f"control plane {progress['from']} → {target}"
         if decision is not None and decision.choice_key.startswith(f"{BLOCKED}:"):
             return self._decided(progress, decision, what, now=now)
-        if not progress.get("operation") and not progress.get("following"):
+        if not self._started(progress):
             if progress["from"] == target:
-                text = f"the control plane is already on {target}: nothing to upgrade"
-                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+                return self._nothing_to_do(
+                    progress, f"the control plane is already on {target}: nothing to upgrade"
+                )
             try:
                 return self._start(aks, progress, now=now, what=what)
             except _Blocked as blocked:
                 return self._blocked(progress, blocked.reason, what)
-        op = self._status(aks, progress)
-        try:
-            seen = api_version(cluster)
-        except ClusterError as exc:
-            seen = f"(no answer: {clip(exc.user_message, 80)})"
-        new = {**progress, "status": op.status, "seen": seen}
-        if op.status in ("Failed", "Cancelled"):
-            text = f"{what}: {self._op_name(progress)} {op.status} — {update_errors(op.errors)}"
-            return self._end(
-                new, text, ok=False, key=f"update-failed:{progress.get('operation') or 'resource'}"
-            )
-        if op.status == "Successful" and on_version(seen, parse_version(target)):
-            text = f"{what}: {self._op_name(progress)} Succeeded and the API server reports {seen}"
-            return self._end(new, text, ok=True, key=f"update-done:{progress.get('operation') or 'resource'}")
-        if self._timed_out(progress, now):
-            text = (
-                f"{what}: {self._op_name(progress)} still {op.status} after {timeout_span(progress)}; the upgrade goes "
-                "on at AKS (az aks show) — the step stops here"
-            )
-            return self._end(new, text, ok=False, key=f"timeout:{progress.get('operation') or 'resource'}")
-        elapsed = elapsed_since(now, progress["started"])
-        card = (
-            f"{what}: {self._op_name(progress)} {op.status}" + (f", {elapsed} so far" if elapsed else ""),
-            f"API server /version: {seen or '?'}",
-        )
-        return Tick(progress=new, card=card, wait=POLL_SECONDS)
+        return self._follow_control_plane(cluster, aks, progress, now=now, what=what)
 
     def _blocked(self, progress: Progress, reason: str, what: str) -> Tick:
         """AKS refused the upgrade over deprecated-API usage: name the APIs and ask people."""
         apis = _USAGE.findall(reason)
         names = few(apis, 5) or "none named"
         n = int(progress.get("refused", 0)) + 1
-        span = timedelta(seconds=float(progress.get("override_for") or OVERRIDE_FOR.total_seconds()))
-        from bot.core.durations import format_duration
-
+        span = format_duration(_override_for(progress))
         text = f"{what}: AKS refused {PUT_CLUSTER} ({API_BLOCK}): deprecated APIs used in the last 12 hours that {progress['target']} removes: {names}"
         choice = Choice(
             key=f"{BLOCKED}:{progress['target']}:{n}",
             question=(
                 f"{what}: AKS refused the upgrade over recent use of APIs {progress['target']} removes: {names}. "
                 f"Override? The bot then sets upgradeSettings.overrideSettings forceUpgrade=true, expiring "
-                f"{format_duration(span)} after it is confirmed, and AKS upgrades past the block: those API calls "
+                f"{span} after it is confirmed, and AKS upgrades past the block: those API calls "
                 "fail once the upgrade is done. One person asks with a reason; a second person confirms with theirs."
             ),
             options=(
-                ChoiceOption(id=OVERRIDE, label=f"Override for {format_duration(span)}…", needs_reason=True),
-                ChoiceOption(
-                    id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")
-                ),
+                ChoiceOption(id=OVERRIDE, label=f"Override for {span}…", needs_reason=True),
+                STOP_OPTION,
             ),
         )
         return Tick(
@@ -405,44 +275,17 @@ class AksUpgradeControlPlaneJob(_AksJob):
         """Stop; or one person asked for the override and a second must confirm; or the second
         confirmed: the override's expiry is fixed now, and the next tick stores the new intent."""
         target = progress["target"]
-        if decision.option != OVERRIDE:
-            text = f"{str(progress.get('blocked') or what).rstrip('.')}; stopped by {decision.by}, not overridden"
-            return Tick(
-                progress=progress, audit=((f"{self.kind} stopped", text),), card=(text,),
-                done=True, ok=False, detail=text, wait=0.0,
-            )  # fmt: skip
-        asked = progress.get("override_asked") or {}
         names = few(list(progress.get("apis") or []), 5) or "none named"
         n = progress.get("refused", 1)
-        if not decision.choice_key.endswith(":confirm") or not asked or asked.get("by") == decision.by:
-            asked = {"by": decision.by, "reason": decision.reason or "no reason given"}
-            text = (
-                f"{what}: {decision.by} asks to override AKS's deprecated-API block ({names}): {asked['reason']}. "
-                "A second person confirms, or stops."
-            )
-            choice = Choice(
-                key=f"{BLOCKED}:{target}:{n}:confirm",
-                question=text,
-                options=(
-                    ChoiceOption(
-                        id=OVERRIDE, label="Confirm the override", needs_reason=True, not_by=(decision.by,)
-                    ),
-                    ChoiceOption(
-                        id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")
-                    ),
-                ),
-            )
-            return Tick(
-                progress={**progress, "override_asked": asked},
-                posts=(Post(key=f"override-asked:{target}:{n}", text=text),),
-                audit=(("override asked", text),),
-                card=(text,),
-                choice=choice,
-                wait=POLL_SECONDS,
-            )
-        until = (
-            now + timedelta(seconds=float(progress.get("override_for") or OVERRIDE_FOR.total_seconds()))
-        ).strftime("%Y-%m-%dT%H:%M:%SZ")
+        question = self._second_person(
+            progress, decision, what=what, yes=OVERRIDE, not_done="not overridden", asked_key="override_asked",
+            asks=f"override AKS's deprecated-API block ({names})", confirm="Confirm the override",
+            key=f"{BLOCKED}:{target}:{n}", post=f"override-asked:{target}:{n}",
+        )  # fmt: skip
+        if question is not None:
+            return question
+        asked = progress["override_asked"]
+        until = (now + _override_for(progress)).strftime("%Y-%m-%dT%H:%M:%SZ")
         text = (
             f"{what}: override of AKS's deprecated-API block ({names}) until {until}, asked by {asked['by']} "
             f"({asked['reason']}) and confirmed by {decision.by} ({decision.reason or 'no reason given'})"
@@ -466,6 +309,10 @@ class AksUpgradeControlPlaneJob(_AksJob):
         )
 
 
+def _override_for(progress: Progress) -> timedelta:
+    return timedelta(seconds=float(progress.get("override_for") or OVERRIDE_FOR.total_seconds()))
+
+
 class _Blocked(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -481,6 +328,7 @@ class AksUpgradeNodepoolJob(_AksJob):
 
     kind = "aks-upgrade-nodepool"
     call = PUT_POOL
+    console = "az aks nodepool show"
 
     def _resource(self, aks: Provider, progress: Progress) -> Obj:
         return arm_call("AgentPools_Get", aks.node_pool, name=progress["nodepool"])
@@ -502,13 +350,6 @@ class AksUpgradeNodepoolJob(_AksJob):
     def _extra(self, progress: Progress) -> str:
         return f" maxSurge={progress['surge'] or '?'}"
 
-    def _nodes(self, cluster: JobCluster, pool: str) -> list[Obj]:
-        return [
-            n
-            for n in list_nodes(cluster)
-            if node_group((n.get("metadata") or {}).get("labels"), self.node_group_labels) == pool
-        ]
-
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         pool = label_value("nodepool", str(args.get("nodepool", "")).strip())
         version = version_arg(args, required=False)
@@ -516,43 +357,21 @@ class AksUpgradeNodepoolJob(_AksJob):
         timeout = duration_arg(args, "timeout", NODEPOOL_TIMEOUT)
         aks = self.client(cluster)
         found = arm_call("AgentPools_Get", aks.node_pool, name=pool)
-        target = version or self._cp_version(aks)
+        target = version or _cluster_version(_props(arm_call("ManagedClusters_Get", aks.control_plane)))
         own = str((_props(found).get("upgradeSettings") or {}).get("maxSurge") or "")
-        return {
-            "what": "nodepool",
-            "aks": aks.name,
-            "nodepool": pool,
-            "target": target,
-            "from": self._version_of(found),
-            "max_surge": surge,
-            "surge": surge or own,
-            "started": iso(now),
-            "timeout": timeout.total_seconds(),
-            "operation": "",
-            "status": "",
-            "seen": {},
-        }
+        return self._begin(
+            aks, what="nodepool", target=target, was=self._version_of(found), timeout=timeout, now=now,
+            nodepool=pool, max_surge=surge, surge=surge or own,
+        )  # fmt: skip
 
-    @staticmethod
-    def _cp_version(aks: Provider) -> str:
-        props = _props(arm_call("ManagedClusters_Get", aks.control_plane))
-        return str(props.get("currentKubernetesVersion") or props.get("kubernetesVersion") or "")
-
-    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
-        aks = self.client(cluster)
+    def _gate(self, cluster: JobCluster, aks: Provider, progress: Progress) -> list[str]:
         pool = progress["nodepool"]
         counts = group_counts(self._nodes(cluster, pool), progress["target"])
-        if progress.get("operation") or progress.get("following"):
-            return [
-                *self._following(aks, progress, node_pool=pool),
-                f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
-            ]
         found = arm_call("AgentPools_Get", aks.node_pool, name=pool)
         props = _props(found)
         own = str((props.get("upgradeSettings") or {}).get("maxSurge") or "AKS's default (10%)")
         surge = progress["max_surge"] or own
         return [
-            *self._interrupted(progress),
             f"would call {PUT_POOL} (PUT agentPools/{pool}) with orchestratorVersion={progress['target']}"
             + (f", upgradeSettings.maxSurge={progress['max_surge']}" if progress["max_surge"] else ""),
             f"max surge {surge}"
@@ -571,40 +390,26 @@ class AksUpgradeNodepoolJob(_AksJob):
         self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
         aks = self.client(cluster)
-        pool = progress["nodepool"]
-        what = f"agent pool {pool} {progress['from']} → {progress['target']}"
-        if not progress.get("operation") and not progress.get("following"):
-            if progress["from"] == progress["target"]:
-                text = f"agent pool {pool} is already on {progress['target']}: nothing to upgrade"
-                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+        pool, target = progress["nodepool"], progress["target"]
+        what = f"agent pool {pool} {progress['from']} → {target}"
+        if not self._started(progress):
+            if progress["from"] == target:
+                return self._nothing_to_do(
+                    progress, f"agent pool {pool} is already on {target}: nothing to upgrade"
+                )
             return self._start(aks, progress, now=now, what=what)
-        op = self._status(aks, progress, node_pool=pool)
-        counts = group_counts(self._nodes(cluster, pool), progress["target"])
+        op = self._status(aks, progress)
+        counts = group_counts(self._nodes(cluster, pool), target)
         new = {**progress, "status": op.status, "seen": counts}
-        if op.status in ("Failed", "Cancelled"):
-            text = f"{what}: {self._op_name(progress)} {op.status} — {update_errors(op.errors)}"
-            return self._end(
-                new, text, ok=False, key=f"update-failed:{progress.get('operation') or 'resource'}"
-            )
-        if op.status == "Successful":
-            text = (
-                f"{what}: {self._op_name(progress)} Succeeded — {counts['on_target']}/{counts['total']} node(s) "
-                f"Ready on {progress['target']}"
-            )
-            return self._end(new, text, ok=True, key=f"update-done:{progress.get('operation') or 'resource'}")
-        if self._timed_out(progress, now):
-            text = (
-                f"{what}: {self._op_name(progress)} still {op.status} after {timeout_span(progress)}; the upgrade goes on "
-                "at AKS (az aks nodepool show) — the step stops here"
-            )
-            return self._end(new, text, ok=False, key=f"timeout:{progress.get('operation') or 'resource'}")
-        elapsed = elapsed_since(now, progress["started"])
+        done = f" — {counts['on_target']}/{counts['total']} node(s) Ready on {target}"
+        ended = self._settled(progress, new, op, what, done=done) or self._gave_up(
+            progress, new, op, what, now
+        )
+        if ended is not None:
+            return ended
         card = (
-            f"{what}: {self._op_name(progress)} {op.status}"
-            + (f", {elapsed} so far" if elapsed else "")
-            + f" · max surge {progress['surge'] or '?'}",
-            bar(counts["on_target"], counts["total"], f"nodes Ready on {progress['target']}")
-            + (f" · {counts['old']} old" if counts["old"] else ""),
+            self._head(progress, op, what, now) + f" · max surge {progress['surge'] or '?'}",
+            pool_bar(counts, target),
         )
         return Tick(progress=new, card=card, wait=POLL_SECONDS)
 

@@ -48,24 +48,32 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from bot.core.durations import format_duration
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
+from bot.core.jobs.cloud import (
+    INTENT,
+    POLL_SECONDS,
+    STOP,
+    STOP_OPTION,
+    CloudJob,
+    api_version,
+    elapsed_since,
+    pool_bar,
+    seen_version,
+    timeout_span,
+    update_errors,
+)
 from bot.core.jobs.common import (
     JobCluster,
-    bar,
     duration_arg,
     few,
     flag,
     iso,
     label_value,
-    list_nodes,
     selector_matches,
-    timer_start,
     unschedulable,
 )
 from bot.core.jobs.waitgroup import group_counts
-from bot.core.kube.objects import node_group, parse_iso
 from bot.core.kube.versions import on_version, parse_version
 from bot.core.providers import (
     Operation,
@@ -76,7 +84,7 @@ from bot.core.providers import (
     ProviderError,
     no_provider,
 )
-from bot.errors import ClusterError, TemporaryError, UserError, clip
+from bot.errors import TemporaryError, UserError, clip
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -85,15 +93,13 @@ T = TypeVar("T")
 CLUSTER_TIMEOUT = timedelta(hours=1)
 NODEGROUP_TIMEOUT = timedelta(hours=2)
 ADDON_TIMEOUT = timedelta(minutes=30)
-#: How often an update is polled (DescribeUpdate is cheap; EKS updates take minutes).
-POLL_SECONDS = 10.0
 #: EKS's conflict policies for an add-on update (`resolveConflicts`), and what each means.
 CONFLICT_POLICIES = {
     "NONE": "EKS changes nothing you changed on the add-on's objects; a conflict fails the update",
     "OVERWRITE": "EKS overwrites what you changed on the add-on's objects with its defaults",
     "PRESERVE": "EKS keeps what you changed on the add-on's objects (it may then not apply the version's own changes)",
 }
-FORCE, STOP = "force", "stop"
+FORCE = "force"
 #: The gated choice after an add-on update failed on a ConfigurationConflict (issue 40 item 8):
 #: its key's prefix and the answers, each a policy EKS is asked again with.
 CONFLICT = "conflict"
@@ -111,10 +117,6 @@ class _InsightsBlock(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-#: The progress key of an update call about to be sent (see the module docstring).
-INTENT = "intent"
 
 
 #: What the EKS actions call: the provider port (`bot.adapters.providers.eks.Eks` answers it).
@@ -183,26 +185,6 @@ def _how(found: bool) -> str:
     return " (found by ListUpdates after an interrupted call; not called again)" if found else ""
 
 
-def update_errors(errors: Sequence[OperationError]) -> str:
-    """DescribeUpdate's errors as one line: "PodEvictionFailure: Reached max retries …"."""
-    text = "; ".join(f"{e.code or '?'}: {e.message}".strip() for e in errors)
-    return clip(text, 400) or "EKS gave no reason"
-
-
-def timeout_span(progress: Mapping[str, Any]) -> str:
-    """The job's timeout as people write it (`1h`, `30m`)."""
-    return format_duration(timedelta(seconds=float(progress["timeout"])))
-
-
-def elapsed_since(now: datetime, since: str | None) -> str:
-    """How long since `since` (ISO), as `12m05s`; empty when it is not a time."""
-    begun = parse_iso(since)
-    if begun is None:
-        return ""
-    seconds = max(0, int((now - begun).total_seconds()))
-    return f"{seconds // 60}m{seconds % 60:02d}s"
-
-
 def _minor(version: str) -> str:
     parsed = parse_version(version)
     return f"{parsed[0]}.{parsed[1]}" if parsed is not None and len(parsed) >= 2 else version
@@ -221,22 +203,8 @@ def minor_arg(args: Mapping[str, str], *, required: bool) -> str:
     return f"{parsed[0]}.{parsed[1]}"
 
 
-def api_version(cluster: JobCluster) -> str:
-    """What the API server's /version says now (its gitVersion)."""
-    return str(cluster.get_json("/version").get("gitVersion", ""))
-
-
-class _EksJob:
-    """What the three EKS jobs share: the client, the deadline and the update's end."""
-
-    kind = ""
-
-    def __init__(self, eks: Callable[[str], EksActs], node_group_labels: Sequence[str] = ()) -> None:
-        self.eks = eks
-        self.node_group_labels = tuple(node_group_labels)
-
-    def client(self, cluster: Any) -> EksActs:
-        return self.eks(str(getattr(cluster, "name", "")))
+class _EksJob(CloudJob):
+    """What the three EKS jobs share: the intent rule with its token, and the update's end."""
 
     def _following(self, eks: EksActs, progress: Progress, **which: str) -> list[str]:
         """The dry run of a resumed job that already started its update: it calls no Update
@@ -261,18 +229,31 @@ class _EksJob:
         which: Mapping[str, str],
         send: Callable[[], Operation],
         what: str,
-    ) -> tuple[Tick | None, Operation | None, bool]:
-        """The update call of the module docstring's rule. (a tick to store, when the intent was
-        only recorded now; else the update and whether it was found rather than sent)."""
+        audit: str,
+        said: str = "",
+        then: str = "",
+    ) -> Tick:
+        """The update call of the module docstring's rule: the tick that stores its intent, when
+        not stored yet; else the tick that stores the update it started, or that the call made
+        before an interruption started (found, not called again). The thread's line says `said`
+        before the update and `then` after it; `audit` names what the call changes."""
         intent = progress.get(INTENT) or {}
         if intent.get("call") != call or intent.get("token") != tok:
             known = aws_call("ListUpdates", eks.operations, **which)
             new = {**progress, INTENT: {"call": call, "token": tok, "at": iso(now), "known": known}}
-            return Tick(progress=new, card=(f"{what}: calling {call}",), wait=0.0), None, False
-        found = self._find(eks, intent, match, which)
-        if found is not None:
-            return None, found, True
-        return None, send(), False
+            return Tick(progress=new, card=(f"{what}: calling {call}",), wait=0.0)
+        update = self._find(eks, intent, match, which)
+        found = update is not None
+        if update is None:
+            update = send()
+        text = f"{what}: {_started(call, found)}{said}, update {update.id} ({update.status}){then}"
+        return Tick(
+            progress={**progress, "update": update.id, "status": update.status},
+            posts=(Post(key=f"update-started:{update.id}", text=text),),
+            audit=((call, f"{audit}: update {update.id}{_how(found)}"),),
+            card=(text,),
+            wait=POLL_SECONDS,
+        )
 
     @staticmethod
     def _find(
@@ -291,23 +272,18 @@ class _EksJob:
                 found.append(update)
         return max(found, key=lambda u: u.created) if found else None
 
-    def _timed_out(self, progress: Progress, now: datetime) -> bool:
-        started = timer_start(progress, progress.get("started"), now)
-        return now - started >= timedelta(seconds=float(progress["timeout"]))
-
     def _failed(self, progress: Progress, update: Operation, what: str) -> Tick:
         why = update_errors(update.errors)
         text = f"{what}: EKS update {progress['update']} {update.status or 'Failed'} — {why}"
-        return Tick(
-            progress=progress,
-            # Not broadcast: the step's failure, which follows at once, is (with this reason).
-            posts=(Post(key=f"update-failed:{progress['update']}", text=text),),
-            audit=((f"{self.kind} failed", text),),
-            card=(text,),
-            done=True,
-            ok=False,
-            detail=text,
-            wait=0.0,
+        # Not broadcast: the step's failure, which follows at once, is (with this reason).
+        return self._end(progress, text, ok=False, key=f"update-failed:{progress['update']}")
+
+    @staticmethod
+    def _head(progress: Progress, status: str, what: str, now: datetime) -> str:
+        """The card's first line while the update goes on."""
+        elapsed = elapsed_since(now, progress["started"])
+        return f"{what}: EKS update {progress['update']} {status}" + (
+            f", {elapsed} so far" if elapsed else ""
         )
 
     def _gave_up(self, progress: Progress, what: str) -> Tick:
@@ -400,63 +376,37 @@ class EksUpdateClusterJob(_EksJob):
             return self._force_decided(progress, decision, what, now=now)
         if not progress["update"]:
             if progress["from"] == version:
-                text = f"the control plane is already on {version}: nothing to update"
-                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+                return self._nothing_to_do(
+                    progress, f"the control plane is already on {version}: nothing to update"
+                )
             force = bool(progress.get("force"))
             # Force is a new, deliberate update: its own token (the first one was refused).
             tok = token(progress, "-force" if force else "")
             try:
-                intend, update, found = self._call_once(
+                return self._call_once(
                     eks, progress, now=now, call="UpdateClusterVersion", tok=tok,
                     match=("VersionUpdate", "Version", version), which={}, what=what,
                     send=lambda: aws_call(
                         "UpdateClusterVersion", _update_control_plane, eks=eks, version=version, token=tok,
                         force=force,
                     ),
+                    audit=f"{progress['eks']} {progress['from']} → {version}",
                 )  # fmt: skip
             except _InsightsBlock as blocked:
                 return self._insights_refused(eks, progress, blocked.reason, what)
-            if intend is not None:
-                return intend
-            assert update is not None
-            new = {**progress, "update": update.id, "status": update.status}
-            text = (
-                f"{what}: {_started('UpdateClusterVersion', found)}, update {new['update']} ({new['status']})"
-            )
-            return Tick(
-                progress=new,
-                posts=(Post(key=f"update-started:{new['update']}", text=text),),
-                audit=(("UpdateClusterVersion", f"{progress['eks']} {progress['from']} → {version}: update {new['update']}{_how(found)}"),),
-                card=(text,),
-                wait=POLL_SECONDS,
-            )  # fmt: skip
         update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"])
         status = update.status
-        try:
-            seen = api_version(cluster)
-        except ClusterError as exc:
-            # The API servers restart during the update: an unanswered /version is expected then.
-            seen = f"(no answer: {clip(exc.user_message, 80)})"
+        seen = seen_version(cluster)
         new = {**progress, "status": status, "seen": seen}
         if status in ("Failed", "Cancelled"):
             return self._failed(new, update, what)
-        elapsed = elapsed_since(now, progress["started"])
         card: tuple[str, ...] = (
-            f"{what}: EKS update {progress['update']} {status}" + (f", {elapsed} so far" if elapsed else ""),
+            self._head(progress, status, what, now),
             f"API server /version: {seen or '?'}",
         )
         if status == "Successful" and on_version(seen, parse_version(version)):
             text = f"{what}: EKS update {progress['update']} Successful and the API server reports {seen}"
-            return Tick(
-                progress=new,
-                posts=(Post(key=f"update-done:{progress['update']}", text=text),),
-                audit=((f"{self.kind} done", text),),
-                card=(text,),
-                done=True,
-                ok=True,
-                detail=text,
-                wait=0.0,
-            )
+            return self._end(new, text, ok=True, key=f"update-done:{progress['update']}")
         if self._timed_out(progress, now):
             return self._gave_up(new, what)
         if status == "Successful":
@@ -487,9 +437,7 @@ class EksUpdateClusterJob(_EksJob):
             ),
             options=(
                 ChoiceOption(id=FORCE, label="Update with force…", needs_reason=True),
-                ChoiceOption(
-                    id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")
-                ),
+                STOP_OPTION,
             ),
         )
         return Tick(
@@ -506,41 +454,16 @@ class EksUpdateClusterJob(_EksJob):
         """People answered the insights' question: stop; or one asked for force and a second
         person must confirm; or the second confirmed, and the next tick calls with force."""
         version = progress["version"]
-        if decision.option != FORCE:
-            text = f"{str(progress.get('blocked') or what).rstrip('.')}; stopped by {decision.by}, not forced"
-            return Tick(
-                progress=progress, audit=((f"{self.kind} stopped", text),), card=(text,),
-                done=True, ok=False, detail=text, wait=0.0,
-            )  # fmt: skip
-        asked = progress.get("force_asked") or {}
         names = few(list(progress.get("insights") or []), 5) or "none listed"
-        if not decision.choice_key.endswith(":confirm") or not asked or asked.get("by") == decision.by:
-            # The first person (or, should one ever get through, the asker again): a second must confirm.
-            asked = {"by": decision.by, "reason": decision.reason or "no reason given"}
-            text = (
-                f"{what}: {decision.by} asks to update with force past the upgrade insights in ERROR "
-                f"({names}): {asked['reason']}. A second person confirms, or stops."
-            )
-            choice = Choice(
-                key=f"{INSIGHTS}:{version}:{progress.get('refused', 1)}:confirm",
-                question=text,
-                options=(
-                    ChoiceOption(
-                        id=FORCE, label="Confirm update with force", needs_reason=True, not_by=(decision.by,)
-                    ),
-                    ChoiceOption(
-                        id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")
-                    ),
-                ),
-            )
-            return Tick(
-                progress={**progress, "force_asked": asked},
-                posts=(Post(key=f"force-asked:{version}:{progress.get('refused', 1)}", text=text),),
-                audit=(("force asked", text),),
-                card=(text,),
-                choice=choice,
-                wait=POLL_SECONDS,
-            )
+        n = progress.get("refused", 1)
+        question = self._second_person(
+            progress, decision, what=what, yes=FORCE, not_done="not forced", asked_key="force_asked",
+            asks=f"update with force past the upgrade insights in ERROR ({names})", confirm="Confirm update with force",
+            key=f"{INSIGHTS}:{version}:{n}", post=f"force-asked:{version}:{n}",
+        )  # fmt: skip
+        if question is not None:
+            return question
+        asked = progress["force_asked"]
         text = (
             f"{what}: update with force past the upgrade insights in ERROR ({names}), asked by {asked['by']} "
             f"({asked['reason']}) and confirmed by {decision.by} ({decision.reason or 'no reason given'})"
@@ -637,13 +560,6 @@ class EksUpdateNodegroupJob(_EksJob):
         )
         return lines
 
-    def _nodes(self, cluster: JobCluster, group: str) -> list[Obj]:
-        return [
-            n
-            for n in list_nodes(cluster)
-            if node_group((n.get("metadata") or {}).get("labels"), self.node_group_labels) == group
-        ]
-
     def _blocking(
         self, cluster: JobCluster, nodes: Sequence[Obj], *, only_cordoned: bool
     ) -> list[dict[str, str]]:
@@ -712,7 +628,7 @@ class EksUpdateNodegroupJob(_EksJob):
             )
         if not progress["update"]:
             tok = token(progress, f"-{progress['tries']}" if progress["tries"] else "")
-            intend, update, found = self._call_once(
+            return self._call_once(
                 eks, progress, now=now, call="UpdateNodegroupVersion", tok=tok,
                 match=("VersionUpdate", "Version", _minor(progress["target"])),
                 which={"node_pool": group}, what=what,
@@ -720,21 +636,9 @@ class EksUpdateNodegroupJob(_EksJob):
                     "UpdateNodegroupVersion", eks.update_node_pool, pool=group, version=progress["version"],
                     strategy=PoolStrategy(kind="surge", force=bool(progress["force"])), token=tok,
                 ),
-            )  # fmt: skip
-            if intend is not None:
-                return intend
-            assert update is not None
-            new = {**progress, "update": update.id, "status": update.status}
-            text = (
-                f"{what}: {_started('UpdateNodegroupVersion', found)}{' with force' if progress['force'] else ''}, "
-                f"update {new['update']} ({new['status']}); EKS launches new nodes, then drains the old ones"
-            )
-            return Tick(
-                progress=new,
-                posts=(Post(key=f"update-started:{new['update']}", text=text),),
-                audit=(("UpdateNodegroupVersion", f"{progress['eks']}/{group} → {progress['target']} force={progress['force']}: update {new['update']}{_how(found)}"),),
-                card=(text,),
-                wait=POLL_SECONDS,
+                audit=f"{progress['eks']}/{group} → {progress['target']} force={progress['force']}",
+                said=" with force" if progress["force"] else "",
+                then="; EKS launches new nodes, then drains the old ones",
             )  # fmt: skip
         update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"], node_pool=group)
         status = update.status
@@ -762,19 +666,12 @@ class EksUpdateNodegroupJob(_EksJob):
                     )
                 )
             new["blocked"] = blocked
-        elapsed = elapsed_since(now, progress["started"])
-        card = [
-            f"{what}: EKS update {progress['update']} {status}" + (f", {elapsed} so far" if elapsed else ""),
-            bar(counts["on_target"], counts["total"], f"nodes Ready on {progress['target']}")
-            + (f" · {counts['old']} old" if counts["old"] else ""),
-        ]
+        card = [self._head(progress, status, what, now), pool_bar(counts, progress["target"])]
         if blocked and status == "InProgress":
             card.append(f"evictions blocked by {len(blocked)} budget(s): see the thread")
         if status == "Successful":
             text = f"{what}: EKS update {progress['update']} Successful — {counts['on_target']}/{counts['total']} node(s) Ready on {progress['target']}"
-            return Tick(progress=new, posts=(*posts, Post(key=f"update-done:{progress['update']}", text=text)),
-                        audit=((f"{self.kind} done", text),), card=(text,), done=True, ok=True, detail=text,
-                        wait=0.0)  # fmt: skip
+            return self._end(new, text, ok=True, key=f"update-done:{progress['update']}", posts=posts)
         if status in ("Failed", "Cancelled"):
             why = update_errors(update.errors)
             if "PodEvictionFailure" in why and not progress["force"]:
@@ -786,9 +683,9 @@ class EksUpdateNodegroupJob(_EksJob):
                     ),
                     options=(
                         ChoiceOption(id=FORCE, label="Update again with force", needs_reason=True),
-                        ChoiceOption(id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")),
+                        STOP_OPTION,
                     ),
-                )  # fmt: skip
+                )
                 text = f"{what}: EKS update {progress['update']} Failed — {why}"
                 return Tick(
                     progress=new,
@@ -859,32 +756,20 @@ class EksUpdateAddonJob(_EksJob):
             return self._decided(progress, decision, what, now=now)
         if not progress["update"]:
             if progress["from"] == version:
-                text = f"add-on {addon} is already on {version}: nothing to update"
-                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+                return self._nothing_to_do(
+                    progress, f"add-on {addon} is already on {version}: nothing to update"
+                )
             tries = int(progress.get("tries", 0))
             tok = token(progress, f"-{tries}" if tries else "")
-            intend, update, looked_up = self._call_once(
+            return self._call_once(
                 eks, progress, now=now, call="UpdateAddon", tok=tok,
                 match=("AddonUpdate", "AddonVersion", version), which={"addon": addon}, what=what,
                 send=lambda: aws_call(
                     "UpdateAddon", eks.update_addon_version, addon=addon, version=version,
                     conflicts=progress["resolve_conflicts"], token=tok,
                 ),
-            )  # fmt: skip
-            if intend is not None:
-                return intend
-            assert update is not None
-            new = {**progress, "update": update.id, "status": update.status}
-            text = (
-                f"{what}: {_started('UpdateAddon', looked_up)} (conflicts: {progress['resolve_conflicts']}), "
-                f"update {new['update']} ({new['status']})"
-            )
-            return Tick(
-                progress=new,
-                posts=(Post(key=f"update-started:{new['update']}", text=text),),
-                audit=(("UpdateAddon", f"{progress['eks']}/{addon} → {version} resolveConflicts={progress['resolve_conflicts']}: update {new['update']}{_how(looked_up)}"),),
-                card=(text,),
-                wait=POLL_SECONDS,
+                audit=f"{progress['eks']}/{addon} → {version} resolveConflicts={progress['resolve_conflicts']}",
+                said=f" (conflicts: {progress['resolve_conflicts']})",
             )  # fmt: skip
         update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"], addon=addon)
         status = update.status
@@ -901,15 +786,10 @@ class EksUpdateAddonJob(_EksJob):
                 text = (
                     f"{what}: EKS update {progress['update']} Successful, add-on {found.get('status', '?')}"
                 )
-                return Tick(progress=new, posts=(Post(key=f"update-done:{progress['update']}", text=text),),
-                            audit=((f"{self.kind} done", text),), card=(text,), done=True, ok=True,
-                            detail=text, wait=0.0)  # fmt: skip
+                return self._end(new, text, ok=True, key=f"update-done:{progress['update']}")
         if self._timed_out(progress, now):
             return self._gave_up(new, what)
-        elapsed = elapsed_since(now, progress["started"])
-        card = (
-            f"{what}: EKS update {progress['update']} {status}" + (f", {elapsed} so far" if elapsed else ""),
-        )
+        card = (self._head(progress, status, what, now),)
         return Tick(progress=new, card=card, wait=POLL_SECONDS)
 
     def _conflict(self, progress: Progress, update: Operation, what: str) -> Tick | None:
@@ -934,9 +814,7 @@ class EksUpdateAddonJob(_EksJob):
                     ChoiceOption(id=option, label=f"Retry with {policy}", needs_reason=True)
                     for option, policy in offered
                 ),
-                ChoiceOption(
-                    id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator")
-                ),
+                STOP_OPTION,
             ),
         )
         text = f"{what}: EKS update {progress['update']} {update.status} — {why}"
@@ -956,15 +834,7 @@ class EksUpdateAddonJob(_EksJob):
         policy = RETRY_WITH.get(decision.option)
         if policy is None:
             text = f"{failed.rstrip('.')}; stopped by {decision.by}, neither OVERWRITE nor PRESERVE chosen"
-            return Tick(
-                progress=progress,
-                audit=((f"{self.kind} stopped", text),),
-                card=(text,),
-                done=True,
-                ok=False,
-                detail=text,
-                wait=0.0,
-            )
+            return self._stopped(progress, text)
         tries = int(progress.get("tries", 0)) + 1
         new = {
             **progress,

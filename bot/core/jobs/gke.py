@@ -35,23 +35,11 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
-from bot.core.jobs.common import (
-    JobCluster,
-    bar,
-    duration_arg,
-    few,
-    iso,
-    label_value,
-    list_nodes,
-    timer_start,
-    unschedulable,
-)
-from bot.core.jobs.eks import api_version, elapsed_since, timeout_span, update_errors
+from bot.core.jobs.cloud import POLL_SECONDS, OperationJob, pool_bar, timeout_span, update_errors
+from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value, unschedulable
 from bot.core.jobs.waitgroup import group_counts
-from bot.core.kube.objects import node_group
-from bot.core.kube.versions import on_version, parse_version
 from bot.core.providers import MaintenanceExclusion, Operation, PoolStrategy, Provider, ProviderError
-from bot.errors import ClusterError, TemporaryError, UserError, clip
+from bot.errors import TemporaryError, UserError, clip
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -60,8 +48,6 @@ MASTER_TIMEOUT = timedelta(hours=1)
 NODEPOOL_TIMEOUT = timedelta(hours=3)
 #: A blue-green upgrade's soak when neither the pool nor the plan names one (GKE's default).
 SOAK = timedelta(hours=1)
-POLL_SECONDS = 10.0
-INTENT = "intent"
 UPDATE_MASTER = "UpdateMaster"
 UPDATE_POOL = "UpdateNodePool"
 ROLLBACK = "RollbackNodePoolUpgrade"
@@ -127,131 +113,38 @@ def covering(exclusions: Sequence[MaintenanceExclusion], now: datetime) -> list[
     return out
 
 
-class _GkeJob(abc.ABC):
-    """What the GKE jobs share: the client, the intent rule, the operation's end."""
+class _GkeJob(OperationJob):
+    """What the GKE jobs share: GKE's calls, its running operations as the sign a call reached
+    GKE, and the maintenance exclusions the gate shows."""
 
-    kind = ""
-    call = ""
+    cloud = "GKE"
+    status_call = "GetOperation"
+    resource_word = "version"
+    console = "gcloud container operations describe"
+    looks_first = (
+        "it first lists the running operations and reads the versions, and follows what it finds; "
+        "it calls only if there is none"
+    )
 
-    def __init__(self, gke: Callable[[str], Provider], node_group_labels: Sequence[str] = ()) -> None:
-        self.gke = gke
-        self.node_group_labels = tuple(node_group_labels)
-
-    def client(self, cluster: Any) -> Provider:
-        return self.gke(str(getattr(cluster, "name", "")))
+    def _api(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
+        return gke_call(what, fn, **kwargs)
 
     @abc.abstractmethod
     def _version_now(self, gke: Provider, progress: Progress) -> str:
         """The version the master or the pool is at now, as GKE says."""
 
-    @abc.abstractmethod
-    def _send(self, gke: Provider, progress: Progress) -> Operation:
-        """The update call itself (once: its intent is stored before)."""
-
-    def _pool(self, progress: Progress) -> str:
-        return str(progress.get("nodepool") or "")
-
-    def _found(self, gke: Provider, progress: Progress) -> str:
-        """The operation a call made before an interruption started ("" when none is running),
-        or `resource` when the target is already reached (the call reached GKE)."""
+    def _found(self, gke: Provider, progress: Progress) -> tuple[str, str] | None:
+        """The operation a call made before an interruption started (the newest running one), or
+        none to follow but the resource when the target is already reached."""
         running = gke_call("ListOperations", gke.operations, node_pool=self._pool(progress))
         if running:
-            return running[0]
+            return running[0], f"operation {running[0]}"
         if self._version_now(gke, progress) == progress["target"] and progress["from"] != progress["target"]:
-            return "resource"
-        return ""
+            return "", "the target is reached"
+        return None
 
-    def _start(self, gke: Provider, progress: Progress, *, now: datetime, what: str) -> Tick:
-        """The intent rule of the module docstring: store, then send (or find) the call."""
-        attempt = int(progress.get("attempt", 0))
-        intent = progress.get(INTENT) or {}
-        if intent.get("call") != self.call or int(intent.get("attempt", -1)) != attempt:
-            new = {**progress, INTENT: {"call": self.call, "attempt": attempt, "at": iso(now)}}
-            return Tick(progress=new, card=(f"{what}: calling {self.call}",), wait=0.0)
-        found = self._found(gke, progress)
-        if found:
-            op_name = "" if found == "resource" else found
-            new = {
-                **progress,
-                "operation": op_name,
-                "following": "resource" if not op_name else "operation",
-                "status": "InProgress",
-            }
-            text = (
-                f"{what}: {self.call} made before the interruption reached GKE "
-                f"({'operation ' + op_name if op_name else 'the target is reached'}): following it, not called again"
-            )
-            return Tick(
-                progress=new,
-                posts=(Post(key=f"found:{self.call}:{attempt}", text=text),),
-                audit=((self.call, f"{progress['gke']} → {progress['target']}: found after an interruption, not called again"),),
-                card=(text,),
-                wait=POLL_SECONDS,
-            )  # fmt: skip
-        op = self._send(gke, progress)
-        new = {**progress, "operation": op.id, "following": "operation", "status": op.status}
-        text = f"{what}: GKE accepted {self.call}, operation {op.id} ({op.status})"
-        return Tick(
-            progress=new,
-            posts=(Post(key=f"update-started:{self.call}:{attempt}", text=text),),
-            audit=((self.call, f"{progress['gke']} → {progress['target']}{self._extra(progress)}: operation {op.id}"),),
-            card=(text,),
-            wait=POLL_SECONDS,
-        )  # fmt: skip
-
-    def _extra(self, progress: Progress) -> str:
-        return ""
-
-    def _status(self, gke: Provider, progress: Progress) -> Operation:
-        if progress.get("operation"):
-            return gke_call(
-                "GetOperation",
-                gke.operation,
-                operation_id=progress["operation"],
-                node_pool=self._pool(progress),
-            )
-        status = "Successful" if self._version_now(gke, progress) == progress["target"] else "InProgress"
-        return Operation(id="", kind=self.call, status=status)
-
-    def _timed_out(self, progress: Progress, now: datetime) -> bool:
-        started = timer_start(progress, progress.get("started"), now)
-        return now - started >= timedelta(seconds=float(progress["timeout"]))
-
-    def _end(self, progress: Progress, text: str, *, ok: bool, key: str) -> Tick:
-        return Tick(
-            progress=progress,
-            posts=(Post(key=key, text=text),),
-            audit=((f"{self.kind} {'done' if ok else 'failed'}", text),),
-            card=(text,),
-            done=True,
-            ok=ok,
-            detail=text,
-            wait=0.0,
-        )
-
-    def _op_name(self, progress: Progress) -> str:
-        return (
-            f"GKE operation {progress['operation']}"
-            if progress.get("operation")
-            else f"{progress['gke']}'s version"
-        )
-
-    def _following(self, gke: Provider, progress: Progress) -> list[str]:
-        op = self._status(gke, progress)
-        return [
-            f"resumes following {self._op_name(progress)}, which this job started before it was interrupted: "
-            f"no new {self.call} is made",
-            f"now: {op.status}" + (f" — {update_errors(op.errors)}" if op.errors else ""),
-        ]
-
-    def _interrupted(self, progress: Progress) -> list[str]:
-        intent = progress.get(INTENT) or {}
-        if not intent or progress.get("operation") or progress.get("following"):
-            return []
-        return [
-            f"its {intent.get('call')} may have reached GKE before the interruption: it first lists the running "
-            "operations and reads the versions, and follows what it finds; it calls only if there is none"
-        ]
+    def _resource_status(self, gke: Provider, progress: Progress) -> str:
+        return "Successful" if self._version_now(gke, progress) == progress["target"] else "InProgress"
 
     def _exclusions(self, gke: Provider, now: datetime) -> list[str]:
         policy = gke_call("GetCluster", gke.maintenance)
@@ -279,25 +172,10 @@ class GkeUpdateMasterJob(_GkeJob):
         timeout = duration_arg(args, "timeout", MASTER_TIMEOUT)
         gke = self.client(cluster)
         found = gke_call("GetCluster", gke.control_plane)
-        return {
-            "what": "master",
-            "gke": gke.name,
-            "target": version,
-            "from": str(found.get("currentMasterVersion", "")),
-            "started": iso(now),
-            "timeout": timeout.total_seconds(),
-            "operation": "",
-            "status": "",
-            "seen": "",
-        }
+        was = str(found.get("currentMasterVersion", ""))
+        return self._begin(gke, what="master", target=version, was=was, timeout=timeout, now=now)
 
-    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
-        gke = self.client(cluster)
-        if progress.get("operation") or progress.get("following"):
-            return [
-                *self._following(gke, progress),
-                f"API server /version now: {api_version(cluster) or '?'}",
-            ]
+    def _gate(self, cluster: JobCluster, gke: Provider, progress: Progress) -> list[str]:
         versions = gke_call("GetServerConfig", gke.versions)
         provider = getattr(gke, "provider", None)
         where = (
@@ -306,7 +184,6 @@ class GkeUpdateMasterJob(_GkeJob):
             else f"clusters/{progress['gke']}"
         )
         lines = [
-            *self._interrupted(progress),
             f"would call {UPDATE_MASTER} (POST {where}:updateMaster) with masterVersion={progress['target']} "
             "(the master only: the node pools stay on their versions)",
             f"GetCluster now: {versions.current or '?'}; get_server_config offers {few(list(versions.offered), 4) or 'nothing newer'}"
@@ -314,17 +191,8 @@ class GkeUpdateMasterJob(_GkeJob):
             f"then GetOperation every {POLL_SECONDS:g} s until DONE and /version reports {progress['target']} "
             f"(up to {timeout_span(progress)})",
         ]
-        if (
-            versions.offered
-            and progress["target"] not in versions.offered
-            and progress["from"] != progress["target"]
-        ):
-            lines.insert(
-                1,
-                f"GKE does not offer {progress['target']} from {versions.current}: it would refuse the upgrade",
-            )
-        lines += self._exclusions(gke, _now(progress))
-        return lines
+        lines[1:1] = self._not_offered(progress, versions)
+        return lines + self._exclusions(gke, _now(progress))
 
     def tick(
         self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
@@ -332,36 +200,11 @@ class GkeUpdateMasterJob(_GkeJob):
         gke = self.client(cluster)
         target = progress["target"]
         what = f"control plane {progress['from']} → {target}"
-        if not progress.get("operation") and not progress.get("following"):
+        if not self._started(progress):
             if progress["from"] == target:
-                text = f"the master is already on {target}: nothing to upgrade"
-                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+                return self._nothing_to_do(progress, f"the master is already on {target}: nothing to upgrade")
             return self._start(gke, progress, now=now, what=what)
-        op = self._status(gke, progress)
-        try:
-            seen = api_version(cluster)
-        except ClusterError as exc:
-            seen = f"(no answer: {clip(exc.user_message, 80)})"
-        new = {**progress, "status": op.status, "seen": seen}
-        key = progress.get("operation") or "resource"
-        if op.status in ("Failed", "Cancelled"):
-            text = f"{what}: {self._op_name(progress)} {op.status} — {update_errors(op.errors)}"
-            return self._end(new, text, ok=False, key=f"update-failed:{key}")
-        if op.status == "Successful" and on_version(seen, parse_version(target)):
-            text = f"{what}: {self._op_name(progress)} Successful and the API server reports {seen}"
-            return self._end(new, text, ok=True, key=f"update-done:{key}")
-        if self._timed_out(progress, now):
-            text = (
-                f"{what}: {self._op_name(progress)} still {op.status} after {timeout_span(progress)}; the upgrade goes "
-                "on at GKE (gcloud container operations describe) — the step stops here"
-            )
-            return self._end(new, text, ok=False, key=f"timeout:{key}")
-        elapsed = elapsed_since(now, progress["started"])
-        card = (
-            f"{what}: {self._op_name(progress)} {op.status}" + (f", {elapsed} so far" if elapsed else ""),
-            f"API server /version: {seen or '?'}",
-        )
-        return Tick(progress=new, card=card, wait=POLL_SECONDS)
+        return self._follow_control_plane(cluster, gke, progress, now=now, what=what)
 
 
 class GkeUpdateNodepoolJob(_GkeJob):
@@ -393,13 +236,6 @@ class GkeUpdateNodepoolJob(_GkeJob):
     def _extra(self, progress: Progress) -> str:
         return f" ({_settings_text(progress)})"
 
-    def _nodes(self, cluster: JobCluster, pool: str) -> list[Obj]:
-        return [
-            n
-            for n in list_nodes(cluster)
-            if node_group((n.get("metadata") or {}).get("labels"), self.node_group_labels) == pool
-        ]
-
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         pool = label_value("nodepool", str(args.get("nodepool", "")).strip())
         version = version_arg(args, required=False)
@@ -414,37 +250,22 @@ class GkeUpdateNodepoolJob(_GkeJob):
         own_soak = _seconds((own.get("blueGreenSettings") or {}).get("nodePoolSoakDuration"))
         target = version or str(gke_call("GetCluster", gke.control_plane).get("currentMasterVersion", ""))
         chosen = strategy or own_strategy
-        return {
-            "what": "nodepool",
-            "gke": gke.name,
-            "nodepool": pool,
-            "target": target,
-            "from": str(found.get("version", "")),
-            "strategy": chosen,
-            "by_plan": bool(strategy or surge or unavailable or soak),
-            "max_surge": surge or str(own.get("maxSurge", 1 if chosen == "surge" else "")),
-            "max_unavailable": unavailable or str(own.get("maxUnavailable", 0 if chosen == "surge" else "")),
-            "soak": (soak.total_seconds() if soak is not None else own_soak or SOAK.total_seconds()),
-            "started": iso(now),
-            "timeout": timeout.total_seconds(),
-            "operation": "",
-            "status": "",
-            "seen": {},
-        }
+        return self._begin(
+            gke, what="nodepool", target=target, was=str(found.get("version", "")), timeout=timeout, now=now,
+            nodepool=pool,
+            strategy=chosen,
+            by_plan=bool(strategy or surge or unavailable or soak),
+            max_surge=surge or str(own.get("maxSurge", 1 if chosen == "surge" else "")),
+            max_unavailable=unavailable or str(own.get("maxUnavailable", 0 if chosen == "surge" else "")),
+            soak=soak.total_seconds() if soak is not None else own_soak or SOAK.total_seconds(),
+        )  # fmt: skip
 
-    def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
-        gke = self.client(cluster)
+    def _gate(self, cluster: JobCluster, gke: Provider, progress: Progress) -> list[str]:
         pool = progress["nodepool"]
         counts = group_counts(self._nodes(cluster, pool), progress["target"])
-        if progress.get("operation") or progress.get("following"):
-            return [
-                *self._following(gke, progress),
-                f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
-            ]
         found = gke_call("GetNodePool", gke.node_pool, name=pool)
         whose = "set by the plan" if progress.get("by_plan") else "the pool's own"
         lines = [
-            *self._interrupted(progress),
             f"would call {UPDATE_POOL} (PUT …/clusters/{progress['gke']}/nodePools/{pool}) with "
             f"nodeVersion={progress['target']}, upgradeSettings {_settings_text(progress)}",
         ]
@@ -478,44 +299,31 @@ class GkeUpdateNodepoolJob(_GkeJob):
             return self._decided(progress, decision, what)
         if progress.get("rollback"):
             return self._rolling_back(cluster, gke, progress, what, now=now)
-        if not progress.get("operation") and not progress.get("following"):
+        if not self._started(progress):
             if progress["from"] == progress["target"]:
-                text = f"node pool {pool} is already on {progress['target']}: nothing to upgrade"
-                return Tick(progress=progress, card=(text,), done=True, ok=True, detail=text, wait=0.0)
+                return self._nothing_to_do(
+                    progress, f"node pool {pool} is already on {progress['target']}: nothing to upgrade"
+                )
             return self._start(gke, progress, now=now, what=what)
         op = self._status(gke, progress)
         counts = group_counts(self._nodes(cluster, pool), progress["target"])
         new = {**progress, "status": op.status, "seen": counts}
-        key = progress.get("operation") or "resource"
-        if op.status in ("Failed", "Cancelled"):
-            text = f"{what}: {self._op_name(progress)} {op.status} — {update_errors(op.errors)}"
-            return self._end(new, text, ok=False, key=f"update-failed:{key}")
-        if op.status == "Successful":
-            text = (
-                f"{what}: {self._op_name(progress)} Successful — {counts['on_target']}/{counts['total']} node(s) "
-                f"Ready on {progress['target']}"
-            )
-            return self._end(new, text, ok=True, key=f"update-done:{key}")
+        done = f" — {counts['on_target']}/{counts['total']} node(s) Ready on {progress['target']}"
+        ended = self._settled(progress, new, op, what, done=done)
+        if ended is not None:
+            return ended
         phase = ""
         if progress["strategy"] == "blue-green":
             info = gke_call("GetNodePool", gke.node_pool, name=pool).get("updateInfo") or {}
             phase = str((info.get("blueGreenInfo") or {}).get("phase") or "")
             if phase == "NODE_POOL_SOAKING" and not progress.get("soak_asked"):
                 return self._soak(cluster, new, counts, what, now=now)
-        if self._timed_out(progress, now):
-            text = (
-                f"{what}: {self._op_name(progress)} still {op.status} after {timeout_span(progress)}; the upgrade goes on "
-                "at GKE (gcloud container operations describe) — the step stops here"
-            )
-            return self._end(new, text, ok=False, key=f"timeout:{key}")
-        elapsed = elapsed_since(now, progress["started"])
+        ended = self._gave_up(progress, new, op, what, now)
+        if ended is not None:
+            return ended
         card = (
-            f"{what}: {self._op_name(progress)} {op.status}"
-            + (f" ({phase})" if phase else "")
-            + (f", {elapsed} so far" if elapsed else "")
-            + f" · {_settings_text(progress)}",
-            bar(counts["on_target"], counts["total"], f"nodes Ready on {progress['target']}")
-            + (f" · {counts['old']} old" if counts["old"] else ""),
+            self._head(progress, op, what, now, phase=phase) + f" · {_settings_text(progress)}",
+            pool_bar(counts, progress["target"]),
         )
         return Tick(progress=new, card=card, wait=POLL_SECONDS)
 

@@ -25,20 +25,19 @@ from bot.core.clusters import pick_cluster
 from bot.core.fleets.plan import parse_fleet, resolve
 from bot.core.rules import load_rules
 from bot.core.runs.plans import read_plan_file
-from bot.errors import BotError, ConfigError, PlanInvalid, UsageError, UserError
+from bot.errors import BotError, PlanInvalid, UsageError, UserError
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
-    EXIT_FAILED,
     EXIT_FOUND,
     EXIT_OK,
     EXIT_STATUSES,
-    EXIT_USAGE,
     Handler,
     Subparsers,
     common_options,
     formats,
     kube_flags,
+    refused,
 )
 from bot.frontdoor.cli.output import as_yaml
 from bot.frontdoor.cli.progress import progress_bar
@@ -220,12 +219,8 @@ def _check_manifests(args: argparse.Namespace) -> int:
             stdin=_manifests_stdin(args.manifests),
             images=_image_checks(ImageChecks(), args.images) if args.images else None,
         )
-    except (ConfigError, UsageError) as exc:
-        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-        return EXIT_USAGE
     except BotError as exc:
-        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-        return EXIT_FAILED
+        return refused(exc)
     sys.stdout.write(_render(report, args.output))
     return EXIT_FOUND if report.failed else EXIT_OK
 

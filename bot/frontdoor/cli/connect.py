@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from bot.adapters.kube import Cluster
     from bot.adapters.slack import SlackDirectory
     from bot.adapters.store import Store
+    from bot.core.snapshots.service import Stored
     from bot.records import ClusterConfig
     from bot.settings import Settings
 
@@ -23,6 +24,24 @@ def open_store(settings: Settings) -> Store:
     from bot.adapters.store import Store
 
     return Store.open(settings.database_url)
+
+
+def stored_snapshot(settings: Settings, cluster: str | None, ref: str) -> tuple[ClusterConfig, Stored]:
+    """The configured `cluster` (the only one when None) and its stored snapshot `ref` (an id or
+    a label); a cluster the configuration does not name is a usage error."""
+    from bot.core.clusters import pick_cluster
+    from bot.core.snapshots import service as snapshots
+    from bot.errors import UsageError, UserError
+
+    store = open_store(settings)
+    try:
+        try:
+            picked = pick_cluster(settings.clusters, cluster)
+        except UserError as exc:
+            raise UsageError(exc.user_message) from None
+        return picked, snapshots.resolve(store, ref, cluster=picked.name)
+    finally:
+        store.close()
 
 
 def connect(cluster: ClusterConfig) -> Cluster:

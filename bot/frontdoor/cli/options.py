@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 #: What a verb's `register(subparsers)` returns and `main` calls with the parsed arguments: the
 #: command's exit status.
@@ -84,3 +85,16 @@ def kube_flags(parser: argparse.ArgumentParser) -> None:
 def terminal_user() -> str:
     """Who is at the terminal, as the audit log and a snapshot's `taken_by` name them."""
     return f"terminal:{os.environ.get('USER', 'unknown')}"
+
+
+if TYPE_CHECKING:
+    from bot.errors import BotError
+
+
+def refused(exc: BotError) -> int:
+    """Say in one line why the bot refused (no traceback), and the exit status: a usage error
+    (a configuration or the command's words) is 2, anything else 1."""
+    from bot.errors import ConfigError, UsageError
+
+    print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+    return EXIT_USAGE if isinstance(exc, (ConfigError, UsageError)) else EXIT_FAILED

@@ -7,9 +7,11 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.core.checks.findings import Cover
 from bot.errors import BotError, ConfigError, PlanInvalid
 from bot.frontdoor.cli.connect import connect
 from bot.frontdoor.cli.options import (
@@ -22,7 +24,7 @@ from bot.frontdoor.cli.options import (
 )
 from bot.frontdoor.rehearse import rehearse
 from bot.logsetup import configure_logging
-from bot.records import AksProvider, EksProvider, GkeProvider
+from bot.records import AksProvider, EksProvider, GkeProvider, ImageChecks
 from bot.settings import read_check_ignores, read_image_checks
 from bot.sim.cluster import SimCluster
 from bot.sim.world.scenario import ScenarioError
@@ -57,18 +59,53 @@ def register(subparsers: Subparsers) -> Handler:
         help="the team's configuration: its `checks.ignore` applies to the plan's check steps, and with "
         "`checks.images.verify` they run IMG001 against the sim's registry (nothing else is read)",
     )
-    parser.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--report", metavar="DIR", help="write the run's report (PNG, HTML, Markdown) into DIR at the end"
     )
+    sim_options(parser)
+    return _rehearse
+
+
+def sim_options(parser: argparse.ArgumentParser) -> None:
+    """The options of every rehearsal on simulated clusters: their speed and seed, and the output."""
+    parser.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--plain",
         action="store_true",
         help="print plain ASCII: emoji as words like [ok], no box-drawing or arrows (logs, CI)",
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS)
-    return _rehearse
+
+
+def rehearsal_aws(workdir: Path) -> None:
+    """Credentials for the sims' AWS APIs, which take any: the rehearsal's own keep the team's
+    real ones (environment, files, instance metadata) from being used, or needed."""
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="rehearsal",
+        AWS_SECRET_ACCESS_KEY="rehearsal",
+        AWS_CONFIG_FILE=str(workdir / "no-aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(workdir / "no-aws-credentials"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)
+
+
+def exit_status(rehearsal: Callable[[], int]) -> int:
+    """A rehearsal's exit status: its own; or a plan that does not validate (a usage error), a stop
+    by the person (^C, ^D) or the bot's refusal (a failure), each said in one line."""
+    try:
+        return rehearsal()
+    except PlanInvalid as exc:
+        print(exc.user_message, file=sys.stderr)
+        return EXIT_USAGE
+    except (EOFError, KeyboardInterrupt):
+        print("\nrehearsal stopped", file=sys.stderr)
+        return EXIT_FAILED
+    except BotError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 #: The scenario a built-in plan is rehearsed on when `--scenario` is not given: the plan is
@@ -96,79 +133,67 @@ def _rehearse(args: argparse.Namespace) -> int:
             print(f"upgrade-bot: {exc}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            kubeconfig = sim.write_kubeconfig(workdir / "kubeconfig", context="sim")
-            print(f"sim {args.scenario} at {sim.url} (speed {args.speed:g}x)", flush=True)
-            eks = None
-            if sim.aws_url is not None and sim.core.aws is not None:
-                # The scenario has a cloud: the plan's cluster is an EKS cluster whose AWS APIs are
-                # the sim's. It takes any credentials; the rehearsal's own keep the team's real
-                # ones (environment, files, instance metadata) from being used, or needed.
-                eks = EksProvider(
-                    name=sim.core.aws.name, region=sim.core.aws.region, endpoint_url=sim.aws_url
-                )
-                os.environ.update(
-                    AWS_ACCESS_KEY_ID="rehearsal",
-                    AWS_SECRET_ACCESS_KEY="rehearsal",
-                    AWS_CONFIG_FILE=str(workdir / "no-aws-config"),
-                    AWS_SHARED_CREDENTIALS_FILE=str(workdir / "no-aws-credentials"),
-                    AWS_EC2_METADATA_DISABLED="true",
-                )
-                os.environ.pop("AWS_SESSION_TOKEN", None)
-                os.environ.pop("AWS_PROFILE", None)
-                print(f"aws: {sim.aws_url} (EKS cluster {eks.name})", flush=True)
-            aks = None
-            aks_url = sim.provider_url("aks")
-            azure = sim.core.providers.get("aks")
-            if aks_url is not None and azure is not None:
-                # The scenario's cloud is AKS: the sim's ARM surface, with a static token (the
-                # team's Azure identity is neither used nor needed).
-                aks = AksProvider(
-                    subscription_id=azure.subscription,
-                    resource_group=azure.resource_group,
-                    name=azure.name,
-                    endpoint_url=aks_url,
-                )
-                print(f"azure: {aks_url} (AKS cluster {aks.name})", flush=True)
-            gke = None
-            gke_url = sim.provider_url("gke")
-            gcp = sim.core.providers.get("gke")
-            if gke_url is not None and gcp is not None:
-                # The scenario's cloud is GKE: the sim's REST surface, asked with anonymous
-                # credentials (the team's Google identity is neither used nor needed).
-                gke = GkeProvider(
-                    project=gcp.project, location=gcp.location, name=gcp.name, endpoint_url=gke_url
-                )
-                print(f"gke: {gke_url} (GKE cluster {gke.name})", flush=True)
-            return rehearse(
-                args.plan,
-                aks=aks,
-                gke=gke,
-                sim_url=sim.url,
-                kubeconfig=kubeconfig,
-                workdir=workdir,
-                eks=eks,
-                auto_approve=args.auto_approve,
-                interactive=args.interactive or (not args.auto_approve and sys.stdin.isatty()),
-                out=sys.stdout,
-                ask=input,
-                connect_cluster=connect,
-                # The bot reads the sim's time: a drain's 15-minute timeout, a watch's settle and
-                # a pod's age pass as fast as the simulated upgrade does.
-                clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
-                speed=args.speed,
-                ignores=ignores,
-                report_dir=Path(args.report) if args.report else None,
-                plain=args.plain,
-                images=images,
-            )
-        except PlanInvalid as exc:
-            print(exc.user_message, file=sys.stderr)
-            return EXIT_USAGE
-        except (EOFError, KeyboardInterrupt):
-            print("\nrehearsal stopped", file=sys.stderr)
-            return EXIT_FAILED
-        except BotError as exc:
-            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-            return EXIT_FAILED
+            return exit_status(lambda: _on_sim(args, sim, workdir, ignores, images))
         finally:
             sim.stop()
+
+
+def _on_sim(
+    args: argparse.Namespace,
+    sim: SimCluster,
+    workdir: Path,
+    ignores: tuple[Cover, ...],
+    images: ImageChecks | None,
+) -> int:
+    """The rehearsal of `args.plan` on the started `sim`, its cluster at the sim's cloud if it has one."""
+    kubeconfig = sim.write_kubeconfig(workdir / "kubeconfig", context="sim")
+    print(f"sim {args.scenario} at {sim.url} (speed {args.speed:g}x)", flush=True)
+    eks = None
+    if sim.aws_url is not None and sim.core.aws is not None:
+        # The scenario has a cloud: the plan's cluster is an EKS cluster whose AWS APIs are the sim's.
+        eks = EksProvider(name=sim.core.aws.name, region=sim.core.aws.region, endpoint_url=sim.aws_url)
+        rehearsal_aws(workdir)
+        print(f"aws: {sim.aws_url} (EKS cluster {eks.name})", flush=True)
+    aks = None
+    aks_url = sim.provider_url("aks")
+    azure = sim.core.providers.get("aks")
+    if aks_url is not None and azure is not None:
+        # The scenario's cloud is AKS: the sim's ARM surface, with a static token (the
+        # team's Azure identity is neither used nor needed).
+        aks = AksProvider(
+            subscription_id=azure.subscription,
+            resource_group=azure.resource_group,
+            name=azure.name,
+            endpoint_url=aks_url,
+        )
+        print(f"azure: {aks_url} (AKS cluster {aks.name})", flush=True)
+    gke = None
+    gke_url = sim.provider_url("gke")
+    gcp = sim.core.providers.get("gke")
+    if gke_url is not None and gcp is not None:
+        # The scenario's cloud is GKE: the sim's REST surface, asked with anonymous
+        # credentials (the team's Google identity is neither used nor needed).
+        gke = GkeProvider(project=gcp.project, location=gcp.location, name=gcp.name, endpoint_url=gke_url)
+        print(f"gke: {gke_url} (GKE cluster {gke.name})", flush=True)
+    return rehearse(
+        args.plan,
+        aks=aks,
+        gke=gke,
+        sim_url=sim.url,
+        kubeconfig=kubeconfig,
+        workdir=workdir,
+        eks=eks,
+        auto_approve=args.auto_approve,
+        interactive=args.interactive or (not args.auto_approve and sys.stdin.isatty()),
+        out=sys.stdout,
+        ask=input,
+        connect_cluster=connect,
+        # The bot reads the sim's time: a drain's 15-minute timeout, a watch's settle and
+        # a pod's age pass as fast as the simulated upgrade does.
+        clock=lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC),
+        speed=args.speed,
+        ignores=ignores,
+        report_dir=Path(args.report) if args.report else None,
+        plain=args.plain,
+        images=images,
+    )

@@ -5,7 +5,6 @@ run on simulated clusters, one per cluster of the fleet, all served by this proc
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from dataclasses import replace
@@ -13,9 +12,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.core.fleets.plan import parse_fleet, resolve
-from bot.errors import BotError, ConfigError, PlanInvalid
+from bot.errors import ConfigError, PlanInvalid
 from bot.frontdoor.cli.connect import connect
-from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_STATUSES, EXIT_USAGE, LOG_LEVELS, Handler, Subparsers
+from bot.frontdoor.cli.options import EXIT_STATUSES, EXIT_USAGE, Handler, Subparsers
+from bot.frontdoor.cli.rehearse import exit_status, rehearsal_aws, sim_options
 from bot.frontdoor.rehearse_fleet import rehearse_fleet
 from bot.logsetup import configure_logging
 from bot.records import ClusterConfig, EksProvider, SignalSource
@@ -62,14 +62,7 @@ def register(subparsers: Subparsers) -> Handler:
         metavar="DIR",
         help="write the fleet's timeline (HTML: clusters as lanes, stages, soaks) into DIR",
     )
-    parser.add_argument("--speed", type=float, default=600.0, help="simulated seconds per real second")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument(
-        "--plain",
-        action="store_true",
-        help="print plain ASCII: emoji as words like [ok], no box-drawing or arrows (logs, CI)",
-    )
-    parser.add_argument("--log-level", choices=LOG_LEVELS)
+    sim_options(parser)
     return _rehearse_fleet
 
 
@@ -135,13 +128,14 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
                 sim.stop()
             print(f"upgrade-bot: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        try:
+
+        def run() -> int:
             pointed = {
                 name: _at_sim(settings.clusters[name], sims[name], workdir) if name in sims else c
                 for name, c in settings.clusters.items()
             }
             if any(c.eks is not None for c in pointed.values()):
-                _rehearsal_aws(workdir)
+                rehearsal_aws(workdir)
             canary = sims[next(c for s in resolve(fleet, settings.clusters) for c in s.clusters)]
             return rehearse_fleet(
                 str(path),
@@ -166,15 +160,9 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
                 report_dir=Path(args.report) if args.report else None,
                 plain=args.plain,
             )
-        except PlanInvalid as exc:
-            print(exc.user_message, file=sys.stderr)
-            return EXIT_USAGE
-        except (EOFError, KeyboardInterrupt):
-            print("\nrehearsal stopped", file=sys.stderr)
-            return EXIT_FAILED
-        except BotError as exc:
-            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-            return EXIT_FAILED
+
+        try:
+            return exit_status(run)
         finally:
             for sim in sims.values():
                 sim.stop()
@@ -197,17 +185,3 @@ def _at_sim(cluster: ClusterConfig, sim: SimCluster, workdir: Path) -> ClusterCo
         # The sim's alerts are its own cluster's: the team's matchers would scope them away.
         alert_matchers=(),
     )
-
-
-def _rehearsal_aws(workdir: Path) -> None:
-    # The sims' AWS APIs take any credentials; the rehearsal's own keep the team's real ones
-    # (environment, files, instance metadata) from being used, or needed (as `rehearse` does).
-    os.environ.update(
-        AWS_ACCESS_KEY_ID="rehearsal",
-        AWS_SECRET_ACCESS_KEY="rehearsal",
-        AWS_CONFIG_FILE=str(workdir / "no-aws-config"),
-        AWS_SHARED_CREDENTIALS_FILE=str(workdir / "no-aws-credentials"),
-        AWS_EC2_METADATA_DISABLED="true",
-    )
-    os.environ.pop("AWS_SESSION_TOKEN", None)
-    os.environ.pop("AWS_PROFILE", None)

@@ -25,15 +25,14 @@ from typing import Any
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
 from bot.core.checks.logprobe import log_probe
-from bot.core.clusters import group_labels, pick_cluster
+from bot.core.clusters import group_labels
 from bot.core.rules import Rule, load_rules
-from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.fidelity import measure
 from bot.core.snapshots.projection import take_snapshot
-from bot.errors import BotError, ConfigError, UsageError, UserError
+from bot.errors import BotError, UsageError
 from bot.frontdoor.cli.config import settings_for
-from bot.frontdoor.cli.connect import connect, open_store
-from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_FOUND, EXIT_OK, EXIT_STATUSES, EXIT_USAGE, LOG_LEVELS
+from bot.frontdoor.cli.connect import connect, stored_snapshot
+from bot.frontdoor.cli.options import EXIT_FOUND, EXIT_OK, EXIT_STATUSES, LOG_LEVELS, refused
 from bot.logsetup import configure_logging
 from bot.records import ClusterConfig, EksProvider
 from bot.sim import SimCluster
@@ -63,26 +62,14 @@ def main(argv: list[str]) -> int:
     configure_logging(args.log_level or "WARNING", [])
     try:
         return _fidelity(args)
-    except (ConfigError, UsageError) as exc:
-        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-        return EXIT_USAGE
     except BotError as exc:
-        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-        return EXIT_FAILED
+        return refused(exc)
 
 
 def _fidelity(args: argparse.Namespace) -> int:
     target = checks.check_target(args.to)
     settings = settings_for(args, read_only=True)
-    store = open_store(settings)
-    try:
-        try:
-            cluster = pick_cluster(settings.clusters, args.cluster)
-        except UserError as exc:
-            raise UsageError(exc.user_message) from None
-        stored = snapshots.resolve(store, args.snapshot, cluster=cluster.name)
-    finally:
-        store.close()
+    cluster, stored = stored_snapshot(settings, args.cluster, args.snapshot)
     rules = load_rules(settings.rules_paths())
     labels = group_labels(settings.node_group_labels)
     timings: list[str] = []

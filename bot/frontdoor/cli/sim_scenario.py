@@ -7,12 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from bot.core.clusters import pick_cluster
-from bot.core.snapshots import service as snapshots
-from bot.errors import BotError, ConfigError, UsageError, UserError
+from bot.errors import BotError
 from bot.frontdoor.cli.config import settings_for
-from bot.frontdoor.cli.connect import open_store
-from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_OK, EXIT_STATUSES, EXIT_USAGE, LOG_LEVELS
+from bot.frontdoor.cli.connect import stored_snapshot
+from bot.frontdoor.cli.options import EXIT_OK, EXIT_STATUSES, EXIT_USAGE, LOG_LEVELS, refused
 from bot.logsetup import configure_logging
 from bot.sim.world.scenario import builtin_dir, builtin_scenarios
 from bot.sim.world.twin import dump_scenario, scenario_from_snapshot
@@ -48,22 +46,9 @@ def main(argv: list[str]) -> int:
         text = path.read_text(encoding="utf-8")
     else:
         try:
-            settings = settings_for(args, read_only=True)
-            store = open_store(settings)
-            try:
-                try:
-                    cluster = pick_cluster(settings.clusters, args.cluster)
-                except UserError as exc:
-                    raise UsageError(exc.user_message) from None
-                stored = snapshots.resolve(store, args.from_snapshot, cluster=cluster.name)
-            finally:
-                store.close()
-        except (ConfigError, UsageError) as exc:
-            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-            return EXIT_USAGE
+            _, stored = stored_snapshot(settings_for(args, read_only=True), args.cluster, args.from_snapshot)
         except BotError as exc:
-            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-            return EXIT_FAILED
+            return refused(exc)
         text = dump_scenario(scenario_from_snapshot(stored.snap, name=args.name))
     if args.out:
         try:

@@ -1,0 +1,67 @@
+"""What the cloud checks of `check` share (EKS: `bot.core.checks.eks`; AKS and GKE:
+`bot.core.checks.aks`, `bot.core.checks.gke`): the extra that connects to the cluster's provider
+and turns a missing SDK or an unanswered call into a note, and the kubelet-skew reading of a
+cloud's node pools.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from bot.core.checks.findings import Finding
+from bot.core.checks.preflight import kubelet_skew_allowed, minor_of
+from bot.core.providers import Provider, ProviderConfig, ProviderError, ProviderUnavailable
+from bot.core.providers import connect as connect_provider
+from bot.core.snapshots.projection import ClusterReader
+
+log = logging.getLogger(__name__)
+
+#: A cloud's checks as `check` runs them: (the cluster's reader, the target, the report's notes).
+Extra = Callable[[ClusterReader, str, list[str]], Sequence[Finding]]
+#: The checks themselves, given the connected provider.
+Run = Callable[[Provider, ClusterReader, str, list[str]], list[Finding]]
+
+
+def cloud_extra(
+    cloud: str,
+    provider: ProviderConfig | None,
+    run: Run,
+    *,
+    connect: Callable[[ProviderConfig], Provider] | None = None,
+    unnamed: str = "",
+) -> Extra:
+    """`run` as a `check` extra for the cluster's `provider` of `cloud` (`EKS`, `AKS`, `GKE`):
+    without a provider it adds `unnamed` to the notes (when given); without the SDK, or when the
+    cloud does not answer, a note says the checks were skipped or not completed, and why."""
+
+    def extra(reader: ClusterReader, target: str, notes: list[str]) -> Sequence[Finding]:
+        if provider is None:
+            if unnamed:
+                notes.append(unnamed)
+            return []
+        try:
+            return run((connect or connect_provider)(provider), reader, target, notes)
+        except ProviderUnavailable as exc:
+            notes.append(f"{cloud} checks skipped: {exc}")
+        except ProviderError as exc:
+            log.warning("the %s checks of %s failed: %s", cloud, provider.name, exc)
+            notes.append(f"{cloud} checks not completed: {exc}")
+        return []
+
+    return extra
+
+
+def pools_not_ready(pools: Iterable[tuple[str, str, str]], target: str, *, ready: str) -> list[str]:
+    """The pools, as (name, version, state), whose state is not `ready` or whose version is further
+    behind `target` than Kubernetes' kubelet skew allows (2 minors, 3 from 1.28): "name (why)"."""
+    bad = []
+    want = minor_of(target)
+    for name, version, state in pools:
+        have = minor_of(version)
+        behind = want[1] - have[1] if have is not None and want is not None else 0
+        if state != ready:
+            bad.append(f"{name} ({state})")
+        elif want is not None and behind > kubelet_skew_allowed(want[1]):
+            bad.append(f"{name} ({version}, {behind} minors behind {target})")
+    return bad
