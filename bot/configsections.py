@@ -142,7 +142,7 @@ def _reported(rules_files: Sequence[Path]) -> FindingIds | None:
     with the shipped rules and `rules_files`; None when a rules file is not valid: its own error,
     naming its line, is what people see (`rules check`, `check`, the bot's start)."""
     # Imported here: only a configuration with an ignore list pays for reading the rules.
-    from bot.core.checks.rules import load_rules
+    from bot.core.rules import load_rules
 
     try:
         return finding_ids(load_rules([BUILTIN_RULES, *rules_files]))

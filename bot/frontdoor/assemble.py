@@ -28,7 +28,6 @@ from bot.adapters.store import Store, fencing
 from bot.core import providers
 from bot.core.actions import default_registry
 from bot.core.announcements.service import AnnouncementService
-from bot.core.checks.rules import Rule, load_rules
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
@@ -46,6 +45,7 @@ from bot.core.leadership import Leadership
 from bot.core.people import Directory, StaticDirectory
 from bot.core.providers import ProviderAccess
 from bot.core.rendering import Renderer
+from bot.core.rules import Rule, load_rules
 from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns, action_context
 from bot.core.runs.cards import FileUploader, RunCards
 from bot.core.runs.dryrun import GateDryRuns

@@ -17,8 +17,6 @@ from typing import Any
 
 import msgspec
 
-from bot.core.checks.known import RuleNeeds, known_issue_text, pod_view, watch_key
-from bot.core.checks.rules import EventRecord, Rule, RuleHit, match_rules
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
@@ -40,6 +38,8 @@ from bot.core.jobs.common import (
 from bot.core.jobs.explain import explain, named, typed_pods
 from bot.core.kube.objects import EPISODE_REOPEN, parse_iso, workload_of
 from bot.core.kube.wire import WPod
+from bot.core.rules import EventRecord, Rule, RuleHit, match_rules
+from bot.core.rules.known import RuleNeeds, known_issue_text, pod_view, watch_key
 from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked, UserError
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)

@@ -3,7 +3,7 @@ known-issue rule that matches what is left (the workload's pods as the rules see
 Warning events about them) and its remedy — "rollout failed: … — KI004 vault sidecar not ready:
 <remedy>" instead of a bare progress deadline.
 
-The same engine as the watch and `check` (`bot.core.checks.rules.match_rules`), over the pods the
+The same engine as the watch and `check` (`bot.core.rules.match_rules`), over the pods the
 failing job already looks at; events come from one bounded page of the namespace's Warning events.
 Nothing here is a key: the text may change between ticks, the posts' keys do not.
 """
@@ -15,11 +15,11 @@ from typing import Any
 
 import msgspec
 
-from bot.core.checks.known import RuleNeeds, pod_view
-from bot.core.checks.rules import EventRecord, Rule, RuleHit, fill_remediation, match_rules
 from bot.core.jobs.common import JobCluster
 from bot.core.kube.objects import workload_of
 from bot.core.kube.wire import WEvent, WPod
+from bot.core.rules import EventRecord, Rule, RuleHit, fill_remediation, match_rules
+from bot.core.rules.known import RuleNeeds, pod_view
 from bot.errors import ClusterError
 
 #: A failure line names at most this many rules (the rest are counted).

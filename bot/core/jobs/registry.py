@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from bot.core.checks.rules import Rule
 from bot.core.jobs import aks as aks_jobs
 from bot.core.jobs import gke as gke_jobs
 from bot.core.jobs.alerts import AlertsJob, Evidence
@@ -66,6 +65,7 @@ from bot.core.jobs.pods import DeletePodJob
 from bot.core.jobs.pods import check_args as _check_pods
 from bot.core.jobs.restart import FROM_CHECK, RestartJob, check_scope
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
+from bot.core.rules import Rule
 from bot.errors import UserError, clip
 
 #: CloudFormation's stack names (wait-nodegroup's `stack`).

@@ -48,7 +48,6 @@ from typing import Any, cast
 
 import msgspec
 
-from bot.core.checks.rules import Rule, RuleHit
 from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
     JobCluster,
@@ -72,6 +71,7 @@ from bot.core.kube.objects import (
 )
 from bot.core.kube.wire import WPod
 from bot.core.rollout import DONE, FAILED, verdict
+from bot.core.rules import Rule, RuleHit
 from bot.errors import ClusterError, RolloutRefused, UserError
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)

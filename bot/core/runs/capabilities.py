@@ -21,7 +21,6 @@ from bot.core.actions.base import ActionContext, DiffSummary
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Cover, Report
 from bot.core.checks.logprobe import log_probe
-from bot.core.checks.rules import load_rules
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.evidence.baseline import analysis_queries, take_baseline
@@ -29,6 +28,7 @@ from bot.core.evidence.baseline import summary as baseline_summary
 from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.service import JobService
 from bot.core.live import LiveSection, StepReports
+from bot.core.rules import load_rules
 from bot.core.runs import machine as R
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import ClusterReader

@@ -21,9 +21,9 @@ from bot.core import providers
 from bot.core.checks import service as checks
 from bot.core.checks.findings import REQUIRED, Cover, Finding
 from bot.core.checks.gather import CheckReader
-from bot.core.checks.rules import Rule
 from bot.core.kube.versions import parse_version
 from bot.core.providers import Provider, ProviderConfig
+from bot.core.rules import Rule
 from bot.core.snapshots.projection import Progress, pods_as_dicts
 from bot.errors import ProviderError, ProviderUnavailable, UserError
 from bot.records import ClusterConfig, WaiverRow

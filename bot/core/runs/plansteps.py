@@ -19,10 +19,10 @@ import yaml
 
 from bot.core.actions import PLANNED
 from bot.core.actions.base import ActionRegistry
-from bot.core.checks.patterns import PatternError, compile_pattern
 from bot.core.durations import EXAMPLES, format_duration, parse_duration
 from bot.core.evidence.leases import lease_of
 from bot.core.jobs.background import BACKGROUND_ARG, DISRUPTIVE, EVIDENCE_KINDS, SILENCE_ARG
+from bot.core.rules.patterns import PatternError, compile_pattern
 from bot.core.runs.planmodel import (
     FIRST_YEAR,
     GATE_KINDS,
