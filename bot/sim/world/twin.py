@@ -179,8 +179,11 @@ def _node_groups(snap: Mapping[str, Any]) -> tuple[list[Obj], dict[str, str], se
         if group == "(none)":
             group = "ungrouped"
         group_of[node_name] = group
-        spec = groups.setdefault(group, {"name": group, "count": 0, "_versions": Counter()})
+        spec = groups.setdefault(
+            group, {"name": group, "count": 0, "_versions": Counter(), "_first": (1 << 16,)}
+        )
         spec["count"] += 1
+        spec["_first"] = min(spec["_first"], _node_order(node))
         kubelet = _VERSION.search(str(node.get("kubelet", "")))
         if kubelet:
             spec["_versions"][kubelet.group(1)] += 1
@@ -204,7 +207,11 @@ def _node_groups(snap: Mapping[str, Any]) -> tuple[list[Obj], dict[str, str], se
             else:
                 common[group] = mine
     node_groups: list[Obj] = []
-    for name, spec in groups.items():
+    # In the order their nodes were made (by address), which the sim makes them in again: the
+    # snapshot lists nodes by name, and `ip-10-0-10-…` sorts before `ip-10-0-2-…` (a cluster of
+    # more than 2,500 nodes would otherwise give its groups each other's addresses and zones).
+    for name, spec in sorted(groups.items(), key=lambda item: item[1]["_first"]):
+        del spec["_first"]
         versions: Counter[str] = spec.pop("_versions")
         if versions:
             most = versions.most_common(1)[0][0]

@@ -177,3 +177,39 @@ def test_a_provider_that_cannot_be_read_leaves_a_gap_and_the_snapshot(
     assert snap["provider"]["reason"].startswith("the provider's side could not be read: ")
     assert [g["resource"] for g in snap["gaps"]] == ["provider"]
     assert "aws" not in scenario_from_snapshot(snap)
+
+
+#: More than 2,500 nodes: the sim's addresses reach 10.0.10.x, whose names sort before 10.0.2.x.
+WIDE = """\
+name: wide
+description: 2,600 nodes in three groups, a few pods.
+cluster: {version: "1.29.4", platform: eks, lease_renew_seconds: 0, warmup: 0s}
+generate: {node_groups: 3, nodes: 2600, pods: 30, namespaces: 1, deployments: 3, daemonsets: [], pod_bytes: 0}
+"""
+
+
+def test_the_twin_of_a_cluster_past_2500_nodes_keeps_each_node_in_its_group(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path], tmp_path: Path
+) -> None:
+    # `large`'s twin had 9,000 node differences: its groups were made in the order of the nodes'
+    # names, so each took another group's addresses (and zones).
+    source = tmp_path / "wide.yaml"
+    source.write_text(WIDE, encoding="utf-8")
+    sim = sim_factory(source, speed=0.0, seed=1)
+    cluster = Cluster.connect(ClusterConfig(name="prod", kubeconfig=sim_kubeconfig(sim), context="sim"))
+    try:
+        snap = take_snapshot(cluster, label="pre", taken_by="U1", now=datetime.now(UTC))
+    finally:
+        cluster.close()
+    scenario = scenario_from_snapshot(snap)
+    path = tmp_path / "twin.yaml"
+    path.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
+    twin = sim_factory(path, speed=0.0, seed=1)
+    cluster = Cluster.connect(ClusterConfig(name="prod", kubeconfig=sim_kubeconfig(twin), context="sim"))
+    try:
+        twin_snap = take_snapshot(cluster, label="twin", taken_by="U1", now=datetime.now(UTC))
+    finally:
+        cluster.close()
+    assert len(snap["nodes"]) == 2600
+    nodes = [line for line in compare_snapshots(snap, twin_snap) if line.startswith("node ")]
+    assert nodes == []
