@@ -71,6 +71,13 @@ def capture_provider(
         reason = f"the provider's side could not be read: {clip(str(exc), 300)}"
         gap(reason)
         return {"kind": kind, "name": name, "captured": False, "reason": reason}
+    except Exception as exc:
+        # The SDK's own errors on connecting (no application-default credentials for GKE, say)
+        # are not the port's: the cluster's side of the snapshot is still worth keeping.
+        log.exception("the provider's side of the snapshot failed")
+        reason = f"the provider's side could not be read: {clip(type(exc).__name__ + ': ' + str(exc), 300)}"
+        gap(reason)
+        return {"kind": kind, "name": name, "captured": False, "reason": reason}
     if described is None:
         return {
             "kind": kind,
