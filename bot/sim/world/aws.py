@@ -231,8 +231,9 @@ class AwsWorld:
             s = lt_spec.get(group) or {}
             latest = int(s.get("versions", 1))
             self.launch_templates[group] = LaunchTemplate(
-                id="lt-0" + self._hex(f"lt-{group}", 16),
-                name=f"eks-{uuid.UUID(self._hex(f'lt-name-{group}', 32))}",
+                # A twin keeps its cluster's (EKS006 names the template).
+                id=str(s.get("id") or "lt-0" + self._hex(f"lt-{group}", 16)),
+                name=str(s.get("name") or f"eks-{uuid.UUID(self._hex(f'lt-name-{group}', 32))}"),
                 latest=latest,
                 used=int(s.get("used", latest)),
                 created=self.created,

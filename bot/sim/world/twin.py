@@ -446,7 +446,11 @@ def _aws(provider: Mapping[str, Any], git_version: str) -> Obj | None:
     ]
     groups = list(provider.get("node_groups") or [])
     templates = {
-        str(g["name"]): {"versions": int(lt["latest"]), "used": int(lt["version"])}
+        str(g["name"]): {
+            "versions": int(lt["latest"]),
+            "used": int(lt["version"]),
+            **{k: str(lt[k]) for k in ("id", "name") if lt.get(k)},
+        }
         for g in groups
         if (lt := g.get("launch_template") or {}).get("latest") is not None
         and str(lt.get("version", "")).isdigit()

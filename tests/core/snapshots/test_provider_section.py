@@ -133,16 +133,25 @@ def test_the_twin_serves_the_eks_api_the_snapshot_kept(
     assert scenario["cluster"]["platform"] == "eks"
     aws = scenario["aws"]
     assert aws["cluster_name"] == "runbook-prod"
+    groups = {g["name"]: g for g in eks_snapshot["provider"]["node_groups"]}
     assert aws["launch_templates"] == {
-        g: {"versions": 3 if g == "ng-shared" else 1, "used": 2 if g == "ng-shared" else 1}
+        g: {
+            "versions": 3 if g == "ng-shared" else 1,
+            "used": 2 if g == "ng-shared" else 1,
+            "id": groups[g]["launch_template"]["id"],
+            "name": groups[g]["launch_template"]["name"],
+        }
         for g in ("control-plane", "istio", "logging", "ng-shared", "others")
     }
     path = tmp_path / "twin.yaml"
     path.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
     twin = sim_factory(path, speed=0.0, seed=1)
     twin_snap = _snapshot(_config(twin, twin.write_kubeconfig(tmp_path / "twin.kubeconfig")))
-    # Field by field the same, less the ids of launch templates and insights (the twin's own).
+    # Field by field the same; the launch templates' names and ids too (EKS006 names them).
     assert compare_providers(eks_snapshot["provider"], twin_snap["provider"]) == []
+    assert [g["launch_template"] for g in twin_snap["provider"]["node_groups"]] == [
+        g["launch_template"] for g in eks_snapshot["provider"]["node_groups"]
+    ]
 
 
 def test_a_changed_eks_side_is_a_difference_and_an_old_snapshot_has_no_provider(
