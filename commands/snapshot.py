@@ -11,6 +11,7 @@ from bot.core.command import Args, CommandContext, CommandParser, Registry, Repl
 from bot.core.people import ANY_ROLE
 from bot.core.rules import load_rules
 from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.provider import provider_of
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -36,6 +37,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             node_group_labels=group_labels(ctx.settings.node_group_labels),
             # The lines the log-reading rules match, which a twin of the cluster replays.
             logs=log_probe(load_rules(ctx.settings.rules_paths())),
+            # The cloud's side, when the cluster names a provider (a twin serves it).
+            provider=provider_of(cluster),
         )
     summary = json.loads(stored.meta.summary)
     return Reply(

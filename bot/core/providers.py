@@ -20,6 +20,7 @@ What the port covers, and how each cloud fits it:
 | `maintenance`             | none (a note)                    | windows and exclusions            | planned maintenance configurations   |
 | `upgrade_insights`        | ListInsights / DescribeInsight   | deprecation insights              | deprecated-API usage (the block)     |
 | `capacity`                | DescribeSubnets                  | the subnet's secondary ranges     | the subnet's free addresses          |
+| `describe_for_snapshot`   | the describe calls above, + ASGs | None (not captured yet)           | None (not captured yet)              |
 
 `force` overrides the cloud's own readiness block, only when people chose it: EKS's `force`
 (past its upgrade insights); AKS's `upgradeSettings.overrideSettings` until `until` (ISO-8601
@@ -36,7 +37,7 @@ The errors: `ProviderUnavailable` (the cloud's SDK extra is not installed) and `
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from bot.errors import ProviderError, ProviderUnavailable, UserError, clip
@@ -113,6 +114,14 @@ class Provider(Protocol):
     def maintenance(self) -> MaintenancePolicy: ...
     def upgrade_insights(self, kubernetes_version: str) -> list[Insight]: ...
     def capacity(self, subnet_ids: list[str]) -> list[SubnetCapacity]: ...
+
+    # -- what a snapshot keeps of the cloud's side (`bot.core.snapshots.provider`) -----------------
+    def describe_for_snapshot(self, minors: Sequence[str]) -> Obj | None:
+        """The cloud's own descriptions a snapshot keeps (its JSON, by part: `cluster`,
+        `node_pools`, `addons`, `addon_versions` per add-on and minor of `minors`, `insights`,
+        `subnets`, `launch_templates`, `auto_scaling_groups` for EKS); None when this cloud's side
+        is not captured by snapshots (the snapshot says so)."""
+        ...
 
     # -- updates, each once per token, and the operations that follow them -------------------------
     def update_control_plane(

@@ -4,6 +4,8 @@ rehearse the draft on the twin."""
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import os
 import re
 import subprocess
@@ -386,26 +388,9 @@ def test_a_scenario_file_off_the_schema_is_named_with_its_line(tmp_path: Path) -
 SEED_WINDOWS = "timezone: Asia/Tokyo\nwindows: [{days: mon-fri, start: '14:00', end: '17:00'}]\n"
 
 
-@pytest.mark.slow
-def test_the_eks_provider_drafts_a_plan_through_the_eks_api_that_schedules_and_rehearses(
-    tmp_path: Path,
-    sim_eks: SimCluster,
-    sim_kubeconfig: Callable[[SimCluster], Path],
-    write_config: Callable[..., Path],
-) -> None:
-    config = write_config(
-        SEED_WINDOWS
-        + f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim, provider: {provider_yaml(sim_eks)}}}\n"
-    )
-    draft_path = tmp_path / "draft.yaml"
-    draft = cli(
-        tmp_path,
-        *("plan", "draft", "--to", "1.25", "--style", "eks-managed", "--out", str(draft_path)),
-        *("--config", str(config)),
-        env=aws_env(tmp_path),
-    )
-    assert draft.returncode == 0, draft.stderr
-    text = draft_path.read_text(encoding="utf-8")
+def _assert_the_eks_managed_draft(text: str, config: Path) -> None:
+    """The acceptance of issue 42's `plan draft --to 1.25 --style eks-managed` on the EKS cluster
+    (or its twin) with the EKS provider."""
     doc = yaml.safe_load(text)
     ids = _step_ids(text)
     steps = {str(s["id"]): s for s in doc["steps"]}
@@ -449,6 +434,28 @@ def test_the_eks_provider_drafts_a_plan_through_the_eks_api_that_schedules_and_r
     start, end = (datetime.fromisoformat(doc["window"][k]).replace(tzinfo=zone) for k in ("start", "end"))
     assert window_refusal(settings.windows, start, end, doc["window"]["timezone"]) is None
 
+
+@pytest.mark.slow
+def test_the_eks_provider_drafts_a_plan_through_the_eks_api_that_schedules_and_rehearses(
+    tmp_path: Path,
+    sim_eks: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    config = write_config(
+        SEED_WINDOWS
+        + f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim, provider: {provider_yaml(sim_eks)}}}\n"
+    )
+    draft_path = tmp_path / "draft.yaml"
+    draft = cli(
+        tmp_path,
+        *("plan", "draft", "--to", "1.25", "--style", "eks-managed", "--out", str(draft_path)),
+        *("--config", str(config)),
+        env=aws_env(tmp_path),
+    )
+    assert draft.returncode == 0, draft.stderr
+    _assert_the_eks_managed_draft(draft_path.read_text(encoding="utf-8"), config)
+
     valid = cli(tmp_path, "plan", "validate", str(draft_path))
     assert valid.returncode == 0, valid.stderr
     rehearsal = cli(
@@ -474,6 +481,96 @@ def test_the_eks_provider_drafts_a_plan_through_the_eks_api_that_schedules_and_r
     groups = [g.removeprefix("node group ") for g, _ in accepted[6:]]
     assert groups == RUNBOOK_ORDER
     assert "`wait-controlplane` succeeded: wait-controlplane job" in out
+
+
+@pytest.mark.slow
+def test_the_twin_of_the_eks_cluster_serves_its_eks_api_and_drafts_the_same_plan_that_rehearses_with_ki004(
+    tmp_path: Path,
+    sim_eks: SimCluster,
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    """Issue 42's acceptance on the twin: the snapshot keeps the EKS API (cluster, node groups,
+    add-ons with the versions offered, subnets, insights), the twin serves it, and the draft on the
+    twin is the draft on the cluster; it validates, and its rehearsal on the twin meets KI004."""
+    aws = aws_env(tmp_path)
+    config = write_config(
+        SEED_WINDOWS
+        + f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}, context: sim, provider: {provider_yaml(sim_eks)}}}\n"
+    )
+    snap = cli(tmp_path, "snapshot", "pre", "--config", str(config), env=aws, timeout=900)
+    assert snap.returncode == 0, snap.stderr
+    assert "gap:" not in snap.stdout
+    twin = cli(tmp_path, "sim", "scenario", "--from-snapshot", "pre", "--config", str(config), timeout=600)
+    assert twin.returncode == 0, twin.stderr
+    twin_path = tmp_path / "twin.yaml"
+    twin_path.write_text(twin.stdout, encoding="utf-8")
+    scenario = load_scenario(twin_path)
+    # The EKS side as the snapshot read it through the provider port (not a made-up one).
+    assert scenario.aws is not None
+    assert scenario.aws["cluster_name"] == "runbook-prod"
+    assert {a["name"]: a["version"] for a in scenario.aws["addons"]} == {
+        "vpc-cni": "v1.12.6-eksbuild.2",
+        "coredns": "v1.8.7-eksbuild.3",
+        "kube-proxy": "v1.24.17-minimal-eksbuild.4",
+        "aws-ebs-csi-driver": "v1.19.0-eksbuild.2",
+    }
+    assert {s["id"]: s["free"] for s in scenario.aws["subnets"]}["subnet-0c0a10000000000a1"] == 3
+    shared = scenario.aws["launch_templates"]["ng-shared"]
+    assert (shared["versions"], shared["used"]) == (3, 2)
+    assert [i["status"] for i in scenario.aws["insights"]] == ["ERROR", "WARNING", "PASSING"]
+
+    draft_args = ("plan", "draft", "--to", "1.25", "--style", "eks-managed")
+    original_path = tmp_path / "draft-cluster.yaml"
+    original = cli(
+        tmp_path, *draft_args, "--out", str(original_path), "--config", str(config), env=aws, timeout=900
+    )
+    assert original.returncode == 0, original.stderr
+
+    served = sim_factory(twin_path, speed=0.0, seed=1)
+    twin_config = write_config(
+        SEED_WINDOWS
+        + f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(served)}, context: sim, provider: {provider_yaml(served)}}}\n",
+        name="twin-config.yaml",
+    )
+    draft_path = tmp_path / "draft-twin.yaml"
+    draft = cli(
+        tmp_path, *draft_args, "--out", str(draft_path), "--config", str(twin_config), env=aws, timeout=900
+    )
+    assert draft.returncode == 0, draft.stderr
+    text = draft_path.read_text(encoding="utf-8")
+    assert "the draft has no EKS actions" not in text
+
+    # The same draft, line for line (less when each was read): the twin's EKS API answers what
+    # the cluster's did.
+    def read_at(lines: str) -> list[str]:
+        return [re.sub(r" showed at \S+ UTC\.", " showed at T.", line) for line in lines.splitlines()]
+
+    drafted = read_at(original_path.read_text(encoding="utf-8"))
+    assert read_at(text) == drafted, "\n".join(difflib.unified_diff(drafted, read_at(text), lineterm=""))
+    _assert_the_eks_managed_draft(text, twin_config)
+
+    valid = cli(tmp_path, "plan", "validate", str(draft_path))
+    assert valid.returncode == 0, valid.stderr
+    rehearsal = cli(
+        tmp_path, "rehearse", str(draft_path), "--scenario", str(twin_path), "--auto-approve", timeout=1500
+    )
+    assert rehearsal.returncode in (0, 3), rehearsal.stderr[-3000:]
+    out = rehearsal.stdout
+    (tmp_path / "rehearsal.out").write_text(out, encoding="utf-8")  # kept with the test's files
+    ended = re.search(r"rehearsal of prod-1-25: run \S+ completed( with \d+ failed steps? skipped)?\s*$", out)
+    assert ended, out[-3000:]
+    # The EKS calls go to the twin's facade, built from the snapshot: each update accepted, the
+    # node groups in the draft's order (a group whose update people chose to force is called
+    # twice in a row: once is counted).
+    accepted = re.findall(r"↳ (node group \S+|control plane|add-on \S+) \S+ → \S+: EKS accepted (\w+)", out)
+    assert ("control plane", "UpdateClusterVersion") in accepted, out[-5000:]
+    groups = [g.removeprefix("node group ") for g, _ in accepted if g.startswith("node group ")]
+    assert [g for g, _ in itertools.groupby(groups)] == ["others", *RUNBOOK_ORDER], out[-5000:]
+    assert "`wait-controlplane` succeeded: wait-controlplane job" in out
+    # The twin keeps the cluster's own problem: payments-worker's vault-agent never gets ready.
+    assert "KI004" in out, out[-4000:]
 
 
 #: A small cluster on 1.29 whose Helm release still names flowcontrol.apiserver.k8s.io/v1beta3,

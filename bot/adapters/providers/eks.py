@@ -15,7 +15,7 @@ see botocore's types.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -289,6 +289,35 @@ class Eks:
             )
             for s in self.subnets(subnet_ids)
         ]
+
+    def describe_for_snapshot(self, minors: Sequence[str]) -> Obj:
+        """What a snapshot keeps of the cloud's side, as EKS, EC2 and Auto Scaling describe it:
+        the cluster, its managed node groups (with each launch template's latest version), its
+        add-ons and the versions EKS offers of each for every minor of `minors`, the upgrade
+        insights of those minors, the subnets of the cluster and of its groups, and the cluster's
+        Auto Scaling groups."""
+        cluster = self.cluster()
+        groups = self.nodegroups()
+        addons = self.addons()
+        vpc = cluster.get("resourcesVpcConfig") or {}
+        subnet_ids = sorted(
+            {str(i) for i in vpc.get("subnetIds") or []}
+            | {str(i) for g in groups for i in g.get("subnets") or []}
+        )
+        templates = sorted({str(lt["id"]) for g in groups if (lt := g.get("launchTemplate") or {}).get("id")})
+        return {
+            "cluster": cluster,
+            "node_pools": groups,
+            "addons": addons,
+            "addon_versions": {
+                str(a["addonName"]): {m: self.addon_versions(str(a["addonName"]), m) for m in minors}
+                for a in addons
+            },
+            "insights": [i for m in minors for i in self.insights(m)],
+            "subnets": self.subnets(subnet_ids),
+            "launch_templates": {t: self.latest_template_version(t) for t in templates},
+            "auto_scaling_groups": self.auto_scaling_groups(),
+        }
 
     def update_control_plane(
         self, version: str, *, token: str, force: bool = False, until: str = ""

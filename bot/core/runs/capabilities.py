@@ -32,6 +32,7 @@ from bot.core.rules import load_rules
 from bot.core.runs import machine as R
 from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import ClusterReader
+from bot.core.snapshots.provider import provider_of
 from bot.core.watches.service import WatchService
 from bot.errors import UserError
 from bot.records import ActionCall, ActionRequest, ClusterConfig, FileAttachment, ImageChecks
@@ -77,7 +78,8 @@ def action_context(
     labels = group_labels(node_group_labels)
 
     def take_snapshot(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
-        reader = connect_cluster(pick_cluster(clusters, cluster))
+        config = pick_cluster(clusters, cluster)
+        reader = connect_cluster(config)
         with contextlib.closing(reader):
             stored = snapshots.take_and_store(
                 store,
@@ -87,6 +89,7 @@ def action_context(
                 now=clock(),
                 node_group_labels=labels,
                 logs=log_probe(load_rules(rules_paths)),
+                provider=provider_of(config),
             )
         return stored.meta.id, stored.meta.label, stored.snap["counts"]
 

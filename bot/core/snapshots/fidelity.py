@@ -6,7 +6,10 @@ ids, addresses), ages (creation times, when a snapshot was taken, the Warning ev
 hour, which are what happened lately rather than what is) and the random suffixes of the names of
 pods that a controller names (`web-5d8f7c9b6d-x2x9q` is `web-*`). Everything else counts: the
 semantic diff's regressions and expected changes, each field of each node, workload and budget, the
-pods of each workload counted per node and state, and each finding by its id, severity and objects.
+pods of each workload counted per node and state, the cloud's side the snapshot kept (its
+`provider` section, less the ids of launch templates and insights), and each finding by its id,
+severity and objects (the EKS checks' among them, when the cluster names a provider: the twin's
+are read from its own AWS facade).
 """
 
 from __future__ import annotations
@@ -150,6 +153,75 @@ def compare_snapshots(original: Mapping[str, Any], twin: Mapping[str, Any]) -> l
         dict,
     )
     out += _pods(original, twin)
+    out += compare_providers(original.get("provider") or {}, twin.get("provider") or {})
+    return out
+
+
+def compare_providers(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The cloud's side (`snap["provider"]`, `core/snapshots/provider`): every field of the
+    cluster, node groups, add-ons, offered versions, insights, subnets and other Auto Scaling
+    groups, less the launch templates' and insights' ids."""
+    if not a and not b:
+        return []
+    if not b:
+        return [f"provider {a.get('kind', '')} {a.get('name', '')}: only in the cluster"]
+    if not a:
+        return [f"provider {b.get('kind', '')} {b.get('name', '')}: only in the twin"]
+    out = [
+        f"provider {key}: {_short(a.get(key))} ≠ {_short(b.get(key))}"
+        for key in ("kind", "name", "captured", "reason", "region", "account", "minors")
+        if a.get(key) != b.get(key)
+    ]
+    out += _records(
+        "provider cluster",
+        [a.get("cluster") or {}],
+        [b.get("cluster") or {}],
+        lambda c: str(c.get("name", "")),
+        dict,
+    )
+    out += _records(
+        "provider node group",
+        a.get("node_groups") or [],
+        b.get("node_groups") or [],
+        lambda g: str(g["name"]),
+        _without_template_ids,
+    )
+    out += _records(
+        "provider add-on", a.get("addons") or [], b.get("addons") or [], lambda x: str(x["name"]), dict
+    )
+    out += _records(
+        "provider offered",
+        [{"addon": k, "versions": v} for k, v in (a.get("offered") or {}).items()],
+        [{"addon": k, "versions": v} for k, v in (b.get("offered") or {}).items()],
+        lambda x: str(x["addon"]),
+        dict,
+    )
+    out += _records(
+        "provider insight",
+        a.get("insights") or [],
+        b.get("insights") or [],
+        lambda i: f"{i.get('kubernetes_version', '')} {i.get('name', '')}",
+        lambda i: {k: v for k, v in i.items() if k != "id"},
+    )
+    out += _records(
+        "provider subnet", a.get("subnets") or [], b.get("subnets") or [], lambda x: str(x["id"]), dict
+    )
+    out += _records(
+        "provider Auto Scaling group",
+        a.get("other_asgs") or [],
+        b.get("other_asgs") or [],
+        lambda x: str(x["name"]),
+        dict,
+    )
+    return out
+
+
+def _without_template_ids(group: Mapping[str, Any]) -> dict[str, Any]:
+    """A node group less its launch template's id and name (a twin's templates are its own)."""
+    out = dict(group)
+    lt = out.get("launch_template")
+    if lt:
+        out["launch_template"] = {k: v for k, v in lt.items() if k not in ("id", "name")}
     return out
 
 

@@ -33,9 +33,11 @@ import msgspec
 from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.kube.applied import APPLIED_KINDS
 from bot.core.kube.wire import ContainerState, InvolvedObject
+from bot.core.providers import Provider
 from bot.core.rollout import verdict
 from bot.core.snapshots import schema
 from bot.core.snapshots.apiuse import api_uses, applied_in
+from bot.core.snapshots.provider import capture_provider
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -209,10 +211,13 @@ def take_snapshot(
     progress: Progress | None = None,
     pods_to: RowsSink | None = None,
     logs: LogProbe | None = None,
+    provider: Callable[[], Provider] | None = None,
 ) -> dict[str, Any]:
     """Read the cluster and return the snapshot body (plain JSON-ready data).
 
     With `logs`, the lines of the containers' logs that it keeps go in `snap["logs"]`.
+    With `provider` (it connects to the cluster's provider), the cloud's side goes in
+    `snap["provider"]` (`bot.core.snapshots.provider`).
 
     Pod rows are tuples in `snap["pods"]`; or, with `pods_to`, they go there as the JSON they are
     stored as, page by page while they arrive, and `snap["pods"]` stays empty (storing a snapshot
@@ -276,6 +281,12 @@ def take_snapshot(
             lambda resource, exc: gaps.append({"resource": resource, "reason": exc.user_message}),
             listed=collect.applied,
         )
+        if provider is not None:  # while the pods' helper lists them
+            snap["provider"] = capture_provider(
+                provider,
+                snap["version"],
+                lambda reason: gaps.append({"resource": "provider", "reason": reason}),
+            )
         mapped, pending = pending, None
         rows, count, candidates = _pods(mapped, list_pods, collect, snap, pods_to, logs)
     finally:

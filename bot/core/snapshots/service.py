@@ -18,6 +18,7 @@ import msgspec
 
 from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.durations import kubectl_age
+from bot.core.providers import Provider
 from bot.core.snapshots.collector import collector_paused
 from bot.core.snapshots.diff import DiffReport, diff
 from bot.core.snapshots.projection import (
@@ -162,6 +163,7 @@ def take_and_store(
     events_since: timedelta = timedelta(hours=1),
     progress: Progress | None = None,
     logs: LogProbe | None = None,
+    provider: Callable[[], Provider] | None = None,
 ) -> Stored:
     label = clean_label(label)
     snap = take_snapshot(
@@ -174,6 +176,7 @@ def take_and_store(
         progress=progress,
         pods_to=(streamed := StreamedBody()),
         logs=logs,
+        provider=provider,
     )
     body = streamed.finish(snap)
     # The rows went into the body only: the snapshot handed back says so rather than that none exist.

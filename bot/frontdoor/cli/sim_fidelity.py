@@ -4,7 +4,8 @@ It writes the twin of the stored snapshot (as `sim scenario --from-snapshot` doe
 loopback, snapshots the twin and compares that with the stored snapshot (the semantic diff, which
 must find no regression and no change, and every field of every record: `core/snapshots/fidelity`),
 then runs the check on the cluster and on the twin and compares their findings (id, severity,
-objects). Ids, ages and the random suffixes of pod names may differ; nothing else. It prints the
+objects). A cluster with a provider has its cloud's side in the snapshot (`provider`): the twin
+serves it on its own AWS facade, so the EKS checks' findings (EKS0xx) are compared too. Ids, ages and the random suffixes of pod names may differ; nothing else. It prints the
 differences and exits 3 when there is any (0: the twin is true; 1: the cluster could not be read;
 2: a usage error)."""
 
@@ -29,6 +30,7 @@ from bot.core.clusters import group_labels
 from bot.core.rules import Rule, load_rules
 from bot.core.snapshots.fidelity import measure
 from bot.core.snapshots.projection import take_snapshot
+from bot.core.snapshots.provider import provider_of
 from bot.errors import BotError, UsageError
 from bot.frontdoor.cli.config import settings_for
 from bot.frontdoor.cli.connect import connect, stored_snapshot
@@ -101,18 +103,20 @@ def _fidelity(args: argparse.Namespace) -> int:
         )
         reader = connect(twin_cluster)
         try:
-            twin_snap = timed(
-                "snapshot the twin",
-                lambda: take_snapshot(
-                    reader,
-                    label=f"twin of {stored.snap.get('label', '')}",
-                    taken_by="fidelity",
-                    now=datetime.now(UTC),
-                    node_group_labels=labels,
-                    logs=log_probe(rules),
-                ),
-            )
             with _twin_credentials(twin_cluster, workdir):
+                twin_snap = timed(
+                    "snapshot the twin",
+                    lambda: take_snapshot(
+                        reader,
+                        label=f"twin of {stored.snap.get('label', '')}",
+                        taken_by="fidelity",
+                        now=datetime.now(UTC),
+                        node_group_labels=labels,
+                        logs=log_probe(rules),
+                        # The twin's AWS facade, as the cluster's provider was read for its snapshot.
+                        provider=provider_of(twin_cluster),
+                    ),
+                )
                 twin_report = timed("check the twin", lambda: _check(reader, twin_cluster, target, rules))
         finally:
             reader.close()
@@ -127,6 +131,9 @@ def _fidelity(args: argparse.Namespace) -> int:
         f"{found.differences} difference{'s' if found.differences != 1 else ''}\n"
     )
     sys.stdout.write(found.to_text())
+    # Which checks were compared at all (a cluster whose provider could not be read has no EKS0xx).
+    ids = sorted({f.id for f in report.findings})
+    sys.stdout.write(f"findings on the cluster: {', '.join(ids) or 'none'}\n")
     sys.stdout.write(f"timings: {', '.join(timings)}\n")
     return EXIT_FOUND if found.differences else EXIT_OK
 

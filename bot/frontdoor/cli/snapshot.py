@@ -12,6 +12,7 @@ from bot.core.checks.logprobe import log_probe
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.rules import load_rules
 from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.provider import provider_of
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
@@ -59,6 +60,7 @@ def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
                 node_group_labels=group_labels(settings.node_group_labels),
                 progress=progress,
                 logs=log_probe(load_rules(settings.rules_paths())),
+                provider=provider_of(cluster),
             )
     finally:
         if reader is not None:

@@ -28,6 +28,8 @@ upgrade-readiness insight of the target is in ERROR, unless the call says `force
 `GET /aws/sim/calls` answers how often each operation was called (for tests and rehearsals);
 `POST /aws/sim/hold {"operation": "UpdateNodegroupVersion"}` makes that operation act but hold
 its answer back until `POST /aws/sim/release` (a test kills the caller in between).
+A node group's subnets are the node subnets of its zones, or those `nodegroup_subnets: {GROUP:
+[ids]}` names (a twin of a cluster keeps the cluster's, `bot/sim/world/twin.py`).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ _KNOWN = {
     "fail_updates",
     "insights_block",
     "stack_failures",
+    "nodegroup_subnets",
 }
 
 
@@ -228,13 +231,19 @@ class AwsWorld:
             s = lt_spec.get(group) or {}
             latest = int(s.get("versions", 1))
             self.launch_templates[group] = LaunchTemplate(
-                id="lt-0" + self._hex(f"lt-{group}", 16),
-                name=f"eks-{uuid.UUID(self._hex(f'lt-name-{group}', 32))}",
+                # A twin keeps its cluster's (EKS006 names the template).
+                id=str(s.get("id") or "lt-0" + self._hex(f"lt-{group}", 16)),
+                name=str(s.get("name") or f"eks-{uuid.UUID(self._hex(f'lt-name-{group}', 32))}"),
                 latest=latest,
                 used=int(s.get("used", latest)),
                 created=self.created,
             )
         self.stale_asgs = [dict(a) for a in spec.get("stale_asgs") or []]
+        #: Node group → the subnets it names (a twin keeps its cluster's); by default the node
+        #: subnets of the group's zones.
+        self.nodegroup_subnets = {
+            str(k): [str(i) for i in v] for k, v in (spec.get("nodegroup_subnets") or {}).items()
+        }
         self.nodegroup_issues = {
             str(k): [dict(i) for i in v] for k, v in (spec.get("nodegroup_issues") or {}).items()
         }
@@ -337,7 +346,8 @@ class AwsWorld:
                 "desiredSize": len(nodes) if updating else group.count,
             },
             "instanceTypes": [group.instance_type],
-            "subnets": [s.id for s in self.node_subnets() if s.zone[len(self.region) :] in group.zones],
+            "subnets": self.nodegroup_subnets.get(name)
+            or [s.id for s in self.node_subnets() if s.zone[len(self.region) :] in group.zones],
             "amiType": "AL2_x86_64",
             "nodeRole": f"arn:aws:iam::{self.account}:role/{self.name}-node",
             "labels": dict(group.labels),

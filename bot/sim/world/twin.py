@@ -179,8 +179,11 @@ def _node_groups(snap: Mapping[str, Any]) -> tuple[list[Obj], dict[str, str], se
         if group == "(none)":
             group = "ungrouped"
         group_of[node_name] = group
-        spec = groups.setdefault(group, {"name": group, "count": 0, "_versions": Counter()})
+        spec = groups.setdefault(
+            group, {"name": group, "count": 0, "_versions": Counter(), "_first": (1 << 16,)}
+        )
         spec["count"] += 1
+        spec["_first"] = min(spec["_first"], _node_order(node))
         kubelet = _VERSION.search(str(node.get("kubelet", "")))
         if kubelet:
             spec["_versions"][kubelet.group(1)] += 1
@@ -204,7 +207,11 @@ def _node_groups(snap: Mapping[str, Any]) -> tuple[list[Obj], dict[str, str], se
             else:
                 common[group] = mine
     node_groups: list[Obj] = []
-    for name, spec in groups.items():
+    # In the order their nodes were made (by address), which the sim makes them in again: the
+    # snapshot lists nodes by name, and `ip-10-0-10-…` sorts before `ip-10-0-2-…` (a cluster of
+    # more than 2,500 nodes would otherwise give its groups each other's addresses and zones).
+    for name, spec in sorted(groups.items(), key=lambda item: item[1]["_first"]):
+        del spec["_first"]
         versions: Counter[str] = spec.pop("_versions")
         if versions:
             most = versions.most_common(1)[0][0]
@@ -353,8 +360,122 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     callers = _callers(uses.get("calls") or [])
     if callers:
         scenario["callers"] = callers
+    aws = _aws(snap.get("provider") or {}, str((snap.get("version") or {}).get("gitVersion", "")))
+    if aws is not None:
+        # The cluster's EKS side as the snapshot read it, served on the twin's AWS facade.
+        scenario["cluster"]["platform"] = "eks"
+        region = str((snap.get("provider") or {}).get("region") or "")
+        if region and "region" not in scenario["cluster"]:
+            scenario["cluster"]["region"] = region
+        scenario["aws"] = aws
     scenario["objects"] = objects
     return scenario
+
+
+def _aws(provider: Mapping[str, Any], git_version: str) -> Obj | None:
+    """The scenario's `aws:` from the snapshot's `provider` section (`bot/core/snapshots/provider.py`):
+    the cluster's name, account and platform version, its subnets with their free addresses, the
+    add-ons and the versions EKS offered of each, the upgrade insights, each node group's launch
+    template versions, health issues and subnets, and the Auto Scaling groups no node group owns.
+    None when the snapshot kept no EKS side (no provider, or another cloud's)."""
+    if provider.get("kind") != "eks" or not provider.get("captured"):
+        return None
+    region = str(provider.get("region") or "")
+
+    def zone(name: str) -> str:
+        # The sim writes a zone as its region and a letter.
+        return name[len(region) :] if region and name.startswith(region) else name[-1:]
+
+    cluster = provider.get("cluster") or {}
+    aws: Obj = {"cluster_name": str(provider.get("name") or cluster.get("name") or "")}
+    if provider.get("account"):
+        aws["account"] = str(provider["account"])
+    if cluster.get("platform_version"):
+        aws["platform_version"] = str(cluster["platform_version"])
+    found = _VERSION.search(git_version)
+    if found and cluster.get("version") and found.group(1).startswith(f"{cluster['version']}."):
+        aws["patch_versions"] = {str(cluster["version"]): found.group(1)}
+    aws["subnets"] = [
+        {
+            "id": str(s.get("id", "")),
+            "zone": zone(str(s.get("zone", ""))),
+            "cidr": str(s.get("cidr") or "10.0.0.0/24"),
+            "free": int(s.get("free") or 0),
+            "use": list(s.get("use") or ["nodes", "pods"]),
+        }
+        for s in provider.get("subnets") or []
+    ]
+    addons = []
+    for a in provider.get("addons") or []:
+        addon: Obj = {"name": str(a.get("name", "")), "version": str(a.get("version", ""))}
+        if a.get("status") and a.get("status") != "ACTIVE":
+            addon["status"] = str(a["status"])
+        if a.get("issues"):
+            addon["issues"] = [dict(i) for i in a["issues"]]
+        addons.append(addon)
+    aws["addons"] = addons
+    aws["addon_versions"] = {
+        str(name): [
+            {
+                "version": str(v["version"]),
+                "clusters": list(v.get("clusters") or []),
+                "default": list(v.get("default") or []),
+            }
+            for v in versions
+        ]
+        for name, versions in (provider.get("offered") or {}).items()
+    }
+    aws["insights"] = [
+        {
+            k: v
+            for k, v in {
+                "id": str(i.get("id", "")),
+                "name": str(i.get("name", "")),
+                "category": str(i.get("category") or "UPGRADE_READINESS"),
+                "kubernetes_version": str(i.get("kubernetes_version", "")),
+                "status": str(i.get("status", "")),
+                "reason": str(i.get("reason", "")),
+                "description": str(i.get("description", "")),
+                "recommendation": str(i.get("recommendation", "")),
+                "resources": [dict(r) for r in i.get("resources") or []],
+                "deprecations": [json.loads(json.dumps(d)) for d in i.get("deprecations") or []],
+            }.items()
+            if v not in ("", [])
+        }
+        for i in provider.get("insights") or []
+    ]
+    groups = list(provider.get("node_groups") or [])
+    templates = {
+        str(g["name"]): {
+            "versions": int(lt["latest"]),
+            "used": int(lt["version"]),
+            **{k: str(lt[k]) for k in ("id", "name") if lt.get(k)},
+        }
+        for g in groups
+        if (lt := g.get("launch_template") or {}).get("latest") is not None
+        and str(lt.get("version", "")).isdigit()
+    }
+    if templates:
+        aws["launch_templates"] = templates
+    issues = {str(g["name"]): [dict(i) for i in g["issues"]] for g in groups if g.get("issues")}
+    if issues:
+        aws["nodegroup_issues"] = issues
+    subnets = {str(g["name"]): list(g["subnets"]) for g in groups if g.get("subnets")}
+    if subnets:
+        aws["nodegroup_subnets"] = subnets
+    stale = [
+        {
+            "name": str(a.get("name", "")),
+            "instances": int(a.get("instances") or 0),
+            "desired": int(a.get("desired") or 0),
+            **({"zones": [zone(str(z)) for z in a["zones"]]} if a.get("zones") else {}),
+            **({"tags": dict(a["tags"])} if a.get("tags") else {}),
+        }
+        for a in provider.get("other_asgs") or []
+    ]
+    if stale:
+        aws["stale_asgs"] = stale
+    return aws
 
 
 #: A CRD version's schema, which the snapshot does not keep: anything goes.
