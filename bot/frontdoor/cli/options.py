@@ -11,7 +11,10 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
+
+# Light (traceback and pathlib only): `--help` may import it.
+from bot.errors import BotError, ConfigError, UsageError
 
 #: What a verb's `register(subparsers)` returns and `main` calls with the parsed arguments: the
 #: command's exit status.
@@ -87,14 +90,8 @@ def terminal_user() -> str:
     return f"terminal:{os.environ.get('USER', 'unknown')}"
 
 
-if TYPE_CHECKING:
-    from bot.errors import BotError
-
-
 def refused(exc: BotError) -> int:
     """Say in one line why the bot refused (no traceback), and the exit status: a usage error
     (a configuration or the command's words) is 2, anything else 1."""
-    from bot.errors import ConfigError, UsageError
-
     print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
     return EXIT_USAGE if isinstance(exc, (ConfigError, UsageError)) else EXIT_FAILED
