@@ -67,6 +67,7 @@ _TOP = {
     "gcp",
     "settled",
     "placements",
+    "restarts",
 }
 _CLUSTER = {
     "version",
@@ -143,6 +144,9 @@ class Scenario:
     #: With `settled`: `Kind/namespace/name` → the nodes its pods go to first, one pod each, when they
     #: exist and fit (a twin's pods on the nodes where the snapshot saw them); the rest are spread.
     placements: dict[str, list[str]] = field(default_factory=dict)
+    #: With `settled`: `Kind/namespace/name` → node → the restart counts of its pods on that node, in
+    #: turn (a twin's pods restarted as often as the snapshot saw them).
+    restarts: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
     # ---- loading --------------------------------------------------------------------------------
 
@@ -225,6 +229,7 @@ class Scenario:
                 placements={
                     str(k): [str(n) for n in v or []] for k, v in (data.get("placements") or {}).items()
                 },
+                restarts=_restarts(data.get("restarts") or {}),
             )
             for rule in sc.containers:
                 Rule.parse(rule)
@@ -284,9 +289,9 @@ class Scenario:
         prepared = _prepare(self.objects, api.clock.now())
         if self.settled:
             api.apply_manifests([o for o in prepared if not is_workload(o)])
-            SettledBuild(api, scheduler, kubelets, self._rule_matches(rules), self.placements).run(
-                [o for o in prepared if is_workload(o)]
-            )
+            SettledBuild(
+                api, scheduler, kubelets, self._rule_matches(rules), self.placements, self.restarts
+            ).run([o for o in prepared if is_workload(o)])
         else:
             api.apply_manifests(prepared)
         for caller in self.callers:
@@ -623,3 +628,13 @@ def generate_large(api: Api, cloud: Cloud, scheduler: Scheduler, seed: int, spec
     from bot.sim.world.generate import Generator
 
     Generator(api, cloud, scheduler, seed, spec).run()
+
+
+def _restarts(data: Any) -> dict[str, dict[str, list[int]]]:
+    """`restarts:` — `Kind/namespace/name: {node: [count, …]}`."""
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise TypeError("restarts: a map of Kind/namespace/name to a map of node to restart counts")
+    return {
+        str(k): {str(node): [int(c) for c in counts or []] for node, counts in v.items()}
+        for k, v in data.items()
+    }

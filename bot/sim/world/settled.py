@@ -69,6 +69,8 @@ class _Plan:
     #: DaemonSet (pinned to its node), StatefulSet (ordinal names) or ReplicaSet (generated names).
     kind: str
     owner_name: str
+    #: `Kind/namespace/name` of the workload (the scenario's `placements` and `restarts` key).
+    workload: str = ""
 
 
 def is_workload(obj: Obj) -> bool:
@@ -86,10 +88,13 @@ class SettledBuild:
         kubelets: Kubelets,
         matches: list[Match],
         placements: Mapping[str, list[str]] | None = None,
+        restarts: Mapping[str, Mapping[str, list[int]]] | None = None,
     ) -> None:
         self.api = api
         #: `Kind/namespace/name` → the nodes its pods go to first (the scenario's `placements`).
         self.placements = placements or {}
+        #: `Kind/namespace/name` → node → the restart counts of its pods there, in turn (`restarts`).
+        self.restarts = restarts or {}
         self.store = api.store
         self.scheduler = scheduler
         self.kubelets = kubelets
@@ -178,7 +183,7 @@ class SettledBuild:
             return False
         created = self.api.create(KINDS_BY_KEY["replicasets.apps"], d["metadata"]["namespace"], rs).obj()
         proto["metadata"]["ownerReferences"] = [owner_ref(created, "apps/v1", "ReplicaSet")]
-        self._plan(proto, nodes, "ReplicaSet", rs_name)
+        self._plan(proto, nodes, "ReplicaSet", rs_name, _key("Deployment", d))
         return True
 
     def _daemonset(self, ds: Obj) -> bool:
@@ -206,7 +211,7 @@ class SettledBuild:
             return False
         for node in eligible:
             self._add(node, need)
-        self._plan(proto, eligible, "DaemonSet", ds["metadata"]["name"])
+        self._plan(proto, eligible, "DaemonSet", ds["metadata"]["name"], _key("DaemonSet", ds))
         return True
 
     def _statefulset(self, sts: Obj) -> bool:
@@ -234,7 +239,7 @@ class SettledBuild:
         nodes = self._spread(proto, replicas, self._placed("StatefulSet", sts))
         if nodes is None:
             return False
-        self._plan(proto, nodes, "StatefulSet", name)
+        self._plan(proto, nodes, "StatefulSet", name, _key("StatefulSet", sts))
         return True
 
     # ---- one workload's pods ------------------------------------------------------------------------
@@ -255,8 +260,7 @@ class SettledBuild:
         return proto
 
     def _placed(self, kind: str, obj: Obj) -> list[str]:
-        m = obj.get("metadata") or {}
-        return self.placements.get(f"{kind}/{m.get('namespace', '')}/{m.get('name', '')}", [])
+        return self.placements.get(_key(kind, obj), [])
 
     def _spread(self, proto: Obj, replicas: int, placed: Sequence[str] = ()) -> list[str] | None:
         """The node of each replica: first the `placed` nodes that exist and fit, then the least
@@ -308,9 +312,9 @@ class SettledBuild:
         for i in range(3):
             used[i] += need[i]
 
-    def _plan(self, proto: Obj, nodes: list[str], kind: str, owner: str) -> None:
+    def _plan(self, proto: Obj, nodes: list[str], kind: str, owner: str, workload: str) -> None:
         cpu, memory = requests_of(proto)
-        self.plans.append(_Plan(proto, nodes, cpu, memory, kind, owner))
+        self.plans.append(_Plan(proto, nodes, cpu, memory, kind, owner, workload))
 
     # ---- writing the pods -----------------------------------------------------------------------------
 
@@ -336,6 +340,7 @@ class SettledBuild:
                 None,
             )
             status: Obj | None = None  # the first pod's, made each next pod's own
+            restarts = {node: list(counts) for node, counts in self.restarts.get(plan.workload, {}).items()}
             for i, node in enumerate(plan.nodes):
                 meta = {**pm, "uid": ids.uid(), "creationTimestamp": stamp}
                 spec = {**ps, "nodeName": node}
@@ -363,8 +368,25 @@ class SettledBuild:
                     status = pod["status"] = self.kubelets.running_status(pod, host_ip)
                 else:
                     pod["status"] = self.kubelets.running_status_like(status, pod, host_ip)
+                counts = restarts.get(node)
+                if counts:
+                    pod["status"] = _restarted(pod["status"], counts.pop(0))
                 self.scheduler.remember_requests(meta["uid"], plan.cpu, plan.memory)
                 yield pod
+
+
+def _key(kind: str, obj: Obj) -> str:
+    m = obj.get("metadata") or {}
+    return f"{kind}/{m.get('namespace', '')}/{m.get('name', '')}"
+
+
+def _restarted(status: Obj, count: int) -> Obj:
+    """`status` with its first container restarted `count` times (a copy: the status is shared as
+    the next pods' model). A snapshot records a pod's restarts summed over its containers."""
+    if count <= 0 or not status.get("containerStatuses"):
+        return status
+    first, *rest = status["containerStatuses"]
+    return {**status, "containerStatuses": [{**first, "restartCount": count}, *rest]}
 
 
 def _fresh_token(spec: Obj, old: str, new: str) -> None:

@@ -354,6 +354,9 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
         scenario["faults"] = faults
     if placements:
         scenario["placements"] = placements
+    restarts = _restarts(pods_of, group_of)
+    if restarts:
+        scenario["restarts"] = restarts
     logged = _logged(snap.get("logs") or [])
     if logged:
         scenario["containers"] = logged
@@ -625,6 +628,25 @@ def _placed(snap: Mapping[str, Any], node_groups: list[Obj]) -> Obj:
     return out
 
 
+def _restarts(
+    pods_of: Mapping[tuple[str, str, str], list[dict[str, Any]]], group_of: Mapping[str, str]
+) -> dict[str, dict[str, list[int]]]:
+    """The restart counts of the workloads' pods, per node in the order the settled build places
+    them there (StatefulSet pods by ordinal), for the workloads that have any."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for (kind, ns, wname), pods in sorted(pods_of.items()):
+        if kind == "StatefulSet":
+            pods = sorted(pods, key=lambda p: _ordinal(str(p.get("name", ""))))
+        placed = [p for p in pods if p.get("node") in group_of]
+        if not any(int(p.get("restarts") or 0) for p in placed):
+            continue
+        by_node: dict[str, list[int]] = defaultdict(list)
+        for pod in placed:
+            by_node[str(pod["node"])].append(int(pod.get("restarts") or 0))
+        out[f"{kind}/{ns}/{wname}"] = dict(by_node)
+    return out
+
+
 def _node_order(node: Mapping[str, Any]) -> tuple[int, ...]:
     """Nodes in the order they were made, as far as a snapshot tells: by internal address."""
     ip = str(node.get("internal_ip") or "")
@@ -743,9 +765,10 @@ HEADER = """\
 # states (`faults`), disruption budgets (their healthy minimum, on the workload of the same name), the
 # Services, webhooks, CRDs and certificates the checks read, what ran on Fargate, the lines of the
 # containers' logs the log-reading rules match (`containers`), the clients of old APIs the apiserver
-# metric counted (`callers`), the Helm releases and objects that name an old API version. Not kept:
-# restart counts, other logs, Secrets, ConfigMaps (but Istio's root), custom resources (but
-# cert-manager's Certificates); a workload without a recorded template (an older snapshot) gets labels `app: NAME`
+# metric counted (`callers`), the Helm releases and objects that name an old API version, the pods'
+# restart counts (`restarts`, for the pods written settled). Not kept: other logs, Secrets,
+# ConfigMaps (but Istio's root), custom resources (but cert-manager's Certificates); a workload
+# without a recorded template (an older snapshot) gets labels `app: NAME`
 # and a nodeSelector on the group most of its pods ran on. `settled: true`: the sim writes the
 # workloads Running on their nodes instead of starting them one by one. `upgrade-bot sim fidelity`
 # measures how true it is. Edit freely; the format is in bot/sim/README.md ("Scenario files").
