@@ -230,60 +230,71 @@ def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | AksP
     return EksProvider(name=name, region=region, endpoint_url=endpoint)
 
 
-def _aks(v: YamlValidator, key: str, node: yaml.Node) -> AksProvider | None:
-    a = v.mapping(node, f"{key}.aks", keys_of("clusters.*.provider.aks"))
+_HTTP_URL = (re.compile(r"^https?://[^\s/]+"), "expected an http(s) URL")
+
+
+def _cloud_fields(
+    v: YamlValidator, key: str, node: yaml.Node, cloud: str, checks: dict[str, tuple[re.Pattern[str], str]]
+) -> dict[str, str] | None:
+    """`provider.aks` / `provider.gke`: each of `checks`' fields a string matching its pattern (all
+    required), and an optional `endpoint_url`; None when any is wrong or missing (each said once)."""
+    m = v.mapping(node, f"{key}.{cloud}", keys_of(f"clusters.*.provider.{cloud}"))
     values: dict[str, str | None] = {}
-    for field_ in ("subscription_id", "resource_group", "name", "endpoint_url"):
-        values[field_] = v.string(a.get(field_), f"{key}.aks.{field_}")
-    for missing in sorted({"subscription_id", "resource_group", "name"} - set(a)):
-        if isinstance(node, yaml.MappingNode):
-            v.error(node, f"{key}.aks.{missing}", "missing key")
-    checks = {
-        "subscription_id": (AKS_SUBSCRIPTION, "is not an Azure subscription id (a GUID)"),
-        "resource_group": (AKS_GROUP, "is not an Azure resource group name"),
-        "name": (AKS_NAME, "is not an AKS cluster name"),
-        "endpoint_url": (re.compile(r"^https?://[^\s/]+"), "expected an http(s) URL"),
-    }
-    for field_, (pattern, why) in checks.items():
-        text = values[field_]
+    for field_, (pattern, why) in {**checks, "endpoint_url": _HTTP_URL}.items():
+        text = values[field_] = v.string(m.get(field_), f"{key}.{cloud}.{field_}")
         if text is not None and not pattern.match(text):
-            v.error(
-                a[field_], f"{key}.aks.{field_}", f"{shown(text)} {why}" if field_ != "endpoint_url" else why
-            )
+            v.error(m[field_], f"{key}.{cloud}.{field_}", f"{shown(text)} {why}" if field_ in checks else why)
             values[field_] = None
-    sub, group, name = values["subscription_id"], values["resource_group"], values["name"]
-    if sub is None or group is None or name is None:
+    for missing in sorted(set(checks) - set(m)):
+        if isinstance(node, yaml.MappingNode):
+            v.error(node, f"{key}.{cloud}.{missing}", "missing key")
+    if any(values[f] is None for f in checks):
+        return None
+    return {f: text for f, text in values.items() if text is not None}
+
+
+def _aks(v: YamlValidator, key: str, node: yaml.Node) -> AksProvider | None:
+    got = _cloud_fields(
+        v,
+        key,
+        node,
+        "aks",
+        {
+            "subscription_id": (AKS_SUBSCRIPTION, "is not an Azure subscription id (a GUID)"),
+            "resource_group": (AKS_GROUP, "is not an Azure resource group name"),
+            "name": (AKS_NAME, "is not an AKS cluster name"),
+        },
+    )
+    if got is None:
         return None
     return AksProvider(
-        subscription_id=sub, resource_group=group, name=name, endpoint_url=values["endpoint_url"]
+        subscription_id=got["subscription_id"],
+        resource_group=got["resource_group"],
+        name=got["name"],
+        endpoint_url=got.get("endpoint_url"),
     )
 
 
 def _gke(v: YamlValidator, key: str, node: yaml.Node) -> GkeProvider | None:
-    g = v.mapping(node, f"{key}.gke", keys_of("clusters.*.provider.gke"))
-    values: dict[str, str | None] = {}
-    for field_ in ("project", "location", "name", "endpoint_url"):
-        values[field_] = v.string(g.get(field_), f"{key}.gke.{field_}")
-    for missing in sorted({"project", "location", "name"} - set(g)):
-        if isinstance(node, yaml.MappingNode):
-            v.error(node, f"{key}.gke.{missing}", "missing key")
-    checks = {
-        "project": (GKE_PROJECT, "is not a Google Cloud project id"),
-        "location": (GKE_LOCATION, "is not a GKE region or zone (europe-west1, europe-west1-b)"),
-        "name": (GKE_NAME, "is not a GKE cluster name"),
-        "endpoint_url": (re.compile(r"^https?://[^\s/]+"), "expected an http(s) URL"),
-    }
-    for field_, (pattern, why) in checks.items():
-        text = values[field_]
-        if text is not None and not pattern.match(text):
-            v.error(
-                g[field_], f"{key}.gke.{field_}", f"{shown(text)} {why}" if field_ != "endpoint_url" else why
-            )
-            values[field_] = None
-    project, location, name = values["project"], values["location"], values["name"]
-    if project is None or location is None or name is None:
+    got = _cloud_fields(
+        v,
+        key,
+        node,
+        "gke",
+        {
+            "project": (GKE_PROJECT, "is not a Google Cloud project id"),
+            "location": (GKE_LOCATION, "is not a GKE region or zone (europe-west1, europe-west1-b)"),
+            "name": (GKE_NAME, "is not a GKE cluster name"),
+        },
+    )
+    if got is None:
         return None
-    return GkeProvider(project=project, location=location, name=name, endpoint_url=values["endpoint_url"])
+    return GkeProvider(
+        project=got["project"],
+        location=got["location"],
+        name=got["name"],
+        endpoint_url=got.get("endpoint_url"),
+    )
 
 
 def _signal_source(v: YamlValidator, key: str, node: yaml.Node, base_dir: Path) -> SignalSource | None:
