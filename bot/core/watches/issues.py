@@ -10,7 +10,6 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
-from bot.core.kube.objects import EPISODE_REOPEN
 from bot.core.kube.wire import WInvolvedObject
 from bot.core.rules import ContainerView, EventRecord, PodState, match_rules
 from bot.core.rules.known import RuleNeeds, watch_key
@@ -195,22 +194,11 @@ class KnownIssues:
             if state is None:
                 state = self.episodes[key] = _RuleEpisode()
             state.pods = count
-            if not state.open:
-                state.open = True
-                if state.carried:
-                    state.carried = False
-                elif state.number == 0 or state.ended is None or now - state.ended >= EPISODE_REOPEN:
-                    state.number += 1
-                    state.since = now
-                    state.evidence = evidence
-                state.ended = None
+            if state.begin(now):
+                state.evidence = evidence
         for key, state in self.episodes.items():
-            if key in current:
-                continue
-            if state.open or state.carried:
-                state.open = state.carried = False
-                state.pods = 0
-                state.ended = now
+            if key not in current:
+                state.end(now)
 
     def summary(self) -> tuple[RuleEpisode, ...]:
         """The rules' episodes as the `Summary` carries them."""

@@ -23,7 +23,6 @@ import msgspec
 from bot.core.kube.objects import (
     CLASSES,
     CRASHLOOP,
-    EPISODE_REOPEN,
     ERROR,
     IMAGEPULL,
     INIT,
@@ -330,15 +329,7 @@ class WatchState:
             if state is None:
                 state = self._episodes[(wkey, episode_kind)] = _Episode()
             state.pods += 1
-            if not state.open:
-                state.open = True
-                if state.carried:  # the episode open before a restart goes on
-                    state.carried = False
-                elif state.number == 0 or state.ended is None or now - state.ended >= EPISODE_REOPEN:
-                    state.number += 1
-                    state.since = now
-                # else: back within EPISODE_REOPEN of its end: the same episode, from its start
-                state.ended = None
+            state.begin(now)
 
     def _drop_pod(self, key: str, now: datetime) -> None:
         record = self._pods.pop(key)
@@ -542,21 +533,10 @@ class WatchState:
             if state is None:
                 state = self._episodes[key] = _Episode()
             state.pods = count
-            if not state.open:
-                state.open = True
-                if state.carried:
-                    state.carried = False
-                elif state.number == 0 or state.ended is None or now - state.ended >= EPISODE_REOPEN:
-                    state.number += 1
-                    state.since = now
-                state.ended = None
+            state.begin(now)
         for key, state in self._episodes.items():
-            if key[1] in _EVENT_EPISODES or key in live:
-                continue
-            if state.open or state.carried:
-                state.open = state.carried = False
-                state.pods = 0
-                state.ended = now
+            if key[1] not in _EVENT_EPISODES and key not in live:
+                state.end(now)
 
     # ----- output ---------------------------------------------------------------------------
 

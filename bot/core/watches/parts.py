@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
+from bot.core.kube.objects import EPISODE_REOPEN
 from bot.core.kube.versions import minor_version
 from bot.core.rules.known import Facts
 
@@ -86,6 +87,30 @@ class _Episode:
         self.open = False
         self.pods = 0
         self.carried = False  # open in the previous Summary, not yet confirmed by a fresh list
+
+    def begin(self, now: datetime) -> bool:
+        """Seen (again): the episode is open. True when that starts a new one: not the one open
+        before a restart going on, nor a return within EPISODE_REOPEN of its end (the same episode,
+        from its start)."""
+        if self.open:
+            return False
+        self.open = True
+        new = False
+        if self.carried:
+            self.carried = False
+        elif self.number == 0 or self.ended is None or now - self.ended >= EPISODE_REOPEN:
+            self.number += 1
+            self.since = now
+            new = True
+        self.ended = None
+        return new
+
+    def end(self, now: datetime) -> None:
+        """Not seen any more: closed (one carried over a restart too), its pods gone."""
+        if self.open or self.carried:
+            self.open = self.carried = False
+            self.pods = 0
+            self.ended = now
 
 
 @dataclass(frozen=True, kw_only=True)
