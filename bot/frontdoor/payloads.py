@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from bot.decoders import convert
+
 #: What `check` is asked to read: a slash command's form, or a JSON payload (interaction or event).
 SLASH_COMMAND, INTERACTIVE, EVENTS = "slash_commands", "interactive", "events_api"
 
@@ -215,7 +217,7 @@ def check(
         # Every string must be UTF-8-encodable: JSON's "\ud800" escape decodes to a lone surrogate,
         # which no database, log handler or Slack call accepts (and `convert` lets some through).
         msgspec.json.encode(body)
-        msgspec.convert(body, target)
+        convert(body, target)
     except msgspec.ValidationError as exc:
         # msgspec names the path (`$.view.state.values…`) and the rule, never the value itself.
         raise MalformedPayload(str(exc)[:300]) from None

@@ -220,9 +220,25 @@ def test_a_mapped_list_is_each_page_transformed_in_a_helper_process(bot: Cluster
         return str(os.getpid()).encode()
 
     with bot.map_pages("/api/v1/pods", limit=3, item_type=schema.Pod, transform=pid_of) as where:
-        pids = {m.data for m in where}
-    assert len(pids) == 1, "one helper transformed every page"
-    assert pids != {str(os.getpid()).encode()}, "transformed outside this process"
+        pids = [m.data for m in where]
+    here = str(os.getpid()).encode()
+    assert len(pids) > 2
+    assert pids[0] == here, "the first page, fetched before the list was known to have more, is mapped here"
+    assert len(set(pids[1:])) == 1, "one helper transformed every later page"
+    assert here not in pids[1:], "transformed outside this process"
+
+
+def test_a_mapped_list_of_one_page_forks_no_helper(bot: Cluster) -> None:
+    whole = list(bot.list_pages("/api/v1/pods", item_type=schema.Pod))
+    assert len(whole) == 1
+    forked: list[int] = []
+    os.register_at_fork(after_in_parent=lambda: forked.append(1))
+    before = len(forked)
+    with bot.map_pages("/api/v1/pods", item_type=schema.Pod, transform=names_of) as mapped:
+        got = list(mapped)
+    assert [m.data for m in got] == [names_of(whole[0].items)]
+    assert len(forked) == before, "a list that fits one page is not worth a fork"
+    assert fetching_ahead() == 0
 
 
 def test_a_mapped_list_nobody_reads_stops_its_helper_when_closed(bot: Cluster) -> None:

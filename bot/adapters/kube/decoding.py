@@ -10,6 +10,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from bot.decoders import decoder
+
 T = TypeVar("T")
 Raw = dict[str, Any]
 
@@ -96,12 +98,12 @@ class _VersionEvent(msgspec.Struct):
 @cache
 def _page_decoder(item_type: Any) -> msgspec.json.Decoder[_ListBody[Any]]:
     # Decoders are built once per type: building one walks the whole schema.
-    return msgspec.json.Decoder(_ListBody[item_type])
+    return decoder(_ListBody[item_type])
 
 
 @cache
 def _event_decoder(item_type: Any) -> msgspec.json.Decoder[_Event[Any]]:
-    return msgspec.json.Decoder(_Event[item_type])
+    return decoder(_Event[item_type])
 
 
 _ERROR_EVENT = msgspec.json.Decoder(_ErrorEvent)

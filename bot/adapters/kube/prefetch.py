@@ -131,10 +131,15 @@ _LIST_ERRORS: dict[str, type[ClusterError]] = {
 CHILD_NICENESS = 10
 
 
+#: Held while a helper thread hands its work to the child it forked (see `fetching_ahead`).
+_HELPERS = threading.Lock()
+
+
 def fetching_ahead() -> int:
     """How many helpers (threads or child processes) are fetching list pages ahead right now."""
-    threads = sum(1 for t in threading.enumerate() if t.name.startswith("kube-list-"))
-    return threads + len(_CHILDREN)
+    with _HELPERS:
+        threads = sum(1 for t in threading.enumerate() if t.name.startswith("kube-list-"))
+        return threads + len(_CHILDREN)
 
 
 class _Forked:

@@ -68,6 +68,7 @@ from bot.core.kube.helm import (
     latest_releases,
     release_of,
 )
+from bot.decoders import convert
 from bot.errors import ClusterError, ClusterUnreachable, UsageError, UserError
 
 log = logging.getLogger(__name__)
@@ -393,7 +394,7 @@ def helm_uses(secret: HelmSecret) -> list[Use]:
 
 def helm_findings(release_secrets: Iterable[Mapping[str, Any]], target: str) -> list[Finding]:
     """Findings from Helm v3 release Secrets (raw JSON); only each release's latest revision counts."""
-    secrets = [msgspec.convert(s, HelmSecret) for s in release_secrets]
+    secrets = [convert(s, HelmSecret) for s in release_secrets]
     uses: list[Use] = []
     unreadable: list[str] = []
     for secret in latest_releases(secrets):

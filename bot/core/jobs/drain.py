@@ -15,8 +15,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
-
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
@@ -40,6 +38,7 @@ from bot.core.kube.objects import EPISODE_REOPEN, parse_iso, workload_of
 from bot.core.kube.wire import WPod
 from bot.core.rules import EventRecord, Rule, RuleHit, match_rules
 from bot.core.rules.known import RuleNeeds, known_issue_text, pod_view, watch_key
+from bot.decoders import convert
 from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked, UserError
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)
@@ -658,7 +657,7 @@ class _Run:
         states, events = [], []
         entries: dict[tuple[str, str], dict[str, Any]] = {}
         for key, entry, pod, refusal in refused:
-            wpod = msgspec.convert(pod, WPod)
+            wpod = convert(pod, WPod)
             kind, wname = workload_of(wpod)
             namespace, pod_name = key.split("/", 1)
             prefix = f"cluster {refusal.cluster}: " if refusal.cluster else ""

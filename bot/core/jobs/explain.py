@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import msgspec
-
 from bot.core.jobs.common import JobCluster
 from bot.core.kube.objects import workload_of
 from bot.core.kube.wire import WEvent, WPod
 from bot.core.rules import EventRecord, Rule, RuleHit, fill_remediation, match_rules
 from bot.core.rules.known import RuleNeeds, pod_view
+from bot.decoders import convert
 from bot.errors import ClusterError
 
 #: A failure line names at most this many rules (the rest are counted).
@@ -79,7 +78,7 @@ def warning_events(cluster: JobCluster, namespace: str, pods: Iterable[str]) -> 
     except ClusterError:
         return []
     for raw in page.get("items") or ():
-        event = msgspec.convert(raw, WEvent)
+        event = convert(raw, WEvent)
         involved = event.involved_object
         if involved is None or involved.kind != "Pod" or involved.name not in names:
             continue
@@ -111,4 +110,4 @@ def explain(rules: Sequence[Rule], pods: Iterable[WPod], events: Iterable[EventR
 
 
 def typed_pods(raws: Iterable[Any]) -> list[WPod]:
-    return [raw if isinstance(raw, WPod) else msgspec.convert(raw, WPod) for raw in raws]
+    return [raw if isinstance(raw, WPod) else convert(raw, WPod) for raw in raws]

@@ -60,8 +60,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-import msgspec
-
 from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
     FORCE,
@@ -81,6 +79,7 @@ from bot.core.jobs.common import (
 )
 from bot.core.kube.objects import workload_of
 from bot.core.kube.wire import WPod
+from bot.decoders import convert
 from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked, UserError, clip
 
 #: How long a pod may take to go before the job says it did not (its grace period runs first; a
@@ -165,7 +164,7 @@ def _controller(pod: Mapping[str, Any]) -> tuple[str, str]:
 
 def _owner(pod: Mapping[str, Any]) -> str:
     """ "StatefulSet db/db" — the workload people know; "" for a pod no controller owns."""
-    typed = msgspec.convert(pod, WPod)
+    typed = convert(pod, WPod)
     kind, name = workload_of(typed)
     return "" if kind == "Pod" else f"{kind} {typed.metadata.namespace}/{name}"
 
@@ -464,7 +463,7 @@ class DeletePodJob:
                 want = (WORKLOAD_KINDS[kind], name)
                 for page in cluster.list_pages(f"/api/v1/namespaces/{namespace}/pods"):
                     for raw in page.items:
-                        if workload_of(msgspec.convert(raw, WPod)) == want and _stuck(raw, only):
+                        if workload_of(convert(raw, WPod)) == want and _stuck(raw, only):
                             found.append(raw)
                 if not found:
                     hint = (

@@ -46,8 +46,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-import msgspec
-
 from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
     JobCluster,
@@ -72,6 +70,7 @@ from bot.core.kube.objects import (
 from bot.core.kube.wire import WPod
 from bot.core.rollout import DONE, FAILED, verdict
 from bot.core.rules import Rule, RuleHit
+from bot.decoders import convert
 from bot.errors import ClusterError, RolloutRefused, UserError
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)
@@ -370,7 +369,7 @@ class RestartJob:
         out = []
         for page in cluster.list_pages(f"/api/v1/namespaces/{entry['namespace']}/pods", query):
             for raw in page.items:
-                pod = msgspec.convert(raw, WPod)
+                pod = convert(raw, WPod)
                 if workload_of(pod) == want:
                     out.append(pod)
         return out

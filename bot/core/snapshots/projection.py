@@ -38,6 +38,7 @@ from bot.core.rollout import verdict
 from bot.core.snapshots import schema
 from bot.core.snapshots.apiuse import api_uses, applied_in
 from bot.core.snapshots.provider import capture_provider
+from bot.decoders import decoder
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -376,7 +377,7 @@ class _Lists:
                 return _ENCODER.encode([r for r in map(project, items) if r is not None])
 
         else:
-            decode = msgspec.json.Decoder(item_type).decode
+            decode = decoder(item_type).decode
 
             def records(items: list[Any]) -> bytes:
                 # Each object's JSON is decoded for the record, and read for old API uses.

@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-import msgspec
-
 from bot.core.kube.objects import (
     CLASSES,
     CRASHLOOP,
@@ -55,6 +53,7 @@ from bot.core.watches.summary import (
     WarningCount,
     _reason_group,
 )
+from bot.decoders import convert
 
 # ----- the mutable state -------------------------------------------------------------------------
 
@@ -230,7 +229,7 @@ class WatchState:
     def _typed(obj: Any, struct: type) -> Any:
         # The driver passes the adapter's structs (a healthy pod reduced to a `SeenPod`); raw
         # dicts (tests, tools) are converted once.
-        return obj if isinstance(obj, struct | SeenPod) else msgspec.convert(obj, struct)
+        return obj if isinstance(obj, struct | SeenPod) else convert(obj, struct)
 
     # ----- pods -----------------------------------------------------------------------------
 

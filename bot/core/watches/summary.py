@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from bot.core.kube.objects import KUBE_SYSTEM
+from bot.decoders import decode
 
 
 class NodeView(msgspec.Struct, frozen=True, kw_only=True, array_like=True, gc=False):
@@ -157,7 +158,7 @@ class Summary:
 
     @classmethod
     def from_json(cls, text: str) -> Summary:
-        return msgspec.json.decode(text, type=cls)
+        return decode(text, cls)
 
 
 TOP_WORKLOADS = 5
