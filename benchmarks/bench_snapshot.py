@@ -446,7 +446,12 @@ def ack_during_snapshot(
                     acks.append(second.seconds)
                     offsets.append(time.monotonic() - started - second.seconds)
                 time.sleep(max(0.0, due - time.monotonic()))
-            stub.wait_for(finished, timeout=600)
+            deadline = time.monotonic() + 600
+            while not finished() and time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise SystemExit(f"the bot exited ({proc.returncode}) while it answered the {what}")
+                time.sleep(0.2)
+            stub.wait_for(finished, timeout=1)
             total = time.monotonic() - started
             if answered() and not stub.calls_to("chat.postMessage"):
                 text = answered()[0].params.get("text")
