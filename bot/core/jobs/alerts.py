@@ -49,6 +49,19 @@ DEFAULT_TIMEOUT = timedelta(minutes=30)
 POLL = 15.0
 #: The pause kind the paused card shows (pluggable reasons: see docs/evidence-gate.md).
 PAUSE_KIND = "evidence_inconclusive"
+#: The answers to evidence that has no trustworthy answer (no data never passes).
+NO_DATA_OPTIONS = (
+    ChoiceOption(id="wait", label="Wait"),
+    ChoiceOption(id="waive", label="Waive", needs_reason=True),
+    ChoiceOption(id="abort", label="Abort"),
+)
+
+
+def waived(name: str, progress: Progress, decision: Decision) -> Tick:
+    """The tick that ends an evidence step people waived (with their reason), posted and audited."""
+    text = f"{name}: waived by <@{decision.by}>: {decision.reason}"
+    return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
+                done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
 
 
 class Evidence:
@@ -161,11 +174,7 @@ class AlertsJob:
             choice=Choice(
                 key=f"{PAUSE_KIND}:alerts:{n}",
                 question=question,
-                options=(
-                    ChoiceOption(id="wait", label="Wait"),
-                    ChoiceOption(id="waive", label="Waive", needs_reason=True),
-                    ChoiceOption(id="abort", label="Abort"),
-                ),
+                options=NO_DATA_OPTIONS,
             ),
         )
 
@@ -174,9 +183,7 @@ class AlertsJob:
     ) -> Tick:
         if decision is not None and decision.choice_key.startswith(f"{PAUSE_KIND}:alerts:"):
             if decision.option == "waive":
-                text = f"alerts: waived by <@{decision.by}>: {decision.reason}"
-                return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
-                            done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
+                return waived("alerts", progress, decision)
             if decision.option == "abort":
                 text = "alerts: aborted with no trustworthy answer from Alertmanager"
                 return Tick(progress=progress, done=True, ok=False, detail=text, wait=0.0)

@@ -44,8 +44,8 @@ from bot.core.evidence.judge import (
     value_of,
 )
 from bot.core.evidence.ports import MetricSource
-from bot.core.jobs.alerts import PAUSE_KIND, Evidence
-from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
+from bot.core.jobs.alerts import NO_DATA_OPTIONS, PAUSE_KIND, Evidence, waived
+from bot.core.jobs.base import Choice, Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, int_arg, iso
 from bot.core.jobs.nosource import NoSource, person_check, unmeasured
 from bot.core.kube.objects import parse_iso
@@ -219,11 +219,7 @@ class AnalysisJob:
             choice=Choice(
                 key=f"{PAUSE_KIND}:analysis:{n}",
                 question=question,
-                options=(
-                    ChoiceOption(id="wait", label="Wait"),
-                    ChoiceOption(id="waive", label="Waive", needs_reason=True),
-                    ChoiceOption(id="abort", label="Abort"),
-                ),
+                options=NO_DATA_OPTIONS,
             ),
             wait=0.0,
         )
@@ -264,9 +260,7 @@ class AnalysisJob:
             return person_check("analysis", progress, decision)
         if decision is not None and decision.choice_key.startswith(f"{PAUSE_KIND}:analysis:"):
             if decision.option == "waive":
-                text = f"analysis: waived by <@{decision.by}>: {decision.reason}"
-                return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
-                            done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
+                return waived("analysis", progress, decision)
             if decision.option == "abort":
                 text = f"analysis: aborted while {progress.get('outcome', 'Inconclusive')}: {progress.get('reason', '')}"
                 return Tick(progress=progress, done=True, ok=False, detail=clip(text, 300), wait=0.0)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.core.jobs.alerts import PAUSE_KIND
-from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
+from bot.core.jobs.alerts import NO_DATA_OPTIONS, PAUSE_KIND, waived
+from bot.core.jobs.base import Choice, Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
     MAX_SELECTOR,
     JobCluster,
@@ -201,11 +201,7 @@ class AppHealthJob:
                 key=f"{PAUSE_KIND}:app-health:{n}",
                 question=f"App health is Inconclusive: {reason}. No data never passes: wait and read again, "
                 "waive, or abort?",
-                options=(
-                    ChoiceOption(id="wait", label="Wait"),
-                    ChoiceOption(id="waive", label="Waive", needs_reason=True),
-                    ChoiceOption(id="abort", label="Abort"),
-                ),
+                options=NO_DATA_OPTIONS,
             ),
         )
 
@@ -214,9 +210,7 @@ class AppHealthJob:
     ) -> Tick:
         if decision is not None and decision.choice_key.startswith(f"{PAUSE_KIND}:app-health:"):
             if decision.option == "waive":
-                text = f"app-health: waived by <@{decision.by}>: {decision.reason}"
-                return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
-                            done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
+                return waived("app-health", progress, decision)
             if decision.option == "abort":
                 text = "app-health: aborted with no trustworthy reading of the apps"
                 return Tick(progress=progress, done=True, ok=False, detail=text, wait=0.0)

@@ -43,9 +43,9 @@ from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import Outcome, judge_alerts
 from bot.core.jobs import alerts as alerts_job
 from bot.core.jobs import trail as tr
-from bot.core.jobs.alerts import PAUSE_KIND, Evidence
+from bot.core.jobs.alerts import NO_DATA_OPTIONS, PAUSE_KIND, Evidence
 from bot.core.jobs.analysis import AnalysisJob
-from bot.core.jobs.base import Choice, ChoiceOption, Decision, Job, Post, Progress, Tick
+from bot.core.jobs.base import Choice, Decision, Job, Post, Progress, Tick
 from bot.core.jobs.common import iso
 from bot.core.kube.objects import parse_iso
 from bot.errors import EvidenceUnavailable, UserError, clip
@@ -512,11 +512,7 @@ class Backgrounded:
             choice=Choice(
                 key=f"{PAUSE_KIND}:background:{n}",
                 question=question,
-                options=(
-                    ChoiceOption(id="wait", label="Wait"),
-                    ChoiceOption(id="waive", label="Waive", needs_reason=True),
-                    ChoiceOption(id="abort", label="Abort"),
-                ),
+                options=NO_DATA_OPTIONS,
             ),
             wait=0.0,
         )
