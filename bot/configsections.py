@@ -204,10 +204,9 @@ def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | AksP
     if len(p) > 1:
         v.error(node, key, "name one provider: eks, aks or gke")
         return None
-    if "aks" in p:
-        return _aks(v, key, p["aks"])
-    if "gke" in p:
-        return _gke(v, key, p["gke"])
+    cloud = next(iter(p))  # the one cloud named
+    if cloud in _CLOUDS:
+        return _cloud(v, key, p[cloud], cloud)
     eks_node = p["eks"]
     e = v.mapping(eks_node, f"{key}.eks", keys_of("clusters.*.provider.eks"))
     name = v.string(e.get("name"), f"{key}.eks.name")
@@ -253,48 +252,33 @@ def _cloud_fields(
     return {f: text for f, text in values.items() if text is not None}
 
 
-def _aks(v: YamlValidator, key: str, node: yaml.Node) -> AksProvider | None:
-    got = _cloud_fields(
-        v,
-        key,
-        node,
-        "aks",
+#: The clouds read by `_cloud_fields`: the section's type, and each required field's pattern and
+#: what a value that does not match it is not.
+_CLOUDS: dict[str, tuple[type[AksProvider] | type[GkeProvider], dict[str, tuple[re.Pattern[str], str]]]] = {
+    "aks": (
+        AksProvider,
         {
             "subscription_id": (AKS_SUBSCRIPTION, "is not an Azure subscription id (a GUID)"),
             "resource_group": (AKS_GROUP, "is not an Azure resource group name"),
             "name": (AKS_NAME, "is not an AKS cluster name"),
         },
-    )
-    if got is None:
-        return None
-    return AksProvider(
-        subscription_id=got["subscription_id"],
-        resource_group=got["resource_group"],
-        name=got["name"],
-        endpoint_url=got.get("endpoint_url"),
-    )
-
-
-def _gke(v: YamlValidator, key: str, node: yaml.Node) -> GkeProvider | None:
-    got = _cloud_fields(
-        v,
-        key,
-        node,
-        "gke",
+    ),
+    "gke": (
+        GkeProvider,
         {
             "project": (GKE_PROJECT, "is not a Google Cloud project id"),
             "location": (GKE_LOCATION, "is not a GKE region or zone (europe-west1, europe-west1-b)"),
             "name": (GKE_NAME, "is not a GKE cluster name"),
         },
-    )
-    if got is None:
-        return None
-    return GkeProvider(
-        project=got["project"],
-        location=got["location"],
-        name=got["name"],
-        endpoint_url=got.get("endpoint_url"),
-    )
+    ),
+}
+
+
+def _cloud(v: YamlValidator, key: str, node: yaml.Node, cloud: str) -> AksProvider | GkeProvider | None:
+    """`provider.aks` / `provider.gke` (`_CLOUDS`), checked field by field."""
+    section, checks = _CLOUDS[cloud]
+    got = _cloud_fields(v, key, node, cloud, checks)
+    return None if got is None else section(**got)
 
 
 def _signal_source(v: YamlValidator, key: str, node: yaml.Node, base_dir: Path) -> SignalSource | None:

@@ -409,14 +409,25 @@ def helm_findings(release_secrets: Iterable[Mapping[str, Any]], target: str) -> 
 
 
 def _unreadable_helm(unreadable: list[str]) -> Finding:
+    return _unreadable(
+        "helm",
+        "Helm release record(s)",
+        unreadable,
+        why="A release whose stored manifest names a removed API cannot be upgraded by Helm.",
+        fix="Look at the release with `helm get manifest RELEASE -n NAMESPACE`.",
+    )
+
+
+def _unreadable(signal: str, what: str, unreadable: list[str], *, why: str, fix: str) -> Finding:
+    """API003: the `what` (Helm records, manifest files) that could not be read, so were not checked."""
     return Finding(
         id=API_UNREADABLE,
         severity=RECOMMENDED,
-        title=f"{len(unreadable)} Helm release record(s) could not be read, so were not checked",
+        title=f"{len(unreadable)} {what} could not be read, so were not checked",
         objects=tuple(unreadable),
-        why="A release whose stored manifest names a removed API cannot be upgraded by Helm.",
-        fix="Look at the release with `helm get manifest RELEASE -n NAMESPACE`.",
-        source=SIGNALS["helm"],
+        why=why,
+        fix=fix,
+        source=SIGNALS[signal],
     )
 
 
@@ -543,14 +554,12 @@ def manifest_findings(paths: Sequence[Path], target: str, *, stdin: str | None =
     findings = classify(uses, target)
     if unreadable:
         findings.append(
-            Finding(
-                id=API_UNREADABLE,
-                severity=RECOMMENDED,
-                title=f"{len(unreadable)} manifest file(s) could not be read, so were not checked",
-                objects=tuple(unreadable),
+            _unreadable(
+                "manifest",
+                "manifest file(s)",
+                unreadable,
                 why="A file that is not YAML (a Helm template, say) may still name a removed API.",
                 fix="Render templates first (helm template …) and check the output, or fix the file.",
-                source=SIGNALS["manifest"],
             )
         )
     return findings
