@@ -394,7 +394,16 @@ def helm_uses(secret: HelmSecret) -> list[Use]:
 
 def helm_findings(release_secrets: Iterable[Mapping[str, Any]], target: str) -> list[Finding]:
     """Findings from Helm v3 release Secrets (raw JSON); only each release's latest revision counts."""
-    secrets = [convert(s, HelmSecret) for s in release_secrets]
+    uses, unreadable = _latest_helm_uses(convert(s, HelmSecret) for s in release_secrets)
+    findings = classify(uses, target)
+    if unreadable:
+        findings.append(_unreadable_helm(unreadable))
+    return findings
+
+
+def _latest_helm_uses(secrets: Iterable[HelmSecret]) -> tuple[list[Use], list[str]]:
+    """The API uses of each release's latest revision, and why each release that could not be
+    read could not."""
     uses: list[Use] = []
     unreadable: list[str] = []
     for secret in latest_releases(secrets):
@@ -402,10 +411,7 @@ def helm_findings(release_secrets: Iterable[Mapping[str, Any]], target: str) -> 
             uses.extend(helm_uses(secret))
         except ValueError as exc:
             unreadable.append(str(exc))
-    findings = classify(uses, target)
-    if unreadable:
-        findings.append(_unreadable_helm(unreadable))
-    return findings
+    return uses, unreadable
 
 
 def _unreadable_helm(unreadable: list[str]) -> Finding:
@@ -648,12 +654,8 @@ def cluster_api_findings(
             )
             for item in page.items
         )
-        unreadable: list[str] = []
-        for secret in latest_releases(secrets):
-            try:
-                uses.extend(helm_uses(secret))
-            except ValueError as exc:
-                unreadable.append(str(exc))
+        helm, unreadable = _latest_helm_uses(secrets)
+        uses.extend(helm)
     except ClusterUnreachable:
         raise
     except ClusterError as exc:
