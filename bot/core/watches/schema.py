@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from bot.core.kube.wire import Pruned, Strategy, WEvent, WMeta, WNode, WPod
+from bot.core.kube.wire import Pruned, Strategy, WEvent, WMeta, WNode, WorkloadCounts, WPod
 
 # ----- workloads: UNSET-pruned raw JSON, for the rollout verdict ------------------------------
 
@@ -46,19 +46,8 @@ class WCondition(Pruned):
     reason: Any = UNSET
 
 
-class WWorkloadStatus(Pruned):
-    observed_generation: Any = UNSET
+class WWorkloadStatus(WorkloadCounts):
     conditions: list[WCondition] | UnsetType | None = UNSET
-    replicas: Any = UNSET
-    updated_replicas: Any = UNSET
-    ready_replicas: Any = UNSET
-    available_replicas: Any = UNSET
-    desired_number_scheduled: Any = UNSET
-    updated_number_scheduled: Any = UNSET
-    number_available: Any = UNSET
-    number_ready: Any = UNSET
-    update_revision: Any = UNSET
-    current_revision: Any = UNSET
 
 
 class _Workload(Pruned):
