@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -88,9 +88,9 @@ def images_section(v: YamlValidator, node: yaml.Node, base_dir: Path) -> ImageCh
     )
 
 
-def read_image_checks(path: Path) -> ImageChecks:
-    """The `checks.images` of a configuration file alone (a rehearsal runs IMG001 when the team's
-    configuration does); a ConfigError names the key and line."""
+def _config_top(path: Path) -> tuple[YamlValidator, dict[str, yaml.Node]]:
+    """A configuration file's validator and its top-level keys ({} when it is empty), to read one
+    of its sections alone; a ConfigError when there is no such file."""
     label = str(path)
     try:
         text = read_document(path, what="configuration file")
@@ -98,13 +98,22 @@ def read_image_checks(path: Path) -> ImageChecks:
         raise ConfigError(f"{path}: no such configuration file") from None
     node = compose_document(text, label)
     v = YamlValidator(label)
-    out = ImageChecks()
-    if node is not None and not is_null(node):
-        top = v.mapping(node, "", None)
-        if "checks" in top:
-            chk = v.mapping(top["checks"], "checks", keys_of("checks"))
-            if "images" in chk:
-                out = images_section(v, chk["images"], path.parent)
+    return v, (v.mapping(node, "", None) if node is not None and not is_null(node) else {})
+
+
+def _checks_entry(v: YamlValidator, top: dict[str, yaml.Node], name: str) -> yaml.Node | None:
+    """The node of `checks.<name>`, if the file has one."""
+    if "checks" not in top:
+        return None
+    return v.mapping(top["checks"], "checks", keys_of("checks")).get(name)
+
+
+def read_image_checks(path: Path) -> ImageChecks:
+    """The `checks.images` of a configuration file alone (a rehearsal runs IMG001 when the team's
+    configuration does); a ConfigError names the key and line."""
+    v, top = _config_top(path)
+    images = _checks_entry(v, top, "images")
+    out = ImageChecks() if images is None else images_section(v, images, path.parent)
     v.raise_if_errors()
     return out
 
@@ -112,27 +121,16 @@ def read_image_checks(path: Path) -> ImageChecks:
 def read_check_ignores(path: Path) -> tuple[Cover, ...]:
     """The `checks.ignore` list of a configuration file alone (a rehearsal takes the team's
     reviewed exceptions, not its clusters or secrets); a ConfigError names the key and line."""
-    label = str(path)
-    try:
-        text = read_document(path, what="configuration file")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such configuration file") from None
-    node = compose_document(text, label)
-    v = YamlValidator(label)
-    out: list[Cover] = []
-    if node is not None and not is_null(node):
-        top = v.mapping(node, "", None)
-        # The team's rules files too: an ignore entry may name one of their rules' ids.
-        rules_files: list[Path] = []
-        if "rules_files" in top:
-            for i, item in enumerate(list_items(v, top["rules_files"], "rules_files")):
-                found = v.path(item, f"rules_files[{i}]", path.parent)
-                if found is not None and found.is_file():
-                    rules_files.append(found)
-        if "checks" in top:
-            chk = v.mapping(top["checks"], "checks", keys_of("checks"))
-            if "ignore" in chk:
-                out = ignores_section(v, chk["ignore"], rules_files)
+    v, top = _config_top(path)
+    # The team's rules files too: an ignore entry may name one of their rules' ids.
+    rules_files: list[Path] = []
+    if "rules_files" in top:
+        for i, item in enumerate(list_items(v, top["rules_files"], "rules_files")):
+            found = v.path(item, f"rules_files[{i}]", path.parent)
+            if found is not None and found.is_file():
+                rules_files.append(found)
+    ignore = _checks_entry(v, top, "ignore")
+    out = [] if ignore is None else ignores_section(v, ignore, rules_files)
     v.raise_if_errors()
     return tuple(out)
 
@@ -204,10 +202,9 @@ def _provider(v: YamlValidator, key: str, node: yaml.Node) -> EksProvider | AksP
     if len(p) > 1:
         v.error(node, key, "name one provider: eks, aks or gke")
         return None
-    if "aks" in p:
-        return _aks(v, key, p["aks"])
-    if "gke" in p:
-        return _gke(v, key, p["gke"])
+    cloud = next(iter(p))  # the one cloud named
+    if cloud in _CLOUDS:
+        return _cloud(v, key, p[cloud], cloud)
     eks_node = p["eks"]
     e = v.mapping(eks_node, f"{key}.eks", keys_of("clusters.*.provider.eks"))
     name = v.string(e.get("name"), f"{key}.eks.name")
@@ -253,48 +250,33 @@ def _cloud_fields(
     return {f: text for f, text in values.items() if text is not None}
 
 
-def _aks(v: YamlValidator, key: str, node: yaml.Node) -> AksProvider | None:
-    got = _cloud_fields(
-        v,
-        key,
-        node,
-        "aks",
+#: The clouds read by `_cloud_fields`: the section's type, and each required field's pattern and
+#: what a value that does not match it is not.
+_CLOUDS: dict[str, tuple[type[AksProvider] | type[GkeProvider], dict[str, tuple[re.Pattern[str], str]]]] = {
+    "aks": (
+        AksProvider,
         {
             "subscription_id": (AKS_SUBSCRIPTION, "is not an Azure subscription id (a GUID)"),
             "resource_group": (AKS_GROUP, "is not an Azure resource group name"),
             "name": (AKS_NAME, "is not an AKS cluster name"),
         },
-    )
-    if got is None:
-        return None
-    return AksProvider(
-        subscription_id=got["subscription_id"],
-        resource_group=got["resource_group"],
-        name=got["name"],
-        endpoint_url=got.get("endpoint_url"),
-    )
-
-
-def _gke(v: YamlValidator, key: str, node: yaml.Node) -> GkeProvider | None:
-    got = _cloud_fields(
-        v,
-        key,
-        node,
-        "gke",
+    ),
+    "gke": (
+        GkeProvider,
         {
             "project": (GKE_PROJECT, "is not a Google Cloud project id"),
             "location": (GKE_LOCATION, "is not a GKE region or zone (europe-west1, europe-west1-b)"),
             "name": (GKE_NAME, "is not a GKE cluster name"),
         },
-    )
-    if got is None:
-        return None
-    return GkeProvider(
-        project=got["project"],
-        location=got["location"],
-        name=got["name"],
-        endpoint_url=got.get("endpoint_url"),
-    )
+    ),
+}
+
+
+def _cloud(v: YamlValidator, key: str, node: yaml.Node, cloud: str) -> AksProvider | GkeProvider | None:
+    """`provider.aks` / `provider.gke` (`_CLOUDS`), checked field by field."""
+    section, checks = _CLOUDS[cloud]
+    got = _cloud_fields(v, key, node, cloud, checks)
+    return None if got is None else section(**got)
 
 
 def _signal_source(v: YamlValidator, key: str, node: yaml.Node, base_dir: Path) -> SignalSource | None:
@@ -664,17 +646,25 @@ def _zone_of(v: YamlValidator, node: yaml.Node | None, key: str, default: str) -
     return zone
 
 
+def _entries(
+    v: YamlValidator, node: yaml.Node, section: str, required: Sequence[str]
+) -> Iterator[tuple[str, yaml.Node, dict[str, yaml.Node]]]:
+    """Each entry of the list `section` (`windows`, `freezes`) as its key, its node and its mapping,
+    when it has every `required` key (each one missing is said, and the entry skipped)."""
+    for i, item in enumerate(list_items(v, node, section)):
+        key = f"{section}[{i}]"
+        entry = v.mapping(item, key, keys_of(f"{section}[]"))
+        missing = [k for k in required if k not in entry]
+        for k in missing:
+            v.error(item, f"{key}.{k}", "missing key")
+        if not missing:
+            yield key, item, entry
+
+
 def windows_section(v: YamlValidator, node: yaml.Node, default_zone: str) -> list[_windows.Window]:
     """`windows: [{days: mon-fri, start: "14:00", end: "17:00", zone: Asia/Tokyo}]`."""
     out: list[_windows.Window] = []
-    for i, item in enumerate(list_items(v, node, "windows")):
-        key = f"windows[{i}]"
-        w = v.mapping(item, key, keys_of("windows[]"))
-        missing = [k for k in ("days", "start", "end") if k not in w]
-        for k in missing:
-            v.error(item, f"{key}.{k}", "missing key")
-        if missing:
-            continue
+    for key, item, w in _entries(v, node, "windows", ("days", "start", "end")):
         days = _weekdays(v, w["days"], f"{key}.days")
         start = parse_node(v, w["start"], f"{key}.start", _windows.parse_time)
         end = parse_node(v, w["end"], f"{key}.end", _windows.parse_time)
@@ -691,14 +681,7 @@ def windows_section(v: YamlValidator, node: yaml.Node, default_zone: str) -> lis
 def freezes_section(v: YamlValidator, node: yaml.Node, default_zone: str) -> list[_windows.Freeze]:
     """`freezes: [{from: 2026-12-25, to: 2027-01-04, reason: year-end freeze}]` (whole days)."""
     out: list[_windows.Freeze] = []
-    for i, item in enumerate(list_items(v, node, "freezes")):
-        key = f"freezes[{i}]"
-        f = v.mapping(item, key, keys_of("freezes[]"))
-        missing = [k for k in ("from", "to", "reason") if k not in f]
-        for k in missing:
-            v.error(item, f"{key}.{k}", "missing key")
-        if missing:
-            continue
+    for key, _, f in _entries(v, node, "freezes", ("from", "to", "reason")):
         first = parse_node(v, f["from"], f"{key}.from", _iso_date)
         last = parse_node(v, f["to"], f"{key}.to", _iso_date)
         reason = v.string(f["reason"], f"{key}.reason")

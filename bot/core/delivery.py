@@ -106,8 +106,25 @@ class Posted(Protocol):
     def ts(self) -> str: ...
 
 
-class Poster(Protocol):
-    """The Slack calls posting needs; `bot.adapters.slack.SlackGateway` is one."""
+class FileUploader(Protocol):
+    """Uploads a file into a channel or a thread (bot.adapters.slack.SlackGateway.upload_file)."""
+
+    def upload_file(
+        self,
+        channel: str,
+        filename: str,
+        content: bytes,
+        *,
+        title: str = "",
+        thread_ts: str | None = None,
+        comment: str | None = None,
+    ) -> str:
+        """Upload a file into the channel (or thread); its file id."""
+        ...
+
+
+class Poster(FileUploader, Protocol):
+    """The Slack calls posting needs (and `upload_file`); `bot.adapters.slack.SlackGateway` is one."""
 
     def post_message(
         self,
@@ -126,19 +143,6 @@ class Poster(Protocol):
 
     def find_posted(self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime) -> Posted | None:
         """The message posted with `dedup_key` in the channel (or thread) since `oldest`, if any."""
-        ...
-
-    def upload_file(
-        self,
-        channel: str,
-        filename: str,
-        content: bytes,
-        *,
-        title: str = "",
-        thread_ts: str | None = None,
-        comment: str | None = None,
-    ) -> str:
-        """Upload a file into the channel (or thread); its file id."""
         ...
 
 

@@ -31,7 +31,7 @@ from bot.core.announcements.service import AnnouncementService
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.coalesce import CoalescingPoster
 from bot.core.command import Registry
-from bot.core.delivery import Deliveries, Poster, new_owner
+from bot.core.delivery import Deliveries, FileUploader, Poster, new_owner
 from bot.core.duties import Duties
 from bot.core.evidence.view import StoredEvidence
 from bot.core.fleets.card import FleetCards
@@ -47,7 +47,7 @@ from bot.core.providers import ProviderAccess
 from bot.core.rendering import Renderer
 from bot.core.rules import Rule, load_rules
 from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns, action_context
-from bot.core.runs.cards import FileUploader, RunCards
+from bot.core.runs.cards import RunCards
 from bot.core.runs.dryrun import GateDryRuns
 from bot.core.runs.prs import PullRequests
 from bot.core.runs.service import RunService

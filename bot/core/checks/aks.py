@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bot.core.checks.clouds import Extra, cloud_extra, pools_not_ready
+from bot.core.checks.clouds import Extra, cloud_extra, control_plane_not_ready, pools_not_ready
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
 from bot.core.providers import Provider, ProviderConfig
 
@@ -45,27 +45,18 @@ def check_control_plane(cluster: Obj, offered: Sequence[str], target: str) -> li
     props = cluster.get("properties") or {}
     state = str(props.get("provisioningState", "?"))
     current = str(props.get("currentKubernetesVersion") or props.get("kubernetesVersion") or "")
-    reasons = []
-    if state != "Succeeded":
-        reasons.append(f"its provisioningState is {state}")
-    if current != target and not any(_same(v, target) for v in offered):
-        reasons.append(
-            f"its upgrade profile offers {', '.join(offered) or 'nothing'} from {current}, not {target}"
-        )
-    if not reasons:
-        return []
-    return [
-        Finding(
-            id="AKS001",
-            severity=REQUIRED,
-            title=f"AKS cluster {cluster.get('name', '?')} is not ready for {target}",
-            objects=(f"managedClusters/{cluster.get('name', '?')}",),
-            why="; ".join(reasons),
-            fix="wait for the running operation to end (az aks show), or target a version the upgrade profile offers "
-            "(az aks get-upgrades)",
-            source=SOURCE,
-        )
-    ]
+    return control_plane_not_ready(
+        id="AKS001",
+        cluster=f"AKS cluster {cluster.get('name', '?')}",
+        obj=f"managedClusters/{cluster.get('name', '?')}",
+        not_ready=f"its provisioningState is {state}" if state != "Succeeded" else "",
+        offered=f"its upgrade profile offers {', '.join(offered) or 'nothing'} from {current}",
+        target_offered=current == target or any(_same(v, target) for v in offered),
+        target=target,
+        fix="wait for the running operation to end (az aks show), or target a version the upgrade profile offers "
+        "(az aks get-upgrades)",
+        source=SOURCE,
+    )
 
 
 def check_pools(pools: Sequence[Obj], target: str) -> list[Finding]:

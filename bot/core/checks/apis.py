@@ -394,7 +394,16 @@ def helm_uses(secret: HelmSecret) -> list[Use]:
 
 def helm_findings(release_secrets: Iterable[Mapping[str, Any]], target: str) -> list[Finding]:
     """Findings from Helm v3 release Secrets (raw JSON); only each release's latest revision counts."""
-    secrets = [convert(s, HelmSecret) for s in release_secrets]
+    uses, unreadable = _latest_helm_uses(convert(s, HelmSecret) for s in release_secrets)
+    findings = classify(uses, target)
+    if unreadable:
+        findings.append(_unreadable_helm(unreadable))
+    return findings
+
+
+def _latest_helm_uses(secrets: Iterable[HelmSecret]) -> tuple[list[Use], list[str]]:
+    """The API uses of each release's latest revision, and why each release that could not be
+    read could not."""
     uses: list[Use] = []
     unreadable: list[str] = []
     for secret in latest_releases(secrets):
@@ -402,21 +411,29 @@ def helm_findings(release_secrets: Iterable[Mapping[str, Any]], target: str) -> 
             uses.extend(helm_uses(secret))
         except ValueError as exc:
             unreadable.append(str(exc))
-    findings = classify(uses, target)
-    if unreadable:
-        findings.append(_unreadable_helm(unreadable))
-    return findings
+    return uses, unreadable
 
 
 def _unreadable_helm(unreadable: list[str]) -> Finding:
+    return _unreadable(
+        "helm",
+        "Helm release record(s)",
+        unreadable,
+        why="A release whose stored manifest names a removed API cannot be upgraded by Helm.",
+        fix="Look at the release with `helm get manifest RELEASE -n NAMESPACE`.",
+    )
+
+
+def _unreadable(signal: str, what: str, unreadable: list[str], *, why: str, fix: str) -> Finding:
+    """API003: the `what` (Helm records, manifest files) that could not be read, so were not checked."""
     return Finding(
         id=API_UNREADABLE,
         severity=RECOMMENDED,
-        title=f"{len(unreadable)} Helm release record(s) could not be read, so were not checked",
+        title=f"{len(unreadable)} {what} could not be read, so were not checked",
         objects=tuple(unreadable),
-        why="A release whose stored manifest names a removed API cannot be upgraded by Helm.",
-        fix="Look at the release with `helm get manifest RELEASE -n NAMESPACE`.",
-        source=SIGNALS["helm"],
+        why=why,
+        fix=fix,
+        source=SIGNALS[signal],
     )
 
 
@@ -543,14 +560,12 @@ def manifest_findings(paths: Sequence[Path], target: str, *, stdin: str | None =
     findings = classify(uses, target)
     if unreadable:
         findings.append(
-            Finding(
-                id=API_UNREADABLE,
-                severity=RECOMMENDED,
-                title=f"{len(unreadable)} manifest file(s) could not be read, so were not checked",
-                objects=tuple(unreadable),
+            _unreadable(
+                "manifest",
+                "manifest file(s)",
+                unreadable,
                 why="A file that is not YAML (a Helm template, say) may still name a removed API.",
                 fix="Render templates first (helm template …) and check the output, or fix the file.",
-                source=SIGNALS["manifest"],
             )
         )
     return findings
@@ -639,12 +654,8 @@ def cluster_api_findings(
             )
             for item in page.items
         )
-        unreadable: list[str] = []
-        for secret in latest_releases(secrets):
-            try:
-                uses.extend(helm_uses(secret))
-            except ValueError as exc:
-                unreadable.append(str(exc))
+        helm, unreadable = _latest_helm_uses(secrets)
+        uses.extend(helm)
     except ClusterUnreachable:
         raise
     except ClusterError as exc:

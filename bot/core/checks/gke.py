@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.core.checks.clouds import Extra, cloud_extra, pools_not_ready
+from bot.core.checks.clouds import Extra, cloud_extra, control_plane_not_ready, pools_not_ready
 from bot.core.checks.findings import REQUIRED, Finding, FindingKind, declare
 from bot.core.checks.preflight import minor_of
 from bot.core.providers import MaintenanceExclusion, Provider, ProviderConfig
@@ -50,27 +50,18 @@ FINDINGS = declare(
 def check_cluster(cluster: Obj, offered: Sequence[str], target: str) -> list[Finding]:
     status = str(cluster.get("status", "?"))
     current = str(cluster.get("currentMasterVersion", ""))
-    reasons = []
-    if status != "RUNNING":
-        reasons.append(f"its status is {status}")
-    if current != target and not any(_same(v, target) for v in offered):
-        reasons.append(
-            f"get_server_config offers {', '.join(offered) or 'nothing newer'} from {current}, not {target}"
-        )
-    if not reasons:
-        return []
-    return [
-        Finding(
-            id="GKE001",
-            severity=REQUIRED,
-            title=f"GKE cluster {cluster.get('name', '?')} is not ready for {target}",
-            objects=(f"clusters/{cluster.get('name', '?')}",),
-            why="; ".join(reasons),
-            fix="wait for the running operation to end (gcloud container operations list), or target a version "
-            "the server config offers (gcloud container get-server-config)",
-            source=SOURCE,
-        )
-    ]
+    return control_plane_not_ready(
+        id="GKE001",
+        cluster=f"GKE cluster {cluster.get('name', '?')}",
+        obj=f"clusters/{cluster.get('name', '?')}",
+        not_ready=f"its status is {status}" if status != "RUNNING" else "",
+        offered=f"get_server_config offers {', '.join(offered) or 'nothing newer'} from {current}",
+        target_offered=current == target or any(_same(v, target) for v in offered),
+        target=target,
+        fix="wait for the running operation to end (gcloud container operations list), or target a version "
+        "the server config offers (gcloud container get-server-config)",
+        source=SOURCE,
+    )
 
 
 def check_exclusions(

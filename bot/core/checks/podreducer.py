@@ -849,15 +849,7 @@ def _with_logs(
                     f"/api/v1/namespaces/{state.namespace}/pods/{state.name}/log",
                     {"container": c.name, "tailLines": lines, "limitBytes": 256 * 1024},
                 )
-                c = ContainerView(
-                    name=c.name,
-                    image=c.image,
-                    ready=c.ready,
-                    waiting=c.waiting,
-                    terminated=c.terminated,
-                    log_tail=raw.decode("utf-8", "replace"),
-                    kind=c.kind,
-                )
+                c = replace(c, log_tail=raw.decode("utf-8", "replace"))
             except ClusterError as exc:
                 if exc.status == 403:
                     # pods/log is an opt-in role (deploy/rbac.yaml): no further reads, and the

@@ -49,6 +49,36 @@ DEFAULT_TIMEOUT = timedelta(minutes=30)
 POLL = 15.0
 #: The pause kind the paused card shows (pluggable reasons: see docs/evidence-gate.md).
 PAUSE_KIND = "evidence_inconclusive"
+#: The answers to evidence that has no trustworthy answer (no data never passes).
+NO_DATA_OPTIONS = (
+    ChoiceOption(id="wait", label="Wait"),
+    ChoiceOption(id="waive", label="Waive", needs_reason=True),
+    ChoiceOption(id="abort", label="Abort"),
+)
+
+
+def no_data_choice(name: str, n: int, question: str) -> Choice:
+    """The `n`th question of the evidence step `name` that had no trustworthy answer."""
+    return Choice(key=f"{PAUSE_KIND}:{name}:{n}", question=question, options=NO_DATA_OPTIONS)
+
+
+def answered(name: str, progress: Progress, decision: Decision | None, *, aborted: str) -> Tick | None:
+    """The tick that ends the evidence step `name` on people's Waive or Abort of its no-data
+    question (`aborted` says why, on Abort); None for Wait, or for no answer to that question."""
+    if decision is None or not decision.choice_key.startswith(f"{PAUSE_KIND}:{name}:"):
+        return None
+    if decision.option == "waive":
+        return waived(name, progress, decision)
+    if decision.option == "abort":
+        return Tick(progress=progress, done=True, ok=False, detail=clip(f"{name}: {aborted}", 300), wait=0.0)
+    return None
+
+
+def waived(name: str, progress: Progress, decision: Decision) -> Tick:
+    """The tick that ends an evidence step people waived (with their reason), posted and audited."""
+    text = f"{name}: waived by <@{decision.by}>: {decision.reason}"
+    return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
+                done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
 
 
 class Evidence:
@@ -158,28 +188,17 @@ class AlertsJob:
         return Tick(
             progress=new,
             card=(now_line(EvidenceView(alerts=alerts_view(new)), now, markup=False),),
-            choice=Choice(
-                key=f"{PAUSE_KIND}:alerts:{n}",
-                question=question,
-                options=(
-                    ChoiceOption(id="wait", label="Wait"),
-                    ChoiceOption(id="waive", label="Waive", needs_reason=True),
-                    ChoiceOption(id="abort", label="Abort"),
-                ),
-            ),
+            choice=no_data_choice("alerts", n, question),
         )
 
     def tick(
         self, cluster: Any, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
-        if decision is not None and decision.choice_key.startswith(f"{PAUSE_KIND}:alerts:"):
-            if decision.option == "waive":
-                text = f"alerts: waived by <@{decision.by}>: {decision.reason}"
-                return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
-                            done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
-            if decision.option == "abort":
-                text = "alerts: aborted with no trustworthy answer from Alertmanager"
-                return Tick(progress=progress, done=True, ok=False, detail=text, wait=0.0)
+        ended = answered(
+            "alerts", progress, decision, aborted="aborted with no trustworthy answer from Alertmanager"
+        )
+        if ended is not None:
+            return ended
         if progress.get("no_source"):
             return person_check("alerts", progress, decision)
         source, matchers = self._source(cluster)

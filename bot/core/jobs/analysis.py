@@ -44,8 +44,8 @@ from bot.core.evidence.judge import (
     value_of,
 )
 from bot.core.evidence.ports import MetricSource
-from bot.core.jobs.alerts import PAUSE_KIND, Evidence
-from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
+from bot.core.jobs.alerts import PAUSE_KIND, Evidence, answered, no_data_choice
+from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, int_arg, iso
 from bot.core.jobs.nosource import NoSource, person_check, unmeasured
 from bot.core.kube.objects import parse_iso
@@ -216,15 +216,7 @@ class AnalysisJob:
         return Tick(
             progress=new,
             card=(f"Waiting on evidence: analysis {what} — {clip(reason, 100)}", *card[1:]),
-            choice=Choice(
-                key=f"{PAUSE_KIND}:analysis:{n}",
-                question=question,
-                options=(
-                    ChoiceOption(id="wait", label="Wait"),
-                    ChoiceOption(id="waive", label="Waive", needs_reason=True),
-                    ChoiceOption(id="abort", label="Abort"),
-                ),
-            ),
+            choice=no_data_choice("analysis", n, question),
             wait=0.0,
         )
 
@@ -262,14 +254,11 @@ class AnalysisJob:
     ) -> Tick:
         if progress.get("no_source"):
             return person_check("analysis", progress, decision)
+        aborted = f"aborted while {progress.get('outcome', 'Inconclusive')}: {progress.get('reason', '')}"
+        ended = answered("analysis", progress, decision, aborted=aborted)
+        if ended is not None:
+            return ended
         if decision is not None and decision.choice_key.startswith(f"{PAUSE_KIND}:analysis:"):
-            if decision.option == "waive":
-                text = f"analysis: waived by <@{decision.by}>: {decision.reason}"
-                return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
-                            done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
-            if decision.option == "abort":
-                text = f"analysis: aborted while {progress.get('outcome', 'Inconclusive')}: {progress.get('reason', '')}"
-                return Tick(progress=progress, done=True, ok=False, detail=clip(text, 300), wait=0.0)
             # Wait: a fresh round of measurements, from now; the old ones stay in the series.
             progress = {**progress, "round": int(progress.get("round", 0)) + 1, "next_at": iso(now),
                         "outcome": str(Outcome.RUNNING), "reason": ""}  # fmt: skip

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.core.jobs.alerts import PAUSE_KIND
-from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
+from bot.core.jobs.alerts import answered, no_data_choice
+from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
     MAX_SELECTOR,
     JobCluster,
@@ -197,29 +197,21 @@ class AppHealthJob:
         return Tick(
             progress={**progress, "inconclusive": n},
             card=(f"Waiting on evidence: app health — {reason}",),
-            choice=Choice(
-                key=f"{PAUSE_KIND}:app-health:{n}",
-                question=f"App health is Inconclusive: {reason}. No data never passes: wait and read again, "
-                "waive, or abort?",
-                options=(
-                    ChoiceOption(id="wait", label="Wait"),
-                    ChoiceOption(id="waive", label="Waive", needs_reason=True),
-                    ChoiceOption(id="abort", label="Abort"),
-                ),
+            choice=no_data_choice(
+                "app-health",
+                n,
+                f"App health is Inconclusive: {reason}. No data never passes: wait and read again, waive, or abort?",
             ),
         )
 
     def tick(
         self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
-        if decision is not None and decision.choice_key.startswith(f"{PAUSE_KIND}:app-health:"):
-            if decision.option == "waive":
-                text = f"app-health: waived by <@{decision.by}>: {decision.reason}"
-                return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
-                            done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
-            if decision.option == "abort":
-                text = "app-health: aborted with no trustworthy reading of the apps"
-                return Tick(progress=progress, done=True, ok=False, detail=text, wait=0.0)
+        ended = answered(
+            "app-health", progress, decision, aborted="aborted with no trustworthy reading of the apps"
+        )
+        if ended is not None:
+            return ended
         try:
             apps = read_apps(
                 cluster, list(progress.get("namespaces") or []), str(progress.get("selector") or "")

@@ -43,9 +43,9 @@ from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import Outcome, judge_alerts
 from bot.core.jobs import alerts as alerts_job
 from bot.core.jobs import trail as tr
-from bot.core.jobs.alerts import PAUSE_KIND, Evidence
+from bot.core.jobs.alerts import PAUSE_KIND, Evidence, no_data_choice
 from bot.core.jobs.analysis import AnalysisJob
-from bot.core.jobs.base import Choice, ChoiceOption, Decision, Job, Post, Progress, Tick
+from bot.core.jobs.base import Decision, Job, Post, Progress, Tick
 from bot.core.jobs.common import iso
 from bot.core.kube.objects import parse_iso
 from bot.errors import EvidenceUnavailable, UserError, clip
@@ -509,15 +509,7 @@ class Backgrounded:
                 f"Waiting on evidence: background {failure['name']} {what} — {clip(failure['reason'], 100)}",
                 *lines[:3],
             ),
-            choice=Choice(
-                key=f"{PAUSE_KIND}:background:{n}",
-                question=question,
-                options=(
-                    ChoiceOption(id="wait", label="Wait"),
-                    ChoiceOption(id="waive", label="Waive", needs_reason=True),
-                    ChoiceOption(id="abort", label="Abort"),
-                ),
-            ),
+            choice=no_data_choice("background", n, question),
             wait=0.0,
         )
 

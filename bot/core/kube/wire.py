@@ -95,6 +95,23 @@ class Strategy(Pruned):
     rolling_update: RollingUpdate | UnsetType | None = UNSET
 
 
+class WorkloadCounts(Pruned):
+    """A workload's status as the rollout verdict reads it (`bot/core/rollout.py`): its counts and
+    revisions. A schema adds the `conditions` it reads."""
+
+    observed_generation: Any = UNSET
+    replicas: Any = UNSET
+    updated_replicas: Any = UNSET
+    ready_replicas: Any = UNSET
+    available_replicas: Any = UNSET
+    desired_number_scheduled: Any = UNSET
+    updated_number_scheduled: Any = UNSET
+    number_available: Any = UNSET
+    number_ready: Any = UNSET
+    update_revision: Any = UNSET
+    current_revision: Any = UNSET
+
+
 # ----- metadata ----------------------------------------------------------------------------------
 
 

@@ -16,10 +16,10 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from bot.core.delivery import Deliveries, thread_root, undelivered_line
+from bot.core.delivery import Deliveries, FileUploader, thread_root, undelivered_line
 from bot.core.durations import format_duration
 from bot.core.evidence.view import EvidenceSource, evidence_blocks, now_line
 from bot.core.live import LiveSection, LiveSource
@@ -198,21 +198,6 @@ def file_body(attachment: FileAttachment) -> str:
             }
         }
     )
-
-
-class FileUploader(Protocol):
-    """Uploads a file into a channel or a thread (bot.adapters.slack.SlackGateway.upload_file)."""
-
-    def upload_file(
-        self,
-        channel: str,
-        filename: str,
-        content: bytes,
-        *,
-        title: str = "",
-        thread_ts: str | None = None,
-        comment: str | None = None,
-    ) -> str: ...
 
 
 #: The message key of a run's report in its thread: claimed once, so it is uploaded once.

@@ -20,6 +20,7 @@ step: a button from an earlier state is refused with an explanation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -175,6 +176,16 @@ class Outcome:
 # Helpers
 
 
+def refused(run: Run, step_id: str, actor: str, message: str) -> Outcome:
+    """A refusal: the run unchanged, the reason said to the person, and a `refused` event on record."""
+    return Outcome(
+        run=run,
+        accepted=False,
+        message=message,
+        events=(Event(kind="refused", step_id=step_id, actor=actor, detail=message),),
+    )
+
+
 def _set_step(run: Run, sr: StepRun, new: StepState, now: datetime, **changes: object) -> Run:
     if new not in STEP_TRANSITIONS[sr.state]:
         raise TransitionRefused(f"step `{sr.step_id}` cannot go from {sr.state} to {new}")
@@ -245,13 +256,7 @@ def click(
     `unmet`: what the step's `done` still requires of its evidence (its PR not merged, its checks
     not green: `bot.core.runs.prs.unmet`), read by the caller; a "done" approval is refused with it."""
 
-    def refuse(message: str) -> Outcome:
-        return Outcome(
-            run=run,
-            accepted=False,
-            message=message,
-            events=(Event(kind="refused", step_id=step_id, actor=user_id, detail=message),),
-        )
+    refuse = functools.partial(refused, run, step_id, user_id)
 
     if run.state is not RunState.ACTIVE:
         return refuse(f"run {run.id} is {run.state}; nothing can be approved until it is resumed")
@@ -441,19 +446,13 @@ def evidence_waive_vote(
     """The Waive… button of a run paused on Inconclusive evidence: a vote, with a reason; the
     second person, in another of `EVIDENCE_WAIVERS`' roles, makes it count (`satisfied`: the run
     resumes and the step's job is told to pass on the people's word). Refusals change nothing."""
-    refused = paused_refusal(
+    refusal = paused_refusal(
         run, step_id=step_id, epoch=epoch, user_id=user_id, directory=directory, gate_roles=False
     )
-    if refused is not None:
-        return refused
+    if refusal is not None:
+        return refusal
 
-    def refuse(message: str) -> Outcome:
-        return Outcome(
-            run=run,
-            accepted=False,
-            message=message,
-            events=(Event(kind="refused", step_id=step_id, actor=user_id, detail=message),),
-        )
+    refuse = functools.partial(refused, run, step_id, user_id)
 
     if not run.reason.startswith(EVIDENCE_PAUSE):
         return refuse(f"run {run.id} did not pause on Inconclusive evidence")
@@ -599,13 +598,7 @@ def skip_vote(
     Once the gate is satisfied the run resumes past the step, with every voter's reason on record.
     Refusals change nothing."""
 
-    def refuse(message: str) -> Outcome:
-        return Outcome(
-            run=run,
-            accepted=False,
-            message=message,
-            events=(Event(kind="refused", step_id=step_id, actor=user_id, detail=message),),
-        )
+    refuse = functools.partial(refused, run, step_id, user_id)
 
     if run.state is not RunState.PAUSED:
         return refuse(f"run {run.id} is {run.state}; Skip… is for a paused run")
@@ -662,9 +655,9 @@ def resume_click(
     """The Resume button of a paused run: someone holding a role of the stopped step's gate
     resumes it (the gate opens again, so nothing runs before that gate is approved as usual).
     Refusals change nothing."""
-    refused = paused_refusal(run, step_id=step_id, epoch=epoch, user_id=user_id, directory=directory)
-    if refused is not None:
-        return refused
+    refusal = paused_refusal(run, step_id=step_id, epoch=epoch, user_id=user_id, directory=directory)
+    if refusal is not None:
+        return refusal
     return resume(run, by=user_id, now=now, reason=reason or f"from the card, at `{step_id}`")
 
 
@@ -675,13 +668,7 @@ def paused_refusal(
     be paused at that step as it was when the card was drawn, and (`gate_roles`) the person hold a
     role of its gate (Waive… has its own roles: `/upgrade waive`'s)."""
 
-    def refuse(message: str) -> Outcome:
-        return Outcome(
-            run=run,
-            accepted=False,
-            message=message,
-            events=(Event(kind="refused", step_id=step_id, actor=user_id, detail=message),),
-        )
+    refuse = functools.partial(refused, run, step_id, user_id)
 
     if run.state is not RunState.PAUSED:
         return refuse(f"run {run.id} is {run.state}; this button is for a paused run")
@@ -749,13 +736,7 @@ def build_reported(
         goes through the step's gate again. Refusals (an ended run, an unknown step, a build of another
     job than the step's `pipeline:`) change nothing."""
 
-    def refuse(message: str) -> Outcome:
-        return Outcome(
-            run=run,
-            accepted=False,
-            message=message,
-            events=(Event(kind="refused", step_id=step_id, actor=f"pipeline:{source}", detail=message),),
-        )
+    refuse = functools.partial(refused, run, step_id, f"pipeline:{source}")
 
     if run.state in (RunState.ABORTED, RunState.COMPLETED):
         return refuse(f"run {run.id} is {run.state}; it takes no more builds")

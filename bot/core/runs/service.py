@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, ActionRegistry
@@ -72,6 +72,15 @@ class Actor:
     source: str = "slack"
     channel_id: str = ""
     correlation_id: str = ""
+
+
+class _Button(TypedDict):
+    """What the machine's button decisions (`click`, `skip_vote`, `resume_click`…) take of a click."""
+
+    step_id: str
+    epoch: int
+    user_id: str
+    directory: Directory
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,11 +378,8 @@ class RunService:
             ref.run_id,
             lambda run: R.click(
                 run,
-                step_id=ref.step_id,
-                epoch=ref.epoch,
-                user_id=actor.user_id,
                 decision=ref.decision,
-                directory=self.directory,
+                **self._button(ref, actor),
                 now=self.clock(),
                 confirmation=confirmation,
                 reason=reason,
@@ -384,6 +390,17 @@ class RunService:
         if out.run_actions:
             out = self.perform(out.run, out.run_actions, actor)
         return out
+
+    def _button(self, ref: R.ButtonRef, actor: Actor) -> _Button:
+        """The arguments every decision on a card's button takes: where it was, who clicked it."""
+        return _Button(step_id=ref.step_id, epoch=ref.epoch, user_id=actor.user_id, directory=self.directory)
+
+    def _dry(self, run: R.Run, out: R.Outcome, actor: Actor) -> R.Outcome:
+        """`out`, decided on the latest state, committed nowhere: a refusal is audited, as a refused
+        click is; an accepted one gives back the run as it is."""
+        if not out.accepted and out.events:
+            self._audit_only(run, out.events, actor)
+        return dataclasses.replace(out, run=run) if out.accepted else out
 
     def _unmet(self, ref: R.ButtonRef) -> str:
         """What the clicked step's `done` still requires of its PR (issue 43), read before the
@@ -408,19 +425,14 @@ class RunService:
         run = self.load(ref.run_id)
         out = R.click(
             run,
-            step_id=ref.step_id,
-            epoch=ref.epoch,
-            user_id=actor.user_id,
             decision=ref.decision,
-            directory=self.directory,
+            **self._button(ref, actor),
             now=self.clock(),
             # Only the rules matter here: a reason is asked next; a destructive step's typed
             # confirmation is not (a rejection needs none).
             reason="(asked next)",
         )
-        if not out.accepted and out.events:
-            self._audit_only(run, out.events, actor)
-        return dataclasses.replace(out, run=run) if out.accepted else out
+        return self._dry(run, out, actor)
 
     @run_scoped
     def paused_click(self, ref: R.ButtonRef, actor: Actor, *, reason: str = "") -> R.Outcome:
@@ -432,10 +444,7 @@ class RunService:
             def change(run: R.Run) -> R.Outcome:
                 return R.resume_click(
                     run,
-                    step_id=ref.step_id,
-                    epoch=ref.epoch,
-                    user_id=actor.user_id,
-                    directory=self.directory,
+                    **self._button(ref, actor),
                     now=self.clock(),
                     reason=reason,
                 )
@@ -444,10 +453,7 @@ class RunService:
             def change(run: R.Run) -> R.Outcome:
                 return R.skip_vote(
                     run,
-                    step_id=ref.step_id,
-                    epoch=ref.epoch,
-                    user_id=actor.user_id,
-                    directory=self.directory,
+                    **self._button(ref, actor),
                     reason=reason,
                     now=self.clock(),
                 )
@@ -463,10 +469,7 @@ class RunService:
         if ref.decision == "skip":
             out = R.skip_vote(
                 run,
-                step_id=ref.step_id,
-                epoch=ref.epoch,
-                user_id=actor.user_id,
-                directory=self.directory,
+                **self._button(ref, actor),
                 reason="(asked next)",
                 now=self.clock(),
             )
@@ -474,16 +477,11 @@ class RunService:
             # Waive…: the run must still be paused there; who may ask is `/upgrade waive`'s rule.
             refused = R.paused_refusal(
                 run,
-                step_id=ref.step_id,
-                epoch=ref.epoch,
-                user_id=actor.user_id,
-                directory=self.directory,
+                **self._button(ref, actor),
                 gate_roles=False,
             )
             out = refused if refused is not None else R.Outcome(run=run)
-        if not out.accepted and out.events:
-            self._audit_only(run, out.events, actor)
-        return dataclasses.replace(out, run=run) if out.accepted else out
+        return self._dry(run, out, actor)
 
     @run_scoped
     def perform(self, run: R.Run, step_id: str, actor: Actor) -> R.Outcome:
@@ -637,19 +635,14 @@ class RunService:
             def change(run: R.Run) -> R.Outcome:
                 return R.evidence_waive_vote(
                     run,
-                    step_id=ref.step_id,
-                    epoch=ref.epoch,
-                    user_id=actor.user_id,
-                    directory=self.directory,
+                    **self._button(ref, actor),
                     reason=reason,
                     now=self.clock(),
                 )
         else:
 
             def change(run: R.Run) -> R.Outcome:
-                refused = R.paused_refusal(
-                    run, step_id=ref.step_id, epoch=ref.epoch, user_id=actor.user_id, directory=self.directory
-                )
+                refused = R.paused_refusal(run, **self._button(ref, actor))
                 if refused is not None:
                     return refused
                 if not run.reason.startswith(R.EVIDENCE_PAUSE):
@@ -666,16 +659,11 @@ class RunService:
         run = self.load(ref.run_id)
         out = R.evidence_waive_vote(
             run,
-            step_id=ref.step_id,
-            epoch=ref.epoch,
-            user_id=actor.user_id,
-            directory=self.directory,
+            **self._button(ref, actor),
             reason="(asked next)",
             now=self.clock(),
         )
-        if not out.accepted and out.events:
-            self._audit_only(run, out.events, actor)
-        return dataclasses.replace(out, run=run) if out.accepted else out
+        return self._dry(run, out, actor)
 
     @run_scoped
     def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> R.Outcome | None:

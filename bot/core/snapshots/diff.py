@@ -23,7 +23,7 @@ from typing import Any
 
 from bot.core.markdown import md_text
 from bot.core.snapshots.collector import collector_paused
-from bot.core.snapshots.projection import BAD_REASONS, POD_FIELDS
+from bot.core.snapshots.projection import BAD_REASONS, POD_DIFF_FIELDS, POD_FIELDS
 
 EXPECTED, REGRESSION, WARNING = "expected", "regression", "warning"
 #: New Warning events are listed for context, up to this many in the text and Markdown reports.
@@ -487,25 +487,7 @@ def _fold(
     fraction of the snapshot's time.
     """
     col = {name: i for i, name in enumerate(snap.get("pod_fields") or POD_FIELDS)}
-    fields = itemgetter(
-        *(
-            col[c]
-            for c in (
-                "namespace",
-                "name",
-                "uid",
-                "workload_kind",
-                "workload",
-                "node",
-                "phase",
-                "status",
-                "ready",
-                "total",
-                "restarts",
-                "reasons",
-            )
-        )
-    )
+    fields = itemgetter(*(col[c] for c in POD_DIFF_FIELDS))
     by_workload: dict[WorkloadKey, dict[str, Any]] = {}
     by_uid: dict[str, tuple[int, WorkloadKey, str]] = {}
     per_namespace: Counter[str] = Counter()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -126,32 +126,8 @@ def compare_snapshots(original: Mapping[str, Any], twin: Mapping[str, Any]) -> l
             out.append(f"version {key}: {a_version.get(key)!r} ≠ {b_version.get(key)!r}")
     out += _sets("API version", original.get("api_versions") or [], twin.get("api_versions") or [])
     out += _sets("namespace", original.get("namespaces") or [], twin.get("namespaces") or [])
-    out += _records(
-        "node", original.get("nodes") or [], twin.get("nodes") or [], lambda n: str(n["name"]), _node
-    )
-    out += _records(
-        "workload",
-        original.get("workloads") or [],
-        twin.get("workloads") or [],
-        lambda w: f"{w['kind']} {w['namespace']}/{w['name']}",
-        dict,
-    )
-    out += _records(
-        "budget",
-        original.get("pdbs") or [],
-        twin.get("pdbs") or [],
-        lambda p: f"{p['namespace']}/{p['name']}",
-        dict,
-    )
-    out += _records(
-        "object",
-        original.get("objects") or [],
-        twin.get("objects") or [],
-        lambda o: f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata'].get('name', '')}".replace(
-            " /", " "
-        ),
-        dict,
-    )
+    for what, key, name, shown in _KINDS:
+        out += _records(what, original.get(key) or [], twin.get(key) or [], name, shown)
     out += _pods(original, twin)
     out += compare_providers(original.get("provider") or {}, twin.get("provider") or {})
     return out
@@ -172,47 +148,8 @@ def compare_providers(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
         for key in ("kind", "name", "captured", "reason", "region", "account", "minors")
         if a.get(key) != b.get(key)
     ]
-    out += _records(
-        "provider cluster",
-        [a.get("cluster") or {}],
-        [b.get("cluster") or {}],
-        lambda c: str(c.get("name", "")),
-        dict,
-    )
-    out += _records(
-        "provider node group",
-        a.get("node_groups") or [],
-        b.get("node_groups") or [],
-        lambda g: str(g["name"]),
-        _without_template_ids,
-    )
-    out += _records(
-        "provider add-on", a.get("addons") or [], b.get("addons") or [], lambda x: str(x["name"]), dict
-    )
-    out += _records(
-        "provider offered",
-        [{"addon": k, "versions": v} for k, v in (a.get("offered") or {}).items()],
-        [{"addon": k, "versions": v} for k, v in (b.get("offered") or {}).items()],
-        lambda x: str(x["addon"]),
-        dict,
-    )
-    out += _records(
-        "provider insight",
-        a.get("insights") or [],
-        b.get("insights") or [],
-        lambda i: f"{i.get('kubernetes_version', '')} {i.get('name', '')}",
-        lambda i: {k: v for k, v in i.items() if k != "id"},
-    )
-    out += _records(
-        "provider subnet", a.get("subnets") or [], b.get("subnets") or [], lambda x: str(x["id"]), dict
-    )
-    out += _records(
-        "provider Auto Scaling group",
-        a.get("other_asgs") or [],
-        b.get("other_asgs") or [],
-        lambda x: str(x["name"]),
-        dict,
-    )
+    for what, records, name, shown in _PROVIDER_RECORDS:
+        out += _records(what, records(a), records(b), name, shown)
     return out
 
 
@@ -223,6 +160,37 @@ def _without_template_ids(group: Mapping[str, Any]) -> dict[str, Any]:
     if lt:
         out["launch_template"] = {k: v for k, v in lt.items() if k not in ("id", "name")}
     return out
+
+
+_Records = Callable[[Mapping[str, Any]], Sequence[Mapping[str, Any]]]
+
+#: The provider section's records compared one by one (as `_KINDS`), each list read from the section.
+_PROVIDER_RECORDS: tuple[
+    tuple[str, _Records, Callable[[Mapping[str, Any]], str], Callable[[Mapping[str, Any]], Any]], ...
+] = (
+    ("provider cluster", lambda p: [p.get("cluster") or {}], lambda c: str(c.get("name", "")), dict),
+    (
+        "provider node group",
+        lambda p: p.get("node_groups") or [],
+        lambda g: str(g["name"]),
+        _without_template_ids,
+    ),
+    ("provider add-on", lambda p: p.get("addons") or [], lambda x: str(x["name"]), dict),
+    (
+        "provider offered",
+        lambda p: [{"addon": k, "versions": v} for k, v in (p.get("offered") or {}).items()],
+        lambda x: str(x["addon"]),
+        dict,
+    ),
+    (
+        "provider insight",
+        lambda p: p.get("insights") or [],
+        lambda i: f"{i.get('kubernetes_version', '')} {i.get('name', '')}",
+        lambda i: {k: v for k, v in i.items() if k != "id"},
+    ),
+    ("provider subnet", lambda p: p.get("subnets") or [], lambda x: str(x["id"]), dict),
+    ("provider Auto Scaling group", lambda p: p.get("other_asgs") or [], lambda x: str(x["name"]), dict),
+)
 
 
 def _sets(what: str, a: Iterable[str], b: Iterable[str]) -> list[str]:
@@ -237,6 +205,25 @@ def _node(node: Mapping[str, Any]) -> dict[str, Any]:
     if "labels" in out:
         out["labels"] = {k: v for k, v in out["labels"].items() if k not in NODE_ID_LABELS}
     return out
+
+
+#: The snapshot's record lists compared one by one: what a record is called in a difference, its key
+#: in the snapshot, its name, and what of it is compared.
+_KINDS: tuple[
+    tuple[str, str, Callable[[Mapping[str, Any]], str], Callable[[Mapping[str, Any]], Any]], ...
+] = (
+    ("node", "nodes", lambda n: str(n["name"]), _node),
+    ("workload", "workloads", lambda w: f"{w['kind']} {w['namespace']}/{w['name']}", dict),
+    ("budget", "pdbs", lambda p: f"{p['namespace']}/{p['name']}", dict),
+    (
+        "object",
+        "objects",
+        lambda o: f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata'].get('name', '')}".replace(
+            " /", " "
+        ),
+        dict,
+    ),
+)
 
 
 def _records(

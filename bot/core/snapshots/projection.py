@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1
 
-POD_FIELDS: tuple[str, ...] = (
+#: The pod columns the diff reads (`bot.core.snapshots.diff._fold`), first in every row.
+POD_DIFF_FIELDS: tuple[str, ...] = (
     "namespace",
     "name",
     "uid",
@@ -58,6 +59,9 @@ POD_FIELDS: tuple[str, ...] = (
     "total",
     "restarts",
     "reasons",
+)
+POD_FIELDS: tuple[str, ...] = (
+    *POD_DIFF_FIELDS,
     "images",
     "ip",
     "created",

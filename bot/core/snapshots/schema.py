@@ -39,6 +39,7 @@ from bot.core.kube.wire import (
     Pruned,
     Strategy,
     Wire,
+    WorkloadCounts,
 )
 
 # ----- shared pieces (the leaves all schemas share are `bot.core.kube.wire`'s) ------------------
@@ -219,19 +220,8 @@ class WCondition(Pruned):
     reason: Any = UNSET
 
 
-class WStatus(Pruned):
-    observed_generation: Any = UNSET
+class WStatus(WorkloadCounts):
     conditions: list[WCondition] | UnsetType | None = UNSET
-    replicas: Any = UNSET
-    updated_replicas: Any = UNSET
-    ready_replicas: Any = UNSET
-    available_replicas: Any = UNSET
-    desired_number_scheduled: Any = UNSET
-    updated_number_scheduled: Any = UNSET
-    number_available: Any = UNSET
-    number_ready: Any = UNSET
-    update_revision: Any = UNSET
-    current_revision: Any = UNSET
 
 
 class Workload(Pruned):

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from bot.core.kube.wire import WInvolvedObject
-from bot.core.rules import ContainerView, EventRecord, PodState, match_rules
+from bot.core.rules import EventRecord, PodState, match_rules
 from bot.core.rules.known import RuleNeeds, watch_key
 from bot.core.watches.parts import _Episode, _Pod
 from bot.core.watches.summary import LogRequest, RuleEpisode
@@ -115,15 +115,7 @@ class KnownIssues:
                 tail = self._tails.get(key)
                 if tail and key not in attached:
                     attached.add(key)  # one pod of the workload carries it: the hit is per workload
-                    c = ContainerView(
-                        name=c.name,
-                        image=c.image,
-                        ready=c.ready,
-                        waiting=c.waiting,
-                        terminated=c.terminated,
-                        log_tail=tail,
-                        kind=c.kind,
-                    )
+                    c = dataclasses.replace(c, log_tail=tail)
                     changed = True
                 containers.append(c)
             out.append(dataclasses.replace(pod, containers=tuple(containers)) if changed else pod)

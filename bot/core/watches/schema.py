@@ -25,24 +25,14 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from bot.core.kube.wire import OwnerRef, Pruned, Strategy, WEvent, WNode, WPod
+from bot.core.kube.wire import Pruned, Strategy, WEvent, WMeta, WNode, WorkloadCounts, WPod
 
 # ----- workloads: UNSET-pruned raw JSON, for the rollout verdict ------------------------------
 
 
-class WWorkloadMeta(Pruned):
-    """A workload's metadata: concrete defaults, so `to_builtins` leaves out what is empty."""
-
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resource_version: str = ""
-    generation: int = 0
-    creation_timestamp: str | None = None
-    deletion_timestamp: str | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-    owner_references: tuple[OwnerRef, ...] | None = None
+class WWorkloadMeta(WMeta, omit_defaults=True):
+    """A workload's metadata, as `Pruned`: its defaults are concrete, so `to_builtins` leaves out
+    what is empty."""
 
 
 class WWorkloadSpec(Pruned):
@@ -56,19 +46,8 @@ class WCondition(Pruned):
     reason: Any = UNSET
 
 
-class WWorkloadStatus(Pruned):
-    observed_generation: Any = UNSET
+class WWorkloadStatus(WorkloadCounts):
     conditions: list[WCondition] | UnsetType | None = UNSET
-    replicas: Any = UNSET
-    updated_replicas: Any = UNSET
-    ready_replicas: Any = UNSET
-    available_replicas: Any = UNSET
-    desired_number_scheduled: Any = UNSET
-    updated_number_scheduled: Any = UNSET
-    number_available: Any = UNSET
-    number_ready: Any = UNSET
-    update_revision: Any = UNSET
-    current_revision: Any = UNSET
 
 
 class _Workload(Pruned):
