@@ -829,15 +829,13 @@ class AwsWorld(ProviderWorld):
             nodegroup=name,
         )
         if f"nodegroup:{name}" in self.fail_updates:
-            op = self.cloud._op("NodeGroupUpdate", name, patch, "launching")
-            self.engine.after(
-                self.cloud.join_seconds,
-                lambda: self.cloud._finish(
-                    op, "NodeCreationFailure: instances failed to join the cluster (planted by the scenario)"
-                ),
-                key=("aws-update", update.id),
+            update.op = self.cloud.fail_node_group_update(
+                name,
+                patch,
+                "NodeCreationFailure: instances failed to join the cluster (planted by the scenario)",
+                "aws-update",
+                update.id,
             )
-            update.op = op
         else:
             update.op = self.cloud.replace_node_group(name, patch, force=force)
         return update

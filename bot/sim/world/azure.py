@@ -369,13 +369,11 @@ class AzureWorld(ProviderWorld):
         if surge:
             self.max_surge[name] = surge
         if f"nodepool:{name}" in self.fail_updates:
-            op = self.cloud._op("NodeGroupUpdate", name, target, "launching")
-            self.engine.after(
-                self.cloud.join_seconds,
-                lambda: self.cloud._finish(
-                    op, "UpgradeFailed: surge nodes failed to join (planted by the scenario)"
-                ),
-                key=("azure-op", op.id),
+            op = self.cloud.fail_node_group_update(
+                name,
+                target,
+                "UpgradeFailed: surge nodes failed to join (planted by the scenario)",
+                "azure-op",
             )
         else:
             group = self.cloud.groups[name]

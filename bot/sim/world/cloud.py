@@ -39,7 +39,7 @@ from bot.sim.apiserver.resources import KINDS_BY_KEY, KNOWN_DEPRECATED_BY_GV, Ca
 from bot.sim.apiserver.store import DELETED, Record
 from bot.sim.controllers.engine import Engine
 from bot.sim.controllers.events import Recorder
-from bot.sim.controllers.nodes import NODE_GROUP_LABEL, NodeLifecycle, node_conditions
+from bot.sim.controllers.nodes import NODE_GROUP_LABEL, NodeLifecycle, node_conditions, node_ready_event
 from bot.sim.controllers.scheduler import Scheduler
 
 Obj = dict[str, Any]
@@ -322,15 +322,7 @@ class Cloud:
             return
         node["status"]["conditions"] = node_conditions(self.engine.clock.now(), True)
         self.api.write("nodes", node, status=True)
-        self.events.emit(
-            node,
-            "Node",
-            "Normal",
-            "NodeReady",
-            f"Node {name} status is now: NodeReady",
-            component="kubelet",
-            host=name,
-        )
+        node_ready_event(self.events, node, name)
 
     def nodes_of(self, group: str) -> list[Obj]:
         return [e.obj() for e in self.api.store.entries("nodes") if e.labels.get(NODE_GROUP_LABEL) == group]
@@ -380,6 +372,15 @@ class Cloud:
         self.engine.after(
             self.control_plane_seconds if duration is None else duration, done, key=("op", op.id)
         )
+        return op
+
+    def fail_node_group_update(
+        self, name: str, version: str, error: str, timer: str, timer_id: str = ""
+    ) -> Operation:
+        """A node group update the scenario planted to fail: it ends Failed with `error` when the new
+        nodes would have joined. Its timer is keyed (`timer`, `timer_id` or the operation's id)."""
+        op = self._op("NodeGroupUpdate", name, version, LAUNCHING)
+        self.engine.after(self.join_seconds, lambda: self._finish(op, error), key=(timer, timer_id or op.id))
         return op
 
     def replace_node_group(

@@ -344,11 +344,8 @@ class GkeWorld(ProviderWorld):
         self._busy()
         old = current["version"]
         if f"nodepool:{name}" in self.fail_updates:
-            op = self.cloud._op("NodeGroupUpdate", name, version, "launching")
-            self.engine.after(
-                self.cloud.join_seconds,
-                lambda: self.cloud._finish(op, "the node pool upgrade failed (planted by the scenario)"),
-                key=("gke-op", op.id),
+            op = self.cloud.fail_node_group_update(
+                name, version, "the node pool upgrade failed (planted by the scenario)", "gke-op"
             )
             return self._new_op("UPGRADE_NODES", name, op)
         if "blue_green" in (self.pools.get(name) or {}):
