@@ -18,7 +18,7 @@ from typing import Any
 from bot.sim.apiserver.api import Api, DeleteOptions
 from bot.sim.apiserver.clock import rfc3339
 from bot.sim.apiserver.errors import ApiError, bad_request, not_found, too_many_requests
-from bot.sim.apiserver.objects import pod_ready, set_condition
+from bot.sim.apiserver.objects import mark_disruption_target, pod_ready, set_condition
 from bot.sim.apiserver.resources import KINDS_BY_KEY
 from bot.sim.apiserver.selectors import SelectorError, selector_from_object
 
@@ -166,17 +166,6 @@ def _delete(api: Api, pod: Obj, options: DeleteOptions, dry_run: bool) -> None:
         "Succeeded",
         "Failed",
     ):
-        status = pod.setdefault("status", {})
-        set_condition(
-            status,
-            {
-                "type": "DisruptionTarget",
-                "status": "True",
-                "reason": "EvictionByEvictionAPI",
-                "message": "Eviction API: evicting",
-                "lastProbeTime": None,
-            },
-            api.clock.now(),
-        )
+        mark_disruption_target(pod, "EvictionByEvictionAPI", "Eviction API: evicting", api.clock.now())
         api.write("pods", pod, status=True)
     api.delete(KINDS_BY_KEY["pods"], m.get("namespace", ""), m["name"], options)

@@ -109,6 +109,24 @@ def condition(status: Obj, kind: str) -> Obj | None:
     return None
 
 
+def mark_disruption_target(pod: Obj, reason: str, message: str, now: float) -> Obj:
+    """Give a pod the `DisruptionTarget` condition it gets before it is deleted for a disruption (an
+    eviction, a NoExecute taint, the pod GC); returns its status."""
+    status: Obj = pod.setdefault("status", {})
+    set_condition(
+        status,
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+        },
+        now,
+    )
+    return status
+
+
 def set_condition(status: Obj, new: Obj, now: float, *, update_time: bool = False) -> None:
     """Set a condition, keeping lastTransitionTime when the status did not change."""
     conditions = list(status.get("conditions") or [])

@@ -45,7 +45,7 @@ from bot.sim.apiserver.selectors import (
     parse_label_selector,
     selector_to_string,
 )
-from bot.sim.apiserver.store import Entry, dumps
+from bot.sim.apiserver.store import Entry, WatchStart, dumps
 from bot.sim.apiserver.transport import TransportFaults
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,38 @@ _TRUE = ("1", "t", "T", "TRUE", "true", "True")
 def _flag(query: dict[str, str], name: str) -> bool:
     """A boolean query parameter, parsed as Go's strconv.ParseBool does (clients send `True`, `true`, `1`)."""
     return query.get(name) in _TRUE
+
+
+def _watch_options(query: dict[str, str]) -> tuple[bool, bool, float]:
+    """A watch's `sendInitialEvents`, `allowWatchBookmarks` and timeout, refused as the API server
+    refuses them (initial events only with `resourceVersionMatch=NotOlderThan`)."""
+    send_initial = _flag(query, "sendInitialEvents")
+    if send_initial and query.get("resourceVersionMatch") != "NotOlderThan":
+        raise ApiError(
+            422,
+            "Invalid",
+            'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            {
+                "group": "meta.k8s.io",
+                "kind": "ListOptions",
+                "causes": [
+                    {
+                        "reason": "FieldValueForbidden",
+                        "field": "resourceVersionMatch",
+                        "message": "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    }
+                ],
+            },
+        )
+    bookmarks = _flag(query, "allowWatchBookmarks")
+    try:
+        timeout = (
+            float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else 1800.0 * (1 + random.random())
+        )
+    except ValueError:
+        raise bad_request(f"timeoutSeconds: Invalid value: {query.get('timeoutSeconds')!r}") from None
+    return send_initial, bookmarks, timeout
 
 
 class _Request:
@@ -740,39 +772,41 @@ class Handler(BaseHTTPRequestHandler):
     def _watch(self, req: _Request, query: dict[str, str], accept: str, headers: dict[str, str]) -> None:
         server = self.server
         labels, fields = self._selectors(req, query)
-        send_initial = _flag(query, "sendInitialEvents")
-        if send_initial and query.get("resourceVersionMatch") != "NotOlderThan":
-            raise ApiError(
-                422,
-                "Invalid",
-                'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
-                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                {
-                    "group": "meta.k8s.io",
-                    "kind": "ListOptions",
-                    "causes": [
-                        {
-                            "reason": "FieldValueForbidden",
-                            "field": "resourceVersionMatch",
-                            "message": "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                        }
-                    ],
-                },
-            )
-        bookmarks = _flag(query, "allowWatchBookmarks")
-        try:
-            timeout = (
-                float(query["timeoutSeconds"])
-                if query.get("timeoutSeconds")
-                else 1800.0 * (1 + random.random())
-            )
-        except ValueError:
-            raise bad_request(f"timeoutSeconds: Invalid value: {query.get('timeoutSeconds')!r}") from None
-        table = "as=Table" in accept
+        send_initial, bookmarks, timeout = _watch_options(query)
         served = req.served
         # The connection is closed when the watch ends: say so, or a client's pool would reuse it
         # for its next request and meet "Remote end closed connection without response".
         self._start_stream(JSON, {**headers, "Connection": "close"})
+        encode = self._watch_encoder(served, query, "as=Table" in accept)
+        try:
+            start = server.store.watch(
+                req.kind,
+                namespace=req.namespace,
+                labels=labels,
+                fields=fields,
+                resource_version=query.get("resourceVersion", ""),
+                send_initial_events=send_initial,
+            )
+        except ApiError as err:
+            status = err.status()
+            if err.code == 410 and served.kind.kind in bookmark_shapes.UNCACHED:
+                status["message"] = bookmark_shapes.UNCACHED_TOO_OLD
+            self._chunk(b'{"type":"ERROR","object":' + dumps(status) + b"}\n")
+            self._end_stream()
+            return
+        try:
+            self._stream_watch(start, served, query, encode, timeout, bookmarks)
+            self._end_stream()
+        except OSError:
+            pass
+        finally:
+            server.store.unwatch(start.watcher)
+            self.close_connection = True
+
+    def _watch_encoder(self, served: Served, query: dict[str, str], table: bool) -> Callable[..., bytes]:
+        """The line of one watch event: the object as stored, or as a Table (the first one with its
+        column headers); a bookmark (`raw` None) as the kind's bookmark shape or an empty Table."""
+        server = self.server
         first_table = [True]
 
         def encode(kind: str, raw: bytes | None, rv: int, annotations: Obj | None = None) -> bytes:
@@ -811,22 +845,20 @@ class Handler(BaseHTTPRequestHandler):
                 return b'{"type":"' + kind.encode() + b'","object":' + body + b"}\n"
             return b'{"type":"' + kind.encode() + b'","object":' + served.type_prefix + raw[1:] + b"}\n"
 
-        try:
-            start = server.store.watch(
-                req.kind,
-                namespace=req.namespace,
-                labels=labels,
-                fields=fields,
-                resource_version=query.get("resourceVersion", ""),
-                send_initial_events=send_initial,
-            )
-        except ApiError as err:
-            status = err.status()
-            if err.code == 410 and served.kind.kind in bookmark_shapes.UNCACHED:
-                status["message"] = bookmark_shapes.UNCACHED_TOO_OLD
-            self._chunk(b'{"type":"ERROR","object":' + dumps(status) + b"}\n")
-            self._end_stream()
-            return
+        return encode
+
+    def _stream_watch(
+        self,
+        start: WatchStart,
+        served: Served,
+        query: dict[str, str],
+        encode: Callable[..., bytes],
+        timeout: float,
+        bookmarks: bool,
+    ) -> None:
+        """Send a started watch: its initial events, its replay, then what comes until its deadline,
+        with the watch cache's bookmarks."""
+        server = self.server
         watcher = start.watcher
         started = time.monotonic()
         deadline = started + timeout
@@ -850,48 +882,41 @@ class Handler(BaseHTTPRequestHandler):
             self._chunk(encode(ev[0], ev[1].raw, ev[1].rv))
             return int(ev[1].rv)
 
-        try:
-            for e in start.initial:
-                self._chunk(encode("ADDED", e.raw, e.rv))
-            if start.initial_events_end:
-                self._chunk(
-                    encode("BOOKMARK", None, start.resource_version, {"k8s.io/initial-events-end": "true"})
-                )
-            for record in start.replay:
+        for e in start.initial:
+            self._chunk(encode("ADDED", e.raw, e.rv))
+        if start.initial_events_end:
+            self._chunk(
+                encode("BOOKMARK", None, start.resource_version, {"k8s.io/initial-events-end": "true"})
+            )
+        for record in start.replay:
+            sent_rv = max(sent_rv, send(record))
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            wait = deadline - now
+            if bookmarks:
+                due = last_bookmark + interval
+                if now < pre_timeout:
+                    due = min(due, pre_timeout)
+                wait = min(wait, max(0.05, due - now))
+            for record in watcher.take(wait):
                 sent_rv = max(sent_rv, send(record))
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    break
-                wait = deadline - now
-                if bookmarks:
-                    due = last_bookmark + interval
-                    if now < pre_timeout:
-                        due = min(due, pre_timeout)
-                    wait = min(wait, max(0.05, due - now))
-                for record in watcher.take(wait):
+            if watcher.closed:
+                break
+            now = time.monotonic()
+            at_pre_timeout = last_bookmark < pre_timeout <= now
+            if bookmarks and (now - last_bookmark >= interval or at_pre_timeout):
+                # Drain under the store lock, so the bookmark's version covers everything sent.
+                with server.store.lock:
+                    late = watcher.take(0)
+                    rv = server.store.rv
+                for record in late:
                     sent_rv = max(sent_rv, send(record))
-                if watcher.closed:
-                    break
-                now = time.monotonic()
-                at_pre_timeout = last_bookmark < pre_timeout <= now
-                if bookmarks and (now - last_bookmark >= interval or at_pre_timeout):
-                    # Drain under the store lock, so the bookmark's version covers everything sent.
-                    with server.store.lock:
-                        late = watcher.take(0)
-                        rv = server.store.rv
-                    for record in late:
-                        sent_rv = max(sent_rv, send(record))
-                    if rv > sent_rv:
-                        self._chunk(encode("BOOKMARK", None, rv))
-                        sent_rv = rv
-                    last_bookmark = now
-            self._end_stream()
-        except OSError:
-            pass
-        finally:
-            server.store.unwatch(watcher)
-            self.close_connection = True
+                if rv > sent_rv:
+                    self._chunk(encode("BOOKMARK", None, rv))
+                    sent_rv = rv
+                last_bookmark = now
 
     # ---- logs ---------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ PodDisruptionBudget status.
 
 from __future__ import annotations
 
+import abc
 import copy
 from typing import Any
 
@@ -29,15 +30,31 @@ from bot.sim.controllers.engine import Engine
 Obj = dict[str, Any]
 
 
-class GarbageCollector:
-    name = "garbage-collector"
+class _Loop(abc.ABC):
+    """One of these loops: registered with the engine when made, which hands it every change
+    (`on_change`) and calls its `sync` for each key it enqueued."""
+
+    name = ""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.api = engine.api
+        engine.add(self)
+
+    @abc.abstractmethod
+    def on_change(self, record: Record) -> None: ...
+
+    @abc.abstractmethod
+    def sync(self, key: Any) -> None: ...
+
+
+class GarbageCollector(_Loop):
+    name = "garbage-collector"
+
+    def __init__(self, engine: Engine) -> None:
         #: Owners in foreground deletion: uid → (kind key, namespace, name).
         self._waiting: dict[str, tuple[str, str, str]] = {}
-        engine.add(self)
+        super().__init__(engine)
 
     def on_change(self, record: Record) -> None:
         e = record.entry
@@ -119,13 +136,8 @@ class GarbageCollector:
         self.api.write(kind_key, obj)
 
 
-class Namespaces:
+class Namespaces(_Loop):
     name = "namespace"
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.api = engine.api
-        engine.add(self)
 
     def on_change(self, record: Record) -> None:
         e = record.entry
@@ -155,13 +167,8 @@ class Namespaces:
         self.api.update(KINDS_BY_KEY["namespaces"], "", name, ns, subresource="finalize")
 
 
-class ServiceAccounts:
+class ServiceAccounts(_Loop):
     name = "serviceaccount"
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.api = engine.api
-        engine.add(self)
 
     def on_change(self, record: Record) -> None:
         e = record.entry
@@ -179,13 +186,8 @@ class ServiceAccounts:
             self.api.create(KINDS_BY_KEY["serviceaccounts"], namespace, {"metadata": {"name": "default"}})
 
 
-class EndpointsController:
+class EndpointsController(_Loop):
     name = "endpoints"
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.api = engine.api
-        engine.add(self)
 
     def on_change(self, record: Record) -> None:
         e = record.entry
@@ -266,16 +268,14 @@ class EndpointsController:
             self.api.write("endpoints", existing)
 
 
-class Disruption:
+class Disruption(_Loop):
     name = "disruption"
 
     def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.api = engine.api
         #: PDB key → (resourceVersion, its parsed selector or None if invalid): a pod change is
         #: matched against its namespace's PDBs without decoding them.
         self._selectors: dict[tuple[str, str], tuple[int, LabelSelector | None]] = {}
-        engine.add(self)
+        super().__init__(engine)
 
     def on_change(self, record: Record) -> None:
         e = record.entry

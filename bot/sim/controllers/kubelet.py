@@ -412,14 +412,25 @@ class Kubelets:
     def _container(self, run: PodRun, name: str) -> ContainerRun | None:
         return next((c for c in [*run.inits, *run.containers] if c.name == name), None)
 
-    def _pulled(self, uid: str, name: str) -> None:
+    def _current_container(
+        self, uid: str, name: str, *, running: bool = False
+    ) -> tuple[PodRun, Obj, ContainerRun] | None:
+        """The pod's run, the pod and its container `name`, for a timer that fires on the container:
+        None when the pod is gone or stopping, the container unknown, or (`running`) not running."""
         got = self._current(uid)
         if got is None:
-            return
+            return None
         run, pod = got
         c = self._container(run, name)
-        if c is None:
+        if c is None or (running and c.state != "running"):
+            return None
+        return run, pod, c
+
+    def _pulled(self, uid: str, name: str) -> None:
+        got = self._current_container(uid, name)
+        if got is None:
             return
+        run, pod, c = got
         c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
         if c.behaviour.pull_error:
             c.state, c.reason = "waiting", "ErrImagePull"
@@ -449,13 +460,10 @@ class Kubelets:
         self._after(run, c.behaviour.start_seconds, f"start/{c.name}", lambda: self._started(uid, name))
 
     def _pull_backoff(self, uid: str, name: str) -> None:
-        got = self._current(uid)
+        got = self._current_container(uid, name)
         if got is None:
             return
-        run, pod = got
-        c = self._container(run, name)
-        if c is None:
-            return
+        run, pod, c = got
         c.reason = "ImagePullBackOff"
         c.message = f'Back-off pulling image "{c.image}": ErrImagePull: {c.message.split(": ", 1)[-1]}'
         self._emit(pod, c, "Normal", "BackOff", f'Back-off pulling image "{c.image}"')
@@ -464,13 +472,10 @@ class Kubelets:
         self._after(run, c.backoff, f"pull/{c.name}", lambda: self._pulled(uid, name))
 
     def _started(self, uid: str, name: str) -> None:
-        got = self._current(uid)
+        got = self._current_container(uid, name)
         if got is None:
             return
-        run, pod = got
-        c = self._container(run, name)
-        if c is None:
-            return
+        run, pod, c = got
         now = self.engine.clock.now()
         c.state, c.reason, c.message = "running", "", ""
         c.started_at = now
@@ -493,13 +498,10 @@ class Kubelets:
         self._write(run)
 
     def _init_done(self, uid: str, name: str) -> None:
-        got = self._current(uid)
+        got = self._current_container(uid, name)
         if got is None:
             return
-        run, pod = got
-        c = self._container(run, name)
-        if c is None:
-            return
+        run, pod, c = got
         c.state, c.reason, c.exit_code, c.finished_at = "terminated", "Completed", 0, self.engine.clock.now()
         pending = [i for i in run.inits if i.state != "terminated"]
         if pending:
@@ -511,13 +513,10 @@ class Kubelets:
         self._write(run)
 
     def _ready(self, uid: str, name: str) -> None:
-        got = self._current(uid)
+        got = self._current_container(uid, name, running=True)
         if got is None:
             return
-        run, pod = got
-        c = self._container(run, name)
-        if c is None or c.state != "running":
-            return
+        run, pod, c = got
         c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
         if c.behaviour.never_ready is not None:
             self._unready(uid, name)
@@ -526,13 +525,10 @@ class Kubelets:
         self._write(run)
 
     def _unready(self, uid: str, name: str) -> None:
-        got = self._current(uid)
+        got = self._current_container(uid, name, running=True)
         if got is None:
             return
-        run, pod = got
-        c = self._container(run, name)
-        if c is None or c.state != "running":
-            return
+        run, pod, c = got
         c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
         if c.behaviour.never_ready is None:
             self._ready(uid, name)
@@ -544,13 +540,10 @@ class Kubelets:
         self._after(run, 30.0, f"ready/{c.name}", lambda: self._unready(uid, name))
 
     def _crash(self, uid: str, name: str) -> None:
-        got = self._current(uid)
+        got = self._current_container(uid, name, running=True)
         if got is None:
             return
-        run, pod = got
-        c = self._container(run, name)
-        if c is None or c.state != "running":
-            return
+        run, pod, c = got
         c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
         if c.behaviour.crash_after is None:
             return

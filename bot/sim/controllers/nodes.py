@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.sim.apiserver.api import DeleteOptions
 from bot.sim.apiserver.clock import rfc3339, rfc3339_micro
-from bot.sim.apiserver.objects import set_condition
+from bot.sim.apiserver.objects import mark_disruption_target, set_condition
 from bot.sim.apiserver.resources import KINDS_BY_KEY
 from bot.sim.apiserver.store import DELETED, Record
 from bot.sim.controllers.behaviour import NO_NODE, NodeFacts
@@ -75,6 +75,19 @@ def node_conditions(now: float, ready: bool, reason: str = "", message: str = ""
         }
     )
     return out
+
+
+def node_ready_event(events: Recorder, node: Obj, name: str) -> None:
+    """The kubelet's event when its node turns Ready (a new node's first time, or one back)."""
+    events.emit(
+        node,
+        "Node",
+        "Normal",
+        "NodeReady",
+        f"Node {name} status is now: NodeReady",
+        component="kubelet",
+        host=name,
+    )
 
 
 class NodeLifecycle:
@@ -281,15 +294,7 @@ class NodeLifecycle:
         if not spec["taints"]:
             del spec["taints"]
         self.api.write_full("nodes", node)
-        self.events.emit(
-            node,
-            "Node",
-            "Normal",
-            "NodeReady",
-            f"Node {name} status is now: NodeReady",
-            component="kubelet",
-            host=name,
-        )
+        node_ready_event(self.events, node, name)
         for e in self.api.store.by_index("pods", name):
             self.engine.enqueue("kubelet", e.key)
         if self.lease_seconds > 0:
@@ -368,16 +373,10 @@ class NodeLifecycle:
         if entry is None or entry.uid != uid or entry.obj()["metadata"].get("deletionTimestamp"):
             return
         pod = entry.obj()
-        status = pod.setdefault("status", {})
-        set_condition(
-            status,
-            {
-                "type": "DisruptionTarget",
-                "status": "True",
-                "reason": "DeletionByTaintManager",
-                "message": "Taint manager: deleting due to NoExecute taint",
-                "lastProbeTime": None,
-            },
+        mark_disruption_target(
+            pod,
+            "DeletionByTaintManager",
+            "Taint manager: deleting due to NoExecute taint",
             self.engine.clock.now(),
         )
         self.api.write("pods", pod, status=True)
@@ -396,17 +395,8 @@ class NodeLifecycle:
             return
         for e in self.api.store.by_index("pods", node):
             pod = e.obj()
-            status = pod.setdefault("status", {})
-            set_condition(
-                status,
-                {
-                    "type": "DisruptionTarget",
-                    "status": "True",
-                    "reason": "DeletionByPodGC",
-                    "message": "PodGC: node no longer exists",
-                    "lastProbeTime": None,
-                },
-                self.engine.clock.now(),
+            status = mark_disruption_target(
+                pod, "DeletionByPodGC", "PodGC: node no longer exists", self.engine.clock.now()
             )
             status["phase"] = "Failed"
             self.api.write("pods", copy.deepcopy(pod), status=True)

@@ -248,19 +248,29 @@ class _Base(abc.ABC):
         )
 
 
-# ---- ReplicaSets -------------------------------------------------------------------------------
+class _Owning(_Base):
+    """A controller of objects that own others (a ReplicaSet its pods, a Deployment its ReplicaSets):
+    it syncs an object when it changes, and when anything it controls changes."""
 
-
-class ReplicaSets(_Base):
-    name = "replicaset"
+    own = ""  # the key of the kind it syncs
+    owned = ""  # the key of the kind those own
+    owner_kind = ""  # the kind named in the owned objects' controller reference
 
     def on_change(self, record: Record) -> None:
         kind = record.entry.kind.key
-        if kind == RS.key:
+        if kind == self.own:
             self.engine.enqueue(self.name, record.entry.key)
-        elif kind == PODS.key:
-            for key in _owner_keys(record, "ReplicaSet"):
+        elif kind == self.owned:
+            for key in _owner_keys(record, self.owner_kind):
                 self.engine.enqueue(self.name, key)
+
+
+# ---- ReplicaSets -------------------------------------------------------------------------------
+
+
+class ReplicaSets(_Owning):
+    name = "replicaset"
+    own, owned, owner_kind = RS.key, PODS.key, "ReplicaSet"
 
     def sync(self, key: Key) -> None:
         entry = self.api.store.entry(RS.key, *key)
@@ -310,16 +320,9 @@ class ReplicaSets(_Base):
 # ---- Deployments -------------------------------------------------------------------------------
 
 
-class Deployments(_Base):
+class Deployments(_Owning):
     name = "deployment"
-
-    def on_change(self, record: Record) -> None:
-        kind = record.entry.kind.key
-        if kind == DEPLOY.key:
-            self.engine.enqueue(self.name, record.entry.key)
-        elif kind == RS.key:
-            for key in _owner_keys(record, "Deployment"):
-                self.engine.enqueue(self.name, key)
+    own, owned, owner_kind = DEPLOY.key, RS.key, "Deployment"
 
     def _scale(self, d: Obj, rs: Obj, replicas: int, max_surge: int) -> None:
         if int((rs.get("spec") or {}).get("replicas", 0)) == replicas:
@@ -926,16 +929,9 @@ def revision_name(sts: Obj, template: Obj) -> str:
     return f"{sts['metadata']['name']}-{template_hash(template)}"
 
 
-class StatefulSets(_Base):
+class StatefulSets(_Owning):
     name = "statefulset"
-
-    def on_change(self, record: Record) -> None:
-        kind = record.entry.kind.key
-        if kind == STS.key:
-            self.engine.enqueue(self.name, record.entry.key)
-        elif kind == PODS.key:
-            for key in _owner_keys(record, "StatefulSet"):
-                self.engine.enqueue(self.name, key)
+    own, owned, owner_kind = STS.key, PODS.key, "StatefulSet"
 
     def _revision(self, sts: Obj, template: Obj) -> str:
         name = revision_name(sts, template)

@@ -37,10 +37,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import threading
 import urllib.parse
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -50,6 +48,7 @@ from bot.sim.apiserver.resources import minor_of
 from bot.sim.apiserver.server import Raw, SimHTTPServer
 from bot.sim.controllers.engine import Engine
 from bot.sim.world.cloud import Cloud, Operation
+from bot.sim.world.facade import ProviderWorld, answer
 
 Obj = dict[str, Any]
 
@@ -59,8 +58,6 @@ ASG_XMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
 CFN_XMLNS = "http://cloudformation.amazonaws.com/doc/2010-05-15/"
 #: The stack status a planted failure ends in (an update eksctl started, rolled back).
 FAILED_STACK_STATUS = "UPDATE_ROLLBACK_COMPLETE"
-#: The longest a held answer (`POST /aws/sim/hold`) waits for its release, in real seconds.
-HOLD_LIMIT = 120.0
 #: How long an add-on update takes, in simulated seconds.
 ADDON_UPDATE_SECONDS = 60.0
 _KNOWN = {
@@ -167,22 +164,11 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
-class AwsWorld:
+class AwsWorld(ProviderWorld):
     """The EKS cluster, its add-ons, insights, subnets, launch templates and Auto Scaling groups."""
 
     def __init__(self, cloud: Cloud, engine: Engine, spec: Obj, *, default_name: str) -> None:
-        if not isinstance(spec, dict):
-            raise ValueError("aws: expected a mapping")
-        bad = set(spec) - _KNOWN
-        if bad:
-            raise ValueError(
-                f"aws: unknown key(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(_KNOWN))}"
-            )
-        self.cloud = cloud
-        self.engine = engine
-        #: The store's lock: the engine runs the cloud's operations under it too.
-        self.lock = cloud.api.store.lock
-        self.name = str(spec.get("cluster_name") or default_name)
+        super().__init__("aws", _KNOWN, cloud, engine, spec, default_name=default_name)
         self.region = cloud.region
         self.account = str(spec.get("account", "123456789012"))
         self.platform_version = str(spec.get("platform_version", "eks.12"))
@@ -257,10 +243,6 @@ class AwsWorld:
             self.fail_stack(str(group), **{str(k): str(v) for k, v in dict(failure).items()})
         self.updates: dict[str, Update] = {}
         self.tokens: dict[str, str] = {}
-        self.calls: Counter[str] = Counter()
-        #: Operation → the Event its held answers wait on (`POST /aws/sim/hold`).
-        self.holds: dict[str, threading.Event] = {}
-        self._ids = itertools.count(1)
 
     def _hex(self, seed: str, n: int) -> str:
         text = hashlib.sha256(f"{self.region}/{seed}".encode()).hexdigest()
@@ -847,15 +829,13 @@ class AwsWorld:
             nodegroup=name,
         )
         if f"nodegroup:{name}" in self.fail_updates:
-            op = self.cloud._op("NodeGroupUpdate", name, patch, "launching")
-            self.engine.after(
-                self.cloud.join_seconds,
-                lambda: self.cloud._finish(
-                    op, "NodeCreationFailure: instances failed to join the cluster (planted by the scenario)"
-                ),
-                key=("aws-update", update.id),
+            update.op = self.cloud.fail_node_group_update(
+                name,
+                patch,
+                "NodeCreationFailure: instances failed to join the cluster (planted by the scenario)",
+                "aws-update",
+                update.id,
             )
-            update.op = op
         else:
             update.op = self.cloud.replace_node_group(name, patch, force=force)
         return update
@@ -948,14 +928,9 @@ def register(server: SimHTTPServer, world: AwsWorld) -> None:
 
 def handle(world: AwsWorld, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
     rest = path[len(PREFIX) :].strip("/")
-    with world.lock:
-        if rest == "sim/hold" and method == "POST":
-            # A test's kill -9 "mid-call": the operation is done, its answer held back until
-            # released (or HOLD_LIMIT), so the caller can die after AWS acted, before it heard.
-            world.holds[str(json.loads(body or b"{}").get("operation", ""))] = threading.Event()
-            return 200, {}
-        if rest == "sim/stack-failure" and method == "POST":
-            knob = json.loads(body or b"{}")
+    if rest == "sim/stack-failure" and method == "POST":
+        knob = json.loads(body or b"{}")
+        with world.lock:
             try:
                 world.fail_stack(
                     str(knob.pop("nodegroup", "")),
@@ -964,25 +939,13 @@ def handle(world: AwsWorld, method: str, path: str, query: dict[str, str], body:
                 )
             except ValueError as exc:
                 return 400, {"error": str(exc)}
-            return 200, {}
-        if rest == "sim/release" and method == "POST":
-            for event in world.holds.values():
-                event.set()
-            world.holds.clear()
-            return 200, {}
-        before = Counter(world.calls)
-        answer = _handle(world, method, rest, query, body)
-        held = [event for op, event in world.holds.items() if world.calls[op] > before[op]]
-    for event in held:
-        event.wait(HOLD_LIMIT)
-    return answer
+        return 200, {}
+    return answer(world, method, rest, body, lambda: _handle(world, method, rest, query, body))
 
 
 def _handle(world: AwsWorld, method: str, rest: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
     if rest == "" and method == "POST":
         return _query(world, body)
-    if rest == "sim/calls" and method == "GET":
-        return 200, dict(world.calls)
     try:
         return _rest(world, method, [urllib.parse.unquote(p) for p in rest.split("/")], query, body)
     except AwsError as exc:

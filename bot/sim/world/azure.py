@@ -26,11 +26,8 @@ until `POST /azure/sim/release` (a test kills the caller in between).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
-import threading
 import urllib.parse
-from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,13 +36,12 @@ from bot.sim.apiserver.resources import minor_of
 from bot.sim.apiserver.server import Raw, SimHTTPServer
 from bot.sim.controllers.engine import Engine
 from bot.sim.world.cloud import Cloud, Operation
+from bot.sim.world.facade import ProviderWorld, answer
 
 Obj = dict[str, Any]
 
 PREFIX = "/azure"
 RP = "Microsoft.ContainerService"
-#: The longest a held answer (`POST /azure/sim/hold`) waits for its release, in real seconds.
-HOLD_LIMIT = 120.0
 _KNOWN = {
     "cluster_name",
     "subscription",
@@ -93,21 +89,11 @@ def _minor(version: str) -> str:
     return f"{parts[0]}.{minor_of(version)}"
 
 
-class AzureWorld:
+class AzureWorld(ProviderWorld):
     """The AKS managed cluster, its agent pools (the `Cloud`'s node groups) and its operations."""
 
     def __init__(self, cloud: Cloud, engine: Engine, spec: Obj, *, default_name: str) -> None:
-        if not isinstance(spec, dict):
-            raise ValueError("azure: expected a mapping")
-        bad = set(spec) - _KNOWN
-        if bad:
-            raise ValueError(
-                f"azure: unknown key(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(_KNOWN))}"
-            )
-        self.cloud = cloud
-        self.engine = engine
-        self.lock = cloud.api.store.lock
-        self.name = str(spec.get("cluster_name") or default_name)
+        super().__init__("azure", _KNOWN, cloud, engine, spec, default_name=default_name)
         self.subscription = str(spec.get("subscription", "00000000-0000-0000-0000-000000000000"))
         self.resource_group = str(spec.get("resource_group", "rg-aks"))
         self.location = str(spec.get("location", "westeurope"))
@@ -119,10 +105,7 @@ class AzureWorld:
         #: `upgradeSettings.overrideSettings` as the last PUT set it.
         self.override: Obj = {}
         self.ops: dict[str, AsyncOp] = {}
-        self.calls: Counter[str] = Counter()
-        self.holds: dict[str, threading.Event] = {}
         self.base = ""
-        self._ids = itertools.count(1)
 
     # ---- the world, read -------------------------------------------------------------------------
 
@@ -386,13 +369,11 @@ class AzureWorld:
         if surge:
             self.max_surge[name] = surge
         if f"nodepool:{name}" in self.fail_updates:
-            op = self.cloud._op("NodeGroupUpdate", name, target, "launching")
-            self.engine.after(
-                self.cloud.join_seconds,
-                lambda: self.cloud._finish(
-                    op, "UpgradeFailed: surge nodes failed to join (planted by the scenario)"
-                ),
-                key=("azure-op", op.id),
+            op = self.cloud.fail_node_group_update(
+                name,
+                target,
+                "UpgradeFailed: surge nodes failed to join (planted by the scenario)",
+                "azure-op",
             )
         else:
             group = self.cloud.groups[name]
@@ -438,29 +419,17 @@ def register(server: SimHTTPServer, world: AzureWorld) -> None:
 
 def handle(world: AzureWorld, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
     rest = path[len(PREFIX) :].strip("/")
-    with world.lock:
-        if rest == "sim/hold" and method == "POST":
-            world.holds[str(json.loads(body or b"{}").get("operation", ""))] = threading.Event()
-            return 200, {}
-        if rest == "sim/release" and method == "POST":
-            for event in world.holds.values():
-                event.set()
-            world.holds.clear()
-            return 200, {}
-        if rest == "sim/calls" and method == "GET":
-            return 200, dict(world.calls)
-        before = Counter(world.calls)
-        try:
-            answer = _arm(world, method, [urllib.parse.unquote(p) for p in rest.split("/")], query, body)
-        except ArmError as exc:
-            error: Obj = {"code": exc.code, "message": exc.message}
-            if exc.subcode:
-                error["subcode"] = exc.subcode
-            answer = _json(exc.status, {"error": error}, {"x-ms-error-code": exc.code})
-        held = [event for op, event in world.holds.items() if world.calls[op] > before[op]]
-    for event in held:
-        event.wait(HOLD_LIMIT)
-    return answer
+    return answer(world, method, rest, body, lambda: _answer(world, method, rest, query, body))
+
+
+def _answer(world: AzureWorld, method: str, rest: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
+    try:
+        return _arm(world, method, [urllib.parse.unquote(p) for p in rest.split("/")], query, body)
+    except ArmError as exc:
+        error: Obj = {"code": exc.code, "message": exc.message}
+        if exc.subcode:
+            error["subcode"] = exc.subcode
+        return _json(exc.status, {"error": error}, {"x-ms-error-code": exc.code})
 
 
 def _json(status: int, obj: Obj, headers: dict[str, str] | None = None) -> tuple[int, Any]:

@@ -39,7 +39,7 @@ from bot.sim.apiserver.resources import KINDS_BY_KEY, KNOWN_DEPRECATED_BY_GV, Ca
 from bot.sim.apiserver.store import DELETED, Record
 from bot.sim.controllers.engine import Engine
 from bot.sim.controllers.events import Recorder
-from bot.sim.controllers.nodes import NODE_GROUP_LABEL, NodeLifecycle, node_conditions
+from bot.sim.controllers.nodes import NODE_GROUP_LABEL, NodeLifecycle, node_conditions, node_ready_event
 from bot.sim.controllers.scheduler import Scheduler
 
 Obj = dict[str, Any]
@@ -322,15 +322,7 @@ class Cloud:
             return
         node["status"]["conditions"] = node_conditions(self.engine.clock.now(), True)
         self.api.write("nodes", node, status=True)
-        self.events.emit(
-            node,
-            "Node",
-            "Normal",
-            "NodeReady",
-            f"Node {name} status is now: NodeReady",
-            component="kubelet",
-            host=name,
-        )
+        node_ready_event(self.events, node, name)
 
     def nodes_of(self, group: str) -> list[Obj]:
         return [e.obj() for e in self.api.store.entries("nodes") if e.labels.get(NODE_GROUP_LABEL) == group]
@@ -382,6 +374,15 @@ class Cloud:
         )
         return op
 
+    def fail_node_group_update(
+        self, name: str, version: str, error: str, timer: str, timer_id: str = ""
+    ) -> Operation:
+        """A node group update the scenario planted to fail: it ends Failed with `error` when the new
+        nodes would have joined. Its timer is keyed (`timer`, `timer_id` or the operation's id)."""
+        op = self._op("NodeGroupUpdate", name, version, LAUNCHING)
+        self.engine.after(self.join_seconds, lambda: self._finish(op, error), key=(timer, timer_id or op.id))
+        return op
+
     def replace_node_group(
         self,
         name: str,
@@ -414,110 +415,18 @@ class Cloud:
             + ("; the old nodes are to be drained by someone else" if drain == "external" else ""),
         )
         group.version = version
-        count = max(group.count, len(old_nodes), 1)
-        new_nodes: list[str] = []
-        timeout = self.drain_timeout if drain_timeout is None else drain_timeout
-        parallel = max_unavailable or group.max_unavailable
-
-        def launch() -> None:
-            for _ in range(count):
-                new_nodes.append(self.add_node(name, ready=False, version=version))
-            self._log(op, f"launched {count} nodes: {', '.join(new_nodes)}")
-            self.engine.after(5.0, wait_ready, key=("op", op.id))
-
-        def wait_ready() -> None:
-            nodes = [self.api.store.get("nodes", "", n) for n in new_nodes]
-            if not all(n is not None and node_ready(n) for n in nodes):
-                self.engine.after(5.0, wait_ready, key=("op", op.id))
-                return
-            if drain == "external":
-                op.enter(WAITING_FOR_DRAIN)
-                self._log(op, "new nodes are Ready; waiting for the old nodes to be cordoned and drained")
-                waited = self.engine.clock.now()
-                self.engine.after(0.0, lambda: await_drain(waited), key=("op", op.id))
-                return
-            op.enter(DRAINING)
-            self._log(op, "new nodes are Ready; cordoning the old nodes")
-            for n in old_nodes:
-                if self.api.store.entry("nodes", "", n) is not None:
-                    self.api.patch(NODES, "", n, STRATEGIC, b'{"spec":{"unschedulable":true}}')
-            pending = list(old_nodes)
-            drain_next(pending, [])
-
-        def drain_next(pending: list[str], draining: list[str]) -> None:
-            while pending and len(draining) < parallel:
-                node = pending.pop(0)
-                draining.append(node)
-                self._log(op, f"draining {node}")
-                started = self.engine.clock.now()
-                self.engine.after(
-                    0.0,
-                    functools.partial(drain_node, node, started, pending, draining),
-                    key=("op", op.id, node),
-                )
-            if not pending and not draining:
-                group.count = count
-                self._finish(op)
-
-        def drain_node(node: str, started: float, pending: list[str], draining: list[str]) -> None:
-            if op.state != "InProgress":
-                return
-            left = self._evict_all(node, force=force and self.engine.clock.now() - started >= timeout)
-            if left is None:
-                self._log(op, f"{node} drained; terminating the instance")
-                self.terminate(node)
-                draining.remove(node)
-                drain_next(pending, draining)
-                return
-            if left != WAITING and left not in reported:
-                # Log each distinct refusal once: a PDB holding the drain is what operators look for.
-                reported.add(left)
-                self._log(op, f"{node}: eviction refused, retrying every {EVICTION_RETRY:g}s: {left}")
-            if self.engine.clock.now() - started >= timeout and not force:
-                self._finish(
-                    op,
-                    f"PodEvictionFailure: Reached max retries while trying to evict pods from nodes in "
-                    f"node group {name} ({node}: {left})",
-                )
-                return
-            self.engine.after(
-                EVICTION_RETRY,
-                lambda: drain_node(node, started, pending, draining),
-                key=("op", op.id, node),
-            )
-
-        def await_drain(since: float) -> None:
-            # Self-managed: whoever drains decides; the cloud only ends instances already emptied.
-            if op.state != "InProgress":
-                return
-            for node in old_nodes:
-                if node in gone:
-                    continue
-                obj = self.api.store.get("nodes", "", node)
-                if obj is None:
-                    gone.add(node)
-                    self._log(op, f"{node} is gone (terminated elsewhere)")
-                elif (obj.get("spec") or {}).get("unschedulable") and not self._holds_pods(node):
-                    gone.add(node)
-                    self._log(op, f"{node} is cordoned and drained; terminating the instance")
-                    self.terminate(node)
-            if len(gone) == len(old_nodes):
-                group.count = count
-                self._finish(op)
-                return
-            if drain_timeout is not None and self.engine.clock.now() - since >= drain_timeout:
-                left = ", ".join(n for n in old_nodes if n not in gone)
-                self._finish(
-                    op,
-                    f"NodesNotDrained: old nodes of node group {name} not cordoned and drained "
-                    f"{drain_timeout:g}s after the new ones were Ready: {left}",
-                )
-                return
-            self.engine.after(DRAIN_POLL, lambda: await_drain(since), key=("op", op.id))
-
-        gone: set[str] = set()
-        reported: set[str] = set()
-        self.engine.after(self.join_seconds, launch, key=("op", op.id))
+        replacement = _Replacement(
+            self,
+            op,
+            name,
+            version,
+            old_nodes,
+            force=force,
+            parallel=max_unavailable or group.max_unavailable,
+            drain_timeout=drain_timeout,
+            drain=drain,
+        )
+        self.engine.after(self.join_seconds, replacement.launch, key=("op", op.id))
         return op
 
     def _holds_pods(self, node: str) -> bool:
@@ -672,3 +581,133 @@ class Cloud:
         self.engine.every(
             caller.every, call, key=("caller", caller.group_version, caller.resource, caller.user_agent)
         )
+
+
+class _Replacement:
+    """One node group's replacement as it plays out on the engine: new nodes launched, then the old
+    ones cordoned and drained by the cloud (`drain_next`, `drain_node`), or left to someone else to
+    drain and terminated once they are (`await_drain`)."""
+
+    def __init__(
+        self,
+        cloud: Cloud,
+        op: Operation,
+        name: str,
+        version: str,
+        old_nodes: list[str],
+        *,
+        force: bool,
+        parallel: int,
+        drain_timeout: float | None,
+        drain: str,
+    ) -> None:
+        self.cloud, self.op, self.name, self.version, self.old_nodes = cloud, op, name, version, old_nodes
+        self.group = group = cloud.groups[name]
+        self.force, self.parallel, self.drain_timeout, self.drain = force, parallel, drain_timeout, drain
+        self.count = max(group.count, len(old_nodes), 1)
+        self.timeout = cloud.drain_timeout if drain_timeout is None else drain_timeout
+        self.new_nodes: list[str] = []
+        self.gone: set[str] = set()
+        self.reported: set[str] = set()
+
+    def launch(self) -> None:
+        cloud, op = self.cloud, self.op
+        for _ in range(self.count):
+            self.new_nodes.append(cloud.add_node(self.name, ready=False, version=self.version))
+        cloud._log(op, f"launched {self.count} nodes: {', '.join(self.new_nodes)}")
+        cloud.engine.after(5.0, self.wait_ready, key=("op", op.id))
+
+    def wait_ready(self) -> None:
+        cloud, op = self.cloud, self.op
+        nodes = [cloud.api.store.get("nodes", "", n) for n in self.new_nodes]
+        if not all(n is not None and node_ready(n) for n in nodes):
+            cloud.engine.after(5.0, self.wait_ready, key=("op", op.id))
+            return
+        if self.drain == "external":
+            op.enter(WAITING_FOR_DRAIN)
+            cloud._log(op, "new nodes are Ready; waiting for the old nodes to be cordoned and drained")
+            waited = cloud.engine.clock.now()
+            cloud.engine.after(0.0, lambda: self.await_drain(waited), key=("op", op.id))
+            return
+        op.enter(DRAINING)
+        cloud._log(op, "new nodes are Ready; cordoning the old nodes")
+        for n in self.old_nodes:
+            if cloud.api.store.entry("nodes", "", n) is not None:
+                cloud.api.patch(NODES, "", n, STRATEGIC, b'{"spec":{"unschedulable":true}}')
+        pending = list(self.old_nodes)
+        self.drain_next(pending, [])
+
+    def drain_next(self, pending: list[str], draining: list[str]) -> None:
+        cloud, op = self.cloud, self.op
+        while pending and len(draining) < self.parallel:
+            node = pending.pop(0)
+            draining.append(node)
+            cloud._log(op, f"draining {node}")
+            started = cloud.engine.clock.now()
+            cloud.engine.after(
+                0.0,
+                functools.partial(self.drain_node, node, started, pending, draining),
+                key=("op", op.id, node),
+            )
+        if not pending and not draining:
+            self.group.count = self.count
+            cloud._finish(op)
+
+    def drain_node(self, node: str, started: float, pending: list[str], draining: list[str]) -> None:
+        cloud, op = self.cloud, self.op
+        if op.state != "InProgress":
+            return
+        force = self.force and cloud.engine.clock.now() - started >= self.timeout
+        left = cloud._evict_all(node, force=force)
+        if left is None:
+            cloud._log(op, f"{node} drained; terminating the instance")
+            cloud.terminate(node)
+            draining.remove(node)
+            self.drain_next(pending, draining)
+            return
+        if left != WAITING and left not in self.reported:
+            # Log each distinct refusal once: a PDB holding the drain is what operators look for.
+            self.reported.add(left)
+            cloud._log(op, f"{node}: eviction refused, retrying every {EVICTION_RETRY:g}s: {left}")
+        if cloud.engine.clock.now() - started >= self.timeout and not self.force:
+            cloud._finish(
+                op,
+                f"PodEvictionFailure: Reached max retries while trying to evict pods from nodes in "
+                f"node group {self.name} ({node}: {left})",
+            )
+            return
+        cloud.engine.after(
+            EVICTION_RETRY,
+            lambda: self.drain_node(node, started, pending, draining),
+            key=("op", op.id, node),
+        )
+
+    def await_drain(self, since: float) -> None:
+        # Self-managed: whoever drains decides; the cloud only ends instances already emptied.
+        cloud, op, gone = self.cloud, self.op, self.gone
+        if op.state != "InProgress":
+            return
+        for node in self.old_nodes:
+            if node in gone:
+                continue
+            obj = cloud.api.store.get("nodes", "", node)
+            if obj is None:
+                gone.add(node)
+                cloud._log(op, f"{node} is gone (terminated elsewhere)")
+            elif (obj.get("spec") or {}).get("unschedulable") and not cloud._holds_pods(node):
+                gone.add(node)
+                cloud._log(op, f"{node} is cordoned and drained; terminating the instance")
+                cloud.terminate(node)
+        if len(gone) == len(self.old_nodes):
+            self.group.count = self.count
+            cloud._finish(op)
+            return
+        if self.drain_timeout is not None and cloud.engine.clock.now() - since >= self.drain_timeout:
+            left = ", ".join(n for n in self.old_nodes if n not in gone)
+            cloud._finish(
+                op,
+                f"NodesNotDrained: old nodes of node group {self.name} not cordoned and drained "
+                f"{self.drain_timeout:g}s after the new ones were Ready: {left}",
+            )
+            return
+        cloud.engine.after(DRAIN_POLL, lambda: self.await_drain(since), key=("op", op.id))

@@ -501,80 +501,8 @@ class Generator:
                     name = f"{om['name']}-{ids.suffix(5)}"
                 used.add((ns, name))
                 uid = ids.uid()
-                start = rfc3339(created)
-                labels = template["metadata"]["labels"]
-                annotations = dict(template["metadata"].get("annotations") or {})
-                if not daemon:
-                    annotations["sidecar.istio.io/status"] = (
-                        '{"initContainers":["istio-init"],"containers":["istio-proxy"],"volumes":["workload-socket",'
-                        '"credential-socket","workload-certs","istio-envoy","istio-data","istio-podinfo","istio-token",'
-                        '"istiod-ca-cert"],"imagePullSecrets":null,"revision":"default"}'
-                    )
-                spec = dict(spec_base)
-                spec["nodeName"] = node
-                if daemon:
-                    spec["affinity"] = {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [
-                                    {
-                                        "matchFields": [
-                                            {"key": "metadata.name", "operator": "In", "values": [node]}
-                                        ]
-                                    }
-                                ]
-                            }
-                        }
-                    }
-                host_ip = self.node_ips[node]
-                pod_ip = host_ip if daemon else ids.pod_ip()
-                pod: Obj = {
-                    "metadata": {
-                        "name": name,
-                        "generateName": f"{om['name']}-",
-                        "namespace": ns,
-                        "uid": uid,
-                        "generation": 1,
-                        "creationTimestamp": start,
-                        "labels": labels,
-                        "annotations": annotations,
-                        "ownerReferences": ref,
-                    },
-                    "spec": spec,
-                    "status": {
-                        "phase": "Running",
-                        "conditions": [
-                            {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": start}
-                            for t in (
-                                "PodReadyToStartContainers",
-                                "Initialized",
-                                "Ready",
-                                "ContainersReady",
-                                "PodScheduled",
-                            )
-                        ],
-                        "hostIP": host_ip,
-                        "hostIPs": [{"ip": host_ip}],
-                        "podIP": pod_ip,
-                        "podIPs": [{"ip": pod_ip}],
-                        "startTime": start,
-                        "containerStatuses": [
-                            {
-                                "name": c["name"],
-                                "state": {"running": {"startedAt": start}},
-                                "lastState": {},
-                                "ready": True,
-                                "restartCount": 0,
-                                "image": c["image"],
-                                "imageID": image_id(c["image"]),
-                                "containerID": f"containerd://{ids.hex(64)}",
-                                "started": True,
-                            }
-                            for c in containers
-                        ],
-                        "qosClass": "Burstable",
-                    },
-                }
+                pod = self._running_pod(template, om, name, uid, node, daemon, created, ref)
+                spec = pod["spec"]
                 if padding is None:
                     # Size the filler once per workload so every pod lands near pod_bytes of JSON.
                     missing = self.pod_bytes - len(dumps(copy.deepcopy(pod)))
@@ -589,6 +517,100 @@ class Generator:
                     }
                 scheduler.remember_requests(uid, cpu, mem)
                 yield pod
+
+    def _running_pod(
+        self,
+        template: Obj,
+        om: Obj,
+        name: str,
+        uid: str,
+        node: str,
+        daemon: bool,
+        created: float,
+        ref: list[Obj],
+    ) -> Obj:
+        """One pod of a workload, Running and Ready on `node` since `created`, as its controller and
+        the kubelet would have written it (a Deployment's or StatefulSet's with Istio's sidecar)."""
+        ids = self.api.ids
+        start = rfc3339(created)
+        labels = template["metadata"]["labels"]
+        annotations = dict(template["metadata"].get("annotations") or {})
+        if not daemon:
+            annotations["sidecar.istio.io/status"] = _ISTIO_STATUS
+        spec = dict(template["spec"])
+        spec["nodeName"] = node
+        if daemon:
+            spec["affinity"] = _on_node(node)
+        host_ip = self.node_ips[node]
+        pod_ip = host_ip if daemon else ids.pod_ip()
+        return {
+            "metadata": {
+                "name": name,
+                "generateName": f"{om['name']}-",
+                "namespace": om["namespace"],
+                "uid": uid,
+                "generation": 1,
+                "creationTimestamp": start,
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": ref,
+            },
+            "spec": spec,
+            "status": {
+                "phase": "Running",
+                "conditions": [
+                    {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": start}
+                    for t in (
+                        "PodReadyToStartContainers",
+                        "Initialized",
+                        "Ready",
+                        "ContainersReady",
+                        "PodScheduled",
+                    )
+                ],
+                "hostIP": host_ip,
+                "hostIPs": [{"ip": host_ip}],
+                "podIP": pod_ip,
+                "podIPs": [{"ip": pod_ip}],
+                "startTime": start,
+                "containerStatuses": [
+                    {
+                        "name": c["name"],
+                        "state": {"running": {"startedAt": start}},
+                        "lastState": {},
+                        "ready": True,
+                        "restartCount": 0,
+                        "image": c["image"],
+                        "imageID": image_id(c["image"]),
+                        "containerID": f"containerd://{ids.hex(64)}",
+                        "started": True,
+                    }
+                    for c in spec["containers"]
+                ],
+                "qosClass": "Burstable",
+            },
+        }
+
+
+# The status Istio's injector writes on the pods it gave a sidecar.
+_ISTIO_STATUS = (
+    '{"initContainers":["istio-init"],"containers":["istio-proxy"],"volumes":["workload-socket",'
+    '"credential-socket","workload-certs","istio-envoy","istio-data","istio-podinfo","istio-token",'
+    '"istiod-ca-cert"],"imagePullSecrets":null,"revision":"default"}'
+)
+
+
+def _on_node(node: str) -> Obj:
+    """The node affinity the DaemonSet controller gives each of its pods: that one node, by name."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            }
+        }
+    }
 
 
 def _cores(container: Obj) -> float:

@@ -28,10 +28,7 @@ nodes and removes the green ones. An update while another of the same cluster ru
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,12 +39,11 @@ from bot.sim.apiserver.resources import minor_of
 from bot.sim.apiserver.server import Raw, SimHTTPServer
 from bot.sim.controllers.engine import Engine
 from bot.sim.world.cloud import NODES, Cloud, Operation
+from bot.sim.world.facade import ProviderWorld, answer
 
 Obj = dict[str, Any]
 
 PREFIX = "/gke"
-#: The longest a held answer (`POST /gke/sim/hold`) waits for its release, in real seconds.
-HOLD_LIMIT = 120.0
 _KNOWN = {
     "cluster_name",
     "project",
@@ -109,21 +105,11 @@ def _key(version: str) -> tuple[int, ...]:
     return (*(int(p) for p in head.split(".")), int(build or 0))
 
 
-class GkeWorld:
+class GkeWorld(ProviderWorld):
     """The GKE cluster, its node pools (the `Cloud`'s node groups) and its operations."""
 
     def __init__(self, cloud: Cloud, engine: Engine, spec: Obj, *, default_name: str) -> None:
-        if not isinstance(spec, dict):
-            raise ValueError("gcp: expected a mapping")
-        bad = set(spec) - _KNOWN
-        if bad:
-            raise ValueError(
-                f"gcp: unknown key(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(_KNOWN))}"
-            )
-        self.cloud = cloud
-        self.engine = engine
-        self.lock = cloud.api.store.lock
-        self.name = str(spec.get("cluster_name") or default_name)
+        super().__init__("gcp", _KNOWN, cloud, engine, spec, default_name=default_name)
         self.project = str(spec.get("project", "shop-project"))
         self.location = str(spec.get("location", "europe-west1"))
         self.valid = [str(v) for v in spec.get("valid_master_versions") or []]
@@ -132,9 +118,6 @@ class GkeWorld:
         self.maintenance: Obj = dict(spec.get("maintenance") or {})
         self.fail_updates = {str(f) for f in spec.get("fail_updates") or []}
         self.ops: dict[str, GkeOp] = {}
-        self.calls: Counter[str] = Counter()
-        self.holds: dict[str, threading.Event] = {}
-        self._ids = itertools.count(1)
 
     # ---- the world, read -------------------------------------------------------------------------
 
@@ -361,11 +344,8 @@ class GkeWorld:
         self._busy()
         old = current["version"]
         if f"nodepool:{name}" in self.fail_updates:
-            op = self.cloud._op("NodeGroupUpdate", name, version, "launching")
-            self.engine.after(
-                self.cloud.join_seconds,
-                lambda: self.cloud._finish(op, "the node pool upgrade failed (planted by the scenario)"),
-                key=("gke-op", op.id),
+            op = self.cloud.fail_node_group_update(
+                name, version, "the node pool upgrade failed (planted by the scenario)", "gke-op"
             )
             return self._new_op("UPGRADE_NODES", name, op)
         if "blue_green" in (self.pools.get(name) or {}):
@@ -478,28 +458,14 @@ def register(server: SimHTTPServer, world: GkeWorld) -> None:
 
 def handle(world: GkeWorld, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, Any]:
     rest = path[len(PREFIX) :].strip("/")
-    with world.lock:
-        if rest == "sim/hold" and method == "POST":
-            world.holds[str(json.loads(body or b"{}").get("operation", ""))] = threading.Event()
-            return 200, {}
-        if rest == "sim/release" and method == "POST":
-            for event in world.holds.values():
-                event.set()
-            world.holds.clear()
-            return 200, {}
-        if rest == "sim/calls" and method == "GET":
-            return 200, dict(world.calls)
-        before = Counter(world.calls)
-        try:
-            answer = _json(200, _rest(world, method, rest, json.loads(body) if body else {}))
-        except GkeError as exc:
-            answer = _json(
-                exc.status, {"error": {"code": exc.status, "message": exc.message, "status": exc.name}}
-            )
-        held = [event for op, event in world.holds.items() if world.calls[op] > before[op]]
-    for event in held:
-        event.wait(HOLD_LIMIT)
-    return answer
+    return answer(world, method, rest, body, lambda: _answer(world, method, rest, body))
+
+
+def _answer(world: GkeWorld, method: str, rest: str, body: bytes) -> tuple[int, Any]:
+    try:
+        return _json(200, _rest(world, method, rest, json.loads(body) if body else {}))
+    except GkeError as exc:
+        return _json(exc.status, {"error": {"code": exc.status, "message": exc.message, "status": exc.name}})
 
 
 def _json(status: int, obj: Obj) -> tuple[int, Any]:

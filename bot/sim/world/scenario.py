@@ -106,6 +106,21 @@ def _error(source: str, detail: str, *path: str | int) -> ScenarioError:
     return ScenarioError(f"{source}: {detail}", path=path, detail=detail)
 
 
+def _refuse_unknown(source: str, body: dict[str, Any], known: set[str], *path: str) -> None:
+    """Refuse the keys of `body` (the scenario, or its section at `path`) that are not `known`,
+    pointing at the first of them as the file has them."""
+    bad = set(body) - known
+    if bad:
+        first = min(bad, key=lambda k: list(body).index(k))
+        where = f"{path[-1]}: " if path else ""
+        raise _error(
+            source,
+            f"{where}unknown key(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(known))}",
+            *path,
+            first,
+        )
+
+
 @dataclass
 class Scenario:
     name: str
@@ -154,27 +169,12 @@ class Scenario:
     def from_dict(cls, data: Any, source: str = "<scenario>") -> Scenario:
         if not isinstance(data, dict):
             raise _error(source, "a scenario is a mapping")
-        unknown = set(data) - _TOP
-        if unknown:
-            first = min(unknown, key=lambda k: list(data).index(k))
-            raise _error(
-                source,
-                f"unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_TOP))}",
-                first,
-            )
+        _refuse_unknown(source, data, _TOP)
         for section, known in (("cluster", _CLUSTER), ("timing", set(_TIMING))):
             body = data.get(section) or {}
             if not isinstance(body, dict):
                 raise _error(source, f"{section}: expected a mapping", section)
-            bad = set(body) - known
-            if bad:
-                first = min(bad, key=lambda k: list(body).index(k))
-                raise _error(
-                    source,
-                    f"{section}: unknown key(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(known))}",
-                    section,
-                    first,
-                )
+            _refuse_unknown(source, body, known, section)
         cluster = data.get("cluster") or {}
         timing = data.get("timing") or {}
         for i, group in enumerate(data.get("node_groups") or []):

@@ -226,101 +226,19 @@ def _node_groups(snap: Mapping[str, Any]) -> tuple[list[Obj], dict[str, str], se
     return node_groups, group_of, fargate_nodes, eks, version
 
 
+_Key = tuple[str, str, str]
+
+
 def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) -> Obj:
     """The scenario (as the data a scenario file holds) of the cluster the snapshot recorded."""
     node_groups, group_of, fargate_nodes, eks, version = _node_groups(snap)
-
-    # Where each workload's pods ran, and the pods themselves (their containers, their states).
-    placement: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
-    pods_of: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    on_fargate: set[tuple[str, str, str]] = set()
-    for pod in _pods(snap):
-        key = (str(pod.get("workload_kind", "")), str(pod.get("namespace", "")), str(pod.get("workload", "")))
-        if key[0] not in _KINDS:
-            continue
-        node = str(pod.get("node", ""))
-        if node in fargate_nodes:
-            on_fargate.add(key)
-        elif node in group_of:
-            placement[key][group_of[node]] += 1
-        pods_of[key].append(pod)
-
+    placement, pods_of, on_fargate = _workload_pods(snap, group_of, fargate_nodes)
     taints_of = {g["name"]: g.get("taints") or [] for g in node_groups}
-    objects: list[Obj] = []
-    fargate_profiles: list[Obj] = []
-    faults: list[Obj] = []
-    injectors: list[Obj] = []
-    placements: dict[str, list[str]] = {}
-    workloads_by_ns: dict[str, list[str]] = defaultdict(list)
-    selectors: dict[tuple[str, str], Obj] = {}
+    made = _Workloads(pods_of, placement, on_fargate, group_of, taints_of, eks and bool(fargate_nodes))
     for w in snap.get("workloads") or []:
-        kind, ns, wname = str(w.get("kind", "")), str(w.get("namespace", "")), str(w.get("name", ""))
-        if kind not in _KINDS or not wname:
-            continue
-        key = (kind, ns, wname)
-        workloads_by_ns[ns].append(wname)
-        template: Obj | None = w.get("template")
-        pods = pods_of.get(key, [])
-        if template is not None:
-            pod_spec, labels, selector, injector = _recorded_pod(
-                kind, ns, wname, template, pods, eks and bool(fargate_nodes)
-            )
-            if injector is not None:
-                injectors.append(injector)
-            faults.extend(_states(pods, ns, wname))
-            if kind != "DaemonSet":
-                # StatefulSet pods by ordinal: the settled build places them in that order.
-                ordered = (
-                    sorted(pods, key=lambda p: _ordinal(str(p.get("name", ""))))
-                    if kind == "StatefulSet"
-                    else pods
-                )
-                nodes = [str(p["node"]) for p in ordered if p.get("node") in group_of]
-                if nodes:
-                    placements[f"{kind}/{ns}/{wname}"] = nodes
-        else:
-            pod_spec, labels, selector = _made_up_pod(
-                kind, w, pods, key in on_fargate, placement.get(key), taints_of
-            )
-        selectors[ns, wname] = selector
-        if key in on_fargate and kind != "DaemonSet":
-            fargate_profiles.append(
-                {"name": wname, "namespace": ns, "labels": dict(selector.get("matchLabels") or labels)}
-            )
-        meta: Obj = {"labels": dict(labels)}
-        if template is not None and template.get("annotations"):
-            meta["annotations"] = dict(template["annotations"])
-        body: Obj = {"selector": selector, "template": {"metadata": meta, "spec": pod_spec}}
-        if kind != "DaemonSet":
-            body["replicas"] = int(w.get("desired", 1) or 0)
-        if kind == "StatefulSet":
-            body["serviceName"] = wname
-        objects.append(
-            {
-                "apiVersion": "apps/v1",
-                "kind": kind,
-                "metadata": {"name": wname, "namespace": ns, "labels": dict(labels)},
-                "spec": body,
-            }
-        )
-    for pdb in snap.get("pdbs") or []:
-        ns, pname = str(pdb.get("namespace", "")), str(pdb.get("name", ""))
-        names = workloads_by_ns.get(ns, [])
-        # The snapshot keeps no selector: the budget guards the workload of its name, or the only one.
-        target = pname if pname in names else (names[0] if len(names) == 1 else None)
-        if target is None:
-            continue
-        objects.append(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": pname, "namespace": ns},
-                "spec": {
-                    "minAvailable": int(pdb.get("desired_healthy", 0) or 0),
-                    "selector": json.loads(json.dumps(selectors[ns, target])),
-                },
-            }
-        )
+        made.add(w)
+    objects = made.objects
+    objects.extend(_budgets(snap, made.by_namespace, made.selectors))
     objects.extend(_kept_objects(snap))
     uses = snap.get("api_uses") or {}
     _applied(objects, uses.get("applied") or [])
@@ -345,15 +263,15 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
         "settled": True,
         "node_groups": node_groups,
     }
-    if fargate_profiles:
-        scenario["fargate_profiles"] = fargate_profiles
+    if made.fargate_profiles:
+        scenario["fargate_profiles"] = made.fargate_profiles
     scenario["namespaces"] = [str(n) for n in snap.get("namespaces") or [] if str(n) not in _BASE]
-    if injectors:
-        scenario["injectors"] = injectors
-    if faults:
-        scenario["faults"] = faults
-    if placements:
-        scenario["placements"] = placements
+    if made.injectors:
+        scenario["injectors"] = made.injectors
+    if made.faults:
+        scenario["faults"] = made.faults
+    if made.placements:
+        scenario["placements"] = made.placements
     restarts = _restarts(pods_of, group_of)
     if restarts:
         scenario["restarts"] = restarts
@@ -373,6 +291,130 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
         scenario["aws"] = aws
     scenario["objects"] = objects
     return scenario
+
+
+def _workload_pods(
+    snap: Mapping[str, Any], group_of: Mapping[str, str], fargate_nodes: set[str]
+) -> tuple[dict[_Key, Counter[str]], dict[_Key, list[dict[str, Any]]], set[_Key]]:
+    """Where each workload's pods ran (a count by node group, or on Fargate), and the pods themselves
+    (their containers, their states)."""
+    placement: dict[_Key, Counter[str]] = defaultdict(Counter)
+    pods_of: dict[_Key, list[dict[str, Any]]] = defaultdict(list)
+    on_fargate: set[_Key] = set()
+    for pod in _pods(snap):
+        key = (str(pod.get("workload_kind", "")), str(pod.get("namespace", "")), str(pod.get("workload", "")))
+        if key[0] not in _KINDS:
+            continue
+        node = str(pod.get("node", ""))
+        if node in fargate_nodes:
+            on_fargate.add(key)
+        elif node in group_of:
+            placement[key][group_of[node]] += 1
+        pods_of[key].append(pod)
+    return placement, pods_of, on_fargate
+
+
+class _Workloads:
+    """The twin's workloads as they are read one by one from the snapshot: their objects, and what
+    the scenario says beside them (Fargate profiles, recorded faults and injectors, placements)."""
+
+    def __init__(
+        self,
+        pods_of: Mapping[_Key, list[dict[str, Any]]],
+        placement: Mapping[_Key, Counter[str]],
+        on_fargate: set[_Key],
+        group_of: Mapping[str, str],
+        taints_of: Mapping[str, Any],
+        fargate_cluster: bool,
+    ) -> None:
+        # Where the snapshot saw the pods (from `_workload_pods`) and what the node groups offer.
+        self._pods_of, self._placement, self._on_fargate = pods_of, placement, on_fargate
+        self._group_of, self._taints_of, self._fargate_cluster = group_of, taints_of, fargate_cluster
+        self.objects: list[Obj] = []
+        self.fargate_profiles: list[Obj] = []
+        self.faults: list[Obj] = []
+        self.injectors: list[Obj] = []
+        self.placements: dict[str, list[str]] = {}
+        self.by_namespace: dict[str, list[str]] = defaultdict(list)
+        self.selectors: dict[tuple[str, str], Obj] = {}
+
+    def add(self, w: Mapping[str, Any]) -> None:
+        """One recorded workload: its pod as recorded (its template), or made up from its pods."""
+        kind, ns, wname = str(w.get("kind", "")), str(w.get("namespace", "")), str(w.get("name", ""))
+        if kind not in _KINDS or not wname:
+            return
+        key = (kind, ns, wname)
+        self.by_namespace[ns].append(wname)
+        template: Obj | None = w.get("template")
+        pods = self._pods_of.get(key, [])
+        if template is not None:
+            pod_spec, labels, selector, injector = _recorded_pod(
+                kind, ns, wname, template, pods, self._fargate_cluster
+            )
+            if injector is not None:
+                self.injectors.append(injector)
+            self.faults.extend(_states(pods, ns, wname))
+            if kind != "DaemonSet":
+                # StatefulSet pods by ordinal: the settled build places them in that order.
+                ordered = (
+                    sorted(pods, key=lambda p: _ordinal(str(p.get("name", ""))))
+                    if kind == "StatefulSet"
+                    else pods
+                )
+                nodes = [str(p["node"]) for p in ordered if p.get("node") in self._group_of]
+                if nodes:
+                    self.placements[f"{kind}/{ns}/{wname}"] = nodes
+        else:
+            pod_spec, labels, selector = _made_up_pod(
+                kind, w, pods, key in self._on_fargate, self._placement.get(key), self._taints_of
+            )
+        self.selectors[ns, wname] = selector
+        if key in self._on_fargate and kind != "DaemonSet":
+            self.fargate_profiles.append(
+                {"name": wname, "namespace": ns, "labels": dict(selector.get("matchLabels") or labels)}
+            )
+        meta: Obj = {"labels": dict(labels)}
+        if template is not None and template.get("annotations"):
+            meta["annotations"] = dict(template["annotations"])
+        body: Obj = {"selector": selector, "template": {"metadata": meta, "spec": pod_spec}}
+        if kind != "DaemonSet":
+            body["replicas"] = int(w.get("desired", 1) or 0)
+        if kind == "StatefulSet":
+            body["serviceName"] = wname
+        self.objects.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": kind,
+                "metadata": {"name": wname, "namespace": ns, "labels": dict(labels)},
+                "spec": body,
+            }
+        )
+
+
+def _budgets(
+    snap: Mapping[str, Any], by_namespace: Mapping[str, list[str]], selectors: Mapping[tuple[str, str], Obj]
+) -> list[Obj]:
+    """The snapshot's disruption budgets, each over the workload it guards."""
+    budgets: list[Obj] = []
+    for pdb in snap.get("pdbs") or []:
+        ns, pname = str(pdb.get("namespace", "")), str(pdb.get("name", ""))
+        names = by_namespace.get(ns, [])
+        # The snapshot keeps no selector: the budget guards the workload of its name, or the only one.
+        target = pname if pname in names else (names[0] if len(names) == 1 else None)
+        if target is None:
+            continue
+        budgets.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": pname, "namespace": ns},
+                "spec": {
+                    "minAvailable": int(pdb.get("desired_healthy", 0) or 0),
+                    "selector": json.loads(json.dumps(selectors[ns, target])),
+                },
+            }
+        )
+    return budgets
 
 
 def _aws(provider: Mapping[str, Any], git_version: str) -> Obj | None:
