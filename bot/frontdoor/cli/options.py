@@ -62,6 +62,20 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
+def verb_parser(
+    subparsers: Subparsers, name: str, help: str, *, configured: bool = True
+) -> argparse.ArgumentParser:
+    """A command whose help ends with the exit statuses; `configured`: it reads the configuration
+    (`common_options`)."""
+    return subparsers.add_parser(
+        name,
+        parents=[common_options()] if configured else [],
+        help=help,
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def formats(parser: argparse.ArgumentParser, choices: list[str], default: str) -> None:
     """`-o/--output FORMAT`, as kubectl, pluto and kubent spell it; `--format` still works."""
     parser.add_argument(
