@@ -470,27 +470,27 @@ class SlackDirectory:
             self._cache[group_id] = (now, members)
         return members
 
-    def user_exists(self, user_id: str) -> bool:
-        """users.info: False for `user_not_found` and for deactivated accounts."""
-        try:
-            resp = self.gateway._call("users.info", self.gateway.client.users_info, user=user_id)
-        except SlackCallFailed as exc:
-            if exc.code == "user_not_found":
-                return False
-            raise
-        user = resp.get("user") or {}
-        return not bool(user.get("deleted", False))
-
-    def display_name(self, user_id: str) -> str | None:
-        """users.info: the profile's display name, else the real name, else the handle; None for
-        `user_not_found`."""
+    def _user(self, user_id: str) -> dict[str, Any] | None:
+        """users.info's user (`{}` if it sends none), or None for `user_not_found`."""
         try:
             resp = self.gateway._call("users.info", self.gateway.client.users_info, user=user_id)
         except SlackCallFailed as exc:
             if exc.code == "user_not_found":
                 return None
             raise
-        user = resp.get("user") or {}
+        return resp.get("user") or {}
+
+    def user_exists(self, user_id: str) -> bool:
+        """users.info: False for `user_not_found` and for deactivated accounts."""
+        user = self._user(user_id)
+        return user is not None and not bool(user.get("deleted", False))
+
+    def display_name(self, user_id: str) -> str | None:
+        """users.info: the profile's display name, else the real name, else the handle; None for
+        `user_not_found`."""
+        user = self._user(user_id)
+        if user is None:
+            return None
         profile = user.get("profile") or {}
         for name in (
             profile.get("display_name"),

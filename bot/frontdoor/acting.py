@@ -25,13 +25,12 @@ from typing import Any
 
 from bot.core.duties import Driver
 from bot.core.jobs.service import HEARTBEAT_SECONDS, JobService, subject
+from bot.frontdoor.serviceduty import ServiceDuty
 from bot.logsetup import log_context
 from bot.records import JobRow
 
 log = logging.getLogger(__name__)
 
-#: How often the runner looks for jobs to drive or to interrupt.
-SCAN_SECONDS = 5.0
 JOBS = "jobs"
 
 
@@ -87,25 +86,11 @@ class JobDriver(Driver):
                 self.stop.set()
 
 
-class JobDuty:
+class JobDuty(ServiceDuty[JobService, Any]):
     """Cluster jobs as a kind of long duty: a job nobody drives is claimed; one whose driver is
     gone is interrupted (never continued silently: people resume it)."""
 
     name = JOBS
-    scan_seconds = SCAN_SECONDS
-
-    def __init__(
-        self,
-        service: JobService,
-        connect: Callable[[str], Any],
-        *,
-        scan_seconds: float = SCAN_SECONDS,
-        **driver_options: Any,
-    ) -> None:
-        self.scan_seconds = scan_seconds
-        self.service = service
-        self.connect = connect
-        self.driver_options = driver_options
 
     def live(self) -> list[JobRow]:
         return self.service.store.jobs(states=("live",))
@@ -129,9 +114,6 @@ class JobDuty:
         with log_context(run_id=row.run_id, step=row.step_id, job=str(row.id)):
             log.info("driving job %s (%s of run %s)", row.id, row.kind, row.run_id)
         return JobDriver(self.service, fresh, self.connect, **self.driver_options)
-
-    def heartbeat(self, row_id: int) -> bool:
-        return self.service.heartbeat(row_id)
 
     def before_scan(self) -> None:
         self.service.offer_owed()

@@ -30,7 +30,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 from bot.adapters.kube import Cluster, WatchEvent
@@ -42,6 +42,7 @@ from bot.core.watches.schema import KINDS
 from bot.core.watches.service import HEARTBEAT_SECONDS, PUBLISH_SECONDS, WatchService
 from bot.core.watches.spec import REDUCERS
 from bot.errors import BotError, Fenced
+from bot.frontdoor.serviceduty import ServiceDuty
 from bot.records import WatchRow
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,6 @@ STREAM_SECONDS = 30
 VERSION_SECONDS = 5.0
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
-#: How often the runner looks for watches without a live owner.
-SCAN_SECONDS = 5.0
 VERSION = "version"
 WATCHES = "watches"
 #: Container log tails the known-issue rules may read per watch and minute, and their size cap.
@@ -307,25 +306,11 @@ class WatchDriver(Driver):
             self.stop.wait(self.version_seconds)
 
 
-class WatchDuty:
+class WatchDuty(ServiceDuty[WatchService, WatchSource]):
     """Watches as a kind of long duty: a watch without a live owner (no heartbeat for
     `STALE_AFTER`) is claimed and driven; a live owner's watch is never taken."""
 
     name = WATCHES
-    scan_seconds = SCAN_SECONDS
-
-    def __init__(
-        self,
-        service: WatchService,
-        connect: Callable[[str], WatchSource],
-        *,
-        scan_seconds: float = SCAN_SECONDS,
-        **driver_options: Any,
-    ) -> None:
-        self.scan_seconds = scan_seconds
-        self.service = service
-        self.connect = connect
-        self.driver_options = driver_options
 
     def live(self) -> list[WatchRow]:
         return self.service.live()
@@ -342,12 +327,3 @@ class WatchDuty:
         fresh = self.service.store.watch(row.id) or row
         log.info("driving watch %s on %s", row.id, row.cluster)
         return WatchDriver(self.service, fresh, self.connect, **self.driver_options)
-
-    def heartbeat(self, row_id: int) -> bool:
-        return self.service.heartbeat(row_id)
-
-    def before_scan(self) -> None:
-        pass
-
-    def after_scan(self, driving: Collection[int]) -> None:
-        pass

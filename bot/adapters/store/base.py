@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -14,6 +18,9 @@ from bot.errors import PermanentError, TemporaryError
 
 class StoreBase:
     engine: Engine
+
+
+R = TypeVar("R")
 
 
 def _maybe_utc(value: datetime | None) -> datetime | None:
@@ -42,3 +49,49 @@ def _utc(value: datetime) -> datetime:
         # SQLite drops the offset; everything is written in UTC, so naive values are UTC.
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+def _optional_bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+#: How a column comes back as a record field of this type (SQLite returns integers for booleans,
+#: naive datetimes); a field of another type takes the column's value as it is.
+_FROM_COLUMN: dict[Any, Callable[[Any], Any]] = {
+    int: int,
+    bool: bool,
+    datetime: _utc,
+    (datetime, None): _maybe_utc,
+    (bool, None): _optional_bool,
+}
+
+
+#: Record type → (field name, its reader) in field order, worked out once per type.
+_READERS: dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {}
+
+
+def _field_readers(record: type) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+    known = _READERS.get(record)
+    if known is not None:
+        return known
+    hints = typing.get_type_hints(record)
+    readers = []
+    for field in dataclasses.fields(record):
+        hint = hints[field.name]
+        if isinstance(hint, types.UnionType):
+            args = typing.get_args(hint)
+            if len(args) == 2 and args[1] is type(None):
+                hint = (args[0], None)
+        readers.append((field.name, _FROM_COLUMN.get(hint)))
+    _READERS[record] = tuple(readers)
+    return _READERS[record]
+
+
+def _from_row(record: type[R], row: Any, **read: Callable[[Any], Any]) -> R:
+    """The record (a dataclass) whose fields are the row's columns of the same names, each read by
+    its type (`_FROM_COLUMN`) or by `read[name]` where the column is stored otherwise (JSON, a list)."""
+    values = {}
+    for name, by_type in _field_readers(record):
+        reader = read.get(name, by_type)
+        values[name] = reader(row[name]) if reader is not None else row[name]
+    return record(**values)

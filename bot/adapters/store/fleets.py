@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.adapters.store.audit import _audit_values
-from bot.adapters.store.base import StoreBase, _maybe_utc, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.schema import audit_log, fleet_members, fleet_runs, fleet_votes
 from bot.records import AuditEntry, FleetMemberRow, FleetRow, FleetVoteRow
 
@@ -136,42 +136,12 @@ def _member_values(m: FleetMemberRow) -> dict[str, Any]:
 
 
 def _fleet_row(r: Any) -> FleetRow:
-    return FleetRow(
-        id=r["id"],
-        name=r["name"],
-        plan_text=r["plan_text"],
-        state=r["state"],
-        reason=r["reason"],
-        stage=int(r["stage"]),
-        phase=r["phase"],
-        soak_started_at=_maybe_utc(r["soak_started_at"]),
-        version=int(r["version"]),
-        created_by=r["created_by"],
-        created_at=_utc(r["created_at"]),
-        updated_at=_utc(r["updated_at"]),
-    )
+    return _from_row(FleetRow, r)
 
 
 def _member_row(r: Any) -> FleetMemberRow:
-    return FleetMemberRow(
-        fleet_id=r["fleet_id"],
-        cluster=r["cluster"],
-        stage=int(r["stage"]),
-        position=int(r["position"]),
-        state=r["state"],
-        run_id=r["run_id"],
-        attempts=int(r["attempts"]),
-        reason=r["reason"],
-        plan_text=r["plan_text"],
-    )
+    return _from_row(FleetMemberRow, r)
 
 
 def _vote_row(r: Any) -> FleetVoteRow:
-    return FleetVoteRow(
-        fleet_id=r["fleet_id"],
-        stage=int(r["stage"]),
-        gate=r["gate"],
-        user_id=r["user_id"],
-        roles=tuple(json.loads(r["roles"])),
-        at=_utc(r["at"]),
-    )
+    return _from_row(FleetVoteRow, r, roles=lambda v: tuple(json.loads(v)))

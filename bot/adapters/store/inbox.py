@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from bot.adapters.store.base import StoreBase, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _storable_id, _utc, _wrap_errors
 from bot.adapters.store.schema import deliveries, inbox
 from bot.errors import TemporaryError
 from bot.records import InboxItem
@@ -141,14 +141,4 @@ class Inbox(StoreBase):
 
 
 def _inbox_item(r: Any) -> InboxItem:
-    return InboxItem(
-        id=int(r["id"]),
-        key=r["key"],
-        kind=r["kind"],
-        payload=r["payload"],
-        received_at=_utc(r["received_at"]),
-        state=r["state"],
-        attempts=int(r["attempts"]),
-        owner=r["owner"],
-        failure=r["failure"],
-    )
+    return _from_row(InboxItem, r)

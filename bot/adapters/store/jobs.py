@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from bot.adapters.store.audit import _audit_values
-from bot.adapters.store.base import StoreBase, _maybe_utc, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _storable_id, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
 from bot.adapters.store.schema import audit_log, jobs, run_messages, runs
 from bot.errors import PermanentError
@@ -278,26 +278,4 @@ def _job_values(j: JobRow) -> dict[str, Any]:
 
 
 def _job_row(r: Any) -> JobRow:
-    return JobRow(
-        id=int(r["id"]),
-        run_id=r["run_id"],
-        step_id=r["step_id"],
-        epoch=int(r["epoch"]),
-        kind=r["kind"],
-        cluster=r["cluster"],
-        args=r["args"],
-        dry_run=bool(r["dry_run"]),
-        state=r["state"],
-        ok=None if r["ok"] is None else bool(r["ok"]),
-        detail=r["detail"],
-        progress=r["progress"],
-        card=r["card"],
-        choice=r["choice"],
-        decision=r["decision"],
-        owner=r["owner"],
-        heartbeat_at=_maybe_utc(r["heartbeat_at"]),
-        started_by=r["started_by"],
-        started_at=_utc(r["started_at"]),
-        updated_at=_maybe_utc(r["updated_at"]),
-        ended_at=_maybe_utc(r["ended_at"]),
-    )
+    return _from_row(JobRow, r)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from bot.adapters.store.base import StoreBase, _maybe_utc, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.schema import run_messages
 from bot.errors import TemporaryError
 from bot.records import MessageRef
@@ -236,17 +236,4 @@ def _insert_outbox(conn: Connection, run_id: str, outbox: Sequence[tuple[str, st
 
 
 def _message_ref(r: Any) -> MessageRef:
-    return MessageRef(
-        run_id=r["run_id"],
-        key=r["key"],
-        channel=r["channel"],
-        ts=r["ts"],
-        thread_ts=r["thread_ts"],
-        owner=r["owner"],
-        claimed_at=_utc(r["claimed_at"]),
-        body=r["body"],
-        attempts=r["attempts"],
-        failure=r["failure"],
-        dead_at=_maybe_utc(r["dead_at"]),
-        failing_since=_maybe_utc(r["failing_since"]),
-    )
+    return _from_row(MessageRef, r)

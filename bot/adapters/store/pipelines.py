@@ -8,7 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from bot.adapters.store.base import StoreBase, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _utc, _wrap_errors
 from bot.adapters.store.schema import hook_signatures, pipeline_builds
 from bot.records import PipelineBuild
 
@@ -66,18 +66,4 @@ class PipelineHooks(StoreBase):
                 .where(pipeline_builds.c.run_id == run_id[:64])
                 .order_by(pipeline_builds.c.id)
             ).all()
-        return [
-            PipelineBuild(
-                run_id=r.run_id,
-                step_id=r.step_id,
-                source=r.source,
-                pipeline=r.pipeline,
-                job=r.job,
-                build=r.build,
-                status=r.status,
-                revision=r.revision,
-                url=r.url,
-                at=_utc(r.at),
-            )
-            for r in rows
-        ]
+        return [_from_row(PipelineBuild, r._mapping) for r in rows]

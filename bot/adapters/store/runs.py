@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.adapters.store.audit import _audit_values
-from bot.adapters.store.base import StoreBase, _maybe_utc, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _storable_id, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
 from bot.adapters.store.schema import approvals, audit_log, plans, run_steps, runs
 from bot.errors import ConcurrentUpdate
@@ -164,13 +164,7 @@ class Runs(StoreBase):
 
 
 def _plan_row(row: Any) -> PlanRow:
-    return PlanRow(
-        id=int(row["id"]),
-        name=row["name"],
-        text=row["text"],
-        loaded_by=row["loaded_by"],
-        loaded_at=_utc(row["loaded_at"]),
-    )
+    return _from_row(PlanRow, row)
 
 
 def _run_values(run: RunRow) -> dict[str, Any]:
@@ -190,19 +184,7 @@ def _run_values(run: RunRow) -> dict[str, Any]:
 
 
 def _run_row(row: Any) -> RunRow:
-    return RunRow(
-        id=row["id"],
-        plan_id=int(row["plan_id"]),
-        plan_name=row["plan_name"],
-        cluster=row["cluster"],
-        state=row["state"],
-        version=int(row["version"]),
-        roster={k: tuple(v) for k, v in json.loads(row["roster"]).items()},
-        reason=row["reason"],
-        created_by=row["created_by"],
-        created_at=_utc(row["created_at"]),
-        updated_at=_utc(row["updated_at"]),
-    )
+    return _from_row(RunRow, row, roster=lambda v: {k: tuple(r) for k, r in json.loads(v).items()})
 
 
 def _roster_text(roster: Mapping[str, Sequence[str]]) -> str:
@@ -227,18 +209,7 @@ def _step_values(run_id: str, position: int, step: StepRun) -> dict[str, Any]:
 
 
 def _step_run(row: Any) -> StepRun:
-    return StepRun(
-        step_id=row["step_id"],
-        state=StepState(row["state"]),
-        epoch=int(row["epoch"]),
-        started_by=row["started_by"],
-        opened_at=_maybe_utc(row["opened_at"]),
-        started_at=_maybe_utc(row["started_at"]),
-        finished_at=_maybe_utc(row["finished_at"]),
-        escalations=int(row["escalations"]),
-        note=row["note"],
-        runner=row["runner"],
-    )
+    return _from_row(StepRun, row, state=StepState)
 
 
 def _approval_values(run_id: str, a: Approval) -> dict[str, Any]:
@@ -256,13 +227,4 @@ def _approval_values(run_id: str, a: Approval) -> dict[str, Any]:
 
 
 def _approval(row: Any) -> Approval:
-    return Approval(
-        step_id=row["step_id"],
-        phase=row["phase"],
-        epoch=int(row["epoch"]),
-        user_id=row["user_id"],
-        roles=tuple(r for r in row["roles"].split(",") if r),
-        decision=row["decision"],
-        at=_utc(row["at"]),
-        reason=row["reason"],
-    )
+    return _from_row(Approval, row, roles=lambda v: tuple(r for r in v.split(",") if r))

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from bot.adapters.store.audit import _audit_values
-from bot.adapters.store.base import StoreBase, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _storable_id, _utc, _wrap_errors
 from bot.adapters.store.schema import audit_log, scheduled_announcements, schedules
 from bot.errors import ConcurrentUpdate, TemporaryError
 from bot.records import AnnouncementRow, AuditEntry, ScheduleRow
@@ -251,22 +251,7 @@ def _schedule_values(s: ScheduleRow) -> dict[str, Any]:
 
 
 def _schedule_row(row: Any) -> ScheduleRow:
-    return ScheduleRow(
-        id=int(row["id"]),
-        plan_id=int(row["plan_id"]),
-        plan_name=row["plan_name"],
-        window_start=_utc(row["window_start"]),
-        window_end=_utc(row["window_end"]),
-        tz=row["tz"],
-        channel=row["channel"],
-        state=row["state"],
-        run_id=row["run_id"],
-        created_by=row["created_by"],
-        created_at=_utc(row["created_at"]),
-        override_reason=row["override_reason"],
-        moved_from=int(row["moved_from"]),
-        move_reason=row["move_reason"],
-    )
+    return _from_row(ScheduleRow, row)
 
 
 def _announcement_values(a: AnnouncementRow, *, schedule_id: int) -> dict[str, Any]:
@@ -289,20 +274,4 @@ def _announcement_values(a: AnnouncementRow, *, schedule_id: int) -> dict[str, A
 
 
 def _announcement_row(row: Any) -> AnnouncementRow:
-    return AnnouncementRow(
-        id=int(row["id"]),
-        schedule_id=int(row["schedule_id"]),
-        plan_name=row["plan_name"],
-        run_id=row["run_id"],
-        template=row["template"],
-        due_at=_utc(row["due_at"]),
-        window_start=_utc(row["window_start"]),
-        dedup_key=row["dedup_key"],
-        state=row["state"],
-        channel=row["channel"],
-        ts=row["ts"],
-        delayed=bool(row["delayed"]),
-        reason=row["reason"],
-        updated_at=_utc(row["updated_at"]),
-        step_id=row["step_id"],
-    )
+    return _from_row(AnnouncementRow, row)

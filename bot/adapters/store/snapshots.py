@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.adapters.store.base import StoreBase, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _storable_id, _utc, _wrap_errors
 from bot.adapters.store.schema import snapshots
 from bot.records import SnapshotMeta
 
@@ -59,12 +59,4 @@ class Snapshots(StoreBase):
 
 
 def _snapshot_meta(row: Any) -> SnapshotMeta:
-    return SnapshotMeta(
-        id=int(row["id"]),
-        cluster=row["cluster"],
-        label=row["label"],
-        taken_at=_utc(row["taken_at"]),
-        taken_by=row["taken_by"],
-        summary=row["summary"],
-        size=int(row["size"]),
-    )
+    return _from_row(SnapshotMeta, row)

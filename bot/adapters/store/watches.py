@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.adapters.store.base import StoreBase, _maybe_utc, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _storable_id, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
 from bot.adapters.store.schema import run_messages, watch_samples, watches
 from bot.records import WatchRow
@@ -205,26 +205,15 @@ def _watch_values(w: WatchRow) -> dict[str, Any]:
     }
 
 
+def _json_tuple(text: str) -> tuple[str, ...]:
+    return tuple(json.loads(text))
+
+
+def _or_blank(value: str | None) -> str:
+    return value or ""
+
+
 def _watch_row(r: Any) -> WatchRow:
-    return WatchRow(
-        id=int(r["id"]),
-        cluster=r["cluster"],
-        nodegroups=tuple(json.loads(r["nodegroups"])),
-        namespaces=tuple(json.loads(r["namespaces"])),
-        target=r["target"],
-        stop=r["stop"],
-        channel=r["channel"],
-        run_id=r["run_id"] or "",
-        step_id=r["step_id"] or "",
-        state=r["state"],
-        started_by=r["started_by"],
-        started_at=_utc(r["started_at"]),
-        ends_at=_maybe_utc(r["ends_at"]),
-        ended_at=_maybe_utc(r["ended_at"]),
-        end_reason=r["end_reason"],
-        end_requested_by=r["end_requested_by"],
-        owner=r["owner"],
-        heartbeat_at=_maybe_utc(r["heartbeat_at"]),
-        summary=r["summary"],
-        published_at=_maybe_utc(r["published_at"]),
+    return _from_row(
+        WatchRow, r, nodegroups=_json_tuple, namespaces=_json_tuple, run_id=_or_blank, step_id=_or_blank
     )

@@ -31,13 +31,12 @@ from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
     EXIT_FOUND,
     EXIT_OK,
-    EXIT_STATUSES,
     Handler,
     Subparsers,
-    common_options,
     formats,
     kube_flags,
     refused,
+    verb_parser,
 )
 from bot.frontdoor.cli.output import as_yaml
 from bot.frontdoor.cli.progress import progress_bar
@@ -50,12 +49,10 @@ EVERY_CLUSTER = "*"
 
 
 def register(subparsers: Subparsers) -> Handler:
-    check = subparsers.add_parser(
+    check = verb_parser(
+        subparsers,
         "check",
-        parents=[common_options()],
-        help="pre-flight checks for an upgrade; exit 3 when a Required one fails",
-        epilog=EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "pre-flight checks for an upgrade; exit 3 when a Required one fails",
     )
     check.add_argument("--cluster", help="a configured cluster (default: the only one)")
     check.add_argument("--to", help="the target version, e.g. 1.25 (default: one minor above the cluster)")

@@ -15,12 +15,11 @@ from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
     EXIT_FOUND,
     EXIT_OK,
-    EXIT_STATUSES,
     Handler,
     Subparsers,
-    common_options,
     formats,
     kube_flags,
+    verb_parser,
 )
 from bot.frontdoor.cli.output import as_yaml
 from bot.frontdoor.cli.progress import progress_bar
@@ -28,12 +27,10 @@ from bot.settings import Settings
 
 
 def register(subparsers: Subparsers) -> Handler:
-    diff = subparsers.add_parser(
+    diff = verb_parser(
+        subparsers,
         "diff",
-        parents=[common_options()],
-        help="compare two snapshots; exit 3 on regressions",
-        epilog=EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "compare two snapshots; exit 3 on regressions",
     )
     diff.add_argument("a", help="the earlier snapshot: id or label")
     diff.add_argument("b", nargs="?", help="the later snapshot: id or label (default: the live cluster)")

@@ -16,13 +16,12 @@ from bot.frontdoor.cli.options import (
     EXIT_FAILED,
     EXIT_FOUND,
     EXIT_OK,
-    EXIT_STATUSES,
     EXIT_USAGE,
     Handler,
     Subparsers,
-    common_options,
     kube_flags,
     terminal_user,
+    verb_parser,
 )
 from bot.frontdoor.termtext import TerminalText, mentioned
 from bot.router import CommandRequest
@@ -34,12 +33,10 @@ READ_ONLY_EXEC = frozenset({"snapshot", "snapshots", "diff", "check", "diagnose"
 
 
 def register(subparsers: Subparsers) -> Handler:
-    ex = subparsers.add_parser(
+    ex = verb_parser(
+        subparsers,
         "exec",
-        parents=[common_options()],
-        help="run one /upgrade subcommand from the terminal (exits as the command of the same name)",
-        epilog=EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run one /upgrade subcommand from the terminal (exits as the command of the same name)",
     )
     ex.add_argument("text", help='the subcommand and its arguments, e.g. "help" or "audit --since 1h"')
     ex.add_argument("--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)")

@@ -16,12 +16,11 @@ from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_STATUSES,
     EXIT_USAGE,
     Handler,
     Subparsers,
-    common_options,
     terminal_user,
+    verb_parser,
 )
 from bot.router import CommandRequest
 from bot.settings import Settings
@@ -32,12 +31,10 @@ def register(subparsers: Subparsers) -> Handler:
     verbs = fleet.add_subparsers(dest="fleet_command", required=True, metavar="VERB")
 
     def verb(name: str, help_: str) -> argparse.ArgumentParser:
-        p = verbs.add_parser(
+        p = verb_parser(
+            verbs,
             name,
-            parents=[common_options()],
-            help=help_,
-            epilog=EXIT_STATUSES,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            help_,
         )
         if name != "validate":
             p.add_argument(

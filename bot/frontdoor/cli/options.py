@@ -62,6 +62,42 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
+def verb_parser(
+    subparsers: Subparsers, name: str, help: str, *, configured: bool = True
+) -> argparse.ArgumentParser:
+    """A command whose help ends with the exit statuses; `configured`: it reads the configuration
+    (`common_options`)."""
+    return subparsers.add_parser(
+        name,
+        parents=[common_options()] if configured else [],
+        help=help,
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def own_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The parser of a command that parses its own arguments (`sim fidelity`, `sim scenario`): its
+    help ends with the exit statuses; `parse_own` adds `--config` and `--log-level`."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def parse_own(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
+    """`argv` parsed with `--config` and `--log-level` added, or the exit status of `--help` or of
+    a usage error (argparse has printed it)."""
+    parser.add_argument("--config", metavar="PATH")
+    parser.add_argument("--log-level", choices=LOG_LEVELS)
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
 def formats(parser: argparse.ArgumentParser, choices: list[str], default: str) -> None:
     """`-o/--output FORMAT`, as kubectl, pluto and kubent spell it; `--format` still works."""
     parser.add_argument(

@@ -32,13 +32,13 @@ from bot.frontdoor.cli.connect import connect, slack_directory
 from bot.frontdoor.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_STATUSES,
     EXIT_USAGE,
     Handler,
     Subparsers,
     common_options,
     kube_flags,
     terminal_user,
+    verb_parser,
 )
 from bot.frontdoor.cli.progress import progress_bar
 from bot.logsetup import configure_logging
@@ -67,13 +67,11 @@ def register(subparsers: Subparsers) -> Handler:
         help="also check on the plan's cluster (from --config) that its actions' nodes, groups and "
         "workloads exist now (warnings: the cluster may change before the window)",
     )
-    draft = actions.add_parser(
+    draft = verb_parser(
+        actions,
         "draft",
-        parents=[common_options()],
-        help="write a commented plan from what the cluster, its pre-flight check and its provider show "
+        "write a commented plan from what the cluster, its pre-flight check and its provider show "
         "(read-only)",
-        epilog=EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     draft.add_argument("--cluster", help="a configured cluster (default: the only one)")
     draft.add_argument(

@@ -16,11 +16,11 @@ from bot.errors import BotError, ConfigError, PlanInvalid
 from bot.frontdoor.cli.connect import connect
 from bot.frontdoor.cli.options import (
     EXIT_FAILED,
-    EXIT_STATUSES,
     EXIT_USAGE,
     LOG_LEVELS,
     Handler,
     Subparsers,
+    verb_parser,
 )
 from bot.frontdoor.rehearse import rehearse
 from bot.logsetup import configure_logging
@@ -31,11 +31,11 @@ from bot.sim.world.scenario import ScenarioError
 
 
 def register(subparsers: Subparsers) -> Handler:
-    parser = subparsers.add_parser(
+    parser = verb_parser(
+        subparsers,
         "rehearse",
-        help="run a whole plan on the simulated cluster, printing the card and thread",
-        epilog=EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run a whole plan on the simulated cluster, printing the card and thread",
+        configured=False,
     )
     parser.add_argument("plan", help="a plan file, or the name of a built-in plan (e.g. eks-nodegroups)")
     parser.add_argument(

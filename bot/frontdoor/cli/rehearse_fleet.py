@@ -14,7 +14,7 @@ from pathlib import Path
 from bot.core.fleets.plan import parse_fleet, resolve
 from bot.errors import ConfigError, PlanInvalid
 from bot.frontdoor.cli.connect import connect
-from bot.frontdoor.cli.options import EXIT_STATUSES, EXIT_USAGE, Handler, Subparsers
+from bot.frontdoor.cli.options import EXIT_USAGE, Handler, Subparsers, verb_parser
 from bot.frontdoor.cli.rehearse import exit_status, rehearsal_aws, sim_options
 from bot.frontdoor.rehearse_fleet import rehearse_fleet
 from bot.logsetup import configure_logging
@@ -29,11 +29,11 @@ DEFAULT_SCENARIO = "small"
 
 
 def register(subparsers: Subparsers) -> Handler:
-    parser = subparsers.add_parser(
+    parser = verb_parser(
+        subparsers,
         "rehearse-fleet",
-        help="run a whole fleet on simulated clusters, printing the cards and threads",
-        epilog=EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run a whole fleet on simulated clusters, printing the cards and threads",
+        configured=False,
     )
     parser.add_argument(
         "fleet", help="a fleet plan file, or the name of a shipped one (e.g. example: templates/fleets/)"

@@ -10,11 +10,11 @@ from pathlib import Path
 from bot.core.rules import rules_problems
 from bot.frontdoor.cli.options import (
     EXIT_OK,
-    EXIT_STATUSES,
     EXIT_USAGE,
     Handler,
     Subparsers,
     common_options,
+    verb_parser,
 )
 from bot.frontdoor.rules_tester import run_rules_test
 from bot.logsetup import configure_logging
@@ -29,12 +29,10 @@ def register(subparsers: Subparsers) -> Handler:
         "check", parents=[common_options()], help="validate a rules file; exit 2 listing problems"
     )
     check.add_argument("file", help="the rules file (YAML)")
-    test = actions.add_parser(
+    test = verb_parser(
+        actions,
         "test",
-        parents=[common_options()],
-        help="which rules match a log line or an event message; exit 3 on a match, 0 on none",
-        epilog=EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "which rules match a log line or an event message; exit 3 on a match, 0 on none",
     )
     test.add_argument("file", nargs="?", help="the rules file to test (default: the shipped rules)")
     line = test.add_mutually_exclusive_group(required=True)

@@ -3,14 +3,13 @@ simulated cluster, a twin of a cluster (the bot's stored snapshot, read here) or
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from bot.errors import BotError
 from bot.frontdoor.cli.config import settings_for
 from bot.frontdoor.cli.connect import stored_snapshot
-from bot.frontdoor.cli.options import EXIT_OK, EXIT_STATUSES, EXIT_USAGE, LOG_LEVELS, refused
+from bot.frontdoor.cli.options import EXIT_OK, EXIT_USAGE, own_parser, parse_own, refused
 from bot.logsetup import configure_logging
 from bot.sim.world.scenario import builtin_dir, builtin_scenarios
 from bot.sim.world.twin import dump_scenario, scenario_from_snapshot
@@ -18,11 +17,9 @@ from bot.sim.world.twin import dump_scenario, scenario_from_snapshot
 
 def main(argv: list[str]) -> int:
     """`sim scenario`'s arguments (after those two words): a scenario file on standard output."""
-    parser = argparse.ArgumentParser(
-        prog="upgrade-bot sim scenario",
-        description="Write a scenario file: a twin of a cluster from a stored snapshot, or a built-in.",
-        epilog=EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = own_parser(
+        "upgrade-bot sim scenario",
+        "Write a scenario file: a twin of a cluster from a stored snapshot, or a built-in.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--from-snapshot", metavar="LABEL", help="a stored snapshot's id or label")
@@ -30,12 +27,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cluster", help="with a label: which cluster (default: the only one)")
     parser.add_argument("--name", help="the scenario's name (default: CLUSTER-twin)")
     parser.add_argument("--out", metavar="FILE", help="write here instead of standard output")
-    parser.add_argument("--config", metavar="PATH")
-    parser.add_argument("--log-level", choices=LOG_LEVELS)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args = parse_own(parser, argv)
+    if isinstance(args, int):
+        return args
     configure_logging(args.log_level or "WARNING", [])
     if args.builtin:
         path = builtin_dir() / f"{args.builtin}.yaml"

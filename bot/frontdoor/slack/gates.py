@@ -16,11 +16,9 @@ is an approval with the force option, stored and audited with that reason.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,14 +28,23 @@ from slack_bolt import Ack, App
 from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.adapters.store import Store
 from bot.core.rendering import inert, slack_escape
-from bot.core.runs.machine import ButtonRef
+from bot.core.runs.machine import ButtonRef, Outcome, Run
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
-from bot.frontdoor.slack.fallback import refuse_inactive_button
-from bot.frontdoor.slack.keys import delivery_key, ref_id
+from bot.frontdoor.slack.stepbuttons import (
+    REASON_LIMIT,
+    StepButtonDoor,
+    reason_input,
+    reason_modal,
+    step_heading,
+    step_modal,
+    submission_payload,
+    submitted_ref,
+    submitted_value,
+)
 from bot.frontdoor.workers import WorkerPool
-from bot.logsetup import correlation, log_context
+from bot.logsetup import log_context
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +57,6 @@ CONFIRM_CALLBACK = "gate_confirm"
 REASON_CALLBACK = "gate_reason"
 #: The modal the force option opens for its own reason (and a destructive step's typed id).
 FORCE_CALLBACK = "gate_force_reason"
-#: Longest reason kept (the thread line and the audit row show it whole).
-REASON_LIMIT = 500
 
 
 def register(
@@ -67,26 +72,27 @@ def register(
     """Wire the gate buttons and modals into `app`, and the inbox's click work to `GateDoor`."""
     door = GateDoor(runs=runs, gateway=gateway, inbox=inbox, workers=workers, store=store, clock=clock)
     inbox.handle("click", door.work_click)
-    app.action(re.compile("^gate_(approve|reject|force)$"))(door.on_gate)
+    app.action(re.compile("^gate_(approve|reject|force)$"))(door.on_button)
     app.view(CONFIRM_CALLBACK)(door.on_confirm)
     app.view(REASON_CALLBACK)(door.on_reason)
     app.view(FORCE_CALLBACK)(door.on_force)
 
 
 @dataclass(frozen=True, kw_only=True)
-class GateDoor:
+class GateDoor(StepButtonDoor):
     """The gate buttons' and modals' handlers (Bolt passes `ack`, `body`, `action`/`view` by name),
     and the click work the inbox runs on a worker."""
 
+    KIND = "click"
+    DECISIONS = GATE_ACTIONS
+
     runs: RunService
     gateway: SlackGateway
-    inbox: Inbox
-    workers: WorkerPool
-    store: Store
-    clock: Callable[[], datetime]
 
-    def refuse(self, cid: str, *, user: str, channel: str, response_url: str, message: str) -> None:
-        text = f":no_entry: {inert(message)} _(ref {cid})_"
+    def refuse(self, actor: Actor, response_url: str, message: str) -> None:
+        """Tell the clicker why their click does not count (ephemeral, with the reference id)."""
+        user, channel = actor.user_id, actor.channel_id
+        text = f":no_entry: {inert(message)} _(ref {actor.correlation_id})_"
         try:
             if response_url:
                 respond_via_url(response_url, text, ephemeral=True)
@@ -97,57 +103,60 @@ class GateDoor:
 
     def ask_reason(self, ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str) -> None:
         """A Reject click: open the reason modal if this person may reject this gate now."""
-        try:
-            check = self.runs.check_click(ref, actor)
-        except BotError as exc:
-            check = None
-            message = exc.user_message
-        if check is not None and check.accepted:
-            run = check.run
-            step = run.plan.step(ref.step_id)
+
+        def view(run: Run) -> dict[str, Any]:
             phase = run.phase(run.step_run(ref.step_id)) or "start"
-            try:
-                self.gateway.open_view(trigger_id, reason_view(ref, step.title, phase, actor.channel_id))
-                return
-            except BotError as exc:
-                message = f"could not open the reason dialog ({exc.user_message}); click the button again"
-        elif check is not None:
-            message = check.message
-        self.refuse(
-            actor.correlation_id,
-            user=actor.user_id,
-            channel=actor.channel_id,
-            response_url=response_url,
-            message=message,
+            return reason_view(ref, run.plan.step(ref.step_id).title, phase, actor.channel_id)
+
+        self.ask_in_modal(
+            ref, actor, response_url, trigger_id, may=lambda check: check.accepted, view=view, what="reason"
         )
 
     def ask_force(self, ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str) -> None:
         """An "Approve with force…" click: open the force modal if this person may approve this
         gate now (the approval itself is decided again when the modal is submitted)."""
+
+        def view(run: Run) -> dict[str, Any]:
+            step = run.plan.step(ref.step_id)
+            return force_view(ref, step.title, step.destructive, actor.channel_id)
+
+        self.ask_in_modal(
+            ref,
+            actor,
+            response_url,
+            trigger_id,
+            may=lambda check: check.accepted or check.needs_confirmation,
+            view=view,
+            what="force",
+        )
+
+    def ask_in_modal(
+        self,
+        ref: ButtonRef,
+        actor: Actor,
+        response_url: str,
+        trigger_id: str,
+        *,
+        may: Callable[[Outcome], bool],
+        view: Callable[[Run], dict[str, Any]],
+        what: str,
+    ) -> None:
+        """Open the modal a click asks for (`view` of the run) if the run service says the clicker
+        `may` make it now; otherwise, or if Slack will not open it, tell them why."""
         try:
             check = self.runs.check_click(ref, actor)
         except BotError as exc:
             check = None
             message = exc.user_message
-        if check is not None and (check.accepted or check.needs_confirmation):
-            run = check.run
-            step = run.plan.step(ref.step_id)
+        if check is not None and may(check):
             try:
-                self.gateway.open_view(
-                    trigger_id, force_view(ref, step.title, step.destructive, actor.channel_id)
-                )
+                self.gateway.open_view(trigger_id, view(check.run))
                 return
             except BotError as exc:
-                message = f"could not open the force dialog ({exc.user_message}); click the button again"
+                message = f"could not open the {what} dialog ({exc.user_message}); click the button again"
         elif check is not None:
             message = check.message
-        self.refuse(
-            actor.correlation_id,
-            user=actor.user_id,
-            channel=actor.channel_id,
-            response_url=response_url,
-            message=message,
-        )
+        self.refuse(actor, response_url, message)
 
     def decide(
         self,
@@ -169,35 +178,17 @@ class GateDoor:
             out = self.runs.click(ref, actor, confirmation=confirmation, reason=reason)
         except BotError as exc:
             log.warning("gate click on %s/%s failed: %s", ref.run_id, ref.step_id, exc.user_message)
-            self.refuse(
-                actor.correlation_id,
-                user=actor.user_id,
-                channel=actor.channel_id,
-                response_url=response_url,
-                message=exc.user_message,
-            )
+            self.refuse(actor, response_url, exc.user_message)
             return
         if out.needs_confirmation:
             step = out.run.plan.step(ref.step_id)
             try:
                 self.gateway.open_view(trigger_id, confirm_view(ref, step.title, actor.channel_id))
             except BotError as exc:
-                self.refuse(
-                    actor.correlation_id,
-                    user=actor.user_id,
-                    channel=actor.channel_id,
-                    response_url=response_url,
-                    message=f"could not open the confirmation: {exc.user_message}",
-                )
+                self.refuse(actor, response_url, f"could not open the confirmation: {exc.user_message}")
             return
         if not out.accepted:
-            self.refuse(
-                actor.correlation_id,
-                user=actor.user_id,
-                channel=actor.channel_id,
-                response_url=response_url,
-                message=out.message,
-            )
+            self.refuse(actor, response_url, out.message)
 
     def work_click(self, payload: dict[str, Any], cid: str, how: str) -> None:
         ref = ButtonRef.decode(str(payload["value"]), GATE_ACTIONS.get(str(payload["action_id"]), ""))
@@ -219,59 +210,9 @@ class GateDoor:
                 reason=str(payload.get("reason") or ""),
             )
 
-    def on_gate(self, ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
-        user = ref_id(body, "user")
-        channel = ref_id(body, "channel")
-        response_url = str(body.get("response_url", ""))
-        trigger_id = str(body.get("trigger_id", ""))
-        action_id = str(action.get("action_id", ""))
-        value = str(action.get("value", ""))
-        ref = ButtonRef.decode(value, GATE_ACTIONS.get(action_id, ""))
-        accepted = None
-        if ref is not None:
-            # Stored before the ack: Slack never sends an acknowledged click again.
-            accepted = self.inbox.accept(
-                "click",
-                delivery_key(body),
-                {
-                    "user": user,
-                    "channel": channel,
-                    "response_url": response_url,
-                    "trigger_id": trigger_id,
-                    "action_id": action_id,
-                    "value": value,
-                },
-            )
-        ack()
-        scope = log_context(run_id=ref.run_id, step=ref.step_id) if ref is not None else nullcontext()
-        with correlation() as cid, scope:
-            log.info("gate button %s from %s", action_id, user)
-            if ref is None:
-                refuse_inactive_button(
-                    self.store,
-                    self.workers,
-                    at=self.clock(),
-                    user=user,
-                    channel=channel,
-                    response_url=response_url,
-                    action=action,
-                    cid=cid,
-                )
-                return
-            if accepted is not None:
-                self.inbox.submit(accepted[0], name=f"gate {ref.run_id}/{ref.step_id}")
-
     def on_confirm(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        user = ref_id(body, "user")
-        try:
-            meta = json.loads(str(view.get("private_metadata", "")))
-            ref = ButtonRef.decode(str(meta["ref"]), "approve")
-            channel = str(meta.get("channel", ""))
-        except (ValueError, KeyError, TypeError):
-            ref, channel = None, ""
-        typed = str(
-            view.get("state", {}).get("values", {}).get("confirm", {}).get("typed", {}).get("value") or ""
-        ).strip()
+        ref, channel = submitted_ref(view, "approve")
+        typed = submitted_value(view, "confirm")
         if ref is None:
             ack()
             return
@@ -279,35 +220,12 @@ class GateDoor:
             # A string comparison: fast enough to answer inside the ack, where the modal shows it.
             ack(response_action="errors", errors={"confirm": f"Type {ref.step_id} exactly to approve."})
             return
-        accepted = self.inbox.accept(
-            "click",
-            delivery_key(body) or f"view:{view.get('id', '')}",
-            {
-                "user": user,
-                "channel": channel,
-                "response_url": "",
-                "trigger_id": "",
-                "action_id": "gate_approve",
-                "value": ref.encode(),
-                "confirmation": typed,
-            },
-        )
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]):
-                self.inbox.submit(accepted[0], name=f"confirm {ref.run_id}/{ref.step_id}")
+        payload = submission_payload(body, channel, "gate_approve", ref, confirmation=typed)
+        self.accept_view(ack, body, view, ref, payload, "confirm")
 
     def on_reason(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        user = str(body.get("user", {}).get("id", ""))
-        try:
-            meta = json.loads(str(view.get("private_metadata", "")))
-            ref = ButtonRef.decode(str(meta["ref"]), "reject")
-            channel = str(meta.get("channel", ""))
-        except (ValueError, KeyError, TypeError):
-            ref, channel = None, ""
-        reason = str(
-            view.get("state", {}).get("values", {}).get("reason", {}).get("typed", {}).get("value") or ""
-        ).strip()
+        ref, channel = submitted_ref(view, "reject")
+        reason = submitted_value(view, "reason")
         if ref is None:
             ack()
             return
@@ -318,37 +236,14 @@ class GateDoor:
                 errors={"reason": "Say why: it goes into the thread and the audit log."},
             )
             return
-        # Stored before the ack, as a click is: an acknowledged submission is never sent again.
-        accepted = self.inbox.accept(
-            "click",
-            delivery_key(body) or f"view:{view.get('id', '')}",
-            {
-                "user": user,
-                "channel": channel,
-                "response_url": "",
-                "trigger_id": "",
-                "action_id": "gate_reject",
-                "value": ref.encode(),
-                "reason": reason[:REASON_LIMIT],
-            },
-        )
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]), log_context(run_id=ref.run_id, step=ref.step_id):
-                log.info("gate reason for %s/%s from %s", ref.run_id, ref.step_id, user)
-                self.inbox.submit(accepted[0], name=f"reject {ref.run_id}/{ref.step_id}")
+        payload = submission_payload(body, channel, "gate_reject", ref, reason=reason[:REASON_LIMIT])
+        self.accept_view(ack, body, view, ref, payload, "reject")
 
     def on_force(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        user = str(body.get("user", {}).get("id", ""))
-        try:
-            meta = json.loads(str(view.get("private_metadata", "")))
-            ref = ButtonRef.decode(str(meta["ref"]), "force")
-            channel = str(meta.get("channel", ""))
-        except (ValueError, KeyError, TypeError):
-            ref, channel = None, ""
-        values = view.get("state", {}).get("values", {})
-        reason = str(values.get("reason", {}).get("typed", {}).get("value") or "").strip()
-        typed = values.get("confirm", {}).get("typed", {}).get("value")
+        ref, channel = submitted_ref(view, "force")
+        reason = submitted_value(view, "reason")
+        # None where the modal has no typed id (a step that is not destructive).
+        typed = view.get("state", {}).get("values", {}).get("confirm", {}).get("typed", {}).get("value")
         if ref is None:
             ack()
             return
@@ -361,51 +256,22 @@ class GateDoor:
             # String checks: fast enough to answer inside the ack, where the modal shows them.
             ack(response_action="errors", errors=errors)
             return
-        payload = {
-            "user": user,
-            "channel": channel,
-            "response_url": "",
-            "trigger_id": "",
-            "action_id": "gate_force",
-            "value": ref.encode(),
-            "reason": reason[:REASON_LIMIT],
-        }
+        payload = submission_payload(body, channel, "gate_force", ref, reason=reason[:REASON_LIMIT])
         if typed is not None:
             payload["confirmation"] = str(typed).strip()
-        # Stored before the ack, as a click is: an acknowledged submission is never sent again.
-        accepted = self.inbox.accept("click", delivery_key(body) or f"view:{view.get('id', '')}", payload)
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]), log_context(run_id=ref.run_id, step=ref.step_id):
-                log.info("gate force for %s/%s from %s", ref.run_id, ref.step_id, user)
-                self.inbox.submit(accepted[0], name=f"force {ref.run_id}/{ref.step_id}")
+        self.accept_view(ack, body, view, ref, payload, "force")
 
 
 def force_view(ref: ButtonRef, title: str, destructive: bool, channel: str) -> dict[str, Any]:
     """The modal of the force option: why (required), and a destructive step's id, typed."""
-    blocks: list[dict[str, Any]] = [
-        {
-            "type": "section",
-            "text": {
-                "type": "mrkdwn",
-                "text": f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) with *force*: "
-                "its pods are deleted with grace period 0, past their disruption budgets — what a pod "
-                "on a dead node needs. The last pod of a workload still stays. Force is the gate's "
-                "option only if every approval chooses it; otherwise the pods are evicted.",
-            },
-        },
-        {
-            "type": "input",
-            "block_id": "reason",
-            "label": {"type": "plain_text", "text": "Why force"},
-            "element": {
-                "type": "plain_text_input",
-                "action_id": "typed",
-                "multiline": True,
-                "max_length": REASON_LIMIT,
-            },
-        },
-    ]
+    heading = step_heading(
+        title,
+        ref,
+        "with *force*: its pods are deleted with grace period 0, past their disruption budgets — what a pod "
+        "on a dead node needs. The last pod of a workload still stays. Force is the gate's option only if "
+        "every approval chooses it; otherwise the pods are evicted.",
+    )
+    blocks = [heading, reason_input("Why force")]
     if destructive:
         blocks.append(
             {
@@ -415,15 +281,9 @@ def force_view(ref: ButtonRef, title: str, destructive: bool, channel: str) -> d
                 "element": {"type": "plain_text_input", "action_id": "typed"},
             }
         )
-    return {
-        "type": "modal",
-        "callback_id": FORCE_CALLBACK,
-        "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
-        "title": {"type": "plain_text", "text": "Approve with force"},
-        "submit": {"type": "plain_text", "text": "Approve with force"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": blocks,
-    }
+    return step_modal(
+        FORCE_CALLBACK, ref, channel, title="Approve with force", submit="Approve with force", blocks=blocks
+    )
 
 
 def reason_view(ref: ButtonRef, title: str, phase: str, channel: str) -> dict[str, Any]:
@@ -434,60 +294,38 @@ def reason_view(ref: ButtonRef, title: str, phase: str, channel: str) -> dict[st
         if start
         else "is marked failed, and the run pauses or aborts as its plan says"
     )
-    return {
-        "type": "modal",
-        "callback_id": REASON_CALLBACK,
-        "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
-        "title": {"type": "plain_text", "text": "Reject the step" if start else "Report a failure"},
-        "submit": {"type": "plain_text", "text": "Reject" if start else "Report failure"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) {what}. "
-                    "Say why: the reason goes to the run's thread and the audit log.",
-                },
-            },
-            {
-                "type": "input",
-                "block_id": "reason",
-                "label": {"type": "plain_text", "text": "Reason"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": "typed",
-                    "multiline": True,
-                    "max_length": REASON_LIMIT,
-                },
-            },
-        ],
-    }
+    return reason_modal(
+        REASON_CALLBACK,
+        ref,
+        channel,
+        step_title=title,
+        text=f"{what}. Say why: the reason goes to the run's thread and the audit log.",
+        title="Reject the step" if start else "Report a failure",
+        submit="Reject" if start else "Report failure",
+    )
 
 
 def confirm_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
     """The modal that asks for a destructive step's id, typed, before the approval counts."""
-    return {
-        "type": "modal",
-        "callback_id": CONFIRM_CALLBACK,
-        "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
-        "title": {"type": "plain_text", "text": "Confirm destructive step"},
-        "submit": {"type": "plain_text", "text": "Approve"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f"*{slack_escape(title[:200])}* changes the cluster and cannot be undone "
-                    f"by the bot. Type `{ref.step_id}` to approve it.",
-                },
-            },
-            {
-                "type": "input",
-                "block_id": "confirm",
-                "label": {"type": "plain_text", "text": "Step id"},
-                "element": {"type": "plain_text_input", "action_id": "typed"},
-            },
-        ],
+    heading = {
+        "type": "section",
+        "text": {
+            "type": "mrkdwn",
+            "text": f"*{slack_escape(title[:200])}* changes the cluster and cannot be undone "
+            f"by the bot. Type `{ref.step_id}` to approve it.",
+        },
     }
+    typed = {
+        "type": "input",
+        "block_id": "confirm",
+        "label": {"type": "plain_text", "text": "Step id"},
+        "element": {"type": "plain_text_input", "action_id": "typed"},
+    }
+    return step_modal(
+        CONFIRM_CALLBACK,
+        ref,
+        channel,
+        title="Confirm destructive step",
+        submit="Approve",
+        blocks=[heading, typed],
+    )

@@ -16,7 +16,6 @@ A refusal (wrong person, stale button, a blank reason) comes back ephemeral with
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import shlex
@@ -32,17 +31,25 @@ from bot.adapters.store import Store
 from bot.core.durations import parse_duration
 from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import roles_of
-from bot.core.rendering import inert, slack_escape
+from bot.core.rendering import inert
 from bot.core.runs import paused as P
 from bot.core.runs.machine import EVIDENCE_WAIVE, ButtonRef
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
-from bot.frontdoor.slack.fallback import refuse_inactive_button
-from bot.frontdoor.slack.keys import delivery_key, ref_id
 from bot.frontdoor.slack.refusals import refuse_click
+from bot.frontdoor.slack.stepbuttons import (
+    REASON_LIMIT,
+    StepButtonDoor,
+    reason_input,
+    reason_modal,
+    step_heading,
+    step_modal,
+    submission_payload,
+    submitted_ref,
+    submitted_value,
+)
 from bot.frontdoor.workers import WorkerPool
-from bot.logsetup import correlation
 from bot.router import CommandRequest, Router
 from bot.settings import Settings
 
@@ -62,8 +69,6 @@ EVIDENCE_ANSWERS = {"wait": "wait", "abort": "abort", "evidence_waive": "waive"}
 SKIP_CALLBACK = "paused_skip_reason"
 EVIDENCE_WAIVE_CALLBACK = "paused_evidence_waive_reason"
 WAIVE_CALLBACK = "paused_waive"
-#: Longest reason kept (as a gate's rejection).
-REASON_LIMIT = 500
 #: The longest waiver `/upgrade waive` takes; the modal says so before the command refuses.
 WAIVE_LONGEST = "90d"
 
@@ -101,18 +106,17 @@ def register(
 
 
 @dataclass(frozen=True, kw_only=True)
-class PausedDoor:
+class PausedDoor(StepButtonDoor):
     """The paused run's buttons' and modals' handlers (Bolt passes `ack`, `body`, `action`/`view` by
     name), and the click work the inbox runs on a worker."""
+
+    KIND = "paused"
+    DECISIONS = ACTIONS
 
     runs: RunService
     router: Router
     settings: Callable[[], Settings]
     gateway: SlackGateway
-    inbox: Inbox
-    workers: WorkerPool
-    store: Store
-    clock: Callable[[], datetime]
     jobs: JobService
 
     def refuse(self, cid: str, payload: dict[str, Any], message: str) -> None:
@@ -256,60 +260,10 @@ class PausedDoor:
                 blocks=outcome.rendered.blocks,
             )
 
-    def on_button(self, ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
-        user = ref_id(body, "user")
-        channel = ref_id(body, "channel")
-        response_url = str(body.get("response_url", ""))
-        action_id = str(action.get("action_id", ""))
-        value = str(action.get("value", ""))
-        ref = ButtonRef.decode(value, ACTIONS.get(action_id, ""))
-        accepted = None
-        if ref is not None:
-            # Stored before the ack: Slack never sends an acknowledged click again.
-            accepted = self.inbox.accept(
-                "paused",
-                delivery_key(body),
-                {
-                    "user": user,
-                    "channel": channel,
-                    "response_url": response_url,
-                    "trigger_id": str(body.get("trigger_id", "")),
-                    "action_id": action_id,
-                    "value": value,
-                },
-            )
-        ack()
-        with correlation() as cid:
-            log.info("paused-run button %s from %s", action_id, user)
-            if ref is None:
-                refuse_inactive_button(
-                    self.store,
-                    self.workers,
-                    at=self.clock(),
-                    user=user,
-                    channel=channel,
-                    response_url=response_url,
-                    action=action,
-                    cid=cid,
-                )
-                return
-            if accepted is not None:
-                self.inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
-
-    def accept_view(
-        self, ack: Ack, body: dict[str, Any], view: dict[str, Any], ref: ButtonRef, payload: dict[str, Any]
-    ) -> None:
-        # Stored before the ack, as a click is: an acknowledged submission is never sent again.
-        accepted = self.inbox.accept("paused", delivery_key(body) or f"view:{view.get('id', '')}", payload)
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]):
-                self.inbox.submit(accepted[0], name=f"paused {ref.decision} {ref.run_id}/{ref.step_id}")
-
     def submit_with_reason(self, ack: Ack, body: dict[str, Any], view: dict[str, Any], action: str) -> None:
         """A modal whose one field is the reason (Skip…, Waive… of evidence): refused without one."""
-        ref, channel = _submitted(body, view, action)
-        reason = _value(view, "reason")
+        ref, channel = submitted_ref(view, ACTIONS[action])
+        reason = submitted_value(view, "reason")
         if ref is None:
             ack()
             return
@@ -319,16 +273,8 @@ class PausedDoor:
                 errors={"reason": "Say why: it goes into the thread and the audit log."},
             )
             return
-        payload = {
-            "user": str(body.get("user", {}).get("id", "")),
-            "channel": channel,
-            "response_url": "",
-            "trigger_id": "",
-            "action_id": action,
-            "value": ref.encode(),
-            "reason": reason[:REASON_LIMIT],
-        }
-        self.accept_view(ack, body, view, ref, payload)
+        payload = submission_payload(body, channel, action, ref, reason=reason[:REASON_LIMIT])
+        self.accept_view(ack, body, view, ref, payload, f"paused {ref.decision}")
 
     def on_skip(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         self.submit_with_reason(ack, body, view, P.SKIP)
@@ -337,14 +283,14 @@ class PausedDoor:
         self.submit_with_reason(ack, body, view, P.EVIDENCE_WAIVE)
 
     def on_waive(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        ref, channel = _submitted(body, view, P.WAIVE)
+        ref, channel = submitted_ref(view, ACTIONS[P.WAIVE])
         if ref is None:
             ack()
             return
         finding, duration, reason = (
-            _value(view, "finding", "picked"),
-            _value(view, "duration"),
-            _value(view, "reason"),
+            submitted_value(view, "finding", "picked"),
+            submitted_value(view, "duration"),
+            submitted_value(view, "reason"),
         )
         errors: dict[str, str] = {}
         try:
@@ -359,130 +305,77 @@ class PausedDoor:
         if errors:
             ack(response_action="errors", errors=errors)
             return
-        payload = {
-            "user": str(body.get("user", {}).get("id", "")),
-            "channel": channel,
-            "response_url": "",
-            "trigger_id": "",
-            "action_id": P.WAIVE,
-            "value": ref.encode(),
-            "finding": finding,
-            "duration": duration,
-            "reason": reason[:REASON_LIMIT],
-        }
-        self.accept_view(ack, body, view, ref, payload)
+        payload = submission_payload(
+            body, channel, P.WAIVE, ref, finding=finding, duration=duration, reason=reason[:REASON_LIMIT]
+        )
+        self.accept_view(ack, body, view, ref, payload, f"paused {ref.decision}")
 
 
-def _submitted(body: dict[str, Any], view: dict[str, Any], action_id: str) -> tuple[ButtonRef | None, str]:
-    try:
-        meta = json.loads(str(view.get("private_metadata", "")))
-        return ButtonRef.decode(str(meta["ref"]), ACTIONS[action_id]), str(meta.get("channel", ""))
-    except (ValueError, KeyError, TypeError):
-        return None, ""
+#: The paused run's modals whose one field is the reason: callback id → title, submit label, and
+#: what submitting it does to the step.
+_REASON_MODALS = {
+    SKIP_CALLBACK: (
+        "Skip the step",
+        "Skip",
+        "will not be done by the bot: the run goes on with the next step once the step's gate agrees "
+        "(two people where it needs two). Say why: the reason goes to the run's thread, its end and the audit log.",
+    ),
+    EVIDENCE_WAIVE_CALLBACK: (
+        "Waive the evidence",
+        "Vote to waive",
+        "passes without evidence once two people agree (the primary and the shadow). Say why: the reason "
+        "goes to the run's thread and the audit log.",
+    ),
+}
 
 
-def _value(view: dict[str, Any], block: str, element: str = "typed") -> str:
-    state = view.get("state", {}).get("values", {}).get(block, {}).get(element, {})
-    picked = state.get("selected_option") or {}
-    return str(state.get("value") or picked.get("value") or "").strip()
+def _reason_view(callback_id: str, ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
+    modal_title, submit, text = _REASON_MODALS[callback_id]
+    return reason_modal(
+        callback_id, ref, channel, step_title=title, text=text, title=modal_title, submit=submit
+    )
 
 
 def skip_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
     """The modal asking why a paused run's stopped step is skipped."""
-    return {
-        "type": "modal",
-        "callback_id": SKIP_CALLBACK,
-        "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
-        "title": {"type": "plain_text", "text": "Skip the step"},
-        "submit": {"type": "plain_text", "text": "Skip"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) will not be done "
-                    "by the bot: the run goes on with the next step once the step's gate agrees (two people "
-                    "where it needs two). Say why: the reason goes to the run's thread, its end and the audit log.",
-                },
-            },
-            {
-                "type": "input",
-                "block_id": "reason",
-                "label": {"type": "plain_text", "text": "Reason"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": "typed",
-                    "multiline": True,
-                    "max_length": REASON_LIMIT,
-                },
-            },
-        ],
-    }
+    return _reason_view(SKIP_CALLBACK, ref, title, channel)
 
 
 def evidence_waive_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
     """The modal asking why a step passes without evidence (one of the two votes it needs)."""
-    view = skip_view(ref, title, channel)
-    view["callback_id"] = EVIDENCE_WAIVE_CALLBACK
-    view["title"] = {"type": "plain_text", "text": "Waive the evidence"}
-    view["submit"] = {"type": "plain_text", "text": "Vote to waive"}
-    view["blocks"][0]["text"]["text"] = (
-        f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) passes without evidence once "
-        "two people agree (the primary and the shadow). Say why: the reason goes to the run's thread and "
-        "the audit log."
-    )
-    return view
+    return _reason_view(EVIDENCE_WAIVE_CALLBACK, ref, title, channel)
 
 
 def waive_view(ref: ButtonRef, title: str, findings: tuple[str, ...], channel: str) -> dict[str, Any]:
     """The modal asking which finding the run paused on is waived, for how long and why."""
-    return {
-        "type": "modal",
-        "callback_id": WAIVE_CALLBACK,
-        "private_metadata": json.dumps({"ref": ref.encode(), "channel": channel}),
-        "title": {"type": "plain_text", "text": "Waive a finding"},
-        "submit": {"type": "plain_text", "text": "Ask the waiver"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f"*{slack_escape(title[:200])}* (`{slack_escape(ref.step_id[:64])}`) failed on these "
-                    "Required findings. A waiver accepts one for a while: it covers nothing until someone in "
-                    "a second role confirms it (`/upgrade waive confirm ID`); then Resume runs the check again.",
-                },
-            },
-            {
-                "type": "input",
-                "block_id": "finding",
-                "label": {"type": "plain_text", "text": "Finding"},
-                "element": {
-                    "type": "static_select",
-                    "action_id": "picked",
-                    # Slack allows 100 options in a static select.
-                    "options": [
-                        {"text": {"type": "plain_text", "text": f}, "value": f} for f in findings[:100]
-                    ],
-                },
-            },
-            {
-                "type": "input",
-                "block_id": "duration",
-                "label": {"type": "plain_text", "text": f"For how long (like 14d; at most {WAIVE_LONGEST})"},
-                "element": {"type": "plain_text_input", "action_id": "typed", "max_length": 10},
-            },
-            {
-                "type": "input",
-                "block_id": "reason",
-                "label": {"type": "plain_text", "text": "Reason"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": "typed",
-                    "multiline": True,
-                    "max_length": REASON_LIMIT,
-                },
-            },
-        ],
+    heading = step_heading(
+        title,
+        ref,
+        "failed on these Required findings. A waiver accepts one for a while: it covers nothing until someone "
+        "in a second role confirms it (`/upgrade waive confirm ID`); then Resume runs the check again.",
+    )
+    finding = {
+        "type": "input",
+        "block_id": "finding",
+        "label": {"type": "plain_text", "text": "Finding"},
+        "element": {
+            "type": "static_select",
+            "action_id": "picked",
+            # Slack allows 100 options in a static select.
+            "options": [{"text": {"type": "plain_text", "text": f}, "value": f} for f in findings[:100]],
+        },
     }
+    duration = {
+        "type": "input",
+        "block_id": "duration",
+        "label": {"type": "plain_text", "text": f"For how long (like 14d; at most {WAIVE_LONGEST})"},
+        "element": {"type": "plain_text_input", "action_id": "typed", "max_length": 10},
+    }
+    return step_modal(
+        WAIVE_CALLBACK,
+        ref,
+        channel,
+        title="Waive a finding",
+        submit="Ask the waiver",
+        blocks=[heading, finding, duration, reason_input()],
+    )
