@@ -45,18 +45,24 @@ def check_control_plane(cluster: Obj, offered: Sequence[str], target: str) -> li
     props = cluster.get("properties") or {}
     state = str(props.get("provisioningState", "?"))
     current = str(props.get("currentKubernetesVersion") or props.get("kubernetesVersion") or "")
-    return control_plane_not_ready(
-        id="AKS001",
-        cluster=f"AKS cluster {cluster.get('name', '?')}",
-        obj=f"managedClusters/{cluster.get('name', '?')}",
+    name = cluster.get("name", "?")
+    why = control_plane_not_ready(
         not_ready=f"its provisioningState is {state}" if state != "Succeeded" else "",
         offered=f"its upgrade profile offers {', '.join(offered) or 'nothing'} from {current}",
         target_offered=current == target or any(_same(v, target) for v in offered),
         target=target,
-        fix="wait for the running operation to end (az aks show), or target a version the upgrade profile offers "
-        "(az aks get-upgrades)",
-        source=SOURCE,
     )
+    if not why:
+        return []
+    fix = (
+        "wait for the running operation to end (az aks show), or target a version the upgrade profile offers "
+        "(az aks get-upgrades)"
+    )
+    title = f"AKS cluster {name} is not ready for {target}"
+    objects = (f"managedClusters/{name}",)
+    return [
+        Finding(id="AKS001", severity=REQUIRED, title=title, objects=objects, why=why, fix=fix, source=SOURCE)
+    ]
 
 
 def check_pools(pools: Sequence[Obj], target: str) -> list[Finding]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
-from bot.core.checks.findings import REQUIRED, Finding
+from bot.core.checks.findings import Finding
 from bot.core.checks.preflight import kubelet_skew_allowed, minor_of
 from bot.core.providers import Provider, ProviderConfig, ProviderError, ProviderUnavailable
 from bot.core.providers import connect as connect_provider
@@ -52,37 +52,15 @@ def cloud_extra(
     return extra
 
 
-def control_plane_not_ready(
-    *,
-    id: str,
-    cluster: str,
-    obj: str,
-    not_ready: str,
-    offered: str,
-    target_offered: bool,
-    target: str,
-    fix: str,
-    source: str,
-) -> list[Finding]:
-    """A managed control plane is ready for `target` when its cloud says it is settled (else
-    `not_ready` says how it is not) and it is on the target or offers it (else `offered` says what
-    it offers, from what): one Required finding naming every reason, or none."""
+def control_plane_not_ready(*, not_ready: str, offered: str, target_offered: bool, target: str) -> str:
+    """Why a managed control plane is not ready for `target`, or "" if it is: its cloud says it is
+    not settled (`not_ready` says how), or it is neither on the target nor offering it (`offered`
+    says what it offers, from what). The check module builds its own finding from it, so that its
+    id stands in its own source (`tests/core/checks/test_finding_ids.py` reads it there)."""
     reasons = [not_ready] if not_ready else []
     if not target_offered:
         reasons.append(f"{offered}, not {target}")
-    if not reasons:
-        return []
-    return [
-        Finding(
-            id=id,
-            severity=REQUIRED,
-            title=f"{cluster} is not ready for {target}",
-            objects=(obj,),
-            why="; ".join(reasons),
-            fix=fix,
-            source=source,
-        )
-    ]
+    return "; ".join(reasons)
 
 
 def pools_not_ready(pools: Iterable[tuple[str, str, str]], target: str, *, ready: str) -> list[str]:

@@ -50,18 +50,31 @@ FINDINGS = declare(
 def check_cluster(cluster: Obj, offered: Sequence[str], target: str) -> list[Finding]:
     status = str(cluster.get("status", "?"))
     current = str(cluster.get("currentMasterVersion", ""))
-    return control_plane_not_ready(
-        id="GKE001",
-        cluster=f"GKE cluster {cluster.get('name', '?')}",
-        obj=f"clusters/{cluster.get('name', '?')}",
+    name = cluster.get("name", "?")
+    why = control_plane_not_ready(
         not_ready=f"its status is {status}" if status != "RUNNING" else "",
         offered=f"get_server_config offers {', '.join(offered) or 'nothing newer'} from {current}",
         target_offered=current == target or any(_same(v, target) for v in offered),
         target=target,
-        fix="wait for the running operation to end (gcloud container operations list), or target a version "
-        "the server config offers (gcloud container get-server-config)",
-        source=SOURCE,
     )
+    if not why:
+        return []
+    fix = (
+        "wait for the running operation to end (gcloud container operations list), or target a version "
+        "the server config offers (gcloud container get-server-config)"
+    )
+    title = f"GKE cluster {name} is not ready for {target}"
+    return [
+        Finding(
+            id="GKE001",
+            severity=REQUIRED,
+            title=title,
+            objects=(f"clusters/{name}",),
+            why=why,
+            fix=fix,
+            source=SOURCE,
+        )
+    ]
 
 
 def check_exclusions(
