@@ -39,6 +39,7 @@ from bot.core.checks.cluster_health import (
     ServingCert,
     quantity,
 )
+from bot.core.checks.logprobe import MAX_LOG_READS
 from bot.core.checks.podreducer import (
     _BIG_CPU,
     _BIG_MEM,
@@ -46,7 +47,6 @@ from bot.core.checks.podreducer import (
     _EVICT_PODS,
     _USED_CPU,
     _USED_PODS,
-    MAX_LOG_READS,
     PodReducer,
     _Everything,
     _PodFold,

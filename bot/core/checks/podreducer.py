@@ -22,6 +22,7 @@ from bot.core.checks import schema
 from bot.core.checks.cluster_health import (
     quantity,
 )
+from bot.core.checks.logprobe import LOGS_PER_WORKLOAD, MAX_LOG_READS
 from bot.core.kube.objects import APP, INIT, SIDECAR, ready_count, sidecars
 from bot.core.kube.wire import Toleration
 from bot.core.rules import (
@@ -50,14 +51,6 @@ from bot.core.rules.patterns import MatchBudget
 from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
-
-#: Container logs read per check at most (each is one request).
-MAX_LOG_READS = 200
-
-
-#: Pods of one workload whose logs are read: its pods share their configuration, and two tell a
-#: pod's bad luck from the workload's problem.
-LOGS_PER_WORKLOAD = 2
 
 
 #: The log budget's value once the API refused a log read (403): nothing more is read.

@@ -892,6 +892,8 @@ def pod_display_status(obj: schema.Pod) -> tuple[str, list[str]]:
 
 
 _NO_STATE = ContainerState()
+#: A container's last termination that `pod_display_status` counts among a pod's reasons.
+_LAST_BAD = ("Error", "OOMKilled")
 
 
 def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, str]]) -> tuple[Any, ...]:
@@ -908,13 +910,52 @@ def project_pod(obj: schema.Pod, rs_owner: Mapping[tuple[str, str], tuple[str, s
     containers = spec.containers or ()
     ready = restarts = 0
     unready: list[str] = []
-    for cs in statuses:
-        if cs.ready:
-            ready += 1
-        else:
-            unready.append(f"{cs.name or ''}:{_state_reason(cs)}")
-        restarts += cs.restart_count or 0
-    display, reasons = pod_display_status(obj)
+    if status.init_container_statuses:
+        for cs in statuses:
+            if cs.ready:
+                ready += 1
+            else:
+                unready.append(f"{cs.name or ''}:{_state_reason(cs)}")
+            restarts += cs.restart_count or 0
+        display, reasons = pod_display_status(obj)
+    else:
+        # `pod_display_status` without init containers (nearly every pod), folded into the one pass
+        # over the statuses: its STATUS is the first container's (in order) waiting or terminated
+        # reason.
+        display = ""
+        reasons = []
+        for cs in statuses:
+            state = cs.state
+            why = ""
+            if state is not None:
+                wait, term = state.waiting, state.terminated
+                if wait is not None:
+                    why = wait.reason or ""
+                    if why:
+                        reasons.append(why)
+                        display = display or why
+                    elif term is not None and term.reason:
+                        reasons.append(term.reason)
+                        display = display or term.reason
+                elif term is not None:
+                    why = term.reason or ""
+                    if why:
+                        reasons.append(why)
+                        display = display or why
+            if cs.ready:
+                ready += 1
+            else:
+                unready.append(f"{cs.name or ''}:{why}")
+            restarts += cs.restart_count or 0
+            last = cs.last_state
+            if last is not None and last.terminated is not None and last.terminated.reason in _LAST_BAD:
+                reasons.append(last.terminated.reason)
+        if meta.deletion_timestamp:
+            display = "Terminating"
+        elif not display:
+            display = status.reason or status.phase or "Unknown"
+        if reasons:
+            reasons = sorted(set(reasons))
     # In POD_FIELDS order, built at once. Nothing is interned: rows are made in the pod list's helper
     # process and leave it as JSON at once (interning cost a tenth of the projection, for nothing).
     return (

@@ -20,7 +20,6 @@ from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.durations import kubectl_age
 from bot.core.providers import Provider
 from bot.core.snapshots.collector import collector_paused
-from bot.core.snapshots.diff import DiffReport, diff
 from bot.core.snapshots.projection import (
     ClusterReader,
     LogProbe,
@@ -34,6 +33,7 @@ from bot.records import ClusterConfig, SnapshotMeta
 
 if TYPE_CHECKING:
     from bot.adapters.store import Store
+    from bot.core.snapshots.diff import DiffReport
 
 #: zlib's fastest level: at 150,000 pods it compresses the 50 MB of JSON in a quarter of a second
 #: (level 6 took 0.6 s, a tenth of the whole snapshot) into 6.8 MB instead of 5.9 MB.
@@ -246,6 +246,10 @@ def compare(
 ) -> DiffReport:
     """Defaults: latest `pre` vs latest `post`; else the latest snapshot vs the live cluster.
     `replaces`: new node group → the old one it replaces (a plan's diff step says so)."""
+    # Imported here: taking a snapshot (this module's other use) needs none of the diff, whose
+    # import was a twentieth of the `snapshot` command's start-up.
+    from bot.core.snapshots.diff import diff
+
     if first is None:
         pre = store.snapshots(cluster=cluster.name, label="pre", limit=1)
         post = store.snapshots(cluster=cluster.name, label="post", limit=1)

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import zlib
 from datetime import UTC, datetime
 
 import pytest
 
-from bot.core.snapshots.projection import pod_display_status, pods_as_dicts, take_snapshot, to_json
+from bot.core.snapshots.projection import (
+    P,
+    pod_display_status,
+    pods_as_dicts,
+    project_pod,
+    take_snapshot,
+    to_json,
+)
 from bot.core.snapshots.service import MAX_LABEL, StreamedBody, clean_label
 from bot.errors import ClusterError, UserError
 from tests.support.kube_objects import (
@@ -199,6 +207,58 @@ def test_terminating_pods_show_terminating() -> None:
     obj = pod("a", "p", owner=None)
     obj["metadata"]["deletionTimestamp"] = "2026-11-22T00:00:00Z"
     assert pod_display_status(as_pod(obj))[0] == "Terminating"
+
+
+#: A container's state or last state as the API server writes it: each kind, with and without a reason.
+_STATES = (
+    None,
+    {},
+    {"running": {}},
+    {"waiting": {}},
+    {"waiting": {"reason": "CrashLoopBackOff"}},
+    {"waiting": {"reason": "ImagePullBackOff"}},
+    {"terminated": {"exitCode": 1}},
+    {"terminated": {"reason": "Error", "exitCode": 1}},
+    {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+    {"terminated": {"reason": "Completed", "exitCode": 0}},
+    {"waiting": {}, "terminated": {"reason": "Error"}},
+)
+
+
+def test_a_pods_status_reasons_and_unready_containers_are_what_pod_display_status_says() -> None:
+    """`project_pod` finds a pod's STATUS in its one pass over the statuses when there are no init
+    containers: for every pair of container states and last states, deleted or not, it is what
+    `pod_display_status` (kubectl's rules) gives, and each unready container has its state's reason."""
+    seen = 0
+    for (first, last_first), (second, last_second), deleted in itertools.product(
+        itertools.product(_STATES, _STATES[:1] + _STATES[6:9]),
+        itertools.product(_STATES, _STATES[:1] + _STATES[7:8]),
+        (False, True),
+    ):
+        obj = pod("a", "p", owner=None)
+        statuses = []
+        for name, state, last, ready in (
+            ("one", first, last_first, False),
+            ("two", second, last_second, True),
+        ):
+            status: dict[str, object] = {"name": name, "ready": ready, "restartCount": 1}
+            if state is not None:
+                status["state"] = state
+            if last is not None:
+                status["lastState"] = last
+            statuses.append(status)
+        obj["status"]["containerStatuses"] = statuses
+        if deleted:
+            obj["metadata"]["deletionTimestamp"] = "2026-11-22T00:00:00Z"
+        wire = as_pod(obj)
+        row = project_pod(wire, {})
+        display, reasons = pod_display_status(wire)
+        waiting = (first or {}).get("waiting")
+        why = (waiting if waiting is not None else (first or {}).get("terminated") or {}).get("reason", "")
+        assert (row[P["status"]], row[P["reasons"]]) == (display, ",".join(reasons)), obj["status"]
+        assert row[P["unready"]] == f"one:{why}"
+        seen += 1
+    assert seen == len(_STATES) * 4 * len(_STATES) * 2 * 2
 
 
 def test_snapshot_labels_lose_control_characters_and_stay_one_short_line() -> None:
