@@ -22,9 +22,9 @@ bot exits, the ack part says so; `--skip-slack` leaves it out.
     the most in any 60 s (Slack's Tier 3: about 50 a minute for the workspace) and how many
     were answered 429.
 
-  - then 20 signed `/upgrade help` acks, one a second, to the bot's HTTP front door (`upgrade-bot
-    run --http`, its own process) started on the same store: it resumes the 20 children's watches,
-    and the acks are sent once every card has been edited by it, so while all 20 watch (target ≤ 0.1 s).
+Not measured here (say so in RESULTS): acks while 20 children watch. A try (2026-11-29) started
+`upgrade-bot run --http` on the store of the watching fleet above: it sent 10 card edits at its start
+and none in the next 300 s, so it could not tell that its children were watching; see the issue note.
 
 `--latency` (default 0.03 s) is added by every sim to each Kubernetes request, as a cloud API
 server's round trip: on a sim with none, a check is CPU work on both ends (26 requests answered
@@ -39,11 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,7 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_snapshot import ACKS, ack_during_snapshot, start_sim  # noqa: E402
+from benchmarks.bench_snapshot import ack_during_snapshot, start_sim  # noqa: E402
 from bot.adapters.kube import Cluster  # noqa: E402
 from bot.core.checks import fleet as fleet_checks  # noqa: E402
 from bot.core.checks import service as checks  # noqa: E402
@@ -67,7 +63,6 @@ from bot.core.runs.service import Actor  # noqa: E402
 from bot.frontdoor.assemble import assemble  # noqa: E402
 from bot.settings import Settings, load_settings  # noqa: E402
 from tests.support.fleets import TINY_PLAN, complete  # noqa: E402
-from tests.support.signing import post, signed_headers, slash_command_body  # noqa: E402
 from tests.support.slack_stub import SlackStub  # noqa: E402
 
 TARGET = "1.25"
@@ -174,56 +169,6 @@ def watching_rss(
     finally:
         bot.duties.shutdown()
         bot.close()
-
-
-def acks_while_watching(config: Path, stub: SlackStub, clusters: int) -> list[float]:
-    """Start `upgrade-bot run --http` on the store where `clusters` children are watching (their
-    watches resume in it); once it has edited every card (each watch streams in it), time 20
-    `help` acks sent a second apart while they go on watching."""
-    secret = "bench-signing-secret-0123456789"
-    env = {
-        **os.environ,
-        "SLACK_BOT_TOKEN": "xoxb-bench-token",
-        "SLACK_SIGNING_SECRET": secret,
-        "SLACK_API_URL": stub.api_url,
-    }
-    cmd = [sys.executable, "-m", "bot", "run", "--http", "--host", "127.0.0.1", "--port", "0"]
-    cmd += ["--config", str(config), "--log-level", "WARNING"]
-    before = len(stub.calls)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        match = re.search(r"listening on (\S+)", proc.stdout.readline())
-        assert match, "the bot did not start"
-        url = f"{match.group(1)}/slack/events"
-
-        started = time.monotonic()
-        # Past what its outbox had left to send at its start: edits made by the watches it runs.
-        settled = started + 5.0
-
-        def edited() -> int:
-            edits = [c for c in stub.calls[before:] if c.method == "chat.update" and c.at > settled]
-            return len({str(c.params.get("ts")) for c in edits})
-
-        stub.wait_for(lambda: edited() >= clusters, timeout=300)
-        resumed = time.monotonic() - started
-        acks = []
-        for i in range(ACKS):
-            due = time.monotonic() + 1.0
-            body = slash_command_body("help", response_url=stub.response_url(f"w-{i}"), trigger_id=f"w{i}")
-            acks.append(post(url, body, signed_headers(body, secret)).seconds)
-            time.sleep(max(0.0, due - time.monotonic()))
-        assert proc.poll() is None, f"the bot exited ({proc.returncode}) while its children watched"
-        print(
-            f"slash command acks while {clusters} children watch (`run --http` resumed their watches and "
-            f"edited every card {resumed:.1f}s after its start): {len(acks)} `help` acks a second apart, "
-            f"median {statistics.median(acks):.3f}s, slowest {max(acks):.3f}s (target ≤ 0.1 s)",
-            flush=True,
-        )
-        return acks
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def main() -> int:
@@ -352,7 +297,6 @@ def main() -> int:
                     config, env={"SLACK_BOT_TOKEN": "xoxb-bench-token", "SLACK_API_URL": stub.api_url}
                 )
                 watching_rss(slack, work, len(names), hold=args.edit_minutes * 60, stub=stub)
-                acks_while_watching(config, stub, len(names))
         else:
             watching_rss(settings, work, len(names))
         print(f"load average at the end: {load_average()}", flush=True)
