@@ -15,8 +15,10 @@ Team templates are untrusted code, so the sandbox bounds their work as well as w
 
 - time: each file renders within `MAX_RENDER_SECONDS` of its thread's CPU time (1 s; a real reply
   takes milliseconds). CPU time, not the clock: a runaway loop burns it, while a thread waiting
-  for a busy or CPU-throttled machine does not, so a loaded pod never drops an announcement. The
-  deadline is checked at every loop iteration, call, operator, attribute and output chunk: no
+  for a busy or CPU-throttled machine does not, so a loaded pod never drops an announcement. Nor
+  does the garbage collector's time: a full collection of a large process runs in whichever thread
+  allocated last and can take longer than the bound itself, and it is not the template's work
+  (`_collecting`). The deadline is checked at every loop iteration, call, operator, attribute and output chunk: no
   signals or threads, so it is safe in any worker thread;
 - output: at most `MAX_OUTPUT` characters (200,000) per file; Slack takes 40,000 of text and about
   12,000 of blocks, so anything past this is a mistake;
@@ -39,10 +41,12 @@ including file and line when the include itself is missing.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import logging
 import re
 import string
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -201,13 +205,41 @@ class LimitExceeded(jinja2.TemplateRuntimeError):
     """A template asked for more work than a reply may take; the message is the reason."""
 
 
-#: The deadline of the render running in this thread (None outside a render: only sizes are bounded).
+#: The deadline of the render running in this thread (None outside a render: only sizes are bounded),
+#: in `_work_time`.
 _deadline: ContextVar[float | None] = ContextVar("template_deadline", default=None)
+
+
+class _Collecting(threading.local):
+    """The CPU time each thread has spent in the garbage collector (`gc.callbacks` run in the
+    thread that collects, between its "start" and "stop")."""
+
+    started: float | None = None
+    seconds: float = 0.0
+
+
+_collecting = _Collecting()
+
+
+def _on_collect(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _collecting.started = time.thread_time()
+    elif _collecting.started is not None:
+        _collecting.seconds += time.thread_time() - _collecting.started
+        _collecting.started = None
+
+
+gc.callbacks.append(_on_collect)
+
+
+def _work_time() -> float:
+    """This thread's CPU time less what it spent collecting garbage."""
+    return time.thread_time() - _collecting.seconds
 
 
 def _tick() -> None:
     deadline = _deadline.get()
-    if deadline is not None and time.thread_time() > deadline:
+    if deadline is not None and _work_time() > deadline:
         raise LimitExceeded(
             f"rendering took longer than {MAX_RENDER_SECONDS:g} s (a loop or recursion too large?)"
         )
@@ -634,7 +666,7 @@ class Renderer:
 
 def _render_bounded(template: jinja2.Template, context: Mapping[str, Any]) -> str:
     """Render through the stream, counting output and watching the clock between chunks."""
-    token = _deadline.set(time.thread_time() + MAX_RENDER_SECONDS)
+    token = _deadline.set(_work_time() + MAX_RENDER_SECONDS)
     # A generator, not just an iterator: it can be closed, and thrown into.
     stream = cast(Generator[str, None, None], template.generate(**context))
     try:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from bot.core import rendering
 from bot.core.announcements.templates import AnnouncementRenderer, sample_context
 from bot.core.rendering import MAX_OUTPUT, MAX_RANGE, Renderer
 from bot.errors import TemplateError
@@ -110,3 +112,48 @@ def test_a_render_that_waits_rather_than_works_is_not_cut_off(tmp_path: Path) ->
     # slows the clock's view of a render, and that must not drop an announcement.
     (tmp_path / "waits.txt.j2").write_text("{{ value }} {% for i in range(3) %}{{ i }}{% endfor %}")
     assert Renderer([tmp_path]).render("waits", {"value": _Starved()}).text == "late 012"
+
+
+class _Collects:
+    """A value whose printing runs a full garbage collection of a large heap (`rounds` times)."""
+
+    def __init__(self, rounds: int) -> None:
+        self.rounds = rounds
+
+    def __str__(self) -> str:
+        for _ in range(self.rounds):
+            gc.collect()
+        return "collected"
+
+
+class _Burns:
+    """A value whose printing burns `seconds` of this thread's CPU time outside the collector."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __str__(self) -> str:
+        until = time.thread_time() + self.seconds
+        while time.thread_time() < until:
+            pass
+        return "burnt"
+
+
+def test_time_the_garbage_collector_spends_during_a_render_is_not_the_template_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full collection runs in whichever thread allocates when it is due; in a large process it
+    # takes longer than the bound (a CI worker's announcement render did, at 1 s). Here the bound is
+    # shrunk instead of the heap grown: a heap of a million objects takes tens of ms to collect.
+    heap = [[i] for i in range(1_000_000)]
+    started = time.thread_time()
+    gc.collect()
+    one_collection = time.thread_time() - started
+    monkeypatch.setattr(rendering, "MAX_RENDER_SECONDS", one_collection / 2)
+    (tmp_path / "one.txt.j2").write_text("{{ value }}")
+    renderer = Renderer([tmp_path])
+    assert renderer.render("one", {"value": _Collects(rounds=3)}).text == "collected"
+    # The same CPU time spent outside the collector is still the template's.
+    with pytest.raises(TemplateError, match="took longer than"):
+        renderer.render("one", {"value": _Burns(seconds=one_collection * 3)})
+    assert len(heap) == 1_000_000
