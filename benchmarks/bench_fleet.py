@@ -22,9 +22,13 @@ bot exits, the ack part says so; `--skip-slack` leaves it out.
     the most in any 60 s (Slack's Tier 3: about 50 a minute for the workspace) and how many
     were answered 429.
 
-Not measured here (say so in RESULTS): acks while 20 children watch. A try (2026-11-29) started
-`upgrade-bot run --http` on the store of the watching fleet above: it sent 10 card edits at its start
-and none in the next 300 s, so it could not tell that its children were watching; see the issue note.
+  - then 20 signed `/upgrade help` acks, one a second, to the bot's HTTP front door (`upgrade-bot
+    run --http`, its own process) started on the same store while the 20 children watch: it takes
+    over their watches (each watch row names its owner, and the acks wait until every row names
+    the new process with a fresh heartbeat), and each sim then replaces its `workers` node group
+    (`/sim/nodegroups/workers/replace`), so the watches stream evictions, pods and nodes while the
+    acks are sent (target ≤ 0.1 s). A watch of a cluster where nothing changes edits nothing: its
+    card is edited when its summary changes, not on a timer.
 
 `--latency` (default 0.03 s) is added by every sim to each Kubernetes request, as a cloud API
 server's round trip: on a sim with none, a check is CPU work on both ends (26 requests answered
@@ -39,7 +43,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,8 +59,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_snapshot import ack_during_snapshot, start_sim  # noqa: E402
+from benchmarks.bench_snapshot import ACKS, ack_during_snapshot, start_sim  # noqa: E402
 from bot.adapters.kube import Cluster  # noqa: E402
+from bot.adapters.store import Store  # noqa: E402
 from bot.core.checks import fleet as fleet_checks  # noqa: E402
 from bot.core.checks import service as checks  # noqa: E402
 from bot.core.checks.findings import Report  # noqa: E402
@@ -63,6 +72,7 @@ from bot.core.runs.service import Actor  # noqa: E402
 from bot.frontdoor.assemble import assemble  # noqa: E402
 from bot.settings import Settings, load_settings  # noqa: E402
 from tests.support.fleets import TINY_PLAN, complete  # noqa: E402
+from tests.support.signing import post, signed_headers, slash_command_body  # noqa: E402
 from tests.support.slack_stub import SlackStub  # noqa: E402
 
 TARGET = "1.25"
@@ -171,6 +181,103 @@ def watching_rss(
         bot.close()
 
 
+def sim_post(sim_url: str, path: str, body: dict[str, object]) -> None:
+    req = urllib.request.Request(
+        f"{sim_url}{path}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30):
+        pass
+
+
+def acks_while_watching(
+    settings: Settings, config: Path, stub: SlackStub, sim_urls: list[str], clusters: int
+) -> None:
+    """Start `upgrade-bot run --http` on the store where `clusters` children are watching; once it
+    drives every watch, have each sim replace a node group and time 20 `help` acks a second apart."""
+    store = Store.open(settings.database_url)
+    try:
+        before = {w.id: w.owner for w in store.watches(limit=1000)}
+        assert len(before) == clusters, f"{len(before)} live watches, not {clusters}"
+        secret = "bench-signing-secret-0123456789"
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": "xoxb-bench-token",
+            "SLACK_SIGNING_SECRET": secret,
+            "SLACK_API_URL": stub.api_url,
+        }
+        cmd = [sys.executable, "-m", "bot", "run", "--http", "--host", "127.0.0.1", "--port", "0"]
+        cmd += ["--config", str(config), "--log-level", "WARNING"]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert proc.stdout is not None
+            match = re.search(r"listening on (\S+)", proc.stdout.readline())
+            assert match, "the bot did not start"
+            url = f"{match.group(1)}/slack/events"
+            started = time.monotonic()
+
+            def taken() -> int:
+                fresh = datetime.now(UTC).replace(tzinfo=None).timestamp() - 10
+                rows = store.watches(limit=1000)
+                return sum(
+                    1
+                    for w in rows
+                    if w.owner
+                    and w.owner != before.get(w.id)
+                    and w.heartbeat_at is not None
+                    and w.heartbeat_at.replace(tzinfo=None).timestamp() > fresh
+                )
+
+            deadline = started + 120
+            while taken() < clusters:
+                if proc.poll() is not None:
+                    raise SystemExit(f"the bot exited ({proc.returncode}) before it took the watches")
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"the bot drove {taken()} of {clusters} watches after 120 s")
+                time.sleep(0.5)
+            took = time.monotonic() - started
+            edits_before = len(stub.calls_to("chat.update"))
+            for sim_url in sim_urls:
+                sim_post(sim_url, "/sim/nodegroups/workers/replace", {"version": "1.29.5", "drain": "cloud"})
+            # The replacements' first evictions reach the cards before the acks start.
+            stub.wait_for(lambda: len(stub.calls_to("chat.update")) > edits_before, timeout=120)
+            acks = []
+            offsets = []
+            churn = time.monotonic()
+            for i in range(ACKS):
+                due = time.monotonic() + 1.0
+                offsets.append(time.monotonic() - churn)
+                body = slash_command_body(
+                    "help", response_url=stub.response_url(f"w-{i}"), trigger_id=f"w{i}"
+                )
+                acks.append(post(url, body, signed_headers(body, secret)).seconds)
+                time.sleep(max(0.0, due - time.monotonic()))
+            if proc.poll() is not None:
+                raise SystemExit(f"the bot exited ({proc.returncode}) while its children watched")
+            edits = stub.calls_to("chat.update")[edits_before:]
+            print(
+                f"slash command acks while {clusters} children watch (`run --http` drove all {clusters} "
+                f"watches {took:.1f}s after its start; each sim replacing its workers node group): "
+                f"{len(acks)} `help` acks a second apart, median {statistics.median(acks):.3f}s, slowest "
+                f"{max(acks):.3f}s (target ≤ 0.1 s); {len(edits)} card edits to "
+                f"{len({str(c.params.get('ts')) for c in edits})} card(s) meanwhile; live watches it drives "
+                f"at the end: {taken()}",
+                flush=True,
+            )
+            print(
+                "  each ack (sent at s after the replacements began: seconds): "
+                + ", ".join(f"{at:.1f}: {ack:.3f}" for at, ack in zip(offsets, acks, strict=True)),
+                flush=True,
+            )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    finally:
+        store.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -193,11 +300,13 @@ def main() -> int:
     procs = []
     try:
         kubeconfigs = []
+        sim_urls = []
         for i in range(args.sims):
             (work / f"s{i}").mkdir()
             proc, url, kc = start_sim(args.scenario, work / f"s{i}")
             procs.append(proc)
             set_latency(url, args.latency)
+            sim_urls.append(url)
             kubeconfigs.append(kc)
         names = [f"c{i:02d}" for i in range(args.clusters)]
         (work / "templates" / "plans").mkdir(parents=True)
@@ -297,6 +406,8 @@ def main() -> int:
                     config, env={"SLACK_BOT_TOKEN": "xoxb-bench-token", "SLACK_API_URL": stub.api_url}
                 )
                 watching_rss(slack, work, len(names), hold=args.edit_minutes * 60, stub=stub)
+                if not args.skip_slack:
+                    acks_while_watching(slack, config, stub, sim_urls, len(names))
         else:
             watching_rss(settings, work, len(names))
         print(f"load average at the end: {load_average()}", flush=True)
