@@ -148,6 +148,15 @@ def team_bot(
     bot.start()
     try:
         yield bot
+    except BaseException:
+        # What each bot process logged, for the failure's report (pytest shows captured output).
+        bot.stop()
+        for i, err in enumerate(bot.logs, start=1):
+            sys.stderr.write(
+                f"--- the bot's log, process {i} of {len(bot.logs)}, last 8,000 characters ---\n"
+            )
+            sys.stderr.write(err[-8000:] + "\n")
+        raise
     finally:
         bot.stop()
 
