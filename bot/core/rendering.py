@@ -211,8 +211,8 @@ _deadline: ContextVar[float | None] = ContextVar("template_deadline", default=No
 
 
 class _Collecting(threading.local):
-    """The CPU time each thread has spent in the garbage collector (`gc.callbacks` run in the
-    thread that collects, between its "start" and "stop")."""
+    """The CPU time each thread has spent in the garbage collector while renders ran
+    (`gc.callbacks` run in the thread that collects, between its "start" and "stop")."""
 
     started: float | None = None
     seconds: float = 0.0
@@ -229,7 +229,29 @@ def _on_collect(phase: str, info: dict[str, int]) -> None:
         _collecting.started = None
 
 
-gc.callbacks.append(_on_collect)
+class _Timing:
+    """`_on_collect` is a callback only while a render runs: every collection calls it, the young
+    generation's many times a second when a process allocates, and a snapshot or a burst of
+    watch events should not pay for a clock no render reads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._renders = 0
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._renders == 0:
+                gc.callbacks.append(_on_collect)
+            self._renders += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._renders -= 1
+            if self._renders == 0:
+                gc.callbacks.remove(_on_collect)
+
+
+_timing = _Timing()
 
 
 def _work_time() -> float:
@@ -689,23 +711,24 @@ class Renderer:
 
 def _render_bounded(template: jinja2.Template, context: Mapping[str, Any]) -> str:
     """Render through the stream, counting output and watching the clock between chunks."""
-    token = _deadline.set(_work_time() + MAX_RENDER_SECONDS)
-    # A generator, not just an iterator: it can be closed, and thrown into.
-    stream = cast(Generator[str, None, None], template.generate(**context))
-    try:
-        chunks: list[str] = []
-        size = 0
-        for chunk in stream:
-            size += len(chunk)
-            if size > MAX_OUTPUT:
-                # Thrown in where the template is, so the error carries the template's line.
-                stream.throw(LimitExceeded(f"output longer than {MAX_OUTPUT:,} characters"))
-            _tick_stream(stream)
-            chunks.append(chunk)
-        return "".join(chunks)
-    finally:
-        stream.close()
-        _deadline.reset(token)
+    with _timing:
+        token = _deadline.set(_work_time() + MAX_RENDER_SECONDS)
+        # A generator, not just an iterator: it can be closed, and thrown into.
+        stream = cast(Generator[str, None, None], template.generate(**context))
+        try:
+            chunks: list[str] = []
+            size = 0
+            for chunk in stream:
+                size += len(chunk)
+                if size > MAX_OUTPUT:
+                    # Thrown in where the template is, so the error carries the template's line.
+                    stream.throw(LimitExceeded(f"output longer than {MAX_OUTPUT:,} characters"))
+                _tick_stream(stream)
+                chunks.append(chunk)
+            return "".join(chunks)
+        finally:
+            stream.close()
+            _deadline.reset(token)
 
 
 def _tick_stream(stream: Generator[str, None, None]) -> None:

@@ -157,3 +157,20 @@ def test_time_the_garbage_collector_spends_during_a_render_is_not_the_template_s
     with pytest.raises(TemplateError, match="took longer than"):
         renderer.render("one", {"value": _Burns(seconds=one_collection * 3)})
     assert len(heap) == 1_000_000
+
+
+def test_the_collector_s_clock_runs_only_while_a_render_does(tmp_path: Path) -> None:
+    # Every collection calls the callbacks, the young generation's thousands of times a second in
+    # a process that allocates: outside renders nothing is timed.
+    seen: list[bool] = []
+
+    class Looks:
+        def __str__(self) -> str:
+            seen.append(rendering._on_collect in gc.callbacks)
+            return "x"
+
+    (tmp_path / "one.txt.j2").write_text("{{ value }}")
+    assert rendering._on_collect not in gc.callbacks
+    Renderer([tmp_path]).render("one", {"value": Looks()})
+    assert seen == [True]
+    assert rendering._on_collect not in gc.callbacks

@@ -41,6 +41,7 @@ from __future__ import annotations
 from bot.adapters.kube.client import Cluster
 from bot.adapters.kube.decoding import MappedPage, Page, Raw, WatchEvent
 from bot.adapters.kube.kubeconfig import MAX_KUBECONFIG_BYTES, check_kubeconfig, kubeconfig_context
+from bot.adapters.kube.lean import preload
 from bot.adapters.kube.pages import PAGE_SIZE, MappedList
 from bot.adapters.kube.prefetch import fetching_ahead
 from bot.adapters.kube.transport import MEMO_BYTES, RequestObserver
@@ -65,4 +66,5 @@ __all__ = [
     "check_kubeconfig",
     "fetching_ahead",
     "kubeconfig_context",
+    "preload",
 ]

@@ -35,3 +35,11 @@ def _kubernetes() -> _Client:
     from kubernetes.config.config_exception import ConfigException
 
     return _Client(kubernetes.client, kubernetes.config, ApiException, ConfigException)
+
+
+def preload() -> None:
+    """Import the package now. A served bot does it as it starts, in the background: the import
+    holds the interpreter lock for long stretches (unmarshalling its modules' code), and a
+    restarted bot whose watches all connect at once in their first burst of events would hold
+    its acks behind it instead."""
+    _kubernetes()
