@@ -107,51 +107,59 @@ def _shaped(pattern: re.Pattern[str] | str, doc: str, *, default: str = "") -> K
     return Key(doc=doc, default=default, schema={"type": "string", "pattern": text})
 
 
-_EKS = Key(
-    doc="an EKS cluster, for the EKS checks of `check` (the `aws` extra; credentials from the "
+def _text(doc: str, *, default: str = "") -> Key:
+    """A non-empty string: a name, a path, a URL the validator reads further."""
+    return Key(doc=doc, default=default, schema=_STRING)
+
+
+def _texts(doc: str, *, default: str = "") -> Key:
+    """A list of non-empty strings."""
+    return Key(doc=doc, default=default, schema=_STRINGS)
+
+
+def _duration(doc: str, *, default: str) -> Key:
+    """A duration as people write it (`90s`, `1h30m`; `0`: none)."""
+    return Key(doc=doc, default=default, schema=_DURATION)
+
+
+def _cloud(doc: str, ids: Mapping[str, Key], *, endpoint: str, endpoint_default: str) -> Key:
+    """A cloud's cluster (`provider: {eks|aks|gke: …}`): the keys that name it, all required, and
+    `endpoint_url`, another API endpoint than the cloud's own (`endpoint` says which)."""
+    url = _shaped(_ENDPOINT, endpoint, default=endpoint_default)
+    return Key(doc=doc, keys={**ids, "endpoint_url": url}, required=tuple(ids))
+
+
+_EKS = _cloud(
+    "an EKS cluster, for the EKS checks of `check` (the `aws` extra; credentials from the "
     "standard chain: environment, IRSA / Pod Identity)",
-    keys={
+    {
         "name": _shaped(EKS_NAME, "the EKS cluster's name"),
         "region": _shaped(REGION, "its AWS region, like `eu-west-1`"),
-        "endpoint_url": _shaped(
-            _ENDPOINT, "another EKS API endpoint (a VPC endpoint, a test double)", default="AWS's own"
-        ),
     },
-    required=("name", "region"),
+    endpoint="another EKS API endpoint (a VPC endpoint, a test double)",
+    endpoint_default="AWS's own",
 )
-
-
-_AKS = Key(
-    doc="an AKS managed cluster, for the AKS actions (the `aks` extra; credentials from "
+_AKS = _cloud(
+    "an AKS managed cluster, for the AKS actions (the `aks` extra; credentials from "
     "azure-identity's default chain: environment, workload identity, managed identity)",
-    keys={
+    {
         "subscription_id": _shaped(AKS_SUBSCRIPTION, "its Azure subscription id (a GUID)"),
         "resource_group": _shaped(AKS_GROUP, "its resource group"),
         "name": _shaped(AKS_NAME, "the managed cluster's name"),
-        "endpoint_url": _shaped(
-            _ENDPOINT,
-            "another ARM endpoint (a test double: its token is a static one)",
-            default="Azure's own (https://management.azure.com)",
-        ),
     },
-    required=("subscription_id", "resource_group", "name"),
+    endpoint="another ARM endpoint (a test double: its token is a static one)",
+    endpoint_default="Azure's own (https://management.azure.com)",
 )
-
-
-_GKE = Key(
-    doc="a GKE cluster, for the GKE actions (the `gke` extra; credentials from google-auth's default "
+_GKE = _cloud(
+    "a GKE cluster, for the GKE actions (the `gke` extra; credentials from google-auth's default "
     "chain: Workload Identity, the metadata server, GOOGLE_APPLICATION_CREDENTIALS)",
-    keys={
+    {
         "project": _shaped(GKE_PROJECT, "its Google Cloud project id"),
         "location": _shaped(GKE_LOCATION, "its location: a region (europe-west1) or a zone (europe-west1-b)"),
         "name": _shaped(GKE_NAME, "the cluster's name"),
-        "endpoint_url": _shaped(
-            _ENDPOINT,
-            "another GKE API endpoint (a test double: no credentials are sent)",
-            default="Google's own (https://container.googleapis.com)",
-        ),
     },
-    required=("project", "location", "name"),
+    endpoint="another GKE API endpoint (a test double: no credentials are sent)",
+    endpoint_default="Google's own (https://container.googleapis.com)",
 )
 
 
@@ -159,13 +167,11 @@ def _signal(doc: str) -> Key:
     return Key(
         doc=doc,
         keys={
-            "url": Key(doc="its base URL (http or https)", schema=_STRING),
-            "bearer_token_file": Key(
-                doc="a file holding the bearer token (read at every request)", default="none", schema=_STRING
+            "url": _text("its base URL (http or https)"),
+            "bearer_token_file": _text(
+                "a file holding the bearer token (read at every request)", default="none"
             ),
-            "ca_file": Key(
-                doc="the CA bundle that signed its certificate", default="the system's", schema=_STRING
-            ),
+            "ca_file": _text("the CA bundle that signed its certificate", default="the system's"),
         },
         required=("url",),
     )
@@ -174,11 +180,10 @@ def _signal(doc: str) -> Key:
 _CLUSTER = Key(
     doc="a cluster the bot manages, by the name commands use (`--cluster NAME`)",
     keys={
-        "kubeconfig": Key(
-            doc="kubeconfig path (relative to the configuration file); required unless `in_cluster`",
-            schema=_STRING,
+        "kubeconfig": _text(
+            "kubeconfig path (relative to the configuration file); required unless `in_cluster`"
         ),
-        "context": Key(doc="context in that kubeconfig", default="its current context", schema=_STRING),
+        "context": _text("context in that kubeconfig", default="its current context"),
         "in_cluster": Key(
             doc="`true` when the bot runs inside that cluster (its service account)",
             default="`false`",
@@ -254,7 +259,7 @@ _FREEZE = Key(
     keys={
         "from": _shaped(ISO_DATE, "its first day, `2026-12-25`"),
         "to": _shaped(ISO_DATE, "its last day (inclusive)"),
-        "reason": Key(doc="shown when scheduling is refused", schema=_STRING),
+        "reason": _text("shown when scheduling is refused"),
         "zone": Key(doc="its time zone", default="`timezone`", schema=_ZONE),
     },
     required=("from", "to", "reason"),
@@ -266,10 +271,9 @@ _IGNORE = Key(
     "own section and does not fail on it",
     keys={
         "finding": _shaped(FINDING_ID, "the finding's id, like `API001`"),
-        "objects": Key(
-            doc="only these objects, as findings name them (`namespace/name`, or `Kind namespace/name`)",
+        "objects": _texts(
+            "only these objects, as findings name them (`namespace/name`, or `Kind namespace/name`)",
             default="the whole finding",
-            schema=_STRINGS,
         ),
         "reason": _shaped(r"\S", "why it is accepted: what the next reviewer reads"),
     },
@@ -285,22 +289,17 @@ _IMAGES = Key(
             default="`false`",
             schema={"type": "boolean"},
         ),
-        "docker_config": Key(
-            doc="a docker `config.json` whose `auths` hold the registries' credentials (relative to "
+        "docker_config": _text(
+            "a docker `config.json` whose `auths` hold the registries' credentials (relative to "
             "the configuration file; credential helpers are not run)",
             default="none: anonymous",
-            schema=_STRING,
         ),
-        "insecure": Key(
-            doc="registry hosts asked over plain HTTP (loopback ones always are)",
-            default="none",
-            schema=_STRINGS,
-        ),
+        "insecure": _texts("registry hosts asked over plain HTTP (loopback ones always are)", default="none"),
         "endpoints": Key(
             doc="a registry host asked at another base URL (a mirror, or the simulator's `/v2` facade); "
             "`*` for every other host",
             default="none",
-            names=Key(doc="the base URL, like `http://127.0.0.1:5000`", schema=_STRING),
+            names=_text("the base URL, like `http://127.0.0.1:5000`"),
             name_doc="HOST",
         ),
     },
@@ -325,10 +324,8 @@ KEYS: Mapping[str, Key] = {
         name_pattern=NAME_PATTERN.pattern,
         name_doc="ROLE",
     ),
-    "data_dir": Key(
-        doc="where the SQLite file lives (relative to the configuration file)",
-        default="`./.data`",
-        schema=_STRING,
+    "data_dir": _text(
+        "where the SQLite file lives (relative to the configuration file)", default="`./.data`"
     ),
     "database_url": _shaped(
         r"^(sqlite|postgresql)(\+[A-Za-z0-9_]+)?://",
@@ -338,20 +335,18 @@ KEYS: Mapping[str, Key] = {
     "timezone": Key(
         doc="the team's IANA time zone, for windows and announcements", default="`UTC`", schema=_ZONE
     ),
-    "templates_dir": Key(doc="files here override `templates/` by name", schema=_STRING),
+    "templates_dir": _text("files here override `templates/` by name"),
     "workers": _whole("the bot's worker threads for slow commands", default="`8`", low=1, high=64),
     "snapshot": Key(
         doc="how snapshots read the cluster",
         keys={
-            "node_group_labels": Key(
-                doc="node labels naming a node's group, tried in order",
+            "node_group_labels": _texts(
+                "node labels naming a node's group, tried in order",
                 default="EKS, eksctl, GKE, AKS, Karpenter labels",
-                schema=_STRINGS,
             ),
-            "node_group_order": Key(
-                doc="the order `plan draft` upgrades node groups in; groups not named follow, by its heuristic",
+            "node_group_order": _texts(
+                "the order `plan draft` upgrades node groups in; groups not named follow, by its heuristic",
                 default="none (the heuristic)",
-                schema=_STRINGS,
             ),
             "restart_threshold": _whole(
                 "restarts since the first snapshot that the diff calls a regression",
@@ -375,26 +370,23 @@ KEYS: Mapping[str, Key] = {
                 default="`[-24h, -1h, 0]`",
                 schema={"type": "array", "items": _OFFSET},
             ),
-            "grace": Key(
-                doc="an announcement due while the bot was down is sent marked delayed within this, skipped after",
+            "grace": _duration(
+                "an announcement due while the bot was down is sent marked delayed within this, skipped after",
                 default="`30m`",
-                schema=_DURATION,
             ),
         },
     ),
-    "rules_files": Key(
-        doc="the team's known-issue rules files (relative to the configuration file), after the shipped "
+    "rules_files": _texts(
+        "the team's known-issue rules files (relative to the configuration file), after the shipped "
         "ones; a rule with a shipped id replaces it",
         default="none",
-        schema=_STRINGS,
     ),
     "slack": Key(
         doc="the bot's budget of Slack calls",
         keys={
-            "edit_interval": Key(
-                doc="at most one edit of each card per this interval (the last state is always sent)",
+            "edit_interval": _duration(
+                "at most one edit of each card per this interval (the last state is always sent)",
                 default="`2s`",
-                schema=_DURATION,
             ),
             "updates_per_minute": _whole(
                 "`chat.update` budget for the whole workspace (Slack's Tier 3)",
@@ -420,10 +412,8 @@ KEYS: Mapping[str, Key] = {
             "dead_after_failures": _whole(
                 "set aside after this many failures in a row", default="`10`", low=1, high=1000
             ),
-            "dead_after": Key(
-                doc="or at the first failure this long after they began (at least 10s)",
-                default="`5m`",
-                schema=_DURATION,
+            "dead_after": _duration(
+                "or at the first failure this long after they began (at least 10s)", default="`5m`"
             ),
         },
     ),
@@ -490,20 +480,15 @@ KEYS: Mapping[str, Key] = {
         "absent; a Grafana that is slow or down never holds a run)",
         default="off",
         keys={
-            "url": Key(
-                doc="Grafana's base URL (http or https); annotations go to `/api/annotations`", schema=_STRING
+            "url": _text("Grafana's base URL (http or https); annotations go to `/api/annotations`"),
+            "token_file": _text(
+                "a file holding a service account token (sent as `Authorization: Bearer`)", default="none"
             ),
-            "token_file": Key(
-                doc="a file holding a service account token (sent as `Authorization: Bearer`)",
+            "tags": _texts(
+                "tags added to every annotation, after `upgrade-bot`, the cluster, the run and the step",
                 default="none",
-                schema=_STRING,
             ),
-            "tags": Key(
-                doc="tags added to every annotation, after `upgrade-bot`, the cluster, the run and the step",
-                default="none",
-                schema=_STRINGS,
-            ),
-            "timeout": Key(doc="how long one request may take", default="`5s`", schema=_DURATION),
+            "timeout": _duration("how long one request may take", default="`5s`"),
         },
         required=("url",),
     ),
@@ -514,15 +499,13 @@ KEYS: Mapping[str, Key] = {
         "`GITHUB_APP_INSTALLATION_ID` and `GITHUB_APP_PRIVATE_KEY_FILE`)",
         default="off",
         keys={
-            "api_url": Key(
-                doc="the REST API's base URL (GitHub Enterprise: `https://HOST/api/v3`)",
+            "api_url": _text(
+                "the REST API's base URL (GitHub Enterprise: `https://HOST/api/v3`)",
                 default="`https://api.github.com`",
-                schema=_STRING,
             ),
-            "token_file": Key(
-                doc="a file holding a token that may read the repositories' pull requests, checks and statuses",
+            "token_file": _text(
+                "a file holding a token that may read the repositories' pull requests, checks and statuses",
                 default="`GITHUB_TOKEN` from the environment",
-                schema=_STRING,
             ),
             "app_id": Key(
                 doc="a GitHub App's id, instead of a token (with `installation_id` and `private_key_file`; "
@@ -535,10 +518,9 @@ KEYS: Mapping[str, Key] = {
                 default="`GITHUB_APP_INSTALLATION_ID` from the environment",
                 schema={"type": "integer", "minimum": 1},
             ),
-            "private_key_file": Key(
-                doc="a file holding the App's private key (PEM, as GitHub downloads it); never logged",
+            "private_key_file": _text(
+                "a file holding the App's private key (PEM, as GitHub downloads it); never logged",
                 default="`GITHUB_APP_PRIVATE_KEY_FILE` from the environment",
-                schema=_STRING,
             ),
         },
     ),
@@ -549,10 +531,9 @@ KEYS: Mapping[str, Key] = {
         names=Key(
             doc="one source",
             keys={
-                "secret_file": Key(
-                    doc="a file holding the source's signing secret (at least 32 characters); "
-                    "relative to the configuration file",
-                    schema=_STRING,
+                "secret_file": _text(
+                    "a file holding the source's signing secret (at least 32 characters); "
+                    "relative to the configuration file"
                 ),
             },
             required=("secret_file",),
