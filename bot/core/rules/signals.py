@@ -215,15 +215,21 @@ class _Candidates:
         return have
 
     def _build(self, signal: int, m: Match | None) -> Sequence[PodState]:
+        # One comprehension per signal, its test inline: a call per pod would double the time of
+        # a list over every pod (these run on every pod a rule may match, not only the troubled).
         pods = self.pods
-        shows = _POD_SIGNALS.get(signal)
-        if shows is not None:
-            return [p for p in pods if shows(p)]
+        if signal == DELETING:
+            return [p for p in pods if p.deleting]
+        if signal == NODE_NOT_READY:
+            return [p for p in pods if not p.node_ready]
+        if signal == TOLERATES_ALL:
+            return [p for p in pods if p.tolerates_all]
         if signal == EVENTS:
             events = self.events
             return [p for p in pods if (p.namespace, p.name) in events] if events else []
         container_shows = _CONTAINER_SIGNALS.get(signal)
         if container_shows is not None:
+            # The troubled pods are few: one call per container of theirs costs nothing.
             return _once([p for p in self._troubled() for c in p.containers if container_shows(c)])
         assert m is not None
         if signal == IN_NAMESPACE:
