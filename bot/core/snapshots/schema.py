@@ -31,24 +31,20 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from bot.core.kube.wire import (
+    Container,
     ContainerState,
+    Controller,
     InvolvedObject,
     NodeCondition,
     PdbStatus,
-    Present,
     Pruned,
     Strategy,
     Wire,
     WorkloadCounts,
 )
+from bot.core.kube.wire import Volume as WireVolume
 
 # ----- shared pieces (the leaves all schemas share are `bot.core.kube.wire`'s) ------------------
-
-
-class OwnerRef(Wire):
-    kind: str | None = None
-    name: str | None = None
-    controller: bool | None = None
 
 
 class Meta(Wire):
@@ -61,7 +57,7 @@ class Meta(Wire):
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     labels: dict[str, str] | None = None
-    owner_references: tuple[OwnerRef, ...] | None = None
+    owner_references: tuple[Controller, ...] | None = None
 
 
 class Named(Wire):
@@ -81,18 +77,11 @@ class ContainerStatus(Wire):
     last_state: ContainerState | None = None
 
 
-class Container(Wire):
-    name: str | None = None
-    image: str | None = None
-
-
-class Volume(Wire):
-    """Only whether it is one of the kinds a drain loses (a twin of the cluster keeps those)."""
+class Volume(WireVolume):
+    """A volume by name, and whether it is one of the kinds a drain loses (a twin of the cluster
+    keeps those)."""
 
     name: str | None = None
-    # Present, not a dict: an emptyDir's fields are skipped rather than built, 150,000 times.
-    empty_dir: Present | None = None
-    host_path: Present | None = None
 
 
 class PodSpec(Wire):
@@ -120,7 +109,7 @@ class PodMeta(Wire):
     resource_version: str | None = None
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
-    owner_references: tuple[OwnerRef, ...] | None = None
+    owner_references: tuple[Controller, ...] | None = None
 
 
 class Pod(Wire):
