@@ -67,6 +67,8 @@ _STRING = {"type": "string", "minLength": 1}
 _STRINGS = {"type": "array", "items": _STRING}
 _PERSON = {"type": "string", "pattern": f"^({_bare(USER_ID)}|{_bare(GROUP_ID)})$"}
 _ZONE = {**_STRING, "description": "an IANA time zone, like Europe/Berlin"}
+#: Another API endpoint than the cloud's own (a VPC endpoint, a test double).
+_ENDPOINT = r"^https?://[^\s/]+"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,65 +91,75 @@ class Key:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-_EKS = Key(
-    doc="an EKS cluster, for the EKS checks of `check` (the `aws` extra; credentials from the "
+def _number(doc: str, *, default: str, low: float, high: float) -> Key:
+    """A number within inclusive limits (the validator reads them back with `bounds`)."""
+    return Key(doc=doc, default=default, schema={"type": "number", "minimum": low, "maximum": high})
+
+
+def _whole(doc: str, *, default: str, low: int, high: int) -> Key:
+    """A whole number within inclusive limits (`int_bounds`)."""
+    return Key(doc=doc, default=default, schema={"type": "integer", "minimum": low, "maximum": high})
+
+
+def _shaped(pattern: re.Pattern[str] | str, doc: str, *, default: str = "") -> Key:
+    """A string the regular expression `pattern` matches (the validator matches the same one)."""
+    text = pattern if isinstance(pattern, str) else pattern.pattern
+    return Key(doc=doc, default=default, schema={"type": "string", "pattern": text})
+
+
+def _text(doc: str, *, default: str = "") -> Key:
+    """A non-empty string: a name, a path, a URL the validator reads further."""
+    return Key(doc=doc, default=default, schema=_STRING)
+
+
+def _texts(doc: str, *, default: str = "") -> Key:
+    """A list of non-empty strings."""
+    return Key(doc=doc, default=default, schema=_STRINGS)
+
+
+def _duration(doc: str, *, default: str) -> Key:
+    """A duration as people write it (`90s`, `1h30m`; `0`: none)."""
+    return Key(doc=doc, default=default, schema=_DURATION)
+
+
+def _cloud(doc: str, ids: Mapping[str, Key], *, endpoint: str, endpoint_default: str) -> Key:
+    """A cloud's cluster (`provider: {eks|aks|gke: …}`): the keys that name it, all required, and
+    `endpoint_url`, another API endpoint than the cloud's own (`endpoint` says which)."""
+    url = _shaped(_ENDPOINT, endpoint, default=endpoint_default)
+    return Key(doc=doc, keys={**ids, "endpoint_url": url}, required=tuple(ids))
+
+
+_EKS = _cloud(
+    "an EKS cluster, for the EKS checks of `check` (the `aws` extra; credentials from the "
     "standard chain: environment, IRSA / Pod Identity)",
-    keys={
-        "name": Key(doc="the EKS cluster's name", schema={"type": "string", "pattern": EKS_NAME.pattern}),
-        "region": Key(
-            doc="its AWS region, like `eu-west-1`", schema={"type": "string", "pattern": REGION.pattern}
-        ),
-        "endpoint_url": Key(
-            doc="another EKS API endpoint (a VPC endpoint, a test double)",
-            default="AWS's own",
-            schema={"type": "string", "pattern": r"^https?://[^\s/]+"},
-        ),
+    {
+        "name": _shaped(EKS_NAME, "the EKS cluster's name"),
+        "region": _shaped(REGION, "its AWS region, like `eu-west-1`"),
     },
-    required=("name", "region"),
+    endpoint="another EKS API endpoint (a VPC endpoint, a test double)",
+    endpoint_default="AWS's own",
 )
-
-
-_AKS = Key(
-    doc="an AKS managed cluster, for the AKS actions (the `aks` extra; credentials from "
+_AKS = _cloud(
+    "an AKS managed cluster, for the AKS actions (the `aks` extra; credentials from "
     "azure-identity's default chain: environment, workload identity, managed identity)",
-    keys={
-        "subscription_id": Key(
-            doc="its Azure subscription id (a GUID)",
-            schema={"type": "string", "pattern": AKS_SUBSCRIPTION.pattern},
-        ),
-        "resource_group": Key(
-            doc="its resource group", schema={"type": "string", "pattern": AKS_GROUP.pattern}
-        ),
-        "name": Key(doc="the managed cluster's name", schema={"type": "string", "pattern": AKS_NAME.pattern}),
-        "endpoint_url": Key(
-            doc="another ARM endpoint (a test double: its token is a static one)",
-            default="Azure's own (https://management.azure.com)",
-            schema={"type": "string", "pattern": r"^https?://[^\s/]+"},
-        ),
+    {
+        "subscription_id": _shaped(AKS_SUBSCRIPTION, "its Azure subscription id (a GUID)"),
+        "resource_group": _shaped(AKS_GROUP, "its resource group"),
+        "name": _shaped(AKS_NAME, "the managed cluster's name"),
     },
-    required=("subscription_id", "resource_group", "name"),
+    endpoint="another ARM endpoint (a test double: its token is a static one)",
+    endpoint_default="Azure's own (https://management.azure.com)",
 )
-
-
-_GKE = Key(
-    doc="a GKE cluster, for the GKE actions (the `gke` extra; credentials from google-auth's default "
+_GKE = _cloud(
+    "a GKE cluster, for the GKE actions (the `gke` extra; credentials from google-auth's default "
     "chain: Workload Identity, the metadata server, GOOGLE_APPLICATION_CREDENTIALS)",
-    keys={
-        "project": Key(
-            doc="its Google Cloud project id", schema={"type": "string", "pattern": GKE_PROJECT.pattern}
-        ),
-        "location": Key(
-            doc="its location: a region (europe-west1) or a zone (europe-west1-b)",
-            schema={"type": "string", "pattern": GKE_LOCATION.pattern},
-        ),
-        "name": Key(doc="the cluster's name", schema={"type": "string", "pattern": GKE_NAME.pattern}),
-        "endpoint_url": Key(
-            doc="another GKE API endpoint (a test double: no credentials are sent)",
-            default="Google's own (https://container.googleapis.com)",
-            schema={"type": "string", "pattern": r"^https?://[^\s/]+"},
-        ),
+    {
+        "project": _shaped(GKE_PROJECT, "its Google Cloud project id"),
+        "location": _shaped(GKE_LOCATION, "its location: a region (europe-west1) or a zone (europe-west1-b)"),
+        "name": _shaped(GKE_NAME, "the cluster's name"),
     },
-    required=("project", "location", "name"),
+    endpoint="another GKE API endpoint (a test double: no credentials are sent)",
+    endpoint_default="Google's own (https://container.googleapis.com)",
 )
 
 
@@ -155,13 +167,11 @@ def _signal(doc: str) -> Key:
     return Key(
         doc=doc,
         keys={
-            "url": Key(doc="its base URL (http or https)", schema=_STRING),
-            "bearer_token_file": Key(
-                doc="a file holding the bearer token (read at every request)", default="none", schema=_STRING
+            "url": _text("its base URL (http or https)"),
+            "bearer_token_file": _text(
+                "a file holding the bearer token (read at every request)", default="none"
             ),
-            "ca_file": Key(
-                doc="the CA bundle that signed its certificate", default="the system's", schema=_STRING
-            ),
+            "ca_file": _text("the CA bundle that signed its certificate", default="the system's"),
         },
         required=("url",),
     )
@@ -170,20 +180,17 @@ def _signal(doc: str) -> Key:
 _CLUSTER = Key(
     doc="a cluster the bot manages, by the name commands use (`--cluster NAME`)",
     keys={
-        "kubeconfig": Key(
-            doc="kubeconfig path (relative to the configuration file); required unless `in_cluster`",
-            schema=_STRING,
+        "kubeconfig": _text(
+            "kubeconfig path (relative to the configuration file); required unless `in_cluster`"
         ),
-        "context": Key(doc="context in that kubeconfig", default="its current context", schema=_STRING),
+        "context": _text("context in that kubeconfig", default="its current context"),
         "in_cluster": Key(
             doc="`true` when the bot runs inside that cluster (its service account)",
             default="`false`",
             schema={"type": "boolean"},
         ),
-        "request_timeout": Key(
-            doc="seconds before the API server counts as unreachable",
-            default="`10`",
-            schema={"type": "number", "minimum": 0.5, "maximum": 300},
+        "request_timeout": _number(
+            "seconds before the API server counts as unreachable", default="`10`", low=0.5, high=300
         ),
         "provider": Key(
             doc="the cloud the cluster runs on (one key: `eks`, `aks` or `gke`)",
@@ -240,13 +247,8 @@ _WINDOW = Key(
             doc="weekdays: `mon-fri`, `sat,sun` or a list like `[mon, wed]`",
             schema={"oneOf": [_STRING, {"type": "array", "minItems": 1, "items": _STRING}]},
         ),
-        "start": Key(
-            doc='24-hour time, quoted: `"14:00"`', schema={"type": "string", "pattern": TIME_OF_DAY.pattern}
-        ),
-        "end": Key(
-            doc="24-hour time; a window ending before it starts crosses midnight",
-            schema={"type": "string", "pattern": TIME_OF_DAY.pattern},
-        ),
+        "start": _shaped(TIME_OF_DAY, '24-hour time, quoted: `"14:00"`'),
+        "end": _shaped(TIME_OF_DAY, "24-hour time; a window ending before it starts crosses midnight"),
         "zone": Key(doc="its time zone", default="`timezone`", schema=_ZONE),
     },
     required=("days", "start", "end"),
@@ -255,11 +257,9 @@ _WINDOW = Key(
 _FREEZE = Key(
     doc="a change freeze, whole days",
     keys={
-        "from": Key(
-            doc="its first day, `2026-12-25`", schema={"type": "string", "pattern": ISO_DATE.pattern}
-        ),
-        "to": Key(doc="its last day (inclusive)", schema={"type": "string", "pattern": ISO_DATE.pattern}),
-        "reason": Key(doc="shown when scheduling is refused", schema=_STRING),
+        "from": _shaped(ISO_DATE, "its first day, `2026-12-25`"),
+        "to": _shaped(ISO_DATE, "its last day (inclusive)"),
+        "reason": _text("shown when scheduling is refused"),
         "zone": Key(doc="its time zone", default="`timezone`", schema=_ZONE),
     },
     required=("from", "to", "reason"),
@@ -270,18 +270,12 @@ _IGNORE = Key(
     "(`/upgrade check`, `upgrade-bot check`, a plan's `check` step) lists what it ignores in its "
     "own section and does not fail on it",
     keys={
-        "finding": Key(
-            doc="the finding's id, like `API001`", schema={"type": "string", "pattern": FINDING_ID.pattern}
-        ),
-        "objects": Key(
-            doc="only these objects, as findings name them (`namespace/name`, or `Kind namespace/name`)",
+        "finding": _shaped(FINDING_ID, "the finding's id, like `API001`"),
+        "objects": _texts(
+            "only these objects, as findings name them (`namespace/name`, or `Kind namespace/name`)",
             default="the whole finding",
-            schema=_STRINGS,
         ),
-        "reason": Key(
-            doc="why it is accepted: what the next reviewer reads",
-            schema={"type": "string", "pattern": r"\S"},
-        ),
+        "reason": _shaped(r"\S", "why it is accepted: what the next reviewer reads"),
     },
     required=("finding", "reason"),
 )
@@ -295,22 +289,17 @@ _IMAGES = Key(
             default="`false`",
             schema={"type": "boolean"},
         ),
-        "docker_config": Key(
-            doc="a docker `config.json` whose `auths` hold the registries' credentials (relative to "
+        "docker_config": _text(
+            "a docker `config.json` whose `auths` hold the registries' credentials (relative to "
             "the configuration file; credential helpers are not run)",
             default="none: anonymous",
-            schema=_STRING,
         ),
-        "insecure": Key(
-            doc="registry hosts asked over plain HTTP (loopback ones always are)",
-            default="none",
-            schema=_STRINGS,
-        ),
+        "insecure": _texts("registry hosts asked over plain HTTP (loopback ones always are)", default="none"),
         "endpoints": Key(
             doc="a registry host asked at another base URL (a mirror, or the simulator's `/v2` facade); "
             "`*` for every other host",
             default="none",
-            names=Key(doc="the base URL, like `http://127.0.0.1:5000`", schema=_STRING),
+            names=_text("the base URL, like `http://127.0.0.1:5000`"),
             name_doc="HOST",
         ),
     },
@@ -322,14 +311,8 @@ KEYS: Mapping[str, Key] = {
     "channels": Key(
         doc="Slack channel IDs (not names)",
         keys={
-            "announcements": Key(
-                doc="channel ID for announcements (`C…`)",
-                schema={"type": "string", "pattern": CHANNEL_ID.pattern},
-            ),
-            "operations": Key(
-                doc="channel ID for run cards and threads",
-                schema={"type": "string", "pattern": CHANNEL_ID.pattern},
-            ),
+            "announcements": _shaped(CHANNEL_ID, "channel ID for announcements (`C…`)"),
+            "operations": _shaped(CHANNEL_ID, "channel ID for run cards and threads"),
         },
     ),
     "roster": Key(
@@ -341,42 +324,35 @@ KEYS: Mapping[str, Key] = {
         name_pattern=NAME_PATTERN.pattern,
         name_doc="ROLE",
     ),
-    "data_dir": Key(
-        doc="where the SQLite file lives (relative to the configuration file)",
-        default="`./.data`",
-        schema=_STRING,
+    "data_dir": _text(
+        "where the SQLite file lives (relative to the configuration file)", default="`./.data`"
     ),
-    "database_url": Key(
-        doc="SQLAlchemy URL; `postgresql://…` for several replicas",
+    "database_url": _shaped(
+        r"^(sqlite|postgresql)(\+[A-Za-z0-9_]+)?://",
+        "SQLAlchemy URL; `postgresql://…` for several replicas",
         default="SQLite in `data_dir`",
-        schema={"type": "string", "pattern": r"^(sqlite|postgresql)(\+[A-Za-z0-9_]+)?://"},
     ),
     "timezone": Key(
         doc="the team's IANA time zone, for windows and announcements", default="`UTC`", schema=_ZONE
     ),
-    "templates_dir": Key(doc="files here override `templates/` by name", schema=_STRING),
-    "workers": Key(
-        doc="the bot's worker threads for slow commands",
-        default="`8`",
-        schema={"type": "integer", "minimum": 1, "maximum": 64},
-    ),
+    "templates_dir": _text("files here override `templates/` by name"),
+    "workers": _whole("the bot's worker threads for slow commands", default="`8`", low=1, high=64),
     "snapshot": Key(
         doc="how snapshots read the cluster",
         keys={
-            "node_group_labels": Key(
-                doc="node labels naming a node's group, tried in order",
+            "node_group_labels": _texts(
+                "node labels naming a node's group, tried in order",
                 default="EKS, eksctl, GKE, AKS, Karpenter labels",
-                schema=_STRINGS,
             ),
-            "node_group_order": Key(
-                doc="the order `plan draft` upgrades node groups in; groups not named follow, by its heuristic",
+            "node_group_order": _texts(
+                "the order `plan draft` upgrades node groups in; groups not named follow, by its heuristic",
                 default="none (the heuristic)",
-                schema=_STRINGS,
             ),
-            "restart_threshold": Key(
-                doc="restarts since the first snapshot that the diff calls a regression",
+            "restart_threshold": _whole(
+                "restarts since the first snapshot that the diff calls a regression",
                 default="`3`",
-                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+                low=1,
+                high=1000,
             ),
         },
     ),
@@ -394,98 +370,97 @@ KEYS: Mapping[str, Key] = {
                 default="`[-24h, -1h, 0]`",
                 schema={"type": "array", "items": _OFFSET},
             ),
-            "grace": Key(
-                doc="an announcement due while the bot was down is sent marked delayed within this, skipped after",
+            "grace": _duration(
+                "an announcement due while the bot was down is sent marked delayed within this, skipped after",
                 default="`30m`",
-                schema=_DURATION,
             ),
         },
     ),
-    "rules_files": Key(
-        doc="the team's known-issue rules files (relative to the configuration file), after the shipped "
+    "rules_files": _texts(
+        "the team's known-issue rules files (relative to the configuration file), after the shipped "
         "ones; a rule with a shipped id replaces it",
         default="none",
-        schema=_STRINGS,
     ),
     "slack": Key(
         doc="the bot's budget of Slack calls",
         keys={
-            "edit_interval": Key(
-                doc="at most one edit of each card per this interval (the last state is always sent)",
+            "edit_interval": _duration(
+                "at most one edit of each card per this interval (the last state is always sent)",
                 default="`2s`",
-                schema=_DURATION,
             ),
-            "updates_per_minute": Key(
-                doc="`chat.update` budget for the whole workspace (Slack's Tier 3)",
+            "updates_per_minute": _whole(
+                "`chat.update` budget for the whole workspace (Slack's Tier 3)",
                 default="`50`",
-                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+                low=1,
+                high=1000,
             ),
-            "posts_per_second": Key(
-                doc="posts per channel (`chat.postMessage`)",
-                default="`1`",
-                schema={"type": "integer", "minimum": 1, "maximum": 20},
+            "posts_per_second": _whole(
+                "posts per channel (`chat.postMessage`)", default="`1`", low=1, high=20
             ),
-            "timeout_seconds": Key(
-                doc="the timeout of each Slack call; shorter than `leader.lease_seconds` − "
+            "timeout_seconds": _number(
+                "the timeout of each Slack call; shorter than `leader.lease_seconds` − "
                 "`leader.renew_seconds`, since a replica sends only while its lease outlasts the call",
                 default="min(6, 0.6 × (lease − renew))",
-                schema={"type": "number", "minimum": 0.5, "maximum": 120},
+                low=0.5,
+                high=120,
             ),
         },
     ),
     "outbox": Key(
         doc="thread posts Slack keeps failing (5xx, no answer): when they are set aside",
         keys={
-            "dead_after_failures": Key(
-                doc="set aside after this many failures in a row",
-                default="`10`",
-                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+            "dead_after_failures": _whole(
+                "set aside after this many failures in a row", default="`10`", low=1, high=1000
             ),
-            "dead_after": Key(
-                doc="or at the first failure this long after they began (at least 10s)",
-                default="`5m`",
-                schema=_DURATION,
+            "dead_after": _duration(
+                "or at the first failure this long after they began (at least 10s)", default="`5m`"
             ),
         },
     ),
     "leader": Key(
         doc="the leader's lease, when several replicas share a PostgreSQL store",
         keys={
-            "lease_seconds": Key(
-                doc="how long the lease lasts unrenewed: the failover time after a crash",
+            "lease_seconds": _number(
+                "how long the lease lasts unrenewed: the failover time after a crash",
                 default="`15`",
-                schema={"type": "number", "minimum": 1, "maximum": 600},
+                low=1,
+                high=600,
             ),
-            "renew_seconds": Key(
-                doc="how often the lease is renewed, or tried by a follower (at most half the lease)",
+            "renew_seconds": _number(
+                "how often the lease is renewed, or tried by a follower (at most half the lease)",
                 default="`5`",
-                schema={"type": "number", "minimum": 0.1, "maximum": 300},
+                low=0.1,
+                high=300,
             ),
-            "takeover_margin_seconds": Key(
-                doc="how long past another replica's expired lease before its claims are taken over",
+            "takeover_margin_seconds": _number(
+                "how long past another replica's expired lease before its claims are taken over",
                 default="`renew_seconds`",
-                schema={"type": "number", "minimum": 0, "maximum": 600},
+                low=0,
+                high=600,
             ),
         },
     ),
     "duties": Key(
         doc="the long duties (cluster jobs and watches): how a driver that is gone is noticed",
         keys={
-            "scan_seconds": Key(
-                doc="how often the live jobs and watches are scanned for work nobody drives",
+            "scan_seconds": _number(
+                "how often the live jobs and watches are scanned for work nobody drives",
                 default="`5`",
-                schema={"type": "number", "minimum": 0.1, "maximum": 300},
+                low=0.1,
+                high=300,
             ),
-            "heartbeat_seconds": Key(
-                doc="how often a job's or a watch's driver beats (at most half of `stale_after_seconds`)",
+            "heartbeat_seconds": _number(
+                "how often a job's or a watch's driver beats (at most half of `stale_after_seconds`)",
                 default="`3`",
-                schema={"type": "number", "minimum": 0.1, "maximum": 300},
+                low=0.1,
+                high=300,
             ),
-            "stale_after_seconds": Key(
-                doc="how long without a beat before a driver is taken for gone (a crash, a deposed "
+            "stale_after_seconds": _number(
+                "how long without a beat before a driver is taken for gone (a crash, a deposed "
                 "leader): its job is interrupted, its watch taken over",
                 default="`15`",
-                schema={"type": "number", "minimum": 1, "maximum": 3600},
+                low=1,
+                high=3600,
             ),
         },
     ),
@@ -505,20 +480,15 @@ KEYS: Mapping[str, Key] = {
         "absent; a Grafana that is slow or down never holds a run)",
         default="off",
         keys={
-            "url": Key(
-                doc="Grafana's base URL (http or https); annotations go to `/api/annotations`", schema=_STRING
+            "url": _text("Grafana's base URL (http or https); annotations go to `/api/annotations`"),
+            "token_file": _text(
+                "a file holding a service account token (sent as `Authorization: Bearer`)", default="none"
             ),
-            "token_file": Key(
-                doc="a file holding a service account token (sent as `Authorization: Bearer`)",
+            "tags": _texts(
+                "tags added to every annotation, after `upgrade-bot`, the cluster, the run and the step",
                 default="none",
-                schema=_STRING,
             ),
-            "tags": Key(
-                doc="tags added to every annotation, after `upgrade-bot`, the cluster, the run and the step",
-                default="none",
-                schema=_STRINGS,
-            ),
-            "timeout": Key(doc="how long one request may take", default="`5s`", schema=_DURATION),
+            "timeout": _duration("how long one request may take", default="`5s`"),
         },
         required=("url",),
     ),
@@ -529,15 +499,13 @@ KEYS: Mapping[str, Key] = {
         "`GITHUB_APP_INSTALLATION_ID` and `GITHUB_APP_PRIVATE_KEY_FILE`)",
         default="off",
         keys={
-            "api_url": Key(
-                doc="the REST API's base URL (GitHub Enterprise: `https://HOST/api/v3`)",
+            "api_url": _text(
+                "the REST API's base URL (GitHub Enterprise: `https://HOST/api/v3`)",
                 default="`https://api.github.com`",
-                schema=_STRING,
             ),
-            "token_file": Key(
-                doc="a file holding a token that may read the repositories' pull requests, checks and statuses",
+            "token_file": _text(
+                "a file holding a token that may read the repositories' pull requests, checks and statuses",
                 default="`GITHUB_TOKEN` from the environment",
-                schema=_STRING,
             ),
             "app_id": Key(
                 doc="a GitHub App's id, instead of a token (with `installation_id` and `private_key_file`; "
@@ -550,10 +518,9 @@ KEYS: Mapping[str, Key] = {
                 default="`GITHUB_APP_INSTALLATION_ID` from the environment",
                 schema={"type": "integer", "minimum": 1},
             ),
-            "private_key_file": Key(
-                doc="a file holding the App's private key (PEM, as GitHub downloads it); never logged",
+            "private_key_file": _text(
+                "a file holding the App's private key (PEM, as GitHub downloads it); never logged",
                 default="`GITHUB_APP_PRIVATE_KEY_FILE` from the environment",
-                schema=_STRING,
             ),
         },
     ),
@@ -564,10 +531,9 @@ KEYS: Mapping[str, Key] = {
         names=Key(
             doc="one source",
             keys={
-                "secret_file": Key(
-                    doc="a file holding the source's signing secret (at least 32 characters); "
-                    "relative to the configuration file",
-                    schema=_STRING,
+                "secret_file": _text(
+                    "a file holding the source's signing secret (at least 32 characters); "
+                    "relative to the configuration file"
                 ),
             },
             required=("secret_file",),

@@ -226,6 +226,23 @@ def synopsis(parser: argparse.ArgumentParser, *, short: bool = False) -> str:
     return " ".join(parts)
 
 
+def _subcommand(
+    what: str,
+    name: str,
+    handler: Handler,
+    arguments: Callable[[CommandParser], None] | None,
+    roles: frozenset[str],
+) -> Subcommand:
+    """A subcommand or a verb (`what`, as errors name it) with its own parser, `/upgrade NAME`;
+    its handler's docstring is its help, so one without is refused."""
+    if not inspect.getdoc(handler):
+        raise ValueError(f"{what} has no docstring; the docstring is its help")
+    parser = CommandParser(prog=f"/upgrade {name}")
+    if arguments is not None:
+        arguments(parser)
+    return Subcommand(name=name, handler=handler, parser=parser, roles=roles)
+
+
 class Registry:
     """Subcommands by name. Passed to each `commands/` module's `register`."""
 
@@ -242,12 +259,7 @@ class Registry:
     ) -> Subcommand:
         if name in self._commands:
             raise ValueError(f"subcommand {name!r} is registered twice")
-        if not inspect.getdoc(handler):
-            raise ValueError(f"subcommand {name!r} has no docstring; the docstring is its help")
-        parser = CommandParser(prog=f"/upgrade {name}")
-        if arguments is not None:
-            arguments(parser)
-        sub = Subcommand(name=name, handler=handler, parser=parser, roles=frozenset(roles))
+        sub = _subcommand(f"subcommand {name!r}", name, handler, arguments, frozenset(roles))
         self._commands[name] = sub
         return sub
 
@@ -263,12 +275,7 @@ class Registry:
         owner = self._commands[parent]
         if verb in owner.verbs:
             raise ValueError(f"verb {parent} {verb!r} is registered twice")
-        if not inspect.getdoc(handler):
-            raise ValueError(f"verb {parent} {verb!r} has no docstring; the docstring is its help")
-        parser = CommandParser(prog=f"/upgrade {parent} {verb}")
-        if arguments is not None:
-            arguments(parser)
-        sub = Subcommand(name=f"{parent} {verb}", handler=handler, parser=parser, roles=owner.roles)
+        sub = _subcommand(f"verb {parent} {verb!r}", f"{parent} {verb}", handler, arguments, owner.roles)
         owner.verbs[verb] = sub
         return sub
 

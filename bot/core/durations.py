@@ -49,6 +49,17 @@ def format_duration(value: timedelta) -> str:
     return sign + ("".join(parts) or "0s")
 
 
+#: kubectl's HumanDuration past two minutes, a unit a row: (the unit and its seconds, the next smaller
+#: unit and its seconds, below how many of the unit the smaller one is shown too, below how many
+#: the unit alone is shown; None: always).
+_AGE_UNITS: tuple[tuple[str, int, str, int, int, int | None], ...] = (
+    ("m", 60, "s", 1, 10, 180),
+    ("h", 3600, "m", 60, 8, 48),
+    ("d", 86400, "h", 3600, 8, 365 * 2),
+    ("y", 365 * 86400, "d", 86400, 8, None),
+)
+
+
 def kubectl_age(span: timedelta) -> str:
     """The AGE column as kubectl prints it (its HumanDuration: coarser the older a thing is)."""
     seconds = int(span.total_seconds())
@@ -56,26 +67,11 @@ def kubectl_age(span: timedelta) -> str:
         return "0s"
     if seconds < 120:
         return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        rem = seconds % 60
-        return f"{minutes}m{rem}s" if rem else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = seconds // 3600
-    if hours < 8:
-        rem = minutes % 60
-        return f"{hours}h{rem}m" if rem else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if hours < 24 * 8:
-        rem = hours % 24
-        return f"{days}d{rem}h" if rem else f"{days}d"
-    if days < 365 * 2:
-        return f"{days}d"
-    years = days // 365
-    if days < 365 * 8:
-        rem = days % 365
-        return f"{years}y{rem}d" if rem else f"{years}y"
-    return f"{years}y"
+    for unit, size, smaller, smaller_size, with_smaller_below, alone_below in _AGE_UNITS:
+        count, rest = divmod(seconds, size)
+        if count < with_smaller_below:
+            rest //= smaller_size
+            return f"{count}{unit}{rest}{smaller}" if rest else f"{count}{unit}"
+        if alone_below is None or count < alone_below:
+            break
+    return f"{count}{unit}"

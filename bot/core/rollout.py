@@ -39,9 +39,12 @@ def verdict(kind: str, obj: Mapping[str, Any]) -> tuple[str, str]:
         if available < updated:
             return WAITING, f"{available} of {updated} updated replicas are available"
         return DONE, f'deployment "{name}" successfully rolled out'
+    if kind not in ("DaemonSet", "StatefulSet"):
+        raise ValueError(f"no rollout verdict for kind {kind}")
+    strategy = spec.get("updateStrategy") or {}
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        return DONE, "rollout status is only available for RollingUpdate strategy type"
     if kind == "DaemonSet":
-        if (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") != "RollingUpdate":
-            return DONE, "rollout status is only available for RollingUpdate strategy type"
         if generation > observed:
             return WAITING, "waiting for the daemon set spec update to be observed"
         desired = _int(status.get("desiredNumberScheduled"))
@@ -52,22 +55,18 @@ def verdict(kind: str, obj: Mapping[str, Any]) -> tuple[str, str]:
         if available < desired:
             return WAITING, f"{available} of {desired} updated pods are available"
         return DONE, f'daemon set "{name}" successfully rolled out'
-    if kind == "StatefulSet":
-        strategy = spec.get("updateStrategy") or {}
-        if strategy.get("type", "RollingUpdate") != "RollingUpdate":
-            return DONE, "rollout status is only available for RollingUpdate strategy type"
-        if observed == 0 or generation > observed:
-            return WAITING, "waiting for statefulset spec update to be observed"
-        replicas = _int(spec.get("replicas", 1))
-        ready = _int(status.get("readyReplicas"))
-        if ready < replicas:
-            return WAITING, f"{replicas - ready} pods are not ready"
-        partition = _int((strategy.get("rollingUpdate") or {}).get("partition"))
-        if partition > 0:
-            if _int(status.get("updatedReplicas")) < replicas - partition:
-                return WAITING, "waiting for partitioned roll out to finish"
-            return DONE, "partitioned roll out complete"
-        if status.get("updateRevision") != status.get("currentRevision"):
-            return WAITING, "waiting for statefulset rolling update to complete"
-        return DONE, "statefulset rolling update complete"
-    raise ValueError(f"no rollout verdict for kind {kind}")
+    # A StatefulSet.
+    if observed == 0 or generation > observed:
+        return WAITING, "waiting for statefulset spec update to be observed"
+    replicas = _int(spec.get("replicas", 1))
+    ready = _int(status.get("readyReplicas"))
+    if ready < replicas:
+        return WAITING, f"{replicas - ready} pods are not ready"
+    partition = _int((strategy.get("rollingUpdate") or {}).get("partition"))
+    if partition > 0:
+        if _int(status.get("updatedReplicas")) < replicas - partition:
+            return WAITING, "waiting for partitioned roll out to finish"
+        return DONE, "partitioned roll out complete"
+    if status.get("updateRevision") != status.get("currentRevision"):
+        return WAITING, "waiting for statefulset rolling update to complete"
+    return DONE, "statefulset rolling update complete"

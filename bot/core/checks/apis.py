@@ -60,12 +60,10 @@ from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind
 from bot.core.durations import kubectl_age
 from bot.core.kube.applied import APPLIED_KINDS, AppliedKind
 from bot.core.kube.helm import (
-    HELM_PAGE,
-    HELM_SECRETS_PATH,
-    HELM_SELECTOR,
     HelmSecret,
     decode_release,
     latest_releases,
+    listed_releases,
     release_of,
 )
 from bot.decoders import convert
@@ -394,19 +392,19 @@ def helm_uses(secret: HelmSecret) -> list[Use]:
 
 def helm_findings(release_secrets: Iterable[Mapping[str, Any]], target: str) -> list[Finding]:
     """Findings from Helm v3 release Secrets (raw JSON); only each release's latest revision counts."""
-    uses, unreadable = _latest_helm_uses(convert(s, HelmSecret) for s in release_secrets)
+    uses, unreadable = _helm_uses_of(latest_releases(convert(s, HelmSecret) for s in release_secrets))
     findings = classify(uses, target)
     if unreadable:
         findings.append(_unreadable_helm(unreadable))
     return findings
 
 
-def _latest_helm_uses(secrets: Iterable[HelmSecret]) -> tuple[list[Use], list[str]]:
-    """The API uses of each release's latest revision, and why each release that could not be
-    read could not."""
+def _helm_uses_of(releases: Iterable[HelmSecret]) -> tuple[list[Use], list[str]]:
+    """The API uses of these releases (each one's latest revision), and why each release that
+    could not be read could not."""
     uses: list[Use] = []
     unreadable: list[str] = []
-    for secret in latest_releases(secrets):
+    for secret in releases:
         try:
             uses.extend(helm_uses(secret))
         except ValueError as exc:
@@ -647,14 +645,7 @@ def cluster_api_findings(
     if skipped:
         said.append("not read for last-applied/managedFields: " + ", ".join(skipped))
     try:
-        secrets = (
-            item
-            for page in reader.list_pages(
-                HELM_SECRETS_PATH, HELM_SELECTOR, limit=HELM_PAGE, item_type=HelmSecret
-            )
-            for item in page.items
-        )
-        helm, unreadable = _latest_helm_uses(secrets)
+        helm, unreadable = _helm_uses_of(listed_releases(reader))
         uses.extend(helm)
     except ClusterUnreachable:
         raise

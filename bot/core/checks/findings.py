@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 # The severities are the rules' too (a rule names the one its findings take); they sit below.
@@ -48,9 +48,7 @@ def declare(source: str, *kinds: FindingKind) -> Mapping[str, FindingKind]:
             raise ValueError(f"{source}: {kind.id!r} {kind.severity!r} is not a finding id and severity")
         if kind.id in out:
             raise ValueError(f"{source}: {kind.id} is declared twice")
-        out[kind.id] = FindingKind(
-            id=kind.id, severity=kind.severity, about=kind.about, varies=kind.varies, source=source
-        )
+        out[kind.id] = replace(kind, source=source)
     return out
 
 

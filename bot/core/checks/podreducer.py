@@ -24,7 +24,7 @@ from bot.core.checks.cluster_health import (
 )
 from bot.core.checks.logprobe import LOGS_PER_WORKLOAD, MAX_LOG_READS
 from bot.core.kube.objects import APP, INIT, SIDECAR, ready_count, sidecars
-from bot.core.kube.wire import Toleration
+from bot.core.kube.wire import Controller, Toleration
 from bot.core.rules import (
     ANNOTATED,
     CONTAINER_NOT_READY,
@@ -594,7 +594,7 @@ class PodReducer:
     # call per pod would cost more than its tests, a call per workload or candidate does not.
 
     def _owner(
-        self, meta: schema.PodMeta, refs: tuple[schema.OwnerRef, ...] | None, h: str | None, ns: str
+        self, meta: schema.PodMeta, refs: tuple[Controller, ...] | None, h: str | None, ns: str
     ) -> _Owner:
         """The pod's workload, whether a controller owns it, whether that is a DaemonSet, and the
         rules' signals that are the same for all of the workload's pods (`workload_of`

@@ -17,15 +17,19 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from bot.core.kube.wire import InvolvedObject, NodeSpec, PdbStatus, Present, Toleration, Wire
+from bot.core.kube.wire import Container as WireContainer
+from bot.core.kube.wire import (
+    Controller,
+    InvolvedObject,
+    NodeSpec,
+    PdbStatus,
+    Present,
+    Toleration,
+    Volume,
+    Wire,
+)
 from bot.core.kube.wire import NodeStatus as SharedNodeStatus
 from bot.errors import ClusterError
-
-
-class OwnerRef(Wire):
-    kind: str | None = None
-    name: str | None = None
-    controller: bool | None = None
 
 
 class Meta(Wire):
@@ -34,7 +38,7 @@ class Meta(Wire):
     deletion_timestamp: str | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
-    owner_references: tuple[OwnerRef, ...] | None = None
+    owner_references: tuple[Controller, ...] | None = None
 
 
 # ----- pods ------------------------------------------------------------------------------------
@@ -64,12 +68,10 @@ class PodMeta(Wire):
     deletion_timestamp: str | None = None
     labels: PodLabels | None = None
     annotations: PodAnnotations | None = None
-    owner_references: tuple[OwnerRef, ...] | None = None
+    owner_references: tuple[Controller, ...] | None = None
 
 
-class Container(Wire):
-    name: str | None = None
-    image: str | None = None
+class Container(WireContainer):
     readiness_probe: Present | None = None
 
 
@@ -82,16 +84,9 @@ class Resources(Wire):
     requests: Requests | None = None
 
 
-class PodContainer(Wire):
-    name: str | None = None
-    image: str | None = None
+class PodContainer(WireContainer):
     #: the requests, for the room a drain needs (`cluster_health.check_capacity`)
     resources: Resources | None = None
-
-
-class Volume(Wire):
-    empty_dir: Present | None = None
-    host_path: Present | None = None
 
 
 class PodSpec(Wire):

@@ -42,14 +42,15 @@ from bot.configschema import LABEL_KEY, LABEL_VALUE
 from bot.core.runs.plans import (
     Gate,
     Window,
+    _document,
     _gate,
     _PlanValidator,
     _roster,
     _version,
     _window,
 )
-from bot.core.validation import NAME_PATTERN, compose_document
-from bot.errors import ConfigError, PlanInvalid
+from bot.core.validation import NAME_PATTERN
+from bot.errors import PlanInvalid
 
 #: Evidence a soak may watch: `alerts` (Alertmanager) today; `analysis` and `app-health` are the
 #: evidence issue's sources, accepted here so a fleet written for them validates now.
@@ -174,19 +175,7 @@ class ResolvedStage:
 
 def parse_fleet(text: str, *, source: str = "<fleet>") -> FleetPlan:
     """Parse and validate a fleet plan; raise PlanInvalid listing every problem with its line."""
-    try:
-        node = compose_document(text, source)
-    except ConfigError as exc:
-        raise PlanInvalid([str(exc)]) from None
-    if node is None:
-        raise PlanInvalid([f"{source}: the fleet plan is empty"])
-    v = _PlanValidator(source)
-    top = v.mapping(node, "", TOP_KEYS)
-    for key in ("name", "roster", "stages"):
-        v.required(top, node, "", key)
-    name = v.string(top.get("name"), "name") or ""
-    if name and not NAME_PATTERN.match(name):
-        v.error(top["name"], "name", "fleet names are lower-case letters, digits, '.', '-' and '_'")
+    v, node, top, name = _document(text, source, "fleet plan", TOP_KEYS, ("name", "roster", "stages"))
     description = (v.string(top["description"], "description") or "") if "description" in top else ""
     roster, _ = _roster(v, top.get("roster"))
     roles = set(roster)

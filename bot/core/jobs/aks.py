@@ -39,6 +39,8 @@ from bot.core.jobs.cloud import (
     POLL_SECONDS,
     STOP_OPTION,
     OperationJob,
+    cloud_call,
+    coded_reason,
     pool_bar,
     timeout_span,
 )
@@ -46,7 +48,7 @@ from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.versions import parse_version
 from bot.core.providers import Operation, PoolStrategy, Provider, ProviderError
-from bot.errors import TemporaryError, UserError, clip
+from bot.errors import UserError, clip
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -73,14 +75,11 @@ _STATES = {"Upgrading": "InProgress", "Updating": "InProgress", "Failed": "Faile
 def arm_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
     """An ARM call whose refusal (a 4xx other than 409 and 429) ends the job with ARM's reason;
     anything else (unreachable, 5xx, throttled, another operation running) is tried again later."""
-    try:
-        return fn(**kwargs)
-    except ProviderError as exc:
-        if 400 <= exc.status < 500 and exc.status not in (409, 429):
-            raise UserError(
-                f"AKS refused {what}: {exc.code + ': ' if exc.code else ''}{clip(str(exc), 300)}"
-            ) from None
-        raise TemporaryError(f"AKS did not answer {what}: {clip(str(exc), 200)}") from None
+    return cloud_call("AKS", what, lambda: fn(**kwargs), refused=_refused, reason=coded_reason)
+
+
+def _refused(exc: ProviderError) -> bool:
+    return 400 <= exc.status < 500 and exc.status not in (409, 429)
 
 
 def version_arg(args: Mapping[str, str], *, required: bool) -> str:

@@ -268,21 +268,17 @@ class AnalysisJob:
         spec = _spec(progress)
         new, state, m = self.measure(cluster, progress, now=now)
         card = self._card(new)
-        if state.outcome is Outcome.SUCCESSFUL:
+        if state.outcome in (Outcome.SUCCESSFUL, Outcome.FAILED):
+            ok = state.outcome is Outcome.SUCCESSFUL
+            query, value, baseline = clip(spec.query, 120), _figure(m.value), _figure(new.get("baseline"))
             text = (
-                f"analysis: Successful after {len(state.measurements)} measurement(s) of "
-                f"`{clip(spec.query, 120)}` (last {_figure(m.value)}, baseline {_figure(new.get('baseline'))})"
+                f"analysis: Successful after {len(state.measurements)} measurement(s) of `{query}` (last "
+                f"{value}, baseline {baseline})"
+                if ok
+                else f"analysis: Failed — `{query}` was {value} against a baseline of {baseline} ({state.reason})"
             )
-            key = f"analysis-successful:{progress['started']}:{new['round']}"
-            return Tick(progress=new, posts=(Post(key=key, text=text),), card=card, done=True, ok=True,
-                        detail=clip(text, 300), wait=0.0)  # fmt: skip
-        if state.outcome is Outcome.FAILED:
-            text = (
-                f"analysis: Failed — `{clip(spec.query, 120)}` was {_figure(m.value)} against a baseline of "
-                f"{_figure(new.get('baseline'))} ({state.reason})"
-            )
-            key = f"analysis-failed:{progress['started']}:{new['round']}"
-            return Tick(progress=new, posts=(Post(key=key, text=text),), card=card, done=True, ok=False,
+            key = f"analysis-{'successful' if ok else 'failed'}:{progress['started']}:{new['round']}"
+            return Tick(progress=new, posts=(Post(key=key, text=text),), card=card, done=True, ok=ok,
                         detail=clip(text, 300), wait=0.0)  # fmt: skip
         if state.outcome in (Outcome.INCONCLUSIVE, Outcome.ERROR):
             return self._ask(new, state.outcome, state.reason, card)

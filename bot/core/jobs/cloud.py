@@ -28,8 +28,8 @@ from bot.core.jobs.common import JobCluster, bar, iso, list_nodes, timer_start
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.objects import node_group, parse_iso
 from bot.core.kube.versions import on_version, parse_version
-from bot.core.providers import Operation, OperationError, Provider, Versions
-from bot.errors import ClusterError, clip
+from bot.core.providers import Operation, OperationError, Provider, ProviderError, Versions
+from bot.errors import ClusterError, TemporaryError, UserError, clip
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -41,6 +41,29 @@ INTENT = "intent"
 STOP = "stop"
 #: The answer that fails the step, offered in every question the cloud jobs ask (coordinators too).
 STOP_OPTION = ChoiceOption(id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator"))
+
+
+def cloud_call(
+    cloud: str,
+    what: str,
+    call: Callable[[], T],
+    *,
+    refused: Callable[[ProviderError], bool],
+    reason: Callable[[ProviderError], str],
+) -> T:
+    """A call to the cloud whose refusal (`refused`: a 4xx the cloud means) ends the job with the
+    cloud's `reason`; anything else (unreachable, a 5xx, throttled, busy) is tried again later."""
+    try:
+        return call()
+    except ProviderError as exc:
+        if refused(exc):
+            raise UserError(f"{cloud} refused {what}: {reason(exc)}") from None
+        raise TemporaryError(f"{cloud} did not answer {what}: {clip(str(exc), 200)}") from None
+
+
+def coded_reason(exc: ProviderError) -> str:
+    """A refusal as "Code: message" (the message clipped), as AKS and GKE send them."""
+    return f"{exc.code + ': ' if exc.code else ''}{clip(str(exc), 300)}"
 
 
 def update_errors(errors: Sequence[OperationError]) -> str:

@@ -8,7 +8,7 @@ selection, label-selector matching (PodDisruptionBudgets, workloads) and the car
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -137,6 +137,20 @@ def namespace_name(what: str, text: str) -> str:
             f"{what}: {clip(text, 40)!r} is not a namespace (lowercase letters, digits and -, at most 63)"
         )
     return text
+
+
+def kind_namespace_name(
+    what: str, text: str, kinds: Container[str] | None, like: str, *, width: int = 60
+) -> tuple[str, str, str]:
+    """`KIND/NAMESPACE/NAME` (a workload, a GitOps object): its kind in lower case, one of `kinds`
+    (any when None), and its namespace and name, each checked; else a UserError that shows `text`
+    (up to `width` characters) and what it should be `like`."""
+    parts = text.split("/")
+    if len(parts) != 3 or (kinds is not None and parts[0].lower() not in kinds):
+        raise UserError(f"{what}: {clip(text, width)!r} is not like {like}")
+    namespace_name(what, parts[1])
+    object_name(what, parts[2])
+    return parts[0].lower(), parts[1], parts[2]
 
 
 def label_value(what: str, text: str) -> str:

@@ -57,6 +57,7 @@ from bot.core.jobs.cloud import (
     STOP_OPTION,
     CloudJob,
     api_version,
+    cloud_call,
     elapsed_since,
     pool_bar,
     seen_version,
@@ -84,7 +85,7 @@ from bot.core.providers import (
     ProviderError,
     no_provider,
 )
-from bot.errors import TemporaryError, UserError, clip
+from bot.errors import UserError, clip
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -130,12 +131,13 @@ no_eks = no_provider
 def aws_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
     """An AWS call whose refusal ends the job with AWS's reason (a 4xx that is not throttling);
     anything else (a connection error, a 5xx, throttling) is tried again later."""
-    try:
-        return fn(**kwargs)
-    except ProviderError as exc:
-        if 400 <= exc.status < 500 and "Throttl" not in exc.code and exc.code != "TooManyRequestsException":
-            raise UserError(f"EKS refused {what}: {clip(_reason(exc), 300)}") from None
-        raise TemporaryError(f"EKS did not answer {what}: {clip(str(exc), 200)}") from None
+    return cloud_call(
+        "EKS", what, lambda: fn(**kwargs), refused=_refused, reason=lambda exc: clip(_reason(exc), 300)
+    )
+
+
+def _refused(exc: ProviderError) -> bool:
+    return 400 <= exc.status < 500 and "Throttl" not in exc.code and exc.code != "TooManyRequestsException"
 
 
 #: botocore's "… when calling the Op operation: message" ("operation (reached max retries: 0): "

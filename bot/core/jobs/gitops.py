@@ -31,7 +31,7 @@ from typing import Any, Protocol, cast
 import yaml
 
 from bot.core.jobs.base import Post, Progress, Tick
-from bot.core.jobs.common import JobCluster, iso, namespace_name, object_name
+from bot.core.jobs.common import JobCluster, iso, kind_namespace_name, namespace_name, object_name
 from bot.core.kube.owners import Owner, find_owner
 from bot.errors import ClusterError, UserError, clip
 from bot.records import FileAttachment
@@ -63,14 +63,8 @@ class PatchCluster(JobCluster, Protocol):
 
 def check_flux(args: Mapping[str, str]) -> tuple[str, str, str]:
     text = str(args.get("object", "")).strip()
-    parts = text.split("/")
-    if len(parts) != 3 or parts[0].lower() not in FLUX:
-        raise UserError(
-            f"object: {clip(text, 80)!r} is not like kustomization/NS/NAME or helmrelease/NS/NAME"
-        )
-    namespace_name("object", parts[1])
-    object_name("object", parts[2])
-    return parts[0].lower(), parts[1], parts[2]
+    like = "kustomization/NS/NAME or helmrelease/NS/NAME"
+    return kind_namespace_name("object", text, FLUX, like, width=80)
 
 
 def check_argo(args: Mapping[str, str]) -> tuple[str, str]:

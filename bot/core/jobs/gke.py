@@ -35,11 +35,19 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
-from bot.core.jobs.cloud import POLL_SECONDS, OperationJob, pool_bar, timeout_span, update_errors
+from bot.core.jobs.cloud import (
+    POLL_SECONDS,
+    OperationJob,
+    cloud_call,
+    coded_reason,
+    pool_bar,
+    timeout_span,
+    update_errors,
+)
 from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value, unschedulable
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.providers import MaintenanceExclusion, Operation, PoolStrategy, Provider, ProviderError
-from bot.errors import TemporaryError, UserError, clip
+from bot.errors import UserError, clip
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -62,15 +70,12 @@ _GKE_VERSION = re.compile(r"^\d{1,3}\.\d{1,3}(?:\.\d{1,3}(?:-gke\.\d{1,12})?)?$"
 def gke_call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
     """A GKE call whose refusal (a 4xx other than 429, or FAILED_PRECONDITION over another
     operation) ends the job with GKE's reason; anything else is tried again later."""
-    try:
-        return fn(**kwargs)
-    except ProviderError as exc:
-        busy = exc.code == "FAILED_PRECONDITION" and "incompatible operation" in str(exc)
-        if 400 <= exc.status < 500 and exc.status != 429 and not busy:
-            raise UserError(
-                f"GKE refused {what}: {exc.code + ': ' if exc.code else ''}{clip(str(exc), 300)}"
-            ) from None
-        raise TemporaryError(f"GKE did not answer {what}: {clip(str(exc), 200)}") from None
+    return cloud_call("GKE", what, lambda: fn(**kwargs), refused=_refused, reason=coded_reason)
+
+
+def _refused(exc: ProviderError) -> bool:
+    busy = exc.code == "FAILED_PRECONDITION" and "incompatible operation" in str(exc)
+    return 400 <= exc.status < 500 and exc.status != 429 and not busy
 
 
 def version_arg(args: Mapping[str, str], *, required: bool) -> str:

@@ -27,12 +27,12 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.jobs.base import Post, Progress
-from bot.core.jobs.common import JobCluster, duration_arg, iso, namespace_name, object_name
+from bot.core.jobs.common import JobCluster, duration_arg, iso, kind_namespace_name, object_name
 from bot.core.jobs.restart import DEFAULT_TIMEOUT, RestartJob, live_workload, wkey, workload_path
 from bot.core.kube.kubeproxy import SOURCE, documented_image, minor
 from bot.core.kube.objects import CRASHLOOP_FAILS_AFTER, IMAGEPULL_FAILS_AFTER
 from bot.core.kube.owners import EKS_ADDON, owner_of
-from bot.errors import ClusterError, UserError, clip
+from bot.errors import ClusterError, UserError
 
 #: The workloads whose image this job may set: kube-proxy's DaemonSet is the one the provider
 #: documents an image for.
@@ -41,11 +41,7 @@ KINDS = ("daemonset",)
 
 def check_args(args: Mapping[str, str]) -> None:
     text = str(args.get("workload", "")).strip()
-    parts = text.split("/")
-    if len(parts) != 3 or parts[0].lower() not in KINDS:
-        raise UserError(f"workload: {clip(text, 60)!r} is not like daemonset/kube-system/kube-proxy")
-    namespace_name("workload", parts[1])
-    object_name("workload", parts[2])
+    kind_namespace_name("workload", text, KINDS, "daemonset/kube-system/kube-proxy")
     container = str(args.get("container", "")).strip()
     if container:
         object_name("container", container)

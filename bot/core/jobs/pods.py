@@ -70,6 +70,7 @@ from bot.core.jobs.common import (
     few,
     flag,
     iso,
+    kind_namespace_name,
     names_arg,
     namespace_name,
     object_name,
@@ -128,15 +129,9 @@ def check_args(args: Mapping[str, str]) -> None:
         raise UserError(f"pod: at most {MAX_PODS} pods at a time")
     only = str(args.get("only", "")).strip()
     if workload:
-        parts = workload.split("/")
-        if len(parts) != 3 or parts[0].lower() not in WORKLOAD_KINDS:
-            raise UserError(
-                f"workload: {clip(workload, 60)!r} is not like statefulset/NAMESPACE/NAME "
-                f"({', '.join(WORKLOAD_KINDS)})"
-            )
-        namespace_name("workload", parts[1])
-        object_name("workload", parts[2])
-        if parts[0].lower() != "pod" and only not in ONLY:
+        like = f"statefulset/NAMESPACE/NAME ({', '.join(WORKLOAD_KINDS)})"
+        kind, _, _ = kind_namespace_name("workload", workload, WORKLOAD_KINDS, like)
+        if kind != "pod" and only not in ONLY:
             raise UserError(f"workload: say which of its pods with only={' or only='.join(ONLY)}")
     if only and only not in ONLY:
         raise UserError(f"only: {clip(only, 30)!r} — one of {', '.join(ONLY)}")

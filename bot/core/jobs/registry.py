@@ -30,6 +30,7 @@ from bot.core.jobs.common import (
     MAX_SELECTOR,
     duration_arg,
     int_arg,
+    kind_namespace_name,
     label_value,
     names_arg,
     namespace_name,
@@ -144,11 +145,7 @@ def _check_drain(args: Mapping[str, str]) -> None:
 def _check_restart(args: Mapping[str, str]) -> None:
     check_scope(args)
     for text in names_arg(args, "workloads"):
-        parts = text.split("/")
-        if len(parts) != 3:
-            raise UserError(f"workloads: {clip(text, 60)!r} is not like deployment/NS/NAME")
-        namespace_name("workloads", parts[1])
-        object_name("workloads", parts[2])
+        kind_namespace_name("workloads", text, None, "deployment/NS/NAME")
     namespace = str(args.get("namespace", "")).strip()
     if namespace:
         namespace_name("namespace", namespace)

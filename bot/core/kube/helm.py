@@ -10,8 +10,8 @@ import binascii
 import gzip
 import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
 import msgspec
 
@@ -75,6 +75,21 @@ def latest_releases(secrets: Iterable[HelmSecret]) -> list[HelmSecret]:
         if key not in newest or rev[2] > newest[key][0]:
             newest[key] = (rev[2], secret)
     return [s for _, s in (newest[k] for k in sorted(newest)) if s.metadata.labels.status != "uninstalled"]
+
+
+class SecretLister(Protocol):
+    """What `listed_releases` needs of the kube adapter's `Cluster`."""
+
+    def list_pages(
+        self, path: str, query: Mapping[str, Any] | None = None, *, limit: int = 500, item_type: type[Any]
+    ) -> Iterator[Any]: ...
+
+
+def listed_releases(reader: SecretLister) -> list[HelmSecret]:
+    """The latest revision of each release the cluster holds (`latest_releases`), listed in pages
+    of `HELM_PAGE`; a ClusterError as the listing raised it."""
+    pages = reader.list_pages(HELM_SECRETS_PATH, HELM_SELECTOR, limit=HELM_PAGE, item_type=HelmSecret)
+    return latest_releases(item for page in pages for item in page.items)
 
 
 def decode_release(secret_data: str) -> dict[str, Any]:

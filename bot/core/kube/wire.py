@@ -53,6 +53,30 @@ class NodeStatus(Wire):
     conditions: tuple[NodeCondition, ...] | None = None
 
 
+class Container(Wire):
+    """A container of a pod's spec: its name and image (a schema adds what else it reads)."""
+
+    name: str | None = None
+    image: str | None = None
+
+
+class Volume(Wire):
+    """Only whether a volume is one of the kinds a drain loses (emptyDir, hostPath)."""
+
+    # Present, not a dict: an emptyDir's fields are skipped rather than built, 150,000 times.
+    empty_dir: Present | None = None
+    host_path: Present | None = None
+
+
+class Controller(Wire):
+    """An owner reference as the checks and the snapshot read it: who controls the object (the
+    watch's `OwnerRef` adds its uid)."""
+
+    kind: str | None = None
+    name: str | None = None
+    controller: bool | None = None
+
+
 class Waiting(Wire):
     reason: str | None = None
 

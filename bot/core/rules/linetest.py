@@ -43,31 +43,29 @@ def _listed(values: Iterable[str]) -> str:
 
 def _pod_conditions(m: Match, *, container_known: bool, signal: str) -> tuple[str, ...]:
     """What `m` needs besides the line: the pod's and container's conditions, in words."""
-    out: list[str] = []
-    if m.containers and not container_known:
-        out.append(f"container {_listed(m.containers)}")
-    if m.namespaces:
-        out.append(f"namespace {_listed(m.namespaces)}")
-    if m.kinds:
-        out.append(f"a pod of a {_listed(m.kinds)}")
+    named = (
+        ("container", () if container_known else m.containers),
+        ("namespace", m.namespaces),
+        ("a pod of a", m.kinds),
+    )
+    out = [f"{words} {_listed(values)}" for words, values in named if values]
     out += [f"label {k}" + ("" if v == "*" else f"={v}") for k, v in sorted(m.labels.items())]
     out += [f"annotation {k}" + ("" if v == "*" else f"={v}") for k, v in sorted(m.annotations.items())]
     if m.images is not None:
         out.append(f"an image matching /{m.images.pattern}/")
-    if m.waiting_reasons:
-        out.append(f"a container waiting: {_listed(m.waiting_reasons)}")
-    if m.terminated_reasons:
-        out.append(f"a container terminated: {_listed(m.terminated_reasons)}")
-    if m.not_ready:
-        out.append("the container not ready")
-    if m.deleting:
-        out.append("the pod being deleted")
-    if m.node_not_ready:
-        out.append("its node NotReady")
-    if m.tolerates_all_taints:
-        out.append("a toleration of every taint")
-    if signal == "log" and m.events is not None:
-        out.append("an event about the pod too")
+    states = (
+        ("a container waiting:", m.waiting_reasons),
+        ("a container terminated:", m.terminated_reasons),
+    )
+    out += [f"{words} {_listed(reasons)}" for words, reasons in states if reasons]
+    flags = (
+        (m.not_ready, "the container not ready"),
+        (m.deleting, "the pod being deleted"),
+        (m.node_not_ready, "its node NotReady"),
+        (m.tolerates_all_taints, "a toleration of every taint"),
+        (signal == "log" and m.events is not None, "an event about the pod too"),
+    )
+    out += [words for shown, words in flags if shown]
     if signal == "event" and m.log is not None:
         out.append(f"a log line matching /{m.log.regex.pattern}/ too")
     return tuple(out)

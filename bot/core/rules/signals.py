@@ -12,10 +12,10 @@ measures it).
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from functools import cached_property
 
-from bot.core.rules.model import Match, PodState, Rule
+from bot.core.rules.model import ContainerView, Match, PodState, Rule
 
 #: What a pod shows that a rule may require, one bit each. A rule can match a pod only if the pod
 #: shows every signal the rule requires (`required_signals`); a healthy pod shows almost none, so
@@ -58,36 +58,44 @@ _RAREST_FIRST = (
 )
 
 
+#: Each condition of a rule's match that a pod can only meet by showing a signal, and that signal.
+_REQUIRES: tuple[tuple[int, Callable[[Match], object]], ...] = (
+    (DELETING, lambda m: m.deleting),
+    (NODE_NOT_READY, lambda m: m.node_not_ready),
+    (TOLERATES_ALL, lambda m: m.tolerates_all_taints),
+    (IN_NAMESPACE, lambda m: m.namespaces),
+    (IN_KIND, lambda m: m.kinds),
+    (LABELLED, lambda m: m.labels),
+    (ANNOTATED, lambda m: m.annotations),
+    (NAMED_CONTAINER, lambda m: m.containers),
+    (CONTAINER_NOT_READY, lambda m: m.not_ready),
+    # A reason list that holds "" also matches a container with no reason.
+    (WAITING, lambda m: m.waiting_reasons and "" not in m.waiting_reasons),
+    (TERMINATED, lambda m: m.terminated_reasons and "" not in m.terminated_reasons),
+    (LOGGED, lambda m: m.log is not None),
+    (EVENTS, lambda m: m.events is not None),
+)
+#: The signals a pod shows by itself, whatever the rules name, and the test of each.
+_POD_SIGNALS: Mapping[int, Callable[[PodState], object]] = {
+    DELETING: lambda p: p.deleting,
+    NODE_NOT_READY: lambda p: not p.node_ready,
+    TOLERATES_ALL: lambda p: p.tolerates_all,
+}
+#: The signals a pod shows when one of its containers does, and the test of each.
+_CONTAINER_SIGNALS: Mapping[int, Callable[[ContainerView], object]] = {
+    CONTAINER_NOT_READY: lambda c: not c.ready,
+    WAITING: lambda c: c.waiting,
+    TERMINATED: lambda c: c.terminated,
+    LOGGED: lambda c: c.log_tail,
+}
+
+
 def required_signals(m: Match) -> int:
     """The signals a pod must show for `m` to match it (0: none can be told in advance)."""
     need = 0
-    if m.deleting:
-        need |= DELETING
-    if m.node_not_ready:
-        need |= NODE_NOT_READY
-    if m.tolerates_all_taints:
-        need |= TOLERATES_ALL
-    if m.namespaces:
-        need |= IN_NAMESPACE
-    if m.kinds:
-        need |= IN_KIND
-    if m.labels:
-        need |= LABELLED
-    if m.annotations:
-        need |= ANNOTATED
-    if m.containers:
-        need |= NAMED_CONTAINER
-    if m.not_ready:
-        need |= CONTAINER_NOT_READY
-    # A reason list that holds "" also matches a container with no reason.
-    if m.waiting_reasons and "" not in m.waiting_reasons:
-        need |= WAITING
-    if m.terminated_reasons and "" not in m.terminated_reasons:
-        need |= TERMINATED
-    if m.log is not None:
-        need |= LOGGED
-    if m.events is not None:
-        need |= EVENTS
+    for signal, requires in _REQUIRES:
+        if requires(m):
+            need |= signal
     return need
 
 
@@ -143,12 +151,9 @@ class Screen:
         """The signals `pod` shows (only those some rule requires); `events` holds the
         (namespace, name) of the pods that have events."""
         used, out = self.used, 0
-        if pod.deleting:
-            out |= DELETING
-        if not pod.node_ready:
-            out |= NODE_NOT_READY
-        if pod.tolerates_all:
-            out |= TOLERATES_ALL
+        for signal, shows in _POD_SIGNALS.items():
+            if shows(pod):
+                out |= signal
         if pod.namespace in self.namespaces:
             out |= IN_NAMESPACE
         if pod.workload.split(" ", 1)[0] in self.kinds:
@@ -160,14 +165,9 @@ class Screen:
         for c in pod.containers:
             if c.name in self.containers:
                 out |= NAMED_CONTAINER
-            if not c.ready:
-                out |= CONTAINER_NOT_READY
-            if c.waiting:
-                out |= WAITING
-            if c.terminated:
-                out |= TERMINATED
-            if c.log_tail:
-                out |= LOGGED
+            for signal, container_shows in _CONTAINER_SIGNALS.items():
+                if container_shows(c):
+                    out |= signal
         if (pod.namespace, pod.name) in events:
             out |= EVENTS
         return out & used
@@ -215,6 +215,8 @@ class _Candidates:
         return have
 
     def _build(self, signal: int, m: Match | None) -> Sequence[PodState]:
+        # One comprehension per signal, its test inline: a call per pod would double the time of
+        # a list over every pod (these run on every pod a rule may match, not only the troubled).
         pods = self.pods
         if signal == DELETING:
             return [p for p in pods if p.deleting]
@@ -225,14 +227,10 @@ class _Candidates:
         if signal == EVENTS:
             events = self.events
             return [p for p in pods if (p.namespace, p.name) in events] if events else []
-        if signal == LOGGED:
-            return _once([p for p in self._troubled() for c in p.containers if c.log_tail])
-        if signal == WAITING:
-            return _once([p for p in self._troubled() for c in p.containers if c.waiting])
-        if signal == TERMINATED:
-            return _once([p for p in self._troubled() for c in p.containers if c.terminated])
-        if signal == CONTAINER_NOT_READY:
-            return _once([p for p in self._troubled() for c in p.containers if not c.ready])
+        container_shows = _CONTAINER_SIGNALS.get(signal)
+        if container_shows is not None:
+            # The troubled pods are few: one call per container of theirs costs nothing.
+            return _once([p for p in self._troubled() for c in p.containers if container_shows(c)])
         assert m is not None
         if signal == IN_NAMESPACE:
             namespaces = m.namespaces

@@ -126,20 +126,8 @@ def parse_plan(
     With `now`, a window more than HORIZON ahead is refused too (a typo in the year).
     """
     actions = actions or default_registry()
-    try:
-        node = compose_document(text, source)
-    except ConfigError as exc:
-        raise PlanInvalid([str(exc)]) from None
-    if node is None:
-        raise PlanInvalid([f"{source}: the plan is empty"])
-    v = _PlanValidator(source)
-    top = v.mapping(node, "", TOP_KEYS)
-    for key in ("name", "cluster", "current_version", "target_version", "window", "roster", "steps"):
-        v.required(top, node, "", key)
-
-    name = v.string(top.get("name"), "name") or ""
-    if name and not NAME_PATTERN.match(name):
-        v.error(top["name"], "name", "plan names are lower-case letters, digits, '.', '-' and '_'")
+    required = ("name", "cluster", "current_version", "target_version", "window", "roster", "steps")
+    v, _, top, name = _document(text, source, "plan", TOP_KEYS, required)
     cluster = v.string(top.get("cluster"), "cluster") or ""
     current = _version(v, top, "current_version")
     target = _version(v, top, "target_version")
@@ -244,6 +232,31 @@ def one_step_plan(
     }
     text = yaml.safe_dump(document, sort_keys=False)
     return OneStep(plan=parse_plan(text, source=source), text=text)
+
+
+def _document(
+    text: str, source: str, what: str, keys: set[str], required: Sequence[str]
+) -> tuple[_PlanValidator, yaml.Node, dict[str, yaml.Node], str]:
+    """A plan's or a fleet plan's (`what`) document read to its top level: its validator, the
+    document, its keys (the `required` ones reported when missing) and its name, checked (a bad
+    one is refused in `what`'s first word: "fleet names are…"); PlanInvalid when it is not YAML,
+    or empty."""
+    try:
+        node = compose_document(text, source)
+    except ConfigError as exc:
+        raise PlanInvalid([str(exc)]) from None
+    if node is None:
+        raise PlanInvalid([f"{source}: the {what} is empty"])
+    v = _PlanValidator(source)
+    top = v.mapping(node, "", keys)
+    for key in required:
+        v.required(top, node, "", key)
+    name = v.string(top.get("name"), "name") or ""
+    if name and not NAME_PATTERN.match(name):
+        v.error(
+            top["name"], "name", f"{what.split()[0]} names are lower-case letters, digits, '.', '-' and '_'"
+        )
+    return v, node, top, name
 
 
 def _version(v: _PlanValidator, top: Mapping[str, yaml.Node], key: str) -> str | None:

@@ -326,25 +326,25 @@ def check_satisfiable(
             )
 
 
-def _on_failure(v: _PlanValidator, node: yaml.Node | None, key: str) -> str | None:
+def _one_of(v: _PlanValidator, node: yaml.Node | None, key: str, words: Sequence[str]) -> str | None:
+    """The word at `node` when it is one of `words`; None when absent, or another (an error)."""
     value = v.string(node, key)
-    if value is not None and value not in ON_FAILURE:
-        v.error(node, key, f"{value!r} is not one of: {', '.join(ON_FAILURE)}")
+    if value is not None and value not in words:
+        v.error(node, key, f"{value!r} is not one of: {', '.join(words)}")
         return None
     return value
+
+
+def _on_failure(v: _PlanValidator, node: yaml.Node | None, key: str) -> str | None:
+    return _one_of(v, node, key, ON_FAILURE)
 
 
 def _on_open_findings(
     v: _PlanValidator, node: yaml.Node | None, key: str, calls: Sequence[ActionCall]
 ) -> str:
     """`on_open_findings: fail|succeed` (default fail), only on a step with a `watch` action."""
-    if node is None:
-        return "fail"
-    value = v.string(node, key)
+    value = _one_of(v, node, key, ON_OPEN_FINDINGS)
     if value is None:
-        return "fail"
-    if value not in ON_OPEN_FINDINGS:
-        v.error(node, key, f"{value!r} is not one of: {', '.join(ON_OPEN_FINDINGS)}")
         return "fail"
     if not any(c.name == "watch" for c in calls):
         v.error(node, key, "only a step with a `watch` action has findings to decide on")
@@ -353,15 +353,7 @@ def _on_open_findings(
 
 def _announce(v: _PlanValidator, node: yaml.Node | None, key: str) -> str:
     """`announce: step-complete` → the announcement's name; "" when absent or wrong (an error)."""
-    if node is None:
-        return ""
-    value = v.string(node, key)
-    if value is None:
-        return ""
-    if value not in STEP_ANNOUNCEMENTS:
-        v.error(node, key, f"{value!r} is not one of: {', '.join(STEP_ANNOUNCEMENTS)}")
-        return ""
-    return value
+    return _one_of(v, node, key, STEP_ANNOUNCEMENTS) or ""
 
 
 #: What a pipeline or job name may be: what CI systems name them, without control characters.

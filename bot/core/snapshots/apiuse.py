@@ -27,12 +27,9 @@ import msgspec
 
 from bot.core.kube.applied import APPLIED_KINDS
 from bot.core.kube.helm import (
-    HELM_PAGE,
-    HELM_SECRETS_PATH,
-    HELM_SELECTOR,
     HelmSecret,
     decode_release,
-    latest_releases,
+    listed_releases,
     release_of,
 )
 from bot.errors import ClusterError, ClusterUnreachable
@@ -98,14 +95,7 @@ def api_uses(
             if exc.status != 404:
                 gap(f"{kind.resource}.{kind.group_version}", exc)
     try:
-        secrets = (
-            item
-            for page in reader.list_pages(
-                HELM_SECRETS_PATH, HELM_SELECTOR, limit=HELM_PAGE, item_type=HelmSecret
-            )
-            for item in page.items
-        )
-        for secret in latest_releases(secrets):
+        for secret in listed_releases(reader):
             release = helm_release(secret)
             if release is not None:
                 out["helm"].append(release)

@@ -31,28 +31,25 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from bot.core.kube.wire import (
+    Container,
     ContainerState,
+    Controller,
     InvolvedObject,
     NodeCondition,
     PdbStatus,
-    Present,
     Pruned,
     Strategy,
     Wire,
     WorkloadCounts,
 )
+from bot.core.kube.wire import Volume as WireVolume
 
 # ----- shared pieces (the leaves all schemas share are `bot.core.kube.wire`'s) ------------------
 
 
-class OwnerRef(Wire):
-    kind: str | None = None
-    name: str | None = None
-    controller: bool | None = None
-
-
-class Meta(Wire):
-    """ObjectMeta, reduced to what snapshots read."""
+class PodMeta(Wire):
+    """A pod's ObjectMeta: `Meta` less the labels, which no pod record keeps (at 150,000 pods their
+    dicts were a twentieth of the decode)."""
 
     name: str | None = None
     namespace: str | None = None
@@ -60,8 +57,13 @@ class Meta(Wire):
     resource_version: str | None = None
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
+    owner_references: tuple[Controller, ...] | None = None
+
+
+class Meta(PodMeta):
+    """ObjectMeta, reduced to what snapshots read: a pod's, and the labels."""
+
     labels: dict[str, str] | None = None
-    owner_references: tuple[OwnerRef, ...] | None = None
 
 
 class Named(Wire):
@@ -81,18 +83,11 @@ class ContainerStatus(Wire):
     last_state: ContainerState | None = None
 
 
-class Container(Wire):
-    name: str | None = None
-    image: str | None = None
-
-
-class Volume(Wire):
-    """Only whether it is one of the kinds a drain loses (a twin of the cluster keeps those)."""
+class Volume(WireVolume):
+    """A volume by name, and whether it is one of the kinds a drain loses (a twin of the cluster
+    keeps those)."""
 
     name: str | None = None
-    # Present, not a dict: an emptyDir's fields are skipped rather than built, 150,000 times.
-    empty_dir: Present | None = None
-    host_path: Present | None = None
 
 
 class PodSpec(Wire):
@@ -108,19 +103,6 @@ class PodStatus(Wire):
     pod_ip: str | None = msgspec.field(default=None, name="podIP")
     init_container_statuses: tuple[ContainerStatus, ...] | None = None
     container_statuses: tuple[ContainerStatus, ...] | None = None
-
-
-class PodMeta(Wire):
-    """A pod's ObjectMeta: `Meta` less the labels, which no pod record keeps (at 150,000 pods their
-    dicts were a twentieth of the decode)."""
-
-    name: str | None = None
-    namespace: str | None = None
-    uid: str | None = None
-    resource_version: str | None = None
-    creation_timestamp: str | None = None
-    deletion_timestamp: str | None = None
-    owner_references: tuple[OwnerRef, ...] | None = None
 
 
 class Pod(Wire):

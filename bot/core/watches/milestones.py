@@ -104,6 +104,16 @@ def _by_group(nodes: tuple[NodeView, ...]) -> tuple[NodeView, ...] | list[NodeVi
     return sorted(nodes, key=lambda n: (n.group, n.name))
 
 
+def _node_milestone(kind: str, node: NodeView, icon: str, what: str, *, kubelet: bool = True) -> Milestone:
+    """A node's milestone, keyed by its name and uid: "<icon> Node `name` <what> (group, kubelet v)"."""
+    about = slack_escape(node.group) + (f", kubelet {slack_escape(node.kubelet or '?')}" if kubelet else "")
+    return Milestone(
+        key=f"{kind}:{node.name}:{node.uid}",
+        kind=kind,
+        text=f"{icon} Node {_code(node.name)} {what} ({about})",
+    )
+
+
 def _node_milestones(before: Summary, after: Summary) -> list[Milestone]:
     out: list[Milestone] = []
     old = {n.uid or n.name: n for n in before.nodes}
@@ -114,33 +124,13 @@ def _node_milestones(before: Summary, after: Summary) -> list[Milestone]:
             continue  # a name listed twice: the last one, as the dict holds it
         was = old.get(key)
         if node.ready and (was is None or not was.was_ready):
-            out.append(
-                Milestone(
-                    key=f"{NODE_READY}:{node.name}:{node.uid}",
-                    kind=NODE_READY,
-                    text=f":large_green_circle: Node {_code(node.name)} joined and is Ready"
-                    f" ({slack_escape(node.group)}, kubelet {slack_escape(node.kubelet or '?')})",
-                )
-            )
+            out.append(_node_milestone(NODE_READY, node, ":large_green_circle:", "joined and is Ready"))
         if node.cordoned and (was is None or not was.cordoned):
-            out.append(
-                Milestone(
-                    key=f"{NODE_CORDONED}:{node.name}:{node.uid}",
-                    kind=NODE_CORDONED,
-                    text=f":construction: Node {_code(node.name)} cordoned"
-                    f" ({slack_escape(node.group)}, kubelet {slack_escape(node.kubelet or '?')})",
-                )
-            )
+            out.append(_node_milestone(NODE_CORDONED, node, ":construction:", "cordoned"))
     for node in _by_group(before.nodes):
         key = node.uid or node.name
         if key not in new and old[key] is node:
-            out.append(
-                Milestone(
-                    key=f"{NODE_REMOVED}:{node.name}:{node.uid}",
-                    kind=NODE_REMOVED,
-                    text=f":wave: Node {_code(node.name)} drained and removed ({slack_escape(node.group)})",
-                )
-            )
+            out.append(_node_milestone(NODE_REMOVED, node, ":wave:", "drained and removed", kubelet=False))
     return out
 
 
@@ -248,34 +238,16 @@ def _verdict_milestones(before: Summary | None, after: Summary, spec: WatchSpec)
         then = verdict(before, spec, before.at)
         if then.state == now_verdict.state and then.code == now_verdict.code:
             return []
+    key = kind = STOPPED_KIND
     if now_verdict.state == TARGET_OPEN:
-        return [
-            Milestone(
-                key=TARGET_WITH_FINDINGS,
-                kind=TARGET_WITH_FINDINGS,
-                text=f":warning: Target reached with open findings — {slack_escape(now_verdict.reason)}",
-            )
-        ]
-    if now_verdict.state == TARGET_REACHED:
-        return [
-            Milestone(
-                key=TARGET,
-                kind=TARGET,
-                text=f":tada: Target reached — {slack_escape(now_verdict.reason)}",
-            )
-        ]
-    icon = ":octagonal_sign:" if now_verdict.state == STOPPED else ":hourglass:"
-    word = (
-        "Stopped"
-        if now_verdict.state == STOPPED
-        else "Ended"
-        if now_verdict.state == TIMED_OUT
-        else "Stopped"
-    )
-    return [
-        Milestone(
-            key=f"{STOPPED_KIND}:{now_verdict.code}",
-            kind=STOPPED_KIND,
-            text=f"{icon} {word}: {slack_escape(now_verdict.reason)}",
-        )
-    ]
+        key = kind = TARGET_WITH_FINDINGS
+        head = ":warning: Target reached with open findings —"
+    elif now_verdict.state == TARGET_REACHED:
+        key = kind = TARGET
+        head = ":tada: Target reached —"
+    else:
+        key = f"{STOPPED_KIND}:{now_verdict.code}"
+        icon = ":octagonal_sign:" if now_verdict.state == STOPPED else ":hourglass:"
+        word = "Ended" if now_verdict.state == TIMED_OUT else "Stopped"
+        head = f"{icon} {word}:"
+    return [Milestone(key=key, kind=kind, text=f"{head} {slack_escape(now_verdict.reason)}")]

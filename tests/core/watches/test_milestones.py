@@ -191,6 +191,26 @@ def test_stopped_once_with_its_reason_code() -> None:
     assert found == []
 
 
+def test_node_and_verdict_milestones_say_what_happened_in_their_words() -> None:
+    sp = target_spec(settle=timedelta(minutes=2))
+    state = WatchState(sp)
+    state.sync("node", [node("old")], at(0))
+    last = state.summary(at(0))
+    state.apply("node", "ADDED", node("new", kubelet="v1.30.2"), at(1))
+    state.apply("node", "MODIFIED", node("old", cordoned=True), at(1))
+    after = state.summary(at(1))
+    assert [m.text for m in milestones(last, after, sp)] == [
+        ":large_green_circle: Node `new` joined and is Ready (ng-a, kubelet v1.30.2)",
+        ":construction: Node `old` cordoned (ng-a, kubelet v1.29.4)",
+    ]
+    state.apply("node", "DELETED", node("old", cordoned=True), at(2))
+    last, after = after, state.summary(at(2))
+    assert [m.text for m in milestones(last, after, sp)] == [":wave: Node `old` drained and removed (ng-a)"]
+    last, after = after, state.summary(at(4))
+    (reached,) = milestones(last, after, sp)
+    assert reached.text.startswith(":tada: Target reached — ")
+
+
 def test_milestone_text_escapes_cluster_names_for_slack() -> None:
     sp = spec()
     state = WatchState(sp)
