@@ -92,8 +92,7 @@ class Fleets(StoreBase):
         )
         if states is not None:
             query = query.where(fleet_runs.c.state.in_(list(states)))
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_fleet_row(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _fleet_row)
 
     def fleet_of_run(self, run_id: str) -> str | None:
         """The fleet whose member runs `run_id` (None: an ordinary run)."""
