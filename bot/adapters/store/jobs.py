@@ -11,10 +11,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from bot.adapters.store.audit import _audit_values
+from bot.adapters.store.audit import _insert_audit
 from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
-from bot.adapters.store.schema import audit_log, jobs, run_messages, runs
+from bot.adapters.store.schema import jobs, run_messages, runs
 from bot.errors import PermanentError
 from bot.records import AuditEntry, JobRow
 
@@ -191,8 +191,7 @@ class Jobs(StoreBase):
             if result.rowcount != 1:
                 return False
             _owe_posts(conn, subject, outbox, at)
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
         return True
 
     def decide_job(self, job_id: int, *, choice_key: str, decision: str) -> bool:

@@ -10,10 +10,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.adapters.store.audit import _audit_values
+from bot.adapters.store.audit import _insert_audit
 from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
-from bot.adapters.store.schema import approvals, audit_log, plans, run_steps, runs
+from bot.adapters.store.schema import approvals, plans, run_steps, runs
 from bot.errors import ConcurrentUpdate
 from bot.records import Approval, AuditEntry, PlanRow, RunRow, StepRun, StepState
 
@@ -77,8 +77,7 @@ class Runs(StoreBase):
             conn.execute(runs.insert().values(**_run_values(run)))
             for position, step in enumerate(steps):
                 conn.execute(run_steps.insert().values(**_step_values(run.id, position, step)))
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
             _insert_outbox(conn, run.id, outbox, run.updated_at)
 
     def run_rows(self, run_id: str) -> tuple[RunRow, list[StepRun], list[Approval]] | None:
@@ -152,8 +151,7 @@ class Runs(StoreBase):
                 )
             for approval in new_approvals:
                 conn.execute(approvals.insert().values(**_approval_values(run_id, approval)))
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
             _insert_outbox(conn, run_id, outbox, updated_at)
         return expected_version + 1
 

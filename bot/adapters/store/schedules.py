@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from bot.adapters.store.audit import _audit_values
+from bot.adapters.store.audit import _insert_audit
 from bot.adapters.store.base import StoreBase, _from_row, _utc, _wrap_errors
-from bot.adapters.store.schema import audit_log, scheduled_announcements, schedules
+from bot.adapters.store.schema import scheduled_announcements, schedules
 from bot.errors import ConcurrentUpdate, TemporaryError
 from bot.records import AnnouncementRow, AuditEntry, ScheduleRow
 
@@ -125,8 +125,7 @@ class Schedules(StoreBase):
             )
             if result.rowcount != 1:
                 return False
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
         return True
 
     def record_announcement_ts(self, announcement_id: int, *, channel: str, ts: str) -> None:
@@ -148,17 +147,9 @@ class Schedules(StoreBase):
         """Cancel a schedule and every announcement of it not yet posted; how many were cancelled."""
         with _wrap_errors(), self.engine.begin() as conn:
             conn.execute(schedules.update().where(schedules.c.id == schedule_id).values(state="cancelled"))
-            result = conn.execute(
-                scheduled_announcements.update()
-                .where(
-                    scheduled_announcements.c.schedule_id == schedule_id,
-                    scheduled_announcements.c.state == "scheduled",
-                )
-                .values(state="cancelled", reason=reason, updated_at=_utc(at))
-            )
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
-            return int(result.rowcount or 0)
+            cancelled = _withdraw_announcements(conn, schedule_id, reason=reason, at=at)
+            _insert_audit(conn, audit)
+            return cancelled
 
     def move_schedule(
         self,
@@ -186,22 +177,27 @@ class Schedules(StoreBase):
                 )
                 if moved.rowcount != 1:
                     raise ConcurrentUpdate(f"schedule #{schedule_id} is no longer pending")
-                withdrawn = conn.execute(
-                    scheduled_announcements.update()
-                    .where(
-                        scheduled_announcements.c.schedule_id == schedule_id,
-                        scheduled_announcements.c.state == "scheduled",
-                    )
-                    .values(state="cancelled", reason=reason, updated_at=_utc(at))
-                )
+                withdrawn = _withdraw_announcements(conn, schedule_id, reason=reason, at=at)
                 new_id = _insert_schedule(conn, replacement, announcements)
-                for entry in audit:
-                    conn.execute(audit_log.insert().values(**_audit_values(entry)))
+                _insert_audit(conn, audit)
         except IntegrityError as exc:
             raise ConcurrentUpdate("these announcements were scheduled already") from exc
         except OperationalError as exc:
             raise TemporaryError("the database is busy or unreachable") from exc
-        return new_id, int(withdrawn.rowcount or 0)
+        return new_id, withdrawn
+
+
+def _withdraw_announcements(conn: Connection, schedule_id: int, *, reason: str, at: datetime) -> int:
+    """Cancel the schedule's announcements not posted yet (inside the caller's transaction); how many."""
+    result = conn.execute(
+        scheduled_announcements.update()
+        .where(
+            scheduled_announcements.c.schedule_id == schedule_id,
+            scheduled_announcements.c.state == "scheduled",
+        )
+        .values(state="cancelled", reason=reason, updated_at=_utc(at))
+    )
+    return int(result.rowcount or 0)
 
 
 def _insert_schedule(
