@@ -43,7 +43,7 @@ from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
 from bot.core.leadership import Leadership
 from bot.core.people import Directory, StaticDirectory
-from bot.core.providers import ProviderAccess
+from bot.core.providers import ProviderAccess, ProviderConfig
 from bot.core.rendering import Renderer
 from bot.core.rules import Rule, load_rules
 from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns, action_context
@@ -435,37 +435,27 @@ def _cloud_providers(
     settings: Settings, tenure: Tenure
 ) -> tuple[ProviderAccess, ProviderAccess, ProviderAccess]:
     """The EKS, AKS and GKE providers of the clusters that name one, their updates under the lease."""
-    # The EKS actions' AWS side: each cluster's `provider: {eks: …}` (boto3 only when one is used).
-    # An update call is made only while this replica leads with the call's time left, and its
-    # client (which never retries it) gives up within that time.
-    aws_within = tenure.fit(AWS_CALL_TIMEOUT)
-    eks = ProviderAccess(
-        {c.name: c.eks for c in settings.clusters.values()},
-        connect=functools.partial(providers.connect, update_within=aws_within),
-        guard=lambda client: GuardedCalls(
-            client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
-        ),
+    # Each cloud's actions reach it through each cluster's `provider: {eks|aks|gke: …}` (the cloud's
+    # SDK only when one is used). An update call is made only while this replica leads with the
+    # call's time left, and its client (which never retries it) gives up within that time.
+    within = tenure.fit(AWS_CALL_TIMEOUT)
+
+    def access(kind: str, configs: Mapping[str, ProviderConfig | None]) -> ProviderAccess:
+        return ProviderAccess(
+            configs,
+            connect=functools.partial(providers.connect, update_within=within),
+            kind=kind,
+            guard=lambda client: GuardedCalls(
+                client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=within
+            ),
+        )
+
+    clusters = settings.clusters.values()
+    return (
+        access("eks", {c.name: c.eks for c in clusters}),
+        access("aks", {c.name: c.aks for c in clusters}),
+        access("gke", {c.name: c.gke for c in clusters}),
     )
-    # The AKS actions' ARM side: each cluster's `provider: {aks: …}` (the SDK only when one is used),
-    # its update calls under the same lease rule.
-    aks = ProviderAccess(
-        {c.name: c.aks for c in settings.clusters.values()},
-        connect=functools.partial(providers.connect, update_within=aws_within),
-        kind="aks",
-        guard=lambda client: GuardedCalls(
-            client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
-        ),
-    )
-    # The GKE actions' side likewise: each cluster's `provider: {gke: …}`.
-    gke = ProviderAccess(
-        {c.name: c.gke for c in settings.clusters.values()},
-        connect=functools.partial(providers.connect, update_within=aws_within),
-        kind="gke",
-        guard=lambda client: GuardedCalls(
-            client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=aws_within
-        ),
-    )
-    return eks, aks, gke
 
 
 def _evidence(settings: Settings, tenure: Tenure) -> Evidence:

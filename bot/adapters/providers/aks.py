@@ -190,24 +190,15 @@ class Aks:
                     f"{name}: {_schedule(window.get('schedule') or {})} at {window.get('startTime', '?')} "
                     f"UTC{window.get('utcOffset', '+00:00')} for {window.get('durationHours', '?')}h"
                 )
-            for span in props.get("notAllowedTime") or []:
-                exclusions.append(
-                    MaintenanceExclusion(
-                        name=name,
-                        start=str(span.get("start", "")),
-                        end=str(span.get("end", "")),
-                        scope="notAllowedTime",
-                    )
+            # A configuration's own blackout spans, then its window's: each named by where it stands.
+            spans = (("notAllowedTime", props), ("notAllowedDates", window))
+            exclusions.extend(
+                MaintenanceExclusion(
+                    name=name, start=str(span.get("start", "")), end=str(span.get("end", "")), scope=scope
                 )
-            for span in window.get("notAllowedDates") or []:
-                exclusions.append(
-                    MaintenanceExclusion(
-                        name=name,
-                        start=str(span.get("start", "")),
-                        end=str(span.get("end", "")),
-                        scope="notAllowedDates",
-                    )
-                )
+                for scope, holder in spans
+                for span in holder.get(scope) or []
+            )
         return MaintenancePolicy(
             windows=tuple(windows),
             exclusions=tuple(exclusions),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from bot.adapters.store.base import StoreBase, _utc, _wrap_errors
 from bot.adapters.store.schema import audit_log
@@ -58,6 +60,12 @@ class AuditLog(StoreBase):
             )
             for row in rows
         ]
+
+
+def _insert_audit(conn: Connection, audit: Sequence[AuditEntry]) -> None:
+    """The audit rows of a change, inside its transaction (they stand or fall with it)."""
+    for entry in audit:
+        conn.execute(audit_log.insert().values(**_audit_values(entry)))
 
 
 def _audit_values(entry: AuditEntry) -> dict[str, Any]:

@@ -10,17 +10,31 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from bot.errors import PermanentError, TemporaryError
 
+R = TypeVar("R")
+
 
 class StoreBase:
     engine: Engine
 
+    def _by_id(self, table: sa.Table, row_id: int, convert: Callable[[Any], R]) -> R | None:
+        """The row of `table` whose integer `id` is `row_id`, as `convert` makes it; None when there
+        is none (or `row_id` could not be one)."""
+        if not _storable_id(row_id):
+            return None
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(table).where(table.c.id == row_id)).mappings().first()
+        return convert(row) if row else None
 
-R = TypeVar("R")
+    def _rows(self, query: sa.Select[Any], convert: Callable[[Any], R]) -> list[R]:
+        """The rows `query` selects, each as `convert` makes it."""
+        with _wrap_errors(), self.engine.connect() as conn:
+            return [convert(r) for r in conn.execute(query).mappings()]
 
 
 def _maybe_utc(value: datetime | None) -> datetime | None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.adapters.store.audit import _audit_values
+from bot.adapters.store.audit import _insert_audit
 from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
-from bot.adapters.store.schema import audit_log, fleet_members, fleet_runs, fleet_votes
+from bot.adapters.store.schema import fleet_members, fleet_runs, fleet_votes
 from bot.records import AuditEntry, FleetMemberRow, FleetRow, FleetVoteRow
 
 
@@ -25,8 +25,7 @@ class Fleets(StoreBase):
             conn.execute(fleet_runs.insert().values(**_fleet_values(fleet)))
             if members:
                 conn.execute(fleet_members.insert(), [_member_values(m) for m in members])
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
 
     def commit_fleet(
         self,
@@ -64,8 +63,7 @@ class Fleets(StoreBase):
                         at=_utc(v.at),
                     )
                 )
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
         return True
 
     def fleet_rows(self, fleet_id: str) -> tuple[FleetRow, list[FleetMemberRow], list[FleetVoteRow]] | None:
@@ -92,8 +90,7 @@ class Fleets(StoreBase):
         )
         if states is not None:
             query = query.where(fleet_runs.c.state.in_(list(states)))
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_fleet_row(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _fleet_row)
 
     def fleet_of_run(self, run_id: str) -> str | None:
         """The fleet whose member runs `run_id` (None: an ordinary run)."""

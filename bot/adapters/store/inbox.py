@@ -70,15 +70,10 @@ class Inbox(StoreBase):
 
     def inbox_pending(self, *, limit: int = 500) -> list[InboxItem]:
         query = sa.select(inbox).where(inbox.c.state == "pending").order_by(inbox.c.id).limit(limit)
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_inbox_item(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _inbox_item)
 
     def inbox_item(self, item_id: int) -> InboxItem | None:
-        if not _storable_id(item_id):
-            return None
-        with _wrap_errors(), self.engine.connect() as conn:
-            row = conn.execute(sa.select(inbox).where(inbox.c.id == item_id)).mappings().first()
-        return _inbox_item(row) if row else None
+        return self._by_id(inbox, item_id, _inbox_item)
 
     def inbox_attempt(self, item_id: int) -> None:
         """Count an attempt before working an item off (a request that kills the bot is not retried forever)."""
@@ -105,8 +100,7 @@ class Inbox(StoreBase):
     def inbox_items(self, *, states: Sequence[str] = ("dead",), limit: int = 200) -> list[InboxItem]:
         """Items in `states`, oldest first (dead letters by default)."""
         query = sa.select(inbox).where(inbox.c.state.in_(list(states))).order_by(inbox.c.id).limit(limit)
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_inbox_item(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _inbox_item)
 
     def inbox_retry(self, item_id: int) -> bool:
         """A dead letter back to pending, its attempts from zero and no owner (so the leader's

@@ -11,10 +11,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from bot.adapters.store.audit import _audit_values
-from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.audit import _insert_audit
+from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
-from bot.adapters.store.schema import audit_log, jobs, run_messages, runs
+from bot.adapters.store.schema import jobs, run_messages, runs
 from bot.errors import PermanentError
 from bot.records import AuditEntry, JobRow
 
@@ -63,11 +63,7 @@ class Jobs(StoreBase):
             return [str(r) for r in conn.execute(query).scalars()]
 
     def job(self, job_id: int) -> JobRow | None:
-        if not _storable_id(job_id):
-            return None
-        with _wrap_errors(), self.engine.connect() as conn:
-            row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).mappings().first()
-        return _job_row(row) if row else None
+        return self._by_id(jobs, job_id, _job_row)
 
     def jobs(
         self, *, states: Sequence[str] = ("live",), run_id: str | None = None, limit: int = 200
@@ -75,8 +71,7 @@ class Jobs(StoreBase):
         query = sa.select(jobs).where(jobs.c.state.in_(list(states))).order_by(jobs.c.id).limit(limit)
         if run_id is not None:
             query = query.where(jobs.c.run_id == run_id)
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_job_row(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _job_row)
 
     def job_of_step(self, run_id: str, step_id: str) -> JobRow | None:
         """The newest job a run's step started (a resumed step continues the same one)."""
@@ -196,8 +191,7 @@ class Jobs(StoreBase):
             if result.rowcount != 1:
                 return False
             _owe_posts(conn, subject, outbox, at)
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
         return True
 
     def decide_job(self, job_id: int, *, choice_key: str, decision: str) -> bool:

@@ -109,8 +109,7 @@ class Messages(StoreBase):
             .where(run_messages.c.ts == "", run_messages.c.dead_at.is_(None))
             .order_by(run_messages.c.claimed_at)
         )
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_message_ref(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _message_ref)
 
     def outbox_failed(
         self,
@@ -173,8 +172,7 @@ class Messages(StoreBase):
             )
             .order_by(run_messages.c.dead_at)
         )
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_message_ref(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _message_ref)
 
     def outbox_dead(self, *, limit: int = 200) -> list[MessageRef]:
         """The outbox rows set aside as dead letters, oldest first."""
@@ -184,8 +182,7 @@ class Messages(StoreBase):
             .order_by(run_messages.c.dead_at)
             .limit(limit)
         )
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_message_ref(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _message_ref)
 
     def outbox_retry(self, *, run_id: str, key: str) -> bool:
         """A dead letter owed again, its failures from zero (the next pass of whoever posts its

@@ -10,10 +10,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.adapters.store.audit import _audit_values
-from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.audit import _insert_audit
+from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
-from bot.adapters.store.schema import approvals, audit_log, plans, run_steps, runs
+from bot.adapters.store.schema import approvals, plans, run_steps, runs
 from bot.errors import ConcurrentUpdate
 from bot.records import Approval, AuditEntry, PlanRow, RunRow, StepRun, StepState
 
@@ -62,11 +62,7 @@ class Runs(StoreBase):
         return _plan_row(row) if row else None
 
     def plan_by_id(self, plan_id: int) -> PlanRow | None:
-        if not _storable_id(plan_id):
-            return None
-        with _wrap_errors(), self.engine.connect() as conn:
-            row = conn.execute(sa.select(plans).where(plans.c.id == plan_id)).mappings().first()
-        return _plan_row(row) if row else None
+        return self._by_id(plans, plan_id, _plan_row)
 
     def create_run(
         self,
@@ -81,8 +77,7 @@ class Runs(StoreBase):
             conn.execute(runs.insert().values(**_run_values(run)))
             for position, step in enumerate(steps):
                 conn.execute(run_steps.insert().values(**_step_values(run.id, position, step)))
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
             _insert_outbox(conn, run.id, outbox, run.updated_at)
 
     def run_rows(self, run_id: str) -> tuple[RunRow, list[StepRun], list[Approval]] | None:
@@ -109,8 +104,7 @@ class Runs(StoreBase):
         query = sa.select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(limit)
         if states is not None:
             query = query.where(runs.c.state.in_(list(states)))
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_run_row(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _run_row)
 
     def commit_run(
         self,
@@ -157,8 +151,7 @@ class Runs(StoreBase):
                 )
             for approval in new_approvals:
                 conn.execute(approvals.insert().values(**_approval_values(run_id, approval)))
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
             _insert_outbox(conn, run_id, outbox, updated_at)
         return expected_version + 1
 

@@ -7,11 +7,12 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from bot.adapters.store.audit import _audit_values
-from bot.adapters.store.base import StoreBase, _from_row, _storable_id, _utc, _wrap_errors
-from bot.adapters.store.schema import audit_log, scheduled_announcements, schedules
+from bot.adapters.store.audit import _insert_audit
+from bot.adapters.store.base import StoreBase, _from_row, _utc, _wrap_errors
+from bot.adapters.store.schema import scheduled_announcements, schedules
 from bot.errors import ConcurrentUpdate, TemporaryError
 from bot.records import AnnouncementRow, AuditEntry, ScheduleRow
 
@@ -29,17 +30,7 @@ class Schedules(StoreBase):
         """
         try:
             with self.engine.begin() as conn:
-                values = _schedule_values(schedule)
-                values.pop("id")
-                pk = conn.execute(schedules.insert().values(**values)).inserted_primary_key
-                schedule_id = int(pk[0]) if pk else 0
-                # The announcements' dedup keys name the schedule, so they are built from its id.
-                for a in announcements(schedule_id):
-                    conn.execute(
-                        scheduled_announcements.insert().values(
-                            **_announcement_values(a, schedule_id=schedule_id)
-                        )
-                    )
+                schedule_id = _insert_schedule(conn, schedule, announcements)
         except IntegrityError as exc:
             raise ConcurrentUpdate("these announcements were scheduled already") from exc
         except OperationalError as exc:
@@ -59,11 +50,7 @@ class Schedules(StoreBase):
             raise TemporaryError("the database is busy or unreachable") from exc
 
     def schedule(self, schedule_id: int) -> ScheduleRow | None:
-        if not _storable_id(schedule_id):
-            return None
-        with _wrap_errors(), self.engine.connect() as conn:
-            row = conn.execute(sa.select(schedules).where(schedules.c.id == schedule_id)).mappings().first()
-        return _schedule_row(row) if row else None
+        return self._by_id(schedules, schedule_id, _schedule_row)
 
     def schedules(
         self, *, states: Sequence[str] | None = None, plan_name: str | None = None, limit: int = 50
@@ -74,8 +61,7 @@ class Schedules(StoreBase):
             query = query.where(schedules.c.state.in_(list(states)))
         if plan_name is not None:
             query = query.where(schedules.c.plan_name == plan_name)
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_schedule_row(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _schedule_row)
 
     def update_schedule(self, schedule_id: int, *, state: str, run_id: str | None = None) -> None:
         values: dict[str, Any] = {"state": state}
@@ -97,16 +83,10 @@ class Schedules(StoreBase):
             query = query.where(scheduled_announcements.c.schedule_id == schedule_id)
         if states is not None:
             query = query.where(scheduled_announcements.c.state.in_(list(states)))
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_announcement_row(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _announcement_row)
 
     def scheduled_announcement(self, announcement_id: int) -> AnnouncementRow | None:
-        if not _storable_id(announcement_id):
-            return None
-        query = sa.select(scheduled_announcements).where(scheduled_announcements.c.id == announcement_id)
-        with _wrap_errors(), self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-        return _announcement_row(row) if row else None
+        return self._by_id(scheduled_announcements, announcement_id, _announcement_row)
 
     def finish_announcement(
         self,
@@ -145,8 +125,7 @@ class Schedules(StoreBase):
             )
             if result.rowcount != 1:
                 return False
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
+            _insert_audit(conn, audit)
         return True
 
     def record_announcement_ts(self, announcement_id: int, *, channel: str, ts: str) -> None:
@@ -168,17 +147,9 @@ class Schedules(StoreBase):
         """Cancel a schedule and every announcement of it not yet posted; how many were cancelled."""
         with _wrap_errors(), self.engine.begin() as conn:
             conn.execute(schedules.update().where(schedules.c.id == schedule_id).values(state="cancelled"))
-            result = conn.execute(
-                scheduled_announcements.update()
-                .where(
-                    scheduled_announcements.c.schedule_id == schedule_id,
-                    scheduled_announcements.c.state == "scheduled",
-                )
-                .values(state="cancelled", reason=reason, updated_at=_utc(at))
-            )
-            for entry in audit:
-                conn.execute(audit_log.insert().values(**_audit_values(entry)))
-            return int(result.rowcount or 0)
+            cancelled = _withdraw_announcements(conn, schedule_id, reason=reason, at=at)
+            _insert_audit(conn, audit)
+            return cancelled
 
     def move_schedule(
         self,
@@ -206,29 +177,43 @@ class Schedules(StoreBase):
                 )
                 if moved.rowcount != 1:
                     raise ConcurrentUpdate(f"schedule #{schedule_id} is no longer pending")
-                withdrawn = conn.execute(
-                    scheduled_announcements.update()
-                    .where(
-                        scheduled_announcements.c.schedule_id == schedule_id,
-                        scheduled_announcements.c.state == "scheduled",
-                    )
-                    .values(state="cancelled", reason=reason, updated_at=_utc(at))
-                )
-                values = _schedule_values(replacement)
-                values.pop("id")
-                pk = conn.execute(schedules.insert().values(**values)).inserted_primary_key
-                new_id = int(pk[0]) if pk else 0
-                for a in announcements(new_id):
-                    conn.execute(
-                        scheduled_announcements.insert().values(**_announcement_values(a, schedule_id=new_id))
-                    )
-                for entry in audit:
-                    conn.execute(audit_log.insert().values(**_audit_values(entry)))
+                withdrawn = _withdraw_announcements(conn, schedule_id, reason=reason, at=at)
+                new_id = _insert_schedule(conn, replacement, announcements)
+                _insert_audit(conn, audit)
         except IntegrityError as exc:
             raise ConcurrentUpdate("these announcements were scheduled already") from exc
         except OperationalError as exc:
             raise TemporaryError("the database is busy or unreachable") from exc
-        return new_id, int(withdrawn.rowcount or 0)
+        return new_id, withdrawn
+
+
+def _withdraw_announcements(conn: Connection, schedule_id: int, *, reason: str, at: datetime) -> int:
+    """Cancel the schedule's announcements not posted yet (inside the caller's transaction); how many."""
+    result = conn.execute(
+        scheduled_announcements.update()
+        .where(
+            scheduled_announcements.c.schedule_id == schedule_id,
+            scheduled_announcements.c.state == "scheduled",
+        )
+        .values(state="cancelled", reason=reason, updated_at=_utc(at))
+    )
+    return int(result.rowcount or 0)
+
+
+def _insert_schedule(
+    conn: Connection, schedule: ScheduleRow, announcements: Callable[[int], Sequence[AnnouncementRow]]
+) -> int:
+    """Insert a schedule (a new id) and its announcements inside the caller's transaction; its id."""
+    values = _schedule_values(schedule)
+    values.pop("id")
+    pk = conn.execute(schedules.insert().values(**values)).inserted_primary_key
+    schedule_id = int(pk[0]) if pk else 0
+    # The announcements' dedup keys name the schedule, so they are built from its id.
+    for a in announcements(schedule_id):
+        conn.execute(
+            scheduled_announcements.insert().values(**_announcement_values(a, schedule_id=schedule_id))
+        )
+    return schedule_id
 
 
 def _schedule_values(s: ScheduleRow) -> dict[str, Any]:

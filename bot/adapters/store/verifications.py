@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from bot.adapters.store.audit import _audit_values
+from bot.adapters.store.audit import _insert_audit
 from bot.adapters.store.base import StoreBase, _utc, _wrap_errors
-from bot.adapters.store.schema import announcement_verifications, audit_log
+from bot.adapters.store.schema import announcement_verifications
 from bot.records import AuditEntry, VerificationRow
 
 
@@ -28,8 +28,7 @@ class Verifications(StoreBase):
                             announcement_id=row.announcement_id, user_id=row.user_id[:64], at=_utc(row.at)
                         )
                     )
-                    for entry in audit:
-                        conn.execute(audit_log.insert().values(**_audit_values(entry)))
+                    _insert_audit(conn, audit)
             except IntegrityError:
                 return False
         return True

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
 from bot.adapters.store.schema import run_messages, watch_samples, watches
 from bot.records import WatchRow
@@ -33,11 +33,7 @@ class Watches(StoreBase):
         return int(key[0])
 
     def watch(self, watch_id: int) -> WatchRow | None:
-        if not _storable_id(watch_id):
-            return None
-        with _wrap_errors(), self.engine.connect() as conn:
-            row = conn.execute(sa.select(watches).where(watches.c.id == watch_id)).mappings().first()
-        return _watch_row(row) if row else None
+        return self._by_id(watches, watch_id, _watch_row)
 
     def watches(self, *, live: bool = True, limit: int = 100, run_id: str | None = None) -> list[WatchRow]:
         query = sa.select(watches).order_by(watches.c.id.desc()).limit(limit)
@@ -45,8 +41,7 @@ class Watches(StoreBase):
             query = query.where(watches.c.state == "live")
         if run_id is not None:
             query = query.where(watches.c.run_id == run_id)
-        with _wrap_errors(), self.engine.connect() as conn:
-            return [_watch_row(r) for r in conn.execute(query).mappings()]
+        return self._rows(query, _watch_row)
 
     def watch_of_step(self, run_id: str, step_id: str) -> WatchRow | None:
         query = (

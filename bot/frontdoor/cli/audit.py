@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 from bot.core import audit
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import open_store
 from bot.frontdoor.cli.options import EXIT_OK, Handler, Subparsers, common_options, formats
+from bot.frontdoor.cli.output import write_out
 from bot.settings import Settings
 
 
@@ -34,9 +33,5 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         store.close()
     text = {"csv": audit.to_csv, "md": audit.to_markdown, "json": audit.to_json}[args.output](entries)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(f"wrote {len(entries)} entries to {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    write_out(text, args.out, f"{len(entries)} entries")
     return EXIT_OK

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.core.checks import fleet as fleet_checks
 from bot.core.checks import service as checks
@@ -23,7 +24,7 @@ from bot.core.checks.findings import Report
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import pick_cluster
 from bot.core.fleets.plan import parse_fleet, resolve
-from bot.core.rules import load_rules
+from bot.core.rules import Rule, load_rules
 from bot.core.runs.plans import read_plan_file
 from bot.errors import BotError, PlanInvalid, UsageError, UserError
 from bot.frontdoor.cli.config import configured
@@ -41,8 +42,11 @@ from bot.frontdoor.cli.options import (
 from bot.frontdoor.cli.output import as_yaml
 from bot.frontdoor.cli.progress import progress_bar
 from bot.logsetup import configure_logging
-from bot.records import ImageChecks, WaiverRow
+from bot.records import ClusterConfig, ImageChecks, WaiverRow
 from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from bot.core.snapshots.projection import Progress
 
 #: `--fleet` without a name: every configured cluster.
 EVERY_CLUSTER = "*"
@@ -108,31 +112,52 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     stdin = _manifests_stdin(args.manifests)
     now = datetime.now(UTC)
     waivers = stored_waivers(settings, cluster.name)
-    reader = connect(cluster)
-    try:
-        with progress_bar(quiet=args.output != "text") as progress:
-            report = checks.check_cluster(
-                reader,
-                target=target,
-                waivers=waivers,
-                now=now,
-                ignores=settings.check_ignores,
-                rules=rules,
-                extras=checks.default_extras(
-                    now=now.timestamp(),
-                    cluster=cluster,
-                    images=_image_checks(settings.image_checks, args.images),
-                    manifests=[Path(p) for p in args.manifests],
-                    stdin=stdin,
-                ),
-                manifests=[Path(p) for p in args.manifests],
-                manifest_check=checks.default_manifest_check(stdin),
-                progress=progress,
-            )
-    finally:
-        reader.close()
+    manifests = [Path(p) for p in args.manifests]
+    with progress_bar(quiet=args.output != "text") as progress:
+        report = _check_cluster(
+            settings, args, cluster, target, rules, now, waivers, manifests, stdin=stdin, progress=progress
+        )
     sys.stdout.write(_render(report, args.output))
     return EXIT_FOUND if report.failed else EXIT_OK
+
+
+def _check_cluster(
+    settings: Settings,
+    args: argparse.Namespace,
+    cluster: ClusterConfig,
+    target: str | None,
+    rules: Sequence[Rule],
+    now: datetime,
+    waivers: Sequence[WaiverRow] | None,
+    manifests: Sequence[Path] = (),
+    *,
+    stdin: str | None = None,
+    progress: Progress | None = None,
+) -> Report:
+    """One cluster's check, connected for it alone: its rules, extras and waivers, and the
+    `manifests` named (`--manifests`, `stdin` standing for `-`)."""
+    reader = connect(cluster)
+    try:
+        return checks.check_cluster(
+            reader,
+            target=target,
+            waivers=waivers,
+            now=now,
+            ignores=settings.check_ignores,
+            rules=rules,
+            extras=checks.default_extras(
+                now=now.timestamp(),
+                cluster=cluster,
+                images=_image_checks(settings.image_checks, args.images),
+                manifests=manifests,
+                stdin=stdin,
+            ),
+            manifests=manifests,
+            manifest_check=checks.default_manifest_check(stdin),
+            progress=progress,
+        )
+    finally:
+        reader.close()
 
 
 def _check_fleet(settings: Settings, args: argparse.Namespace) -> int:
@@ -146,24 +171,8 @@ def _check_fleet(settings: Settings, args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
 
     def one(name: str) -> Report:
-        cluster = settings.clusters[name]
-        reader = connect(cluster)
-        try:
-            return checks.check_cluster(
-                reader,
-                target=target,
-                waivers=stored_waivers(settings, name),
-                now=now,
-                ignores=settings.check_ignores,
-                rules=rules,
-                extras=checks.default_extras(
-                    now=now.timestamp(),
-                    cluster=cluster,
-                    images=_image_checks(settings.image_checks, args.images),
-                ),
-            )
-        finally:
-            reader.close()
+        waivers = stored_waivers(settings, name)
+        return _check_cluster(settings, args, settings.clusters[name], target, rules, now, waivers)
 
     matrix = fleet_checks.check_fleet(clusters, one, target=target or "")
     if args.output in ("json", "yaml"):

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from bot.errors import BotError, ConfigError, StoreUnreachable, UsageError
+from bot.errors import BotError, ConfigError, UsageError
 from bot.frontdoor.cli.connect import kubeconfig_context
-from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_USAGE, Handler
+from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_USAGE, Handler, refused
 from bot.logsetup import configure_logging
 from bot.settings import (
     CONFIG_ENV,
@@ -50,19 +50,10 @@ def configured(
                 args.log_level or log_level, settings.secrets.values(), log_format=args.log_format
             )
             return run(settings, args)
-        except StoreUnreachable as exc:
-            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-            return EXIT_FAILED
-        except ConfigError as exc:
-            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-            return EXIT_USAGE
-        except UsageError as exc:
-            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-            return EXIT_USAGE
         except BotError as exc:
-            log.debug("failed", exc_info=True)
-            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-            return EXIT_FAILED
+            if not isinstance(exc, (ConfigError, UsageError)):
+                log.debug("failed", exc_info=True)
+            return refused(exc)
         except OSError as exc:
             # A file the user named (--out, --output) that cannot be written: their mistake, one line.
             where = exc.filename or "a file"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TypeAlias
 
 # Light (traceback and pathlib only): `--help` may import it.
-from bot.errors import BotError, ConfigError, UsageError
+from bot.errors import BotError, ConfigError, StoreUnreachable, UsageError
 
 #: What a verb's `register(subparsers)` returns and `main` calls with the parsed arguments: the
 #: command's exit status.
@@ -128,6 +128,8 @@ def terminal_user() -> str:
 
 def refused(exc: BotError) -> int:
     """Say in one line why the bot refused (no traceback), and the exit status: a usage error
-    (a configuration or the command's words) is 2, anything else 1."""
+    (a configuration or the command's words) is 2, anything else 1 — a database that did not
+    accept a connection too, though it is a configuration's error (`StoreUnreachable`)."""
     print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-    return EXIT_USAGE if isinstance(exc, (ConfigError, UsageError)) else EXIT_FAILED
+    usage = isinstance(exc, (ConfigError, UsageError)) and not isinstance(exc, StoreUnreachable)
+    return EXIT_USAGE if usage else EXIT_FAILED

@@ -30,13 +30,13 @@ from bot.frontdoor.cli.check import stored_waivers
 from bot.frontdoor.cli.config import configured, settings_for
 from bot.frontdoor.cli.connect import connect, slack_directory
 from bot.frontdoor.cli.options import (
-    EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
     Handler,
     Subparsers,
     common_options,
     kube_flags,
+    refused,
     terminal_user,
     verb_parser,
 )
@@ -110,18 +110,13 @@ def _validate(args: argparse.Namespace) -> int:
     except PlanInvalid as exc:
         print(exc.user_message, file=sys.stderr)
         return EXIT_USAGE
-    except ConfigError as exc:
-        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-        return EXIT_USAGE
     except BotError as exc:
-        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-        return EXIT_FAILED
+        return refused(exc)
     if args.check_cluster:
         try:
             settings = settings_for(args)
         except ConfigError as exc:
-            print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
-            return EXIT_USAGE
+            return refused(exc)
         for warning in check_plan(
             plan,
             clusters=settings.clusters,

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 from bot.core.snapshots import service as snapshots
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import open_store
 from bot.frontdoor.cli.options import EXIT_OK, EXIT_STATUSES, LOG_LEVELS, formats, kube_flags
-from bot.frontdoor.cli.output import as_yaml
+from bot.frontdoor.cli.output import as_yaml, write_out
 from bot.settings import Settings
 
 
@@ -59,9 +57,5 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
         text = as_yaml(json.dumps(stored.snap))
     else:
         text = snapshots.export_kubectl_wide(stored.snap)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(f"wrote snapshot #{stored.meta.id} to {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    write_out(text, args.out, f"snapshot #{stored.meta.id}")
     return EXIT_OK

@@ -21,9 +21,9 @@ from bot.core.jobs.service import JobService, choice_of, parse_choice_value
 from bot.core.rendering import inert, slack_escape
 from bot.errors import BotError, UserError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
-from bot.frontdoor.slack.keys import delivery_key, ref_id
+from bot.frontdoor.slack.clicks import click_fields, take_click
+from bot.frontdoor.slack.keys import ref_id
 from bot.frontdoor.slack.refusals import refuse_click
-from bot.logsetup import correlation
 
 log = logging.getLogger(__name__)
 
@@ -62,18 +62,13 @@ def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox)
     @app.action(re.compile("^job_choice_[a-z-]+$"))
     def on_choice(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         payload = {
-            "user": ref_id(body, "user"),
-            "channel": ref_id(body, "channel"),
-            "response_url": str(body.get("response_url", "")),
+            **click_fields(body),
             "trigger_id": str(body.get("trigger_id", "")),
             "value": str(action.get("value", "")),
         }
-        accepted = inbox.accept("choice", delivery_key(body), payload)
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]):
-                log.info("job answer %s from %s", payload["value"], payload["user"])
-                inbox.submit(accepted[0], name=f"choice {payload['value']}")
+        take_click(
+            inbox, ack, "choice", body, payload, log, f"job answer {payload['value']} from {payload['user']}"
+        )
 
     @app.view(REASON_CALLBACK)
     def on_reason(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
@@ -99,11 +94,7 @@ def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox)
             "value": str(meta.get("value", "")),
             "reason": reason[:500],
         }
-        accepted = inbox.accept("choice", delivery_key(body) or f"view:{view.get('id', '')}", payload)
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]):
-                inbox.submit(accepted[0], name=f"choice {payload['value']}")
+        take_click(inbox, ack, "choice", body, payload, view=view)
 
 
 def reason_view(value: str, label: str, payload: dict[str, Any]) -> dict[str, Any]:

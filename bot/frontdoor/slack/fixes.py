@@ -46,9 +46,8 @@ from bot.core.watches.milestones import FindingFix, finding_fix, parse_finding_k
 from bot.core.watches.service import WatchService, subject
 from bot.errors import BotError, UserError
 from bot.frontdoor.inbox import DONE_BEFORE, REPLAY, Inbox
-from bot.frontdoor.slack.keys import delivery_key
+from bot.frontdoor.slack.clicks import click_fields, take_click
 from bot.frontdoor.slack.refusals import refuse_click
-from bot.logsetup import correlation
 from bot.router import CommandRequest, Router
 
 log = logging.getLogger(__name__)
@@ -257,19 +256,19 @@ class FixDoor:
 
     def on_fix(self, ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         payload = {
-            "user": str(body.get("user", {}).get("id", "")),
-            "channel": str(body.get("channel", {}).get("id", "")),
-            "response_url": str(body.get("response_url", "")),
+            **click_fields(body),
             "value": str(action.get("value", ""))[:2000],
             # The message the button is on: a check's summary, whose thread hears the run's number.
             "message_ts": str(
                 (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts") or ""
             ),
         }
-        # Stored before the ack: Slack never sends an acknowledged click again.
-        accepted = self.inbox.accept(FIX_ACTION, delivery_key(body), payload)
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]):
-                log.info("fix %s from %s", payload["value"][:80], payload["user"])
-                self.inbox.submit(accepted[0], name=f"fix {payload['value'][:40]}")
+        take_click(
+            self.inbox,
+            ack,
+            FIX_ACTION,
+            body,
+            payload,
+            log,
+            f"fix {payload['value'][:80]} from {payload['user']}",
+        )

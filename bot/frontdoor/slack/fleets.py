@@ -22,12 +22,11 @@ from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.core.fleets import machine as M
 from bot.core.fleets.service import FleetService
 from bot.core.rendering import inert
-from bot.core.runs.service import Actor
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
-from bot.frontdoor.slack.keys import delivery_key, ref_id
+from bot.frontdoor.slack.clicks import click_actor, click_fields, take_click
 from bot.frontdoor.slack.refusals import refuse_click
-from bot.logsetup import correlation, log_context
+from bot.logsetup import log_context
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +48,7 @@ def register(app: App, *, fleets: FleetService, gateway: SlackGateway, inbox: In
             return
         if how == DONE_BEFORE:
             return  # decided before a restart: the card and its thread show it
-        actor = Actor(
-            user_id=str(payload["user"]),
-            source="slack",
-            channel_id=str(payload["channel"]),
-            correlation_id=cid,
-        )
+        actor = click_actor(payload, cid)
         with log_context(run_id=button.fleet_id):
             try:
                 carried = fleets.click(button, actor)
@@ -78,16 +72,16 @@ def register(app: App, *, fleets: FleetService, gateway: SlackGateway, inbox: In
     @app.action(re.compile("^fleet_(approve|pause|resume|carry)$"))
     def on_fleet_button(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         payload = {
-            "user": ref_id(body, "user"),
-            "channel": ref_id(body, "channel"),
-            "response_url": str(body.get("response_url", "")),
+            **click_fields(body),
             "action_id": str(action.get("action_id", "")),
             "value": str(action.get("value", ""))[:200],
         }
-        # Stored before the ack: Slack never sends an acknowledged click again.
-        accepted = inbox.accept(INBOX_KIND, delivery_key(body), payload)
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]):
-                log.info("fleet button %s from %s", payload["action_id"], payload["user"])
-                inbox.submit(accepted[0], name=f"fleet {payload['value'][:40]}")
+        take_click(
+            inbox,
+            ack,
+            INBOX_KIND,
+            body,
+            payload,
+            log,
+            f"fleet button {payload['action_id']} from {payload['user']}",
+        )

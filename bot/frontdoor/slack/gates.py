@@ -32,15 +32,14 @@ from bot.core.runs.machine import ButtonRef, Outcome, Run
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
+from bot.frontdoor.slack.clicks import click_actor
 from bot.frontdoor.slack.stepbuttons import (
-    REASON_LIMIT,
     StepButtonDoor,
     reason_input,
     reason_modal,
     step_heading,
     step_modal,
-    submission_payload,
-    submitted_ref,
+    submitted_reason,
     submitted_value,
 )
 from bot.frontdoor.workers import WorkerPool
@@ -194,12 +193,7 @@ class GateDoor(StepButtonDoor):
         ref = ButtonRef.decode(str(payload["value"]), GATE_ACTIONS.get(str(payload["action_id"]), ""))
         if ref is None or how == DONE_BEFORE:
             return  # counted before the restart: the card and the thread show it
-        actor = Actor(
-            user_id=str(payload["user"]),
-            source="slack",
-            channel_id=str(payload["channel"]),
-            correlation_id=cid,
-        )
+        actor = click_actor(payload, cid)
         with log_context(run_id=ref.run_id, step=ref.step_id):
             self.decide(
                 ref,
@@ -211,55 +205,32 @@ class GateDoor(StepButtonDoor):
             )
 
     def on_confirm(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        ref, channel = submitted_ref(view, "approve")
-        typed = submitted_value(view, "confirm")
-        if ref is None:
-            ack()
-            return
-        if typed != ref.step_id:
-            # A string comparison: fast enough to answer inside the ack, where the modal shows it.
-            ack(response_action="errors", errors={"confirm": f"Type {ref.step_id} exactly to approve."})
-            return
-        payload = submission_payload(body, channel, "gate_approve", ref, confirmation=typed)
-        self.accept_view(ack, body, view, ref, payload, "confirm")
+        def read(ref: ButtonRef) -> tuple[dict[str, str], dict[str, str]]:
+            typed = submitted_value(view, "confirm")
+            if typed != ref.step_id:
+                return {"confirm": f"Type {ref.step_id} exactly to approve."}, {}
+            return {}, {"confirmation": typed}
+
+        self.submit_form(ack, body, view, "gate_approve", "confirm", read)
 
     def on_reason(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        ref, channel = submitted_ref(view, "reject")
-        reason = submitted_value(view, "reason")
-        if ref is None:
-            ack()
-            return
-        if not reason:
-            # Slack requires the input too; a blank one (spaces) is answered inside the ack.
-            ack(
-                response_action="errors",
-                errors={"reason": "Say why: it goes into the thread and the audit log."},
-            )
-            return
-        payload = submission_payload(body, channel, "gate_reject", ref, reason=reason[:REASON_LIMIT])
-        self.accept_view(ack, body, view, ref, payload, "reject")
+        self.submit_reason(ack, body, view, "gate_reject", "reject")
 
     def on_force(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        ref, channel = submitted_ref(view, "force")
-        reason = submitted_value(view, "reason")
-        # None where the modal has no typed id (a step that is not destructive).
-        typed = view.get("state", {}).get("values", {}).get("confirm", {}).get("typed", {}).get("value")
-        if ref is None:
-            ack()
-            return
-        errors = {}
-        if not reason:
-            errors["reason"] = "Say why force is needed: it goes into the thread and the audit log."
-        if typed is not None and str(typed).strip() != ref.step_id:
-            errors["confirm"] = f"Type {ref.step_id} exactly to approve."
-        if errors:
-            # String checks: fast enough to answer inside the ack, where the modal shows them.
-            ack(response_action="errors", errors=errors)
-            return
-        payload = submission_payload(body, channel, "gate_force", ref, reason=reason[:REASON_LIMIT])
-        if typed is not None:
-            payload["confirmation"] = str(typed).strip()
-        self.accept_view(ack, body, view, ref, payload, "force")
+        def read(ref: ButtonRef) -> tuple[dict[str, str], dict[str, str]]:
+            reason = submitted_reason(view)
+            # None where the modal has no typed id (a step that is not destructive).
+            typed = view.get("state", {}).get("values", {}).get("confirm", {}).get("typed", {}).get("value")
+            errors, fields = {}, {"reason": reason}
+            if not reason:
+                errors["reason"] = "Say why force is needed: it goes into the thread and the audit log."
+            if typed is not None and str(typed).strip() != ref.step_id:
+                errors["confirm"] = f"Type {ref.step_id} exactly to approve."
+            if typed is not None:
+                fields["confirmation"] = str(typed).strip()
+            return errors, fields
+
+        self.submit_form(ack, body, view, "gate_force", "force", read)
 
 
 def force_view(ref: ButtonRef, title: str, destructive: bool, channel: str) -> dict[str, Any]:

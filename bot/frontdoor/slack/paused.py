@@ -37,16 +37,15 @@ from bot.core.runs.machine import EVIDENCE_WAIVE, ButtonRef
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
+from bot.frontdoor.slack.clicks import click_actor
 from bot.frontdoor.slack.refusals import refuse_click
 from bot.frontdoor.slack.stepbuttons import (
-    REASON_LIMIT,
     StepButtonDoor,
     reason_input,
     reason_modal,
     step_heading,
     step_modal,
-    submission_payload,
-    submitted_ref,
+    submitted_reason,
     submitted_value,
 )
 from bot.frontdoor.workers import WorkerPool
@@ -126,12 +125,7 @@ class PausedDoor(StepButtonDoor):
         ref = ButtonRef.decode(str(payload.get("value", "")), ACTIONS.get(str(payload.get("action_id")), ""))
         if ref is None or how == DONE_BEFORE:
             return  # done before the restart: the card and the thread show it
-        actor = Actor(
-            user_id=str(payload["user"]),
-            source="slack",
-            channel_id=str(payload["channel"]),
-            correlation_id=cid,
-        )
+        actor = click_actor(payload, cid)
         try:
             if ref.decision in EVIDENCE_ANSWERS:
                 self.evidence(ref, actor, payload)
@@ -260,55 +254,32 @@ class PausedDoor(StepButtonDoor):
                 blocks=outcome.rendered.blocks,
             )
 
-    def submit_with_reason(self, ack: Ack, body: dict[str, Any], view: dict[str, Any], action: str) -> None:
-        """A modal whose one field is the reason (Skip…, Waive… of evidence): refused without one."""
-        ref, channel = submitted_ref(view, ACTIONS[action])
-        reason = submitted_value(view, "reason")
-        if ref is None:
-            ack()
-            return
-        if not reason:
-            ack(
-                response_action="errors",
-                errors={"reason": "Say why: it goes into the thread and the audit log."},
-            )
-            return
-        payload = submission_payload(body, channel, action, ref, reason=reason[:REASON_LIMIT])
-        self.accept_view(ack, body, view, ref, payload, f"paused {ref.decision}")
-
     def on_skip(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        self.submit_with_reason(ack, body, view, P.SKIP)
+        self.submit_reason(ack, body, view, P.SKIP, f"paused {ACTIONS[P.SKIP]}")
 
     def on_evidence_waive(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        self.submit_with_reason(ack, body, view, P.EVIDENCE_WAIVE)
+        self.submit_reason(ack, body, view, P.EVIDENCE_WAIVE, f"paused {ACTIONS[P.EVIDENCE_WAIVE]}")
 
     def on_waive(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        ref, channel = submitted_ref(view, ACTIONS[P.WAIVE])
-        if ref is None:
-            ack()
-            return
-        finding, duration, reason = (
-            submitted_value(view, "finding", "picked"),
-            submitted_value(view, "duration"),
-            submitted_value(view, "reason"),
-        )
-        errors: dict[str, str] = {}
-        try:
-            # Pure and fast: answered inside the ack, where the modal shows it by the field.
-            parse_duration(duration, longest=parse_duration(WAIVE_LONGEST))
-        except ValueError as exc:
-            errors["duration"] = f"{exc} (like 14d or 12h; at most {WAIVE_LONGEST})"[:150]
-        if not reason:
-            errors["reason"] = "Say why: it is shown with the finding and kept in the audit log."
-        if not finding:
-            errors["finding"] = "Pick the finding to waive."
-        if errors:
-            ack(response_action="errors", errors=errors)
-            return
-        payload = submission_payload(
-            body, channel, P.WAIVE, ref, finding=finding, duration=duration, reason=reason[:REASON_LIMIT]
-        )
-        self.accept_view(ack, body, view, ref, payload, f"paused {ref.decision}")
+        def read(ref: ButtonRef) -> tuple[dict[str, str], dict[str, str]]:
+            finding, duration, reason = (
+                submitted_value(view, "finding", "picked"),
+                submitted_value(view, "duration"),
+                submitted_reason(view),
+            )
+            errors: dict[str, str] = {}
+            try:
+                # Pure and fast: answered inside the ack, where the modal shows it by the field.
+                parse_duration(duration, longest=parse_duration(WAIVE_LONGEST))
+            except ValueError as exc:
+                errors["duration"] = f"{exc} (like 14d or 12h; at most {WAIVE_LONGEST})"[:150]
+            if not reason:
+                errors["reason"] = "Say why: it is shown with the finding and kept in the audit log."
+            if not finding:
+                errors["finding"] = "Pick the finding to waive."
+            return errors, {"finding": finding, "duration": duration, "reason": reason}
+
+        self.submit_form(ack, body, view, P.WAIVE, f"paused {ACTIONS[P.WAIVE]}", read)
 
 
 #: The paused run's modals whose one field is the reason: callback id → title, submit label, and

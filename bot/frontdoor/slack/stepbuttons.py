@@ -19,6 +19,7 @@ from bot.adapters.store import Store
 from bot.core.rendering import slack_escape
 from bot.core.runs.machine import ButtonRef
 from bot.frontdoor.inbox import Inbox
+from bot.frontdoor.slack.clicks import click_fields, take_click
 from bot.frontdoor.slack.fallback import refuse_inactive_button
 from bot.frontdoor.slack.keys import delivery_key, ref_id
 from bot.frontdoor.workers import WorkerPool
@@ -31,9 +32,7 @@ REASON_LIMIT = 500
 def click_payload(body: dict[str, Any], action: dict[str, Any]) -> dict[str, str]:
     """A button click as the inbox keeps it: enough to decide it on a worker after a restart."""
     return {
-        "user": ref_id(body, "user"),
-        "channel": ref_id(body, "channel"),
-        "response_url": str(body.get("response_url", "")),
+        **click_fields(body),
         "trigger_id": str(body.get("trigger_id", "")),
         "action_id": str(action.get("action_id", "")),
         "value": str(action.get("value", "")),
@@ -84,25 +83,46 @@ class StepButtonDoor:
             if accepted is not None:
                 self.inbox.submit(accepted[0], name=f"{self.KIND} {ref.decision} {ref.run_id}/{ref.step_id}")
 
-    def accept_view(
+    def submit_form(
         self,
         ack: Ack,
         body: dict[str, Any],
         view: dict[str, Any],
-        ref: ButtonRef,
-        payload: dict[str, str],
+        action_id: str,
         what: str,
+        read: Callable[[ButtonRef], tuple[dict[str, str], dict[str, str]]],
     ) -> None:
-        """Store a step modal's submission in the inbox as the click it finishes, ack, and decide it
-        on a worker (`what` names it in the log and the worker)."""
+        """A step modal's submission, finishing a click of `action_id`: `read` gives its fields'
+        errors, answered inside the ack (pure string checks, fast enough; the modal shows them by the
+        field), or the fields stored in the inbox with the click it finishes, decided on a worker
+        (`what` names it in the log)."""
+        ref, channel = submitted_ref(view, self.DECISIONS[action_id])
+        if ref is None:
+            ack()
+            return
+        errors, fields = read(ref)
+        if errors:
+            ack(response_action="errors", errors=errors)
+            return
+        payload = submission_payload(body, channel, action_id, ref, **fields)
         # Stored before the ack, as a click is: an acknowledged submission is never sent again.
-        accepted = self.inbox.accept(self.KIND, delivery_key(body) or f"view:{view.get('id', '')}", payload)
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]), log_context(run_id=ref.run_id, step=ref.step_id):
-                log = logging.getLogger(type(self).__module__)
-                log.info("%s for %s/%s from %s", what, ref.run_id, ref.step_id, payload["user"])
-                self.inbox.submit(accepted[0], name=f"{what} {ref.run_id}/{ref.step_id}")
+        log = logging.getLogger(type(self).__module__)
+        said = f"{what} for {ref.run_id}/{ref.step_id} from {payload['user']}"
+        with log_context(run_id=ref.run_id, step=ref.step_id):
+            take_click(self.inbox, ack, self.KIND, body, payload, log, said, view=view)
+
+    def submit_reason(
+        self, ack: Ack, body: dict[str, Any], view: dict[str, Any], action_id: str, what: str
+    ) -> None:
+        """A step modal whose one field is the reason: refused without one."""
+
+        def read(ref: ButtonRef) -> tuple[dict[str, str], dict[str, str]]:
+            reason = submitted_reason(view)
+            if not reason:
+                return {"reason": "Say why: it goes into the thread and the audit log."}, {}
+            return {}, {"reason": reason}
+
+        self.submit_form(ack, body, view, action_id, what, read)
 
 
 def submission_payload(
@@ -134,6 +154,11 @@ def submitted_value(view: dict[str, Any], block: str, element: str = "typed") ->
     state = view.get("state", {}).get("values", {}).get(block, {}).get(element, {})
     picked = state.get("selected_option") or {}
     return str(state.get("value") or picked.get("value") or "").strip()
+
+
+def submitted_reason(view: dict[str, Any]) -> str:
+    """The reason typed in a step modal (block `reason`), as long as it is kept ("" if none)."""
+    return submitted_value(view, "reason")[:REASON_LIMIT]
 
 
 def step_heading(title: str, ref: ButtonRef, text: str) -> dict[str, Any]:

@@ -24,12 +24,10 @@ from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
 from bot.core.announcements.service import AnnouncementService
 from bot.core.announcements.templates import VERIFIED_ACTION
-from bot.core.audit import audit_entry
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
-from bot.frontdoor.slack.keys import delivery_key, ref_id
+from bot.frontdoor.slack.clicks import audit_click, click_fields, take_click
 from bot.frontdoor.slack.refusals import refuse_click
-from bot.logsetup import correlation
 
 log = logging.getLogger(__name__)
 
@@ -53,20 +51,7 @@ def register(
     clock: Callable[[], datetime],
 ) -> None:
     def refuse(cid: str, payload: Mapping[str, Any], message: str) -> None:
-        store.record_audit(
-            audit_entry(
-                at=clock(),
-                user_id=str(payload.get("user", "")),
-                channel_id=str(payload.get("channel", "")),
-                source="slack",
-                kind="announcement",
-                subcommand="verified",
-                arguments=str(payload.get("value", ""))[:200],
-                outcome="refused",
-                detail=message,
-                correlation_id=cid,
-            )
-        )
+        audit_click(store, clock, payload, cid, "announcement", "verified", "refused", message, longest=200)
         refuse_click(gateway, cid, payload, message, what="verification")
 
     def work(payload: dict[str, Any], cid: str, how: str) -> None:
@@ -117,17 +102,10 @@ def register(
     @app.action(VERIFIED_ACTION)
     def on_verified(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
         payload = {
-            "user": ref_id(body, "user"),
-            "channel": ref_id(body, "channel"),
-            "response_url": str(body.get("response_url", "")),
+            **click_fields(body),
             "value": str(action.get("value", "")),
             # The message the button is on: only the posted announcement's own button counts.
             "message_ts": _message_ts(body),
         }
-        # Stored before the ack: Slack never sends an acknowledged click again.
-        accepted = inbox.accept(INBOX_KIND, delivery_key(body), payload)
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]):
-                log.info("Verified press on announcement %s from %s", payload["value"][:40], payload["user"])
-                inbox.submit(accepted[0], name=f"verified {payload['value'][:40]}")
+        said = f"Verified press on announcement {payload['value'][:40]} from {payload['user']}"
+        take_click(inbox, ack, INBOX_KIND, body, payload, log, said)

@@ -19,14 +19,12 @@ from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
-from bot.core.audit import audit_entry
 from bot.core.people import Directory, roles_of
 from bot.core.watches.service import WatchService
 from bot.errors import BotError, UserError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
-from bot.frontdoor.slack.keys import delivery_key
+from bot.frontdoor.slack.clicks import audit_click, click_fields, take_click
 from bot.frontdoor.slack.refusals import refuse_click
-from bot.logsetup import correlation
 
 log = logging.getLogger(__name__)
 
@@ -68,20 +66,7 @@ def register(
         refuse_click(gateway, cid, payload, message, what="stop")
 
     def audit(payload: Mapping[str, Any], cid: str, outcome: str, detail: str) -> None:
-        store.record_audit(
-            audit_entry(
-                at=clock(),
-                user_id=str(payload.get("user", "")),
-                channel_id=str(payload.get("channel", "")),
-                source="slack",
-                kind="action",
-                subcommand=STOP_ACTION,
-                arguments=str(payload.get("value", "")),
-                outcome=outcome,
-                detail=detail,
-                correlation_id=cid,
-            )
-        )
+        audit_click(store, clock, payload, cid, "action", STOP_ACTION, outcome, detail)
 
     def work(payload: dict[str, Any], cid: str, how: str) -> None:
         if how == DONE_BEFORE:
@@ -106,16 +91,13 @@ def register(
 
     @app.action(STOP_ACTION)
     def on_stop(ack: Ack, body: dict[str, Any], action: dict[str, Any]) -> None:
-        payload = {
-            "user": str(body.get("user", {}).get("id", "")),
-            "channel": str(body.get("channel", {}).get("id", "")),
-            "response_url": str(body.get("response_url", "")),
-            "value": str(action.get("value", "")),
-        }
-        # Stored before the ack: Slack never sends an acknowledged click again.
-        accepted = inbox.accept("watch_stop", delivery_key(body), payload)
-        ack()
-        if accepted is not None:
-            with correlation(accepted[1]):
-                log.info("watch stop %s from %s", payload["value"], payload["user"])
-                inbox.submit(accepted[0], name=f"watch stop {payload['value']}")
+        payload = {**click_fields(body), "value": str(action.get("value", ""))}
+        take_click(
+            inbox,
+            ack,
+            "watch_stop",
+            body,
+            payload,
+            log,
+            f"watch stop {payload['value']} from {payload['user']}",
+        )

@@ -92,6 +92,17 @@ def parse_time(value: str | None) -> float | None:
         return None
 
 
+#: kubectl's AGE steps, finest first: a unit's seconds and letter, the next finer unit's seconds and
+#: letter, and the counts of the unit below which it is shown with the finer unit's remainder
+#: (`2m30s`), then alone (`5m`); past the last, the next coarser step.
+_AGE_STEPS = (
+    (60, "m", 1, "s", 10, 180),
+    (3600, "h", 60, "m", 8, 48),
+    (86400, "d", 3600, "h", 8, 365 * 2),
+    (86400 * 365, "y", 86400, "d", 8, None),
+)
+
+
 def human_duration(seconds: float) -> str:
     """kubectl's AGE format: 45s, 2m30s, 5m, 3h12m, 2d5h, 120d, 3y20d."""
     if seconds < -1:
@@ -99,29 +110,14 @@ def human_duration(seconds: float) -> str:
     s = int(max(seconds, 0))
     if s < 120:
         return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        rest = s % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{days}d{rest}h" if rest else f"{days}d"
-    if days < 365 * 2:
-        return f"{days}d"
-    years = days // 365
-    if days < 365 * 8:
-        rest = days % 365
-        return f"{years}y{rest}d" if rest else f"{years}y"
-    return f"{years}y"
+    for unit, letter, finer, finer_letter, with_rest, alone in _AGE_STEPS:
+        count = s // unit
+        if count < with_rest:
+            rest = s % unit // finer
+            return f"{count}{letter}{rest}{finer_letter}" if rest else f"{count}{letter}"
+        if alone is None or count < alone:
+            return f"{count}{letter}"
+    raise AssertionError("unreachable: the last step takes every count")
 
 
 def parse_duration(value: str | float | int) -> float:

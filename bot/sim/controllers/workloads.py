@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import abc
 import copy
-import functools
 import heapq
 from collections.abc import Callable
 from typing import Any
@@ -205,23 +204,26 @@ class _Base(abc.ABC):
     def _recheck(self, key: Key, delay: float) -> None:
         self.engine.after(delay, lambda: self.engine.enqueue(self.name, key), key=(self.name, key, "recheck"))
 
-    def _create_pod(
-        self,
-        owner: Obj,
-        api_version: str,
-        kind: str,
-        template: Obj,
-        *,
-        name: str = "",
-        generate: str = "",
-        extra_labels: dict[str, str] | None = None,
-        mutate: Callable[[Obj], None] | None = None,
-    ) -> None:
-        pod = pod_from_template(
-            owner, api_version, kind, template, name=name, generate=generate, extra_labels=extra_labels
-        )
-        if mutate is not None:
-            mutate(pod)
+    def _live(self, kind_key: str, key: Key) -> tuple[Entry, Obj] | None:
+        """The object to sync and its entry, or None when it is gone or being deleted."""
+        entry = self.api.store.entry(kind_key, *key)
+        if entry is None:
+            return None
+        obj = entry.obj()
+        if obj["metadata"].get("deletionTimestamp"):
+            return None
+        return entry, obj
+
+    def _write_status(self, kind_key: str, key: Key, status: Obj) -> None:
+        """`status` written on the object as the store holds it now (gone meanwhile: nothing)."""
+        fresh = self.api.store.entry(kind_key, *key)
+        if fresh is not None:
+            obj = fresh.obj()
+            obj["status"] = status
+            self.api.write(kind_key, obj, status=True)
+
+    def _create_pod(self, owner: Obj, kind: str, pod: Obj) -> None:
+        """Create `pod` (`pod_from_template`'s) for `owner`, with the controller's event."""
         created = self.api.create(PODS, pod["metadata"]["namespace"], pod)
         self.events.emit(
             owner,
@@ -256,6 +258,15 @@ class _Owning(_Base):
     owned = ""  # the key of the kind those own
     owner_kind = ""  # the kind named in the owned objects' controller reference
 
+    def sync(self, key: Key) -> None:
+        found = self._live(self.own, key)
+        if found is not None:
+            self.sync_live(key, *found)
+
+    @abc.abstractmethod
+    def sync_live(self, key: Key, entry: Entry, obj: Obj) -> None:
+        """Sync the object at `key`, there and not being deleted (`obj`, its `entry`)."""
+
     def on_change(self, record: Record) -> None:
         kind = record.entry.kind.key
         if kind == self.own:
@@ -272,13 +283,7 @@ class ReplicaSets(_Owning):
     name = "replicaset"
     own, owned, owner_kind = RS.key, PODS.key, "ReplicaSet"
 
-    def sync(self, key: Key) -> None:
-        entry = self.api.store.entry(RS.key, *key)
-        if entry is None:
-            return
-        rs = entry.obj()
-        if rs["metadata"].get("deletionTimestamp"):
-            return
+    def sync_live(self, key: Key, entry: Entry, rs: Obj) -> None:
         spec = rs.get("spec") or {}
         want = int(spec.get("replicas", 1))
         min_ready = int(spec.get("minReadySeconds", 0))
@@ -288,7 +293,8 @@ class ReplicaSets(_Owning):
         if diff < 0:
             template = spec.get("template") or {}
             for _ in range(-diff):
-                self._create_pod(rs, "apps/v1", "ReplicaSet", template, generate=f"{key[1]}-")
+                pod = pod_from_template(rs, "apps/v1", "ReplicaSet", template, generate=f"{key[1]}-")
+                self._create_pod(rs, "ReplicaSet", pod)
         elif diff > 0:
             for p in sorted(active, key=lambda e: _rank_for_deletion(e.pod()))[:diff]:
                 self._delete_named(rs, "ReplicaSet", p.namespace, p.name)
@@ -310,11 +316,7 @@ class ReplicaSets(_Owning):
             status["availableReplicas"] = available
         status["observedGeneration"] = rs["metadata"].get("generation", 1)
         status["terminatingReplicas"] = sum(1 for p in pods if p.pod().deleting)
-        fresh = self.api.store.entry(RS.key, *key)
-        if fresh is not None:
-            obj = fresh.obj()
-            obj["status"] = status
-            self.api.write(RS.key, obj, status=True)
+        self._write_status(RS.key, key, status)
 
 
 # ---- Deployments -------------------------------------------------------------------------------
@@ -344,13 +346,7 @@ class Deployments(_Owning):
             component="deployment-controller",
         )
 
-    def sync(self, key: Key) -> None:
-        entry = self.api.store.entry(DEPLOY.key, *key)
-        if entry is None:
-            return
-        d = entry.obj()
-        if d["metadata"].get("deletionTimestamp"):
-            return
+    def sync_live(self, key: Key, entry: Entry, d: Obj) -> None:
         spec = d["spec"]
         replicas = int(spec.get("replicas", 1))
         template = spec.get("template") or {}
@@ -858,7 +854,7 @@ class DaemonSets(_Base):
                     for n in heapq.nsmallest(max_unavailable - unavailable, ix.old_available)
                 ]
         for name in create:
-            self._create_pod(
+            pod = pod_from_template(
                 ds,
                 "apps/v1",
                 "DaemonSet",
@@ -868,8 +864,9 @@ class DaemonSets(_Base):
                     "controller-revision-hash": current_hash,
                     "pod-template-generation": str(generation),
                 },
-                mutate=functools.partial(pin_to_node, node=name, template_spec=tspec),
             )
+            pin_to_node(pod, name, tspec)
+            self._create_pod(ds, "DaemonSet", pod)
         for active in misscheduled:
             for p in active:
                 self._delete_named(ds, "DaemonSet", p.namespace, p.name)
@@ -896,11 +893,7 @@ class DaemonSets(_Base):
             status["numberUnavailable"] = desired - available
         if not available:
             del status["numberAvailable"]
-        fresh = self.api.store.entry(DS.key, *key)
-        if fresh is not None:
-            obj = fresh.obj()
-            obj["status"] = status
-            self.api.write(DS.key, obj, status=True)
+        self._write_status(DS.key, key, status)
 
 
 def pin_to_node(pod: Obj, node: str, template_spec: Obj) -> None:
@@ -963,13 +956,7 @@ class StatefulSets(_Owning):
         template.pop("$patch", None)
         return template
 
-    def sync(self, key: Key) -> None:
-        entry = self.api.store.entry(STS.key, *key)
-        if entry is None:
-            return
-        sts = entry.obj()
-        if sts["metadata"].get("deletionTimestamp"):
-            return
+    def sync_live(self, key: Key, entry: Entry, sts: Obj) -> None:
         spec = sts["spec"]
         ns, name = key
         replicas = int(spec.get("replicas", 1))
@@ -1058,11 +1045,7 @@ class StatefulSets(_Owning):
             status["currentReplicas"] = updated
         if not ready:
             del status["readyReplicas"]
-        fresh = self.api.store.entry(STS.key, *key)
-        if fresh is not None:
-            obj = fresh.obj()
-            obj["status"] = status
-            self.api.write(STS.key, obj, status=True)
+        self._write_status(STS.key, key, status)
 
     def _create_ordinal(self, sts: Obj, template: Obj, i: int, revision: str) -> None:
         ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
@@ -1095,15 +1078,16 @@ class StatefulSets(_Owning):
                 }
                 self.api.write(PVC.key, bound, status=True)
 
-        self._create_pod(
+        pod = pod_from_template(
             sts,
             "apps/v1",
             "StatefulSet",
             template,
             name=pod_name,
             extra_labels=ordinal_labels(revision, pod_name, i),
-            mutate=functools.partial(ordinal_spec, sts=sts, pod_name=pod_name, claims=claims),
         )
+        ordinal_spec(pod, sts=sts, pod_name=pod_name, claims=claims)
+        self._create_pod(sts, "StatefulSet", pod)
 
 
 def ordinal_labels(revision: str, pod_name: str, i: int) -> dict[str, str]:
