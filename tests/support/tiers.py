@@ -114,11 +114,14 @@ def _reached(func: Callable[..., Any]) -> list[Callable[..., Any] | type]:
             functions = [f for f in vars(obj).values() if inspect.isfunction(f)]
         for function in functions:
             for name in _code_names(function.__code__):
-                target = function.__globals__.get(name)
-                if (inspect.isfunction(target) or isinstance(target, type)) and getattr(
-                    target, "__module__", ""
-                ).startswith("tests."):
-                    todo.append(target)
+                found = function.__globals__.get(name)
+                # A table of helpers (`RUNNERS[name](...)`) reaches each of them.
+                targets = list(found.values()) if isinstance(found, dict) else [found]
+                for target in targets:
+                    if (inspect.isfunction(target) or isinstance(target, type)) and getattr(
+                        target, "__module__", ""
+                    ).startswith("tests."):
+                        todo.append(target)
     return list(seen.values())
 
 
