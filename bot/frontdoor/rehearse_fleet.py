@@ -58,6 +58,8 @@ from bot.records import ClusterConfig
 from bot.settings import Settings
 
 #: Real seconds between two looks at a soaking fleet: its clock is the sims', many times faster.
+#: With a clock the rehearsal may move (`skip_clock`), the soak is not waited out: the clocks
+#: are moved on as far at each look (`_StageClocks.skip`), which judges its evidence as often.
 SOAK_POLL = 0.2
 #: How long a rehearsal waits, in real seconds, for a fleet that neither moves nor waits on people.
 STUCK_LIMIT = 120.0
@@ -74,6 +76,7 @@ def rehearse_fleet(
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     start_clock: Callable[[float], None] | None = None,
+    skip_clock: Callable[[float], None] | None = None,
     speed: float = 1.0,
     interactive: bool = False,
     fail: tuple[str, str] | None = None,
@@ -87,7 +90,8 @@ def rehearse_fleet(
     may be handed over frozen: each runs at `speed` only while it has something to play, and
     stands still otherwise (`_StageClocks`). `clock` is the bot's simulated time, and
     `start_clock(speed)` sets it going at the first cluster's sim's time once that sim runs
-    (None: `clock` is that sim's own, which then runs all along).
+    (None: `clock` is that sim's own, which then runs all along); `skip_clock(seconds)` moves
+    it on at once, so a soak passes without waiting it out in real time.
     `plan_dirs` are searched first for the fleet's `plan:` (the fleet file's own folder)."""
     if interactive and auto_approve:
         raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
@@ -128,7 +132,9 @@ def rehearse_fleet(
         out.write(
             f"fleet {plan.name}: run {fleet.id}, {len(fleet.members)} clusters in {len(stages)} stages\n"
         )
-        clocks = _StageClocks(sims, speed, first=fleet.members[0].cluster, start_clock=start_clock)
+        clocks = _StageClocks(
+            sims, speed, first=fleet.members[0].cluster, start_clock=start_clock, skip_clock=skip_clock
+        )
         fleet = _play(bot, fleet.id, sims, out=out, auto_approve=auto_approve, interactive=interactive,
                       ask=ask, fail=fail, clocks=clocks)  # fmt: skip
         out.write(_framed(bot.fleets.status(fleet.id)))
@@ -160,11 +166,13 @@ class _StageClocks:
         *,
         first: str,
         start_clock: Callable[[float], None] | None = None,
+        skip_clock: Callable[[float], None] | None = None,
     ) -> None:
         self.sims = sims
         self.speed = speed
         self.first = first
         self.start_clock = start_clock
+        self.skip_clock = skip_clock
         self.running: set[str] | None = None
 
     def follow(self, fleet: M.Fleet, *, playing: str = "") -> None:
@@ -183,6 +191,18 @@ class _StageClocks:
         if self.running is None and self.start_clock is not None:
             self.start_clock(self.speed)  # after the first sim's: it starts from that sim's time
         self.running = wanted
+
+    def skip(self) -> None:
+        """Let a soak's time pass: the running sims' clocks and then the bot's moved on by what
+        `SOAK_POLL` real seconds would have brought (each sim firing its timers in order on
+        the way, so an alert starts when it would have), else those seconds waited out."""
+        if self.skip_clock is None or not self.speed:
+            time.sleep(SOAK_POLL)
+            return
+        seconds = SOAK_POLL * self.speed
+        for cluster in sorted(self.running or ()):
+            SimControl(self.sims[cluster]).advance(seconds)
+        self.skip_clock(seconds)
 
 
 def _play(
@@ -232,7 +252,7 @@ def _play(
             _answer_gate(bot, fleet, out=out, auto_approve=auto_approve, ask=ask)
             moved = True
         elif fleet.phase == M.SOAKING:
-            time.sleep(SOAK_POLL)  # real time: the soak's clock is the sims', `speed` times faster
+            clocks.skip()
             moved = True
         if moved:
             stuck_since = None

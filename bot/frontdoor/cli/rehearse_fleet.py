@@ -164,6 +164,7 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
                 # the simulated upgrades do (every sim runs at the same speed).
                 clock=lambda: datetime.fromtimestamp(bot_clock.now(), UTC),
                 start_clock=start_clock,
+                skip_clock=lambda seconds: bot_clock.jump_to(bot_clock.now() + seconds),
                 speed=args.speed,
                 fail=fail,
                 plan_dirs=[path.parent, path.parent / "plans", path.parent.parent / "plans"],
