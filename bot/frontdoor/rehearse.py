@@ -144,6 +144,10 @@ class SimControl:
         """Run the sim's clock at `speed` simulated seconds per real second (0 freezes it)."""
         self._call("POST", "speed", {"speed": speed})
 
+    def advance(self, seconds: float) -> None:
+        """Move the sim's clock `seconds` on at once, firing everything due on the way in order."""
+        self._call("POST", "advance", {"seconds": seconds})
+
     def quiet_metrics(self, queries: Sequence[str]) -> list[str]:
         """Have the sim's Prometheus facade answer each of `queries` it has no answer for (it
         evaluates no PromQL: an unknown query is an empty result, which no analysis passes) with

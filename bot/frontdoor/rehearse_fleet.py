@@ -16,6 +16,12 @@ the roster with `--auto-approve`, else at the prompt; each manual step's `rehear
 of that cluster's sim), the soak passes on the sims' clock, and the fleet's `before`/`after` gates
 are approved by the fleet's roster (four eyes included) or at the prompt.
 
+Only the sims with something to play run (`_StageClocks`): the child's being played, its
+stage's while they soak, and the first cluster's through its stage, whose time the bot's own
+clock starts from. The others stand still: an idle sim at 600x costs about a fifth of a core
+(its kubelets renew their Leases 60 times a real second each), which the one being upgraded
+needs.
+
 With `report_dir`, the fleet's timeline (`bot.core.fleets.timeline`: clusters as lanes, with
 the stages and their soaks) is written there as `fleet-ID.html`.
 
@@ -52,6 +58,8 @@ from bot.records import ClusterConfig
 from bot.settings import Settings
 
 #: Real seconds between two looks at a soaking fleet: its clock is the sims', many times faster.
+#: With a clock the rehearsal may move (`skip_clock`), the soak is not waited out: the clocks
+#: are moved on as far at each look (`_StageClocks.skip`), which judges its evidence as often.
 SOAK_POLL = 0.2
 #: How long a rehearsal waits, in real seconds, for a fleet that neither moves nor waits on people.
 STUCK_LIMIT = 120.0
@@ -67,6 +75,8 @@ def rehearse_fleet(
     ask: Callable[[str], str],
     connect_cluster: Callable[[ClusterConfig], ClusterReader],
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    start_clock: Callable[[float], None] | None = None,
+    skip_clock: Callable[[float], None] | None = None,
     speed: float = 1.0,
     interactive: bool = False,
     fail: tuple[str, str] | None = None,
@@ -77,8 +87,11 @@ def rehearse_fleet(
 ) -> int:
     """Run the fleet to its end or its pause; the exit status is `exit_status`'s. `sims` maps each
     cluster to its sim's URL (its control endpoints); `settings` already point at them. The sims
-    may be handed over frozen: each runs at `speed` while its stage is the current one, the
-    canary's all along (`clock` should be its), and stands still otherwise (`_StageClocks`).
+    may be handed over frozen: each runs at `speed` only while it has something to play, and
+    stands still otherwise (`_StageClocks`). `clock` is the bot's simulated time, and
+    `start_clock(speed)` sets it going at the first cluster's sim's time once that sim runs
+    (None: `clock` is that sim's own, which then runs all along); `skip_clock(seconds)` moves
+    it on at once, so a soak passes without waiting it out in real time.
     `plan_dirs` are searched first for the fleet's `plan:` (the fleet file's own folder)."""
     if interactive and auto_approve:
         raise UserError("--interactive asks people; --auto-approve lets the roster answer: pick one")
@@ -119,7 +132,9 @@ def rehearse_fleet(
         out.write(
             f"fleet {plan.name}: run {fleet.id}, {len(fleet.members)} clusters in {len(stages)} stages\n"
         )
-        clocks = _StageClocks(sims, speed, always=fleet.members[0].cluster)
+        clocks = _StageClocks(
+            sims, speed, first=fleet.members[0].cluster, start_clock=start_clock, skip_clock=skip_clock
+        )
         fleet = _play(bot, fleet.id, sims, out=out, auto_approve=auto_approve, interactive=interactive,
                       ask=ask, fail=fail, clocks=clocks)  # fmt: skip
         out.write(_framed(bot.fleets.status(fleet.id)))
@@ -135,21 +150,37 @@ def rehearse_fleet(
 
 
 class _StageClocks:
-    """Which sims run: the current stage's (from its start to its end, soak included: a scenario's
-    alert fires on its own cluster's clock) and the canary's, whose clock is the bot's. The others
-    stand still: a cluster whose stage has not come, or is over, has nothing to play, and six idle
-    sims renewing their kubelets' Leases at 600x took most of the rehearsal's CPU from the one
-    being upgraded. A sim that resumes is behind the bot's clock by the time it stood still, as
-    a sim started later always was; durations (a drain's timeout, a soak) are the same on both."""
+    """Which sims run: the one whose child is being played; the current stage's during its soak
+    (a scenario's alert fires on its own cluster's clock); and the first cluster's through its
+    stage, the canary's, whose time the bot's clock is (with `start_clock`, the bot's clock
+    starts from it and runs on alone after). The others stand still: a cluster whose turn has
+    not come, or is over, has nothing to play, and idle sims renewing their kubelets' Leases at
+    600x took most of the rehearsal's CPU from the one being upgraded. A sim that resumes is
+    behind the bot's clock by the time it stood still, as a sim started later always was;
+    durations (a drain's timeout, a soak) are the same on both."""
 
-    def __init__(self, sims: Mapping[str, str], speed: float, *, always: str) -> None:
+    def __init__(
+        self,
+        sims: Mapping[str, str],
+        speed: float,
+        *,
+        first: str,
+        start_clock: Callable[[float], None] | None = None,
+        skip_clock: Callable[[float], None] | None = None,
+    ) -> None:
         self.sims = sims
         self.speed = speed
-        self.always = always
+        self.first = first
+        self.start_clock = start_clock
+        self.skip_clock = skip_clock
         self.running: set[str] | None = None
 
-    def follow(self, fleet: M.Fleet) -> None:
-        wanted = {self.always} | {m.cluster for m in fleet.members_of(fleet.stage)}
+    def follow(self, fleet: M.Fleet, *, playing: str = "") -> None:
+        wanted = {playing} if playing else set()
+        if fleet.phase == M.SOAKING:
+            wanted |= {m.cluster for m in fleet.members_of(fleet.stage)}
+        if self.start_clock is None or self.first in {m.cluster for m in fleet.members_of(fleet.stage)}:
+            wanted.add(self.first)
         wanted &= set(self.sims)
         if wanted == self.running:
             return
@@ -157,7 +188,21 @@ class _StageClocks:
             runs = cluster in wanted
             if self.running is None or runs != (cluster in self.running):
                 SimControl(self.sims[cluster]).set_speed(self.speed if runs else 0.0)
+        if self.running is None and self.start_clock is not None:
+            self.start_clock(self.speed)  # after the first sim's: it starts from that sim's time
         self.running = wanted
+
+    def skip(self) -> None:
+        """Let a soak's time pass: the running sims' clocks and then the bot's moved on by what
+        `SOAK_POLL` real seconds would have brought (each sim firing its timers in order on
+        the way, so an alert starts when it would have), else those seconds waited out."""
+        if self.skip_clock is None or not self.speed:
+            time.sleep(SOAK_POLL)
+            return
+        seconds = SOAK_POLL * self.speed
+        for cluster in sorted(self.running or ()):
+            SimControl(self.sims[cluster]).advance(seconds)
+        self.skip_clock(seconds)
 
 
 def _play(
@@ -188,6 +233,7 @@ def _play(
             stage = fleet.stages[m.stage].stage.name
             out.write(f"\n── {m.cluster} (stage {stage}): run {m.run_id} ──\n")
             run = bot.runs.load(m.run_id)
+            clocks.follow(fleet, playing=m.cluster)
             planted = fail[1] if fail is not None and fail[0] == m.cluster else ""
             run = play_run(bot.runs, bot.jobs, run, SimControl(sims[m.cluster]), auto_approve=auto_approve,
                            interactive=interactive, ask=ask, out=out, fail=planted)  # fmt: skip
@@ -206,7 +252,7 @@ def _play(
             _answer_gate(bot, fleet, out=out, auto_approve=auto_approve, ask=ask)
             moved = True
         elif fleet.phase == M.SOAKING:
-            time.sleep(SOAK_POLL)  # real time: the soak's clock is the sims', `speed` times faster
+            clocks.skip()
             moved = True
         if moved:
             stuck_since = None

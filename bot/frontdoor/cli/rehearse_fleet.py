@@ -21,6 +21,7 @@ from bot.logsetup import configure_logging
 from bot.records import ClusterConfig, EksProvider, SignalSource
 from bot.resources import BUILTIN_FLEETS
 from bot.settings import Settings, load_settings
+from bot.sim.apiserver.clock import SimClock
 from bot.sim.cluster import SimCluster
 from bot.sim.world.scenario import ScenarioError
 
@@ -137,6 +138,14 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
             if any(c.eks is not None for c in pointed.values()):
                 rehearsal_aws(workdir)
             canary = sims[next(c for s in resolve(fleet, settings.clusters) for c in s.clusters)]
+            # The bot's clock: the canary's simulated time, which runs on alone once the canary's
+            # stage is over and its sim stands still (`rehearse_fleet` starts it with that sim).
+            bot_clock = SimClock(speed=0.0, epoch=canary.core.clock.now())
+
+            def start_clock(speed: float) -> None:
+                bot_clock.set_speed(speed)
+                bot_clock.jump_to(canary.core.clock.now())
+
             return rehearse_fleet(
                 str(path),
                 settings=replace(
@@ -151,9 +160,11 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
                 interactive=args.interactive or (not args.auto_approve and sys.stdin.isatty()),
                 ask=input,
                 connect_cluster=connect,
-                # The bot reads the canary's simulated time: the soak and the jobs' timeouts pass
-                # as fast as the simulated upgrades do (every sim runs at the same speed).
-                clock=lambda: datetime.fromtimestamp(canary.core.clock.now(), UTC),
+                # The bot reads simulated time: the soak and the jobs' timeouts pass as fast as
+                # the simulated upgrades do (every sim runs at the same speed).
+                clock=lambda: datetime.fromtimestamp(bot_clock.now(), UTC),
+                start_clock=start_clock,
+                skip_clock=lambda seconds: bot_clock.jump_to(bot_clock.now() + seconds),
                 speed=args.speed,
                 fail=fail,
                 plan_dirs=[path.parent, path.parent / "plans", path.parent.parent / "plans"],
