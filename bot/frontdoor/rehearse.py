@@ -144,6 +144,10 @@ class SimControl:
         """Run the sim's clock at `speed` simulated seconds per real second (0 freezes it)."""
         self._call("POST", "speed", {"speed": speed})
 
+    def now(self) -> datetime:
+        """The sim's simulated time."""
+        return datetime.fromisoformat(str(self._call("GET", "status")["time"]))
+
     def advance(self, seconds: float) -> None:
         """Move the sim's clock `seconds` on at once, firing everything due on the way in order."""
         self._call("POST", "advance", {"seconds": seconds})

@@ -133,7 +133,12 @@ def rehearse_fleet(
             f"fleet {plan.name}: run {fleet.id}, {len(fleet.members)} clusters in {len(stages)} stages\n"
         )
         clocks = _StageClocks(
-            sims, speed, first=fleet.members[0].cluster, start_clock=start_clock, skip_clock=skip_clock
+            sims,
+            speed,
+            first=fleet.members[0].cluster,
+            start_clock=start_clock,
+            skip_clock=skip_clock,
+            clock=clock,
         )
         fleet = _play(bot, fleet.id, sims, out=out, auto_approve=auto_approve, interactive=interactive,
                       ask=ask, fail=fail, clocks=clocks)  # fmt: skip
@@ -156,8 +161,9 @@ class _StageClocks:
     starts from it and runs on alone after). The others stand still: a cluster whose turn has
     not come, or is over, has nothing to play, and idle sims renewing their kubelets' Leases at
     600x took most of the rehearsal's CPU from the one being upgraded. A sim that resumes is
-    behind the bot's clock by the time it stood still, as a sim started later always was;
-    durations (a drain's timeout, a soak) are the same on both."""
+    first brought up to the bot's clock (`clock`), its timers firing on the way: it would
+    otherwise be behind by the time it stood still, and an alert it fires in a soak would
+    start before the soak did, so never count as new."""
 
     def __init__(
         self,
@@ -167,10 +173,12 @@ class _StageClocks:
         first: str,
         start_clock: Callable[[float], None] | None = None,
         skip_clock: Callable[[float], None] | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.sims = sims
         self.speed = speed
         self.first = first
+        self.clock = clock
         self.start_clock = start_clock
         self.skip_clock = skip_clock
         self.running: set[str] | None = None
@@ -187,7 +195,12 @@ class _StageClocks:
         for cluster in sorted(self.sims):
             runs = cluster in wanted
             if self.running is None or runs != (cluster in self.running):
-                SimControl(self.sims[cluster]).set_speed(self.speed if runs else 0.0)
+                sim = SimControl(self.sims[cluster])
+                if runs and self.running is not None and self.clock is not None:
+                    behind = (self.clock() - sim.now()).total_seconds()
+                    if behind > 1:
+                        sim.advance(behind)
+                sim.set_speed(self.speed if runs else 0.0)
         if self.running is None and self.start_clock is not None:
             self.start_clock(self.speed)  # after the first sim's: it starts from that sim's time
         self.running = wanted

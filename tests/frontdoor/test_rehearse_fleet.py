@@ -4,14 +4,19 @@ CLI on simulated clusters (one per cluster, served by the rehearsal's process), 
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
+import urllib.request
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from tests.support.bot_process import bot_command
 from tests.support.fleets import TINY_PLAN
+from tests.support.testbed import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -175,3 +180,62 @@ def test_the_example_fleet_rehearses_to_its_end_with_its_timeline(tmp_path: Path
     assert re.findall(r'<rect class="soak" data-stage="(\w+)"', html) == ["canary", "lab"]
     assert 'class="pause"' not in html
     assert re.search(r"rehearsal of fleet example: fleet F\w+ completed$", out.rstrip())
+
+
+def _status(sim_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{sim_url}/sim/status", timeout=30) as response:
+        return cast(dict[str, Any], json.load(response))
+
+
+def test_an_alert_in_a_later_stage_s_soak_pauses_the_fleet(tmp_path: Path) -> None:
+    # The lab stage soaks with alerts evidence too. Its sims stood still while the canary's stage
+    # ran and between their own turns: each is brought up to the bot's clock as it resumes, so an
+    # alert one fires during the soak starts after the soak did, and counts as new.
+    fleet = _write(tmp_path)
+    fleet.write_text(
+        FLEET.replace(
+            "    max_concurrency: 2\n", "    max_concurrency: 2\n    soak: 30m\n    evidence: [alerts]\n"
+        ),
+        encoding="utf-8",
+    )
+    lines: list[str] = []
+    sims: dict[str, str] = {}
+    with subprocess.Popen(
+        [*bot_command(), "rehearse-fleet", str(fleet), "--auto-approve", "--plain"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as process:
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.append(line)
+                if found := re.match(r"sim small for (\S+) at (http://\S+)$", line.strip()):
+                    sims[found.group(1)] = found.group(2)
+                if "Soak of `lab` started" in line:
+                    # Once lab-3's sim runs again for the soak (the line comes just before), an
+                    # alert starts firing there, at the sim's own time.
+                    wait_until(lambda: _status(sims["lab-3"])["speed"] > 0, timeout=30, what="lab-3 soaking")
+                    body = json.dumps({"labels": {"alertname": "KubeNodeNotReady", "severity": "critical"}})
+                    request = urllib.request.Request(
+                        f"{sims['lab-3']}/evidence/alerts",
+                        data=body.encode(),
+                        method="POST",
+                        headers={"Content-Type": "application/json"},
+                    )
+                    with urllib.request.urlopen(request, timeout=30):
+                        pass
+            process.wait(timeout=600)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    out = "".join(lines)
+    assert process.returncode == 3, out[-3000:]
+    assert "Soak of `canary` passed" in out
+    assert "Soak of `lab` passed" not in out
+    assert "KubeNodeNotReady" in out
+    # Nothing of the dev stage started.
+    assert not re.findall(r"^-- dev-\d \(stage", out, re.M)
+    assert re.search(r"rehearsal of fleet outside: fleet F\w+ paused at stage lab", out), out[-2000:]
