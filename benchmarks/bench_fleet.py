@@ -53,7 +53,7 @@ import tempfile
 import time
 import urllib.request
 from contextlib import closing
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,15 +219,15 @@ def acks_while_watching(
             started = time.monotonic()
 
             def taken() -> int:
-                fresh = datetime.now(UTC).replace(tzinfo=None).timestamp() - 10
-                rows = store.watches(limit=1000)
+                # The store keeps UTC; whether it hands it back naive or aware, compare it naive.
+                fresh = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=10)
                 return sum(
                     1
-                    for w in rows
+                    for w in store.watches(limit=1000)
                     if w.owner
                     and w.owner != before.get(w.id)
                     and w.heartbeat_at is not None
-                    and w.heartbeat_at.replace(tzinfo=None).timestamp() > fresh
+                    and w.heartbeat_at.replace(tzinfo=None) > fresh
                 )
 
             deadline = started + 120

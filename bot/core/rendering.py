@@ -18,8 +18,8 @@ Team templates are untrusted code, so the sandbox bounds their work as well as w
   for a busy or CPU-throttled machine does not, so a loaded pod never drops an announcement. Nor
   does the garbage collector's time: a full collection of a large process runs in whichever thread
   allocated last and can take longer than the bound itself, and it is not the template's work
-  (`_collecting`). The deadline is checked at every loop iteration, call, operator, attribute and output chunk: no
-  signals or threads, so it is safe in any worker thread;
+  (`_collecting`). The deadline is checked at every loop iteration, call, operator, attribute and
+  output chunk: no signals or threads, so it is safe in any worker thread;
 - output: at most `MAX_OUTPUT` characters (200,000) per file; Slack takes 40,000 of text and about
   12,000 of blocks, so anything past this is a mistake;
 - values: a string or list a template builds weighs at most `MAX_SIZE` characters (200,000), and
