@@ -115,3 +115,20 @@ def test_no_module_of_the_terminal_is_over_300_lines() -> None:
     assert {name: n for name, n in lines.items() if n > 300} == {}
     assert len(lines) > len(VERBS)  # the package, not a module left behind beside it
     assert not (PACKAGE.parent / "cli.py").exists()
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["rules", "check", "templates/rules/known-issues.yaml"]])
+def test_the_terminal_freezes_its_heap_as_it_exits_so_the_last_collections_skip_it(argv: list[str]) -> None:
+    # An `atexit` function registered before `main` runs after the terminal's own (last in, first
+    # out): it sees the heap as the interpreter's final collections will.
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, flush=True))\n"
+        "from bot.frontdoor.cli import main\n"
+        "raise SystemExit(main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60, check=False, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "frozen True"

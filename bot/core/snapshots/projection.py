@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -37,6 +35,7 @@ from bot.core.providers import Provider
 from bot.core.rollout import verdict
 from bot.core.snapshots import schema
 from bot.core.snapshots.apiuse import api_uses, applied_in
+from bot.core.snapshots.logreads import LogProbe, LogReads
 from bot.core.snapshots.provider import capture_provider
 from bot.decoders import decoder
 from bot.errors import ClusterError
@@ -107,24 +106,6 @@ class PageLike(Protocol[T_co]):
 
     @property
     def continue_token(self) -> str: ...
-
-
-class LogProbe(Protocol):
-    """Which containers' logs a snapshot reads, and what of them it keeps: the lines the rules
-    that read logs match (`core/checks/logprobe.py`), so that a twin replays them."""
-
-    @property
-    def reads(self) -> int: ...
-
-    @property
-    def per_workload(self) -> int: ...
-
-    @property
-    def containers(self) -> frozenset[str]: ...
-
-    def wanted(self, containers: Sequence[str]) -> dict[str, int]: ...
-
-    def keep(self, container: str, tail: str) -> list[str]: ...
 
 
 class ClusterReader(Protocol):
@@ -217,10 +198,15 @@ def take_snapshot(
     pods_to: RowsSink | None = None,
     logs: LogProbe | None = None,
     provider: Callable[[], Provider] | None = None,
+    beside: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Read the cluster and return the snapshot body (plain JSON-ready data).
 
-    With `logs`, the lines of the containers' logs that it keeps go in `snap["logs"]`.
+    With `logs`, the lines of the containers' logs that it keeps go in `snap["logs"]`
+    (`logreads`: read while the pods are listed).
+    `beside` is called once the pods' helper process is listing them: what the caller has to do
+    besides (the command line opens the store) starts then, not while this process is still
+    importing and connecting, when it would hold the interpreter lock the first lists wait for.
     With `provider` (it connects to the cluster's provider), the cloud's side goes in
     `snap["provider"]` (`bot.core.snapshots.provider`).
 
@@ -262,6 +248,8 @@ def take_snapshot(
     # The pods, nine tenths of a large cluster's bytes, are listed, decoded and projected by a helper
     # process from now on, while the lists below are read (each by a helper of its own).
     pending: MappedLike | None = list_pods()
+    if beside is not None:
+        beside()
     try:
         snap["namespaces"] = sorted(
             collect("namespaces", "/api/v1/namespaces", schema.Named, lambda o: o.metadata.name) or []
@@ -293,7 +281,7 @@ def take_snapshot(
                 lambda reason: gaps.append({"resource": "provider", "reason": reason}),
             )
         mapped, pending = pending, None
-        rows, count, candidates = _pods(mapped, list_pods, collect, snap, pods_to, logs)
+        rows, count, reads = _pods(mapped, list_pods, collect, snap, pods_to, logs)
     finally:
         if pending is not None:
             pending.close()
@@ -301,7 +289,7 @@ def take_snapshot(
     gaps.sort(key=lambda gap: _GAP_ORDER.get(gap["resource"], len(_GAP_ORDER)))
     snap["pods"] = _ROWS.decode(rows)
     if logs is not None:
-        snap["logs"] = _logs(cluster, candidates.rows if candidates is not None else [], logs)
+        snap["logs"] = reads.lines() if reads is not None else []
     snap["counts"] = {
         "nodes": len(snap["nodes"]),
         "pods": count,
@@ -424,42 +412,49 @@ def _pods(
     snap: dict[str, Any],
     pods_to: RowsSink | None,
     logs: LogProbe | None,
-) -> tuple[bytes, int, _LogCandidates | None]:
+) -> tuple[bytes, int, LogReads | None]:
     """The pods' rows as one JSON array (empty with `pods_to`, which had them page by page), their
-    count, and the pods whose logs are to be read: from the helper started early (`mapped`), or,
-    after an expiry, from a list started again."""
-    rows, count, candidates = b"[]", 0, None
-    for attempt in (1, 2):
-        mapped = mapped or list_pods()
-        fragments: list[bytes] = []
-        candidates = _LogCandidates(logs) if logs is not None else None
-        count = 0
-        if pods_to is not None:
-            pods_to.begin(snap)
-        try:
-            with contextlib.closing(mapped):
-                for page in mapped:
-                    if page.count:
-                        if candidates is not None:
-                            candidates.page(page.data)
-                        inner = page.data[1:-1]  # the rows, without the page's [ ]
-                        if pods_to is not None:
-                            pods_to.rows(inner)
-                        else:
-                            fragments.append(inner)
-                        count += page.count
-                    lists.report("pods", count, list_total(count, page))
-            rows = b"[" + b",".join(fragments) + b"]"
-            fragments.clear()
-            break
-        except ClusterError as exc:
-            mapped = None
-            if not lists.gap_or_again("pods", exc, attempt):
-                if pods_to is not None:
-                    pods_to.begin(snap)  # what it had is dropped: no pods, as `snap` says
-                rows, count = b"[]", 0
+    count, and the logs being read of them (`logs`' choice): from the helper started early
+    (`mapped`), or, after an expiry, from a list started again."""
+    rows, count, reads = b"[]", 0, None
+    try:
+        for attempt in (1, 2):
+            mapped = mapped or list_pods()
+            fragments: list[bytes] = []
+            if reads is not None:
+                reads.close()  # the pods of a list that expired: their logs are chosen again
+            reads = LogReads(lists.cluster, logs, P) if logs is not None else None
+            count = 0
+            if pods_to is not None:
+                pods_to.begin(snap)
+            try:
+                with contextlib.closing(mapped):
+                    for page in mapped:
+                        if page.count:
+                            if reads is not None:
+                                reads.page(page.data)
+                            inner = page.data[1:-1]  # the rows, without the page's [ ]
+                            if pods_to is not None:
+                                pods_to.rows(inner)
+                            else:
+                                fragments.append(inner)
+                            count += page.count
+                        lists.report("pods", count, list_total(count, page))
+                rows = b"[" + b",".join(fragments) + b"]"
+                fragments.clear()
                 break
-    return rows, count, candidates
+            except ClusterError as exc:
+                mapped = None
+                if not lists.gap_or_again("pods", exc, attempt):
+                    if pods_to is not None:
+                        pods_to.begin(snap)  # what it had is dropped: no pods, as `snap` says
+                    rows, count = b"[]", 0
+                    break
+    except BaseException:
+        if reads is not None:
+            reads.close()  # no log read outlives the snapshot that chose it
+        raise
+    return rows, count, reads
 
 
 #: Gaps are reported in this order, whatever order the lists ran in.
@@ -484,99 +479,6 @@ _ENCODER = msgspec.json.Encoder()
 _ROWS = msgspec.json.Decoder(list[tuple[Any, ...]])
 _RECORDS = msgspec.json.Decoder(list[Any])
 _PAIR = msgspec.json.Decoder(tuple[list[Any], list[dict[str, Any]]])
-
-
-class _LogCandidates:
-    """The pods whose logs `_logs` will read, gathered page by page as the pods are listed: only
-    as many of a workload and as many in all as it reads (the check's budget), so a large
-    cluster's pods are neither kept nor decoded twice once the budget is met. A page that does
-    not name one of the probed containers at all is not decoded (most pages of a large cluster)."""
-
-    def __init__(self, probe: LogProbe) -> None:
-        self.probe = probe
-        self.rows: list[tuple[tuple[Any, ...], dict[str, int]]] = []
-        self._per_workload: Counter[tuple[str, str]] = Counter()
-        self._budget = probe.reads
-
-    def page(self, data: bytes) -> None:
-        probe = self.probe
-        if self._budget <= 0 or not any(name.encode() in data for name in probe.containers):
-            return
-        for row in _ROWS.decode(data):
-            wanted = probe.wanted(str(row[P["containers"]] or "").split(","))
-            if not wanted:
-                continue
-            workload = (str(row[P["namespace"]]), str(row[P["workload"]]) or str(row[P["name"]]))
-            if self._per_workload[workload] >= probe.per_workload:
-                continue
-            self._per_workload[workload] += 1
-            self.rows.append((row, wanted))
-            self._budget -= len(wanted)
-            if self._budget <= 0:
-                return
-
-
-#: Log reads in flight at once: each is a round trip the API server answers on its own, and 200 of
-#: them one after another were the slowest part of a large snapshot after its lists.
-LOG_READERS = 4
-
-
-def _logs(
-    cluster: ClusterReader, candidates: list[tuple[tuple[Any, ...], dict[str, int]]], probe: LogProbe
-) -> list[dict[str, Any]]:
-    """The lines the probe keeps of the candidates' logs, read as the check reads them (as many
-    pods of a workload, as many logs in all). The reads are chosen first, made `LOG_READERS` at a
-    time, and their answers taken in order, so what is kept is what reading them in turn keeps."""
-    reads: list[tuple[tuple[Any, ...], str, str, str, int]] = []
-    budget = probe.reads
-    per_workload: Counter[tuple[str, str]] = Counter()
-    for row, wanted in candidates:
-        namespace, name = str(row[P["namespace"]]), str(row[P["name"]])
-        workload = (namespace, str(row[P["workload"]]) or name)
-        if per_workload[workload] >= probe.per_workload:
-            continue
-        per_workload[workload] += 1
-        for container, lines in wanted.items():
-            if budget <= 0:
-                break
-            budget -= 1
-            reads.append((row, namespace, name, container, lines))
-
-    def read(planned: tuple[tuple[Any, ...], str, str, str, int]) -> str | ClusterError:
-        _row, namespace, name, container, lines = planned
-        try:
-            return cluster.get_raw(
-                f"/api/v1/namespaces/{namespace}/pods/{name}/log",
-                {"container": container, "tailLines": lines, "limitBytes": 256 * 1024},
-            ).decode("utf-8", "replace")
-        except ClusterError as exc:
-            return exc
-
-    out: list[dict[str, Any]] = []
-    readers = ThreadPoolExecutor(max_workers=LOG_READERS, thread_name_prefix="snapshot-logs")
-    try:
-        for (row, namespace, name, container, _lines), tail in zip(
-            reads, readers.map(read, reads), strict=True
-        ):
-            if isinstance(tail, ClusterError):
-                if tail.status == 403:
-                    return out  # pods/log is an opt-in role: the check reads none either
-                continue
-            kept = probe.keep(container, tail)
-            if kept:
-                out.append(
-                    {
-                        "namespace": namespace,
-                        "pod": name,
-                        "workload_kind": row[P["workload_kind"]],
-                        "workload": row[P["workload"]],
-                        "container": container,
-                        "lines": kept,
-                    }
-                )
-    finally:
-        readers.shutdown(wait=True, cancel_futures=True)
-    return out
 
 
 def _workloads(collect: Callable[..., list[Any] | None]) -> list[dict[str, Any]]:

@@ -20,9 +20,9 @@ from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.durations import kubectl_age
 from bot.core.providers import Provider
 from bot.core.snapshots.collector import collector_paused
+from bot.core.snapshots.logreads import LogProbe
 from bot.core.snapshots.projection import (
     ClusterReader,
-    LogProbe,
     Progress,
     pods_as_dicts,
     take_snapshot,
@@ -164,7 +164,10 @@ def take_and_store(
     progress: Progress | None = None,
     logs: LogProbe | None = None,
     provider: Callable[[], Provider] | None = None,
+    beside: Callable[[], None] | None = None,
 ) -> Stored:
+    """Take a snapshot and store it. `store` may be a function that opens it, called at the end;
+    `beside` is `take_snapshot`'s (the command line starts opening the store there)."""
     label = clean_label(label)
     snap = take_snapshot(
         reader,
@@ -177,6 +180,7 @@ def take_and_store(
         pods_to=(streamed := StreamedBody()),
         logs=logs,
         provider=provider,
+        beside=beside,
     )
     body = streamed.finish(snap)
     # The rows went into the body only: the snapshot handed back says so rather than that none exist.

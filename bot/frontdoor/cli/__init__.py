@@ -35,9 +35,12 @@ are `config`; the store, the clusters and Slack are reached through `connect`.
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
+from functools import cache
 from typing import Protocol, cast
 
 from bot import __version__
@@ -85,6 +88,7 @@ class OwnParser(Protocol):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _exit_without_collecting()
     argv = list(sys.argv[1:] if argv is None else argv)
     for words, module in OWN_PARSERS.items():
         if argv[: len(words)] == list(words):
@@ -98,6 +102,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None or handler is None:
         parser.error("the following arguments are required: COMMAND")
     return handler(args)
+
+
+@cache
+def _exit_without_collecting() -> None:
+    """Freeze the heap as the process exits, after its threads are joined and before the
+    interpreter's own last collections: those walk every object still alive (the kubernetes
+    client's 800 model classes, a snapshot's lists), 0.4-0.6 s at the end of a 150,000-pod
+    snapshot for nothing, since the process is going away. Frozen objects are still freed as
+    modules are torn down, and the `atexit` functions registered before this one (logging's
+    flush, `weakref.finalize`) still run after it."""
+    atexit.register(gc.freeze)
 
 
 def parser_for(verb: str | None) -> tuple[argparse.ArgumentParser, Handler | None]:

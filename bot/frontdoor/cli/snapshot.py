@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from bot.core.checks.logprobe import log_probe
 from bot.core.clusters import group_labels, pick_cluster
@@ -26,6 +27,9 @@ from bot.frontdoor.cli.options import (
 from bot.frontdoor.cli.progress import progress_bar
 from bot.settings import Settings
 
+if TYPE_CHECKING:
+    from bot.adapters.store import Store
+
 
 def register(subparsers: Subparsers) -> Handler:
     snap = subparsers.add_parser(
@@ -41,18 +45,28 @@ def register(subparsers: Subparsers) -> Handler:
 def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
     cluster = pick_cluster(settings.clusters, args.cluster)
     label = " ".join(args.label) if args.label else "manual"
-    # The store (sqlalchemy's import is a tenth of a 150,000-pod snapshot) opens on a thread while
-    # the lists are read, by helper processes that leave this one mostly waiting; it is needed
-    # only to save the body at the end, and a store that cannot open fails the command there.
+    # The store (sqlalchemy's import is a tenth of a 150,000-pod snapshot) opens on a thread once the
+    # pods' helper process is listing them (`beside`): this process then mostly waits, and a store
+    # that cannot open fails the command at the end. Opened from the start, the import held the
+    # interpreter lock beside the kubernetes client's and doubled the time to connect.
     opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-store")
-    opening = opener.submit(open_store, settings)
+    opening: list[Future[Store]] = []
+
+    def open_beside() -> None:
+        if not opening:
+            opening.append(opener.submit(open_store, settings))
+
+    def opened() -> Store:
+        open_beside()
+        return opening[0].result()
+
     reader = None
     try:
         reader = connect(cluster)
         print(f"snapshot `{label}` of {reader.describe()} …", file=sys.stderr)
         with progress_bar() as progress:
             stored = snapshots.take_and_store(
-                opening.result,
+                opened,
                 reader,
                 label=label,
                 taken_by=args.as_user or terminal_user(),
@@ -61,13 +75,14 @@ def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
                 progress=progress,
                 logs=log_probe(load_rules(settings.rules_paths())),
                 provider=provider_of(cluster),
+                beside=open_beside,
             )
     finally:
         if reader is not None:
             reader.close()
         opener.shutdown(wait=True)
-        if opening.exception() is None:
-            opening.result().close()
+        if opening and opening[0].exception() is None:
+            opening[0].result().close()
     counts = stored.snap["counts"]
     print(
         f"snapshot #{stored.meta.id} `{label}`: {counts['nodes']} nodes, {counts['pods']} pods, "

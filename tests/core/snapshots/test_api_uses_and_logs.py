@@ -18,7 +18,7 @@ from bot.adapters.kube import Cluster
 from bot.core.checks.logprobe import log_probe
 from bot.core.kube.helm import HelmSecret
 from bot.core.rules import load_rules
-from bot.core.snapshots import projection
+from bot.core.snapshots import logreads
 from bot.core.snapshots.apiuse import _Applied, applied, calls, helm_release
 from bot.core.snapshots.projection import take_snapshot
 from bot.records import ClusterConfig
@@ -232,7 +232,7 @@ def test_the_logs_read_several_at_a_time_are_kept_as_reading_them_in_turn_keeps(
     now = datetime.now(UTC)
     try:
         at_once = take_snapshot(cluster, label="x", taken_by="U1", now=now, logs=probe)
-        monkeypatch.setattr(projection, "LOG_READERS", 1)
+        monkeypatch.setattr(logreads, "READERS", 1)
         in_turn = take_snapshot(cluster, label="x", taken_by="U1", now=now, logs=probe)
     finally:
         cluster.close()

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import zlib
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bot.core.checks.logprobe import log_probe
+from bot.core.rules import load_rules
 from bot.core.snapshots.projection import (
     P,
     pod_display_status,
@@ -26,7 +32,7 @@ from tests.support.kube_objects import (
     pod,
     replicaset,
 )
-from tests.support.wire_cluster import WireCluster, as_pod
+from tests.support.wire_cluster import MappedPage, WireCluster, as_pod
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 
@@ -274,3 +280,66 @@ def test_the_stored_json_reads_back_as_json_dumps_would_have_written_it() -> Non
     assert json.loads(written) == json.loads(json.dumps(snap, separators=(",", ":")))
     assert b", " not in written
     assert b": " not in written
+
+
+SDS_LINE = (
+    "2024-07-22T17:00:37.323487Z error failed to start SDS server: failed to start workload secret "
+    "manager too many open files"
+)
+
+
+class Recording(WireCluster):
+    """The cluster, naming each list as it is asked for, answering log reads with an SDS failure,
+    and holding the end of the pod list until a log read has been asked for (10 s at most)."""
+
+    def __init__(self) -> None:
+        super().__init__(objects=cluster().objects)
+        self.asked: list[str] = []
+        self.log_asked = threading.Event()
+        self.logs_while_listing: bool | None = None
+
+    def map_pages(  # type: ignore[override]
+        self,
+        path: str,
+        query: Any = None,
+        *,
+        limit: int = 500,
+        item_type: Any = dict[str, Any],
+        transform: Callable[[list[Any]], bytes],
+    ) -> Iterator[MappedPage]:
+        self.asked.append(path)
+        pages = super().map_pages(path, query, limit=limit, item_type=item_type, transform=transform)
+        return self._held(pages) if path.endswith("/pods") else pages
+
+    def _held(self, pages: Iterator[MappedPage]) -> Iterator[MappedPage]:
+        yield from pages
+        self.logs_while_listing = self.log_asked.wait(10)
+
+    def get_raw(self, path: str, query: Any = None) -> bytes:
+        if not path.endswith("/log"):
+            return super().get_raw(path, query)
+        self.asked.append(path)
+        self.log_asked.set()
+        return f"starting\n{SDS_LINE}\n".encode()
+
+
+def test_beside_runs_once_the_pods_are_being_listed_and_before_the_other_lists() -> None:
+    c = Recording()
+    at_beside: list[list[str]] = []
+    take_snapshot(c, label="pre", taken_by="U1", now=NOW, beside=lambda: at_beside.append(list(c.asked)))
+    # The ReplicaSets first (the pods' helper takes their owners with it), then the pods.
+    assert at_beside == [["/apis/apps/v1/replicasets", "/api/v1/pods"]]
+    assert "/api/v1/nodes" in c.asked
+
+
+def test_the_logs_are_read_while_the_pods_are_still_being_listed() -> None:
+    probe = log_probe(load_rules([Path("templates/rules/known-issues.yaml")]))
+    assert probe is not None
+    c = Recording()
+    snap = take_snapshot(c, label="pre", taken_by="U1", now=NOW, logs=probe)
+    # The two istio-proxy containers of the first page were asked for before the list ended.
+    assert c.logs_while_listing is True
+    assert [(log["pod"], log["container"], log["lines"]) for log in snap["logs"]] == [
+        ("api-7d9f-a", "istio-proxy", [SDS_LINE]),
+        ("api-7d9f-b", "istio-proxy", [SDS_LINE]),
+    ]
