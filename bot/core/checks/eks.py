@@ -127,12 +127,7 @@ def check_control_plane(cluster: Obj, target: str) -> list[Finding]:
 
 def check_nodegroups(groups: Sequence[Obj], cluster_version: str) -> list[Finding]:
     out: list[Finding] = []
-    unhealthy = [
-        f"Node group {g['nodegroupName']}: {g.get('status', '?')}"
-        + (f" ({_issues(issues)})" if (issues := (g.get("health") or {}).get("issues") or []) else "")
-        for g in groups
-        if g.get("status") != "ACTIVE" or (g.get("health") or {}).get("issues")
-    ]
+    unhealthy = _not_active(groups, lambda g: f"Node group {g['nodegroupName']}")
     if unhealthy:
         out.append(
             Finding(
@@ -170,14 +165,22 @@ def check_nodegroups(groups: Sequence[Obj], cluster_version: str) -> list[Findin
     return out
 
 
+def _not_active(items: Sequence[Obj], named: Callable[[Obj], str]) -> list[str]:
+    """The node groups or add-ons (as EKS describes them) not ACTIVE or with health issues, each
+    as `named` and its status, with the issues EKS lists."""
+    out = []
+    for item in items:
+        issues = (item.get("health") or {}).get("issues") or []
+        if item.get("status") != "ACTIVE" or issues:
+            out.append(
+                f"{named(item)}: {item.get('status', '?')}" + (f" ({_issues(issues)})" if issues else "")
+            )
+    return out
+
+
 def check_addons(addons: Sequence[Obj], offered: dict[str, list[Obj]], target: str) -> list[Finding]:
     out: list[Finding] = []
-    unhealthy = [
-        f"Add-on {a['addonName']} {a.get('addonVersion', '')}: {a.get('status', '?')}"
-        + (f" ({_issues(issues)})" if (issues := (a.get("health") or {}).get("issues") or []) else "")
-        for a in addons
-        if a.get("status") != "ACTIVE" or (a.get("health") or {}).get("issues")
-    ]
+    unhealthy = _not_active(addons, lambda a: f"Add-on {a['addonName']} {a.get('addonVersion', '')}")
     if unhealthy:
         out.append(
             Finding(

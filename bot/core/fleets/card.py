@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from bot.core.delivery import Deliveries
 from bot.core.durations import format_duration
@@ -53,22 +53,6 @@ MILESTONES = {
     "fleet_completed": ":white_check_mark: Fleet completed",
     "fleet_aborted": ":no_entry: Fleet aborted: {detail}",
 }
-
-
-class View(Protocol):
-    """What the card reads (`bot.core.fleets.service.FleetView`)."""
-
-    @property
-    def fleet(self) -> M.Fleet: ...
-
-    @property
-    def children(self) -> Any: ...
-
-    @property
-    def versions(self) -> Any: ...
-
-    @property
-    def steps(self) -> Any: ...
 
 
 def _stage_text(title: str, rows: Sequence[render.Row]) -> str:
@@ -122,7 +106,7 @@ def _button(fleet: M.Fleet, b: M.FleetButton) -> dict[str, Any]:
     return element
 
 
-def card(view: View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
+def card(view: render.View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
     """(notification text, blocks) of the fleet card."""
     fleet = view.fleet
     head = [render.headline(fleet, now)]
@@ -131,7 +115,7 @@ def card(view: View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
     for extra in (render.soak_line(fleet, now), render.gate_line(fleet, now)):
         if extra:
             head.append(extra)
-    rows = render.rows(fleet, view.children, versions=view.versions, steps=view.steps, now=now)
+    rows = render.rows(view, now)
     offer = getattr(view, "offer", "")
     if offer:
         head.append(f":package: {offer}: `/upgrade fleet carry-waivers`")
@@ -187,7 +171,7 @@ class FleetCards:
         self.channel = channel
         self.clock = clock
 
-    def fleet_changed(self, view: View, events: Sequence[M.FleetEvent]) -> None:
+    def fleet_changed(self, view: render.View, events: Sequence[M.FleetEvent]) -> None:
         if not self.channel:
             return
         try:
@@ -196,7 +180,7 @@ class FleetCards:
             # The fleet is committed; the card catches up on the next change.
             log.warning("could not update Slack for fleet %s: %s", view.fleet.id, exc.user_message)
 
-    def _publish(self, view: View, events: Sequence[M.FleetEvent]) -> None:
+    def _publish(self, view: render.View, events: Sequence[M.FleetEvent]) -> None:
         fleet = view.fleet
         assert self.channel is not None
         text, blocks = card(view, self.clock())

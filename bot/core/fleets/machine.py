@@ -32,6 +32,7 @@ from datetime import datetime
 from bot.core.fleets.plan import FleetPlan, ResolvedStage
 from bot.core.runs.gates import Vote, covered, decide, live_votes
 from bot.core.runs.plans import Gate
+from bot.records import FleetVoteRow
 
 ACTIVE, PAUSED, COMPLETED, ABORTED = "active", "paused", "completed", "aborted"
 ENDED_FLEET = (COMPLETED, ABORTED)
@@ -55,17 +56,6 @@ class Member:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FleetVote:
-    """One approval of a stage's `before` or `after` gate."""
-
-    stage: int
-    gate: str
-    user_id: str
-    roles: tuple[str, ...]
-    at: datetime
-
-
-@dataclass(frozen=True, kw_only=True)
 class ChildStatus:
     """What the fleet sees of a child run: running, succeeded or failed, and why."""
 
@@ -83,7 +73,8 @@ class Fleet:
     stage: int = 0
     phase: str = BEFORE
     soak_started_at: datetime | None = None
-    approvals: tuple[FleetVote, ...] = ()
+    #: The approvals of its stages' gates, as the store keeps them.
+    approvals: tuple[FleetVoteRow, ...] = ()
     reason: str = ""
     created_by: str = ""
     created_at: datetime | None = None
@@ -387,8 +378,13 @@ def approve(fleet: Fleet, *, user_id: str, held: frozenset[str], now: datetime) 
             fleet,
             verdict.reason.replace("this step", f"the {which} gate of stage {fleet.current.stage.name}"),
         )
-    vote = FleetVote(
-        stage=fleet.stage, gate=which, user_id=user_id, roles=tuple(sorted(held & set(gate.roles))), at=now
+    vote = FleetVoteRow(
+        fleet_id=fleet.id,
+        stage=fleet.stage,
+        gate=which,
+        user_id=user_id,
+        roles=tuple(sorted(held & set(gate.roles))),
+        at=now,
     )
     fleet = replace(fleet, approvals=(*fleet.approvals, vote))
     return Outcome(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from bot.core.durations import format_duration
 from bot.core.fleets import machine as M
@@ -63,18 +64,27 @@ class Row:
         return " · ".join(parts)
 
 
-def rows(
-    fleet: M.Fleet,
-    children: Mapping[str, RunRow],
-    *,
-    versions: Mapping[str, str],
-    steps: Mapping[str, str],
-    now: datetime,
-    stall_after: timedelta = STALL_AFTER,
-) -> list[Row]:
+class View(Protocol):
+    """What the fleet's status and its card read (`bot.core.fleets.service.FleetView`)."""
+
+    @property
+    def fleet(self) -> M.Fleet: ...
+
+    @property
+    def children(self) -> Mapping[str, RunRow]: ...
+
+    @property
+    def versions(self) -> Mapping[str, str]: ...
+
+    @property
+    def steps(self) -> Mapping[str, str]: ...
+
+
+def rows(view: View, now: datetime, stall_after: timedelta = STALL_AFTER) -> list[Row]:
+    fleet, versions, steps = view.fleet, view.versions, view.steps
     out = []
     for m in fleet.members:
-        run = children.get(m.cluster)
+        run = view.children.get(m.cluster)
         stalled = m.state == M.STARTED and run is not None and now - run.updated_at >= stall_after
         out.append(
             Row(
@@ -124,22 +134,16 @@ def gate_line(fleet: M.Fleet, now: datetime) -> str:
     return f":raised_hand: The {which} gate of `{fleet.current.stage.name}` waits for {' and '.join(missing)} (`fleet approve`)"
 
 
-def status_text(
-    fleet: M.Fleet,
-    children: Mapping[str, RunRow],
-    *,
-    versions: Mapping[str, str],
-    steps: Mapping[str, str],
-    now: datetime,
-) -> str:
+def status_text(view: View, now: datetime) -> str:
     """The whole status, for `fleet status` and the terminal: every row, grouped by stage."""
+    fleet = view.fleet
     lines = [headline(fleet, now)]
     if fleet.reason:
         lines.append(f":warning: {fleet.reason}")
     for extra in (soak_line(fleet, now), gate_line(fleet, now)):
         if extra:
             lines.append(extra)
-    all_rows = rows(fleet, children, versions=versions, steps=steps, now=now)
+    all_rows = rows(view, now)
     for i, resolved in enumerate(fleet.stages):
         s = resolved.stage
         marks = [f"max {resolved.concurrency} at once", f"budget {s.failure_budget}"]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from bot.adapters.store import Store
 from bot.core.audit import audit_entry
@@ -41,7 +41,7 @@ from bot.errors import (
     UserError,
     clip,
 )
-from bot.records import AuditEntry, ClusterConfig, FleetMemberRow, FleetRow, FleetVoteRow, RunRow, StepState
+from bot.records import AuditEntry, ClusterConfig, FleetMemberRow, FleetRow, RunRow, StepState
 
 log = logging.getLogger(__name__)
 
@@ -170,29 +170,10 @@ class FleetService:
             id=row.id,
             plan=plan,
             stages=stages,
-            state=row.state,
-            reason=row.reason,
-            stage=row.stage,
-            phase=row.phase,
-            soak_started_at=row.soak_started_at,
-            members=tuple(
-                M.Member(
-                    cluster=m.cluster,
-                    stage=m.stage,
-                    state=m.state,
-                    run_id=m.run_id,
-                    attempts=m.attempts,
-                    reason=m.reason,
-                )
-                for m in members
-            ),
-            approvals=tuple(
-                M.FleetVote(stage=v.stage, gate=v.gate, user_id=v.user_id, roles=v.roles, at=v.at)
-                for v in votes
-            ),
-            created_by=row.created_by,
+            **_copied(row, _HEADER_FIELDS),
+            members=tuple(M.Member(**_copied(m, _MEMBER_FIELDS)) for m in members),
+            approvals=tuple(votes),
             created_at=row.created_at,
-            version=row.version,
         )
 
     def resolve_id(self, fleet_id: str | None) -> str:
@@ -244,8 +225,7 @@ class FleetService:
         )
 
     def status(self, fleet_id: str | None) -> str:
-        v = self.view(fleet_id)
-        return render.status_text(v.fleet, v.children, versions=v.versions, steps=v.steps, now=self.clock())
+        return render.status_text(self.view(fleet_id), self.clock())
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -524,25 +504,10 @@ class FleetService:
             ),
             expected_version=before.version,
             members=[
-                FleetMemberRow(
-                    fleet_id=after.id,
-                    cluster=m.cluster,
-                    stage=m.stage,
-                    position=0,
-                    state=m.state,
-                    run_id=m.run_id,
-                    attempts=m.attempts,
-                    reason=m.reason,
-                    plan_text="",
-                )
+                FleetMemberRow(fleet_id=after.id, position=0, plan_text="", **_copied(m, _MEMBER_FIELDS))
                 for m in changed
             ],
-            votes=[
-                FleetVoteRow(
-                    fleet_id=after.id, stage=v.stage, gate=v.gate, user_id=v.user_id, roles=v.roles, at=v.at
-                )
-                for v in votes
-            ],
+            votes=votes,
             audit=self._audit(after, out.events, actor, now),
         )
 
@@ -551,13 +516,7 @@ class FleetService:
             id=fleet.id,
             name=fleet.plan.name,
             plan_text=plan_text,
-            state=fleet.state,
-            reason=fleet.reason,
-            stage=fleet.stage,
-            phase=fleet.phase,
-            soak_started_at=fleet.soak_started_at,
-            version=fleet.version,
-            created_by=fleet.created_by,
+            **_copied(fleet, _HEADER_FIELDS),
             created_at=fleet.created_at or now,
             updated_at=now,
         )
@@ -668,3 +627,14 @@ def api_server_answers(connect: Callable[[ClusterConfig], ClusterReader], cluste
         log.warning("fleet: %s did not answer /version", cluster.name, exc_info=True)
         return clip(f"{type(exc).__name__}: {exc}", 200)
     return ""
+
+
+#: What a fleet and its header row (`FleetRow`) both hold under the same names, and every field of
+#: a member, which its row (`FleetMemberRow`) holds too: copied as they are both ways
+#: (`FleetService.load`; `_row` and `_commit`).
+_HEADER_FIELDS = ("state", "reason", "stage", "phase", "soak_started_at", "created_by", "version")
+_MEMBER_FIELDS = tuple(f.name for f in dataclasses.fields(M.Member))
+
+
+def _copied(source: object, names: Sequence[str]) -> dict[str, Any]:
+    return {name: getattr(source, name) for name in names}

@@ -124,12 +124,22 @@ class CloudJob:
         started = timer_start(progress, progress.get("started"), now)
         return now - started >= timedelta(seconds=float(progress["timeout"]))
 
-    def _end(self, progress: Progress, text: str, *, ok: bool, key: str, posts: Sequence[Post] = ()) -> Tick:
-        """The step's end, posted once under `key` (after `posts`, the tick's other lines)."""
+    def _end(
+        self,
+        progress: Progress,
+        text: str,
+        *,
+        ok: bool,
+        key: str = "",
+        posts: Sequence[Post] = (),
+        said: str = "",
+    ) -> Tick:
+        """The step's end, posted once under `key` (after `posts`, the tick's other lines; no key, no
+        post), audited as `said` (by default: done, or failed)."""
         return Tick(
             progress=progress,
-            posts=(*posts, Post(key=key, text=text)),
-            audit=((f"{self.kind} {'done' if ok else 'failed'}", text),),
+            posts=(*posts, Post(key=key, text=text)) if key else tuple(posts),
+            audit=((f"{self.kind} {said or ('done' if ok else 'failed')}", text),),
             card=(text,),
             done=True,
             ok=ok,
@@ -144,15 +154,7 @@ class CloudJob:
 
     def _stopped(self, progress: Progress, text: str) -> Tick:
         """People chose to stop: the step fails with `text`, audited."""
-        return Tick(
-            progress=progress,
-            audit=((f"{self.kind} stopped", text),),
-            card=(text,),
-            done=True,
-            ok=False,
-            detail=text,
-            wait=0.0,
-        )
+        return self._end(progress, text, ok=False, said="stopped")
 
     def _second_person(
         self,
@@ -302,37 +304,31 @@ class OperationJob(CloudJob, abc.ABC):
             return Tick(progress=new, card=(f"{what}: calling {self.call}",), wait=0.0)
         target = f"{self._name(progress)} → {progress['target']}"
         found = self._found(provider, progress)
+        # Sent now, or found made before an interruption: from here the job follows its operation,
+        # or the resource itself when the cloud gave no operation.
         if found is not None:
             op_id, how = found
-            new = {
-                **progress,
-                "operation": op_id,
-                "following": "operation" if op_id else "resource",
-                "status": "InProgress",
-            }
+            status, key = "InProgress", f"found:{self.call}:{attempt}"
             text = f"{what}: {self.call} made before the interruption reached {self.cloud} ({how}): following it, not called again"
-            return Tick(
-                progress=new,
-                posts=(Post(key=f"found:{self.call}:{attempt}", text=text),),
-                audit=((self.call, f"{target}: found after an interruption, not called again"),),
-                card=(text,),
-                wait=POLL_SECONDS,
-            )  # fmt: skip
-        op = self._send(provider, progress)
+            audit = f"{target}: found after an interruption, not called again"
+        else:
+            op = self._send(provider, progress)
+            op_id, status, key = op.id, op.status, f"update-started:{self.call}:{attempt}"
+            text = f"{what}: {self.cloud} accepted {self.call}, operation {op.id or '(none: nothing to change)'} ({op.status})"
+            audit = f"{target}{self._extra(progress)}: operation {op.id}"
         new = {
             **progress,
-            "operation": op.id,
-            "following": "operation" if op.id else "resource",
-            "status": op.status,
+            "operation": op_id,
+            "following": "operation" if op_id else "resource",
+            "status": status,
         }
-        text = f"{what}: {self.cloud} accepted {self.call}, operation {op.id or '(none: nothing to change)'} ({op.status})"
         return Tick(
             progress=new,
-            posts=(Post(key=f"update-started:{self.call}:{attempt}", text=text),),
-            audit=((self.call, f"{target}{self._extra(progress)}: operation {op.id}"),),
+            posts=(Post(key=key, text=text),),
+            audit=((self.call, audit),),
             card=(text,),
             wait=POLL_SECONDS,
-        )  # fmt: skip
+        )
 
     def _started(self, progress: Progress) -> bool:
         """Whether the call was made (or found): the job now follows what it started."""

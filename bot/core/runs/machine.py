@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -207,6 +207,47 @@ def _set_run(run: Run, new: RunState, reason: str = "") -> Run:
     return dataclasses.replace(run, state=new, reason=reason or run.reason)
 
 
+def _reactivated(run: Run) -> Run:
+    """A paused run active again, the reason it paused for cleared."""
+    return dataclasses.replace(_set_run(run, RunState.ACTIVE), reason="")
+
+
+def _voted(
+    run: Run,
+    sr: StepRun,
+    *,
+    phase: str,
+    decision: str,
+    user_id: str,
+    roles: Set[str],
+    now: datetime,
+    reason: str,
+) -> tuple[Run, Approval]:
+    """`run` with one more vote on step `sr` as it is now (its epoch), and that vote."""
+    vote = Approval(
+        step_id=sr.step_id,
+        phase=phase,
+        epoch=sr.epoch,
+        user_id=user_id,
+        roles=tuple(sorted(roles)),
+        decision=decision,
+        at=now,
+        reason=reason,
+    )
+    return dataclasses.replace(run, approvals=(*run.approvals, vote)), vote
+
+
+def _stopped(run: Run, new: RunState, kind: str, *, by: str, reason: str) -> Outcome:
+    """The run paused or aborted by `by` for `reason` (`kind`: the event saying so)."""
+    return Outcome(run=_set_run(run, new, reason), events=(Event(kind=kind, actor=by, detail=reason),))
+
+
+def _require_going(run: Run, why: str = "") -> None:
+    """Refuse a change to a run that has ended (`why`: what an ended run cannot take)."""
+    if run.state in (RunState.ABORTED, RunState.COMPLETED):
+        raise TransitionRefused(f"run {run.id} is {run.state}{why}")
+
+
 def _open_next(run: Run, now: datetime, events: list[Event]) -> Run:
     """Open the gate of the next pending step, or complete the run."""
     nxt = run.current
@@ -303,17 +344,16 @@ def click(
         if confirmation is None:
             return Outcome(run=run, accepted=False, needs_confirmation=True, message="type the step id")
         return refuse(f"the confirmation did not match: type `{step.id}` exactly to approve this step")
-    approval = Approval(
-        step_id=step_id,
+    run, approval = _voted(
+        run,
+        sr,
         phase=phase,
-        epoch=sr.epoch,
-        user_id=user_id,
-        roles=tuple(sorted(held & set(gate.roles))),
         decision=decision,
-        at=now,
+        user_id=user_id,
+        roles=held & set(gate.roles),
+        now=now,
         reason=reason.strip() if decision == FORCE else "",
     )
-    run = dataclasses.replace(run, approvals=(*run.approvals, approval))
     events = [
         Event(
             kind="approved",
@@ -375,17 +415,9 @@ def _reject(
     now: datetime,
     reason: str,
 ) -> Outcome:
-    approval = Approval(
-        step_id=sr.step_id,
-        phase=phase,
-        epoch=sr.epoch,
-        user_id=user_id,
-        roles=tuple(sorted(held)),
-        decision="reject",
-        at=now,
-        reason=reason,
+    run, _ = _voted(
+        run, sr, phase=phase, decision="reject", user_id=user_id, roles=held, now=now, reason=reason
     )
-    run = dataclasses.replace(run, approvals=(*run.approvals, approval))
     events = [Event(kind="rejected", step_id=sr.step_id, actor=user_id, detail=reason)]
     return _fail(run, run.step_run(sr.step_id), step, now, f"rejected by {user_id}: {reason}", events)
 
@@ -418,8 +450,7 @@ def action_finished(run: Run, *, step_id: str, epoch: int, ok: bool, detail: str
 
 
 def pause(run: Run, *, by: str, reason: str, now: datetime) -> Outcome:
-    run = _set_run(run, RunState.PAUSED, reason)
-    return Outcome(run=run, events=(Event(kind="run_paused", actor=by, detail=reason),))
+    return _stopped(run, RunState.PAUSED, "run_paused", by=by, reason=reason)
 
 
 def pause_on_evidence(run: Run, *, step_id: str, epoch: int, why: str, now: datetime) -> Outcome:
@@ -471,31 +502,29 @@ def evidence_waive_vote(
     covered_roles = {r for v in votes for r in v.roles}
     if votes and not held - covered_roles:
         return refuse(f"the {', '.join(sorted(held))} has already voted to waive; it needs {who}")
-    vote = Approval(
-        step_id=step_id,
+    run, vote = _voted(
+        run,
+        cur,
         phase=EVIDENCE_WAIVE,
-        epoch=cur.epoch,
-        user_id=user_id,
-        roles=tuple(sorted(held - covered_roles or held)),
         decision=EVIDENCE_WAIVE,
-        at=now,
+        user_id=user_id,
+        roles=held - covered_roles or held,
+        now=now,
         reason=reason,
     )
-    run = dataclasses.replace(run, approvals=(*run.approvals, vote))
     events = [
         Event(kind="evidence_waive_voted", step_id=step_id, actor=user_id, detail=reason, roles=vote.roles)
     ]
     if not votes:
         return Outcome(run=run, events=tuple(events), message=f"vote recorded; waiving needs {who}")
-    run = dataclasses.replace(_set_run(run, RunState.ACTIVE), reason="")
+    run = _reactivated(run)
     events.append(Event(kind="run_resumed", actor=user_id, detail=f"evidence of `{step_id}` waived"))
     return Outcome(run=run, events=tuple(events), message="waived")
 
 
 def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:
     """Resume a paused run; a failed or interrupted current step gets a fresh gate (never re-run silently)."""
-    run = _set_run(run, RunState.ACTIVE, "")
-    run = dataclasses.replace(run, reason="")
+    run = _reactivated(run)
     events = [Event(kind="run_resumed", actor=by, detail=reason)]
     cur = run.current
     if cur is not None and cur.state in (StepState.FAILED, StepState.INTERRUPTED):
@@ -509,14 +538,12 @@ def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:
 
 
 def abort(run: Run, *, by: str, reason: str, now: datetime) -> Outcome:
-    run = _set_run(run, RunState.ABORTED, reason)
-    return Outcome(run=run, events=(Event(kind="run_aborted", actor=by, detail=reason),))
+    return _stopped(run, RunState.ABORTED, "run_aborted", by=by, reason=reason)
 
 
 def skip(run: Run, *, step_id: str, by: str, reason: str, now: datetime) -> Outcome:
     """Skip a step that is not running (a running action cannot be skipped: pause or abort)."""
-    if run.state in (RunState.ABORTED, RunState.COMPLETED):
-        raise TransitionRefused(f"run {run.id} is {run.state}")
+    _require_going(run)
     sr = run.step_run(step_id)
     if StepState.SKIPPED not in STEP_TRANSITIONS[sr.state]:
         raise TransitionRefused(
@@ -624,24 +651,23 @@ def skip_vote(
         return refuse(
             f"the {', '.join(sorted(held & set(gate.roles)))} has already voted to skip `{step_id}`{still}"
         )
-    vote = Approval(
-        step_id=step_id,
+    run, vote = _voted(
+        run,
+        cur,
         phase=SKIP,
-        epoch=cur.epoch,
-        user_id=user_id,
-        roles=tuple(sorted(held & set(gate.roles))),
         decision=SKIP,
-        at=now,
+        user_id=user_id,
+        roles=held & set(gate.roles),
+        now=now,
         reason=reason,
     )
-    run = dataclasses.replace(run, approvals=(*run.approvals, vote))
     events = [Event(kind="skip_voted", step_id=step_id, actor=user_id, detail=reason, roles=vote.roles)]
     if not verdict.satisfied:
         return Outcome(run=run, events=tuple(events))
     voters = [*skip_votes(run, cur)]
     why = "; ".join(dict.fromkeys(v.reason for v in voters if v.reason)) or "skipped"
     by = voters[0].user_id if len(voters) == 1 else "+".join(v.user_id for v in voters)
-    run = dataclasses.replace(_set_run(run, RunState.ACTIVE), reason="")
+    run = _reactivated(run)
     events.append(Event(kind="run_resumed", actor=user_id, detail=f"to skip `{step_id}`"))
     out = skip(run, step_id=step_id, by=by, reason=why, now=now)
     # The thread names the person who made the skip count; the note names every voter.
@@ -690,8 +716,7 @@ def skip_votes(run: Run, sr: StepRun) -> list[Approval]:
 
 def handoff(run: Run, *, role: str, user_id: str, by: str, now: datetime) -> Outcome:
     """Give `role` to `user_id` for this run only; the plan's roster is unchanged."""
-    if run.state in (RunState.ABORTED, RunState.COMPLETED):
-        raise TransitionRefused(f"run {run.id} is {run.state}")
+    _require_going(run)
     if role not in run.roster:
         raise TransitionRefused(f"this run has no role `{role}` (roles: {', '.join(sorted(run.roster))})")
     before = ",".join(run.roster[role])
@@ -707,8 +732,7 @@ def handoff(run: Run, *, role: str, user_id: str, by: str, now: datetime) -> Out
 def note(run: Run, *, by: str, text: str, now: datetime) -> Outcome:
     """A note someone adds to the run's record (what they did outside the bot): an event for the
     thread and the audit log; the run itself does not change."""
-    if run.state in (RunState.ABORTED, RunState.COMPLETED):
-        raise TransitionRefused(f"run {run.id} is {run.state}; notes go to a run that is still going")
+    _require_going(run, "; notes go to a run that is still going")
     # A new Run value (equal to the old one) so the note is committed like any transition: the
     # version check orders it among the others and its thread line is written with the commit.
     return Outcome(run=dataclasses.replace(run), events=(Event(kind="note", actor=by, detail=text),))

@@ -18,6 +18,7 @@ machine's `build_reported`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -78,18 +79,9 @@ class Report:
     url: str
 
     def record(self, *, source: str, at: datetime) -> PipelineBuild:
-        return PipelineBuild(
-            run_id=self.run,
-            step_id=self.step,
-            source=source,
-            pipeline=self.pipeline,
-            job=self.job,
-            build=self.build,
-            status=self.status,
-            revision=self.revision,
-            url=self.url,
-            at=at,
-        )
+        # The row keeps the report as it came: its fields under their names, but the run's and the step's.
+        said = dataclasses.asdict(self)
+        return PipelineBuild(run_id=said.pop("run"), step_id=said.pop("step"), source=source, at=at, **said)
 
 
 def parse_report(body: bytes) -> Report:

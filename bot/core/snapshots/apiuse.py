@@ -21,6 +21,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import msgspec
@@ -71,43 +72,45 @@ def api_uses(
     already, by list path: those kinds are not listed a second time."""
     listed = listed or {}
     out: dict[str, list[dict[str, Any]]] = {"calls": [], "helm": [], "applied": []}
-    try:
+    with _gap_on_error(gap, "apiserver metrics"):
         out["calls"] = calls(reader.get_raw("/metrics").decode("utf-8", "replace"))
-    except ClusterUnreachable:
-        raise
-    except ClusterError as exc:
-        gap("apiserver metrics", exc)
     for kind in APPLIED_KINDS:
         if kind.group_version not in served:
             continue
         if kind.path in listed:
             out["applied"].extend(listed[kind.path])
             continue
-        try:
+        # A kind this cluster's version does not serve (404) has nothing to read: no gap.
+        with _gap_on_error(gap, f"{kind.resource}.{kind.group_version}", unsaid=404):
             for page in reader.list_pages(kind.path, item_type=msgspec.Raw):
                 for item in page.items:
                     record = applied_in(item, kind.group_version, kind.kind)
                     if record is not None:
                         out["applied"].append(record)
-        except ClusterUnreachable:
-            raise
-        except ClusterError as exc:
-            if exc.status != 404:
-                gap(f"{kind.resource}.{kind.group_version}", exc)
-    try:
+    # Listing Secrets is an opt-in role (the chart's `helmReleases: true`): a bot without it
+    # reads no release, as its check does (which says so in its own note), and the snapshot
+    # has no gap of its own for it.
+    with _gap_on_error(gap, "helm releases", unsaid=403):
         for secret in listed_releases(reader):
             release = helm_release(secret)
             if release is not None:
                 out["helm"].append(release)
+    return out
+
+
+@contextmanager
+def _gap_on_error(
+    gap: Callable[[str, ClusterError], None], what: str, *, unsaid: int | None = None
+) -> Iterator[None]:
+    """A read of `what` that fails is a gap of the snapshot (what was read before the error is
+    kept), unless it failed with the status `unsaid`; an unreachable cluster ends the snapshot."""
+    try:
+        yield
     except ClusterUnreachable:
         raise
     except ClusterError as exc:
-        # Listing Secrets is an opt-in role (the chart's `helmReleases: true`): a bot without it
-        # reads no release, as its check does (which says so in its own note), and the snapshot
-        # has no gap of its own for it.
-        if exc.status != 403:
-            gap("helm releases", exc)
-    return out
+        if exc.status != unsaid:
+            gap(what, exc)
 
 
 def calls(metrics_text: str) -> list[dict[str, Any]]:

@@ -314,18 +314,16 @@ def _nodes(
     for group in sorted(set(by_group_b) | set(by_group_a)):
         b, a = by_group_b.get(group, {}), by_group_a.get(group, {})
         subject = f"node group {group}"
+        about = functools.partial(Finding, subject=subject)
         gone, new = sorted(set(b) - set(a)), sorted(set(a) - set(b))
         if gone and new:
-            yield Finding(
+            yield about(
                 kind=EXPECTED,
                 category="nodes replaced",
-                subject=subject,
                 detail=f"{_count(len(gone), 'old node')} replaced by {len(new)} new ({_few(gone)} → {_few(new)})",
             )
         elif new:
-            yield Finding(
-                kind=EXPECTED, category="nodes added", subject=subject, detail=f"{len(new)} new: {_few(new)}"
-            )
+            yield about(kind=EXPECTED, category="nodes added", detail=f"{len(new)} new: {_few(new)}")
         new_group, unheld, holding = (
             _replaced(group, b, by_group_b, by_group_a, replaces or {}, held())
             if b and not a and held is not None
@@ -334,59 +332,39 @@ def _nodes(
         if new_group and not unheld:
             # A group that ran only DaemonSet pods held nothing to move: the plan named its successor.
             sizes = f"{_count(len(b), 'node')} → {len(by_group_a[new_group])}"
-            yield Finding(
+            yield about(
                 kind=EXPECTED,
                 category="node group replaced",
-                subject=subject,
                 detail=f"replaced by node group {new_group}, which holds its workloads ({sizes})"
                 if holding
                 else f"replaced by node group {new_group}, as the plan says (it ran only DaemonSet pods; {sizes})",
             )
-        elif new_group:
-            yield Finding(
-                kind=REGRESSION,
-                category="node missing",
-                subject=subject,
-                detail=f"is gone; its replacement {new_group} does not hold {_few(unheld)}",
-            )
-        elif len(a) < len(b):
-            missing = len(b) - len(a)
+        elif new_group or len(a) < len(b):
             what = "is gone" if not a else f"has {_count(len(a), 'node')}, had {len(b)}"
-            yield Finding(
+            yield about(
                 kind=REGRESSION,
                 category="node missing",
-                subject=subject,
-                detail=f"{what} ({missing} missing: {_few(gone)})",
+                detail=f"is gone; its replacement {new_group} does not hold {_few(unheld)}"
+                if new_group
+                else f"{what} ({len(b) - len(a)} missing: {_few(gone)})",
             )
         for key, label in _NODE_VERSIONS:
             vb, va = sorted({n[key] for n in b.values()}), sorted({n[key] for n in a.values()})
             if a and b and vb != va:
-                yield Finding(
-                    kind=EXPECTED,
-                    category=label,
-                    subject=subject,
-                    detail=f"{', '.join(vb)} → {', '.join(va)}",
-                )
+                yield about(kind=EXPECTED, category=label, detail=f"{', '.join(vb)} → {', '.join(va)}")
         for name, node in sorted(a.items()):
             old = old_nodes.get(name)
+            about_node = functools.partial(Finding, subject=f"node {name}")
             if node["ready"] != "True" and (old is None or old["ready"] == "True"):
-                yield Finding(
-                    kind=REGRESSION,
-                    category="node not ready",
-                    subject=f"node {name}",
-                    detail=f"Ready={node['ready']} ({subject})",
+                yield about_node(
+                    kind=REGRESSION, category="node not ready", detail=f"Ready={node['ready']} ({subject})"
                 )
             if node["unschedulable"] and (old is None or not old["unschedulable"]):
-                yield Finding(
-                    kind=REGRESSION,
-                    category="node cordoned",
-                    subject=f"node {name}",
-                    detail=f"still SchedulingDisabled ({subject})",
+                yield about_node(
+                    kind=REGRESSION, category="node cordoned", detail=f"still SchedulingDisabled ({subject})"
                 )
             elif old is not None and old["boot_id"] and node["boot_id"] and old["boot_id"] != node["boot_id"]:
-                yield Finding(
-                    kind=EXPECTED, category="node rebooted", subject=f"node {name}", detail="bootID changed"
-                )
+                yield about_node(kind=EXPECTED, category="node rebooted", detail="bootID changed")
 
 
 def _few(names: list[str], limit: int = 3) -> str:
@@ -401,43 +379,30 @@ def _workloads(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Ite
     b_map, a_map = {key(w): w for w in before}, {key(w): w for w in after}
     for k in sorted(set(b_map) | set(a_map)):
         kind, ns, name = k
-        subject = f"{kind} {ns}/{name}"
+        # Every finding of this loop is about one workload.
+        about = functools.partial(Finding, subject=f"{kind} {ns}/{name}", namespace=ns)
         b, a = b_map.get(k), a_map.get(k)
         if a is None:
             assert b is not None
-            yield Finding(
-                kind=REGRESSION,
-                category="workload gone",
-                subject=subject,
-                namespace=ns,
-                detail=f"had {b['ready']}/{b['desired']} ready",
+            yield about(
+                kind=REGRESSION, category="workload gone", detail=f"had {b['ready']}/{b['desired']} ready"
             )
             continue
         if b is None:
             continue
         if a["ready"] < b["ready"] and a["ready"] < a["desired"]:
-            yield Finding(
+            yield about(
                 kind=REGRESSION,
                 category="fewer ready replicas",
-                subject=subject,
-                namespace=ns,
                 detail=f"{b['ready']}/{b['desired']} → {a['ready']}/{a['desired']} ready",
             )
         if a["rollout"] != "done" and b["rollout"] == "done":
-            yield Finding(
-                kind=REGRESSION,
-                category="not rolled out",
-                subject=subject,
-                namespace=ns,
-                detail=a["rollout_message"],
-            )
+            yield about(kind=REGRESSION, category="not rolled out", detail=a["rollout_message"])
         if a["images"] != b["images"]:
             changed = [f"{x} → {y}" for x, y in zip(b["images"], a["images"], strict=False) if x != y]
-            yield Finding(
+            yield about(
                 kind=EXPECTED,
                 category="images bumped",
-                subject=subject,
-                namespace=ns,
                 detail="; ".join(changed) or f"{b['images']} → {a['images']}",
             )
 
@@ -633,25 +598,19 @@ def _pods_fast(b: _Rows, a: _Rows, restart_threshold: int) -> Iterable[Finding]:
 def _moved(moved: Mapping[str, list[int]]) -> Iterable[Finding]:
     # Rescheduling is the point of an upgrade: one summary line per namespace.
     for ns, (pods, workloads) in sorted(moved.items()):
-        yield Finding(
-            kind=EXPECTED,
-            category="pods rescheduled",
-            subject=f"namespace {ns}",
-            namespace=ns,
-            detail=f"{_count(pods, 'pod')} of {_count(workloads, 'workload')} on new nodes",
-        )
+        detail = f"{_count(pods, 'pod')} of {_count(workloads, 'workload')} on new nodes"
+        yield _about_namespace(ns, kind=EXPECTED, category="pods rescheduled", detail=detail)
 
 
 def _emptied(b_ns: Mapping[str, int], a_ns: Mapping[str, int]) -> Iterable[Finding]:
     for ns in sorted(b_ns):
         if a_ns.get(ns, 0) == 0:
-            yield Finding(
-                kind=REGRESSION,
-                category="namespace pods gone",
-                subject=f"namespace {ns}",
-                namespace=ns,
-                detail=f"{b_ns[ns]} pods before, none now",
-            )
+            detail = f"{b_ns[ns]} pods before, none now"
+            yield _about_namespace(ns, kind=REGRESSION, category="namespace pods gone", detail=detail)
+
+
+def _about_namespace(ns: str, *, kind: str, category: str, detail: str) -> Finding:
+    return Finding(kind=kind, category=category, subject=f"namespace {ns}", namespace=ns, detail=detail)
 
 
 def _pods(before: Mapping[str, Any], after: Mapping[str, Any], restart_threshold: int) -> Iterable[Finding]:
@@ -734,29 +693,18 @@ def _pod_troubles(
 ) -> Iterator[Finding]:
     """A workload's pod regressions (both ways of comparing pods end here): more pods in a trouble
     than before, more not fully ready, restarts past the threshold."""
+    regression = functools.partial(Finding, kind=REGRESSION, subject=subject, namespace=ns)
     for trouble, names in sorted(now_bad.items()):
         before_count = len(was_bad.get(trouble, ()))
         if len(names) > before_count:
-            yield Finding(
-                kind=REGRESSION,
+            yield regression(
                 category=f"new {trouble} pods",
-                subject=subject,
-                namespace=ns,
                 detail=f"{len(names)} now, {before_count} before: {_few(sorted(names))}",
             )
     if len(now_unready) > len(was_unready):
-        yield Finding(
-            kind=REGRESSION,
+        yield regression(
             category="containers not ready",
-            subject=subject,
-            namespace=ns,
             detail=f"{_few(sorted(now_unready))} (was {len(was_unready)} pods not fully ready)",
         )
     if restarts >= threshold:
-        yield Finding(
-            kind=REGRESSION,
-            category="restarts jumped",
-            subject=subject,
-            namespace=ns,
-            detail=f"+{restarts} restarts ({example})",
-        )
+        yield regression(category="restarts jumped", detail=f"+{restarts} restarts ({example})")
