@@ -31,6 +31,12 @@ class StoreBase:
             row = conn.execute(sa.select(table).where(table.c.id == row_id)).mappings().first()
         return convert(row) if row else None
 
+    def _changed_one(self, statement: sa.Update) -> bool:
+        """Run the compare-and-set `statement` in a transaction of its own: True when it changed
+        its one row, False when the row was not as its `where` expects (nothing written)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            return bool(conn.execute(statement).rowcount == 1)
+
     def _rows(self, query: sa.Select[Any], convert: Callable[[Any], R]) -> list[R]:
         """The rows `query` selects, each as `convert` makes it."""
         with _wrap_errors(), self.engine.connect() as conn:
