@@ -113,12 +113,21 @@ def _field_hints(record: type) -> tuple[tuple[str, Any], ...]:
     return _HINTS[record]
 
 
+#: Record type → (field name, its reader by type) in field order, worked out once per type.
+_READERS: dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {}
+
+
 def _from_row(record: type[R], row: Any, **read: Callable[[Any], Any]) -> R:
     """The record (a dataclass) whose fields are the row's columns of the same names, each read by
     its type (`_FROM_COLUMN`) or by `read[name]` where the column is stored otherwise (JSON, a list)."""
+    readers = _READERS.get(record)
+    if readers is None:
+        readers = _READERS[record] = tuple(
+            (name, _FROM_COLUMN.get(hint)) for name, hint in _field_hints(record)
+        )
     values = {}
-    for name, hint in _field_hints(record):
-        reader = read.get(name, _FROM_COLUMN.get(hint))
+    for name, by_type in readers:
+        reader = read.get(name, by_type)
         values[name] = reader(row[name]) if reader is not None else row[name]
     return record(**values)
 
