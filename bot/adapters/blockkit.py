@@ -161,29 +161,25 @@ def _fit_text_object(obj: Any, limit: int) -> Any:
     return dict(obj)
 
 
-def _fit_confirm(confirm: Any) -> Any:
-    if not isinstance(confirm, Mapping):
-        return confirm
-    out = dict(confirm)
-    for key, limit in (
-        ("title", CONFIRM_TITLE),
-        ("text", CONFIRM_TEXT),
-        ("confirm", CONFIRM_BUTTON),
-        ("deny", CONFIRM_BUTTON),
-    ):
+def _fit_texts(out: dict[str, Any], limits: Mapping[str, int]) -> dict[str, Any]:
+    """`out` with each of its text objects that `limits` names (key → limit) fitted, in place."""
+    for key, limit in limits.items():
         if key in out:
             out[key] = _fit_text_object(out[key], limit)
     return out
 
 
+def _fit_confirm(confirm: Any) -> Any:
+    if not isinstance(confirm, Mapping):
+        return confirm
+    limits = {"title": CONFIRM_TITLE, "text": CONFIRM_TEXT, "confirm": CONFIRM_BUTTON, "deny": CONFIRM_BUTTON}
+    return _fit_texts(dict(confirm), limits)
+
+
 def _fit_option(option: Any) -> Any:
     if not isinstance(option, Mapping):
         return option
-    out = dict(option)
-    if "text" in out:
-        out["text"] = _fit_text_object(out["text"], OPTION_TEXT)
-    if "description" in out:
-        out["description"] = _fit_text_object(out["description"], OPTION_TEXT)
+    out = _fit_texts(dict(option), {"text": OPTION_TEXT, "description": OPTION_TEXT})
     out["value"] = _clip_id(out.get("value"), OPTION_VALUE, "option value")
     return out
 
@@ -198,11 +194,9 @@ def fit_element(element: Any) -> Any:
         out["action_id"] = _clip_id(out["action_id"], ACTION_ID, "action_id")
     if "confirm" in out:
         out["confirm"] = _fit_confirm(out["confirm"])
-    if "placeholder" in out:
-        out["placeholder"] = _fit_text_object(out["placeholder"], PLACEHOLDER)
+    _fit_texts(out, {"placeholder": PLACEHOLDER})
     if kind == "button":
-        if "text" in out:
-            out["text"] = _fit_text_object(out["text"], BUTTON_TEXT)
+        _fit_texts(out, {"text": BUTTON_TEXT})
         out["value"] = _clip_id(out.get("value"), BUTTON_VALUE, "button value")
         if "url" in out:
             out["url"] = _clip_id(out["url"], BUTTON_URL, "button url")
@@ -225,15 +219,13 @@ def fit_block(block: Any) -> Any:
     if "block_id" in out:
         out["block_id"] = _clip_id(out["block_id"], BLOCK_ID, "block_id")
     if kind == "section":
-        if "text" in out:
-            out["text"] = _fit_text_object(out["text"], SECTION_TEXT)
+        _fit_texts(out, {"text": SECTION_TEXT})
         if isinstance(out.get("fields"), list):
             out["fields"] = [_fit_text_object(f, FIELD_TEXT) for f in out["fields"][:SECTION_FIELDS]]
         if "accessory" in out:
             out["accessory"] = fit_element(out["accessory"])
     elif kind == "header":
-        if "text" in out:
-            out["text"] = _fit_text_object(out["text"], HEADER_TEXT)
+        _fit_texts(out, {"text": HEADER_TEXT})
     elif kind == "context":
         elements = out.get("elements")
         if isinstance(elements, list):
@@ -243,10 +235,7 @@ def fit_block(block: Any) -> Any:
         if isinstance(elements, list):
             out["elements"] = [fit_element(e) for e in elements[:ACTIONS_ELEMENTS]]
     elif kind == "input":
-        if "label" in out:
-            out["label"] = _fit_text_object(out["label"], INPUT_LABEL)
-        if "hint" in out:
-            out["hint"] = _fit_text_object(out["hint"], INPUT_HINT)
+        _fit_texts(out, {"label": INPUT_LABEL, "hint": INPUT_HINT})
         if "element" in out:
             out["element"] = fit_element(out["element"])
     return out
@@ -279,10 +268,7 @@ def fit_message(text: str, blocks: Sequence[Any] | None) -> tuple[str, list[Any]
 
 def fit_view(view: Mapping[str, Any]) -> dict[str, Any]:
     """A modal within its limits: title and buttons (24), blocks (100), each block."""
-    out = dict(view)
-    for key, limit in (("title", VIEW_TITLE), ("submit", VIEW_BUTTON), ("close", VIEW_BUTTON)):
-        if key in out:
-            out[key] = _fit_text_object(out[key], limit)
+    out = _fit_texts(dict(view), {"title": VIEW_TITLE, "submit": VIEW_BUTTON, "close": VIEW_BUTTON})
     if isinstance(out.get("blocks"), list):
         out["blocks"] = fit_blocks(out["blocks"], most=MODAL_BLOCKS)
     for key, limit in (("private_metadata", PRIVATE_METADATA), ("callback_id", CALLBACK_ID)):

@@ -31,6 +31,12 @@ class StoreBase:
             row = conn.execute(sa.select(table).where(table.c.id == row_id)).mappings().first()
         return convert(row) if row else None
 
+    def _changed_one(self, statement: sa.Update) -> bool:
+        """Run the compare-and-set `statement` in a transaction of its own: True when it changed
+        its one row, False when the row was not as its `where` expects (nothing written)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            return bool(conn.execute(statement).rowcount == 1)
+
     def _rows(self, query: sa.Select[Any], convert: Callable[[Any], R]) -> list[R]:
         """The rows `query` selects, each as `convert` makes it."""
         with _wrap_errors(), self.engine.connect() as conn:
@@ -80,32 +86,59 @@ _FROM_COLUMN: dict[Any, Callable[[Any], Any]] = {
 }
 
 
-#: Record type → (field name, its reader) in field order, worked out once per type.
-_READERS: dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {}
+#: How a record field of this type is written to its column (everything is stored in UTC); a
+#: field of another type is written as it is.
+_TO_COLUMN: dict[Any, Callable[[Any], Any]] = {datetime: _utc, (datetime, None): _maybe_utc}
 
 
-def _field_readers(record: type) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
-    known = _READERS.get(record)
+#: Record type → (field name, its type as `_FROM_COLUMN` and `_TO_COLUMN` key it) in field order,
+#: worked out once per type.
+_HINTS: dict[type, tuple[tuple[str, Any], ...]] = {}
+
+
+def _field_hints(record: type) -> tuple[tuple[str, Any], ...]:
+    known = _HINTS.get(record)
     if known is not None:
         return known
     hints = typing.get_type_hints(record)
-    readers = []
+    found = []
     for field in dataclasses.fields(record):
         hint = hints[field.name]
         if isinstance(hint, types.UnionType):
             args = typing.get_args(hint)
             if len(args) == 2 and args[1] is type(None):
                 hint = (args[0], None)
-        readers.append((field.name, _FROM_COLUMN.get(hint)))
-    _READERS[record] = tuple(readers)
-    return _READERS[record]
+        found.append((field.name, hint))
+    _HINTS[record] = tuple(found)
+    return _HINTS[record]
+
+
+#: Record type → (field name, its reader by type) in field order, worked out once per type.
+_READERS: dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {}
 
 
 def _from_row(record: type[R], row: Any, **read: Callable[[Any], Any]) -> R:
     """The record (a dataclass) whose fields are the row's columns of the same names, each read by
     its type (`_FROM_COLUMN`) or by `read[name]` where the column is stored otherwise (JSON, a list)."""
+    readers = _READERS.get(record)
+    if readers is None:
+        readers = _READERS[record] = tuple(
+            (name, _FROM_COLUMN.get(hint)) for name, hint in _field_hints(record)
+        )
     values = {}
-    for name, by_type in _field_readers(record):
+    for name, by_type in readers:
         reader = read.get(name, by_type)
         values[name] = reader(row[name]) if reader is not None else row[name]
     return record(**values)
+
+
+def _to_row(record: Any, **write: Callable[[Any], Any]) -> dict[str, Any]:
+    """The columns of the same names as the fields of `record` (a dataclass), each written by its
+    type (`_TO_COLUMN`) or by `write[name]` where the column is stored otherwise: `_from_row`'s
+    reverse."""
+    values = {}
+    for name, hint in _field_hints(type(record)):
+        writer = write.get(name, _TO_COLUMN.get(hint))
+        value = getattr(record, name)
+        values[name] = writer(value) if writer is not None else value
+    return values

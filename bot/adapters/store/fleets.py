@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.adapters.store.audit import _insert_audit
-from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _to_row, _wrap_errors
 from bot.adapters.store.schema import fleet_members, fleet_runs, fleet_votes
 from bot.records import AuditEntry, FleetMemberRow, FleetRow, FleetVoteRow
 
@@ -22,9 +22,9 @@ class Fleets(StoreBase):
         self, fleet: FleetRow, members: Sequence[FleetMemberRow], audit: Sequence[AuditEntry] = ()
     ) -> None:
         with _wrap_errors(), self.engine.begin() as conn:
-            conn.execute(fleet_runs.insert().values(**_fleet_values(fleet)))
+            conn.execute(fleet_runs.insert().values(**_to_row(fleet)))
             if members:
-                conn.execute(fleet_members.insert(), [_member_values(m) for m in members])
+                conn.execute(fleet_members.insert(), [_to_row(m) for m in members])
             _insert_audit(conn, audit)
 
     def commit_fleet(
@@ -42,7 +42,7 @@ class Fleets(StoreBase):
             done = conn.execute(
                 fleet_runs.update()
                 .where(fleet_runs.c.id == fleet.id, fleet_runs.c.version == expected_version)
-                .values(**_fleet_values(fleet))
+                .values(**_to_row(fleet))
             ).rowcount
             if not done:
                 return False
@@ -54,14 +54,7 @@ class Fleets(StoreBase):
                 )
             for v in votes:
                 conn.execute(
-                    fleet_votes.insert().values(
-                        fleet_id=v.fleet_id,
-                        stage=v.stage,
-                        gate=v.gate,
-                        user_id=v.user_id,
-                        roles=json.dumps(list(v.roles)),
-                        at=_utc(v.at),
-                    )
+                    fleet_votes.insert().values(**_to_row(v, roles=lambda roles: json.dumps(list(roles))))
                 )
             _insert_audit(conn, audit)
         return True
@@ -99,37 +92,6 @@ class Fleets(StoreBase):
                 sa.select(fleet_members.c.fleet_id).where(fleet_members.c.run_id == run_id)
             ).first()
         return None if row is None else str(row[0])
-
-
-def _fleet_values(f: FleetRow) -> dict[str, Any]:
-    return {
-        "id": f.id,
-        "name": f.name,
-        "plan_text": f.plan_text,
-        "state": f.state,
-        "reason": f.reason,
-        "stage": f.stage,
-        "phase": f.phase,
-        "soak_started_at": _maybe_utc(f.soak_started_at),
-        "version": f.version,
-        "created_by": f.created_by,
-        "created_at": _utc(f.created_at),
-        "updated_at": _utc(f.updated_at),
-    }
-
-
-def _member_values(m: FleetMemberRow) -> dict[str, Any]:
-    return {
-        "fleet_id": m.fleet_id,
-        "cluster": m.cluster,
-        "stage": m.stage,
-        "position": m.position,
-        "state": m.state,
-        "run_id": m.run_id,
-        "attempts": m.attempts,
-        "reason": m.reason,
-        "plan_text": m.plan_text,
-    }
 
 
 def _fleet_row(r: Any) -> FleetRow:

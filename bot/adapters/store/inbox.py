@@ -60,13 +60,11 @@ class Inbox(StoreBase):
     def inbox_take(self, item_id: int, *, owner: str, was: str) -> bool:
         """Take a pending item over from `was` (gone) to work it off here; False when another
         replica took it first or it was done meanwhile."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                inbox.update()
-                .where(inbox.c.id == item_id, inbox.c.state == "pending", inbox.c.owner == was[:64])
-                .values(owner=owner[:64])
-            )
-        return bool(result.rowcount == 1)
+        return self._changed_one(
+            inbox.update()
+            .where(inbox.c.id == item_id, inbox.c.state == "pending", inbox.c.owner == was[:64])
+            .values(owner=owner[:64])
+        )
 
     def inbox_pending(self, *, limit: int = 500) -> list[InboxItem]:
         query = sa.select(inbox).where(inbox.c.state == "pending").order_by(inbox.c.id).limit(limit)
@@ -118,11 +116,9 @@ class Inbox(StoreBase):
     def _inbox_move(self, item_id: int, was: str, **values: Any) -> bool:
         """Change an item that is in state `was` (`values`: its new state and what goes with it);
         False when it is not (someone else changed it first), so one change wins."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                inbox.update().where(inbox.c.id == item_id, inbox.c.state == was).values(**values)
-            )
-        return bool(result.rowcount == 1)
+        return self._changed_one(
+            inbox.update().where(inbox.c.id == item_id, inbox.c.state == was).values(**values)
+        )
 
     def forget_inbox_before(self, cutoff: datetime) -> int:
         with _wrap_errors(), self.engine.begin() as conn:

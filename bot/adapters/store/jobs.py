@@ -88,23 +88,19 @@ class Jobs(StoreBase):
     def claim_job(self, job_id: int, *, owner: str, now: datetime) -> bool:
         """Take a live job nobody drives (just started or resumed) to drive it; a job with an owner
         is never taken over silently: a dead owner's job is interrupted instead (`interrupt_job`)."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id, jobs.c.state == "live", jobs.c.owner == "")
-                .values(owner=owner[:64], heartbeat_at=_utc(now))
-            )
-        return bool(result.rowcount == 1)
+        return self._changed_one(
+            jobs.update()
+            .where(jobs.c.id == job_id, jobs.c.state == "live", jobs.c.owner == "")
+            .values(owner=owner[:64], heartbeat_at=_utc(now))
+        )
 
     def heartbeat_job(self, job_id: int, *, owner: str, now: datetime) -> bool:
         """Keep driving: False when the job is no longer ours (interrupted, ended)."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
-                .values(heartbeat_at=_utc(now))
-            )
-        return bool(result.rowcount == 1)
+        return self._changed_one(
+            jobs.update()
+            .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
+            .values(heartbeat_at=_utc(now))
+        )
 
     def interrupt_job(
         self,
@@ -142,13 +138,11 @@ class Jobs(StoreBase):
         }
         if progress is not None:
             values["progress"] = progress
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id, jobs.c.state.in_(["live", "interrupted"]))
-                .values(**values)
-            )
-        return bool(result.rowcount == 1)
+        return self._changed_one(
+            jobs.update()
+            .where(jobs.c.id == job_id, jobs.c.state.in_(["live", "interrupted"]))
+            .values(**values)
+        )
 
     def save_job_tick(
         self,
@@ -197,29 +191,25 @@ class Jobs(StoreBase):
     def decide_job(self, job_id: int, *, choice_key: str, decision: str) -> bool:
         """Record people's answer to the job's open question; False when that question is no longer
         open (answered already, or a stale button)."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                jobs.update()
-                .where(
-                    jobs.c.id == job_id,
-                    jobs.c.state.in_(["live", "interrupted"]),
-                    jobs.c.choice_key == choice_key[:200],
-                    jobs.c.choice_key != "",
-                    jobs.c.decision == "",
-                )
-                .values(decision=decision)
+        return self._changed_one(
+            jobs.update()
+            .where(
+                jobs.c.id == job_id,
+                jobs.c.state.in_(["live", "interrupted"]),
+                jobs.c.choice_key == choice_key[:200],
+                jobs.c.choice_key != "",
+                jobs.c.decision == "",
             )
-        return bool(result.rowcount == 1)
+            .values(decision=decision)
+        )
 
     def finish_job(self, job_id: int, *, ok: bool, detail: str, at: datetime) -> bool:
         """End a job that is not being driven (a dry run, a job refused before its first tick)."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id, jobs.c.state != "done")
-                .values(state="done", ok=ok, detail=detail, ended_at=_utc(at), updated_at=_utc(at), owner="")
-            )
-        return bool(result.rowcount == 1)
+        return self._changed_one(
+            jobs.update()
+            .where(jobs.c.id == job_id, jobs.c.state != "done")
+            .values(state="done", ok=ok, detail=detail, ended_at=_utc(at), updated_at=_utc(at), owner="")
+        )
 
 
 def _owe_posts(conn: Connection, subject: str, outbox: Sequence[tuple[str, str]], at: datetime) -> None:

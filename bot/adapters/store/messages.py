@@ -73,19 +73,17 @@ class Messages(StoreBase):
     ) -> bool:
         """Take an unowned outbox row to post it now; False when another process took it first (or
         it was set aside as a dead letter)."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                run_messages.update()
-                .where(
-                    run_messages.c.run_id == run_id,
-                    run_messages.c.key == key[:200],
-                    run_messages.c.ts == "",
-                    run_messages.c.owner == "",
-                    run_messages.c.dead_at.is_(None),
-                )
-                .values(owner=owner[:64], channel=channel[:64], thread_ts=thread_ts, claimed_at=_utc(at))
+        return self._changed_one(
+            run_messages.update()
+            .where(
+                run_messages.c.run_id == run_id,
+                run_messages.c.key == key[:200],
+                run_messages.c.ts == "",
+                run_messages.c.owner == "",
+                run_messages.c.dead_at.is_(None),
             )
-        return bool(result.rowcount == 1)
+            .values(owner=owner[:64], channel=channel[:64], thread_ts=thread_ts, claimed_at=_utc(at))
+        )
 
     def messages(self, run_id: str) -> dict[str, MessageRef]:
         query = sa.select(run_messages).where(run_messages.c.run_id == run_id)
@@ -187,13 +185,11 @@ class Messages(StoreBase):
     def outbox_retry(self, *, run_id: str, key: str) -> bool:
         """A dead letter owed again, its failures from zero (the next pass of whoever posts its
         subject's rows posts it); False when it is not a dead letter."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                run_messages.update()
-                .where(*_dead(run_id, key))
-                .values(dead_at=None, attempts=0, failure="", owner="", failing_since=None)
-            )
-        return bool(result.rowcount == 1)
+        return self._changed_one(
+            run_messages.update()
+            .where(*_dead(run_id, key))
+            .values(dead_at=None, attempts=0, failure="", owner="", failing_since=None)
+        )
 
     def outbox_drop(self, *, run_id: str, key: str) -> bool:
         """A dead letter given up for good: marked posted (ts `dropped`), so its key is never owed
@@ -216,17 +212,26 @@ def _dead(run_id: str, key: str) -> tuple[Any, ...]:
     )
 
 
-def _insert_outbox(conn: Connection, run_id: str, outbox: Sequence[tuple[str, str]], at: datetime) -> None:
+def _insert_outbox(
+    conn: Connection,
+    run_id: str,
+    outbox: Sequence[tuple[str, str]],
+    at: datetime,
+    *,
+    ts: str = "",
+    owner: str = "",
+) -> None:
+    """Outbox rows (key, body) of `run_id`, owed (no `ts`, no `owner`) unless said otherwise."""
     for key, body in outbox:
         conn.execute(
             run_messages.insert().values(
                 run_id=run_id,
                 key=key[:200],
                 channel="",
-                ts="",
+                ts=ts,
                 thread_ts="",
                 claimed_at=_utc(at),
-                owner="",
+                owner=owner[:64],
                 body=body,
             )
         )

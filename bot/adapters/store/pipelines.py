@@ -8,7 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from bot.adapters.store.base import StoreBase, _from_row, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _to_row, _utc, _wrap_errors
 from bot.adapters.store.schema import hook_signatures, pipeline_builds
 from bot.records import PipelineBuild
 
@@ -43,20 +43,7 @@ class PipelineHooks(StoreBase):
 
     def record_pipeline_build(self, build: PipelineBuild) -> None:
         with _wrap_errors(), self.engine.begin() as conn:
-            conn.execute(
-                pipeline_builds.insert().values(
-                    run_id=build.run_id,
-                    step_id=build.step_id,
-                    source=build.source,
-                    pipeline=build.pipeline,
-                    job=build.job,
-                    build=build.build,
-                    status=build.status,
-                    revision=build.revision,
-                    url=build.url,
-                    at=_utc(build.at),
-                )
-            )
+            conn.execute(pipeline_builds.insert().values(**_to_row(build)))
 
     def pipeline_builds(self, run_id: str) -> list[PipelineBuild]:
         """Every build report of run `run_id`, oldest first."""

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
-from bot.adapters.store.schema import run_messages, watch_samples, watches
+from bot.adapters.store.schema import watch_samples, watches
 from bot.records import WatchRow
 
 #: A watch stops adding samples beyond this many (at one per 30 s at the most: 41 hours).
@@ -57,32 +57,28 @@ class Watches(StoreBase):
     def claim_watch(self, watch_id: int, *, owner: str, now: datetime, stale_before: datetime) -> bool:
         """Take a live watch to drive it: True when it had no owner, was ours, or its owner's
         heartbeat is older than `stale_before` (a live owner's watch is never taken)."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                watches.update()
-                .where(
-                    watches.c.id == watch_id,
-                    watches.c.state == "live",
-                    sa.or_(
-                        watches.c.owner == "",
-                        watches.c.owner == owner[:64],
-                        watches.c.heartbeat_at.is_(None),
-                        watches.c.heartbeat_at < _utc(stale_before),
-                    ),
-                )
-                .values(owner=owner[:64], heartbeat_at=_utc(now))
+        return self._changed_one(
+            watches.update()
+            .where(
+                watches.c.id == watch_id,
+                watches.c.state == "live",
+                sa.or_(
+                    watches.c.owner == "",
+                    watches.c.owner == owner[:64],
+                    watches.c.heartbeat_at.is_(None),
+                    watches.c.heartbeat_at < _utc(stale_before),
+                ),
             )
-        return bool(result.rowcount == 1)
+            .values(owner=owner[:64], heartbeat_at=_utc(now))
+        )
 
     def heartbeat_watch(self, watch_id: int, *, owner: str, now: datetime) -> bool:
         """Keep driving: False when the watch is no longer ours (ended, or taken over)."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                watches.update()
-                .where(watches.c.id == watch_id, watches.c.owner == owner[:64], watches.c.state == "live")
-                .values(heartbeat_at=_utc(now))
-            )
-        return bool(result.rowcount == 1)
+        return self._changed_one(
+            watches.update()
+            .where(watches.c.id == watch_id, watches.c.owner == owner[:64], watches.c.state == "live")
+            .values(heartbeat_at=_utc(now))
+        )
 
     def publish_watch(
         self,
@@ -111,19 +107,8 @@ class Watches(StoreBase):
             if result.rowcount != 1:
                 return False
             _insert_outbox(conn, subject, outbox, at)
-            for key in markers:
-                conn.execute(
-                    run_messages.insert().values(
-                        run_id=subject,
-                        key=key[:200],
-                        channel="",
-                        ts="batched",
-                        thread_ts="",
-                        claimed_at=_utc(at),
-                        owner=owner[:64],
-                        body="",
-                    )
-                )
+            # The milestone keys the batched post carries: never owed on their own (`ts` "batched").
+            _insert_outbox(conn, subject, [(key, "") for key in markers], at, ts="batched", owner=owner)
         return True
 
     def add_watch_sample(self, watch_id: int, *, owner: str, at: datetime, counts: dict[str, int]) -> bool:
@@ -166,13 +151,11 @@ class Watches(StoreBase):
 
     def request_watch_end(self, watch_id: int, *, by: str) -> bool:
         """Ask a live watch's driver to end it (`unwatch`); False when it is not live."""
-        with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                watches.update()
-                .where(watches.c.id == watch_id, watches.c.state == "live")
-                .values(end_requested_by=by[:64] or "someone")
-            )
-        return bool(result.rowcount == 1)
+        return self._changed_one(
+            watches.update()
+            .where(watches.c.id == watch_id, watches.c.state == "live")
+            .values(end_requested_by=by[:64] or "someone")
+        )
 
 
 def _watch_values(w: WatchRow) -> dict[str, Any]:

@@ -11,24 +11,21 @@ from datetime import UTC, datetime
 from bot.errors import UserError, clip
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import open_store
-from bot.frontdoor.cli.options import EXIT_OK, Handler, Subparsers, common_options
+from bot.frontdoor.cli.options import EXIT_OK, Handler, Subparsers, dead_letter_verb
 from bot.settings import Settings
 
 
 def register(subparsers: Subparsers) -> Handler:
-    inbox = subparsers.add_parser(
-        "inbox", help="acknowledged requests set aside after failing: list, retry, drop"
+    dead_letter_verb(
+        subparsers,
+        "inbox",
+        "acknowledged requests set aside after failing: list, retry, drop",
+        listed="the dead letters: id, kind, when, how it failed",
+        retry="work it off again (a running bot's leader takes it at its next pass)",
+        key="id",
+        key_type=_item_id,
+        key_help="the item's id (`inbox list` shows it)",
     )
-    actions = inbox.add_subparsers(dest="inbox_command", required=True, metavar="ACTION")
-    actions.add_parser(
-        "list", parents=[common_options()], help="the dead letters: id, kind, when, how it failed"
-    )
-    for name, what in (
-        ("retry", "work it off again (a running bot's leader takes it at its next pass)"),
-        ("drop", "give up on it for good"),
-    ):
-        action = actions.add_parser(name, parents=[common_options()], help=what)
-        action.add_argument("id", type=_item_id, help="the item's id (`inbox list` shows it)")
     return configured(_inbox)
 
 

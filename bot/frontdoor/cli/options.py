@@ -121,6 +121,27 @@ def kube_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the kubeconfig context (default: its current context)")
 
 
+def dead_letter_verb(
+    subparsers: Subparsers,
+    name: str,
+    help: str,
+    *,
+    listed: str,
+    retry: str,
+    key: str,
+    key_type: Callable[[str], object],
+    key_help: str,
+) -> None:
+    """A verb over a queue's dead letters: `NAME list` (`listed`: what it shows), `NAME retry KEY`
+    (`retry`: what happens then) and `NAME drop KEY`; the action is in `args.NAME_command`."""
+    verb = subparsers.add_parser(name, help=help)
+    actions = verb.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
+    actions.add_parser("list", parents=[common_options()], help=listed)
+    for action, what in (("retry", retry), ("drop", "give up on it for good")):
+        sub = actions.add_parser(action, parents=[common_options()], help=what)
+        sub.add_argument(key, type=key_type, help=key_help)
+
+
 def terminal_user() -> str:
     """Who is at the terminal, as the audit log and a snapshot's `taken_by` name them."""
     return f"terminal:{os.environ.get('USER', 'unknown')}"

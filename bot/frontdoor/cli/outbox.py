@@ -10,22 +10,21 @@ import sys
 from bot.errors import UserError, clip
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import open_store
-from bot.frontdoor.cli.options import EXIT_OK, Handler, Subparsers, common_options
+from bot.frontdoor.cli.options import EXIT_OK, Handler, Subparsers, dead_letter_verb
 from bot.settings import Settings
 
 
 def register(subparsers: Subparsers) -> Handler:
-    outbox = subparsers.add_parser("outbox", help="thread posts Slack refused every time: list, retry, drop")
-    actions = outbox.add_subparsers(dest="outbox_command", required=True, metavar="ACTION")
-    actions.add_parser(
-        "list", parents=[common_options()], help="the dead letters: row, when, how it failed, text"
+    dead_letter_verb(
+        subparsers,
+        "outbox",
+        "thread posts Slack refused every time: list, retry, drop",
+        listed="the dead letters: row, when, how it failed, text",
+        retry="post it again (at the next pass over its run's or job's posts)",
+        key="row",
+        key_type=_outbox_row,
+        key_help="the row, SUBJECT/KEY (`outbox list` shows it)",
     )
-    for name, what in (
-        ("retry", "post it again (at the next pass over its run's or job's posts)"),
-        ("drop", "give up on it for good"),
-    ):
-        action = actions.add_parser(name, parents=[common_options()], help=what)
-        action.add_argument("row", type=_outbox_row, help="the row, SUBJECT/KEY (`outbox list` shows it)")
     return configured(_outbox)
 
 

@@ -83,24 +83,28 @@ def build_app(
     commands.register(app, router=services.router, gateway=gateway, inbox=inbox)
     gates.register(
         app,
-        runs=services.runs,
-        gateway=gateway,
-        inbox=inbox,
-        workers=workers,
-        store=services.store,
-        clock=clock,
+        gates.GateDoor(
+            runs=services.runs,
+            gateway=gateway,
+            inbox=inbox,
+            workers=workers,
+            store=services.store,
+            clock=clock,
+        ),
     )
     paused.register(
         app,
-        runs=services.runs,
-        router=services.router,
-        settings=lambda: services.settings,
-        gateway=gateway,
-        inbox=inbox,
-        workers=workers,
-        store=services.store,
-        clock=clock,
-        jobs=services.jobs,
+        paused.PausedDoor(
+            runs=services.runs,
+            router=services.router,
+            settings=lambda: services.settings,
+            gateway=gateway,
+            inbox=inbox,
+            workers=workers,
+            store=services.store,
+            clock=clock,
+            jobs=services.jobs,
+        ),
     )
     choices.register(app, jobs=services.jobs, gateway=gateway, inbox=inbox)
     watches.register(
@@ -115,15 +119,17 @@ def build_app(
     )
     fixes.register(
         app,
-        watches=services.watches,
-        router=services.router,
-        roster=lambda: services.settings.roster,
-        directory=services.directory,
-        gateway=gateway,
-        deliveries=services.deliveries,
-        inbox=inbox,
-        store=services.store,
-        clock=clock,
+        fixes.FixDoor(
+            watches=services.watches,
+            router=services.router,
+            roster=lambda: services.settings.roster,
+            directory=services.directory,
+            gateway=gateway,
+            deliveries=services.deliveries,
+            inbox=inbox,
+            store=services.store,
+            clock=clock,
+        ),
     )
     verified.register(
         app,

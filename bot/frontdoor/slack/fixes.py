@@ -113,32 +113,9 @@ def _check_finding(value: str) -> tuple[str, str, str, FindingFix]:
     return ref, finding, cluster, fix
 
 
-def register(
-    app: App,
-    *,
-    watches: WatchService,
-    router: Router,
-    roster: Callable[[], Mapping[str, Sequence[str]]],
-    directory: Directory,
-    gateway: SlackGateway,
-    deliveries: Deliveries | None,
-    inbox: Inbox,
-    store: Store,
-    clock: Callable[[], datetime],
-) -> None:
-    """Wire the Fix… button into `app`, and the inbox's fix work to `FixDoor`."""
-    door = FixDoor(
-        watches=watches,
-        router=router,
-        roster=roster,
-        directory=directory,
-        gateway=gateway,
-        deliveries=deliveries,
-        inbox=inbox,
-        store=store,
-        clock=clock,
-    )
-    inbox.handle(FIX_ACTION, door.work)
+def register(app: App, door: FixDoor) -> None:
+    """Wire the Fix… button into `app`, and the inbox's fix work to `door`."""
+    door.inbox.handle(FIX_ACTION, door.work)
     app.action(FIX_ACTION)(door.on_fix)
 
 

@@ -20,18 +20,16 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway, respond_via_url
-from bot.adapters.store import Store
 from bot.core.rendering import inert, slack_escape
 from bot.core.runs.machine import ButtonRef, Outcome, Run
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
-from bot.frontdoor.inbox import DONE_BEFORE, Inbox
+from bot.frontdoor.inbox import DONE_BEFORE
 from bot.frontdoor.slack.clicks import click_actor
 from bot.frontdoor.slack.stepbuttons import (
     StepButtonDoor,
@@ -42,7 +40,6 @@ from bot.frontdoor.slack.stepbuttons import (
     submitted_reason,
     submitted_value,
 )
-from bot.frontdoor.workers import WorkerPool
 from bot.logsetup import log_context
 
 log = logging.getLogger(__name__)
@@ -58,19 +55,9 @@ REASON_CALLBACK = "gate_reason"
 FORCE_CALLBACK = "gate_force_reason"
 
 
-def register(
-    app: App,
-    *,
-    runs: RunService,
-    gateway: SlackGateway,
-    inbox: Inbox,
-    workers: WorkerPool,
-    store: Store,
-    clock: Callable[[], datetime],
-) -> None:
-    """Wire the gate buttons and modals into `app`, and the inbox's click work to `GateDoor`."""
-    door = GateDoor(runs=runs, gateway=gateway, inbox=inbox, workers=workers, store=store, clock=clock)
-    inbox.handle("click", door.work_click)
+def register(app: App, door: GateDoor) -> None:
+    """Wire the gate buttons and modals into `app`, and the inbox's click work to `door`."""
+    door.inbox.handle("click", door.work_click)
     app.action(re.compile("^gate_(approve|reject|force)$"))(door.on_button)
     app.view(CONFIRM_CALLBACK)(door.on_confirm)
     app.view(REASON_CALLBACK)(door.on_reason)

@@ -21,13 +21,11 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway
-from bot.adapters.store import Store
 from bot.core.durations import parse_duration
 from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import roles_of
@@ -36,7 +34,7 @@ from bot.core.runs import paused as P
 from bot.core.runs.machine import EVIDENCE_WAIVE, ButtonRef
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
-from bot.frontdoor.inbox import DONE_BEFORE, Inbox
+from bot.frontdoor.inbox import DONE_BEFORE
 from bot.frontdoor.slack.clicks import click_actor
 from bot.frontdoor.slack.refusals import refuse_click
 from bot.frontdoor.slack.stepbuttons import (
@@ -48,7 +46,6 @@ from bot.frontdoor.slack.stepbuttons import (
     submitted_reason,
     submitted_value,
 )
-from bot.frontdoor.workers import WorkerPool
 from bot.router import CommandRequest, Router
 from bot.settings import Settings
 
@@ -72,32 +69,9 @@ WAIVE_CALLBACK = "paused_waive"
 WAIVE_LONGEST = "90d"
 
 
-def register(
-    app: App,
-    *,
-    runs: RunService,
-    router: Router,
-    settings: Callable[[], Settings],
-    gateway: SlackGateway,
-    inbox: Inbox,
-    workers: WorkerPool,
-    store: Store,
-    clock: Callable[[], datetime],
-    jobs: JobService,
-) -> None:
-    """Wire the paused-run buttons and modals into `app`, and the inbox's click work to `PausedDoor`."""
-    door = PausedDoor(
-        runs=runs,
-        router=router,
-        settings=settings,
-        gateway=gateway,
-        inbox=inbox,
-        workers=workers,
-        store=store,
-        clock=clock,
-        jobs=jobs,
-    )
-    inbox.handle("paused", door.work)
+def register(app: App, door: PausedDoor) -> None:
+    """Wire the paused-run buttons and modals into `app`, and the inbox's click work to `door`."""
+    door.inbox.handle("paused", door.work)
     app.action(re.compile("^paused_(resume|skip|waive|wait|evidence_waive|abort)$"))(door.on_button)
     app.view(SKIP_CALLBACK)(door.on_skip)
     app.view(EVIDENCE_WAIVE_CALLBACK)(door.on_evidence_waive)

@@ -17,6 +17,23 @@ Obj = dict[str, Any]
 TOLERATION_SECONDS = 300
 
 
+def _fill(obj: Obj, **defaults: Any) -> Obj:
+    """`obj` with each of `defaults` set where it is absent, in their order (the order of the keys
+    a client reads back)."""
+    for key, value in defaults.items():
+        obj.setdefault(key, value)
+    return obj
+
+
+def _rolling(spec: Obj, key: str, **parameters: Any) -> None:
+    """A workload's update strategy at `key`: RollingUpdate unless it says otherwise, and then the
+    rolling update's `parameters` where absent."""
+    strategy = spec.setdefault(key, {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        _fill(strategy.setdefault("rollingUpdate", {}), **parameters)
+
+
 def _container(c: Obj) -> None:
     image = str(c.get("image", ""))
     tag = image.rsplit("/", 1)[-1]
@@ -24,9 +41,7 @@ def _container(c: Obj) -> None:
         c["imagePullPolicy"] = (
             "Always" if (":" not in tag or tag.endswith(":latest")) and "@" not in image else "IfNotPresent"
         )
-    c.setdefault("resources", {})
-    c.setdefault("terminationMessagePath", "/dev/termination-log")
-    c.setdefault("terminationMessagePolicy", "File")
+    _fill(c, resources={}, terminationMessagePath="/dev/termination-log", terminationMessagePolicy="File")
     for p in c.get("ports") or []:
         p.setdefault("protocol", "TCP")
 
@@ -37,11 +52,14 @@ def pod_spec(spec: Obj) -> None:
         _container(c)
     for c in spec.get("initContainers") or []:
         _container(c)
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("securityContext", {})
-    spec.setdefault("schedulerName", "default-scheduler")
+    _fill(
+        spec,
+        restartPolicy="Always",
+        terminationGracePeriodSeconds=30,
+        dnsPolicy="ClusterFirst",
+        securityContext={},
+        schedulerName="default-scheduler",
+    )
     for v in spec.get("volumes") or []:
         if "emptyDir" in v and v["emptyDir"] is None:
             v["emptyDir"] = {}
@@ -137,68 +155,50 @@ def apply_defaults(kind: str, obj: Obj, ids: Ids, *, creating: bool) -> None:
         elif isinstance(spec, dict):
             pod_spec(spec)
     elif kind == "Deployment":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        spec.setdefault("revisionHistoryLimit", 10)
-        spec.setdefault("progressDeadlineSeconds", 600)
-        strategy = spec.setdefault("strategy", {})
-        strategy.setdefault("type", "RollingUpdate")
-        if strategy["type"] == "RollingUpdate":
-            ru = strategy.setdefault("rollingUpdate", {})
-            ru.setdefault("maxSurge", "25%")
-            ru.setdefault("maxUnavailable", "25%")
+        spec = _fill(
+            obj.setdefault("spec", {}), replicas=1, revisionHistoryLimit=10, progressDeadlineSeconds=600
+        )
+        _rolling(spec, "strategy", maxSurge="25%", maxUnavailable="25%")
         _template(obj)
     elif kind == "ReplicaSet":
         obj.setdefault("spec", {}).setdefault("replicas", 1)
         _template(obj)
     elif kind == "DaemonSet":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("revisionHistoryLimit", 10)
-        strategy = spec.setdefault("updateStrategy", {})
-        strategy.setdefault("type", "RollingUpdate")
-        if strategy["type"] == "RollingUpdate":
-            ru = strategy.setdefault("rollingUpdate", {})
-            ru.setdefault("maxUnavailable", 1)
-            ru.setdefault("maxSurge", 0)
+        spec = _fill(obj.setdefault("spec", {}), revisionHistoryLimit=10)
+        _rolling(spec, "updateStrategy", maxUnavailable=1, maxSurge=0)
         _template(obj)
     elif kind == "StatefulSet":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        spec.setdefault("podManagementPolicy", "OrderedReady")
-        spec.setdefault("revisionHistoryLimit", 10)
-        strategy = spec.setdefault("updateStrategy", {})
-        strategy.setdefault("type", "RollingUpdate")
-        if strategy["type"] == "RollingUpdate":
-            strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+        spec = _fill(
+            obj.setdefault("spec", {}),
+            replicas=1,
+            podManagementPolicy="OrderedReady",
+            revisionHistoryLimit=10,
+        )
+        _rolling(spec, "updateStrategy", partition=0)
         spec.setdefault(
             "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
         )
         _template(obj)
     elif kind == "Job":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("backoffLimit", 6)
-        spec.setdefault("completions", 1)
-        spec.setdefault("parallelism", 1)
+        _fill(obj.setdefault("spec", {}), backoffLimit=6, completions=1, parallelism=1)
         _template(obj)
     elif kind == "CronJob":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("concurrencyPolicy", "Allow")
-        spec.setdefault("suspend", False)
-        spec.setdefault("successfulJobsHistoryLimit", 3)
-        spec.setdefault("failedJobsHistoryLimit", 1)
+        spec = _fill(
+            obj.setdefault("spec", {}),
+            concurrencyPolicy="Allow",
+            suspend=False,
+            successfulJobsHistoryLimit=3,
+            failedJobsHistoryLimit=1,
+        )
         job = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
         pod_spec(job.setdefault("template", {}).setdefault("spec", {}))
     elif kind == "Service":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
+        spec = _fill(obj.setdefault("spec", {}), type="ClusterIP", sessionAffinity="None")
         if creating and spec.get("clusterIP") in (None, ""):
             ip = ids.service_ip()
             spec["clusterIP"] = ip
             spec["clusterIPs"] = [ip]
-        spec.setdefault("ipFamilies", ["IPv4"])
-        spec.setdefault("ipFamilyPolicy", "SingleStack")
-        spec.setdefault("internalTrafficPolicy", "Cluster")
+        _fill(spec, ipFamilies=["IPv4"], ipFamilyPolicy="SingleStack", internalTrafficPolicy="Cluster")
         for p in spec.get("ports") or []:
             p.setdefault("protocol", "TCP")
             p.setdefault("targetPort", p.get("port"))

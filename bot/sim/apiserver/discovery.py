@@ -40,6 +40,17 @@ def _hash(s: Served) -> str:
     return base64.b64encode(hashlib.sha256(f"{s.kind.key}/{s.version}".encode()).digest()[:8]).decode()
 
 
+def _aliases(s: Served) -> Obj:
+    """A resource's short names and categories where it has any, as both discovery documents list
+    them (after its verbs)."""
+    aliases: Obj = {}
+    if s.kind.short_names:
+        aliases["shortNames"] = list(s.kind.short_names)
+    if s.kind.categories:
+        aliases["categories"] = list(s.kind.categories)
+    return aliases
+
+
 def resource_list(catalog: Catalog, group: str, version: str) -> Obj | None:
     served = catalog.in_group_version(group, version)
     if not served:
@@ -52,12 +63,9 @@ def resource_list(catalog: Catalog, group: str, version: str) -> Obj | None:
             "namespaced": s.kind.namespaced,
             "kind": s.kind.kind,
             "verbs": _verbs(s),
+            **_aliases(s),
+            "storageVersionHash": _hash(s),
         }
-        if s.kind.short_names:
-            r["shortNames"] = list(s.kind.short_names)
-        if s.kind.categories:
-            r["categories"] = list(s.kind.categories)
-        r["storageVersionHash"] = _hash(s)
         resources.append(r)
         for sub in s.kind.subresources:
             g, v, kind, verbs = _SUB[sub]
@@ -117,11 +125,8 @@ def aggregated(catalog: Catalog, *, core: bool) -> Obj:
                     "scope": "Namespaced" if s.kind.namespaced else "Cluster",
                     "singularResource": s.kind.singular,
                     "verbs": _verbs(s),
+                    **_aliases(s),
                 }
-                if s.kind.short_names:
-                    r["shortNames"] = list(s.kind.short_names)
-                if s.kind.categories:
-                    r["categories"] = list(s.kind.categories)
                 subs = []
                 for sub in s.kind.subresources:
                     sg, sv, kind, verbs = _SUB[sub]

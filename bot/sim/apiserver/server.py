@@ -344,28 +344,14 @@ class Handler(BaseHTTPRequestHandler):
             return
         if parts[0] == "api":
             if len(parts) == 1:
-                if "as=APIGroupDiscoveryList" in accept:
-                    self._send(
-                        200,
-                        json.dumps(discovery.aggregated(server.catalog, core=True)).encode(),
-                        discovery.AGGREGATED,
-                        {"Vary": "Accept"},
-                    )
-                else:
-                    self._json(200, discovery.api_versions(f"127.0.0.1:{server.port}"))
+                self._discovery_root(
+                    accept, core=True, plain=lambda: discovery.api_versions(f"127.0.0.1:{server.port}")
+                )
                 return
             group, version, rest = "", parts[1], parts[2:]
         elif parts[0] == "apis":
             if len(parts) == 1:
-                if "as=APIGroupDiscoveryList" in accept:
-                    self._send(
-                        200,
-                        json.dumps(discovery.aggregated(server.catalog, core=False)).encode(),
-                        discovery.AGGREGATED,
-                        {"Vary": "Accept"},
-                    )
-                else:
-                    self._json(200, discovery.group_list(server.catalog))
+                self._discovery_root(accept, core=False, plain=lambda: discovery.group_list(server.catalog))
                 return
             if len(parts) == 2:
                 doc = discovery.group(server.catalog, parts[1])
@@ -400,6 +386,15 @@ class Handler(BaseHTTPRequestHandler):
             watch_path, rest = True, rest[1:]
         req = self._resource(group, version, rest)
         self._resource_request(method, req, query, body, accept, watch_path)
+
+    def _discovery_root(self, accept: str, *, core: bool, plain: Callable[[], Obj]) -> None:
+        """`/api` (`core`) or `/apis`: the aggregated discovery document when the client asks for
+        it, as kubectl does; else the plain one."""
+        if "as=APIGroupDiscoveryList" in accept:
+            body = json.dumps(discovery.aggregated(self.server.catalog, core=core)).encode()
+            self._send(200, body, discovery.AGGREGATED, {"Vary": "Accept"})
+        else:
+            self._json(200, plain())
 
     def _openapi(self, rest: list[str]) -> None:
         catalog = self.server.catalog
