@@ -263,11 +263,11 @@ def make_server(
     socket numbered past 1024, and the connection limit is above that."""
     return _DoorServer(
         wsgi_app,
+        loop_timeout=loop_timeout,
         host=host,
         port=port,
         threads=threads,
         ident="upgrade-bot",
-        asyncore_loop_timeout=loop_timeout,
         asyncore_use_poll=True,
         connection_limit=connection_limit,
         channel_timeout=CHANNEL_TIMEOUT,
@@ -378,10 +378,22 @@ class _DoorServer(TcpWSGIServer):
     #: When every connection was found busy at the limit (monotonic): accepting waits a moment.
     _full_at: float | None = None
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, loop_timeout: float, **kwargs: Any) -> None:
         #: Connections asked to close to make room and not closed yet.
         self._marked: list[Any] = []
+        self._loop_timeout = loop_timeout
         super().__init__(*args, **kwargs)
+
+    def run(self) -> None:
+        """Waitress's `run`, with poll()'s timeout in seconds as `make_server` was given it.
+        Waitress reads `asyncore_loop_timeout` as a whole number of seconds (`int`): 0.1 became 0,
+        and a loop that polls without waiting kept a core busy, and the interpreter lock, for as
+        long as the door was up (every in-process door of the tests)."""
+        server: Any = self  # types-waitress has no `asyncore` nor `_map`
+        try:
+            server.asyncore.loop(timeout=self._loop_timeout, map=server._map, use_poll=True)
+        except (SystemExit, KeyboardInterrupt):
+            self.task_dispatcher.shutdown()
 
     def readable(self) -> bool:
         """Whether to look for connections to accept in this round of the loop."""

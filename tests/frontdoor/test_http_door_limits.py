@@ -281,3 +281,35 @@ def test_headers_past_64_kib_are_refused_with_one_log_line_and_no_traceback(
     assert answer.split(b"\r\n")[0].split(b" ")[1] == b"431", answer
     (line,) = [r.getMessage() for r in caplog.records if "refused a request" in r.getMessage()]
     assert "request header fields too large" in line
+
+
+def _cpu_ticks(thread: threading.Thread) -> int:
+    """The CPU a thread of this process has used, in clock ticks (user + system, /proc)."""
+    fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (the stat fields 14 and 15)
+
+
+@pytest.mark.parametrize("loop_timeout", [0.1, 1.0])
+def test_an_idle_door_waits_in_poll_rather_than_spinning(loop_timeout: float) -> None:
+    # Waitress reads its loop's timeout as whole seconds: 0.1 became 0, and the loop's thread
+    # polled without waiting, a whole core (and the interpreter lock) for as long as it was up.
+    def app(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
+        start_response("200 OK", [("Content-Length", "3")])
+        return [b"ok\n"]
+
+    server = make_server(app, host="127.0.0.1", port=0, loop_timeout=loop_timeout)
+    door = ServerThread(server, name="idle-door").start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.effective_port), timeout=10) as conn:
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: door\r\n\r\n")
+            assert conn.recv(4096).startswith(b"HTTP/1.1 200 ")
+            # A keep-alive connection stays open, idle, for two seconds.
+            (loop,) = [t for t in threading.enumerate() if t.name == "idle-door"]
+            before = _cpu_ticks(loop)
+            time.sleep(2)
+            spent = _cpu_ticks(loop) - before
+    finally:
+        door.close()
+    # Spinning, the loop's thread used ~200 ticks in those two seconds (100 a second); waiting
+    # in poll it wakes 20 times at most.
+    assert spent < 20, f"the door's loop used {spent} clock ticks while idle"
