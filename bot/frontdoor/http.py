@@ -235,6 +235,9 @@ ACCEPT_BATCH = 64
 FULL_RETRY = 0.5
 #: How often, at most, the door logs that it closed idle connections to make room.
 SHED_LOG_SECONDS = 10.0
+#: How long `ServerThread.close` waits for the loop to close itself once woken, before it closes the
+#: server from outside (the loop then ends at its poll()'s next timeout).
+WAKE_GRACE_SECONDS = 2.0
 #: After refusing a request it did not read (too large), how long the door reads and discards what
 #: the client still sends before it closes (`_DoorChannel`); and how much it reads at a time.
 LINGER_SECONDS = 2.0
@@ -478,8 +481,10 @@ class _DoorServer(TcpWSGIServer):
 class ServerThread:
     """Runs a waitress server in a daemon thread until `close()` (which joins it).
 
-    Closing waitress's sockets under its select() loop makes that select fail with EBADF; after a
-    close asked for, that is the loop's end, not an error worth a traceback on stderr. The worker
+    `close()` has the loop close its sockets on its own thread (a thunk on waitress's trigger), so
+    it ends at once, kept-alive connections and all. When the loop does not take the thunk, the
+    sockets are closed under its poll(), which then fails with EBADF; after a close asked for, that
+    is the loop's end, not an error worth a traceback on stderr. The worker
     threads are stopped first: one still finishing a request pulls the server's trigger, and
     waitress's own `close()` closes that trigger under it (EBADF in the worker, with a traceback).
     """
@@ -489,6 +494,8 @@ class ServerThread:
         self.effective_port: int = server.effective_port
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._close_lock = threading.Lock()
+        self._closed = False
 
     def start(self) -> ServerThread:
         self._thread.start()
@@ -504,9 +511,33 @@ class ServerThread:
     def close(self, timeout: float = 10) -> None:
         self._closing.set()
         self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
-        self.server.close()
-        self._thread.join(timeout=timeout)
+        if self._thread.is_alive():
+            # Closed on the loop's own thread, woken by waitress's trigger: the loop ends at once
+            # rather than when its poll() next times out (`loop_timeout`, a second in production,
+            # on every stop, and once more for the probes' server).
+            self.server.trigger.pull_trigger(self._close_on_loop)
+            self._thread.join(timeout=min(timeout, WAKE_GRACE_SECONDS))
+        if self._close_once() or self._thread.is_alive():
+            # The loop did not take the thunk (not started, or busy past the grace): closed from
+            # here, under its poll(), which ends within `loop_timeout`.
+            self._thread.join(timeout=timeout)
         # A connection the loop still held when it ended (a client's keep-alive) is closed here,
         # not left to the garbage collector (an unclosed-socket warning far from its cause).
         for channel in list(self.server.active_channels.values()):
             channel.close()
+
+    def _close_on_loop(self) -> None:
+        """On the loop's thread (a trigger's thunk): the listening socket, the trigger and every
+        connection closed, so the loop's map is empty and `loop()` returns."""
+        if self._close_once():
+            for channel in list(self.server.active_channels.values()):
+                channel.close()
+
+    def _close_once(self) -> bool:
+        """Close the server (its listening socket and trigger) unless done already; whether now."""
+        with self._close_lock:
+            if self._closed:
+                return False
+            self._closed = True
+        self.server.close()
+        return True

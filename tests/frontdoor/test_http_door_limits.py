@@ -313,3 +313,25 @@ def test_an_idle_door_waits_in_poll_rather_than_spinning(loop_timeout: float) ->
     # Spinning, the loop's thread used ~200 ticks in those two seconds (100 a second); waiting
     # in poll it wakes 20 times at most.
     assert spent < 20, f"the door's loop used {spent} clock ticks while idle"
+
+
+def test_close_ends_the_server_at_once_not_at_its_polls_timeout_and_closes_a_kept_alive_connection() -> None:
+    # A poll() timeout far longer than the close may take: the loop is woken, not waited out
+    # (every SIGTERM of the bot paid up to `loop_timeout`, a second, for its door and its probes).
+    def app(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
+        start_response("200 OK", [("Content-Length", "3")])
+        return [b"ok\n"]
+
+    server = make_server(app, host="127.0.0.1", port=0, loop_timeout=5.0)
+    thread = ServerThread(server, name="limits").start()
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=10) as kept:
+        kept.sendall(b"GET / HTTP/1.1\r\nHost: door\r\n\r\n")
+        assert kept.recv(4096).startswith(b"HTTP/1.1 200 ")
+        started = time.monotonic()
+        thread.close()
+        assert time.monotonic() - started < 1.0
+        # The connection the client kept alive was closed by the server: its end reads as EOF.
+        assert kept.recv(4096) == b""
+    # Nothing listens on the port any more.
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.effective_port), timeout=2).close()

@@ -68,6 +68,9 @@ def build_app(
         telemetry=services.telemetry,
     )
     app = App(
+        # Named here: without a name Bolt calls `inspect.stack()`, which reads the source of every
+        # frame and looks up each frame's module across all of sys.modules — 1–4 s of every start.
+        name="upgrade-bot",
         client=services.web_client,
         signing_secret=signing_secret or "",
         # Socket Mode messages are not signed; HTTP requests always are.
