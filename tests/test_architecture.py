@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import sources
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@functools.cache
 def _tree(path: Path) -> ast.Module:
     """The parsed module, once per session: the tests below walk the same files many times."""
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return sources.tree(path)
 
 
 @functools.cache  # read only by the tests: built once per session
@@ -718,7 +719,7 @@ def hooks_set_after_construction(source: str, *, listeners: bool = True) -> list
     Data is left alone: a record's fields set by the code that owns it (`state.pods = pods`).
     """
     found: set[str] = set()
-    tree = ast.parse(source)
+    tree = sources.parsed(source)
     for scope in [
         tree,
         *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)),
@@ -839,7 +840,7 @@ def test_only_the_assembly_builds_the_services_the_triggers_the_engine_and_the_e
         for package in ("bot", "commands")
         for path in sorted((ROOT / package).rglob("*.py"))
         if path != ROOT / "bot" / "frontdoor" / "assemble.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(_tree(path))
         if isinstance(node, ast.Call)
         and (name := getattr(node.func, "id", getattr(node.func, "attr", ""))) in ASSEMBLED
     }
@@ -847,7 +848,7 @@ def test_only_the_assembly_builds_the_services_the_triggers_the_engine_and_the_e
     defined = [
         str(path.relative_to(ROOT))
         for path in sorted((ROOT / "bot").rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(_tree(path))
         if isinstance(node, ast.FunctionDef) and node.name == "assemble"
     ]
     assert defined == ["bot/frontdoor/assemble.py"]

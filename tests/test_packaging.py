@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 
 from bot.core.checks import apidata
 from bot.resources import BUILTIN_PLANS, BUILTIN_TEMPLATES
+from tests.support import sources
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -169,7 +170,7 @@ def test_the_project_metadata_names_its_licence_and_keeps_tools_out_of_the_extra
 def _top_level_imports() -> set[str]:
     found: set[str] = set()
     for path in [*(ROOT / "bot").rglob("*.py"), *(ROOT / "commands").rglob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(sources.tree(path)):
             if isinstance(node, ast.Import):
                 found.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

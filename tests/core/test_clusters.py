@@ -11,6 +11,7 @@ import pytest
 from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS, group_labels, pick_cluster
 from bot.errors import UserError
 from bot.records import ClusterConfig
+from tests.support import sources
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +47,7 @@ def test_no_module_defines_or_defaults_the_group_labels_itself() -> None:
     for path in sorted([*(ROOT / "bot").rglob("*.py"), *(ROOT / "commands").rglob("*.py")]):
         if (path.name == "clusters.py" and path.parent.name == "core") or "sim" in path.parts:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = sources.tree(path)
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.BoolOp)

@@ -149,11 +149,23 @@ def classify(item: pytest.Item) -> set[str]:
             # pytest's own fixtures (tmp_path, monkeypatch, ...) start nothing.
             if not fixturedef.func.__module__.startswith("_pytest"):
                 roots.append(fixturedef.func)
-    sources = [_source(obj) for root in roots for obj in _reached(root)]
-    for marker, pattern in _PATTERNS.items():
-        if any(pattern.search(text) for text in sources):
-            found.add(marker)
+    for root in roots:
+        found.update(_starts(root))
     return found
+
+
+_starts_cache: dict[int, frozenset[str]] = {}
+
+
+def _starts(root: Callable[..., Any]) -> frozenset[str]:
+    """The markers the sources `root` reaches name: once a test function or fixture, not once
+    for each test using it (a fixture of the in-process bot is the root of hundreds)."""
+    if id(root) not in _starts_cache:
+        sources = [_source(obj) for obj in _reached(root)]
+        _starts_cache[id(root)] = frozenset(
+            marker for marker, pattern in _PATTERNS.items() if any(pattern.search(text) for text in sources)
+        )
+    return _starts_cache[id(root)]
 
 
 def starts_control_plane(item: pytest.Item, explicit: set[str]) -> bool:

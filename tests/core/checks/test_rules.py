@@ -253,6 +253,23 @@ def test_a_duplicate_id_names_the_first_rule() -> None:
         parse_rules("rules:\n" + GOOD + GOOD, source="r.yaml")
 
 
+def test_a_file_read_again_is_not_parsed_again_and_a_changed_or_broken_one_is(tmp_path: Path) -> None:
+    # Every assembly loads the rules: the same text gives the same (frozen) rules without another
+    # parse; an edit is read as edited, and a broken file is refused every time it is read.
+    team = tmp_path / "team.yaml"
+    team.write_text("rules:\n" + GOOD, encoding="utf-8")
+    first = load_rules([BUILTIN_RULES, team])
+    again = load_rules([BUILTIN_RULES, team])
+    assert again == first
+    assert all(a is b for a, b in zip(again, first, strict=True))
+    team.write_text("rules:\n" + GOOD.replace("KI100", "KI101"), encoding="utf-8")
+    assert "KI101" in {r.id for r in load_rules([BUILTIN_RULES, team])}
+    team.write_text("rules:\n" + GOOD + GOOD, encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="KI100 is also the id"):
+            load_rules([BUILTIN_RULES, team])
+
+
 def test_a_teams_file_adds_rules_and_replaces_shipped_ones_by_id(tmp_path: Path) -> None:
     team = tmp_path / "team.yaml"
     team.write_text(
