@@ -241,3 +241,30 @@ def test_a_replica_that_no_longer_leads_puts_no_silence_and_the_drain_goes_on(si
     driver.run(max_wait=0.0)
     assert driver.choice is None
     assert driver.done
+
+
+def test_a_silence_put_just_before_the_bot_died_is_found_by_its_created_by_cut_or_adopted(
+    sim_small: SimCluster,
+) -> None:
+    # The bot is killed after Alertmanager answered the first put and before the job's progress
+    # (with the silence's id) was saved: a crashed tick, whose progress is not stored.
+    assert sim_small.sim is not None
+    driver, _fake, clock, am = _setup(sim_small)
+    driver.tick(crash=True)
+    assert _lease(driver)["id"] is None
+    [put] = [s for s in am.silences() if s.created_by == "upgrade-bot/R1/drain-ng-1"]
+    # The new leader interrupts the stale job from what was stored: the silence is found by its
+    # createdBy and cut to its tail, not left to run its 25 minutes.
+    clock.now += timedelta(minutes=2)
+    released = driver.job.release(NamedCluster(), driver.progress, now=clock.now)  # type: ignore[attr-defined]
+    assert released["background"]["silence"]["id"] == put.id
+    [held] = [s for s in am.silences() if s.id == put.id]
+    assert held.ends_at == clock.now + TAIL
+    # People resume the step from the same stored progress: it holds that silence again, and
+    # Alertmanager has no second one of this step.
+    clock.now += timedelta(minutes=1)
+    driver.tick()
+    assert _lease(driver)["id"] == put.id
+    ours = [s for s in am.silences() if s.created_by == "upgrade-bot/R1/drain-ng-1" and s.state == "active"]
+    assert [s.id for s in ours] == [put.id]
+    assert ours[0].ends_at == clock.now + HOLD

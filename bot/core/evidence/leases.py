@@ -9,7 +9,9 @@ The rules, each kept here:
 - when the step ends, the run pauses (a question to people, an interruption) or is aborted, it is
   cut to a `TAIL` (5 min): if the bot dies instead, its end time runs out by itself (≤ 25 min);
 - `createdBy` is `upgrade-bot/RUN/STEP`; the id lives in the job's stored progress, so a restarted
-  replica that resumes the job adopts it (and re-creates it if Alertmanager let it expire);
+  replica that resumes the job adopts it (and re-creates it if Alertmanager let it expire); a
+  silence put just before the bot died, whose id never reached the store, is found by its
+  `createdBy` (`adopted`) when the job is interrupted or resumed;
 - it never outlives `max` from its creation;
 - an Alertmanager error never blocks the step: it is kept as `error` and the gate shows it.
 
@@ -80,8 +82,10 @@ def hold(
     if lease.get("id") is None:
         if not healthy:
             return lease
-        first = {**lease, "created_by": created_by, "since": _iso(now)}
-        return _put(source, first, now=now, starts=now, ends=now + HOLD)
+        lease = adopted(source, lease, created_by=created_by)
+        if lease.get("id") is None:
+            first = {**lease, "created_by": created_by, "since": _iso(now)}
+            return _put(source, first, now=now, starts=now, ends=now + HOLD)
     starts = _time(lease["starts_at"]) or now
     ends = _time(lease["ends_at"]) or now
     if now >= _limit(lease, starts):
@@ -95,9 +99,14 @@ def hold(
     return _put(source, lease, now=now, starts=starts, ends=now + HOLD)
 
 
-def release(source: AlertSource, lease: dict[str, Any], *, now: datetime) -> dict[str, Any]:
-    """Cut a held lease to now + TAIL (never later than it already ends, nor past `max`)."""
+def release(
+    source: AlertSource, lease: dict[str, Any], *, now: datetime, created_by: str = ""
+) -> dict[str, Any]:
+    """Cut a held lease to now + TAIL (never later than it already ends, nor past `max`). With
+    `created_by`, a lease stored without an id is first looked for in Alertmanager (`adopted`)."""
     lease = dict(lease)
+    if created_by and not lease.get("spent"):
+        lease = adopted(source, lease, created_by=created_by)
     if lease.get("id") is None or lease.get("spent"):
         return lease
     starts = _time(lease["starts_at"]) or now
@@ -105,6 +114,38 @@ def release(source: AlertSource, lease: dict[str, Any], *, now: datetime) -> dic
     if ends <= now + TAIL:
         return lease
     return _put(source, lease, now=now, starts=starts, ends=now + TAIL)
+
+
+def adopted(source: AlertSource, lease: dict[str, Any], *, created_by: str) -> dict[str, Any]:
+    """A lease stored without an id whose silence may exist all the same: the bot stopped between
+    Alertmanager's answer and the job's next save, so the id never reached the store. The newest
+    active or pending silence with this step's `createdBy` is taken over (its id, start and end),
+    so that it is cut or held rather than left to run out, and never put twice. The lease as it
+    was when there is none, or with `error` when Alertmanager cannot be asked."""
+    if lease.get("id") is not None:
+        return lease
+    try:
+        ours = [
+            s for s in source.silences() if s.created_by == created_by and s.state in ("active", "pending")
+        ]
+    except EvidenceUnavailable as exc:
+        return {**lease, "error": clip(exc.reason, 200)}
+    if not ours:
+        return lease
+    found = max(ours, key=lambda s: s.starts_at)
+    return {
+        **lease,
+        "id": found.id,
+        "created_by": created_by,
+        "starts_at": _ms(found.starts_at),
+        "ends_at": _iso(found.ends_at),
+        "since": lease.get("since") or _iso(found.starts_at),
+    }
+
+
+def _ms(moment: datetime) -> str:
+    """startsAt to the millisecond Alertmanager keeps: an update that repeats it keeps the id."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _put(
@@ -130,9 +171,7 @@ def _put(
                 stored_start = found.starts_at
     except EvidenceUnavailable as exc:
         return {**lease, "error": clip(exc.reason, 200)}
-    # startsAt to the millisecond Alertmanager keeps: an update that repeats it keeps the id.
-    starts_text = stored_start.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return {**lease, "id": silence_id, "starts_at": starts_text, "ends_at": _iso(ends), "error": ""}
+    return {**lease, "id": silence_id, "starts_at": _ms(stored_start), "ends_at": _iso(ends), "error": ""}
 
 
 def _limit(lease: Mapping[str, Any], starts: datetime) -> datetime:

@@ -422,8 +422,7 @@ class Backgrounded:
         return self.evidence().alerts(str(getattr(cluster, "name", "")))[0]
 
     def _hold(self, cluster: Any, bg: dict[str, Any], now: datetime, progress: Progress) -> None:
-        trail = progress.get(tr.TRAIL) or {}
-        created_by = f"upgrade-bot/{trail.get('run', '')}/{trail.get('step', '')}"
+        created_by = _created_by(progress)
         try:
             source = self._alerts(cluster)
         except UserError as exc:
@@ -437,14 +436,16 @@ class Backgrounded:
             if c["name"] == "alerts":
                 c["state"]["run_silences"] = held
 
-    def _release(self, cluster: Any, bg: dict[str, Any], now: datetime) -> None:
-        if bg.get("silence") is None or bg["silence"].get("id") is None:
+    def _release(self, cluster: Any, bg: dict[str, Any], now: datetime, *, created_by: str = "") -> None:
+        """Cut the lease to its tail. With `created_by` (a job interrupted from its stored
+        progress), a lease stored without an id is looked for in Alertmanager first."""
+        if bg.get("silence") is None or (bg["silence"].get("id") is None and not created_by):
             return
         try:
             source = self._alerts(cluster)
         except UserError:
             return
-        bg["silence"] = leases.release(source, bg["silence"], now=now)
+        bg["silence"] = leases.release(source, bg["silence"], now=now, created_by=created_by)
 
     def release(self, cluster: Any, progress: Progress, *, now: datetime) -> Progress:
         """The job stops without a tick of its own (interrupted: a restart, the run paused or
@@ -453,7 +454,9 @@ class Backgrounded:
         if not bg or bg.get("silence") is None:
             return progress
         bg = json.loads(json.dumps(bg))
-        self._release(cluster, bg, now)
+        # A trail names the run and step (the job service adds it when the job is planned).
+        named = bool((progress.get(tr.TRAIL) or {}).get("run"))
+        self._release(cluster, bg, now, created_by=_created_by(progress) if named else "")
         return {**progress, KEY: bg}
 
     def _poll(
@@ -524,3 +527,9 @@ def next_node(progress: Progress) -> bool:
 def next_workloads(progress: Progress) -> bool:
     """Restart: the next tick stamps the workloads still pending (all of them at once)."""
     return any(w.get("state") == "pending" for w in progress.get("workloads") or [])
+
+
+def _created_by(progress: Progress) -> str:
+    """The `createdBy` of the step's silence: `upgrade-bot/RUN/STEP`, from the job's trail."""
+    trail = progress.get(tr.TRAIL) or {}
+    return f"upgrade-bot/{trail.get('run', '')}/{trail.get('step', '')}"
