@@ -107,6 +107,11 @@ def upgrade(engine: Engine, target: str = "head") -> list[str]:
     from alembic.runtime.migration import MigrationContext
     from alembic.util import CommandError
 
+    # The revision scripts are read before the migration lock is taken, as they always were: read
+    # under it (Alembic's import and the scripts, most of a second on a busy machine), they kept a
+    # second store opening in the same process (`check --fleet` opens one per cluster) waiting
+    # past SQLite's busy timeout ("database is locked"). Not read when a replay will do.
+    script = None if target == "head" and _FRESH_SQLITE else script_directory()
     with engine.connect() as conn:
         _lock(conn)
         fresh = target == "head" and _empty_sqlite(conn)
@@ -115,7 +120,7 @@ def upgrade(engine: Engine, target: str = "head") -> list[str]:
             conn.commit()
             log.info("fresh database: schema at head as this process migrated it before")
             return list(_FRESH_SQLITE[0].revisions)
-        script = script_directory()
+        script = script or script_directory()
         _stamp_legacy(conn, script)
         current = MigrationContext.configure(conn).get_current_revision()
         try:
