@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from bot.errors import ConfigError
 from bot.logsetup import install_filters
 from bot.settings import parse_settings
 from tests.support.config_schema import load, schema_errors
-from tests.support.secrets import BOT_TOKEN, ROSTER_YAML, SECRETS, SIGNING_SECRET
+from tests.support.secrets import BOT_TOKEN, QUICK_SLACK, ROSTER_YAML, SECRETS, SIGNING_SECRET
 from tests.support.slack_stub import INVALID_PAYLOADS, SlackStub
 
 pytest_plugins: list[str] = [
@@ -80,8 +81,14 @@ def slack_stub() -> Iterator[SlackStub]:
 def write_config(tmp_path: Path) -> Callable[..., Path]:
     """Write an upgrade-bot.yaml in a temp dir (SQLite there too) and return its path."""
 
-    def write(extra: str = "", *, roster: bool = True, name: str = "upgrade-bot.yaml") -> Path:
+    def write(
+        extra: str = "", *, roster: bool = True, name: str = "upgrade-bot.yaml", paced: bool = False
+    ) -> Path:
         text = f"data_dir: {tmp_path / 'data'}\n" + (ROSTER_YAML if roster else "") + extra
+        # Slack's pacing at its defaults only where the test asks for it or sets its own `slack:`
+        # (last, so that the lines of `extra` keep their numbers).
+        if not paced and not re.search(r"^slack:", extra, re.MULTILINE):
+            text += ("" if text.endswith("\n") else "\n") + QUICK_SLACK
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
         # Every configuration a test runs the bot with is also one an operator could write in an

@@ -103,12 +103,18 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
     assert bot.run().state == "completed"
 
     # Posts are paced (about one a second per channel, bursts of 3): let the thread catch up.
+    # The last gate's buttons are retired after the run completes (claimed, edited, then recorded):
+    # caught up means that edit is on record too, not only the lines claimed so far.
     def caught_up() -> bool:
+        run = bot.run()
         store = bot.store()
         try:
-            return all(ref.ts for ref in store.messages(bot.run().id).values())
+            refs = store.messages(run.id)
         finally:
             store.close()
+        open_gates = {f"gate:{sr.step_id}:{sr.epoch}" for sr in run.steps}
+        closed = [k for k in refs if k.startswith("gate:") and not k.endswith(":retired") and k not in open_gates]
+        return all(ref.ts for ref in refs.values()) and all(f"{k}:retired" in refs for k in closed)
 
     wait_until(caught_up, timeout=30, what="every thread line posted")
     # Nothing was posted twice: one card, one message per gate state, one line per event.

@@ -1,4 +1,4 @@
-"""The fake Slack secrets and roster every test shares.
+"""The fake Slack secrets, roster and Slack budget every test shares.
 
 The secrets are recognisable on purpose: the session-wide no-token-in-logs guard (in
 `tests/conftest.py`) searches every log line for them.
@@ -17,6 +17,14 @@ roster:
   shadow: [U0SHADOW]
   coordinator: [S0LEADS]
 """
+
+
+#: The `slack:` budget of a test's bot (`write_config` adds it unless the test is about pacing or
+#: writes its own): each card edited as soon as it changes and posts not held to one a second. The
+#: stub answers at once, so with the defaults (one edit of a card per 2 s, 50 edits a minute, one
+#: post a second per channel) a test waiting for a card or a thread line spends its time asleep.
+#: The defaults are what the pacing tests check (`paced=True`, or their own `slack:`).
+QUICK_SLACK = "slack: {edit_interval: 0s, updates_per_minute: 1000, posts_per_second: 20}\n"
 
 
 def slack_env(api_url: str, *, app_token: bool = True) -> dict[str, str]:
