@@ -55,8 +55,7 @@ def front(
     clock: FakeClock,
 ) -> Iterator[Front]:
     path = write_config(fleet_config(tmp_path, sim=sim_small) + "channels: {operations: C0OPS}\n")
-    # Two small stages: Slack paces posts to a channel at one a second, and each child run
-    # posts its card, its start and its gate there.
+    # Two small stages: each child run posts its card, its start and its gate in that channel.
     (tmp_path / "templates" / "fleets" / "pair.yaml").write_text(PAIR, encoding="utf-8")
     started = start_front(load_settings(path, slack_env(slack_stub.api_url)), slack_stub, clock=clock)
     yield started

@@ -39,7 +39,7 @@ def _blocks(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def card_when(bot: Bot, needle: str) -> tuple[str, list[dict[str, Any]]]:
-    """The card as Slack shows it once its text holds `needle` (edits are paced)."""
+    """The card as Slack shows it once its text holds `needle` (edits follow the hook's answer)."""
     card_ts = bot.cards()[0]["ts"]
 
     def latest() -> tuple[str, list[dict[str, Any]]] | None:

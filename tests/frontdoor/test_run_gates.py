@@ -86,7 +86,7 @@ def test_the_eks_runbook_runs_end_to_end_with_the_right_people(bot: Bot) -> None
     # with the reason on record.
     assert bot.click(PRIMARY, bot.gate("checks")) is None
 
-    # The card's edits are paced (one per 2 s per card): the failure shows at its next slot.
+    # The card's edits are made by the bot's duties, after the click's answer: wait for the failure.
     def failed_card() -> str | None:
         text = bot.card()
         return text if ":x: `checks` Pre-flight checks — failed" in text else None

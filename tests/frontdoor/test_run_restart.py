@@ -102,7 +102,7 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
     bot.click(PRIMARY, bot.gate("announce-done"))
     assert bot.run().state == "completed"
 
-    # Posts are paced (about one a second per channel, bursts of 3): let the thread catch up.
+    # Posts go out after the clicks' answers: let the thread catch up.
     # The last gate's buttons are retired after the run completes (claimed, edited, then recorded):
     # caught up means that edit is on record too, not only the lines claimed so far.
     def caught_up() -> bool:
