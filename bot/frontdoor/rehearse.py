@@ -29,7 +29,8 @@ import json
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -40,18 +41,18 @@ from bot.core.checks.findings import Cover
 from bot.core.evidence.baseline import analysis_queries
 from bot.core.jobs.base import Choice, ChoiceOption
 from bot.core.jobs.service import JobService, choice_of
-from bot.core.people import StaticDirectory, roles_of
+from bot.core.people import Directory, StaticDirectory, roles_of
 from bot.core.runs import machine as R
 from bot.core.runs.paused import ending
 from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
-from bot.frontdoor.assemble import assemble
+from bot.frontdoor.assemble import Services, assemble
 from bot.frontdoor.termtext import TerminalOut, TerminalText
 from bot.records import AksProvider, ClusterConfig, EksProvider, GkeProvider, ImageChecks
 from bot.resources import BUILTIN_PLANS
-from bot.settings import parse_settings
+from bot.settings import Settings, parse_settings
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,47 @@ def load_plan_file(name: str) -> tuple[Plan, str]:
     return parse_plan(text, source=str(path)), text
 
 
+@contextmanager
+def rehearsal_bot(
+    settings: Settings,
+    out: TextIO,
+    *,
+    directory: Directory,
+    connect_cluster: Callable[[ClusterConfig], ClusterReader],
+    clock: Callable[[], datetime],
+    speed: float,
+    text: TerminalText,
+) -> Iterator[tuple[Services, TextIO, TextPoster]]:
+    """The same bot as in Slack, with a text poster and the sims as its clusters, for a rehearsal
+    (`rehearse`, `rehearse_fleet`): the bot, the stream it prints to (Slack's text rendered for a
+    terminal as `text` says, `bot.frontdoor.termtext`) and its poster. Its duties are shut down
+    and the bot closed when the rehearsal ends, however it ends."""
+    # The bot's texts name a person's role next to the mention already: the roster is not needed.
+    out = cast(TextIO, TerminalOut(out, text))
+    poster = TextPoster(out)
+    # The long actions (cluster jobs, watches) run on the duty engine's driver threads, as on the
+    # triggers door.
+    bot = assemble(
+        settings,
+        poster=poster,
+        directory=directory,
+        connect_cluster=connect_cluster,
+        clock=clock,
+        # The sim's clock runs `speed` times faster: a job's wait between ticks (an EKS update
+        # polled every 10 s) is in its seconds, as its timeouts are.
+        job_wait_scale=1.0 / speed if speed > 1 else 1.0,
+    )
+    # No timers here (nothing is scheduled, nobody else leads): this process is on its own, and
+    # the long duties run at once, woken by the run (or the fleet) that starts them.
+    bot.leadership.go_solo()
+    bot.duties.start()
+    try:
+        yield bot, out, poster
+    finally:
+        bot.duties.shutdown()
+        bot.close()
+
+
 def rehearse(
     plan_name: str,
     *,
@@ -296,31 +338,20 @@ def rehearse(
     settings = replace(
         settings, channels=replace(settings.channels, operations=plan.operations_channel or "CREHEARSAL")
     )
-    # The bot's texts name a person's role next to the mention already: the roster is not needed.
-    out = cast(TextIO, TerminalOut(out, TerminalText(zone=zone, plain=plain)))
-    poster = TextPoster(out)
     # No Slack here: each user group of the roster stands for three made-up members, so gates that
     # need a group (a quorum of the mesh team) can be rehearsed too.
     groups = {e for people in plan.roster.values() for e in people if e.startswith("S")}
-    # The same bot as in Slack, with a text poster and the sim as its cluster. The long actions
-    # (cluster jobs, watches) run on the duty engine's driver threads, as on the triggers door.
-    bot = assemble(
+    with rehearsal_bot(
         settings,
-        poster=poster,
+        out,
         directory=StaticDirectory({g: [f"{g}-member-{i}" for i in (1, 2, 3)] for g in groups}),
         connect_cluster=connect_cluster,
         clock=clock,
-        # The sim's clock runs `speed` times faster: a job's wait between ticks (an EKS update
-        # polled every 10 s) is in its seconds, as its timeouts are.
-        job_wait_scale=1.0 / speed if speed > 1 else 1.0,
-    )
-    store, service, jobs = bot.store, bot.runs, bot.jobs
-    # No timers here (nothing is scheduled, nobody else leads): this process is on its own, and
-    # the long duties run at once, woken by the run that starts them.
-    bot.leadership.go_solo()
-    bot.duties.start()
-    sim = SimControl(sim_url)
-    try:
+        speed=speed,
+        text=TerminalText(zone=zone, plain=plain),
+    ) as (bot, out, poster):
+        store, service, jobs = bot.store, bot.runs, bot.jobs
+        sim = SimControl(sim_url)
         for query in sim.quiet_metrics(
             analysis_queries(call for step in plan.steps for call in (*step.actions, *step.background))
         ):
@@ -345,9 +376,6 @@ def rehearse(
         # Last, whatever else was printed: a pipeline's log ends with why it exits as it does.
         out.write(last_line(plan.name, run) + "\n")
         return exit_status(run)
-    finally:
-        bot.duties.shutdown()
-        bot.close()
 
 
 def play_run(

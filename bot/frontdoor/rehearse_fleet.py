@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import TextIO, cast
+from typing import TextIO
 
 from bot.core.evidence.baseline import analysis_queries
 from bot.core.fleets import machine as M
@@ -51,9 +51,9 @@ from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TransitionRefused, UserError
-from bot.frontdoor.assemble import Services, assemble
-from bot.frontdoor.rehearse import SimControl, TextPoster, _framed, play_run
-from bot.frontdoor.termtext import TerminalOut, TerminalText
+from bot.frontdoor.assemble import Services
+from bot.frontdoor.rehearse import SimControl, _framed, play_run, rehearsal_bot
+from bot.frontdoor.termtext import TerminalText
 from bot.records import ClusterConfig
 from bot.settings import Settings
 
@@ -98,22 +98,17 @@ def rehearse_fleet(
     settings = replace(
         settings, channels=replace(settings.channels, operations=settings.channels.operations or "CREHEARSAL")
     )
-    out = cast(TextIO, TerminalOut(out, TerminalText(zone=zone, plain=plain)))
-    poster = TextPoster(out)
-    bot = assemble(
+    # The rehearsal drives the fleet and its children itself (see `rehearse`).
+    with rehearsal_bot(
         settings,
-        poster=poster,
+        out,
         directory=StaticDirectory({}),
         connect_cluster=connect_cluster,
         clock=clock,
-        job_wait_scale=1.0 / speed if speed > 1 else 1.0,
-    )
-    # No timers: the rehearsal drives the fleet and its children itself (see `rehearse`); this
-    # process is on its own, so it leads alone.
-    bot.leadership.go_solo()
-    bot.duties.start()
-    bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
-    try:
+        speed=speed,
+        text=TerminalText(zone=zone, plain=plain),
+    ) as (bot, out, _):
+        bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
         plan, stages, texts = bot.fleets.validate(fleet_name)
         for cluster, text in texts.items():
             # As `rehearse` does for its one cluster: the sim's Prometheus facade evaluates no
@@ -149,9 +144,6 @@ def rehearse_fleet(
             )
         out.write(last_line(plan.name, fleet) + "\n")
         return exit_status(fleet)
-    finally:
-        bot.duties.shutdown()
-        bot.close()
 
 
 class _StageClocks:
