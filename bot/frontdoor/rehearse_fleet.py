@@ -52,7 +52,7 @@ from bot.core.runs.service import Actor
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TransitionRefused, UserError
 from bot.frontdoor.assemble import Services
-from bot.frontdoor.rehearse import SimControl, _framed, play_run, rehearsal_bot
+from bot.frontdoor.rehearse import SimControl, Terminal, _framed, play_run, rehearsal_bot
 from bot.frontdoor.termtext import TerminalText
 from bot.records import ClusterConfig
 from bot.settings import Settings
@@ -135,8 +135,8 @@ def rehearse_fleet(
             skip_clock=skip_clock,
             clock=clock,
         )
-        fleet = _play(bot, fleet.id, sims, out=out, auto_approve=auto_approve, interactive=interactive,
-                      ask=ask, fail=fail, clocks=clocks)  # fmt: skip
+        term = Terminal(out=out, ask=ask, auto_approve=auto_approve, interactive=interactive)
+        fleet = _play(bot, fleet.id, sims, term, fail=fail, clocks=clocks)
         out.write(_framed(bot.fleets.status(fleet.id)))
         if report_dir is not None:
             out.write(
@@ -214,11 +214,8 @@ def _play(
     bot: Services,
     fleet_id: str,
     sims: Mapping[str, str],
+    term: Terminal,
     *,
-    out: TextIO,
-    auto_approve: bool,
-    interactive: bool,
-    ask: Callable[[str], str],
     fail: tuple[str, str] | None,
     clocks: _StageClocks,
 ) -> M.Fleet:
@@ -236,13 +233,12 @@ def _play(
             if m.state != M.STARTED or not m.run_id or m.run_id in played:
                 continue
             stage = fleet.stages[m.stage].stage.name
-            out.write(f"\n── {m.cluster} (stage {stage}): run {m.run_id} ──\n")
+            term.out.write(f"\n── {m.cluster} (stage {stage}): run {m.run_id} ──\n")
             run = bot.runs.load(m.run_id)
             clocks.follow(fleet, playing=m.cluster)
             planted = fail[1] if fail is not None and fail[0] == m.cluster else ""
-            run = play_run(bot.runs, bot.jobs, run, SimControl(sims[m.cluster]), auto_approve=auto_approve,
-                           interactive=interactive, ask=ask, out=out, fail=planted)  # fmt: skip
-            out.write(
+            run = play_run(bot.runs, bot.jobs, run, SimControl(sims[m.cluster]), term, fail=planted)
+            term.out.write(
                 f"── {m.cluster}: run {run.id} {run.state}{f': {run.reason}' if run.reason else ''} ──\n"
             )
             played.add(m.run_id)
@@ -254,7 +250,7 @@ def _play(
             continue
         waiting = fleet.waiting_for(bot.fleets.clock())
         if waiting is not None:
-            _answer_gate(bot, fleet, out=out, auto_approve=auto_approve, ask=ask)
+            _answer_gate(bot, fleet, term)
             moved = True
         elif fleet.phase == M.SOAKING:
             clocks.skip()
@@ -277,9 +273,7 @@ def _play(
         time.sleep(SOAK_POLL)
 
 
-def _answer_gate(
-    bot: Services, fleet: M.Fleet, *, out: TextIO, auto_approve: bool, ask: Callable[[str], str]
-) -> None:
+def _answer_gate(bot: Services, fleet: M.Fleet, term: Terminal) -> None:
     """The fleet's `before` or `after` gate: its roster approves, one person at a time (four eyes:
     whoever started the fleet last), or the person at the prompt names who approves."""
     which = fleet.phase
@@ -295,10 +289,10 @@ def _answer_gate(
         )
     )
     people.sort(key=lambda p: p == fleet.created_by)
-    if not auto_approve:
-        out.write(_framed(bot.fleets.status(fleet.id)))
+    if not term.auto_approve:
+        term.out.write(_framed(bot.fleets.status(fleet.id)))
         while True:
-            answer = ask(
+            answer = term.ask(
                 f"fleet gate `{which}` of stage {stage}: approve as [{'/'.join(people)}], or 'abort': "
             ).strip()
             if answer == "abort":
@@ -311,16 +305,16 @@ def _answer_gate(
                 bot.fleets.approve(fleet.id, Actor(user_id=who, source="terminal"))
                 return
             except UserError as exc:
-                out.write(f"  · {who}: {exc.user_message}\n")
+                term.out.write(f"  · {who}: {exc.user_message}\n")
     for person in people:
         if not roles_of(person, fleet.plan.roster, bot.fleets.directory):
             continue
         # Said first: an approval that lets the fleet on starts the next stage's runs at once.
-        out.write(f"  ↳ {person} approves the fleet's `{which}` gate of stage {stage}\n")
+        term.out.write(f"  ↳ {person} approves the fleet's `{which}` gate of stage {stage}\n")
         try:
             bot.fleets.approve(fleet.id, Actor(user_id=person, source="terminal"))
         except TransitionRefused as exc:
-            out.write(f"  · {person}: {exc.user_message}\n")
+            term.out.write(f"  · {person}: {exc.user_message}\n")
             continue
         now = bot.fleets.load(fleet.id)
         if now.waiting_for(bot.fleets.clock()) is None or (now.stage, now.phase) != (fleet.stage, which):
