@@ -113,7 +113,9 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
         finally:
             store.close()
         open_gates = {f"gate:{sr.step_id}:{sr.epoch}" for sr in run.steps}
-        closed = [k for k in refs if k.startswith("gate:") and not k.endswith(":retired") and k not in open_gates]
+        closed = [
+            k for k in refs if k.startswith("gate:") and not k.endswith(":retired") and k not in open_gates
+        ]
         return all(ref.ts for ref in refs.values()) and all(f"{k}:retired" in refs for k in closed)
 
     wait_until(caught_up, timeout=30, what="every thread line posted")
