@@ -810,7 +810,7 @@ def _calls(path: Path, function: str) -> set[str]:
 ASSEMBLERS = (
     ("bot/frontdoor/serve.py", "serve"),
     ("bot/frontdoor/cli/exec.py", "_exec"),
-    ("bot/frontdoor/rehearse.py", "rehearse"),
+    ("bot/frontdoor/rehearse.py", "rehearsal_bot"),
     ("tests/support/front.py", "start_front"),
 )
 #: The parts `assemble` builds and ties; nothing else in bot/ or commands/ constructs them.

@@ -18,10 +18,9 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from bot.core.delivery import Posted, Poster
+from bot.core.delivery import Poster
 from bot.errors import BotError, SlackCallFailed
 
 log = logging.getLogger(__name__)
@@ -49,6 +48,10 @@ class CoalescingPoster:
         on_outcome: Callable[[str], object] | None = None,
     ) -> None:
         self.inner = poster
+        # Posts, searches and uploads pass straight through: only edits are coalesced.
+        self.post_message = poster.post_message
+        self.find_posted = poster.find_posted
+        self.upload_file = poster.upload_file
         self.interval = interval
         self.clock = clock
         self.on_gone = on_gone
@@ -64,43 +67,7 @@ class CoalescingPoster:
         #: Told each outcome as it happens (`sent`, `coalesced`): the telemetry's `card_update`.
         self.on_outcome = on_outcome
 
-    # -- the Poster protocol ----------------------------------------------------------------------
-
-    def post_message(
-        self,
-        channel: str,
-        text: str,
-        *,
-        blocks: Sequence[dict[str, Any]] | None = None,
-        thread_ts: str | None = None,
-        reply_broadcast: bool = False,
-        dedup_key: str | None = None,
-    ) -> Posted:
-        return self.inner.post_message(
-            channel,
-            text,
-            blocks=blocks,
-            thread_ts=thread_ts,
-            reply_broadcast=reply_broadcast,
-            dedup_key=dedup_key,
-        )
-
-    def find_posted(self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime) -> Posted | None:
-        return self.inner.find_posted(channel, dedup_key, thread_ts=thread_ts, oldest=oldest)
-
-    def upload_file(
-        self,
-        channel: str,
-        filename: str,
-        content: bytes,
-        *,
-        title: str = "",
-        thread_ts: str | None = None,
-        comment: str | None = None,
-    ) -> str:
-        return self.inner.upload_file(
-            channel, filename, content, title=title, thread_ts=thread_ts, comment=comment
-        )
+    # -- the Poster protocol: only `update_message` is the coalescer's own -------------------------
 
     def update_message(
         self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None

@@ -29,7 +29,8 @@ import json
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -40,18 +41,18 @@ from bot.core.checks.findings import Cover
 from bot.core.evidence.baseline import analysis_queries
 from bot.core.jobs.base import Choice, ChoiceOption
 from bot.core.jobs.service import JobService, choice_of
-from bot.core.people import StaticDirectory, roles_of
+from bot.core.people import Directory, StaticDirectory, roles_of
 from bot.core.runs import machine as R
 from bot.core.runs.paused import ending
 from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TemporaryError, UserError
-from bot.frontdoor.assemble import assemble
+from bot.frontdoor.assemble import Services, assemble
 from bot.frontdoor.termtext import TerminalOut, TerminalText
 from bot.records import AksProvider, ClusterConfig, EksProvider, GkeProvider, ImageChecks
 from bot.resources import BUILTIN_PLANS
-from bot.settings import parse_settings
+from bot.settings import Settings, parse_settings
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,18 @@ class TextPoster:
     ) -> str:
         self.out.write(f"  ↳ file attached: {filename} ({title or filename}, {len(content):,} bytes)\n")
         return f"F{next(self._ts)}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Terminal:
+    """Where a rehearsal prints and who answers what it asks: with `auto_approve` the roster
+    itself, else the person at `ask`; with `interactive`, a failed or interrupted step offers
+    skip / resume / abort at the prompt instead of stopping the rehearsal."""
+
+    out: TextIO
+    ask: Callable[[str], str]
+    auto_approve: bool
+    interactive: bool = False
 
 
 def _framed(text: str) -> str:
@@ -229,6 +242,47 @@ def load_plan_file(name: str) -> tuple[Plan, str]:
     return parse_plan(text, source=str(path)), text
 
 
+@contextmanager
+def rehearsal_bot(
+    settings: Settings,
+    out: TextIO,
+    *,
+    directory: Directory,
+    connect_cluster: Callable[[ClusterConfig], ClusterReader],
+    clock: Callable[[], datetime],
+    speed: float,
+    text: TerminalText,
+) -> Iterator[tuple[Services, TextIO, TextPoster]]:
+    """The same bot as in Slack, with a text poster and the sims as its clusters, for a rehearsal
+    (`rehearse`, `rehearse_fleet`): the bot, the stream it prints to (Slack's text rendered for a
+    terminal as `text` says, `bot.frontdoor.termtext`) and its poster. Its duties are shut down
+    and the bot closed when the rehearsal ends, however it ends."""
+    # The bot's texts name a person's role next to the mention already: the roster is not needed.
+    out = cast(TextIO, TerminalOut(out, text))
+    poster = TextPoster(out)
+    # The long actions (cluster jobs, watches) run on the duty engine's driver threads, as on the
+    # triggers door.
+    bot = assemble(
+        settings,
+        poster=poster,
+        directory=directory,
+        connect_cluster=connect_cluster,
+        clock=clock,
+        # The sim's clock runs `speed` times faster: a job's wait between ticks (an EKS update
+        # polled every 10 s) is in its seconds, as its timeouts are.
+        job_wait_scale=1.0 / speed if speed > 1 else 1.0,
+    )
+    # No timers here (nothing is scheduled, nobody else leads): this process is on its own, and
+    # the long duties run at once, woken by the run (or the fleet) that starts them.
+    bot.leadership.go_solo()
+    bot.duties.start()
+    try:
+        yield bot, out, poster
+    finally:
+        bot.duties.shutdown()
+        bot.close()
+
+
 def rehearse(
     plan_name: str,
     *,
@@ -296,31 +350,20 @@ def rehearse(
     settings = replace(
         settings, channels=replace(settings.channels, operations=plan.operations_channel or "CREHEARSAL")
     )
-    # The bot's texts name a person's role next to the mention already: the roster is not needed.
-    out = cast(TextIO, TerminalOut(out, TerminalText(zone=zone, plain=plain)))
-    poster = TextPoster(out)
     # No Slack here: each user group of the roster stands for three made-up members, so gates that
     # need a group (a quorum of the mesh team) can be rehearsed too.
     groups = {e for people in plan.roster.values() for e in people if e.startswith("S")}
-    # The same bot as in Slack, with a text poster and the sim as its cluster. The long actions
-    # (cluster jobs, watches) run on the duty engine's driver threads, as on the triggers door.
-    bot = assemble(
+    with rehearsal_bot(
         settings,
-        poster=poster,
+        out,
         directory=StaticDirectory({g: [f"{g}-member-{i}" for i in (1, 2, 3)] for g in groups}),
         connect_cluster=connect_cluster,
         clock=clock,
-        # The sim's clock runs `speed` times faster: a job's wait between ticks (an EKS update
-        # polled every 10 s) is in its seconds, as its timeouts are.
-        job_wait_scale=1.0 / speed if speed > 1 else 1.0,
-    )
-    store, service, jobs = bot.store, bot.runs, bot.jobs
-    # No timers here (nothing is scheduled, nobody else leads): this process is on its own, and
-    # the long duties run at once, woken by the run that starts them.
-    bot.leadership.go_solo()
-    bot.duties.start()
-    sim = SimControl(sim_url)
-    try:
+        speed=speed,
+        text=TerminalText(zone=zone, plain=plain),
+    ) as (bot, out, poster):
+        store, service, jobs = bot.store, bot.runs, bot.jobs
+        sim = SimControl(sim_url)
         for query in sim.quiet_metrics(
             analysis_queries(call for step in plan.steps for call in (*step.actions, *step.background))
         ):
@@ -328,9 +371,8 @@ def rehearse(
         store.save_plan(name=plan.name, text=text, loaded_by="rehearsal", loaded_at=clock())
         starter = next(iter(plan.roster.values()))[0]
         run = service.start(plan.name, Actor(user_id=starter, source="terminal")).run
-        run = play_run(
-            service, jobs, run, sim, auto_approve=auto_approve, interactive=interactive, ask=ask, out=out
-        )
+        term = Terminal(out=out, ask=ask, auto_approve=auto_approve, interactive=interactive)
+        run = play_run(service, jobs, run, sim, term)
         out.write(_framed(poster.card))
         if report_dir is not None:
             for path in write_report(store, run.id, report_dir, now=clock()):
@@ -345,9 +387,6 @@ def rehearse(
         # Last, whatever else was printed: a pipeline's log ends with why it exits as it does.
         out.write(last_line(plan.name, run) + "\n")
         return exit_status(run)
-    finally:
-        bot.duties.shutdown()
-        bot.close()
 
 
 def play_run(
@@ -355,11 +394,8 @@ def play_run(
     jobs: JobService,
     run: R.Run,
     sim: SimControl,
+    term: Terminal,
     *,
-    auto_approve: bool,
-    interactive: bool,
-    ask: Callable[[str], str],
-    out: TextIO,
     fail: str = "",
 ) -> R.Run:
     """Drive one run as far as the rehearsal goes: gates answered (by the roster, or at the
@@ -372,16 +408,16 @@ def play_run(
     played: set[tuple[str, int]] = set()
     while (
         run.state is R.RunState.ACTIVE
-        or (auto_approve and _failed_action(run))
-        or (interactive and _stopped_step(run))
+        or (term.auto_approve and _failed_action(run))
+        or (term.interactive and _stopped_step(run))
     ):
         if run.state is R.RunState.PAUSED:
             if fail and run.current is not None and run.current.step_id == fail:
                 break  # the planted failure: nobody reviews it away
             run = (
-                _skip_reviewed(service, run, out)
-                if auto_approve
-                else _offer_ways_on(service, run, ask=ask, out=out)
+                _skip_reviewed(service, run, term.out)
+                if term.auto_approve
+                else _offer_ways_on(service, run, term)
             )
             continue
         cur = run.current
@@ -389,26 +425,26 @@ def play_run(
             break
         step = run.plan.step(cur.step_id)
         if cur.step_id == fail and cur.state is R.StepState.AWAITING_APPROVAL:
-            run = _plant_failure(service, run, cur, out)
+            run = _plant_failure(service, run, cur, term.out)
             continue
         if cur.state is R.StepState.RUNNING and not step.manual:
             # A long action (a cluster job, a watch) runs on its driver; people answer what it asks.
-            run = _follow_long(service, jobs, run, cur, auto_approve=auto_approve, ask=ask, out=out)
+            run = _follow_long(service, jobs, run, cur, term)
             continue
         if cur.state is R.StepState.RUNNING and step.manual and (cur.step_id, cur.epoch) not in played:
             played.add((cur.step_id, cur.epoch))
             failed = ""
             for hook in step.rehearsal:
                 ok, line = sim.play(hook)
-                out.write(f"  ↳ {line}\n")
+                term.out.write(f"  ↳ {line}\n")
                 failed = failed or ("" if ok else line)
-            if failed and auto_approve:
+            if failed and term.auto_approve:
                 # The outside world failed: the done gate is answered "failure", as a person would.
                 ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision="reject")
                 who = next(p for r in step.done_gate.roles for p in run.roster.get(r, ()))
                 run = service.click(ref, Actor(user_id=who, source="terminal"), reason=failed).run
                 continue
-        run = _decide(service, run, cur, auto_approve=auto_approve, ask=ask, out=out)
+        run = _decide(service, run, cur, term)
     return run
 
 
@@ -474,10 +510,7 @@ def _follow_long(
     jobs: JobService,
     run: R.Run,
     cur: R.StepRun,
-    *,
-    auto_approve: bool,
-    ask: Callable[[str], str],
-    out: TextIO,
+    term: Terminal,
 ) -> R.Run:
     """Wait while a step's long action runs; answer the questions its job asks (the roster does
     with --auto-approve, the person at the prompt otherwise). The run as the step left it."""
@@ -496,7 +529,7 @@ def _follow_long(
         choice = choice_of(row.choice) if row is not None and not row.decision else None
         if row is not None and choice is not None and choice.key not in answered:
             answered.add(choice.key)
-            _answer(jobs, row.id, choice, run, auto_approve=auto_approve, ask=ask, out=out)
+            _answer(jobs, row.id, choice, run, term)
         time.sleep(0.2)
     raise UserError(f"step {cur.step_id} ran for more than {LONG_ACTION_LIMIT:g}s; the rehearsal stops")
 
@@ -506,10 +539,7 @@ def _answer(
     job_id: int,
     choice: Choice,
     run: R.Run,
-    *,
-    auto_approve: bool,
-    ask: Callable[[str], str],
-    out: TextIO,
+    term: Terminal,
 ) -> None:
     def holder(option: ChoiceOption) -> str:
         # A confirmation is a second person's: never the one who asked (`not_by`).
@@ -517,7 +547,7 @@ def _answer(
             (p for role in option.roles for p in run.roster.get(role, ()) if p not in option.not_by), ""
         )
 
-    if auto_approve:
+    if term.auto_approve:
         # As the EKS pipeline forces a drain after its timeout, the coordinator deletes what the
         # budget holds, with the reason on record; any other question gets its first answer.
         # (An EKS node group whose update failed on a budget is updated again with force, likewise.)
@@ -532,18 +562,18 @@ def _answer(
             else "deletes the pods a disruption budget holds, as the pipeline would"
         )
         reason = f"rehearsal: {holder(option)} {why}" if option.needs_reason else ""
-        out.write(f"  ↳ {holder(option)} answers job {job_id}: {option.label}\n")
+        term.out.write(f"  ↳ {holder(option)} answers job {job_id}: {option.label}\n")
         jobs.decide(job_id, choice_key=choice.key, option=option.id, user_id=holder(option), reason=reason)
         return
     options = "/".join(o.id for o in choice.options)
     while True:
-        answer = ask(
+        answer = term.ask(
             f"job {job_id} asks: {choice.question} [{options}] (then a reason if it needs one): "
         ).strip()
         word, _, reason = answer.partition(" ")
         picked = next((o for o in choice.options if o.id == word), None)
         if picked is None:
-            out.write(f"  · answer one of {options}\n")
+            term.out.write(f"  · answer one of {options}\n")
             continue
         try:
             jobs.decide(
@@ -551,7 +581,7 @@ def _answer(
             )
             return
         except UserError as exc:
-            out.write(f"  · {exc.user_message}\n")
+            term.out.write(f"  · {exc.user_message}\n")
 
 
 def _failed_action(run: R.Run) -> bool:
@@ -575,7 +605,7 @@ def _stopped_step(run: R.Run) -> bool:
     )
 
 
-def _offer_ways_on(service: RunService, run: R.Run, *, ask: Callable[[str], str], out: TextIO) -> R.Run:
+def _offer_ways_on(service: RunService, run: R.Run, term: Terminal) -> R.Run:
     """At a failed or interrupted step, ask what the roster would decide in Slack: skip it (with
     a reason, on record), resume (a fresh gate: nothing re-runs until it is approved), or abort.
     Each is done as someone of the step's gate, through the same transitions as the commands."""
@@ -584,20 +614,20 @@ def _offer_ways_on(service: RunService, run: R.Run, *, ask: Callable[[str], str]
     step = run.plan.step(cur.step_id)
     who = next(p for r in step.gate.roles for p in run.roster.get(r, ()))
     actor = Actor(user_id=who, source="terminal")
-    out.write(_framed(_card_text(service, run)))
+    term.out.write(_framed(_card_text(service, run)))
     prompt = (
         f"{cur.step_id} {cur.state} and the run is paused: 'skip REASON' (as {who}), "
         "'resume' (its gate opens again), or 'abort': "
     )
     while True:
-        word, _, reason = ask(prompt).strip().partition(" ")
+        word, _, reason = term.ask(prompt).strip().partition(" ")
         reason = reason.strip()
         if word in ("abort", "resume") or (word == "skip" and reason):
             break
         if word == "skip":
-            out.write("  · say why: skip REASON (it goes on the card and into the audit log)\n")
+            term.out.write("  · say why: skip REASON (it goes on the card and into the audit log)\n")
         else:
-            out.write("  · answer 'skip REASON', 'resume' or 'abort'\n")
+            term.out.write("  · answer 'skip REASON', 'resume' or 'abort'\n")
     now = service.clock
     if word == "abort":
         why = reason or "rehearsal stopped"
@@ -632,10 +662,7 @@ def _decide(
     service: RunService,
     run: R.Run,
     cur: R.StepRun,
-    *,
-    auto_approve: bool,
-    ask: Callable[[str], str],
-    out: TextIO,
+    term: Terminal,
 ) -> R.Run:
     gate = run.gate_for(cur)
     if gate is None:
@@ -649,8 +676,8 @@ def _decide(
         for entry in run.roster.get(role, ())
         for member in (sorted(service.directory.group_members(entry)) if entry.startswith("S") else [entry])
     ]
-    if not auto_approve:
-        out.write(_framed(_card_text(service, run)))
+    if not term.auto_approve:
+        term.out.write(_framed(_card_text(service, run)))
         prompt = (
             f"{cur.step_id} ({run.phase(cur)}): approve as [{'/'.join(dict.fromkeys(people))}], "
             "'reject REASON', or 'abort': "
@@ -659,7 +686,7 @@ def _decide(
         # button would in Slack, and the same question is asked again. Only `abort` or the end of
         # input (EOFError, handled by the terminal front door) stops the rehearsal.
         while True:
-            answer = ask(prompt).strip()
+            answer = term.ask(prompt).strip()
             if answer == "abort":
                 stop = Actor(user_id="terminal", source="terminal")
                 return service.apply(
@@ -673,9 +700,9 @@ def _decide(
             rejecting = word == "reject"
             if rejecting and not reason.strip():
                 # As the Reject button's modal does: a rejection says why (thread and audit log).
-                reason = ask("  why? (it goes into the thread and the audit log): ")
+                reason = term.ask("  why? (it goes into the thread and the audit log): ")
                 if not reason.strip():
-                    out.write("  · a rejection needs a reason: reject REASON\n")
+                    term.out.write("  · a rejection needs a reason: reject REASON\n")
                     continue
             who = people[0] if rejecting else answer
             decision = "reject" if rejecting else "approve"
@@ -687,7 +714,7 @@ def _decide(
                 reason=reason.strip() if rejecting else "",
             )
             if not outcome.accepted:
-                out.write(f"  · {who}: {outcome.message}\n")
+                term.out.write(f"  · {who}: {outcome.message}\n")
                 continue
             run = service.load(run.id)
             if run.step_run(cur.step_id).epoch != cur.epoch or run.state is not R.RunState.ACTIVE:
@@ -702,7 +729,7 @@ def _decide(
             continue
         out_ = service.click(ref, Actor(user_id=person, source="terminal"), confirmation=confirmation)
         if not out_.accepted:
-            out.write(f"  · {person}: {out_.message}\n")
+            term.out.write(f"  · {person}: {out_.message}\n")
         run = service.load(run.id)
         now = run.step_run(cur.step_id)
         if now.epoch != cur.epoch or run.state is not R.RunState.ACTIVE:

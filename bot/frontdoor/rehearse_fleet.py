@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import TextIO, cast
+from typing import TextIO
 
 from bot.core.evidence.baseline import analysis_queries
 from bot.core.fleets import machine as M
@@ -51,9 +51,9 @@ from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TransitionRefused, UserError
-from bot.frontdoor.assemble import Services, assemble
-from bot.frontdoor.rehearse import SimControl, TextPoster, _framed, play_run
-from bot.frontdoor.termtext import TerminalOut, TerminalText
+from bot.frontdoor.assemble import Services
+from bot.frontdoor.rehearse import SimControl, Terminal, _framed, play_run, rehearsal_bot
+from bot.frontdoor.termtext import TerminalText
 from bot.records import ClusterConfig
 from bot.settings import Settings
 
@@ -98,22 +98,17 @@ def rehearse_fleet(
     settings = replace(
         settings, channels=replace(settings.channels, operations=settings.channels.operations or "CREHEARSAL")
     )
-    out = cast(TextIO, TerminalOut(out, TerminalText(zone=zone, plain=plain)))
-    poster = TextPoster(out)
-    bot = assemble(
+    # The rehearsal drives the fleet and its children itself (see `rehearse`).
+    with rehearsal_bot(
         settings,
-        poster=poster,
+        out,
         directory=StaticDirectory({}),
         connect_cluster=connect_cluster,
         clock=clock,
-        job_wait_scale=1.0 / speed if speed > 1 else 1.0,
-    )
-    # No timers: the rehearsal drives the fleet and its children itself (see `rehearse`); this
-    # process is on its own, so it leads alone.
-    bot.leadership.go_solo()
-    bot.duties.start()
-    bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
-    try:
+        speed=speed,
+        text=TerminalText(zone=zone, plain=plain),
+    ) as (bot, out, _):
+        bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
         plan, stages, texts = bot.fleets.validate(fleet_name)
         for cluster, text in texts.items():
             # As `rehearse` does for its one cluster: the sim's Prometheus facade evaluates no
@@ -140,8 +135,8 @@ def rehearse_fleet(
             skip_clock=skip_clock,
             clock=clock,
         )
-        fleet = _play(bot, fleet.id, sims, out=out, auto_approve=auto_approve, interactive=interactive,
-                      ask=ask, fail=fail, clocks=clocks)  # fmt: skip
+        term = Terminal(out=out, ask=ask, auto_approve=auto_approve, interactive=interactive)
+        fleet = _play(bot, fleet.id, sims, term, fail=fail, clocks=clocks)
         out.write(_framed(bot.fleets.status(fleet.id)))
         if report_dir is not None:
             out.write(
@@ -149,9 +144,6 @@ def rehearse_fleet(
             )
         out.write(last_line(plan.name, fleet) + "\n")
         return exit_status(fleet)
-    finally:
-        bot.duties.shutdown()
-        bot.close()
 
 
 class _StageClocks:
@@ -222,11 +214,8 @@ def _play(
     bot: Services,
     fleet_id: str,
     sims: Mapping[str, str],
+    term: Terminal,
     *,
-    out: TextIO,
-    auto_approve: bool,
-    interactive: bool,
-    ask: Callable[[str], str],
     fail: tuple[str, str] | None,
     clocks: _StageClocks,
 ) -> M.Fleet:
@@ -244,13 +233,12 @@ def _play(
             if m.state != M.STARTED or not m.run_id or m.run_id in played:
                 continue
             stage = fleet.stages[m.stage].stage.name
-            out.write(f"\n── {m.cluster} (stage {stage}): run {m.run_id} ──\n")
+            term.out.write(f"\n── {m.cluster} (stage {stage}): run {m.run_id} ──\n")
             run = bot.runs.load(m.run_id)
             clocks.follow(fleet, playing=m.cluster)
             planted = fail[1] if fail is not None and fail[0] == m.cluster else ""
-            run = play_run(bot.runs, bot.jobs, run, SimControl(sims[m.cluster]), auto_approve=auto_approve,
-                           interactive=interactive, ask=ask, out=out, fail=planted)  # fmt: skip
-            out.write(
+            run = play_run(bot.runs, bot.jobs, run, SimControl(sims[m.cluster]), term, fail=planted)
+            term.out.write(
                 f"── {m.cluster}: run {run.id} {run.state}{f': {run.reason}' if run.reason else ''} ──\n"
             )
             played.add(m.run_id)
@@ -262,7 +250,7 @@ def _play(
             continue
         waiting = fleet.waiting_for(bot.fleets.clock())
         if waiting is not None:
-            _answer_gate(bot, fleet, out=out, auto_approve=auto_approve, ask=ask)
+            _answer_gate(bot, fleet, term)
             moved = True
         elif fleet.phase == M.SOAKING:
             clocks.skip()
@@ -285,9 +273,7 @@ def _play(
         time.sleep(SOAK_POLL)
 
 
-def _answer_gate(
-    bot: Services, fleet: M.Fleet, *, out: TextIO, auto_approve: bool, ask: Callable[[str], str]
-) -> None:
+def _answer_gate(bot: Services, fleet: M.Fleet, term: Terminal) -> None:
     """The fleet's `before` or `after` gate: its roster approves, one person at a time (four eyes:
     whoever started the fleet last), or the person at the prompt names who approves."""
     which = fleet.phase
@@ -303,10 +289,10 @@ def _answer_gate(
         )
     )
     people.sort(key=lambda p: p == fleet.created_by)
-    if not auto_approve:
-        out.write(_framed(bot.fleets.status(fleet.id)))
+    if not term.auto_approve:
+        term.out.write(_framed(bot.fleets.status(fleet.id)))
         while True:
-            answer = ask(
+            answer = term.ask(
                 f"fleet gate `{which}` of stage {stage}: approve as [{'/'.join(people)}], or 'abort': "
             ).strip()
             if answer == "abort":
@@ -319,16 +305,16 @@ def _answer_gate(
                 bot.fleets.approve(fleet.id, Actor(user_id=who, source="terminal"))
                 return
             except UserError as exc:
-                out.write(f"  · {who}: {exc.user_message}\n")
+                term.out.write(f"  · {who}: {exc.user_message}\n")
     for person in people:
         if not roles_of(person, fleet.plan.roster, bot.fleets.directory):
             continue
         # Said first: an approval that lets the fleet on starts the next stage's runs at once.
-        out.write(f"  ↳ {person} approves the fleet's `{which}` gate of stage {stage}\n")
+        term.out.write(f"  ↳ {person} approves the fleet's `{which}` gate of stage {stage}\n")
         try:
             bot.fleets.approve(fleet.id, Actor(user_id=person, source="terminal"))
         except TransitionRefused as exc:
-            out.write(f"  · {person}: {exc.user_message}\n")
+            term.out.write(f"  · {person}: {exc.user_message}\n")
             continue
         now = bot.fleets.load(fleet.id)
         if now.waiting_for(bot.fleets.clock()) is None or (now.stage, now.phase) != (fleet.stage, which):

@@ -289,20 +289,20 @@ class _Pages:
     def __init__(self, reader: CheckReader, report: Progress, gaps: list[str]) -> None:
         self.reader, self.report, self.gaps = reader, report, gaps
 
-    def items(
+    def __call__(
         self,
         resource: str,
         path: str,
         item_type: type[T],
         query: Mapping[str, Any] | None = None,
         gaps_to: list[str] | None = None,
-    ) -> Iterator[Sequence[T]]:
-        """The items of each page (a resource the bot may not read is a gap, not an error)."""
+    ) -> Iterator[T]:
+        """The items, page by page (a resource the bot may not read is a gap, not an error)."""
         for attempt in (1, 2):
             try:
                 count = 0
                 for page in self.reader.list_pages(path, query, item_type=item_type):
-                    yield page.items
+                    yield from page.items
                     count += len(page.items)
                     self.report(resource, count, list_total(count, page))
                 return
@@ -313,17 +313,6 @@ class _Pages:
                     (self.gaps if gaps_to is None else gaps_to).append(f"{resource}: {exc.user_message}")
                     return
                 raise
-
-    def __call__(
-        self,
-        resource: str,
-        path: str,
-        item_type: type[T],
-        query: Mapping[str, Any] | None = None,
-        gaps_to: list[str] | None = None,
-    ) -> Iterator[T]:
-        for items in self.items(resource, path, item_type, query, gaps_to):
-            yield from items
 
 
 def _fold_pods(

@@ -1,4 +1,5 @@
-"""How every verb of the terminal reaches the outside: the store, a cluster, Slack's directory.
+"""How every verb of the terminal reaches the outside: the store, a cluster, Slack's directory (and
+a sim's AWS APIs, with credentials of its own).
 
 The adapters are imported inside these functions, and only here: a verb that never opens the
 store does not pay for sqlalchemy, nor one that never reads a cluster for the kubernetes client,
@@ -8,6 +9,8 @@ import (a tenth of a 150,000-pod snapshot) happens off the main thread.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -67,3 +70,18 @@ def slack_directory(settings: Settings) -> SlackDirectory:
 
     settings.secrets.require("SLACK_BOT_TOKEN")
     return SlackDirectory(make_web_client(settings.secrets.bot_token, settings.secrets.api_url))
+
+
+def sim_aws(workdir: Path, key: str) -> None:
+    """Credentials for a sim's AWS APIs, which take any (`key` as the access key and its secret):
+    no session token or profile, and config files and instance metadata that cannot answer, so
+    the team's real ones are neither sent to the sim nor needed."""
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.update(
+        AWS_ACCESS_KEY_ID=key,
+        AWS_SECRET_ACCESS_KEY=key,
+        AWS_CONFIG_FILE=str(workdir / "no-aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(workdir / "no-aws-credentials"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )

@@ -4,7 +4,6 @@ simulated cluster (bot/sim), printing the card and the thread (`bot.frontdoor.re
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from bot.core.checks.findings import Cover
 from bot.errors import BotError, ConfigError, PlanInvalid
-from bot.frontdoor.cli.connect import connect
+from bot.frontdoor.cli.connect import connect, sim_aws
 from bot.frontdoor.cli.options import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -78,20 +77,6 @@ def sim_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", choices=LOG_LEVELS)
 
 
-def rehearsal_aws(workdir: Path) -> None:
-    """Credentials for the sims' AWS APIs, which take any: the rehearsal's own keep the team's
-    real ones (environment, files, instance metadata) from being used, or needed."""
-    os.environ.update(
-        AWS_ACCESS_KEY_ID="rehearsal",
-        AWS_SECRET_ACCESS_KEY="rehearsal",
-        AWS_CONFIG_FILE=str(workdir / "no-aws-config"),
-        AWS_SHARED_CREDENTIALS_FILE=str(workdir / "no-aws-credentials"),
-        AWS_EC2_METADATA_DISABLED="true",
-    )
-    os.environ.pop("AWS_SESSION_TOKEN", None)
-    os.environ.pop("AWS_PROFILE", None)
-
-
 def exit_status(rehearsal: Callable[[], int]) -> int:
     """A rehearsal's exit status: its own; or a plan that does not validate (a usage error), a stop
     by the person (^C, ^D) or the bot's refusal (a failure), each said in one line."""
@@ -152,7 +137,7 @@ def _on_sim(
     if sim.aws_url is not None and sim.core.aws is not None:
         # The scenario has a cloud: the plan's cluster is an EKS cluster whose AWS APIs are the sim's.
         eks = EksProvider(name=sim.core.aws.name, region=sim.core.aws.region, endpoint_url=sim.aws_url)
-        rehearsal_aws(workdir)
+        sim_aws(workdir, "rehearsal")
         print(f"aws: {sim.aws_url} (EKS cluster {eks.name})", flush=True)
     aks = None
     aks_url = sim.provider_url("aks")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from bot.core.fleets.plan import parse_fleet, resolve
 from bot.errors import ConfigError, PlanInvalid
-from bot.frontdoor.cli.connect import connect
+from bot.frontdoor.cli.connect import connect, sim_aws
 from bot.frontdoor.cli.options import EXIT_USAGE, Handler, Subparsers, verb_parser
-from bot.frontdoor.cli.rehearse import exit_status, rehearsal_aws, sim_options
+from bot.frontdoor.cli.rehearse import exit_status, sim_options
 from bot.frontdoor.rehearse_fleet import rehearse_fleet
 from bot.logsetup import configure_logging
 from bot.records import ClusterConfig, EksProvider, SignalSource
@@ -136,7 +136,7 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
                 for name, c in settings.clusters.items()
             }
             if any(c.eks is not None for c in pointed.values()):
-                rehearsal_aws(workdir)
+                sim_aws(workdir, "rehearsal")
             canary = sims[next(c for s in resolve(fleet, settings.clusters) for c in s.clusters)]
             # The bot's clock: the canary's simulated time, which runs on alone once the canary's
             # stage is over and its sim stands still (`rehearse_fleet` starts it with that sim).

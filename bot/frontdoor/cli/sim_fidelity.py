@@ -33,7 +33,7 @@ from bot.core.snapshots.projection import take_snapshot
 from bot.core.snapshots.provider import provider_of
 from bot.errors import BotError, UsageError
 from bot.frontdoor.cli.config import settings_for
-from bot.frontdoor.cli.connect import connect, stored_snapshot
+from bot.frontdoor.cli.connect import connect, sim_aws, stored_snapshot
 from bot.frontdoor.cli.options import EXIT_FOUND, EXIT_OK, own_parser, parse_own, refused
 from bot.logsetup import configure_logging
 from bot.records import ClusterConfig, EksProvider
@@ -160,15 +160,7 @@ def _twin_credentials(twin: ClusterConfig, workdir: Path) -> Iterator[None]:
         yield
         return
     saved = {k: os.environ.get(k) for k in _AWS_CHAIN}
-    for k in ("AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        os.environ.pop(k, None)
-    os.environ.update(
-        AWS_ACCESS_KEY_ID="twin",
-        AWS_SECRET_ACCESS_KEY="twin",
-        AWS_CONFIG_FILE=str(workdir / "no-aws-config"),
-        AWS_SHARED_CREDENTIALS_FILE=str(workdir / "no-aws-credentials"),
-        AWS_EC2_METADATA_DISABLED="true",
-    )
+    sim_aws(workdir, "twin")
     try:
         yield
     finally:

@@ -24,13 +24,14 @@ from typing import Any
 
 from slack_bolt import Ack, App
 
-from bot.adapters.slack import SlackGateway, respond_via_url
+from bot.adapters.slack import SlackGateway
 from bot.core.rendering import inert, slack_escape
 from bot.core.runs.machine import ButtonRef, Outcome, Run
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE
 from bot.frontdoor.slack.clicks import click_actor
+from bot.frontdoor.slack.refusals import refuse_click
 from bot.frontdoor.slack.stepbuttons import (
     StepButtonDoor,
     reason_input,
@@ -77,15 +78,8 @@ class GateDoor(StepButtonDoor):
 
     def refuse(self, actor: Actor, response_url: str, message: str) -> None:
         """Tell the clicker why their click does not count (ephemeral, with the reference id)."""
-        user, channel = actor.user_id, actor.channel_id
-        text = f":no_entry: {inert(message)} _(ref {actor.correlation_id})_"
-        try:
-            if response_url:
-                respond_via_url(response_url, text, ephemeral=True)
-            elif channel:
-                self.gateway.post_ephemeral(channel, user, text)
-        except BotError as exc:
-            log.warning("could not tell %s why their click was refused: %s", user, exc.user_message)
+        where = {"response_url": response_url, "channel": actor.channel_id, "user": actor.user_id}
+        refuse_click(self.gateway, actor.correlation_id, where, inert(message), what="click")
 
     def ask_reason(self, ref: ButtonRef, actor: Actor, *, response_url: str, trigger_id: str) -> None:
         """A Reject click: open the reason modal if this person may reject this gate now."""
