@@ -45,7 +45,7 @@ steps:
   - id: drain-shared
     title: Drain {GROUP}
     gate: {{approve: [primary, shadow]}}
-    actions: [{{drain: {{nodegroup: {GROUP}, allow_local_storage: "true", parallel: "2", timeout: 20s}}}}]
+    actions: [{{drain: {{nodegroup: {GROUP}, allow_local_storage: "true", parallel: "2", timeout: 6s}}}}]
 """
 
 

@@ -32,7 +32,7 @@ PLAN = team_plan(
   - id: drain-shared
     title: Drain {GROUP}
     gate: {{approve: [primary, shadow]}}
-    actions: [{{drain: {{nodegroup: {GROUP}, allow_local_storage: "true", parallel: "2", timeout: 20s}}}}]
+    actions: [{{drain: {{nodegroup: {GROUP}, allow_local_storage: "true", parallel: "2", timeout: 6s}}}}]
 """,
 )
 
