@@ -35,7 +35,7 @@ plan: tiny
 stages:
   - name: canary
     clusters: [ci]
-    soak: 40s
+    soak: 15s
     evidence: [alerts]
     after: {approve: [primary, shadow]}
   - name: lab
