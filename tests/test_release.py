@@ -29,6 +29,12 @@ ARTIFACTS = [
 ]
 
 
+#: The tests that only read `release` run on one worker under `--dist loadgroup`, one after the
+#: other: a module-scoped fixture is made again each time a worker comes back to the module (the
+#: release was built four times, 6 s each). The chart's install is the control plane's.
+SHARES_THE_RELEASE = pytest.mark.xdist_group("release")
+
+
 @pytest.fixture(scope="module")
 def release(tmp_path_factory: pytest.TempPathFactory, helm: Path) -> Path:
     out = tmp_path_factory.mktemp("release")
@@ -45,6 +51,7 @@ def release(tmp_path_factory: pytest.TempPathFactory, helm: Path) -> Path:
     return out
 
 
+@SHARES_THE_RELEASE
 def test_the_release_holds_the_five_artifacts_and_their_checksums_match(release: Path) -> None:
     assert sorted(p.name for p in release.iterdir()) == sorted([*ARTIFACTS, "SHA256SUMS"])
     sums = {}
@@ -60,6 +67,7 @@ def test_the_release_holds_the_five_artifacts_and_their_checksums_match(release:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+@SHARES_THE_RELEASE
 def test_the_wheel_and_sdist_carry_the_bot_its_templates_and_its_licence(release: Path) -> None:
     wheel = zipfile.ZipFile(release / ARTIFACTS[0]).namelist()
     assert "bot/frontdoor/cli/__init__.py" in wheel
@@ -73,6 +81,7 @@ def test_the_wheel_and_sdist_carry_the_bot_its_templates_and_its_licence(release
     )
 
 
+@SHARES_THE_RELEASE
 def test_the_chart_package_is_the_chart_with_its_schema_and_dashboard(release: Path, helm: Path) -> None:
     with tarfile.open(release / ARTIFACTS[2]) as chart:
         names = set(chart.getnames())
@@ -88,6 +97,7 @@ def test_the_chart_package_is_the_chart_with_its_schema_and_dashboard(release: P
     assert f"version: {CHART_VERSION}" in shown.stdout
 
 
+@SHARES_THE_RELEASE
 def test_the_sbom_is_valid_cyclonedx_listing_every_locked_package_with_its_hashes(release: Path) -> None:
     text = (release / ARTIFACTS[3]).read_text(encoding="utf-8")
     # The schema cyclonedx-python-lib ships (strict: no property outside the specification), by the
