@@ -81,13 +81,11 @@ def slack_stub() -> Iterator[SlackStub]:
 def write_config(tmp_path: Path) -> Callable[..., Path]:
     """Write an upgrade-bot.yaml in a temp dir (SQLite there too) and return its path."""
 
-    def write(
-        extra: str = "", *, roster: bool = True, name: str = "upgrade-bot.yaml", paced: bool = False
-    ) -> Path:
+    def write(extra: str = "", *, roster: bool = True, name: str = "upgrade-bot.yaml") -> Path:
         text = f"data_dir: {tmp_path / 'data'}\n" + (ROSTER_YAML if roster else "") + extra
-        # Slack's pacing at its defaults only where the test asks for it or sets its own `slack:`
-        # (last, so that the lines of `extra` keep their numbers).
-        if not paced and not re.search(r"^slack:", extra, re.MULTILINE):
+        # A quick Slack budget unless the test sets its own `slack:` (last, so that the lines of
+        # `extra` keep their numbers).
+        if not re.search(r"^slack:", extra, re.MULTILINE):
             text += ("" if text.endswith("\n") else "\n") + QUICK_SLACK
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")

@@ -19,11 +19,11 @@ roster:
 """
 
 
-#: The `slack:` budget of a test's bot (`write_config` adds it unless the test is about pacing or
-#: writes its own): each card edited as soon as it changes and posts not held to one a second. The
-#: stub answers at once, so with the defaults (one edit of a card per 2 s, 50 edits a minute, one
-#: post a second per channel) a test waiting for a card or a thread line spends its time asleep.
-#: The defaults are what the pacing tests check (`paced=True`, or their own `slack:`).
+#: The `slack:` budget of a test's bot (`write_config` adds it unless the test writes its own):
+#: each card edited as soon as it changes and posts not held to one a second. The stub answers at
+#: once, so with the defaults (one edit of a card per 2 s, 50 edits a minute, one post a second per
+#: channel) a test waiting for a card or a thread line spends its time asleep. The defaults are
+#: what the pacing tests check (with a budget or a `slack:` of their own).
 QUICK_SLACK = "slack: {edit_interval: 0s, updates_per_minute: 1000, posts_per_second: 20}\n"
 
 
