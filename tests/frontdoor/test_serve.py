@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from bot.frontdoor.serve import SHUTDOWN_GRACE
 from tests.support.bot_process import BotProcess
 from tests.support.slack_stub import SlackStub
@@ -74,7 +76,14 @@ def test_sigusr1_writes_every_threads_stack_to_stderr_and_the_bot_goes_on(
         assert bot.process is not None
         bot.process.send_signal(signal.SIGUSR1)
         # Still serving after the dump: the next command is answered too.
-        bot.send_command("whoami", "U0PRIMARY")
+        try:
+            bot.send_command("whoami", "U0PRIMARY")
+        except OSError as exc:  # the bot stopped serving: fail with its exit status and its log
+            bot.process.kill()
+            _, log = bot.process.communicate(timeout=20)
+            pytest.fail(
+                f"no answer after SIGUSR1 ({exc}); exit {bot.process.returncode}; its log:\n{log[-4000:]}"
+            )
         slack_stub.wait_for_responses(2, timeout=30)
         bot.process.send_signal(signal.SIGTERM)
         _, err = bot.process.communicate(timeout=40)
