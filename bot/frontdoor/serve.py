@@ -39,6 +39,7 @@ import signal
 import socket
 import sys
 import threading
+import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import FrameType
@@ -237,9 +238,23 @@ def _stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     # `kill -USR1` writes every thread's stack to stderr and the bot goes on: what an operator
-    # (or a test) needs when a shutdown or a duty seems stuck.
-    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    # (or a test) needs when a shutdown or a duty seems stuck. In Python, on the main thread (it
+    # wakes every STOP_POLL_SECONDS): faulthandler's own dump reads the other threads' frames
+    # without the interpreter lock and took the process down (SIGSEGV) when one was ending a call.
+    signal.signal(signal.SIGUSR1, _dump_stacks)
     return stop
+
+
+def _dump_stacks(_signum: int, _frame: FrameType | None) -> None:
+    """Every thread's stack to stderr, most recent call first, as faulthandler writes them."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    lines = []
+    for ident, frame in sys._current_frames().items():
+        lines.append(f"Thread {ident:#018x} [{names.get(ident, '?')}] (most recent call first):\n")
+        lines.extend(reversed(traceback.format_stack(frame)))
+        lines.append("\n")
+    sys.stderr.write("".join(lines))
+    sys.stderr.flush()
 
 
 def _slack_ping(services: Services) -> Callable[[], object] | None:
