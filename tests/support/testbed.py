@@ -545,18 +545,30 @@ def real_cluster(request: pytest.FixtureRequest) -> Iterator[RealCluster]:
         if os.environ.get("CI") == "true":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    workdir = Path(tempfile.mkdtemp(prefix="upgrade-bot-testbed-"))
-    plane = ControlPlane(bin_dir(), workdir)
     started = time.monotonic()
-    try:
-        cluster = plane.start()
-    except (StartError, subprocess.CalledProcessError, OSError) as exc:
-        tails = plane.log_tails()
-        plane.stop()
-        _remove(workdir)
-        detail = exc.stderr.decode(errors="replace") if isinstance(exc, subprocess.CalledProcessError) else ""
-        print(tails, file=sys.stderr)
-        pytest.fail(f"the testbed did not start: {exc} {detail}\n{tails}", pytrace=False)
+    # Twice at most: the ports are picked free, then bound by the servers a moment later, and
+    # another process of the session (a sim, a bot) may take one in between.
+    for attempt in (1, 2):
+        workdir = Path(tempfile.mkdtemp(prefix="upgrade-bot-testbed-"))
+        plane = ControlPlane(bin_dir(), workdir)
+        try:
+            cluster = plane.start()
+            break
+        except (StartError, subprocess.CalledProcessError, OSError) as exc:
+            tails = plane.log_tails()
+            plane.stop()
+            _remove(workdir)
+            if attempt == 1 and "address already in use" in tails:
+                print(
+                    f"testbed: a port was taken before its server bound it; starting again\n{tails}",
+                    file=sys.stderr,
+                )
+                continue
+            detail = (
+                exc.stderr.decode(errors="replace") if isinstance(exc, subprocess.CalledProcessError) else ""
+            )
+            print(tails, file=sys.stderr)
+            pytest.fail(f"the testbed did not start: {exc} {detail}\n{tails}", pytrace=False)
     print(
         f"\ntestbed: control plane ready at {cluster.server} in {time.monotonic() - started:.1f}s",
         file=sys.stderr,
