@@ -12,8 +12,11 @@ follow the long-running operation to its end.
   green pool, the blue one cordoned, drained and kept for the soak). When a blue-green upgrade
   reaches its soak, the job reads the soak's evidence (the pool's nodes Ready on the target, its
   pods Ready) and asks people: let the soak finish (GKE then deletes the blue pool), or roll back
-  (`rollback_node_pool_upgrade`: the blue pool back, the green one removed), with a reason. A
-  failed evidence says so in the question; the job never rolls back by itself.
+  (`rollback_node_pool_upgrade`: the blue pool back, the green one removed), with a reason. The
+  pods drained off the blue pool may still be starting on the green one when the soak begins: a
+  failing evidence is read again at each poll, and people are asked as soon as it holds, or with
+  what still fails once the green pool has had its time to settle (`SETTLE`, at most a quarter of
+  the soak). A failed evidence says so in the question; the job never rolls back by itself.
 
 Never a call twice: before each update call (the update, and a rollback) a tick stores the
 call's *intent*, and only the next tick sends it; the tick that sent it stores the operation's
@@ -56,6 +59,9 @@ MASTER_TIMEOUT = timedelta(hours=1)
 NODEPOOL_TIMEOUT = timedelta(hours=3)
 #: A blue-green upgrade's soak when neither the pool nor the plan names one (GKE's default).
 SOAK = timedelta(hours=1)
+#: How long a soak's failing evidence is read again before people are asked with it (at most a
+#: quarter of the soak): the pods drained off the blue pool start on the green one meanwhile.
+SETTLE = timedelta(minutes=5)
 UPDATE_MASTER = "UpdateMaster"
 UPDATE_POOL = "UpdateNodePool"
 ROLLBACK = "RollbackNodePoolUpgrade"
@@ -314,6 +320,10 @@ class GkeUpdateNodepoolJob(_GkeJob):
         counts = group_counts(self._nodes(cluster, pool), progress["target"])
         new = {**progress, "status": op.status, "seen": counts}
         done = f" — {counts['on_target']}/{counts['total']} node(s) Ready on {progress['target']}"
+        if progress["strategy"] == "blue-green" and not progress.get("soak_asked"):
+            # The job was not following the operation through the whole soak (the bot was down):
+            # GKE ended it on its own, and nobody was asked.
+            done += "; its soak ended before the job read it (GKE deleted the blue pool), so nobody was asked to keep it or roll back"
         ended = self._settled(progress, new, op, what, done=done)
         if ended is not None:
             return ended
@@ -365,15 +375,31 @@ class GkeUpdateNodepoolJob(_GkeJob):
     def _soak(
         self, cluster: JobCluster, progress: Progress, counts: Mapping[str, int], what: str, *, now: datetime
     ) -> Tick:
-        """The blue-green upgrade soaks: read the evidence, and ask people (see the docstring)."""
+        """The blue-green upgrade soaks: read the evidence, and ask people when it holds or when the
+        green pool has had its time to settle (see the docstring)."""
         pool = progress["nodepool"]
         bad = self._evidence(cluster, pool, counts)
+        soaking = (
+            f"{what}: the green pool soaks for {_span(progress['soak'])} (the blue one is kept until then)"
+        )
+        seen = str(progress.get("soak_seen") or iso(now))
+        ask_by = _at(seen) + min(SETTLE, timedelta(seconds=float(progress["soak"]) / 4))
+        if bad and now < ask_by:
+            return Tick(
+                progress={**progress, "soak_seen": seen},
+                card=(
+                    f"{soaking}; the soak's evidence does not hold yet: {'; '.join(bad)}",
+                    f"the green pool settles: the evidence is read again every {POLL_SECONDS:g} s, and people "
+                    f"are asked when it holds, or at {ask_by:%H:%M:%S} UTC with what still fails",
+                ),
+                wait=POLL_SECONDS,
+            )
         evidence = (
             f"the soak's evidence fails: {'; '.join(bad)}"
             if bad
             else f"the soak's evidence holds: {counts['on_target']} green node(s) Ready on {progress['target']}, the pool's pods Ready"
         )
-        text = f"{what}: the green pool soaks for {_span(progress['soak'])} (the blue one is kept until then); {evidence}"
+        text = f"{soaking}; {evidence}"
         choice = Choice(
             key=f"{SOAKING}:{progress['target']}:{int(progress.get('attempt', 0))}",
             question=(
@@ -489,9 +515,13 @@ def _seconds(text: Any) -> float:
         return 0.0
 
 
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def _now(progress: Progress) -> datetime:
     """The job's own clock for the gate's exclusions: when the step began (the window's time)."""
-    return datetime.fromisoformat(str(progress["started"]).replace("Z", "+00:00"))
+    return _at(str(progress["started"]))
 
 
 # the registry's checks

@@ -119,3 +119,81 @@ def test_surge_settings_from_the_plan_are_sent_and_shown_and_bad_ones_refused(
         check_nodepool({"nodepool": "apps", "strategy": "canary"})
     with pytest.raises(UserError, match="max_surge: '33%' is not a node count"):
         check_nodepool({"nodepool": "apps", "max_surge": "33%"})
+
+
+def soak_phase(sim: SimCluster) -> str:
+    world = sim.core.providers["gke"]
+    with world.lock:
+        info = world.pool("apps").get("updateInfo") or {}
+    return str((info.get("blueGreenInfo") or {}).get("phase") or "")
+
+
+def test_the_soak_waits_for_the_pods_drained_onto_the_green_pool_before_it_asks(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    job = GkeUpdateNodepoolJob(ProviderAccess({"prod": gke_provider(sim)}, kind="gke"), LABELS)
+    d = driver(job, kube, sim, {"nodepool": "apps", "version": TARGET})
+    d.tick()  # the intent
+    d.tick()  # the call
+    # The last web pod evicted off the blue pool is still starting on the green one when GKE
+    # begins the soak: read at that moment, the evidence fails — for a moment.
+    for _ in range(2000):
+        if soak_phase(sim) == "NODE_POOL_SOAKING":
+            break
+        sim.control.advance(0.25)
+    else:
+        raise AssertionError("the blue-green upgrade never reached its soak")
+    settling = d.tick()
+    assert settling.choice is None
+    assert (
+        "the soak's evidence does not hold yet: 1 pod(s) not Ready on the pool: shop/web-" in settling.card[0]
+    )
+    assert settling.card[1].startswith("the green pool settles: the evidence is read again every 10 s")
+    assert not [key for key in d.posts if key.startswith("soak:")]
+    sim.control.advance(10)
+    asked = d.tick()
+    assert asked.choice is not None
+    assert "the soak's evidence holds: 3 green node(s) Ready" in asked.choice.question
+    assert [key for key in d.posts if key.startswith("soak:")] == [f"soak:apps:{TARGET}"]
+
+
+def test_a_soak_whose_evidence_keeps_failing_asks_with_it_once_the_green_pool_had_its_time(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    # Every web pod started from now on never gets Ready: the green pool's copies fail their probe.
+    sim.control.inject_fault(
+        {
+            "type": "not_ready",
+            "match": {"namespace": "shop", "name_prefix": "web-"},
+            "never_ready": "HTTP probe failed with statuscode: 503",
+        }
+    )
+    job = GkeUpdateNodepoolJob(ProviderAccess({"prod": gke_provider(sim)}, kind="gke"), LABELS)
+    d = driver(job, kube, sim, {"nodepool": "apps", "version": TARGET, "soak": "10m"})
+    until_choice_or_end(d, sim)
+    soak = d.choice
+    assert soak is not None
+    assert "the soak's evidence fails: 3 pod(s) not Ready on the pool: shop/web-" in soak.question
+    # It was read again for a quarter of the 10 m soak before people were asked with it.
+    first = next(t for t in d.ticks if "does not hold yet" in t.card[0])
+    assert "people are asked when it holds, or at " in first.card[1]
+    settling = [t for t in d.ticks if "does not hold yet" in t.card[0]]
+    assert len(settling) >= 150 / 30
+    assert d.progress["evidence"][0].startswith("3 pod(s) not Ready on the pool: shop/web-")
+
+
+def test_a_soak_ended_while_nobody_followed_it_says_nobody_was_asked(sim: SimCluster, kube: Cluster) -> None:
+    job = GkeUpdateNodepoolJob(ProviderAccess({"prod": gke_provider(sim)}, kind="gke"), LABELS)
+    d = driver(job, kube, sim, {"nodepool": "apps", "version": TARGET})
+    d.tick()  # the intent
+    d.tick()  # the call
+    # The bot is down for two hours: GKE soaks the green pool and deletes the blue one meanwhile.
+    sim.control.advance(7200)
+    until_choice_or_end(d, sim)
+    assert d.last is not None
+    assert d.last.ok, d.last.detail
+    assert d.choice is None
+    assert d.last.detail.endswith(
+        "3/3 node(s) Ready on 1.30.4-gke.1348000; its soak ended before the job read it (GKE deleted the blue pool), "
+        "so nobody was asked to keep it or roll back"
+    )
