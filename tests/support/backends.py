@@ -28,7 +28,7 @@ from kubernetes import client, config
 from bot.adapters.kube import Cluster
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
-from tests.support.testbed import RealCluster, fake_node, wait_until
+from tests.support.testbed import RealCluster, delete_namespace_now, fake_node, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "deploy" / "rbac.yaml"
@@ -171,10 +171,10 @@ class RealBackend:
 
     def close(self) -> None:
         core = client.CoreV1Api(self.api)
+        # Background deletion: the session's control plane cleans up while the next test runs.
+        delete_namespace_now(core, self.namespace)
         for name in self.nodes:
             core.delete_node(name)
-        # Background deletion: the session's control plane cleans up while the next test runs.
-        core.delete_namespace(self.namespace)
         for cluster in self._clusters:
             cluster.close()
         self.api.close()

@@ -108,6 +108,16 @@ def wait_until(predicate: Callable[[], T | None], *, timeout: float, what: str, 
         time.sleep(interval)
 
 
+def delete_namespace_now(core: Any, name: str) -> None:
+    """Delete namespace `name` through `core` (a `CoreV1Api`), and its pods at once (grace 0).
+
+    No kubelet confirms a pod's end on a node a test already deleted: such a pod waits for the pod
+    GC's orphan sweep (40 s and more), and its namespace stays Terminating meanwhile — which the
+    snapshot tests wait out. The namespace goes first, so no controller makes a pod again."""
+    core.delete_namespace(name)
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+
+
 def fake_node(
     name: str, *, labels: dict[str, str] | None = None, kubelet_version: str | None = None
 ) -> dict[str, Any]:

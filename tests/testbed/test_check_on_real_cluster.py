@@ -18,7 +18,7 @@ from bot.adapters.kube import Cluster
 from bot.core.checks import service as checks
 from bot.core.checks.preflight import kubelet_skew_allowed, minor_of
 from bot.records import ClusterConfig
-from tests.support.testbed import RealCluster, fake_node, wait_until
+from tests.support.testbed import RealCluster, delete_namespace_now, fake_node, wait_until
 
 pytestmark = pytest.mark.testbed
 
@@ -125,5 +125,5 @@ def test_check_reads_the_real_apis_shapes(api: client.ApiClient, real_cluster: R
         assert report.failed
     finally:
         admission.delete_validating_webhook_configuration(ns)
+        delete_namespace_now(core, ns)
         core.delete_node(node)
-        core.delete_namespace(ns)

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.testbed import RealCluster, fake_node, pins, wait_until
+from tests.support.testbed import RealCluster, delete_namespace_now, fake_node, pins, wait_until
 
 pytestmark = pytest.mark.testbed
 
@@ -55,7 +55,7 @@ def namespace(api: client.ApiClient) -> Iterator[str]:
         what=f"the default service account of {name}",
     )
     yield name
-    core.delete_namespace(name)
+    delete_namespace_now(core, name)
 
 
 def _node_ready(core: client.CoreV1Api, name: str) -> bool:

@@ -25,7 +25,7 @@ from tests.support.front import start_front
 from tests.support.node_groups import replace_node_group
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
-from tests.support.testbed import RealCluster, fake_node, wait_until
+from tests.support.testbed import RealCluster, delete_namespace_now, fake_node, wait_until
 
 pytestmark = pytest.mark.testbed
 
@@ -169,7 +169,7 @@ def test_snapshot_and_diff_of_a_node_group_replacement(
 
     # The namespace goes first, and wholly, before its nodes: a later test's two snapshots must not
     # see its pods lose their nodes in between.
-    core.delete_namespace(namespace)
+    delete_namespace_now(core, namespace)
     wait_for_earlier_namespaces_gone(core)
     for name in new:
         core.delete_node(name)
