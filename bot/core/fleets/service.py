@@ -13,6 +13,7 @@ every verb drives its fleet at once.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -73,6 +74,15 @@ class FleetView:
     steps: Mapping[str, str]
     #: The canary's waivers that can be carried to later clusters, in words ("" when none).
     offer: str = ""
+
+
+@functools.lru_cache(maxsize=64)
+def _versions(plan_text: str, cluster: str) -> str:
+    """A child plan's "current → target" for the fleet's card (a member's plan text does not
+    change, and every fleet message shows it): parsed once, not at each card edit. PlanInvalid is
+    raised, and not kept."""
+    plan = parse_plan(plan_text, source=cluster)
+    return f"{plan.current_version} → {plan.target_version}"
 
 
 class FleetService:
@@ -202,10 +212,9 @@ class FleetService:
         versions: dict[str, str] = {}
         for row in rows[1]:
             try:
-                plan = parse_plan(row.plan_text, source=row.cluster)
+                versions[row.cluster] = _versions(row.plan_text, row.cluster)
             except PlanInvalid:
                 continue
-            versions[row.cluster] = f"{plan.current_version} → {plan.target_version}"
         children: dict[str, RunRow] = {}
         steps: dict[str, str] = {}
         for m in fleet.members:
