@@ -178,8 +178,10 @@ class Triggers:
                 id=name,
                 name=name,
                 executor=every.executor,
-                # From the injected clock, so that `run_due(now)` knows when it is first due.
-                next_run_time=now + timedelta(seconds=every.seconds),
+                # At once, from the injected clock (`run_due(now)` runs it first): a run or a fleet
+                # whose step ended while the bot was down moves on as the bot starts or takes the
+                # lead, not one interval later.
+                next_run_time=now,
             )
         self._started = True
         if self.duties is not None:
