@@ -57,6 +57,12 @@ def _engine_or_config_error(url: str) -> Engine:
 #: libpq waits for a TCP connection indefinitely by default; a start-up must not hang on a
 #: black-holed address. A `connect_timeout` in the URL wins.
 CONNECT_TIMEOUT_SECONDS = 10
+#: A transaction left open and idle this long is ended by PostgreSQL itself. The bot's
+#: transactions wait on nothing but the database (none leaves the store package), so only a
+#: process stopped in the middle of one (a replica paused, its VM frozen) leaves one open so long:
+#: its row locks — the lease's, a fenced write's share lock on it — would hold another replica's
+#: takeover back for as long as it stays stopped. Its write never lands: the transaction is gone.
+IDLE_TRANSACTION_SECONDS = 10
 
 
 def create_engine(url: str) -> Engine:
@@ -83,6 +89,13 @@ def create_engine(url: str) -> Engine:
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
     parsed = sa.engine.make_url(url)
     connect_args: dict[str, Any] = {}
-    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
-        connect_args["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+    if parsed.get_backend_name() == "postgresql":
+        if "connect_timeout" not in parsed.query:
+            connect_args["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+        # Added to the URL's own `options` (libpq's), which connect_args would replace.
+        options = parsed.query.get("options") or ""
+        idle = f"-c idle_in_transaction_session_timeout={IDLE_TRANSACTION_SECONDS * 1000}"
+        connect_args["options"] = (
+            f"{options if isinstance(options, str) else ' '.join(options)} {idle}".strip()
+        )
     return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)

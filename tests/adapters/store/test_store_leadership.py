@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from bot.adapters.store import Store, fencing
+from bot.adapters.store.engine import IDLE_TRANSACTION_SECONDS
 from bot.errors import Fenced
 from bot.records import AuditEntry, Fence, Lease
 from tests.support.postgres import drop_every_table
@@ -142,4 +145,42 @@ def test_on_postgresql_a_takeover_waits_for_the_old_leaders_write_in_flight(
         assert store.lease().holder == "b"
     finally:
         drop_every_table(store.engine.url.render_as_string(hide_password=False))
+        store.close()
+
+
+def test_on_postgresql_a_leader_stopped_in_the_middle_of_a_write_holds_a_takeover_back_only_for_a_while(
+    postgres_url: str,
+) -> None:
+    store, other = Store.open(postgres_url), Store.open(postgres_url)
+    try:
+        store.acquire_lease("a", epoch=0, duration=timedelta(seconds=0.2))
+        wait_until(lambda: store.lease().expires_at <= store.lease().now, timeout=5, what="expiry")
+        taken: list[Lease] = []
+
+        def take_over() -> None:
+            taken.append(other.acquire_lease("b", epoch=0, duration=LEASE))
+
+        waited: list[float] = []
+
+        def stopped_leaders_write() -> None:
+            # `a` is stopped (SIGSTOP, a frozen VM) in the middle of a duty's write: its transaction
+            # stays open, the leadership row share-locked, while `b` tries to take the lease over.
+            with fencing(Fence(holder="a", epoch=1)), store.engine.begin() as conn:
+                started = time.monotonic()
+                thread = threading.Thread(target=take_over, daemon=True)
+                thread.start()
+                thread.join(timeout=IDLE_TRANSACTION_SECONDS + 10)
+                waited.append(time.monotonic() - started)
+                assert not thread.is_alive(), "the takeover still waits for the stopped leader's transaction"
+                # `a` wakes up: the server ended its transaction, and its write never lands.
+                conn.execute(sa.text("SELECT 1"))
+
+        with pytest.raises(sa.exc.DBAPIError, match="idle-in-transaction timeout"):
+            stopped_leaders_write()
+        assert taken[0].held_by("b")
+        assert IDLE_TRANSACTION_SECONDS - 1 < waited[0] < IDLE_TRANSACTION_SECONDS + 5
+        assert store.lease().holder == "b"
+    finally:
+        drop_every_table(store.engine.url.render_as_string(hide_password=False))
+        other.close()
         store.close()
