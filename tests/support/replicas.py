@@ -72,8 +72,26 @@ class Replicas:
             now = self.leader()
             return now if now is not None and now is not old else None
 
-        new = wait_until(other, timeout=timeout, what="another replica to lead", interval=0.05)
+        try:
+            new = wait_until(other, timeout=timeout, what="another replica to lead", interval=0.05)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; the database's sessions: {self.sessions()}") from exc
         return new, time.monotonic() - sent_at
+
+    def sessions(self) -> list[dict[str, object]]:
+        """What each session of the database does (PostgreSQL's `pg_stat_activity`): who holds a
+        transaction open, and who waits for a lock — what a takeover that does not come waits for."""
+        import sqlalchemy as sa
+
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT pid, state, wait_event_type, wait_event, "
+                    "now() - xact_start AS in_transaction, left(query, 200) AS query "
+                    "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).mappings()
+            return [dict(r) for r in rows]
 
     def stop_all(self, timeout: float = 45) -> None:
         """SIGTERM every replica still running (woken first, if paused) and wait for all of them;
