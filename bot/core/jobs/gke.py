@@ -49,6 +49,7 @@ from bot.core.jobs.cloud import (
 )
 from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value, unschedulable
 from bot.core.jobs.waitgroup import group_counts
+from bot.core.kube.objects import parse_iso
 from bot.core.providers import MaintenanceExclusion, Operation, PoolStrategy, Provider, ProviderError
 from bot.errors import UserError, clip
 
@@ -383,7 +384,7 @@ class GkeUpdateNodepoolJob(_GkeJob):
             f"{what}: the green pool soaks for {_span(progress['soak'])} (the blue one is kept until then)"
         )
         seen = str(progress.get("soak_seen") or iso(now))
-        ask_by = _at(seen) + min(SETTLE, timedelta(seconds=float(progress["soak"]) / 4))
+        ask_by = (parse_iso(seen) or now) + min(SETTLE, timedelta(seconds=float(progress["soak"]) / 4))
         if bad and now < ask_by:
             return Tick(
                 progress={**progress, "soak_seen": seen},
@@ -515,13 +516,9 @@ def _seconds(text: Any) -> float:
         return 0.0
 
 
-def _at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def _now(progress: Progress) -> datetime:
     """The job's own clock for the gate's exclusions: when the step began (the window's time)."""
-    return _at(str(progress["started"]))
+    return datetime.fromisoformat(str(progress["started"]).replace("Z", "+00:00"))
 
 
 # the registry's checks
