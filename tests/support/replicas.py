@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from bot.adapters.store import Store
 from bot.records import Lease
 from bot.settings import load_settings
@@ -81,8 +83,6 @@ class Replicas:
     def sessions(self) -> list[dict[str, object]]:
         """What each session of the database does (PostgreSQL's `pg_stat_activity`): who holds a
         transaction open, and who waits for a lock — what a takeover that does not come waits for."""
-        import sqlalchemy as sa
-
         with self.store.engine.connect() as conn:
             rows = conn.execute(
                 sa.text(
