@@ -388,10 +388,13 @@ class GkeUpdateNodepoolJob(_GkeJob):
         if bad and now < ask_by:
             return Tick(
                 progress={**progress, "soak_seen": seen},
+                # Three short lines: the card clips each one at 200 characters, and what fails
+                # must show whole.
                 card=(
-                    f"{soaking}; the soak's evidence does not hold yet: {'; '.join(bad)}",
-                    f"the green pool settles: the evidence is read again every {POLL_SECONDS:g} s, and people "
-                    f"are asked when it holds, or at {ask_by:%H:%M:%S} UTC with what still fails",
+                    soaking,
+                    f"the soak's evidence does not hold yet: {'; '.join(bad)}",
+                    f"the green pool settles: read again every {POLL_SECONDS:g} s, people are asked when it "
+                    f"holds, or at {ask_by:%H:%M:%S} UTC with what still fails",
                 ),
                 wait=POLL_SECONDS,
             )

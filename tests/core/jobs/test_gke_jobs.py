@@ -145,10 +145,12 @@ def test_the_soak_waits_for_the_pods_drained_onto_the_green_pool_before_it_asks(
         raise AssertionError("the blue-green upgrade never reached its soak")
     settling = d.tick()
     assert settling.choice is None
-    assert (
-        "the soak's evidence does not hold yet: 1 pod(s) not Ready on the pool: shop/web-" in settling.card[0]
+    assert settling.card[0].endswith(": the green pool soaks for 1h (the blue one is kept until then)")
+    assert settling.card[1].startswith(
+        "the soak's evidence does not hold yet: 1 pod(s) not Ready on the pool: shop/web-"
     )
-    assert settling.card[1].startswith("the green pool settles: the evidence is read again every 10 s")
+    assert settling.card[2].startswith("the green pool settles: read again every 10 s")
+    assert all(len(line) <= 200 for line in settling.card)
     assert not [key for key in d.posts if key.startswith("soak:")]
     sim.control.advance(10)
     asked = d.tick()
@@ -175,8 +177,8 @@ def test_a_soak_whose_evidence_keeps_failing_asks_with_it_once_the_green_pool_ha
     assert soak is not None
     assert "the soak's evidence fails: 3 pod(s) not Ready on the pool: shop/web-" in soak.question
     # It was read again for a quarter of the 10 m soak before people were asked with it.
-    settling = [t for t in d.ticks if "does not hold yet" in t.card[0]]
-    assert "people are asked when it holds, or at " in settling[0].card[1]
+    settling = [t for t in d.ticks if len(t.card) > 1 and "does not hold yet" in t.card[1]]
+    assert "people are asked when it holds, or at " in settling[0].card[2]
     assert len(settling) >= 150 / 30
     assert d.progress["evidence"][0].startswith("3 pod(s) not Ready on the pool: shop/web-")
 
