@@ -421,7 +421,11 @@ class GkeUpdateNodepoolJob(_GkeJob):
             progress={**progress, "soak_asked": True, "evidence": bad},
             posts=(Post(key=f"soak:{pool}:{progress['target']}", text=text),),
             audit=(("soak", text),),
-            card=(text, "waiting for people: let the soak finish, or roll back (see the thread)"),
+            card=(
+                soaking,
+                evidence,
+                "waiting for people: let the soak finish, or roll back (see the thread)",
+            ),
             choice=choice,
             wait=POLL_SECONDS,
         )
