@@ -8,15 +8,29 @@ or ignored) — and the full report (why and how to fix each finding) uploaded u
 `only: EKS006,EKS009` runs the same checks and keeps only those ids' findings: a plan's check
 after the roll-out (leftover Auto Scaling groups, launch-template drift) names them, Recommended
 ones included, where the pre-flight line only counts the Recommended.
+
+What the checks did not see is on the line too (`blind_spots`: a list not read, a cloud's checks
+skipped or not completed), so a pass is never read as covering what was not looked at. A step whose
+`only` ids all belong to a cloud whose checks did not run is NOT CHECKED and fails: no evidence is
+not a pass (the EKS SDK missing, say, or no provider named).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 
 from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
-from bot.core.checks.findings import REQUIRED, Finding, Report, summary_lines, valid_id
+from bot.core.checks.findings import (
+    REQUIRED,
+    Finding,
+    Report,
+    blind_spots,
+    summary_lines,
+    unchecked_clouds,
+    valid_id,
+)
 from bot.core.checks.ids import builtin_findings
 from bot.core.checks.service import report_attachment
 from bot.core.checks.waivers import cover_labels
@@ -28,6 +42,11 @@ from bot.records import ActionRequest
 LISTED_CHARS = 300
 #: How long the ids past LISTED_CHARS may run, named without their objects.
 NAMED_CHARS = 80
+#: How long the line's part on what the checks did not see may run (each note clipped to SPOT_CHARS;
+#: whole notes are dropped past it, with "…and N more").
+BLIND_CHARS = 200
+SPOT_CHARS = 120
+_FAMILY = re.compile(r"^[A-Z]+")
 
 
 def only_ids(args: Mapping[str, str]) -> tuple[str, ...]:
@@ -62,6 +81,27 @@ def _named(findings: list[Finding]) -> str:
     return clip(", ".join(entries), LISTED_CHARS)
 
 
+def _unseen(report: Report) -> str:
+    """What the checks did not see, for the line: whole notes, each clipped, "" when they saw all."""
+    spots = [clip(note, SPOT_CHARS) for note in blind_spots(report.notes)]
+    listed: list[str] = []
+    for spot in spots:
+        if listed and sum(len(s) + 2 for s in listed) + len(spot) > BLIND_CHARS:
+            break
+        listed.append(spot)
+    more = len(spots) - len(listed)
+    return "; ".join(listed) + (f"; …and {more} more (in the report)" if more else "")
+
+
+def _not_checked(report: Report, only: tuple[str, ...]) -> str:
+    """Why none of `only`'s ids was checked (each one a cloud's whose checks did not run), or ""."""
+    clouds = unchecked_clouds(report.notes)
+    why = [clouds.get(m.group(0)) if (m := _FAMILY.match(fid)) else None for fid in only]
+    if not only or None in why:
+        return ""
+    return "; ".join(clip(w, SPOT_CHARS) for w in dict.fromkeys(w for w in why if w))
+
+
 def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     if ctx.run_check is None:
         raise UserError("this front door cannot run the pre-flight checks")
@@ -74,8 +114,20 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     files = (report_attachment(report),)
     relied = cover_labels(report, severity=REQUIRED)
     accepted = f"; relied on {'; '.join(relied)}" if relied else ""
+    unseen = _unseen(report)
+    not_checked = _not_checked(report, only)
+    if not_checked:
+        return ActionResult(
+            ok=False,
+            detail=(
+                f"check of {', '.join(only)} for {report.target} NOT CHECKED: {not_checked} — the full "
+                f"report is attached"
+            ),
+            files=files,
+        )
     if not required:
         unfixed = "no Required findings left unaccepted" if relied else "no Required findings"
+        but = f", but {unseen}" if unseen else ""
         if only:
             found = [f for f in report.findings if f.severity != REQUIRED]
             listing = f": {_named(found)}" if found else ""
@@ -83,7 +135,7 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
                 ok=True,
                 detail=(
                     f"check of {', '.join(only)} for {report.target} passed: {unfixed}, {recommended} "
-                    f"Recommended{listing} — the full report is attached{accepted}"
+                    f"Recommended{listing}{but} — the full report is attached{accepted}"
                 ),
                 files=files,
             )
@@ -91,7 +143,7 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
             ok=True,
             detail=(
                 f"pre-flight check for {report.target} passed: {unfixed}, {recommended} "
-                f"Recommended — the full report is attached{accepted}"
+                f"Recommended{but} — the full report is attached{accepted}"
             ),
             files=files,
         )
@@ -125,7 +177,8 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
         ok=False,
         detail=(
             f"pre-flight check for {report.target} FAILED: {len(required)} Required — {shown}; "
-            f"{recommended} Recommended — the full report is attached{accepted}"
+            f"{recommended} Recommended{f'; {unseen}' if unseen else ''} — the full report is "
+            f"attached{accepted}"
         ),
         files=files,
     )

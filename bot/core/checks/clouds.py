@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
-from bot.core.checks.findings import Finding
+from bot.core.checks.findings import Finding, cloud_not_completed, cloud_skipped
 from bot.core.checks.preflight import kubelet_skew_allowed, minor_of
 from bot.core.providers import Provider, ProviderConfig, ProviderError, ProviderUnavailable
 from bot.core.providers import connect as connect_provider
@@ -32,21 +32,22 @@ def cloud_extra(
     unnamed: str = "",
 ) -> Extra:
     """`run` as a `check` extra for the cluster's `provider` of `cloud` (`EKS`, `AKS`, `GKE`):
-    without a provider it adds `unnamed` to the notes (when given); without the SDK, or when the
-    cloud does not answer, a note says the checks were skipped or not completed, and why."""
+    without a provider, a note says the checks were skipped because `unnamed` (when given); without
+    the SDK, or when the cloud does not answer, a note says they were skipped or not completed, and
+    why (`cloud_skipped`, `cloud_not_completed`: what a check step's line reads them by)."""
 
     def extra(reader: ClusterReader, target: str, notes: list[str]) -> Sequence[Finding]:
         if provider is None:
             if unnamed:
-                notes.append(unnamed)
+                notes.append(cloud_skipped(cloud, unnamed))
             return []
         try:
             return run((connect or connect_provider)(provider), reader, target, notes)
         except ProviderUnavailable as exc:
-            notes.append(f"{cloud} checks skipped: {exc}")
+            notes.append(cloud_skipped(cloud, str(exc)))
         except ProviderError as exc:
             log.warning("the %s checks of %s failed: %s", cloud, provider.name, exc)
-            notes.append(f"{cloud} checks not completed: {exc}")
+            notes.append(cloud_not_completed(cloud, str(exc)))
         return []
 
     return extra

@@ -28,7 +28,7 @@ from typing import Any, Protocol, cast
 import msgspec
 
 from bot.core.checks.clouds import Extra, cloud_extra
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
+from bot.core.checks.findings import NO_PROVIDER, RECOMMENDED, REQUIRED, Finding, FindingKind, declare
 from bot.core.checks.preflight import minor_of
 from bot.core.providers import Provider, ProviderConfig
 from bot.core.snapshots.projection import ClusterReader
@@ -489,5 +489,5 @@ def eks_extra(
         provider,
         lambda eks, reader, target, notes: run_eks_checks(cast(EksReads, eks), reader, target, notes),
         connect=connect,
-        unnamed="EKS checks skipped: the cluster's configuration names no provider (provider: {eks: …})",
+        unnamed=f"{NO_PROVIDER} (provider: {{eks: …}})",
     )

@@ -105,6 +105,45 @@ class Report:
         return any(f.severity == REQUIRED for f in self.findings)
 
 
+#: Why a cloud's checks were skipped on a cluster whose configuration names no provider of that
+#: cloud: a choice of the configuration (every cluster without one, EKS or not, says it), not a
+#: failure, so it is no blind spot of a check's verdict; a step that asks for that cloud's ids only
+#: is still not checked.
+NO_PROVIDER = "the cluster's configuration names no provider"
+
+
+def cloud_skipped(cloud: str, why: str) -> str:
+    """The note of a cloud's checks that did not run (its SDK is not installed, no provider is named)."""
+    return f"{cloud} checks skipped: {why}"
+
+
+def cloud_not_completed(cloud: str, why: str) -> str:
+    """The note of a cloud's checks that started and did not finish (the cloud did not answer)."""
+    return f"{cloud} checks not completed: {why}"
+
+
+#: A note that says part of the checks saw nothing, so its findings are missing from the report: a
+#: list the bot could not read (`not read: …`), or a cloud's checks skipped or not completed (the
+#: two notes above; `cloud` is the prefix of that cloud's finding ids: EKS, AKS, GKE).
+_BLIND = re.compile(r"^(?:not read\b|(?P<cloud>[A-Z]+) checks (?:skipped|not completed): (?P<why>.*))", re.S)
+
+
+def blind_spots(notes: Iterable[str]) -> list[str]:
+    """The notes that say what the checks did not see (people read them beside the verdict); not a
+    cloud's checks left out because no provider of it is named (`NO_PROVIDER`)."""
+    return [n for n in notes if (m := _BLIND.match(n)) and not (m.group("why") or "").startswith(NO_PROVIDER)]
+
+
+def unchecked_clouds(notes: Iterable[str]) -> dict[str, str]:
+    """Each cloud whose checks did not run or finish (the prefix of its finding ids) → its note."""
+    out: dict[str, str] = {}
+    for note in notes:
+        match = _BLIND.match(note)
+        if match and match.group("cloud"):
+            out.setdefault(match.group("cloud"), note)
+    return out
+
+
 #: Kinds whose objects the chat summary names as `namespace/name` alone (the report keeps the kind).
 _WORKLOAD = re.compile(
     r"^(?:Deployment|StatefulSet|DaemonSet|ReplicaSet|Job|CronJob|Pod|Rollout) ([^\s/]+/[^\s:,()]+)"

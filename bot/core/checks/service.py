@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import cast
 
-from bot.core.checks.findings import REQUIRED, Cover, Finding, Report, summary_lines
+from bot.core.checks.findings import REQUIRED, Cover, Finding, Report, blind_spots, summary_lines
 from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.images import ImageAnswer
 from bot.core.checks.preflight import minor_of, run_checks
@@ -388,7 +388,8 @@ def summary_context(report: Report, *, shown_recommended: int, ref: str = "") ->
         "recommended": recommended[:shown_recommended],
         "recommended_lines": len(recommended),
         "recommended_count": n_recommended,
-        "notes": [n for n in report.notes if n.startswith("not read")],
+        # What the checks did not see: lists not read, a cloud's checks skipped or not completed.
+        "notes": blind_spots(report.notes),
         "fixes": check_fixes(report, ref=ref) if ref else [],
         # Findings a waiver or the configuration's ignore list accepted: who, why and until when.
         "covered": [

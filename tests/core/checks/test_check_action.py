@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from bot.core.actions import check, default_registry
 from bot.core.actions.base import ActionContext
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, Report
+from bot.core.checks.findings import (
+    NO_PROVIDER,
+    RECOMMENDED,
+    REQUIRED,
+    Finding,
+    Report,
+    cloud_not_completed,
+    cloud_skipped,
+)
 from bot.errors import UserError
 from bot.records import ActionCall, ActionRequest
 
@@ -126,3 +135,94 @@ def test_only_refuses_an_id_the_checks_do_not_report() -> None:
     spec.check({"only": "EKS009,EKS006"})
     with pytest.raises(UserError, match=r"only: 'EKS099' is not a finding id the checks report"):
         spec.check({"only": "EKS009,EKS099"})
+
+
+NO_BOTO3 = cloud_skipped("EKS", "boto3 is not installed (pip install 'upgrade-bot[aws]')")
+
+
+def test_a_step_whose_only_ids_belong_to_cloud_checks_that_did_not_run_is_not_checked_and_fails() -> None:
+    report = Report(
+        cluster="prod",
+        target="1.26",
+        findings=(finding("RES001", RECOMMENDED),),
+        notes=("control plane 1.25.4, target 1.26, 14 nodes, 23 workloads", NO_BOTO3),
+    )
+    result = check.run(context(report, []), request({"only": "EKS009,EKS006"}))
+    assert not result.ok
+    assert result.detail == (
+        "check of EKS009, EKS006 for 1.26 NOT CHECKED: EKS checks skipped: boto3 is not installed "
+        "(pip install 'upgrade-bot[aws]') — the full report is attached"
+    )
+    # Nothing to waive: what is missing is the evidence, not a finding.
+    assert check.required_ids(result.detail) == ()
+    (report_file,) = result.files
+    assert "EKS checks skipped: boto3 is not installed" in report_file.content.decode()
+    # The cloud answered part of the way, or no provider is named: not checked either, with that reason.
+    for note in (
+        cloud_not_completed("EKS", "DescribeCluster: the AWS API did not answer within 10s"),
+        cloud_skipped("EKS", "the cluster's configuration names no provider (provider: {eks: …})"),
+    ):
+        result = check.run(context(replace(report, notes=(note,)), []), request({"only": "EKS009"}))
+        assert not result.ok
+        assert result.detail == f"check of EKS009 for 1.26 NOT CHECKED: {note} — the full report is attached"
+
+
+def test_what_the_checks_did_not_see_is_on_the_line_of_a_step_that_passes_or_fails() -> None:
+    notes = (
+        "control plane 1.25.4, target 1.26, 14 nodes, 23 workloads",
+        "not read: poddisruptionbudgets: forbidden by the bot's RBAC role",
+        NO_BOTO3,
+        "12 known-issue rules",
+    )
+    unseen = (
+        "not read: poddisruptionbudgets: forbidden by the bot's RBAC role; EKS checks skipped: boto3 is not "
+        "installed (pip install 'upgrade-bot[aws]')"
+    )
+    passing = Report(cluster="prod", target="1.26", findings=(finding("RES001", RECOMMENDED),), notes=notes)
+    result = check.run(context(passing, []), request({}))
+    assert result.ok
+    assert result.detail == (
+        f"pre-flight check for 1.26 passed: no Required findings, 1 Recommended, but {unseen} — the full "
+        "report is attached"
+    )
+    # `only` with an id the checks did see: it passes on that, and says what they did not see.
+    result = check.run(context(passing, []), request({"only": "EKS009,RES001"}))
+    assert result.ok
+    assert result.detail == (
+        f"check of EKS009, RES001 for 1.26 passed: no Required findings, 1 Recommended: RES001 (obj RES001), "
+        f"but {unseen} — the full report is attached"
+    )
+    failing = replace(passing, findings=(finding("PDB001", REQUIRED, "PodDisruptionBudget shop/web"),))
+    result = check.run(context(failing, []), request({}))
+    assert not result.ok
+    assert result.detail == (
+        "pre-flight check for 1.26 FAILED: 1 Required — PDB001 (PodDisruptionBudget shop/web); 0 Recommended; "
+        f"{unseen} — the full report is attached"
+    )
+    assert check.required_ids(result.detail) == ("PDB001",)
+
+
+def test_many_blind_spots_are_clipped_and_counted_on_the_line() -> None:
+    notes = tuple(f"not read: {kind}: forbidden by the bot's RBAC role: " + "x" * 150 for kind in "abcdef")
+    report = Report(cluster="prod", target="1.26", findings=(), notes=notes)
+    result = check.run(context(report, []), request({}))
+    assert result.ok
+    assert len(result.detail) < 500
+    assert result.detail.count("not read: ") == 1
+    assert "; …and 5 more (in the report) — the full report is attached" in result.detail
+
+
+def test_a_cluster_that_names_no_provider_is_no_blind_spot_but_its_cloud_ids_are_not_checked() -> None:
+    # Every cluster without a provider (kind, on-premises) has this note: the verdict says nothing of it.
+    unnamed = cloud_skipped("EKS", f"{NO_PROVIDER} (provider: {{eks: …}})")
+    report = Report(
+        cluster="prod", target="1.26", findings=(finding("RES001", RECOMMENDED),), notes=(unnamed,)
+    )
+    result = check.run(context(report, []), request({}))
+    assert result.ok
+    assert result.detail == (
+        "pre-flight check for 1.26 passed: no Required findings, 1 Recommended — the full report is attached"
+    )
+    result = check.run(context(report, []), request({"only": "EKS009"}))
+    assert not result.ok
+    assert result.detail == f"check of EKS009 for 1.26 NOT CHECKED: {unnamed} — the full report is attached"

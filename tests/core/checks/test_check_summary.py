@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, Report, summary_lines
+from bot.core.checks.findings import (
+    NO_PROVIDER,
+    RECOMMENDED,
+    REQUIRED,
+    Finding,
+    Report,
+    cloud_not_completed,
+    cloud_skipped,
+    summary_lines,
+)
 from bot.core.checks.service import summary_context
 from bot.core.rendering import Renderer
 from bot.resources import BUILTIN_TEMPLATES
@@ -90,3 +99,26 @@ def test_more_recommended_ids_than_shown_are_counted_not_listed() -> None:
     text = Renderer([BUILTIN_TEMPLATES]).render("check", context).text
     assert text.count("• `RES") == 10
     assert "…and 4 more in the report" in text
+
+
+def test_the_check_reply_says_what_the_checks_did_not_see_and_not_the_other_notes() -> None:
+    report = Report(
+        cluster="prod",
+        target="1.26",
+        findings=FOUR_WORKLOADS,
+        notes=(
+            "control plane 1.25.4, target 1.26, 14 nodes, 23 workloads",
+            "not read: events: forbidden by the bot's RBAC role",
+            cloud_skipped("EKS", "boto3 is not installed (pip install 'upgrade-bot[aws]')"),
+            cloud_not_completed("GKE", "the GKE API did not answer"),
+            cloud_skipped("AKS", f"{NO_PROVIDER} (provider: {{aks: …}})"),
+            "12 known-issue rules",
+        ),
+    )
+    text = Renderer([BUILTIN_TEMPLATES]).render("check", summary_context(report, shown_recommended=10)).text
+    assert "_not read: events: forbidden by the bot's RBAC role_\n" in text
+    assert "_EKS checks skipped: boto3 is not installed (pip install 'upgrade-bot[aws]')_\n" in text
+    assert "_GKE checks not completed: the GKE API did not answer_\n" in text
+    assert "known-issue rules" not in text
+    assert "names no provider" not in text  # a choice of the configuration, said in the report only
+    assert "14 nodes" not in text

@@ -1,0 +1,67 @@
+"""A plan's check steps on an EKS cluster where the bot has no `aws` extra (boto3 cannot be imported):
+what the checks did not see is on each step's line, and a step that asked for EKS findings only is
+not checked (it fails, and people decide), never passed on no evidence."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from bot.resources import BUILTIN_PLANS
+from tests.support.bot_process import bot_command
+
+SKIPPED = "EKS checks skipped: boto3 is not installed (pip install 'upgrade-bot[aws]')"
+
+STEPS = """
+steps:
+  - id: checks
+    phase: preparation
+    title: Pre-flight checks
+    gate: {any_of: [primary]}
+    actions:
+      - check: {to: "1.25"}
+  - id: check-leftovers
+    phase: post
+    title: No Auto Scaling groups left behind, no launch-template drift
+    gate: {any_of: [primary]}
+    actions:
+      - check: {only: "EKS009,EKS006"}
+"""
+
+
+def test_check_steps_say_the_eks_checks_were_skipped_and_an_eks_only_step_is_not_checked(
+    tmp_path: Path,
+) -> None:
+    # The built-in EKS plan's cluster, window and roster, with two check steps of its own.
+    head = (BUILTIN_PLANS / "eks-nodegroups.yaml").read_text().split("\nsteps:", 1)[0]
+    plan = tmp_path / "eks-leftovers.yaml"
+    plan.write_text(head.replace("name: eks-nodegroups", "name: eks-leftovers", 1) + STEPS)
+    # A `boto3` package first on the path whose import fails, as where the extra is not installed.
+    blocker = tmp_path / "no-boto3" / "boto3"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('No module named boto3 (blocked by the test)')\n")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(blocker.parent), os.environ.get("PYTHONPATH")))),
+    }
+    result = subprocess.run(
+        [*bot_command(), "rehearse", str(plan), "--auto-approve"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+        cwd=tmp_path,
+    )
+    out = result.stdout
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    # The whole pre-flight check fails on the scenario's planted findings, and says what it did not see.
+    (checks,) = [line for line in out.splitlines() if "❌ *`checks` failed* in run" in line]
+    assert "pre-flight check for 1.25 FAILED: " in checks
+    assert f"Recommended; {SKIPPED}" in checks
+    # The step that asks for EKS009 and EKS006 only has nothing to go on: not checked, with the reason.
+    (leftovers,) = [line for line in out.splitlines() if "❌ *`check-leftovers` failed* in run" in line]
+    assert f": check of EKS009, EKS006 for 1.25 NOT CHECKED: {SKIPPED}" in leftovers
+    assert "check of EKS009, EKS006 for 1.25 passed" not in out
