@@ -1,6 +1,7 @@
-"""A plan's check steps on an EKS cluster where the bot has no `aws` extra (boto3 cannot be imported):
-what the checks did not see is on each step's line, and a step that asked for EKS findings only is
-not checked (it fails, and people decide), never passed on no evidence."""
+"""A plan's snapshot and check steps on an EKS cluster where the bot has no `aws` extra (boto3 cannot be
+imported): what the snapshot did not capture and the checks did not see is on each step's line, and
+a step that asked for EKS findings only is not checked (it fails, and people decide), never passed
+on no evidence."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ SKIPPED = "EKS checks skipped: boto3 is not installed (pip install 'upgrade-bot[
 
 STEPS = """
 steps:
+  - id: snapshot-pre
+    phase: preparation
+    title: Snapshot the cluster before the upgrade
+    gate: {any_of: [primary]}
+    actions:
+      - snapshot: {label: pre}
   - id: checks
     phase: preparation
     title: Pre-flight checks
@@ -30,7 +37,7 @@ steps:
 """
 
 
-def test_check_steps_say_the_eks_checks_were_skipped_and_an_eks_only_step_is_not_checked(
+def test_steps_say_the_eks_side_was_not_read_and_an_eks_only_check_is_not_checked(
     tmp_path: Path,
 ) -> None:
     # The built-in EKS plan's cluster, window and roster, with two check steps of its own.
@@ -57,6 +64,11 @@ def test_check_steps_say_the_eks_checks_were_skipped_and_an_eks_only_step_is_not
     out = result.stdout
     assert result.returncode == 3, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
+    # The snapshot is stored without the cloud's side, and its line says so.
+    assert (
+        "✅ `snapshot-pre` succeeded: snapshot #1 `pre`: 14 nodes, 61 pods, 23 workloads; not captured: "
+        "provider (the provider's side could not be read: boto3 is not installed (pip install 'upgrade-bot[aws]')"
+    ) in out
     # The whole pre-flight check fails on the scenario's planted findings, and says what it did not see.
     (checks,) = [line for line in out.splitlines() if "❌ *`checks` failed* in run" in line]
     assert "pre-flight check for 1.25 FAILED: " in checks

@@ -45,8 +45,9 @@ class DiffSummary(Protocol):
 class ActionContext:
     """The capabilities actions use, bound by `bot.core.runs.capabilities.action_context` to the services and adapters."""
 
-    #: (cluster, label, taken_by) → the stored snapshot's id, label and counts.
-    take_snapshot: Callable[[str, str, str], tuple[int, str, Mapping[str, int]]]
+    #: (cluster, label, taken_by) → the stored snapshot's id, label, counts and gaps (what it could
+    #: not capture, as (resource, reason) pairs).
+    take_snapshot: Callable[[str, str, str], tuple[int, str, Mapping[str, int], tuple[tuple[str, str], ...]]]
     #: (cluster, before, after) → the diff report of two stored snapshots.
     #: (cluster, before, after, replaces: new node group → the old one it replaces)
     compare_snapshots: Callable[[str, str, str, Mapping[str, str]], DiffSummary]

@@ -77,7 +77,9 @@ def action_context(
     settings' values: `bot.frontdoor.assemble` passes them)."""
     labels = group_labels(node_group_labels)
 
-    def take_snapshot(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
+    def take_snapshot(
+        cluster: str, label: str, taken_by: str
+    ) -> tuple[int, str, Mapping[str, int], tuple[tuple[str, str], ...]]:
         config = pick_cluster(clusters, cluster)
         reader = connect_cluster(config)
         with contextlib.closing(reader):
@@ -91,7 +93,8 @@ def action_context(
                 logs=log_probe(load_rules(rules_paths)),
                 provider=provider_of(config),
             )
-        return stored.meta.id, stored.meta.label, stored.snap["counts"]
+        gaps = tuple((str(g["resource"]), str(g["reason"])) for g in stored.snap.get("gaps") or ())
+        return stored.meta.id, stored.meta.label, stored.snap["counts"], gaps
 
     def compare_snapshots(cluster: str, before: str, after: str, replaces: Mapping[str, str]) -> DiffSummary:
         def live() -> dict[str, Any]:

@@ -41,8 +41,8 @@ def never_compared(cluster: str, before: str, after: str) -> DiffSummary:
     raise AssertionError("this plan compares nothing")
 
 
-def take(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
-    return 1, label, {"nodes": 3, "pods": 30, "workloads": 5}
+def take(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int], tuple[()]]:
+    return 1, label, {"nodes": 3, "pods": 30, "workloads": 5}, ()
 
 
 @pytest.fixture

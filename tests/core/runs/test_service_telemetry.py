@@ -59,21 +59,21 @@ def approve_the_snapshot_step(store: Store, take_snapshot: object) -> list[tuple
 
 
 def test_an_action_that_succeeds_is_recorded_ok(store: Store) -> None:
-    def take(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
-        return 1, label, {"nodes": 3, "pods": 30, "workloads": 5}
+    def take(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int], tuple[()]]:
+        return 1, label, {"nodes": 3, "pods": 30, "workloads": 5}, ()
 
     assert approve_the_snapshot_step(store, take) == [("snapshot", "ok")]
 
 
 def test_an_action_the_cluster_refuses_is_recorded_failed(store: Store) -> None:
-    def take(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
+    def take(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int], tuple[()]]:
         raise ClusterUnreachable("cluster prod: the API server did not answer", cluster="prod")
 
     assert approve_the_snapshot_step(store, take) == [("snapshot", "failed")]
 
 
 def test_an_action_that_breaks_is_recorded_as_an_error(store: Store) -> None:
-    def take(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
+    def take(cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int], tuple[()]]:
         raise KeyError("a bug")
 
     assert approve_the_snapshot_step(store, take) == [("snapshot", "error")]

@@ -45,10 +45,12 @@ class SlowSnapshot:
         self.started = threading.Event()
         self.release = threading.Event()
 
-    def __call__(self, cluster: str, label: str, taken_by: str) -> tuple[int, str, Mapping[str, int]]:
+    def __call__(
+        self, cluster: str, label: str, taken_by: str
+    ) -> tuple[int, str, Mapping[str, int], tuple[tuple[str, str], ...]]:
         self.started.set()
         assert self.release.wait(30)
-        return 1, label, {"nodes": 3, "pods": 10, "workloads": 2}
+        return 1, label, {"nodes": 3, "pods": 10, "workloads": 2}, ()
 
 
 def service(store: Store, clock: FakeClock, owner: str, live: set[str], snapshot: Any = None) -> RunService:
