@@ -40,6 +40,9 @@ class DiffSummary(Protocol):
     @property
     def has_regressions(self) -> bool: ...
 
+    @property
+    def not_compared(self) -> list[str]: ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ActionContext:

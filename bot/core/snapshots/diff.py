@@ -54,6 +54,11 @@ class DiffReport:
     def has_regressions(self) -> bool:
         return bool(self.regressions)
 
+    @property
+    def not_compared(self) -> list[str]:
+        """The sections the diff compares that it could not: a gap of either snapshot (`COMPARED`)."""
+        return sorted((_gaps(self.before) | _gaps(self.after)) & COMPARED)
+
     def categories(self, kind: str) -> Counter[str]:
         items = self.regressions if kind == REGRESSION else self.expected
         return Counter(f.category for f in items)
@@ -159,6 +164,14 @@ def _sort_key(f: Finding) -> tuple[int, str, str, str]:
         f.category,
         f.subject,
     )
+
+
+#: The snapshot's lists the diff compares (a gap of one of them in either snapshot skips it); the
+#: first five are what "the same cluster after the upgrade" means: without them a diff says nothing.
+COMPARED = frozenset(
+    {"nodes", "pods", "deployments", "daemonsets", "statefulsets", "poddisruptionbudgets", "events"}
+)
+ESSENTIAL = frozenset({"nodes", "pods", "deployments", "daemonsets", "statefulsets"})
 
 
 def _gaps(snap: Mapping[str, Any]) -> set[str]:
