@@ -175,34 +175,72 @@ def test_snapshot_and_diff_of_a_node_group_replacement(
         core.delete_node(name)
 
 
+def narrow_kubeconfig(
+    real_cluster: RealCluster, bot_kubeconfig: Path, tmp_path: Path, *, without: str
+) -> Path:
+    """A kubeconfig for a ServiceAccount of a narrower role than deploy/rbac.yaml: the same, minus
+    `without` (a resource)."""
+    role = yaml.safe_load_all(RBAC.read_text())
+    cluster_role = next(d for d in role if d["kind"] == "ClusterRole")
+    name = f"upgrade-bot-no-{without}"
+    cluster_role["metadata"]["name"] = name
+    for rule in cluster_role["rules"]:
+        rule["resources"] = [r for r in rule.get("resources", []) if r != without]
+    cluster_role["rules"] = [r for r in cluster_role["rules"] if r["resources"]]
+    manifest = tmp_path / f"{name}.yaml"
+    manifest.write_text(yaml.safe_dump(cluster_role))
+    real_cluster.kubectl("apply", "-f", str(manifest))
+    account = f"narrow-{without}"
+    real_cluster.kubectl("create", "serviceaccount", account, "-n", "upgrade-bot", check=False)
+    real_cluster.kubectl(
+        "create",
+        "clusterrolebinding",
+        name,
+        f"--clusterrole={name}",
+        f"--serviceaccount=upgrade-bot:{account}",
+        check=False,
+    )
+    token = real_cluster.kubectl("create", "token", account, "-n", "upgrade-bot").stdout.strip()
+    kubeconfig = yaml.safe_load(bot_kubeconfig.read_text())
+    kubeconfig["users"][0]["user"]["token"] = token
+    narrow = tmp_path / f"{account}.kubeconfig"
+    narrow.write_text(yaml.safe_dump(kubeconfig))
+    return narrow
+
+
 def test_a_call_outside_the_bots_role_is_refused_and_reported_clearly(
     real_cluster: RealCluster, bot_kubeconfig: Path, tmp_path: Path
 ) -> None:
     # A narrower role than deploy/rbac.yaml: the same, minus events. The snapshot names the gap.
-    role = yaml.safe_load_all(RBAC.read_text())
-    cluster_role = next(d for d in role if d["kind"] == "ClusterRole")
-    cluster_role["metadata"]["name"] = "upgrade-bot-no-events"
-    cluster_role["rules"] = [r for r in cluster_role["rules"] if "events" not in r.get("resources", [])]
-    manifest = tmp_path / "narrow.yaml"
-    manifest.write_text(yaml.safe_dump(cluster_role))
-    real_cluster.kubectl("apply", "-f", str(manifest))
-    real_cluster.kubectl("create", "serviceaccount", "narrow", "-n", "upgrade-bot", check=False)
-    real_cluster.kubectl(
-        "create",
-        "clusterrolebinding",
-        "upgrade-bot-narrow",
-        "--clusterrole=upgrade-bot-no-events",
-        "--serviceaccount=upgrade-bot:narrow",
-        check=False,
-    )
-    token = real_cluster.kubectl("create", "token", "narrow", "-n", "upgrade-bot").stdout.strip()
-    kubeconfig = yaml.safe_load(bot_kubeconfig.read_text())
-    kubeconfig["users"][0]["user"]["token"] = token
-    narrow = tmp_path / "narrow.kubeconfig"
-    narrow.write_text(yaml.safe_dump(kubeconfig))
+    narrow = narrow_kubeconfig(real_cluster, bot_kubeconfig, tmp_path, without="events")
     result = bot(write_config(tmp_path, narrow), "snapshot", "pre")
     assert result.returncode == 0, result.stderr
     assert "gap: events: forbidden by the bot's RBAC role" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_diff_that_could_not_compare_the_pods_is_no_pass_for_a_pipeline(
+    real_cluster: RealCluster, bot_kubeconfig: Path, tmp_path: Path, api: client.ApiClient
+) -> None:
+    # The earlier snapshot with the bot's role, the later one with a role that may not list pods.
+    narrow = narrow_kubeconfig(real_cluster, bot_kubeconfig, tmp_path, without="pods")
+    (tmp_path / "narrow").mkdir()
+    wait_for_earlier_namespaces_gone(client.CoreV1Api(api))
+    full_config = write_config(tmp_path, bot_kubeconfig)
+    narrow_config = tmp_path / "narrow" / "upgrade-bot.yaml"
+    narrow_config.write_text(full_config.read_text().replace(str(bot_kubeconfig), str(narrow)))
+    assert bot(full_config, "snapshot", "pre").returncode == 0
+    post = bot(narrow_config, "snapshot", "post")
+    assert post.returncode == 0, post.stderr
+    assert "gap: pods: forbidden by the bot's RBAC role" in post.stdout
+    result = bot(full_config, "diff", "pre", "post")
+    # The nodes and workloads are the same; the pods could not be compared: exit 1, not 0.
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "pods: not readable in one of the snapshots" in result.stdout
+    assert (
+        "upgrade-bot diff: pods not compared (not readable in one of the snapshots): no regression found is no pass"
+        in result.stderr
+    )
     assert "Traceback" not in result.stdout + result.stderr
 
 

@@ -9,10 +9,12 @@ from datetime import UTC, datetime
 
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.diff import ESSENTIAL
 from bot.core.snapshots.projection import take_snapshot
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
+    EXIT_FAILED,
     EXIT_FOUND,
     EXIT_OK,
     Handler,
@@ -73,4 +75,15 @@ def _diff(settings: Settings, args: argparse.Namespace) -> int:
         text = {"text": report.to_text, "md": report.to_markdown, "json": report.to_json}[args.output]()
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     # Pipelines gate on this: 3 when the upgrade left something worse than before (1: could not look).
-    return EXIT_FOUND if report.has_regressions else EXIT_OK
+    if report.has_regressions:
+        return EXIT_FOUND
+    blind = [resource for resource in report.not_compared if resource in ESSENTIAL]
+    if blind:
+        # No regression among what could be compared, but without these "nothing found" means nothing.
+        print(
+            f"upgrade-bot diff: {', '.join(blind)} not compared (not readable in one of the snapshots): "
+            "no regression found is no pass",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK

@@ -28,7 +28,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FOUND = 0, 1, 2, 3
 EXIT_STATUSES = """\
 exit status (the same for every command):
   0  done, nothing found
-  1  could not do it: cluster unreachable, Slack or store error, unknown snapshot or plan
+  1  could not do it: cluster unreachable, Slack or store error, unknown snapshot or plan; a diff
+     that could not compare the nodes, pods or workloads (not readable in one of the snapshots)
   2  usage or configuration error: a bad flag or argument, a missing or invalid configuration key,
      an invalid plan, rules or templates file
   3  done, and found something: check (Required findings), diff (regressions), rehearse (completed
