@@ -10,12 +10,24 @@ the jobs, below the actions, take them too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.core.checks.findings import Report
 from bot.records import ActionRequest, FileAttachment
+
+
+def fitting(entries: Sequence[str], budget: int, *, at_least_one: bool = True) -> list[str]:
+    """The first `entries` whose lengths, two characters of separator each, fit in `budget`: whole
+    entries, for a step's line (which the event line clips at 500 characters); with `at_least_one`,
+    the first entry even past the budget, so a line names something."""
+    listed: list[str] = []
+    for entry in entries:
+        if (listed or not at_least_one) and sum(len(e) + 2 for e in listed) + len(entry) > budget:
+            break
+        listed.append(entry)
+    return listed
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
+from bot.core.actions.base import ActionContext, ActionResult, ActionSpec, fitting
 from bot.core.checks.findings import (
     REQUIRED,
     Finding,
@@ -84,11 +84,7 @@ def _named(findings: list[Finding]) -> str:
 def _unseen(report: Report) -> str:
     """What the checks did not see, for the line: whole notes, each clipped, "" when they saw all."""
     spots = [clip(note, SPOT_CHARS) for note in blind_spots(report.notes)]
-    listed: list[str] = []
-    for spot in spots:
-        if listed and sum(len(s) + 2 for s in listed) + len(spot) > BLIND_CHARS:
-            break
-        listed.append(spot)
+    listed = fitting(spots, BLIND_CHARS)
     more = len(spots) - len(listed)
     return "; ".join(listed) + (f"; …and {more} more (in the report)" if more else "")
 
@@ -156,20 +152,12 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
         f"{fid} ({names[0]}{f' …and {len(names) - 1} more' if len(names) > 1 else ''})" if names else fid
         for fid, names in by_id.items()
     ]
-    listed: list[str] = []
-    for entry in entries:
-        if listed and sum(len(e) + 2 for e in listed) + len(entry) > LISTED_CHARS:
-            break
-        listed.append(entry)
+    listed = fitting(entries, LISTED_CHARS)
     hidden = list(by_id)[len(listed) :]
     # The ids beyond the budget are still named while they fit (they are short): a paused run's
     # Waive… offers every Required id the step's line names (`required_ids`), not only the first
     # few. Past NAMED_CHARS the rest is a count; the attached report has every one.
-    named: list[str] = []
-    for fid in hidden:
-        if sum(len(n) + 2 for n in named) + len(fid) > NAMED_CHARS:
-            break
-        named.append(fid)
+    named = fitting(hidden, NAMED_CHARS, at_least_one=False)
     unnamed = len(hidden) - len(named)
     tail = ", ".join(named) + (f", {unnamed} more" if unnamed and named else "")
     shown = ", ".join(listed) + (f", …and {len(hidden)} more ({tail})" if hidden else "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
+from bot.core.actions.base import ActionContext, ActionResult, ActionSpec, fitting
 from bot.core.jobs.common import label_value
 from bot.core.snapshots.diff import ESSENTIAL
 from bot.errors import UserError, clip
@@ -44,6 +44,13 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     args = request.call.args
     report = ctx.compare_snapshots(request.cluster, args["before"], args["after"], replaces_arg(args))
     summary = f"diff: {len(report.regressions)} regression(s), {len(report.expected)} expected change(s)"
+    if report.regressions:
+        # Every regression, as far as the thread line allows: the step's failure line is what the
+        # run report keeps of a diff that was skipped past, so it names them all it can.
+        entries = [f"{r.category} — {r.subject}" for r in report.regressions]
+        listed = fitting(entries, LISTED_CHARS)
+        more = len(entries) - len(listed)
+        summary += ": " + "; ".join(listed) + (f"; …and {more} more" if more else "")
     # A list one of the snapshots could not read is not compared: said on the line, and without the
     # nodes, the pods or the workloads "0 regressions" says nothing, so the step fails and people decide.
     blind = report.not_compared
@@ -51,17 +58,6 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     if blind:
         said = "NOT COMPARED" if essential else "not compared"
         summary += f"; {said}: {', '.join(blind)} (not readable in one of the snapshots)"
-    if report.regressions:
-        # Every regression, as far as the thread line allows: the step's failure line is what the
-        # run report keeps of a diff that was skipped past, so it names them all it can.
-        entries = [f"{r.category} — {r.subject}" for r in report.regressions]
-        listed: list[str] = []
-        for entry in entries:
-            if listed and sum(len(e) + 2 for e in listed) + len(entry) > LISTED_CHARS:
-                break
-            listed.append(entry)
-        more = len(entries) - len(listed)
-        summary += ": " + "; ".join(listed) + (f"; …and {more} more" if more else "")
     return ActionResult(ok=not report.has_regressions and not essential, detail=summary)
 
 

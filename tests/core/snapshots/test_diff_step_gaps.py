@@ -70,3 +70,20 @@ def test_a_diff_without_the_events_of_one_snapshot_says_so_and_passes_on_the_res
     assert result.detail == (
         "diff: 0 regression(s), 0 expected change(s); not compared: events (not readable in one of the snapshots)"
     )
+
+
+def test_the_regressions_come_first_and_what_was_not_compared_last(tmp_path: Path) -> None:
+    objects = base_objects()
+    cluster = WireCluster(objects=objects, version="v1.29.4", name="prod")
+    step = steps(tmp_path, cluster)
+    assert step("snapshot", label="pre").ok
+    # The logging group's one node is gone, and the later snapshot may not read the events.
+    cluster.objects = {**objects, "nodes": [n for n in objects["nodes"] if n["metadata"]["name"] != "log-1"]}
+    cluster.errors["events"] = forbidden("events")
+    assert step("snapshot", label="post").ok
+    result = step("diff", before="pre", after="post")
+    assert not result.ok
+    assert result.detail.startswith("diff: 1 regression(s), ")
+    assert result.detail.endswith(
+        ": node missing — node group logging; not compared: events (not readable in one of the snapshots)"
+    )
