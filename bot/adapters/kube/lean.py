@@ -25,11 +25,10 @@ def _kubernetes() -> _Client:
     classes: 0.22–0.25 s of CPU and 65 MB of resident memory (2026-11-30, 2 cores), for a transport
     that uses none of them (bodies stay raw, see above); 0.25–0.28 s and 69 MB where
     `kubernetes_validate` (a dev tool) is installed, because the package's dynamic client imports it
-    when it can. A plain import
-    deferred to first use is what the package supports, so a command that never reaches a cluster
-    (help, rules, plan validation, the Slack door before its first cluster command) pays nothing,
-    and no version-specific surgery on the package's modules can break with a new client release.
-    The import lock makes concurrent first calls safe.
+    when it can. A plain import deferred to first use is what the package supports, so a command
+    that never reaches a cluster (help, rules, plan validation, the Slack door before its first
+    cluster command) pays nothing, and no version-specific surgery on the package's modules can
+    break with a new client release. The import lock makes concurrent first calls safe.
     """
     import kubernetes.client
     import kubernetes.config

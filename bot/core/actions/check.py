@@ -92,10 +92,14 @@ def _unseen(report: Report) -> str:
 def _not_checked(report: Report, only: tuple[str, ...]) -> str:
     """Why none of `only`'s ids was checked (each one a cloud's whose checks did not run), or ""."""
     clouds = unchecked_clouds(report.notes)
-    why = [clouds.get(m.group(0)) if (m := _FAMILY.match(fid)) else None for fid in only]
-    if not only or None in why:
-        return ""
-    return "; ".join(clip(w, SPOT_CHARS) for w in dict.fromkeys(w for w in why if w))
+    reasons: list[str] = []
+    for fid in only:
+        family = _FAMILY.match(fid)
+        why = clouds.get(family.group(0)) if family else None
+        if why is None:
+            return ""
+        reasons.append(clip(why, SPOT_CHARS))
+    return "; ".join(dict.fromkeys(reasons))
 
 
 def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
@@ -110,7 +114,6 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     files = (report_attachment(report),)
     relied = cover_labels(report, severity=REQUIRED)
     accepted = f"; relied on {'; '.join(relied)}" if relied else ""
-    unseen = _unseen(report)
     not_checked = _not_checked(report, only)
     if not_checked:
         return ActionResult(
@@ -121,6 +124,7 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
             ),
             files=files,
         )
+    unseen = _unseen(report)
     if not required:
         unfixed = "no Required findings left unaccepted" if relied else "no Required findings"
         but = f", but {unseen}" if unseen else ""

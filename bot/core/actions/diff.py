@@ -2,9 +2,10 @@
 
 A diff that finds regressions is a failed step, so the run pauses there and people look before
 the completion announcement goes out. So is one that could not compare the nodes, the pods or the
-workloads (a list one of the snapshots could not read): "0 regressions" would say nothing of them. `replaces: "others-1-25=others,…"` (NEW=OLD) names the node
-groups the runbook recreated under a new name: the old group is reported "replaced by" the new one
-rather than gone (without it, the one group new since the earlier snapshot is taken).
+workloads (a list one of the snapshots could not read): "0 regressions" would say nothing of them.
+`replaces: "others-1-25=others,…"` (NEW=OLD) names the node groups the runbook recreated under a
+new name: the old group is reported "replaced by" the new one rather than gone (without it, the
+one group new since the earlier snapshot is taken).
 """
 
 from __future__ import annotations
