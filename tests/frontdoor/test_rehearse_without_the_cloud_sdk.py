@@ -67,7 +67,7 @@ def test_steps_say_the_eks_side_was_not_read_and_an_eks_only_check_is_not_checke
     # The snapshot is stored without the cloud's side, and its line says so.
     assert (
         "✅ `snapshot-pre` succeeded: snapshot #1 `pre`: 14 nodes, 61 pods, 23 workloads; not captured: "
-        "provider (the provider's side could not be read: boto3 is not installed (pip install 'upgrade-bot[aws]')"
+        "provider (boto3 is not installed (pip install 'upgrade-bot[aws]'): No module named boto3 "
     ) in out
     # The whole pre-flight check fails on the scenario's planted findings, and says what it did not see.
     (checks,) = [line for line in out.splitlines() if "❌ *`checks` failed* in run" in line]

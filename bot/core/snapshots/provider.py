@@ -68,15 +68,17 @@ def capture_provider(
         described = provider.describe_for_snapshot(minors_from(version))
     except (ProviderUnavailable, ProviderError) as exc:
         log.warning("the provider's side of the snapshot could not be read: %s", exc)
-        reason = f"the provider's side could not be read: {clip(str(exc), 300)}"
-        gap(reason)
+        cause = clip(str(exc), 300)
+        gap(cause)  # the gap's resource, `provider`, already says whose side it is
+        reason = f"the provider's side could not be read: {cause}"
         return {"kind": kind, "name": name, "captured": False, "reason": reason}
     except Exception as exc:
         # The SDK's own errors on connecting (no application-default credentials for GKE, say)
         # are not the port's: the cluster's side of the snapshot is still worth keeping.
         log.exception("the provider's side of the snapshot failed")
-        reason = f"the provider's side could not be read: {clip(type(exc).__name__ + ': ' + str(exc), 300)}"
-        gap(reason)
+        cause = clip(f"{type(exc).__name__}: {exc}", 300)
+        gap(cause)
+        reason = f"the provider's side could not be read: {cause}"
         return {"kind": kind, "name": name, "captured": False, "reason": reason}
     if described is None:
         return {
