@@ -29,6 +29,16 @@ class LiveSection:
     updated_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class EvidenceAnswer:
+    """The run's verdict on an answer to its step's Inconclusive evidence (`StepReports.answer_evidence`):
+    `counts`, the job gets it now and records `text` as its reason (a waiver's: every voter's); else
+    `text` says what it still needs (a first vote to waive)."""
+
+    counts: bool
+    text: str
+
+
 class LiveSource(Protocol):
     """Gives the live sections of one run (each source: the watches, the cluster jobs)."""
 
@@ -59,6 +69,13 @@ class StepReports(Protocol):
 
     def pause_on_evidence(self, run_id: str, step_id: str, *, epoch: int, why: str) -> object:
         """Its evidence is Inconclusive: the run pauses (the step still running) and asks people."""
+
+    def answer_evidence(
+        self, run_id: str, step_id: str, *, epoch: int, option: str, user_id: str, reason: str
+    ) -> EvidenceAnswer:
+        """Someone answers its Inconclusive evidence (`wait`, `waive` or `abort`), through any door:
+        the run's rules decide (who may; two people to waive) and the run resumes when it counts.
+        A UserError says why not."""
 
 
 class LongActions(Protocol):

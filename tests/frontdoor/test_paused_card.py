@@ -484,3 +484,71 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     assert waived
     assert f"<@{PRIMARY}>: Alertmanager token rotates at 15:00" in waived[0]
     assert f"<@{SHADOW}>: checked the dashboards too" in waived[0]
+
+
+def _paused_on_evidence(bot: Bot, sim_small: Any) -> int:
+    """The evidence plan started, its `settle` step's alerts job paused on a 401: the job's id."""
+    sim_small.sim.evidence.alertmanager_mode = "401"
+    assert "loaded" in bot.command("plan load evidence-settle")
+    assert "started" in bot.command("start evidence-settle")
+    assert bot.click(PRIMARY, bot.gate("settle")) is None
+    _drive_alerts(bot)
+    card_when(bot, "Run *paused*")
+    (row,) = [r for r in bot.services.store.jobs() if r.kind == "alerts"]
+    return row.id
+
+
+def test_the_thread_and_choose_answer_inconclusive_evidence_by_the_cards_rules(
+    evidence_bot: Bot, sim_small: Any
+) -> None:
+    # The question in the thread (its buttons, `/upgrade choose`) is another door to the card's
+    # Wait / Waive… / Abort: one person's waive there was once a waiver, and the run stayed paused.
+    bot = evidence_bot
+    job = _paused_on_evidence(bot, sim_small)
+    (question,) = [p for p in bot.posts() if f"job_choice:{job}" in json.dumps(p.get("blocks") or [])]
+    assert "• *Wait* — a holder of the step's gate" in question["text"]
+    assert (
+        "• *Waive* — two people, one of them the primary and the other the shadow (with a reason)"
+        in (question["text"])
+    )
+
+    # The shadow's waive is a vote: the question stays open, the run paused.
+    vote = bot.command(f"choose {job} waive --reason the proxy is broken", user=SHADOW)
+    assert "“Waive”: your vote is recorded; waiving needs the primary and the shadow" in vote
+    row = bot.services.store.job(job)
+    assert row is not None
+    assert not row.decision
+    assert "Run *paused*" in bot.card()
+    assert "you have already voted to waive the evidence of `settle`" in (
+        bot.command(f"choose {job} waive --reason again", user=SHADOW)
+    )
+
+    # The primary's makes it count: the run resumes, and the step passes on both people's word.
+    assert "Waive: recorded" in bot.command(f"choose {job} waive --reason Grafana is green", user=PRIMARY)
+    card_when(bot, "Run *active*")
+    _drive_alerts(bot)
+    card_when(bot, "`settle` No new alerts")
+    run = bot.services.runs.load(bot.services.store.runs()[0].id)
+    assert run.state.value == "active"
+    assert run.step_run("settle").state.value == "succeeded"
+    assert f"<@{SHADOW}>: the proxy is broken; <@{PRIMARY}>: Grafana is green" in run.step_run("settle").note
+
+
+def test_an_abort_by_choose_fails_the_step_and_the_run_stays_paused_on_the_failure(
+    evidence_bot: Bot, sim_small: Any
+) -> None:
+    # Before, the run stayed paused on the evidence and the step "running" for good: the job's end
+    # could not pause a paused run, and was dropped.
+    bot = evidence_bot
+    job = _paused_on_evidence(bot, sim_small)
+    assert "resuming `settle` is for the primary, who hold its gate; you are the shadow" in (
+        bot.command(f"choose {job} abort", user=SHADOW)
+    )
+    assert "Abort: recorded" in bot.command(f"choose {job} abort", user=PRIMARY)
+    _drive_alerts(bot)
+    text, blocks = card_when(bot, "it failed")
+    assert "alerts: aborted with no trustworthy answer from Alertmanager" in text
+    assert list(buttons(blocks)) == ["paused_resume", "paused_skip"]
+    run = bot.services.runs.load(bot.services.store.runs()[0].id)
+    assert run.state.value == "paused"
+    assert run.step_run("settle").state.value == "failed"

@@ -92,6 +92,8 @@ GO, LEAVE = "go", "leave"
 
 #: The choice keys of a job whose evidence is Inconclusive (`bot.core.jobs.alerts.PAUSE_KIND`).
 EVIDENCE_PAUSE_KIND = "evidence_inconclusive"
+#: In `decide`'s answer when it was a vote that does not count yet (a first person's Waive).
+VOTE_RECORDED = "your vote is recorded"
 
 
 def _reason(tick: Tick) -> str:
@@ -298,7 +300,10 @@ class JobService:
 
     def decide(self, job_id: int, *, choice_key: str, option: str, user_id: str, reason: str = "") -> str:
         """Record `user_id`'s answer to the job's open question; a short confirmation, or a
-        UserError saying why not (wrong role, no reason, a question already answered)."""
+        UserError saying why not (wrong role, no reason, a question already answered).
+
+        An answer to Inconclusive evidence is the run's to judge first (`StepReports.answer_evidence`),
+        as on its card: a first vote to waive is recorded there and the question stays open."""
         row = self.store.job(job_id)
         if row is None:
             raise UserError(f"there is no job {job_id}")
@@ -309,17 +314,26 @@ class JobService:
         if picked is None:
             known = ", ".join(o.id for o in choice.options)
             raise UserError(f"`{clip(option, 40)}` is not an answer to this question (one of: {known})")
-        roster = self._roster(row.run_id)
-        held = roles_of(user_id, roster, self.directory)
-        if not held & set(picked.roles):
-            need = " or ".join(picked.roles)
-            raise UserError(f"“{picked.label}” needs the {need} of this run")
-        if user_id in picked.not_by:
-            # Four eyes: the person who asked for it cannot also confirm it.
-            raise UserError(f"“{picked.label}” needs a second person: you asked for it")
         reason = reason.strip()
         if picked.needs_reason and not reason:
             raise UserError(f"“{picked.label}” needs a reason: say why")
+        if choice.key.startswith(EVIDENCE_PAUSE_KIND + ":") and self.steps is not None:
+            # The run's rules, whichever door the answer came through (two people to waive).
+            verdict = self.steps.answer_evidence(
+                row.run_id, row.step_id, epoch=row.epoch, option=option, user_id=user_id, reason=reason
+            )
+            if not verdict.counts:
+                return f"“{picked.label}”: {VOTE_RECORDED}; {verdict.text}"
+            reason = verdict.text
+        else:
+            roster = self._roster(row.run_id)
+            held = roles_of(user_id, roster, self.directory)
+            if not held & set(picked.roles):
+                need = " or ".join(picked.roles)
+                raise UserError(f"“{picked.label}” needs the {need} of this run")
+            if user_id in picked.not_by:
+                # Four eyes: the person who asked for it cannot also confirm it.
+                raise UserError(f"“{picked.label}” needs a second person: you asked for it")
         decision = json.dumps({"choice_key": choice_key, "option": option, "by": user_id, "reason": reason})
         if not self.store.decide_job(job_id, choice_key=choice_key, decision=decision):
             raise UserError("that question was already answered or is no longer open")
@@ -706,6 +720,10 @@ class JobService:
 
     def _choice_body(self, row: JobRow, choice: Choice) -> dict[str, Any]:
         roles = {o.id: " or ".join(o.roles) for o in choice.options}
+        if choice.key.startswith(EVIDENCE_PAUSE_KIND + ":"):
+            # The run judges these answers, as on its card (`RunService.answer_evidence`).
+            roles = {o.id: "a holder of the step's gate" for o in choice.options}
+            roles["waive"] = "two people, one of them the primary and the other the shadow"
         lines = "\n".join(
             f"• *{inert(o.label)}* — {roles[o.id]}"
             + (" (with a reason)" if o.needs_reason else "")

@@ -27,7 +27,7 @@ from bot.core.evidence.baseline import analysis_queries, take_baseline
 from bot.core.evidence.baseline import summary as baseline_summary
 from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.service import JobService
-from bot.core.live import LiveSection, StepReports
+from bot.core.live import EvidenceAnswer, LiveSection, StepReports
 from bot.core.rules import load_rules
 from bot.core.runs import machine as R
 from bot.core.snapshots import service as snapshots
@@ -238,3 +238,10 @@ class StepsOfRuns:
 
     def pause_on_evidence(self, run_id: str, step_id: str, *, epoch: int, why: str) -> object:
         return self._of().pause_on_evidence(run_id, step_id, epoch=epoch, why=why)
+
+    def answer_evidence(
+        self, run_id: str, step_id: str, *, epoch: int, option: str, user_id: str, reason: str
+    ) -> EvidenceAnswer:
+        return self._of().answer_evidence(
+            run_id, step_id, epoch=epoch, option=option, user_id=user_id, reason=reason
+        )

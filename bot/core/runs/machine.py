@@ -428,6 +428,11 @@ def _fail(run: Run, sr: StepRun, step: Step, now: datetime, why: str, events: li
     if step.on_failure == "abort":
         run = _set_run(run, RunState.ABORTED, f"step {sr.step_id} failed: {why}")
         events.append(Event(kind="run_aborted", detail=run.reason))
+    elif run.state is RunState.PAUSED:
+        # Paused already (by hand, or on its evidence): it stays paused, now for the failure, which
+        # its card and thread say (the step's end is never dropped for want of a transition).
+        run = dataclasses.replace(run, reason=f"step {sr.step_id} failed: {why}")
+        events.append(Event(kind="run_paused", detail=run.reason))
     else:
         run = _set_run(run, RunState.PAUSED, f"step {sr.step_id} failed: {why}")
         events.append(Event(kind="run_paused", detail=run.reason))
@@ -516,7 +521,11 @@ def evidence_waive_vote(
         Event(kind="evidence_waive_voted", step_id=step_id, actor=user_id, detail=reason, roles=vote.roles)
     ]
     if not votes:
-        return Outcome(run=run, events=tuple(events), message=f"vote recorded; waiving needs {who}")
+        return Outcome(
+            run=run,
+            events=tuple(events),
+            message=f"waiving needs {who}: a second person's vote makes it count",
+        )
     run = _reactivated(run)
     events.append(Event(kind="run_resumed", actor=user_id, detail=f"evidence of `{step_id}` waived"))
     return Outcome(run=run, events=tuple(events), message="waived")

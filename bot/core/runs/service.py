@@ -25,8 +25,8 @@ from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, ActionRegistry
 from bot.core.audit import audit_entry
 from bot.core.jobs.common import APPROVE
-from bot.core.live import LongActions
-from bot.core.people import Directory
+from bot.core.live import EvidenceAnswer, LongActions
+from bot.core.people import Directory, roles_of
 from bot.core.runs import machine as R
 from bot.core.runs import pipelines, prs
 from bot.core.runs.cards import RunCards, card_context
@@ -35,7 +35,7 @@ from bot.core.runs.pipelines import Report
 from bot.core.runs.plans import Plan, parse_plan
 from bot.core.runs.prs import PullRequests
 from bot.core.telemetry import NO_TELEMETRY, TIMED_WORK, Telemetry
-from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, clip
+from bot.errors import BotError, ConcurrentUpdate, RunNotFound, TransitionRefused, UserError, clip
 from bot.logsetup import run_scoped
 from bot.records import ActionRequest, AuditEntry, FileAttachment, PlanRow, RunRow
 
@@ -653,6 +653,54 @@ class RunService:
                 return R.resume(run, by=actor.user_id, now=self.clock(), reason=what)
 
         return self.apply(ref.run_id, change, actor)
+
+    def answer_evidence(
+        self, run_id: str, step_id: str, *, epoch: int, option: str, user_id: str, reason: str
+    ) -> EvidenceAnswer:
+        """An answer to the Inconclusive evidence of the step running at `epoch` (`wait`, `waive` or
+        `abort`), whichever door it came through: the card's buttons, the question's in the thread,
+        `/upgrade choose`. The run's rules decide, as on the card (`evidence_click`), so a waiver is
+        always two people's and the run resumes when the answer counts.
+
+        A run active again with the question still open (resumed by hand) pauses on it first. A run
+        paused for another reason takes Wait and Abort from a holder of the step's gate (it stays
+        paused; an Abort's failure is then its reason) but not a waiver: resume it first."""
+        run = self.load(run_id)
+        sr = run.step_run(step_id)
+        if sr.state is not R.StepState.RUNNING or sr.epoch != epoch:
+            raise UserError(f"`{step_id}` is not waiting on evidence now")
+        on_it = run.state is R.RunState.PAUSED and run.reason.startswith(f"{R.EVIDENCE_PAUSE}`{step_id}`")
+        if not on_it and run.state is R.RunState.ACTIVE:
+            self.pause_on_evidence(run_id, step_id, epoch=epoch, why="its question in the thread is open")
+        elif not on_it:
+            if option == "waive":
+                raise UserError(
+                    f"run {run_id} is paused ({clip(run.reason, 120)}): resume it, then waive the evidence"
+                )
+            gate = run.plan.step(step_id).gate
+            if not set(roles_of(user_id, run.roster, self.directory)) & set(gate.roles):
+                anyone = " or ".join(f"the {r}" for r in gate.roles)
+                raise UserError(f"answering the evidence of `{step_id}` is for {anyone}, who hold its gate")
+            return EvidenceAnswer(counts=True, text=reason)
+        decision = {"wait": "wait", "abort": "abort", "waive": R.EVIDENCE_WAIVE}.get(option)
+        if decision is None:
+            raise UserError(
+                f"`{clip(option, 40)}` is not an answer to Inconclusive evidence (wait, waive, abort)"
+            )
+        ref = R.ButtonRef(run_id=run_id, step_id=step_id, epoch=epoch, decision=decision)
+        out = self.evidence_click(ref, Actor(user_id=user_id, source="answer"), reason=reason)
+        if not out.accepted:
+            raise UserError(out.message)
+        if option != "waive":
+            return EvidenceAnswer(counts=True, text=reason)
+        if out.message != "waived":
+            return EvidenceAnswer(counts=False, text=out.message)
+        votes = [
+            a
+            for a in out.run.approvals
+            if a.step_id == step_id and a.phase == R.EVIDENCE_WAIVE and a.epoch == epoch
+        ]
+        return EvidenceAnswer(counts=True, text="; ".join(f"<@{v.user_id}>: {v.reason}" for v in votes))
 
     def check_evidence_waive(self, ref: R.ButtonRef, actor: Actor) -> R.Outcome:
         """Would this person's Waive… vote count now? (before its modal opens; committed nowhere)."""

@@ -17,7 +17,7 @@ from typing import Any
 from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway
-from bot.core.jobs.service import JobService, choice_of, parse_choice_value
+from bot.core.jobs.service import VOTE_RECORDED, JobService, choice_of, parse_choice_value
 from bot.core.rendering import inert, slack_escape
 from bot.errors import BotError, UserError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
@@ -50,7 +50,10 @@ def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox)
                     str(payload["trigger_id"]), reason_view(str(payload["value"]), picked.label, payload)
                 )
                 return
-            jobs.decide(job_id, choice_key=key, option=option, user_id=user, reason=reason)
+            message = jobs.decide(job_id, choice_key=key, option=option, user_id=user, reason=reason)
+            if VOTE_RECORDED in message and payload.get("channel"):
+                # A first vote to waive Inconclusive evidence: the question stays open; say so.
+                gateway.post_ephemeral(str(payload["channel"]), user, inert(message))
         except UserError as exc:
             refuse(cid, payload, exc.user_message)
         except BotError as exc:

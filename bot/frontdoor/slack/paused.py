@@ -27,11 +27,11 @@ from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway
 from bot.core.durations import parse_duration
-from bot.core.jobs.service import JobService, choice_of
+from bot.core.jobs.service import VOTE_RECORDED, JobService, choice_of
 from bot.core.people import roles_of
 from bot.core.rendering import inert
 from bot.core.runs import paused as P
-from bot.core.runs.machine import EVIDENCE_WAIVE, ButtonRef
+from bot.core.runs.machine import ButtonRef
 from bot.core.runs.service import Actor, RunService
 from bot.errors import BotError
 from bot.frontdoor.inbox import DONE_BEFORE
@@ -144,29 +144,23 @@ class PausedDoor(StepButtonDoor):
         if row is None or choice is None or not choice.key.startswith(P.EVIDENCE + ":"):
             self.refuse(actor.correlation_id, payload, f"`{ref.step_id}` is not waiting on evidence now")
             return
-        out = self.runs.evidence_click(ref, actor, reason=reason)
-        if not out.accepted:
-            self.refuse(actor.correlation_id, payload, out.message)
-            return
-        if ref.decision == "evidence_waive" and out.message != "waived":
-            self.gateway.post_ephemeral(
-                actor.channel_id, actor.user_id, inert(f"Your vote to waive is recorded; {out.message}.")
+        if row.epoch != ref.epoch:
+            self.refuse(
+                actor.correlation_id,
+                payload,
+                f"this button is from an earlier state of run {ref.run_id}; use the buttons on its card",
             )
             return
-        if ref.decision == "evidence_waive":
-            votes = [
-                a
-                for a in out.run.approvals
-                if a.step_id == ref.step_id and a.phase == EVIDENCE_WAIVE and a.epoch == ref.epoch
-            ]
-            reason = "; ".join(f"<@{v.user_id}>: {v.reason}" for v in votes)
-        self.jobs.decide(
+        # The job service asks the run first (who may; two people to waive), as every door does.
+        message = self.jobs.decide(
             row.id,
             choice_key=choice.key,
             option=EVIDENCE_ANSWERS[ref.decision],
             user_id=actor.user_id,
             reason=reason,
         )
+        if VOTE_RECORDED in message:
+            self.gateway.post_ephemeral(actor.channel_id, actor.user_id, inert(message))
 
     def ask(self, ref: ButtonRef, actor: Actor, payload: dict[str, Any]) -> None:
         """Skip… or Waive… clicked: the modal, if this person may use it now."""

@@ -143,6 +143,22 @@ def test_a_failed_action_pauses_the_run_and_resume_reopens_the_gate_never_reruns
     assert resumed.run_actions == ""
 
 
+def test_an_action_that_fails_while_the_run_is_paused_is_kept_and_the_run_stays_paused_on_it() -> None:
+    # Paused by hand (or on its evidence) while the step's job still ran: its failure was once
+    # refused (a paused run cannot pause) and dropped, the step "running" for good.
+    out = press(start(), "snap", P)
+    paused = pause(out.run, by=C, reason="lunch", now=T0).run
+    failed = action_finished(
+        paused, step_id="snap", epoch=paused.step_run("snap").epoch, ok=False, detail="boom", now=T0
+    )
+    assert failed.run.state is RunState.PAUSED
+    assert failed.run.reason == "step snap failed: boom"
+    assert state(failed.run, "snap") is StepState.FAILED
+    assert [e.kind for e in failed.events] == ["step_failed", "run_paused"]
+    resumed = resume(failed.run, by=C, now=T0)
+    assert state(resumed.run, "snap") is StepState.AWAITING_APPROVAL
+
+
 def test_a_stranger_is_told_which_roles_the_step_needs() -> None:
     out = press(start(), "snap", STRANGER)
     assert not out.accepted
