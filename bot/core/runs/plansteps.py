@@ -405,27 +405,25 @@ def _pr(v: _PlanValidator, node: yaml.Node | None, key: str) -> PrRef | None:
         return None
     document: dict[str, Any] = {"repo": repo}
     which = chosen[0]
-    text = v.string(m[which], f"{key}.{which}")
-    if text is None:
-        return None
     if which == "number":
-        if not (text.isascii() and text.isdigit() and 0 < len(text) <= 9 and int(text) > 0):
-            v.error(m[which], f"{key}.number", "expected a PR number")
-            good = False
-        else:
-            document["number"] = int(text)
-    elif which == "branch":
-        if not _BRANCH.match(text):
+        number = _pr_number(v, m[which], f"{key}.number")
+        if number is None:
+            return None
+        document["number"] = number
+    else:
+        text = v.string(m[which], f"{key}.{which}")
+        if text is None:
+            return None
+        if which == "branch" and not _BRANCH.match(text):
             v.error(m[which], f"{key}.branch", "expected a branch name")
             good = False
-        document["branch"] = text
-    else:
-        try:
-            compile_pattern(text)
-        except PatternError as exc:
-            v.error(m[which], f"{key}.match", exc.user_message)
-            good = False
-        document["match"] = text
+        if which == "match":
+            try:
+                compile_pattern(text)
+            except PatternError as exc:
+                v.error(m[which], f"{key}.match", exc.user_message)
+                good = False
+        document[which] = text
     if "require" in m:
         r = v.mapping(m["require"], f"{key}.require", {"merged", "checks"})
         require: dict[str, Any] = {}
@@ -438,6 +436,19 @@ def _pr(v: _PlanValidator, node: yaml.Node | None, key: str) -> PrRef | None:
             require["checks"] = checks
         document["require"] = require
     return parse_ref(document) if good else None
+
+
+def _pr_number(v: _PlanValidator, node: yaml.Node, key: str) -> int | None:
+    """A PR's number: `62`, as the schema and the docs write it, or `"62"`."""
+    if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:int":
+        return v.integer(node, key, low=1, high=999_999_999)
+    text = v.string(node, key) if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") else ""
+    if text is None:
+        return None  # said: not a non-empty string
+    if not (text.isascii() and text.isdigit() and len(text) <= 9 and int(text) > 0):
+        v.error(node, key, "expected a PR number, from 1 to 999999999")
+        return None
+    return int(text)
 
 
 def _named_items(
