@@ -505,6 +505,11 @@ def test_the_thread_and_choose_answer_inconclusive_evidence_by_the_cards_rules(
     # Wait / Waive… / Abort: one person's waive there was once a waiver, and the run stayed paused.
     bot = evidence_bot
     job = _paused_on_evidence(bot, sim_small)
+    # The job's own section says why too (it once said "settle 10m left · 0 new", as if passing).
+    assert (
+        "> Waiting on evidence: alerts Inconclusive — Alertmanager refused the bot's credentials (HTTP 401)"
+        in bot.card()
+    )
     (question,) = [p for p in bot.posts() if f"job_choice:{job}" in json.dumps(p.get("blocks") or [])]
     assert "• *Wait* — a holder of the step's gate" in question["text"]
     assert (

@@ -187,7 +187,7 @@ class AlertsJob:
         )
         return Tick(
             progress=new,
-            card=(now_line(EvidenceView(alerts=alerts_view(new)), now, markup=False),),
+            card=(now_line(EvidenceView(alerts=alerts_view(new, unavailable=reason)), now, markup=False),),
             choice=no_data_choice("alerts", n, question),
         )
 
