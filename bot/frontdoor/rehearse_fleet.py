@@ -50,7 +50,7 @@ from bot.core.people import StaticDirectory, roles_of
 from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor
 from bot.core.snapshots.projection import ClusterReader
-from bot.errors import TransitionRefused, UserError
+from bot.errors import TransitionRefused, UsageError, UserError
 from bot.frontdoor.assemble import Services
 from bot.frontdoor.rehearse import SimControl, Terminal, _framed, play_run, rehearsal_bot
 from bot.frontdoor.termtext import TerminalText
@@ -118,8 +118,8 @@ def rehearse_fleet(
             calls = (call for step in child.steps for call in (*step.actions, *step.background))
             for query in SimControl(sims[cluster]).quiet_metrics(analysis_queries(calls)):
                 out.write(f"sim: {cluster}'s Prometheus facade answers {query} with 0 (a quiet cluster)\n")
-        if fail is not None and fail[0] not in {c for s in stages for c in s.clusters}:
-            raise UserError(f"--fail {fail[0]}:{fail[1]}: {fail[0]} is not a cluster of fleet {plan.name}")
+        if fail is not None:
+            _check_planted(fail, plan.name, texts)
         starter = next((p for people in plan.roster.values() for p in people), "")
         if not starter:
             raise UserError(f"fleet {plan.name} has nobody in its roster to start it")
@@ -331,10 +331,28 @@ def write_timeline(bot: Services, fleet_id: str, directory: Path, *, title: str)
     return path
 
 
+def _check_planted(fail: tuple[str, str], fleet: str, texts: Mapping[str, str]) -> None:
+    """`--fail CLUSTER:STEP` names a cluster of the fleet and a step of its plan: a typo would
+    plant nothing, and the rehearsal would pass for one whose failure was tried."""
+    cluster, step = fail
+    if cluster not in texts:
+        raise UsageError(
+            f"--fail {cluster}:{step}: {cluster} is not a cluster of fleet {fleet} (its clusters: "
+            f"{', '.join(texts)})"
+        )
+    steps = [s.id for s in parse_plan(texts[cluster], source=f"the plan of {cluster}").steps]
+    if step not in steps:
+        raise UsageError(
+            f"--fail {cluster}:{step}: {cluster}'s plan has no step {step} (its steps: {', '.join(steps)})"
+        )
+
+
 def exit_status(fleet: M.Fleet) -> int:
-    """0 completed; 3 paused (a failure stopped it: a finding, for a pipeline); 1 aborted."""
+    """0 completed, every cluster cleanly; 3 completed with loose ends (a cluster failed within its
+    stage's budget, skipped, or completed past failed steps: as `rehearse` exits for the last), or
+    paused (a failure stopped it: a finding, for a pipeline); 1 aborted."""
     if fleet.state == M.COMPLETED:
-        return 0
+        return 3 if M.loose_ends(fleet) else 0
     return 3 if fleet.state == M.PAUSED else 1
 
 
@@ -342,7 +360,8 @@ def last_line(name: str, fleet: M.Fleet) -> str:
     """How the fleet ended, and which stages never started when it stopped early."""
     head = f"rehearsal of fleet {name}: fleet {fleet.id} {fleet.state}"
     if fleet.state == M.COMPLETED:
-        return head
+        loose = M.loose_ends(fleet)
+        return f"{head}, but {loose}" if loose else head
     never = [s.stage.name for i, s in enumerate(fleet.stages) if i > fleet.stage]
     after = f" (never started: {', '.join(never)})" if never else ""
     why = f"why: {fleet.reason}\n" if fleet.reason else ""

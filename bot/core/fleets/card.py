@@ -46,11 +46,14 @@ MILESTONES = {
     "cluster_retried": ":repeat: {cluster} retried",
     "soak_started": ":stopwatch: Soak of {stage} started ({detail})",
     "soak_passed": ":white_check_mark: Soak of {stage} passed",
+    "soak_skipped": ":fast_forward: Soak of {stage} skipped by {actor}: {detail}",
     "gate_approved": ":ballot_box_with_check: {actor} approved the {detail} of {stage}",
     "stage_done": ":checkered_flag: Stage {stage} done",
     "fleet_paused": ":double_vertical_bar: Fleet paused: {detail}",
     "fleet_resumed": ":arrow_forward: Fleet resumed by {actor}",
     "fleet_completed": ":white_check_mark: Fleet completed",
+    # Completed with loose ends (`machine.loose_ends`): failed, skipped or never started clusters.
+    "fleet_completed:with": ":warning: Fleet completed, but {detail}",
     "fleet_aborted": ":no_entry: Fleet aborted: {detail}",
 }
 
@@ -112,6 +115,8 @@ def card(view: render.View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
     head = [render.headline(fleet, now)]
     if fleet.reason:
         head.append(f":warning: {slack_escape(fleet.reason)}")
+    if nxt := M.over_budget_next(fleet):
+        head.append(f":point_right: {nxt}")
     for extra in (render.soak_line(fleet, now), render.gate_line(fleet, now)):
         if extra:
             head.append(extra)
@@ -152,7 +157,8 @@ def card(view: render.View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
 
 def milestone(event: M.FleetEvent) -> str:
     """The thread line of an event ("" when it is not a milestone)."""
-    pattern = MILESTONES.get(event.kind)
+    with_loose_ends = event.kind == "fleet_completed" and event.detail
+    pattern = MILESTONES.get(event.kind + (":with" if with_loose_ends else ""))
     if pattern is None:
         return ""
     return pattern.format(

@@ -235,12 +235,23 @@ def advance(
                     )
                     room -= 1
             if all(m.state in ENDED_MEMBER for m in fleet.members_of(fleet.stage)):
+                if stage.soak and not _upgraded(fleet):
+                    # Evidence judged on no cluster proves nothing: people decide, never a "pass".
+                    why = _nothing_soaked(fleet)
+                    fleet = replace(fleet, phase=SOAKING, state=PAUSED, reason=why, soak_started_at=None)
+                    events.append(FleetEvent(kind="fleet_paused", detail=why, stage=stage.name))
+                    break
                 fleet = replace(fleet, phase=SOAKING, soak_started_at=now)
                 if stage.soak:
                     events.append(FleetEvent(kind="soak_started", stage=stage.name, detail=str(stage.soak)))
                 continue
             break
         if fleet.phase == SOAKING:
+            if stage.soak and fleet.soak_started_at is not None and not _upgraded(fleet):
+                why = _nothing_soaked(fleet)  # as above, for a soak begun before a cluster left it
+                fleet = replace(fleet, state=PAUSED, reason=why, soak_started_at=None)
+                events.append(FleetEvent(kind="fleet_paused", detail=why, stage=stage.name))
+                break
             if stage.soak:
                 if evidence_failure:
                     why = f"the soak of stage {stage.name} failed: {evidence_failure}"
@@ -260,12 +271,52 @@ def advance(
             events.append(FleetEvent(kind="stage_done", stage=stage.name))
             if fleet.stage + 1 >= len(fleet.stages):
                 fleet = replace(fleet, state=COMPLETED, reason="")
-                events.append(FleetEvent(kind="fleet_completed"))
+                events.append(FleetEvent(kind="fleet_completed", detail=loose_ends(fleet)))
                 break
             fleet = replace(fleet, stage=fleet.stage + 1, phase=BEFORE, soak_started_at=None)
             continue
         break
     return Outcome(fleet=fleet, events=tuple(events), starts=tuple(starts))
+
+
+#: How a child run's `ChildStatus.detail` begins when it completed with failed steps skipped.
+COMPLETED_WITH = "completed with "
+#: How a fleet paused on a soak with no upgraded cluster to judge begins its reason.
+NOTHING_SOAKED = "no cluster of stage"
+
+
+def _upgraded(fleet: Fleet) -> list[Member]:
+    """The current stage's clusters whose child run completed: what its soak's evidence is about."""
+    return [m for m in fleet.members_of(fleet.stage) if m.state == SUCCEEDED]
+
+
+def _nothing_soaked(fleet: Fleet) -> str:
+    stage = fleet.current.stage
+    members = ", ".join(
+        f"{m.cluster} {m.state}" + (f" ({m.reason})" if m.reason else "")
+        for m in fleet.members_of(fleet.stage)
+    )
+    return (
+        f"{NOTHING_SOAKED} {stage.name} was upgraded ({members}), so its soak has nothing to judge; "
+        "`fleet resume` goes on without it, `fleet abort` stops the fleet"
+    )
+
+
+def with_skipped_failures(member: Member) -> bool:
+    """A cluster whose child run completed only because people skipped failed steps of it."""
+    return member.state == SUCCEEDED and member.reason.startswith(COMPLETED_WITH)
+
+
+def loose_ends(fleet: Fleet) -> str:
+    """What a fleet's end leaves undone, in words ("" when every cluster completed cleanly):
+    "1 failed (c-dev1), 2 skipped (c-ci, c-lab1), 1 went past failed steps (agora-ci)"."""
+    groups = (
+        ("failed", [m.cluster for m in fleet.members if m.state == FAILED]),
+        ("skipped", [m.cluster for m in fleet.members if m.state == SKIPPED]),
+        ("went past failed steps", [m.cluster for m in fleet.members if with_skipped_failures(m)]),
+        ("never started", [m.cluster for m in fleet.members if m.state == PENDING]),
+    )
+    return ", ".join(f"{len(names)} {what} ({', '.join(names)})" for what, names in groups if names)
 
 
 def soaking_with_evidence(fleet: Fleet) -> tuple[str, ...]:
@@ -315,7 +366,7 @@ class FleetButton:
 
 def buttons(fleet: Fleet, now: datetime, *, offer: bool) -> list[FleetButton]:
     """The buttons the card offers now: Approve while a gate waits on people, Carry while the
-    canary's waivers are on offer, Pause while active, Resume while paused."""
+    canary's waivers are on offer, Pause while active, Resume while paused (and within budget)."""
     out = []
     waiting = fleet.waiting_for(now)
     if waiting is not None:
@@ -324,9 +375,20 @@ def buttons(fleet: Fleet, now: datetime, *, offer: bool) -> list[FleetButton]:
         out.append(FleetButton(fleet_id=fleet.id, stage=fleet.stage, mark="carry", decision="carry"))
     if fleet.state == ACTIVE:
         out.append(FleetButton(fleet_id=fleet.id, stage=fleet.stage, mark=ACTIVE, decision="pause"))
-    elif fleet.state == PAUSED:
+    elif fleet.state == PAUSED and not _over_budget(fleet):
+        # Over its budget, Resume would be refused: the card says to skip or retry instead.
         out.append(FleetButton(fleet_id=fleet.id, stage=fleet.stage, mark=PAUSED, decision="resume"))
     return out
+
+
+def over_budget_next(fleet: Fleet) -> str:
+    """What people can do with a fleet paused over its stage's failure budget ("" otherwise)."""
+    if fleet.state != PAUSED or not _over_budget(fleet):
+        return ""
+    return (
+        "Skip a failed cluster (`/upgrade fleet skip CLUSTER --reason …`) or run them again "
+        "(`/upgrade fleet retry --failed`); Resume returns once the stage is within its budget"
+    )
 
 
 def stale(fleet: Fleet, button: FleetButton, now: datetime, *, offer: bool) -> str:
@@ -417,6 +479,18 @@ def resume(fleet: Fleet, *, actor: str, now: datetime) -> Outcome:
         return _refuse(
             fleet,
             f"{why}. Skip them (`fleet skip CLUSTER --reason …`) or retry them (`fleet retry --failed`) first",
+        )
+    if fleet.phase == SOAKING and fleet.reason.startswith(NOTHING_SOAKED) and not _upgraded(fleet):
+        # People go on knowing the soak had nothing to judge: it is skipped, and says so.
+        stage = fleet.current.stage.name
+        return Outcome(
+            fleet=replace(fleet, state=ACTIVE, reason="", phase=AFTER, soak_started_at=None),
+            events=(
+                FleetEvent(kind="fleet_resumed", actor=actor, stage=stage),
+                FleetEvent(
+                    kind="soak_skipped", actor=actor, stage=stage, detail="no cluster of it was upgraded"
+                ),
+            ),
         )
     soak_restarted = fleet.phase == SOAKING and fleet.soak_started_at is None
     fleet = replace(

@@ -47,10 +47,16 @@ class Row:
     @property
     def healthy(self) -> bool:
         """A row that may be collapsed first when the card is too big: nothing to look at."""
-        return self.state in (M.PENDING, M.SUCCEEDED) and not self.stalled
+        return self.state in (M.PENDING, M.SUCCEEDED) and not self.stalled and not self.loose
+
+    @property
+    def loose(self) -> bool:
+        """Completed only because people skipped failed steps of its run (`machine.COMPLETED_WITH`)."""
+        return self.state == M.SUCCEEDED and self.reason.startswith(M.COMPLETED_WITH)
 
     def line(self) -> str:
-        parts = [f"{ICONS.get(self.state, '')} *{self.cluster}* — {self.state}"]
+        icon = ":large_yellow_circle:" if self.loose else ICONS.get(self.state, "")
+        parts = [f"{icon} *{self.cluster}* — {self.state}"]
         if self.versions:
             parts.append(self.versions)
         if self.step:
@@ -105,17 +111,25 @@ def headline(fleet: M.Fleet, now: datetime) -> str:
     icon = FLEET_ICONS.get(fleet.state, "")
     stage = fleet.current.stage
     where = f"stage {fleet.stage + 1}/{len(fleet.stages)} `{stage.name}`, {fleet.phase}"
+    state = fleet.state
     if fleet.state == M.COMPLETED:
         where = f"all {len(fleet.stages)} stages done"
-    return f"{icon} *Fleet {fleet.plan.name}* `{fleet.id}` — {fleet.state} · {where}"
+        if loose := M.loose_ends(fleet):
+            icon, state = ":warning:", f"completed, but {loose}"
+    return f"{icon} *Fleet {fleet.plan.name}* `{fleet.id}` — {state} · {where}"
 
 
 def soak_line(fleet: M.Fleet, now: datetime) -> str:
     """The soak clock and its evidence ("" when the current stage is not soaking)."""
     stage = fleet.current.stage
-    if fleet.phase != M.SOAKING or not stage.soak or fleet.state == M.COMPLETED:
+    if fleet.phase != M.SOAKING or not stage.soak or fleet.state in M.ENDED_FLEET:
         return ""
     evidence = ", ".join(stage.evidence) or "no evidence"
+    if fleet.reason.startswith(M.NOTHING_SOAKED):
+        return (
+            f":stopwatch: Soak {format_duration(stage.soak)} has nothing to judge ({evidence} of no upgraded "
+            "cluster); `fleet resume` goes on without it"
+        )
     if fleet.soak_started_at is None:
         return f":stopwatch: Soak {format_duration(stage.soak)} stopped ({evidence}); `fleet resume` starts it again"
     elapsed = min(now - fleet.soak_started_at, stage.soak)
@@ -140,6 +154,8 @@ def status_text(view: View, now: datetime) -> str:
     lines = [headline(fleet, now)]
     if fleet.reason:
         lines.append(f":warning: {fleet.reason}")
+    if nxt := M.over_budget_next(fleet):
+        lines.append(f":point_right: {nxt}")
     for extra in (soak_line(fleet, now), gate_line(fleet, now)):
         if extra:
             lines.append(extra)

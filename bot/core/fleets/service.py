@@ -28,6 +28,7 @@ from bot.core.fleets import machine as M
 from bot.core.fleets import render
 from bot.core.fleets.plan import FleetPlan, Labelled, ResolvedStage, child_plan_text, parse_fleet, resolve
 from bot.core.people import ANY_ROLE, Directory, require_any_role, roles_of
+from bot.core.runs.machine import failure_of
 from bot.core.runs.plans import parse_plan, read_plan_file
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
@@ -557,14 +558,27 @@ class FleetService:
                 continue  # committed, not created yet: `_create_children` does it
             run, steps, _ = rows
             if run.state == "completed":
-                out[m.cluster] = M.ChildStatus(state=M.SUCCEEDED)
+                # Completed past failed steps people skipped: it says so on the card and at the end.
+                went_past = [s.step_id for s in steps if s.state == StepState.SKIPPED and failure_of(s)]
+                detail = (
+                    f"{M.COMPLETED_WITH}{len(went_past)} failed step(s) skipped in run {run.id}: "
+                    + ", ".join(went_past)
+                    if went_past
+                    else ""
+                )
+                out[m.cluster] = M.ChildStatus(state=M.SUCCEEDED, detail=clip(detail, 200))
             elif run.state == "aborted":
-                out[m.cluster] = M.ChildStatus(state=M.FAILED, detail=f"run {run.id} aborted")
+                out[m.cluster] = M.ChildStatus(
+                    state=M.FAILED,
+                    detail=f"run {run.id} aborted" + (f": {clip(run.reason, 120)}" if run.reason else ""),
+                )
             elif run.state == "paused":
-                failed = [s.step_id for s in steps if s.state == StepState.FAILED]
+                failed = [s for s in steps if s.state == StepState.FAILED]
                 if failed:
+                    names = ", ".join(s.step_id for s in failed)
                     out[m.cluster] = M.ChildStatus(
-                        state=M.FAILED, detail=f"{', '.join(failed)} failed in run {run.id}"
+                        state=M.FAILED,
+                        detail=f"{names} failed in run {run.id}: {clip(failure_of(failed[0]), 120)}",
                     )
         return out
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.core.checks.findings import Cover
-from bot.errors import BotError, ConfigError, PlanInvalid
+from bot.errors import BotError, ConfigError, PlanInvalid, UsageError
 from bot.frontdoor.cli.connect import connect, sim_aws
 from bot.frontdoor.cli.options import (
     EXIT_FAILED,
@@ -84,6 +84,9 @@ def exit_status(rehearsal: Callable[[], int]) -> int:
         return rehearsal()
     except PlanInvalid as exc:
         print(exc.user_message, file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_USAGE
     except (EOFError, KeyboardInterrupt):
         print("\nrehearsal stopped", file=sys.stderr)

@@ -7,7 +7,10 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 from bot.core.fleets import machine as M
+from bot.core.fleets import render
+from bot.core.fleets.card import milestone
 from bot.core.fleets.plan import parse_fleet, resolve
+from bot.frontdoor.rehearse_fleet import exit_status as rehearse_exit
 from bot.records import ClusterConfig
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -90,12 +93,69 @@ def test_a_failed_canary_pauses_the_fleet_and_nothing_later_starts() -> None:
     refused = M.resume(fleet, actor="U0PRIMARY", now=T0)
     assert refused.refused.startswith("the canary failed")
     assert "fleet skip CLUSTER --reason" in refused.refused
+    # So the card offers no Resume (it would be refused) and says what people can do instead.
+    assert M.buttons(fleet, T0, offer=False) == []
+    assert M.over_budget_next(fleet).startswith(
+        "Skip a failed cluster (`/upgrade fleet skip CLUSTER --reason …`)"
+    )
     fleet = M.skip(fleet, cluster="canary", actor="U0PRIMARY", reason="known flake, fixed in the plan").fleet
     fleet = M.resume(fleet, actor="U0PRIMARY", now=T0).fleet
     assert fleet.state == M.ACTIVE
-    fleet = _advance(fleet, at=T0 + timedelta(hours=2)).fleet
-    # Every cluster of the canary's stage has ended (one skipped): its soak starts now.
-    assert (fleet.phase, fleet.soak_started_at) == (M.SOAKING, T0 + timedelta(hours=2))
+    out = _advance(fleet, at=T0 + timedelta(hours=2))
+    # Every cluster of the canary's stage has ended, none upgraded: its soak would judge nothing.
+    # It never "passes": the fleet pauses, and says so (it once soaked on no cluster and passed).
+    fleet = out.fleet
+    assert (fleet.state, fleet.phase, fleet.soak_started_at) == (M.PAUSED, M.SOAKING, None)
+    assert fleet.reason == (
+        "no cluster of stage canary was upgraded (canary skipped (known flake, fixed in the plan)), so its "
+        "soak has nothing to judge; `fleet resume` goes on without it, `fleet abort` stops the fleet"
+    )
+    assert [e.kind for e in out.events] == ["fleet_paused"]
+    assert [b.decision for b in M.buttons(fleet, T0, offer=False)] == ["resume"]
+    # Resume goes on without the soak, and says it was skipped.
+    out = M.resume(fleet, actor="U0PRIMARY", now=T0 + timedelta(hours=3))
+    assert [(e.kind, e.detail) for e in out.events] == [
+        ("fleet_resumed", ""),
+        ("soak_skipped", "no cluster of it was upgraded"),
+    ]
+    assert (out.fleet.state, out.fleet.phase) == (M.ACTIVE, M.AFTER)
+    assert M.loose_ends(out.fleet) == "1 skipped (canary), 4 never started (c00, c01, c02, c03)"
+
+
+def test_a_fleet_that_ends_with_loose_ends_says_which_and_its_card_shows_them() -> None:
+    # A cluster failed within its stage's budget, and one completed only past a failed step people
+    # skipped: the fleet completes, but its headline and its last milestone say so (it once said
+    # "completed" with a green check, as if every cluster had been upgraded cleanly).
+    fleet = _fleet(
+        "  - {name: canary, clusters: [canary]}\n  - {name: lab, selector: {env: lab}, failure_budget: 1}\n",
+        n=2,
+    )
+    fleet = _advance(fleet).fleet
+    went_past = M.ChildStatus(
+        state=M.SUCCEEDED, detail="completed with 1 failed step(s) skipped in run R9: diff"
+    )
+    fleet = M.advance(fleet, {"canary": went_past}, now=T0, new_run_id=lambda: f"R{next(COUNTER)}").fleet
+    assert fleet.member("canary").reason == "completed with 1 failed step(s) skipped in run R9: diff"  # type: ignore[union-attr]
+    out = _advance(_advance(fleet, {"c00": M.FAILED}).fleet, {"c01": M.SUCCEEDED})
+    assert out.fleet.state == M.COMPLETED
+    loose = "1 failed (c00), 1 went past failed steps (canary)"
+    assert M.loose_ends(out.fleet) == loose
+    (done,) = [e for e in out.events if e.kind == "fleet_completed"]
+    assert milestone(done) == f":warning: Fleet completed, but {loose}"
+    assert (
+        render.headline(out.fleet, T0)
+        == f":warning: *Fleet f* `F1` — completed, but {loose} · all 2 stages done"
+    )
+    clean = M.advance(
+        _advance(_fleet("  - {name: canary, clusters: [canary]}\n", n=0)).fleet,
+        {"canary": M.ChildStatus(state=M.SUCCEEDED)},
+        now=T0,
+        new_run_id=lambda: "R0",
+    )
+    (done,) = [e for e in clean.events if e.kind == "fleet_completed"]
+    assert (M.loose_ends(clean.fleet), milestone(done)) == ("", ":white_check_mark: Fleet completed")
+    assert rehearse_exit(out.fleet) == 3
+    assert rehearse_exit(clean.fleet) == 0
 
 
 def test_a_failure_budget_of_one_carries_on_past_one_failure_and_pauses_at_the_second() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.core.fleets import machine as M
+from bot.core.runs import machine as R
 from bot.core.runs.service import Actor
 from bot.errors import TransitionRefused, UserError
 from bot.frontdoor.assemble import Services, assemble
@@ -82,8 +83,13 @@ def test_a_failed_canary_stops_the_fleet_until_it_is_skipped_with_a_reason(
         bot.fleets.resume(fleet.id, PRIMARY)
     bot.fleets.skip(fleet.id, "ci", PRIMARY, "the PDB is fixed in the plan for the others")
     bot.fleets.resume(fleet.id, PRIMARY)
-    # The canary's stage ended (skipped): it soaks, then the after gate, then stage 2 starts.
-    clock.advance(timedelta(hours=1, minutes=1))
+    # The canary's stage ended with no cluster upgraded: its soak would judge nothing, so the fleet
+    # pauses and says so; resumed, it goes on without the soak, to the after gate, then stage 2.
+    bot.fleets.tick()
+    paused = bot.fleets.load(fleet.id)
+    assert (paused.state, paused.phase) == (M.PAUSED, M.SOAKING)
+    assert paused.reason.startswith("no cluster of stage ")
+    bot.fleets.resume(fleet.id, PRIMARY)
     bot.fleets.tick()
     assert bot.fleets.load(fleet.id).phase == M.AFTER
     bot.fleets.approve(fleet.id, SHADOW)
@@ -92,7 +98,7 @@ def test_a_failed_canary_stops_the_fleet_until_it_is_skipped_with_a_reason(
     assert {m.state for m in labs.values()} == {M.STARTED}
     kinds = _kinds(bot, fleet.id)
     for kind in ("fleet_started", "cluster_started", "cluster_failed", "fleet_paused", "refused",
-                 "cluster_skipped", "fleet_resumed", "soak_started", "soak_passed", "gate_approved",
+                 "cluster_skipped", "fleet_resumed", "soak_skipped", "gate_approved",
                  "stage_done", "stage_started"):  # fmt: skip
         assert kind in kinds, kind
     skipped = next(e for e in bot.store.audit_entries(run_id=fleet.id) if e.subcommand == "cluster_skipped")
@@ -233,7 +239,10 @@ def test_a_canary_paused_on_its_failed_drain_step_pauses_the_fleet_naming_the_st
     bot.fleets.tick()
     paused = bot.fleets.load(fleet.id)
     assert paused.state == M.PAUSED
-    assert paused.reason == f"the canary failed: ci (drain failed in run {run_id}); 1 failed, 0 allowed"
+    assert paused.reason == (
+        f"the canary failed: ci (drain failed in run {run_id}: rejected by U0SHADOW: the PDB blocks eviction); "
+        "1 failed, 0 allowed"
+    )
     assert "the canary failed: ci (drain failed" in bot.fleets.status(fleet.id)
 
 
@@ -309,3 +318,32 @@ def test_a_cluster_unreachable_at_its_turn_pauses_the_fleet_or_is_skipped_with_t
         assert _members(bot, fleet_id)["lab-2"].state == M.SKIPPED
     finally:
         bot.close()
+
+
+def test_a_canary_that_went_past_a_failed_step_is_shown_as_such_not_as_a_clean_success(
+    bot: Services, clock: FakeClock
+) -> None:
+    # The canary's child completed only because its people skipped its failed step: the fleet's
+    # member says so (amber on the card), and its soak still judges the cluster (it was upgraded).
+    fleet = bot.fleets.start("twelve", PRIMARY)
+    run_id = _members(bot, fleet.id)["ci"].run_id
+    fail_step(bot.runs, run_id)
+    bot.runs.apply(
+        run_id,
+        lambda r: R.skip(r, step_id="drain", by="U0PRIMARY", reason="drained by hand", now=clock()),
+        PRIMARY,
+    )
+    bot.runs.apply(run_id, lambda r: R.resume(r, by="U0PRIMARY", now=clock()), PRIMARY)
+    assert bot.runs.load(run_id).state is R.RunState.COMPLETED
+    bot.fleets.tick()
+    ci = _members(bot, fleet.id)["ci"]
+    assert (ci.state, ci.reason) == (
+        M.SUCCEEDED,
+        f"completed with 1 failed step(s) skipped in run {run_id}: drain",
+    )
+    status = bot.fleets.status(fleet.id)
+    assert (
+        f":large_yellow_circle: *ci* — succeeded · 1.29.4 → 1.30.2 · run `{run_id}` · completed with 1 failed "
+        f"step(s) skipped in run {run_id}: drain"
+    ) in status
+    assert bot.fleets.load(fleet.id).phase == M.SOAKING
