@@ -50,7 +50,7 @@ from bot.core.runs.plans import (
     _window,
 )
 from bot.core.validation import NAME_PATTERN
-from bot.errors import PlanInvalid
+from bot.errors import PlanInvalid, UserError
 
 #: Evidence a soak may watch: `alerts` (Alertmanager) today; `analysis` and `app-health` are the
 #: evidence issue's sources, accepted here so a fleet written for them validates now.
@@ -408,7 +408,7 @@ def child_plan_text(fleet: FleetPlan, base_text: str, cluster: str) -> str:
     override = fleet.overrides.get(cluster)
     if override is not None:
         if override.target_version is not None:
-            doc["target_version"] = override.target_version
+            doc = _retargeted(doc, override.target_version, cluster)
         if override.window is not None:
             doc["window"] = {
                 "start": override.window.start.isoformat(),
@@ -418,3 +418,50 @@ def child_plan_text(fleet: FleetPlan, base_text: str, cluster: str) -> str:
         if override.roster is not None:
             doc["roster"] = {role: list(people) for role, people in override.roster.items()}
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+
+def _minor(version: str) -> str:
+    """ "1.25" of "1.25.16" (or of "v1.25.16-eks-abc"): the part a Kubernetes upgrade is about."""
+    return ".".join(version.lstrip("v").split(".")[:2])
+
+
+def _retargeted(doc: dict[str, Any], target: str, cluster: str) -> dict[str, Any]:
+    """The plan `doc` aimed at `target` instead of its own target version: the header, and every
+    argument of a step's actions, background checks and rehearsal stand-ins equal to the old version
+    (`version: "1.25.16"`), so the steps do what the card says; their titles and descriptions too.
+
+    Only a patch version may differ: the steps of a runbook for another minor (its checks' `to`,
+    the add-on versions, its pull requests) are not the same steps, so that is refused."""
+    old = str(doc.get("target_version", ""))
+    if not old or old == target:
+        return {**doc, "target_version": target}
+    if _minor(old) != _minor(target):
+        raise UserError(
+            f"overrides.{cluster}.target_version: {target} is not a {_minor(old)} version like the plan's "
+            f"{old}; a cluster that goes to another minor version needs a plan of its own (`plans:`)"
+        )
+    token = re.compile(rf"(?<![\w.]){re.escape(old)}(?![\w.])")
+
+    def swap(value: Any, *, text: bool) -> Any:
+        if isinstance(value, dict):
+            return {k: swap(v, text=text) for k, v in value.items()}
+        if isinstance(value, list):
+            return [swap(v, text=text) for v in value]
+        if isinstance(value, str):
+            return token.sub(target, value) if text else (target if value == old else value)
+        return value
+
+    steps = []
+    for step in doc.get("steps") or []:
+        if isinstance(step, dict):
+            step = {
+                k: swap(v, text=k in ("title", "description")) if k in _RETARGETED else v
+                for k, v in step.items()
+            }
+        steps.append(step)
+    return {**doc, "target_version": target, "steps": steps}
+
+
+#: The keys of a step whose values carry the target version: its actions', background checks' and
+#: rehearsal stand-ins' arguments (whole values), its title and description (as words).
+_RETARGETED = frozenset({"actions", "background", "rehearsal", "title", "description"})

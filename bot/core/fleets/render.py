@@ -14,6 +14,7 @@ from typing import Protocol
 
 from bot.core.durations import format_duration
 from bot.core.fleets import machine as M
+from bot.errors import clip
 from bot.records import RunRow
 
 #: A running child whose run has not changed for this long is shown as stalled.
@@ -43,6 +44,8 @@ class Row:
     step: str
     stalled: bool
     reason: str
+    #: Why its child run is paused, while it is (it waits for people: a gate's evidence, a failure).
+    paused: str = ""
 
     @property
     def healthy(self) -> bool:
@@ -63,6 +66,8 @@ class Row:
             parts.append(f"step `{self.step}`")
         if self.run_id:
             parts.append(f"run `{self.run_id}`")
+        if self.paused:
+            parts.append(f":double_vertical_bar: its run is paused, waiting for people: {self.paused}")
         if self.stalled:
             parts.append(":hourglass: stalled")
         if self.reason:
@@ -102,6 +107,9 @@ def rows(view: View, now: datetime, stall_after: timedelta = STALL_AFTER) -> lis
                 step=steps.get(m.cluster, "") if m.state == M.STARTED else "",
                 stalled=stalled,
                 reason=m.reason,
+                paused=clip(run.reason or "paused", 160)
+                if m.state == M.STARTED and run is not None and run.state == "paused"
+                else "",
             )
         )
     return out

@@ -20,8 +20,8 @@ from bot.core.fleets.plan import (
     parse_fleet,
     resolve,
 )
-from bot.core.runs.plans import parse_plan
-from bot.errors import PlanInvalid
+from bot.core.runs.plans import Plan, parse_plan
+from bot.errors import PlanInvalid, UserError
 from bot.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -77,6 +77,31 @@ def test_a_cluster_runs_the_shared_plan_aimed_at_itself_with_its_overrides() -> 
     assert (east.cluster, east.target_version) == ("cityos-dev-east", parse_plan(base).target_version)
     assert west.name == "eks-nodegroups.cityos-dev-west"
     assert [s.id for s in west.steps] == [s.id for s in east.steps]
+
+    # The override aims the steps too, not only the card: every version the plan's actions, their
+    # background checks and rehearsal stand-ins give as its target (it once changed the header only,
+    # and cityos-dev-west was upgraded to 1.25.16 under a card that said 1.25.15).
+    def versions(plan: Plan) -> set[str]:
+        calls = [c for step in plan.steps for c in (*step.actions, *step.background, *step.rehearsal)]
+        return {str(c.args["version"]) for c in calls if "version" in c.args}
+
+    assert versions(west) == {"1.25.15"}
+    assert versions(east) == {"1.25.16"}
+    west_titles = {s.id: s.title for s in west.steps}
+    assert west_titles["wait-control-plane"] == "Wait until control-plane is entirely on 1.25.15 and Ready"
+    assert west_titles["control-plane"] == "Upgrade the EKS control plane to 1.25"
+
+
+def test_an_override_to_another_minor_version_is_refused_with_its_way_out() -> None:
+    text = EXAMPLE.read_text().replace('target_version: "1.25.15"', 'target_version: "1.26.6"')
+    fleet = parse_fleet(text, source="example.yaml")
+    base = (REPO / "templates" / "plans" / "eks-nodegroups.yaml").read_text()
+    with pytest.raises(UserError) as refused:
+        child_plan_text(fleet, base, "cityos-dev-west")
+    assert refused.value.user_message == (
+        "overrides.cityos-dev-west.target_version: 1.26.6 is not a 1.25 version like the plan's 1.25.16; "
+        "a cluster that goes to another minor version needs a plan of its own (`plans:`)"
+    )
 
 
 def test_window_and_roster_overrides_reach_the_cluster_plan() -> None:

@@ -347,3 +347,19 @@ def test_a_canary_that_went_past_a_failed_step_is_shown_as_such_not_as_a_clean_s
         f"step(s) skipped in run {run_id}: drain"
     ) in status
     assert bot.fleets.load(fleet.id).phase == M.SOAKING
+
+
+def test_a_child_run_paused_on_people_is_said_on_its_row_not_just_running(
+    bot: Services, clock: FakeClock
+) -> None:
+    fleet = bot.fleets.start("twelve", PRIMARY)
+    run_id = _members(bot, fleet.id)["ci"].run_id
+    bot.runs.apply(
+        run_id, lambda r: R.pause(r, by="U0PRIMARY", reason="the PDB owner is on lunch", now=clock()), PRIMARY
+    )
+    bot.fleets.tick()
+    status = bot.fleets.status(fleet.id)
+    assert (
+        f":large_blue_circle: *ci* — running · 1.29.4 → 1.30.2 · step `drain` · run `{run_id}` · :double_vertical_bar: "
+        "its run is paused, waiting for people: the PDB owner is on lunch"
+    ) in status
