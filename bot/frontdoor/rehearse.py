@@ -724,17 +724,24 @@ def _decide(
         # Four eyes: someone other than whoever started the step confirms it first.
         people.sort(key=lambda p: p == cur.started_by)
     ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch)
+    refusals: dict[str, str] = {}
     for person in dict.fromkeys(people):
         if not roles_of(person, run.roster, service.directory):
             continue
         out_ = service.click(ref, Actor(user_id=person, source="terminal"), confirmation=confirmation)
         if not out_.accepted:
             term.out.write(f"  · {person}: {out_.message}\n")
+            refusals[person] = out_.message
         run = service.load(run.id)
         now = run.step_run(cur.step_id)
         if now.epoch != cur.epoch or run.state is not R.RunState.ACTIVE:
             return run
-    raise UserError(f"nobody in the roster can satisfy the gate of {cur.step_id} ({gate.describe()})")
+    # The first refusal that is not four eyes' says why (a PR not read, say), not "nobody".
+    why = next((m for m in refusals.values() if not m.startswith("four eyes")), "")
+    raise UserError(
+        f"nobody in the roster can satisfy the gate of {cur.step_id} ({gate.describe()})"
+        + (f": {why}" if why else "")
+    )
 
 
 def _card_text(service: RunService, run: R.Run) -> str:

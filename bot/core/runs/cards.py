@@ -273,10 +273,11 @@ class RunCards:
         context["builds"] = pipelines.latest_builds(self.store.pipeline_builds(run.id))
         # The step now's PR (issue 43): read for the step people are looking at, not for every one.
         context["prs"] = {}
-        # Without `github:` a plan's `pr:` is shown nowhere (the shipped plans name PRs).
-        if cur is not None and self.pull_requests is not None:
+        # Without `github:` a plan's `pr:` is shown nowhere (the shipped plans name PRs), unless
+        # its `done` requires something of the PR: then the card says it cannot be read.
+        if cur is not None:
             ref = run.plan.step(cur.step_id).pr
-            if ref is not None:
+            if ref is not None and (self.pull_requests is not None or ref.require):
                 pr, error = prs.read(self.pull_requests, ref)
                 context["prs"][cur.step_id] = prs.view(ref, pr, error=error)
         return context
@@ -492,7 +493,9 @@ class RunCards:
         """The gate's PR (its state, merge commit, checks, approvals) and, when it opens again
         after a failed build (a re-run), the revision that build ran at against the PR's merge
         commit."""
-        ref = run.plan.step(sr.step_id).pr if self.pull_requests is not None else None
+        ref = run.plan.step(sr.step_id).pr
+        if ref is not None and self.pull_requests is None and not ref.require:
+            ref = None  # as on the card: without `github:`, only a PR `done` depends on is shown
         pr, error = prs.read(self.pull_requests, ref, fresh=True) if ref is not None else (None, "")
         rerun = None
         if phase == "start" and sr.note.startswith(R.FAILED_BEFORE):

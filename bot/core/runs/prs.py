@@ -59,7 +59,14 @@ def unmet(ref: PrRef, pr: PullRequest | None) -> str:
 def view(ref: PrRef, pr: PullRequest | None, *, error: str = "") -> dict[str, Any]:
     """What the gate and the card show of a step's PR."""
     if pr is None:
-        return {"ref": ref.describe(), "found": False, "error": error}
+        why = error or "no such PR found"
+        if ref.require:
+            # Its `done` cannot be confirmed while the PR is not read: the gate says so up front.
+            needs = " and ".join(
+                {"merged": "merged", "checks": "its checks successful"}.get(r, r) for r in ref.require
+            )
+            why += f"; `done` requires it {needs}, so the step cannot be confirmed done until it is read"
+        return {"ref": ref.describe(), "found": False, "error": why}
     passed = sum(1 for c in pr.checks if c.passed)
     failed = [c.name for c in pr.checks if c.failed]
     return {
