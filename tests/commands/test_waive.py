@@ -143,6 +143,26 @@ def test_check_shows_ignored_and_waived_findings_in_their_own_section_until_the_
     assert "`PDB001` PodDisruptionBudget billing/ledger" in later.split("*Waived or ignored*", 1)[0]
 
 
+def test_check_names_a_waiver_whose_objects_no_finding_names(services: Services) -> None:
+    # A typo in the object ("ledgr") once gave a waiver that covered nothing, and nothing said so:
+    # people believed the finding waived while the check still failed on it.
+    ask(services, 'waive PDB001 billing/ledgr --for 1d --reason "ledger is drained by hand"')
+    ask(services, "waive confirm 1", user="U0SHADOW")
+    text = ask(services, "check --to 1.25").rendered.text
+    assert "`PDB001` PodDisruptionBudget billing/ledger" in text.split("*Waived or ignored*", 1)[0]
+    assert (
+        "waiver 1 (PDB001) names billing/ledgr, which no PDB001 finding of this check names: a typo, or no "
+        "longer found (`/upgrade waive revoke 1`)"
+    ) in text
+    # The right name: the waiver covers it, and nothing is said.
+    ask(services, 'waive PDB001 billing/ledger --for 1d --reason "ledger is drained by hand"')
+    ask(services, "waive confirm 2", user="U0SHADOW")
+    ask(services, "waive revoke 1", user="U0SHADOW")
+    again = ask(services, "check --to 1.25").rendered.text
+    assert "which no PDB001 finding" not in again
+    assert "`PDB001` (Required)" in again.split("*Waived or ignored*", 1)[1]
+
+
 def test_the_plan_check_step_passes_when_every_required_finding_is_waived_and_names_the_waivers(
     services: Services, clock: FakeClock
 ) -> None:

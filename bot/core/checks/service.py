@@ -23,7 +23,7 @@ from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.images import ImageAnswer
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rulehits import rule_finding
-from bot.core.checks.waivers import apply_covers, waiver_covers
+from bot.core.checks.waivers import apply_covers, covers_object, waiver_covers
 from bot.core.kube.applied import APPLIED_KINDS
 from bot.core.kube.versions import target_version_problem
 from bot.core.rules import Rule, RuleHit
@@ -308,7 +308,35 @@ def check_cluster(
     )
     if waivers is None:
         return replace(report, notes=(*report.notes, NO_WAIVERS), waivers=None)
-    return replace(report, waivers=sum(1 for w in waivers if w.active_at(now)))
+    active = [w for w in waivers if w.active_at(now)]
+    return replace(report, notes=(*report.notes, *_naming_nothing(report, active)), waivers=len(active))
+
+
+#: The note `_naming_nothing` writes.
+_STRAY = re.compile(r"^waiver \d+ \(\w+\) names .*, which no \w+ finding of this check names")
+
+
+def _naming_nothing(report: Report, waivers: Sequence[WaiverRow]) -> list[str]:
+    """A note for each active waiver naming objects that no finding of its id names in `report`
+    (a typo when it was asked, or an object gone since): it covers nothing there, and people who
+    believe the finding waived should know."""
+    notes = []
+    for w in waivers:
+        if not w.objects:
+            continue
+        named = [o for f in report.findings if f.id == w.finding for o in f.objects]
+        named += [o for c in report.covered if c.finding.id == w.finding for o in c.finding.objects]
+        stray = [o for o in w.objects if not any(covers_object(_one(w.finding, o), obj) for obj in named)]
+        if stray:
+            notes.append(
+                f"waiver {w.id} ({w.finding}) names {clip(', '.join(stray), 160)}, which no {w.finding} finding "
+                f"of this check names: a typo, or no longer found (`/upgrade waive revoke {w.id}`)"
+            )
+    return notes
+
+
+def _one(finding: str, obj: str) -> Cover:
+    return Cover(source="waiver", label="", finding=finding, objects=(obj,), reason="")
 
 
 def diagnose(
@@ -388,8 +416,9 @@ def summary_context(report: Report, *, shown_recommended: int, ref: str = "") ->
         "recommended": recommended[:shown_recommended],
         "recommended_lines": len(recommended),
         "recommended_count": n_recommended,
-        # What the checks did not see: lists not read, a cloud's checks skipped or not completed.
-        "notes": blind_spots(report.notes),
+        # What the checks did not see: lists not read, a cloud's checks skipped or not completed;
+        # and the waivers that name objects no finding names (they cover nothing).
+        "notes": [*blind_spots(report.notes), *(n for n in report.notes if _STRAY.match(n))],
         "fixes": check_fixes(report, ref=ref) if ref else [],
         # Findings a waiver or the configuration's ignore list accepted: who, why and until when.
         "covered": [
