@@ -96,10 +96,21 @@ EVIDENCE_PAUSE_KIND = "evidence_inconclusive"
 VOTE_RECORDED = "your vote is recorded"
 
 
+#: How a job's card line begins while it waits on evidence (the rest says which and why).
+WAITING_ON_EVIDENCE = "Waiting on evidence: "
+
+
 def _reason(tick: Tick) -> str:
-    """Why the evidence is Inconclusive, from the job's progress (the question's words else)."""
+    """Why the evidence is Inconclusive: from the job's progress, else its card's line ("background
+    alerts is Inconclusive — …"), else the question's words (a whole question in the card's reason
+    repeats the thread's, and the card's buttons answer it)."""
     progress = tick.progress if isinstance(tick.progress, dict) else {}
-    return str(progress.get("unavailable") or (tick.choice.question if tick.choice else ""))[:300]
+    line = next((c for c in tick.card if c.startswith(WAITING_ON_EVIDENCE)), "")
+    return str(
+        progress.get("unavailable")
+        or line.removeprefix(WAITING_ON_EVIDENCE)
+        or (tick.choice.question if tick.choice else "")
+    )[:300]
 
 
 def subject(job_id: int) -> str:
