@@ -275,7 +275,9 @@ def _play(
 
 def _answer_gate(bot: Services, fleet: M.Fleet, term: Terminal) -> None:
     """The fleet's `before` or `after` gate: its roster approves, one person at a time (four eyes:
-    whoever started the fleet last), or the person at the prompt names who approves."""
+    whoever started the fleet last), or the person at the prompt names who approves (an empty
+    answer lets the roster answer: it once named the first person again and again, refused each
+    time for having approved already)."""
     which = fleet.phase
     stage = fleet.current.stage.name
     gate = fleet.gate(which)
@@ -300,7 +302,9 @@ def _answer_gate(bot: Services, fleet: M.Fleet, term: Terminal) -> None:
                     fleet.id, Actor(user_id=fleet.created_by, source="terminal"), "rehearsal stopped"
                 )
                 return
-            who = answer or people[0]
+            if not answer:
+                break  # nobody named: the roster answers this gate, as with --auto-approve
+            who = answer
             try:
                 bot.fleets.approve(fleet.id, Actor(user_id=who, source="terminal"))
                 return

@@ -135,6 +135,33 @@ def test_a_planted_failure_that_names_no_step_of_the_cluster_s_plan_is_refused(t
     )
 
 
+def test_an_empty_answer_at_a_fleet_gate_lets_the_roster_answer_it(tmp_path: Path) -> None:
+    # At the terminal, Enter once named the first person again and again: the four-eyes gate
+    # refused them each time for having approved already, and the prompt came back for good.
+    fleet = _write(tmp_path)
+    fleet.write_text(
+        "name: outside\nroster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}\nplan: tiny\nstages:\n"
+        "  - {name: canary, clusters: [ci], after: {approve: [primary, shadow]}}\n"
+        "  - {name: lab, clusters: [lab-1]}\n",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [*bot_command(), "rehearse-fleet", str(fleet), "--interactive", "--plain"],
+        cwd=tmp_path,
+        input="\n" * 40,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert out.count("fleet gate `after` of stage canary: approve as [U0SHADOW/U0PRIMARY]") == 1
+    assert "U0SHADOW approves the fleet's `after` gate of stage canary" in out
+    assert "U0PRIMARY approves the fleet's `after` gate of stage canary" in out
+    assert re.search(r"rehearsal of fleet outside: fleet F\w+ completed$", out.rstrip())
+
+
 def test_a_scenario_that_does_not_exist_is_named_and_nothing_runs(tmp_path: Path) -> None:
     fleet = _write(tmp_path, scenario_of_ci="nosuch")
     result = _rehearse(tmp_path, str(fleet), "--auto-approve")
