@@ -195,7 +195,18 @@ class FleetService:
         if len(live) == 1:
             return live[0].id
         if not live:
-            raise RunNotFound("no fleet run is live; `fleet start FLEET` starts one")
+            # The newest ended ones, so `fleet status ID` can show how they ended.
+            ended = self.store.fleets(limit=3)
+            last = (
+                "; the last: "
+                + ", ".join(
+                    f"`{f.id}` ({f.name}, {f.state} {f.updated_at:%Y-%m-%d %H:%M} UTC)" for f in ended
+                )
+                + " (`fleet status ID`)"
+                if ended
+                else ""
+            )
+            raise RunNotFound(f"no fleet run is live{last}; `fleet start FLEET` starts one")
         raise RunNotFound(f"several fleet runs are live ({', '.join(f'`{f.id}`' for f in live)}); name one")
 
     def child_runs(self, fleet: M.Fleet) -> dict[str, RunRow]:

@@ -13,7 +13,7 @@ import pytest
 from bot.core.fleets import machine as M
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor
-from bot.errors import TransitionRefused, UserError
+from bot.errors import RunNotFound, TransitionRefused, UserError
 from bot.frontdoor.assemble import Services, assemble
 from bot.settings import load_settings
 from bot.sim.cluster import SimCluster
@@ -363,3 +363,17 @@ def test_a_child_run_paused_on_people_is_said_on_its_row_not_just_running(
         f":large_blue_circle: *ci* — running · 1.29.4 → 1.30.2 · step `drain` · run `{run_id}` · :double_vertical_bar: "
         "its run is paused, waiting for people: the PDB owner is on lunch"
     ) in status
+
+
+def test_status_without_an_id_names_the_last_fleets_when_none_is_live(bot: Services) -> None:
+    with pytest.raises(RunNotFound, match=r"^no fleet run is live; `fleet start FLEET` starts one$"):
+        bot.fleets.status(None)
+    fleet = bot.fleets.start("twelve", PRIMARY)
+    bot.fleets.abort(fleet.id, PRIMARY, "wrong window")
+    with pytest.raises(RunNotFound) as none_live:
+        bot.fleets.status(None)
+    assert none_live.value.user_message == (
+        f"no fleet run is live; the last: `{fleet.id}` (twelve, aborted 2026-12-01 05:00 UTC) (`fleet status ID`); "
+        "`fleet start FLEET` starts one"
+    )
+    assert bot.fleets.status(fleet.id).startswith(f":no_entry: *Fleet twelve* `{fleet.id}` — aborted")
