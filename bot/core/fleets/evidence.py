@@ -3,8 +3,8 @@
 A soak passes while no alert has started firing on a cluster since the soak began (silenced or
 not: the bot holds no silence during a soak). Pre-existing alerts do not count. When
 Alertmanager gives no trustworthy answer the soak fails, with the reason: no data never passes.
-`analysis` and `app-health` are judged once their sources (the evidence issue) are wired here;
-until then a soak that asks for them fails saying so, rather than passing unjudged.
+A fleet plan that asks a soak for `analysis` or `app-health` is refused when it is validated; a
+fleet stored before that was refused still fails its soak saying so, rather than passing unjudged.
 """
 
 from __future__ import annotations

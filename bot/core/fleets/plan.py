@@ -52,9 +52,12 @@ from bot.core.runs.plans import (
 from bot.core.validation import NAME_PATTERN
 from bot.errors import PlanInvalid, UserError
 
-#: Evidence a soak may watch: `alerts` (Alertmanager) today; `analysis` and `app-health` are the
-#: evidence issue's sources, accepted here so a fleet written for them validates now.
-EVIDENCE = ("alerts", "analysis", "app-health")
+#: Evidence a soak may watch: `alerts` (Alertmanager). A soak has no source for `analysis` and
+#: `app-health` yet, and one asking for them could never pass: they are refused with the way to
+#: get them (a step of the cluster's plan), not accepted to pause the fleet hours later.
+EVIDENCE = ("alerts",)
+#: Evidence a plan's steps judge but a soak does not (yet): said so when a fleet asks for it.
+STEP_EVIDENCE = ("analysis", "app-health")
 TOP_KEYS = {
     "name",
     "description",
@@ -303,7 +306,14 @@ def _stage(v: _PlanValidator, node: yaml.Node, key: str, roles: set[str], budget
     if "evidence" in s:
         evidence = v.strings(s["evidence"], f"{key}.evidence")
         for e in evidence:
-            if e not in EVIDENCE:
+            if e in STEP_EVIDENCE:
+                v.error(
+                    s["evidence"],
+                    f"{key}.evidence",
+                    f"a soak does not watch `{e}` yet, so it could never pass: put an `{e}` step (or a "
+                    f"drain's `background: [{e}]`) in the clusters' plan; a soak watches `alerts`",
+                )
+            elif e not in EVIDENCE:
                 v.error(
                     s["evidence"],
                     f"{key}.evidence",

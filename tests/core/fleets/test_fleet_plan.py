@@ -225,3 +225,15 @@ def test_what_the_validator_accepts_the_schema_accepts_and_a_typo_both_refuse() 
     both = text.replace("selector: {env: lab}", "selector: {env: lab}\n    clusters: [agora-lab]")
     assert list(validator.iter_errors(yaml.safe_load(both)))
     assert _problems(both)
+
+
+def test_a_soak_on_evidence_it_does_not_watch_is_refused_with_the_way_to_get_it() -> None:
+    # It once validated, then paused the fleet at the soak ("`analysis` evidence has no source in
+    # this bot yet"), where no resume could pass it: only an abort got out.
+    (problem,) = _problems(
+        _fleet("  - {name: canary, clusters: [ci], soak: 1h, evidence: [alerts, analysis]}\n")
+    )
+    assert problem == (
+        "f.yaml:5: stages[0].evidence: a soak does not watch `analysis` yet, so it could never pass: "
+        "put an `analysis` step (or a drain's `background: [analysis]`) in the clusters' plan; a soak watches `alerts`"
+    )
