@@ -61,3 +61,28 @@ def test_a_fleet_written_outside_the_project_is_validated_started_and_shown(
     assert "roster" in capsys.readouterr().out
     assert main(["fleet", "pause", "--reason", "lunch break", "--config", config, "--as", "U0SHADOW"]) == 0
     assert ":warning: paused by U0SHADOW: lunch break" in capsys.readouterr().out
+
+
+def test_a_fleet_file_finds_its_plan_beside_it_as_rehearse_fleet_does(
+    write_config: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = str(write_config(fleet_config(tmp_path)))
+    team = tmp_path / "team"
+    (team / "plans").mkdir(parents=True)
+    # A plan of the team's own, in `plans/` beside the fleet file: not in the configuration's templates.
+    (team / "plans" / "ours.yaml").write_text(
+        (tmp_path / "templates" / "plans" / "tiny.yaml").read_text().replace("name: tiny", "name: ours"),
+        encoding="utf-8",
+    )
+    fleet = team / "ours-fleet.yaml"
+    fleet.write_text(
+        "name: ours-fleet\nroster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}\nplan: ours\n"
+        "stages:\n  - {name: first, clusters: [ci]}\n",
+        encoding="utf-8",
+    )
+    assert main(["fleet", "validate", str(fleet), "--config", config]) == 0, capsys.readouterr().err
+    assert "fleet ours-fleet is valid: 1 stages, 1 clusters" in capsys.readouterr().out
+    # Named by name, it is found among the configured fleets only, and its plan must be known there.
+    assert main(["fleet", "validate", "ours-fleet", "--config", config]) == 1  # an unknown fleet
+    said = capsys.readouterr()
+    assert "no fleet plan `ours-fleet`" in said.out + said.err

@@ -137,11 +137,13 @@ class FleetService:
         )
         raise UserError(f"no fleet plan `{clip(name)}` (known: {', '.join(shipped) or 'none'})")
 
-    def plan_text(self, name: str) -> str:
+    def plan_text(self, name: str, *, beside: Sequence[Path] = ()) -> str:
+        """The plan `name`: loaded in the store, else a file in `beside` (the folders of a fleet
+        file named by its path) or the plan folders."""
         row = self.store.plan(name)
         if row is not None:
             return row.text
-        for d in self.plan_dirs:
+        for d in (*beside, *self.plan_dirs):
             if (d / f"{name}.yaml").is_file():
                 return read_plan_file(d / f"{name}.yaml")
         raise UserError(f"the fleet's plan `{clip(name)}` is neither loaded nor shipped")
@@ -154,10 +156,14 @@ class FleetService:
         stages = resolve(fleet, self.clusters)
         texts: dict[str, str] = {}
         problems: list[str] = []
+        # A fleet file named by its path finds its plans beside it too, as `rehearse-fleet` does.
+        here = Path(label).parent if name.endswith((".yaml", ".yml")) else None
+        beside = (here, here / "plans", here.parent / "plans") if here is not None else ()
         for resolved in stages:
             for cluster in resolved.clusters:
                 try:
-                    texts[cluster] = child_plan_text(fleet, self.plan_text(fleet.plan_for(cluster)), cluster)
+                    base = self.plan_text(fleet.plan_for(cluster), beside=beside)
+                    texts[cluster] = child_plan_text(fleet, base, cluster)
                     parse_plan(texts[cluster], source=f"{fleet.plan_for(cluster)} for {cluster}")
                 except PlanInvalid as exc:
                     problems += exc.errors
