@@ -23,7 +23,7 @@ from bot.settings import parse_settings
 from bot.sim import SimCluster
 from bot.sim.world.scenario import builtin_dir, load_scenario
 from tests.support.aws import aws_env, provider_yaml
-from tests.support.bot_process import bot_command
+from tests.support.bot_process import run_bot
 
 RUNBOOK_ORDER = ["control-plane", "istio", "ng-shared", "others", "logging"]
 
@@ -43,15 +43,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def cli(
     tmp_path: Path, *args: str, timeout: float = 180, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*bot_command(), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=tmp_path,
-        env={**_env(tmp_path), **(env or {})},
-    )
+    return run_bot(*args, cwd=tmp_path, env={**_env(tmp_path), **(env or {})}, timeout=timeout)
 
 
 def _step_ids(plan_text: str) -> list[str]:

@@ -4,10 +4,9 @@ stop says why (it once said only "nobody in the roster can satisfy the gate").""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from tests.support.bot_process import bot_command
+from tests.support.bot_process import run_bot
 
 PLAN = """\
 name: pr-needs-github
@@ -35,14 +34,7 @@ UNREAD = (
 def test_the_gate_says_the_pr_it_requires_cannot_be_read_and_the_stop_says_why(tmp_path: Path) -> None:
     plan = tmp_path / "pr-needs-github.yaml"
     plan.write_text(PLAN, encoding="utf-8")
-    result = subprocess.run(
-        [*bot_command(), "rehearse", str(plan), "--auto-approve"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
-    )
+    result = run_bot("rehearse", str(plan), "--auto-approve", cwd=tmp_path)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     # The start gate and the done gate both say it, before anyone clicks.

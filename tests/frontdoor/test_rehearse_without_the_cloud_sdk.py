@@ -6,11 +6,10 @@ on no evidence."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from bot.resources import BUILTIN_PLANS
-from tests.support.bot_process import bot_command
+from tests.support.bot_process import run_bot
 
 SKIPPED = "EKS checks skipped: boto3 is not installed (pip install 'upgrade-bot[aws]')"
 
@@ -52,15 +51,7 @@ def test_steps_say_the_eks_side_was_not_read_and_an_eks_only_check_is_not_checke
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, (str(blocker.parent), os.environ.get("PYTHONPATH")))),
     }
-    result = subprocess.run(
-        [*bot_command(), "rehearse", str(plan), "--auto-approve"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=env,
-        cwd=tmp_path,
-    )
+    result = run_bot("rehearse", str(plan), "--auto-approve", cwd=tmp_path, env=env)
     out = result.stdout
     assert result.returncode == 3, result.stderr[-3000:]
     assert "Traceback" not in result.stderr

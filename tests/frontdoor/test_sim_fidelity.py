@@ -18,7 +18,7 @@ import pytest
 
 from bot.sim import SimCluster
 from tests.support.aws import aws_env, provider_yaml
-from tests.support.bot_process import bot_command
+from tests.support.bot_process import run_bot
 
 
 def cli(
@@ -36,15 +36,7 @@ def cli(
     env.update(HOME=str(home), XDG_STATE_HOME=str(tmp_path / "state"))
     if aws:
         env.update(aws_env(tmp_path))
-    return subprocess.run(
-        [*bot_command(), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=tmp_path,
-        env=env,
-    )
+    return run_bot(*args, cwd=tmp_path, env=env, timeout=timeout)
 
 
 def _snapshot(

@@ -36,6 +36,21 @@ def bot_command() -> list[str]:
     return [sys.executable, "-m", "bot"]
 
 
+def run_bot(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`upgrade-bot ARGS` run to its end in `cwd`, as a user runs it: its exit status and output."""
+    return subprocess.run(
+        [*bot_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+    )
+
+
 @dataclass
 class BotProcess:
     config: Path
