@@ -5,6 +5,7 @@ the real slack_sdk client against the Slack stub, every Block Kit payload valida
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -114,12 +115,36 @@ def test_builds_show_on_the_card_and_in_the_thread_and_a_failed_one_pauses_its_s
     assert send(bot.front.url, rerun).status == 200
     text, _ = card_when(bot, "succeeded at `9e8d7c6b5a4f`")
     assert str(bot.services.runs.load(run).step_run("launch-istio").state) == "running"
+    # A late report of the older build's failure: kept and said, but the step is not failed for
+    # it, and the card goes on showing build 42 (it once failed the step and showed #41).
+    late_report = report(run, "launch-istio", status="failed", revision=REV_A)
+    assert send(bot.front.url, late_report, timestamp=int(time.time()) + 1).status == 200  # not a replay
+    late = thread_line(bot, "older than build 42")
+    assert late["text"].endswith(
+        f"at revision `{REV_A}` — older than build 42 (succeeded): the step is not failed for it"
+    )
+    assert str(bot.services.runs.load(run).step_run("launch-istio").state) == "running"
+    assert (
+        f":white_check_mark: build <{url[:-2]}42|eks-provision-configuration/apply-istio #42> succeeded"
+        in (bot.card())
+    )
     assert bot.click(SHADOW, bot.gate("launch-istio")) is None
     assert str(bot.services.runs.load(run).step_run("launch-istio").state) == "succeeded"
+    # A failure after the step was confirmed done says it does not reopen it.
+    assert (
+        send(bot.front.url, report(run, "launch-istio", status="failed", revision=REV_B, build="43")).status
+        == 200
+    )
+    done_then = thread_line(bot, "build 43 failed")
+    assert done_then["text"].endswith(
+        "— `launch-istio` was confirmed done before; this failure does not reopen it: check what the build applied"
+    )
     assert [(b.build, b.status, b.revision) for b in bot.services.store.pipeline_builds(run)] == [
         ("41", "started", REV_A),
         ("41", "failed", REV_A),
         ("42", "succeeded", REV_B),
+        ("41", "failed", REV_A),
+        ("43", "failed", REV_B),
     ]
 
 
@@ -196,6 +221,12 @@ def test_a_report_that_does_not_fit_gets_a_specific_reason_and_changes_nothing(h
             report(run, "launch-istio", job="apply-logging"),
             409,
             "takes builds of eks-provision-configuration/apply-istio, not eks-provision-configuration/apply-logging",
+        ),
+        # A step naming no pipeline takes no builds: any source's failed build once failed it.
+        (
+            report(run, "after", status="failed", pipeline="anything", job="whatever"),
+            409,
+            "step `after` names no pipeline (`pipeline:` in the plan); it takes no builds",
         ),
     ]
     for document, status, reason in cases:

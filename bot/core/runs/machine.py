@@ -762,12 +762,15 @@ def build_reported(
     url: str,
     source: str,
     now: datetime,
+    superseded_by: str = "",
 ) -> Outcome:
     """A pipeline reported a build of `step_id` (issue 43): a line in the thread with its link;
-        a failed or errored build of a plain step that is waiting or running fails it with the build
-        and its revision, and the run pauses (or aborts, as the step's `on_failure` says), so a re-run
-        goes through the step's gate again. Refusals (an ended run, an unknown step, a build of another
-    job than the step's `pipeline:`) change nothing."""
+    a failed or errored build of a plain step that is waiting or running fails it with the build
+    and its revision, and the run pauses (or aborts, as the step's `on_failure` says), so a re-run
+    goes through the step's gate again — unless a later build of the job did not fail
+    (`superseded_by` names it): then the line says why the step goes on. A failure after the
+    step was confirmed done says that it does not reopen it. Refusals (an ended run, an unknown
+    step, a step naming no `pipeline:`, a build of another job) change nothing."""
 
     refuse = functools.partial(refused, run, step_id, f"pipeline:{source}")
 
@@ -778,15 +781,31 @@ def build_reported(
     sr = run.step_run(step_id)
     step = run.plan.step(step_id)
     expected = step.pipeline
-    if expected is not None and (expected.pipeline, expected.job) != (pipeline, job):
+    if expected is None:
+        # Only a step that names its CI job takes its builds: any source could fail any step else.
+        return refuse(f"step `{step_id}` names no pipeline (`pipeline:` in the plan); it takes no builds")
+    if (expected.pipeline, expected.job) != (pipeline, job):
         return refuse(
             f"step `{step_id}` takes builds of {expected.pipeline}/{expected.job}, not {pipeline}/{job}"
         )
+    failing = status in BUILD_FAILING
+    remark = ""
+    if failing and superseded_by:
+        remark = f" — older than {superseded_by}: the step is not failed for it"
+    elif failing and sr.state is StepState.SUCCEEDED:
+        remark = f" — `{step_id}` was confirmed done before; this failure does not reopen it: check what the build applied"
     events = [
-        Event(kind="pipeline_build", step_id=step_id, actor=f"pipeline:{source}", detail=summary, note=url)
+        Event(
+            kind="pipeline_build",
+            step_id=step_id,
+            actor=f"pipeline:{source}",
+            detail=summary + remark,
+            note=url,
+        )
     ]
     if (
-        status in BUILD_FAILING
+        failing
+        and not superseded_by
         and run.state is RunState.ACTIVE
         and step.manual
         and sr.state in (StepState.AWAITING_APPROVAL, StepState.RUNNING)

@@ -142,9 +142,37 @@ def build_view(build: PipelineBuild) -> dict[str, Any]:
     }
 
 
+def later(a: str, b: str) -> bool:
+    """Build `a` was started after build `b`, by their numbers (CI systems number builds upward:
+    Concourse, Jenkins, GitHub's run numbers); False when either is not a number."""
+    return a.isascii() and a.isdigit() and b.isascii() and b.isdigit() and int(a) > int(b)
+
+
 def latest_builds(builds: Sequence[PipelineBuild]) -> dict[str, dict[str, Any]]:
-    """Each step's latest build report (the card shows one line a step)."""
-    return {b.step_id: build_view(b) for b in builds}
+    """Each step's latest build (the card shows one line a step): the last reported, unless a
+    build with a higher number of the same job was reported before it (a late report of an older
+    build does not hide a newer one)."""
+    out: dict[str, PipelineBuild] = {}
+    for b in builds:
+        shown = out.get(b.step_id)
+        if shown is None or not (
+            (shown.pipeline, shown.job) == (b.pipeline, b.job) and later(shown.build, b.build)
+        ):
+            out[b.step_id] = b
+    return {step: build_view(b) for step, b in out.items()}
+
+
+def superseding(builds: Sequence[PipelineBuild], report: Report) -> PipelineBuild | None:
+    """A build of the same step and job numbered after `report`'s that did not fail (it started or
+    succeeded): a late failure of an older build says nothing about the step now."""
+    newer = [
+        b
+        for b in builds
+        if (b.step_id, b.pipeline, b.job) == (report.step, report.pipeline, report.job)
+        and later(b.build, report.build)
+        and b.status not in FAILING
+    ]
+    return max(newer, key=lambda b: int(b.build), default=None)
 
 
 def rerun_view(

@@ -583,6 +583,7 @@ class RunService:
         unknown step) keeps nothing and says why in `message`."""
         actor = Actor(user_id=f"pipeline:{source}", source="hook", correlation_id=correlation_id)
         line = pipelines.summary(report)
+        newer = pipelines.superseding(self.store.pipeline_builds(report.run), report)
 
         def change(run: R.Run) -> R.Outcome:
             return R.build_reported(
@@ -595,6 +596,7 @@ class RunService:
                 url=report.url,
                 source=source,
                 now=self.clock(),
+                superseded_by=f"build {newer.build} ({newer.status})" if newer is not None else "",
             )
 
         checked = change(self.load(report.run))
