@@ -56,6 +56,8 @@ VERSION_SECONDS = 5.0
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 VERSION = "version"
+#: The events queue's word for a stream that failed or is back (`Stream.failing`).
+STREAM = "stream"
 WATCHES = "watches"
 #: Container log tails the known-issue rules may read per watch and minute, and their size cap.
 LOG_READS_PER_MINUTE = 20
@@ -90,6 +92,8 @@ class Stream:
         self.resource_version = ""
         self.restarts = 0
         self.syncs = 0
+        #: Failing since its last error (told to the watch as a STREAM event, and when it is back).
+        self.failing = False
         self.thread = threading.Thread(target=self._run, name=f"watch-stream-{kind}", daemon=True)
 
     def start(self) -> Stream:
@@ -113,6 +117,9 @@ class Stream:
                 ):
                     if self.stop.is_set():
                         return
+                    if self.failing:
+                        self.failing = False
+                        self.out.put((STREAM, "BACK", self.kind))
                     if event.type == "SYNC":
                         self.syncs += 1
                         self.out.put((self.kind, "SYNC", event.object["items"]))
@@ -127,11 +134,15 @@ class Stream:
                 # A 5xx, a refused connection, a shape the adapter refused: resume from the last
                 # version after a backoff (a version too old for the server is listed again).
                 self.restarts += 1
+                self.failing = True
+                self.out.put((STREAM, "FAILED", (self.kind, exc.user_message)))
                 log.warning("watch stream %s failed (%s); again in %.1fs", self.kind, exc.user_message, delay)
                 self.stop.wait(delay * (0.5 + random.random()))
                 delay = min(delay * 2, BACKOFF_MAX)
             except Exception:
                 self.restarts += 1
+                self.failing = True
+                self.out.put((STREAM, "FAILED", (self.kind, "an unexpected error (in the bot's log)")))
                 log.exception("watch stream %s failed unexpectedly; again in %.1fs", self.kind, delay)
                 self.stop.wait(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
@@ -171,6 +182,8 @@ class WatchDriver(Driver):
         self.log_reads: list[float] = []  # monotonic times of the log tails read in the last minute
         #: The API refused a log read (pods/log is an opt-in role): no more are asked for.
         self.logs_forbidden = False
+        #: Why a stream last failed ("" while none has): named if the watch ends before it could list.
+        self.last_stream_error = ""
         self.on_publish: Callable[[int], None] | None = None  # benchmarks: events applied so far
 
     def log_fields(self) -> dict[str, str]:
@@ -210,7 +223,7 @@ class WatchDriver(Driver):
                 if synced < KINDS.keys() and mono - last_publish >= self.publish_seconds:
                     # Not listed yet (the cluster is down): `unwatch` and the time limit still end it.
                     last_publish = mono
-                    ended = service.end_unlisted(row)
+                    ended = service.end_unlisted(row, why=self.last_stream_error)
                     if ended:
                         self.ended = ended
                         log.info("watch %s ended: %s", row.id, ended)
@@ -286,6 +299,12 @@ class WatchDriver(Driver):
             now = self.service.clock()
             if kind == VERSION:
                 state.set_control_plane(str(obj))
+            elif kind == STREAM:
+                if kind_of_event == "FAILED":
+                    state.stream_failed(obj[0], obj[1], now)
+                else:
+                    state.stream_back(str(obj), now)
+                self.last_stream_error = obj[1] if kind_of_event == "FAILED" else self.last_stream_error
             elif kind_of_event == "SYNC":
                 state.sync(kind, obj, now)
                 synced.add(kind)

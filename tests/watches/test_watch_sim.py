@@ -126,10 +126,15 @@ def test_dropped_streams_5xx_and_a_forced_410_mid_upgrade_lose_no_transition(
         sim_eks.control.set_transport(error_rate=1.0, error_status=503, path_prefix="/api")
         sim_eks.control.drop_watches()
         _wait(lambda: sum(s.restarts for s in driver.streams) >= len(driver.streams), timeout=20)
+        # Blind meanwhile, and it says so: what it shows is from before (it once said nothing).
+        blind = _wait(lambda: (w := _published(store, row.id)).blind_since is not None and w, timeout=20)
+        assert "503" in blind.blind
         _step(sim_eks, 60, steps=15, driver=None)  # nothing to read meanwhile
         sim_eks.control.compact()
         sim_eks.control.set_transport()
         _wait(lambda: all(s.syncs >= 2 for s in driver.streams), timeout=30)  # 410 → listed again
+        seen = _wait(lambda: (w := _published(store, row.id)).blind_since is None and w, timeout=20)
+        assert seen.seen_again_at is not None
         _step(sim_eks, 60, steps=10, driver=driver)
         sim_eks.control.drop_watches()  # a plain drop: resumed from the last version, no list
         _step(sim_eks, 60, steps=100, driver=driver)
@@ -159,7 +164,11 @@ def test_unwatch_ends_a_watch_whose_cluster_cannot_be_read(
         _wait(lambda: driver.streams and all(s.restarts >= 1 for s in driver.streams), timeout=15)
         harness.service.request_end(row.id, by="U0BOB")
         ended = _wait(lambda: (w := store.watch(row.id)) and w.state == "ended" and w, timeout=15)
-        assert ended.end_reason == "unwatched by <@U0BOB> (the cluster could not be read)"
+        # Why it could not be read, as the API (here: nothing listening) said it.
+        assert ended.end_reason.startswith(
+            "unwatched by <@U0BOB> (the cluster could not be read: cluster sim "
+        )
+        assert "refused the connection at http://127.0.0.1:" in ended.end_reason
         assert ended.summary == ""  # nothing was ever listed, so nothing is claimed about the cluster
     finally:
         harness.runner.shutdown()

@@ -104,6 +104,9 @@ class WatchState:
         self._warnings: dict[str, int] = {}
         self._target_since: datetime | None = None
         self._last_unhealthy: datetime | None = None
+        #: Streams failing now: kind → (since, why); and when the last blind stretch ended.
+        self._blind: dict[str, tuple[datetime, str]] = {}
+        self._seen_again: datetime | None = None
         # Pods already unhealthy when the watch first lists them are not *new* (settle counts new ones).
         self._pods_listed = False
         self._intern = sys.intern
@@ -128,6 +131,17 @@ class WatchState:
 
     def set_control_plane(self, git_version: str) -> None:
         self._control_plane = git_version
+
+    def stream_failed(self, kind: str, why: str, now: datetime) -> None:
+        """The list or watch of `kind` failed (the driver retries it): the watch is blind to it
+        from `now` until it delivers again (`stream_back`)."""
+        since = self._blind[kind][0] if kind in self._blind else now
+        self._blind[kind] = (since, why)
+
+    def stream_back(self, kind: str, now: datetime) -> None:
+        """The stream of `kind` delivers again after failing."""
+        if self._blind.pop(kind, None) is not None:
+            self._seen_again = now
 
     def sync(self, kind: str, items: Sequence[Any], now: datetime) -> None:
         """A full (re)list of a kind: what is not in it is gone; what changed is applied."""
@@ -648,4 +662,7 @@ class WatchState:
             target_holds=holds,
             target_since=self._target_since if holds else None,
             last_unhealthy_at=last_unhealthy,
+            blind_since=min((since for since, _ in self._blind.values()), default=None),
+            blind="; ".join(f"{kind}: {why}" for kind, (_, why) in sorted(self._blind.items()))[:300],
+            seen_again_at=self._seen_again,
         )

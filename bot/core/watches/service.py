@@ -52,7 +52,7 @@ from bot.core.watches.model import WatchState
 from bot.core.watches.spec import StopRules, Target, WatchSpec
 from bot.core.watches.summary import Summary
 from bot.core.watches.verdict import TARGET_OPEN, TARGET_REACHED, Verdict, said, verdict
-from bot.errors import BotError, Fenced, UserError
+from bot.errors import BotError, Fenced, UserError, clip
 from bot.records import WatchRow
 
 log = logging.getLogger(__name__)
@@ -459,10 +459,11 @@ class WatchService:
         # Remembered even when refused (not ours, or full): asked again in SAMPLE_SECONDS at most.
         self._samples[watch_id] = (now, counts)
 
-    def end_unlisted(self, row: WatchRow) -> str:
+    def end_unlisted(self, row: WatchRow, *, why: str = "") -> str:
         """End a watch that was asked to end (or ran out of time) while its cluster could not be
-        listed: the last published summary stays, with a final line saying so. The end reason, or
-        "" when it is not to end yet (or is no longer ours)."""
+        listed (`why`: the last list's error, as the API said it): the last published summary
+        stays, with a final line saying so. The end reason, or "" when it is not to end yet (or is
+        no longer ours)."""
         now = self.clock()
         current = self.store.watch(row.id) or row
         spec = self.spec(current)
@@ -472,7 +473,11 @@ class WatchService:
             reason = "timed_out: time limit reached"
         else:
             return ""
-        reason += " (the cluster could not be read)"
+        reason += (
+            f" (the cluster could not be read: {clip(why, 200)})"
+            if why
+            else " (the cluster could not be read)"
+        )
         text = f":checkered_flag: Watch ended — {reason}."
         known = set(self.store.messages(subject(row.id)))
         outbox = [(FINAL, json.dumps({"text": text}))] if FINAL not in known else []

@@ -148,6 +148,12 @@ class Summary:
     target_holds: bool = False
     target_since: datetime | None = None  # the target has held continuously since
     last_unhealthy_at: datetime | None = None  # the latest moment a pod became unhealthy
+    #: Since when a list or watch of the cluster has been failing (None: every stream delivers),
+    #: and why ("pods: HTTP 503 …"): what the watch shows then is not the cluster now.
+    blind_since: datetime | None = None
+    blind: str = ""
+    #: When the streams last came back after failing: settle time counts from then, not across.
+    seen_again_at: datetime | None = None
 
     @property
     def unhealthy_pods(self) -> int:

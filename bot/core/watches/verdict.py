@@ -26,6 +26,7 @@ from bot.core.durations import format_duration, kubectl_age
 from bot.core.kube.objects import KUBE_SYSTEM
 from bot.core.watches.spec import WatchSpec
 from bot.core.watches.summary import RuleEpisode, Summary
+from bot.errors import clip
 
 RUNNING, TARGET_REACHED, STOPPED, TIMED_OUT = "running", "target_reached", "stopped", "timed_out"
 #: The target held and settled, but a known issue the watch posted is still open.
@@ -87,10 +88,10 @@ def verdict(summary: Summary, spec: WatchSpec, now: datetime) -> Verdict:
             if len(over) > 1:
                 reason += f"; {len(over) - 1} more workload{'s' if len(over) > 2 else ''} over the limit"
             return Verdict(state=STOPPED, reason=reason, code=first.kind)
-        if summary.target_holds and summary.target_since is not None:
-            calm_since = summary.target_since
-            if summary.last_unhealthy_at is not None and summary.last_unhealthy_at > calm_since:
-                calm_since = summary.last_unhealthy_at
+        # Blind (a list or watch failing): the target cannot be confirmed, and settle time counts
+        # again only from when the cluster could be read (`calm_since`).
+        if summary.target_holds and summary.target_since is not None and summary.blind_since is None:
+            calm_since = _calm_since(summary)
             if now - calm_since >= target.settle:
                 findings = open_findings(summary)
                 if findings:
@@ -104,10 +105,32 @@ def verdict(summary: Summary, spec: WatchSpec, now: datetime) -> Verdict:
     if deadline is not None and now >= deadline:
         return Verdict(
             state=TIMED_OUT,
-            reason=f"time limit reached after {kubectl_age(deadline - spec.started_at)}",
+            reason=f"time limit reached after {kubectl_age(deadline - spec.started_at)}"
+            + _blind_text(summary, before="; "),
             code="timeout",
         )
-    return Verdict(state=RUNNING, reason=_progress_text(summary, spec, now))
+    # Blind first: the card's head line is clipped, and that is what people must read.
+    return Verdict(
+        state=RUNNING, reason=_blind_text(summary, after="; ") + _progress_text(summary, spec, now)
+    )
+
+
+def _calm_since(summary: Summary) -> datetime:
+    """Since when the target has held with no new unhealthy pod and the cluster read all along."""
+    assert summary.target_since is not None
+    moments = [summary.target_since, summary.last_unhealthy_at, summary.seen_again_at]
+    return max(m for m in moments if m is not None)
+
+
+def _blind_text(summary: Summary, *, before: str = "", after: str = "") -> str:
+    """ "the cluster could not be read since 14:02 UTC (pod: HTTP 503 …): …", between `before` and
+    `after` ("" when it could be read)."""
+    if summary.blind_since is None:
+        return ""
+    return (
+        f"{before}the cluster could not be read since {summary.blind_since:%H:%M} UTC ({clip(summary.blind, 160)}): "
+        f"what is shown is from before, and the target is not confirmed until it can{after}"
+    )
 
 
 def open_findings(summary: Summary) -> list[RuleEpisode]:
@@ -164,8 +187,7 @@ def _progress_text(summary: Summary, spec: WatchSpec, now: datetime) -> str:
         parts.append(f"{old} old node{'s' if old != 1 else ''} left")
     if missing:
         parts.append(f"no node yet in {', '.join(missing)}")
-    if summary.target_holds and summary.target_since is not None:
-        calm_since = max(summary.target_since, summary.last_unhealthy_at or summary.target_since)
-        left = target.settle - (now - calm_since)
+    if summary.target_holds and summary.target_since is not None and summary.blind_since is None:
+        left = target.settle - (now - _calm_since(summary))
         parts.append(f"target holds, settling ({format_duration(max(left, timedelta(0)))} to go)")
     return "; ".join(parts)

@@ -48,6 +48,39 @@ def test_a_new_unhealthy_pod_restarts_the_settle_time() -> None:
     assert judge(state, 8).state == TARGET_REACHED
 
 
+def test_a_watch_that_cannot_read_the_cluster_never_reaches_its_target_and_settles_again_after() -> None:
+    # Its streams failing (a 503, a dropped watch), the watch once counted the blind minutes as
+    # settle time and declared "target reached" while coredns crash-looped unseen.
+    state = upgraded()
+    state.stream_failed("pod", "cluster prod answered HTTP 503", at(1))
+    state.stream_failed("node", "cluster prod answered HTTP 503", at(2))
+    blind = judge(state, 30)
+    assert blind.state == RUNNING
+    assert blind.reason == (
+        "the cluster could not be read since 12:01 UTC (node: cluster prod answered HTTP 503; pod: cluster "
+        "prod answered HTTP 503): what is shown is from before, and the target is not confirmed until it "
+        "can; 2/2 nodes Ready on v1.30.2"
+    )
+    state.stream_back("node", at(31))
+    assert judge(state, 40).state == RUNNING  # the pods' stream is still failing
+    state.stream_back("pod", at(41))
+    # Settle time counts from when the cluster could be read again, not across the blind stretch.
+    assert judge(state, 45).state == RUNNING
+    assert "settling (1m to go)" in judge(state, 45).reason
+    assert judge(state, 46).state == TARGET_REACHED
+
+
+def test_a_blind_watch_that_runs_out_of_time_says_it_could_not_read_the_cluster() -> None:
+    state = upgraded(ends_at=at(30))
+    state.stream_failed("pod", "the bot is not allowed to list pods (HTTP 403)", at(2))
+    ended = judge(state, 31)
+    assert ended.state == TIMED_OUT
+    assert ended.reason.startswith(
+        "time limit reached after 30m; the cluster could not be read since 12:02 UTC (pod: the bot is not "
+        "allowed to list pods (HTTP 403))"
+    )
+
+
 def test_a_pod_stuck_pending_counts_as_new_unhealthy_once_stuck() -> None:
     state = upgraded(pending_stuck_after=timedelta(minutes=2))
     state.apply(
