@@ -93,11 +93,14 @@ def verdict(summary: Summary, spec: WatchSpec, now: datetime) -> Verdict:
         if summary.target_holds and summary.target_since is not None and summary.blind_since is None:
             calm_since = _calm_since(summary)
             if now - calm_since >= target.settle:
-                findings = open_findings(summary)
-                if findings:
+                # What still needs people: known issues still open, and what is broken now even if
+                # it was before the watch began (settle counts *new* unhealthy pods only).
+                left = [findings_text(f) for f in [open_findings(summary)] if f]
+                left += [text for text in (_still_broken(summary),) if text]
+                if left:
                     return Verdict(
                         state=TARGET_OPEN,
-                        reason=f"{findings_text(findings)}; {_target_text(summary, spec)}",
+                        reason=f"{'; '.join(left)}; {_target_text(summary, spec)}",
                         code=OPEN_FINDINGS,
                     )
                 return Verdict(state=TARGET_REACHED, reason=_target_text(summary, spec))
@@ -131,6 +134,17 @@ def _blind_text(summary: Summary, *, before: str = "", after: str = "") -> str:
         f"{before}the cluster could not be read since {summary.blind_since:%H:%M} UTC ({clip(summary.blind, 160)}): "
         f"what is shown is from before, and the target is not confirmed until it can{after}"
     )
+
+
+def _still_broken(summary: Summary) -> str:
+    """ "3 unhealthy pods (payments/worker (Error), …)" ("" when none): the pods in the watch's view
+    that are unhealthy now, whenever they became so (a rollout that failed shows as its pods)."""
+    n = summary.unhealthy_pods
+    if not n:
+        return ""
+    top = [w for g in summary.unhealthy for w in g.top][:3]
+    named = ", ".join(f"{w.namespace}/{w.name} ({w.detail})" for w in top)
+    return f"{n} unhealthy pod{'s' if n != 1 else ''} ({named}{', …' if n > len(top) else ''})"
 
 
 def open_findings(summary: Summary) -> list[RuleEpisode]:

@@ -87,7 +87,14 @@ def test_a_pod_stuck_pending_counts_as_new_unhealthy_once_stuck() -> None:
         "pod", "ADDED", pod("p", phase="Pending", ready=False, unschedulable=True, created=at(1)), at(1)
     )
     assert judge(state, 5).state == RUNNING  # stuck since 3m: settle runs to 8m
-    assert judge(state, 8).state == TARGET_REACHED
+    # Settled, but the pod is still stuck: not all clear (it once said "target reached").
+    settled = judge(state, 8)
+    assert settled.state == TARGET_OPEN
+    assert settled.reason.startswith("1 unhealthy pod (shop/p (Unschedulable)); ng-a: 2 nodes Ready")
+    state.apply(
+        "pod", "DELETED", pod("p", phase="Pending", ready=False, unschedulable=True, created=at(1)), at(9)
+    )
+    assert judge(state, 9).state == TARGET_REACHED
 
 
 def test_old_nodes_left_or_a_missing_group_keep_it_running() -> None:
@@ -159,7 +166,13 @@ def test_pods_already_unhealthy_when_the_watch_starts_are_not_new() -> None:
     state.sync("node", [node("n1", kubelet="v1.30.2")], at(0))
     state.sync("pod", [pod("e", ready=False, terminated="Error")], at(0))
     assert state.summary(at(1)).last_unhealthy_at is None
-    assert judge(state, 5).state == TARGET_REACHED
+    # Not new, so the settle time runs; but broken now, so not all clear: people look.
+    settled = judge(state, 5)
+    assert settled.state == TARGET_OPEN
+    assert settled.reason == (
+        "1 unhealthy pod (shop/e (Error)); ng-a: 1 node Ready on v1.30.2, no old node left; no new "
+        "unhealthy pod for 5m"
+    )
     state.sync(
         "pod", [pod("e", ready=False, terminated="Error"), pod("f", ready=False, terminated="Error")], at(6)
     )
@@ -174,9 +187,18 @@ def test_a_running_pod_not_ready_past_its_grace_is_unhealthy_and_restarts_the_se
     summary = state.summary(at(3, 30))
     [group] = summary.unhealthy
     assert (group.reason, group.pods, group.top[0].detail) == ("Not ready", 1, "0/1 containers ready")
-    # It became unhealthy at 3m (1m + the 2m grace): the target settles five minutes after that.
+    # It became unhealthy at 3m (1m + the 2m grace): the target settles five minutes after that,
+    # and while it is still not ready the target is not all clear.
     assert judge(state, 7).state == RUNNING
-    assert judge(state, 8).state == TARGET_REACHED
+    assert judge(state, 8).state == TARGET_OPEN
+    state.apply("pod", "MODIFIED", pod("w", deployment="worker"), at(8, 30))
+    assert (
+        judge(
+            state,
+            8,
+        ).state
+        == TARGET_REACHED
+    )
 
 
 def test_the_target_with_a_known_issue_still_open_is_not_all_clear() -> None:
@@ -189,7 +211,12 @@ def test_the_target_with_a_known_issue_still_open_is_not_all_clear() -> None:
     assert reached.state == TARGET_OPEN
     assert reached.code == "open_findings"
     assert reached.final
-    assert reached.reason.startswith("1 open finding: KI004 payments/payments-worker; ng-a: 2 nodes Ready")
+    assert reached.reason.startswith(
+        "1 open finding: KI004 payments/payments-worker; 1 unhealthy pod (payments/payments-worker ("
+    )
+    assert reached.reason.endswith(
+        "); ng-a: 2 nodes Ready on v1.30.2, no old node left; no new unhealthy pod for 5m"
+    )
     # The finding closes (the sidecar is Ready): the target is reached, all clear.
     state.apply("pod", "MODIFIED", vault_pod("payments-worker-5d8f7c9b6-a", agent_ready=True), at(11))
     assert judge(state, 17).state == TARGET_REACHED
