@@ -7,10 +7,11 @@ A pure function of a Summary, the spec and the time. Order of decision:
    unlike `kubectl rollout status`, which waits on a crash loop until its progress deadline.
    kube-system workloads are named first (a broken DNS or CNI explains the rest), then the
    longest-running episode;
-2. the target, once it has held, with no new unhealthy pod, for its settle time — "target reached"
-   only when no known-issue finding the watch posted is still open; otherwise "target reached with
-   N open findings" (`TARGET_OPEN`, code "open_findings"), and the plan step decides
-   (`on_open_findings`, fail by default);
+2. the target, once it has held, with no new unhealthy pod and the cluster readable, for its settle
+   time — "target reached" only when no known-issue finding the watch posted is still open and no
+   pod in its view is unhealthy (whenever it became so); otherwise "target reached with open
+   findings" (`TARGET_OPEN`, code "open_findings"), and the plan step decides (`on_open_findings`,
+   fail by default);
 3. the deadline (`ends_at`, or `started_at + stop.timeout`).
 `code` is a stable word for machine use (milestone keys): "crashloop", "imagepull", "timeout",
 "open_findings", or "" while running / on target.
