@@ -111,7 +111,8 @@ def build_report(
     for s in steps:
         if str(s.state) == "failed":
             findings.append(f"{s.step_id} failed" + (f": {s.note}" if s.note else ""))
-    findings += skipped_failures(audit, {s.step_id for s in steps if str(s.state) == "skipped"}, people)
+    went_past = skipped_failures(audit, {s.step_id for s in steps if str(s.state) == "skipped"}, people)
+    findings += went_past.values()
     times = [t for b in bars for t in (b.opened_at, b.started_at, b.finished_at) if t is not None]
     times += [t for b in bars for _, start, stop in b.segments for t in (start, stop) if t is not None]
     started = min([run.created_at, *times])
@@ -124,7 +125,7 @@ def build_report(
         plan=run.plan_name,
         cluster=run.cluster,
         state=run.state,
-        outcome=_outcome(run.state, bars),
+        outcome=_outcome(run.state, bars, went_past=set(went_past)),
         current_version=plan.current_version if plan else "",
         target_version=plan.target_version if plan else "",
         window_start=plan.window.start if plan else None,
@@ -453,12 +454,12 @@ def _text(entry: AuditEntry) -> str:
 
 def skipped_failures(
     audit: Sequence[AuditEntry], skipped: set[str], people: Mapping[str, str] | None = None
-) -> list[str]:
-    """What each failed-then-skipped step found, from the audit trail: skipping replaces the
+) -> dict[str, str]:
+    """Each failed-then-skipped step → what it found, from the audit trail: skipping replaces the
     step's note with the skip's reason, so a skipped check's findings (its Required ids and
     objects) and a skipped diff's regressions would otherwise be missing from the report."""
     failed: dict[str, str] = {}
-    out = []
+    out: dict[str, str] = {}
     for entry in audit:
         if entry.kind != "run" or entry.arguments not in skipped:
             continue
@@ -467,7 +468,9 @@ def skipped_failures(
         elif entry.subcommand == "step_skipped" and entry.arguments in failed:
             why = failed.pop(entry.arguments)
             who = named(entry.user_id, people or {})
-            out.append(f"{entry.arguments} failed and was skipped by {who} ({_text(entry)}): {why}")
+            out[entry.arguments] = (
+                f"{entry.arguments} failed and was skipped by {who} ({_text(entry)}): {why}"
+            )
     return out
 
 
@@ -497,13 +500,21 @@ def _segments(audit: Sequence[AuditEntry]) -> dict[str, list[tuple[str, datetime
     return out
 
 
-def _outcome(state: str, bars: Sequence[StepBar]) -> str:
+def _outcome(state: str, bars: Sequence[StepBar], *, went_past: set[str]) -> str:
+    """The run's outcome in a line, like "completed: 24 of 28 steps succeeded (4 failed and
+    skipped)": a step skipped after it failed (`went_past`, from the audit trail) counts as such,
+    as the card's "Completed with 4 failed steps skipped" says it, not as a plain skip."""
     failed = sum(1 for b in bars if b.state == "failed")
-    skipped = sum(1 for b in bars if b.state == "skipped")
+    past = sum(1 for b in bars if b.state == "skipped" and b.step_id in went_past)
+    skipped = sum(1 for b in bars if b.state == "skipped") - past
     done = sum(1 for b in bars if b.state == "succeeded")
     extra = ", ".join(
         part
-        for part in (f"{failed} failed" if failed else "", f"{skipped} skipped" if skipped else "")
+        for part in (
+            f"{failed} failed" if failed else "",
+            f"{past} failed and skipped" if past else "",
+            f"{skipped} skipped" if skipped else "",
+        )
         if part
     )
     return f"{state}: {done} of {len(bars)} steps succeeded" + (f" ({extra})" if extra else "")
