@@ -3,6 +3,7 @@ picture's pixels, the Markdown's Mermaid gantt, and the terminal and `/upgrade r
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -372,3 +373,14 @@ def test_the_report_keeps_what_a_skipped_check_found(store: Store) -> None:
     assert f"- {line}" in md.split("## Findings\n", 1)[1].split("\n## ", 1)[0]
     html = render(report, "html").decode()
     assert "API001 (HorizontalPodAutoscaler shop/web)" in html.split("<h2>Findings</h2>", 1)[1]
+
+
+def test_an_aborted_runs_reason_is_said_as_why_it_was_aborted_not_beside_who_started_it(store: Store) -> None:
+    report = build_report(store, stored_run(store))
+    aborted = dataclasses.replace(report, state="aborted", reason="the upgrade: checks failed")
+    md = render(aborted, "md").decode()
+    assert "- **Started by**: U0PRIMARY\n" in md
+    assert "- **Why it was aborted**: the upgrade: checks failed\n" in md
+    html = render(aborted, "html").decode()
+    assert "U0PRIMARY — the upgrade" not in html
+    assert "Why it was aborted" in html

@@ -240,10 +240,17 @@ def _summary(report: Report) -> list[tuple[str, str]]:
             f"{utc_stamp(report.started_at)} – {utc_stamp(report.ended_at)} ({_dur((report.ended_at - report.started_at).total_seconds())})",
         ),
         ("Outcome", report.outcome),
-        ("Started by", report.who(report.created_by) + (f" — {report.reason}" if report.reason else "")),
+        ("Started by", report.who(report.created_by)),
+        # The run's own reason is why it stopped, not why it started (it once read "Started by:
+        # U0PRIMARY — the upgrade: checks failed" for an abort).
+        *([(_STOPPED.get(report.state, "Reason"), report.reason)] if report.reason else []),
         ("Roster", roster),
         ("Approved", "; ".join(approvers) or "—"),
     ]
+
+
+#: The summary's label for the run's reason, by its state.
+_STOPPED = {"aborted": "Why it was aborted", "paused": "Why it is paused"}
 
 
 def to_html(report: Report, charts: Mapping[str, bytes] | None) -> str:
