@@ -137,11 +137,18 @@ class _GitOpsJob(abc.ABC):
     def _says(self) -> str:
         """What the object is once changed ("suspended"), for the thread line."""
 
+    def _noop(self, obj: Mapping[str, Any], what: str) -> str:
+        """Why there is nothing to change ("" when there is): the object already is as wanted."""
+        return f"{what} is already {self._says()}: nothing to change" if self._wanted(obj) else ""
+
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         path, what = self._target(args)
         obj = _read(cluster, path, what)
-        if self._wanted(obj):
-            raise UserError(f"{what} is already {self._says()}: nothing to change")
+        noop = self._noop(obj, what)
+        if noop:
+            # The owner already is as the step leaves it: the step succeeds, saying so (it once
+            # failed, and paused the run, on an object already suspended).
+            return {"started": iso(now), "path": path, "what": what, "noop": noop}
         patch = self._patch(obj)
         return {
             "started": iso(now),
@@ -152,6 +159,8 @@ class _GitOpsJob(abc.ABC):
         }
 
     def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
+        if progress.get("noop"):
+            return [f"would change nothing: {progress['noop']}"]
         return [
             f"would patch {progress['what']} (JSON merge patch {json.dumps(progress['patch'], sort_keys=True)})"
             f" so it is {self._says()}; its manifest is kept with the run first"
@@ -159,6 +168,10 @@ class _GitOpsJob(abc.ABC):
 
     def tick(self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Any = None) -> Tick:
         what = str(progress["what"])
+        if progress.get("noop"):
+            text = f"{self.kind}: {progress['noop']}"
+            posts = (Post(key=f"{self.kind}:{what}:{progress['started']}", text=text),)
+            return Tick(progress=progress, posts=posts, done=True, ok=True, detail=text, wait=0.0)
         obj = _read(cluster, str(progress["path"]), what)
         audit: tuple[tuple[str, str], ...] = ()
         if not self._wanted(obj):
@@ -211,20 +224,13 @@ class ArgoPauseJob(_GitOpsJob):
         automated = ((obj.get("spec") or {}).get("syncPolicy") or {}).get("automated")
         return automated is None
 
-    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
-        path, what = self._target(args)
-        obj = _read(cluster, path, what)
-        if self._wanted(obj):
-            paused = PAUSED in ((obj.get("metadata") or {}).get("annotations") or {})
-            raise UserError(
-                f"{what} has no automated sync"
-                + (
-                    " (paused by the bot before: argocd-resume restores it)"
-                    if paused
-                    else ": nothing to pause"
-                )
-            )
-        return super().plan(cluster, args, now=now)
+    def _noop(self, obj: Mapping[str, Any], what: str) -> str:
+        if not self._wanted(obj):
+            return ""
+        paused = PAUSED in ((obj.get("metadata") or {}).get("annotations") or {})
+        return f"{what} has no automated sync" + (
+            " (paused by the bot before: argocd-resume restores it)" if paused else ": nothing to pause"
+        )
 
     def _patch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         automated = ((obj.get("spec") or {}).get("syncPolicy") or {}).get("automated")
@@ -243,12 +249,10 @@ class ArgoResumeJob(ArgoPauseJob):
     def _wanted(self, obj: Mapping[str, Any]) -> bool:
         return PAUSED not in ((obj.get("metadata") or {}).get("annotations") or {})
 
-    def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
-        path, what = self._target(args)
-        obj = _read(cluster, path, what)
-        if self._wanted(obj):
-            raise UserError(f"{what} was not paused by the bot (no {PAUSED} annotation): nothing to restore")
-        return _GitOpsJob.plan(self, cluster, args, now=now)
+    def _noop(self, obj: Mapping[str, Any], what: str) -> str:
+        if not self._wanted(obj):
+            return ""
+        return f"{what} was not paused by the bot (no {PAUSED} annotation): nothing to restore"
 
     def _patch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         kept = str(((obj.get("metadata") or {}).get("annotations") or {}).get(PAUSED) or "null")

@@ -165,8 +165,23 @@ def test_flux_suspend_keeps_the_manifest_first_patches_once_and_flux_resume_undo
     driver.tick()
     assert driver.done
     assert driver.audit == []  # the write was the crashed tick's: not made (nor audited) twice
-    with pytest.raises(UserError, match="already suspended"):
-        FluxSuspendJob().plan(cluster, {"object": "kustomization/flux-system/apps"}, now=NOW)
+    # Suspending it again changes nothing and succeeds, saying so (it once failed the step, and
+    # paused the run, on a state that already held); its gate's dry run says it first.
+    again = JobDriver(
+        FluxSuspendJob(), cluster, {"object": "kustomization/flux-system/apps"}, now=lambda: NOW
+    )
+    assert again.job.dry_run(cluster, again.progress) == [
+        "would change nothing: Flux Kustomization flux-system/apps is already suspended (spec.suspend: true): "
+        "nothing to change"
+    ]
+    again.tick()
+    assert again.done
+    assert again.last is not None
+    assert (again.last.ok, again.last.detail) == (
+        True,
+        "flux-suspend: Flux Kustomization flux-system/apps is already suspended (spec.suspend: true): nothing to change",
+    )
+    assert again.audit == []
     resume = JobDriver(
         FluxResumeJob(), cluster, {"object": "kustomization/flux-system/apps"}, now=lambda: NOW
     )
@@ -192,13 +207,20 @@ def test_argocd_pause_removes_auto_sync_keeping_it_on_the_application_and_resume
     paused = shop()
     assert "automated" not in paused["spec"]["syncPolicy"]
     assert json.loads(paused["metadata"]["annotations"][PAUSED]) == {"prune": True, "selfHeal": True}
-    with pytest.raises(UserError, match="paused by the bot before"):
-        ArgoPauseJob().plan(cluster, {"application": "argocd/shop"}, now=NOW)
+    twice = JobDriver(ArgoPauseJob(), cluster, {"application": "argocd/shop"}, now=lambda: NOW)
+    twice.tick()
+    assert twice.last is not None
+    assert twice.last.ok
+    assert "paused by the bot before: argocd-resume restores it" in twice.last.detail
+    assert twice.audit == []
     JobDriver(ArgoResumeJob(), cluster, {"application": "argocd/shop"}, now=lambda: NOW).tick()
     resumed = shop()
     assert resumed["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
     assert PAUSED not in (resumed["metadata"].get("annotations") or {})
-    with pytest.raises(UserError, match="was not paused by the bot"):
-        ArgoResumeJob().plan(cluster, {"application": "argocd/shop"}, now=NOW)
+    nothing = ArgoResumeJob().plan(cluster, {"application": "argocd/shop"}, now=NOW)
+    assert nothing["noop"] == (
+        "Argo CD Application argocd/shop was not paused by the bot (no upgrade-bot.io/paused-automated "
+        "annotation): nothing to restore"
+    )
     with pytest.raises(UserError, match="no such Argo CD Application argocd/nope"):
         ArgoPauseJob().plan(cluster, {"application": "argocd/nope"}, now=NOW)
