@@ -145,6 +145,9 @@ class Ending:
     skipped: tuple[R.SkippedFailure, ...]
     #: Finding id → the failed steps that named it (a check's Required ids, a known issue's id).
     findings: Mapping[str, tuple[str, ...]]
+    #: GitOps owners a step of the run suspended or paused and none resumed, each with the action
+    #: that resumes it: they do not reconcile (nor revert a drift, nor deploy) until then.
+    held: tuple[str, ...] = ()
 
     @property
     def honest(self) -> str:
@@ -162,7 +165,30 @@ def ending(run: R.Run) -> Ending:
     for s in skipped:
         for fid in _finding_ids(s.failure):
             findings.setdefault(fid, []).append(s.step_id)
-    return Ending(skipped=skipped, findings={k: tuple(v) for k, v in findings.items()})
+    return Ending(skipped=skipped, findings={k: tuple(v) for k, v in findings.items()}, held=_held(run))
+
+
+#: The owner's-path actions that hold an owner, and the one that lets it go, by the argument they name it by.
+_HOLDS = {"flux-suspend": ("flux-resume", "object"), "argocd-pause": ("argocd-resume", "application")}
+_RELEASES = {resume: hold for hold, (resume, _) in _HOLDS.items()}
+
+
+def _held(run: R.Run) -> tuple[str, ...]:
+    """`flux-resume object=kustomization/flux-system/apps` for each owner a succeeded step of the
+    run suspended or paused and no later succeeded step resumed, in the order they were held."""
+    held: dict[tuple[str, str], str] = {}
+    for sr in run.steps:
+        if sr.state is not R.StepState.SUCCEEDED:
+            continue
+        for call in run.plan.step(sr.step_id).actions:
+            if call.name in _HOLDS:
+                resume, arg = _HOLDS[call.name]
+                name = str(call.args.get(arg, ""))
+                held[(call.name, name)] = f"`{resume} {arg}={name}`"
+            elif call.name in _RELEASES:
+                arg = _HOLDS[_RELEASES[call.name]][1]
+                held.pop((_RELEASES[call.name], str(call.args.get(arg, ""))), None)
+    return tuple(held.values())
 
 
 def _finding_ids(failure: str) -> tuple[str, ...]:
