@@ -4,6 +4,7 @@ releases the lease. (Several real processes on PostgreSQL: `test_replicas.py`.)"
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -99,8 +100,11 @@ def test_a_duty_that_finds_itself_fenced_stops_every_duty_before_the_next_round(
     elector, _ = elector_for(store, triggers)
     assert elector.try_once()
     store.acquire_lease("b", epoch=0, duration=LEASE, force=True)
-    with pytest.raises(Fenced), triggers.duty():
-        pass  # the fence is checked before the job's first step
+    # The fence is checked before the job's first step: it raises Fenced. A duty of the timers the
+    # lead started may find the fence first (seen once in a whole-suite run): then this replica
+    # already follows, and the duty is not run at all. Never is it run as the leader's.
+    with contextlib.suppress(Fenced), triggers.duty() as leading:
+        assert not leading, "a fenced replica ran a duty as the leader"
     assert not elector.state.is_leader
     assert not triggers.leading
     assert store.lease().holder == "b"
