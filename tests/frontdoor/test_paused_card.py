@@ -408,7 +408,7 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     )
     assert (
         "• *Waive…* — the step passes on people's word, without evidence; asks why (thread and audit log); "
-        f"needs two people, the primary <@{PRIMARY}> or the shadow <@{SHADOW}>"
+        f"needs two people: the primary <@{PRIMARY}> and the shadow <@{SHADOW}>"
     ) in text
     assert (
         f"• *Abort* — the step fails (the run stays paused on the failure). Who: the primary <@{PRIMARY}>"

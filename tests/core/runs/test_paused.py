@@ -11,10 +11,13 @@ from bot.core.actions.check import required_ids
 from bot.core.announcements.service import plan_context
 from bot.core.announcements.templates import AnnouncementRenderer
 from bot.core.people import StaticDirectory
+from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
+from bot.core.runs.cards import card_context
 from bot.core.runs.paused import PAUSE_KINDS, PauseCause, ending, pause_cause, paused_view
 from bot.core.runs.plans import parse_plan
 from bot.records import RunState, StepState
+from bot.resources import BUILTIN_TEMPLATES
 from tests.support.slack_stub import block_kit_problems
 
 T0 = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
@@ -239,3 +242,29 @@ def test_the_completed_announcement_does_not_celebrate_a_run_past_failed_steps()
     clean = R.skip(clean, step_id="cp", by=P, reason="done by hand", now=T0).run
     clean = R.skip(clean, step_id="last", by=P, reason="done by hand", now=T0).run
     assert renderer.render("completed", plan_context(PLAN, run=clean)).text.startswith(":tada:")
+
+
+def test_a_pause_on_a_background_check_says_its_waiver_covers_that_check_until_the_step_ends() -> None:
+    # The card once said "the step passes on people's word" there, while the thread's question said
+    # the waiver covers that one check for the rest of the step; and "two people, the primary or
+    # the shadow" for a vote that needs one of each.
+    run = failed_check()
+    run = R.resume(run, by=P, now=T0).run
+    run = R.click(
+        run, step_id="checks", epoch=4, user_id=P, decision="approve", directory=DIRECTORY, now=T0
+    ).run
+    run = R.action_finished(run, step_id="checks", epoch=5, ok=True, detail="passed", now=T0).run
+    for who in (P, S):
+        sr = run.step_run("cp")
+        run = R.click(
+            run, step_id="cp", epoch=sr.epoch, user_id=who, decision="approve", directory=DIRECTORY, now=T0
+        ).run
+    sr = run.step_run("cp")
+    assert sr.state is StepState.RUNNING
+    why = "background alerts is Inconclusive — Alertmanager answered HTTP 503"
+    run = R.pause_on_evidence(run, step_id="cp", epoch=sr.epoch, why=why, now=T0).run
+    text = Renderer([BUILTIN_TEMPLATES]).render("runs/card", card_context(run, T0)).text
+    assert (
+        "• *Waive…* — the step goes on without this background check until it ends (its other checks still "
+        f"pause it); asks why (thread and audit log); needs two people: the primary <@{P}> and the shadow <@{S}>"
+    ) in text
