@@ -123,6 +123,16 @@ def test_an_analysis_shows_its_query_value_baseline_condition_and_last_measureme
     ]
 
 
+def test_a_background_analysis_that_measured_more_than_one_round_says_how_many_not_7_of_5() -> None:
+    # A background analysis measures before every node: its `count` is one round's, not a cap.
+    lines = analysis_lines(_analysis(values=(10, 11, 12, 10, 11, 12, 12.5)))
+    assert lines[0].startswith(
+        ":hourglass_flowing_sand: *apiserver 4xx* — Running · 7 measured · value *12.5*"
+    )
+    line = now_line(EvidenceView(analyses=(_analysis(values=(10, 11, 12, 10, 11, 12, 12.5)),)), T0)
+    assert line == "Waiting on evidence: apiserver 4xx 7 · last 12.5"
+
+
 def test_a_long_query_is_cut_at_a_space_outside_its_code_span() -> None:
     query = " + ".join(f'sum(rate(metric_{i}{{job="x"}}[5m]))' for i in range(30))
     line = analysis_lines(AnalysisView(name="long", query=query, baseline=None))[1]

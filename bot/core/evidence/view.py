@@ -424,7 +424,7 @@ def analysis_lines(view: AnalysisView, *, markup: bool = True) -> list[str]:
             f"{emoji} *{_t(view.name, markup)}* — {NOT_MEASURED}",
             f"query {query_span(view.query, markup=markup)} · {_t(view.no_source.split(':', 1)[0], markup)}",
         ]
-    measured = f" · {len(view.points)}/{view.count} measured" if view.count else ""
+    measured = f" · {_measured(len(view.points), view.count)} measured" if view.count else ""
     head = (
         f"{emoji} *{_t(view.name, markup)}* — {view.outcome}{measured} · "
         f"value *{number(view.value)}* vs baseline {number(view.baseline)}"
@@ -445,6 +445,12 @@ def analysis_lines(view: AnalysisView, *, markup: bool = True) -> list[str]:
         values = " ".join(number(v) if v is not None else "–" for v in series[-6:])
         lines.append(f"last {len(series)}: {sparkline(series)}  {values}")
     return lines
+
+
+def _measured(taken: int, count: int) -> str:
+    """ "3/5" of an analysis's `count`; "7" once it measured more (a background analysis measures
+    before every node, so its `count` is one round's, not a cap: "7/5" read as an error)."""
+    return f"{taken}/{count}" if taken <= count else str(taken)
 
 
 def now_line(view: EvidenceView, now: datetime, *, markup: bool = True) -> str:
@@ -471,7 +477,7 @@ def now_line(view: EvidenceView, now: datetime, *, markup: bool = True) -> str:
         if an.no_source:
             parts.append(f"{_t(an.name, markup)} {NOT_MEASURED} — confirm by eye")
             continue
-        measured = f" {len(an.points)}/{an.count}" if an.count else ""
+        measured = f" {_measured(len(an.points), an.count)}" if an.count else ""
         parts.append(f"{_t(an.name, markup)}{measured} · last {number(an.value)}")
     if len(view.analyses) > 3:
         parts.append(f"+{len(view.analyses) - 3} analyses")
