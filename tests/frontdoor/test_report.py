@@ -95,6 +95,8 @@ def test_the_markdown_carries_a_mermaid_gantt_of_every_step(store: Store) -> Non
     assert "waiting for people (skipped) :checks-2, " in section
     assert "| checks | skipped |" in md
     assert "- known issue KI006 on payments/api\n" in md
+    # A watch's key names the workload as ns/Kind/name; the report writes it as people do.
+    assert "- known issue KI003 on Deployment payments/payments-worker\n" in md
     assert "(crashloop)" in md.split("## Unhealthy pods", 1)[1].split("##", 1)[0]
     body = json.loads(render(report, "json"))
     assert body["run_id"] == run_id
@@ -121,13 +123,16 @@ def test_the_unhealthy_pods_over_time_come_from_the_watchs_samples_with_the_know
     rule, workload = WATCH_KNOWN_ISSUE
     (mark,) = [m for m in report.known_issues if m.rule == rule]
     assert (mark.workload, mark.at) == (workload, crash[0][0])  # posted as the crash loop began
-    assert f"known issue {rule} on {workload}" in report.findings
+    assert f"known issue {rule} on Deployment payments/payments-worker" in report.findings
     assert not any("Unhealthy pods over time" in g for g in report.gaps)
     md = render(report, "md").decode()
     section = md.split("## Unhealthy pods", 1)[1].split("## Findings", 1)[0]
     assert "Sampled 31 times by the run's watches" in section
     assert f"| CrashLoopBackOff | 16 | {crash[-1][0]:%Y-%m-%d %H:%M:%S} UTC |" in section
-    assert f"- known issue {rule} on {workload} at {mark.at:%Y-%m-%d %H:%M:%S} UTC" in section
+    assert (
+        f"- known issue {rule} on Deployment payments/payments-worker at {mark.at:%Y-%m-%d %H:%M:%S} UTC"
+        in section
+    )
     body = json.loads(render(report, "json"))
     assert body["pods_over_time"][0] == {
         "at": f"{report.pods_over_time[0].at:%Y-%m-%dT%H:%M:%SZ}",
@@ -384,3 +389,9 @@ def test_an_aborted_runs_reason_is_said_as_why_it_was_aborted_not_beside_who_sta
     html = render(aborted, "html").decode()
     assert "U0PRIMARY — the upgrade" not in html
     assert "Why it was aborted" in html
+
+
+def test_a_run_in_which_no_watch_ran_says_so_not_that_its_watches_kept_no_samples(store: Store) -> None:
+    # No watch row and no watch's post in the thread: nothing counted the pods.
+    report = build_report(store, stored_run(store, watch=False, watch_posts=False))
+    assert "Unhealthy pods over time: no watch ran in this run, so nothing counted them." in report.gaps

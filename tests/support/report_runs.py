@@ -65,8 +65,10 @@ def stored_run(
     nodes: Mapping[str, int] | None = None,
     start: datetime = datetime(2026, 11, 28, 13, 0, tzinfo=UTC),
     watch: bool = True,
+    watch_posts: bool = True,
 ) -> str:
-    """Write a completed run of the eks-nodegroups plan; its id."""
+    """Write a completed run of the eks-nodegroups plan; its id. `watch`: a watch of the run sampled
+    its pods; `watch_posts`: a watch posted in the run's thread (without both, no watch ran)."""
     nodes = dict(nodes or dict.fromkeys(GROUPS, 2))
     text, plan = _builtin_plan()
     plan_id = store.save_plan(name=plan.name, text=text, loaded_by="U0PRIMARY", loaded_at=start)
@@ -125,7 +127,8 @@ def stored_run(
         run_id=run_id, expected_version=1, state="completed", roster=ROSTER, reason="", updated_at=t,
         new_approvals=approvals,
         outbox=[
-            ("watch:1:crashloop:payments/payments-worker:1", json.dumps({"text": "payments-worker entered CrashLoopBackOff"})),
+            *([("watch:1:crashloop:payments/payments-worker:1",
+                json.dumps({"text": "payments-worker entered CrashLoopBackOff"}))] if watch_posts else []),
             ("job:3:rule:KI006:payments/api:1", json.dumps({"text": "Known issue KI006"})),
         ],
     )  # fmt: skip

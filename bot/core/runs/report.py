@@ -50,6 +50,7 @@ from bot.core.runs.reportmodel import (
     PodEpisode,
     StepBar,
     utc_stamp,
+    workload_words,
 )
 from bot.core.runs.reportmodel import FORMATS as FORMATS
 from bot.core.runs.reportmodel import AlertsLane as AlertsLane
@@ -119,7 +120,7 @@ def build_report(
     ended = max([run.updated_at, *times])
     if now is not None and run.state in ("active", "paused"):
         ended = max(ended, now)  # a run still going: its open bars reach the present
-    gaps = _gaps(series, lanes)
+    gaps = _gaps(series, lanes, watched=bool(run_watches or episodes))
     return Report(
         run_id=run.id,
         plan=run.plan_name,
@@ -242,16 +243,18 @@ def _thread_marks(
             rule = f":{key}".split(":rule:", 1)[1].split(":")
             rule = ["rule", *rule]
             if len(rule) > 2:
-                findings.append(f"known issue {rule[1]} on {rule[2]}")
+                findings.append(f"known issue {rule[1]} on {workload_words(rule[2])}")
                 if ref.claimed_at is not None:
                     marks.append(KnownIssueMark(at=ref.claimed_at, rule=rule[1], workload=rule[2]))
     return episodes, marks, findings
 
 
-def _gaps(series: Sequence[PodCount], lanes: Sequence[NodeLane]) -> list[str]:
-    """What the store does not keep for this run, said rather than guessed."""
+def _gaps(series: Sequence[PodCount], lanes: Sequence[NodeLane], *, watched: bool = True) -> list[str]:
+    """What the store does not keep for this run, said rather than guessed (`watched`: a watch ran)."""
     gaps = []
-    if not series:
+    if not watched:
+        gaps.append("Unhealthy pods over time: no watch ran in this run, so nothing counted them.")
+    elif not series:
         gaps.append(
             "Unhealthy pods over time: this run's watches recorded no samples (runs recorded before "
             "upgrade-bot 0.2.0 kept only their latest summary), so the report shows when each workload went unhealthy "

@@ -216,3 +216,10 @@ class Report:
 def utc_stamp(value: datetime | None) -> str:
     """A time as the report prints it, in UTC to the second; a dash when there is none."""
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "—"
+
+
+def workload_words(key: str) -> str:
+    """A workload key ("payments/Deployment/payments-worker") as people write it: "Deployment
+    payments/payments-worker" (anything else as it is)."""
+    parts = key.split("/")
+    return f"{parts[1]} {parts[0]}/{parts[2]}" if len(parts) == 3 and all(parts) else key

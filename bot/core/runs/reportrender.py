@@ -26,7 +26,7 @@ from bot.core.evidence.view import (
 )
 from bot.core.markdown import md_text
 from bot.core.rendering import Renderer
-from bot.core.runs.reportmodel import FORMATS, Report, utc_stamp
+from bot.core.runs.reportmodel import FORMATS, Report, utc_stamp, workload_words
 from bot.errors import UserError
 from bot.resources import BUILTIN_TEMPLATES
 
@@ -148,7 +148,7 @@ def to_markdown(report: Report) -> str:
                 "",
             ]
         out += [
-            f"- known issue {_cell(m.rule)} on {_cell(m.workload)} at {utc_stamp(m.at)}"
+            f"- known issue {_cell(m.rule)} on {_cell(workload_words(m.workload))} at {utc_stamp(m.at)}"
             for m in report.known_issues
         ]
         out += [""] if report.known_issues else []
