@@ -32,7 +32,7 @@ import yaml
 
 from bot.core.jobs.base import Post, Progress, Tick
 from bot.core.jobs.common import JobCluster, iso, kind_namespace_name, namespace_name, object_name
-from bot.core.kube.owners import Owner, find_owner
+from bot.core.kube.owners import ARGOCD, FLUX_KUSTOMIZATION, Owner, find_owner
 from bot.errors import ClusterError, UserError, clip
 from bot.records import FileAttachment
 
@@ -305,5 +305,53 @@ def owners(cluster: JobCluster, paths: Sequence[str]) -> list[dict[str, str]]:
             continue
         owner: Owner | None = find_owner(obj, get)
         if owner is not None:
-            found.append(owner.as_dict())
+            found.append(_as_it_stands(cluster, owner))
     return found
+
+
+def _as_it_stands(cluster: JobCluster, owner: Owner) -> dict[str, str]:
+    """The owner's gate lines, from the owner object as it is now, not from the workload's marks
+    alone (they once said "will revert this change" of a Kustomization suspended, or gone): a GitOps
+    owner suspended, without automated sync, or not there is said so; one that cannot be read keeps
+    what its marks say, with why it could not be read."""
+    shown = owner.as_dict()
+    if not owner.gitops or (owner.kind != ARGOCD and not owner.namespace):
+        return shown
+    if owner.kind == ARGOCD:
+        gv, resource, _ = ARGO
+        namespace = owner.namespace or "argocd"  # an instance label's Application: Argo CD's own
+    else:
+        gv, resource, _ = FLUX["kustomization" if owner.kind == FLUX_KUSTOMIZATION else "helmrelease"]
+        namespace = owner.namespace
+    try:
+        obj = cluster.get_json(f"/apis/{gv}/namespaces/{namespace}/{resource}/{owner.name}")
+    except ClusterError as exc:
+        if exc.status == 404 and not owner.namespace:
+            return shown  # an instance label's Application, looked for where it usually lives only
+        if exc.status == 404:
+            shown["consequence"] = (
+                f"{owner.title}, which the object's marks name, does not exist: it will not revert this "
+                "change (the marks may be stale: find who applies the object)"
+            )
+        else:
+            shown["consequence"] += f" (it could not be read to say more: {clip(exc.user_message, 120)})"
+        return shown
+    spec = obj.get("spec") or {}
+    if owner.kind != ARGOCD and spec.get("suspend"):
+        kind = "kustomization" if owner.kind == FLUX_KUSTOMIZATION else "helmrelease"
+        shown["consequence"] = (
+            f"{owner.title} is suspended: it will not revert this change until it is resumed, and will "
+            "then unless the fix is in Git"
+        )
+        shown["path"] = f"put the fix in Git, then flux-resume object={kind}/{owner.ref}"
+    elif owner.kind == ARGOCD and not (spec.get("syncPolicy") or {}).get("automated"):
+        paused = PAUSED in ((obj.get("metadata") or {}).get("annotations") or {})
+        shown["consequence"] = (
+            f"{owner.title} does not sync automatically"
+            + (" (the bot paused it)" if paused else "")
+            + ": it will not revert this change, but its next sync will overwrite it"
+        )
+        shown["path"] = "put the fix in Git before its next sync" + (
+            f", then argocd-resume application={namespace}/{owner.name}" if paused else ""
+        )
+    return shown

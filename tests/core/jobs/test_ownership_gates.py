@@ -129,6 +129,40 @@ def test_the_gate_says_who_owns_the_object_what_will_happen_and_the_owners_way(
     assert path in text
 
 
+def test_the_gate_reads_the_owner_as_it_stands_suspended_gone_or_not_syncing(
+    cluster: Cluster, api: client.ApiClient
+) -> None:
+    # The gate once said "will revert this change at its next reconcile" from the workload's marks
+    # alone: of a Kustomization the run had just suspended, and of one that did not exist.
+    self_managed_kube_proxy(api, FLUX, {})
+    JobDriver(FluxSuspendJob(), cluster, {"object": "kustomization/flux-system/apps"}, now=lambda: NOW).tick()
+    [owner] = gate_of(cluster)[0]["owners"]
+    assert owner["consequence"] == (
+        "Flux Kustomization flux-system/apps is suspended: it will not revert this change until it is "
+        "resumed, and will then unless the fix is in Git"
+    )
+    assert owner["path"] == "put the fix in Git, then flux-resume object=kustomization/flux-system/apps"
+
+    self_managed_kube_proxy(api, {**FLUX, "kustomize.toolkit.fluxcd.io/name": "nope"}, {})
+    [owner] = gate_of(cluster)[0]["owners"]
+    assert owner["consequence"] == (
+        "Flux Kustomization flux-system/nope, which the object's marks name, does not exist: it will not "
+        "revert this change (the marks may be stale: find who applies the object)"
+    )
+
+    self_managed_kube_proxy(api, {"kustomize.toolkit.fluxcd.io/name": None, "kustomize.toolkit.fluxcd.io/namespace": None,
+                                  "argocd.argoproj.io/instance": "shop"}, {})  # fmt: skip
+    JobDriver(ArgoPauseJob(), cluster, {"application": "argocd/shop"}, now=lambda: NOW).tick()
+    [owner] = gate_of(cluster)[0]["owners"]
+    assert owner["consequence"] == (
+        "Argo CD Application shop does not sync automatically (the bot paused it): it will not revert "
+        "this change, but its next sync will overwrite it"
+    )
+    assert (
+        owner["path"] == "put the fix in Git before its next sync, then argocd-resume application=argocd/shop"
+    )
+
+
 def test_a_workload_nobody_owns_has_no_owner_lines(cluster: Cluster, api: client.ApiClient) -> None:
     self_managed_kube_proxy(api, {}, {})
     action, text = gate_of(cluster)
