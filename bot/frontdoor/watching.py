@@ -302,9 +302,9 @@ class WatchDriver(Driver):
             elif kind == STREAM:
                 if kind_of_event == "FAILED":
                     state.stream_failed(obj[0], obj[1], now)
+                    self.last_stream_error = obj[1]
                 else:
                     state.stream_back(str(obj), now)
-                self.last_stream_error = obj[1] if kind_of_event == "FAILED" else self.last_stream_error
             elif kind_of_event == "SYNC":
                 state.sync(kind, obj, now)
                 synced.add(kind)

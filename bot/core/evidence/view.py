@@ -453,6 +453,10 @@ def _measured(taken: int, count: int) -> str:
     return f"{taken}/{count}" if taken <= count else str(taken)
 
 
+#: How a job's card line begins while its step waits on evidence (the rest says which and why).
+WAITING_ON_EVIDENCE = "Waiting on evidence: "
+
+
 def now_line(view: EvidenceView, now: datetime, *, markup: bool = True) -> str:
     """The card's Now line while a step waits on evidence: "Waiting on evidence: alerts settle
     4m12s left · 0 new" (or the new alerts firing, or why it is Inconclusive)."""
@@ -481,7 +485,7 @@ def now_line(view: EvidenceView, now: datetime, *, markup: bool = True) -> str:
         parts.append(f"{_t(an.name, markup)}{measured} · last {number(an.value)}")
     if len(view.analyses) > 3:
         parts.append(f"+{len(view.analyses) - 3} analyses")
-    return "Waiting on evidence: " + " · ".join(parts) if parts else ""
+    return WAITING_ON_EVIDENCE + " · ".join(parts) if parts else ""
 
 
 # ----- Block Kit -------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from bot.core.evidence.judge import (
     value_of,
 )
 from bot.core.evidence.ports import MetricSource
+from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs.alerts import PAUSE_KIND, Evidence, answered, no_data_choice
 from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, int_arg, iso
@@ -215,7 +216,7 @@ class AnalysisJob:
         )
         return Tick(
             progress=new,
-            card=(f"Waiting on evidence: analysis {what} — {clip(reason, 100)}", *card[1:]),
+            card=(f"{WAITING_ON_EVIDENCE}analysis {what} — {clip(reason, 100)}", *card[1:]),
             choice=no_data_choice("analysis", n, question),
             wait=0.0,
         )
@@ -284,6 +285,6 @@ class AnalysisJob:
             return self._ask(new, state.outcome, state.reason, card)
         return Tick(
             progress=new,
-            card=(f"Waiting on evidence: {card[0]}", card[1]),
+            card=(f"{WAITING_ON_EVIDENCE}{card[0]}", card[1]),
             wait=spec.interval.total_seconds(),
         )

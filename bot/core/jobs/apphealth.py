@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs.alerts import answered, no_data_choice
 from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import (
@@ -196,7 +197,7 @@ class AppHealthJob:
         n = int(progress.get("inconclusive", 0)) + 1
         return Tick(
             progress={**progress, "inconclusive": n},
-            card=(f"Waiting on evidence: app health — {reason}",),
+            card=(f"{WAITING_ON_EVIDENCE}app health — {reason}",),
             choice=no_data_choice(
                 "app-health",
                 n,
@@ -254,7 +255,7 @@ class AppHealthJob:
         return Tick(
             progress=new,
             posts=tuple(posts),
-            card=(f"Waiting on evidence: {summary}", "waiting for " + few([a.key for a in waiting], 3)),
+            card=(f"{WAITING_ON_EVIDENCE}{summary}", "waiting for " + few([a.key for a in waiting], 3)),
             wait=POLL,
         )
 

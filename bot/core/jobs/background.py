@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from bot.core.evidence import leases
 from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import Outcome, judge_alerts
+from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs import alerts as alerts_job
 from bot.core.jobs import trail as tr
 from bot.core.jobs.alerts import PAUSE_KIND, Evidence, no_data_choice
@@ -509,7 +510,7 @@ class Backgrounded:
             posts=tuple(posts),
             audit=tuple(audit),
             card=(
-                f"Waiting on evidence: background {failure['name']} {what} — {clip(failure['reason'], 100)}",
+                f"{WAITING_ON_EVIDENCE}background {failure['name']} {what} — {clip(failure['reason'], 100)}",
                 *lines[:3],
             ),
             choice=no_data_choice("background", n, question),

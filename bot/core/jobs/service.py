@@ -50,6 +50,7 @@ from bot.adapters.store import Store
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.evidence.baseline import BASELINE_ARG
+from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
 from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, gate_choice, iso
@@ -94,10 +95,6 @@ GO, LEAVE = "go", "leave"
 EVIDENCE_PAUSE_KIND = "evidence_inconclusive"
 #: In `decide`'s answer when it was a vote that does not count yet (a first person's Waive).
 VOTE_RECORDED = "your vote is recorded"
-
-
-#: How a job's card line begins while it waits on evidence (the rest says which and why).
-WAITING_ON_EVIDENCE = "Waiting on evidence: "
 
 
 def _reason(tick: Tick) -> str:

@@ -583,7 +583,8 @@ class RunService:
         unknown step) keeps nothing and says why in `message`."""
         actor = Actor(user_id=f"pipeline:{source}", source="hook", correlation_id=correlation_id)
         line = pipelines.summary(report)
-        newer = pipelines.superseding(self.store.pipeline_builds(report.run), report)
+        failing = report.status in pipelines.FAILING
+        newer = pipelines.superseding(self.store.pipeline_builds(report.run), report) if failing else None
 
         def change(run: R.Run) -> R.Outcome:
             return R.build_reported(
@@ -667,6 +668,11 @@ class RunService:
         A run active again with the question still open (resumed by hand) pauses on it first. A run
         paused for another reason takes Wait and Abort from a holder of the step's gate (it stays
         paused; an Abort's failure is then its reason) but not a waiver: resume it first."""
+        decision = {"wait": "wait", "abort": "abort", "waive": R.EVIDENCE_WAIVE}.get(option)
+        if decision is None:
+            raise UserError(
+                f"`{clip(option, 40)}` is not an answer to Inconclusive evidence (wait, waive, abort)"
+            )
         run = self.load(run_id)
         sr = run.step_run(step_id)
         if sr.state is not R.StepState.RUNNING or sr.epoch != epoch:
@@ -684,11 +690,6 @@ class RunService:
                 anyone = " or ".join(f"the {r}" for r in gate.roles)
                 raise UserError(f"answering the evidence of `{step_id}` is for {anyone}, who hold its gate")
             return EvidenceAnswer(counts=True, text=reason)
-        decision = {"wait": "wait", "abort": "abort", "waive": R.EVIDENCE_WAIVE}.get(option)
-        if decision is None:
-            raise UserError(
-                f"`{clip(option, 40)}` is not an answer to Inconclusive evidence (wait, waive, abort)"
-            )
         ref = R.ButtonRef(run_id=run_id, step_id=step_id, epoch=epoch, decision=decision)
         out = self.evidence_click(ref, Actor(user_id=user_id, source="answer"), reason=reason)
         if not out.accepted:

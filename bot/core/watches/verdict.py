@@ -96,8 +96,10 @@ def verdict(summary: Summary, spec: WatchSpec, now: datetime) -> Verdict:
             if now - calm_since >= target.settle:
                 # What still needs people: known issues still open, and what is broken now even if
                 # it was before the watch began (settle counts *new* unhealthy pods only).
-                left = [findings_text(f) for f in [open_findings(summary)] if f]
-                left += [text for text in (_still_broken(summary),) if text]
+                findings = open_findings(summary)
+                left = [findings_text(findings)] if findings else []
+                if broken := _still_broken(summary):
+                    left.append(broken)
                 if left:
                     return Verdict(
                         state=TARGET_OPEN,
