@@ -64,7 +64,7 @@ def test_kill9_while_waiting_then_resume_keeps_the_baseline_and_a_degraded_app_f
     assert "loaded" in bot.command("plan load apps")
     assert "started" in bot.command("start apps")
     bot.click(PRIMARY, bot.gate("apps-healthy"))
-    baseline = "already unhealthy at the baseline (reported, not blocking)"
+    baseline = "already unhealthy at the baseline (when this check began; reported, not blocking)"
     wait_until(lambda: _thread(slack_stub, baseline), timeout=60, what="the baseline line in the thread")
     job = bot.store().job_of_step(bot.run().id, "apps-healthy")
     assert job is not None

@@ -1,6 +1,7 @@
 """The baseline: what the evidence sources said when the run's snapshot was taken — the firing
-alerts (fingerprint, labels, startsAt) and the current value of every `analysis` query the plan
-names — recorded with the snapshot (`Store.save_evidence_baseline`) so that a resumed run, or a
+alerts (fingerprint, labels, startsAt), the current value of every `analysis` query the plan
+names and, when the plan has an `app-health` check, the Argo CD and Flux apps unhealthy then —
+recorded with the snapshot (`Store.save_evidence_baseline`) so that a resumed run, or a
 job planned hours later, compares against the same set.
 
 No data never passes, and none is invented either: a source that gives no answer is recorded as
@@ -11,12 +12,18 @@ The body (JSON, stored as it is, read by the jobs and the gate panels):
     {"taken_at": "2026-11-29T13:55:00Z",
      "alerts": {"4a0f…": {"labels": {"alertname": "Watchdog", …}, "startsAt": "…"}} | null,
      "analysis": {"sum(rate(apiserver_request_total{code=~\\"4..\\"}[5m]))": 12.5 | [1.0, 2.0] | null},
-     "errors": {"alertmanager": "Alertmanager is unreachable (…)", "analysis:QUERY": "no data: …"}}
+     "apps": {"Application argocd/legacy": "Degraded/Synced — …"} | null,
+     "errors": {"alertmanager": "Alertmanager is unreachable (…)", "analysis:QUERY": "no data: …",
+                "apps": "applications.argoproj.io: forbidden …"}}
+
+`apps` is there only when the plan has an `app-health` check: an app already unhealthy when the run
+began is reported by each `app-health` step, never blocking it; one broken by the upgrade's
+earlier steps is not excused by a later step's own reading.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,10 +55,18 @@ def take_baseline(
     metrics: MetricSource | None,
     queries: Sequence[str],
     now: datetime,
+    apps: Callable[[], Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Read each source once; see the module docstring for the shape. Prometheus is asked for
-    its own now (no `time`), as the analysis measures: the bot's clock may be a rehearsal's."""
+    its own now (no `time`), as the analysis measures: the bot's clock may be a rehearsal's.
+    `apps` reads the apps unhealthy now (key → what it says), raising EvidenceUnavailable."""
     body: dict[str, Any] = {"taken_at": iso(now), "alerts": None, "analysis": {}, "errors": {}}
+    if apps is not None:
+        body["apps"] = None
+        try:
+            body["apps"] = dict(apps())
+        except EvidenceUnavailable as exc:
+            body["errors"]["apps"] = exc.reason
     if alerts is not None:
         source, matchers = alerts
         try:
@@ -85,6 +100,10 @@ def summary(body: dict[str, Any]) -> str:
     if values:
         known = sum(1 for v in values.values() if v is not None)
         parts.append(f"{known} of {len(values)} analysis value(s)")
+    if body.get("apps") is not None:
+        parts.append(f"{len(body['apps'])} app(s) unhealthy")
+    elif "apps" in body.get("errors", {}):
+        parts.append("no apps (they could not be read)")
     return "baseline: " + ", ".join(parts) if parts else ""
 
 

@@ -3,9 +3,12 @@ Argo CD Application must be Healthy and Synced, every Flux Kustomization and Hel
 Read through the cluster's own API (the read role's get/list on the three resources); it writes
 nothing.
 
-- The baseline is what was unhealthy when the job was planned, stored in its progress so a
-  resumed job compares against the same set: those apps are reported, never blocking. An app
-  still Progressing (or a Flux object still reconciling) then is not in it: it must end healthy.
+- The baseline is what was unhealthy when the run's snapshot was taken (recorded with it:
+  `bot.core.evidence.baseline`, `app_scope`), else when the job was planned; stored in its
+  progress so a resumed job compares against the same set: those apps are reported, never
+  blocking. An app broken by an earlier step of the run is therefore not excused by a later
+  step's own reading. An app still Progressing (or a Flux object still reconciling) then is not
+  in it: it must end healthy.
 - An app that turns Degraded or Missing (Argo CD) or `Ready=False` (Flux) fails the step at once;
   one still Progressing, OutOfSync or `Ready=Unknown` at `timeout` fails it then. Each failure
   names the app and its own message.
@@ -19,17 +22,20 @@ Progress (JSON):
 
     {"started": "…", "timeout": 600, "namespaces": ["shop"], "selector": "",
      "baseline": {"Application argocd/legacy": "Degraded/Synced — Deployment legacy/batch: …"},
+     "baseline_from": "2026-11-29T13:55:00Z",
      "inconclusive": 0, "seen": {"apps": 4, "healthy": 3, "baseline": 1}}
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs.alerts import answered, no_data_choice
 from bot.core.jobs.base import Decision, Post, Progress, Tick
@@ -43,7 +49,8 @@ from bot.core.jobs.common import (
     namespace_name,
     timer_start,
 )
-from bot.errors import ClusterError, UserError, clip
+from bot.errors import ClusterError, EvidenceUnavailable, UserError, clip
+from bot.records import ActionCall
 
 DEFAULT_TIMEOUT = timedelta(minutes=10)
 #: Seconds between readings.
@@ -59,6 +66,8 @@ KINDS: tuple[tuple[str, str, str], ...] = (
 )
 
 HEALTHY, WAITING, FAILED = "healthy", "waiting", "failed"
+#: How an Unreadable reading that found no app at all begins.
+NO_APP = "no Argo CD Application nor Flux object"
 
 
 class Unreadable(Exception):
@@ -156,16 +165,45 @@ def read_apps(cluster: JobCluster, namespaces: list[str], selector: str) -> list
         raise Unreadable("the cluster serves no Argo CD Application nor Flux Kustomization/HelmRelease")
     if not found:
         where = f" in {', '.join(namespaces)}" if namespaces else ""
-        raise Unreadable(
-            f"no Argo CD Application nor Flux object{where}" + (f" matches {selector}" if selector else "")
-        )
+        raise Unreadable(f"{NO_APP}{where}" + (f" matches {selector}" if selector else ""))
     return sorted(found, key=lambda a: a.key)
+
+
+def app_scope(calls: Iterable[ActionCall]) -> list[str] | None:
+    """The namespaces a run's baseline of apps reads for the `app-health` checks among `calls` (a
+    plan's step actions and their `background:`): None when there is none, [] when one reads every
+    namespace. Selectors are not narrowed: a wider baseline only names apps no check judges."""
+    scope: dict[str, None] = {}
+    found = False
+    for call in calls:
+        if call.name != AppHealthJob.kind:
+            continue
+        found = True
+        names = names_arg(call.args, "namespaces")
+        if not names:
+            return []
+        scope.update(dict.fromkeys(names))
+    return list(scope) if found else None
+
+
+def unhealthy_now(cluster: JobCluster, namespaces: list[str]) -> dict[str, str]:
+    """The run's baseline of apps (`take_baseline`'s `apps`): those unhealthy and settled now in
+    `namespaces` (every one when empty). None at all is an empty baseline, not a failure; a
+    cluster that cannot be read raises EvidenceUnavailable (the jobs then take their own)."""
+    try:
+        return baseline_of(read_apps(cluster, namespaces, ""))
+    except Unreadable as exc:
+        if exc.reason.startswith(NO_APP):
+            return {}
+        raise EvidenceUnavailable(exc.reason) from None
 
 
 class AppHealthJob:
     """`app-health`: see the module docstring."""
 
     kind = "app-health"
+    #: The job service hands `plan` the run's recorded baseline (`BASELINE_ARG`).
+    uses_baseline = True
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         check_args(args)
@@ -178,6 +216,12 @@ class AppHealthJob:
             "inconclusive": 0,
             "seen": {},
         }
+        recorded = json.loads(str(args.get(BASELINE_ARG) or "{}"))
+        if recorded.get("apps") is not None:
+            # What the run's snapshot recorded: an app an earlier step broke is not excused.
+            progress["baseline"] = dict(recorded["apps"])
+            progress["baseline_from"] = str(recorded.get("taken_at") or "")
+            return progress
         # Without an answer now there is no baseline yet: the first tick takes it (or asks).
         with contextlib.suppress(Unreadable):
             progress["baseline"] = baseline_of(
@@ -222,12 +266,12 @@ class AppHealthJob:
         posts: list[Post] = []
         if progress.get("baseline") is None:
             progress = {**progress, "baseline": baseline_of(apps)}
-        baseline: Mapping[str, str] = progress["baseline"]
+        baseline = in_view(progress["baseline"], apps)
         if baseline:
             lines = [f"• {key}: {says}" for key, says in sorted(baseline.items())]
             posts.append(Post(key=f"app-health-baseline:{progress['started']}",
-                              text="app-health: already unhealthy at the baseline (reported, not blocking):\n"
-                              + "\n".join(_fit(lines))))  # fmt: skip
+                              text=f"app-health: already unhealthy at the baseline ({baseline_when(progress)}; "
+                              "reported, not blocking):\n" + "\n".join(_fit(lines))))  # fmt: skip
         judged = [a for a in apps if a.key not in baseline]
         failed = [a for a in judged if a.state == FAILED]
         waiting = [a for a in judged if a.state == WAITING]
@@ -258,6 +302,25 @@ class AppHealthJob:
             card=(f"{WAITING_ON_EVIDENCE}{summary}", "waiting for " + few([a.key for a in waiting], 3)),
             wait=POLL,
         )
+
+
+def in_view(baseline: Mapping[str, str], apps: list[AppState]) -> dict[str, str]:
+    """The baseline's apps among those read now (the run's baseline may name apps outside this
+    check's namespaces or selector)."""
+    keys = {a.key for a in apps}
+    return {key: says for key, says in baseline.items() if key in keys}
+
+
+def baseline_when(progress: Mapping[str, Any]) -> str:
+    """ "the run's snapshot at 13:55 UTC" or "when this check began"."""
+    when = str(progress.get("baseline_from") or "")
+    if not when:
+        return "when this check began"
+    try:
+        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return "the run's snapshot"
+    return f"the run's snapshot at {at:%H:%M} UTC"
 
 
 def baseline_of(apps: list[AppState]) -> dict[str, str]:

@@ -242,7 +242,7 @@ class AppHealthCheck:
                         line=f"app-health: {exc.reason}")  # fmt: skip
         if nxt.get("baseline") is None:
             nxt["baseline"] = apphealth.baseline_of(apps)
-        baseline: Mapping[str, str] = nxt["baseline"]
+        baseline = apphealth.in_view(nxt["baseline"], apps)
         failed = [a for a in apps if a.key not in baseline and a.state == apphealth.FAILED]
         seen = apphealth.seen_of(apps, baseline)
         nxt["seen"] = seen

@@ -412,7 +412,7 @@ KINDS: tuple[JobKind, ...] = (
     JobKind(
         name="app-health",
         summary="Argo CD Applications Healthy and Synced, Flux Kustomizations/HelmReleases Ready (read "
-        "through the cluster's API); apps unhealthy at the baseline are reported, not blocking; no "
+        "through the cluster's API); apps unhealthy at the run's baseline (its first snapshot) are reported, not blocking; no "
         "answer asks people (docs/evidence-gate.md)",
         optional=frozenset({"namespaces", "selector", "timeout"}),
         mutating=False,

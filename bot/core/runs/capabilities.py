@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, DiffSummary
@@ -26,6 +26,8 @@ from bot.core.clusters import group_labels, pick_cluster
 from bot.core.evidence.baseline import analysis_queries, take_baseline
 from bot.core.evidence.baseline import summary as baseline_summary
 from bot.core.jobs.alerts import Evidence
+from bot.core.jobs.apphealth import app_scope, unhealthy_now
+from bot.core.jobs.common import JobCluster
 from bot.core.jobs.service import JobService
 from bot.core.live import EvidenceAnswer, LiveSection, StepReports
 from bot.core.rules import load_rules
@@ -34,7 +36,7 @@ from bot.core.snapshots import service as snapshots
 from bot.core.snapshots.projection import ClusterReader
 from bot.core.snapshots.provider import provider_of
 from bot.core.watches.service import WatchService
-from bot.errors import UserError
+from bot.errors import ClusterError, EvidenceUnavailable, UserError
 from bot.records import ActionCall, ActionRequest, ClusterConfig, FileAttachment, ImageChecks
 
 
@@ -146,17 +148,35 @@ def action_context(
 
     def record_baseline(request: ActionRequest, snapshot_id: int) -> str:
         assert evidence is not None
-        cluster = pick_cluster(clusters, request.cluster).name
+        config = pick_cluster(clusters, request.cluster)
+        cluster = config.name
         alerts = metrics = None
         with contextlib.suppress(UserError):
             alerts = evidence.alerts(cluster)
         with contextlib.suppress(UserError):
             metrics = evidence.metrics(cluster)
-        if not request.run_id or (alerts is None and metrics is None):
+        calls = run_plan_calls(store, request.run_id) if request.run_id else []
+        scope = app_scope(calls)
+        if not request.run_id or (alerts is None and metrics is None and scope is None):
             return ""
-        queries = analysis_queries(run_plan_calls(store, request.run_id))
+
+        def apps() -> Mapping[str, str]:
+            assert scope is not None
+            try:
+                reader = connect_cluster(config)
+                with contextlib.closing(reader):
+                    return unhealthy_now(cast(JobCluster, reader), scope)
+            except ClusterError as exc:
+                raise EvidenceUnavailable(exc.user_message) from None
+
         now = clock()
-        body = take_baseline(alerts=alerts, metrics=metrics, queries=queries, now=now)
+        body = take_baseline(
+            alerts=alerts,
+            metrics=metrics,
+            queries=analysis_queries(calls),
+            now=now,
+            apps=apps if scope is not None else None,
+        )
         store.save_evidence_baseline(
             snapshot_id=snapshot_id, run_id=request.run_id, cluster=cluster, taken_at=now, body=body
         )

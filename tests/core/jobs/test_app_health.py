@@ -7,6 +7,7 @@ Inconclusive (the alerts job's `evidence_inconclusive:` pause), never a pass."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -202,3 +203,51 @@ def test_in_the_background_of_a_drain_an_app_going_degraded_fails_and_one_degrad
     gone = check.poll(cluster, {**ok.state, "namespaces": ["nowhere"]}, now=T0 + timedelta(seconds=45))
     assert gone.verdict == "inconclusive"
     assert "no Argo CD Application nor Flux object in nowhere" in gone.reason
+
+
+def test_the_runs_recorded_baseline_is_used_so_an_app_broken_after_it_is_not_excused(
+    sim: SimCluster, cluster: Cluster
+) -> None:
+    """The run's snapshot recorded the apps unhealthy when the run began (`app_scope`,
+    `unhealthy_now`): a step planned after an earlier step broke `shop` fails on it, the step's
+    own reading would have excused it; the recorded apps outside the check's view are not named,
+    and the background check uses the same recorded set."""
+    from bot.core.evidence.baseline import BASELINE_ARG, take_baseline
+    from bot.core.jobs.apphealth import app_scope, unhealthy_now
+    from bot.core.jobs.background import AppHealthCheck
+    from bot.records import ActionCall
+
+    calls = [
+        ActionCall(name="snapshot", args={"label": "pre"}),
+        ActionCall(name="app-health", args={"namespaces": "argocd"}),
+        ActionCall(name="app-health", args={"namespaces": "flux-system,argocd"}),
+    ]
+    assert app_scope(calls) == ["argocd", "flux-system"]
+    assert app_scope([*calls, ActionCall(name="app-health", args={})]) == []
+    assert app_scope(calls[:1]) is None
+    body = take_baseline(
+        alerts=None, metrics=None, queries=[], now=T0, apps=lambda: unhealthy_now(cluster, ["argocd"])
+    )
+    assert body["apps"] == {
+        "Application argocd/legacy": "Degraded/Synced — Deployment legacy/batch: Progress deadline exceeded"
+    }
+    body["apps"]["Application elsewhere/old"] = "Missing/OutOfSync"  # outside the check's namespaces
+    sim.control.inject_fault(DEGRADE_SHOP)  # an earlier step of the run broke it
+    args = {"namespaces": "argocd", "timeout": "10m", BASELINE_ARG: json.dumps(body)}
+    job = AppHealthJob()
+    progress = job.plan(cluster, args, now=T0 + timedelta(minutes=20))
+    assert progress["baseline_from"] == "2026-11-29T14:02:00Z"
+    tick = job.tick(cluster, progress, now=T0 + timedelta(minutes=21))
+    assert (tick.done, tick.ok) == (True, False)
+    assert tick.detail == "app-health: 1 app(s) unhealthy: Application argocd/shop"
+    reported = next(p for p in tick.posts if p.key.startswith("app-health-baseline:"))
+    assert reported.text.startswith(
+        "app-health: already unhealthy at the baseline (the run's snapshot at 14:02 UTC; reported, not blocking):"
+    )
+    assert "elsewhere/old" not in reported.text
+    background = AppHealthCheck()
+    state = background.start(cluster, args, now=T0 + timedelta(minutes=20))
+    failed = background.poll(cluster, state, now=T0 + timedelta(minutes=21))
+    assert failed.verdict == "failed"
+    assert "Application argocd/shop" in failed.reason
+    assert failed.line == "Apps: 0/2 healthy · 1 unhealthy at the baseline"
