@@ -25,7 +25,8 @@ whatever the size of the group:
                  {"kind": "cordon", "nodes": [{"name": "ip-1", "already": false}], "node_count": 1,
                   "change_count": 1},
                  {"kind": "restart", "workloads": ["deployment/kube-system/coredns"],
-                  "workload_count": 1},
+                  "workload_count": 1, "owners": [{"kind": "helm", "target": "deployment/kube-system/coredns",
+                                                   "title": "Helm release kube-system/coredns"}]},
                  {"kind": "delete-pod", "workloads": ["web: 3 pod(s), 3 not ready → deletes 2 (1 kept
                   by the rule), 1 remain(s) (Deployment shop/web: replicas 3, maxUnavailable 25%)"],
                   "pods": ["pod shop/web-a (not scheduled) (Deployment shop/web; not ready)", …],
@@ -163,8 +164,16 @@ def read(
         elif call.name in ("cordon", "uncordon"):
             entry.update(_flag(progress))
         elif call.name == "restart":
-            names = [wkey(w) for w in progress.get("workloads") or []]
+            workloads = list(progress.get("workloads") or [])
+            names = [wkey(w) for w in workloads]
             entry.update({"workloads": names[:WORKLOADS], "workload_count": len(names)})
+            # Who owns what it restarts: named, though a restart only stamps the pod template's
+            # restartedAt annotation, which no owner keeps (so none reverts it).
+            owned = gitops.owners(
+                cluster, [workload_path(w["kind"], w["namespace"], w["name"]) for w in workloads[:WORKLOADS]]
+            )
+            if owned:
+                entry["owners"] = [{k: o[k] for k in ("kind", "target", "title")} for o in owned]
             if progress.get("resolved"):
                 entry["resolved"] = dict(progress["resolved"])
         elif call.name == "delete-pod":

@@ -258,3 +258,28 @@ def test_argocd_pause_removes_auto_sync_keeping_it_on_the_application_and_resume
     )
     with pytest.raises(UserError, match="no such Argo CD Application argocd/nope"):
         ArgoPauseJob().plan(cluster, {"application": "argocd/nope"}, now=NOW)
+
+
+def test_a_restart_gate_names_the_owners_and_that_a_restart_is_not_reverted(cluster: Cluster) -> None:
+    """A restart changes only the pod template's restartedAt annotation, which no owner keeps: the
+    gate names who owns what it restarts (as the README says of every gated change) without the
+    set-image warning or an owner's path to take first."""
+    calls = [ActionCall(name="restart", args={"workloads": "deployment/apps/podinfo,deployment/cache/redis"})]
+    body = preview.read(cluster, calls, default_jobs(()), now=NOW)
+    blocks, message = gate_blocks(json.loads(json.dumps(body)))
+    [action] = body["actions"]
+    assert action["owners"] == [
+        {"kind": "flux-kustomization", "target": "deployment/apps/podinfo",
+         "title": "Flux Kustomization flux-system/apps"},
+        {"kind": "flux-helmrelease", "target": "deployment/cache/redis", "title": "Flux HelmRelease cache/redis"},
+    ]  # fmt: skip
+    text = text_of(blocks)
+    assert (
+        ":information_source: *Owned by someone else* — a restart only stamps the pod template's "
+        "`restartedAt` annotation, which no owner keeps: it will not revert it, and nothing needs "
+        "suspending first:\n• `deployment/apps/podinfo`: Flux Kustomization flux-system/apps\n"
+        "• `deployment/cache/redis`: Flux HelmRelease cache/redis"
+    ) in text
+    assert ":warning:" not in text
+    assert "flux-suspend" not in text
+    assert "Flux HelmRelease cache/redis" in message
