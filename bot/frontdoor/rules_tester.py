@@ -83,6 +83,16 @@ def run_rules_test(
         )
         return EXIT_FOUND
     print(f"no rule matches this {what} ({looked}: {', '.join(candidates) or 'none'})", file=out)
+    on_state = [r.id for r in rules if r.match.log is None and r.match.events is None]
+    if on_state:
+        # kube-proxy's ImagePullBackOff or a vault-agent not ready is KI005's and KI004's through
+        # the pod, which no pasted line shows: say so rather than leave "no rule" as the answer.
+        print(
+            f"not tried: {len(on_state)} rule{'s' if len(on_state) != 1 else ''} match on a pod's state "
+            f"(waiting reasons, readiness, annotations), not on a line: {', '.join(on_state)}; "
+            "`upgrade-bot check` and a watch find those on the cluster",
+            file=out,
+        )
     return EXIT_OK
 
 
