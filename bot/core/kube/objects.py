@@ -170,6 +170,15 @@ def ready_since(pod: WPod) -> datetime | None:
     return None
 
 
+def initialized_at(pod: WPod) -> datetime | None:
+    """When the pod's Initialized condition last changed (its init containers done: about when
+    it started)."""
+    for cond in pod.status.conditions or ():
+        if cond.type == "Initialized":
+            return parse_time(cond.last_transition_time)
+    return None
+
+
 def _pending_detail(pod: WPod) -> str:
     if not pod.spec.node_name:
         for cond in pod.status.conditions or ():

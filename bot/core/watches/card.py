@@ -5,6 +5,7 @@ Stop button, the times as context): bounded whatever the cluster's size.
 Per node group a text progress bar (nodes on the target version and Ready, x/y), old nodes
 cordoned and remaining, NotReady nodes, the kubelet versions present; the control-plane version;
 unhealthy pods by class with counts and the top workloads (kube-system first), never pod names;
+the workloads whose pods' readiness flaps (each spell too short to count as unhealthy);
 the known-issue findings still open; workloads mid-rollout with kubectl's verdict; Warning events
 by reason; "Updated at" as a Slack date token. Lists are cut at fixed sizes and the rest counted,
 and each Block Kit section is fitted (`fit`: whole lines, "…and N more lines") under Slack's
@@ -22,7 +23,7 @@ from bot.core.kube.objects import KUBE_SYSTEM
 from bot.core.rendering import slack_date
 from bot.core.rollout import FAILED
 from bot.core.watches.spec import WatchSpec
-from bot.core.watches.summary import GroupView, Summary
+from bot.core.watches.summary import FLAP_SPELLS, FLAP_WINDOW, GroupView, Summary
 from bot.core.watches.verdict import Verdict
 
 BAR_WIDTH = 10
@@ -157,6 +158,18 @@ def card_context(summary: Summary, spec: WatchSpec, verdict: Verdict, now: datet
         "pods": summary.pods,
         "unhealthy": unhealthy,
         "unhealthy_total": summary.unhealthy_pods,
+        "flapping": [
+            {
+                "workload": f"{f.namespace}/{f.name}",
+                "pods": f.pods,
+                "spells": f.spells,
+                "kube_system": f.namespace == KUBE_SYSTEM,
+            }
+            for f in summary.flapping
+        ],
+        "flapping_pods": summary.flapping_pods,
+        "flap_window": format_duration(FLAP_WINDOW),
+        "flap_spells": FLAP_SPELLS,
         "episodes": [
             {
                 "workload": e.workload.split("/", 2)[0] + "/" + e.workload.split("/", 2)[2],

@@ -24,10 +24,12 @@ from bot.core.kube.objects import (
     ERROR,
     IMAGEPULL,
     INIT,
+    KUBE_SYSTEM,
     NOT_READY,
     PENDING,
     TERMINATING,
     classify,
+    initialized_at,
     node_group,
     parse_time,
     ready_since,
@@ -39,13 +41,17 @@ from bot.core.kube.wire import WEvent, WNode, WPod
 from bot.core.rules import PodState, Rule
 from bot.core.rules.known import RuleNeeds, pod_facts, rules_workload, view_of
 from bot.core.watches.issues import KnownIssues
-from bot.core.watches.parts import Footprint, _deep_size, _Episode, _Group, _Node, _Pod
+from bot.core.watches.parts import Footprint, _deep_size, _Episode, _Flap, _Group, _Node, _Pod
 from bot.core.watches.rollouts import Rollouts
 from bot.core.watches.schema import KINDS, WORKLOAD_KINDS
 from bot.core.watches.spec import SeenPod, WatchSpec, _pod_key
 from bot.core.watches.summary import (
+    FLAP_SPELLS,
+    FLAP_WINDOW,
+    TOP_WORKLOADS,
     WARNING_REASONS_KEPT,
     Episode,
+    Flapping,
     GroupView,
     LogRequest,
     NodeView,
@@ -66,6 +72,9 @@ _TIMED_EPISODES = {ERROR: "error", INIT: "init"}
 #: is not crash-looping: the kubelet restarts a failed container within 10 s (its first back-off),
 #: so the Error of a crash loop's first crash is not news of its own.
 ERROR_SETTLE = timedelta(seconds=15)
+#: A pod's Ready condition that turned False this long after the pod was Initialized was True
+#: before (a pod starting up has been not Ready since about when it started).
+FLAP_AFTER_START = timedelta(seconds=30)
 
 
 class WatchState:
@@ -97,6 +106,8 @@ class WatchState:
         self._node_order: list[str] | None = None
         self._groups: dict[str, _Group] = {}
         self._pods: dict[str, _Pod] = {}
+        #: Pods that went from Ready to not Ready while watched (few: a pod starting is not one).
+        self._flaps: dict[str, _Flap] = {}
         self._pod_count = 0
         self._episodes: dict[tuple[str, str], _Episode] = {}
         self._rollouts = Rollouts()
@@ -289,6 +300,7 @@ class WatchState:
         record = self._pods.get(key)
         if event_type == "DELETED":
             self._pod_count -= 1
+            self._flaps.pop(key, None)
             if record is not None:
                 self._drop_pod(key, now)
             return
@@ -325,6 +337,8 @@ class WatchState:
             # First seen not Ready: since its Ready condition says (a list after a restart keeps
             # the time); after another class in this watch (Pending, Init): from now, as it starts.
             since = now if record is not None else min(ready_since(pod) or now, now)
+            if record is None:
+                self._note_flap(key, pod, namespace, now)
         elif cls == TERMINATING:
             since = parse_time(meta.deletion_timestamp) or now
         else:
@@ -343,6 +357,51 @@ class WatchState:
                 state = self._episodes[(wkey, episode_kind)] = _Episode()
             state.pods += 1
             state.begin(now)
+
+    def _note_flap(self, key: str, pod: WPod, namespace: str, now: datetime) -> None:
+        """A pod seen not Ready anew: a spell of a flap if it was Ready before (its Ready
+        condition turned False well after it was Initialized), counted once per transition."""
+        went = ready_since(pod)
+        started = initialized_at(pod)
+        if went is None or started is None or went - started < FLAP_AFTER_START:
+            return
+        flap = self._flaps.get(key)
+        if flap is None:
+            wkind, wname = workload_of(pod)
+            flap = self._flaps[key] = _Flap(self._intern(workload_key(namespace, wkind, wname)))
+        if flap.went == went:
+            return  # the same spell, listed again
+        flap.went = went
+        flap.seen.append(now)
+        del flap.seen[: -FLAP_SPELLS * 4]
+
+    def _flapping(self, now: datetime) -> tuple[tuple[Flapping, ...], int]:
+        """The workloads whose pods flap now (see `Summary.flapping`); forgets spells older than
+        FLAP_WINDOW."""
+        cutoff = now - FLAP_WINDOW
+        per_workload: dict[str, list[int]] = {}
+        pods = 0
+        for key in list(self._flaps):
+            flap = self._flaps[key]
+            flap.seen = [t for t in flap.seen if t > cutoff]
+            if not flap.seen:
+                if key not in self._pods:
+                    del self._flaps[key]
+                continue
+            if len(flap.seen) >= FLAP_SPELLS:
+                pods += 1
+                entry = per_workload.setdefault(flap.workload, [0, 0])
+                entry[0] += 1
+                entry[1] += len(flap.seen)
+        ranked = sorted(
+            per_workload.items(),
+            key=lambda item: (not item[0].startswith(KUBE_SYSTEM + "/"), -item[1][1], item[0]),
+        )
+        shown = []
+        for wkey, (n, spells) in ranked[:TOP_WORKLOADS]:
+            namespace, kind, name = wkey.split("/", 2)
+            shown.append(Flapping(key=wkey, namespace=namespace, kind=kind, name=name, pods=n, spells=spells))
+        return tuple(shown), pods
 
     def _drop_pod(self, key: str, now: datetime) -> None:
         record = self._pods.pop(key)
@@ -646,6 +705,7 @@ class WatchState:
             if c > 0
         )
         holds = target is not None and self._target_since is not None
+        flapping, flapping_pods = self._flapping(now)
         return Summary(
             cluster=self.spec.cluster,
             at=now,
@@ -665,4 +725,6 @@ class WatchState:
             blind_since=min((since for since, _ in self._blind.values()), default=None),
             blind="; ".join(f"{kind}: {why}" for kind, (_, why) in sorted(self._blind.items()))[:300],
             seen_again_at=self._seen_again,
+            flapping=flapping,
+            flapping_pods=flapping_pods,
         )

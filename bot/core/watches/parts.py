@@ -77,6 +77,19 @@ class _Group:
             self.old_cordoned += sign * node.cordoned
 
 
+class _Flap:
+    """A pod's recent spells from Ready to not Ready: when the watch saw each begin, and the Ready
+    condition's transition time it carried (the same spell seen again by a relist is not counted
+    twice)."""
+
+    __slots__ = ("seen", "went", "workload")
+
+    def __init__(self, workload: str) -> None:
+        self.workload = workload
+        self.seen: list[datetime] = []
+        self.went: datetime | None = None
+
+
 class _Episode:
     __slots__ = ("carried", "ended", "number", "open", "pods", "since")
 

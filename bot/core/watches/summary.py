@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -129,6 +129,26 @@ class WarningCount:
     count: int
 
 
+#: A pod whose readiness flaps: this many spells from Ready to not Ready within FLAP_WINDOW,
+#: however short each (a spell shorter than the not-ready grace is never counted unhealthy).
+FLAP_SPELLS = 3
+FLAP_WINDOW = timedelta(minutes=10)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flapping:
+    """A workload whose pods' readiness flaps: each pod went from Ready to not Ready at least
+    `FLAP_SPELLS` times within `FLAP_WINDOW`, however briefly (too briefly, often, to
+    be counted unhealthy past its grace)."""
+
+    key: str  # `workload_key`
+    namespace: str
+    kind: str
+    name: str
+    pods: int
+    spells: int  # the pods' spells not Ready within the window, together
+
+
 @dataclass(frozen=True, kw_only=True)
 class Summary:
     """What is published and persisted: compact (nodes, counts, top workloads, episodes), never every pod."""
@@ -154,6 +174,10 @@ class Summary:
     blind: str = ""
     #: When the streams last came back after failing: settle time counts from then, not across.
     seen_again_at: datetime | None = None
+    #: Workloads whose pods' readiness flaps (kube-system first, then the most spells), the first
+    #: `TOP_WORKLOADS`; `flapping_pods` counts every such pod.
+    flapping: tuple[Flapping, ...] = ()
+    flapping_pods: int = 0
 
     @property
     def unhealthy_pods(self) -> int:

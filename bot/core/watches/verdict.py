@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from bot.core.durations import format_duration, kubectl_age
 from bot.core.kube.objects import KUBE_SYSTEM
 from bot.core.watches.spec import WatchSpec
-from bot.core.watches.summary import RuleEpisode, Summary
+from bot.core.watches.summary import FLAP_WINDOW, RuleEpisode, Summary
 from bot.errors import clip
 
 RUNNING, TARGET_REACHED, STOPPED, TIMED_OUT = "running", "target_reached", "stopped", "timed_out"
@@ -100,6 +100,8 @@ def verdict(summary: Summary, spec: WatchSpec, now: datetime) -> Verdict:
                 left = [findings_text(findings)] if findings else []
                 if broken := _still_broken(summary):
                     left.append(broken)
+                if flapping := flapping_text(summary):
+                    left.append(flapping)
                 if left:
                     return Verdict(
                         state=TARGET_OPEN,
@@ -148,6 +150,23 @@ def _still_broken(summary: Summary) -> str:
     top = [w for g in summary.unhealthy for w in g.top][:3]
     named = ", ".join(f"{w.namespace}/{w.name} ({w.detail})" for w in top)
     return f"{n} unhealthy pod{'s' if n != 1 else ''} ({named}{', …' if n > len(top) else ''})"
+
+
+def flapping_text(summary: Summary) -> str:
+    """ "2 pods flapping readiness (shop/web ×2, 7 times not Ready in 10m)" ("" when none): pods
+    that keep dropping out of their Services' endpoints, each time too briefly to count as
+    unhealthy."""
+    n = summary.flapping_pods
+    if not n:
+        return ""
+    named = ", ".join(f"{f.namespace}/{f.name} ×{f.pods}" for f in summary.flapping[:3])
+    spells = sum(f.spells for f in summary.flapping)
+    window = format_duration(FLAP_WINDOW)
+    more = ", …" if len(summary.flapping) > 3 else ""
+    return (
+        f"{n} pod{'s' if n != 1 else ''} flapping readiness ({named}{more}: "
+        f"{spells} times not Ready in {window})"
+    )
 
 
 def open_findings(summary: Summary) -> list[RuleEpisode]:

@@ -17,7 +17,7 @@ from bot.core.watches.model import WatchState
 from bot.core.watches.spec import WatchSpec
 from bot.core.watches.verdict import verdict
 from bot.resources import BUILTIN_TEMPLATES
-from tests.support.watch_objects import at, crashing, deployment, node, pod, spec, target_spec
+from tests.support.watch_objects import at, crashing, deployment, node, pod, spec, stamp, target_spec
 
 
 def render(state: WatchState, spec: WatchSpec, minutes: float) -> str:
@@ -173,3 +173,35 @@ def test_the_cards_block_kit_passes_slacks_own_models_and_so_does_the_docs_examp
     example = json.loads(text.split("```json\n", 1)[1].split("\n```", 1)[0])
     _valid_block_kit(example["blocks"])
     assert [b["type"] for b in example["blocks"]] == ["section"] * 4 + ["actions", "context"]
+
+
+def test_the_card_names_the_workloads_whose_readiness_flaps() -> None:
+    """Pods in and out of Ready too briefly to be unhealthy (`WatchState._note_flap`): the card
+    has a line for them by workload, kube-system first, in the text and in the Block Kit."""
+    spec = target_spec()
+    state = WatchState(spec)
+    state.sync("node", [node("n1", kubelet="v1.30.2")], at(0))
+    state.sync("pod", [], at(0))
+    for name, namespace in (("c", "kube-system"), ("w1", "shop"), ("w2", "shop")):
+        for minute in (1, 2, 3):
+            for ready, went in ((False, minute), (True, minute + 0.5)):
+                p = pod(
+                    name,
+                    namespace,
+                    deployment="coredns" if namespace == "kube-system" else "web",
+                    ready=ready,
+                )
+                p["status"]["conditions"] = [
+                    {"type": "Initialized", "status": "True", "lastTransitionTime": stamp(at(0))},
+                    {"type": "Ready", "status": str(ready), "lastTransitionTime": stamp(at(went))},
+                ]
+                state.apply("pod", "MODIFIED", p, at(went))
+    text = render(state, spec, 4)
+    line = (
+        ":repeat: *Readiness flapping*: 3 pods not Ready again and again (3+ times in 10m) — "
+        ":warning: kube-system/coredns ×1 (3 times), shop/web ×2 (6 times)"
+    )
+    assert line in text
+    blocks = render_blocks(state, spec, 4)
+    assert any(line in json.dumps(b, ensure_ascii=False) for b in blocks)
+    _valid_block_kit(blocks)

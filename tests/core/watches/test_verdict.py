@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from bot.core.rules import read_rules
 from bot.core.watches.model import WatchState
@@ -17,7 +18,7 @@ from bot.core.watches.verdict import (
     Verdict,
     verdict,
 )
-from tests.support.watch_objects import at, crashing, node, pod, spec, target_spec, vault_pod
+from tests.support.watch_objects import at, crashing, node, pod, spec, stamp, target_spec, vault_pod
 
 
 def judge(state: WatchState, minutes: float) -> Verdict:
@@ -252,3 +253,41 @@ def test_an_end_reason_reaches_people_in_words_not_as_the_states_name() -> None:
     )
     assert said("timed_out: time limit reached after 2h") == "timed out: time limit reached after 2h"
     assert said("unwatched by <@U0A>") == "unwatched by <@U0A>"
+
+
+def _flapping(name: str, *, ready: bool, went: float, started: float = 0) -> dict[str, Any]:
+    """A Running pod Initialized at `started` whose Ready condition last changed at `went`."""
+    p = pod(name, deployment="web", ready=ready)
+    p["status"]["conditions"] = [
+        {"type": "Initialized", "status": "True", "lastTransitionTime": stamp(at(started))},
+        {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": stamp(at(went))},
+    ]
+    return p
+
+
+def test_a_pod_whose_readiness_flaps_is_an_open_finding_though_no_spell_lasts_its_grace() -> None:
+    """Each spell not Ready is shorter than the 2-minute grace, so no pod is ever counted
+    unhealthy; three spells within ten minutes make it flapping: named on the card and as an open
+    finding of the target, until its spells are older than the window. A relist of the same spell
+    does not count it twice; a pod merely starting (not Ready since it started) is no spell."""
+    state = upgraded()
+    state.apply("pod", "ADDED", _flapping("w", ready=True, went=0.5), at(1))
+    for minute in (2, 3):
+        state.apply("pod", "MODIFIED", _flapping("w", ready=False, went=minute), at(minute))
+        state.sync("pod", [_flapping("w", ready=False, went=minute)], at(minute, 10))  # relisted
+        state.apply("pod", "MODIFIED", _flapping("w", ready=True, went=minute + 0.5), at(minute, 30))
+    # A pod starting up: not Ready since about when it was Initialized, then Ready: not a spell.
+    state.apply("pod", "ADDED", _flapping("starting", ready=False, went=3, started=3), at(3))
+    state.apply("pod", "MODIFIED", _flapping("starting", ready=True, went=3.5, started=3), at(3, 30))
+    assert state.summary(at(3, 40)).flapping_pods == 0  # two spells
+    state.apply("pod", "MODIFIED", _flapping("w", ready=False, went=4), at(4))
+    state.apply("pod", "MODIFIED", _flapping("w", ready=True, went=4.5), at(4, 30))
+    summary = state.summary(at(6))
+    assert summary.unhealthy == ()
+    assert summary.flapping_pods == 1
+    [flap] = summary.flapping
+    assert (flap.namespace, flap.name, flap.pods, flap.spells) == ("shop", "web", 1, 3)
+    held = judge(state, 6)
+    assert held.state == TARGET_OPEN
+    assert held.reason.startswith("1 pod flapping readiness (shop/web ×1: 3 times not Ready in 10m); ng-a:")
+    assert judge(state, 14).state == TARGET_REACHED  # the spells are older than ten minutes
