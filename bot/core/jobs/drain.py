@@ -39,7 +39,7 @@ from bot.core.kube.wire import WPod
 from bot.core.rules import EventRecord, Rule, RuleHit, match_rules
 from bot.core.rules.known import RuleNeeds, known_issue_text, pod_view, watch_key
 from bot.decoders import convert
-from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked, UserError
+from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked, UserError, clip
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)
 DEFAULT_PARALLEL = 5
@@ -52,7 +52,7 @@ MIRROR = "kubernetes.io/config.mirror"
 DRAIN_SLOW = timedelta(minutes=5)
 
 #: Pod states that still need the pod to go away.
-_LEFT = frozenset({"pending", "evicting", "evicted", "blocked", "deleting", "refused"})
+_LEFT = frozenset({"pending", "evicting", "evicted", "blocked", "deleting", "forcing", "refused"})
 #: Pod states whose write the next tick issues (the intent is stored).
 _INTENT = frozenset({"evicting", "blocked"})
 
@@ -61,6 +61,13 @@ DELETE = ChoiceOption(
     id="delete", label="Delete the pods instead of evicting", roles=("coordinator",), needs_reason=True
 )
 SKIP = ChoiceOption(id="skip", label="Skip this node")
+#: Offered only for pods stuck Terminating on a NotReady node (KI008): `kubectl delete
+#: --grace-period=0 --force`, the object removed without the kubelet's word.
+FORCE = ChoiceOption(
+    id="force", label="Force-delete the Terminating pods", roles=("coordinator",), needs_reason=True
+)
+#: Pod states a "delete" decision turns into deletes (a pod already Terminating is not one).
+_DELETABLE = frozenset({"pending", "evicting", "blocked", "refused"})
 
 #: Local data that a pod's deletion (or eviction) loses for good.
 LOCAL_VOLUMES = (("emptyDir", "emptyDir"), ("hostPath", "hostPath"))
@@ -271,6 +278,22 @@ def _pdbs_for(
         listed = cluster.get_json(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
         cache[namespace] = list(listed.get("items") or [])
     return blocking_pdbs(cache[namespace], meta.get("labels"))
+
+
+def _controller(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of the pod's controller, None for a pod without one."""
+    meta = pod.get("metadata") or {}
+    owner = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+    if owner is None:
+        return None
+    return str(owner.get("kind", "")), str(meta.get("namespace", "")), str(owner.get("name", ""))
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
 
 
 def _pdb_ref(pdb: Mapping[str, Any]) -> str:
@@ -491,11 +514,12 @@ class _Run:
                 continue
             current = live.get(key)
             if current is None or (current.get("metadata") or {}).get("uid") != entry["uid"]:
-                entry["by"] = (
-                    "delete"
-                    if entry["state"] == "deleting"
-                    else ("evict" if entry["state"] in ("evicted", "evicting") else "")
-                )
+                entry["by"] = {
+                    "deleting": "delete",
+                    "forcing": "force",
+                    "evicted": "evict",
+                    "evicting": "evict",
+                }.get(entry["state"], "")
                 entry["state"] = "gone"
             elif (current.get("metadata") or {}).get("deletionTimestamp") and entry["state"] in _INTENT | {
                 "pending"
@@ -531,10 +555,17 @@ class _Run:
             and entry["state"] == "deleting"
             and not (live[key].get("metadata") or {}).get("deletionTimestamp")
         ]
+        forces = [
+            key
+            for key, entry in node["pods"].items()
+            if stored.get(key) == "forcing" and entry["state"] == "forcing" and not entry.get("sent")
+        ]
         if due and not self._depooling(node):
             self.evict(name, due, live)
         for key in deletes:
             self.delete(name, key)
+        for key in forces:
+            self.delete(name, key, force=True)
         self.promote(node)
         left = [e for e in node["pods"].values() if e["state"] in _LEFT]
         if not left:
@@ -553,7 +584,7 @@ class _Run:
 
     def _wait(self, left: list[dict[str, Any]]) -> float:
         """1 s while something moves; else until the soonest retry (a blocked pod's 5 s)."""
-        if any(e["state"] in ("pending", "evicting", "evicted", "deleting") for e in left):
+        if any(e["state"] in ("pending", "evicting", "evicted", "deleting", "forcing") for e in left):
             return 1.0
         retries = [parse_iso(e.get("next")) for e in left if e["state"] == "blocked"]
         soonest = min((r for r in retries if r is not None), default=None)
@@ -697,7 +728,9 @@ class _Run:
                 )
             )
 
-    def stall_rules(self, node: Mapping[str, Any], live: Mapping[str, Mapping[str, Any]]) -> list[RuleHit]:
+    def stall_rules(
+        self, name: str, node: Mapping[str, Any], live: Mapping[str, Mapping[str, Any]]
+    ) -> list[RuleHit]:
         """The known-issue findings that explain a stalled node: the rules its refusals matched
         (the budget), then those the pods left on it match as they are (a sidecar not ready) —
         each with the pod it concerns, so its remedy names it."""
@@ -717,7 +750,8 @@ class _Run:
             for i in node["pods"][k].get("issues", ())
             if i.split(" ", 1)[0] in job.rules_by_id
         ]
-        out += explain(job.rules, typed_pods(live[k] for k in left if k in live))
+        down = [name] if node.get("dead") else []  # its pods stuck Terminating are KI008's
+        out += explain(job.rules, typed_pods(live[k] for k in left if k in live), not_ready_nodes=down)
         return out
 
     def settle_issues(self, node: Mapping[str, Any]) -> None:
@@ -771,14 +805,20 @@ class _Run:
                     )
                 )
 
-    def delete(self, name: str, key: str) -> None:
+    def delete(self, name: str, key: str, *, force: bool = False) -> None:
+        """Delete a pod people chose to delete; `force`: with grace 0, for a pod stuck
+        Terminating on a NotReady node (the object goes without the kubelet's word)."""
         node = self.p["nodes"][name]
         entry = node["pods"][key]
         namespace, pod = key.split("/", 1)
         entry["attempts"] = int(entry.get("attempts", 0)) + 1
         forced = node.get("forced") or {}
+        if force:
+            entry["sent"] = True
         try:
-            deleted = self.cluster.delete_pod(namespace, pod, uid=entry["uid"])
+            deleted = self.cluster.delete_pod(
+                namespace, pod, uid=entry["uid"], grace_seconds=0 if force else None
+            )
         except ClusterError as exc:
             if exc.status != 403:
                 raise
@@ -794,8 +834,13 @@ class _Run:
             self.audit.append(
                 (
                     "delete-pod",
-                    f"pod {key} (uid {entry['uid']}) on node {name}: running → deleted instead of evicted, "
-                    f"decided by {forced.get('by', '?')}: {forced.get('reason', '')}",
+                    f"pod {key} (uid {entry['uid']}) on node {name}: "
+                    + (
+                        "Terminating → force-deleted (grace 0), its node NotReady, "
+                        if force
+                        else "running → deleted instead of evicted, "
+                    )
+                    + f"decided by {forced.get('by', '?')}: {forced.get('reason', '')}",
                 )
             )
         else:
@@ -808,6 +853,7 @@ class _Run:
         counts = {
             "evicted": sum(1 for p in pods if p.get("by") == "evict"),
             "deleted": sum(1 for p in pods if p.get("by") == "delete"),
+            "forced": sum(1 for p in pods if p.get("by") == "force"),
             "gone": sum(1 for p in pods if not p.get("by")),
         }
         node["counts"] = counts
@@ -820,6 +866,8 @@ class _Run:
         text = f"node {name} drained: {counts['evicted']} pod(s) evicted"
         if counts["deleted"]:
             text += f", {counts['deleted']} deleted"
+        if counts["forced"]:
+            text += f", {counts['forced']} force-deleted (grace 0)"
         if counts["gone"]:
             text += f", {counts['gone']} went by themselves"
         left = skipped.get("daemonset", 0) + skipped.get("mirror", 0)
@@ -851,7 +899,90 @@ class _Run:
                 " Evicting loses it too; skipping the node keeps it while the node lives."
             )
             delete = replace(DELETE, label=f"Delete the pods (loses the local data of {len(lost)})")
-        return Choice(key=str(node["choice"]), question=question, options=(WAIT, delete, SKIP))
+        if node.get("risks"):
+            # A delete asks no budget: say what it takes down before anyone picks it.
+            question += "\n:warning: Deleting them " + "; ".join(node["risks"]) + "."
+        stuck = [k for k in node.get("stuck") or () if k in left]
+        deletable = [k for k in left if node["pods"][k]["state"] in _DELETABLE]
+        options = [WAIT, delete, SKIP] if deletable else [WAIT, SKIP]
+        if stuck and node.get("dead"):
+            question += (
+                f"\n:rotating_light: Node {name} is NotReady ({node['dead']}): {len(stuck)} pod(s) on it are "
+                f"Terminating and cannot finish without its kubelet ({few(stuck)}) — waiting or deleting "
+                "them again changes nothing (known issue KI008). Force-deleting removes them from the API "
+                "at once (grace 0) so their replacements can start: only if the node is really gone, since "
+                "a node that comes back still runs them (a StatefulSet's new pod would run beside the old)."
+            )
+            options.insert(
+                len(options) - 1, replace(FORCE, label=f"Force-delete {len(stuck)} Terminating pod(s)")
+            )
+        return Choice(key=str(node["choice"]), question=question, options=tuple(options))
+
+    def node_down(self, name: str) -> str:
+        """Why the node is NotReady ("NotReady since 14:02 UTC: Kubelet stopped posting node
+        status"), "" when it is Ready, or gone, or cannot be read."""
+        try:
+            got = self.cluster.get_json(f"/api/v1/nodes/{name}")
+        except ClusterError:
+            return ""
+        ready = next(
+            (c for c in (got.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), None
+        )
+        if ready is None or ready.get("status") == "True":
+            return ""
+        since = parse_iso(ready.get("lastTransitionTime"))
+        when = f" since {since:%H:%M} UTC" if since is not None else ""
+        message = str(ready.get("message") or ready.get("reason") or "")
+        return f"NotReady{when}" + (f": {clip(message, 120)}" if message else "")
+
+    def risks(self, node: Mapping[str, Any], live: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """What deleting the pods a delete would take does to their workloads, which a delete
+        does not ask: each budget it goes past ("go past PodDisruptionBudget shop/web (0
+        disruptions allowed now)") and each workload it leaves with no Ready pod ("leave
+        Deployment shop/web with no Ready pod: its 2 Ready pods are all here"). A few GETs, once
+        per question."""
+        pods = [live[k] for k, e in sorted(node["pods"].items()) if e["state"] in _DELETABLE and k in live]
+        out: list[str] = []
+        cache: dict[str, list[Mapping[str, Any]]] = {}
+        past: dict[str, int] = {}
+        for pod in pods:
+            try:
+                found = _pdbs_for(self.cluster, pod, cache)
+            except ClusterError:
+                continue
+            for pdb in found:
+                if _allowed(pdb) == 0:
+                    past[_pdb_ref(pdb)] = past.get(_pdb_ref(pdb), 0) + 1
+        for ref, n in sorted(past.items()):
+            out.append(f"go past PodDisruptionBudget {ref} (0 disruptions allowed now; {n} of its pods here)")
+        ready_here: dict[tuple[str, str, str], int] = {}
+        for pod in pods:
+            owner = _controller(pod)
+            if owner is not None and _pod_ready(pod):
+                ready_here[owner] = ready_here.get(owner, 0) + 1
+        for (kind, namespace, owner_name), here in sorted(ready_here.items()):
+            ready, shown = self._ready_replicas(kind, namespace, owner_name)
+            if ready is not None and ready - here <= 0:
+                out.append(f"leave {shown} with no Ready pod: its {here} Ready pod(s) are all on this node")
+        return out
+
+    def _ready_replicas(self, kind: str, namespace: str, name: str) -> tuple[int | None, str]:
+        """A ReplicaSet's or StatefulSet's Ready replicas and how people call it (a ReplicaSet by
+        its Deployment); (None, …) when it cannot be read."""
+        plural = {"ReplicaSet": "replicasets", "StatefulSet": "statefulsets"}.get(kind)
+        shown = f"{kind} {namespace}/{name}"
+        if plural is None:
+            return None, shown
+        try:
+            got = self.cluster.get_json(f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}")
+        except ClusterError:
+            return None, shown
+        top = next(
+            (r for r in (got.get("metadata") or {}).get("ownerReferences") or () if r.get("controller")), None
+        )
+        if top is not None and top.get("kind") == "Deployment":
+            shown = f"Deployment {namespace}/{top.get('name')}"
+        return int((got.get("status") or {}).get("readyReplicas") or 0), shown
 
     def data_loss(self, node: Mapping[str, Any], live: Mapping[str, Mapping[str, Any]]) -> list[str]:
         """The pods left on the node whose data a delete loses: "ns/pod (emptyDir; the only
@@ -889,12 +1020,19 @@ class _Run:
         node = self.p["nodes"][name]
         node["choice"] = f"drain-timeout:{name}:{node['round']}"
         node["data_loss"] = self.data_loss(node, live)
+        node["risks"] = self.risks(node, live)
+        node["stuck"] = [
+            k
+            for k, e in sorted(node["pods"].items())
+            if e["state"] in _LEFT and ((live.get(k) or {}).get("metadata") or {}).get("deletionTimestamp")
+        ]
+        node["dead"] = self.node_down(name) if node["stuck"] else ""
         left = sum(1 for e in node["pods"].values() if e["state"] in _LEFT)
         what = "only refused pods are left" if only_refused else f"timeout reached with {left} pod(s) left"
         self.posts.append(
             Post(
                 key=f"drain-stalled:{name}:{node['round']}",
-                text=f"node {name}: {what}{named(self.stall_rules(node, live))}; asking what to do",
+                text=f"node {name}: {what}{named(self.stall_rules(name, node, live))}; asking what to do",
             )
         )
         return self.result(choice=self.choice(name), wait=5.0)
@@ -907,14 +1045,34 @@ class _Run:
             node["started"] = iso(self.now)
             text = f"node {name}: {who} chose to wait 15 more minutes"
         elif decision.option == DELETE.id:
+            deleting = 0
             for entry in node["pods"].values():
                 # Pods already terminating are not deleted again: it would not make them go sooner.
-                if entry["state"] in ("pending", "evicting", "blocked", "refused"):
+                if entry["state"] in _DELETABLE:
                     entry["state"] = "deleting"
                     entry["next"] = None
+                    deleting += 1
             node["forced"] = {"by": decision.by, "reason": decision.reason}
             node["started"] = iso(self.now)
             text = f"node {name}: {who} chose to delete the remaining pods instead of evicting them"
+            terminating = (
+                sum(1 for e in node["pods"].values() if e["state"] in ("evicted", "deleting")) - deleting
+            )
+            if terminating:
+                text += (
+                    f" ({deleting} deleted; {terminating} already Terminating, which a delete does not hurry)"
+                )
+        elif decision.option == FORCE.id and node.get("stuck"):
+            forcing = 0
+            for key in node["stuck"]:
+                entry = node["pods"].get(key)
+                if entry is not None and entry["state"] in _LEFT:
+                    entry["state"] = "forcing"
+                    entry["next"] = None
+                    forcing += 1
+            node["forced"] = {"by": decision.by, "reason": decision.reason}
+            node["started"] = iso(self.now)
+            text = f"node {name}: {who} chose to force-delete {forcing} pod(s) stuck Terminating (grace 0)"
         elif decision.option == SKIP.id:
             self.repool(name)
             node["state"] = "skipped"

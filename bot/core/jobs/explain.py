@@ -10,7 +10,7 @@ Nothing here is a key: the text may change between ticks, the posts' keys do not
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from bot.core.jobs.common import JobCluster
@@ -95,15 +95,23 @@ def warning_events(cluster: JobCluster, namespace: str, pods: Iterable[str]) -> 
     return out
 
 
-def explain(rules: Sequence[Rule], pods: Iterable[WPod], events: Iterable[EventRecord] = ()) -> list[RuleHit]:
-    """The rules matching these pods (all of one workload, or a node's) and their events."""
+def explain(
+    rules: Sequence[Rule],
+    pods: Iterable[WPod],
+    events: Iterable[EventRecord] = (),
+    *,
+    not_ready_nodes: Collection[str] = (),
+) -> list[RuleHit]:
+    """The rules matching these pods (all of one workload, or a node's) and their events;
+    `not_ready_nodes`: the nodes known NotReady (pods stuck Terminating there are KI008's)."""
     needs = RuleNeeds.of(rules)
     if needs is None:
         return []
     states = []
     for pod in pods:
         kind, name = workload_of(pod)
-        states.append(pod_view(pod, f"{kind} {pod.metadata.namespace}/{name}", needs))
+        ready = (pod.spec.node_name or "") not in not_ready_nodes
+        states.append(pod_view(pod, f"{kind} {pod.metadata.namespace}/{name}", needs, node_ready=ready))
     if not states:
         return []
     return match_rules(rules, states, list(events))

@@ -158,9 +158,10 @@ def view_of(facts: Facts, namespace: str, workload: str, *, node_ready: bool = T
     )
 
 
-def pod_view(pod: WPod, workload: str, needs: RuleNeeds) -> PodState:
-    """The pod as the rules see it, reduced to what `needs` names (`workload`: "Kind ns/name")."""
-    return view_of(pod_facts(pod, needs), pod.metadata.namespace, workload)
+def pod_view(pod: WPod, workload: str, needs: RuleNeeds, *, node_ready: bool = True) -> PodState:
+    """The pod as the rules see it, reduced to what `needs` names (`workload`: "Kind ns/name";
+    `node_ready`: whether its node is Ready, when the caller knows)."""
+    return view_of(pod_facts(pod, needs), pod.metadata.namespace, workload, node_ready=node_ready)
 
 
 def rules_workload(key: str) -> str:
