@@ -954,7 +954,9 @@ class _Run:
                 if _allowed(pdb) == 0:
                     past[_pdb_ref(pdb)] = past.get(_pdb_ref(pdb), 0) + 1
         for ref, n in sorted(past.items()):
-            out.append(f"go past PodDisruptionBudget {ref} (0 disruptions allowed now; {n} of its pods here)")
+            out.append(
+                f"would go past PodDisruptionBudget {ref} (0 disruptions allowed now; {n} of its pods here)"
+            )
         ready_here: dict[tuple[str, str, str], int] = {}
         for pod in pods:
             owner = _controller(pod)
@@ -963,7 +965,9 @@ class _Run:
         for (kind, namespace, owner_name), here in sorted(ready_here.items()):
             ready, shown = self._ready_replicas(kind, namespace, owner_name)
             if ready is not None and ready - here <= 0:
-                out.append(f"leave {shown} with no Ready pod: its {here} Ready pod(s) are all on this node")
+                out.append(
+                    f"would leave {shown} with no Ready pod: its {here} Ready pod(s) are all on this node"
+                )
         return out
 
     def _ready_replicas(self, kind: str, namespace: str, name: str) -> tuple[int | None, str]:

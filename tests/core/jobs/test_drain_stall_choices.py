@@ -88,8 +88,8 @@ def test_the_delete_choice_says_it_goes_past_a_budget_and_takes_a_workloads_last
     choice = driver.choice
     assert choice is not None
     assert choice.question.endswith(
-        ":warning: Deleting them go past PodDisruptionBudget shop/solo (0 disruptions allowed now; 2 of its "
-        "pods here); leave Deployment shop/solo with no Ready pod: its 2 Ready pod(s) are all on this node."
+        ":warning: Deleting them would go past PodDisruptionBudget shop/solo (0 disruptions allowed now; 2 of its "
+        "pods here); would leave Deployment shop/solo with no Ready pod: its 2 Ready pod(s) are all on this node."
     )
     assert [o.id for o in choice.options] == ["wait", "delete", "skip"]
 
