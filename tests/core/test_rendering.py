@@ -187,6 +187,10 @@ SAMPLES: dict[str, dict[str, Any]] = {
             }
         ],
         "unhealthy_total": 2,
+        "flapping": [{"workload": "shop/web", "pods": 2, "spells": 7, "kube_system": False}],
+        "flapping_pods": 2,
+        "flap_window": "10m",
+        "flap_spells": 3,
         "episodes": [{"workload": "shop/api", "kind": "CrashLoopBackOff", "age": "2m", "number": 1}],
         "more_episodes": 0,
         "rollouts": [

@@ -62,11 +62,24 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     return ActionResult(ok=not report.has_regressions and not essential, detail=summary)
 
 
+def check_args(args: Mapping[str, str]) -> dict[str, str]:
+    """A plan's diff: its `replaces` (returned), and two different snapshots (a snapshot compared
+    with itself finds nothing, whatever happened between)."""
+    replaces = replaces_arg(args)
+    before, after = str(args.get("before", "")).strip(), str(args.get("after", "")).strip()
+    if before and before == after:
+        raise UserError(
+            f"diff action: before and after are both `{clip(before, 40)}`: a snapshot compared with itself "
+            "finds nothing; name the snapshot taken after (like `post`)"
+        )
+    return replaces
+
+
 SPEC = ActionSpec(
     name="diff",
     summary="compare two stored snapshots (by label or id) and post the report",
     required=frozenset({"before", "after"}),
     optional=frozenset({"replaces"}),
     run=run,
-    check=replaces_arg,
+    check=check_args,
 )

@@ -5,6 +5,7 @@ when the cluster names an Alertmanager or a Prometheus."""
 from __future__ import annotations
 
 from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
+from bot.core.snapshots.labels import clean_label
 from bot.errors import clip
 from bot.records import ActionRequest
 
@@ -37,4 +38,6 @@ SPEC = ActionSpec(
     summary="take and store a snapshot of the cluster under a label",
     required=frozenset({"label"}),
     run=run,
+    # A label `diff` could not find (a number, "#…") is refused when the plan is read.
+    check=lambda args: clean_label(str(args.get("label", ""))),
 )

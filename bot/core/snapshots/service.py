@@ -20,6 +20,7 @@ from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.durations import kubectl_age
 from bot.core.providers import Provider
 from bot.core.snapshots.collector import collector_paused
+from bot.core.snapshots.labels import clean_label
 from bot.core.snapshots.logreads import LogProbe
 from bot.core.snapshots.projection import (
     ClusterReader,
@@ -137,19 +138,6 @@ def summary_of(snap: Mapping[str, Any]) -> dict[str, Any]:
 class Stored:
     meta: SnapshotMeta
     snap: dict[str, Any]
-
-
-#: Labels are typed by people and shown in tables and Slack: one short printable line.
-MAX_LABEL = 100
-
-
-def clean_label(label: str) -> str:
-    """The label without control characters (a pasted tab, an escape sequence), one line, bounded."""
-    printable = "".join(ch if ch.isprintable() else " " for ch in label)
-    cleaned = " ".join(printable.split())[:MAX_LABEL]
-    if not cleaned:
-        raise UserError("a snapshot label needs at least one printable character")
-    return cleaned
 
 
 def take_and_store(
@@ -273,9 +261,27 @@ def compare(
             restart_threshold=restart_threshold,
             replaces=replaces,
         )
-    before = resolve(store, first, cluster=cluster.name).snap
-    after = resolve(store, second, cluster=cluster.name).snap if second else live()
-    return diff(before, after, restart_threshold=restart_threshold, replaces=replaces)
+    before = _of_cluster(resolve(store, first, cluster=cluster.name), cluster.name)
+    if second is None:
+        return diff(before.snap, live(), restart_threshold=restart_threshold, replaces=replaces)
+    after = _of_cluster(resolve(store, second, cluster=cluster.name), cluster.name)
+    if after.meta.id == before.meta.id:
+        raise UserError(
+            f"`{clip(first, 40)}` and `{clip(second, 40)}` are the same snapshot (#{before.meta.id}): "
+            "nothing to compare; name the one taken before and the one taken after"
+        )
+    return diff(before.snap, after.snap, restart_threshold=restart_threshold, replaces=replaces)
+
+
+def _of_cluster(stored: Stored, cluster: str) -> Stored:
+    """A snapshot named by its id may be another cluster's: a diff compares one cluster's before
+    and after, so that is refused, naming both."""
+    if stored.meta.cluster != cluster:
+        raise UserError(
+            f"snapshot #{stored.meta.id} `{clip(stored.meta.label, 40)}` is of cluster {stored.meta.cluster}, "
+            f"not {cluster}: a diff compares one cluster's snapshots (`--cluster {stored.meta.cluster}` for that one)"
+        )
+    return stored
 
 
 # ---------------------------------------------------------------------------------------------

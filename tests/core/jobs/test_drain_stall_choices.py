@@ -80,7 +80,9 @@ def test_the_delete_choice_says_it_goes_past_a_budget_and_takes_a_workloads_last
         {"metadata": {"name": "solo"}, "spec": {"minAvailable": "100%", "selector": {"matchLabels": labels}}},
     )
     until(
-        lambda: (apps.read_namespaced_deployment("solo", "shop").status.ready_replicas or 0) == 2,
+        lambda: (
+            (getattr(apps.read_namespaced_deployment("solo", "shop").status, "ready_replicas", 0) or 0) == 2
+        ),
         "solo's two pods Ready",
     )
     driver = JobDriver(DrainJob(LABELS), cluster, {"node": node, "timeout": "1m"})

@@ -15,6 +15,7 @@ import pytest
 
 from bot.core.checks.logprobe import log_probe
 from bot.core.rules import load_rules
+from bot.core.snapshots.labels import MAX_LABEL, clean_label
 from bot.core.snapshots.projection import (
     P,
     pod_display_status,
@@ -23,7 +24,7 @@ from bot.core.snapshots.projection import (
     take_snapshot,
     to_json,
 )
-from bot.core.snapshots.service import MAX_LABEL, StreamedBody, clean_label
+from bot.core.snapshots.service import StreamedBody
 from bot.errors import ClusterError, UserError
 from tests.support.kube_objects import (
     container_status,
