@@ -11,7 +11,10 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     """Hand a role of a run over to another person, e.g. when the shadow goes off shift.
 
     Only this run's roster changes, not the plan. The new holder may approve from the next click
-    on; approvals already given stay. Only people in the run's roster may hand off.
+    on; approvals already given stay. A role is handed over by its holder or by the coordinator
+    (by anyone in the roster when the plan names no coordinator), and never to someone who would
+    then hold every role of a gate still to pass that needs different people (the shadow to the
+    primary): four eyes stay four eyes.
 
     Example: `/upgrade handoff shadow @dana`
     """

@@ -219,6 +219,9 @@ def test_destructive_steps_commands_and_handoff(bot: Bot) -> None:
     bot.pool.wait_idle(jobs)
     assert bot.services.runs.load(run_id).step_run("wipe").state == "running"
 
+    # Someone else's role is not theirs to hand over: the holder's or the coordinator's word.
+    taken = bot.command(f"handoff shadow <@{PRIMARY}> --run {run_id}", user=PRIMARY)
+    assert "only the shadow or the coordinator may hand the shadow over" in taken
     # The shadow goes off shift: the coordinator hands the role over, for this run only.
     assert "is now" in bot.command(f"handoff shadow <@U0NEWSHADOW> --run {run_id}", user=COORD)
     refused = bot.click(SHADOW, bot.gate("wipe"))

@@ -728,14 +728,45 @@ def handoff(run: Run, *, role: str, user_id: str, by: str, now: datetime) -> Out
     _require_going(run)
     if role not in run.roster:
         raise TransitionRefused(f"this run has no role `{role}` (roles: {', '.join(sorted(run.roster))})")
+    coordinators = run.roster.get("coordinator", ())
+    if coordinators and by not in run.roster[role] and by not in coordinators:
+        # A role changes hands by its holder's word or the coordinator's, never a third person's.
+        raise PermissionDenied(
+            f"only the {role} or the coordinator may hand the {role} over "
+            f"({', '.join(f'<@{u}>' for u in (*run.roster[role], *coordinators))})"
+        )
     before = ",".join(run.roster[role])
     roster = {**run.roster, role: (user_id,)}
+    if stuck := _gate_left_short(run, roster):
+        raise TransitionRefused(
+            f"{stuck} could then never pass: it needs different people, and <@{user_id}> would hold "
+            f"more than one of its roles (four eyes); hand the {role} to someone else"
+        )
     run = dataclasses.replace(run, roster=roster)
     # `detail` is the new holder (templates mention it); the audit row also gets who held it before.
     return Outcome(
         run=run,
         events=(Event(kind="handoff", actor=by, detail=user_id, roles=(role,), note=f"was {before}"),),
     )
+
+
+def _gate_left_short(run: Run, roster: Mapping[str, tuple[str, ...]]) -> str:
+    """ "`drain-logging`'s gate (the primary and the shadow)" when a step still to approve would
+    have fewer people than its approve gate needs with `roster` (one person holding both roles);
+    "" when every gate can still pass. A user group may hold anyone: never short."""
+    for sr in run.steps:
+        if sr.state in FINISHED:
+            continue
+        step = run.plan.step(sr.step_id)
+        for gate in (step.gate, step.done_gate):
+            if gate is None or gate.kind != "approve":
+                continue
+            people = {u for r in gate.roles for u in roster.get(r, ())}
+            if any(u.startswith("S") for u in people):
+                continue
+            if len(people) < len(gate.roles):
+                return f"`{sr.step_id}`'s gate ({gate.describe()})"
+    return ""
 
 
 def note(run: Run, *, by: str, text: str, now: datetime) -> Outcome:

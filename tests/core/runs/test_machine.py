@@ -28,7 +28,7 @@ from bot.core.runs.machine import (
     summary_rows,
 )
 from bot.core.runs.plans import parse_plan
-from bot.errors import TransitionRefused
+from bot.errors import PermissionDenied, TransitionRefused
 from bot.records import RunState, StepState
 
 T0 = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
@@ -455,3 +455,22 @@ def test_force_is_the_gate_s_option_when_every_approval_chose_it() -> None:
         "by": [P, S],
         "reasons": [f"{P}: node gone", f"{S}: agreed"],
     }
+
+
+def test_handoff_is_by_the_holder_or_the_coordinator_and_never_leaves_a_gate_one_person_short() -> None:
+    """`/upgrade handoff` gave the shadow to the primary (a gate needing both could then never
+    pass: the primary approved once and waited for a shadow who was themselves) and let any roster
+    member hand away another's role; now the holder or the coordinator hands a role over, to
+    someone who does not hold the other role of a gate still to pass."""
+    run = start()
+    with pytest.raises(
+        PermissionDenied, match="only the primary or the coordinator may hand the primary over"
+    ):
+        handoff(run, role="primary", user_id="U0NEW", by=S, now=T0)
+    mine = handoff(run, role="primary", user_id="U0NEW", by=P, now=T0).run  # the holder, off shift
+    assert mine.roster["primary"] == ("U0NEW",)
+    with pytest.raises(
+        TransitionRefused, match=r"`both`'s gate \(the primary and the shadow\) could then never pass"
+    ):
+        handoff(mine, role="shadow", user_id="U0NEW", by=C, now=T0)
+    assert handoff(mine, role="shadow", user_id="U0OTHER", by=C, now=T0).run.roster["shadow"] == ("U0OTHER",)
