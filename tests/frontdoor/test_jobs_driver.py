@@ -701,6 +701,43 @@ def test_a_tick_that_fails_differently_or_on_the_cluster_is_not_set_aside(setup:
     assert not [t for t in thread(setup.stub) if "stopped" in t]
 
 
+def test_a_job_whose_cluster_does_not_answer_says_so_on_the_card_then_once_in_the_thread(
+    setup: Setup,
+) -> None:
+    """The card read "running" for minutes while every tick failed to reach the cluster (the log
+    alone said so): now the job's first card line says since when, at once, and past a minute the
+    thread says it once; when the cluster answers again the thread says so and the job goes on."""
+    away: list[Exception] = [ClusterUnreachable("cluster prod (context p) refused the connection")] * 4
+    jobs = setup.jobs("proc-a", failures=away)
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    jobs.advance(row.id, cluster=None)  # the plan
+    moved = setup.store.job(row.id).updated_at  # type: ignore[union-attr]
+    for _ in away:
+        setup.clock.advance(timedelta(seconds=30))
+        assert jobs.advance(row.id, cluster=None).wait == RETRY_SECONDS
+    job = setup.store.job(row.id)
+    assert job is not None
+    first = json.loads(job.card)[0]
+    assert first == (
+        f":warning: no answer from cluster prod since {moved:%H:%M} UTC (cluster prod (context p) refused the "
+        "connection); retrying every 5 s, from where the job stopped"
+    )
+    assert sum(1 for line in json.loads(job.card) if "no answer from cluster" in line) == 1
+    said = [t for t in thread(setup.stub) if "cannot reach cluster prod" in t]
+    assert len(said) == 1  # 60 s out and more: said once, not at each retry
+    assert said[0].startswith(
+        f":warning: drain (job {row.id}) cannot reach cluster prod since {moved:%H:%M} UTC"
+    )
+    assert drive(jobs, row.id) == "done"
+    back = [t for t in thread(setup.stub) if "answers again" in t]
+    assert len(back) == 1
+    assert back[0].startswith(f":white_check_mark: cluster prod answers again (drain, job {row.id}), after ")
+    assert back[0].endswith("m without an answer; the job goes on")
+
+
 def test_a_thread_post_slack_refuses_every_time_is_set_aside_without_blocking_the_others(
     setup: Setup, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -188,6 +188,23 @@ class Jobs(StoreBase):
             _insert_audit(conn, audit)
         return True
 
+    def save_job_card(
+        self, job_id: int, *, owner: str, at: datetime, card: str, outbox: Sequence[tuple[str, str]] = ()
+    ) -> bool:
+        """The live card lines of a job that could not tick (its cluster unreachable), and the
+        thread posts that owes, in one transaction; its progress, its question and `updated_at`
+        (when it last moved) are left as they are. False when the job is not ours."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            result = conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
+                .values(card=card, heartbeat_at=_utc(at))
+            )
+            if result.rowcount != 1:
+                return False
+            _owe_posts(conn, f"job:{job_id}", outbox, at)
+        return True
+
     def decide_job(self, job_id: int, *, choice_key: str, decision: str) -> bool:
         """Record people's answer to the job's open question; False when that question is no longer
         open (answered already, or a stale button)."""

@@ -49,6 +49,7 @@ from typing import Any
 from bot.adapters.store import Store
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, thread_root
+from bot.core.durations import format_duration
 from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs import trail as tr
@@ -80,6 +81,10 @@ HEARTBEAT_SECONDS = 3.0
 STALE_AFTER = timedelta(seconds=15)
 #: How long to wait before trying again after the cluster could not be reached.
 RETRY_SECONDS = 5.0
+#: How a job's card line begins while its cluster gives no answer (`JobService._unreachable`).
+UNREACHABLE = ":warning: no answer from cluster "
+#: A cluster unreachable this long is said in the thread too (a blip is on the card only).
+UNREACHABLE_SAID = timedelta(seconds=60)
 #: Longest wait between two ticks of a job waiting for the cluster.
 MAX_WAIT = 30.0
 #: The pseudo-step of the job `abort` offers (uncordon what the run cordoned), gated by its question.
@@ -568,18 +573,62 @@ class JobService:
                 # Read-only (the act role is not bound): the API's refusal, named, ends the job.
                 return self._end(row, ok=False, detail=exc.user_message)
             log.warning("job %s: %s; again in %.0fs", row.id, exc.user_message, RETRY_SECONDS)
-            self.heartbeat(row.id)
+            self._unreachable(row, exc.user_message)
             return Advanced(wait=RETRY_SECONDS)
         except BotError as exc:
             return self._end(row, ok=False, detail=exc.user_message)
 
     # -- storing and showing ----------------------------------------------------------------------
 
+    def _unreachable(self, row: JobRow, why: str) -> None:
+        """The job's cluster gives no answer (it retries): its card's first line says so at once,
+        since when the job last moved; past `UNREACHABLE_SAID` the thread says it once, so the
+        channel does not read "running" over a job that has been stuck for minutes."""
+        now = self.clock()
+        since = row.updated_at or row.started_at
+        lines = [
+            line for line in (json.loads(row.card) if row.card else []) if not line.startswith(UNREACHABLE)
+        ]
+        said = (
+            f"{UNREACHABLE}{row.cluster} since {since:%H:%M} UTC ({clip(why, 160)}); retrying every "
+            f"{RETRY_SECONDS:.0f} s, from where the job stopped"
+        )
+        outbox = []
+        if now - since >= UNREACHABLE_SAID:
+            text = (
+                f":warning: {row.kind} (job {row.id}) cannot reach cluster {row.cluster} since {since:%H:%M} UTC: "
+                f"{clip(why, 300)}. It retries every {RETRY_SECONDS:.0f} s and goes on from where it stopped; "
+                "`/upgrade pause` holds the run meanwhile."
+            )
+            outbox.append(
+                (f"unreachable:{iso(since)}", json.dumps({"text": inert(text), "broadcast": False}))
+            )
+        if self.store.save_job_card(
+            row.id, owner=self.owner, at=now, card=json.dumps([said, *lines]), outbox=outbox
+        ):
+            if outbox:
+                self._post_owed(row)
+            self._publish_run(row.run_id)
+
+    def _reached_again(self, row: JobRow, now: datetime) -> list[tuple[str, str]]:
+        """The thread line when a job whose cluster could not be reached (said in the thread) ticks
+        again: how long it was out."""
+        lines = json.loads(row.card) if row.card else []
+        since = row.updated_at or row.started_at
+        if not (lines and str(lines[0]).startswith(UNREACHABLE)) or now - since < UNREACHABLE_SAID:
+            return []
+        text = (
+            f":white_check_mark: cluster {row.cluster} answers again ({row.kind}, job {row.id}), after "
+            f"{format_duration(now - since)} without an answer; the job goes on"
+        )
+        return [(f"reachable:{iso(since)}", json.dumps({"text": inert(text), "broadcast": False}))]
+
     def _store(self, row: JobRow, tick: Tick, *, planned: bool = False, answered: bool = False) -> Advanced:
         now = self.clock()
         # A job's lines are plain text built from node, pod and workload names (the cluster's) and
         # arguments (the user's): made inert here, once, so no job can post a ping or a fake link.
         outbox = [(p.key, json.dumps({"text": inert(p.text), "broadcast": p.broadcast})) for p in tick.posts]
+        outbox += self._reached_again(row, now)
         if tick.choice is not None:
             outbox.append((f"choice:{tick.choice.key}", json.dumps(self._choice_body(row, tick.choice))))
         audit = [self._audit_row(row, what, detail, at=now) for what, detail in tick.audit]
