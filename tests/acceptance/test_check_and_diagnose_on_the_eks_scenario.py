@@ -162,7 +162,7 @@ def test_upgrade_check_in_chat_lists_required_first_and_attaches_the_full_report
 def plant_known_issues(sim: SimCluster, kubectl: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     """Play every shipped known issue the sim can play, beyond those the scenario already has."""
     control = sim.control
-    # KI001: the new node image's open-files limit, as the scenario's ng-shared step plays it.
+    # KI012: the new node image's open-files limit, as the scenario's ng-shared step plays it.
     control.inject_fault(
         {
             "type": "logs",
@@ -294,7 +294,7 @@ def plant_known_issues(sim: SimCluster, kubectl: Callable[..., subprocess.Comple
 
 
 EXPECTED_DIAGNOSE = {
-    ("KI001", "Deployment checkout/checkout"),
+    ("KI012", "Deployment checkout/checkout"),
     ("KI002", "Deployment checkout/checkout"),
     ("KI002", "Deployment payments/payments-api"),
     ("KI002", "Deployment payments/payments-worker"),
@@ -335,7 +335,7 @@ def test_each_known_issue_the_sim_plays_is_diagnosed_once_per_workload_and_episo
     assert len(episodes.new(hits, now)) == len(EXPECTED_DIAGNOSE)
     assert episodes.new(again, now + timedelta(minutes=1)) == []
     by_key = {h.key: h for h in hits}
-    assert "Too many open files" in by_key[("KI001", "Deployment checkout/checkout")].evidence
+    assert "Too many open files" in by_key[("KI012", "Deployment checkout/checkout")].evidence
     assert (
         by_key[("KI005", "DaemonSet kube-system/kube-proxy")].evidence
         == "kube-proxy waiting: ImagePullBackOff"
@@ -403,7 +403,7 @@ def test_rules_check_validates_a_file_with_file_and_line(tmp_path: Path) -> None
     )
     assert good.returncode == 0
     assert good.stdout.strip().endswith(
-        "12 rules are valid: " + ", ".join([*(f"KI{n:03d}" for n in range(1, 12)), "CNI002"])
+        "13 rules are valid: " + ", ".join([*(f"KI{n:03d}" for n in range(1, 13)), "CNI002"])
     )
     broken = tmp_path / "team-rules.yaml"
     broken.write_text("rules:\n  - id: TEAM001\n    title: x\n    match: {contaners: [a]}\n")

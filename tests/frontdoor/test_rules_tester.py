@@ -100,7 +100,7 @@ def test_no_match_exits_0_naming_the_rules_that_read_that_kind_of_line() -> None
     rc, out = run(None, None, None, "Successfully assigned payments/ledger-0 to ip-10-0-4-12")
     assert rc == EXIT_OK
     assert out.splitlines() == [
-        "no rule matches this event (3 of the 12 rules in the shipped rules read events: KI006, KI007, CNI002)",
+        "no rule matches this event (3 of the 13 rules in the shipped rules read events: KI006, KI007, CNI002)",
         "not tried: 6 rules match on a pod's state (waiting reasons, readiness, annotations), not on a line: "
         "KI004, KI005, KI008, KI009, KI010, KI011; `upgrade-bot check` and a watch find those on the cluster",
     ]

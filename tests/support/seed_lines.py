@@ -44,7 +44,15 @@ NO_SEED_LINE = {
     # The seed's out-of-IP section names the CNI's settings, not its event: this is the VPC CNI's
     # FailedCreatePodSandBox message, as the sim (bot/sim/controllers/behaviour.py) plays it.
     "CNI002": Seed("", "event", reason="FailedCreatePodSandBox"),
+    # The seed's Istio section is the agent's inotify failure (KI001); Envoy's own "accept failure:
+    # Too many open files" is the open-files limit a node image lowers (amazon-eks-ami#1551), as the
+    # sim's eks-nodegroups scenario plays it on the new ng-shared nodes.
+    "KI012": Seed("", "log", container="istio-proxy"),
 }
+KI012_LINE = (
+    "2026-11-29T14:02:11.000Z\twarning\tenvoy main\texternal/envoy/source/server/server.cc:873\t"
+    "listener accept failure: Too many open files\tthread=21"
+)
 CNI002_LINE = (
     'Failed to create pod sandbox: rpc error: code = Unknown desc = failed to set up sandbox container "3f2a" '
     'network for pod "reports-api-7d9c": networkPlugin cni failed to set up pod network: add cmd: failed to '

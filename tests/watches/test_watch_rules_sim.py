@@ -34,7 +34,7 @@ RULES = load_rules([BUILTIN_RULES])
 TITLES = {r.id: r.title for r in RULES}
 #: What the faults make the rules find: (rule id, the workload or object the post names).
 EXPECTED = {
-    ("KI001", "Deployment `checkout/checkout`"),
+    ("KI012", "Deployment `checkout/checkout`"),
     # The scenario's own: sidecars still on the old proxy log the workload-spiffe-uds error, and
     # payments-worker's vault-agent never authenticates.
     ("KI002", "Deployment `checkout/checkout`"),
@@ -96,7 +96,7 @@ def test_planted_faults_are_explained_once_per_workload_and_episode_across_a_dri
             {"type": "image_pull_error", "match": {"namespace": "kube-system", "container": "kube-proxy"}}
         )
         sim_eks.control.add_node("ng-shared")
-        # KI001: Envoy runs out of inotify instances and crash-loops, saying so in its log.
+        # KI012: Envoy runs out of open files and crash-loops, saying so in its log.
         sim_eks.control.inject_fault(
             {
                 "type": "crash_loop",
@@ -188,7 +188,7 @@ def test_a_watch_that_may_not_read_logs_says_so_once_and_asks_no_more(
     try:
         assert harness.runner.scan() == [row.id]
         card = _wait(lambda: (ref := store.messages(subject(row.id)).get("card")) and ref.ts, what="the card")
-        # KI001 is matched on the log text: a crash loop saying "Too many open files".
+        # KI012 is matched on the log text: a crash loop saying "Too many open files".
         sim_eks.control.inject_fault(
             {
                 "type": "crash_loop",
@@ -209,4 +209,4 @@ def test_a_watch_that_may_not_read_logs_says_so_once_and_asks_no_more(
     assert "`upgrade-bot-pod-logs`" in said[0]
     # The rule that matches the log text cannot match without it.
     found = _found(_rule_posts(slack_stub, card))
-    assert ("KI001", "Deployment `checkout/checkout`") not in found
+    assert ("KI012", "Deployment `checkout/checkout`") not in found

@@ -38,7 +38,7 @@ def pod(name: str, workload: str = "Deployment shop/api", ns: str = "shop", **kw
 
 
 def test_the_shipped_rules_have_ids_titles_remediation_and_public_evidence() -> None:
-    assert [r.id for r in SHIPPED] == [*(f"KI{n:03d}" for n in range(1, 12)), "CNI002"]
+    assert [r.id for r in SHIPPED] == [*(f"KI{n:03d}" for n in range(1, 13)), "CNI002"]
     for rule in SHIPPED:
         assert rule.title
         assert rule.explanation
@@ -325,12 +325,12 @@ def test_log_rules_read_only_a_bounded_tail_and_never_key_on_the_text() -> None:
         return pod(name, containers=(ContainerView(name="istio-proxy", log_tail=tail),))
 
     line = "warning envoy main listener accept failure: Too many open files thread={}"
-    hits = match_rules([BY_ID["KI001"]], [proxy("api-1", line.format(21)), proxy("api-2", line.format(7))])
+    hits = match_rules([BY_ID["KI012"]], [proxy("api-1", line.format(21)), proxy("api-2", line.format(7))])
     assert [(h.rule.id, h.workload, h.pods) for h in hits] == [
-        ("KI001", "Deployment shop/api", ("api-1", "api-2"))
+        ("KI012", "Deployment shop/api", ("api-1", "api-2"))
     ]
     # Beyond the rule's 200 lines, the line is out of the tail it reads.
-    assert match_rules([BY_ID["KI001"]], [proxy("api-1", line.format(1), noise=200)]) == []
+    assert match_rules([BY_ID["KI012"]], [proxy("api-1", line.format(1), noise=200)]) == []
 
 
 def test_event_rules_match_events_about_the_pod_or_alone_about_any_object() -> None:

@@ -21,6 +21,7 @@ from tests.support.seed_lines import (
     CLAIMS,
     CNI002_LINE,
     COPY,
+    KI012_LINE,
     NO_SEED_LINE,
     ROOT,
     SHARED,
@@ -114,3 +115,15 @@ def test_cni002_matches_the_vpc_cnis_sandbox_event() -> None:
     rc, output = rules_test(NO_SEED_LINE["CNI002"], CNI002_LINE)
     assert rc == EXIT_FOUND
     assert matched_ids(output) == {"CNI002"}
+
+
+def test_envoys_accept_failure_is_the_open_files_limit_ki012_not_inotifys_ki001() -> None:
+    """Both say "too many open files"; only the agent's watches are inotify's (the seed's Istio line,
+    KI001, whose remedy raises the inotify sysctls). Envoy failing to accept is its open-files limit:
+    KI012, whose remedy raises containerd's LimitNOFILE."""
+    rc, output = rules_test(NO_SEED_LINE["KI012"], KI012_LINE)
+    assert rc == EXIT_FOUND
+    assert matched_ids(output) == {"KI012"}
+    seed = CLAIMS["KI001"]
+    _, output = rules_test(seed, seed_text(seed))
+    assert "KI012" not in matched_ids(output)

@@ -342,7 +342,7 @@ def _folded(
 
     def get_raw(path: str, query: dict[str, Any]) -> bytes:
         reads.append((path, str(query["container"])))
-        # One pod in seven has the inotify trouble KI001 looks for.
+        # One pod in seven has the open-files trouble KI012 looks for.
         return b"listener accept failure: Too many open files" if len(reads) % 7 == 0 else b"serving"
 
     reducer = _istio_reducer(offer_rules)
@@ -374,7 +374,7 @@ def test_the_pods_helper_offers_pods_for_their_logs_only_until_the_reads_they_co
     assert len(every[0]) == podreducer.MAX_LOG_READS
     assert counted[0] == every[0], "the same containers' logs, in the same order"
     assert counted[1] == every[1]
-    assert any(h.rule.id == "KI001" for h in counted[1])
+    assert any(h.rule.id == "KI012" for h in counted[1])
     assert every[2] == 600
     assert counted[2] == podreducer.MAX_LOG_READS  # one istio-proxy read per pod offered
 

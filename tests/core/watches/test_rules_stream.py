@@ -169,7 +169,7 @@ def test_a_log_rule_asks_for_one_tail_per_workload_and_matches_it_once_read() ->
     state.add_log_tail(want.workload, want.container, "ok\nlistener accept failure: Too many open files\n")
     assert state.logs_wanted() == []
     after = state.summary(at(0, 2))
-    assert rule_posts(before, after) == ["rule:KI001:shop/Deployment/web:1"]
+    assert rule_posts(before, after) == ["rule:KI012:shop/Deployment/web:1"]
     assert "Too many open files" in after.rule_episodes[0].evidence
     assert state.logs_wanted() == []  # read once while the workload stays a candidate
 
