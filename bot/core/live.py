@@ -27,6 +27,8 @@ class LiveSection:
     lines: tuple[str, ...] = ()
     #: When the section last changed (shown as a Slack date token; None when unknown).
     updated_at: datetime | None = None
+    #: The action was interrupted (its driver stopped): `resume` continues it while the run goes on.
+    interrupted: bool = False
 
 
 @dataclass(frozen=True)

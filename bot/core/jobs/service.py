@@ -856,7 +856,7 @@ class JobService:
         sections = []
         for row in self.store.jobs(states=("live", "interrupted"), run_id=run_id):
             lines = tuple(json.loads(row.card)) if row.card else ()
-            state = "" if row.state == "live" else " (interrupted: `/upgrade resume` continues it)"
+            state = ""  # an interrupted one is said by the card, which knows whether the run goes on
             if row.choice and not row.decision:
                 state = " (waiting for people: see the thread)"
             sections.append(
@@ -865,6 +865,7 @@ class JobService:
                     title=f"{row.kind} (job {row.id}){state}",
                     lines=lines[:8],
                     updated_at=row.updated_at or row.started_at,
+                    interrupted=row.state != "live",
                 )
             )
         return sections

@@ -12,6 +12,7 @@ A Slack failure never undoes a commit: Slack catches up on the next change, the 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -114,6 +115,10 @@ def _progress(run: R.Run, rows: Sequence[Mapping[str, Any]], current: int, now: 
     }
 
 
+#: How the card titles a long action whose driver stopped, while its run can go on.
+INTERRUPTED = " (interrupted: `/upgrade resume` continues it)"
+
+
 def card_context(
     run: R.Run,
     now: datetime,
@@ -126,6 +131,7 @@ def card_context(
     `waive_roles` ask a Required finding's waiver (the settings' `actions.approvers`);
     `waiting_on_evidence` is the Now line of a running step that waits on evidence."""
     cur = run.current
+    ended = run.state in (R.RunState.ABORTED, R.RunState.COMPLETED)
     gate: dict[str, Any] | None = None
     if cur is not None and run.state is R.RunState.ACTIVE and run.phase(cur) is not None:
         # The card carries the open gate's buttons too (same value as in the thread).
@@ -152,7 +158,13 @@ def card_context(
         # Thread posts set aside as dead letters (`undelivered_line`); filled in by `RunCards.context`.
         "undelivered": None,
         "roster": run.roster,
-        "live": list(live),
+        # An interrupted job goes on with `resume` while the run can; an ended run's stays as it is.
+        "live": [
+            dataclasses.replace(section, title=section.title + (" (interrupted)" if ended else INTERRUPTED))
+            if section.interrupted
+            else section
+            for section in live
+        ],
         "waiting_on_evidence": waiting_on_evidence,
         # A paused run says why and who may move it on; a completed one, what it went past.
         "paused": paused_view(run, waive_roles=waive_roles),

@@ -299,8 +299,13 @@ def click(
 
     refuse = functools.partial(refused, run, step_id, user_id)
 
+    if run.state is RunState.PAUSED:
+        return refuse(f"run {run.id} is paused; nothing can be approved until it is resumed")
     if run.state is not RunState.ACTIVE:
-        return refuse(f"run {run.id} is {run.state}; nothing can be approved until it is resumed")
+        # Ended for good: "until it is resumed" would send people to a resume that is refused.
+        return refuse(
+            f"run {run.id} is {run.state}: it has ended, and nothing in it can be approved any more"
+        )
     try:
         sr = run.step_run(step_id)
     except TransitionRefused as exc:
@@ -846,6 +851,10 @@ def build_reported(
     return Outcome(run=dataclasses.replace(run), events=tuple(events))
 
 
+#: How an interrupted step's note begins (`recover`).
+STOPPED_MID_ACTION = "the bot stopped while its action ran"
+
+
 def recover(run: Run, *, now: datetime, keep: frozenset[str] = frozenset()) -> Outcome:
     """After a restart: a step whose actions were running did not finish; it waits for a human.
 
@@ -856,7 +865,7 @@ def recover(run: Run, *, now: datetime, keep: frozenset[str] = frozenset()) -> O
     for sr in run.steps:
         # `keep`: steps whose long, read-only action (a watch) is still live resume instead.
         if sr.state is StepState.RUNNING and not run.plan.step(sr.step_id).manual and sr.step_id not in keep:
-            why = "the bot stopped while its action ran; resume to re-approve it, or skip it"
+            why = f"{STOPPED_MID_ACTION}; resume to re-approve it, or skip it"
             run = _set_step(run, sr, StepState.INTERRUPTED, now, note=why)
             events.append(Event(kind="step_interrupted", step_id=sr.step_id, detail=why))
             if run.state is RunState.ACTIVE:
@@ -941,7 +950,11 @@ def summary_rows(run: Run, now: datetime) -> Sequence[Mapping[str, object]]:
                     {"user": a.user_id, "phase": a.phase, "at": a.at, "roles": list(a.roles)}
                     for a in approvals
                 ],
-                "note": sr.note,
+                # An ended run is resumed by nobody: its interrupted steps say what happened only.
+                "note": STOPPED_MID_ACTION
+                if run.state in (RunState.ABORTED, RunState.COMPLETED)
+                and sr.note.startswith(STOPPED_MID_ACTION)
+                else sr.note,
                 "epoch": sr.epoch,
                 "destructive": step.destructive,
                 "manual": step.manual,

@@ -474,3 +474,20 @@ def test_handoff_is_by_the_holder_or_the_coordinator_and_never_leaves_a_gate_one
     ):
         handoff(mine, role="shadow", user_id="U0NEW", by=C, now=T0)
     assert handoff(mine, role="shadow", user_id="U0OTHER", by=C, now=T0).run.roster["shadow"] == ("U0OTHER",)
+
+
+def test_a_button_of_an_ended_run_says_it_has_ended_not_to_resume_it() -> None:
+    """ "nothing can be approved until it is resumed" sent people to a resume that an aborted or
+    completed run refuses; an ended run's interrupted step no longer says to resume it either."""
+    run = start()
+    ended = abort(run, by=C, reason="vendor outage", now=T0).run
+    out = press(ended, "snap", P)
+    assert not out.accepted
+    assert (
+        out.message == f"run {ended.id} is aborted: it has ended, and nothing in it can be approved any more"
+    )
+    paused = pause(run, by=C, reason="lunch", now=T0).run
+    assert (
+        press(paused, "snap", P).message
+        == f"run {paused.id} is paused; nothing can be approved until it is resumed"
+    )
