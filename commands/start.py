@@ -84,11 +84,19 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                 run_id=out.run.id,
             )
         )
+    message = f"Run `{out.run.id}` of `{plan.name}` started."
     if ctx.announcements is not None and schedule is not None:
         ctx.announcements.attach_run(schedule.id, out.run.id)
-    return Reply(
-        template="runs/message", context={"message": f"Run `{out.run.id}` of `{plan.name}` started."}
-    )
+    elif later := ctx.store.schedules(states=["scheduled"], plan_name=plan.name):
+        # Started more than EARLY_START before a window of its own: that schedule is not this run's,
+        # and its reminder and `starting` still go out unless people withdraw them.
+        pending = later[-1]
+        message += (
+            f" `{plan.name}` is also scheduled (#{pending.id}, from {pending.window_start:%Y-%m-%d %H:%M} UTC), "
+            "more than an hour away: this run is not that schedule's, and its announcements still go out — "
+            f"`/upgrade schedule cancel {pending.id} --reason …` withdraws them."
+        )
+    return Reply(template="runs/message", context={"message": message})
 
 
 def _arguments(parser: CommandParser) -> None:

@@ -685,7 +685,9 @@ class Renderer:
                 _where(*_recurring(exc, top), "nested too deeply (a macro or include that calls itself?)")
             ) from None
         except jinja2.TemplateError as exc:
-            raise TemplateError(_where(*_innermost(exc, top), exc.message or type(exc).__name__)) from None
+            raise TemplateError(
+                _where(*_innermost(exc, top), _plain(exc.message or type(exc).__name__))
+            ) from None
         except Exception as exc:
             # Template code is the team's: `1/0`, `1 + 'a'` and the like are its mistakes, shown
             # with their reason; the traceback goes to the debug log only.
@@ -769,3 +771,12 @@ def _recurring(exc: BaseException, fallback: str) -> tuple[str, int | None]:
     """For runaway recursion, the call that repeats: the file and line seen most often."""
     frames = _template_frames(exc)
     return Counter(frames).most_common(1)[0][0] if frames else (fallback, None)
+
+
+_OBJECT = re.compile(r"'(?:[A-Za-z_][A-Za-z0-9_]*\.)+([A-Za-z_][A-Za-z0-9_]*) object'")
+
+
+def _plain(message: str) -> str:
+    """A template error without the bot's module paths: "'bot.core….RunInfo object' has no
+    attribute 'stepp'" reads "'RunInfo' has no attribute 'stepp'" (the team's template, not ours)."""
+    return _OBJECT.sub(lambda m: f"'{m.group(1)}'", message)

@@ -21,9 +21,15 @@ class Schedules(StoreBase):
     """Schedules and their announcements: created, moved, cancelled, announced."""
 
     def create_schedule(
-        self, schedule: ScheduleRow, announcements: Callable[[int], Sequence[AnnouncementRow]]
+        self,
+        schedule: ScheduleRow,
+        announcements: Callable[[int], Sequence[AnnouncementRow]],
+        *,
+        audit: Sequence[AuditEntry] = (),
     ) -> int:
-        """Insert a schedule and its announcements in one transaction; the schedule's id.
+        """Insert a schedule, its announcements and its audit rows in one transaction; the
+        schedule's id. (The audit row carries the request's correlation id: a request replayed
+        after a crash finds it and is answered "done just before", not "already scheduled".)
 
         A dedup key already stored (the same message scheduled twice) fails the whole insert
         with ConcurrentUpdate, so nothing half-scheduled remains.
@@ -31,6 +37,7 @@ class Schedules(StoreBase):
         try:
             with self.engine.begin() as conn:
                 schedule_id = _insert_schedule(conn, schedule, announcements)
+                _insert_audit(conn, audit)
         except IntegrityError as exc:
             raise ConcurrentUpdate("these announcements were scheduled already") from exc
         except OperationalError as exc:
@@ -63,12 +70,36 @@ class Schedules(StoreBase):
             query = query.where(schedules.c.plan_name == plan_name)
         return self._rows(query, _schedule_row)
 
-    def update_schedule(self, schedule_id: int, *, state: str, run_id: str | None = None) -> None:
+    def update_schedule(
+        self,
+        schedule_id: int,
+        *,
+        state: str,
+        run_id: str | None = None,
+        withdraw: tuple[Sequence[str], str, datetime] | None = None,
+    ) -> int:
+        """Set the schedule's state (and run); with `withdraw` = (templates, reason, at), in the same
+        transaction cancel its announcements of those templates not posted yet. How many."""
         values: dict[str, Any] = {"state": state}
         if run_id is not None:
             values["run_id"] = run_id[:64]
         with _wrap_errors(), self.engine.begin() as conn:
             conn.execute(schedules.update().where(schedules.c.id == schedule_id).values(**values))
+            if withdraw is None:
+                return 0
+            templates, reason, at = withdraw
+            return _withdraw_announcements(conn, schedule_id, reason=reason, at=at, templates=templates)
+
+    def schedule_of_run(self, run_id: str) -> ScheduleRow | None:
+        """The schedule a run was started under (`attach_run`), if any."""
+        query = (
+            sa.select(schedules)
+            .where(schedules.c.run_id == run_id[:64])
+            .order_by(schedules.c.id.desc())
+            .limit(1)
+        )
+        found = self._rows(query, _schedule_row)
+        return found[0] if found else None
 
     def scheduled_announcements(
         self, *, schedule_id: int | None = None, states: Sequence[str] | None = None, limit: int = 500
@@ -187,16 +218,18 @@ class Schedules(StoreBase):
         return new_id, withdrawn
 
 
-def _withdraw_announcements(conn: Connection, schedule_id: int, *, reason: str, at: datetime) -> int:
-    """Cancel the schedule's announcements not posted yet (inside the caller's transaction); how many."""
-    result = conn.execute(
-        scheduled_announcements.update()
-        .where(
-            scheduled_announcements.c.schedule_id == schedule_id,
-            scheduled_announcements.c.state == "scheduled",
-        )
-        .values(state="cancelled", reason=reason, updated_at=_utc(at))
+def _withdraw_announcements(
+    conn: Connection, schedule_id: int, *, reason: str, at: datetime, templates: Sequence[str] | None = None
+) -> int:
+    """Cancel the schedule's announcements not posted yet (of `templates`, when given) inside the
+    caller's transaction; how many."""
+    query = scheduled_announcements.update().where(
+        scheduled_announcements.c.schedule_id == schedule_id,
+        scheduled_announcements.c.state == "scheduled",
     )
+    if templates is not None:
+        query = query.where(scheduled_announcements.c.template.in_(list(templates)))
+    result = conn.execute(query.values(state="cancelled", reason=reason, updated_at=_utc(at)))
     return int(result.rowcount or 0)
 
 

@@ -50,6 +50,7 @@ from bot.core.announcements.templates import (
     VerifiedBy,
     WindowSpan,
     build_context,
+    sample_context,
 )
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, Poster, new_owner
@@ -389,7 +390,17 @@ class AnnouncementService:
             planned = A.schedule(subject="check", window_start=start, scheduled_at=now, offsets=self.offsets)
         except ValueError as exc:
             raise UserError(f"cannot schedule that: {exc}") from None
-        self._check_renders(planned, plan_context(plan, start=start, end=end, tz=tz))
+        context = plan_context(plan, start=start, end=end, tz=tz)
+        self._check_renders(planned, context)
+        # ... and the ones its run will post (its end, a step's completion, a move): with a sample
+        # run, since there is none yet; a broken one was found out only when the run ended.
+        later = [A.COMPLETED, A.ABORTED, A.DELAYED] + (
+            [A.STEP_COMPLETE] if any(s.announce for s in plan.steps) else []
+        )
+        self._check_renders(
+            [A.Announcement(subject="check", template=t, due=start, window_start=start) for t in later],
+            sample_context(plan=context["plan"]),
+        )
         span = WindowSpan(start=start, end=end, tz=tz)
         schedule_id = self.store.create_schedule(
             _pending_schedule(
@@ -402,6 +413,16 @@ class AnnouncementService:
                 override_reason=override_reason,
             ),
             rows,
+            audit=[
+                _schedule_audit(
+                    "schedule",
+                    f"{plan.name} {start.isoformat()}",
+                    at=now,
+                    by=by,
+                    detail=f"window {span.start.isoformat()} – {span.end.isoformat()} {tz}",
+                    correlation_id=correlation_id,
+                )
+            ],
         )
         if override_reason:
             self.store.record_audit(
@@ -596,7 +617,16 @@ class AnnouncementService:
         new_id = self._add(
             schedule, run, template=template, due=ended.due, key=f"run:{run.id}/{template}", now=now
         )
-        self.store.update_schedule(schedule.id, state=str(run.state))
+        # A reminder or `starting` still to come would announce a run that is over.
+        withdrawn = self.store.update_schedule(
+            schedule.id,
+            state=str(run.state),
+            withdraw=(A.BEFORE_THE_RUN, f"not posted: run {run.id} {run.state} at {now:%H:%M} UTC", now),
+        )
+        if withdrawn:
+            log.info(
+                "schedule %s: %s announcement(s) before the run withdrawn: it ended", schedule.id, withdrawn
+            )
         return None if new_id is None else self.fire(new_id, now)
 
     def step_succeeded(self, run: R.Run, step_id: str) -> Fired | None:
@@ -650,7 +680,7 @@ class AnnouncementService:
         )
 
     def _schedule_of(self, run: R.Run) -> ScheduleRow | None:
-        return next((s for s in self.store.schedules(plan_name=run.plan.name) if s.run_id == run.id), None)
+        return self.store.schedule_of_run(run.id)
 
     # -- posting ---------------------------------------------------------------------------------
 
@@ -789,11 +819,17 @@ class AnnouncementService:
         schedule = self.store.schedule(row.schedule_id)
         if schedule is None:
             raise UserError(f"schedule #{row.schedule_id} is missing")
-        plan = stored_plan(self.store, schedule.plan_id)
+        # What `/upgrade start` will run: the plan loaded under the schedule's name now (a reload
+        # since the schedule was made may aim at another version), else the one it was made from.
+        latest = self.store.plan(schedule.plan_name)
+        plan = stored_plan(self.store, latest.id if latest is not None else schedule.plan_id)
         run = None
         run_id = row.run_id or schedule.run_id
         if run_id:
             run = assemble_run(self.store, run_id)
+            if run is not None:
+                # The plan the run runs (reloaded since the schedule was made, it may aim elsewhere).
+                plan = run.plan
         previous = None
         if schedule.moved_from:
             old = self.store.schedule(schedule.moved_from)

@@ -50,6 +50,8 @@ SCHEDULED, REMINDER, STARTING = "scheduled", "reminder", "starting"
 COMPLETED, ABORTED, DELAYED, STEP_COMPLETE = "completed", "aborted", "delayed", "step-complete"
 #: Every announcement template, in the order a run meets them.
 TEMPLATES = (SCHEDULED, REMINDER, STARTING, STEP_COMPLETE, COMPLETED, ABORTED, DELAYED)
+#: The announcements of a window still to come: withdrawn when its run ends before them.
+BEFORE_THE_RUN = (REMINDER, STARTING)
 
 
 def parse_offset(text: str) -> timedelta:

@@ -98,10 +98,13 @@ def step_lines(rows: Sequence[Mapping[str, Any]], current: int) -> list[dict[str
     return lines
 
 
-def _progress(run: R.Run, rows: Sequence[Mapping[str, Any]], current: int, now: datetime) -> dict[str, Any]:
-    """The card's progress line: done · ▶ now · to go, and the time left in the plan's window."""
+def _progress(
+    run: R.Run, rows: Sequence[Mapping[str, Any]], current: int, now: datetime, window_end: datetime | None
+) -> dict[str, Any]:
+    """The card's progress line: done · ▶ now · to go, and the time left in the run's window (its
+    schedule's, else the plan's)."""
     finished = [r for r in rows if r["state"] in ("succeeded", "skipped")]
-    end = run.plan.window.end
+    end = window_end or run.plan.window.end
     left = end - now
     return {
         "done": len(finished),
@@ -126,8 +129,10 @@ def card_context(
     *,
     waive_roles: Sequence[str] = ("primary", "shadow"),
     waiting_on_evidence: str = "",
+    window_end: datetime | None = None,
 ) -> dict[str, Any]:
     """What the card template shows of a run at `now`, with the live sections of its long actions;
+    `window_end`: the end of the window the run was scheduled in, when it was (else the plan's);
     `waive_roles` ask a Required finding's waiver (the settings' `actions.approvers`);
     `waiting_on_evidence` is the Now line of a running step that waits on evidence."""
     cur = run.current
@@ -150,7 +155,7 @@ def card_context(
         "plan": run.plan,
         "rows": rows,
         "lines": step_lines(rows, index),
-        "progress": _progress(run, rows, index, now),
+        "progress": _progress(run, rows, index, now, window_end),
         "now_row": rows[index] if cur is not None else None,
         "current": cur.step_id if cur else "",
         "gate": gate,
@@ -279,6 +284,7 @@ class RunCards:
             self.live(run.id) if self.live is not None else (),
             waive_roles=self.waive_roles,
             waiting_on_evidence=waiting,
+            window_end=scheduled.window_end if (scheduled := self.store.schedule_of_run(run.id)) else None,
         )
         context["undelivered"] = self._undelivered(self.store.messages(run.id) if refs is None else refs)
         # Each step's latest build a pipeline hook reported (issue 43), on the step's line.

@@ -121,6 +121,7 @@ def build_report(
     if now is not None and run.state in ("active", "paused"):
         ended = max(ended, now)  # a run still going: its open bars reach the present
     gaps = _gaps(series, lanes, watched=bool(run_watches or episodes))
+    scheduled = store.schedule_of_run(run_id)
     return Report(
         run_id=run.id,
         plan=run.plan_name,
@@ -129,8 +130,9 @@ def build_report(
         outcome=_outcome(run.state, bars, went_past=set(went_past)),
         current_version=plan.current_version if plan else "",
         target_version=plan.target_version if plan else "",
-        window_start=plan.window.start if plan else None,
-        window_end=plan.window.end if plan else None,
+        # The window the run was scheduled in, when it was (`/upgrade schedule --at` any date).
+        window_start=scheduled.window_start if scheduled else plan.window.start if plan else None,
+        window_end=scheduled.window_end if scheduled else plan.window.end if plan else None,
         timezone=plan.window.timezone if plan else "UTC",
         started_at=started,
         ended_at=ended,

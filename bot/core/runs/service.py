@@ -850,4 +850,5 @@ class RunService:
     def card_context(self, run: R.Run) -> dict[str, Any]:
         if self.cards is not None:
             return self.cards.context(run)
-        return card_context(run, self.clock())
+        scheduled = self.store.schedule_of_run(run.id)
+        return card_context(run, self.clock(), window_end=scheduled.window_end if scheduled else None)

@@ -1,0 +1,144 @@
+"""A schedule and the run that belongs to it (walks of announcements on bad days): the run's end
+withdraws the reminder and `starting` still to come; a run started more than an hour early says the
+schedule is not its own; the card and the report count down to the scheduled window, not the plan
+file's dates; announcements say the versions of the plan that runs (reloaded since scheduling); a
+broken template of the run's end is refused when scheduling, not skipped at the end; and the
+schedule's audit row carries the request's correlation id (a replay after a crash is "done
+before"). Through the router, with an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.core.runs.report import build_report
+from bot.frontdoor.assemble import Services, assemble
+from bot.router import CommandRequest, Outcome
+from bot.settings import load_settings
+from tests.support.clock import FakeClock
+from tests.support.schedules import CONFIG, FRIDAY_NOON_IN_TOKYO, PLAN
+
+AT = 'schedule tokyo-upgrade --at "2026-12-01 14:00"'  # Tuesday 14:00 Tokyo = 05:00 UTC
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(FRIDAY_NOON_IN_TOKYO)
+
+
+@pytest.fixture
+def services(write_config: Callable[..., Path], clock: FakeClock) -> Iterator[Services]:
+    built = assemble(load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock)
+    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
+    yield built
+    built.close()
+
+
+def cmd(services: Services, text: str, user: str = "U0PRIMARY", cid: str = "") -> Outcome:
+    return services.router.handle(
+        CommandRequest(text=text, user_id=user, channel_id="C0OPS", correlation_id=cid or None)
+    )
+
+
+def test_a_runs_end_withdraws_the_reminder_and_starting_still_to_come(
+    services: Services, clock: FakeClock
+) -> None:
+    assert cmd(services, AT, user="U0COORD").ok
+    (schedule,) = services.store.schedules()
+    clock.set(datetime(2026, 12, 1, 4, 10, tzinfo=UTC))  # 13:10 Tokyo: 50 minutes early, it joins
+    started = cmd(services, 'start tokyo-upgrade --override --reason "the team is here"', user="U0COORD")
+    assert started.ok, started.rendered.text
+    run_id = services.store.schedule(schedule.id).run_id  # type: ignore[union-attr]
+    assert run_id
+    assert cmd(services, f'abort {run_id} --reason "vendor outage"', user="U0COORD").ok
+    rows = {r.template: r for r in services.store.scheduled_announcements(schedule_id=schedule.id)}
+    assert rows["starting"].state == "cancelled"
+    assert rows["starting"].reason == f"not posted: run {run_id} aborted at 04:10 UTC"
+    assert rows["aborted"].template == "aborted"
+    clock.set(datetime(2026, 12, 1, 5, 1, tzinfo=UTC))
+    services.announcements.run_due(clock())  # the window opens: nothing announces the ended run
+    assert services.store.scheduled_announcements(schedule_id=schedule.id, states=["scheduled"]) == []
+
+
+def test_a_run_started_long_before_its_schedule_says_that_schedule_is_not_its_own(
+    services: Services, clock: FakeClock
+) -> None:
+    assert cmd(services, AT, user="U0COORD").ok
+    clock.set(datetime(2026, 11, 30, 5, 30, tzinfo=UTC))  # Monday 14:30 Tokyo, a day before
+    started = cmd(services, "start tokyo-upgrade")
+    assert started.ok, started.rendered.text
+    assert "`tokyo-upgrade` is also scheduled (#1, from 2026-12-01 05:00 UTC), more than an hour away" in (
+        started.rendered.text
+    )
+    assert "`/upgrade schedule cancel 1 --reason …` withdraws them" in started.rendered.text
+
+
+def test_the_card_and_the_report_count_down_to_the_scheduled_window(
+    services: Services, clock: FakeClock
+) -> None:
+    """The plan file's window is 2026-12-01 14:00–16:00 Tokyo; scheduled a week later, the run is
+    in that window, not a week past the plan's."""
+    assert cmd(services, 'schedule tokyo-upgrade --at "2026-12-08 14:00"', user="U0COORD").ok
+    (schedule,) = services.store.schedules()
+    clock.set(datetime(2026, 12, 8, 5, 10, tzinfo=UTC))  # 14:10 Tokyo
+    assert cmd(services, "start tokyo-upgrade").ok
+    run = services.runs.load(schedule_run(services, schedule.id))
+    progress = services.runs.card_context(run)["progress"]
+    assert progress["window_end"] == schedule.window_end
+    assert (progress["over"], progress["left"]) == (False, "1h50m")
+    report = build_report(services.store, run.id)
+    assert (report.window_start, report.window_end) == (schedule.window_start, schedule.window_end)
+
+
+def schedule_run(services: Services, schedule_id: int) -> str:
+    found = services.store.schedule(schedule_id)
+    assert found is not None
+    return found.run_id
+
+
+def test_announcements_say_the_versions_of_the_plan_that_will_run(
+    services: Services, clock: FakeClock
+) -> None:
+    assert cmd(services, AT, user="U0COORD").ok
+    (schedule,) = services.store.schedules()
+    services.store.save_plan(
+        name="tokyo-upgrade",
+        text=PLAN.replace('target_version: "1.25.16"', 'target_version: "1.26.3"'),
+        loaded_by="U0PRIMARY",
+        loaded_at=clock(),
+    )
+    starting = next(
+        r for r in services.store.scheduled_announcements(schedule_id=schedule.id) if r.template == "starting"
+    )
+    assert services.announcements.context_for(starting)["plan"].target_version == "1.26.3"
+
+
+def test_a_broken_template_of_the_runs_end_is_refused_when_scheduling(
+    write_config: Callable[..., Path], clock: FakeClock, tmp_path: Path
+) -> None:
+    team = tmp_path / "team"
+    (team / "announcements").mkdir(parents=True)
+    (team / "announcements" / "completed.txt.j2").write_text(
+        ":tada: {{ plan.cluster }} done after {{ run.stepp.name }}\n"
+    )
+    settings = load_settings(write_config(CONFIG + f"templates_dir: {team}\n", roster=False), {})
+    services = assemble(settings, with_slack=False, clock=clock)
+    try:
+        services.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
+        out = cmd(services, AT, user="U0COORD")
+        assert not out.ok
+        assert "announcement `completed` could not be rendered" in out.rendered.text
+        assert "'RunInfo' has no attribute 'stepp'" in out.rendered.text
+        assert "bot.core" not in out.rendered.text
+        assert services.store.schedules() == []
+    finally:
+        services.close()
+
+
+def test_the_schedules_audit_row_carries_the_requests_correlation_id(services: Services) -> None:
+    assert cmd(services, AT, user="U0COORD", cid="c-sched-1").ok
+    rows = services.store.audit_entries(correlation_id="c-sched-1")
+    assert any(r.kind == "schedule" and r.subcommand == "schedule" for r in rows), rows
