@@ -36,6 +36,13 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         raise PermissionDenied(f"starting `{plan.name}` is for the people in its roster; you are not in it")
     if not (plan.operations_channel or ctx.settings.channels.operations):
         raise UserError("no operations channel: set `channels.operations` in the plan or the configuration")
+    clusters = ctx.settings.clusters
+    if clusters and plan.cluster not in clusters:
+        # Its first action would fail, and the run pause, on a cluster the bot cannot reach at all.
+        raise UserError(
+            f"`{plan.name}` is for cluster `{plan.cluster}`, which this bot does not know (configured: "
+            f"{', '.join(sorted(clusters))}); fix the plan's `cluster:` or add it under `clusters:`"
+        )
     now = ctx.clock()
     # A schedule whose window is open (or opens within the hour: teams start a little early)
     # is the one this run belongs to; inside its window it also stands for the window check.

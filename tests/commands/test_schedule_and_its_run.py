@@ -142,3 +142,24 @@ def test_the_schedules_audit_row_carries_the_requests_correlation_id(services: S
     assert cmd(services, AT, user="U0COORD", cid="c-sched-1").ok
     rows = services.store.audit_entries(correlation_id="c-sched-1")
     assert any(r.kind == "schedule" and r.subcommand == "schedule" for r in rows), rows
+
+
+def test_a_plan_for_a_cluster_the_bot_does_not_know_is_refused_at_start(
+    write_config: Callable[..., Path], clock: FakeClock, tmp_path: Path
+) -> None:
+    """It started, then failed at its first action ("no cluster named …") and paused."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    config = write_config(CONFIG + f"clusters:\n  staging: {{kubeconfig: {kubeconfig}}}\n", roster=False)
+    services = assemble(load_settings(config, {}), with_slack=False, clock=clock)
+    try:
+        services.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
+        clock.set(datetime(2026, 11, 30, 5, 30, tzinfo=UTC))  # inside a window
+        out = cmd(services, "start tokyo-upgrade")
+        assert not out.ok
+        assert (
+            "is for cluster `prod`, which this bot does not know (configured: staging)" in out.rendered.text
+        )
+        assert services.store.runs() == []
+    finally:
+        services.close()
