@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,7 +34,14 @@ from bot.core.runs.cards import RunCards
 from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor, RunService
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
-from bot.errors import POISON_ATTEMPTS, ClusterForbidden, ClusterUnreachable, PlanInvalid, UserError
+from bot.errors import (
+    POISON_ATTEMPTS,
+    ClusterError,
+    ClusterForbidden,
+    ClusterUnreachable,
+    PlanInvalid,
+    UserError,
+)
 from bot.frontdoor.acting import JOBS, JobDuty
 from bot.frontdoor.metrics import Metrics
 from bot.records import JobRow, StepState
@@ -286,10 +293,24 @@ def approve(runs: RunService, run_id: str, step: str, *people: str) -> R.Run:
     return run
 
 
-def drive(jobs: JobService, job_id: int, *, limit: int = 50) -> str:
+class Nodes:
+    """The cluster as abort's uncordon offer reads it: every node still cordoned, but `gone`."""
+
+    def __init__(self, gone: Sequence[str] = ()) -> None:
+        self.gone = set(gone)
+
+    def get_json(self, path: str, query: object = None) -> dict[str, Any]:
+        name = path.rsplit("/", 1)[-1]
+        if name in self.gone:
+            raise ClusterError(f"nodes {name} not found", status=404)
+        return {"metadata": {"name": name}, "spec": {"unschedulable": True}}
+
+
+def drive(jobs: JobService, job_id: int, *, limit: int = 50, cluster: Any = None) -> str:
     """Advance a claimed job until it ends, waits for people, or is lost; what stopped it."""
+    cluster = cluster if cluster is not None else Nodes()
     for _ in range(limit):
-        step = jobs.advance(job_id, cluster=None)
+        step = jobs.advance(job_id, cluster=cluster)
         if step.done:
             return "done"
         if step.lost:
@@ -542,6 +563,37 @@ def test_the_offer_can_be_declined(setup: Setup) -> None:
     assert ended is not None
     assert ended.ok
     assert "left as it is by <@U0COORD>" in ended.detail
+
+
+def test_aborts_offer_asks_about_the_nodes_still_cordoned_not_those_the_cloud_removed(setup: Setup) -> None:
+    """It offered to uncordon 11 nodes of which 9 were terminated after their drains; now it asks
+    about those still cordoned, says how many are gone, and asks nothing when none is left."""
+    jobs = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    offer_id = jobs.offer_uncordon(run.id, cluster="prod", nodes=["n1", "n2", "n3"])
+    offer = setup.store.job(offer_id)
+    assert offer is not None
+    assert jobs.claim(offer)
+    assert drive(jobs, offer_id, cluster=Nodes(gone=["n1", "n2"])) == "waiting"
+    (asked,) = [t for t in thread(setup.stub) if "Uncordon them?" in t]
+    assert "The run was aborted with 1 node(s) its jobs cordoned: n3. (2 more of the 3 it cordoned" in asked
+    assert "are no longer in the cluster: nothing to do for them.) Uncordon them?" in asked
+    waiting = setup.store.job(offer_id)
+    assert waiting is not None
+    assert "Uncordon 1 node(s)" in waiting.choice
+
+    other = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    none_id = jobs.offer_uncordon(other.id, cluster="prod", nodes=["n4"])
+    none = setup.store.job(none_id)
+    assert none is not None
+    assert jobs.claim(none)
+    assert drive(jobs, none_id, cluster=Nodes(gone=["n4"])) == "done"
+    ended = setup.store.job(none_id)
+    assert ended is not None
+    assert (ended.ok, ended.detail) == (
+        True,
+        "nothing to uncordon: the nodes its jobs cordoned are gone or schedulable",
+    )
 
 
 def test_a_plan_refuses_a_cluster_action_behind_one_person_unless_it_is_a_dry_run() -> None:

@@ -386,17 +386,7 @@ class JobService:
         until the primary or the shadow says so (or says leave them). At most one per run
         (migration 13): None when the run has one already."""
         names = sorted(dict.fromkeys(nodes))
-        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-        choice = Choice(
-            key="abort-uncordon",
-            question=f"The run was aborted with {len(names)} node(s) its jobs cordoned: {shown}. Uncordon them?",
-            options=(
-                ChoiceOption(id=GO, label=f"Uncordon {len(names)} node(s)", roles=("primary", "shadow")),
-                ChoiceOption(
-                    id=LEAVE, label="Leave them cordoned", roles=("primary", "shadow", "coordinator")
-                ),
-            ),
-        )
+        choice = _uncordon_choice(names)
         now = self.clock()
         row = JobRow(
             id=0,
@@ -530,6 +520,19 @@ class JobService:
                 asked = choice_of(row.choice)
                 decision = decision_of(row.decision)
                 if decision is None:
+                    if asked is not None and asked.key == ABORT_UNCORDON and not self._asked(row, asked):
+                        # Asked once, about the nodes as they are now: the cloud removed some since.
+                        names = [n for n in str(args.get("node", "")).split(",") if n]
+                        left, gone = _still_cordoned(cluster, names)
+                        if not left:
+                            return self._end(
+                                row,
+                                ok=True,
+                                detail="nothing to uncordon: the nodes its jobs cordoned are gone or schedulable",
+                                text=":white_check_mark: nothing to uncordon after the abort: the "
+                                f"{len(names)} node(s) its jobs cordoned are gone or schedulable again",
+                            )
+                        asked = _uncordon_choice(left, gone=len(gone), of=len(names))
                     self._ask(row, asked)
                     return Advanced(wait=2.0, waiting_for_people=True)
                 if decision.option != GO:
@@ -677,9 +680,12 @@ class JobService:
             elif what == "node:drained":
                 self.telemetry.nodes_drained(count)
 
+    def _asked(self, row: JobRow, choice: Choice) -> bool:
+        return f"choice:{choice.key}" in self.store.messages(subject(row.id))
+
     def _ask(self, row: JobRow, choice: Choice | None) -> None:
         """Make sure the question of a job that asks first is in the thread (once), and keep it."""
-        if choice is not None and f"choice:{choice.key}" not in self.store.messages(subject(row.id)):
+        if choice is not None and not self._asked(row, choice):
             self.store.save_job_tick(
                 row.id,
                 owner=self.owner,
@@ -687,7 +693,7 @@ class JobService:
                 progress="",
                 card=json.dumps([choice.question]),
                 choice_key=choice.key,
-                choice=row.choice,
+                choice=choice_json(choice),
                 outbox=[(f"choice:{choice.key}", json.dumps(self._choice_body(row, choice)))],
             )
             self._publish_run(row.run_id)
@@ -983,3 +989,45 @@ class _BotActor:
     source: str = "job"
     channel_id: str = ""
     correlation_id: str = ""
+
+
+#: The choice key of the uncordon offered after an abort (`offer_uncordon`).
+ABORT_UNCORDON = "abort-uncordon"
+
+
+def _uncordon_choice(names: Sequence[str], *, gone: int = 0, of: int = 0) -> Choice:
+    """Abort's question: uncordon `names`, the nodes the run's jobs cordoned that still are (`gone`
+    of the `of` it cordoned are no longer in the cluster)."""
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    question = f"The run was aborted with {len(names)} node(s) its jobs cordoned: {shown}."
+    if gone:
+        question += (
+            f" ({gone} more of the {of} it cordoned are no longer in the cluster: nothing to do for them.)"
+        )
+    return Choice(
+        key=ABORT_UNCORDON,
+        question=question + " Uncordon them?",
+        options=(
+            ChoiceOption(id=GO, label=f"Uncordon {len(names)} node(s)", roles=("primary", "shadow")),
+            ChoiceOption(id=LEAVE, label="Leave them cordoned", roles=("primary", "shadow", "coordinator")),
+        ),
+    )
+
+
+def _still_cordoned(cluster: Any, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the nodes still cordoned, those gone) of `names`, read now; a node that cannot be read
+    counts as still cordoned (asked about, as before)."""
+    left: list[str] = []
+    gone: list[str] = []
+    for name in names:
+        try:
+            node = cluster.get_json(f"/api/v1/nodes/{name}")
+        except ClusterError as exc:
+            if exc.status == 404:
+                gone.append(name)
+            else:
+                left.append(name)
+            continue
+        if (node.get("spec") or {}).get("unschedulable"):
+            left.append(name)
+    return left, gone
