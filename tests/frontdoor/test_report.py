@@ -395,3 +395,30 @@ def test_a_run_in_which_no_watch_ran_says_so_not_that_its_watches_kept_no_sample
     # No watch row and no watch's post in the thread: nothing counted the pods.
     report = build_report(store, stored_run(store, watch=False, watch_posts=False))
     assert "Unhealthy pods over time: no watch ran in this run, so nothing counted them." in report.gaps
+
+
+def test_the_known_issues_a_job_posted_in_its_own_thread_are_in_the_report_and_a_stop_is_no_episode(
+    store: Store,
+) -> None:
+    """A drain posts KI006 in its job's thread (`job:N`, key `rule:KI006:…`), which the report did
+    not read; and a watch's `stopped:imagepull` milestone names a kind but no workload, which made
+    an unlabelled row of "workloads that went unhealthy"."""
+    run_id = stored_run(store)
+    job = next(j for j in store.jobs(states=("done",), run_id=run_id) if j.kind == "drain")
+    at = build_report(store, run_id).started_at
+    assert store.claim_message(
+        run_id=f"job:{job.id}",
+        key="rule:KI006:checkout/Deployment/checkout:1",
+        channel="C0OPS",
+        thread_ts="1.2",
+        at=at,
+    )
+    watch = store.watches(live=False, run_id=run_id)[0]
+    assert store.claim_message(
+        run_id=f"watch:{watch.id}", key="stopped:imagepull", channel="C0OPS", thread_ts="1.3", at=at
+    )
+    report = build_report(store, run_id)
+    md = render(report, "md").decode()
+    assert "- known issue KI006 on Deployment checkout/checkout\n" in md
+    assert ("KI006", "checkout/Deployment/checkout") in {(m.rule, m.workload) for m in report.known_issues}
+    assert all(e.workload for e in report.episodes)

@@ -104,7 +104,7 @@ def build_report(
     jobs = store.jobs(states=("live", "interrupted", "done"), run_id=run_id, limit=1000)
     lanes, findings, backups = _drain_lanes(jobs)
     run_watches = store.watches(live=False, limit=1000, run_id=run_id)
-    episodes, marks, posted = _thread_marks(store, run_id, run_watches)
+    episodes, marks, posted = _thread_marks(store, run_id, run_watches, [j.id for j in jobs])
     findings += posted
     sampled = [(w.ended_at, store.watch_samples(w.id)) for w in run_watches]
     series = _pods_over_time(sampled)
@@ -222,23 +222,25 @@ def _drain_lanes(jobs: Sequence[JobRow]) -> tuple[list[NodeLane], list[str], lis
 
 
 def _thread_marks(
-    store: Store, run_id: str, run_watches: Sequence[WatchRow]
+    store: Store, run_id: str, run_watches: Sequence[WatchRow], job_ids: Sequence[int] = ()
 ) -> tuple[list[PodEpisode], list[KnownIssueMark], list[str]]:
-    """The pod episodes and known issues posted in the run's thread and its watches' threads,
-    and the known issues as findings."""
+    """The pod episodes and known issues posted in the run's thread, its watches' threads and its
+    jobs' (a drain posts the budget's KI006 in its own), and the known issues as findings."""
     episodes = []
     marks: list[KnownIssueMark] = []
     findings: list[str] = []
-    # The run's thread, then each of its watches' own (a watch keys its known issues `rule:…`).
+    # The run's thread, then each of its watches' and jobs' own (each keys its known issues `rule:…`).
     threads = [
         store.messages(run_id).items(),
         *(store.messages(f"watch:{w.id}").items() for w in run_watches),
+        *(store.messages(f"job:{j}").items() for j in job_ids),
     ]
     for key, ref in (item for thread in threads for item in thread):
         parts = key.split(":")
         kind = next((p for p in parts if p in POD_EPISODES), "")
-        if kind and ref.claimed_at is not None:
-            workload = parts[parts.index(kind) + 1] if parts.index(kind) + 1 < len(parts) else ""
+        workload = parts[parts.index(kind) + 1] if kind and parts.index(kind) + 1 < len(parts) else ""
+        if kind and workload and ref.claimed_at is not None:
+            # (A watch's `stopped:imagepull` names a kind but no workload: not an episode.)
             episodes.append(PodEpisode(at=ref.claimed_at, kind=kind, workload=workload))
         elif ":rule:" in f":{key}":
             # A known issue a job or a watch posted: `…rule:<id>:<workload>:<episode>`.
