@@ -177,9 +177,12 @@ def watch_key(workload: str) -> str:
     return f"{namespace}/{kind}/{name}"
 
 
-def known_issue_text(rule_id: str, rule: Rule | None, workload: str, *, pods: int, evidence: str) -> str:
+def known_issue_text(
+    rule_id: str, rule: Rule | None, workload: str, *, pods: int, evidence: str, remedy: str = ""
+) -> str:
     """A known issue's thread post (the watch's, the drain's): which rule, about which workload
-    ("<ns>/<Kind>/<name>"), what was seen, and the rule's explanation, remediation and links."""
+    ("<ns>/<Kind>/<name>"), what was seen, and the rule's explanation, remediation (`remedy`, filled
+    from the finding when given; else from the workload alone) and links."""
     namespace, kind, name = workload.split("/", 2)
     where = f"{kind} {_code_span(f'{namespace}/{name}' if namespace else name)}"
     if pods:
@@ -190,7 +193,7 @@ def known_issue_text(rule_id: str, rule: Rule | None, workload: str, *, pods: in
     lines.append(where + (f" — seen: {slack_escape(evidence)}" if evidence else ""))
     if rule is not None:
         lines.append(slack_escape(rule.explanation.strip()))
-        remedy = fill_remediation(rule.remediation, kind=kind, namespace=namespace, name=name)
+        remedy = remedy or fill_remediation(rule.remediation, kind=kind, namespace=namespace, name=name)
         lines.append("*What to do*\n```" + slack_escape(remedy) + "```")
         if rule.fixed_in:
             lines.append("Fixed in: " + slack_escape(", ".join(rule.fixed_in)))

@@ -11,18 +11,20 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from bot.core.kube.wire import WInvolvedObject
-from bot.core.rules import EventRecord, PodState, match_rules
+from bot.core.rules import EventRecord, PodState, RuleHit, match_rules
 from bot.core.rules.known import RuleNeeds, watch_key
 from bot.core.watches.parts import _Episode, _Pod
 from bot.core.watches.summary import LogRequest, RuleEpisode
+from bot.errors import clip
 
 
 class _RuleEpisode(_Episode):
-    __slots__ = ("evidence",)
+    __slots__ = ("evidence", "remedy")
 
     def __init__(self) -> None:
         super().__init__()
         self.evidence = ""
+        self.remedy = ""
 
 
 class _RuleEvent:
@@ -36,6 +38,8 @@ class _RuleEvent:
         self.seen = seen
 
 
+#: A known issue's filled remedy is kept (and posted) up to this long.
+MAX_REMEDY = 2000
 #: A matching Warning event keeps its rule's episode open this long after it was last seen.
 RULE_EVENT_CURRENT = timedelta(minutes=5)
 #: At most this many matching events are kept (an event storm is the same few problems).
@@ -45,8 +49,10 @@ RULE_EVENTS_KEPT = 5_000
 class KnownIssues:
     """The rules' part of a watch's state (`WatchState` owns it; one driver thread owns both)."""
 
-    def __init__(self, needs: RuleNeeds | None) -> None:
+    def __init__(self, needs: RuleNeeds | None, *, version: str = "") -> None:
         self.needs = needs
+        #: The upgrade's target minor ("1.25"), for a remedy's `{version}` (the watch's target).
+        self.version = version
         self.events: dict[str, _RuleEvent] = {}
         self.episodes: dict[tuple[str, str], _RuleEpisode] = {}
         self._tails: dict[tuple[str, str], str] = {}  # (rules' workload, container) → log tail
@@ -61,6 +67,7 @@ class KnownIssues:
             rstate.ended = rep.ended
             rstate.carried = rep.open
             rstate.evidence = rep.evidence
+            rstate.remedy = rep.remedy
 
     def event(
         self,
@@ -178,16 +185,19 @@ class KnownIssues:
                 record = dataclasses.replace(record, kind=kind, name=name)
             events.append(record)
         hits = match_rules(self.needs.rules, pods, events) if pods or events else []
-        current: dict[tuple[str, str], tuple[int, str]] = {}
+        current: dict[tuple[str, str], tuple[int, RuleHit]] = {}
         for hit in hits:
-            current[(hit.rule.id, watch_key(hit.workload))] = (len(hit.pods), hit.evidence)
-        for key, (count, evidence) in current.items():
+            current[(hit.rule.id, watch_key(hit.workload))] = (len(hit.pods), hit)
+        for key, (count, hit) in current.items():
             state = self.episodes.get(key)
             if state is None:
                 state = self.episodes[key] = _RuleEpisode()
             state.pods = count
             if state.begin(now):
-                state.evidence = evidence
+                state.evidence = hit.evidence
+                # Its remedy with the pods, their nodes, the container and the target filled in, as
+                # `check` and the drain give it (a watch post said `<pod>`, `<node>` before).
+                state.remedy = clip(hit.remedy(version=self.version), MAX_REMEDY)
         for key, state in self.episodes.items():
             if key not in current:
                 state.end(now)
@@ -203,6 +213,7 @@ class KnownIssues:
                 open=s.open or s.carried,
                 pods=s.pods,
                 evidence=s.evidence,
+                remedy=s.remedy,
                 ended=s.ended,
             )
             for (rule, workload), s in sorted(self.episodes.items())

@@ -177,7 +177,7 @@ def _rule_milestones(before: Summary | None, after: Summary, rules: Mapping[str,
                 key=f"{KNOWN_ISSUE}:{e.rule}:{e.workload}:{e.number}",
                 kind=KNOWN_ISSUE,
                 text=known_issue_text(
-                    e.rule, rules.get(e.rule), e.workload, pods=e.pods, evidence=e.evidence
+                    e.rule, rules.get(e.rule), e.workload, pods=e.pods, evidence=e.evidence, remedy=e.remedy
                 ),
             )
         )

@@ -91,7 +91,9 @@ class WatchState:
         self._displaced: set[str] = set()  # workloads that had a pod on those nodes while watched
         self._nodes_listed = False
         self._held: list[tuple[str, str, Any]] = []  # pod events that came before the node list
-        self._issues = KnownIssues(self._needs)
+        self._issues = KnownIssues(
+            self._needs, version=_minor(spec.target.kubelet_version) if spec.target else ""
+        )
         target = spec.target
         self._target_version = parse_version(target.kubelet_version) if target else None
         self._scope_groups = frozenset(spec.nodegroups)
@@ -728,3 +730,9 @@ class WatchState:
             flapping=flapping,
             flapping_pods=flapping_pods,
         )
+
+
+def _minor(version: str) -> str:
+    """ "1.25.16" → "1.25" (a remedy's `{version}`: what `--kubernetes-version` takes)."""
+    parts = version.lstrip("v").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else version

@@ -92,6 +92,8 @@ class RuleEpisode:
     pods: int
     evidence: str = ""  # the first matched signal of the episode, for the post (never a key)
     ended: datetime | None = None
+    #: The rule's remedy filled from the episode's first match (its pods, nodes, container, target).
+    remedy: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -194,3 +194,29 @@ def test_a_node_group_watch_explains_only_what_is_in_its_view() -> None:
     state.apply("event", "ADDED", multi_attach("db-0.1", "db-0", outside["metadata"]["uid"], at(1)), at(1))
     state.apply("event", "ADDED", multi_attach("es-0.1", "es-0", inside["metadata"]["uid"], at(1)), at(1))
     assert [e.workload for e in state.summary(at(1)).rule_episodes] == ["logging/Pod/es-0"]
+
+
+def test_a_watchs_known_issue_post_fills_its_remedy_with_the_pods_container_and_target() -> None:
+    """The drain's and `check`'s remedies named the pods; the watch's said `<pod>`, `<container>`
+    and `<version>` though it had matched them: now its post carries the remedy filled from the
+    episode's first match, and the target's minor for `{version}`."""
+    from tests.support.watch_objects import target_spec
+
+    state = WatchState(target_spec(version="v1.25.16"), rules=RULES)
+    state.sync("node", [node("n1")], at(0))
+    state.sync(
+        "pod",
+        [vault_pod("payments-worker-5d8f7c9b6-a", agent_ready=False), kube_proxy("kube-proxy-a")],
+        at(0),
+    )
+    late = state.summary(at(6))
+    texts = {
+        m.key.split(":")[1]: m.text for m in milestones(None, late, spec(), BY_ID) if m.kind == KNOWN_ISSUE
+    }
+    assert "kubectl -n payments logs payments-worker-5d8f7c9b6-a -c vault-agent --tail=50" in texts["KI004"]
+    assert "--kubernetes-version 1.25)" in texts["KI005"]
+    assert "set image daemonset/kube-proxy kube-proxy=REGISTRY" in texts["KI005"]
+    assert "<pod>" not in texts["KI004"]
+    assert "<container>" not in texts["KI005"]
+    restored = Summary.from_json(late.to_json())  # the remedy is kept with the episode
+    assert restored.rule_episodes == late.rule_episodes
