@@ -221,9 +221,13 @@ def test_diff_of_an_unknown_label_is_status_1_with_a_configuration_file(
     unknown = cli(tmp_path, "diff", "pre", "nosuch", "--config", str(config), env=env)
     assert unknown.returncode == 1
     assert "no snapshot labelled `nosuch`" in unknown.stderr
-    same = cli(tmp_path, "diff", "pre", "pre", "--format", "json", "--config", str(config), env=env)
-    assert same.returncode == 0, same.stderr
-    assert json.loads(same.stdout)["regressions"] == []
+    same = cli(tmp_path, "diff", "pre", "pre", "--config", str(config), env=env)
+    assert same.returncode == 1  # one snapshot with itself compares nothing
+    assert "are the same snapshot (#1): nothing to compare" in same.stderr
+    assert cli(tmp_path, "snapshot", "post", "--config", str(config), env=env).returncode == 0
+    fine = cli(tmp_path, "diff", "pre", "post", "--format", "json", "--config", str(config), env=env)
+    assert fine.returncode == 0, fine.stderr
+    assert json.loads(fine.stdout)["regressions"] == []
 
 
 def test_audit_export_takes_the_format_with_o_and_the_file_with_out(
