@@ -10,7 +10,7 @@ window under the same checks and posts `delayed` (old window, new window, why).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.core.announcements.overrides import authorize_override, merged_roster, window_refusal
@@ -66,7 +66,7 @@ def cancel(ctx: CommandContext, args: Args) -> Reply:
 
     Example: `/upgrade schedule cancel 4 --reason "postponed to next week"`
     """
-    return _cancel(ctx, _service(ctx), args.id, args.reason or "")
+    return _cancel(ctx, _service(ctx), args.id, _words(args.reason))
 
 
 def move(ctx: CommandContext, args: Args) -> Reply:
@@ -118,7 +118,8 @@ def _checked_window(
         raise UserError(f"{at} {tz} is in the past")
     if start > ctx.clock() + HORIZON:
         raise UserError(f"{at} {tz} is more than {HORIZON.days // 365} years ahead; schedule nearer windows")
-    end = start + (plan.window.end - plan.window.start)
+    # Elapsed time, as the plan's window lasts: across a daylight saving change the wall clock moves.
+    end = start.astimezone(UTC) + (plan.window.end - plan.window.start)
     refusal = window_refusal(ctx.settings.windows, start, end, tz)
     if refusal is None:
         return start, ""
@@ -128,7 +129,7 @@ def _checked_window(
         user_id=ctx.user_id,
         roster=roster,
         directory=ctx.directory,
-        reason=args.reason or "",
+        reason=_words(args.reason),
         refusal=refusal,
     )
 
@@ -140,7 +141,7 @@ def _move(ctx: CommandContext, service: AnnouncementService, word: str, args: Ar
     require_any_role(ctx.user_id, SCHEDULERS, roster, ctx.directory, action="moving a schedule")
     if not args.at:
         raise UsageError('to when? add `--at "YYYY-MM-DD HH:MM"`', usage=_USAGE)
-    reason = (args.reason or "").strip()
+    reason = _words(args.reason)
     if not reason:
         raise UsageError('say why it moves: `--reason "…"` (the delayed announcement shows it)', usage=_USAGE)
     # `--tz` defaults to the zone the schedule was made in: "move it to 15:00" means that zone's 15:00.
@@ -177,9 +178,13 @@ def _schedule_arg(ctx: CommandContext, word: str) -> ScheduleRow:
 
 
 def _list(service: AnnouncementService) -> Reply:
+    # Every pending schedule, then the latest others: ten cancelled ones hid a pending one before.
+    pending = service.store.schedules(states=["scheduled"], limit=50)
+    recent = [s for s in service.store.schedules(limit=10) if s.state != "scheduled"]
+    shown = sorted([*pending, *recent], key=lambda s: -s.id)
     items = [
         {"schedule": s, "announcements": service.store.scheduled_announcements(schedule_id=s.id)}
-        for s in service.store.schedules(limit=10)
+        for s in shown
     ]
     return Reply(template="schedule/list", context={"schedules": items})
 
@@ -208,10 +213,36 @@ def _parse_at(text: str, tz: str) -> datetime:
         raise UsageError(f"unknown time zone {clip(tz)!r} (use an IANA name such as Asia/Tokyo)") from None
     for fmt in _FORMATS:
         try:
-            return datetime.strptime(text.strip(), fmt).replace(tzinfo=zone)
+            naive = datetime.strptime(text.strip(), fmt)
         except ValueError:
             continue
+        return _local(naive, zone, tz)
     raise UsageError(f'{clip(text)!r} is not a time like "2026-12-01 14:00"', usage=_USAGE)
+
+
+def _local(naive: datetime, zone: ZoneInfo, tz: str) -> datetime:
+    """`naive` in `zone`, refused when the clocks skip it or pass it twice that night (a daylight
+    saving change): the window would open an hour off, without a word."""
+    early, late = naive.replace(tzinfo=zone, fold=0), naive.replace(tzinfo=zone, fold=1)
+    when = f"{naive:%Y-%m-%d %H:%M}"
+    if early.utcoffset() != late.utcoffset():
+        if early.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != naive:
+            raise UserError(
+                f"{when} does not exist in {tz}: the clocks skip it that night (daylight saving); "
+                "pick a time before or after the change"
+            )
+        raise UserError(
+            f"{when} happens twice in {tz} that night (daylight saving: {early:%H:%M %Z}, then {late:%H:%M %Z}); "
+            "pick a time before or after the change, or give it in UTC with `--tz UTC`"
+        )
+    return early
+
+
+def _words(reason: list[str] | str | None) -> str:
+    """`--reason` as typed: several words without quotes are one reason."""
+    if isinstance(reason, list):
+        return " ".join(reason).strip()
+    return (reason or "").strip()
 
 
 def _arguments(parser: CommandParser) -> None:
@@ -221,7 +252,7 @@ def _arguments(parser: CommandParser) -> None:
     parser.add_argument("words", nargs="+", metavar="PLAN", help="a loaded plan's name")
     _window_arguments(parser)
     parser.add_argument("--override", action="store_true", help="coordinator: schedule outside the windows")
-    parser.add_argument("--reason", metavar="TEXT", help="why (an override)")
+    parser.add_argument("--reason", nargs="+", metavar="TEXT", help="why (an override)")
 
 
 def _window_arguments(parser: CommandParser) -> None:
@@ -235,14 +266,18 @@ def _window_arguments(parser: CommandParser) -> None:
 
 def _cancel_arguments(parser: CommandParser) -> None:
     parser.add_argument("id", metavar="ID", help="the schedule (`/upgrade schedule list` shows ids)")
-    parser.add_argument("--reason", metavar="TEXT", help="why it is cancelled (shown in the notice)")
+    parser.add_argument(
+        "--reason", nargs="+", metavar="TEXT", help="why it is cancelled (shown in the notice)"
+    )
 
 
 def _move_arguments(parser: CommandParser) -> None:
     parser.add_argument("id", metavar="ID", help="the schedule (`/upgrade schedule list` shows ids)")
     _window_arguments(parser)
     parser.add_argument("--override", action="store_true", help="coordinator: move outside the windows")
-    parser.add_argument("--reason", metavar="TEXT", help="why it moves (the delayed announcement shows it)")
+    parser.add_argument(
+        "--reason", nargs="+", metavar="TEXT", help="why it moves (the delayed announcement shows it)"
+    )
 
 
 def register(registry: Registry) -> None:

@@ -166,5 +166,5 @@ def test_a_move_needs_a_scheduler_a_reason_and_a_pending_schedule(
     assert cmd(services, f'{move} --reason "later"').ok
     again = cmd(services, f'{move} --reason "even later"')
     assert not again.ok
-    assert "is moved; only a pending schedule can be moved" in again.rendered.text
+    assert "was moved: it is #2 now (scheduled)" in again.rendered.text
     assert len(delayed(slack_stub)) == 1

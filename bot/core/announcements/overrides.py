@@ -8,10 +8,11 @@ coordinator may override with a reason, and the override is audited on its own l
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.core.audit import audit_entry
+from bot.core.durations import format_duration
 from bot.core.people import Directory, roles_of
 from bot.core.windows import Policy
 from bot.errors import PermissionDenied, UsageError
@@ -39,10 +40,26 @@ def window_refusal(policy: Policy, start: datetime, end: datetime, tz: str) -> s
             + ", ".join(f"{s.start.astimezone(zone):%a %Y-%m-%d %H:%M}" for s in slots)
             + f" ({tz})."
         )
+    elif (longest := _longest(policy)) is not None and end - start > longest:
+        # Not a year-long freeze: the plan's window fits in none of the allowed ones.
+        lines.append(
+            f"The plan's window lasts {format_duration(end - start)}, longer than the longest allowed "
+            f"window ({format_duration(longest)}): no slot can hold it; shorten the plan's window."
+        )
     else:
         lines.append("No allowed slot in the next year.")
     lines.append('The coordinator may override with `--override --reason "…"` (audited).')
     return "\n".join(lines)
+
+
+def _longest(policy: Policy) -> timedelta | None:
+    """The longest of the allowed windows (one across midnight counted whole); None: no windows."""
+    lengths = []
+    for window in policy.windows:
+        start = datetime.combine(date(2000, 1, 3), window.start)
+        end = datetime.combine(date(2000, 1, 3), window.end)
+        lengths.append(end - start if end > start else end + timedelta(days=1) - start)
+    return max(lengths, default=None)
 
 
 def authorize_override(

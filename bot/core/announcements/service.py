@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -373,7 +373,7 @@ class AnnouncementService:
             raise UserError(
                 "no announcement channel: set `channels.announcements` in the plan or the configuration"
             )
-        end = start + (plan.window.end - plan.window.start)
+        end = start.astimezone(UTC) + (plan.window.end - plan.window.start)  # elapsed, across DST
 
         def rows(schedule_id: int) -> list[AnnouncementRow]:
             planned = A.schedule(
@@ -477,7 +477,7 @@ class AnnouncementService:
             raise UsageError('say why it moves: `--reason "…"` (the delayed announcement shows it)')
         plan = stored_plan(self.store, old.plan_id)
         now = self.clock()
-        end = start + (plan.window.end - plan.window.start)
+        end = start.astimezone(UTC) + (plan.window.end - plan.window.start)  # elapsed, across DST
         if start <= old.window_start:
             # The announcement says "delayed": bringing a window forward is a different message
             # (people may have planned around the old time), so it is a cancel and a new schedule.
@@ -563,6 +563,21 @@ class AnnouncementService:
         schedule = self.store.schedule(schedule_id)
         if schedule is None:
             raise UserError(f"there is no schedule #{schedule_id} (`/upgrade schedule list`)")
+        if schedule.state == "moved":
+            # Moved means replaced: name the schedule that holds the plan's window now.
+            after = next(
+                (
+                    s
+                    for s in self.store.schedules(plan_name=schedule.plan_name)
+                    if s.moved_from == schedule_id
+                ),
+                None,
+            )
+            if after is not None:
+                raise UserError(
+                    f"schedule #{schedule_id} was moved: it is #{after.id} now ({after.state}); "
+                    f"`/upgrade schedule list` shows it"
+                )
         if schedule.state != "scheduled":
             raise UserError(
                 f"schedule #{schedule_id} is {schedule.state}; only a pending schedule can be {done}"

@@ -1,0 +1,95 @@
+"""What `/upgrade schedule` says on the days it must refuse or could mislead (walks of the
+announcements): a local time the clocks skip or pass twice is refused, a window is its plan's
+length in elapsed time across a daylight saving change, a moved schedule names the one that
+replaced it, a plan longer than every allowed window is said so (not "no slot in a year"),
+`schedule list` keeps a pending schedule among many cancelled ones, and `--reason` takes words.
+Through the router, with the Tokyo team's configuration and an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.frontdoor.assemble import Services, assemble
+from bot.router import CommandRequest, Outcome
+from bot.settings import load_settings
+from tests.support.clock import FakeClock
+from tests.support.schedules import CONFIG, FRIDAY_NOON_IN_TOKYO, PLAN
+
+
+@pytest.fixture
+def services(write_config: Callable[..., Path]) -> Iterator[Services]:
+    clock = FakeClock(FRIDAY_NOON_IN_TOKYO)
+    built = assemble(load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock)
+    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
+    yield built
+    built.close()
+
+
+def cmd(services: Services, text: str, user: str = "U0COORD") -> Outcome:
+    return services.router.handle(CommandRequest(text=text, user_id=user, channel_id="C0OPS"))
+
+
+def test_a_time_the_clocks_skip_or_pass_twice_is_refused(services: Services) -> None:
+    skipped = cmd(services, 'schedule tokyo-upgrade --at "2027-03-28 02:30" --tz Europe/Berlin')
+    assert not skipped.ok
+    assert (
+        "2027-03-28 02:30 does not exist in Europe/Berlin: the clocks skip it that night"
+        in skipped.rendered.text
+    )
+    twice = cmd(services, 'schedule tokyo-upgrade --at "2027-10-31 02:30" --tz Europe/Berlin')
+    assert not twice.ok
+    assert (
+        "2027-10-31 02:30 happens twice in Europe/Berlin that night (daylight saving: 02:30 CEST, then 02:30 CET)"
+        in (twice.rendered.text)
+    )
+    assert services.store.schedules() == []
+
+
+def test_a_window_across_a_daylight_saving_change_lasts_its_plans_elapsed_time(services: Services) -> None:
+    out = cmd(
+        services,
+        'schedule tokyo-upgrade --at "2027-03-28 01:00" --tz Europe/Berlin --override --reason night work',
+    )
+    assert out.ok, out.rendered.text
+    (schedule,) = services.store.schedules()
+    assert schedule.window_end - schedule.window_start == timedelta(hours=2)  # the plan's 14:00–16:00
+    assert schedule.override_reason == "night work"
+
+
+def test_a_moved_schedule_names_the_one_that_replaced_it(services: Services) -> None:
+    assert cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"').ok
+    assert cmd(services, 'schedule move 1 --at "2026-12-02 14:00" --reason vendor delay').ok
+    again = cmd(services, 'schedule move 1 --at "2026-12-03 14:00" --reason again')
+    assert not again.ok
+    assert "schedule #1 was moved: it is #2 now (scheduled)" in again.rendered.text
+    cancel = cmd(services, "schedule cancel 1 --reason walk cleanup")
+    assert "it is #2 now" in cancel.rendered.text
+    assert cmd(services, "schedule cancel 2 --reason walk cleanup").ok  # --reason: words, unquoted
+    assert services.store.schedule(2).state == "cancelled"  # type: ignore[union-attr]
+
+
+def test_a_plan_longer_than_every_allowed_window_is_said_so(services: Services) -> None:
+    long = PLAN.replace("name: tokyo-upgrade", "name: long").replace(
+        'end: "2026-12-01T16:00"', 'end: "2026-12-01T18:00"'
+    )
+    services.store.save_plan(name="long", text=long, loaded_by="U0PRIMARY", loaded_at=FRIDAY_NOON_IN_TOKYO)
+    out = cmd(services, 'schedule long --at "2026-12-02 14:00"')
+    assert not out.ok
+    assert "The plan's window lasts 4h, longer than the longest allowed window (3h)" in out.rendered.text
+    assert "No allowed slot in the next year" not in out.rendered.text
+
+
+def test_the_list_keeps_a_pending_schedule_among_many_cancelled_ones(services: Services) -> None:
+    assert cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"').ok
+    other = PLAN.replace("name: tokyo-upgrade", "name: other")
+    services.store.save_plan(name="other", text=other, loaded_by="U0PRIMARY", loaded_at=FRIDAY_NOON_IN_TOKYO)
+    for n in range(10):
+        assert cmd(services, 'schedule other --at "2026-12-02 14:00"').ok
+        assert cmd(services, f"schedule cancel {n + 2}").ok
+    listed = cmd(services, "schedule list").rendered.text
+    assert "*`#1`* plan `tokyo-upgrade`" in listed
+    assert "*`#11`* plan `other`" in listed
