@@ -33,6 +33,7 @@ from bot.errors import (
     BotError,
     ConfigError,
     PermissionDenied,
+    PlanInvalid,
     TemporaryError,
     UsageError,
     UserError,
@@ -189,6 +190,10 @@ class Router:
         except UsageError as exc:
             log.info("usage error in /upgrade %s: %s", name, exc.user_message)
             return name, _error_reply(exc.user_message, cid, usage=exc.usage), "usage", exc.user_message
+        except PlanInvalid as exc:
+            # An invalid plan is the input's fault, as a bad argument is (the terminal exits 2).
+            log.info("/upgrade %s: invalid plan: %s", name, exc.user_message)
+            return name, _error_reply(exc.user_message, cid), "usage", exc.user_message
         except PermissionDenied as exc:
             log.info("permission denied for %s on /upgrade %s: %s", request.user_id, name, exc.user_message)
             return name, _error_reply(exc.user_message, cid), "denied", exc.user_message

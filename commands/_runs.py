@@ -11,7 +11,7 @@ from bot.core.command import CommandContext
 from bot.core.runs import machine as R
 from bot.core.runs.machine import require_member
 from bot.core.runs.service import Actor, RunService
-from bot.errors import UserError
+from bot.errors import UsageError, UserError
 
 
 def service(ctx: CommandContext) -> RunService:
@@ -32,7 +32,7 @@ def reason(words: list[str] | None, *, required: bool) -> str:
     """The `--reason …` words as one string; a UserError when it is required and missing."""
     text = " ".join(words or []).strip()
     if required and not text:
-        raise UserError("say why with `--reason …`; it goes on the card and into the audit log")
+        raise UsageError("say why with `--reason …`; it goes on the card and into the audit log")
     return text
 
 

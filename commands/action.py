@@ -24,7 +24,15 @@ from bot.core.jobs.registry import COMMAND_KINDS, KINDS, job_kind
 from bot.core.people import ANY_ROLE, roles_of
 from bot.core.runs.plans import one_step_plan
 from bot.core.snapshots.projection import ClusterReader
-from bot.errors import BotError, ClusterUnreachable, PermissionDenied, TemporaryError, UserError, clip
+from bot.errors import (
+    BotError,
+    ClusterUnreachable,
+    PermissionDenied,
+    TemporaryError,
+    UsageError,
+    UserError,
+    clip,
+)
 from bot.records import ActionCall
 from commands import _runs
 
@@ -62,15 +70,15 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     for word in args.params:
         key, sep, value = word.partition("=")
         if not sep or not key or not value:
-            raise UserError(f"`{clip(word, 60)}` is not ARG=VALUE (e.g. node=ip-10-0-1-7)")
+            raise UsageError(f"`{clip(word, 60)}` is not ARG=VALUE (e.g. node=ip-10-0-1-7)")
         params[key.strip()] = value.strip()
     unknown = sorted(set(params) - kind.arguments)
     if unknown:
         accepted = ", ".join(sorted(kind.arguments - {"dry_run"}))
-        raise UserError(f"`{args.kind}` takes {accepted}; not {', '.join(unknown)}")
+        raise UsageError(f"`{args.kind}` takes {accepted}; not {', '.join(unknown)}")
     missing_args = sorted(kind.required - set(params))
     if missing_args:
-        raise UserError(f"`{args.kind}` needs {', '.join(missing_args)}")
+        raise UsageError(f"`{args.kind}` needs {', '.join(missing_args)}")
     if args.dry_run:
         params["dry_run"] = "true"
     cluster = pick_cluster(settings.clusters, args.cluster)
@@ -85,7 +93,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     try:
         kind.check(params)
     except UserError as exc:
-        raise UserError(f"`{args.kind}`: {exc.user_message}") from None
+        # A bad value (a duration, a name Kubernetes cannot have): the command's usage, as a typo's.
+        raise UsageError(f"`{args.kind}`: {exc.user_message}") from None
     what = " ".join(f"{k}={v}" for k, v in params.items())
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):

@@ -302,3 +302,32 @@ def test_a_terminal_shows_progress_with_the_totals(
         assert status == 3
         assert "reading" not in shown
         assert json.loads(out)["cluster"] == "sim"
+
+
+def test_exec_exits_2_for_what_the_command_was_given_wrong(
+    tmp_path: Path,
+    write_config: Callable[..., Path],
+    sim_eks: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+) -> None:
+    """terminal.md: 2 is a usage error or an invalid plan. A misspelt action argument, a bad value,
+    a missing `--reason` and an invalid plan exited 1 ("could not do it")."""
+    team = tmp_path / "team"
+    (team / "plans").mkdir(parents=True)
+    (team / "plans" / "bad.yaml").write_text("name: bad\ncluster: sim\nsteps: []\n")
+    config = str(
+        write_config(
+            f"clusters:\n  sim: {{kubeconfig: {sim_kubeconfig(sim_eks)}}}\nchannels: {{operations: C0OPS}}\n"
+            f"templates_dir: {team}\n"
+        )
+    )
+    env = _env(tmp_path)
+    for text in (
+        "action drain nodgroup=others --reason x",
+        "action drain nodegroup=others timeout=banana --reason x",
+        "action cordon node=ip-1",
+        "abort",
+        "plan load bad",
+    ):
+        done = cli(tmp_path, "exec", text, "--as", "U0PRIMARY", "--config", config, env=env)
+        assert done.returncode == 2, (text, done.stdout, done.stderr)
