@@ -427,3 +427,24 @@ def test_a_users_argument_is_inert_in_every_line_of_the_job_it_starts(bot: Bot) 
     for payload in payloads:
         assert "<!channel>" not in payload, payload
         assert "\u202e" not in payload, payload
+
+
+def test_an_aborted_runs_open_gate_loses_its_buttons_and_says_the_run_ended(bot: Bot) -> None:
+    """The gate open when a run was aborted kept Approve and Reject (whose clicks were refused)."""
+    team = Path(str(bot.services.settings.templates_dir))
+    (team / "plans" / "drill.yaml").write_text(DRILL)
+    assert "loaded" in bot.command("plan load drill")
+    bot.command("start drill")
+    run_id = bot.services.store.runs()[0].id
+    gate = bot.gate("wipe")
+    jobs = bot.pool.count()
+    assert "aborted" in bot.command(f"abort {run_id} --reason vendor outage", user=COORD)
+    bot.pool.wait_idle(jobs)
+    edits = [
+        c.params
+        for c in bot.stub.calls_to("chat.update")
+        if "this start is closed; the run was aborted before the step ran" in str(c.params.get("text", ""))
+    ]
+    assert edits, [c.params.get("text") for c in bot.stub.calls_to("chat.update")]
+    assert "gate_approve" not in json.dumps(edits[-1].get("blocks") or [])
+    assert gate.startswith(run_id)

@@ -424,10 +424,13 @@ class RunCards:
             raise failed
         if run.state in ENDED and self.files is not None and REPORT_KEY not in refs:
             self._post_report(run, card.channel, thread)
-        # Gate messages: retire the buttons of gates that closed, post the open one.
+        # Gate messages: retire the buttons of gates that closed (every one, once the run ended:
+        # an aborted run's open gate kept Approve and Reject), post the open one.
         for sr in run.steps:
             for key, ref in refs.items():
-                closed = key.startswith(f"gate:{sr.step_id}:") and key != self._gate_key(run, sr)
+                closed = key.startswith(f"gate:{sr.step_id}:") and (
+                    key != self._gate_key(run, sr) or run.state in ENDED
+                )
                 if closed and ref.ts and not key.endswith(":retired"):
                     self._retire(run, sr, ref.channel, ref.ts, key)
         cur = run.current
