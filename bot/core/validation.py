@@ -257,6 +257,14 @@ class YamlValidator:
         value = self._scalar(node, key, "a string")
         if value is None:
             return None
+        if isinstance(value, bool) and isinstance(node, yaml.ScalarNode):
+            # YAML reads yes/no/on/off/true/false unquoted as a boolean.
+            self.error(
+                node,
+                key,
+                f'{node.value} is read as {str(value).lower()}, not a string: quote it ("{node.value}")',
+            )
+            return None
         if not isinstance(value, str) or not value.strip():
             self.error(node, key, "expected a non-empty string")
             return None

@@ -179,8 +179,11 @@ def parse_steps(
     if is_null(node):
         v.missing_value(node, "steps")
         return []
-    if not isinstance(node, yaml.SequenceNode) or not node.value:
+    if not isinstance(node, yaml.SequenceNode):
         v.error(node, "steps", "expected a list of steps")
+        return []
+    if not node.value:
+        v.error(node, "steps", "a plan needs at least one step")
         return []
     default_timeout = v.duration(defaults.get("timeout"), "defaults.timeout")
     default_escalate = v.duration(defaults.get("escalate_after"), "defaults.escalate_after")
@@ -509,7 +512,9 @@ def _actions(
             )
         for arg in sorted(spec.required - set(args)):
             v.error(nnode, f"{key}.{name}", f"missing argument {arg!r}")
-        if spec.check is not None:
+        # With an argument misspelt or missing, what the action would say of the rest (a `nodegrup`
+        # typo: "either node or nodegroup, not both") only repeats the same mistake, wrongly.
+        if spec.check is not None and not set(args) - spec.arguments and not spec.required - set(args):
             # Values the action would refuse when it starts (a duration that is not one) are
             # refused now, with their line, rather than at 3 a.m. when the step opens.
             try:
