@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.assemble import Services, assemble
-from bot.router import CommandRequest, Outcome
-from bot.settings import load_settings
+from bot.frontdoor.assemble import Services
 from tests.support.clock import FakeClock
-from tests.support.schedules import CONFIG, FRIDAY_NOON_IN_TOKYO, PLAN, TOKYO, suggested
+from tests.support.schedules import FRIDAY_NOON_IN_TOKYO, PLAN, TOKYO, command, suggested, tokyo_team
 
 
 @pytest.fixture
@@ -24,16 +22,13 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def services(write_config: Callable[..., Path], clock: FakeClock) -> Iterator[Services]:
-    built = assemble(load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock)
     assert PLAN.count("tokyo-upgrade") == 1
     assert "2026-12-01T16:00" in PLAN
-    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
-    yield built
-    built.close()
+    with tokyo_team(write_config, clock) as built:
+        yield built
 
 
-def cmd(services: Services, text: str, user: str = "U0PRIMARY") -> Outcome:
-    return services.router.handle(CommandRequest(text=text, user_id=user, channel_id="C0OPS"))
+cmd = command
 
 
 def test_a_schedule_outside_the_window_is_refused_with_slots_inside_it(services: Services) -> None:

@@ -15,11 +15,9 @@ from pathlib import Path
 import pytest
 
 from bot.core.runs.report import build_report
-from bot.frontdoor.assemble import Services, assemble
-from bot.router import CommandRequest, Outcome
-from bot.settings import load_settings
+from bot.frontdoor.assemble import Services
 from tests.support.clock import FakeClock
-from tests.support.schedules import CONFIG, FRIDAY_NOON_IN_TOKYO, PLAN
+from tests.support.schedules import FRIDAY_NOON_IN_TOKYO, PLAN, command, tokyo_team
 
 AT = 'schedule tokyo-upgrade --at "2026-12-01 14:00"'  # Tuesday 14:00 Tokyo = 05:00 UTC
 
@@ -31,16 +29,11 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def services(write_config: Callable[..., Path], clock: FakeClock) -> Iterator[Services]:
-    built = assemble(load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock)
-    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
-    yield built
-    built.close()
+    with tokyo_team(write_config, clock) as built:
+        yield built
 
 
-def cmd(services: Services, text: str, user: str = "U0PRIMARY", cid: str = "") -> Outcome:
-    return services.router.handle(
-        CommandRequest(text=text, user_id=user, channel_id="C0OPS", correlation_id=cid or None)
-    )
+cmd = command
 
 
 def test_a_runs_end_withdraws_the_reminder_and_starting_still_to_come(
@@ -124,18 +117,13 @@ def test_a_broken_template_of_the_runs_end_is_refused_when_scheduling(
     (team / "announcements" / "completed.txt.j2").write_text(
         ":tada: {{ plan.cluster }} done after {{ run.stepp.name }}\n"
     )
-    settings = load_settings(write_config(CONFIG + f"templates_dir: {team}\n", roster=False), {})
-    services = assemble(settings, with_slack=False, clock=clock)
-    try:
-        services.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
+    with tokyo_team(write_config, clock, f"templates_dir: {team}\n") as services:
         out = cmd(services, AT, user="U0COORD")
         assert not out.ok
         assert "announcement `completed` could not be rendered" in out.rendered.text
         assert "'RunInfo' has no attribute 'stepp'" in out.rendered.text
         assert "bot.core" not in out.rendered.text
         assert services.store.schedules() == []
-    finally:
-        services.close()
 
 
 def test_the_schedules_audit_row_carries_the_requests_correlation_id(services: Services) -> None:
@@ -150,10 +138,7 @@ def test_a_plan_for_a_cluster_the_bot_does_not_know_is_refused_at_start(
     """It started, then failed at its first action ("no cluster named …") and paused."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
-    config = write_config(CONFIG + f"clusters:\n  staging: {{kubeconfig: {kubeconfig}}}\n", roster=False)
-    services = assemble(load_settings(config, {}), with_slack=False, clock=clock)
-    try:
-        services.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
+    with tokyo_team(write_config, clock, f"clusters:\n  staging: {{kubeconfig: {kubeconfig}}}\n") as services:
         clock.set(datetime(2026, 11, 30, 5, 30, tzinfo=UTC))  # inside a window
         out = cmd(services, "start tokyo-upgrade")
         assert not out.ok
@@ -161,5 +146,3 @@ def test_a_plan_for_a_cluster_the_bot_does_not_know_is_refused_at_start(
             "is for cluster `prod`, which this bot does not know (configured: staging)" in out.rendered.text
         )
         assert services.store.runs() == []
-    finally:
-        services.close()

@@ -13,24 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.assemble import Services, assemble
-from bot.router import CommandRequest, Outcome
-from bot.settings import load_settings
+from bot.frontdoor.assemble import Services
+from bot.router import Outcome
 from tests.support.clock import FakeClock
-from tests.support.schedules import CONFIG, FRIDAY_NOON_IN_TOKYO, PLAN
+from tests.support.schedules import FRIDAY_NOON_IN_TOKYO, PLAN, command, tokyo_team
 
 
 @pytest.fixture
 def services(write_config: Callable[..., Path]) -> Iterator[Services]:
-    clock = FakeClock(FRIDAY_NOON_IN_TOKYO)
-    built = assemble(load_settings(write_config(CONFIG, roster=False), {}), with_slack=False, clock=clock)
-    built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
-    yield built
-    built.close()
+    with tokyo_team(write_config, FakeClock(FRIDAY_NOON_IN_TOKYO)) as built:
+        yield built
 
 
 def cmd(services: Services, text: str, user: str = "U0COORD") -> Outcome:
-    return services.router.handle(CommandRequest(text=text, user_id=user, channel_id="C0OPS"))
+    return command(services, text, user)
 
 
 def test_a_time_the_clocks_skip_or_pass_twice_is_refused(services: Services) -> None:

@@ -3,7 +3,8 @@ item 3): a durable job on the duty engine. `kill -9` while it waits for an app s
 restarted, the step is interrupted and waits for people; resumed, the SAME job continues with the
 baseline it stored before the kill (the Application already Degraded then is reported once, never
 blocking), and an Application going Degraded fails the step with the app and its message in the
-thread."""
+thread. And the baseline is the run's, recorded with its `pre` snapshot: an app broken after it (by
+the upgrade's own earlier steps) fails a later app-health step instead of being excused."""
 
 from __future__ import annotations
 
@@ -29,6 +30,20 @@ PLAN = team_plan(
     actions: [{app-health: {namespaces: argocd, timeout: 30m}}]
 """,
 )
+#: The same check after the run's `pre` snapshot, which records the run's baseline of apps.
+PLAN_PRE = team_plan(
+    "apps-pre",
+    """\
+  - id: pre
+    title: Snapshot before
+    gate: {approve: [primary]}
+    actions: [{snapshot: {label: pre}}]
+  - id: apps-healthy
+    title: Argo CD apps healthy
+    gate: {approve: [primary]}
+    actions: [{app-health: {namespaces: argocd, timeout: 30m}}]
+""",
+)
 SHOP = {"kind": "Application", "namespace": "argocd", "name": "shop"}
 
 
@@ -46,7 +61,7 @@ def bot(
     sim_kubeconfig: Callable[[Any], Path],
     tmp_path: Path,
 ) -> Iterator[RunBot]:
-    plans = {"apps": PLAN}
+    plans = {"apps": PLAN, "apps-pre": PLAN_PRE}
     with crash_bot(
         write_config, slack_stub, bot_env, tmp_path, plans=plans, sim=sim, sim_kubeconfig=sim_kubeconfig
     ) as b:
@@ -92,3 +107,36 @@ def test_kill9_while_waiting_then_resume_keeps_the_baseline_and_a_degraded_app_f
     )
     assert not any("argocd/legacy" in t for t in failed)  # Degraded at the baseline: not blocking
     assert len(_thread(slack_stub, baseline)) == 1  # reported once, before and after the restart
+
+
+def test_an_app_broken_after_the_runs_snapshot_fails_a_later_app_health_step(
+    bot: RunBot, slack_stub: SlackStub, sim: SimCluster
+) -> None:
+    assert "loaded" in bot.command("plan load apps-pre")
+    assert "started" in bot.command("start apps-pre")
+    bot.click(PRIMARY, bot.gate("pre"))
+    wait_until(
+        lambda: bot.run().step_run("pre").state is StepState.SUCCEEDED, timeout=60, what="the pre snapshot"
+    )
+    recorded = bot.store().evidence_baseline(bot.run().id)
+    assert recorded is not None
+    assert list(recorded.body["apps"]) == ["Application argocd/legacy"]  # Degraded before the run
+    # Between the snapshot and the check, the upgrade breaks the shop.
+    sim.control.inject_fault(
+        {"type": "app_status", "object": SHOP, "health": "Degraded",
+         "message": "Deployment shop/web: Progress deadline exceeded"}
+    )  # fmt: skip
+    bot.click(PRIMARY, bot.gate("apps-healthy"))
+    wait_until(
+        lambda: bot.run().step_run("apps-healthy").state is StepState.FAILED,
+        timeout=60,
+        what="the step to fail on the Application broken after the snapshot",
+    )
+    failed = wait_until(
+        lambda: _thread(slack_stub, "app-health: 1 app(s) unhealthy"), timeout=30, what="the failure line"
+    )
+    assert any("Application argocd/shop: Degraded/Synced — Deployment shop/web" in t for t in failed)
+    (baseline,) = _thread(slack_stub, "already unhealthy at the baseline")
+    assert "the run's snapshot at " in baseline
+    assert "argocd/legacy" in baseline
+    assert "argocd/shop" not in baseline

@@ -3,10 +3,16 @@ the instant the tests start at, and how to read the slots a refusal suggests."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
+
+from bot.frontdoor.assemble import Services, assemble
+from bot.router import CommandRequest, Outcome
+from bot.settings import load_settings
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 FRIDAY_NOON_IN_TOKYO = datetime(2026, 11, 20, 3, tzinfo=UTC)
@@ -40,3 +46,25 @@ def suggested(text: str) -> list[datetime]:
         datetime.strptime(m, "%Y-%m-%d %H:%M").replace(tzinfo=TOKYO)
         for m in re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d", line)
     ]
+
+
+@contextlib.contextmanager
+def tokyo_team(
+    write_config: Callable[..., Path], clock: Callable[[], datetime], extra: str = ""
+) -> Iterator[Services]:
+    """The team's bot (no Slack), its plan `tokyo-upgrade` loaded; `extra`: more configuration."""
+    built = assemble(
+        load_settings(write_config(CONFIG + extra, roster=False), {}), with_slack=False, clock=clock
+    )
+    try:
+        built.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
+        yield built
+    finally:
+        built.close()
+
+
+def command(services: Services, text: str, user: str = "U0PRIMARY", cid: str = "") -> Outcome:
+    """`/upgrade TEXT` as `user` in the operations channel (`cid`: the request's correlation id)."""
+    return services.router.handle(
+        CommandRequest(text=text, user_id=user, channel_id="C0OPS", correlation_id=cid or None)
+    )

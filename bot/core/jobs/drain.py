@@ -1041,6 +1041,15 @@ class _Run:
         )
         return self.result(choice=self.choice(name), wait=5.0)
 
+    def _intend(self, node: dict[str, Any], keys: Sequence[str], state: str, decision: Decision) -> int:
+        """Store `state` (a delete's intent, written at the next tick) for the pods `keys` of
+        `node`, with who decided and why; the node's timer starts again. How many."""
+        for key in keys:
+            node["pods"][key].update(state=state, next=None)
+        node["forced"] = {"by": decision.by, "reason": decision.reason}
+        node["started"] = iso(self.now)
+        return len(keys)
+
     def decide(self, name: str, decision: Decision) -> Tick:
         node = self.p["nodes"][name]
         round_ = node["round"]
@@ -1049,15 +1058,9 @@ class _Run:
             node["started"] = iso(self.now)
             text = f"node {name}: {who} chose to wait 15 more minutes"
         elif decision.option == DELETE.id:
-            deleting = 0
-            for entry in node["pods"].values():
-                # Pods already terminating are not deleted again: it would not make them go sooner.
-                if entry["state"] in _DELETABLE:
-                    entry["state"] = "deleting"
-                    entry["next"] = None
-                    deleting += 1
-            node["forced"] = {"by": decision.by, "reason": decision.reason}
-            node["started"] = iso(self.now)
+            # Pods already terminating are not deleted again: it would not make them go sooner.
+            deletable = [k for k, e in node["pods"].items() if e["state"] in _DELETABLE]
+            deleting = self._intend(node, deletable, "deleting", decision)
             text = f"node {name}: {who} chose to delete the remaining pods instead of evicting them"
             terminating = (
                 sum(1 for e in node["pods"].values() if e["state"] in ("evicted", "deleting")) - deleting
@@ -1067,15 +1070,8 @@ class _Run:
                     f" ({deleting} deleted; {terminating} already Terminating, which a delete does not hurry)"
                 )
         elif decision.option == FORCE.id and node.get("stuck"):
-            forcing = 0
-            for key in node["stuck"]:
-                entry = node["pods"].get(key)
-                if entry is not None and entry["state"] in _LEFT:
-                    entry["state"] = "forcing"
-                    entry["next"] = None
-                    forcing += 1
-            node["forced"] = {"by": decision.by, "reason": decision.reason}
-            node["started"] = iso(self.now)
+            stuck = [k for k in node["stuck"] if node["pods"].get(k, {}).get("state") in _LEFT]
+            forcing = self._intend(node, stuck, "forcing", decision)
             text = f"node {name}: {who} chose to force-delete {forcing} pod(s) stuck Terminating (grace 0)"
         elif decision.option == SKIP.id:
             self.repool(name)
