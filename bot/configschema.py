@@ -190,7 +190,12 @@ _CLUSTER = Key(
             schema={"type": "boolean"},
         ),
         "request_timeout": _number(
-            "seconds before the API server counts as unreachable", default="`10`", low=0.5, high=300
+            "seconds to connect before the API server counts as unreachable; once connected, an answer is "
+            "awaited for at least 10 s (one object) or 60 s (a page of a list, a write), longer when this is "
+            "longer",
+            default="`10`",
+            low=0.5,
+            high=300,
         ),
         "provider": Key(
             doc="the cloud the cluster runs on (one key: `eks`, `aks` or `gke`)",
