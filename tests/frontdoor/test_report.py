@@ -422,3 +422,17 @@ def test_the_known_issues_a_job_posted_in_its_own_thread_are_in_the_report_and_a
     assert "- known issue KI006 on Deployment checkout/checkout\n" in md
     assert ("KI006", "checkout/Deployment/checkout") in {(m.rule, m.workload) for m in report.known_issues}
     assert all(e.workload for e in report.episodes)
+
+
+def test_a_node_group_drained_twice_counts_its_nodes_once(store: Store) -> None:
+    """Two drain steps of one group (the second finds the nodes drained) made "(4 nodes)" of two."""
+    run_id = stored_run(store)
+    first = next(j for j in store.jobs(states=("done",), run_id=run_id) if j.kind == "drain")
+    store.create_job(dataclasses.replace(first, id=0, step_id=f"{first.step_id}-again"))
+    report = build_report(store, run_id)
+    group = next(g for g in report.groups if sum(1 for n in report.nodes if n.group == g) > 2)
+    names = {n.name for n in report.nodes if n.group == group}
+    md = render(report, "md").decode()
+    assert f"### {group} ({len(names)} nodes, drained {2 * len(names)} times)" in md
+    html = render(report, "html").decode()
+    assert f"{group} ({len(names)} nodes, drained {2 * len(names)} times)" in html

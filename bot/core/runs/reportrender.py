@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from html import escape
@@ -116,7 +116,7 @@ def to_markdown(report: Report) -> str:
     out += ["", "## Nodes", ""]
     for group in report.groups:
         lanes = [n for n in report.nodes if n.group == group]
-        out.append(f"### {_cell(group)} ({len(lanes)} nodes)")
+        out.append(f"### {_cell(group)} ({_node_count(lanes)})")
         out.append("")
         out += [
             "| node | state | cordoned | drain began | first blocked | ended |",
@@ -504,3 +504,9 @@ def reply_context(report: Report) -> dict[str, Any]:
         "slowest": [{"name": n.name, "group": n.group, "took": _dur(t)} for n, t in slowest],
         "pictures": pictures(),
     }
+
+
+def _node_count(lanes: Sequence[Any]) -> str:
+    """ "2 nodes", or "2 nodes, drained 4 times" when a later step drained them again."""
+    names = len({n.name for n in lanes})
+    return f"{names} nodes" + (f", drained {len(lanes)} times" if len(lanes) > names else "")
