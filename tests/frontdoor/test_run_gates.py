@@ -448,3 +448,5 @@ def test_an_aborted_runs_open_gate_loses_its_buttons_and_says_the_run_ended(bot:
     assert edits, [c.params.get("text") for c in bot.stub.calls_to("chat.update")]
     assert "gate_approve" not in json.dumps(edits[-1].get("blocks") or [])
     assert gate.startswith(run_id)
+    # The card says where it stopped, not "▶ wipe · 1 to go".
+    assert "Run *aborted* — vendor outage · 0 done · stopped at `wipe` · 1 not run" in bot.card()
