@@ -272,7 +272,13 @@ def test_a_required_finding_pauses_the_run_with_resume_skip_and_waive_for_the_ri
         f":fast_forward: <@{PRIMARY}> skipped `checks`: reviewed with the payments team, CHG-1125" in thread
     )
     refused = [e for e in bot.services.store.audit_entries() if e.kind == "run" and e.outcome == "refused"]
-    assert [e.user_id for e in refused] == [SHADOW, STRANGER, PRIMARY]
+    # The shadow's and a stranger's clicks, the primary's stale one, then the blank reason the
+    # modal refused (audited as every click is).
+    assert [e.user_id for e in refused] == [SHADOW, STRANGER, SHADOW, PRIMARY, PRIMARY], [
+        (e.user_id, e.subcommand, e.detail) for e in refused
+    ]
+    assert refused[2].detail.startswith("duration: ")  # the waiver's modal: "forever", no reason
+    assert refused[-1].detail == "reason: Say why: it goes into the thread and the audit log."
 
 
 def test_a_failed_step_pauses_the_run_and_its_skip_needs_the_gates_two_people(bot: Bot) -> None:

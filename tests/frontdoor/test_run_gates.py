@@ -214,6 +214,8 @@ def test_destructive_steps_commands_and_handoff(bot: Bot) -> None:
         "errors": {"confirm": "Type wipe exactly to approve."},
     }
     assert bot.services.runs.load(run_id).step_run("wipe").state == "awaiting_approval"
+    # Refused in the modal, and audited as every click is.
+    assert (PRIMARY, "approve", "confirm: Type wipe exactly to approve.") in audited(bot, "refused")
     jobs = bot.pool.count()
     assert bot.submit_confirmation(PRIMARY, view["private_metadata"], "wipe") == ""
     bot.pool.wait_idle(jobs)

@@ -19,11 +19,11 @@ from bot.adapters.store import Store
 from bot.core.rendering import slack_escape
 from bot.core.runs.machine import ButtonRef
 from bot.frontdoor.inbox import Inbox
-from bot.frontdoor.slack.clicks import click_fields, take_click
+from bot.frontdoor.slack.clicks import audit_click, click_fields, take_click
 from bot.frontdoor.slack.fallback import refuse_inactive_button
 from bot.frontdoor.slack.keys import delivery_key, ref_id
 from bot.frontdoor.workers import WorkerPool
-from bot.logsetup import correlation, log_context
+from bot.logsetup import correlation, log_context, new_correlation_id
 
 #: Longest reason kept (the thread line and the audit row show it whole).
 REASON_LIMIT = 500
@@ -103,6 +103,10 @@ class StepButtonDoor:
         errors, fields = read(ref)
         if errors:
             ack(response_action="errors", errors=errors)
+            # Refused in the modal, by its field: audited as every click is (who, which step, why).
+            refused = submission_payload(body, channel, action_id, ref)
+            audit_click(self.store, self.clock, refused, new_correlation_id(), "run", ref.decision, "refused",
+                        "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())))  # fmt: skip
             return
         payload = submission_payload(body, channel, action_id, ref, **fields)
         # Stored before the ack, as a click is: an acknowledged submission is never sent again.
