@@ -82,10 +82,18 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     warnings = _cluster_warnings(ctx, plan)
     plan_id = ctx.store.save_plan(name=plan.name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
     saved = ctx.store.plan_by_id(plan_id)
+    # A plan reloaded while scheduled: its announcements say this version now (what `start` runs).
+    scheduled = ctx.store.schedules(states=["scheduled"], plan_name=plan.name)
     return Reply(
         template="runs/plan",
         ephemeral=False,
-        context={"plan": to_document(plan), "row": saved, "loaded": True, "warnings": warnings},
+        context={
+            "plan": to_document(plan),
+            "row": saved,
+            "loaded": True,
+            "warnings": warnings,
+            "scheduled": scheduled,
+        },
     )
 
 

@@ -146,3 +146,21 @@ def test_a_plan_for_a_cluster_the_bot_does_not_know_is_refused_at_start(
             "is for cluster `prod`, which this bot does not know (configured: staging)" in out.rendered.text
         )
         assert services.store.runs() == []
+
+
+def test_a_plan_reloaded_while_scheduled_says_what_its_announcements_now_say(
+    write_config: Callable[..., Path], clock: FakeClock, tmp_path: Path
+) -> None:
+    """The reload answered "loaded (#2)" alone, while the schedule's announcements changed versions."""
+    team = tmp_path / "team"
+    (team / "plans").mkdir(parents=True)
+    (team / "plans" / "tokyo-upgrade.yaml").write_text(
+        PLAN.replace('target_version: "1.25.16"', 'target_version: "1.26.3"')
+    )
+    with tokyo_team(write_config, clock, f"templates_dir: {team}\n") as services:
+        assert cmd(services, AT, user="U0COORD").ok
+        out = cmd(services, "plan load tokyo-upgrade")
+        assert out.ok, out.rendered.text
+        assert "`tokyo-upgrade` is scheduled (#1, from " in out.rendered.text
+        assert "its announcements now say 1.24.17 → 1.26.3." in out.rendered.text
+        assert ":calendar:" not in cmd(services, "plan show tokyo-upgrade").rendered.text
