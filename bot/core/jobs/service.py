@@ -425,7 +425,7 @@ class JobService:
     def interrupt(self, row: JobRow, note: str, *, post: tuple[str, str] | None = None) -> bool:
         """Stop a job nobody may drive now; its progress stays for `resume`. `post`: a thread
         post (key, text) owed with the interruption, in the same transaction."""
-        outbox = [(post[0], json.dumps({"text": inert(post[1]), "broadcast": False}))] if post else []
+        outbox = [_owed(post[0], post[1])] if post else []
         if not self.store.interrupt_job(
             row.id, owner_was=row.owner, at=self.clock(), note=note, outbox=outbox
         ):
@@ -596,19 +596,20 @@ class JobService:
             f"{UNREACHABLE}{row.cluster} since {since:%H:%M} UTC ({clip(why, 160)}); retrying every "
             f"{RETRY_SECONDS:.0f} s, from where the job stopped"
         )
+        card = json.dumps([said, *lines])
         outbox = []
-        if now - since >= UNREACHABLE_SAID:
+        key = f"unreachable:{iso(since)}"
+        if now - since >= UNREACHABLE_SAID and key not in self.store.messages(subject(row.id)):
             text = (
                 f":warning: {row.kind} (job {row.id}) cannot reach cluster {row.cluster} since {since:%H:%M} UTC: "
                 f"{clip(why, 300)}. It retries every {RETRY_SECONDS:.0f} s and goes on from where it stopped; "
                 "`/upgrade pause` holds the run meanwhile."
             )
-            outbox.append(
-                (f"unreachable:{iso(since)}", json.dumps({"text": inert(text), "broadcast": False}))
-            )
-        if self.store.save_job_card(
-            row.id, owner=self.owner, at=now, card=json.dumps([said, *lines]), outbox=outbox
-        ):
+            outbox.append(_owed(key, text))
+        if card == row.card and not outbox:
+            # The same line as at the last retry, already said: nothing to write or edit.
+            self.heartbeat(row.id)
+        elif self.store.save_job_card(row.id, owner=self.owner, at=now, card=card, outbox=outbox):
             if outbox:
                 self._post_owed(row)
             self._publish_run(row.run_id)
@@ -624,13 +625,13 @@ class JobService:
             f":white_check_mark: cluster {row.cluster} answers again ({row.kind}, job {row.id}), after "
             f"{format_duration(now - since)} without an answer; the job goes on"
         )
-        return [(f"reachable:{iso(since)}", json.dumps({"text": inert(text), "broadcast": False}))]
+        return [_owed(f"reachable:{iso(since)}", text)]
 
     def _store(self, row: JobRow, tick: Tick, *, planned: bool = False, answered: bool = False) -> Advanced:
         now = self.clock()
         # A job's lines are plain text built from node, pod and workload names (the cluster's) and
         # arguments (the user's): made inert here, once, so no job can post a ping or a fake link.
-        outbox = [(p.key, json.dumps({"text": inert(p.text), "broadcast": p.broadcast})) for p in tick.posts]
+        outbox = [_owed(p.key, p.text, broadcast=p.broadcast) for p in tick.posts]
         outbox += self._reached_again(row, now)
         if tick.choice is not None:
             outbox.append((f"choice:{tick.choice.key}", json.dumps(self._choice_body(row, tick.choice))))
@@ -989,6 +990,12 @@ class _BotActor:
     source: str = "job"
     channel_id: str = ""
     correlation_id: str = ""
+
+
+def _owed(key: str, text: str, *, broadcast: bool = False) -> tuple[str, str]:
+    """A thread post a job owes, as its outbox row: its line made inert (a job's lines carry the
+    cluster's names and the user's arguments: no ping, no fake link)."""
+    return key, json.dumps({"text": inert(text), "broadcast": broadcast})
 
 
 #: The choice key of the uncordon offered after an abort (`offer_uncordon`).
