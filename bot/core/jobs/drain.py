@@ -66,6 +66,8 @@ SKIP = ChoiceOption(id="skip", label="Skip this node")
 FORCE = ChoiceOption(
     id="force", label="Force-delete the Terminating pods", roles=("coordinator",), needs_reason=True
 )
+#: How many budgets and workloads a delete would take down the question names (Slack's limits).
+RISKS_SAID = 4
 #: Pod states a "delete" decision turns into deletes (a pod already Terminating is not one).
 _DELETABLE = frozenset({"pending", "evicting", "blocked", "refused"})
 
@@ -901,7 +903,9 @@ class _Run:
             delete = replace(DELETE, label=f"Delete the pods (loses the local data of {len(lost)})")
         if node.get("risks"):
             # A delete asks no budget: say what it takes down before anyone picks it.
-            question += "\n:warning: Deleting them " + "; ".join(node["risks"]) + "."
+            risks = node["risks"]
+            more = f"; and {len(risks) - RISKS_SAID} more" if len(risks) > RISKS_SAID else ""
+            question += "\n:warning: Deleting them " + "; ".join(risks[:RISKS_SAID]) + more + "."
         stuck = [k for k in node.get("stuck") or () if k in left]
         deletable = [k for k in left if node["pods"][k]["state"] in _DELETABLE]
         options = [WAIT, delete, SKIP] if deletable else [WAIT, SKIP]
