@@ -13,9 +13,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from bot.core.announcements import timing as A
 from bot.core.announcements.overrides import authorize_override, merged_roster, window_refusal
 from bot.core.announcements.service import AnnouncementService
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
+from bot.core.durations import format_duration
 from bot.core.people import ANY_ROLE, require_any_role
 from bot.core.runs.library import find_plan, stored_plan
 from bot.core.runs.plans import Plan
@@ -105,8 +107,19 @@ def _schedule(ctx: CommandContext, service: AnnouncementService, name: str, args
         correlation_id=ctx.correlation_id,
     )
     return Reply(
-        template="schedule/scheduled", context={"schedule": schedule, "announcements": announcements}
+        template="schedule/scheduled",
+        context={
+            "schedule": schedule,
+            "announcements": announcements,
+            **_dropped(service, start, ctx.clock()),
+        },
     )
+
+
+def _dropped(service: AnnouncementService, start: datetime, now: datetime) -> dict[str, object]:
+    """The reminders this window will not get (too close to now), for the reply to say so."""
+    left_out = A.dropped(window_start=start, scheduled_at=now, offsets=service.offsets)
+    return {"dropped": [A.format_offset(o) for o in left_out], "min_gap": format_duration(A.MIN_GAP)}
 
 
 def _checked_window(
@@ -163,6 +176,7 @@ def _move(ctx: CommandContext, service: AnnouncementService, word: str, args: Ar
             "schedule": after,
             "withdrawn": withdrawn,
             "announcements": service.store.scheduled_announcements(schedule_id=after.id),
+            **_dropped(service, start, ctx.clock()),
         },
     )
 

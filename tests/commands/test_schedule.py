@@ -169,3 +169,26 @@ def test_a_run_started_in_the_scheduled_window_belongs_to_it_and_its_end_is_anno
     ended = [r for r in services.store.scheduled_announcements(schedule_id=schedule.id) if r.run_id]
     assert [(r.template, r.dedup_key) for r in ended] == [("aborted", f"run:{attached.run_id}/aborted")]
     assert services.store.schedule(schedule.id).state == "aborted"  # type: ignore[union-attr]
+
+
+def test_the_reply_says_which_reminders_a_near_window_will_not_get(
+    services: Services, clock: FakeClock
+) -> None:
+    # Days ahead, every reminder is kept and the reply says nothing of dropped ones.
+    far = cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"')
+    assert far.ok, far.rendered.text
+    assert "No reminder" not in far.rendered.text
+    assert [a.template for a in services.store.scheduled_announcements()].count("reminder") == 2
+    assert cmd(services, "schedule cancel 1").ok
+    # Monday 13:20 in Tokyo; the window opens at 14:00: -24h is past and -1h due before now + 15m.
+    clock.set(datetime(2026, 11, 30, 4, 20, tzinfo=UTC))
+    near = cmd(services, 'schedule tokyo-upgrade --at "2026-11-30 14:00"')
+    assert near.ok, near.rendered.text
+    assert (
+        "No reminder at -24h or -1h: a reminder is kept only when it falls due at least 15m from now."
+        in near.rendered.text
+    )
+    assert [a.template for a in services.store.scheduled_announcements(schedule_id=2)] == [
+        "scheduled",
+        "starting",
+    ]

@@ -151,6 +151,18 @@ def schedule(
     return out
 
 
+def dropped(
+    *, window_start: datetime, scheduled_at: datetime, offsets: Sequence[timedelta] | None = None
+) -> tuple[timedelta, ...]:
+    """The reminders' offsets that `schedule` leaves out for a window opening at `window_start`,
+    scheduled at `scheduled_at`: those due before, or within MIN_GAP of, the scheduled announcement
+    (the reply says so, rather than leave people waiting for a reminder that will not come)."""
+    start = _utc(window_start, "window_start")
+    now = _utc(scheduled_at, "scheduled_at")
+    chosen = [parse_offset(o) for o in DEFAULT_OFFSETS] if offsets is None else list(offsets)
+    return tuple(o for o in sorted(set(chosen)) if o < timedelta(0) and start + o < now + MIN_GAP)
+
+
 def run_ended(*, subject: str, template: str, at: datetime, window_start: datetime) -> Announcement:
     """`completed` or `aborted`, due when the run ends."""
     if template not in (COMPLETED, ABORTED):
