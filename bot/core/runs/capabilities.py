@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -77,65 +78,110 @@ def action_context(
 ) -> ActionContext:
     """The capabilities a plan's actions use, bound to this bot's store and clusters (the
     settings' values: `bot.frontdoor.assemble` passes them)."""
-    labels = group_labels(node_group_labels)
+    bound = _Capabilities(
+        store=store,
+        clusters=clusters,
+        connect_cluster=connect_cluster,
+        clock=clock,
+        labels=group_labels(node_group_labels),
+        restart_threshold=restart_threshold,
+        rules_paths=rules_paths,
+        check_ignores=check_ignores,
+        image_checks=image_checks,
+        operations_channel=operations_channel,
+        watches=watches,
+        jobs=jobs,
+        evidence=evidence,
+    )
+    return ActionContext(
+        take_snapshot=bound.take_snapshot,
+        compare_snapshots=bound.compare_snapshots,
+        run_check=bound.run_check,
+        start_watch=bound.start_watch if watches is not None else None,
+        start_job=bound.start_job if jobs is not None else None,
+        record_baseline=bound.record_baseline if evidence is not None else None,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Capabilities:
+    """`action_context`'s values, and the capabilities it hands out as bound methods."""
+
+    store: Store
+    clusters: Mapping[str, ClusterConfig]
+    connect_cluster: Callable[[ClusterConfig], ClusterReader]
+    clock: Callable[[], datetime]
+    labels: Sequence[str]
+    restart_threshold: int
+    rules_paths: Sequence[Path]
+    check_ignores: Sequence[Cover]
+    image_checks: ImageChecks | None
+    operations_channel: str | None
+    watches: WatchService | None
+    jobs: JobService | None
+    evidence: Evidence | None
 
     def take_snapshot(
-        cluster: str, label: str, taken_by: str
+        self, cluster: str, label: str, taken_by: str
     ) -> tuple[int, str, Mapping[str, int], tuple[tuple[str, str], ...]]:
-        config = pick_cluster(clusters, cluster)
-        reader = connect_cluster(config)
+        config = pick_cluster(self.clusters, cluster)
+        reader = self.connect_cluster(config)
         with contextlib.closing(reader):
             stored = snapshots.take_and_store(
-                store,
+                self.store,
                 reader,
                 label=label,
                 taken_by=taken_by,
-                now=clock(),
-                node_group_labels=labels,
-                logs=log_probe(load_rules(rules_paths)),
+                now=self.clock(),
+                node_group_labels=self.labels,
+                logs=log_probe(load_rules(self.rules_paths)),
                 provider=provider_of(config),
             )
         gaps = tuple((str(g["resource"]), str(g["reason"])) for g in stored.snap.get("gaps") or ())
         return stored.meta.id, stored.meta.label, stored.snap["counts"], gaps
 
-    def compare_snapshots(cluster: str, before: str, after: str, replaces: Mapping[str, str]) -> DiffSummary:
+    def compare_snapshots(
+        self, cluster: str, before: str, after: str, replaces: Mapping[str, str]
+    ) -> DiffSummary:
         def live() -> dict[str, Any]:
             raise UserError("the diff action compares two stored snapshots; name both")
 
         return snapshots.compare(
-            store,
+            self.store,
             before,
             after,
-            cluster=pick_cluster(clusters, cluster),
+            cluster=pick_cluster(self.clusters, cluster),
             live=live,
-            restart_threshold=restart_threshold,
+            restart_threshold=self.restart_threshold,
             replaces=replaces,
         )
 
-    def run_check(cluster: str, target: str | None) -> Report:
-        config = pick_cluster(clusters, cluster)
-        reader = connect_cluster(config)
+    def run_check(self, cluster: str, target: str | None) -> Report:
+        config = pick_cluster(self.clusters, cluster)
+        reader = self.connect_cluster(config)
         with contextlib.closing(reader):
             return checks.check_cluster(
                 reader,
                 target=target,
-                waivers=active_waivers(store, cluster=config.name),
-                now=clock(),
-                ignores=check_ignores,
-                rules=load_rules(rules_paths),
-                extras=checks.default_extras(now=clock().timestamp(), cluster=config, images=image_checks),
+                waivers=active_waivers(self.store, cluster=config.name),
+                now=self.clock(),
+                ignores=self.check_ignores,
+                rules=load_rules(self.rules_paths),
+                extras=checks.default_extras(
+                    now=self.clock().timestamp(), cluster=config, images=self.image_checks
+                ),
             )
 
-    def start_watch(request: ActionRequest) -> str:
+    def start_watch(self, request: ActionRequest) -> str:
         from bot.core.actions.watch import target_and_stop, words
 
-        assert watches is not None
+        assert self.watches is not None
         args = dict(request.call.args)
         target, stop = target_and_stop(args)
-        cluster = pick_cluster(clusters, request.cluster)
-        row = watches.start(
+        cluster = pick_cluster(self.clusters, request.cluster)
+        row = self.watches.start(
             cluster=cluster.name,
-            channel=watch_channel(store, request.run_id, operations_channel),
+            channel=watch_channel(self.store, request.run_id, self.operations_channel),
             started_by=f"run:{request.run_id}",
             nodegroups=target.nodegroups,
             namespaces=words(args.get("namespace", "")),
@@ -146,16 +192,16 @@ def action_context(
         )
         return f"watch {row.id} started on {cluster.name}; the step ends with its verdict"
 
-    def record_baseline(request: ActionRequest, snapshot_id: int) -> str:
-        assert evidence is not None
-        config = pick_cluster(clusters, request.cluster)
+    def record_baseline(self, request: ActionRequest, snapshot_id: int) -> str:
+        assert self.evidence is not None
+        config = pick_cluster(self.clusters, request.cluster)
         cluster = config.name
         alerts = metrics = None
         with contextlib.suppress(UserError):
-            alerts = evidence.alerts(cluster)
+            alerts = self.evidence.alerts(cluster)
         with contextlib.suppress(UserError):
-            metrics = evidence.metrics(cluster)
-        calls = run_plan_calls(store, request.run_id) if request.run_id else []
+            metrics = self.evidence.metrics(cluster)
+        calls = run_plan_calls(self.store, request.run_id) if request.run_id else []
         scope = app_scope(calls)
         if not request.run_id or (alerts is None and metrics is None and scope is None):
             return ""
@@ -163,13 +209,13 @@ def action_context(
         def apps() -> Mapping[str, str]:
             assert scope is not None
             try:
-                reader = connect_cluster(config)
+                reader = self.connect_cluster(config)
                 with contextlib.closing(reader):
                     return unhealthy_now(cast(JobCluster, reader), scope)
             except ClusterError as exc:
                 raise EvidenceUnavailable(exc.user_message) from None
 
-        now = clock()
+        now = self.clock()
         body = take_baseline(
             alerts=alerts,
             metrics=metrics,
@@ -177,24 +223,15 @@ def action_context(
             now=now,
             apps=apps if scope is not None else None,
         )
-        store.save_evidence_baseline(
+        self.store.save_evidence_baseline(
             snapshot_id=snapshot_id, run_id=request.run_id, cluster=cluster, taken_at=now, body=body
         )
         return baseline_summary(body)
 
-    def start_job(request: ActionRequest) -> str:
-        assert jobs is not None
-        cluster = pick_cluster(clusters, request.cluster)
-        return jobs.start(request, cluster=cluster.name)
-
-    return ActionContext(
-        take_snapshot=take_snapshot,
-        compare_snapshots=compare_snapshots,
-        run_check=run_check,
-        start_watch=start_watch if watches is not None else None,
-        start_job=start_job if jobs is not None else None,
-        record_baseline=record_baseline if evidence is not None else None,
-    )
+    def start_job(self, request: ActionRequest) -> str:
+        assert self.jobs is not None
+        cluster = pick_cluster(self.clusters, request.cluster)
+        return self.jobs.start(request, cluster=cluster.name)
 
 
 class StepLongActions:
