@@ -109,7 +109,10 @@ def to_markdown(report: Report) -> str:
     out += ["", "## Steps", "", "```mermaid", mermaid_gantt(report), "```", ""]
     out += ["| step | state | waiting for people | working | approvals |", "|---|---|---|---|---|"]
     for b in report.steps:
-        who = ", ".join(f"{d} {p} by {report.who(u)}" for _, u, p, d in b.approvals)
+        # With the time: a gate opened again after a failure is approved again, beside its first.
+        who = ", ".join(
+            f"{d} {p} by {report.who(u)} at {at.astimezone(UTC):%H:%M:%S}" for at, u, p, d in b.approvals
+        )
         out.append(
             f"| {_cell(b.step_id)} | {_cell(b.state)} | {_dur(b.waiting)} | {_dur(b.working)} | {_cell(who)} |"
         )
