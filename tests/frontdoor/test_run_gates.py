@@ -239,7 +239,11 @@ def test_destructive_steps_commands_and_handoff(bot: Bot) -> None:
     assert "paused" in refused
     assert "say why" in bot.command(f"abort {run_id}", user=COORD)
     assert "active" in bot.command(f"resume {run_id}", user=PRIMARY)
-    assert "skipped" in bot.command("skip after --reason checked by hand", user=PRIMARY)
+    # Skipping is voted as the step's gate is approved: the shadow's step, not the primary's.
+    assert "skipping `after` needs the shadow, as its gate does; you are the primary" in bot.command(
+        "skip after --reason checked by hand", user=PRIMARY
+    )
+    assert "skipped" in bot.command("skip after --reason checked by hand", user="U0NEWSHADOW")
     assert "Run *completed*" in bot.card()
     assert ":fast_forward: `after`" in bot.card()
     stranger = bot.command(f"pause {run_id} --reason x", user=STRANGER)

@@ -546,7 +546,8 @@ def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:
         before = FAILED_BEFORE if cur.state is StepState.FAILED else INTERRUPTED_BEFORE
         run = _set_step(run, cur, StepState.AWAITING_APPROVAL, now, note=f"{before}{cur.note or cur.state}")
         events.append(Event(kind="gate_opened", step_id=cur.step_id, detail="start"))
-    elif cur is None:
+    elif cur is None or cur.state is StepState.PENDING:
+        # The run ended, or its stopped step was skipped while it was paused: the next gate opens.
         run = _open_next(run, now, events)
     return Outcome(run=run, events=tuple(events))
 
@@ -648,26 +649,77 @@ def skip_vote(
         return refuse(f"this button is from an earlier state of run {run.id}; use the buttons on its card")
     if StepState.SKIPPED not in STEP_TRANSITIONS[cur.state]:
         return refuse(f"step `{step_id}` is {cur.state.replace('_', ' ')}; it cannot be skipped")
+    counted = _skip_counted(run, cur, user_id=user_id, directory=directory, reason=reason, now=now)
+    if isinstance(counted, str):
+        return refuse(counted)
+    run, events, by, why = counted
+    if not by:
+        return Outcome(run=run, events=tuple(events))
+    run = _reactivated(run)
+    events.append(Event(kind="run_resumed", actor=user_id, detail=f"to skip `{step_id}`"))
+    out = skip(run, step_id=step_id, by=by, reason=why, now=now)
+    # The thread names the person who made the skip count; the note names every voter.
+    skipped = [dataclasses.replace(e, actor=user_id) if e.kind == "step_skipped" else e for e in out.events]
+    return Outcome(run=out.run, events=(*events, *skipped))
+
+
+def skip_step(
+    run: Run, *, step_id: str, user_id: str, directory: Directory, reason: str, now: datetime
+) -> Outcome:
+    """`/upgrade skip`: a vote to skip a step that is not running, counted as the step's own gate
+    counts approvals, as the paused card's Skip… is (four eyes stay four eyes). Once the gate is
+    satisfied the step is skipped, every voter's reason on record; a paused run stays paused (its
+    Resume opens the next gate). Refusals raise TransitionRefused."""
+    _require_going(run)
+    sr = run.step_run(step_id)
+    if StepState.SKIPPED not in STEP_TRANSITIONS[sr.state]:
+        raise TransitionRefused(
+            f"step `{step_id}` is {sr.state.replace('_', ' ')}; only a step that is not running "
+            "and not finished can be skipped"
+        )
+    counted = _skip_counted(run, sr, user_id=user_id, directory=directory, reason=reason, now=now)
+    if isinstance(counted, str):
+        raise TransitionRefused(counted)
+    run, events, by, why = counted
+    if not by:
+        return Outcome(run=run, events=tuple(events))
+    out = skip(run, step_id=step_id, by=by, reason=why, now=now)
+    skipped = [dataclasses.replace(e, actor=user_id) if e.kind == "step_skipped" else e for e in out.events]
+    return Outcome(run=out.run, events=(*events, *skipped))
+
+
+def skip_needs(run: Run, step_id: str, now: datetime) -> str:
+    """Who must still vote to skip `step_id` ("the shadow"; "" when no vote is pending)."""
+    sr = run.step_run(step_id)
+    gate = run.plan.step(step_id).gate
+    votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in skip_votes(run, sr)]
+    _, missing = covered(gate, live_votes(gate, votes, now))
+    return " and ".join(missing) if votes else ""
+
+
+def _skip_counted(
+    run: Run, sr: StepRun, *, user_id: str, directory: Directory, reason: str, now: datetime
+) -> str | tuple[Run, list[Event], str, str]:
+    """One vote to skip `sr`, by the step's gate's rules: a refusal's words, or the run with the
+    vote, its events, and — once the gate is satisfied — who skipped it (the voters, joined by
+    "+") and why (their reasons); ("", "") while it still needs votes."""
+    step_id = sr.step_id
     gate = run.plan.step(step_id).gate
     held = frozenset(roles_of(user_id, run.roster, directory))
-    votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in skip_votes(run, cur)]
+    votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in skip_votes(run, sr)]
     verdict = decide(gate, user_id=user_id, held=held, votes=votes, now=now)
     if not verdict.accepted:
         # The gate's own rules, in the words of a skip.
         _, missing = covered(gate, live_votes(gate, votes, now))
         still = f"; it still needs {' and '.join(missing)}" if missing else ""
         if not held & set(gate.roles):
-            return refuse(
-                f"skipping `{step_id}` needs {gate.describe()}, as its gate does; you are {_you(held)}"
-            )
+            return f"skipping `{step_id}` needs {gate.describe()}, as its gate does; you are {_you(held)}"
         if any(v.user_id == user_id for v in votes):
-            return refuse(f"you have already voted to skip `{step_id}`{still}")
-        return refuse(
-            f"the {', '.join(sorted(held & set(gate.roles)))} has already voted to skip `{step_id}`{still}"
-        )
+            return f"you have already voted to skip `{step_id}`{still}"
+        return f"the {', '.join(sorted(held & set(gate.roles)))} has already voted to skip `{step_id}`{still}"
     run, vote = _voted(
         run,
-        cur,
+        sr,
         phase=SKIP,
         decision=SKIP,
         user_id=user_id,
@@ -677,16 +729,11 @@ def skip_vote(
     )
     events = [Event(kind="skip_voted", step_id=step_id, actor=user_id, detail=reason, roles=vote.roles)]
     if not verdict.satisfied:
-        return Outcome(run=run, events=tuple(events))
-    voters = [*skip_votes(run, cur)]
+        return run, events, "", ""
+    voters = [*skip_votes(run, sr)]
     why = "; ".join(dict.fromkeys(v.reason for v in voters if v.reason)) or "skipped"
     by = voters[0].user_id if len(voters) == 1 else "+".join(v.user_id for v in voters)
-    run = _reactivated(run)
-    events.append(Event(kind="run_resumed", actor=user_id, detail=f"to skip `{step_id}`"))
-    out = skip(run, step_id=step_id, by=by, reason=why, now=now)
-    # The thread names the person who made the skip count; the note names every voter.
-    skipped = [dataclasses.replace(e, actor=user_id) if e.kind == "step_skipped" else e for e in out.events]
-    return Outcome(run=out.run, events=(*events, *skipped))
+    return run, events, by, why
 
 
 def resume_click(

@@ -87,8 +87,19 @@ def _interrupted(run: R.Run, sr: R.StepRun) -> PauseCause | None:
     return PauseCause(kind="interrupted", step_id=sr.step_id, why=sr.note or "the bot stopped while it ran")
 
 
+def _not_started(run: R.Run, sr: R.StepRun) -> PauseCause | None:
+    # The step it stopped at was skipped while the run was paused: the next has not begun.
+    if sr.state is not R.StepState.PENDING:
+        return None
+    skipped = [
+        (s.finished_at, s.step_id) for s in run.steps if s.state is R.StepState.SKIPPED and s.finished_at
+    ]
+    why = f"`{max(skipped)[1]}` was skipped while the run was paused" if skipped else run.reason
+    return PauseCause(kind="not_started", step_id=sr.step_id, why=why)
+
+
 #: The kinds of pause, tried in order.
-PAUSE_KINDS: tuple[PauseKind, ...] = (_evidence, _finding, _failed, _interrupted)
+PAUSE_KINDS: tuple[PauseKind, ...] = (_evidence, _finding, _failed, _interrupted, _not_started)
 
 
 def pause_cause(run: R.Run, kinds: Sequence[PauseKind] = PAUSE_KINDS) -> PauseCause | None:

@@ -7,6 +7,8 @@ import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from bot.core.actions.check import required_ids
 from bot.core.announcements.service import plan_context
 from bot.core.announcements.templates import AnnouncementRenderer
@@ -16,6 +18,7 @@ from bot.core.runs import machine as R
 from bot.core.runs.cards import card_context
 from bot.core.runs.paused import PAUSE_KINDS, PauseCause, ending, pause_cause, paused_view
 from bot.core.runs.plans import parse_plan
+from bot.errors import TransitionRefused
 from bot.records import RunState, StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support.slack_stub import block_kit_problems
@@ -268,3 +271,47 @@ def test_a_pause_on_a_background_check_says_its_waiver_covers_that_check_until_t
         "• *Waive…* — the step goes on without this background check until it ends (its other checks still "
         f"pause it); asks why (thread and audit log); needs two people: the primary <@{P}> and the shadow <@{S}>"
     ) in text
+
+
+def test_a_step_skipped_while_the_run_is_paused_leaves_it_paused_and_resume_opens_the_next_gate() -> None:
+    run = failed_check()
+    out = R.skip_step(run, step_id="checks", user_id=P, directory=DIRECTORY, reason="reviewed", now=T0)
+    run = out.run
+    assert run.step_run("checks").state is StepState.SKIPPED
+    assert run.state is RunState.PAUSED
+    assert run.step_run("cp").state is StepState.PENDING
+    text = Renderer([BUILTIN_TEMPLATES]).render("runs/card", card_context(run, T0)).text
+    assert (
+        "*Now: `cp` is stopped* — it has not started: `checks` was skipped while the run was paused, "
+        "and Resume opens its gate."
+    ) in text
+    assert "paused by hand" not in text
+    resumed = R.resume(run, by=P, now=T0)
+    # Before, a resume left `cp` pending with no gate: the run active, nobody asked anything.
+    assert resumed.run.step_run("cp").state is StepState.AWAITING_APPROVAL
+    assert [(e.kind, e.step_id) for e in resumed.events] == [("run_resumed", ""), ("gate_opened", "cp")]
+
+
+def test_skip_by_command_is_voted_as_the_steps_gate_counts_approvals() -> None:
+    run = R.skip_step(
+        failed_check(), step_id="checks", user_id=P, directory=DIRECTORY, reason="ok", now=T0
+    ).run
+    run = R.resume(run, by=P, now=T0).run
+    # The coordinator alone cannot skip a step whose gate needs the primary and the shadow.
+    with pytest.raises(
+        TransitionRefused, match=r"skipping `cp` needs the primary and the shadow, as its gate does"
+    ):
+        R.skip_step(run, step_id="cp", user_id=C, directory=DIRECTORY, reason="alone", now=T0)
+    voted = R.skip_step(run, step_id="cp", user_id=P, directory=DIRECTORY, reason="done by hand", now=T0)
+    assert voted.run.step_run("cp").state is StepState.AWAITING_APPROVAL
+    assert [e.kind for e in voted.events] == ["skip_voted"]
+    assert R.skip_needs(voted.run, "cp", T0) == "the shadow"
+    with pytest.raises(
+        TransitionRefused, match="you have already voted to skip `cp`; it still needs the shadow"
+    ):
+        R.skip_step(voted.run, step_id="cp", user_id=P, directory=DIRECTORY, reason="again", now=T0)
+    done = R.skip_step(voted.run, step_id="cp", user_id=S, directory=DIRECTORY, reason="seen it", now=T0)
+    cp = done.run.step_run("cp")
+    assert cp.state is StepState.SKIPPED
+    assert cp.note == f"skipped by {P}+{S}: done by hand; seen it"
+    assert done.run.step_run("last").state is StepState.AWAITING_APPROVAL
