@@ -111,4 +111,4 @@ class PipelineHookDoor:
             return "404 Not Found", f"there is no run {report.run}"
         if not out.accepted:
             return "409 Conflict", out.message
-        return "200 OK", f"build {report.build} of {report.run}/{report.step}: {report.status}"
+        return "200 OK", out.message or f"build {report.build} of {report.run}/{report.step}: {report.status}"

@@ -13,7 +13,17 @@ from typing import Any
 import pytest
 
 from tests.support.awaited import Bot
-from tests.support.hooks import HOOK_SECRET, PRIMARY, SHADOW, SOURCE, hook_bot_for, hook_headers, report, send
+from tests.support.hooks import (
+    HOOK_SECRET,
+    PLAN,
+    PRIMARY,
+    SHADOW,
+    SOURCE,
+    hook_bot_for,
+    hook_headers,
+    report,
+    send,
+)
 from tests.support.signing import post
 from tests.support.slack_stub import SlackStub, block_kit_problems
 
@@ -117,8 +127,10 @@ def test_builds_show_on_the_card_and_in_the_thread_and_a_failed_one_pauses_its_s
     assert str(bot.services.runs.load(run).step_run("launch-istio").state) == "running"
     # A late report of the older build's failure: kept and said, but the step is not failed for
     # it, and the card goes on showing build 42 (it once failed the step and showed #41).
-    late_report = report(run, "launch-istio", status="failed", revision=REV_A)
-    assert send(bot.front.url, late_report, timestamp=int(time.time()) + 1).status == 200  # not a replay
+    late_report = report(
+        run, "launch-istio", status="failed", revision=REV_A, build="40", url=url[:-2] + "40"
+    )
+    assert send(bot.front.url, late_report).status == 200
     late = thread_line(bot, "older than build 42")
     assert late["text"].endswith(
         f"at revision `{REV_A}` — older than build 42 (succeeded): the step is not failed for it"
@@ -139,13 +151,57 @@ def test_builds_show_on_the_card_and_in_the_thread_and_a_failed_one_pauses_its_s
     assert done_then["text"].endswith(
         "— `launch-istio` was confirmed done before; this failure does not reopen it: check what the build applied"
     )
+    # The CI system retries its notification (a new signature, the same build and status): said once.
+    again = report(run, "launch-istio", status="failed", revision=REV_B, build="43")
+    answer = send(bot.front.url, again, timestamp=int(time.time()) + 1)  # not a replay
+    assert answer.status == 200
+    assert answer.body.startswith(f"build 43 of {run}/launch-istio: failed, already recorded [")
+    thread_line(bot, "build 43 failed")  # still the one line
     assert [(b.build, b.status, b.revision) for b in bot.services.store.pipeline_builds(run)] == [
         ("41", "started", REV_A),
         ("41", "failed", REV_A),
         ("42", "succeeded", REV_B),
-        ("41", "failed", REV_A),
+        ("40", "failed", REV_A),
         ("43", "failed", REV_B),
     ]
+
+
+TWO_LAUNCHES = PLAN.replace(
+    "  - id: after\n",
+    "  - id: launch-web\n"
+    "    title: Merge the node group PR for web\n"
+    "    gate: {any_of: [primary]}\n"
+    "    done: {any_of: [primary, shadow]}\n"
+    "    pipeline: {pipeline: eks-provision-configuration, job: apply-web}\n"
+    "  - id: after\n",
+)
+
+
+def test_a_failed_build_fails_its_step_in_a_paused_run_and_is_said_of_a_step_not_started(
+    write_config: Callable[..., Path], slack_stub: SlackStub, tmp_path: Path
+) -> None:
+    with hook_bot_for(write_config, slack_stub, tmp_path, {SOURCE: HOOK_SECRET}, plan=TWO_LAUNCHES) as bot:
+        _paused_and_early_failures(bot)
+
+
+def _paused_and_early_failures(bot: Bot) -> None:
+    run = started_run(bot)
+    assert bot.click(PRIMARY, bot.gate("launch-istio")) is None
+    assert "paused" in bot.command(f"pause {run} --reason lunch")
+    # Paused by hand, then the build fails: the step fails, the run stays paused on the failure
+    # (it was only recorded, and the step could be confirmed done after a resume).
+    assert send(bot.front.url, report(run, "launch-istio", status="failed", revision=REV_A)).status == 200
+    card_when(bot, "it failed")
+    assert str(bot.services.runs.load(run).step_run("launch-istio").state) == "failed"
+    assert bot.services.runs.load(run).reason.startswith("step launch-istio failed: pipeline ")
+    # A failed build of a step not started yet: recorded and said, the step not failed for it.
+    early = report(run, "launch-web", job="apply-web", status="failed", revision=REV_A, build="7")
+    assert send(bot.front.url, early).status == 200
+    line = thread_line(bot, "build 7 failed")
+    assert line["text"].endswith(
+        "— `launch-web` has not started, so this does not fail it: look at this build before approving its gate"
+    )
+    assert str(bot.services.runs.load(run).step_run("launch-web").state) == "pending"
 
 
 def _state(bot: Bot, run: str) -> tuple[Any, ...]:

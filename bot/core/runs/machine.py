@@ -877,6 +877,11 @@ def build_reported(
         remark = f" — older than {superseded_by}: the step is not failed for it"
     elif failing and sr.state is StepState.SUCCEEDED:
         remark = f" — `{step_id}` was confirmed done before; this failure does not reopen it: check what the build applied"
+    elif failing and sr.state is StepState.PENDING:
+        remark = (
+            f" — `{step_id}` has not started, so this does not fail it: look at this build before "
+            "approving its gate"
+        )
     events = [
         Event(
             kind="pipeline_build",
@@ -889,7 +894,8 @@ def build_reported(
     if (
         failing
         and not superseded_by
-        and run.state is RunState.ACTIVE
+        # A paused run's step fails too, and the run stays paused on the failure (`_fail`).
+        and run.state in (RunState.ACTIVE, RunState.PAUSED)
         and step.manual
         and sr.state in (StepState.AWAITING_APPROVAL, StepState.RUNNING)
     ):

@@ -162,6 +162,12 @@ def latest_builds(builds: Sequence[PipelineBuild]) -> dict[str, dict[str, Any]]:
     return {step: build_view(b) for step, b in out.items()}
 
 
+def already_recorded(builds: Sequence[PipelineBuild], report: Report) -> bool:
+    """The same build of the same job was already reported with this status for this step."""
+    key = (report.step, report.pipeline, report.job, report.build, report.status)
+    return any((b.step_id, b.pipeline, b.job, b.build, b.status) == key for b in builds)
+
+
 def superseding(builds: Sequence[PipelineBuild], report: Report) -> PipelineBuild | None:
     """A build of the same step and job numbered after `report`'s that did not fail (it started or
     succeeded): a late failure of an older build says nothing about the step now."""

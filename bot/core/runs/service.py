@@ -584,7 +584,14 @@ class RunService:
         actor = Actor(user_id=f"pipeline:{source}", source="hook", correlation_id=correlation_id)
         line = pipelines.summary(report)
         failing = report.status in pipelines.FAILING
-        newer = pipelines.superseding(self.store.pipeline_builds(report.run), report) if failing else None
+        builds = self.store.pipeline_builds(report.run)
+        if pipelines.already_recorded(builds, report):
+            # A pipeline's retried notification: said once in the thread, not twice.
+            return R.Outcome(
+                run=self.load(report.run),
+                message=f"build {report.build} of {report.run}/{report.step}: {report.status}, already recorded",
+            )
+        newer = pipelines.superseding(builds, report) if failing else None
 
         def change(run: R.Run) -> R.Outcome:
             return R.build_reported(
