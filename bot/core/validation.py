@@ -92,6 +92,15 @@ class _UnknownTag(yaml.YAMLError):
         self.node, self.path = node, path
 
 
+class _LoneSurrogate(yaml.YAMLError):
+    def __init__(self, node: yaml.Node, path: str, code: int) -> None:
+        self.node, self.path, self.code = node, path, code
+
+
+#: Half of a UTF-16 pair: a `\\uD83D`-style escape in a double-quoted YAML string.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class _BoundedLoader(yaml.SafeLoader):
     """SafeLoader's composer with a depth limit, a tag check, and the dotted key of each node."""
 
@@ -114,9 +123,21 @@ class _BoundedLoader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
             if node is not None and node.tag not in STANDARD_TAGS:
                 raise _UnknownTag(node, self.dotted())
+            if isinstance(node, yaml.ScalarNode) and _SURROGATE.search(node.value):
+                return self._mended(node)
             return node
         finally:
             self._path.pop()
+
+    def _mended(self, node: yaml.ScalarNode) -> yaml.ScalarNode:
+        """A string holding UTF-16 surrogates: a pair escaped as JSON writes an emoji
+        ("\\ud83d\\ude80", which YAML reads as two code points) becomes its character; a lone one,
+        which no text can hold (Slack, the report and the terminal would refuse it), is refused."""
+        value = node.value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+        lone = _SURROGATE.search(value)
+        if lone:
+            raise _LoneSurrogate(node, self.dotted(), ord(lone.group()))
+        return yaml.ScalarNode(node.tag, value, node.start_mark, node.end_mark, node.style)
 
     def dotted(self, limit: int = 4) -> str:
         parts = [p for p in self._path if p][:limit]
@@ -140,6 +161,12 @@ def compose_document(text: str, label: str) -> yaml.Node | None:
         raise ConfigError(
             f"{label}:{exc.node.start_mark.line + 1}:{key} unknown tag {_short_tag(exc.node.tag)} "
             "(only plain YAML values are read; nothing is constructed from tags)"
+        ) from None
+    except _LoneSurrogate as exc:
+        key = f" {exc.path}:" if exc.path else ""
+        raise ConfigError(
+            f"{label}:{exc.node.start_mark.line + 1}:{key} \\u{exc.code:04x} is half of a UTF-16 pair, "
+            "not a character: write the character itself, or \\U0001F680-style for one beyond \\uFFFF"
         ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

@@ -98,6 +98,11 @@ def the_problem(result: subprocess.CompletedProcess[str], path: Path) -> str:
         ),
         ("name: small", "name: !!python/name:os.system small", "name: unknown tag !!python/name:os.system"),
         (
+            "    title: Do it",
+            '    title: "Do it \\ud83d"',
+            "steps[1].title: \\ud83d is half of a UTF-16 pair, not a character",
+        ),
+        (
             "cluster: prod",
             "cluster: " + "[" * 3000 + "]" * 3000,
             "cluster[0][0][0]…: nested deeper than 50 levels",
@@ -179,3 +184,17 @@ def test_cli_validate_can_check_the_plans_actions_on_its_cluster(
     assert skipped.returncode == 0, skipped.stderr
     assert "the check that the plan's nodes and workloads exist was skipped" in skipped.stderr
     assert "Traceback" not in skipped.stderr
+
+
+def test_an_emoji_escaped_as_json_writes_it_is_read_as_the_emoji(tmp_path: Path) -> None:
+    # `json.dumps` writes 🚀 as "\\ud83d\\ude80", which YAML reads as two halves of a pair: they
+    # were kept apart, and the run's report, `abort` and `rehearse` then failed on them.
+    from bot.core.runs.plans import parse_plan
+
+    text = GOOD.replace("title: Do it", 'title: "Roll the web pool \\ud83d\\ude80"', 1)
+    assert "\\ud83d" in text
+    path = tmp_path / "emoji.yaml"
+    path.write_text(text)
+    assert validate(path).returncode == 0
+    plan = parse_plan(text, source=str(path))
+    assert "Roll the web pool \U0001f680" in [s.title for s in plan.steps]

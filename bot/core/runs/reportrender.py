@@ -449,10 +449,12 @@ def evidence_panel(report: Report) -> dict[str, Any]:
 def render(report: Report, fmt: str) -> bytes:
     """The report in one of `FORMATS` (the picture and the HTML's charts draw with matplotlib;
     without it the picture is a `UserError` naming the extra, the HTML comes without charts)."""
+    # "replace": a stored text no file can hold (a lone UTF-16 surrogate in a plan stored before
+    # plans were refused for it) costs one character, not the report.
     if fmt == "json":
-        return to_json(report).encode()
+        return to_json(report).encode(errors="replace")
     if fmt == "md":
-        return to_markdown(report).encode()
+        return to_markdown(report).encode(errors="replace")
     from bot.adapters import charts
 
     if fmt == "png":
@@ -462,7 +464,9 @@ def render(report: Report, fmt: str) -> bytes:
             )
         return charts.timeline_png(report)
     if fmt == "html":
-        return to_html(report, charts.html_charts(report) if charts.available() else None).encode()
+        return to_html(report, charts.html_charts(report) if charts.available() else None).encode(
+            errors="replace"
+        )
     raise UserError(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
