@@ -455,4 +455,10 @@ def test_an_aborted_runs_open_gate_loses_its_buttons_and_says_the_run_ended(bot:
     assert "gate_approve" not in json.dumps(edits[-1].get("blocks") or [])
     assert gate.startswith(run_id)
     # The card says where it stopped, not "▶ wipe · 1 to go".
-    assert "Run *aborted* — vendor outage · 0 done · stopped at `wipe` · 1 not run" in bot.card()
+    card = bot.card()
+    assert "Run *aborted* — vendor outage · 0 done · stopped at `wipe` · 1 not run" in card
+    # Its steps say they never ran, not "awaiting approval" and "next".
+    assert ":heavy_minus_sign: `wipe`" in card
+    assert card.count("— not run") == 2
+    assert "awaiting approval" not in card
+    assert "— next" not in card
