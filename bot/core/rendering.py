@@ -159,7 +159,8 @@ def link(item: object, title: str | None = None) -> Markup:
     url = str(getattr(item, "url", None) or (item.get("url") if isinstance(item, Mapping) else item))
     if title is None:
         title = getattr(item, "title", None) or (item.get("title") if isinstance(item, Mapping) else None)
-    label = slack_escape(str(title or url)).replace("|", "¦")
+    # A title already escaped (clipped: Markup) is not escaped twice ("&amp;gt;" shown as "&gt;").
+    label = (title if isinstance(title, Markup) else slack_escape(str(title or url))).replace("|", "¦")
     if not _URL.match(url):
         return Markup(label if title else slack_escape(url))
     return Markup(f"<{slack_escape(url)}|{label}>")

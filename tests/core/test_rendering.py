@@ -12,7 +12,7 @@ import pytest
 from bot.core.checks.findings import Finding as CheckFinding
 from bot.core.checks.findings import Report as CheckReport
 from bot.core.checks.service import summary_context
-from bot.core.rendering import BIDI_CONTROLS, Renderer, fit, inert
+from bot.core.rendering import BIDI_CONTROLS, Renderer, clip, fit, inert, link
 from bot.core.snapshots.diff import Finding
 from bot.errors import TemplateError
 from bot.records import SnapshotMeta
@@ -340,3 +340,11 @@ def test_fit_drops_whole_lines_and_counts_them_never_cutting_a_token() -> None:
     assert all(row.startswith(line) for row in kept.split("\n"))
     assert last == f"…and {60 - len(kept.split(chr(10)))} more"
     assert fit("short", 1000) == "short"
+
+
+def test_a_clipped_title_is_escaped_once_in_a_link() -> None:
+    # A pipeline's name in a build line's link: escaped by `clip`, not again by `link`.
+    assert str(link("https://ci.example.com/b/41", clip("deploy|prod> <!channel> & x", 300))) == (
+        "<https://ci.example.com/b/41|deploy¦prod&gt; &lt;!channel&gt; &amp; x>"
+    )
+    assert str(link("https://ci.example.com/b/41", "a > b")) == "<https://ci.example.com/b/41|a &gt; b>"
