@@ -44,3 +44,7 @@ def change(
     target = runs.resolve(run_id)
     require_member(target, ctx.user_id, ctx.directory, action=f"`/upgrade {command}`")
     return runs.apply(target.id, transition, actor(ctx))
+
+
+#: Who may change a run, as the reference says it (`change` decides: the run's own roster).
+RUN_ROSTER = "anyone in the run's roster (its plan's roster, with the run's handoffs)"

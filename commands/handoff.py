@@ -38,4 +38,9 @@ def _arguments(parser: CommandParser) -> None:
 
 
 def register(registry: Registry) -> None:
-    registry.add("handoff", run, arguments=_arguments)
+    registry.add(
+        "handoff",
+        run,
+        arguments=_arguments,
+        who="the role's holder or the coordinator (anyone in the run's roster when the plan names none)",
+    )

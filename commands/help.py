@@ -36,6 +36,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                 "arguments": [{"name": n, "meaning": m} for n, m in sub.arguments],
                 "examples": sub.examples,
                 "roles": sorted(sub.roles),
+                "who": sub.who,
                 "verbs": verbs,
             },
         )

@@ -55,4 +55,4 @@ def _arguments(parser: CommandParser) -> None:
 
 
 def register(registry: Registry) -> None:
-    registry.add("note", run, arguments=_arguments)
+    registry.add("note", run, arguments=_arguments, who=_runs.RUN_ROSTER)

@@ -27,4 +27,4 @@ def _arguments(parser: CommandParser) -> None:
 
 
 def register(registry: Registry) -> None:
-    registry.add("resume", run, arguments=_arguments)
+    registry.add("resume", run, arguments=_arguments, who=_runs.RUN_ROSTER)

@@ -46,4 +46,9 @@ def _arguments(parser: CommandParser) -> None:
 
 
 def register(registry: Registry) -> None:
-    registry.add("skip", run, arguments=_arguments)
+    registry.add(
+        "skip",
+        run,
+        arguments=_arguments,
+        who="one person per role of the step's gate, as the gate counts approvals, in the run's roster",
+    )

@@ -321,7 +321,9 @@ def slash_page() -> str:
                 yield f"| `{_cell(written)}` | {_cell(meaning)} |"
             yield ""
         roles = sorted(sub.roles - {ANY_ROLE})
-        if roles:
+        if sub.who:
+            who = sub.who
+        elif roles:
             who = "one of the roles " + ", ".join(f"`{r}`" for r in roles)
         elif ANY_ROLE in sub.roles:
             who = "anyone holding a role in the roster"

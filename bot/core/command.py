@@ -113,6 +113,8 @@ class Subcommand:
     parser: CommandParser
     #: Roles allowed to run it; empty means anyone in the workspace.
     roles: frozenset[str] = frozenset()
+    #: Who may run it, in words, when the handler decides (a run's roster): the reference says so.
+    who: str = ""
     #: Sub-verbs (`schedule list|cancel|move`), each with its own usage and help; they take the
     #: parent's roles. The parent's own handler runs when the first word names no verb.
     verbs: dict[str, Subcommand] = field(default_factory=dict)
@@ -232,6 +234,7 @@ def _subcommand(
     handler: Handler,
     arguments: Callable[[CommandParser], None] | None,
     roles: frozenset[str],
+    who: str = "",
 ) -> Subcommand:
     """A subcommand or a verb (`what`, as errors name it) with its own parser, `/upgrade NAME`;
     its handler's docstring is its help, so one without is refused."""
@@ -240,7 +243,7 @@ def _subcommand(
     parser = CommandParser(prog=f"/upgrade {name}")
     if arguments is not None:
         arguments(parser)
-    return Subcommand(name=name, handler=handler, parser=parser, roles=roles)
+    return Subcommand(name=name, handler=handler, parser=parser, roles=roles, who=who)
 
 
 class Registry:
@@ -256,10 +259,11 @@ class Registry:
         *,
         arguments: Callable[[CommandParser], None] | None = None,
         roles: frozenset[str] | set[str] = frozenset(),
+        who: str = "",
     ) -> Subcommand:
         if name in self._commands:
             raise ValueError(f"subcommand {name!r} is registered twice")
-        sub = _subcommand(f"subcommand {name!r}", name, handler, arguments, frozenset(roles))
+        sub = _subcommand(f"subcommand {name!r}", name, handler, arguments, frozenset(roles), who)
         self._commands[name] = sub
         return sub
 

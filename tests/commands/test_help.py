@@ -152,3 +152,14 @@ def test_a_usage_error_shows_the_usage_on_one_line(write_config: Callable[..., P
         "Usage: `/upgrade watch [--cluster NAME] [--nodegroup NODEGROUP] [--namespace NAMESPACE] "
         "[--for DURATION] [--channel CHANNEL]`"
     )
+
+
+def test_help_says_who_may_change_a_run_as_the_run_decides(write_config: Callable[..., Path]) -> None:
+    # The run's own roster decides, not the workspace (the reference said "anyone in the workspace").
+    ok, text = handle(write_config(), "help pause")
+    assert ok
+    assert "_Who may run it: anyone in the run's roster (its plan's roster, with the run's handoffs)_" in text
+    ok, text = handle(write_config(), "help skip")
+    assert "one person per role of the step's gate, as the gate counts approvals" in text
+    reference = (Path(__file__).parents[2] / "docs" / "reference" / "slash-commands.md").read_text()
+    assert reference.count("Who may run it: anyone in the run's roster") == 4  # abort, note, pause, resume
