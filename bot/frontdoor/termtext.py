@@ -42,6 +42,7 @@ EMOJI: Mapping[str, tuple[str, str]] = {
     "grey_question": ("❔", "[?]"),
     "handshake": ("🤝", "[ok]"),
     "heavy_check_mark": ("✔️", "[v]"),
+    "heavy_minus_sign": ("➖", "[-]"),
     "hourglass": ("⌛", "[wait]"),
     "hourglass_flowing_sand": ("⏳", "[wait]"),
     "information_source": ("ℹ️", "[i]"),
