@@ -383,6 +383,25 @@ def test_a_dead_driver_interrupts_the_step_and_resume_continues_the_same_job_onc
     assert thread(setup.stub).count("n1 drained") == 1
 
 
+def test_a_job_interrupted_after_its_step_shows_so_on_the_card(setup: Setup) -> None:
+    # A restart: the run's recovery interrupts the step first, while the job row is still live.
+    first = setup.jobs("proc-a")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert first.claim(row)
+    first.advance(row.id, cluster=None)
+    setup.clock.advance(timedelta(minutes=1))
+    setup.runs.apply(run.id, lambda r: R.recover(r, now=setup.clock()), Actor(user_id="bot"))
+    assert setup.runs.load(run.id).step_run("drain-old").state is StepState.INTERRUPTED
+    edits = len(setup.stub.calls_to("chat.update"))
+    # Then the job scan finds the job's stale heartbeat: the card is published again, saying so.
+    assert job_lane(setup.jobs("proc-b")).scan() == []
+    after = setup.stub.calls_to("chat.update")[edits:]
+    assert after, "the card was not published when the job was interrupted"
+    assert "(interrupted: `/upgrade resume` continues it)" in after[-1].params["text"]
+
+
 def test_the_driver_threads_claim_and_finish_a_job_on_their_own(setup: Setup) -> None:
     duties = Duties()
     setup.jobs("proc-a", duties=duties)
@@ -439,6 +458,35 @@ def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None
     audit = [e.detail for e in setup.store.audit_entries(limit=100)]
     assert any("delete by U0COORD" in d for d in audit)
     assert any("decided: drain-timeout:n2:1: delete by U0COORD (PDB of a dead app)" in d for d in audit)
+
+
+def test_a_question_of_an_interrupted_job_is_answered_only_after_the_resume(setup: Setup) -> None:
+    jobs = setup.jobs("proc-a", ask_on="n2")
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    jobs.claim(row)
+    assert drive(jobs, row.id) == "waiting"
+    # The process dies with the question open; the next one interrupts the job and its step.
+    setup.clock.advance(timedelta(minutes=1))
+    second = setup.jobs("proc-b")
+    assert job_lane(second).scan() == []
+    assert setup.store.job(row.id).state == "interrupted"  # type: ignore[union-attr]
+    key = "drain-timeout:n2:1"
+    # An answer now would be acted on the moment the step is approved again, unsaid on its gate.
+    with pytest.raises(
+        UserError, match=f"job {row.id} was interrupted with its step: nothing is asked or done"
+    ):
+        second.decide(row.id, choice_key=key, option="delete", user_id="U0COORD", reason="PDB of a dead app")
+    assert setup.store.job(row.id).decision == ""  # type: ignore[union-attr]
+    setup.runs.apply(
+        run.id, lambda r: R.resume(r, by="U0PRIMARY", now=setup.clock()), Actor(user_id="U0PRIMARY")
+    )
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    assert second.claim(setup.store.job(row.id))  # type: ignore[arg-type]
+    assert drive(second, row.id) == "waiting"  # the question stands
+    second.decide(row.id, choice_key=key, option="delete", user_id="U0COORD", reason="PDB of a dead app")
+    assert drive(second, row.id) == "done"
 
 
 def test_an_answer_that_confirms_a_request_needs_a_second_person(setup: Setup) -> None:

@@ -323,6 +323,13 @@ class JobService:
         choice = choice_of(row.choice)
         if choice is None or choice.key != choice_key or row.decision:
             raise UserError("that question was already answered or is no longer open")
+        if row.state == "interrupted":
+            # An answer kept now would be acted on the moment the step is approved again, with
+            # nothing on its gate saying so (a force past disruption budgets, a skipped node).
+            raise UserError(
+                f"job {job_id} was interrupted with its step: nothing is asked or done until the run "
+                "is resumed and the step approved again; answer the question then"
+            )
         picked = next((o for o in choice.options if o.id == option), None)
         if picked is None:
             known = ", ".join(o.id for o in choice.options)
@@ -434,7 +441,10 @@ class JobService:
         self._release(row)
         # An after-abort job (the uncordon offer) has no step: it ends none and interrupts none.
         if self.steps is not None and row.step_id != AFTER_ABORT:
-            self.steps.interrupt_step(row.run_id, row.step_id, epoch=row.epoch)
+            if self.steps.interrupt_step(row.run_id, row.step_id, epoch=row.epoch) is None:
+                # The step had stopped already (a restart's recovery interrupted it while this job
+                # was still live): its card still shows the job as running until published again.
+                self._publish_run(row.run_id)
         return True
 
     def advance(self, job_id: int, cluster: Any) -> Advanced:
