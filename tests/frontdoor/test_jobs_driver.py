@@ -563,6 +563,22 @@ def test_abort_offers_to_uncordon_what_the_run_cordoned(setup: Setup) -> None:
     assert jobs.cordoned_by_run(run.id) == []
 
 
+def test_an_abort_under_a_running_action_says_it_stopped_it_not_that_the_bot_did(setup: Setup) -> None:
+    jobs, run = drain_n1_then_abort(setup)
+    (drain,) = [j for j in setup.store.jobs() if j.step_id == "drain-old"]
+    drive(jobs, drain.id)  # its next tick finds the run ended
+    step = setup.runs.load(run.id).step_run("drain-old")
+    assert step.note == "the run was aborted while its action ran"
+    posts = [c.params for c in setup.stub.calls_to("chat.postMessage") if c.params.get("thread_ts")]
+    stopped = [
+        p for p in posts if "`drain-old` stopped: the run was aborted while its action ran" in p["text"]
+    ]
+    assert len(stopped) == 1
+    assert not stopped[0].get("reply_broadcast")  # the abort itself went to the channel
+    # Not "the bot stopped while its action ran; resume to re-approve it" of a run nobody can resume.
+    assert not [p for p in posts if "resume to re-approve" in p["text"] or "was interrupted" in p["text"]]
+
+
 def test_an_offer_the_aborting_process_died_before_making_is_made_once_by_the_next_scan(
     setup: Setup,
 ) -> None:

@@ -906,6 +906,8 @@ def build_reported(
 
 #: How an interrupted step's note begins (`recover`).
 STOPPED_MID_ACTION = "the bot stopped while its action ran"
+#: ... and a step whose run ended under its action (an abort): "the run was aborted while …".
+STOPPED_BY_END = "the run"
 
 
 def recover(run: Run, *, now: datetime, keep: frozenset[str] = frozenset()) -> Outcome:
@@ -915,9 +917,17 @@ def recover(run: Run, *, now: datetime, keep: frozenset[str] = frozenset()) -> O
     (fresh approvals before the action runs again), `skip` records that people finished it.
     """
     events: list[Event] = []
+    ended = run.state in (RunState.ABORTED, RunState.COMPLETED)
     for sr in run.steps:
         # `keep`: steps whose long, read-only action (a watch) is still live resume instead.
         if sr.state is StepState.RUNNING and not run.plan.step(sr.step_id).manual and sr.step_id not in keep:
+            if ended:
+                # The abort stopped its action (or the bot died just after it): no crash to tell
+                # the channel of, and no resume to offer a run that has ended.
+                why = f"{STOPPED_BY_END} was {run.state} while its action ran"
+                run = _set_step(run, sr, StepState.INTERRUPTED, now, note=why)
+                events.append(Event(kind="step_stopped", step_id=sr.step_id, detail=why))
+                continue
             why = f"{STOPPED_MID_ACTION}; resume to re-approve it, or skip it"
             run = _set_step(run, sr, StepState.INTERRUPTED, now, note=why)
             events.append(Event(kind="step_interrupted", step_id=sr.step_id, detail=why))

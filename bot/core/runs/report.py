@@ -482,7 +482,9 @@ def skipped_failures(
 
 
 _OPENS = {"gate_opened": "wait", "step_running": "work", "step_interrupted": "wait", "step_failed": "wait"}
-_CLOSES = frozenset({"step_running", "step_succeeded", "step_failed", "step_skipped", "step_interrupted"})
+_CLOSES = frozenset(
+    {"step_running", "step_succeeded", "step_failed", "step_skipped", "step_interrupted", "step_stopped"}
+)
 
 
 def _segments(audit: Sequence[AuditEntry]) -> dict[str, list[tuple[str, datetime, datetime | None]]]:
