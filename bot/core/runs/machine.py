@@ -24,7 +24,7 @@ import functools
 import re
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from bot.core.durations import format_duration
 from bot.core.jobs.common import APPROVE, APPROVING, FORCE, FORCE_ACTIONS
@@ -904,6 +904,10 @@ def build_reported(
     return Outcome(run=dataclasses.replace(run), events=tuple(events))
 
 
+#: A gate's timeout found due later than this fell due while no bot was ticking (the run ticker
+#: runs every 20 s): it counts again rather than fail a step nobody could answer.
+DOWN_AT_TIMEOUT = timedelta(minutes=2)
+
 #: How an interrupted step's note begins (`recover`).
 STOPPED_MID_ACTION = "the bot stopped while its action ran"
 #: ... and a step whose run ended under its action (an abort): "the run was aborted while …".
@@ -944,6 +948,20 @@ def due(run: Run, *, now: datetime) -> Outcome:
         return Outcome(run=run)
     step = run.plan.step(cur.step_id)
     waited = now - cur.opened_at
+    if step.timeout is not None and waited - step.timeout > DOWN_AT_TIMEOUT:
+        # Found this late, the timeout fell due while no bot was ticking (down, or no leader):
+        # nobody could answer a gate then, so its clock counts again from now, and says why.
+        fell_due = cur.opened_at + step.timeout
+        updated = dataclasses.replace(cur, opened_at=now)
+        run = dataclasses.replace(
+            run, steps=tuple(updated if s.step_id == cur.step_id else s for s in run.steps)
+        )
+        why = (
+            f"the bot was not running when its {format_duration(step.timeout)} timeout fell due "
+            f"({fell_due.astimezone(UTC):%H:%M} UTC): nobody could answer the gate then, so it counts again from now "
+            f"({now.astimezone(UTC):%H:%M} UTC)"
+        )
+        return Outcome(run=run, events=(Event(kind="timeout_restarted", step_id=cur.step_id, detail=why),))
     if step.timeout is not None and waited >= step.timeout:
         why = f"no decision within {format_duration(step.timeout)}"
         return _fail(run, cur, step, now, why, [Event(kind="timed_out", step_id=cur.step_id, detail=why)])

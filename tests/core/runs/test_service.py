@@ -23,6 +23,7 @@ from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
 from bot.core.runs.service import Actor, RunService
+from bot.records import StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support.clock import FakeClock
 from tests.support.secrets import BOT_TOKEN
@@ -203,3 +204,25 @@ def test_a_steps_report_is_uploaded_once_under_its_line_even_when_the_first_uplo
         assert len([t for t in thread_texts(slack_stub) if "*`first` failed*" in t]) == 1
     finally:
         store.close()
+
+
+def test_a_timeout_that_fell_due_while_no_bot_ran_counts_again_instead_of_failing_the_step(
+    setup: tuple[RunService, FakeClock, SlackStub],
+) -> None:
+    service, clock, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    # The bot was down from T0 + 1 min to T0 + 1 h 20 min: the 1 h timeout fell due meanwhile.
+    clock.set(T0 + timedelta(hours=1, minutes=20))
+    (out,) = service.tick()
+    assert [e.kind for e in out.events] == ["timeout_restarted"]
+    assert service.load(run.id).step_run("first").state is StepState.AWAITING_APPROVAL
+    assert (
+        "`first`: the bot was not running when its 1h timeout fell due (14:00 UTC): nobody could answer "
+        "the gate then, so it counts again from now (14:20 UTC)"
+    ) in thread_texts(stub)[-1]
+    assert not [c for c in stub.calls_to("chat.postMessage") if c.params.get("reply_broadcast")]
+    # A bot that ticks finds the next timeout on time: the step fails then, as before.
+    clock.set(T0 + timedelta(hours=2, minutes=20))
+    service.tick()
+    assert service.load(run.id).step_run("first").state is StepState.FAILED
+    assert any("no decision within 1h" in t for t in thread_texts(stub))
