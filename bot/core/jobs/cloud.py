@@ -27,7 +27,7 @@ from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, T
 from bot.core.jobs.common import JobCluster, bar, iso, list_nodes, timer_start
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.objects import node_group, parse_iso
-from bot.core.kube.versions import on_version, parse_version
+from bot.core.kube.versions import parse_version, reports
 from bot.core.providers import Operation, OperationError, Provider, ProviderError, Versions
 from bot.errors import ClusterError, TemporaryError, UserError, clip
 
@@ -410,7 +410,7 @@ class OperationJob(CloudJob, abc.ABC):
         op = self._status(provider, progress)
         seen = seen_version(cluster)
         new = {**progress, "status": op.status, "seen": seen}
-        on_target = on_version(seen, parse_version(progress["target"]))
+        on_target = reports(seen, parse_version(progress["target"]))
         ended = self._settled(
             progress, new, op, what, done=f" and the API server reports {seen}" if on_target else None
         )

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from bot.core.durations import format_duration
 from bot.core.jobs.base import Decision, Post, Progress, Tick
 from bot.core.jobs.common import JobCluster, duration_arg, int_arg, iso, timer_start
-from bot.core.kube.versions import on_version, parse_version
+from bot.core.kube.versions import parse_version, reports
 from bot.errors import ClusterError, UserError, clip
 
 DEFAULT_TIMEOUT = timedelta(minutes=30)
@@ -63,7 +63,7 @@ class WaitControlPlaneJob:
             f"would read the API server's /version every {EVERY:g} s, writing nothing, until {progress['answers']} "
             f"answers in a row report {progress['version']} (up to {_span(progress)})",
             f"/version now: {seen or '?'}"
-            + (" (already on it)" if on_version(seen, parse_version(progress["version"])) else ""),
+            + (" (already on it)" if reports(seen, parse_version(progress["version"])) else ""),
         ]
 
     def tick(
@@ -78,7 +78,7 @@ class WaitControlPlaneJob:
             note = f"/version did not answer: {clip(exc.user_message, 80)}"
         else:
             note = f"/version: {seen or '?'}"
-        streak = int(progress["streak"]) + 1 if seen and on_version(seen, parse_version(version)) else 0
+        streak = int(progress["streak"]) + 1 if seen and reports(seen, parse_version(version)) else 0
         new: Progress = {**progress, "streak": streak, "seen": seen or progress["seen"]}
         card = (note, f"{streak}/{needed} answers in a row on {version}")
         if streak >= needed:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from bot.core.jobs import trail as tr
@@ -75,7 +75,7 @@ from bot.core.jobs.common import (
     unschedulable,
 )
 from bot.core.jobs.waitgroup import group_counts
-from bot.core.kube.versions import on_version, parse_version
+from bot.core.kube.versions import parse_version, reports
 from bot.core.providers import (
     Operation,
     OperationError,
@@ -234,14 +234,31 @@ class _EksJob(CloudJob):
         audit: str,
         said: str = "",
         then: str = "",
+        busy: Callable[[], bool] | None = None,
     ) -> Tick:
         """The update call of the module docstring's rule: the tick that stores its intent, when
         not stored yet; else the tick that stores the update it started, or that the call made
         before an interruption started (found, not called again). The thread's line says `said`
-        before the update and `then` after it; `audit` names what the call changes."""
+        before the update and `then` after it; `audit` names what the call changes. `busy`: is
+        the resource UPDATING now? Then an update of the same kind still in progress — a step
+        that timed out, resumed as a new job — is followed instead (EKS would refuse a second
+        one with ResourceInUseException)."""
         intent = progress.get(INTENT) or {}
         if intent.get("call") != call or intent.get("token") != tok:
             known = aws_call("ListUpdates", eks.operations, **which)
+            running = self._running(eks, known, match, which) if busy is not None and busy() else None
+            if running is not None:
+                text = (
+                    f"{what}: EKS update {running.id} to {match[2]} is already in progress (started "
+                    f"{_clock(running.created)}, before this job): following it, {call} not called"
+                )
+                return Tick(
+                    progress={**progress, "update": running.id, "status": running.status},
+                    posts=(Post(key=f"update-started:{running.id}", text=text),),
+                    audit=((call, f"{audit}: not called, following update {running.id} in progress"),),
+                    card=(text,),
+                    wait=POLL_SECONDS,
+                )
             new = {**progress, INTENT: {"call": call, "token": tok, "at": iso(now), "known": known}}
             return Tick(progress=new, card=(f"{what}: calling {call}",), wait=0.0)
         update = self._find(eks, intent, match, which)
@@ -256,6 +273,22 @@ class _EksJob(CloudJob):
             card=(text,),
             wait=POLL_SECONDS,
         )
+
+    @staticmethod
+    def _running(
+        eks: EksActs, known: Sequence[str], match: tuple[str, str, str], which: Mapping[str, str]
+    ) -> Operation | None:
+        """An update of the call's type and version still InProgress (the newest if several)."""
+        kind, param, value = match
+        found = [
+            update
+            for update_id in known
+            if (update := aws_call("DescribeUpdate", eks.operation, operation_id=update_id, **which)).kind
+            == kind
+            and update.params.get(param) == value
+            and update.status == "InProgress"
+        ]
+        return max(found, key=lambda u: u.created) if found else None
 
     @staticmethod
     def _find(
@@ -335,6 +368,7 @@ class EksUpdateClusterJob(_EksJob):
                 f"API server /version now: {api_version(cluster) or '?'}",
             ]
         now = aws_call("DescribeCluster", eks.control_plane)
+        api = api_version(cluster)
         lines = [
             *_interrupted(progress),
             f"would call eks:UpdateClusterVersion name={progress['eks']} version={progress['version']} "
@@ -346,7 +380,7 @@ class EksUpdateClusterJob(_EksJob):
             + "clientRequestToken=(the run's and the job's ids: a resumed job never starts a second update)",
             f"DescribeCluster now: version {now.get('version', '?')}, platform {now.get('platformVersion', '?')}, "
             f"status {now.get('status', '?')}",
-            f"API server /version now: {api_version(cluster) or '?'}",
+            f"API server /version now: {api or '?'}",
             f"then eks:DescribeUpdate every {POLL_SECONDS:g} s until the update is Successful and /version "
             f"reports {progress['version']} (up to {timeout_span(progress)})",
         ]
@@ -355,6 +389,21 @@ class EksUpdateClusterJob(_EksJob):
                 1, f"the control plane is already on {progress['version']}: EKS would refuse the update"
             )
         current = parse_version(str(now.get("version", "")))
+        target = parse_version(progress["version"])
+        seen = parse_version(api)
+        if current is not None and seen is not None and seen[:2] != current[:2]:
+            lines.insert(
+                1,
+                f":warning: the API server this cluster's kubeconfig reaches reports {api}, EKS says "
+                f"{now.get('version', '?')}: they are not the same cluster, and the step could not tell "
+                "when the update is done — check the kubeconfig (or the provider's cluster name) first",
+            )
+        if current is not None and target is not None and target[:2] > (current[0], current[1] + 1):
+            lines.insert(
+                1,
+                f":warning: EKS updates the control plane one minor version at a time: from "
+                f"{now.get('version', '?')} it refuses {progress['version']} (InvalidParameterException)",
+            )
         behind = [
             f"{g.get('nodegroupName', '?')} ({g.get('version', '?')})"
             for g in aws_call("ListNodegroups", eks.node_pools)
@@ -388,6 +437,7 @@ class EksUpdateClusterJob(_EksJob):
                 return self._call_once(
                     eks, progress, now=now, call="UpdateClusterVersion", tok=tok,
                     match=("VersionUpdate", "Version", version), which={}, what=what,
+                    busy=lambda: aws_call("DescribeCluster", eks.control_plane).get("status") == "UPDATING",
                     send=lambda: aws_call(
                         "UpdateClusterVersion", _update_control_plane, eks=eks, version=version, token=tok,
                         force=force,
@@ -406,13 +456,16 @@ class EksUpdateClusterJob(_EksJob):
             self._head(progress, status, what, now),
             f"API server /version: {seen or '?'}",
         )
-        if status == "Successful" and on_version(seen, parse_version(version)):
+        if status == "Successful" and reports(seen, parse_version(version)):
             text = f"{what}: EKS update {progress['update']} Successful and the API server reports {seen}"
             return self._end(new, text, ok=True, key=f"update-done:{progress['update']}")
         if self._timed_out(progress, now):
             return self._gave_up(new, what)
         if status == "Successful":
-            card = (*card, f"EKS says Successful; waiting for /version to report {version}")
+            card = (
+                *card,
+                f"EKS says Successful; waiting for /version to report {version}{_elsewhere(seen, version)}",
+            )
         return Tick(progress=new, card=card, wait=POLL_SECONDS)
 
     def _insights_refused(self, eks: EksActs, progress: Progress, reason: str, what: str) -> Tick:
@@ -478,6 +531,22 @@ class EksUpdateClusterJob(_EksJob):
             card=(text,),
             wait=0.0,
         )
+
+
+def _elsewhere(seen: str, version: str) -> str:
+    """What a /version past the target says: the kubeconfig reaches another cluster."""
+    mine, target = parse_version(seen), parse_version(version)
+    if mine is None or target is None or mine[: len(target)] <= target:
+        return ""
+    return f" (it reports {seen}, past it: is this cluster's kubeconfig the EKS cluster that was updated?)"
+
+
+def _clock(created: str) -> str:
+    """An update's ISO-8601 creation time as "14:02 UTC" ("?" when EKS gave none)."""
+    try:
+        return f"{datetime.fromisoformat(created.replace('Z', '+00:00')).astimezone(UTC):%H:%M} UTC"
+    except ValueError:
+        return "?"
 
 
 def _update_control_plane(*, eks: EksActs, version: str, token: str, force: bool) -> Operation:
@@ -634,6 +703,7 @@ class EksUpdateNodegroupJob(_EksJob):
                 eks, progress, now=now, call="UpdateNodegroupVersion", tok=tok,
                 match=("VersionUpdate", "Version", _minor(progress["target"])),
                 which={"node_pool": group}, what=what,
+                busy=lambda: aws_call("DescribeNodegroup", eks.node_pool, name=group).get("status") == "UPDATING",
                 send=lambda: aws_call(
                     "UpdateNodegroupVersion", eks.update_node_pool, pool=group, version=progress["version"],
                     strategy=PoolStrategy(kind="surge", force=bool(progress["force"])), token=tok,

@@ -440,11 +440,14 @@ class JobService:
         log.info("job %s (%s of run %s) interrupted: %s", row.id, row.kind, row.run_id, note)
         self._release(row)
         # An after-abort job (the uncordon offer) has no step: it ends none and interrupts none.
-        if self.steps is not None and row.step_id != AFTER_ABORT:
-            if self.steps.interrupt_step(row.run_id, row.step_id, epoch=row.epoch) is None:
-                # The step had stopped already (a restart's recovery interrupted it while this job
-                # was still live): its card still shows the job as running until published again.
-                self._publish_run(row.run_id)
+        if (
+            self.steps is not None
+            and row.step_id != AFTER_ABORT
+            and self.steps.interrupt_step(row.run_id, row.step_id, epoch=row.epoch) is None
+        ):
+            # The step had stopped already (a restart's recovery interrupted it while this job
+            # was still live): its card still shows the job as running until published again.
+            self._publish_run(row.run_id)
         return True
 
     def advance(self, job_id: int, cluster: Any) -> Advanced:

@@ -54,6 +54,16 @@ def version_order(label: str) -> tuple[int, tuple[int, ...], str]:
     return (0, parsed, label) if parsed is not None else (1, (), label)
 
 
+def reports(seen: str, target: tuple[int, ...] | None) -> bool:
+    """Does an API server's /version say the target (equal on as many parts as the target names)?
+    Not "at or above", as a kubelet may be: a control plane updated to 1.25 reports 1.25, and one
+    that reports 1.29 is another cluster than the one the provider updated."""
+    if target is None:
+        return True
+    mine = parse_version(seen)
+    return mine is not None and mine[: len(target)] == target
+
+
 def on_version(kubelet: str, target: tuple[int, ...] | None) -> bool:
     """Is the kubelet at or above the target (compared on as many parts as the target names)?"""
     if target is None:

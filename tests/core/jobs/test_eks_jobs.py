@@ -123,6 +123,31 @@ def test_the_control_plane_update_is_followed_until_successful_and_the_api_serve
     assert len(sim.core.aws.updates) == 1  # type: ignore[union-attr]
 
 
+def test_a_new_job_follows_a_control_plane_update_still_in_progress_instead_of_calling_again(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    # The step timed out with EKS's update still InProgress; the run is resumed and the step
+    # approved again: a new job (a new token) for the same version.
+    first = driver(EksUpdateClusterJob(access(sim), LABELS), kube, sim, {"version": "1.25"}, job_id=7)
+    first.tick()
+    started = first.tick()
+    update = started.progress["update"]
+    assert aws_calls(sim)["UpdateClusterVersion"] == 1
+    second = driver(EksUpdateClusterJob(access(sim), LABELS), kube, sim, {"version": "1.25"}, job_id=8)
+    found = second.tick()
+    assert found.progress["update"] == update
+    text = found.posts[0].text
+    assert text.startswith(
+        f"control plane 1.24 → 1.25: EKS update {update} to 1.25 is already in progress (started "
+    )
+    assert text.endswith(" UTC, before this job): following it, UpdateClusterVersion not called")
+    follow(second, sim)
+    assert second.last is not None
+    assert second.last.ok, second.last.detail
+    # Not a second call (EKS would refuse it: ResourceInUseException, and the step failed again).
+    assert aws_calls(sim)["UpdateClusterVersion"] == 1
+
+
 def test_a_failed_control_plane_update_fails_the_step_with_the_aws_reason(
     sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
 ) -> None:
@@ -502,6 +527,44 @@ def test_the_gate_dry_runs_say_what_would_be_called_and_what_eks_says_now(
     bare = preview.read(kube, calls[:1], default_jobs(LABELS), now=sim_now(sim)())
     assert bare["actions"][0]["error"] == "cluster prod has no EKS provider: the EKS actions need one"
     assert not {"UpdateClusterVersion", "UpdateAddon"} & set(aws_calls(sim))
+
+
+def test_the_gate_warns_of_a_skipped_minor_and_of_a_kubeconfig_that_reaches_another_cluster(
+    sim: SimCluster,
+    kube: Cluster,
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+) -> None:
+    jobs = default_jobs(LABELS, eks=access(sim))
+    skip = preview.read(
+        kube, [ActionCall(name="eks-update-cluster", args={"version": "1.26"})], jobs, now=sim_now(sim)()
+    )
+    assert skip["actions"][0]["lines"][1] == (
+        ":warning: EKS updates the control plane one minor version at a time: from 1.24 it refuses 1.26 "
+        "(InvalidParameterException)"
+    )
+    # The provider names the EKS cluster on 1.24; the kubeconfig reaches another one, on 1.29.
+    other = sim_factory("small", speed=0.0, seed=1)
+    for elsewhere in _cluster(other, sim_kubeconfig):
+        api = elsewhere.get_json("/version")["gitVersion"]
+        call = ActionCall(name="eks-update-cluster", args={"version": "1.25", "timeout": "5m"})
+        gate = preview.read(elsewhere, [call], jobs, now=sim_now(sim)())
+        assert gate["actions"][0]["lines"][1].startswith(
+            f":warning: the API server this cluster's kubeconfig reaches reports {api}, EKS says 1.24: "
+            "they are not the same cluster"
+        )
+        # Its update: EKS says Successful, but /version never reports 1.25 — not done (it was).
+        d = driver(
+            EksUpdateClusterJob(access(sim), LABELS), elsewhere, sim, {"version": "1.25", "timeout": "1h"}
+        )
+        follow(d, sim)
+        assert d.last is not None
+        assert not d.last.ok
+        cards = [c for t in d.ticks for c in t.card]
+        assert any(f"(it reports {api}, past it: is this cluster's kubeconfig" in c for c in cards), (
+            cards[-3:],
+            d.last.detail,
+        )
 
 
 def test_the_gate_of_a_resumed_step_says_the_job_follows_the_update_it_started(
