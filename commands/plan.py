@@ -105,6 +105,8 @@ def _cluster_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
         connect=ctx.connect_cluster,
         node_group_labels=group_labels(ctx.settings.node_group_labels),
         now=ctx.clock(),
+        # The bot's own registry: its actions with the clusters' cloud providers.
+        jobs=ctx.jobs.registry if ctx.jobs is not None else None,
     )
 
 

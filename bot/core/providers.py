@@ -203,6 +203,17 @@ class ProviderAccess:
             return self._clients[cluster]
 
 
-def no_provider(cluster: str) -> Provider:
-    """The access of a registry built without providers (tests, tools): every provider action refuses."""
-    raise UserError(f"cluster {clip(cluster)} has no EKS provider: the EKS actions need one")
+def no_provider_of(kind: str) -> Callable[[str], Provider]:
+    """The access of a registry built without `kind`'s providers (tests, tools): its actions refuse."""
+    name = kind.upper()
+
+    def refuse(cluster: str) -> Provider:
+        raise UserError(f"cluster {clip(cluster)} has no {name} provider: the {name} actions need one")
+
+    return refuse
+
+
+#: Each cloud's actions' access in a registry built without providers.
+no_provider = no_provider_of("eks")
+no_aks_provider = no_provider_of("aks")
+no_gke_provider = no_provider_of("gke")

@@ -431,6 +431,13 @@ def _hooks(b: _Base, runs: RunService) -> PipelineHookDoor | None:
     )
 
 
+def cluster_jobs(settings: Settings) -> JobRegistry:
+    """The cluster actions with each cluster's cloud provider, for a terminal command that checks
+    a plan's actions without starting a bot (`plan validate --check-cluster`): nothing is updated."""
+    eks, aks, gke = _cloud_providers(settings, Tenure())
+    return default_jobs(group_labels(settings.node_group_labels), eks=eks, aks=aks, gke=gke)
+
+
 def _cloud_providers(
     settings: Settings, tenure: Tenure
 ) -> tuple[ProviderAccess, ProviderAccess, ProviderAccess]:

@@ -210,3 +210,24 @@ def test_node_subnets_short_of_the_pods_to_reschedule_fail_the_check(
         reader.close()
     assert "AWS002" not in {f.id for f in report.findings}
     assert {"EKS001", "EKS005"} <= {f.id for f in report.findings}
+
+
+def test_checking_a_plan_on_its_cluster_uses_the_clusters_provider(
+    sim_eks: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    # The shipped EKS plan, on the sim's cluster: its EKS steps' checks reach EKS through the
+    # configured provider (they said "cluster sim has no EKS provider" for each step, provider or not).
+    plan = tmp_path / "eks-managed.yaml"
+    shipped = Path(__file__).parents[2] / "templates" / "plans" / "eks-managed.yaml"
+    plan.write_text(shipped.read_text().replace("cluster: prod", "cluster: sim", 1))
+    env = {**os.environ, **aws_env(tmp_path)}
+    with_provider = write_config(config_text(sim_eks, sim_kubeconfig(sim_eks), provider=True))
+    checked = cli(with_provider, env, "plan", "validate", str(plan), "--check-cluster")
+    assert checked.returncode == 0, checked.stderr
+    assert "provider" not in checked.stderr, checked.stderr
+    without = write_config(config_text(sim_eks, sim_kubeconfig(sim_eks), provider=False), name="bare.yaml")
+    bare = cli(without, env, "plan", "validate", str(plan), "--check-cluster")
+    assert "(eks-update-cluster): cluster sim has no EKS provider: the EKS actions need" in bare.stderr

@@ -11,6 +11,7 @@ approve, so the caller says the check was skipped and goes on.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -85,11 +86,13 @@ def plan_warnings(
     node_group_labels: Sequence[str],
     now: datetime,
     unreachable: str = "",
+    jobs: JobRegistry | None = None,
 ) -> list[str]:
     """A loaded plan's `(step id, action, args)` cluster actions checked against the cluster as it
     is now: warnings, not refusals — the cluster may change before the window (a group's new
-    nodes arrive). `cluster` None (with `unreachable`, why) says the check was skipped."""
-    jobs = default_jobs(node_group_labels)
+    nodes arrive). `cluster` None (with `unreachable`, why) says the check was skipped. `jobs`:
+    the bot's registry, with its cloud providers (without, a provider's action says it has none)."""
+    jobs = jobs or default_jobs(node_group_labels)
     wanted = [(step, kind, args) for step, kind, args in calls if jobs.get(kind) is not None]
     if not wanted:
         return []
@@ -114,25 +117,25 @@ def check_plan(
     connect: Callable[[ClusterConfig], ClusterReader],
     node_group_labels: Sequence[str],
     now: datetime,
+    jobs: JobRegistry | None = None,
 ) -> list[str]:
     """`plan_warnings` for a parsed plan on its configured cluster (connected here, closed after);
     a cluster that is not configured or does not answer makes the check a skipped one."""
     calls = [(step.id, call.name, call.args) for step in plan.steps for call in step.actions]
+    warn = functools.partial(
+        plan_warnings, calls=calls, node_group_labels=node_group_labels, now=now, jobs=jobs
+    )
     config = clusters.get(plan.cluster)
     if config is None:
-        why = f"no cluster `{plan.cluster}` is configured"
-        return plan_warnings(None, calls, node_group_labels=node_group_labels, now=now, unreachable=why)
+        return warn(None, unreachable=f"no cluster `{plan.cluster}` is configured")
     try:
         reader = connect(config)
     except BotError as exc:
-        return plan_warnings(
-            None, calls, node_group_labels=node_group_labels, now=now, unreachable=exc.user_message
-        )
+        return warn(None, unreachable=exc.user_message)
     with contextlib.closing(reader):
         try:
             reader.get_json("/version")
         except BotError as exc:
-            why = f"cluster {plan.cluster} did not answer: {exc.user_message}"
-            return plan_warnings(None, calls, node_group_labels=node_group_labels, now=now, unreachable=why)
+            return warn(None, unreachable=f"cluster {plan.cluster} did not answer: {exc.user_message}")
         # The kube adapter's Cluster: it serves every read a job's plan makes.
-        return plan_warnings(cast(JobCluster, reader), calls, node_group_labels=node_group_labels, now=now)
+        return warn(cast(JobCluster, reader))

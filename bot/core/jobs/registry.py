@@ -66,6 +66,7 @@ from bot.core.jobs.pods import DeletePodJob
 from bot.core.jobs.pods import check_args as _check_pods
 from bot.core.jobs.restart import FROM_CHECK, RestartJob, check_scope
 from bot.core.jobs.waitgroup import WaitNodeGroupJob
+from bot.core.providers import no_aks_provider, no_gke_provider
 from bot.core.rules import Rule
 from bot.errors import UserError, clip
 
@@ -84,9 +85,9 @@ class JobDeps:
     rules: tuple[Rule, ...] = ()
     eks: Callable[[str], EksActs] = no_eks
     #: Cluster name → its AKS provider (`provider: {aks: …}`), or a short refusal.
-    aks: Callable[[str], EksActs] = no_eks
+    aks: Callable[[str], EksActs] = no_aks_provider
     #: Cluster name → its GKE provider (`provider: {gke: …}`), or a short refusal.
-    gke: Callable[[str], EksActs] = no_eks
+    gke: Callable[[str], EksActs] = no_gke_provider
     #: The clusters' Alertmanagers and Prometheuses (the evidence gate); without one, `alerts` /
     #: `analysis` refuse.
     evidence: Evidence = field(default_factory=Evidence)
@@ -486,8 +487,8 @@ def default_jobs(
         labels=tuple(node_group_labels),
         rules=tuple(rules),
         eks=eks or no_eks,
-        aks=aks or no_eks,
-        gke=gke or no_eks,
+        aks=aks or no_aks_provider,
+        gke=gke or no_gke_provider,
         evidence=evidence or Evidence(),
     )
     return JobRegistry(jobs={kind.name: kind.make(deps) for kind in KINDS})

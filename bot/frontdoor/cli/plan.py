@@ -26,6 +26,7 @@ from bot.errors import (
     UsageError,
     UserError,
 )
+from bot.frontdoor.assemble import cluster_jobs
 from bot.frontdoor.cli.check import stored_waivers
 from bot.frontdoor.cli.config import configured, settings_for
 from bot.frontdoor.cli.connect import connect, slack_directory
@@ -123,6 +124,7 @@ def _validate(args: argparse.Namespace) -> int:
             connect=connect,
             node_group_labels=group_labels(settings.node_group_labels),
             now=datetime.now(UTC),
+            jobs=cluster_jobs(settings),
         ):
             print(f"{path}: warning: {warning}", file=sys.stderr)
     checked = " (Slack users checked)" if people is not None else ""
