@@ -66,10 +66,14 @@ def coded_reason(exc: ProviderError) -> str:
     return f"{exc.code + ': ' if exc.code else ''}{clip(str(exc), 300)}"
 
 
-def update_errors(errors: Sequence[OperationError]) -> str:
-    """An operation's errors as one line: "PodEvictionFailure: Reached max retries …"."""
-    text = "; ".join(f"{e.code or '?'}: {e.message}".strip() for e in errors)
-    return clip(text, 400) or "EKS gave no reason"
+def update_errors(errors: Sequence[OperationError], cloud: str = "EKS") -> str:
+    """An operation's errors as one line: "PodEvictionFailure: Reached max retries …" (a message
+    that already begins with its code is not given the code twice)."""
+    text = "; ".join(
+        (e.message if e.code and e.message.startswith(e.code) else f"{e.code or '?'}: {e.message}").strip()
+        for e in errors
+    )
+    return clip(text, 400) or f"{cloud} gave no reason"
 
 
 def timeout_span(progress: Mapping[str, Any]) -> str:
@@ -348,7 +352,9 @@ class OperationJob(CloudJob, abc.ABC):
     def _op_name(self, progress: Progress) -> str:
         if progress.get("operation"):
             return f"{self.cloud} operation {progress['operation']}"
-        return f"{self._name(progress)}'s {self.resource_word}"
+        # Followed from the resource: the pool's own state, not the cluster's, for a pool's job.
+        pool = self._pool(progress)
+        return f"{self._name(progress)}{'/' + pool if pool else ''}'s {self.resource_word}"
 
     def _following(self, provider: Provider, progress: Progress) -> list[str]:
         """The dry run of a resumed job that already started its call: it follows, never calls."""
@@ -356,7 +362,7 @@ class OperationJob(CloudJob, abc.ABC):
         return [
             f"resumes following {self._op_name(progress)}, which this job started before it was interrupted: "
             f"no new {self.call} is made",
-            f"now: {op.status}" + (f" — {update_errors(op.errors)}" if op.errors else ""),
+            f"now: {op.status}" + (f" — {update_errors(op.errors, self.cloud)}" if op.errors else ""),
         ]
 
     def _interrupted(self, progress: Progress) -> list[str]:
@@ -375,7 +381,7 @@ class OperationJob(CloudJob, abc.ABC):
         (None while it does not show yet); None while it goes on."""
         key = progress.get("operation") or "resource"
         if op.status in ("Failed", "Cancelled"):
-            text = f"{what}: {self._op_name(progress)} {op.status} — {update_errors(op.errors)}"
+            text = f"{what}: {self._op_name(progress)} {op.status} — {update_errors(op.errors, self.cloud)}"
             return self._end(new, text, ok=False, key=f"update-failed:{key}")
         if op.status == "Successful" and done is not None:
             text = f"{what}: {self._op_name(progress)} {self.done_word}{done}"

@@ -497,7 +497,7 @@ class GkeUpdateNodepoolJob(_GkeJob):
             f"{what}: rolled back ({ROLLBACK}, asked by {rollback['by']}): the pool is on {progress['from']} again, "
             f"{counts['on_target']}/{counts['total']} node(s) Ready"
             if ok_back
-            else f"{what}: the rollback {op.status} — {update_errors(op.errors)}"
+            else f"{what}: the rollback {op.status} — {update_errors(op.errors, self.cloud)}"
         )
         # The upgrade did not happen: the step fails either way, and the run pauses for people.
         return self._end(progress, text, ok=False, key=f"rollback-done:{pool}")

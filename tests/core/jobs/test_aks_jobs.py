@@ -206,7 +206,7 @@ def test_the_nodepool_upgrade_shows_its_max_surge_and_a_crash_never_repeats_the_
         assert d.last is not None
         assert d.last.ok, d.last.detail
         assert d.last.detail == (
-            "agent pool apps 1.25.11 → 1.26.6: shop-prod's provisioningState Succeeded — 3/3 node(s) Ready on 1.26.6"
+            "agent pool apps 1.25.11 → 1.26.6: shop-prod/apps's provisioningState Succeeded — 3/3 node(s) Ready on 1.26.6"
         )
         assert azure_calls(sim)["AgentPools_CreateOrUpdate"] == 1
 
@@ -260,3 +260,20 @@ def test_without_a_provider_or_without_the_sdk_the_aks_actions_refuse_with_a_sho
         "the AKS actions need azure-mgmt-containerservice, which this bot does not have "
         "(pip install 'upgrade-bot[aks]')"
     )
+
+
+def test_an_operations_errors_name_its_cloud_and_each_code_once() -> None:
+    from bot.core.jobs.cloud import update_errors
+    from bot.records import OperationError
+
+    assert update_errors((), "AKS") == "AKS gave no reason"
+    assert (
+        update_errors(
+            (OperationError(code="PodEvictionFailure", message="PodEvictionFailure: Reached max retries"),),
+            "EKS",
+        )
+        == "PodEvictionFailure: Reached max retries"
+    )
+    assert update_errors(
+        (OperationError(code="UpgradeFailed", message="surge nodes failed to join"),), "AKS"
+    ) == ("UpgradeFailed: surge nodes failed to join")
