@@ -676,7 +676,16 @@ class EksUpdateNodegroupJob(_EksJob):
         group = progress["nodegroup"]
         what = f"node group {group} {progress['from']} → {progress['target']}"
         if decision is not None and decision.option == STOP:
-            text = f"{what}: stopped by {decision.by} after EKS failed the update (not forced)"
+            # EKS's reason and where the group stands stay with the step's failure.
+            failed = str(progress.get("failed") or "EKS failed the update")
+            seen = progress.get("seen") or {}
+            stands = (
+                f"; {seen.get('on_target', 0)}/{seen.get('total', 0)} node(s) Ready on {progress['target']}, "
+                f"the others still on {progress['from']}"
+                if isinstance(seen, Mapping) and seen.get("total")
+                else ""
+            )
+            text = f"{what}: {failed}; stopped by {decision.by} (not forced){stands}"
             return Tick(progress=progress, card=(text,), done=True, ok=False, detail=text, wait=0.0)
         forcing = decision is not None and decision.option == FORCE
         if forcing:
@@ -760,10 +769,14 @@ class EksUpdateNodegroupJob(_EksJob):
                 )
                 text = f"{what}: EKS update {progress['update']} Failed — {why}"
                 return Tick(
-                    progress=new,
+                    progress={**new, "failed": f"EKS update {progress['update']} Failed — {clip(why, 300)}"},
                     # Not broadcast: the question that follows at once is.
                     posts=(*posts, Post(key=f"update-failed:{progress['update']}", text=text)),
-                    card=(text, "waiting for people: force or stop (see the thread)"),
+                    card=(
+                        text,
+                        pool_bar(counts, progress["target"]),
+                        "waiting for people: force or stop (see the thread)",
+                    ),
                     choice=choice,
                     wait=POLL_SECONDS,
                 )
@@ -905,7 +918,12 @@ class EksUpdateAddonJob(_EksJob):
         failed = str(progress.get("conflict") or f"{what}: EKS update {progress['update']} Failed")
         policy = RETRY_WITH.get(decision.option)
         if policy is None:
-            text = f"{failed.rstrip('.')}; stopped by {decision.by}, neither OVERWRITE nor PRESERVE chosen"
+            tried = str(progress.get("resolve_conflicts") or "NONE")
+            text = f"{failed.rstrip('.')}; stopped by {decision.by}, " + (
+                f"after the update with {tried} failed too"
+                if tried != "NONE"
+                else "neither OVERWRITE nor PRESERVE chosen"
+            )
             return self._stopped(progress, text)
         tries = int(progress.get("tries", 0)) + 1
         new = {

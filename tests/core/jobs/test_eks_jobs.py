@@ -488,15 +488,46 @@ def test_a_node_group_update_names_the_budget_that_blocks_it_and_asks_before_for
 def test_people_can_stop_a_node_group_update_eks_failed(sim: SimCluster, kube: Cluster) -> None:
     job = EksUpdateNodegroupJob(access(sim), LABELS)
     d = driver(job, kube, sim, {"nodegroup": "others", "version": "1.24"})
-    d.progress = {**d.progress, "update": "u-1", "status": "Failed"}
+    # As the force question left it: EKS's reason and the group's nodes then.
+    failed = "EKS update u-1 Failed — PodEvictionFailure: Reached max retries while trying to evict pods"
+    d.progress = {
+        **d.progress,
+        "update": "u-1",
+        "status": "Failed",
+        "failed": failed,
+        "seen": {"on_target": 2, "total": 4},
+    }
     d.tick(Decision(choice_key="force:u-1", option="stop", by="U0COORD"))
     assert d.last is not None
     assert not d.last.ok
-    assert (
-        d.last.detail
-        == "node group others 1.24 → 1.24: stopped by U0COORD after EKS failed the update (not forced)"
+    # The failure keeps EKS's reason and where the group stands (it said only "stopped … not forced").
+    assert d.last.detail == (
+        f"node group others {d.progress['from']} → 1.24: {failed}; stopped by U0COORD (not forced); "
+        f"2/4 node(s) Ready on 1.24, the others still on {d.progress['from']}"
     )
     assert "UpdateNodegroupVersion" not in aws_calls(sim)
+
+
+def test_stopping_after_a_retried_conflict_policy_failed_says_it_was_tried(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    from bot.core.jobs.eks import CONFLICT
+
+    job = EksUpdateAddonJob(access(sim), LABELS)
+    d = driver(job, kube, sim, {"addon": "kube-proxy", "version": "v1.24.17-minimal-eksbuild.4"})
+    failed = "add-on kube-proxy: EKS update u-2 Failed — ConfigurationConflict: Conflicts found"
+    d.progress = {
+        **d.progress,
+        "update": "u-2",
+        "status": "Failed",
+        "resolve_conflicts": "PRESERVE",
+        "conflict": failed,
+    }
+    d.tick(Decision(choice_key=f"{CONFLICT}:u-2", option="stop", by="U0COORD"))
+    assert d.last is not None
+    assert not d.last.ok
+    # Not "neither OVERWRITE nor PRESERVE chosen": PRESERVE was chosen, and failed.
+    assert d.last.detail.endswith("; stopped by U0COORD, after the update with PRESERVE failed too")
 
 
 def test_the_gate_dry_runs_say_what_would_be_called_and_what_eks_says_now(
