@@ -735,6 +735,13 @@ def test_a_job_the_api_forbids_fails_its_step_with_the_refusal_named(setup: Setu
     assert run.step_run("drain-old").state is StepState.FAILED
     assert "not allowed to PATCH /api/v1/nodes/n1" in run.step_run("drain-old").note
     assert setup.world.writes == []
+    # Said in the channel once, by the step's failure (the job's own line stays in the thread).
+    broadcast = [
+        c.params["text"]
+        for c in setup.stub.calls_to("chat.postMessage")
+        if c.params.get("reply_broadcast") and "not allowed to PATCH /api/v1/nodes/n1" in c.params["text"]
+    ]
+    assert len(broadcast) == 1, broadcast
 
 
 def test_a_plan_refuses_action_values_the_action_would_refuse_with_their_line() -> None:

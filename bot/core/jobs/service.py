@@ -755,7 +755,9 @@ class JobService:
             at=self.clock(),
             progress=json.dumps(progress, sort_keys=True),
             card=json.dumps(card),
-            outbox=[("ended", json.dumps({"text": text, "broadcast": not ok}))],
+            # A job's failure goes to the channel when no step's does: a step's failure, posted
+            # at once with this reason, is broadcast itself (twice said the same thing twice).
+            outbox=[("ended", json.dumps({"text": text, "broadcast": not ok and not self._has_step(row)}))],
             done=(ok, detail),
         ):
             return Advanced(wait=0, lost=True)
@@ -764,6 +766,9 @@ class JobService:
         self._release(row)
         self._ended(row, ok, detail)
         return Advanced(wait=0, done=True)
+
+    def _has_step(self, row: JobRow) -> bool:
+        return self.steps is not None and row.step_id != AFTER_ABORT
 
     def _release(self, row: JobRow) -> None:
         """A job that stops without a tick of its own lets go of what it holds outside the
