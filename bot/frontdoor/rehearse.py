@@ -534,6 +534,17 @@ def _follow_long(
     raise UserError(f"step {cur.step_id} ran for more than {LONG_ACTION_LIMIT:g}s; the rehearsal stops")
 
 
+def rehearsal_why(choice_key: str) -> str:
+    """Why the rehearsal's roster answers a job's question as it does (the reason on record)."""
+    if choice_key.startswith("api-block:"):
+        return (
+            "overrides AKS's deprecated-API block: the caller moves to the API's replacement after the window"
+        )
+    if choice_key.startswith("insights-force:"):
+        return "forces past EKS's upgrade insights: the callers of the removed APIs move after the window"
+    return "deletes the pods a disruption budget holds, as the pipeline would"
+
+
 def _answer(
     jobs: JobService,
     job_id: int,
@@ -556,12 +567,7 @@ def _answer(
         # the team does once the caller's migration is scheduled.
         wanted = ("stop",) if choice.key.startswith("conflict:") else ("delete", "force", "override")
         option = next((o for o in choice.options if o.id in wanted), choice.options[0])
-        why = (
-            "overrides AKS's deprecated-API block: the caller moves to the API's replacement after the window"
-            if choice.key.startswith("api-block:")
-            else "deletes the pods a disruption budget holds, as the pipeline would"
-        )
-        reason = f"rehearsal: {holder(option)} {why}" if option.needs_reason else ""
+        reason = f"rehearsal: {holder(option)} {rehearsal_why(choice.key)}" if option.needs_reason else ""
         term.out.write(f"  ↳ {holder(option)} answers job {job_id}: {option.label}\n")
         jobs.decide(job_id, choice_key=choice.key, option=option.id, user_id=holder(option), reason=reason)
         return

@@ -582,3 +582,15 @@ def test_the_teams_checks_images_runs_img001_against_the_sims_registry_and_plain
     # --plain: ASCII only, the emoji as words.
     assert out.isascii()
     assert "[x] *`checks` failed* in run" in out
+
+
+def test_the_rehearsals_reason_on_record_fits_the_question() -> None:
+    from bot.core.jobs.eks import INSIGHTS
+    from bot.frontdoor.rehearse import rehearsal_why
+
+    # It said "deletes the pods a disruption budget holds" of a force past EKS's insights.
+    assert rehearsal_why(f"{INSIGHTS}:1.25") == (
+        "forces past EKS's upgrade insights: the callers of the removed APIs move after the window"
+    )
+    assert rehearsal_why("force:u-1") == "deletes the pods a disruption budget holds, as the pipeline would"
+    assert rehearsal_why("api-block:x").startswith("overrides AKS's deprecated-API block")
