@@ -488,7 +488,8 @@ class EksUpdateClusterJob(_EksJob):
                 f"{what}: EKS refused UpdateClusterVersion over its upgrade insights in ERROR for {version}: "
                 f"{names}. Update with force? EKS then skips these readiness checks, and what they name "
                 f"breaks after the update (APIs removed in {version} still in use, add-ons or kubelets out "
-                "of skew). One person asks with a reason; a second person confirms with theirs."
+                f"of skew); `/upgrade check --to {version}` names each removed API still called and its "
+                "callers (EKS010). One person asks with a reason; a second person confirms with theirs."
             ),
             options=(
                 ChoiceOption(id=FORCE, label="Update with force…", needs_reason=True),

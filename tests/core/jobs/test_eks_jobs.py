@@ -200,6 +200,10 @@ def test_eks_refusing_the_update_over_upgrade_insights_asks_two_people_before_it
             "for 1.25: Deprecated APIs removed in Kubernetes v1.25 ("
         )
         assert "One person asks with a reason; a second person confirms with theirs." in asked.question
+        # Where the APIs and their callers are named (the insight itself names neither).
+        assert "`/upgrade check --to 1.25` names each removed API still called and its callers (EKS010)" in (
+            asked.question
+        )
         assert [(o.id, o.needs_reason) for o in asked.options] == [("force", True), ("stop", False)]
         assert d.audit[-1][0] == "UpdateClusterVersion refused"
         assert "InvalidStateException" not in d.audit[-1][1]
