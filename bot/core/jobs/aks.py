@@ -39,6 +39,7 @@ from bot.core.jobs.cloud import (
     POLL_SECONDS,
     STOP_OPTION,
     OperationJob,
+    budgets_line,
     cloud_call,
     coded_reason,
     pool_bar,
@@ -365,7 +366,8 @@ class AksUpgradeNodepoolJob(_AksJob):
 
     def _gate(self, cluster: JobCluster, aks: Provider, progress: Progress) -> list[str]:
         pool = progress["nodepool"]
-        counts = group_counts(self._nodes(cluster, pool), progress["target"])
+        nodes = self._nodes(cluster, pool)
+        counts = group_counts(nodes, progress["target"])
         found = arm_call("AgentPools_Get", aks.node_pool, name=pool)
         props = _props(found)
         own = str((props.get("upgradeSettings") or {}).get("maxSurge") or "AKS's default (10%)")
@@ -382,6 +384,12 @@ class AksUpgradeNodepoolJob(_AksJob):
             + ": AKS adds that many new nodes at a time, then drains and removes as many old ones",
             f"AgentPools_Get now: {self._version_of(found) or '?'}, provisioningState {props.get('provisioningState', '?')}, "
             f"{props.get('count', '?')} node(s); its nodes now: {counts['total']}, {counts['on_target']} Ready on {progress['target']}",
+            *budgets_line(
+                cluster,
+                nodes,
+                "AKS's drain waits on them until its drain timeout (30 minutes by default), then fails the "
+                "upgrade (PodEvictionFailure) with the pool half upgraded: free them first",
+            ),
             f"then GET its async operation every {POLL_SECONDS:g} s while AKS surges and drains (up to {timeout_span(progress)})",
         ]
 

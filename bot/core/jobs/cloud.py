@@ -24,7 +24,16 @@ from typing import Any, TypeVar
 
 from bot.core.durations import format_duration
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
-from bot.core.jobs.common import JobCluster, bar, iso, list_nodes, timer_start
+from bot.core.jobs.common import (
+    JobCluster,
+    bar,
+    few,
+    iso,
+    list_nodes,
+    selector_matches,
+    timer_start,
+    unschedulable,
+)
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.objects import node_group, parse_iso
 from bot.core.kube.versions import parse_version, reports
@@ -64,6 +73,53 @@ def cloud_call(
 def coded_reason(exc: ProviderError) -> str:
     """A refusal as "Code: message" (the message clipped), as AKS and GKE send them."""
     return f"{exc.code + ': ' if exc.code else ''}{clip(str(exc), 300)}"
+
+
+def blocking_budgets(
+    cluster: JobCluster, nodes: Sequence[Obj], *, only_cordoned: bool
+) -> list[dict[str, str]]:
+    """(budget, pod, node) for every pod on a node group's or pool's nodes (old and cordoned ones only, while
+    EKS drains) that a disruption budget allowing no disruption now selects."""
+    chosen = [
+        str((n.get("metadata") or {}).get("name", "")) for n in nodes if not only_cordoned or unschedulable(n)
+    ]
+    if not chosen:
+        return []
+    budgets: dict[str, list[Obj]] = {}
+    for page in cluster.list_pages("/apis/policy/v1/poddisruptionbudgets"):
+        for pdb in page.items:
+            if int((pdb.get("status") or {}).get("disruptionsAllowed") or 0) == 0:
+                ns = str((pdb.get("metadata") or {}).get("namespace", ""))
+                budgets.setdefault(ns, []).append(pdb)
+    if not budgets:
+        return []
+    out: list[dict[str, str]] = []
+    for node in chosen:
+        for pod in cluster.node_pods(node):
+            meta = pod.get("metadata") or {}
+            if meta.get("deletionTimestamp"):
+                continue
+            for pdb in budgets.get(str(meta.get("namespace", "")), []):
+                if selector_matches((pdb.get("spec") or {}).get("selector"), meta.get("labels")):
+                    pm = pdb.get("metadata") or {}
+                    out.append(
+                        {
+                            "pdb": f"{pm.get('namespace', '')}/{pm.get('name', '')}",
+                            "pod": f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+                            "node": node,
+                        }
+                    )
+    return out
+
+
+def budgets_line(cluster: JobCluster, nodes: Sequence[Obj], then: str) -> list[str]:
+    """The gate's line naming the disruption budgets at 0 that hold pods on a pool's nodes, with
+    what the cloud then does (`then`); none when no budget holds any."""
+    blocking = blocking_budgets(cluster, nodes, only_cordoned=False)
+    if not blocking:
+        return []
+    named = few([f"{b['pdb']} ({b['pod']})" for b in blocking], 5)
+    return [f"disruption budgets at 0 now that hold pods on its nodes: {named} — {then}"]
 
 
 def update_errors(errors: Sequence[OperationError], cloud: str = "EKS") -> str:

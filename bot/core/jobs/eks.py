@@ -57,6 +57,7 @@ from bot.core.jobs.cloud import (
     STOP_OPTION,
     CloudJob,
     api_version,
+    blocking_budgets,
     cloud_call,
     elapsed_since,
     pool_bar,
@@ -71,8 +72,6 @@ from bot.core.jobs.common import (
     flag,
     iso,
     label_value,
-    selector_matches,
-    unschedulable,
 )
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.versions import parse_version, reports
@@ -615,7 +614,7 @@ class EksUpdateNodegroupJob(_EksJob):
             f"status {now.get('status', '?')}, {(now.get('scalingConfig') or {}).get('desiredSize', '?')} desired",
             f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
         ]
-        blocking = self._blocking(cluster, nodes, only_cordoned=False)
+        blocking = blocking_budgets(cluster, nodes, only_cordoned=False)
         if blocking:
             lines.append(
                 "disruption budgets at 0 now that hold pods on its nodes: "
@@ -631,44 +630,6 @@ class EksUpdateNodegroupJob(_EksJob):
             f"(up to {timeout_span(progress)})"
         )
         return lines
-
-    def _blocking(
-        self, cluster: JobCluster, nodes: Sequence[Obj], *, only_cordoned: bool
-    ) -> list[dict[str, str]]:
-        """(budget, pod, node) for every pod on the group's nodes (old and cordoned ones only, while
-        EKS drains) that a disruption budget allowing no disruption now selects."""
-        chosen = [
-            str((n.get("metadata") or {}).get("name", ""))
-            for n in nodes
-            if not only_cordoned or unschedulable(n)
-        ]
-        if not chosen:
-            return []
-        budgets: dict[str, list[Obj]] = {}
-        for page in cluster.list_pages("/apis/policy/v1/poddisruptionbudgets"):
-            for pdb in page.items:
-                if int((pdb.get("status") or {}).get("disruptionsAllowed") or 0) == 0:
-                    ns = str((pdb.get("metadata") or {}).get("namespace", ""))
-                    budgets.setdefault(ns, []).append(pdb)
-        if not budgets:
-            return []
-        out: list[dict[str, str]] = []
-        for node in chosen:
-            for pod in cluster.node_pods(node):
-                meta = pod.get("metadata") or {}
-                if meta.get("deletionTimestamp"):
-                    continue
-                for pdb in budgets.get(str(meta.get("namespace", "")), []):
-                    if selector_matches((pdb.get("spec") or {}).get("selector"), meta.get("labels")):
-                        pm = pdb.get("metadata") or {}
-                        out.append(
-                            {
-                                "pdb": f"{pm.get('namespace', '')}/{pm.get('name', '')}",
-                                "pod": f"{meta.get('namespace', '')}/{meta.get('name', '')}",
-                                "node": node,
-                            }
-                        )
-        return out
 
     def tick(
         self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
@@ -730,7 +691,7 @@ class EksUpdateNodegroupJob(_EksJob):
         posts: list[Post] = []
         blocked = list(progress.get("blocked") or [])
         if status == "InProgress":
-            for b in self._blocking(cluster, nodes, only_cordoned=True):
+            for b in blocking_budgets(cluster, nodes, only_cordoned=True):
                 key = f"{b['pdb']}:{b['node']}"
                 if key in blocked:
                     continue

@@ -41,6 +41,7 @@ from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, T
 from bot.core.jobs.cloud import (
     POLL_SECONDS,
     OperationJob,
+    budgets_line,
     cloud_call,
     coded_reason,
     pool_bar,
@@ -274,7 +275,8 @@ class GkeUpdateNodepoolJob(_GkeJob):
 
     def _gate(self, cluster: JobCluster, gke: Provider, progress: Progress) -> list[str]:
         pool = progress["nodepool"]
-        counts = group_counts(self._nodes(cluster, pool), progress["target"])
+        nodes = self._nodes(cluster, pool)
+        counts = group_counts(nodes, progress["target"])
         found = gke_call("GetNodePool", gke.node_pool, name=pool)
         whose = "set by the plan" if progress.get("by_plan") else "the pool's own"
         lines = [
@@ -296,6 +298,12 @@ class GkeUpdateNodepoolJob(_GkeJob):
         lines += [
             f"GetNodePool now: {found.get('version', '?')}, {found.get('status', '?')}; its nodes now: {counts['total']}, "
             f"{counts['on_target']} Ready on {progress['target']}",
+            *budgets_line(
+                cluster,
+                nodes,
+                "GKE respects a budget for up to an hour a node, then evicts the pods anyway: free them "
+                "first if they must not go down",
+            ),
             f"then GetOperation every {POLL_SECONDS:g} s while GKE upgrades the pool (up to {timeout_span(progress)})",
             *self._exclusions(gke, _now(progress)),
         ]

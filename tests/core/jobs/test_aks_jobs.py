@@ -19,6 +19,7 @@ from bot.errors import UserError
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.support.azure import aks_provider, aks_scenario, azure_calls
+from tests.support.budgets import hold_a_pod
 from tests.support.jobs import JobDriver
 
 LABELS = ("eks.amazonaws.com/nodegroup",)
@@ -277,3 +278,23 @@ def test_an_operations_errors_name_its_cloud_and_each_code_once() -> None:
     assert update_errors(
         (OperationError(code="UpgradeFailed", message="surge nodes failed to join"),), "AKS"
     ) == ("UpgradeFailed: surge nodes failed to join")
+
+
+def test_the_nodepool_gate_names_the_budgets_that_hold_its_pods_and_what_aks_does_with_them(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    sim = sim_factory(aks_scenario(api_block=False), speed=0.0, seed=1)
+    for kube in _cluster(sim, sim_kubeconfig):
+        job = AksUpgradeNodepoolJob(access(sim), LABELS)
+        d = driver(job, kube, sim, {"nodepool": "apps", "version": "1.26.6"})
+        assert not [line for line in job.dry_run(kube, d.progress) if "disruption budgets" in line]
+        nodes = {n["metadata"]["name"] for n in job._nodes(kube, "apps")}
+        budget, pod = hold_a_pod(sim_kubeconfig(sim), nodes)
+        (line,) = [line for line in job.dry_run(kube, d.progress) if "disruption budgets" in line]
+        # EKS's gate said this; AKS's said nothing and the upgrade failed unannounced.
+        assert line.startswith(f"disruption budgets at 0 now that hold pods on its nodes: {budget} (")
+        assert pod in line
+        assert line.endswith(
+            " — AKS's drain waits on them until its drain timeout (30 minutes by default), then fails the "
+            "upgrade (PodEvictionFailure) with the pool half upgraded: free them first"
+        )

@@ -18,6 +18,7 @@ from bot.core.providers import ProviderAccess
 from bot.errors import UserError
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
+from tests.support.budgets import hold_a_pod
 from tests.support.gcp import gke_calls, gke_provider
 from tests.support.jobs import JobDriver
 
@@ -197,4 +198,21 @@ def test_a_soak_ended_while_nobody_followed_it_says_nobody_was_asked(sim: SimClu
     assert d.last.detail.endswith(
         "3/3 node(s) Ready on 1.30.4-gke.1348000; its soak ended before the job read it (GKE deleted the blue pool), "
         "so nobody was asked to keep it or roll back"
+    )
+
+
+def test_the_nodepool_gate_names_the_budgets_that_hold_its_pods_and_what_gke_does_with_them(
+    sim: SimCluster, kube: Cluster, sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    job = GkeUpdateNodepoolJob(ProviderAccess({"prod": gke_provider(sim)}, kind="gke"), LABELS)
+    d = driver(job, kube, sim, {"nodepool": "apps", "version": TARGET})
+    assert not [line for line in job.dry_run(kube, d.progress) if "disruption budgets" in line]
+    budget, pod = hold_a_pod(sim_kubeconfig(sim), {n["metadata"]["name"] for n in job._nodes(kube, "apps")})
+    (line,) = [line for line in job.dry_run(kube, d.progress) if "disruption budgets" in line]
+    # GKE's gate said nothing, and GKE evicted the pods past their budget an hour a node later.
+    assert line.startswith(f"disruption budgets at 0 now that hold pods on its nodes: {budget} (")
+    assert pod in line
+    assert line.endswith(
+        " — GKE respects a budget for up to an hour a node, then evicts the pods anyway: free them first if "
+        "they must not go down"
     )
