@@ -42,7 +42,9 @@ from bot.core.jobs.cloud import (
     budgets_line,
     cloud_call,
     coded_reason,
+    covering,
     pool_bar,
+    started_at,
     timeout_span,
 )
 from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value
@@ -215,10 +217,17 @@ class AksUpgradeControlPlaneJob(_AksJob):
         ]
         lines[1:1] = self._not_offered(progress, versions)
         exclusions = arm_call("MaintenanceConfigurations_ListByManagedCluster", aks.maintenance).exclusions
-        if exclusions:
+        held = covering(exclusions, started_at(progress))
+        lines += [
+            f":warning: planned maintenance: not-allowed span {e.name} ({e.start}…{e.end}) is in force now: the "
+            "team's freeze — AKS lets this manual upgrade through it"
+            for e in held
+        ]
+        later = [e for e in exclusions if e not in held]
+        if later:
             lines.append(
                 "planned maintenance: not-allowed spans "
-                + few([f"{e.name} {e.start}…{e.end}" for e in exclusions], 3)
+                + few([f"{e.name} {e.start}…{e.end}" for e in later], 3)
                 + " (they hold AKS's own upgrades, not this one)"
             )
         return lines

@@ -37,7 +37,14 @@ from bot.core.jobs.common import (
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.objects import node_group, parse_iso
 from bot.core.kube.versions import parse_version, reports
-from bot.core.providers import Operation, OperationError, Provider, ProviderError, Versions
+from bot.core.providers import (
+    MaintenanceExclusion,
+    Operation,
+    OperationError,
+    Provider,
+    ProviderError,
+    Versions,
+)
 from bot.errors import ClusterError, TemporaryError, UserError, clip
 
 Obj = dict[str, Any]
@@ -120,6 +127,25 @@ def budgets_line(cluster: JobCluster, nodes: Sequence[Obj], then: str) -> list[s
         return []
     named = few([f"{b['pdb']} ({b['pod']})" for b in blocking], 5)
     return [f"disruption budgets at 0 now that hold pods on its nodes: {named} — {then}"]
+
+
+def covering(exclusions: Sequence[MaintenanceExclusion], now: datetime) -> list[MaintenanceExclusion]:
+    """The exclusions in force at `now` (a freeze the team set on the cluster)."""
+    out = []
+    for e in exclusions:
+        try:
+            start = datetime.fromisoformat(e.start.replace("Z", "+00:00"))
+            end = datetime.fromisoformat(e.end.replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        if start <= now < end:
+            out.append(e)
+    return out
+
+
+def started_at(progress: Mapping[str, Any]) -> datetime:
+    """The job's own clock for the gate's maintenance windows: when the step began."""
+    return datetime.fromisoformat(str(progress["started"]).replace("Z", "+00:00"))
 
 
 def update_errors(errors: Sequence[OperationError], cloud: str = "EKS") -> str:

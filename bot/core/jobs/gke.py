@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -44,14 +44,16 @@ from bot.core.jobs.cloud import (
     budgets_line,
     cloud_call,
     coded_reason,
+    covering,
     pool_bar,
+    started_at,
     timeout_span,
     update_errors,
 )
 from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value, unschedulable
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.objects import parse_iso
-from bot.core.providers import MaintenanceExclusion, Operation, PoolStrategy, Provider, ProviderError
+from bot.core.providers import Operation, PoolStrategy, Provider, ProviderError
 from bot.errors import UserError, clip
 
 Obj = dict[str, Any]
@@ -112,20 +114,6 @@ def strategy_arg(args: Mapping[str, str]) -> str:
     return text
 
 
-def covering(exclusions: Sequence[MaintenanceExclusion], now: datetime) -> list[MaintenanceExclusion]:
-    """The exclusions in force at `now` (a freeze the team set on the cluster)."""
-    out = []
-    for e in exclusions:
-        try:
-            start = datetime.fromisoformat(e.start.replace("Z", "+00:00"))
-            end = datetime.fromisoformat(e.end.replace("Z", "+00:00"))
-        except ValueError:
-            continue
-        if start <= now < end:
-            out.append(e)
-    return out
-
-
 class _GkeJob(OperationJob):
     """What the GKE jobs share: GKE's calls, its running operations as the sign a call reached
     GKE, and the maintenance exclusions the gate shows."""
@@ -162,7 +150,7 @@ class _GkeJob(OperationJob):
     def _exclusions(self, gke: Provider, now: datetime) -> list[str]:
         policy = gke_call("GetCluster", gke.maintenance)
         return [
-            f"maintenance exclusion {e.name} ({e.scope}) is in force until {e.end}: the team's freeze — "
+            f":warning: maintenance exclusion {e.name} ({e.scope}) is in force until {e.end}: the team's freeze — "
             "GKE lets a manual upgrade through it, the check's GKE002 does not"
             for e in covering(policy.exclusions, now)
         ]
@@ -205,7 +193,7 @@ class GkeUpdateMasterJob(_GkeJob):
             f"(up to {timeout_span(progress)})",
         ]
         lines[1:1] = self._not_offered(progress, versions)
-        return lines + self._exclusions(gke, _now(progress))
+        return lines + self._exclusions(gke, started_at(progress))
 
     def tick(
         self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
@@ -305,7 +293,7 @@ class GkeUpdateNodepoolJob(_GkeJob):
                 "first if they must not go down",
             ),
             f"then GetOperation every {POLL_SECONDS:g} s while GKE upgrades the pool (up to {timeout_span(progress)})",
-            *self._exclusions(gke, _now(progress)),
+            *self._exclusions(gke, started_at(progress)),
         ]
         return lines
 
@@ -529,11 +517,6 @@ def _seconds(text: Any) -> float:
         return float(value[:-1]) if value.endswith("s") else float(value or 0)
     except ValueError:
         return 0.0
-
-
-def _now(progress: Progress) -> datetime:
-    """The job's own clock for the gate's exclusions: when the step began (the window's time)."""
-    return datetime.fromisoformat(str(progress["started"]).replace("Z", "+00:00"))
 
 
 # the registry's checks

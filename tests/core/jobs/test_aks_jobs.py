@@ -298,3 +298,27 @@ def test_the_nodepool_gate_names_the_budgets_that_hold_its_pods_and_what_aks_doe
             " — AKS's drain waits on them until its drain timeout (30 minutes by default), then fails the "
             "upgrade (PodEvictionFailure) with the pool half upgraded: free them first"
         )
+
+
+def test_the_control_plane_gate_says_a_not_allowed_span_in_force_now_is_the_teams_freeze(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    spans = [
+        {"start": "2000-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z"},  # in force whenever the test runs
+        {"start": "2099-06-01T00:00:00Z", "end": "2099-06-05T00:00:00Z"},
+    ]
+    sim = sim_factory(
+        aks_scenario(api_block=False, maintenance=[{"name": "default", "not_allowed": spans}]), speed=0.0
+    )
+    for kube in _cluster(sim, sim_kubeconfig):
+        job = AksUpgradeControlPlaneJob(access(sim), LABELS)
+        lines = job.dry_run(kube, driver(job, kube, sim, {"version": "1.26.6"}).progress)
+        # It said "(they hold AKS's own upgrades, not this one)" of a span in force, as of one to come.
+        assert (
+            ":warning: planned maintenance: not-allowed span default (2000-01-01T00:00:00Z…2099-01-01T00:00:00Z) "
+            "is in force now: the team's freeze — AKS lets this manual upgrade through it"
+        ) in lines
+        assert (
+            "planned maintenance: not-allowed spans default 2099-06-01T00:00:00Z…2099-06-05T00:00:00Z "
+            "(they hold AKS's own upgrades, not this one)"
+        ) in lines
