@@ -614,6 +614,14 @@ class EksUpdateNodegroupJob(_EksJob):
             f"status {now.get('status', '?')}, {(now.get('scalingConfig') or {}).get('desiredSize', '?')} desired",
             f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
         ]
+        control = str(aws_call("DescribeCluster", eks.control_plane).get("version", ""))
+        ahead, under = parse_version(progress["target"]), parse_version(control)
+        if ahead is not None and under is not None and ahead[:2] > under[:2]:
+            lines.insert(
+                len(_interrupted(progress)) + 1,
+                f":warning: the control plane is on {control}: EKS refuses a node group newer than it "
+                "(InvalidParameterException); update the control plane first",
+            )
         blocking = blocking_budgets(cluster, nodes, only_cordoned=False)
         if blocking:
             lines.append(

@@ -623,3 +623,16 @@ def test_the_gate_of_a_resumed_step_says_the_job_follows_the_update_it_started(
         "DescribeUpdate now: InProgress",
     ]
     assert aws_calls(sim)["UpdateAddon"] == 1
+
+
+def test_a_node_group_gate_ahead_of_the_control_plane_says_eks_refuses_it(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    job = EksUpdateNodegroupJob(access(sim), LABELS)
+    ahead = job.dry_run(kube, driver(job, kube, sim, {"nodegroup": "ng-shared", "version": "1.25"}).progress)
+    assert ahead[1] == (
+        ":warning: the control plane is on 1.24: EKS refuses a node group newer than it "
+        "(InvalidParameterException); update the control plane first"
+    )
+    level = job.dry_run(kube, driver(job, kube, sim, {"nodegroup": "others", "version": "1.24"}).progress)
+    assert not [line for line in level if "refuses a node group newer" in line]
