@@ -533,6 +533,25 @@ class EksUpdateClusterJob(_EksJob):
         )
 
 
+def _subnets_line(eks: EksActs, group: Mapping[str, Any]) -> list[str]:
+    """The gate's line on the group's subnets: the free addresses in each, and a warning when
+    they cannot hold EKS's surge (up to twice as many new nodes as the group has zones, each with
+    an address, and with the VPC CNI its pods' too)."""
+    ids = [str(i) for i in group.get("subnets") or ()]
+    if not ids:
+        return []
+    subnets = aws_call("DescribeSubnets", eks.capacity, subnet_ids=ids)
+    free = sum(s.free for s in subnets)
+    surge = 2 * len({s.zone for s in subnets} or {""})
+    text = "its subnets now: " + few([f"{s.id} ({s.zone}) {s.free} free" for s in subnets], 4)
+    if free < surge:
+        text = (
+            f":warning: {text} — {free} address(es) for a surge of up to {surge} new node(s): EKS cannot "
+            "launch them (the update fails with NodeCreationFailure); free addresses first"
+        )
+    return [text]
+
+
 def _elsewhere(seen: str, version: str) -> str:
     """What a /version past the target says: the kubeconfig reaches another cluster."""
     mine, target = parse_version(seen), parse_version(version)
@@ -622,6 +641,7 @@ class EksUpdateNodegroupJob(_EksJob):
                 f":warning: the control plane is on {control}: EKS refuses a node group newer than it "
                 "(InvalidParameterException); update the control plane first",
             )
+        lines += _subnets_line(eks, now)
         blocking = blocking_budgets(cluster, nodes, only_cordoned=False)
         if blocking:
             lines.append(

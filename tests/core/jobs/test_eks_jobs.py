@@ -636,3 +636,29 @@ def test_a_node_group_gate_ahead_of_the_control_plane_says_eks_refuses_it(
     )
     level = job.dry_run(kube, driver(job, kube, sim, {"nodegroup": "others", "version": "1.24"}).progress)
     assert not [line for line in level if "refuses a node group newer" in line]
+
+
+def test_a_node_group_gate_says_its_subnets_free_addresses_and_warns_when_a_surge_cannot_fit(
+    sim_factory: Callable[..., SimCluster], sim_kubeconfig: Callable[[SimCluster], Path]
+) -> None:
+    scenario = eks_scenario_in_step()
+    assert scenario.aws is not None
+    roomy = [dict(s) for s in scenario.aws["subnets"]]
+    full = [{**s, "free": 0} if "nodes" in s.get("use", ()) else s for s in roomy]
+    for subnets, warned in ((roomy, False), (full, True)):
+        sim = sim_factory(eks_scenario_in_step(subnets=subnets), speed=0.0, seed=1)
+        for kube in _cluster(sim, sim_kubeconfig):
+            job = EksUpdateNodegroupJob(access(sim), LABELS)
+            lines = job.dry_run(
+                kube, driver(job, kube, sim, {"nodegroup": "others", "version": "1.24"}).progress
+            )
+            (line,) = [line for line in lines if "its subnets now: " in line]
+            assert "subnet-0d0a10000000000a2 (ap-northeast-1a) " in line
+            # It said nothing: with every node subnet full, the update then "succeeded" in the sim and
+            # fails with NodeCreationFailure at EKS.
+            assert line.startswith(":warning:") is warned, line
+            if warned:
+                assert line.endswith(
+                    " — 0 address(es) for a surge of up to 6 new node(s): EKS cannot launch them (the update "
+                    "fails with NodeCreationFailure); free addresses first"
+                )
