@@ -28,11 +28,13 @@ _FIELDS = ("text", "user_id", "channel_id", "response_url")
 def register(app: App, *, router: Router, gateway: SlackGateway, inbox: Inbox) -> None:
     def work(payload: dict[str, Any], cid: str, how: str) -> None:
         if how == DONE_BEFORE:
-            # Ran before the restart; only its reply was lost with the process.
+            # Ran before the restart (or on a replica that stopped answering, which may still
+            # answer when it wakes); only its reply was lost.
             respond_via_url(
                 str(payload.get("response_url", "")),
-                f":information_source: `/upgrade {inert(clip(str(payload.get('text', ''))), multiline=False)}` was done just before "
-                f"the bot restarted; the channel shows its result. _(ref {cid})_",
+                f":information_source: `/upgrade {inert(clip(str(payload.get('text', ''))), multiline=False)}` was "
+                f"already done, once; its reply was lost when the bot that did it stopped. The channel shows its "
+                f"result. _(ref {cid})_",
                 ephemeral=True,
             )
             return
