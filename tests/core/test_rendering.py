@@ -74,6 +74,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "arguments": [{"name": "PLAN", "meaning": "a plan"}, {"name": "--override", "meaning": ""}],
         "examples": ['/upgrade schedule eks-nodegroups --at "2026-12-01 14:00"'],
         "roles": ["*"],
+        "who": "",
         "verbs": [{"usage": "/upgrade schedule list", "summary": "List."}],
     },
     "error": {
