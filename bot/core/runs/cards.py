@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 from bot.core.delivery import Deliveries, FileUploader, thread_root, undelivered_line
 from bot.core.durations import format_duration
 from bot.core.evidence.view import EvidenceSource, evidence_blocks, now_line
+from bot.core.jobs.common import APPROVING
 from bot.core.live import LiveSection, LiveSource
 from bot.core.people import Directory
 from bot.core.rendering import Renderer
@@ -148,7 +149,7 @@ def card_context(
             # A step whose action can pass disruption budgets offers "Approve with force…".
             "force": run.phase(cur) == "start" and R.offers_force(run.plan.step(cur.step_id)),
         }
-    rows = R.summary_rows(run, now)
+    rows = summary_rows(run, now)
     index = next((i for i, sr in enumerate(run.steps) if sr is cur), len(run.steps))
     return {
         "run": run,
@@ -569,3 +570,35 @@ class RunCards:
         # An edit, not a post: done once it is made (a crash before this line edits it again,
         # which shows the same thing).
         self.store.record_message(run_id=run.id, key=retired, channel=channel, ts=ts)
+
+
+def summary_rows(run: R.Run, now: datetime) -> Sequence[Mapping[str, object]]:
+    """One row per step for the card: state, who approved what and when, what it waits for."""
+    rows = []
+    for sr in run.steps:
+        step = run.plan.step(sr.step_id)
+        approvals = [a for a in run.approvals if a.step_id == sr.step_id and a.decision in APPROVING]
+        rows.append(
+            {
+                "id": sr.step_id,
+                "title": step.title,
+                "phase": step.phase,
+                "state": str(sr.state),
+                "gate_phase": run.phase(sr) or "",
+                "waiting_on": R.waiting_on(run, sr, now) if run.state is R.RunState.ACTIVE else "",
+                "approvals": [
+                    {"user": a.user_id, "phase": a.phase, "at": a.at, "roles": list(a.roles)}
+                    for a in approvals
+                ],
+                # An ended run is resumed by nobody: its interrupted steps say what happened only.
+                "note": R.STOPPED_MID_ACTION
+                if run.state in (R.RunState.ABORTED, R.RunState.COMPLETED)
+                and sr.note.startswith(R.STOPPED_MID_ACTION)
+                else sr.note,
+                "epoch": sr.epoch,
+                "destructive": step.destructive,
+                "manual": step.manual,
+                "pipeline": f"{step.pipeline.pipeline}/{step.pipeline.job}" if step.pipeline else "",
+            }
+        )
+    return rows

@@ -424,10 +424,12 @@ def _reject(
         run, sr, phase=phase, decision="reject", user_id=user_id, roles=held, now=now, reason=reason
     )
     events = [Event(kind="rejected", step_id=sr.step_id, actor=user_id, detail=reason)]
-    return _fail(run, run.step_run(sr.step_id), step, now, f"rejected by {user_id}: {reason}", events)
+    return fail(run, run.step_run(sr.step_id), step, now, f"rejected by {user_id}: {reason}", events)
 
 
-def _fail(run: Run, sr: StepRun, step: Step, now: datetime, why: str, events: list[Event]) -> Outcome:
+def fail(run: Run, sr: StepRun, step: Step, now: datetime, why: str, events: list[Event]) -> Outcome:
+    """`sr` fails with `why` (after `events`): the run pauses, or aborts as the step's `on_failure`
+    says; a run paused already stays paused, now on the failure."""
     run = _set_step(run, sr, StepState.FAILED, now, note=why)
     events.append(Event(kind="step_failed", step_id=sr.step_id, detail=why))
     if step.on_failure == "abort":
@@ -451,7 +453,7 @@ def action_finished(run: Run, *, step_id: str, epoch: int, ok: bool, detail: str
         raise TransitionRefused(f"step `{step_id}` is no longer running the actions that just finished")
     events: list[Event] = []
     if not ok:
-        return _fail(run, sr, run.plan.step(step_id), now, detail or "the action failed", events)
+        return fail(run, sr, run.plan.step(step_id), now, detail or "the action failed", events)
     run = _set_step(run, sr, StepState.SUCCEEDED, now, note=detail)
     events.append(Event(kind="step_succeeded", step_id=step_id, detail=detail))
     if run.state is RunState.ACTIVE:
@@ -830,80 +832,6 @@ def note(run: Run, *, by: str, text: str, now: datetime) -> Outcome:
     return Outcome(run=dataclasses.replace(run), events=(Event(kind="note", actor=by, detail=text),))
 
 
-#: The build statuses that fail the plain step a build reports on (`build_reported`).
-BUILD_FAILING = frozenset({"failed", "errored"})
-
-
-def build_reported(
-    run: Run,
-    *,
-    step_id: str,
-    pipeline: str,
-    job: str,
-    status: str,
-    summary: str,
-    url: str,
-    source: str,
-    now: datetime,
-    superseded_by: str = "",
-) -> Outcome:
-    """A pipeline reported a build of `step_id` (issue 43): a line in the thread with its link;
-    a failed or errored build of a plain step that is waiting or running fails it with the build
-    and its revision, and the run pauses (or aborts, as the step's `on_failure` says), so a re-run
-    goes through the step's gate again — unless a later build of the job did not fail
-    (`superseded_by` names it): then the line says why the step goes on. A failure after the
-    step was confirmed done says that it does not reopen it. Refusals (an ended run, an unknown
-    step, a step naming no `pipeline:`, a build of another job) change nothing."""
-
-    refuse = functools.partial(refused, run, step_id, f"pipeline:{source}")
-
-    if run.state in (RunState.ABORTED, RunState.COMPLETED):
-        return refuse(f"run {run.id} is {run.state}; it takes no more builds")
-    if step_id not in {s.step_id for s in run.steps}:
-        return refuse(f"run {run.id} has no step `{step_id}`")
-    sr = run.step_run(step_id)
-    step = run.plan.step(step_id)
-    expected = step.pipeline
-    if expected is None:
-        # Only a step that names its CI job takes its builds: any source could fail any step else.
-        return refuse(f"step `{step_id}` names no pipeline (`pipeline:` in the plan); it takes no builds")
-    if (expected.pipeline, expected.job) != (pipeline, job):
-        return refuse(
-            f"step `{step_id}` takes builds of {expected.pipeline}/{expected.job}, not {pipeline}/{job}"
-        )
-    failing = status in BUILD_FAILING
-    remark = ""
-    if failing and superseded_by:
-        remark = f" — older than {superseded_by}: the step is not failed for it"
-    elif failing and sr.state is StepState.SUCCEEDED:
-        remark = f" — `{step_id}` was confirmed done before; this failure does not reopen it: check what the build applied"
-    elif failing and sr.state is StepState.PENDING:
-        remark = (
-            f" — `{step_id}` has not started, so this does not fail it: look at this build before "
-            "approving its gate"
-        )
-    events = [
-        Event(
-            kind="pipeline_build",
-            step_id=step_id,
-            actor=f"pipeline:{source}",
-            detail=summary + remark,
-            note=url,
-        )
-    ]
-    if (
-        failing
-        and not superseded_by
-        # A paused run's step fails too, and the run stays paused on the failure (`_fail`).
-        and run.state in (RunState.ACTIVE, RunState.PAUSED)
-        and step.manual
-        and sr.state in (StepState.AWAITING_APPROVAL, StepState.RUNNING)
-    ):
-        return _fail(run, sr, step, now, f"pipeline {summary}", events)
-    # Shown and recorded only: a new Run value so the line is committed like any transition.
-    return Outcome(run=dataclasses.replace(run), events=tuple(events))
-
-
 #: A gate's timeout found due later than this fell due while no bot was ticking (the run ticker
 #: runs every 20 s): it counts again rather than fail a step nobody could answer.
 DOWN_AT_TIMEOUT = timedelta(minutes=2)
@@ -964,7 +892,7 @@ def due(run: Run, *, now: datetime) -> Outcome:
         return Outcome(run=run, events=(Event(kind="timeout_restarted", step_id=cur.step_id, detail=why),))
     if step.timeout is not None and waited >= step.timeout:
         why = f"no decision within {format_duration(step.timeout)}"
-        return _fail(run, cur, step, now, why, [Event(kind="timed_out", step_id=cur.step_id, detail=why)])
+        return fail(run, cur, step, now, why, [Event(kind="timed_out", step_id=cur.step_id, detail=why)])
     if step.escalate_after is None:
         return Outcome(run=run)
     levels = [r for r in ESCALATION_ROLES if r in run.roster]
@@ -1011,38 +939,6 @@ def waiting_on(run: Run, sr: StepRun, now: datetime) -> str:
     votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in run.votes(sr, phase)]
     _, missing = covered(gate, live_votes(gate, votes, now))
     return " and ".join(missing)
-
-
-def summary_rows(run: Run, now: datetime) -> Sequence[Mapping[str, object]]:
-    """One row per step for the card: state, who approved what and when, what it waits for."""
-    rows = []
-    for sr in run.steps:
-        step = run.plan.step(sr.step_id)
-        approvals = [a for a in run.approvals if a.step_id == sr.step_id and a.decision in APPROVING]
-        rows.append(
-            {
-                "id": sr.step_id,
-                "title": step.title,
-                "phase": step.phase,
-                "state": str(sr.state),
-                "gate_phase": run.phase(sr) or "",
-                "waiting_on": waiting_on(run, sr, now) if run.state is RunState.ACTIVE else "",
-                "approvals": [
-                    {"user": a.user_id, "phase": a.phase, "at": a.at, "roles": list(a.roles)}
-                    for a in approvals
-                ],
-                # An ended run is resumed by nobody: its interrupted steps say what happened only.
-                "note": STOPPED_MID_ACTION
-                if run.state in (RunState.ABORTED, RunState.COMPLETED)
-                and sr.note.startswith(STOPPED_MID_ACTION)
-                else sr.note,
-                "epoch": sr.epoch,
-                "destructive": step.destructive,
-                "manual": step.manual,
-                "pipeline": f"{step.pipeline.pipeline}/{step.pipeline.job}" if step.pipeline else "",
-            }
-        )
-    return rows
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,14 +11,15 @@ signed like Slack's requests: `X-Upgrade-Bot-Signature: v1=HEX(HMAC-SHA256(secre
 and `X-Upgrade-Bot-Source` naming whose secret signed it (`pipeline_hooks:` in the configuration).
 
 This module is pure: the signature (`sign`), the body's checks (`parse_report`, a short reason
-for anything else) and the views the card and the gate show (`latest_builds`, `rerun_view`).
-What a build does to its step (a failed one pauses the run with the revision) is the state
-machine's `build_reported`.
+for anything else), the views the card and the gate show (`latest_builds`, `rerun_view`), and
+what a build does to its step (a failed one pauses the run with the revision): `build_reported`,
+a transition of the run's state machine (`machine`) over plain data, as its own are.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import hmac
 import json
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.core.runs import machine as R
 from bot.errors import UserError
 from bot.records import PipelineBuild
 
@@ -203,3 +205,77 @@ def _same_commit(a: str, b: str) -> bool:
     a, b = a.lower(), b.lower()
     shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
     return len(shorter) >= 7 and longer.startswith(shorter)
+
+
+#: The build statuses that fail the plain step a build reports on (`build_reported`).
+BUILD_FAILING = frozenset({"failed", "errored"})
+
+
+def build_reported(
+    run: R.Run,
+    *,
+    step_id: str,
+    pipeline: str,
+    job: str,
+    status: str,
+    summary: str,
+    url: str,
+    source: str,
+    now: datetime,
+    superseded_by: str = "",
+) -> R.Outcome:
+    """A pipeline reported a build of `step_id` (issue 43): a line in the thread with its link;
+    a failed or errored build of a plain step that is waiting or running fails it with the build
+    and its revision, and the run pauses (or aborts, as the step's `on_failure` says), so a re-run
+    goes through the step's gate again — unless a later build of the job did not fail
+    (`superseded_by` names it): then the line says why the step goes on. A failure after the
+    step was confirmed done says that it does not reopen it. Refusals (an ended run, an unknown
+    step, a step naming no `pipeline:`, a build of another job) change nothing."""
+
+    refuse = functools.partial(R.refused, run, step_id, f"pipeline:{source}")
+
+    if run.state in (R.RunState.ABORTED, R.RunState.COMPLETED):
+        return refuse(f"run {run.id} is {run.state}; it takes no more builds")
+    if step_id not in {s.step_id for s in run.steps}:
+        return refuse(f"run {run.id} has no step `{step_id}`")
+    sr = run.step_run(step_id)
+    step = run.plan.step(step_id)
+    expected = step.pipeline
+    if expected is None:
+        # Only a step that names its CI job takes its builds: any source could fail any step else.
+        return refuse(f"step `{step_id}` names no pipeline (`pipeline:` in the plan); it takes no builds")
+    if (expected.pipeline, expected.job) != (pipeline, job):
+        return refuse(
+            f"step `{step_id}` takes builds of {expected.pipeline}/{expected.job}, not {pipeline}/{job}"
+        )
+    failing = status in BUILD_FAILING
+    remark = ""
+    if failing and superseded_by:
+        remark = f" — older than {superseded_by}: the step is not failed for it"
+    elif failing and sr.state is R.StepState.SUCCEEDED:
+        remark = f" — `{step_id}` was confirmed done before; this failure does not reopen it: check what the build applied"
+    elif failing and sr.state is R.StepState.PENDING:
+        remark = (
+            f" — `{step_id}` has not started, so this does not fail it: look at this build before "
+            "approving its gate"
+        )
+    events = [
+        R.Event(
+            kind="pipeline_build",
+            step_id=step_id,
+            actor=f"pipeline:{source}",
+            detail=summary + remark,
+            note=url,
+        )
+    ]
+    if (
+        failing
+        and not superseded_by
+        # A paused run's step fails too, and the run stays paused on the failure (`_fail`).
+        and run.state in (R.RunState.ACTIVE, R.RunState.PAUSED)
+        and step.manual
+        and sr.state in (R.StepState.AWAITING_APPROVAL, R.StepState.RUNNING)
+    ):
+        return R.fail(run, sr, step, now, f"pipeline {summary}", events)
+    # Shown and recorded only: a new Run value so the line is committed like any transition.
+    return R.Outcome(run=dataclasses.replace(run), events=tuple(events))

@@ -579,7 +579,7 @@ class RunService:
     def report_build(self, report: Report, *, source: str, correlation_id: str = "") -> R.Outcome:
         """A signed pipeline hook reported a build of a run's step (issue 43): the build is kept
         (the card shows each step's latest), then the step's transition is committed
-        (`machine.build_reported`). RunNotFound for an unknown run; a refusal (an ended run, an
+        (`pipelines.build_reported`). RunNotFound for an unknown run; a refusal (an ended run, an
         unknown step) keeps nothing and says why in `message`."""
         actor = Actor(user_id=f"pipeline:{source}", source="hook", correlation_id=correlation_id)
         line = pipelines.summary(report)
@@ -594,7 +594,7 @@ class RunService:
         newer = pipelines.superseding(builds, report) if failing else None
 
         def change(run: R.Run) -> R.Outcome:
-            return R.build_reported(
+            return pipelines.build_reported(
                 run,
                 step_id=report.step,
                 pipeline=report.pipeline,

@@ -8,6 +8,7 @@ import pytest
 
 from bot.core.jobs.common import gate_choice
 from bot.core.people import StaticDirectory
+from bot.core.runs.cards import summary_rows
 from bot.core.runs.machine import (
     RUN_TRANSITIONS,
     STEP_TRANSITIONS,
@@ -25,7 +26,6 @@ from bot.core.runs.machine import (
     recover,
     resume,
     skip,
-    summary_rows,
 )
 from bot.core.runs.plans import parse_plan
 from bot.errors import PermissionDenied, TransitionRefused
