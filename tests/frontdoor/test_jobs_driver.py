@@ -306,6 +306,15 @@ class Nodes:
         return {"metadata": {"name": name}, "spec": {"unschedulable": True}}
 
 
+def claimed_drain(setup: Setup, jobs: JobService) -> tuple[R.Run, JobRow]:
+    """The `roll` plan started, its drain approved by both, and its job claimed by `jobs`."""
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    (row,) = setup.store.jobs()
+    assert jobs.claim(row)
+    return run, row
+
+
 def drive(jobs: JobService, job_id: int, *, limit: int = 50, cluster: Any = None) -> str:
     """Advance a claimed job until it ends, waits for people, or is lost; what stopped it."""
     cluster = cluster if cluster is not None else Nodes()
@@ -347,10 +356,7 @@ def test_the_approval_only_stores_the_job_and_the_driver_finishes_the_step(setup
 
 def test_a_dead_driver_interrupts_the_step_and_resume_continues_the_same_job_once(setup: Setup) -> None:
     first = setup.jobs("proc-a")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    assert first.claim(row)
+    run, row = claimed_drain(setup, first)
     for _ in range(3):  # plan, n1 intent, n1 drained: then the process dies
         first.advance(row.id, cluster=None)
     assert setup.world.writes == ["n1"]
@@ -386,10 +392,7 @@ def test_a_dead_driver_interrupts_the_step_and_resume_continues_the_same_job_onc
 def test_a_job_interrupted_after_its_step_shows_so_on_the_card(setup: Setup) -> None:
     # A restart: the run's recovery interrupts the step first, while the job row is still live.
     first = setup.jobs("proc-a")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    assert first.claim(row)
+    run, row = claimed_drain(setup, first)
     first.advance(row.id, cluster=None)
     setup.clock.advance(timedelta(minutes=1))
     setup.runs.apply(run.id, lambda r: R.recover(r, now=setup.clock()), Actor(user_id="bot"))
@@ -418,10 +421,7 @@ def test_the_driver_threads_claim_and_finish_a_job_on_their_own(setup: Setup) ->
 
 def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None:
     jobs = setup.jobs("proc-a", ask_on="n2")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    jobs.claim(row)
+    _run, row = claimed_drain(setup, jobs)
     assert drive(jobs, row.id) == "waiting"
     writes = list(setup.world.writes)
     assert drive(jobs, row.id) == "waiting"  # nothing more happens while nobody answered
@@ -462,10 +462,7 @@ def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None
 
 def test_a_question_of_an_interrupted_job_is_answered_only_after_the_resume(setup: Setup) -> None:
     jobs = setup.jobs("proc-a", ask_on="n2")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    jobs.claim(row)
+    run, row = claimed_drain(setup, jobs)
     assert drive(jobs, row.id) == "waiting"
     # The process dies with the question open; the next one interrupts the job and its step.
     setup.clock.advance(timedelta(minutes=1))
@@ -528,10 +525,7 @@ def drain_n1_then_abort(setup: Setup, *, dies_before_its_offer: bool = False) ->
     """proc-a's drain cordons and drains n1, then the primary aborts the run; with
     `dies_before_its_offer`, proc-a is killed right after the abort's commit, before its offer."""
     jobs = setup.jobs("proc-a")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    jobs.claim(row)
+    run, row = claimed_drain(setup, jobs)
     for _ in range(3):
         jobs.advance(row.id, cluster=None)  # n1 cordoned and drained
     if dies_before_its_offer:
@@ -682,10 +676,7 @@ def test_a_job_whose_plan_is_refused_fails_its_step_with_the_reason(setup: Setup
         loaded_at=T0,
     )
     jobs = setup.jobs("proc-a")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    jobs.claim(row)
+    run, row = claimed_drain(setup, jobs)
     assert drive(jobs, row.id) == "done"
     run = setup.runs.load(run.id)
     assert run.step_run("drain-old").state is StepState.FAILED
@@ -726,10 +717,7 @@ def test_a_job_the_api_forbids_fails_its_step_with_the_refusal_named(setup: Setu
         loaded_at=T0,
     )
     jobs = setup.jobs("proc-a")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    jobs.claim(row)
+    run, row = claimed_drain(setup, jobs)
     assert drive(jobs, row.id) == "done"  # not retried for ever: a 403 is not temporary
     run = setup.runs.load(run.id)
     assert run.step_run("drain-old").state is StepState.FAILED
@@ -810,10 +798,7 @@ def test_a_tick_that_fails_differently_or_on_the_cluster_is_not_set_aside(setup:
     away: list[Exception] = [ClusterUnreachable("cluster prod: no answer in 10s")] * (POISON_ATTEMPTS * 2)
     bugs = [_poison("n1"), _poison("n1"), ValueError("another bug"), _poison("n2"), _poison("n2")]
     jobs = setup.jobs("proc-a", failures=away + bugs)
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    assert jobs.claim(row)
+    run, row = claimed_drain(setup, jobs)
     jobs.advance(row.id, cluster=None)  # the plan
     for _ in away:
         step = jobs.advance(row.id, cluster=None)
@@ -832,10 +817,7 @@ def test_a_job_whose_cluster_does_not_answer_says_so_on_the_card_then_once_in_th
     thread says it once; when the cluster answers again the thread says so and the job goes on."""
     away: list[Exception] = [ClusterUnreachable("cluster prod (context p) refused the connection")] * 4
     jobs = setup.jobs("proc-a", failures=away)
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    assert jobs.claim(row)
+    _run, row = claimed_drain(setup, jobs)
     jobs.advance(row.id, cluster=None)  # the plan
     moved = setup.store.job(row.id).updated_at  # type: ignore[union-attr]
     for _ in away:
@@ -873,10 +855,7 @@ def test_a_thread_post_slack_refuses_every_time_is_set_aside_without_blocking_th
     )
     metrics = Metrics()
     jobs = setup.jobs("proc-a", telemetry=metrics)
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    assert jobs.claim(row)
+    run, row = claimed_drain(setup, jobs)
     assert drive(jobs, row.id) == "done"
 
     # Tried POISON_ATTEMPTS times, then set aside; the posts after it went out, each once.
@@ -985,10 +964,7 @@ def test_an_operator_drops_a_dead_thread_post_for_good(
         "chat.postMessage", error="msg_too_long", times=50, when=lambda p: p.get("text") == "n1 drained"
     )
     jobs = setup.jobs("proc-a")
-    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
-    approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
-    (row,) = setup.store.jobs()
-    assert jobs.claim(row)
+    _run, row = claimed_drain(setup, jobs)
     assert drive(jobs, row.id) == "done"
     assert [(r.run_id, r.key) for r in setup.store.outbox_dead()] == [(f"job:{row.id}", "drained:n1")]
     assert outbox(setup, "drop", f"job:{row.id}/drained:n1").returncode == 0

@@ -651,18 +651,8 @@ def skip_vote(
         return refuse(f"this button is from an earlier state of run {run.id}; use the buttons on its card")
     if StepState.SKIPPED not in STEP_TRANSITIONS[cur.state]:
         return refuse(f"step `{step_id}` is {cur.state.replace('_', ' ')}; it cannot be skipped")
-    counted = _skip_counted(run, cur, user_id=user_id, directory=directory, reason=reason, now=now)
-    if isinstance(counted, str):
-        return refuse(counted)
-    run, events, by, why = counted
-    if not by:
-        return Outcome(run=run, events=tuple(events))
-    run = _reactivated(run)
-    events.append(Event(kind="run_resumed", actor=user_id, detail=f"to skip `{step_id}`"))
-    out = skip(run, step_id=step_id, by=by, reason=why, now=now)
-    # The thread names the person who made the skip count; the note names every voter.
-    skipped = [dataclasses.replace(e, actor=user_id) if e.kind == "step_skipped" else e for e in out.events]
-    return Outcome(run=out.run, events=(*events, *skipped))
+    voted = _skip_voted(run, cur, user_id=user_id, directory=directory, reason=reason, now=now, resume=True)
+    return refuse(voted) if isinstance(voted, str) else voted
 
 
 def skip_step(
@@ -679,15 +669,10 @@ def skip_step(
             f"step `{step_id}` is {sr.state.replace('_', ' ')}; only a step that is not running "
             "and not finished can be skipped"
         )
-    counted = _skip_counted(run, sr, user_id=user_id, directory=directory, reason=reason, now=now)
-    if isinstance(counted, str):
-        raise TransitionRefused(counted)
-    run, events, by, why = counted
-    if not by:
-        return Outcome(run=run, events=tuple(events))
-    out = skip(run, step_id=step_id, by=by, reason=why, now=now)
-    skipped = [dataclasses.replace(e, actor=user_id) if e.kind == "step_skipped" else e for e in out.events]
-    return Outcome(run=out.run, events=(*events, *skipped))
+    voted = _skip_voted(run, sr, user_id=user_id, directory=directory, reason=reason, now=now, resume=False)
+    if isinstance(voted, str):
+        raise TransitionRefused(voted)
+    return voted
 
 
 def skip_needs(run: Run, step_id: str, now: datetime) -> str:
@@ -697,6 +682,26 @@ def skip_needs(run: Run, step_id: str, now: datetime) -> str:
     votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in skip_votes(run, sr)]
     _, missing = covered(gate, live_votes(gate, votes, now))
     return " and ".join(missing) if votes else ""
+
+
+def _skip_voted(
+    run: Run, sr: StepRun, *, user_id: str, directory: Directory, reason: str, now: datetime, resume: bool
+) -> str | Outcome:
+    """One vote to skip `sr` (`_skip_counted`): a refusal's words, or the run with the vote and,
+    once the gate is satisfied, the step skipped (a paused run resumed first, with `resume`)."""
+    counted = _skip_counted(run, sr, user_id=user_id, directory=directory, reason=reason, now=now)
+    if isinstance(counted, str):
+        return counted
+    run, events, by, why = counted
+    if not by:
+        return Outcome(run=run, events=tuple(events))
+    if resume:
+        run = _reactivated(run)
+        events.append(Event(kind="run_resumed", actor=user_id, detail=f"to skip `{sr.step_id}`"))
+    out = skip(run, step_id=sr.step_id, by=by, reason=why, now=now)
+    # The thread names the person who made the skip count; the note names every voter.
+    skipped = [dataclasses.replace(e, actor=user_id) if e.kind == "step_skipped" else e for e in out.events]
+    return Outcome(run=out.run, events=(*events, *skipped))
 
 
 def _skip_counted(
