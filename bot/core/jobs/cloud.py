@@ -133,12 +133,8 @@ def covering(exclusions: Sequence[MaintenanceExclusion], now: datetime) -> list[
     """The exclusions in force at `now` (a freeze the team set on the cluster)."""
     out = []
     for e in exclusions:
-        try:
-            start = datetime.fromisoformat(e.start.replace("Z", "+00:00"))
-            end = datetime.fromisoformat(e.end.replace("Z", "+00:00"))
-        except ValueError:
-            continue
-        if start <= now < end:
+        start, end = parse_iso(e.start), parse_iso(e.end)
+        if start is not None and end is not None and start <= now < end:
             out.append(e)
     return out
 

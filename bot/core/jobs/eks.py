@@ -58,6 +58,7 @@ from bot.core.jobs.cloud import (
     CloudJob,
     api_version,
     blocking_budgets,
+    budgets_line,
     cloud_call,
     elapsed_since,
     pool_bar,
@@ -74,6 +75,7 @@ from bot.core.jobs.common import (
     label_value,
 )
 from bot.core.jobs.waitgroup import group_counts
+from bot.core.kube.objects import parse_iso
 from bot.core.kube.versions import parse_version, reports
 from bot.core.providers import (
     Operation,
@@ -562,10 +564,8 @@ def _elsewhere(seen: str, version: str) -> str:
 
 def _clock(created: str) -> str:
     """An update's ISO-8601 creation time as "14:02 UTC" ("?" when EKS gave none)."""
-    try:
-        return f"{datetime.fromisoformat(created.replace('Z', '+00:00')).astimezone(UTC):%H:%M} UTC"
-    except ValueError:
-        return "?"
+    moment = parse_iso(created)
+    return f"{moment.astimezone(UTC):%H:%M} UTC" if moment is not None else "?"
 
 
 def _update_control_plane(*, eks: EksActs, version: str, token: str, force: bool) -> Operation:
@@ -642,17 +642,13 @@ class EksUpdateNodegroupJob(_EksJob):
                 "(InvalidParameterException); update the control plane first",
             )
         lines += _subnets_line(eks, now)
-        blocking = blocking_budgets(cluster, nodes, only_cordoned=False)
-        if blocking:
-            lines.append(
-                "disruption budgets at 0 now that hold pods on its nodes: "
-                + few([f"{b['pdb']} ({b['pod']})" for b in blocking], 5)
-                + (
-                    " — with force=true EKS deletes such pods after 15 minutes"
-                    if progress["force"]
-                    else " — EKS retries their eviction for 15 minutes, then the update fails (PodEvictionFailure) and the bot asks people"
-                )
-            )
+        lines += budgets_line(
+            cluster,
+            nodes,
+            "with force=true EKS deletes such pods after 15 minutes"
+            if progress["force"]
+            else "EKS retries their eviction for 15 minutes, then the update fails (PodEvictionFailure) and the bot asks people",
+        )
         lines.append(
             f"then eks:DescribeUpdate every {POLL_SECONDS:g} s while EKS launches new nodes and drains the old ones "
             f"(up to {timeout_span(progress)})"

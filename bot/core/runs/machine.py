@@ -558,8 +558,8 @@ def abort(run: Run, *, by: str, reason: str, now: datetime) -> Outcome:
     return _stopped(run, RunState.ABORTED, "run_aborted", by=by, reason=reason)
 
 
-def skip(run: Run, *, step_id: str, by: str, reason: str, now: datetime) -> Outcome:
-    """Skip a step that is not running (a running action cannot be skipped: pause or abort)."""
+def _skippable(run: Run, step_id: str) -> StepRun:
+    """`step_id` of a run still going, in a state it can be skipped from; else TransitionRefused."""
     _require_going(run)
     sr = run.step_run(step_id)
     if StepState.SKIPPED not in STEP_TRANSITIONS[sr.state]:
@@ -567,6 +567,12 @@ def skip(run: Run, *, step_id: str, by: str, reason: str, now: datetime) -> Outc
             f"step `{step_id}` is {sr.state.replace('_', ' ')}; only a step that is not running "
             "and not finished can be skipped"
         )
+    return sr
+
+
+def skip(run: Run, *, step_id: str, by: str, reason: str, now: datetime) -> Outcome:
+    """Skip a step that is not running (a running action cannot be skipped: pause or abort)."""
+    sr = _skippable(run, step_id)
     failure = failure_of(sr)
     after = f"{SKIPPED_AFTER}{failure}" if failure else ""
     run = _set_step(run, sr, StepState.SKIPPED, now, note=f"skipped by {by}: {reason}{after}")
@@ -662,13 +668,7 @@ def skip_step(
     counts approvals, as the paused card's Skip… is (four eyes stay four eyes). Once the gate is
     satisfied the step is skipped, every voter's reason on record; a paused run stays paused (its
     Resume opens the next gate). Refusals raise TransitionRefused."""
-    _require_going(run)
-    sr = run.step_run(step_id)
-    if StepState.SKIPPED not in STEP_TRANSITIONS[sr.state]:
-        raise TransitionRefused(
-            f"step `{step_id}` is {sr.state.replace('_', ' ')}; only a step that is not running "
-            "and not finished can be skipped"
-        )
+    sr = _skippable(run, step_id)
     voted = _skip_voted(run, sr, user_id=user_id, directory=directory, reason=reason, now=now, resume=False)
     if isinstance(voted, str):
         raise TransitionRefused(voted)
