@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,26 @@ def _reason(error: BaseException | None, url: str) -> str:
     except (ArgumentError, ValueError):
         password = None
     return text.replace(str(password), "***") if password else text
+
+
+#: How long a SQLite connection waits for another's lock (its busy timeout, and the WAL switch's).
+SQLITE_BUSY_SECONDS = 30.0
+
+
+def _wal(cursor: Any) -> None:
+    """`PRAGMA journal_mode=WAL`. Switching a fresh file to WAL takes a lock that SQLite does not
+    wait for (the busy timeout is not consulted), so two connections opening a new database at
+    once (a fleet's clusters checked together) could fail with "database is locked": tried again
+    until the busy timeout has passed, as every other statement waits."""
+    deadline = time.monotonic() + SQLITE_BUSY_SECONDS
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _engine_or_config_error(url: str) -> Engine:
@@ -73,12 +95,14 @@ def create_engine(url: str) -> Engine:
             Path(db_path).parent.mkdir(parents=True, exist_ok=True)
         # Worker threads share the engine; SQLite's own locking serialises writers, and the busy
         # timeout makes a writer wait for the lock instead of failing at once.
-        engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = sa.create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_SECONDS}
+        )
 
         @sa.event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             cursor = dbapi_conn.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _wal(cursor)
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
