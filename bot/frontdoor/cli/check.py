@@ -169,10 +169,13 @@ def _check_fleet(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError(exc.user_message) from None
     rules = load_rules(settings.rules_paths())
     now = datetime.now(UTC)
+    # Read once, before the clusters are checked at once: a store opened (and migrated) by each
+    # cluster's thread at the same moment found a fresh SQLite file locked ("cannot connect").
+    waivers = stored_waivers_of(settings, clusters)
 
     def one(name: str) -> Report:
-        waivers = stored_waivers(settings, name)
-        return _check_cluster(settings, args, settings.clusters[name], target, rules, now, waivers)
+        mine = waivers[name] if waivers is not None else None
+        return _check_cluster(settings, args, settings.clusters[name], target, rules, now, mine)
 
     matrix = fleet_checks.check_fleet(clusters, one, target=target or "")
     if args.output in ("json", "yaml"):
@@ -205,11 +208,17 @@ def _fleet_clusters(settings: Settings, fleet: str) -> list[str]:
 def stored_waivers(settings: Settings, cluster: str) -> list[WaiverRow] | None:
     """The cluster's stored waivers, as `/upgrade check` reads them; None without a configuration
     file (the current kube context's settings), where no team's store is known."""
+    found = stored_waivers_of(settings, [cluster])
+    return found[cluster] if found is not None else None
+
+
+def stored_waivers_of(settings: Settings, clusters: Sequence[str]) -> dict[str, list[WaiverRow]] | None:
+    """`stored_waivers` of each of `clusters`, from one opening of the store."""
     if settings.source is None:
         return None
     store = open_store(settings)
     try:
-        return active_waivers(store, cluster=cluster)
+        return {name: active_waivers(store, cluster=name) for name in clusters}
     finally:
         store.close()
 
