@@ -46,12 +46,14 @@ from bot.core.watches.rollouts import Rollouts
 from bot.core.watches.schema import KINDS, WORKLOAD_KINDS
 from bot.core.watches.spec import SeenPod, WatchSpec, _pod_key
 from bot.core.watches.summary import (
+    FLAP_PODS_KEPT,
     FLAP_SPELLS,
     FLAP_WINDOW,
     TOP_WORKLOADS,
     WARNING_REASONS_KEPT,
     Episode,
     Flapping,
+    FlapSpells,
     GroupView,
     LogRequest,
     NodeView,
@@ -129,7 +131,8 @@ class WatchState:
     # ----- restart --------------------------------------------------------------------------
 
     def _seed(self, previous: Summary) -> None:
-        """Carry episode numbers, open episodes and pending rollouts over a restart."""
+        """Carry episode numbers, open episodes, pending rollouts and pods' readiness spells over a
+        restart."""
         for ep in previous.episodes:
             state = self._episodes.setdefault((ep.workload, ep.kind), _Episode())
             state.number = ep.number
@@ -139,6 +142,9 @@ class WatchState:
         self._rollouts.seed(previous)
         self._control_plane = previous.control_plane
         self._issues.seed(previous.rule_episodes)
+        for kept in previous.flap_spells:
+            flap = self._flaps[kept.pod] = _Flap(self._intern(kept.workload))
+            flap.went, flap.seen = kept.went, list(kept.seen)
 
     # ----- input ----------------------------------------------------------------------------
 
@@ -379,7 +385,7 @@ class WatchState:
 
     def _flapping(self, now: datetime) -> tuple[tuple[Flapping, ...], int]:
         """The workloads whose pods flap now (see `Summary.flapping`); forgets spells older than
-        FLAP_WINDOW."""
+        FLAP_WINDOW. (`_flap_spells` is what of them a restart carries on.)"""
         cutoff = now - FLAP_WINDOW
         per_workload: dict[str, list[int]] = {}
         pods = 0
@@ -404,6 +410,19 @@ class WatchState:
             namespace, kind, name = wkey.split("/", 2)
             shown.append(Flapping(key=wkey, namespace=namespace, kind=kind, name=name, pods=n, spells=spells))
         return tuple(shown), pods
+
+    def _flap_spells(self) -> tuple[FlapSpells, ...]:
+        """The pods' spells still within the window (`_flapping` has pruned them), the most recent
+        first, at most FLAP_PODS_KEPT: persisted, so that a restart does not forget a flapping pod."""
+        kept = sorted(
+            ((key, flap) for key, flap in self._flaps.items() if flap.seen),
+            key=lambda kf: (kf[1].seen[-1], kf[0]),
+            reverse=True,
+        )[:FLAP_PODS_KEPT]
+        return tuple(
+            FlapSpells(pod=key, workload=flap.workload, went=flap.went, seen=tuple(flap.seen))
+            for key, flap in kept
+        )
 
     def _drop_pod(self, key: str, now: datetime) -> None:
         record = self._pods.pop(key)
@@ -729,6 +748,7 @@ class WatchState:
             seen_again_at=self._seen_again,
             flapping=flapping,
             flapping_pods=flapping_pods,
+            flap_spells=self._flap_spells(),
         )
 
 

@@ -152,6 +152,22 @@ class Flapping:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FlapSpells:
+    """One pod's spells not Ready within `FLAP_WINDOW`, as persisted: a restarted watch carries them
+    on (`WatchState._seed`) instead of counting a flapping pod's spells from nought."""
+
+    pod: str  # the watch's pod key
+    workload: str  # `workload_key`
+    went: datetime | None  # the Ready condition's transition time of the latest spell
+    seen: tuple[datetime, ...]
+
+
+#: At most this many pods' spells are persisted (the most recent first): a flapping pod is rare,
+#: and a Summary stays compact.
+FLAP_PODS_KEPT = 500
+
+
+@dataclass(frozen=True, kw_only=True)
 class Summary:
     """What is published and persisted: compact (nodes, counts, top workloads, episodes), never every pod."""
 
@@ -180,6 +196,8 @@ class Summary:
     #: `TOP_WORKLOADS`; `flapping_pods` counts every such pod.
     flapping: tuple[Flapping, ...] = ()
     flapping_pods: int = 0
+    #: Every pod's spells within the window (at most `FLAP_PODS_KEPT`), for a restart.
+    flap_spells: tuple[FlapSpells, ...] = ()
 
     @property
     def unhealthy_pods(self) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 from bot.core.rules import read_rules
 from bot.core.watches.model import WatchState
 from bot.core.watches.spec import StopRules, Target
+from bot.core.watches.summary import Summary
 from bot.core.watches.verdict import (
     RUNNING,
     STOPPED,
@@ -291,3 +292,29 @@ def test_a_pod_whose_readiness_flaps_is_an_open_finding_though_no_spell_lasts_it
     assert held.state == TARGET_OPEN
     assert held.reason.startswith("1 pod flapping readiness (shop/web ×1: 3 times not Ready in 10m); ng-a:")
     assert judge(state, 14).state == TARGET_REACHED  # the spells are older than ten minutes
+
+
+def test_a_restarted_watch_goes_on_counting_a_pods_spells_not_ready() -> None:
+    """The spells live in the persisted summary: a watch restarted after a pod's second spell
+    calls it flapping at its third (not after three more), and a relist of the spell it had
+    already seen does not count it again."""
+    state = upgraded()
+    state.apply("pod", "ADDED", _flapping("w", ready=True, went=0.5), at(1))
+    for minute in (2, 3):
+        state.apply("pod", "MODIFIED", _flapping("w", ready=False, went=minute), at(minute))
+        state.apply("pod", "MODIFIED", _flapping("w", ready=True, went=minute + 0.5), at(minute, 30))
+    persisted = state.summary(at(3, 40))
+    assert persisted.flapping_pods == 0
+    assert [(f.pod, len(f.seen)) for f in persisted.flap_spells] == [("uid-shop-w", 2)]
+
+    again = WatchState(state.spec, previous=Summary.from_json(persisted.to_json()))
+    again.sync("node", [node("n1", kubelet="v1.30.2"), node("n2", kubelet="v1.30.2")], at(4))
+    again.sync("pod", [_flapping("w", ready=True, went=3.5)], at(4))  # the relist after the restart
+    assert again.summary(at(4, 10)).flapping_pods == 0
+    again.apply("pod", "MODIFIED", _flapping("w", ready=False, went=5), at(5))
+    again.apply("pod", "MODIFIED", _flapping("w", ready=True, went=5.5), at(5, 30))
+    summary = again.summary(at(6))
+    assert summary.flapping_pods == 1
+    [flap] = summary.flapping
+    assert (flap.namespace, flap.name, flap.pods, flap.spells) == ("shop", "web", 1, 3)
+    assert judge(again, 10).state == TARGET_OPEN  # settled since the restart, but flapping
