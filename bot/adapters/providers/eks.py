@@ -383,7 +383,26 @@ def _insight(insight: Obj) -> Insight:
         recommendation=str(insight.get("recommendation", "")),
         # EKS blocks UpdateClusterVersion on an upgrade-readiness insight in ERROR (unless forced).
         blocking=status.get("status") == "ERROR" and insight.get("category") == "UPGRADE_READINESS",
+        uses=_insight_uses(insight.get("categorySpecificSummary") or {}),
     )
+
+
+def _insight_uses(summary: Obj) -> tuple[str, ...]:
+    """DescribeInsight's deprecated APIs with their callers, and its add-ons with the versions that
+    suit the target, one line each."""
+    uses = []
+    for d in summary.get("deprecationDetails") or []:
+        callers = ", ".join(
+            f"{c.get('userAgent') or 'an unnamed client'} {int(c.get('numberOfRequestsLast30Days') or 0):,} "
+            "times in 30 days"
+            for c in d.get("clientStats") or []
+        )
+        replaced = f" → {d['replacedWith']}" if d.get("replacedWith") else ""
+        uses.append(f"{d.get('usage', '')}{replaced}" + (f", called by {callers}" if callers else ""))
+    for a in summary.get("addonCompatibilityDetails") or []:
+        versions = ", ".join(a.get("compatibleVersions") or []) or "none listed"
+        uses.append(f"add-on {a.get('name', '')} (versions for the target: {versions})")
+    return tuple(uses)
 
 
 def _error(exc: Exception) -> AwsError:

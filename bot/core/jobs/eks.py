@@ -481,16 +481,23 @@ class EksUpdateClusterJob(_EksJob):
             few([f"{i.name} ({i.reason.rstrip('.')})" if i.reason else i.name for i in insights], 5)
             or "none listed"
         )
+        # What they name: the removed APIs still called and by whom, the add-ons out of step.
+        listed = [clip(u, 200) for i in insights for u in i.uses]
+        uses = "; ".join(listed[:5]) + (f"; +{len(listed) - 5} more" if len(listed) > 5 else "")
+        named = f" They name: {uses}." if uses else ""
         n = int(progress.get("refused", 0)) + 1
-        text = f"{what}: EKS refused UpdateClusterVersion — {clip(reason, 300)} Insights in ERROR for {version}: {names}"
+        text = (
+            f"{what}: EKS refused UpdateClusterVersion — {clip(reason, 300)} Insights in ERROR for {version}: "
+            f"{names}.{named}"
+        )
         choice = Choice(
             key=f"{INSIGHTS}:{version}:{n}",
             question=(
                 f"{what}: EKS refused UpdateClusterVersion over its upgrade insights in ERROR for {version}: "
-                f"{names}. Update with force? EKS then skips these readiness checks, and what they name "
-                f"breaks after the update (APIs removed in {version} still in use, add-ons or kubelets out "
-                f"of skew); `/upgrade check --to {version}` names each removed API still called and its "
-                "callers (EKS010). One person asks with a reason; a second person confirms with theirs."
+                f"{names}.{named} Update with force? EKS then skips these readiness checks, and what they "
+                f"name breaks after the update (APIs removed in {version} still in use, add-ons or kubelets "
+                f"out of skew); `/upgrade check --to {version}` lists each finding with its objects "
+                "(EKS010). One person asks with a reason; a second person confirms with theirs."
             ),
             options=(
                 ChoiceOption(id=FORCE, label="Update with force…", needs_reason=True),

@@ -200,14 +200,17 @@ def test_eks_refusing_the_update_over_upgrade_insights_asks_two_people_before_it
             "for 1.25: Deprecated APIs removed in Kubernetes v1.25 ("
         )
         assert "One person asks with a reason; a second person confirms with theirs." in asked.question
-        # Where the APIs and their callers are named (the insight itself names neither).
-        assert "`/upgrade check --to 1.25` names each removed API still called and its callers (EKS010)" in (
-            asked.question
-        )
+        # The removed API still called, and who calls it: what the team must weigh before forcing.
+        assert (
+            "They name: /apis/policy/v1beta1/poddisruptionbudgets → /apis/policy/v1/poddisruptionbudgets, "
+            "called by helm/v3.8.2 8,640 times in 30 days. Update with force?"
+        ) in asked.question
+        assert "`/upgrade check --to 1.25` lists each finding with its objects (EKS010)" in asked.question
         assert [(o.id, o.needs_reason) for o in asked.options] == [("force", True), ("stop", False)]
         assert d.audit[-1][0] == "UpdateClusterVersion refused"
         assert "InvalidStateException" not in d.audit[-1][1]
         assert "Amazon EKS detected upgrade readiness issues." in d.audit[-1][1]
+        assert "called by helm/v3.8.2 8,640 times in 30 days" in d.audit[-1][1]
         assert aws_calls(sim)["UpdateClusterVersion"] == 1
         assert aws_calls(sim)["ListInsights"] == 1
         d.tick(
