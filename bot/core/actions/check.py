@@ -10,9 +10,10 @@ after the roll-out (leftover Auto Scaling groups, launch-template drift) names t
 ones included, where the pre-flight line only counts the Recommended.
 
 What the checks did not see is on the line too (`blind_spots`: a list not read, a cloud's checks
-skipped or not completed), so a pass is never read as covering what was not looked at. A step whose
-`only` ids all belong to a cloud whose checks did not run is NOT CHECKED and fails: no evidence is
-not a pass (the EKS SDK missing, say, or no provider named).
+skipped or not completed), so a pass is never read as covering what was not looked at; a list most
+checks rest on not read (`CORE_LISTS`: nodes, pods, workloads, budgets) fails the step as INCOMPLETE.
+A step whose `only` ids all belong to a cloud whose checks did not run is NOT CHECKED and fails: no
+evidence is not a pass (the EKS SDK missing, say, or no provider named).
 """
 
 from __future__ import annotations
@@ -136,6 +137,18 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
                 detail=(
                     f"check of {', '.join(only)} for {report.target} passed: {unfixed}, {recommended} "
                     f"Recommended{listing}{but} — the full report is attached{accepted}"
+                ),
+                files=files,
+            )
+        if report.incomplete:
+            # No evidence is not a pass: the lists most checks rest on were not read.
+            return ActionResult(
+                ok=False,
+                detail=(
+                    f"pre-flight check for {report.target} INCOMPLETE: {unseen} — the checks on "
+                    f"{', '.join(report.unread)} did not run ({unfixed} among the others, {recommended} "
+                    f"Recommended); give the bot read access and retry the step — the full report is "
+                    f"attached{accepted}"
                 ),
                 files=files,
             )

@@ -104,6 +104,22 @@ class Report:
     def failed(self) -> bool:
         return any(f.severity == REQUIRED for f in self.findings)
 
+    @property
+    def unread(self) -> list[str]:
+        """The lists most checks rest on (`CORE_LISTS`) that the check could not read."""
+        return unread_core(self.notes)
+
+    @property
+    def incomplete(self) -> bool:
+        """No Required finding, but a list most checks rest on was not read: not a pass (it would
+        vouch for what nobody looked at), and not a failure either. The verdict says INCOMPLETE."""
+        return not self.failed and bool(self.unread)
+
+    @property
+    def verdict(self) -> str:
+        """ "FAILED", "INCOMPLETE" or "passed", as every output says it."""
+        return "FAILED" if self.failed else "INCOMPLETE" if self.incomplete else "passed"
+
 
 #: Why a cloud's checks were skipped on a cluster whose configuration names no provider of that
 #: cloud: a choice of the configuration (every cluster without one, EKS or not, says it), not a
@@ -126,6 +142,20 @@ def cloud_not_completed(cloud: str, why: str) -> str:
 #: list the bot could not read (`not read: …`), or a cloud's checks skipped or not completed (the
 #: two notes above; `cloud` is the prefix of that cloud's finding ids: EKS, AKS, GKE).
 _BLIND = re.compile(r"^(?:not read\b|(?P<cloud>[A-Z]+) checks (?:skipped|not completed): (?P<why>.*))", re.S)
+
+
+#: The lists most checks rest on: one the check could not read leaves its verdict INCOMPLETE, not
+#: passed (the nodes: skew, capacity, cordons; the pods: crash loops, drains, known issues; the
+#: workloads and their budgets: PDB and RES). Other lists not read (events, Services, webhooks,
+#: certificates, the containers' logs, an opt-in role) stay notes beside the verdict.
+CORE_LISTS = ("nodes", "pods", "deployments", "statefulsets", "daemonsets", "poddisruptionbudgets")
+_UNREAD = re.compile(r"^not read: ([\w.-]+):")
+
+
+def unread_core(notes: Iterable[str]) -> list[str]:
+    """The `CORE_LISTS` that `notes` say were not read, in that order."""
+    unread = {m.group(1) for n in notes if (m := _UNREAD.match(n))}
+    return [name for name in CORE_LISTS if name in unread]
 
 
 def blind_spots(notes: Iterable[str]) -> list[str]:

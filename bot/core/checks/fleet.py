@@ -41,7 +41,7 @@ class FleetCheck:
 
     @property
     def failed(self) -> bool:
-        return bool(self.errors) or any(r.failed for r in self.reports.values())
+        return bool(self.errors) or any(r.failed or r.incomplete for r in self.reports.values())
 
     def cells(self) -> tuple[list[str], dict[tuple[str, str], str]]:
         """(finding ids, Required ones first then by id; (finding, cluster) → its cell)."""
@@ -112,12 +112,14 @@ def counts(fc: FleetCheck, cluster: str) -> tuple[int, int, int]:
 
 
 def headline(fc: FleetCheck) -> str:
-    ready = [c for c in fc.clusters if c in fc.reports and not fc.reports[c].failed]
+    ready = [c for c in fc.clusters if c in fc.reports and fc.reports[c].verdict == "passed"]
     verdict = "FAILED" if fc.failed else "passed"
+    incomplete = sum(1 for r in fc.reports.values() if r.incomplete)
+    unread = f", {incomplete} incomplete (lists not read)" if incomplete else ""
     unchecked = f", {len(fc.errors)} not checked" if fc.errors else ""
     return (
         f"Pre-flight check of {len(fc.clusters)} clusters for {_target(fc)}: {verdict} — "
-        f"{len(ready)} ready{unchecked} (checked at once in {fc.seconds:.1f}s)"
+        f"{len(ready)} ready{unread}{unchecked} (checked at once in {fc.seconds:.1f}s)"
     )
 
 
@@ -130,7 +132,7 @@ def render_markdown(fc: FleetCheck) -> str:
             lines.append(f"| {c} | ? | ? | ? | not checked: {_cell(fc.errors[c])} |")
             continue
         required, recommended, waived = counts(fc, c)
-        verdict = "FAILED" if fc.reports[c].failed else "ready"
+        verdict = _verdict(fc.reports[c])
         lines.append(f"| {c} | {required} | {recommended} | {waived} | {verdict} |")
     lines += ["", "## Findings by cluster", ""]
     if not ids:
@@ -169,6 +171,13 @@ def attachments(fc: FleetCheck) -> tuple[FileAttachment, FileAttachment]:
     )
 
 
+def _verdict(report: Report) -> str:
+    """A cluster's verdict in the matrix: FAILED, INCOMPLETE (not read: the lists) or ready."""
+    if report.incomplete:
+        return f"INCOMPLETE (not read: {', '.join(report.unread)})"
+    return "FAILED" if report.failed else "ready"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -185,7 +194,7 @@ def as_json(fc: FleetCheck) -> dict[str, object]:
             if c in fc.errors
             else dict(
                 zip(("required", "recommended", "waived"), counts(fc, c), strict=True),
-                verdict="FAILED" if fc.reports[c].failed else "ready",
+                verdict=_verdict(fc.reports[c]),
             )
             for c in fc.clusters
         },
@@ -204,8 +213,9 @@ def summary_context(fc: FleetCheck) -> dict[str, object]:
         rows.append(
             {
                 "cluster": c,
-                "state": "failed" if fc.reports[c].failed else "ready",
-                "text": f"{required} required, {recommended} recommended, {waived} waived",
+                "state": {"FAILED": "failed", "INCOMPLETE": "incomplete"}.get(fc.reports[c].verdict, "ready"),
+                "text": f"{required} required, {recommended} recommended, {waived} waived"
+                + (f"; not read: {', '.join(fc.reports[c].unread)}" if fc.reports[c].unread else ""),
             }
         )
     return {"headline": headline(fc), "rows": rows}

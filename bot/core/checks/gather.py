@@ -65,6 +65,7 @@ from bot.core.checks.preflight import (
 )
 from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.kube.objects import parse_iso
+from bot.core.kube.owners import owner_of
 from bot.core.kube.wire import InvolvedObject, NodeInfo
 from bot.core.rules import (
     ANNOTATED,
@@ -466,6 +467,17 @@ def _read_pdbs(pages: _Pages) -> list[PdbFacts]:
             max_unavailable=p.spec.max_unavailable,
             disruptions_allowed=p.status.disruptions_allowed,
             expected_pods=p.status.expected_pods,
+            owner=owner_of(
+                {
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {
+                        "name": p.metadata.name or "",
+                        "namespace": p.metadata.namespace or "",
+                        "labels": p.metadata.labels or {},
+                        "annotations": p.metadata.annotations or {},
+                    },
+                }
+            ),
         )
         for p in pages("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", schema.Pdb)
     ]

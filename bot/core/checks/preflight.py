@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from bot.core.checks.cluster_health import HealthFacts, run_health_checks
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
+from bot.core.kube.owners import Owner
 
 #: The ids these checks report (`bot.core.checks.ids` gathers every module's): an id emitted here
 #: and not declared is one `waive` refuses, which `tests/core/checks/test_finding_ids.py` catches.
@@ -146,10 +147,18 @@ class PdbFacts:
     max_unavailable: int | str | None
     disruptions_allowed: int | None
     expected_pods: int | None
+    #: Who changes it (a GitOps controller puts back a `kubectl edit`), when its marks say.
+    owner: Owner | None = None
 
     @property
     def ref(self) -> str:
         return f"PodDisruptionBudget {self.namespace}/{self.name}"
+
+    def relax(self) -> str:
+        """How to relax it for the upgrade: its owner's way, or `kubectl edit`."""
+        if self.owner is not None:
+            return f"{self.owner.consequence} if edited: {self.owner.path}"
+        return f"kubectl -n {self.namespace} edit pdb {self.name}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -444,6 +453,16 @@ def _blocks_single(pdb: PdbFacts, selected: Sequence[WorkloadFacts]) -> bool:
     return pdb.min_available == "100%" and bool(selected)
 
 
+def _never_fix(pdb: PdbFacts) -> str:
+    """The fix of a budget that can never allow an eviction, whatever its pods' health."""
+    if pdb.max_unavailable in (0, "0", "0%"):
+        return (
+            "Set maxUnavailable: 1 for the upgrade: 0 refuses every eviction, however many replicas run"
+            f" ({pdb.relax()})."
+        )
+    return f"Run more replicas than minAvailable, or use maxUnavailable: 1 ({pdb.relax()})."
+
+
 def check_drain(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
     by_namespace = _by_namespace(facts.workloads)
@@ -466,11 +485,13 @@ def check_drain(facts: Facts) -> list[Finding]:
                     f"{' over ' + names if names else ''}: every eviction is refused (429), so the drain of"
                     " its pods' nodes waits until the managed node group gives up (EKS: 15 minutes,"
                     " PodEvictionFailure).",
-                    fix="Scale the workload up, or relax the budget for the upgrade"
-                    f" (kubectl -n {pdb.namespace} edit pdb {pdb.name}), or fix the unhealthy pods it counts.",
+                    fix=_never_fix(pdb)
+                    if _blocks_single(pdb, selected)
+                    else "Fix the unhealthy pods it counts, or scale the workload up, or relax the budget for"
+                    f" the upgrade ({pdb.relax()}).",
                 )
             )
-        elif _blocks_single(pdb, selected):
+        elif _blocks_single(pdb, selected):  # before the disruption controller computed its status
             out.append(
                 Finding(
                     id="PDB002",
@@ -478,7 +499,7 @@ def check_drain(facts: Facts) -> list[Finding]:
                     title=f"PodDisruptionBudget {pdb.namespace}/{pdb.name} can never allow an eviction",
                     objects=(pdb.ref, *(w.ref for w in selected)),
                     why=f"{budget} over {names}: no pod can ever be evicted, so a drain never ends.",
-                    fix="Run at least two replicas, or use maxUnavailable: 1.",
+                    fix=_never_fix(pdb),
                 )
             )
     groups = (
@@ -546,7 +567,11 @@ def check_resilience(facts: Facts) -> list[Finding]:
     single = [w.ref for w in facts.workloads if w.replicas == 1]
     by_namespace = _by_namespace(facts.workloads)
     covered = {w.ref for pdb in facts.pdbs for w in _workloads_of(pdb, by_namespace)}
-    no_pdb = [w.ref for w in facts.workloads if w.replicas > 1 and w.ref not in covered]
+    # With the budgets not read, every replicated workload would look unprotected: not judged.
+    budgets_read = not any(g.startswith("poddisruptionbudgets:") for g in facts.gaps)
+    no_pdb = (
+        [w.ref for w in facts.workloads if w.replicas > 1 and w.ref not in covered] if budgets_read else []
+    )
     no_probe = [w.ref for w in facts.workloads if w.replicas > 0 and w.serves and not w.readiness_probe]
     no_grace = [w.ref for w in facts.workloads if w.grace_seconds == 0]
     out: list[Finding] = []

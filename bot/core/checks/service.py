@@ -309,7 +309,10 @@ def check_cluster(
     if waivers is None:
         return replace(report, notes=(*report.notes, NO_WAIVERS), waivers=None)
     active = [w for w in waivers if w.active_at(now)]
-    return replace(report, notes=(*report.notes, *_naming_nothing(report, active)), waivers=len(active))
+    # A waiver's objects are called stray only when the check read every list: with one not read,
+    # a finding it names may be missing for that reason alone.
+    stray = [] if any(n.startswith("not read:") for n in report.notes) else _naming_nothing(report, active)
+    return replace(report, notes=(*report.notes, *stray), waivers=len(active))
 
 
 #: The note `_naming_nothing` writes.
@@ -367,12 +370,14 @@ def counts(report: Report) -> tuple[int, int]:
 
 def headline(report: Report) -> str:
     required, recommended = counts(report)
-    verdict = "FAILED" if report.failed else "passed"
     accepted = f", {len(report.covered)} waived or ignored" if report.covered else ""
     unread = " (no waivers read)" if NO_WAIVERS in report.notes else ""
+    blind = (
+        f"; not read: {', '.join(report.unread)}, so the checks on them did not run" if report.unread else ""
+    )
     return (
-        f"Pre-flight check of {report.cluster} for {report.target}: {verdict} — "
-        f"{required} required, {recommended} recommended{accepted}{unread}"
+        f"Pre-flight check of {report.cluster} for {report.target}: {report.verdict} — "
+        f"{required} required, {recommended} recommended{accepted}{unread}{blind}"
     )
 
 
@@ -411,6 +416,8 @@ def summary_context(report: Report, *, shown_recommended: int, ref: str = "") ->
         "cluster": report.cluster,
         "target": report.target,
         "failed": report.failed,
+        "incomplete": report.incomplete,
+        "unread": report.unread,
         "required": required,
         "required_count": n_required,
         "recommended": recommended[:shown_recommended],
@@ -570,7 +577,9 @@ def render_json(report: Report) -> str:
         "cluster": report.cluster,
         "target": report.target,
         "failed": report.failed,
-        "verdict": "failed" if report.failed else "passed",
+        "incomplete": report.incomplete,
+        "verdict": report.verdict.lower(),
+        "not_read": report.unread,
         "waivers_read": report.waivers is not None,
         "findings": [
             *(_finding_json(f) for f in report.findings),

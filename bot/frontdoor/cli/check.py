@@ -1,6 +1,7 @@
 """`upgrade-bot check [--cluster C] [--to V] [--manifests PATH|-] [--images] [-o text|md|json|yaml]`: the
 pre-flight checks for an upgrade, on a cluster or (`--manifests` alone, as CI runs it, without a
-cluster or a configuration file) on manifests; exit 3 when a Required one fails.
+cluster or a configuration file) on manifests; exit 3 when a Required one fails, 1 when a list most
+checks rest on could not be read (INCOMPLETE: not a pass).
 
 On a cluster it reads the configured store's waivers and gives `/upgrade check`'s verdict
 (`service.check_cluster`); without a configuration file (the current kube context) there is no
@@ -30,6 +31,7 @@ from bot.errors import BotError, PlanInvalid, UsageError, UserError
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import connect, open_store
 from bot.frontdoor.cli.options import (
+    EXIT_FAILED,
     EXIT_FOUND,
     EXIT_OK,
     Handler,
@@ -118,7 +120,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
             settings, args, cluster, target, rules, now, waivers, manifests, stdin=stdin, progress=progress
         )
     sys.stdout.write(_render(report, args.output))
-    return EXIT_FOUND if report.failed else EXIT_OK
+    return EXIT_FOUND if report.failed else EXIT_FAILED if report.incomplete else EXIT_OK
 
 
 def _check_cluster(
@@ -237,7 +239,7 @@ def _check_manifests(args: argparse.Namespace) -> int:
     except BotError as exc:
         return refused(exc)
     sys.stdout.write(_render(report, args.output))
-    return EXIT_FOUND if report.failed else EXIT_OK
+    return EXIT_FOUND if report.failed else EXIT_FAILED if report.incomplete else EXIT_OK
 
 
 def _image_checks(configured: ImageChecks, flag: bool) -> ImageChecks:

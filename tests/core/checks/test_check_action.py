@@ -170,13 +170,13 @@ def test_a_step_whose_only_ids_belong_to_cloud_checks_that_did_not_run_is_not_ch
 def test_what_the_checks_did_not_see_is_on_the_line_of_a_step_that_passes_or_fails() -> None:
     notes = (
         "control plane 1.25.4, target 1.26, 14 nodes, 23 workloads",
-        "not read: poddisruptionbudgets: forbidden by the bot's RBAC role",
+        "not read: validatingwebhookconfigurations: forbidden by the bot's RBAC role",
         NO_BOTO3,
         "12 known-issue rules",
     )
     unseen = (
-        "not read: poddisruptionbudgets: forbidden by the bot's RBAC role; EKS checks skipped: boto3 is not "
-        "installed (pip install 'upgrade-bot[aws]')"
+        "not read: validatingwebhookconfigurations: forbidden by the bot's RBAC role; EKS checks skipped: boto3 "
+        "is not installed (pip install 'upgrade-bot[aws]')"
     )
     passing = Report(cluster="prod", target="1.26", findings=(finding("RES001", RECOMMENDED),), notes=notes)
     result = check.run(context(passing, []), request({}))
@@ -200,6 +200,30 @@ def test_what_the_checks_did_not_see_is_on_the_line_of_a_step_that_passes_or_fai
         f"{unseen} — the full report is attached"
     )
     assert check.required_ids(result.detail) == ("PDB001",)
+
+
+def test_a_step_whose_check_could_not_read_the_pods_or_budgets_is_incomplete_not_passed() -> None:
+    """No evidence is not a pass: with a list most checks rest on not read (here the pods and the
+    budgets), the step fails as INCOMPLETE and says what to do; a Required finding still fails it
+    as FAILED."""
+    notes = (
+        "control plane 1.25.4, target 1.26, 14 nodes, 23 workloads",
+        "not read: pods: forbidden by the bot's RBAC role",
+        "not read: poddisruptionbudgets: forbidden by the bot's RBAC role",
+    )
+    report = Report(cluster="prod", target="1.26", findings=(finding("RES001", RECOMMENDED),), notes=notes)
+    assert report.verdict == "INCOMPLETE"
+    result = check.run(context(report, []), request({}))
+    assert not result.ok
+    assert result.detail == (
+        "pre-flight check for 1.26 INCOMPLETE: not read: pods: forbidden by the bot's RBAC role; not read: "
+        "poddisruptionbudgets: forbidden by the bot's RBAC role — the checks on pods, poddisruptionbudgets did "
+        "not run (no Required findings among the others, 1 Recommended); give the bot read access and retry "
+        "the step — the full report is attached"
+    )
+    failing = replace(report, findings=(finding("NODE001", REQUIRED, "Node ip-10-0-0-1"),))
+    assert failing.verdict == "FAILED"
+    assert check.run(context(failing, []), request({})).detail.startswith("pre-flight check for 1.26 FAILED")
 
 
 def test_many_blind_spots_are_clipped_and_counted_on_the_line() -> None:

@@ -27,6 +27,7 @@ from bot.core.checks.preflight import (
     minor_of,
     run_checks,
 )
+from bot.core.kube.owners import owner_of
 
 
 def node(name: str, kubelet: str = "v1.24.17", *, ready: bool = True, cordoned: bool = False) -> NodeFacts:
@@ -188,8 +189,42 @@ def test_a_blocking_budget_is_found_for_every_selector_shape(selector: Selector,
         assert finding.severity == REQUIRED
         assert finding.objects == ("PodDisruptionBudget shop/api", "Deployment shop/api")
         assert "1 replica" in finding.why
+        # One replica under minAvailable 1: no scaling of the pods' health helps, and the fix says so.
+        assert finding.fix == (
+            "Run more replicas than minAvailable, or use maxUnavailable: 1 (kubectl -n shop edit pdb api)."
+        )
     else:
         assert findings == []
+
+
+def test_a_budget_that_git_owns_is_relaxed_the_owners_way_and_max_unavailable_zero_is_not_scaled() -> None:
+    """`kubectl edit` on a budget Flux applies is reverted at the next reconcile: the fix names the
+    owner and its path instead. With maxUnavailable 0 no number of replicas helps: the fix says so."""
+    owned = owner_of(
+        {
+            "kind": "PodDisruptionBudget",
+            "metadata": {
+                "name": "podinfo",
+                "namespace": "apps",
+                "labels": {
+                    "kustomize.toolkit.fluxcd.io/name": "apps",
+                    "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+                },
+            },
+        }
+    )
+    budget = replace(
+        pdb("api", Selector(match_labels={"app": "api"}), allowed=0, min_available=None),
+        max_unavailable=0,
+        owner=owned,
+    )
+    (finding,) = check_drain(facts(workloads=[deployment("api", 2)], pdbs=[budget]))
+    assert finding.id == "PDB001"
+    assert finding.fix == (
+        "Set maxUnavailable: 1 for the upgrade: 0 refuses every eviction, however many replicas run (Flux "
+        "Kustomization flux-system/apps will revert this change at its next reconcile if edited: flux-suspend "
+        "object=kustomization/flux-system/apps first, flux-resume after the fix is in Git)."
+    )
 
 
 def test_a_single_replica_under_min_available_one_is_named_even_before_the_status_is_computed() -> None:
