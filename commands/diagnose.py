@@ -35,9 +35,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     cluster = pick_cluster(ctx.settings.clusters, args.cluster)
     rules = load_rules(ctx.settings.rules_paths())
     reader = ctx.connect_cluster(cluster)
-    notes: list[str] = []
     with contextlib.closing(reader):
-        hits = checks.diagnose(reader, rules=rules, namespace=namespace, pod=pod, notes=notes)
+        found = checks.diagnose(reader, rules=rules, namespace=namespace, pod=pod)
+    hits = found.hits
     # One entry per rule: what it means and its evidence once, then each workload it matched with
     # what was seen and the commands for its own pods (a rule matching four workloads used to
     # repeat its explanation four times).
@@ -66,7 +66,11 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             "total": len(hits),
             "more": max(0, len(hits) - SHOWN),
             "rule_count": len(rules),
-            "notes": notes,
+            # No hit over no pods, or over pods not read, is no all-clear: the reply says which.
+            "pods": found.pods,
+            "pod": pod,
+            "unread": found.unread,
+            "notes": found.notes,
         },
     )
 

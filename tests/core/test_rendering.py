@@ -132,6 +132,9 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "total": 4,
         "more": 3,
         "rule_count": 11,
+        "pods": 12,
+        "pod": "",
+        "unread": ["not read: events: forbidden by the bot's RBAC role"],
         "notes": [
             "known-issue rules stopped matching after their 10 s budget: TEAM001 did not look at every pod"
         ],

@@ -6,6 +6,7 @@ client, with the sim's transport refusing a path (403)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -92,3 +93,39 @@ def test_with_the_budgets_unread_no_workload_is_called_unprotected_and_no_waiver
     ids = {f["id"] for f in blind["findings"]}
     assert not ids & {"RES002", "PDB001", "PDB002"}, ids
     assert not [n for n in blind["notes"] if n.startswith("waiver 1 (PDB001) names")]
+
+
+def test_diagnose_gives_no_all_clear_over_no_pods_or_pods_it_could_not_read(
+    write_config: Callable[..., Path],
+    slack_stub: SlackStub,
+    sim_eks: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+) -> None:
+    config = write_config(f"clusters:\n  prod:\n    kubeconfig: {sim_kubeconfig(sim_eks)}\n")
+    front = start_front(load_settings(config, slack_env(slack_stub.api_url)), slack_stub)
+
+    def diagnose(target: str) -> str:
+        asked = CommandRequest(
+            text=f"diagnose {target}", user_id="U0PRIMARY", channel_id="C0OPS", source="slack"
+        )
+        return front.services.router.handle(asked).rendered.text
+
+    try:
+        assert diagnose("payments").startswith(":mag: 3 known issues in *payments* on *prod*")
+        assert diagnose("kube-public").startswith(
+            ":warning: No pod in *kube-public* on *prod*: nothing to diagnose (`kubectl get pods -n kube-public` "
+            "lists what there is)."
+        )
+        assert diagnose("payments/nope").startswith(":warning: No pod named *payments/nope* on *prod*")
+        healthy = diagnose("cert-manager")
+        assert healthy.startswith(":white_check_mark: No known issue matches in *cert-manager* on *prod* (")
+        assert re.search(r"\(1 pod, \d+ rules\)\.$", healthy.splitlines()[0]), healthy
+        with refused(sim_eks, "/api/v1/namespaces/payments/pods"):
+            blind = diagnose("payments")
+    finally:
+        front.stop()
+    assert blind.startswith(
+        ":warning: Not diagnosed: the rules could not read what they match in *payments* on *prod*, so no "
+        "match says nothing."
+    )
+    assert ":warning: not read: pods: " in blind

@@ -111,6 +111,8 @@ class Gathered:
     facts: Facts
     hits: list[RuleHit]
     notes: list[str] = field(default_factory=list)
+    #: How many pods were listed (in `namespace`, or named `pod_name`, when narrowed).
+    pods: int = 0
 
 
 def _selector(sel: schema.Selector | None) -> Selector:
@@ -245,7 +247,7 @@ def read_facts(
             get_raw=get_raw,
         )
         mapped, pending = pending, None
-        _fold_pods(fold, mapped, list_pods, pages)
+        pod_count = _fold_pods(fold, mapped, list_pods, pages)
     finally:
         if pending is not None:
             pending.close()
@@ -280,7 +282,7 @@ def read_facts(
         ),
         gaps=gaps,
     )
-    return Gathered(facts=facts, hits=hits, notes=notes)
+    return Gathered(facts=facts, hits=hits, notes=notes, pods=pod_count)
 
 
 class _Pages:
@@ -318,9 +320,9 @@ class _Pages:
 
 def _fold_pods(
     fold: _PodFold, first: MappedLike | None, list_pods: Callable[[], MappedLike], pages: _Pages
-) -> None:
+) -> int:
     """The pods' pages, reduced by the helper, folded as they come (listed again from the start
-    after a 410 before any page; a pods list the bot may not read is a gap)."""
+    after a 410 before any page; a pods list the bot may not read is a gap); how many pods."""
     pending: MappedLike | None = first
     for attempt in (1, 2):
         mapped, pending = pending or list_pods(), None
@@ -339,6 +341,7 @@ def _fold_pods(
                 pages.gaps.append(f"pods: {exc.user_message}")
                 break
             raise
+    return count
 
 
 def _pod_summary(fold: _PodFold) -> PodSummary:

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import cast
@@ -342,20 +342,27 @@ def _one(finding: str, obj: str) -> Cover:
     return Cover(source="waiver", label="", finding=finding, objects=(obj,), reason="")
 
 
-def diagnose(
-    reader: CheckReader,
-    *,
-    rules: Sequence[Rule],
-    namespace: str = "",
-    pod: str = "",
-    notes: list[str] | None = None,
-) -> list[RuleHit]:
+@dataclass(frozen=True, kw_only=True)
+class Diagnosis:
+    """What `diagnose` found: the rules' hits over `pods` pods; `unread`, the lists it could not
+    read (the pods, the events the event rules match), in which case no hit is no all-clear."""
+
+    hits: list[RuleHit]
+    pods: int
+    unread: list[str]
+    notes: list[str]
+
+
+def diagnose(reader: CheckReader, *, rules: Sequence[Rule], namespace: str = "", pod: str = "") -> Diagnosis:
     """The known-issue rules over the pods of a namespace (or one pod, or the whole cluster);
-    what the reader could not do, or a matching budget that ran out, is added to `notes`."""
+    what the reader could not do, or a matching budget that ran out, is in its notes."""
     gathered = read_facts(reader, rules=rules, namespace=namespace, pod_name=pod)
-    if notes is not None:
-        notes.extend(gathered.notes)
-    return gathered.hits
+    gaps = gathered.facts.gaps
+    # The pods and their events are what the rules match; the containers' logs (an opt-in role)
+    # only the log rules read, so that gap is a note beside the answer.
+    unread = [f"not read: {gap}" for gap in gaps if gap.startswith(("pods:", "events:"))]
+    logs = [f"not read: {gap}" for gap in gaps if gap.startswith("container logs:")]
+    return Diagnosis(hits=gathered.hits, pods=gathered.pods, unread=unread, notes=[*gathered.notes, *logs])
 
 
 # ----- rendering -------------------------------------------------------------------------------------
