@@ -78,6 +78,9 @@ class Cover:
     reason: str
     by: tuple[str, ...] = ()
     until: datetime | None = None
+    #: A waiver made for a Recommended finding (one person's word): it does not cover the finding
+    #: once it is Required (a team's rules raised it), which needs two people.
+    one_person: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

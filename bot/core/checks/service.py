@@ -312,11 +312,26 @@ def check_cluster(
     # A waiver's objects are called stray only when the check read every list: with one not read,
     # a finding it names may be missing for that reason alone.
     stray = [] if any(n.startswith("not read:") for n in report.notes) else _naming_nothing(report, active)
-    return replace(report, notes=(*report.notes, *stray), waivers=len(active))
+    return replace(report, notes=(*report.notes, *stray, *_one_person(report, active)), waivers=len(active))
+
+
+def _one_person(report: Report, waivers: Sequence[WaiverRow]) -> list[str]:
+    """A note for each one-person waiver (made while its finding was Recommended) of a finding
+    that is Required now: it covers nothing, and whoever made it believes it does."""
+    required = {f.id for f in report.findings if f.severity == REQUIRED}
+    return [
+        f"waiver {w.id} ({w.finding}) is one person's, made while {w.finding} was Recommended: it covers "
+        f"nothing now that {w.finding} is Required (`/upgrade waive {w.finding} …` again, and a second "
+        "person confirms)"
+        for w in waivers
+        if not w.required and w.finding in required
+    ]
 
 
 #: The note `_naming_nothing` writes.
-_STRAY = re.compile(r"^waiver \d+ \(\w+\) names .*, which no \w+ finding of this check names")
+_STRAY = re.compile(
+    r"^waiver \d+ \(\w+\) (?:names .*, which no \w+ finding of this check names|is one person's, made while)"
+)
 
 
 def _naming_nothing(report: Report, waivers: Sequence[WaiverRow]) -> list[str]:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
-from bot.core.checks.findings import Cover, Covered, Finding, Report, valid_id
+from bot.core.checks.findings import REQUIRED, Cover, Covered, Finding, Report, valid_id
 from bot.core.checks.ids import finding_ids
 from bot.core.rules import Rule
 from bot.records import WaiverRow
@@ -72,6 +72,7 @@ def waiver_covers(rows: Sequence[WaiverRow], now: datetime) -> list[Cover]:
             reason=w.reason,
             by=tuple(dict.fromkeys(p for p in (w.requested_by, w.confirmed_by) if p)),
             until=w.expires_at,
+            one_person=not w.required,
         )
         for w in rows
         if w.active_at(now)
@@ -95,7 +96,8 @@ def apply_covers(report: Report, covers: Sequence[Cover]) -> Report:
     left: list[Finding] = []
     covered: list[Covered] = list(report.covered)
     for f in report.findings:
-        mine = [c for c in covers if c.finding == f.id]
+        # A one-person waiver never covers a Required finding (`Cover.one_person`).
+        mine = [c for c in covers if c.finding == f.id and not (c.one_person and f.severity == REQUIRED)]
         if not mine:
             left.append(f)
             continue
@@ -117,6 +119,10 @@ def apply_covers(report: Report, covers: Sequence[Cover]) -> Report:
                     used.setdefault(c.label, c)
             else:
                 rest.append(obj)
+        if rest and taken and f.source.startswith("known-issue rule") and f.objects[0] in taken:
+            # A known issue's finding is one workload and its pods (`rule_finding`): the workload
+            # waived, its pods are (their names change with every restart; nobody waives them).
+            taken, rest = list(f.objects), []
         if taken:
             covered.append(Covered(finding=replace(f, objects=tuple(taken)), covers=tuple(used.values())))
         if rest:

@@ -207,3 +207,55 @@ def test_severity_comes_from_the_checks_and_unknown_ids_have_none() -> None:
     assert severity_of("API001") == REQUIRED
     assert severity_of("ISTIO001") == RECOMMENDED
     assert severity_of("NOPE001") is None
+
+
+def ki004(severity: str = REQUIRED) -> Finding:
+    """A known issue's finding as `rule_finding` makes it: the workload, then its pods."""
+    return Finding(
+        id="KI004",
+        severity=severity,
+        title="vault-agent not ready",
+        objects=(
+            "Deployment payments/payments-worker",
+            "Pod payments/payments-worker-57f6f8d555-5xsdz",
+            "Pod payments/payments-worker-57f6f8d555-9kq2p",
+            "… and 2 more pods",
+        ),
+        why="w",
+        fix="f",
+        source="known-issue rule KI004 (templates/rules/known-issues.yaml)",
+    )
+
+
+def ki_waiver(*, required: bool, objects: tuple[str, ...] = ("payments/payments-worker",)) -> WaiverRow:
+    return replace(waiver(objects=objects), finding="KI004", required=required)
+
+
+def test_a_waiver_of_a_known_issues_workload_covers_its_pods_too() -> None:
+    """Pod names change with every restart: the workload is what people waive, and its pods on the
+    finding go with it (they were left open, so a Required known issue still failed)."""
+    out = apply_covers(report(ki004()), waiver_covers([ki_waiver(required=True)], T0))
+    assert out.findings == ()
+    assert not out.failed
+    assert out.covered[0].finding.objects == ki004().objects
+    # Another workload's waiver covers none of it.
+    other = apply_covers(
+        report(ki004()), waiver_covers([ki_waiver(required=True, objects=("payments/api",))], T0)
+    )
+    assert other.failed
+    assert other.findings[0].objects == ki004().objects
+
+
+def test_a_one_person_waiver_covers_a_recommended_finding_but_not_the_same_id_once_required() -> None:
+    """A waiver made while KI004 was Recommended needed one person; a team's rules then made KI004
+    Required, which needs two: it covers nothing, and the check says why."""
+    one = ki_waiver(required=False)
+    assert not apply_covers(report(ki004(RECOMMENDED)), waiver_covers([one], T0)).findings
+    raised = apply_covers(report(ki004(REQUIRED)), waiver_covers([one], T0))
+    assert raised.failed
+    assert raised.covered == ()
+    assert service._one_person(raised, [one]) == [
+        "waiver 1 (KI004) is one person's, made while KI004 was Recommended: it covers nothing now that "
+        "KI004 is Required (`/upgrade waive KI004 …` again, and a second person confirms)"
+    ]
+    assert service._STRAY.match(service._one_person(raised, [one])[0])  # shown in Slack under the findings
