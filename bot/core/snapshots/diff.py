@@ -359,11 +359,16 @@ def _nodes(
                 category="node missing",
                 detail=f"is gone; its replacement {new_group} does not hold {_few(unheld)}"
                 if new_group
-                else f"{what} ({len(b) - len(a)} missing: {_few(gone)})",
+                else f"{what} ({len(b) - len(a)} fewer; gone: {_few(gone)}"
+                + (f"; new: {_few(new)})" if new else ")"),
             )
         for key, label in _NODE_VERSIONS:
-            vb, va = sorted({n[key] for n in b.values()}), sorted({n[key] for n in a.values()})
-            if a and b and vb != va:
+            # A node not yet registered reports no versions: it is not a version of its own.
+            vb, va = (
+                sorted({n[key] for n in b.values() if n[key]}),
+                sorted({n[key] for n in a.values() if n[key]}),
+            )
+            if vb and va and vb != va:
                 yield about(kind=EXPECTED, category=label, detail=f"{', '.join(vb)} → {', '.join(va)}")
         for name, node in sorted(a.items()):
             old = old_nodes.get(name)

@@ -182,3 +182,15 @@ def test_new_warning_events_are_listed_for_context_but_are_not_regressions() -> 
     ]
     assert "## New Warning events" in report.to_markdown()
     assert json.loads(report.to_json())["warnings"][1]["category"] == "FailedScheduling"
+
+
+def test_a_group_that_lost_two_nodes_and_gained_one_counts_one_fewer_and_names_each() -> None:
+    """Two of ng-shared's nodes gone, one new one that has not registered yet (no versions): the
+    group has one node fewer, both gone nodes and the new one are named, and the new node's empty
+    versions are no version change ("v1.29.4 → , v1.29.4" before)."""
+    after = copy.deepcopy(base_objects())
+    after["nodes"] = [node("new-1", "ng-shared", kubelet="", kernel="", ready="False"), after["nodes"][2]]
+    report = diff(snap(base_objects(), "pre"), snap(after, "post"))
+    [missing] = [f for f in report.regressions if f.category == "node missing"]
+    assert missing.detail == "has 1 node, had 2 (1 fewer; gone: old-1, old-2; new: new-1)"
+    assert not [f for f in report.expected if f.category in ("kubelet version", "kernel version")]
