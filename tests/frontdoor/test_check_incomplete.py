@@ -129,3 +129,38 @@ def test_diagnose_gives_no_all_clear_over_no_pods_or_pods_it_could_not_read(
         "match says nothing."
     )
     assert ":warning: not read: pods: " in blind
+
+
+def test_a_snapshot_that_could_not_read_the_pods_says_so_above_its_empty_pods_table(
+    write_config: Callable[..., Path],
+    sim_factory: Callable[..., SimCluster],
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sim = sim_factory("small", speed=0.0, seed=1)
+    config = write_config(f"clusters:\n  prod:\n    kubeconfig: {sim_kubeconfig(sim)}\n")
+    with refused(sim, "/api/v1/pods"):
+        assert main(["snapshot", "nopods", "--config", str(config)]) == 0
+    assert "gap: pods: " in capsys.readouterr().out
+    assert main(["snapshot", "export", "nopods", "-o", "wide", "--config", str(config)]) == 0
+    wide = capsys.readouterr().out
+    pods = wide.split("$ kubectl get pods -A -o wide\n", 1)[1].splitlines()
+    assert pods[0].startswith("# NOT READ: pods: ")
+    assert pods[0].endswith("(the table below is empty for that reason)")
+    assert pods[1].split() == [
+        "NAMESPACE",
+        "NAME",
+        "READY",
+        "STATUS",
+        "RESTARTS",
+        "AGE",
+        "IP",
+        "NODE",
+        "NOMINATED",
+        "NODE",
+        "READINESS",
+        "GATES",
+    ]
+    assert len(pods) == 2
+    nodes = wide.split("$ kubectl get nodes -o wide\n", 1)[1].splitlines()
+    assert nodes[0].startswith("NAME ")  # the nodes were read

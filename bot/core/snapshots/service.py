@@ -372,10 +372,22 @@ def export_kubectl_wide(snap: Mapping[str, Any]) -> str:
             ]
         )
     header = f"# snapshot #{snap.get('id', '?')} `{snap.get('label')}` of {snap.get('cluster')} at {snap.get('taken_at')}\n"
+    # A list the snapshot could not read is said where its table stands: an empty table is not "none".
+    gaps = {str(g.get("resource")): str(g.get("reason", "")) for g in snap.get("gaps") or []}
+
+    def unread(resource: str) -> str:
+        return (
+            f"# NOT READ: {resource}: {gaps[resource]} (the table below is empty for that reason)\n"
+            if resource in gaps
+            else ""
+        )
+
     return (
         header
         + "\n$ kubectl get nodes -o wide\n"
+        + unread("nodes")
         + _table(nodes)
         + "\n$ kubectl get pods -A -o wide\n"
+        + unread("pods")
         + _table(pods)
     )
