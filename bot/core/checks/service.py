@@ -312,7 +312,29 @@ def check_cluster(
     # A waiver's objects are called stray only when the check read every list: with one not read,
     # a finding it names may be missing for that reason alone.
     stray = [] if any(n.startswith("not read:") for n in report.notes) else _naming_nothing(report, active)
-    return replace(report, notes=(*report.notes, *stray, *_one_person(report, active)), waivers=len(active))
+    notes = (*report.notes, *stray, *_one_person(report, active), *_not_covering(report, waivers, now))
+    return replace(report, notes=notes, waivers=len(active))
+
+
+def _not_covering(report: Report, waivers: Sequence[WaiverRow], now: datetime) -> list[str]:
+    """A note for each waiver that covers nothing now although a finding of its id is open: one
+    waiting for its second person, one that ended (people who remember it think it still holds)."""
+    open_ids = {f.id for f in report.findings}
+    notes = []
+    for w in waivers:
+        if w.finding not in open_ids:
+            continue
+        if w.state == "pending" and now < w.expires_at:
+            notes.append(
+                f"waiver {w.id} ({w.finding}) waits for a second person: it covers nothing until "
+                f"`/upgrade waive confirm {w.id}`"
+            )
+        elif w.state == "active" and now >= w.expires_at:
+            notes.append(
+                f"waiver {w.id} ({w.finding}) ended {w.expires_at.strftime('%Y-%m-%d %H:%M UTC')}: the finding "
+                f"counts again (`/upgrade waive {w.finding} …` for more time)"
+            )
+    return notes
 
 
 def _one_person(report: Report, waivers: Sequence[WaiverRow]) -> list[str]:
@@ -330,7 +352,8 @@ def _one_person(report: Report, waivers: Sequence[WaiverRow]) -> list[str]:
 
 #: The note `_naming_nothing` writes.
 _STRAY = re.compile(
-    r"^waiver \d+ \(\w+\) (?:names .*, which no \w+ finding of this check names|is one person's, made while)"
+    r"^waiver \d+ \(\w+\) (?:names .*, which no \w+ finding of this check names|is one person's, made while|"
+    r"waits for a second person|ended )"
 )
 
 

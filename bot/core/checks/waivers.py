@@ -58,7 +58,17 @@ def covers_object(cover: Cover, obj: str) -> bool:
     if not cover.objects:
         return True
     names = _names(obj)
-    return any(o in names or o.lower() in names for o in cover.objects)
+    return any(not names.isdisjoint(_asked(o)) for o in cover.objects)
+
+
+def _asked(obj: str) -> set[str]:
+    """What a waiver's object may stand for: itself, and kubectl's `kind/namespace/name` as the
+    findings write it (`Kind namespace/name`)."""
+    asked = {obj, obj.lower()}
+    parts = obj.split("/")
+    if len(parts) == 3 and all(parts):
+        asked.add(f"{parts[0]} {parts[1]}/{parts[2]}".lower())
+    return asked
 
 
 def waiver_covers(rows: Sequence[WaiverRow], now: datetime) -> list[Cover]:
@@ -84,9 +94,11 @@ class WaiverStore(Protocol):
 
 
 def active_waivers(store: WaiverStore, *, cluster: str) -> list[WaiverRow]:
-    """The stored waivers of `cluster` a check reads (`service.check_cluster` drops the expired
-    ones at its `now`): every front door reads them here, so that each gives the same verdict."""
-    return store.waivers(cluster=cluster, states=("active",))
+    """The stored waivers of `cluster` a check reads: the active ones (`service.check_cluster`
+    drops the expired ones at its `now`) and the pending ones, which cover nothing but are named
+    beside a finding they wait to cover. Every front door reads them here, so that each gives the
+    same verdict."""
+    return store.waivers(cluster=cluster, states=("active", "pending"))
 
 
 def apply_covers(report: Report, covers: Sequence[Cover]) -> Report:

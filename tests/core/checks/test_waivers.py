@@ -259,3 +259,34 @@ def test_a_one_person_waiver_covers_a_recommended_finding_but_not_the_same_id_on
         "KI004 is Required (`/upgrade waive KI004 …` again, and a second person confirms)"
     ]
     assert service._STRAY.match(service._one_person(raised, [one])[0])  # shown in Slack under the findings
+
+
+def test_a_waiver_in_kubectls_kind_namespace_name_form_covers_the_object_the_finding_names() -> None:
+    res003 = Finding(
+        id="RES003",
+        severity=RECOMMENDED,
+        title="no readiness probe",
+        objects=("Deployment cert-manager/cert-manager-webhook",),
+        why="w",
+        fix="f",
+    )
+    kubectl_form = replace(
+        waiver(objects=("deployment/cert-manager/cert-manager-webhook",)), finding="RES003"
+    )
+    assert apply_covers(report(res003), waiver_covers([kubectl_form], T0)).findings == ()
+
+
+def test_a_waiver_waiting_for_its_second_person_or_past_its_end_is_named_beside_the_open_finding() -> None:
+    """Neither covers anything; both are said, so that whoever remembers waiving it is not misled."""
+    pending = waiver(wid=7, state="pending")
+    ended = waiver(wid=6, days=1)
+    later = T0 + timedelta(days=2)
+    open_report = report(api001())
+    assert apply_covers(open_report, waiver_covers([pending, ended], later)).failed
+    assert service._not_covering(open_report, [pending, ended], later) == [
+        "waiver 7 (API001) waits for a second person: it covers nothing until `/upgrade waive confirm 7`",
+        "waiver 6 (API001) ended 2026-11-29 12:00 UTC: the finding counts again (`/upgrade waive API001 …` for "
+        "more time)",
+    ]
+    assert all(service._STRAY.match(n) for n in service._not_covering(open_report, [pending, ended], later))
+    assert service._not_covering(report(), [pending, ended], later) == []  # no open finding of theirs
