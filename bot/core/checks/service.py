@@ -311,7 +311,8 @@ def check_cluster(
     active = [w for w in waivers if w.active_at(now)]
     # A waiver's objects are called stray only when the check read every list: with one not read,
     # a finding it names may be missing for that reason alone.
-    stray = [] if any(n.startswith("not read:") for n in report.notes) else _naming_nothing(report, active)
+    blind = any(n.startswith("not read:") for n in report.notes)
+    stray = [] if blind else _naming_nothing(report, active, [i for i in ignores if i.source == "ignore"])
     notes = (*report.notes, *stray, *_one_person(report, active), *_not_covering(report, waivers, now))
     return replace(report, notes=notes, waivers=len(active))
 
@@ -352,26 +353,28 @@ def _one_person(report: Report, waivers: Sequence[WaiverRow]) -> list[str]:
 
 #: The note `_naming_nothing` writes.
 _STRAY = re.compile(
-    r"^waiver \d+ \(\w+\) (?:names .*, which no \w+ finding of this check names|is one person's, made while|"
+    r"^(?:waiver \d+|checks\.ignore\[\d+\]) \(\w+\) (?:names .*, which no \w+ finding of this check names|is one person's, made while|"
     r"waits for a second person|ended )"
 )
 
 
-def _naming_nothing(report: Report, waivers: Sequence[WaiverRow]) -> list[str]:
-    """A note for each active waiver naming objects that no finding of its id names in `report`
-    (a typo when it was asked, or an object gone since): it covers nothing there, and people who
-    believe the finding waived should know."""
+def _naming_nothing(report: Report, waivers: Sequence[WaiverRow], ignores: Sequence[Cover] = ()) -> list[str]:
+    """A note for each active waiver (and `checks.ignore` entry) naming objects that no finding of
+    its id names in `report` (a typo when it was asked, or an object gone since): it covers nothing
+    there, and people who believe the finding accepted should know."""
+    asked = [(f"waiver {w.id}", w.finding, w.objects, f"`/upgrade waive revoke {w.id}`") for w in waivers]
+    asked += [(i.label, i.finding, i.objects, "the configuration's entry") for i in ignores]
     notes = []
-    for w in waivers:
-        if not w.objects:
+    for label, finding, objects, ends in asked:
+        if not objects:
             continue
-        named = [o for f in report.findings if f.id == w.finding for o in f.objects]
-        named += [o for c in report.covered if c.finding.id == w.finding for o in c.finding.objects]
-        stray = [o for o in w.objects if not any(covers_object(_one(w.finding, o), obj) for obj in named)]
+        named = [o for f in report.findings if f.id == finding for o in f.objects]
+        named += [o for c in report.covered if c.finding.id == finding for o in c.finding.objects]
+        stray = [o for o in objects if not any(covers_object(_one(finding, o), obj) for obj in named)]
         if stray:
             notes.append(
-                f"waiver {w.id} ({w.finding}) names {clip(', '.join(stray), 160)}, which no {w.finding} finding "
-                f"of this check names: a typo, or no longer found (`/upgrade waive revoke {w.id}`)"
+                f"{label} ({finding}) names {clip(', '.join(stray), 160)}, which no {finding} finding "
+                f"of this check names: a typo, or no longer found ({ends})"
             )
     return notes
 

@@ -290,3 +290,19 @@ def test_a_waiver_waiting_for_its_second_person_or_past_its_end_is_named_beside_
     ]
     assert all(service._STRAY.match(n) for n in service._not_covering(open_report, [pending, ended], later))
     assert service._not_covering(report(), [pending, ended], later) == []  # no open finding of theirs
+
+
+def test_an_ignore_entry_naming_an_object_no_finding_has_is_named_as_a_waiver_would_be() -> None:
+    typo = Cover(
+        source="ignore",
+        label="checks.ignore[0]",
+        finding="API001",
+        objects=("kube-system/pod-identity-webhok",),
+        reason="rebuilt by its own pipeline",
+    )
+    [note] = service._naming_nothing(report(api001()), [], [typo])
+    assert note == (
+        "checks.ignore[0] (API001) names kube-system/pod-identity-webhok, which no API001 finding of this "
+        "check names: a typo, or no longer found (the configuration's entry)"
+    )
+    assert service._STRAY.match(note)
