@@ -6,18 +6,22 @@ and what else the rule needs of the pod that a line cannot show (its container, 
 an annotation…). A rule whose pattern matches but that `--container` or `--reason` rule out is
 named too, with why: that is usually the answer to "why does this rule not fire?".
 
-FILE is the rules file to test (alone, as `rules check FILE` takes it); without it, the shipped
-rules. Exit status as every command's: 3 when a rule matches, 0 when none does, 2 for a rules file
-that is missing or not valid (its problems listed). Nothing here reads the cluster or a
-configuration file, so a team runs it in CI over its own rules and lines.
+FILE is the rules file to test (alone, as `rules check FILE` takes it); without it, the rules a
+configuration file given with `--config` names (the shipped ones, then the team's, as the bot merges
+them), else the shipped rules. Exit status as every command's: 3 when a rule matches, 0 when none
+does, 2 for a rules file that is missing or not valid (its problems listed). Nothing here reads the
+cluster, so a team runs it in CI over its own rules and lines. A log line no log rule matches is
+tried as an event message too (kubectl's eviction errors repeat the API's words, which the event
+rules match), and the answer says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from bot.core.rules import LineMatch, NearMiss, read_rules, try_event, try_log
+from bot.core.rules import LineMatch, NearMiss, Rule, read_rules, try_event, try_log
 from bot.errors import ConfigError
 from bot.resources import BUILTIN_RULES
 
@@ -34,6 +38,7 @@ def run_rules_test(
     *,
     reason: str | None = None,
     err: TextIO | None = None,
+    configured: tuple[Sequence[Rule], str] | None = None,
 ) -> int:
     """Print which rules of `rules_path` (None: the shipped ones) match the log line `log` (from
     `container`, when given) or the event message `event` (of `reason`, when given); the exit
@@ -52,14 +57,18 @@ def run_rules_test(
     # The shipped file by the name a team reads it under (`templates/rules/…`), not this host's path.
     source = str(rules_path) if rules_path is not None else f"templates/rules/{BUILTIN_RULES.name}"
     label = str(rules_path) if rules_path is not None else "the shipped rules"
-    try:
-        rules = read_rules(path, label=source)
-    except FileNotFoundError:
-        print(f"upgrade-bot: {path}: no such file", file=err)
-        return EXIT_USAGE
-    except ConfigError as exc:
-        print(exc.user_message, file=err)
-        return EXIT_USAGE
+    rules: Sequence[Rule]
+    if configured is not None and rules_path is None:
+        rules, label = configured
+    else:
+        try:
+            rules = read_rules(path, label=source)
+        except FileNotFoundError:
+            print(f"upgrade-bot: {path}: no such file", file=err)
+            return EXIT_USAGE
+        except ConfigError as exc:
+            print(exc.user_message, file=err)
+            return EXIT_USAGE
     if log is not None:
         hits, misses = try_log(rules, log, container=container)
         what = f"log line{f' of container {container}' if container else ''}"
@@ -83,6 +92,16 @@ def run_rules_test(
         )
         return EXIT_FOUND
     print(f"no rule matches this {what} ({looked}: {', '.join(candidates) or 'none'})", file=out)
+    if log is not None:
+        as_event, _ = try_event(rules, log)
+        if as_event:
+            # kubectl's eviction error repeats the API's refusal, which an event rule matches.
+            ids = ", ".join(h.rule.id for h in as_event)
+            print(
+                f"as an event message it matches {ids}: the bot reads these words in the cluster's events "
+                "(and a drain's refusals), not in a container's log — `--event` tests it that way",
+                file=out,
+            )
     on_state = [r.id for r in rules if r.match.log is None and r.match.events is None]
     if on_state:
         # kube-proxy's ImagePullBackOff or a vault-agent not ready is KI005's and KI004's through

@@ -1,23 +1,28 @@
 """`upgrade-bot rules check FILE` validates a known-issue rules file; `upgrade-bot rules test [FILE]
---log LINE | --event MESSAGE` says which rules match a line (neither needs a configuration)."""
+--log LINE | --event MESSAGE` says which rules match a line (neither needs a configuration; with
+`--config` and no FILE, `rules test` tries the rules that configuration's bot matches)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from bot.core.rules import rules_problems
+from bot.core.rules import load_rules, rules_problems
+from bot.errors import BotError
 from bot.frontdoor.cli.options import (
     EXIT_OK,
     EXIT_USAGE,
     Handler,
     Subparsers,
     common_options,
+    refused,
     verb_parser,
 )
 from bot.frontdoor.rules_tester import run_rules_test
 from bot.logsetup import configure_logging
+from bot.settings import load_settings
 
 
 def register(subparsers: Subparsers) -> Handler:
@@ -34,7 +39,9 @@ def register(subparsers: Subparsers) -> Handler:
         "test",
         "which rules match a log line or an event message; exit 3 on a match, 0 on none",
     )
-    test.add_argument("file", nargs="?", help="the rules file to test (default: the shipped rules)")
+    test.add_argument(
+        "file", nargs="?", help="the rules file to test (default: --config's rules, else the shipped rules)"
+    )
     line = test.add_mutually_exclusive_group(required=True)
     line.add_argument(
         "--log",
@@ -58,8 +65,27 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _test(args: argparse.Namespace) -> int:
     configure_logging(args.log_level or "WARNING", [])
     path = Path(args.file) if args.file else None
+    configured = None
+    if path is None and args.config:
+        # The rules the bot of that configuration matches: the shipped ones and the team's.
+        try:
+            settings = load_settings(Path(args.config), os.environ)
+            paths = settings.rules_paths()
+            configured = (
+                load_rules(paths),
+                f"the rules of {args.config} ({', '.join(str(p) for p in paths)})",
+            )
+        except BotError as exc:
+            return refused(exc)
     return run_rules_test(
-        path, args.log, args.container, args.event, sys.stdout, reason=args.reason, err=sys.stderr
+        path,
+        args.log,
+        args.container,
+        args.event,
+        sys.stdout,
+        reason=args.reason,
+        err=sys.stderr,
+        configured=configured,
     )
 
 
