@@ -76,6 +76,21 @@ def test_check_over_manifests_exits_0_when_clean_and_3_on_removed_apis(tmp_path:
     assert "failed: true\n" in as_yaml.stdout
 
 
+def test_check_writes_to_out_file_as_the_terminal_page_says_and_a_bad_path_is_one_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "old.yaml").write_text(REMOVED)
+    shown = cli(tmp_path, "check", "--manifests", "old.yaml", "--to", "1.25", "-o", "md")
+    wrote = cli(tmp_path, "check", "--manifests", "old.yaml", "--to", "1.25", "-o", "md", "--out", "check.md")
+    assert (shown.returncode, wrote.returncode) == (3, 3)
+    assert wrote.stdout == ""
+    assert wrote.stderr == "wrote the check to check.md\n"
+    assert (tmp_path / "check.md").read_text() == shown.stdout
+    bad = cli(tmp_path, "check", "--manifests", "old.yaml", "--to", "1.25", "--out", "no/such/dir/check.txt")
+    assert bad.returncode == 2
+    assert bad.stderr == "upgrade-bot: cannot write no/such/dir/check.txt: No such file or directory\n"
+
+
 def test_manifests_dash_reads_a_multi_document_stream_from_stdin(tmp_path: Path) -> None:
     stream = f"{CLEAN}---\n{REMOVED}"
     found = cli(tmp_path, "check", "--manifests", "-", "--to", "1.25", "-o", "json", stdin=stream)

@@ -34,6 +34,7 @@ from bot.frontdoor.cli.options import (
     EXIT_FAILED,
     EXIT_FOUND,
     EXIT_OK,
+    EXIT_USAGE,
     Handler,
     Subparsers,
     formats,
@@ -41,7 +42,7 @@ from bot.frontdoor.cli.options import (
     refused,
     verb_parser,
 )
-from bot.frontdoor.cli.output import as_yaml
+from bot.frontdoor.cli.output import as_yaml, write_out
 from bot.frontdoor.cli.progress import progress_bar
 from bot.logsetup import configure_logging
 from bot.records import ClusterConfig, ImageChecks, WaiverRow
@@ -86,6 +87,7 @@ def register(subparsers: Subparsers) -> Handler:
         "a clusters × findings matrix, Markdown (text, md), CSV (csv) or JSON",
     )
     formats(check, ["text", "md", "json", "yaml", "csv"], "text")
+    check.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     kube_flags(check)
     on_cluster = configured(_check, read_only=True)
 
@@ -119,7 +121,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
         report = _check_cluster(
             settings, args, cluster, target, rules, now, waivers, manifests, stdin=stdin, progress=progress
         )
-    sys.stdout.write(_render(report, args.output))
+    write_out(_render(report, args.output), args.out, "the check")
     return EXIT_FOUND if report.failed else EXIT_FAILED if report.incomplete else EXIT_OK
 
 
@@ -182,11 +184,12 @@ def _check_fleet(settings: Settings, args: argparse.Namespace) -> int:
     matrix = fleet_checks.check_fleet(clusters, one, target=target or "")
     if args.output in ("json", "yaml"):
         data = json.dumps(fleet_checks.as_json(matrix), indent=2) + "\n"
-        sys.stdout.write(as_yaml(data) if args.output == "yaml" else data)
+        text = as_yaml(data) if args.output == "yaml" else data
     else:
-        sys.stdout.write(
+        text = (
             fleet_checks.render_csv(matrix) if args.output == "csv" else fleet_checks.render_markdown(matrix)
         )
+    write_out(text, args.out, "the fleet's check")
     return EXIT_FOUND if matrix.failed else EXIT_OK
 
 
@@ -238,7 +241,11 @@ def _check_manifests(args: argparse.Namespace) -> int:
         )
     except BotError as exc:
         return refused(exc)
-    sys.stdout.write(_render(report, args.output))
+    try:
+        write_out(_render(report, args.output), args.out, "the check")
+    except OSError as exc:
+        print(f"upgrade-bot: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_FOUND if report.failed else EXIT_FAILED if report.incomplete else EXIT_OK
 
 

@@ -23,7 +23,7 @@ from bot.frontdoor.cli.options import (
     kube_flags,
     verb_parser,
 )
-from bot.frontdoor.cli.output import as_yaml
+from bot.frontdoor.cli.output import as_yaml, write_out
 from bot.frontdoor.cli.progress import progress_bar
 from bot.settings import Settings
 
@@ -37,6 +37,7 @@ def register(subparsers: Subparsers) -> Handler:
     diff.add_argument("a", help="the earlier snapshot: id or label")
     diff.add_argument("b", nargs="?", help="the later snapshot: id or label (default: the live cluster)")
     formats(diff, ["text", "md", "json", "yaml"], "text")
+    diff.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     diff.add_argument("--cluster", help="a configured cluster (default: the only one)")
     kube_flags(diff)
     return configured(_diff, read_only=True)
@@ -73,7 +74,7 @@ def _diff(settings: Settings, args: argparse.Namespace) -> int:
         text = as_yaml(report.to_json())
     else:
         text = {"text": report.to_text, "md": report.to_markdown, "json": report.to_json}[args.output]()
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    write_out(text if text.endswith("\n") else text + "\n", args.out, "the diff")
     # Pipelines gate on this: 3 when the upgrade left something worse than before (1: could not look).
     if report.has_regressions:
         return EXIT_FOUND
