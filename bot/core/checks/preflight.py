@@ -230,15 +230,26 @@ def check_skew(facts: Facts, target: str) -> list[Finding]:
             )
         ]
     if to[1] != cp[1] + 1 or to[0] != cp[0]:
+        no_upgrade = to <= cp
         out.append(
             Finding(
                 id="SKEW001",
                 severity=REQUIRED,
                 title=f"The target {target} is not one minor above the control plane {facts.version}",
                 objects=(f"control plane {facts.version}",),
-                why="A control plane upgrades one minor version at a time; skipping one is refused"
-                " by managed providers and unsupported by Kubernetes.",
-                fix=f"Upgrade to 1.{cp[1] + 1} first, then run the check again for the next step.",
+                why=(
+                    "The control plane is already on the target or past it: there is no upgrade to check,"
+                    " and Kubernetes does not downgrade a control plane."
+                    if no_upgrade
+                    else "A control plane upgrades one minor version at a time; skipping one is refused"
+                    " by managed providers and unsupported by Kubernetes."
+                ),
+                fix=(
+                    f"Check for the next minor, {cp[0]}.{cp[1] + 1} (`--to {cp[0]}.{cp[1] + 1}`), or the cluster"
+                    " you meant (`--cluster`)."
+                    if no_upgrade
+                    else f"Upgrade to {cp[0]}.{cp[1] + 1} first, then run the check again for the next step."
+                ),
             )
         )
     now_allowed, after_allowed = kubelet_skew_allowed(cp[1]), kubelet_skew_allowed(to[1])

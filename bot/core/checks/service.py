@@ -519,8 +519,10 @@ def render_text(report: Report) -> str:
     for f in report.findings:
         lines.append(f"[{_LABEL.get(f.severity, f.severity)}] {f.id} {f.title}")
         lines.extend(f"    {o}" for o in f.objects)
-        lines.append(f"  why: {f.why}")
-        lines.append(f"  fix: {f.fix}")
+        # A known issue's why and fix run over lines (Seen:, the remedy's commands, Evidence:):
+        # each line under its label, not at the margin among the findings.
+        lines.append("  why: " + f.why.replace("\n", "\n       "))
+        lines.append("  fix: " + f.fix.replace("\n", "\n       "))
         if f.source:
             lines.append(f"  source: {f.source}")
         lines.append("")

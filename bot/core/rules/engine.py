@@ -61,7 +61,28 @@ def _first_log_line(m: Match, c: ContainerView) -> str:
     text = found.text
     start = text.rfind("\n", 0, found.start) + 1
     end = text.find("\n", found.end)
-    return f"{c.name} log: {text[start : end if end >= 0 else len(text)].strip()[:200]}"
+    line = text[start : end if end >= 0 else len(text)]
+    if len(line.strip()) <= LOG_EVIDENCE:
+        return f"{c.name} log: {line.strip()}"
+    # A long line: at most LOG_EVIDENCE characters that end with what the pattern matched (a cut
+    # at the 200th character left "…read-only f" and lost the match), in whole words, marked "…"
+    # where cut.
+    matched_from, matched_to = found.start - start, found.end - start
+    upto = max(matched_to, LOG_EVIDENCE)
+    if upto < len(line):
+        space = line.rfind(" ", matched_to, upto)
+        upto = space if space > 0 else upto
+    since = max(0, upto - LOG_EVIDENCE)
+    if since > 0:
+        space = line.find(" ", since, max(matched_from, since))
+        since = space + 1 if space >= 0 else since
+    cut_before = "…" if since > 0 else ""
+    cut_after = "…" if line[upto:].strip() else ""
+    return f"{c.name} log: {cut_before}{line[since:upto].strip()}{cut_after}"
+
+
+#: Characters of a log line shown as a finding's evidence.
+LOG_EVIDENCE = 200
 
 
 #: Characters of an event's message shown as a finding's evidence.

@@ -348,3 +348,16 @@ def test_a_healthy_cluster_passes() -> None:
         kube_proxy="v1.24.17",
     )
     assert run_checks(f, "1.25") == []
+
+
+def test_a_target_at_or_below_the_control_plane_is_no_upgrade_and_its_fix_says_what_to_check() -> None:
+    """`check --to 1.24` on a 1.24 cluster used to say "Upgrade to 1.25 first"."""
+    for target in ("1.24", "1.23"):
+        [skew] = [f for f in check_skew(facts(), target) if f.id == "SKEW001"]
+        assert skew.why.startswith("The control plane is already on the target or past it")
+        assert (
+            skew.fix
+            == "Check for the next minor, 1.25 (`--to 1.25`), or the cluster you meant (`--cluster`)."
+        )
+    [ahead] = [f for f in check_skew(facts(), "1.26") if f.id == "SKEW001"]
+    assert ahead.fix == "Upgrade to 1.25 first, then run the check again for the next step."
