@@ -54,7 +54,7 @@ def bot(
     team = tmp_path / "team-templates"
     (team / "plans").mkdir(parents=True)
     (team / "plans" / "watch-ok.yaml").write_text(
-        plan("watch-ok", 'nodegroup: ng-shared, version: "1.25.16", settle: 1s')
+        plan("watch-ok", 'nodegroup: ng-shared, version: "1.25.16", settle: 1s, timeout: 2h')
     )
     (team / "plans" / "watch-stop.yaml").write_text(
         plan("watch-stop", 'nodegroup: ng-shared, version: "1.25.16", crashloop_after: 1s, timeout: 2h')

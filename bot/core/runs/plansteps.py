@@ -225,6 +225,7 @@ def parse_steps(
                 f"escalating after {format_duration(escalate)} is pointless with a "
                 f"{format_duration(timeout)} timeout",
             )
+        calls = _bounded_watch(v, s, key, calls, timeout)
         on_failure = _on_failure(v, s.get("on_failure"), f"{key}.on_failure") or default_failure
         on_open_findings = _on_open_findings(v, s.get("on_open_findings"), f"{key}.on_open_findings", calls)
         destructive = bool(v.boolean(s.get("destructive"), f"{key}.destructive"))
@@ -584,6 +585,33 @@ def _silence(v: _PlanValidator, node: yaml.Node, key: str) -> dict[str, Any] | N
         v.error(node, key, exc.user_message)
         return None
     return spec
+
+
+def _bounded_watch(
+    v: _PlanValidator,
+    s: Mapping[str, yaml.Node],
+    key: str,
+    calls: tuple[ActionCall, ...],
+    timeout: timedelta | None,
+) -> tuple[ActionCall, ...]:
+    """A plan's watch ends: with its own `timeout`, else the step's (`timeout`, or the plan's
+    `defaults.timeout`), which it takes; with neither, a target never reached would hold the run
+    on the step until someone aborted it, so the plan is refused."""
+    out = []
+    for call in calls:
+        if call.name == "watch" and not call.args.get("timeout"):
+            if timeout is None:
+                v.error(
+                    s["actions"],
+                    f"{key}.actions.watch",
+                    "a watch in a plan needs an end: give it `timeout:` (or the step, or the plan's "
+                    "`defaults`, a `timeout:`); without one, a target never reached holds the run here "
+                    "until someone aborts it",
+                )
+            else:
+                call = ActionCall(name=call.name, args={**call.args, "timeout": format_duration(timeout)})
+        out.append(call)
+    return tuple(out)
 
 
 def _long_and_mutating(

@@ -261,12 +261,33 @@ def test_empty_values_where_a_value_is_required_are_missing_values_at_their_line
     assert "p.yaml:8: roster.shadow: missing value" in caught.value.errors
 
 
+def test_a_watch_in_a_plan_ends_at_its_timeout_or_the_steps_and_one_with_neither_is_refused() -> None:
+    """A plan's watch whose target is never reached would hold the run on its step for ever."""
+    step = """\
+  - id: settle
+    title: Watch it settle
+    gate: {any_of: [primary]}
+    actions: [{watch: {version: "1.25.16"%s}}]
+"""
+    own = parse_plan(GOOD + step % ", timeout: 45m", source="p.yaml")
+    assert own.step("settle").actions[0].args["timeout"] == "45m"
+    stepped = parse_plan(GOOD + step % "" + "    timeout: 30m\n", source="p.yaml")
+    assert stepped.step("settle").actions[0].args["timeout"] == "30m"
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(GOOD + step % "", source="p.yaml")
+    assert caught.value.errors == [
+        "p.yaml:22: steps[2](settle).actions.watch: a watch in a plan needs an end: give it `timeout:` (or "
+        "the step, or the plan's `defaults`, a `timeout:`); without one, a target never reached holds the run "
+        "here until someone aborts it"
+    ]
+
+
 def test_a_watch_step_fails_on_open_findings_unless_the_plan_says_succeed() -> None:
     watch_step = """\
   - id: settle
     title: Watch it settle
     gate: {any_of: [primary]}
-    actions: [{watch: {version: "1.25.16"}}]
+    actions: [{watch: {version: "1.25.16", timeout: 1h}}]
 """
     plan = parse_plan(GOOD + watch_step, source="p.yaml")
     assert plan.step("settle").on_open_findings == "fail"
