@@ -123,3 +123,21 @@ def test_the_reports_notes_hold_a_note_made_during_the_run(services: Services) -
     html = render(report, "html").decode()
     notes = html.split("<h2>Notes</h2>", 1)[1].split("<h2>", 1)[0]
     assert "U0SHADOW: called the vendor: the NLB drain delay is 300 s" in notes
+
+
+def test_the_same_plan_is_not_started_twice_on_its_cluster_while_a_run_of_it_is_live(
+    services: Services,
+) -> None:
+    """A second person (or the same command twice) would start a second run that cordons and drains
+    the same node groups: refused, naming the live run and how to end it."""
+    ok, started = say(services, "start roll")
+    assert ok, started
+    (run,) = services.store.runs()
+    ok, text = say(services, "start roll", "U0SHADOW")
+    assert not ok
+    assert f"run `{run.id}` of `roll` is already active on prod" in text
+    assert f"`/upgrade abort {run.id} --reason …`" in text
+    assert len(services.store.runs()) == 1
+    assert say(services, "start other")[0]  # another plan is another matter
+    assert say(services, f'abort {run.id} --reason "wrong window"')[0]
+    assert say(services, "start roll")[0]  # once it is over, the plan starts again

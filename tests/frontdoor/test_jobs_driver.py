@@ -640,6 +640,12 @@ def test_aborts_offer_asks_about_the_nodes_still_cordoned_not_those_the_cloud_re
     assert waiting is not None
     assert "Uncordon 1 node(s)" in waiting.choice
 
+    # The run is over (as its offer says) before the plan starts again: one run of a plan at a time.
+    setup.runs.apply(
+        run.id,
+        lambda r: R.abort(r, by="U0PRIMARY", reason="test", now=r.created_at),
+        Actor(user_id="U0PRIMARY"),
+    )
     other = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
     none_id = jobs.offer_uncordon(other.id, cluster="prod", nodes=["n4"])
     none = setup.store.job(none_id)

@@ -155,6 +155,21 @@ class RunService:
 
     def start(self, plan_name: str, actor: Actor) -> R.Outcome:
         row, plan = find_plan(self.store, plan_name)
+        # The same plan twice on one cluster (a second person, a command run twice) would cordon
+        # and drain the same node groups twice over, each run blind to the other: refused while
+        # the first is active or paused.
+        live = [
+            r
+            for r in self.store.runs(states=["active", "paused"], limit=500)
+            if r.cluster == plan.cluster and r.plan_name == plan.name
+        ]
+        if live:
+            first = live[-1]
+            raise UserError(
+                f"run `{first.id}` of `{plan.name}` is already {first.state} on {plan.cluster} (started by "
+                f"<@{first.created_by}>): `/upgrade status {first.id}` shows it; finish it, or `/upgrade "
+                f"abort {first.id} --reason …`, before starting the plan again"
+            )
         return self._start(row, plan, actor, "R" + secrets.token_hex(3).upper())
 
     def start_pinned(self, plan_text: str, actor: Actor, *, run_id: str) -> R.Outcome | None:
