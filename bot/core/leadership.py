@@ -34,6 +34,9 @@ from bot.records import Fence
 
 log = logging.getLogger(__name__)
 
+#: Why a replica stops leading when it stops itself (`follow`'s `why`).
+SHUTTING_DOWN = "shutting down"
+
 
 class Standing(StrEnum):
     STARTING = "starting"
@@ -128,7 +131,10 @@ class Leadership:
             if was:
                 self.changes += 1
         if was:
-            log.warning("this replica no longer leads (epoch %s): %s", self.epoch, why)
+            # Handing the lease back at a shutdown is routine (every deploy), not a lease lost: an
+            # alert on the warning would fire on every deploy.
+            level = logging.INFO if why == SHUTTING_DOWN else logging.WARNING
+            log.log(level, "this replica no longer leads (epoch %s): %s", self.epoch, why)
         return was
 
     # -- a duty ----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from bot.adapters.store import Store
-from bot.core.leadership import Leadership
+from bot.core.leadership import SHUTTING_DOWN, Leadership
 from bot.core.tenure import Tenure
 from bot.errors import BotError, Fenced
 from bot.records import Fence
@@ -180,7 +180,7 @@ class Elector:
         with self._lock:
             was, epoch = self.state.is_leader, self.state.epoch
             if was or self._told:
-                self._lose("shutting down")
+                self._lose(SHUTTING_DOWN)
         if release and was:
             try:
                 if self.store.release_lease(self.state.replica, epoch=epoch):

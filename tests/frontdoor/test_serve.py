@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.frontdoor.serve import SHUTDOWN_GRACE
-from tests.support.bot_process import BotProcess
+from tests.support.bot_process import BotProcess, run_bot
 from tests.support.slack_stub import SlackStub
 
 
@@ -135,3 +135,39 @@ def test_a_sigterm_the_kernel_hands_to_another_thread_still_stops_the_bot(
         bot.stop()
     assert bot.process.returncode == 0, err[-3000:]
     assert "shutting down" in err
+
+
+def test_the_bot_starts_while_slack_is_failing_and_answers_once_it_is_back(
+    write_config: Callable[..., Path], slack_stub: SlackStub, bot_env: dict[str, str]
+) -> None:
+    """A replica restarted during a Slack outage (a deploy, or its node drained by the upgrade) used
+    to exit at once with "`token` is invalid", and crash-loop until Slack was back."""
+    slack_stub.fail_next("auth.test", status=503, times=5)
+    bot = BotProcess(config=write_config(), env=bot_env, stub=slack_stub)
+    bot.start()  # it listens: the start did not wait for Slack
+    try:
+        bot.send_command("help", "U0PRIMARY")
+        deadline = time.monotonic() + 30
+        while not slack_stub.responses and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        err = bot.stop()
+    assert "Slack did not answer auth.test" in err
+    assert "token` is invalid" not in err
+    (reply,) = slack_stub.responses
+    assert "/upgrade whoami" in reply["text"]
+
+
+def test_a_token_slack_refuses_stops_the_start_with_one_line_that_names_it(
+    write_config: Callable[..., Path], slack_stub: SlackStub, bot_env: dict[str, str]
+) -> None:
+    slack_stub.fail_next("auth.test", error="invalid_auth")
+    done = run_bot(
+        "run", "--http", "--port", "0", "--config", str(write_config()), cwd=Path.cwd(), env=bot_env
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        "upgrade-bot: environment: Slack refused SLACK_BOT_TOKEN (invalid_auth): check the bot token (xoxb-…) "
+        "of this workspace's app"
+    )
+    assert "Traceback" not in done.stderr

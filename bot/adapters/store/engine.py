@@ -30,7 +30,11 @@ def _reason(error: BaseException | None, url: str) -> str:
         password = sa.engine.make_url(url).password
     except (ArgumentError, ValueError):
         password = None
-    return text.replace(str(password), "***") if password else text
+    if not password:
+        return text
+    # The password where it stands alone (a DSN the driver echoes), not every run of its letters:
+    # "p" masked in "port 1 failed" read "***ort 1 failed".
+    return re.sub(rf"(?<![\w%]){re.escape(str(password))}(?![\w%])", "***", text)
 
 
 #: How long a SQLite connection waits for another's lock (its busy timeout, and the WAL switch's).

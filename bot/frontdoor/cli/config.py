@@ -55,9 +55,14 @@ def configured(
                 log.debug("failed", exc_info=True)
             return refused(exc)
         except OSError as exc:
+            if exc.filename is None:
+                # A connection (Slack's Socket Mode, a URL), not a file: "could not do it", with why.
+                log.debug("failed", exc_info=True)
+                why = getattr(exc, "reason", None) or exc.strerror or exc
+                print(f"upgrade-bot: could not connect: {why}", file=sys.stderr)
+                return EXIT_FAILED
             # A file the user named (--out, --output) that cannot be written: their mistake, one line.
-            where = exc.filename or "a file"
-            print(f"upgrade-bot: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"upgrade-bot: cannot write {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_USAGE
         except Exception:
             # A bug: the detail goes to the log (stderr), behind one line a person can quote.

@@ -16,7 +16,7 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 
 from bot.adapters.slack import SlackGateway
 from bot.adapters.store import Store
-from bot.errors import ConfigError
+from bot.errors import BotError, ConfigError, SlackCallFailed
 from bot.frontdoor.assemble import Services
 from bot.frontdoor.inbox import Inbox, tell_in_slack
 from bot.frontdoor.slack import choices, commands, fallback, fixes, fleets, gates, paused, verified, watches
@@ -47,6 +47,39 @@ def _bolt_logger() -> logging.Logger:
     return logger
 
 
+#: Slack's answers to auth.test that say the token itself is bad (not that Slack is down).
+TOKEN_REFUSED = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "not_allowed_token_type",
+    }
+)
+
+
+def verify_token(gateway: SlackGateway) -> None:
+    """Refuse to start with a token Slack refuses; start when Slack does not answer. A Slack outage
+    must not keep a restarted replica down (it would crash-loop until Slack came back, during an
+    upgrade whose drains restart it): the requests are answered once Slack is back, and readiness
+    (`/readyz`) says Slack is failing meanwhile."""
+    try:
+        gateway.auth_test()
+    except SlackCallFailed as exc:
+        if exc.code in TOKEN_REFUSED:
+            raise ConfigError(
+                f"environment: Slack refused SLACK_BOT_TOKEN ({exc.code}): check the bot token (xoxb-…) of "
+                "this workspace's app"
+            ) from None
+        log.warning("Slack answered auth.test with %s: starting anyway", exc.code)
+    except BotError as exc:  # not answering, unreachable, out of budget: an outage, not the token
+        log.warning(
+            "Slack did not answer auth.test (%s): starting anyway; it is asked again", exc.user_message
+        )
+
+
 def build_app(
     services: Services,
     workers: WorkerPool,
@@ -67,10 +100,14 @@ def build_app(
         notify=tell_in_slack(SlackGateway(services.web_client)),
         telemetry=services.telemetry,
     )
+    verify_token(SlackGateway(services.web_client))
     app = App(
         # Named here: without a name Bolt calls `inspect.stack()`, which reads the source of every
         # frame and looks up each frame's module across all of sys.modules — 1–4 s of every start.
         name="upgrade-bot",
+        # `verify_token` asked already: Bolt's own auth.test at construction failed the start on
+        # any Slack outage, calling a good token invalid.
+        token_verification_enabled=False,
         client=services.web_client,
         signing_secret=signing_secret or "",
         # Socket Mode messages are not signed; HTTP requests always are.

@@ -37,3 +37,13 @@ def test_a_store_opened_while_another_connection_holds_a_fresh_files_lock_waits_
     finally:
         store.close()
         holder.close()
+
+
+def test_a_short_password_is_masked_where_it_stands_not_in_every_word_that_holds_its_letters() -> None:
+    from bot.adapters.store.engine import _reason
+
+    said = _reason(
+        Exception('connection to server at "127.0.0.1", port 1 failed; dsn postgresql://u:p@127.0.0.1:1/x'),
+        "postgresql://u:p@127.0.0.1:1/x",
+    )
+    assert said == 'connection to server at "127.0.0.1", port 1 failed; dsn postgresql://u:***@127.0.0.1:1/x'
