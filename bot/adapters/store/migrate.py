@@ -105,6 +105,7 @@ def upgrade(engine: Engine, target: str = "head") -> list[str]:
     from alembic import command
     from alembic.config import Config
     from alembic.runtime.migration import MigrationContext
+    from alembic.script.revision import RevisionError
     from alembic.util import CommandError
 
     # The revision scripts are read before the migration lock is taken, as they always were: read
@@ -125,9 +126,12 @@ def upgrade(engine: Engine, target: str = "head") -> list[str]:
         current = MigrationContext.configure(conn).get_current_revision()
         try:
             pending = list(script.iterate_revisions(target, current))
-        except CommandError as exc:
+        except (CommandError, RevisionError) as exc:
+            # A newer release migrated this database (a rollback of the bot): one line, no traceback.
             raise PermanentError(
-                f"the database's schema revision {current} is unknown to this release: {exc}"
+                f"the database's schema revision {current} is unknown to this release, which knows up to "
+                f"{script.get_current_head()}: a newer upgrade-bot migrated it — run that release, or restore "
+                "the database's backup from before it"
             ) from exc
         pending.reverse()
         if pending:

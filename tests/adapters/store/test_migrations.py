@@ -241,3 +241,20 @@ def test_replicas_starting_at_once_apply_each_revision_once(url: str) -> None:
     assert store.schema_version() == NEW_REVISIONS[-1]
     assert differences(store) == []
     store.close()
+
+
+def test_a_database_a_newer_release_migrated_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The bot rolled back to an older release: its store is at a revision this one lacks. The
+    refusal names both revisions and what to do (it was an Alembic traceback)."""
+    url = f"sqlite:///{tmp_path / 'bot.db'}"
+    Store.open(url).close()
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0999'"))
+    engine.dispose()
+    with pytest.raises(PermanentError) as refused:
+        Store.open(url)
+    assert str(refused.value) == (
+        f"the database's schema revision 0999 is unknown to this release, which knows up to {shipped_head()}: "
+        "a newer upgrade-bot migrated it — run that release, or restore the database's backup from before it"
+    )
