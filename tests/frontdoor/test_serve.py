@@ -5,6 +5,7 @@ start. The process exits 0 either way."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -14,6 +15,9 @@ import pytest
 
 from bot.frontdoor.serve import SHUTDOWN_GRACE
 from tests.support.bot_process import BotProcess, run_bot
+from tests.support.postgres import running_postgres
+from tests.support.secrets import SIGNING_SECRET
+from tests.support.signing import post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 
 
@@ -171,3 +175,29 @@ def test_a_token_slack_refuses_stops_the_start_with_one_line_that_names_it(
         "of this workspace's app"
     )
     assert "Traceback" not in done.stderr
+
+
+def test_with_the_database_down_a_command_is_told_so_at_once_in_one_line(
+    write_config: Callable[..., Path], slack_stub: SlackStub, bot_env: dict[str, str]
+) -> None:
+    """PostgreSQL stopped under a running bot: each command got an HTTP 500 (Slack's own "failed")
+    and the log a hundred lines of traceback. Now the person reads why, and that nothing was done."""
+    with running_postgres() as url:
+        bot = BotProcess(config=write_config(f"database_url: {url}\n"), env=bot_env, stub=slack_stub)
+        bot.start()
+    try:  # the server is stopped now
+        body = slash_command_body(
+            "status", user="U0PRIMARY", response_url=slack_stub.response_url(), trigger_id="t1"
+        )
+        answer = post(f"{bot.url}/slack/events", body, signed_headers(body, SIGNING_SECRET))
+    finally:
+        err = bot.stop()
+    assert answer.status == 200
+    reply = json.loads(answer.body)
+    assert reply["response_type"] == "ephemeral"
+    assert reply["text"].startswith(
+        ":warning: The bot cannot reach its database right now (the database is busy or unreachable): "
+        "nothing was done. Try again in a minute. _(ref "
+    )
+    assert "request not taken [" in err
+    assert "unhandled error in a Slack listener" not in err

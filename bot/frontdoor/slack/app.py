@@ -6,7 +6,9 @@ this module is the one place that decides which, in which order, and with which 
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -14,14 +16,15 @@ from typing import Any
 from slack_bolt import App, BoltResponse
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
-from bot.adapters.slack import SlackGateway
+from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.adapters.store import Store
-from bot.errors import BotError, ConfigError, SlackCallFailed
+from bot.errors import BotError, ConfigError, SlackCallFailed, TemporaryError
 from bot.frontdoor.assemble import Services
 from bot.frontdoor.inbox import Inbox, tell_in_slack
 from bot.frontdoor.slack import choices, commands, fallback, fixes, fleets, gates, paused, verified, watches
 from bot.frontdoor.slack.keys import delivery_key
 from bot.frontdoor.workers import WorkerPool
+from bot.logsetup import new_correlation_id
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +196,13 @@ def deduplicate(
     # Bolt passes middleware arguments by name: `body` and `next` must be called so.
     def deduplicate(body: dict[str, Any], next: Callable[[], None]) -> BoltResponse | None:
         key = delivery_key(body)
-        if key is not None and not store.claim_delivery(key, clock()):
+        try:
+            claimed = key is None or store.claim_delivery(key, clock())
+        except TemporaryError as exc:
+            # The first write of every request: the database is down. Said to the person at once,
+            # in one line (the log's too), rather than a 500 and Slack's "failed with the error".
+            return _unavailable(body, exc)
+        if not claimed:
             # Acknowledge so Slack stops retrying, but never run the same action twice.
             log.info("ignoring duplicate delivery %s", key)
             return BoltResponse(status=200, body="")
@@ -201,3 +210,29 @@ def deduplicate(
         return None
 
     return deduplicate
+
+
+def _unavailable(body: dict[str, Any], exc: TemporaryError) -> BoltResponse:
+    """Answer a request the bot cannot take now: nothing was stored or done; try again."""
+    cid = new_correlation_id()
+    text = f":warning: The bot cannot reach its database right now ({exc.user_message}): nothing was done. Try again in a minute. _(ref {cid})_"
+    log.warning("request not taken [%s]: %s", cid, exc.user_message)
+    if body.get("command"):  # a slash command: the answer is the acknowledgement's body
+        return BoltResponse(
+            status=200,
+            body=json.dumps({"response_type": "ephemeral", "text": text}),
+            headers={"content-type": ["application/json"]},
+        )
+    response_url = str(body.get("response_url") or "")
+    if response_url:  # a click: answered beside the acknowledgement
+        threading.Thread(
+            target=_answer_quietly, args=(response_url, text), name="database unavailable", daemon=True
+        ).start()
+    return BoltResponse(status=200, body="")
+
+
+def _answer_quietly(response_url: str, text: str) -> None:
+    try:
+        respond_via_url(response_url, text, ephemeral=True)
+    except Exception as exc:
+        log.warning("could not tell the person the database is down: %s", type(exc).__name__)
