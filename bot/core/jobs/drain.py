@@ -674,6 +674,18 @@ class _Run:
                         )
                     )
                 entry["error"] = outcome.status or 0
+            elif isinstance(outcome, ClusterError) and outcome.status == 403:
+                # The eviction API is the act role's: the job ends saying so, and which nodes it
+                # leaves cordoned (they stay so until someone uncordons them or the step is retried).
+                cordoned = list(self.p.get("cordoned") or [])
+                left = f"; left cordoned by this job: {few(cordoned, 5)}" if cordoned else ""
+                raise ClusterForbidden(
+                    f"{outcome.user_message} — evicting a pod needs `create pods/eviction`, which the "
+                    "`upgrade-bot-act` role grants (deploy/rbac.yaml; the Helm chart binds it unless "
+                    f"`readOnly: true`): it is not bound{left} (`/upgrade action uncordon node=…` returns them)",
+                    cluster=outcome.cluster,
+                    status=403,
+                ) from outcome
             elif isinstance(outcome, BaseException):
                 raise outcome
         if refused:

@@ -11,7 +11,7 @@ from bot.core.jobs.base import Decision
 from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.drain import DrainJob, triage
 from bot.core.rules import load_rules
-from bot.errors import ClusterError, UserError
+from bot.errors import ClusterError, ClusterForbidden, UserError
 from bot.settings import BUILTIN_RULES
 from tests.support.clock import FakeClock
 from tests.support.jobs import FakeCluster, JobDriver, stored
@@ -322,6 +322,25 @@ def test_another_refusal_backs_off_per_pod_and_is_said_once() -> None:
     clock.advance(timedelta(seconds=5))
     driver.tick()  # refused again: the back-off doubles, nothing posted twice
     assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["next"] == "2026-11-24T07:00:15Z"
+
+
+def test_an_eviction_the_role_forbids_ends_the_job_naming_the_role_and_the_nodes_left_cordoned() -> None:
+    """A 403 from the eviction API is not the budget's refusal: no retry helps until the act role
+    is bound, and the group's nodes stay cordoned meanwhile; the end says both."""
+    fake = cluster(web("web-a"))
+    fake.refusals["shop/web-a"] = ClusterError(
+        'pods "web-a" is forbidden: cannot create resource "pods/eviction"', cluster="prod", status=403
+    )
+    driver = drive(fake, {"node": "n1"})
+    driver.tick()
+    driver.tick()
+    with pytest.raises(ClusterForbidden) as forbidden:
+        driver.tick()
+    said = forbidden.value.user_message
+    assert "evicting a pod needs `create pods/eviction`, which the `upgrade-bot-act` role grants" in said
+    assert said.endswith(
+        "it is not bound; left cordoned by this job: n1 (`/upgrade action uncordon node=…` returns them)"
+    )
 
 
 RULES = load_rules([BUILTIN_RULES])
