@@ -45,9 +45,10 @@ from bot.core.people import Directory, StaticDirectory, roles_of
 from bot.core.runs import machine as R
 from bot.core.runs.paused import ending
 from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
+from bot.core.runs.report import forced_past
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
-from bot.errors import TemporaryError, UserError
+from bot.errors import TemporaryError, UserError, clip
 from bot.frontdoor.assemble import Services, assemble
 from bot.frontdoor.termtext import TerminalOut, TerminalText
 from bot.records import AksProvider, ClusterConfig, EksProvider, GkeProvider, ImageChecks
@@ -385,8 +386,9 @@ def rehearse(
                     f"report: no timeline picture, the HTML has no charts (no matplotlib: {INSTALL_HINT})\n"
                 )
         # Last, whatever else was printed: a pipeline's log ends with why it exits as it does.
-        out.write(last_line(plan.name, run) + "\n")
-        return exit_status(run)
+        chosen = forced_past(store.audit_entries(run_id=run.id))
+        out.write(last_line(plan.name, run, forced=chosen) + "\n")
+        return 3 if chosen and run.state is R.RunState.COMPLETED else exit_status(run)
 
 
 def play_run(
@@ -482,10 +484,11 @@ def exit_status(run: R.Run) -> int:
     return 3 if run.state is R.RunState.PAUSED else 1
 
 
-def last_line(plan_name: str, run: R.Run) -> str:
+def last_line(plan_name: str, run: R.Run, *, forced: Sequence[str] = ()) -> str:
     """The rehearsal's last lines: how the run ended, in the words of its card — "completed with
     N failed steps skipped" (each named on the line before it), "paused at STEP" or "aborted"
-    (the run's reason on the line before it)."""
+    (the run's reason on the line before it); a run that completed past a safeguard people chose
+    (`forced`: a cloud's refusal overridden, evidence waived) says so, each choice on a line."""
     head = f"rehearsal of {plan_name}: run {run.id}"
     if run.state is R.RunState.COMPLETED:
         end = ending(run)
@@ -493,7 +496,9 @@ def last_line(plan_name: str, run: R.Run) -> str:
             f"{s.step_id} ({s.failure[:120]}{'…' if len(s.failure) > 120 else ''})" for s in end.skipped
         )
         before = f"failed and skipped: {named}\n" if named else ""
-        return f"{before}{head} {end.honest}"
+        before += "".join(f"past a safeguard by people's choice: {clip(f, 300)}\n" for f in forced)
+        past = f", {len(forced)} past a safeguard by people's choice" if forced else ""
+        return f"{before}{head} {end.honest}{past}"
     why = f"why: {run.reason}\n" if run.reason else ""
     if run.state is R.RunState.PAUSED:
         at = f" at {run.current.step_id}" if run.current is not None else ""

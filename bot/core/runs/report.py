@@ -114,6 +114,8 @@ def build_report(
             findings.append(f"{s.step_id} failed" + (f": {s.note}" if s.note else ""))
     went_past = skipped_failures(audit, {s.step_id for s in steps if str(s.state) == "skipped"}, people)
     findings += went_past.values()
+    chosen = forced_past(audit)
+    findings += chosen
     times = [t for b in bars for t in (b.opened_at, b.started_at, b.finished_at) if t is not None]
     times += [t for b in bars for _, start, stop in b.segments for t in (start, stop) if t is not None]
     started = min([run.created_at, *times])
@@ -127,7 +129,7 @@ def build_report(
         plan=run.plan_name,
         cluster=run.cluster,
         state=run.state,
-        outcome=_outcome(run.state, bars, went_past=set(went_past)),
+        outcome=_outcome(run.state, bars, went_past=set(went_past), forced=len(chosen)),
         current_version=plan.current_version if plan else "",
         target_version=plan.target_version if plan else "",
         # The window the run was scheduled in, when it was (`/upgrade schedule --at` any date).
@@ -459,6 +461,23 @@ def _text(entry: AuditEntry) -> str:
     return text
 
 
+#: A job's audit rows that record people choosing past a safeguard: a cloud's refusal overridden
+#: or forced, a conflict policy that overwrites, evidence waived or judged by eye.
+_PAST_SAFEGUARD = ("override chosen: ", "force chosen: ", "conflict policy chosen: ", "evidence:waived: ",
+                   "evidence:by-eye: ")  # fmt: skip
+
+
+def forced_past(audit: Sequence[AuditEntry]) -> list[str]:
+    """What people chose past a safeguard during the run, each in its job's words ("job 3: override
+    chosen: …"): a run that completed so did not complete cleanly, and its report and a rehearsal's
+    last line say so (the audit excerpt keeps only the last rows)."""
+    return [
+        f"{entry.arguments}: {entry.detail}"
+        for entry in audit
+        if entry.kind == "action" and entry.detail.startswith(_PAST_SAFEGUARD)
+    ]
+
+
 def skipped_failures(
     audit: Sequence[AuditEntry], skipped: set[str], people: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -509,7 +528,7 @@ def _segments(audit: Sequence[AuditEntry]) -> dict[str, list[tuple[str, datetime
     return out
 
 
-def _outcome(state: str, bars: Sequence[StepBar], *, went_past: set[str]) -> str:
+def _outcome(state: str, bars: Sequence[StepBar], *, went_past: set[str], forced: int = 0) -> str:
     """The run's outcome in a line, like "completed: 24 of 28 steps succeeded (4 failed and
     skipped)": a step skipped after it failed (`went_past`, from the audit trail) counts as such,
     as the card's "Completed with 4 failed steps skipped" says it, not as a plain skip."""
@@ -523,6 +542,7 @@ def _outcome(state: str, bars: Sequence[StepBar], *, went_past: set[str]) -> str
             f"{failed} failed" if failed else "",
             f"{past} failed and skipped" if past else "",
             f"{skipped} skipped" if skipped else "",
+            f"{forced} past a safeguard by people's choice: see Findings" if forced else "",
         )
         if part
     )
