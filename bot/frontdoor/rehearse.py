@@ -627,7 +627,7 @@ def _offer_ways_on(service: RunService, run: R.Run, term: Terminal) -> R.Run:
     actor = Actor(user_id=who, source="terminal")
     term.out.write(_framed(_card_text(service, run)))
     prompt = (
-        f"{cur.step_id} {cur.state} and the run is paused: 'skip REASON' (as {who}), "
+        f"{cur.step_id} {cur.state} and the run is paused: 'skip REASON' (as {who}, and whoever else its gate needs), "
         "'resume' (its gate opens again), or 'abort': "
     )
     while True:
@@ -646,27 +646,57 @@ def _offer_ways_on(service: RunService, run: R.Run, term: Terminal) -> R.Run:
     if word == "resume":
         why = reason or f"rehearsal: {who} resumes `{cur.step_id}`"
         return service.apply(run.id, lambda r: R.resume(r, by=who, reason=why, now=now()), actor).run
-    service.apply(run.id, lambda r: R.resume(r, by=who, reason=reason, now=now()), actor)
-    return service.apply(
-        run.id, lambda r: R.skip(r, step_id=cur.step_id, by=who, reason=reason, now=now()), actor
-    ).run
+    return _skip_as_the_gate_counts(service, run, reason, term.out, first=who)
 
 
 def _skip_reviewed(service: RunService, run: R.Run, out: TextIO) -> R.Run:
     """With --auto-approve, the roster reads a failed action's result and moves on, as a team that
-    reviewed the findings would: resume (a fresh gate, nothing re-run), then skip the step with
-    the reason on record. Without --auto-approve the rehearsal stops there, as the run does."""
+    reviewed the findings would: the step's gate's people vote to skip it (two for a four-eyes
+    gate, as `/upgrade skip` and the paused card's Skip… count them), each reason on record; then
+    resume. Without --auto-approve the rehearsal stops there, as the run does."""
     cur = run.current
     assert cur is not None
     step = run.plan.step(cur.step_id)
     who = next(p for r in step.gate.roles for p in run.roster.get(r, ()))
-    actor = Actor(user_id=who, source="terminal")
-    reason = f"rehearsal: {who} reviewed why `{cur.step_id}` failed and skips it"
-    out.write(f"  ↳ {reason}\n")
-    service.apply(run.id, lambda r: R.resume(r, by=who, now=service.clock(), reason=reason), actor)
-    return service.apply(
-        run.id, lambda r: R.skip(r, step_id=cur.step_id, by=who, reason=reason, now=service.clock()), actor
-    ).run
+    return _skip_as_the_gate_counts(service, run, "", out, first=who)
+
+
+def _skip_as_the_gate_counts(
+    service: RunService, run: R.Run, reason: str, out: TextIO, *, first: str
+) -> R.Run:
+    """Votes to skip the stopped step, `first` then the next people its gate needs, until the gate
+    counts them enough (as in Slack: four eyes stay four eyes); then the run resumes past it.
+    `reason` "" (--auto-approve): each voter's reason is the roster's review of the failure."""
+    cur = run.current
+    assert cur is not None
+    step = run.plan.step(cur.step_id)
+    people = list(dict.fromkeys([first, *(p for r in step.gate.roles for p in run.roster.get(r, ()))]))
+
+    def vote(who: str, why: str) -> Callable[[R.Run], R.Outcome]:
+        return lambda r: R.skip_step(
+            r, step_id=cur.step_id, user_id=who, directory=service.directory, reason=why, now=service.clock()
+        )
+
+    for n, person in enumerate(people):
+        why = reason or f"rehearsal: {person} reviewed why `{cur.step_id}` failed and skips it"
+        more = " (a second vote: the step's gate needs it, as in Slack)" if n else ""
+        out.write(f"  ↳ {person} votes to skip {cur.step_id}{more}\n" if reason else f"  ↳ {why}{more}\n")
+        run = service.apply(run.id, vote(person, why), Actor(user_id=person, source="terminal")).run
+        if run.step_run(cur.step_id).state is R.StepState.SKIPPED:
+            break
+    else:
+        raise UserError(
+            f"nobody in the roster can complete the vote to skip {cur.step_id}: its gate needs more people"
+        )
+    if run.state is R.RunState.PAUSED:
+        run = service.apply(
+            run.id,
+            lambda r: R.resume(
+                r, by=first, reason=reason or f"rehearsal: {first} resumes", now=service.clock()
+            ),
+            Actor(user_id=first, source="terminal"),
+        ).run
+    return run
 
 
 def _decide(

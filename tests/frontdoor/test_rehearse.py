@@ -244,12 +244,22 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     # Each node group's wait showed its CloudFormation stack (none failed here: no thread line).
     assert "its CloudFormation stack" not in out
     ending = final_card.split("⚠️ *Completed with 4 failed steps skipped*", 1)[1].split("\n\n", 1)[0]
-    for step in ("checks", "restart-istio-data-plane", "watch-settle", "diff"):
+    for step in ("checks", "watch-settle", "diff"):
         assert f"• `{step}` failed: " in ending
         assert (
             f"skipped by @U0PRIMARY: _rehearsal: U0PRIMARY reviewed why `{step}` failed and skips it_"
             in ending
         )
+    # Its gate is four eyes (`approve: [primary, shadow]`): skipping it takes both, as in Slack.
+    assert "• `restart-istio-data-plane` failed: " in ending
+    assert (
+        "skipped by @U0PRIMARY, @U0SHADOW: _rehearsal: U0PRIMARY reviewed why `restart-istio-data-plane` failed "
+        "and skips it; rehearsal: U0SHADOW reviewed" in ending
+    )
+    assert (
+        "  ↳ rehearsal: U0SHADOW reviewed why `restart-istio-data-plane` failed and skips it (a second vote: "
+        "the step's gate needs it, as in Slack)" in out
+    )
     assert "Open findings (as the failed steps found them): `API001` (checks)" in ending
     assert "`KI004` (" in ending
     assert "  ↳ ⚠️ *Completed with 4 failed steps skipped*" in out  # the thread's last line
@@ -449,7 +459,7 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
 
 
 CHECKS_PAUSED = (
-    "checks failed and the run is paused: 'skip REASON' (as U0PRIMARY), 'resume' (its gate opens again), "
+    "checks failed and the run is paused: 'skip REASON' (as U0PRIMARY, and whoever else its gate needs), 'resume' (its gate opens again), "
     "or 'abort': "
 )
 
