@@ -100,13 +100,19 @@ def step_lines(rows: Sequence[Mapping[str, Any]], current: int) -> list[dict[str
 
 
 def _progress(
-    run: R.Run, rows: Sequence[Mapping[str, Any]], current: int, now: datetime, window_end: datetime | None
+    run: R.Run,
+    rows: Sequence[Mapping[str, Any]],
+    current: int,
+    now: datetime,
+    window: tuple[datetime, datetime] | None,
 ) -> dict[str, Any]:
     """The card's progress line: done · ▶ now · to go, and the time left in the run's window (its
-    schedule's, else the plan's)."""
+    schedule's, else the plan's); before the window opens (a run started early, by override),
+    when it opens instead: "ends in 20h" of a 3-hour window not yet open read as 20 hours left."""
     finished = [r for r in rows if r["state"] in ("succeeded", "skipped")]
-    end = window_end or run.plan.window.end
+    start, end = window or (run.plan.window.start, run.plan.window.end)
     left = end - now
+    ahead = start - now
     return {
         "done": len(finished),
         "skipped": sum(1 for r in finished if r["state"] == "skipped"),
@@ -116,6 +122,10 @@ def _progress(
         # Whole minutes: a card is edited every few minutes at most, seconds would lie.
         "left": format_duration(timedelta(minutes=int(abs(left).total_seconds() // 60))),
         "over": left.total_seconds() < 0,
+        "window_start": start,
+        "opens_in": format_duration(timedelta(minutes=int(ahead.total_seconds() // 60)))
+        if ahead.total_seconds() >= 60
+        else "",
     }
 
 
@@ -130,10 +140,10 @@ def card_context(
     *,
     waive_roles: Sequence[str] = ("primary", "shadow"),
     waiting_on_evidence: str = "",
-    window_end: datetime | None = None,
+    window: tuple[datetime, datetime] | None = None,
 ) -> dict[str, Any]:
     """What the card template shows of a run at `now`, with the live sections of its long actions;
-    `window_end`: the end of the window the run was scheduled in, when it was (else the plan's);
+    `window`: the start and end of the window the run was scheduled in, when it was (else the plan's);
     `waive_roles` ask a Required finding's waiver (the settings' `actions.approvers`);
     `waiting_on_evidence` is the Now line of a running step that waits on evidence."""
     cur = run.current
@@ -156,7 +166,7 @@ def card_context(
         "plan": run.plan,
         "rows": rows,
         "lines": step_lines(rows, index),
-        "progress": _progress(run, rows, index, now, window_end),
+        "progress": _progress(run, rows, index, now, window),
         "now_row": rows[index] if cur is not None else None,
         "current": cur.step_id if cur else "",
         "gate": gate,
@@ -285,7 +295,9 @@ class RunCards:
             self.live(run.id) if self.live is not None else (),
             waive_roles=self.waive_roles,
             waiting_on_evidence=waiting,
-            window_end=scheduled.window_end if (scheduled := self.store.schedule_of_run(run.id)) else None,
+            window=(scheduled.window_start, scheduled.window_end)
+            if (scheduled := self.store.schedule_of_run(run.id))
+            else None,
         )
         context["undelivered"] = self._undelivered(self.store.messages(run.id) if refs is None else refs)
         # Each step's latest build a pipeline hook reported (issue 43), on the step's line.

@@ -873,4 +873,6 @@ class RunService:
         if self.cards is not None:
             return self.cards.context(run)
         scheduled = self.store.schedule_of_run(run.id)
-        return card_context(run, self.clock(), window_end=scheduled.window_end if scheduled else None)
+        return card_context(
+            run, self.clock(), window=(scheduled.window_start, scheduled.window_end) if scheduled else None
+        )

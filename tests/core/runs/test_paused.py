@@ -315,3 +315,19 @@ def test_skip_by_command_is_voted_as_the_steps_gate_counts_approvals() -> None:
     assert cp.state is StepState.SKIPPED
     assert cp.note == f"skipped by {P}+{S}: done by hand; seen it"
     assert done.run.step_run("last").state is StepState.AWAITING_APPROVAL
+
+
+def test_a_run_started_before_its_window_says_when_the_window_opens_not_hours_left() -> None:
+    """Started early by override: "window ends … (16h left)" read as sixteen hours to work in a
+    window of four. The card says the window is not open yet, when it opens and ends."""
+    early = T0 - timedelta(hours=12)
+    run = R.new_run("R1", PLAN, by=P, now=early).run
+    text = Renderer([BUILTIN_TEMPLATES]).render("runs/card", card_context(run, early)).text
+    assert "window not open yet: it opens " in text
+    assert "(in 12h) and ends " in text
+    assert "left)" not in text
+    inside = (
+        Renderer([BUILTIN_TEMPLATES]).render("runs/card", card_context(run, T0 + timedelta(hours=1))).text
+    )
+    assert "window not open yet" not in inside
+    assert "(3h left)" in inside
