@@ -43,13 +43,14 @@ GITOPS = (
 #: (verb, API group, resource) — everything the read role grants, and why.
 READ = {
     # snapshot
-    *((verb, "", res) for verb in ("get", "list") for res in ("nodes", "namespaces", "pods", "events")),
+    *((verb, "", res) for verb in ("get", "list") for res in ("nodes", "pods")),
+    ("list", "", "namespaces"),
+    ("list", "", "events"),
     *(
         (verb, "apps", res)
         for verb in ("get", "list")
         for res in ("deployments", "daemonsets", "statefulsets", "replicasets")
     ),
-    ("get", "policy", "poddisruptionbudgets"),
     ("list", "policy", "poddisruptionbudgets"),
     # watches: rollout streaming, node upgrades
     ("watch", "", "nodes"),
@@ -67,7 +68,7 @@ READ = {
     ("get", "cert-manager.io", "certificates"),
     ("list", "cert-manager.io", "certificates"),
     # app-health and the owners at a gate: Argo CD and Flux objects, read only
-    *((verb, group, res) for verb in ("get", "list", "watch") for group, res in GITOPS),
+    *((verb, group, res) for verb in ("get", "list") for group, res in GITOPS),
     # check: removed APIs in last-applied/managedFields (bot/core/checks/apis.py APPLIED_KINDS)
     *(
         ("list", group, res)
@@ -141,6 +142,14 @@ REFUSED = [
     ("delete", "helm.toolkit.fluxcd.io", "helmreleases", ""),
     ("list", "source.toolkit.fluxcd.io", "gitrepositories", ""),
     ("list", "argoproj.io", "appprojects", ""),
+    # Least privilege: what no feature uses is not granted (a single budget, namespace or event is
+    # never read by name; the GitOps objects are listed and read, never watched).
+    ("get", "policy", "poddisruptionbudgets", ""),
+    ("get", "", "namespaces", ""),
+    ("get", "", "events", ""),
+    ("watch", "argoproj.io", "applications", ""),
+    ("watch", "kustomize.toolkit.fluxcd.io", "kustomizations", ""),
+    ("watch", "helm.toolkit.fluxcd.io", "helmreleases", ""),
 ]
 
 
