@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -151,6 +152,17 @@ class SimControl:
         try:
             with urllib.request.urlopen(req, timeout=wait + 10) as resp:
                 return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            with exc:
+                said = exc.read(2000).decode("utf-8", "replace")
+            if 400 <= exc.code < 500:
+                # The sim answered and refused (a hook naming no such node group): its words.
+                try:
+                    why = str(json.loads(said).get("error") or said)
+                except (ValueError, AttributeError):
+                    why = said
+                raise UserError(f"the simulated cluster refused {path}: {clip(why.strip(), 300)}") from None
+            raise TemporaryError(f"the simulated cluster did not answer {path}: {exc}") from exc
         except OSError as exc:
             raise TemporaryError(f"the simulated cluster did not answer {path}: {exc}") from exc
 
@@ -437,7 +449,12 @@ def play_run(
             played.add((cur.step_id, cur.epoch))
             failed = ""
             for hook in step.rehearsal:
-                ok, line = sim.play(hook)
+                try:
+                    ok, line = sim.play(hook)
+                except UserError as exc:
+                    raise UserError(
+                        f"step {cur.step_id}: its rehearsal hook {hook.name}: {exc.user_message}"
+                    ) from None
                 term.out.write(f"  ↳ {line}\n")
                 failed = failed or ("" if ok else line)
             if failed and term.auto_approve:

@@ -21,6 +21,7 @@ from bot.core.jobs.trail import CORDONED_BY
 from bot.frontdoor.rehearse import rehearse as rehearse_plan
 from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
+from tests.support.plans import PLANS
 from tests.support.rehearsing import gate_text, rehearse
 
 
@@ -604,3 +605,21 @@ def test_the_rehearsals_reason_on_record_fits_the_question() -> None:
     )
     assert rehearsal_why("force:u-1") == "deletes the pods a disruption budget holds, as the pipeline would"
     assert rehearsal_why("api-block:x").startswith("overrides AKS's deprecated-API block")
+
+
+def test_a_rehearsal_hook_naming_no_such_node_group_says_the_sims_answer_and_the_step(tmp_path: Path) -> None:
+    """It ended "did not answer nodegroups/logs/replace: HTTP Error 400: Bad Request", naming no
+    step and hiding the sim's own words (which node groups there are)."""
+    text = (PLANS / "eks-nodegroups.yaml").read_text()
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(
+        text.replace("replace_node_group: {name: control-plane,", "replace_node_group: {name: logs,", 1)
+    )
+    done = rehearse(str(typo), "--scenario", "eks-nodegroups", "--auto-approve", timeout=600)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "upgrade-bot: step launch-control-plane: its rehearsal hook replace_node_group: the simulated cluster refused "
+        "nodegroups/logs/replace: "
+    ), last
+    assert "no node group 'logs'; known: " in last
