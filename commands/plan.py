@@ -79,6 +79,13 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     # The Slack directory can say whether each roster ID exists; the terminal's static one cannot.
     people = ctx.directory if isinstance(ctx.directory, PeopleLookup) else None
     plan = parse_plan(text, source=source, people=people, now=ctx.clock())
+    clusters = ctx.settings.clusters
+    if clusters and plan.cluster not in clusters:
+        # `start` would refuse it: a typo of the configuration, not a cluster that may change.
+        raise UserError(
+            f"`{plan.name}` is for cluster `{plan.cluster}`, which this bot does not know (configured: "
+            f"{', '.join(sorted(clusters))}); fix the plan's `cluster:` or add it under `clusters:`, then load it again"
+        )
     warnings = _cluster_warnings(ctx, plan)
     plan_id = ctx.store.save_plan(name=plan.name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
     saved = ctx.store.plan_by_id(plan_id)

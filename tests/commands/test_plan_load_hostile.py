@@ -108,3 +108,28 @@ def test_a_plan_name_too_long_for_a_file_name_is_a_usage_error_naming_the_limit(
 ) -> None:
     text = refused(load("p" * 300))
     assert "plan name too long: at most 100 characters" in text
+
+
+def test_a_plan_for_a_cluster_the_bot_does_not_know_is_refused_at_load_not_at_start(
+    write_config: Callable[..., Path], plans_dir: Path, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    config = write_config(
+        f"templates_dir: {plans_dir.parent}\nclusters:\n  prod:\n    kubeconfig: {kubeconfig}\n"
+    )
+    (plans_dir / "typo.yaml").write_text(
+        GOOD.replace("name: small", "name: typo").replace("cluster: prod", "cluster: prd")
+    )
+    services = assemble(load_settings(config, {}), with_slack=False)
+    try:
+        outcome = services.router.handle(
+            CommandRequest(text="plan load typo", user_id="U0PRIMARY", source="terminal")
+        )
+        stored = services.store.plan("typo")
+    finally:
+        services.close()
+    text = refused((outcome.ok, outcome.rendered.text))
+    assert "`typo` is for cluster `prd`, which this bot does not know (configured: prod)" in text
+    assert "Start it" not in text
+    assert stored is None  # nothing stored: there is nothing to start
