@@ -92,6 +92,11 @@ class _UnknownTag(yaml.YAMLError):
         self.node, self.path = node, path
 
 
+class _MergeKey(yaml.YAMLError):
+    def __init__(self, node: yaml.Node, path: str) -> None:
+        self.node, self.path = node, path
+
+
 class _LoneSurrogate(yaml.YAMLError):
     def __init__(self, node: yaml.Node, path: str, code: int) -> None:
         self.node, self.path, self.code = node, path, code
@@ -123,6 +128,8 @@ class _BoundedLoader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
             if node is not None and node.tag not in STANDARD_TAGS:
                 raise _UnknownTag(node, self.dotted())
+            if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:merge":
+                raise _MergeKey(node, self.dotted())
             if isinstance(node, yaml.ScalarNode) and _SURROGATE.search(node.value):
                 return self._mended(node)
             return node
@@ -161,6 +168,12 @@ def compose_document(text: str, label: str) -> yaml.Node | None:
         raise ConfigError(
             f"{label}:{exc.node.start_mark.line + 1}:{key} unknown tag {_short_tag(exc.node.tag)} "
             "(only plain YAML values are read; nothing is constructed from tags)"
+        ) from None
+    except _MergeKey as exc:
+        key = f" {exc.path}:" if exc.path else ""
+        raise ConfigError(
+            f"{label}:{exc.node.start_mark.line + 1}:{key} YAML merge keys (`<<: *anchor`) are not read: "
+            "write the keys out (plain anchors and aliases, `key: *anchor`, work)"
         ) from None
     except _LoneSurrogate as exc:
         key = f" {exc.path}:" if exc.path else ""
@@ -222,7 +235,7 @@ class YamlValidator:
     def error(self, node: yaml.Node | None, key: str, message: str) -> None:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
         # A runaway value must not turn one problem into a screenful.
-        message = message if len(message) <= 300 else message[:300] + "…"
+        message = message if len(message) <= 600 else message[:600] + "…"
         self.errors.append(f"{self.label}{line}: {key}: {message}")
 
     def missing_value(self, node: yaml.Node, key: str) -> None:

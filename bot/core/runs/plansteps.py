@@ -8,6 +8,7 @@ the YAML line and the dotted key, never a raise on the first one.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -499,11 +500,13 @@ def _actions(
                 v.error(
                     nnode,
                     key,
-                    f"action {name!r} is not available yet (available: {available}); "
-                    "make this a plain gated step without `actions` until it is",
+                    f"action {name!r} is not available yet: make this a plain gated step without "
+                    f"`actions` until it is (available: {available})",
                 )
             else:
-                v.error(nnode, key, f"unknown action {name!r} (available: {available})")
+                near = difflib.get_close_matches(name, registry.names(), n=1)
+                hint = f" — did you mean {near[0]!r}?" if near else ""
+                v.error(nnode, key, f"unknown action {name!r}{hint} (available: {available})")
             continue
         for arg in sorted(set(args) - spec.arguments):
             v.error(

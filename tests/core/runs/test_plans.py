@@ -303,3 +303,39 @@ def test_a_watch_step_fails_on_open_findings_unless_the_plan_says_succeed() -> N
     )
     with pytest.raises(PlanInvalid, match="only a step with a `watch` action"):
         parse_plan(plain, source="p.yaml")
+
+
+def test_an_action_typo_is_offered_its_name_and_advice_is_not_cut_and_merge_keys_are_named() -> None:
+    step = """\
+  - id: drain-it
+    title: Drain
+    gate: {approve: [primary, shadow]}
+    actions: [{%s: {nodegroup: ng-a}}]
+"""
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(GOOD + step % "drian", source="p.yaml")
+    (error,) = caught.value.errors
+    assert "unknown action 'drian' — did you mean 'drain'? (available: " in error
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(GOOD + step % "announce", source="p.yaml")
+    (error,) = caught.value.errors
+    # What to write instead comes first: it was cut off after the list of available actions.
+    assert (
+        "action 'announce' is not available yet: make this a plain gated step without `actions` until it is"
+        in error
+    )
+    merged = (
+        GOOD
+        + """\
+  - id: merged
+    title: Merged
+    gate:
+      <<: {approve: [primary, shadow]}
+"""
+    )
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(merged, source="p.yaml")
+    assert caught.value.errors[0].endswith(
+        "YAML merge keys (`<<: *anchor`) are not read: write the keys out (plain anchors and aliases, "
+        "`key: *anchor`, work)"
+    )
