@@ -44,6 +44,8 @@ EMOJI: Mapping[str, tuple[str, str]] = {
     "heavy_check_mark": ("✔️", "[v]"),
     "heavy_minus_sign": ("➖", "[-]"),
     "hourglass": ("⌛", "[wait]"),
+    "point_right": ("👉", "[next]"),
+    "large_purple_circle": ("🟣", "(o)"),
     "hourglass_flowing_sand": ("⏳", "[wait]"),
     "information_source": ("ℹ️", "[i]"),
     "large_blue_circle": ("🔵", "[blue]"),
@@ -93,6 +95,10 @@ ASCII: Mapping[str, str] = {
     "≤": "<=",
     "✓": "v",
     "✗": "x",
+    # The cards' progress bars and the step now's marker.
+    "▓": "#",
+    "░": ".",
+    "▶": ">",
 }
 
 _DATE = re.compile(r"<!date\^(\d+)\^[^|>]*(?:\|([^>]*))?>")

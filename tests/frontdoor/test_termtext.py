@@ -62,6 +62,15 @@ def test_every_emoji_the_templates_use_has_a_character_and_an_ascii_word() -> No
         for path in (REPO / "templates").rglob("*.j2")
         for code in re.findall(r":([a-z_]+):", path.read_text(encoding="utf-8"))
     }
+    # The bot's own texts too (the fleet card's ":point_right:", a PR's ":large_purple_circle:"):
+    # shortcodes of two words or more, which no other colon-delimited text in the code has.
+    in_code = {
+        code
+        for path in (REPO / "bot").rglob("*.py")
+        for code in re.findall(r"(?<![\w:]):([a-z]+(?:_[a-z]+)+):(?!\w)", path.read_text(encoding="utf-8"))
+    }
+    assert {"point_right", "large_purple_circle"} <= in_code, "the pattern is wrong"
+    used |= in_code
     assert used, "no emoji found: the pattern is wrong"
     assert sorted(used - set(EMOJI)) == []
     for char, word in EMOJI.values():
