@@ -172,6 +172,10 @@ def test_cli_validate_can_check_the_plans_actions_on_its_cluster(
     assert checked.returncode == 0, checked.stderr
     assert f"{plan}: warning: step `cordon-gone` (cordon): no such node: nosuch" in checked.stderr
     assert "drain-shared" not in checked.stderr
+    # The plan is for 1.29 → 1.30; the cluster runs 1.24: last quarter's plan, or the wrong cluster.
+    assert (
+        f"{plan}: warning: the plan says the cluster runs 1.29, but prod runs v1.24.17" in checked.stderr
+    ), checked.stderr
     assert "is valid" in checked.stdout
     # Without a cluster that answers, the check is said to be skipped; the plan is still valid.
     offline = write_config("clusters:\n  prod: {kubeconfig: /nonexistent, context: sim}\n")

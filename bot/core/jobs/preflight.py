@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +46,12 @@ class PlannedActions(Protocol):
 
     @property
     def steps(self) -> Sequence[PlannedStep]: ...
+
+    @property
+    def current_version(self) -> str: ...
+
+    @property
+    def target_version(self) -> str: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,8 +141,28 @@ def check_plan(
         return warn(None, unreachable=exc.user_message)
     with contextlib.closing(reader):
         try:
-            reader.get_json("/version")
+            version = reader.get_json("/version")
         except BotError as exc:
             return warn(None, unreachable=f"cluster {plan.cluster} did not answer: {exc.user_message}")
         # The kube adapter's Cluster: it serves every read a job's plan makes.
-        return warn(cast(JobCluster, reader))
+        return _version_warnings(plan, str(version.get("gitVersion") or "")) + warn(cast(JobCluster, reader))
+
+
+def _version_warnings(plan: PlannedActions, running: str) -> list[str]:
+    """The plan's versions against the cluster's: last quarter's plan copied, or the wrong cluster."""
+    have, start, to = _minor(running), _minor(plan.current_version), _minor(plan.target_version)
+    if have is None or start is None:
+        return []
+    if have == to and to is not None and to != start:
+        return [f"the cluster runs {running}, the plan's target already ({plan.target_version}): is it done?"]
+    if have != start:
+        return [
+            f"the plan says the cluster runs {plan.current_version}, but {plan.cluster} runs {running}: "
+            "is this the right plan for this cluster (its `current_version`, its steps' versions)?"
+        ]
+    return []
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    found = re.match(r"^v?(\d+)\.(\d+)", version.strip())
+    return (int(found.group(1)), int(found.group(2))) if found else None
