@@ -173,9 +173,13 @@ class ProviderAccess:
         *,
         kind: str = "eks",
         guard: Callable[[Provider], Provider] | None = None,
+        elsewhere: Mapping[str, str] | None = None,
     ) -> None:
         self.providers = dict(providers)
         self.kind = kind
+        #: Cluster → the cloud its configuration does name, when another one: said in the refusal
+        #: ("prod is an EKS cluster"), which a plan for the wrong cloud meets at its first step.
+        self._elsewhere = dict(elsewhere or {})
         self._connect = connect
         #: Wraps each client so its update calls are made only inside the leader's lease
         #: (`bot.core.tenure.GuardedCalls`, given by `assemble`).
@@ -186,6 +190,13 @@ class ProviderAccess:
     def __call__(self, cluster: str) -> Provider:
         provider = self.providers.get(cluster)
         if provider is None:
+            other = self._elsewhere.get(cluster)
+            if other and other != self.kind:
+                raise UserError(
+                    f"cluster {clip(cluster)} runs on {other.upper()} (its `provider: {{{other}: …}}`), not "
+                    f"{self.kind.upper()}: the {self.kind.upper()} actions are for {self.kind.upper()} clusters — is "
+                    "this the right plan for it?"
+                )
             raise UserError(
                 f"cluster {clip(cluster)} has no {self.kind.upper()} provider: the {self.kind.upper()} actions need "
                 f"`provider: {{{self.kind}: {{{PROVIDER_KEYS.get(self.kind, 'name')}}}}}` in its configuration"

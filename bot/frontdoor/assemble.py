@@ -455,9 +455,12 @@ def _cloud_providers(
             guard=lambda client: GuardedCalls(
                 client, guarded=AWS_UPDATES, check=tenure.may_lead, timeout=within
             ),
+            elsewhere=named,
         )
 
     clusters = settings.clusters.values()
+    # Each cluster's own cloud, where its configuration names one: the other clouds' refusals say it.
+    named = {c.name: kind for c in clusters for kind in ("eks", "aks", "gke") if getattr(c, kind) is not None}
     return (
         access("eks", {c.name: c.eks for c in clusters}),
         access("aks", {c.name: c.aks for c in clusters}),

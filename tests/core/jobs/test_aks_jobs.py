@@ -250,6 +250,16 @@ def test_without_a_provider_or_without_the_sdk_the_aks_actions_refuse_with_a_sho
         "cluster prod has no AKS provider: the AKS actions need "
         "`provider: {aks: {subscription_id, resource_group, name}}` in its configuration"
     )
+    # A plan for AKS on a cluster the configuration says is EKS: the wrong plan, said so.
+    wrong = AksUpgradeControlPlaneJob(
+        ProviderAccess({"prod": None}, kind="aks", elsewhere={"prod": "eks"}), LABELS
+    )
+    with pytest.raises(UserError) as other_cloud:
+        wrong.plan(kube, {"version": "1.26.6"}, now=sim_now(sim)())
+    assert other_cloud.value.user_message == (
+        "cluster prod runs on EKS (its `provider: {eks: …}`), not AKS: the AKS actions are for AKS clusters — "
+        "is this the right plan for it?"
+    )
 
     def no_sdk(config: object) -> object:
         raise ProviderUnavailable("azure-mgmt-containerservice is not installed")
