@@ -483,6 +483,10 @@ def write_report(store: Store, run_id: str, directory: Path, *, now: datetime) -
     from bot.core.runs.report import build_report, pictures, render
 
     report = build_report(store, run_id, now=now)
+    # Read later beside real runs' reports: it says it was a rehearsal, on the sim's clock.
+    report = replace(
+        report, cluster=f"{report.cluster} (a rehearsal on the simulated cluster; times are the sim's clock)"
+    )
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in ("png", "html", "md") if pictures() else ("html", "md"):

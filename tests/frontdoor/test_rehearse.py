@@ -293,6 +293,8 @@ def test_the_rehearsal_writes_the_runs_report(eks_auto_approved: Rehearsed) -> N
     assert "\n".join(f"report: {p}" for p in paths) + "\nfailed and skipped: checks (" in out
     assert paths[0].read_bytes().startswith(b"\x89PNG")
     md = paths[2].read_text()
+    # Read later beside real runs' reports, it says what it was.
+    assert "prod (a rehearsal on the simulated cluster; times are the sim's clock)" in md
     # The step Gantt: every step of the runbook, and the failed and skipped ones as such.
     gantt = md.split("```mermaid\n", 1)[1].split("```", 1)[0]
     assert gantt.count("    section ") == 28
