@@ -800,9 +800,18 @@ def _decide(
             return run
     # The first refusal that is not four eyes' says why (a PR not read, say), not "nobody".
     why = next((m for m in refusals.values() if not m.startswith("four eyes")), "")
+    step = run.plan.step(cur.step_id)
+    # A done gate that requires a PR's state: the sim plays no GitHub's part, so say how to go on.
+    past = (
+        f" — a rehearsal plays no pull request: rehearse a copy of the plan without {cur.step_id}'s "
+        "`pr.require` (its gate then waits for people only), as a real run would once the PR is merged"
+        if step.pr is not None and step.pr.require and run.phase(cur) == "done"
+        else ""
+    )
     raise UserError(
         f"nobody in the roster can satisfy the gate of {cur.step_id} ({gate.describe()})"
         + (f": {why}" if why else "")
+        + past
     )
 
 
