@@ -350,7 +350,8 @@ KEYS: Mapping[str, Key] = {
                 default="EKS, eksctl, GKE, AKS, Karpenter labels",
             ),
             "node_group_order": _texts(
-                "the order `plan draft` upgrades node groups in; groups not named follow, by its heuristic",
+                "the order `plan draft` upgrades node groups in (groups not named follow, by its heuristic); "
+                "`plan load` and `plan validate --check-cluster` warn of a plan that rolls them out of it",
                 default="none (the heuristic)",
             ),
             "restart_threshold": _whole(

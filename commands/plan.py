@@ -10,7 +10,7 @@ from bot.core.checks.service import check_target
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply, file_name
-from bot.core.jobs.preflight import check_plan
+from bot.core.jobs.preflight import check_plan, order_warnings
 from bot.core.people import ANY_ROLE
 from bot.core.rules import load_rules
 from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, gather_facts, summarise
@@ -114,7 +114,7 @@ def _cluster_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
         now=ctx.clock(),
         # The bot's own registry: its actions with the clusters' cloud providers.
         jobs=ctx.jobs.registry if ctx.jobs is not None else None,
-    )
+    ) + order_warnings(plan, ctx.settings.node_group_order)
 
 
 def _draft(ctx: CommandContext, args: Args) -> Reply:

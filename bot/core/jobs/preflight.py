@@ -148,6 +148,44 @@ def check_plan(
         return _version_warnings(plan, str(version.get("gitVersion") or "")) + warn(cast(JobCluster, reader))
 
 
+#: The actions that roll a node group (its nodes replaced or drained), by the argument naming it.
+ROLLING = {
+    "drain": "nodegroup",
+    "eks-update-nodegroup": "nodegroup",
+    "aks-upgrade-nodepool": "nodepool",
+    "gke-update-nodepool": "nodepool",
+}
+
+
+def order_warnings(plan: PlannedActions, order: Sequence[str]) -> list[str]:
+    """The runbook's fixed order of node groups (`snapshot.node_group_order`) against the order the
+    plan's steps roll them in: a warning naming both when a group comes before one the order puts
+    first (groups the order does not name are left out of the comparison)."""
+    if not order:
+        return []
+    rank = {group: i for i, group in enumerate(order)}
+    target = _minor(plan.target_version)
+    rolled: list[str] = []
+    for step in plan.steps:
+        for call in step.actions:
+            arg = ROLLING.get(call.name)
+            # Only the rolls to the target: a lagging group brought within the skew first (to the
+            # current minor, before the control plane) is a prerequisite, not the order.
+            to = _minor(str(call.args.get("version", "")))
+            if arg is None or (to is not None and target is not None and to != target):
+                continue
+            for group in str(call.args.get(arg, "")).split(","):
+                group = group.strip()
+                if group in rank and group not in rolled:
+                    rolled.append(group)
+    if rolled == sorted(rolled, key=rank.__getitem__):
+        return []
+    return [
+        f"the steps roll the node groups in the order {', '.join(rolled)}; the configured order "
+        f"(`snapshot.node_group_order`) is {', '.join(g for g in order if g in rolled)}"
+    ]
+
+
 def _version_warnings(plan: PlannedActions, running: str) -> list[str]:
     """The plan's versions against the cluster's: last quarter's plan copied, or the wrong cluster."""
     have, start, to = _minor(running), _minor(plan.current_version), _minor(plan.target_version)

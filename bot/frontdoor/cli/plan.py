@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.core.checks import service as checks
 from bot.core.clusters import group_labels, pick_cluster
-from bot.core.jobs.preflight import check_plan
+from bot.core.jobs.preflight import check_plan, order_warnings
 from bot.core.rules import load_rules
 from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, gather_facts
 from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file
@@ -125,7 +125,7 @@ def _validate(args: argparse.Namespace) -> int:
             node_group_labels=group_labels(settings.node_group_labels),
             now=datetime.now(UTC),
             jobs=cluster_jobs(settings),
-        ):
+        ) + order_warnings(plan, settings.node_group_order):
             print(f"{path}: warning: {warning}", file=sys.stderr)
     checked = " (Slack users checked)" if people is not None else ""
     print(

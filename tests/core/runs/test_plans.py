@@ -339,3 +339,27 @@ def test_an_action_typo_is_offered_its_name_and_advice_is_not_cut_and_merge_keys
         "YAML merge keys (`<<: *anchor`) are not read: write the keys out (plain anchors and aliases, "
         "`key: *anchor`, work)"
     )
+
+
+def test_the_runbooks_node_group_order_is_checked_against_the_steps_rolls_to_the_target() -> None:
+    """The runbook rolls control-plane, istio, ng-shared, others, logging in that order; a plan that
+    drains logging first is warned about. The shipped plans keep it, including eks-managed's catch-up
+    of a lagging group to the current minor before the control plane (not a roll to the target)."""
+    from bot.core.jobs.preflight import order_warnings
+    from bot.core.runs.plans import read_plan_file
+    from tests.support.plans import PLANS
+
+    order = ("control-plane", "istio", "ng-shared", "others", "logging")
+    for path in sorted(PLANS.glob("*.yaml")):
+        assert order_warnings(parse_plan(read_plan_file(path), source=path.name), order) == [], path.name
+    text = read_plan_file(PLANS / "eks-nodegroups.yaml")
+    swapped = (
+        text.replace("drain: {nodegroup: control-plane", "drain: {nodegroup: TEMP", 1)
+        .replace("drain: {nodegroup: logging", "drain: {nodegroup: control-plane", 1)
+        .replace("drain: {nodegroup: TEMP", "drain: {nodegroup: logging", 1)
+    )
+    assert order_warnings(parse_plan(swapped, source="swapped.yaml"), order) == [
+        "the steps roll the node groups in the order logging, istio, ng-shared, others, control-plane; the "
+        "configured order (`snapshot.node_group_order`) is control-plane, istio, ng-shared, others, logging"
+    ]
+    assert order_warnings(parse_plan(swapped, source="swapped.yaml"), ()) == []  # none configured
