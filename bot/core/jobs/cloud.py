@@ -417,13 +417,28 @@ class OperationJob(CloudJob, abc.ABC):
         return bool(progress.get("operation") or progress.get("following"))
 
     def _status(self, provider: Provider, progress: Progress) -> Operation:
-        """The operation the job follows, or the resource's state when it has no operation id."""
+        """The operation the job follows, or the resource's state when it has no operation id, or
+        when the cloud no longer keeps the operation (a bot paused for days: GKE and ARM keep a
+        finished operation's record for a while only) — the resource then says how it ended."""
         if progress.get("operation"):
-            return self._api(
-                self.status_call,
-                provider.operation,
-                operation_id=progress["operation"],
-                node_pool=self._pool(progress),
+
+            def read() -> Operation | None:
+                try:
+                    return provider.operation(
+                        operation_id=progress["operation"], node_pool=self._pool(progress)
+                    )
+                except ProviderError as exc:
+                    if exc.status == 404:
+                        return None
+                    raise
+
+            op = self._api(self.status_call, read)
+            if op is not None:
+                return op
+            return Operation(
+                id=str(progress["operation"]),
+                kind=self.call,
+                status=self._resource_status(provider, progress),
             )
         return Operation(id="", kind=self.call, status=self._resource_status(provider, progress))
 

@@ -216,3 +216,30 @@ def test_the_nodepool_gate_names_the_budgets_that_hold_its_pods_and_what_gke_doe
         " — GKE respects a budget for up to an hour a node, then evicts the pods anyway: free them first if "
         "they must not go down"
     )
+
+
+def test_an_operation_gke_no_longer_keeps_is_judged_by_the_pool_itself(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    """A bot paused for days comes back to an operation GKE has forgotten (NOT_FOUND): the job ended
+    with GKE's refusal although the pool was upgraded. It reads the pool's version instead."""
+    job = GkeUpdateNodepoolJob(ProviderAccess({"prod": gke_provider(sim)}, kind="gke"), LABELS)
+    d = driver(job, kube, sim, {"nodepool": "batch"})
+    for _ in range(3):
+        d.tick()
+        if d.progress.get("operation"):
+            break
+    operation = d.progress["operation"]
+    assert operation
+    world = sim.core.providers["gke"]
+    for _ in range(200):  # the update runs its course while nobody follows it
+        sim.control.advance(30)
+        with world.lock:
+            if world.ops[operation].op.state != "InProgress":
+                break
+    with world.lock:
+        del world.ops[operation]  # and GKE no longer keeps its record
+    until_choice_or_end(d, sim)
+    assert d.last is not None
+    assert d.last.ok, d.last.detail
+    assert f"GKE operation {operation}" in d.last.detail
