@@ -84,3 +84,25 @@ def test_an_eks_update_call_gives_up_within_the_figure_checked(
     with pytest.raises(aws.AwsError):
         eks.update_nodegroup_version("ng-shared", version="1.25", force=False, token="t-1")
     assert time.monotonic() - began < 2.5
+
+
+def test_an_eviction_a_budget_refuses_is_no_warning_in_the_log(
+    sim: SimCluster, cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A drain retries a budget's 429 every few seconds and says so once in the run's thread: a
+    warning for each one filled an interactive rehearsal's transcript and every operator's log.
+    (The sim's transport answers the eviction 429, as the eviction API does for a budget at 0.)"""
+    from bot.errors import EvictionBlocked
+
+    pod = cluster.get_json("/api/v1/namespaces/default/pods")["items"][0]["metadata"]["name"]
+    sim.control.set_transport(
+        error_rate=1.0, error_status=429, path_prefix="/api/v1/namespaces/default/pods/"
+    )
+    try:
+        with caplog.at_level("INFO", logger="bot.adapters.kube.transport"), pytest.raises(EvictionBlocked):
+            cluster.evict("default", pod)
+    finally:
+        sim.control.set_transport()
+    [said] = [r for r in caplog.records if "/eviction" in r.getMessage()]
+    assert said.levelname == "INFO"
+    assert "→ 429" in said.getMessage()

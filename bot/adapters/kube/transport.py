@@ -187,8 +187,10 @@ class Transport:
         status = int(exc.status or 0)
         reason = _status_message(exc.body) or exc.reason or "error"
         # A GET of something that is not there is an answer (checks look for optional objects), not
-        # a fault worth a warning on every check.
-        level = logging.INFO if status == 404 and method == "GET" else logging.WARNING
+        # a fault worth a warning on every check; nor is an eviction a disruption budget refuses
+        # (429): the drain retries it every few seconds and says so once in the run's thread.
+        expected = (status == 404 and method == "GET") or (status == 429 and path.endswith("/eviction"))
+        level = logging.INFO if expected else logging.WARNING
         log.log(level, "cluster %s: %s %s → %s %s", self.name, method, path, status, reason)
         if status == 403:
             return ClusterForbidden(
