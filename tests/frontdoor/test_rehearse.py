@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import subprocess
 import threading
@@ -648,3 +649,14 @@ def test_a_done_gate_that_requires_a_merged_pr_says_how_to_rehearse_past_it(tmp_
         "— a rehearsal plays no pull request: rehearse a copy of the plan without launch-logging's "
         "`pr.require` (its gate then waits for people only), as a real run would once the PR is merged"
     )
+
+
+def test_a_rehearsals_log_can_be_json_lines_as_the_bots() -> None:
+    done = rehearse(
+        "istio-revision", "--auto-approve", "--log-level", "INFO", "--log-format", "json", timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines
+    records = [json.loads(line) for line in lines]
+    assert {"time", "level", "logger", "message", "correlation_id", "run_id"} <= set(records[0])

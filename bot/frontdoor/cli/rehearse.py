@@ -75,6 +75,12 @@ def sim_options(parser: argparse.ArgumentParser) -> None:
         help="print plain ASCII: emoji as words like [ok], no box-drawing or arrows (logs, CI)",
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS)
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object per line, for a log collector (default: text)",
+    )
 
 
 def exit_status(rehearsal: Callable[[], int]) -> int:
@@ -105,7 +111,7 @@ DEFAULT_SCENARIO = "eks-nodegroups"
 def _rehearse(args: argparse.Namespace) -> int:
     if args.scenario is None:
         args.scenario = PLAN_SCENARIOS.get(str(args.plan), DEFAULT_SCENARIO)
-    configure_logging(args.log_level or "WARNING", [])
+    configure_logging(args.log_level or "WARNING", [], log_format=args.log_format)
     try:
         ignores = read_check_ignores(Path(args.config)) if args.config else ()
         images = read_image_checks(Path(args.config)) if args.config else None
