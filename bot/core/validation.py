@@ -92,6 +92,12 @@ class _UnknownTag(yaml.YAMLError):
         self.node, self.path = node, path
 
 
+def _at(label: str, exc: _UnknownTag | _MergeKey | _LoneSurrogate) -> str:
+    """`FILE:LINE: KEY:`, where a refused node stands."""
+    key = f" {exc.path}:" if exc.path else ""
+    return f"{label}:{exc.node.start_mark.line + 1}:{key}"
+
+
 class _MergeKey(yaml.YAMLError):
     def __init__(self, node: yaml.Node, path: str) -> None:
         self.node, self.path = node, path
@@ -164,21 +170,18 @@ def compose_document(text: str, label: str) -> yaml.Node | None:
         key = f" {exc.path}:" if exc.path else ""
         raise ConfigError(f"{label}{line}:{key} nested deeper than {MAX_DEPTH} levels") from None
     except _UnknownTag as exc:
-        key = f" {exc.path}:" if exc.path else ""
         raise ConfigError(
-            f"{label}:{exc.node.start_mark.line + 1}:{key} unknown tag {_short_tag(exc.node.tag)} "
+            f"{_at(label, exc)} unknown tag {_short_tag(exc.node.tag)} "
             "(only plain YAML values are read; nothing is constructed from tags)"
         ) from None
     except _MergeKey as exc:
-        key = f" {exc.path}:" if exc.path else ""
         raise ConfigError(
-            f"{label}:{exc.node.start_mark.line + 1}:{key} YAML merge keys (`<<: *anchor`) are not read: "
+            f"{_at(label, exc)} YAML merge keys (`<<: *anchor`) are not read: "
             "write the keys out (plain anchors and aliases, `key: *anchor`, work)"
         ) from None
     except _LoneSurrogate as exc:
-        key = f" {exc.path}:" if exc.path else ""
         raise ConfigError(
-            f"{label}:{exc.node.start_mark.line + 1}:{key} \\u{exc.code:04x} is half of a UTF-16 pair, "
+            f"{_at(label, exc)} \\u{exc.code:04x} is half of a UTF-16 pair, "
             "not a character: write the character itself, or \\U0001F680-style for one beyond \\uFFFF"
         ) from None
     except yaml.MarkedYAMLError as exc:
