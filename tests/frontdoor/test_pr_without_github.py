@@ -43,5 +43,6 @@ def test_the_gate_says_the_pr_it_requires_cannot_be_read_and_the_stop_says_why(t
     assert result.stderr.strip().splitlines()[-1] == (
         "upgrade-bot: nobody in the roster can satisfy the gate of launch-istio (the primary or the shadow): "
         "`launch-istio` cannot be confirmed done yet: its PR could not be read (no GitHub access is configured "
-        "(`github:`))"
+        "(`github:`)) — a rehearsal plays no pull request: rehearse a copy of the plan without launch-istio's "
+        "`pr.require` (its gate then waits for people only), as a real run would once the PR is merged"
     )

@@ -628,29 +628,6 @@ def test_a_rehearsal_hook_naming_no_such_node_group_says_the_sims_answer_and_the
     assert "no node group 'logs'; known: " in last
 
 
-def test_a_done_gate_that_requires_a_merged_pr_says_how_to_rehearse_past_it(tmp_path: Path) -> None:
-    from tests.support.plans import GOOD
-
-    plan = tmp_path / "pr.yaml"
-    plan.write_text(
-        GOOD.replace("name: small", "name: prplan")
-        + """  - id: launch-logging
-    title: Launch the logging node group
-    gate: {any_of: [primary]}
-    done: {any_of: [primary, shadow]}
-    pr: {repo: org/eks-provision-configuration, number: 62, require: {merged: true, checks: success}}
-"""
-    )
-    done = rehearse(str(plan), "--scenario", "small", "--auto-approve", timeout=300)
-    assert done.returncode == 1, done.stdout[-2000:]
-    last = done.stderr.strip().splitlines()[-1]
-    assert "nobody in the roster can satisfy the gate of launch-logging" in last
-    assert last.endswith(
-        "— a rehearsal plays no pull request: rehearse a copy of the plan without launch-logging's "
-        "`pr.require` (its gate then waits for people only), as a real run would once the PR is merged"
-    )
-
-
 def test_a_rehearsals_log_can_be_json_lines_as_the_bots() -> None:
     done = rehearse(
         "istio-revision", "--auto-approve", "--log-level", "INFO", "--log-format", "json", timeout=300
