@@ -400,7 +400,7 @@ def rehearse(
         # Last, whatever else was printed: a pipeline's log ends with why it exits as it does.
         chosen = forced_past(store.audit_entries(run_id=run.id))
         out.write(last_line(plan.name, run, forced=chosen) + "\n")
-        return 3 if chosen and run.state is R.RunState.COMPLETED else exit_status(run)
+        return exit_status(run, forced=chosen)
 
 
 def play_run(
@@ -496,12 +496,12 @@ def write_report(store: Store, run_id: str, directory: Path, *, now: datetime) -
     return paths
 
 
-def exit_status(run: R.Run) -> int:
+def exit_status(run: R.Run, *, forced: Sequence[str] = ()) -> int:
     """The terminal's statuses (bot.frontdoor.cli.EXIT_STATUSES): 0 completed with every step
-    done (or skipped by people, never having failed); 3 completed with failed steps skipped, or
-    paused (a finding, for a pipeline); 1 aborted."""
+    done (or skipped by people, never having failed); 3 completed with failed steps skipped or
+    past a safeguard people chose (`forced`), or paused (a finding, for a pipeline); 1 aborted."""
     if run.state is R.RunState.COMPLETED:
-        return 3 if ending(run).skipped else 0
+        return 3 if ending(run).skipped or forced else 0
     return 3 if run.state is R.RunState.PAUSED else 1
 
 

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from bot.adapters.store.base import StoreBase, _from_row, _storable_id, _utc, _wrap_errors
 from bot.adapters.store.schema import deliveries, inbox
-from bot.errors import PermanentError, TemporaryError
+from bot.errors import TemporaryError
 from bot.records import InboxItem
 
 
@@ -24,14 +24,13 @@ class Inbox(StoreBase):
         Slack retries deliveries and users double-click; the primary key makes the first claim
         win even across processes sharing the database.
         """
-        try:
-            with _wrap_errors(), self.engine.begin() as conn:
-                conn.execute(deliveries.insert().values(key=key[:200], received_at=_utc(now)))
-            return True
-        except PermanentError as exc:  # the key is there already: a retry, a second click
-            if isinstance(exc.__cause__, IntegrityError):
+        with _wrap_errors():  # the database down: a temporary error, which the Slack door says
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(deliveries.insert().values(key=key[:200], received_at=_utc(now)))
+            except IntegrityError:  # the key is there already: a retry, a second click
                 return False
-            raise
+        return True
 
     def forget_deliveries_before(self, cutoff: datetime) -> int:
         with self.engine.begin() as conn:

@@ -312,7 +312,7 @@ def check_cluster(
     # A waiver's objects are called stray only when the check read every list: with one not read,
     # a finding it names may be missing for that reason alone.
     blind = any(n.startswith("not read:") for n in report.notes)
-    stray = [] if blind else _naming_nothing(report, active, [i for i in ignores if i.source == "ignore"])
+    stray = [] if blind else _naming_nothing(report, active, ignores)
     notes = (*report.notes, *stray, *_one_person(report, active), *_not_covering(report, waivers, now))
     return replace(report, notes=notes, waivers=len(active))
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.common import JobCluster
 from bot.core.jobs.registry import default_jobs
+from bot.core.kube.versions import parse_version
 from bot.errors import BotError, ClusterError, TemporaryError, UserError
 
 if TYPE_CHECKING:
@@ -201,6 +201,7 @@ def _version_warnings(plan: PlannedActions, running: str) -> list[str]:
     return []
 
 
-def _minor(version: str) -> tuple[int, int] | None:
-    found = re.match(r"^v?(\d+)\.(\d+)", version.strip())
-    return (int(found.group(1)), int(found.group(2))) if found else None
+def _minor(version: str) -> tuple[int, ...] | None:
+    """(1, 25) of "v1.25.16-eks-abc", "1.25" or "1.25.16-gke.1" (`parse_version`'s first two)."""
+    parsed = parse_version(version)
+    return parsed[:2] if parsed else None

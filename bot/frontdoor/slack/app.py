@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -96,14 +95,15 @@ def build_app(
     given: the serve lifecycle passes its own, to work off at start-up what a crash left)."""
     if services.web_client is None:
         raise ConfigError("environment: SLACK_BOT_TOKEN is not set (secrets come only from the environment)")
+    gateway = SlackGateway(services.web_client)
     inbox = inbox or Inbox(
         store=services.store,
         workers=workers,
         clock=clock,
-        notify=tell_in_slack(SlackGateway(services.web_client)),
+        notify=tell_in_slack(gateway),
         telemetry=services.telemetry,
     )
-    verify_token(SlackGateway(services.web_client))
+    verify_token(gateway)
     app = App(
         # Named here: without a name Bolt calls `inspect.stack()`, which reads the source of every
         # frame and looks up each frame's module across all of sys.modules — 1–4 s of every start.
@@ -121,8 +121,7 @@ def build_app(
         process_before_response=True,
         logger=_bolt_logger(),
     )
-    gateway = SlackGateway(services.web_client)
-    app.middleware(deduplicate(services.store, clock))
+    app.middleware(deduplicate(services.store, clock, workers))
     commands.register(app, router=services.router, gateway=gateway, inbox=inbox)
     gates.register(
         app,
@@ -189,7 +188,7 @@ def build_app(
 
 
 def deduplicate(
-    store: Store, clock: Callable[[], datetime]
+    store: Store, clock: Callable[[], datetime], workers: WorkerPool
 ) -> Callable[[dict[str, Any], Callable[[], None]], BoltResponse | None]:
     """A middleware that lets each user action through once, whichever listener it is for."""
 
@@ -201,7 +200,7 @@ def deduplicate(
         except TemporaryError as exc:
             # The first write of every request: the database is down. Said to the person at once,
             # in one line (the log's too), rather than a 500 and Slack's "failed with the error".
-            return _unavailable(body, exc)
+            return _unavailable(body, exc, workers)
         if not claimed:
             # Acknowledge so Slack stops retrying, but never run the same action twice.
             log.info("ignoring duplicate delivery %s", key)
@@ -212,7 +211,7 @@ def deduplicate(
     return deduplicate
 
 
-def _unavailable(body: dict[str, Any], exc: TemporaryError) -> BoltResponse:
+def _unavailable(body: dict[str, Any], exc: TemporaryError, workers: WorkerPool) -> BoltResponse:
     """Answer a request the bot cannot take now: nothing was stored or done; try again."""
     cid = new_correlation_id()
     text = f":warning: The bot cannot reach its database right now ({exc.user_message}): nothing was done. Try again in a minute. _(ref {cid})_"
@@ -224,15 +223,8 @@ def _unavailable(body: dict[str, Any], exc: TemporaryError) -> BoltResponse:
             headers={"content-type": ["application/json"]},
         )
     response_url = str(body.get("response_url") or "")
-    if response_url:  # a click: answered beside the acknowledgement
-        threading.Thread(
-            target=_answer_quietly, args=(response_url, text), name="database unavailable", daemon=True
-        ).start()
+    if response_url:  # a click: answered beside the acknowledgement, on the bot's own workers
+        workers.submit(
+            lambda: respond_via_url(response_url, text, ephemeral=True), name="database unavailable"
+        )
     return BoltResponse(status=200, body="")
-
-
-def _answer_quietly(response_url: str, text: str) -> None:
-    try:
-        respond_via_url(response_url, text, ephemeral=True)
-    except Exception as exc:
-        log.warning("could not tell the person the database is down: %s", type(exc).__name__)
