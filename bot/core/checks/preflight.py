@@ -34,6 +34,7 @@ FINDINGS = declare(
     FindingKind(id="SKEW005", severity=REQUIRED, about="kube-proxy out of the supported skew"),
     FindingKind(id="NODE001", severity=REQUIRED, about="nodes NotReady before the upgrade"),
     FindingKind(id="NODE002", severity=RECOMMENDED, about="nodes already cordoned"),
+    FindingKind(id="NODE003", severity=REQUIRED, about="the API server lists no nodes"),
     FindingKind(id="POD001", severity=RECOMMENDED, about="pods not Running and Ready before the upgrade"),
     FindingKind(id="PDB001", severity=REQUIRED, about="a PodDisruptionBudget allows no disruption now"),
     FindingKind(id="PDB002", severity=REQUIRED, about="a PodDisruptionBudget can never allow an eviction"),
@@ -343,6 +344,8 @@ MAX_UNCORDON = 20
 
 def check_nodes(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
+    if not facts.nodes and not any(gap.startswith("nodes:") for gap in facts.gaps):
+        return [_no_nodes(facts)]
     not_ready = [f"Node {n.name}" for n in facts.nodes if not n.ready]
     cordoned = [f"Node {n.name}" for n in facts.nodes if n.unschedulable]
     if not_ready:
@@ -360,6 +363,23 @@ def check_nodes(facts: Facts) -> list[Finding]:
     if cordoned:
         out.append(_cordoned(facts))
     return out
+
+
+def _no_nodes(facts: Facts) -> Finding:
+    """NODE003: the nodes were read and there are none. Every other check then passes over an
+    empty list, so "passed" would vouch for nothing; it is most often the wrong kubeconfig or
+    context. Required, so that a cluster empty on purpose passes only by two people's waiver."""
+    return Finding(
+        id="NODE003",
+        severity=REQUIRED,
+        title="The API server lists no nodes",
+        objects=(f"cluster {facts.cluster}",),
+        why="With no nodes, the skew, drain, budget and pod checks had nothing to look at: a pass would"
+        " say nothing about the cluster you mean to upgrade. It is usually the wrong kubeconfig or"
+        " context, or a cluster whose nodes are all gone.",
+        fix="Check that the kubeconfig and context point at the cluster you mean (kubectl get nodes)."
+        " If it has no nodes on purpose, waive NODE003 (two people) and check again.",
+    )
 
 
 def _run_of(cordoned_by: str) -> str:

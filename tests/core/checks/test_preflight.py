@@ -132,6 +132,16 @@ def test_not_ready_nodes_are_required_and_cordoned_ones_recommended() -> None:
     assert by_id["NODE002"].action == "uncordon node=b"  # what its Fix… button starts
 
 
+def test_a_cluster_with_no_nodes_fails_rather_than_passing_over_nothing() -> None:
+    # Read and empty: most often the wrong context. Every other check saw an empty list.
+    (finding,) = check_nodes(facts(nodes=[]))
+    assert (finding.id, finding.severity) == ("NODE003", REQUIRED)
+    assert "wrong kubeconfig or context" in finding.why
+    assert "waive NODE003" in finding.fix
+    # Not read at all is the verdict's INCOMPLETE (its gap says so), not a finding of no nodes.
+    assert check_nodes(facts(nodes=[], gaps=["nodes: forbidden"])) == []
+
+
 def test_nodes_the_bot_s_run_cordoned_are_named_but_not_offered_to_uncordon() -> None:
     ours = replace(node("d", cordoned=True), cordoned_by="run=R7 step=drain-old job=3 approved-by=U1,U2")
     (finding,) = check_nodes(facts(nodes=[node("b", cordoned=True), ours, node("c")]))
