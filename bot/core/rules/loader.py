@@ -141,7 +141,8 @@ class _RulesValidator(YamlValidator):
                 else frozenset(),
                 message=self.regex(ev.get("message"), f"{key}.events.message"),
             )
-            if not events.reasons and events.message is None:
+            # A `message` given but refused has its own error already.
+            if not events.reasons and events.message is None and "message" not in ev:
                 self.error(m["events"], f"{key}.events", "give `reasons`, `message` or both")
         log = None
         if "log" in m:

@@ -136,6 +136,14 @@ def test_each_problem_is_named_with_its_line_and_key(change: tuple[str, str], me
     assert err.value.user_message.startswith(message), err.value.user_message
 
 
+def test_a_refused_event_message_is_one_problem_not_two(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text("rules:\n" + GOOD.replace("{containers: [a]}", '{events: {message: "foo(["}}'))
+    _, problems = rules_problems(path)
+    assert len(problems) == 1, problems
+    assert "rules[0].match.events.message: 'foo([' is not a regular expression RE2 accepts" in problems[0]
+
+
 FIX = '    fix: {action: restart, args: {workloads: "{kind}/{namespace}/{name}"}}\n'
 
 
