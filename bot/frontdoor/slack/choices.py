@@ -24,6 +24,7 @@ from bot.frontdoor.inbox import DONE_BEFORE, Inbox
 from bot.frontdoor.slack.clicks import click_fields, take_click
 from bot.frontdoor.slack.keys import ref_id
 from bot.frontdoor.slack.refusals import refuse_click
+from bot.frontdoor.slack.stepbuttons import reason_input, submitted_reason
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +81,7 @@ def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox)
         except ValueError:
             ack()
             return
-        reason = str(
-            view.get("state", {}).get("values", {}).get("reason", {}).get("typed", {}).get("value") or ""
-        ).strip()
+        reason = submitted_reason(view)
         if not reason:
             ack(
                 response_action="errors",
@@ -95,7 +94,7 @@ def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox)
             "response_url": "",
             "trigger_id": "",
             "value": str(meta.get("value", "")),
-            "reason": reason[:500],
+            "reason": reason,
         }
         take_click(inbox, ack, "choice", body, payload, view=view)
 
@@ -117,11 +116,7 @@ def reason_view(value: str, label: str, payload: dict[str, Any]) -> dict[str, An
                     "text": f"*{slack_escape(label[:200])}*: say why (thread and audit log).",
                 },
             },
-            {
-                "type": "input",
-                "block_id": "reason",
-                "label": {"type": "plain_text", "text": "Reason"},
-                "element": {"type": "plain_text_input", "action_id": "typed"},
-            },
+            # At most REASON_LIMIT characters, as Slack's own counter shows: none is cut unseen.
+            reason_input(),
         ],
     }
