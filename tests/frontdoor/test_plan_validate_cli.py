@@ -35,6 +35,40 @@ def test_cli_validate_exits_0_for_a_good_plan_and_2_listing_every_problem(tmp_pa
     assert "Traceback" not in bad.stderr
 
 
+def test_cli_validate_warns_of_steps_left_on_another_upgrade_s_versions(tmp_path: Path) -> None:
+    # Last quarter's plan copied, one step left behind and one typed a minor too far.
+    text = (PLANS / "eks-managed.yaml").read_text()
+    copied = text.replace('eks-update-cluster: {version: "1.25"', 'eks-update-cluster: {version: "1.24"')
+    copied = copied.replace('nodegroup: istio, version: "1.25"', 'nodegroup: istio, version: "1.26"')
+    assert copied.count("1.24") > text.count("1.24")
+    assert "1.26" in copied
+    plan = tmp_path / "copied.yaml"
+    plan.write_text(copied)
+    result = subprocess.run(
+        [*bot_command(), "plan", "validate", str(plan)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr  # warnings: the plan itself is well formed
+    warnings = [line for line in result.stderr.splitlines() if line.startswith(f"{plan}: warning: ")]
+    assert len(warnings) == 3, result.stderr
+    assert (
+        "step `control-plane`: eks-update-cluster version=1.24 is not above the plan's current_version"
+        in warnings[0]
+    )
+    assert (
+        "step `nodegroup-istio`: eks-update-nodegroup version=1.26 goes past the plan's target_version"
+        in warnings[1]
+    )
+    assert "the last control-plane update, step `control-plane`, goes to 1.24, short of" in warnings[2]
+    # The shipped plan, its catch-up roll of `others` to 1.24 included, has none.
+    shipped = subprocess.run(
+        [*bot_command(), "plan", "validate", str(PLANS / "eks-managed.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "warning" not in shipped.stderr, shipped.stderr
+
+
 def test_cli_validate_can_ask_slack_about_the_roster(
     tmp_path: Path, write_config: Callable[..., Path], bot_env: dict[str, str], slack_stub: SlackStub
 ) -> None:

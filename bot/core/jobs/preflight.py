@@ -186,6 +186,47 @@ def order_warnings(plan: PlannedActions, order: Sequence[str]) -> list[str]:
     ]
 
 
+#: The actions that take the control plane to their `version` (a wait for it reads it only).
+CONTROL_PLANE = ("eks-update-cluster", "aks-upgrade-control-plane", "gke-update-master")
+
+
+def step_version_warnings(plan: PlannedActions) -> list[str]:
+    """The steps' versions against the plan's own: last quarter's plan copied with one step left on
+    its old version. A control-plane update to a minor past the target or not above
+    `current_version`, a wait for the control plane or a node roll past the target, and a last
+    control-plane update that does not reach the target. Node rolls to an older minor are left
+    alone: a lagging group is brought within the skew before the control plane moves."""
+    start, to = _minor(plan.current_version), _minor(plan.target_version)
+    if start is None or to is None:
+        return []
+    out: list[str] = []
+    last: tuple[str, str, tuple[int, ...]] | None = None
+    for step in plan.steps:
+        for call in step.actions:
+            version = str(call.args.get("version", "")).strip()
+            have = _minor(version)
+            if have is None or not (
+                call.name in CONTROL_PLANE or call.name in ROLLING or call.name == "wait-controlplane"
+            ):
+                continue
+            said = f"step `{step.id}`: {call.name} version={version}"
+            if have > to:
+                out.append(f"{said} goes past the plan's target_version ({plan.target_version})")
+            elif call.name in CONTROL_PLANE and have <= start:
+                out.append(
+                    f"{said} is not above the plan's current_version ({plan.current_version}): "
+                    "a step left from an earlier upgrade?"
+                )
+            if call.name in CONTROL_PLANE:
+                last = (step.id, version, have)
+    if last is not None and last[2] < to:
+        out.append(
+            f"the last control-plane update, step `{last[0]}`, goes to {last[1]}, short of the plan's "
+            f"target_version ({plan.target_version})"
+        )
+    return out
+
+
 def _version_warnings(plan: PlannedActions, running: str) -> list[str]:
     """The plan's versions against the cluster's: last quarter's plan copied, or the wrong cluster."""
     have, start, to = _minor(running), _minor(plan.current_version), _minor(plan.target_version)
