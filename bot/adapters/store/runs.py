@@ -150,7 +150,7 @@ class Runs(StoreBase):
                     .values(**{k: v for k, v in values.items() if k not in ("run_id", "step_id")})
                 )
             for approval in new_approvals:
-                conn.execute(approvals.insert().values(**_approval_values(run_id, approval)))
+                _store_vote(conn, run_id, approval)
             _insert_audit(conn, audit)
             _insert_outbox(conn, run_id, outbox, updated_at)
         return expected_version + 1
@@ -203,6 +203,20 @@ def _step_values(run_id: str, position: int, step: StepRun) -> dict[str, Any]:
 
 def _step_run(row: Any) -> StepRun:
     return _from_row(StepRun, row, state=StepState)
+
+
+def _store_vote(conn: sa.Connection, run_id: str, a: Approval) -> None:
+    """One vote per person, decision and gate state (`ux_approvals_once`): a vote given again
+    after the gate's `expires:` let the first one lapse replaces it (the audit log keeps both)."""
+    values = _approval_values(run_id, a)
+    key = ("run_id", "step_id", "phase", "epoch", "user_id", "decision")
+    again = conn.execute(
+        approvals.update()
+        .where(*(approvals.c[k] == values[k] for k in key))
+        .values(roles=values["roles"], at=values["at"], reason=values["reason"])
+    )
+    if again.rowcount == 0:
+        conn.execute(approvals.insert().values(**values))
 
 
 def _approval_values(run_id: str, a: Approval) -> dict[str, Any]:

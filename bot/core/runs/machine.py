@@ -223,7 +223,9 @@ def _voted(
     now: datetime,
     reason: str,
 ) -> tuple[Run, Approval]:
-    """`run` with one more vote on step `sr` as it is now (its epoch), and that vote."""
+    """`run` with one more vote on step `sr` as it is now (its epoch), and that vote. The same
+    person's earlier vote of that decision (one that expired: `decide` refuses a live one) is
+    replaced: the store keeps one vote per person and decision on a gate state."""
     vote = Approval(
         step_id=sr.step_id,
         phase=phase,
@@ -234,7 +236,39 @@ def _voted(
         at=now,
         reason=reason,
     )
-    return dataclasses.replace(run, approvals=(*run.approvals, vote)), vote
+    kept = tuple(a for a in run.approvals if not _same_vote(a, vote))
+    return dataclasses.replace(run, approvals=(*kept, vote)), vote
+
+
+def _lapsed(gate: Gate, votes: Sequence[Vote], now: datetime, user_id: str) -> str:
+    """What the thread says of the gate's votes that `expires:` let lapse: the clicker's own (so
+    this one is given again) and others' (still missing unless given again)."""
+    if gate.expires is None:
+        return ""
+    lapsed = [v for v in votes if v.at + gate.expires <= now]
+    if not lapsed:
+        return ""
+    after = format_duration(gate.expires)
+    said = [
+        (
+            "again: their own approval of"
+            if v.user_id == user_id
+            else f"the {' and '.join(sorted(v.roles))}'s approval of"
+        )
+        + f" {v.at.astimezone(UTC):%H:%M} UTC lapsed after {after}"
+        for v in lapsed
+    ]
+    return "— " + "; ".join(said) + " (the gate's `expires:`)"
+
+
+def _same_vote(a: Approval, b: Approval) -> bool:
+    return (a.step_id, a.phase, a.epoch, a.user_id, a.decision) == (
+        b.step_id,
+        b.phase,
+        b.epoch,
+        b.user_id,
+        b.decision,
+    )
 
 
 def _stopped(run: Run, new: RunState, kind: str, *, by: str, reason: str) -> Outcome:
@@ -359,6 +393,7 @@ def click(
         now=now,
         reason=reason.strip() if decision == FORCE else "",
     )
+    with_force = f"with force: {approval.reason}" if decision == FORCE else ""
     events = [
         Event(
             kind="approved",
@@ -366,7 +401,7 @@ def click(
             actor=user_id,
             detail=phase,
             roles=approval.roles,
-            note=f"with force: {approval.reason}" if decision == FORCE else "",
+            note=" ".join(n for n in (with_force, _lapsed(gate, votes, now, user_id)) if n),
         )
     ]
     if not verdict.satisfied:
@@ -551,6 +586,13 @@ def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:
     elif cur is None or cur.state is StepState.PENDING:
         # The run ended, or its stopped step was skipped while it was paused: the next gate opens.
         run = _open_next(run, now, events)
+    elif run.phase(cur) is not None and cur.opened_at is not None:
+        # A gate left open across the pause: nobody could answer it then (clicks on a paused run
+        # are refused), so its timeout and escalations count again from now, as after the bot was down.
+        fresh = dataclasses.replace(cur, opened_at=now, escalations=0)
+        run = dataclasses.replace(
+            run, steps=tuple(fresh if s.step_id == cur.step_id else s for s in run.steps)
+        )
     return Outcome(run=run, events=tuple(events))
 
 
@@ -891,8 +933,8 @@ def due(run: Run, *, now: datetime) -> Outcome:
         )
         why = (
             f"the bot was not running when its {format_duration(step.timeout)} timeout fell due "
-            f"({fell_due.astimezone(UTC):%H:%M} UTC): nobody could answer the gate then, so it counts again from now "
-            f"({now.astimezone(UTC):%H:%M} UTC)"
+            f"({_dated(fell_due)}): nobody could answer the gate then, so it counts again from now "
+            f"({_dated(now)})"
         )
         return Outcome(run=run, events=(Event(kind="timeout_restarted", step_id=cur.step_id, detail=why),))
     if step.timeout is not None and waited >= step.timeout:
@@ -918,6 +960,11 @@ def due(run: Run, *, now: datetime) -> Outcome:
             ),
         ),
     )
+
+
+def _dated(moment: datetime) -> str:
+    """A moment in a thread line that may be read days later: "Sat 27 Mar 21:00 UTC"."""
+    return f"{moment.astimezone(UTC):%a %d %b %H:%M} UTC"
 
 
 def next_due(run: Run) -> datetime | None:

@@ -327,7 +327,9 @@ class RunService:
         ]
         out = dataclasses.replace(out, run=dataclasses.replace(out.run, steps=tuple(steps)))
         changed = [(i, s) for i, s in enumerate(out.run.steps) if old.get(s.step_id) != s]
-        new_approvals = out.run.approvals[len(before.approvals) :]
+        # New votes, and a vote given again after it lapsed (it replaces the lapsed one: `_voted`).
+        given = set(before.approvals)
+        new_approvals = tuple(a for a in out.run.approvals if a not in given)
         version = self.store.commit_run(
             run_id=before.id,
             expected_version=before.version,

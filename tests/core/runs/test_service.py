@@ -206,6 +206,86 @@ def test_a_steps_report_is_uploaded_once_under_its_line_even_when_the_first_uplo
         store.close()
 
 
+def test_a_gate_left_open_across_a_pause_counts_its_timeout_and_escalations_from_the_resume(
+    setup: tuple[RunService, FakeClock, SlackStub],
+) -> None:
+    service, clock, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    clock.set(T0 + timedelta(minutes=5))
+    service.apply(
+        run.id,
+        lambda r: R.pause(r, by="U0PRIMARY", reason="stopping for the night", now=clock()),
+        Actor(user_id="U0PRIMARY"),
+    )
+    # Fifty minutes paused: nobody could answer the gate (clicks on a paused run are refused).
+    clock.set(T0 + timedelta(minutes=55))
+    service.apply(run.id, lambda r: R.resume(r, by="U0PRIMARY", now=clock()), Actor(user_id="U0PRIMARY"))
+    before = len(thread_texts(stub))
+    for minutes in (55.5, 56, 60, 64):
+        clock.set(T0 + timedelta(minutes=minutes))
+        service.tick()
+    # No escalation in a row and no timeout minutes after the resume: the gate's clock restarted.
+    assert thread_texts(stub)[before:] == []
+    assert service.load(run.id).step_run("first").state is StepState.AWAITING_APPROVAL
+    clock.set(T0 + timedelta(minutes=66))
+    service.tick()
+    assert any(":bell:" in t and "`first`" in t for t in thread_texts(stub)[before:]), thread_texts(stub)[
+        before:
+    ]
+    clock.set(T0 + timedelta(hours=1, minutes=56))
+    service.tick()
+    assert service.load(run.id).step_run("first").state is StepState.FAILED
+
+
+def test_an_approval_given_again_after_it_lapsed_counts_and_the_thread_says_which_lapsed(
+    tmp_path: Path, slack_stub: SlackStub
+) -> None:
+    plan = PLAN.replace(
+        "gate: {any_of: [primary]}\n    done: {any_of: [shadow]}",
+        "gate: {approve: [primary, shadow], expires: 30m}\n    done: {any_of: [shadow, coordinator]}",
+    )
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    try:
+        store.save_plan(name="tiny", text=plan, loaded_by="U0PRIMARY", loaded_at=T0)
+        clock = FakeClock(T0)
+        cards = RunCards(
+            deliveries=Deliveries(
+                store=store,
+                poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
+                clock=clock,
+                owner="test",
+            ),
+            renderer=Renderer([BUILTIN_TEMPLATES]),
+            clock=clock,
+        )
+        service = RunService(store=store, directory=StaticDirectory(), clock=clock, cards=cards)
+        run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+        ref = R.ButtonRef(run_id=run.id, step_id="first", epoch=1)
+        assert service.click(ref, Actor(user_id="U0PRIMARY")).accepted
+        clock.set(T0 + timedelta(minutes=35))
+        assert service.click(ref, Actor(user_id="U0SHADOW")).accepted
+        assert "the primary's approval of 13:00 UTC lapsed after 30m" in thread_texts(slack_stub)[-1]
+        assert service.load(run.id).step_run("first").state is StepState.AWAITING_APPROVAL
+        # Given again: it counts (the store had refused it as a duplicate of the lapsed one).
+        clock.set(T0 + timedelta(minutes=40))
+        again = service.click(ref, Actor(user_id="U0PRIMARY"))
+        assert again.accepted, again.message
+        assert any(
+            "approved the start of `first` — again: their own approval of 13:00 UTC lapsed after 30m" in t
+            for t in thread_texts(slack_stub)
+        )
+        reloaded = service.load(run.id)
+        assert reloaded.step_run("first").state is StepState.RUNNING  # its done gate is open
+        assert reloaded.phase(reloaded.step_run("first")) == "done"
+        start_votes = [(a.user_id, a.at) for a in reloaded.approvals if a.phase == "start"]
+        assert sorted(start_votes) == [
+            ("U0PRIMARY", T0 + timedelta(minutes=40)),
+            ("U0SHADOW", T0 + timedelta(minutes=35)),
+        ]
+    finally:
+        store.close()
+
+
 def test_a_timeout_that_fell_due_while_no_bot_ran_counts_again_instead_of_failing_the_step(
     setup: tuple[RunService, FakeClock, SlackStub],
 ) -> None:
@@ -217,8 +297,8 @@ def test_a_timeout_that_fell_due_while_no_bot_ran_counts_again_instead_of_failin
     assert [e.kind for e in out.events] == ["timeout_restarted"]
     assert service.load(run.id).step_run("first").state is StepState.AWAITING_APPROVAL
     assert (
-        "`first`: the bot was not running when its 1h timeout fell due (14:00 UTC): nobody could answer "
-        "the gate then, so it counts again from now (14:20 UTC)"
+        "`first`: the bot was not running when its 1h timeout fell due (Sat 28 Nov 14:00 UTC): nobody could "
+        "answer the gate then, so it counts again from now (Sat 28 Nov 14:20 UTC)"
     ) in thread_texts(stub)[-1]
     assert not [c for c in stub.calls_to("chat.postMessage") if c.params.get("reply_broadcast")]
     # A bot that ticks finds the next timeout on time: the step fails then, as before.
