@@ -21,6 +21,7 @@ from bot.core.durations import format_duration
 from bot.core.people import ANY_ROLE, require_any_role
 from bot.core.runs.library import find_plan, stored_plan
 from bot.core.runs.plans import Plan
+from bot.core.windows import wall_clock_problem
 from bot.errors import UsageError, UserError, clip
 from bot.records import ScheduleRow
 
@@ -132,7 +133,7 @@ def _checked_window(
     if start > ctx.clock() + HORIZON:
         raise UserError(f"{at} {tz} is more than {HORIZON.days // 365} years ahead; schedule nearer windows")
     # Elapsed time, as the plan's window lasts: across a daylight saving change the wall clock moves.
-    end = start.astimezone(UTC) + (plan.window.end - plan.window.start)
+    end = start.astimezone(UTC) + plan.window.length
     refusal = window_refusal(ctx.settings.windows, start, end, tz)
     if refusal is None:
         return start, ""
@@ -237,19 +238,14 @@ def _parse_at(text: str, tz: str) -> datetime:
 def _local(naive: datetime, zone: ZoneInfo, tz: str) -> datetime:
     """`naive` in `zone`, refused when the clocks skip it or pass it twice that night (a daylight
     saving change): the window would open an hour off, without a word."""
-    early, late = naive.replace(tzinfo=zone, fold=0), naive.replace(tzinfo=zone, fold=1)
-    when = f"{naive:%Y-%m-%d %H:%M}"
-    if early.utcoffset() != late.utcoffset():
-        if early.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != naive:
-            raise UserError(
-                f"{when} does not exist in {tz}: the clocks skip it that night (daylight saving); "
-                "pick a time before or after the change"
-            )
+    problem = wall_clock_problem(naive, zone)
+    if "does not exist" in problem:
+        raise UserError(f"{problem}; pick a time before or after the change")
+    if problem:
         raise UserError(
-            f"{when} happens twice in {tz} that night (daylight saving: {early:%H:%M %Z}, then {late:%H:%M %Z}); "
-            "pick a time before or after the change, or give it in UTC with `--tz UTC`"
+            f"{problem}; pick a time before or after the change, or give it in UTC with `--tz UTC`"
         )
-    return early
+    return naive.replace(tzinfo=zone)
 
 
 def _words(reason: list[str] | str | None) -> str:

@@ -57,9 +57,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     refusal = (
         None
         if schedule is not None and schedule.window_start <= now
-        else window_refusal(
-            ctx.settings.windows, now, now + (plan.window.end - plan.window.start), plan.window.timezone
-        )
+        else window_refusal(ctx.settings.windows, now, now + plan.window.length, plan.window.timezone)
     )
     override = ""
     if refusal is not None:

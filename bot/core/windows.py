@@ -44,6 +44,20 @@ def _zone(name: str) -> ZoneInfo:
         raise ValueError(f"unknown time zone {name!r} (use an IANA name such as Asia/Tokyo)") from None
 
 
+def wall_clock_problem(naive: datetime, zone: ZoneInfo) -> str:
+    """Why `naive`, read in `zone`, is not one instant: "" when it is; else that the clocks skip it
+    that night, or pass it twice (a daylight-saving change), so a window would open an hour off."""
+    early, late = naive.replace(tzinfo=zone, fold=0), naive.replace(tzinfo=zone, fold=1)
+    if early.utcoffset() == late.utcoffset():
+        return ""
+    when, tz = f"{naive:%Y-%m-%d %H:%M}", zone.key
+    if early.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != naive:
+        return f"{when} does not exist in {tz}: the clocks skip it that night (daylight saving)"
+    return (
+        f"{when} happens twice in {tz} that night (daylight saving: {early:%H:%M %Z}, then {late:%H:%M %Z})"
+    )
+
+
 def _require_aware(moment: datetime, what: str) -> None:
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"{what} must be timezone-aware")

@@ -56,6 +56,29 @@ def test_a_window_across_a_daylight_saving_change_lasts_its_plans_elapsed_time(s
     assert schedule.override_reason == "night work"
 
 
+def test_a_plan_whose_own_window_crosses_a_clock_change_is_scheduled_for_its_real_length(
+    services: Services,
+) -> None:
+    # 01:00–05:00 Berlin the night the clocks go forward lasts three hours, not four.
+    night = (
+        PLAN.replace("name: tokyo-upgrade", "name: berlin-night")
+        .replace('start: "2026-12-01T14:00"', 'start: "2027-03-28T01:00"')
+        .replace('end: "2026-12-01T16:00"', 'end: "2027-03-28T05:00"')
+        .replace("timezone: Asia/Tokyo", "timezone: Europe/Berlin")
+    )
+    assert "Europe/Berlin" in night
+    services.store.save_plan(
+        name="berlin-night", text=night, loaded_by="U0PRIMARY", loaded_at=FRIDAY_NOON_IN_TOKYO
+    )
+    out = cmd(
+        services,
+        'schedule berlin-night --at "2027-03-30 09:00" --tz Europe/Berlin --override --reason night work',
+    )
+    assert out.ok, out.rendered.text
+    (schedule,) = services.store.schedules()
+    assert schedule.window_end - schedule.window_start == timedelta(hours=3)
+
+
 def test_a_moved_schedule_names_the_one_that_replaced_it(services: Services) -> None:
     assert cmd(services, 'schedule tokyo-upgrade --at "2026-12-01 14:00"').ok
     assert cmd(services, 'schedule move 1 --at "2026-12-02 14:00" --reason vendor delay').ok

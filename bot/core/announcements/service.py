@@ -88,7 +88,7 @@ def plan_info(
     """What announcements say about `plan`; a scheduled window replaces the plan's own."""
     zone = tz or plan.window.timezone
     begin = start or plan.window.start
-    finish = end or (begin + (plan.window.end - plan.window.start))
+    finish = end or (plan.window.end if start is None else begin.astimezone(UTC) + plan.window.length)
     return PlanInfo(
         name=plan.name,
         cluster=plan.cluster,
@@ -373,7 +373,7 @@ class AnnouncementService:
             raise UserError(
                 "no announcement channel: set `channels.announcements` in the plan or the configuration"
             )
-        end = start.astimezone(UTC) + (plan.window.end - plan.window.start)  # elapsed, across DST
+        end = start.astimezone(UTC) + plan.window.length
 
         def rows(schedule_id: int) -> list[AnnouncementRow]:
             planned = A.schedule(
@@ -477,7 +477,7 @@ class AnnouncementService:
             raise UsageError('say why it moves: `--reason "…"` (the delayed announcement shows it)')
         plan = stored_plan(self.store, old.plan_id)
         now = self.clock()
-        end = start.astimezone(UTC) + (plan.window.end - plan.window.start)  # elapsed, across DST
+        end = start.astimezone(UTC) + plan.window.length
         if start <= old.window_start:
             # The announcement says "delayed": bringing a window forward is a different message
             # (people may have planned around the old time), so it is a cancel and a new schedule.

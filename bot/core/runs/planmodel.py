@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo
 
@@ -148,6 +148,13 @@ class Window:
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
+
+    @property
+    def length(self) -> timedelta:
+        """How long the window lasts in real time. Two datetimes of one zone subtract as wall
+        clocks, so a window across a clock change (01:00–05:00 the night it goes forward: 3 hours)
+        is measured in UTC."""
+        return self.end.astimezone(UTC) - self.start.astimezone(UTC)
 
 
 @dataclass(frozen=True, kw_only=True)

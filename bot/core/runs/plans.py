@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -328,11 +328,12 @@ def _window(v: _PlanValidator, node: yaml.Node | None, now: datetime | None) -> 
     if end <= start:
         v.error(w["end"], "window.end", f"the window ends ({end.isoformat()}) before it starts")
         return None
-    if end - start > MAX_WINDOW:
+    lasts = end.astimezone(UTC) - start.astimezone(UTC)  # real time, across a clock change
+    if lasts > MAX_WINDOW:
         v.error(
             w["end"],
             "window.end",
-            f"the window lasts {format_duration(end - start)}; at most {format_duration(MAX_WINDOW)}",
+            f"the window lasts {format_duration(lasts)}; at most {format_duration(MAX_WINDOW)}",
         )
         return None
     if now is not None and end > now + HORIZON:

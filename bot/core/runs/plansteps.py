@@ -46,6 +46,7 @@ from bot.core.validation import (
     is_null,
     shown,
 )
+from bot.core.windows import wall_clock_problem
 from bot.errors import UserError
 from bot.records import ActionCall
 
@@ -113,8 +114,19 @@ class _PlanValidator(YamlValidator):
         if not FIRST_YEAR <= value.year <= LAST_YEAR:
             self.error(node, key, f"{value.isoformat()} is not between {FIRST_YEAR} and {LAST_YEAR}; a typo?")
             return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=zone) if zone else value
+        if value.tzinfo is None and zone is not None:
+            problem = wall_clock_problem(value, zone)
+            if problem:
+                # A window an hour off, or opening at a time the card shows and no clock does.
+                first = value.replace(tzinfo=zone, fold=0).isoformat(timespec="minutes")
+                offset = (
+                    ""
+                    if "does not exist" in problem
+                    else f", or write it with its offset ({first} for the first)"
+                )
+                self.error(node, key, f"{problem}; pick a time before or after the change{offset}")
+                return None
+            value = value.replace(tzinfo=zone)
         return value
 
     def required(self, fields: Mapping[str, yaml.Node], parent: yaml.Node, key: str, name: str) -> bool:

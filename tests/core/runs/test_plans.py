@@ -105,6 +105,29 @@ def test_a_step_may_ask_for_the_step_complete_announcement_and_a_wrong_value_nam
     assert "'completed' is not one of: step-complete" in error
 
 
+def test_a_window_at_a_time_the_clocks_skip_or_pass_twice_is_refused_and_its_length_is_real_time() -> None:
+    def window(start: str, end: str) -> str:
+        return GOOD.replace(
+            'window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}',
+            f'window: {{start: "{start}", end: "{end}", timezone: Europe/Berlin}}',
+        )
+
+    with pytest.raises(PlanInvalid) as skipped:
+        parse_plan(window("2027-03-28T02:30", "2027-03-28T05:00"), source="p.yaml")
+    (error,) = skipped.value.errors
+    assert "window.start: 2027-03-28 02:30 does not exist in Europe/Berlin: the clocks skip it" in error
+    with pytest.raises(PlanInvalid) as twice:
+        parse_plan(window("2027-10-31T02:30", "2027-10-31T05:00"), source="p.yaml")
+    (error,) = twice.value.errors
+    assert "happens twice in Europe/Berlin that night" in error
+    assert "(2027-10-31T02:30+02:00 for the first)" in error
+    # Its offset written, the first 02:30 is one instant; and a window's length is real time.
+    plan = parse_plan(window("2027-10-31T02:30+02:00", "2027-10-31T05:00"))
+    assert plan.window.length == timedelta(hours=3, minutes=30)
+    spring = parse_plan(window("2027-03-28T01:00", "2027-03-28T05:00"))
+    assert spring.window.length == timedelta(hours=3)
+
+
 def test_a_bad_plan_lists_every_problem_with_its_line() -> None:
     with pytest.raises(PlanInvalid) as caught:
         parse_plan(BAD, source="bad.yaml")
