@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import logging
+
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, parse_user
 from bot.core.runs import machine as R
+from bot.errors import BotError, UserError
 from commands import _runs
+
+log = logging.getLogger(__name__)
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
     """Hand a role of a run over to another person, e.g. when the shadow goes off shift.
 
     Only this run's roster changes, not the plan. The new holder may approve from the next click
-    on; approvals already given stay. A role is handed over by its holder or by the coordinator
-    (by anyone in the roster when the plan names no coordinator), and never to someone who would
-    then hold every role of a gate still to pass that needs different people (the shadow to the
-    primary): four eyes stay four eyes.
+    on; approvals already given stay. A role is handed over by its holder (their own part: the
+    role's other holders keep it) or by the coordinator, who replaces its holders (by anyone in the
+    roster when the plan names no coordinator). Refused when it would leave a gate still to pass
+    unable to pass: someone holding every role of a gate that needs different people (the shadow
+    to the primary), a quorum short, or the person who started a step the only one left to confirm
+    it done. Four eyes stay four eyes. The new holder must be a user Slack knows.
 
     Example: `/upgrade handoff shadow @dana`
     """
     user = parse_user(args.user)
+    _known(ctx, user)
     out = _runs.change(
         ctx,
         args.run,
@@ -29,6 +37,18 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         template="runs/message",
         context={"message": f"The {args.role} of run `{out.run.id}` is now", "user": user},
     )
+
+
+def _known(ctx: CommandContext, user: str) -> None:
+    """Refuse a new holder the workspace does not have (a typo, a deactivated account): the role
+    would go to nobody. When Slack cannot be asked, the handoff goes ahead (the log says why)."""
+    try:
+        exists = ctx.directory.user_exists(user)
+    except BotError as exc:
+        log.warning("handoff: could not look up %s in Slack: %s", user, exc.user_message)
+        return
+    if exists is False:
+        raise UserError(f"Slack has no active user {user}: check the mention (`/upgrade handoff ROLE @name`)")
 
 
 def _arguments(parser: CommandParser) -> None:

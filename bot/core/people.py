@@ -44,6 +44,10 @@ class Directory(Protocol):
         """The user's display name (`users.info`), None when unknown."""
         ...
 
+    def user_exists(self, user_id: str) -> bool | None:
+        """Whether the workspace has this (active) user; None when this directory cannot tell."""
+        ...
+
 
 class StaticDirectory:
     """A directory from fixed mappings; knows no groups or names unless given them."""
@@ -59,6 +63,10 @@ class StaticDirectory:
 
     def display_name(self, user_id: str) -> str | None:
         return self._names.get(user_id)
+
+    def user_exists(self, user_id: str) -> bool | None:
+        """True for a user it has a name for; otherwise it cannot tell (no workspace to ask)."""
+        return True if user_id in self._names else None
 
 
 class NameCache(Protocol):

@@ -224,7 +224,11 @@ def test_destructive_steps_commands_and_handoff(bot: Bot) -> None:
     # Someone else's role is not theirs to hand over: the holder's or the coordinator's word.
     taken = bot.command(f"handoff shadow <@{PRIMARY}> --run {run_id}", user=PRIMARY)
     assert "only the shadow or the coordinator may hand the shadow over" in taken
+    # A mention Slack does not know (a typo) would give the role to nobody: refused.
+    typo = bot.command(f"handoff shadow <@U0NEWSHADOW> --run {run_id}", user=COORD)
+    assert "Slack has no active user U0NEWSHADOW" in typo
     # The shadow goes off shift: the coordinator hands the role over, for this run only.
+    bot.stub.users["U0NEWSHADOW"] = {"id": "U0NEWSHADOW"}
     assert "is now" in bot.command(f"handoff shadow <@U0NEWSHADOW> --run {run_id}", user=COORD)
     refused = bot.click(SHADOW, bot.gate("wipe"))
     assert refused is not None

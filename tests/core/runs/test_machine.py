@@ -467,13 +467,45 @@ def test_handoff_is_by_the_holder_or_the_coordinator_and_never_leaves_a_gate_one
         PermissionDenied, match="only the primary or the coordinator may hand the primary over"
     ):
         handoff(run, role="primary", user_id="U0NEW", by=S, now=T0)
-    mine = handoff(run, role="primary", user_id="U0NEW", by=P, now=T0).run  # the holder, off shift
-    assert mine.roster["primary"] == ("U0NEW",)
+    # The holder, off shift, hands over their own part: the role's other holder keeps it.
+    mine = handoff(run, role="primary", user_id="U0NEW", by=P, now=T0)
+    assert mine.run.roster["primary"] == (BOTH, "U0NEW")
+    assert mine.events[0].note == f"was {P}"
+    # The coordinator, holding none of it, replaces its holders; the thread names them.
+    solo = handoff(mine.run, role="primary", user_id="U0SOLO", by=C, now=T0)
+    assert solo.run.roster["primary"] == ("U0SOLO",)
+    assert solo.events[0].note == f"was {BOTH},U0NEW"
     with pytest.raises(
         TransitionRefused, match=r"`both`'s gate \(the primary and the shadow\) could then never pass"
     ):
-        handoff(mine, role="shadow", user_id="U0NEW", by=C, now=T0)
-    assert handoff(mine, role="shadow", user_id="U0OTHER", by=C, now=T0).run.roster["shadow"] == ("U0OTHER",)
+        handoff(solo.run, role="shadow", user_id="U0SOLO", by=C, now=T0)
+    assert handoff(solo.run, role="shadow", user_id="U0OTHER", by=C, now=T0).run.roster["shadow"] == (
+        "U0OTHER",
+    )
+    with pytest.raises(TransitionRefused, match="U0SOLO already holds the primary"):
+        handoff(solo.run, role="primary", user_id="U0SOLO", by=C, now=T0)
+
+
+def test_a_handoff_that_would_leave_a_quorum_or_a_started_step_unable_to_pass_is_refused() -> None:
+    text = PLAN.replace(f"shadow: [{S}, {BOTH}]", f"shadow: [{S}, {BOTH}, {M1}]")
+    quorum = parse_plan(
+        text.replace(
+            "  - id: snap\n    title: Snapshot\n    gate: {any_of: [primary, shadow]}",
+            "  - id: snap\n    title: Snapshot\n    gate: {quorum: {role: shadow, count: 3}}",
+        )
+    )
+    run = new_run("q", quorum, by=P, now=T0).run
+    # M1 hands their own part of the shadow over: three shadows still.
+    assert handoff(run, role="shadow", user_id="U0NEW", by=M1, now=T0).run.roster["shadow"] == (
+        S,
+        BOTH,
+        "U0NEW",
+    )
+    # The coordinator replacing all three shadows with one person leaves the quorum of 3 short.
+    with pytest.raises(
+        TransitionRefused, match=r"`snap`'s gate .* could then never pass: it needs 3 different people"
+    ):
+        handoff(run, role="shadow", user_id="U0NEW", by=C, now=T0)
 
 
 def test_a_button_of_an_ended_run_says_it_has_ended_not_to_resume_it() -> None:
@@ -491,3 +523,40 @@ def test_a_button_of_an_ended_run_says_it_has_ended_not_to_resume_it() -> None:
         press(paused, "snap", P).message
         == f"run {paused.id} is paused; nothing can be approved until it is resumed"
     )
+
+
+HANDOFF_PLAN = f"""\
+name: h
+cluster: prod
+current_version: "1.29"
+target_version: "1.30"
+window: {{start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}}
+roster:
+  primary: [{P}]
+  shadow: [{S}]
+  coordinator: [{C}]
+steps:
+  - id: two
+    title: Two people
+    gate: {{approve: [primary, shadow]}}
+    done: {{any_of: [coordinator]}}
+  - id: work
+    title: Manual work
+    gate: {{any_of: [coordinator]}}
+    done: {{any_of: [primary]}}
+"""
+
+
+def test_a_handoff_refuses_to_make_an_approver_count_twice_or_a_starter_the_only_confirmer() -> None:
+    run = new_run("h", parse_plan(HANDOFF_PLAN), by=P, now=T0).run
+    voted = press(run, "two", P).run  # the primary approved the start
+    off = handoff(voted, role="primary", user_id="U0DANA", by=P, now=T0).run
+    with pytest.raises(TransitionRefused, match="U0P already approved `two` as the primary"):
+        handoff(off, role="shadow", user_id=P, by=C, now=T0)
+    # `work`, started by the coordinator, may only be confirmed done by the primary: not them too.
+    run = new_run("h", parse_plan(HANDOFF_PLAN), by=P, now=T0).run
+    run = press(press(press(run, "two", P).run, "two", S).run, "two", C).run
+    started = press(run, "work", C).run
+    assert started.step_run("work").state is StepState.RUNNING
+    with pytest.raises(TransitionRefused, match="`work` could then never be confirmed done: U0C started it"):
+        handoff(started, role="primary", user_id=C, by=C, now=T0)
