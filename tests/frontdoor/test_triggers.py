@@ -448,14 +448,15 @@ def test_the_run_ticker_runs_when_its_interval_comes_due_once_for_the_intervals_
 ) -> None:
     start = utc(2026, 12, 1, 4)
     bot = new_bot(bots, store, slack_stub, start)
-    bot.runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY"))
+    run = bot.runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
 
     def tick(moment: datetime) -> list[str]:
         bot.clock.set(moment)
         return [d.detail for d in bot.triggers.run_due(moment) if d.kind == RUN_TICKER]
 
     # At once when the bot starts (a run that moved while it was down goes on), then every 20 s.
-    assert tick(start) == [""]
+    # The plan's window (28 November) has ended: the first tick says so, once.
+    assert tick(start) == [f"{run.id}: window_ended"]
     assert tick(start + timedelta(seconds=19)) == []
     assert tick(start + timedelta(seconds=20)) == [""]  # due, with nothing to escalate yet
     # The plan escalates after 15 minutes: the 44 ticks missed since run as one, which escalates.

@@ -191,7 +191,7 @@ def card_context(
 #: Events that get a line in the run's thread (a refusal is told to the clicker; a gate has its
 #: own message) and those also broadcast to the channel.
 _NOT_IN_THREAD = frozenset({"refused", "gate_opened"})
-_BROADCAST = frozenset({"step_failed", "run_aborted", "step_interrupted"})
+_BROADCAST = frozenset({"step_failed", "run_aborted", "step_interrupted", "window_ended"})
 #: The events an action's files (its report) are uploaded under: how its step ended.
 _STEP_ENDED = frozenset({"step_succeeded", "step_failed"})
 

@@ -905,6 +905,17 @@ def _left_stuck(run: Run, roster: Mapping[str, tuple[str, ...]], new: str) -> st
     return ""
 
 
+def window_ended(run: Run, *, end: datetime, now: datetime) -> Outcome:
+    """A run still going when its window ended: an event for the thread, the card and the audit
+    log (the run goes on: whether to stop is people's call). Nothing when it has ended or the window
+    has not."""
+    if run.state not in (RunState.ACTIVE, RunState.PAUSED) or now < end:
+        return Outcome(run=run)
+    left = sum(1 for s in run.steps if s.state not in FINISHED)
+    detail = f"at {_dated(end)}, with {left} step{'s' if left != 1 else ''} still to go"
+    return Outcome(run=dataclasses.replace(run), events=(Event(kind="window_ended", detail=detail),))
+
+
 def note(run: Run, *, by: str, text: str, now: datetime) -> Outcome:
     """A note someone adds to the run's record (what they did outside the bot): an event for the
     thread and the audit log; the run itself does not change."""

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from bot.adapters.store import Store
 from bot.core.evidence.view import (
@@ -124,6 +125,9 @@ def build_report(
         ended = max(ended, now)  # a run still going: its open bars reach the present
     gaps = _gaps(series, lanes, watched=bool(run_watches or episodes))
     scheduled = store.schedule_of_run(run_id)
+    window_end = scheduled.window_end if scheduled else plan.window.end if plan else None
+    if window_end is not None:
+        findings += _past_the_window(bars, window_end, plan.window.zone if plan else ZoneInfo("UTC"))
     return Report(
         run_id=run.id,
         plan=run.plan_name,
@@ -134,7 +138,7 @@ def build_report(
         target_version=plan.target_version if plan else "",
         # The window the run was scheduled in, when it was (`/upgrade schedule --at` any date).
         window_start=scheduled.window_start if scheduled else plan.window.start if plan else None,
-        window_end=scheduled.window_end if scheduled else plan.window.end if plan else None,
+        window_end=window_end,
         timezone=plan.window.timezone if plan else "UTC",
         started_at=started,
         ended_at=ended,
@@ -157,6 +161,21 @@ def build_report(
         analyses=tuple(_analyses(store, run_id, [s.step_id for s in steps])),
         evidence=tuple(evidence_steps(store, run_id, [s.step_id for s in steps])),
     )
+
+
+def _past_the_window(bars: Sequence[StepBar], end: datetime, zone: ZoneInfo) -> list[str]:
+    """What people did after the window ended: a change record says so, not only its times."""
+    late = [
+        f"`{b.step_id}` ({what} {at.astimezone(zone):%H:%M})"
+        for b in bars
+        for what, at in (("started", b.started_at), ("finished", b.finished_at))
+        if at is not None and at > end
+    ]
+    if not late:
+        return []
+    return [
+        f"worked past the window's end ({end.astimezone(zone):%Y-%m-%d %H:%M} {zone.key}): {', '.join(late)}"
+    ]
 
 
 def _step_bars(

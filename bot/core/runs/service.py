@@ -130,6 +130,9 @@ class RunService:
         self.step_observers = tuple(step_observers)
         #: Reads the PRs plan steps name (`github:`), for what a step's `done` requires; None: off.
         self.pull_requests = pull_requests
+        #: Runs whose window's end the thread has been told of (the audit log is the record; this
+        #: only spares the ticker reading it again).
+        self._told_window_end: set[str] = set()
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -847,13 +850,39 @@ class RunService:
         whose runner is gone are interrupted (`interrupt_orphans`)."""
         self.interrupt_orphans()
         done = []
-        for row in self.store.runs(states=["active"], limit=500):
-            out = self.apply(
-                row.id, lambda run: R.due(run, now=self.clock()), Actor(user_id="bot", source="timer")
-            )
-            if out.events:
-                done.append(out)
+        for row in self.store.runs(states=["active", "paused"], limit=500):
+            if row.state == "active":
+                out = self.apply(
+                    row.id, lambda run: R.due(run, now=self.clock()), Actor(user_id="bot", source="timer")
+                )
+                if out.events:
+                    done.append(out)
+            if (ended := self._window_end_told(row.id)) is not None:
+                done.append(ended)
         return done
+
+    def window_end(self, run_id: str, plan_end: datetime) -> datetime:
+        """When the run's window ends: its schedule's (`/upgrade schedule --at`), else its plan's."""
+        scheduled = self.store.schedule_of_run(run_id)
+        return scheduled.window_end if scheduled is not None else plan_end
+
+    def _window_end_told(self, run_id: str) -> R.Outcome | None:
+        """Once a run still going is past its window's end, the thread and the card say so, once:
+        nothing stops it (people decide), but nobody should find out from the report."""
+        if run_id in self._told_window_end:
+            return None
+        run = self.load(run_id)
+        end = self.window_end(run_id, run.plan.window.end)
+        if self.clock() < end:
+            return None
+        self._told_window_end.add(run_id)
+        if any(e.subcommand == "window_ended" for e in self.store.audit_entries(run_id=run_id)):
+            return None
+        return self.apply(
+            run_id,
+            lambda r: R.window_ended(r, end=end, now=self.clock()),
+            Actor(user_id="bot", source="timer"),
+        )
 
     # -- showing -----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
+from bot.core.runs.report import build_report
 from bot.core.runs.service import Actor, RunService
 from bot.records import StepState
 from bot.resources import BUILTIN_TEMPLATES
@@ -204,6 +205,41 @@ def test_a_steps_report_is_uploaded_once_under_its_line_even_when_the_first_uplo
         assert len([t for t in thread_texts(slack_stub) if "*`first` failed*" in t]) == 1
     finally:
         store.close()
+
+
+def test_the_thread_and_the_card_say_once_that_the_window_ended_with_steps_to_go(
+    setup: tuple[RunService, FakeClock, SlackStub], tmp_path: Path
+) -> None:
+    service, clock, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    clock.set(T0 + timedelta(hours=3, minutes=50))  # the window (until 17:00 UTC) is still open
+    service.tick()
+    assert not any("window ended" in t for t in thread_texts(stub))
+    clock.set(T0 + timedelta(hours=4, minutes=5))
+    service.tick()
+    service.tick()
+    (told,) = [c for c in stub.calls_to("chat.postMessage") if "The upgrade window ended" in c.params["text"]]
+    assert told.params["text"] == (
+        ":warning: The upgrade window ended at Sat 28 Nov 17:00 UTC, with 1 step still to go. The run goes on: "
+        "pause or abort it if it must not run outside the window, or note why it may."
+    )
+    assert told.params["reply_broadcast"] is True  # the channel hears it, not only the thread
+    assert ":warning: window ended" in stub.calls_to("chat.update")[-1].params["text"]
+    # A restarted bot (a new service on the same database) does not say it again.
+    again = RunService(store=service.store, directory=StaticDirectory(), clock=clock, cards=service.cards)
+    again.tick()
+    assert (
+        len([c for c in stub.calls_to("chat.postMessage") if "The upgrade window ended" in c.params["text"]])
+        == 1
+    )
+    # The report names the work done after the window.
+    ref = R.ButtonRef(run_id=run.id, step_id="first", epoch=1)
+    assert service.click(ref, Actor(user_id="U0PRIMARY")).accepted
+    report = build_report(service.store, run.id, now=clock())
+    assert any(
+        f.startswith("worked past the window's end (2026-11-29 02:00 Asia/Tokyo): `first` (started 02:05)")
+        for f in report.findings
+    ), report.findings
 
 
 def test_a_gate_left_open_across_a_pause_counts_its_timeout_and_escalations_from_the_resume(
