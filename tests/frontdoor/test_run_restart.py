@@ -64,6 +64,10 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
     assert snapshots.snapshots() == []  # nothing ran again by itself
     snapshots.close()
     broadcast = [c for c in bot.stub.calls_to("chat.postMessage") if c.params.get("reply_broadcast")]
+    # The plan's window (28 November) is over: said once, across the kill -9 and the restart.
+    ended = [c for c in broadcast if "The upgrade window ended" in c.params["text"]]
+    assert len(ended) <= 1
+    broadcast = [c for c in broadcast if c not in ended]
     assert len(broadcast) == 1
     assert "was interrupted" in broadcast[0].params["text"]
     assert "active" in bot.command(f"resume {run.id} --reason restarted", user=COORD)
@@ -134,6 +138,8 @@ def test_sigkill_at_any_point_loses_nothing_and_repeats_nothing(bot: RunBot, sim
     )
     assert gates
     assert max(gates.values()) == 1
+    # The window's end, past since 28 November, was told once across the four kill -9s.
+    assert len([p for p in posts if "The upgrade window ended" in p["text"]]) == 1
     # Each post of the run is exactly one claimed message key (claimed before posting, so a
     # restart finds it claimed and does not post again).
     store = bot.store()
