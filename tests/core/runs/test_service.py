@@ -242,6 +242,27 @@ def test_the_thread_and_the_card_say_once_that_the_window_ended_with_steps_to_go
     ), report.findings
 
 
+def test_an_aborted_run_s_step_waiting_to_be_confirmed_done_is_not_shown_as_running(
+    setup: tuple[RunService, FakeClock, SlackStub],
+) -> None:
+    service, clock, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    ref = R.ButtonRef(run_id=run.id, step_id="first", epoch=1)
+    assert service.click(ref, Actor(user_id="U0PRIMARY")).accepted  # started: its done gate is open
+    service.apply(
+        run.id,
+        lambda r: R.abort(r, by="U0PRIMARY", reason="rollback now", now=clock()),
+        Actor(user_id="U0PRIMARY"),
+    )
+    edits = [c.params["text"] for c in stub.calls_to("chat.update")]
+    assert any(
+        "this gate is closed; the run was aborted before the step was confirmed done" in t for t in edits
+    ), edits
+    assert not any("the step is now running" in t for t in edits[-2:])
+    card = [t for t in edits if t.startswith(":clipboard:")][-1]
+    assert "`first` Drain &lt;!channel&gt; &amp; friends — not confirmed done: the run was aborted" in card
+
+
 def test_a_gate_left_open_across_a_pause_counts_its_timeout_and_escalations_from_the_resume(
     setup: tuple[RunService, FakeClock, SlackStub],
 ) -> None:
