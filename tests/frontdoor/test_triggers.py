@@ -326,7 +326,39 @@ def test_a_failed_post_is_released_and_retried(store: Store, slack_stub: SlackSt
     slack_stub.fail_next("chat.postMessage", error="channel_not_found")
     assert bot.at(utc(2026, 11, 30, 5)) == ["failed"]
     assert bot.at(utc(2026, 11, 30, 5, 1)) == ["sent"]
-    assert len([c for c in slack_stub.calls_to("chat.postMessage") if c.response.get("ok")]) == 2
+    ok = [c for c in slack_stub.calls_to("chat.postMessage") if c.response.get("ok")]
+    assert len([c for c in ok if c.params["channel"] == "C0ANNOUNCE"]) == 2
+    assert len([c for c in ok if c.params["channel"] == "U0COORD"]) == 1  # told of the failure, once
+
+
+def test_an_announcement_the_bot_may_not_post_is_told_to_its_scheduler_once_and_skipped_saying_why(
+    store: Store, slack_stub: SlackStub, bots: list[Bot]
+) -> None:
+    bot = new_bot(bots, store, slack_stub, utc(2026, 11, 20, 3))
+    bot.service.schedule(
+        "eks-nodegroups", start=datetime(2026, 12, 1, 14, tzinfo=TOKYO), tz="Asia/Tokyo", by="U0COORD"
+    )
+    # Nobody invited the bot to the announcement channel (the first day's usual mistake).
+    slack_stub.fail_next(
+        "chat.postMessage", error="not_in_channel", times=100, when=lambda p: p.get("channel") == "C0ANNOUNCE"
+    )
+    assert bot.at(utc(2026, 11, 30, 5)) == ["failed"]
+    assert bot.at(utc(2026, 11, 30, 5, 1)) == ["failed"]
+    told = [
+        c.params["text"] for c in slack_stub.calls_to("chat.postMessage") if c.params["channel"] == "U0COORD"
+    ]
+    assert len(told) == 1, told  # once, not at every attempt
+    assert "could not be posted in <#C0ANNOUNCE>: the bot is not in that channel" in told[0]
+    assert "It is tried again until Mon 30 Nov 05:30 UTC, then skipped" in told[0]
+    (row,) = [a for a in store.scheduled_announcements() if a.due_at == utc(2026, 11, 30, 5)]
+    assert row.state == "scheduled"
+    assert row.reason.startswith("last attempt failed: the bot is not in that channel")
+    # Past the grace it is skipped, and the reason is the channel, not only the lateness.
+    assert bot.at(utc(2026, 11, 30, 5, 40)) == ["skipped"]
+    row = store.scheduled_announcement(row.id)  # type: ignore[assignment]
+    assert row is not None
+    assert row.state == "skipped"
+    assert "(last attempt failed: the bot is not in that channel" in row.reason
 
 
 def test_the_end_of_a_scheduled_run_is_announced_once(

@@ -159,6 +159,21 @@ class Schedules(StoreBase):
             _insert_audit(conn, audit)
         return True
 
+    def note_announcement_failure(self, announcement_id: int, reason: str) -> bool:
+        """Why the last attempt to post a still scheduled announcement failed (`schedule list` shows
+        it, and a skip for lateness repeats it); True when that is news (the reason changed)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            changed = conn.execute(
+                scheduled_announcements.update()
+                .where(
+                    scheduled_announcements.c.id == announcement_id,
+                    scheduled_announcements.c.state == "scheduled",
+                    scheduled_announcements.c.reason != reason,
+                )
+                .values(reason=reason)
+            )
+        return bool(changed.rowcount)
+
     def record_announcement_ts(self, announcement_id: int, *, channel: str, ts: str) -> None:
         """The ts of a post that another worker marked sent while Slack was still answering."""
         with _wrap_errors(), self.engine.begin() as conn:

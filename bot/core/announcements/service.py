@@ -82,6 +82,10 @@ _RUN_STATE = {
 }
 
 
+#: How an announcement's reason begins while its posts fail (`schedule list` shows it).
+LAST_FAILED = "last attempt failed: "
+
+
 def plan_info(
     plan: Plan, *, start: datetime | None = None, end: datetime | None = None, tz: str = ""
 ) -> PlanInfo:
@@ -767,8 +771,12 @@ class AnnouncementService:
             )
             return Fired(id=row.id, action="already_sent", detail=reason)
         if decision.action == "skip":
-            self._finish_skipped(row, moment, decision.reason)
-            return Fired(id=row.id, action="skipped", detail=decision.reason)
+            # Late because every attempt failed: the skip says why, not only that it is late.
+            why = (
+                f"{decision.reason} ({row.reason})" if row.reason.startswith(LAST_FAILED) else decision.reason
+            )
+            self._finish_skipped(row, moment, why)
+            return Fired(id=row.id, action="skipped", detail=why)
         late = LateNote(due=row.due_at, zone=self._zone(row)) if decision.action == "send_late" else None
         try:
             rendered = self._render(row, late)
@@ -786,6 +794,7 @@ class AnnouncementService:
         except BotError as exc:
             # Not posted (the claim was given back): the next attempt within the grace posts it.
             log.warning("posting announcement %s failed: %s", row.id, exc.user_message)
+            self._failed(row, subject, exc.user_message)
             return Fired(id=row.id, action="failed", detail=exc.user_message)
         if posted is None:
             return Fired(id=row.id, action="already_sent", detail="another worker claimed it")
@@ -804,6 +813,30 @@ class AnnouncementService:
             # Another worker saw our claim before the ts was recorded and marked it sent.
             self.store.record_announcement_ts(row.id, channel=posted.channel, ts=posted.ts)
         return Fired(id=row.id, action="delayed" if delayed else "sent", detail=posted.ts)
+
+    def _failed(self, row: AnnouncementRow, subject: str, reason: str) -> None:
+        """An attempt to post failed: kept on the announcement, and the first time a reason is new,
+        the person who scheduled it is told directly (the channel it was for may be the trouble:
+        the bot not invited to it is the usual first-day mistake). Best effort: it is tried again."""
+        try:
+            if not self.store.note_announcement_failure(row.id, f"{LAST_FAILED}{reason}"):
+                return
+            schedule = self.store.schedule(row.schedule_id)
+            if schedule is None or not schedule.created_by or self.deliveries is None:
+                return
+            until = f"{(row.due_at + self.grace).astimezone(UTC):%a %d %b %H:%M} UTC"
+            self.deliveries.post_once(
+                subject,
+                f"{row.dedup_key}:failed:{reason[:40]}",
+                schedule.created_by,
+                f":warning: The {row.template} announcement of {row.plan_name} (schedule #{row.schedule_id}) could "
+                f"not be posted in <#{row.channel}>: {reason}. It is tried again until {until}, then skipped; "
+                "`/upgrade schedule list` shows where it stands.",
+            )
+        except BotError as exc:
+            log.warning(
+                "announcement %s: could not tell its scheduler of the failure: %s", row.id, exc.user_message
+            )
 
     def _finish_skipped(
         self, row: AnnouncementRow, now: datetime, reason: str, outcome: str = "skipped"
