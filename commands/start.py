@@ -90,6 +90,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             )
         )
     message = f"Run `{out.run.id}` of `{plan.name}` started."
+    # Started, and nobody would see its card or gates: the reply says where and why.
+    why = runs.cards.not_shown(out.run.id) if runs.cards is not None else ""
+    unposted = {"channel": runs.cards.channel_for(out.run), "why": why} if runs.cards and why else None
     if ctx.announcements is not None and schedule is not None:
         ctx.announcements.attach_run(schedule.id, out.run.id)
     elif later := ctx.store.schedules(states=["scheduled"], plan_name=plan.name):
@@ -101,7 +104,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             "more than an hour away: this run is not that schedule's, and its announcements still go out — "
             f"`/upgrade schedule cancel {pending.id} --reason …` withdraws them."
         )
-    return Reply(template="runs/message", context={"message": message})
+    return Reply(template="runs/message", context={"message": message, "unposted": unposted})
 
 
 def _arguments(parser: CommandParser) -> None:

@@ -275,6 +275,9 @@ class RunCards:
         self.live = live
         #: The evidence a step's gate and the card's Now line show (alerts, analyses); None: none.
         self.evidence = evidence
+        #: Run id → why this process's last publish of it failed (`not_shown`); only for the reply
+        #: of the command at hand: Slack catches up from the database, not from this.
+        self._failed: dict[str, str] = {}
 
     def context(self, run: R.Run, refs: Mapping[str, MessageRef] | None = None) -> dict[str, Any]:
         """The card's context now, live sections included, and a line for the thread posts that
@@ -378,6 +381,14 @@ class RunCards:
         except BotError as exc:
             # The run is committed; Slack catches up on the next change, the timer, or at restart.
             log.warning("could not update Slack for run %s: %s", run.id, exc.user_message)
+            self._failed[run.id] = exc.user_message
+        else:
+            self._failed.pop(run.id, None)
+
+    def not_shown(self, run_id: str) -> str:
+        """Why this process's last attempt to bring Slack up to date with the run failed ("" when
+        it did not): the reply to the command that started it says so, naming the channel."""
+        return self._failed.get(run_id, "")
 
     def _post_once(
         self,

@@ -92,10 +92,27 @@ def deliver(outcome: Outcome, *, gateway: SlackGateway, response_url: str, reque
             )
             if response_url:
                 try:
-                    respond_via_url(
-                        response_url,
-                        f":warning: {inert(exc.user_message)} _(ref {outcome.correlation_id})_",
-                        ephemeral=True,
-                    )
+                    respond_via_url(response_url, _undelivered(outcome, request, exc), ephemeral=True)
                 except BotError:
                     log.exception("could not tell the user that delivery failed")
+
+
+#: How much of an undelivered reply the ephemeral answer repeats (Slack takes 3,000 characters).
+REPEATED = 2400
+
+
+def _undelivered(outcome: Outcome, request: CommandRequest, exc: SlackCallFailed | BotError) -> str:
+    """The person's answer when a command's reply could not be posted: the command was done (a
+    plan stored, a snapshot taken), so it says so and repeats the reply, lest they do it again."""
+    why = inert(exc.user_message)
+    ref = f"_(ref {outcome.correlation_id})_"
+    if outcome.reply.ephemeral or not outcome.ok:
+        return f":warning: {why} {ref}"
+    channel = outcome.reply.channel or request.channel_id
+    text = outcome.rendered.text
+    shown = text if len(text) <= REPEATED else text[: REPEATED - 1] + "…"
+    return (
+        f":warning: `/upgrade {inert(' '.join(request.text.split()[:3])[:60], multiline=False)}` was done, but its "
+        f"reply could not be posted in <#{channel}>: "
+        f"{why} {ref}\nIt said:\n{shown}"
+    )
