@@ -45,6 +45,7 @@ from datetime import UTC, datetime, timedelta
 from types import FrameType
 
 from slack_bolt import App
+from slack_sdk.errors import SlackApiError
 
 from bot.adapters import kube
 from bot.adapters.slack import SlackGateway
@@ -340,13 +341,34 @@ def _serve_http(
             health.close()
 
 
+#: What Slack's refusal to open a Socket Mode connection (`apps.connections.open`) asks of people.
+_SOCKET_REFUSALS = {
+    "socket_mode_not_enabled": "Socket Mode is off in the app's settings: turn it on there, or serve "
+    "over HTTP (`upgrade-bot run --http`)",
+    "not_allowed_token_type": "SLACK_APP_TOKEN is not an app-level token: it starts with xapp-, made "
+    "under Basic Information → App-Level Tokens",
+    "missing_scope": "the app-level token lacks the connections:write scope: add it to the token",
+}
+
+
+def _app_token_refused(code: str) -> str:
+    """One line for a Socket Mode connection Slack refused (its error code), naming what to fix."""
+    what = _SOCKET_REFUSALS.get(code, "check the app-level token (xapp-…) of this workspace's app")
+    return (
+        f"environment: Slack refused to open a Socket Mode connection with SLACK_APP_TOKEN ({code}): {what}"
+    )
+
+
 def _serve_socket_mode(
     app: App, app_token: str, *, stop: threading.Event, on_ack: Callable[[float], None] | None = None
 ) -> None:
     from bot.frontdoor.socket_mode import make_handler
 
     handler = make_handler(app, app_token, on_ack=on_ack)
-    handler.connect()  # type: ignore[no-untyped-call]
+    try:
+        handler.connect()  # type: ignore[no-untyped-call]
+    except SlackApiError as exc:
+        raise ConfigError(_app_token_refused(str(exc.response.get("error", "") or exc))) from None
     print("connected to Slack in Socket Mode", flush=True)
     log.info("serving Slack over Socket Mode")
     try:

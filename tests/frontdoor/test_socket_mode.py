@@ -128,3 +128,37 @@ def test_malformed_envelopes_are_acked_and_dropped_with_one_line_each_and_no_tra
     assert len(ignored) == len(MALFORMED) + 1
     assert [r for r in caplog.records if r.exc_info] == []
     assert [e.subcommand for e in services.store.audit_entries()] == ["help"]
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        ("socket_mode_not_enabled", "Socket Mode is off in the app's settings"),
+        ("not_allowed_token_type", "SLACK_APP_TOKEN is not an app-level token"),
+        ("missing_scope", "lacks the connections:write scope"),
+        ("invalid_auth", "check the app-level token (xapp-…)"),
+    ],
+)
+def test_a_socket_mode_connection_slack_refuses_is_one_line_naming_what_to_fix(
+    settings_for_stub: Settings, slack_stub: SlackStub, code: str, says: str
+) -> None:
+    import threading
+
+    from bot.errors import ConfigError
+    from bot.frontdoor.serve import _serve_socket_mode
+
+    services = assemble(settings_for_stub)
+    workers = WorkerPool(2)
+    try:
+        app = build_app(services, workers, signing_secret=None, socket_mode=True)
+        slack_stub.fail_next("apps.connections.open", error=code, times=10)
+        with pytest.raises(ConfigError) as refused:
+            _serve_socket_mode(app, APP_TOKEN, stop=threading.Event())
+        assert refused.value.user_message.startswith(
+            f"environment: Slack refused to open a Socket Mode connection with SLACK_APP_TOKEN ({code}): "
+        )
+        assert says in refused.value.user_message
+        assert APP_TOKEN not in refused.value.user_message
+    finally:
+        workers.shutdown(wait=True)
+        services.close()
