@@ -7,6 +7,7 @@ Nothing in the bot reads the environment elsewhere: the loaded `Settings` is pas
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -362,12 +363,22 @@ def _channels(v: YamlValidator, top: _Top) -> Channels:
     return channels
 
 
+#: The roles the bot's defaults and drafted plans name (`actions.approvers`, escalation, `plan draft`).
+KNOWN_ROLES = ("primary", "shadow", "coordinator")
+
+
 def _roster(v: YamlValidator, top: _Top) -> dict[str, tuple[str, ...]]:
     roster: dict[str, tuple[str, ...]] = {}
     if "roster" in top:
-        for role, rnode in v.mapping(top["roster"], "roster", None).items():
+        fields = v.mapping(top["roster"], "roster", None)
+        for role, rnode in fields.items():
             if not NAME_PATTERN.match(role):
                 v.error(rnode, f"roster.{role}", "role names are lower-case letters, digits, - and _")
+            # A team's own roles (mesh, dba) are welcome; one a letter or two from a role the bot
+            # knows is a typo that would leave that role empty, its gates and escalations with it.
+            near = difflib.get_close_matches(role, KNOWN_ROLES, n=1, cutoff=0.75)
+            if role not in KNOWN_ROLES and near and near[0] not in fields:
+                v.error(rnode, f"roster.{role}", f"not a role the bot knows; did you mean `{near[0]}`?")
             roster[role] = v.people(rnode, f"roster.{role}")
     return roster
 

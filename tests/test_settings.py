@@ -51,6 +51,18 @@ def test_an_unknown_key_exits_2_naming_key_and_line(write_config: Callable[..., 
     assert f":{lineno}: clusters.prod.kubeconfg: unknown key (did you mean 'kubeconfig'?)" in line
 
 
+def test_a_roster_role_a_letter_from_a_known_one_is_a_typo_and_a_team_s_own_role_is_welcome(
+    write_config: Callable[..., Path],
+) -> None:
+    path = write_config(
+        "roster:\n  primray: [U0PRIMARY]\n  shadow: [U0SHADOW]\n  mesh: [U0MESH]\n", roster=False
+    )
+    line = one_line_error(run_bot("exec", "help", "--config", str(path)))
+    assert ":3: roster.primray: not a role the bot knows; did you mean `primary`?" in line
+    fine = write_config("roster:\n  primary: [U0PRIMARY]\n  mesh: [U0MESH]\n  dba: [U0DBA]\n", roster=False)
+    assert parse_settings(fine.read_text(), source=fine, env={}).roster["dba"] == ("U0DBA",)
+
+
 def test_a_missing_secret_exits_2_naming_the_variable(write_config: Callable[..., Path]) -> None:
     line = one_line_error(
         run_bot(
