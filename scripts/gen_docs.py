@@ -114,11 +114,13 @@ def configuration_page() -> str:
         )
     lines += [
         "",
-        "Beyond these shapes the bot checks, at start-up, what a schema cannot: that paths exist, "
-        "that a time zone is known, that a cluster has a kubeconfig or `in_cluster: true` (not "
-        "both), that `leader.renew_seconds` is at most half of `leader.lease_seconds`, that "
-        "`actions.approvers` are roles of the roster. A problem exits with status 2 naming the "
-        "file, line and key.",
+        "Beyond these shapes the bot checks, at start-up, what a schema cannot: that `data_dir` "
+        "and `templates_dir` can be used, that a time zone is known, that a cluster has a kubeconfig "
+        "or `in_cluster: true` (not both), that `leader.renew_seconds` is at most half of "
+        "`leader.lease_seconds`, that `actions.approvers` are roles of the roster, that no roster "
+        "role is a near-miss of `primary`, `shadow` or `coordinator`. A problem exits with status 2 "
+        "naming the file, line and key. A cluster's kubeconfig file and context are read when the bot "
+        "first connects to that cluster, and a missing one is named then.",
         "",
     ]
     return "\n".join(lines)
