@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -460,12 +461,17 @@ class RunCards:
         cur = run.current
         if run.state is R.RunState.ACTIVE and cur is not None and run.phase(cur) is not None:
             key = self._gate_key(run, cur)
+            gate_shown = self._gate_shown_key(run, cur)
             if key in refs:
-                return  # posted, or in flight: the gate message is made once
+                # Posted (or in flight): edited when whom it waits for changed (an approval, a
+                # handoff), so its first line never names people it no longer waits for.
+                if refs[key].ts and gate_shown not in refs:
+                    self._reshow_gate(run, cur, refs[key].channel, refs[key].ts, gate_shown)
+                return
             # Read here (a worker, the triggers door, a job's driver; never a thread that acks
             # Slack), once per gate: kept in the database, so a restart posts the same message.
             dry_run = self.dry_runs.for_gate(run, cur) if self.dry_runs is not None else None
-            self._post_once(
+            ts = self._post_once(
                 run,
                 key,
                 card.channel,
@@ -473,6 +479,50 @@ class RunCards:
                 self._gate_context(run, cur, dry_run),
                 thread_ts=thread,
             )
+            if ts is not None and self.store.claim_message(
+                run_id=run.id,
+                key=gate_shown,
+                channel=card.channel,
+                thread_ts="",
+                at=self.clock(),
+                owner=self.deliveries.owner,
+            ):
+                self.store.record_message(run_id=run.id, key=gate_shown, channel=card.channel, ts=ts)
+
+    def _gate_shown_key(self, run: R.Run, sr: R.StepRun) -> str:
+        """The key of what the open gate's message shows of its people: whom it waits for, and who
+        holds its roles (`shown:` keys are edits, not posts)."""
+        context = self._gate_people(run, sr)
+        digest = hashlib.sha256(json.dumps(context, sort_keys=True).encode()).hexdigest()[:12]
+        return f"shown:{sr.step_id}:{sr.epoch}:{run.phase(sr)}:{digest}"
+
+    def _gate_people(self, run: R.Run, sr: R.StepRun) -> dict[str, Any]:
+        gate = run.gate_for(sr)
+        return {
+            "people": sorted({p for role in (gate.roles if gate else ()) for p in run.roster.get(role, ())}),
+            "waiting_on": R.waiting_on(run, sr, self.clock()),
+        }
+
+    def _reshow_gate(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, shown: str) -> None:
+        """Edit the open gate's message to whom it waits for now; once per state (claimed first)."""
+        with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
+            if not self.store.claim_message(
+                run_id=run.id,
+                key=shown,
+                channel=channel,
+                thread_ts="",
+                at=self.clock(),
+                owner=self.deliveries.owner,
+            ):
+                return
+            dry_run = self.dry_runs.for_gate(run, sr) if self.dry_runs is not None else None
+            rendered = self.renderer.render("runs/gate", self._gate_context(run, sr, dry_run))
+            try:
+                self.deliveries.immediate.update_message(channel, ts, rendered.text, blocks=rendered.blocks)
+            except BotError:
+                self.store.release_message(run_id=run.id, key=shown, owner=self.deliveries.owner)
+                raise
+            self.store.record_message(run_id=run.id, key=shown, channel=channel, ts=ts)
 
     def _post_report(self, run: R.Run, channel: str, thread: str) -> None:
         """The run ended: its timeline picture into the thread, the HTML and Markdown beside it —

@@ -263,6 +263,65 @@ def test_an_aborted_run_s_step_waiting_to_be_confirmed_done_is_not_shown_as_runn
     assert "`first` Drain &lt;!channel&gt; &amp; friends — not confirmed done: the run was aborted" in card
 
 
+def test_the_open_gate_s_message_follows_whom_it_waits_for_after_an_approval_and_a_handoff(
+    tmp_path: Path, slack_stub: SlackStub
+) -> None:
+    plan = PLAN.replace(
+        "gate: {any_of: [primary]}\n    done: {any_of: [shadow]}",
+        "gate: {approve: [primary, shadow]}\n    done: {any_of: [shadow, coordinator]}",
+    )
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    try:
+        store.save_plan(name="tiny", text=plan, loaded_by="U0PRIMARY", loaded_at=T0)
+        clock = FakeClock(T0)
+        cards = RunCards(
+            deliveries=Deliveries(
+                store=store,
+                poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
+                clock=clock,
+                owner="test",
+            ),
+            renderer=Renderer([BUILTIN_TEMPLATES]),
+            clock=clock,
+        )
+        service = RunService(store=store, directory=StaticDirectory(), clock=clock, cards=cards)
+        run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+        (gate,) = [
+            c
+            for c in slack_stub.calls_to("chat.postMessage")
+            if "Needs the primary and the shadow" in c.params["text"]
+        ]
+        assert "still waiting for the primary and the shadow" in gate.params["text"]
+
+        def gate_text() -> str:
+            edits = [c for c in slack_stub.calls_to("chat.update") if c.params["ts"] == gate.response["ts"]]
+            return str(edits[-1].params["text"]) if edits else str(gate.params["text"])
+
+        publishes = len(slack_stub.calls_to("chat.update"))
+        service.publish(service.load(run.id))  # nothing changed: no edit of the gate message
+        assert gate_text() == gate.params["text"]
+        ref = R.ButtonRef(run_id=run.id, step_id="first", epoch=1)
+        assert service.click(ref, Actor(user_id="U0PRIMARY")).accepted
+        assert "still waiting for the shadow" in gate_text()
+        assert "still waiting for the primary" not in gate_text()
+        service.apply(
+            run.id,
+            lambda r: R.handoff(r, role="shadow", user_id="U0DANA", by="U0SHADOW", now=clock()),
+            Actor(user_id="U0SHADOW"),
+        )
+        assert "<@U0DANA>" in gate_text()
+        assert "<@U0SHADOW>" not in gate_text().split("·")[0]
+        edited = len([c for c in slack_stub.calls_to("chat.update") if c.params["ts"] == gate.response["ts"]])
+        service.publish(service.load(run.id))
+        assert (
+            len([c for c in slack_stub.calls_to("chat.update") if c.params["ts"] == gate.response["ts"]])
+            == edited
+        )
+        assert publishes <= len(slack_stub.calls_to("chat.update"))
+    finally:
+        store.close()
+
+
 def test_a_gate_left_open_across_a_pause_counts_its_timeout_and_escalations_from_the_resume(
     setup: tuple[RunService, FakeClock, SlackStub],
 ) -> None:
