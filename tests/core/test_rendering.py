@@ -82,7 +82,11 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "usage": "usage: /upgrade status [RUN]",
         "correlation_id": "c0ffee00",
     },
-    "whoami": {"user_id": "U0BOB", "roles": ["shadow"]},
+    "whoami": {
+        "user_id": "U0BOB",
+        "roles": ["shadow"],
+        "runs": [{"id": "R1E04FA", "plan": "eks-nodegroups", "roles": ["primary", "shadow"]}],
+    },
     "check": {
         **summary_context(
             CheckReport(

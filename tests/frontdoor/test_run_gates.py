@@ -230,6 +230,9 @@ def test_destructive_steps_commands_and_handoff(bot: Bot) -> None:
     # The shadow goes off shift: the coordinator hands the role over, for this run only.
     bot.stub.users["U0NEWSHADOW"] = {"id": "U0NEWSHADOW"}
     assert "is now" in bot.command(f"handoff shadow <@U0NEWSHADOW> --run {run_id}", user=COORD)
+    # `whoami` says where a run's own roster differs from the configured one.
+    assert f"In run `{run_id}` (drill): shadow" in bot.command("whoami", user="U0NEWSHADOW")
+    assert f"In run `{run_id}` (drill): no role" in bot.command("whoami", user=SHADOW)
     refused = bot.click(SHADOW, bot.gate("wipe"))
     assert refused is not None
     assert "you are not in this run's roster" in refused
