@@ -22,7 +22,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             recent = live or ctx.store.runs(limit=5)
             return Reply(template="runs/list", context={"runs": recent, "active": bool(live)})
     shown = ctx.runs.resolve(args.run)
-    return Reply(template="runs/card", context=ctx.runs.card_context(shown))
+    # The card leaves approvals out (it stays short in the channel); the one who asks sees them.
+    return Reply(template="runs/card", context={**ctx.runs.card_context(shown), "with_approvals": True})
 
 
 def _arguments(parser: CommandParser) -> None:

@@ -220,6 +220,10 @@ def test_destructive_steps_commands_and_handoff(bot: Bot) -> None:
     assert bot.submit_confirmation(PRIMARY, view["private_metadata"], "wipe") == ""
     bot.pool.wait_idle(jobs)
     assert bot.services.runs.load(run_id).step_run("wipe").state == "running"
+    # `status` (not the card, which stays short) lists each approval, whose and when.
+    status = bot.command("status", user=COORD)
+    assert "*Approvals*\n• `wipe` start: <@U0PRIMARY> (primary) at <!date^" in status, status
+    assert "*Approvals*" not in bot.card()
 
     # Someone else's role is not theirs to hand over: the holder's or the coordinator's word.
     taken = bot.command(f"handoff shadow <@{PRIMARY}> --run {run_id}", user=PRIMARY)
