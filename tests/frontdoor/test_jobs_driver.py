@@ -25,7 +25,7 @@ from bot.core.delivery import DEAD_AFTER, DEAD_AFTER_FAILURES, Deliveries
 from bot.core.duties import Duties, Lane
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
-from bot.core.jobs.service import AFTER_ABORT, RETRY_SECONDS, JobService, choice_json
+from bot.core.jobs.service import AFTER_ABORT, RETRY_SECONDS, JobService, choice_json, choice_of
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
@@ -450,9 +450,19 @@ def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None
         jobs.decide(row.id, choice_key=key, option="delete", user_id="U0COORD")
     with pytest.raises(UserError, match="not an answer"):
         jobs.decide(row.id, choice_key=key, option="force", user_id="U0COORD")
+    # The refusal says what the person holds; it is asked before a reason's modal opens too.
+    asked = setup.store.job(row.id)  # the job as it is now, with its question
+    assert asked is not None
+    assert jobs.refusal(asked, jobs_option(jobs, row.id, "delete"), "U0PRIMARY").endswith(
+        "; you are the primary"
+    )
     jobs.decide(row.id, choice_key=key, option="delete", user_id="U0COORD", reason="PDB of a dead app")
     with pytest.raises(UserError, match="already answered"):
         jobs.decide(row.id, choice_key=key, option="wait", user_id="U0PRIMARY")
+    # The question's message lost its buttons and says what was chosen, by whom.
+    (edit,) = [c for c in setup.stub.calls_to("chat.update") if c.params["ts"] == question[0].response["ts"]]
+    assert "Answered: *Delete*, by <@U0COORD>: _PDB of a dead app_" in edit.params["text"]
+    assert not [b for b in blockkit.message_blocks(edit.params) if b["type"] == "actions"]
     assert drive(jobs, row.id) == "done"
     assert setup.world.writes == ["n1", "n2", "n3"]
     audit = [e.detail for e in setup.store.audit_entries(limit=100)]
@@ -995,3 +1005,12 @@ def outbox(setup: Setup, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+def jobs_option(jobs: JobService, job_id: int, option: str) -> ChoiceOption:
+    """The open question's option `option` of job `job_id`."""
+    row = jobs.store.job(job_id)
+    assert row is not None
+    choice = choice_of(row.choice)
+    assert choice is not None
+    return next(o for o in choice.options if o.id == option)

@@ -345,18 +345,12 @@ class JobService:
             if not verdict.counts:
                 return f"“{picked.label}”: {VOTE_RECORDED}; {verdict.text}"
             reason = verdict.text
-        else:
-            roster = self._roster(row.run_id)
-            held = roles_of(user_id, roster, self.directory)
-            if not held & set(picked.roles):
-                need = " or ".join(picked.roles)
-                raise UserError(f"“{picked.label}” needs the {need} of this run")
-            if user_id in picked.not_by:
-                # Four eyes: the person who asked for it cannot also confirm it.
-                raise UserError(f"“{picked.label}” needs a second person: you asked for it")
+        elif refusal := self.refusal(row, picked, user_id):
+            raise UserError(refusal)
         decision = json.dumps({"choice_key": choice_key, "option": option, "by": user_id, "reason": reason})
         if not self.store.decide_job(job_id, choice_key=choice_key, decision=decision):
             raise UserError("that question was already answered or is no longer open")
+        self._retire_question(row, choice, picked, user_id, reason)
         self._audit(
             row,
             "decided",
@@ -365,6 +359,46 @@ class JobService:
         )
         self._changed()
         return f"{picked.label}: recorded; job {job_id} goes on"
+
+    def refusal(self, row: JobRow, picked: ChoiceOption, user_id: str) -> str:
+        """Why `user_id` may not give this answer ("" when they may): the option's roles in the
+        run's roster, and four eyes. Asked before a reason's modal opens, and again on the answer."""
+        choice = choice_of(row.choice)
+        if choice is None or choice.key.startswith(EVIDENCE_PAUSE_KIND + ":"):
+            return ""  # the run judges these (`StepReports.answer_evidence`); no question: `decide` says
+        held = roles_of(user_id, self._roster(row.run_id), self.directory)
+        if not held & set(picked.roles):
+            you = f"the {' and the '.join(sorted(held))}" if held else "not in this run's roster"
+            return f"“{picked.label}” needs the {' or '.join(picked.roles)} of this run; you are {you}"
+        if user_id in picked.not_by:
+            # Four eyes: the person who asked for it cannot also confirm it.
+            return f"“{picked.label}” needs a second person: you asked for it"
+        return ""
+
+    def _retire_question(
+        self, row: JobRow, choice: Choice, picked: ChoiceOption, user_id: str, reason: str
+    ) -> None:
+        """The question's message loses its buttons and says what was chosen, by whom: a late click
+        no longer meets "already answered" without knowing the answer. Best effort (the job's own
+        line about the answer follows in the thread anyway)."""
+        ref = self.store.messages(subject(row.id)).get(f"choice:{choice.key}")
+        if ref is None or not ref.ts or self.deliveries is None:
+            return
+        why = f": _{inert(reason[:300])}_" if reason else ""
+        text = f":ballot_box_with_check: {inert(choice.question)}\nAnswered: *{inert(picked.label)}*, by <@{inert(user_id)}>{why}"
+        try:
+            # In one term of this replica's lease, as every edit (`bot.core.tenure`).
+            with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
+                self.deliveries.immediate.update_message(
+                    ref.channel,
+                    ref.ts,
+                    text,
+                    blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": text}}],
+                )
+        except Fenced:
+            raise
+        except BotError as exc:
+            log.warning("job %s: editing the answered question failed: %s", row.id, exc.user_message)
 
     def offer_after_abort(self, run_id: str, *, cluster: str) -> int | None:
         """After `abort`: the offer to uncordon what the run's jobs cordoned, if they cordoned

@@ -47,6 +47,10 @@ def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox)
             choice = choice_of(row.choice) if row is not None else None
             picked = next((o for o in choice.options if o.id == option), None) if choice else None
             if picked is not None and picked.needs_reason and not reason and payload.get("trigger_id"):
+                # Only someone who may give the answer is asked why (not told after typing a reason).
+                if row is not None and (refusal := jobs.refusal(row, picked, user)):
+                    refuse(cid, payload, refusal)
+                    return
                 gateway.open_view(
                     str(payload["trigger_id"]), reason_view(str(payload["value"]), picked.label, payload)
                 )
