@@ -52,7 +52,7 @@ from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn, cast
 from zoneinfo import ZoneInfo
@@ -146,6 +146,20 @@ def when(moment: datetime, zone: str = "UTC", fmt: str = "{date_short_pretty} {t
         fallback += f" ({utc:%H:%M} UTC)" if utc.date() == local.date() else f" ({utc:%Y-%m-%d %H:%M} UTC)"
     # The token's `^` and `|` separators never occur in the fallback: it is digits, a zone and UTC.
     return Markup(f"<!date^{int(moment.timestamp())}^{fmt}|{slack_escape(fallback)}>")
+
+
+#: A window at least this long shows its end's date as well as its time.
+_LONG_WINDOW = timedelta(hours=12)
+
+
+def until(end: datetime, start: datetime, zone: str = "UTC") -> Markup:
+    """A window's end after its start (`when`): the time alone when the window is short and ends on
+    the day it starts in `zone`, else with its date ("Mar 29 09:00 – 09:00" was a 3-day window,
+    and 23:00 – 02:00 hid the next day)."""
+    local = ZoneInfo(zone)
+    same_day = end.astimezone(local).date() == start.astimezone(local).date()
+    short = end.astimezone(UTC) - start.astimezone(UTC) < _LONG_WINDOW
+    return when(end, zone, "{time}" if same_day and short else "{date_short_pretty} {time}")
 
 
 _URL = re.compile(r"^https?://[^\s<>|]+$")
@@ -610,6 +624,7 @@ def _environment(template_dirs: tuple[str, ...]) -> BoundedEnvironment:
         channel=channel,
         slack_date=slack_date,
         when=when,
+        until=until,
         clip=clip,
         fit=fit,
         link=link,

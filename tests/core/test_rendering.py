@@ -12,7 +12,7 @@ import pytest
 from bot.core.checks.findings import Finding as CheckFinding
 from bot.core.checks.findings import Report as CheckReport
 from bot.core.checks.service import summary_context
-from bot.core.rendering import BIDI_CONTROLS, Renderer, clip, fit, inert, link
+from bot.core.rendering import BIDI_CONTROLS, Renderer, clip, fit, inert, link, until
 from bot.core.snapshots.diff import Finding
 from bot.errors import TemplateError
 from bot.records import SnapshotMeta
@@ -356,3 +356,17 @@ def test_a_clipped_title_is_escaped_once_in_a_link() -> None:
         "<https://ci.example.com/b/41|deploy¦prod&gt; &lt;!channel&gt; &amp; x>"
     )
     assert str(link("https://ci.example.com/b/41", "a > b")) == "<https://ci.example.com/b/41|a &gt; b>"
+
+
+def test_a_window_s_end_carries_its_date_when_it_ends_another_day_or_the_window_is_long() -> None:
+    start = datetime(2027, 3, 29, 7, tzinfo=UTC)  # 09:00 in Berlin
+    assert "^{time}|" in until(datetime(2027, 3, 29, 10, tzinfo=UTC), start, "Europe/Berlin")
+    # Three days: "Mar 29 09:00 – 09:00" hid two of them.
+    assert "^{date_short_pretty} {time}|" in until(
+        datetime(2027, 4, 1, 7, tzinfo=UTC), start, "Europe/Berlin"
+    )
+    # 23:00 – 02:00 Berlin ends the next day there.
+    late = datetime(2027, 3, 29, 21, tzinfo=UTC)
+    assert "^{date_short_pretty} {time}|" in until(
+        datetime(2027, 3, 30, 0, tzinfo=UTC), late, "Europe/Berlin"
+    )
