@@ -64,6 +64,12 @@ class Refused(Exception):
         self.reason = reason
 
 
+class SslCheck(Exception):
+    """Slack checking the door's certificate (`ssl_check=1`, when a slash command's URL is saved):
+    answered 200 with nothing, before any other check, as Bolt's own middleware answers it. It
+    reaches nothing of the bot's."""
+
+
 class HttpFrontDoor:
     """A WSGI application routing Slack requests to Bolt and probes to health checks."""
 
@@ -106,6 +112,9 @@ class HttpFrontDoor:
         if path == EVENTS_PATH:
             try:
                 body, signature = self.guard(environ)
+            except SslCheck:
+                log.info("answered Slack's certificate check (ssl_check) on %s", EVENTS_PATH)
+                return _plain(start_response, "200 OK", b"")
             except Refused as refused:
                 log.warning("refused a request to %s: %s", EVENTS_PATH, refused.reason)
                 return _plain(start_response, refused.status, refused.reason.encode() + b"\n")
@@ -125,6 +134,10 @@ class HttpFrontDoor:
         if environ.get("REQUEST_METHOD", "GET") != "POST":
             raise Refused("405 Method Not Allowed", "only POST")
         body = _read_body(environ)
+        if body.startswith(b"ssl_check=1") or b"&ssl_check=1" in body:
+            fields = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+            if fields.get("ssl_check") == ["1"] and "command" not in fields:
+                raise SslCheck
         timestamp = str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", ""))
         signature = str(environ.get("HTTP_X_SLACK_SIGNATURE", ""))
         if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):

@@ -76,6 +76,30 @@ def test_a_request_signed_six_minutes_ago_gets_401_and_runs_nothing(
     assert audit_rows(http_bot.config) == []
 
 
+def test_slack_s_certificate_check_is_answered_200_and_runs_nothing(
+    http_bot: BotProcess, slack_stub: SlackStub
+) -> None:
+    # Sent when a slash command's request URL is saved; Bolt's own middleware answers it.
+    body = b"ssl_check=1&token=legacy-verification-token"
+    for headers in (
+        signed_headers(body, SIGNING_SECRET),
+        {"Content-Type": "application/x-www-form-urlencoded"},
+    ):
+        result = post(f"{http_bot.url}/slack/events", body, headers)
+        assert result.status == 200
+        assert result.body == ""
+    assert slack_stub.responses == []
+    assert audit_rows(http_bot.config) == []
+    # A slash command that says ssl_check=1 is still a command, signed or refused as one.
+    command = slash_command_body("help", response_url=slack_stub.response_url()) + b"&ssl_check=1"
+    assert (
+        post(
+            f"{http_bot.url}/slack/events", command, {"Content-Type": "application/x-www-form-urlencoded"}
+        ).status
+        == 401
+    )
+
+
 def test_health_and_readiness_probes_answer(http_bot: BotProcess) -> None:
     assert get(f"{http_bot.url}/healthz").status == 200
     ready = get(f"{http_bot.url}/readyz")
