@@ -111,7 +111,8 @@ def to_markdown(report: Report) -> str:
     for b in report.steps:
         # With the time: a gate opened again after a failure is approved again, beside its first.
         who = ", ".join(
-            f"{d} {p} by {report.who(u)} at {at.astimezone(UTC):%H:%M:%S}" for at, u, p, d in b.approvals
+            f"{d} {p} by {report.who(u)} at {at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+            for at, u, p, d in b.approvals
         )
         out.append(
             f"| {_cell(b.step_id)} | {_cell(b.state)} | {_dur(b.waiting)} | {_dur(b.working)} | {_cell(who)} |"

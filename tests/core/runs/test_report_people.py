@@ -47,8 +47,8 @@ def test_the_report_names_people_by_display_name_and_caches_them(store: Store, s
     md = render(report, "md").decode()
 
     assert "- **Roster**: coordinator: U0COORD; primary: @Priya; shadow: @Sam Ito" in md
-    assert re.search(r"\| approve start by @Priya at \d\d:\d\d:\d\d \|", md)
-    assert re.search(r"\| approve start by @Sam Ito at \d\d:\d\d:\d\d \|", md)
+    assert re.search(r"\| approve start by @Priya at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \|", md)
+    assert re.search(r"\| approve start by @Sam Ito at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \|", md)
     assert "checks failed and was skipped by @Priya (the findings were reviewed)" in md
     # The report quotes the trail's end: the last step's approval, by name.
     names = {"U0PRIMARY": "Priya", "U0SHADOW": "Sam Ito"}
