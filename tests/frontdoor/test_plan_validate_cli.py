@@ -69,6 +69,18 @@ def test_cli_validate_warns_of_steps_left_on_another_upgrade_s_versions(tmp_path
     assert "warning" not in shipped.stderr, shipped.stderr
 
 
+def test_cli_validate_takes_a_built_in_plan_by_name_from_any_directory(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*bot_command(), "plan", "validate", "eks-nodegroups"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "plan eks-nodegroups is valid" in result.stdout
+
+
 def test_cli_validate_can_ask_slack_about_the_roster(
     tmp_path: Path, write_config: Callable[..., Path], bot_env: dict[str, str], slack_stub: SlackStub
 ) -> None:

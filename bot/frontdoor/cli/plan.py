@@ -44,6 +44,7 @@ from bot.frontdoor.cli.options import (
 from bot.frontdoor.cli.progress import progress_bar
 from bot.logsetup import configure_logging
 from bot.records import ClusterConfig
+from bot.resources import BUILTIN_PLANS
 from bot.settings import Settings
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def register(subparsers: Subparsers) -> Handler:
     validate = actions.add_parser(
         "validate", parents=[common_options()], help="check a plan; exit 2 listing every problem"
     )
-    validate.add_argument("file", help="the plan's YAML file")
+    validate.add_argument("file", help="the plan's YAML file, or a built-in plan's name (eks-nodegroups)")
     validate.add_argument(
         "--check-slack",
         action="store_true",
@@ -102,6 +103,9 @@ def register(subparsers: Subparsers) -> Handler:
 def _validate(args: argparse.Namespace) -> int:
     configure_logging(args.log_level or "WARNING", [])
     path = Path(args.file)
+    if not path.exists() and (BUILTIN_PLANS / f"{args.file}.yaml").is_file():
+        # A built-in plan by its name, as `rehearse` takes it: an installed copy has no templates/.
+        path = BUILTIN_PLANS / f"{args.file}.yaml"
     people: PeopleLookup | None = None
     try:
         text = read_plan_file(path)
