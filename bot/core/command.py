@@ -391,5 +391,8 @@ def parse_user(word: str) -> str:
     """A user given as `<@U123>`, `@U123` or `U123` → `U123`."""
     match = _MENTION.match(word.strip())
     if not match:
-        raise UsageError(f"{word!r} is not a user mention (use @name)")
+        raise UsageError(
+            f"{word!r} is not a Slack mention: pick the person from the list Slack shows as you type @ "
+            "(it then sends their user id), or give the id itself (U…)"
+        )
     return match.group(1) or match.group(2)
