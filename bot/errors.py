@@ -35,8 +35,8 @@ whether anything is retried.
 
 Chat shows only `user_message` and a correlation id; the log has the detail under the same id.
 The simulator (`bot.sim`) is a separate subsystem with its own small tree in `bot.sim`.
-The front doors' own refusals never reach a command: `Refused` (the HTTP guard's 4xx) and
-`MalformedPayload` (`bot.frontdoor.payloads`: a body not of a shape Slack sends — a 400, or a
+The front doors' own refusals never reach a command: `Refused` (the HTTP guard's 4xx), `SslCheck`
+(Slack's certificate check, answered 200 by the guard) and `MalformedPayload` (`bot.frontdoor.payloads`: a body not of a shape Slack sends — a 400, or a
 Socket Mode envelope acked and dropped).
 The safe file reader's own (`bot.files`, a leaf): `Unreadable` and its `NotRegular` (a FIFO, a
 device, a directory) and `TooLarge`; each caller turns it into a ConfigError naming the file.
