@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, parse_user
-from bot.core.runs import machine as R
+from bot.core.runs.handoffs import handoff
 from bot.errors import BotError, UserError
 from commands import _runs
 
@@ -31,7 +31,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         ctx,
         args.run,
         "handoff",
-        lambda r: R.handoff(r, role=args.role, user_id=user, by=ctx.user_id, now=ctx.clock()),
+        lambda r: handoff(r, role=args.role, user_id=user, by=ctx.user_id, now=ctx.clock()),
     )
     return Reply(
         template="runs/message",

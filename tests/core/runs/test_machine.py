@@ -9,6 +9,7 @@ import pytest
 from bot.core.jobs.common import gate_choice
 from bot.core.people import StaticDirectory
 from bot.core.runs.cards import summary_rows
+from bot.core.runs.handoffs import handoff
 from bot.core.runs.machine import (
     RUN_TRANSITIONS,
     STEP_TRANSITIONS,
@@ -19,7 +20,6 @@ from bot.core.runs.machine import (
     action_finished,
     click,
     due,
-    handoff,
     new_run,
     next_due,
     pause,

@@ -22,6 +22,7 @@ from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
+from bot.core.runs.handoffs import handoff
 from bot.core.runs.report import build_report
 from bot.core.runs.service import Actor, RunService
 from bot.records import StepState
@@ -306,7 +307,7 @@ def test_the_open_gate_s_message_follows_whom_it_waits_for_after_an_approval_and
         assert "still waiting for the primary" not in gate_text()
         service.apply(
             run.id,
-            lambda r: R.handoff(r, role="shadow", user_id="U0DANA", by="U0SHADOW", now=clock()),
+            lambda r: handoff(r, role="shadow", user_id="U0DANA", by="U0SHADOW", now=clock()),
             Actor(user_id="U0SHADOW"),
         )
         assert "<@U0DANA>" in gate_text()
