@@ -473,3 +473,29 @@ def test_an_aborted_runs_open_gate_loses_its_buttons_and_says_the_run_ended(bot:
     assert card.count("— not run") == 2
     assert "awaiting approval" not in card
     assert "— next" not in card
+
+
+# The first day's usual mistake: the bot never invited to the operations channel. A command that
+# did its work (a plan stored, a run started) says so, with the reply it could not post, instead of
+# only the failure (which sent people to do it again); `start` names where its card is not.
+def test_work_done_in_a_channel_the_bot_is_not_in_is_said_done_with_its_reply(bot: Bot) -> None:
+    bot.stub.fail_next(
+        "chat.postMessage", error="not_in_channel", times=1000, when=lambda p: p.get("channel") == "C0OPS"
+    )
+    loaded = bot.command("plan load eks-nodegroups")
+    assert loaded.startswith(
+        ":warning: `/upgrade plan load eks-nodegroups` was done, but its reply could not be posted in <#C0OPS>: "
+        "the bot is not in that channel"
+    ), loaded
+    assert "It said:" in loaded
+    assert "loaded" in loaded.split("It said:")[1]
+    assert bot.services.store.plan("eks-nodegroups") is not None  # stored: no need to load it again
+
+    # The answer to `start` is the person's own: it says the run started, and where its card is not.
+    started = bot.command("start eks-nodegroups")
+    assert (
+        "started. :warning: Its card could not be posted in <#C0OPS>: the bot is not in that channel"
+        in started
+    )
+    (run,) = bot.services.store.runs()
+    assert run.state == "active"

@@ -505,24 +505,13 @@ class RunCards:
 
     def _reshow_gate(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, shown: str) -> None:
         """Edit the open gate's message to whom it waits for now; once per state (claimed first)."""
-        with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
-            if not self.store.claim_message(
-                run_id=run.id,
-                key=shown,
-                channel=channel,
-                thread_ts="",
-                at=self.clock(),
-                owner=self.deliveries.owner,
-            ):
-                return
+
+        def context() -> Mapping[str, Any]:
             dry_run = self.dry_runs.for_gate(run, sr) if self.dry_runs is not None else None
-            rendered = self.renderer.render("runs/gate", self._gate_context(run, sr, dry_run))
-            try:
-                self.deliveries.immediate.update_message(channel, ts, rendered.text, blocks=rendered.blocks)
-            except BotError:
-                self.store.release_message(run_id=run.id, key=shown, owner=self.deliveries.owner)
-                raise
-            self.store.record_message(run_id=run.id, key=shown, channel=channel, ts=ts)
+            return self._gate_context(run, sr, dry_run)
+
+        with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
+            self._edit_gate_once(run, shown, channel, ts, context)
 
     def _post_report(self, run: R.Run, channel: str, thread: str) -> None:
         """The run ended: its timeline picture into the thread, the HTML and Markdown beside it —
@@ -617,32 +606,39 @@ class RunCards:
             self._retire_once(run, sr, channel, ts, key)
 
     def _retire_once(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:
-        retired = f"{key}:retired"
+        self._edit_gate_once(
+            run, f"{key}:retired", channel, ts, lambda: {**self._gate_context(run, sr), "open": False}
+        )
+
+    def _edit_gate_once(
+        self, run: R.Run, key: str, channel: str, ts: str, context: Callable[[], Mapping[str, Any]]
+    ) -> None:
+        """Edit a gate's message once under `key` (claimed first, recorded once made): to whom it
+        waits for now, or retired. `context` is read only by the one who claimed it."""
         if not self.store.claim_message(
             run_id=run.id,
-            key=retired,
+            key=key,
             channel=channel,
             thread_ts="",
             at=self.clock(),
             owner=self.deliveries.owner,
         ):
             return
-        context = {**self._gate_context(run, sr), "open": False}
-        rendered = self.renderer.render("runs/gate", context)
+        rendered = self.renderer.render("runs/gate", context())
         try:
-            # Made now, not coalesced: the retirement is recorded only once it is in Slack.
+            # Made now, not coalesced: the edit is recorded only once it is in Slack.
             self.deliveries.immediate.update_message(channel, ts, rendered.text, blocks=rendered.blocks)
         except SlackCallFailed as exc:
             if exc.code != "message_not_found":
-                self.store.release_message(run_id=run.id, key=retired, owner=self.deliveries.owner)
+                self.store.release_message(run_id=run.id, key=key, owner=self.deliveries.owner)
                 raise
-            # Someone deleted the gate message: there are no buttons left to retire.
+            # Someone deleted the gate message: there is nothing left to edit.
         except BotError:
-            self.store.release_message(run_id=run.id, key=retired, owner=self.deliveries.owner)
+            self.store.release_message(run_id=run.id, key=key, owner=self.deliveries.owner)
             raise
         # An edit, not a post: done once it is made (a crash before this line edits it again,
         # which shows the same thing).
-        self.store.record_message(run_id=run.id, key=retired, channel=channel, ts=ts)
+        self.store.record_message(run_id=run.id, key=key, channel=channel, ts=ts)
 
 
 def summary_rows(run: R.Run, now: datetime) -> Sequence[Mapping[str, object]]:

@@ -4,6 +4,7 @@ escaped so it can never ping the channel."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -53,16 +54,14 @@ steps:
 """
 
 
-@pytest.fixture
-def setup(tmp_path: Path, slack_stub: SlackStub) -> Iterator[tuple[RunService, FakeClock, SlackStub]]:
+@contextlib.contextmanager
+def tiny(tmp_path: Path, slack_stub: SlackStub, plan: str = PLAN) -> Iterator[tuple[RunService, FakeClock]]:
+    """The run service on a fresh store with `plan` loaded as `tiny`, posting to the Slack stub."""
     store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
-    store.save_plan(name="tiny", text=PLAN, loaded_by="U0PRIMARY", loaded_at=T0)
-    clock = FakeClock(T0)
-    service = RunService(
-        store=store,
-        directory=StaticDirectory(),
-        clock=clock,
-        cards=RunCards(
+    try:
+        store.save_plan(name="tiny", text=plan, loaded_by="U0PRIMARY", loaded_at=T0)
+        clock = FakeClock(T0)
+        cards = RunCards(
             deliveries=Deliveries(
                 store=store,
                 poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
@@ -71,10 +70,16 @@ def setup(tmp_path: Path, slack_stub: SlackStub) -> Iterator[tuple[RunService, F
             ),
             renderer=Renderer([BUILTIN_TEMPLATES]),
             clock=clock,
-        ),
-    )
-    yield service, clock, slack_stub
-    store.close()
+        )
+        yield RunService(store=store, directory=StaticDirectory(), clock=clock, cards=cards), clock
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def setup(tmp_path: Path, slack_stub: SlackStub) -> Iterator[tuple[RunService, FakeClock, SlackStub]]:
+    with tiny(tmp_path, slack_stub) as (service, clock):
+        yield service, clock, slack_stub
 
 
 def thread_texts(stub: SlackStub) -> list[str]:
@@ -271,21 +276,7 @@ def test_the_open_gate_s_message_follows_whom_it_waits_for_after_an_approval_and
         "gate: {any_of: [primary]}\n    done: {any_of: [shadow]}",
         "gate: {approve: [primary, shadow]}\n    done: {any_of: [shadow, coordinator]}",
     )
-    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
-    try:
-        store.save_plan(name="tiny", text=plan, loaded_by="U0PRIMARY", loaded_at=T0)
-        clock = FakeClock(T0)
-        cards = RunCards(
-            deliveries=Deliveries(
-                store=store,
-                poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
-                clock=clock,
-                owner="test",
-            ),
-            renderer=Renderer([BUILTIN_TEMPLATES]),
-            clock=clock,
-        )
-        service = RunService(store=store, directory=StaticDirectory(), clock=clock, cards=cards)
+    with tiny(tmp_path, slack_stub, plan) as (service, clock):
         run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
         (gate,) = [
             c
@@ -319,8 +310,6 @@ def test_the_open_gate_s_message_follows_whom_it_waits_for_after_an_approval_and
             == edited
         )
         assert publishes <= len(slack_stub.calls_to("chat.update"))
-    finally:
-        store.close()
 
 
 def test_a_gate_left_open_across_a_pause_counts_its_timeout_and_escalations_from_the_resume(
@@ -361,21 +350,7 @@ def test_an_approval_given_again_after_it_lapsed_counts_and_the_thread_says_whic
         "gate: {any_of: [primary]}\n    done: {any_of: [shadow]}",
         "gate: {approve: [primary, shadow], expires: 30m}\n    done: {any_of: [shadow, coordinator]}",
     )
-    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
-    try:
-        store.save_plan(name="tiny", text=plan, loaded_by="U0PRIMARY", loaded_at=T0)
-        clock = FakeClock(T0)
-        cards = RunCards(
-            deliveries=Deliveries(
-                store=store,
-                poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
-                clock=clock,
-                owner="test",
-            ),
-            renderer=Renderer([BUILTIN_TEMPLATES]),
-            clock=clock,
-        )
-        service = RunService(store=store, directory=StaticDirectory(), clock=clock, cards=cards)
+    with tiny(tmp_path, slack_stub, plan) as (service, clock):
         run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
         ref = R.ButtonRef(run_id=run.id, step_id="first", epoch=1)
         assert service.click(ref, Actor(user_id="U0PRIMARY")).accepted
@@ -399,8 +374,6 @@ def test_an_approval_given_again_after_it_lapsed_counts_and_the_thread_says_whic
             ("U0PRIMARY", T0 + timedelta(minutes=40)),
             ("U0SHADOW", T0 + timedelta(minutes=35)),
         ]
-    finally:
-        store.close()
 
 
 def test_a_timeout_that_fell_due_while_no_bot_ran_counts_again_instead_of_failing_the_step(
