@@ -10,6 +10,8 @@ window under the same checks and posts `delayed` (old window, new window, why).
 
 from __future__ import annotations
 
+import calendar
+import re
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -232,7 +234,27 @@ def _parse_at(text: str, tz: str) -> datetime:
         except ValueError:
             continue
         return _local(naive, zone, tz)
-    raise UsageError(f'{clip(text)!r} is not a time like "2026-12-01 14:00"', usage=_USAGE)
+    raise UsageError(f"{clip(text)!r} {_not_a_time(text.strip())}", usage=_USAGE)
+
+
+_SHAPED = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})[ T](\d{1,2}):(\d{1,2})(?::\d{1,2})?$")
+
+
+def _not_a_time(text: str) -> str:
+    """Why a `--at` is not a time: which part is out of range when it has the shape of one."""
+    shaped = _SHAPED.match(text)
+    if shaped is None:
+        return 'is not a time like "2026-12-01 14:00"'
+    year, month, day, hour, minute = (int(g) for g in shaped.groups())
+    if not 1 <= month <= 12:
+        return f"has no month {month}: months are 01–12"
+    if not 1 <= day <= calendar.monthrange(year, month)[1]:
+        return f"is not a date: {calendar.month_name[month]} {year} has {calendar.monthrange(year, month)[1]} days"
+    if hour > 23:
+        return f"has hour {hour}: hours are 00–23 (midnight is 00:00 of the next day)"
+    if minute > 59:
+        return f"has minute {minute}: minutes are 00–59"
+    return 'is not a time like "2026-12-01 14:00"'
 
 
 def _local(naive: datetime, zone: ZoneInfo, tz: str) -> datetime:

@@ -45,6 +45,24 @@ def test_a_time_the_clocks_skip_or_pass_twice_is_refused(services: Services) -> 
     assert services.store.schedules() == []
 
 
+@pytest.mark.parametrize(
+    ("at", "says"),
+    [
+        ("2027-02-30 10:00", "'2027-02-30 10:00' is not a date: February 2027 has 28 days"),
+        ("2027-03-01 25:00", "'2027-03-01 25:00' has hour 25: hours are 00–23"),
+        ("2027-13-01 10:00", "'2027-13-01 10:00' has no month 13"),
+        ("next tuesday", "'next tuesday' is not a time like \"2026-12-01 14:00\""),
+    ],
+)
+def test_an_impossible_time_is_refused_naming_what_is_wrong_with_it(
+    services: Services, at: str, says: str
+) -> None:
+    out = cmd(services, f'schedule tokyo-upgrade --at "{at}"')
+    assert not out.ok
+    assert says in out.rendered.text
+    assert services.store.schedules() == []
+
+
 def test_a_window_across_a_daylight_saving_change_lasts_its_plans_elapsed_time(services: Services) -> None:
     out = cmd(
         services,
