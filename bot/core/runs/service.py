@@ -875,14 +875,16 @@ class RunService:
         end = self.window_end(run_id, run.plan.window.end)
         if self.clock() < end:
             return None
-        self._told_window_end.add(run_id)
         if any(e.subcommand == "window_ended" for e in self.store.audit_entries(run_id=run_id)):
+            self._told_window_end.add(run_id)
             return None
-        return self.apply(
+        told = self.apply(
             run_id,
             lambda r: R.window_ended(r, end=end, now=self.clock()),
             Actor(user_id="bot", source="timer"),
         )
+        self._told_window_end.add(run_id)  # only once it is committed: else the next tick tries again
+        return told
 
     # -- showing -----------------------------------------------------------------------------
 
