@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from bot.core.checks.service import check_target
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply, file_name
-from bot.core.jobs.preflight import check_plan, order_warnings
+from bot.core.jobs.preflight import check_plan, order_warnings, step_version_warnings
 from bot.core.people import ANY_ROLE
 from bot.core.rules import load_rules
 from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, gather_facts, summarise
@@ -86,7 +87,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             f"`{plan.name}` is for cluster `{plan.cluster}`, which this bot does not know (configured: "
             f"{', '.join(sorted(clusters))}); fix the plan's `cluster:` or add it under `clusters:`, then load it again"
         )
-    warnings = _cluster_warnings(ctx, plan)
+    warnings = _load_warnings(ctx, plan)
     plan_id = ctx.store.save_plan(name=plan.name, text=text, loaded_by=ctx.user_id, loaded_at=ctx.clock())
     saved = ctx.store.plan_by_id(plan_id)
     # A plan reloaded while scheduled: its announcements say this version now (what `start` runs).
@@ -104,17 +105,37 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     )
 
 
-def _cluster_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
-    """The plan's cluster actions checked against its cluster now (warnings: it may change)."""
-    return check_plan(
-        plan,
-        clusters=ctx.settings.clusters,
-        connect=ctx.connect_cluster,
-        node_group_labels=group_labels(ctx.settings.node_group_labels),
-        now=ctx.clock(),
-        # The bot's own registry: its actions with the clusters' cloud providers.
-        jobs=ctx.jobs.registry if ctx.jobs is not None else None,
-    ) + order_warnings(plan, ctx.settings.node_group_order)
+def _load_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
+    """What `plan load` warns of: the plan's cluster actions checked against its cluster now (it may
+    change), the node groups' order, steps' versions against the plan's, and a window read in UTC
+    by a team in another zone."""
+    return (
+        check_plan(
+            plan,
+            clusters=ctx.settings.clusters,
+            connect=ctx.connect_cluster,
+            node_group_labels=group_labels(ctx.settings.node_group_labels),
+            now=ctx.clock(),
+            # The bot's own registry: its actions with the clusters' cloud providers.
+            jobs=ctx.jobs.registry if ctx.jobs is not None else None,
+        )
+        + order_warnings(plan, ctx.settings.node_group_order)
+        + step_version_warnings(plan)
+        + _zone_warning(ctx, plan)
+    )
+
+
+def _zone_warning(ctx: CommandContext, plan: Plan) -> list[str]:
+    """A window read in UTC (no `window.timezone`) by a team whose configured zone is another: 14:00
+    meant in Berlin would open at 15:00 there, and nothing else would say so."""
+    team = ctx.settings.timezone
+    if plan.window.timezone != "UTC" or team == "UTC":
+        return []
+    local = plan.window.start.astimezone(ZoneInfo(team))
+    return [
+        f"the window is read in UTC ({plan.window.start:%Y-%m-%d %H:%M} UTC is {local:%H:%M} {team}, the "
+        f"configured `timezone`); if {plan.window.start:%H:%M} was meant in {team}, set `window.timezone: {team}`"
+    ]
 
 
 def _draft(ctx: CommandContext, args: Args) -> Reply:

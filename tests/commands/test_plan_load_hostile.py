@@ -133,3 +133,27 @@ def test_a_plan_for_a_cluster_the_bot_does_not_know_is_refused_at_load_not_at_st
     assert "`typo` is for cluster `prd`, which this bot does not know (configured: prod)" in text
     assert "Start it" not in text
     assert stored is None  # nothing stored: there is nothing to start
+
+
+def test_a_window_read_in_utc_by_a_team_in_another_zone_is_warned_of_at_load(
+    write_config: Callable[..., Path], plans_dir: Path
+) -> None:
+    # No `window.timezone`: 14:00 is 14:00 UTC, 15:00 in Berlin, where the team is.
+    plan = GOOD.replace(
+        'window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}',
+        'window: {start: "2026-12-01T14:00", end: "2026-12-01T17:00"}',
+    )
+    (plans_dir / "berlin.yaml").write_text(plan.replace("name: small", "name: berlin"))
+    config = write_config(f"templates_dir: {plans_dir.parent}\ntimezone: Europe/Berlin\n")
+    services = assemble(load_settings(config, {}), with_slack=False)
+    try:
+        outcome = services.router.handle(
+            CommandRequest(text="plan load berlin", user_id="U0PRIMARY", source="terminal")
+        )
+    finally:
+        services.close()
+    assert outcome.ok, outcome.rendered.text
+    assert (
+        "the window is read in UTC (2026-12-01 14:00 UTC is 15:00 Europe/Berlin, the configured `timezone`); "
+        "if 14:00 was meant in Europe/Berlin, set `window.timezone: Europe/Berlin`"
+    ) in outcome.rendered.text

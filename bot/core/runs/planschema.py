@@ -72,7 +72,10 @@ _TOP_SHAPES: dict[str, dict[str, Any]] = {
         "properties": {
             "start": {"type": "string", "description": "ISO 8601; without an offset it is in `timezone`"},
             "end": {"type": "string", "description": "must be after start"},
-            "timezone": {"type": "string", "description": "IANA name, default UTC"},
+            "timezone": {
+                "type": "string",
+                "description": "IANA name, default UTC (`plan load` warns when the configured `timezone` is another)",
+            },
         },
     },
     "channels": {
