@@ -233,7 +233,7 @@ def _parse_at(text: str, tz: str) -> datetime:
             naive = datetime.strptime(text.strip(), fmt)
         except ValueError:
             continue
-        return _local(naive, zone, tz)
+        return _local(naive, zone)
     raise UsageError(f"{clip(text)!r} {_not_a_time(text.strip())}", usage=_USAGE)
 
 
@@ -248,8 +248,9 @@ def _not_a_time(text: str) -> str:
     year, month, day, hour, minute = (int(g) for g in shaped.groups())
     if not 1 <= month <= 12:
         return f"has no month {month}: months are 01–12"
-    if not 1 <= day <= calendar.monthrange(year, month)[1]:
-        return f"is not a date: {calendar.month_name[month]} {year} has {calendar.monthrange(year, month)[1]} days"
+    days = calendar.monthrange(year, month)[1]
+    if not 1 <= day <= days:
+        return f"is not a date: {calendar.month_name[month]} {year} has {days} days"
     if hour > 23:
         return f"has hour {hour}: hours are 00–23 (midnight is 00:00 of the next day)"
     if minute > 59:
@@ -257,16 +258,13 @@ def _not_a_time(text: str) -> str:
     return 'is not a time like "2026-12-01 14:00"'
 
 
-def _local(naive: datetime, zone: ZoneInfo, tz: str) -> datetime:
+def _local(naive: datetime, zone: ZoneInfo) -> datetime:
     """`naive` in `zone`, refused when the clocks skip it or pass it twice that night (a daylight
     saving change): the window would open an hour off, without a word."""
     problem = wall_clock_problem(naive, zone)
-    if "does not exist" in problem:
-        raise UserError(f"{problem}; pick a time before or after the change")
-    if problem:
-        raise UserError(
-            f"{problem}; pick a time before or after the change, or give it in UTC with `--tz UTC`"
-        )
+    if problem is not None:
+        utc = ", or give it in UTC with `--tz UTC`" if problem.repeated else ""
+        raise UserError(f"{problem.text}; pick a time before or after the change{utc}")
     return naive.replace(tzinfo=zone)
 
 

@@ -44,17 +44,30 @@ def _zone(name: str) -> ZoneInfo:
         raise ValueError(f"unknown time zone {name!r} (use an IANA name such as Asia/Tokyo)") from None
 
 
-def wall_clock_problem(naive: datetime, zone: ZoneInfo) -> str:
-    """Why `naive`, read in `zone`, is not one instant: "" when it is; else that the clocks skip it
-    that night, or pass it twice (a daylight-saving change), so a window would open an hour off."""
+@dataclass(frozen=True)
+class WallClockProblem:
+    """A local time that is not one instant in its zone: `repeated` (the clocks pass it twice that
+    night) or skipped; `text` says which, with the date and the zone."""
+
+    repeated: bool
+    text: str
+
+
+def wall_clock_problem(naive: datetime, zone: ZoneInfo) -> WallClockProblem | None:
+    """None when `naive`, read in `zone`, is one instant; else why not: the clocks skip it that
+    night, or pass it twice (a daylight-saving change), so a window would open an hour off."""
     early, late = naive.replace(tzinfo=zone, fold=0), naive.replace(tzinfo=zone, fold=1)
     if early.utcoffset() == late.utcoffset():
-        return ""
+        return None
     when, tz = f"{naive:%Y-%m-%d %H:%M}", zone.key
     if early.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != naive:
-        return f"{when} does not exist in {tz}: the clocks skip it that night (daylight saving)"
-    return (
-        f"{when} happens twice in {tz} that night (daylight saving: {early:%H:%M %Z}, then {late:%H:%M %Z})"
+        return WallClockProblem(
+            repeated=False,
+            text=f"{when} does not exist in {tz}: the clocks skip it that night (daylight saving)",
+        )
+    return WallClockProblem(
+        repeated=True,
+        text=f"{when} happens twice in {tz} that night (daylight saving: {early:%H:%M %Z}, then {late:%H:%M %Z})",
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from bot.core.runs.machine import FINISHED, Event, Outcome, Run, StepState, _require_going
+from bot.core.runs.plansteps import people_of
 from bot.errors import PermissionDenied, TransitionRefused
 
 
@@ -61,10 +62,8 @@ def _left_stuck(run: Run, roster: Mapping[str, tuple[str, ...]], new: str) -> st
             continue
         step = run.plan.step(sr.step_id)
         for gate in (step.gate, step.done_gate):
-            if gate is None:
-                continue
-            people = {u for r in gate.roles for u in roster.get(r, ())}
-            if any(u.startswith("S") for u in people):
+            people, groups = people_of(gate, roster)
+            if groups:
                 continue
             need = len(gate.roles) if gate.kind == "approve" else gate.count if gate.kind == "quorum" else 1
             if len(people) < need:

@@ -116,15 +116,11 @@ class _PlanValidator(YamlValidator):
             return None
         if value.tzinfo is None and zone is not None:
             problem = wall_clock_problem(value, zone)
-            if problem:
+            if problem is not None:
                 # A window an hour off, or opening at a time the card shows and no clock does.
                 first = value.replace(tzinfo=zone, fold=0).isoformat(timespec="minutes")
-                offset = (
-                    ""
-                    if "does not exist" in problem
-                    else f", or write it with its offset ({first} for the first)"
-                )
-                self.error(node, key, f"{problem}; pick a time before or after the change{offset}")
+                offset = f", or write it with its offset ({first} for the first)" if problem.repeated else ""
+                self.error(node, key, f"{problem.text}; pick a time before or after the change{offset}")
                 return None
             value = value.replace(tzinfo=zone)
         return value
@@ -286,7 +282,7 @@ def step_list_nodes(node: yaml.Node | None) -> list[yaml.Node]:
     return list(node.value) if isinstance(node, yaml.SequenceNode) else []
 
 
-def _people_of(gate: Gate, roster: Mapping[str, tuple[str, ...]]) -> tuple[dict[str, set[str]], bool]:
+def people_of(gate: Gate, roster: Mapping[str, tuple[str, ...]]) -> tuple[dict[str, set[str]], bool]:
     """Person → the gate's roles they hold; and whether a user group is involved (size unknown)."""
     held: dict[str, set[str]] = {}
     groups = False
@@ -309,7 +305,7 @@ def check_satisfiable(
     gates = [("gate", step.gate)] + ([("done", step.done_gate)] if step.manual and not skip_done else [])
     for name, gate in gates:
         where = children.get(name, children.get("gate", node))
-        people, groups = _people_of(gate, roster)
+        people, groups = people_of(gate, roster)
         if groups:
             continue  # a user group may hold any number of people
         if gate.kind == "approve" and len(people) < len(gate.roles):
@@ -331,8 +327,8 @@ def check_satisfiable(
         and step.done_gate.kind != "approve"
         and not (step.done_gate.kind == "quorum" and step.done_gate.count > 1)
     ):
-        done_people, done_groups = _people_of(step.done_gate, roster)
-        start_people, _ = _people_of(step.gate, roster)
+        done_people, done_groups = people_of(step.done_gate, roster)
+        start_people, _ = people_of(step.gate, roster)
         if not done_groups and len(done_people) == 1 and set(done_people) <= set(start_people):
             (only,) = done_people
             v.error(

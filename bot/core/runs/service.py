@@ -851,13 +851,15 @@ class RunService:
         self.interrupt_orphans()
         done = []
         for row in self.store.runs(states=["active", "paused"], limit=500):
+            run = None
             if row.state == "active":
                 out = self.apply(
                     row.id, lambda run: R.due(run, now=self.clock()), Actor(user_id="bot", source="timer")
                 )
+                run = out.run  # read (and maybe changed) just now: not read again below
                 if out.events:
                     done.append(out)
-            if (ended := self._window_end_told(row.id)) is not None:
+            if (ended := self._window_end_told(row.id, run)) is not None:
                 done.append(ended)
         return done
 
@@ -866,12 +868,13 @@ class RunService:
         scheduled = self.store.schedule_of_run(run_id)
         return scheduled.window_end if scheduled is not None else plan_end
 
-    def _window_end_told(self, run_id: str) -> R.Outcome | None:
+    def _window_end_told(self, run_id: str, run: R.Run | None = None) -> R.Outcome | None:
         """Once a run still going is past its window's end, the thread and the card say so, once:
-        nothing stops it (people decide), but nobody should find out from the report."""
+        nothing stops it (people decide), but nobody should find out from the report. `run`: the
+        run as the caller has just read it, if it has."""
         if run_id in self._told_window_end:
             return None
-        run = self.load(run_id)
+        run = run or self.load(run_id)
         end = self.window_end(run_id, run.plan.window.end)
         if self.clock() < end:
             return None
