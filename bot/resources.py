@@ -38,3 +38,6 @@ BUILTIN_PLANS = BUILTIN_TEMPLATES / "plans"
 BUILTIN_FLEETS = BUILTIN_TEMPLATES / "fleets"
 #: The shipped known-issue rules (`rules_files` in the configuration adds or overrides rules by id).
 BUILTIN_RULES = BUILTIN_TEMPLATES / "rules" / "known-issues.yaml"
+#: The annotated example configuration (`upgrade-bot init` writes it): a copy of the repository's
+#: `upgrade-bot.example.yaml` that scripts/gen_docs.py keeps identical, so the wheel ships it.
+EXAMPLE_CONFIG = BUILTIN_TEMPLATES / "config" / "upgrade-bot.example.yaml"

@@ -262,7 +262,7 @@ def load_settings(
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: configuration file not found (pass --config PATH or set {CONFIG_ENV}; "
-            f"see upgrade-bot.example.yaml)"
+            f"`upgrade-bot init` writes an example to start from)"
         ) from None
     return parse_settings(text, source=path, env=env)
 

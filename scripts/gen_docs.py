@@ -14,7 +14,9 @@ Each generated file comes from one definition, so the docs cannot drift from the
 - `docs/reference/cli.md`: the terminal's argparse parser (`CLI_PARSER` below: the one function this
   script imports from the CLI);
 - `docs/reference/slash-commands.md`: the `/upgrade` subcommands' registry (their docstrings and parsers);
-- `docs/reference/rules.md`: the shipped known-issue rules (`templates/rules/known-issues.yaml`).
+- `docs/reference/rules.md`: the shipped known-issue rules (`templates/rules/known-issues.yaml`);
+- `templates/config/upgrade-bot.example.yaml`: a copy of `upgrade-bot.example.yaml`, so the wheel
+  ships it (`upgrade-bot init` writes it).
 """
 
 from __future__ import annotations
@@ -411,6 +413,10 @@ FILES: dict[str, Callable[[], str]] = {
     "templates/plans/plan.schema.json": planschema.render,
     "templates/fleets/fleet.schema.json": fleetschema.render,
     "deploy/helm/upgrade-bot/values.schema.json": chart_values_schema,
+    # The example configuration inside the package, for `upgrade-bot init` after a plain `pip install`.
+    "templates/config/upgrade-bot.example.yaml": lambda: (ROOT / "upgrade-bot.example.yaml").read_text(
+        encoding="utf-8"
+    ),
 }
 
 

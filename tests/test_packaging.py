@@ -423,6 +423,13 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs_from_anywhere
     assert unconfigured.returncode == 2
     assert "configuration file not found" in unconfigured.stderr
     assert "Traceback" not in unconfigured.stderr
+    # The example the message points to ships in the wheel: `init` writes it.
+    assert "`upgrade-bot init` writes an example" in unconfigured.stderr
+    initialised = _run([bot, "init", "--out", "example.yaml"], cwd=home, env=env, timeout=60)
+    assert initialised.returncode == 0, initialised.stderr
+    assert (home / "example.yaml").read_text(encoding="utf-8") == (
+        ROOT / "upgrade-bot.example.yaml"
+    ).read_text(encoding="utf-8")
     (home / "upgrade-bot.yaml").write_text("data_dir: data\n", encoding="utf-8")
     helped = _run([bot, "exec", "help"], cwd=home, env=env, timeout=120)
     assert helped.returncode == 0, helped.stderr

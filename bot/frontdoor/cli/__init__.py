@@ -1,5 +1,6 @@
 """The terminal front door: `upgrade-bot …` (also `python -m bot`).
 
+    upgrade-bot init [--out PATH] [--force]             write the example configuration to edit
     upgrade-bot run [--http [--host H] [--port N]] [--health-port N]   serve Slack (Socket Mode unless --http)
     upgrade-bot exec "SUBCOMMAND ARGS" [--as USER_ID] [--plain]   run one /upgrade subcommand, print the reply
     upgrade-bot audit export [-o csv|md|json] [--since …] [--out FILE]
@@ -49,6 +50,7 @@ from bot.frontdoor.cli.options import EXIT_STATUSES, Handler, Subparsers
 #: The verbs, in `--help`'s order: the name (also its module's) → the line `--help` shows for it.
 #: A verb's own `register` gives its parser the same line (tests/frontdoor/test_cli_verbs.py).
 VERBS = {
+    "init": "write the annotated example configuration to start from (./upgrade-bot.yaml)",
     "run": "serve Slack: Socket Mode, or HTTP with --http",
     "exec": "run one /upgrade subcommand from the terminal (exits as the command of the same name)",
     "audit": "the audit log",

@@ -106,7 +106,7 @@ def kube_settings(kubeconfig: str | None, context: str | None) -> Settings:
     # exists(), not is_file(): a FIFO or a device is named for what it is by kubeconfig_context
     # (bot.adapters.kube.check_kubeconfig) rather than reported missing; exists() opens nothing.
     if not any(p.exists() for p in paths):
-        where = f"--config PATH or set {CONFIG_ENV}; see upgrade-bot.example.yaml"
+        where = f"--config PATH or set {CONFIG_ENV}; `upgrade-bot init` writes an example"
         raise ConfigError(
             f"no configuration file ({DEFAULT_CONFIG_NAME}) and no kubeconfig at {source} "
             f"(pass --kubeconfig PATH, set KUBECONFIG, or pass {where})"
