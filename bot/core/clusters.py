@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from bot.errors import UserError
+from bot.errors import UsageError, UserError
 from bot.records import ClusterConfig
 
 #: Labels that name a node's group, most specific first (EKS managed, eksctl, GKE, AKS, Karpenter).
@@ -39,7 +39,7 @@ def pick_cluster(clusters: Mapping[str, ClusterConfig], name: str | None) -> Clu
     if name is None:
         if len(configured) == 1:
             return clusters[configured[0]]
-        raise UserError(f"which cluster? use --cluster with one of: {', '.join(configured)}")
+        raise UsageError(f"which cluster? use --cluster with one of: {', '.join(configured)}")
     if name not in clusters:
-        raise UserError(f"no cluster named `{name}`; configured clusters: {', '.join(configured)}")
+        raise UsageError(f"no cluster named `{name}`; configured clusters: {', '.join(configured)}")
     return clusters[name]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS, group_labels, pick_cluster
-from bot.errors import UserError
+from bot.errors import UsageError, UserError
 from bot.records import ClusterConfig
 from tests.support import sources
 
@@ -25,9 +25,10 @@ def test_the_only_cluster_is_picked_without_a_name_and_a_named_one_by_its_name()
     assert pick_cluster(one, None).name == "a"
     two = {"a": config("a"), "b": config("b")}
     assert pick_cluster(two, "b").name == "b"
-    with pytest.raises(UserError, match="which cluster\\? use --cluster with one of: a, b"):
+    # Usage errors, as a bad flag is: `exec "check"` exits 2 as `upgrade-bot check` does.
+    with pytest.raises(UsageError, match="which cluster\\? use --cluster with one of: a, b"):
         pick_cluster(two, None)
-    with pytest.raises(UserError, match="no cluster named `c`; configured clusters: a, b"):
+    with pytest.raises(UsageError, match="no cluster named `c`; configured clusters: a, b"):
         pick_cluster(two, "c")
     with pytest.raises(UserError, match="no clusters are configured"):
         pick_cluster({}, None)

@@ -346,3 +346,35 @@ def test_exec_exits_2_for_what_the_command_was_given_wrong(
     ):
         done = cli(tmp_path, "exec", text, "--as", "U0PRIMARY", "--config", config, env=env)
         assert done.returncode == 2, (text, done.stdout, done.stderr)
+
+
+def test_exec_and_the_verb_exit_2_alike_when_the_cluster_is_not_named_or_unknown(
+    tmp_path: Path, write_config: Callable[..., Path]
+) -> None:
+    """A cluster not named or unknown is the input's fault: `exec "check"` exited 1 where `upgrade-bot check` exits 2."""
+    config = str(
+        write_config(
+            "clusters:\n  a: {kubeconfig: /dev/null}\n  b: {kubeconfig: /dev/null}\n"
+            "channels: {operations: C0OPS}\n"
+        )
+    )
+    env = _env(tmp_path)
+    for words, reason in (
+        ([], "which cluster? use --cluster with one of: a, b"),
+        (["--cluster", "zz"], "no cluster named `zz`; configured clusters: a, b"),
+    ):
+        verb = cli(tmp_path, "check", *words, "--config", config, env=env)
+        assert (verb.returncode, verb.stderr) == (2, f"upgrade-bot: {reason}\n")
+        for command in ("check", "snapshot"):
+            done = cli(
+                tmp_path,
+                "exec",
+                " ".join([command, *words]),
+                "--as",
+                "U0PRIMARY",
+                "--config",
+                config,
+                env=env,
+            )
+            assert done.returncode == 2, (command, done.stdout, done.stderr)
+            assert done.stdout.startswith(f"⚠️ {reason}\n")
