@@ -269,6 +269,28 @@ def test_an_aborted_run_s_step_waiting_to_be_confirmed_done_is_not_shown_as_runn
     assert "`first` Drain &lt;!channel&gt; &amp; friends — not confirmed done: the run was aborted" in card
 
 
+def test_a_long_abort_reason_is_cut_on_the_card_which_says_the_thread_has_it_whole(
+    setup: tuple[RunService, FakeClock, SlackStub],
+) -> None:
+    service, clock, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    why = "the canary failed: " + " ".join(f"pod-{i} CrashLoopBackOff" for i in range(40))
+    assert 700 < len(why) < 1500
+    service.apply(
+        run.id, lambda r: R.abort(r, by="U0PRIMARY", reason=why, now=clock()), Actor(user_id="U0PRIMARY")
+    )
+    card = [
+        c.params["text"] for c in stub.calls_to("chat.update") if c.params["text"].startswith(":clipboard:")
+    ][-1]
+    assert why[:200] in card
+    assert why not in card
+    assert "… (the whole reason is in the thread)" in card
+    (aborted,) = [
+        c.params["text"] for c in stub.calls_to("chat.postMessage") if "aborted*" in c.params["text"]
+    ]
+    assert why in aborted
+
+
 def test_the_open_gate_s_message_follows_whom_it_waits_for_after_an_approval_and_a_handoff(
     tmp_path: Path, slack_stub: SlackStub
 ) -> None:
