@@ -17,9 +17,10 @@ import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from bot.errors import UsageError
+from bot.errors import UsageError, clip
 from bot.records import FileAttachment
 
 if TYPE_CHECKING:
@@ -86,6 +87,10 @@ class CommandContext:
 Handler = Callable[[CommandContext, Args], Reply]
 
 
+#: argparse's "argument --for: expected one argument" (or "-f/--for").
+_EXPECTED = re.compile(r"argument (\S+): expected (?:one|at least one) argument")
+
+
 class CommandParser(argparse.ArgumentParser):
     """argparse that raises UsageError (with usage text) instead of printing and exiting.
 
@@ -95,12 +100,29 @@ class CommandParser(argparse.ArgumentParser):
 
     def __init__(self, prog: str, **kwargs: Any) -> None:
         super().__init__(prog=prog, add_help=False, allow_abbrev=False, **kwargs)
+        #: The words being parsed, for an error to point at one.
+        self._words: list[str] = []
 
     def format_usage(self) -> str:
         return f"usage: {synopsis(self)}\n"
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._words = list(args or ())
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message, usage=self.format_usage().strip())
+        raise UsageError(message + self._dash_value(message), usage=self.format_usage().strip())
+
+    def _dash_value(self, message: str) -> str:
+        """Why an option "expected one argument" when one was given: argparse reads a value that
+        starts with a dash (`--for -1h`) as an option of its own."""
+        missing = _EXPECTED.match(message)
+        for flag, value in pairwise(self._words):
+            if missing and flag in missing.group(1).split("/") and value.startswith("-"):
+                return f" (`{clip(value, 40)}` starts with a dash, so it is read as an option, not as {flag}'s value)"
+        return ""
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         raise UsageError(message or "invalid arguments", usage=self.format_usage().strip())

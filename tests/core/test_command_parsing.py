@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.command import normalise, parse_user, split_words
+from bot.core.command import CommandParser, normalise, parse_user, split_words
 from bot.errors import UsageError
 
 
@@ -44,3 +44,23 @@ def test_users_can_be_given_as_mentions_or_ids(word: str) -> None:
 def test_a_name_is_not_a_user() -> None:
     with pytest.raises(UsageError):
         parse_user("bob")
+
+
+def test_a_value_starting_with_a_dash_is_named_when_its_option_finds_none() -> None:
+    parser = CommandParser("waive")
+    parser.add_argument("--for", dest="duration")
+    parser.add_argument("--reason", nargs="+")
+    with pytest.raises(UsageError) as err:
+        parser.parse_args(["--for", "-1h"])
+    assert err.value.user_message == (
+        "argument --for: expected one argument "
+        "(`-1h` starts with a dash, so it is read as an option, not as --for's value)"
+    )
+    with pytest.raises(UsageError) as err:
+        parser.parse_args(["--reason", "-x"])
+    assert err.value.user_message.endswith(
+        "(`-x` starts with a dash, so it is read as an option, not as --reason's value)"
+    )
+    with pytest.raises(UsageError) as err:
+        parser.parse_args(["--for"])  # nothing given: argparse's words alone
+    assert err.value.user_message == "argument --for: expected one argument"
