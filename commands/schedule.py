@@ -131,9 +131,12 @@ def _checked_window(
     """`at` read in `tz`, inside the windows or overridden: (start, the override's reason or "")."""
     start = _parse_at(at, tz)
     if start <= ctx.clock():
-        raise UserError(f"{at} {tz} is in the past")
+        here = ctx.clock().astimezone(start.tzinfo).strftime("%Y-%m-%d %H:%M")
+        raise UsageError(f"{at} {tz} is in the past (it is {here} there now)", usage=_USAGE)
     if start > ctx.clock() + HORIZON:
-        raise UserError(f"{at} {tz} is more than {HORIZON.days // 365} years ahead; schedule nearer windows")
+        raise UsageError(
+            f"{at} {tz} is more than {HORIZON.days // 365} years ahead; schedule nearer windows", usage=_USAGE
+        )
     # Elapsed time, as the plan's window lasts: across a daylight saving change the wall clock moves.
     end = start.astimezone(UTC) + plan.window.length
     refusal = window_refusal(ctx.settings.windows, start, end, tz)

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -106,3 +107,10 @@ def test_exec_with_invalid_utf8_in_argv_answers_without_a_traceback(
     )
     assert "Traceback" not in done.stdout + done.stderr
     assert "unknown subcommand" in done.stdout + done.stderr
+
+
+def test_a_time_in_the_past_is_the_input_s_fault_and_says_what_time_it_is(services: Services) -> None:
+    out = cmd(services, 'schedule eks-nodegroups --at "2020-01-01 10:00"')
+    assert (out.ok, out.audit_outcome) == (False, "usage")
+    here = NOW.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%Y-%m-%d %H:%M")
+    assert f"2020-01-01 10:00 Asia/Tokyo is in the past (it is {here} there now)" in out.rendered.text
