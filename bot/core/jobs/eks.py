@@ -188,6 +188,14 @@ def _how(found: bool) -> str:
     return " (found by ListUpdates after an interrupted call; not called again)" if found else ""
 
 
+def _already(group: Mapping[str, Any], progress: Progress) -> bool:
+    """Is the node group (DescribeNodegroup's answer) already on the job's target, and not updating?"""
+    version = str(group.get("version", ""))
+    return (
+        bool(version) and _minor(version) == _minor(progress["target"]) and group.get("status") != "UPDATING"
+    )
+
+
 def _minor(version: str) -> str:
     parsed = parse_version(version)
     return f"{parsed[0]}.{parsed[1]}" if parsed is not None and len(parsed) >= 2 else version
@@ -386,9 +394,13 @@ class EksUpdateClusterJob(_EksJob):
             f"reports {progress['version']} (up to {timeout_span(progress)})",
         ]
         if str(now.get("version", "")) == progress["version"]:
-            lines.insert(
-                1, f"the control plane is already on {progress['version']}: EKS would refuse the update"
-            )
+            # As the job does: nothing is called, so nothing else of the call's text holds.
+            return [
+                *_interrupted(progress),
+                f"the control plane is already on {progress['version']}: nothing will be called, the step "
+                "succeeds as it starts",
+                *lines[len(_interrupted(progress)) + 1 : len(_interrupted(progress)) + 3],
+            ]
         current = parse_version(str(now.get("version", "")))
         target = parse_version(progress["version"])
         seen = parse_version(api)
@@ -628,6 +640,14 @@ class EksUpdateNodegroupJob(_EksJob):
         now = aws_call("DescribeNodegroup", eks.node_pool, name=group)
         nodes = self._nodes(cluster, group)
         counts = group_counts(nodes, progress["target"])
+        if _already(now, progress) and _minor(progress["from"]) != _minor(progress["target"]):
+            return [
+                *_interrupted(progress),
+                f"node group {group} is already on {progress['target']} (it was on {progress['from']} when the "
+                f"step began: updated outside the bot; release {now.get('releaseVersion', '?')}, status "
+                f"{now.get('status', '?')}): nothing will be called, the step succeeds as it starts",
+                f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
+            ]
         call = (
             f"would call eks:UpdateNodegroupVersion clusterName={progress['eks']} nodegroupName={group} "
             + (f"version={progress['version']} " if progress["version"] else "")
@@ -636,6 +656,15 @@ class EksUpdateNodegroupJob(_EksJob):
         lines = [
             *_interrupted(progress),
             call,
+            *(
+                [
+                    f":warning: node group {group} is already on {progress['target']}: the call only moves it to "
+                    f"the newest AMI release of {progress['target']} (it is on {now.get('releaseVersion', '?')}), "
+                    "and EKS replaces every node of it again. Reject the gate if it was upgraded by hand"
+                ]
+                if _already(now, progress)
+                else []
+            ),
             f"DescribeNodegroup now: version {now.get('version', '?')}, release {now.get('releaseVersion', '?')}, "
             f"status {now.get('status', '?')}, {(now.get('scalingConfig') or {}).get('desiredSize', '?')} desired",
             f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
@@ -700,6 +729,23 @@ class EksUpdateNodegroupJob(_EksJob):
                 wait=0.0,
             )
         if not progress["update"]:
+            if (
+                not progress.get(INTENT)
+                and not progress["tries"]
+                and _minor(progress["from"]) != _minor(progress["target"])
+            ):
+                # Read now, not when the step began: the group may have been updated since (in the
+                # console, by hand). A call would roll every node of it again. A group already on the
+                # target when the step began is the plan's AMI refresh (the call moves it to the newest
+                # release of its version); its gate says so.
+                found = aws_call("DescribeNodegroup", eks.node_pool, name=group)
+                if _already(found, progress):
+                    return self._nothing_to_do(
+                        progress,
+                        f"node group {group} is already on {progress['target']} (it was on {progress['from']} "
+                        "when the step began: updated outside the bot): nothing to update, UpdateNodegroupVersion "
+                        "not called",
+                    )
             tok = token(progress, f"-{progress['tries']}" if progress["tries"] else "")
             return self._call_once(
                 eks, progress, now=now, call="UpdateNodegroupVersion", tok=tok,

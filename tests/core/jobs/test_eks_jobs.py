@@ -665,3 +665,49 @@ def test_a_node_group_gate_says_its_subnets_free_addresses_and_warns_when_a_surg
                     " — 0 address(es) for a surge of up to 6 new node(s): EKS cannot launch them (the update "
                     "fails with NodeCreationFailure); free addresses first"
                 )
+
+
+def test_work_done_outside_the_bot_is_seen_at_the_gate_and_never_called_again(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    """The control plane and a node group updated by hand (here: by other jobs, as the console
+    would) after the steps began: each gate says nothing will be called, and the node group's job
+    ends without a second UpdateNodegroupVersion, which would replace every node again."""
+    control = EksUpdateClusterJob(access(sim), LABELS)
+    follow(driver(control, kube, sim, {"version": "1.25"}, job_id=1), sim)
+    again = driver(control, kube, sim, {"version": "1.25"}, job_id=2)
+    lines = control.dry_run(kube, again.progress)
+    assert (
+        lines[0]
+        == "the control plane is already on 1.25: nothing will be called, the step succeeds as it starts"
+    )
+    assert not [line for line in lines if "would call" in line or "behind the control plane" in line]
+
+    groups = EksUpdateNodegroupJob(access(sim), LABELS)
+    ours = driver(groups, kube, sim, {"nodegroup": "others", "version": "1.25"}, job_id=3)
+    assert ours.progress["from"] == "1.24"
+    follow(
+        driver(groups, kube, sim, {"nodegroup": "others", "version": "1.25"}, job_id=4), sim
+    )  # "the console"
+    assert aws_calls(sim)["UpdateNodegroupVersion"] == 1
+    gate = groups.dry_run(kube, ours.progress)
+    assert gate[0].startswith(
+        "node group others is already on 1.25 (it was on 1.24 when the step began: updated outside the bot; release "
+    )
+    assert gate[0].endswith("): nothing will be called, the step succeeds as it starts")
+    follow(ours, sim)
+    assert ours.last is not None
+    assert ours.last.ok
+    assert ours.last.detail == (
+        "node group others is already on 1.25 (it was on 1.24 when the step began: updated outside the bot): "
+        "nothing to update, UpdateNodegroupVersion not called"
+    )
+    assert aws_calls(sim)["UpdateNodegroupVersion"] == 1
+
+    # A group already on the target when its step begins: the call is an AMI refresh, and says so.
+    refresh = driver(groups, kube, sim, {"nodegroup": "others", "version": "1.25"}, job_id=5)
+    (warning,) = [line for line in groups.dry_run(kube, refresh.progress) if line.startswith(":warning:")]
+    assert warning.startswith(
+        ":warning: node group others is already on 1.25: the call only moves it to the newest AMI release of 1.25"
+    )
+    assert warning.endswith("EKS replaces every node of it again. Reject the gate if it was upgraded by hand")
