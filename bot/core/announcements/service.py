@@ -107,10 +107,14 @@ def plan_info(
 def run_info(
     run: R.Run, step_id: str = "", evidence: Sequence[EvidenceLine] = (), regressions: Sequence[str] = ()
 ) -> RunInfo:
-    """The run as announcements see it: its state and `step_id` (default: the step it finished last)."""
+    """The run as announcements see it: its state and `step_id` (default: the step it finished last;
+    for an aborted run, the step it stopped at, as its card says)."""
     total = len(run.steps)
     step: StepInfo | None = None
-    done = [i for i, s in enumerate(run.steps) if s.state in (R.StepState.SUCCEEDED, R.StepState.SKIPPED)]
+    finished = (R.StepState.SUCCEEDED, R.StepState.SKIPPED)
+    done = [i for i, s in enumerate(run.steps) if s.state in finished]
+    if not step_id and run.state == R.RunState.ABORTED:
+        done = [i for i, s in enumerate(run.steps) if s.state not in finished][:1] or done
     if step_id:
         done = [i for i, s in enumerate(run.steps) if s.step_id == step_id]
     if done:

@@ -68,6 +68,18 @@ def _matching(roles: Sequence[str], people: Mapping[str, frozenset[str]]) -> dic
     return owner
 
 
+def missing_roles(gate: Gate, votes: Sequence[Vote]) -> tuple[str, ...]:
+    """The gate's roles that `votes` do not cover yet: an `approve` gate's uncovered roles (one
+    person counts for one), every role of an unmet `any_of`, an unmet quorum's role."""
+    people: dict[str, frozenset[str]] = {}
+    for vote in votes:
+        people[vote.user_id] = people.get(vote.user_id, frozenset()) | vote.roles
+    if gate.kind == "approve":
+        owner = _matching(gate.roles, people)
+        return tuple(r for r in gate.roles if r not in owner)
+    return () if covered(gate, votes)[0] else tuple(gate.roles)
+
+
 def covered(gate: Gate, votes: Sequence[Vote]) -> tuple[bool, list[str]]:
     """(satisfied, what is still missing, in words). Ignores four-eyes; see `decide`."""
     people: dict[str, frozenset[str]] = {}

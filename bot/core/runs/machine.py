@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from bot.core.durations import format_duration
 from bot.core.jobs.common import APPROVE, APPROVING, FORCE, FORCE_ACTIONS
 from bot.core.people import Directory, roles_of
-from bot.core.runs.gates import Vote, covered, decide, live_votes
+from bot.core.runs.gates import Vote, covered, decide, live_votes, missing_roles
 from bot.core.runs.plans import Gate, Plan, Step
 from bot.errors import PermissionDenied, TransitionRefused
 
@@ -72,7 +72,8 @@ EVIDENCE_PAUSE = "evidence Inconclusive at "
 #: Who may waive Inconclusive evidence: two people holding two different of these roles.
 EVIDENCE_WAIVERS = ("primary", "shadow")
 
-#: Who is mentioned when a gate waits too long: after escalate_after, then after twice that.
+#: Who is mentioned when a gate waits too long: after escalate_after the roles the gate still
+#: needs (`_needed`; the shadow when none can be told), then after twice that the coordinator.
 ESCALATION_ROLES = ("shadow", "coordinator")
 
 
@@ -907,11 +908,11 @@ def due(run: Run, *, now: datetime) -> Outcome:
         return fail(run, cur, step, now, why, [Event(kind="timed_out", step_id=cur.step_id, detail=why)])
     if step.escalate_after is None:
         return Outcome(run=run)
-    levels = [r for r in ESCALATION_ROLES if r in run.roster]
+    levels = _escalations(run, cur, now)
     level = cur.escalations
     if level >= len(levels) or waited < step.escalate_after * (level + 1):
         return Outcome(run=run)
-    role = levels[level]
+    roles = levels[level]
     updated = dataclasses.replace(cur, escalations=level + 1)
     run = dataclasses.replace(run, steps=tuple(updated if s.step_id == cur.step_id else s for s in run.steps))
     return Outcome(
@@ -920,11 +921,32 @@ def due(run: Run, *, now: datetime) -> Outcome:
             Event(
                 kind="escalated",
                 step_id=cur.step_id,
-                detail=f"{role}: {','.join(run.roster[role])}",
-                roles=(role,),
+                detail="; ".join(f"{role}: {','.join(run.roster[role])}" for role in roles),
+                roles=roles,
             ),
         ),
     )
+
+
+def _escalations(run: Run, sr: StepRun, now: datetime) -> list[tuple[str, ...]]:
+    """Whom each escalation of the open gate mentions: first the roles it still needs (those who
+    must act; not someone who already approved), then the coordinator. A roster without them
+    falls back to `ESCALATION_ROLES`."""
+    first = _needed(run, sr, now) or tuple(r for r in ESCALATION_ROLES[:1] if r in run.roster)
+    levels = [first] if first else []
+    if "coordinator" in run.roster and "coordinator" not in first:
+        levels.append(("coordinator",))
+    return levels
+
+
+def _needed(run: Run, sr: StepRun, now: datetime) -> tuple[str, ...]:
+    """The roles of the open gate that no live vote covers yet, as far as the roster names them."""
+    gate = run.gate_for(sr)
+    phase = run.phase(sr)
+    if gate is None or phase is None:
+        return ()
+    votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in run.votes(sr, phase)]
+    return tuple(r for r in missing_roles(gate, live_votes(gate, votes, now)) if r in run.roster)
 
 
 def _dated(moment: datetime) -> str:
@@ -941,7 +963,7 @@ def next_due(run: Run) -> datetime | None:
     times: list[datetime] = []
     if step.timeout is not None:
         times.append(cur.opened_at + step.timeout)
-    levels = [r for r in ESCALATION_ROLES if r in run.roster]
+    levels = _escalations(run, cur, now=cur.opened_at)
     if step.escalate_after is not None and cur.escalations < len(levels):
         times.append(cur.opened_at + step.escalate_after * (cur.escalations + 1))
     return min(times) if times else None

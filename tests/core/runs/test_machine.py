@@ -356,13 +356,15 @@ def test_handoff_changes_the_runs_roster_not_the_plans() -> None:
         handoff(run, role="sre", user_id="U0NEW", by=C, now=T0)
 
 
-def test_escalation_mentions_the_shadow_then_the_coordinator_then_times_out() -> None:
+def test_escalation_mentions_whom_the_gate_needs_then_the_coordinator_then_times_out() -> None:
     run = start()
     assert next_due(run) == T0 + timedelta(minutes=10)
     assert due(run, now=T0 + timedelta(minutes=9)).events == ()
     first = due(run, now=T0 + timedelta(minutes=10))
     assert first.events[0].kind == "escalated"
-    assert first.events[0].detail == f"shadow: {S},{BOTH}"
+    # `snap` needs the primary or the shadow: both are told.
+    assert first.events[0].roles == ("primary", "shadow")
+    assert first.events[0].detail == f"primary: {P},{BOTH}; shadow: {S},{BOTH}"
     assert due(first.run, now=T0 + timedelta(minutes=11)).events == ()
     second = due(first.run, now=T0 + timedelta(minutes=20))
     assert second.events[0].detail == f"coordinator: {C}"
@@ -370,6 +372,17 @@ def test_escalation_mentions_the_shadow_then_the_coordinator_then_times_out() ->
     late = due(second.run, now=T0 + timedelta(hours=1))
     assert state(late.run, "snap") is StepState.FAILED
     assert late.run.state is RunState.PAUSED
+
+
+def test_escalation_leaves_out_who_already_approved_and_names_a_quorums_role() -> None:
+    run = through(start(), "snap", "ng")
+    run = press(run, "both", S).run  # the shadow approved; the gate waits for the primary only
+    first = due(run, now=T0 + timedelta(minutes=10))
+    assert (first.events[0].roles, first.events[0].detail) == (("primary",), f"primary: {P},{BOTH}")
+    assert due(first.run, now=T0 + timedelta(minutes=20)).events[0].roles == ("coordinator",)
+    run = through(start(), "snap", "ng", "both")
+    mesh = due(run, now=T0 + timedelta(minutes=10))
+    assert (mesh.events[0].roles, mesh.events[0].detail) == (("mesh",), "mesh: S0MESH")
 
 
 def test_only_allowed_transitions_exist() -> None:

@@ -115,7 +115,7 @@ def test_the_card_is_posted_once_and_edited_in_place(setup: tuple[RunService, Fa
     assert len([c for c in stub.calls_to("chat.postMessage") if not c.params.get("thread_ts")]) == 1
 
 
-def test_escalation_mentions_the_shadow_then_the_coordinator_group(
+def test_escalation_mentions_whom_the_gate_waits_for_then_the_coordinator_group(
     setup: tuple[RunService, FakeClock, SlackStub],
 ) -> None:
     service, clock, stub = setup
@@ -124,7 +124,8 @@ def test_escalation_mentions_the_shadow_then_the_coordinator_group(
     assert service.tick() == []
     clock.set(T0 + timedelta(minutes=10))
     assert len(service.tick()) == 1
-    assert "`first` is still waiting for a decision — shadow: <@U0SHADOW>" in thread_texts(stub)[-1]
+    # The primary must act (the gate is theirs); the shadow, who cannot, is not pinged.
+    assert thread_texts(stub)[-1] == ":bell: `first` is still waiting for a decision — primary: <@U0PRIMARY>"
     clock.set(T0 + timedelta(minutes=11))
     assert service.tick() == []
     clock.set(T0 + timedelta(minutes=20))
