@@ -70,9 +70,14 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             reason=args.reason or "",
             refusal=refusal,
         )
+    announcements = ctx.announcements
     out = runs.start(
         args.plan,
         _runs.actor(ctx),
+        # Before the card is posted: the card counts down to the schedule's window, not the plan's.
+        attach=(lambda run_id: announcements.attach_run(schedule.id, run_id))
+        if announcements is not None and schedule is not None
+        else None,
     )
     if override:
         ctx.store.record_audit(
@@ -93,9 +98,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     # Started, and nobody would see its card or gates: the reply says where and why.
     why = runs.cards.not_shown(out.run.id) if runs.cards is not None else ""
     unposted = {"channel": runs.cards.channel_for(out.run), "why": why} if runs.cards and why else None
-    if ctx.announcements is not None and schedule is not None:
-        ctx.announcements.attach_run(schedule.id, out.run.id)
-    elif later := ctx.store.schedules(states=["scheduled"], plan_name=plan.name):
+    if schedule is None and (later := ctx.store.schedules(states=["scheduled"], plan_name=plan.name)):
         # Started more than EARLY_START before a window of its own: that schedule is not this run's,
         # and its reminder and `starting` still go out unless people withdraw them.
         pending = later[-1]

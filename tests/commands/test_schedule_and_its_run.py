@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 
 from bot.core.runs.report import build_report
-from bot.frontdoor.assemble import Services
+from bot.frontdoor.assemble import Services, assemble
+from bot.settings import load_settings
 from tests.support.clock import FakeClock
-from tests.support.schedules import FRIDAY_NOON_IN_TOKYO, PLAN, command, tokyo_team
+from tests.support.schedules import CONFIG, FRIDAY_NOON_IN_TOKYO, PLAN, command, tokyo_team
+from tests.support.secrets import slack_env
+from tests.support.slack_stub import SlackStub
 
 AT = 'schedule tokyo-upgrade --at "2026-12-01 14:00"'  # Tuesday 14:00 Tokyo = 05:00 UTC
 
@@ -164,3 +167,45 @@ def test_a_plan_reloaded_while_scheduled_says_what_its_announcements_now_say(
         assert "`tokyo-upgrade` is scheduled (#1, from " in out.rendered.text
         assert "its announcements now say 1.24.17 → 1.26.3." in out.rendered.text
         assert ":calendar:" not in cmd(services, "plan show tokyo-upgrade").rendered.text
+
+
+def test_a_run_started_early_withdraws_the_reminders_posts_starting_now_and_shows_the_schedules_window(
+    write_config: Callable[..., Path], clock: FakeClock, slack_stub: SlackStub
+) -> None:
+    """Started 50 minutes before its window: the reminders still to come would say the upgrade is
+    ahead while it runs, and `starting` would come 50 minutes late; the card's first post showed
+    the plan file's window, then switched to the schedule's."""
+    settings = load_settings(write_config(CONFIG, roster=False), slack_env(slack_stub.api_url))
+    services = assemble(settings, clock=clock)
+    try:
+        services.store.save_plan(name="tokyo-upgrade", text=PLAN, loaded_by="U0PRIMARY", loaded_at=clock())
+        assert cmd(services, AT, user="U0COORD").ok
+        (schedule,) = services.store.schedules()
+        clock.set(datetime(2026, 12, 1, 4, 10, tzinfo=UTC))  # 13:10 Tokyo
+        services.announcements.run_due(datetime(2026, 12, 1, 4, 0, tzinfo=UTC))  # the hour-before reminder
+        posted = len(slack_stub.calls_to("chat.postMessage"))
+        started = cmd(services, 'start tokyo-upgrade --override --reason "the team is here"', user="U0COORD")
+        assert started.ok, started.rendered.text
+        run_id = services.store.schedule(schedule.id).run_id  # type: ignore[union-attr]
+        rows = {r.template: r for r in services.store.scheduled_announcements(schedule_id=schedule.id)}
+        assert rows["starting"].state == "sent"
+        assert rows["starting"].due_at == clock()
+        new = [c.params for c in slack_stub.calls_to("chat.postMessage")[posted:]]
+        starting = [p for p in new if p["channel"] == "C0ANNOUNCE"]
+        assert len(starting) == 1
+        assert "is starting now" in starting[0]["text"]
+        card = next(p for p in new if p["channel"] == "C0OPS" and p["text"].startswith(":clipboard:"))
+        assert "window not open yet: it opens" in card["text"]
+        assert "(in 50m)" in card["text"]
+        clock.set(datetime(2026, 12, 1, 5, 1, tzinfo=UTC))
+        services.announcements.run_due(clock())  # the window opens: nothing more is announced
+        later = [
+            c.params
+            for c in slack_stub.calls_to("chat.postMessage")[posted:]
+            if c.params["channel"] == "C0ANNOUNCE"
+        ]
+        assert len(later) == 1
+        assert services.store.scheduled_announcements(schedule_id=schedule.id, states=["scheduled"]) == []
+        assert run_id
+    finally:
+        services.close()

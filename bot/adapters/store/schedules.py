@@ -77,14 +77,29 @@ class Schedules(StoreBase):
         state: str,
         run_id: str | None = None,
         withdraw: tuple[Sequence[str], str, datetime] | None = None,
+        bring_forward: tuple[str, datetime] | None = None,
     ) -> int:
         """Set the schedule's state (and run); with `withdraw` = (templates, reason, at), in the same
-        transaction cancel its announcements of those templates not posted yet. How many."""
+        transaction cancel its announcements of those templates not posted yet (how many); with
+        `bring_forward` = (template, at), make its announcements of that template not posted yet
+        and due later than `at` due at `at`."""
         values: dict[str, Any] = {"state": state}
         if run_id is not None:
             values["run_id"] = run_id[:64]
         with _wrap_errors(), self.engine.begin() as conn:
             conn.execute(schedules.update().where(schedules.c.id == schedule_id).values(**values))
+            if bring_forward is not None:
+                template, at = bring_forward
+                conn.execute(
+                    scheduled_announcements.update()
+                    .where(
+                        scheduled_announcements.c.schedule_id == schedule_id,
+                        scheduled_announcements.c.state == "scheduled",
+                        scheduled_announcements.c.template == template,
+                        scheduled_announcements.c.due_at > _utc(at),
+                    )
+                    .values(due_at=_utc(at), updated_at=_utc(at))
+                )
             if withdraw is None:
                 return 0
             templates, reason, at = withdraw

@@ -620,8 +620,27 @@ class AnnouncementService:
         return cancelled, count
 
     def attach_run(self, schedule_id: int, run_id: str) -> ScheduleRow | None:
-        """A run of a scheduled plan began: its end will be announced under that schedule."""
-        self.store.update_schedule(schedule_id, state="started", run_id=run_id)
+        """A run of a scheduled plan began: its end will be announced under that schedule. A run
+        started before its window (teams start a little early) makes the reminders still to come
+        wrong ("the upgrade is in N minutes" while it runs): they are withdrawn, and `starting`
+        ("is starting now") is posted now instead of at the window's start. One transaction."""
+        now = self.clock()
+        withdrawn = self.store.update_schedule(
+            schedule_id,
+            state="started",
+            run_id=run_id,
+            withdraw=(
+                (A.REMINDER,),
+                f"not posted: run {run_id} started at {now:%H:%M} UTC, before the window",
+                now,
+            ),
+            bring_forward=(A.STARTING, now),
+        )
+        if withdrawn:
+            log.info("schedule %s: %s reminder(s) withdrawn: run %s started", schedule_id, withdrawn, run_id)
+        for row in self.store.scheduled_announcements(schedule_id=schedule_id, states=["scheduled"]):
+            if row.template == A.STARTING and row.due_at <= now:
+                self.fire(row.id, now)
         return self.store.schedule(schedule_id)
 
     def run_ended(self, run: R.Run) -> Fired | None:

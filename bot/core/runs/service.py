@@ -156,7 +156,11 @@ class RunService:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def start(self, plan_name: str, actor: Actor) -> R.Outcome:
+    def start(
+        self, plan_name: str, actor: Actor, *, attach: Callable[[str], object] | None = None
+    ) -> R.Outcome:
+        """Start a run of the loaded plan `plan_name`. `attach(run_id)` runs once the run is stored
+        and before its card is posted (the schedule it belongs to, whose window the card shows)."""
         row, plan = find_plan(self.store, plan_name)
         # The same plan twice on one cluster (a second person, a command run twice) would cordon
         # and drain the same node groups twice over, each run blind to the other: refused while
@@ -173,7 +177,7 @@ class RunService:
                 f"<@{first.created_by}>): `/upgrade status {first.id}` shows it; finish it, or `/upgrade "
                 f"abort {first.id} --reason …`, before starting the plan again"
             )
-        return self._start(row, plan, actor, "R" + secrets.token_hex(3).upper())
+        return self._start(row, plan, actor, "R" + secrets.token_hex(3).upper(), attach=attach)
 
     def start_pinned(self, plan_text: str, actor: Actor, *, run_id: str) -> R.Outcome | None:
         """A fleet's child (issue 41): the run `run_id` of a plan given whole (pinned when the fleet
@@ -187,7 +191,15 @@ class RunService:
         assert row is not None
         return self._start(row, plan, actor, run_id)
 
-    def _start(self, row: PlanRow, plan: Plan, actor: Actor, run_id: str) -> R.Outcome:
+    def _start(
+        self,
+        row: PlanRow,
+        plan: Plan,
+        actor: Actor,
+        run_id: str,
+        *,
+        attach: Callable[[str], object] | None = None,
+    ) -> R.Outcome:
         now = self.clock()
         out = R.new_run(run_id, plan, by=actor.user_id, now=now)
         run = out.run
@@ -209,6 +221,8 @@ class RunService:
             self._audit_rows(run, out.events, actor, now),
             self._thread_lines(run, out.events, 0),
         )
+        if attach is not None:
+            attach(run.id)
         self.publish(run, out.events)
         self.telemetry.run_started()
         return out
