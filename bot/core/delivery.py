@@ -339,7 +339,14 @@ class Deliveries:
         else:
             limits = {"dead_after": POISON_ATTEMPTS}
         row = self.store.outbox_failed(
-            run_id=ref.run_id, key=ref.key, failure=failure, at=self.clock(), **limits
+            run_id=ref.run_id,
+            key=ref.key,
+            failure=failure,
+            at=self.clock(),
+            # Sent without an answer, and Slack could not be searched: the claim `_look_for` kept
+            # stays (settled once stale, late beats twice); released, the next pass posted it again.
+            release=not isinstance(exc, SlackOutcomeUnknown),
+            **limits,
         )
         if row is None or row.dead_at is None:
             return False

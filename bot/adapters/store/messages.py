@@ -119,8 +119,10 @@ class Messages(StoreBase):
         dead_after: int,
         way: str | None = None,
         dead_after_time: timedelta | None = None,
+        release: bool = True,
     ) -> MessageRef | None:
-        """An outbox row's post failed: released, its failures in a row of the same way counted
+        """An outbox row's post failed: released (unless `release` is False: a post that may have
+        been made keeps its claim, settled later), its failures in a row of the same way counted
         (a failure whose text starts with `way`, by default `failure` itself; another way starts
         again at 1, and at `at`), and set aside as a dead letter at the `dead_after`th — or at the
         first failure `dead_after_time` or more after the run of failures began. The row as it
@@ -142,7 +144,7 @@ class Messages(StoreBase):
             since = _maybe_utc(row["failing_since"]) if same else None
             since = since or _utc(at)
             values: dict[str, Any] = {
-                "owner": "",
+                **({"owner": ""} if release else {}),
                 "attempts": attempts,
                 "failure": failure,
                 "failing_since": since,

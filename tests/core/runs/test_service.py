@@ -270,6 +270,35 @@ def test_an_aborted_run_s_step_waiting_to_be_confirmed_done_is_not_shown_as_runn
     assert "`first` Drain &lt;!channel&gt; &amp; friends — not confirmed done: the run was aborted" in card
 
 
+def test_a_thread_post_without_an_answer_that_slack_cannot_be_searched_for_is_not_posted_again(
+    tmp_path: Path, slack_stub: SlackStub
+) -> None:
+    """Slack made the post but its answer never came, and the search for it failed: the claim is
+    kept and settled once stale. The outbox released it, and each later pass posted it again."""
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    try:
+        store.save_plan(name="tiny", text=PLAN, loaded_by="U0PRIMARY", loaded_at=T0)
+        clock = FakeClock(T0)
+        client = make_web_client(BOT_TOKEN, slack_stub.api_url, timeout=1, sdk_retries=False)
+        deliveries = Deliveries(store=store, poster=SlackGateway(client), clock=clock, owner="test")
+        cards = RunCards(deliveries=deliveries, renderer=Renderer([BUILTIN_TEMPLATES]), clock=clock)
+        service = RunService(store=store, directory=StaticDirectory(), clock=clock, cards=cards)
+        run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+        approved = "approved the start of `first`"
+        slack_stub.fail_next("chat.postMessage", delay=2, when=lambda p: approved in str(p.get("text", "")))
+        slack_stub.fail_next("conversations.replies", status=500)
+        ref = R.ButtonRef(run_id=run.id, step_id="first", epoch=1)
+        assert service.click(ref, Actor(user_id="U0PRIMARY")).accepted
+        for _ in range(3):  # later passes, within the claim's life: nothing posted again
+            service.publish(service.load(run.id))
+        clock.set(T0 + timedelta(minutes=6))  # stale: settled by a search that now works
+        service.publish(service.load(run.id))
+        assert len([t for t in thread_texts(slack_stub) if approved in t]) == 1
+        assert len([m for m in slack_stub.posted("C0OPS") if approved in str(m.get("text", ""))]) == 1
+    finally:
+        store.close()
+
+
 def test_a_long_abort_reason_is_cut_on_the_card_which_says_the_thread_has_it_whole(
     setup: tuple[RunService, FakeClock, SlackStub],
 ) -> None:
