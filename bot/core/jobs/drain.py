@@ -39,7 +39,7 @@ from bot.core.kube.wire import WPod
 from bot.core.rules import EventRecord, Rule, RuleHit, match_rules
 from bot.core.rules.known import RuleNeeds, known_issue_text, pod_view, watch_key
 from bot.decoders import convert
-from bot.errors import ClusterError, ClusterForbidden, EvictionBlocked, UserError, clip
+from bot.errors import ClusterError, ClusterForbidden, ClusterUnreachable, EvictionBlocked, UserError, clip
 
 DEFAULT_TIMEOUT = timedelta(minutes=15)
 DEFAULT_PARALLEL = 5
@@ -341,9 +341,12 @@ class _Run:
         done = len(finished) == len(order)
         detail = ""
         if done:
-            drained = [n for n in order if nodes[n]["state"] == "done"]
+            drained = [n for n in order if nodes[n]["state"] == "done" and not nodes[n].get("gone")]
+            gone = [n for n in order if nodes[n]["state"] == "done" and nodes[n].get("gone")]
             skipped = [n for n in order if nodes[n]["state"] == "skipped"]
             detail = f"drained {len(drained)} node(s)"
+            if gone:
+                detail += f"; {len(gone)} removed outside the bot, not drained by it: {few(gone)}"
             if skipped:
                 detail += f"; skipped {len(skipped)} (left cordoned): {few(skipped)}"
         return Tick(
@@ -424,6 +427,7 @@ class _Run:
                 if exc.status != 404:
                     raise
                 node["state"] = "done"
+                node["gone"] = True
                 node["counts"] = {"evicted": 0, "deleted": 0, "gone": 0}
                 self.posts.append(
                     Post(
@@ -542,6 +546,8 @@ class _Run:
 
     def drain(self, name: str) -> Tick:
         node = self.p["nodes"][name]
+        if not self.still_cordoned(name):
+            return self.finish(name, gone=True)
         stored = {k: v["state"] for k, v in node["pods"].items()}
         live = self.observe(name, self.cluster.node_pods(name))
         # Writes only for intents a stored progress holds, whose pod is still there as it was.
@@ -562,7 +568,7 @@ class _Run:
             for key, entry in node["pods"].items()
             if stored.get(key) == "forcing" and entry["state"] == "forcing" and not entry.get("sent")
         ]
-        if due and not self._depooling(node):
+        if due and not self._depooling(node) and not node.get("uncordoned"):
             self.evict(name, due, live)
         for key in deletes:
             self.delete(name, key)
@@ -583,6 +589,41 @@ class _Run:
         if self.now - started >= self.timeout or (only_refused and node["round"] == 1):
             return self.ask(name, only_refused=only_refused, live=live)
         return self.result(wait=self._wait(left))
+
+    def still_cordoned(self, name: str) -> bool:
+        """Read the node being drained: False when it is gone (deleted outside the bot). Made
+        schedulable again (uncordoned by someone) it is not evicted from — its pods would be
+        scheduled straight back onto it, evicted again, without end — until it is cordoned again;
+        the thread says both, once each time."""
+        node = self.p["nodes"][name]
+        try:
+            live = self.cluster.get_json(f"/api/v1/nodes/{name}")
+        except ClusterError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        if not unschedulable(live):
+            if not node.get("uncordoned"):
+                node["uncordoned"] = iso(self.now)
+                node["uncordons"] = int(node.get("uncordons", 0)) + 1
+                self.posts.append(
+                    Post(
+                        key=f"drain-uncordoned:{name}:{node['uncordons']}",
+                        text=f":warning: node {name} is schedulable again (uncordoned outside the bot) while it "
+                        "is drained: evicting from it would send its pods straight back to it, so nothing is "
+                        f"evicted until it is cordoned again (`kubectl cordon {name}`); the job's question "
+                        "after its timeout can skip it",
+                    )
+                )
+        elif node.get("uncordoned"):
+            node.pop("uncordoned")
+            self.posts.append(
+                Post(
+                    key=f"drain-recordoned:{name}:{node.get('uncordons', 0)}",
+                    text=f"node {name} is cordoned again: its drain goes on",
+                )
+            )
+        return True
 
     def _wait(self, left: list[dict[str, Any]]) -> float:
         """1 s while something moves; else until the soonest retry (a blocked pod's 5 s)."""
@@ -641,6 +682,11 @@ class _Run:
             calls = [(contextvars.copy_context(), key) for key in keys]
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict") as pool:
                 results = list(pool.map(lambda call: call[0].run(one, call[1]), calls))
+        unanswered = [o for _, o in results if isinstance(o, ClusterUnreachable)]
+        if unanswered and len(unanswered) == len(results):
+            # No answer at all: the job service says so on the card and the thread, and the
+            # intents stay stored for the next tick (a write that did land is then seen, not redone).
+            raise unanswered[0]
         pdb_cache: dict[str, list[Mapping[str, Any]]] = {}
         refused: list[tuple[str, dict[str, Any], Mapping[str, Any], EvictionBlocked]] = []
         for key, outcome in results:
@@ -861,7 +907,9 @@ class _Run:
             entry["state"] = "gone"
             entry["by"] = ""
 
-    def finish(self, name: str) -> Tick:
+    def finish(self, name: str, *, gone: bool = False) -> Tick:
+        """The node's drain ended: what the bot evicted or deleted, what went without it, and a
+        node deleted outside the bot (`gone`: its pods went with it, no budget asked)."""
         node = self.p["nodes"][name]
         pods = node["pods"].values()
         counts = {
@@ -876,8 +924,21 @@ class _Run:
         node["state"] = "done"
         node["ended"] = iso(self.now)
         node["choice"] = None
-        skipped = node["skipped"]
+        node["uncordoned"] = None
+        skipped = node.get("skipped") or {}
+        if gone:
+            node["gone"] = True
+            evicted = f"; {counts['evicted']} pod(s) evicted by the bot before" if counts["evicted"] else ""
+            text = (
+                f":warning: node {name} was deleted outside the bot while it was being drained{evicted}: "
+                "the pods still on it went with it, without their disruption budgets being asked"
+            )
+            self.posts.append(Post(key=f"drained:{name}", text=text))
+            self.counts["node:gone"] += 1
+            return self.result(wait=0.0)
         text = f"node {name} drained: {counts['evicted']} pod(s) evicted"
+        if not any(counts.values()):
+            text = f"node {name} drained: no pod on it to evict when its turn came"
         if counts["deleted"]:
             text += f", {counts['deleted']} deleted"
         if counts["forced"]:

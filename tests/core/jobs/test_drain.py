@@ -11,7 +11,7 @@ from bot.core.jobs.base import Decision
 from bot.core.jobs.common import RESUMED_AT, iso
 from bot.core.jobs.drain import DrainJob, triage
 from bot.core.rules import load_rules
-from bot.errors import ClusterError, ClusterForbidden, UserError
+from bot.errors import ClusterError, ClusterForbidden, ClusterUnreachable, UserError
 from bot.settings import BUILTIN_RULES
 from tests.support.clock import FakeClock
 from tests.support.jobs import FakeCluster, JobDriver, stored
@@ -322,6 +322,23 @@ def test_another_refusal_backs_off_per_pod_and_is_said_once() -> None:
     clock.advance(timedelta(seconds=5))
     driver.tick()  # refused again: the back-off doubles, nothing posted twice
     assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["next"] == "2026-11-24T07:00:15Z"
+
+
+def test_evictions_none_of_which_got_an_answer_raise_the_cluster_unreachable() -> None:
+    """Said per pod as "refused …; retrying" before, with no line on the card: raised, the job
+    service says the cluster gives no answer; the intents stay stored, nothing is marked blocked."""
+    fake = cluster(web("web-a"), web("web-b"))
+    for key in ("shop/web-a", "shop/web-b"):
+        fake.refusals[key] = ClusterUnreachable("cluster prod refused the connection")
+    driver = drive(fake, {"node": "n1"})
+    driver.tick()
+    driver.tick()
+    with pytest.raises(ClusterUnreachable):
+        driver.tick()
+    assert {v["state"] for v in driver.progress["nodes"]["n1"]["pods"].values()} == {"evicting"}
+    fake.refusals.clear()
+    driver.tick()
+    assert {v["state"] for v in driver.progress["nodes"]["n1"]["pods"].values()} == {"evicted"}
 
 
 def test_an_eviction_the_role_forbids_ends_the_job_naming_the_role_and_the_nodes_left_cordoned() -> None:

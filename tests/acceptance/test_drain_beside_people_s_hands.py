@@ -1,0 +1,133 @@
+"""The drain job beside people changing the cluster by hand (a walk of upgrade day): a node
+uncordoned while it is drained, a node deleted while it is drained, and an API server that stops
+answering mid-drain. Against the simulated cluster over HTTP, with the person's real kubectl."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.adapters.kube import Cluster
+from bot.core.jobs.drain import DrainJob
+from bot.errors import ClusterUnreachable
+from bot.records import ClusterConfig
+from bot.sim import SimCluster
+from tests.support.backends import KUBECTL
+from tests.support.jobs import JobDriver
+
+LABELS = ("eks.amazonaws.com/nodegroup",)
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., SimCluster]) -> SimCluster:
+    return sim_factory("small", speed=0.0, seed=1)
+
+
+@pytest.fixture
+def kubeconfig(sim: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]) -> Path:
+    return sim_kubeconfig(sim)
+
+
+@pytest.fixture
+def kube(kubeconfig: Path) -> Iterator[Cluster]:
+    cluster = Cluster.connect(ClusterConfig(name="prod", kubeconfig=kubeconfig, context="sim"))
+    yield cluster
+    cluster.close()
+
+
+def kubectl(kubeconfig: Path, *args: str) -> str:
+    done = subprocess.run(
+        [str(KUBECTL), "--kubeconfig", str(kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def busiest_worker(kube: Cluster) -> str:
+    """The worker node with the most pods that a drain evicts (web's, with its budget)."""
+    pods = kube.get_json("/api/v1/namespaces/default/pods")["items"]
+    on = [
+        p["spec"].get("nodeName", "") for p in pods if (p["metadata"].get("labels") or {}).get("app") == "web"
+    ]
+    return max(set(on), key=on.count)
+
+
+def drain(sim: SimCluster, kube: Cluster, node: str) -> JobDriver:
+    now = lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC)  # noqa: E731
+    return JobDriver(DrainJob(LABELS), kube, {"node": node, "timeout": "30m", "parallel": "1"}, now=now)
+
+
+def evictions(sim: SimCluster) -> int:
+    return len(sim.control.evictions())
+
+
+def test_a_node_uncordoned_while_drained_is_not_evicted_from_until_it_is_cordoned_again(
+    sim: SimCluster, kube: Cluster, kubeconfig: Path
+) -> None:
+    """Its evicted pods were scheduled straight back onto it and evicted again: 668 evictions in
+    two minutes, the thread silent, until someone cordoned it by hand."""
+    node = busiest_worker(kube)
+    d = drain(sim, kube, node)
+    d.tick()  # cordoned
+    d.tick()  # its pods listed, intents stored
+    kubectl(kubeconfig, "uncordon", node)
+    before = evictions(sim)
+    for _ in range(5):
+        d.tick()
+        sim.control.advance(5)
+    assert evictions(sim) == before
+    (said,) = [t for k, t in d.posts.items() if k.startswith("drain-uncordoned:")]
+    assert said.startswith(f":warning: node {node} is schedulable again (uncordoned outside the bot)")
+    assert f"nothing is evicted until it is cordoned again (`kubectl cordon {node}`)" in said
+    kubectl(kubeconfig, "cordon", node)
+    for _ in range(60):
+        d.tick()
+        if d.done:
+            break
+        sim.control.advance(5)
+    assert d.done, d.last
+    assert d.posts[f"drain-recordoned:{node}:1"] == f"node {node} is cordoned again: its drain goes on"
+    assert d.posts[f"drained:{node}"].startswith(f"node {node} drained: ")
+    assert evictions(sim) - before <= 3  # each web pod once, not over and over
+
+
+def test_a_node_deleted_while_drained_is_not_reported_as_drained_by_the_bot(
+    sim: SimCluster, kube: Cluster, kubeconfig: Path
+) -> None:
+    node = busiest_worker(kube)
+    d = drain(sim, kube, node)
+    d.tick()
+    d.tick()
+    kubectl(kubeconfig, "delete", "node", node)
+    d.tick()
+    assert d.done
+    assert d.posts[f"drained:{node}"] == (
+        f":warning: node {node} was deleted outside the bot while it was being drained: the pods still on it "
+        "went with it, without their disruption budgets being asked"
+    )
+    assert d.last is not None
+    assert d.last.detail == f"drained 0 node(s); 1 removed outside the bot, not drained by it: {node}"
+
+
+def test_an_api_server_that_stops_answering_mid_drain_is_the_cluster_unreachable(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    """Evictions refused at the connection were each one "evicting … refused …; retrying" line while
+    the card, read from the watch cache, stayed silent: the tick now raises, and the job service
+    says on the card and the thread that the cluster does not answer."""
+    node = busiest_worker(kube)
+    d = drain(sim, kube, node)
+    d.tick()
+    d.tick()
+    sim.stop()
+    with pytest.raises(ClusterUnreachable):
+        d.tick()
+    assert not [k for k in d.posts if k.startswith("drain-evict-error:")]
