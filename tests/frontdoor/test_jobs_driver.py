@@ -428,6 +428,11 @@ def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None
     assert setup.world.writes == writes
     question = [c for c in setup.stub.calls_to("chat.postMessage") if "n2 is not drained" in c.params["text"]]
     assert len(question) == 1
+    # The people who may answer are mentioned in the post that asks (an edit of the card pings nobody).
+    assert (
+        "\nWho can answer: the primary <@U0PRIMARY> · the shadow <@U0SHADOW> · the coordinator <@U0COORD>\n"
+        in question[0].params["text"]
+    )
     blocks = (
         json.loads(question[0].params["blocks"])
         if isinstance(question[0].params["blocks"], str)

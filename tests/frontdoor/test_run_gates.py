@@ -96,7 +96,10 @@ def test_the_eks_runbook_runs_end_to_end_with_the_right_people(bot: Bot) -> None
     thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
     (failed,) = [t for t in thread if "*`checks` failed*" in t]
     assert "PDB001 (PodDisruptionBudget billing/ledger …and 1 more)" in failed, failed
-    assert failed.endswith("17 Recommended — the full report is attached")
+    reason, who = failed.split("\n")
+    assert reason.endswith("17 Recommended — the full report is attached")
+    # The run paused on it: the people who decide are mentioned in the post (a card's edit pings nobody).
+    assert who == "Who decides (resume, skip with a reason or abort, on the card): the primary <@U0PRIMARY>"
     # The full report is uploaded into the run's thread, once, right after the step's failure line.
     (upload,) = bot.stub.calls_to("files.completeUploadExternal")
     assert upload.params["thread_ts"] == cards[0]["ts"]

@@ -547,7 +547,7 @@ class _Run:
     def drain(self, name: str) -> Tick:
         node = self.p["nodes"][name]
         if not self.still_cordoned(name):
-            return self.finish(name, gone=True)
+            return self.node_removed(name)
         stored = {k: v["state"] for k, v in node["pods"].items()}
         live = self.observe(name, self.cluster.node_pods(name))
         # Writes only for intents a stored progress holds, whose pod is still there as it was.
@@ -907,9 +907,22 @@ class _Run:
             entry["state"] = "gone"
             entry["by"] = ""
 
-    def finish(self, name: str, *, gone: bool = False) -> Tick:
-        """The node's drain ended: what the bot evicted or deleted, what went without it, and a
-        node deleted outside the bot (`gone`: its pods went with it, no budget asked)."""
+    def node_removed(self, name: str) -> Tick:
+        """The node was deleted while it was drained (its group's replacement ends each node once it
+        is empty; or someone, by hand). Its pods went with it: those the bot had evicted (or was
+        told to delete) by the bot, the others without it — `finish` says how many."""
+        unasked = 0
+        for entry in self.p["nodes"][name]["pods"].values():
+            if entry["state"] not in _LEFT:
+                continue
+            by = {"evicted": "evict", "deleting": "delete", "forcing": "force"}.get(entry["state"], "")
+            unasked += not by
+            entry["by"], entry["state"] = by, "gone"
+        return self.finish(name, gone=unasked)
+
+    def finish(self, name: str, *, gone: int = 0) -> Tick:
+        """The node's drain ended: what the bot evicted or deleted, and what went without it; `gone`:
+        pods the bot had not evicted that went with the node when it was deleted mid-drain."""
         node = self.p["nodes"][name]
         pods = node["pods"].values()
         counts = {
@@ -928,10 +941,10 @@ class _Run:
         skipped = node.get("skipped") or {}
         if gone:
             node["gone"] = True
-            evicted = f"; {counts['evicted']} pod(s) evicted by the bot before" if counts["evicted"] else ""
             text = (
-                f":warning: node {name} was deleted outside the bot while it was being drained{evicted}: "
-                "the pods still on it went with it, without their disruption budgets being asked"
+                f":warning: node {name} was deleted while it was being drained, not by the bot: {gone} pod(s) "
+                "the bot had not evicted went with it, their disruption budgets not asked by the bot"
+                + (f"; {counts['evicted']} pod(s) it had evicted before" if counts["evicted"] else "")
             )
             self.posts.append(Post(key=f"drained:{name}", text=text))
             self.counts["node:gone"] += 1

@@ -59,7 +59,7 @@ from bot.core.jobs.gitops import backup_files
 from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection, StepReports
 from bot.core.people import Directory, roles_of
-from bot.core.rendering import inert, mention
+from bot.core.rendering import inert, mention, mentions
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import (
     POISON_ATTEMPTS,
@@ -846,8 +846,8 @@ class JobService:
         )
         text = (
             f":raised_hand: {inert(choice.question)}\nThe job waits for people; nothing more happens until one of "
-            f"these is chosen:\n{lines}\n(`/upgrade choose {row.id} OPTION [--reason …]`, "
-            f"OPTION one of {', '.join(o.id for o in choice.options)})"
+            f"these is chosen:\n{lines}\n{self._who_may_answer(row, choice)}(`/upgrade choose {row.id} OPTION "
+            f"[--reason …]`, OPTION one of {', '.join(o.id for o in choice.options)})"
         )
         blocks = [
             {"type": "section", "text": {"type": "mrkdwn", "text": text}},
@@ -867,6 +867,18 @@ class JobService:
             },
         ]
         return {"text": text, "blocks": blocks, "broadcast": True}
+
+    def _who_may_answer(self, row: JobRow, choice: Choice) -> str:
+        """The people of the roles that may answer, mentioned once, in the post that asks: the
+        question waits for them, and a card's edit notifies nobody. "" outside a run's roster."""
+        if choice.key.startswith(EVIDENCE_PAUSE_KIND + ":") or not row.run_id:
+            return ""
+        roster = self.store.run_rows(row.run_id)
+        people = roster[0].roster if roster is not None else {}
+        roles = [r for r in dict.fromkeys(r for o in choice.options for r in o.roles) if people.get(r)]
+        if not roles:
+            return ""
+        return "Who can answer: " + " · ".join(f"the {r} {mentions(people[r])}" for r in roles) + "\n"
 
     def post_owed(self, row: JobRow) -> int:
         return self._post_owed(row)
