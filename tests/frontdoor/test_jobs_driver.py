@@ -864,6 +864,34 @@ def test_a_job_whose_cluster_does_not_answer_says_so_on_the_card_then_once_in_th
     assert back[0].endswith("m without an answer; the job goes on")
 
 
+def test_a_cluster_that_refuses_the_credentials_says_to_renew_them_not_that_it_does_not_answer(
+    setup: Setup,
+) -> None:
+    """A 401 (an expired token) read "no answer from cluster prod …; retrying every 5 s", as if
+    waiting could mend it."""
+    refused: list[Exception] = [
+        ClusterError("cluster prod: GET /api/v1/pods failed: 401 Unauthorized", status=401)
+    ] * 3
+    jobs = setup.jobs("proc-a", failures=refused)
+    _run, row = claimed_drain(setup, jobs)
+    jobs.advance(row.id, cluster=None)
+    moved = setup.store.job(row.id).updated_at  # type: ignore[union-attr]
+    for _ in refused:
+        setup.clock.advance(timedelta(seconds=30))
+        assert jobs.advance(row.id, cluster=None).wait == RETRY_SECONDS
+    job = setup.store.job(row.id)
+    assert job is not None
+    assert json.loads(job.card)[0] == (
+        f":warning: credentials refused by cluster prod since {moved:%H:%M} UTC (cluster prod: GET "
+        "/api/v1/pods failed: 401 Unauthorized): renew the credentials of its kubeconfig (or the bot's "
+        "ServiceAccount token); retrying every 5 s, from where the job stopped"
+    )
+    (said,) = [t for t in thread(setup.stub) if "is refused by cluster prod" in t]
+    assert "Its credentials must be renewed" in said
+    assert drive(jobs, row.id) == "done"
+    assert len([t for t in thread(setup.stub) if "answers again" in t]) == 1
+
+
 def test_a_thread_post_slack_refuses_every_time_is_set_aside_without_blocking_the_others(
     setup: Setup, caplog: pytest.LogCaptureFixture
 ) -> None:

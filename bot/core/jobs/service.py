@@ -83,6 +83,9 @@ STALE_AFTER = timedelta(seconds=15)
 RETRY_SECONDS = 5.0
 #: How a job's card line begins while its cluster gives no answer (`JobService._unreachable`).
 UNREACHABLE = ":warning: no answer from cluster "
+#: Its beginning while the cluster answers 401: it refuses the bot's credentials (an expired token).
+REFUSED = ":warning: credentials refused by cluster "
+_NOT_ANSWERING = (UNREACHABLE, REFUSED)
 #: A cluster unreachable this long is said in the thread too (a blip is on the card only).
 UNREACHABLE_SAID = timedelta(seconds=60)
 #: Longest wait between two ticks of a job waiting for the cluster.
@@ -621,34 +624,48 @@ class JobService:
                 # Read-only (the act role is not bound): the API's refusal, named, ends the job.
                 return self._end(row, ok=False, detail=exc.user_message)
             log.warning("job %s: %s; again in %.0fs", row.id, exc.user_message, RETRY_SECONDS)
-            self._unreachable(row, exc.user_message)
+            self._unreachable(row, exc.user_message, refused=status == 401)
             return Advanced(wait=RETRY_SECONDS)
         except BotError as exc:
             return self._end(row, ok=False, detail=exc.user_message)
 
     # -- storing and showing ----------------------------------------------------------------------
 
-    def _unreachable(self, row: JobRow, why: str) -> None:
+    def _unreachable(self, row: JobRow, why: str, *, refused: bool = False) -> None:
         """The job's cluster gives no answer (it retries): its card's first line says so at once,
         since when the job last moved; past `UNREACHABLE_SAID` the thread says it once, so the
         channel does not read "running" over a job that has been stuck for minutes."""
         now = self.clock()
         since = row.updated_at or row.started_at
         lines = [
-            line for line in (json.loads(row.card) if row.card else []) if not line.startswith(UNREACHABLE)
+            line for line in (json.loads(row.card) if row.card else []) if not line.startswith(_NOT_ANSWERING)
         ]
         said = (
             f"{UNREACHABLE}{row.cluster} since {since:%H:%M} UTC ({clip(why, 160)}); retrying every "
             f"{RETRY_SECONDS:.0f} s, from where the job stopped"
         )
+        if refused:
+            # It answers: 401, the credentials (an expired token) are refused, and waiting does not
+            # renew them.
+            said = (
+                f"{REFUSED}{row.cluster} since {since:%H:%M} UTC ({clip(why, 160)}): renew the credentials of "
+                f"its kubeconfig (or the bot's ServiceAccount token); retrying every {RETRY_SECONDS:.0f} s, "
+                "from where the job stopped"
+            )
         card = json.dumps([said, *lines])
         outbox = []
         key = f"unreachable:{iso(since)}"
         if now - since >= UNREACHABLE_SAID and key not in self.store.messages(subject(row.id)):
+            cannot = "is refused by" if refused else "cannot reach"
+            renew = (
+                " Its credentials must be renewed (the kubeconfig's, or the bot's ServiceAccount token)."
+                if refused
+                else ""
+            )
             text = (
-                f":warning: {row.kind} (job {row.id}) cannot reach cluster {row.cluster} since {since:%H:%M} UTC: "
-                f"{clip(why, 300)}. It retries every {RETRY_SECONDS:.0f} s and goes on from where it stopped; "
-                "`/upgrade pause` holds the run meanwhile."
+                f":warning: {row.kind} (job {row.id}) {cannot} cluster {row.cluster} since {since:%H:%M} UTC: "
+                f"{clip(why, 300)}.{renew} It retries every {RETRY_SECONDS:.0f} s and goes on from where it "
+                "stopped; `/upgrade pause` holds the run meanwhile."
             )
             outbox.append(_owed(key, text))
         if card == row.card and not outbox:
@@ -664,7 +681,7 @@ class JobService:
         again: how long it was out."""
         lines = json.loads(row.card) if row.card else []
         since = row.updated_at or row.started_at
-        if not (lines and str(lines[0]).startswith(UNREACHABLE)) or now - since < UNREACHABLE_SAID:
+        if not (lines and str(lines[0]).startswith(_NOT_ANSWERING)) or now - since < UNREACHABLE_SAID:
             return []
         text = (
             f":white_check_mark: cluster {row.cluster} answers again ({row.kind}, job {row.id}), after "
