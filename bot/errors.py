@@ -16,7 +16,9 @@ whether anything is retried.
     │                               loader adds the file, line and key)
     ├── TemporaryError              worth retrying later (rate limits, timeouts, lost races)
     │   ├── ConcurrentUpdate        another writer committed the run first; re-read and decide again
-    │   └── SlackOutcomeUnknown     a post sent without an answer: look for it before posting again
+    │   ├── SlackOutcomeUnknown     a post sent without an answer: look for it before posting again
+    │   └── DatabaseUnwritable      the database answers but cannot write (disk full, read-only,
+    │                               I/O error): retried, but only an operator mends it
     ├── PermanentError              stop and report (a bug, a refused write, corrupted state)
     │   └── TemplateError           a template failed to load or render (names template and line)
     ├── Fenced                      this replica's lease epoch is stale: a duty's write refused, it stops
@@ -169,6 +171,14 @@ class SlackOutcomeUnknown(TemporaryError):
     made it. It is never sent again blindly — the caller looks for it by its key first."""
 
     user_message = "Slack did not answer a post in time"
+
+
+class DatabaseUnwritable(TemporaryError):
+    """The database answers but cannot write: its disk is full, its file or folder is read-only,
+    its disk failed. Work is retried as for any temporary failure, but waiting alone does not mend
+    it: people are told to call whoever runs the bot, not to try again in a minute."""
+
+    user_message = "the database cannot write"
 
 
 class PermanentError(BotError):

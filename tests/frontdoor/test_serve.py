@@ -196,7 +196,7 @@ def test_with_the_database_down_a_command_is_told_so_at_once_in_one_line(
     reply = json.loads(answer.body)
     assert reply["response_type"] == "ephemeral"
     assert reply["text"].startswith(
-        ":warning: The bot cannot reach its database right now (the database is busy or unreachable): "
+        ":warning: The bot cannot use its database right now (the database is busy or unreachable): "
         "nothing was done. Try again in a minute. _(ref "
     )
     assert "request not taken [" in err

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from bot.errors import PermanentError, TemporaryError
+from bot.errors import DatabaseUnwritable, PermanentError, TemporaryError
 
 R = TypeVar("R")
 
@@ -53,13 +53,39 @@ def _storable_id(value: int) -> bool:
     return 0 < value < 2**63
 
 
+#: The drivers' words for a database that answers but cannot write (SQLite's, PostgreSQL's), and
+#: what the bot says of each.
+_UNWRITABLE = (
+    (("database or disk is full", "could not extend file", "no space left"), "the database's disk is full"),
+    (("readonly database", "read-only"), "the database is read-only (its file or folder cannot be written)"),
+    (("disk i/o error", "input/output error"), "the database's disk failed (I/O error)"),
+)
+
+
+def database_failed(exc: OperationalError) -> TemporaryError:
+    """What an operational failure of the database is, said as the bot says it: a disk that is
+    full, a read-only file or a failing disk (`DatabaseUnwritable`: only an operator mends it), else
+    busy or unreachable (it may pass). The driver's own words stay in the cause, for the log."""
+    words = str(getattr(exc, "orig", "") or exc).lower()
+    for needles, said in _UNWRITABLE:
+        if any(n in words for n in needles):
+            return DatabaseUnwritable(said)
+    return TemporaryError("the database is busy or unreachable")
+
+
+def driver_words(exc: BaseException) -> str:
+    """The database driver's message behind a store error (no SQL, no parameters): for the log."""
+    cause = exc.__cause__
+    return str(getattr(cause, "orig", "") or "")[:300]
+
+
 @contextlib.contextmanager
 def _wrap_errors() -> Iterator[None]:
     """Translate SQLAlchemy failures into the bot's error tree (locked/unreachable → temporary)."""
     try:
         yield
     except OperationalError as exc:
-        raise TemporaryError("the database is busy or unreachable") from exc
+        raise database_failed(exc) from exc
     except SQLAlchemyError as exc:
         raise PermanentError("the database refused the operation") from exc
 

@@ -9,9 +9,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from bot.adapters.store.base import StoreBase, _from_row, _storable_id, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _storable_id, _utc, _wrap_errors, database_failed
 from bot.adapters.store.schema import deliveries, inbox
-from bot.errors import TemporaryError
 from bot.records import InboxItem
 
 
@@ -56,7 +55,7 @@ class Inbox(StoreBase):
         except IntegrityError:
             return None
         except OperationalError as exc:
-            raise TemporaryError("the database is busy or unreachable") from exc
+            raise database_failed(exc) from exc
 
     def inbox_take(self, item_id: int, *, owner: str, was: str) -> bool:
         """Take a pending item over from `was` (gone) to work it off here; False when another

@@ -10,9 +10,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors, database_failed
 from bot.adapters.store.schema import run_messages
-from bot.errors import TemporaryError
 from bot.records import MessageRef
 
 
@@ -44,7 +43,7 @@ class Messages(StoreBase):
         except IntegrityError:
             return False
         except OperationalError as exc:
-            raise TemporaryError("the database is busy or unreachable") from exc
+            raise database_failed(exc) from exc
 
     def record_message(self, *, run_id: str, key: str, channel: str, ts: str) -> None:
         with _wrap_errors(), self.engine.begin() as conn:

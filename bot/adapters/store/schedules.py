@@ -11,9 +11,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from bot.adapters.store.audit import _insert_audit
-from bot.adapters.store.base import StoreBase, _from_row, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _from_row, _utc, _wrap_errors, database_failed
 from bot.adapters.store.schema import scheduled_announcements, schedules
-from bot.errors import ConcurrentUpdate, TemporaryError
+from bot.errors import ConcurrentUpdate
 from bot.records import AnnouncementRow, AuditEntry, ScheduleRow
 
 
@@ -41,7 +41,7 @@ class Schedules(StoreBase):
         except IntegrityError as exc:
             raise ConcurrentUpdate("these announcements were scheduled already") from exc
         except OperationalError as exc:
-            raise TemporaryError("the database is busy or unreachable") from exc
+            raise database_failed(exc) from exc
         return schedule_id
 
     def add_announcement(self, announcement: AnnouncementRow) -> int | None:
@@ -54,7 +54,7 @@ class Schedules(StoreBase):
         except IntegrityError:
             return None
         except OperationalError as exc:
-            raise TemporaryError("the database is busy or unreachable") from exc
+            raise database_failed(exc) from exc
 
     def schedule(self, schedule_id: int) -> ScheduleRow | None:
         return self._by_id(schedules, schedule_id, _schedule_row)
@@ -244,7 +244,7 @@ class Schedules(StoreBase):
         except IntegrityError as exc:
             raise ConcurrentUpdate("these announcements were scheduled already") from exc
         except OperationalError as exc:
-            raise TemporaryError("the database is busy or unreachable") from exc
+            raise database_failed(exc) from exc
         return new_id, withdrawn
 
 

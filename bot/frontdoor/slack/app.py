@@ -17,7 +17,8 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 
 from bot.adapters.slack import SlackGateway, respond_via_url
 from bot.adapters.store import Store
-from bot.errors import BotError, ConfigError, SlackCallFailed, TemporaryError
+from bot.adapters.store.base import driver_words
+from bot.errors import BotError, ConfigError, DatabaseUnwritable, SlackCallFailed, TemporaryError
 from bot.frontdoor.assemble import Services
 from bot.frontdoor.inbox import Inbox, tell_in_slack
 from bot.frontdoor.slack import choices, commands, fallback, fixes, fleets, gates, paused, verified, watches
@@ -214,8 +215,14 @@ def deduplicate(
 def _unavailable(body: dict[str, Any], exc: TemporaryError, workers: WorkerPool) -> BoltResponse:
     """Answer a request the bot cannot take now: nothing was stored or done; try again."""
     cid = new_correlation_id()
-    text = f":warning: The bot cannot reach its database right now ({exc.user_message}): nothing was done. Try again in a minute. _(ref {cid})_"
-    log.warning("request not taken [%s]: %s", cid, exc.user_message)
+    then = (
+        "Tell whoever runs the bot: trying again will not help until it is mended."
+        if isinstance(exc, DatabaseUnwritable)
+        else "Try again in a minute."
+    )
+    text = f":warning: The bot cannot use its database right now ({exc.user_message}): nothing was done. {then} _(ref {cid})_"
+    # The driver's own words ("database or disk is full"), for whoever reads the log.
+    log.warning("request not taken [%s]: %s (%s)", cid, exc.user_message, driver_words(exc) or "no detail")
     if body.get("command"):  # a slash command: the answer is the acknowledgement's body
         return BoltResponse(
             status=200,
