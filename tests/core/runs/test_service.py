@@ -321,6 +321,23 @@ def test_a_long_abort_reason_is_cut_on_the_card_which_says_the_thread_has_it_who
     assert why in aborted
 
 
+def test_a_reason_longer_than_the_thread_shows_is_not_said_to_be_there_whole(
+    setup: tuple[RunService, FakeClock, SlackStub],
+) -> None:
+    service, clock, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    why = "holding: " + "error rates are being checked by the on-call; " * 80
+    assert len(why) > 1500
+    service.apply(
+        run.id, lambda r: R.pause(r, by="U0PRIMARY", reason=why, now=clock()), Actor(user_id="U0PRIMARY")
+    )
+    card = [
+        c.params["text"] for c in stub.calls_to("chat.update") if c.params["text"].startswith(":clipboard:")
+    ][-1]
+    assert "… (the thread has its first 1,500 characters)" in card
+    assert "whole reason" not in card
+
+
 def test_the_open_gate_s_message_follows_whom_it_waits_for_after_an_approval_and_a_handoff(
     tmp_path: Path, slack_stub: SlackStub
 ) -> None:
