@@ -111,7 +111,7 @@ def to_markdown(report: Report) -> str:
     for b in report.steps:
         # With the time: a gate opened again after a failure is approved again, beside its first.
         who = ", ".join(
-            f"{d} {p} by {report.who(u)} at {at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+            f"{vote_words(d, p)} by {report.who(u)} at {at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
             for at, u, p, d in b.approvals
         )
         out.append(
@@ -222,6 +222,23 @@ def evidence_markdown(report: Report) -> list[str]:
     return out
 
 
+#: A vote in words, by (decision, phase); one not named here reads "DECISION (PHASE)".
+_VOTES = {
+    ("approve", "start"): "approved the start",
+    ("approve", "done"): "confirmed done",
+    ("force", "start"): "approved with force",
+    ("reject", "start"): "rejected the start",
+    ("reject", "done"): "reported a failure",
+    ("skip", "skip"): "voted to skip",
+    ("evidence_waive", "evidence_waive"): "voted to waive the evidence",
+}
+
+
+def vote_words(decision: str, phase: str) -> str:
+    """An approval row as the report says it: "voted to skip", not "skip skip"."""
+    return _VOTES.get((decision, phase), f"{decision} ({phase})" if phase and phase != decision else decision)
+
+
 def _summary(report: Report) -> list[tuple[str, str]]:
     roster = "; ".join(
         f"{role}: {', '.join(report.who(p) for p in people)}" for role, people in report.roster.items()
@@ -283,6 +300,7 @@ def to_html(report: Report, charts: Mapping[str, bytes] | None) -> str:
             "peaks": peaks(report),
             "dt": utc_stamp,
             "who": report.who,
+            "vote_words": vote_words,
             "evidence": evidence_panel(report),
         },
     )

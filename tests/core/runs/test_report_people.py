@@ -16,6 +16,7 @@ from slack_sdk import WebClient
 from bot.adapters.slack import SlackDirectory
 from bot.adapters.store import Store
 from bot.core.runs.report import build_report, render
+from bot.core.runs.reportrender import vote_words
 from tests.support.report_runs import approver_of, step_index, stored_run
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
@@ -47,14 +48,14 @@ def test_the_report_names_people_by_display_name_and_caches_them(store: Store, s
     md = render(report, "md").decode()
 
     assert "- **Roster**: coordinator: U0COORD; primary: @Priya; shadow: @Sam Ito" in md
-    assert re.search(r"\| approve start by @Priya at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \|", md)
-    assert re.search(r"\| approve start by @Sam Ito at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \|", md)
+    assert re.search(r"\| approved the start by @Priya at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \|", md)
+    assert re.search(r"\| approved the start by @Sam Ito at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \|", md)
     assert "checks failed and was skipped by @Priya (the findings were reviewed)" in md
     # The report quotes the trail's end: the last step's approval, by name.
     names = {"U0PRIMARY": "Priya", "U0SHADOW": "Sam Ito"}
     assert f"| @{names[approver_of(step_index('announce-done'))]} | approved announce-done | ok |" in md
     html = render(report, "html").decode()
-    assert "approve (start) by @Sam Ito at" in html
+    assert "approved the start by @Sam Ito at" in html
     # The data keeps the ids; the names are beside them.
     data = json.loads(render(report, "json"))
     assert data["roster"]["primary"] == ["U0PRIMARY"]
@@ -80,3 +81,12 @@ def test_slack_failing_leaves_the_report_with_ids_not_an_error(store: Store, sla
         "- **Roster**: coordinator: U0COORD; primary: U0PRIMARY; shadow: U0SHADOW"
         in render(report, "md").decode()
     )
+
+
+def test_each_vote_reads_as_words_not_as_its_decision_and_phase() -> None:
+    assert vote_words("skip", "skip") == "voted to skip"  # it read "skip skip by …"
+    assert vote_words("approve", "done") == "confirmed done"
+    assert vote_words("reject", "done") == "reported a failure"
+    assert vote_words("evidence_waive", "evidence_waive") == "voted to waive the evidence"
+    assert vote_words("odd", "odd") == "odd"
+    assert vote_words("odd", "later") == "odd (later)"
