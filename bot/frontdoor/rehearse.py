@@ -366,6 +366,7 @@ def rehearse(
     # No Slack here: each user group of the roster stands for three made-up members, so gates that
     # need a group (a quorum of the mesh team) can be rehearsed too.
     groups = {e for people in plan.roster.values() for e in people if e.startswith("S")}
+    shown = TerminalText(zone=zone, plain=plain)
     with rehearsal_bot(
         settings,
         out,
@@ -373,7 +374,7 @@ def rehearse(
         connect_cluster=connect_cluster,
         clock=clock,
         speed=speed,
-        text=TerminalText(zone=zone, plain=plain),
+        text=shown,
     ) as (bot, out, poster):
         store, service, jobs = bot.store, bot.runs, bot.jobs
         sim = SimControl(sim_url)
@@ -384,7 +385,10 @@ def rehearse(
         store.save_plan(name=plan.name, text=text, loaded_by="rehearsal", loaded_at=clock())
         starter = next(iter(plan.roster.values()))[0]
         run = service.start(plan.name, Actor(user_id=starter, source="terminal")).run
-        term = Terminal(out=out, ask=ask, auto_approve=auto_approve, interactive=interactive)
+        # A prompt quotes the bot's texts (a job's question): rendered as the rest is (`--plain`).
+        term = Terminal(
+            out=out, ask=lambda prompt: ask(shown(prompt)), auto_approve=auto_approve, interactive=interactive
+        )
         run = play_run(service, jobs, run, sim, term)
         out.write(_framed(poster.card))
         if report_dir is not None:
