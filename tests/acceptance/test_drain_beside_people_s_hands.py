@@ -133,3 +133,34 @@ def test_an_api_server_that_stops_answering_mid_drain_is_the_cluster_unreachable
     with pytest.raises(ClusterUnreachable):
         d.tick()
     assert not [k for k in d.posts if k.startswith("drain-evict-error:")]
+
+
+def test_a_second_budget_over_the_same_pods_is_named_and_the_question_says_waiting_does_not_help(
+    sim: SimCluster, kube: Cluster, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A budget added by hand over pods another already selects: the eviction API answers 500 for
+    as long as both do, and the thread and the stalled drain's question read as a plain budget wait."""
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web-strict, namespace: default}\n"
+        "spec: {maxUnavailable: 0, selector: {matchLabels: {app: web}}}\n"
+    )
+    kubectl(kubeconfig, "apply", "-f", str(strict))
+    node = busiest_worker(kube)
+    now = lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC)  # noqa: E731
+    d = JobDriver(DrainJob(LABELS), kube, {"node": node, "timeout": "5m", "parallel": "1"}, now=now)
+    for _ in range(80):
+        d.tick()
+        if d.choice is not None:
+            break
+        sim.control.advance(10)
+    said = [t for k, t in d.posts.items() if k.startswith("drain-evict-error:")]
+    assert said, d.posts
+    assert said[0].startswith(f":warning: {node}: default/web-")
+    assert (
+        " is selected by 2 PodDisruptionBudgets (default/web, default/web-strict): the eviction API "
+        in said[0]
+    )
+    assert d.choice is not None
+    assert "selected by several PodDisruptionBudgets" in d.choice.question
+    assert "waiting alone does not help" in d.choice.question

@@ -52,6 +52,8 @@ MIRROR = "kubernetes.io/config.mirror"
 DRAIN_SLOW = timedelta(minutes=5)
 
 #: Pod states that still need the pod to go away.
+#: The eviction API's words (a 500) for a pod that several PodDisruptionBudgets select.
+_SEVERAL_BUDGETS = "more than one PodDisruptionBudget"
 _LEFT = frozenset({"pending", "evicting", "evicted", "blocked", "deleting", "forcing", "refused"})
 #: Pod states whose write the next tick issues (the intent is stored).
 _INTENT = frozenset({"evicting", "blocked"})
@@ -716,7 +718,7 @@ class _Run:
                     self.posts.append(
                         Post(
                             key=f"drain-evict-error:{key}:{name}",
-                            text=f"{name}: evicting {key} refused: {outcome.user_message}; retrying",
+                            text=self._refusal(name, key, outcome, live, pdb_cache),
                         )
                     )
                 entry["error"] = outcome.status or 0
@@ -737,6 +739,35 @@ class _Run:
         if refused:
             self.known_issues(refused)
         self.settle_issues(node)
+
+    def _refusal(
+        self,
+        name: str,
+        key: str,
+        refused: ClusterError,
+        live: Mapping[str, Mapping[str, Any]],
+        cache: dict[str, list[Mapping[str, Any]]],
+    ) -> str:
+        """The thread's line for an eviction refused otherwise than by a budget's 429. A pod that
+        several budgets select is refused (500) by the eviction API for as long as they do: the
+        line names them, and they are kept for the question (`choice`), where waiting is no help."""
+        if _SEVERAL_BUDGETS not in refused.user_message:
+            return f"{name}: evicting {key} refused: {refused.user_message}; retrying"
+        names = [_pdb_ref(p) for p in _pdbs_for(self.cluster, live[key], cache)]
+        node = self.p["nodes"][name]
+        node.setdefault("overlaps", {})[key] = names
+        for ref in names:
+            node["pdbs"].setdefault(ref, 0)
+        budgets = (
+            f"{len(names)} PodDisruptionBudgets ({', '.join(names)})"
+            if names
+            else "several PodDisruptionBudgets"
+        )
+        return (
+            f":warning: {name}: {key} is selected by {budgets}: the eviction API refuses a pod that several "
+            "budgets select, so no retry evicts it until all but one of them are removed (or the pod is "
+            "deleted); retrying meanwhile"
+        )
 
     def known_issues(
         self, refused: list[tuple[str, dict[str, Any], Mapping[str, Any], EvictionBlocked]]
@@ -992,6 +1023,13 @@ class _Run:
             risks = node["risks"]
             more = f"; and {len(risks) - RISKS_SAID} more" if len(risks) > RISKS_SAID else ""
             question += "\n:warning: Deleting them " + "; ".join(risks[:RISKS_SAID]) + more + "."
+        overlaps = {k: v for k, v in (node.get("overlaps") or {}).items() if k in left}
+        if overlaps:
+            question += (
+                f"\n:warning: {len(overlaps)} pod(s) are each selected by several PodDisruptionBudgets ("
+                + "; ".join(f"{k}: {', '.join(v)}" for k, v in list(overlaps.items())[:RISKS_SAID])
+                + "): the eviction API refuses them until all but one budget is removed — waiting alone does not help."
+            )
         stuck = [k for k in node.get("stuck") or () if k in left]
         deletable = [k for k in left if node["pods"][k]["state"] in _DELETABLE]
         options = [WAIT, delete, SKIP] if deletable else [WAIT, SKIP]

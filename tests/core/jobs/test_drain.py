@@ -318,7 +318,10 @@ def test_another_refusal_backs_off_per_pod_and_is_said_once() -> None:
     pods = driver.progress["nodes"]["n1"]["pods"]
     assert (pods["shop/web-a"]["state"], pods["shop/web-a"]["next"]) == ("blocked", "2026-11-24T07:00:05Z")
     assert pods["shop/web-b"]["state"] == "evicted"  # one refused pod does not stall the others
-    assert "more than one PodDisruptionBudget" in driver.posts["drain-evict-error:shop/web-a:n1"]
+    assert driver.posts["drain-evict-error:shop/web-a:n1"].startswith(
+        ":warning: n1: shop/web-a is selected by several PodDisruptionBudgets: the eviction API refuses a pod "
+        "that several budgets select, so no retry evicts it until all but one of them are removed"
+    )
     clock.advance(timedelta(seconds=5))
     driver.tick()  # refused again: the back-off doubles, nothing posted twice
     assert driver.progress["nodes"]["n1"]["pods"]["shop/web-a"]["next"] == "2026-11-24T07:00:15Z"
