@@ -13,6 +13,7 @@ import pytest
 
 from bot.adapters.kube import Cluster
 from bot.core.jobs.drain import DrainJob
+from bot.core.jobs.restart import RESTARTED_AT, RestartJob
 from bot.errors import ClusterUnreachable
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
@@ -164,3 +165,39 @@ def test_a_second_budget_over_the_same_pods_is_named_and_the_question_says_waiti
     assert d.choice is not None
     assert "selected by several PodDisruptionBudgets" in d.choice.question
     assert "waiting alone does not help" in d.choice.question
+
+
+def test_a_restart_someone_just_made_by_hand_is_followed_not_made_again(
+    sim: SimCluster, kube: Cluster, kubeconfig: Path
+) -> None:
+    """`kubectl rollout restart` at the gate, then the approval: the bot restarted it again, every pod
+    replaced twice, and the thread did not say so."""
+    now = lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC)  # noqa: E731
+    kubectl(kubeconfig, "rollout", "restart", "deployment/web", "-n", "default")
+    path = "/apis/apps/v1/namespaces/default/deployments/web"
+    by_hand = kube.get_json(path)["spec"]["template"]["metadata"]["annotations"][RESTARTED_AT]
+    sim.control.advance(1)
+    job = RestartJob()
+    d = JobDriver(job, kube, {"workloads": "deployment/default/web", "timeout": "15m"}, now=now)
+    (line,) = job.dry_run(kube, d.progress)
+    assert line == (
+        f"would NOT restart deployment/default/web: restarted outside the bot at {by_hand} and its rollout is "
+        "recent; that rollout is followed instead"
+    )
+    for _ in range(60):
+        d.tick()
+        if d.done:
+            break
+        sim.control.advance(5)
+    assert d.last is not None
+    assert d.done
+    assert d.last.ok, d.last
+    assert d.posts["restarted:deployment/default/web"] == (
+        f"deployment/default/web was restarted outside the bot at {by_hand}, and its rollout is recent: "
+        "following that rollout, not restarting it again"
+    )
+    assert kube.get_json(path)["spec"]["template"]["metadata"]["annotations"][RESTARTED_AT] == by_hand
+    # Rolled out: a later restart step restarts it as asked.
+    again = JobDriver(job, kube, {"workloads": "deployment/default/web"}, now=now)
+    again.tick()
+    assert kube.get_json(path)["spec"]["template"]["metadata"]["annotations"][RESTARTED_AT] != by_hand

@@ -215,6 +215,14 @@ class RestartJob:
             except RolloutRefused:
                 lines.append(f"would REFUSE to restart {key}: the deployment is paused")
                 continue
+            live = live_workload(cluster, dict(entry), [])
+            hand = _by_hand(live, entry) if live is not None else None
+            if hand:
+                lines.append(
+                    f"would NOT restart {key}: restarted outside the bot at {hand} and its rollout is recent; "
+                    "that rollout is followed instead"
+                )
+                continue
             lines.append(
                 f"would restart {key}: pod template restartedAt = {entry['stamp']}, every pod replaced"
             )
@@ -295,6 +303,20 @@ class RestartJob:
         if before == entry["stamp"]:
             # Stamped by an earlier run of this tick that crashed before its progress was stored.
             entry["generation"] = int((current.get("metadata") or {}).get("generation") or 0)
+        elif _by_hand(current, entry):
+            # Someone restarted it (`kubectl rollout restart`) since this step began, or just before
+            # and its rollout still runs: it replaces every pod already; a second restart would
+            # replace them all again.
+            entry["generation"] = int((current.get("metadata") or {}).get("generation") or 0)
+            entry["state"] = "rolling"
+            entry["by_hand"] = before
+            text = (
+                f"{key} was restarted outside the bot at {before}, and its rollout is recent: following that "
+                "rollout, not restarting it again"
+            )
+            audit.append(("restart", f"{key}: not restarted: restarted outside the bot at {before}"))
+            posts.append(Post(key=f"restarted:{key}", text=text))
+            return
         else:
             try:
                 patched = cluster.restart_workload(
@@ -419,6 +441,29 @@ def live_workload(
     entry["verdict"] = f"deleted {during}"
     posts.append(Post(key=f"rollout-failed:{wkey(entry)}", text=f"{wkey(entry)} was deleted {during}"))
     return None
+
+
+#: A restart by someone else this long before our stamp, whose rollout still runs, is followed
+#: rather than repeated (people restart by hand at the gate, before approving).
+RECENT_BY_HAND = timedelta(minutes=15)
+
+
+def _by_hand(live: Mapping[str, Any], entry: Mapping[str, Any]) -> str | None:
+    """The `restartedAt` of a restart someone else made that this job follows instead of restarting
+    again: one after our stamp (chosen when the job was planned), or one shortly before it whose
+    rollout has not finished. None otherwise."""
+    annotations = ((live.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
+        "annotations"
+    ) or {}
+    found = annotations.get(RESTARTED_AT)
+    moment = parse_iso(found) if found and found != entry["stamp"] else None
+    if moment is None:
+        return None
+    stamp = _at(entry["stamp"])
+    if moment > stamp:
+        return str(found)
+    rolling = verdict(KINDS[entry["kind"]], live)[0] != DONE
+    return str(found) if rolling and stamp - moment <= RECENT_BY_HAND else None
 
 
 def _at(stamp: str) -> datetime:
