@@ -26,7 +26,7 @@ from bot.core.durations import format_duration
 from bot.core.evidence.view import EvidenceSource, evidence_blocks, now_line
 from bot.core.jobs.common import APPROVING
 from bot.core.live import LiveSection, LiveSource
-from bot.core.people import Directory
+from bot.core.people import USER_ID, Directory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs import pipelines, prs
@@ -235,6 +235,12 @@ REPORT_KEY = "report"
 REPORT_UPLOADED = "uploaded"
 #: The states in which a run has ended and its report goes into the thread.
 ENDED = (R.RunState.COMPLETED, R.RunState.ABORTED)
+#: Slack's answers that mean the run's channel is gone for the bot, and how its people are told.
+CHANNEL_LOST = {
+    "is_archived": "was archived",
+    "channel_not_found": "cannot be found (deleted, or private without the bot)",
+    "not_in_channel": "no longer has the bot in it",
+}
 
 
 class RunCards:
@@ -383,8 +389,33 @@ class RunCards:
             # The run is committed; Slack catches up on the next change, the timer, or at restart.
             log.warning("could not update Slack for run %s: %s", run.id, exc.user_message)
             self._failed[run.id] = exc.user_message
+            if isinstance(exc, SlackCallFailed) and exc.code in CHANNEL_LOST:
+                self._channel_lost(run, channel, exc.code)
         else:
             self._failed.pop(run.id, None)
+
+    def _channel_lost(self, run: R.Run, channel: str, code: str) -> None:
+        """The run's channel is gone for the bot (archived, deleted, the bot removed): nobody sees
+        its card, gates or questions, while the run goes on. Its primary and coordinator are told
+        directly, once each per cause; best effort (the log has it too)."""
+        if run.state in ENDED:
+            return
+        text = (
+            f":warning: Run {run.id} ({run.plan.name} on {run.plan.cluster}): its channel <#{channel}> "
+            f"{CHANNEL_LOST[code]}, so nobody sees its card, gates or questions there. The run goes on (a "
+            "running drain or watch too): invite the bot back (`/invite @upgrade-bot`), or pause it from "
+            f"another channel with `/upgrade pause {run.id} --reason …`."
+        )
+        people = [
+            p for role in ("primary", "coordinator") for p in run.roster.get(role, ()) if USER_ID.match(p)
+        ]
+        for user in dict.fromkeys(people):
+            try:
+                self.deliveries.post_once(run.id, f"channel-lost:{code}:{user}", user, text)
+            except BotError as exc:
+                log.warning(
+                    "run %s: could not tell %s its channel is lost: %s", run.id, user, exc.user_message
+                )
 
     def not_shown(self, run_id: str) -> str:
         """Why this process's last attempt to bring Slack up to date with the run failed ("" when

@@ -299,6 +299,34 @@ def test_a_thread_post_without_an_answer_that_slack_cannot_be_searched_for_is_no
         store.close()
 
 
+def test_a_channel_archived_under_a_live_run_is_told_to_its_primary_directly_once(
+    setup: tuple[RunService, FakeClock, SlackStub],
+) -> None:
+    """The run went on, drains included, with its card and gates in a channel nobody could see,
+    and only the log said so."""
+    service, _clock, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+
+    def in_ops(params: dict[str, Any]) -> bool:
+        return params.get("channel") == "C0OPS"
+
+    stub.fail_next("chat.update", error="is_archived", times=50, when=in_ops)
+    stub.fail_next("chat.postMessage", error="is_archived", times=50, when=in_ops)
+    ref = R.ButtonRef(run_id=run.id, step_id="first", epoch=1)
+    assert service.click(ref, Actor(user_id="U0PRIMARY")).accepted
+    service.publish(service.load(run.id))
+    told = [c.params for c in stub.calls_to("chat.postMessage") if c.params.get("channel") == "U0PRIMARY"]
+    assert len(told) == 1
+    assert told[0]["text"].startswith(
+        f":warning: Run {run.id} (tiny on prod): its channel <#C0OPS> was archived, "
+    )
+    assert f"`/upgrade pause {run.id} --reason …`" in told[0]["text"]
+    # The coordinator is a user group: nobody to write to directly.
+    assert not [
+        c for c in stub.calls_to("chat.postMessage") if str(c.params.get("channel", "")).startswith("S")
+    ]
+
+
 def test_a_long_abort_reason_is_cut_on_the_card_which_says_the_thread_has_it_whole(
     setup: tuple[RunService, FakeClock, SlackStub],
 ) -> None:
