@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from bot.adapters.store.base import StoreBase, _from_row, _storable_id, _utc, _wrap_errors, database_failed
+from bot.adapters.store.engine import SQLITE_BUSY_SECONDS
 from bot.adapters.store.schema import deliveries, inbox
 from bot.records import InboxItem
 
@@ -17,16 +18,25 @@ from bot.records import InboxItem
 class Inbox(StoreBase):
     """De-duplicated deliveries and the inbox's items, from acknowledgement to done or dead."""
 
-    def claim_delivery(self, key: str, now: datetime) -> bool:
+    def claim_delivery(self, key: str, now: datetime, *, wait: float | None = None) -> bool:
         """Record that the delivery `key` is being handled; False if it was seen before.
 
         Slack retries deliveries and users double-click; the primary key makes the first claim
-        win even across processes sharing the database.
+        win even across processes sharing the database. `wait`: at most this many seconds for a
+        SQLite lock another process holds (the request's acknowledgement is due within 3 s; the
+        engine's own busy timeout is 30 s), then the database is busy.
         """
         with _wrap_errors():  # the database down: a temporary error, which the Slack door says
             try:
                 with self.engine.begin() as conn:
-                    conn.execute(deliveries.insert().values(key=key[:200], received_at=_utc(now)))
+                    short = wait is not None and conn.dialect.name == "sqlite"
+                    if short:
+                        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(float(wait or 0) * 1000)}")
+                    try:
+                        conn.execute(deliveries.insert().values(key=key[:200], received_at=_utc(now)))
+                    finally:
+                        if short:
+                            conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_SECONDS * 1000)}")
             except IntegrityError:  # the key is there already: a retry, a second click
                 return False
         return True

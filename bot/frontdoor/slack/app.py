@@ -188,6 +188,11 @@ def build_app(
     return app
 
 
+#: How long a request's first write waits for a database another process has locked: the answer
+#: ("nothing was done") must reach the person within Slack's 3 s, or Slack drops it.
+ACK_DB_WAIT = 1.5
+
+
 def deduplicate(
     store: Store, clock: Callable[[], datetime], workers: WorkerPool
 ) -> Callable[[dict[str, Any], Callable[[], None]], BoltResponse | None]:
@@ -197,7 +202,7 @@ def deduplicate(
     def deduplicate(body: dict[str, Any], next: Callable[[], None]) -> BoltResponse | None:
         key = delivery_key(body)
         try:
-            claimed = key is None or store.claim_delivery(key, clock())
+            claimed = key is None or store.claim_delivery(key, clock(), wait=ACK_DB_WAIT)
         except TemporaryError as exc:
             # The first write of every request: the database is down. Said to the person at once,
             # in one line (the log's too), rather than a 500 and Slack's "failed with the error".
