@@ -143,6 +143,17 @@ def test_an_unreachable_server_is_inconclusive() -> None:
         Prometheus(SignalSource(url=url), timeout=1).query("up")
 
 
+def test_a_server_that_takes_the_request_and_never_answers_is_said_so() -> None:
+    """It was "unreachable (ReadTimeoutError)", as if the connection had been refused."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # accepts (the kernel does), never answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(EvidenceUnavailable) as caught:
+            Alertmanager(SignalSource(url=url), timeout=0.5).alerts()
+    assert caught.value.reason == "Alertmanager did not answer in time (ReadTimeoutError)"
+
+
 def test_an_unreadable_token_file_is_inconclusive(tmp_path: Path) -> None:
     source = SignalSource(url="http://127.0.0.1:9", bearer_token_file=tmp_path / "gone")
     with pytest.raises(EvidenceUnavailable, match="cannot read its bearer token file"):

@@ -63,6 +63,11 @@ class JsonHttp:
                 r = self._pool.request(method, url, fields=fields or None, headers=headers)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             log.info("%s %s %s: %r", self.what, method, path, exc)
+            if isinstance(exc, urllib3.exceptions.ReadTimeoutError) or isinstance(
+                getattr(exc, "reason", None), urllib3.exceptions.ReadTimeoutError
+            ):
+                # It took the request and never answered: not the same trouble as a refused connection.
+                raise EvidenceUnavailable(f"{self.what} did not answer in time (ReadTimeoutError)") from None
             raise EvidenceUnavailable(f"{self.what} is unreachable ({type(exc).__name__})") from None
         data: Any = None
         if r.data:

@@ -94,7 +94,8 @@ class Probes:
                 self.slack_ping()
                 self._slack_ok_at = self.monotonic()
             except BotError as exc:
-                log.warning("readiness: Slack did not answer auth.test: %s", exc.user_message)
+                # Refused (a revoked token) or no answer: the error says which.
+                log.warning("readiness: Slack's auth.test failed: %s", exc.user_message)
             except Exception:
                 log.warning("readiness: Slack did not answer auth.test", exc_info=True)
             finally:
