@@ -190,6 +190,20 @@ def clip(value: object, limit: int) -> Markup:
     return Markup(safe_cut(slack_escape(value), max(int(limit), 1)))
 
 
+#: A Slack user id inside text the bot wrote ("rejected by U0SHADOW", "skipped by U1+U2"): a U or
+#: W, then at least six capitals and digits, one of them a digit (so "UTC" or "UPGRADES" is not).
+_USER_IN_TEXT = re.compile(r"\b[UW](?=[A-Z0-9]*[0-9])[A-Z0-9]{6,}\b")
+
+
+def people(text: object) -> Markup:
+    """Text the bot wrote that names people by id (a step's note: "skipped by U1+U2: …"), escaped
+    (or as it is, when already Markup: `clip`'s), with each id as a mention, which Slack shows as
+    the person's name. For a card (an edit pings nobody), not for a post that should not ping."""
+    escaped = text if isinstance(text, Markup) else Markup(slack_escape(text))
+    shown = _USER_IN_TEXT.sub(lambda m: f"<@{m[0]}>", str(escaped))
+    return Markup(re.sub(r"(?<=>)\+(?=<@)", " and ", shown))
+
+
 def fit(text: object, limit: int, keep: str = "start", more: str = "…and {n} more") -> Markup:
     """Rendered text (already Slack markup) within `limit` characters, by whole lines: the
     lines left out are counted ("…and 3 more"), and nothing is cut inside an emoji code, a
@@ -626,6 +640,7 @@ def _environment(template_dirs: tuple[str, ...]) -> BoundedEnvironment:
         when=when,
         until=until,
         clip=clip,
+        people=people,
         fit=fit,
         link=link,
         utc=utc_text,

@@ -12,7 +12,7 @@ import pytest
 from bot.core.checks.findings import Finding as CheckFinding
 from bot.core.checks.findings import Report as CheckReport
 from bot.core.checks.service import summary_context
-from bot.core.rendering import BIDI_CONTROLS, Renderer, clip, fit, inert, link, until
+from bot.core.rendering import BIDI_CONTROLS, Renderer, clip, fit, inert, link, people, until
 from bot.core.snapshots.diff import Finding
 from bot.errors import TemplateError
 from bot.records import SnapshotMeta
@@ -370,3 +370,15 @@ def test_a_window_s_end_carries_its_date_when_it_ends_another_day_or_the_window_
     assert "^{date_short_pretty} {time}|" in until(
         datetime(2027, 3, 30, 0, tzinfo=UTC), late, "Europe/Berlin"
     )
+
+
+def test_people_in_text_the_bot_wrote_become_mentions_and_nothing_else_does() -> None:
+    assert str(people("skipped by U0PRIMARY+U0SHADOW: done by hand")) == (
+        "skipped by <@U0PRIMARY> and <@U0SHADOW>: done by hand"
+    )
+    assert (
+        str(people("rejected by W012AB3CD: <!here> wait")) == "rejected by <@W012AB3CD>: &lt;!here&gt; wait"
+    )
+    # Words that look like ids but are not: no digit, too short, inside a word.
+    assert str(people("UTC UPGRADES U0AB xU0PRIMARY9")) == "UTC UPGRADES U0AB xU0PRIMARY9"
+    assert str(people(clip("skipped by U0PRIMARY: " + "x" * 300, 40))) == "skipped by <@U0PRIMARY>:…"

@@ -302,7 +302,9 @@ def test_a_failed_step_pauses_the_run_and_its_skip_needs_the_gates_two_people(bo
         assert submit(bot, SHADOW, view, {"reason": typed("the apply timed out on the node IAM role")}) == ""
         text, blocks = card_when(bot, "Run *paused*")
         assert ":double_vertical_bar: *Now: `control-plane` is stopped* — it failed." in text
-        assert "Run *paused* — step control-plane failed: rejected by U0SHADOW: the apply timed out" in text
+        assert (
+            "Run *paused* — step control-plane failed: rejected by <@U0SHADOW>: the apply timed out" in text
+        )
         # The skip needs both people, as the step's gate does (four eyes).
         assert (
             "• *Skip…* — the run goes on without it; asks why (thread and audit log); needs the primary and "

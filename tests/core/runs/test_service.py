@@ -327,6 +327,20 @@ def test_a_channel_archived_under_a_live_run_is_told_to_its_primary_directly_onc
     ]
 
 
+def test_the_card_names_who_rejected_a_step_as_a_mention_not_a_raw_id(
+    setup: tuple[RunService, FakeClock, SlackStub],
+) -> None:
+    service, _clock, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    ref = R.ButtonRef(run_id=run.id, step_id="first", epoch=1, decision="reject")
+    assert service.click(ref, Actor(user_id="U0PRIMARY"), reason="PDB blocks it").accepted
+    card = [
+        c.params["text"] for c in stub.calls_to("chat.update") if c.params["text"].startswith(":clipboard:")
+    ][-1]
+    assert "rejected by <@U0PRIMARY>: PDB blocks it" in card
+    assert "rejected by U0PRIMARY" not in card
+
+
 def test_a_long_abort_reason_is_cut_on_the_card_which_says_the_thread_has_it_whole(
     setup: tuple[RunService, FakeClock, SlackStub],
 ) -> None:
