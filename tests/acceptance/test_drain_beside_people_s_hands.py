@@ -181,8 +181,8 @@ def test_a_restart_someone_just_made_by_hand_is_followed_not_made_again(
     d = JobDriver(job, kube, {"workloads": "deployment/default/web", "timeout": "15m"}, now=now)
     (line,) = job.dry_run(kube, d.progress)
     assert line == (
-        f"would NOT restart deployment/default/web: restarted outside the bot at {by_hand} and its rollout is "
-        "recent; that rollout is followed instead"
+        f"would NOT restart deployment/default/web: restarted at {by_hand}, not by this step, and its rollout "
+        "is recent; that rollout is followed instead"
     )
     for _ in range(60):
         d.tick()
@@ -193,7 +193,7 @@ def test_a_restart_someone_just_made_by_hand_is_followed_not_made_again(
     assert d.done
     assert d.last.ok, d.last
     assert d.posts["restarted:deployment/default/web"] == (
-        f"deployment/default/web was restarted outside the bot at {by_hand}, and its rollout is recent: "
+        f"deployment/default/web was restarted at {by_hand}, not by this step, and its rollout is recent: "
         "following that rollout, not restarting it again"
     )
     assert kube.get_json(path)["spec"]["template"]["metadata"]["annotations"][RESTARTED_AT] == by_hand

@@ -638,9 +638,15 @@ class AnnouncementService:
         )
         if withdrawn:
             log.info("schedule %s: %s reminder(s) withdrawn: run %s started", schedule_id, withdrawn, run_id)
-        for row in self.store.scheduled_announcements(schedule_id=schedule_id, states=["scheduled"]):
-            if row.template == A.STARTING and row.due_at <= now:
-                self.fire(row.id, now)
+        try:
+            for row in self.store.scheduled_announcements(schedule_id=schedule_id, states=["scheduled"]):
+                if row.template == A.STARTING and row.due_at <= now:
+                    self.fire(row.id, now)
+        except BotError as exc:
+            # The run has started: `starting`, due now, goes out at the announcements' next tick.
+            log.warning(
+                "schedule %s: `starting` not posted with run %s: %s", schedule_id, run_id, exc.user_message
+            )
         return self.store.schedule(schedule_id)
 
     def run_ended(self, run: R.Run) -> Fired | None:

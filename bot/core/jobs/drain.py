@@ -51,9 +51,9 @@ MIRROR = "kubernetes.io/config.mirror"
 #: A node still blocked by a budget this long is said once (the rule's "longer than 5 minutes").
 DRAIN_SLOW = timedelta(minutes=5)
 
-#: Pod states that still need the pod to go away.
 #: The eviction API's words (a 500) for a pod that several PodDisruptionBudgets select.
 _SEVERAL_BUDGETS = "more than one PodDisruptionBudget"
+#: Pod states that still need the pod to go away.
 _LEFT = frozenset({"pending", "evicting", "evicted", "blocked", "deleting", "forcing", "refused"})
 #: Pod states whose write the next tick issues (the intent is stored).
 _INTENT = frozenset({"evicting", "blocked"})

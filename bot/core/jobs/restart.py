@@ -219,8 +219,8 @@ class RestartJob:
             hand = _by_hand(live, entry) if live is not None else None
             if hand:
                 lines.append(
-                    f"would NOT restart {key}: restarted outside the bot at {hand} and its rollout is recent; "
-                    "that rollout is followed instead"
+                    f"would NOT restart {key}: restarted at {hand}, not by this step, and its rollout is "
+                    "recent; that rollout is followed instead"
                 )
                 continue
             lines.append(
@@ -311,10 +311,10 @@ class RestartJob:
             entry["state"] = "rolling"
             entry["by_hand"] = before
             text = (
-                f"{key} was restarted outside the bot at {before}, and its rollout is recent: following that "
-                "rollout, not restarting it again"
+                f"{key} was restarted at {before}, not by this step, and its rollout is recent: following "
+                "that rollout, not restarting it again"
             )
-            audit.append(("restart", f"{key}: not restarted: restarted outside the bot at {before}"))
+            audit.append(("restart", f"{key}: not restarted: restarted at {before}, not by this step"))
             posts.append(Post(key=f"restarted:{key}", text=text))
             return
         else:
@@ -449,9 +449,12 @@ RECENT_BY_HAND = timedelta(minutes=15)
 
 
 def _by_hand(live: Mapping[str, Any], entry: Mapping[str, Any]) -> str | None:
-    """The `restartedAt` of a restart someone else made that this job follows instead of restarting
-    again: one after our stamp (chosen when the job was planned), or one shortly before it whose
-    rollout has not finished. None otherwise."""
+    """The `restartedAt` of a restart this job did not make (by hand, or an earlier step's) that it
+    follows instead of restarting again: one after our stamp (chosen when the job was planned), or
+    one shortly before it whose rollout has not finished. None otherwise, and for a paused
+    Deployment (which rolls nothing out)."""
+    if (live.get("spec") or {}).get("paused"):
+        return None  # a paused Deployment rolls nothing out: the restart refuses it, saying so
     annotations = ((live.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
         "annotations"
     ) or {}
