@@ -74,6 +74,14 @@ from bot.core.jobs.common import (
     iso,
     label_value,
 )
+from bot.core.jobs.eksargs import (
+    CONFLICT_POLICIES,
+    addon_arg,
+    addon_version_arg,
+    conflicts_arg,
+    minor,
+    minor_arg,
+)
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.objects import parse_iso
 from bot.core.kube.versions import parse_version, reports
@@ -86,7 +94,7 @@ from bot.core.providers import (
     ProviderError,
     no_provider,
 )
-from bot.errors import UserError, clip
+from bot.errors import clip
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -95,12 +103,6 @@ T = TypeVar("T")
 CLUSTER_TIMEOUT = timedelta(hours=1)
 NODEGROUP_TIMEOUT = timedelta(hours=2)
 ADDON_TIMEOUT = timedelta(minutes=30)
-#: EKS's conflict policies for an add-on update (`resolveConflicts`), and what each means.
-CONFLICT_POLICIES = {
-    "NONE": "EKS changes nothing you changed on the add-on's objects; a conflict fails the update",
-    "OVERWRITE": "EKS overwrites what you changed on the add-on's objects with its defaults",
-    "PRESERVE": "EKS keeps what you changed on the add-on's objects (it may then not apply the version's own changes)",
-}
 FORCE = "force"
 #: The gated choice after an add-on update failed on a ConfigurationConflict (issue 40 item 8):
 #: its key's prefix and the answers, each a policy EKS is asked again with.
@@ -191,27 +193,7 @@ def _how(found: bool) -> str:
 def _already(group: Mapping[str, Any], progress: Progress) -> bool:
     """Is the node group (DescribeNodegroup's answer) already on the job's target, and not updating?"""
     version = str(group.get("version", ""))
-    return (
-        bool(version) and _minor(version) == _minor(progress["target"]) and group.get("status") != "UPDATING"
-    )
-
-
-def _minor(version: str) -> str:
-    parsed = parse_version(version)
-    return f"{parsed[0]}.{parsed[1]}" if parsed is not None and len(parsed) >= 2 else version
-
-
-def minor_arg(args: Mapping[str, str], *, required: bool) -> str:
-    """`version`: a Kubernetes minor as EKS takes it (`1.25`; `v1.25` and `1.25.16` are read as 1.25)."""
-    text = str(args.get("version", "")).strip()
-    if not text:
-        if required:
-            raise UserError("version: required (the Kubernetes version, like 1.25)")
-        return ""
-    parsed = parse_version(text)
-    if parsed is None or len(parsed) < 2:
-        raise UserError(f"version: {clip(text, 20)!r} is not a Kubernetes version like 1.25")
-    return f"{parsed[0]}.{parsed[1]}"
+    return bool(version) and minor(version) == minor(progress["target"]) and group.get("status") != "UPDATING"
 
 
 class _EksJob(CloudJob):
@@ -640,7 +622,7 @@ class EksUpdateNodegroupJob(_EksJob):
         now = aws_call("DescribeNodegroup", eks.node_pool, name=group)
         nodes = self._nodes(cluster, group)
         counts = group_counts(nodes, progress["target"])
-        if _already(now, progress) and _minor(progress["from"]) != _minor(progress["target"]):
+        if _already(now, progress) and minor(progress["from"]) != minor(progress["target"]):
             return [
                 *_interrupted(progress),
                 f"node group {group} is already on {progress['target']} (it was on {progress['from']} when the "
@@ -691,6 +673,21 @@ class EksUpdateNodegroupJob(_EksJob):
         )
         return lines
 
+    def _updated_outside(self, eks: EksActs, progress: Progress, group: str) -> Tick | None:
+        """Done, nothing called, when the group was updated outside the bot (in the console, by hand)
+        after the step began: read now, not when the step began, since a call would roll every node of
+        it again. A group already on the target when the step began is the plan's AMI refresh (the call
+        moves it to the newest release of its version); its gate says so. None: call."""
+        if progress.get(INTENT) or progress["tries"] or minor(progress["from"]) == minor(progress["target"]):
+            return None
+        if not _already(aws_call("DescribeNodegroup", eks.node_pool, name=group), progress):
+            return None
+        return self._nothing_to_do(
+            progress,
+            f"node group {group} is already on {progress['target']} (it was on {progress['from']} when the step "
+            "began: updated outside the bot): nothing to update, UpdateNodegroupVersion not called",
+        )
+
     def tick(
         self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
@@ -729,27 +726,13 @@ class EksUpdateNodegroupJob(_EksJob):
                 wait=0.0,
             )
         if not progress["update"]:
-            if (
-                not progress.get(INTENT)
-                and not progress["tries"]
-                and _minor(progress["from"]) != _minor(progress["target"])
-            ):
-                # Read now, not when the step began: the group may have been updated since (in the
-                # console, by hand). A call would roll every node of it again. A group already on the
-                # target when the step began is the plan's AMI refresh (the call moves it to the newest
-                # release of its version); its gate says so.
-                found = aws_call("DescribeNodegroup", eks.node_pool, name=group)
-                if _already(found, progress):
-                    return self._nothing_to_do(
-                        progress,
-                        f"node group {group} is already on {progress['target']} (it was on {progress['from']} "
-                        "when the step began: updated outside the bot): nothing to update, UpdateNodegroupVersion "
-                        "not called",
-                    )
+            outside = self._updated_outside(eks, progress, group)
+            if outside is not None:
+                return outside
             tok = token(progress, f"-{progress['tries']}" if progress["tries"] else "")
             return self._call_once(
                 eks, progress, now=now, call="UpdateNodegroupVersion", tok=tok,
-                match=("VersionUpdate", "Version", _minor(progress["target"])),
+                match=("VersionUpdate", "Version", minor(progress["target"])),
                 which={"node_pool": group}, what=what,
                 busy=lambda: aws_call("DescribeNodegroup", eks.node_pool, name=group).get("status") == "UPDATING",
                 send=lambda: aws_call(
@@ -991,29 +974,3 @@ def _issues(addon: Mapping[str, Any]) -> list[OperationError]:
         OperationError(code=str(i.get("code", "?")), message=str(i.get("message", "")))
         for i in (addon.get("health") or {}).get("issues") or []
     ]
-
-
-# ----- arguments (the registry's checks use these too) --------------------------------------------
-
-
-def addon_arg(args: Mapping[str, str]) -> str:
-    name = str(args.get("addon", "")).strip()
-    if not name:
-        raise UserError("addon: required (the add-on's name, like coredns)")
-    return label_value("addon", name)
-
-
-def addon_version_arg(args: Mapping[str, str]) -> str:
-    text = str(args.get("version", "")).strip()
-    if not text:
-        raise UserError("version: required (the add-on's version, like v1.9.3-eksbuild.11)")
-    if len(text) > 100 or not all(c.isascii() and (c.isalnum() or c in ".-_+") for c in text):
-        raise UserError(f"version: {clip(text, 40)!r} is not an add-on version like v1.9.3-eksbuild.11")
-    return text
-
-
-def conflicts_arg(args: Mapping[str, str]) -> str:
-    text = str(args.get("resolve_conflicts", "") or "NONE").strip().upper()
-    if text not in CONFLICT_POLICIES:
-        raise UserError(f"resolve_conflicts: {clip(text, 20)!r} is not one of {', '.join(CONFLICT_POLICIES)}")
-    return text

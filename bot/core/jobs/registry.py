@@ -45,12 +45,9 @@ from bot.core.jobs.eks import (
     EksUpdateAddonJob,
     EksUpdateClusterJob,
     EksUpdateNodegroupJob,
-    addon_arg,
-    addon_version_arg,
-    conflicts_arg,
-    minor_arg,
     no_eks,
 )
+from bot.core.jobs.eksargs import addon_arg, addon_version_arg, conflicts_arg, minor_arg
 from bot.core.jobs.gitops import (
     ArgoPauseJob,
     ArgoResumeJob,

@@ -23,12 +23,15 @@ import dataclasses
 import functools
 import re
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from bot.core.durations import format_duration
 from bot.core.jobs.common import APPROVE, APPROVING, FORCE, FORCE_ACTIONS
 from bot.core.people import Directory, roles_of
+
+# Re-exported: callers say `machine.ButtonRef` (R.ButtonRef).
+from bot.core.runs.buttons import ButtonRef as ButtonRef
 from bot.core.runs.gates import Vote, covered, decide, live_votes, missing_roles
 from bot.core.runs.plans import Gate, Plan, Step
 from bot.errors import PermissionDenied, TransitionRefused
@@ -978,33 +981,6 @@ def waiting_on(run: Run, sr: StepRun, now: datetime) -> str:
     votes = [Vote(user_id=a.user_id, roles=frozenset(a.roles), at=a.at) for a in run.votes(sr, phase)]
     _, missing = covered(gate, live_votes(gate, votes, now))
     return " and ".join(missing)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ButtonRef:
-    """What a gate button carries: enough to find the step and to tell whether it is stale."""
-
-    run_id: str
-    step_id: str
-    epoch: int
-    decision: str = field(default="approve")
-
-    def encode(self) -> str:
-        return f"{self.run_id}|{self.step_id}|{self.epoch}"
-
-    @classmethod
-    def decode(cls, value: str, decision: str) -> ButtonRef | None:
-        """None for anything `encode` does not make: a button value comes from outside (a forged
-        or mangled one must not reach `int()`, whose digit limit and Unicode digits raise; Slack
-        caps a button value at 2,000 characters)."""
-        match = _BUTTON_REF.fullmatch(value) if len(value) <= 2_000 else None
-        if match is None:
-            return None
-        return cls(run_id=match[1], step_id=match[2], epoch=int(match[3]), decision=decision)
-
-
-#: run id | step id | epoch, each bounded; ASCII digits only (`str.isdigit` accepts "²" and "١").
-_BUTTON_REF = re.compile(r"([^|]*)\|([^|]*)\|([0-9]{1,9})", re.ASCII)
 
 
 def require_member(run: Run, user_id: str, directory: Directory, *, action: str) -> set[str]:
