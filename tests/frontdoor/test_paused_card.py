@@ -365,7 +365,9 @@ def test_a_failed_step_pauses_the_run_and_its_skip_needs_the_gates_two_people(bo
     )
     assert any(
         t.startswith(
-            f":fast_forward: <@{SHADOW}> skipped `control-plane`: the control plane was upgraded by hand"
+            # Both voters, not only the second (whose click made the skip count).
+            f":fast_forward: `control-plane` skipped by <@{PRIMARY}> and <@{SHADOW}>: the control plane was "
+            "upgraded by hand"
         )
         for t in thread
     ), thread

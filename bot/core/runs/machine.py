@@ -745,8 +745,13 @@ def _skip_voted(
         run = _reactivated(run)
         events.append(Event(kind="run_resumed", actor=user_id, detail=f"to skip `{sr.step_id}`"))
     out = skip(run, step_id=sr.step_id, by=by, reason=why, now=now)
-    # The thread names the person who made the skip count; the note names every voter.
-    skipped = [dataclasses.replace(e, actor=user_id) if e.kind == "step_skipped" else e for e in out.events]
+    # The audit names the person who made the skip count; the thread and the step's note every voter
+    # ("by U1+U2", as a hand-off's "was …").
+    voters = f"by {by}" if "+" in by else ""
+    skipped = [
+        dataclasses.replace(e, actor=user_id, note=voters) if e.kind == "step_skipped" else e
+        for e in out.events
+    ]
     return Outcome(run=out.run, events=(*events, *skipped))
 
 
