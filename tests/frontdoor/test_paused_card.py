@@ -303,7 +303,8 @@ def test_a_failed_step_pauses_the_run_and_its_skip_needs_the_gates_two_people(bo
         text, blocks = card_when(bot, "Run *paused*")
         assert ":double_vertical_bar: *Now: `control-plane` is stopped* — it failed." in text
         assert (
-            "Run *paused* — step control-plane failed: rejected by <@U0SHADOW>: the apply timed out" in text
+            "Run *paused* — step control-plane failed: reported failed by <@U0SHADOW>: the apply timed out"
+            in text
         )
         # The skip needs both people, as the step's gate does (four eyes).
         assert (
@@ -376,7 +377,9 @@ def test_a_failed_step_pauses_the_run_and_its_skip_needs_the_gates_two_people(bo
     assert note.startswith(
         f"skipped by {PRIMARY}+{SHADOW}: the control plane was upgraded by hand, CHG-1130; "
     )
-    assert note.endswith(" · it had failed: rejected by U0SHADOW: the apply timed out on the node IAM role")
+    assert note.endswith(
+        " · it had failed: reported failed by U0SHADOW: the apply timed out on the node IAM role"
+    )
     # Every card (and every post) the stub received was valid Block Kit.
     assert bot.stub.invalid == []
     assert all(

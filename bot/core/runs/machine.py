@@ -462,8 +462,10 @@ def _reject(
     run, _ = _voted(
         run, sr, phase=phase, decision="reject", user_id=user_id, roles=held, now=now, reason=reason
     )
-    events = [Event(kind="rejected", step_id=sr.step_id, actor=user_id, detail=reason)]
-    return fail(run, run.step_run(sr.step_id), step, now, f"rejected by {user_id}: {reason}", events)
+    # At the "done" gate the work ran: its people report it failed, which is not a refused start.
+    said = "reported failed" if phase == "done" else "rejected"
+    events = [Event(kind="rejected", step_id=sr.step_id, actor=user_id, detail=reason, note=said)]
+    return fail(run, run.step_run(sr.step_id), step, now, f"{said} by {user_id}: {reason}", events)
 
 
 def fail(run: Run, sr: StepRun, step: Step, now: datetime, why: str, events: list[Event]) -> Outcome:

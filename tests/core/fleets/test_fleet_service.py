@@ -240,7 +240,7 @@ def test_a_canary_paused_on_its_failed_drain_step_pauses_the_fleet_naming_the_st
     paused = bot.fleets.load(fleet.id)
     assert paused.state == M.PAUSED
     assert paused.reason == (
-        f"the canary failed: ci (drain failed in run {run_id}: rejected by U0SHADOW: the PDB blocks eviction); "
+        f"the canary failed: ci (drain failed in run {run_id}: reported failed by U0SHADOW: the PDB blocks eviction); "
         "1 failed, 0 allowed"
     )
     assert "the canary failed: ci (drain failed" in bot.fleets.status(fleet.id)

@@ -288,6 +288,17 @@ def test_a_rejection_fails_the_step_and_applies_on_failure() -> None:
     assert not press(start(), "snap", STRANGER, "reject").accepted
 
 
+def test_a_failure_reported_at_the_done_gate_is_not_called_a_rejection() -> None:
+    """The work ran and failed: "Report failure" on the done gate read "rejected by …", as a start
+    refused."""
+    run = press(through(start(), "snap"), "ng", P).run  # started: its done gate is open
+    out = press(run, "ng", S, "reject", reason="the new nodes never joined")
+    assert state(out.run, "ng") is StepState.FAILED
+    assert out.run.step_run("ng").note == "reported failed by U0S: the new nodes never joined"
+    (event,) = [e for e in out.events if e.kind == "rejected"]
+    assert (event.actor, event.note) == (S, "reported failed")
+
+
 def test_nothing_is_approved_on_a_paused_run() -> None:
     run = pause(start(), by=P, reason="lunch", now=T0).run
     out = press(run, "snap", S)

@@ -234,7 +234,7 @@ def test_the_completed_announcement_does_not_celebrate_a_run_past_failed_steps()
     assert "• *Pre-flight checks* (`checks`) failed: pre-flight check for 1.25 FAILED" in honest.text
     assert f"skipped by <@{P}>: _reviewed in CHG-1_" in honest.text
     assert (
-        f"• *Last* (`last`) failed: rejected by {P}: KI004 Vault-injected pod not ready — skipped by <@{C}>"
+        f"• *Last* (`last`) failed: reported failed by {P}: KI004 Vault-injected pod not ready — skipped by <@{C}>"
         in honest.text
     )
     assert "Open findings: `API001`, `EKS001`, `EKS010`, `CRD001`, `KI_TEAM-7`, `KI004`" in honest.text
