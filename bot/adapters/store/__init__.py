@@ -30,9 +30,18 @@ it runs), on every thread it starts, since the fence is a context variable.
 
 from __future__ import annotations
 
+from bot.adapters.store.base import driver_words
 from bot.adapters.store.engine import CONNECT_TIMEOUT_SECONDS, create_engine
 from bot.adapters.store.facade import Store
 from bot.adapters.store.fence import current_fence, fencing
 from bot.adapters.store.schema import metadata
 
-__all__ = ["CONNECT_TIMEOUT_SECONDS", "Store", "create_engine", "current_fence", "fencing", "metadata"]
+__all__ = [
+    "CONNECT_TIMEOUT_SECONDS",
+    "Store",
+    "create_engine",
+    "current_fence",
+    "driver_words",
+    "fencing",
+    "metadata",
+]

@@ -196,6 +196,12 @@ def _already(group: Mapping[str, Any], progress: Progress) -> bool:
     return bool(version) and minor(version) == minor(progress["target"]) and group.get("status") != "UPDATING"
 
 
+def _updated_outside(group: Mapping[str, Any], progress: Progress) -> bool:
+    """Is the node group on the target now though it was not when the step began (updated in the
+    console, by hand)? One already on it then is the plan's AMI refresh, which is called."""
+    return minor(progress["from"]) != minor(progress["target"]) and _already(group, progress)
+
+
 class _EksJob(CloudJob):
     """What the three EKS jobs share: the intent rule with its token, and the update's end."""
 
@@ -360,6 +366,20 @@ class EksUpdateClusterJob(_EksJob):
             ]
         now = aws_call("DescribeCluster", eks.control_plane)
         api = api_version(cluster)
+        described = (
+            f"DescribeCluster now: version {now.get('version', '?')}, platform {now.get('platformVersion', '?')}, "
+            f"status {now.get('status', '?')}"
+        )
+        seen_now = f"API server /version now: {api or '?'}"
+        if str(now.get("version", "")) == progress["version"]:
+            # As the job does: nothing is called, so nothing else of the call's text holds.
+            return [
+                *_interrupted(progress),
+                f"the control plane is already on {progress['version']}: nothing will be called, the step "
+                "succeeds as it starts",
+                described,
+                seen_now,
+            ]
         lines = [
             *_interrupted(progress),
             f"would call eks:UpdateClusterVersion name={progress['eks']} version={progress['version']} "
@@ -369,20 +389,11 @@ class EksUpdateClusterJob(_EksJob):
                 else ""
             )
             + "clientRequestToken=(the run's and the job's ids: a resumed job never starts a second update)",
-            f"DescribeCluster now: version {now.get('version', '?')}, platform {now.get('platformVersion', '?')}, "
-            f"status {now.get('status', '?')}",
-            f"API server /version now: {api or '?'}",
+            described,
+            seen_now,
             f"then eks:DescribeUpdate every {POLL_SECONDS:g} s until the update is Successful and /version "
             f"reports {progress['version']} (up to {timeout_span(progress)})",
         ]
-        if str(now.get("version", "")) == progress["version"]:
-            # As the job does: nothing is called, so nothing else of the call's text holds.
-            return [
-                *_interrupted(progress),
-                f"the control plane is already on {progress['version']}: nothing will be called, the step "
-                "succeeds as it starts",
-                *lines[len(_interrupted(progress)) + 1 : len(_interrupted(progress)) + 3],
-            ]
         current = parse_version(str(now.get("version", "")))
         target = parse_version(progress["version"])
         seen = parse_version(api)
@@ -622,7 +633,7 @@ class EksUpdateNodegroupJob(_EksJob):
         now = aws_call("DescribeNodegroup", eks.node_pool, name=group)
         nodes = self._nodes(cluster, group)
         counts = group_counts(nodes, progress["target"])
-        if _already(now, progress) and minor(progress["from"]) != minor(progress["target"]):
+        if _updated_outside(now, progress):
             return [
                 *_interrupted(progress),
                 f"node group {group} is already on {progress['target']} (it was on {progress['from']} when the "
@@ -680,7 +691,7 @@ class EksUpdateNodegroupJob(_EksJob):
         moves it to the newest release of its version); its gate says so. None: call."""
         if progress.get(INTENT) or progress["tries"] or minor(progress["from"]) == minor(progress["target"]):
             return None
-        if not _already(aws_call("DescribeNodegroup", eks.node_pool, name=group), progress):
+        if not _updated_outside(aws_call("DescribeNodegroup", eks.node_pool, name=group), progress):
             return None
         return self._nothing_to_do(
             progress,

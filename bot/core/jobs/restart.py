@@ -208,13 +208,7 @@ class RestartJob:
             lines.append(f"namespaces from {resolved['from']}: {', '.join(resolved['namespaces'])}")
         for entry in progress["workloads"]:
             key = wkey(entry)
-            try:
-                cluster.restart_workload(
-                    entry["kind"], entry["namespace"], entry["name"], at=_at(entry["stamp"]), dry_run=True
-                )
-            except RolloutRefused:
-                lines.append(f"would REFUSE to restart {key}: the deployment is paused")
-                continue
+            # Read first: a rollout this step would follow needs no dry-run patch.
             live = live_workload(cluster, dict(entry), [])
             hand = _by_hand(live, entry) if live is not None else None
             if hand:
@@ -222,6 +216,13 @@ class RestartJob:
                     f"would NOT restart {key}: restarted at {hand}, not by this step, and its rollout is "
                     "recent; that rollout is followed instead"
                 )
+                continue
+            try:
+                cluster.restart_workload(
+                    entry["kind"], entry["namespace"], entry["name"], at=_at(entry["stamp"]), dry_run=True
+                )
+            except RolloutRefused:
+                lines.append(f"would REFUSE to restart {key}: the deployment is paused")
                 continue
             lines.append(
                 f"would restart {key}: pod template restartedAt = {entry['stamp']}, every pod replaced"
@@ -309,7 +310,6 @@ class RestartJob:
             # replace them all again.
             entry["generation"] = int((current.get("metadata") or {}).get("generation") or 0)
             entry["state"] = "rolling"
-            entry["by_hand"] = before
             text = (
                 f"{key} was restarted at {before}, not by this step, and its rollout is recent: following "
                 "that rollout, not restarting it again"

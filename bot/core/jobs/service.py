@@ -640,18 +640,17 @@ class JobService:
         lines = [
             line for line in (json.loads(row.card) if row.card else []) if not line.startswith(_NOT_ANSWERING)
         ]
+        # A 401 is an answer: the credentials (an expired token) are refused, and waiting does not
+        # renew them.
+        head, renew = (
+            (REFUSED, ": renew the credentials of its kubeconfig (or the bot's ServiceAccount token);")
+            if refused
+            else (UNREACHABLE, ";")
+        )
         said = (
-            f"{UNREACHABLE}{row.cluster} since {since:%H:%M} UTC ({clip(why, 160)}); retrying every "
+            f"{head}{row.cluster} since {since:%H:%M} UTC ({clip(why, 160)}){renew} retrying every "
             f"{RETRY_SECONDS:.0f} s, from where the job stopped"
         )
-        if refused:
-            # It answers: 401, the credentials (an expired token) are refused, and waiting does not
-            # renew them.
-            said = (
-                f"{REFUSED}{row.cluster} since {since:%H:%M} UTC ({clip(why, 160)}): renew the credentials of "
-                f"its kubeconfig (or the bot's ServiceAccount token); retrying every {RETRY_SECONDS:.0f} s, "
-                "from where the job stopped"
-            )
         card = json.dumps([said, *lines])
         outbox = []
         key = f"unreachable:{iso(since)}"

@@ -16,8 +16,7 @@ from slack_bolt import App, BoltResponse
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
 from bot.adapters.slack import SlackGateway, respond_via_url
-from bot.adapters.store import Store
-from bot.adapters.store.base import driver_words
+from bot.adapters.store import Store, driver_words
 from bot.errors import BotError, ConfigError, DatabaseUnwritable, SlackCallFailed, TemporaryError
 from bot.frontdoor.assemble import Services
 from bot.frontdoor.inbox import Inbox, tell_in_slack
