@@ -490,6 +490,9 @@ class StepRun:
     #: The process that set it running and runs its action (a replica's owner name): a new
     #: leader's recovery leaves a step alone while that replica is alive (migration 11).
     runner: str = ""
+    #: What a succeeded step's action left for people (migration 26), in a few words: "1 node
+    #: skipped, still cordoned: ip-10-0-3-7". Empty when it did all it was asked.
+    left_behind: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,6 +29,10 @@ class LiveSection:
     updated_at: datetime | None = None
     #: The action was interrupted (its driver stopped): `resume` continues it while the run goes on.
     interrupted: bool = False
+    #: Not an action running but what one left for people (nodes left cordoned after an abort).
+    left: bool = False
+    #: Whose answer left it so (a Slack user id, shown as a mention), for a `left` one.
+    by: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,10 +59,18 @@ class StepReports(Protocol):
     runs implement it (`bot.core.runs.service.RunService`)."""
 
     def finish_long(
-        self, run_id: str, step_id: str, *, ok: bool, detail: str, files: tuple[FileAttachment, ...] = ()
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        ok: bool,
+        detail: str,
+        files: tuple[FileAttachment, ...] = (),
+        left_behind: str = "",
     ) -> object:
         """The long action ended: commit the step (safe to call twice); `files` go with its line
-        in the thread (a GitOps action's backup of the manifest it changed)."""
+        in the thread (a GitOps action's backup of the manifest it changed); `left_behind`, what
+        an action that succeeded left for people (`StepRun.left_behind`)."""
 
     def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> object:
         """Its driver died under the running step: the step waits for people."""

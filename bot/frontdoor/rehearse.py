@@ -502,10 +502,12 @@ def write_report(store: Store, run_id: str, directory: Path, *, now: datetime) -
 
 def exit_status(run: R.Run, *, forced: Sequence[str] = ()) -> int:
     """The terminal's statuses (bot.frontdoor.cli.EXIT_STATUSES): 0 completed with every step
-    done (or skipped by people, never having failed); 3 completed with failed steps skipped or
-    past a safeguard people chose (`forced`), or paused (a finding, for a pipeline); 1 aborted."""
+    done (or skipped by people, never having failed); 3 completed with failed steps skipped, with
+    steps that left something for people (a drain's skipped nodes) or past a safeguard people
+    chose (`forced`), or paused (a finding, for a pipeline); 1 aborted."""
     if run.state is R.RunState.COMPLETED:
-        return 3 if ending(run).skipped or forced else 0
+        end = ending(run)
+        return 3 if end.skipped or end.left or forced else 0
     return 3 if run.state is R.RunState.PAUSED else 1
 
 
@@ -521,6 +523,7 @@ def last_line(plan_name: str, run: R.Run, *, forced: Sequence[str] = ()) -> str:
             f"{s.step_id} ({s.failure[:120]}{'…' if len(s.failure) > 120 else ''})" for s in end.skipped
         )
         before = f"failed and skipped: {named}\n" if named else ""
+        before += "".join(f"not all done: {step_id} ({clip(left, 200)})\n" for step_id, left in end.left)
         before += "".join(f"past a safeguard by people's choice: {clip(f, 300)}\n" for f in forced)
         past = f", {len(forced)} past a safeguard by people's choice" if forced else ""
         return f"{before}{head} {end.honest}{past}"

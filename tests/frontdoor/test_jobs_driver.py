@@ -31,6 +31,7 @@ from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns
 from bot.core.runs.cards import RunCards
+from bot.core.runs.paused import ending
 from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor, RunService
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
@@ -44,6 +45,7 @@ from bot.errors import (
 )
 from bot.frontdoor.acting import JOBS, JobDuty
 from bot.frontdoor.metrics import Metrics
+from bot.frontdoor.rehearse import exit_status, last_line
 from bot.records import JobRow, StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support import blockkit
@@ -93,9 +95,18 @@ class FakeDrain:
 
     kind = "drain"
 
-    def __init__(self, world: World, *, ask_on: str = "", failures: list[Exception] | None = None) -> None:
+    def __init__(
+        self,
+        world: World,
+        *,
+        ask_on: str = "",
+        failures: list[Exception] | None = None,
+        left_behind: str = "",
+    ) -> None:
         self.world = world
         self.ask_on = ask_on
+        #: What its end leaves for people (a node people chose to skip, still cordoned).
+        self.left_behind = left_behind
         #: What the next ticks raise, one each (a bug a node's state triggers, the cluster away).
         self.failures = failures if failures is not None else []
 
@@ -152,7 +163,9 @@ class FakeDrain:
                     card=(f"{sum(s == 'done' for s in nodes.values())}/3 nodes drained",),
                     wait=0,
                 )
-        return Tick(progress=progress, done=True, ok=True, detail="3/3 nodes drained")
+        return Tick(
+            progress=progress, done=True, ok=True, detail="3/3 nodes drained", left_behind=self.left_behind
+        )
 
     @staticmethod
     def _post(name: str) -> Any:
@@ -208,6 +221,7 @@ class Setup:
         dead_after_failures: int = DEAD_AFTER_FAILURES,
         dead_after: timedelta = DEAD_AFTER,
         sdk_retries: bool = True,
+        left_behind: str = "",
     ) -> JobService:
         """A JobService as one process would have it (`owner`), bound to a fresh RunService (as
         `bot.frontdoor.assemble` binds them); with `duties`, driven by that engine. Without
@@ -226,7 +240,7 @@ class Setup:
             store=self.store,
             registry=JobRegistry(
                 jobs={
-                    "drain": FakeDrain(self.world, ask_on=ask_on, failures=failures),
+                    "drain": FakeDrain(self.world, ask_on=ask_on, failures=failures, left_behind=left_behind),
                     "uncordon": FakeUncordon(self.world),
                 }
             ),
@@ -572,6 +586,55 @@ def test_abort_offers_to_uncordon_what_the_run_cordoned(setup: Setup) -> None:
     assert jobs.cordoned_by_run(run.id) == []
 
 
+def cards(stub: SlackStub) -> list[str]:
+    """The run card's texts as posted, then edited, in order (the card is the channel's message)."""
+    (posted,) = [c for c in stub.calls_to("chat.postMessage") if not c.params.get("thread_ts")]
+    ts = posted.response["ts"]
+    return [posted.params["text"]] + [
+        c.params["text"] for c in stub.calls_to("chat.update") if c.params["ts"] == ts
+    ]
+
+
+def test_a_drain_that_left_a_node_cordoned_is_not_a_plain_done_on_the_card_nor_at_the_end(
+    setup: Setup,
+) -> None:
+    jobs = setup.jobs("proc-a", left_behind="1 node(s) skipped, still cordoned: n2")
+    run, row = claimed_drain(setup, jobs)
+    assert drive(jobs, row.id) == "done"
+    step = setup.runs.load(run.id).step_run("drain-old")  # read back from the store
+    assert (step.state, step.left_behind) == (StepState.SUCCEEDED, "1 node(s) skipped, still cordoned: n2")
+    card = cards(setup.stub)[-1]
+    assert (
+        ":warning: `drain-old` Drain the old nodes — succeeded, *not all done:* 1 node(s) skipped, "
+        "still cordoned: n2" in card
+    )
+    approve(setup.runs, run.id, "after", "U0PRIMARY")
+    run = approve(setup.runs, run.id, "after", "U0SHADOW")
+    assert run.state is R.RunState.COMPLETED
+    card = cards(setup.stub)[-1]
+    assert "Run *completed with 1 step not all done* · 2 done" in card
+    assert ":warning: *Not all done by 1 step that succeeded* — left for people:" in card
+    assert "• `drain-old`: 1 node(s) skipped, still cordoned: n2" in card
+    # Kept in full among the finished steps, not folded into "N done".
+    assert ":warning: `drain-old` Drain the old nodes — succeeded, *not all done:*" in card
+    assert ending(run).honest == "completed with 1 step not all done"
+    assert exit_status(run) == 3
+    assert "not all done: drain-old (1 node(s) skipped, still cordoned: n2)" in last_line("roll", run)
+    (said,) = [t for t in thread(setup.stub) if "Run completed" in t]
+    assert said.startswith("Run completed, not all done:\n:warning: *Not all done by 1 step")  # no :tada:
+
+
+def test_a_clean_drain_is_a_plain_done(setup: Setup) -> None:
+    jobs = setup.jobs("proc-a")
+    run, row = claimed_drain(setup, jobs)
+    assert drive(jobs, row.id) == "done"
+    approve(setup.runs, run.id, "after", "U0PRIMARY")
+    run = approve(setup.runs, run.id, "after", "U0SHADOW")
+    assert (run.state, run.step_run("drain-old").left_behind) == (R.RunState.COMPLETED, "")
+    assert "Not all done" not in cards(setup.stub)[-1]
+    assert (ending(run).honest, exit_status(run)) == ("completed", 0)
+
+
 def test_an_abort_under_a_running_action_says_it_stopped_it_not_that_the_bot_did(setup: Setup) -> None:
     jobs, run = drain_n1_then_abort(setup)
     (drain,) = [j for j in setup.store.jobs() if j.step_id == "drain-old"]
@@ -635,7 +698,17 @@ def test_the_offer_can_be_declined(setup: Setup) -> None:
     ended = setup.store.job(offer_id)
     assert ended is not None
     assert ended.ok
-    assert "left as it is by <@U0COORD>" in ended.detail
+    assert "left as it is by <@U0COORD>: 1 node(s) still cordoned: n7" in ended.detail
+    (said,) = [t for t in thread(setup.stub) if "left cordoned after the abort" in t]
+    assert said.startswith(":warning: 1 node(s) left cordoned after the abort, by <@U0COORD>'s answer: n7")
+    # The run's card keeps the trace, after the offer is done.
+    setup.runs.publish(setup.runs.load(run.id))
+    card = cards(setup.stub)[-1]
+    assert (
+        ":warning: *after-abort* — 1 node(s) left cordoned, by <@U0COORD>'s answer to the offer to "
+        "uncordon them" in card
+    )
+    assert "> n7" in card
 
 
 def test_aborts_offer_asks_about_the_nodes_still_cordoned_not_those_the_cloud_removed(setup: Setup) -> None:

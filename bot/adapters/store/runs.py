@@ -198,6 +198,7 @@ def _step_values(run_id: str, position: int, step: StepRun) -> dict[str, Any]:
         "escalations": step.escalations,
         "note": step.note,
         "runner": step.runner[:64],
+        "left_behind": step.left_behind,
     }
 
 

@@ -93,6 +93,8 @@ run_steps = sa.Table(
     sa.Column("note", sa.Text, nullable=False),
     # Revision 0011: the process running the step's action (see `StepRun.runner`).
     sa.Column("runner", sa.String(64), nullable=False, server_default=""),
+    # Revision 0026: what a succeeded step left for people (see `StepRun.left_behind`).
+    sa.Column("left_behind", sa.Text, nullable=False, server_default=""),
 )
 
 approvals = sa.Table(

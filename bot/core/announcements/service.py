@@ -42,6 +42,7 @@ from bot.core.announcements.templates import (
     AnnouncementRenderer,
     EvidenceLine,
     LateNote,
+    LeftBehindInfo,
     Link,
     PlanInfo,
     RunInfo,
@@ -140,6 +141,10 @@ def run_info(
             for s in end.skipped
         ),
         open_findings=tuple(end.findings),
+        left_behind=tuple(
+            LeftBehindInfo(id=step_id, name=run.plan.step(step_id).title, left=left)
+            for step_id, left in end.left
+        ),
         evidence=tuple(evidence),
         regressions=tuple(regressions),
     )

@@ -134,6 +134,16 @@ class SkippedStepInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LeftBehindInfo:
+    """A step that succeeded without doing all it was asked (a drain whose skipped nodes are still
+    cordoned): an honest `completed` names each one with what it left for people."""
+
+    id: str
+    name: str
+    left: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class EvidenceLine:
     """One evidence step as the completed announcement shows it: its summary and how it ended."""
 
@@ -151,6 +161,8 @@ class RunInfo:
     failed_skipped: tuple[SkippedStepInfo, ...] = ()
     #: The finding ids those steps left open (a check's Required ids, the known issues).
     open_findings: tuple[str, ...] = ()
+    #: The steps that succeeded without doing all they were asked, in the plan's order.
+    left_behind: tuple[LeftBehindInfo, ...] = ()
     #: The evidence of the run's evidence steps, one line each (`step`, summary, outcome).
     evidence: tuple[EvidenceLine, ...] = ()
     #: The regressions the run's diff step finds between its snapshots ("category — subject").
@@ -487,6 +499,13 @@ def sample_context(**changes: Any) -> dict[str, Any]:
             ),
         ),
         open_findings=("API001",),
+        left_behind=(
+            LeftBehindInfo(
+                id="drain-ng-a",
+                name="Drain node group ng-a <blue>",
+                left="1 node(s) skipped, still cordoned: n<1>",
+            ),
+        ),
         evidence=(
             EvidenceLine(
                 step_id="settle",

@@ -281,6 +281,8 @@ def advance(
 
 #: How a child run's `ChildStatus.detail` begins when it completed with failed steps skipped.
 COMPLETED_WITH = "completed with "
+#: How a child's detail counts its steps that succeeded leaving work for people.
+NOT_ALL_DONE = "step(s) not all done"
 #: How a fleet paused on a soak with no upgraded cluster to judge begins its reason.
 NOTHING_SOAKED = "no cluster of stage"
 
@@ -303,7 +305,8 @@ def _nothing_soaked(fleet: Fleet) -> str:
 
 
 def with_skipped_failures(member: Member) -> bool:
-    """A cluster whose child run completed only because people skipped failed steps of it."""
+    """A cluster whose child run completed only because people skipped failed steps of it, or with
+    steps that succeeded leaving work for people (`NOT_ALL_DONE`)."""
     return member.state == SUCCEEDED and member.reason.startswith(COMPLETED_WITH)
 
 
@@ -313,7 +316,14 @@ def loose_ends(fleet: Fleet) -> str:
     groups = (
         ("failed", [m.cluster for m in fleet.members if m.state == FAILED]),
         ("skipped", [m.cluster for m in fleet.members if m.state == SKIPPED]),
-        ("went past failed steps", [m.cluster for m in fleet.members if with_skipped_failures(m)]),
+        (
+            "went past failed steps",
+            [m.cluster for m in fleet.members if with_skipped_failures(m) and "failed step" in m.reason],
+        ),
+        (
+            "with steps not all done",
+            [m.cluster for m in fleet.members if with_skipped_failures(m) and NOT_ALL_DONE in m.reason],
+        ),
         ("never started", [m.cluster for m in fleet.members if m.state == PENDING]),
     )
     return ", ".join(f"{len(names)} {what} ({', '.join(names)})" for what, names in groups if names)

@@ -576,11 +576,14 @@ class FleetService:
             run, steps, _ = rows
             if run.state == "completed":
                 # Completed past failed steps people skipped: it says so on the card and at the end.
+                # So is one whose steps succeeded leaving work for people (a drain's skipped nodes).
                 went_past = [s.step_id for s in steps if s.state == StepState.SKIPPED and failure_of(s)]
+                left = [s.step_id for s in steps if s.state == StepState.SUCCEEDED and s.left_behind]
+                said = [f"{len(went_past)} failed step(s) skipped"] if went_past else []
+                said += [f"{len(left)} {M.NOT_ALL_DONE}"] if left else []
                 detail = (
-                    f"{M.COMPLETED_WITH}{len(went_past)} failed step(s) skipped in run {run.id}: "
-                    + ", ".join(went_past)
-                    if went_past
+                    f"{M.COMPLETED_WITH}{' and '.join(said)} in run {run.id}: " + ", ".join(went_past + left)
+                    if said
                     else ""
                 )
                 out[m.cluster] = M.ChildStatus(state=M.SUCCEEDED, detail=clip(detail, 200))

@@ -92,6 +92,9 @@ class Tick:
     ok: bool = True
     #: One line for the step when done (as `ActionResult.detail`).
     detail: str = ""
+    #: When done and ok: what the job left for people, in a few words ("1 node skipped, still
+    #: cordoned: ip-10-0-3-7"); the step's `left_behind`, kept in full on the card and the ending.
+    left_behind: str = ""
     #: Set when the job waits for people; the driver stops ticking until a decision arrives.
     choice: Choice | None = None
     #: Seconds until the next tick (the driver may tick earlier on a watch event).

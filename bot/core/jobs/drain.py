@@ -341,7 +341,7 @@ class _Run:
         nodes = self.p["nodes"]
         finished = [n for n in order if nodes[n]["state"] in ("done", "skipped")]
         done = len(finished) == len(order)
-        detail = ""
+        detail = left_behind = ""
         if done:
             drained = [n for n in order if nodes[n]["state"] == "done" and not nodes[n].get("gone")]
             gone = [n for n in order if nodes[n]["state"] == "done" and nodes[n].get("gone")]
@@ -351,6 +351,7 @@ class _Run:
                 detail += f"; {len(gone)} removed outside the bot, not drained by it: {few(gone)}"
             if skipped:
                 detail += f"; skipped {len(skipped)} (left cordoned): {few(skipped)}"
+                left_behind = f"{len(skipped)} node(s) skipped, still cordoned: {few(skipped)}"
         return Tick(
             progress=self.p,
             posts=tuple(self.posts),
@@ -360,6 +361,7 @@ class _Run:
             done=done,
             ok=True,
             detail=detail,
+            left_behind=left_behind,
             choice=choice,
             wait=0.0 if done else wait,
         )

@@ -54,7 +54,7 @@ from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
-from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, gate_choice, iso
+from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, few, gate_choice, iso
 from bot.core.jobs.gitops import backup_files
 from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection, StepReports
@@ -584,12 +584,7 @@ class JobService:
                     self._ask(row, asked)
                     return Advanced(wait=2.0, waiting_for_people=True)
                 if decision.option != GO:
-                    return self._end(
-                        row,
-                        ok=True,
-                        detail=f"left as it is by <@{decision.by}>",
-                        text=f":white_check_mark: left as it is by {mention(decision.by)}",
-                    )
+                    return self._left_cordoned(row, cluster, decision.by)
                 answered = True
             if not row.progress:
                 if getattr(job, "uses_baseline", False) and row.run_id:
@@ -728,7 +723,7 @@ class JobService:
                 log.warning("run %s: pausing on evidence failed: %s", row.run_id, exc.user_message)
         self._publish_run(row.run_id)
         if done is not None:
-            self._ended(row, *done)
+            self._ended(row, *done, left_behind=tick.left_behind if tick.ok else "")
             return Advanced(wait=0, ticked=True, done=True)
         wait = min(max(tick.wait, 0.0), MAX_WAIT)
         return Advanced(wait=wait, ticked=not planned, waiting_for_people=tick.choice is not None)
@@ -790,10 +785,14 @@ class JobService:
         self._ended(row, tick.ok, detail)
         return Advanced(wait=0, ticked=True, done=True)
 
-    def _end(self, row: JobRow, *, ok: bool, detail: str, text: str = "") -> Advanced:
+    def _end(
+        self, row: JobRow, *, ok: bool, detail: str, text: str = "", progress: dict[str, Any] | None = None
+    ) -> Advanced:
         """End the job with `detail` (plain text: it may repeat a user's argument or a cluster's
-        name, so the thread line shows it inert); `text` is a thread line built with markup."""
-        progress = json.loads(row.progress) if row.progress else {}
+        name, so the thread line shows it inert); `text` is a thread line built with markup;
+        `progress`, what to keep in place of its stored progress."""
+        if progress is None:
+            progress = json.loads(row.progress) if row.progress else {}
         card = json.loads(row.card) if row.card else []
         shown = inert(detail)
         text = text or (f":x: `{row.kind}` stopped: {shown}" if not ok else f":white_check_mark: {shown}")
@@ -815,6 +814,21 @@ class JobService:
         self._ended(row, ok, detail)
         return Advanced(wait=0, done=True)
 
+    def _left_cordoned(self, row: JobRow, cluster: Any, by: str) -> Advanced:
+        """Abort's offer answered "leave them cordoned": the nodes still cordoned now are named in
+        the thread and kept in the job's progress, for the ended run's card (`live_sections`)."""
+        names = [n for n in str(json.loads(row.args or "{}").get("node", "")).split(",") if n]
+        left, _gone = _still_cordoned(cluster, names)
+        shown = few(left, 10)
+        return self._end(
+            row,
+            ok=True,
+            detail=f"left as it is by <@{by}>: {len(left)} node(s) still cordoned: {shown}",
+            text=f":warning: {len(left)} node(s) left cordoned after the abort, by {mention(by)}'s answer: "
+            f"{inert(shown)} — `/upgrade action uncordon node=…` uncordons them when they are wanted back",
+            progress={LEFT_CORDONED: left, "by": by},
+        )
+
     def _has_step(self, row: JobRow) -> bool:
         return self.steps is not None and row.step_id != AFTER_ABORT
 
@@ -830,19 +844,18 @@ class JobService:
         except Exception as exc:  # an evidence source's trouble never stops an interruption
             log.warning("job %s: releasing its silence failed: %s", row.id, describe(exc))
 
-    def _ended(self, row: JobRow, ok: bool, detail: str) -> None:
+    def _ended(self, row: JobRow, ok: bool, detail: str, *, left_behind: str = "") -> None:
         if self.steps is None or row.step_id == AFTER_ABORT:
             return
         try:
+            said = f"{row.kind} job {row.id}: {detail}"
             files = backup_files(row.progress)
             if files:
-                self.steps.finish_long(
-                    row.run_id, row.step_id, ok=ok, detail=f"{row.kind} job {row.id}: {detail}", files=files
-                )
+                self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=said, files=files)
+            elif left_behind:
+                self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=said, left_behind=left_behind)
             else:
-                self.steps.finish_long(
-                    row.run_id, row.step_id, ok=ok, detail=f"{row.kind} job {row.id}: {detail}"
-                )
+                self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=said)
         except Fenced:
             raise
         except BotError as exc:
@@ -937,8 +950,9 @@ class JobService:
             log.warning("run %s: card update failed: %s", run_id, exc.user_message)
 
     def live_sections(self, run_id: str) -> list[LiveSection]:
-        """The run card's live sections: every job of the run that is not done, with its lines."""
-        sections = []
+        """The run card's live sections: every job of the run that is not done, with its lines,
+        and the nodes people chose to leave cordoned after its abort (its offer, done)."""
+        sections = self._left_after_abort(run_id)
         for row in self.store.jobs(states=("live", "interrupted"), run_id=run_id):
             lines = tuple(json.loads(row.card)) if row.card else ()
             state = ""  # an interrupted one is said by the card, which knows whether the run goes on
@@ -954,6 +968,26 @@ class JobService:
                 )
             )
         return sections
+
+    def _left_after_abort(self, run_id: str) -> list[LiveSection]:
+        for row in self.store.jobs(states=("done",), run_id=run_id, limit=500):
+            if row.step_id != AFTER_ABORT or not row.progress:
+                continue
+            progress = json.loads(row.progress)
+            left = [str(n) for n in progress.get(LEFT_CORDONED) or []]
+            if left:
+                by = str(progress.get("by") or "")
+                return [
+                    LiveSection(
+                        step_id=AFTER_ABORT,
+                        title=f"{len(left)} node(s) left cordoned",
+                        lines=(few(left, 10),),
+                        updated_at=row.updated_at,
+                        left=True,
+                        by=by,
+                    )
+                ]
+        return []
 
     def cordoned_by_run(self, run_id: str) -> list[str]:
         """Nodes the run's jobs cordoned and did not uncordon since (for `abort`'s offer)."""
@@ -1078,6 +1112,8 @@ def _owed(key: str, text: str, *, broadcast: bool = False) -> tuple[str, str]:
 
 #: The choice key of the uncordon offered after an abort (`offer_uncordon`).
 ABORT_UNCORDON = "abort-uncordon"
+#: The offer's progress key, when people chose to leave the nodes cordoned: those still cordoned.
+LEFT_CORDONED = "left_cordoned"
 
 
 def _uncordon_choice(names: Sequence[str], *, gone: int = 0, of: int = 0) -> Choice:

@@ -280,9 +280,18 @@ class StepsOfRuns:
         return self._runs()
 
     def finish_long(
-        self, run_id: str, step_id: str, *, ok: bool, detail: str, files: tuple[FileAttachment, ...] = ()
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        ok: bool,
+        detail: str,
+        files: tuple[FileAttachment, ...] = (),
+        left_behind: str = "",
     ) -> object:
-        return self._of().finish_long(run_id, step_id, ok=ok, detail=detail, files=files)
+        return self._of().finish_long(
+            run_id, step_id, ok=ok, detail=detail, files=files, left_behind=left_behind
+        )
 
     def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> object:
         return self._of().interrupt_step(run_id, step_id, epoch=epoch)

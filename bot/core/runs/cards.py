@@ -66,8 +66,9 @@ def _ids(ids: Sequence[str]) -> dict[str, Any]:
 
 def step_lines(rows: Sequence[Mapping[str, Any]], current: int) -> list[dict[str, Any]]:
     """The card's step list, one entry a line: the step now and the next one, and every step that
-    failed, was skipped or was interrupted, in full (`kind` "step"); runs of finished or pending
-    steps collapse (`kind` "group": one line for `COLLAPSE_AT` or more, else a short line each)."""
+    failed, was skipped or was interrupted, or succeeded leaving something for people, in full
+    (`kind` "step"); runs of finished or pending steps collapse (`kind` "group": one line for
+    `COLLAPSE_AT` or more, else a short line each)."""
     lines: list[dict[str, Any]] = []
     group: list[Mapping[str, Any]] = []
 
@@ -83,7 +84,7 @@ def step_lines(rows: Sequence[Mapping[str, Any]], current: int) -> list[dict[str
 
     for i, row in enumerate(rows):
         role = "now" if i == current else "next" if i == current + 1 else ""
-        if role or row["state"] in _ALWAYS_FULL:
+        if role or row["state"] in _ALWAYS_FULL or row.get("left_behind"):
             close()
             lines.append({"kind": "step", "row": row, "role": role})
             continue
@@ -696,6 +697,8 @@ def summary_rows(run: R.Run, now: datetime) -> Sequence[Mapping[str, object]]:
                 and sr.note.startswith(R.STOPPED_MID_ACTION)
                 else sr.note,
                 "epoch": sr.epoch,
+                # What a step that succeeded left for people: never folded into "N done".
+                "left_behind": sr.left_behind,
                 "destructive": step.destructive,
                 "manual": step.manual,
                 "pipeline": f"{step.pipeline.pipeline}/{step.pipeline.job}" if step.pipeline else "",

@@ -197,8 +197,9 @@ def _set_step(run: Run, sr: StepRun, new: StepState, now: datetime, **changes: o
     if new is StepState.AWAITING_APPROVAL:
         updated = dataclasses.replace(updated, opened_at=now, escalations=0)
     if new is StepState.RUNNING:
-        # The "done" gate of a plain step escalates from when the work started.
-        updated = dataclasses.replace(updated, started_at=now, opened_at=now, escalations=0)
+        # The "done" gate of a plain step escalates from when the work started; what a run of it
+        # before left behind is the new run's to say again.
+        updated = dataclasses.replace(updated, started_at=now, opened_at=now, escalations=0, left_behind="")
     if new in (StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED, StepState.INTERRUPTED):
         updated = dataclasses.replace(updated, finished_at=now)
     steps = tuple(updated if s.step_id == sr.step_id else s for s in run.steps)
@@ -487,15 +488,18 @@ def fail(run: Run, sr: StepRun, step: Step, now: datetime, why: str, events: lis
     return Outcome(run=run, events=tuple(events))
 
 
-def action_finished(run: Run, *, step_id: str, epoch: int, ok: bool, detail: str, now: datetime) -> Outcome:
-    """The bot's actions for a running step ended; `epoch` is the step's when they started."""
+def action_finished(
+    run: Run, *, step_id: str, epoch: int, ok: bool, detail: str, now: datetime, left_behind: str = ""
+) -> Outcome:
+    """The bot's actions for a running step ended; `epoch` is the step's when they started;
+    `left_behind`: what they left for people though they succeeded (`StepRun.left_behind`)."""
     sr = run.step_run(step_id)
     if sr.state is not StepState.RUNNING or sr.epoch != epoch:
         raise TransitionRefused(f"step `{step_id}` is no longer running the actions that just finished")
     events: list[Event] = []
     if not ok:
         return fail(run, sr, run.plan.step(step_id), now, detail or "the action failed", events)
-    run = _set_step(run, sr, StepState.SUCCEEDED, now, note=detail)
+    run = _set_step(run, sr, StepState.SUCCEEDED, now, note=detail, left_behind=left_behind)
     events.append(Event(kind="step_succeeded", step_id=step_id, detail=detail))
     if run.state is RunState.ACTIVE:
         run = _open_next(run, now, events)

@@ -159,14 +159,18 @@ class Ending:
     #: GitOps owners a step of the run suspended or paused and none resumed, each with the action
     #: that resumes it: they do not reconcile (nor revert a drift, nor deploy) until then.
     held: tuple[str, ...] = ()
+    #: (step id, what it left for people) of each step that succeeded without doing all it was
+    #: asked (a drain that skipped nodes: still cordoned), in the plan's order.
+    left: tuple[tuple[str, str], ...] = ()
 
     @property
     def honest(self) -> str:
-        """The words for the run's end: "completed", or "completed with N failed steps skipped"."""
-        n = len(self.skipped)
-        if not n:
-            return "completed"
-        return f"completed with {n} failed step{'s' if n != 1 else ''} skipped"
+        """The words for the run's end: "completed", "completed with N failed steps skipped", "…
+        and M steps not all done"."""
+        n, m = len(self.skipped), len(self.left)
+        said = [f"{n} failed step{'s' if n != 1 else ''} skipped"] if n else []
+        said += [f"{m} step{'s' if m != 1 else ''} not all done"] if m else []
+        return "completed with " + " and ".join(said) if said else "completed"
 
 
 def ending(run: R.Run) -> Ending:
@@ -176,7 +180,14 @@ def ending(run: R.Run) -> Ending:
     for s in skipped:
         for fid in _finding_ids(s.failure):
             findings.setdefault(fid, []).append(s.step_id)
-    return Ending(skipped=skipped, findings={k: tuple(v) for k, v in findings.items()}, held=_held(run))
+    left = tuple(
+        (sr.step_id, sr.left_behind)
+        for sr in run.steps
+        if sr.state is R.StepState.SUCCEEDED and sr.left_behind
+    )
+    return Ending(
+        skipped=skipped, findings={k: tuple(v) for k, v in findings.items()}, held=_held(run), left=left
+    )
 
 
 #: The owner's-path actions that hold an owner, and the one that lets it go, by the argument they name it by.

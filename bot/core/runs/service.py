@@ -590,10 +590,18 @@ class RunService:
 
     @run_scoped
     def finish_long(
-        self, run_id: str, step_id: str, *, ok: bool, detail: str, files: tuple[FileAttachment, ...] = ()
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        ok: bool,
+        detail: str,
+        files: tuple[FileAttachment, ...] = (),
+        left_behind: str = "",
     ) -> R.Outcome | None:
         """A long action (a watch) of a running step ended: commit how; None when the step is no
-        longer running it (finished before, skipped, or the run ended) — safe to call twice."""
+        longer running it (finished before, skipped, or the run ended) — safe to call twice.
+        `left_behind`: what an action that succeeded left for people (`StepRun.left_behind`)."""
         run = self.load(run_id)
         sr = run.step_run(step_id)
         if sr.state is not R.StepState.RUNNING:
@@ -602,7 +610,13 @@ class RunService:
             return self.apply(
                 run_id,
                 lambda r: R.action_finished(
-                    r, step_id=step_id, epoch=sr.epoch, ok=ok, detail=detail, now=self.clock()
+                    r,
+                    step_id=step_id,
+                    epoch=sr.epoch,
+                    ok=ok,
+                    detail=detail,
+                    now=self.clock(),
+                    left_behind=left_behind,
                 ),
                 Actor(user_id="bot", source="watch"),
                 files=files,

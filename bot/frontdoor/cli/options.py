@@ -33,7 +33,7 @@ exit status (the same for every command):
   2  usage or configuration error: a bad flag or argument, a missing or invalid configuration key,
      an invalid plan, rules or templates file
   3  done, and found something: check (Required findings), diff (regressions), rehearse (completed
-     with failed steps skipped, or paused)
+     with failed steps skipped or steps not all done, or paused)
 """
 
 #: The levels `--log-level` takes.

@@ -29,7 +29,7 @@ def entry(**overrides: object) -> AuditEntry:
 
 
 def test_migrations_reach_the_latest_version_and_are_not_applied_twice(store: Store) -> None:
-    assert store.schema_version() == script_directory().get_current_head() == "0025"
+    assert store.schema_version() == script_directory().get_current_head() == "0026"
     assert store.migrate() == []
 
 

@@ -244,8 +244,31 @@ def test_the_completed_announcement_carries_the_runs_evidence_escaped() -> None:
     blockkit.message_blocks({"blocks": rendered.blocks})
     clean = sample_context()
     clean["run"] = dataclasses.replace(
-        clean["run"], failed_skipped=(), open_findings=(), evidence=(), regressions=()
+        clean["run"], failed_skipped=(), open_findings=(), evidence=(), regressions=(), left_behind=()
     )
     text = AnnouncementRenderer().render("completed", clean).text
     assert "Evidence" not in text
     assert "Regressions" not in text
+    assert text.startswith(":tada:")
+
+
+def test_a_completed_run_whose_steps_left_work_for_people_is_not_celebrated() -> None:
+    """A drain whose node people chose to skip succeeded, the node still cordoned: the completed
+    announcement says so in both its text and its blocks, escaped, with no :tada:."""
+    context = sample_context()
+    left = (
+        "• *Drain node group ng-a &lt;blue&gt;* (`drain-ng-a`): 1 node(s) skipped, still cordoned: n&lt;1&gt;"
+    )
+    only = dict(context, run=dataclasses.replace(context["run"], failed_skipped=(), open_findings=()))
+    for ctx, head in (
+        (only, ":warning: *Kubernetes upgrade of prod completed, not all done*: the plan's target is"),
+        (context, ":warning: *Kubernetes upgrade of prod completed with 1 failed step skipped*"),
+    ):
+        rendered = AnnouncementRenderer().render("completed", ctx)
+        assert rendered.text.startswith(head)
+        assert left in rendered.text
+        assert ":tada:" not in rendered.text
+        assert rendered.blocks is not None
+        assert any(left in b.get("text", {}).get("text", "") for b in rendered.blocks)
+        blockkit.message_blocks({"blocks": rendered.blocks})
+    assert "Also not all done:\n" + left in AnnouncementRenderer().render("completed", context).text

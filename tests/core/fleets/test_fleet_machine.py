@@ -158,6 +158,21 @@ def test_a_fleet_that_ends_with_loose_ends_says_which_and_its_card_shows_them() 
     assert rehearse_exit(clean.fleet) == 0
 
 
+def test_a_cluster_whose_steps_left_work_for_people_is_a_loose_end_said_as_such() -> None:
+    # Its drain skipped a node people chose to skip (still cordoned): not "went past failed steps".
+    fleet = _advance(_fleet("  - {name: canary, clusters: [canary]}\n", n=0)).fleet
+    left = M.ChildStatus(
+        state=M.SUCCEEDED, detail=f"completed with 1 {M.NOT_ALL_DONE} in run R9: drain-ng-shared"
+    )
+    out = M.advance(fleet, {"canary": left}, now=T0, new_run_id=lambda: "R0")
+    assert out.fleet.state == M.COMPLETED
+    loose = "1 with steps not all done (canary)"
+    assert M.loose_ends(out.fleet) == loose
+    (done,) = [e for e in out.events if e.kind == "fleet_completed"]
+    assert milestone(done) == f":warning: Fleet completed, but {loose}"
+    assert rehearse_exit(out.fleet) == 3
+
+
 def test_a_failure_budget_of_one_carries_on_past_one_failure_and_pauses_at_the_second() -> None:
     fleet = _fleet(
         "  - {name: canary, clusters: [canary]}\n  - {name: lab, selector: {env: lab}, max_concurrency: 4, failure_budget: 1}\n"

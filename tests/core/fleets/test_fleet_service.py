@@ -349,6 +349,39 @@ def test_a_canary_that_went_past_a_failed_step_is_shown_as_such_not_as_a_clean_s
     assert bot.fleets.load(fleet.id).phase == M.SOAKING
 
 
+def test_a_canary_whose_drain_left_a_node_cordoned_is_amber_and_says_so(
+    bot: Services, clock: FakeClock
+) -> None:
+    fleet = bot.fleets.start("twelve", PRIMARY)
+    run_id = _members(bot, fleet.id)["ci"].run_id
+    sr = bot.runs.load(run_id).step_run("drain")
+    bot.runs.click(R.ButtonRef(run_id=run_id, step_id="drain", epoch=sr.epoch), PRIMARY)
+    sr = bot.runs.load(run_id).step_run("drain")
+    bot.runs.apply(
+        run_id,
+        lambda r: R.action_finished(
+            r,
+            step_id="drain",
+            epoch=sr.epoch,
+            ok=True,
+            detail="drained 2 node(s); skipped 1 (left cordoned): n3",
+            now=clock(),
+            left_behind="1 node(s) skipped, still cordoned: n3",
+        ),
+        PRIMARY,
+    )
+    assert bot.runs.load(run_id).state is R.RunState.COMPLETED
+    bot.fleets.tick()
+    ci = _members(bot, fleet.id)["ci"]
+    assert (ci.state, ci.reason) == (
+        M.SUCCEEDED,
+        f"completed with 1 step(s) not all done in run {run_id}: drain",
+    )
+    assert f":large_yellow_circle: *ci* — succeeded · 1.29.4 → 1.30.2 · run `{run_id}`" in bot.fleets.status(
+        fleet.id
+    )
+
+
 def test_a_child_run_paused_on_people_is_said_on_its_row_not_just_running(
     bot: Services, clock: FakeClock
 ) -> None:

@@ -259,6 +259,8 @@ def test_a_skipped_node_stays_cordoned_and_the_job_goes_on_with_the_next() -> No
     assert driver.last is not None
     assert driver.last.done
     assert driver.last.detail == "drained 1 node(s); skipped 1 (left cordoned): n1"
+    # What it leaves for people, for the step: not a plain "done" on the card.
+    assert driver.last.left_behind == "1 node(s) skipped, still cordoned: n1"
     assert ("uncordon", "n1") not in fake.writes
 
 
