@@ -59,6 +59,9 @@ class CoalescingPoster:
         self._pending: dict[tuple[str, str], _Pending] = {}
         self._last_sent: dict[tuple[str, str], float] = {}
         self._sending: set[tuple[str, str]] = set()
+        #: Edits delayed in a row, by message: the first of a streak is logged as a warning, the
+        #: rest at debug, and the one that goes through says how many came before it.
+        self._delays: dict[tuple[str, str], int] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         #: Figures for the metrics exporter: edits sent, replaced by a newer body, dropped (stays 0),
@@ -154,7 +157,19 @@ class CoalescingPoster:
                 self._done(key)
             return 0
         except BotError as exc:
-            log.warning("edit of %s/%s delayed: %s", channel, ts, exc.user_message)
+            with self._lock:
+                delays = self._delays[key] = self._delays.get(key, 0) + 1
+            if delays == 1:
+                log.warning(
+                    "edit of %s/%s delayed (retried each interval, said once): %s",
+                    channel,
+                    ts,
+                    exc.user_message,
+                )
+            else:
+                log.debug(
+                    "edit of %s/%s delayed again (%s in a row): %s", channel, ts, delays, exc.user_message
+                )
             with self._lock:
                 self.retried += 1
                 self._pending.setdefault(key, body)  # a newer body, if one came, wins
@@ -168,6 +183,9 @@ class CoalescingPoster:
         with self._lock:
             self.sent += 1
             self._done(key)
+            delays = self._delays.pop(key, 0)
+        if delays:
+            log.info("edit of %s/%s went through after %s delayed attempt(s)", channel, ts, delays)
         if self.on_outcome is not None:
             self.on_outcome("sent")
         return 1

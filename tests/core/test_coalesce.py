@@ -3,6 +3,7 @@ card per interval, the last state always delivered, nothing dropped; replies bat
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -73,6 +74,31 @@ def test_an_edit_slack_does_not_take_stays_pending_and_goes_out_later(
     clock.advance(2.0)
     assert poster.flush_due() == 1
     assert card_text(stub, ts) == "third"
+
+
+def test_an_edit_delayed_many_times_is_logged_once_then_once_when_it_goes_through(
+    stub: SlackStub, clock: FakeMonotonic, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Slack (or the store under it) away for a minute: one warning per card, not one per retry."""
+    poster = CoalescingPoster(
+        SlackGateway(make_web_client(BOT_TOKEN, stub.api_url, sdk_retries=False)), interval=2.0, clock=clock
+    )
+    ts = poster.post_message("C0OPS", "card").ts
+    stub.fail_next("chat.update", status=503, times=30)
+    poster.update_message("C0OPS", ts, "live")
+    with caplog.at_level(logging.DEBUG, logger="bot.core.coalesce"):
+        for _ in range(31):
+            poster.flush_due()
+            clock.advance(2.0)
+    assert poster.retried == 30
+    assert card_text(stub, ts) == "live"
+    ours = [r for r in caplog.records if r.name == "bot.core.coalesce"]
+    warnings = [r.getMessage() for r in ours if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"edit of C0OPS/{ts} delayed (retried each interval, said once): ")
+    assert [r.getMessage() for r in ours if r.levelno == logging.INFO] == [
+        f"edit of C0OPS/{ts} went through after 30 delayed attempt(s)"
+    ]
 
 
 def test_stop_flushes_what_is_pending_and_the_thread_sends_on_its_own(stub: SlackStub) -> None:
