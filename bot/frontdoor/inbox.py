@@ -35,6 +35,7 @@ from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import POISON_ATTEMPTS, BotError, TemporaryError, clip, describe
 from bot.frontdoor.workers import WorkerPool
 from bot.logsetup import correlation, new_correlation_id
+from bot.records import InboxItem
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,26 @@ class Inbox:
         #: The replicas alive now (several replicas); None on one host, where another owner is a
         #: process that is gone.
         self.live_owners = live_owners
+        #: The item each correlation id names while this process works it off (`still_ours`).
+        self._working: dict[str, int] = {}
+
+    def still_ours(self, cid: str) -> bool:
+        """Whether the item this process is working off under `cid` is still its own: a replica
+        that stopped answering (paused past its lease) finds, when it wakes, that the leader took
+        the item over and answered the person, so it does not answer them a second time. True
+        for work that is not an inbox item's."""
+        item_id = self._working.get(cid)
+        if item_id is None:
+            return True
+        item = self.store.inbox_item(item_id)
+        if item is None or item.owner == self.owner:
+            return True
+        log.info(
+            "inbox item %s was taken over by %s while this process was away: the reply is theirs",
+            item_id,
+            item.owner or "another process",
+        )
+        return False
 
     def handle(self, kind: str, handler: Handler) -> None:
         self.handlers[kind] = handler
@@ -106,37 +127,49 @@ class Inbox:
                 log.error("inbox item %s has an unknown kind %s; set aside", item.id, item.kind)
                 self._set_aside(item.id, item.kind, payload, cid, attempts, f"unknown kind {item.kind}")
                 return
-            failure = item.failure
-            while True:
-                if attempts >= MAX_ATTEMPTS:
-                    # Tried that often already (a request that kills the bot leaves no failure).
-                    self._set_aside(item.id, item.kind, payload, cid, attempts, failure or "the bot stopped")
-                    return
-                attempts += 1
-                self.store.inbox_attempt(item.id)
-                # Its effect was committed (with audit rows under this id) before a crash or a failure?
-                again = replay or attempts > 1
-                done_before = again and bool(self.store.audit_entries(correlation_id=cid, limit=1))
-                if done_before:
-                    log.info("inbox item %s (%s) had taken effect before", item.id, item.kind)
-                try:
-                    handler(dict(payload), cid, DONE_BEFORE if done_before else REPLAY if again else NEW)
-                except Exception as exc:
-                    failure = describe(exc)
-                    log.warning(
-                        "inbox item %s (%s) failed (attempt %s of %s): %s",
-                        item.id,
-                        item.kind,
-                        attempts,
-                        MAX_ATTEMPTS,
-                        failure,
-                    )
-                    self.store.inbox_failed(item.id, failure=failure)
-                    if isinstance(exc, TemporaryError) and attempts < MAX_ATTEMPTS:
-                        return  # left pending: worked off again at the next replay
-                    continue
-                break
-            self.store.inbox_done(item.id, at=self.clock())
+            self._working[cid] = item.id
+            try:
+                if self._attempt(item, handler, payload, cid, replay=replay):
+                    self.store.inbox_done(item.id, at=self.clock())
+            finally:
+                self._working.pop(cid, None)
+
+    def _attempt(
+        self, item: InboxItem, handler: Handler, payload: dict[str, Any], cid: str, *, replay: bool
+    ) -> bool:
+        """Work the item off, trying again at once after a failure that is not temporary; True
+        when it is done, False when it is left pending (temporary) or set aside."""
+        attempts = item.attempts
+        failure = item.failure
+        while True:
+            if attempts >= MAX_ATTEMPTS:
+                # Tried that often already (a request that kills the bot leaves no failure).
+                self._set_aside(item.id, item.kind, payload, cid, attempts, failure or "the bot stopped")
+                return False
+            attempts += 1
+            self.store.inbox_attempt(item.id)
+            # Its effect was committed (with audit rows under this id) before a crash or a failure?
+            again = replay or attempts > 1
+            done_before = again and bool(self.store.audit_entries(correlation_id=cid, limit=1))
+            if done_before:
+                log.info("inbox item %s (%s) had taken effect before", item.id, item.kind)
+            try:
+                handler(dict(payload), cid, DONE_BEFORE if done_before else REPLAY if again else NEW)
+            except Exception as exc:
+                failure = describe(exc)
+                log.warning(
+                    "inbox item %s (%s) failed (attempt %s of %s): %s",
+                    item.id,
+                    item.kind,
+                    attempts,
+                    MAX_ATTEMPTS,
+                    failure,
+                )
+                self.store.inbox_failed(item.id, failure=failure)
+                if isinstance(exc, TemporaryError) and attempts < MAX_ATTEMPTS:
+                    return False  # left pending: worked off again at the next replay
+                continue
+            return True
 
     def _set_aside(
         self, item_id: int, kind: str, payload: Mapping[str, Any], cid: str, attempts: int, failure: str

@@ -53,3 +53,39 @@ def test_the_leader_takes_over_only_the_requests_of_a_replica_that_is_gone(store
     item: Any = store.inbox_item(accepted[0])
     assert (item.state, item.owner) == ("done", "leader")
     pool.stop(grace=5)
+
+
+def test_a_replica_that_wakes_after_the_leader_took_its_request_over_does_not_answer_again(
+    store: Store,
+) -> None:
+    """The follower was paused past its lease in the middle of a command: the leader took the
+    request over and answered the person; the follower, awake, finds it is no longer its own and
+    leaves the answer to the leader (one reply, not two)."""
+    pool = WorkerPool(2)
+    live = {"follower", "leader"}
+    replies: list[str] = []
+    leader = Inbox(store=store, workers=pool, clock=lambda: datetime.now(UTC), owner="leader")
+    leader.live_owners = lambda: set(live)
+    leader.handle("command", lambda payload, cid, how: replies.append(f"leader: {how}"))
+    follower = Inbox(store=store, workers=pool, clock=lambda: datetime.now(UTC), owner="follower")
+
+    def paused_mid_command(payload: dict[str, Any], cid: str, how: str) -> None:
+        # Its work is done; then it stops answering, and the leader finds it gone.
+        live.discard("follower")
+        assert leader.replay() == 1
+        assert pool.idle(5)
+        if follower.still_ours(cid):
+            replies.append("follower")
+
+    follower.handle("command", paused_mid_command)
+    accepted = follower.accept("command", "k1", {"text": "pause R1 lunch"})
+    assert accepted is not None
+    follower.work(accepted[0], replay=False)
+    assert replies == ["leader: replay"]
+    # Its own request, not taken over, is answered by it as before.
+    follower.handle("command", lambda payload, cid, how: replies.append(f"own: {follower.still_ours(cid)}"))
+    again = follower.accept("command", "k2", {"text": "help"})
+    assert again is not None
+    follower.work(again[0], replay=False)
+    assert replies[-1] == "own: True"
+    pool.stop(grace=5)

@@ -28,8 +28,8 @@ _FIELDS = ("text", "user_id", "channel_id", "response_url")
 def register(app: App, *, router: Router, gateway: SlackGateway, inbox: Inbox) -> None:
     def work(payload: dict[str, Any], cid: str, how: str) -> None:
         if how == DONE_BEFORE:
-            # Ran before the restart (or on a replica that stopped answering, which may still
-            # answer when it wakes); only its reply was lost.
+            # Ran before the restart (or on a replica that stopped answering, which does not
+            # answer when it wakes: `Inbox.still_ours`); only its reply was lost.
             respond_via_url(
                 str(payload.get("response_url", "")),
                 f":information_source: `/upgrade {inert(clip(str(payload.get('text', ''))), multiline=False)}` was "
@@ -46,6 +46,8 @@ def register(app: App, *, router: Router, gateway: SlackGateway, inbox: Inbox) -
             correlation_id=cid,
         )
         outcome = router.handle(request)
+        if not inbox.still_ours(cid):
+            return  # taken over while this process was away: its new owner answered the person
         deliver(outcome, gateway=gateway, response_url=str(payload.get("response_url", "")), request=request)
 
     inbox.handle("command", work)
