@@ -6,6 +6,7 @@ import logging
 
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, parse_user
 from bot.core.runs.handoffs import handoff
+from bot.core.runs.machine import Run
 from bot.errors import BotError, UserError
 from commands import _runs
 
@@ -21,7 +22,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     roster when the plan names no coordinator). Refused when it would leave a gate still to pass
     unable to pass: someone holding every role of a gate that needs different people (the shadow
     to the primary), a quorum short, or the person who started a step the only one left to confirm
-    it done. Four eyes stay four eyes. The new holder must be a user Slack knows.
+    it done. Four eyes stay four eyes. The new holder must be a user Slack knows. A member of a
+    user group that holds the role hands it on beside the group (which keeps it).
 
     Example: `/upgrade handoff shadow @dana`
     """
@@ -31,12 +33,33 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         ctx,
         args.run,
         "handoff",
-        lambda r: handoff(r, role=args.role, user_id=user, by=ctx.user_id, now=ctx.clock()),
+        lambda r: handoff(
+            r,
+            role=args.role,
+            user_id=user,
+            by=ctx.user_id,
+            now=ctx.clock(),
+            via_group=_group_of(ctx, r, args.role),
+        ),
     )
     return Reply(
         template="runs/message",
         context={"message": f"The {args.role} of run `{out.run.id}` is now", "user": user},
     )
+
+
+def _group_of(ctx: CommandContext, run: Run, role: str) -> str:
+    """The user group holding `role` that the person asking is a member of ("" when none, or when
+    Slack cannot be asked: the hand-off is then judged as before, and the log says why)."""
+    for entry in run.roster.get(role, ()):
+        if not entry.startswith("S"):
+            continue
+        try:
+            if ctx.user_id in ctx.directory.group_members(entry):
+                return entry
+        except BotError as exc:
+            log.warning("handoff: could not read the members of %s in Slack: %s", entry, exc.user_message)
+    return ""
 
 
 def _known(ctx: CommandContext, user: str) -> None:

@@ -502,3 +502,33 @@ def test_work_done_in_a_channel_the_bot_is_not_in_is_said_done_with_its_reply(bo
     )
     (run,) = bot.services.store.runs()
     assert run.state == "active"
+
+
+def test_a_member_of_the_group_holding_a_role_hands_it_on_beside_the_group(bot: Bot) -> None:
+    """The shadow is the on-call group: Alice, one of its members going off shift, hands the
+    shadow to Dana (not in the group) — once refused as "only the shadow or the coordinator"."""
+    team = Path(str(bot.services.settings.templates_dir))
+    (team / "plans" / "drill.yaml").write_text(DRILL.replace(f"shadow: [{SHADOW}]", "shadow: [S0ONCALL]"))
+    bot.stub.usergroups["S0ONCALL"] = ["U0ALICE", SHADOW]
+    for user in ("U0ALICE", "U0DANA"):
+        bot.stub.users[user] = {"id": user}
+    assert "loaded" in bot.command("plan load drill")
+    bot.command("start drill")
+    run_id = bot.services.store.runs()[0].id
+    # Someone outside the group still may not.
+    bot.stub.users[STRANGER] = {"id": STRANGER}
+    assert "you are not in it" in bot.command(f"handoff shadow <@{STRANGER}> --run {run_id}", user=STRANGER)
+    # Nor a holder of another role: the shadow is the group's, or the coordinator's to give.
+    assert "only the shadow or the coordinator may hand the shadow over" in bot.command(
+        f"handoff shadow <@U0DANA> --run {run_id}", user=PRIMARY
+    )
+    assert "is now" in bot.command(f"handoff shadow <@U0DANA> --run {run_id}", user="U0ALICE")
+    assert bot.services.runs.load(run_id).roster["shadow"] == ("S0ONCALL", "U0DANA")
+    said = [
+        c.params["text"] for c in bot.stub.calls_to("chat.postMessage") if ":handshake:" in c.params["text"]
+    ]
+    assert said == [
+        ":handshake: <@U0ALICE> handed the shadow role to <@U0DANA> for this run, beside "
+        "<!subteam^S0ONCALL> (a member of it; the group keeps the role)"
+    ]
+    assert f"In run `{run_id}` (drill): shadow" in bot.command("whoami", user="U0DANA")

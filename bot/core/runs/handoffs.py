@@ -13,16 +13,29 @@ from bot.core.runs.plansteps import people_of
 from bot.errors import PermissionDenied, TransitionRefused
 
 
-def handoff(run: Run, *, role: str, user_id: str, by: str, now: datetime) -> Outcome:
+def handoff(run: Run, *, role: str, user_id: str, by: str, now: datetime, via_group: str = "") -> Outcome:
     """Give `role` to `user_id` for this run only; the plan's roster is unchanged. A holder hands
     over their own part (the role's other holders keep it); the coordinator, holding none of it,
-    replaces its holders, and the thread names them. Refused when a gate still to pass could then
-    never pass (`_left_stuck`)."""
+    replaces its holders, and the thread names them. `via_group`: the user group of the role's
+    holders `by` is a member of (Slack's to say): a member hands the role on beside the group,
+    which keeps it (its membership is not the bot's to change). Refused when a gate still to pass
+    could then never pass (`_left_stuck`)."""
     _require_going(run)
     if role not in run.roster:
         raise TransitionRefused(f"this run has no role `{role}` (roles: {', '.join(sorted(run.roster))})")
     holders = run.roster[role]
     coordinators = run.roster.get("coordinator", ())
+    if via_group and via_group in holders and by not in holders and by not in coordinators:
+        if user_id in holders:
+            raise TransitionRefused(f"{_named(user_id)} already holds the {role} in this run")
+        roster = {**run.roster, role: (*holders, user_id)}
+        if stuck := _left_stuck(run, roster, user_id):
+            raise TransitionRefused(f"{stuck}; hand the {role} to someone else")
+        note = f"beside {via_group}"
+        return Outcome(
+            run=dataclasses.replace(run, roster=roster),
+            events=(Event(kind="handoff", actor=by, detail=user_id, roles=(role,), note=note),),
+        )
     if coordinators and by not in holders and by not in coordinators:
         # A role changes hands by its holder's word or the coordinator's, never a third person's.
         raise PermissionDenied(
