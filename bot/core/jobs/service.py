@@ -848,14 +848,14 @@ class JobService:
         if self.steps is None or row.step_id == AFTER_ABORT:
             return
         try:
-            said = f"{row.kind} job {row.id}: {detail}"
-            files = backup_files(row.progress)
-            if files:
-                self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=said, files=files)
-            elif left_behind:
-                self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=said, left_behind=left_behind)
-            else:
-                self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=said)
+            self.steps.finish_long(
+                row.run_id,
+                row.step_id,
+                ok=ok,
+                detail=f"{row.kind} job {row.id}: {detail}",
+                files=backup_files(row.progress),
+                left_behind=left_behind,
+            )
         except Fenced:
             raise
         except BotError as exc:
