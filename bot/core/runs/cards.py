@@ -489,8 +489,19 @@ class RunCards:
                     key != self._gate_key(run, sr) or run.state in ENDED
                 )
                 if closed and ref.ts and not key.endswith(":retired"):
-                    self._retire(run, sr, ref.channel, ref.ts, key)
+                    self._retire(run, sr, ref.channel, ref.ts, key, refs)
         cur = run.current
+        if run.state is R.RunState.PAUSED and cur is not None and run.phase(cur) is not None:
+            # Paused with its gate open: the gate's message says so, with Resume instead of its
+            # buttons, until the resume posts it again at the thread's end (`machine.resume`).
+            posted = refs.get(self._gate_key(run, cur))
+            held = f"shown:{cur.step_id}:{cur.epoch}:paused"
+            if posted is not None and posted.ts and held not in refs:
+                with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
+                    self._edit_gate_once(
+                        run, held, posted.channel, posted.ts, lambda: self._held_context(run, cur)
+                    )
+            return
         if run.state is R.RunState.ACTIVE and cur is not None and run.phase(cur) is not None:
             key = self._gate_key(run, cur)
             gate_shown = self._gate_shown_key(run, cur)
@@ -498,7 +509,7 @@ class RunCards:
                 # Posted (or in flight): edited when whom it waits for changed (an approval, a
                 # handoff), so its first line never names people it no longer waits for.
                 if refs[key].ts and gate_shown not in refs:
-                    self._reshow_gate(run, cur, refs[key].channel, refs[key].ts, gate_shown)
+                    self._reshow_gate(run, cur, refs[key].channel, refs[key].ts, gate_shown, refs)
                 return
             # Read here (a worker, the triggers door, a job's driver; never a thread that acks
             # Slack), once per gate: kept in the database, so a restart posts the same message.
@@ -508,7 +519,10 @@ class RunCards:
                 key,
                 card.channel,
                 "runs/gate",
-                self._gate_context(run, cur, dry_run),
+                {
+                    **self._gate_context(run, cur, dry_run),
+                    "reopened": _earlier(run, cur, cur.epoch - 1, refs),
+                },
                 thread_ts=thread,
             )
             if ts is not None and self.store.claim_message(
@@ -535,12 +549,14 @@ class RunCards:
             "waiting_on": R.waiting_on(run, sr, self.clock()),
         }
 
-    def _reshow_gate(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, shown: str) -> None:
+    def _reshow_gate(
+        self, run: R.Run, sr: R.StepRun, channel: str, ts: str, shown: str, refs: Mapping[str, MessageRef]
+    ) -> None:
         """Edit the open gate's message to whom it waits for now; once per state (claimed first)."""
 
         def context() -> Mapping[str, Any]:
             dry_run = self.dry_runs.for_gate(run, sr) if self.dry_runs is not None else None
-            return self._gate_context(run, sr, dry_run)
+            return {**self._gate_context(run, sr, dry_run), "reopened": _earlier(run, sr, sr.epoch - 1, refs)}
 
         with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
             self._edit_gate_once(run, shown, channel, ts, context)
@@ -631,16 +647,36 @@ class RunCards:
         view = self.evidence(run.id, [sr.step_id] + ([ids[at - 1]] if at else []))
         return evidence_blocks(view) if view else []
 
-    def _retire(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:
-        """Edit a closed gate's message: no buttons, and what became of the step."""
+    def _retire(
+        self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str, refs: Mapping[str, MessageRef]
+    ) -> None:
+        """Edit a closed gate's message: no buttons, and what became of the step — or, when a
+        resume posted the same gate again below it, that it is superseded."""
+        epoch = key.removeprefix(f"gate:{sr.step_id}:")
+        again = run.state is R.RunState.ACTIVE and run.current == sr and epoch.isdigit()
+        superseded = _earlier(run, sr, int(epoch), refs) if again else None
+
+        def context() -> Mapping[str, Any]:
+            return {**self._gate_context(run, sr), "open": False, "superseded": superseded}
+
         # Claimed and edited in one term of this replica's lease (`bot.core.tenure`).
         with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
-            self._retire_once(run, sr, channel, ts, key)
+            self._edit_gate_once(run, f"{key}:retired", channel, ts, context)
 
-    def _retire_once(self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str) -> None:
-        self._edit_gate_once(
-            run, f"{key}:retired", channel, ts, lambda: {**self._gate_context(run, sr), "open": False}
-        )
+    def _held_context(self, run: R.Run, sr: R.StepRun) -> dict[str, Any]:
+        """The open gate of a paused run: who paused it (the audit log's last pause) and when, and
+        the approvals given on it so far (they will not count once it is resumed)."""
+        paused = [e for e in self.store.audit_entries(run_id=run.id) if e.subcommand == "run_paused"]
+        last = paused[-1] if paused else None
+        return {
+            **self._gate_context(run, sr),
+            "open": False,
+            "paused": {
+                "by": last.user_id if last is not None and last.user_id != "bot" else "",
+                "at": last.at if last is not None else None,
+                "votes": sorted({a.user_id for a in run.votes(sr, run.phase(sr) or "")}),
+            },
+        }
 
     def _edit_gate_once(
         self, run: R.Run, key: str, channel: str, ts: str, context: Callable[[], Mapping[str, Any]]
@@ -671,6 +707,26 @@ class RunCards:
         # An edit, not a post: done once it is made (a crash before this line edits it again,
         # which shows the same thing).
         self.store.record_message(run_id=run.id, key=key, channel=channel, ts=ts)
+
+
+def _earlier(run: R.Run, sr: R.StepRun, epoch: int, refs: Mapping[str, MessageRef]) -> dict[str, Any] | None:
+    """The same gate of `sr` as it was at an earlier `epoch`, when its message showed it open (or
+    held while the run was paused) and a resume opened it afresh (`machine.resume`): the people
+    whose approvals were given there, which do not count now. None when `epoch` was another gate."""
+    phase = run.phase(sr)
+    if phase is None or epoch >= sr.epoch:
+        return None
+    shown = (f"shown:{sr.step_id}:{epoch}:{phase}:", f"shown:{sr.step_id}:{epoch}:paused")
+    votes = sorted(
+        {
+            a.user_id
+            for a in run.approvals
+            if (a.step_id, a.phase, a.epoch) == (sr.step_id, phase, epoch) and a.decision in APPROVING
+        }
+    )
+    if not votes and not any(key.startswith(shown) for key in refs):
+        return None
+    return {"votes": votes}
 
 
 def summary_rows(run: R.Run, now: datetime) -> Sequence[Mapping[str, object]]:

@@ -14,7 +14,7 @@ happened, for the audit log and Slack; nothing here does I/O. The caller commits
 optimistic concurrency (`version`), so two clicks never advance a step twice.
 
 Buttons carry run id, step id and the step's `epoch`, which changes on every state change of the
-step: a button from an earlier state is refused with an explanation.
+step (and when a resume opens its gate afresh): a button from an earlier state is refused, saying so.
 """
 
 from __future__ import annotations
@@ -584,7 +584,7 @@ def evidence_waive_vote(
 
 
 def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:
-    """Resume a paused run; a failed or interrupted current step gets a fresh gate (never re-run silently)."""
+    """Resume a paused run; its current step gets a fresh gate (never re-run silently)."""
     run = _reactivated(run)
     events = [Event(kind="run_resumed", actor=by, detail=reason)]
     cur = run.current
@@ -596,10 +596,11 @@ def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:
     elif cur is None or cur.state is StepState.PENDING:
         # The run ended, or its stopped step was skipped while it was paused: the next gate opens.
         run = _open_next(run, now, events)
-    elif run.phase(cur) is not None and cur.opened_at is not None:
-        # A gate left open across the pause: nobody could answer it then (clicks on a paused run
-        # are refused), so its timeout and escalations count again from now, as after the bot was down.
-        fresh = dataclasses.replace(cur, opened_at=now, escalations=0)
+    elif run.phase(cur) is not None:
+        # A gate open across the pause opens afresh (a new epoch): posted again at the thread's end,
+        # the old message's buttons stale, the votes given before the pause not counted; its timeout
+        # and escalations count from now (nobody could answer it while the run was paused).
+        fresh = dataclasses.replace(cur, epoch=cur.epoch + 1, opened_at=now, escalations=0)
         run = dataclasses.replace(
             run, steps=tuple(fresh if s.step_id == cur.step_id else s for s in run.steps)
         )

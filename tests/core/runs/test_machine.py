@@ -26,6 +26,7 @@ from bot.core.runs.machine import (
     recover,
     resume,
     skip,
+    waiting_on,
 )
 from bot.core.runs.plans import parse_plan
 from bot.errors import PermissionDenied, TransitionRefused
@@ -305,6 +306,39 @@ def test_nothing_is_approved_on_a_paused_run() -> None:
     assert not out.accepted
     assert "paused" in out.message
     assert press(resume(run, by=P, now=T0).run, "snap", S).accepted
+
+
+def test_a_gate_open_across_a_pause_opens_afresh_without_the_votes_given_before() -> None:
+    run = press(through(start(), "snap", "ng"), "both", P).run  # one of its two approvals
+    before = run.step_run("both")
+    paused = pause(run, by=C, reason="payments batch", now=T0).run
+    assert paused.step_run("both") == before  # the pause leaves the gate as it is
+    later = T0 + timedelta(minutes=30)
+    resumed = resume(paused, by=C, now=later).run
+    after = resumed.step_run("both")
+    assert (after.state, after.epoch, after.opened_at) == (before.state, before.epoch + 1, later)
+    # The old message's buttons are stale; the primary's approval given before the pause is gone.
+    stale = click(
+        resumed,
+        step_id="both",
+        epoch=before.epoch,
+        user_id=S,
+        decision="approve",
+        directory=DIRECTORY,
+        now=later,
+    )
+    assert not stale.accepted
+    assert "earlier state of step `both`" in stale.message
+    assert resumed.votes(after, "start") == []
+    assert waiting_on(resumed, after, later) == "the primary and the shadow"
+    once = press(resumed, "both", S, at=later)
+    assert state(once.run, "both") is StepState.AWAITING_APPROVAL
+    assert state(press(once.run, "both", P, at=later).run, "both") is StepState.RUNNING
+    # A plain step's "done" gate, open across a pause, opens afresh too.
+    working = through(start(), "snap", "ng")
+    working = press(press(working, "both", P).run, "both", S).run
+    done = resume(pause(working, by=C, reason="x", now=T0).run, by=C, now=later).run.step_run("both")
+    assert (done.state, done.epoch) == (StepState.RUNNING, working.step_run("both").epoch + 1)
 
 
 def test_the_whole_plan_completes() -> None:
