@@ -10,7 +10,7 @@ from commands import _runs
 def run(ctx: CommandContext, args: Args) -> Reply:
     """Pause a run: no gate accepts approvals until it is resumed. `--reason` is required.
 
-    The reason is on the card, in the thread and in the audit log. A step whose action is running finishes; the next gate waits. Only people in the run's roster may do this.
+    The reason is on the card, in the thread and in the audit log. A step whose action is running finishes; the next gate waits. An open gate's message says the run is paused, by whom and why, with Resume instead of its buttons. Only people in the run's roster may do this.
 
     Example: `/upgrade pause --reason "waiting for the payments team"`
     """

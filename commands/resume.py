@@ -10,7 +10,7 @@ from commands import _runs
 def run(ctx: CommandContext, args: Args) -> Reply:
     """Resume a paused run; a failed or interrupted step gets a fresh gate.
 
-    Nothing re-runs by itself: the step's gate must be approved again before its action runs. Only people in the run's roster may do this.
+    Nothing re-runs by itself: the step's gate must be approved again before its action runs. A gate that was open when the run paused is posted again at the end of the thread, and the approvals given before the pause do not count. Only people in the run's roster may do this.
 
     Example: `/upgrade resume --reason "the payments team confirmed"`
     """
