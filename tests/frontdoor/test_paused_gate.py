@@ -39,7 +39,7 @@ steps:
   - id: {STEP}
     title: Drain the old nodes by hand
     gate: {{approve: [primary, shadow]}}
-    done: {{any_of: [primary, shadow]}}
+    done: {{any_of: [coordinator]}}
   - id: after
     title: Check the dashboards
     gate: {{any_of: [primary, shadow]}}
@@ -187,6 +187,55 @@ def test_a_hand_pause_holds_the_gate_message_and_the_resume_posts_it_again(bot: 
     assert bot.services.runs.load(run_id).step_run(STEP).state == "awaiting_approval"
     assert bot.click(PRIMARY, new_value) is None
     assert bot.services.runs.load(run_id).step_run(STEP).state == "running"
+
+
+def test_a_done_gate_held_by_a_pause_is_posted_again_for_its_confirmation(bot: Bot) -> None:
+    assert "loaded" in bot.command("plan load by-hand")
+    assert "started" in bot.command("start by-hand")
+    start = bot.gate(STEP)
+    assert bot.click(PRIMARY, start) is None
+    assert bot.click(SHADOW, start) is None
+    done = bot.gate(STEP)  # people are draining by hand; the coordinator confirms it done
+    run_id = done.split("|")[0]
+    (message,) = [
+        c.response
+        for c in bot.stub.calls_to("chat.postMessage")
+        if c.params.get("thread_ts") and done in json.dumps(_blocks(c.params))
+    ]
+    assert "paused" in bot.command(f"pause {run_id} --reason {WHY}", user=PRIMARY)
+    held = held_edit(bot.stub, message["ts"])
+    # Resume follows the step's gate (the primary and the shadow), not its done gate's coordinator.
+    assert (
+        f"Nothing can be confirmed done while the run is paused. To go on, resume it: *Resume* here or on "
+        f"the run's card (<@{PRIMARY}>, <@{SHADOW}>)"
+    ) in held["text"]
+    assert "will not count" not in held["text"]  # no confirmation was given
+    assert buttons(held) == {"paused_resume": done}
+    refused = bot.click(COORD, done, "paused_resume")
+    assert refused is not None
+    assert (
+        f"resuming `{STEP}` is for the primary or the shadow, who hold its gate; you are the coordinator"
+        in refused
+    )
+
+    assert "active" in bot.command(f"resume {run_id}", user=COORD)
+    again = bot.stub.wait_for(
+        lambda: [p for p in gate_posts(bot.stub) if p["ts"] != message["ts"]][1:], timeout=30
+    )
+    assert thread_texts(bot.stub)[-1] == (
+        f":arrows_counterclockwise: *Drain the old nodes by hand* (`{STEP}`) — started; confirm when it is done\n"
+        f"Needs the coordinator: <@{COORD}> · still waiting for the coordinator\n"
+        ":arrow_forward: Posted again: the run was paused and resumed; confirm it here, not on the message above."
+    )
+    assert again[-1]["message"]["text"] == thread_texts(bot.stub)[-1]
+    superseded = bot.stub.wait_for(
+        lambda: next((e for e in edits_of(bot.stub, message["ts"]) if "superseded" in e["text"]), None),
+        timeout=30,
+    )
+    assert "this gate was posted again below; confirm it there." in superseded["text"]
+    assert bot.click(COORD, done) is not None  # the old Confirm done is stale
+    assert bot.click(COORD, bot.gate(STEP)) is None
+    assert bot.services.runs.load(run_id).step_run(STEP).state == "succeeded"
 
 
 @pytest.fixture

@@ -675,6 +675,10 @@ class RunCards:
                 "by": last.user_id if last is not None and last.user_id != "bot" else "",
                 "at": last.at if last is not None else None,
                 "votes": sorted({a.user_id for a in run.votes(sr, run.phase(sr) or "")}),
+                # Resume is for the step's (start) gate, as on the card (`machine.paused_refusal`).
+                "resumers": sorted(
+                    {p for role in run.plan.step(sr.step_id).gate.roles for p in run.roster.get(role, ())}
+                ),
             },
         }
 
