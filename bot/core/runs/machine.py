@@ -197,13 +197,16 @@ def _set_step(run: Run, sr: StepRun, new: StepState, now: datetime, **changes: o
     if new is StepState.AWAITING_APPROVAL:
         updated = dataclasses.replace(updated, opened_at=now, escalations=0)
     if new is StepState.RUNNING:
-        # The "done" gate of a plain step escalates from when the work started; what a run of it
-        # before left behind is the new run's to say again.
-        updated = dataclasses.replace(updated, started_at=now, opened_at=now, escalations=0, left_behind="")
+        # The "done" gate of a plain step escalates from when the work started.
+        updated = dataclasses.replace(updated, started_at=now, opened_at=now, escalations=0)
     if new in (StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED, StepState.INTERRUPTED):
         updated = dataclasses.replace(updated, finished_at=now)
-    steps = tuple(updated if s.step_id == sr.step_id else s for s in run.steps)
-    return dataclasses.replace(run, steps=steps)
+    return _with_step(run, updated)
+
+
+def _with_step(run: Run, new: StepRun) -> Run:
+    """`run` with `new` in place of its step of the same id."""
+    return dataclasses.replace(run, steps=tuple(new if s.step_id == new.step_id else s for s in run.steps))
 
 
 def _set_run(run: Run, new: RunState, reason: str = "") -> Run:
@@ -491,8 +494,8 @@ def fail(run: Run, sr: StepRun, step: Step, now: datetime, why: str, events: lis
 def action_finished(
     run: Run, *, step_id: str, epoch: int, ok: bool, detail: str, now: datetime, left_behind: str = ""
 ) -> Outcome:
-    """The bot's actions for a running step ended; `epoch` is the step's when they started;
-    `left_behind`: what they left for people though they succeeded (`StepRun.left_behind`)."""
+    """The bot's actions for a running step ended (`epoch`: the step's when they started), leaving
+    `left_behind` for people though they succeeded."""
     sr = run.step_run(step_id)
     if sr.state is not StepState.RUNNING or sr.epoch != epoch:
         raise TransitionRefused(f"step `{step_id}` is no longer running the actions that just finished")
@@ -600,10 +603,7 @@ def resume(run: Run, *, by: str, now: datetime, reason: str = "") -> Outcome:
         # A gate open across the pause opens afresh (a new epoch): posted again at the thread's end,
         # the old message's buttons stale, the votes given before the pause not counted; its timeout
         # and escalations count from now (nobody could answer it while the run was paused).
-        fresh = dataclasses.replace(cur, epoch=cur.epoch + 1, opened_at=now, escalations=0)
-        run = dataclasses.replace(
-            run, steps=tuple(fresh if s.step_id == cur.step_id else s for s in run.steps)
-        )
+        run = _with_step(run, dataclasses.replace(cur, epoch=cur.epoch + 1, opened_at=now, escalations=0))
     return Outcome(run=run, events=tuple(events))
 
 
@@ -908,10 +908,7 @@ def due(run: Run, *, now: datetime) -> Outcome:
         # Found this late, the timeout fell due while no bot was ticking (down, or no leader):
         # nobody could answer a gate then, so its clock counts again from now, and says why.
         fell_due = cur.opened_at + step.timeout
-        updated = dataclasses.replace(cur, opened_at=now)
-        run = dataclasses.replace(
-            run, steps=tuple(updated if s.step_id == cur.step_id else s for s in run.steps)
-        )
+        run = _with_step(run, dataclasses.replace(cur, opened_at=now))
         why = (
             f"the bot was not running when its {format_duration(step.timeout)} timeout fell due "
             f"({_dated(fell_due)}): nobody could answer the gate then, so it counts again from now "
@@ -928,8 +925,7 @@ def due(run: Run, *, now: datetime) -> Outcome:
     if level >= len(levels) or waited < step.escalate_after * (level + 1):
         return Outcome(run=run)
     roles = levels[level]
-    updated = dataclasses.replace(cur, escalations=level + 1)
-    run = dataclasses.replace(run, steps=tuple(updated if s.step_id == cur.step_id else s for s in run.steps))
+    run = _with_step(run, dataclasses.replace(cur, escalations=level + 1))
     return Outcome(
         run=run,
         events=(
