@@ -26,6 +26,7 @@ from typing import TextIO
 EMOJI: Mapping[str, tuple[str, str]] = {
     "alarm_clock": ("⏰", "[time]"),
     "arrow_forward": ("▶️", "[>]"),
+    "arrow_heading_down": ("⤵️", "[moved]"),
     "arrows_counterclockwise": ("🔄", "[~]"),
     "ballot_box_with_check": ("☑️", "[v]"),
     "black_square_for_stop": ("⏹️", "[stopped]"),
