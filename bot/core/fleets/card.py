@@ -29,7 +29,7 @@ from bot.core.delivery import Deliveries
 from bot.core.durations import format_duration
 from bot.core.fleets import machine as M
 from bot.core.fleets import render
-from bot.core.rendering import fit, slack_escape
+from bot.core.rendering import fit, people
 from bot.errors import BotError
 
 log = logging.getLogger(__name__)
@@ -58,11 +58,17 @@ MILESTONES = {
 }
 
 
+def _shown(text: str) -> str:
+    """A row's reasons on the card: the bot's words, escaped, with the people they name by id
+    ("reported failed by U0SHADOW") as mentions, which Slack shows by name."""
+    return str(people(text))
+
+
 def _stage_text(title: str, rows: Sequence[render.Row]) -> str:
     """A stage's section: the rows that need people first, healthy ones collapsed when needed."""
     urgent = [r for r in rows if not r.healthy]
     healthy = [r for r in rows if r.healthy]
-    full = "\n".join([title, *(r.line() for r in urgent), *(r.line() for r in healthy)])
+    full = "\n".join([title, *(r.line(_shown) for r in urgent), *(r.line(_shown) for r in healthy)])
     if len(full) <= SECTION:
         return full
     collapsed = []
@@ -72,7 +78,7 @@ def _stage_text(title: str, rows: Sequence[render.Row]) -> str:
             collapsed.append(
                 f"{render.ICONS[state]} {len(names)} {state}: " + str(fit(", ".join(names), 400, more="…"))
             )
-    lines = [title, *(r.line() for r in urgent), *collapsed]
+    lines = [title, *(r.line(_shown) for r in urgent), *collapsed]
     return str(fit("\n".join(lines), SECTION - SLACK))
 
 
@@ -114,7 +120,7 @@ def card(view: render.View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
     fleet = view.fleet
     head = [render.headline(fleet, now)]
     if fleet.reason:
-        head.append(f":warning: {slack_escape(fleet.reason)}")
+        head.append(f":warning: {people(fleet.reason)}")
     if nxt := M.over_budget_next(fleet):
         head.append(f":point_right: {nxt}")
     for extra in (render.soak_line(fleet, now), render.gate_line(fleet, now)):
@@ -150,7 +156,7 @@ def card(view: render.View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
     summary = " · ".join(f"{render.ICONS[k]} {n} {k}" for k, n in counts.items() if n)
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": summary or "no clusters"}]})
     text = f"Fleet {fleet.plan.name} {fleet.id}: {fleet.state}" + (
-        f" — {fleet.reason}" if fleet.reason else ""
+        f" — {people(fleet.reason)}" if fleet.reason else ""
     )
     return str(fit(text, 3000)), blocks
 
@@ -164,7 +170,7 @@ def milestone(event: M.FleetEvent) -> str:
     return pattern.format(
         stage=f"`{event.stage}`" if event.stage else "",
         cluster=f"*{event.cluster}*",
-        detail=slack_escape(event.detail) if event.detail else "",
+        detail=people(event.detail) if event.detail else "",
         actor=f"<@{event.actor}>" if event.actor else "the bot",
     )
 

@@ -7,7 +7,7 @@ step, and whether it is stalled (a running child with no progress for `stall_aft
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -57,7 +57,9 @@ class Row:
         """Completed only because people skipped failed steps of its run (`machine.COMPLETED_WITH`)."""
         return self.state == M.SUCCEEDED and self.reason.startswith(M.COMPLETED_WITH)
 
-    def line(self) -> str:
+    def line(self, shown: Callable[[str], str] = str) -> str:
+        """The row in one line; `shown` turns its reasons (the bot's words, naming people and
+        quoting theirs) into what the reader sees (the card: escaped, people as mentions)."""
         icon = ":large_yellow_circle:" if self.loose else ICONS.get(self.state, "")
         parts = [f"{icon} *{self.cluster}* — {self.state}"]
         if self.versions:
@@ -67,11 +69,11 @@ class Row:
         if self.run_id:
             parts.append(f"run `{self.run_id}`")
         if self.paused:
-            parts.append(f":double_vertical_bar: its run is paused, waiting for people: {self.paused}")
+            parts.append(f":double_vertical_bar: its run is paused, waiting for people: {shown(self.paused)}")
         if self.stalled:
             parts.append(":hourglass: stalled")
         if self.reason:
-            parts.append(self.reason)
+            parts.append(shown(self.reason))
         return " · ".join(parts)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from bot.settings import load_settings
 from bot.sim.cluster import SimCluster
 from tests.support.blockkit import buttons, message_blocks, text_of
 from tests.support.clock import FakeClock
-from tests.support.fleets import T0, big_fleet_view, fail, fleet_config
+from tests.support.fleets import T0, big_fleet_view, fail, fail_step, fleet_config
 from tests.support.secrets import slack_env
 from tests.support.slack_stub import SlackStub
 
@@ -100,6 +101,43 @@ def test_one_card_edited_in_place_and_each_milestone_once(
     )
     assert sum(1 for t in thread if t.startswith(":red_circle: *ci* failed")) == 1
     assert len([m for m in slack_stub.posted("C0OPS") if m["text"].startswith("Fleet twelve")]) == 1
+
+
+def test_people_the_fleets_reasons_name_are_mentions_on_the_card_and_in_its_thread(
+    slack_bot: tuple[Services, FakeClock], slack_stub: SlackStub
+) -> None:
+    """The fleet's reasons are the bot's words with people's ids in them ("reported failed by
+    U0SHADOW", "aborted by U0COORD"): the card and its thread showed the raw ids."""
+    bot, _clock = slack_bot
+    fleet = bot.fleets.start("twelve", Actor(user_id="U0PRIMARY"))
+    ci = next(m for m in bot.fleets.load(fleet.id).members if m.cluster == "ci")
+    fail_step(bot.runs, ci.run_id)
+    bot.fleets.tick()
+    bot.fleets.abort(fleet.id, Actor(user_id="U0COORD"), reason="<!channel> the canary's PDB")
+    card_now = slack_stub.wait_for(
+        lambda: next(
+            (
+                m
+                for m in slack_stub.posted("C0OPS")
+                if m["text"].startswith("Fleet twelve") and "aborted by" in m["text"]
+            ),
+            None,
+        )
+    )
+    shown = text_of(message_blocks(card_now))
+    assert ":warning: aborted by <@U0COORD>: &lt;!channel&gt; the canary's PDB" in shown
+    assert (
+        f"drain failed in run {ci.run_id}: reported failed by <@U0SHADOW>: the PDB blocks eviction" in shown
+    )
+    assert card_now["text"].endswith("aborted — aborted by <@U0COORD>: &lt;!channel&gt; the canary's PDB")
+    thread = [m["text"] for m in slack_stub.posted("C0OPS") if m.get("thread_ts") == card_now["ts"]]
+    assert ":no_entry: Fleet aborted: aborted by <@U0COORD>: &lt;!channel&gt; the canary's PDB" in thread, (
+        thread
+    )
+    assert any(
+        t.startswith(":red_circle: *ci* failed: ") and "reported failed by <@U0SHADOW>" in t for t in thread
+    )
+    assert not [t for t in [shown, card_now["text"], *thread] if re.search(r"(?<![@^])U0(COORD|SHADOW)", t)]
 
 
 def test_the_card_offers_the_buttons_of_what_people_can_do_now_each_valid_block_kit() -> None:
