@@ -14,6 +14,7 @@ from bot.core.jobs.analysis import AnalysisJob
 from bot.core.jobs.background import BACKGROUND_ARG
 from bot.core.jobs.base import Decision
 from bot.core.jobs.registry import default_jobs
+from bot.core.rendering import inert_naming
 from bot.frontdoor.rehearse import load_plan_file
 from tests.support.blockkit import message_blocks
 from tests.support.jobs import FakeCluster, JobDriver
@@ -56,6 +57,10 @@ def test_an_alerts_step_without_alertmanager_asks_a_person_and_records_not_measu
     )
     assert (done.done, done.ok) == (True, True)
     assert done.detail == "alerts: not measured (no source) — checked by eye by <@U0SHADOW>"
+    # The thread's line names the person as a mention (the driver keeps it, making the rest inert).
+    (said,) = done.posts
+    assert (said.text, said.people) == (done.detail, ("U0SHADOW",))
+    assert inert_naming(said.text, said.people) == done.detail
     assert done.audit[0][0] == "evidence:by-eye"
     view = step_view("alerts", done.progress, done=True, ok=True, name="settle-alerts")
     assert view.alerts is not None

@@ -204,6 +204,17 @@ def people(text: object) -> Markup:
     return Markup(re.sub(r"(?<=>)\+(?=<@)", " and ", shown))
 
 
+def inert_naming(text: object, people: Iterable[str]) -> str:
+    """`inert(text)`, but for the bot's own mentions `<@ID>` of `people` (who answered a job's
+    question), which stay mentions: any other `<…>` in it (a pod's name, a person's reason) is
+    shown as text."""
+    shown = inert(text)
+    for person in dict.fromkeys(people):
+        if USER_ID.match(person):
+            shown = shown.replace(inert(f"<@{person}>"), f"<@{person}>")
+    return shown
+
+
 def fit(text: object, limit: int, keep: str = "start", more: str = "…and {n} more") -> Markup:
     """Rendered text (already Slack markup) within `limit` characters, by whole lines: the
     lines left out are counted ("…and 3 more"), and nothing is cut inside an emoji code, a

@@ -258,7 +258,7 @@ def test_a_drain_past_its_timeout_asks_and_does_nothing_until_people_decide_skip
     assert driver.last.done
     assert driver.last.ok
     assert "skipped 1" in driver.last.detail
-    assert "U-primary chose to skip" in driver.posts[f"drain-decision:{node}:1"]
+    assert "<@U-primary> chose to skip" in driver.posts[f"drain-decision:{node}:1"]
     assert _unschedulable(backend, node)
     assert _on(backend, node, "app=web") == stuck
 

@@ -12,7 +12,7 @@ import pytest
 from bot.core.checks.findings import Finding as CheckFinding
 from bot.core.checks.findings import Report as CheckReport
 from bot.core.checks.service import summary_context
-from bot.core.rendering import BIDI_CONTROLS, Renderer, clip, fit, inert, link, people, until
+from bot.core.rendering import BIDI_CONTROLS, Renderer, clip, fit, inert, inert_naming, link, people, until
 from bot.core.snapshots.diff import Finding
 from bot.errors import TemplateError
 from bot.records import SnapshotMeta
@@ -369,6 +369,18 @@ def test_a_window_s_end_carries_its_date_when_it_ends_another_day_or_the_window_
     late = datetime(2027, 3, 29, 21, tzinfo=UTC)
     assert "^{date_short_pretty} {time}|" in until(
         datetime(2027, 3, 30, 0, tzinfo=UTC), late, "Europe/Berlin"
+    )
+
+
+def test_a_jobs_line_stays_inert_but_for_the_bot_s_mention_of_who_answered() -> None:
+    line = "node n1: <@U0SHADOW> (<@U0BOSS> <!channel> <https://x|y>) chose to skip it"
+    assert inert_naming(line, ("U0SHADOW",)) == (
+        "node n1: <@U0SHADOW> (&lt;@U0BOSS&gt; &lt;!channel&gt; &lt;https://x|y&gt;) chose to skip it"
+    )
+    assert inert_naming(line, ()) == inert(line)
+    # Only a well-formed id is let through: anything else stays text.
+    assert inert_naming("by <@U-primary> and <!channel>", ("U-primary", "!channel")) == (
+        "by &lt;@U-primary&gt; and &lt;!channel&gt;"
     )
 
 

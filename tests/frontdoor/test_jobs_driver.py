@@ -25,6 +25,7 @@ from bot.core.delivery import DEAD_AFTER, DEAD_AFTER_FAILURES, Deliveries
 from bot.core.duties import Duties, Lane
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
+from bot.core.jobs.drain import DrainJob
 from bot.core.jobs.service import AFTER_ABORT, RETRY_SECONDS, JobService, choice_json, choice_of
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
@@ -48,9 +49,10 @@ from bot.frontdoor.metrics import Metrics
 from bot.frontdoor.rehearse import exit_status, last_line
 from bot.records import JobRow, StepState
 from bot.resources import BUILTIN_TEMPLATES
-from tests.support import blockkit
+from tests.support import blockkit, kube_objects
 from tests.support.bot_process import bot_command
 from tests.support.clock import FakeClock
+from tests.support.jobs import FakeCluster
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
@@ -222,11 +224,12 @@ class Setup:
         dead_after: timedelta = DEAD_AFTER,
         sdk_retries: bool = True,
         left_behind: str = "",
+        drain: Any = None,
     ) -> JobService:
         """A JobService as one process would have it (`owner`), bound to a fresh RunService (as
         `bot.frontdoor.assemble` binds them); with `duties`, driven by that engine. Without
         `sdk_retries`, each attempt is one call (the client's own handler retries a 5xx twice,
-        after 0.5 s and 1 s)."""
+        after 0.5 s and 1 s). `drain`: the job that drains (default: the fake one)."""
         deliveries = Deliveries(
             store=self.store,
             poster=SlackGateway(make_web_client(BOT_TOKEN, self.stub.api_url, sdk_retries=sdk_retries)),
@@ -240,7 +243,8 @@ class Setup:
             store=self.store,
             registry=JobRegistry(
                 jobs={
-                    "drain": FakeDrain(self.world, ask_on=ask_on, failures=failures, left_behind=left_behind),
+                    "drain": drain
+                    or FakeDrain(self.world, ask_on=ask_on, failures=failures, left_behind=left_behind),
                     "uncordon": FakeUncordon(self.world),
                 }
             ),
@@ -487,6 +491,39 @@ def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None
     audit = [e.detail for e in setup.store.audit_entries(limit=100)]
     assert any("delete by U0COORD" in d for d in audit)
     assert any("decided: drain-timeout:n2:1: delete by U0COORD (PDB of a dead app)" in d for d in audit)
+
+
+def test_the_drains_thread_names_who_answered_its_question_as_a_mention_and_their_words_as_text(
+    setup: Setup,
+) -> None:
+    """The drain's answer lines ("node n1: U0PRIMARY chose to wait") showed the raw id: a job's
+    lines are made inert, which keeps the cluster's names and people's words from pinging, and
+    kept the bot's own mention of the answerer from showing as a name too."""
+    cluster = FakeCluster(
+        nodes=[kube_objects.node("n1", "ng-shared")],
+        pods=[kube_objects.pod("shop", "web-a", owner=("ReplicaSet", "web-5d8f"), node_name="n1")],
+    )
+    cluster.blocked.add("shop/web-a")
+    jobs = setup.jobs("proc-a", drain=DrainJob(("eks.amazonaws.com/nodegroup",)))
+    _run, row = claimed_drain(setup, jobs)
+    for _ in range(5):  # cordoned, its pod's eviction refused by the budget, again and again
+        jobs.advance(row.id, cluster=cluster)
+    setup.clock.advance(timedelta(minutes=16))
+    assert drive(jobs, row.id, cluster=cluster) == "waiting"
+    key = "drain-timeout:n1:1"
+    jobs.decide(
+        row.id, choice_key=key, option="skip", user_id="U0SHADOW", reason="<@U0BOSS> <!channel> said so"
+    )
+    assert drive(jobs, row.id, cluster=cluster) == "done"
+    (line,) = [t for t in thread(setup.stub) if "chose to skip" in t]
+    assert (
+        line
+        == "node n1: <@U0SHADOW> (&lt;@U0BOSS&gt; &lt;!channel&gt; said so) chose to skip it; it stays cordoned"
+    )
+    audit = [e.detail for e in setup.store.audit_entries(limit=100)]
+    assert any(
+        d.endswith("node n1, round 1: skip by U0SHADOW (<@U0BOSS> <!channel> said so)") for d in audit
+    ), [d for d in audit if "round 1" in d]
 
 
 def test_a_question_of_an_interrupted_job_is_answered_only_after_the_resume(setup: Setup) -> None:

@@ -38,11 +38,15 @@ Progress = dict[str, Any]
 class Post:
     """A line the job owes the run's thread; `key` is deterministic (never the text), e.g.
     `pdb-blocked:payments/api-pdb:ip-10-0-1-7` — the same key is posted once, ever. `text` is
-    plain text (mrkdwn emphasis at most, never `<…>` markup): the driver makes it inert."""
+    plain text (mrkdwn emphasis at most, never `<…>` markup): the driver makes it inert, but for
+    the mentions `<@ID>` of the `people` it names (who answered the job's question)."""
 
     key: str
     text: str
     broadcast: bool = False
+    #: The people the line names as `<@ID>`: shown as mentions; any other `<…>` in it (a pod's
+    #: name, a person's reason) stays inert text.
+    people: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1183,7 +1183,8 @@ class _Run:
     def decide(self, name: str, decision: Decision) -> Tick:
         node = self.p["nodes"][name]
         round_ = node["round"]
-        who = decision.by + (f" ({decision.reason})" if decision.reason else "")
+        why = f" ({decision.reason})" if decision.reason else ""
+        who, audited = f"<@{decision.by}>{why}", f"{decision.by}{why}"  # the thread's mention, the audit's id
         if decision.option == WAIT.id:
             node["started"] = iso(self.now)
             text = f"node {name}: {who} chose to wait 15 more minutes"
@@ -1213,8 +1214,8 @@ class _Run:
             return self.result(choice=self.choice(name), wait=5.0)
         node["choice"] = None
         node["round"] = round_ + 1
-        self.posts.append(Post(key=f"drain-decision:{name}:{round_}", text=text))
-        self.audit.append(("drain-decision", f"node {name}, round {round_}: {decision.option} by {who}"))
+        self.posts.append(Post(key=f"drain-decision:{name}:{round_}", text=text, people=(decision.by,)))
+        self.audit.append(("drain-decision", f"node {name}, round {round_}: {decision.option} by {audited}"))
         return self.result(wait=0.0)
 
 

@@ -59,7 +59,7 @@ def person_check(kind: str, progress: Mapping[str, Any], decision: Decision | No
         if decision.option == "confirm":
             text = f"{kind}: {NOT_MEASURED} — checked by eye by <@{decision.by}>"
             done = {**progress, "confirmed_by": decision.by}
-            return Tick(progress=done, posts=(Post(key=key + ":confirmed", text=text),), done=True, ok=True,
+            return Tick(progress=done, posts=(Post(key=key + ":confirmed", text=text, people=(decision.by,)),), done=True, ok=True,
                         detail=text, audit=(("evidence:by-eye", f"{text}: {reason}"),), wait=0.0)  # fmt: skip
         text = f"{kind}: {NOT_MEASURED} — <@{decision.by}> did not confirm it by eye"
         return Tick(progress={**progress, "refused_by": decision.by}, done=True, ok=False, detail=text,

@@ -59,7 +59,7 @@ from bot.core.jobs.gitops import backup_files
 from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection, StepReports
 from bot.core.people import Directory, roles_of
-from bot.core.rendering import inert, mention, mentions
+from bot.core.rendering import inert, inert_naming, mention, mentions
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import (
     POISON_ATTEMPTS,
@@ -687,7 +687,7 @@ class JobService:
         now = self.clock()
         # A job's lines are plain text built from node, pod and workload names (the cluster's) and
         # arguments (the user's): made inert here, once, so no job can post a ping or a fake link.
-        outbox = [_owed(p.key, p.text, broadcast=p.broadcast) for p in tick.posts]
+        outbox = [_owed(p.key, p.text, broadcast=p.broadcast, people=p.people) for p in tick.posts]
         outbox += self._reached_again(row, now)
         if tick.choice is not None:
             outbox.append((f"choice:{tick.choice.key}", json.dumps(self._choice_body(row, tick.choice))))
@@ -1104,10 +1104,10 @@ class _BotActor:
     correlation_id: str = ""
 
 
-def _owed(key: str, text: str, *, broadcast: bool = False) -> tuple[str, str]:
+def _owed(key: str, text: str, *, broadcast: bool = False, people: Sequence[str] = ()) -> tuple[str, str]:
     """A thread post a job owes, as its outbox row: its line made inert (a job's lines carry the
-    cluster's names and the user's arguments: no ping, no fake link)."""
-    return key, json.dumps({"text": inert(text), "broadcast": broadcast})
+    cluster's names and the user's arguments: no ping, no fake link) but for who answered (`people`)."""
+    return key, json.dumps({"text": inert_naming(text, people), "broadcast": broadcast})
 
 
 #: The choice key of the uncordon offered after an abort (`offer_uncordon`).

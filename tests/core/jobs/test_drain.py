@@ -168,7 +168,7 @@ def test_past_the_timeout_the_job_asks_and_then_does_nothing_until_a_decision() 
     driver.tick(Decision(choice_key="drain-timeout:n1:1", option="wait", by="U1"))
     assert driver.progress["nodes"]["n1"]["choice"] is None
     assert driver.progress["nodes"]["n1"]["started"] == "2026-11-24T07:11:01Z"
-    assert driver.posts["drain-decision:n1:1"] == "node n1: U1 chose to wait 15 more minutes"
+    assert driver.posts["drain-decision:n1:1"] == "node n1: <@U1> chose to wait 15 more minutes"
     clock.advance(timedelta(seconds=61))
     driver.tick()
     assert driver.choice is not None
