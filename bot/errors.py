@@ -62,6 +62,7 @@ jobs' `_InsightsBlock` (UpdateClusterVersion refused over upgrade insights) neve
 
 from __future__ import annotations
 
+import re
 import traceback
 from pathlib import Path
 
@@ -95,6 +96,25 @@ def describe(exc: BaseException) -> str:
         where = f" at {Path(last.filename).name}:{last.lineno} in {last.name}"
     message = exc.user_message if isinstance(exc, BotError) else str(exc)
     return f"{type(exc).__name__}: {clip(message, 200)}{where}"
+
+
+#: Where `describe` says an exception was raised (" at slack.py:190 in _call"): the log's.
+_RAISED_AT = re.compile(r" at [\w.-]+\.py:\d+ in [\w<>.]+$")
+
+
+def described(failure: str) -> tuple[str, str]:
+    """A failure `describe` wrote, as people may read it: (the error's kind, its words). The
+    words are a bot error's own message, without where it was raised; any other exception is a
+    bug, whose text is Python's ("'NoneType' object has no attribute …"), so its words are
+    "an unexpected error" and the log keeps the rest. Text `describe` did not write (a reason of
+    the bot's own, "the bot stopped") is its own words, of no kind."""
+    kind, sep, message = failure.partition(": ")
+    if not (sep and kind.isidentifier()):
+        return "", failure
+    known = globals().get(kind)
+    if not (isinstance(known, type) and issubclass(known, BotError)):
+        return kind, "an unexpected error (a bug: the log has its detail)"
+    return kind, _RAISED_AT.sub("", message)
 
 
 class BotError(Exception):

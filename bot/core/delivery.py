@@ -51,6 +51,7 @@ from bot.errors import (
     SlackOutcomeUnknown,
     TemporaryError,
     describe,
+    described,
 )
 from bot.records import MessageRef
 
@@ -91,6 +92,26 @@ def failure_label(failure: str) -> str:
     if failure.startswith("TemporaryError"):
         return "Slack not answering"
     return "an error"
+
+
+#: Slack's refusals of a post itself (its length, its blocks): retried as it is, it is refused again.
+_THE_POST = ("msg_too_long", "invalid_blocks", "invalid_blocks_format", "no_text", "too_many_attachments")
+
+
+def failure_reason(failure: str) -> str:
+    """A dead letter's failure as `describe` wrote it, for the operator (`outbox list`, the log
+    line that sets it aside): what Slack said, in words, and what to do; the exception's class
+    and where it was raised stay in the log."""
+    kind, words = described(failure)
+    if kind == "SlackCallFailed":
+        if any(re.search(rf"\b{code}\b", words) for code in _THE_POST):
+            return f"{words}: Slack refuses this post as it is, so a retry fails again; drop it"
+        return f"{words}: Slack refuses it the same way each time; retry it once that is mended, or drop it"
+    if kind == "SlackOutcomeUnknown":
+        return f"{words}: it may be in the thread already; look there before you retry it (else drop it)"
+    if kind == "TemporaryError":
+        return f"{words}: retry it once Slack answers again"
+    return f"{words}: retry it, or drop it"
 
 
 def new_owner() -> str:
@@ -351,13 +372,15 @@ class Deliveries:
         if row is None or row.dead_at is None:
             return False
         since = f" since {row.failing_since:%H:%M:%S}Z" if row.failing_since else ""
+        # The reason in words for the operator, then the detail (the error and where it was raised).
         log.error(
             "thread post %s/%s set aside as a dead letter after %s failure(s) in a row%s: %s "
-            "(`upgrade-bot outbox list|retry|drop`)",
+            "(`upgrade-bot outbox list|retry|drop`); detail: %s",
             ref.run_id,
             ref.key,
             row.attempts,
             since,
+            failure_reason(failure),
             failure,
         )
         self.telemetry.outbox_set_aside()

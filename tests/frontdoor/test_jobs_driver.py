@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from bot.adapters.slack import SlackGateway, make_web_client
 from bot.adapters.store import Store
 from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext
-from bot.core.delivery import DEAD_AFTER, DEAD_AFTER_FAILURES, Deliveries
+from bot.core.delivery import DEAD_AFTER, DEAD_AFTER_FAILURES, Deliveries, failure_reason
 from bot.core.duties import Duties, Lane
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Progress, Tick
 from bot.core.jobs.common import RESUMED_AT, iso
@@ -42,7 +43,11 @@ from bot.errors import (
     ClusterForbidden,
     ClusterUnreachable,
     PlanInvalid,
+    SlackCallFailed,
+    SlackOutcomeUnknown,
+    TemporaryError,
     UserError,
+    describe,
 )
 from bot.frontdoor.acting import JOBS, JobDuty
 from bot.frontdoor.metrics import Metrics
@@ -1025,7 +1030,15 @@ def test_a_thread_post_slack_refuses_every_time_is_set_aside_without_blocking_th
     assert (dead.run_id, dead.key, dead.attempts) == (f"job:{row.id}", "drained:n2", POISON_ATTEMPTS)
     assert "msg_too_long" in dead.failure
     assert b"upgrade_bot_outbox_set_aside_total 1.0" in metrics.exposition()
-    assert sum("set aside as a dead letter" in r.getMessage() for r in caplog.records) == 1
+    (said,) = [r.getMessage() for r in caplog.records if "set aside as a dead letter" in r.getMessage()]
+    # The log line says it in words first, then the detail: the error and where it was raised.
+    assert (
+        ": Slack refused chat.postMessage: msg_too_long: Slack refuses this post as it is, so a retry fails "
+        "again; drop it (`upgrade-bot outbox list|retry|drop`); detail: SlackCallFailed: " in said
+    ), said
+    assert re.search(
+        r"; detail: SlackCallFailed: Slack refused chat.postMessage: msg_too_long at \w+\.py:\d+", said
+    )
     assert setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED
 
     # Not owed any more: neither this process's next scan nor a restart's tries it again.
@@ -1039,8 +1052,12 @@ def test_a_thread_post_slack_refuses_every_time_is_set_aside_without_blocking_th
     assert listed.returncode == 0, listed.stderr
     assert f"job:{row.id}/drained:n2\t" in listed.stdout
     assert f"{POISON_ATTEMPTS} attempt(s)" in listed.stdout
-    assert "msg_too_long" in listed.stdout
-    assert "'n2 drained'" in listed.stdout
+    # What Slack said and what to do, in words: no exception class, no code location.
+    assert (
+        "\tSlack refused chat.postMessage: msg_too_long: Slack refuses this post as it is, so a retry "
+        "fails again; drop it\t'n2 drained'\n" in listed.stdout
+    ), listed.stdout
+    assert not re.search(r"SlackCallFailed|\.py:\d+| in _", listed.stdout), listed.stdout
     assert outbox(setup, "retry", f"job:{row.id}/drained:n2").returncode == 0
     assert setup.store.outbox_dead() == []
     job_lane(setup.jobs("proc-c")).scan()
@@ -1050,6 +1067,40 @@ def test_a_thread_post_slack_refuses_every_time_is_set_aside_without_blocking_th
     assert refused_drop.returncode == 1
     assert "is not a dead letter" in refused_drop.stderr
     assert "Traceback" not in refused_drop.stderr
+
+
+def _raised(exc: Exception) -> str:
+    """`describe` of `exc` raised here: with where it was raised, as the outbox stores it."""
+    try:
+        raise exc
+    except Exception as raised:
+        return describe(raised)
+
+
+@pytest.mark.parametrize(
+    ("exc", "said"),
+    [
+        (
+            TemporaryError("Slack is not answering chat.postMessage right now (HTTP 500)"),
+            "Slack is not answering chat.postMessage right now (HTTP 500): retry it once Slack answers again",
+        ),
+        (
+            SlackOutcomeUnknown("Slack did not answer chat.postMessage in time"),
+            "Slack did not answer chat.postMessage in time: it may be in the thread already; look there "
+            "before you retry it (else drop it)",
+        ),
+        (
+            SlackCallFailed("chat.postMessage", "not_in_channel", "the bot is not in that channel"),
+            "the bot is not in that channel: Slack refuses it the same way each time; retry it once that "
+            "is mended, or drop it",
+        ),
+        (KeyError("value"), "an unexpected error (a bug: the log has its detail): retry it, or drop it"),
+    ],
+)
+def test_a_dead_letters_failure_is_said_in_words_with_what_to_do(exc: Exception, said: str) -> None:
+    failure = _raised(exc)
+    assert re.search(r" at \w+\.py:\d+ in _raised$", failure)  # the detail the log keeps
+    assert failure_reason(failure) == said
 
 
 def card_text(setup: Setup, run_id: str) -> str:

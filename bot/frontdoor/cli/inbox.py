@@ -8,7 +8,7 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from bot.errors import UserError, clip
+from bot.errors import UserError, clip, described
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import open_store
 from bot.frontdoor.cli.options import EXIT_OK, Handler, Subparsers, dead_letter_verb
@@ -47,9 +47,13 @@ def _inbox(settings: Settings, args: argparse.Namespace) -> int:
                     payload = {}
                 who = payload.get("user_id") or payload.get("user") or "?"
                 what = payload.get("text") if item.kind == "command" else payload.get("value")
+                # How it failed in words, and the id its log lines carry (the error and where it was raised).
+                failed = described(item.failure)[1] + (
+                    f" (correlation id {payload['_cid']})" if payload.get("_cid") else ""
+                )
                 print(
                     f"#{item.id}\t{item.kind}\t{item.received_at:%Y-%m-%d %H:%M:%S}Z\t{who}\t"
-                    f"{clip(str(what or ''), 60)!r}\t{item.attempts} attempt(s)\t{item.failure}"
+                    f"{clip(str(what or ''), 60)!r}\t{item.attempts} attempt(s)\t{failed}"
                 )
             print(f"{len(items)} dead letter(s)", file=sys.stderr)
             return EXIT_OK

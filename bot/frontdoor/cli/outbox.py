@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from bot.core.delivery import failure_reason
 from bot.errors import UserError, clip
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import open_store
@@ -49,8 +50,9 @@ def _outbox(settings: Settings, args: argparse.Namespace) -> int:
                     body = {}
                 text = body.get("text") if isinstance(body, dict) else ""
                 when = f"{row.dead_at:%Y-%m-%d %H:%M:%S}Z" if row.dead_at is not None else "?"
+                # What Slack said and what to do; the exception and where it was raised are in the log.
                 print(
-                    f"{row.run_id}/{row.key}\t{when}\t{row.attempts} attempt(s)\t{row.failure}\t"
+                    f"{row.run_id}/{row.key}\t{when}\t{row.attempts} attempt(s)\t{failure_reason(row.failure)}\t"
                     f"{clip(str(text or ''), 60)!r}"
                 )
             print(f"{len(rows)} dead letter(s)", file=sys.stderr)
