@@ -727,6 +727,28 @@ def _skip_as_the_gate_counts(
     return run
 
 
+#: What a gate's prompt offers of `/upgrade skip` (its help's words).
+SKIP_OFFER = "'skip REASON' (people did it by hand, or it does not apply), "
+
+
+def _skip_at_gate(service: RunService, run: R.Run, reason: str, term: Terminal) -> R.Run | None:
+    """`skip REASON` at a gate: votes to skip the step, as its gate counts them (`/upgrade skip`),
+    the reason on record; the run goes on to the next gate. None when it was not skipped (no
+    reason, or a vote refused: said, and the gate is asked again)."""
+    cur = run.current
+    assert cur is not None
+    if not reason:
+        term.out.write("  · say why: skip REASON (it goes on the card and into the audit log)\n")
+        return None
+    step = run.plan.step(cur.step_id)
+    who = next(p for r in step.gate.roles for p in run.roster.get(r, ()))
+    try:
+        return _skip_as_the_gate_counts(service, run, reason, term.out, first=who)
+    except UserError as exc:
+        term.out.write(f"  · {exc.user_message}\n")
+        return None
+
+
 def _decide(
     service: RunService,
     run: R.Run,
@@ -747,9 +769,11 @@ def _decide(
     ]
     if not term.auto_approve:
         term.out.write(_framed(_card_text(service, run)))
+        # A step not started yet may be skipped, as `/upgrade skip STEP --reason …` does in Slack.
+        skippable = cur.state is R.StepState.AWAITING_APPROVAL
         prompt = (
             f"{cur.step_id} ({run.phase(cur)}): approve as [{'/'.join(dict.fromkeys(people))}], "
-            "'reject REASON', or 'abort': "
+            f"'reject REASON', {SKIP_OFFER if skippable else ''}or 'abort': "
         )
         # A person at a prompt mistypes or answers for the wrong role: the gate says why, as its
         # button would in Slack, and the same question is asked again. Only `abort` or the end of
@@ -766,6 +790,11 @@ def _decide(
             if not answer:
                 break  # nobody named: the roster answers this gate, as with --auto-approve
             word, _, reason = answer.partition(" ")
+            if skippable and word == "skip":
+                skipped = _skip_at_gate(service, run, reason.strip(), term)
+                if skipped is None:
+                    continue
+                return skipped
             rejecting = word == "reject"
             if rejecting and not reason.strip():
                 # As the Reject button's modal does: a rejection says why (thread and audit log).

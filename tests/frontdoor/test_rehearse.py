@@ -319,7 +319,10 @@ def test_an_interactive_rehearsal_asks_and_can_stop() -> None:
     assert "Run *aborted* — rehearsal stopped" in result.stdout
 
 
-CHECKS_START = "checks (start): approve as [U0PRIMARY], 'reject REASON', or 'abort': "
+CHECKS_START = (
+    "checks (start): approve as [U0PRIMARY], 'reject REASON', 'skip REASON' (people did it by hand, or it "
+    "does not apply), or 'abort': "
+)
 
 
 def test_a_refused_or_unknown_answer_says_why_and_asks_again_until_abort() -> None:
@@ -486,6 +489,57 @@ def test_interactive_offers_skip_resume_abort_at_a_failed_step_with_piped_answer
     assert "Run *aborted* — rehearsal stopped" in out
     assert result.returncode == 1, result.stderr[-3000:]
     assert out.rstrip().endswith(" aborted")
+
+
+BY_HAND_PLAN = """\
+name: by-hand
+cluster: prod
+current_version: "1.29.4"
+target_version: "1.30.2"
+window: {start: "2026-11-28T22:00", end: "2026-11-29T03:00", timezone: Asia/Tokyo}
+channels: {operations: C0OPS}
+roster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}
+steps:
+  - id: tell-payments
+    title: Tell the payments team
+    gate: {any_of: [primary]}
+    done: {any_of: [shadow]}
+  - id: snapshot-pre
+    title: Snapshot before
+    gate: {any_of: [primary]}
+    actions:
+      - snapshot: {label: pre}
+"""
+BY_HAND_START = (
+    "tell-payments (start): approve as [U0PRIMARY], 'reject REASON', 'skip REASON' (people did it by hand, "
+    "or it does not apply), or 'abort': "
+)
+
+
+def test_interactive_skips_a_step_people_did_by_hand_at_its_gate_with_the_reason_on_record(
+    tmp_path: Path,
+) -> None:
+    """At a gate the prompt offered approve, reject or abort: a step people did by hand (or that does
+    not apply) could not be skipped, as `/upgrade skip STEP --reason …` does in Slack."""
+    plan = tmp_path / "by-hand.yaml"
+    plan.write_text(BY_HAND_PLAN, encoding="utf-8")
+    answers = "skip\nskip told them by phone at 14:00\nabort\n"
+    result = rehearse(str(plan), "--scenario", "small", "--interactive", stdin=answers)
+    out = result.stdout
+    # A skip without a reason is answered and asked again, as the paused prompt does.
+    assert out.count(BY_HAND_START) == 2, out[-3000:]
+    assert BY_HAND_START + "  · say why: skip REASON (it goes on the card and into the audit log)\n" in out
+    # Voted as the gate counts it, the reason on record; the run goes on to the next gate.
+    assert BY_HAND_START + "  ↳ U0PRIMARY votes to skip tell-payments\n" in out
+    assert "⏩ @U0PRIMARY skipped `tell-payments`: told them by phone at 14:00" in out
+    assert (
+        "⏩ `tell-payments` Tell the payments team — skipped · _skipped by @U0PRIMARY: told them by phone at 14:00_"
+        in out
+    )
+    # Only a step not started yet can be skipped: the next gate offers it too, and abort stops there.
+    assert "snapshot-pre (start): approve as [U0PRIMARY], 'reject REASON', 'skip REASON' (" in out
+    assert "Run *aborted* — rehearsal stopped · 1 done (1 skipped)" in out
+    assert result.returncode == 1, result.stderr[-3000:]
 
 
 def test_interactive_resume_reopens_the_failed_steps_gate_and_runs_it_again() -> None:
