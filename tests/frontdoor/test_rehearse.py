@@ -652,6 +652,51 @@ def test_the_teams_checks_images_runs_img001_against_the_sims_registry_and_plain
     assert "[x] *`checks` failed* in run" in out
 
 
+DRAIN_WORKERS_PLAN = """\
+name: drain-workers
+cluster: prod
+current_version: "1.29.4"
+target_version: "1.30.2"
+window: {start: "2026-11-28T22:00", end: "2026-11-29T03:00", timezone: Asia/Tokyo}
+channels: {operations: C0OPS}
+roster: {primary: [U0PRIMARY], shadow: [U0SHADOW], coordinator: [U0COORD]}
+steps:
+  - id: drain-workers
+    title: Drain the workers
+    gate: {approve: [primary, shadow]}
+    actions:
+      - drain: {nodegroup: workers, version: "1.30.2", timeout: 1m}
+"""
+
+
+def test_a_plain_interactive_rehearsal_asks_a_drain_blocked_by_a_budget_in_plain_text(tmp_path: Path) -> None:
+    """The drain's question quotes the bot's text (":warning: Deleting them would go past …"): its
+    prompt is shown as the transcript is with --plain, not with Slack's markup."""
+    plan = tmp_path / "drain-workers.yaml"
+    plan.write_text(DRAIN_WORKERS_PLAN, encoding="utf-8")
+    # The small scenario's workers hold its web tier, whose budget allows one pod down: draining the
+    # whole group at once leaves the next pods nowhere to go, and the budget blocks them.
+    answers = "U0PRIMARY\nU0SHADOW\nskip\nskip\nskip\n"
+    result = rehearse(str(plan), "--scenario", "small", "--interactive", "--plain", stdin=answers)
+    out = result.stdout
+    asked = re.search(
+        r"^job \d+ asks: Drain of node (\S+): .*?\(then a reason if it needs one\): ", out, re.M | re.S
+    )
+    assert asked is not None, out[-3000:]
+    prompt = asked[0]
+    assert (
+        "; blocked by default/web. What now?\n[!] Deleting them would go past PodDisruptionBudget default/web"
+        in (prompt)
+    )
+    assert prompt.endswith(" [wait/delete/skip] (then a reason if it needs one): ")
+    # Plain text: no emoji codes or emoji, no mentions, no bold, ASCII only.
+    assert not re.search(r":[a-z_]+:|<@|<!|\*\w", prompt), prompt
+    assert prompt.isascii(), prompt
+    # The answer is said in the thread by name, in plain text too.
+    assert f"-> node {asked[1]}: @U0PRIMARY chose to skip it; it stays cordoned" in out
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
 def test_the_rehearsals_reason_on_record_fits_the_question() -> None:
     from bot.core.jobs.eks import INSIGHTS
     from bot.frontdoor.rehearse import rehearsal_why
