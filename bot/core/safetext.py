@@ -17,6 +17,17 @@ _HIDDEN = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
 _BREAKS = re.compile(r"[\t\n\r]+")
 
 
+def printable(value: object, *, multiline: bool = True) -> str:
+    """Text read from a cluster or typed by a user, made safe to print on a terminal or in a file
+    (a report, an export): control characters (terminal escapes, NUL, BEL) and bidirectional marks
+    removed, newlines and tabs kept where the context allows them (`multiline`), else a space. No
+    Slack escaping: for Slack, `inert`."""
+    text = str(value)
+    if not multiline:
+        text = _BREAKS.sub(" ", text)
+    return _HIDDEN.sub("", text)
+
+
 def inert(value: object, *, multiline: bool = True) -> str:
     """Text typed by a user or read from a cluster, made safe to put in a Slack message.
 
@@ -24,8 +35,5 @@ def inert(value: object, *, multiline: bool = True) -> str:
     on), control characters and bidirectional overrides/isolates are removed. Newlines and tabs stay
     where the context allows them (`multiline`); in a one-line context they become a space.
     """
-    text = str(value)
-    if not multiline:
-        text = _BREAKS.sub(" ", text)
-    text = _HIDDEN.sub("", text)
+    text = printable(value, multiline=multiline)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -27,6 +27,7 @@ from bot.core.checks.waivers import apply_covers, covers_object, waiver_covers
 from bot.core.kube.applied import APPLIED_KINDS
 from bot.core.kube.versions import target_version_problem
 from bot.core.rules import Rule, RuleHit
+from bot.core.safetext import printable
 from bot.core.snapshots.projection import Progress
 from bot.errors import UsageError, UserError, clip
 from bot.records import ClusterConfig, EksProvider, FileAttachment, ImageChecks, WaiverRow
@@ -536,7 +537,8 @@ def render_text(report: Report) -> str:
             lines.extend(f"  accepted: {cover_lines(cover)}" for cover in c.covers)
         lines.append("")
     lines.extend(f"note: {n}" for n in report.notes)
-    return "\n".join(lines).rstrip() + "\n"
+    # What the cluster wrote (an event's message, an annotation) reaches a terminal: no escapes.
+    return printable("\n".join(lines).rstrip() + "\n")
 
 
 def _md(text: str) -> str:
@@ -569,7 +571,7 @@ def render_markdown(report: Report) -> str:
     if report.notes:
         lines.append("## Notes")
         lines.extend(f"- {n}" for n in report.notes)
-    return "\n".join(lines).rstrip() + "\n"
+    return printable("\n".join(lines).rstrip() + "\n")
 
 
 #: A finding's first object, the thing it is about: `[path:line ]Kind [namespace/]name[ (note)][: …]`.

@@ -30,6 +30,7 @@ from bot.core.rules.model import (
 )
 from bot.core.rules.patterns import MatchBudget
 from bot.core.rules.signals import _Candidates
+from bot.core.safetext import printable
 
 
 def _event_ok(m: EventMatch, e: EventRecord) -> bool:
@@ -217,7 +218,9 @@ def _match_rules(
             workload=key[1],
             namespace=ns,
             pods=tuple(sorted(placed)),
-            evidence=ev,
+            # One line, whatever the cluster wrote: an event's message or a log line quoted as
+            # evidence never opens lines of its own in a post ("*What to do*" of its own making).
+            evidence=printable(ev, multiline=False),
             container=container,
             nodes=tuple(sorted((p, n) for p, n in placed.items() if n)),
         )

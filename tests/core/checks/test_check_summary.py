@@ -122,3 +122,25 @@ def test_the_check_reply_says_what_the_checks_did_not_see_and_not_the_other_note
     assert "known-issue rules" not in text
     assert "names no provider" not in text  # a choice of the configuration, said in the report only
     assert "14 nodes" not in text
+
+
+def test_the_checks_text_and_markdown_carry_no_terminal_escapes_or_bidi_marks_from_the_cluster() -> None:
+    """An event's message with `ESC[2J ESC]0;title BEL` and a right-to-left override: printed by
+    `upgrade-bot check` it cleared the screen, set the window's title and reversed `exe.txt`."""
+    from bot.core.checks import service
+    from bot.core.checks.findings import REQUIRED, Finding, Report
+
+    hostile = "PodEvictionFailure \x1b[2J\x1b]0;pwned\x07\x1b[31mRED\u202eexe.txt"
+    finding = Finding(
+        id="KI006",
+        severity=REQUIRED,
+        title="Eviction refused",
+        objects=(f"Pod shop/db-0 {hostile}",),
+        why=f"Seen: event EvictionBlocked: {hostile}\nmore",
+        fix="kubectl -n shop get pdb",
+    )
+    report = Report(cluster="prod", target="1.30", findings=(finding,))
+    for text in (service.render_text(report), service.render_markdown(report)):
+        assert "PodEvictionFailure [2J]0;pwned[31mREDexe.txt" in text
+        assert not any(ch in text for ch in "\x1b\x07\u202e")
+        assert "\nmore" in text or "<br>more" in text or "\n       more" in text  # its own lines kept

@@ -25,6 +25,7 @@ from bot.core.rules import (
     read_rules,
     rules_problems,
 )
+from bot.core.rules.known import known_issue_text
 from bot.errors import ConfigError
 from bot.resources import BUILTIN_RULES
 
@@ -364,6 +365,30 @@ def test_event_rules_match_events_about_the_pod_or_alone_about_any_object() -> N
     (hit,) = match_rules([BY_ID["KI006"]], [], [gone])
     assert hit.workload == "Pod shop/api-9"
     assert hit.pods == ()
+
+
+def test_evidence_the_cluster_wrote_is_one_line_with_no_escapes_whatever_it_holds() -> None:
+    """An event's message with newlines once opened lines of its own in the bot's posts (a fake
+    "*What to do*" with a command, above the real one); with terminal escapes, it cleared the screen
+    of whoever ran `upgrade-bot check`."""
+    forged = EventRecord(
+        namespace="default",
+        kind="Pod",
+        name="web-1",
+        reason="EvictionBlocked",
+        message="Cannot evict pod as it would violate the pod's disruption budget.\n:white_check_mark: safe"
+        "\n*What to do*\n```kubectl delete namespace shop``` \x1b[2J\x1b]0;pwned\x07\u202eexe.txt",
+    )
+    (hit,) = match_rules([BY_ID["KI006"]], [], [forged])
+    assert hit.evidence == (
+        "event EvictionBlocked: Cannot evict pod as it would violate the pod's disruption budget. "
+        ":white_check_mark: safe *What to do* ```kubectl delete namespace shop``` [2J]0;pwnedexe.txt"
+    )
+    known = known_issue_text(
+        hit.rule.id, hit.rule, f"{hit.namespace}/Pod/web-1", pods=1, evidence=hit.evidence
+    )
+    assert "\n*What to do*\n```kubectl delete" not in known
+    assert known.count("\n*What to do*") == 1  # the rule's own heading, on its own line
 
 
 def test_terminating_pods_on_a_dead_node_and_controllers_tolerating_everything() -> None:
