@@ -383,9 +383,15 @@ def _no_nodes(facts: Facts) -> Finding:
 
 
 def _run_of(cordoned_by: str) -> str:
-    """`R` of the bot's annotation `run=R step=S …` (the whole value when it names no run)."""
+    """`R` of the bot's annotation `run=R step=S …`; "" when it names no run (someone's own note
+    under the bot's key): such a node is not the bot's."""
     words = dict(w.partition("=")[::2] for w in cordoned_by.split())
-    return words.get("run") or cordoned_by
+    run = words.get("run", "")
+    return run if _RUN_ID.fullmatch(run) else ""
+
+
+#: A run id as the bot writes it in its cordon annotation.
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 def _uncordon(names: Sequence[str], total: int, *, reason: str = "left cordoned before the upgrade") -> str:
@@ -401,8 +407,8 @@ def _cordoned(facts: Facts) -> Finding:
     """NODE002. A node the bot cordoned (its annotation names the run) is that run's: its drain goes
     on, or its abort offers the uncordon. Only the others — cordoned by someone, for a reason the
     bot cannot know — get the pasteable uncordon and the Fix… button (`action`)."""
-    theirs = [n for n in facts.nodes if n.unschedulable and not n.cordoned_by]
-    ours = [n for n in facts.nodes if n.unschedulable and n.cordoned_by]
+    theirs = [n for n in facts.nodes if n.unschedulable and not _run_of(n.cordoned_by)]
+    ours = [n for n in facts.nodes if n.unschedulable and _run_of(n.cordoned_by)]
     objects = [f"Node {n.name}" for n in theirs] + [
         f"Node {n.name} (the bot's run {_run_of(n.cordoned_by)})" for n in ours
     ]

@@ -160,6 +160,19 @@ def test_nodes_the_bot_s_run_cordoned_are_named_but_not_offered_to_uncordon() ->
     assert '/upgrade action uncordon node=d --reason "left cordoned by a run that is over"' in only_ours.fix
 
 
+def test_a_node_whose_annotation_names_no_run_is_not_the_bot_s_and_is_offered_to_uncordon() -> None:
+    """Someone's own note under the bot's key ("bad disk, do not touch <!channel>") was read as a run
+    of the bot's: the node left out of the Fix… button, the note printed as the run's id."""
+    noted = replace(
+        node("e", cordoned=True), cordoned_by="bad disk, do not touch <!channel>\n:white_check_mark: safe"
+    )
+    ours = replace(node("d", cordoned=True), cordoned_by="run=R7 step=drain-old job=3")
+    (finding,) = check_nodes(facts(nodes=[noted, ours]))
+    assert finding.objects == ("Node e", "Node d (the bot's run R7)")
+    assert finding.action == "uncordon node=e"
+    assert "bad disk" not in finding.fix
+
+
 def test_an_uncordon_action_names_at_most_max_uncordon_nodes() -> None:
     nodes = [node(f"n{i:02}", cordoned=True) for i in range(MAX_UNCORDON + 3)]
     (finding,) = check_nodes(facts(nodes=nodes))
