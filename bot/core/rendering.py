@@ -193,14 +193,17 @@ def clip(value: object, limit: int) -> Markup:
 #: A Slack user id inside text the bot wrote ("rejected by U0SHADOW", "skipped by U1+U2"): a U or
 #: W, then at least six capitals and digits, one of them a digit (so "UTC" or "UPGRADES" is not).
 _USER_IN_TEXT = re.compile(r"\b[UW](?=[A-Z0-9]*[0-9])[A-Z0-9]{6,}\b")
+#: A mention already made (left as it is), or a user id in the text (made one).
+_USER_OR_TYPED = re.compile(r"<[@#!][^<>\s]+>|" + _USER_IN_TEXT.pattern)
 
 
 def people(text: object) -> Markup:
     """Text the bot wrote that names people by id (a step's note: "skipped by U1+U2: …"), escaped
     (or as it is, when already Markup: `clip`'s), with each id as a mention, which Slack shows as
-    the person's name. For a card (an edit pings nobody), not for a post that should not ping."""
-    escaped = text if isinstance(text, Markup) else Markup(slack_escape(text))
-    shown = _USER_IN_TEXT.sub(lambda m: f"<@{m[0]}>", str(escaped))
+    the person's name — and the mentions people typed in it (`typed`). For a card (an edit pings
+    nobody), not for a post that should not ping."""
+    escaped = typed(text)
+    shown = _USER_OR_TYPED.sub(lambda m: m[0] if m[0].startswith("<") else f"<@{m[0]}>", str(escaped))
     return Markup(re.sub(r"(?<=>)\+(?=<@)", " and ", shown))
 
 
@@ -213,6 +216,19 @@ def inert_naming(text: object, people: Iterable[str]) -> str:
         if USER_ID.match(person):
             shown = shown.replace(inert(f"<@{person}>"), f"<@{person}>")
     return shown
+
+
+def typed(text: object) -> Markup:
+    """People's own words (a note, a reason) escaped (or as they are, when already Markup:
+    `clip`'s), but for the mentions they typed — a person `<@U…>`, a channel `<#C…>`, a user
+    group `<!subteam^S…>` — which stay mentions, as in a message of their own. `<!channel>`,
+    `<!here>` and links stay text."""
+    escaped = text if isinstance(text, Markup) else Markup(slack_escape(text))
+    return Markup(_TYPED.sub(lambda m: f"<{m[1]}>", str(escaped)))
+
+
+#: A mention people typed, as `slack_escape` left it.
+_TYPED = re.compile(r"&lt;(@[UW][A-Z0-9]{2,}|#C[A-Z0-9]{2,}|!subteam\^S[A-Z0-9]{2,})&gt;")
 
 
 def fit(text: object, limit: int, keep: str = "start", more: str = "…and {n} more") -> Markup:
@@ -652,6 +668,7 @@ def _environment(template_dirs: tuple[str, ...]) -> BoundedEnvironment:
         until=until,
         clip=clip,
         people=people,
+        typed=typed,
         fit=fit,
         link=link,
         utc=utc_text,

@@ -141,3 +141,29 @@ def test_the_same_plan_is_not_started_twice_on_its_cluster_while_a_run_of_it_is_
     assert say(services, "start other")[0]  # another plan is another matter
     assert say(services, f'abort {run.id} --reason "wrong window"')[0]
     assert say(services, "start roll")[0]  # once it is over, the plan starts again
+
+
+def test_the_mentions_a_person_types_in_a_note_stay_mentions_and_nothing_else_pings(
+    services: Services, slack_stub: SlackStub
+) -> None:
+    """`/upgrade note ping @shadow see #upgrades` showed `&lt;@U0SHADOW&gt;`: nobody was told."""
+    ok, started = say(services, "start roll")
+    assert ok, started
+    typed = "ping <@U0SHADOW|shadow> and <!subteam^S0LEADS|@leads> in <#C0OPS|upgrades>, not <!channel> or <https://x.example|x>"
+    ok, text = say(services, f'note "{typed}"')
+    assert ok, text
+    (line,) = [t for t in thread(slack_stub) if t.startswith(":memo:")]
+    assert line.endswith(
+        ": ping <@U0SHADOW> and <!subteam^S0LEADS> in <#C0OPS>, not &lt;!channel&gt; or &lt;https://x.example|x&gt;"
+    )
+    # A typed mention in a skip's reason, on the card as in the thread.
+    ok, text = say(services, 'skip drain --reason "done by hand, ask <@U0SHADOW|shadow>"')
+    assert ok, text
+    (skipped,) = [t for t in thread(slack_stub) if t.startswith(":fast_forward:")]
+    assert skipped.endswith(": done by hand, ask <@U0SHADOW>")
+    card_ts = next(
+        c for c in slack_stub.calls_to("chat.postMessage") if not c.params.get("thread_ts")
+    ).response["ts"]
+    card = [c.params["text"] for c in slack_stub.calls_to("chat.update") if c.params["ts"] == card_ts][-1]
+    assert "ask <@U0SHADOW>" in card
+    assert "&lt;@" not in card
