@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import secrets
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,6 +89,12 @@ class _Button(TypedDict):
 # The service
 
 
+def run_key(typed: str) -> str:
+    """A run id as the bot makes them (`R` and hex, upper case) from what someone typed or pasted:
+    compatibility forms folded (NFKC), invisible and other characters no id has dropped."""
+    return re.sub(r"[^0-9A-Za-z_-]", "", unicodedata.normalize("NFKC", typed)).upper()
+
+
 class RunService:
     def __init__(
         self,
@@ -138,6 +146,10 @@ class RunService:
 
     def load(self, run_id: str) -> R.Run:
         run = assemble_run(self.store, run_id)
+        if run is None and (typed := run_key(run_id)) != run_id:
+            # Pasted from a page or typed on a phone: `r821cb7`, a full-width `Ｒ`, a zero-width
+            # space or a direction mark around it. The bot's ids are ASCII letters and digits.
+            run = assemble_run(self.store, typed)
         if run is None:
             raise RunNotFound(f"there is no run `{clip(run_id)}` (`/upgrade status` lists the runs)")
         return run

@@ -26,6 +26,7 @@ from bot.core.runs.cards import RunCards
 from bot.core.runs.handoffs import handoff
 from bot.core.runs.report import build_report
 from bot.core.runs.service import Actor, RunService
+from bot.errors import RunNotFound
 from bot.records import StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support.clock import FakeClock
@@ -507,3 +508,17 @@ def test_a_timeout_that_fell_due_while_no_bot_ran_counts_again_instead_of_failin
     service.tick()
     assert service.load(run.id).step_run("first").state is StepState.FAILED
     assert any("no decision within 1h" in t for t in thread_texts(stub))
+
+
+def test_a_run_id_pasted_with_invisible_marks_or_typed_in_lower_case_finds_the_run(
+    setup: tuple[RunService, FakeClock, SlackStub],
+) -> None:
+    """`/upgrade pause R821CB7` pasted with a zero-width space said "there is no run R821CB7" of the
+    run that was live, as did `r821cb7` and a full-width `Ｒ`."""
+    service, _, _ = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    fullwidth = "\uff32" + run.id[1:]
+    for typed in (f"\u200e{run.id}", f"{run.id}\u200b", run.id.lower(), fullwidth, f" {run.id}\u00a0"):
+        assert service.load(typed).id == run.id, repr(typed)
+    with pytest.raises(RunNotFound, match="there is no run `R000000`"):
+        service.load("R000000")
