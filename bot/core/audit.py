@@ -18,6 +18,8 @@ from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.core.durations import parse_duration
+from bot.core.markdown import md_text
+from bot.core.safetext import printable
 from bot.errors import UsageError, valid_text
 from bot.records import AuditEntry
 
@@ -128,12 +130,25 @@ def row(entry: AuditEntry) -> dict[str, Any]:
 
 
 def to_csv(entries: Sequence[AuditEntry]) -> str:
+    """The rows as CSV for a spreadsheet: no control characters or direction marks, and a cell a
+    spreadsheet would run as a formula (`=HYPERLINK(…)` in a note, `+`, `-`, `@`) starts with `'`."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for entry in entries:
-        writer.writerow(row(entry))
+        writer.writerow({k: _csv_cell(v) for k, v in row(entry).items()})
     return out.getvalue()
+
+
+def _csv_cell(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    text = printable(value)
+    return "'" + text if text[:1] in _FORMULA else text
+
+
+#: What a spreadsheet reads as the start of a formula (OWASP's CSV injection list).
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
 def to_json(entries: Sequence[AuditEntry]) -> str:
@@ -142,7 +157,7 @@ def to_json(entries: Sequence[AuditEntry]) -> str:
 
 
 def _md_cell(value: object) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return md_text(value)
 
 
 def to_markdown(entries: Sequence[AuditEntry], *, title: str = "Audit log") -> str:

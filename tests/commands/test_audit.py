@@ -127,3 +127,31 @@ def test_since_accepts_durations_and_dates(text: str, expected: datetime) -> Non
 def test_since_rejects_nonsense() -> None:
     with pytest.raises(UsageError, match="neither a duration"):
         parse_since("yesterday-ish", NOW)
+
+
+def test_an_export_carries_no_formula_escape_or_ping_from_what_people_typed() -> None:
+    """A note `=HYPERLINK("https://evil.example","open runbook")` ran as a formula in the CSV a
+    spreadsheet opened; a note with `ESC[31m`, NUL and BEL reached the terminal and both files raw,
+    and `<!here>` the Markdown a wiki renders."""
+    from bot.core.audit import to_csv, to_markdown
+    from bot.records import AuditEntry
+
+    def entry(detail: str) -> AuditEntry:
+        at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+        return AuditEntry(at=at, user_id="U0PRIMARY", channel_id="C0OPS", source="slack", kind="run",
+                          subcommand="note", arguments="", outcome="ok", detail=detail)  # fmt: skip
+
+    entries = [
+        entry('=HYPERLINK("https://evil.example","open runbook")'),
+        entry("\x00\x1b[31mred\x07 \u202eexe.txt <!here>"),
+        entry("-2+3"),
+    ]
+    rows = list(csv.DictReader(io.StringIO(to_csv(entries))))
+    assert [r["detail"] for r in rows] == [
+        '\'=HYPERLINK("https://evil.example","open runbook")',
+        "[31mred exe.txt <!here>",
+        "'-2+3",
+    ]
+    md = to_markdown(entries)
+    assert "[31mred exe.txt &lt;!here&gt;" in md
+    assert not any(ch in md for ch in "\x00\x1b\x07\u202e")
