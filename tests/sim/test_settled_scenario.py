@@ -298,3 +298,20 @@ def test_settled_must_be_true_or_false(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as err:
         load_scenario(path)
     assert str(err.value) == f"{path}:3: settled: expected true or false, not 'yes'"
+
+
+def test_a_scenario_not_utf8_or_with_a_section_of_the_wrong_shape_is_one_line_with_its_place(
+    tmp_path: Path,
+) -> None:
+    """Both were tracebacks (`UnicodeDecodeError`, "'int' object is not iterable") from `sim serve`
+    and `rehearse --scenario`."""
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"name: x\n# caf\xe9\n")
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(latin)
+    assert str(err.value) == f"{latin}:2: the scenario is not UTF-8 text (byte 13)"
+    five = tmp_path / "five.yaml"
+    five.write_text("name: x\nnode_groups: 5\n", encoding="utf-8")
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(five)
+    assert str(err.value) == f"{five}:2: node_groups: expected a list, not 5"

@@ -47,6 +47,17 @@ FaultInjector = Callable[[Obj], str]
 BASE_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: libyaml's safe loader when PyYAML has it: a twin of a large cluster is megabytes of YAML.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: The top-level keys that hold a list.
+_LISTS = (
+    "node_groups",
+    "fargate_profiles",
+    "namespaces",
+    "objects",
+    "injectors",
+    "containers",
+    "faults",
+    "callers",
+)
 _TOP = {
     "name",
     "description",
@@ -170,6 +181,9 @@ class Scenario:
         if not isinstance(data, dict):
             raise _error(source, "a scenario is a mapping")
         _refuse_unknown(source, data, _TOP)
+        for section in _LISTS:
+            if not isinstance(data.get(section) or [], list):
+                raise _error(source, f"{section}: expected a list, not {data[section]!r}", section)
         for section, known in (("cluster", _CLUSTER), ("timing", set(_TIMING))):
             body = data.get(section) or {}
             if not isinstance(body, dict):
@@ -582,7 +596,12 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             known = ", ".join(n for n, _ in builtin_scenarios())
             raise ScenarioError(f"no scenario {name_or_path!r}: not a file, and not a built-in ({known})")
         path = candidate
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ScenarioError(f"{path}:{line}: the scenario is not UTF-8 text (byte {exc.start})") from None
     try:
         data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError:
