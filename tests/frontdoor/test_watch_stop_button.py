@@ -56,6 +56,9 @@ def test_the_stop_button_stops_the_watch_for_the_roster_and_refuses_anyone_else(
     for kind in ("node", "pod"):
         state.sync(kind, [], watches.clock())
     assert watches.publish(stopped, state).ended == "unwatched by <@U0SHADOW>"
+    # The card names who stopped it, as a mention (it showed `&lt;@U0SHADOW&gt;`).
+    card = [c.params["text"] for c in front.stub.calls if c.method in ("chat.postMessage", "chat.update")]
+    assert any("*ended*: unwatched by <@U0SHADOW>" in t for t in card), card[-3:]
     front.click("U0PRIMARY", str(row.id), action="watch_stop")
     ended = wait(lambda: _refusals(front, f"click-{front.requests}"), timeout=10)
     assert f"watch {row.id} has already ended (unwatched by <@U0SHADOW>)" in ended[0]

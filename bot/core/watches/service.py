@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -568,7 +569,9 @@ class WatchService:
     ) -> dict[str, Any]:
         context = card_context(summary, spec, v, now)
         if end_reason and not v.final:
-            context.update(state="ended", reason=end_reason, final=True, icon=":stop_button:")
+            # "unwatched by <@U…>": the card escapes its reason and names the people in it by id.
+            said_by = re.sub(r"<@([UW][A-Z0-9]+)>", r"\1", end_reason)
+            context.update(state="ended", reason=said_by, final=True, icon=":stop_button:")
         if watch_id and not run_id and not context["final"]:
             # A standalone watch's card carries its Stop button; a plan step's watch ends with its step.
             context["stop"] = {"value": str(watch_id)}
