@@ -600,8 +600,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ScenarioError(f"{path}:{line}: the scenario is not UTF-8 text (byte {exc.start})") from None
+        at = raw.count(b"\n", 0, exc.start) + 1
+        raise ScenarioError(f"{path}:{at}: the scenario is not UTF-8 text (byte {exc.start})") from None
     try:
         data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError:
