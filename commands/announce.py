@@ -18,7 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from bot.core.announcements import timing as announcements
-from bot.core.announcements.service import plan_context
+from bot.core.announcements.runinfo import plan_context
 from bot.core.announcements.templates import AnnouncementRenderer, sample_context
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, require_any_role

@@ -37,29 +37,21 @@ from zoneinfo import ZoneInfo
 from bot.adapters.store import Store
 from bot.core.announcements import timing as A
 from bot.core.announcements.overrides import override_audit
+from bot.core.announcements.runinfo import evidence_lines, plan_context
 from bot.core.announcements.templates import (
     AnnouncementInfo,
     AnnouncementRenderer,
-    EvidenceLine,
     LateNote,
-    LeftBehindInfo,
-    Link,
-    PlanInfo,
-    RunInfo,
-    SkippedStepInfo,
-    StepInfo,
     VerifiedBy,
     WindowSpan,
-    build_context,
     sample_context,
 )
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, Poster, new_owner
-from bot.core.evidence.view import EvidenceSource, StoredEvidence, alerts_summary, number
+from bot.core.evidence.view import StoredEvidence
 from bot.core.rendering import Rendered
 from bot.core.runs import machine as R
 from bot.core.runs.library import assemble_run, find_plan, stored_plan
-from bot.core.runs.paused import ending
 from bot.core.runs.plans import Plan
 from bot.core.telemetry import NO_TELEMETRY, Telemetry
 from bot.errors import (
@@ -74,104 +66,8 @@ from bot.records import AnnouncementRow, AuditEntry, ScheduleRow, VerificationRo
 
 log = logging.getLogger(__name__)
 
-#: Run states → the words announcement templates know.
-_RUN_STATE = {
-    R.RunState.ACTIVE: "running",
-    R.RunState.PAUSED: "paused",
-    R.RunState.COMPLETED: "completed",
-    R.RunState.ABORTED: "aborted",
-}
-
-
 #: How an announcement's reason begins while its posts fail (`schedule list` shows it).
 LAST_FAILED = "last attempt failed: "
-
-
-def plan_info(
-    plan: Plan, *, start: datetime | None = None, end: datetime | None = None, tz: str = ""
-) -> PlanInfo:
-    """What announcements say about `plan`; a scheduled window replaces the plan's own."""
-    zone = tz or plan.window.timezone
-    begin = start or plan.window.start
-    finish = end or (plan.window.end if start is None else begin.astimezone(UTC) + plan.window.length)
-    return PlanInfo(
-        name=plan.name,
-        cluster=plan.cluster,
-        current_version=plan.current_version,
-        target_version=plan.target_version,
-        window=WindowSpan(start=begin, end=finish, tz=zone),
-        impact=plan.impact,
-        links=tuple(Link(title=link.title, url=link.url) for link in plan.links),
-    )
-
-
-def run_info(
-    run: R.Run, step_id: str = "", evidence: Sequence[EvidenceLine] = (), regressions: Sequence[str] = ()
-) -> RunInfo:
-    """The run as announcements see it: its state and `step_id` (default: the step it finished last;
-    for an aborted run, the step it stopped at, as its card says)."""
-    total = len(run.steps)
-    step: StepInfo | None = None
-    finished = (R.StepState.SUCCEEDED, R.StepState.SKIPPED)
-    done = [i for i, s in enumerate(run.steps) if s.state in finished]
-    if not step_id and run.state == R.RunState.ABORTED:
-        done = [i for i, s in enumerate(run.steps) if s.state not in finished][:1] or done
-    if step_id:
-        done = [i for i, s in enumerate(run.steps) if s.step_id == step_id]
-    if done:
-        index = done[-1]
-        sr = run.steps[index]
-        confirmed = tuple(dict.fromkeys(a.user_id for a in run.approvals if a.step_id == sr.step_id))
-        step = StepInfo(
-            index=index + 1, total=total, name=run.plan.step(sr.step_id).title, confirmed_by=confirmed
-        )
-    end = ending(run)
-    return RunInfo(
-        id=run.id,
-        state=_RUN_STATE.get(run.state, "running"),
-        step=step,
-        failed_skipped=tuple(
-            SkippedStepInfo(
-                id=s.step_id,
-                name=s.title,
-                failure=s.failure,
-                skipped_by=tuple(u for u in s.by.split("+") if u),
-                reason=s.reason,
-            )
-            for s in end.skipped
-        ),
-        open_findings=tuple(end.findings),
-        left_behind=tuple(
-            LeftBehindInfo(id=step_id, name=run.plan.step(step_id).title, left=left)
-            for step_id, left in end.left
-        ),
-        evidence=tuple(evidence),
-        regressions=tuple(regressions),
-    )
-
-
-def evidence_lines(source: EvidenceSource, run: R.Run) -> list[EvidenceLine]:
-    """The run's evidence steps, one line each, for the completed announcement."""
-    lines = []
-    for sr in run.steps:
-        view = source(run.id, (sr.step_id,))
-        if view is not None and view.alerts is not None:
-            lines.append(
-                EvidenceLine(
-                    step_id=sr.step_id, summary=alerts_summary(view.alerts), outcome=view.alerts.outcome
-                )
-            )
-        elif view is not None:
-            for an in view.analyses:
-                base = f" · baseline {number(an.baseline)}" if an.baseline is not None else ""
-                lines.append(
-                    EvidenceLine(
-                        step_id=sr.step_id,
-                        summary=f"Analysis: {len(an.points)} measurement(s) · last {number(an.value)}{base}",
-                        outcome=an.outcome,
-                    )
-                )
-    return lines
 
 
 def diff_regressions(store: Store, run: R.Run) -> list[str]:
@@ -194,32 +90,6 @@ def diff_regressions(store: Store, run: R.Run) -> list[str]:
             return []
         return [f"{r.category} — {r.subject}" for r in report.regressions]
     return []
-
-
-def plan_context(
-    plan: Plan,
-    *,
-    start: datetime | None = None,
-    end: datetime | None = None,
-    tz: str = "",
-    run: R.Run | None = None,
-    reason: str | None = None,
-    step_id: str = "",
-    previous_window: WindowSpan | None = None,
-    evidence: Sequence[EvidenceLine] = (),
-    regressions: Sequence[str] = (),
-    announcement: AnnouncementInfo | None = None,
-) -> dict[str, Any]:
-    """The announcement context for a stored plan (and its run, once there is one)."""
-    roster: Mapping[str, Sequence[str]] = run.roster if run is not None else plan.roster
-    return build_context(
-        plan=plan_info(plan, start=start, end=end, tz=tz),
-        roster=roster,
-        run=run_info(run, step_id, evidence, regressions) if run is not None else None,
-        reason=reason if reason is not None else (run.reason if run is not None and run.reason else None),
-        previous_window=previous_window,
-        announcement=announcement,
-    )
 
 
 def _claim_subject(schedule_id: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.core.announcements.service import plan_info, run_info
+from bot.core.announcements.runinfo import plan_info, run_info
 from bot.core.announcements.templates import AnnouncementRenderer, build_context
 from bot.core.people import StaticDirectory
 from bot.core.runs.machine import abort, action_finished, click, new_run, skip_step

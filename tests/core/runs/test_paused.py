@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.core.actions.check import required_ids
-from bot.core.announcements.service import plan_context
+from bot.core.announcements.runinfo import plan_context
 from bot.core.announcements.templates import AnnouncementRenderer
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
