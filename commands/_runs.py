@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bot.core.command import CommandContext
+from bot.core.people import roles_of
 from bot.core.runs import machine as R
 from bot.core.runs.machine import require_member
 from bot.core.runs.service import Actor, RunService
-from bot.errors import UsageError, UserError
+from bot.errors import PermissionDenied, UsageError, UserError
 
 
 def service(ctx: CommandContext) -> RunService:
@@ -46,5 +47,21 @@ def change(
     return runs.apply(target.id, transition, actor(ctx))
 
 
+def require_reader(ctx: CommandContext, run_id: str, *, action: str) -> None:
+    """Refuse unless the caller is in the upgrade roster or in this run's roster (its plan's, with
+    the run's handoffs): someone a role was handed to for a run may read what it recorded."""
+    if roles_of(ctx.user_id, ctx.settings.roster, ctx.directory):
+        return
+    rows = ctx.store.run_rows(run_id)
+    if rows is not None and roles_of(ctx.user_id, rows[0].roster, ctx.directory):
+        return
+    raise PermissionDenied(
+        f"{action} is for the people in the upgrade roster or the run's; you are not in it"
+    )
+
+
 #: Who may change a run, as the reference says it (`change` decides: the run's own roster).
 RUN_ROSTER = "anyone in the run's roster (its plan's roster, with the run's handoffs)"
+
+#: Who may read a run's record (`require_reader` decides).
+RUN_READERS = "anyone in the roster, or in the run's roster (with the run's handoffs)"

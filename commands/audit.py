@@ -6,8 +6,9 @@ from datetime import timedelta
 
 from bot.core import audit
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply
-from bot.core.people import ANY_ROLE
+from bot.core.people import ANY_ROLE, require_any_role
 from bot.errors import UserError
+from commands import _runs
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -17,13 +18,18 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     subcommand, arguments, outcome and correlation id. `--since` takes a duration (30m, 24h, 7d)
     or a date (2026-11-01, midnight in the configured time zone). `/upgrade audit RUN` attaches a
     run's full trail — every transition and decision with its actor, roles, UTC and plan-zone
-    time and reason — as CSV and Markdown. Only people in the roster may read it.
+    time and reason — as CSV and Markdown. Only people in the roster may read it (a run's trail,
+    also the people in its roster, with its handoffs).
 
     Example: `/upgrade audit --since 7d`
     """
     now = ctx.clock()
     if args.run:
+        _runs.require_reader(ctx, args.run, action="`/upgrade audit`")
         return _run_trail(ctx, args.run)
+    require_any_role(
+        ctx.user_id, frozenset({ANY_ROLE}), ctx.settings.roster, ctx.directory, action="`/upgrade audit`"
+    )
     since = (
         audit.parse_since(args.since, now, ctx.settings.timezone) if args.since else now - timedelta(hours=24)
     )
@@ -76,5 +82,8 @@ def _arguments(parser: CommandParser) -> None:
 
 
 def register(registry: Registry) -> None:
-    # The log names who did what; it is for the people running upgrades, not the whole workspace.
-    registry.add("audit", run, arguments=_arguments, roles={ANY_ROLE})
+    # The log names who did what; it is for the people running upgrades, not the whole workspace
+    # (a run's trail, also for the people its roster holds by handoff).
+    registry.add(
+        "audit", run, arguments=_arguments, who="anyone in the roster (a run's trail: also its run's roster)"
+    )

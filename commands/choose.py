@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply, number_id
 from bot.core.jobs.service import choice_of
-from bot.core.people import ANY_ROLE
+from bot.core.people import ANY_ROLE, require_any_role
+from bot.core.runs.machine import require_member
 from bot.errors import UserError
 from commands import _runs
 
@@ -21,6 +22,14 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     row = ctx.store.job(args.job)
     if row is None:
         raise UserError(f"there is no job {args.job}")
+    # The job's run decides who may answer, with its handoffs, as the question's buttons do.
+    action = "`/upgrade choose`"
+    if row.run_id and ctx.runs is not None:
+        require_member(ctx.runs.load(row.run_id), ctx.user_id, ctx.directory, action=action)
+    else:
+        require_any_role(
+            ctx.user_id, frozenset({ANY_ROLE}), ctx.settings.roster, ctx.directory, action=action
+        )
     choice = choice_of(row.choice)
     if choice is None or row.decision:
         raise UserError(f"job {args.job} is not waiting for an answer")
@@ -41,4 +50,6 @@ def _arguments(parser: CommandParser) -> None:
 
 
 def register(registry: Registry) -> None:
-    registry.add("choose", run, arguments=_arguments, roles={ANY_ROLE})
+    registry.add(
+        "choose", run, arguments=_arguments, who="anyone in the job's run's roster (with the run's handoffs)"
+    )

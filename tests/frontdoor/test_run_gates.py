@@ -8,12 +8,17 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.adapters.kube import Cluster
+from bot.core.jobs.base import Choice
+from bot.core.jobs.drain import SKIP, WAIT
+from bot.core.jobs.service import choice_json
+from bot.records import JobRow
 from bot.settings import load_settings
 from tests.support.awaited import Bot, TrackedPool
 from tests.support.front import start_front
@@ -532,3 +537,47 @@ def test_a_member_of_the_group_holding_a_role_hands_it_on_beside_the_group(bot: 
         "<!subteam^S0ONCALL> (a member of it; the group keeps the role)"
     ]
     assert f"In run `{run_id}` (drill): shadow" in bot.command("whoami", user="U0DANA")
+
+
+def _asked(bot: Bot, run_id: str, key: str) -> int:
+    """A drain's question about a node past its timeout, open in the run (as the drain asks it)."""
+    choice = Choice(key=key, question="node n2 is not drained", options=(WAIT, SKIP))
+    row = JobRow(
+        id=0, run_id=run_id, step_id="after", kind="drain", cluster="prod", args="{}",
+        choice=choice_json(choice), started_by=f"run:{run_id}", started_at=datetime.now(UTC),
+    )  # fmt: skip
+    return bot.services.store.create_job(row)
+
+
+def test_the_primary_a_run_was_handed_answers_its_questions_by_command_and_button_alike(bot: Bot) -> None:
+    """`/upgrade choose` asks the run's roster, with its handoffs, as the question's buttons do: the
+    new primary (in no configured roster) is answered at both doors, the old one refused at both."""
+    team = Path(str(bot.services.settings.templates_dir))
+    (team / "plans" / "drill.yaml").write_text(DRILL)
+    nia = "U0NIA"
+    bot.stub.users[nia] = {"id": nia}
+    assert "loaded" in bot.command("plan load drill")
+    bot.command("start drill")
+    run_id = bot.services.store.runs()[0].id
+    assert "is now" in bot.command(f"handoff primary <@{nia}> --run {run_id}", user=PRIMARY)
+
+    by_command = _asked(bot, run_id, "drain-timeout:n2:1")
+    refused = bot.command(f"choose {by_command} skip --reason stuck", user=PRIMARY)
+    assert f"`/upgrade choose` is for the people in run {run_id}'s roster; you are not in it" in refused
+    answered = bot.command(f"choose {by_command} skip --reason the node is replaced tonight", user=nia)
+    assert "Skip this node: recorded" in answered, answered
+
+    by_button = _asked(bot, run_id, "drain-timeout:n3:1")
+    value = f"{by_button}|drain-timeout:n3:1|skip"
+    refusal = bot.click(PRIMARY, value, action="job_choice_skip")
+    assert refusal is not None
+    assert "needs the primary or shadow of this run; you are not in this run's roster" in refusal
+    assert bot.click(nia, value, action="job_choice_skip") is None
+    assert bot.services.store.job(by_button).decision  # type: ignore[union-attr]
+
+    # The run's record is hers to read too; not a stranger's, nor the whole log hers.
+    assert "*Audit log since " in bot.command(f"audit {run_id}", user=nia)
+    assert f"*Report of run `{run_id}`*" in bot.command(f"report {run_id}", user=nia)
+    bot.stub.users[STRANGER] = {"id": STRANGER}
+    assert "you are not in it" in bot.command(f"report {run_id}", user=STRANGER)
+    assert "you are not in it" in bot.command("audit", user=nia)
