@@ -39,6 +39,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         option=args.option,
         user_id=ctx.user_id,
         reason=_runs.reason(args.reason, required=False),
+        who=_runs.actor(ctx),
     )
     return Reply(template="runs/message", context={"message": message})
 

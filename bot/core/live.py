@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bot.records import FileAttachment
+
+if TYPE_CHECKING:
+    from bot.core.audit import Who
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,11 +88,19 @@ class StepReports(Protocol):
         """Its evidence is Inconclusive: the run pauses (the step still running) and asks people."""
 
     def answer_evidence(
-        self, run_id: str, step_id: str, *, epoch: int, option: str, user_id: str, reason: str
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        epoch: int,
+        option: str,
+        user_id: str,
+        reason: str,
+        who: Who | None = None,
     ) -> EvidenceAnswer:
         """Someone answers its Inconclusive evidence (`wait`, `waive` or `abort`), through any door:
         the run's rules decide (who may; two people to waive) and the run resumes when it counts.
-        A UserError says why not."""
+        `who`: the click or command it came through (for the audit). A UserError says why not."""
 
 
 class LongActions(Protocol):

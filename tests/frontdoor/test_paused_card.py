@@ -497,6 +497,18 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     assert waived
     assert f"<@{PRIMARY}>: Alertmanager token rotates at 15:00" in waived[0]
     assert f"<@{SHADOW}>: checked the dashboards too" in waived[0]
+    # Each vote from the modal, and the answer it gave the step's job, is audited with the
+    # channel and the correlation id of its click, as every button's row is.
+    from_modal = [
+        e
+        for e in bot.services.store.audit_entries(limit=200)
+        if e.subcommand == "evidence_waive_voted" or e.detail.startswith("decided:")
+    ]
+    assert [e.subcommand for e in from_modal].count("evidence_waive_voted") == 2
+    assert len(from_modal) == 5  # and the Wait and the Abort the job was given
+    assert {(e.channel_id, bool(e.correlation_id), e.source) for e in from_modal} == {
+        ("C0OPS", True, "slack")
+    }
 
 
 def _paused_on_evidence(bot: Bot, sim_small: Any) -> int:

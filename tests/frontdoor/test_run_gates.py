@@ -551,7 +551,8 @@ def _asked(bot: Bot, run_id: str, key: str) -> int:
 
 def test_the_primary_a_run_was_handed_answers_its_questions_by_command_and_button_alike(bot: Bot) -> None:
     """`/upgrade choose` asks the run's roster, with its handoffs, as the question's buttons do: the
-    new primary (in no configured roster) is answered at both doors, the old one refused at both."""
+    new primary (in no configured roster) is answered at both doors, the old one refused at both;
+    each answer's audit row carries the channel and the correlation id of its click or command."""
     team = Path(str(bot.services.settings.templates_dir))
     (team / "plans" / "drill.yaml").write_text(DRILL)
     nia = "U0NIA"
@@ -575,6 +576,23 @@ def test_the_primary_a_run_was_handed_answers_its_questions_by_command_and_butto
     assert bot.click(nia, value, action="job_choice_skip") is None
     assert bot.services.store.job(by_button).decision  # type: ignore[union-attr]
 
+    decided = {
+        e.arguments: e
+        for e in bot.services.store.audit_entries(run_id=run_id)
+        if e.detail.startswith("decided:")
+    }
+    assert set(decided) == {f"job {by_command}", f"job {by_button}"}
+    for entry in decided.values():
+        assert entry.user_id == nia
+        assert entry.channel_id == "C0OPS"
+        assert entry.correlation_id
+    # The command's row and its answer's share the correlation id, as a click's rows do.
+    (command,) = [
+        e
+        for e in bot.services.store.audit_entries()
+        if e.kind == "command" and e.arguments.endswith("tonight")
+    ]
+    assert decided[f"job {by_command}"].correlation_id == command.correlation_id
     # The run's record is hers to read too; not a stranger's, nor the whole log hers.
     assert "*Audit log since " in bot.command(f"audit {run_id}", user=nia)
     assert f"*Report of run `{run_id}`*" in bot.command(f"report {run_id}", user=nia)

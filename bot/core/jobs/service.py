@@ -47,7 +47,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.adapters.store import Store
-from bot.core.audit import audit_entry
+from bot.core.audit import Who, audit_entry
 from bot.core.delivery import Deliveries, thread_root
 from bot.core.durations import format_duration
 from bot.core.evidence.baseline import BASELINE_ARG
@@ -314,9 +314,19 @@ class JobService:
         what = "dry run of " if dry_run else ""
         return f"{what}{kind} job {job_id} started on {cluster}; the step ends when it does"
 
-    def decide(self, job_id: int, *, choice_key: str, option: str, user_id: str, reason: str = "") -> str:
+    def decide(
+        self,
+        job_id: int,
+        *,
+        choice_key: str,
+        option: str,
+        user_id: str,
+        reason: str = "",
+        who: Who | None = None,
+    ) -> str:
         """Record `user_id`'s answer to the job's open question; a short confirmation, or a
-        UserError saying why not (wrong role, no reason, a question already answered).
+        UserError saying why not (wrong role, no reason, a question already answered). `who`: the
+        click or command it came through (its door, channel and correlation id go on the audit row).
 
         An answer to Inconclusive evidence is the run's to judge first (`StepReports.answer_evidence`),
         as on its card: a first vote to waive is recorded there and the question stays open."""
@@ -343,7 +353,13 @@ class JobService:
         if choice.key.startswith(EVIDENCE_PAUSE_KIND + ":") and self.steps is not None:
             # The run's rules, whichever door the answer came through (two people to waive).
             verdict = self.steps.answer_evidence(
-                row.run_id, row.step_id, epoch=row.epoch, option=option, user_id=user_id, reason=reason
+                row.run_id,
+                row.step_id,
+                epoch=row.epoch,
+                option=option,
+                user_id=user_id,
+                reason=reason,
+                who=who,
             )
             if not verdict.counts:
                 return f"“{picked.label}”: {VOTE_RECORDED}; {verdict.text}"
@@ -359,6 +375,7 @@ class JobService:
             "decided",
             f"{choice_key}: {option} by {user_id}" + (f" ({reason})" if reason else ""),
             user=user_id,
+            who=who,
         )
         self._changed()
         return f"{picked.label}: recorded; job {job_id} goes on"
@@ -1067,14 +1084,19 @@ class JobService:
             raise UserError(f"there is no run `{clip(run_id)}`")
         return rows[0].roster
 
-    def _audit(self, row: JobRow, what: str, detail: str, *, user: str = "bot") -> None:
-        self.store.record_audit(self._audit_row(row, what, detail, at=self.clock(), user=user))
+    def _audit(
+        self, row: JobRow, what: str, detail: str, *, user: str = "bot", who: Who | None = None
+    ) -> None:
+        self.store.record_audit(self._audit_row(row, what, detail, at=self.clock(), user=user, who=who))
 
     @staticmethod
-    def _audit_row(row: JobRow, what: str, detail: str, *, at: datetime, user: str = "bot") -> AuditEntry:
-        """One audit row about a job: what it did (before → after), by whom."""
+    def _audit_row(
+        row: JobRow, what: str, detail: str, *, at: datetime, user: str = "bot", who: Who | None = None
+    ) -> AuditEntry:
+        """One audit row about a job: what it did (before → after), by whom; `who`, a person's
+        click or command, gives its door, channel and correlation id (the bot's own rows have none)."""
         return audit_entry(
-            _BotActor(),
+            who or _BotActor(),
             at=at,
             user_id=user,
             kind="action",

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, DiffSummary
+from bot.core.audit import Who
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Cover, Report
 from bot.core.checks.logprobe import log_probe
@@ -306,8 +307,16 @@ class StepsOfRuns:
         return self._of().pause_on_evidence(run_id, step_id, epoch=epoch, why=why)
 
     def answer_evidence(
-        self, run_id: str, step_id: str, *, epoch: int, option: str, user_id: str, reason: str
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        epoch: int,
+        option: str,
+        user_id: str,
+        reason: str,
+        who: Who | None = None,
     ) -> EvidenceAnswer:
         return self._of().answer_evidence(
-            run_id, step_id, epoch=epoch, option=option, user_id=user_id, reason=reason
+            run_id, step_id, epoch=epoch, option=option, user_id=user_id, reason=reason, who=who
         )

@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypedDict
 
 from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, ActionRegistry
-from bot.core.audit import audit_entry
+from bot.core.audit import Who, audit_entry
 from bot.core.jobs.common import APPROVE
 from bot.core.live import EvidenceAnswer, LongActions
 from bot.core.people import Directory, roles_of
@@ -725,7 +725,15 @@ class RunService:
         return self.apply(ref.run_id, change, actor)
 
     def answer_evidence(
-        self, run_id: str, step_id: str, *, epoch: int, option: str, user_id: str, reason: str
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        epoch: int,
+        option: str,
+        user_id: str,
+        reason: str,
+        who: Who | None = None,
     ) -> EvidenceAnswer:
         """An answer to the Inconclusive evidence of the step running at `epoch` (`wait`, `waive` or
         `abort`), whichever door it came through: the card's buttons, the question's in the thread,
@@ -758,7 +766,14 @@ class RunService:
                 raise UserError(f"answering the evidence of `{step_id}` is for {anyone}, who hold its gate")
             return EvidenceAnswer(counts=True, text=reason)
         ref = R.ButtonRef(run_id=run_id, step_id=step_id, epoch=epoch, decision=decision)
-        out = self.evidence_click(ref, Actor(user_id=user_id, source="answer"), reason=reason)
+        # The click or command it came through, on the audit row as every door's (channel, correlation id).
+        actor = Actor(
+            user_id=user_id,
+            source=who.source if who is not None else "answer",
+            channel_id=who.channel_id if who is not None else "",
+            correlation_id=who.correlation_id if who is not None else "",
+        )
+        out = self.evidence_click(ref, actor, reason=reason)
         if not out.accepted:
             raise UserError(out.message)
         if option != "waive":

@@ -21,7 +21,7 @@ from bot.core.jobs.service import VOTE_RECORDED, JobService, choice_of, parse_ch
 from bot.core.rendering import inert, slack_escape
 from bot.errors import BotError, UserError
 from bot.frontdoor.inbox import DONE_BEFORE, Inbox
-from bot.frontdoor.slack.clicks import click_fields, take_click
+from bot.frontdoor.slack.clicks import click_actor, click_fields, take_click
 from bot.frontdoor.slack.keys import ref_id
 from bot.frontdoor.slack.refusals import refuse_click
 from bot.frontdoor.slack.stepbuttons import reason_input, submitted_reason
@@ -55,7 +55,14 @@ def register(app: App, *, jobs: JobService, gateway: SlackGateway, inbox: Inbox)
                     str(payload["trigger_id"]), reason_view(str(payload["value"]), picked.label, payload)
                 )
                 return
-            message = jobs.decide(job_id, choice_key=key, option=option, user_id=user, reason=reason)
+            message = jobs.decide(
+                job_id,
+                choice_key=key,
+                option=option,
+                user_id=user,
+                reason=reason,
+                who=click_actor(payload, cid),
+            )
             if VOTE_RECORDED in message and payload.get("channel"):
                 # A first vote to waive Inconclusive evidence: the question stays open; say so.
                 gateway.post_ephemeral(str(payload["channel"]), user, inert(message))

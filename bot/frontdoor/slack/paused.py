@@ -158,6 +158,7 @@ class PausedDoor(StepButtonDoor):
             option=EVIDENCE_ANSWERS[ref.decision],
             user_id=actor.user_id,
             reason=reason,
+            who=actor,
         )
         if VOTE_RECORDED in message:
             self.gateway.post_ephemeral(actor.channel_id, actor.user_id, inert(message))
