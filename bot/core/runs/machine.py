@@ -161,6 +161,9 @@ class Event:
     roles: tuple[str, ...] = ()
     #: Extra words for the audit row only.
     note: str = ""
+    #: The moment the event names (a window's end): the thread shows it as a Slack date token
+    #: with the plan's zone, as the card does; the audit row has it in words (`note`).
+    at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -847,8 +850,9 @@ def window_ended(run: Run, *, end: datetime, now: datetime) -> Outcome:
     if run.state not in (RunState.ACTIVE, RunState.PAUSED) or now < end:
         return Outcome(run=run)
     left = sum(1 for s in run.steps if s.state not in FINISHED)
-    detail = f"at {_dated(end)}, with {left} step{'s' if left != 1 else ''} still to go"
-    return Outcome(run=dataclasses.replace(run), events=(Event(kind="window_ended", detail=detail),))
+    detail = f"with {left} step{'s' if left != 1 else ''} still to go"
+    event = Event(kind="window_ended", detail=detail, note=f"(the window ended {_dated(end)})", at=end)
+    return Outcome(run=dataclasses.replace(run), events=(event,))
 
 
 def note(run: Run, *, by: str, text: str, now: datetime) -> Outcome:

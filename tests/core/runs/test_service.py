@@ -228,9 +228,14 @@ def test_the_thread_and_the_card_say_once_that_the_window_ended_with_steps_to_go
     service.tick()
     (told,) = [c for c in stub.calls_to("chat.postMessage") if "The upgrade window ended" in c.params["text"]]
     assert told.params["text"] == (
-        ":warning: The upgrade window ended at Sat 28 Nov 17:00 UTC, with 1 step still to go. The run goes on: "
-        "pause or abort it if it must not run outside the window, or note why it may."
+        # A Slack date token, read in each reader's zone; its fallback in the plan's zone, as on the card.
+        f":warning: The upgrade window ended <!date^{int((T0 + timedelta(hours=4)).timestamp())}^"
+        "{date_short_pretty} {time}|2026-11-29 02:00 Asia/Tokyo (2026-11-28 17:00 UTC)>, with 1 step still "
+        "to go. The run goes on: pause or abort it if it must not run outside the window, or note why it may."
     )
+    # The audit row says it in words, in UTC (and the plan's zone, as every run row).
+    (row,) = [e for e in service.store.audit_entries(run_id=run.id) if e.subcommand == "window_ended"]
+    assert row.detail.startswith("with 1 step still to go (the window ended Sat 28 Nov 17:00 UTC) [")
     assert told.params["reply_broadcast"] is True  # the channel hears it, not only the thread
     assert ":warning: window ended" in stub.calls_to("chat.update")[-1].params["text"]
     # A restarted bot (a new service on the same database) does not say it again.
