@@ -132,7 +132,9 @@ def test_a_broken_template_of_the_runs_end_is_refused_when_scheduling(
 def test_the_schedules_audit_row_carries_the_requests_correlation_id(services: Services) -> None:
     assert cmd(services, AT, user="U0COORD", cid="c-sched-1").ok
     rows = services.store.audit_entries(correlation_id="c-sched-1")
-    assert any(r.kind == "schedule" and r.subcommand == "schedule" for r in rows), rows
+    (row,) = [r for r in rows if r.kind == "schedule" and r.subcommand == "schedule"]
+    # Both ends of the window in the zone it was scheduled in (not one +09:00 and one UTC).
+    assert row.detail == "window 2026-12-01T14:00:00+09:00 – 2026-12-01T16:00:00+09:00 Asia/Tokyo", row.detail
 
 
 def test_a_plan_for_a_cluster_the_bot_does_not_know_is_refused_at_start(

@@ -112,7 +112,9 @@ def test_a_move_withdraws_the_old_window_posts_delayed_once_and_schedules_the_ne
     assert "— moved" in listed
     audited = [e for e in services.store.audit_entries() if e.kind == "schedule" and e.subcommand == "move"]
     assert len(audited) == 1
-    assert "vendor <patch> is late" in audited[0].detail
+    # The window it moved from, in the plan's zone as it was scheduled (never UTC beside +09:00).
+    assert audited[0].detail.startswith("from 2026-12-01T14:00:00+09:00 – 2026-12-01T"), audited[0].detail
+    assert audited[0].detail.endswith("+09:00 Asia/Tokyo: vendor <patch> is late")
 
 
 def test_a_move_outside_the_windows_is_refused_with_slots_and_only_the_coordinator_overrides(

@@ -302,7 +302,7 @@ class AnnouncementService:
                     f"{plan.name} {start.isoformat()}",
                     at=now,
                     by=by,
-                    detail=f"window {span.start.isoformat()} – {span.end.isoformat()} {tz}",
+                    detail=f"window {span.in_words()}",
                     correlation_id=correlation_id,
                 )
             ],
@@ -391,7 +391,7 @@ class AnnouncementService:
                 f"#{old.id} {plan.name} {start.isoformat()}",
                 at=now,
                 by=by,
-                detail=f"from {old.window_start.isoformat()}: {reason.strip()}",
+                detail=f"from {previous.in_words()}: {reason.strip()}",
                 correlation_id=correlation_id,
             )
         ]

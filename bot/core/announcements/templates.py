@@ -78,6 +78,14 @@ class WindowSpan:
         if self.end <= self.start:
             raise ValueError("window.end must be after window.start")
 
+    def in_words(self) -> str:
+        """The window for the audit log, both ends in its own zone and the zone named:
+        `2026-12-08T11:00:00+09:00 – 2026-12-08T14:09:00+09:00 Asia/Tokyo`."""
+        zone = ZoneInfo(self.tz)
+        return (
+            f"{self.start.astimezone(zone).isoformat()} – {self.end.astimezone(zone).isoformat()} {self.tz}"
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class Link:
