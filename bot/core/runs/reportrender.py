@@ -243,14 +243,13 @@ def _summary(report: Report) -> list[tuple[str, str]]:
     roster = "; ".join(
         f"{role}: {', '.join(report.who(p) for p in people)}" for role, people in report.roster.items()
     )
-    given: dict[str, list[str]] = {}
+    # Person → step → the gates of it they passed ("start", "done"; one more each time it reopened).
+    given: dict[str, dict[str, list[str]]] = {}
     for b in report.steps:
         for _, who, phase, decision in b.approvals:
             if decision in ("approve", "force"):
-                given.setdefault(report.who(who), []).append(
-                    b.step_id if phase == "start" else f"{b.step_id} (done)"
-                )
-    approvers = [f"{who}: {len(steps)} gate(s) — {', '.join(steps)}" for who, steps in sorted(given.items())]
+                given.setdefault(report.who(who), {}).setdefault(b.step_id, []).append(phase)
+    approvers = [f"{who}: {_approved(steps)}" for who, steps in sorted(given.items())]
     return [
         ("Cluster", report.cluster),
         ("Plan", report.plan),
@@ -268,6 +267,24 @@ def _summary(report: Report) -> list[tuple[str, str]]:
         ("Roster", roster),
         ("Approved", "; ".join(approvers) or "—"),
     ]
+
+
+def _approved(steps: dict[str, list[str]]) -> str:
+    """One person's approvals in the summary: how many, on how many steps, and each step with the
+    gates that were not only its start ("4 approvals on 3 steps — drain, settle, review (start and
+    done)"): a step's start and done gates are two approvals of one step, not two steps."""
+    total = sum(len(phases) for phases in steps.values())
+    named = []
+    for step_id, phases in steps.items():
+        said = [
+            phase if (n := phases.count(phase)) == 1 else f"{phase} ×{n}"
+            for phase in dict.fromkeys(sorted(phases, key=lambda p: p != "start"))
+        ]
+        named.append(step_id if said == ["start"] else f"{step_id} ({' and '.join(said)})")
+    count = f"{total} approval{'s' if total != 1 else ''}"
+    if total != len(steps):
+        count += f" on {len(steps)} step{'s' if len(steps) != 1 else ''}"
+    return f"{count} — {', '.join(named)}"
 
 
 #: The summary's label for the run's reason, by its state.

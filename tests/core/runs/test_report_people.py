@@ -17,7 +17,8 @@ from bot.adapters.slack import SlackDirectory
 from bot.adapters.store import Store
 from bot.core.runs.report import build_report, render
 from bot.core.runs.reportrender import vote_words
-from tests.support.report_runs import approver_of, step_index, stored_run
+from bot.records import Approval
+from tests.support.report_runs import ROSTER, approver_of, step_index, stored_run
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
 
@@ -90,3 +91,23 @@ def test_each_vote_reads_as_words_not_as_its_decision_and_phase() -> None:
     assert vote_words("evidence_waive", "evidence_waive") == "voted to waive the evidence"
     assert vote_words("odd", "odd") == "odd"
     assert vote_words("odd", "later") == "odd (later)"
+
+
+def test_the_summary_counts_a_steps_start_and_done_as_two_approvals_of_one_step(store: Store) -> None:
+    """It read "U0PRIMARY: 15 gate(s) — …, diff, diff (done)": one step's two gates as two."""
+    run_id = stored_run(store)
+    store.commit_run(
+        run_id=run_id, expected_version=2, state="completed", roster=dict(ROSTER), reason="",
+        updated_at=NOW, outbox=[],
+        new_approvals=[
+            Approval(step_id="diff", phase="done", epoch=2, user_id="U0PRIMARY", roles=("primary",),
+                     decision="approve", at=NOW)
+        ],
+    )  # fmt: skip
+    md = render(build_report(store, run_id, now=NOW), "md").decode()
+    (line,) = [x for x in md.splitlines() if x.startswith("- **Approved**: ")]
+    mine = line.removeprefix("- **Approved**: ").split("; U0SHADOW: ")[0]
+    assert mine.startswith("U0PRIMARY: 15 approvals on 14 steps — snapshot-pre, announce-start, ")
+    assert mine.endswith(", snapshot-post, diff (start and done)")
+    assert "diff (done)" not in line
+    assert "; U0SHADOW: 14 approvals — checks, " in line
