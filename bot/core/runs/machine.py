@@ -159,10 +159,8 @@ class Event:
     actor: str = ""
     detail: str = ""
     roles: tuple[str, ...] = ()
-    #: Extra words for the audit row only.
+    #: Extra words for the audit row only; `at`: a moment the thread shows as a Slack date (a window's end).
     note: str = ""
-    #: The moment the event names (a window's end): the thread shows it as a Slack date token
-    #: with the plan's zone, as the card does; the audit row has it in words (`note`).
     at: datetime | None = None
 
 
@@ -844,9 +842,8 @@ def skip_votes(run: Run, sr: StepRun) -> list[Approval]:
 
 
 def window_ended(run: Run, *, end: datetime, now: datetime) -> Outcome:
-    """A run still going when its window ended: an event for the thread, the card and the audit
-    log (the run goes on: whether to stop is people's call). Nothing when it has ended or the window
-    has not."""
+    """A run still going when its window ended: an event for the thread, the card and the audit log
+    (the run goes on: whether to stop is people's call). Nothing when it has ended or the window has not."""
     if run.state not in (RunState.ACTIVE, RunState.PAUSED) or now < end:
         return Outcome(run=run)
     left = sum(1 for s in run.steps if s.state not in FINISHED)
