@@ -10,7 +10,9 @@ only: this adapter does not import the core.
 - `timeline_png`: the picture posted in a run's thread — the step Gantt on top (waiting for people
   amber, working blue, failed red, skipped grey; gate openings and approvals marked) and below it
   one lane per node group, each node of the group a thin bar inside the lane (cordoned grey,
-  draining blue, skipped hatched; a red × where an eviction was first blocked).
+  draining blue, skipped hatched; a red × where an eviction was first blocked; a black square where
+  the abort stopped its drain, cross-hatched grey after it while it stays cordoned). A gate open
+  while people had paused the run is lilac, dotted: paused, not waiting for people.
 - `html_charts`: the HTML report's charts — the same step Gantt, a node timeline with one lane per
   node (grouped by node group; a group of more than `COLLAPSE_OVER` nodes collapses into one lane
   when the run has more than `MAX_NODE_LANES` nodes), the unhealthy pods over time (stacked by
@@ -32,6 +34,8 @@ MAX_NODE_LANES = 40
 COLLAPSE_OVER = 8
 
 WAITING = "#f2b134"
+#: A gate open while people had paused the run: not waiting for people.
+PAUSED = "#b9b0d8"
 WORKING = "#2f6fcf"
 FAILED = "#d0352f"
 SKIPPED = "#9a9a9a"
@@ -107,6 +111,8 @@ def _steps(ax: Any, report: Any) -> None:
             width = max(_num(stop or end) - left, 1e-5)
             if kind == "wait":
                 ax.barh(y, width, left=left, height=0.6, color=WAITING)
+            elif kind == "paused":
+                ax.barh(y, width, left=left, height=0.6, color=PAUSED, hatch="..")
             else:
                 skipped = bar.state == "skipped" and kind == "work"
                 colour = FAILED if kind == "failed" else (SKIPPED if skipped else WORKING)
@@ -131,6 +137,7 @@ def _steps(ax: Any, report: Any) -> None:
     ax.legend(
         handles=[
             Patch(color=WAITING, label="waiting for people"),
+            Patch(facecolor=PAUSED, hatch="..", label="paused by people"),
             Patch(color=WORKING, label="working"),
             Patch(color=FAILED, label="failed"),
             Patch(facecolor=SKIPPED, hatch="//", label="skipped"),
@@ -159,7 +166,7 @@ def _node_bar(ax: Any, node: Any, y: float, height: float, end: datetime) -> Non
     start = node.cordoned_at or node.began
     if start is None:
         return
-    stop = node.ended or end
+    stop = node.ended or node.stopped_at or end
     began = node.began or stop
     ax.barh(y, max(_num(began) - _num(start), 1e-6), left=_num(start), height=height, color=CORDONED)
     if node.began is not None:
@@ -173,6 +180,14 @@ def _node_bar(ax: Any, node: Any, y: float, height: float, end: datetime) -> Non
         )
     if node.blocked_at is not None:
         ax.plot([_num(node.blocked_at)], [y], marker="x", color=BLOCKED, markersize=6, mew=1.6)
+    if node.stopped_at is not None:
+        # Its drain stopped unfinished (the abort): cordoned from then on, unless people uncordoned it.
+        if node.after_abort in ("left cordoned", "not answered yet"):
+            # Past the run's end too: at least a quarter of its time in the run, so that it shows.
+            left = _num(node.stopped_at)
+            width = max(_num(end) - left, (left - _num(start)) / 4, 1e-4)
+            ax.barh(y, width, left=left, height=height, color=CORDONED, hatch="xx", edgecolor=SKIPPED)
+        ax.plot([_num(node.stopped_at)], [y], marker="s", color=APPROVAL, markersize=5)
 
 
 def _node_legend(ax: Any) -> None:
@@ -184,6 +199,8 @@ def _node_legend(ax: Any) -> None:
             Patch(color=DRAINING, label="draining"),
             Patch(facecolor=SKIPPED, hatch="//", label="skipped"),
             _marker("x", BLOCKED, "eviction blocked"),
+            _marker("s", APPROVAL, "drain stopped (abort)"),
+            Patch(facecolor=CORDONED, hatch="xx", edgecolor=SKIPPED, label="left cordoned"),
         ],
         loc="upper left",
         bbox_to_anchor=(1.005, 1.0),

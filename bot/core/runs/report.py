@@ -41,6 +41,7 @@ from bot.core.evidence.view import (
 )
 from bot.core.jobs.gitops import backup_files
 from bot.core.people import Directory, display_names, named
+from bot.core.runs import reportevents as ev
 from bot.core.runs.reportmodel import (
     AUDIT_EXCERPT,
     KEPT_BASELINE,
@@ -90,6 +91,9 @@ def build_report(
     plan = parse_plan(plan_row.text, source=plan_row.name) if plan_row is not None else None
     titles = {s.id: s.title for s in plan.steps} if plan is not None else {}
     audit = store.audit_entries(run_id=run_id)
+    shifts = ev.handoffs(audit)
+    jobs = store.jobs(states=("live", "interrupted", "done"), run_id=run_id, limit=1000)
+    after = ev.after_abort(jobs)
     people = display_names(
         store,
         [
@@ -97,22 +101,34 @@ def build_report(
             *(p for ps in run.roster.values() for p in ps),
             *(a.user_id for a in approvals),
             *(a.user_id for a in audit),
+            *(u for h in shifts for u in (h.to, *h.was)),
+            *([after.by] if after is not None and after.by else []),
+            *(u for e in audit if e.subcommand == "step_skipped" for u in ev.skip_voters(e)[0]),
         ],
         now=now or datetime.now(UTC),
         directory=directory,
     )
     bars = _step_bars(steps, approvals, titles, audit)
-    jobs = store.jobs(states=("live", "interrupted", "done"), run_id=run_id, limit=1000)
     lanes, findings, backups = _drain_lanes(jobs)
+    lanes = ev.with_after_abort(lanes, after)
+    findings += ev.after_abort_finding(after, people)
+    findings += [
+        f"{s.step_id} succeeded, leaving for people: {s.left_behind}" for s in steps if s.left_behind
+    ]
     run_watches = store.watches(live=False, limit=1000, run_id=run_id)
     episodes, marks, posted = _thread_marks(store, run_id, run_watches, [j.id for j in jobs])
     findings += posted
     sampled = [(w.ended_at, store.watch_samples(w.id)) for w in run_watches]
     series = _pods_over_time(sampled)
-    notes = tuple(f"{s.step_id}: {s.note}" for s in steps if s.note) + run_notes(audit, people)
+    stops = ev.pauses(audit, [s.step_id for s in steps])
+    notes = (
+        tuple(f"{s.step_id}: {ev.name_ids(s.note, people)}" for s in steps if s.note)
+        + run_notes(audit, people)
+        + tuple(ev.people_lines(shifts, stops, people))
+    )
     for s in steps:
         if str(s.state) == "failed":
-            findings.append(f"{s.step_id} failed" + (f": {s.note}" if s.note else ""))
+            findings.append(f"{s.step_id} failed" + (f": {ev.name_ids(s.note, people)}" if s.note else ""))
     went_past = skipped_failures(audit, {s.step_id for s in steps if str(s.state) == "skipped"}, people)
     findings += went_past.values()
     chosen = forced_past(audit)
@@ -123,6 +139,7 @@ def build_report(
     ended = max([run.updated_at, *times])
     if now is not None and run.state in ("active", "paused"):
         ended = max(ended, now)  # a run still going: its open bars reach the present
+    bars = ev.paused_segments(bars, stops, ended)
     gaps = _gaps(series, lanes, watched=bool(run_watches or episodes))
     scheduled = store.schedule_of_run(run_id)
     window_end = scheduled.window_end if scheduled else plan.window.end if plan else None
@@ -160,6 +177,9 @@ def build_report(
         alert_lanes=tuple(_alert_lanes(store, run_id, [s.step_id for s in steps], ended)),
         analyses=tuple(_analyses(store, run_id, [s.step_id for s in steps])),
         evidence=tuple(evidence_steps(store, run_id, [s.step_id for s in steps])),
+        after_abort=after,
+        handoffs=tuple(shifts),
+        pauses=tuple(stops),
     )
 
 
@@ -220,14 +240,20 @@ def _drain_lanes(jobs: Sequence[JobRow]) -> tuple[list[NodeLane], list[str], lis
         args = json.loads(job.args or "{}")
         progress = json.loads(job.progress)
         group = str(args.get("nodegroup") or args.get("node") or job.step_id)
+        # A drain that stopped unfinished (the run aborted, its job interrupted) left the nodes it
+        # was at cordoned, not draining for ever.
+        stopped = (job.ended_at or job.updated_at) if job.state != "live" else None
         for name in progress.get("order", []):
             node = progress["nodes"].get(name, {})
             forced = node.get("forced") or {}
+            state = str(node.get("state", ""))
+            cut = stopped if state in ("cordoned", "draining", "pending") else None
             lanes.append(
                 NodeLane(
                     name=name,
                     group=group,
-                    state=str(node.get("state", "")),
+                    state="cordoned" if cut is not None and state != "pending" else state,
+                    stopped_at=cut,
                     cordoned_at=_when(node.get("cordoned_at")),
                     began=_when(node.get("began") or node.get("started")),
                     blocked_at=_when(node.get("blocked_at")),
@@ -512,10 +538,10 @@ def skipped_failures(
             failed[entry.arguments] = _text(entry)
         elif entry.subcommand == "step_skipped" and entry.arguments in failed:
             why = failed.pop(entry.arguments)
-            who = named(entry.user_id, people or {})
-            out[entry.arguments] = (
-                f"{entry.arguments} failed and was skipped by {who} ({_text(entry)}): {why}"
-            )
+            voters, reason = ev.skip_voters(entry)
+            who = " and ".join(named(u, people or {}) for u in voters)
+            why = ev.name_ids(why, people or {})
+            out[entry.arguments] = f"{entry.arguments} failed and was skipped by {who} ({reason}): {why}"
     return out
 
 

@@ -57,6 +57,11 @@ class StepBar:
     def working(self) -> float:
         return self._total(("work", "failed"))
 
+    @property
+    def paused(self) -> float:
+        """Time a gate of this step stood open while people had paused the run (`Report.pauses`)."""
+        return self._total(("paused",))
+
 
 @dataclass(frozen=True, kw_only=True)
 class NodeLane:
@@ -70,6 +75,67 @@ class NodeLane:
     blocked_at: datetime | None = None
     ended: datetime | None = None
     forced_by: str = ""
+    #: When its drain stopped unfinished (the run aborted, or its job interrupted): the node stays
+    #: cordoned from then, not draining.
+    stopped_at: datetime | None = None
+    #: What became of it after the run's abort (`AfterAbort.answer`), for a node still cordoned then.
+    after_abort: str = ""
+
+    @property
+    def state_words(self) -> str:
+        """Its state as the report's tables say it: "cordoned (its drain stopped by the abort; left
+        cordoned)" rather than a `draining` that never ended."""
+        if self.state == "pending" and self.stopped_at:
+            return "pending (not drained: its drain stopped before it)"
+        why = [
+            *(
+                ["its drain stopped by the abort" if self.after_abort else "its drain stopped"]
+                if self.stopped_at
+                else []
+            ),
+            *([self.after_abort] if self.after_abort else []),
+        ]
+        return f"{self.state} ({'; '.join(why)})" if why else self.state
+
+
+@dataclass(frozen=True, kw_only=True)
+class AfterAbort:
+    """The nodes the run's jobs cordoned and that were still cordoned when it was aborted, and the
+    answer to the offer to uncordon them (the `after-abort` job, `bot.core.jobs.service`)."""
+
+    nodes: tuple[str, ...]
+    #: "left cordoned", "uncordoned", "not answered yet" or "nothing to uncordon".
+    answer: str
+    by: str = ""
+    reason: str = ""
+    at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Handoff:
+    """A role of the run given to someone else (`/upgrade handoff`): by whom, from whom, when."""
+
+    at: datetime
+    role: str
+    to: str
+    by: str
+    #: Who no longer holds it (a holder handing over their own part, or the coordinator's replacing).
+    was: tuple[str, ...] = ()
+    #: The user group the new holder was added beside ("" when they replaced someone).
+    beside: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pause:
+    """The run paused by someone (`/upgrade pause`) until resumed (`until` None: still paused, or
+    it ended paused); not time spent waiting for people at a gate."""
+
+    at: datetime
+    by: str
+    reason: str
+    until: datetime | None = None
+    resumed_by: str = ""
+    resume_reason: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,6 +251,12 @@ class Report:
     analyses: tuple[AnalysisView, ...] = ()
     #: Every evidence check of the run, steps and `background:` checks, in step order.
     evidence: tuple[EvidenceStep, ...] = ()
+    #: The nodes still cordoned at the abort and what people answered the offer to uncordon them.
+    after_abort: AfterAbort | None = None
+    #: The roster's changes during the run, oldest first (`roster` is the roster at the end).
+    handoffs: tuple[Handoff, ...] = ()
+    #: The run's pauses by people, oldest first.
+    pauses: tuple[Pause, ...] = ()
 
     @property
     def groups(self) -> list[str]:

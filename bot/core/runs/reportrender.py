@@ -65,6 +65,7 @@ def to_json(report: Report) -> str:
     for bar, raw in zip(report.steps, body["steps"], strict=True):
         raw["waiting_seconds"] = bar.waiting
         raw["working_seconds"] = bar.working
+        raw["paused_seconds"] = bar.paused
     return json.dumps(body, default=default, indent=2, sort_keys=True) + "\n"
 
 
@@ -83,7 +84,12 @@ def mermaid_gantt(report: Report) -> str:
     lines = ["gantt", title, "    dateFormat YYYY-MM-DDTHH:mm:ss"]
     lines.append("    axisFormat %H:%M")
     fmt = "%Y-%m-%dT%H:%M:%S"
-    names = {"wait": "waiting for people", "work": "working", "failed": "failed"}
+    names = {
+        "wait": "waiting for people",
+        "work": "working",
+        "failed": "failed",
+        "paused": "paused by people",
+    }
     for bar in report.steps:
         lines.append(f"    section {_mermaid_name(bar.step_id)}")
         for i, (kind, start, stop) in enumerate(bar.segments):
@@ -91,7 +97,11 @@ def mermaid_gantt(report: Report) -> str:
             tag = (
                 "crit, "
                 if kind == "failed"
-                else ("done, " if bar.state == "skipped" and kind == "work" else "")
+                else (
+                    "done, "
+                    if bar.state == "skipped" and kind == "work"
+                    else ("active, " if kind == "paused" else "")
+                )
             )
             task = names[kind] + (
                 " (skipped)" if bar.state == "skipped" and i == len(bar.segments) - 1 else ""
@@ -107,7 +117,11 @@ def to_markdown(report: Report) -> str:
     out = [f"# Upgrade report: run {_cell(report.run_id)}", ""]
     out += [f"- **{k}**: {_cell(v)}" for k, v in _summary(report)]
     out += ["", "## Steps", "", "```mermaid", mermaid_gantt(report), "```", ""]
-    out += ["| step | state | waiting for people | working | approvals |", "|---|---|---|---|---|"]
+    paused = bool(report.pauses)
+    out += [
+        "| step | state | waiting for people | working |" + (" paused |" if paused else "") + " approvals |",
+        "|---|---|---|---|" + ("---|" if paused else "") + "---|",
+    ]
     for b in report.steps:
         # With the time: a gate opened again after a failure is approved again, beside its first.
         who = ", ".join(
@@ -115,7 +129,9 @@ def to_markdown(report: Report) -> str:
             for at, u, p, d in b.approvals
         )
         out.append(
-            f"| {_cell(b.step_id)} | {_cell(b.state)} | {_dur(b.waiting)} | {_dur(b.working)} | {_cell(who)} |"
+            f"| {_cell(b.step_id)} | {_cell(b.state)} | {_dur(b.waiting)} | {_dur(b.working)} |"
+            + (f" {_dur(b.paused)} |" if paused else "")
+            + f" {_cell(who)} |"
         )
     out += ["", "## Nodes", ""]
     for group in report.groups:
@@ -127,7 +143,7 @@ def to_markdown(report: Report) -> str:
             "|---|---|---|---|---|---|",
         ]
         out += [
-            f"| {_cell(n.name)} | {_cell(n.state)} | {utc_stamp(n.cordoned_at)} | {utc_stamp(n.began)} | {utc_stamp(n.blocked_at)} | {utc_stamp(n.ended)} |"
+            f"| {_cell(n.name)} | {_cell(n.state_words)} | {utc_stamp(n.cordoned_at)} | {utc_stamp(n.began)} | {utc_stamp(n.blocked_at)} | {utc_stamp(n.ended)} |"
             for n in lanes
         ]
         out.append("")
@@ -250,6 +266,23 @@ def _summary(report: Report) -> list[tuple[str, str]]:
             if decision in ("approve", "force"):
                 given.setdefault(report.who(who), {}).setdefault(b.step_id, []).append(phase)
     approvers = [f"{who}: {_approved(steps)}" for who, steps in sorted(given.items())]
+    # The roster as it changed (`Roster` is the one at the end): who held each role from when.
+    handoffs = "; ".join(
+        f"{h.role}: {', '.join(report.who(u) for u in h.was) or h.beside or '—'} → {report.who(h.to)} "
+        f"at {utc_stamp(h.at)} (by {report.who(h.by)})"
+        for h in report.handoffs
+    )
+    held = sum((((p.until or report.ended_at) - p.at).total_seconds() for p in report.pauses), 0.0)
+    paused = (
+        f"{len(report.pauses)} time(s), {_dur(held)} in all, not counted as waiting for people: "
+        + "; ".join(
+            f"{utc_stamp(p.at)} – {utc_stamp(p.until)} by {report.who(p.by)}"
+            + (f", resumed by {report.who(p.resumed_by)}" if p.resumed_by else "")
+            for p in report.pauses
+        )
+        if report.pauses
+        else ""
+    )
     return [
         ("Cluster", report.cluster),
         ("Plan", report.plan),
@@ -265,6 +298,8 @@ def _summary(report: Report) -> list[tuple[str, str]]:
         # U0PRIMARY — the upgrade: checks failed" for an abort).
         *([(_STOPPED.get(report.state, "Reason"), report.reason)] if report.reason else []),
         ("Roster", roster),
+        *([("Hand-offs", handoffs)] if handoffs else []),
+        *([("Paused", paused)] if paused else []),
         ("Approved", "; ".join(approvers) or "—"),
     ]
 
@@ -310,7 +345,13 @@ def to_html(report: Report, charts: Mapping[str, bytes] | None) -> str:
             "images": images,
             "no_charts": INSTALL_HINT if no_charts else "",
             "steps": [
-                {"b": b, "waiting": _dur(b.waiting), "working": _dur(b.working), "dt": utc_stamp}
+                {
+                    "b": b,
+                    "waiting": _dur(b.waiting),
+                    "working": _dur(b.working),
+                    "paused": _dur(b.paused),
+                    "dt": utc_stamp,
+                }
                 for b in report.steps
             ],
             "groups": [(g, [n for n in report.nodes if n.group == g]) for g in report.groups],
