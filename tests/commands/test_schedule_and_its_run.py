@@ -8,6 +8,7 @@ before"). Through the router, with an injected clock."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from bot.core.runs.report import build_report
 from bot.frontdoor.assemble import Services, assemble
+from bot.records import JobRow
 from bot.settings import load_settings
 from tests.support.clock import FakeClock
 from tests.support.schedules import CONFIG, FRIDAY_NOON_IN_TOKYO, PLAN, command, tokyo_team
@@ -211,3 +213,43 @@ def test_a_run_started_early_withdraws_the_reminders_posts_starting_now_and_show
         assert run_id
     finally:
         services.close()
+
+
+def test_the_aborted_announcement_says_which_nodes_the_run_cordoned_are_still_cordoned(
+    services: Services, clock: FakeClock
+) -> None:
+    assert cmd(services, AT, user="U0COORD").ok
+    (schedule,) = services.store.schedules()
+    clock.set(datetime(2026, 12, 1, 4, 10, tzinfo=UTC))
+    assert cmd(services, 'start tokyo-upgrade --override --reason "the team is here"', user="U0COORD").ok
+    run_id = schedule_run(services, schedule.id)
+    # A drain of the run cordoned two nodes (its progress as the drain job stores it), then the abort.
+    progress = {
+        "order": ["ip-10-0-1-7", "ip-10-0-1-8"],
+        "cordoned": ["ip-10-0-1-7", "ip-10-0-1-8"],
+        "nodes": {},
+    }
+    services.store.create_job(
+        JobRow(id=0, run_id=run_id, step_id="drain-ng-a", epoch=1, kind="drain", cluster="prod",
+               args=json.dumps({"nodegroup": "ng-a"}), state="interrupted", progress=json.dumps(progress),
+               started_by="U0COORD", started_at=clock())
+    )  # fmt: skip
+    assert cmd(services, f'abort {run_id} --reason "vendor outage"', user="U0COORD").ok
+    (row,) = [
+        r for r in services.store.scheduled_announcements(schedule_id=schedule.id) if r.template == "aborted"
+    ]
+    text = services.announcements.renderer.render("aborted", services.announcements.context_for(row)).text
+    assert (
+        ":warning: 2 node(s) the run cordoned were not uncordoned: ip-10-0-1-7, ip-10-0-1-8. "
+        "The run's thread asks whether to uncordon them." in text
+    )
+    # Once they are uncordoned (a job of the run's, by hand), it says nothing of nodes.
+    services.store.create_job(
+        JobRow(id=0, run_id=run_id, step_id="uncordon-nodes", kind="uncordon", cluster="prod", state="done",
+               progress=json.dumps({"uncordoned": ["ip-10-0-1-7", "ip-10-0-1-8"]}), started_by="U0COORD",
+               started_at=clock())
+    )  # fmt: skip
+    assert (
+        "cordoned"
+        not in services.announcements.renderer.render("aborted", services.announcements.context_for(row)).text
+    )

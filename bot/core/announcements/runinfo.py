@@ -53,7 +53,11 @@ def plan_info(
 
 
 def run_info(
-    run: R.Run, step_id: str = "", evidence: Sequence[EvidenceLine] = (), regressions: Sequence[str] = ()
+    run: R.Run,
+    step_id: str = "",
+    evidence: Sequence[EvidenceLine] = (),
+    regressions: Sequence[str] = (),
+    cordoned: Sequence[str] = (),
 ) -> RunInfo:
     """The run as announcements see it: its state and `step_id` (default: the step it finished last;
     for an aborted run, the step it stopped at, as its card says)."""
@@ -94,6 +98,7 @@ def run_info(
         ),
         evidence=tuple(evidence),
         regressions=tuple(regressions),
+        cordoned=tuple(cordoned),
     )
 
 
@@ -134,13 +139,14 @@ def plan_context(
     evidence: Sequence[EvidenceLine] = (),
     regressions: Sequence[str] = (),
     announcement: AnnouncementInfo | None = None,
+    cordoned: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The announcement context for a stored plan (and its run, once there is one)."""
     roster: Mapping[str, Sequence[str]] = run.roster if run is not None else plan.roster
     return build_context(
         plan=plan_info(plan, start=start, end=end, tz=tz),
         roster=roster,
-        run=run_info(run, step_id, evidence, regressions) if run is not None else None,
+        run=run_info(run, step_id, evidence, regressions, cordoned) if run is not None else None,
         reason=reason if reason is not None else (run.reason if run is not None and run.reason else None),
         previous_window=previous_window,
         announcement=announcement,

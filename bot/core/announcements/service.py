@@ -49,6 +49,7 @@ from bot.core.announcements.templates import (
 from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.evidence.view import StoredEvidence
+from bot.core.jobs.common import cordoned_by
 from bot.core.rendering import Rendered
 from bot.core.runs import machine as R
 from bot.core.runs.library import assemble_run, find_plan, stored_plan
@@ -806,6 +807,12 @@ class AnnouncementService:
             # ... and its Verified button, with who confirmed so far (read from the store, so any
             # replica renders the same lines).
             announcement=self._verified(row, schedule.tz) if row.template == A.COMPLETED else None,
+            # An abort's: the nodes its jobs cordoned and did not uncordon (its thread asks).
+            cordoned=cordoned_by(
+                self.store.jobs(states=("live", "interrupted", "done"), run_id=run.id, limit=500)
+            )
+            if run is not None and row.template == A.ABORTED
+            else (),
         )
 
     def _verified(self, row: AnnouncementRow, tz: str) -> AnnouncementInfo:

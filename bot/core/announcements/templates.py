@@ -175,6 +175,8 @@ class RunInfo:
     evidence: tuple[EvidenceLine, ...] = ()
     #: The regressions the run's diff step finds between its snapshots ("category — subject").
     regressions: tuple[str, ...] = ()
+    #: An aborted run: the nodes its jobs cordoned that are still cordoned (its thread asks).
+    cordoned: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.state not in RUN_STATES:
@@ -522,6 +524,7 @@ def sample_context(**changes: Any) -> dict[str, Any]:
             ),
         ),
         regressions=("containers not ready — Deployment payments/<api> <!channel>",),
+        cordoned=("ip-10-0-1-7 <!channel>", "ip-10-0-1-8"),
     )
     context = build_context(
         plan=plan,

@@ -7,6 +7,7 @@ selection, label-selector matching (PodDisruptionBudgets, workloads) and the car
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Container, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ from bot.core.durations import parse_duration
 from bot.core.kube.objects import node_group, parse_iso
 from bot.core.kube.versions import on_version, parse_version
 from bot.errors import ClusterError, UserError, clip
-from bot.records import Approval
+from bot.records import Approval, JobRow
 
 Raw = dict[str, Any]
 
@@ -358,3 +359,20 @@ def few(names: Sequence[str], limit: int = 3) -> str:
     """At most `limit` names and `+N more`: a card never lists thousands."""
     shown = ", ".join(names[:limit])
     return shown + (f" +{len(names) - limit} more" if len(names) > limit else "")
+
+
+def cordoned_by(rows: Sequence[JobRow]) -> list[str]:
+    """The nodes a run's jobs (`rows`) cordoned and did not uncordon since, in the order cordoned:
+    what abort offers to uncordon, and what its announcement says is still cordoned."""
+    cordoned: dict[str, None] = {}
+    for row in rows:
+        if not row.progress or row.dry_run:
+            continue
+        progress = json.loads(row.progress)
+        if row.kind == "uncordon":
+            for node in progress.get("uncordoned", []):
+                cordoned.pop(str(node), None)
+            continue
+        for node in progress.get("cordoned", []):
+            cordoned[str(node)] = None
+    return list(cordoned)

@@ -54,7 +54,7 @@ from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
-from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, few, gate_choice, iso
+from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, cordoned_by, few, gate_choice, iso
 from bot.core.jobs.gitops import backup_files
 from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection, StepReports
@@ -1008,18 +1008,7 @@ class JobService:
 
     def cordoned_by_run(self, run_id: str) -> list[str]:
         """Nodes the run's jobs cordoned and did not uncordon since (for `abort`'s offer)."""
-        cordoned: dict[str, None] = {}
-        for row in self.store.jobs(states=("live", "interrupted", "done"), run_id=run_id, limit=500):
-            if not row.progress or row.dry_run:
-                continue
-            progress = json.loads(row.progress)
-            if row.kind == "uncordon":
-                for node in progress.get("uncordoned", []):
-                    cordoned.pop(str(node), None)
-                continue
-            for node in progress.get("cordoned", []):
-                cordoned[str(node)] = None
-        return list(cordoned)
+        return cordoned_by(self.store.jobs(states=("live", "interrupted", "done"), run_id=run_id, limit=500))
 
     # -- helpers ----------------------------------------------------------------------------------
 
