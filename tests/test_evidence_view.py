@@ -22,6 +22,7 @@ from bot.core.evidence.view import (
     now_line,
     number,
     sparkline,
+    step_view,
 )
 from tests.support.blockkit import message_blocks, text_of
 
@@ -199,3 +200,26 @@ def test_the_gates_evidence_blocks_stay_within_slack_limits_for_500_alerts_and_2
 def test_no_evidence_gives_no_blocks_and_no_now_line() -> None:
     assert evidence_blocks(EvidenceView()) == []
     assert now_line(EvidenceView(), T0) == ""
+
+
+def test_evidence_people_waived_is_waived_never_successful_and_its_counts_not_measured() -> None:
+    waived = "analysis: waived by <@U0PRIMARY>: Prometheus is down; <@U0SHADOW>: Grafana is green"
+    progress = {"query": "sum(up)", "count": 5, "outcome": "Inconclusive", "measurements": []}
+    (an,) = step_view("analysis", progress, done=True, ok=True, name="settle-4xx", detail=waived).analyses
+    assert an.outcome == "Waived"
+    assert analysis_lines(an)[0].startswith(":warning: *settle-4xx* — Waived")
+    alerts = {"started": "2026-11-29T14:02:00Z", "unavailable": "Alertmanager answered 401"}
+    view = step_view("alerts", alerts, done=True, ok=True, detail=waived.replace("analysis", "alerts")).alerts
+    assert view is not None
+    assert (view.outcome, alerts_summary(view)) == (
+        "Waived",
+        "Alerts: could not be read (Alertmanager answered 401)",
+    )
+    # Measured and passed, it is Successful with its counts.
+    measured = {"started": "2026-11-29T14:02:00Z", "seen": {"new": 0, "pre_existing": 3}, "unavailable": ""}
+    view = step_view("alerts", measured, done=True, ok=True, detail="alerts: no new alert for 10m").alerts
+    assert view is not None
+    assert (view.outcome, alerts_summary(view)) == (
+        "Successful",
+        "Alerts: 0 new since 14:02 · 3 pre-existing · 0 silenced by this run",
+    )

@@ -40,6 +40,9 @@ KEPT_ALERTS = 20
 #: The outcome of an evidence step whose cluster names no source for it (`bot.core.jobs.nosource`):
 #: nothing was measured, and it is never shown as passed.
 NOT_MEASURED = "not measured (no source)"
+#: The outcome of evidence people waived (two people, with reasons): it passed on their word,
+#: nothing measured it as good, and it is never shown as Successful (`outcome_of`).
+WAIVED = "Waived"
 
 BARS = "▁▂▃▄▅▆▇█"
 #: A measurement with no value (Inconclusive: no data) — a gap, never a zero.
@@ -75,9 +78,10 @@ class AlertsView:
     timeout: timedelta = timedelta(minutes=30)
     #: When the settle window began (None while new alerts fire).
     quiet_since: datetime | None = None
-    #: "Running", "Successful", "Failed", "Inconclusive" (judge.Outcome's values).
+    #: "Running", "Successful", "Failed", "Inconclusive" (judge.Outcome's values), or `WAIVED`.
     outcome: str = "Running"
-    #: Why it is Inconclusive (Alertmanager's failure), empty otherwise.
+    #: Why it is Inconclusive (Alertmanager's failure, kept once people waived it), empty otherwise:
+    #: the counts were then not read, and are never shown as measured.
     unavailable: str = ""
     #: Every new alert the step saw, firing or gone since (the first few; the report's timeline).
     history: tuple[AlertRow, ...] = ()
@@ -149,7 +153,9 @@ class EvidenceView:
 def alerts_view(
     progress: Mapping[str, Any], *, outcome: str = "Running", unavailable: str = ""
 ) -> AlertsView:
-    """The view of an `alerts` job from its stored progress (`bot.core.jobs.alerts`)."""
+    """The view of an `alerts` job from its stored progress (`bot.core.jobs.alerts`); why it could
+    not read Alertmanager is the progress's `unavailable` unless given."""
+    unavailable = unavailable or str(progress.get("unavailable") or "")
     seen = progress.get("seen") or {}
     since = parse_iso(progress.get("started")) or datetime.min
     rows = tuple(
@@ -230,20 +236,43 @@ class StoredEvidence:
             if row is None or row.kind not in EVIDENCE_KINDS or not row.progress:
                 continue
             return step_view(
-                row.kind, json.loads(row.progress), done=row.state == "done", ok=bool(row.ok), name=step_id
+                row.kind,
+                json.loads(row.progress),
+                done=row.state == "done",
+                ok=bool(row.ok),
+                name=step_id,
+                detail=row.detail,
             )
         return None
 
 
+def outcome_of(kind: str, progress: Mapping[str, Any], *, done: bool, ok: bool, detail: str = "") -> str:
+    """How an evidence job stands, from its stored progress and its end (`detail`: the job's last
+    words): not measured (no source), `WAIVED` (people passed it: its detail says "waived by"),
+    an analysis's own verdict, Inconclusive or Running while it goes on; else Successful or
+    Failed. No data never passes: waived evidence is never called Successful."""
+    if progress.get("no_source"):
+        return NOT_MEASURED
+    if done and "waived by" in detail:
+        return WAIVED
+    if kind == "analysis" and str(progress.get("outcome") or "Running") != "Running":
+        return str(progress["outcome"])
+    if not done:
+        return "Inconclusive" if progress.get("unavailable") else "Running"
+    return "Successful" if ok else "Failed"
+
+
 def step_view(
-    kind: str, progress: Mapping[str, Any], *, done: bool, ok: bool, name: str = "analysis"
+    kind: str, progress: Mapping[str, Any], *, done: bool, ok: bool, name: str = "analysis", detail: str = ""
 ) -> EvidenceView:
     """One evidence job's view from its stored progress (`kind` in `EVIDENCE_KINDS`); an analysis
-    is named by its step (`name`)."""
+    is named by its step (`name`); `detail` is the job's last words (it says whether people
+    waived it)."""
     if kind == "analysis":
-        return EvidenceView(analyses=(analysis_view(progress, name=name, done=done, ok=ok),))
-    outcome = "" if not done else ("Successful" if ok else "Failed")
-    return EvidenceView(alerts=alerts_view(progress, outcome=outcome))
+        return EvidenceView(analyses=(analysis_view(progress, name=name, done=done, ok=ok, detail=detail),))
+    return EvidenceView(
+        alerts=alerts_view(progress, outcome=outcome_of(kind, progress, done=done, ok=ok, detail=detail))
+    )
 
 
 def _scalar(value: Any) -> float | None:
@@ -259,7 +288,12 @@ def _scalar(value: Any) -> float | None:
 
 
 def analysis_view(
-    progress: Mapping[str, Any], *, name: str = "analysis", done: bool = False, ok: bool = False
+    progress: Mapping[str, Any],
+    *,
+    name: str = "analysis",
+    done: bool = False,
+    ok: bool = False,
+    detail: str = "",
 ) -> AnalysisView:
     """The view of an `analysis` job from its stored progress (`bot.core.jobs.analysis`; the keys
     are listed in docs/evidence-gate.md, *Stored measurements*)."""
@@ -270,7 +304,9 @@ def analysis_view(
             continue
         points.append(Point(at=at, value=_scalar(m.get("value")), phase=str(m.get("phase") or "")))
     outcome = NOT_MEASURED if progress.get("no_source") else str(progress.get("outcome") or "Running")
-    if done and outcome == "Running":
+    if done and "waived by" in detail and not progress.get("no_source"):
+        outcome = WAIVED
+    elif done and outcome == "Running":
         outcome = "Successful" if ok else "Failed"
     return AnalysisView(
         name=name,
@@ -340,10 +376,13 @@ def _span(d: timedelta) -> str:
     return format_duration(timedelta(seconds=int(d.total_seconds())))
 
 
-def alerts_summary(view: AlertsView) -> str:
-    """The gate's line: "Alerts: 0 new since 14:02 · 3 pre-existing · 5 silenced by this run"."""
+def alerts_summary(view: AlertsView, *, markup: bool = False) -> str:
+    """The gate's line: "Alerts: 0 new since 14:02 · 3 pre-existing · 5 silenced by this run"; when
+    Alertmanager could not be read, that (its counts were not measured: never "0 new")."""
     if view.no_source:
         return f"Alerts: {NOT_MEASURED}"
+    if view.unavailable:
+        return f"Alerts: could not be read ({_t(view.unavailable[:160], markup)})"
     return (
         f"Alerts: {view.new_count} new since {_hhmm(view.since)} · {view.pre_existing} pre-existing"
         f" · {view.silenced_by_run} silenced by this run"
@@ -407,6 +446,7 @@ def query_span(query: str, limit: int = QUERY_CHARS, *, markup: bool = True) -> 
 
 _OUTCOME_EMOJI = {
     "Successful": ":white_check_mark:",
+    WAIVED: ":warning:",
     "Failed": ":x:",
     "Inconclusive": ":grey_question:",
     "Error": ":warning:",
@@ -508,16 +548,23 @@ def _fit_lines(lines: Sequence[str], limit: int = SECTION) -> str:
     return "\n".join(out)
 
 
+def _unread_line(a: AlertsView, markup: bool) -> str:
+    """Why the alerts are not measured: Inconclusive, or waived by people on that."""
+    if a.outcome == WAIVED:
+        return ":warning: Waived by people: it passed on their word, not on a measurement"
+    return f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}"
+
+
 def evidence_text(view: EvidenceView, *, markup: bool = True) -> list[str]:
     """The evidence as mrkdwn lines (the gate's section, the thread, the announcement)."""
     lines: list[str] = []
     if view.alerts is not None:
         a = view.alerts
-        lines.append(f":rotating_light: *{alerts_summary(a)}*")
+        lines.append(f":rotating_light: *{alerts_summary(a, markup=markup)}*")
         if a.no_source:
             lines.append(f":heavy_minus_sign: {_t(a.no_source, markup)}")
         if a.unavailable:
-            lines.append(f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}")
+            lines.append(_unread_line(a, markup))
         lines.extend(alert_lines(a, markup=markup))
         lines.extend(gone_lines(a, markup=markup))
     for an in view.analyses[:ANALYSES_SHOWN]:
@@ -536,11 +583,11 @@ def evidence_blocks(view: EvidenceView) -> list[dict[str, Any]]:
     markup = True
     if view.alerts is not None:
         a = view.alerts
-        lines = [f":rotating_light: *{alerts_summary(a)}*"]
+        lines = [f":rotating_light: *{alerts_summary(a, markup=markup)}*"]
         if a.no_source:
             lines.append(f":heavy_minus_sign: {_t(a.no_source, markup)}")
         if a.unavailable:
-            lines.append(f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}")
+            lines.append(_unread_line(a, markup))
         lines.extend(alert_lines(a))
         lines.extend(gone_lines(a))
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _fit_lines(lines)}})

@@ -38,6 +38,7 @@ from bot.core.evidence.view import (
     alerts_view,
     analysis_view,
     number,
+    outcome_of,
 )
 from bot.core.jobs.gitops import backup_files
 from bot.core.people import Directory, display_names, named
@@ -131,7 +132,7 @@ def build_report(
             findings.append(f"{s.step_id} failed" + (f": {ev.name_ids(s.note, people)}" if s.note else ""))
     went_past = skipped_failures(audit, {s.step_id for s in steps if str(s.state) == "skipped"}, people)
     findings += went_past.values()
-    chosen = forced_past(audit)
+    chosen = forced_past(audit, people)
     findings += chosen
     times = [t for b in bars for t in (b.opened_at, b.started_at, b.finished_at) if t is not None]
     times += [t for b in bars for _, start, stop in b.segments for t in (start, stop) if t is not None]
@@ -328,8 +329,11 @@ def _alert_lanes(store: Store, run_id: str, step_ids: Sequence[str], ended: date
         row = store.job_of_step(run_id, step_id)
         if row is None or row.kind != "alerts" or not row.progress:
             continue
-        outcome = "" if row.state != "done" else ("Successful" if row.ok else "Failed")
-        view = alerts_view(json.loads(row.progress), outcome=outcome)
+        progress = json.loads(row.progress)
+        done, ok = row.state == "done", bool(row.ok)
+        view = alerts_view(
+            progress, outcome=outcome_of("alerts", progress, done=done, ok=ok, detail=row.detail)
+        )
         finished = (row.ended_at or row.updated_at or ended) if row.state == "done" else ended
         lanes.append(AlertsLane(step_id=step_id, started_at=row.started_at, ended_at=finished, view=view))
     return lanes
@@ -343,21 +347,15 @@ def _analyses(store: Store, run_id: str, step_ids: Sequence[str]) -> list[Analys
         if row is None or row.kind != "analysis" or not row.progress:
             continue
         out.append(
-            analysis_view(json.loads(row.progress), name=step_id, done=row.state == "done", ok=bool(row.ok))
+            analysis_view(
+                json.loads(row.progress),
+                name=step_id,
+                done=row.state == "done",
+                ok=bool(row.ok),
+                detail=row.detail,
+            )
         )
     return out
-
-
-def _outcome_of(progress: Mapping[str, Any], kind: str, *, done: bool, ok: bool, detail: str) -> str:
-    if progress.get("no_source"):
-        return NOT_MEASURED
-    if done and "waived by" in detail:
-        return "Waived"
-    if kind == "analysis" and str(progress.get("outcome") or "Running") != "Running":
-        return str(progress["outcome"])
-    if not done:
-        return "Inconclusive" if progress.get("unavailable") else "Running"
-    return "Successful" if ok else "Failed"
 
 
 def _baseline_rows(progress: Mapping[str, Any]) -> tuple[AlertRow, ...]:
@@ -415,7 +413,7 @@ def evidence_steps(store: Store, run_id: str, step_ids: Sequence[str]) -> list[E
         progress = json.loads(row.progress)
         done, ok = row.state == "done", bool(row.ok)
         if row.kind in ("alerts", "analysis", "app-health"):
-            outcome = _outcome_of(progress, row.kind, done=done, ok=ok, detail=row.detail)
+            outcome = outcome_of(row.kind, progress, done=done, ok=ok, detail=row.detail)
             entry = _evidence_of(
                 step_id, row.kind, progress, outcome=outcome, detail=row.detail, background=False
             )
@@ -512,15 +510,40 @@ _PAST_SAFEGUARD = ("override chosen: ", "force chosen: ", "conflict policy chose
                    "evidence:by-eye: ")  # fmt: skip
 
 
-def forced_past(audit: Sequence[AuditEntry]) -> list[str]:
+def forced_past(audit: Sequence[AuditEntry], people: Mapping[str, str] | None = None) -> list[str]:
     """What people chose past a safeguard during the run, each in its job's words ("job 3: override
-    chosen: …"): a run that completed so did not complete cleanly, and its report and a rehearsal's
-    last line say so (the audit excerpt keeps only the last rows)."""
-    return [
-        f"{entry.arguments}: {entry.detail}"
-        for entry in audit
-        if entry.kind == "action" and entry.detail.startswith(_PAST_SAFEGUARD)
-    ]
+    chosen: …"), and each gate approved with force ("`delete-pod`: gate approved with force by @A
+    (why) and @B (why)"): a run that completed so did not complete cleanly, and its report and a
+    rehearsal's last line say so (the audit excerpt keeps only the last rows).
+
+    A gate is forced when every approval that started its step chose force: the votes with force
+    since the gate opened count once the step runs, unless the run declined the force (one
+    person's force alone: `machine.approve`)."""
+    out: list[tuple[str, str]] = []
+    votes: dict[str, list[str]] = {}
+    for entry in audit:
+        if entry.kind == "action" and entry.detail.startswith(_PAST_SAFEGUARD):
+            out.append(("", f"{entry.arguments}: {entry.detail}"))
+            continue
+        step = entry.arguments
+        if entry.kind != "run" or not step:
+            continue
+        if entry.subcommand == "gate_opened":
+            votes.pop(step, None)
+        elif entry.subcommand == "approved" and _FORCE_SAID in f" {entry.detail}":
+            why = " ".join(_text(entry).split(_FORCE_SAID.strip(), 1)[1].split())
+            votes.setdefault(step, []).append(f"{named(entry.user_id, people or {})} ({why})")
+        elif entry.subcommand == "step_running" and step in votes:
+            out.append((step, f"`{step}`: gate approved with force by {' and '.join(votes.pop(step))}"))
+        elif entry.subcommand == "force_declined":
+            forced = [i for i, (s, _) in enumerate(out) if s == step]
+            if forced:
+                del out[forced[-1]]
+    return [text for _, text in out]
+
+
+#: How a gate's approval with force reads in its audit row ("start roles=primary with force: why").
+_FORCE_SAID = " with force: "
 
 
 def skipped_failures(
