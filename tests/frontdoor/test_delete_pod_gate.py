@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from bot.core.runs.report import build_report
 from bot.sim import SimCluster
 from tests.contract.workloads import deployment, pdb
 from tests.support.awaited import Bot
@@ -121,6 +122,8 @@ def test_all_pods_not_ready_the_gate_counts_them_and_only_a_unanimous_force_pass
             f"force was chosen by {PRIMARY} only: the step evicts through the Eviction API" in t
             for t in thread
         ), thread
+        # One person's force is declined: nothing went past a safeguard by people's choice.
+        assert not any("with force" in f for f in build_report(front.services.store, run_id).findings)
         held = [t for t in thread if "only the gate's force option passes a budget" in t]
         assert len(held) == 2
         assert all(f"PodDisruptionBudget {NS}/web (disruptionsAllowed 0)" in t for t in held)
@@ -145,5 +148,23 @@ def test_all_pods_not_ready_the_gate_counts_them_and_only_a_unanimous_force_pass
         assert len(forced) == 2
         assert all(f"past PodDisruptionBudget {NS}/web (disruptionsAllowed 0)" in d for d in forced)
         assert all(f"force chosen at the gate by {PRIMARY}, {SHADOW}" in d for d in forced)
+        # Said as past a safeguard by people's choice: the report's Outcome and Findings (who and
+        # why), and the card's finished step line — never a plain success.
+        report = build_report(front.services.store, str(second))
+        assert report.outcome == (
+            "completed: 1 of 1 steps succeeded (1 past a safeguard by people's choice: see Findings)"
+        )
+        assert report.findings == (
+            f"`delete-pod`: gate approved with force by {PRIMARY} ({PRIMARY}: its node is gone) and "
+            f"{SHADOW} ({SHADOW}: its node is gone)",
+        )
+        card_ts = front.cards()[-1]["ts"]
+        card = [c.params["text"] for c in front.stub.calls_to("chat.update") if c.params["ts"] == card_ts][-1]
+        assert "Run *completed*" in card
+        assert (
+            "— succeeded *past a safeguard by people's choice:* approved with force by "
+            f"<@{PRIMARY}> (<@{PRIMARY}>: its node is gone) and <@{SHADOW}> (<@{SHADOW}>: its node is gone)"
+        ) in card
+        assert ":white_check_mark: `delete-pod`" not in card
     finally:
         duties.shutdown()

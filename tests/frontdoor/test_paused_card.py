@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from bot.core.runs.report import build_report, to_html, to_json
 from bot.settings import load_settings
 from tests.support.awaited import Bot, TrackedPool
 from tests.support.front import CARD, start_front
@@ -509,6 +510,32 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     assert {(e.channel_id, bool(e.correlation_id), e.source) for e in from_modal} == {
         ("C0OPS", True, "slack")
     }
+    # The card says the step passed on people's word, not measured: past a safeguard, by whom, why.
+    text, _ = card_when(bot, "`settle` No new alerts — succeeded")
+    assert (
+        ":warning: `settle` No new alerts — succeeded *past a safeguard by people's choice:* evidence waived by "
+        f"<@{PRIMARY}> (Alertmanager token rotates at 15:00; Grafana is green) and <@{SHADOW}> (checked the dashboards too)"
+    ) in text
+    assert ":white_check_mark: `settle`" not in text
+    # The report: Waived everywhere (the alert timeline, the JSON), with why nothing was measured.
+    report = build_report(bot.services.store, run.id)
+    (lane,) = report.alert_lanes
+    assert (lane.view.outcome, lane.view.unavailable) == (
+        "Waived",
+        "Alertmanager refused the bot's credentials (HTTP 401)",
+    )
+    data = json.loads(to_json(report))
+    assert data["alert_lanes"][0]["view"]["outcome"] == "Waived"
+    (entry,) = data["evidence"]
+    assert entry["outcome"] == "Waived"
+    assert (
+        entry["summary"]
+        == "Alerts: could not be read (Alertmanager refused the bot's credentials (HTTP 401))"
+    )
+    assert entry["alerts"]["unavailable"] == "Alertmanager refused the bot's credentials (HTTP 401)"
+    html = to_html(report, charts=None)
+    assert "Successful" not in html
+    assert "0 new since" not in html
 
 
 def _paused_on_evidence(bot: Bot, sim_small: Any) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.core.announcements.templates import (
     AnnouncementInfo,
+    ChosenInfo,
     EvidenceLine,
     LeftBehindInfo,
     Link,
@@ -22,6 +23,7 @@ from bot.core.announcements.templates import (
 )
 from bot.core.evidence.view import EvidenceSource, alerts_summary, number
 from bot.core.runs import machine as R
+from bot.core.runs.chosen import run_chosen
 from bot.core.runs.paused import ending
 from bot.core.runs.plans import Plan
 
@@ -99,6 +101,12 @@ def run_info(
         evidence=tuple(evidence),
         regressions=tuple(regressions),
         cordoned=tuple(cordoned),
+        chosen=tuple(
+            ChosenInfo(
+                id=c.step_id, name=run.plan.step(c.step_id).title, what=c.what, by=c.by, reasons=c.reasons
+            )
+            for c in run_chosen(run)
+        ),
     )
 
 

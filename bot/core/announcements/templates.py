@@ -152,6 +152,18 @@ class LeftBehindInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ChosenInfo:
+    """A step people let past a safeguard (a gate approved with force, evidence waived): what, by
+    whom (user ids) and each one's reason (`bot.core.runs.chosen`)."""
+
+    id: str
+    name: str
+    what: str
+    by: tuple[str, ...]
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class EvidenceLine:
     """One evidence step as the completed announcement shows it: its summary and how it ended."""
 
@@ -177,6 +189,8 @@ class RunInfo:
     regressions: tuple[str, ...] = ()
     #: An aborted run: the nodes its jobs cordoned that are still cordoned (its thread asks).
     cordoned: tuple[str, ...] = ()
+    #: What people let past a safeguard, in step order: never said as a plain success.
+    chosen: tuple[ChosenInfo, ...] = ()
 
     def __post_init__(self) -> None:
         if self.state not in RUN_STATES:
@@ -525,6 +539,15 @@ def sample_context(**changes: Any) -> dict[str, Any]:
         ),
         regressions=("containers not ready — Deployment payments/<api> <!channel>",),
         cordoned=("ip-10-0-1-7 <!channel>", "ip-10-0-1-8"),
+        chosen=(
+            ChosenInfo(
+                id="delete-pod",
+                name="Delete the stuck pods <web>",
+                what="approved with force",
+                by=("U0PRIMARY", "U0SHADOW"),
+                reasons=("the node is gone & <!channel>", ""),
+            ),
+        ),
     )
     context = build_context(
         plan=plan,

@@ -30,6 +30,7 @@ from bot.core.people import USER_ID, Directory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs import pipelines, prs
+from bot.core.runs.chosen import chosen_of
 from bot.core.runs.paused import ending, paused_view
 from bot.core.runs.prs import PullRequests
 from bot.errors import BotError, Fenced, SlackCallFailed
@@ -84,7 +85,7 @@ def step_lines(rows: Sequence[Mapping[str, Any]], current: int) -> list[dict[str
 
     for i, row in enumerate(rows):
         role = "now" if i == current else "next" if i == current + 1 else ""
-        if role or row["state"] in _ALWAYS_FULL or row.get("left_behind"):
+        if role or row["state"] in _ALWAYS_FULL or row.get("left_behind") or row.get("chosen"):
             close()
             lines.append({"kind": "step", "row": row, "role": role})
             continue
@@ -759,6 +760,8 @@ def summary_rows(run: R.Run, now: datetime) -> Sequence[Mapping[str, object]]:
                 "epoch": sr.epoch,
                 # What a step that succeeded left for people: never folded into "N done".
                 "left_behind": sr.left_behind,
+                # A gate approved with force, evidence waived: said on the step's line, never folded.
+                "chosen": "; ".join(c.text() for c in chosen_of(run, sr)),
                 "destructive": step.destructive,
                 "manual": step.manual,
                 "pipeline": f"{step.pipeline.pipeline}/{step.pipeline.job}" if step.pipeline else "",

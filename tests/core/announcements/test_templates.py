@@ -240,14 +240,26 @@ def test_the_completed_announcement_carries_the_runs_evidence_escaped() -> None:
     # The diff's regressions come first in the same section, escaped too.
     regressions = "Regressions the diff found (1): containers not ready — Deployment payments/&lt;api&gt; &lt;!channel&gt;"
     assert regressions in rendered.text
-    assert any(b.get("text", {}).get("text") == f"{regressions}\n{line}" for b in rendered.blocks)
+    # Then what people let past a safeguard (escaped), then the evidence.
+    chosen = (
+        "Past a safeguard by people's choice:\n• *Delete the stuck pods &lt;web&gt;* (`delete-pod`): approved with "
+        "force by <@U0PRIMARY> (_the node is gone &amp; &lt;!channel&gt;_) and <@U0SHADOW>"
+    )
+    assert any(b.get("text", {}).get("text") == f"{regressions}\n{chosen}\n{line}" for b in rendered.blocks)
     blockkit.message_blocks({"blocks": rendered.blocks})
     clean = sample_context()
     clean["run"] = dataclasses.replace(
-        clean["run"], failed_skipped=(), open_findings=(), evidence=(), regressions=(), left_behind=()
+        clean["run"],
+        failed_skipped=(),
+        open_findings=(),
+        evidence=(),
+        regressions=(),
+        left_behind=(),
+        chosen=(),
     )
     text = AnnouncementRenderer().render("completed", clean).text
     assert "Evidence" not in text
+    assert "Past a safeguard" not in text
     assert "Regressions" not in text
     assert text.startswith(":tada:")
 
