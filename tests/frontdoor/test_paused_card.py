@@ -533,6 +533,13 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
         == "Alerts: could not be read (Alertmanager refused the bot's credentials (HTTP 401))"
     )
     assert entry["alerts"]["unavailable"] == "Alertmanager refused the bot's credentials (HTTP 401)"
+    # Read outside Slack: the people named, never a `<@U…>` mention or its escape.
+    assert report.findings[-1] == (
+        f"job 2: evidence:waived: alerts: waived by {SHADOW}: {PRIMARY}: Alertmanager token rotates at 15:00; "
+        f"Grafana is green; {SHADOW}: checked the dashboards too"
+    )
+    assert "<@" not in entry["detail"]
+    assert "&lt;@" not in entry["detail"]
     html = to_html(report, charts=None)
     assert "Successful" not in html
     assert "0 new since" not in html

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -123,7 +124,7 @@ def build_report(
     series = _pods_over_time(sampled)
     stops = ev.pauses(audit, [s.step_id for s in steps])
     notes = (
-        tuple(f"{s.step_id}: {ev.name_ids(s.note, people)}" for s in steps if s.note)
+        tuple(f"{s.step_id}: {ev.name_ids(named_in(s.note, people), people)}" for s in steps if s.note)
         + run_notes(audit, people)
         + tuple(ev.people_lines(shifts, stops, people))
     )
@@ -415,7 +416,7 @@ def evidence_steps(store: Store, run_id: str, step_ids: Sequence[str]) -> list[E
         if row.kind in ("alerts", "analysis", "app-health"):
             outcome = outcome_of(row.kind, progress, done=done, ok=ok, detail=row.detail)
             entry = _evidence_of(
-                step_id, row.kind, progress, outcome=outcome, detail=row.detail, background=False
+                step_id, row.kind, progress, outcome=outcome, detail=named_in(row.detail), background=False
             )
             if entry is not None:
                 out.append(entry)
@@ -510,6 +511,16 @@ _PAST_SAFEGUARD = ("override chosen: ", "force chosen: ", "conflict policy chose
                    "evidence:by-eye: ")  # fmt: skip
 
 
+#: A Slack mention in a job's words ("waived by <@U0SHADOW>"), as stored or escaped for Slack.
+_MENTION = re.compile(r"(?:<|&lt;)@([UW][A-Z0-9]+)(?:>|&gt;)")
+
+
+def named_in(text: str, people: Mapping[str, str] | None = None) -> str:
+    """A job's words with each mention as the person's name (`@Alice`, else the id): a report is
+    read outside Slack, where `<@U0SHADOW>` names nobody."""
+    return _MENTION.sub(lambda m: named(m[1], people or {}), text)
+
+
 def forced_past(audit: Sequence[AuditEntry], people: Mapping[str, str] | None = None) -> list[str]:
     """What people chose past a safeguard during the run, each in its job's words ("job 3: override
     chosen: …"), and each gate approved with force ("`delete-pod`: gate approved with force by @A
@@ -523,7 +534,7 @@ def forced_past(audit: Sequence[AuditEntry], people: Mapping[str, str] | None = 
     votes: dict[str, list[str]] = {}
     for entry in audit:
         if entry.kind == "action" and entry.detail.startswith(_PAST_SAFEGUARD):
-            out.append(("", f"{entry.arguments}: {entry.detail}"))
+            out.append(("", f"{entry.arguments}: {named_in(entry.detail, people)}"))
             continue
         step = entry.arguments
         if entry.kind != "run" or not step:
