@@ -517,6 +517,9 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
         f"<@{PRIMARY}> (Alertmanager token rotates at 15:00; Grafana is green) and <@{SHADOW}> (checked the dashboards too)"
     ) in text
     assert ":white_check_mark: `settle`" not in text
+    # The step's note (the job's words) names the people as mentions, never as escaped text.
+    assert f"_alerts job 2: alerts: waived by <@{SHADOW}>: <@{PRIMARY}>: Alertmanager token rotates" in text
+    assert "&lt;@" not in text
     # The report: Waived everywhere (the alert timeline, the JSON), with why nothing was measured.
     report = build_report(bot.services.store, run.id)
     (lane,) = report.alert_lanes
