@@ -694,7 +694,9 @@ def test_a_plain_interactive_rehearsal_asks_a_drain_blocked_by_a_budget_in_plain
     assert prompt.isascii(), prompt
     # The answer is said in the thread by name, in plain text too.
     assert f"-> node {asked[1]}: @U0PRIMARY chose to skip it; it stays cordoned" in out
-    assert result.returncode == 0, result.stderr[-3000:]
+    # A node skipped, still cordoned: the run completed, not all done, and says so (exit 3).
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "completed with 1 step not all done" in out
 
 
 def test_the_rehearsals_reason_on_record_fits_the_question() -> None:
