@@ -517,6 +517,11 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
         f"<@{PRIMARY}> (Alertmanager token rotates at 15:00; Grafana is green) and <@{SHADOW}> (checked the dashboards too)"
     ) in text
     assert ":white_check_mark: `settle`" not in text
+    # The thread's line of the waiver names both voters as mentions (it showed `&lt;@…&gt;`).
+    posts = [c.params["text"] for c in bot.stub.calls_to("chat.postMessage") if c.params.get("thread_ts")]
+    (said,) = [t for t in posts if t.startswith("alerts: waived by")]
+    assert f"alerts: waived by <@{SHADOW}>: <@{PRIMARY}>: Alertmanager token rotates at 15:00" in said
+    assert "&lt;@" not in said
     # The step's note (the job's words) names the people as mentions, never as escaped text.
     assert f"_alerts job 2: alerts: waived by <@{SHADOW}>: <@{PRIMARY}>: Alertmanager token rotates" in text
     assert "&lt;@" not in text

@@ -77,8 +77,15 @@ def answered(name: str, progress: Progress, decision: Decision | None, *, aborte
 def waived(name: str, progress: Progress, decision: Decision) -> Tick:
     """The tick that ends an evidence step people waived (with their reason), posted and audited."""
     text = f"{name}: waived by <@{decision.by}>: {decision.reason}"
-    return Tick(progress=progress, posts=(Post(key=decision.choice_key + ":waived", text=text),),
+    return Tick(progress=progress, posts=(waived_post(decision, text),),
                 done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
+
+
+def waived_post(decision: Decision, text: str) -> Post:
+    """The thread's line of a waiver: its voters named as mentions — the one who answered and each
+    whose vote the run wrote into the reason ("<@U1>: why; <@U2>: why"); the rest of it inert."""
+    voters = re.findall(r"(?:^|; )<@([UW][A-Z0-9]+)>: ", decision.reason)
+    return Post(key=decision.choice_key + ":waived", text=text, people=(decision.by, *voters))
 
 
 class Evidence:

@@ -44,7 +44,7 @@ from bot.core.evidence.judge import Outcome, judge_alerts
 from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs import alerts as alerts_job
 from bot.core.jobs import trail as tr
-from bot.core.jobs.alerts import PAUSE_KIND, Evidence, no_data_choice
+from bot.core.jobs.alerts import PAUSE_KIND, Evidence, no_data_choice, waived_post
 from bot.core.jobs.analysis import AnalysisJob
 from bot.core.jobs.base import Decision, Job, Post, Progress, Tick
 from bot.core.jobs.common import iso
@@ -362,7 +362,7 @@ class Backgrounded:
                 if 0 <= index < len(bg["checks"]):
                     bg["checks"][index]["waived"] = True
                 text = f"background {failure.get('name', '')}: waived by <@{decision.by}>: {decision.reason}"
-                posts.append(Post(key=decision.choice_key + ":waived", text=text))
+                posts.append(waived_post(decision, text))
                 audit.append(("evidence:waived", text))
             else:
                 # Wait: check again now; the pause stays while the check still fails.
