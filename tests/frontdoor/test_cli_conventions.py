@@ -120,6 +120,25 @@ def test_an_unknown_flag_is_named_with_status_2(tmp_path: Path) -> None:
     assert "invalid choice: 'out.txt'" in wrong.stderr
 
 
+def test_a_configuration_with_several_problems_names_every_one_with_status_2(tmp_path: Path) -> None:
+    """It named the first and "(and 2 more problem(s))": fixed one at a time, run again each time."""
+    config = tmp_path / "upgrade-bot.yaml"
+    config.write_text("slack_bot_token: x\nchannels: 5\nfoo: 1\n")
+    result = cli(tmp_path, "check", "--config", str(config))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == "upgrade-bot: 3 problems:"
+    assert sorted(lines[1:]) == [
+        f"  {config}:1: slack_bot_token: unknown key",
+        f"  {config}:2: channels: expected a mapping",
+        f"  {config}:3: foo: unknown key",
+    ]
+    one = tmp_path / "one.yaml"
+    one.write_text("foo: 1\n")
+    result = cli(tmp_path, "check", "--config", str(one))
+    assert (result.returncode, result.stderr) == (2, f"upgrade-bot: {one}:1: foo: unknown key\n")
+
+
 def test_help_lists_the_exit_statuses(tmp_path: Path) -> None:
     for args in (["--help"], ["check", "--help"], ["diff", "--help"], ["rehearse", "--help"]):
         shown = cli(tmp_path, *args)

@@ -149,9 +149,17 @@ def terminal_user() -> str:
 
 
 def refused(exc: BotError) -> int:
-    """Say in one line why the bot refused (no traceback), and the exit status: a usage error
-    (a configuration or the command's words) is 2, anything else 1 — a database that did not
-    accept a connection too, though it is a configuration's error (`StoreUnreachable`)."""
-    print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+    """Say why the bot refused, with no traceback: one line, or one line per problem of a file;
+    and the exit status: a usage error (a configuration or the command's words) is 2, anything else
+    1 — a database that did not accept a connection too, though it is a configuration's error
+    (`StoreUnreachable`)."""
+    problems = exc.problems if isinstance(exc, ConfigError) else ()
+    if len(problems) > 1:
+        # Every problem of the file at once (as `plan validate` gives a plan's), not the first alone.
+        print(f"upgrade-bot: {len(problems)} problems:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+    else:
+        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
     usage = isinstance(exc, (ConfigError, UsageError)) and not isinstance(exc, StoreUnreachable)
     return EXIT_USAGE if usage else EXIT_FAILED
