@@ -27,7 +27,7 @@ def _service(ctx: CommandContext) -> FleetService:
 
 def _said(ctx: CommandContext, fleet_id: str, message: str) -> Reply:
     status = _service(ctx).status(fleet_id)
-    return Reply(template="runs/message", context={"message": f"{message}\n{status}"})
+    return Reply(template="runs/message", context={"message": f"{message}\n{status}", "named": True})
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -40,7 +40,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     Example: `/upgrade fleet`
     """
-    return Reply(template="runs/message", context={"message": _service(ctx).status(None)})
+    return Reply(template="runs/message", context={"message": _service(ctx).status(None), "named": True})
 
 
 def start(ctx: CommandContext, args: Args) -> Reply:
@@ -58,7 +58,8 @@ def status(ctx: CommandContext, args: Args) -> Reply:
     Example: `/upgrade fleet status`
     """
     service = _service(ctx)
-    return Reply(template="runs/message", context={"message": service.status(args.id)})
+    # The people its reasons name ("paused by U0SHADOW") as mentions, as on the fleet's card.
+    return Reply(template="runs/message", context={"message": service.status(args.id), "named": True})
 
 
 def approve(ctx: CommandContext, args: Args) -> Reply:

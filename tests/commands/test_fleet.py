@@ -63,6 +63,17 @@ def test_the_canary_failing_is_said_and_skip_needs_a_reason(bot: Services) -> No
     assert "is active" in text
 
 
+def test_the_status_names_the_people_in_a_reason_as_mentions(bot: Services) -> None:
+    """`fleet status` said "paused by U0PRIMARY", a raw id, where the fleet's card names the person."""
+    _say(bot, "fleet start twelve")
+    ok, text = _say(bot, "fleet pause --reason lunch <!channel>")
+    assert ok, text
+    ok, status = _say(bot, "fleet status")
+    assert ok, status
+    assert "paused by <@U0PRIMARY>: lunch &lt;!channel&gt;" in status
+    assert "by U0PRIMARY" not in status
+
+
 def test_someone_outside_the_fleets_roster_is_refused(bot: Services) -> None:
     _say(bot, "fleet start twelve")
     ok, text = _say(bot, "fleet pause --reason lunch", user="U0STRANGER")
