@@ -75,7 +75,10 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         )
     if args.action == "show":
         row, plan = find_plan(ctx.store, file_name("plan name", args.target))
-        return Reply(template="runs/plan", context={"plan": to_document(plan), "row": row, "loaded": False})
+        return Reply(
+            template="runs/plan",
+            context={"plan": to_document(plan), "row": row, "loaded": False, "window": plan.window},
+        )
     text, source = _plan_file(ctx, args.target)
     # The Slack directory can say whether each roster ID exists; the terminal's static one cannot.
     people = ctx.directory if isinstance(ctx.directory, PeopleLookup) else None
@@ -97,6 +100,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         ephemeral=False,
         context={
             "plan": to_document(plan),
+            # Its window as Slack dates (each reader's zone, the plan's as fallback), not ISO text.
+            "window": plan.window,
             "row": saved,
             "loaded": True,
             "warnings": warnings,

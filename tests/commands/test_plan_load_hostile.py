@@ -157,3 +157,8 @@ def test_a_window_read_in_utc_by_a_team_in_another_zone_is_warned_of_at_load(
         "the window is read in UTC (2026-12-01 14:00 UTC is 15:00 Europe/Berlin, the configured `timezone`); "
         "if 14:00 was meant in Europe/Berlin, set `window.timezone: Europe/Berlin`"
     ) in outcome.rendered.text
+    # The window itself as Slack dates (each reader's zone), not ISO text with an offset.
+    assert "· window <!date^1796133600^{date_short_pretty} {time}|2026-12-01 14:00 UTC> – <!date^" in (
+        outcome.rendered.text
+    )
+    assert "T14:00:00+00:00" not in outcome.rendered.text
