@@ -46,9 +46,17 @@ def test_bad_yaml_exits_2_naming_the_line(write_config: Callable[..., Path]) -> 
 
 def test_an_unknown_key_exits_2_naming_key_and_line(write_config: Callable[..., Path]) -> None:
     path = write_config("clusters:\n  prod:\n    kubeconfg: ./kube\n")
-    line = one_line_error(run_bot("exec", "help", "--config", str(path)))
+    result = run_bot("exec", "help", "--config", str(path))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
     lineno = path.read_text().splitlines().index("    kubeconfg: ./kube") + 1
-    assert f":{lineno}: clusters.prod.kubeconfg: unknown key (did you mean 'kubeconfig'?)" in line
+    # Every problem, one a line: the typo, and so the kubeconfig missing from `prod`.
+    lines = result.stderr.splitlines()
+    assert lines[0] == "upgrade-bot: 2 problems:", result.stderr
+    assert any(
+        f":{lineno}: clusters.prod.kubeconfg: unknown key (did you mean 'kubeconfig'?)" in line
+        for line in lines
+    ), result.stderr
 
 
 def test_a_roster_role_a_letter_from_a_known_one_is_a_typo_and_a_team_s_own_role_is_welcome(

@@ -60,7 +60,7 @@ def test_a_fleet_written_outside_the_project_is_validated_started_and_shown(
     assert main(["fleet", "pause", "--reason", "lunch", "--config", config, "--as", "U0STRANGER"]) == 1
     assert "roster" in capsys.readouterr().out
     assert main(["fleet", "pause", "--reason", "lunch break", "--config", config, "--as", "U0SHADOW"]) == 0
-    assert ":warning: paused by U0SHADOW: lunch break" in capsys.readouterr().out
+    assert ":warning: paused by <@U0SHADOW>: lunch break" in capsys.readouterr().out
 
 
 def test_a_fleet_file_finds_its_plan_beside_it_as_rehearse_fleet_does(
