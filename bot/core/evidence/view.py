@@ -303,11 +303,7 @@ def analysis_view(
         if at is None:
             continue
         points.append(Point(at=at, value=_scalar(m.get("value")), phase=str(m.get("phase") or "")))
-    outcome = NOT_MEASURED if progress.get("no_source") else str(progress.get("outcome") or "Running")
-    if done and "waived by" in detail and not progress.get("no_source"):
-        outcome = WAIVED
-    elif done and outcome == "Running":
-        outcome = "Successful" if ok else "Failed"
+    outcome = outcome_of("analysis", progress, done=done, ok=ok, detail=detail)
     return AnalysisView(
         name=name,
         query=str(progress.get("query") or ""),
