@@ -361,6 +361,12 @@ def few(names: Sequence[str], limit: int = 3) -> str:
     return shown + (f" +{len(names) - limit} more" if len(names) > limit else "")
 
 
+#: The pseudo-step of the job `abort` offers (uncordon what the run cordoned), gated by its question.
+AFTER_ABORT = "after-abort"
+#: The offer's progress key, when people chose to leave the nodes cordoned: those still cordoned.
+LEFT_CORDONED = "left_cordoned"
+
+
 def cordoned_by(rows: Sequence[JobRow]) -> list[str]:
     """The nodes a run's jobs (`rows`) cordoned and did not uncordon since, in the order cordoned:
     what abort offers to uncordon, and what its announcement says is still cordoned."""

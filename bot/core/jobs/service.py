@@ -54,7 +54,17 @@ from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.view import WAITING_ON_EVIDENCE
 from bot.core.jobs import trail as tr
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, JobRegistry, Tick
-from bot.core.jobs.common import APPROVING, GATE, RESUMED_AT, cordoned_by, few, gate_choice, iso
+from bot.core.jobs.common import (
+    AFTER_ABORT,
+    APPROVING,
+    GATE,
+    LEFT_CORDONED,
+    RESUMED_AT,
+    cordoned_by,
+    few,
+    gate_choice,
+    iso,
+)
 from bot.core.jobs.gitops import backup_files
 from bot.core.jobs.trail import make_trail
 from bot.core.live import LiveSection, StepReports
@@ -90,8 +100,6 @@ _NOT_ANSWERING = (UNREACHABLE, REFUSED)
 UNREACHABLE_SAID = timedelta(seconds=60)
 #: Longest wait between two ticks of a job waiting for the cluster.
 MAX_WAIT = 30.0
-#: The pseudo-step of the job `abort` offers (uncordon what the run cordoned), gated by its question.
-AFTER_ABORT = "after-abort"
 #: Jobs whose progress may leave nodes cordoned (what `cordoned_by_run` reads).
 CORDONING = ("cordon", "drain")
 #: How long after an abort the leader still makes an offer the crash of the aborting process owed.
@@ -1123,8 +1131,6 @@ def _owed(key: str, text: str, *, broadcast: bool = False, people: Sequence[str]
 
 #: The choice key of the uncordon offered after an abort (`offer_uncordon`).
 ABORT_UNCORDON = "abort-uncordon"
-#: The offer's progress key, when people chose to leave the nodes cordoned: those still cordoned.
-LEFT_CORDONED = "left_cordoned"
 
 
 def _uncordon_choice(names: Sequence[str], *, gone: int = 0, of: int = 0) -> Choice:

@@ -10,14 +10,11 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from bot.core.jobs.common import AFTER_ABORT, LEFT_CORDONED
 from bot.core.people import named
 from bot.core.runs.reportmodel import AfterAbort, Handoff, NodeLane, Pause, StepBar, utc_stamp
 from bot.records import AuditEntry, JobRow
 
-#: The after-abort job's step id and its progress key (`bot.core.jobs.service`: AFTER_ABORT,
-#: LEFT_CORDONED), read here from the stored row.
-_AFTER_ABORT = "after-abort"
-_LEFT_CORDONED = "left_cordoned"
 #: A skip counted by several voters: its audit detail ends "by U1+U2" (`machine._skip_voted`).
 _VOTERS = re.compile(r"^(?P<why>.*?) ?\bby (?P<who>[A-Z0-9]+(?:\+[A-Z0-9]+)+)$", re.DOTALL)
 
@@ -139,7 +136,7 @@ def _cut(
 
 def after_abort(jobs: Sequence[JobRow]) -> AfterAbort | None:
     """The offer to uncordon after the abort (its `after-abort` job) and its answer."""
-    row = next((j for j in jobs if j.step_id == _AFTER_ABORT), None)
+    row = next((j for j in jobs if j.step_id == AFTER_ABORT), None)
     if row is None:
         return None
     asked = [n for n in str(json.loads(row.args or "{}").get("node", "")).split(",") if n]
@@ -148,8 +145,8 @@ def after_abort(jobs: Sequence[JobRow]) -> AfterAbort | None:
     progress = json.loads(row.progress) if row.progress else {}
     if row.state != "done":
         return AfterAbort(nodes=tuple(asked), answer="not answered yet")
-    if _LEFT_CORDONED in progress:
-        left = tuple(str(n) for n in progress[_LEFT_CORDONED])
+    if LEFT_CORDONED in progress:
+        left = tuple(str(n) for n in progress[LEFT_CORDONED])
         return AfterAbort(nodes=left, answer="left cordoned", by=by, reason=reason, at=row.ended_at)
     if progress.get("uncordoned"):
         done = tuple(str(n) for n in progress["uncordoned"])
