@@ -995,24 +995,24 @@ class JobService:
         return sections
 
     def _left_after_abort(self, run_id: str) -> list[LiveSection]:
-        for row in self.store.jobs(states=("done",), run_id=run_id, limit=500):
-            if row.step_id != AFTER_ABORT or not row.progress:
-                continue
-            progress = json.loads(row.progress)
-            left = [str(n) for n in progress.get(LEFT_CORDONED) or []]
-            if left:
-                by = str(progress.get("by") or "")
-                return [
-                    LiveSection(
-                        step_id=AFTER_ABORT,
-                        title=f"{len(left)} node(s) left cordoned",
-                        lines=(few(left, 10),),
-                        updated_at=row.updated_at,
-                        left=True,
-                        by=by,
-                    )
-                ]
-        return []
+        # One row at most (a run has one offer): read on every card render, so not the run's jobs.
+        row = self.store.job_of_step(run_id, AFTER_ABORT)
+        if row is None or row.state != "done" or not row.progress:
+            return []
+        progress = json.loads(row.progress)
+        left = [str(n) for n in progress.get(LEFT_CORDONED) or []]
+        if not left:
+            return []
+        return [
+            LiveSection(
+                step_id=AFTER_ABORT,
+                title=f"{len(left)} node(s) left cordoned",
+                lines=(few(left, 10),),
+                updated_at=row.updated_at,
+                left=True,
+                by=str(progress.get("by") or ""),
+            )
+        ]
 
     def cordoned_by_run(self, run_id: str) -> list[str]:
         """Nodes the run's jobs cordoned and did not uncordon since (for `abort`'s offer)."""
