@@ -44,6 +44,7 @@ from bot.core.jobs.base import Choice, ChoiceOption
 from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import Directory, StaticDirectory, roles_of
 from bot.core.runs import machine as R
+from bot.core.runs.cards import gate_key
 from bot.core.runs.paused import ending
 from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.report import forced_past
@@ -467,8 +468,26 @@ def play_run(
                 who = next(p for r in step.done_gate.roles for p in run.roster.get(r, ()))
                 run = service.click(ref, Actor(user_id=who, source="terminal"), reason=failed).run
                 continue
+        _await_gate_post(service, run, cur)
         run = _decide(service, run, cur, term)
     return run
+
+
+#: How long the rehearsal waits for an open gate's message to reach the thread before answering.
+GATE_POST_WAIT = 30.0
+
+
+def _await_gate_post(service: RunService, run: R.Run, cur: R.StepRun) -> None:
+    """Answer a gate only once its message is in the thread, as a person answers what they see.
+    A long action's driver opens the next gate and posts it on its own thread, after reading the
+    gate's dry run: answered before, the transcript read "approved" above "ready to start"."""
+    key = gate_key(cur)
+    deadline = time.monotonic() + GATE_POST_WAIT
+    while time.monotonic() < deadline:
+        ref = service.store.messages(run.id).get(key)
+        if ref is not None and ref.ts:
+            return
+        time.sleep(0.05)
 
 
 def _plant_failure(service: RunService, run: R.Run, cur: R.StepRun, out: TextIO) -> R.Run:

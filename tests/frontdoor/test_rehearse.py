@@ -12,13 +12,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from kubernetes import client, config, watch
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from bot.adapters.kube import Cluster as KubeCluster
+from bot.adapters.store import Store
 from bot.core.jobs.trail import CORDONED_BY
+from bot.core.runs import machine as R
+from bot.core.runs.cards import gate_key
+from bot.core.runs.service import RunService
+from bot.frontdoor.rehearse import _await_gate_post
 from bot.frontdoor.rehearse import rehearse as rehearse_plan
 from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
@@ -125,6 +132,25 @@ def eks_auto_approved(tmp_path_factory: pytest.TempPathFactory) -> Rehearsed:
 #: The tests of `eks_auto_approved` run on one worker under `--dist loadgroup`: a module-scoped
 #: fixture is made once per worker, and two workers rehearsed the runbook twice.
 SHARES_THE_REHEARSAL = pytest.mark.xdist_group("eks-auto-approved")
+
+
+@pytest.mark.slow
+@SHARES_THE_REHEARSAL
+def test_the_roster_answers_each_gate_after_its_message_is_in_the_thread(
+    eks_auto_approved: Rehearsed,
+) -> None:
+    # A long action's driver opens the next gate and posts it on its own thread (its dry run read
+    # first): the transcript read "approved the start of `watch-settle`" above its "ready to start".
+    out = eks_auto_approved.result.stdout
+    opened: set[str] = set()
+    answered = 0
+    for line in out.splitlines():
+        if match := re.search(r"\(`([\w-]+)`\) — ready to start", line):
+            opened.add(match[1])
+        if match := re.search(r"approved the start of `([\w-]+)`", line):
+            assert match[1] in opened, f"answered before its gate was posted: {line}"
+            answered += 1
+    assert answered > 20
 
 
 @pytest.mark.slow
@@ -738,3 +764,27 @@ def test_a_rehearsals_log_can_be_json_lines_as_the_bots() -> None:
     assert lines
     records = [json.loads(line) for line in lines]
     assert {"time", "level", "logger", "message", "correlation_id", "run_id"} <= set(records[0])
+
+
+def test_a_gate_is_answered_once_its_message_is_posted(tmp_path: Path) -> None:
+    # What the roster waits for before answering a gate a job's driver opened: the gate's message,
+    # claimed and then recorded with its ts by another thread (as the driver posts it).
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    sr = R.StepRun(step_id="watch-settle", state=R.StepState.AWAITING_APPROVAL, epoch=3)
+    run = cast(R.Run, SimpleNamespace(id="R1"))
+    service = cast(RunService, SimpleNamespace(store=store))
+    posted = threading.Event()
+
+    def driver() -> None:
+        store.claim_message(
+            run_id="R1", key=gate_key(sr), channel="C1", thread_ts="1.0", at=datetime.now(UTC)
+        )
+        threading.Event().wait(0.3)  # the gate's dry run is read between the claim and the post
+        posted.set()
+        store.record_message(run_id="R1", key=gate_key(sr), channel="C1", ts="5.0")
+
+    thread = threading.Thread(target=driver)
+    thread.start()
+    _await_gate_post(service, run, sr)
+    assert posted.is_set()
+    thread.join()

@@ -245,6 +245,11 @@ CHANNEL_LOST = {
 }
 
 
+def gate_key(sr: R.StepRun) -> str:
+    """The key of the message of a step's gate open at this epoch (a new one at each phase)."""
+    return f"gate:{sr.step_id}:{sr.epoch}"
+
+
 class RunCards:
     """Publishes committed runs to Slack: one card per run, a thread of events, gate messages."""
 
@@ -486,16 +491,14 @@ class RunCards:
         # an aborted run's open gate kept Approve and Reject), post the open one.
         for sr in run.steps:
             for key, ref in refs.items():
-                closed = key.startswith(f"gate:{sr.step_id}:") and (
-                    key != self._gate_key(run, sr) or run.state in ENDED
-                )
+                closed = key.startswith(f"gate:{sr.step_id}:") and (key != gate_key(sr) or run.state in ENDED)
                 if closed and ref.ts and not key.endswith(":retired"):
                     self._retire(run, sr, ref.channel, ref.ts, key, refs)
         cur = run.current
         if run.state is R.RunState.PAUSED and cur is not None and run.phase(cur) is not None:
             # Paused with its gate open: the gate's message says so, with Resume instead of its
             # buttons, until the resume posts it again at the thread's end (`machine.resume`).
-            posted = refs.get(self._gate_key(run, cur))
+            posted = refs.get(gate_key(cur))
             held = f"shown:{cur.step_id}:{cur.epoch}:paused"
             if posted is not None and posted.ts and held not in refs:
                 with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
@@ -504,7 +507,7 @@ class RunCards:
                     )
             return
         if run.state is R.RunState.ACTIVE and cur is not None and run.phase(cur) is not None:
-            key = self._gate_key(run, cur)
+            key = gate_key(cur)
             gate_shown = self._gate_shown_key(run, cur)
             if key in refs:
                 # Posted (or in flight): edited when whom it waits for changed (an approval, a
@@ -595,10 +598,6 @@ class RunCards:
             self.store.release_message(run_id=run.id, key=REPORT_KEY, owner=self.deliveries.owner)
             raise
         self.store.record_message(run_id=run.id, key=REPORT_KEY, channel=channel, ts=REPORT_UPLOADED)
-
-    @staticmethod
-    def _gate_key(run: R.Run, sr: R.StepRun) -> str:
-        return f"gate:{sr.step_id}:{sr.epoch}"
 
     def _gate_context(
         self, run: R.Run, sr: R.StepRun, dry_run: Mapping[str, Any] | None = None
