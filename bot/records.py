@@ -660,6 +660,8 @@ class ActionRequest:
     cluster: str
     call: ActionCall
     step_id: str = ""
+    #: The run's plan's `target_version`: what a `check` without `to` checks for (its minor).
+    target_version: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

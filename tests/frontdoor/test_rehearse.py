@@ -98,7 +98,7 @@ def test_the_eks_managed_plan_upgrades_everything_through_the_eks_api_in_order()
     assert "Run paused: step addon-ebs-csi failed" in out
     assert "↳ rehearsal: U0PRIMARY reviewed why `addon-ebs-csi` failed and skips it" in out
     assert "`restart-coredns` succeeded: restart job" in out
-    assert re.search(r"✅ `check-leftovers` succeeded: check of EKS009, EKS006 for 1\.26 passed: ", out)
+    assert re.search(r"✅ `check-leftovers` succeeded: check of EKS009, EKS006 for 1\.25 passed: ", out)
     # The settle phase's evidence, measured through the sim's facades.
     assert re.search(r"`settle-alerts` succeeded: alerts job \d+: alerts: no new alert for 10m", out)
     assert re.search(r"`settle-apiserver-4xx` succeeded: analysis job \d+: analysis: Successful", out)
@@ -265,7 +265,7 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     assert "Run *completed with 4 failed steps skipped* · 24 done · 4 failed and skipped" in final_card
     # After the roll-out, EKS009 and EKS006 again: the scenario's leftover Auto Scaling group is named.
     assert re.search(
-        r"✅ `check-leftovers` succeeded: check of EKS009, EKS006 for 1\.26 passed: no Required findings, "
+        r"✅ `check-leftovers` succeeded: check of EKS009, EKS006 for 1\.25 passed: no Required findings, "
         r"\d+ Recommended: .*EKS009 \(Auto Scaling group eksctl-runbook-prod-nodegroup-others-old-NodeGroup-1U7KZ3QX0AB2F\)",
         out,
     )

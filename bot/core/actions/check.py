@@ -35,6 +35,7 @@ from bot.core.checks.findings import (
 from bot.core.checks.ids import builtin_findings
 from bot.core.checks.service import report_attachment
 from bot.core.checks.waivers import cover_labels
+from bot.core.kube.versions import minor
 from bot.errors import UserError, clip
 from bot.records import ActionRequest
 
@@ -107,7 +108,10 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     if ctx.run_check is None:
         raise UserError("this front door cannot run the pre-flight checks")
     only = only_ids(request.call.args)
-    report = ctx.run_check(request.cluster, request.call.args.get("to") or None)
+    # Without `to`, a run's check is for its plan's target (after the control plane moved, the
+    # cluster's "one minor above" is the next upgrade's, not this run's).
+    planned = minor(request.target_version) if request.target_version else ""
+    report = ctx.run_check(request.cluster, request.call.args.get("to") or planned or None)
     if only:
         report = _only(report, only)
     required = [f for f in report.findings if f.severity == REQUIRED]

@@ -29,9 +29,10 @@ from typing import Any
 from bot.core.jobs.base import Post, Progress
 from bot.core.jobs.common import JobCluster, duration_arg, iso, kind_namespace_name, object_name
 from bot.core.jobs.restart import DEFAULT_TIMEOUT, RestartJob, live_workload, wkey, workload_path
-from bot.core.kube.kubeproxy import SOURCE, documented_image, minor
+from bot.core.kube.kubeproxy import SOURCE, documented_image
 from bot.core.kube.objects import CRASHLOOP_FAILS_AFTER, IMAGEPULL_FAILS_AFTER
 from bot.core.kube.owners import EKS_ADDON, owner_of
+from bot.core.kube.versions import minor
 from bot.errors import ClusterError, UserError
 
 #: The workloads whose image this job may set: kube-proxy's DaemonSet is the one the provider

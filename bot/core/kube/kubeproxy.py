@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from bot.core.kube.versions import minor
+
 #: The page the table comes from (shown at the gate with the new image).
 SOURCE = "https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html"
 
@@ -44,12 +46,6 @@ EKS_KUBE_PROXY: dict[str, tuple[str, str]] = {
 _EKS_IMAGE = re.compile(
     r"^(?P<repo>[0-9]{12}\.dkr\.ecr(?:-fips)?\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/eks/kube-proxy)(?::(?P<tag>[^@]+))?(?:@.*)?$"
 )
-
-
-def minor(version: str) -> str:
-    """`v1.25.16-eks-abc` or `1.25` → "1.25" ("" when it is not a version)."""
-    m = re.match(r"^v?([0-9]+)\.([0-9]+)", version.strip())
-    return f"{m.group(1)}.{m.group(2)}" if m else ""
 
 
 def documented_image(current: str, cluster_version: str) -> str:

@@ -42,6 +42,12 @@ def target_version_problem(text: str) -> str | None:
     return None
 
 
+def minor(version: str) -> str:
+    """`v1.25.16-eks-abc` or `1.25` → "1.25" ("" when it is not a version)."""
+    m = re.match(r"^v?([0-9]+)\.([0-9]+)", version.strip())
+    return f"{m.group(1)}.{m.group(2)}" if m else ""
+
+
 def minor_version(kubelet: str) -> str:
     """`v1.29.4-eks-abc` → "v1.29" (what a node group's line counts by); "?" when unknown."""
     parsed = parse_version(kubelet)

@@ -546,7 +546,13 @@ class RunService:
                 try:
                     result = spec.run(
                         self.action_context,
-                        ActionRequest(run_id=run.id, cluster=run.plan.cluster, call=call, step_id=step_id),
+                        ActionRequest(
+                            run_id=run.id,
+                            cluster=run.plan.cluster,
+                            call=call,
+                            step_id=step_id,
+                            target_version=run.plan.target_version,
+                        ),
                     )
                     ok, detail = result.ok, result.detail
                     files.extend(result.files)

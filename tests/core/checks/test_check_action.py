@@ -250,3 +250,15 @@ def test_a_cluster_that_names_no_provider_is_no_blind_spot_but_its_cloud_ids_are
     result = check.run(context(report, []), request({"only": "EKS009"}))
     assert not result.ok
     assert result.detail == f"check of EKS009 for 1.26 NOT CHECKED: {unnamed} — the full report is attached"
+
+
+def test_a_runs_check_without_to_is_for_its_plans_target_not_one_minor_above_the_cluster() -> None:
+    # After the control plane moved to 1.25, "one minor above" is 1.26: the next upgrade's, not
+    # this run's (a 1.24 → 1.25 plan's leftover check said "for 1.26").
+    asked: list[tuple[str, str | None]] = []
+    report = Report(cluster="prod", target="1.25", findings=())
+    planned = replace(request({"only": "EKS009"}), target_version="1.25.16")
+    check.run(context(report, asked), planned)
+    check.run(context(report, asked), replace(planned, call=ActionCall(name="check", args={"to": "1.26"})))
+    check.run(context(report, asked), request({}))
+    assert asked == [("prod", "1.25"), ("prod", "1.26"), ("prod", None)]
