@@ -17,6 +17,7 @@ import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
@@ -153,8 +154,18 @@ def _describe(snap: Mapping[str, Any]) -> str:
     """The Markdown line of one snapshot: every part inert (the label is a person's, the cluster
     name and version the configuration's and the API server's)."""
     version = (snap.get("version") or {}).get("gitVersion", "?")
-    label, cluster, taken = (_md(snap.get(k, "")) for k in ("label", "cluster", "taken_at"))
+    label, cluster = (_md(snap.get(k, "")) for k in ("label", "cluster"))
+    taken = _md(_when(str(snap.get("taken_at", ""))))
     return f"#{_md(snap.get('id', '?'))} **{label}** of {cluster} at {taken} ({_md(version)})"
+
+
+def _when(taken_at: str) -> str:
+    """A stored ISO time as people read it in a file they download: to the second, in UTC."""
+    try:
+        at = datetime.fromisoformat(taken_at)
+    except ValueError:
+        return taken_at
+    return f"{(at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _sort_key(f: Finding) -> tuple[int, str, str, str]:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from bot.core.snapshots.diff import diff
-from tests.support.diff_objects import base_objects, snap, upgraded
+from tests.support.diff_objects import NOW, base_objects, snap, upgraded
 from tests.support.kube_objects import container_status, deployment, node, pod
 
 
@@ -98,6 +98,8 @@ def test_reports_render_as_text_markdown_and_json() -> None:
     report = diff(snap(base_objects(), "pre"), snap(upgraded(), "post", version="v1.30.2"))
     assert "EXPECTED CHANGES" in report.to_text()
     assert "| nodes replaced | — | node group ng-shared |" in report.to_markdown()
+    # Its head gives each snapshot's time as people read it, not `…T…:42.231151+00:00`.
+    assert f"- before: #? **pre** of test at {NOW:%Y-%m-%d %H:%M:%S} UTC (v1.29.4)" in report.to_markdown()
     assert json.loads(report.to_json())["regressions"] == []
 
 
