@@ -3,6 +3,7 @@ the real `upgrade-bot` process; and the copy the package ships stays the reposit
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -12,6 +13,9 @@ from tests.support.bot_process import run_bot
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "upgrade-bot.example.yaml").read_text(encoding="utf-8")
+#: What `init` writes into a file: the example, its first line naming the schema written beside it
+#: (a plain `pip install` has no `schemas/` folder for the repository's line to point at).
+WRITTEN = EXAMPLE.replace("$schema=schemas/upgrade-bot.schema.json", "$schema=upgrade-bot.schema.json", 1)
 
 
 def _env() -> dict[str, str]:
@@ -31,7 +35,14 @@ def test_init_writes_the_example_which_loads_and_never_overwrites_without_force(
     assert made.returncode == 0, made.stderr
     assert made.stdout.startswith("wrote upgrade-bot.yaml, the example team's configuration")
     written = tmp_path / "upgrade-bot.yaml"
-    assert written.read_text(encoding="utf-8") == EXAMPLE
+    assert written.read_text(encoding="utf-8") == WRITTEN != EXAMPLE
+    assert written.read_text(encoding="utf-8").startswith(
+        "# yaml-language-server: $schema=upgrade-bot.schema.json\n"
+    )
+    # The schema it names is there, the installed bot's own (what `schemas/` has in a checkout).
+    schema = json.loads((tmp_path / "upgrade-bot.schema.json").read_text(encoding="utf-8"))
+    assert schema == json.loads((ROOT / "schemas" / "upgrade-bot.schema.json").read_text(encoding="utf-8"))
+    assert "Beside it, upgrade-bot.schema.json: the JSON Schema an editor" in made.stdout
     assert load_settings(written, {}).roster  # the example is a configuration the bot reads
 
     written.write_text("data_dir: mine\n", encoding="utf-8")
@@ -41,14 +52,15 @@ def test_init_writes_the_example_which_loads_and_never_overwrites_without_force(
     assert written.read_text(encoding="utf-8") == "data_dir: mine\n"
     forced = run_bot("init", "--force", cwd=tmp_path, env=_env())
     assert forced.returncode == 0, forced.stderr
-    assert written.read_text(encoding="utf-8") == EXAMPLE
+    assert written.read_text(encoding="utf-8") == WRITTEN
 
 
 def test_init_into_a_folder_to_stdout_and_where_it_cannot_write(tmp_path: Path) -> None:
     (tmp_path / "conf").mkdir()
     into = run_bot("init", "--out", "conf", cwd=tmp_path, env=_env())
     assert into.returncode == 0, into.stderr
-    assert (tmp_path / "conf" / "upgrade-bot.yaml").read_text(encoding="utf-8") == EXAMPLE
+    assert (tmp_path / "conf" / "upgrade-bot.yaml").read_text(encoding="utf-8") == WRITTEN
+    assert (tmp_path / "conf" / "upgrade-bot.schema.json").is_file()
     printed = run_bot("init", "--out", "-", cwd=tmp_path, env=_env())
     assert (printed.returncode, printed.stdout) == (0, EXAMPLE)
     nowhere = run_bot("init", "--out", "missing/upgrade-bot.yaml", cwd=tmp_path, env=_env())

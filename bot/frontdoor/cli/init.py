@@ -8,6 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bot import configschema
 from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Handler, Subparsers
 from bot.resources import EXAMPLE_CONFIG
 from bot.settings import DEFAULT_CONFIG_NAME
@@ -30,6 +31,13 @@ def register(subparsers: Subparsers) -> Handler:
     return _init
 
 
+#: The example's first line in the repository: the schema an editor checks it with, in `schemas/`.
+CHECKOUT_SCHEMA = "$schema=schemas/upgrade-bot.schema.json"
+#: Where `init` writes that schema for a configuration it writes: beside it (a plain `pip install`
+#: has no `schemas/` folder), from the installed bot's own key table.
+SCHEMA_NAME = "upgrade-bot.schema.json"
+
+
 def _init(args: argparse.Namespace) -> int:
     text = EXAMPLE_CONFIG.read_text(encoding="utf-8")
     if args.out == "-":
@@ -41,14 +49,17 @@ def _init(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         print(f"upgrade-bot: {out} already exists; pass --force to replace it", file=sys.stderr)
         return EXIT_USAGE
+    schema = out.parent / SCHEMA_NAME
     try:
-        out.write_text(text, encoding="utf-8")
+        out.write_text(text.replace(CHECKOUT_SCHEMA, f"$schema={SCHEMA_NAME}", 1), encoding="utf-8")
+        schema.write_text(configschema.render(), encoding="utf-8")
     except OSError as exc:
-        print(f"upgrade-bot: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"upgrade-bot: cannot write {exc.filename or out}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_FAILED
     print(
         f"wrote {out}, the example team's configuration: set your clusters, channel IDs and roster "
         "(every key: docs/configuration.md); the first command that reads it names any mistake with "
-        "its line."
+        f"its line. Beside it, {schema}: the JSON Schema an editor (its YAML language server, named "
+        "on the file's first line) checks it with as you type."
     )
     return EXIT_OK
