@@ -28,12 +28,23 @@ def parse_duration(text: str, *, longest: timedelta = LONGEST) -> timedelta:
         return timedelta(0)
     match = GRAMMAR.match(raw)
     if not raw or not match:
-        shown = raw if len(raw) <= 40 else raw[:40] + "…"
-        raise ValueError(f"{shown!r} is not a duration like {EXAMPLES}")
+        typed = str(text).strip()
+        shown = typed if len(typed) <= 40 else typed[:40] + "…"
+        raise ValueError(f"{shown!r} is not a duration like {EXAMPLES}{_spelled(raw)}")
     seconds = sum(int(g) * size for g, (_, size) in zip(match.groups(), _UNITS, strict=True) if g)
     if seconds > longest.total_seconds():
         raise ValueError(f"{raw!r} is longer than {format_duration(longest)}")
     return timedelta(seconds=seconds)
+
+
+#: Units written out ("15 minutes", "2hrs"), read only to say how the grammar writes them.
+_WORDS = re.compile(r"^(\d{1,12})(w|d|h|m|s)(?:eeks?|ays?|ours?|rs?|inutes?|ins?|econds?|ecs?)$", re.ASCII)
+
+
+def _spelled(raw: str) -> str:
+    """ " (write 15m)" for a unit written out, so the person sees the form the grammar takes."""
+    match = _WORDS.match(raw)
+    return f" (write {match[1]}{match[2]})" if match else ""
 
 
 def format_duration(value: timedelta) -> str:
