@@ -28,6 +28,9 @@ def test_scenarios_lists_every_built_in_scenario_on_one_line_each(capsys: pytest
         "large",
         "small",
     ]
+    # Each a whole first sentence, not the description's first line cut where its YAML wrapped it.
+    assert all(line.endswith(".") for line in lines), lines
+    assert "one already Degraded), a plain Helm release and the EKS-managed kube-proxy add-on." in lines[2]
     assert all(len(line.split(maxsplit=1)) == 2 for line in lines)
 
 

@@ -579,12 +579,14 @@ def builtin_dir() -> Path:
 
 
 def builtin_scenarios() -> list[tuple[str, str]]:
-    """(name, first line of description) of every built-in scenario."""
+    """(name, first sentence of description) of every built-in scenario: a whole sentence, never
+    a description's first line cut where its YAML wrapped it."""
     out = []
     for path in sorted(builtin_dir().glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        description = str(data.get("description", "")).strip().splitlines()
-        out.append((str(data.get("name", path.stem)), description[0] if description else ""))
+        description = " ".join(str(data.get("description", "")).split())
+        first, stop, _ = description.partition(". ")
+        out.append((str(data.get("name", path.stem)), first + stop.strip()))
     return out
 
 
