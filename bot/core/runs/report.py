@@ -186,13 +186,22 @@ def build_report(
 
 
 def _past_the_window(bars: Sequence[StepBar], end: datetime, zone: ZoneInfo) -> list[str]:
-    """What people did after the window ended: a change record says so, not only its times."""
-    late = [
-        f"`{b.step_id}` ({what} {at.astimezone(zone):%H:%M})"
-        for b in bars
-        for what, at in (("started", b.started_at), ("finished", b.finished_at))
-        if at is not None and at > end
-    ]
+    """What people did after the window ended: a change record says so, not only its times. One
+    finding, each step in it once: "`drain` (02:05–02:09)", "(finished 02:09)", "(started 02:05)"."""
+
+    def hm(at: datetime) -> str:
+        return f"{at.astimezone(zone):%H:%M}"
+
+    late = []
+    for b in bars:
+        began = b.started_at if b.started_at is not None and b.started_at > end else None
+        done = b.finished_at if b.finished_at is not None and b.finished_at > end else None
+        if began is not None and done is not None:
+            late.append(f"`{b.step_id}` ({hm(began)}–{hm(done)})")
+        elif began is not None:
+            late.append(f"`{b.step_id}` (started {hm(began)})")
+        elif done is not None:
+            late.append(f"`{b.step_id}` (finished {hm(done)})")
     if not late:
         return []
     return [

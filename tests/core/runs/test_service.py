@@ -24,7 +24,7 @@ from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
 from bot.core.runs.handoffs import handoff
-from bot.core.runs.report import build_report
+from bot.core.runs.report import build_report, to_markdown
 from bot.core.runs.service import Actor, RunService
 from bot.errors import RunNotFound
 from bot.records import StepState
@@ -253,6 +253,28 @@ def test_the_thread_and_the_card_say_once_that_the_window_ended_with_steps_to_go
         f.startswith("worked past the window's end (2026-11-29 02:00 Asia/Tokyo): `first` (started 02:05)")
         for f in report.findings
     ), report.findings
+
+
+def test_the_report_says_the_work_past_the_window_once_each_step_once_with_its_times(
+    setup: tuple[RunService, FakeClock, SlackStub],
+) -> None:
+    service, clock, _stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    clock.set(T0 + timedelta(hours=4, minutes=5))  # the window ended at 17:00 UTC (02:00 in Tokyo)
+    service.tick()
+    assert service.click(
+        R.ButtonRef(run_id=run.id, step_id="first", epoch=1), Actor(user_id="U0PRIMARY")
+    ).accepted
+    clock.set(T0 + timedelta(hours=4, minutes=9))
+    assert service.click(
+        R.ButtonRef(run_id=run.id, step_id="first", epoch=2), Actor(user_id="U0SHADOW")
+    ).accepted
+    report = build_report(service.store, run.id, now=clock())
+    late = [f for f in report.findings if "past the window" in f]
+    # The step started and finished after the end: named once, with both times.
+    assert late == ["worked past the window's end (2026-11-29 02:00 Asia/Tokyo): `first` (02:05–02:09)"]
+    markdown = to_markdown(report)
+    assert markdown.count("worked past the window") == 1, markdown
 
 
 def test_an_aborted_run_s_step_waiting_to_be_confirmed_done_is_not_shown_as_running(
