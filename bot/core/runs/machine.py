@@ -159,7 +159,8 @@ class Event:
     actor: str = ""
     detail: str = ""
     roles: tuple[str, ...] = ()
-    #: Extra words for the audit row only; `at`: a moment the thread shows as a Slack date (a window's end).
+    #: Extra words for the audit row only; `at`: a moment the thread shows as a Slack date (a window's
+    #: end, when a timeout fell due).
     note: str = ""
     at: datetime | None = None
 
@@ -910,12 +911,19 @@ def due(run: Run, *, now: datetime) -> Outcome:
         # nobody could answer a gate then, so its clock counts again from now, and says why.
         fell_due = cur.opened_at + step.timeout
         run = _with_step(run, dataclasses.replace(cur, opened_at=now))
+        # The thread shows `at` as a Slack date (each reader's zone); the audit row, in UTC words.
         why = (
-            f"the bot was not running when its {format_duration(step.timeout)} timeout fell due "
-            f"({_dated(fell_due)}): nobody could answer the gate then, so it counts again from now "
-            f"({_dated(now)})"
+            "while the bot was not running: nobody could answer the gate then, so its "
+            f"{format_duration(step.timeout)} counts again from now"
         )
-        return Outcome(run=run, events=(Event(kind="timeout_restarted", step_id=cur.step_id, detail=why),))
+        event = Event(
+            kind="timeout_restarted",
+            step_id=cur.step_id,
+            detail=why,
+            note=f"(its timeout fell due {_dated(fell_due)})",
+            at=fell_due,
+        )
+        return Outcome(run=run, events=(event,))
     if step.timeout is not None and waited >= step.timeout:
         why = f"no decision within {format_duration(step.timeout)}"
         return fail(run, cur, step, now, why, [Event(kind="timed_out", step_id=cur.step_id, detail=why)])

@@ -525,10 +525,20 @@ def test_a_timeout_that_fell_due_while_no_bot_ran_counts_again_instead_of_failin
     (out,) = service.tick()
     assert [e.kind for e in out.events] == ["timeout_restarted"]
     assert service.load(run.id).step_run("first").state is StepState.AWAITING_APPROVAL
-    assert (
-        "`first`: the bot was not running when its 1h timeout fell due (Sat 28 Nov 14:00 UTC): nobody could "
-        "answer the gate then, so it counts again from now (Sat 28 Nov 14:20 UTC)"
-    ) in thread_texts(stub)[-1]
+    # Its times as Slack dates, read in each reader's zone; their fallback in the plan's zone.
+    assert thread_texts(stub)[-1] == (
+        f":hourglass: `first`: its timeout fell due <!date^{int((T0 + timedelta(hours=1)).timestamp())}^"
+        "{date_short_pretty} {time}|2026-11-28 23:00 Asia/Tokyo (14:00 UTC)> while the bot was not "
+        "running: nobody could answer the gate then, so its 1h counts again from now "
+        f"(<!date^{int(clock().timestamp())}^{{date_short_pretty}} {{time}}|2026-11-28 23:20 Asia/Tokyo "
+        "(14:20 UTC)>)"
+    )
+    # The audit row says it in words, in UTC (and the plan's zone, as every run row).
+    (row,) = [e for e in service.store.audit_entries(run_id=run.id) if e.subcommand == "timeout_restarted"]
+    assert row.detail.startswith(
+        "while the bot was not running: nobody could answer the gate then, so its 1h counts again from now "
+        "(its timeout fell due Sat 28 Nov 14:00 UTC) ["
+    )
     assert not [c for c in stub.calls_to("chat.postMessage") if c.params.get("reply_broadcast")]
     # A bot that ticks finds the next timeout on time: the step fails then, as before.
     clock.set(T0 + timedelta(hours=2, minutes=20))
