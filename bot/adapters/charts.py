@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import importlib.util
 import io
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 #: One lane per node up to this many nodes in a run; beyond it, large groups collapse.
@@ -86,11 +86,24 @@ def _png(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
+#: The shortest time axis drawn: a run of a few seconds (or none) still gets readable ticks.
+MIN_SPAN = timedelta(seconds=10)
+
+
 def _time_axis(ax: Any) -> None:
+    """UTC ticks, at most 12: "13:05" a minute apart or more; "13:05:30" for ticks seconds apart (a
+    rehearsal of a few minutes), else every label of its minute would read "13:05"."""
     import matplotlib.dates as mdates
 
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz="UTC"))  # type: ignore[no-untyped-call]
-    ax.xaxis.set_major_locator(mdates.AutoDateLocator(maxticks=12))  # type: ignore[no-untyped-call]
+    left, right = ax.get_xlim()
+    if right - left < MIN_SPAN / timedelta(days=1):
+        ax.set_xlim(left, left + MIN_SPAN / timedelta(days=1))
+    locator = mdates.AutoDateLocator(maxticks=12, tz=UTC)  # type: ignore[no-untyped-call]
+    formatter = mdates.AutoDateFormatter(locator, tz=UTC, defaultfmt="%H:%M")  # type: ignore[no-untyped-call]
+    # By the locator's unit, in days: seconds (or less) show seconds; minutes, hours and days not.
+    formatter.scaled = {1 / (24 * 3600): "%H:%M:%S"}
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(formatter)
     ax.grid(axis="x", color="#e4e4e4", linewidth=0.8)
     ax.set_axisbelow(True)
     ax.set_xlabel("time (UTC)")
@@ -101,27 +114,31 @@ def _end_of(report: Any) -> datetime:
 
 
 def _steps(ax: Any, report: Any) -> None:
-    from matplotlib.patches import Patch
-
     steps = list(report.steps)
     end = _end_of(report)
+    drawn: set[str] = set()
     for y, bar in enumerate(steps):
         for kind, start, stop in bar.segments:
             left = _num(start)
             width = max(_num(stop or end) - left, 1e-5)
             if kind == "wait":
                 ax.barh(y, width, left=left, height=0.6, color=WAITING)
+                drawn.add("waiting for people")
             elif kind == "paused":
                 ax.barh(y, width, left=left, height=0.6, color=PAUSED, hatch="..")
+                drawn.add("paused by people")
             else:
                 skipped = bar.state == "skipped" and kind == "work"
                 colour = FAILED if kind == "failed" else (SKIPPED if skipped else WORKING)
                 ax.barh(y, width, left=left, height=0.6, color=colour, hatch="//" if skipped else None)
+                drawn.add("failed" if kind == "failed" else ("skipped" if skipped else "working"))
         if bar.state == "skipped" and bar.finished_at is not None:
             ax.plot([_num(bar.finished_at)], [y], marker=">", color=SKIPPED, markersize=7)
+            drawn.add("skipped")
         for kind, start, _stop in bar.segments:
             if kind == "wait":
                 ax.plot([_num(start)], [y], marker="|", color=APPROVAL, markersize=14)
+                drawn.add("people asked")
         for at, _who, _phase, decision in bar.approvals:
             ax.plot(
                 [_num(at)],
@@ -130,26 +147,39 @@ def _steps(ax: Any, report: Any) -> None:
                 color=APPROVAL if decision in ("approve", "force") else FAILED,
                 markersize=6,
             )
+            drawn.add("approval")
     ax.set_yticks(range(len(steps)))
     ax.set_yticklabels([_short(f"{b.step_id} ({b.state})", 44) for b in steps], fontsize=9)
     ax.set_ylim(len(steps) - 0.4, -0.8)
     ax.set_title(f"Steps of run {report.run_id} — {report.outcome}", loc="left", fontsize=11)
-    ax.legend(
-        handles=[
-            Patch(color=WAITING, label="waiting for people"),
-            Patch(facecolor=PAUSED, hatch="..", label="paused by people"),
-            Patch(color=WORKING, label="working"),
-            Patch(color=FAILED, label="failed"),
-            Patch(facecolor=SKIPPED, hatch="//", label="skipped"),
-            _marker("|", APPROVAL, "people asked"),
-            _marker("v", APPROVAL, "approval"),
-        ],
-        loc="upper left",
-        bbox_to_anchor=(1.005, 1.0),
-        fontsize=8,
-        framealpha=0.9,
-    )
+    _legend(ax, _STEP_KEYS, drawn)
     _time_axis(ax)
+
+
+#: The step chart's legend, in its order: each entry is shown only when the chart draws it.
+_STEP_KEYS = (
+    ("waiting for people", {"color": WAITING}),
+    ("paused by people", {"facecolor": PAUSED, "hatch": ".."}),
+    ("working", {"color": WORKING}),
+    ("failed", {"color": FAILED}),
+    ("skipped", {"facecolor": SKIPPED, "hatch": "//"}),
+    ("people asked", {"marker": "|", "color": APPROVAL}),
+    ("approval", {"marker": "v", "color": APPROVAL}),
+)
+
+
+def _legend(ax: Any, keys: Sequence[tuple[str, Mapping[str, Any]]], drawn: set[str]) -> None:
+    """The chart's legend, right of it: only what it drew (a short rehearsal's chart is a lane or
+    two high, and a legend of every kind would hang below it), in `keys`' order."""
+    from matplotlib.patches import Patch
+
+    handles = [
+        _marker(style["marker"], style["color"], label) if "marker" in style else Patch(label=label, **style)
+        for label, style in keys
+        if label in drawn
+    ]
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, framealpha=0.9)
 
 
 def _marker(shape: str, colour: str, label: str) -> Any:
@@ -162,24 +192,29 @@ def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _node_bar(ax: Any, node: Any, y: float, height: float, end: datetime) -> None:
+def _node_bar(ax: Any, node: Any, y: float, height: float, end: datetime) -> set[str]:
+    """One node's bar; the legend's names of what it drew."""
     start = node.cordoned_at or node.began
     if start is None:
-        return
+        return set()
     stop = node.ended or node.stopped_at or end
     began = node.began or stop
     ax.barh(y, max(_num(began) - _num(start), 1e-6), left=_num(start), height=height, color=CORDONED)
+    drawn = {"cordoned, waiting to drain"}
     if node.began is not None:
+        skipped = node.state == "skipped"
         ax.barh(
             y,
             max(_num(stop) - _num(began), 1e-6),
             left=_num(began),
             height=height,
-            color=SKIPPED if node.state == "skipped" else DRAINING,
-            hatch="//" if node.state == "skipped" else None,
+            color=SKIPPED if skipped else DRAINING,
+            hatch="//" if skipped else None,
         )
+        drawn.add("skipped" if skipped else "draining")
     if node.blocked_at is not None:
         ax.plot([_num(node.blocked_at)], [y], marker="x", color=BLOCKED, markersize=6, mew=1.6)
+        drawn.add("eviction blocked")
     if node.stopped_at is not None:
         # Its drain stopped unfinished (the abort): cordoned from then on, unless people uncordoned it.
         if node.after_abort in ("left cordoned", "not answered yet"):
@@ -187,43 +222,39 @@ def _node_bar(ax: Any, node: Any, y: float, height: float, end: datetime) -> Non
             left = _num(node.stopped_at)
             width = max(_num(end) - left, (left - _num(start)) / 4, 1e-4)
             ax.barh(y, width, left=left, height=height, color=CORDONED, hatch="xx", edgecolor=SKIPPED)
+            drawn.add("left cordoned")
         ax.plot([_num(node.stopped_at)], [y], marker="s", color=APPROVAL, markersize=5)
+        drawn.add("drain stopped (abort)")
+    return drawn
 
 
-def _node_legend(ax: Any) -> None:
-    from matplotlib.patches import Patch
-
-    ax.legend(
-        handles=[
-            Patch(color=CORDONED, label="cordoned, waiting to drain"),
-            Patch(color=DRAINING, label="draining"),
-            Patch(facecolor=SKIPPED, hatch="//", label="skipped"),
-            _marker("x", BLOCKED, "eviction blocked"),
-            _marker("s", APPROVAL, "drain stopped (abort)"),
-            Patch(facecolor=CORDONED, hatch="xx", edgecolor=SKIPPED, label="left cordoned"),
-        ],
-        loc="upper left",
-        bbox_to_anchor=(1.005, 1.0),
-        fontsize=8,
-        framealpha=0.9,
-    )
+#: The node charts' legend, in its order: each entry is shown only when the chart draws it.
+_NODE_KEYS = (
+    ("cordoned, waiting to drain", {"color": CORDONED}),
+    ("draining", {"color": DRAINING}),
+    ("skipped", {"facecolor": SKIPPED, "hatch": "//"}),
+    ("eviction blocked", {"marker": "x", "color": BLOCKED}),
+    ("drain stopped (abort)", {"marker": "s", "color": APPROVAL}),
+    ("left cordoned", {"facecolor": CORDONED, "hatch": "xx", "edgecolor": SKIPPED}),
+)
 
 
 def _groups(ax: Any, report: Any) -> None:
     """One lane per node group, each node a thin bar inside it."""
     groups = list(report.groups)
     end = _end_of(report)
+    drawn: set[str] = set()
     for y, group in enumerate(groups):
         lanes = [n for n in report.nodes if n.group == group]
         height = 0.8 / max(len(lanes), 1)
         for i, node in enumerate(lanes):
-            _node_bar(ax, node, y - 0.4 + height * (i + 0.5), height * 0.85, end)
+            drawn |= _node_bar(ax, node, y - 0.4 + height * (i + 0.5), height * 0.85, end)
     ax.set_yticks(range(len(groups)))
     counts = {g: sum(1 for n in report.nodes if n.group == g) for g in groups}
     ax.set_yticklabels([f"{_short(g, 32)} ({counts[g]} nodes)" for g in groups], fontsize=9)
     ax.set_ylim(len(groups) - 0.5, -0.6)
     ax.set_title("Node groups: each node cordoned → drained", loc="left", fontsize=11)
-    _node_legend(ax)
+    _legend(ax, _NODE_KEYS, drawn)
     _time_axis(ax)
 
 
@@ -234,19 +265,20 @@ def _nodes(ax: Any, report: Any) -> int:
     many = len(report.nodes) > MAX_NODE_LANES
     ticks: list[float] = []
     labels: list[str] = []
+    drawn: set[str] = set()
     y = 0
     for group in report.groups:
         lanes = [n for n in report.nodes if n.group == group]
         if many and len(lanes) > COLLAPSE_OVER:
             height = 2.6 / len(lanes)
             for i, node in enumerate(lanes):
-                _node_bar(ax, node, y - 0.3 + height * (i + 0.5), height * 0.85, end)
+                drawn |= _node_bar(ax, node, y - 0.3 + height * (i + 0.5), height * 0.85, end)
             ticks.append(y + 1)
             labels.append(f"{_short(group, 28)}: {len(lanes)} nodes")
             y += 3
         else:
             for node in lanes:
-                _node_bar(ax, node, y, 0.6, end)
+                drawn |= _node_bar(ax, node, y, 0.6, end)
                 ticks.append(y)
                 labels.append(f"{_short(group, 20)} / {_short(node.name, 28)}")
                 y += 1
@@ -255,7 +287,7 @@ def _nodes(ax: Any, report: Any) -> int:
     ax.set_yticklabels(labels, fontsize=8)
     ax.set_ylim(y - 0.5, -0.6)
     ax.set_title("Nodes by node group: cordoned → drained", loc="left", fontsize=11)
-    _node_legend(ax)
+    _legend(ax, _NODE_KEYS, drawn)
     _time_axis(ax)
     return y
 

@@ -66,9 +66,12 @@ def stored_run(
     start: datetime = datetime(2026, 11, 28, 13, 0, tzinfo=UTC),
     watch: bool = True,
     watch_posts: bool = True,
+    pace: float = 1.0,
 ) -> str:
     """Write a completed run of the eks-nodegroups plan; its id. `watch`: a watch of the run sampled
-    its pods; `watch_posts`: a watch posted in the run's thread (without both, no watch ran)."""
+    its pods; `watch_posts`: a watch posted in the run's thread (without both, no watch ran);
+    `pace`: every wait and every piece of work that long times over (1/60: the five hours of the
+    run in five minutes, as a rehearsal on the sim's clock goes)."""
     nodes = dict(nodes or dict.fromkeys(GROUPS, 2))
     text, plan = _builtin_plan()
     plan_id = store.save_plan(name=plan.name, text=text, loaded_by="U0PRIMARY", loaded_at=start)
@@ -86,7 +89,7 @@ def stored_run(
     t = start
     for i, step in enumerate(plan.steps):
         opened = t
-        wait = timedelta(minutes=2 + (i * 7) % 11)
+        wait = timedelta(minutes=2 + (i * 7) % 11) * pace
         started = opened + wait
         approver = approver_of(i)
         event(opened, "gate_opened", step.id, "start")
@@ -99,14 +102,16 @@ def stored_run(
         drain = next((a for a in step.actions if a.name == "drain"), None)
         group = str(drain.args.get("nodegroup", "")) if drain is not None else ""
         count = nodes.get(group, 0)
-        work = timedelta(minutes=3 + 6 * count) if drain is not None else timedelta(minutes=4 + i % 5)
+        work = (
+            timedelta(minutes=3 + 6 * count) if drain is not None else timedelta(minutes=4 + i % 5)
+        ) * pace
         finished = started + work
         state, note = StepState.SUCCEEDED, ""
         if step.id == "checks":
             failed = started + work
             # As the run service writes them: the event's detail, then the plan's local time.
             event(failed, "step_failed", step.id, f"{CHECK_FAILED} [2026-11-28 22:00 Asia/Tokyo]")
-            finished = failed + timedelta(minutes=6)
+            finished = failed + timedelta(minutes=6) * pace
             state, note = StepState.SKIPPED, "skipped by U0PRIMARY: the findings were reviewed"
             event(finished, "step_skipped", step.id, "the findings were reviewed", "U0PRIMARY")
         else:
@@ -116,7 +121,7 @@ def stored_run(
                     started_at=started, finished_at=finished, note=note)
         )  # fmt: skip
         if drain is not None:
-            jobs.append(_drain_job(run_id, step.id, group, count, started, work))
+            jobs.append(_drain_job(run_id, step.id, group, count, started, work, pace))
         t = finished
     run = RunRow(
         id=run_id, plan_id=plan_id, plan_name=plan.name, cluster=plan.cluster, state="completed",
@@ -171,12 +176,14 @@ def _watch_samples(store: Store, run_id: str, drains: list[tuple[datetime, datet
     assert store.publish_watch(watch_id, owner="p1", summary="{}", at=last, end_reason="target_reached: done")
 
 
-def _drain_job(run_id: str, step_id: str, group: str, count: int, start: datetime, work: timedelta) -> JobRow:
+def _drain_job(
+    run_id: str, step_id: str, group: str, count: int, start: datetime, work: timedelta, pace: float = 1.0
+) -> JobRow:
     names = [
         f"ip-10-0-{GROUPS.index(group) if group in GROUPS else 9}-{n}.ec2.internal" for n in range(count)
     ]
-    per = (work - timedelta(minutes=2)) / max(count, 1)
-    cordoned = start + timedelta(minutes=1)
+    per = (work - timedelta(minutes=2) * pace) / max(count, 1)
+    cordoned = start + timedelta(minutes=1) * pace
     progress: dict[str, object] = {"order": names, "cordoned": names, "nodes": {}}
     for n, name in enumerate(names):
         began = cordoned + per * n
