@@ -21,6 +21,7 @@ from bot.core.durations import parse_duration
 from bot.core.markdown import md_text
 from bot.core.safetext import printable
 from bot.errors import UsageError, valid_text
+from bot.logsetup import current_correlation_id
 from bot.records import AuditEntry
 
 #: Longest free text kept in one audit field; the table's text columns hold more, a chat less.
@@ -63,7 +64,9 @@ def audit_entry(
     correlation_id: str | None = None,
     run_id: str = "",
 ) -> AuditEntry:
-    """One audit entry; `who` supplies the person, door, channel and correlation id unless given."""
+    """One audit entry; `who` supplies the person, door, channel and correlation id unless given.
+    A row with no correlation id of its own (the bot's, written by a job's driver or a timer) takes
+    the one bound to the work that writes it (`bot.logsetup.correlation`), which its log lines carry."""
     return AuditEntry(
         at=at,
         user_id=_text(user_id if user_id is not None else (who.user_id if who else "bot"), 64),
@@ -74,9 +77,16 @@ def audit_entry(
         arguments=_text(arguments),
         outcome=outcome,
         detail=_text(detail),
-        correlation_id=correlation_id if correlation_id is not None else (who.correlation_id if who else ""),
+        correlation_id=correlation_id
+        if correlation_id is not None
+        else ((who.correlation_id if who else "") or _bound_correlation_id()),
         run_id=run_id,
     )
+
+
+def _bound_correlation_id() -> str:
+    cid = current_correlation_id()
+    return "" if cid == "-" else cid  # "-": no work bound one (what a log line shows then)
 
 
 COLUMNS = (

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from bot.core.leadership import Leadership
 from bot.errors import BotError, Fenced
-from bot.logsetup import log_context
+from bot.logsetup import correlation, log_context
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,9 @@ class Driver(ABC):
             self.thread.join(timeout=timeout)
 
     def _run(self) -> None:
-        with log_context(**self.log_fields()):
+        # Its own correlation id: its log lines and the audit rows it writes as the bot share it
+        # (a click that poked the scan has its own, on the rows of what the person did).
+        with correlation(), log_context(**self.log_fields()):
             self._drive()
 
     def _drive(self) -> None:

@@ -26,7 +26,6 @@ from typing import Any
 from bot.core.duties import Driver
 from bot.core.jobs.service import HEARTBEAT_SECONDS, JobService, subject
 from bot.frontdoor.serviceduty import ServiceDuty
-from bot.logsetup import log_context
 from bot.records import JobRow
 
 log = logging.getLogger(__name__)
@@ -63,6 +62,8 @@ class JobDriver(Driver):
         return {"run_id": self.row.run_id, "step": self.row.step_id, "job": str(self.row.id)}
 
     def drive(self) -> None:
+        # On the driver's thread: this line carries the correlation id of the job's audit rows.
+        log.info("driving job %s (%s of run %s)", self.row.id, self.row.kind, self.row.run_id)
         cluster = self.connect(self.row.cluster)
         with contextlib.closing(cluster):
             while not self.stop.is_set():
@@ -111,8 +112,6 @@ class JobDuty(ServiceDuty[JobService, Any]):
         if row.owner or not self.service.claim(row):
             return None  # driven by a live process: left to it
         fresh = self.service.store.job(row.id) or row
-        with log_context(run_id=row.run_id, step=row.step_id, job=str(row.id)):
-            log.info("driving job %s (%s of run %s)", row.id, row.kind, row.run_id)
         return JobDriver(self.service, fresh, self.connect, **self.driver_options)
 
     def before_scan(self) -> None:

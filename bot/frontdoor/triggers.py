@@ -27,6 +27,7 @@ from bot.core.duties import Duties
 from bot.core.leadership import Leadership
 from bot.core.runs.service import RunService
 from bot.errors import BotError, Fenced
+from bot.logsetup import correlation
 from bot.records import Fence
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,9 @@ class Triggers:
             yield False
             return
         try:
-            yield True
+            # Its own correlation id: what it logs and the audit rows it writes as the bot share it.
+            with correlation():
+                yield True
         finally:
             with self._jobs_changed:
                 self._jobs_running -= 1

@@ -7,6 +7,7 @@ answer its question only in the roles it names, and `abort` offers to uncordon w
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -52,6 +53,7 @@ from bot.errors import (
 from bot.frontdoor.acting import JOBS, JobDuty
 from bot.frontdoor.metrics import Metrics
 from bot.frontdoor.rehearse import exit_status, last_line
+from bot.logsetup import correlation, install_filters
 from bot.records import JobRow, StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support import blockkit, kube_objects
@@ -440,6 +442,37 @@ def test_the_driver_threads_claim_and_finish_a_job_on_their_own(setup: Setup) ->
     )
     duties.shutdown()
     assert setup.world.writes == ["n1", "n2", "n3"]
+
+
+def test_the_bots_own_audit_rows_of_a_job_carry_the_correlation_id_of_its_drivers_log_lines(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    install_filters(caplog.handler)  # the correlation id on each record, as the bot's handler has it
+    caplog.set_level(logging.INFO)
+    duties = Duties()
+    setup.jobs("proc-a", duties=duties)
+    run = setup.runs.start("roll", Actor(user_id="U0PRIMARY")).run
+    with correlation("c11c0001"):  # the second approval's click, as the router binds it
+        approve(setup.runs, run.id, "drain-old", "U0PRIMARY", "U0SHADOW")
+    wait_until(
+        lambda: setup.runs.load(run.id).step_run("drain-old").state is StepState.SUCCEEDED,
+        timeout=30,
+        what="the driver to finish the step",
+    )
+    duties.shutdown()
+    rows = [e for e in setup.store.audit_entries(run_id=run.id) if e.kind == "action" and e.user_id == "bot"]
+    # The job's start is the click's work; what the job did then ("node n2: drained"), its driver's.
+    (started,) = [e for e in rows if e.detail.startswith("started: drain")]
+    assert started.correlation_id == "c11c0001"
+    done = [e for e in rows if e is not started]
+    assert any("node n2: drained" in e.detail for e in done), rows
+    cids = {e.correlation_id for e in done}
+    assert len(cids) == 1, cids
+    (cid,) = cids
+    assert cid not in ("", "c11c0001")
+    # A reader of the audit log finds the job's lines in the log by it.
+    said = [r.getMessage() for r in caplog.records if getattr(r, "correlation_id", None) == cid]
+    assert any(m.startswith("driving job ") for m in said), said
 
 
 def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None:

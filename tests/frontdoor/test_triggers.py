@@ -4,6 +4,7 @@ names, never by sleeping."""
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -24,6 +25,7 @@ from bot.core.people import StaticDirectory
 from bot.core.runs import machine as R
 from bot.core.runs.service import Actor, RunService
 from bot.frontdoor.triggers import ANNOUNCEMENT, RUN_TICKER, Done, Due, DurableKind, Triggers
+from bot.logsetup import install_filters
 from bot.records import AnnouncementRow
 from tests.support.clock import FakeClock
 from tests.support.plans import eks_with_human_checks
@@ -469,6 +471,24 @@ def test_a_step_completed_while_the_hook_could_not_run_is_announced_at_restart_o
     assert text.startswith(":hourglass: _Delayed: this announcement was due")
     new_bot(bots, store, slack_stub, utc(2026, 12, 1, 5, 25))
     assert sum("Upgrade the EKS control plane" in t for t in posts(slack_stub)) == 1
+
+
+def test_what_a_timer_writes_as_the_bot_carries_the_correlation_id_of_its_log_line(
+    store: Store, slack_stub: SlackStub, bots: list[Bot], caplog: pytest.LogCaptureFixture
+) -> None:
+    install_filters(caplog.handler)  # the correlation id on each record, as the bot's handler has it
+    caplog.set_level(logging.INFO)
+    bot = new_bot(bots, store, slack_stub, utc(2026, 12, 1, 4))
+    run = bot.runs.start("eks-nodegroups", Actor(user_id="U0PRIMARY")).run
+    bot.triggers._run_every(RUN_TICKER)  # as the scheduler runs it, on its thread
+    # The plan's window (28 November) has ended: the ticker's row says so, as the bot.
+    (row,) = [e for e in store.audit_entries(run_id=run.id) if e.subcommand == "window_ended"]
+    assert row.user_id == "bot"
+    assert row.correlation_id
+    said = [
+        r.getMessage() for r in caplog.records if getattr(r, "correlation_id", None) == row.correlation_id
+    ]
+    assert said == [f"{RUN_TICKER}: ticked {run.id}: window_ended"]
 
 
 def escalations(store: Store) -> int:

@@ -1091,7 +1091,8 @@ class JobService:
         row: JobRow, what: str, detail: str, *, at: datetime, user: str = "bot", who: Who | None = None
     ) -> AuditEntry:
         """One audit row about a job: what it did (before → after), by whom; `who`, a person's
-        click or command, gives its door, channel and correlation id (the bot's own rows have none)."""
+        click or command, gives its door, channel and correlation id (the bot's own rows, the one
+        bound to the work writing them: the job's driver, a timer)."""
         return audit_entry(
             who or _BotActor(),
             at=at,
