@@ -10,7 +10,8 @@ terminal front door starts it and hands this module its URL and kubeconfig.
 At a prompt, a user ID approves as that person, `reject REASON` rejects (plain `reject` asks for
 the reason next), an empty line lets the roster answer, and `abort` stops the run. A refused
 answer (the wrong role, a typo) prints the gate's reason and the question is asked again: only
-`abort` or the end of input ends the rehearsal.
+`abort` or the end of input ends the rehearsal. A job's question (a drain a budget blocks) is
+answered `OPTION [REASON]`; an answer that needs a reason (skipping a node) asks for it next.
 With `interactive` (`--interactive`, the default at a terminal) a step that failed or was
 interrupted pauses the run and the prompt offers what the roster would do in Slack: `skip
 REASON` (resume, then skip the step on record), `resume` (a fresh gate: the step runs again once
@@ -633,6 +634,12 @@ def _answer(
         if picked is None:
             term.out.write(f"  · answer one of {options}\n")
             continue
+        if picked.needs_reason and not reason.strip():
+            # As the answer's modal does in Slack: an answer that needs a reason asks for it.
+            reason = term.ask("  why? (it goes into the thread and the audit log): ")
+            if not reason.strip():
+                term.out.write(f"  · “{picked.label}” needs a reason: {picked.id} REASON\n")
+                continue
         try:
             jobs.decide(
                 job_id, choice_key=choice.key, option=picked.id, user_id=holder(picked), reason=reason

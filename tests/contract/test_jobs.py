@@ -242,7 +242,7 @@ def test_a_drain_past_its_timeout_asks_and_does_nothing_until_people_decide_skip
     assert [(o.id, o.roles, o.needs_reason) for o in choice.options] == [
         ("wait", ("primary", "shadow"), False),
         ("delete", ("coordinator",), True),
-        ("skip", ("primary", "shadow"), False),
+        ("skip", ("primary", "shadow"), True),
     ]
     before, evictions = pod_versions(_pods(backend)), _evictions(cluster)
     for _ in range(3):  # longer than the 5 s between eviction retries
@@ -252,13 +252,15 @@ def test_a_drain_past_its_timeout_asks_and_does_nothing_until_people_decide_skip
     assert pod_versions(_pods(backend)) == before
     assert _evictions(cluster) == evictions
 
-    driver.tick(Decision(choice_key=choice.key, option="skip", by="U-primary"))
+    driver.tick(
+        Decision(choice_key=choice.key, option="skip", by="U-primary", reason="the web team's budget")
+    )
     driver.run()
     assert driver.last is not None
     assert driver.last.done
     assert driver.last.ok
     assert "skipped 1" in driver.last.detail
-    assert "<@U-primary> chose to skip" in driver.posts[f"drain-decision:{node}:1"]
+    assert "<@U-primary> (the web team's budget) chose to skip" in driver.posts[f"drain-decision:{node}:1"]
     assert _unschedulable(backend, node)
     assert _on(backend, node, "app=web") == stuck
 

@@ -564,6 +564,31 @@ def test_the_drains_thread_names_who_answered_its_question_as_a_mention_and_thei
     ), [d for d in audit if "round 1" in d]
 
 
+def test_skipping_a_drained_node_needs_a_reason_and_an_empty_one_is_refused(setup: Setup) -> None:
+    """ "Skip this node" leaves it cordoned and undrained: it took no reason, so the thread, the audit
+    row and the report said who but never why."""
+    cluster = FakeCluster(
+        nodes=[kube_objects.node("n1", "ng-shared")],
+        pods=[kube_objects.pod("shop", "web-a", owner=("ReplicaSet", "web-5d8f"), node_name="n1")],
+    )
+    cluster.blocked.add("shop/web-a")
+    jobs = setup.jobs("proc-a", drain=DrainJob(("eks.amazonaws.com/nodegroup",)))
+    _run, row = claimed_drain(setup, jobs)
+    for _ in range(5):
+        jobs.advance(row.id, cluster=cluster)
+    setup.clock.advance(timedelta(minutes=16))
+    assert drive(jobs, row.id, cluster=cluster) == "waiting"
+    for empty in ("", "   "):
+        with pytest.raises(UserError, match=r"^“Skip this node” needs a reason: say why$"):
+            jobs.decide(
+                row.id, choice_key="drain-timeout:n1:1", option="skip", user_id="U0SHADOW", reason=empty
+            )
+    assert drive(jobs, row.id, cluster=cluster) == "waiting"  # nothing was decided
+    # The question says so, and its button asks (Slack's confirmation, then the reason's modal).
+    (question,) = [c for c in setup.stub.calls_to("chat.postMessage") if "What now?" in c.params["text"]]
+    assert "• *Skip this node* — primary or shadow (with a reason)" in question.params["text"]
+
+
 def test_a_question_of_an_interrupted_job_is_answered_only_after_the_resume(setup: Setup) -> None:
     jobs = setup.jobs("proc-a", ask_on="n2")
     run, row = claimed_drain(setup, jobs)

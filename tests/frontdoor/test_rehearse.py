@@ -702,7 +702,9 @@ def test_a_plain_interactive_rehearsal_asks_a_drain_blocked_by_a_budget_in_plain
     plan.write_text(DRAIN_WORKERS_PLAN, encoding="utf-8")
     # The small scenario's workers hold its web tier, whose budget allows one pod down: draining the
     # whole group at once leaves the next pods nowhere to go, and the budget blocks them.
-    answers = "U0PRIMARY\nU0SHADOW\nskip\nskip\nskip\n"
+    # "skip" asks why; an empty reason is refused and the question asked again.
+    why = "the web tier's budget is the web team's; they move it after the window"
+    answers = f"U0PRIMARY\nU0SHADOW\nskip\n\nskip\n{why}\nskip {why}\nskip {why}\n"
     result = rehearse(str(plan), "--scenario", "small", "--interactive", "--plain", stdin=answers)
     out = result.stdout
     asked = re.search(
@@ -719,7 +721,9 @@ def test_a_plain_interactive_rehearsal_asks_a_drain_blocked_by_a_budget_in_plain
     assert not re.search(r":[a-z_]+:|<@|<!|\*\w", prompt), prompt
     assert prompt.isascii(), prompt
     # The answer is said in the thread by name, in plain text too.
-    assert f"-> node {asked[1]}: @U0PRIMARY chose to skip it; it stays cordoned" in out
+    assert "  why? (it goes into the thread and the audit log): " in out
+    assert '  * "Skip this node" needs a reason: skip REASON' in out
+    assert f"-> node {asked[1]}: @U0PRIMARY ({why}) chose to skip it; it stays cordoned" in out
     # A node skipped, still cordoned: the run completed, not all done, and says so (exit 3).
     assert result.returncode == 3, result.stderr[-3000:]
     assert "completed with 1 step not all done" in out

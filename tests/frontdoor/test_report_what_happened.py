@@ -75,6 +75,8 @@ class ShapedDrain:
     kind: str = "drain"
     #: Set: the drain ends at its second tick, the last node skipped by people, leaving this.
     leaving: str = ""
+    #: Who skipped the last node and why, as the real drain keeps it (`skip`).
+    skip: Mapping[str, str] | None = None
 
     def plan(self, cluster: Any, args: Mapping[str, str], *, now: datetime) -> Progress:
         return {"order": list(NODES), "cordoned": [], "nodes": {n: {"state": "pending"} for n in NODES}}
@@ -93,6 +95,8 @@ class ShapedDrain:
                 progress["nodes"][name].update(
                     state=state, cordoned_at=_iso(now), began=_iso(now), ended=_iso(now)
                 )
+                if state == "skipped" and self.skip is not None:
+                    progress["nodes"][name]["skip"] = dict(self.skip)
             return Tick(progress=progress, done=True, ok=True, detail="2/3 drained", left_behind=self.leaving)
         return Tick(progress=progress, wait=30)
 
@@ -332,6 +336,10 @@ def test_a_drain_that_completed_leaving_a_node_cordoned_says_so_in_the_findings(
     drains = w.jobs.registry.jobs["drain"]
     assert isinstance(drains, ShapedDrain)
     drains.leaving = "1 node(s) skipped, still cordoned: ip-10-0-2-3"
+    drains.skip = {
+        "by": "U0PRIMARY",
+        "reason": "its PDB is the payments team's; they fix it after the window",
+    }
     _to_the_drain(w)
     (drain,) = [j for j in w.store.jobs() if j.kind == "drain"]
     assert w.jobs.claim(drain)
@@ -341,4 +349,8 @@ def test_a_drain_that_completed_leaving_a_node_cordoned_says_so_in_the_findings(
             break
     md = w.report("md")
     assert "- drain-old succeeded, leaving for people: 1 node(s) skipped, still cordoned: ip-10-0-2-3\n" in md
-    assert "- ip-10-0-2-3: skipped by people; it stays cordoned\n" in md
+    # Who left it cordoned, by name, and why: it read "skipped by people", no one and no reason.
+    assert (
+        "- ip-10-0-2-3: skipped by @Priya (its PDB is the payments team's; they fix it after the window); "
+        "it stays cordoned\n" in md
+    )

@@ -573,8 +573,23 @@ def test_the_primary_a_run_was_handed_answers_its_questions_by_command_and_butto
     refusal = bot.click(PRIMARY, value, action="job_choice_skip")
     assert refusal is not None
     assert "needs the primary or shadow of this run; you are not in this run's roster" in refusal
+    views = len(bot.stub.calls_to("views.open"))
     assert bot.click(nia, value, action="job_choice_skip") is None
-    assert bot.services.store.job(by_button).decision  # type: ignore[union-attr]
+    # Skipping a node leaves it cordoned: the button asks why first, in a modal.
+    assert not bot.services.store.job(by_button).decision  # type: ignore[union-attr]
+    (opened,) = bot.stub.calls_to("views.open")[views:]
+    view = opened.params["view"]
+    view = json.loads(view) if isinstance(view, str) else dict(view)
+    jobs = bot.pool.count()
+    answer = bot.front.submit_view(
+        nia,
+        callback_id=view["callback_id"],
+        private_metadata=view["private_metadata"],
+        values={"reason": {"typed": {"type": "plain_text_input", "value": "replaced tonight"}}},
+    )
+    assert (answer.status, answer.body) == (200, "")
+    bot.pool.wait_idle(jobs)
+    assert "replaced tonight" in bot.services.store.job(by_button).decision  # type: ignore[union-attr]
 
     decided = {
         e.arguments: e

@@ -62,7 +62,8 @@ WAIT = ChoiceOption(id="wait", label="Wait 15 more minutes")
 DELETE = ChoiceOption(
     id="delete", label="Delete the pods instead of evicting", roles=("coordinator",), needs_reason=True
 )
-SKIP = ChoiceOption(id="skip", label="Skip this node")
+#: A node skipped stays cordoned and undrained: who leaves it so says why, as for a delete.
+SKIP = ChoiceOption(id="skip", label="Skip this node", needs_reason=True)
 #: Offered only for pods stuck Terminating on a NotReady node (KI008): `kubectl delete
 #: --grace-period=0 --force`, the object removed without the kubelet's word.
 FORCE = ChoiceOption(
@@ -351,7 +352,7 @@ class _Run:
                 detail += f"; {len(gone)} removed outside the bot, not drained by it: {few(gone)}"
             if skipped:
                 detail += f"; skipped {len(skipped)} (left cordoned): {few(skipped)}"
-                left_behind = f"{len(skipped)} node(s) skipped, still cordoned: {few(skipped)}"
+                left_behind = f"{len(skipped)} node(s) skipped, still cordoned: {self.skipped_why(skipped)}"
         return Tick(
             progress=self.p,
             posts=tuple(self.posts),
@@ -373,7 +374,7 @@ class _Run:
         lines = [bar(drained, len(order), "nodes drained")]
         skipped = [n for n in order if nodes[n]["state"] == "skipped"]
         if skipped:
-            lines.append(f"skipped (still cordoned): {few(skipped)}")
+            lines.append(f"skipped (still cordoned): {self.skipped_why(skipped)}")
         active = self.active()
         if active is not None:
             node = nodes[active]
@@ -392,6 +393,15 @@ class _Run:
             if node["choice"]:
                 lines.append(f"{active}: waiting for a decision (wait, delete or skip)")
         return lines
+
+    def skipped_why(self, skipped: Sequence[str]) -> str:
+        """The skipped nodes (a few) each with the reason people gave: "n1 (why: the budget is
+        the team's; they move it after the window), n2 (…) +3 more"."""
+        shown = []
+        for name in skipped[:3]:
+            why = str((self.p["nodes"][name].get("skip") or {}).get("reason") or "")
+            shown.append(f"{name} (why: {clip(why, 60)})" if why else name)
+        return ", ".join(shown) + (f" +{len(skipped) - 3} more" if len(skipped) > 3 else "")
 
     def active(self) -> str | None:
         for name in self.p["order"]:
@@ -1209,6 +1219,8 @@ class _Run:
             node["state"] = "skipped"
             node["ended"] = iso(self.now)
             node["pods"] = {}
+            # Who left it cordoned and why: the card, the step's ending and the report say it.
+            node["skip"] = {"by": decision.by, "reason": decision.reason}
             text = f"node {name}: {who} chose to skip it; it stays cordoned"
         else:
             return self.result(choice=self.choice(name), wait=5.0)

@@ -111,7 +111,7 @@ def build_report(
         directory=directory,
     )
     bars = _step_bars(steps, approvals, titles, audit)
-    lanes, findings, backups = _drain_lanes(jobs)
+    lanes, findings, backups = _drain_lanes(jobs, people)
     lanes = ev.with_after_abort(lanes, after)
     findings += ev.after_abort_finding(after, people)
     findings += [
@@ -236,9 +236,11 @@ def _step_bars(
     return bars
 
 
-def _drain_lanes(jobs: Sequence[JobRow]) -> tuple[list[NodeLane], list[str], list[tuple[str, str]]]:
-    """The drain jobs' nodes as lanes; the jobs' failures and forced or skipped nodes as findings;
-    and the files the jobs backed up."""
+def _drain_lanes(
+    jobs: Sequence[JobRow], people: Mapping[str, str]
+) -> tuple[list[NodeLane], list[str], list[tuple[str, str]]]:
+    """The drain jobs' nodes as lanes; the jobs' failures and forced or skipped nodes as findings
+    (who chose it, by name, and why); and the files the jobs backed up."""
     lanes: list[NodeLane] = []
     findings: list[str] = []
     backups: list[tuple[str, str]] = []
@@ -273,9 +275,15 @@ def _drain_lanes(jobs: Sequence[JobRow]) -> tuple[list[NodeLane], list[str], lis
                 )
             )
             if forced:
-                findings.append(f"{name}: pods deleted instead of evicted by {forced.get('by')}")
+                findings.append(
+                    f"{name}: pods deleted instead of evicted by {named(str(forced.get('by', '')), people)}"
+                )
             if node.get("state") == "skipped":
-                findings.append(f"{name}: skipped by people; it stays cordoned")
+                # A node skipped before people had to give a reason names nobody (`skip` unset).
+                skip = node.get("skip") or {}
+                by = f" by {named(str(skip['by']), people)}" if skip.get("by") else " by people"
+                why = f" ({named_in(str(skip['reason']), people)})" if skip.get("reason") else ""
+                findings.append(f"{name}: skipped{by}{why}; it stays cordoned")
     return lanes, findings, backups
 
 

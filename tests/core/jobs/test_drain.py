@@ -249,8 +249,17 @@ def test_a_skipped_node_stays_cordoned_and_the_job_goes_on_with_the_next() -> No
     driver.tick()
     clock.advance(timedelta(seconds=61))
     driver.tick()
-    driver.tick(Decision(choice_key="drain-timeout:n1:1", option="skip", by="U2"))
+    assert driver.choice is not None
+    # Leaving a node cordoned and undrained is said with a reason, as a delete is.
+    assert [o.needs_reason for o in driver.choice.options if o.id == "skip"] == [True]
+    why = "the budget of shop/web is the web team's; they fix it after the window"
+    driver.tick(Decision(choice_key="drain-timeout:n1:1", option="skip", by="U2", reason=why))
     assert driver.progress["nodes"]["n1"]["state"] == "skipped"
+    assert driver.progress["nodes"]["n1"]["skip"] == {"by": "U2", "reason": why}
+    assert (
+        "skipped (still cordoned): n1 (why: the budget of shop/web is the web team's; they fix it after…)"
+        in (driver.last.card if driver.last is not None else ())
+    )
     driver.tick()
     driver.tick()
     assert ("evict", "shop/web-b") in fake.writes
@@ -260,7 +269,9 @@ def test_a_skipped_node_stays_cordoned_and_the_job_goes_on_with_the_next() -> No
     assert driver.last.done
     assert driver.last.detail == "drained 1 node(s); skipped 1 (left cordoned): n1"
     # What it leaves for people, for the step: not a plain "done" on the card.
-    assert driver.last.left_behind == "1 node(s) skipped, still cordoned: n1"
+    assert driver.last.left_behind == (
+        "1 node(s) skipped, still cordoned: n1 (why: the budget of shop/web is the web team's; they fix it after…)"
+    )
     assert ("uncordon", "n1") not in fake.writes
 
 
