@@ -645,6 +645,19 @@ class WaiverRow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CheckSeen:
+    """What the last check of a cluster found (revision 0027): each finding id with the objects
+    it named, waived or not, so `/upgrade waive` can tell a waiver that matches nothing. `clipped`:
+    the ids whose objects were too many to keep (an object not kept may still be named)."""
+
+    cluster: str
+    checked_at: datetime
+    target: str
+    findings: Mapping[str, tuple[str, ...]]
+    clipped: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, kw_only=True)
 class ActionCall:
     """One action as a plan step writes it: `{snapshot: {label: pre}}`."""
 

@@ -7,7 +7,7 @@ import contextlib
 from bot.core.checks import fleet as fleet_checks
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Report
-from bot.core.checks.waivers import active_waivers
+from bot.core.checks.waivers import active_waivers, seen_of
 from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE
@@ -57,6 +57,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                 now=ctx.clock().timestamp(), cluster=cluster, images=ctx.settings.image_checks
             ),
         )
+    # The cluster's last check: a waiver asked after it is compared with what it found.
+    ctx.store.save_check_seen(seen_of(report, cluster=cluster.name, at=ctx.clock()))
     return Reply(
         template="check",
         ephemeral=False,
@@ -87,7 +89,7 @@ def _fleet(ctx: CommandContext, args: Args, target: str | None) -> Reply:
     def one(name: str) -> Report:
         cluster = ctx.settings.clusters[name]
         with contextlib.closing(ctx.connect_cluster(cluster)) as reader:
-            return checks.check_cluster(
+            report = checks.check_cluster(
                 reader,
                 target=target,
                 waivers=active_waivers(ctx.store, cluster=name),
@@ -98,6 +100,8 @@ def _fleet(ctx: CommandContext, args: Args, target: str | None) -> Reply:
                     now=now.timestamp(), cluster=cluster, images=ctx.settings.image_checks
                 ),
             )
+        ctx.store.save_check_seen(seen_of(report, cluster=name, at=now))
+        return report
 
     matrix = fleet_checks.check_fleet(clusters, one, target=target or "")
     return Reply(

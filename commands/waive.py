@@ -3,7 +3,9 @@
 A waived finding (or the waived objects of it) is shown by `/upgrade check` in its own section,
 with who accepted it, why and until when, and no longer fails a plan's `check` step. Without
 objects the waiver covers the whole finding; with objects (`namespace/name`, as the findings list
-them) only those, and the finding still fails for the others.
+them) only those, and the finding still fails for the others. A waiver that matches no finding of
+the cluster's last check (a typo of an object: "shop/paymnets") is still recorded — a waiver may
+come before its finding — and the reply says so, with the near names the check found.
 
 Two people for a Required finding: the waiver is stored *pending* and covers nothing until a second
 person confirms it with `/upgrade waive confirm ID`; together the two must hold two of the roles
@@ -27,6 +29,7 @@ from datetime import timedelta
 from bot.core.audit import audit_entry
 from bot.core.checks.findings import REQUIRED, valid_id
 from bot.core.checks.ids import FindingIds, finding_ids
+from bot.core.checks.waivers import unmatched
 from bot.core.clusters import pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.durations import format_duration, parse_duration
@@ -118,11 +121,16 @@ def _waive(ctx: CommandContext, args: Args) -> Reply:
         expires_at=now + span,
     )
     _audit(ctx, "waive", row, "asked; waits for a second person" if required else "active")
+    # A typo ("shop/paymnets") would cover nothing, silently: compared with the cluster's last
+    # check, if one is kept. Waivers may come before their findings, so it is said, not refused.
+    seen = ctx.store.check_seen(cluster.name)
+    missed = unmatched(seen, finding, objects) if seen is not None else ""
     return Reply(
         template="waivers/changed",
         ephemeral=False,
         context={"waiver": row, "event": "pending" if required else "active", "span": format_duration(span),
-                 "second": _roles(settings.action_approvers)},
+                 "second": _roles(settings.action_approvers), "missed": missed,
+                 "checked_at": seen.checked_at if seen is not None else None},
     )  # fmt: skip
 
 

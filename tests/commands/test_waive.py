@@ -163,6 +163,36 @@ def test_check_names_a_waiver_whose_objects_no_finding_names(services: Services)
     assert "`PDB001` (Required)" in again.split("*Waived or ignored*", 1)[1]
 
 
+def test_a_waiver_that_matches_no_finding_of_the_last_check_is_said_at_once_and_still_kept(
+    services: Services, clock: FakeClock
+) -> None:
+    """A typo ("billing/ledgr") made a waiver that matched nothing; nobody was told until the next
+    check, if anyone read its notes. Waivers may come before their findings: kept, but said."""
+    # No check kept yet: nothing to compare with, nothing said.
+    first = ask(services, 'waive PDB001 billing/ledgr --for 1d --reason "ledger is drained by hand"')
+    assert first.ok, first.rendered.text
+    assert "matches no finding" not in first.rendered.text
+    checked = clock()
+    ask(services, "check --to 1.25")
+    clock.advance(timedelta(minutes=5))
+    typo = ask(services, 'waive PDB001 billing/ledgr --for 1d --reason "ledger is drained by hand"')
+    assert typo.ok, typo.rendered.text
+    stamp = int(checked.timestamp())
+    assert (
+        f":warning: It matches no finding of the last check of *prod* (<!date^{stamp}^" in typo.rendered.text
+    )
+    assert (
+        "): no PDB001 finding of it names billing/ledgr (did you mean billing/ledger?). "
+        "A typo covers nothing: `/upgrade waive revoke 2` and ask again"
+    ) in typo.rendered.text
+    assert services.store.waiver(2) is not None  # recorded all the same
+    # An id the check did not report at all; and the right name, of which nothing is said.
+    absent = ask(services, 'waive ISTIO002 --for 1d --reason "no sidecars here"')
+    assert "): it reported no ISTIO002 finding. A typo covers nothing" in absent.rendered.text
+    right = ask(services, 'waive PDB001 billing/ledger --for 1d --reason "ledger is drained by hand"')
+    assert "matches no finding" not in right.rendered.text
+
+
 def test_the_plan_check_step_passes_when_every_required_finding_is_waived_and_names_the_waivers(
     services: Services, clock: FakeClock
 ) -> None:

@@ -376,6 +376,18 @@ waivers = sa.Table(
 sa.Index("ix_waivers_cluster_state", waivers.c.cluster, waivers.c.state)
 
 
+# The last check of each cluster (revision 0027): its finding ids and the objects each named
+# (`CheckSeen`), one row per cluster, replaced by every check; `/upgrade waive` compares with it.
+checks_seen = sa.Table(
+    "checks_seen",
+    metadata,
+    sa.Column("cluster", sa.String(64), primary_key=True),
+    sa.Column("checked_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("target", sa.String(32), nullable=False),
+    sa.Column("findings", sa.Text, nullable=False),
+)
+
+
 # Slack display names (revision 0020): `users.info` answers cached, so the report and the terminal
 # name people without asking Slack each time, and name them when Slack cannot be reached.
 people = sa.Table(

@@ -1,4 +1,5 @@
-"""Waivers of findings: compare-and-set on their state."""
+"""Waivers of findings: compare-and-set on their state; and the last check of each cluster, which
+a new waiver is compared with."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.adapters.store.base import StoreBase, _maybe_utc, _storable_id, _utc, _wrap_errors
-from bot.adapters.store.schema import waivers
-from bot.records import WaiverRow
+from bot.adapters.store.schema import checks_seen, waivers
+from bot.records import CheckSeen, WaiverRow
 
 
 class Waivers(StoreBase):
@@ -88,6 +89,38 @@ class Waivers(StoreBase):
                 .values(**values)
             ).rowcount
         return bool(done)
+
+    def save_check_seen(self, seen: CheckSeen) -> None:
+        """Keep `seen` as its cluster's last check (the one before is replaced)."""
+        findings = {
+            "findings": {k: list(v) for k, v in seen.findings.items()},
+            "clipped": sorted(seen.clipped),
+        }
+        with _wrap_errors(), self.engine.begin() as conn:
+            conn.execute(checks_seen.delete().where(checks_seen.c.cluster == seen.cluster))
+            conn.execute(
+                checks_seen.insert().values(
+                    cluster=seen.cluster,
+                    checked_at=_utc(seen.checked_at),
+                    target=seen.target[:32],
+                    findings=json.dumps(findings),
+                )
+            )
+
+    def check_seen(self, cluster: str) -> CheckSeen | None:
+        """The last check of `cluster` kept, or None when none was."""
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(sa.select(checks_seen).where(checks_seen.c.cluster == cluster)).first()
+        if row is None:
+            return None
+        data = json.loads(row.findings)
+        return CheckSeen(
+            cluster=row.cluster,
+            checked_at=_utc(row.checked_at),
+            target=row.target,
+            findings={str(k): tuple(str(o) for o in v) for k, v in data["findings"].items()},
+            clipped=frozenset(str(k) for k in data["clipped"]),
+        )
 
 
 def _waiver_row(r: Any) -> WaiverRow:

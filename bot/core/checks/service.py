@@ -23,7 +23,7 @@ from bot.core.checks.gather import CheckReader, read_facts
 from bot.core.checks.images import ImageAnswer
 from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rulehits import rule_finding
-from bot.core.checks.waivers import apply_covers, covers_object, waiver_covers
+from bot.core.checks.waivers import apply_covers, stray_objects, waiver_covers
 from bot.core.kube.applied import APPLIED_KINDS
 from bot.core.kube.versions import target_version_problem
 from bot.core.rules import Rule, RuleHit
@@ -371,17 +371,13 @@ def _naming_nothing(report: Report, waivers: Sequence[WaiverRow], ignores: Seque
             continue
         named = [o for f in report.findings if f.id == finding for o in f.objects]
         named += [o for c in report.covered if c.finding.id == finding for o in c.finding.objects]
-        stray = [o for o in objects if not any(covers_object(_one(finding, o), obj) for obj in named)]
+        stray = stray_objects(finding, objects, named)
         if stray:
             notes.append(
                 f"{label} ({finding}) names {clip(', '.join(stray), 160)}, which no {finding} finding "
                 f"of this check names: a typo, or no longer found ({ends})"
             )
     return notes
-
-
-def _one(finding: str, obj: str) -> Cover:
-    return Cover(source="waiver", label="", finding=finding, objects=(obj,), reason="")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,10 +4,15 @@
 cover without objects takes the whole finding; one with objects takes only those objects, and the
 finding stays (failing, when Required) for the others. A report's verdict counts only what is
 left. Objects are named as findings list them (`namespace/name`; `Kind namespace/name` too).
+
+`seen_of` keeps what a check found (`CheckSeen`, each cluster's last), and `unmatched` says when
+a new waiver matches none of it: a typo of an object ("shop/paymnets") covers nothing, and the
+person who asked for it should hear so then, not at the next check.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -17,14 +22,17 @@ from typing import Protocol
 from bot.core.checks.findings import REQUIRED, Cover, Covered, Finding, Report, valid_id
 from bot.core.checks.ids import finding_ids
 from bot.core.rules import Rule
-from bot.records import WaiverRow
+from bot.records import CheckSeen, WaiverRow
 
 __all__ = [
     "active_waivers",
     "apply_covers",
     "cover_labels",
     "covers_object",
+    "seen_of",
     "severity_of",
+    "stray_objects",
+    "unmatched",
     "valid_id",
     "waiver_covers",
 ]
@@ -91,6 +99,59 @@ def waiver_covers(rows: Sequence[WaiverRow], now: datetime) -> list[Cover]:
 
 class WaiverStore(Protocol):
     def waivers(self, *, cluster: str | None = None, states: Sequence[str] = ()) -> list[WaiverRow]: ...
+
+
+#: Objects kept of one finding id in a cluster's last check; past it the id is `clipped`.
+SEEN_OBJECTS = 2_000
+#: `CheckSeen.clipped` when the check could not read a list most checks rest on: it cannot tell.
+UNREAD = "*"
+
+
+def seen_of(report: Report, *, cluster: str, at: datetime) -> CheckSeen:
+    """What the check `report` found on `cluster`, waived or not, to keep as its last check."""
+    named: dict[str, dict[str, None]] = {}
+    for f in (*report.findings, *(c.finding for c in report.covered)):
+        named.setdefault(f.id, {}).update(dict.fromkeys(f.objects))
+    clipped = {k for k, v in named.items() if len(v) > SEEN_OBJECTS}
+    if any(n.startswith("not read:") for n in report.notes):
+        # A finding may be missing for that reason alone (as `check_cluster` calls no object stray).
+        clipped.add(UNREAD)
+    return CheckSeen(
+        cluster=cluster,
+        checked_at=at,
+        target=report.target,
+        findings={k: tuple(v)[:SEEN_OBJECTS] for k, v in named.items()},
+        clipped=frozenset(clipped),
+    )
+
+
+def stray_objects(finding: str, objects: Sequence[str], named: Sequence[str]) -> list[str]:
+    """The objects a waiver of `finding` names that none of `named` (its findings' objects) is."""
+    return [o for o in objects if not any(covers_object(_one(finding, o), obj) for obj in named)]
+
+
+def _one(finding: str, obj: str) -> Cover:
+    return Cover(source="waiver", label="", finding=finding, objects=(obj,), reason="")
+
+
+def unmatched(seen: CheckSeen, finding: str, objects: Sequence[str]) -> str:
+    """Why a waiver of `finding` (its `objects`) matches no finding of the last check `seen`: "no
+    PDB001 finding names shop/paymnets (did you mean shop/payments?)"; "" when it matches, or
+    when the check could not tell (a list it rests on not read, too many objects to keep)."""
+    if UNREAD in seen.clipped or finding in seen.clipped:
+        return ""
+    named = seen.findings.get(finding)
+    if named is None:
+        return f"it reported no {finding} finding"
+    stray = stray_objects(finding, objects, named)
+    if not stray:
+        return ""
+    # Near names as people type them (`namespace/name`), not as the findings list them.
+    short = [next((w for w in _NOTE.sub("", n).split() if "/" in w), n) for n in named]
+    near = [m for o in stray for m in difflib.get_close_matches(o, short, n=1, cutoff=0.8)]
+    said = ", ".join(stray[:5]) + (f" and {len(stray) - 5} more" if len(stray) > 5 else "")
+    hint = f" (did you mean {', '.join(dict.fromkeys(near[:3]))}?)" if near else ""
+    return f"no {finding} finding of it names {said}{hint}"
 
 
 def active_waivers(store: WaiverStore, *, cluster: str) -> list[WaiverRow]:

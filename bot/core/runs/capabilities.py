@@ -23,7 +23,7 @@ from bot.core.audit import Who
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Cover, Report
 from bot.core.checks.logprobe import log_probe
-from bot.core.checks.waivers import active_waivers
+from bot.core.checks.waivers import active_waivers, seen_of
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.evidence.baseline import analysis_queries, take_baseline
 from bot.core.evidence.baseline import summary as baseline_summary
@@ -161,7 +161,7 @@ class _Capabilities:
         config = pick_cluster(self.clusters, cluster)
         reader = self.connect_cluster(config)
         with contextlib.closing(reader):
-            return checks.check_cluster(
+            report = checks.check_cluster(
                 reader,
                 target=target,
                 waivers=active_waivers(self.store, cluster=config.name),
@@ -172,6 +172,9 @@ class _Capabilities:
                     now=self.clock().timestamp(), cluster=config, images=self.image_checks
                 ),
             )
+        # The cluster's last check: a waiver asked after it is compared with what it found.
+        self.store.save_check_seen(seen_of(report, cluster=config.name, at=self.clock()))
+        return report
 
     def start_watch(self, request: ActionRequest) -> str:
         from bot.core.actions.watch import target_and_stop, words

@@ -33,7 +33,7 @@ NOW = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
 #: The hand-numbered versions there were (no 8), each now the revision of the same number.
 LEGACY_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17)
 #: The Alembic revisions since (no hand-numbered migration ever had these numbers).
-NEW_REVISIONS = ("0018", "0019", "0020", "0021", "0022", "0023", "0024", "0025", "0026")
+NEW_REVISIONS = ("0018", "0019", "0020", "0021", "0022", "0023", "0024", "0025", "0026", "0027")
 ALL_REVISIONS = [f"{v:04d}" for v in LEGACY_VERSIONS] + list(NEW_REVISIONS)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bot.adapters.store import Store
 from bot.adapters.store.migrate import script_directory
-from bot.records import AuditEntry, JobRow
+from bot.records import AuditEntry, CheckSeen, JobRow
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 
@@ -29,7 +29,7 @@ def entry(**overrides: object) -> AuditEntry:
 
 
 def test_migrations_reach_the_latest_version_and_are_not_applied_twice(store: Store) -> None:
-    assert store.schema_version() == script_directory().get_current_head() == "0026"
+    assert store.schema_version() == script_directory().get_current_head() == "0027"
     assert store.migrate() == []
 
 
@@ -93,3 +93,26 @@ def test_a_run_has_at_most_one_offer_after_its_abort_and_other_jobs_are_not_limi
     assert store.create_job_once(job("drain-old")) is not None
     assert store.create_job_once(job("drain-old")) is not None  # a resumed step may start another
     assert [j.step_id for j in store.jobs(run_id="r1")] == ["after-abort", "drain-old", "drain-old"]
+
+
+def test_a_clusters_last_check_is_kept_once_and_replaced_by_the_next(store: Store) -> None:
+    at = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    assert store.check_seen("prod") is None
+    first = CheckSeen(
+        cluster="prod",
+        checked_at=at,
+        target="1.25",
+        findings={"PDB001": ("PodDisruptionBudget billing/ledger",)},
+    )
+    store.save_check_seen(first)
+    assert store.check_seen("prod") == first
+    later = CheckSeen(
+        cluster="prod",
+        checked_at=at + timedelta(hours=1),
+        target="1.26",
+        findings={},
+        clipped=frozenset({"*"}),
+    )
+    store.save_check_seen(later)
+    assert store.check_seen("prod") == later
+    assert store.check_seen("staging") is None
