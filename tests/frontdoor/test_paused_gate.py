@@ -238,6 +238,43 @@ def test_a_done_gate_held_by_a_pause_is_posted_again_for_its_confirmation(bot: B
     assert bot.services.runs.load(run_id).step_run(STEP).state == "succeeded"
 
 
+def test_a_role_handed_off_during_the_pause_is_named_on_the_held_gate(bot: Bot) -> None:
+    """The held message was edited once, at the pause: a handoff meanwhile left it naming the old
+    primary as one who may resume (who may not any more), and not the new one."""
+    nia = "U0NIA"
+    bot.stub.users[nia] = {"id": nia}
+    assert "loaded" in bot.command("plan load by-hand")
+    assert "started" in bot.command("start by-hand")
+    (first,) = gate_posts(bot.stub)
+    value = bot.gate(STEP)
+    run_id = value.split("|")[0]
+    assert bot.click(SHADOW, value) is None
+    assert "paused" in bot.command(f"pause {run_id} --reason {WHY}", user=COORD)
+    held = held_edit(bot.stub, first["ts"])
+    assert f"on the run's card (<@{PRIMARY}>, <@{SHADOW}>)" in held["text"]
+
+    assert "is now" in bot.command(f"handoff primary <@{nia}> --run {run_id}", user=PRIMARY)
+    again = bot.stub.wait_for(
+        lambda: next((e for e in edits_of(bot.stub, first["ts"]) if f"<@{nia}>" in e["text"]), None),
+        timeout=30,
+    )
+    # Still held (the same pause, the same Resume), now naming who holds the role.
+    assert again["text"].startswith(
+        f":double_vertical_bar: *Drain the old nodes by hand* (`{STEP}`) — on hold: run {run_id} was paused "
+        f"by <@{COORD}> at <!date^"
+    )
+    assert f"on the run's card (<@{nia}>, <@{SHADOW}>), or `/upgrade resume {run_id}`" in again["text"]
+    assert f"<@{PRIMARY}>" not in again["text"]
+    assert f"the approvals given here before the pause (<@{SHADOW}>) will not count" in again["text"]
+    assert buttons(again) == {"paused_resume": value}
+    assert block_kit_problems("chat.update", {"blocks": again["blocks"]}) == []
+    # The new primary resumes from it; the old one may not.
+    refused = bot.click(PRIMARY, value, "paused_resume")
+    assert refused is not None
+    assert bot.click(nia, value, "paused_resume") is None
+    assert bot.services.runs.load(run_id).state == "active"
+
+
 @pytest.fixture
 def process(
     write_config: Callable[..., Path],

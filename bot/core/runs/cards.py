@@ -499,7 +499,7 @@ class RunCards:
             # Paused with its gate open: the gate's message says so, with Resume instead of its
             # buttons, until the resume posts it again at the thread's end (`machine.resume`).
             posted = refs.get(gate_key(cur))
-            held = f"shown:{cur.step_id}:{cur.epoch}:paused"
+            held = self._held_key(run, cur)
             if posted is not None and posted.ts and held not in refs:
                 with self.deliveries.tenure.reserve(self.deliveries.send_timeout):
                     self._edit_gate_once(
@@ -545,6 +545,21 @@ class RunCards:
         context = self._gate_people(run, sr)
         digest = hashlib.sha256(json.dumps(context, sort_keys=True).encode()).hexdigest()[:12]
         return f"shown:{sr.step_id}:{sr.epoch}:{run.phase(sr)}:{digest}"
+
+    def _held_key(self, run: R.Run, sr: R.StepRun) -> str:
+        """The key of the held gate's message (a paused run): edited again when the people it
+        names change — a role handed off during the pause (`shown:` keys are edits, not posts)."""
+        people = {
+            **self._gate_people(run, sr),
+            "resumers": self._resumers(run, sr),
+        }
+        digest = hashlib.sha256(json.dumps(people, sort_keys=True).encode()).hexdigest()[:12]
+        return f"shown:{sr.step_id}:{sr.epoch}:paused:{digest}"
+
+    @staticmethod
+    def _resumers(run: R.Run, sr: R.StepRun) -> list[str]:
+        # Resume is for the step's (start) gate, as on the card (`machine.paused_refusal`).
+        return sorted({p for role in run.plan.step(sr.step_id).gate.roles for p in run.roster.get(role, ())})
 
     def _gate_people(self, run: R.Run, sr: R.StepRun) -> dict[str, Any]:
         gate = run.gate_for(sr)
@@ -675,10 +690,7 @@ class RunCards:
                 "by": last.user_id if last is not None and last.user_id != "bot" else "",
                 "at": last.at if last is not None else None,
                 "votes": sorted({a.user_id for a in run.votes(sr, run.phase(sr) or "")}),
-                # Resume is for the step's (start) gate, as on the card (`machine.paused_refusal`).
-                "resumers": sorted(
-                    {p for role in run.plan.step(sr.step_id).gate.roles for p in run.roster.get(role, ())}
-                ),
+                "resumers": self._resumers(run, sr),
             },
         }
 
