@@ -40,7 +40,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     `/upgrade announce TEMPLATE PLAN [--channel #c]` posts it now for a loaded plan (the plan's
     coordinator or primary), in the announcement channel unless `--channel` names another.
     `--sample` instead of PLAN uses the sample plan (to try a template in a test channel).
-    Templates: scheduled, reminder, starting, step-complete, completed, aborted, delayed.
+    Templates: scheduled, reminder, starting, step-complete, completed, aborted, delayed, missed.
 
     Example: `/upgrade announce preview scheduled eks-nodegroups`
     """

@@ -198,6 +198,9 @@ def _schedule_arg(ctx: CommandContext, word: str) -> ScheduleRow:
 
 
 def _list(service: AnnouncementService) -> Reply:
+    # A window that ended with no run is missed, not pending (the timers close it at its end; a
+    # front door without them, the terminal, finds it here).
+    service.close_missed()
     # Every pending schedule, then the latest others: ten cancelled ones hid a pending one before.
     pending = service.store.schedules(states=["scheduled"], limit=50)
     recent = [s for s in service.store.schedules(limit=10) if s.state != "scheduled"]

@@ -44,6 +44,10 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             f"{', '.join(sorted(clusters))}); fix the plan's `cluster:` or add it under `clusters:`"
         )
     now = ctx.clock()
+    announcements = ctx.announcements
+    if announcements is not None:
+        # A schedule whose window ended with no run is over (missed), not this run's nor pending.
+        announcements.close_missed(now)
     # A schedule whose window is open (or opens within the hour: teams start a little early)
     # is the one this run belongs to; inside its window it also stands for the window check.
     schedule = next(
@@ -70,7 +74,6 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             reason=args.reason or "",
             refusal=refusal,
         )
-    announcements = ctx.announcements
     out = runs.start(
         args.plan,
         _runs.actor(ctx),
@@ -98,7 +101,10 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     # Started, and nobody would see its card or gates: the reply says where and why.
     why = runs.cards.not_shown(out.run.id) if runs.cards is not None else ""
     unposted = {"channel": runs.cards.channel_for(out.run), "why": why} if runs.cards and why else None
-    if schedule is None and (later := ctx.store.schedules(states=["scheduled"], plan_name=plan.name)):
+    later = [
+        s for s in ctx.store.schedules(states=["scheduled"], plan_name=plan.name) if s.window_start > now
+    ]
+    if schedule is None and later:
         # Started more than EARLY_START before a window of its own: that schedule is not this run's,
         # and its reminder and `starting` still go out unless people withdraw them.
         pending = later[-1]

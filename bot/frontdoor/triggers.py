@@ -38,6 +38,8 @@ SYNC_SECONDS = 30.0
 RUN_TICK_SECONDS = 20.0
 
 ANNOUNCEMENT = "announcement"
+#: A pending schedule's window end: closed as missed if no run started in it.
+WINDOW_END = "window-end"
 RUN_TICKER = "run-ticker"
 _SYNC = "sync"
 #: The executor of the durable jobs and the sync: one thread, see `Triggers.__init__`.
@@ -139,6 +141,15 @@ class Triggers:
                 pending=self._pending_announcements,
                 fire=lambda key, now: _done(self.announcements.fire(int(key), now)),
                 catch_up=lambda now: [_done(f) for f in self.announcements.catch_up(now)],
+            )
+        )
+        # After the announcements (the catch-up skips what fell due in the window first).
+        self.add_durable(
+            DurableKind(
+                name=WINDOW_END,
+                pending=self._pending_window_ends,
+                fire=lambda key, now: _done(self.announcements.window_ended(int(key), now), WINDOW_END),
+                catch_up=lambda now: [_done(f, WINDOW_END) for f in self.announcements.close_missed(now)],
             )
         )
         # The run service reads the time from its own clock (this clock, in production and in
@@ -390,6 +401,12 @@ class Triggers:
             for row in self.announcements.pending()
         ]
 
+    def _pending_window_ends(self) -> list[Due]:
+        return [
+            Due(key=str(s.id), at=s.window_end, name=f"end of schedule #{s.id} of {s.plan_name}")
+            for s in self.announcements.store.schedules(states=["scheduled"], limit=500)
+        ]
+
 
 def _quiet(job: Callable[[datetime], object]) -> Callable[[datetime], None]:
     """An interval job whose result is not a `Done` (a scan's ids started)."""
@@ -400,5 +417,5 @@ def _quiet(job: Callable[[datetime], object]) -> Callable[[datetime], None]:
     return run
 
 
-def _done(fired: Fired) -> Done:
-    return Done(kind=ANNOUNCEMENT, key=str(fired.id), action=fired.action, detail=fired.detail)
+def _done(fired: Fired, kind: str = ANNOUNCEMENT) -> Done:
+    return Done(kind=kind, key=str(fired.id), action=fired.action, detail=fired.detail)

@@ -105,6 +105,37 @@ class Schedules(StoreBase):
             templates, reason, at = withdraw
             return _withdraw_announcements(conn, schedule_id, reason=reason, at=at, templates=templates)
 
+    def miss_schedule(
+        self,
+        schedule_id: int,
+        *,
+        at: datetime,
+        reason: str,
+        announcement: AnnouncementRow,
+        audit: Sequence[AuditEntry] = (),
+    ) -> int | None:
+        """Close a pending schedule whose window ended by `at` as `missed`, in one transaction:
+        its announcements not posted yet are withdrawn with `reason` and `announcement` (the one
+        saying so) is stored. Its id; None when the schedule was no longer pending or its window
+        had not ended (a run started, someone moved or cancelled it, another replica closed it)."""
+        with _wrap_errors(), self.engine.begin() as conn:
+            closed = conn.execute(
+                schedules.update()
+                .where(
+                    schedules.c.id == schedule_id,
+                    schedules.c.state == "scheduled",
+                    schedules.c.window_end <= _utc(at),
+                )
+                .values(state="missed")
+            )
+            if closed.rowcount != 1:
+                return None
+            _withdraw_announcements(conn, schedule_id, reason=reason, at=at)
+            values = _announcement_values(announcement, schedule_id=schedule_id)
+            pk = conn.execute(scheduled_announcements.insert().values(**values)).inserted_primary_key
+            _insert_audit(conn, audit)
+            return int(pk[0]) if pk else 0
+
     def schedule_of_run(self, run_id: str) -> ScheduleRow | None:
         """The schedule a run was started under (`attach_run`), if any."""
         query = (

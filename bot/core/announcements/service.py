@@ -18,6 +18,12 @@ succeeds in a scheduled run (`step_succeeded`, called from the run service's com
 the run and the step). `move` postpones a pending schedule: the old one becomes `moved`, its
 pending announcements are withdrawn and a new schedule posts `delayed` with the old window.
 
+**Missed.** A window that ends with no run started in it closes its schedule as `missed`
+(`window_ended`, at the window's end and at every start): what it had not posted is withdrawn and
+`missed` is posted in its channel, where people read `scheduled` — whenever the bot finds it, so a
+bot that was down through the window still says so, once (one key per schedule). A missed schedule
+no longer holds the plan: `schedule`, `move` and `start` see it as over.
+
 **Late.** An announcement found due after the fact (the bot was down) is sent on time within
 `ON_TIME`, marked delayed within the grace, and skipped past it — the skip is audited and shown
 in `/upgrade schedule list`. A template that cannot be rendered is skipped with its error the
@@ -120,6 +126,26 @@ def _pending_rows(
     ]
 
 
+def _announcement(
+    schedule: ScheduleRow, run_id: str, template: str, due: datetime, key: str, now: datetime, step_id: str
+) -> AnnouncementRow:
+    """One more announcement of `schedule` (a run's end or step, a late start, `missed`), due at `due`."""
+    return AnnouncementRow(
+        id=0,
+        schedule_id=schedule.id,
+        plan_name=schedule.plan_name,
+        run_id=run_id,
+        template=template,
+        due_at=due,
+        window_start=schedule.window_start,
+        dedup_key=key,
+        state="scheduled",
+        channel=schedule.channel,
+        updated_at=now,
+        step_id=step_id,
+    )
+
+
 def _schedule_audit(
     subcommand: str, arguments: str, *, at: datetime, by: str, detail: str, correlation_id: str
 ) -> AuditEntry:
@@ -172,7 +198,7 @@ class Fired:
     """What `fire` did with one announcement."""
 
     id: int
-    action: str  # wait | sent | delayed | skipped | already_sent | failed | done | no_slack
+    action: str  # wait | sent | delayed | skipped | already_sent | failed | done | no_slack | missed
     detail: str = ""
 
 
@@ -244,9 +270,8 @@ class AnnouncementService:
         row, plan = find_plan(self.store, plan_name)
         now = self.clock()
         # A schedule whose window has passed without a run no longer holds the plan.
-        pending = [
-            s for s in self.store.schedules(states=["scheduled"], plan_name=plan_name) if s.window_end > now
-        ]
+        self.close_missed(now)
+        pending = self.store.schedules(states=["scheduled"], plan_name=plan_name)
         if pending:
             raise UserError(
                 f"`{plan_name}` is already scheduled (#{pending[0].id}); "
@@ -278,7 +303,7 @@ class AnnouncementService:
         self._check_renders(planned, context)
         # ... and the ones its run will post (its end, a step's completion, a move): with a sample
         # run, since there is none yet; a broken one was found out only when the run ended.
-        later = [A.COMPLETED, A.ABORTED, A.DELAYED] + (
+        later = [A.COMPLETED, A.ABORTED, A.DELAYED, A.MISSED] + (
             [A.STEP_COMPLETE] if any(s.announce for s in plan.steps) else []
         )
         self._check_renders(
@@ -359,6 +384,20 @@ class AnnouncementService:
         old = self._pending(schedule_id, "moved")
         if not reason.strip():
             raise UsageError('say why it moves: `--reason "…"` (the delayed announcement shows it)')
+        # One pending schedule per plan, whichever way it is made: two would announce everything twice.
+        other = next(
+            (
+                s
+                for s in self.store.schedules(states=["scheduled"], plan_name=old.plan_name)
+                if s.id != old.id
+            ),
+            None,
+        )
+        if other is not None:
+            raise UserError(
+                f"`{old.plan_name}` is also scheduled (#{other.id}) and a plan has one pending schedule: "
+                f"move #{other.id}, or `/upgrade schedule cancel {other.id}` first"
+            )
         plan = stored_plan(self.store, old.plan_id)
         now = self.clock()
         end = start.astimezone(UTC) + plan.window.length
@@ -444,9 +483,17 @@ class AnnouncementService:
 
     def _pending(self, schedule_id: int, done: str) -> ScheduleRow:
         """The schedule `schedule_id`, if it is still pending (only such a schedule can be `done`)."""
+        self.close_missed()
         schedule = self.store.schedule(schedule_id)
         if schedule is None:
             raise UserError(f"there is no schedule #{schedule_id} (`/upgrade schedule list`)")
+        if schedule.state == "missed":
+            ended = schedule.window_end.astimezone(ZoneInfo(schedule.tz))
+            raise UserError(
+                f"schedule #{schedule_id} was missed: its window ended {ended:%Y-%m-%d %H:%M} {schedule.tz} "
+                f"with no run, so it cannot be {done}. "
+                f'`/upgrade schedule {schedule.plan_name} --at "…"` schedules the plan again'
+            )
         if schedule.state == "moved":
             # Moved means replaced: name the schedule that holds the plan's window now.
             after = next(
@@ -539,7 +586,7 @@ class AnnouncementService:
         )
         # One end per run, whenever it is computed: the key does not carry the instant.
         new_id = self._add(
-            schedule, run, template=template, due=ended.due, key=f"run:{run.id}/{template}", now=now
+            schedule, run.id, template=template, due=ended.due, key=f"run:{run.id}/{template}", now=now
         )
         # A reminder or `starting` still to come would announce a run that is over.
         withdrawn = self.store.update_schedule(
@@ -567,7 +614,7 @@ class AnnouncementService:
             return None
         now = self.clock()
         new_id = self._add(
-            schedule, run, template=A.STEP_COMPLETE,
+            schedule, run.id, template=A.STEP_COMPLETE,
             # Due when the step succeeded: one found at a restart is late, and decide() says so.
             due=sr.finished_at or now,
             key=A.step_complete_key(run.id, step_id), now=now, step_id=step_id,
@@ -577,7 +624,7 @@ class AnnouncementService:
     def _add(
         self,
         schedule: ScheduleRow,
-        run: R.Run,
+        run_id: str,
         *,
         template: str,
         due: datetime,
@@ -585,23 +632,52 @@ class AnnouncementService:
         now: datetime,
         step_id: str = "",
     ) -> int | None:
-        """Store an announcement of `run` in its schedule, due at `due`; None when `key` was stored before."""
-        return self.store.add_announcement(
-            AnnouncementRow(
-                id=0,
-                schedule_id=schedule.id,
-                plan_name=schedule.plan_name,
-                run_id=run.id,
-                template=template,
-                due_at=due,
-                window_start=schedule.window_start,
-                dedup_key=key,
-                state="scheduled",
-                channel=schedule.channel,
-                updated_at=now,
-                step_id=step_id,
-            )
+        """Store an announcement of run `run_id` in its schedule, due at `due`; None when `key` was
+        stored before."""
+        return self.store.add_announcement(_announcement(schedule, run_id, template, due, key, now, step_id))
+
+    def close_missed(self, now: datetime | None = None) -> list[Fired]:
+        """Close every pending schedule whose window has ended with no run (`window_ended`)."""
+        moment = now or self.clock()
+        ended = [s for s in self.store.schedules(states=["scheduled"], limit=500) if s.window_end <= moment]
+        return [self.window_ended(s.id, moment) for s in ended]
+
+    def window_ended(self, schedule_id: int, now: datetime | None = None) -> Fired:
+        """The window of schedule `schedule_id` ended: still pending, no run started in it, so it
+        is closed as `missed` — what it had not posted withdrawn, `missed` stored, in one
+        transaction, and posted at once (due now: however late the bot finds it, the channel that
+        read `scheduled` hears the window passed). Fired `missed` (its detail: what the post did),
+        `done` when it was not pending, `wait` before its end."""
+        moment = now or self.clock()
+        schedule = self.store.schedule(schedule_id)
+        if schedule is None or schedule.state != "scheduled":
+            return Fired(id=schedule_id, action="done")
+        if schedule.window_end > moment:
+            return Fired(id=schedule_id, action="wait", detail="its window has not ended")
+        span = WindowSpan(start=schedule.window_start, end=schedule.window_end, tz=schedule.tz)
+        missed = _announcement(schedule, "", A.MISSED, moment, A.missed_key(schedule.id), moment, "")
+        new_id = self.store.miss_schedule(
+            schedule.id,
+            at=moment,
+            reason="not posted: the window ended with no run",
+            announcement=missed,
+            audit=[
+                _schedule_audit(
+                    "missed",
+                    f"#{schedule.id} {schedule.plan_name}",
+                    at=moment,
+                    by="bot",
+                    detail=f"window {span.in_words()} ended with no run",
+                    correlation_id="",
+                )
+            ],
         )
+        if new_id is None:
+            return Fired(id=schedule_id, action="done")
+        log.info("schedule %s of %s missed: its window ended with no run", schedule.id, schedule.plan_name)
+        fired = self.fire(new_id, moment)
+        self.changed()
+        return Fired(id=schedule_id, action="missed", detail=f"{A.MISSED} {fired.action}")
 
     def _schedule_of(self, run: R.Run) -> ScheduleRow | None:
         return self.store.schedule_of_run(run.id)
@@ -682,7 +758,7 @@ class AnnouncementService:
             )
             self._finish_skipped(row, moment, why)
             return Fired(id=row.id, action="skipped", detail=why)
-        late = LateNote(due=row.due_at, zone=self._zone(row)) if decision.action == "send_late" else None
+        late, why = self._late(row, decision)
         try:
             rendered = self._render(row, late)
         except BotError as exc:
@@ -703,7 +779,7 @@ class AnnouncementService:
             return Fired(id=row.id, action="failed", detail=exc.user_message)
         if posted is None:
             return Fired(id=row.id, action="already_sent", detail="another worker claimed it")
-        delayed = decision.action == "send_late"
+        delayed = late is not None
         finished = self.store.finish_announcement(
             row.id,
             state="sent",
@@ -711,13 +787,19 @@ class AnnouncementService:
             channel=posted.channel,
             ts=posted.ts,
             delayed=delayed,
-            reason=decision.reason if delayed else "",
-            audit=[self._audit(row, moment, "ok", decision.reason if delayed else "posted")],
+            reason=why,
+            audit=[self._audit(row, moment, "ok", why or "posted")],
         )
         if not finished:
             # Another worker saw our claim before the ts was recorded and marked it sent.
             self.store.record_announcement_ts(row.id, channel=posted.channel, ts=posted.ts)
         return Fired(id=row.id, action="delayed" if delayed else "sent", detail=posted.ts)
+
+    def _late(self, row: AnnouncementRow, decision: A.Decision) -> tuple[LateNote | None, str]:
+        """The "Delayed: this announcement was due …" line a post gets, and why, if it is late."""
+        if decision.action == "send_late":
+            return LateNote(due=row.due_at, zone=self._zone(row)), decision.reason
+        return None, ""
 
     def _failed(self, row: AnnouncementRow, subject: str, reason: str) -> None:
         """An attempt to post failed: kept on the announcement, and the first time a reason is new,

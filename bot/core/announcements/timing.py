@@ -17,7 +17,8 @@ A reminder that would be due before the scheduled announcement plus `MIN_GAP` is
 repeat the announcement people have just read. `completed` and `aborted` are due when the run ends,
 `step-complete` when a step whose plan asks for it succeeds. A schedule moved to another window
 (`schedule move`) gets `delayed` at the move instead of a second `scheduled`, then the new window's
-reminders and `starting`.
+reminders and `starting`. A window that ends with no run gets `missed`, due when the bot finds it
+ended (the schedule is closed as missed then), so it is posted however late that is.
 
 **Dedup keys** name the subject (`plan:ID` or `run:ID`), the template and the due instant in UTC,
 so a restarted bot, a retried job or a second replica computes the same key for the same message and
@@ -48,8 +49,9 @@ MIN_GAP = timedelta(minutes=15)
 
 SCHEDULED, REMINDER, STARTING = "scheduled", "reminder", "starting"
 COMPLETED, ABORTED, DELAYED, STEP_COMPLETE = "completed", "aborted", "delayed", "step-complete"
+MISSED = "missed"
 #: Every announcement template, in the order a run meets them.
-TEMPLATES = (SCHEDULED, REMINDER, STARTING, STEP_COMPLETE, COMPLETED, ABORTED, DELAYED)
+TEMPLATES = (SCHEDULED, REMINDER, STARTING, STEP_COMPLETE, COMPLETED, ABORTED, DELAYED, MISSED)
 #: The announcements of a window still to come: withdrawn when its run ends before them.
 BEFORE_THE_RUN = (REMINDER, STARTING)
 
@@ -188,6 +190,12 @@ def moved(
     now = _utc(moved_at, "moved_at")
     delayed = Announcement(subject=subject, template=DELAYED, due=now, window_start=planned[0].window_start)
     return [delayed, *(a for a in planned if a.template != SCHEDULED)]
+
+
+def missed_key(schedule_id: int) -> str:
+    """`schedule:4/missed`: a window ends once, so one announcement per schedule, whenever the
+    bot finds it ended (a restart, a second replica computes the same key)."""
+    return f"schedule:{schedule_id}/missed"
 
 
 def step_complete_key(run_id: str, step_id: str) -> str:
