@@ -1,8 +1,9 @@
 """A schedule whose window passed while the bot was down (walks of time and zones): once its
 window ends with no run it is closed as `missed` — stored, so a restart agrees — and the
 announcement channel is told once; it holds the plan no more for `schedule`, `move` and `start`,
-so nothing is announced twice. The bot assembled as `serve` does, the Slack stub, an injected
-clock, restarts on the same database."""
+so nothing is announced twice. A run that starts after its `starting` was skipped is announced as
+it starts, once. The bot assembled as `serve` does, the Slack stub, an injected clock, restarts on
+the same database."""
 
 from __future__ import annotations
 
@@ -167,3 +168,33 @@ def test_moving_a_schedule_keeps_one_pending_schedule_per_plan(
             in moved.rendered.text
         )
         assert [s.state for s in services.store.schedules()] == ["scheduled", "scheduled"]
+
+
+def test_a_run_started_after_starting_was_skipped_announces_its_start_once(
+    write_config: Callable[..., Path], slack_stub: SlackStub
+) -> None:
+    path, clock = config(write_config), FakeClock(FRIDAY_NOON_IN_TOKYO)
+    with bot_up(path, slack_stub, clock) as services:
+        assert cmd(services, AT).ok
+    clock.set(utc(2026, 12, 1, 5, 45))  # back 45 minutes into the window: `starting` is past its grace
+    with bot_up(path, slack_stub, clock) as services:
+        assert announced(slack_stub, ":rocket:") == []
+        started = cmd(services, "start tokyo-upgrade", user="U0PRIMARY")
+        assert started.ok, started.rendered.text
+        (schedule,) = services.store.schedules()
+        assert schedule.state == "started"
+        (posted,) = [
+            c.params["text"]
+            for c in slack_stub.calls_to("chat.postMessage")
+            if ":rocket: *" in c.params["text"]
+        ]
+        # Marked late, with when it was due: the window's start, in each reader's zone.
+        due = f"<!date^{int(utc(2026, 12, 1, 5).timestamp())}^"
+        assert posted.startswith(f":hourglass: _Delayed: this announcement was due {due}")
+        assert "is starting now" in posted
+        assert f"run #{schedule.run_id}" in posted
+        assert services.announcements.attach_run(schedule.id, schedule.run_id) is not None  # a retry
+    clock.set(utc(2026, 12, 1, 5, 50))
+    with bot_up(path, slack_stub, clock):
+        pass
+    assert len([c for c in slack_stub.calls_to("chat.postMessage") if ":rocket: *" in c.params["text"]]) == 1

@@ -546,7 +546,11 @@ class AnnouncementService:
         """A run of a scheduled plan began: its end will be announced under that schedule. A run
         started before its window (teams start a little early) makes the reminders still to come
         wrong ("the upgrade is in N minutes" while it runs): they are withdrawn, and `starting`
-        ("is starting now") is posted now instead of at the window's start. One transaction."""
+        ("is starting now") is posted now instead of at the window's start. One transaction.
+
+        A run that starts after `starting` was skipped (the bot was down when the window opened)
+        gets it now, marked late: readers last saw `scheduled` or a reminder, and would never hear
+        the upgrade began. Once per run: its key names the run."""
         now = self.clock()
         withdrawn = self.store.update_schedule(
             schedule_id,
@@ -561,6 +565,12 @@ class AnnouncementService:
         )
         if withdrawn:
             log.info("schedule %s: %s reminder(s) withdrawn: run %s started", schedule_id, withdrawn, run_id)
+        schedule = self.store.schedule(schedule_id)
+        starting = [
+            a for a in self.store.scheduled_announcements(schedule_id=schedule_id) if a.template == A.STARTING
+        ]
+        if schedule is not None and starting and all(a.state in ("skipped", "cancelled") for a in starting):
+            self._add(schedule, run_id, template=A.STARTING, due=now, key=f"run:{run_id}/starting", now=now)
         try:
             for row in self.store.scheduled_announcements(schedule_id=schedule_id, states=["scheduled"]):
                 if row.template == A.STARTING and row.due_at <= now:
@@ -799,6 +809,10 @@ class AnnouncementService:
         """The "Delayed: this announcement was due …" line a post gets, and why, if it is late."""
         if decision.action == "send_late":
             return LateNote(due=row.due_at, zone=self._zone(row)), decision.reason
+        if row.template == A.STARTING and row.due_at > row.window_start + A.ON_TIME:
+            # `starting` of a run that began after it had been skipped (`attach_run`): it was due
+            # when the window opened, and says so.
+            return LateNote(due=row.window_start, zone=self._zone(row)), "posted as the run started, late"
         return None, ""
 
     def _failed(self, row: AnnouncementRow, subject: str, reason: str) -> None:
