@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from markupsafe import Markup
+
 from bot.core.announcements.overrides import authorize_override, merged_roster, override_audit, window_refusal
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, roles_of
+from bot.core.rendering import slack_date, slack_escape
 from bot.core.runs.library import find_plan
 from bot.errors import PermissionDenied, UserError
 from commands import _runs
@@ -97,7 +100,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
                 run_id=out.run.id,
             )
         )
-    message = f"Run `{out.run.id}` of `{plan.name}` started."
+    message = Markup(slack_escape(f"Run `{out.run.id}` of `{plan.name}` started."))
     # Started, and nobody would see its card or gates: the reply says where and why.
     why = runs.cards.not_shown(out.run.id) if runs.cards is not None else ""
     unposted = {"channel": runs.cards.channel_for(out.run), "why": why} if runs.cards and why else None
@@ -109,9 +112,14 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         # and its reminder and `starting` still go out unless people withdraw them.
         pending = later[-1]
         message += (
-            f" `{plan.name}` is also scheduled (#{pending.id}, from {pending.window_start:%Y-%m-%d %H:%M} UTC), "
-            "more than an hour away: this run is not that schedule's, and its announcements still go out — "
-            f"`/upgrade schedule cancel {pending.id} --reason …` withdraws them."
+            Markup(slack_escape(f" `{plan.name}` is also scheduled (#{pending.id}, from "))
+            + slack_date(pending.window_start, pending.tz)
+            + Markup(
+                slack_escape(
+                    "), more than an hour away: this run is not that schedule's, and its announcements still go "
+                    f"out — `/upgrade schedule cancel {pending.id} --reason …` withdraws them."
+                )
+            )
         )
     return Reply(template="runs/message", context={"message": message, "unposted": unposted})
 

@@ -54,7 +54,7 @@ def test_a_runs_end_withdraws_the_reminder_and_starting_still_to_come(
     assert cmd(services, f'abort {run_id} --reason "vendor outage"', user="U0COORD").ok
     rows = {r.template: r for r in services.store.scheduled_announcements(schedule_id=schedule.id)}
     assert rows["starting"].state == "cancelled"
-    assert rows["starting"].reason == f"not posted: run {run_id} aborted at 04:10 UTC"
+    assert rows["starting"].reason == f"not posted: run {run_id} aborted before it was due"
     assert rows["aborted"].template == "aborted"
     clock.set(datetime(2026, 12, 1, 5, 1, tzinfo=UTC))
     services.announcements.run_due(clock())  # the window opens: nothing announces the ended run
@@ -68,8 +68,11 @@ def test_a_run_started_long_before_its_schedule_says_that_schedule_is_not_its_ow
     clock.set(datetime(2026, 11, 30, 5, 30, tzinfo=UTC))  # Monday 14:30 Tokyo, a day before
     started = cmd(services, "start tokyo-upgrade")
     assert started.ok, started.rendered.text
-    assert "`tokyo-upgrade` is also scheduled (#1, from 2026-12-01 05:00 UTC), more than an hour away" in (
-        started.rendered.text
+    # The window as a Slack date each reader sees in their zone, the plan's zone in the fallback.
+    opens = f"<!date^{int(datetime(2026, 12, 1, 5, tzinfo=UTC).timestamp())}^{{date_short_pretty}} {{time}}"
+    assert (
+        f"`tokyo-upgrade` is also scheduled (#1, from {opens}|2026-12-01 14:00 Asia/Tokyo>), more than"
+        in (started.rendered.text)
     )
     assert "`/upgrade schedule cancel 1 --reason …` withdraws them" in started.rendered.text
 

@@ -213,7 +213,7 @@ def test_down_when_due_sends_marked_delayed_within_the_grace_and_skips_past_it(
         ("reminder", "skipped", False),
         ("starting", "skipped", False),
     ]
-    assert "the window opened" in rows[2].reason
+    assert "after the window had opened" in rows[2].reason
     assert "past the grace of 30m" in rows[3].reason
     audited = [e for e in store.audit_entries() if e.kind == "announcement" and e.outcome == "skipped"]
     assert len(audited) == 2
@@ -359,7 +359,9 @@ def test_an_announcement_the_bot_may_not_post_is_told_to_its_scheduler_once_and_
     ]
     assert len(told) == 1, told  # once, not at every attempt
     assert "could not be posted in <#C0ANNOUNCE>: the bot is not in that channel" in told[0]
-    assert "It is tried again until Mon 30 Nov 05:30 UTC, then skipped" in told[0]
+    # A Slack date each reader sees in their zone; the schedule's zone in the fallback.
+    until = f"<!date^{int(utc(2026, 11, 30, 5, 30).timestamp())}^{{date_short_pretty}} {{time}}"
+    assert f"It is tried again until {until}|2026-11-30 14:30 Asia/Tokyo>, then skipped" in told[0]
     (row,) = [a for a in store.scheduled_announcements() if a.due_at == utc(2026, 11, 30, 5)]
     assert row.state == "scheduled"
     assert row.reason.startswith("last attempt failed: the bot is not in that channel")

@@ -56,7 +56,7 @@ from bot.core.audit import audit_entry
 from bot.core.delivery import Deliveries, Poster, new_owner
 from bot.core.evidence.view import StoredEvidence
 from bot.core.jobs.common import cordoned_by
-from bot.core.rendering import Rendered
+from bot.core.rendering import Rendered, slack_date
 from bot.core.runs import machine as R
 from bot.core.runs.library import assemble_run, find_plan, stored_plan
 from bot.core.runs.plans import Plan
@@ -556,11 +556,7 @@ class AnnouncementService:
             schedule_id,
             state="started",
             run_id=run_id,
-            withdraw=(
-                (A.REMINDER,),
-                f"not posted: run {run_id} started at {now:%H:%M} UTC, before the window",
-                now,
-            ),
+            withdraw=((A.REMINDER,), f"not posted: run {run_id} started before the window", now),
             bring_forward=(A.STARTING, now),
         )
         if withdrawn:
@@ -602,7 +598,7 @@ class AnnouncementService:
         withdrawn = self.store.update_schedule(
             schedule.id,
             state=str(run.state),
-            withdraw=(A.BEFORE_THE_RUN, f"not posted: run {run.id} {run.state} at {now:%H:%M} UTC", now),
+            withdraw=(A.BEFORE_THE_RUN, f"not posted: run {run.id} {run.state} before it was due", now),
         )
         if withdrawn:
             log.info(
@@ -825,7 +821,7 @@ class AnnouncementService:
             schedule = self.store.schedule(row.schedule_id)
             if schedule is None or not schedule.created_by or self.deliveries is None:
                 return
-            until = f"{(row.due_at + self.grace).astimezone(UTC):%a %d %b %H:%M} UTC"
+            until = slack_date(row.due_at + self.grace, schedule.tz)
             self.deliveries.post_once(
                 subject,
                 f"{row.dedup_key}:failed:{reason[:40]}",

@@ -240,7 +240,7 @@ def decide(
     if announcement.template == REMINDER and current >= announcement.window_start:
         return Decision(
             action="skip",
-            reason=f"reminder due {_stamp(due)} not sent: the window opened at {_stamp(announcement.window_start)}",
+            reason=f"reminder not sent: {_human(late)} late, after the window had opened",
         )
     if late <= grace:
         return Decision(
@@ -248,12 +248,8 @@ def decide(
         )
     return Decision(
         action="skip",
-        reason=f"{announcement.template} due {_stamp(due)} not sent: {_human(late)} late, past the grace of {_human(grace)}",
+        reason=f"{announcement.template} not sent: {_human(late)} late, past the grace of {_human(grace)}",
     )
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _human(span: timedelta) -> str:

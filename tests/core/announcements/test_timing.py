@@ -206,7 +206,8 @@ def test_due_while_down_past_grace_is_skipped_with_a_reason() -> None:
     decision = ann.decide(STARTING, now=STARTING.due + timedelta(minutes=31), grace=timedelta(minutes=30))
     assert decision.action == "skip"
     assert not decision.posts
-    assert decision.reason == "starting due 2026-12-01 05:00 UTC not sent: 31m late, past the grace of 30m"
+    # No instant in UTC: `schedule list` shows the due time beside it as a Slack date.
+    assert decision.reason == "starting not sent: 31m late, past the grace of 30m"
 
 
 def test_a_late_reminder_after_the_window_opened_is_skipped_even_within_grace() -> None:
@@ -214,7 +215,7 @@ def test_a_late_reminder_after_the_window_opened_is_skipped_even_within_grace() 
         REMINDER, now=START.astimezone(UTC) + timedelta(minutes=1), grace=timedelta(hours=2)
     )
     assert decision.action == "skip"
-    assert "the window opened" in decision.reason
+    assert decision.reason == "reminder not sent: 1h1m late, after the window had opened"
 
 
 def test_an_announcement_already_posted_is_never_posted_again() -> None:
