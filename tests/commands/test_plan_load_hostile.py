@@ -162,3 +162,5 @@ def test_a_window_read_in_utc_by_a_team_in_another_zone_is_warned_of_at_load(
         outcome.rendered.text
     )
     assert "T14:00:00+00:00" not in outcome.rendered.text
+    # The roster on a line of its own, not run on after the window's end.
+    assert "UTC>\nRoster: primary <@U0PRIMARY>" in outcome.rendered.text
