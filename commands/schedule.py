@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.core.announcements import timing as A
-from bot.core.announcements.overrides import authorize_override, merged_roster, window_refusal
+from bot.core.announcements.overrides import authorize_override, merged_roster, overridden, window_refusal
 from bot.core.announcements.service import AnnouncementService
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.durations import format_duration
@@ -150,6 +150,7 @@ def _checked_window(
         directory=ctx.directory,
         reason=_words(args.reason),
         refusal=refusal,
+        past=overridden(ctx.settings.windows, start, end),
     )
 
 

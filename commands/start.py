@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from markupsafe import Markup
 
+from bot.core.announcements import overrides
 from bot.core.announcements.overrides import authorize_override, merged_roster, override_audit, window_refusal
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, roles_of
@@ -61,10 +62,11 @@ def run(ctx: CommandContext, args: Args) -> Reply:
         ),
         None,
     )
+    end = now + plan.window.length
     refusal = (
         None
         if schedule is not None and schedule.window_start <= now
-        else window_refusal(ctx.settings.windows, now, now + plan.window.length, plan.window.timezone)
+        else window_refusal(ctx.settings.windows, now, end, plan.window.timezone)
     )
     override = ""
     if refusal is not None:
@@ -76,6 +78,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             directory=ctx.directory,
             reason=args.reason or "",
             refusal=refusal,
+            past=overrides.overridden(ctx.settings.windows, now, end),
         )
     out = runs.start(
         args.plan,

@@ -74,12 +74,32 @@ def test_only_the_coordinator_may_override_and_only_with_a_reason(services: Serv
     assert services.store.schedules() == []
     ok = cmd(services, f'{at} --reason "vendor deadline"', user="U0COORD")
     assert ok.ok, ok.rendered.text
-    assert "overridden by <@U0COORD>: vendor deadline" in ok.rendered.text
+    past = "outside the allowed windows (Mon–Fri 14:00–17:00 Asia/Tokyo)"
+    assert f"Overridden by <@U0COORD>: {past} — vendor deadline" in ok.rendered.text
     (schedule,) = services.store.schedules()
-    assert schedule.override_reason == "vendor deadline"
+    assert schedule.override_reason == f"{past} — vendor deadline"
     (override,) = [e for e in services.store.audit_entries() if e.kind == "override"]
     assert override.user_id == "U0COORD"
-    assert "vendor deadline" in override.detail
+    assert override.detail == f"scheduled {past} — vendor deadline"
+
+
+def test_an_override_of_a_freeze_inside_the_windows_says_it_went_past_the_freeze(services: Services) -> None:
+    # Thursday 24 December, 14:00 Tokyo: inside the weekday windows, inside the year-end freeze.
+    at = 'schedule tokyo-upgrade --at "2026-12-24 14:00" --override --reason "vendor deadline"'
+    ok = cmd(services, at, user="U0COORD")
+    assert ok.ok, ok.rendered.text
+    freeze = "inside the freeze: year-end freeze (2026-12-24 to 2027-01-04 Asia/Tokyo)"
+    assert f"Overridden by <@U0COORD>: {freeze} — vendor deadline" in ok.rendered.text
+    assert "outside the allowed windows" not in ok.rendered.text.lower()
+    (override,) = [e for e in services.store.audit_entries() if e.kind == "override"]
+    assert override.detail == f"scheduled {freeze} — vendor deadline"
+    # Outside the windows and in the freeze: both are said.
+    cmd(services, "schedule cancel 1", user="U0COORD")
+    both = cmd(services, at.replace("14:00", "18:00"), user="U0COORD")
+    assert both.ok, both.rendered.text
+    assert f"outside the allowed windows (Mon–Fri 14:00–17:00 Asia/Tokyo) and {freeze} — vendor" in (
+        both.rendered.text
+    )
 
 
 def test_list_shows_every_announcement_and_cancel_posts_a_notice(
@@ -132,7 +152,7 @@ def test_start_outside_the_window_asks_for_the_coordinators_override(services: S
     (override,) = [e for e in services.store.audit_entries() if e.kind == "override"]
     assert override.subcommand == "start"
     assert override.run_id
-    assert "hotfix" in override.detail
+    assert override.detail == "started outside the allowed windows (Mon–Fri 14:00–17:00 Asia/Tokyo) — hotfix"
 
 
 def test_announce_for_a_plan_uses_its_impact_links_and_scheduled_window(services: Services) -> None:

@@ -136,11 +136,17 @@ def test_a_move_outside_the_windows_is_refused_with_slots_and_only_the_coordinat
     assert services.store.schedule(old.id).state == "scheduled"
     ok = cmd(services, at, user="U0COORD")
     assert ok.ok, ok.rendered.text
-    assert "overridden by <@U0COORD>: vendor deadline" in ok.rendered.text
+    assert (
+        "Overridden by <@U0COORD>: outside the allowed windows (Mon–Fri 14:00–17:00 Asia/Tokyo) — vendor deadline"
+    ) in ok.rendered.text
     assert len(delayed(slack_stub)) == 1
     (override,) = [e for e in services.store.audit_entries() if e.kind == "override"]
     assert override.user_id == "U0COORD"
     assert override.subcommand == "schedule move"
+    assert (
+        override.detail
+        == "moved outside the allowed windows (Mon–Fri 14:00–17:00 Asia/Tokyo) — vendor deadline"
+    )
 
 
 def test_a_move_needs_a_scheduler_a_reason_and_a_pending_schedule(

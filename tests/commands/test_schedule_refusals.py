@@ -71,7 +71,10 @@ def test_a_window_across_a_daylight_saving_change_lasts_its_plans_elapsed_time(s
     assert out.ok, out.rendered.text
     (schedule,) = services.store.schedules()
     assert schedule.window_end - schedule.window_start == timedelta(hours=2)  # the plan's 14:00–16:00
-    assert schedule.override_reason == "night work"
+    assert (
+        schedule.override_reason
+        == "outside the allowed windows (Mon–Fri 14:00–17:00 Asia/Tokyo) — night work"
+    )
 
 
 def test_a_plan_whose_own_window_crosses_a_clock_change_is_scheduled_for_its_real_length(

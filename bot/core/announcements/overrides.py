@@ -1,7 +1,8 @@
 """Overriding the maintenance windows: the refusal that says why, who may override, its audit.
 
-Scheduling or starting outside the allowed windows is refused with the next allowed slots; the
-coordinator may override with a reason, and the override is audited on its own line. Used by
+Scheduling or starting outside the allowed windows (or in a freeze) is refused with the next
+allowed slots; the coordinator may override with a reason, and the override is audited on its own
+line, saying what it went past: the windows, a freeze, or both. Used by
 `schedule`, `schedule move` and `start` alike, so all three refuse and override the same way.
 """
 
@@ -62,6 +63,12 @@ def _longest(policy: Policy) -> timedelta | None:
     return max(lengths, default=None)
 
 
+def overridden(policy: Policy, start: datetime, end: datetime) -> str:
+    """What an override of [start, end) goes past, in words: "inside the freeze: year-end freeze
+    (2026-12-24 to 2027-01-04 Europe/Berlin)", "outside the allowed windows (…)", or both."""
+    return " and ".join(policy.check(start, end).reasons)
+
+
 def authorize_override(
     *,
     user_id: str,
@@ -69,13 +76,16 @@ def authorize_override(
     directory: Directory,
     reason: str,
     refusal: str,
+    past: str,
 ) -> str:
-    """The override's audit text, or PermissionDenied/UsageError: only the coordinator, with a reason."""
+    """The override's text, what it goes past (`past`, from `overridden`) and why ("inside the
+    freeze: year-end freeze (…) — vendor deadline"), kept with the schedule and said in the reply
+    and the audit; or PermissionDenied/UsageError: only the coordinator, with a reason."""
     if "coordinator" not in roles_of(user_id, roster, directory):
         raise PermissionDenied(f"only the coordinator may override the maintenance windows.\n{refusal}")
     if not reason.strip():
         raise UsageError('an override needs a reason: `--override --reason "…"`')
-    return reason.strip()
+    return f"{past} — {reason.strip()}" if past else reason.strip()
 
 
 def override_audit(
@@ -91,7 +101,8 @@ def override_audit(
     source: str = "scheduler",
     run_id: str = "",
 ) -> AuditEntry:
-    """The audit row of a coordinator's override of the maintenance windows (`done`: what was done)."""
+    """The audit row of a coordinator's override of the maintenance windows (`done`: what was done;
+    `reason`: `authorize_override`'s text, which says what the override went past and why)."""
     return audit_entry(
         at=at,
         user_id=user_id,
@@ -101,7 +112,7 @@ def override_audit(
         subcommand=subcommand,
         arguments=arguments,
         outcome="ok",
-        detail=f"{done} outside the allowed windows: {reason}",
+        detail=f"{done} {reason}",
         correlation_id=correlation_id,
         run_id=run_id,
     )
