@@ -16,7 +16,15 @@ from bot.core.people import ANY_ROLE
 from bot.core.rules import load_rules
 from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, gather_facts, summarise
 from bot.core.runs.library import find_plan
-from bot.core.runs.plans import PeopleLookup, Plan, decode_plan, parse_plan, read_plan_file, to_document
+from bot.core.runs.plans import (
+    PeopleLookup,
+    Plan,
+    decode_plan,
+    parse_plan,
+    read_plan_file,
+    to_document,
+    window_warnings,
+)
 from bot.core.snapshots.projection import take_snapshot
 from bot.errors import ConfigError, UsageError, UserError
 
@@ -112,8 +120,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _load_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
     """What `plan load` warns of: the plan's cluster actions checked against its cluster now (it may
-    change), the node groups' order, steps' versions against the plan's, and a window read in UTC
-    by a team in another zone."""
+    change), the node groups' order, steps' versions against the plan's, a window read in UTC
+    by a team in another zone, and a window that is not what it seems (`window_warnings`)."""
     return (
         check_plan(
             plan,
@@ -127,6 +135,7 @@ def _load_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
         + order_warnings(plan, ctx.settings.node_group_order)
         + step_version_warnings(plan)
         + _zone_warning(ctx, plan)
+        + window_warnings(plan)
     )
 
 

@@ -164,3 +164,28 @@ def test_a_window_read_in_utc_by_a_team_in_another_zone_is_warned_of_at_load(
     assert "T14:00:00+00:00" not in outcome.rendered.text
     # The roster on a line of its own, not run on after the window's end.
     assert "UTC>\nRoster: primary <@U0PRIMARY>" in outcome.rendered.text
+
+
+def test_a_window_drawn_across_a_clock_change_is_warned_of_at_load(
+    write_config: Callable[..., Path], plans_dir: Path
+) -> None:
+    # 01:30–03:30 New York the night the clocks go forward: one hour of real time, two written.
+    plan = GOOD.replace(
+        'window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}',
+        'window: {start: "2026-03-08T01:30", end: "2026-03-08T03:30", timezone: America/New_York}',
+    )
+    (plans_dir / "nydst.yaml").write_text(plan.replace("name: small", "name: nydst"))
+    config = write_config(f"templates_dir: {plans_dir.parent}\n")
+    services = assemble(load_settings(config, {}), with_slack=False)
+    try:
+        outcome = services.router.handle(
+            CommandRequest(text="plan load nydst", user_id="U0PRIMARY", source="terminal")
+        )
+    finally:
+        services.close()
+    assert outcome.ok, outcome.rendered.text
+    assert (
+        "• the window spans a clock change (2026-03-08 in America/New_York, 01:30 EST to 03:30 EDT): 1h of "
+        "real time, 2h on the wall clock; scheduled on another day (`/upgrade schedule nydst --at …`) it "
+        "lasts 2h, 01:30–03:30"
+    ) in outcome.rendered.text

@@ -77,10 +77,11 @@ def test_a_window_across_a_daylight_saving_change_lasts_its_plans_elapsed_time(s
     )
 
 
-def test_a_plan_whose_own_window_crosses_a_clock_change_is_scheduled_for_its_real_length(
+def test_a_plan_whose_own_window_crosses_a_clock_change_is_scheduled_for_its_wall_clock_length(
     services: Services,
 ) -> None:
-    # 01:00–05:00 Berlin the night the clocks go forward lasts three hours, not four.
+    # 01:00–05:00 Berlin the night the clocks go forward lasts three hours; on another night the
+    # team's 01:00–05:00 is four, and the schedule is the window they wrote.
     night = (
         PLAN.replace("name: tokyo-upgrade", "name: berlin-night")
         .replace('start: "2026-12-01T14:00"', 'start: "2027-03-28T01:00"')
@@ -97,7 +98,8 @@ def test_a_plan_whose_own_window_crosses_a_clock_change_is_scheduled_for_its_rea
     )
     assert out.ok, out.rendered.text
     (schedule,) = services.store.schedules()
-    assert schedule.window_end - schedule.window_start == timedelta(hours=3)
+    assert schedule.window_end - schedule.window_start == timedelta(hours=4)
+    assert "to <!date^1806404400^{time}|2027-03-30 13:00 Europe/Berlin (11:00 UTC)>" in out.rendered.text
 
 
 def test_a_moved_schedule_names_the_one_that_replaced_it(services: Services) -> None:

@@ -69,6 +69,24 @@ def test_cli_validate_warns_of_steps_left_on_another_upgrade_s_versions(tmp_path
     assert "warning" not in shipped.stderr, shipped.stderr
 
 
+def test_cli_validate_warns_of_a_window_drawn_across_a_clock_change(tmp_path: Path) -> None:
+    plan = tmp_path / "dst.yaml"
+    plan.write_text(
+        GOOD.replace(
+            'window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}',
+            'window: {start: "2027-03-14T01:30", end: "2027-03-14T03:30", timezone: America/New_York}',
+        )
+    )
+    result = subprocess.run(
+        [*bot_command(), "plan", "validate", str(plan)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"{plan}: warning: the window spans a clock change (2027-03-14 in America/New_York, 01:30 EST to "
+        "03:30 EDT): 1h of real time, 2h on the wall clock"
+    ) in result.stderr
+
+
 def test_cli_validate_takes_a_built_in_plan_by_name_from_any_directory(tmp_path: Path) -> None:
     result = subprocess.run(
         [*bot_command(), "plan", "validate", "eks-nodegroups"],

@@ -151,9 +151,20 @@ class Window:
 
     @property
     def length(self) -> timedelta:
-        """How long the window lasts in real time. Two datetimes of one zone subtract as wall
-        clocks, so a window across a clock change (01:00–05:00 the night it goes forward: 3 hours)
-        is measured in UTC."""
+        """How long the window lasts as the team wrote it, on the wall clock: 01:30–03:30 is two
+        hours, also when it is drawn on the night the clocks change (one hour of real time then,
+        `elapsed`). A schedule on another day lasts this long, counted in real time from its
+        start: the window people wrote, 01:30–03:30, on any day (and two hours of work across
+        that day's own clock change, 01:30 EST–04:30 EDT)."""
+        zone = self.zone
+        return self.end.astimezone(zone).replace(tzinfo=None) - self.start.astimezone(zone).replace(
+            tzinfo=None
+        )
+
+    @property
+    def elapsed(self) -> timedelta:
+        """How long the window lasts in real time: 01:00–05:00 the night the clocks go forward is
+        3 hours (two datetimes of one zone subtract as wall clocks, so measured in UTC)."""
         return self.end.astimezone(UTC) - self.start.astimezone(UTC)
 
 

@@ -374,3 +374,21 @@ def _roster(
     if not roster:
         v.error(node, "roster", "the roster needs at least one role")
     return roster, nodes
+
+
+def window_warnings(plan: Plan) -> list[str]:
+    """What `plan validate` and `plan load` warn of in the plan's window: drawn on a night the
+    clocks change, it lasts another length in real time than on the wall clock, and a schedule on
+    another day takes the wall clock's (`Window.length`)."""
+    window = plan.window
+    if window.length == window.elapsed:
+        return []
+    zone = window.zone
+    start, end = window.start.astimezone(zone), window.end.astimezone(zone)
+    return [
+        f"the window spans a clock change ({start:%Y-%m-%d} in {window.timezone}, {start:%H:%M %Z} to "
+        f"{end:%H:%M %Z}): {format_duration(window.elapsed)} of real time, "
+        f"{format_duration(window.length)} on the wall clock; scheduled on another day "
+        f"(`/upgrade schedule {plan.name} --at …`) it lasts {format_duration(window.length)}, "
+        f"{start:%H:%M}–{end:%H:%M}"
+    ]

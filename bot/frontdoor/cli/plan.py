@@ -17,7 +17,7 @@ from bot.core.clusters import group_labels, pick_cluster
 from bot.core.jobs.preflight import check_plan, order_warnings, step_version_warnings
 from bot.core.rules import load_rules
 from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, gather_facts
-from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file
+from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file, window_warnings
 from bot.core.snapshots.projection import Progress, take_snapshot
 from bot.errors import (
     BotError,
@@ -117,7 +117,7 @@ def _validate(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except BotError as exc:
         return refused(exc)
-    for warning in step_version_warnings(plan):
+    for warning in step_version_warnings(plan) + window_warnings(plan):
         print(f"{path}: warning: {warning}", file=sys.stderr)
     if args.check_cluster:
         try:

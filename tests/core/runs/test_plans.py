@@ -23,6 +23,7 @@ from bot.core.runs.plans import (
     STEP_KEYS,
     TOP_KEYS,
     parse_plan,
+    window_warnings,
 )
 from bot.errors import PlanInvalid
 from tests.support.plans import BAD, EXAMPLES, GOOD, PLANS
@@ -105,7 +106,9 @@ def test_a_step_may_ask_for_the_step_complete_announcement_and_a_wrong_value_nam
     assert "'completed' is not one of: step-complete" in error
 
 
-def test_a_window_at_a_time_the_clocks_skip_or_pass_twice_is_refused_and_its_length_is_real_time() -> None:
+def test_a_window_at_a_time_the_clocks_skip_or_pass_twice_is_refused_and_one_across_a_change_is_warned_of() -> (
+    None
+):
     def window(start: str, end: str) -> str:
         return GOOD.replace(
             'window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}',
@@ -121,11 +124,20 @@ def test_a_window_at_a_time_the_clocks_skip_or_pass_twice_is_refused_and_its_len
     (error,) = twice.value.errors
     assert "happens twice in Europe/Berlin that night" in error
     assert "(2027-10-31T02:30+02:00 for the first)" in error
-    # Its offset written, the first 02:30 is one instant; and a window's length is real time.
+    # Its offset written, the first 02:30 is one instant. A window lasts its real time that night
+    # (`elapsed`), and the wall clock's length (`length`) on any other day a schedule puts it.
     plan = parse_plan(window("2027-10-31T02:30+02:00", "2027-10-31T05:00"))
-    assert plan.window.length == timedelta(hours=3, minutes=30)
+    assert plan.window.elapsed == timedelta(hours=3, minutes=30)
+    assert plan.window.length == timedelta(hours=2, minutes=30)
     spring = parse_plan(window("2027-03-28T01:00", "2027-03-28T05:00"))
-    assert spring.window.length == timedelta(hours=3)
+    assert spring.window.elapsed == timedelta(hours=3)
+    assert spring.window.length == timedelta(hours=4)
+    assert window_warnings(spring) == [
+        "the window spans a clock change (2027-03-28 in Europe/Berlin, 01:00 CET to 05:00 CEST): 3h of "
+        "real time, 4h on the wall clock; scheduled on another day (`/upgrade schedule small --at …`) "
+        "it lasts 4h, 01:00–05:00"
+    ]
+    assert window_warnings(parse_plan(window("2027-03-29T01:00", "2027-03-29T05:00"))) == []
 
 
 def test_a_bad_plan_lists_every_problem_with_its_line() -> None:
