@@ -135,7 +135,7 @@ def _load_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
         + order_warnings(plan, ctx.settings.node_group_order)
         + step_version_warnings(plan)
         + _zone_warning(ctx, plan)
-        + window_warnings(plan)
+        + window_warnings(plan, ctx.clock())
     )
 
 

@@ -18,6 +18,7 @@ from bot.core.command import Args, CommandContext, CommandParser, Registry, Repl
 from bot.core.people import ANY_ROLE, roles_of
 from bot.core.rendering import slack_date, slack_escape
 from bot.core.runs.library import find_plan
+from bot.core.runs.plans import window_past
 from bot.errors import PermissionDenied, UserError
 from commands import _runs
 
@@ -104,6 +105,14 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             )
         )
     message = Markup(slack_escape(f"Run `{out.run.id}` of `{plan.name}` started."))
+    if (
+        schedule is None
+        and not ctx.store.schedules(states=["scheduled"], plan_name=plan.name)
+        and (past := window_past(plan, now))
+    ):
+        # Its card counts from the plan's own window: say it is over, and how to run it in a new one
+        # (a plan scheduled later is said below).
+        message += Markup(slack_escape(f" :warning: {past[0].upper()}{past[1:]}."))
     # Started, and nobody would see its card or gates: the reply says where and why.
     why = runs.cards.not_shown(out.run.id) if runs.cards is not None else ""
     unposted = {"channel": runs.cards.channel_for(out.run), "why": why} if runs.cards and why else None

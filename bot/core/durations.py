@@ -60,6 +60,19 @@ def format_duration(value: timedelta) -> str:
     return sign + ("".join(parts) or "0s")
 
 
+def in_words(value: timedelta) -> str:
+    """A span as people say it, coarser the longer it is: `7h30m` and `1d7h` (the grammar's form)
+    under two days, then `12 days`, then `over a year`, `over 3 years` (never `367d7h30m`)."""
+    seconds = abs(int(value.total_seconds()))
+    days = seconds // 86400
+    if days < 2:
+        return format_duration(timedelta(seconds=seconds))
+    if days < 365:
+        return f"{days} days"
+    years = days // 365
+    return "over a year" if years == 1 else f"over {years} years"
+
+
 #: kubectl's HumanDuration past two minutes, a unit a row: (the unit and its seconds, the next smaller
 #: unit and its seconds, below how many of the unit the smaller one is shown too, below how many
 #: the unit alone is shown; None: always).

@@ -155,6 +155,26 @@ def test_start_outside_the_window_asks_for_the_coordinators_override(services: S
     assert override.detail == "started outside the allowed windows (Mon–Fri 14:00–17:00 Asia/Tokyo) — hotfix"
 
 
+def test_start_of_a_plan_whose_window_is_past_says_so_and_points_to_schedule(
+    services: Services, clock: FakeClock
+) -> None:
+    # Tuesday 15 December, 14:00 Tokyo: inside the windows, two weeks after the plan's own window.
+    clock.set(datetime(2026, 12, 15, 5, tzinfo=UTC))
+    started = cmd(services, "start tokyo-upgrade")
+    assert started.ok, started.rendered.text
+    assert (
+        ":warning: The plan's window ended 13 days ago (2026-12-01 16:00 Asia/Tokyo): to run it in a new "
+        'one, `/upgrade schedule tokyo-upgrade --at "YYYY-MM-DD HH:MM"`, or change the plan\'s `window`.'
+    ) in started.rendered.text
+    # `plan load` says it too, before anyone starts it.
+    loaded = cmd(services, "plan load eks-nodegroups")
+    assert loaded.ok, loaded.rendered.text
+    assert (
+        "• the plan's window ended 13 days ago (2026-12-01 17:00 Asia/Tokyo): to run it"
+        in loaded.rendered.text
+    )
+
+
 def test_announce_for_a_plan_uses_its_impact_links_and_scheduled_window(services: Services) -> None:
     cmd(services, 'schedule tokyo-upgrade --at "2026-12-02 15:00"', user="U0COORD")
     preview = cmd(services, "announce preview starting tokyo-upgrade", user="U0SHADOW")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from bot.core.delivery import Deliveries, FileUploader, thread_root, undelivered_line
-from bot.core.durations import format_duration
+from bot.core.durations import in_words
 from bot.core.evidence.view import EvidenceSource, evidence_blocks, now_line
 from bot.core.jobs.common import APPROVING
 from bot.core.live import LiveSection, LiveSource
@@ -123,10 +123,10 @@ def _progress(
         "to_go": sum(1 for r in rows[current + 1 :] if r["state"] == "pending"),
         "window_end": end,
         # Whole minutes: a card is edited every few minutes at most, seconds would lie.
-        "left": format_duration(timedelta(minutes=int(abs(left).total_seconds() // 60))),
+        "left": in_words(timedelta(minutes=int(abs(left).total_seconds() // 60))),
         "over": left.total_seconds() < 0,
         "window_start": start,
-        "opens_in": format_duration(timedelta(minutes=int(ahead.total_seconds() // 60)))
+        "opens_in": in_words(timedelta(minutes=int(ahead.total_seconds() // 60)))
         if ahead.total_seconds() >= 60
         else "",
     }

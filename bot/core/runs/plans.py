@@ -37,7 +37,7 @@ import yaml
 
 from bot.core.actions import default_registry
 from bot.core.actions.base import ActionRegistry
-from bot.core.durations import format_duration
+from bot.core.durations import format_duration, in_words
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
 from bot.core.runs.planmodel import GATE_KINDS as GATE_KINDS
 from bot.core.runs.planmodel import HORIZON, MAX_PLAN_BYTES, MAX_WINDOW, version_tuple
@@ -376,19 +376,33 @@ def _roster(
     return roster, nodes
 
 
-def window_warnings(plan: Plan) -> list[str]:
-    """What `plan validate` and `plan load` warn of in the plan's window: drawn on a night the
-    clocks change, it lasts another length in real time than on the wall clock, and a schedule on
-    another day takes the wall clock's (`Window.length`)."""
+def window_past(plan: Plan, now: datetime) -> str:
+    """Nothing ("") while the plan's own window has not ended; else that it has, and how to run the
+    plan in a new one (`plan load`, `plan validate` and `start` say it: a card only counts it)."""
+    zone = plan.window.zone
+    if now < plan.window.end:
+        return ""
+    return (
+        f"the plan's window ended {in_words(now - plan.window.end)} ago "
+        f"({plan.window.end.astimezone(zone):%Y-%m-%d %H:%M} {plan.window.timezone}): to run it in a new one, "
+        f'`/upgrade schedule {plan.name} --at "YYYY-MM-DD HH:MM"`, or change the plan\'s `window`'
+    )
+
+
+def window_warnings(plan: Plan, now: datetime | None = None) -> list[str]:
+    """What `plan validate` and `plan load` warn of in the plan's window: ended already (`now`
+    given), or drawn on a night the clocks change, so that it lasts another length in real time
+    than on the wall clock, and a schedule on another day takes the wall clock's (`Window.length`)."""
     window = plan.window
-    if window.length == window.elapsed:
-        return []
-    zone = window.zone
-    start, end = window.start.astimezone(zone), window.end.astimezone(zone)
-    return [
-        f"the window spans a clock change ({start:%Y-%m-%d} in {window.timezone}, {start:%H:%M %Z} to "
-        f"{end:%H:%M %Z}): {format_duration(window.elapsed)} of real time, "
-        f"{format_duration(window.length)} on the wall clock; scheduled on another day "
-        f"(`/upgrade schedule {plan.name} --at …`) it lasts {format_duration(window.length)}, "
-        f"{start:%H:%M}–{end:%H:%M}"
-    ]
+    out = [past] if now is not None and (past := window_past(plan, now)) else []
+    if window.length != window.elapsed:
+        zone = window.zone
+        start, end = window.start.astimezone(zone), window.end.astimezone(zone)
+        out.append(
+            f"the window spans a clock change ({start:%Y-%m-%d} in {window.timezone}, {start:%H:%M %Z} to "
+            f"{end:%H:%M %Z}): {format_duration(window.elapsed)} of real time, "
+            f"{format_duration(window.length)} on the wall clock; scheduled on another day "
+            f"(`/upgrade schedule {plan.name} --at …`) it lasts {format_duration(window.length)}, "
+            f"{start:%H:%M}–{end:%H:%M}"
+        )
+    return out

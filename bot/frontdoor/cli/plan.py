@@ -117,7 +117,7 @@ def _validate(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except BotError as exc:
         return refused(exc)
-    for warning in step_version_warnings(plan) + window_warnings(plan):
+    for warning in step_version_warnings(plan) + window_warnings(plan, datetime.now(UTC)):
         print(f"{path}: warning: {warning}", file=sys.stderr)
     if args.check_cluster:
         try:

@@ -331,3 +331,18 @@ def test_a_run_started_before_its_window_says_when_the_window_opens_not_hours_le
     )
     assert "window not open yet" not in inside
     assert "(3h left)" in inside
+
+
+def test_a_window_long_past_is_said_in_plain_words_on_the_card() -> None:
+    """A plan's window months or a year behind: "367d7h30m ago" is a figure nobody reads at a
+    glance; the card says "over a year ago", "13 days ago", and hours as before."""
+    run = R.new_run("R1", PLAN, by=P, now=T0).run
+    end = T0 + timedelta(hours=4)  # the plan's window ends four hours after T0
+
+    def card(now: datetime) -> str:
+        return Renderer([BUILTIN_TEMPLATES]).render("runs/card", card_context(run, now)).text
+
+    assert ", over a year ago" in card(end + timedelta(days=367, hours=7, minutes=30))
+    assert "d7h" not in card(end + timedelta(days=367, hours=7, minutes=30))
+    assert ", 13 days ago" in card(end + timedelta(days=13, hours=22))
+    assert ", 7h30m ago" in card(end + timedelta(hours=7, minutes=30))
