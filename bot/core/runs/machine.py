@@ -843,12 +843,12 @@ def skip_votes(run: Run, sr: StepRun) -> list[Approval]:
 
 
 def window_ended(run: Run, *, end: datetime, now: datetime) -> Outcome:
-    """A run still going when its window ended: an event for the thread, the card and the audit log
-    (the run goes on: whether to stop is people's call). Nothing when it has ended or the window has not."""
-    if run.state not in (RunState.ACTIVE, RunState.PAUSED) or now < end:
+    """A run going or paused past its window's end: an event for the thread, the card and the audit."""
+    if (cur := run.current) is None or run.state not in (RunState.ACTIVE, RunState.PAUSED) or now < end:
         return Outcome(run=run)
-    left = sum(1 for s in run.steps if s.state not in FINISHED)
-    detail = f"with {left} step{'s' if left != 1 else ''} still to go"
+    after = sum(1 for s in run.steps[run.steps.index(cur) + 1 :] if s.state not in FINISHED)  # as the card
+    more = f" and {after} more step{'s' if after != 1 else ''} to go" if after else ", its last step"
+    detail = f"with the run at `{cur.step_id}`{more}"
     event = Event(kind="window_ended", detail=detail, note=f"(the window ended {_dated(end)})", at=end)
     return Outcome(run=dataclasses.replace(run), events=(event,))
 

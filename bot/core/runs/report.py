@@ -187,13 +187,17 @@ def build_report(
 
 def _past_the_window(bars: Sequence[StepBar], end: datetime, zone: ZoneInfo) -> list[str]:
     """What people did after the window ended: a change record says so, not only its times. One
-    finding, each step in it once: "`drain` (02:05–02:09)", "(finished 02:09)", "(started 02:05)"."""
+    finding, each step in it once: "`drain` (02:05–02:09)", "(finished 02:09)", "(started 02:05)".
+    A step that never started (its gate timed out, or it was skipped unstarted) did no work: its
+    end is no work past the window."""
 
     def hm(at: datetime) -> str:
         return f"{at.astimezone(zone):%H:%M}"
 
     late = []
     for b in bars:
+        if b.started_at is None:
+            continue
         began = b.started_at if b.started_at is not None and b.started_at > end else None
         done = b.finished_at if b.finished_at is not None and b.finished_at > end else None
         if began is not None and done is not None:

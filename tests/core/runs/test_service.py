@@ -230,12 +230,15 @@ def test_the_thread_and_the_card_say_once_that_the_window_ended_with_steps_to_go
     assert told.params["text"] == (
         # A Slack date token, read in each reader's zone; its fallback in the plan's zone, as on the card.
         f":warning: The upgrade window ended <!date^{int((T0 + timedelta(hours=4)).timestamp())}^"
-        "{date_short_pretty} {time}|2026-11-29 02:00 Asia/Tokyo (2026-11-28 17:00 UTC)>, with 1 step still "
-        "to go. The run goes on: pause or abort it if it must not run outside the window, or note why it may."
+        "{date_short_pretty} {time}|2026-11-29 02:00 Asia/Tokyo (2026-11-28 17:00 UTC)>, with the run at `first`, "
+        "its last step. The run goes on: pause or abort it if it must not run outside the window, or "
+        "note why it may."
     )
     # The audit row says it in words, in UTC (and the plan's zone, as every run row).
     (row,) = [e for e in service.store.audit_entries(run_id=run.id) if e.subcommand == "window_ended"]
-    assert row.detail.startswith("with 1 step still to go (the window ended Sat 28 Nov 17:00 UTC) [")
+    assert row.detail.startswith(
+        "with the run at `first`, its last step (the window ended Sat 28 Nov 17:00 UTC) ["
+    )
     assert told.params["reply_broadcast"] is True  # the channel hears it, not only the thread
     assert ":warning: window ended" in stub.calls_to("chat.update")[-1].params["text"]
     # A restarted bot (a new service on the same database) does not say it again.
@@ -275,6 +278,42 @@ def test_the_report_says_the_work_past_the_window_once_each_step_once_with_its_t
     assert late == ["worked past the window's end (2026-11-29 02:00 Asia/Tokyo): `first` (02:05–02:09)"]
     markdown = to_markdown(report)
     assert markdown.count("worked past the window") == 1, markdown
+
+
+def test_a_paused_run_past_its_window_is_told_so_counted_as_its_card_and_reported_without_work(
+    tmp_path: Path, slack_stub: SlackStub
+) -> None:
+    """Paused when the window ends: the thread does not say "the run goes on", and counts the steps
+    as the card does (the step now, and the ones after it); a gate that then times out unanswered
+    is no work past the window in the report."""
+    two = PLAN + (
+        "  - id: second\n    title: Second\n    gate: {any_of: [primary]}\n    done: {any_of: [shadow]}\n"
+        "  - id: third\n    title: Third\n    gate: {any_of: [primary]}\n    done: {any_of: [shadow]}\n"
+    )
+    with tiny(tmp_path, slack_stub, two) as (service, clock):
+        run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+        service.apply(
+            run.id,
+            lambda r: R.pause(r, by="U0PRIMARY", reason="calling it a night", now=clock()),
+            Actor(user_id="U0PRIMARY"),
+        )
+        clock.set(T0 + timedelta(hours=4, minutes=5))
+        service.tick()
+        (told,) = [t for t in thread_texts(slack_stub) if "The upgrade window ended" in t]
+        assert (
+            "with the run at `first` and 2 more steps to go. The run is paused: resume it only if it may go"
+            in (told)
+        )
+        assert "The run goes on" not in told
+        card = slack_stub.calls_to("chat.update")[-1].params["text"]
+        assert "▶ `first` · 2 to go" in card
+        # Resumed the next morning; nobody answers the gate, which times out an hour later.
+        service.apply(run.id, lambda r: R.resume(r, by="U0PRIMARY", now=clock()), Actor(user_id="U0PRIMARY"))
+        clock.set(T0 + timedelta(hours=5, minutes=6))
+        service.tick()
+        assert service.load(run.id).step_run("first").state is StepState.FAILED
+        report = build_report(service.store, run.id, now=clock())
+        assert not any(f.startswith("worked past the window's end") for f in report.findings), report.findings
 
 
 def test_an_aborted_run_s_step_waiting_to_be_confirmed_done_is_not_shown_as_running(
