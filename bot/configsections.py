@@ -641,7 +641,7 @@ def _zone_of(v: YamlValidator, node: yaml.Node | None, key: str, default: str) -
     try:
         ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
-        v.error(node, key, f"unknown time zone {zone!r} (use an IANA name)")
+        v.error(node, key, _windows.unknown_zone(zone))
         return None
     return zone
 

@@ -282,9 +282,12 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     data_dir, database_url, timezone, templates_dir = _storage(v, top, base_dir)
     workers = v.integer(top.get("workers"), "workers", **int_bounds("workers")) or 8
     node_group_labels, node_group_order, restart_threshold = _snapshot(v, top)
+    # An unknown `timezone` is said once, on its own line: the windows and freezes that default to
+    # it are read in UTC meanwhile, not refused again on lines that name no zone.
+    default_zone = timezone if _windows.is_zone(timezone) else "UTC"
     policy = _windows.Policy(
-        windows=tuple(windows_section(v, top["windows"], timezone)) if "windows" in top else (),
-        freezes=tuple(freezes_section(v, top["freezes"], timezone)) if "freezes" in top else (),
+        windows=tuple(windows_section(v, top["windows"], default_zone)) if "windows" in top else (),
+        freezes=tuple(freezes_section(v, top["freezes"], default_zone)) if "freezes" in top else (),
     )
     offsets, grace = _announcement_timing(v, top)
     rules_files = _rules_files(v, top, base_dir)
@@ -397,7 +400,7 @@ def _storage(v: YamlValidator, top: _Top, base_dir: Path) -> tuple[Path, str, st
         try:
             ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError):
-            v.error(top["timezone"], "timezone", f"unknown time zone {timezone!r} (use an IANA name)")
+            v.error(top["timezone"], "timezone", _windows.unknown_zone(timezone))
     templates_dir = v.path(top.get("templates_dir"), "templates_dir", base_dir)
     if templates_dir is not None and not templates_dir.is_dir():
         v.error(top["templates_dir"], "templates_dir", f"{templates_dir} is not a directory")

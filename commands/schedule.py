@@ -23,7 +23,7 @@ from bot.core.durations import format_duration
 from bot.core.people import ANY_ROLE, require_any_role
 from bot.core.runs.library import find_plan, stored_plan
 from bot.core.runs.plans import Plan
-from bot.core.windows import wall_clock_problem
+from bot.core.windows import unknown_zone, wall_clock_problem
 from bot.errors import UsageError, UserError, clip
 from bot.records import ScheduleRow
 
@@ -234,7 +234,7 @@ def _parse_at(text: str, tz: str) -> datetime:
     try:
         zone = ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"unknown time zone {clip(tz)!r} (use an IANA name such as Asia/Tokyo)") from None
+        raise UsageError(unknown_zone(tz)) from None
     for fmt in _FORMATS:
         try:
             naive = datetime.strptime(text.strip(), fmt)

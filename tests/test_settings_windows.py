@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from bot.core.windows import _links
 from bot.errors import ConfigError
 from bot.settings import Settings, parse_settings
 
@@ -98,3 +99,31 @@ def test_announcement_offsets_and_grace_are_configurable() -> None:
 )
 def test_bad_window_freeze_and_announcement_keys_name_file_line_and_key(text: str, expected: str) -> None:
     assert error_of("timezone: UTC\n" + text).startswith(f"{SOURCE}{expected}")
+
+
+def test_an_unknown_timezone_is_said_once_not_again_on_the_windows_and_freezes_that_default_to_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(
+            "timezone: EST5\n"
+            "windows:\n  - {days: fri-sun, start: '22:00', end: '06:00'}\n"
+            "freezes:\n  - {from: 2026-12-24, to: 2027-01-04, reason: year-end freeze}\n"
+        )
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"{SOURCE}:1: timezone: unknown time zone 'EST5'")
+
+
+def test_a_misspelt_zone_is_answered_with_the_nearest_iana_name() -> None:
+    assert error_of("timezone: Europe/Berln\n").startswith(
+        f"{SOURCE}:1: timezone: unknown time zone 'Europe/Berln' (use an IANA name such as Asia/Tokyo); "
+        "did you mean Europe/Berlin?"
+    )
+    # A city alone, or the wrong case, is the zone it names.
+    assert "did you mean Asia/Tokyo?" in error_of(
+        "timezone: UTC\nwindows:\n  - {days: mon, start: '14:00', end: '17:00', zone: tokyo}\n"
+    )
+    # An old alias near the typo is given as its current name (where the system's tzdata says which).
+    calcutta = error_of("timezone: Asia/Calcuta\n")
+    assert "did you mean Asia/Kolkata?" in calcutta or (
+        not _links() and "did you mean Asia/Calcutta?" in calcutta
+    ), calcutta
+    assert "did you mean" not in error_of("timezone: Mars/Base\n")

@@ -23,11 +23,15 @@ Rules, decided here because the issue is silent on them:
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from pathlib import Path
+from zoneinfo import TZPATH, ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _WEEKDAY_TITLES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -41,7 +45,57 @@ def _zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r} (use an IANA name such as Asia/Tokyo)") from None
+        raise ValueError(unknown_zone(name)) from None
+
+
+def is_zone(name: str) -> bool:
+    """Whether `name` is a time zone this machine knows."""
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def unknown_zone(name: str) -> str:
+    """Why `name` is no time zone, with the nearest IANA name when there is one: "unknown time zone
+    'Asia/Calcuta' (use an IANA name such as Asia/Tokyo); did you mean Asia/Kolkata?"."""
+    shown = name if len(name) <= 60 else name[:60] + "…"
+    said = f"unknown time zone {shown!r} (use an IANA name such as Asia/Tokyo)"
+    near = _nearest_zone(name[:60])
+    return f"{said}; did you mean {near}?" if near else said
+
+
+def _nearest_zone(name: str) -> str:
+    """The IANA Area/Location name `name` was meant to be ("" when none is near): the same but for
+    case, a city alone (`Tokyo`), or a typo (difflib); an old alias is given as its current name."""
+    zones = sorted(
+        z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "posix/", "right/"))
+    )
+    by_case = {z.lower(): z for z in zones}
+    by_city: dict[str, str] = {}
+    for z in zones:
+        by_city.setdefault(z.rsplit("/", 1)[-1].lower(), z)
+    key = name.strip().lower().replace(" ", "_")
+    found = by_case.get(key) or by_city.get(key)
+    if found is None:
+        close = difflib.get_close_matches(name.strip(), zones, n=1, cutoff=0.8)
+        found = close[0] if close else None
+    return _links().get(found, found) if found else ""
+
+
+@functools.cache
+def _links() -> dict[str, str]:
+    """Old alias → current name (Asia/Calcutta → Asia/Kolkata), from the system's tzdata.zi ("L
+    TARGET LINK" lines), where there is one; empty where there is none (aliases are then kept)."""
+    for directory in TZPATH:
+        path = Path(directory) / "tzdata.zi"
+        with contextlib.suppress(OSError):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            return {
+                parts[2]: parts[1] for line in lines if len(parts := line.split()) == 3 and parts[0] == "L"
+            }
+    return {}
 
 
 @dataclass(frozen=True)

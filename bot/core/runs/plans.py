@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -69,6 +69,7 @@ from bot.core.validation import (
     read_document,
     shown,
 )
+from bot.core.windows import unknown_zone
 from bot.errors import ConfigError, PlanInvalid
 from bot.records import ActionCall
 
@@ -315,7 +316,7 @@ def _window(v: _PlanValidator, node: yaml.Node | None, now: datetime | None) -> 
     try:
         zone = ZoneInfo(tz_name)
     except (ZoneInfoNotFoundError, ValueError):
-        v.error(w.get("timezone"), "window.timezone", f"unknown time zone {tz_name!r} (use an IANA name)")
+        v.error(w.get("timezone"), "window.timezone", unknown_zone(tz_name))
         zone = None
     start = v.moment(w.get("start"), "window.start", zone) if "start" in w else None
     end = v.moment(w.get("end"), "window.end", zone) if "end" in w else None
@@ -326,7 +327,7 @@ def _window(v: _PlanValidator, node: yaml.Node | None, now: datetime | None) -> 
     if start.tzinfo is None or end.tzinfo is None:
         return None
     if end <= start:
-        v.error(w["end"], "window.end", f"the window ends ({end.isoformat()}) before it starts")
+        v.error(w["end"], "window.end", _backwards(start, end, zone))
         return None
     lasts = end.astimezone(UTC) - start.astimezone(UTC)  # real time, across a clock change
     if lasts > MAX_WINDOW:
@@ -344,6 +345,20 @@ def _window(v: _PlanValidator, node: yaml.Node | None, now: datetime | None) -> 
         )
         return None
     return Window(start=start, end=end, timezone=tz_name)
+
+
+def _backwards(start: datetime, end: datetime, zone: ZoneInfo) -> str:
+    """Why a window that ends before it starts is refused, in the plan's wall clock; on the same
+    day, the likely slip: an overnight window (23:00–02:00) ends on the next day's date."""
+    begin, finish = start.astimezone(zone), end.astimezone(zone)
+    said = (
+        f"the window ends ({finish:%Y-%m-%d %H:%M}) before it starts ({begin:%Y-%m-%d %H:%M}, {zone.key})"
+        if finish != begin
+        else f"the window ends when it starts ({begin:%Y-%m-%d %H:%M} {zone.key})"
+    )
+    if finish.date() == begin.date():
+        said += f"; a window across midnight ends on the next day's date: {finish + timedelta(days=1):%Y-%m-%dT%H:%M}"
+    return said
 
 
 def _roster(

@@ -140,6 +140,20 @@ def test_a_window_at_a_time_the_clocks_skip_or_pass_twice_is_refused_and_one_acr
     assert window_warnings(parse_plan(window("2027-03-29T01:00", "2027-03-29T05:00"))) == []
 
 
+def test_an_overnight_window_written_on_one_date_is_refused_with_the_next_days_date() -> None:
+    backwards = GOOD.replace(
+        'window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}',
+        'window: {start: "2026-12-05T23:00", end: "2026-12-05T02:00", timezone: Europe/Berlin}',
+    )
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(backwards, source="p.yaml")
+    (error,) = caught.value.errors
+    assert error.endswith(
+        "window.end: the window ends (2026-12-05 02:00) before it starts (2026-12-05 23:00, Europe/Berlin); "
+        "a window across midnight ends on the next day's date: 2026-12-06T02:00"
+    )
+
+
 def test_a_bad_plan_lists_every_problem_with_its_line() -> None:
     with pytest.raises(PlanInvalid) as caught:
         parse_plan(BAD, source="bad.yaml")
