@@ -520,10 +520,7 @@ def run_notes(audit: Sequence[AuditEntry], people: Mapping[str, str] | None = No
 
 def _text(entry: AuditEntry) -> str:
     """A run event's audit detail without the plan's local time the audit row ends with."""
-    text = entry.detail
-    if text.endswith("]") and " [" in text:
-        text = text[: text.rindex(" [")]
-    return text
+    return ev.text_of(entry)
 
 
 #: A job's audit rows that record people choosing past a safeguard: a cloud's refusal overridden

@@ -34,12 +34,15 @@ def name_ids(text: str, people: Mapping[str, str]) -> str:
     return _IDS.sub(one, text)
 
 
+#: The plan's local time a run event's audit row ends with ("… [2026-12-06 09:00 Europe/Berlin]"),
+#: also when it is all the row says (a resume without a reason).
+_LOCAL_TIME = re.compile(r"\s*\[\d{4}-\d\d-\d\d \d\d:\d\d [^\[\]]+\]$")
+
+
 def text_of(entry: AuditEntry) -> str:
-    """A run event's audit detail without the plan's local time the audit row ends with."""
-    text = entry.detail
-    if text.endswith("]") and " [" in text:
-        text = text[: text.rindex(" [")]
-    return text
+    """A run event's audit detail without the plan's local time the audit row ends with: the
+    report says each row's time once, in UTC."""
+    return _LOCAL_TIME.sub("", entry.detail)
 
 
 def skip_voters(entry: AuditEntry) -> tuple[tuple[str, ...], str]:

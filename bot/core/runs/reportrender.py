@@ -15,6 +15,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
 
@@ -26,6 +27,7 @@ from bot.core.evidence.view import (
 )
 from bot.core.markdown import md_text
 from bot.core.rendering import Renderer
+from bot.core.runs.reportevents import text_of
 from bot.core.runs.reportmodel import FORMATS, Report, utc_stamp, workload_words
 from bot.errors import UserError
 from bot.resources import BUILTIN_TEMPLATES
@@ -184,7 +186,7 @@ def to_markdown(report: Report) -> str:
         out += ["", f"## {title}", ""] + ([f"- {_cell(i)}" for i in items] or ["- none"])
     out += ["", "## Audit excerpt", "", "| at | who | what | outcome | detail |", "|---|---|---|---|---|"]
     out += [
-        f"| {utc_stamp(a.at)} | {_cell(report.who(a.user_id))} | {_cell(a.subcommand + ' ' + a.arguments)} | {_cell(a.outcome)} | {_cell(a.detail[:160])} |"
+        f"| {utc_stamp(a.at)} | {_cell(report.who(a.user_id))} | {_cell(a.subcommand + ' ' + a.arguments)} | {_cell(a.outcome)} | {_cell(text_of(a)[:160])} |"
         for a in report.audit
     ]
     return "\n".join(out) + "\n"
@@ -287,7 +289,7 @@ def _summary(report: Report) -> list[tuple[str, str]]:
         ("Cluster", report.cluster),
         ("Plan", report.plan),
         ("Versions", f"{report.current_version} → {report.target_version}"),
-        ("Window", f"{utc_stamp(report.window_start)} – {utc_stamp(report.window_end)} ({report.timezone})"),
+        ("Window", _window(report)),
         (
             "Actual",
             f"{utc_stamp(report.started_at)} – {utc_stamp(report.ended_at)} ({_dur((report.ended_at - report.started_at).total_seconds())})",
@@ -302,6 +304,21 @@ def _summary(report: Report) -> list[tuple[str, str]]:
         *([("Paused", paused)] if paused else []),
         ("Approved", "; ".join(approvers) or "—"),
     ]
+
+
+def _window(report: Report) -> str:
+    """The window as the team planned it, in the plan's zone, then in UTC as the report's other
+    times: "2026-12-05 23:00 – 2026-12-06 02:00 Europe/Berlin (22:00 – 01:00 UTC)"."""
+    start, end = report.window_start, report.window_end
+    if start is None or end is None:
+        return f"{utc_stamp(start)} – {utc_stamp(end)}"
+    zone = ZoneInfo(report.timezone)
+    here = (
+        f"{start.astimezone(zone):%Y-%m-%d %H:%M} – {end.astimezone(zone):%Y-%m-%d %H:%M} {report.timezone}"
+    )
+    if report.timezone == "UTC":
+        return here
+    return f"{here} ({start.astimezone(UTC):%Y-%m-%d %H:%M} – {end.astimezone(UTC):%Y-%m-%d %H:%M} UTC)"
 
 
 def _approved(steps: dict[str, list[str]]) -> str:
@@ -357,6 +374,8 @@ def to_html(report: Report, charts: Mapping[str, bytes] | None) -> str:
             "groups": [(g, [n for n in report.nodes if n.group == g]) for g in report.groups],
             "peaks": peaks(report),
             "dt": utc_stamp,
+            # A row's detail without the plan's local time: its time is said once, in UTC.
+            "detail": text_of,
             "who": report.who,
             "vote_words": vote_words,
             "evidence": evidence_panel(report),

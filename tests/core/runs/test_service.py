@@ -24,7 +24,8 @@ from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
 from bot.core.runs.handoffs import handoff
-from bot.core.runs.report import build_report, to_markdown
+from bot.core.runs.report import build_report
+from bot.core.runs.reportrender import to_html, to_markdown
 from bot.core.runs.service import Actor, RunService
 from bot.errors import RunNotFound
 from bot.records import StepState
@@ -314,6 +315,14 @@ def test_a_paused_run_past_its_window_is_told_so_counted_as_its_card_and_reporte
         assert service.load(run.id).step_run("first").state is StepState.FAILED
         report = build_report(service.store, run.id, now=clock())
         assert not any(f.startswith("worked past the window's end") for f in report.findings), report.findings
+        # The window as the team planned it (Tokyo, 22:00–02:00), then UTC; every other time once, in UTC.
+        md = to_markdown(report)
+        assert (
+            "- **Window**: 2026-11-28 22:00 – 2026-11-29 02:00 Asia/Tokyo (2026-11-28 13:00 – 2026-11-28 17:00 UTC)"
+        ) in md
+        assert "; resumed by U0PRIMARY at 2026-11-28 17:05:00 UTC" in md
+        assert "Asia/Tokyo]" not in md
+        assert "Asia/Tokyo]" not in to_html(report, charts=None)
 
 
 def test_an_aborted_run_s_step_waiting_to_be_confirmed_done_is_not_shown_as_running(
