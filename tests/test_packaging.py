@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import json
 import os
 import re
 import shutil
@@ -427,9 +428,14 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs_from_anywhere
     assert "`upgrade-bot init` writes an example" in unconfigured.stderr
     initialised = _run([bot, "init", "--out", "example.yaml"], cwd=home, env=env, timeout=60)
     assert initialised.returncode == 0, initialised.stderr
+    # The example, its first line pointing at the schema `init` wrote beside it from the installed
+    # bot (the wheel has no `schemas/` folder).
     assert (home / "example.yaml").read_text(encoding="utf-8") == (
         ROOT / "upgrade-bot.example.yaml"
-    ).read_text(encoding="utf-8")
+    ).read_text(encoding="utf-8").replace(
+        "$schema=schemas/upgrade-bot.schema.json", "$schema=upgrade-bot.schema.json", 1
+    )
+    assert json.loads((home / "upgrade-bot.schema.json").read_text(encoding="utf-8"))["$schema"]
     (home / "upgrade-bot.yaml").write_text("data_dir: data\n", encoding="utf-8")
     helped = _run([bot, "exec", "help"], cwd=home, env=env, timeout=120)
     assert helped.returncode == 0, helped.stderr
