@@ -201,7 +201,8 @@ def people(text: object) -> Markup:
     """Text the bot wrote that names people by id (a step's note: "skipped by U1+U2: …"), escaped
     (or as it is, when already Markup: `clip`'s), with each id as a mention, which Slack shows as
     the person's name — and the mentions people typed in it (`typed`). For a card (an edit pings
-    nobody), not for a post that should not ping."""
+    nobody) and the run's thread lines in the bot's words about people who took part ("failed:
+    reported failed by U1"), not for a post that should not ping."""
     escaped = typed(text)
     shown = _USER_OR_TYPED.sub(lambda m: m[0] if m[0].startswith("<") else f"<@{m[0]}>", str(escaped))
     return Markup(re.sub(r"(?<=>)\+(?=<@)", " and ", shown))

@@ -119,7 +119,7 @@ def test_all_pods_not_ready_the_gate_counts_them_and_only_a_unanimous_force_pass
         assert _web(core) == pods
         thread = _thread(front)
         assert any(
-            f"force was chosen by {PRIMARY} only: the step evicts through the Eviction API" in t
+            f"force was chosen by <@{PRIMARY}> only: the step evicts through the Eviction API" in t
             for t in thread
         ), thread
         # One person's force is declined: nothing went past a safeguard by people's choice.

@@ -19,6 +19,7 @@ from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext
 from bot.core.checks.findings import REQUIRED, Finding, Report
 from bot.core.delivery import Deliveries
+from bot.core.live import LiveSource
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
@@ -57,8 +58,11 @@ steps:
 
 
 @contextlib.contextmanager
-def tiny(tmp_path: Path, slack_stub: SlackStub, plan: str = PLAN) -> Iterator[tuple[RunService, FakeClock]]:
-    """The run service on a fresh store with `plan` loaded as `tiny`, posting to the Slack stub."""
+def tiny(
+    tmp_path: Path, slack_stub: SlackStub, plan: str = PLAN, live: LiveSource | None = None
+) -> Iterator[tuple[RunService, FakeClock]]:
+    """The run service on a fresh store with `plan` loaded as `tiny`, posting to the Slack stub;
+    `live`: the live sections of its long actions (the cluster jobs' lines on the card)."""
     store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
     try:
         store.save_plan(name="tiny", text=plan, loaded_by="U0PRIMARY", loaded_at=T0)
@@ -72,6 +76,7 @@ def tiny(tmp_path: Path, slack_stub: SlackStub, plan: str = PLAN) -> Iterator[tu
             ),
             renderer=Renderer([BUILTIN_TEMPLATES]),
             clock=clock,
+            live=live,
         )
         yield RunService(store=store, directory=StaticDirectory(), clock=clock, cards=cards), clock
     finally:
