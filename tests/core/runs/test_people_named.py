@@ -1,9 +1,10 @@
 """People are named as people in every line the bot writes about a run: a run driven through a
 reject, a failure people reported, skips (one person's and two people's), force, a waiver, a
 hand-off, a note, a pause and an abort leaves no raw Slack id (`U0…`) and no escaped mention
-(`&lt;@U0…&gt;`) in its thread, its gate messages, its card (text and Block Kit) or the list of
-runs (`/upgrade status`). The run service posts to the loopback Slack stub through the real
-slack_sdk client; the steps' actions are the run machine's and the jobs' own words."""
+(`&lt;@U0…&gt;`) in its thread, its gate messages, its card (text and Block Kit), the list of
+runs (`/upgrade status`) or the audit log's excerpt (`/upgrade audit`). The run service posts to
+the loopback Slack stub through the real slack_sdk client; the steps' actions are the run
+machine's and the jobs' own words."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from typing import Any
 
 import pytest
 
+from bot.core import audit
 from bot.core.live import LiveSection
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.handoffs import handoff
 from bot.core.runs.service import Actor, RunService
 from bot.resources import BUILTIN_TEMPLATES
-from tests.core.runs.test_service import tiny
+from tests.core.runs.test_service import T0, tiny
 from tests.support.clock import FakeClock
 from tests.support.slack_stub import SlackStub
 
@@ -148,10 +150,10 @@ def _drive(service: RunService, clock: FakeClock) -> str:
     later()
     assert service.finish_long(run.id, "settle", ok=True, detail=WAIVED) is not None
     # The shadow hands over; a note; a pause and a resume; the run completes past its failures.
-    apply(lambda r: handoff(r, role="shadow", user_id="U0DANA", by="U0SHADOW", now=clock()), s)
-    apply(lambda r: R.note(r, by="U0COORD", text="told <@U0DANA> the plan", now=clock()), c)
+    apply(lambda r: handoff(r, role="shadow", user_id="U0DANIELA", by="U0SHADOW", now=clock()), s)
+    apply(lambda r: R.note(r, by="U0COORD", text="told <@U0DANIELA> the plan", now=clock()), c)
     apply(lambda r: R.pause(r, by="U0COORD", reason="lunch with <@U0PRIMARY>", now=clock()), c)
-    apply(lambda r: R.resume(r, by="U0DANA", now=clock()), Actor(user_id="U0DANA"))
+    apply(lambda r: R.resume(r, by="U0DANIELA", now=clock()), Actor(user_id="U0DANIELA"))
     assert service.click(ref("last"), c).accepted
     later()
     assert service.click(ref("last"), p).accepted
@@ -197,7 +199,7 @@ def test_a_runs_thread_and_card_name_people_as_mentions_never_as_raw_or_escaped_
         "<@U0PRIMARY> rejected `prepare`: ask <@U0SHADOW> first",
         "<@U0SHADOW> reported `prepare` failed: pods crash, see <@U0COORD>",
         "`evict` skipped by <@U0PRIMARY> and <@U0SHADOW>",
-        "handed the shadow role to <@U0DANA>",
+        "handed the shadow role to <@U0DANIELA>",
         "`settle` succeeded",
         "Completed with 2 failed steps skipped",
         "`prepare` failed: reported failed by <@U0SHADOW>: pods crash, see <@U0COORD>",
@@ -217,3 +219,13 @@ def test_a_runs_thread_and_card_name_people_as_mentions_never_as_raw_or_escaped_
     )
     assert "(step only failed: rejected by <@U0SHADOW>: not today, <@U0COORD>)" in listed
     assert _misnamed(listed) == []
+
+
+def test_the_audit_logs_excerpt_names_people_as_mentions(driven: tuple[RunService, str]) -> None:
+    service, _ = driven
+    entries = service.store.audit_entries(since=T0)
+    # As `/upgrade audit` shows it: its latest entries (all of them here).
+    summary = audit.summarise(entries, latest=len(entries))
+    shown = Renderer([BUILTIN_TEMPLATES]).render("audit", {"since": T0, "summary": summary}).text
+    assert "reported failed by <@U0SHADOW>" in shown
+    assert [line for line in shown.splitlines() if _misnamed(line)] == []
