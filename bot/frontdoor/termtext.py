@@ -9,7 +9,9 @@ The bot writes every message once, for Slack (mrkdwn): mentions are `<@U…>`, d
 - links as `label (URL)`; `&lt;`, `&gt;`, `&amp;` as the characters;
 - the emoji the bot's templates use as the characters (`EMOJI`), or with `plain` as short ASCII
   words (`[ok]`, `[!]`), and every other non-ASCII character of the bot's own (arrows, dashes,
-  rules) as ASCII too (`ascii_text`), for logs, CI and terminals without UTF-8.
+  rules) as ASCII too (`ascii_text`), for logs, CI and terminals without UTF-8;
+- with `plain`, Slack's emphasis dropped too: `*bold*` and `_italic_` read as their words (a
+  `snake_case` name or a `*` between spaces is not emphasis, and stays).
 Machine output (`-o json`) never passes through here: it stays exact.
 """
 
@@ -109,6 +111,9 @@ _CHANNEL = re.compile(r"<#([CGD][A-Z0-9]+)(?:\|([^>]*))?>")
 _SPECIAL = re.compile(r"<!(here|channel|everyone)(?:\|[^>]*)?>")
 _LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
 _EMOJI = re.compile(r":([a-z0-9_+-]+):")
+#: Slack's `*bold*` and `_italic_`: the mark touches a word on its inside and none on its outside
+#: (as Slack reads it), so `snake_case`, `2 * 3` and `kube-*` are left as they are.
+_EMPHASIS = re.compile(r"(?<![\w*_])([*_])(?=[^\s*_])([^*_\n]*?[^\s*_])\1(?![\w*_])")
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,9 @@ class TerminalText:
         text = _SPECIAL.sub(lambda m: "@" + m.group(1), text)
         text = _LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})" if m.group(2) else m.group(1), text)
         text = _EMOJI.sub(self._emoji, text)
+        if self.plain:
+            # Twice: bold around italic (`*the _canary_ stage*`) loses both.
+            text = _EMPHASIS.sub(r"\2", _EMPHASIS.sub(r"\2", text))
         text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
         return ascii_text(text) if self.plain else text
 

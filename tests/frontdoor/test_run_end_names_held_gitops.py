@@ -36,7 +36,7 @@ RESUME = """\
       - flux-resume: {object: kustomization/flux-system/apps}
 """
 HELD = (
-    "[!] *Still held by this run* - its GitOps owners do not reconcile until they are resumed: "
+    "[!] Still held by this run - its GitOps owners do not reconcile until they are resumed: "
     "`flux-resume object=kustomization/flux-system/apps`"
 )
 

@@ -52,8 +52,22 @@ def test_emoji_are_characters_or_with_plain_ascii_words() -> None:
         "✅ done 🎉 :not_an_emoji_we_use:"
     )
     plain = TerminalText(plain=True)(":warning: *Completed with 4 failed steps skipped* — 1.24 → 1.25 …")
-    assert plain == "[!] *Completed with 4 failed steps skipped* - 1.24 -> 1.25 ..."
+    assert plain == "[!] Completed with 4 failed steps skipped - 1.24 -> 1.25 ..."
     assert ascii_text("──── ↳ ✅ naïve") == "---- -> [ok] na?ve"
+
+
+def test_plain_text_drops_slacks_emphasis_but_not_names_or_arithmetic() -> None:
+    """`rehearse --plain` printed "[x] *`checks` failed* in run …": Slack's bold, not plain text."""
+    plain = TerminalText(plain=True)
+    assert plain(":x: *`checks` failed* in run R1 · _lunch with <@U0SHADOW>_") == (
+        "[x] `checks` failed in run R1 * lunch with @U0SHADOW"
+    )
+    assert plain("*Fleet _agora_ paused* by <@U0SHADOW>") == "Fleet agora paused by @U0SHADOW"
+    # Not emphasis: names with underscores, a glob, a product, a bullet.
+    kept = "on_failure: abort · snake_case_name · kube-* · 2 * 3 · __init__"
+    assert plain(kept) == kept.replace("·", "*")
+    # Without --plain the terminal keeps Slack's marks as they read: emphasis.
+    assert TerminalText()("*paused*") == "*paused*"
 
 
 def test_every_emoji_the_templates_use_has_a_character_and_an_ascii_word() -> None:
