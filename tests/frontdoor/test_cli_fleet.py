@@ -3,6 +3,7 @@ configuration, start it, read its status, and the exit statuses of the terminal.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,7 +61,20 @@ def test_a_fleet_written_outside_the_project_is_validated_started_and_shown(
     assert main(["fleet", "pause", "--reason", "lunch", "--config", config, "--as", "U0STRANGER"]) == 1
     assert "roster" in capsys.readouterr().out
     assert main(["fleet", "pause", "--reason", "lunch break", "--config", config, "--as", "U0SHADOW"]) == 0
-    assert ":warning: paused by <@U0SHADOW>: lunch break" in capsys.readouterr().out
+    assert "⚠️ paused by @U0SHADOW: lunch break" in capsys.readouterr().out
+    # The status as a terminal reads it: people as `@name` (here the id: nobody looked them up), no
+    # Slack markup (it printed `<@U0SHADOW>`, `:warning:` and `*ci*`); as `exec` does, the emphasis
+    # goes with `--plain`.
+    assert main(["fleet", "status", "--config", config, "--as", "U0PRIMARY"]) == 0
+    status = capsys.readouterr().out
+    assert "⚠️ paused by @U0SHADOW: lunch break" in status
+    assert not re.search(r"<[@!#]|:[a-z_]+:", status), status
+    assert main(["fleet", "status", "--config", config, "--as", "U0PRIMARY", "--plain"]) == 0
+    status = capsys.readouterr().out
+    assert "[!] paused by @U0SHADOW: lunch break" in status
+    assert "  [blue] ci - running * 1.29.4 -> 1.30.2 * step `drain` * run `R" in status
+    assert status.isascii()
+    assert not re.search(r"<[@!#]|\*\w|:[a-z_]+:", status), status
 
 
 def test_a_fleet_file_finds_its_plan_beside_it_as_rehearse_fleet_does(

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.core.people import display_names
 from bot.frontdoor.assemble import assemble
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.options import (
@@ -23,7 +21,7 @@ from bot.frontdoor.cli.options import (
     terminal_user,
     verb_parser,
 )
-from bot.frontdoor.termtext import TerminalText, mentioned
+from bot.frontdoor.cli.output import for_terminal
 from bot.router import CommandRequest
 from bot.settings import Settings
 
@@ -64,17 +62,10 @@ def _exec(settings: Settings, args: argparse.Namespace) -> int:
         outcome = services.router.handle(
             CommandRequest(text=args.text, user_id=user, channel_id=args.channel, source="terminal")
         )
-        # Slack's markup for a person at a terminal: people by their Slack display names (cached,
-        # looked up with the bot's token when it has one), else their ids; dates in local time;
-        # emoji as characters (or ASCII words with --plain).
-        text = outcome.rendered.text
-        names = display_names(
-            services.store, mentioned(text), now=datetime.now(UTC), directory=services.directory
-        )
-        render = TerminalText(names=names, plain=args.plain)
+        shown = for_terminal(outcome.rendered.text, services.store, services.directory, plain=args.plain)
     finally:
         services.close()
-    print(render(text))
+    print(shown)
     out_dir = Path(args.out)
     for attachment in outcome.reply.files:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 the terminal. `validate` checks a fleet plan against the configuration's clusters and each
 cluster's plan (exit 2 listing every problem); the other verbs run `/upgrade fleet VERB …` through
 the router `assemble` builds, exactly as Slack does, acting as `--as USER_ID` (the fleet's roster
-decides), and exit as `exec` does."""
+decides), print the reply for a terminal and exit as `exec` does."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from bot.frontdoor.cli.options import (
     terminal_user,
     verb_parser,
 )
+from bot.frontdoor.cli.output import for_terminal
 from bot.router import CommandRequest
 from bot.settings import Settings
 
@@ -39,6 +40,11 @@ def register(subparsers: Subparsers) -> Handler:
         if name != "validate":
             p.add_argument(
                 "--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)"
+            )
+            p.add_argument(
+                "--plain",
+                action="store_true",
+                help="print plain ASCII: emoji as words like [ok], no arrows or dashes (logs, CI)",
             )
         return p
 
@@ -91,9 +97,11 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         outcome = services.router.handle(
             CommandRequest(text=shlex.join(words), user_id=args.as_user or terminal_user(), source="terminal")
         )
+        # As `exec` prints a reply: people by name (or `@U…`), local dates, emoji, no Slack markup.
+        shown = for_terminal(outcome.rendered.text, services.store, services.directory, plain=args.plain)
     finally:
         services.close()
-    print(outcome.rendered.text)
+    print(shown)
     if outcome.ok:
         return EXIT_OK
     return EXIT_USAGE if outcome.audit_outcome == "usage" else EXIT_FAILED
