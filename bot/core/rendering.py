@@ -210,12 +210,15 @@ def people(text: object) -> Markup:
 
 def inert_naming(text: object, people: Iterable[str]) -> str:
     """`inert(text)`, but for the bot's own mentions `<@ID>` of `people` (who answered a job's
-    question), which stay mentions: any other `<…>` in it (a pod's name, a person's reason) is
-    shown as text."""
+    question), which stay mentions, and their ids the bot wrote bare ("asked by U0PRIMARY", as the
+    audit keeps it), which become mentions: any other `<…>` in it (a pod's name, a person's
+    reason) is shown as text."""
     shown = inert(text)
     for person in dict.fromkeys(people):
         if USER_ID.match(person):
             shown = shown.replace(inert(f"<@{person}>"), f"<@{person}>")
+            # Not inside a mention (`@` before it), whether the bot's or one people typed (inert).
+            shown = re.sub(rf"(?<![@\w]){re.escape(person)}\b", f"<@{person}>", shown)
     return shown
 
 

@@ -378,6 +378,11 @@ def test_a_jobs_line_stays_inert_but_for_the_bot_s_mention_of_who_answered() -> 
         "node n1: <@U0SHADOW> (&lt;@U0BOSS&gt; &lt;!channel&gt; &lt;https://x|y&gt;) chose to skip it"
     )
     assert inert_naming(line, ()) == inert(line)
+    # Their ids the bot wrote bare (as the audit keeps them) are mentions too; no one else's is.
+    asked = "override asked by U0PRIMARY (ask <@U0BOSS>) and confirmed by U0SHADOW, seen by U0COORD"
+    assert inert_naming(asked, ("U0PRIMARY", "U0SHADOW")) == (
+        "override asked by <@U0PRIMARY> (ask &lt;@U0BOSS&gt;) and confirmed by <@U0SHADOW>, seen by U0COORD"
+    )
     # Only a well-formed id is let through: anything else stays text.
     assert inert_naming("by <@U-primary> and <!channel>", ("U-primary", "!channel")) == (
         "by &lt;@U-primary&gt; and &lt;!channel&gt;"

@@ -149,11 +149,16 @@ class FakeDrain:
                         progress=progress,
                         choice=Choice(
                             key=f"drain-timeout:{name}:1",
-                            question=f"{name} is not drained after 15m",
+                            # As a cloud job asks a second person (`bot.core.jobs.cloud`): by id.
+                            question=f"{name} is not drained after 15m; U0SHADOW asks to delete its pods",
                             options=(
                                 ChoiceOption(id="wait", label="Wait longer"),
                                 ChoiceOption(
-                                    id="delete", label="Delete", roles=("coordinator",), needs_reason=True
+                                    id="delete",
+                                    label="Delete",
+                                    roles=("coordinator",),
+                                    needs_reason=True,
+                                    not_by=("U0SHADOW",),
                                 ),
                             ),
                         ),
@@ -484,7 +489,9 @@ def test_a_question_waits_for_people_in_the_roles_it_names(setup: Setup) -> None
     assert setup.world.writes == writes
     question = [c for c in setup.stub.calls_to("chat.postMessage") if "n2 is not drained" in c.params["text"]]
     assert len(question) == 1
-    # The people who may answer are mentioned in the post that asks (an edit of the card pings nobody).
+    # The person who asked is named as a person (it read "U0SHADOW asks"), and so are the people who
+    # may answer, in the post that asks (an edit of the card pings nobody).
+    assert "n2 is not drained after 15m; <@U0SHADOW> asks to delete its pods\n" in question[0].params["text"]
     assert (
         "\nWho can answer: the primary <@U0PRIMARY> · the shadow <@U0SHADOW> · the coordinator <@U0COORD>\n"
         in question[0].params["text"]

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.core.jobs.base import Choice, Decision, Job, Progress, Tick
+from bot.core.rendering import inert_naming
 from bot.errors import ClusterError, EvictionBlocked, RolloutRefused
 from tests.support.kube_objects import FakePage
 
@@ -61,6 +62,8 @@ class JobDriver:
             progress if progress is not None else job.plan(cluster, args or {}, now=now())
         )
         self.posts: dict[str, str] = {}
+        #: Each post as the run's thread shows it (the driver's `_owed`): inert, its people mentions.
+        self.shown: dict[str, str] = {}
         self.audit: list[tuple[str, str]] = []
         self.ticks: list[Tick] = []
         self.crashed: list[Tick] = []
@@ -84,6 +87,7 @@ class JobDriver:
         for post in result.posts:
             assert post.key not in self.posts, f"post key {post.key!r} made twice: {post.text!r}"
             self.posts[post.key] = post.text
+            self.shown[post.key] = inert_naming(post.text, post.people)
         self.audit.extend(result.audit)
         self.ticks.append(result)
         self.progress = stored(result.progress)
@@ -113,6 +117,7 @@ class JobDriver:
                 del self.audit[len(self.audit) - len(result.audit) :]
                 for post in result.posts:
                     self.posts.pop(post.key, None)
+                    self.shown.pop(post.key, None)
                 self.crashed.append(result)
                 self.progress, self.last = before, last
                 crashed = True

@@ -311,7 +311,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
         }
         return Tick(
             progress=new,
-            posts=(Post(key=f"override:{target}:{n}", text=text),),
+            posts=(Post(key=f"override:{target}:{n}", text=text, people=(asked["by"], decision.by)),),
             audit=(("override chosen", text),),
             card=(text,),
             wait=0.0,

@@ -276,7 +276,7 @@ class CloudJob:
         )
         return Tick(
             progress={**progress, asked_key: asked},
-            posts=(Post(key=post, text=text),),
+            posts=(Post(key=post, text=text, people=(decision.by,)),),
             audit=((f"{yes} asked", text),),
             card=(text,),
             choice=choice,

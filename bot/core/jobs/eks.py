@@ -540,7 +540,7 @@ class EksUpdateClusterJob(_EksJob):
         new = {**progress, "force": True, "update": "", "status": "", "started": iso(now)}
         return Tick(
             progress=new,
-            posts=(Post(key=f"forced:{version}", text=text),),
+            posts=(Post(key=f"forced:{version}", text=text, people=(asked["by"], decision.by)),),
             audit=(("force chosen", text),),
             card=(text,),
             wait=0.0,
@@ -731,7 +731,7 @@ class EksUpdateNodegroupJob(_EksJob):
             text = f"{what}: {decision.by} chose to update again with force ({decision.reason or 'no reason given'})"  # type: ignore[union-attr]
             return Tick(
                 progress=new,
-                posts=(Post(key=f"forced:{group}:{new['tries']}", text=text),),
+                posts=(Post(key=f"forced:{group}:{new['tries']}", text=text, people=(decision.by,)),),  # type: ignore[union-attr]
                 audit=(("force chosen", text),),
                 card=(text,),
                 wait=0.0,
@@ -973,7 +973,9 @@ class EksUpdateAddonJob(_EksJob):
         )
         return Tick(
             progress=new,
-            posts=(Post(key=f"conflict-policy:{progress['addon']}:{tries}", text=text),),
+            posts=(
+                Post(key=f"conflict-policy:{progress['addon']}:{tries}", text=text, people=(decision.by,)),
+            ),
             audit=(("conflict policy chosen", text),),
             card=(text,),
             wait=0.0,

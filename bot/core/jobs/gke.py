@@ -434,7 +434,7 @@ class GkeUpdateNodepoolJob(_GkeJob):
         new = {**progress, "rollback": {"by": decision.by, "reason": decision.reason, "operation": ""}}
         return Tick(
             progress=new,
-            posts=(Post(key=f"rollback-asked:{progress['nodepool']}", text=text),),
+            posts=(Post(key=f"rollback-asked:{progress['nodepool']}", text=text, people=(decision.by,)),),
             audit=(("rollback chosen", text),),
             card=(text,),
             wait=0.0,

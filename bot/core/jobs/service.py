@@ -892,6 +892,8 @@ class JobService:
             # The run judges these answers, as on its card (`RunService.answer_evidence`).
             roles = {o.id: "a holder of the step's gate" for o in choice.options}
             roles["waive"] = "two people, one of them the primary and the other the shadow"
+        # The person whose request the question asks a second person to confirm, by name.
+        asked_by = [u for o in choice.options for u in o.not_by]
         lines = "\n".join(
             f"• *{inert(o.label)}* — {roles[o.id]}"
             + (" (with a reason)" if o.needs_reason else "")
@@ -899,7 +901,7 @@ class JobService:
             for o in choice.options
         )
         text = (
-            f":raised_hand: {inert(choice.question)}\nThe job waits for people; nothing more happens until one of "
+            f":raised_hand: {inert_naming(choice.question, asked_by)}\nThe job waits for people; nothing more happens until one of "
             f"these is chosen:\n{lines}\n{self._who_may_answer(row, choice)}(`/upgrade choose {row.id} OPTION "
             f"[--reason …]`, OPTION one of {', '.join(o.id for o in choice.options)})"
         )

@@ -228,8 +228,13 @@ def test_eks_refusing_the_update_over_upgrade_insights_asks_two_people_before_it
         )
         # One person's word sends nothing.
         assert aws_calls(sim)["UpdateClusterVersion"] == 1
+        # The thread names both as people (it showed "U0PRIMARY asks" and "asked by U0PRIMARY").
+        assert d.shown["force-asked:1.25:1"].startswith("control plane 1.24 → 1.25: <@U0PRIMARY> asks to ")
         d.tick(Decision(choice_key=confirm.key, option="force", by="U0SHADOW", reason="audit log shows none"))
         assert d.progress["force"] is True
+        assert d.shown["forced:1.25"].endswith(
+            "asked by <@U0PRIMARY> (apps moved off v1beta1) and confirmed by <@U0SHADOW> (audit log shows none)"
+        )
         assert d.audit[-1] == (
             "force chosen",
             "control plane 1.24 → 1.25: update with force past the upgrade insights in ERROR (Deprecated "
