@@ -72,6 +72,7 @@ __all__ = [
     "SubnetCapacity",
     "Versions",
     "connect",
+    "sdk_missing",
 ]
 
 Obj = dict[str, Any]
@@ -158,6 +159,24 @@ def connect(config: ProviderConfig, *, update_within: float | None = None) -> Pr
 
         return gke.connect(config, update_within=update_within)
     raise ProviderUnavailable(f"no provider adapter for {type(config).__name__}")
+
+
+def sdk_missing(kind: str) -> str:
+    """Why the bot cannot import cloud `kind`'s SDK, for people ("" when it can, or the cloud is
+    unknown): what its `connect` would refuse with, asked before a plan's actions meet it."""
+    if kind == "eks":
+        from bot.adapters.providers import eks
+
+        return eks.missing()
+    if kind == "aks":
+        from bot.adapters.providers import aks
+
+        return aks.missing()
+    if kind == "gke":
+        from bot.adapters.providers import gke
+
+        return gke.missing()
+    return ""
 
 
 class ProviderAccess:

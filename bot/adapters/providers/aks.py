@@ -399,18 +399,28 @@ def _error(exc: Exception) -> AzureError:
 CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0
 
 
+def missing() -> str:
+    """Why the AKS SDK cannot be imported, for people ("" when it can): what `connect` refuses
+    with (azure-identity, needed for Azure's own endpoint only, is asked for there)."""
+    try:
+        import azure.core.exceptions
+        import azure.mgmt.containerservice  # noqa: F401
+    except ImportError as exc:
+        return f"azure-mgmt-containerservice is not installed ({EXTRA_HINT}): {exc}"
+    return ""
+
+
 def connect(provider: AksProvider, *, update_within: float | None = None) -> Aks:
     """`ContainerServiceClient` for `provider`; `AzureUnavailable` without the SDK.
 
     `update_within`: the seconds an update call may take (the lease's figure, `bot.core.tenure`);
     the client then retries nothing (a retried PUT is the same call made twice)."""
-    try:
-        from azure.core.exceptions import AzureError as SdkError
-        from azure.mgmt.containerservice import ContainerServiceClient
-    except ImportError as exc:
-        raise AzureUnavailable(
-            f"azure-mgmt-containerservice is not installed ({EXTRA_HINT}): {exc}"
-        ) from None
+    reason = missing()
+    if reason:
+        raise AzureUnavailable(reason)
+    from azure.core.exceptions import AzureError as SdkError
+    from azure.mgmt.containerservice import ContainerServiceClient
+
     credential: Any
     if provider.endpoint_url:
         credential = StaticToken()

@@ -427,19 +427,29 @@ def _service_models() -> Any:
     return create_loader()
 
 
+def missing() -> str:
+    """Why boto3 cannot be imported, for people ("" when it can): what `connect` refuses with."""
+    try:
+        import boto3  # noqa: F401  (the extra: botocore comes with it)
+        import botocore.session  # noqa: F401
+    except ImportError as exc:
+        return f"boto3 is not installed ({EXTRA_HINT}): {exc}"
+    return ""
+
+
 def connect(provider: EksProvider, *, update_within: float | None = None) -> Eks:
     """boto3's clients for `provider`; `AwsUnavailable` when boto3 is not installed.
 
     `update_within`: the seconds an update call (the client that never retries) may take, connect
     and read together — the figure this replica's lease was checked against before the call
     (`bot.core.tenure`); by default botocore's own 5 s + 30 s."""
-    try:
-        import boto3  # noqa: F401  (the extra: botocore comes with it)
-        import botocore.session
-        from botocore.config import Config
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError as exc:
-        raise AwsUnavailable(f"boto3 is not installed ({EXTRA_HINT}): {exc}") from None
+    reason = missing()
+    if reason:
+        raise AwsUnavailable(reason)
+    import botocore.session
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
     config = Config(
         region_name=provider.region,
         connect_timeout=CONNECT_TIMEOUT,

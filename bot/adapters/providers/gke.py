@@ -368,17 +368,29 @@ def _error(exc: Exception) -> GcpError:
 TIMEOUT = 30.0
 
 
+def missing() -> str:
+    """Why the GKE SDK cannot be imported, for people ("" when it can): what `connect` refuses with."""
+    try:
+        import google.api_core.client_options
+        import google.auth.credentials
+        import google.cloud.container_v1  # noqa: F401
+    except ImportError as exc:
+        return f"google-cloud-container is not installed ({EXTRA_HINT}): {exc}"
+    return ""
+
+
 def connect(provider: GkeProvider, *, update_within: float | None = None) -> Gke:
     """`ClusterManagerClient` (REST) for `provider`; `GcpUnavailable` without the SDK.
 
     `update_within`: the seconds an update call may take (the lease's figure, `bot.core.tenure`)."""
-    try:
-        from google.api_core import exceptions as core_exceptions
-        from google.api_core.client_options import ClientOptions
-        from google.auth import credentials as auth_credentials
-        from google.cloud import container_v1
-    except ImportError as exc:
-        raise GcpUnavailable(f"google-cloud-container is not installed ({EXTRA_HINT}): {exc}") from None
+    reason = missing()
+    if reason:
+        raise GcpUnavailable(reason)
+    from google.api_core import exceptions as core_exceptions
+    from google.api_core.client_options import ClientOptions
+    from google.auth import credentials as auth_credentials
+    from google.cloud import container_v1
+
     options = None
     credentials: Any = None
     if provider.endpoint_url:

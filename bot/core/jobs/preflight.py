@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.common import JobCluster
-from bot.core.jobs.registry import default_jobs
+from bot.core.jobs.registry import default_jobs, job_kind
 from bot.core.kube.versions import parse_version
+from bot.core.providers import SDKS, sdk_missing
 from bot.errors import BotError, ClusterError, TemporaryError, UserError
 
 if TYPE_CHECKING:
@@ -184,6 +185,28 @@ def order_warnings(plan: PlannedActions, order: Sequence[str]) -> list[str]:
         f"the steps roll the node groups in the order {', '.join(rolled)}; the configured order "
         f"(`snapshot.node_group_order`) is {', '.join(g for g in order if g in rolled)}"
     ]
+
+
+def sdk_warnings(plan: PlannedActions, *, missing: Callable[[str], str] = sdk_missing) -> list[str]:
+    """One line per cloud whose actions the plan has but whose SDK this bot cannot import
+    (`missing`: the reason, "" when it can): each such action would fail at its step, after
+    its gate. The plan's checks are not counted: a check without the cloud's SDK says what it
+    did not see (its cloud-only ids NOT CHECKED), which is its own answer."""
+    clouds: dict[str, list[str]] = {}
+    for step in plan.steps:
+        for call in step.actions:
+            kind = job_kind(call.name)
+            if kind is not None and kind.cloud and call.name not in clouds.setdefault(kind.cloud, []):
+                clouds[kind.cloud].append(call.name)
+    out: list[str] = []
+    for cloud, names in clouds.items():
+        if missing(cloud):
+            sdk, extra = SDKS[cloud]
+            out.append(
+                f"the plan's {cloud.upper()} actions ({', '.join(names)}) need {sdk}, which this bot "
+                f"does not have ({extra})"
+            )
+    return out
 
 
 #: The actions that take the control plane to their `version` (a wait for it reads it only).

@@ -112,6 +112,9 @@ class JobKind:
     check: Callable[[Mapping[str, str]], object]
     #: Builds the job from what the bot gives the jobs.
     make: Callable[[JobDeps], Job]
+    #: The cloud whose API it calls (`eks`, `aks`, `gke`; "" for none): without that cloud's SDK
+    #: extra it cannot run at all (`bot.core.jobs.preflight.sdk_warnings`).
+    cloud: str = ""
 
     @property
     def arguments(self) -> frozenset[str]:
@@ -310,6 +313,7 @@ KINDS: tuple[JobKind, ...] = (
     ),
     JobKind(
         name="eks-update-cluster",
+        cloud="eks",
         summary="update the EKS control plane (UpdateClusterVersion) and follow it until /version reports it",
         required=frozenset({"version"}),
         optional=frozenset({"timeout"}),
@@ -320,6 +324,7 @@ KINDS: tuple[JobKind, ...] = (
     ),
     JobKind(
         name="eks-update-nodegroup",
+        cloud="eks",
         summary="update an EKS managed node group (UpdateNodegroupVersion), following its nodes and "
         "the disruption budgets that block its drain",
         required=frozenset({"nodegroup"}),
@@ -331,6 +336,7 @@ KINDS: tuple[JobKind, ...] = (
     ),
     JobKind(
         name="eks-update-addon",
+        cloud="eks",
         summary="update an EKS add-on (UpdateAddon) with the conflict policy the gate shows",
         required=frozenset({"addon", "version"}),
         optional=frozenset({"resolve_conflicts", "timeout"}),
@@ -341,6 +347,7 @@ KINDS: tuple[JobKind, ...] = (
     ),
     JobKind(
         name="aks-upgrade-control-plane",
+        cloud="aks",
         summary="upgrade the AKS control plane only (PUT managedClusters, agent pools kept) and follow "
         "its operation until /version reports it; AKS's deprecated-API block is a gated override with an expiry",
         required=frozenset({"version"}),
@@ -352,6 +359,7 @@ KINDS: tuple[JobKind, ...] = (
     ),
     JobKind(
         name="aks-upgrade-nodepool",
+        cloud="aks",
         summary="upgrade an AKS agent pool (PUT agentPools orchestratorVersion, the max surge shown at "
         "the gate) and follow its operation while its nodes roll",
         required=frozenset({"nodepool"}),
@@ -363,6 +371,7 @@ KINDS: tuple[JobKind, ...] = (
     ),
     JobKind(
         name="gke-update-master",
+        cloud="gke",
         summary="upgrade the GKE master (update_master; the node pools stay) and follow its operation "
         "until /version reports it; a maintenance exclusion in force is shown at the gate",
         required=frozenset({"version"}),
@@ -374,6 +383,7 @@ KINDS: tuple[JobKind, ...] = (
     ),
     JobKind(
         name="gke-update-nodepool",
+        cloud="gke",
         summary="upgrade a GKE node pool (update_node_pool, its surge or blue-green settings shown at the "
         "gate) and follow its operation; a blue-green soak asks people: finish, or roll back",
         required=frozenset({"nodepool"}),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.core.checks import service as checks
 from bot.core.clusters import group_labels, pick_cluster
-from bot.core.jobs.preflight import check_plan, order_warnings, step_version_warnings
+from bot.core.jobs.preflight import check_plan, order_warnings, sdk_warnings, step_version_warnings
 from bot.core.rules import load_rules
 from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, gather_facts
 from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file, window_warnings
@@ -119,6 +119,8 @@ def _validate(args: argparse.Namespace) -> int:
         return refused(exc)
     for warning in step_version_warnings(plan) + window_warnings(plan, datetime.now(UTC)):
         print(f"{path}: warning: {warning}", file=sys.stderr)
+    for warning in sdk_warnings(plan):
+        print(f"{path}: warning: {warning}: it cannot run until that is installed", file=sys.stderr)
     if args.check_cluster:
         try:
             settings = settings_for(args)

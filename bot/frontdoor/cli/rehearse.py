@@ -11,17 +11,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.core.checks.findings import Cover
+from bot.core.jobs.preflight import sdk_warnings
 from bot.errors import BotError, ConfigError, PlanInvalid, UsageError
 from bot.frontdoor.cli.connect import connect, sim_aws
 from bot.frontdoor.cli.options import (
     EXIT_FAILED,
+    EXIT_OK,
     EXIT_USAGE,
     LOG_LEVELS,
     Handler,
     Subparsers,
     verb_parser,
 )
-from bot.frontdoor.rehearse import rehearse
+from bot.frontdoor.rehearse import load_plan_file, rehearse
 from bot.logsetup import configure_logging
 from bot.records import AksProvider, EksProvider, GkeProvider, ImageChecks
 from bot.settings import read_check_ignores, read_image_checks
@@ -118,6 +120,9 @@ def _rehearse(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
         return EXIT_USAGE
+    status = exit_status(lambda: _runs_here(str(args.plan)))
+    if status != EXIT_OK:
+        return status
     with tempfile.TemporaryDirectory(prefix="upgrade-bot-rehearsal-") as tmp:
         workdir = Path(tmp)
         try:
@@ -130,6 +135,17 @@ def _rehearse(args: argparse.Namespace) -> int:
             return exit_status(lambda: _on_sim(args, sim, workdir, ignores, images))
         finally:
             sim.stop()
+
+
+def _runs_here(plan_name: str) -> int:
+    """EXIT_OK when this bot can run the plan's actions; a usage error before the sim starts when
+    one needs a cloud's SDK it lacks (without the extra every such step would fail and be
+    skipped, and the rehearsal would end "completed" having rehearsed nothing)."""
+    plan, _ = load_plan_file(plan_name)
+    lacking = sdk_warnings(plan)
+    if lacking:
+        raise UsageError(f"cannot rehearse {plan.name} here: {'; '.join(lacking)}")
+    return EXIT_OK
 
 
 def _on_sim(
