@@ -26,7 +26,7 @@ from bot.core.runs.plans import (
     window_warnings,
 )
 from bot.core.snapshots.projection import take_snapshot
-from bot.errors import ConfigError, UsageError, UserError
+from bot.errors import ConfigError, UsageError, UserError, clip
 
 
 def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
@@ -42,6 +42,8 @@ def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
             return decode_plan(body, label=filename), filename
         except ConfigError as exc:
             raise UserError(f"{exc}; a plan is a YAML file") from None
+    if _is_path(name):
+        return _local_plan(ctx, name)
     file_name("plan name", name)
     if not name.replace("-", "").replace("_", "").isalnum():
         raise UsageError(f"{name!r} is not a plan name (letters, digits, - and _) or a file link")
@@ -58,11 +60,36 @@ def _plan_file(ctx: CommandContext, name: str) -> tuple[str, str]:
     )
 
 
+def _is_path(name: str) -> bool:
+    """A file's path as people type one (`plan.yaml`, `./plan.yaml`, `/tmp/plan.yaml`, `~/p.yml`),
+    not a plan's name."""
+    return "/" in name or name.startswith("~") or name.lower().endswith((".yaml", ".yml"))
+
+
+def _local_plan(ctx: CommandContext, name: str) -> tuple[str, str]:
+    """A plan file on this machine, read only for the person at its terminal (`upgrade-bot exec`):
+    they own its files. From Slack a path would read files on the bot's host: refused, with the
+    ways a plan gets there."""
+    path = Path(name).expanduser()
+    if ctx.source != "terminal":
+        stem = path.stem if path.stem.replace("-", "").replace("_", "").isalnum() else "NAME"
+        raise UsageError(
+            f"{clip(name)!r} is a file path, and Slack does not read files on the bot's host: put it in the "
+            f"templates directory as `plans/{stem}.yaml` and pass `{stem}`, or upload it to Slack and pass "
+            "its link"
+        )
+    try:
+        return read_plan_file(path, label=clip(name)), clip(name)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+
+
 def run(ctx: CommandContext, args: Args) -> Reply:
     """Load an upgrade plan (validated, every problem listed), show a loaded one, or draft one.
 
     `/upgrade plan load NAME` reads `plans/NAME.yaml` from the templates directory;
-    `/upgrade plan load https://files.slack.com/…` reads a plan file uploaded to Slack. The plan
+    `/upgrade plan load https://files.slack.com/…` reads a plan file uploaded to Slack; from the
+    terminal, `upgrade-bot exec "plan load ./plan.yaml"` reads a local file (`plan draft`'s). The plan
     is checked completely — roles, step ids, actions, durations, the window, and that every Slack
     user and group in the roster exists — and stored under its `name`.
     `/upgrade plan show NAME` shows the steps and gates of the newest plan stored under NAME.
