@@ -333,6 +333,24 @@ def test_draft_and_scenario_usage_errors(tmp_path: Path, write_config: Callable[
     assert "--from-snapshot" in neither.stderr
 
 
+def test_draft_without_a_configuration_file_asks_for_one_and_the_help_names_draft(tmp_path: Path) -> None:
+    # A kube context but no upgrade-bot.yaml: the draft's roster, channels and window come from
+    # the configuration, so it says to write one (not "the configuration has no roster").
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
+    )
+    result = cli(tmp_path, "plan", "draft", "--to", "1.25", env={"KUBECONFIG": str(kubeconfig)})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "upgrade-bot: plan draft needs the configuration file (upgrade-bot.yaml): `upgrade-bot init` "
+        "writes one\n"
+    )
+    assert "upgrade plans: `plan validate FILE`, `plan draft --to V`" in cli(tmp_path, "--help").stdout
+
+
 def test_builtin_scenarios_export_to_files_that_serve_the_same(tmp_path: Path) -> None:
     out = tmp_path / "eks.yaml"
     exported = cli(tmp_path, "sim", "scenario", "--builtin", "eks-nodegroups", "--out", str(out))

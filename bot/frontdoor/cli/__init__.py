@@ -7,6 +7,7 @@
     upgrade-bot sim serve|scenarios …                    the simulated cluster (bot/sim)
     upgrade-bot templates check [DIR]                    render every announcement template (CI)
     upgrade-bot plan validate FILE [--check-slack] [--check-cluster]   check an upgrade plan (exit 2: problems)
+    upgrade-bot plan draft --to V [--out FILE]           a commented plan from what the cluster shows
     upgrade-bot fleet validate|start|status|approve|pause|resume|skip|retry|abort …   fleet runs
     upgrade-bot rehearse PLAN [--scenario S] [--auto-approve | --interactive] [--plain]   a whole plan on the sim
     upgrade-bot rehearse-fleet FLEET [--auto-approve] [--fail CLUSTER:STEP]   a whole fleet on sims
@@ -61,7 +62,7 @@ VERBS = {
     "sim": "the simulated cluster: `upgrade-bot sim --help`",
     "rehearse": "run a whole plan on the simulated cluster, printing the card and thread",
     "rehearse-fleet": "run a whole fleet on simulated clusters, printing the cards and threads",
-    "plan": "upgrade plans: `plan validate FILE`",
+    "plan": "upgrade plans: `plan validate FILE`, `plan draft --to V`",
     "fleet": "fleet runs: clusters in stages, the first a canary",
     "check": "pre-flight checks for an upgrade; exit 3 when a Required one fails",
     "inbox": "acknowledged requests set aside after failing: list, retry, drop",

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Subparsers) -> Handler:
-    plan = subparsers.add_parser("plan", help="upgrade plans: `plan validate FILE`")
+    plan = subparsers.add_parser("plan", help="upgrade plans: `plan validate FILE`, `plan draft --to V`")
     actions = plan.add_subparsers(dest="plan_command", required=True, metavar="ACTION")
     validate = actions.add_parser(
         "validate", parents=[common_options()], help="check a plan; exit 2 listing every problem"
@@ -174,6 +174,12 @@ def _facts(
 
 
 def _draft(settings: Settings, args: argparse.Namespace) -> int:
+    if settings.source is None:
+        # Read-only, so it came this far on the kube context; but a draft's roster, channels and
+        # window come from the configuration, and there is none ("no roster" would mislead).
+        raise UsageError(
+            "plan draft needs the configuration file (upgrade-bot.yaml): `upgrade-bot init` writes one"
+        )
     try:
         checks.check_target(args.to)
         cluster = pick_cluster(settings.clusters, args.cluster)
