@@ -7,7 +7,9 @@ or ignored) — and the full report (why and how to fix each finding) uploaded u
 
 `only: EKS006,EKS009` runs the same checks and keeps only those ids' findings: a plan's check
 after the roll-out (leftover Auto Scaling groups, launch-template drift) names them, Recommended
-ones included, where the pre-flight line only counts the Recommended.
+ones included, where the pre-flight line only counts the Recommended. `settled_later: API001,SKEW004`
+lists those ids' Required findings without failing the step: a later step of the plan settles them
+(a drafted plan's API migration and node-group catch-up come after its check).
 
 What the checks did not see is on the line too (`blind_spots`: a list not read, a cloud's checks
 skipped or not completed), so a pass is never read as covering what was not looked at; a list most
@@ -51,14 +53,29 @@ SPOT_CHARS = 120
 _FAMILY = re.compile(r"^[A-Z]+")
 
 
-def only_ids(args: Mapping[str, str]) -> tuple[str, ...]:
-    """`only`'s finding ids (comma-separated), each one the checks report; () without it."""
-    ids = tuple(dict.fromkeys(i.strip().upper() for i in str(args.get("only", "")).split(",") if i.strip()))
+def only_ids(args: Mapping[str, str], key: str = "only") -> tuple[str, ...]:
+    """`key`'s finding ids (comma-separated), each one the checks report; () without it."""
+    ids = tuple(dict.fromkeys(i.strip().upper() for i in str(args.get(key, "")).split(",") if i.strip()))
     known = builtin_findings()
     for fid in ids:
         if not valid_id(fid) or fid not in known:
-            raise UserError(f"only: {clip(fid, 20)!r} is not a finding id the checks report (e.g. EKS009)")
+            raise UserError(f"{key}: {clip(fid, 20)!r} is not a finding id the checks report (e.g. EKS009)")
     return ids
+
+
+def _check_args(args: Mapping[str, str]) -> None:
+    only_ids(args)
+    only_ids(args, "settled_later")
+
+
+def _later(findings: list[Finding], ids: tuple[str, ...]) -> tuple[list[Finding], str]:
+    """The Required findings the plan's later steps settle (`settled_later`) set apart: the rest,
+    and the line's part that still names them ("" for none)."""
+    later = [f for f in findings if f.id in ids]
+    if not later:
+        return findings, ""
+    rest = [f for f in findings if f.id not in ids]
+    return rest, f"; {len(later)} Required the plan's later steps settle: {_named(later)}"
 
 
 def _only(report: Report, ids: tuple[str, ...]) -> Report:
@@ -116,6 +133,9 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
         report = _only(report, only)
     required = [f for f in report.findings if f.severity == REQUIRED]
     recommended = len(report.findings) - len(required)
+    # Listed, not failing: a finding a later step of this plan settles (a drafted plan's API
+    # migration or node-group catch-up after its check) is the plan's work, not a blocker.
+    required, later = _later(required, only_ids(request.call.args, "settled_later"))
     files = (report_attachment(report),)
     relied = cover_labels(report, severity=REQUIRED)
     accepted = f"; relied on {'; '.join(relied)}" if relied else ""
@@ -140,7 +160,7 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
                 ok=True,
                 detail=(
                     f"check of {', '.join(only)} for {report.target} passed: {unfixed}, {recommended} "
-                    f"Recommended{listing}{but} — the full report is attached{accepted}"
+                    f"Recommended{listing}{later}{but} — the full report is attached{accepted}"
                 ),
                 files=files,
             )
@@ -151,7 +171,7 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
                 detail=(
                     f"pre-flight check for {report.target} INCOMPLETE: {unseen} — the checks on "
                     f"{', '.join(report.unread)} did not run ({unfixed} among the others, {recommended} "
-                    f"Recommended); give the bot read access and retry the step — the full report is "
+                    f"Recommended{later}); give the bot read access and retry the step — the full report is "
                     f"attached{accepted}"
                 ),
                 files=files,
@@ -160,7 +180,7 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
             ok=True,
             detail=(
                 f"pre-flight check for {report.target} passed: {unfixed}, {recommended} "
-                f"Recommended{but} — the full report is attached{accepted}"
+                f"Recommended{later}{but} — the full report is attached{accepted}"
             ),
             files=files,
         )
@@ -186,7 +206,7 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
         ok=False,
         detail=(
             f"pre-flight check for {report.target} FAILED: {len(required)} Required — {shown}; "
-            f"{recommended} Recommended{f'; {unseen}' if unseen else ''} — the full report is "
+            f"{recommended} Recommended{later}{f'; {unseen}' if unseen else ''} — the full report is "
             f"attached{accepted}"
         ),
         files=files,
@@ -221,7 +241,7 @@ def required_ids(detail: str) -> tuple[str, ...]:
 SPEC = ActionSpec(
     name="check",
     summary="run the pre-flight checks and known-issue rules; a Required finding fails the step",
-    optional=frozenset({"to", "only"}),
+    optional=frozenset({"to", "only", "settled_later"}),
     run=run,
-    check=only_ids,
+    check=_check_args,
 )

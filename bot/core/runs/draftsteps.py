@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.core.checks.findings import REQUIRED
 from bot.core.runs.draftfacts import (
     API_REMOVED,
     CORDONED,
@@ -296,7 +297,15 @@ class DraftWriter:
         return f"{base}-{_dash(hop)}" if chained else base
 
     def check_step(self, hop: str, phase: str, why: str) -> None:
-        lead, step, hop_id = self.lead, self.step, self.hop_id
+        lead, step, hop_id, found = self.lead, self.step, self.hop_id, self.sorted_findings
+        # What the steps after this check settle (its API migration, kube-proxy, the catch-up of
+        # lagging groups, the add-ons): listed on its line, not failing it.
+        later = [f.id for f in found.fixable.get(hop, ()) if f.severity == REQUIRED]
+        later += [f.id for at, f in found.settled if at == hop]
+        ids = ",".join(dict.fromkeys(later))
+        settled = f", settled_later: {_q(ids)}" if ids else ""
+        if ids:
+            why += f"\nThe steps below settle {ids.replace(',', ', ')}: listed on its line, not failing it."
         step(
             why,
             [
@@ -305,7 +314,7 @@ class DraftWriter:
                 f"title: Pre-flight checks for {hop}",
                 f"gate: {_gate(lead)}",
                 "actions:",
-                f"  - check: {{to: {_q(hop)}}}",
+                f"  - check: {{to: {_q(hop)}{settled}}}",
             ],
         )
 

@@ -97,7 +97,7 @@ def test_only_recommended_findings_pass_and_the_target_defaults_to_the_checks_ow
 def test_plans_may_name_the_check_action() -> None:
     spec = default_registry().get("check")
     assert spec is not None
-    assert spec.optional == frozenset({"to", "only"})
+    assert spec.optional == frozenset({"to", "only", "settled_later"})
     assert not spec.mutating
 
 
@@ -262,3 +262,39 @@ def test_a_runs_check_without_to_is_for_its_plans_target_not_one_minor_above_the
     check.run(context(report, asked), replace(planned, call=ActionCall(name="check", args={"to": "1.26"})))
     check.run(context(report, asked), request({}))
     assert asked == [("prod", "1.25"), ("prod", "1.26"), ("prod", None)]
+
+
+def test_required_findings_the_plans_later_steps_settle_are_listed_and_do_not_fail_the_step() -> None:
+    # A drafted plan's first check runs before its API migration and node-group catch-up steps.
+    report = Report(
+        cluster="prod",
+        target="1.25",
+        findings=(
+            finding("API001", REQUIRED, "HorizontalPodAutoscaler payments/payments-api"),
+            finding("SKEW004", REQUIRED, "node group istio"),
+            finding("RES001", RECOMMENDED),
+        ),
+    )
+    args = {"to": "1.25", "settled_later": "API001, skew004"}
+    result = check.run(context(report, []), request(args))
+    assert result.ok, result.detail
+    assert result.detail.startswith(
+        "pre-flight check for 1.25 passed: no Required findings, 1 Recommended; 2 Required the plan's "
+        "later steps settle: API001 (HorizontalPodAutoscaler payments/payments-api), SKEW004 (node group istio)"
+    )
+    # A Required finding no later step settles still fails it, and only that one is a Required id.
+    failing = replace(report, findings=(*report.findings, finding("PDB001", REQUIRED, "billing/ledger")))
+    result = check.run(context(failing, []), request(args))
+    assert not result.ok
+    assert (
+        "FAILED: 1 Required — PDB001 (billing/ledger); 1 Recommended; 2 Required the plan's later"
+        in result.detail
+    )
+    assert check.required_ids(result.detail) == ("PDB001",)
+    # The plan's validator knows the argument and refuses an id the checks do not report.
+    spec = default_registry().get("check")
+    assert spec is not None
+    assert spec.check is not None
+    assert "settled_later" in spec.arguments
+    with pytest.raises(UserError, match="settled_later: 'NOPE1' is not a finding id"):
+        spec.check({"settled_later": "NOPE1"})

@@ -159,6 +159,12 @@ def test_with_the_eks_provider_lagging_groups_first_then_the_eks_actions_in_orde
     assert "#   EKS008 (check for 1.25)" in header.split("settle:", 1)[1]
     assert "POD001" not in text
     assert "API001 (check" not in header
+    # The check, first, lists what the steps after it settle without failing on it; PDB001, which
+    # none settles, still fails it.
+    assert ids.index("checks") < ids.index("migrate-apis")
+    assert _step(text, "checks")["actions"] == [
+        {"check": {"to": "1.25", "settled_later": "API001,SKEW005,EKS008"}}
+    ]
 
 
 def test_without_a_provider_a_lagging_group_catches_up_only_as_far_as_the_skew_policy_asks() -> None:
@@ -206,7 +212,9 @@ def test_a_chained_draft_checks_each_hop_and_catches_an_api_removed_at_an_interm
     assert ids[:2] == ["snapshot-pre", "checks-1-30"]
     for hop in ("1-31", "1-32", "1-33"):
         assert ids.index(f"checks-{hop}") < ids.index(f"control-plane-{hop}")
-        assert plan.step(f"checks-{hop}").actions[0].args == {"to": hop.replace("-", ".")}
+        # The 1.32 check lists the API removal its migration step settles after it, not failing on it.
+        later = {"settled_later": "API001"} if hop == "1-32" else {}
+        assert plan.step(f"checks-{hop}").actions[0].args == {"to": hop.replace("-", "."), **later}
     # The API removed in 1.32 is moved after the 1.31 hop and before the 1.32 hop, once.
     assert [i for i in ids if i.startswith("migrate-apis")] == ["migrate-apis-1-32"]
     assert ids.index("control-plane-1-31") < ids.index("migrate-apis-1-32") < ids.index("control-plane-1-32")
