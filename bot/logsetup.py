@@ -49,6 +49,16 @@ _replica = {"id": "-"}
 # xoxb- (bot), xoxp- (user), xoxa-/xoxr- (legacy), xapp- (app-level), xoxe- (rotation) tokens.
 _TOKEN_SHAPE = re.compile(r"\b(xox[abeoprs]|xapp)-[A-Za-z0-9-]+")
 _REDACTED = "[redacted]"
+#: What a token is replaced by in a message a person reads: its kind stays, so "xoxb-…(redacted)"
+#: still tells them which token they pasted where.
+_MASKED = r"\1-…(redacted)"
+
+
+def mask_tokens(text: str) -> str:
+    """`text` with every Slack-token-shaped string (the shapes the log filter redacts) cut to its
+    kind: `xoxb-…(redacted)`. For messages that are printed rather than logged, such as a
+    configuration's problems."""
+    return _TOKEN_SHAPE.sub(_MASKED, text)
 
 
 def new_correlation_id() -> str:

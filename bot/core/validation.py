@@ -24,6 +24,7 @@ import yaml
 from bot.core.people import GROUP_ID, USER_ID
 from bot.errors import ConfigError
 from bot.files import NotRegular, TooLarge, Unreadable, read_bounded
+from bot.logsetup import mask_tokens
 
 # Names of clusters, roles and plans: lower case, digits, and . _ -
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -33,6 +34,16 @@ MAX_DOCUMENT_BYTES = 1024 * 1024
 #: Real documents nest a handful of levels; PyYAML's composer recurses per level, so a
 #: pathological file would otherwise end in RecursionError instead of a message.
 MAX_DEPTH = 50
+#: Said wherever a document holds a Slack token, or a key that looks meant for one: a file is
+#: read by people, printed in errors and kept in Helm values and git; the environment is not.
+TOKEN_HINT = (
+    "Slack tokens and the signing secret go in the environment "
+    "(SLACK_BOT_TOKEN, SLACK_APP_TOKEN, SLACK_SIGNING_SECRET), never in the file"
+)
+#: A key a Slack secret was meant for (`slack_bot_token`, `slack.bot_token`, `signing_secret`):
+#: one at the top level or under `slack:` (a `prometheus.token` is another service's).
+_SECRET_KEY = re.compile(r"token|secret", re.IGNORECASE)
+_SLACK_SECTIONS = ("", "slack")
 #: A number longer than this is a typo (and Python refuses int() past 4,300 digits anyway).
 MAX_NUMBER_CHARS = 100
 #: Only what the safe loader itself understands; anything else (`!!python/name:…`, `!custom`)
@@ -46,8 +57,9 @@ STANDARD_TAGS = frozenset(
 
 
 def shown(value: object, limit: int = 40) -> str:
-    """`value` quoted for a message, cut to `limit` characters so one bad value stays one line."""
-    text = str(value)
+    """`value` quoted for a message, cut to `limit` characters so one bad value stays one line; a
+    Slack token in it is masked first (`xoxb-…(redacted)`), so no cut leaves a readable part of it."""
+    text = mask_tokens(str(value))
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
@@ -239,7 +251,12 @@ class YamlValidator:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
         # A runaway value must not turn one problem into a screenful.
         message = message if len(message) <= 600 else message[:600] + "…"
-        self.errors.append(f"{self.label}{line}: {key}: {message}")
+        # A token pasted into a value (or a key) must not be printed back to a terminal or a pod's
+        # log; `shown` has masked the values it quoted, this masks the rest.
+        entry = mask_tokens(f"{self.label}{line}: {key}: {message}")
+        if "…(redacted)" in entry and TOKEN_HINT not in entry:
+            entry += f"; {TOKEN_HINT}"
+        self.errors.append(entry)
 
     def missing_value(self, node: yaml.Node, key: str) -> None:
         self.error(node, key, "missing value" + _comment_hint(node))
@@ -267,6 +284,8 @@ class YamlValidator:
             if allowed is not None and name not in allowed:
                 hint = difflib.get_close_matches(name, sorted(allowed), n=1)
                 suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+                if not hint and key in _SLACK_SECTIONS and _SECRET_KEY.search(name):
+                    suggestion = f"; {TOKEN_HINT}"
                 self.error(knode, dotted, f"unknown key{suggestion}")
                 continue
             if name in out:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.core.validation import TOKEN_HINT
 from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
 
@@ -129,7 +130,7 @@ def test_a_configuration_with_several_problems_names_every_one_with_status_2(tmp
     lines = result.stderr.strip().splitlines()
     assert lines[0] == "upgrade-bot: 3 problems:"
     assert sorted(lines[1:]) == [
-        f"  {config}:1: slack_bot_token: unknown key",
+        f"  {config}:1: slack_bot_token: unknown key; {TOKEN_HINT}",
         f"  {config}:2: channels: expected a mapping",
         f"  {config}:3: foo: unknown key",
     ]

@@ -15,6 +15,7 @@ from typing import TypeAlias
 
 # Light (traceback and pathlib only): `--help` may import it.
 from bot.errors import BotError, ConfigError, StoreUnreachable, UsageError
+from bot.logsetup import mask_tokens
 
 #: What a verb's `register(subparsers)` returns and `main` calls with the parsed arguments: the
 #: command's exit status.
@@ -152,14 +153,15 @@ def refused(exc: BotError) -> int:
     """Say why the bot refused, with no traceback: one line, or one line per problem of a file;
     and the exit status: a usage error (a configuration or the command's words) is 2, anything else
     1 — a database that did not accept a connection too, though it is a configuration's error
-    (`StoreUnreachable`)."""
+    (`StoreUnreachable`). A Slack token a message quotes (a path or URL of the configuration that
+    holds one) is masked: under Helm stderr is a pod's log."""
     problems = exc.problems if isinstance(exc, ConfigError) else ()
     if len(problems) > 1:
         # Every problem of the file at once (as `plan validate` gives a plan's), not the first alone.
         print(f"upgrade-bot: {len(problems)} problems:", file=sys.stderr)
         for problem in problems:
-            print(f"  {problem}", file=sys.stderr)
+            print(f"  {mask_tokens(problem)}", file=sys.stderr)
     else:
-        print(f"upgrade-bot: {exc.user_message}", file=sys.stderr)
+        print(f"upgrade-bot: {mask_tokens(exc.user_message)}", file=sys.stderr)
     usage = isinstance(exc, (ConfigError, UsageError)) and not isinstance(exc, StoreUnreachable)
     return EXIT_USAGE if usage else EXIT_FAILED
