@@ -229,6 +229,13 @@ def test_the_current_kube_context_without_a_configuration_file(
     nope = cli(tmp_path, "check", "--context", "nope", env=env)
     assert nope.returncode == 2
     assert "no context named 'nope' (it has: sim)" in nope.stderr
+    # With a configuration file the flag is named as the flag, not as the file's `context:`.
+    (tmp_path / "flagged.yaml").write_text(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n")
+    flagged = cli(tmp_path, "check", "--config", "flagged.yaml", "--context", "nope", env=env)
+    assert (flagged.returncode, flagged.stderr) == (
+        2,
+        f"upgrade-bot: kubeconfig {kubeconfig}: no context named 'nope' (it has: sim)\n",
+    )
 
     # What needs Slack or a roster still needs the configuration file, and says so.
     start = cli(tmp_path, "exec", "start eks-nodegroups", env=env)

@@ -96,6 +96,33 @@ def test_connecting_refuses_a_hostile_kubeconfig_with_what_is_wrong(tmp_path: Pa
     assert caught.value.user_message == f"cluster prod: kubeconfig {path}: {reason}"
 
 
+def test_a_context_the_kubeconfig_lacks_names_the_cluster_s_entry_and_the_contexts_it_has(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(GOOD)
+    config = ClusterConfig(name="prod", kubeconfig=path, context="kind-upgrade-bot")
+    with pytest.raises(ConfigError) as caught:
+        Cluster.connect(config)
+    assert caught.value.user_message == (
+        f"clusters.prod.context: no context named 'kind-upgrade-bot' in kubeconfig {path} (it has: ctx)"
+    )
+    # Without `context:` the kubeconfig's current one is used, and named as the cluster's.
+    assert Cluster.connect(ClusterConfig(name="prod", kubeconfig=path)).context == "ctx"
+
+
+def test_in_cluster_outside_a_pod_says_it_is_not_in_one_and_what_to_name_instead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        Cluster.connect(ClusterConfig(name="prod", in_cluster=True))
+    assert caught.value.user_message == (
+        "clusters.prod.in_cluster: this process is not running in a Kubernetes pod "
+        "(KUBERNETES_SERVICE_HOST is not set); outside a pod, name a `kubeconfig` and `context` instead"
+    )
+
+
 def test_a_list_skips_missing_files_as_kubectl_does_but_not_a_fifo(tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text(GOOD)

@@ -11,7 +11,6 @@ import yaml
 from bot.adapters.kube.lean import _kubernetes
 from bot.errors import ConfigError
 from bot.files import TooLarge, Unreadable, read_bounded
-from bot.records import ClusterConfig
 
 #: A kubeconfig is a few kilobytes per cluster (its certificates inline); one of hundreds of
 #: clusters stays under a megabyte. A bigger file is the wrong file, and YAML-parsing it would
@@ -89,34 +88,33 @@ def _yaml_kind(value: object) -> str:
     return type(value).__name__
 
 
-def kubeconfig_context(kubeconfig: str, context: str | None = None) -> str:
+def kubeconfig_context(kubeconfig: str, context: str | None = None, *, cluster: str = "") -> str:
     """The context a kubeconfig (or a colon-separated list of them, as in $KUBECONFIG, merged as
     kubectl merges them) selects: `context` if it has one by that name, else its current context.
-    A list with no readable file, a context it lacks or none current is a ConfigError."""
-    check_kubeconfig(kubeconfig)
+    A list with no readable file, a context it lacks or none current is a ConfigError; for the
+    configuration's `cluster`, one that names its entry (`clusters.NAME.context`), not `--context`."""
+    check_kubeconfig(kubeconfig, cluster=cluster)
     kube = _kubernetes()
     try:
         contexts, active = kube.config.list_kube_config_contexts(config_file=kubeconfig)
     except (kube.ConfigException, OSError, TypeError, ValueError) as exc:
-        raise ConfigError(f"kubeconfig {kubeconfig}: {exc}") from None
+        where = f"cluster {cluster}: " if cluster else ""
+        raise ConfigError(f"{where}kubeconfig {kubeconfig}: {exc}") from None
     names = [str(c.get("name", "")) for c in contexts or () if isinstance(c, dict)]
     if context:
         if context not in names:
+            has = f"(it has: {', '.join(names) or 'none'})"
             raise ConfigError(
-                f"kubeconfig {kubeconfig}: no context named {context!r} (it has: {', '.join(names) or 'none'})"
+                f"clusters.{cluster}.context: no context named {context!r} in kubeconfig {kubeconfig} {has}"
+                if cluster
+                else f"kubeconfig {kubeconfig}: no context named {context!r} {has}"
             )
         return context
     current = str(active.get("name", "")) if isinstance(active, dict) else ""
     if not current:
+        if cluster:
+            raise ConfigError(
+                f"clusters.{cluster}: kubeconfig {kubeconfig} has no current context (name one as `context:`)"
+            )
         raise ConfigError(f"kubeconfig {kubeconfig}: no current context (pass --context NAME)")
     return current
-
-
-def _current_context(config: ClusterConfig) -> str:
-    """The name of the kubeconfig's current context, which is what the bot connects with."""
-    kube = _kubernetes()
-    try:
-        _, active = kube.config.list_kube_config_contexts(config_file=str(config.kubeconfig))
-    except (kube.ConfigException, OSError, TypeError, ValueError):
-        return ""
-    return str(active.get("name", "")) if isinstance(active, dict) else ""

@@ -95,6 +95,11 @@ def settings_for(args: argparse.Namespace, *, read_only: bool = False) -> Settin
                 for name, c in settings.clusters.items()
             },
         )
+    if context:
+        # Named as the flag, before a cluster's connection would name it as the file's `context:`.
+        for cluster in settings.clusters.values():
+            if cluster.kubeconfig is not None and not cluster.in_cluster:
+                kubeconfig_context(str(cluster.kubeconfig), context)
     return settings
 
 
