@@ -56,6 +56,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             extras=checks.default_extras(
                 now=ctx.clock().timestamp(), cluster=cluster, images=ctx.settings.image_checks
             ),
+            asked=True,
         )
     # The cluster's last check: a waiver asked after it is compared with what it found.
     ctx.store.save_check_seen(seen_of(report, cluster=cluster.name, at=ctx.clock()))

@@ -16,6 +16,7 @@ from bot.core.kube.versions import MINORS_AHEAD, NEWEST_KNOWN_MINOR
 from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
+from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
 
 NEWEST = NEWEST_KNOWN_MINOR + MINORS_AHEAD
@@ -94,4 +95,57 @@ def test_the_terminal_check_refuses_the_issues_version_in_one_line(config: Path)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == (
         f"upgrade-bot: --to '1.99999999999999999999999' does not exist: this bot knows Kubernetes 1.0 to 1.{NEWEST}"
+    )
+
+
+@pytest.fixture
+def on_the_sim(
+    write_config: Callable[..., Path], sim_eks: SimCluster, sim_kubeconfig: Callable[[SimCluster], Path]
+) -> Path:
+    """A configuration whose one cluster is the sim, on v1.24.17-eks-10df0b3."""
+    return write_config(f"clusters:\n  prod: {{kubeconfig: {sim_kubeconfig(sim_eks)}}}\n")
+
+
+def test_a_minor_older_than_the_cluster_s_is_refused_and_the_minor_it_is_on_is_said(on_the_sim: Path) -> None:
+    built = assemble(load_settings(on_the_sim, {}), with_slack=False)
+    try:
+        older = built.router.handle(
+            CommandRequest(text="check --to 1.20", user_id="U0PRIMARY", source="terminal")
+        )
+        same = built.router.handle(
+            CommandRequest(text="check --to 1.24", user_id="U0PRIMARY", source="terminal")
+        )
+        next_one = built.router.handle(
+            CommandRequest(text="check --to 1.25", user_id="U0PRIMARY", source="terminal")
+        )
+    finally:
+        built.close()
+    assert not older.ok
+    assert (
+        "the cluster is on v1.24.17-eks-10df0b3 already: --to 1.20 is an older minor "
+        "(check 1.24, the minor it is on, or a newer one)"
+    ) in older.rendered.text
+    assert "Pre-flight check" not in older.rendered.text
+    # The minor it is on is checked (what is left after its upgrade), and the check says so.
+    assert "Pre-flight check of *prod* for *1.24*" in same.rendered.text
+    assert (
+        "the cluster is on 1.24 already: this checks what is left on it, not a next upgrade"
+        in same.rendered.text
+    )
+    assert "Pre-flight check of *prod* for *1.25*" in next_one.rendered.text
+    assert "already" not in next_one.rendered.text
+
+
+def test_the_terminal_check_of_an_older_minor_is_a_usage_error(on_the_sim: Path) -> None:
+    result = subprocess.run(
+        [*bot_command(), "check", "--to", "1.20", "--config", str(on_the_sim)],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "UPGRADE_BOT_"))},
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert result.stderr == (
+        "upgrade-bot: the cluster is on v1.24.17-eks-10df0b3 already: --to 1.20 is an older minor "
+        "(check 1.24, the minor it is on, or a newer one)\n"
     )

@@ -25,7 +25,7 @@ from bot.core.checks.preflight import minor_of, run_checks
 from bot.core.checks.rulehits import rule_finding
 from bot.core.checks.waivers import apply_covers, stray_objects, waiver_covers
 from bot.core.kube.applied import APPLIED_KINDS
-from bot.core.kube.versions import target_version_problem
+from bot.core.kube.versions import minor, older_minor, target_version_problem
 from bot.core.rules import Rule, RuleHit
 from bot.core.safetext import printable
 from bot.core.snapshots.projection import Progress
@@ -228,10 +228,13 @@ def run_check(
     manifest_check: Callable[[Sequence[Path], str], Sequence[Finding]] | None = None,
     progress: Progress | None = None,
     covers: Sequence[Cover] = (),
+    asked: bool = False,
 ) -> Report:
     """Every check and rule over the cluster; what `covers` accept (waivers, the ignore list) is
-    moved to the report's `covered` and does not fail it."""
+    moved to the report's `covered` and does not fail it. `asked`: a person typed the `target`
+    (`--to`), which `against_the_cluster` holds to the cluster's version."""
     check_target(target)
+    first_notes = against_the_cluster(reader, target) if asked and target else []
     extra_findings: list[Finding] = []
     extra_notes: list[str] = []
 
@@ -260,6 +263,7 @@ def run_check(
         *extra_findings,
     ]
     notes = [
+        *first_notes,
         f"control plane {facts.version}, target {to}, {len(facts.nodes)} nodes, {len(facts.workloads)} workloads",
         *gathered.notes,
         *(f"not read: {gap}" for gap in facts.gaps),
@@ -271,6 +275,29 @@ def run_check(
         notes.append(f"{len(rules)} known-issue rules")
     report = Report(cluster=reader.name, target=to, findings=ordered(findings), notes=tuple(notes))
     return apply_covers(report, covers)
+
+
+#: The note of a check of the minor the cluster is on, which the chat's summary shows too.
+_ALREADY = re.compile(r"the cluster is on [0-9.]+ already: ")
+
+
+def against_the_cluster(reader: CheckReader, target: str) -> list[str]:
+    """A `--to` older than the cluster's minor is refused, before the cluster is read: there is no
+    upgrade to it (plan draft refuses it too). The minor it is on is checked, for what is left
+    after its upgrade; the report's first note says so. A plan's check step is not held to this:
+    its leftover check runs after the control plane reached the target."""
+    version = str(reader.get_json("/version").get("gitVersion", ""))
+    if older_minor(version, target):
+        raise UsageError(
+            f"the cluster is on {version} already: --to {target} is an older minor "
+            f"(check {minor(version)}, the minor it is on, or a newer one)"
+        )
+    if older_minor(version, target, or_same=True):
+        return [
+            f"the cluster is on {minor(version)} already: this checks what is left on it, "
+            f"not a next upgrade (--to {default_target(version)} checks that)"
+        ]
+    return []
 
 
 #: What a check that read no waivers says (the terminal without a configuration file: no store).
@@ -292,10 +319,12 @@ def check_cluster(
     manifests: Sequence[Path] = (),
     manifest_check: Callable[[Sequence[Path], str], Sequence[Finding]] | None = None,
     progress: Progress | None = None,
+    asked: bool = False,
 ) -> Report:
     """The check and its verdict, as every front door gives it: `run_check`, with what the
     configuration's `ignores` and the cluster's stored `waivers` (those active at `now`) accept
-    moved to `covered`. `waivers` None: none could be read (no store), which the report says."""
+    moved to `covered`. `waivers` None: none could be read (no store), which the report says.
+    `asked`: the target is a person's `--to` (`against_the_cluster`)."""
     covers = [*ignores, *waiver_covers(waivers or (), now)]
     report = run_check(
         reader,
@@ -306,6 +335,7 @@ def check_cluster(
         manifest_check=manifest_check,
         progress=progress,
         covers=covers,
+        asked=asked,
     )
     if waivers is None:
         return replace(report, notes=(*report.notes, NO_WAIVERS), waivers=None)
@@ -470,7 +500,11 @@ def summary_context(report: Report, *, shown_recommended: int, ref: str = "") ->
         "recommended_count": n_recommended,
         # What the checks did not see: lists not read, a cloud's checks skipped or not completed;
         # and the waivers that name objects no finding names (they cover nothing).
-        "notes": [*blind_spots(report.notes), *(n for n in report.notes if _STRAY.match(n))],
+        "notes": [
+            *(n for n in report.notes if _ALREADY.match(n)),
+            *blind_spots(report.notes),
+            *(n for n in report.notes if _STRAY.match(n)),
+        ],
         "fixes": check_fixes(report, ref=ref) if ref else [],
         # Findings a waiver or the configuration's ignore list accepted: who, why and until when.
         "covered": [

@@ -42,6 +42,15 @@ def target_version_problem(text: str) -> str | None:
     return None
 
 
+def older_minor(current: str, target: str, *, or_same: bool = False) -> bool:
+    """Is `target`'s minor below `current`'s (with `or_same`, not above it)? False when either is
+    not a version: what cannot be read is not refused for it."""
+    now, to = parse_version(current), parse_version(target)
+    if now is None or to is None or len(now) < 2 or len(to) < 2:
+        return False
+    return (to[0], to[1]) <= (now[0], now[1]) if or_same else (to[0], to[1]) < (now[0], now[1])
+
+
 def minor(version: str) -> str:
     """`v1.25.16-eks-abc` or `1.25` → "1.25" ("" when it is not a version)."""
     m = re.match(r"^v?([0-9]+)\.([0-9]+)", version.strip())

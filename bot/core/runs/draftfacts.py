@@ -21,7 +21,7 @@ from bot.core import providers
 from bot.core.checks import service as checks
 from bot.core.checks.findings import REQUIRED, Cover, Finding
 from bot.core.checks.gather import CheckReader
-from bot.core.kube.versions import parse_version
+from bot.core.kube.versions import older_minor, parse_version
 from bot.core.providers import Provider, ProviderConfig
 from bot.core.rules import Rule
 from bot.core.snapshots.projection import Progress, pods_as_dicts
@@ -203,7 +203,7 @@ def hop_targets(current: str, target: str) -> list[str]:
         raise UserError(f"--to {target!r} is not a Kubernetes version")
     if now is None or len(now) < 2:
         return [f"{to[0]}.{to[1]}"]
-    if (to[0], to[1]) <= (now[0], now[1]):
+    if older_minor(current, target, or_same=True):
         raise UserError(f"the cluster is on {current} already: --to {target} is not a newer minor")
     if to[0] != now[0]:
         raise UserError(f"--to {target}: only upgrades within one major version are drafted")

@@ -119,7 +119,17 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     manifests = [Path(p) for p in args.manifests]
     with progress_bar(quiet=args.output != "text") as progress:
         report = _check_cluster(
-            settings, args, cluster, target, rules, now, waivers, manifests, stdin=stdin, progress=progress
+            settings,
+            args,
+            cluster,
+            target,
+            rules,
+            now,
+            waivers,
+            manifests,
+            stdin=stdin,
+            progress=progress,
+            asked=True,
         )
     write_out(_render(report, args.output), args.out, "the check")
     return EXIT_FOUND if report.failed else EXIT_FAILED if report.incomplete else EXIT_OK
@@ -137,9 +147,11 @@ def _check_cluster(
     *,
     stdin: str | None = None,
     progress: Progress | None = None,
+    asked: bool = False,
 ) -> Report:
     """One cluster's check, connected for it alone: its rules, extras and waivers, and the
-    `manifests` named (`--manifests`, `stdin` standing for `-`)."""
+    `manifests` named (`--manifests`, `stdin` standing for `-`); `asked`: `--to` is held to the
+    cluster's version (`checks.against_the_cluster`), as a fleet's is not."""
     reader = connect(cluster)
     try:
         return checks.check_cluster(
@@ -159,6 +171,7 @@ def _check_cluster(
             manifests=manifests,
             manifest_check=checks.default_manifest_check(stdin),
             progress=progress,
+            asked=asked,
         )
     finally:
         reader.close()
